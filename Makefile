@@ -1,0 +1,46 @@
+# gpucosim: `make sim` runs the demo, `make test` runs the tests. Each creates the
+# virtualenv from pyproject.toml on first use and refreshes it when pyproject.toml changes.
+
+VENV   ?= .venv
+PYTHON ?= python3
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+JOBS   ?= 2
+SIM    ?=
+export SIM
+
+.PHONY: all venv sim test gen check-gen lint bench clean
+
+all: test
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	@touch $@
+
+venv: $(STAMP)
+
+## The main demo on Verilator (SIM=icarus for Icarus).
+sim: $(STAMP)
+	$(PY) -m examples.demo
+
+## All tests, on every available simulator (SIM=verilator or SIM=icarus to pick one).
+test: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup tests
+
+## Regenerate everything derived from spec/ (register map, headers, docs).
+gen: $(STAMP)
+	$(PY) -m spec.generate
+
+check-gen: $(STAMP)
+	$(PY) -m spec.generate --check
+
+## Verilator lint of the generated Verilog.
+lint: $(STAMP)
+	$(PY) -m testbench.lint
+
+bench: $(STAMP)
+	$(PY) -m testbench.bench
+
+clean:
+	rm -rf build

@@ -1,0 +1,139 @@
+"""AXI4 and AXI4-Lite interface signatures, and the AXI4-Lite slave front of the CSR block.
+
+Signatures are declared from the master's point of view (the master drives `Out` members),
+as amaranth-soc does; a slave port is `In(signature)`. Amaranth names the ports
+`<port>__<member>` (e.g. `s_axil__awaddr`), which cocotbext-axi finds with
+`AxiLiteBus.from_prefix(dut, "s_axil", bus_separator="__")`-style prefixes.
+"""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+# AXI response codes (AMBA AXI spec, xRESP).
+RESP_OKAY = 0b00
+RESP_EXOKAY = 0b01
+RESP_SLVERR = 0b10
+RESP_DECERR = 0b11
+
+BURST_INCR = 0b01
+
+
+class AXI4LiteSignature(wiring.Signature):
+    """AXI4-Lite, without AxPROT (the device ignores protection attributes)."""
+
+    def __init__(self, addr_width: int, data_width: int = 32):
+        if data_width not in (32, 64):
+            raise ValueError(f"AXI4-Lite data width must be 32 or 64, not {data_width!r}")
+        self.addr_width = addr_width
+        self.data_width = data_width
+        super().__init__({
+            "awaddr": Out(addr_width), "awvalid": Out(1), "awready": In(1),
+            "wdata": Out(data_width), "wstrb": Out(data_width // 8), "wvalid": Out(1), "wready": In(1),
+            "bresp": In(2), "bvalid": In(1), "bready": Out(1),
+            "araddr": Out(addr_width), "arvalid": Out(1), "arready": In(1),
+            "rdata": In(data_width), "rresp": In(2), "rvalid": In(1), "rready": Out(1),
+        })
+
+
+class AXI4Signature(wiring.Signature):
+    """AXI4 full, the subset the GPU's memory master uses (no LOCK/CACHE/PROT/QOS/USER)."""
+
+    def __init__(self, addr_width: int = 48, data_width: int = 64, id_width: int = 4):
+        if data_width not in (32, 64, 128, 256):
+            raise ValueError(f"AXI4 data width must be 32, 64, 128 or 256, not {data_width!r}")
+        self.addr_width = addr_width
+        self.data_width = data_width
+        self.id_width = id_width
+        super().__init__({
+            "awid": Out(id_width), "awaddr": Out(addr_width), "awlen": Out(8), "awsize": Out(3),
+            "awburst": Out(2), "awvalid": Out(1), "awready": In(1),
+            "wdata": Out(data_width), "wstrb": Out(data_width // 8), "wlast": Out(1),
+            "wvalid": Out(1), "wready": In(1),
+            "bid": In(id_width), "bresp": In(2), "bvalid": In(1), "bready": Out(1),
+            "arid": Out(id_width), "araddr": Out(addr_width), "arlen": Out(8), "arsize": Out(3),
+            "arburst": Out(2), "arvalid": Out(1), "arready": In(1),
+            "rid": In(id_width), "rdata": In(data_width), "rresp": In(2), "rlast": In(1),
+            "rvalid": In(1), "rready": Out(1),
+        })
+
+
+class AXI4LiteRegBridge(wiring.Component):
+    """AXI4-Lite slave → a simple register port, one transaction at a time.
+
+    The register side sees `wr_en` for one cycle with `addr`, `wr_data`, `wr_strb`, and
+    answers `wr_hit` combinationally; reads present `rd_addr` and take `rd_data`/`rd_hit`
+    combinationally. Misses answer DECERR (reads return 0). MMIO is not on a hot path,
+    so the bridge favours clarity over back-to-back throughput.
+    """
+
+    def __init__(self, addr_width: int):
+        self.addr_width = addr_width
+        super().__init__({
+            "axil": In(AXI4LiteSignature(addr_width, 32)),
+            "wr_en": Out(1), "wr_addr": Out(addr_width), "wr_data": Out(32), "wr_strb": Out(4),
+            "wr_hit": In(1),
+            "rd_addr": Out(addr_width), "rd_data": In(32), "rd_hit": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        bus = self.axil
+
+        aw_full = Signal()
+        w_full = Signal()
+        aw_addr = Signal(self.addr_width)
+        w_data = Signal(32)
+        w_strb = Signal(4)
+        b_valid = Signal()
+        b_resp = Signal(2)
+
+        # Accept address and data independently; AXI allows either to come first.
+        m.d.comb += [
+            bus.awready.eq(~aw_full & ~b_valid),
+            bus.wready.eq(~w_full & ~b_valid),
+            bus.bvalid.eq(b_valid),
+            bus.bresp.eq(b_resp),
+        ]
+        with m.If(bus.awvalid & bus.awready):
+            m.d.sync += [aw_full.eq(1), aw_addr.eq(bus.awaddr)]
+        with m.If(bus.wvalid & bus.wready):
+            m.d.sync += [w_full.eq(1), w_data.eq(bus.wdata), w_strb.eq(bus.wstrb)]
+
+        m.d.comb += [
+            self.wr_addr.eq(aw_addr),
+            self.wr_data.eq(w_data),
+            self.wr_strb.eq(w_strb),
+            self.wr_en.eq(aw_full & w_full & ~b_valid),
+        ]
+        with m.If(self.wr_en):
+            m.d.sync += [
+                aw_full.eq(0), w_full.eq(0), b_valid.eq(1),
+                b_resp.eq(RESP_OKAY),
+            ]
+            with m.If(~self.wr_hit):
+                m.d.sync += b_resp.eq(RESP_DECERR)
+        with m.If(b_valid & bus.bready):
+            m.d.sync += b_valid.eq(0)
+
+        r_valid = Signal()
+        r_data = Signal(32)
+        r_resp = Signal(2)
+        m.d.comb += [
+            bus.arready.eq(~r_valid),
+            bus.rvalid.eq(r_valid),
+            bus.rdata.eq(r_data),
+            bus.rresp.eq(r_resp),
+            self.rd_addr.eq(bus.araddr),
+        ]
+        with m.If(bus.arvalid & bus.arready):
+            m.d.sync += [
+                r_valid.eq(1),
+                r_data.eq(self.rd_data),
+                r_resp.eq(RESP_OKAY),
+            ]
+            with m.If(~self.rd_hit):
+                m.d.sync += [r_resp.eq(RESP_DECERR), r_data.eq(0)]
+        with m.If(r_valid & bus.rready):
+            m.d.sync += r_valid.eq(0)
+        return m

@@ -1,0 +1,96 @@
+"""The GPU front end as one Amaranth component: MMIO slave, memory master, irq.
+
+    s_axil  AXI4-Lite slave, 32-bit: the register file (rtl/csr.py, generated from spec/regs.rdl)
+    m_axi   AXI4 master, DATA_WIDTH bits: everything the device reads or writes in memory
+    irq     level interrupt: high while any INT_STATUS bit is set and enabled
+
+`python -m rtl.top --data-width 64 -o gpu_top.v` writes the Verilog.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from amaranth.back import verilog
+from amaranth.hdl import Cat, Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .bus import AXI4LiteSignature, AXI4Signature, BURST_INCR
+from .csr import MMIO_ADDR_WIDTH, CSRBlock
+
+ADDR_WIDTH = 48  # memory addresses, as a GPU virtual address space (amdgpu: 48 bits)
+ID_WIDTH = 4
+IB_LEVELS = 2  # ring → IB1 → IB2
+TIMESTAMP_WIDTH = 48
+
+
+class GpuTop(wiring.Component):
+    def __init__(self, data_width: int = 64):
+        if data_width not in (32, 64, 128, 256):
+            raise ValueError(f"data_width must be 32, 64, 128 or 256, not {data_width!r}")
+        self.data_width = data_width
+        super().__init__({
+            "s_axil": In(AXI4LiteSignature(MMIO_ADDR_WIDTH, 32)),
+            "m_axi": Out(AXI4Signature(ADDR_WIDTH, data_width, ID_WIDTH)),
+            "irq": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.csr = csr = CSRBlock()
+        wiring.connect(m, wiring.flipped(self.s_axil), csr.bus)
+
+        # What this instance was built with, so one driver serves every configuration.
+        m.d.comb += [
+            csr.caps_bus_bytes_log2.eq((self.data_width // 8).bit_length() - 1),
+            csr.caps_addr_bits.eq(ADDR_WIDTH),
+            csr.caps_ib_levels.eq(IB_LEVELS),
+            csr.caps_dma.eq(0),
+            csr.caps_ih.eq(0),
+        ]
+
+        # The GPU clock: stamps RELEASE_MEM timestamps and IH entries.
+        timestamp = Signal(TIMESTAMP_WIDTH)
+        m.d.sync += timestamp.eq(timestamp + 1)
+        m.d.comb += [csr.timestamp_lo.eq(timestamp[:32]), csr.timestamp_hi.eq(timestamp[32:])]
+
+        # No engine is attached yet: the CP is idle with an empty ring.
+        m.d.comb += [csr.status_idle.eq(1), csr.status_rb_empty.eq(1)]
+
+        # Memory master: idle, but always ready for responses so it can never wedge the bus.
+        bus = self.m_axi
+        m.d.comb += [
+            bus.awburst.eq(BURST_INCR), bus.arburst.eq(BURST_INCR),
+            bus.bready.eq(1), bus.rready.eq(1),
+        ]
+
+        pending = Cat(csr.int_status_ih_pending, csr.int_status_eop, csr.int_status_cp_error,
+                      csr.int_status_ih_overflow)
+        enabled = Cat(csr.int_enable_ih_pending, csr.int_enable_eop, csr.int_enable_cp_error,
+                      csr.int_enable_ih_overflow)
+        m.d.comb += self.irq.eq((pending & enabled).any())
+        return m
+
+
+def to_verilog(data_width: int = 64, name: str = "gpu_top") -> str:
+    return verilog.convert(GpuTop(data_width), name=name, emit_src=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Write the GPU front end as Verilog.")
+    ap.add_argument("--data-width", type=int, default=64, choices=(32, 64, 128, 256))
+    ap.add_argument("-o", "--output", default="-")
+    args = ap.parse_args(argv)
+    text = to_verilog(args.data_width)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        with open(args.output, "w") as f:
+            f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

