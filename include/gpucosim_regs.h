@@ -126,6 +126,20 @@ extern "C" {
 #define GPUCOSIM_REGS__INT_ENABLE__IH_OVERFLOW_bw 1
 #define GPUCOSIM_REGS__INT_ENABLE__IH_OVERFLOW_reset 0x0
 
+// reg - gpucosim_regs::INT_FORCE
+#define GPUCOSIM_REGS__INT_FORCE__EOP_bm 0x2
+#define GPUCOSIM_REGS__INT_FORCE__EOP_bp 1
+#define GPUCOSIM_REGS__INT_FORCE__EOP_bw 1
+#define GPUCOSIM_REGS__INT_FORCE__EOP_reset 0x0
+#define GPUCOSIM_REGS__INT_FORCE__CP_ERROR_bm 0x4
+#define GPUCOSIM_REGS__INT_FORCE__CP_ERROR_bp 2
+#define GPUCOSIM_REGS__INT_FORCE__CP_ERROR_bw 1
+#define GPUCOSIM_REGS__INT_FORCE__CP_ERROR_reset 0x0
+#define GPUCOSIM_REGS__INT_FORCE__IH_OVERFLOW_bm 0x8
+#define GPUCOSIM_REGS__INT_FORCE__IH_OVERFLOW_bp 3
+#define GPUCOSIM_REGS__INT_FORCE__IH_OVERFLOW_bw 1
+#define GPUCOSIM_REGS__INT_FORCE__IH_OVERFLOW_reset 0x0
+
 // reg - gpucosim_regs::IH_BASE_LO
 #define GPUCOSIM_REGS__IH_BASE_LO__ADDR_bm 0xffffffff
 #define GPUCOSIM_REGS__IH_BASE_LO__ADDR_bp 0
@@ -315,7 +329,8 @@ typedef struct __attribute__ ((__packed__)) {
     uint8_t RESERVED_18_1f[0x8];
     uint32_t INT_STATUS;
     uint32_t INT_ENABLE;
-    uint8_t RESERVED_28_3f[0x18];
+    uint32_t INT_FORCE;
+    uint8_t RESERVED_2c_3f[0x14];
     uint32_t IH_BASE_LO;
     uint32_t IH_BASE_HI;
     uint32_t IH_SIZE;

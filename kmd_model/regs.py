@@ -124,6 +124,17 @@ class INT_ENABLE(Register):
     FIELDS = (IH_PENDING, EOP, CP_ERROR, IH_OVERFLOW,)
 
 
+class INT_FORCE(Register):
+    """Interrupt force. Write 1s to raise INT_STATUS event bits by hand: the driver's interrupt self-test, as amdgpu tests its IH path at init."""
+    NAME = "INT_FORCE"
+    ADDR = 0x028
+    RESET = 0x00000000
+    EOP = Field('EOP', 1, 1, 'w', 'r', reset=0x0, singlepulse=True)
+    CP_ERROR = Field('CP_ERROR', 2, 1, 'w', 'r', reset=0x0, singlepulse=True)
+    IH_OVERFLOW = Field('IH_OVERFLOW', 3, 1, 'w', 'r', reset=0x0, singlepulse=True)
+    FIELDS = (EOP, CP_ERROR, IH_OVERFLOW,)
+
+
 class IH_BASE_LO(Register):
     """IH ring base, low. Byte address of the IH ring; 32-byte aligned (bits 4:0 ignored)."""
     NAME = "IH_BASE_LO"
@@ -409,6 +420,7 @@ REGISTERS: tuple[type[Register], ...] = (
     STATUS,
     INT_STATUS,
     INT_ENABLE,
+    INT_FORCE,
     IH_BASE_LO,
     IH_BASE_HI,
     IH_SIZE,

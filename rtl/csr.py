@@ -47,6 +47,9 @@ class CSRBlock(wiring.Component):
             "int_enable_eop": Out(1),
             "int_enable_cp_error": Out(1),
             "int_enable_ih_overflow": Out(1),
+            "int_force_eop": Out(1),
+            "int_force_cp_error": Out(1),
+            "int_force_ih_overflow": Out(1),
             "ih_base_lo": Out(32),
             "ih_base_hi": Out(16),
             "ih_size": Out(5),
@@ -176,6 +179,19 @@ class CSRBlock(wiring.Component):
             m.d.sync += int_enable_ih_overflow.eq((int_enable_ih_overflow & ~wmask[3:4]) | (bridge.wr_data[3:4] & wmask[3:4]))
         m.d.comb += self.int_enable_ih_overflow.eq(int_enable_ih_overflow)
         wr_hits.append(0x024)
+
+        # INT_FORCE @ 0x028: Interrupt force
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xa)
+        int_force_eop = Signal(1)
+        m.d.sync += int_force_eop.eq(Mux(wr, bridge.wr_data[1:2] & wmask[1:2], 0))  # one-cycle pulse
+        m.d.comb += self.int_force_eop.eq(int_force_eop)
+        int_force_cp_error = Signal(1)
+        m.d.sync += int_force_cp_error.eq(Mux(wr, bridge.wr_data[2:3] & wmask[2:3], 0))  # one-cycle pulse
+        m.d.comb += self.int_force_cp_error.eq(int_force_cp_error)
+        int_force_ih_overflow = Signal(1)
+        m.d.sync += int_force_ih_overflow.eq(Mux(wr, bridge.wr_data[3:4] & wmask[3:4], 0))  # one-cycle pulse
+        m.d.comb += self.int_force_ih_overflow.eq(int_force_ih_overflow)
+        wr_hits.append(0x028)
 
         # IH_BASE_LO @ 0x040: IH ring base, low
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x10)
@@ -392,6 +408,8 @@ class CSRBlock(wiring.Component):
                 m.d.comb += [bridge.rd_data.eq(Cat(self.int_status_ih_pending, int_status_eop, int_status_cp_error, int_status_ih_overflow, C(0, 28))), bridge.rd_hit.eq(1)]
             with m.Case(0x9):
                 m.d.comb += [bridge.rd_data.eq(Cat(int_enable_ih_pending, int_enable_eop, int_enable_cp_error, int_enable_ih_overflow, C(0, 28))), bridge.rd_hit.eq(1)]
+            with m.Case(0xa):
+                m.d.comb += [bridge.rd_data.eq(0), bridge.rd_hit.eq(1)]
             with m.Case(0x10):
                 m.d.comb += [bridge.rd_data.eq(ih_base_lo), bridge.rd_hit.eq(1)]
             with m.Case(0x11):

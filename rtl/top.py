@@ -66,6 +66,12 @@ class GpuTop(wiring.Component):
             bus.bready.eq(1), bus.rready.eq(1),
         ]
 
+        # Nothing raises events yet but the self-test register.
+        m.d.comb += [
+            csr.int_status_eop_set.eq(csr.int_force_eop),
+            csr.int_status_cp_error_set.eq(csr.int_force_cp_error),
+            csr.int_status_ih_overflow_set.eq(csr.int_force_ih_overflow),
+        ]
         pending = Cat(csr.int_status_ih_pending, csr.int_status_eop, csr.int_status_cp_error,
                       csr.int_status_ih_overflow)
         enabled = Cat(csr.int_enable_ih_pending, csr.int_enable_eop, csr.int_enable_cp_error,

@@ -129,7 +129,9 @@ class Design:
     def key(self, sim: str) -> str:
         parts = [sim, self.toplevel, sorted(self.parameters.items()), sorted(self.defines.items()),
                  VERILATOR_WAIVERS, self.vpi_name]
-        files = list(self.sources) + list(self.c_sources) + list(self.vpi_sources)
+        # Include files and C headers beside the sources count too.
+        extra = sorted(p for d in (HDL_DIR, CSRC_DIR) if d.exists() for p in d.iterdir() if p.is_file())
+        files = list(self.sources) + list(self.c_sources) + list(self.vpi_sources) + extra
         return _digest(parts, files)
 
 
@@ -181,6 +183,7 @@ def build(design: Design, sim: str, waves: bool = False) -> Path:
                 defines=dict(design.defines),
                 build_args=build_args,
                 build_dir=build_dir,
+                includes=[HDL_DIR, CSRC_DIR],
                 timescale=("1ns", "1ps"),
                 waves=waves,
                 always=True,
@@ -243,7 +246,10 @@ def run(design: Design, sim: str, test_module: str, testcase: str | Sequence[str
     if sim == "icarus" and design.vpi_sources:
         test_args += ["-M", str(build_dir), "-m", design.vpi_name]
     env = {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "INFO")}
+           "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "INFO"),
+           # the cocotb side learns what it runs on: simulator and HDL parameters
+           "GPUCOSIM_SIM": sim,
+           "GPUCOSIM_PARAMS": json.dumps(dict(design.parameters))}
     env.update(extra_env or {})
     saved = os.environ.pop("PYTEST_CURRENT_TEST", None)  # we parse results ourselves
     try:

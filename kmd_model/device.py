@@ -1,0 +1,74 @@
+"""The one interface between the KMD and whatever plays the GPU.
+
+Backends (testbench/): the RTL under cocotb on Verilator or Icarus, and the reference
+model. The KMD sees only this: 32-bit MMIO, the CPU's view of memory, a way to wait for
+the interrupt, and the simulated clock. It never imports cocotb.
+
+Everything is synchronous, as a kernel driver is. The cocotb backend runs driver code in
+a thread started with `cocotb.task.bridge` and turns each MMIO access or wait into a
+`cocotb.task.resume` call, so the simulator and the driver never run at the same time
+(docs/architecture.md, "Driver code and the cocotb scheduler").
+"""
+
+from __future__ import annotations
+
+import abc
+
+import numpy as np
+
+
+class BusError(RuntimeError):
+    """An MMIO access answered SLVERR or DECERR."""
+
+    RESP_NAMES = {2: "SLVERR", 3: "DECERR"}
+
+    def __init__(self, op: str, offset: int, resp: int):
+        self.op, self.offset, self.resp = op, offset, resp
+        why = " (no register at that offset)" if resp == 3 else ""
+        super().__init__(f"MMIO {op} at {offset:#06x} answered {self.RESP_NAMES.get(resp, resp)}{why}")
+
+
+class Device(abc.ABC):
+    """What the KMD needs from a GPU, and nothing more."""
+
+    #: short name of the backend, e.g. "verilator", "icarus", "model"
+    name: str = "device"
+
+    @abc.abstractmethod
+    def mmio_read32(self, offset: int) -> int:
+        """Read a 32-bit register at byte `offset`; raises BusError on an error response."""
+
+    @abc.abstractmethod
+    def mmio_write32(self, offset: int, value: int) -> None:
+        """Write a 32-bit register; raises BusError on an error response."""
+
+    @property
+    @abc.abstractmethod
+    def mem(self) -> np.ndarray:
+        """The CPU's view of device-visible memory (uint8), shared with the hardware."""
+
+    @abc.abstractmethod
+    def wait_irq(self, timeout_cycles: int) -> bool:
+        """Block until the irq line is high or `timeout_cycles` pass; True if it is high."""
+
+    @abc.abstractmethod
+    def now(self) -> int:
+        """Simulated time in device clock cycles."""
+
+    @abc.abstractmethod
+    def delay(self, cycles: int) -> None:
+        """Let `cycles` of simulated time pass (for polling loops)."""
+
+    def irq_level(self) -> bool:
+        """The irq line now, without waiting."""
+        return self.wait_irq(0)
+
+    @staticmethod
+    def _check_offset(offset: int) -> None:
+        if not isinstance(offset, int) or offset < 0 or offset % 4:
+            raise ValueError(f"MMIO offset must be a non-negative multiple of 4, not {offset!r}")
+
+    @staticmethod
+    def _check_value(value: int) -> None:
+        if not isinstance(value, int) or not 0 <= value < 1 << 32:
+            raise ValueError(f"MMIO value must fit in 32 bits, not {value!r}")

@@ -1,0 +1,570 @@
+"""The PM4 packet table: the single source of every opcode and field position.
+
+The RTL command processor, the UMD/KMD packet builders (spec/pm4.py), the
+disassembler, the reference model and docs/packets.md all read this table; no
+opcode number or bit position is written anywhere else.
+
+Layouts and numbers are AMD's (gfx9 PM4, as in Linux amdgpu's soc15d.h and the
+kfd pm4 headers), cut down to the fields this device gives a meaning to. Bits a
+packet does not declare are reserved: builders write 0, and the decoder reports
+non-zero reserved bits so a checker can refuse them.
+
+Indexing: `Field.dword` counts payload dwords, 0 being the dword after the header;
+header fields (`HEADER`) use dword -1. For RTL, a field is `payload[f.lsb:f.lsb +
+f.width]` of payload dword `f.dword` (`f.bits` is that slice).
+
+Not yet in the table (future work, kept out so nothing half-specified leaks):
+  SET_SH_REG      0x76  write a window of user registers (start offset, values...)
+  DISPATCH_DIRECT 0x15  launch a compute grid (dim_x, dim_y, dim_z, initiator)
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field as _dc_field, replace
+from functools import cached_property
+
+__all__ = [
+    "EnumValue", "Field", "Value", "Rule", "Tail", "PacketDef", "HeaderDef",
+    "HEADER", "PACKET_TYPE2", "PACKET_TYPE3", "TYPE2_FILLER", "MAX_PAYLOAD",
+    "PACKETS", "by_name", "by_opcode", "Opcode",
+]
+
+
+# ---------------------------------------------------------------------------- shapes
+
+@dataclass(frozen=True)
+class EnumValue:
+    """A named value of a field. `supported=False`: AMD defines it, this device
+    does not implement it (the CP stops with CP_ERROR UNSUPPORTED; builders refuse it)."""
+
+    name: str
+    value: int
+    doc: str
+    supported: bool = True
+
+
+@dataclass(frozen=True)
+class Field:
+    """A bit range of one dword: payload dword `dword` (-1 = header), bits
+    [lsb + width - 1 : lsb].
+
+    `default` is the builder's default (an int or an enum value name; None = the
+    caller must give it). `arg` renames the builder argument (default: the field name
+    in lower case). `open_enum`: values outside `enum` are legal too (e.g. AMD event
+    numbers); otherwise only the enum's values are. `fmt` is how listings print the
+    value: "d" decimal, "x" hex, "" auto (decimal up to 4 bits).
+    """
+
+    name: str
+    dword: int
+    lsb: int
+    width: int
+    doc: str
+    enum: tuple[EnumValue, ...] = ()
+    default: int | str | None = None
+    arg: str | None = None
+    open_enum: bool = False
+    fmt: str = ""
+
+    @property
+    def msb(self) -> int:
+        return self.lsb + self.width - 1
+
+    @property
+    def max(self) -> int:
+        """Largest value the field holds."""
+        return (1 << self.width) - 1
+
+    @property
+    def mask(self) -> int:
+        """The field's bits in place within its dword."""
+        return self.max << self.lsb
+
+    @property
+    def bits(self) -> slice:
+        """Python slice of the field within its dword: `sig[f.bits]` in Amaranth."""
+        return slice(self.lsb, self.lsb + self.width)
+
+    @property
+    def span(self) -> str:
+        """AMD-style bit span: "[11:8]", or "[20]" for one bit."""
+        return f"[{self.lsb}]" if self.width == 1 else f"[{self.msb}:{self.lsb}]"
+
+    @property
+    def arg_name(self) -> str:
+        return self.arg or self.name.lower()
+
+    def get(self, dword: int) -> int:
+        """Extract this field from a dword."""
+        return (dword >> self.lsb) & self.max
+
+    def put(self, value: int) -> int:
+        """Place `value` (unchecked) at this field's position."""
+        return (value & self.max) << self.lsb
+
+    @cached_property
+    def values(self) -> dict[str, int]:
+        """Enum value name -> number."""
+        return {e.name: e.value for e in self.enum}
+
+    @cached_property
+    def names(self) -> dict[int, str]:
+        """Enum number -> value name."""
+        return {e.value: e.name for e in self.enum}
+
+    def legal(self, value: int) -> bool:
+        """Whether `value` is one the field may hold (in range; in the enum unless open)."""
+        if not 0 <= value <= self.max:
+            return False
+        return self.open_enum or not self.enum or value in self.names
+
+
+@dataclass(frozen=True)
+class Value:
+    """A builder argument spread over fields in consecutive dwords, low part first.
+
+    The fields sit in place: a 64-bit address is (ADDR_HI dword << 32) | ADDR_LO
+    dword. So ADDR_LO[31:2] makes the value dword aligned, and the value's width is
+    32 * (parts - 1) + the top field's msb + 1 (ADDR_HI[15:0] -> 48 bits).
+    """
+
+    name: str
+    fields: tuple[str, ...]
+    doc: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A constraint on a Value that holds while field `when` has one of the enum
+    values `among`: an alignment in bytes and/or a width in bits."""
+
+    when: str
+    among: tuple[str, ...]
+    value: str
+    align: int = 1
+    width: int | None = None
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Tail:
+    """The variable part after the fixed payload dwords: at least `min` dwords.
+
+    `ignored=True`: the dwords carry nothing (NOP); builders take their number,
+    `n_<name>`, instead of their values.
+    """
+
+    name: str
+    doc: str
+    min: int = 1
+    ignored: bool = False
+
+    @property
+    def arg_name(self) -> str:
+        return f"n_{self.name}" if self.ignored else self.name
+
+
+@dataclass(frozen=True)
+class HeaderDef:
+    """The PM4 header dword's fields (all with dword = -1)."""
+
+    fields: tuple[Field, ...]
+
+    def field(self, name: str) -> Field:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(f"PM4 header has no field {name!r}")
+
+
+@dataclass(frozen=True)
+class PacketDef:
+    """One type-3 packet: opcode, payload layout and builder signature.
+
+    `args` orders the builder's positional arguments (value, field or tail names);
+    every other field becomes a keyword-only argument with its default.
+    """
+
+    name: str
+    opcode: int
+    doc: str
+    fields: tuple[Field, ...] = ()
+    values: tuple[Value, ...] = ()
+    tail: Tail | None = None
+    args: tuple[str, ...] = ()
+    rules: tuple[Rule, ...] = ()
+    index: int = _dc_field(default=-1, compare=False)  # position in PACKETS
+
+    def field(self, name: str) -> Field:
+        """The field called `name` (AMD's name, e.g. "WR_CONFIRM")."""
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(f"{self.name} has no field {name!r}")
+
+    def value(self, name: str) -> Value:
+        for v in self.values:
+            if v.name == name:
+                return v
+        raise KeyError(f"{self.name} has no value {name!r}")
+
+    def fields_in(self, dword: int) -> tuple[Field, ...]:
+        """Fields of payload dword `dword`, lowest bit first."""
+        return tuple(sorted((f for f in self.fields if f.dword == dword), key=lambda f: f.lsb))
+
+    def defined_mask(self, dword: int) -> int:
+        """Bits of payload dword `dword` some field declares; the rest are reserved."""
+        if self.tail is not None and dword >= self.fixed:
+            return 0 if self.tail.ignored else 0xFFFF_FFFF
+        mask = 0
+        for f in self.fields:
+            if f.dword == dword:
+                mask |= f.mask
+        return mask
+
+    @property
+    def fixed(self) -> int:
+        """Number of fixed payload dwords (before the tail)."""
+        return 1 + max((f.dword for f in self.fields), default=-1)
+
+    @property
+    def min_payload(self) -> int:
+        return self.fixed + (self.tail.min if self.tail else 0)
+
+    @property
+    def max_payload(self) -> int:
+        return MAX_PAYLOAD if self.tail else self.fixed
+
+    @property
+    def min_count(self) -> int:
+        """Smallest legal header COUNT (payload dwords - 1)."""
+        return self.min_payload - 1
+
+    @property
+    def max_count(self) -> int:
+        """Largest legal header COUNT; equal to min_count for fixed-length packets."""
+        return self.max_payload - 1
+
+    @property
+    def variable(self) -> bool:
+        return self.tail is not None
+
+    def count_ok(self, count: int) -> bool:
+        return self.min_count <= count <= self.max_count
+
+    def value_of(self, field_name: str) -> Value | None:
+        """The Value a field is part of, if any."""
+        for v in self.values:
+            if field_name in v.fields:
+                return v
+        return None
+
+    def value_width(self, value: Value) -> int:
+        top = self.field(value.fields[-1])
+        return 32 * (len(value.fields) - 1) + top.msb + 1
+
+    def value_align(self, value: Value) -> int:
+        """Byte alignment the value's lowest field implies (ADDR_LO[31:2] -> 4)."""
+        return 1 << self.field(value.fields[0]).lsb
+
+
+# ---------------------------------------------------------------------------- header
+
+def _bit(name: str, lsb: int, doc: str, dword: int = 0, **kw) -> Field:
+    return Field(name, dword, lsb, 1, doc, default=0, **kw)
+
+
+HEADER = HeaderDef((
+    _bit("PREDICATE", 0, "Conditional execution on the predicate (AMD); this device keeps it 0.", dword=-1),
+    _bit("SHADER_TYPE", 1, "0 graphics, 1 compute queue (AMD); this device keeps it 0.", dword=-1),
+    Field("OPCODE", -1, 8, 8, "Packet opcode (IT_OPCODE)."),
+    Field("COUNT", -1, 16, 14, "Payload dwords - 1: the packet is COUNT + 2 dwords long."),
+    Field("TYPE", -1, 30, 2, "Packet type.", enum=(
+        EnumValue("TYPE0", 0, "Register write (AMD); not supported.", supported=False),
+        EnumValue("TYPE1", 1, "Reserved.", supported=False),
+        EnumValue("TYPE2", 2, "One-dword filler; only the exact dword TYPE2_FILLER."),
+        EnumValue("TYPE3", 3, "Type-3 packet: opcode + COUNT + 1 payload dwords."),
+    )),
+))
+
+PACKET_TYPE2 = HEADER.field("TYPE").values["TYPE2"]
+PACKET_TYPE3 = HEADER.field("TYPE").values["TYPE3"]
+TYPE2_FILLER = PACKET_TYPE2 << HEADER.field("TYPE").lsb
+"""0x80000000: one dword that does nothing, for padding to an alignment."""
+MAX_PAYLOAD = HEADER.field("COUNT").max + 1
+"""A COUNT of 14 bits allows up to 16384 payload dwords."""
+
+
+# ---------------------------------------------------------------------------- enums used twice
+
+def _engine(name: str, dword: int, lsb: int, width: int, extra: tuple[EnumValue, ...] = ()) -> Field:
+    return Field(name, dword, lsb, width, "Which CP micro-engine executes the packet (AMD). "
+                 "This device has one engine, the ME.", enum=(
+                     EnumValue("ME", 0, "Micro engine."),
+                     EnumValue("PFP", 1, "Prefetch parser.", supported=False),
+                     *extra), default="ME")
+
+
+def _addr_lo(name: str, dword: int, doc: str) -> Field:
+    return Field(name, dword, 2, 30, doc + " Bits [1:0] are reserved: the address is dword aligned.")
+
+
+def _addr_hi(name: str, dword: int, width: int = 32) -> Field:
+    return Field(name, dword, 0, width, f"Address bits [{31 + width}:32].")
+
+
+# ---------------------------------------------------------------------------- packets
+
+NOP = PacketDef(
+    "NOP", 0x10,
+    "Does nothing: the CP skips COUNT + 1 payload dwords. Used to pad rings and IBs "
+    "(AMD's special one-dword NOP with COUNT = 0x3FFF is not modelled; use TYPE2_FILLER).",
+    tail=Tail("payload", "Ignored dwords (builders write 0).", min=1, ignored=True),
+    args=("n_payload",),
+)
+
+WRITE_DATA = PacketDef(
+    "WRITE_DATA", 0x37,
+    "Writes the data dwords to consecutive dwords of memory starting at addr.",
+    fields=(
+        Field("DST_SEL", 0, 8, 4, "Destination. AMD also defines 1 memory (sync), 2 TC_L2, 3 GDS.", enum=(
+            EnumValue("REGISTER", 0, "A register; AMD puts its dword offset in ADDR_LO's dword "
+                      "bits [17:0] (not modelled here).", supported=False),
+            EnumValue("MEMORY", 5, "Memory, written directly (AMD: memory async)."),
+        ), default="MEMORY"),
+        Field("WR_CONFIRM", 0, 20, 1, "Wait for the write response before the next packet, "
+              "so later packets observe the data.", default=0),
+        _engine("ENGINE_SEL", 0, 30, 2, (EnumValue("CE", 2, "Constant engine.", supported=False),)),
+        _addr_lo("ADDR_LO", 1, "Destination address bits [31:2]."),
+        _addr_hi("ADDR_HI", 2),
+    ),
+    values=(Value("addr", ("ADDR_LO", "ADDR_HI"), "Destination byte address."),),
+    tail=Tail("data", "The dwords to write, in address order.", min=1),
+    args=("addr", "data"),
+)
+
+INDIRECT_BUFFER = PacketDef(
+    "INDIRECT_BUFFER", 0x3F,
+    "Runs IB_SIZE dwords of packets fetched from base, then returns to the packet after "
+    "this one (or, with CHAIN, does not return: the IB replaces the current one).",
+    fields=(
+        _addr_lo("IB_BASE_LO", 0, "IB address bits [31:2]."),
+        _addr_hi("IB_BASE_HI", 1, 16),
+        Field("IB_SIZE", 2, 0, 20, "IB length in dwords.", arg="size_dw", fmt="d"),
+        Field("CHAIN", 2, 20, 1, "Chain: continue in the new IB instead of returning (Mesa "
+              "grows command streams this way).", default=0),
+        Field("VALID", 2, 23, 1, "The IB is valid; AMD skips packets with VALID = 0.", default=1),
+        Field("VMID", 2, 24, 4, "Virtual memory context the IB runs in.", default=0),
+    ),
+    values=(Value("base", ("IB_BASE_LO", "IB_BASE_HI"), "IB byte address (48 bits)."),),
+    args=("base", "size_dw"),
+)
+
+WAIT_REG_MEM = PacketDef(
+    "WAIT_REG_MEM", 0x3C,
+    "Polls until (*addr & mask) FUNCTION ref holds, re-reading every POLL_INTERVAL clocks.",
+    fields=(
+        Field("FUNCTION", 0, 0, 3, "Comparison of the masked value with ref.", enum=(
+            EnumValue("ALWAYS", 0, "Always true: no wait."),
+            EnumValue("LT", 1, "value < ref"),
+            EnumValue("LE", 2, "value <= ref"),
+            EnumValue("EQ", 3, "value == ref"),
+            EnumValue("NE", 4, "value != ref"),
+            EnumValue("GE", 5, "value >= ref"),
+            EnumValue("GT", 6, "value > ref"),
+        )),
+        Field("MEM_SPACE", 0, 4, 2, "What addr names.", enum=(
+            EnumValue("REGISTER", 0, "A register; AMD puts its dword offset in ADDR_LO's dword "
+                      "bits [17:0] (not modelled here).", supported=False),
+            EnumValue("MEMORY", 1, "Memory."),
+        ), default="MEMORY"),
+        Field("OPERATION", 0, 6, 2, "What to do.", enum=(
+            EnumValue("WAIT_REG_MEM", 0, "Wait."),
+            EnumValue("WR_WAIT_WR_REG", 1, "Write a register, wait, write another.", supported=False),
+        ), default="WAIT_REG_MEM"),
+        _engine("ENGINE", 0, 8, 2),
+        _addr_lo("ADDR_LO", 1, "Poll address bits [31:2]."),
+        _addr_hi("ADDR_HI", 2),
+        Field("REFERENCE", 3, 0, 32, "Reference value.", arg="ref"),
+        Field("MASK", 4, 0, 32, "Mask applied to the polled value before comparing."),
+        Field("POLL_INTERVAL", 5, 0, 16, "Clocks between polls.", default=0x10, fmt="d"),
+    ),
+    values=(Value("addr", ("ADDR_LO", "ADDR_HI"), "Byte address of the polled dword."),),
+    args=("addr", "ref", "mask", "function"),
+)
+
+RELEASE_MEM = PacketDef(
+    "RELEASE_MEM", 0x49,
+    "End-of-pipe fence: once all earlier work is done, writes data (per DATA_SEL) to addr "
+    "and then, per INT_SEL, appends an IH ring entry carrying INT_CTXID and raises the irq.",
+    fields=(
+        Field("EVENT_TYPE", 0, 0, 6, "The pipeline event to wait for (AMD VGT event number); "
+              "this device treats every event as end of pipe.", enum=(
+                  EnumValue("CACHE_FLUSH_AND_INV_TS_EVENT", 0x14, "Flush caches, then signal (amdgpu's fence)."),
+                  EnumValue("BOTTOM_OF_PIPE_TS", 0x28, "Signal at the bottom of the pipe."),
+              ), open_enum=True, default="CACHE_FLUSH_AND_INV_TS_EVENT"),
+        Field("EVENT_INDEX", 0, 8, 4, "Event class. AMD also defines 6 shader done.", enum=(
+            EnumValue("END_OF_PIPE", 5, "A timestamp (TS) event at the end of the pipe."),
+        ), default="END_OF_PIPE"),
+        Field("DST_SEL", 1, 16, 2, "Where the data write goes.", enum=(
+            EnumValue("MEMORY", 0, "Memory (AMD: MC)."),
+            EnumValue("TC_L2", 1, "Through the L2 cache; this device has none.", supported=False),
+        ), default="MEMORY"),
+        Field("INT_SEL", 1, 24, 3, "Interrupt after the write.", enum=(
+            EnumValue("NONE", 0, "No interrupt."),
+            EnumValue("SEND_INT", 1, "Send the interrupt only (AMD: with DATA_SEL = NONE)."),
+            EnumValue("SEND_INT_ON_CONFIRM", 2, "Send the interrupt once the data write is confirmed."),
+        ), default="NONE"),
+        Field("DATA_SEL", 1, 29, 3, "What to write at addr.", enum=(
+            EnumValue("NONE", 0, "Nothing (AMD: discard)."),
+            EnumValue("DATA_32", 1, "DATA_LO, 32 bits."),
+            EnumValue("DATA_64", 2, "DATA_HI:DATA_LO, 64 bits."),
+            EnumValue("TIMESTAMP", 3, "The 64-bit GPU clock counter (AMD: send GPU clock counter)."),
+        ), default="DATA_32"),
+        _addr_lo("ADDR_LO", 2, "Destination address bits [31:2]."),
+        _addr_hi("ADDR_HI", 3),
+        Field("DATA_LO", 4, 0, 32, "Data bits [31:0]."),
+        Field("DATA_HI", 5, 0, 32, "Data bits [63:32]."),
+        Field("INT_CTXID", 6, 0, 32, "Context id copied into the IH ring entry.", default=0),
+    ),
+    values=(
+        Value("addr", ("ADDR_LO", "ADDR_HI"), "Destination byte address."),
+        Value("data", ("DATA_LO", "DATA_HI"), "The value written (a fence seqno)."),
+    ),
+    rules=(
+        Rule("DATA_SEL", ("DATA_64", "TIMESTAMP"), "addr", align=8,
+             doc="64-bit writes need a qword-aligned address (AMD: ADDRESS_LO_64B[31:3])."),
+        Rule("DATA_SEL", ("DATA_32",), "data", width=32, doc="Only DATA_LO is written."),
+    ),
+    args=("addr", "data"),
+)
+
+DMA_DATA = PacketDef(
+    "DMA_DATA", 0x50,
+    "Copies BYTE_COUNT bytes from src to dst through the DMA engine, or (SRC_SEL = DATA) "
+    "fills them with the 32-bit value src.",
+    fields=(
+        _engine("ENGINE", 0, 0, 1),
+        Field("DST_SEL", 0, 20, 2, "Destination kind.", enum=(
+            EnumValue("ADDRESS", 0, "DST_ADDR, a memory (DAS) address."),
+            EnumValue("GDS", 1, "Global data share.", supported=False),
+            EnumValue("ADDRESS_TC_L2", 3, "DST_ADDR through the L2 cache.", supported=False),
+        ), default="ADDRESS"),
+        Field("SRC_SEL", 0, 29, 2, "Source kind.", enum=(
+            EnumValue("ADDRESS", 0, "SRC_ADDR, a memory (SAS) address: a copy."),
+            EnumValue("GDS", 1, "Global data share.", supported=False),
+            EnumValue("DATA", 2, "SRC_ADDR_LO is a 32-bit value: a fill."),
+            EnumValue("ADDRESS_TC_L2", 3, "SRC_ADDR through the L2 cache.", supported=False),
+        ), default="ADDRESS"),
+        Field("CP_SYNC", 0, 31, 1, "The CP waits for the DMA to finish before the next packet.",
+              default=0),
+        Field("SRC_ADDR_LO", 1, 0, 32, "Source address bits [31:0], or the fill value."),
+        Field("SRC_ADDR_HI", 2, 0, 32, "Source address bits [63:32]."),
+        Field("DST_ADDR_LO", 3, 0, 32, "Destination address bits [31:0]."),
+        Field("DST_ADDR_HI", 4, 0, 32, "Destination address bits [63:32]."),
+        Field("BYTE_COUNT", 5, 0, 21, "Bytes to move (gfx7/8 layout; gfx9 widens it to [25:0]).",
+              fmt="d"),
+        Field("DIS_WC", 5, 21, 1, "Disable write-confirm of the last write.", default=0),
+        Field("SAS", 5, 26, 1, "Source address space.", enum=(
+            EnumValue("MEMORY", 0, "Memory."),
+            EnumValue("REGISTER", 1, "Register.", supported=False),
+        ), default="MEMORY"),
+        Field("DAS", 5, 27, 1, "Destination address space.", enum=(
+            EnumValue("MEMORY", 0, "Memory."),
+            EnumValue("REGISTER", 1, "Register.", supported=False),
+        ), default="MEMORY"),
+        Field("SAIC", 5, 28, 1, "Source address increment.", enum=(
+            EnumValue("INCREMENT", 0, "Walk the source."),
+            EnumValue("NO_INCREMENT", 1, "Read one address repeatedly.", supported=False),
+        ), default="INCREMENT"),
+        Field("DAIC", 5, 29, 1, "Destination address increment.", enum=(
+            EnumValue("INCREMENT", 0, "Walk the destination."),
+            EnumValue("NO_INCREMENT", 1, "Write one address repeatedly.", supported=False),
+        ), default="INCREMENT"),
+        Field("RAW_WAIT", 5, 30, 1, "Wait for earlier writes to complete before reading the "
+              "source (read-after-write).", default=0),
+    ),
+    values=(
+        Value("src", ("SRC_ADDR_LO", "SRC_ADDR_HI"), "Source byte address, or the fill value."),
+        Value("dst", ("DST_ADDR_LO", "DST_ADDR_HI"), "Destination byte address."),
+    ),
+    rules=(Rule("SRC_SEL", ("DATA",), "src", width=32, doc="A fill value is one dword."),),
+    args=("dst", "src", "byte_count"),
+)
+
+PACKETS: tuple[PacketDef, ...] = tuple(
+    replace(p, index=i) for i, p in enumerate(
+        (NOP, WRITE_DATA, INDIRECT_BUFFER, WAIT_REG_MEM, RELEASE_MEM, DMA_DATA))
+)
+"""Every packet, in a fixed order (`PacketDef.index`; PERF_PACKETS counts by it)."""
+NOP, WRITE_DATA, INDIRECT_BUFFER, WAIT_REG_MEM, RELEASE_MEM, DMA_DATA = PACKETS
+
+by_name: dict[str, PacketDef] = {p.name: p for p in PACKETS}
+by_opcode: dict[int, PacketDef] = {p.opcode: p for p in PACKETS}
+
+Opcode = enum.IntEnum("Opcode", {p.name: p.opcode for p in PACKETS}, module=__name__)
+Opcode.__doc__ = "Opcodes of the packets in PACKETS (usable as an Amaranth shape)."
+
+
+# ---------------------------------------------------------------------------- self-check
+
+def _check() -> None:
+    """Refuse an inconsistent table at import: overlaps, bad widths, dangling names."""
+    def fail(msg: str) -> None:
+        raise AssertionError(f"spec/packets.py: {msg}")
+
+    def check_fields(owner: str, fields: tuple[Field, ...]) -> None:
+        used: dict[int, int] = {}
+        for f in fields:
+            if not (f.width >= 1 and 0 <= f.lsb and f.msb <= 31):
+                fail(f"{owner}.{f.name}: bits {f.span} outside a dword")
+            if used.get(f.dword, 0) & f.mask:
+                fail(f"{owner}.{f.name}: overlaps another field of dword {f.dword}")
+            used[f.dword] = used.get(f.dword, 0) | f.mask
+            for e in f.enum:
+                if not 0 <= e.value <= f.max:
+                    fail(f"{owner}.{f.name}: enum {e.name} = {e.value} does not fit {f.width} bits")
+            if len(f.values) != len(f.enum) or len(f.names) != len(f.enum):
+                fail(f"{owner}.{f.name}: duplicate enum name or value")
+            if isinstance(f.default, str) and f.default not in f.values:
+                fail(f"{owner}.{f.name}: default {f.default!r} is not an enum value")
+            if isinstance(f.default, int) and not f.legal(f.default):
+                fail(f"{owner}.{f.name}: default {f.default} is not legal")
+
+    check_fields("HEADER", HEADER.fields)
+    if len(by_name) != len(PACKETS) or len(by_opcode) != len(PACKETS):
+        fail("duplicate packet name or opcode")
+    for p in PACKETS:
+        if not 0 <= p.opcode <= HEADER.field("OPCODE").max:
+            fail(f"{p.name}: opcode {p.opcode:#x} does not fit OPCODE")
+        check_fields(p.name, p.fields)
+        for d in range(p.fixed):
+            if not p.fields_in(d):
+                fail(f"{p.name}: payload dword {d} has no field")
+        in_values: set[str] = set()
+        for v in p.values:
+            fs = [p.field(n) for n in v.fields]  # KeyError on a dangling name
+            if [f.dword for f in fs] != list(range(fs[0].dword, fs[0].dword + len(fs))):
+                fail(f"{p.name}.{v.name}: parts are not in consecutive dwords")
+            if any(f.enum or f.default is not None for f in fs):
+                fail(f"{p.name}.{v.name}: a part has an enum or a default")
+            in_values.update(v.fields)
+        names = [v.name for v in p.values] + [f.arg_name for f in p.fields if f.name not in in_values]
+        if p.tail:
+            names.append(p.tail.arg_name)
+        if len(set(names)) != len(names):
+            fail(f"{p.name}: two builder arguments share a name")
+        for a in p.args:
+            if a not in names:
+                fail(f"{p.name}: args names unknown argument {a!r}")
+        for f in p.fields:
+            if f.name not in in_values and f.default is None and f.arg_name not in p.args:
+                fail(f"{p.name}.{f.name}: no default, so it must be listed in args")
+        for r in p.rules:
+            w = p.field(r.when)
+            if any(n not in w.values for n in r.among) or r.value not in [v.name for v in p.values]:
+                fail(f"{p.name}: rule on {r.value} names an unknown value or enum")
+
+
+_check()
