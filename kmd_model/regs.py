@@ -18,7 +18,7 @@ class IbLevel(IntEnum):
 
 class CpError(IntEnum):
     NONE = 0  # No error.
-    ILLEGAL_OPCODE = 1  # Type-3 packet with an opcode the CP does not implement, or a type-0/1 header.
+    ILLEGAL_OPCODE = 1  # Type-3 packet with an opcode the CP does not implement, a type-0/1 header, or a type-2 dword other than the 0x80000000 filler.
     BAD_COUNT = 2  # Packet COUNT too small for its opcode, or running past the end of the ring/IB.
     IB_NESTING = 3  # INDIRECT_BUFFER nested deeper than CAPS.IB_LEVELS.
     IB_SIZE_ZERO = 4  # INDIRECT_BUFFER with IB_SIZE = 0.

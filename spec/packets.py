@@ -12,10 +12,6 @@ non-zero reserved bits so a checker can refuse them.
 Indexing: `Field.dword` counts payload dwords, 0 being the dword after the header;
 header fields (`HEADER`) use dword -1. For RTL, a field is `payload[f.lsb:f.lsb +
 f.width]` of payload dword `f.dword` (`f.bits` is that slice).
-
-Not yet in the table (future work, kept out so nothing half-specified leaks):
-  SET_SH_REG      0x76  write a window of user registers (start offset, values...)
-  DISPATCH_DIRECT 0x15  launch a compute grid (dim_x, dim_y, dim_z, initiator)
 """
 
 from __future__ import annotations
@@ -44,7 +40,7 @@ class EnumValue:
     supported: bool = True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Field:
     """A bit range of one dword: payload dword `dword` (-1 = header), bits
     [lsb + width - 1 : lsb].
@@ -66,6 +62,9 @@ class Field:
     arg: str | None = None
     open_enum: bool = False
     fmt: str = ""
+
+    def __repr__(self) -> str:
+        return f"Field({self.name!r}, dword={self.dword}, lsb={self.lsb}, width={self.width})"
 
     @property
     def msb(self) -> int:
@@ -214,9 +213,10 @@ class PacketDef:
         return tuple(sorted((f for f in self.fields if f.dword == dword), key=lambda f: f.lsb))
 
     def defined_mask(self, dword: int) -> int:
-        """Bits of payload dword `dword` some field declares; the rest are reserved."""
+        """Bits of payload dword `dword` that are not reserved: those some field
+        declares, and all of a tail dword (data, or ignored padding)."""
         if self.tail is not None and dword >= self.fixed:
-            return 0 if self.tail.ignored else 0xFFFF_FFFF
+            return 0xFFFF_FFFF
         mask = 0
         for f in self.fields:
             if f.dword == dword:
@@ -281,7 +281,7 @@ HEADER = HeaderDef((
     Field("OPCODE", -1, 8, 8, "Packet opcode (IT_OPCODE)."),
     Field("COUNT", -1, 16, 14, "Payload dwords - 1: the packet is COUNT + 2 dwords long."),
     Field("TYPE", -1, 30, 2, "Packet type.", enum=(
-        EnumValue("TYPE0", 0, "Register write (AMD); not supported.", supported=False),
+        EnumValue("TYPE0", 0, "Register write (AMD).", supported=False),
         EnumValue("TYPE1", 1, "Reserved.", supported=False),
         EnumValue("TYPE2", 2, "One-dword filler; only the exact dword TYPE2_FILLER."),
         EnumValue("TYPE3", 3, "Type-3 packet: opcode + COUNT + 1 payload dwords."),
@@ -357,7 +357,7 @@ INDIRECT_BUFFER = PacketDef(
         Field("VALID", 2, 23, 1, "The IB is valid; AMD skips packets with VALID = 0.", default=1),
         Field("VMID", 2, 24, 4, "Virtual memory context the IB runs in.", default=0),
     ),
-    values=(Value("base", ("IB_BASE_LO", "IB_BASE_HI"), "IB byte address (48 bits)."),),
+    values=(Value("base", ("IB_BASE_LO", "IB_BASE_HI"), "IB byte address."),),
     args=("base", "size_dw"),
 )
 
@@ -493,6 +493,13 @@ DMA_DATA = PacketDef(
     args=("dst", "src", "byte_count"),
 )
 
+# Future packets, deliberately not entries yet (nothing half-specified should leak into
+# the RTL or the builders):
+#   SET_SH_REG      0x76  write a window of user registers (start offset, values...)
+#   DISPATCH_DIRECT 0x15  launch a compute grid (dim_x, dim_y, dim_z, initiator)
+# and, on its own ring, AMD's SDMA format (COPY_LINEAR, WRITE_LINEAR, CONST_FILL, FENCE,
+# TRAP, POLL_REGMEM), which is not PM4 and would get its own table.
+
 PACKETS: tuple[PacketDef, ...] = tuple(
     replace(p, index=i) for i, p in enumerate(
         (NOP, WRITE_DATA, INDIRECT_BUFFER, WAIT_REG_MEM, RELEASE_MEM, DMA_DATA))
@@ -549,6 +556,10 @@ def _check() -> None:
                 fail(f"{p.name}.{v.name}: parts are not in consecutive dwords")
             if any(f.enum or f.default is not None for f in fs):
                 fail(f"{p.name}.{v.name}: a part has an enum or a default")
+            # Contiguous bits: only the low part may start above bit 0, only the top
+            # part may end below bit 31 (builders rely on it to split without masking).
+            if any(f.lsb for f in fs[1:]) or any(f.msb != 31 for f in fs[:-1]):
+                fail(f"{p.name}.{v.name}: parts do not form one contiguous bit range")
             in_values.update(v.fields)
         names = [v.name for v in p.values] + [f.arg_name for f in p.fields if f.name not in in_values]
         if p.tail:

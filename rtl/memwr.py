@@ -1,0 +1,108 @@
+"""Block writer: the CP's memory writes, one 32-byte block at a time.
+
+Every CP write (WRITE_DATA dwords, RELEASE_MEM fences, rptr/wptr write-back, IH entries)
+fits in an aligned 32-byte block, which can never cross a 4 KiB boundary. The requester
+places dwords at their block positions and says which to write (`dw_mask`); the writer
+issues one INCR burst covering the touched beats with byte strobes, waits for the write
+response and reports it. One write at a time: the CP waits for every response anyway
+(errors are then exact, and a fence is never visible before the data it follows).
+"""
+
+from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+BLOCK_DWORDS = 8
+
+
+class BlockWriter(wiring.Component):
+    def __init__(self, data_width: int = 64, addr_width: int = 48):
+        assert data_width in (32, 64, 128, 256)
+        self.data_width = data_width
+        self.addr_width = addr_width
+        super().__init__({
+            "req_valid": In(1), "req_ready": Out(1),
+            "req_block": In(addr_width - 5),  # address bits [47:5]
+            "req_mask": In(BLOCK_DWORDS),  # dwords of the block to write
+            "req_data": In(32 * BLOCK_DWORDS),  # dword i at bits [32i+31:32i]
+            "done": Out(1), "resp": Out(2),  # pulse when the write response arrives
+            "awvalid": Out(1), "awready": In(1), "awaddr": Out(addr_width), "awlen": Out(8),
+            "wvalid": Out(1), "wready": In(1), "wdata": Out(data_width),
+            "wstrb": Out(data_width // 8), "wlast": Out(1),
+            "bvalid": In(1), "bresp": In(2),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        dpb = self.data_width // 32
+        nbeats = max(1, BLOCK_DWORDS // dpb)  # beats per block
+        bw = max(1, ceil_log2(nbeats))
+
+        block = Signal(self.addr_width - 5)
+        mask = Signal(BLOCK_DWORDS)
+        data = Signal(32 * BLOCK_DWORDS)
+        first_beat = Signal(bw)
+        last_beat = Signal(bw)
+        beat = Signal(bw)
+        aw_pending = Signal()
+        w_pending = Signal()
+
+        # first and last touched dword of the request → first and last beat
+        lo = Signal(3)
+        hi = Signal(3)
+        for i in reversed(range(BLOCK_DWORDS)):
+            with m.If(self.req_mask[i]):
+                m.d.comb += lo.eq(i)
+        for i in range(BLOCK_DWORDS):
+            with m.If(self.req_mask[i]):
+                m.d.comb += hi.eq(i)
+        shift = ceil_log2(dpb)
+
+        m.d.comb += self.busy.eq(aw_pending | w_pending | self.req_valid)
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.req_ready.eq(1)
+                with m.If(self.req_valid):
+                    m.d.sync += [
+                        block.eq(self.req_block), mask.eq(self.req_mask), data.eq(self.req_data),
+                        first_beat.eq(lo >> shift), last_beat.eq(hi >> shift), beat.eq(lo >> shift),
+                        aw_pending.eq(1), w_pending.eq(1),
+                    ]
+                    m.next = "BURST"
+            with m.State("BURST"):
+                m.d.comb += self.busy.eq(1)
+                with m.If(~aw_pending & ~w_pending):
+                    m.next = "RESP"
+            with m.State("RESP"):
+                m.d.comb += self.busy.eq(1)
+                with m.If(self.bvalid):
+                    m.d.comb += [self.done.eq(1), self.resp.eq(self.bresp)]
+                    m.next = "IDLE"
+
+        m.d.comb += [
+            self.awvalid.eq(aw_pending),
+            self.awaddr.eq(Cat(Const(0, 5), block) | (first_beat << (shift + 2) if nbeats > 1 else 0)),
+            self.awlen.eq(last_beat - first_beat),
+        ]
+        with m.If(self.awvalid & self.awready):
+            m.d.sync += aw_pending.eq(0)
+
+        beat_data = data.word_select(beat, self.data_width) if nbeats > 1 else data[:self.data_width]
+        beat_mask = mask.word_select(beat, dpb) if nbeats > 1 else mask
+        if dpb >= BLOCK_DWORDS:
+            # a beat wider than the block (never at ≤ 256 bits): only the block's lanes
+            beat_data = data
+            beat_mask = mask
+        m.d.comb += [
+            self.wvalid.eq(w_pending),
+            self.wdata.eq(beat_data),
+            self.wstrb.eq(Cat(b.replicate(4) for b in beat_mask)),
+            self.wlast.eq(beat == last_beat),
+        ]
+        with m.If(self.wvalid & self.wready):
+            m.d.sync += beat.eq(beat + 1)
+            with m.If(self.wlast):
+                m.d.sync += w_pending.eq(0)
+        return m

@@ -1,0 +1,167 @@
+"""Render docs/packets.md, the packet reference, from spec/packets.py.
+
+`render_markdown()` returns the text; spec/generate.py adds its "generated" banner
+and writes the file (so the staleness check covers it like the register docs).
+"""
+
+from __future__ import annotations
+
+from spec.packets import HEADER, MAX_PAYLOAD, PACKETS, TYPE2_FILLER, Field, PacketDef
+from spec.pm4 import header
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", "<br>")
+
+
+def _hex_field(f: Field) -> bool:
+    """Same choice as the disassembler: hex unless asked, or 4 bits or fewer."""
+    return (f.fmt or ("d" if f.width <= 4 else "x")) == "x"
+
+
+def _enum_text(f: Field) -> str:
+    if not f.enum:
+        return ""
+    items = []
+    for e in f.enum:
+        note = "" if e.supported else " *(not supported by this device)*"
+        number = f"{e.value:#x}" if _hex_field(f) else str(e.value)
+        items.append(f"`{number}` {e.name}: {e.doc}{note}")
+    if f.open_enum:
+        items.append("other values: allowed, passed through")
+    return "<br>" + "<br>".join(items)
+
+
+def _reserved_spans(mask: int) -> list[tuple[int, int]]:
+    """(msb, lsb) runs of zero bits in a 32-bit mask, highest first."""
+    spans, bit = [], 31
+    while bit >= 0:
+        if mask >> bit & 1:
+            bit -= 1
+            continue
+        msb = bit
+        while bit >= 0 and not mask >> bit & 1:
+            bit -= 1
+        spans.append((msb, bit + 1))
+    return spans
+
+
+def _span(msb: int, lsb: int) -> str:
+    return f"[{msb}]" if msb == lsb else f"[{msb}:{lsb}]"
+
+
+def _field_rows(fields: list[Field], dword_label: str, p: PacketDef | None) -> list[str]:
+    """Rows for one dword, highest bits first, with reserved gaps made explicit."""
+    rows: list[tuple[int, str]] = []
+    mask = 0
+    for f in fields:
+        mask |= f.mask
+        extra = ""
+        if p is not None and (v := p.value_of(f.name)) is not None:
+            extra = f" Part of `{v.name}`."
+        default = "" if p is None or f.default is None or f.arg_name in p.args \
+            else f" Builder default: {f.default}."
+        rows.append((f.msb, f"| {dword_label} | {f.span} | {f.name} | "
+                             f"{_cell(f.doc + extra + default)}{_enum_text(f)} |"))
+    for msb, lsb in _reserved_spans(mask):
+        rows.append((msb, f"| {dword_label} | {_span(msb, lsb)} | *reserved* | Must be 0. |"))
+    return [r for _, r in sorted(rows, key=lambda r: -r[0])]
+
+
+def _signature(p: PacketDef) -> str:
+    parts = {n for v in p.values for n in v.fields}
+    kw = [f for f in p.fields if f.name not in parts and f.arg_name not in p.args]
+    args = list(p.args)
+    if kw:
+        args += ["*"] + [f"{f.arg_name}={f.default}" for f in kw]
+    return f"pm4.{p.name.lower()}({', '.join(args)})"
+
+
+def _length(p: PacketDef) -> str:
+    if p.tail is None:
+        return f"{p.fixed + 1} dwords (COUNT = {p.min_count})"
+    n = p.tail.name
+    return (f"{p.fixed + 1} + N dwords, N = number of {n} dwords, {p.tail.min} ≤ N ≤ "
+            f"{MAX_PAYLOAD - p.fixed} (COUNT = {p.fixed - 1} + N)".replace("COUNT = -1 + N", "COUNT = N - 1"))
+
+
+def _packet_section(p: PacketDef) -> list[str]:
+    out = [f"### {p.name} (opcode {p.opcode:#04x})", "", p.doc, ""]
+    out.append(f"- Length: {_length(p)}.")
+    out.append(f"- Header: `{header(p.opcode, p.min_count):#010x}`"
+               + (" for the shortest form." if p.tail else "."))
+    out.append(f"- Builder: `{_signature(p)}`.")
+    for v in p.values:
+        align = p.value_align(v)
+        out.append(f"- `{v.name}` = {':'.join(reversed(v.fields))} ({p.value_width(v)} bits"
+                   + (f", {align}-byte aligned" if align > 1 else "") + f"): {v.doc}")
+    for r in p.rules:
+        need = []
+        if r.align > 1:
+            need.append(f"{r.align}-byte aligned")
+        if r.width is not None:
+            need.append(f"at most {r.width} bits")
+        out.append(f"- When {r.when} is {' or '.join(r.among)}: `{r.value}` must be "
+                   f"{' and '.join(need)}. {r.doc}")
+    out += ["", "| dword | bits | field | description |", "|---|---|---|---|"]
+    for d in range(p.fixed):
+        out += _field_rows(list(p.fields_in(d)), str(d), p)
+    if p.tail:
+        first = str(p.fixed)
+        what = "ignored" if p.tail.ignored else "value"
+        out.append(f"| {first}… | [31:0] | {p.tail.name}[] | {_cell(p.tail.doc)} ({what}; "
+                   f"at least {p.tail.min}) |")
+    out.append("")
+    return out
+
+
+def render_markdown() -> str:
+    """The whole packet reference as Markdown."""
+    out = [
+        "# PM4 packet reference",
+        "",
+        "The command processor reads PM4 packets from its ring and from indirect buffers. "
+        "Every packet is a header dword followed by COUNT + 1 payload dwords; layouts and "
+        "opcode numbers are AMD's (gfx9 PM4), cut down to what this device implements. "
+        "This page, the RTL decoder, the UMD/KMD builders (`spec/pm4.py`) and the "
+        "disassembler all come from one table, `spec/packets.py`.",
+        "",
+        "Conventions: *dword* is the payload dword index (0 is the first dword after the "
+        "header), as `Field.dword` in the table. Bits not listed are reserved and must be "
+        "0; builders write 0 and the decoder reports any that are set. Values the table "
+        "marks *not supported* are AMD's, kept for recognition; the CP refuses them "
+        "(CP_ERROR UNSUPPORTED) and the builders will not produce them.",
+        "",
+        "## Header",
+        "",
+        "| dword | bits | field | description |",
+        "|---|---|---|---|",
+        *_field_rows(list(HEADER.fields), "hdr", None),
+        "",
+        f"A packet is COUNT + 2 dwords long, so COUNT ≤ {HEADER.field('COUNT').max} allows up to "
+        f"{MAX_PAYLOAD} payload dwords. A type-3 header whose opcode is not below is an illegal "
+        "opcode; a COUNT outside the packet's range is a bad COUNT.",
+        "",
+        f"**Type-2 filler.** The single dword `{TYPE2_FILLER:#010x}` does nothing; use it to pad "
+        "by one dword (`pm4.TYPE2_FILLER`, or `pm4.pad(n)` for any n). Any other type-2 dword, "
+        "and every type-0 or type-1 dword, is illegal.",
+        "",
+        "## Packets",
+        "",
+        "Index is the packet's position in the table: PERF_PACKETS[index] counts it.",
+        "",
+        "| index | packet | opcode | length (dwords) | description |",
+        "|---|---|---|---|---|",
+    ]
+    for p in PACKETS:
+        length = str(p.fixed + 1) if p.tail is None else f"{p.min_payload + 1}+"
+        out.append(f"| {p.index} | [{p.name}](#{p.name.lower()}-opcode-{p.opcode:#04x}) | "
+                   f"{p.opcode:#04x} | {length} | {_cell(p.doc)} |")
+    out.append("")
+    for p in PACKETS:
+        out += _packet_section(p)
+    return "\n".join(out).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    print(render_markdown(), end="")
