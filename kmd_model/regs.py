@@ -140,8 +140,8 @@ class IH_BASE_LO(Register):
     NAME = "IH_BASE_LO"
     ADDR = 0x040
     RESET = 0x00000000
-    ADDR = Field('ADDR', 0, 32, 'rw', 'r', reset=0x0)
-    FIELDS = (ADDR,)
+    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0)
+    FIELDS = (ADDRESS,)
 
 
 class IH_BASE_HI(Register):
@@ -149,8 +149,8 @@ class IH_BASE_HI(Register):
     NAME = "IH_BASE_HI"
     ADDR = 0x044
     RESET = 0x00000000
-    ADDR = Field('ADDR', 0, 16, 'rw', 'r', reset=0x0)
-    FIELDS = (ADDR,)
+    ADDRESS = Field('ADDRESS', 0, 16, 'rw', 'r', reset=0x0)
+    FIELDS = (ADDRESS,)
 
 
 class IH_SIZE(Register):
@@ -185,8 +185,8 @@ class IH_WPTR_ADDR_LO(Register):
     NAME = "IH_WPTR_ADDR_LO"
     ADDR = 0x054
     RESET = 0x00000000
-    ADDR = Field('ADDR', 0, 32, 'rw', 'r', reset=0x0)
-    FIELDS = (ADDR,)
+    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0)
+    FIELDS = (ADDRESS,)
 
 
 class IH_WPTR_ADDR_HI(Register):
@@ -194,8 +194,8 @@ class IH_WPTR_ADDR_HI(Register):
     NAME = "IH_WPTR_ADDR_HI"
     ADDR = 0x058
     RESET = 0x00000000
-    ADDR = Field('ADDR', 0, 16, 'rw', 'r', reset=0x0)
-    FIELDS = (ADDR,)
+    ADDRESS = Field('ADDRESS', 0, 16, 'rw', 'r', reset=0x0)
+    FIELDS = (ADDRESS,)
 
 
 class IH_CNTL(Register):
@@ -213,8 +213,8 @@ class RB_BASE_LO(Register):
     NAME = "RB_BASE_LO"
     ADDR = 0x080
     RESET = 0x00000000
-    ADDR = Field('ADDR', 0, 32, 'rw', 'r', reset=0x0)
-    FIELDS = (ADDR,)
+    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0)
+    FIELDS = (ADDRESS,)
 
 
 class RB_BASE_HI(Register):
@@ -222,8 +222,8 @@ class RB_BASE_HI(Register):
     NAME = "RB_BASE_HI"
     ADDR = 0x084
     RESET = 0x00000000
-    ADDR = Field('ADDR', 0, 16, 'rw', 'r', reset=0x0)
-    FIELDS = (ADDR,)
+    ADDRESS = Field('ADDRESS', 0, 16, 'rw', 'r', reset=0x0)
+    FIELDS = (ADDRESS,)
 
 
 class RB_SIZE(Register):
@@ -249,8 +249,8 @@ class RB_RPTR_ADDR_LO(Register):
     NAME = "RB_RPTR_ADDR_LO"
     ADDR = 0x090
     RESET = 0x00000000
-    ADDR = Field('ADDR', 0, 32, 'rw', 'r', reset=0x0)
-    FIELDS = (ADDR,)
+    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0)
+    FIELDS = (ADDRESS,)
 
 
 class RB_RPTR_ADDR_HI(Register):
@@ -258,8 +258,8 @@ class RB_RPTR_ADDR_HI(Register):
     NAME = "RB_RPTR_ADDR_HI"
     ADDR = 0x094
     RESET = 0x00000000
-    ADDR = Field('ADDR', 0, 16, 'rw', 'r', reset=0x0)
-    FIELDS = (ADDR,)
+    ADDRESS = Field('ADDRESS', 0, 16, 'rw', 'r', reset=0x0)
+    FIELDS = (ADDRESS,)
 
 
 class RB_DOORBELL(Register):
@@ -306,8 +306,8 @@ class CP_ERROR_ADDR_LO(Register):
     NAME = "CP_ERROR_ADDR_LO"
     ADDR = 0x0c4
     RESET = 0x00000000
-    ADDR = Field('ADDR', 0, 32, 'r', 'w')
-    FIELDS = (ADDR,)
+    ADDRESS = Field('ADDRESS', 0, 32, 'r', 'w')
+    FIELDS = (ADDRESS,)
 
 
 class CP_ERROR_ADDR_HI(Register):
@@ -315,8 +315,8 @@ class CP_ERROR_ADDR_HI(Register):
     NAME = "CP_ERROR_ADDR_HI"
     ADDR = 0x0c8
     RESET = 0x00000000
-    ADDR = Field('ADDR', 0, 16, 'r', 'w')
-    FIELDS = (ADDR,)
+    ADDRESS = Field('ADDRESS', 0, 16, 'r', 'w')
+    FIELDS = (ADDRESS,)
 
 
 class CP_ERROR_OFFSET(Register):

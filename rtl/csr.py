@@ -8,6 +8,8 @@ take a `<port>_set` input (hwset); singlepulse fields are one-cycle `Out` pulses
 swmod fields add a `<port>_swmod` pulse in the cycle the new value appears.
 """
 
+from enum import IntEnum
+
 from amaranth.hdl import C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -15,6 +17,71 @@ from amaranth.lib.wiring import In, Out
 from .bus import AXI4LiteRegBridge, AXI4LiteSignature
 
 MMIO_ADDR_WIDTH = 16
+
+
+class IbLevel(IntEnum):
+    RING = 0
+    IB1 = 1
+    IB2 = 2
+
+
+class CpError(IntEnum):
+    NONE = 0
+    ILLEGAL_OPCODE = 1
+    BAD_COUNT = 2
+    IB_NESTING = 3
+    IB_SIZE_ZERO = 4
+    IB_MISALIGNED = 5
+    BUS_SLVERR = 6
+    BUS_DECERR = 7
+    DOORBELL_BACKWARDS = 8
+    DOORBELL_OVERFLOW = 9
+    FENCE_MISALIGNED = 10
+    DMA_BYTE_COUNT = 11
+    UNSUPPORTED = 12
+
+# Field positions, for logic that packs a register value (e.g. into an IH entry).
+REG_FIELDS = {
+    'ID': {'MAGIC': (0, 32)},
+    'VERSION': {'PATCH': (0, 16), 'MINOR': (16, 8), 'MAJOR': (24, 8)},
+    'CAPS': {'BUS_BYTES_LOG2': (0, 4), 'ADDR_BITS': (4, 8), 'IB_LEVELS': (12, 4), 'DMA': (16, 1), 'IH': (17, 1)},
+    'SCRATCH': {'VALUE': (0, 32)},
+    'CONTROL': {'HALT': (0, 1), 'SOFT_RESET': (1, 1), 'PERF_CLEAR': (2, 1)},
+    'STATUS': {'IDLE': (0, 1), 'HALTED': (1, 1), 'ERROR': (2, 1), 'RB_EMPTY': (3, 1), 'DMA_BUSY': (4, 1), 'WAITING': (5, 1), 'LEVEL': (8, 2)},
+    'INT_STATUS': {'IH_PENDING': (0, 1), 'EOP': (1, 1), 'CP_ERROR': (2, 1), 'IH_OVERFLOW': (3, 1)},
+    'INT_ENABLE': {'IH_PENDING': (0, 1), 'EOP': (1, 1), 'CP_ERROR': (2, 1), 'IH_OVERFLOW': (3, 1)},
+    'INT_FORCE': {'EOP': (1, 1), 'CP_ERROR': (2, 1), 'IH_OVERFLOW': (3, 1)},
+    'IH_BASE_LO': {'ADDRESS': (0, 32)},
+    'IH_BASE_HI': {'ADDRESS': (0, 16)},
+    'IH_SIZE': {'LOG2_ENTRIES': (0, 5)},
+    'IH_WPTR': {'WPTR': (0, 32)},
+    'IH_RPTR': {'RPTR': (0, 32)},
+    'IH_WPTR_ADDR_LO': {'ADDRESS': (0, 32)},
+    'IH_WPTR_ADDR_HI': {'ADDRESS': (0, 16)},
+    'IH_CNTL': {'ENABLE': (0, 1), 'WPTR_WB': (1, 1)},
+    'RB_BASE_LO': {'ADDRESS': (0, 32)},
+    'RB_BASE_HI': {'ADDRESS': (0, 16)},
+    'RB_SIZE': {'LOG2_DWORDS': (0, 5)},
+    'RB_RPTR': {'RPTR': (0, 32)},
+    'RB_RPTR_ADDR_LO': {'ADDRESS': (0, 32)},
+    'RB_RPTR_ADDR_HI': {'ADDRESS': (0, 16)},
+    'RB_DOORBELL': {'WPTR': (0, 32)},
+    'RB_WPTR': {'WPTR': (0, 32)},
+    'RB_CNTL': {'ENABLE': (0, 1), 'RPTR_WB': (1, 1)},
+    'CP_ERROR': {'CODE': (0, 8), 'LEVEL': (8, 2), 'OPCODE': (16, 8)},
+    'CP_ERROR_ADDR_LO': {'ADDRESS': (0, 32)},
+    'CP_ERROR_ADDR_HI': {'ADDRESS': (0, 16)},
+    'CP_ERROR_OFFSET': {'OFFSET': (0, 32)},
+    'TIMESTAMP_LO': {'COUNT': (0, 32)},
+    'TIMESTAMP_HI': {'COUNT': (0, 16)},
+    'PERF_BUSY_CYCLES': {'COUNT': (0, 32)},
+    'PERF_STALL_CYCLES': {'COUNT': (0, 32)},
+    'PERF_DWORDS_FETCHED': {'COUNT': (0, 32)},
+    'PERF_DMA_BYTES_READ': {'COUNT': (0, 32)},
+    'PERF_DMA_BYTES_WRITTEN': {'COUNT': (0, 32)},
+    'PERF_DMA_BUSY_CYCLES': {'COUNT': (0, 32)},
+    'PERF_PACKETS': {'COUNT': (0, 32)},
+}
 
 
 class CSRBlock(wiring.Component):

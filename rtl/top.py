@@ -17,7 +17,8 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .bus import AXI4LiteSignature, AXI4Signature, BURST_INCR
+from .bus import AXI4LiteSignature, AXI4Signature
+from .cp import CommandProcessor
 from .csr import MMIO_ADDR_WIDTH, CSRBlock
 
 ADDR_WIDTH = 48  # memory addresses, as a GPU virtual address space (amdgpu: 48 bits)
@@ -48,7 +49,7 @@ class GpuTop(wiring.Component):
             csr.caps_addr_bits.eq(ADDR_WIDTH),
             csr.caps_ib_levels.eq(IB_LEVELS),
             csr.caps_dma.eq(0),
-            csr.caps_ih.eq(0),
+            csr.caps_ih.eq(1),
         ]
 
         # The GPU clock: stamps RELEASE_MEM timestamps and IH entries.
@@ -56,22 +57,11 @@ class GpuTop(wiring.Component):
         m.d.sync += timestamp.eq(timestamp + 1)
         m.d.comb += [csr.timestamp_lo.eq(timestamp[:32]), csr.timestamp_hi.eq(timestamp[32:])]
 
-        # No engine is attached yet: the CP is idle with an empty ring.
-        m.d.comb += [csr.status_idle.eq(1), csr.status_rb_empty.eq(1)]
-
-        # Memory master: idle, but always ready for responses so it can never wedge the bus.
-        bus = self.m_axi
-        m.d.comb += [
-            bus.awburst.eq(BURST_INCR), bus.arburst.eq(BURST_INCR),
-            bus.bready.eq(1), bus.rready.eq(1),
-        ]
-
-        # Nothing raises events yet but the self-test register.
-        m.d.comb += [
-            csr.int_status_eop_set.eq(csr.int_force_eop),
-            csr.int_status_cp_error_set.eq(csr.int_force_cp_error),
-            csr.int_status_ih_overflow_set.eq(csr.int_force_ih_overflow),
-        ]
+        # The command processor owns the memory master for now (the DMA engine will share it).
+        m.submodules.cp = cp = CommandProcessor(csr, self.data_width, ADDR_WIDTH, IB_LEVELS,
+                                                TIMESTAMP_WIDTH)
+        wiring.connect(m, cp.bus, wiring.flipped(self.m_axi))
+        m.d.comb += cp.timestamp.eq(timestamp)
         pending = Cat(csr.int_status_ih_pending, csr.int_status_eop, csr.int_status_cp_error,
                       csr.int_status_ih_overflow)
         enabled = Cat(csr.int_enable_ih_pending, csr.int_enable_eop, csr.int_enable_cp_error,

@@ -121,6 +121,9 @@ def collect(top: AddrmapNode) -> tuple[list[RegInfo], dict[str, list[tuple[str, 
     return regs, enums
 
 
+RESERVED_NAMES = {"NAME", "ADDR", "RESET", "FIELDS", "DESC", "ARRAY_LEN", "ARRAY_STRIDE"}
+
+
 def _check(regs: list[RegInfo]) -> None:
     """Reject what the generated block does not implement, with the register named."""
     for r in regs:
@@ -133,6 +136,8 @@ def _check(regs: list[RegInfo]) -> None:
                 raise ValueError(f"{what}: hwset is only supported on write-1-to-clear fields")
             if f.onwrite not in (None, "woclr"):
                 raise ValueError(f"{what}: onwrite={f.onwrite} is not supported")
+            if f.name in RESERVED_NAMES:
+                raise ValueError(f"{what}: a field may not be called {f.name} (the register class uses that name)")
             if f.sw == "r" and f.hw == "na" and f.reset is None:
                 raise ValueError(f"{what}: a constant field needs a reset value")
 
@@ -178,7 +183,7 @@ def render_python(regs: list[RegInfo], enums) -> str:
 
 # ---------------------------------------------------------------------------- Amaranth CSR block
 
-def render_amaranth(regs: list[RegInfo]) -> str:
+def render_amaranth(regs: list[RegInfo], enums) -> str:
     ports: list[str] = []
     body: list[str] = []
     reads: list[tuple[int, str]] = []  # (address, expression of the 32-bit read value)
@@ -264,6 +269,8 @@ def render_amaranth(regs: list[RegInfo]) -> str:
         "swmod fields add a `<port>_swmod` pulse in the cycle the new value appears.",
         '"""',
         "",
+        "from enum import IntEnum",
+        "",
         "from amaranth.hdl import C, Cat, Module, Mux, Signal",
         "from amaranth.lib import wiring",
         "from amaranth.lib.wiring import In, Out",
@@ -271,6 +278,12 @@ def render_amaranth(regs: list[RegInfo]) -> str:
         "from .bus import AXI4LiteRegBridge, AXI4LiteSignature",
         "",
         f"MMIO_ADDR_WIDTH = {MMIO_ADDR_WIDTH}",
+        "",
+        *_render_enums(enums),
+        "# Field positions, for logic that packs a register value (e.g. into an IH entry).",
+        "REG_FIELDS = {",
+        *[f"    {r.name!r}: {{{', '.join(f'{f.name!r}: ({f.lsb}, {f.width})' for f in r.fields)}}}," for r in regs],
+        "}",
         "",
         "",
         "class CSRBlock(wiring.Component):",
@@ -293,6 +306,15 @@ def render_amaranth(regs: list[RegInfo]) -> str:
         "",
     ]
     return "\n".join(src)
+
+
+def _render_enums(enums) -> list[str]:
+    out = []
+    for ename, members in enums.items():
+        out += ["", f"class {_camel(ename)}(IntEnum):"]
+        out += [f"    {name} = {value}" for name, value, _ in members]
+        out.append("")
+    return out
 
 
 def _cat_expr(parts: list[tuple[int, int, str]]) -> str:
@@ -346,7 +368,7 @@ def outputs() -> dict[Path, str]:
     top = compile_rdl()
     regs, enums = collect(top)
     return {
-        ROOT / "rtl" / "csr.py": render_amaranth(regs),
+        ROOT / "rtl" / "csr.py": render_amaranth(regs, enums),
         ROOT / "kmd_model" / "regs.py": render_python(regs, enums),
         ROOT / "include" / "gpucosim_regs.h": render_c_header(top),
         ROOT / "docs" / "registers.md": render_markdown(top),

@@ -45,11 +45,10 @@ class CocotbDevice(Device):
         self.dut = dut
         self.name = os.environ.get("GPUCOSIM_SIM", cocotb.SIM_NAME.split()[0].lower())
         self.memory = memory
-        self.mem_model = MemoryModel(dut)
-        self.checker = ProtocolChecker(dut)
+        self.mem_model = MemoryModel(dut, memory)
+        self.checker: ProtocolChecker | None = None  # started after reset
         self.mmio = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil"), dut.clk, dut.rst)
-        self.mmio.log.setLevel(logging.WARNING)  # it logs every access at INFO
-        self.mmio.write_if.log.setLevel(logging.WARNING)
+        self.mmio.write_if.log.setLevel(logging.WARNING)  # it logs every access at INFO
         self.mmio.read_if.log.setLevel(logging.WARNING)
         self._read = cocotb.task.resume(self._aread)
         self._write = cocotb.task.resume(self._awrite)
@@ -60,7 +59,6 @@ class CocotbDevice(Device):
     async def start(cls, dut, mem_size: int = 64 << 20, **mem_config) -> "CocotbDevice":
         """Create the shared memory, start the clock, reset the design."""
         memory = SharedMemory(size=mem_size)
-        memory.export_env()
         dev = cls(dut, memory)
         dev.mem_model.configure(**mem_config)
         cocotb.start_soon(Clock(dut.clk, CLOCK_PERIOD_NS, unit="ns").start())
@@ -68,7 +66,7 @@ class CocotbDevice(Device):
         await ClockCycles(dut.clk, 4)
         dut.rst.value = 0
         await ClockCycles(dut.clk, 2)
-        dev.checker.start()
+        dev.checker = ProtocolChecker(dut)
         return dev
 
     # -- Device API (called from the driver thread) ------------------------------------
@@ -134,7 +132,8 @@ async def run_driver(dut, fn: Callable[[CocotbDevice], T], **start_kwargs) -> T:
     dev = await CocotbDevice.start(dut, **start_kwargs)
     try:
         result = await cocotb.task.bridge(fn)(dev)
-        dev.checker.raise_if_failed()
+        dev.checker.check()
         return result
     finally:
+        dev.checker.stop()
         dev.close()

@@ -29,7 +29,7 @@ def main() -> int:
         print(f"gpu_top DATA_WIDTH={w}: {'clean' if r.returncode == 0 else 'FAILED'}")
         if r.returncode:
             failed += 1
-            print(r.stdout + r.stderr)
+            print((r.stdout + r.stderr)[-6000:])
     return 1 if failed else 0
 
 

@@ -307,12 +307,13 @@ def update_checker_source(path: Path = CHECKER_SOURCE) -> bool:
 class ProtocolViolation(AssertionError):
     """axi_checker flagged the bus; the message is the checker's own text."""
 
-    def __init__(self, message: str, code: int, addr: int, args: tuple[int, int, int]):
+    def __init__(self, message: str, code: int, addr: int, info: tuple[int, int, int]):
         super().__init__(message)
+        self.message = message
         self.code = code
         self.name = CHECKER_BY_CODE[code].name if code in CHECKER_BY_CODE else f"code {code}"
         self.addr = addr
-        self.args = args
+        self.info = info  # chk_arg0..2: what each means is in the code's message
 
 
 class ProtocolChecker:
@@ -344,8 +345,8 @@ class ProtocolChecker:
             return None
         code = self._sig("code").value.to_unsigned()
         addr = self._sig("addr").value.to_unsigned()
-        args = tuple(self._sig(f"arg{i}").value.to_unsigned() for i in range(3))
-        return ProtocolViolation(checker_message(code, addr, *args), code, addr, args)  # type: ignore[arg-type]
+        info = tuple(self._sig(f"arg{i}").value.to_unsigned() for i in range(3))
+        return ProtocolViolation(checker_message(code, addr, *info), code, addr, info)  # type: ignore[arg-type]
 
     async def _watch(self) -> None:
         from cocotb.triggers import ReadOnly, RisingEdge

@@ -29,9 +29,11 @@ CSRC_DIR = Path(__file__).resolve().parent / "csrc"
 
 SIMULATORS = ("verilator", "icarus")
 
-# Yosys emits minimal-width constants; Verilator would treat the resulting width
-# warnings as fatal. These are the only waivers.
-VERILATOR_WAIVERS = ("-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC")
+# Verilator treats warnings as fatal. The only waivers, all artefacts of Amaranth's
+# Verilog output: Yosys emits minimal-width constants (WIDTHEXPAND/WIDTHTRUNC), and
+# Amaranth lowers FSMs and Array indexing to `casez` without a default, whose
+# uncovered encodings can never occur (CASEINCOMPLETE).
+VERILATOR_WAIVERS = ("-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-CASEINCOMPLETE")
 
 
 class SimulatorUnavailable(RuntimeError):
@@ -53,6 +55,10 @@ def setup_env() -> None:
     path = os.environ.get("PATH", "").split(os.pathsep)
     if not path or path[0] != bindir:
         os.environ["PATH"] = os.pathsep.join([bindir] + [p for p in path if p != bindir])
+    # The wheel's verilated.mk was configured without the precompiled-header flag, so its
+    # PCH rule passes the header as a file name; supply the flag as a make variable.
+    if "CFG_CXXFLAGS_PCH_I" not in os.environ.get("MAKEFLAGS", ""):
+        os.environ["MAKEFLAGS"] = (os.environ.get("MAKEFLAGS", "") + " CFG_CXXFLAGS_PCH_I=-include").strip()
     # The venv's bin (cocotb-config, iverilog-vpi helpers) must be findable too.
     venv_bin = str(Path(sys.executable).parent)
     if venv_bin not in os.environ["PATH"].split(os.pathsep):

@@ -260,7 +260,7 @@ async def expect_violation(dut, checker: ProtocolChecker, name: str, addr: int, 
     v = checker.read()
     code = CHECKER_BY_NAME[name].code
     assert v is not None, f"checker missed {name}"
-    assert (v.code, v.addr, v.args) == (code, addr, args), f"expected {name} at {addr:#x} {args}, got: {v}"
+    assert (v.code, v.addr, v.info) == (code, addr, args), f"expected {name} at {addr:#x} {args}, got: {v}"
     assert str(v) == checker_message(code, addr, *args)
     dut._log.info("checker caught it: %s", v)
     assert checker.violations and checker.violations[-1].code == code

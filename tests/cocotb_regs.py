@@ -20,6 +20,7 @@ def expected_reset(dev, reg) -> dict[str, int]:
         ("CAPS", "BUS_BYTES_LOG2"): bus_bytes.bit_length() - 1,
         ("CAPS", "ADDR_BITS"): 48,
         ("CAPS", "IB_LEVELS"): 2,
+        ("CAPS", "IH"): 1,
         ("STATUS", "IDLE"): 1,
         ("STATUS", "RB_EMPTY"): 1,
     }

@@ -183,11 +183,6 @@ module axi_checker #(
     reg [DATA_WIDTH+DATA_WIDTH/8:0]         w_hold;
     reg [ID_WIDTH+2-1:0]                    b_hold;
     reg [ID_WIDTH+DATA_WIDTH+2:0]           r_hold;
-    wire [ID_WIDTH+ADDR_WIDTH+8+3+2-1:0] aw_now = {axi_awid, axi_awaddr, axi_awlen, axi_awsize, axi_awburst};
-    wire [ID_WIDTH+ADDR_WIDTH+8+3+2-1:0] ar_now = {axi_arid, axi_araddr, axi_arlen, axi_arsize, axi_arburst};
-    wire [DATA_WIDTH+DATA_WIDTH/8:0]     w_now  = {axi_wdata, axi_wstrb, axi_wlast};
-    wire [ID_WIDTH+2-1:0]                b_now  = {axi_bid, axi_bresp};
-    wire [ID_WIDTH+DATA_WIDTH+2:0]       r_now  = {axi_rid, axi_rdata, axi_rresp, axi_rlast};
 
     // Reads: per ID, a queue of (len, addr) and the beat count of its head burst.
     reg [7:0]            rq_len  [0:NID*RDEPTH-1];
@@ -222,11 +217,7 @@ module axi_checker #(
     reg                  done;
     integer              i;
 
-    wire aw_hs = axi_awvalid && axi_awready;
-    wire w_hs  = axi_wvalid  && axi_wready;
-    wire b_hs  = axi_bvalid  && axi_bready;
-    wire ar_hs = axi_arvalid && axi_arready;
-    wire r_hs  = axi_rvalid  && axi_rready;
+    reg                  aw_hs, w_hs, b_hs, ar_hs, r_hs;
 
     /* verilator lint_off BLKSEQ */  // the bookkeeping below is sequential code on purpose
     always @(posedge clk) begin
@@ -251,17 +242,43 @@ module axi_checker #(
             w_n = 32'd0;
             w_cnt = 9'd0;
         end else begin
+            aw_hs = axi_awvalid && axi_awready;
+            w_hs  = axi_wvalid  && axi_wready;
+            b_hs  = axi_bvalid  && axi_bready;
+            ar_hs = axi_arvalid && axi_arready;
+            r_hs  = axi_rvalid  && axi_rready;
+
             // ---- VALID and payload hold until READY (every channel)
-            if (aw_wait && !axi_awvalid)      fail(CHK_AW_VALID_DROP, aw_hold[ADDR_WIDTH+12:13], id32(aw_hold[ID_WIDTH+ADDR_WIDTH+12:ADDR_WIDTH+13]), 32'd0, 32'd0);
-            else if (aw_wait && aw_now != aw_hold) fail(CHK_AW_UNSTABLE, aw_hold[ADDR_WIDTH+12:13], id32(aw_hold[ID_WIDTH+ADDR_WIDTH+12:ADDR_WIDTH+13]), 32'd0, 32'd0);
-            if (w_wait && !axi_wvalid)        fail(CHK_W_VALID_DROP, {ADDR_WIDTH{1'b0}}, w_n, 32'd0, 32'd0);
-            else if (w_wait && w_now != w_hold) fail(CHK_W_UNSTABLE, {ADDR_WIDTH{1'b0}}, w_n, 32'd0, 32'd0);
-            if (b_wait && !axi_bvalid)        fail(CHK_B_VALID_DROP, {ADDR_WIDTH{1'b0}}, id32(b_hold[ID_WIDTH+1:2]), 32'd0, 32'd0);
-            else if (b_wait && b_now != b_hold) fail(CHK_B_UNSTABLE, {ADDR_WIDTH{1'b0}}, id32(b_hold[ID_WIDTH+1:2]), 32'd0, 32'd0);
-            if (ar_wait && !axi_arvalid)      fail(CHK_AR_VALID_DROP, ar_hold[ADDR_WIDTH+12:13], id32(ar_hold[ID_WIDTH+ADDR_WIDTH+12:ADDR_WIDTH+13]), 32'd0, 32'd0);
-            else if (ar_wait && ar_now != ar_hold) fail(CHK_AR_UNSTABLE, ar_hold[ADDR_WIDTH+12:13], id32(ar_hold[ID_WIDTH+ADDR_WIDTH+12:ADDR_WIDTH+13]), 32'd0, 32'd0);
-            if (r_wait && !axi_rvalid)        fail(CHK_R_VALID_DROP, {ADDR_WIDTH{1'b0}}, id32(r_hold[ID_WIDTH+DATA_WIDTH+2:DATA_WIDTH+3]), 32'd0, 32'd0);
-            else if (r_wait && r_now != r_hold) fail(CHK_R_UNSTABLE, {ADDR_WIDTH{1'b0}}, id32(r_hold[ID_WIDTH+DATA_WIDTH+2:DATA_WIDTH+3]), 32'd0, 32'd0);
+            if (aw_wait) begin
+                if (!axi_awvalid)
+                    fail(CHK_AW_VALID_DROP, aw_hold[ADDR_WIDTH+12:13], id32(aw_hold[ID_WIDTH+ADDR_WIDTH+12:ADDR_WIDTH+13]), 32'd0, 32'd0);
+                else if ({axi_awid, axi_awaddr, axi_awlen, axi_awsize, axi_awburst} != aw_hold)
+                    fail(CHK_AW_UNSTABLE, aw_hold[ADDR_WIDTH+12:13], id32(aw_hold[ID_WIDTH+ADDR_WIDTH+12:ADDR_WIDTH+13]), 32'd0, 32'd0);
+            end
+            if (w_wait) begin
+                if (!axi_wvalid)
+                    fail(CHK_W_VALID_DROP, {ADDR_WIDTH{1'b0}}, w_n, 32'd0, 32'd0);
+                else if ({axi_wdata, axi_wstrb, axi_wlast} != w_hold)
+                    fail(CHK_W_UNSTABLE, {ADDR_WIDTH{1'b0}}, w_n, 32'd0, 32'd0);
+            end
+            if (b_wait) begin
+                if (!axi_bvalid)
+                    fail(CHK_B_VALID_DROP, {ADDR_WIDTH{1'b0}}, id32(b_hold[ID_WIDTH+1:2]), 32'd0, 32'd0);
+                else if ({axi_bid, axi_bresp} != b_hold)
+                    fail(CHK_B_UNSTABLE, {ADDR_WIDTH{1'b0}}, id32(b_hold[ID_WIDTH+1:2]), 32'd0, 32'd0);
+            end
+            if (ar_wait) begin
+                if (!axi_arvalid)
+                    fail(CHK_AR_VALID_DROP, ar_hold[ADDR_WIDTH+12:13], id32(ar_hold[ID_WIDTH+ADDR_WIDTH+12:ADDR_WIDTH+13]), 32'd0, 32'd0);
+                else if ({axi_arid, axi_araddr, axi_arlen, axi_arsize, axi_arburst} != ar_hold)
+                    fail(CHK_AR_UNSTABLE, ar_hold[ADDR_WIDTH+12:13], id32(ar_hold[ID_WIDTH+ADDR_WIDTH+12:ADDR_WIDTH+13]), 32'd0, 32'd0);
+            end
+            if (r_wait) begin
+                if (!axi_rvalid)
+                    fail(CHK_R_VALID_DROP, {ADDR_WIDTH{1'b0}}, id32(r_hold[ID_WIDTH+DATA_WIDTH+2:DATA_WIDTH+3]), 32'd0, 32'd0);
+                else if ({axi_rid, axi_rdata, axi_rresp, axi_rlast} != r_hold)
+                    fail(CHK_R_UNSTABLE, {ADDR_WIDTH{1'b0}}, id32(r_hold[ID_WIDTH+DATA_WIDTH+2:DATA_WIDTH+3]), 32'd0, 32'd0);
+            end
 
             // ---- B: only for a write whose AW and last W beat came at an earlier edge
             if (b_hs) begin
@@ -376,11 +393,17 @@ module axi_checker #(
                 ar_n = ar_n + 32'd1;
             end
 
-            aw_wait = axi_awvalid && !axi_awready;  aw_hold = aw_now;
-            w_wait  = axi_wvalid  && !axi_wready;   w_hold  = w_now;
-            b_wait  = axi_bvalid  && !axi_bready;   b_hold  = b_now;
-            ar_wait = axi_arvalid && !axi_arready;  ar_hold = ar_now;
-            r_wait  = axi_rvalid  && !axi_rready;   r_hold  = r_now;
+            // What is offered without READY now must still be there at the next edge.
+            aw_wait = axi_awvalid && !axi_awready;
+            w_wait  = axi_wvalid  && !axi_wready;
+            b_wait  = axi_bvalid  && !axi_bready;
+            ar_wait = axi_arvalid && !axi_arready;
+            r_wait  = axi_rvalid  && !axi_rready;
+            if (aw_wait) aw_hold = {axi_awid, axi_awaddr, axi_awlen, axi_awsize, axi_awburst};
+            if (w_wait)  w_hold  = {axi_wdata, axi_wstrb, axi_wlast};
+            if (b_wait)  b_hold  = {axi_bid, axi_bresp};
+            if (ar_wait) ar_hold = {axi_arid, axi_araddr, axi_arlen, axi_arsize, axi_arburst};
+            if (r_wait)  r_hold  = {axi_rid, axi_rdata, axi_rresp, axi_rlast};
         end
     end
     /* verilator lint_on BLKSEQ */

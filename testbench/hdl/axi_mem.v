@@ -217,11 +217,6 @@ module axi_mem #(
     // ---------------------------------------------------------------- time and dice
     reg  [31:0] cyc;   // free-running cycle count; due times compare wrap-safely
     reg  [63:0] rnd;   // xorshift64 state, one byte per channel per cycle
-    wire stall_aw = rnd[7:0]   < cfg_stall_aw;
-    wire stall_w  = rnd[15:8]  < cfg_stall_w;
-    wire stall_b  = rnd[23:16] < cfg_stall_b;
-    wire stall_ar = rnd[31:24] < cfg_stall_ar;
-    wire stall_r  = rnd[39:32] < cfg_stall_r;
 
     function [63:0] xorshift(input [63:0] x);
         reg [63:0] y;
@@ -232,30 +227,18 @@ module axi_mem #(
         end
     endfunction
 
-    // ---------------------------------------------------------------- read side
+    // ---------------------------------------------------------------- queues
     reg [ID_WIDTH-1:0]   arq_id    [0:MAX_READS-1];
     reg [ADDR_WIDTH-1:0] arq_addr  [0:MAX_READS-1];
     reg [7:0]            arq_len   [0:MAX_READS-1];
     reg [2:0]            arq_size  [0:MAX_READS-1];
     reg [1:0]            arq_burst [0:MAX_READS-1];
-    reg [31:0]           arq_due   [0:MAX_READS-1];
+    reg [31:0]           arq_due   [0:MAX_READS-1];   // cycle its first beat may load
     reg [RQW-1:0]        arq_wp, arq_rp;
     reg [RQW:0]          arq_cnt;
     reg [7:0]            r_beat;   // beat index within the head burst
     reg [ADDR_WIDTH-1:0] r_addr;   // address of beat r_beat when r_beat != 0
 
-    /* verilator lint_off UNUSEDSIGNAL */  // only the sign bit of the wait times matters
-    wire [31:0]           r_wait   = cyc - arq_due[arq_rp];
-    /* verilator lint_on UNUSEDSIGNAL */
-    wire                  r_ready  = arq_cnt != 0 && !r_wait[31];
-    wire                  r_load   = (!s_axi_rvalid || s_axi_rready) && r_ready && !stall_r;
-    wire                  r_last   = r_beat == arq_len[arq_rp];
-    wire [ADDR_WIDTH-1:0] r_baddr  = r_beat == 8'd0 ? arq_addr[arq_rp] : r_addr;
-    wire                  ar_push  = s_axi_arvalid && s_axi_arready;
-
-    assign s_axi_arready = !rst && arq_cnt != RQ_FULL && !stall_ar;
-
-    // ---------------------------------------------------------------- write side
     reg [ID_WIDTH-1:0]   awq_id    [0:MAX_WRITES-1];
     reg [ADDR_WIDTH-1:0] awq_addr  [0:MAX_WRITES-1];
     reg [7:0]            awq_len   [0:MAX_WRITES-1];
@@ -273,22 +256,25 @@ module axi_mem #(
     reg [WQW-1:0]        bq_wp, bq_rp;
     reg [WQW:0]          bq_cnt;
 
-    wire                  aw_push  = s_axi_awvalid && s_axi_awready;
-    wire                  w_fire   = s_axi_wvalid && s_axi_wready;
-    wire                  w_last   = w_beat == awq_len[awq_rp];
-    wire [ADDR_WIDTH-1:0] w_baddr  = w_beat == 8'd0 ? awq_addr[awq_rp] : w_addr;
-    /* verilator lint_off UNUSEDSIGNAL */
-    wire [31:0]           b_wait   = cyc - bq_due[bq_rp];
-    /* verilator lint_on UNUSEDSIGNAL */
-    wire                  b_load   = (!s_axi_bvalid || s_axi_bready) && bq_cnt != 0 && !b_wait[31] && !stall_b;
-
-    assign s_axi_awready = !rst && awq_cnt != WQ_FULL && !stall_aw;
-    assign s_axi_wready  = !rst && awq_cnt != 0 && bq_cnt != WQ_FULL && !stall_w;
+    // READYs are registered: they depend only on queue room and the dice.
+    reg arready_q, awready_q, wready_q;
+    assign s_axi_arready = arready_q;
+    assign s_axi_awready = awready_q;
+    assign s_axi_wready  = wready_q;
 
     // ---------------------------------------------------------------- the model
     // One process, so the lazily learnt memory size is shared by both sides. The
-    // blocking assignments are per-beat temporaries (response, word address).
-    reg [1:0] resp;
+    // blocking assignments are per-cycle temporaries; keeping the decode here
+    // rather than in continuous assignments also keeps Icarus's event count low.
+    reg [1:0]            resp;
+    /* verilator lint_off UNUSEDSIGNAL */  // only the sign bit of a wait time matters
+    reg [31:0]           wait_t;
+    /* verilator lint_on UNUSEDSIGNAL */
+    reg                  ar_push, aw_push, w_fire, r_load, r_last, w_last, b_load;
+    reg [ADDR_WIDTH-1:0] baddr;
+    reg [RQW:0]          arq_next;
+    reg [WQW:0]          awq_next, bq_next;
+    reg [63:0]           rnd_next;
 
     /* verilator lint_off BLKSEQ */
     always @(posedge clk) begin
@@ -310,9 +296,14 @@ module axi_mem #(
             bq_rp        <= {WQW{1'b0}};
             bq_cnt       <= {(WQW+1){1'b0}};
             s_axi_bvalid <= 1'b0;
+            arready_q    <= 1'b0;
+            awready_q    <= 1'b0;
+            wready_q     <= 1'b0;
         end else begin
             cyc <= cyc + 32'd1;
-            rnd <= xorshift(rnd);
+            ar_push = s_axi_arvalid && arready_q;
+            aw_push = s_axi_awvalid && awready_q;
+            w_fire  = s_axi_wvalid  && wready_q;
 
             // AR: queue the burst with the cycle its first beat may be loaded.
             if (ar_push) begin
@@ -326,11 +317,16 @@ module axi_mem #(
             end
 
             // R: load the next beat of the head burst into the output register.
+            wait_t = cyc - arq_due[arq_rp];
+            r_load = (!s_axi_rvalid || s_axi_rready) && arq_cnt != 0 && !wait_t[31]
+                     && !(rnd[39:32] < cfg_stall_r);
+            r_last = r_beat == arq_len[arq_rp];
             if (r_load) begin
+                baddr = r_beat == 8'd0 ? arq_addr[arq_rp] : r_addr;
                 mem_open;
-                resp = beat_resp(r_baddr);
+                resp = beat_resp(baddr);
                 if (resp == OKAY) begin
-                    mem_addr = {{(64-ADDR_WIDTH){1'b0}}, r_baddr} & WORD_MASK;
+                    mem_addr = {{(64-ADDR_WIDTH){1'b0}}, baddr} & WORD_MASK;
                     mem_read;
                     s_axi_rdata <= mem_rdata;
                 end else begin
@@ -345,12 +341,13 @@ module axi_mem #(
                     arq_rp <= arq_rp == RQ_LAST ? {RQW{1'b0}} : arq_rp + 1'b1;
                 end else begin
                     r_beat <= r_beat + 8'd1;
-                    r_addr <= next_addr(r_baddr, arq_size[arq_rp], arq_len[arq_rp], arq_burst[arq_rp]);
+                    r_addr <= next_addr(baddr, arq_size[arq_rp], arq_len[arq_rp], arq_burst[arq_rp]);
                 end
             end else if (s_axi_rready) begin
                 s_axi_rvalid <= 1'b0;
             end
-            arq_cnt <= arq_cnt + {{RQW{1'b0}}, ar_push} - {{RQW{1'b0}}, r_load && r_last};
+            arq_next = arq_cnt + {{RQW{1'b0}}, ar_push} - {{RQW{1'b0}}, r_load && r_last};
+            arq_cnt <= arq_next;
 
             // AW: queue the burst; its W beats follow in order.
             if (aw_push) begin
@@ -363,12 +360,14 @@ module axi_mem #(
             end
 
             // W: store the beat; on the burst's last beat (by AWLEN) queue its B.
+            w_last = w_fire && w_beat == awq_len[awq_rp];
             if (w_fire) begin
+                baddr = w_beat == 8'd0 ? awq_addr[awq_rp] : w_addr;
                 mem_open;
-                resp = beat_resp(w_baddr);
+                resp = beat_resp(baddr);
                 if (resp == OKAY) begin
-                    mem_addr = {{(64-ADDR_WIDTH){1'b0}}, w_baddr} & WORD_MASK;
-                    mem_write(s_axi_wdata, s_axi_wstrb & lane_mask(w_baddr[LANE_BITS-1:0], awq_size[awq_rp]));
+                    mem_addr = {{(64-ADDR_WIDTH){1'b0}}, baddr} & WORD_MASK;
+                    mem_write(s_axi_wdata, s_axi_wstrb & lane_mask(baddr[LANE_BITS-1:0], awq_size[awq_rp]));
                 end
                 if (resp > w_resp) w_resp <= resp;  // the worst response wins
                 if (w_last) begin
@@ -381,12 +380,16 @@ module axi_mem #(
                     awq_rp         <= awq_rp == WQ_LAST ? {WQW{1'b0}} : awq_rp + 1'b1;
                 end else begin
                     w_beat <= w_beat + 8'd1;
-                    w_addr <= next_addr(w_baddr, awq_size[awq_rp], awq_len[awq_rp], awq_burst[awq_rp]);
+                    w_addr <= next_addr(baddr, awq_size[awq_rp], awq_len[awq_rp], awq_burst[awq_rp]);
                 end
             end
-            awq_cnt <= awq_cnt + {{WQW{1'b0}}, aw_push} - {{WQW{1'b0}}, w_fire && w_last};
+            awq_next = awq_cnt + {{WQW{1'b0}}, aw_push} - {{WQW{1'b0}}, w_last};
+            awq_cnt <= awq_next;
 
             // B: present the head response once it is due.
+            wait_t = cyc - bq_due[bq_rp];
+            b_load = (!s_axi_bvalid || s_axi_bready) && bq_cnt != 0 && !wait_t[31]
+                     && !(rnd[23:16] < cfg_stall_b);
             if (b_load) begin
                 s_axi_bvalid <= 1'b1;
                 s_axi_bid    <= bq_id[bq_rp];
@@ -395,7 +398,17 @@ module axi_mem #(
             end else if (s_axi_bready) begin
                 s_axi_bvalid <= 1'b0;
             end
-            bq_cnt <= bq_cnt + {{WQW{1'b0}}, w_fire && w_last} - {{WQW{1'b0}}, b_load};
+            bq_next = bq_cnt + {{WQW{1'b0}}, w_last} - {{WQW{1'b0}}, b_load};
+            bq_cnt <= bq_next;
+
+            // Dice for the next cycle (rolled only while some stall is set) and the
+            // READYs they gate.
+            rnd_next = (cfg_stall_aw | cfg_stall_w | cfg_stall_b | cfg_stall_ar | cfg_stall_r) != 8'd0
+                       ? xorshift(rnd) : rnd;
+            rnd       <= rnd_next;
+            arready_q <= arq_next != RQ_FULL && !(rnd_next[31:24] < cfg_stall_ar);
+            awready_q <= awq_next != WQ_FULL && !(rnd_next[7:0] < cfg_stall_aw);
+            wready_q  <= awq_next != {(WQW+1){1'b0}} && bq_next != WQ_FULL && !(rnd_next[15:8] < cfg_stall_w);
         end
     end
     /* verilator lint_on BLKSEQ */

@@ -45,7 +45,10 @@ module tb_top #(
     // protocol checker verdict
     output wire                  chk_error,
     output wire [7:0]            chk_code,
-    output wire [47:0]           chk_addr
+    output wire [47:0]           chk_addr,
+    output wire [31:0]           chk_arg0,
+    output wire [31:0]           chk_arg1,
+    output wire [31:0]           chk_arg2
 );
     wire [ID_WIDTH-1:0]     awid;
     wire [ADDR_WIDTH-1:0]   awaddr;
@@ -110,14 +113,17 @@ module tb_top #(
 
     axi_checker #(.DATA_WIDTH(DATA_WIDTH), .ADDR_WIDTH(ADDR_WIDTH), .ID_WIDTH(ID_WIDTH)) chk (
         .clk(clk), .rst(rst),
-        .awid(awid), .awaddr(awaddr), .awlen(awlen), .awsize(awsize), .awburst(awburst),
-        .awvalid(awvalid), .awready(awready),
-        .wdata(wdata), .wstrb(wstrb), .wlast(wlast), .wvalid(wvalid), .wready(wready),
-        .bid(bid), .bresp(bresp), .bvalid(bvalid), .bready(bready),
-        .arid(arid), .araddr(araddr), .arlen(arlen), .arsize(arsize), .arburst(arburst),
-        .arvalid(arvalid), .arready(arready),
-        .rid(rid), .rdata(rdata), .rresp(rresp), .rlast(rlast), .rvalid(rvalid), .rready(rready),
-        .chk_error(chk_error), .chk_code(chk_code), .chk_addr(chk_addr)
+        .axi_awid(awid), .axi_awaddr(awaddr), .axi_awlen(awlen), .axi_awsize(awsize),
+        .axi_awburst(awburst), .axi_awvalid(awvalid), .axi_awready(awready),
+        .axi_wdata(wdata), .axi_wstrb(wstrb), .axi_wlast(wlast), .axi_wvalid(wvalid),
+        .axi_wready(wready),
+        .axi_bid(bid), .axi_bresp(bresp), .axi_bvalid(bvalid), .axi_bready(bready),
+        .axi_arid(arid), .axi_araddr(araddr), .axi_arlen(arlen), .axi_arsize(arsize),
+        .axi_arburst(arburst), .axi_arvalid(arvalid), .axi_arready(arready),
+        .axi_rid(rid), .axi_rdata(rdata), .axi_rresp(rresp), .axi_rlast(rlast),
+        .axi_rvalid(rvalid), .axi_rready(rready),
+        .chk_error(chk_error), .chk_code(chk_code), .chk_addr(chk_addr),
+        .chk_arg0(chk_arg0), .chk_arg1(chk_arg1), .chk_arg2(chk_arg2)
     );
 endmodule
 

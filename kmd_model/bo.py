@@ -1,0 +1,156 @@
+"""Buffer objects and the memory manager under them (amdgpu_bo / TTM's role, much smaller).
+
+Device memory (the backend's `mem`, GPU address == index) is split into two heaps, VRAM
+and GTT, each a first-fit allocator over a sorted free list with coalescing. The first
+page is never handed out, so GPU address 0 always means "no buffer". Kernel BOs (the
+ring, the IH ring, write-back slots) come from the GTT heap like amdgpu's do and have
+no owner; user BOs belong to the File that created them.
+
+A BO that jobs still use when its last handle goes away is freed once the GPU is done
+with it (`Bo.busy_jobs`), as the kernel keeps a BO alive while its reservation holds
+unsignalled fences.
+"""
+
+from __future__ import annotations
+
+import bisect
+import errno
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .log import get_logger
+from .uapi import Domain, KmdError
+
+if TYPE_CHECKING:
+    from .file import File
+
+log = get_logger("bo")
+
+PAGE = 4096
+
+
+def _pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+@dataclass(eq=False)
+class Bo:
+    gpu_addr: int
+    size: int
+    domain: Domain
+    flags: int
+    owner: "File | None"  # None: a kernel BO
+    name: str = ""
+    busy_jobs: int = 0  # unfinished jobs that reference it
+    closed: bool = False  # its handle is gone; freed once idle
+    freed: bool = False
+
+    @property
+    def busy(self) -> bool:
+        return self.busy_jobs > 0
+
+    @property
+    def end(self) -> int:
+        return self.gpu_addr + self.size
+
+    def contains(self, addr: int, size: int) -> bool:
+        return self.gpu_addr <= addr and addr + size <= self.end
+
+    def __repr__(self) -> str:
+        who = "kernel" if self.owner is None else f"fd {self.owner.fd}"
+        return (f"Bo({self.name or '?'} {self.domain.name} [{self.gpu_addr:#x}, {self.end:#x}) "
+                f"{who})")
+
+
+@dataclass
+class Heap:
+    """First-fit allocator over [base, base + size) with a sorted, coalesced free list."""
+
+    name: str
+    base: int
+    size: int
+    holes: list[list[int]] = field(default_factory=list)  # [start, end), sorted by start
+    used: int = 0
+
+    def __post_init__(self) -> None:
+        self.holes = [[self.base, self.base + self.size]] if self.size > 0 else []
+
+    def alloc(self, size: int, align: int) -> int | None:
+        for i, (start, end) in enumerate(self.holes):
+            addr = (start + align - 1) & ~(align - 1)
+            if addr + size > end:
+                continue
+            # split the hole into what is left before and after the allocation
+            parts = [p for p in ([start, addr], [addr + size, end]) if p[1] > p[0]]
+            self.holes[i:i + 1] = parts
+            self.used += size
+            return addr
+        return None
+
+    def free(self, addr: int, size: int) -> None:
+        i = bisect.bisect_left(self.holes, [addr, addr])
+        self.holes.insert(i, [addr, addr + size])
+        # coalesce with the neighbours
+        if i + 1 < len(self.holes) and self.holes[i][1] == self.holes[i + 1][0]:
+            self.holes[i][1] = self.holes.pop(i + 1)[1]
+        if i > 0 and self.holes[i - 1][1] == self.holes[i][0]:
+            self.holes[i - 1][1] = self.holes.pop(i)[1]
+        self.used -= size
+
+    @property
+    def largest_free(self) -> int:
+        return max((e - s for s, e in self.holes), default=0)
+
+
+class BoManager:
+    """Both heaps, every live BO, and the address lookup the CS checker uses."""
+
+    def __init__(self, mem_size: int, vram_fraction: float = 0.5):
+        if mem_size < 4 * PAGE:
+            raise ValueError(f"device memory of {mem_size:#x} bytes is too small (need >= {4 * PAGE:#x})")
+        split = PAGE + (int((mem_size - PAGE) * vram_fraction) & ~(PAGE - 1))
+        self.heaps = {
+            Domain.VRAM: Heap("VRAM", PAGE, split - PAGE),
+            Domain.GTT: Heap("GTT", split, (mem_size & ~(PAGE - 1)) - split),
+        }
+        self.live: list[Bo] = []  # sorted by gpu_addr
+        self._starts: list[int] = []
+
+    def create(self, size: int, align: int, domain: Domain, flags: int, owner: "File | None",
+               name: str = "", who: str = "GEM_CREATE") -> Bo:
+        size = (size + PAGE - 1) & ~(PAGE - 1)
+        align = max(align, PAGE)
+        heap = self.heaps[domain]
+        addr = heap.alloc(size, align)
+        if addr is None:
+            raise KmdError(errno.ENOMEM, f"{who}: no {size:#x} bytes free in {heap.name} "
+                           f"({heap.size - heap.used:#x} free, largest hole {heap.largest_free:#x})")
+        bo = Bo(addr, size, domain, flags, owner, name)
+        i = bisect.bisect_left(self._starts, addr)
+        self._starts.insert(i, addr)
+        self.live.insert(i, bo)
+        log.debug("create %r", bo)
+        return bo
+
+    def free(self, bo: Bo) -> None:
+        if bo.freed:
+            return
+        i = bisect.bisect_left(self._starts, bo.gpu_addr)
+        assert self.live[i] is bo
+        del self._starts[i], self.live[i]
+        self.heaps[bo.domain].free(bo.gpu_addr, bo.size)
+        bo.freed = True
+        log.debug("free %r", bo)
+
+    def lookup(self, addr: int) -> Bo | None:
+        """The live BO containing byte `addr`, if any."""
+        i = bisect.bisect_right(self._starts, addr) - 1
+        if i >= 0 and addr < self.live[i].end:
+            return self.live[i]
+        return None
+
+    def live_bos(self, owner: "File | None" = ...) -> list[Bo]:  # type: ignore[assignment]
+        """Live BOs, all of them or those of one owner (None: the kernel's)."""
+        if owner is ...:
+            return list(self.live)
+        return [b for b in self.live if b.owner is owner]

@@ -1,0 +1,94 @@
+"""Turning the CP's error latches into a sentence a person can act on.
+
+CP_ERROR (CODE, LEVEL, OPCODE), CP_ERROR_ADDR and CP_ERROR_OFFSET, or the same values
+from a CP_ERROR IH entry, become "illegal opcode 0x7b at IB+0x40 (0x201040),
+context 3": what went wrong, in which packet (named from spec/packets.py), where (the
+ring or an IB level, byte offset of the packet header) and whose work it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spec import packets
+
+from . import regs
+
+CpError = regs.CpError
+IbLevel = regs.IbLevel
+
+LEVEL_TEXT = {IbLevel.RING: "ring", IbLevel.IB1: "IB", IbLevel.IB2: "IB2"}
+
+
+@dataclass(frozen=True)
+class CpErrorState:
+    """The raw latches."""
+
+    code: int
+    level: int
+    opcode: int
+    addr: int
+    offset_dw: int
+
+    @classmethod
+    def from_regs(cls, value: int, addr: int, offset: int) -> "CpErrorState":
+        f = regs.CP_ERROR.decode(value)
+        return cls(f["CODE"], f["LEVEL"], f["OPCODE"], addr, offset)
+
+    @property
+    def code_name(self) -> str:
+        try:
+            return CpError(self.code).name
+        except ValueError:
+            return f"CODE_{self.code}"
+
+    @property
+    def level_name(self) -> str:
+        try:
+            return IbLevel(self.level).name
+        except ValueError:
+            return f"LEVEL_{self.level}"
+
+    @property
+    def opcode_name(self) -> str | None:
+        p = packets.by_opcode.get(self.opcode)
+        return p.name if p else None
+
+    def what(self, ib_levels: int | None = None) -> str:
+        """The error itself, without place or owner."""
+        name = self.opcode_name or f"opcode {self.opcode:#x}"
+        code = self.code
+        if code == CpError.ILLEGAL_OPCODE:
+            return f"illegal opcode {self.opcode:#x}" if self.opcode else "illegal packet header (type 0/1)"
+        if code == CpError.BAD_COUNT:
+            return f"bad COUNT in {name}"
+        if code == CpError.IB_NESTING:
+            deep = f" {ib_levels}" if ib_levels is not None else ""
+            return f"INDIRECT_BUFFER nested deeper than the{deep} IB levels"
+        if code == CpError.IB_SIZE_ZERO:
+            return "INDIRECT_BUFFER with IB_SIZE 0"
+        if code == CpError.IB_MISALIGNED:
+            return "INDIRECT_BUFFER base not dword aligned"
+        if code in (CpError.BUS_SLVERR, CpError.BUS_DECERR):
+            return f"bus error {self.code_name[4:]} at address {self.addr:#x} in {name}"
+        if code == CpError.DOORBELL_BACKWARDS:
+            return f"doorbell moved wptr backwards to {self.addr:#x}"
+        if code == CpError.DOORBELL_OVERFLOW:
+            return f"doorbell wptr {self.addr:#x} more than the ring size ahead of rptr"
+        if code == CpError.FENCE_MISALIGNED:
+            return f"misaligned address in {name}"
+        if code == CpError.DMA_BYTE_COUNT:
+            return "DMA_DATA byte count over the engine's limit"
+        if code == CpError.UNSUPPORTED:
+            return f"unsupported field value in {name}"
+        return f"CP error {self.code_name} in {name}"
+
+    def where(self) -> str:
+        """"IB+0x40 (0x201040)": level, byte offset of the packet header, address."""
+        lvl = LEVEL_TEXT.get(self.level, self.level_name)
+        doorbell = self.code in (CpError.DOORBELL_BACKWARDS, CpError.DOORBELL_OVERFLOW)
+        bus = self.code in (CpError.BUS_SLVERR, CpError.BUS_DECERR)
+        s = f"{lvl}+{4 * self.offset_dw:#x}"
+        if not (doorbell or bus):
+            s += f" ({self.addr:#x})"
+        return s

@@ -1,0 +1,46 @@
+"""Submission contexts (amdgpu_ctx): a sequence of jobs, and what a reset did to them.
+
+A context numbers its jobs with 32-bit seqnos (the CS ioctl's result, and what the user
+fence receives), compared wrap-safely like the ring's. After a GPU reset caused by one
+of its jobs the context is guilty: every later CS or WAIT_CS on it fails with
+ECANCELED and the decoded error, as amdgpu refuses a guilty context. Contexts whose
+work was merely in flight during someone else's reset are innocent: their jobs are
+resubmitted and they carry on.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .fence import SEQ_MASK, seq_after
+from .uapi import HwErrorInfo, ResetStatus
+
+if TYPE_CHECKING:
+    from .file import File
+    from .scheduler import Job
+
+
+class Context:
+    def __init__(self, ctx_id: int, file: "File", initial_seq: int):
+        self.id = ctx_id
+        self.file = file
+        self.last_seq = (initial_seq - 1) & SEQ_MASK  # last seqno handed out
+        self.jobs: dict[int, "Job"] = {}  # seqno -> job not finished yet
+        self.guilty: HwErrorInfo | None = None
+        self.reset_status = ResetStatus.NO_RESET
+        self.resets = 0
+        self.submitted = 0
+        self.freed = False
+
+    def next_seq(self) -> int:
+        self.last_seq = (self.last_seq + 1) & SEQ_MASK
+        self.submitted += 1
+        return self.last_seq
+
+    def submitted_seq(self, seq: int) -> bool:
+        """Has this context handed out `seq` (within the wrap-safe window)?"""
+        return self.submitted > 0 and not seq_after(seq, self.last_seq) and \
+            ((self.last_seq - seq) & SEQ_MASK) < self.submitted
+
+    def __repr__(self) -> str:
+        return f"Context({self.id}, fd {self.file.fd}{', guilty' if self.guilty else ''})"

@@ -1,0 +1,70 @@
+"""An open render node (drm_file + amdgpu_fpriv): the BO handles and contexts of one
+client. Everything a client owns is reachable from its File, so closing it releases
+everything, and the CS checker's question "may this job touch that address?" is
+"does the address lie in a BO of the submitting context's File?".
+"""
+
+from __future__ import annotations
+
+import errno
+from typing import TYPE_CHECKING, Any
+
+from .uapi import KmdError
+
+if TYPE_CHECKING:
+    from .bo import Bo
+    from .ctx import Context
+    from .kmd import Kmd
+
+
+class File:
+    def __init__(self, kmd: "Kmd", fd: int):
+        self.kmd = kmd
+        self.fd = fd
+        self.handles: dict[int, "Bo"] = {}
+        self.next_handle = 1
+        self.contexts: dict[int, "Context"] = {}
+        self.closed = False
+
+    def ioctl(self, request: int, args: Any = None) -> Any:
+        """Run one ioctl; returns its out-structure, raises KmdError on failure."""
+        from .ioctl import dispatch
+        return dispatch(self, request, args)
+
+    # --------------------------------------------------------------- handles
+
+    def add_bo(self, bo: "Bo") -> int:
+        h = self.next_handle
+        self.next_handle += 1
+        self.handles[h] = bo
+        return h
+
+    def bo(self, handle: Any, who: str) -> "Bo":
+        bo = self.handles.get(handle) if isinstance(handle, int) else None
+        if bo is None:
+            raise KmdError(errno.ENOENT, f"{who}: no BO with handle {handle!r}")
+        return bo
+
+    def ctx(self, ctx_id: Any, who: str) -> "Context":
+        ctx = self.contexts.get(ctx_id) if isinstance(ctx_id, int) else None
+        if ctx is None:
+            raise KmdError(errno.EINVAL, f"{who}: no context {ctx_id!r} on this file")
+        return ctx
+
+    # --------------------------------------------------------------- lifetime
+
+    def close(self) -> None:
+        """Release every handle and context (the kernel does this when the fd closes)."""
+        if self.closed:
+            return
+        self.kmd.file_closed(self)
+        self.closed = True
+
+    def __enter__(self) -> "File":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"File(fd {self.fd}, {len(self.handles)} BOs, {len(self.contexts)} contexts)"

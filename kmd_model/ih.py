@@ -1,0 +1,98 @@
+"""The interrupt handler: walks the IH ring and dispatches its entries (amdgpu_ih.c).
+
+The hardware appends 8-dword entries (spec/ih.py) and writes IH_WPTR to a write-back
+dword; the handler reads entries from its rptr up to that wptr, hands each to the
+source's handler (EOP -> fence processing, CP_ERROR -> error handling), then writes
+IH_RPTR so the hardware may reuse the space and INT_STATUS.IH_PENDING (the irq line)
+drops. Entries that arrive while the handler runs are picked up before it returns.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from spec import ih as ih_spec
+
+from . import regs
+from .log import get_logger
+
+if TYPE_CHECKING:
+    from .kmd import Kmd
+
+log = get_logger("ih")
+
+MASK32 = 0xFFFF_FFFF
+_SOURCE = ih_spec.BY_NAME["SOURCE_ID"]
+
+
+class IhRing:
+    def __init__(self, kmd: "Kmd", gpu_addr: int, log2_entries: int, wptr_wb_index: int):
+        self.kmd = kmd
+        self.gpu_addr = gpu_addr
+        self.log2_entries = log2_entries
+        self.size_dw = ih_spec.ENTRY_DWORDS << log2_entries
+        self.mask = self.size_dw - 1
+        self.ring32 = kmd.mem32[gpu_addr // 4: gpu_addr // 4 + self.size_dw]
+        self.wptr_wb_index = wptr_wb_index
+        self.rptr = 0
+        self.entries = 0
+        self.by_source: dict[str, int] = {}
+        self.handlers = {
+            ih_spec.Source.EOP: kmd.on_eop,
+            ih_spec.Source.CP_ERROR: kmd.on_cp_error_entry,
+        }
+
+    def init_hw(self) -> None:
+        """Program IH_*; the hardware's IH_WPTR is 0 (after reset), so is our rptr."""
+        m = self.kmd.mmio
+        m.write(regs.IH_CNTL, 0)
+        m.write64(regs.IH_BASE_LO, regs.IH_BASE_HI, self.gpu_addr)
+        m.write_fields(regs.IH_SIZE, LOG2_ENTRIES=self.log2_entries)
+        m.write64(regs.IH_WPTR_ADDR_LO, regs.IH_WPTR_ADDR_HI, self.kmd.wb_addr(self.wptr_wb_index))
+        # IH_RPTR is a plain register: SOFT_RESET leaves it alone, so put it back to 0
+        # with the hardware's IH_WPTR, or IH_PENDING would stay high.
+        self.kmd.wb32[self.wptr_wb_index] = 0
+        self.rptr = 0
+        m.write(regs.IH_RPTR, 0)
+        m.write_fields(regs.IH_CNTL, ENABLE=1, WPTR_WB=1)
+
+    def get_wptr(self) -> int:
+        return int(self.kmd.wb32[self.wptr_wb_index])
+
+    def process(self) -> int:
+        """Handle every entry between our rptr and the hardware's wptr; return how many."""
+        n = 0
+        wptr = self.get_wptr()
+        while self.rptr != wptr:
+            pending = (wptr - self.rptr) & MASK32
+            if pending > self.size_dw or pending % ih_spec.ENTRY_DWORDS:
+                log.error("IH wptr %#x is not a whole number of entries ahead of rptr %#x: resync",
+                          wptr, self.rptr)
+                self.rptr = wptr
+                break
+            while self.rptr != wptr:
+                i = self.rptr & self.mask
+                entry = self.ring32[i:i + ih_spec.ENTRY_DWORDS].tolist()
+                self.rptr = (self.rptr + ih_spec.ENTRY_DWORDS) & MASK32
+                self._dispatch(entry)
+                n += 1
+            self.kmd.mmio.write(regs.IH_RPTR, self.rptr)
+            wptr = self.get_wptr()  # anything that came in meanwhile
+        self.entries += n
+        return n
+
+    def _dispatch(self, entry: list[int]) -> None:
+        src = _SOURCE.get(entry)
+        try:
+            source = ih_spec.Source(src)
+        except ValueError:
+            log.warning("IH entry with unknown source %d: %s", src, [f"{d:#x}" for d in entry])
+            return
+        self.by_source[source.name] = self.by_source.get(source.name, 0) + 1
+        if log.isEnabledFor(logging.INFO):
+            f = ih_spec.decode(entry)
+            ts = f["TIMESTAMP_LO"] | f["TIMESTAMP_HI"] << 32
+            log.info("IH entry %s ring %d ctx %d @%d data %s", source.name, f["RING_ID"],
+                     f["CONTEXT_ID"], ts, " ".join(f"{f[k]:#x}" for k in ("DATA0", "DATA1", "DATA2", "DATA3")))
+        self.handlers[source](ih_spec.decode(entry))

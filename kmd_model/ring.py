@@ -1,0 +1,184 @@
+"""The kernel ring: amdgpu_ring's functions over a power-of-two ring in memory.
+
+Writers follow amdgpu's pattern: `alloc(ndw)` (is there room?), `emit_*` / `write`,
+then `commit()`, which pads the write pointer to the ring alignment with NOPs and
+rings the doorbell (`set_wptr`). Pointers are dwords, free running 32-bit, masked when
+used as an index, as the hardware keeps them (docs/hardware.md, "Ring and doorbell").
+
+Space is counted from the read pointer the CP writes back to memory: the CP moves it
+past a packet only once the packet has finished (an IB included), so dwords between
+rptr and wptr are never overwritten while the CP may still need them.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from spec import pm4
+
+from . import regs
+from .log import get_logger
+from .uapi import KmdError
+
+if TYPE_CHECKING:
+    from .kmd import Kmd
+
+log = get_logger("ring")
+
+MASK32 = 0xFFFF_FFFF
+RING_TEST_MAGIC = 0xDEADBEEF
+
+
+class Ring:
+    """The one gfx ring (amdgpu's ring 0): memory, pointers and the emit functions."""
+
+    name = "gfx"
+
+    def __init__(self, kmd: "Kmd", gpu_addr: int, log2_dw: int, align_dw: int,
+                 rptr_wb_index: int, scratch_index: int):
+        if align_dw < 1 or align_dw & (align_dw - 1):
+            raise ValueError(f"ring alignment must be a power of two, not {align_dw}")
+        self.kmd = kmd
+        self.dev = kmd.dev
+        self.gpu_addr = gpu_addr
+        self.log2_dw = log2_dw
+        self.size_dw = 1 << log2_dw
+        self.mask = self.size_dw - 1
+        self.align_dw = align_dw
+        self.ring32 = kmd.mem32[gpu_addr // 4: gpu_addr // 4 + self.size_dw]
+        self.rptr_wb_index = rptr_wb_index
+        self.scratch_index = scratch_index
+        self.wptr = 0  # where the next dword goes
+        self.committed = 0  # the last wptr given to the doorbell
+        self.doorbells = 0
+        self.dwords_written = 0
+        self.ready = False
+
+    # ------------------------------------------------------------------ pointers
+
+    def get_rptr(self) -> int:
+        """The CP's read pointer, from the write-back slot (no MMIO)."""
+        return int(self.kmd.wb32[self.rptr_wb_index])
+
+    def get_wptr(self) -> int:
+        """The write pointer the CP accepted (RB_WPTR)."""
+        return self.kmd.mmio.read(regs.RB_WPTR)
+
+    def set_wptr(self) -> None:
+        """Ring the doorbell with the committed write pointer."""
+        self.doorbells += 1
+        if log.isEnabledFor(logging.INFO):
+            log.info("doorbell RB_DOORBELL <- %#x (rptr %#x, %d dwords queued)",
+                     self.committed, self.get_rptr(), (self.committed - self.get_rptr()) & MASK32)
+        self.kmd.mmio.write(regs.RB_DOORBELL, self.committed)
+
+    def space(self) -> int:
+        """Dwords free for writing: the ring minus what the CP has not consumed yet."""
+        return self.size_dw - ((self.wptr - self.get_rptr()) & MASK32)
+
+    def idle(self) -> bool:
+        return self.get_rptr() == self.committed
+
+    # ------------------------------------------------------------------ writing
+
+    def alloc(self, ndw: int) -> bool:
+        """Is there room for `ndw` dwords plus the commit's padding?"""
+        if ndw + self.align_dw > self.size_dw:
+            raise KmdError(errno.EINVAL, f"ring: {ndw} dwords never fit in a ring of {self.size_dw}")
+        return self.space() >= ndw + self.align_dw - 1
+
+    def write(self, dwords: list[int]) -> None:
+        n = len(dwords)
+        i = self.wptr & self.mask
+        first = min(n, self.size_dw - i)
+        self.ring32[i:i + first] = dwords[:first]
+        if first < n:  # wrap around the end of the ring
+            self.ring32[:n - first] = dwords[first:]
+        self.wptr = (self.wptr + n) & MASK32
+        self.dwords_written += n
+
+    def insert_nop(self, count: int) -> None:
+        """`count` dwords of padding (TYPE2 filler / NOP)."""
+        if count:
+            self.write(pm4.pad(count))
+
+    def pad_to_align(self) -> None:
+        self.insert_nop(-self.wptr & (self.align_dw - 1))
+
+    def commit(self) -> None:
+        """Pad to the alignment and ring the doorbell."""
+        self.pad_to_align()
+        if log.isEnabledFor(logging.DEBUG):
+            self._log_listing(self.committed, self.wptr)
+        self.committed = self.wptr
+        self.set_wptr()
+
+    def _log_listing(self, start: int, end: int) -> None:
+        n = (end - start) & MASK32
+        idx = [(start + k) & self.mask for k in range(n)]
+        dwords = self.ring32[idx].tolist()
+        base = self.gpu_addr + 4 * (start & self.mask)
+        log.debug("ring writes [%#x, %#x):\n%s", start, end,
+                  "\n".join("  " + line for line in pm4.disassemble(dwords, base)))
+
+    # ------------------------------------------------------------------ emit functions
+
+    def emit_ib(self, gpu_addr: int, size_dw: int, vmid: int = 0) -> None:
+        self.write(pm4.indirect_buffer(gpu_addr, size_dw, vmid=vmid))
+
+    def emit_fence(self, addr: int, seq: int, *, interrupt: bool = True, ctx_id: int = 0) -> None:
+        """RELEASE_MEM writing the 32-bit `seq` to `addr`, then (optionally) an EOP interrupt."""
+        self.write(pm4.release_mem(
+            addr, seq, data_sel="DATA_32",
+            int_sel="SEND_INT_ON_CONFIRM" if interrupt else "NONE", int_ctxid=ctx_id))
+
+    def emit_mem_write(self, addr: int, data: list[int]) -> None:
+        """WRITE_DATA to memory with write confirm (amdgpu's emit_wreg, for memory)."""
+        self.write(pm4.write_data(addr, data, wr_confirm=1))
+
+    FENCE_DW = len(pm4.release_mem(0, 0))
+    IB_DW = len(pm4.indirect_buffer(0, 1))
+
+    # ------------------------------------------------------------------ hardware
+
+    def init_hw(self) -> None:
+        """Program RB_* for this ring; both pointers start at 0 (as after SOFT_RESET)."""
+        m = self.kmd.mmio
+        m.write(regs.RB_CNTL, 0)
+        m.write64(regs.RB_BASE_LO, regs.RB_BASE_HI, self.gpu_addr)
+        m.write_fields(regs.RB_SIZE, LOG2_DWORDS=self.log2_dw)
+        m.write64(regs.RB_RPTR_ADDR_LO, regs.RB_RPTR_ADDR_HI, self.kmd.wb_addr(self.rptr_wb_index))
+        self.kmd.wb32[self.rptr_wb_index] = 0
+        self.ring32[:] = 0
+        self.wptr = self.committed = 0
+        m.write_fields(regs.RB_CNTL, ENABLE=1, RPTR_WB=1)
+        self.ready = True
+        log.debug("ring at %#x, %d dwords, rptr write-back at %#x", self.gpu_addr, self.size_dw,
+                  self.kmd.wb_addr(self.rptr_wb_index))
+
+    def test_ring(self, timeout: int) -> None:
+        """amdgpu's ring test: have the CP write a magic to a scratch dword, poll for it."""
+        wb = self.kmd.wb32
+        wb[self.scratch_index] = 0xCAFEDEAD
+        if not self.alloc(5):
+            raise KmdError(errno.EBUSY, "ring test: ring is not empty")
+        self.emit_mem_write(self.kmd.wb_addr(self.scratch_index), [RING_TEST_MAGIC])
+        self.commit()
+        deadline = self.dev.now() + timeout
+        while int(wb[self.scratch_index]) != RING_TEST_MAGIC:
+            if self.dev.now() >= deadline:
+                self.ready = False
+                raise KmdError(errno.ETIMEDOUT,
+                               f"ring test failed: scratch {int(wb[self.scratch_index]):#010x} "
+                               f"after {timeout} cycles (rptr {self.get_rptr():#x}, wptr {self.committed:#x})")
+            self.dev.delay(16)
+        log.info("ring test passed (%d cycles)", timeout - (deadline - self.dev.now()))
+
+
+def as_u32(mem: np.ndarray) -> np.ndarray:
+    """A uint32 (little-endian) view of a uint8 memory."""
+    return mem[: len(mem) & ~3].view("<u4")

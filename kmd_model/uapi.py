@@ -1,0 +1,290 @@
+"""The KMD's user API: ioctl request numbers and argument structures.
+
+This file plays amdgpu_drm.h's part: it is all a UMD needs to include. Request numbers
+follow DRM: core ioctls (GEM_CLOSE) are below DRM_COMMAND_BASE, driver ioctls are
+DRM_COMMAND_BASE + amdgpu's own number. Arguments are dataclasses instead of C structs;
+`ioctl()` returns the "out" half (amdgpu's unions have an `in` and an `out` side).
+
+Addresses: there is no MMU yet, so a BO's GPU address is its physical address, returned
+by GEM_CREATE (`gpu_addr`). It stays fixed for the BO's life, which is what GEM_VA would
+give a UMD; GEM_VA comes with the MMU.
+
+Errors: every ioctl raises `KmdError(errno, message)` instead of returning -1 and
+setting errno; `str(e)` is "EINVAL: GEM_CREATE: size must be > 0, not 0".
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+from dataclasses import dataclass, field
+from enum import IntEnum, IntFlag
+from typing import Any
+
+KMD_NAME = "gpucosim"
+KMD_VERSION = (1, 0, 0)
+"""Driver API version (major, minor, patchlevel), as DRM_IOCTL_VERSION reports it.
+Minor goes up when ioctls or flags are added; a UMD checks it to use new features."""
+
+DRM_COMMAND_BASE = 0x40
+
+
+class KmdError(Exception):
+    """An ioctl failed: `errno` (an `errno` module constant) and a readable message."""
+
+    def __init__(self, err: int, message: str, info: Any = None):
+        self.errno = err
+        self.message = message
+        self.info = info  # e.g. the HwError behind an ECANCELED
+        super().__init__(f"{errno_name(err)}: {message}")
+
+    @property
+    def name(self) -> str:
+        return errno_name(self.errno)
+
+
+def errno_name(err: int) -> str:
+    return _errno.errorcode.get(err, str(err))
+
+
+class Request(IntEnum):
+    GEM_CLOSE = 0x09  # DRM core
+    GEM_CREATE = DRM_COMMAND_BASE + 0x00
+    GEM_MMAP = DRM_COMMAND_BASE + 0x01
+    CTX = DRM_COMMAND_BASE + 0x02
+    CS = DRM_COMMAND_BASE + 0x04
+    INFO = DRM_COMMAND_BASE + 0x05
+    GEM_WAIT_IDLE = DRM_COMMAND_BASE + 0x07
+    WAIT_CS = DRM_COMMAND_BASE + 0x09
+
+
+# ----------------------------------------------------------------------------- GEM
+
+class Domain(IntFlag):
+    """Where a BO lives (amdgpu's AMDGPU_GEM_DOMAIN_* values). Both are CPU-visible here:
+    the backends share one memory with the CPU, so the split is bookkeeping (a separate
+    address range and accounting), as on an APU."""
+
+    GTT = 0x2
+    VRAM = 0x4
+
+
+class GemFlags(IntFlag):
+    CPU_ACCESS_REQUIRED = 1 << 0
+    NO_CPU_ACCESS = 1 << 1  # GEM_MMAP refuses the BO
+    VRAM_CLEARED = 1 << 3  # zero-filled at creation (in either domain here)
+
+
+@dataclass
+class GemCreateArgs:
+    size: int
+    alignment: int = 0  # bytes, a power of two; 0 = page alignment
+    domain: int = Domain.GTT
+    flags: int = 0
+
+
+@dataclass(frozen=True)
+class GemCreateOut:
+    handle: int
+    gpu_addr: int  # physical == GPU address until there is an MMU
+    size: int  # rounded up to whole pages
+
+
+@dataclass
+class GemCloseArgs:
+    handle: int
+
+
+@dataclass
+class GemMmapArgs:
+    handle: int
+
+
+@dataclass(frozen=True)
+class GemMmapOut:
+    """amdgpu returns an offset to pass to mmap(); here the mapping itself: a numpy
+    uint8 view of the BO's bytes in device memory (writes go straight to the GPU's memory)."""
+
+    view: Any
+    gpu_addr: int
+    size: int
+
+
+@dataclass
+class GemWaitIdleArgs:
+    handle: int
+    timeout: int  # simulated cycles; 0 = just ask
+
+
+@dataclass(frozen=True)
+class GemWaitIdleOut:
+    busy: bool
+
+
+# ----------------------------------------------------------------------------- contexts
+
+class CtxOp(IntEnum):
+    ALLOC = 1
+    FREE = 2
+    QUERY_STATE = 3  # amdgpu's QUERY_STATE2: was the context hit by a GPU reset?
+
+
+class ResetStatus(IntEnum):
+    NO_RESET = 0
+    GUILTY = 1  # this context's work caused a reset; it is refused from now on (ECANCELED)
+    INNOCENT = 2  # a reset happened while this context had work in flight; its work was resubmitted
+
+
+@dataclass
+class CtxArgs:
+    op: int
+    ctx_id: int = 0
+    flags: int = 0
+
+
+@dataclass(frozen=True)
+class HwErrorInfo:
+    """A decoded CP error, as QUERY_STATE reports it for a guilty context."""
+
+    code: str  # CpError name, or "TIMEOUT" for a job that ran past the job timeout
+    level: str  # "RING", "IB1", "IB2"
+    opcode: int
+    opcode_name: str | None  # from spec/packets.py, None for unknown opcodes
+    offset: int  # byte offset of the packet header in its ring / IB
+    addr: int  # CP_ERROR_ADDR
+    seq: int  # seqno of the guilty job
+    ctx_id: int
+    message: str  # "illegal opcode 0x7b at IB1+0x40 (0x201040), context 3"
+
+
+@dataclass(frozen=True)
+class CtxOut:
+    ctx_id: int = 0
+    reset_status: ResetStatus = ResetStatus.NO_RESET
+    resets: int = 0  # device resets seen since the context was created
+    error: HwErrorInfo | None = None
+
+
+# ----------------------------------------------------------------------------- submission
+
+@dataclass
+class CsChunkIb:
+    """An IB to run: by BO handle + byte offset, or by GPU address (handle = 0)."""
+
+    size_dw: int
+    handle: int = 0
+    offset: int = 0
+    gpu_addr: int | None = None
+    flags: int = 0
+
+
+@dataclass
+class CsChunkFence:
+    """User fence: after the job, the KMD has the GPU write the job's 32-bit seqno to this
+    dword of the BO (amdgpu's AMDGPU_CHUNK_ID_FENCE), so a UMD can poll memory instead
+    of calling WAIT_CS."""
+
+    handle: int
+    offset: int
+
+
+@dataclass
+class CsArgs:
+    ctx_id: int
+    chunks: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CsOut:
+    seq: int  # the job's 32-bit fence seqno: pass it to WAIT_CS
+
+
+@dataclass
+class WaitCsArgs:
+    ctx_id: int
+    seq: int
+    timeout: int  # simulated cycles; 0 = just ask (no ETIME)
+
+
+@dataclass(frozen=True)
+class WaitCsOut:
+    busy: bool  # only ever True for timeout = 0; a timed-out wait raises ETIME
+
+
+# ----------------------------------------------------------------------------- INFO
+
+class InfoQuery(IntEnum):
+    FW_VERSION = 0x0E
+    DEV_INFO = 0x16
+    MEMORY = 0x19
+    COUNTERS = 0x80  # gpucosim: hardware performance counters + driver statistics
+
+
+@dataclass
+class InfoArgs:
+    query: int
+
+
+@dataclass(frozen=True)
+class FwVersionInfo:
+    kmd_name: str
+    kmd_version: tuple[int, int, int]
+    hw_version: tuple[int, int, int]  # register interface (VERSION)
+
+
+@dataclass(frozen=True)
+class DevInfo:
+    backend: str  # Device.name: "model", "verilator", "icarus"
+    hw_version: tuple[int, int, int]
+    bus_bytes: int
+    addr_bits: int
+    ib_levels: int
+    has_dma: bool
+    has_ih: bool
+    ring_size_dw: int
+    ib_align_dw: int  # pad IB sizes to this many dwords
+    max_ib_dw: int  # largest IB_SIZE
+    packets: tuple[str, ...]  # packet kinds in PERF_PACKETS order
+
+
+@dataclass(frozen=True)
+class HeapInfo:
+    base: int
+    total: int
+    used: int
+    largest_free: int
+
+
+@dataclass(frozen=True)
+class MemoryInfo:
+    vram: HeapInfo
+    gtt: HeapInfo
+
+
+@dataclass(frozen=True)
+class Counters:
+    """`hw`: the PERF_* registers and TIMESTAMP; `packets`: PERF_PACKETS by packet name;
+    `kmd`: what the driver counted (ioctls, doorbells, interrupts, fences, resets ...)."""
+
+    hw: dict
+    packets: dict
+    kmd: dict
+
+
+INFO_OUT = {
+    InfoQuery.FW_VERSION: FwVersionInfo,
+    InfoQuery.DEV_INFO: DevInfo,
+    InfoQuery.MEMORY: MemoryInfo,
+    InfoQuery.COUNTERS: Counters,
+}
+
+ARGS = {
+    Request.GEM_CLOSE: GemCloseArgs,
+    Request.GEM_CREATE: GemCreateArgs,
+    Request.GEM_MMAP: GemMmapArgs,
+    Request.GEM_WAIT_IDLE: GemWaitIdleArgs,
+    Request.CTX: CtxArgs,
+    Request.CS: CsArgs,
+    Request.WAIT_CS: WaitCsArgs,
+    Request.INFO: InfoArgs,
+}
+"""Request -> the argument class it takes."""

@@ -1,0 +1,794 @@
+"""The command processor: ring and doorbell, PM4 parser, packet execution, IH writer.
+
+docs/hardware.md is the contract this implements. The pieces:
+
+- three Fetchers (ring, IB1, IB2) read ahead; the parser pops one dword per cycle from
+  the fetcher of the current level;
+- the parser FSM reads a header, checks it, collects the fixed payload into registers,
+  checks fields (every check derives from spec/packets.py), then executes;
+- one BlockWriter performs every memory write (WRITE_DATA, fences, rptr/wptr write-back,
+  IH entries), one aligned 32-byte block at a time, each waited for;
+- reads of the ring/IB fetchers and WAIT_REG_MEM polls share the AR channel through a
+  register slice (AXI payload stays stable until accepted) and R beats are routed by ID.
+
+Errors latch CP_ERROR_* once, stop the parser, drain the bus, then append a CP_ERROR IH
+entry. SOFT_RESET waits for the bus to go quiet and returns everything to idle.
+"""
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from spec import ih as ih_spec
+from spec import packets as pk
+
+from .bus import AXI4Signature, BURST_INCR, RESP_OKAY
+from .csr import REG_FIELDS, CpError, IbLevel
+from .fetch import Fetcher
+from .memwr import BLOCK_DWORDS, BlockWriter
+
+_TYPE = pk.HEADER.field("TYPE")
+_OPCODE = pk.HEADER.field("OPCODE")
+_COUNT = pk.HEADER.field("COUNT")
+
+# AXI IDs on the memory port: one per read client, so R beats route back by ID.
+ID_RING, ID_IB1, ID_IB2, ID_POLL = 0, 1, 2, 3
+ID_WRITE = 0
+
+MAX_FIXED = max(p.fixed for p in pk.PACKETS)
+
+
+def pack_fields(layout, **values):
+    """A 32-bit word from field values at the positions `layout` gives ({name: (lsb, width)})."""
+    word = Const(0, 32)
+    for name, v in values.items():
+        lsb, width = layout[name]
+        word = word | (v[:width] << lsb)
+    return word[:32]
+
+
+class CommandProcessor(wiring.Component):
+    """`csr` is the CSR block: the CP reads its configuration ports and drives its status."""
+
+    def __init__(self, csr, data_width: int = 64, addr_width: int = 48, ib_levels: int = 2,
+                 ts_width: int = 48, has_dma: bool = False):
+        self.csr = csr
+        self.data_width = data_width
+        self.addr_width = addr_width
+        self.ib_levels = ib_levels
+        self.ts_width = ts_width
+        self.has_dma = has_dma
+        super().__init__({
+            "bus": Out(AXI4Signature(addr_width, data_width, 4)),
+            "timestamp": In(ts_width),
+            "idle": Out(1),
+        })
+
+    # -- helpers that read the packet table -----------------------------------------------
+
+    def _field(self, p, pkt, name):
+        f = pkt.field(name)
+        return p[f.dword][f.bits]
+
+    def _value(self, p, pkt, name):
+        """A lo/hi Value as the bus sees it: the raw dwords, cut to the address width."""
+        v = pkt.value(name)
+        lo, hi = (pkt.field(n) for n in v.fields)
+        return Cat(p[lo.dword], p[hi.dword])[:self.addr_width]
+
+    def _unsupported(self, p, pkt):
+        """Any closed-enum field holding a value the device does not implement."""
+        bad = Const(0)
+        for f in pkt.fields:
+            if f.enum and not f.open_enum:
+                v = p[f.dword][f.bits]
+                ok = Const(0)
+                for e in f.enum:
+                    if e.supported:
+                        ok = ok | (v == e.value)
+                bad = bad | ~ok
+        return bad
+
+    def _misaligned(self, p, pkt):
+        """Bits below an *_LO address field, and alignment rules (e.g. 64-bit fences)."""
+        bad = Const(0)
+        for v in pkt.values:
+            lo = pkt.field(v.fields[0])
+            if lo.lsb:
+                bad = bad | (p[lo.dword][:lo.lsb] != 0)
+        for r in pkt.rules:
+            if r.align > 1:
+                w = pkt.field(r.when)
+                when = Const(0)
+                for name in r.among:
+                    when = when | (p[w.dword][w.bits] == w.values[name])
+                lo = pkt.field(pkt.value(r.value).fields[0])
+                bad = bad | (when & (p[lo.dword][:ceil_log2(r.align)] != 0))
+        return bad
+
+    def elaborate(self, platform):
+        m = Module()
+        csr = self.csr
+        bus = self.bus
+        aw = self.addr_width
+        dpb = self.data_width // 32
+
+        # ---------------------------------------------------------------- sub-units
+        fetchers = [Fetcher(self.data_width, aw) for _ in range(1 + self.ib_levels)]
+        for i, f in enumerate(fetchers):
+            m.submodules[f"fetch{i}"] = f
+        m.submodules.writer = writer = BlockWriter(self.data_width, aw)
+
+        # ---------------------------------------------------------------- AR slice + R routing
+        ar_valid = Signal()
+        ar_addr = Signal(aw)
+        ar_len = Signal(8)
+        ar_id = Signal(4)
+        poll_req = Signal()
+        poll_addr = Signal(aw)
+        poll_pending = Signal()
+        poll_taken = Signal()
+        clients = [(f.arvalid, f.araddr, f.arlen, i) for i, f in enumerate(fetchers)]
+        clients = [(poll_req, Cat(Const(0, 2 + ceil_log2(dpb)), poll_addr[2 + ceil_log2(dpb):]),
+                    Const(0, 8), ID_POLL)] + clients[::-1]  # fixed priority: poll, deepest IB first
+        slot_free = Signal()
+        m.d.comb += slot_free.eq(~ar_valid | bus.arready)
+        granted = Signal()
+        with m.If(bus.arready):
+            m.d.sync += ar_valid.eq(0)
+        for k, (valid, addr, length, cid) in enumerate(clients):
+            cond = valid & slot_free
+            for other in clients[:k]:
+                cond = cond & ~other[0]
+            with m.If(cond):
+                m.d.sync += [ar_valid.eq(1), ar_addr.eq(addr), ar_len.eq(length), ar_id.eq(cid)]
+            if cid == ID_POLL:
+                m.d.comb += poll_taken.eq(cond)
+            else:
+                m.d.comb += fetchers[cid].arready.eq(cond)
+        m.d.comb += [
+            bus.arvalid.eq(ar_valid), bus.araddr.eq(ar_addr), bus.arlen.eq(ar_len),
+            bus.arid.eq(ar_id), bus.arsize.eq(ceil_log2(self.data_width // 8)),
+            bus.arburst.eq(BURST_INCR), bus.rready.eq(1),
+        ]
+        for i, f in enumerate(fetchers):
+            m.d.comb += [
+                f.rvalid.eq(bus.rvalid & (bus.rid == i)),
+                f.rdata.eq(bus.rdata), f.rresp.eq(bus.rresp), f.rlast.eq(bus.rlast),
+            ]
+        poll_rvalid = Signal()
+        m.d.comb += poll_rvalid.eq(bus.rvalid & (bus.rid == ID_POLL))
+        with m.If(poll_taken):
+            m.d.sync += poll_pending.eq(1)
+        with m.If(poll_rvalid):
+            m.d.sync += poll_pending.eq(0)
+
+        # writes: the block writer owns AW/W/B
+        m.d.comb += [
+            bus.awvalid.eq(writer.awvalid), writer.awready.eq(bus.awready),
+            bus.awaddr.eq(writer.awaddr), bus.awlen.eq(writer.awlen), bus.awid.eq(ID_WRITE),
+            bus.awsize.eq(ceil_log2(self.data_width // 8)), bus.awburst.eq(BURST_INCR),
+            bus.wvalid.eq(writer.wvalid), writer.wready.eq(bus.wready),
+            bus.wdata.eq(writer.wdata), bus.wstrb.eq(writer.wstrb), bus.wlast.eq(writer.wlast),
+            writer.bvalid.eq(bus.bvalid), writer.bresp.eq(bus.bresp), bus.bready.eq(1),
+        ]
+
+        # ---------------------------------------------------------------- state
+        ring_mask = Signal(32)
+        m.d.comb += ring_mask.eq((Const(1, 33) << csr.rb_size) - 1)
+        ring_base = Signal(aw)
+        m.d.comb += ring_base.eq(Cat(Const(0, 2), csr.rb_base_lo[2:], csr.rb_base_hi))
+
+        level = Signal(2)
+        ring_pos = Signal(32)  # dwords of the ring the parser has consumed
+        rptr = Signal(32)  # ring packets finished
+        wptr = Signal(32)
+        ib_base = Array(Signal(aw, name=f"ib_base{i}") for i in range(1 + self.ib_levels))
+        ib_size = Array(Signal(20, name=f"ib_size{i}") for i in range(1 + self.ib_levels))
+        ib_pos = Array(Signal(20, name=f"ib_pos{i}") for i in range(1 + self.ib_levels))
+
+        hdr = Signal(32)
+        hdr_off = Signal(32)
+        hdr_addr = Signal(aw)
+        kind = Signal(range(len(pk.PACKETS)))
+        p = [Signal(32, name=f"p{i}") for i in range(MAX_FIXED)]
+        p_arr = Array(p)
+        pidx = Signal(range(MAX_FIXED + 1))
+        rem = Signal(15)  # payload dwords still to pop
+
+        # error latch
+        err = Signal()  # an error is latched (CP stops)
+        err_code = Signal(8)
+        err_level = Signal(2)
+        err_opcode = Signal(8)
+        err_addr = Signal(aw)
+        err_offset = Signal(32)
+
+        # block to write
+        blk = Array(Signal(32, name=f"blk{i}") for i in range(BLOCK_DWORDS))
+        blk_mask = Signal(BLOCK_DWORDS)
+        blk_addr = Signal(aw)  # byte address of the first dword being written (for errors)
+        wd_addr = Signal(aw)
+        poll_timer = Signal(16)
+        ts_latch = Signal(self.ts_width)
+
+        # IH
+        ih_wptr = Signal(32)
+        ih_src = Signal(8)
+        ih_ctx = Signal(32)
+        ih_data = [Signal(32, name=f"ih_data{i}") for i in range(4)]
+
+        # ---------------------------------------------------------------- the current level
+        cur_fetch_valid = Signal()
+        cur_fetch_data = Signal(32)
+        cur_fetch_resp = Signal(2)
+        pop = Signal()
+        for i, f in enumerate(fetchers):
+            with m.If(level == i):
+                m.d.comb += [cur_fetch_valid.eq(f.dw_valid), cur_fetch_data.eq(f.dw_data),
+                             cur_fetch_resp.eq(f.dw_resp), f.dw_ready.eq(pop)]
+        cur_off = Signal(32)
+        cur_addr = Signal(aw)
+        cur_avail = Signal(32)  # dwords left in the current buffer (wrapping difference)
+        with m.If(level == 0):
+            m.d.comb += [
+                cur_off.eq(ring_pos & ring_mask),
+                cur_addr.eq(ring_base + Cat(Const(0, 2), ring_pos & ring_mask)),
+                cur_avail.eq(wptr - ring_pos),
+            ]
+        with m.Else():
+            m.d.comb += [
+                cur_off.eq(ib_pos[level]),
+                cur_addr.eq(ib_base[level] + Cat(Const(0, 2), ib_pos[level])),
+                cur_avail.eq(ib_size[level] - ib_pos[level]),
+            ]
+        with m.If(pop):
+            with m.If(level == 0):
+                m.d.sync += ring_pos.eq(ring_pos + 1)
+            with m.Else():
+                m.d.sync += ib_pos[level].eq(ib_pos[level] + 1)
+
+        # ---------------------------------------------------------------- error raising
+        fsm_err = Signal()
+        fsm_err_code = Signal(8)
+        fsm_err_addr = Signal(aw)
+        fsm_err_off = Signal(32)
+        fsm_err_opcode = Signal(8)
+
+        def fail(code, addr=None, off=None, opcode=None):
+            """Raise a packet/bus error from the FSM (defaults: the current packet)."""
+            m.d.comb += [
+                fsm_err.eq(1), fsm_err_code.eq(code),
+                fsm_err_addr.eq(hdr_addr if addr is None else addr),
+                fsm_err_off.eq(hdr_off if off is None else off),
+                fsm_err_opcode.eq(hdr[_OPCODE.bits] if opcode is None else opcode),
+            ]
+            m.next = "ERR_DRAIN"
+
+        def bus_code(resp):
+            return Mux(resp == 0b11, CpError.BUS_DECERR, CpError.BUS_SLVERR)
+
+        # doorbell (runs beside the FSM)
+        db_err = Signal()
+        db_code = Signal(8)
+        db_value = csr.rb_doorbell
+        stopped = Signal()  # error latched or being reset: doorbells are ignored
+        with m.If(csr.rb_doorbell_swmod & csr.rb_cntl_enable & ~stopped & ~err):
+            ahead = Signal(32)
+            used = Signal(32)
+            m.d.comb += [ahead.eq(db_value - wptr), used.eq(db_value - rptr)]
+            with m.If(ahead[31]):
+                m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_BACKWARDS)]
+            with m.Elif(used > (ring_mask + 1)):
+                m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_OVERFLOW)]
+            with m.Else():
+                m.d.sync += wptr.eq(db_value)
+        err_pending = Signal()  # a doorbell error waits for the parser's next packet boundary
+
+        with m.If(~err & fsm_err):
+            m.d.sync += [
+                err.eq(1), err_code.eq(fsm_err_code), err_level.eq(level), err_opcode.eq(fsm_err_opcode),
+                err_addr.eq(fsm_err_addr), err_offset.eq(fsm_err_off),
+            ]
+        with m.Elif(~err & db_err):
+            m.d.sync += [
+                err.eq(1), err_pending.eq(1), err_code.eq(db_code), err_level.eq(IbLevel.RING),
+                err_opcode.eq(0), err_addr.eq(db_value), err_offset.eq(rptr & ring_mask),
+            ]
+
+        # ---------------------------------------------------------------- write requests
+        wr_req = Signal()
+        m.d.comb += [
+            writer.req_valid.eq(wr_req),
+            writer.req_block.eq(blk_addr[5:]),
+            writer.req_mask.eq(blk_mask),
+            writer.req_data.eq(Cat(*[blk[i] for i in range(BLOCK_DWORDS)])),
+        ]
+
+        def put_dword(addr, value, extra=None):
+            """Place one dword (and optionally the next) in the block buffer for `addr`."""
+            pos = addr[2:5]
+            stmts = [blk_addr.eq(addr), blk[pos].eq(value), blk_mask.eq(Const(1, BLOCK_DWORDS) << pos)]
+            if extra is not None:
+                stmts += [blk[pos + 1].eq(extra), blk_mask.eq(Const(3, BLOCK_DWORDS) << pos)]
+            return stmts
+
+        # ---------------------------------------------------------------- packet decode helpers
+        opcode = cur_fetch_data[_OPCODE.bits]
+        count = cur_fetch_data[_COUNT.bits]
+        known = Signal()
+        count_ok = Signal()
+        new_kind = Signal(range(len(pk.PACKETS)))
+        for pkt in pk.PACKETS:
+            with m.If(opcode == pkt.opcode):
+                ok = Const(1)
+                if pkt.min_count > 0:
+                    ok = ok & (count >= pkt.min_count)
+                if pkt.max_count < _COUNT.max:
+                    ok = ok & (count <= pkt.max_count)
+                m.d.comb += [known.eq(1), new_kind.eq(pkt.index), count_ok.eq(ok)]
+
+        perf_count_kind = Signal()  # count a packet of `kind` this cycle
+        perf_count_nop = Signal()
+
+        resetting = Signal()
+        with m.If(csr.control_soft_reset):
+            m.d.sync += resetting.eq(1)
+        m.d.comb += stopped.eq(resetting | csr.control_soft_reset)
+        m.d.comb += fetchers[0].end.eq(wptr)
+
+        start_ib = Signal()
+        start_level = Signal(2)
+        start_base = Signal(aw)
+        start_size = Signal(20)
+        for i, f in enumerate(fetchers[1:], start=1):
+            m.d.comb += [
+                f.start.eq(start_ib & (start_level == i)),
+                f.base.eq(start_base), f.mask.eq(0xFFFF_FFFF), f.ptr.eq(0), f.end.eq(ib_size[i]),
+            ]
+        ring_start = Signal()
+        m.d.comb += [
+            fetchers[0].start.eq(ring_start), fetchers[0].base.eq(ring_base),
+            fetchers[0].mask.eq(ring_mask), fetchers[0].ptr.eq(ring_pos),
+        ]
+        flush_all = Signal()
+        flush_level = Signal(1 + self.ib_levels)  # one bit per fetcher
+        for i, f in enumerate(fetchers):
+            m.d.comb += f.flush.eq(flush_all | flush_level[i] | csr.control_soft_reset)
+
+        # The ring fetcher follows the ring registers: (re)start it whenever it is not running
+        # the current configuration (after reset, soft reset, or an enable).
+        ring_running = Signal()
+        with m.If(csr.control_soft_reset | flush_all):
+            m.d.sync += ring_running.eq(0)
+        with m.Elif(~ring_running & csr.rb_cntl_enable & ~err & ~resetting):
+            m.d.comb += ring_start.eq(1)
+            m.d.sync += ring_running.eq(1)
+        with m.If(~csr.rb_cntl_enable & ring_running):
+            m.d.comb += flush_level[0].eq(1)
+            m.d.sync += ring_running.eq(0)
+
+        waiting = Signal()
+        halted = Signal()
+        stall = Signal()
+
+        ih_entry_full = Signal()
+        ih_dwords = Signal(33)
+        m.d.comb += ih_dwords.eq(Const(ih_spec.ENTRY_DWORDS, 33) << csr.ih_size)
+        ih_used = Signal(32)
+        m.d.comb += [ih_used.eq(ih_wptr - csr.ih_rptr), ih_entry_full.eq(ih_used >= ih_dwords)]
+        ih_base = Signal(aw)
+        m.d.comb += ih_base.eq(Cat(Const(0, 5), csr.ih_base_lo[5:], csr.ih_base_hi))
+        ih_entry_addr = Signal(aw)
+        m.d.comb += ih_entry_addr.eq(ih_base + Cat(Const(0, 2), ih_wptr & (ih_dwords - 1)))
+
+        eop_set = Signal()
+        cperr_set = Signal()
+        ovf_set = Signal()
+
+        # ---------------------------------------------------------------- the parser FSM
+        wd = pk.WRITE_DATA
+        ib = pk.INDIRECT_BUFFER
+        wrm = pk.WAIT_REG_MEM
+        rm = pk.RELEASE_MEM
+
+        from contextlib import contextmanager
+
+        @contextmanager
+        def state(name):
+            """An FSM state that SOFT_RESET preempts: RESET waits for the bus to go quiet."""
+            with m.State(name):
+                yield
+                if name != "RESET":
+                    with m.If(stopped):
+                        m.next = "RESET"
+
+        with m.FSM(name="cp") as fsm:
+            with state("RUN"):
+                ib_done = (level != 0) & (ib_pos[level] == ib_size[level])
+                with m.If(err_pending):
+                    m.next = "ERR_DRAIN"
+                with m.Elif(ib_done):
+                    # back to the level that issued the IB; a ring packet finishes with it
+                    m.d.sync += level.eq(level - 1)
+                    with m.If(level == 1):
+                        m.next = "RING_DONE"
+                with m.Elif(csr.control_halt):
+                    m.d.comb += halted.eq(1)
+                with m.Elif((level == 0) & (cur_avail == 0)):
+                    pass  # ring empty
+                with m.Elif(~cur_fetch_valid):
+                    m.d.comb += stall.eq(1)
+                with m.Else():
+                    m.d.comb += pop.eq(1)
+                    m.d.sync += [hdr.eq(cur_fetch_data), hdr_off.eq(cur_off), hdr_addr.eq(cur_addr),
+                                 kind.eq(new_kind), pidx.eq(0), rem.eq(count + 1)]
+                    with m.If(cur_fetch_resp != RESP_OKAY):
+                        fail(bus_code(cur_fetch_resp), cur_addr, cur_off, 0)
+                    with m.Elif(cur_fetch_data == pk.TYPE2_FILLER):
+                        m.d.comb += perf_count_nop.eq(1)
+                        with m.If(level == 0):
+                            m.next = "RING_DONE"
+                    with m.Elif((cur_fetch_data[_TYPE.bits] != pk.PACKET_TYPE3) | ~known):
+                        fail(CpError.ILLEGAL_OPCODE, cur_addr, cur_off,
+                             Mux(cur_fetch_data[_TYPE.bits] == pk.PACKET_TYPE3, opcode, 0))
+                    with m.Elif(~count_ok | (count + 2 > cur_avail)):
+                        fail(CpError.BAD_COUNT, cur_addr, cur_off, opcode)
+                    with m.Else():
+                        m.next = "PAYLOAD"
+
+            with state("PAYLOAD"):
+                is_nop = kind == pk.NOP.index
+                fixed = Signal(range(MAX_FIXED + 1))
+                for pkt in pk.PACKETS:
+                    with m.If(kind == pkt.index):
+                        m.d.comb += fixed.eq(pkt.fixed)
+                with m.If(~cur_fetch_valid):
+                    m.d.comb += stall.eq(1)
+                with m.Else():
+                    m.d.comb += pop.eq(1)
+                    m.d.sync += [rem.eq(rem - 1), pidx.eq(pidx + 1), p_arr[pidx].eq(cur_fetch_data)]
+                    with m.If(cur_fetch_resp != RESP_OKAY):
+                        fail(bus_code(cur_fetch_resp), cur_addr)
+                    with m.Elif(is_nop):
+                        with m.If(rem == 1):
+                            m.d.comb += perf_count_kind.eq(1)
+                            m.next = "DONE"
+                    with m.Elif(pidx == fixed - 1):
+                        m.next = "CHECK"
+
+            with state("CHECK"):
+                for pkt in pk.PACKETS:
+                    if pkt is pk.NOP:
+                        continue
+                    with m.If(kind == pkt.index):
+                        unsupported = self._unsupported(p, pkt)
+                        if pkt is ib:
+                            unsupported = unsupported | (self._field(p, ib, "VALID") == 0) | \
+                                ((level == 0) & self._field(p, ib, "CHAIN"))
+                        if pkt is pk.DMA_DATA and not self.has_dma:
+                            unsupported = Const(1)
+                        misaligned = self._misaligned(p, pkt)
+                        with m.If(unsupported):
+                            fail(CpError.UNSUPPORTED)
+                        with m.Elif(misaligned):
+                            fail(CpError.IB_MISALIGNED if pkt is ib else CpError.FENCE_MISALIGNED)
+                        if pkt is ib:
+                            chain = self._field(p, ib, "CHAIN")
+                            with m.Elif(self._field(p, ib, "IB_SIZE") == 0):
+                                fail(CpError.IB_SIZE_ZERO)
+                            with m.Elif(~chain & (level == self.ib_levels)):
+                                fail(CpError.IB_NESTING)
+                        with m.Else():
+                            m.d.comb += perf_count_kind.eq(1)
+                            m.next = f"EXEC_{pkt.name}"
+
+            # ---- WRITE_DATA: collect data dwords block by block, write each, wait
+            with state("EXEC_WRITE_DATA"):
+                m.d.sync += [wd_addr.eq(self._value(p, wd, "addr")), blk_mask.eq(0)]
+                m.next = "WD_COLLECT"
+            with state("WD_COLLECT"):
+                pos = wd_addr[2:5]
+                with m.If(~cur_fetch_valid):
+                    m.d.comb += stall.eq(1)
+                with m.Else():
+                    m.d.comb += pop.eq(1)
+                    with m.If(cur_fetch_resp != RESP_OKAY):
+                        fail(bus_code(cur_fetch_resp), cur_addr)
+                    with m.Else():
+                        m.d.sync += [blk[pos].eq(cur_fetch_data), blk_mask.eq(blk_mask | (1 << pos)),
+                                     wd_addr.eq(wd_addr + 4), rem.eq(rem - 1)]
+                        with m.If(blk_mask == 0):
+                            m.d.sync += blk_addr.eq(wd_addr)
+                        with m.If((pos == BLOCK_DWORDS - 1) | (rem == 1)):
+                            m.next = "WD_WRITE"
+            with state("WD_WRITE"):
+                m.d.comb += wr_req.eq(1)
+                with m.If(writer.req_ready):
+                    m.next = "WD_WAIT"
+            with state("WD_WAIT"):
+                m.d.comb += stall.eq(1)
+                with m.If(writer.done):
+                    m.d.sync += blk_mask.eq(0)
+                    with m.If(writer.resp != RESP_OKAY):
+                        fail(bus_code(writer.resp), blk_addr)
+                    with m.Elif(rem == 0):
+                        m.next = "DONE"
+                    with m.Else():
+                        m.next = "WD_COLLECT"
+
+            # ---- INDIRECT_BUFFER: push a level, or CHAIN: replace the current IB
+            with state("EXEC_INDIRECT_BUFFER"):
+                base = self._value(p, ib, "base")
+                size = self._field(p, ib, "IB_SIZE")
+                chain = self._field(p, ib, "CHAIN")
+                new_level = Mux(chain, level, level + 1)
+                m.d.comb += [start_ib.eq(1), start_level.eq(new_level), start_base.eq(base)]
+                m.d.sync += [ib_base[new_level].eq(base), ib_size[new_level].eq(size),
+                             ib_pos[new_level].eq(0), level.eq(new_level)]
+                with m.If(chain):
+                    # drop what the old IB prefetched; start in the same cycle redirects
+                    for i in range(1, 1 + self.ib_levels):
+                        with m.If(level == i):
+                            m.d.comb += flush_level[i].eq(1)
+                # the fetcher's end (IB_SIZE) is read from ib_size next cycle onwards
+                m.next = "RUN"
+
+            # ---- WAIT_REG_MEM: read, compare, sleep POLL_INTERVAL, again
+            with state("EXEC_WAIT_REG_MEM"):
+                m.d.sync += poll_addr.eq(self._value(p, wrm, "addr"))
+                m.next = "WRM_READ"
+            with state("WRM_READ"):
+                m.d.comb += [poll_req.eq(1), waiting.eq(1)]
+                with m.If(poll_taken):
+                    m.next = "WRM_RESP"
+            with state("WRM_RESP"):
+                m.d.comb += [waiting.eq(1), stall.eq(1)]
+                value = bus.rdata.word_select(poll_addr[2:2 + ceil_log2(dpb)], 32) if dpb > 1 else bus.rdata
+                masked = Signal(32)
+                ref = self._field(p, wrm, "REFERENCE")
+                m.d.comb += masked.eq(value & self._field(p, wrm, "MASK"))
+                fn = self._field(p, wrm, "FUNCTION")
+                funcs = wrm.field("FUNCTION").values
+                ok = Signal()
+                with m.Switch(fn):
+                    for name, test in (("ALWAYS", Const(1)), ("LT", masked < ref), ("LE", masked <= ref),
+                                       ("EQ", masked == ref), ("NE", masked != ref),
+                                       ("GE", masked >= ref), ("GT", masked > ref)):
+                        with m.Case(funcs[name]):
+                            m.d.comb += ok.eq(test)
+                with m.If(poll_rvalid):
+                    with m.If(bus.rresp != RESP_OKAY):
+                        fail(bus_code(bus.rresp), poll_addr)
+                    with m.Elif(ok):
+                        m.next = "DONE"
+                    with m.Else():
+                        m.d.sync += poll_timer.eq(self._field(p, wrm, "POLL_INTERVAL"))
+                        m.next = "WRM_SLEEP"
+            with state("WRM_SLEEP"):
+                m.d.comb += waiting.eq(1)
+                m.d.sync += poll_timer.eq(poll_timer - 1)
+                with m.If(err_pending):
+                    m.next = "ERR_DRAIN"
+                with m.Elif(poll_timer <= 1):
+                    m.next = "WRM_READ"
+
+            # ---- RELEASE_MEM: data write (confirmed), then the EOP interrupt
+            with state("EXEC_RELEASE_MEM"):
+                sel = self._field(p, rm, "DATA_SEL")
+                sels = rm.field("DATA_SEL").values
+                addr = self._value(p, rm, "addr")
+                ts = Cat(self.timestamp, Const(0, 64 - self.ts_width))
+                lo = self._field(p, rm, "DATA_LO")
+                hi = self._field(p, rm, "DATA_HI")
+                with m.Switch(sel):
+                    with m.Case(sels["DATA_32"]):
+                        m.d.sync += put_dword(addr, lo)
+                        m.next = "RM_WRITE"
+                    with m.Case(sels["DATA_64"]):
+                        m.d.sync += put_dword(addr, lo, hi)
+                        m.next = "RM_WRITE"
+                    with m.Case(sels["TIMESTAMP"]):
+                        m.d.sync += put_dword(addr, ts[:32], ts[32:])
+                        m.next = "RM_WRITE"
+                    with m.Default():
+                        m.next = "RM_INT"
+            with state("RM_WRITE"):
+                m.d.comb += wr_req.eq(1)
+                with m.If(writer.req_ready):
+                    m.next = "RM_WAIT"
+            with state("RM_WAIT"):
+                m.d.comb += stall.eq(1)
+                with m.If(writer.done):
+                    with m.If(writer.resp != RESP_OKAY):
+                        fail(bus_code(writer.resp), blk_addr)
+                    with m.Else():
+                        m.next = "RM_INT"
+            with state("RM_INT"):
+                with m.If(self._field(p, rm, "INT_SEL") != rm.field("INT_SEL").values["NONE"]):
+                    addr = self._value(p, rm, "addr")
+                    m.d.sync += [
+                        ih_src.eq(ih_spec.Source.EOP), ih_ctx.eq(self._field(p, rm, "INT_CTXID")),
+                        ih_data[0].eq(self._field(p, rm, "DATA_LO")),
+                        ih_data[1].eq(self._field(p, rm, "DATA_HI")),
+                        ih_data[2].eq(addr[:32]), ih_data[3].eq(addr[32:]),
+                    ]
+                    m.next = "IH_WRITE"
+                with m.Else():
+                    m.next = "DONE"
+
+            # ---- DMA_DATA: the DMA engine (issue 4) plugs in here
+            with state("EXEC_DMA_DATA"):
+                m.next = "DONE"
+
+            # ---- a packet finished
+            with state("DONE"):
+                with m.If(level == 0):
+                    m.next = "RING_DONE"
+                with m.Else():
+                    m.next = "RUN"
+            with state("RING_DONE"):
+                m.d.sync += rptr.eq(ring_pos)
+                with m.If(csr.rb_cntl_rptr_wb):
+                    addr = Cat(Const(0, 2), csr.rb_rptr_addr_lo[2:], csr.rb_rptr_addr_hi)
+                    m.d.sync += put_dword(addr, ring_pos)
+                    m.next = "RPTR_WRITE"
+                with m.Else():
+                    m.next = "RUN"
+            with state("RPTR_WRITE"):
+                m.d.comb += wr_req.eq(1)
+                with m.If(writer.req_ready):
+                    m.next = "RPTR_WAIT"
+            with state("RPTR_WAIT"):
+                m.d.comb += stall.eq(1)
+                with m.If(writer.done):
+                    with m.If(writer.resp != RESP_OKAY):
+                        fail(bus_code(writer.resp), blk_addr)
+                    with m.Else():
+                        m.next = "RUN"
+
+            # ---- IH: append an entry (EOP or CP_ERROR), then write back the wptr
+            with state("IH_WRITE"):
+                m.d.sync += ts_latch.eq(self.timestamp)
+                with m.If(~csr.ih_cntl_enable):
+                    m.next = "IH_DONE"
+                with m.Elif(ih_entry_full):
+                    m.d.comb += ovf_set.eq(1)
+                    m.next = "IH_DONE"
+                with m.Else():
+                    m.next = "IH_ENTRY"
+            with state("IH_ENTRY"):
+                fields = {  # positions come from spec/ih.py
+                    "SOURCE_ID": ih_src, "RING_ID": Const(0, 8), "VMID": Const(0, 4),
+                    "CONTEXT_ID": ih_ctx, "TIMESTAMP_LO": ts_latch[:32], "TIMESTAMP_HI": ts_latch[32:48],
+                    "DATA0": ih_data[0], "DATA1": ih_data[1], "DATA2": ih_data[2], "DATA3": ih_data[3],
+                }
+                for d in range(ih_spec.ENTRY_DWORDS):
+                    parts = []
+                    pos = 0
+                    for f in sorted((f for f in ih_spec.FIELDS if f.dword == d), key=lambda f: f.lsb):
+                        if f.lsb > pos:
+                            parts.append(Const(0, f.lsb - pos))
+                        parts.append(fields[f.name][:f.width])
+                        pos = f.lsb + f.width
+                    if pos < 32:
+                        parts.append(Const(0, 32 - pos))
+                    m.d.sync += blk[d].eq(Cat(*parts))
+                m.d.sync += [blk_mask.eq((1 << BLOCK_DWORDS) - 1), blk_addr.eq(ih_entry_addr)]
+                m.next = "IH_ENTRY_WRITE"
+            with state("IH_ENTRY_WRITE"):
+                m.d.comb += wr_req.eq(1)
+                with m.If(writer.req_ready):
+                    m.next = "IH_ENTRY_WAIT"
+            with state("IH_ENTRY_WAIT"):
+                m.d.comb += stall.eq(1)
+                with m.If(writer.done):
+                    with m.If(writer.resp != RESP_OKAY):
+                        with m.If(ih_src == ih_spec.Source.CP_ERROR):
+                            m.next = "ERROR"  # reporting an error failed: the entry is lost
+                        with m.Else():
+                            fail(bus_code(writer.resp), blk_addr)
+                    with m.Else():
+                        m.d.sync += ih_wptr.eq(ih_wptr + ih_spec.ENTRY_DWORDS)
+                        with m.If(csr.ih_cntl_wptr_wb):
+                            addr = Cat(Const(0, 2), csr.ih_wptr_addr_lo[2:], csr.ih_wptr_addr_hi)
+                            m.d.sync += put_dword(addr, ih_wptr + ih_spec.ENTRY_DWORDS)
+                            m.next = "IH_WB_WRITE"
+                        with m.Else():
+                            m.next = "IH_DONE"
+            with state("IH_WB_WRITE"):
+                m.d.comb += wr_req.eq(1)
+                with m.If(writer.req_ready):
+                    m.next = "IH_WB_WAIT"
+            with state("IH_WB_WAIT"):
+                m.d.comb += stall.eq(1)
+                with m.If(writer.done):
+                    with m.If((writer.resp != RESP_OKAY) & (ih_src != ih_spec.Source.CP_ERROR)):
+                        fail(bus_code(writer.resp), blk_addr)
+                    with m.Elif(ih_src == ih_spec.Source.CP_ERROR):
+                        m.next = "ERROR"
+                    with m.Else():
+                        m.next = "IH_DONE"
+            with state("IH_DONE"):
+                with m.If(ih_src == ih_spec.Source.CP_ERROR):
+                    m.next = "ERROR"
+                with m.Else():
+                    m.d.comb += eop_set.eq(1)
+                    m.next = "DONE"
+
+            # ---- errors: stop, drain, report
+            with state("ERR_DRAIN"):
+                m.d.comb += flush_all.eq(1)
+                with m.If(~writer.busy & ~poll_pending):
+                    m.d.comb += cperr_set.eq(1)
+                    m.d.sync += [
+                        ih_src.eq(ih_spec.Source.CP_ERROR), ih_ctx.eq(0),
+                        ih_data[0].eq(pack_fields(REG_FIELDS["CP_ERROR"],
+                                                  CODE=err_code, LEVEL=err_level, OPCODE=err_opcode)),
+                        ih_data[1].eq(err_addr[:32]), ih_data[2].eq(err_addr[32:]),
+                        ih_data[3].eq(err_offset),
+                    ]
+                    m.next = "IH_WRITE"
+            with state("ERROR"):
+                pass
+
+            # ---- soft reset: let the bus go quiet, then clear everything
+            with state("RESET"):
+                m.d.comb += flush_all.eq(1)
+                with m.If(~writer.busy & ~poll_pending & ~csr.control_soft_reset):
+                    m.d.sync += [
+                        resetting.eq(0), err.eq(0), err_pending.eq(0), err_code.eq(0), err_level.eq(0),
+                        err_opcode.eq(0), err_addr.eq(0), err_offset.eq(0),
+                        level.eq(0), ring_pos.eq(0), rptr.eq(0), wptr.eq(0), ih_wptr.eq(0),
+                        blk_mask.eq(0),
+                    ]
+                    m.next = "RUN"
+
+        # ---------------------------------------------------------------- status, counters, interrupts
+        idle = Signal()
+        quiet = Signal()
+        m.d.comb += quiet.eq(~writer.busy & ~poll_pending & ~ar_valid &
+                             ~Cat(*[f.busy for f in fetchers]).any())
+        m.d.comb += idle.eq(quiet & (fsm.ongoing("ERROR") |
+                                     (fsm.ongoing("RUN") & (level == 0) & (ring_pos == wptr))))
+        m.d.comb += self.idle.eq(idle)
+        m.d.comb += [
+            csr.rb_rptr.eq(rptr), csr.rb_wptr.eq(wptr), csr.ih_wptr.eq(ih_wptr),
+            csr.status_idle.eq(idle), csr.status_halted.eq(halted), csr.status_error.eq(err),
+            csr.status_rb_empty.eq(rptr == wptr), csr.status_waiting.eq(waiting),
+            csr.status_level.eq(level),
+            csr.cp_error_code.eq(Mux(err, err_code, 0)), csr.cp_error_level.eq(err_level),
+            csr.cp_error_opcode.eq(err_opcode),
+            csr.cp_error_addr_lo.eq(err_addr[:32]), csr.cp_error_addr_hi.eq(err_addr[32:48]),
+            csr.cp_error_offset.eq(err_offset),
+            csr.int_status_ih_pending.eq(ih_wptr != csr.ih_rptr),
+            csr.int_status_eop_set.eq(eop_set | csr.int_force_eop),
+            csr.int_status_cp_error_set.eq(cperr_set | csr.int_force_cp_error),
+            csr.int_status_ih_overflow_set.eq(ovf_set | csr.int_force_ih_overflow),
+        ]
+
+        busy_cycles = Signal(32)
+        stall_cycles = Signal(32)
+        dwords = Signal(32)
+        packets = Array(Signal(32, name=f"packets{i}") for i in range(len(pk.PACKETS)))
+        with m.If(csr.control_perf_clear):
+            m.d.sync += [busy_cycles.eq(0), stall_cycles.eq(0), dwords.eq(0)]
+            m.d.sync += [c.eq(0) for c in packets]
+        with m.Else():
+            m.d.sync += [
+                busy_cycles.eq(busy_cycles + ~idle),
+                stall_cycles.eq(stall_cycles + (stall & ~idle)),
+                dwords.eq(dwords + pop),
+            ]
+            with m.If(perf_count_kind):
+                m.d.sync += packets[kind].eq(packets[kind] + 1)
+            with m.If(perf_count_nop):
+                m.d.sync += packets[pk.NOP.index].eq(packets[pk.NOP.index] + 1)
+        m.d.comb += [
+            csr.perf_busy_cycles.eq(busy_cycles), csr.perf_stall_cycles.eq(stall_cycles),
+            csr.perf_dwords_fetched.eq(dwords),
+        ]
+        for i in range(len(pk.PACKETS)):
+            m.d.comb += getattr(csr, f"perf_packets_{i}").eq(packets[i])
+        return m

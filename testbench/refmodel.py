@@ -1,0 +1,998 @@
+"""The cycle-free reference model of the whole front end, as a `kmd_model.device.Device`.
+
+Same observable behaviour as the RTL (docs/hardware.md is the contract): the register file
+with SystemRDL access semantics (read from `kmd_model.regs`), ring + doorbell, the PM4
+command processor (packet layouts and limits from `spec.packets`), the IH ring
+(`spec.ih`), interrupts, errors, soft reset, HALT and the performance counters::
+
+    dev = RefModel()                      # 64 MiB of memory, no DMA engine, like the RTL today
+    dev.configure(error_window=(0x10000, 0x11000, "SLVERR"))
+    ...drive it like any Device (mmio_write32 / mmio_read32 / mem / wait_irq)...
+    snap = dev.snapshot()                 # registers, IH entries, memory digest (issue 5)
+
+Time. There are no cycles: work runs to completion the moment it becomes possible, at the
+current `now()`. Time moves only when the driver spends it: each MMIO access costs
+`mmio_cycles` (the access takes effect at the end of that time), `delay(n)` costs n, and
+`wait_irq` moves to the moment irq rises or to its timeout. A WAIT_REG_MEM that does not
+hold when executed is re-polled on its POLL_INTERVAL grid as time passes (the first poll
+is at once, then every max(1, POLL_INTERVAL) cycles). Memory changes only between Device
+calls (the CPU) or by the CP itself, so a poll that fails stays failed until the driver
+next returns: time can jump over the remaining polls of one call.
+
+Bus errors. `configure(error_window=(base, limit, resp))`: every CP or DMA access whose
+bytes touch [base, limit) answers resp; bytes at or beyond the memory size answer DECERR
+(window first, as in testbench/hdl/axi_mem.v). The RTL's memory model decides per bus
+beat, so both agree exactly when the window is aligned to the bus width.
+
+Counters. Exact (they count events, not cycles): PERF_DWORDS_FETCHED, PERF_PACKETS[*],
+PERF_DMA_BYTES_READ/WRITTEN. Approximations (the model has no cycles):
+PERF_BUSY_CYCLES = model cycles with STATUS.IDLE = 0 (only WAIT_REG_MEM waits and a
+HALT with work pending take time here), PERF_STALL_CYCLES = cycles spent in WAIT_REG_MEM,
+PERF_DMA_BUSY_CYCLES = bus beats a DMA needed (ceil(bytes / bus bytes) per side, the
+larger side), although no time passes during it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+from kmd_model import regs
+from kmd_model.device import BusError, Device
+from kmd_model.regfield import Register
+from kmd_model.regs import CpError, IbLevel
+from spec import ih as ih_spec
+from spec import packets as pk
+
+__all__ = ["RefModel", "reg_addr", "snapshot", "mem_digest", "mem_diff", "diff_snapshots",
+           "DEFAULT_MEM_SIZE", "DEFAULT_MMIO_CYCLES", "DMA_MAX_BYTES"]
+
+DEFAULT_MEM_SIZE = 64 << 20
+DEFAULT_MMIO_CYCLES = 8  # what one 32-bit register access costs in model time
+DMA_MAX_BYTES = 1 << 20  # DMA_DATA BYTE_COUNT above this is DMA_BYTE_COUNT (provisional, issue 4)
+ADDR_BITS = 48
+TIMESTAMP_BITS = 48
+
+M32 = 0xFFFF_FFFF
+_ADDR_MASK = (1 << ADDR_BITS) - 1
+_TS_MASK = (1 << TIMESTAMP_BITS) - 1
+OKAY, SLVERR, DECERR = 0, 2, 3
+_RESP_CODES = {"OKAY": OKAY, "SLVERR": SLVERR, "DECERR": DECERR}
+_BUS_ERROR = {SLVERR: CpError.BUS_SLVERR, DECERR: CpError.BUS_DECERR}
+_STALL_CHANNELS = ("aw", "w", "b", "ar", "r")
+
+
+# ---------------------------------------------------------------------------- register offsets
+
+@lru_cache(maxsize=1)
+def _rdl_addresses() -> dict[str, int]:
+    """Register addresses straight from spec/regs.rdl. Only used while kmd_model/regs.py
+    has registers whose field named ADDR shadows the class's ADDR (a generator bug)."""
+    from systemrdl import RDLCompiler
+    from systemrdl.node import RegNode
+
+    rdl = RDLCompiler()
+    rdl.compile_file(str(Path(__file__).resolve().parents[1] / "spec" / "regs.rdl"))
+    out = {}
+    for node in rdl.elaborate().top.descendants(unroll=True):
+        if isinstance(node, RegNode) and not node.current_idx:
+            out[node.inst_name] = node.absolute_address
+    return out
+
+
+def reg_addr(reg: type[Register], index: int = 0) -> int:
+    """`reg.addr(index)`, also for registers whose generated ADDR is shadowed by a field."""
+    base = reg.__dict__.get("ADDR")
+    if not isinstance(base, int):
+        base = _rdl_addresses()[reg.NAME]
+    if not 0 <= index < reg.ARRAY_LEN:
+        raise IndexError(f"{reg.NAME}[{index}] out of range: the array has {reg.ARRAY_LEN} registers")
+    return base + index * reg.ARRAY_STRIDE
+
+
+@dataclass(frozen=True)
+class _RegSlot:
+    """One 32-bit register of the map, with its fields sorted by access type."""
+
+    reg: type[Register]
+    index: int
+    label: str  # "SCRATCH", "PERF_PACKETS[3]"
+    rw: int  # sw=rw storage
+    w1c: int  # sw=rw, onwrite=woclr, hwset: sticky events
+    wo: int  # sw=w: read 0 (singlepulse pulses, swmod held values)
+    pulse: int  # singlepulse bits
+    swmod: int  # fields whose write is an event (the doorbell)
+    const: int  # sw=r, hw=na: the reset value, always
+    hw: int  # sw=r, hw=w: driven by the hardware
+    reset: int  # initial storage
+
+    @property
+    def readable(self) -> bool:
+        return bool(self.rw | self.w1c | self.const | self.hw)
+
+
+def _slots() -> dict[int, _RegSlot]:
+    out = {}
+    for reg in regs.REGISTERS:
+        masks = dict(rw=0, w1c=0, wo=0, pulse=0, swmod=0, const=0, hw=0)
+        reset = 0
+        for f in reg.FIELDS:
+            if f.sw == "rw" and f.onwrite == "woclr":
+                masks["w1c"] |= f.mask
+            elif f.sw == "rw":
+                masks["rw"] |= f.mask
+            elif f.sw == "w":
+                masks["wo"] |= f.mask
+                if f.singlepulse:
+                    masks["pulse"] |= f.mask
+                if f.swmod:
+                    masks["swmod"] |= f.mask
+            elif f.hw == "na":
+                masks["const"] |= f.put(f.reset or 0)
+            else:
+                masks["hw"] |= f.mask
+            if f.sw != "r" and f.reset:
+                reset |= f.put(f.reset)
+        for i in range(reg.ARRAY_LEN):
+            label = f"{reg.NAME}[{i}]" if reg.ARRAY_LEN > 1 else reg.NAME
+            out[reg_addr(reg, i)] = _RegSlot(reg, i, label, reset=reset, **masks)
+    return out
+
+
+# ---------------------------------------------------------------------------- packet table, precomputed
+
+class _Fault(Exception):
+    """A CP error found while executing; the caller knows level and packet offset."""
+
+    def __init__(self, code: int, addr: int, opcode: int = 0, done: int = 0):
+        self.code, self.addr, self.opcode, self.done = code, addr, opcode, done
+
+
+@dataclass(frozen=True)
+class _Kind:
+    defn: pk.PacketDef
+    min_count: int
+    max_count: int
+    # (payload dword, lsb, max, supported values) of every closed-enum field: a value
+    # outside the supported ones is UNSUPPORTED (spec/packets.py EnumValue.supported)
+    checks: tuple[tuple[int, int, int, frozenset], ...]
+
+
+def _kind(p: pk.PacketDef) -> _Kind:
+    checks = tuple((f.dword, f.lsb, f.max, frozenset(e.value for e in f.enum if e.supported))
+                   for f in p.fields if f.enum and not f.open_enum)
+    return _Kind(p, p.min_count, p.max_count, checks)
+
+
+def _fld(p: pk.PacketDef, name: str) -> tuple[int, int, int]:
+    f = p.field(name)
+    return f.dword, f.lsb, f.max
+
+
+def _addr(p: pk.PacketDef, value: str) -> tuple[int, int, int]:
+    """(low dword, high dword, high mask) of a 64-bit value: the CP uses the whole low
+    dword, reserved bits 1:0 included, so a misaligned address can be reported."""
+    lo, hi = (p.field(n) for n in p.value(value).fields)
+    return lo.dword, hi.dword, hi.max
+
+
+_HDR_TYPE = pk.HEADER.field("TYPE")
+_HDR_OPCODE = pk.HEADER.field("OPCODE")
+_HDR_COUNT = pk.HEADER.field("COUNT")
+
+_WD = pk.WRITE_DATA
+_WD_ADDR = _addr(_WD, "addr")
+_IB = pk.INDIRECT_BUFFER
+_IB_BASE = _addr(_IB, "base")
+_IB_SIZE, _IB_CHAIN, _IB_VALID = (_fld(_IB, n) for n in ("IB_SIZE", "CHAIN", "VALID"))
+_WRM = pk.WAIT_REG_MEM
+_WRM_ADDR = _addr(_WRM, "addr")
+_WRM_FUNC, _WRM_REF, _WRM_MASK, _WRM_POLL = (_fld(_WRM, n) for n in ("FUNCTION", "REFERENCE", "MASK", "POLL_INTERVAL"))
+_RM = pk.RELEASE_MEM
+_RM_ADDR = _addr(_RM, "addr")
+_RM_INT, _RM_DATA_SEL, _RM_LO, _RM_HI, _RM_CTX = (_fld(_RM, n) for n in ("INT_SEL", "DATA_SEL", "DATA_LO", "DATA_HI", "INT_CTXID"))
+_RM_SEL = _RM.field("DATA_SEL").values
+_RM_DATA_BYTES = {_RM_SEL["NONE"]: 0, _RM_SEL["DATA_32"]: 4, _RM_SEL["DATA_64"]: 8, _RM_SEL["TIMESTAMP"]: 8}
+_DMA = pk.DMA_DATA
+_DMA_SRC = _addr(_DMA, "src")
+_DMA_DST = _addr(_DMA, "dst")
+_DMA_SRC_SEL, _DMA_COUNT = _fld(_DMA, "SRC_SEL"), _fld(_DMA, "BYTE_COUNT")
+_DMA_FILL = _DMA.field("SRC_SEL").values["DATA"]
+_WRM_COMPARE: dict[int, Callable[[int, int], bool]] = {
+    v: {"ALWAYS": lambda a, b: True, "LT": int.__lt__, "LE": int.__le__, "EQ": int.__eq__,
+        "NE": int.__ne__, "GE": int.__ge__, "GT": int.__gt__}[name]
+    for name, v in _WRM.field("FUNCTION").values.items()
+}
+
+
+def _get(p: list[int], f: tuple[int, int, int]) -> int:
+    return (p[f[0]] >> f[1]) & f[2]
+
+
+def _addr_of(p: list[int], a: tuple[int, int, int]) -> int:
+    return (p[a[1]] & a[2]) << 32 | p[a[0]]
+
+
+# ---------------------------------------------------------------------------- the model
+
+@dataclass
+class _Wait:
+    """A WAIT_REG_MEM in progress."""
+
+    addr: int
+    ref: int
+    mask: int
+    compare: Callable[[int, int], bool]
+    interval: int
+    next_poll: int
+    level: int
+    offset: int
+    length: int
+
+
+class RefModel(Device):
+    """The whole device without cycles: see the module docstring.
+
+    mem_size: bytes of memory (a positive multiple of 32), or give `mem`, a uint8 array
+    to use as memory (e.g. a SharedMemory view for lockstep runs).
+    data_width: memory bus width in bits, only shown in CAPS.BUS_BYTES_LOG2 (32..256).
+    dma: a DMA engine executes DMA_DATA (CAPS.DMA); without one DMA_DATA is UNSUPPORTED.
+    ih: an IH ring writer is present (CAPS.IH); without one no IH entries are written.
+    ib_levels: CAPS.IB_LEVELS. dma_max_bytes: BYTE_COUNT limit (DMA_BYTE_COUNT above it).
+    mmio_cycles: model cycles one MMIO access costs.
+    """
+
+    name = "model"
+
+    def __init__(self, mem_size: int = DEFAULT_MEM_SIZE, *, mem: np.ndarray | None = None,
+                 data_width: int = 64, dma: bool = False, ih: bool = True, ib_levels: int = 2,
+                 dma_max_bytes: int = DMA_MAX_BYTES, mmio_cycles: int = DEFAULT_MMIO_CYCLES):
+        if mem is None:
+            if not isinstance(mem_size, int) or mem_size <= 0 or mem_size % 32:
+                raise ValueError(f"memory size must be a positive multiple of 32 bytes, not {mem_size!r}")
+            mem = np.zeros(mem_size, dtype=np.uint8)
+        elif mem.dtype != np.uint8 or mem.ndim != 1 or mem.size % 32 or not mem.flags.c_contiguous:
+            raise ValueError("mem must be a contiguous 1-D uint8 array whose size is a multiple of 32")
+        if data_width not in (32, 64, 128, 256):
+            raise ValueError(f"data_width must be 32, 64, 128 or 256, not {data_width!r}")
+        if not 1 <= ib_levels <= regs.CAPS.IB_LEVELS.get(M32):
+            raise ValueError(f"ib_levels must be 1..{regs.CAPS.IB_LEVELS.get(M32)}, not {ib_levels!r}")
+        self._mem = mem
+        self._m32 = mem.view("<u4")
+        self._size = mem.size
+        self.data_width = data_width
+        self.has_dma = bool(dma)
+        self.has_ih = bool(ih)
+        self.ib_levels = ib_levels
+        self.dma_max_bytes = dma_max_bytes
+        self.mmio_cycles = mmio_cycles
+        self._bus_bytes = data_width // 8
+        self._wb = self._wl = 0  # error window [wb, wl), empty
+        self._wresp = OKAY
+        self._slots = _slots()
+        self._hw_read: dict[str, Callable[[int], int]] = {
+            "CAPS": self._caps, "STATUS": self._status, "INT_STATUS": self._int_pending,
+            "IH_WPTR": lambda i: self._ih_wptr, "RB_RPTR": lambda i: self._rptr,
+            "RB_WPTR": lambda i: self._wptr, "CP_ERROR": self._cp_error,
+            "CP_ERROR_ADDR_LO": lambda i: self._err_addr & M32,
+            "CP_ERROR_ADDR_HI": lambda i: self._err_addr >> 32,
+            "CP_ERROR_OFFSET": lambda i: self._err_offset,
+            "TIMESTAMP_LO": lambda i: self._t & M32,
+            "TIMESTAMP_HI": lambda i: (self._t & _TS_MASK) >> 32,
+            "PERF_BUSY_CYCLES": lambda i: self._busy & M32,
+            "PERF_STALL_CYCLES": lambda i: self._stall & M32,
+            "PERF_DWORDS_FETCHED": lambda i: self._fetched & M32,
+            "PERF_DMA_BYTES_READ": lambda i: self._dma_read & M32,
+            "PERF_DMA_BYTES_WRITTEN": lambda i: self._dma_written & M32,
+            "PERF_DMA_BUSY_CYCLES": lambda i: self._dma_busy & M32,
+            "PERF_PACKETS": lambda i: self._packets[i] & M32,
+        }
+        missing = {s.reg.NAME for s in self._slots.values() if s.hw} - set(self._hw_read)
+        if missing:
+            raise NotImplementedError(f"the reference model does not drive {sorted(missing)}")
+        self._kinds = {p.opcode: _kind(p) for p in pk.PACKETS}
+        self._exec = {
+            pk.NOP.opcode: self._op_nop, pk.WRITE_DATA.opcode: self._op_write_data,
+            pk.INDIRECT_BUFFER.opcode: self._op_indirect_buffer,
+            pk.WAIT_REG_MEM.opcode: self._op_wait_reg_mem, pk.RELEASE_MEM.opcode: self._op_release_mem,
+            pk.DMA_DATA.opcode: self._op_dma_data,
+        }
+        if set(self._exec) != set(self._kinds):
+            raise NotImplementedError("spec/packets.py has packets the reference model does not execute")
+        self._off = {name: reg_addr(getattr(regs, name)) for name in (
+            "CONTROL", "INT_STATUS", "INT_ENABLE", "INT_FORCE", "IH_BASE_LO", "IH_BASE_HI", "IH_SIZE",
+            "IH_RPTR", "IH_WPTR_ADDR_LO", "IH_WPTR_ADDR_HI", "IH_CNTL", "RB_BASE_LO", "RB_BASE_HI",
+            "RB_SIZE", "RB_RPTR_ADDR_LO", "RB_RPTR_ADDR_HI", "RB_DOORBELL", "RB_CNTL")}
+        self._t = 0
+        self._busy = self._stall = 0
+        self._store = {off: s.reset for off, s in self._slots.items()}
+        self._perf_clear()
+        self._soft_reset()
+        self._sync()
+
+    # ------------------------------------------------------------------ Device API
+
+    def mmio_read32(self, offset: int) -> int:
+        self._check_offset(offset)
+        self._check_mmio_range(offset, 4)
+        self._advance(self._t + self.mmio_cycles)
+        if offset not in self._slots:
+            raise BusError("read", offset, DECERR)
+        return self._peek(offset)
+
+    def mmio_write32(self, offset: int, value: int) -> None:
+        self._check_offset(offset)
+        self._check_value(value)
+        self._check_mmio_range(offset, 4)
+        self._advance(self._t + self.mmio_cycles)
+        if offset not in self._slots:
+            raise BusError("write", offset, DECERR)
+        self._poke(offset, value, M32)
+
+    def mmio_write_bytes(self, offset: int, data: bytes) -> None:
+        """A narrow MMIO write (byte strobes), one access per 32-bit word touched."""
+        data = bytes(data)
+        self._check_mmio_range(offset, len(data))
+        pos = 0
+        while pos < len(data):
+            word = (offset + pos) & ~3
+            lane = (offset + pos) & 3
+            n = min(4 - lane, len(data) - pos)
+            value = int.from_bytes(data[pos:pos + n], "little") << (8 * lane)
+            bytemask = ((1 << (8 * n)) - 1) << (8 * lane)
+            self._advance(self._t + self.mmio_cycles)
+            if word not in self._slots:
+                raise BusError("write", word, DECERR)
+            self._poke(word, value, bytemask)
+            pos += n
+
+    @property
+    def mem(self) -> np.ndarray:
+        return self._mem
+
+    def now(self) -> int:
+        return self._t
+
+    def delay(self, cycles: int) -> None:
+        if cycles > 0:
+            self._advance(self._t + cycles)
+
+    def wait_irq(self, timeout_cycles: int) -> bool:
+        if self._irq():
+            return True
+        if timeout_cycles <= 0:
+            return False
+        return self._advance(self._t + timeout_cycles, until_irq=True)
+
+    def close(self) -> None:
+        pass
+
+    # ------------------------------------------------------------------ memory model settings
+
+    def configure(self, *, error_window: tuple[int, int, int | str] | None = None,
+                  rd_latency: int = 0, wr_latency: int = 0,
+                  stall: Mapping[str, float | int] | None = None, seed: int = 1) -> None:
+        """The RTL memory model's settings (testbench.memory.configure). Only
+        `error_window` = (base, limit, "SLVERR" | "DECERR" | 2 | 3) means something here
+        (None: no window); latencies, stalls and seed are checked and ignored."""
+        for name, v in (("rd_latency", rd_latency), ("wr_latency", wr_latency)):
+            if not 0 <= v <= 0xFFFF:
+                raise ValueError(f"{name} must be 0..65535 cycles, not {v!r}")
+        unknown = set(stall or {}) - set(_STALL_CHANNELS)
+        if unknown:
+            raise ValueError(f"unknown stall channel(s) {sorted(unknown)}: choose from {', '.join(_STALL_CHANNELS)}")
+        if error_window is None:
+            self._wb = self._wl = 0
+            self._wresp = OKAY
+            return
+        base, limit, resp = error_window
+        if isinstance(resp, str):
+            if resp.upper() not in _RESP_CODES:
+                raise ValueError(f"unknown AXI response {resp!r}: choose SLVERR or DECERR")
+            resp = _RESP_CODES[resp.upper()]
+        if resp not in (OKAY, SLVERR, DECERR):
+            raise ValueError(f"error_window response must be SLVERR (2) or DECERR (3), not {resp!r}")
+        if limit <= base or resp == OKAY:
+            base = limit = 0  # an empty window, as axi_mem treats limit <= base
+        self._wb, self._wl, self._wresp = base, limit, resp
+
+    # ------------------------------------------------------------------ snapshot (issue 5)
+
+    def snapshot(self, *, memory: bool = True, exclude: Iterable[tuple[int, int]] = ()) -> dict:
+        """`snapshot(self)` read without spending model time."""
+        return snapshot(self, memory=memory, exclude=exclude, read=self._peek)
+
+    # ------------------------------------------------------------------ registers
+
+    @staticmethod
+    def _check_mmio_range(offset: int, n: int) -> None:
+        if offset < 0 or offset + n > 1 << regs.MMIO_ADDR_WIDTH:
+            raise ValueError(f"MMIO offset {offset:#x} is outside the {regs.MMIO_ADDR_WIDTH}-bit register space")
+
+    def _peek(self, offset: int) -> int:
+        """A register's value now, at no cost in time."""
+        s = self._slots[offset]
+        v = (self._store[offset] & (s.rw | s.w1c)) | s.const
+        if s.hw:
+            v |= self._hw_read[s.reg.NAME](s.index) & s.hw
+        return v
+
+    def _poke(self, offset: int, value: int, bytemask: int) -> None:
+        s = self._slots[offset]
+        old = self._store[offset]
+        keep = (s.rw | s.wo) & bytemask
+        new = (old & ~keep) | (value & keep)
+        new &= ~(value & bytemask & s.w1c)
+        self._store[offset] = new
+        pulses = value & bytemask & s.pulse
+        name = s.reg.NAME
+        if name == "CONTROL":
+            if pulses & regs.CONTROL.SOFT_RESET.mask:
+                self._soft_reset()
+            if pulses & regs.CONTROL.PERF_CLEAR.mask:
+                self._perf_clear()
+        elif name == "INT_FORCE":
+            self._store[self._off["INT_STATUS"]] |= pulses  # same bit positions as INT_STATUS
+        self._sync()
+        if s.swmod & bytemask:
+            self._doorbell(new & s.swmod)
+        self._run()
+
+    def _sync(self) -> None:
+        """Cache the configuration registers the CP reads."""
+        st, o = self._store, self._off
+        self._halt = bool(regs.CONTROL.HALT.get(st[o["CONTROL"]]))
+        cntl = st[o["RB_CNTL"]]
+        self._rb_enable = bool(regs.RB_CNTL.ENABLE.get(cntl))
+        self._rptr_wb = bool(regs.RB_CNTL.RPTR_WB.get(cntl))
+        self._rb_base = (st[o["RB_BASE_HI"]] << 32 | st[o["RB_BASE_LO"]]) & ~3
+        self._rb_size = 1 << regs.RB_SIZE.LOG2_DWORDS.get(st[o["RB_SIZE"]])
+        self._rb_mask = self._rb_size - 1
+        self._rptr_addr = (st[o["RB_RPTR_ADDR_HI"]] << 32 | st[o["RB_RPTR_ADDR_LO"]]) & ~3
+        ihc = st[o["IH_CNTL"]]
+        self._ih_enable = self.has_ih and bool(regs.IH_CNTL.ENABLE.get(ihc))
+        self._ih_wptr_wb = bool(regs.IH_CNTL.WPTR_WB.get(ihc))
+        self._ih_base = (st[o["IH_BASE_HI"]] << 32 | st[o["IH_BASE_LO"]]) & ~(ih_spec.ENTRY_BYTES - 1)
+        self._ih_dwords = ih_spec.ENTRY_DWORDS << regs.IH_SIZE.LOG2_ENTRIES.get(st[o["IH_SIZE"]])
+        self._ih_rptr = st[o["IH_RPTR"]]
+        self._ih_wptr_addr = (st[o["IH_WPTR_ADDR_HI"]] << 32 | st[o["IH_WPTR_ADDR_LO"]]) & ~3
+
+    def _caps(self, i: int) -> int:
+        c = regs.CAPS
+        return (c.BUS_BYTES_LOG2.put(self._bus_bytes.bit_length() - 1) | c.ADDR_BITS.put(ADDR_BITS)
+                | c.IB_LEVELS.put(self.ib_levels) | c.DMA.put(int(self.has_dma)) | c.IH.put(int(self.has_ih)))
+
+    def _idle(self) -> bool:
+        """STATUS.IDLE: stopped by an error, or nothing in flight and the ring empty."""
+        return self._err_code != 0 or (self._wait is None and not self._frames and self._rptr == self._wptr)
+
+    def _status(self, i: int) -> int:
+        s = regs.STATUS
+        in_packet = self._wait is not None
+        return (s.IDLE.put(int(self._idle())) | s.HALTED.put(int(self._halt and not in_packet))
+                | s.ERROR.put(int(self._err_code != 0)) | s.RB_EMPTY.put(int(self._rptr == self._wptr))
+                | s.WAITING.put(int(in_packet)) | s.LEVEL.put(len(self._frames)))
+
+    def _int_pending(self, i: int) -> int:
+        return regs.INT_STATUS.IH_PENDING.put(int(self._ih_wptr != self._ih_rptr))
+
+    def _cp_error(self, i: int) -> int:
+        c = regs.CP_ERROR
+        return c.CODE.put(self._err_code) | c.LEVEL.put(self._err_level) | c.OPCODE.put(self._err_opcode)
+
+    def _irq(self) -> bool:
+        o = self._off
+        status = self._store[o["INT_STATUS"]] | self._int_pending(0)
+        return bool(status & self._store[o["INT_ENABLE"]])
+
+    def _soft_reset(self) -> None:
+        """CONTROL.SOFT_RESET: CP, IH writer and DMA back to a clean idle state."""
+        self._rptr = self._wptr = 0
+        self._ih_wptr = 0
+        self._frames: list[list[int]] = []  # IB1, IB2: [base, size, pos]
+        self._ring_ib_len = 0  # length of the ring INDIRECT_BUFFER packet while its IB runs
+        self._wait: _Wait | None = None
+        self._err_code = self._err_level = self._err_opcode = 0
+        self._err_addr = self._err_offset = 0
+
+    def _perf_clear(self) -> None:
+        self._busy = self._stall = 0
+        self._fetched = 0
+        self._dma_read = self._dma_written = self._dma_busy = 0
+        self._packets = [0] * regs.PERF_PACKETS.ARRAY_LEN
+
+    # ------------------------------------------------------------------ time
+
+    def _account(self, t: int) -> None:
+        dt = t - self._t
+        if dt > 0:
+            if not self._idle():
+                self._busy += dt
+                if self._wait is not None:
+                    self._stall += dt
+            self._t = t
+
+    def _advance(self, to: int, until_irq: bool = False) -> bool:
+        """Let time pass up to `to`, polling a pending WAIT_REG_MEM on its grid. With
+        `until_irq`, stop as soon as irq is high; returns the irq level."""
+        polled: set[int] = set()
+        while self._wait is not None and self._wait.next_poll <= to:
+            w = self._wait
+            if id(w) in polled:
+                # Nothing but the CP (which waits) can change memory before `to`:
+                # the result of this wait's later polls is known. Skip them.
+                skip = (to - w.next_poll) // w.interval + 1
+                w.next_poll += skip * w.interval
+                break
+            polled.add(id(w))
+            self._account(w.next_poll)
+            self._poll()
+            if until_irq and self._irq():
+                return True
+        self._account(to)
+        return self._irq()
+
+    # ------------------------------------------------------------------ memory access by the CP
+
+    def _first_fault(self, a: int, n: int) -> tuple[int, int]:
+        """(index, response) of the first of the n dwords at byte address a (4-aligned)
+        that answers an error, or (n, OKAY)."""
+        size = self._size
+        j_oor = 0 if a >= size else min(n, (size - a) >> 2)
+        wb, wl = self._wb, self._wl
+        if wl > wb and a + 4 * n > wb and a < wl:
+            j_win = max(0, ((wb - a - 4) >> 2) + 1)
+            if j_win <= j_oor:
+                return j_win, self._wresp
+        if j_oor < n:
+            return j_oor, DECERR
+        return n, OKAY
+
+    def _first_bad_byte(self, a: int, n: int) -> tuple[int, int]:
+        """As _first_fault, for n bytes at any address (the DMA engine)."""
+        size = self._size
+        j_oor = 0 if a >= size else min(n, size - a)
+        wb, wl = self._wb, self._wl
+        if wl > wb and a + n > wb and a < wl:
+            j_win = max(0, wb - a)
+            if j_win <= j_oor:
+                return j_win, self._wresp
+        if j_oor < n:
+            return j_oor, DECERR
+        return n, OKAY
+
+    def _fetch(self, base: int, mask: int | None, start: int, k: int) -> tuple[np.ndarray, int, int]:
+        """Dwords [start, start + k) of the ring (index mask) or an IB (mask None), cut
+        at the first dword whose read faults: (dwords, response, address of that dword)."""
+        if mask is None:
+            segs = ((base + 4 * start, k),)
+        else:
+            i0 = start & mask
+            first = mask + 1 - i0
+            segs = ((base + 4 * i0, k),) if k <= first else ((base + 4 * i0, first), (base, k - first))
+        parts = []
+        m32 = self._m32
+        for a, n in segs:
+            e = a + 4 * n
+            i = a >> 2
+            if not (e <= self._size and (e <= self._wb or a >= self._wl)):
+                j, resp = self._first_fault(a, n)
+                if resp:
+                    parts.append(m32[i:i + j])
+                    return (parts[0] if len(parts) == 1 else np.concatenate(parts)), resp, a + 4 * j
+            parts.append(m32[i:i + n])
+        return (parts[0] if len(parts) == 1 else np.concatenate(parts)), OKAY, 0
+
+    def _read(self, base: int, mask: int | None, start: int, k: int) -> list[int]:
+        """Payload dwords the parser consumes (counted in PERF_DWORDS_FETCHED)."""
+        words, resp, fa = self._fetch(base, mask, start, k)
+        self._fetched += len(words)
+        if resp:
+            raise _Fault(_BUS_ERROR[resp], fa)
+        return words.tolist()
+
+    def _cp_write(self, a: int, words) -> None:
+        """A CP write of dwords at a (4-aligned). Like rtl/memwr.py it goes out in aligned
+        32-byte blocks, each waiting for its response: on an error the earlier blocks are
+        written, the faulting block keeps its good dwords, later blocks are not written;
+        the error names the block's first written address and its worst response."""
+        n = len(words)
+        if not n:
+            return
+        e = a + 4 * n
+        i = a >> 2
+        if e <= self._size and (e <= self._wb or a >= self._wl):
+            self._m32[i:i + n] = words
+            return
+        j, resp = self._first_fault(a, n)
+        if not resp:
+            self._m32[i:i + n] = words
+            return
+        fa = a + 4 * j
+        js = max(0, ((fa & ~31) - a) >> 2)
+        je = min(n, (((fa | 31) + 1) - a) >> 2)
+        if js:
+            self._m32[i:i + js] = words[:js]
+        worst = OKAY
+        for k in range(js, je):
+            _, r = self._first_fault(a + 4 * k, 1)
+            if r:
+                worst = max(worst, r)
+            else:
+                self._m32[i + k] = words[k]
+        raise _Fault(_BUS_ERROR[worst], a + 4 * js, done=je)
+
+    # ------------------------------------------------------------------ doorbell, errors, IH
+
+    def _doorbell(self, v: int) -> None:
+        if not self._rb_enable or self._err_code:
+            return
+        if (v - self._wptr) & 0x8000_0000:
+            self._latch(CpError.DOORBELL_BACKWARDS, IbLevel.RING, 0, v, self._rptr & self._rb_mask)
+        elif ((v - self._rptr) & M32) > self._rb_size:
+            self._latch(CpError.DOORBELL_OVERFLOW, IbLevel.RING, 0, v, self._rptr & self._rb_mask)
+        else:
+            self._wptr = v
+
+    def _latch(self, code: int, level: int, opcode: int, addr: int, offset: int) -> None:
+        """The first error stops the CP: latch it, raise INT_STATUS.CP_ERROR, write an entry."""
+        if self._err_code:
+            return
+        self._err_code, self._err_level, self._err_opcode = int(code), int(level), opcode
+        self._err_addr, self._err_offset = addr & _ADDR_MASK, offset & M32
+        self._wait = None
+        self._store[self._off["INT_STATUS"]] |= regs.INT_STATUS.CP_ERROR.mask
+        try:
+            self._ih_append(ih_spec.Source.CP_ERROR, 0, self._cp_error(0), self._err_addr & M32,
+                            self._err_addr >> 32, self._err_offset)
+        except _Fault:
+            pass  # the error entry itself could not be written; the CP is stopped already
+
+    def _ih_append(self, source: int, ctx: int, d0: int, d1: int, d2: int, d3: int) -> None:
+        """One interrupt's IH entry; raises _Fault when its write (or the wptr write-back) fails."""
+        if not self._ih_enable:
+            return
+        wptr, size = self._ih_wptr, self._ih_dwords
+        if ((wptr - self._ih_rptr) & M32) >= size:
+            self._store[self._off["INT_STATUS"]] |= regs.INT_STATUS.IH_OVERFLOW.mask
+            return
+        ts = self._t & _TS_MASK
+        entry = ih_spec.encode(SOURCE_ID=int(source), CONTEXT_ID=ctx, TIMESTAMP_LO=ts & M32,
+                               TIMESTAMP_HI=ts >> 32, DATA0=d0, DATA1=d1, DATA2=d2, DATA3=d3)
+        self._cp_write(self._ih_base + 4 * (wptr & (size - 1)), entry)
+        self._ih_wptr = (wptr + ih_spec.ENTRY_DWORDS) & M32
+        if self._ih_wptr_wb:
+            self._cp_write(self._ih_wptr_addr, [self._ih_wptr])
+
+    # ------------------------------------------------------------------ the command processor
+
+    def _run(self) -> None:
+        """Execute packets until the ring is empty, or the CP is halted, stopped by an
+        error, or waiting in a WAIT_REG_MEM."""
+        while not self._err_code and self._wait is None and not self._halt:
+            if not self._frames and (not self._rb_enable or self._rptr == self._wptr):
+                return
+            try:
+                self._step()
+            except _Fault as e:
+                self._latch(e.code, self._cur_level, e.opcode, e.addr, self._cur_offset)
+
+    def _step(self) -> None:
+        """Fetch, check and execute the next packet."""
+        frames = self._frames
+        level = len(frames)
+        if level:
+            base, size, pos = frames[-1]
+            mask = None
+            avail = size - pos
+            off = pos
+        else:
+            base, mask, pos = self._rb_base, self._rb_mask, self._rptr
+            avail = (self._wptr - pos) & M32
+            off = pos & mask
+        self._cur_level, self._cur_offset = level, off
+        ha = base + 4 * off
+        if not (ha + 4 <= self._size and (ha + 4 <= self._wb or ha >= self._wl)):
+            _, resp = self._first_fault(ha, 1)
+            if resp:
+                raise _Fault(_BUS_ERROR[resp], ha)
+        h = int(self._m32[ha >> 2])
+        self._fetched += 1
+        t = _HDR_TYPE.get(h)
+        if t != pk.PACKET_TYPE3:
+            if t != pk.PACKET_TYPE2:
+                raise _Fault(CpError.ILLEGAL_OPCODE, ha)
+            self._packets[pk.NOP.index] += 1  # a type-2 filler counts as a NOP
+            self._complete(level, 1)
+            return
+        op = _HDR_OPCODE.get(h)
+        kind = self._kinds.get(op)
+        if kind is None:
+            raise _Fault(CpError.ILLEGAL_OPCODE, ha, op)
+        count = _HDR_COUNT.get(h)
+        if not kind.min_count <= count <= kind.max_count or count + 2 > avail:
+            raise _Fault(CpError.BAD_COUNT, ha, op)
+        self._exec[op](kind, level, base, mask, pos, ha, count + 2)
+
+    def _check_fields(self, kind: _Kind, p: list[int], ha: int) -> None:
+        for dw, lsb, mx, ok in kind.checks:
+            if (p[dw] >> lsb) & mx not in ok:
+                raise _Fault(CpError.UNSUPPORTED, ha, kind.defn.opcode)
+
+    def _complete(self, level: int, n: int) -> None:
+        """The packet of n dwords at the current position has finished executing."""
+        if level:
+            self._frames[-1][2] += n
+        else:
+            self._ring_advance(n)
+        self._retire()
+
+    def _retire(self) -> None:
+        """Pop IBs that have run to their end; the ring packet that started IB1 is done then."""
+        frames = self._frames
+        while frames and frames[-1][2] >= frames[-1][1]:
+            frames.pop()
+            if not frames:
+                self._cur_level, self._cur_offset = IbLevel.RING, self._rptr & self._rb_mask
+                self._ring_advance(self._ring_ib_len)
+
+    def _ring_advance(self, n: int) -> None:
+        self._rptr = (self._rptr + n) & M32
+        if self._rptr_wb:
+            self._cp_write(self._rptr_addr, [self._rptr])
+
+    # -- packets (kind, level, buffer base, ring mask or None, header index, header address, length)
+
+    def _op_nop(self, kind, level, base, mask, pos, ha, n) -> None:
+        _, resp, fa = self._fetch(base, mask, pos + 1, n - 1)
+        if resp:
+            self._fetched += (fa - base) // 4 - pos - 1 if mask is None else _ring_dist(base, mask, pos, fa)
+            raise _Fault(_BUS_ERROR[resp], fa)
+        self._fetched += n - 1
+        self._packets[kind.defn.index] += 1
+        self._complete(level, n)
+
+    def _op_write_data(self, kind, level, base, mask, pos, ha, n) -> None:
+        fixed = kind.defn.fixed
+        p = self._read(base, mask, pos + 1, fixed)
+        self._check_fields(kind, p, ha)
+        lo_dw = _WD_ADDR[0]
+        addr = _addr_of(p, _WD_ADDR)
+        if p[lo_dw] & 3:
+            raise _Fault(CpError.FENCE_MISALIGNED, ha, kind.defn.opcode)
+        # The data streams through in 32-byte destination blocks: a fetch error stops
+        # before the block holding the faulting dword, a write error inside its block.
+        data, resp, fa = self._fetch(base, mask, pos + 1 + fixed, n - 1 - fixed)
+        if resp:
+            kf = len(data)
+            self._fetched += kf
+            self._cp_write(addr, data[:max(0, (((addr + 4 * kf) & ~31) - addr) >> 2)])
+            raise _Fault(_BUS_ERROR[resp], fa)
+        try:
+            self._cp_write(addr, data)
+        except _Fault as e:
+            self._fetched += e.done
+            raise
+        self._fetched += len(data)
+        self._packets[kind.defn.index] += 1
+        self._complete(level, n)
+
+    def _op_indirect_buffer(self, kind, level, base, mask, pos, ha, n) -> None:
+        p = self._read(base, mask, pos + 1, n - 1)
+        self._check_fields(kind, p, ha)
+        op = kind.defn.opcode
+        if p[_IB_BASE[0]] & 3:
+            raise _Fault(CpError.IB_MISALIGNED, ha, op)
+        size = _get(p, _IB_SIZE)
+        if not size:
+            raise _Fault(CpError.IB_SIZE_ZERO, ha, op)
+        chain = _get(p, _IB_CHAIN)
+        if not _get(p, _IB_VALID) or (chain and level == IbLevel.RING):
+            raise _Fault(CpError.UNSUPPORTED, ha, op)
+        if not chain and level + 1 > self.ib_levels:
+            raise _Fault(CpError.IB_NESTING, ha, op)
+        self._packets[kind.defn.index] += 1
+        frame = [_addr_of(p, _IB_BASE), size, 0]
+        if chain:
+            self._frames[-1] = frame  # the current IB ends here; the new one runs at its level
+        else:
+            if level:
+                self._frames[-1][2] += n
+            else:
+                self._ring_ib_len = n  # rptr moves past it when the whole IB has run
+            self._frames.append(frame)
+
+    def _op_wait_reg_mem(self, kind, level, base, mask, pos, ha, n) -> None:
+        p = self._read(base, mask, pos + 1, n - 1)
+        self._check_fields(kind, p, ha)
+        if p[_WRM_ADDR[0]] & 3:
+            raise _Fault(CpError.FENCE_MISALIGNED, ha, kind.defn.opcode)
+        self._wait = _Wait(_addr_of(p, _WRM_ADDR), _get(p, _WRM_REF), _get(p, _WRM_MASK),
+                           _WRM_COMPARE[_get(p, _WRM_FUNC)], max(1, _get(p, _WRM_POLL)),
+                           self._t, level, self._cur_offset, n)
+        self._poll()
+
+    def _poll(self) -> None:
+        """One read of a pending WAIT_REG_MEM, at the current time."""
+        w = self._wait
+        self._cur_level, self._cur_offset = w.level, w.offset
+        try:
+            _, resp = self._first_fault(w.addr, 1)
+            if resp:
+                raise _Fault(_BUS_ERROR[resp], w.addr)
+            if not w.compare(int(self._m32[w.addr >> 2]) & w.mask, w.ref):
+                w.next_poll = self._t + w.interval
+                return
+            self._wait = None
+            self._packets[pk.WAIT_REG_MEM.index] += 1
+            self._complete(w.level, w.length)
+        except _Fault as e:
+            self._latch(e.code, self._cur_level, e.opcode, e.addr, self._cur_offset)
+            return
+        self._run()
+
+    def _op_release_mem(self, kind, level, base, mask, pos, ha, n) -> None:
+        p = self._read(base, mask, pos + 1, n - 1)
+        self._check_fields(kind, p, ha)
+        addr = _addr_of(p, _RM_ADDR)
+        nbytes = _RM_DATA_BYTES[_get(p, _RM_DATA_SEL)]
+        if nbytes and addr & (nbytes - 1):
+            raise _Fault(CpError.FENCE_MISALIGNED, ha, kind.defn.opcode)
+        lo, hi = _get(p, _RM_LO), _get(p, _RM_HI)
+        if nbytes:
+            sel = _get(p, _RM_DATA_SEL)
+            if sel == _RM_SEL["TIMESTAMP"]:
+                ts = self._t & _TS_MASK
+                self._cp_write(addr, [ts & M32, ts >> 32])
+            elif sel == _RM_SEL["DATA_64"]:
+                self._cp_write(addr, [lo, hi])
+            else:
+                self._cp_write(addr, [lo])
+        if _get(p, _RM_INT):
+            self._ih_append(ih_spec.Source.EOP, _get(p, _RM_CTX), lo, hi, addr & M32, addr >> 32)
+            self._store[self._off["INT_STATUS"]] |= regs.INT_STATUS.EOP.mask
+        self._packets[kind.defn.index] += 1
+        self._complete(level, n)
+
+    def _op_dma_data(self, kind, level, base, mask, pos, ha, n) -> None:
+        p = self._read(base, mask, pos + 1, n - 1)
+        op = kind.defn.opcode
+        if not self.has_dma:
+            raise _Fault(CpError.UNSUPPORTED, ha, op)
+        self._check_fields(kind, p, ha)
+        count = _get(p, _DMA_COUNT)
+        if count > self.dma_max_bytes:
+            raise _Fault(CpError.DMA_BYTE_COUNT, ha, op)
+        dst = _addr_of(p, _DMA_DST)
+        fill = _get(p, _DMA_SRC_SEL) == _DMA_FILL
+        src = p[_DMA_SRC[0]] if fill else _addr_of(p, _DMA_SRC)
+        self._dma(dst, src, count, fill)  # the model's engine finishes at once: CP_SYNC holds trivially
+        self._packets[kind.defn.index] += 1
+        self._complete(level, n)
+
+    def _dma(self, dst: int, src: int, count: int, fill: bool) -> None:
+        """Copy `count` bytes from src to dst (as memmove), or fill them with the 32-bit
+        value src repeated from dst on (byte i gets byte i mod 4 of the value). Any
+        alignment. On a bus error the bytes before the first faulting one are moved
+        (the source read is checked before the destination write)."""
+        kr, rresp = (count, OKAY) if fill else self._first_bad_byte(src, count)
+        kw, wresp = self._first_bad_byte(dst, count)
+        k = min(kr, kw)
+        if k:
+            mem = self._mem
+            if fill:
+                mem[dst:dst + k] = np.resize(np.frombuffer(src.to_bytes(4, "little"), np.uint8), k)
+            else:
+                mem[dst:dst + k] = mem[src:src + k]  # numpy buffers overlapping slices: memmove
+            self._dma_written += k
+            self._dma_read += 0 if fill else k
+            beats = -(-k // self._bus_bytes)
+            self._dma_busy += beats
+        if rresp and kr <= kw:
+            raise _Fault(_BUS_ERROR[rresp], src + kr)
+        if wresp:
+            raise _Fault(_BUS_ERROR[wresp], dst + kw)
+
+
+def _ring_dist(base: int, mask: int, pos: int, fa: int) -> int:
+    """Dwords of the ring between the one after header index `pos` and the one at address fa."""
+    return ((((fa - base) >> 2) - (pos + 1)) & mask)
+
+
+# ---------------------------------------------------------------------------- snapshots (issue 5)
+
+# Registers that count cycles or time differ between backends by nature.
+SNAPSHOT_SKIP = {"TIMESTAMP_LO", "TIMESTAMP_HI", "PERF_BUSY_CYCLES", "PERF_STALL_CYCLES",
+                 "PERF_DMA_BUSY_CYCLES"}
+
+
+def snapshot(dev: Device, *, memory: bool = True, exclude: Iterable[tuple[int, int]] = (),
+             read: Callable[[int], int] | None = None) -> dict:
+    """State two backends must agree on after the same command stream, via the Device API:
+
+    regs: every readable register (label -> value) except time and cycle counters;
+    ih: the IH entries still in the IH ring (oldest first, at most the ring's size, the
+        ones before IH_WPTR), decoded by spec/ih.py, timestamps set to 0;
+    mem: digest of memory with the `exclude` byte ranges [start, end) zeroed (e.g. a
+        RELEASE_MEM TIMESTAMP destination), when `memory`.
+    """
+    read = read or dev.mmio_read32
+    out: dict[str, Any] = {"regs": {}}
+    for off, s in sorted(_slots().items()):
+        if s.readable and s.reg.NAME not in SNAPSHOT_SKIP:
+            out["regs"][s.label] = read(off)
+    r = out["regs"]
+    base = (regs.IH_BASE_HI.ADDR_.get(r["IH_BASE_HI"]) if hasattr(regs.IH_BASE_HI, "ADDR_") else r["IH_BASE_HI"]) << 32
+    base = (base | r["IH_BASE_LO"]) & ~(ih_spec.ENTRY_BYTES - 1)
+    size = ih_spec.ENTRY_DWORDS << regs.IH_SIZE.LOG2_ENTRIES.get(r["IH_SIZE"])
+    wptr = r["IH_WPTR"]
+    n = min(wptr, size) // ih_spec.ENTRY_DWORDS
+    mem32 = dev.mem.view("<u4")
+    entries = []
+    for k in range(n, 0, -1):
+        p = (wptr - ih_spec.ENTRY_DWORDS * k) & (size - 1)
+        a = base + 4 * p
+        if a + ih_spec.ENTRY_BYTES > dev.mem.size:
+            break
+        e = ih_spec.decode(mem32[a >> 2:(a >> 2) + ih_spec.ENTRY_DWORDS].tolist())
+        e["TIMESTAMP_LO"] = e["TIMESTAMP_HI"] = 0
+        entries.append(e)
+    out["ih"] = entries
+    if memory:
+        out["mem"] = mem_digest(dev.mem, exclude)
+    return out
+
+
+def _masked(mem: np.ndarray, exclude: Iterable[tuple[int, int]]) -> np.ndarray:
+    exclude = list(exclude)
+    if not exclude:
+        return mem
+    m = np.array(mem, copy=True)
+    for a, b in exclude:
+        m[a:b] = 0
+    return m
+
+
+def mem_digest(mem: np.ndarray, exclude: Iterable[tuple[int, int]] = ()) -> str:
+    """sha256 of memory, with the byte ranges [start, end) in `exclude` read as 0."""
+    return hashlib.sha256(memoryview(np.ascontiguousarray(_masked(mem, exclude)))).hexdigest()
+
+
+def mem_diff(a: np.ndarray, b: np.ndarray, exclude: Iterable[tuple[int, int]] = (),
+             limit: int = 16) -> list[tuple[int, int]]:
+    """The byte ranges [start, end) where two memories differ (the first `limit`)."""
+    if a.size != b.size:
+        raise ValueError(f"memories differ in size: {a.size:#x} and {b.size:#x} bytes")
+    a, b = _masked(a, exclude), _masked(b, exclude)
+    idx = np.flatnonzero(a != b)
+    if not idx.size:
+        return []
+    breaks = np.flatnonzero(np.diff(idx) > 1)
+    starts = np.concatenate(([idx[0]], idx[breaks + 1]))
+    ends = np.concatenate((idx[breaks], [idx[-1]])) + 1
+    return [(int(s), int(e)) for s, e in zip(starts[:limit], ends[:limit])]
+
+
+def diff_snapshots(a: dict, b: dict, names: tuple[str, str] = ("a", "b")) -> list[str]:
+    """Readable differences between two snapshots; empty when they agree."""
+    na, nb = names
+    out = []
+    for k in sorted(set(a["regs"]) | set(b["regs"])):
+        va, vb = a["regs"].get(k), b["regs"].get(k)
+        if va != vb:
+            out.append(f"{k}: {na} {va if va is None else hex(va)}, {nb} {vb if vb is None else hex(vb)}")
+    ea, eb = a.get("ih", []), b.get("ih", [])
+    if len(ea) != len(eb):
+        out.append(f"IH entries: {na} has {len(ea)}, {nb} has {len(eb)}")
+    for i, (x, y) in enumerate(zip(ea, eb)):
+        if x != y:
+            fields = ", ".join(f"{f} {x[f]:#x}/{y[f]:#x}" for f in x if x[f] != y.get(f))
+            out.append(f"IH entry {i}: {fields}")
+    if "mem" in a and "mem" in b and a["mem"] != b["mem"]:
+        out.append(f"memory digests differ ({na} {a['mem'][:12]}, {nb} {b['mem'][:12]}); use mem_diff")
+    return out
