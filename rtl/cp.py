@@ -463,12 +463,13 @@ class CommandProcessor(wiring.Component):
                     if pkt is pk.NOP:
                         continue
                     with m.If(kind == pkt.index):
+                        if pkt is pk.DMA_DATA and not self.has_dma:
+                            fail(CpError.UNSUPPORTED)  # no DMA engine in this build
+                            continue
                         unsupported = self._unsupported(p, pkt)
                         if pkt is ib:
                             unsupported = unsupported | (self._field(p, ib, "VALID") == 0) | \
                                 ((level == 0) & self._field(p, ib, "CHAIN"))
-                        if pkt is pk.DMA_DATA and not self.has_dma:
-                            unsupported = Const(1)
                         misaligned = self._misaligned(p, pkt)
                         with m.If(unsupported):
                             fail(CpError.UNSUPPORTED)
@@ -552,12 +553,12 @@ class CommandProcessor(wiring.Component):
                 fn = self._field(p, wrm, "FUNCTION")
                 funcs = wrm.field("FUNCTION").values
                 ok = Signal()
-                with m.Switch(fn):
-                    for name, test in (("ALWAYS", Const(1)), ("LT", masked < ref), ("LE", masked <= ref),
-                                       ("EQ", masked == ref), ("NE", masked != ref),
-                                       ("GE", masked >= ref), ("GT", masked > ref)):
-                        with m.Case(funcs[name]):
-                            m.d.comb += ok.eq(test)
+                # (If chains, not Switch: Yosys writes an empty `case` Icarus cannot parse)
+                for name, test in (("ALWAYS", Const(1)), ("LT", masked < ref), ("LE", masked <= ref),
+                                   ("EQ", masked == ref), ("NE", masked != ref),
+                                   ("GE", masked >= ref), ("GT", masked > ref)):
+                    with m.If(fn == funcs[name]):
+                        m.d.comb += ok.eq(test)
                 with m.If(poll_rvalid):
                     with m.If(bus.rresp != RESP_OKAY):
                         fail(bus_code(bus.rresp), poll_addr)
@@ -582,18 +583,17 @@ class CommandProcessor(wiring.Component):
                 ts = Cat(self.timestamp, Const(0, 64 - self.ts_width))
                 lo = self._field(p, rm, "DATA_LO")
                 hi = self._field(p, rm, "DATA_HI")
-                with m.Switch(sel):
-                    with m.Case(sels["DATA_32"]):
-                        m.d.sync += put_dword(addr, lo)
-                        m.next = "RM_WRITE"
-                    with m.Case(sels["DATA_64"]):
-                        m.d.sync += put_dword(addr, lo, hi)
-                        m.next = "RM_WRITE"
-                    with m.Case(sels["TIMESTAMP"]):
-                        m.d.sync += put_dword(addr, ts[:32], ts[32:])
-                        m.next = "RM_WRITE"
-                    with m.Default():
-                        m.next = "RM_INT"
+                with m.If(sel == sels["DATA_32"]):
+                    m.d.sync += put_dword(addr, lo)
+                    m.next = "RM_WRITE"
+                with m.Elif(sel == sels["DATA_64"]):
+                    m.d.sync += put_dword(addr, lo, hi)
+                    m.next = "RM_WRITE"
+                with m.Elif(sel == sels["TIMESTAMP"]):
+                    m.d.sync += put_dword(addr, ts[:32], ts[32:])
+                    m.next = "RM_WRITE"
+                with m.Else():
+                    m.next = "RM_INT"
             with state("RM_WRITE"):
                 m.d.comb += wr_req.eq(1)
                 with m.If(writer.req_ready):

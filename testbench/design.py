@@ -8,6 +8,7 @@ wraps it in testbench/hdl/tb_top.v with the shared-file memory model and the AXI
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 from .sim import BUILD, CSRC_DIR, HDL_DIR, ROOT, Design, _locked
@@ -16,13 +17,31 @@ VPI_NAME = "gpumem"
 
 
 def _rtl_digest() -> str:
-    h = hashlib.sha256()
+    h = hashlib.sha256(Path(__file__).read_bytes())  # kick_time_zero is part of the output
     for folder in ("rtl", "spec"):
         for p in sorted((ROOT / folder).rglob("*")):
             if p.suffix in (".py", ".rdl") and "__pycache__" not in p.parts:
                 h.update(p.relative_to(ROOT).as_posix().encode())
                 h.update(p.read_bytes())
     return h.hexdigest()[:16]
+
+
+_DUMP_REG = re.compile(r"^(\s*)reg (\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+ ) = 0;$", re.M)
+
+
+def kick_time_zero(verilog: str) -> str:
+    """Make every `always @*` block run once at time zero under Icarus.
+
+    Yosys makes its combinational blocks sensitive to a dummy register initialised to 0
+    so simulators evaluate them at time zero; Icarus applies declaration initialisers
+    before the blocks start waiting, so a block whose inputs never change after reset
+    (an FSM's outputs while it stays in its reset state) would keep X forever. Toggling
+    the dummy register once, after a #0, wakes them all. Verilator does not need it.
+    """
+    def repl(mo: re.Match) -> str:
+        indent, name = mo.group(1), mo.group(2)
+        return (f"{mo.group(0)}\n`ifndef VERILATOR\n{indent}initial #0 {name} = 1;\n`endif")
+    return _DUMP_REG.sub(repl, verilog)
 
 
 def gpu_verilog(data_width: int = 64) -> Path:
@@ -33,7 +52,7 @@ def gpu_verilog(data_width: int = 64) -> Path:
             from rtl.top import to_verilog
 
             tmp = out.with_suffix(".tmp")
-            tmp.write_text(to_verilog(data_width))
+            tmp.write_text(kick_time_zero(to_verilog(data_width)))
             tmp.rename(out)
     return out
 

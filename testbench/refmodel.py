@@ -80,7 +80,7 @@ def _rdl_addresses() -> dict[str, int]:
     rdl.compile_file(str(Path(__file__).resolve().parents[1] / "spec" / "regs.rdl"))
     out = {}
     for node in rdl.elaborate().top.descendants(unroll=True):
-        if isinstance(node, RegNode) and not node.current_idx:
+        if isinstance(node, RegNode) and node.current_idx in (None, [0]):
             out[node.inst_name] = node.absolute_address
     return out
 
@@ -233,6 +233,7 @@ class _Wait:
     level: int
     offset: int
     length: int
+    failed_in: object = None  # the _advance call in which a poll failed
 
 
 class RefModel(Device):
@@ -437,7 +438,9 @@ class RefModel(Device):
             if pulses & regs.CONTROL.PERF_CLEAR.mask:
                 self._perf_clear()
         elif name == "INT_FORCE":
-            self._store[self._off["INT_STATUS"]] |= pulses  # same bit positions as INT_STATUS
+            for f in regs.INT_FORCE.FIELDS:
+                if pulses & f.mask:
+                    self._store[self._off["INT_STATUS"]] |= getattr(regs.INT_STATUS, f.name).mask
         self._sync()
         if s.swmod & bytemask:
             self._doorbell(new & s.swmod)
@@ -520,18 +523,23 @@ class RefModel(Device):
     def _advance(self, to: int, until_irq: bool = False) -> bool:
         """Let time pass up to `to`, polling a pending WAIT_REG_MEM on its grid. With
         `until_irq`, stop as soon as irq is high; returns the irq level."""
-        polled: set[int] = set()
+        token = object()
         while self._wait is not None and self._wait.next_poll <= to:
             w = self._wait
-            if id(w) in polled:
+            if w.failed_in is token:
                 # Nothing but the CP (which waits) can change memory before `to`:
                 # the result of this wait's later polls is known. Skip them.
-                skip = (to - w.next_poll) // w.interval + 1
-                w.next_poll += skip * w.interval
+                w.next_poll += ((to - w.next_poll) // w.interval + 1) * w.interval
                 break
-            polled.add(id(w))
             self._account(w.next_poll)
-            self._poll()
+            try:
+                self._poll()
+            except _Fault as e:
+                self._latch(e.code, self._cur_level, e.opcode, e.addr, self._cur_offset)
+            if self._wait is w:
+                w.failed_in = token
+            else:
+                self._run()
             if until_irq and self._irq():
                 return True
         self._account(to)
@@ -749,11 +757,10 @@ class RefModel(Device):
     # -- packets (kind, level, buffer base, ring mask or None, header index, header address, length)
 
     def _op_nop(self, kind, level, base, mask, pos, ha, n) -> None:
-        _, resp, fa = self._fetch(base, mask, pos + 1, n - 1)
+        words, resp, fa = self._fetch(base, mask, pos + 1, n - 1)
+        self._fetched += len(words)
         if resp:
-            self._fetched += (fa - base) // 4 - pos - 1 if mask is None else _ring_dist(base, mask, pos, fa)
             raise _Fault(_BUS_ERROR[resp], fa)
-        self._fetched += n - 1
         self._packets[kind.defn.index] += 1
         self._complete(level, n)
 
@@ -818,23 +825,20 @@ class RefModel(Device):
         self._poll()
 
     def _poll(self) -> None:
-        """One read of a pending WAIT_REG_MEM, at the current time."""
+        """One read of the pending WAIT_REG_MEM at the current time; it finishes when the
+        condition holds, else the next read is due one interval later."""
         w = self._wait
         self._cur_level, self._cur_offset = w.level, w.offset
-        try:
-            _, resp = self._first_fault(w.addr, 1)
-            if resp:
-                raise _Fault(_BUS_ERROR[resp], w.addr)
-            if not w.compare(int(self._m32[w.addr >> 2]) & w.mask, w.ref):
-                w.next_poll = self._t + w.interval
-                return
+        _, resp = self._first_fault(w.addr, 1)
+        if resp:
             self._wait = None
-            self._packets[pk.WAIT_REG_MEM.index] += 1
-            self._complete(w.level, w.length)
-        except _Fault as e:
-            self._latch(e.code, self._cur_level, e.opcode, e.addr, self._cur_offset)
+            raise _Fault(_BUS_ERROR[resp], w.addr)
+        if not w.compare(int(self._m32[w.addr >> 2]) & w.mask, w.ref):
+            w.next_poll = self._t + w.interval
             return
-        self._run()
+        self._wait = None
+        self._packets[pk.WAIT_REG_MEM.index] += 1
+        self._complete(w.level, w.length)
 
     def _op_release_mem(self, kind, level, base, mask, pos, ha, n) -> None:
         p = self._read(base, mask, pos + 1, n - 1)
@@ -899,11 +903,6 @@ class RefModel(Device):
             raise _Fault(_BUS_ERROR[wresp], dst + kw)
 
 
-def _ring_dist(base: int, mask: int, pos: int, fa: int) -> int:
-    """Dwords of the ring between the one after header index `pos` and the one at address fa."""
-    return ((((fa - base) >> 2) - (pos + 1)) & mask)
-
-
 # ---------------------------------------------------------------------------- snapshots (issue 5)
 
 # Registers that count cycles or time differ between backends by nature.
@@ -927,8 +926,7 @@ def snapshot(dev: Device, *, memory: bool = True, exclude: Iterable[tuple[int, i
         if s.readable and s.reg.NAME not in SNAPSHOT_SKIP:
             out["regs"][s.label] = read(off)
     r = out["regs"]
-    base = (regs.IH_BASE_HI.ADDR_.get(r["IH_BASE_HI"]) if hasattr(regs.IH_BASE_HI, "ADDR_") else r["IH_BASE_HI"]) << 32
-    base = (base | r["IH_BASE_LO"]) & ~(ih_spec.ENTRY_BYTES - 1)
+    base = (r["IH_BASE_HI"] << 32 | r["IH_BASE_LO"]) & ~(ih_spec.ENTRY_BYTES - 1)
     size = ih_spec.ENTRY_DWORDS << regs.IH_SIZE.LOG2_ENTRIES.get(r["IH_SIZE"])
     wptr = r["IH_WPTR"]
     n = min(wptr, size) // ih_spec.ENTRY_DWORDS

@@ -251,8 +251,10 @@ def run(design: Design, sim: str, test_module: str, testcase: str | Sequence[str
     test_args: list[str] = []
     if sim == "icarus" and design.vpi_sources:
         test_args += ["-M", str(build_dir), "-m", design.vpi_name]
-    env = {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "INFO"),
+    # The runner passes its own sys.path to the simulator's Python as PYTHONPATH.
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    env = {"COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "INFO"),
            # the cocotb side learns what it runs on: simulator and HDL parameters
            "GPUCOSIM_SIM": sim,
            "GPUCOSIM_PARAMS": json.dumps(dict(design.parameters))}

@@ -1,0 +1,356 @@
+"""The ioctl table: request -> handler, argument checking, and an strace-like trace.
+
+Each handler validates its arguments completely before it changes anything, so a
+failed ioctl has no effect, and fails with `KmdError(errno, "<IOCTL>: what was wrong")`.
+With `GPUCOSIM_LOG=ioctl=info` every call is printed as strace prints syscalls:
+
+    ioctl(fd 3, GEM_CREATE, {size=0x1000, domain=GTT}) = {handle=1, gpu_addr=0x2000000, size=0x1000} <16 cycles, 41 us>
+    ioctl(fd 3, CS, {ctx_id=1, chunks=[Ib(0x2000000, 8 dw)]}) = -1 EFAULT (CS: IB at ...) <0 cycles, 90 us>
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import time
+from dataclasses import dataclass, fields, is_dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from . import uapi
+from .fence import SEQ_MASK
+from .kmd import MAX_IB_DW
+from .log import get_logger
+from .scheduler import Job
+from .uapi import CsChunkFence, CsChunkIb, CtxOp, Domain, GemFlags, InfoQuery, KmdError, Request
+
+if TYPE_CHECKING:
+    from .file import File
+    from .kmd import Kmd
+
+log = get_logger("ioctl")
+
+Handler = Callable[["Kmd", "File", Any], Any]
+
+
+@dataclass(frozen=True)
+class IoctlDesc:
+    request: Request
+    args: type
+    handler: Handler
+
+
+@dataclass(frozen=True)
+class IoctlRecord:
+    """One traced call, handed to `Kmd.trace_hooks` (the demo prints these)."""
+
+    fd: int
+    request: str
+    args: Any
+    result: Any  # the out-structure, or None on error
+    error: KmdError | None
+    cycles: int
+    wall_us: float
+
+    def __str__(self) -> str:
+        res = f"-1 {self.error.name} ({self.error.message})" if self.error else fmt(self.result)
+        return (f"ioctl(fd {self.fd}, {self.request}, {fmt(self.args)}) = {res} "
+                f"<{self.cycles} cycles, {self.wall_us:.0f} us>")
+
+
+IOCTLS: dict[Request, IoctlDesc] = {}
+
+
+def ioctl_def(request: Request) -> Callable[[Handler], Handler]:
+    def reg(fn: Handler) -> Handler:
+        IOCTLS[request] = IoctlDesc(request, uapi.ARGS[request], fn)
+        return fn
+    return reg
+
+
+def dispatch(file: "File", request: int, args: Any) -> Any:
+    kmd = file.kmd
+    dev = kmd.dev
+    kmd.stats["ioctls"] += 1
+    t0, c0 = time.perf_counter_ns(), dev.now()
+    try:
+        name = Request(request).name
+    except ValueError:
+        name = f"{request:#x}" if isinstance(request, int) else repr(request)
+    out, err = None, None
+    try:
+        if file.closed:
+            raise KmdError(errno.EBADF, f"{name}: the file is closed")
+        desc = IOCTLS.get(request) if isinstance(request, int) else None
+        if desc is None:
+            raise KmdError(errno.EINVAL, f"unknown ioctl request {name}")
+        if not isinstance(args, desc.args):
+            raise KmdError(errno.EINVAL, f"{name}: arguments must be a {desc.args.__name__}, "
+                           f"not {type(args).__name__}")
+        out = desc.handler(kmd, file, args)
+        return out
+    except KmdError as e:
+        err = e
+        kmd.stats["ioctl_errors"] += 1
+        raise
+    finally:
+        if kmd.trace_hooks or log.isEnabledFor(logging.INFO):
+            rec = IoctlRecord(file.fd, name, args, out, err, dev.now() - c0,
+                              (time.perf_counter_ns() - t0) / 1000)
+            if log.isEnabledFor(logging.INFO):
+                log.info("%s", rec)
+            for hook in kmd.trace_hooks:
+                hook(rec)
+
+
+# ------------------------------------------------------------------------------ formatting
+
+def _fmt_value(v: Any) -> str:
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    if isinstance(v, Enum):
+        return v.name or str(v.value)
+    if isinstance(v, int):
+        return str(v) if -10 < v < 10 else f"{v:#x}"
+    if isinstance(v, np.ndarray):
+        return f"<{v.dtype}[{v.size}] view>"
+    if isinstance(v, CsChunkIb):
+        where = f"bo {v.handle}+{v.offset:#x}" if v.handle else f"{v.gpu_addr:#x}" if v.gpu_addr is not None else "?"
+        return f"Ib({where}, {v.size_dw} dw)"
+    if isinstance(v, CsChunkFence):
+        return f"Fence(bo {v.handle}+{v.offset:#x})"
+    if is_dataclass(v):
+        return fmt(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_fmt_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}={_fmt_value(x)}" for k, x in v.items()) + "}"
+    return repr(v)
+
+
+def fmt(obj: Any) -> str:
+    """`{a=1, b=0x1000}`: a dataclass's fields, leaving out zero/None defaults."""
+    if not is_dataclass(obj):
+        return _fmt_value(obj)
+    parts = []
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        if v is None or (f.default is not None and not isinstance(v, np.ndarray) and v == f.default
+                         and f.name not in ("op", "query")):
+            continue
+        parts.append(f"{f.name}={_fmt_value(v)}")
+    return "{" + ", ".join(parts) + "}"
+
+
+# ------------------------------------------------------------------------------ argument checks
+
+def _int(who: str, name: str, v: Any, lo: int = 0, hi: int | None = None) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise KmdError(errno.EINVAL, f"{who}: {name} must be an int, not {v!r}")
+    v = int(v)
+    if v < lo or (hi is not None and v > hi):
+        rng = f">= {lo:#x}" if hi is None else f"{lo:#x} to {hi:#x}"
+        if hi is None and lo in (0, 1):
+            rng = f">= {lo}" if lo == 0 else "> 0"
+        raise KmdError(errno.EINVAL, f"{who}: {name} must be {rng}, not {v:#x}" if v > 9 or v < -9
+                       else f"{who}: {name} must be {rng}, not {v}")
+    return v
+
+
+# ------------------------------------------------------------------------------ GEM
+
+@ioctl_def(Request.GEM_CREATE)
+def gem_create(kmd: "Kmd", file: "File", a: uapi.GemCreateArgs) -> uapi.GemCreateOut:
+    size = _int("GEM_CREATE", "size", a.size, 1)
+    align = _int("GEM_CREATE", "alignment", a.alignment, 0)
+    if align & (align - 1):
+        raise KmdError(errno.EINVAL, f"GEM_CREATE: alignment must be 0 or a power of two, not {align:#x}")
+    if a.domain not in (Domain.VRAM, Domain.GTT):
+        d = a.domain
+        raise KmdError(errno.EINVAL, f"GEM_CREATE: domain must be VRAM ({Domain.VRAM:#x}) or GTT "
+                       f"({Domain.GTT:#x}), not {d:#x}" if isinstance(d, int) else
+                       f"GEM_CREATE: domain must be VRAM ({Domain.VRAM:#x}) or GTT ({Domain.GTT:#x}), not {d!r}")
+    flags = _int("GEM_CREATE", "flags", a.flags, 0)
+    unknown = flags & ~sum(GemFlags)
+    if unknown:
+        raise KmdError(errno.EINVAL, f"GEM_CREATE: unknown flags {unknown:#x}")
+    bo = kmd.bo.create(size, align, Domain(a.domain), flags, file, who="GEM_CREATE")
+    if flags & GemFlags.VRAM_CLEARED:
+        kmd.dev.mem[bo.gpu_addr:bo.end] = 0
+    handle = file.add_bo(bo)
+    bo.name = f"fd{file.fd}:{handle}"
+    return uapi.GemCreateOut(handle, bo.gpu_addr, bo.size)
+
+
+@ioctl_def(Request.GEM_CLOSE)
+def gem_close(kmd: "Kmd", file: "File", a: uapi.GemCloseArgs) -> None:
+    bo = file.bo(a.handle, "GEM_CLOSE")
+    del file.handles[a.handle]
+    kmd.bo_close(bo)
+
+
+@ioctl_def(Request.GEM_MMAP)
+def gem_mmap(kmd: "Kmd", file: "File", a: uapi.GemMmapArgs) -> uapi.GemMmapOut:
+    bo = file.bo(a.handle, "GEM_MMAP")
+    if bo.flags & GemFlags.NO_CPU_ACCESS:
+        raise KmdError(errno.EPERM, f"GEM_MMAP: BO {a.handle} was created with NO_CPU_ACCESS")
+    return uapi.GemMmapOut(kmd.dev.mem[bo.gpu_addr:bo.end], bo.gpu_addr, bo.size)
+
+
+@ioctl_def(Request.GEM_WAIT_IDLE)
+def gem_wait_idle(kmd: "Kmd", file: "File", a: uapi.GemWaitIdleArgs) -> uapi.GemWaitIdleOut:
+    bo = file.bo(a.handle, "GEM_WAIT_IDLE")
+    timeout = _int("GEM_WAIT_IDLE", "timeout", a.timeout, 0)
+    kmd.wait_for(lambda: not bo.busy, timeout)
+    return uapi.GemWaitIdleOut(bo.busy)
+
+
+# ------------------------------------------------------------------------------ contexts
+
+@ioctl_def(Request.CTX)
+def ctx_ioctl(kmd: "Kmd", file: "File", a: uapi.CtxArgs) -> uapi.CtxOut:
+    if a.op == CtxOp.ALLOC:
+        _int("CTX", "flags", a.flags, 0, 0)
+        return uapi.CtxOut(kmd.ctx_alloc(file).id)
+    if a.op == CtxOp.FREE:
+        ctx = file.ctx(a.ctx_id, "CTX FREE")
+        kmd.ctx_free(ctx)
+        return uapi.CtxOut(ctx.id)
+    if a.op == CtxOp.QUERY_STATE:
+        ctx = file.ctx(a.ctx_id, "CTX QUERY_STATE")
+        kmd.service()
+        return uapi.CtxOut(ctx.id, ctx.reset_status, ctx.resets, ctx.guilty)
+    raise KmdError(errno.EINVAL, f"CTX: op must be ALLOC (1), FREE (2) or QUERY_STATE (3), not {a.op!r}")
+
+
+# ------------------------------------------------------------------------------ submission
+
+def _guilty(who: str, ctx) -> KmdError:
+    return KmdError(errno.ECANCELED, f"{who}: context {ctx.id} was reset: {ctx.guilty.message}", ctx.guilty)
+
+
+@ioctl_def(Request.CS)
+def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
+    ctx = file.ctx(a.ctx_id, "CS")
+    kmd.service()
+    if ctx.guilty:
+        raise _guilty("CS", ctx)
+    if kmd.wedged:
+        raise KmdError(errno.EIO, f"CS: {kmd.wedged}")
+    if not isinstance(a.chunks, (list, tuple)):
+        raise KmdError(errno.EINVAL, f"CS: chunks must be a list, not {type(a.chunks).__name__}")
+    ibs: list[tuple[int, int]] = []
+    ib_bos = set()
+    user_fence = None
+    uf_bo = None
+    for i, ch in enumerate(a.chunks):
+        who = f"CS: chunk {i}"
+        if isinstance(ch, CsChunkIb):
+            n = _int(who, "size_dw", ch.size_dw, 1, MAX_IB_DW)
+            if ch.handle:
+                bo = file.bo(ch.handle, who)
+                off = _int(who, "offset", ch.offset, 0)
+                if off & 3:
+                    raise KmdError(errno.EINVAL, f"{who}: offset must be dword aligned, not {off:#x}")
+                if off + 4 * n > bo.size:
+                    raise KmdError(errno.EINVAL, f"{who}: IB at offset {off:#x}+{4 * n:#x} runs past the "
+                                   f"end of BO {ch.handle} ({bo.size:#x} bytes)")
+                addr = bo.gpu_addr + off
+                ib_bos.add(bo)
+            elif ch.gpu_addr is not None:
+                addr = _int(who, "gpu_addr", ch.gpu_addr, 0, (1 << 48) - 1)
+                if addr & 3:
+                    raise KmdError(errno.EINVAL, f"{who}: gpu_addr must be dword aligned, not {addr:#x}")
+            else:
+                raise KmdError(errno.EINVAL, f"{who}: an IB chunk needs a BO handle or a gpu_addr")
+            ibs.append((addr, n))
+        elif isinstance(ch, CsChunkFence):
+            if user_fence is not None:
+                raise KmdError(errno.EINVAL, f"{who}: only one fence chunk per CS")
+            uf_bo = file.bo(ch.handle, who)
+            off = _int(who, "offset", ch.offset, 0)
+            if off & 3 or off + 4 > uf_bo.size:
+                raise KmdError(errno.EINVAL, f"{who}: user fence offset {off:#x} must be dword aligned "
+                               f"and inside BO {ch.handle} ({uf_bo.size:#x} bytes)")
+            user_fence = uf_bo.gpu_addr + off
+        else:
+            raise KmdError(errno.EINVAL, f"{who} is a {type(ch).__name__}, not a CsChunkIb or CsChunkFence")
+    if not ibs:
+        raise KmdError(errno.EINVAL, "CS: no IB chunk")
+    if len(ibs) > kmd.params.max_ib_chunks:
+        raise KmdError(errno.EINVAL, f"CS: {len(ibs)} IB chunks, at most {kmd.params.max_ib_chunks} allowed")
+    if kmd.params.cs_check:
+        try:
+            checked = kmd.checker.check(ctx, ibs)
+        except KmdError:
+            kmd.stats["cs_rejected"] += 1
+            raise
+        bos = checked.bos
+    else:
+        bos = ib_bos | {b for b in (kmd.bo.lookup(addr) for addr, _ in ibs) if b is not None}
+    if uf_bo is not None:
+        bos.add(uf_bo)
+    job = Job(ctx, ctx.next_seq(), ibs, user_fence, bos)
+    for bo in bos:
+        bo.busy_jobs += 1
+    kmd.stats["cs"] += 1
+    kmd.sched.push_job(job)
+    return uapi.CsOut(job.seq)
+
+
+@ioctl_def(Request.WAIT_CS)
+def wait_cs(kmd: "Kmd", file: "File", a: uapi.WaitCsArgs) -> uapi.WaitCsOut:
+    ctx = file.ctx(a.ctx_id, "WAIT_CS")
+    seq = _int("WAIT_CS", "seq", a.seq, 0, SEQ_MASK)
+    timeout = _int("WAIT_CS", "timeout", a.timeout, 0)
+    if ctx.guilty:
+        raise _guilty("WAIT_CS", ctx)
+    if not ctx.submitted_seq(seq):
+        last = f"last is {ctx.last_seq:#x}" if ctx.submitted else "nothing submitted yet"
+        raise KmdError(errno.EINVAL, f"WAIT_CS: context {ctx.id} never submitted seqno {seq:#x} ({last})")
+    job = ctx.jobs.get(seq)
+    if job is None:
+        return uapi.WaitCsOut(False)
+    done = kmd.wait_for(lambda: job.finished, timeout)
+    if job.error is not None:
+        e = job.error
+        raise KmdError(e.errno, f"WAIT_CS: {e.message}", e.info)
+    if ctx.guilty:
+        raise _guilty("WAIT_CS", ctx)
+    if not done:
+        if timeout == 0:
+            return uapi.WaitCsOut(True)
+        raise KmdError(errno.ETIME, f"WAIT_CS: seqno {seq:#x} of context {ctx.id} not signalled "
+                       f"after {timeout} cycles")
+    return uapi.WaitCsOut(False)
+
+
+# ------------------------------------------------------------------------------ INFO
+
+@ioctl_def(Request.INFO)
+def info(kmd: "Kmd", file: "File", a: uapi.InfoArgs) -> Any:
+    q = a.query
+    i = kmd.info
+    if q == InfoQuery.FW_VERSION:
+        return uapi.FwVersionInfo(uapi.KMD_NAME, uapi.KMD_VERSION, i.version)
+    if q == InfoQuery.DEV_INFO:
+        from spec import packets
+        return uapi.DevInfo(
+            backend=kmd.dev.name, hw_version=i.version, bus_bytes=i.bus_bytes, addr_bits=i.addr_bits,
+            ib_levels=i.ib_levels, has_dma=i.has_dma, has_ih=i.has_ih, ring_size_dw=kmd.ring.size_dw,
+            ib_align_dw=kmd.params.ib_align_dw, max_ib_dw=MAX_IB_DW,
+            packets=tuple(p.name for p in packets.PACKETS))
+    if q == InfoQuery.MEMORY:
+        def heap(d: Domain) -> uapi.HeapInfo:
+            h = kmd.bo.heaps[d]
+            return uapi.HeapInfo(h.base, h.size, h.used, h.largest_free)
+        return uapi.MemoryInfo(heap(Domain.VRAM), heap(Domain.GTT))
+    if q == InfoQuery.COUNTERS:
+        kmd.service()
+        c = kmd.counters()
+        return uapi.Counters(c["hw"], c["packets"], kmd.kmd_stats())
+    raise KmdError(errno.EINVAL, f"INFO: unknown query {q!r} (known: "
+                   f"{', '.join(f'{x.name} ({x.value:#x})' for x in InfoQuery)})")
+

@@ -1,0 +1,506 @@
+"""The driver instance for one device (amdgpu_device): bring-up, interrupts, waits, reset.
+
+`bind(dev)` probes the device, carves its memory into heaps, allocates the kernel's
+own buffers (write-back page, ring, IH ring), brings the hardware up (soft reset, ring,
+IH, interrupts) and runs amdgpu's self-tests: the ring test (a WRITE_DATA from the ring)
+and the IB test (an IB and a fence, signalled through the interrupt path).
+
+Waiting is amdgpu's: check fence memory (cheap); sleep on the interrupt for at most the
+fallback period; run the IH handler when it fires, else poll fences and STATUS (the
+fallback timer, which also catches a lost CP_ERROR interrupt); give up at the deadline.
+All times are simulated cycles (`Device.now()`), so runs are repeatable.
+
+Errors: a CP_ERROR entry (or STATUS.ERROR found by polling) is decoded into a message,
+the job at the CP's read pointer is guilty, and `gpu_recover` runs drm_sched's
+stop -> reset -> resubmit -> start. A job with no progress for `job_timeout` cycles
+goes the same way through `timedout_job`.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from dataclasses import dataclass, fields
+from enum import IntEnum
+
+from spec import packets, pm4
+
+from . import regs
+from .bo import PAGE, BoManager
+from .cp_error import CpErrorState
+from .cs_checker import CsChecker, find_unsatisfied_wait
+from .ctx import Context
+from .device import Device
+from .fence import Fence, FenceDriver
+from .file import File
+from .ih import IhRing
+from .log import get_logger
+from .mmio import Mmio
+from .ring import Ring, as_u32
+from .scheduler import Job, Scheduler
+from .uapi import Domain, HwErrorInfo, KmdError, ResetStatus
+
+log = get_logger("kmd")
+
+IB_TEST_MAGIC = 0xC0FFEE01
+MAX_IB_DW = (1 << packets.INDIRECT_BUFFER.field("IB_SIZE").width) - 1
+_INT_EVENTS = regs.INT_STATUS.EOP.mask | regs.INT_STATUS.CP_ERROR.mask | regs.INT_STATUS.IH_OVERFLOW.mask
+
+
+@dataclass
+class KmdParams:
+    """Driver parameters, like amdgpu's module parameters (`bind(dev, job_timeout=...)`)."""
+
+    ring_log2_dw: int = 12  # 4096-dword ring
+    ih_log2_entries: int = 8  # 256 IH entries
+    ib_align_dw: int = 8  # ring commits are padded to this; UMDs pad IBs to it too
+    initial_seq: int = 1  # first fence seqno (ring and contexts): 2**32 - 500 tests the wrap
+    job_timeout: int = 500_000  # cycles without progress before timedout_job
+    fallback_poll: int = 20_000  # cycles between fence/STATUS polls while waiting
+    hw_timeout: int = 20_000  # ring test, IB test, soft reset
+    cs_check: bool = True  # the CS checker; off only to let bad streams reach the CP
+    ib_test: bool = True
+    vram_fraction: float = 0.5
+    max_ib_chunks: int = 4  # IB chunks per CS
+
+    def __post_init__(self) -> None:
+        for name, lo, hi in (("ring_log2_dw", 6, 20), ("ih_log2_entries", 2, 16),
+                             ("ib_align_dw", 1, 256), ("initial_seq", 0, 0xFFFF_FFFF),
+                             ("job_timeout", 1, 1 << 62), ("fallback_poll", 1, 1 << 62),
+                             ("hw_timeout", 1, 1 << 62), ("max_ib_chunks", 1, 64)):
+            v = getattr(self, name)
+            if not isinstance(v, int) or not lo <= v <= hi:
+                raise ValueError(f"KMD parameter {name} must be an int in [{lo}, {hi}], not {v!r}")
+        if self.ib_align_dw & (self.ib_align_dw - 1):
+            raise ValueError(f"KMD parameter ib_align_dw must be a power of two, not {self.ib_align_dw}")
+        if not 0.0 < self.vram_fraction < 1.0:
+            raise ValueError(f"KMD parameter vram_fraction must be in (0, 1), not {self.vram_fraction!r}")
+
+
+class Wb(IntEnum):
+    """Dwords of the kernel's write-back page (amdgpu's adev->wb)."""
+
+    RING_RPTR = 0  # the CP writes RB_RPTR here
+    IH_WPTR = 1  # the IH writer writes IH_WPTR here
+    FENCE = 2  # the ring's fence memory
+    SCRATCH = 3  # ring test
+    IB_TEST = 4  # IB test
+
+
+class Kmd:
+    def __init__(self, dev: Device, params: KmdParams | None = None):
+        self.dev = dev
+        self.params = p = params or KmdParams()
+        self.mmio = Mmio(dev)
+        self.info = self.mmio.probe()
+        self.stats = dict.fromkeys((
+            "ioctls", "ioctl_errors", "cs", "cs_rejected", "jobs_retired", "jobs_cancelled",
+            "interrupts", "spurious_interrupts", "fallback_polls", "resets", "job_timeouts",
+            "cp_errors"), 0)
+        mem = dev.mem
+        size = min(len(mem), 1 << self.info.addr_bits) if self.info.addr_bits else len(mem)
+        self.mem32 = as_u32(mem)
+        self.bo = BoManager(size, p.vram_fraction)
+        kbo = self.bo.create
+        self.wb_bo = kbo(PAGE, PAGE, Domain.GTT, 0, None, "wb", who="init")
+        self.wb32 = self.mem32[self.wb_bo.gpu_addr // 4: self.wb_bo.end // 4]
+        ring_bo = kbo(4 << p.ring_log2_dw, PAGE, Domain.GTT, 0, None, "ring", who="init")
+        self.ring = Ring(self, ring_bo.gpu_addr, p.ring_log2_dw, p.ib_align_dw, Wb.RING_RPTR, Wb.SCRATCH)
+        self.ih: IhRing | None = None
+        if self.info.has_ih:
+            ih_bo = kbo(32 << p.ih_log2_entries, PAGE, Domain.GTT, 0, None, "ih", who="init")
+            self.ih = IhRing(self, ih_bo.gpu_addr, p.ih_log2_entries, Wb.IH_WPTR)
+        self.ib_test_bo = kbo(PAGE, PAGE, Domain.GTT, 0, None, "ib test", who="init")
+        self.fence_drv = FenceDriver(self.wb32, Wb.FENCE, self.wb_addr(Wb.FENCE), p.initial_seq,
+                                     dev.now, self._fence_signalled)
+        self.sched = Scheduler(self, p.job_timeout)
+        self.checker = CsChecker(self.bo, self.mem32, self.info.ib_levels, self.info.has_dma)
+        self.files: dict[int, File] = {}
+        self.next_fd = 3
+        self.contexts: dict[int, Context] = {}
+        self.next_ctx_id = 1
+        self.reset_pending: tuple[str, CpErrorState | None] | None = None
+        self.wedged: str | None = None
+        self.in_recovery = False
+        self.trace_hooks: list = []  # callables taking an ioctl.IoctlRecord
+        self.hw_init()
+
+    # ------------------------------------------------------------------ helpers
+
+    def wb_addr(self, slot: int) -> int:
+        return self.wb_bo.gpu_addr + 4 * slot
+
+    @property
+    def fence_addr(self) -> int:
+        return self.wb_addr(Wb.FENCE)
+
+    @property
+    def name(self) -> str:
+        return self.dev.name
+
+    # ------------------------------------------------------------------ bring-up
+
+    def hw_init(self) -> None:
+        """Soft reset, program ring and IH, enable interrupts, self-test."""
+        i = self.info
+        log.info("probe: %s, register interface %d.%d.%d, %d-bit bus, %d address bits, %d IB levels%s%s",
+                 self.dev.name, *i.version, 8 * i.bus_bytes, i.addr_bits, i.ib_levels,
+                 ", DMA" if i.has_dma else "", ", IH" if i.has_ih else ", no IH ring (polling INT_STATUS)")
+        self._soft_reset()
+        self.mmio.write_fields(regs.CONTROL, PERF_CLEAR=1)
+        self._hw_reinit()
+        if self.params.ib_test:
+            self.test_ib()
+        v, g = self.bo.heaps[Domain.VRAM], self.bo.heaps[Domain.GTT]
+        log.info("ready: VRAM [%#x, %#x), GTT [%#x, %#x), ring %d dwords, first seqno %#010x",
+                 v.base, v.base + v.size, g.base, g.base + g.size, self.ring.size_dw,
+                 self.params.initial_seq)
+
+    def _soft_reset(self) -> None:
+        m = self.mmio
+        m.write(regs.INT_ENABLE, 0)
+        m.write_fields(regs.CONTROL, SOFT_RESET=1)
+        deadline = self.dev.now() + self.params.hw_timeout
+        while not regs.STATUS.IDLE.get(m.read(regs.STATUS)):
+            if self.dev.now() >= deadline:
+                raise KmdError(errno.EIO, f"soft reset: CP not idle after {self.params.hw_timeout} cycles "
+                               f"(STATUS {m.read(regs.STATUS):#x})")
+            self.dev.delay(8)
+
+    def _hw_reinit(self) -> None:
+        """Ring, IH and interrupts from a clean (just reset) CP; then the ring test."""
+        m = self.mmio
+        self.ring.init_hw()
+        if self.ih:
+            self.ih.init_hw()
+        m.write(regs.INT_STATUS, _INT_EVENTS)  # W1C: forget events from before the reset
+        if self.ih:
+            m.write_fields(regs.INT_ENABLE, IH_PENDING=1, IH_OVERFLOW=1)
+        else:
+            m.write_fields(regs.INT_ENABLE, EOP=1, CP_ERROR=1)
+        self.ring.test_ring(self.params.hw_timeout)
+
+    def test_ib(self) -> None:
+        """amdgpu's IB test: an IB writes a magic, a fence follows, the interrupt signals it."""
+        ib_addr = self.ib_test_bo.gpu_addr
+        dst = self.wb_addr(Wb.IB_TEST)
+        self.wb32[Wb.IB_TEST] = 0
+        ib = pm4.write_data(dst, [IB_TEST_MAGIC], wr_confirm=1)
+        ib += pm4.pad(-len(ib) % self.params.ib_align_dw)
+        self.mem32[ib_addr // 4: ib_addr // 4 + len(ib)] = ib
+        fence = Fence(self.fence_drv.next_seq())
+        self.ring.emit_ib(ib_addr, len(ib))
+        self.ring.emit_fence(self.fence_addr, fence.seq, interrupt=True)
+        self.fence_drv.track(fence)
+        self.ring.commit()
+        irqs = self.stats["interrupts"]
+        if not self.wait_for(lambda: fence.signalled, self.params.hw_timeout):
+            raise KmdError(errno.ETIMEDOUT, f"IB test failed: fence {fence.seq:#010x} not signalled after "
+                           f"{self.params.hw_timeout} cycles (fence memory {self.fence_drv.read():#010x})")
+        if int(self.wb32[Wb.IB_TEST]) != IB_TEST_MAGIC:
+            raise KmdError(errno.EIO, f"IB test failed: read {int(self.wb32[Wb.IB_TEST]):#010x}, "
+                           f"expected {IB_TEST_MAGIC:#010x}")
+        how = "interrupt" if self.stats["interrupts"] > irqs else "polling (no interrupt seen)"
+        log.info("IB test passed, fence %#010x signalled by %s", fence.seq, how)
+
+    # ------------------------------------------------------------------ files and contexts
+
+    def open(self) -> File:
+        f = File(self, self.next_fd)
+        self.files[f.fd] = f
+        self.next_fd += 1
+        return f
+
+    def ctx_alloc(self, file: File) -> Context:
+        ctx = Context(self.next_ctx_id, file, self.params.initial_seq)
+        self.next_ctx_id += 1
+        self.contexts[ctx.id] = ctx
+        file.contexts[ctx.id] = ctx
+        return ctx
+
+    def ctx_free(self, ctx: Context) -> None:
+        """Queued and running jobs still complete (their BOs stay alive until then)."""
+        ctx.freed = True
+        ctx.file.contexts.pop(ctx.id, None)
+        self.contexts.pop(ctx.id, None)
+
+    def file_closed(self, file: File) -> None:
+        for ctx in list(file.contexts.values()):
+            self.ctx_free(ctx)
+        leaked = list(file.handles.values())
+        if leaked:
+            log.debug("fd %d closed with %d BO(s) open: %s", file.fd, len(leaked), leaked)
+        for bo in leaked:
+            self.bo_close(bo)
+        file.handles.clear()
+        self.files.pop(file.fd, None)
+
+    def bo_close(self, bo) -> None:
+        bo.closed = True
+        if not bo.busy:
+            self.bo.free(bo)
+
+    def live_bos(self, file: File | None = None) -> list:
+        """User BOs still allocated (all, or one File's): for leak reports."""
+        return [b for b in self.bo.live if b.owner is not None and (file is None or b.owner is file)]
+
+    # ------------------------------------------------------------------ job completion
+
+    def _fence_signalled(self, fence: Fence) -> None:
+        self.sched.fence_signalled(fence)
+
+    def job_retired(self, job: Job) -> None:
+        if job.error is not None:
+            self.stats["jobs_cancelled"] += 1
+        else:
+            self.stats["jobs_retired"] += 1
+        for bo in job.bos:
+            bo.busy_jobs -= 1
+            if bo.closed and not bo.busy:
+                self.bo.free(bo)
+
+    # ------------------------------------------------------------------ interrupts
+
+    def irq_handler(self) -> None:
+        self.stats["interrupts"] += 1
+        n = self.ih.process() if self.ih else 0
+        if n == 0:
+            self._check_int_status()
+
+    def _check_int_status(self) -> None:
+        """The line is high but the IH ring had nothing: an overflow, or no IH ring at all."""
+        m = self.mmio
+        st = m.read(regs.INT_STATUS)
+        events = st & _INT_EVENTS
+        if events:
+            m.write(regs.INT_STATUS, events)
+        if regs.INT_STATUS.IH_OVERFLOW.get(st):
+            log.warning("IH ring overflowed: entries were dropped; polling fences and STATUS")
+        if events:
+            self.fence_drv.process()
+            if self.ih is None or regs.INT_STATUS.IH_OVERFLOW.get(st) or regs.INT_STATUS.CP_ERROR.get(st):
+                self._check_status()
+        else:
+            self.stats["spurious_interrupts"] += 1
+            self.dev.delay(16)  # let time pass, or a line that stays high would spin us
+
+    def _check_status(self) -> None:
+        if self.reset_pending is None and regs.STATUS.ERROR.get(self.mmio.read(regs.STATUS)):
+            self._cp_error(self.read_cp_error())
+
+    def read_cp_error(self) -> CpErrorState:
+        m = self.mmio
+        return CpErrorState.from_regs(m.read(regs.CP_ERROR), m.read64(regs.CP_ERROR_ADDR_LO, regs.CP_ERROR_ADDR_HI),
+                                      m.read(regs.CP_ERROR_OFFSET))
+
+    # IH source handlers (kmd_model/ih.py)
+    def on_eop(self, entry: dict) -> None:
+        self.fence_drv.process()
+
+    def on_cp_error_entry(self, entry: dict) -> None:
+        self._cp_error(CpErrorState.from_regs(entry["DATA0"], entry["DATA1"] | entry["DATA2"] << 32,
+                                              entry["DATA3"]))
+
+    def _cp_error(self, state: CpErrorState) -> None:
+        self.stats["cp_errors"] += 1
+        if self.reset_pending is None:  # recovery runs once the handler is done with the IH ring
+            self.reset_pending = ("cp_error", state)
+
+    def fallback_poll(self) -> None:
+        """amdgpu's fence fallback timer: a lost interrupt only costs time."""
+        self.stats["fallback_polls"] += 1
+        if self.fence_drv.pending and self.fence_drv.process():
+            log.debug("fallback poll signalled fences (interrupt late or lost)")
+        if self.sched.pending or self.fence_drv.pending:
+            self._check_status()
+
+    # ------------------------------------------------------------------ waiting
+
+    def service(self) -> None:
+        """Fold in whatever the hardware did: fences, interrupts, a pending reset, timeouts;
+        then feed the ring. Every ioctl that depends on GPU state calls this first."""
+        if self.dev.irq_level():
+            self.irq_handler()
+        elif self.fence_drv.pending:
+            self.fence_drv.process()
+        if self.reset_pending is not None:
+            self._recover_pending()
+        elif self.sched.timed_out(self.dev.now()):
+            self.timedout_job()
+        if self.sched.queue:
+            self.sched.kick()
+
+    def wait_for(self, done, timeout: int) -> bool:
+        """Wait until `done()` or `timeout` cycles pass; interrupts, fallback polls, resets
+        and timeouts are handled on the way."""
+        dev = self.dev
+        deadline = dev.now() + timeout
+        while True:
+            self.service()
+            if done():
+                return True
+            now = dev.now()
+            if now >= deadline:
+                return False
+            step = min(deadline - now, self.params.fallback_poll)
+            t = self.sched.next_timeout(now)
+            if t is not None:
+                step = max(1, min(step, t))
+            if dev.wait_irq(step):
+                self.irq_handler()
+            else:
+                self.fallback_poll()
+
+    # ------------------------------------------------------------------ errors and recovery
+
+    def _recover_pending(self) -> None:
+        kind, state = self.reset_pending  # type: ignore[misc]
+        assert state is not None
+        rptr = self.mmio.read(regs.RB_RPTR)
+        guilty = self.sched.job_at_ring(rptr) or self.sched.head_job()
+        info = self.describe_error(state, guilty)
+        log.error("CP error: %s", info.message)
+        self.gpu_recover(guilty, info)
+
+    def describe_error(self, state: CpErrorState, guilty: Job | None) -> HwErrorInfo:
+        owner = f"context {guilty.ctx.id}" if guilty else "kernel"
+        msg = f"{state.what(self.info.ib_levels)} at {state.where()}, {owner}"
+        return HwErrorInfo(code=state.code_name, level=state.level_name, opcode=state.opcode,
+                           opcode_name=state.opcode_name, offset=4 * state.offset_dw, addr=state.addr,
+                           seq=guilty.seq if guilty else 0, ctx_id=guilty.ctx.id if guilty else 0,
+                           message=msg)
+
+    def timedout_job(self) -> None:
+        """drm_sched's timedout_job: the head job made no progress for job_timeout cycles."""
+        job = self.sched.head_job()
+        if job is None:
+            return
+        st = self.mmio.read(regs.STATUS)
+        if regs.STATUS.ERROR.get(st):  # stopped by an error whose interrupt we never saw
+            self._cp_error(self.read_cp_error())
+            self._recover_pending()
+            return
+        self.stats["job_timeouts"] += 1
+        waited = self.dev.now() - self.sched.progress_at
+        stuck = find_unsatisfied_wait(self.mem32, job.ibs, self.info.ib_levels)
+        if stuck:
+            doing = f"stuck in {stuck}"
+        elif regs.STATUS.WAITING.get(st):
+            doing = "CP polling in a WAIT_REG_MEM"
+        else:
+            doing = f"CP busy at {regs.IbLevel(regs.STATUS.LEVEL.get(st)).name} (STATUS {st:#x})"
+        msg = f"job {job.seq:#x} timed out after {waited} cycles, {doing}, context {job.ctx.id}"
+        info = HwErrorInfo(code="TIMEOUT", level=regs.IbLevel(regs.STATUS.LEVEL.get(st)).name,
+                           opcode=packets.WAIT_REG_MEM.opcode if stuck or regs.STATUS.WAITING.get(st) else 0,
+                           opcode_name="WAIT_REG_MEM" if stuck or regs.STATUS.WAITING.get(st) else None,
+                           offset=0, addr=0, seq=job.seq, ctx_id=job.ctx.id, message=msg)
+        log.error("timeout: %s", msg)
+        self.gpu_recover(job, info)
+
+    def gpu_recover(self, guilty: Job | None, info: HwErrorInfo) -> None:
+        """stop -> reset -> drop the guilty context's jobs -> resubmit the rest -> start."""
+        self.stats["resets"] += 1
+        self.reset_pending = None
+        self.in_recovery = True
+        sched = self.sched
+        try:
+            sched.stop()
+            self._soft_reset()
+            self.fence_drv.process()  # work that finished before the error stays finished
+            if guilty is not None and not guilty.finished:
+                ctx = guilty.ctx
+                ctx.guilty = info
+                ctx.reset_status = ResetStatus.GUILTY
+                dropped = sched.drop_context(ctx, KmdError(errno.ECANCELED, info.message, info))
+                log.warning("context %d is guilty: %d job(s) cancelled", ctx.id, len(dropped))
+            for job in (*sched.pending, *sched.queue):
+                if job.ctx.reset_status == ResetStatus.NO_RESET:
+                    job.ctx.reset_status = ResetStatus.INNOCENT
+            for ctx in self.contexts.values():
+                ctx.resets += 1
+            # nothing will ever write the hardware fences of the lost ring contents
+            self.fence_drv.pending.clear()
+            self.fence_drv.force_completion()
+            self._hw_reinit()
+            redo = sched.resubmit_and_start()
+            log.warning("GPU reset done: %d job(s) resubmitted", len(redo))
+        except KmdError as e:
+            self.wedged = f"GPU reset failed: {e.message}"
+            log.critical(self.wedged)
+            sched.cancel_all(KmdError(errno.EIO, self.wedged))
+            raise
+        finally:
+            self.in_recovery = False
+
+    # ------------------------------------------------------------------ INFO
+
+    def counters(self) -> dict:
+        """The hardware's performance counters, read over MMIO."""
+        m = self.mmio
+        hw = {
+            "busy_cycles": m.read(regs.PERF_BUSY_CYCLES),
+            "stall_cycles": m.read(regs.PERF_STALL_CYCLES),
+            "dwords_fetched": m.read(regs.PERF_DWORDS_FETCHED),
+            "dma_bytes_read": m.read(regs.PERF_DMA_BYTES_READ),
+            "dma_bytes_written": m.read(regs.PERF_DMA_BYTES_WRITTEN),
+            "dma_busy_cycles": m.read(regs.PERF_DMA_BUSY_CYCLES),
+            "timestamp": m.read64(regs.TIMESTAMP_LO, regs.TIMESTAMP_HI),
+        }
+        pk = {p.name: m.read(regs.PERF_PACKETS, p.index)
+              for p in packets.PACKETS if p.index < regs.PERF_PACKETS.ARRAY_LEN}
+        return {"hw": hw, "packets": pk}
+
+    def kmd_stats(self) -> dict:
+        s = dict(self.stats)
+        s.update(
+            doorbells=self.ring.doorbells, ring_dwords=self.ring.dwords_written,
+            ih_entries=self.ih.entries if self.ih else 0,
+            ih_by_source=dict(self.ih.by_source) if self.ih else {},
+            fences_emitted=self.fence_drv.emitted, fences_signalled=self.fence_drv.signalled,
+            last_fence=self.fence_drv.last_seq, live_bos=len(self.live_bos()),
+            kernel_bos=len(self.bo.live_bos(None)), files=len(self.files), contexts=len(self.contexts),
+        )
+        return s
+
+
+def params_from(kw: dict) -> KmdParams:
+    names = {f.name for f in fields(KmdParams)}
+    bad = sorted(set(kw) - names)
+    if bad:
+        raise TypeError(f"unknown KMD parameter(s) {', '.join(bad)}; known: {', '.join(sorted(names))}")
+    return KmdParams(**kw)
+
+
+# The bound device, as a render node exists once a driver has bound a GPU.
+_bound: Kmd | None = None
+
+
+def bind(dev: Device, params: KmdParams | None = None, **kw) -> Kmd:
+    """Probe and initialise `dev`; later `open_render_node()` calls open this device.
+    Keyword arguments are KmdParams fields: `bind(dev, initial_seq=2**32 - 500)`."""
+    global _bound
+    if params is not None and kw:
+        raise TypeError("bind: give either params or keyword parameters, not both")
+    kmd = Kmd(dev, params or params_from(kw))
+    _bound = kmd
+    return kmd
+
+
+def unbind() -> None:
+    global _bound
+    if _bound is not None:
+        for f in list(_bound.files.values()):
+            f.close()
+    _bound = None
+
+
+def bound() -> Kmd:
+    if _bound is None:
+        raise KmdError(errno.ENODEV, "no device bound: call kmd_model.bind(dev) first")
+    return _bound
+
+
+def open_render_node() -> File:
+    """Open the bound device, as opening /dev/dri/renderD128 does."""
+    return bound().open()
+

@@ -1,0 +1,51 @@
+"""What the UMD raises. Argument mistakes are ValueError / TypeError with a message naming
+the call and the argument (checked before anything reaches the KMD); failures of the
+device are the classes below."""
+
+from __future__ import annotations
+
+from kmd_model.uapi import HwErrorInfo
+
+
+class UmdError(RuntimeError):
+    """Base of the UMD's runtime errors."""
+
+
+class GpuError(UmdError):
+    """The GPU stopped on this queue's work (a CP error or a hang the KMD reset).
+
+    The message names what the hardware reported: "illegal opcode 0x7b at IB+0x40
+    (0x201040), context 3", plus the API call that recorded the packet when the UMD still
+    knows it. Attributes: `info` (the KMD's decoded error: code, level, opcode,
+    opcode_name, offset, addr, ctx_id, seq), `command` (e.g. "Queue.emit_raw() #3") or None.
+    """
+
+    def __init__(self, info: HwErrorInfo, command: str | None = None):
+        self.info = info
+        self.command = command
+        self.code = info.code
+        self.opcode = info.opcode
+        self.opcode_name = info.opcode_name
+        self.ib_offset = info.offset
+        self.context = info.ctx_id
+        msg = f"GPU error: {info.message}"
+        if command:
+            msg += f" (recorded by {command})"
+        super().__init__(msg)
+
+
+class GpuTimeout(UmdError, TimeoutError):
+    """A wait ran out of (simulated) time before the GPU got there."""
+
+
+class SubmitError(UmdError):
+    """The KMD refused a submission (the CS checker, or bad arguments): `errno` and the
+    KMD's message, which names the packet, its offset and the address."""
+
+    def __init__(self, errno_: int, message: str):
+        self.errno = errno_
+        super().__init__(message)
+
+
+class DeviceLost(UmdError):
+    """The device could not be recovered (a failed reset)."""

@@ -1,0 +1,63 @@
+"""The winsys: thin wrappers over the KMD's ioctls (Mesa's amdgpu winsys + libdrm_amdgpu).
+
+Everything the UMD asks of the kernel goes through here, as one `File.ioctl` call each;
+the UMD never touches MMIO or the Device. `ioctls` counts the calls, so batching can be
+measured from the UMD side too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kmd_model
+from kmd_model import uapi
+from kmd_model.uapi import Request
+
+
+class Winsys:
+    def __init__(self, file: Any = None):
+        self.file = file if file is not None else kmd_model.open_render_node()
+        self.ioctls = 0
+
+    def ioctl(self, request: Request, args: Any) -> Any:
+        self.ioctls += 1
+        return self.file.ioctl(request, args)
+
+    # -- GEM
+    def gem_create(self, size: int, domain: int, alignment: int = 0, flags: int = 0) -> uapi.GemCreateOut:
+        return self.ioctl(Request.GEM_CREATE, uapi.GemCreateArgs(size, alignment, domain, flags))
+
+    def gem_close(self, handle: int) -> None:
+        self.ioctl(Request.GEM_CLOSE, uapi.GemCloseArgs(handle))
+
+    def gem_mmap(self, handle: int) -> uapi.GemMmapOut:
+        return self.ioctl(Request.GEM_MMAP, uapi.GemMmapArgs(handle))
+
+    def gem_wait_idle(self, handle: int, timeout: int) -> bool:
+        """True when the BO is idle."""
+        return not self.ioctl(Request.GEM_WAIT_IDLE, uapi.GemWaitIdleArgs(handle, timeout)).busy
+
+    # -- contexts
+    def ctx_alloc(self) -> int:
+        return self.ioctl(Request.CTX, uapi.CtxArgs(uapi.CtxOp.ALLOC)).ctx_id
+
+    def ctx_free(self, ctx_id: int) -> None:
+        self.ioctl(Request.CTX, uapi.CtxArgs(uapi.CtxOp.FREE, ctx_id))
+
+    def ctx_query(self, ctx_id: int) -> uapi.CtxOut:
+        return self.ioctl(Request.CTX, uapi.CtxArgs(uapi.CtxOp.QUERY_STATE, ctx_id))
+
+    # -- submission
+    def cs_submit(self, ctx_id: int, chunks: list) -> int:
+        return self.ioctl(Request.CS, uapi.CsArgs(ctx_id, chunks)).seq
+
+    def wait_cs(self, ctx_id: int, seq: int, timeout: int) -> bool:
+        """True when signalled; raises KmdError ETIME when a wait with timeout > 0 expires."""
+        return not self.ioctl(Request.WAIT_CS, uapi.WaitCsArgs(ctx_id, seq, timeout)).busy
+
+    # -- INFO
+    def query(self, query: uapi.InfoQuery) -> Any:
+        return self.ioctl(Request.INFO, uapi.InfoArgs(query))
+
+    def close(self) -> None:
+        self.file.close()
