@@ -18,6 +18,7 @@ use: `python -m testbench.memory` writes its Verilog rendering into axi_checker.
 
 from __future__ import annotations
 
+import logging
 import os
 import string
 import tempfile
@@ -74,7 +75,10 @@ class SharedMemory:
         return self.view[addr:addr + n].tobytes()
 
     def write(self, addr: int, data: bytes | bytearray | memoryview | np.ndarray) -> None:
-        buf = np.frombuffer(bytes(data), dtype=np.uint8) if not isinstance(data, np.ndarray) else data.view(np.uint8).ravel()
+        if isinstance(data, np.ndarray):
+            buf = np.ascontiguousarray(data).view(np.uint8).ravel()
+        else:
+            buf = np.frombuffer(bytes(data), dtype=np.uint8)
         self._check(addr, len(buf))
         self.view[addr:addr + len(buf)] = buf
 
@@ -333,7 +337,7 @@ class ProtocolChecker:
         self.prefix = prefix
         self.fail = fail
         self.violations: list[ProtocolViolation] = []
-        self.log = cocotb.log.getChild(name) if hasattr(cocotb, "log") else __import__("logging").getLogger(name)
+        self.log = logging.getLogger(f"cocotb.{name}")
         self._task = cocotb.start_soon(self._watch())
 
     def _sig(self, name: str) -> Any:

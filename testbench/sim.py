@@ -238,8 +238,13 @@ def _parse_results(xml: Path, log: Path) -> Results:
 
 def run(design: Design, sim: str, test_module: str, testcase: str | Sequence[str] | None = None,
         extra_env: Mapping[str, str] | None = None, plusargs: Sequence[str] = (),
-        seed: int | None = None, waves: bool = False, tag: str = "run") -> Results:
-    """Run cocotb test(s) from `test_module` on a cached build; never raises on test failure."""
+        seed: int | None = None, waves: bool = False, tag: str = "run",
+        console: bool = False) -> Results:
+    """Run cocotb test(s) from `test_module` on a cached build; never raises on test failure.
+
+    The simulator's output goes to a log file in the run folder, or with `console` to
+    this process's stdout (for demos, whose output is the point).
+    """
     build_dir = build(design, sim, waves=waves)
     from cocotb_tools.runner import get_runner
 
@@ -274,7 +279,7 @@ def run(design: Design, sim: str, test_module: str, testcase: str | Sequence[str
             build_dir=build_dir,
             test_dir=test_dir,
             results_xml=str(xml),
-            log_file=log,
+            log_file=None if console else log,
         )
     except SystemExit:
         pass  # the runner exits on simulator failure; the results file tells us what happened

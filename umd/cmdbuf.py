@@ -1,0 +1,123 @@
+"""Command buffers: a growable command stream made of IBs chained together (radv's way).
+
+Packets go into the current IB, kept as a Python list until the IB is closed. When the
+next packet would not fit (leaving room for the chain packet and the padding), the IB
+is closed: padded so that it ends on the alignment with an INDIRECT_BUFFER CHAIN
+packet, written to its BO, and a new IB is started. The chain packet's IB_SIZE is only
+known once the next IB is closed, so it is patched then (radv patches its chain
+packets the same way). `end()` pads the last IB and returns the first one, which is all
+a submission names: the CP follows the chain.
+
+    cb = CmdBuf(pool.get, ib_size_dw=1024, align_dw=8)
+    cb.emit(pm4.write_data(addr, [1, 2, 3]), "Queue.write() #1")
+    first = cb.end()            # (Ib, size_dw) of the first IB, or None when empty
+    ... submit ..., then cb.ibs are the IBs this stream used; cb.reset() starts anew.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from spec import pm4
+
+CHAIN_DW = len(pm4.indirect_buffer(0, 1))
+
+
+@dataclass(eq=False)
+class Ib:
+    """One IB: its memory (a UMD Buffer) and, once closed, its size and chain packet."""
+
+    buf: Any  # umd Buffer: gpu_addr, handle, u32
+    size_dw: int = 0
+    chain_at: int | None = None  # dword index of the CHAIN packet, if it chains
+
+    @property
+    def gpu_addr(self) -> int:
+        return self.buf.gpu_addr
+
+
+class CmdBuf:
+    def __init__(self, get_ib: Callable[[], Any], ib_size_dw: int = 1024, align_dw: int = 8):
+        if align_dw < 1 or align_dw & (align_dw - 1):
+            raise ValueError(f"CmdBuf: align_dw must be a power of two, not {align_dw!r}")
+        if ib_size_dw < 4 * (CHAIN_DW + align_dw) or ib_size_dw % align_dw:
+            raise ValueError(f"CmdBuf: ib_size_dw must be a multiple of {align_dw} and at least "
+                             f"{4 * (CHAIN_DW + align_dw)}, not {ib_size_dw!r}")
+        self.get_ib = get_ib
+        self.ib_size_dw = ib_size_dw
+        self.align_dw = align_dw
+        # room a packet may use in an IB that still has to take padding and a chain packet
+        self.max_packet_dw = ib_size_dw - CHAIN_DW - (align_dw - 1)
+        self.ibs: list[Ib] = []
+        self.cur: list[int] = []
+        self.labels: dict[int, str] = {}  # GPU address of a packet -> the call that recorded it
+        self._pending_labels: list[tuple[int, str]] = []  # (dword offset in cur, label)
+        self.commands = 0
+        self.chains = 0
+        self.reset()
+
+    def reset(self) -> None:
+        """Start a new stream (the IBs of the previous one belong to its submission now)."""
+        self.ibs = [Ib(self.get_ib())]
+        self.cur = []
+        self.labels = {}
+        self._pending_labels = []
+        self.commands = 0
+
+    @property
+    def dwords(self) -> int:
+        """Dwords recorded so far (closed IBs and the current one)."""
+        return sum(ib.size_dw for ib in self.ibs[:-1]) + len(self.cur)
+
+    def emit(self, dwords: list[int], label: str | None = None) -> None:
+        """Append one packet (or a few that must stay together)."""
+        n = len(dwords)
+        if n > self.max_packet_dw:
+            raise ValueError(f"CmdBuf: a {n}-dword packet does not fit an IB of {self.ib_size_dw} "
+                             f"dwords (at most {self.max_packet_dw})")
+        if len(self.cur) + n > self.max_packet_dw:
+            self._chain()
+        if label is not None:
+            self._pending_labels.append((len(self.cur), label))
+        self.cur.extend(dwords)
+
+    def command(self) -> None:
+        """Count one API-level command (the flush threshold counts these)."""
+        self.commands += 1
+
+    def _close(self, ib: Ib) -> None:
+        """Write the current dwords into `ib`, record labels, patch the previous chain."""
+        ib.size_dw = len(self.cur)
+        ib.buf.u32[:ib.size_dw] = self.cur
+        for off, label in self._pending_labels:
+            self.labels[ib.gpu_addr + 4 * off] = label
+        self._pending_labels = []
+        if len(self.ibs) >= 2 and ib is self.ibs[-1]:
+            prev = self.ibs[-2]
+            # now that this IB's size is known, the previous IB's CHAIN packet can name it
+            prev.buf.u32[prev.chain_at:prev.chain_at + CHAIN_DW] = \
+                pm4.indirect_buffer(ib.gpu_addr, ib.size_dw, chain=1)
+
+    def _chain(self) -> None:
+        nxt = Ib(self.get_ib())
+        self.cur += pm4.pad(-(len(self.cur) + CHAIN_DW) % self.align_dw)
+        cur = self.ibs[-1]
+        cur.chain_at = len(self.cur)
+        # IB_SIZE 0 until patched: if it were ever run unpatched, the CP stops with IB_SIZE_ZERO
+        self.cur += pm4.indirect_buffer(nxt.gpu_addr, 0, chain=1)
+        self._close(cur)
+        self.ibs.append(nxt)
+        self.cur = []
+        self.chains += 1
+
+    def end(self) -> Ib | None:
+        """Close the stream: pad the last IB, patch the last chain. Returns the first IB
+        (with its final size) to submit, or None when nothing was recorded."""
+        if not self.cur and len(self.ibs) == 1:
+            return None
+        if not self.cur:  # a chain packet cannot point at an empty IB
+            self.cur = pm4.pad(self.align_dw)
+        self.cur += pm4.pad(-len(self.cur) % self.align_dw)
+        self._close(self.ibs[-1])
+        return self.ibs[0]
