@@ -22,6 +22,11 @@ ROOT = "gpucosim"
 
 _configured_from: str | None = None
 
+# A library stays silent unless asked: without this, python would print our warnings
+# (GPU resets ...) through its last-resort handler. Programs that configure logging
+# themselves still get everything through propagation.
+logging.getLogger(ROOT).addHandler(logging.NullHandler())
+
 
 def get_logger(module: str) -> logging.Logger:
     """The logger of one driver module: `gpucosim.<module>`."""

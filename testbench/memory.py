@@ -22,6 +22,7 @@ import logging
 import os
 import string
 import tempfile
+import weakref
 from pathlib import Path
 from typing import Any, Iterable, Mapping, NamedTuple
 
@@ -36,6 +37,13 @@ CHANNELS = ("aw", "w", "b", "ar", "r")
 
 # ----------------------------------------------------------------------------- storage
 
+def _remove_file(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 class SharedMemory:
     """A file-backed byte array shared with the simulator's memory model.
 
@@ -43,6 +51,8 @@ class SharedMemory:
     directory; it is sparse, so a large memory costs only the pages touched. `view` is a
     numpy uint8 memmap over the whole file; writes through it are seen by the next bus
     read, and bus writes are seen by the view at once (both sides map it MAP_SHARED).
+    Keep a reference while the simulator uses it: a file this object created is
+    deleted when the object is closed or garbage-collected.
     """
 
     def __init__(self, size: int = DEFAULT_SIZE, path: str | os.PathLike | None = None):
@@ -56,8 +66,11 @@ class SharedMemory:
             os.close(fd)
             path = name
         self.path = Path(path)
+        # A file we created goes away with this object even if close() is never
+        # reached (a failing test): at garbage collection or interpreter exit.
+        self._remove = weakref.finalize(self, _remove_file, str(self.path)) if self._owned else None
         with open(self.path, "ab") as f:
-            f.truncate(size)
+            f.truncate(size)  # sparse; an existing file given by `path` is resized to `size`
         self.view: np.memmap = np.memmap(self.path, dtype=np.uint8, mode="r+", shape=(size,))
 
     # -- environment
@@ -103,8 +116,8 @@ class SharedMemory:
                     mm.close()
                 except BufferError:  # someone still holds a slice of the view
                     pass
-        if self._owned and self.path.exists():
-            self.path.unlink()
+        if self._remove is not None:
+            self._remove()
         if os.environ.get(MEM_ENV) == str(self.path):
             del os.environ[MEM_ENV]
 

@@ -28,13 +28,17 @@ Counters. Exact (they count events, not cycles): PERF_DWORDS_FETCHED, PERF_PACKE
 PERF_DMA_BYTES_READ/WRITTEN. Approximations (the model has no cycles):
 PERF_BUSY_CYCLES = model cycles with STATUS.IDLE = 0 (only WAIT_REG_MEM waits and a
 HALT with work pending take time here), PERF_STALL_CYCLES = cycles spent in WAIT_REG_MEM,
-PERF_DMA_BUSY_CYCLES = bus beats a DMA needed (ceil(bytes / bus bytes) per side, the
-larger side), although no time passes during it.
+PERF_DMA_BUSY_CYCLES = ceil(bytes / bus bytes) per DMA_DATA, although no time passes
+during it.
+
+`RefModel(trace=print)` reports every packet the CP starts, disassembled by spec.pm4
+("IB1+0x0010: WRITE_DATA  addr=0x00040000 data=[0x00000001]").
 """
 
 from __future__ import annotations
 
 import hashlib
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -48,6 +52,7 @@ from kmd_model.regfield import Register
 from kmd_model.regs import CpError, IbLevel
 from spec import ih as ih_spec
 from spec import packets as pk
+from spec import pm4
 
 __all__ = ["RefModel", "reg_addr", "snapshot", "mem_digest", "mem_diff", "diff_snapshots",
            "DEFAULT_MEM_SIZE", "DEFAULT_MMIO_CYCLES", "DMA_MAX_BYTES"]
@@ -144,6 +149,12 @@ def _slots() -> dict[int, _RegSlot]:
     return out
 
 
+# Registers whose value RefModel._sync caches for the CP.
+_CONFIG_REGS = frozenset({"CONTROL", "RB_CNTL", "RB_BASE_LO", "RB_BASE_HI", "RB_SIZE", "RB_RPTR_ADDR_LO",
+                          "RB_RPTR_ADDR_HI", "IH_CNTL", "IH_BASE_LO", "IH_BASE_HI", "IH_SIZE",
+                          "IH_WPTR_ADDR_LO", "IH_WPTR_ADDR_HI"})
+
+
 # ---------------------------------------------------------------------------- packet table, precomputed
 
 class _Fault(Exception):
@@ -156,6 +167,9 @@ class _Fault(Exception):
 @dataclass(frozen=True)
 class _Kind:
     defn: pk.PacketDef
+    opcode: int
+    index: int  # PERF_PACKETS index
+    fixed: int  # fixed payload dwords
     min_count: int
     max_count: int
     # (payload dword, lsb, max, supported values) of every closed-enum field: a value
@@ -166,7 +180,7 @@ class _Kind:
 def _kind(p: pk.PacketDef) -> _Kind:
     checks = tuple((f.dword, f.lsb, f.max, frozenset(e.value for e in f.enum if e.supported))
                    for f in p.fields if f.enum and not f.open_enum)
-    return _Kind(p, p.min_count, p.max_count, checks)
+    return _Kind(p, p.opcode, p.index, p.fixed, p.min_count, p.max_count, checks)
 
 
 def _fld(p: pk.PacketDef, name: str) -> tuple[int, int, int]:
@@ -184,6 +198,11 @@ def _addr(p: pk.PacketDef, value: str) -> tuple[int, int, int]:
 _HDR_TYPE = pk.HEADER.field("TYPE")
 _HDR_OPCODE = pk.HEADER.field("OPCODE")
 _HDR_COUNT = pk.HEADER.field("COUNT")
+# plain ints for the per-packet path
+_TYPE_LSB, _TYPE_MAX = _HDR_TYPE.lsb, _HDR_TYPE.max
+_OPCODE_LSB, _OPCODE_MAX = _HDR_OPCODE.lsb, _HDR_OPCODE.max
+_COUNT_LSB, _COUNT_MAX = _HDR_COUNT.lsb, _HDR_COUNT.max
+_TYPE2, _TYPE3 = pk.PACKET_TYPE2, pk.PACKET_TYPE3
 
 _WD = pk.WRITE_DATA
 _WD_ADDR = _addr(_WD, "addr")
@@ -195,7 +214,8 @@ _WRM_ADDR = _addr(_WRM, "addr")
 _WRM_FUNC, _WRM_REF, _WRM_MASK, _WRM_POLL = (_fld(_WRM, n) for n in ("FUNCTION", "REFERENCE", "MASK", "POLL_INTERVAL"))
 _RM = pk.RELEASE_MEM
 _RM_ADDR = _addr(_RM, "addr")
-_RM_INT, _RM_DATA_SEL, _RM_LO, _RM_HI, _RM_CTX = (_fld(_RM, n) for n in ("INT_SEL", "DATA_SEL", "DATA_LO", "DATA_HI", "INT_CTXID"))
+_RM_INT, _RM_DATA_SEL, _RM_LO, _RM_HI, _RM_CTX = (
+    _fld(_RM, n) for n in ("INT_SEL", "DATA_SEL", "DATA_LO", "DATA_HI", "INT_CTXID"))
 _RM_SEL = _RM.field("DATA_SEL").values
 _RM_DATA_BYTES = {_RM_SEL["NONE"]: 0, _RM_SEL["DATA_32"]: 4, _RM_SEL["DATA_64"]: 8, _RM_SEL["TIMESTAMP"]: 8}
 _DMA = pk.DMA_DATA
@@ -246,13 +266,15 @@ class RefModel(Device):
     ih: an IH ring writer is present (CAPS.IH); without one no IH entries are written.
     ib_levels: CAPS.IB_LEVELS. dma_max_bytes: BYTE_COUNT limit (DMA_BYTE_COUNT above it).
     mmio_cycles: model cycles one MMIO access costs.
+    trace: called with one line per packet the CP starts (see the module docstring).
     """
 
     name = "model"
 
     def __init__(self, mem_size: int = DEFAULT_MEM_SIZE, *, mem: np.ndarray | None = None,
                  data_width: int = 64, dma: bool = False, ih: bool = True, ib_levels: int = 2,
-                 dma_max_bytes: int = DMA_MAX_BYTES, mmio_cycles: int = DEFAULT_MMIO_CYCLES):
+                 dma_max_bytes: int = DMA_MAX_BYTES, mmio_cycles: int = DEFAULT_MMIO_CYCLES,
+                 trace: Callable[[str], None] | None = None):
         if mem is None:
             if not isinstance(mem_size, int) or mem_size <= 0 or mem_size % 32:
                 raise ValueError(f"memory size must be a positive multiple of 32 bytes, not {mem_size!r}")
@@ -263,8 +285,11 @@ class RefModel(Device):
             raise ValueError(f"data_width must be 32, 64, 128 or 256, not {data_width!r}")
         if not 1 <= ib_levels <= regs.CAPS.IB_LEVELS.get(M32):
             raise ValueError(f"ib_levels must be 1..{regs.CAPS.IB_LEVELS.get(M32)}, not {ib_levels!r}")
+        if sys.byteorder != "little":  # pragma: no cover
+            raise NotImplementedError("the reference model needs a little-endian host")
         self._mem = mem
         self._m32 = mem.view("<u4")
+        self._mv = memoryview(mem).cast("B").cast("I")  # Python ints without numpy scalars
         self._size = mem.size
         self.data_width = data_width
         self.has_dma = bool(dma)
@@ -272,6 +297,7 @@ class RefModel(Device):
         self.ib_levels = ib_levels
         self.dma_max_bytes = dma_max_bytes
         self.mmio_cycles = mmio_cycles
+        self.trace = trace
         self._bus_bytes = data_width // 8
         self._wb = self._wl = 0  # error window [wb, wl), empty
         self._wresp = OKAY
@@ -310,7 +336,6 @@ class RefModel(Device):
             "IH_RPTR", "IH_WPTR_ADDR_LO", "IH_WPTR_ADDR_HI", "IH_CNTL", "RB_BASE_LO", "RB_BASE_HI",
             "RB_SIZE", "RB_RPTR_ADDR_LO", "RB_RPTR_ADDR_HI", "RB_DOORBELL", "RB_CNTL")}
         self._t = 0
-        self._busy = self._stall = 0
         self._store = {off: s.reset for off, s in self._slots.items()}
         self._perf_clear()
         self._soft_reset()
@@ -441,13 +466,14 @@ class RefModel(Device):
             for f in regs.INT_FORCE.FIELDS:
                 if pulses & f.mask:
                     self._store[self._off["INT_STATUS"]] |= getattr(regs.INT_STATUS, f.name).mask
-        self._sync()
+        if name in _CONFIG_REGS:
+            self._sync()
         if s.swmod & bytemask:
             self._doorbell(new & s.swmod)
         self._run()
 
     def _sync(self) -> None:
-        """Cache the configuration registers the CP reads."""
+        """Cache the configuration registers the CP reads (_CONFIG_REGS)."""
         st, o = self._store, self._off
         self._halt = bool(regs.CONTROL.HALT.get(st[o["CONTROL"]]))
         cntl = st[o["RB_CNTL"]]
@@ -462,7 +488,6 @@ class RefModel(Device):
         self._ih_wptr_wb = bool(regs.IH_CNTL.WPTR_WB.get(ihc))
         self._ih_base = (st[o["IH_BASE_HI"]] << 32 | st[o["IH_BASE_LO"]]) & ~(ih_spec.ENTRY_BYTES - 1)
         self._ih_dwords = ih_spec.ENTRY_DWORDS << regs.IH_SIZE.LOG2_ENTRIES.get(st[o["IH_SIZE"]])
-        self._ih_rptr = st[o["IH_RPTR"]]
         self._ih_wptr_addr = (st[o["IH_WPTR_ADDR_HI"]] << 32 | st[o["IH_WPTR_ADDR_LO"]]) & ~3
 
     def _caps(self, i: int) -> int:
@@ -482,7 +507,7 @@ class RefModel(Device):
                 | s.WAITING.put(int(in_packet)) | s.LEVEL.put(len(self._frames)))
 
     def _int_pending(self, i: int) -> int:
-        return regs.INT_STATUS.IH_PENDING.put(int(self._ih_wptr != self._ih_rptr))
+        return regs.INT_STATUS.IH_PENDING.put(int(self._ih_wptr != self._store[self._off["IH_RPTR"]]))
 
     def _cp_error(self, i: int) -> int:
         c = regs.CP_ERROR
@@ -523,6 +548,9 @@ class RefModel(Device):
     def _advance(self, to: int, until_irq: bool = False) -> bool:
         """Let time pass up to `to`, polling a pending WAIT_REG_MEM on its grid. With
         `until_irq`, stop as soon as irq is high; returns the irq level."""
+        if self._wait is None:
+            self._account(to)
+            return self._irq()
         token = object()
         while self._wait is not None and self._wait.next_poll <= to:
             w = self._wait
@@ -596,8 +624,26 @@ class RefModel(Device):
             parts.append(m32[i:i + n])
         return (parts[0] if len(parts) == 1 else np.concatenate(parts)), OKAY, 0
 
+    def _span(self, base: int, mask: int | None, start: int, k: int) -> int:
+        """The byte address of dwords [start, start + k) of the ring or an IB when they
+        are contiguous in memory and read without an error (the fast path), else -1."""
+        if mask is None:
+            a = base + 4 * start
+        else:
+            i0 = start & mask
+            if k > mask + 1 - i0:
+                return -1
+            a = base + 4 * i0
+        e = a + 4 * k
+        return a if e <= self._size and (e <= self._wb or a >= self._wl) else -1
+
     def _read(self, base: int, mask: int | None, start: int, k: int) -> list[int]:
         """Payload dwords the parser consumes (counted in PERF_DWORDS_FETCHED)."""
+        a = self._span(base, mask, start, k)
+        if a >= 0:
+            self._fetched += k
+            i = a >> 2
+            return self._mv[i:i + k].tolist()
         words, resp, fa = self._fetch(base, mask, start, k)
         self._fetched += len(words)
         if resp:
@@ -615,7 +661,12 @@ class RefModel(Device):
         e = a + 4 * n
         i = a >> 2
         if e <= self._size and (e <= self._wb or a >= self._wl):
-            self._m32[i:i + n] = words
+            if n <= 8 and isinstance(words, list):
+                mv = self._mv
+                for k, w in enumerate(words):
+                    mv[i + k] = w
+            else:
+                self._m32[i:i + n] = words
             return
         j, resp = self._first_fault(a, n)
         if not resp:
@@ -666,7 +717,7 @@ class RefModel(Device):
         if not self._ih_enable:
             return
         wptr, size = self._ih_wptr, self._ih_dwords
-        if ((wptr - self._ih_rptr) & M32) >= size:
+        if ((wptr - self._store[self._off["IH_RPTR"]]) & M32) >= size:
             self._store[self._off["INT_STATUS"]] |= regs.INT_STATUS.IH_OVERFLOW.mask
             return
         ts = self._t & _TS_MASK
@@ -709,36 +760,47 @@ class RefModel(Device):
             _, resp = self._first_fault(ha, 1)
             if resp:
                 raise _Fault(_BUS_ERROR[resp], ha)
-        h = int(self._m32[ha >> 2])
+        h = self._mv[ha >> 2]
         self._fetched += 1
-        t = _HDR_TYPE.get(h)
-        if t != pk.PACKET_TYPE3:
-            if t != pk.PACKET_TYPE2:
+        t = (h >> _TYPE_LSB) & _TYPE_MAX
+        if t != _TYPE3:
+            if t != _TYPE2:
                 raise _Fault(CpError.ILLEGAL_OPCODE, ha)
+            if self.trace is not None:
+                self._trace(level, base, mask, pos, off, 1)
             self._packets[pk.NOP.index] += 1  # a type-2 filler counts as a NOP
             self._complete(level, 1)
             return
-        op = _HDR_OPCODE.get(h)
+        op = (h >> _OPCODE_LSB) & _OPCODE_MAX
         kind = self._kinds.get(op)
         if kind is None:
             raise _Fault(CpError.ILLEGAL_OPCODE, ha, op)
-        count = _HDR_COUNT.get(h)
+        count = (h >> _COUNT_LSB) & _COUNT_MAX
         if not kind.min_count <= count <= kind.max_count or count + 2 > avail:
             raise _Fault(CpError.BAD_COUNT, ha, op)
+        if self.trace is not None:
+            self._trace(level, base, mask, pos, off, count + 2)
         self._exec[op](kind, level, base, mask, pos, ha, count + 2)
+
+    def _trace(self, level: int, base: int, mask: int | None, pos: int, off: int, n: int) -> None:
+        words, _, _ = self._fetch(base, mask, pos, n)  # a faulting packet is shown cut short
+        where = IbLevel(level).name
+        self.trace(f"{where}+{4 * off:#06x}: {pm4.describe(pm4.decode(words.tolist(), 0))}")
 
     def _check_fields(self, kind: _Kind, p: list[int], ha: int) -> None:
         for dw, lsb, mx, ok in kind.checks:
             if (p[dw] >> lsb) & mx not in ok:
-                raise _Fault(CpError.UNSUPPORTED, ha, kind.defn.opcode)
+                raise _Fault(CpError.UNSUPPORTED, ha, kind.opcode)
 
     def _complete(self, level: int, n: int) -> None:
         """The packet of n dwords at the current position has finished executing."""
         if level:
-            self._frames[-1][2] += n
+            fr = self._frames[-1]
+            fr[2] += n
+            if fr[2] >= fr[1]:
+                self._retire()
         else:
             self._ring_advance(n)
-        self._retire()
 
     def _retire(self) -> None:
         """Pop IBs that have run to their end; the ring packet that started IB1 is done then."""
@@ -757,24 +819,37 @@ class RefModel(Device):
     # -- packets (kind, level, buffer base, ring mask or None, header index, header address, length)
 
     def _op_nop(self, kind, level, base, mask, pos, ha, n) -> None:
-        words, resp, fa = self._fetch(base, mask, pos + 1, n - 1)
-        self._fetched += len(words)
-        if resp:
-            raise _Fault(_BUS_ERROR[resp], fa)
-        self._packets[kind.defn.index] += 1
+        if self._span(base, mask, pos + 1, n - 1) >= 0:
+            self._fetched += n - 1
+        else:
+            words, resp, fa = self._fetch(base, mask, pos + 1, n - 1)
+            self._fetched += len(words)
+            if resp:
+                raise _Fault(_BUS_ERROR[resp], fa)
+        self._packets[kind.index] += 1
         self._complete(level, n)
 
     def _op_write_data(self, kind, level, base, mask, pos, ha, n) -> None:
-        fixed = kind.defn.fixed
+        fixed = kind.fixed
         p = self._read(base, mask, pos + 1, fixed)
         self._check_fields(kind, p, ha)
         lo_dw = _WD_ADDR[0]
         addr = _addr_of(p, _WD_ADDR)
         if p[lo_dw] & 3:
-            raise _Fault(CpError.FENCE_MISALIGNED, ha, kind.defn.opcode)
+            raise _Fault(CpError.FENCE_MISALIGNED, ha, kind.opcode)
+        count = n - 1 - fixed
+        src = self._span(base, mask, pos + 1 + fixed, count)
+        end = addr + 4 * count
+        if src >= 0 and end <= self._size and (end <= self._wb or addr >= self._wl):
+            i, j = src >> 2, addr >> 2
+            self._mv[j:j + count] = self._mv[i:i + count]
+            self._fetched += count
+            self._packets[kind.index] += 1
+            self._complete(level, n)
+            return
         # The data streams through in 32-byte destination blocks: a fetch error stops
         # before the block holding the faulting dword, a write error inside its block.
-        data, resp, fa = self._fetch(base, mask, pos + 1 + fixed, n - 1 - fixed)
+        data, resp, fa = self._fetch(base, mask, pos + 1 + fixed, count)
         if resp:
             kf = len(data)
             self._fetched += kf
@@ -786,13 +861,13 @@ class RefModel(Device):
             self._fetched += e.done
             raise
         self._fetched += len(data)
-        self._packets[kind.defn.index] += 1
+        self._packets[kind.index] += 1
         self._complete(level, n)
 
     def _op_indirect_buffer(self, kind, level, base, mask, pos, ha, n) -> None:
         p = self._read(base, mask, pos + 1, n - 1)
         self._check_fields(kind, p, ha)
-        op = kind.defn.opcode
+        op = kind.opcode
         if p[_IB_BASE[0]] & 3:
             raise _Fault(CpError.IB_MISALIGNED, ha, op)
         size = _get(p, _IB_SIZE)
@@ -803,7 +878,7 @@ class RefModel(Device):
             raise _Fault(CpError.UNSUPPORTED, ha, op)
         if not chain and level + 1 > self.ib_levels:
             raise _Fault(CpError.IB_NESTING, ha, op)
-        self._packets[kind.defn.index] += 1
+        self._packets[kind.index] += 1
         frame = [_addr_of(p, _IB_BASE), size, 0]
         if chain:
             self._frames[-1] = frame  # the current IB ends here; the new one runs at its level
@@ -818,10 +893,16 @@ class RefModel(Device):
         p = self._read(base, mask, pos + 1, n - 1)
         self._check_fields(kind, p, ha)
         if p[_WRM_ADDR[0]] & 3:
-            raise _Fault(CpError.FENCE_MISALIGNED, ha, kind.defn.opcode)
-        self._wait = _Wait(_addr_of(p, _WRM_ADDR), _get(p, _WRM_REF), _get(p, _WRM_MASK),
-                           _WRM_COMPARE[_get(p, _WRM_FUNC)], max(1, _get(p, _WRM_POLL)),
-                           self._t, level, self._cur_offset, n)
+            raise _Fault(CpError.FENCE_MISALIGNED, ha, kind.opcode)
+        addr, ref, msk = _addr_of(p, _WRM_ADDR), _get(p, _WRM_REF), _get(p, _WRM_MASK)
+        compare = _WRM_COMPARE[_get(p, _WRM_FUNC)]
+        end = addr + 4
+        if end <= self._size and (end <= self._wb or addr >= self._wl) and compare(self._mv[addr >> 2] & msk, ref):
+            self._packets[kind.index] += 1  # the first poll, at once, holds
+            self._complete(level, n)
+            return
+        self._wait = _Wait(addr, ref, msk, compare, max(1, _get(p, _WRM_POLL)), self._t, level,
+                           self._cur_offset, n)
         self._poll()
 
     def _poll(self) -> None:
@@ -833,7 +914,7 @@ class RefModel(Device):
         if resp:
             self._wait = None
             raise _Fault(_BUS_ERROR[resp], w.addr)
-        if not w.compare(int(self._m32[w.addr >> 2]) & w.mask, w.ref):
+        if not w.compare(self._mv[w.addr >> 2] & w.mask, w.ref):
             w.next_poll = self._t + w.interval
             return
         self._wait = None
@@ -846,7 +927,7 @@ class RefModel(Device):
         addr = _addr_of(p, _RM_ADDR)
         nbytes = _RM_DATA_BYTES[_get(p, _RM_DATA_SEL)]
         if nbytes and addr & (nbytes - 1):
-            raise _Fault(CpError.FENCE_MISALIGNED, ha, kind.defn.opcode)
+            raise _Fault(CpError.FENCE_MISALIGNED, ha, kind.opcode)
         lo, hi = _get(p, _RM_LO), _get(p, _RM_HI)
         if nbytes:
             sel = _get(p, _RM_DATA_SEL)
@@ -860,12 +941,12 @@ class RefModel(Device):
         if _get(p, _RM_INT):
             self._ih_append(ih_spec.Source.EOP, _get(p, _RM_CTX), lo, hi, addr & M32, addr >> 32)
             self._store[self._off["INT_STATUS"]] |= regs.INT_STATUS.EOP.mask
-        self._packets[kind.defn.index] += 1
+        self._packets[kind.index] += 1
         self._complete(level, n)
 
     def _op_dma_data(self, kind, level, base, mask, pos, ha, n) -> None:
         p = self._read(base, mask, pos + 1, n - 1)
-        op = kind.defn.opcode
+        op = kind.opcode
         if not self.has_dma:
             raise _Fault(CpError.UNSUPPORTED, ha, op)
         self._check_fields(kind, p, ha)
@@ -876,7 +957,7 @@ class RefModel(Device):
         fill = _get(p, _DMA_SRC_SEL) == _DMA_FILL
         src = p[_DMA_SRC[0]] if fill else _addr_of(p, _DMA_SRC)
         self._dma(dst, src, count, fill)  # the model's engine finishes at once: CP_SYNC holds trivially
-        self._packets[kind.defn.index] += 1
+        self._packets[kind.index] += 1
         self._complete(level, n)
 
     def _dma(self, dst: int, src: int, count: int, fill: bool) -> None:
@@ -918,7 +999,8 @@ def snapshot(dev: Device, *, memory: bool = True, exclude: Iterable[tuple[int, i
     ih: the IH entries still in the IH ring (oldest first, at most the ring's size, the
         ones before IH_WPTR), decoded by spec/ih.py, timestamps set to 0;
     mem: digest of memory with the `exclude` byte ranges [start, end) zeroed (e.g. a
-        RELEASE_MEM TIMESTAMP destination), when `memory`.
+        RELEASE_MEM TIMESTAMP destination) and the timestamps of those IH entries too,
+        when `memory`.
     """
     read = read or dev.mmio_read32
     out: dict[str, Any] = {"regs": {}}
@@ -932,6 +1014,8 @@ def snapshot(dev: Device, *, memory: bool = True, exclude: Iterable[tuple[int, i
     n = min(wptr, size) // ih_spec.ENTRY_DWORDS
     mem32 = dev.mem.view("<u4")
     entries = []
+    exclude = list(exclude)
+    ts = ih_spec.BY_NAME["TIMESTAMP_LO"].dword, ih_spec.BY_NAME["TIMESTAMP_HI"].dword
     for k in range(n, 0, -1):
         p = (wptr - ih_spec.ENTRY_DWORDS * k) & (size - 1)
         a = base + 4 * p
@@ -940,6 +1024,7 @@ def snapshot(dev: Device, *, memory: bool = True, exclude: Iterable[tuple[int, i
         e = ih_spec.decode(mem32[a >> 2:(a >> 2) + ih_spec.ENTRY_DWORDS].tolist())
         e["TIMESTAMP_LO"] = e["TIMESTAMP_HI"] = 0
         entries.append(e)
+        exclude += [(a + 4 * d, a + 4 * d + 4) for d in ts]
     out["ih"] = entries
     if memory:
         out["mem"] = mem_digest(dev.mem, exclude)

@@ -22,7 +22,7 @@ from testbench.memory import (CHECKER_BY_NAME, ProtocolChecker, SharedMemory, ch
                               configure)
 
 warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"cocotbext\..*")
-from cocotbext.axi import AxiBus, AxiBurstType, AxiMaster, AxiResp  # noqa: E402
+from cocotbext.axi import AxiBus, AxiMaster, AxiResp  # noqa: E402
 
 MEM_SIZE = 1 << 20
 

@@ -131,3 +131,17 @@ def test_configure_validates():
         configure(dut, stall={"x": 1})
     with pytest.raises(ValueError, match="unknown AXI response"):
         configure(dut, error_window=(0, 1, "BAD"))
+
+
+@pytest.mark.parametrize("width", [32, 64, 128, 256])
+def test_hdl_lint_clean(width):
+    """axi_mem, axi_checker and their bench pass `verilator --lint-only -Wall` with no waiver."""
+    import subprocess
+
+    reason = sim.unavailable_reason("verilator")
+    if reason:
+        pytest.skip(reason)
+    cmd = [str(sim.verilator_root() / "bin" / "verilator"), "--lint-only", "-Wall", f"-GDATA_WIDTH={width}",
+           "--top-module", "tb_axi_mem", str(HDL / "tb_axi_mem.v"), str(HDL / "axi_mem.v"), str(HDL / "axi_checker.v")]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -350,7 +350,7 @@ def test_two_level_ibs_and_chain(drv):
 def test_rptr_moves_past_an_ib_only_when_it_has_run(drv):
     ib = pm4.wait_reg_mem(OUT, 1, 0xFFFF_FFFF, "EQ", poll_interval=4) + pm4.write_data(OUT + 4, [9])
     w32(drv.dev, IB1, ib)
-    drv.submit(pm4.nop(0), pm4.indirect_buffer(IB1, len(ib)))
+    drv.submit(pm4.nop(1), pm4.indirect_buffer(IB1, len(ib)))
     st = drv.fields(regs.STATUS)
     assert (st["WAITING"], st["LEVEL"], st["IDLE"], st["RB_EMPTY"]) == (1, IbLevel.IB1, 0, 0)
     assert drv.read(regs.RB_RPTR) == 2 and r32(drv.dev, RPTR_WB) == 2
@@ -507,13 +507,28 @@ def test_doorbell_ignored_while_ring_disabled():
 
 
 def test_perf_counters_clear_and_soft_reset(drv):
-    drv.submit(pm4.nop(0), pm4.write_data(OUT, [1]), pm4.release_mem(OUT + 8, 1))
+    drv.submit(pm4.nop(1), pm4.write_data(OUT, [1]), pm4.release_mem(OUT + 8, 1))
     assert [drv.perf(i) for i in range(8)] == [1, 1, 0, 0, 1, 0, 0, 0]
     assert drv.read(regs.PERF_DWORDS_FETCHED) == 2 + 5 + 8
     drv.io.write_fields(regs.CONTROL, SOFT_RESET=1)
     assert drv.read(regs.PERF_DWORDS_FETCHED) == 15, "soft reset keeps the counters"
     drv.io.write_fields(regs.CONTROL, PERF_CLEAR=1)
     assert [drv.perf(i) for i in range(8)] == [0] * 8 and drv.read(regs.PERF_DWORDS_FETCHED) == 0
+
+
+def test_trace():
+    lines = []
+    d = Driver(trace=lines.append)
+    ib = pm4.write_data(OUT, [1]) + [pm4.TYPE2_FILLER]
+    w32(d.dev, IB1, ib)
+    d.submit(pm4.indirect_buffer(IB1, len(ib)), pm4.release_mem(OUT, 1, int_sel="SEND_INT_ON_CONFIRM"))
+    assert lines == [
+        "RING+0x0000: INDIRECT_BUFFER  base=0x00050000 size_dw=6 valid=1",
+        "IB1+0x0000: WRITE_DATA  dst_sel=MEMORY addr=0x00040000 data=[0x00000001]",
+        "IB1+0x0014: TYPE2 FILLER",
+        "RING+0x0010: RELEASE_MEM  event_type=CACHE_FLUSH_AND_INV_TS_EVENT event_index=END_OF_PIPE "
+        "int_sel=SEND_INT_ON_CONFIRM data_sel=DATA_32 addr=0x00040000 data=0x00000001",
+    ]
 
 
 # ---------------------------------------------------------------------------- errors
@@ -530,14 +545,17 @@ RING_ERRORS = {
     "count_too_small": (bad("WRITE_DATA", {"DST_SEL": 5}, count=2), CpError.BAD_COUNT, OP["WRITE_DATA"]),
     "count_fixed_mismatch": (bad("RELEASE_MEM", count=7) + [0], CpError.BAD_COUNT, OP["RELEASE_MEM"]),
     "past_wptr": ([pm4.header(OP["NOP"], 20), 0], CpError.BAD_COUNT, OP["NOP"]),
-    "write_data_dst_sel": (bad("WRITE_DATA", {"DST_SEL": 0, "ADDR_LO": OUT >> 2}, [1]), CpError.UNSUPPORTED, OP["WRITE_DATA"]),
+    "write_data_dst_sel": (bad("WRITE_DATA", {"DST_SEL": 0, "ADDR_LO": OUT >> 2}, [1]),
+                           CpError.UNSUPPORTED, OP["WRITE_DATA"]),
     "write_data_engine": (bad("WRITE_DATA", {"DST_SEL": 5, "ENGINE_SEL": 1, "ADDR_LO": OUT >> 2}, [1]),
                           CpError.UNSUPPORTED, OP["WRITE_DATA"]),
     "write_data_unsupported_first": (bad("WRITE_DATA", {"DST_SEL": 1}, [1])[:2] + [OUT + 2, 0, 1],
                                      CpError.UNSUPPORTED, OP["WRITE_DATA"]),
-    "write_data_misaligned": (pm4.write_data(OUT, [1])[:2] + [OUT + 2] + [0, 1], CpError.FENCE_MISALIGNED, OP["WRITE_DATA"]),
+    "write_data_misaligned": (pm4.write_data(OUT, [1])[:2] + [OUT + 2] + [0, 1],
+                              CpError.FENCE_MISALIGNED, OP["WRITE_DATA"]),
     "ib_misaligned": (pm4.indirect_buffer(IB1, 4)[:1] + [IB1 + 1, 0, 0], CpError.IB_MISALIGNED, OP["INDIRECT_BUFFER"]),
-    "ib_size_zero": (bad("INDIRECT_BUFFER", {"IB_BASE_LO": IB1 >> 2, "VALID": 0}), CpError.IB_SIZE_ZERO, OP["INDIRECT_BUFFER"]),
+    "ib_size_zero": (bad("INDIRECT_BUFFER", {"IB_BASE_LO": IB1 >> 2, "VALID": 0}),
+                     CpError.IB_SIZE_ZERO, OP["INDIRECT_BUFFER"]),
     "ib_not_valid": (bad("INDIRECT_BUFFER", {"IB_BASE_LO": IB1 >> 2, "IB_SIZE": 4}),
                      CpError.UNSUPPORTED, OP["INDIRECT_BUFFER"]),
     "chain_in_ring": (pm4.indirect_buffer(IB1, 4, chain=1), CpError.UNSUPPORTED, OP["INDIRECT_BUFFER"]),
@@ -571,7 +589,7 @@ def test_packet_errors_in_the_ring(drv, case):
 
 
 def test_bad_count_past_the_end_of_an_ib(drv):
-    ib = pm4.nop(0) + pm4.write_data(OUT, [1, 2])
+    ib = pm4.nop(1) + pm4.write_data(OUT, [1, 2])
     w32(drv.dev, IB1, ib)
     drv.submit(pm4.indirect_buffer(IB1, len(ib) - 1))
     drv.expect_error(CpError.BAD_COUNT, IbLevel.IB1, OP["WRITE_DATA"], IB1 + 8, 2)
@@ -580,9 +598,9 @@ def test_bad_count_past_the_end_of_an_ib(drv):
 
 
 def test_ib_nesting_and_check_order(drv):
-    inner = pm4.nop(0)
+    inner = pm4.nop(1)
     w32(drv.dev, IB1 + 0x800, inner)
-    ib2 = pm4.nop(0) + bad("INDIRECT_BUFFER", {"IB_BASE_LO": (IB1 + 0x800) >> 2, "IB_SIZE": 2}) \
+    ib2 = pm4.nop(1) + bad("INDIRECT_BUFFER", {"IB_BASE_LO": (IB1 + 0x800) >> 2, "IB_SIZE": 2}) \
         + pm4.indirect_buffer(IB1 + 0x800, 2)
     ib1 = pm4.indirect_buffer(IB2, len(ib2))
     w32(drv.dev, IB2, ib2)
@@ -633,7 +651,7 @@ def test_doorbell_full_ring_is_fine():
 def test_bus_error_on_a_write(drv):
     drv.dev.configure(error_window=(OUT + 0x20, OUT + 0x28, "SLVERR"), rd_latency=30, stall={"r": 0.5})
     data = list(range(1, 17))  # OUT+0x10 .. OUT+0x50: blocks 0x00, 0x20, 0x40
-    drv.submit(pm4.nop(0), pm4.write_data(OUT + 0x10, data))
+    drv.submit(pm4.nop(1), pm4.write_data(OUT + 0x10, data))
     drv.expect_error(CpError.BUS_SLVERR, IbLevel.RING, 0, OUT + 0x20, 2)
     assert r32(drv.dev, OUT + 0x10, 16) == [1, 2, 3, 4, 0, 0, 7, 8, 9, 10, 11, 12, 0, 0, 0, 0]
     assert drv.perf(WRITE_DATA) == 0
@@ -688,7 +706,7 @@ def test_bus_error_while_waiting(drv):
 
 def test_bus_error_on_rptr_writeback(drv):
     drv.dev.configure(error_window=(RPTR_WB, RPTR_WB + 8, "SLVERR"))
-    drv.submit(pm4.nop(2), pm4.nop(0))
+    drv.submit(pm4.nop(2), pm4.nop(1))
     drv.expect_error(CpError.BUS_SLVERR, IbLevel.RING, 0, RPTR_WB, 0)
     assert drv.read(regs.RB_RPTR) == 3, "rptr moved before its write-back failed"
     drv.dev.configure(error_window=None)
@@ -706,7 +724,7 @@ def test_bus_error_on_the_ih_ring(drv):
 
 def test_dma_byte_count():
     d = Driver(dma=True, dma_max_bytes=4096)
-    d.submit(pm4.nop(0), pm4.dma_data(OUT, OUT + 0x1000, 4097))
+    d.submit(pm4.nop(1), pm4.dma_data(OUT, OUT + 0x1000, 4097))
     d.expect_error(CpError.DMA_BYTE_COUNT, IbLevel.RING, OP["DMA_DATA"], RING + 8, 2)
     d.recover()
 
@@ -774,11 +792,13 @@ def test_snapshot_compares_two_runs():
     assert sa["ih"] == [dict(ih.decode(ih.encode(SOURCE_ID=ih.Source.EOP, CONTEXT_ID=4, DATA0=9,
                                                  DATA2=OUT + 0x50)))]
     assert a.dev.snapshot()["mem"] != b.dev.snapshot()["mem"], "the timestamps differ"
-    assert mem_diff(a.dev.mem, b.dev.mem) == [(OUT, OUT + 2)]
+    # the RELEASE_MEM timestamp and the IH entry's: 104 and 1104 cycles, two bytes each
+    assert mem_diff(a.dev.mem, b.dev.mem) == [(IH_RING + 8, IH_RING + 10), (OUT, OUT + 2)]
     b.dev.mem[OUT + 0x44] = 0x77
     b.io.write(regs.SCRATCH, 3)
     sb2 = b.dev.snapshot(exclude=[(OUT, OUT + 8)])
     assert diff_snapshots(sa, sb2, ("model", "rtl")) == [
         "SCRATCH: model 0x0, rtl 0x3",
         f"memory digests differ (model {sa['mem'][:12]}, rtl {sb2['mem'][:12]}); use mem_diff"]
-    assert mem_diff(a.dev.mem, b.dev.mem, exclude=[(OUT, OUT + 8)]) == [(OUT + 0x44, OUT + 0x45)]
+    assert mem_diff(a.dev.mem, b.dev.mem, exclude=[(OUT, OUT + 8), (IH_RING, IH_RING + 16)]) == [
+        (OUT + 0x44, OUT + 0x45)]

@@ -1,0 +1,19 @@
+"""The user-mode driver: the runtime API applications use.
+
+    import umd
+    dev = umd.open(api_version=1)          # opens the render node of the bound device
+    buf = dev.alloc(4096, "vram")          # Buffer: gpu_addr, map() / u32 (numpy views)
+    q = dev.queue()                        # a KMD context + chained command buffers
+    q.write(buf, 0, [1, 2, 3])             # WRITE_DATA
+    q.wait_mem(flag, 0, 1)                 # GPU-side wait (WAIT_REG_MEM)
+    ev = q.signal()                        # RELEASE_MEM; ev.wait(timeout_cycles)
+    q.flush(); q.finish()
+
+Layers: api (versions and dispatch tables), runtime (Device, Buffer, Queue, Event),
+cmdbuf (chained IBs), winsys (the ioctls), errors. The UMD reaches the GPU only through
+the KMD's ioctls (kmd_model.open_render_node()).
+"""
+
+from .api import LATEST, TABLES, DispatchTable, open  # noqa: F401
+from .errors import DeviceLost, GpuError, GpuTimeout, SubmitError, UmdError  # noqa: F401
+from .runtime import DEFAULT_TIMEOUT, Buffer, Device, Event, Queue, Timestamp  # noqa: F401

@@ -1,0 +1,80 @@
+"""API versions and their dispatch tables.
+
+An application names the API version it was written for: `umd.open(api_version=1)`.
+Each version is served through its own dispatch table (entry point name -> function)
+plus its defaults, like a Vulkan/OpenCL loader's tables, so an application written for
+version 1 keeps its behaviour when version 2 changes a default or a call's semantics,
+and sees only the calls its version has.
+
+Version 1
+    Device: alloc, queue, info, counters, memory, close
+    Queue:  write (submits at once), wait_mem, signal, emit_raw, flush, finish, close
+    default flush threshold: 16 commands
+Version 2 (batching by default, fills and timestamps)
+    Queue.write no longer submits at once: writes are batched until flush(), a wait, or
+    the flush threshold; the default threshold is 64 commands;
+    new calls: Queue.fill, Queue.timestamp.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from . import runtime as rt
+
+
+@dataclass(frozen=True)
+class DispatchTable:
+    version: int
+    flush_threshold: int  # commands recorded before an implicit flush
+    entries: dict[str, Callable] = field(default_factory=dict)
+    notes: str = ""
+
+    def derive(self, version: int, *, add: dict[str, Callable] = {}, remove: tuple[str, ...] = (),
+               notes: str = "", **defaults) -> "DispatchTable":
+        entries = {k: v for k, v in self.entries.items() if k not in remove}
+        entries.update(add)
+        return replace(self, version=version, entries=entries, notes=notes, **defaults)
+
+    def missing(self, kind: str, name: str) -> str:
+        """Why `kind.name` is not there, for the AttributeError."""
+        key = f"{kind}.{name}"
+        has = [v for v, t in TABLES.items() if key in t.entries]
+        if has:
+            return f"{key}() is not in API version {self.version} (it is in version {', '.join(map(str, has))})"
+        return f"{kind} has no entry point {name!r} in API version {self.version}"
+
+
+V1 = DispatchTable(1, flush_threshold=16, entries={
+    "Device.alloc": rt.device_alloc,
+    "Device.queue": rt.device_queue,
+    "Device.info": rt.device_info,
+    "Device.counters": rt.device_counters,
+    "Device.memory": rt.device_memory,
+    "Device.close": rt.device_close,
+    "Queue.write": rt.queue_write_now,
+    "Queue.wait_mem": rt.queue_wait_mem,
+    "Queue.signal": rt.queue_signal,
+    "Queue.emit_raw": rt.queue_emit_raw,
+    "Queue.flush": rt.queue_flush,
+    "Queue.finish": rt.queue_finish,
+    "Queue.close": rt.queue_close,
+}, notes="write() submits at once")
+
+V2 = V1.derive(2, flush_threshold=64, add={
+    "Queue.write": rt.queue_write_batched,
+    "Queue.fill": rt.queue_fill,
+    "Queue.timestamp": rt.queue_timestamp,
+}, notes="write() is batched; fill(), timestamp()")
+
+TABLES: dict[int, DispatchTable] = {1: V1, 2: V2}
+LATEST = max(TABLES)
+
+
+def open(api_version: int = 1, *, winsys=None) -> rt.Device:
+    """Open the GPU (the bound render node) for an application written for `api_version`."""
+    if isinstance(api_version, bool) or not isinstance(api_version, int) or api_version not in TABLES:
+        raise ValueError(f"open: API version {api_version!r} is not supported (this UMD serves "
+                         f"{', '.join(map(str, TABLES))})")
+    return rt.Device(TABLES[api_version], winsys)

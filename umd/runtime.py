@@ -1,0 +1,563 @@
+"""The runtime objects an application holds: Device, Buffer, Queue, Event.
+
+The entry points of Device and Queue (alloc, write, signal, ...) are not methods of the
+classes: they are looked up in the dispatch table of the API version the application
+asked for (umd/api.py), so one UMD serves every version side by side. The functions
+here, named `<class>_<call>[_v<N>]`, are what the tables point at.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import operator
+import types
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kmd_model.fence import seq_passed
+from kmd_model.log import get_logger
+from kmd_model.uapi import CsChunkFence, CsChunkIb, Domain, GemFlags, InfoQuery, KmdError
+from spec import pm4
+
+from .cmdbuf import CmdBuf
+from .errors import DeviceLost, GpuError, GpuTimeout, SubmitError
+from .winsys import Winsys
+
+if TYPE_CHECKING:
+    from .api import DispatchTable
+
+log = get_logger("umd")
+
+M32 = 0xFFFF_FFFF
+DEFAULT_TIMEOUT = 2_000_000  # simulated cycles
+DOMAINS = {"gtt": Domain.GTT, "vram": Domain.VRAM}
+COMPARE = {"always": "ALWAYS", "<": "LT", "<=": "LE", "==": "EQ", "!=": "NE", ">=": "GE", ">": "GT"}
+
+# The queue's own page: user fence, event timeline, timestamp slots.
+QBO_USER_FENCE = 0
+QBO_TIMELINE = 1
+QBO_TS_FIRST = 8  # qword index of the first timestamp slot (byte 64)
+
+
+# ---------------------------------------------------------------------------- dispatch
+
+class _Dispatched:
+    """Entry points come from the object's dispatch table (see umd/api.py)."""
+
+    _kind = ""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        table: DispatchTable = self.__dict__["_table"]
+        fn = table.entries.get(f"{self._kind}.{name}")
+        if fn is None:
+            raise AttributeError(table.missing(self._kind, name))
+        bound = types.MethodType(fn, self)
+        self.__dict__[name] = bound  # later calls skip the lookup
+        return bound
+
+    def __dir__(self) -> list[str]:
+        own = [k.split(".", 1)[1] for k in self.__dict__["_table"].entries if k.startswith(self._kind + ".")]
+        return sorted(set(super().__dir__()) | set(own))
+
+
+# ---------------------------------------------------------------------------- Device
+
+class Device(_Dispatched):
+    """An opened GPU: `umd.open(api_version=1)`."""
+
+    _kind = "Device"
+
+    def __init__(self, table: "DispatchTable", winsys: Winsys | None = None):
+        self._table = table
+        self.api_version = table.version
+        self.ws = winsys or Winsys()
+        fw = self.ws.query(InfoQuery.FW_VERSION)
+        if fw.kmd_version[0] != 1:
+            raise DeviceLost(f"KMD {fw.kmd_name} {'.'.join(map(str, fw.kmd_version))}: this UMD needs major version 1")
+        self.dev_info = self.ws.query(InfoQuery.DEV_INFO)
+        self.name = self.dev_info.backend
+        self.queues: list[Queue] = []
+        self.buffers: set[Buffer] = set()
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"<umd.Device {self.name} api v{self.api_version}>"
+
+    def __enter__(self) -> "Device":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignment: int = 0,
+                 zero: bool = True) -> "Buffer":
+    """A buffer of `size` bytes in "gtt" or "vram", zero-filled unless zero=False."""
+    size = _index("alloc", "size", size)
+    if size <= 0:
+        raise ValueError(f"alloc: size must be > 0, not {size}")
+    if isinstance(domain, str):
+        if domain.lower() not in DOMAINS:
+            raise ValueError(f"alloc: domain must be 'gtt' or 'vram', not {domain!r}")
+        dom = DOMAINS[domain.lower()]
+    else:
+        dom = Domain(domain)
+    out = self.ws.gem_create(size, dom, alignment, GemFlags.VRAM_CLEARED if zero else 0)
+    buf = Buffer(self, out.handle, out.gpu_addr, size, dom)
+    self.buffers.add(buf)
+    return buf
+
+
+def device_queue(self: Device, *, flush_threshold: int | None = None, ib_size_dw: int = 1024) -> "Queue":
+    """A queue (a KMD context) recording commands into chained IBs."""
+    q = Queue(self, flush_threshold if flush_threshold is not None else self._table.flush_threshold,
+              ib_size_dw)
+    self.queues.append(q)
+    return q
+
+
+def device_info(self: Device) -> Any:
+    """The KMD's DEV_INFO: backend name, capabilities, IB alignment ..."""
+    return self.dev_info
+
+
+def device_counters(self: Device) -> Any:
+    """INFO COUNTERS: hardware performance counters (packets by kind ...) and KMD statistics."""
+    return self.ws.query(InfoQuery.COUNTERS)
+
+
+def device_memory(self: Device) -> Any:
+    return self.ws.query(InfoQuery.MEMORY)
+
+
+def device_close(self: Device) -> None:
+    if self.closed:
+        return
+    for q in list(self.queues):
+        q._close()
+    for b in list(self.buffers):
+        b.free()
+    self.ws.close()
+    self.closed = True
+
+
+# ---------------------------------------------------------------------------- Buffer
+
+class Buffer:
+    """Device memory: `gpu_addr`, `size`, a CPU mapping (`map()`, `u32`)."""
+
+    def __init__(self, device: Device, handle: int, gpu_addr: int, size: int, domain: Domain):
+        self.device = device
+        self.handle = handle
+        self.gpu_addr = gpu_addr
+        self.size = size
+        self.domain = domain
+        self._view: np.ndarray | None = None
+        self.freed = False
+
+    def map(self) -> np.ndarray:
+        """The bytes as a numpy uint8 view of device memory (GEM_MMAP, once)."""
+        if self.freed:
+            raise ValueError(f"map: {self!r} was freed")
+        if self._view is None:
+            self._view = self.device.ws.gem_mmap(self.handle).view[:self.size]
+        return self._view
+
+    @property
+    def u32(self) -> np.ndarray:
+        """The buffer as little-endian dwords."""
+        v = self.map()
+        return v[:len(v) & ~3].view("<u4")
+
+    def free(self) -> None:
+        """Release the buffer; the KMD keeps the memory until the GPU is done with it."""
+        if self.freed:
+            return
+        self.device.ws.gem_close(self.handle)
+        self.device.buffers.discard(self)
+        self._view = None
+        self.freed = True
+
+    def _range(self, call: str, offset: int, nbytes: int) -> int:
+        offset = _index(call, "offset", offset)
+        if offset < 0 or offset & 3:
+            raise ValueError(f"{call}: offset must be a non-negative multiple of 4, not {offset}")
+        if offset + nbytes > self.size:
+            raise ValueError(f"{call}: [{offset:#x}, {offset + nbytes:#x}) is outside the "
+                             f"{self.size:#x}-byte buffer")
+        if self.freed:
+            raise ValueError(f"{call}: the buffer was freed")
+        return self.gpu_addr + offset
+
+    def __repr__(self) -> str:
+        return f"<umd.Buffer {self.domain.name} {self.gpu_addr:#x}+{self.size:#x}>"
+
+
+# ---------------------------------------------------------------------------- Queue
+
+@dataclass(eq=False)
+class Submission:
+    seq: int
+    ibs: list  # umd Buffers used as IBs
+    labels: dict  # packet address -> API call
+
+
+class IbPool:
+    """IB buffers, reused once the submission that used them has finished (pb_cache's
+    idea, with reclaim only after the fence is idle)."""
+
+    def __init__(self, device: Device, size_dw: int):
+        self.device = device
+        self.size_dw = size_dw
+        self.free: list[Buffer] = []
+        self.created = 0
+
+    def get(self) -> Buffer:
+        if self.free:
+            return self.free.pop()
+        self.created += 1
+        return device_alloc(self.device, 4 * self.size_dw, "gtt", zero=False)
+
+
+class Queue(_Dispatched):
+    _kind = "Queue"
+
+    def __init__(self, device: Device, flush_threshold: int, ib_size_dw: int):
+        flush_threshold = _index("queue", "flush_threshold", flush_threshold)
+        if flush_threshold < 1:
+            raise ValueError(f"queue: flush_threshold must be >= 1, not {flush_threshold}")
+        self._table = device._table
+        self.device = device
+        self.ws = device.ws
+        self.flush_threshold = flush_threshold
+        self.ctx_id = self.ws.ctx_alloc()
+        info = device.dev_info
+        self.qbo = device_alloc(device, 4096, "gtt")
+        self.q32 = self.qbo.u32
+        self.timeline = 0  # last event value handed out
+        self.ts_next = 0
+        self.pool = IbPool(device, ib_size_dw)
+        self.cmdbuf = CmdBuf(self.pool.get, ib_size_dw, info.ib_align_dw)
+        self.has_dma = info.has_dma
+        self.inflight: deque[Submission] = deque()
+        self.unflushed_events: list[Event] = []
+        self.first_seq: int | None = None
+        self.last_seq: int | None = None
+        self.submitted = 0
+        self.calls = 0
+        self.flushes = 0
+        self.closed = False
+        # WRITE_DATA payload per packet: what fits in one IB beside its 3 header dwords
+        self.max_write_dw = min(pm4.MAX_PAYLOAD - 2, self.cmdbuf.max_packet_dw - 4)
+
+    def __repr__(self) -> str:
+        return f"<umd.Queue ctx {self.ctx_id} api v{self._table.version}>"
+
+    # -- recording helpers
+    def _label(self, call: str) -> str:
+        self.calls += 1
+        return f"Queue.{call}() #{self.calls}"
+
+    def _end_command(self) -> None:
+        self.cmdbuf.command()
+        if self.cmdbuf.commands >= self.flush_threshold:
+            queue_flush(self)
+
+    # -- completion
+    def seq_done(self, seq: int) -> bool:
+        """The cheap check: has the user fence (written by the GPU after the job) passed seq?"""
+        if self.last_seq is None:
+            return False
+        v = int(self.q32[QBO_USER_FENCE])
+        # until the first job ends, the dword holds no seqno of ours
+        if ((self.last_seq - v) & M32) >= self.submitted:
+            return False
+        return seq_passed(seq, v)
+
+    def _reclaim(self) -> None:
+        while self.inflight and self.seq_done(self.inflight[0].seq):
+            self.pool.free.extend(self.inflight.popleft().ibs)
+
+    def _find_command(self, addr: int) -> str | None:
+        for sub in self.inflight:
+            if addr in sub.labels:
+                return sub.labels[addr]
+        return None
+
+    def _raise_from(self, e: KmdError, what: str) -> None:
+        """Turn a KMD error into the UMD's exception."""
+        if e.errno == errno.ECANCELED:
+            info = None
+            try:
+                info = self.ws.ctx_query(self.ctx_id).error
+            except KmdError:
+                pass
+            info = info or e.info
+            if info is not None:
+                raise GpuError(info, self._find_command(info.addr)) from e
+        if e.errno == errno.ETIME:
+            raise GpuTimeout(f"{what}: {e.message}") from e
+        if e.errno == errno.EIO:
+            raise DeviceLost(f"{what}: {e.message}") from e
+        raise SubmitError(e.errno, f"{what}: {e}") from e
+
+    def _wait_seq(self, seq: int, timeout: int, what: str) -> bool:
+        if self.seq_done(seq):
+            return True
+        try:
+            return self.ws.wait_cs(self.ctx_id, seq, timeout)
+        except KmdError as e:
+            if e.errno == errno.ETIME:
+                return False
+            self._raise_from(e, what)
+            raise  # unreachable
+
+    def _close(self) -> None:
+        if self.closed:
+            return
+        try:
+            queue_finish(self)
+        except Exception:  # a dead queue still releases its context
+            pass
+        self.ws.ctx_free(self.ctx_id)
+        self.qbo.free()
+        for b in self.pool.free:
+            b.free()
+        self.closed = True
+        if self in self.device.queues:
+            self.device.queues.remove(self)
+
+
+# -- entry points (the dispatch tables name these)
+
+def queue_write_now(self: Queue, buf: Buffer, offset: int, data: Any) -> None:
+    """API v1: write dwords through the GPU (WRITE_DATA) and submit at once."""
+    queue_write_batched(self, buf, offset, data)
+    queue_flush(self)
+
+
+def queue_write_batched(self: Queue, buf: Buffer, offset: int, data: Any) -> None:
+    """Record WRITE_DATA packets writing `data` (an int, dwords, a uint32 array or bytes)
+    at buf+offset; they are submitted at the next flush."""
+    words = _dwords("write", data)
+    addr = buf._range("write", offset, 4 * len(words))
+    label = self._label("write")
+    step = self.max_write_dw
+    for i in range(0, len(words), step):
+        self.cmdbuf.emit(pm4.write_data(addr + 4 * i, words[i:i + step], wr_confirm=1), label)
+    self._end_command()
+
+
+def queue_wait_mem(self: Queue, buf: Buffer, offset: int, ref: int, *, mask: int = M32,
+                   compare: str = "==", poll_interval: int = 16) -> None:
+    """GPU-side wait: the queue stops until (dword at buf+offset & mask) <compare> ref
+    (WAIT_REG_MEM; unsigned compare: always, <, <=, ==, !=, >=, >)."""
+    addr = buf._range("wait_mem", offset, 4)
+    fn = COMPARE.get(compare, compare)
+    if fn not in COMPARE.values():
+        raise ValueError(f"wait_mem: compare must be one of {', '.join(COMPARE)}, not {compare!r}")
+    for name, v in (("ref", ref), ("mask", mask)):
+        if not 0 <= _index("wait_mem", name, v) <= M32:
+            raise ValueError(f"wait_mem: {name} must fit in 32 bits, not {v:#x}")
+    self.cmdbuf.emit(pm4.wait_reg_mem(addr, ref, mask, fn, poll_interval=poll_interval), self._label("wait_mem"))
+    self._end_command()
+
+
+def queue_signal(self: Queue) -> "Event":
+    """An event the GPU signals when it gets here (RELEASE_MEM of a timeline value)."""
+    self.timeline = (self.timeline + 1) & M32
+    ev = Event(self, self.timeline)
+    self.cmdbuf.emit(pm4.release_mem(self.qbo.gpu_addr + 4 * QBO_TIMELINE, ev.value, data_sel="DATA_32"),
+                     self._label("signal"))
+    self.unflushed_events.append(ev)
+    self._end_command()
+    return ev
+
+
+def queue_emit_raw(self: Queue, dwords: Any) -> None:
+    """Raw PM4 dwords, for experiments: the KMD's checker still sees them."""
+    words = _dwords("emit_raw", dwords)
+    self.cmdbuf.emit(words, self._label("emit_raw"))
+    self._end_command()
+
+
+def queue_flush(self: Queue) -> int | None:
+    """Submit what was recorded (one CS ioctl); returns the submission's seqno, or None
+    when there was nothing to submit."""
+    first = self.cmdbuf.end()
+    if first is None:
+        return None
+    cb = self.cmdbuf
+    ibs = [ib.buf for ib in cb.ibs]
+    labels = cb.labels
+    events, self.unflushed_events = self.unflushed_events, []
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("flush ctx %d: %d command(s), %d dwords in %d IB(s)", self.ctx_id, cb.commands,
+                  sum(ib.size_dw for ib in cb.ibs), len(cb.ibs))
+    cb.reset()
+    try:
+        seq = self.ws.cs_submit(self.ctx_id, [
+            CsChunkIb(first.size_dw, handle=first.buf.handle),
+            CsChunkFence(self.qbo.handle, 4 * QBO_USER_FENCE)])
+    except KmdError as e:
+        self.pool.free.extend(ibs)  # never ran
+        for ev in events:
+            ev.lost = True
+        self._raise_from(e, "flush")
+    if self.first_seq is None:
+        self.first_seq = seq
+    self.last_seq = seq
+    self.submitted += 1
+    self.flushes += 1
+    self.inflight.append(Submission(seq, ibs, labels))
+    for ev in events:
+        ev.seq = seq
+    self._reclaim()
+    return seq
+
+
+def queue_finish(self: Queue, timeout: int = DEFAULT_TIMEOUT) -> None:
+    """Flush, then wait until the GPU has done everything submitted on this queue."""
+    queue_flush(self)
+    if self.last_seq is not None and not self._wait_seq(self.last_seq, timeout, "finish"):
+        raise GpuTimeout(f"finish: queue (context {self.ctx_id}) not idle after {timeout} cycles")
+    self._reclaim()
+
+
+def queue_fill(self: Queue, buf: Buffer, offset: int, size: int, value: int) -> None:
+    """API v2: fill `size` bytes (a multiple of 4) with a 32-bit value: DMA_DATA when the
+    device has a DMA engine, WRITE_DATA otherwise."""
+    size = _index("fill", "size", size)
+    if size <= 0 or size & 3:
+        raise ValueError(f"fill: size must be a positive multiple of 4, not {size}")
+    if not 0 <= _index("fill", "value", value) <= M32:
+        raise ValueError(f"fill: value must fit in 32 bits, not {value:#x}")
+    addr = buf._range("fill", offset, size)
+    label = self._label("fill")
+    if self.has_dma:
+        step = (1 << 21) - 4
+        for i in range(0, size, step):
+            self.cmdbuf.emit(pm4.dma_data(addr + i, value, min(step, size - i), src_sel="DATA", cp_sync=1), label)
+    else:
+        n = size // 4
+        step = self.max_write_dw
+        for i in range(0, n, step):
+            self.cmdbuf.emit(pm4.write_data(addr + 4 * i, [value] * min(step, n - i), wr_confirm=1), label)
+    self._end_command()
+
+
+def queue_timestamp(self: Queue) -> "Timestamp":
+    """API v2: the GPU clock when the queue gets here (RELEASE_MEM TIMESTAMP)."""
+    slots = (4096 // 8) - QBO_TS_FIRST
+    slot = QBO_TS_FIRST + self.ts_next % slots
+    self.ts_next += 1
+    ts = Timestamp(self, slot)
+    self.q32[2 * slot: 2 * slot + 2] = 0
+    self.cmdbuf.emit(pm4.release_mem(self.qbo.gpu_addr + 8 * slot, 0, data_sel="TIMESTAMP"), self._label("timestamp"))
+    self.unflushed_events.append(ts)
+    self._end_command()
+    return ts
+
+
+def queue_close(self: Queue) -> None:
+    self._close()
+
+
+# ---------------------------------------------------------------------------- Event
+
+class Event:
+    """Signalled when the GPU has executed the queue up to the `signal()` that made it."""
+
+    def __init__(self, queue: Queue, value: int):
+        self.queue = queue
+        self.value = value
+        self.seq: int | None = None  # the submission carrying it, once flushed
+        self.lost = False  # its submission was refused
+
+    def signalled(self) -> bool:
+        """Memory only: no ioctl."""
+        # timeline values start at 1 over a zeroed dword, and are compared wrap-safely
+        return seq_passed(self.value, int(self.queue.q32[QBO_TIMELINE]))
+
+    def wait(self, timeout_cycles: int = DEFAULT_TIMEOUT) -> bool:
+        """True once signalled, False if `timeout_cycles` pass first. Checks memory first,
+        then the user fence, and asks the kernel (WAIT_CS) last; raises GpuError when the
+        GPU failed on this queue."""
+        if self.signalled():
+            return True
+        q = self.queue
+        if self.lost:
+            raise SubmitError(errno.ECANCELED, "wait: the submission carrying this event was refused")
+        if self.seq is None:
+            queue_flush(q)
+        if not q._wait_seq(self.seq, timeout_cycles, "wait"):  # type: ignore[arg-type]
+            return False
+        q._reclaim()
+        return self._done()
+
+    def _done(self) -> bool:
+        return self.signalled()
+
+    def __repr__(self) -> str:
+        return f"<umd.Event {self.value} {'signalled' if self.signalled() else 'pending'}>"
+
+
+class Timestamp(Event):
+    """A GPU clock sample; `value_cycles` once waited for."""
+
+    def __init__(self, queue: Queue, slot: int):
+        super().__init__(queue, 0)
+        self.slot = slot
+
+    def signalled(self) -> bool:
+        return self.seq is not None and self.queue.seq_done(self.seq)
+
+    def _done(self) -> bool:
+        return True
+
+    @property
+    def cycles(self) -> int:
+        if not self.signalled():
+            raise ValueError("timestamp: not written yet: wait() for it first")
+        lo, hi = self.queue.q32[2 * self.slot: 2 * self.slot + 2].tolist()
+        return lo | hi << 32
+
+
+# ---------------------------------------------------------------------------- argument helpers
+
+def _index(call: str, name: str, v: Any) -> int:
+    if isinstance(v, bool):
+        raise TypeError(f"{call}: {name} must be an int, not {v!r}")
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise TypeError(f"{call}: {name} must be an int, not {v!r}") from None
+
+
+def _dwords(call: str, data: Any) -> list[int]:
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        b = bytes(data)
+        if not b or len(b) % 4:
+            raise ValueError(f"{call}: bytes data must be a non-empty multiple of 4 bytes, not {len(b)}")
+        return np.frombuffer(b, "<u4").tolist()
+    if isinstance(data, np.ndarray):
+        if data.dtype.kind not in "ui":
+            raise TypeError(f"{call}: data must be an integer array, not {data.dtype}")
+        words = data.ravel().tolist()
+    elif isinstance(data, (list, tuple)):
+        words = list(data)
+    else:
+        words = [_index(call, "data", data)]
+    if not words:
+        raise ValueError(f"{call}: data is empty")
+    for i, w in enumerate(words):
+        w = _index(call, f"data[{i}]", w)
+        if not 0 <= w <= M32:
+            raise ValueError(f"{call}: data[{i}] must fit in 32 bits, not {w:#x}")
+    return words
