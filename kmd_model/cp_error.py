@@ -70,7 +70,9 @@ class CpErrorState:
         if code == CpError.IB_MISALIGNED:
             return "INDIRECT_BUFFER base not dword aligned"
         if code in (CpError.BUS_SLVERR, CpError.BUS_DECERR):
-            return f"bus error {self.code_name[4:]} at address {self.addr:#x} in {name}"
+            # OPCODE is 0 for bus errors (not a packet error), so the packet may be unknown
+            pkt = f" in {self.opcode_name}" if self.opcode_name else ""
+            return f"bus error {self.code_name[4:]} at address {self.addr:#x}{pkt}"
         if code == CpError.DOORBELL_BACKWARDS:
             return f"doorbell moved wptr backwards to {self.addr:#x}"
         if code == CpError.DOORBELL_OVERFLOW:

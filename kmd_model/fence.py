@@ -119,5 +119,7 @@ class FenceDriver:
     def force_completion(self, value: int | None = None) -> None:
         """Write `value` (default: the last emitted seqno) to fence memory and signal up to
         it: after a reset nothing more will be written for the jobs that were lost."""
-        self.mem32[self.index] = self.sync_seq if value is None else value
+        value = self.sync_seq if value is None else value
+        self.mem32[self.index] = value
         self.process()
+        self.last_seq = value

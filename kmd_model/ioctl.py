@@ -188,6 +188,8 @@ def gem_create(kmd: "Kmd", file: "File", a: uapi.GemCreateArgs) -> uapi.GemCreat
 def gem_close(kmd: "Kmd", file: "File", a: uapi.GemCloseArgs) -> None:
     bo = file.bo(a.handle, "GEM_CLOSE")
     del file.handles[a.handle]
+    if bo.busy:
+        kmd.service()  # it may have become idle without the KMD hearing of it yet
     kmd.bo_close(bo)
 
 

@@ -19,7 +19,6 @@ goes the same way through `timedout_job`.
 from __future__ import annotations
 
 import errno
-import logging
 from dataclasses import dataclass, fields
 from enum import IntEnum
 
@@ -121,7 +120,6 @@ class Kmd:
         self.next_ctx_id = 1
         self.reset_pending: tuple[str, CpErrorState | None] | None = None
         self.wedged: str | None = None
-        self.in_recovery = False
         self.trace_hooks: list = []  # callables taking an ioctl.IoctlRecord
         self.hw_init()
 
@@ -185,8 +183,7 @@ class Kmd:
         ib_addr = self.ib_test_bo.gpu_addr
         dst = self.wb_addr(Wb.IB_TEST)
         self.wb32[Wb.IB_TEST] = 0
-        ib = pm4.write_data(dst, [IB_TEST_MAGIC], wr_confirm=1)
-        ib += pm4.pad(-len(ib) % self.params.ib_align_dw)
+        ib = self.ring.pad_ib(pm4.write_data(dst, [IB_TEST_MAGIC], wr_confirm=1))
         self.mem32[ib_addr // 4: ib_addr // 4 + len(ib)] = ib
         fence = Fence(self.fence_drv.next_seq())
         self.ring.emit_ib(ib_addr, len(ib))
@@ -225,6 +222,7 @@ class Kmd:
         self.contexts.pop(ctx.id, None)
 
     def file_closed(self, file: File) -> None:
+        self.service()  # retire what finished, so idle BOs are freed now
         for ctx in list(file.contexts.values()):
             self.ctx_free(ctx)
         leaked = list(file.handles.values())
@@ -401,7 +399,6 @@ class Kmd:
         """stop -> reset -> drop the guilty context's jobs -> resubmit the rest -> start."""
         self.stats["resets"] += 1
         self.reset_pending = None
-        self.in_recovery = True
         sched = self.sched
         try:
             sched.stop()
@@ -429,8 +426,6 @@ class Kmd:
             log.critical(self.wedged)
             sched.cancel_all(KmdError(errno.EIO, self.wedged))
             raise
-        finally:
-            self.in_recovery = False
 
     # ------------------------------------------------------------------ INFO
 

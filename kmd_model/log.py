@@ -55,10 +55,21 @@ def configure(spec: str, stream=None) -> None:
         root.setLevel(logging.WARNING)  # modules not named stay quiet
     if not any(getattr(h, "_gpucosim", False) for h in root.handlers):
         h = logging.StreamHandler(stream or sys.stderr)
-        h.setFormatter(logging.Formatter("[%(name)s] %(message)s"))
+        h.setFormatter(_Formatter())
         h._gpucosim = True  # type: ignore[attr-defined]
         root.addHandler(h)
         root.propagate = False
+
+
+class _Formatter(logging.Formatter):
+    """`[ring] message`: the module, without the `gpucosim.` prefix."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        name = record.name[len(ROOT) + 1:] if record.name.startswith(ROOT + ".") else record.name
+        text = f"[{name}] {record.getMessage()}"
+        if record.levelno >= logging.WARNING:
+            text = f"[{name}] {record.levelname}: {record.getMessage()}"
+        return text
 
 
 def _configure_from_env() -> None:

@@ -106,6 +106,10 @@ class Ring:
         if count:
             self.write(pm4.pad(count))
 
+    def pad_ib(self, ib: list[int]) -> list[int]:
+        """An IB padded with NOPs to the ring's alignment (amdgpu's pad_ib)."""
+        return ib + pm4.pad(-len(ib) % self.align_dw)
+
     def pad_to_align(self) -> None:
         self.insert_nop(-self.wptr & (self.align_dw - 1))
 

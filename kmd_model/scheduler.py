@@ -25,7 +25,6 @@ from .ring import Ring
 from .uapi import KmdError
 
 if TYPE_CHECKING:
-    from .bo import Bo
     from .ctx import Context
     from .kmd import Kmd
 

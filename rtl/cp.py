@@ -90,6 +90,17 @@ class CommandProcessor(wiring.Component):
                 bad = bad | ~ok
         return bad
 
+    def _beyond_bus(self, p, pkt):
+        """Address bits above the bus width set in the packet's first address value
+        (the ADDR_HI fields are 32 bits wide, the bus has 48 address bits)."""
+        if not pkt.values or pkt is pk.INDIRECT_BUFFER:
+            return Const(0)
+        v = pkt.value(pkt.values[0].name) if pkt is not pk.DMA_DATA else None
+        if v is None:
+            return Const(0)
+        hi = pkt.field(v.fields[1])
+        return p[hi.dword][self.addr_width - 32:] != 0
+
     def _misaligned(self, p, pkt):
         """Bits below an *_LO address field, and alignment rules (e.g. 64-bit fences)."""
         bad = Const(0)
@@ -191,6 +202,12 @@ class CommandProcessor(wiring.Component):
         hdr = Signal(32)
         hdr_off = Signal(32)
         hdr_addr = Signal(aw)
+        # the INDIRECT_BUFFER packet of each parent level: an error after an IB returns
+        # (its rptr write-back) belongs to that packet
+        saved_hdr = Array(Signal(32, name=f"saved_hdr{i}") for i in range(self.ib_levels))
+        saved_off = Array(Signal(32, name=f"saved_off{i}") for i in range(self.ib_levels))
+        saved_addr = Array(Signal(aw, name=f"saved_addr{i}") for i in range(self.ib_levels))
+        oob = Signal()  # the packet's address has bits above the bus's 48: it answers DECERR
         kind = Signal(range(len(pk.PACKETS)))
         p = [Signal(32, name=f"p{i}") for i in range(MAX_FIXED)]
         p_arr = Array(p)
@@ -411,7 +428,8 @@ class CommandProcessor(wiring.Component):
                     m.next = "ERR_DRAIN"
                 with m.Elif(ib_done):
                     # back to the level that issued the IB; a ring packet finishes with it
-                    m.d.sync += level.eq(level - 1)
+                    m.d.sync += [level.eq(level - 1), hdr.eq(saved_hdr[level - 1]),
+                                 hdr_off.eq(saved_off[level - 1]), hdr_addr.eq(saved_addr[level - 1])]
                     with m.If(level == 1):
                         m.next = "RING_DONE"
                 with m.Elif(csr.control_halt):
@@ -484,6 +502,7 @@ class CommandProcessor(wiring.Component):
                         with m.Else():
                             m.d.comb += perf_count_kind.eq(1)
                             m.next = f"EXEC_{pkt.name}"
+                        m.d.sync += oob.eq(self._beyond_bus(p, pkt))
 
             # ---- WRITE_DATA: collect data dwords block by block, write each, wait
             with state("EXEC_WRITE_DATA"):
@@ -505,9 +524,12 @@ class CommandProcessor(wiring.Component):
                         with m.If((pos == BLOCK_DWORDS - 1) | (rem == 1)):
                             m.next = "WD_WRITE"
             with state("WD_WRITE"):
-                m.d.comb += wr_req.eq(1)
-                with m.If(writer.req_ready):
-                    m.next = "WD_WAIT"
+                with m.If(oob):
+                    fail(CpError.BUS_DECERR, blk_addr)
+                with m.Else():
+                    m.d.comb += wr_req.eq(1)
+                    with m.If(writer.req_ready):
+                        m.next = "WD_WAIT"
             with state("WD_WAIT"):
                 m.d.comb += stall.eq(1)
                 with m.If(writer.done):
@@ -528,6 +550,9 @@ class CommandProcessor(wiring.Component):
                 m.d.comb += [start_ib.eq(1), start_level.eq(new_level), start_base.eq(base)]
                 m.d.sync += [ib_base[new_level].eq(base), ib_size[new_level].eq(size),
                              ib_pos[new_level].eq(0), level.eq(new_level)]
+                with m.If(~chain):
+                    m.d.sync += [saved_hdr[level].eq(hdr), saved_off[level].eq(hdr_off),
+                                 saved_addr[level].eq(hdr_addr)]
                 with m.If(chain):
                     # drop what the old IB prefetched; start in the same cycle redirects
                     for i in range(1, 1 + self.ib_levels):
@@ -541,9 +566,12 @@ class CommandProcessor(wiring.Component):
                 m.d.sync += poll_addr.eq(self._value(p, wrm, "addr"))
                 m.next = "WRM_READ"
             with state("WRM_READ"):
-                m.d.comb += [poll_req.eq(1), waiting.eq(1)]
-                with m.If(poll_taken):
-                    m.next = "WRM_RESP"
+                with m.If(oob):
+                    fail(CpError.BUS_DECERR, poll_addr)
+                with m.Else():
+                    m.d.comb += [poll_req.eq(1), waiting.eq(1)]
+                    with m.If(poll_taken):
+                        m.next = "WRM_RESP"
             with state("WRM_RESP"):
                 m.d.comb += [waiting.eq(1), stall.eq(1)]
                 value = bus.rdata.word_select(poll_addr[2:2 + ceil_log2(dpb)], 32) if dpb > 1 else bus.rdata
@@ -595,9 +623,12 @@ class CommandProcessor(wiring.Component):
                 with m.Else():
                     m.next = "RM_INT"
             with state("RM_WRITE"):
-                m.d.comb += wr_req.eq(1)
-                with m.If(writer.req_ready):
-                    m.next = "RM_WAIT"
+                with m.If(oob):
+                    fail(CpError.BUS_DECERR, blk_addr)
+                with m.Else():
+                    m.d.comb += wr_req.eq(1)
+                    with m.If(writer.req_ready):
+                        m.next = "RM_WAIT"
             with state("RM_WAIT"):
                 m.d.comb += stall.eq(1)
                 with m.If(writer.done):

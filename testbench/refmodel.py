@@ -24,15 +24,23 @@ bytes touch [base, limit) answers resp; bytes at or beyond the memory size answe
 (window first, as in testbench/hdl/axi_mem.v). The RTL's memory model decides per bus
 beat, so both agree exactly when the window is aligned to the bus width.
 
-Counters. Exact (they count events, not cycles): PERF_DWORDS_FETCHED, PERF_PACKETS[*],
-PERF_DMA_BYTES_READ/WRITTEN. Approximations (the model has no cycles):
-PERF_BUSY_CYCLES = model cycles with STATUS.IDLE = 0 (only WAIT_REG_MEM waits and a
-HALT with work pending take time here), PERF_STALL_CYCLES = cycles spent in WAIT_REG_MEM,
-PERF_DMA_BUSY_CYCLES = ceil(bytes / bus bytes) per DMA_DATA, although no time passes
-during it.
+Counters. Exact (they count events, not cycles):
+- PERF_DWORDS_FETCHED: the ring and IB dwords the parser consumed, headers and payloads
+  (the model fetches nothing ahead, so this is what the RTL counts as popped dwords,
+  prefetched-but-unused dwords excluded). A dword whose read faulted counts (it was
+  consumed); after a write error in WRITE_DATA, the data dwords up to the end of the
+  faulting 32-byte block count.
+- PERF_PACKETS[i]: packets of spec.packets.PACKETS[i] whose checks passed, counted when
+  they start executing (a WAIT_REG_MEM counts while it still waits, a WRITE_DATA whose
+  write faults counts); a TYPE2 filler counts as a NOP.
+- PERF_DMA_BYTES_READ/WRITTEN.
+Approximations (the model has no cycles): PERF_BUSY_CYCLES = model cycles with
+STATUS.IDLE = 0 (only WAIT_REG_MEM waits and a HALT with work pending take time here);
+PERF_STALL_CYCLES = 0 (memory answers at once); PERF_DMA_BUSY_CYCLES = ceil(bytes / bus
+bytes) per DMA_DATA, although no time passes during it.
 
 `RefModel(trace=print)` reports every packet the CP starts, disassembled by spec.pm4
-("IB1+0x0010: WRITE_DATA  addr=0x00040000 data=[0x00000001]").
+("IB1+0x0000: WRITE_DATA  dst_sel=MEMORY addr=0x00040000 data=[0x00000001]").
 """
 
 from __future__ import annotations
@@ -40,8 +48,6 @@ from __future__ import annotations
 import hashlib
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
@@ -54,7 +60,7 @@ from spec import ih as ih_spec
 from spec import packets as pk
 from spec import pm4
 
-__all__ = ["RefModel", "reg_addr", "snapshot", "mem_digest", "mem_diff", "diff_snapshots",
+__all__ = ["RefModel", "snapshot", "mem_digest", "mem_diff", "diff_snapshots",
            "DEFAULT_MEM_SIZE", "DEFAULT_MMIO_CYCLES", "DMA_MAX_BYTES"]
 
 DEFAULT_MEM_SIZE = 64 << 20
@@ -72,33 +78,7 @@ _BUS_ERROR = {SLVERR: CpError.BUS_SLVERR, DECERR: CpError.BUS_DECERR}
 _STALL_CHANNELS = ("aw", "w", "b", "ar", "r")
 
 
-# ---------------------------------------------------------------------------- register offsets
-
-@lru_cache(maxsize=1)
-def _rdl_addresses() -> dict[str, int]:
-    """Register addresses straight from spec/regs.rdl. Only used while kmd_model/regs.py
-    has registers whose field named ADDR shadows the class's ADDR (a generator bug)."""
-    from systemrdl import RDLCompiler
-    from systemrdl.node import RegNode
-
-    rdl = RDLCompiler()
-    rdl.compile_file(str(Path(__file__).resolve().parents[1] / "spec" / "regs.rdl"))
-    out = {}
-    for node in rdl.elaborate().top.descendants(unroll=True):
-        if isinstance(node, RegNode) and node.current_idx in (None, [0]):
-            out[node.inst_name] = node.absolute_address
-    return out
-
-
-def reg_addr(reg: type[Register], index: int = 0) -> int:
-    """`reg.addr(index)`, also for registers whose generated ADDR is shadowed by a field."""
-    base = reg.__dict__.get("ADDR")
-    if not isinstance(base, int):
-        base = _rdl_addresses()[reg.NAME]
-    if not 0 <= index < reg.ARRAY_LEN:
-        raise IndexError(f"{reg.NAME}[{index}] out of range: the array has {reg.ARRAY_LEN} registers")
-    return base + index * reg.ARRAY_STRIDE
-
+# ---------------------------------------------------------------------------- the register map
 
 @dataclass(frozen=True)
 class _RegSlot:
@@ -145,7 +125,7 @@ def _slots() -> dict[int, _RegSlot]:
                 reset |= f.put(f.reset)
         for i in range(reg.ARRAY_LEN):
             label = f"{reg.NAME}[{i}]" if reg.ARRAY_LEN > 1 else reg.NAME
-            out[reg_addr(reg, i)] = _RegSlot(reg, i, label, reset=reset, **masks)
+            out[reg.addr(i)] = _RegSlot(reg, i, label, reset=reset, **masks)
     return out
 
 
@@ -158,9 +138,10 @@ _CONFIG_REGS = frozenset({"CONTROL", "RB_CNTL", "RB_BASE_LO", "RB_BASE_HI", "RB_
 # ---------------------------------------------------------------------------- packet table, precomputed
 
 class _Fault(Exception):
-    """A CP error found while executing; the caller knows level and packet offset."""
+    """A CP error found while executing; the CP knows the level and packet offset.
+    opcode None: the opcode of the packet in hand (RefModel._cur_opcode)."""
 
-    def __init__(self, code: int, addr: int, opcode: int = 0, done: int = 0):
+    def __init__(self, code: int, addr: int, opcode: int | None = None, done: int = 0):
         self.code, self.addr, self.opcode, self.done = code, addr, opcode, done
 
 
@@ -174,13 +155,28 @@ class _Kind:
     max_count: int
     # (payload dword, lsb, max, supported values) of every closed-enum field: a value
     # outside the supported ones is UNSUPPORTED (spec/packets.py EnumValue.supported)
-    checks: tuple[tuple[int, int, int, frozenset], ...]
+    supported: tuple[tuple[int, int, int, frozenset], ...]
+    # (payload dword, low-bit mask, condition or None): an address whose low bits are set
+    # is misaligned. From the table: the bits below each *_LO address field (ADDR_LO[31:2]
+    # -> dword aligned) and each alignment Rule (64-bit fences), whose condition is
+    # (dword, lsb, max, values) of the selecting field.
+    aligns: tuple[tuple[int, int, tuple | None], ...]
 
 
 def _kind(p: pk.PacketDef) -> _Kind:
-    checks = tuple((f.dword, f.lsb, f.max, frozenset(e.value for e in f.enum if e.supported))
-                   for f in p.fields if f.enum and not f.open_enum)
-    return _Kind(p, p.opcode, p.index, p.fixed, p.min_count, p.max_count, checks)
+    supported = tuple((f.dword, f.lsb, f.max, frozenset(e.value for e in f.enum if e.supported))
+                      for f in p.fields if f.enum and not f.open_enum)
+    aligns = []
+    for v in p.values:
+        lo = p.field(v.fields[0])
+        if lo.lsb:
+            aligns.append((lo.dword, (1 << lo.lsb) - 1, None))
+    for r in p.rules:
+        if r.align > 1:
+            w = p.field(r.when)
+            when = (w.dword, w.lsb, w.max, frozenset(w.values[n] for n in r.among))
+            aligns.append((p.field(p.value(r.value).fields[0]).dword, r.align - 1, when))
+    return _Kind(p, p.opcode, p.index, p.fixed, p.min_count, p.max_count, supported, tuple(aligns))
 
 
 def _fld(p: pk.PacketDef, name: str) -> tuple[int, int, int]:
@@ -202,7 +198,7 @@ _HDR_COUNT = pk.HEADER.field("COUNT")
 _TYPE_LSB, _TYPE_MAX = _HDR_TYPE.lsb, _HDR_TYPE.max
 _OPCODE_LSB, _OPCODE_MAX = _HDR_OPCODE.lsb, _HDR_OPCODE.max
 _COUNT_LSB, _COUNT_MAX = _HDR_COUNT.lsb, _HDR_COUNT.max
-_TYPE2, _TYPE3 = pk.PACKET_TYPE2, pk.PACKET_TYPE3
+_TYPE3 = pk.PACKET_TYPE3
 
 _WD = pk.WRITE_DATA
 _WD_ADDR = _addr(_WD, "addr")
@@ -217,7 +213,6 @@ _RM_ADDR = _addr(_RM, "addr")
 _RM_INT, _RM_DATA_SEL, _RM_LO, _RM_HI, _RM_CTX = (
     _fld(_RM, n) for n in ("INT_SEL", "DATA_SEL", "DATA_LO", "DATA_HI", "INT_CTXID"))
 _RM_SEL = _RM.field("DATA_SEL").values
-_RM_DATA_BYTES = {_RM_SEL["NONE"]: 0, _RM_SEL["DATA_32"]: 4, _RM_SEL["DATA_64"]: 8, _RM_SEL["TIMESTAMP"]: 8}
 _DMA = pk.DMA_DATA
 _DMA_SRC = _addr(_DMA, "src")
 _DMA_DST = _addr(_DMA, "dst")
@@ -331,7 +326,7 @@ class RefModel(Device):
         }
         if set(self._exec) != set(self._kinds):
             raise NotImplementedError("spec/packets.py has packets the reference model does not execute")
-        self._off = {name: reg_addr(getattr(regs, name)) for name in (
+        self._off = {name: getattr(regs, name).addr() for name in (
             "CONTROL", "INT_STATUS", "INT_ENABLE", "INT_FORCE", "IH_BASE_LO", "IH_BASE_HI", "IH_SIZE",
             "IH_RPTR", "IH_WPTR_ADDR_LO", "IH_WPTR_ADDR_HI", "IH_CNTL", "RB_BASE_LO", "RB_BASE_HI",
             "RB_SIZE", "RB_RPTR_ADDR_LO", "RB_RPTR_ADDR_HI", "RB_DOORBELL", "RB_CNTL")}
@@ -427,6 +422,11 @@ class RefModel(Device):
             base = limit = 0  # an empty window, as axi_mem treats limit <= base
         self._wb, self._wl, self._wresp = base, limit, resp
 
+    @property
+    def mem_model(self) -> "RefModel":
+        """As CocotbDevice.mem_model: `dev.mem_model.configure(...)` works on both backends."""
+        return self
+
     # ------------------------------------------------------------------ snapshot (issue 5)
 
     def snapshot(self, *, memory: bool = True, exclude: Iterable[tuple[int, int]] = ()) -> dict:
@@ -502,7 +502,8 @@ class RefModel(Device):
     def _status(self, i: int) -> int:
         s = regs.STATUS
         in_packet = self._wait is not None
-        return (s.IDLE.put(int(self._idle())) | s.HALTED.put(int(self._halt and not in_packet))
+        halted = self._halt and not in_packet and not self._err_code
+        return (s.IDLE.put(int(self._idle())) | s.HALTED.put(int(halted))
                 | s.ERROR.put(int(self._err_code != 0)) | s.RB_EMPTY.put(int(self._rptr == self._wptr))
                 | s.WAITING.put(int(in_packet)) | s.LEVEL.put(len(self._frames)))
 
@@ -541,8 +542,6 @@ class RefModel(Device):
         if dt > 0:
             if not self._idle():
                 self._busy += dt
-                if self._wait is not None:
-                    self._stall += dt
             self._t = t
 
     def _advance(self, to: int, until_irq: bool = False) -> bool:
@@ -563,7 +562,7 @@ class RefModel(Device):
             try:
                 self._poll()
             except _Fault as e:
-                self._latch(e.code, self._cur_level, e.opcode, e.addr, self._cur_offset)
+                self._fail(e)
             if self._wait is w:
                 w.failed_in = token
             else:
@@ -645,7 +644,7 @@ class RefModel(Device):
             i = a >> 2
             return self._mv[i:i + k].tolist()
         words, resp, fa = self._fetch(base, mask, start, k)
-        self._fetched += len(words)
+        self._fetched += len(words) + (resp != OKAY)  # the faulting dword was consumed too
         if resp:
             raise _Fault(_BUS_ERROR[resp], fa)
         return words.tolist()
@@ -739,7 +738,12 @@ class RefModel(Device):
             try:
                 self._step()
             except _Fault as e:
-                self._latch(e.code, self._cur_level, e.opcode, e.addr, self._cur_offset)
+                self._fail(e)
+
+    def _fail(self, e: _Fault) -> None:
+        """Latch a fault of the packet in hand (self._cur_*)."""
+        self._latch(e.code, self._cur_level, self._cur_opcode if e.opcode is None else e.opcode,
+                    e.addr, self._cur_offset)
 
     def _step(self) -> None:
         """Fetch, check and execute the next packet."""
@@ -754,30 +758,30 @@ class RefModel(Device):
             base, mask, pos = self._rb_base, self._rb_mask, self._rptr
             avail = (self._wptr - pos) & M32
             off = pos & mask
-        self._cur_level, self._cur_offset = level, off
+        self._cur_level, self._cur_offset, self._cur_opcode = level, off, 0
         ha = base + 4 * off
+        self._fetched += 1  # the header, even when its read faults
         if not (ha + 4 <= self._size and (ha + 4 <= self._wb or ha >= self._wl)):
             _, resp = self._first_fault(ha, 1)
             if resp:
-                raise _Fault(_BUS_ERROR[resp], ha)
+                raise _Fault(_BUS_ERROR[resp], ha, 0)
         h = self._mv[ha >> 2]
-        self._fetched += 1
-        t = (h >> _TYPE_LSB) & _TYPE_MAX
-        if t != _TYPE3:
-            if t != _TYPE2:
-                raise _Fault(CpError.ILLEGAL_OPCODE, ha)
+        if h == pk.TYPE2_FILLER:
             if self.trace is not None:
                 self._trace(level, base, mask, pos, off, 1)
-            self._packets[pk.NOP.index] += 1  # a type-2 filler counts as a NOP
+            self._packets[pk.NOP.index] += 1  # a filler counts as a NOP
             self._complete(level, 1)
             return
         op = (h >> _OPCODE_LSB) & _OPCODE_MAX
         kind = self._kinds.get(op)
+        if (h >> _TYPE_LSB) & _TYPE_MAX != _TYPE3:
+            raise _Fault(CpError.ILLEGAL_OPCODE, ha, 0)  # type 0/1, or type 2 but not the filler
         if kind is None:
             raise _Fault(CpError.ILLEGAL_OPCODE, ha, op)
+        self._cur_opcode = op
         count = (h >> _COUNT_LSB) & _COUNT_MAX
         if not kind.min_count <= count <= kind.max_count or count + 2 > avail:
-            raise _Fault(CpError.BAD_COUNT, ha, op)
+            raise _Fault(CpError.BAD_COUNT, ha)
         if self.trace is not None:
             self._trace(level, base, mask, pos, off, count + 2)
         self._exec[op](kind, level, base, mask, pos, ha, count + 2)
@@ -787,10 +791,19 @@ class RefModel(Device):
         where = IbLevel(level).name
         self.trace(f"{where}+{4 * off:#06x}: {pm4.describe(pm4.decode(words.tolist(), 0))}")
 
-    def _check_fields(self, kind: _Kind, p: list[int], ha: int) -> None:
-        for dw, lsb, mx, ok in kind.checks:
+    def _check(self, kind: _Kind, p: list[int], ha: int) -> None:
+        """The field checks of spec/packets.py: UNSUPPORTED values, then alignment."""
+        for dw, lsb, mx, ok in kind.supported:
             if (p[dw] >> lsb) & mx not in ok:
-                raise _Fault(CpError.UNSUPPORTED, ha, kind.opcode)
+                raise _Fault(CpError.UNSUPPORTED, ha)
+        self._check_align(kind, p, ha, CpError.FENCE_MISALIGNED)
+        self._packets[kind.index] += 1  # the packet starts executing
+
+    @staticmethod
+    def _check_align(kind: _Kind, p: list[int], ha: int, code: int) -> None:
+        for dw, low, when in kind.aligns:
+            if p[dw] & low and (when is None or (p[when[0]] >> when[1]) & when[2] in when[3]):
+                raise _Fault(code, ha)
 
     def _complete(self, level: int, n: int) -> None:
         """The packet of n dwords at the current position has finished executing."""
@@ -808,7 +821,9 @@ class RefModel(Device):
         while frames and frames[-1][2] >= frames[-1][1]:
             frames.pop()
             if not frames:
+                # a write-back fault belongs to the ring's INDIRECT_BUFFER packet
                 self._cur_level, self._cur_offset = IbLevel.RING, self._rptr & self._rb_mask
+                self._cur_opcode = pk.INDIRECT_BUFFER.opcode
                 self._ring_advance(self._ring_ib_len)
 
     def _ring_advance(self, n: int) -> None:
@@ -823,7 +838,7 @@ class RefModel(Device):
             self._fetched += n - 1
         else:
             words, resp, fa = self._fetch(base, mask, pos + 1, n - 1)
-            self._fetched += len(words)
+            self._fetched += len(words) + (resp != OKAY)
             if resp:
                 raise _Fault(_BUS_ERROR[resp], fa)
         self._packets[kind.index] += 1
@@ -832,11 +847,8 @@ class RefModel(Device):
     def _op_write_data(self, kind, level, base, mask, pos, ha, n) -> None:
         fixed = kind.fixed
         p = self._read(base, mask, pos + 1, fixed)
-        self._check_fields(kind, p, ha)
-        lo_dw = _WD_ADDR[0]
+        self._check(kind, p, ha)
         addr = _addr_of(p, _WD_ADDR)
-        if p[lo_dw] & 3:
-            raise _Fault(CpError.FENCE_MISALIGNED, ha, kind.opcode)
         count = n - 1 - fixed
         src = self._span(base, mask, pos + 1 + fixed, count)
         end = addr + 4 * count
@@ -844,7 +856,6 @@ class RefModel(Device):
             i, j = src >> 2, addr >> 2
             self._mv[j:j + count] = self._mv[i:i + count]
             self._fetched += count
-            self._packets[kind.index] += 1
             self._complete(level, n)
             return
         # The data streams through in 32-byte destination blocks: a fetch error stops
@@ -852,7 +863,7 @@ class RefModel(Device):
         data, resp, fa = self._fetch(base, mask, pos + 1 + fixed, count)
         if resp:
             kf = len(data)
-            self._fetched += kf
+            self._fetched += kf + 1
             self._cp_write(addr, data[:max(0, (((addr + 4 * kf) & ~31) - addr) >> 2)])
             raise _Fault(_BUS_ERROR[resp], fa)
         try:
@@ -860,24 +871,25 @@ class RefModel(Device):
         except _Fault as e:
             self._fetched += e.done
             raise
-        self._fetched += len(data)
-        self._packets[kind.index] += 1
+        self._fetched += count
         self._complete(level, n)
 
     def _op_indirect_buffer(self, kind, level, base, mask, pos, ha, n) -> None:
+        # docs/hardware.md's order: UNSUPPORTED (fields, VALID, CHAIN in the ring),
+        # IB_MISALIGNED, IB_SIZE_ZERO, IB_NESTING
         p = self._read(base, mask, pos + 1, n - 1)
-        self._check_fields(kind, p, ha)
-        op = kind.opcode
-        if p[_IB_BASE[0]] & 3:
-            raise _Fault(CpError.IB_MISALIGNED, ha, op)
-        size = _get(p, _IB_SIZE)
-        if not size:
-            raise _Fault(CpError.IB_SIZE_ZERO, ha, op)
         chain = _get(p, _IB_CHAIN)
         if not _get(p, _IB_VALID) or (chain and level == IbLevel.RING):
-            raise _Fault(CpError.UNSUPPORTED, ha, op)
+            raise _Fault(CpError.UNSUPPORTED, ha)
+        for dw, lsb, mx, ok in kind.supported:
+            if (p[dw] >> lsb) & mx not in ok:
+                raise _Fault(CpError.UNSUPPORTED, ha)
+        self._check_align(kind, p, ha, CpError.IB_MISALIGNED)
+        size = _get(p, _IB_SIZE)
+        if not size:
+            raise _Fault(CpError.IB_SIZE_ZERO, ha)
         if not chain and level + 1 > self.ib_levels:
-            raise _Fault(CpError.IB_NESTING, ha, op)
+            raise _Fault(CpError.IB_NESTING, ha)
         self._packets[kind.index] += 1
         frame = [_addr_of(p, _IB_BASE), size, 0]
         if chain:
@@ -891,15 +903,12 @@ class RefModel(Device):
 
     def _op_wait_reg_mem(self, kind, level, base, mask, pos, ha, n) -> None:
         p = self._read(base, mask, pos + 1, n - 1)
-        self._check_fields(kind, p, ha)
-        if p[_WRM_ADDR[0]] & 3:
-            raise _Fault(CpError.FENCE_MISALIGNED, ha, kind.opcode)
+        self._check(kind, p, ha)
         addr, ref, msk = _addr_of(p, _WRM_ADDR), _get(p, _WRM_REF), _get(p, _WRM_MASK)
         compare = _WRM_COMPARE[_get(p, _WRM_FUNC)]
         end = addr + 4
         if end <= self._size and (end <= self._wb or addr >= self._wl) and compare(self._mv[addr >> 2] & msk, ref):
-            self._packets[kind.index] += 1  # the first poll, at once, holds
-            self._complete(level, n)
+            self._complete(level, n)  # the first poll, at once, holds
             return
         self._wait = _Wait(addr, ref, msk, compare, max(1, _get(p, _WRM_POLL)), self._t, level,
                            self._cur_offset, n)
@@ -909,7 +918,7 @@ class RefModel(Device):
         """One read of the pending WAIT_REG_MEM at the current time; it finishes when the
         condition holds, else the next read is due one interval later."""
         w = self._wait
-        self._cur_level, self._cur_offset = w.level, w.offset
+        self._cur_level, self._cur_offset, self._cur_opcode = w.level, w.offset, pk.WAIT_REG_MEM.opcode
         _, resp = self._first_fault(w.addr, 1)
         if resp:
             self._wait = None
@@ -918,46 +927,41 @@ class RefModel(Device):
             w.next_poll = self._t + w.interval
             return
         self._wait = None
-        self._packets[pk.WAIT_REG_MEM.index] += 1
         self._complete(w.level, w.length)
 
     def _op_release_mem(self, kind, level, base, mask, pos, ha, n) -> None:
         p = self._read(base, mask, pos + 1, n - 1)
-        self._check_fields(kind, p, ha)
+        self._check(kind, p, ha)
         addr = _addr_of(p, _RM_ADDR)
-        nbytes = _RM_DATA_BYTES[_get(p, _RM_DATA_SEL)]
-        if nbytes and addr & (nbytes - 1):
-            raise _Fault(CpError.FENCE_MISALIGNED, ha, kind.opcode)
+        sel = _get(p, _RM_DATA_SEL)
         lo, hi = _get(p, _RM_LO), _get(p, _RM_HI)
-        if nbytes:
-            sel = _get(p, _RM_DATA_SEL)
-            if sel == _RM_SEL["TIMESTAMP"]:
-                ts = self._t & _TS_MASK
-                self._cp_write(addr, [ts & M32, ts >> 32])
-            elif sel == _RM_SEL["DATA_64"]:
-                self._cp_write(addr, [lo, hi])
-            else:
-                self._cp_write(addr, [lo])
+        if sel == _RM_SEL["DATA_32"]:
+            self._cp_write(addr, [lo])
+        elif sel == _RM_SEL["DATA_64"]:
+            self._cp_write(addr, [lo, hi])
+        elif sel == _RM_SEL["TIMESTAMP"]:
+            ts = self._t & _TS_MASK
+            self._cp_write(addr, [ts & M32, ts >> 32])
         if _get(p, _RM_INT):
             self._ih_append(ih_spec.Source.EOP, _get(p, _RM_CTX), lo, hi, addr & M32, addr >> 32)
             self._store[self._off["INT_STATUS"]] |= regs.INT_STATUS.EOP.mask
-        self._packets[kind.index] += 1
         self._complete(level, n)
 
     def _op_dma_data(self, kind, level, base, mask, pos, ha, n) -> None:
         p = self._read(base, mask, pos + 1, n - 1)
-        op = kind.opcode
         if not self.has_dma:
-            raise _Fault(CpError.UNSUPPORTED, ha, op)
-        self._check_fields(kind, p, ha)
+            raise _Fault(CpError.UNSUPPORTED, ha)
+        for dw, lsb, mx, ok in kind.supported:
+            if (p[dw] >> lsb) & mx not in ok:
+                raise _Fault(CpError.UNSUPPORTED, ha)
         count = _get(p, _DMA_COUNT)
         if count > self.dma_max_bytes:
-            raise _Fault(CpError.DMA_BYTE_COUNT, ha, op)
+            raise _Fault(CpError.DMA_BYTE_COUNT, ha)
+        self._packets[kind.index] += 1
         dst = _addr_of(p, _DMA_DST)
         fill = _get(p, _DMA_SRC_SEL) == _DMA_FILL
         src = p[_DMA_SRC[0]] if fill else _addr_of(p, _DMA_SRC)
         self._dma(dst, src, count, fill)  # the model's engine finishes at once: CP_SYNC holds trivially
-        self._packets[kind.index] += 1
         self._complete(level, n)
 
     def _dma(self, dst: int, src: int, count: int, fill: bool) -> None:

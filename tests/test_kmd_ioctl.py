@@ -365,7 +365,7 @@ def test_log_spec(monkeypatch):
         assert logging.getLogger("gpucosim.ioctl").level == logging.INFO
         assert logging.getLogger("gpucosim.ring").level == logging.DEBUG
         check_trace(RefModel())
-        assert "[gpucosim.ioctl] ioctl(fd 3, CTX, {op=ALLOC})" in buf.getvalue()
+        assert "[ioctl] ioctl(fd 3, CTX, {op=ALLOC})" in buf.getvalue()
         assert "RB_DOORBELL" in buf.getvalue() and "RELEASE_MEM" in buf.getvalue()
         with pytest.raises(ValueError, match="GPUCOSIM_LOG: unknown log level 'loud'"):
             log.configure("kmd=loud")

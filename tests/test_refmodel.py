@@ -20,7 +20,7 @@ from kmd_model.regs import CpError, IbLevel
 from spec import ih, pm4
 from spec.packets import PACKETS, by_name
 from testbench.refmodel import (
-    DEFAULT_MMIO_CYCLES, RefModel, diff_snapshots, mem_diff, reg_addr, snapshot,
+    DEFAULT_MMIO_CYCLES, RefModel, diff_snapshots, mem_diff, snapshot,
 )
 
 RING = 0x10000  # command ring
@@ -41,17 +41,6 @@ OP = {p.name: p.opcode for p in PACKETS}
 
 # ---------------------------------------------------------------------------- driver-side helpers
 
-class Io(Mmio):
-    """kmd_model.mmio.Mmio, addressing registers with refmodel.reg_addr (which also works
-    while a field named ADDR shadows a generated register's ADDR)."""
-
-    def read(self, reg, index=0):
-        return self.dev.mmio_read32(reg_addr(reg, index))
-
-    def write(self, reg, value, index=0):
-        self.dev.mmio_write32(reg_addr(reg, index), value)
-
-
 def w32(dev, addr, values):
     values = np.asarray(values, dtype=np.uint32)
     dev.mem[addr:addr + 4 * values.size] = values.view(np.uint8)
@@ -67,7 +56,7 @@ class Driver:
 
     def __init__(self, dev=None, ring_log2=8, ih_log2=4, **model_kw):
         self.dev = dev or RefModel(**model_kw)
-        self.io = io = Io(self.dev)
+        self.io = io = Mmio(self.dev)
         io.write64(regs.RB_BASE_LO, regs.RB_BASE_HI, RING)
         io.write_fields(regs.RB_SIZE, LOG2_DWORDS=ring_log2)
         io.write64(regs.RB_RPTR_ADDR_LO, regs.RB_RPTR_ADDR_HI, RPTR_WB)
@@ -169,7 +158,7 @@ def expected_reset(dev, reg):
 @pytest.mark.parametrize("data_width", [32, 64, 256])
 def test_reset_values(data_width):
     dev = RefModel(data_width=data_width)
-    io = Io(dev)
+    io = Mmio(dev)
     bad = []
     for reg in regs.REGISTERS:
         for i in range(reg.ARRAY_LEN):
@@ -186,7 +175,7 @@ def test_reset_values(data_width):
 
 def test_access_types():
     dev = RefModel()
-    io = Io(dev)
+    io = Mmio(dev)
     rng = random.Random(1234)
     bad = []
     for reg in regs.REGISTERS:
@@ -224,17 +213,17 @@ def test_access_types():
         assert io.fields(regs.INT_STATUS) == status, f"W1C of {f.name}"
 
     io.write(regs.SCRATCH, 0x11223344)
-    dev.mmio_write_bytes(reg_addr(regs.SCRATCH) + 2, bytes([0xAB]))
+    dev.mmio_write_bytes(regs.SCRATCH.addr() + 2, bytes([0xAB]))
     assert io.read(regs.SCRATCH) == 0x11AB3344
 
 
 def test_probe_and_scratch():
     dev = RefModel(data_width=128)
-    io = Io(dev)
+    io = Mmio(dev)
     info = io.probe()
     assert (info.version, info.bus_bytes, info.addr_bits, info.ib_levels, info.has_dma, info.has_ih) == (
         (0, 1, 0), 16, 48, 2, False, True)
-    other = Io(RefModel(dma=True, ih=False)).probe()
+    other = Mmio(RefModel(dma=True, ih=False)).probe()
     assert (other.has_dma, other.has_ih) == (True, False)
     rng = random.Random(7)
     for _ in range(64):
@@ -245,7 +234,7 @@ def test_probe_and_scratch():
 
 def test_unmapped_access():
     dev = RefModel()
-    io = Io(dev)
+    io = Mmio(dev)
     for off in (0x0F00, 0x01C, 0x140, 0xFFFC):
         with pytest.raises(BusError) as e:
             dev.mmio_read32(off)
@@ -267,7 +256,7 @@ def test_unmapped_access():
 
 def test_irq_line():
     dev = RefModel()
-    io = Io(dev)
+    io = Mmio(dev)
     assert not dev.irq_level()
     io.write_fields(regs.INT_FORCE, EOP=1)
     assert not dev.irq_level(), "irq rose with the source disabled"
@@ -286,19 +275,19 @@ def test_time_costs():
     dev = RefModel(mmio_cycles=5)
     assert dev.now() == 0
     dev.mmio_read32(0)
-    dev.mmio_write32(reg_addr(regs.SCRATCH), 1)
-    dev.mmio_write_bytes(reg_addr(regs.SCRATCH) + 3, b"\x01\x02")  # two words touched
+    dev.mmio_write32(regs.SCRATCH.addr(), 1)
+    dev.mmio_write_bytes(regs.SCRATCH.addr() + 3, b"\x01\x02")  # two words touched
     dev.delay(7)
     dev.delay(0)
     assert dev.now() == 4 * 5 + 7
-    assert dev.mmio_read32(reg_addr(regs.SCRATCH)) == 0x0100_0001
-    assert dev.mmio_read32(reg_addr(regs.CONTROL)) == 0  # 0x02 went to CONTROL: the SOFT_RESET pulse
+    assert dev.mmio_read32(regs.SCRATCH.addr()) == 0x0100_0001
+    assert dev.mmio_read32(regs.CONTROL.addr()) == 0  # 0x02 went to CONTROL: the SOFT_RESET pulse
 
 
 # ---------------------------------------------------------------------------- packets
 
 def test_nop_filler_and_rptr_writeback(drv):
-    drv.submit(pm4.nop(2), [pm4.TYPE2_FILLER], [0xBFFF_FFFF], pm4.write_data(OUT, [1, 2]))
+    drv.submit(pm4.nop(2), [pm4.TYPE2_FILLER], [pm4.TYPE2_FILLER], pm4.write_data(OUT, [1, 2]))
     assert r32(drv.dev, OUT, 2) == [1, 2]
     assert drv.read(regs.RB_RPTR) == drv.read(regs.RB_WPTR) == 11
     assert r32(drv.dev, RPTR_WB) == 11
@@ -354,6 +343,7 @@ def test_rptr_moves_past_an_ib_only_when_it_has_run(drv):
     st = drv.fields(regs.STATUS)
     assert (st["WAITING"], st["LEVEL"], st["IDLE"], st["RB_EMPTY"]) == (1, IbLevel.IB1, 0, 0)
     assert drv.read(regs.RB_RPTR) == 2 and r32(drv.dev, RPTR_WB) == 2
+    assert drv.perf(WAIT_REG_MEM) == 1, "counted when it starts"
     w32(drv.dev, OUT, [1])
     drv.dev.delay(4)
     assert r32(drv.dev, OUT + 4) == 9
@@ -376,7 +366,8 @@ def test_wait_reg_mem_released_by_a_later_cpu_write(drv):
     st = drv.fields(regs.STATUS)
     assert (st["WAITING"], st["IDLE"]) == (0, 1)
     assert drv.read(regs.RB_RPTR) == 15
-    assert (drv.read(regs.PERF_BUSY_CYCLES), drv.read(regs.PERF_STALL_CYCLES)) == (100, 100)
+    # busy: the cycles STATUS.IDLE was 0; no stalls, the model's memory answers at once
+    assert (drv.read(regs.PERF_BUSY_CYCLES), drv.read(regs.PERF_STALL_CYCLES)) == (100, 0)
     assert drv.perf(WAIT_REG_MEM) == 1
 
 
@@ -501,7 +492,7 @@ def test_halt(drv):
 
 def test_doorbell_ignored_while_ring_disabled():
     dev = RefModel()
-    io = Io(dev)
+    io = Mmio(dev)
     io.write(regs.RB_DOORBELL, 5)
     assert io.read(regs.RB_WPTR) == 0 and io.read(regs.RB_DOORBELL) == 0
 
@@ -542,6 +533,7 @@ RING_ERRORS = {
     "illegal_opcode": ([pm4.header(0x7B, 1), 0, 0], CpError.ILLEGAL_OPCODE, 0x7B),
     "type0_header": ([0x0000_1234], CpError.ILLEGAL_OPCODE, 0),
     "type1_header": ([0x4000_0000], CpError.ILLEGAL_OPCODE, 0),
+    "type2_not_the_filler": ([0xBFFF_FFFF], CpError.ILLEGAL_OPCODE, 0),
     "count_too_small": (bad("WRITE_DATA", {"DST_SEL": 5}, count=2), CpError.BAD_COUNT, OP["WRITE_DATA"]),
     "count_fixed_mismatch": (bad("RELEASE_MEM", count=7) + [0], CpError.BAD_COUNT, OP["RELEASE_MEM"]),
     "past_wptr": ([pm4.header(OP["NOP"], 20), 0], CpError.BAD_COUNT, OP["NOP"]),
@@ -553,9 +545,12 @@ RING_ERRORS = {
                                      CpError.UNSUPPORTED, OP["WRITE_DATA"]),
     "write_data_misaligned": (pm4.write_data(OUT, [1])[:2] + [OUT + 2] + [0, 1],
                               CpError.FENCE_MISALIGNED, OP["WRITE_DATA"]),
-    "ib_misaligned": (pm4.indirect_buffer(IB1, 4)[:1] + [IB1 + 1, 0, 0], CpError.IB_MISALIGNED, OP["INDIRECT_BUFFER"]),
-    "ib_size_zero": (bad("INDIRECT_BUFFER", {"IB_BASE_LO": IB1 >> 2, "VALID": 0}),
+    "ib_misaligned": (pm4.indirect_buffer(IB1, 4)[:1] + [IB1 + 1] + pm4.indirect_buffer(IB1, 4)[2:],
+                      CpError.IB_MISALIGNED, OP["INDIRECT_BUFFER"]),
+    "ib_size_zero": (bad("INDIRECT_BUFFER", {"IB_BASE_LO": IB1 >> 2, "VALID": 1}),
                      CpError.IB_SIZE_ZERO, OP["INDIRECT_BUFFER"]),
+    "ib_invalid_before_misaligned": (pm4.indirect_buffer(IB1, 4)[:1] + [IB1 + 1, 0, 4],
+                                     CpError.UNSUPPORTED, OP["INDIRECT_BUFFER"]),
     "ib_not_valid": (bad("INDIRECT_BUFFER", {"IB_BASE_LO": IB1 >> 2, "IB_SIZE": 4}),
                      CpError.UNSUPPORTED, OP["INDIRECT_BUFFER"]),
     "chain_in_ring": (pm4.indirect_buffer(IB1, 4, chain=1), CpError.UNSUPPORTED, OP["INDIRECT_BUFFER"]),
@@ -571,6 +566,8 @@ RING_ERRORS = {
                         CpError.UNSUPPORTED, OP["RELEASE_MEM"]),
     "release_misaligned_64": (bad("RELEASE_MEM", {"EVENT_INDEX": 5, "DATA_SEL": 2, "ADDR_LO": (OUT + 4) >> 2}),
                               CpError.FENCE_MISALIGNED, OP["RELEASE_MEM"]),
+    "release_none_misaligned": (pm4.release_mem(OUT, 1, data_sel="NONE")[:3] + [OUT + 2]
+                                + pm4.release_mem(OUT, 1)[4:], CpError.FENCE_MISALIGNED, OP["RELEASE_MEM"]),
     "release_misaligned_32": (pm4.release_mem(OUT, 1)[:3] + [OUT + 2] + pm4.release_mem(OUT, 1)[4:],
                               CpError.FENCE_MISALIGNED, OP["RELEASE_MEM"]),
     "dma_without_engine": (pm4.dma_data(OUT, OUT + 64, 16), CpError.UNSUPPORTED, OP["DMA_DATA"]),
@@ -652,9 +649,9 @@ def test_bus_error_on_a_write(drv):
     drv.dev.configure(error_window=(OUT + 0x20, OUT + 0x28, "SLVERR"), rd_latency=30, stall={"r": 0.5})
     data = list(range(1, 17))  # OUT+0x10 .. OUT+0x50: blocks 0x00, 0x20, 0x40
     drv.submit(pm4.nop(1), pm4.write_data(OUT + 0x10, data))
-    drv.expect_error(CpError.BUS_SLVERR, IbLevel.RING, 0, OUT + 0x20, 2)
+    drv.expect_error(CpError.BUS_SLVERR, IbLevel.RING, OP["WRITE_DATA"], OUT + 0x20, 2)
     assert r32(drv.dev, OUT + 0x10, 16) == [1, 2, 3, 4, 0, 0, 7, 8, 9, 10, 11, 12, 0, 0, 0, 0]
-    assert drv.perf(WRITE_DATA) == 0
+    assert drv.perf(WRITE_DATA) == 1, "it started executing"
     assert drv.read(regs.PERF_DWORDS_FETCHED) == 2 + 4 + 12
     drv.dev.configure(error_window=None)
     drv.recover()
@@ -666,14 +663,14 @@ def test_bus_errors_on_fetch(drv):
     w32(drv.dev, IB1, ib)
     drv.dev.configure(error_window=(IB1 + 16, IB1 + 24, "SLVERR"))
     drv.submit(pm4.indirect_buffer(IB1, len(ib)))
-    drv.expect_error(CpError.BUS_SLVERR, IbLevel.IB1, 0, IB1 + 16, 2)
-    assert drv.read(regs.PERF_DWORDS_FETCHED) == 4 + 2 + 2
+    drv.expect_error(CpError.BUS_SLVERR, IbLevel.IB1, OP["WRITE_DATA"], IB1 + 16, 2)
+    assert drv.read(regs.PERF_DWORDS_FETCHED) == 4 + 2 + 3, "the faulting dword was consumed"
     drv.dev.configure(error_window=None)
     drv.recover()
     # An IB beyond the memory: its header fetch answers DECERR.
     far = 1 << 40
     drv.submit(pm4.indirect_buffer(far, 8))
-    drv.expect_error(CpError.BUS_DECERR, IbLevel.IB1, 0, far, 0)
+    drv.expect_error(CpError.BUS_DECERR, IbLevel.IB1, 0, far, 0)  # no header, no opcode
     drv.recover()
 
 
@@ -686,11 +683,11 @@ def test_prefetch_past_the_packet_does_not_fault(drv):
 def test_bus_error_on_a_poll_and_on_a_fence(drv):
     drv.dev.configure(error_window=(OUT + 0x100, OUT + 0x108, "DECERR"))
     drv.submit(pm4.wait_reg_mem(OUT + 0x104, 0, 0, "ALWAYS"))
-    drv.expect_error(CpError.BUS_DECERR, IbLevel.RING, 0, OUT + 0x104, 0)
+    drv.expect_error(CpError.BUS_DECERR, IbLevel.RING, OP["WAIT_REG_MEM"], OUT + 0x104, 0)
     drv.recover()
     at = drv.wptr
     drv.submit(pm4.release_mem(OUT + 0x100, 1, data_sel="DATA_64", int_sel="SEND_INT"))
-    drv.expect_error(CpError.BUS_DECERR, IbLevel.RING, 0, OUT + 0x100, at)
+    drv.expect_error(CpError.BUS_DECERR, IbLevel.RING, OP["RELEASE_MEM"], OUT + 0x100, at)
     assert drv.fields(regs.INT_STATUS)["EOP"] == 0, "no interrupt for a fence that was not written"
     drv.recover()
 
@@ -699,7 +696,7 @@ def test_bus_error_while_waiting(drv):
     drv.submit(pm4.wait_reg_mem(OUT, 1, 1, "EQ", poll_interval=10))
     drv.dev.configure(error_window=(OUT, OUT + 8, "SLVERR"))
     drv.dev.delay(10)
-    drv.expect_error(CpError.BUS_SLVERR, IbLevel.RING, 0, OUT, 0)
+    drv.expect_error(CpError.BUS_SLVERR, IbLevel.RING, OP["WAIT_REG_MEM"], OUT, 0)
     drv.dev.configure(error_window=None)
     drv.recover()
 
@@ -707,19 +704,40 @@ def test_bus_error_while_waiting(drv):
 def test_bus_error_on_rptr_writeback(drv):
     drv.dev.configure(error_window=(RPTR_WB, RPTR_WB + 8, "SLVERR"))
     drv.submit(pm4.nop(2), pm4.nop(1))
-    drv.expect_error(CpError.BUS_SLVERR, IbLevel.RING, 0, RPTR_WB, 0)
+    drv.expect_error(CpError.BUS_SLVERR, IbLevel.RING, OP["NOP"], RPTR_WB, 0)
     assert drv.read(regs.RB_RPTR) == 3, "rptr moved before its write-back failed"
     drv.dev.configure(error_window=None)
     drv.recover()
+
+
+def test_bus_error_on_rptr_writeback_after_an_ib(drv):
+    ib = pm4.write_data(OUT, [1])
+    w32(drv.dev, IB1, ib)
+    drv.submit(pm4.nop(1))
+    drv.dev.configure(error_window=(RPTR_WB, RPTR_WB + 8, "SLVERR"))
+    drv.submit(pm4.indirect_buffer(IB1, len(ib)))
+    # the write-back belongs to the ring's INDIRECT_BUFFER packet, which has just finished
+    drv.expect_error(CpError.BUS_SLVERR, IbLevel.RING, OP["INDIRECT_BUFFER"], RPTR_WB, 2)
+    assert drv.read(regs.RB_RPTR) == 6 and r32(drv.dev, OUT) == 1
+    assert drv.fields(regs.STATUS)["LEVEL"] == IbLevel.RING
+
+
+def test_halted_reads_0_once_an_error_stopped_the_cp(drv):
+    drv.io.write_fields(regs.CONTROL, HALT=1)
+    drv.io.write(regs.RB_DOORBELL, 1000)
+    st = drv.fields(regs.STATUS)
+    assert (st["HALTED"], st["ERROR"], st["IDLE"]) == (0, 1, 1)
 
 
 def test_bus_error_on_the_ih_ring(drv):
     drv.dev.configure(error_window=(IH_RING, IH_RING + 32, "SLVERR"))
     drv.submit(pm4.release_mem(OUT, 1, int_sel="SEND_INT"))
     assert r32(drv.dev, OUT) == 1
-    assert drv.error() == (CpError.BUS_SLVERR, IbLevel.RING, 0, IH_RING, 0)
+    assert drv.error() == (CpError.BUS_SLVERR, IbLevel.RING, OP["RELEASE_MEM"], IH_RING, 0)
     assert drv.read(regs.IH_WPTR) == 0, "the error entry could not be written either"
     assert drv.fields(regs.INT_STATUS)["CP_ERROR"] == 1
+    drv.dev.configure(error_window=None)
+    drv.recover()
 
 
 def test_dma_byte_count():
@@ -755,7 +773,7 @@ def test_dma_bus_error():
     d.dev.configure(error_window=(OUT + 0x100, OUT + 0x200, "SLVERR"))
     d.dev.mem[OUT:OUT + 0x400] = 0xEE
     d.submit(pm4.dma_data(OUT + 0x1000, OUT + 0xF0, 0x40))
-    d.expect_error(CpError.BUS_SLVERR, IbLevel.RING, 0, OUT + 0x100, 0)
+    d.expect_error(CpError.BUS_SLVERR, IbLevel.RING, OP["DMA_DATA"], OUT + 0x100, 0)
     assert d.dev.mem[OUT + 0x1000:OUT + 0x1010].tolist() == [0xEE] * 16
     assert d.dev.mem[OUT + 0x1010] == 0
 

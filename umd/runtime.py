@@ -114,10 +114,13 @@ def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignmen
     return buf
 
 
-def device_queue(self: Device, *, flush_threshold: int | None = None, ib_size_dw: int = 1024) -> "Queue":
-    """A queue (a KMD context) recording commands into chained IBs."""
+def device_queue(self: Device, *, flush_threshold: int | None = None, flush_dwords: int | None = None,
+                 ib_size_dw: int = 1024) -> "Queue":
+    """A queue (a KMD context) recording commands into chained IBs. It flushes by itself
+    after `flush_threshold` commands (the API version's default) or, when given, once
+    `flush_dwords` dwords are recorded; `ib_size_dw` is the size of each chained IB."""
     q = Queue(self, flush_threshold if flush_threshold is not None else self._table.flush_threshold,
-              ib_size_dw)
+              ib_size_dw, flush_dwords)
     self.queues.append(q)
     return q
 
@@ -228,10 +231,13 @@ class IbPool:
 class Queue(_Dispatched):
     _kind = "Queue"
 
-    def __init__(self, device: Device, flush_threshold: int, ib_size_dw: int):
+    def __init__(self, device: Device, flush_threshold: int, ib_size_dw: int, flush_dwords: int | None = None):
         flush_threshold = _index("queue", "flush_threshold", flush_threshold)
         if flush_threshold < 1:
             raise ValueError(f"queue: flush_threshold must be >= 1, not {flush_threshold}")
+        if flush_dwords is not None and _index("queue", "flush_dwords", flush_dwords) < 1:
+            raise ValueError(f"queue: flush_dwords must be >= 1, not {flush_dwords}")
+        self.flush_dwords = flush_dwords
         self._table = device._table
         self.device = device
         self.ws = device.ws
@@ -265,8 +271,9 @@ class Queue(_Dispatched):
         return f"Queue.{call}() #{self.calls}"
 
     def _end_command(self) -> None:
-        self.cmdbuf.command()
-        if self.cmdbuf.commands >= self.flush_threshold:
+        cb = self.cmdbuf
+        cb.command()
+        if cb.commands >= self.flush_threshold or (self.flush_dwords and cb.dwords >= self.flush_dwords):
             queue_flush(self)
 
     # -- completion
@@ -400,6 +407,9 @@ def queue_flush(self: Queue) -> int | None:
     if log.isEnabledFor(logging.DEBUG):
         log.debug("flush ctx %d: %d command(s), %d dwords in %d IB(s)", self.ctx_id, cb.commands,
                   sum(ib.size_dw for ib in cb.ibs), len(cb.ibs))
+        for ib in cb.ibs:
+            log.debug("IB at %#x, %d dwords:\n%s", ib.gpu_addr, ib.size_dw, "\n".join(
+                "  " + line for line in pm4.disassemble(ib.buf.u32[:ib.size_dw].tolist(), ib.gpu_addr)))
     cb.reset()
     try:
         seq = self.ws.cs_submit(self.ctx_id, [

@@ -1,0 +1,183 @@
+"""Command-stream scenarios run on the reference model and on the RTL; each returns what a
+driver can observe (errors, status, pointers, counters, IH entries, memory), so
+tests/test_rtl_vs_model.py can compare the two. Scenarios drive the device only through
+the Device API, as a driver would (tests/test_refmodel.py:Driver)."""
+from kmd_model import regs
+
+from spec import pm4
+from tests.test_refmodel import (Driver, r32, w32, OUT, IB1, IB1B, IB2, IB2B, IB2C, RING, RPTR_WB, IH_RING,
+                                 RING_ERRORS, bad, OP)
+
+
+def settle(d, n=400):
+    for _ in range(n):
+        if d.fields(regs.STATUS)["IDLE"]:
+            return True
+        d.dev.delay(20)
+    return False
+
+
+def observe(d):
+    o = {}
+    o["idle"] = settle(d)
+    o["error"] = list(d.error())
+    st = d.fields(regs.STATUS)
+    o["status"] = {k: st[k] for k in ("IDLE", "HALTED", "ERROR", "RB_EMPTY", "WAITING", "LEVEL")}
+    o["rptr"], o["wptr"], o["ih_wptr"] = d.read(regs.RB_RPTR), d.read(regs.RB_WPTR), d.read(regs.IH_WPTR)
+    o["int_status"] = d.read(regs.INT_STATUS)
+    o["dwords"] = d.read(regs.PERF_DWORDS_FETCHED)
+    o["packets"] = [d.read(regs.PERF_PACKETS, i) for i in range(8)]
+    ents = d.ih_entries()[-4:]
+    for e in ents:
+        e["TIMESTAMP_LO"] = e["TIMESTAMP_HI"] = 0
+    o["ih"] = ents
+    o["mem"] = r32(d.dev, OUT, 0x80)
+    o["rptr_wb"] = r32(d.dev, RPTR_WB)
+    return o
+
+
+SCEN = {}
+
+
+def scen(f):
+    SCEN[f.__name__] = f
+    return f
+
+
+for name, (packet, code, opcode) in RING_ERRORS.items():
+    def f(d, packet=packet):
+        d.submit(pm4.nop(1), packet, pm4.write_data(OUT + 0x80, [1]))
+        return d
+    f.__name__ = "ring_" + name
+    SCEN[f.__name__] = f
+
+
+@scen
+def chain(d):
+    dev = d.dev
+    ib2c = pm4.write_data(OUT + 0x18, [6])
+    ib2b = pm4.write_data(OUT + 0x14, [5]) + pm4.indirect_buffer(IB2C, len(ib2c), chain=1)
+    ib1b = pm4.write_data(OUT + 0x10, [4]) + pm4.indirect_buffer(IB2B, len(ib2b))
+    ib2 = pm4.write_data(OUT + 0x04, [2])
+    ib1 = (pm4.write_data(OUT, [1]) + pm4.indirect_buffer(IB2, len(ib2)) + pm4.write_data(OUT + 0x08, [3])
+           + pm4.indirect_buffer(IB1B, len(ib1b), chain=1) + pm4.write_data(OUT + 0x100, [0xBAD]))
+    for base, body in ((IB1, ib1), (IB1B, ib1b), (IB2, ib2), (IB2B, ib2b), (IB2C, ib2c)):
+        w32(dev, base, body)
+    d.submit(pm4.indirect_buffer(IB1, len(ib1)), pm4.write_data(OUT + 0x1C, [7]))
+
+
+@scen
+def wrap(d):
+    d.submit(pm4.nop(250))
+    settle(d)
+    d.submit(pm4.write_data(OUT, [0xAAAA, 0xBBBB, 3, 4]), pm4.release_mem(OUT + 0x20, 9, int_sel=1))
+
+
+@scen
+def nesting(d):
+    w32(d.dev, IB1 + 0x800, pm4.nop(1))
+    ib2 = pm4.nop(3) + pm4.indirect_buffer(IB1 + 0x800, 2)
+    ib1 = pm4.indirect_buffer(IB2, len(ib2))
+    w32(d.dev, IB2, ib2)
+    w32(d.dev, IB1, ib1)
+    d.submit(pm4.indirect_buffer(IB1, len(ib1)))
+
+
+@scen
+def ib_past_end(d):
+    ib = pm4.nop(1) + pm4.write_data(OUT, [1, 2])
+    w32(d.dev, IB1, ib)
+    d.submit(pm4.indirect_buffer(IB1, len(ib) - 1))
+
+
+@scen
+def write_err(d):
+    d.dev.mem_model.configure(error_window=(OUT + 0x20, OUT + 0x28, "SLVERR"))
+    d.submit(pm4.nop(1), pm4.write_data(OUT + 0x10, list(range(1, 17))))
+
+
+@scen
+def fetch_err(d):
+    ib = pm4.nop(1) + pm4.write_data(OUT, [1, 2])
+    w32(d.dev, IB1, ib)
+    d.dev.mem_model.configure(error_window=(IB1 + 16, IB1 + 24, "SLVERR"))
+    d.submit(pm4.indirect_buffer(IB1, len(ib)))
+
+
+@scen
+def fetch_err_header(d):
+    d.submit(pm4.indirect_buffer(1 << 40, 8))
+
+
+@scen
+def poll_err(d):
+    d.dev.mem_model.configure(error_window=(OUT + 0x100, OUT + 0x108, "DECERR"))
+    d.submit(pm4.wait_reg_mem(OUT + 0x104, 0, 0, "ALWAYS"))
+
+
+@scen
+def fence_err(d):
+    d.dev.mem_model.configure(error_window=(OUT + 0x100, OUT + 0x108, "DECERR"))
+    d.submit(pm4.release_mem(OUT + 0x100, 1, data_sel="DATA_64", int_sel="SEND_INT"))
+
+
+@scen
+def rptr_wb_err(d):
+    d.dev.mem_model.configure(error_window=(RPTR_WB, RPTR_WB + 8, "SLVERR"))
+    d.submit(pm4.nop(2), pm4.nop(1))
+
+
+@scen
+def rptr_wb_err_ib(d):
+    ib = pm4.write_data(OUT, [1])
+    w32(d.dev, IB1, ib)
+    d.submit(pm4.nop(1))
+    settle(d)
+    d.dev.mem_model.configure(error_window=(RPTR_WB, RPTR_WB + 8, "SLVERR"))
+    d.submit(pm4.indirect_buffer(IB1, len(ib)))
+
+
+@scen
+def ih_err(d):
+    d.dev.mem_model.configure(error_window=(IH_RING, IH_RING + 32, "SLVERR"))
+    d.submit(pm4.release_mem(OUT, 1, int_sel="SEND_INT"))
+
+
+@scen
+def doorbell_back(d):
+    d.submit(pm4.nop(2))
+    settle(d)
+    d.io.write(regs.RB_DOORBELL, 2)
+
+
+@scen
+def doorbell_over(d):
+    d.submit(pm4.nop(2))
+    settle(d)
+    d.io.write(regs.RB_DOORBELL, 3 + 257)
+
+
+@scen
+def wait_release(d):
+    w32(d.dev, OUT + 0x40, [0xABCD_0000])
+    d.submit(pm4.wait_reg_mem(OUT + 0x40, 0x1234, 0xFFFF, "EQ", poll_interval=30), pm4.write_data(OUT, [5]))
+    d.dev.delay(200)
+    w32(d.dev, OUT + 0x40, [0xABCD_1234])
+
+
+@scen
+def ih_overflow(d):
+    d.io.write_fields(regs.IH_SIZE, LOG2_ENTRIES=0)
+    d.submit(pm4.release_mem(OUT, 1, int_sel="SEND_INT"), pm4.release_mem(OUT + 4, 2, int_sel="SEND_INT"))
+
+
+@scen
+def halt_error(d):
+    d.io.write_fields(regs.CONTROL, HALT=1)
+    d.io.write(regs.RB_DOORBELL, 1000)
+
+
+def run(name, dev):
+    d = Driver(dev)
+    SCEN[name](d)
+    return observe(d)

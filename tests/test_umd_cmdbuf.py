@@ -1,0 +1,113 @@
+"""Command buffers: IBs chain with INDIRECT_BUFFER CHAIN when full, sizes are patched
+once known, every IB is padded to the alignment."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kmd_model
+import umd
+from spec import pm4
+from testbench.refmodel import RefModel
+from umd.cmdbuf import CHAIN_DW, CmdBuf
+
+
+class FakeBuf:
+    """An IB buffer without a device: just memory and an address."""
+
+    def __init__(self, addr: int, size_dw: int):
+        self.gpu_addr = addr
+        self.u32 = np.zeros(size_dw, dtype="<u4")
+
+
+def walk_chain(first_addr: int, first_size: int, read) -> list[tuple[int, int]]:
+    """Follow CHAIN packets from the first IB: [(addr, size_dw)] of every IB in the chain."""
+    out = [(first_addr, first_size)]
+    while True:
+        addr, size = out[-1]
+        dwords = read(addr, size)
+        last = None
+        for item in pm4.decode_stream(dwords):
+            assert item.ok, pm4.describe(item)
+            last = item
+        if last.name != "INDIRECT_BUFFER" or not last.fields["CHAIN"]:
+            return out
+        assert last.offset + last.length == size, "the chain packet must end its IB"
+        a = last.fields["IB_BASE_LO"] << 2 | last.fields["IB_BASE_HI"] << 32
+        out.append((a, last.fields["IB_SIZE"]))
+
+
+def test_cmdbuf_chains_and_patches():
+    bufs = {}
+
+    def get():
+        b = FakeBuf(0x10000 * (len(bufs) + 1), 64)
+        bufs[b.gpu_addr] = b
+        return b
+
+    cb = CmdBuf(get, ib_size_dw=64, align_dw=8)
+    for i in range(40):
+        cb.emit(pm4.write_data(0x1000 + 4 * i, [i]), f"write #{i}")  # 5 dwords each
+    first = cb.end()
+    ibs = walk_chain(first.gpu_addr, first.size_dw, lambda a, n: bufs[a].u32[:n].tolist())
+    assert len(ibs) == len(cb.ibs) == 4 and cb.chains == 3
+    assert all(size % 8 == 0 and size <= 64 for _, size in ibs)
+    packets = [p for a, n in ibs for p in pm4.decode_stream(bufs[a].u32[:n].tolist()) if p.name == "WRITE_DATA"]
+    assert [p.data[0] for p in packets] == list(range(40))
+    assert cb.labels[0x10000] == "write #0" and len(cb.labels) == 40
+    with pytest.raises(ValueError, match="CmdBuf: a 60-dword packet does not fit an IB of 64 dwords"):
+        cb.emit([0] * 60)
+    with pytest.raises(ValueError, match="CmdBuf: ib_size_dw must be a multiple of 8 and at least 48, not 20"):
+        CmdBuf(get, ib_size_dw=20)
+
+
+def test_cmdbuf_empty_and_exact_fit():
+    n = [0]
+
+    def get():
+        n[0] += 1
+        return FakeBuf(0x1000 * n[0], 64)
+
+    cb = CmdBuf(get, ib_size_dw=64, align_dw=8)
+    assert cb.end() is None
+    cb.emit(pm4.nop(64 - CHAIN_DW - 7 - 1))  # exactly the room one IB has for packets
+    cb.emit(pm4.nop(1))  # does not fit beside it: chains
+    first = cb.end()
+    assert cb.chains == 1 and first.size_dw == 64 and cb.ibs[1].size_dw == 8
+
+
+def check_chaining_on_device(dev):
+    """A queue with small IBs: 200 commands chain through many IBs in one submission."""
+    kmd = kmd_model.bind(dev)
+    gpu = umd.open(api_version=2)
+    buf = gpu.alloc(4096)
+    q = gpu.queue(ib_size_dw=64, flush_threshold=1000)
+    for i in range(200):
+        q.write(buf, 4 * i, i ^ 0x5555)
+    ev = q.signal()
+    ibs = q.cmdbuf.ibs
+    assert q.cmdbuf.chains == len(ibs) - 1 >= 10
+    q.flush()
+    assert ev.wait()
+    assert buf.u32[:200].tolist() == [i ^ 0x5555 for i in range(200)]
+    chain = walk_chain(ibs[0].gpu_addr, ibs[0].size_dw,
+                       lambda a, n: dev.mem[a:a + 4 * n].view("<u4").tolist())
+    assert [a for a, _ in chain] == [ib.gpu_addr for ib in ibs]
+    c = gpu.counters()
+    assert c.kmd["cs"] == 1 and c.packets["INDIRECT_BUFFER"] >= len(chain) + 1
+    # the IBs are reused for the next stream once the GPU is done with them
+    created = q.pool.created
+    for i in range(200):
+        q.write(buf, 4 * i, i)
+    q.finish()
+    assert q.pool.created == created and buf.u32[199] == 199
+    assert kmd.stats["resets"] == 0
+
+
+CHECKS = [check_chaining_on_device]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
+def test_on_model(check):
+    check(RefModel())

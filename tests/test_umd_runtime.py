@@ -1,0 +1,191 @@
+"""The UMD runtime API: buffers, writes, GPU-side waits, events, errors. Bodies are
+`check_*(dev)` taking a fresh Device (they bind it), so they also run on the RTL backend."""
+
+from __future__ import annotations
+
+import errno
+import re
+
+import numpy as np
+import pytest
+
+import kmd_model
+import umd
+from spec import pm4
+from testbench.refmodel import RefModel
+
+
+def check_buffers_and_writes(dev):
+    kmd_model.bind(dev)
+    gpu = umd.open(api_version=2)
+    assert gpu.name == dev.name and gpu.api_version == 2
+    v, g = gpu.alloc(4096, "vram"), gpu.alloc(100, "gtt")
+    assert v.size == 4096 and g.size == 100 and not v.u32.any()
+    q = gpu.queue()
+    q.write(v, 0, [1, 2, 3])
+    q.write(v, 64, np.arange(10, 20, dtype=np.uint32))
+    q.write(g, 96, 0xDEADBEEF)
+    q.write(v, 12, b"\x04\x00\x00\x00")
+    q.finish()
+    assert v.u32[:4].tolist() == [1, 2, 3, 4] and v.u32[16:26].tolist() == list(range(10, 20))
+    assert g.u32[24] == 0xDEADBEEF and len(g.map()) == 100
+    big = list(range(5000))  # more than one WRITE_DATA (and more than one IB) can carry
+    q.write(v, 0, big[:1024])
+    q.finish()
+    assert v.u32.tolist() == big[:1024]
+    mem = gpu.memory()
+    assert mem.vram.used >= 4096
+    gpu.close()
+    assert kmd_model.bound().live_bos() == []
+
+
+def check_wait_mem_released_later(dev):
+    """A GPU-side wait holds the queue until the CPU writes the flag."""
+    kmd_model.bind(dev)
+    gpu = umd.open(api_version=1)
+    flag, out = gpu.alloc(4096), gpu.alloc(4096)
+    q = gpu.queue()
+    q.write(out, 0, 1)
+    q.wait_mem(flag, 8, 0x10, mask=0xF0, compare=">=")
+    q.write(out, 4, 2)
+    ev = q.signal()
+    assert not ev.wait(4000)  # still waiting: (0 & 0xF0) >= 0x10 is false
+    assert out.u32[:2].tolist() == [1, 0] and not ev.signalled()
+    flag.u32[2] = 0x13
+    assert ev.wait(50_000) and ev.signalled()
+    assert out.u32[:2].tolist() == [1, 2]
+
+
+def check_events_check_memory_first(dev):
+    kmd_model.bind(dev)
+    gpu = umd.open(api_version=2)
+    buf = gpu.alloc(4096)
+    q = gpu.queue()
+    evs = []
+    for i in range(5):
+        q.write(buf, 4 * i, i + 1)
+        evs.append(q.signal())
+    assert not evs[0].signalled()  # recorded, not flushed yet
+    assert evs[4].wait()  # flushes, then waits
+    n = gpu.ws.ioctls
+    assert all(e.wait() for e in evs)  # memory says so: no ioctl
+    assert gpu.ws.ioctls == n
+    assert buf.u32[:5].tolist() == [1, 2, 3, 4, 5]
+
+
+def check_argument_errors(dev):
+    kmd_model.bind(dev)
+    gpu = umd.open()
+    buf = gpu.alloc(64)
+    q = gpu.queue()
+    cases = [
+        (ValueError, "alloc: size must be > 0, not 0", gpu.alloc, 0),
+        (ValueError, "alloc: domain must be 'gtt' or 'vram', not 'l2'", gpu.alloc, 64, "l2"),
+        (TypeError, "alloc: size must be an int, not 1.5", gpu.alloc, 1.5),
+        (ValueError, "write: offset must be a non-negative multiple of 4, not 2", q.write, buf, 2, 1),
+        (ValueError, "write: [0x3c, 0x44) is outside the 0x40-byte buffer", q.write, buf, 60, [1, 2]),
+        (ValueError, "write: data[1] must fit in 32 bits, not 0x100000000", q.write, buf, 0, [1, 1 << 32]),
+        (ValueError, "write: data is empty", q.write, buf, 0, []),
+        (ValueError, "write: bytes data must be a non-empty multiple of 4 bytes, not 3", q.write, buf, 0, b"abc"),
+        (ValueError, "wait_mem: compare must be one of always, <, <=, ==, !=, >=, >, not '=>'",
+         q.wait_mem, buf, 0, 1, ), 
+        (ValueError, "queue: flush_threshold must be >= 1, not 0", gpu.queue),
+        (ValueError, "open: API version 3 is not supported (this UMD serves 1, 2)", umd.open, 3),
+    ]
+    cases[8] = (ValueError, cases[8][1], lambda: q.wait_mem(buf, 0, 1, compare="=>"))
+    cases[9] = (ValueError, cases[9][1], lambda: gpu.queue(flush_threshold=0))
+    for exc, msg, fn, *args in cases:
+        with pytest.raises(exc) as ei:
+            fn(*args)
+        assert str(ei.value) == msg
+    buf.free()
+    with pytest.raises(ValueError, match=r"^map: <umd.Buffer GTT 0x[0-9a-f]+\+0x40> was freed$"):
+        buf.map()
+
+
+def check_gpu_error_decoded(dev):
+    """A CP error surfaces as GpuError naming opcode, IB offset, context and the call."""
+    kmd_model.bind(dev, cs_check=False)
+    gpu = umd.open(api_version=2)
+    buf = gpu.alloc(4096)
+    bad, good = gpu.queue(), gpu.queue()
+    bad.write(buf, 0, list(range(1, 11)))  # 14 dwords: the bad packet lands at IB+0x38
+    bad.emit_raw([pm4.header(0x7B, 0), 0])
+    with pytest.raises(umd.GpuError) as ei:
+        bad.finish()
+    e = ei.value
+    assert (e.opcode, e.ib_offset, e.context, e.code) == (0x7B, 0x38, bad.ctx_id, "ILLEGAL_OPCODE")
+    assert re.fullmatch(rf"GPU error: illegal opcode 0x7b at IB\+0x38 \(0x[0-9a-f]+\), context {bad.ctx_id} "
+                        r"\(recorded by Queue.emit_raw\(\) #2\)", str(e)), str(e)
+    bad.write(buf, 64, 5)
+    with pytest.raises(umd.GpuError, match="illegal opcode 0x7b"):  # the context stays refused
+        bad.flush()
+    good.write(buf, 128, 7)
+    good.finish()
+    assert buf.u32[32] == 7 and buf.u32[16] == 0
+
+
+def check_submit_refused(dev):
+    """With the checker on, a packet reaching outside the app's buffers never runs."""
+    kmd = kmd_model.bind(dev)
+    gpu = umd.open(api_version=2)
+    q = gpu.queue()
+    q.emit_raw(pm4.write_data(kmd.fence_addr, [0]))
+    ev = q.signal()
+    with pytest.raises(umd.SubmitError) as ei:
+        q.flush()
+    assert ei.value.errno == errno.EFAULT
+    assert re.fullmatch(rf"flush: EFAULT: CS: WRITE_DATA at IB\+0x0 \(0x[0-9a-f]+\) writes \[{kmd.fence_addr:#x}, "
+                        rf"{kmd.fence_addr + 4:#x}\), outside every BO of context {q.ctx_id}", str(ei.value))
+    with pytest.raises(umd.SubmitError):
+        ev.wait()
+    buf = gpu.alloc(4096)
+    q.write(buf, 0, 1)
+    q.finish()  # the queue still works
+    assert buf.u32[0] == 1
+
+
+def check_timestamp_and_fill(dev):
+    kmd = kmd_model.bind(dev)
+    gpu = umd.open(api_version=2)
+    buf = gpu.alloc(8192, "vram")
+    q = gpu.queue()
+    t0 = q.timestamp()
+    q.fill(buf, 16, 4096, 0xA5A5A5A5)
+    t1 = q.timestamp()
+    assert t1.wait()
+    assert t0.cycles <= t1.cycles <= dev.now()
+    assert (buf.u32[4:4 + 1024] == 0xA5A5A5A5).all() and buf.u32[3] == 0 and buf.u32[1028] == 0
+    kind = "DMA_DATA" if kmd.info.has_dma else "WRITE_DATA"
+    assert gpu.counters().packets[kind] >= 1
+
+
+def check_events_across_wrap(dev):
+    """1000 submissions whose seqnos cross 2^32: user fences and events stay in order."""
+    kmd = kmd_model.bind(dev, initial_seq=2**32 - 500)
+    gpu = umd.open(api_version=2)
+    buf = gpu.alloc(4096)
+    q = gpu.queue(flush_threshold=2)
+    evs = []
+    for i in range(1000):
+        q.write(buf, 4 * (i % 1024), i)
+        evs.append(q.signal())  # the 2nd command: flushes
+        if i % 50 == 49:
+            assert evs[-1].wait()
+    q.finish()
+    assert all(e.signalled() for e in evs) and buf.u32[:1000].tolist() == list(range(1000))
+    assert q.last_seq == 499 and q.seq_done(2**32 - 500) and q.seq_done(499)
+    assert kmd.fence_drv.sync_seq == (2**32 - 500 + 1000) & 0xFFFF_FFFF  # + the IB test's
+
+
+CHECKS = [check_buffers_and_writes, check_events_across_wrap, check_wait_mem_released_later, check_events_check_memory_first,
+          check_argument_errors, check_gpu_error_decoded, check_submit_refused, check_timestamp_and_fill]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
+def test_on_model(check):
+    check(RefModel())
+
+
+def test_fill_with_dma():
+    check_timestamp_and_fill(RefModel(dma=True))
