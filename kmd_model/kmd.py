@@ -300,8 +300,10 @@ class Kmd:
                                               entry["DATA3"]))
 
     def _cp_error(self, state: CpErrorState) -> None:
-        self.stats["cp_errors"] += 1
+        # One error can be seen twice (STATUS.ERROR by a poll, then its IH entry, which the
+        # CP writes a few cycles later): count and recover it once.
         if self.reset_pending is None:  # recovery runs once the handler is done with the IH ring
+            self.stats["cp_errors"] += 1
             self.reset_pending = ("cp_error", state)
 
     def fallback_poll(self) -> None:

@@ -196,7 +196,7 @@ class DMAEngine(wiring.Component):
             new.src.eq(self.cmd_src), new.dst.eq(self.cmd_dst),
             new.fill.eq(self.cmd_fill), new.zero.eq(n == 0), new.raw.eq(self.cmd_raw_wait),
             new.rwords.eq(rwords), new.wbeats.eq(wbeats),
-            new.e.eq(s_off > d_off),
+            new.e.eq(s_off >= d_off),
             new.sh.eq(Mux(s_off == d_off, B, (s_off - d_off)[:lb])),
             new.adj_up.eq(wbeats == rwords + 1),
             new.adj_dn.eq(wbeats + 1 == rwords),

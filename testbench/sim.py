@@ -210,6 +210,7 @@ class Results:
     failures: list[tuple[str, str]]
     xml: Path
     log: Path
+    passed: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -227,13 +228,15 @@ def _parse_results(xml: Path, log: Path) -> Results:
     if not xml.exists():
         return Results(0, [("simulator", "no results file: the simulator crashed or hung")], xml, log)
     root = ET.parse(xml).getroot()
-    tests, failures = 0, []
+    tests, failures, passed = 0, [], []
     for case in root.iter("testcase"):
         tests += 1
-        for tag in ("failure", "error"):
-            for el in case.findall(tag):
-                failures.append((case.get("name", "?"), (el.get("message") or el.text or tag).strip()))
-    return Results(tests, failures, xml, log)
+        bad = [el for tag in ("failure", "error") for el in case.findall(tag)]
+        for el in bad:
+            failures.append((case.get("name", "?"), (el.get("message") or el.text or "failed").strip()))
+        if not bad and case.find("skipped") is None:
+            passed.append(case.get("name", "?"))
+    return Results(tests, failures, xml, log, passed)
 
 
 def run(design: Design, sim: str, test_module: str, testcase: str | Sequence[str] | None = None,

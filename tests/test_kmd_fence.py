@@ -83,8 +83,9 @@ def check_fallback_poll(dev):
     bo = c.bo()
     kmd.mmio.write(regs.INT_ENABLE, 0)  # lose every interrupt from here on
     irqs = kmd.stats["interrupts"]
-    seq = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr, 1, 1, "EQ") + pm4.write_data(bo.addr + 0x100, [5])))
-    bo.u32[0] = 1  # the job finishes some time after the CS, with nobody told
+    # (the flag is not in the IB: on the RTL the CP may not have fetched the IB yet)
+    seq = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ") + pm4.write_data(bo.addr + 0x100, [5])))
+    bo.u32[0x200] = 1  # the job finishes some time after the CS, with nobody told
     assert c.wait(seq, 10 * kmd.params.fallback_poll)
     assert bo.u32[0x40] == 5
     assert kmd.stats["interrupts"] == irqs and kmd.stats["fallback_polls"] >= 1

@@ -43,6 +43,9 @@ def check_versions(dev):
     assert umd.TABLES[1].entries["Queue.signal"] is umd.TABLES[2].entries["Queue.signal"]
 
 
-@pytest.mark.parametrize("check", [check_versions], ids=lambda f: f.__name__[6:])
+CHECKS = [check_versions]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
 def test_on_model(check):
     check(RefModel())

@@ -47,6 +47,9 @@ def check_flush_by_dwords(dev):
     assert buf.u32[::4][:30].tolist() == list(range(30))
 
 
-@pytest.mark.parametrize("check", [check_batching, check_flush_by_dwords], ids=lambda f: f.__name__[6:])
+CHECKS = [check_batching, check_flush_by_dwords]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
 def test_on_model(check):
     check(RefModel())

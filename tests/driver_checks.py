@@ -1,0 +1,16 @@
+"""Collect the device-independent driver checks (`CHECKS` lists) of the KMD/UMD tests."""
+
+import importlib
+
+MODULES = ("test_kmd_ioctl", "test_kmd_fence", "test_kmd_reset",
+           "test_umd_api", "test_umd_batching", "test_umd_cmdbuf", "test_umd_runtime")
+
+
+def all_checks() -> dict:
+    """{"module__check_name": function} for every check, in a stable order."""
+    out = {}
+    for mod_name in MODULES:
+        mod = importlib.import_module(f"tests.{mod_name}")
+        for check in mod.CHECKS:
+            out[f"{mod_name[5:]}__{check.__name__}"] = check
+    return out
