@@ -14,9 +14,50 @@ import argparse
 import os
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 BACKENDS = ("verilator", "icarus", "model")
+
+
+class _Echo:
+    """Copy the simulator's log to stdout while it runs, minus the simulator's own chatter
+    (Verilator's "Verilog $finish", VPI banners), so an app's output reads as its own."""
+
+    NOISE = ("Verilog $finish", "VPI: ", "Simulation Report")
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self.path.unlink(missing_ok=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+    def _run(self) -> None:
+        while not self.path.exists():
+            if self.stop.wait(0.05):
+                break
+        if not self.path.exists():
+            return
+        with open(self.path, errors="replace") as f:
+            while True:
+                line = f.readline()
+                if line:
+                    if not any(n in line for n in self.NOISE):
+                        sys.stdout.write(line)
+                        sys.stdout.flush()
+                elif self.stop.is_set():
+                    break
+                else:
+                    time.sleep(0.05)
 
 
 def run_app(target: str, backend: str = "verilator", data_width: int = 64) -> int:
@@ -41,9 +82,12 @@ def run_app(target: str, backend: str = "verilator", data_width: int = 64) -> in
         target = str(Path(target).resolve())
     with tempfile.TemporaryDirectory() as d:
         result = Path(d) / "exit_code"
-        res = sim.run(gpu_design(data_width), backend, "testbench.app_runner", tag="app", console=True,
-                      extra_env={"GPUCOSIM_APP": target, "GPUCOSIM_APP_RESULT": str(result),
-                                 "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "WARNING")})
+        design = gpu_design(data_width)
+        sim.build(design, backend)  # before the log starts: build output is not the app's
+        with _Echo(sim.BUILD / "runs" / f"{backend}-{design.name}" / f"app-{os.getpid()}" / "sim.log"):
+            res = sim.run(design, backend, "testbench.app_runner", tag="app",
+                          extra_env={"GPUCOSIM_APP": target, "GPUCOSIM_APP_RESULT": str(result),
+                                     "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "WARNING")})
         if result.exists():
             return int(result.read_text())
     print(f"gpucosim: the app did not finish on {backend}: "
