@@ -33,6 +33,7 @@ def observe(d):
     o["ih"] = ents
     o["mem"] = r32(d.dev, OUT, 0x80)
     o["rptr_wb"] = r32(d.dev, RPTR_WB)
+    o["scratch"] = d.read(regs.SCRATCH)
     return o
 
 
@@ -177,7 +178,53 @@ def halt_error(d):
     d.io.write(regs.RB_DOORBELL, 1000)
 
 
+# WAIT_REG_MEM with every compare function and a mask: the polled dword first fails the
+# compare, then a CPU write makes it pass; the marker written after the wait shows it ended.
+WAIT_FUNCTIONS = {"ALWAYS": (0x0, 0x0), "LT": (0x30, 0x12), "LE": (0x30, 0x20), "EQ": (0x0, 0x20),
+          "NE": (0x20, 0x21), "GE": (0x0, 0x20), "GT": (0x20, 0x21)}  # (blocking value, releasing value)
+
+
+def _wait_function(function, hold, release):
+    def f(d):
+        w32(d.dev, OUT + 0x40, [0xFF00 | hold])  # the mask 0xFF drops the 0xFF00 bits
+        d.submit(pm4.wait_reg_mem(OUT + 0x40, 0x20, 0xFF, function, poll_interval=8),
+                 pm4.write_data(OUT, [0x5EE]))
+        d.dev.delay(300)
+        d.io.write(regs.SCRATCH, r32(d.dev, OUT))  # what the marker was while blocked
+        w32(d.dev, OUT + 0x40, [0xFF00 | release])
+    return f
+
+
+for _fn, (_hold, _release) in WAIT_FUNCTIONS.items():
+    SCEN[f"wait_{_fn.lower()}"] = _wait_function(_fn, _hold, _release)
+
+
+@scen
+def release_mem_kinds(d):
+    d.submit(pm4.release_mem(OUT, 0x1234_5678, data_sel="DATA_32"),
+             pm4.release_mem(OUT + 8, 0xAABB_CCDD_1122_3344, data_sel="DATA_64", int_sel="SEND_INT_ON_CONFIRM",
+                             int_ctxid=7),
+             pm4.release_mem(OUT + 0x10, 0, data_sel="NONE", int_sel="SEND_INT"),
+             pm4.release_mem(OUT + 0x18, 0, data_sel="TIMESTAMP"))
+    settle(d)
+    # the clock value differs between backends; only "it moved, and the high dword is 0"
+    ts = r32(d.dev, OUT + 0x18, 2)
+    w32(d.dev, OUT + 0x18, [int(ts[0] != 0), ts[1]])
+
+
 def run(name, dev):
     d = Driver(dev)
     SCEN[name](d)
-    return observe(d)
+    obs = observe(d)
+    if obs["error"][0]:
+        # every error leaves a device a soft reset brings back: then a write must land
+        d.io.write_fields(regs.CONTROL, SOFT_RESET=1)
+        d.io.write(regs.INT_STATUS, 0xFFFF_FFFF)
+        d.io.write(regs.IH_RPTR, 0)
+        d.dev.mem_model.configure(error_window=None)
+        d.wptr = 0
+        d.submit(pm4.write_data(OUT + 0x1F0, [0x600D]))
+        settle(d)
+        obs["after_reset"] = {"error": list(d.error()), "marker": r32(d.dev, OUT + 0x1F0),
+                              "rptr": d.read(regs.RB_RPTR)}
+    return obs

@@ -44,3 +44,12 @@ def test_rtl_matches_model(simulator, name, tmp_path_factory):
     model = json.loads(json.dumps(scenarios.run(name, RefModel())))
     diffs = {k: (model[k], rtl[k]) for k in model if model[k] != rtl[k]}
     assert not diffs, "\n".join(f"{k}: model {m!r}\n{' ' * len(k)}  rtl   {r!r}" for k, (m, r) in diffs.items())
+    # and what must hold whatever the model says
+    assert rtl["idle"], "the CP did not go idle"
+    if rtl["error"][0]:
+        assert rtl["after_reset"] == {"error": [0, 0, 0, 0, 0], "marker": 0x600D, "rptr": 5}, \
+            "no clean recovery after soft reset"
+    if name in {f"wait_{fn.lower()}" for fn in scenarios.WAIT_FUNCTIONS}:
+        blocked = name != "wait_always"
+        assert rtl["scratch"] == (0 if blocked else 0x5EE), "the wait did not hold the marker back"
+        assert rtl["mem"][0] == 0x5EE, "the wait was never released"
