@@ -1,0 +1,79 @@
+"""`make bench`: performance figures of the RTL and the driver, on Verilator.
+
+Writes build/bench.json and prints the same as a table, with the goals from the design
+brief beside each figure. Goals are targets to report against; nothing here fails when
+one is missed (benchmarks never assert timing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from testbench import sim
+from testbench.design import gpu_design
+
+# metric → (goal text, check on the value or None)
+GOALS = {
+    "bus_bytes": ("", None),
+    "dma_copy_eff_4k": (">= 0.99 (Xilinx DataMover 0.9775, open AXI CDMA 0.939)", lambda v: v >= 0.99),
+    "dma_copy_eff_4k_lat64": (">= 0.90", lambda v: v >= 0.90),
+    "dma_fill_eff_4k": ("", None),
+    "dma_16b_copy_cycles": ("<= 11 (open AXI CDMA 15)", lambda v: v <= 11),
+    "cp_doorbell_to_fetch_cycles": ("<= 4", lambda v: v <= 4),
+    "cp_submit_to_irq_cycles": ("<= 32", lambda v: v <= 32),
+    "driver_ioctls_per_cmd": ("batch 64 <= 1/10 of batch 1", lambda v: v["64"] <= v["1"] / 10),
+    "driver_doorbells_per_cmd": ("batch 64 <= 1/10 of batch 1", lambda v: v["64"] <= v["1"] / 10),
+    "sim_cycles_per_s_dma": ("", None),
+    "sim_cycles_per_s_idle": ("", None),
+    "sim_speed_ratio_dma_vs_idle": (">= 0.5", lambda v: v >= 0.5),
+}
+
+
+def _fmt(v) -> str:
+    if isinstance(v, dict):
+        return ", ".join(f"{k}: {_fmt(x)}" for k, x in v.items())
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def table(results: dict) -> str:
+    rows = [("metric", "value", "goal", "")]
+    for name, (goal, ok) in GOALS.items():
+        if name not in results:
+            rows.append((name, "not measured", goal, ""))
+            continue
+        v = results[name]
+        verdict = "" if ok is None else ("met" if ok(v) else "MISSED")
+        rows.append((name, _fmt(v), goal, verdict))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data-width", type=int, default=64, choices=(32, 64, 128, 256))
+    ap.add_argument("-o", "--output", default=str(sim.BUILD / "bench.json"))
+    args = ap.parse_args(argv)
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.unlink(missing_ok=True)
+    res = sim.run(gpu_design(args.data_width), "verilator", "testbench.cocotb_bench", tag="bench",
+                  extra_env={"GPUCOSIM_BENCH_OUT": str(out.resolve())})
+    results = json.loads(out.read_text()) if out.exists() else {}
+    if "sim_cycles_per_s_dma" in results and "sim_cycles_per_s_idle" in results:
+        results["sim_speed_ratio_dma_vs_idle"] = results["sim_cycles_per_s_dma"] / results["sim_cycles_per_s_idle"]
+    out.write_text(json.dumps(results, indent=1) + "\n")
+    print(table(results))
+    print(f"\nwritten to {out}")
+    if not res.ok:
+        print("bench run failed:\n" + res.explain(), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
