@@ -47,6 +47,9 @@ extern "C" {
 #define GPUCOSIM_REGS__CAPS__IH_bm 0x20000
 #define GPUCOSIM_REGS__CAPS__IH_bp 17
 #define GPUCOSIM_REGS__CAPS__IH_bw 1
+#define GPUCOSIM_REGS__CAPS__DMA_MAX_LOG2_bm 0x7c0000
+#define GPUCOSIM_REGS__CAPS__DMA_MAX_LOG2_bp 18
+#define GPUCOSIM_REGS__CAPS__DMA_MAX_LOG2_bw 5
 
 // reg - gpucosim_regs::SCRATCH
 #define GPUCOSIM_REGS__SCRATCH__VALUE_bm 0xffffffff

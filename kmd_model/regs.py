@@ -28,7 +28,7 @@ class CpError(IntEnum):
     DOORBELL_BACKWARDS = 8  # A doorbell moved the write pointer backwards.
     DOORBELL_OVERFLOW = 9  # A doorbell put the write pointer more than the ring size ahead of the read pointer.
     FENCE_MISALIGNED = 10  # RELEASE_MEM/WRITE_DATA/WAIT_REG_MEM address not aligned to its data size.
-    DMA_BYTE_COUNT = 11  # DMA_DATA BYTE_COUNT over the engine's limit.
+    DMA_BYTE_COUNT = 11  # DMA_DATA BYTE_COUNT over the engine's limit (2^CAPS.DMA_MAX_LOG2).
     UNSUPPORTED = 12  # A field value this CP does not implement (e.g. WRITE_DATA DST_SEL other than memory).
 
 
@@ -62,7 +62,8 @@ class CAPS(Register):
     IB_LEVELS = Field('IB_LEVELS', 12, 4, 'r', 'w', desc='Levels of INDIRECT_BUFFER nesting supported below the ring.')
     DMA = Field('DMA', 16, 1, 'r', 'w', desc='A DMA engine executes DMA_DATA.')
     IH = Field('IH', 17, 1, 'r', 'w', desc='An interrupt-handler (IH) ring is present.')
-    FIELDS = (BUS_BYTES_LOG2, ADDR_BITS, IB_LEVELS, DMA, IH,)
+    DMA_MAX_LOG2 = Field('DMA_MAX_LOG2', 18, 5, 'r', 'w', desc='log2 of the largest DMA_DATA BYTE_COUNT the DMA engine takes; a larger one is DMA_BYTE_COUNT.')
+    FIELDS = (BUS_BYTES_LOG2, ADDR_BITS, IB_LEVELS, DMA, IH, DMA_MAX_LOG2,)
 
 
 class SCRATCH(Register):
@@ -297,7 +298,7 @@ class CP_ERROR(Register):
     RESET = 0x00000000
     CODE = Field('CODE', 0, 8, 'r', 'w')
     LEVEL = Field('LEVEL', 8, 2, 'r', 'w', desc='Where the faulting packet was fetched from.')
-    OPCODE = Field('OPCODE', 16, 8, 'r', 'w', desc='Opcode of the faulting packet (0 when not a packet error).')
+    OPCODE = Field('OPCODE', 16, 8, 'r', 'w', desc='Opcode of the packet being executed (0 for a header that could not be read or decoded, and for doorbell errors).')
     FIELDS = (CODE, LEVEL, OPCODE,)
 
 

@@ -52,13 +52,16 @@ class CommandProcessor(wiring.Component):
     """`csr` is the CSR block: the CP reads its configuration ports and drives its status."""
 
     def __init__(self, csr, data_width: int = 64, addr_width: int = 48, ib_levels: int = 2,
-                 ts_width: int = 48, has_dma: bool = False):
+                 ts_width: int = 48, dma=None, dma_max_log2: int = 20):
+        """`dma`: the DMAEngine that executes DMA_DATA (None: DMA_DATA is UNSUPPORTED)."""
         self.csr = csr
+        self.dma = dma
+        self.has_dma = dma is not None
+        self.dma_max_log2 = dma_max_log2
         self.data_width = data_width
         self.addr_width = addr_width
         self.ib_levels = ib_levels
         self.ts_width = ts_width
-        self.has_dma = has_dma
         super().__init__({
             "bus": Out(AXI4Signature(addr_width, data_width, 4)),
             "timestamp": In(ts_width),
@@ -301,12 +304,23 @@ class CommandProcessor(wiring.Component):
                 m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_OVERFLOW)]
             with m.Else():
                 m.d.sync += wptr.eq(db_value)
-        err_pending = Signal()  # a doorbell error waits for the parser's next packet boundary
+        err_pending = Signal()  # a doorbell or DMA error waits for the parser's next packet boundary
+        dma_err = Signal()
+        dma_err_code = Signal(8)
+        dma_err_off = Signal(32)
+        dma_err_level = Signal(2)
+        perf_count_dma = Signal()
 
         with m.If(~err & fsm_err):
             m.d.sync += [
                 err.eq(1), err_code.eq(fsm_err_code), err_level.eq(level), err_opcode.eq(fsm_err_opcode),
                 err_addr.eq(fsm_err_addr), err_offset.eq(fsm_err_off),
+            ]
+        with m.Elif(~err & dma_err):
+            m.d.sync += [
+                err.eq(1), err_pending.eq(1), err_code.eq(dma_err_code), err_level.eq(dma_err_level),
+                err_opcode.eq(pk.DMA_DATA.opcode), err_addr.eq(self.dma.err_addr if self.has_dma else 0),
+                err_offset.eq(dma_err_off),
             ]
         with m.Elif(~err & db_err):
             m.d.sync += [
@@ -404,6 +418,46 @@ class CommandProcessor(wiring.Component):
         cperr_set = Signal()
         ovf_set = Signal()
 
+        # ---------------------------------------------------------------- the DMA engine
+        dma = self.dma
+        dma_busy = Signal()
+        dma_failed = Signal()  # a transfer answered an error: later ones are cancelled
+        meta_push = Signal()
+        hdr_is_dma = Signal()
+        m.d.comb += hdr_is_dma.eq((cur_fetch_data[_TYPE.bits] == pk.PACKET_TYPE3) &
+                                  (opcode == pk.DMA_DATA.opcode))
+        dma_rd_bytes = Signal(32)
+        dma_wr_bytes = Signal(32)
+        dma_cycles = Signal(32)
+        if self.has_dma:
+            m.d.comb += [dma_busy.eq(dma.busy), dma.abort.eq(csr.control_soft_reset)]
+            # where each queued transfer came from, to report its errors like a packet's
+            depth = 8
+            meta_off = Array(Signal(32, name=f"dma_off{i}") for i in range(depth))
+            meta_level = Array(Signal(2, name=f"dma_level{i}") for i in range(depth))
+            mw = Signal(range(depth))
+            mr = Signal(range(depth))
+            with m.If(meta_push):
+                m.d.sync += [meta_off[mw].eq(hdr_off), meta_level[mw].eq(level), mw.eq(mw + 1)]
+            with m.If(dma.done):
+                m.d.sync += mr.eq(mr + 1)
+                with m.If(~dma_failed):
+                    m.d.comb += perf_count_dma.eq(1)
+                    with m.If(dma.resp != RESP_OKAY):
+                        m.d.sync += dma_failed.eq(1)
+                        m.d.comb += [dma_err.eq(1), dma_err_code.eq(bus_code(dma.resp)),
+                                     dma_err_off.eq(meta_off[mr]), dma_err_level.eq(meta_level[mr])]
+            with m.If(csr.control_soft_reset):
+                m.d.sync += [mw.eq(0), mr.eq(0)]
+            with m.If(csr.control_perf_clear):
+                m.d.sync += [dma_rd_bytes.eq(0), dma_wr_bytes.eq(0), dma_cycles.eq(0)]
+            with m.Else():
+                m.d.sync += [dma_rd_bytes.eq(dma_rd_bytes + dma.perf_rd_bytes),
+                             dma_wr_bytes.eq(dma_wr_bytes + dma.perf_wr_bytes),
+                             dma_cycles.eq(dma_cycles + dma.perf_busy)]
+        m.d.comb += [csr.perf_dma_bytes_read.eq(dma_rd_bytes), csr.perf_dma_bytes_written.eq(dma_wr_bytes),
+                     csr.perf_dma_busy_cycles.eq(dma_cycles), csr.status_dma_busy.eq(dma_busy)]
+
         # ---------------------------------------------------------------- the parser FSM
         wd = pk.WRITE_DATA
         ib = pk.INDIRECT_BUFFER
@@ -437,6 +491,10 @@ class CommandProcessor(wiring.Component):
                 with m.Elif((level == 0) & (cur_avail == 0)):
                     pass  # ring empty
                 with m.Elif(~cur_fetch_valid):
+                    m.d.comb += stall.eq(1)
+                with m.Elif(dma_busy & ~hdr_is_dma):
+                    # only DMA_DATA overlaps the DMA engine: any other packet (a RELEASE_MEM
+                    # above all) waits until every earlier transfer is answered
                     m.d.comb += stall.eq(1)
                 with m.Else():
                     m.d.comb += pop.eq(1)
@@ -491,16 +549,21 @@ class CommandProcessor(wiring.Component):
                         misaligned = self._misaligned(p, pkt)
                         with m.If(unsupported):
                             fail(CpError.UNSUPPORTED)
-                        with m.Elif(misaligned):
-                            fail(CpError.IB_MISALIGNED if pkt is ib else CpError.FENCE_MISALIGNED)
+                        if not isinstance(misaligned, Const):  # DMA_DATA has no alignment rule
+                            with m.Elif(misaligned):
+                                fail(CpError.IB_MISALIGNED if pkt is ib else CpError.FENCE_MISALIGNED)
                         if pkt is ib:
                             chain = self._field(p, ib, "CHAIN")
                             with m.Elif(self._field(p, ib, "IB_SIZE") == 0):
                                 fail(CpError.IB_SIZE_ZERO)
                             with m.Elif(~chain & (level == self.ib_levels)):
                                 fail(CpError.IB_NESTING)
+                        if pkt is pk.DMA_DATA:
+                            with m.Elif(self._field(p, pkt, "BYTE_COUNT") > (1 << self.dma_max_log2)):
+                                fail(CpError.DMA_BYTE_COUNT)
                         with m.Else():
-                            m.d.comb += perf_count_kind.eq(1)
+                            if pkt is not pk.DMA_DATA:  # a transfer counts when it is answered
+                                m.d.comb += perf_count_kind.eq(1)
                             m.next = f"EXEC_{pkt.name}"
                         m.d.sync += oob.eq(self._beyond_bus(p, pkt))
 
@@ -649,9 +712,37 @@ class CommandProcessor(wiring.Component):
                 with m.Else():
                     m.next = "DONE"
 
-            # ---- DMA_DATA: the DMA engine (issue 4) plugs in here
+            # ---- DMA_DATA: queue the transfer; wait for it only with CP_SYNC
             with state("EXEC_DMA_DATA"):
-                m.next = "DONE"
+                if self.has_dma:
+                    dd = pk.DMA_DATA
+                    fill = self._field(p, dd, "SRC_SEL") == dd.field("SRC_SEL").values["DATA"]
+                    m.d.comb += [
+                        dma.cmd_valid.eq(~err_pending),
+                        dma.cmd_src.eq(self._value(p, dd, "src")),
+                        dma.cmd_dst.eq(self._value(p, dd, "dst")),
+                        dma.cmd_bytes.eq(self._field(p, dd, "BYTE_COUNT")),
+                        dma.cmd_fill.eq(fill),
+                        dma.cmd_raw_wait.eq(self._field(p, dd, "RAW_WAIT")),
+                    ]
+                    with m.If(err_pending):
+                        m.next = "ERR_DRAIN"
+                    with m.Elif(dma.cmd_ready):
+                        m.d.comb += meta_push.eq(1)
+                        with m.If(self._field(p, dd, "CP_SYNC")):
+                            m.next = "DMA_SYNC"
+                        with m.Else():
+                            m.next = "DONE"
+                    with m.Else():
+                        m.d.comb += stall.eq(1)
+                else:
+                    m.next = "DONE"  # unreachable: CHECK refuses DMA_DATA without an engine
+            with state("DMA_SYNC"):
+                m.d.comb += stall.eq(1)
+                with m.If(err_pending):
+                    m.next = "ERR_DRAIN"
+                with m.Elif(~dma_busy):
+                    m.next = "DONE"
 
             # ---- a packet finished
             with state("DONE"):
@@ -751,7 +842,8 @@ class CommandProcessor(wiring.Component):
             # ---- errors: stop, drain, report
             with state("ERR_DRAIN"):
                 m.d.comb += flush_all.eq(1)
-                with m.If(~writer.busy & ~poll_pending):
+                # transfers already queued finish (or are cancelled by the DMA's own error)
+                with m.If(~writer.busy & ~poll_pending & ~dma_busy):
                     m.d.comb += cperr_set.eq(1)
                     m.d.sync += [
                         ih_src.eq(ih_spec.Source.CP_ERROR), ih_ctx.eq(0),
@@ -766,13 +858,13 @@ class CommandProcessor(wiring.Component):
 
             # ---- soft reset: let the bus go quiet, then clear everything
             with state("RESET"):
-                m.d.comb += flush_all.eq(1)
-                with m.If(~writer.busy & ~poll_pending & ~csr.control_soft_reset):
+                m.d.comb += flush_all.eq(1)  # (the DMA engine was aborted by the reset pulse)
+                with m.If(~writer.busy & ~poll_pending & ~dma_busy & ~csr.control_soft_reset):
                     m.d.sync += [
                         resetting.eq(0), err.eq(0), err_pending.eq(0), err_code.eq(0), err_level.eq(0),
                         err_opcode.eq(0), err_addr.eq(0), err_offset.eq(0),
                         level.eq(0), ring_pos.eq(0), rptr.eq(0), wptr.eq(0), ih_wptr.eq(0),
-                        blk_mask.eq(0),
+                        blk_mask.eq(0), dma_failed.eq(0),
                     ]
                     m.next = "RUN"
 
@@ -781,7 +873,7 @@ class CommandProcessor(wiring.Component):
         quiet = Signal()
         m.d.comb += quiet.eq(~writer.busy & ~poll_pending & ~ar_valid &
                              ~Cat(*[f.busy for f in fetchers]).any())
-        m.d.comb += idle.eq(quiet & (fsm.ongoing("ERROR") |
+        m.d.comb += idle.eq(quiet & ~dma_busy & (fsm.ongoing("ERROR") |
                                      (fsm.ongoing("RUN") & (level == 0) & (ring_pos == wptr))))
         m.d.comb += self.idle.eq(idle)
         m.d.comb += [
@@ -816,6 +908,8 @@ class CommandProcessor(wiring.Component):
                 m.d.sync += packets[kind].eq(packets[kind] + 1)
             with m.If(perf_count_nop):
                 m.d.sync += packets[pk.NOP.index].eq(packets[pk.NOP.index] + 1)
+            with m.If(perf_count_dma):
+                m.d.sync += packets[pk.DMA_DATA.index].eq(packets[pk.DMA_DATA.index] + 1)
         m.d.comb += [
             csr.perf_busy_cycles.eq(busy_cycles), csr.perf_stall_cycles.eq(stall_cycles),
             csr.perf_dwords_fetched.eq(dwords),

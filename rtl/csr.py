@@ -44,7 +44,7 @@ class CpError(IntEnum):
 REG_FIELDS = {
     'ID': {'MAGIC': (0, 32)},
     'VERSION': {'PATCH': (0, 16), 'MINOR': (16, 8), 'MAJOR': (24, 8)},
-    'CAPS': {'BUS_BYTES_LOG2': (0, 4), 'ADDR_BITS': (4, 8), 'IB_LEVELS': (12, 4), 'DMA': (16, 1), 'IH': (17, 1)},
+    'CAPS': {'BUS_BYTES_LOG2': (0, 4), 'ADDR_BITS': (4, 8), 'IB_LEVELS': (12, 4), 'DMA': (16, 1), 'IH': (17, 1), 'DMA_MAX_LOG2': (18, 5)},
     'SCRATCH': {'VALUE': (0, 32)},
     'CONTROL': {'HALT': (0, 1), 'SOFT_RESET': (1, 1), 'PERF_CLEAR': (2, 1)},
     'STATUS': {'IDLE': (0, 1), 'HALTED': (1, 1), 'ERROR': (2, 1), 'RB_EMPTY': (3, 1), 'DMA_BUSY': (4, 1), 'WAITING': (5, 1), 'LEVEL': (8, 2)},
@@ -93,6 +93,7 @@ class CSRBlock(wiring.Component):
             "caps_ib_levels": In(4),
             "caps_dma": In(1),
             "caps_ih": In(1),
+            "caps_dma_max_log2": In(5),
             "control_halt": Out(1),
             "control_soft_reset": Out(1),
             "control_perf_clear": Out(1),
@@ -464,7 +465,7 @@ class CSRBlock(wiring.Component):
             with m.Case(0x1):
                 m.d.comb += [bridge.rd_data.eq(Cat(C(0x0, 16), C(0x1, 8), C(0x0, 8))), bridge.rd_hit.eq(1)]
             with m.Case(0x2):
-                m.d.comb += [bridge.rd_data.eq(Cat(self.caps_bus_bytes_log2, self.caps_addr_bits, self.caps_ib_levels, self.caps_dma, self.caps_ih, C(0, 14))), bridge.rd_hit.eq(1)]
+                m.d.comb += [bridge.rd_data.eq(Cat(self.caps_bus_bytes_log2, self.caps_addr_bits, self.caps_ib_levels, self.caps_dma, self.caps_ih, self.caps_dma_max_log2, C(0, 9))), bridge.rd_hit.eq(1)]
             with m.Case(0x3):
                 m.d.comb += [bridge.rd_data.eq(scratch), bridge.rd_hit.eq(1)]
             with m.Case(0x4):

@@ -18,13 +18,16 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .bus import AXI4LiteSignature, AXI4Signature
+from .axi_mux import AXI4Mux
 from .cp import CommandProcessor
+from .dma import DMAEngine
 from .csr import MMIO_ADDR_WIDTH, CSRBlock
 
 ADDR_WIDTH = 48  # memory addresses, as a GPU virtual address space (amdgpu: 48 bits)
 ID_WIDTH = 4
 IB_LEVELS = 2  # ring → IB1 → IB2
 TIMESTAMP_WIDTH = 48
+DMA_MAX_LOG2 = 20  # DMA_DATA moves at most 1 MiB (BYTE_COUNT has room for 2 MiB - 1)
 
 
 class GpuTop(wiring.Component):
@@ -48,7 +51,8 @@ class GpuTop(wiring.Component):
             csr.caps_bus_bytes_log2.eq((self.data_width // 8).bit_length() - 1),
             csr.caps_addr_bits.eq(ADDR_WIDTH),
             csr.caps_ib_levels.eq(IB_LEVELS),
-            csr.caps_dma.eq(0),
+            csr.caps_dma.eq(1),
+            csr.caps_dma_max_log2.eq(DMA_MAX_LOG2),
             csr.caps_ih.eq(1),
         ]
 
@@ -57,10 +61,15 @@ class GpuTop(wiring.Component):
         m.d.sync += timestamp.eq(timestamp + 1)
         m.d.comb += [csr.timestamp_lo.eq(timestamp[:32]), csr.timestamp_hi.eq(timestamp[32:])]
 
-        # The command processor owns the memory master for now (the DMA engine will share it).
+        # The CP and the DMA engine share the memory master through a mux, which puts the
+        # master's index in the top AXI ID bit (the CP uses IDs 0-3, the DMA 8 on m_axi).
+        m.submodules.dma = dma = DMAEngine(self.data_width, ADDR_WIDTH, ID_WIDTH)
         m.submodules.cp = cp = CommandProcessor(csr, self.data_width, ADDR_WIDTH, IB_LEVELS,
-                                                TIMESTAMP_WIDTH)
-        wiring.connect(m, cp.bus, wiring.flipped(self.m_axi))
+                                                TIMESTAMP_WIDTH, dma=dma, dma_max_log2=DMA_MAX_LOG2)
+        m.submodules.mux = mux = AXI4Mux(2, ADDR_WIDTH, self.data_width, ID_WIDTH)
+        wiring.connect(m, cp.bus, mux.s[0])
+        wiring.connect(m, dma.bus, mux.s[1])
+        wiring.connect(m, mux.m, wiring.flipped(self.m_axi))
         m.d.comb += cp.timestamp.eq(timestamp)
         pending = Cat(csr.int_status_ih_pending, csr.int_status_eop, csr.int_status_cp_error,
                       csr.int_status_ih_overflow)

@@ -65,7 +65,7 @@ __all__ = ["RefModel", "snapshot", "mem_digest", "mem_diff", "diff_snapshots",
 
 DEFAULT_MEM_SIZE = 64 << 20
 DEFAULT_MMIO_CYCLES = 8  # what one 32-bit register access costs in model time
-DMA_MAX_BYTES = 1 << 20  # DMA_DATA BYTE_COUNT above this is DMA_BYTE_COUNT (provisional, issue 4)
+DMA_MAX_BYTES = 1 << 20  # DMA_DATA BYTE_COUNT above this is DMA_BYTE_COUNT (CAPS.DMA_MAX_LOG2, rtl.top)
 ADDR_BITS = 48
 TIMESTAMP_BITS = 48
 
@@ -267,7 +267,7 @@ class RefModel(Device):
     name = "model"
 
     def __init__(self, mem_size: int = DEFAULT_MEM_SIZE, *, mem: np.ndarray | None = None,
-                 data_width: int = 64, dma: bool = False, ih: bool = True, ib_levels: int = 2,
+                 data_width: int = 64, dma: bool = True, ih: bool = True, ib_levels: int = 2,
                  dma_max_bytes: int = DMA_MAX_BYTES, mmio_cycles: int = DEFAULT_MMIO_CYCLES,
                  trace: Callable[[str], None] | None = None):
         if mem is None:
@@ -493,7 +493,8 @@ class RefModel(Device):
     def _caps(self, i: int) -> int:
         c = regs.CAPS
         return (c.BUS_BYTES_LOG2.put(self._bus_bytes.bit_length() - 1) | c.ADDR_BITS.put(ADDR_BITS)
-                | c.IB_LEVELS.put(self.ib_levels) | c.DMA.put(int(self.has_dma)) | c.IH.put(int(self.has_ih)))
+                | c.IB_LEVELS.put(self.ib_levels) | c.DMA.put(int(self.has_dma)) | c.IH.put(int(self.has_ih))
+                | c.DMA_MAX_LOG2.put(self.dma_max_bytes.bit_length() - 1 if self.has_dma else 0))
 
     def _idle(self) -> bool:
         """STATUS.IDLE: stopped by an error, or nothing in flight and the ring empty."""
@@ -966,26 +967,39 @@ class RefModel(Device):
 
     def _dma(self, dst: int, src: int, count: int, fill: bool) -> None:
         """Copy `count` bytes from src to dst (as memmove), or fill them with the 32-bit
-        value src repeated from dst on (byte i gets byte i mod 4 of the value). Any
-        alignment. On a bus error the bytes before the first faulting one are moved
-        (the source read is checked before the destination write)."""
+        value src: the byte at address a gets byte (a mod 4) of the value, as the engine
+        puts the value on every dword lane. Any alignment.
+
+        Errors, as the RTL engine reports them (docs/hardware.md): a read error at the
+        first byte the transfer needed in the faulting beat; a write error at the first
+        byte of the faulting burst (bursts split at min(16 beats, 4 KiB)-aligned
+        boundaries; B carries no beat detail). What a failing transfer leaves in its
+        destination is not defined (bursts already under way complete); here the bytes
+        before the first faulting one are moved."""
         kr, rresp = (count, OKAY) if fill else self._first_bad_byte(src, count)
         kw, wresp = self._first_bad_byte(dst, count)
         k = min(kr, kw)
+        B = self._bus_bytes
         if k:
             mem = self._mem
             if fill:
-                mem[dst:dst + k] = np.resize(np.frombuffer(src.to_bytes(4, "little"), np.uint8), k)
+                pattern = np.frombuffer(src.to_bytes(4, "little"), np.uint8)
+                mem[dst:dst + k] = np.resize(np.roll(pattern, -(dst % 4)), k)
             else:
                 mem[dst:dst + k] = mem[src:src + k]  # numpy buffers overlapping slices: memmove
             self._dma_written += k
-            self._dma_read += 0 if fill else k
-            beats = -(-k // self._bus_bytes)
-            self._dma_busy += beats
+            self._dma_busy += -(-k // B)
+        if not fill and count:
+            # the engine reads whole bus beats: every beat touching [src, src + bytes read)
+            end = src + (kr + (1 if rresp else 0) if rresp else count)
+            self._dma_read += ((end + B - 1) // B - src // B) * B
         if rresp and kr <= kw:
-            raise _Fault(_BUS_ERROR[rresp], src + kr)
+            bad = src + kr
+            raise _Fault(_BUS_ERROR[rresp], max(src, bad - bad % B))
         if wresp:
-            raise _Fault(_BUS_ERROR[wresp], dst + kw)
+            bad = dst + kw
+            burst = min(16 * B, 4096)
+            raise _Fault(_BUS_ERROR[wresp], max(dst, bad - bad % burst))
 
 
 # ---------------------------------------------------------------------------- snapshots (issue 5)

@@ -21,6 +21,8 @@ def expected_reset(dev, reg) -> dict[str, int]:
         ("CAPS", "ADDR_BITS"): 48,
         ("CAPS", "IB_LEVELS"): 2,
         ("CAPS", "IH"): 1,
+        ("CAPS", "DMA"): 1,
+        ("CAPS", "DMA_MAX_LOG2"): 20,
         ("STATUS", "IDLE"): 1,
         ("STATUS", "RB_EMPTY"): 1,
     }

@@ -3,6 +3,7 @@ driver can observe (errors, status, pointers, counters, IH entries, memory), so
 tests/test_rtl_vs_model.py can compare the two. Scenarios drive the device only through
 the Device API, as a driver would (tests/test_refmodel.py:Driver)."""
 from kmd_model import regs
+from kmd_model.regs import CpError
 
 from spec import pm4
 from tests.test_refmodel import (Driver, r32, w32, OUT, IB1, IB1B, IB2, IB2B, IB2C, RING, RPTR_WB, IH_RING,
@@ -34,6 +35,15 @@ def observe(d):
     o["mem"] = r32(d.dev, OUT, 0x80)
     o["rptr_wb"] = r32(d.dev, RPTR_WB)
     o["scratch"] = d.read(regs.SCRATCH)
+    if o["error"][2] == OP["DMA_DATA"] and o["error"][0] in (CpError.BUS_SLVERR, CpError.BUS_DECERR):
+        # docs/hardware.md: a failing transfer leaves its destination undefined, and the
+        # transfers queued behind it may have been parsed (counted in PERF_DWORDS_FETCHED)
+        o["mem"] = "undefined after a DMA bus error"
+        o["dwords"] = "not compared after a DMA bus error"
+        o["dma_bytes"] = "not compared after a DMA bus error"
+        o["rptr"] = o["rptr_wb"] = "the ring may have moved past a transfer still running"
+    else:
+        o["dma_bytes"] = [d.read(regs.PERF_DMA_BYTES_READ), d.read(regs.PERF_DMA_BYTES_WRITTEN)]
     return o
 
 
@@ -228,3 +238,47 @@ def run(name, dev):
         obs["after_reset"] = {"error": list(d.error()), "marker": r32(d.dev, OUT + 0x1F0),
                               "rptr": d.read(regs.RB_RPTR)}
     return obs
+
+
+# ---------------------------------------------------------------------------- DMA_DATA
+
+def _pattern(d, addr, n, seed):
+    import numpy as np
+    d.dev.mem[addr:addr + n] = (np.arange(n, dtype=np.uint32) * 37 + seed).astype(np.uint8)
+
+
+@scen
+def dma_copies_and_fills(d):
+    """Copies and fills at odd alignments and lengths, then a fence that must see them."""
+    src = OUT + 0x1000
+    _pattern(d, src, 0x800, 5)
+    d.submit(pm4.dma_data(OUT + 0x3, src + 0x5, 0x1F3),
+             pm4.dma_data(OUT + 0x210, src + 0x100, 0x100, cp_sync=1),
+             pm4.dma_data(OUT + 0x309, 0xA1B2C3D4, 0x37, src_sel="DATA"),
+             pm4.dma_data(OUT + 0x380, src, 0),
+             pm4.release_mem(OUT + 0x3F8, 0x600D, int_sel="SEND_INT_ON_CONFIRM"))
+
+
+@scen
+def dma_in_ib_then_fence(d):
+    src = OUT + 0x1000
+    _pattern(d, src, 0x1000, 9)
+    ib = (pm4.dma_data(OUT, src, 0x1000 - 0x40) + pm4.dma_data(OUT + 0x100, 0x5A5A5A5A, 3, src_sel="DATA")
+          + pm4.write_data(OUT + 0x1F8, [0xAB]))
+    w32(d.dev, IB1, ib)
+    d.submit(pm4.indirect_buffer(IB1, len(ib)), pm4.release_mem(OUT + 0x1FC, 7, int_sel="SEND_INT"))
+
+
+@scen
+def dma_read_error(d):
+    src = OUT + 0x1000
+    _pattern(d, src, 0x400, 3)
+    d.dev.mem_model.configure(error_window=(src + 0x100, src + 0x140, "SLVERR"))
+    d.submit(pm4.nop(1), pm4.dma_data(OUT + 0x10, src + 0x20, 0x200), pm4.write_data(OUT + 0x1F8, [1]))
+
+
+@scen
+def dma_write_error(d):
+    d.dev.mem_model.configure(error_window=(OUT + 0x180, OUT + 0x200, "DECERR"))
+    d.submit(pm4.dma_data(OUT + 0x100, 0x11223344, 0x100, src_sel="DATA"),
+             pm4.dma_data(OUT + 0x300, 0x55667788, 0x10, src_sel="DATA"), pm4.write_data(OUT + 0x1F8, [1]))

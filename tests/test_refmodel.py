@@ -138,7 +138,9 @@ def expected_reset(dev, reg):
         ("CAPS", "BUS_BYTES_LOG2"): (dev.data_width // 8).bit_length() - 1,
         ("CAPS", "ADDR_BITS"): 48,
         ("CAPS", "IB_LEVELS"): 2,
-        ("CAPS", "IH"): 1,  # the model has an IH writer (the RTL reports 0 until it has one)
+        ("CAPS", "IH"): 1,
+        ("CAPS", "DMA"): 1,
+        ("CAPS", "DMA_MAX_LOG2"): 20,
         ("STATUS", "IDLE"): 1,
         ("STATUS", "RB_EMPTY"): 1,
     }
@@ -222,9 +224,9 @@ def test_probe_and_scratch():
     io = Mmio(dev)
     info = io.probe()
     assert (info.version, info.bus_bytes, info.addr_bits, info.ib_levels, info.has_dma, info.has_ih) == (
-        (0, 1, 0), 16, 48, 2, False, True)
-    other = Mmio(RefModel(dma=True, ih=False)).probe()
-    assert (other.has_dma, other.has_ih) == (True, False)
+        (0, 1, 0), 16, 48, 2, True, True)
+    other = Mmio(RefModel(dma=False, ih=False)).probe()
+    assert (other.has_dma, other.has_ih) == (False, False)
     rng = random.Random(7)
     for _ in range(64):
         v = rng.getrandbits(32)
@@ -570,7 +572,8 @@ RING_ERRORS = {
                                 + pm4.release_mem(OUT, 1)[4:], CpError.FENCE_MISALIGNED, OP["RELEASE_MEM"]),
     "release_misaligned_32": (pm4.release_mem(OUT, 1)[:3] + [OUT + 2] + pm4.release_mem(OUT, 1)[4:],
                               CpError.FENCE_MISALIGNED, OP["RELEASE_MEM"]),
-    "dma_without_engine": (pm4.dma_data(OUT, OUT + 64, 16), CpError.UNSUPPORTED, OP["DMA_DATA"]),
+    "dma_byte_count": (pm4.dma_data(OUT, OUT + 64, 16)[:6] + [(1 << 20) + 1], CpError.DMA_BYTE_COUNT, OP["DMA_DATA"]),
+    "dma_src_gds": (bad("DMA_DATA", {"SRC_SEL": 1, "BYTE_COUNT": 16}), CpError.UNSUPPORTED, OP["DMA_DATA"]),
     "dma_bad_count": (bad("DMA_DATA", count=4), CpError.BAD_COUNT, OP["DMA_DATA"]),
 }
 
@@ -759,13 +762,11 @@ def test_dma_copy_and_fill():
              pm4.dma_data(OUT + 0x4000, OUT, 0))
     assert np.array_equal(dev.mem[OUT + 0x2001:OUT + 0x2001 + 1000], src)
     assert dev.mem[OUT + 0x2000] == 0 and dev.mem[OUT + 0x2001 + 1000] == 0
-    assert dev.mem[OUT + 0x3001:OUT + 0x300A].tolist() == [0, 0xD4, 0xC3, 0xB2, 0xA1, 0xD4, 0xC3, 0xB2, 0]
+    # a fill puts byte (a mod 4) of the value at address a
+    assert dev.mem[OUT + 0x3001:OUT + 0x300A].tolist() == [0, 0xB2, 0xA1, 0xD4, 0xC3, 0xB2, 0xA1, 0xD4, 0]
     assert d.perf(DMA_DATA) == 3
-    assert (d.read(regs.PERF_DMA_BYTES_READ), d.read(regs.PERF_DMA_BYTES_WRITTEN)) == (1000, 1007)
-    # Overlapping copy: as memmove.
-    dev.mem[OUT:OUT + 8] = np.arange(8, dtype=np.uint8)
-    d.submit(pm4.dma_data(OUT + 2, OUT, 6))
-    assert dev.mem[OUT:OUT + 8].tolist() == [0, 1, 0, 1, 2, 3, 4, 5]
+    # the engine reads whole 8-byte beats: [OUT, OUT + 1008) for 1000 bytes from OUT + 3
+    assert (d.read(regs.PERF_DMA_BYTES_READ), d.read(regs.PERF_DMA_BYTES_WRITTEN)) == (1008, 1007)
 
 
 def test_dma_bus_error():

@@ -1,0 +1,166 @@
+"""AXI4 mux: N masters share one AXI4 master port.
+
+ID convention: the mux owns the top ceil(log2 N) bits of the downstream ID and puts the
+master's index there; a master keeps the low `id_width − sel_bits` bits. Every port
+has the same `AXI4Signature(addr_width, data_width, id_width)`, so components connect
+with `wiring.connect` unchanged, but master i must only use IDs below
+2**(id_width − sel_bits) (their top bits are replaced). With id_width 4 and 2 masters:
+master 0's ID k goes out as k, master 1's as 8 + k; R and B come back to the master
+named by those top bits, with the master's own ID.
+
+- AR and AW: round-robin among the masters offering VALID, without a register stage:
+  a master that was offered but not yet accepted keeps the grant until it is, so the
+  downstream VALID and payload stay put (AXI A3.2.1). The master's READY is the
+  downstream READY while it holds the grant.
+- W: AXI4 has no WID, so W bursts go in AW order: each accepted AW queues its master's
+  index (`w_order_depth` deep; a full queue holds AW back), and the W channel is
+  locked to the master at the head of that queue until its WLAST beat. A master that
+  offers W before its AW is granted waits (AXI allows it; every master here raises AW
+  no later than W).
+- R and B: routed by the top ID bits, combinationally (no added latency).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2, exact_log2
+
+from .bus import AXI4Signature
+
+AR_FIELDS = ("araddr", "arlen", "arsize", "arburst")
+AW_FIELDS = ("awaddr", "awlen", "awsize", "awburst")
+W_FIELDS = ("wdata", "wstrb", "wlast")
+
+
+class AXI4Mux(wiring.Component):
+    """`s[i]`: the port master i connects to; `m`: the shared downstream master port."""
+
+    def _invalid(self, message: str) -> ValueError:
+        self._MustUse__used = True  # not built, so not "created but never used" either
+        return ValueError(message)
+
+    def __init__(self, n: int = 2, addr_width: int = 48, data_width: int = 64, id_width: int = 4,
+                 w_order_depth: int = 16):
+        if not isinstance(n, int) or n < 1:
+            raise self._invalid(f"AXI4Mux needs at least one master, not {n!r}")
+        self.n = n
+        self.sel_bits = ceil_log2(n)
+        if id_width <= self.sel_bits:
+            raise self._invalid(f"id_width {id_width} leaves no ID bits for the masters "
+                             f"({self.sel_bits} select the master)")
+        if w_order_depth < 1 or w_order_depth & (w_order_depth - 1):
+            raise self._invalid(f"w_order_depth must be a power of two, not {w_order_depth!r}")
+        self.addr_width = addr_width
+        self.data_width = data_width
+        self.id_width = id_width
+        self.master_id_bits = id_width - self.sel_bits
+        self.w_order_depth = w_order_depth
+        sig = AXI4Signature(addr_width, data_width, id_width)
+        super().__init__({"s": In(sig).array(n), "m": Out(sig)})
+
+    def downstream_id(self, master: int, id_: int) -> int:
+        """The ID master `master`'s `id_` carries on the shared port."""
+        if not 0 <= id_ < (1 << self.master_id_bits):
+            raise ValueError(f"master ID {id_} does not fit in {self.master_id_bits} bits")
+        return (master << self.master_id_bits) | id_
+
+    def elaborate(self, platform):
+        m = Module()
+        n, sb, low = self.n, self.sel_bits, self.master_id_bits
+        s, out = self.s, self.m
+
+        if n == 1:
+            wiring.connect(m, wiring.flipped(s[0]), wiring.flipped(out))
+            return m
+
+        def tag(i, id_):
+            return Cat(id_[:low], Const(i, sb))
+
+        def arbiter(name, valids, ready):
+            """Round-robin grant that holds while its VALID waits for `ready`.
+
+            Returns (sel, valid): the granted master and whether any master is offered."""
+            rr = Signal(range(n), name=f"{name}_rr")
+            lock = Signal(name=f"{name}_lock")
+            lock_sel = Signal(range(n), name=f"{name}_lock_sel")
+            pick = Signal(range(n), name=f"{name}_pick")
+            for r in range(n):
+                with m.If(rr == r):
+                    for k in reversed(range(n)):  # the last assignment wins: r first
+                        idx = (r + k) % n
+                        with m.If(valids[idx]):
+                            m.d.comb += pick.eq(idx)
+            sel = Signal(range(n), name=f"{name}_sel")
+            valid = Signal(name=f"{name}_valid")
+            m.d.comb += [sel.eq(Mux(lock, lock_sel, pick)), valid.eq(Array(valids)[sel])]
+            with m.If(valid & ~ready):
+                m.d.sync += [lock.eq(1), lock_sel.eq(sel)]
+            with m.If(valid & ready):
+                m.d.sync += [lock.eq(0), rr.eq(Mux(sel == n - 1, 0, sel + 1))]
+            return sel, valid
+
+        # ---- AR
+        ar_sel, ar_valid = arbiter("ar", [p.arvalid for p in s], out.arready)
+        m.d.comb += [
+            out.arvalid.eq(ar_valid),
+            out.arid.eq(Array(tag(i, p.arid) for i, p in enumerate(s))[ar_sel]),
+        ]
+        for f in AR_FIELDS:
+            m.d.comb += getattr(out, f).eq(Array(getattr(p, f) for p in s)[ar_sel])
+        for i, p in enumerate(s):
+            m.d.comb += p.arready.eq(out.arready & (ar_sel == i))
+
+        # ---- AW, and the order W bursts must follow
+        Dw = self.w_order_depth
+        qb = exact_log2(Dw)
+        wq = Array(Signal(range(n), name=f"wq{i}") for i in range(Dw))
+        wq_wp = Signal(qb + 1)
+        wq_rp = Signal(qb + 1)
+        wq_full = Signal()
+        wq_ne = Signal()
+        m.d.comb += [wq_full.eq((wq_wp - wq_rp)[:qb + 1] == Dw), wq_ne.eq(wq_wp != wq_rp)]
+
+        def wq_index(p):
+            return p[:qb] if qb else Const(0, 1)
+
+        aw_ready = Signal()
+        m.d.comb += aw_ready.eq(out.awready & ~wq_full)
+        aw_sel, aw_valid = arbiter("aw", [p.awvalid for p in s], aw_ready)
+        m.d.comb += [
+            out.awvalid.eq(aw_valid & ~wq_full),
+            out.awid.eq(Array(tag(i, p.awid) for i, p in enumerate(s))[aw_sel]),
+        ]
+        for f in AW_FIELDS:
+            m.d.comb += getattr(out, f).eq(Array(getattr(p, f) for p in s)[aw_sel])
+        for i, p in enumerate(s):
+            m.d.comb += p.awready.eq(aw_ready & (aw_sel == i))
+        with m.If(out.awvalid & out.awready):
+            m.d.sync += [wq[wq_index(wq_wp)].eq(aw_sel), wq_wp.eq(wq_wp + 1)]
+
+        # ---- W: locked to the master of the oldest AW whose W burst is unfinished
+        w_sel = Signal(range(n))
+        m.d.comb += w_sel.eq(wq[wq_index(wq_rp)])
+        m.d.comb += out.wvalid.eq(wq_ne & Array(p.wvalid for p in s)[w_sel])
+        for f in W_FIELDS:
+            m.d.comb += getattr(out, f).eq(Array(getattr(p, f) for p in s)[w_sel])
+        for i, p in enumerate(s):
+            m.d.comb += p.wready.eq(out.wready & wq_ne & (w_sel == i))
+        with m.If(out.wvalid & out.wready & out.wlast):
+            m.d.sync += wq_rp.eq(wq_rp + 1)
+
+        # ---- R and B: by the top ID bits. An ID naming no master is taken and dropped.
+        r_sel = out.rid[low:]
+        b_sel = out.bid[low:]
+        readies_r = [p.rready for p in s] + [Const(1)] * ((1 << sb) - n)
+        readies_b = [p.bready for p in s] + [Const(1)] * ((1 << sb) - n)
+        m.d.comb += [out.rready.eq(Array(readies_r)[r_sel]), out.bready.eq(Array(readies_b)[b_sel])]
+        for i, p in enumerate(s):
+            m.d.comb += [
+                p.rvalid.eq(out.rvalid & (r_sel == i)), p.rid.eq(out.rid[:low]),
+                p.rdata.eq(out.rdata), p.rresp.eq(out.rresp), p.rlast.eq(out.rlast),
+                p.bvalid.eq(out.bvalid & (b_sel == i)), p.bid.eq(out.bid[:low]),
+                p.bresp.eq(out.bresp),
+            ]
+        return m
