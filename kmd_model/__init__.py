@@ -12,5 +12,5 @@ imports the UMD, cocotb or amaranth; it reaches the hardware only through `Devic
 """
 
 from . import ioctl  # noqa: F401  (fills the ioctl table)
-from .kmd import Kmd, KmdParams, bind, bound, open_render_node, unbind  # noqa: F401
+from .kmd import Kmd, KmdParams, bind, bound, open_render_node, rebind, unbind  # noqa: F401
 from .uapi import *  # noqa: F401,F403  (the uapi is the public surface, as amdgpu_drm.h is)

@@ -95,4 +95,7 @@ class IhRing:
             ts = f["TIMESTAMP_LO"] | f["TIMESTAMP_HI"] << 32
             log.info("IH entry %s ring %d ctx %d @%d data %s", source.name, f["RING_ID"],
                      f["CONTEXT_ID"], ts, " ".join(f"{f[k]:#x}" for k in ("DATA0", "DATA1", "DATA2", "DATA3")))
-        self.handlers[source](ih_spec.decode(entry))
+        fields = ih_spec.decode(entry)
+        if self.kmd.observers:
+            self.kmd.notify("ih_entry", source=source.name, entry=fields, raw=entry)
+        self.handlers[source](fields)

@@ -341,7 +341,8 @@ def info(kmd: "Kmd", file: "File", a: uapi.InfoArgs) -> Any:
         from spec import packets
         return uapi.DevInfo(
             backend=kmd.dev.name, hw_version=i.version, bus_bytes=i.bus_bytes, addr_bits=i.addr_bits,
-            ib_levels=i.ib_levels, has_dma=i.has_dma, has_ih=i.has_ih, ring_size_dw=kmd.ring.size_dw,
+            ib_levels=i.ib_levels, has_dma=i.has_dma, has_ih=i.has_ih, dma_max_bytes=i.dma_max_bytes,
+            ring_size_dw=kmd.ring.size_dw,
             ib_align_dw=kmd.params.ib_align_dw, max_ib_dw=MAX_IB_DW,
             packets=tuple(p.name for p in packets.PACKETS))
     if q == InfoQuery.MEMORY:

@@ -87,8 +87,12 @@ class Wb(IntEnum):
 
 
 class Kmd:
-    def __init__(self, dev: Device, params: KmdParams | None = None):
+    def __init__(self, dev: Device, params: KmdParams | None = None, observers=()):
         self.dev = dev
+        # Observers see the driver's events as they happen (gpucosim's timeline and crash
+        # reports): `observer(event, fields)`, see `notify`. Set before bring-up, so the
+        # ring test's doorbell is seen too.
+        self.observers: list = list(observers)
         self.params = p = params or KmdParams()
         self.mmio = Mmio(dev)
         self.info = self.mmio.probe()
@@ -135,6 +139,15 @@ class Kmd:
     @property
     def name(self) -> str:
         return self.dev.name
+
+    def notify(self, event: str, **fields) -> None:
+        """Tell the observers: "doorbell" (ring, start, wptr), "run_job" (job, fence),
+        "irq", "ih_entry" (source, entry, raw), "fence" (fence), "gpu_error" (info, state,
+        job; before recovery touches the hardware), "reset" (resubmitted), "bind" (kmd,
+        after `rebind`). Call sites check
+        `if self.observers:` first, so an unobserved driver pays one truth test."""
+        for o in self.observers:
+            o(event, fields)
 
     # ------------------------------------------------------------------ bring-up
 
@@ -245,6 +258,8 @@ class Kmd:
     # ------------------------------------------------------------------ job completion
 
     def _fence_signalled(self, fence: Fence) -> None:
+        if self.observers:
+            self.notify("fence", fence=fence)
         self.sched.fence_signalled(fence)
 
     def job_retired(self, job: Job) -> None:
@@ -261,6 +276,8 @@ class Kmd:
 
     def irq_handler(self) -> None:
         self.stats["interrupts"] += 1
+        if self.observers:
+            self.notify("irq")
         n = self.ih.process() if self.ih else 0
         if n == 0:
             self._check_int_status()
@@ -360,6 +377,8 @@ class Kmd:
         guilty = self.sched.job_at_ring(rptr) or self.sched.head_job()
         info = self.describe_error(state, guilty)
         log.error("CP error: %s", info.message)
+        if self.observers:
+            self.notify("gpu_error", info=info, state=state, job=guilty)
         self.gpu_recover(guilty, info)
 
     def describe_error(self, state: CpErrorState, guilty: Job | None) -> HwErrorInfo:
@@ -395,6 +414,8 @@ class Kmd:
                            opcode_name="WAIT_REG_MEM" if stuck or regs.STATUS.WAITING.get(st) else None,
                            offset=0, addr=0, seq=job.seq, ctx_id=job.ctx.id, message=msg)
         log.error("timeout: %s", msg)
+        if self.observers:
+            self.notify("gpu_error", info=info, state=None, job=job)
         self.gpu_recover(job, info)
 
     def gpu_recover(self, guilty: Job | None, info: HwErrorInfo) -> None:
@@ -423,6 +444,8 @@ class Kmd:
             self._hw_reinit()
             redo = sched.resubmit_and_start()
             log.warning("GPU reset done: %d job(s) resubmitted", len(redo))
+            if self.observers:
+                self.notify("reset", resubmitted=len(redo))
         except KmdError as e:
             self.wedged = f"GPU reset failed: {e.message}"
             log.critical(self.wedged)
@@ -472,14 +495,29 @@ def params_from(kw: dict) -> KmdParams:
 _bound: Kmd | None = None
 
 
-def bind(dev: Device, params: KmdParams | None = None, **kw) -> Kmd:
+def bind(dev: Device, params: KmdParams | None = None, *, observers=(), **kw) -> Kmd:
     """Probe and initialise `dev`; later `open_render_node()` calls open this device.
-    Keyword arguments are KmdParams fields: `bind(dev, initial_seq=2**32 - 500)`."""
+    Keyword arguments are KmdParams fields: `bind(dev, initial_seq=2**32 - 500)`;
+    `observers` see the driver's events from bring-up on (Kmd.notify)."""
     global _bound
     if params is not None and kw:
         raise TypeError("bind: give either params or keyword parameters, not both")
-    kmd = Kmd(dev, params or params_from(kw))
+    kmd = Kmd(dev, params or params_from(kw), observers)
     _bound = kmd
+    return kmd
+
+
+def rebind(**kw) -> Kmd:
+    """Reload the driver on the bound device with new parameters, as `modprobe -r amdgpu;
+    modprobe amdgpu param=...` does: open files are closed, the hardware is brought up
+    again. Observers and trace hooks stay (they are told with a "bind" event)."""
+    old = bound()
+    observers, hooks = list(old.observers), list(old.trace_hooks)
+    unbind()
+    kmd = bind(old.dev, observers=observers, **kw)
+    kmd.trace_hooks[:0] = hooks
+    if kmd.observers:
+        kmd.notify("bind", kmd=kmd)
     return kmd
 
 

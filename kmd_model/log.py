@@ -4,8 +4,9 @@
     GPUCOSIM_LOG="debug"                                     # every module at debug
     GPUCOSIM_LOG="all=info,ring=debug"
 
-Modules: kmd, ioctl, ring, fence, ih, cs, bo, sched, umd, cmdbuf (any name works: it is
-the `gpucosim.<name>` python logger). Underneath it is plain `logging`, so a program can
+Modules: kmd, ioctl, ring, fence, ih, cs, bo, sched, bus (every MMIO access), umd,
+cmdbuf, cp (packets the CP starts, when `gpucosim run` watches the hardware) (any name
+works: it is the `gpucosim.<name>` python logger). Underneath it is plain `logging`, so a program can
 also configure the `gpucosim` logger tree itself. Off by default; when off, a call site
 guarded by `log.isEnabledFor(...)` costs one attribute lookup and a compare, and nothing
 is formatted (the ring's disassembly is only built when `ring` is at debug).

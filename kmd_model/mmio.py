@@ -6,11 +6,15 @@ with the constants generated from spec/regs.rdl.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from . import regs
 from .device import Device
+from .log import get_logger
 from .regfield import Field, Register
+
+log = get_logger("bus")  # every register access, at debug: GPUCOSIM_LOG=bus=debug
 
 
 class ProbeError(RuntimeError):
@@ -27,6 +31,7 @@ class DeviceInfo:
     ib_levels: int
     has_dma: bool
     has_ih: bool
+    dma_max_bytes: int  # largest DMA_DATA BYTE_COUNT (0 without a DMA engine)
 
 
 SUPPORTED_MAJOR = regs.VERSION.MAJOR.reset
@@ -37,9 +42,14 @@ class Mmio:
         self.dev = dev
 
     def read(self, reg: type[Register], index: int = 0) -> int:
-        return self.dev.mmio_read32(reg.addr(index))
+        v = self.dev.mmio_read32(reg.addr(index))
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("read  %-18s -> %#010x", _label(reg, index), v)
+        return v
 
     def write(self, reg: type[Register], value: int, index: int = 0) -> None:
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("write %-18s <- %#010x", _label(reg, index), value)
         self.dev.mmio_write32(reg.addr(index), value)
 
     def fields(self, reg: type[Register], index: int = 0) -> dict[str, int]:
@@ -82,5 +92,10 @@ class Mmio:
             addr_bits=c["ADDR_BITS"],
             ib_levels=c["IB_LEVELS"],
             has_dma=bool(c["DMA"]),
+            dma_max_bytes=(1 << c["DMA_MAX_LOG2"]) if c["DMA"] else 0,
             has_ih=bool(c["IH"]),
         )
+
+
+def _label(reg: type[Register], index: int) -> str:
+    return f"{reg.NAME}[{index}]" if reg.ARRAY_LEN > 1 else reg.NAME

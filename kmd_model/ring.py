@@ -54,6 +54,7 @@ class Ring:
         self.scratch_index = scratch_index
         self.wptr = 0  # where the next dword goes
         self.committed = 0  # the last wptr given to the doorbell
+        self.commit_start = 0  # where the last commit's dwords start (for observers)
         self.doorbells = 0
         self.dwords_written = 0
         self.ready = False
@@ -74,6 +75,8 @@ class Ring:
         if log.isEnabledFor(logging.INFO):
             log.info("doorbell RB_DOORBELL <- %#x (rptr %#x, %d dwords queued)",
                      self.committed, self.get_rptr(), (self.committed - self.get_rptr()) & MASK32)
+        if self.kmd.observers:
+            self.kmd.notify("doorbell", ring=self, start=self.commit_start, wptr=self.committed)
         self.kmd.mmio.write(regs.RB_DOORBELL, self.committed)
 
     def space(self) -> int:
@@ -118,6 +121,7 @@ class Ring:
         self.pad_to_align()
         if log.isEnabledFor(logging.DEBUG):
             self._log_listing(self.committed, self.wptr)
+        self.commit_start = self.committed
         self.committed = self.wptr
         self.set_wptr()
 
@@ -158,7 +162,7 @@ class Ring:
         m.write64(regs.RB_RPTR_ADDR_LO, regs.RB_RPTR_ADDR_HI, self.kmd.wb_addr(self.rptr_wb_index))
         self.kmd.wb32[self.rptr_wb_index] = 0
         self.ring32[:] = 0
-        self.wptr = self.committed = 0
+        self.wptr = self.committed = self.commit_start = 0
         m.write_fields(regs.RB_CNTL, ENABLE=1, RPTR_WB=1)
         self.ready = True
         log.debug("ring at %#x, %d dwords, rptr write-back at %#x", self.gpu_addr, self.size_dw,

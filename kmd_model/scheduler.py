@@ -102,6 +102,8 @@ class Scheduler:
         job.ring_end = ring.wptr
         job.hw_fence = fence
         kmd.fence_drv.track(fence)
+        if kmd.observers:
+            kmd.notify("run_job", job=job, fence=fence)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("run_job %r: hw fence %#010x, ring [%#x, %#x)%s", job, fence.seq,
                       job.ring_start, job.ring_end, " (resubmitted)" if job.runs > 1 else "")

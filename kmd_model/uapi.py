@@ -240,6 +240,7 @@ class DevInfo:
     ib_levels: int
     has_dma: bool
     has_ih: bool
+    dma_max_bytes: int  # largest DMA_DATA BYTE_COUNT (CAPS.DMA_MAX_LOG2); 0 without DMA
     ring_size_dw: int
     ib_align_dw: int  # pad IB sizes to this many dwords
     max_ib_dw: int  # largest IB_SIZE

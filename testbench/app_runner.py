@@ -1,41 +1,32 @@
 """cocotb side of the launcher: run one app against the RTL.
 
-testbench/run.py starts the simulator with this module as the cocotb test and the app
-named in $GPUCOSIM_APP; the app's main() runs in a bridge thread on a CocotbDevice that
-the KMD has been bound to. Its exit code goes to $GPUCOSIM_APP_RESULT for the launcher.
+`gpucosim run` (gpucosim/launch.py) starts the simulator with this module as the cocotb
+test and the run's options in $GPUCOSIM_RUN. The app's main() runs in a bridge thread on
+a CocotbDevice inside a `gpucosim.session.Session` (crash reports, exit report, the
+timeline's software half); the hardware monitors (`gpucosim.hwtrace`) watch the CP, the
+memory bus and the irq line when a timeline or the `cp` log was asked for. The exit code
+goes to $GPUCOSIM_APP_RESULT for the launcher.
 """
 
+import logging
 import os
+import sys
+import traceback
+import warnings
 
 import cocotb
 
+from gpucosim.session import RunOptions, Session, load_main
+from kmd_model.log import get_logger
 from testbench.cocotb_device import run_driver
 
-
-def load_main(target: str):
-    """`pkg.module` or `pkg.module:function` or a path to a .py file → its main function."""
-    import importlib
-    import importlib.util
-
-    if target.endswith(".py"):
-        spec = importlib.util.spec_from_file_location("gpucosim_app", target)
-        if spec is None or spec.loader is None:
-            raise FileNotFoundError(f"cannot load app {target!r}")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        func = "main"
-    else:
-        name, _, func = target.partition(":")
-        mod = importlib.import_module(name)
-        func = func or "main"
-    main = getattr(mod, func, None)
-    if not callable(main):
-        raise AttributeError(f"app {target!r} has no callable {func}()")
-    return main
+# cocotb shows every DeprecationWarning in a test; cocotbext-axi's are not the app's to fix.
+warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"cocotbext\.")
 
 
 def run_bound(dev, main) -> int:
-    """Bind the KMD to `dev`, run the app, unbind; the app's exit code (None → 0)."""
+    """Bind the KMD to `dev`, run the app, unbind; the app's exit code (None -> 0).
+    (The plain way, without a Session: for tests that need nothing else.)"""
     import kmd_model
 
     kmd_model.bind(dev)
@@ -46,12 +37,55 @@ def run_bound(dev, main) -> int:
     return 0 if code is None else int(code)
 
 
+def _result(code: int) -> None:
+    path = os.environ.get("GPUCOSIM_APP_RESULT")
+    if path:
+        with open(path, "w") as f:
+            f.write(str(code))
+
+
 @cocotb.test()
 async def app(dut):
-    main = load_main(os.environ["GPUCOSIM_APP"])
-    code = await run_driver(dut, lambda dev: run_bound(dev, main))
-    result = os.environ.get("GPUCOSIM_APP_RESULT")
-    if result:
-        with open(result, "w") as f:
-            f.write(str(code))
-    assert code == 0, f"app exited with {code}"
+    opts = RunOptions.from_env()
+    if opts.log:
+        from kmd_model import log
+
+        log.configure(opts.log)
+    try:
+        main = load_main(opts.app)
+    except Exception as e:
+        traceback.print_exc()
+        print(f"gpucosim: cannot load app {opts.app!r}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        _result(2)
+        return
+    session = Session(opts)
+    monitors = None
+    if session.timeline is not None or get_logger("cp").isEnabledFor(logging.INFO):
+        from gpucosim.hwtrace import HwMonitors
+        from testbench.sim import BUILD
+
+        monitors = HwMonitors(dut, session.timeline, data_width=opts.data_width,
+                              cache_dir=BUILD / "rtl").start()
+
+    # A crash report asks the CP where it is; its signals are read in the scheduler.
+    from gpucosim.hwtrace import cp_probe
+
+    async def _probe():
+        return cp_probe(dut)
+
+    session.probe = cocotb.task.resume(_probe)
+
+    def driver(dev):
+        if monitors is not None:
+            from kmd_model.ring import as_u32
+
+            monitors.set_memory(as_u32(dev.mem))
+        return session.run(dev, main)
+
+    try:
+        code = await run_driver(dut, driver)
+    finally:
+        if monitors is not None:
+            monitors.stop()
+        session.finish()
+    _result(code)

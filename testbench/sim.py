@@ -177,6 +177,7 @@ def build(design: Design, sim: str, waves: bool = False) -> Path:
             build_args += [*VERILATOR_WAIVERS, "--x-assign", "0", "--x-initial", "0",
                            "-O3", *[str(c) for c in design.c_sources]]
             if waves:
+                # FST: Verilator's writer needs lz4.h (Debian: liblz4-dev; gpucosim/waves.py says so)
                 build_args += ["--trace-fst", "--trace-structs"]
         if sim == "icarus":
             _build_vpi_module(design, build_dir)

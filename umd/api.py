@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from . import runtime as rt
+from . import transfer
 
 
 @dataclass(frozen=True)
@@ -66,12 +67,16 @@ V2 = V1.derive(2, flush_threshold=64, add={
     "Queue.write": rt.queue_write_batched,
     "Queue.fill": rt.queue_fill,
     "Queue.timestamp": rt.queue_timestamp,
-}, notes="write() is batched; fill(), timestamp()")
+    "Queue.copy": transfer.queue_copy,
+    "Queue.upload": transfer.queue_upload,
+    "Queue.download": transfer.queue_download,
+}, notes="write() is batched; fill(), timestamp(), copy(), upload(), download()")
 
 TABLES: dict[int, DispatchTable] = {1: V1, 2: V2}
 LATEST = max(TABLES)
 
 
+@rt.api_call("umd.open")
 def open(api_version: int = 1, *, winsys=None) -> rt.Device:
     """Open the GPU (the bound render node) for an application written for `api_version`."""
     if isinstance(api_version, bool) or not isinstance(api_version, int) or api_version not in TABLES:

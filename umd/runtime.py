@@ -9,12 +9,13 @@ here, named `<class>_<call>[_v<N>]`, are what the tables point at.
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import operator
 import types
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -43,6 +44,33 @@ QBO_TIMELINE = 1
 QBO_TS_FIRST = 8  # qword index of the first timestamp slot (byte 64)
 
 
+# ---------------------------------------------------------------------------- tracing hook
+
+# Set by a tracer (gpucosim's timeline): every API call then runs as
+# `api_hook("Queue.write", fn, args, kwargs)`, which must call fn(*args, **kwargs) and
+# return its result. None costs the dispatched entry points nothing and the few plain
+# methods (Event.wait, Buffer.free, umd.open) one global lookup.
+api_hook: Callable[[str, Callable, tuple, dict], Any] | None = None
+
+
+def api_call(name: str) -> Callable:
+    """Mark a function as an API entry point `name`, seen by `api_hook`."""
+    def deco(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            hook = api_hook
+            return fn(*args, **kwargs) if hook is None else hook(name, fn, args, kwargs)
+        return call
+    return deco
+
+
+def _hooked(name: str, bound: Callable) -> Callable:
+    def call(*args, **kwargs):
+        hook = api_hook
+        return bound(*args, **kwargs) if hook is None else hook(name, bound, args, kwargs)
+    return call
+
+
 # ---------------------------------------------------------------------------- dispatch
 
 class _Dispatched:
@@ -58,6 +86,8 @@ class _Dispatched:
         if fn is None:
             raise AttributeError(table.missing(self._kind, name))
         bound = types.MethodType(fn, self)
+        if api_hook is not None:
+            bound = _hooked(f"{self._kind}.{name}", bound)
         self.__dict__[name] = bound  # later calls skip the lookup
         return bound
 
@@ -178,6 +208,7 @@ class Buffer:
         v = self.map()
         return v[:len(v) & ~3].view("<u4")
 
+    @api_call("Buffer.free")
     def free(self) -> None:
         """Release the buffer; the KMD keeps the memory until the GPU is done with it."""
         if self.freed:
@@ -251,6 +282,8 @@ class Queue(_Dispatched):
         self.pool = IbPool(device, ib_size_dw)
         self.cmdbuf = CmdBuf(self.pool.get, ib_size_dw, info.ib_align_dw)
         self.has_dma = info.has_dma
+        self.dma_chunk = info.dma_max_bytes  # one DMA_DATA moves at most this much
+        self.staging: list = []  # (seq, Buffer) staging buffers of uploads/downloads in flight
         self.inflight: deque[Submission] = deque()
         self.unflushed_events: list[Event] = []
         self.first_seq: int | None = None
@@ -428,6 +461,9 @@ def queue_flush(self: Queue) -> int | None:
     self.inflight.append(Submission(seq, ibs, labels))
     for ev in events:
         ev.seq = seq
+    for b in self.staging:  # upload/download staging: the KMD keeps them until the job is done
+        b.free()
+    self.staging.clear()
     self._reclaim()
     return seq
 
@@ -441,20 +477,28 @@ def queue_finish(self: Queue, timeout: int = DEFAULT_TIMEOUT) -> None:
 
 
 def queue_fill(self: Queue, buf: Buffer, offset: int, size: int, value: int) -> None:
-    """API v2: fill `size` bytes (a multiple of 4) with a 32-bit value: DMA_DATA when the
-    device has a DMA engine, WRITE_DATA otherwise."""
-    size = _index("fill", "size", size)
-    if size <= 0 or size & 3:
-        raise ValueError(f"fill: size must be a positive multiple of 4, not {size}")
+    """API v2 (memset): fill `size` bytes with a 32-bit value; the byte at address a gets
+    byte (a mod 4) of the value. With a DMA engine any offset and size (DMA_DATA fills,
+    split at the engine's limit); without one, dword-aligned WRITE_DATA."""
     if not 0 <= _index("fill", "value", value) <= M32:
         raise ValueError(f"fill: value must fit in 32 bits, not {value:#x}")
-    addr = buf._range("fill", offset, size)
     label = self._label("fill")
     if self.has_dma:
-        step = (1 << 21) - 4
+        from .transfer import _bytes_range
+
+        addr, size = _bytes_range(buf, "fill", offset, size)
+        step = self.dma_chunk
         for i in range(0, size, step):
-            self.cmdbuf.emit(pm4.dma_data(addr + i, value, min(step, size - i), src_sel="DATA", cp_sync=1), label)
+            self.cmdbuf.emit(pm4.dma_data(addr + i, value, min(step, size - i), src_sel="DATA"), label)
+        if size:
+            from .transfer import _written
+
+            _written(self).append((addr, addr + size))
     else:
+        size = _index("fill", "size", size)
+        if size <= 0 or size & 3:
+            raise ValueError(f"fill: size must be a positive multiple of 4, not {size}")
+        addr = buf._range("fill", offset, size)
         n = size // 4
         step = self.max_write_dw
         for i in range(0, n, step):
@@ -495,6 +539,7 @@ class Event:
         # timeline values start at 1 over a zeroed dword, and are compared wrap-safely
         return seq_passed(self.value, int(self.queue.q32[QBO_TIMELINE]))
 
+    @api_call("Event.wait")
     def wait(self, timeout_cycles: int = DEFAULT_TIMEOUT) -> bool:
         """True once signalled, False if `timeout_cycles` pass first. Checks memory first,
         then the user fence, and asks the kernel (WAIT_CS) last; raises GpuError when the

@@ -1,0 +1,339 @@
+"""`gpucosim`: run apps on the simulated GPU, and read what they leave behind.
+
+    gpucosim run APP.py [--sim verilator|icarus|model] [--trace FILE] [--waves] [--log SPEC]
+    gpucosim sim                       the demo on Verilator (make sim)
+    gpucosim bench                     the benchmarks (make bench)
+    gpucosim disasm FILE               a dword dump, crash report or trace -> PM4 listing
+    gpucosim regs [REG [VALUE]]        the register map; one register; a value decoded
+    gpucosim plot TRACE -o PNG         a timeline drawn as a picture
+
+Every subcommand has --help. Exit codes: the app's own for `run`/`sim`, 2 for a usage
+error (the message says what was wrong), 1 for a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from . import __version__
+
+BACKENDS = ("verilator", "icarus", "model")
+DEMO = "examples.demo"
+
+RUN_EPILOG = """\
+examples:
+  gpucosim run examples/memcpy.py --sim model --dma
+  gpucosim run examples/demo.py --trace build/demo.json      # open it at https://ui.perfetto.dev
+  gpucosim run examples/demo.py --waves --log ioctl=info,ring=debug
+  gpucosim run examples/batching.py --sim model -- --plot build/batching.png
+
+--log takes module=level pairs (the GPUCOSIM_LOG syntax), modules: umd, cmdbuf, ioctl,
+kmd, ring, fence, ih, cs, bo, sched, bus (every MMIO access), cp (packets the CP starts);
+levels: debug, info, warning, error; a bare level applies to all.
+"""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with `gpucosim <sub>: error: ...` and exit code 2 for usage errors."""
+
+
+def _default_backend() -> str:
+    env = os.environ.get("SIM", "").strip()
+    return env if env in BACKENDS else "verilator"
+
+
+def _backend(text: str) -> str:
+    if text not in BACKENDS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a backend: choose {', '.join(BACKENDS)}")
+    return text
+
+
+def _data_width(text: str) -> int:
+    if text not in ("32", "64", "128", "256"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a bus width: choose 32, 64, 128 or 256")
+    return int(text)
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sim", type=_backend, default=_default_backend(), metavar="{verilator,icarus,model}",
+                   help="backend: the RTL on Verilator or Icarus, or the reference model "
+                        "(default: $SIM or verilator)")
+    p.add_argument("--trace", metavar="FILE", help="write a timeline (Chrome trace JSON, for ui.perfetto.dev)")
+    p.add_argument("--waves", action="store_true",
+                   help="write a waveform (FST) of the RTL run (a separate, cached build)")
+    p.add_argument("--waves-file", metavar="FILE", help="where --waves writes (default build/waves/APP-SIM.fst)")
+    p.add_argument("--log", metavar="SPEC", help="per-module log levels, e.g. ioctl=info,ring=debug "
+                                                   "(default: $GPUCOSIM_LOG)")
+    p.add_argument("--stats", action="store_true",
+                   help="print the exit report: buffers left allocated, IB pools, fences, ioctls")
+    p.add_argument("--crash-dir", metavar="DIR", help="where crash reports go (default build/crash)")
+    p.add_argument("--kmd", action="append", default=[], metavar="KEY=VALUE",
+                   help="a KMD parameter for this run (repeatable), e.g. --kmd job_timeout=20000")
+    p.add_argument("--dma", action="store_true",
+                   help="give the reference model a DMA engine (--sim model; the RTL's comes with the design)")
+    p.add_argument("--data-width", type=_data_width, default=64, metavar="{32,64,128,256}",
+                   help="memory bus width in bits (default 64)")
+
+
+def build_parser() -> Parser:
+    ap = Parser(prog="gpucosim", description="Run apps on the simulated GPU and read what they leave behind.",
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+                epilog="Run `gpucosim SUBCOMMAND --help` for the options of each.")
+    ap.add_argument("--version", action="version", version=f"gpucosim {__version__}")
+    sub = ap.add_subparsers(dest="command", metavar="SUBCOMMAND", parser_class=Parser)
+    sub.required = True
+
+    run = sub.add_parser("run", help="run an app (a Python program using the UMD) on a backend",
+                         description="Run an app: APP.py with a main(), a module (examples.demo) or "
+                                     "module:function. Arguments after `--` are the app's sys.argv[1:].",
+                         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=RUN_EPILOG)
+    run.add_argument("app", metavar="APP", help="APP.py, a module, or module:function")
+    _add_run_options(run)
+
+    s = sub.add_parser("sim", help="the demo on Verilator, as `make sim` runs it",
+                       description="Run the demo (examples/demo.py): UMD -> KMD -> ring -> doorbell -> "
+                                   "CP -> fence -> interrupt. Same options as `run`.")
+    _add_run_options(s)
+
+    b = sub.add_parser("bench", help="the benchmarks, as `make bench` runs them (python -m testbench.bench)",
+                       description="Run the benchmarks (python -m testbench.bench); every argument is "
+                                   "passed on to it.", add_help=True)
+    b.add_argument("bench_args", nargs="*", metavar="ARGS", help="arguments for testbench.bench")
+
+    d = sub.add_parser("disasm", help="list PM4 packets from a dword dump, crash report or trace",
+                       description="Disassemble PM4 dwords: a text dump (hex words, optional `ADDR:` "
+                                   "prefixes, # comments), a binary file of little-endian dwords, a crash "
+                                   "report's dumps, or the ring and IB dumps in a `run --trace` file.",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="examples:\n  gpucosim disasm build/crash/crash-app-model-1234-1.txt\n"
+                              "  gpucosim disasm build/demo.json --only ring\n"
+                              "  gpucosim disasm -x c0033700 500 2000000 0 12345678\n"
+                              "  gpucosim disasm ib.bin --base 0x2000000")
+    d.add_argument("file", nargs="?", metavar="FILE", help="the dump (- for stdin)")
+    d.add_argument("-x", "--dwords", nargs="+", metavar="HEX", help="dwords on the command line instead of FILE")
+    d.add_argument("--base", default="0", metavar="ADDR", help="byte address of the first dword (default 0)")
+    d.add_argument("--only", metavar="TEXT", help="only the dumps whose name contains TEXT")
+    d.add_argument("-v", "--verbose", action="store_true", help="show every field, zeros included")
+    d.add_argument("--max-data", type=int, default=8, metavar="N", help="data dwords shown per packet (default 8)")
+
+    r = sub.add_parser("regs", help="print the register map, one register, or decode a value",
+                       description="Without arguments: every register (offset, reset value, fields). "
+                                   "With REGISTER (a name like CP_ERROR or PERF_PACKETS[2], or an offset "
+                                   "like 0x14): its fields. With a VALUE too: that value decoded.",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="examples:\n  gpucosim regs\n  gpucosim regs status\n  gpucosim regs CP_ERROR 0x17b01")
+    r.add_argument("register", nargs="?", metavar="REGISTER")
+    r.add_argument("value", nargs="?", metavar="VALUE")
+
+    pl = sub.add_parser("plot", help="draw a timeline (a `run --trace` file) as a PNG",
+                        description="Draw a `gpucosim run --trace` timeline as a picture: one row per "
+                                    "track, slices as bars. Needs matplotlib.")
+    pl.add_argument("trace", metavar="TRACE", help="the trace JSON")
+    pl.add_argument("-o", "--output", required=True, metavar="PNG", help="the picture to write")
+    pl.add_argument("--from", dest="start", type=float, metavar="CYCLE", help="first cycle shown")
+    pl.add_argument("--to", dest="end", type=float, metavar="CYCLE", help="last cycle shown")
+    pl.add_argument("--title", help="the picture's title")
+    return ap
+
+
+# ------------------------------------------------------------------------------ subcommands
+
+def _kmd_params(p: argparse.ArgumentParser, items: list[str]) -> dict:
+    from kmd_model.kmd import KmdParams
+
+    known = {f.name: f for f in dataclasses.fields(KmdParams)}
+    out = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            p.error(f"--kmd wants KEY=VALUE, not {item!r}")
+        if key not in known:
+            p.error(f"--kmd: unknown KMD parameter {key!r} (known: {', '.join(sorted(known))})")
+        default = known[key].default
+        text = text.strip()
+        try:
+            if isinstance(default, bool):
+                if text.lower() not in ("0", "1", "true", "false", "yes", "no", "on", "off"):
+                    raise ValueError
+                value = text.lower() in ("1", "true", "yes", "on")
+            elif isinstance(default, float):
+                value = float(text)
+            else:
+                value = int(text, 0)
+        except ValueError:
+            kind = {bool: "boolean (1/0, true/false)", float: "number", int: "integer"}[type(default)]
+            p.error(f"--kmd {key}: {text!r} is not a{'n' if kind[0] == 'i' else ''} {kind}")
+        out[key] = value
+    try:
+        KmdParams(**out)
+    except ValueError as e:
+        p.error(f"--kmd: {e}")
+    return out
+
+
+def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]):
+    from .session import RunOptions, default_build_dir
+
+    if args.sim == "model" and (args.waves or args.waves_file):
+        p.error("--waves needs a simulator: use --sim verilator or --sim icarus")
+    if args.dma and args.sim != "model":
+        from testbench.design import gpu_design
+        import inspect
+
+        if "dma" not in inspect.signature(gpu_design).parameters:
+            p.error("--dma applies to the reference model (--sim model); this RTL has no DMA option")
+    if app.endswith(".py") and not Path(app).is_file():
+        p.error(f"no app at {app}")
+    waves = None
+    if args.waves or args.waves_file:
+        stem = Path(app.split(":")[0]).stem if app.endswith(".py") else app.split(":")[0].rsplit(".", 1)[-1]
+        waves = args.waves_file or str(default_build_dir() / "waves" / f"{stem}-{args.sim}.fst")
+    if args.log:
+        from kmd_model import log as kmd_log
+
+        try:
+            for item in filter(None, (s.strip() for s in args.log.split(","))):
+                kmd_log._level(item.partition("=")[2] if "=" in item else item)
+        except ValueError as e:
+            p.error(f"--log: {str(e).split(': ', 1)[-1]}")
+    return RunOptions(app=app, backend=args.sim, args=app_args, trace=args.trace, waves=waves, log=args.log,
+                      stats=args.stats, crash_dir=args.crash_dir, kmd=_kmd_params(p, args.kmd),
+                      dma=args.dma, data_width=args.data_width)
+
+
+def cmd_run(p, args, app_args: list[str]) -> int:
+    from .launch import LaunchError, run_app
+
+    opts = _run_options(p, args, getattr(args, "app", DEMO), app_args)
+    try:
+        return run_app(opts)
+    except LaunchError as e:
+        p.error(str(e))
+    return 2  # pragma: no cover
+
+
+def cmd_bench(p, args) -> int:
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("testbench.bench") is not None
+    except ImportError:
+        found = False
+    if not found:
+        print("gpucosim bench: error: the benchmarks (testbench/bench.py) are not there yet", file=sys.stderr)
+        return 2
+    return subprocess.call([sys.executable, "-m", "testbench.bench", *args.bench_args])
+
+
+def cmd_disasm(p, args) -> int:
+    from spec import pm4
+
+    from .dump import DumpError, parse, parse_text
+
+    try:
+        base = int(args.base, 0)
+    except ValueError:
+        p.error(f"--base must be a number (0x... or decimal), not {args.base!r}")
+    if base < 0 or base & 3:
+        p.error(f"--base must be a non-negative multiple of 4, not {args.base}")
+    if args.max_data < 1:
+        p.error(f"--max-data must be at least 1, not {args.max_data}")
+    if args.dwords and args.file:
+        p.error("give FILE or --dwords, not both")
+    try:
+        if args.dwords:
+            dumps = parse_text(" ".join(args.dwords), "--dwords", base)
+        elif args.file is None:
+            p.error("nothing to disassemble: give FILE, - for stdin, or --dwords HEX...")
+        elif args.file == "-":
+            dumps = parse(sys.stdin.buffer.read(), "stdin", base)
+        else:
+            try:
+                data = Path(args.file).read_bytes()
+            except OSError as e:
+                p.error(f"cannot read {args.file}: {e.strerror}")
+            dumps = parse(data, args.file, base)
+    except DumpError as e:
+        p.error(str(e))
+    if args.only:
+        dumps = [d for d in dumps if args.only in d.name]
+        if not dumps:
+            p.error(f"no dump named like {args.only!r}")
+    for i, d in enumerate(dumps):
+        if len(dumps) > 1 or d.name not in ("dump", "--dwords", "stdin", args.file):
+            if i:
+                print()
+            print(d.name if "dwords" in d.name else f"{d.name} ({len(d.dwords)} dwords)" if "0x" in d.name
+                  else f"{d.name} ({len(d.dwords)} dwords at {d.base:#x})")
+        print(pm4.listing(d.dwords, d.base, verbose=args.verbose, max_data=args.max_data))
+    return 0
+
+
+def cmd_regs(p, args) -> int:
+    from . import regmap
+
+    if args.register is None:
+        print(regmap.table())
+        return 0
+    try:
+        reg, index = regmap.lookup(args.register)
+    except regmap.RegisterLookupError as e:
+        p.error(str(e))
+    if args.value is None:
+        print(regmap.describe(reg))
+        return 0
+    try:
+        value = int(args.value, 0)
+    except ValueError:
+        p.error(f"VALUE must be a number (0x... or decimal), not {args.value!r}")
+    if not 0 <= value <= 0xFFFF_FFFF:
+        p.error(f"VALUE {args.value} does not fit in 32 bits")
+    print(regmap.decode(reg, value, index))
+    return 0
+
+
+def cmd_plot(p, args) -> int:
+    from .plot import PlotError, plot
+
+    try:
+        out = plot(args.trace, args.output, start=args.start, end=args.end, title=args.title)
+    except PlotError as e:
+        p.error(str(e))
+    print(f"gpucosim: wrote {out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # `gpucosim disasm ... | head`
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    app_args: list[str] = []
+    if argv and argv[0] in ("run", "sim") and "--" in argv:
+        i = argv.index("--")
+        argv, app_args = argv[:i], argv[i + 1:]
+    ap = build_parser()
+    if argv[:1] == ["bench"] and argv[1:2] not in (["-h"], ["--help"]):
+        args = argparse.Namespace(command="bench", bench_args=argv[1:])  # all of it is the bench's
+    else:
+        args = ap.parse_args(argv)
+    sub = ap._subparsers._group_actions[0].choices[args.command]  # type: ignore[union-attr]
+    if args.command in ("run", "sim"):
+        return cmd_run(sub, args, app_args)
+    return {"bench": cmd_bench, "disasm": cmd_disasm, "regs": cmd_regs, "plot": cmd_plot}[args.command](sub, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

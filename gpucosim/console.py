@@ -1,0 +1,185 @@
+"""The launcher's terminal: the app's output as it comes, and under it one status line
+that a long run keeps up to date (a bar when the length is known: a build whose
+previous duration is on record, an app that reports `gpucosim.progress(done, total)`;
+otherwise a spinner with simulated cycles and ioctls).
+
+The status line goes to stderr, only when stderr is a terminal, and only after the run
+has taken a second (`GPUCOSIM_PROGRESS=0` turns it off, `=1` forces it on). It is
+cleared before each line of output, so output and status never mix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable, TextIO
+
+SPINNER = "|/-\\"
+BAR = 24
+
+
+def enabled(stream: TextIO) -> bool:
+    env = os.environ.get("GPUCOSIM_PROGRESS", "")
+    if env in ("0", "1"):
+        return env == "1"
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+def bar(fraction: float, width: int = BAR) -> str:
+    fraction = min(max(fraction, 0.0), 1.0)
+    n = int(round(fraction * width))
+    return "[" + "#" * n + "." * (width - n) + f"] {100 * fraction:3.0f}%"
+
+
+def status_text(label: str, st: dict | None, elapsed: float, tick: int) -> str:
+    """One status line from a run's status: cycles, ioctls, the app's own progress."""
+    st = st or {}
+    parts = [label]
+    total = st.get("total")
+    if total:
+        parts.append(bar(st.get("done", 0) / total))
+        if st.get("label"):
+            parts.append(str(st["label"]))
+    elif st.get("estimate"):
+        parts.append(bar(min(elapsed / st["estimate"], 0.99)))
+    else:
+        parts.append(SPINNER[tick % len(SPINNER)])
+    if "cycles" in st:
+        parts.append(f"{st['cycles']:,} cycles")
+    if "ioctls" in st:
+        parts.append(f"{st['ioctls']} ioctls")
+    parts.append(f"{elapsed:.0f} s")
+    return "  ".join(parts)
+
+
+class _Guarded:
+    """A stream whose writes first clear the status line (for in-process apps)."""
+
+    def __init__(self, stream: TextIO, console: "Console"):
+        self._stream, self._console = stream, console
+
+    def write(self, s: str) -> int:
+        with self._console.lock:
+            self._console._clear()
+            return self._stream.write(s)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+class Console:
+    """`with Console(label, status=fn, echo=log_path): ...run...`
+
+    status: returns the run's status dict (or None); echo: a log file to copy to stdout
+    as it grows (the simulator's), minus lines containing any of `noise`."""
+
+    def __init__(self, label: str, *, status: Callable[[], dict | None] | None = None,
+                 echo: Path | None = None, noise: tuple[str, ...] = (), delay: float = 1.0,
+                 out: TextIO | None = None, err: TextIO | None = None, guard_stdout: bool = False):
+        self.label = label
+        self.status = status or (lambda: None)
+        self.echo = echo
+        self.noise = noise
+        self.delay = delay
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.show = enabled(self.err)
+        self.guard_stdout = guard_stdout and self.show
+        self.lock = threading.RLock()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.shown = False
+        self.t0 = time.monotonic()
+        self._saved = None
+
+    def __enter__(self) -> "Console":
+        if self.echo is not None:
+            self.echo.unlink(missing_ok=True)
+        if self.guard_stdout:
+            self._saved = (sys.stdout, sys.stderr)
+            sys.stdout = _Guarded(sys.stdout, self)  # type: ignore[assignment]
+            sys.stderr = _Guarded(sys.stderr, self)  # type: ignore[assignment]
+        if self.echo is not None or self.show:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        if self.thread.is_alive():
+            self.thread.join()
+        with self.lock:
+            self._clear()
+        if self._saved is not None:
+            sys.stdout, sys.stderr = self._saved
+
+    # ------------------------------------------------------------------ the thread
+
+    def _clear(self) -> None:
+        if self.shown:
+            self.err.write("\r\x1b[2K")
+            self.err.flush()
+            self.shown = False
+
+    def _draw(self, tick: int) -> None:
+        elapsed = time.monotonic() - self.t0
+        if not self.show or elapsed < self.delay:
+            return
+        try:
+            st = self.status()
+        except Exception:
+            st = None
+        text = status_text(self.label, st, elapsed, tick)
+        width = 120
+        try:
+            width = os.get_terminal_size(self.err.fileno()).columns - 1
+        except (OSError, ValueError, AttributeError):
+            pass
+        self.err.write("\r\x1b[2K" + text[:width])
+        self.err.flush()
+        self.shown = True
+
+    def _run(self) -> None:
+        f = None
+        tick = 0
+        try:
+            while True:
+                stopping = self.stop.is_set()
+                lines = []
+                if self.echo is not None:
+                    if f is None and self.echo.exists():
+                        f = open(self.echo, errors="replace")
+                    if f is not None:
+                        while True:
+                            line = f.readline()
+                            if not line:
+                                break
+                            if not any(n in line for n in self.noise):
+                                lines.append(line)
+                with self.lock:
+                    if lines:
+                        self._clear()
+                        self.out.write("".join(lines))
+                        self.out.flush()
+                    if stopping:
+                        break
+                    if tick % 2 == 0:
+                        self._draw(tick // 2)
+                tick += 1
+                self.stop.wait(0.05)
+        finally:
+            if f is not None:
+                f.close()
+
+
+def file_status(path: Path) -> Callable[[], dict | None]:
+    """Read the status the simulator's process writes (Session.status_tick)."""
+    def read() -> dict | None:
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+    return read

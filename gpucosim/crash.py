@@ -1,0 +1,363 @@
+"""Crash reports and the exit report.
+
+When the GPU stops on an error, a job times out (the KMD's job timeout: a fence that
+never came), or the app raises, `CrashReporter` writes what a driver developer asks
+for first into one text file and prints its path:
+
+- the registers that say where the CP is (STATUS, CP_ERROR*, ring and IH pointers);
+- the ring around the read pointer, disassembled, with the CP's position marked;
+- the IB stack (ring -> IB1 -> IB2) and the packet in hand, disassembled;
+- IH entries the KMD has not consumed yet, the jobs in flight;
+- the last ioctls (strace-like) and the hardware and driver counters;
+- raw dumps of the ring and the IBs, which `gpucosim disasm REPORT` lists again.
+
+A GPU error is reported when the KMD sees it, before recovery resets the hardware, so
+the registers still hold the error.
+
+`exit_report()` is the summary at the end of a run: buffers still allocated (leaks),
+IB pools, fences, ioctls by request.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from collections import Counter, deque
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from kmd_model import regs
+from spec import ih as ih_spec
+from spec import pm4
+
+from . import regmap
+from .dump import format_dump
+from .timeline import wave_time
+from .trace import ring_dwords
+
+if TYPE_CHECKING:
+    from kmd_model.kmd import Kmd
+
+M32 = 0xFFFF_FFFF
+LAST_IOCTLS = 24
+MAX_REPORTS = 5  # per run: a storm of errors should not fill the disk
+LISTING_AROUND = 12  # packets shown before and after the marked one
+
+STATE_REGS = ("STATUS", "CP_ERROR", "CP_ERROR_ADDR_LO", "CP_ERROR_ADDR_HI", "CP_ERROR_OFFSET",
+              "INT_STATUS", "INT_ENABLE", "CONTROL", "RB_RPTR", "RB_WPTR", "RB_CNTL",
+              "IH_WPTR", "IH_RPTR", "IH_CNTL")
+
+
+def _section(title: str, body: str) -> str:
+    return f"== {title} ==\n{body.rstrip()}\n"
+
+
+def marked_listing(dwords: list[int], base: int, mark_addr: int | None, note: str = "<-- CP") -> str:
+    """The disassembly of a buffer, cut to the packets around `mark_addr`, which is marked."""
+    lines = []
+    mark_i = None
+    for item in pm4.decode_stream(dwords):
+        addr = base + 4 * item.offset
+        line = f"  {addr:#010x}: {item.header:08x}  {pm4.describe(item)}"
+        if mark_addr is not None and addr <= mark_addr < addr + 4 * item.length:
+            line += f"   {note}"
+            mark_i = len(lines)
+        lines.append(line)
+    if mark_i is None:
+        mark_i = len(lines) - 1
+    lo, hi = max(0, mark_i - LISTING_AROUND), min(len(lines), mark_i + LISTING_AROUND + 1)
+    out = lines[lo:hi]
+    if lo:
+        out.insert(0, f"  ... {lo} packets before")
+    if hi < len(lines):
+        out.append(f"  ... {len(lines) - hi} packets after")
+    return "\n".join(out)
+
+
+class CrashReporter:
+    def __init__(self, directory: str | os.PathLike, app: str, backend: str,
+                 probe: Callable[[], dict] | None = None):
+        self.directory = Path(directory)
+        self.app = app
+        self.backend = backend
+        self.probe = probe  # the CP's IB stack from the hardware, when the backend can tell
+        self.kmd: Kmd | None = None
+        self.ioctls: deque = deque(maxlen=LAST_IOCTLS)
+        self.written: list[Path] = []
+        self.extra: Callable[[], str] | None = None  # more to say (the exit report's stats)
+
+    def attach(self, kmd: "Kmd") -> None:
+        self.kmd = kmd
+        kmd.trace_hooks.append(self.ioctls.append)
+
+    def observe(self, event: str, f: dict) -> None:
+        """Kmd.observers: a GPU error or job timeout, before recovery."""
+        if event == "bind":
+            self.kmd = f["kmd"]
+        elif event == "gpu_error":
+            info = f["info"]
+            what = "job timeout" if info.code == "TIMEOUT" else "GPU error"
+            self.report(f"{what}: {info.message}", info=info, state=f["state"], job=f["job"])
+
+    # ------------------------------------------------------------------ writing
+
+    def report(self, reason: str, *, info=None, state=None, job=None,
+               exc: BaseException | None = None) -> Path | None:
+        if len(self.written) >= MAX_REPORTS:
+            return None
+        try:
+            text = self.render(reason, info=info, state=state, job=job, exc=exc)
+        except Exception as e:  # a report about a broken state must not break the run
+            text = f"gpucosim crash report (incomplete)\nreason: {reason}\n\nwriting it failed:\n" + \
+                "".join(traceback.format_exception(e))
+        stem = Path(self.app).stem.replace(":", "_").replace(".", "_") or "app"
+        self.directory.mkdir(parents=True, exist_ok=True)
+        n = len(self.written) + 1
+        path = self.directory / f"crash-{stem}-{self.backend}-{os.getpid()}-{n}.txt"
+        path.write_text(text)
+        self.written.append(path)
+        print(f"gpucosim: {reason.splitlines()[0]}\ngpucosim: crash report written to {path}",
+              file=sys.stderr, flush=True)
+        return path
+
+    def render(self, reason: str, *, info=None, state=None, job=None, exc=None) -> str:
+        kmd = self.kmd
+        parts = [self._header(reason)]
+        if exc is not None:
+            parts.append(_section("exception in the app", "".join(traceback.format_exception(exc))))
+        if kmd is None:
+            parts.append("(the driver was not bound yet: no device state)\n")
+            return "\n".join(parts)
+        dumps: list[str] = []
+        for title, fn in (("registers", self._registers), ("ring", lambda: self._ring(dumps)),
+                          ("IB stack and the packet in hand", lambda: self._ibs(state, job, dumps)),
+                          ("pending IH entries", self._ih), ("jobs", self._jobs),
+                          ("last ioctls", self._last_ioctls), ("counters", self._counters)):
+            try:
+                parts.append(_section(title, fn()))
+            except Exception as e:
+                parts.append(_section(title, f"(could not read: {type(e).__name__}: {e})"))
+        if self.extra is not None:
+            try:
+                parts.append(_section("buffers, pools, fences", self.extra()))
+            except Exception as e:
+                parts.append(_section("buffers, pools, fences", f"(could not read: {e})"))
+        if dumps:
+            parts.append(_section("dumps (list them with `gpucosim disasm THIS_FILE`)", "\n".join(dumps)))
+        return "\n".join(parts)
+
+    def _header(self, reason: str) -> str:
+        cyc = None
+        if self.kmd is not None:
+            try:
+                cyc = self.kmd.dev.now()
+            except Exception:
+                pass
+        when = f"cycle {cyc} (waveform {wave_time(cyc)})" if cyc is not None else "before the device came up"
+        return (f"gpucosim crash report\n"
+                f"app:     {self.app}\nbackend: {self.backend}\nat:      {when}, "
+                f"{time.strftime('%Y-%m-%d %H:%M:%S')}\nreason:  {reason}\n")
+
+    def _registers(self) -> str:
+        m = self.kmd.mmio
+        lines = []
+        for name in STATE_REGS:
+            reg = getattr(regs, name)
+            lines.append("  " + regmap.decode_line(reg, m.read(reg)))
+        return "\n".join(lines)
+
+    def _ring(self, dumps: list[str]) -> str:
+        kmd = self.kmd
+        ring = kmd.ring
+        rptr_wb = ring.get_rptr()
+        hw_rptr = kmd.mmio.read(regs.RB_RPTR)
+        pending = kmd.sched.pending
+        start = pending[0].ring_start if pending else ring.commit_start
+        if (ring.committed - start) & M32 > ring.size_dw:
+            start = ring.commit_start
+        base, words = ring_dwords(ring, start, ring.wptr)
+        lines = [f"  ring at {ring.gpu_addr:#x}, {ring.size_dw} dwords; KMD wptr {ring.wptr:#x}, "
+                 f"committed (doorbell) {ring.committed:#x}; rptr {hw_rptr:#x} (write-back {rptr_wb:#x}); "
+                 f"{(ring.committed - hw_rptr) & M32} dwords not yet consumed"]
+        if words:
+            mark = ring.gpu_addr + 4 * (hw_rptr & ring.mask)
+            lines.append(f"  ring [{start:#x}, {ring.wptr:#x}):")
+            lines.append(marked_listing(words, base, mark, "<-- rptr: the CP is here"))
+            dumps.append(format_dump(f"ring [{start:#x}, {ring.wptr:#x}) at {base:#x}", base, words))
+        else:
+            lines.append("  (nothing written since the last job finished)")
+        return "\n".join(lines)
+
+    def _ibs(self, state, job, dumps: list[str]) -> str:
+        kmd = self.kmd
+        probe = None
+        if self.probe is not None:
+            try:
+                probe = self.probe()
+            except Exception as e:
+                probe = {"error": f"{type(e).__name__}: {e}"}
+        lines = []
+        level = None
+        ibs: list[dict] = []
+        hdr_addr = None
+        if probe and "error" not in probe:
+            level = probe.get("level")
+            ibs = [ib for ib in probe.get("ibs", []) if ib["level"] <= (level or 0)]
+            hdr_addr = probe.get("header_addr")
+        if state is not None:  # the error latches name the level and the packet
+            level = state.level
+            base = kmd.ring.gpu_addr if level == 0 else next(
+                (ib["base"] for ib in ibs if ib["level"] == level), None)
+            if state.code_name.startswith("BUS_") or state.code_name.startswith("DOORBELL"):
+                if base is not None and level:
+                    hdr_addr = base + 4 * state.offset_dw
+                elif level == 0:
+                    hdr_addr = kmd.ring.gpu_addr + 4 * (state.offset_dw & kmd.ring.mask)
+            else:
+                hdr_addr = state.addr
+        if not ibs and job is not None and job.ibs and (level or 0) >= 1:
+            addr, n = job.ibs[0]  # without a probe: the job's first IB
+            ibs = [{"level": 1, "base": addr, "size_dw": n, "pos_dw": None}]
+        if level is None:
+            level = regs.STATUS.LEVEL.get(kmd.mmio.read(regs.STATUS))
+        lines.append(f"  the CP is at level {regmap.regs.IbLevel(level).name if level <= 2 else level}"
+                     + (f", packet header at {hdr_addr:#x}" if hdr_addr is not None else ""))
+        if probe and "error" in probe:
+            lines.append(f"  (the hardware probe failed: {probe['error']})")
+        lines.append(f"  ring at {kmd.ring.gpu_addr:#x}")
+        mem32 = kmd.mem32
+        for ib in ibs:
+            base, n = ib["base"], ib["size_dw"]
+            pos = ib.get("pos_dw")
+            at = f", CP position +{4 * pos:#x}" if pos is not None else ""
+            lines.append(f"  -> IB{ib['level']} at {base:#x}, {n} dwords{at}")
+            if n and (base >> 2) + n <= len(mem32):
+                words = mem32[base >> 2:(base >> 2) + n].tolist()
+                mark = hdr_addr if ib["level"] == level else None
+                note = "<-- the packet in hand" if mark is not None else ""
+                if mark is None:  # the INDIRECT_BUFFER that went one level deeper
+                    deeper = next((x for x in ibs if x["level"] == ib["level"] + 1), None)
+                    mark, note = None, ""
+                    if deeper is not None:
+                        for item in pm4.decode_stream(words):
+                            if isinstance(item, pm4.Packet) and item.name == "INDIRECT_BUFFER" and \
+                                    item.args["base"] == deeper["base"]:
+                                mark, note = base + 4 * item.offset, "<-- calls the next level"
+                lines.append(marked_listing(words, base, mark, note))
+                dumps.append(format_dump(f"IB{ib['level']} at {base:#x} ({n} dwords)", base, words))
+        if hdr_addr is not None and 0 <= hdr_addr and (hdr_addr >> 2) + 1 <= len(mem32):
+            i = hdr_addr >> 2
+            words = mem32[i:i + 2 + ((int(mem32[i]) >> 16) & 0x3FFF)].tolist()
+            item = pm4.decode(words, 0)
+            lines.append("  the packet in hand:")
+            lines.append(f"    {hdr_addr:#010x}: {' '.join(f'{w:08x}' for w in words[:12])}"
+                         + (" ..." if len(words) > 12 else ""))
+            lines.append(f"    {pm4.describe(item, verbose=True)}")
+        return "\n".join(lines)
+
+    def _ih(self) -> str:
+        ih = self.kmd.ih
+        if ih is None:
+            return "  (no IH ring)"
+        hw_wptr = self.kmd.mmio.read(regs.IH_WPTR)
+        lines = [f"  IH ring at {ih.gpu_addr:#x}: KMD rptr {ih.rptr:#x}, hardware wptr {hw_wptr:#x} "
+                 f"(write-back {ih.get_wptr():#x}); {ih.entries} entries handled so far"]
+        r, n = ih.rptr, 0
+        while r != hw_wptr and n < 16:
+            i = r & ih.mask
+            e = ih_spec.decode(ih.ring32[i:i + ih_spec.ENTRY_DWORDS].tolist())
+            try:
+                src = ih_spec.Source(e["SOURCE_ID"]).name
+            except ValueError:
+                src = f"source {e['SOURCE_ID']}"
+            ts = e["TIMESTAMP_LO"] | e["TIMESTAMP_HI"] << 32
+            lines.append(f"  pending: {src} ctx {e['CONTEXT_ID']} @{ts} data "
+                         + " ".join(f"{e[k]:#x}" for k in ("DATA0", "DATA1", "DATA2", "DATA3")))
+            r = (r + ih_spec.ENTRY_DWORDS) & M32
+            n += 1
+        if n == 0:
+            lines.append("  no entries pending")
+        return "\n".join(lines)
+
+    def _jobs(self) -> str:
+        s = self.kmd.sched
+        fd = self.kmd.fence_drv
+        lines = [f"  hardware fences: last emitted {fd.sync_seq:#010x}, last signalled {fd.last_seq:#010x}, "
+                 f"fence memory {fd.read():#010x}"]
+        for kind, q in (("in the ring", s.pending), ("queued", s.queue)):
+            for j in q:
+                hw = f", hw fence {j.hw_fence.seq:#010x}" if j.hw_fence else ""
+                lines.append(f"  {kind}: context {j.ctx.id} seq {j.seq:#x}, ring [{j.ring_start:#x}, "
+                             f"{j.ring_end:#x}), IBs {', '.join(f'{a:#x}+{n}dw' for a, n in j.ibs)}{hw}")
+        if len(lines) == 1:
+            lines.append("  no jobs in flight")
+        return "\n".join(lines)
+
+    def _last_ioctls(self) -> str:
+        return "\n".join(f"  {r}" for r in self.ioctls) or "  (none)"
+
+    def _counters(self) -> str:
+        c = self.kmd.counters()
+        hw = ", ".join(f"{k} {v}" for k, v in c["hw"].items())
+        pk = ", ".join(f"{k} {v}" for k, v in c["packets"].items())
+        st = self.kmd.kmd_stats()
+        kmd = ", ".join(f"{k} {v}" for k, v in st.items() if not isinstance(v, dict))
+        return f"  hardware: {hw}\n  packets: {pk}\n  driver: {kmd}"
+
+
+# ------------------------------------------------------------------------------ exit report
+
+def _size(n: int) -> str:
+    return f"{n} bytes" if n < 4096 else f"{n // 1024} KiB"
+
+
+def exit_report(kmd: "Kmd", queues: list, ioctl_stats: dict[str, list], at_exit: bool = True) -> tuple[str, int]:
+    """(the report, live user buffer objects): at the end of a run, those are leaks."""
+    live = kmd.live_bos()
+    nbytes = sum(b.size for b in live)
+    lines = []
+    shown = ", ".join(repr(b) for b in live[:6]) + (" ..." if len(live) > 6 else "")
+    if live and at_exit:
+        lines.append(f"  LEAK: {len(live)} buffer object(s), {_size(nbytes)} still allocated at exit: {shown}")
+    elif live:
+        lines.append(f"  buffers: {len(live)} allocated, {_size(nbytes)}: {shown}")
+    else:
+        lines.append("  buffers: none left allocated (no leaks)" if at_exit else "  buffers: none allocated")
+    kb = kmd.bo.live_bos(None)
+    lines.append(f"  kernel buffers: {len(kb)} ({_size(sum(b.size for b in kb))}): "
+                 + ", ".join(b.name for b in kb))
+    for q in queues:
+        pool = q.pool
+        lines.append(f"  queue ctx {q.ctx_id}: {q.calls} API calls, {q.flushes} flushes, "
+                     f"IB pool {pool.created} IBs of {4 * pool.size_dw} bytes created, {len(pool.free)} free, "
+                     f"{q.cmdbuf.chains} chains, {len(q.inflight)} submissions in flight"
+                     + (" (closed)" if q.closed else ""))
+    fd = kmd.fence_drv
+    lines.append(f"  fences: {fd.emitted} emitted, {fd.signalled} signalled, {len(fd.pending)} pending, "
+                 f"last {fd.last_seq:#010x}; {kmd.ring.doorbells} doorbells, {kmd.stats['interrupts']} interrupts, "
+                 f"{kmd.stats['resets']} GPU resets")
+    if ioctl_stats:
+        total = sum(v[0] for v in ioctl_stats.values())
+        per = ", ".join(f"{k} {v[0]}" for k, v in sorted(ioctl_stats.items(), key=lambda kv: -kv[1][0]))
+        cyc = sum(v[1] for v in ioctl_stats.values())
+        wall = sum(v[2] for v in ioctl_stats.values()) / 1000
+        lines.append(f"  ioctls: {total} ({per}); {cyc} cycles, {wall:.1f} ms inside them")
+    return "\n".join(lines), len(live)
+
+
+class IoctlStats:
+    """Count, cycles and wall time per ioctl request (a Kmd.trace_hooks callable)."""
+
+    def __init__(self):
+        self.by_request: dict[str, list] = {}
+        self.errors: Counter = Counter()
+
+    def __call__(self, rec: Any) -> None:
+        v = self.by_request.setdefault(rec.request, [0, 0, 0.0])
+        v[0] += 1
+        v[1] += rec.cycles
+        v[2] += rec.wall_us
+        if rec.error is not None:
+            self.errors[rec.request] += 1

@@ -1,0 +1,125 @@
+"""Dword dumps: written into crash reports, read back by `gpucosim disasm`.
+
+A dump is text, one line per 8 dwords, each line starting with the byte address of its
+first dword; a line `-- dump: NAME --` starts a named dump:
+
+    -- dump: ring [0x0, 0x18) at 0x2001000 --
+    0x02001000: c0023f00 02002000 00000000 00800028 c0064900 00000500 02000008 00000000
+
+`parse()` also reads plain hex words (addresses optional, `#` comments), a binary file
+of little-endian dwords, and the dumps stored in a `gpucosim run --trace` JSON file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+PER_LINE = 8
+
+
+class DumpError(ValueError):
+    pass
+
+
+@dataclass
+class Dump:
+    name: str
+    base: int
+    dwords: list[int] = field(default_factory=list)
+
+
+def format_dump(name: str, base: int, dwords: list[int]) -> str:
+    lines = [f"-- dump: {name} --"]
+    for i in range(0, len(dwords), PER_LINE):
+        words = " ".join(f"{d:08x}" for d in dwords[i:i + PER_LINE])
+        lines.append(f"{base + 4 * i:#010x}: {words}")
+    return "\n".join(lines)
+
+
+_HEADER = re.compile(r"^--\s*dump:\s*(.*?)\s*--\s*$")
+_ADDR_LINE = re.compile(r"^\s*(0x)?[0-9a-fA-F]+:(\s+(0x)?[0-9a-fA-F]{1,8})+\s*$")
+
+
+def parse_text(text: str, source: str = "input", base: int = 0) -> list[Dump]:
+    """Hex dwords. In a text with `-- dump: NAME --` headers (a crash report), only the
+    address lines under each header count; everything else is prose."""
+    dumps: list[Dump] = []
+    cur: Dump | None = None
+    sections = any(_HEADER.match(line.strip()) for line in text.splitlines())
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        mo = _HEADER.match(raw.strip())
+        if mo:
+            cur = Dump(mo.group(1) or f"dump {len(dumps) + 1}", base)
+            dumps.append(cur)
+            continue
+        if sections and (cur is None or not _ADDR_LINE.match(line)):
+            cur = None  # prose between the dumps
+            continue
+        if not line:
+            continue
+        for tok in re.split(r"[\s,]+", line):
+            if not tok:
+                continue
+            if tok.endswith(":"):
+                try:
+                    a = int(tok[:-1], 16)
+                except ValueError:
+                    raise DumpError(f"{source}:{lineno}: {tok!r} is not an address") from None
+                if cur is None or (cur.dwords and a != cur.base + 4 * len(cur.dwords)):
+                    name = cur.name if cur is not None else "dump"
+                    cur = Dump(name if not (cur and cur.dwords) else f"{name} @ {a:#x}", a)
+                    dumps.append(cur)
+                elif not cur.dwords:
+                    cur.base = a
+                continue
+            try:
+                v = int(tok, 16)
+            except ValueError:
+                raise DumpError(f"{source}:{lineno}: {tok!r} is not a hex dword") from None
+            if not 0 <= v <= 0xFFFF_FFFF:
+                raise DumpError(f"{source}:{lineno}: {tok!r} does not fit in 32 bits")
+            if cur is None:
+                cur = Dump("dump", base)
+                dumps.append(cur)
+            cur.dwords.append(v)
+    dumps = [d for d in dumps if d.dwords]
+    if not dumps:
+        raise DumpError(f"{source}: no dwords found")
+    return dumps
+
+
+def parse_trace(data: dict, source: str) -> list[Dump]:
+    other = data.get("otherData", {}) if isinstance(data, dict) else {}
+    raw = other.get("dumps") if isinstance(other, dict) else None
+    if not raw:
+        raise DumpError(f"{source}: a JSON file without gpucosim dumps (write one with "
+                        f"`gpucosim run APP --trace FILE`)")
+    return [Dump(d["name"], int(d["base"]), [int(x) for x in d["dwords"]]) for d in raw]
+
+
+def parse(data: bytes, source: str = "input", base: int = 0) -> list[Dump]:
+    """Whatever `source` holds: text dump, trace JSON, or binary little-endian dwords."""
+    head = data.lstrip()[:1]
+    if head in (b"{", b"["):
+        try:
+            obj = json.loads(data)
+        except (ValueError, UnicodeDecodeError):
+            obj = None
+        if obj is not None:
+            return parse_trace(obj, source)
+    try:
+        text = data.decode("utf-8")
+        binary = "\x00" in text
+    except UnicodeDecodeError:
+        binary = True
+    if binary:
+        if len(data) % 4:
+            raise DumpError(f"{source}: {len(data)} bytes is not a whole number of dwords")
+        if not data:
+            raise DumpError(f"{source}: no dwords found")
+        words = [int.from_bytes(data[i:i + 4], "little") for i in range(0, len(data), 4)]
+        return [Dump(source, base, words)]
+    return parse_text(text, source, base)

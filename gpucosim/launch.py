@@ -1,0 +1,212 @@
+"""Run an app on the backend one flag picks: the reference model in this process, or the
+RTL under cocotb (Verilator or Icarus) in the simulator's process.
+
+    code = run_app(RunOptions("examples/memcpy.py", backend="model", dma=True, trace="t.json"))
+
+For the RTL: the design is built once per configuration (cached, a waves build apart),
+then the simulator runs `testbench.app_runner`, which recreates the `Session` from the
+options in $GPUCOSIM_RUN. The simulator's log is copied to stdout as it grows, minus
+the simulator's own chatter, so the app's output reads as its own; the app's exit code
+comes back through a file.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .console import Console, file_status
+from .session import RunOptions, Session, default_build_dir, load_main
+
+BACKENDS = ("verilator", "icarus", "model")
+# Lines of the simulator's log that are not the app's
+SIM_NOISE = ("Verilog $finish", "VPI: ", "Simulation Report", "cocotb.regression", "** TEST", "*****",
+             "** TESTS=", "testbench.app_runner.app", "Running on ", "Running tests", "Seeding Python",
+             "Initialized cocotb", "- :0: ", "cocotb.regression")
+
+
+class LaunchError(RuntimeError):
+    """Something the user can fix: the message says what (exit code 2)."""
+
+
+def check_app(target: str) -> None:
+    if target.endswith(".py"):
+        if not Path(target).is_file():
+            raise LaunchError(f"no app at {target}")
+    elif not target or target.startswith("-"):
+        raise LaunchError(f"{target!r} is not an app: give a .py file, a module or module:function")
+
+
+def _build_times() -> Path:
+    return default_build_dir() / "sim" / "build-times.json"
+
+
+def _estimate(key: str) -> float | None:
+    try:
+        return json.loads(_build_times().read_text()).get(key)
+    except (OSError, ValueError):
+        return None
+
+
+def _record(key: str, seconds: float) -> None:
+    p = _build_times()
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, ValueError):
+        data = {}
+    data[key] = round(seconds, 1)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(data))
+
+
+def run_app(opts: RunOptions) -> int:
+    """Run `opts.app`; returns its exit code (2: it could not be started)."""
+    if opts.backend not in BACKENDS:
+        raise LaunchError(f"unknown backend {opts.backend!r}: choose one of {', '.join(BACKENDS)}")
+    check_app(opts.app)
+    if opts.log:
+        os.environ["GPUCOSIM_LOG"] = opts.log  # apps that set up logging themselves defer to it
+    if opts.backend == "model":
+        return _run_model(opts)
+    return _run_rtl(opts)
+
+
+# ------------------------------------------------------------------------------ reference model
+
+def _model_probe(dev) -> dict:
+    """The reference model's CP position (its IB frames), for crash reports."""
+    frames = getattr(dev, "_frames", [])
+    return {"level": getattr(dev, "_cur_level", len(frames)),
+            "ibs": [{"level": i + 1, "base": b, "size_dw": s, "pos_dw": p} for i, (b, s, p) in enumerate(frames)],
+            "header_addr": None}
+
+
+def _run_model(opts: RunOptions) -> int:
+    from kmd_model.log import get_logger
+    from testbench.refmodel import RefModel
+
+    from .trace import model_cp_hook
+
+    main = _load(opts.app)
+    if main is None:
+        return 2
+    if opts.waves:
+        print("gpucosim: --waves needs a simulator (--sim verilator or icarus); the model has no waveform",
+              file=sys.stderr)
+    session = Session(opts)
+    dev = RefModel(dma=opts.dma, data_width=opts.data_width)
+    session.probe = lambda: _model_probe(dev)
+    hooks = []
+    if session.timeline is not None:
+        hooks.append(model_cp_hook(session.timeline, dev.now))
+    cp_log = get_logger("cp")
+    if cp_log.isEnabledFor(20):
+        hooks.append(lambda line: cp_log.info("%s", line))
+    if hooks:
+        dev.trace = hooks[0] if len(hooks) == 1 else (lambda line: [h(line) for h in hooks])
+    with Console(f"model: {Path(opts.app).stem}", status=lambda: session.status, guard_stdout=True):
+        code = session.run(dev, main)
+    session.finish()
+    return code
+
+
+def _load(target: str):
+    try:
+        return load_main(target)
+    except Exception as e:
+        print(f"gpucosim: cannot load app {target!r}: {type(e).__name__}: {e}", file=sys.stderr)
+        return None
+
+
+# ------------------------------------------------------------------------------ RTL
+
+def _design(opts: RunOptions):
+    from testbench.design import gpu_design
+
+    kw = {}
+    if opts.dma:
+        if "dma" not in inspect.signature(gpu_design).parameters:
+            raise LaunchError("--dma: this RTL has no DMA engine option yet; run with --sim model --dma "
+                              "(the reference model's engine)")
+        kw["dma"] = True
+    return gpu_design(opts.data_width, **kw)
+
+
+def _run_rtl(opts: RunOptions) -> int:
+    from testbench import sim
+
+    reason = sim.unavailable_reason(opts.backend)
+    if reason:
+        print(f"gpucosim: {reason}", file=sys.stderr)
+        return 2
+    app = opts.app
+    if app.endswith(".py"):
+        opts.app = str(Path(app).resolve())
+    for attr in ("trace", "waves", "crash_dir"):
+        v = getattr(opts, attr)
+        if v:
+            setattr(opts, attr, str(Path(v).resolve()))
+    waves = bool(opts.waves)
+    if waves:
+        from .waves import unavailable_reason as waves_unavailable
+
+        why = waves_unavailable(opts.backend)
+        if why:
+            raise LaunchError(why)
+    design = _design(opts)
+    key = f"{opts.backend}-{design.name}{'-waves' if waves else ''}"
+    t0 = time.monotonic()
+    label = f"building {opts.backend} {design.name}{' with waves' if waves else ''}"
+    est = _estimate(key)
+    with Console(label, status=lambda: {"estimate": est} if est else None):
+        sim.build(design, opts.backend, waves=waves)  # before the app's output starts
+    took = time.monotonic() - t0
+    if took > 3:
+        _record(key, took)
+    plusargs: list[str] = []
+    if waves:
+        Path(opts.waves).parent.mkdir(parents=True, exist_ok=True)
+        if opts.backend == "verilator":
+            plusargs += ["--trace-file", opts.waves]
+        else:
+            plusargs += [f"+dumpfile_path={opts.waves}"]
+    with tempfile.TemporaryDirectory() as d:
+        result = Path(d) / "exit_code"
+        status = Path(d) / "status.json"
+        opts.status_file = str(status)
+        env = {"GPUCOSIM_RUN": opts.to_json(), "GPUCOSIM_APP_RESULT": str(result),
+               "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "WARNING"),
+               "GPI_LOG_LEVEL": os.environ.get("GPI_LOG_LEVEL", "WARNING")}
+        if opts.log:
+            env["GPUCOSIM_LOG"] = opts.log
+        log = sim.BUILD / "runs" / f"{opts.backend}-{design.name}" / f"app-{os.getpid()}" / "sim.log"
+        with Console(f"{opts.backend}: {Path(app).stem}", status=file_status(status), echo=log,
+                     noise=SIM_NOISE):
+            res = sim.run(design, opts.backend, "testbench.app_runner", tag="app", extra_env=env,
+                          waves=waves, plusargs=plusargs)
+        if waves:
+            _report_waves(opts)
+        if result.exists():
+            return int(result.read_text())
+    print(f"gpucosim: the app did not finish on {opts.backend}: "
+          + "; ".join(f"{n}: {m}" for n, m in res.failures), file=sys.stderr)
+    return 1
+
+
+def _report_waves(opts: RunOptions) -> None:
+    from .waves import write_gtkw
+
+    p = Path(opts.waves)
+    if p.exists():
+        gtkw = write_gtkw(p, opts.backend)
+        print(f"gpucosim: waveform written to {p} ({p.stat().st_size // 1024} KiB); `gtkwave {gtkw}` opens it "
+              f"on the MMIO port, the CP's state (cp_state: the timeline's CP track names the states), "
+              f"the memory bus and irq; the timeline's doorbell and fence events carry their wave_time",
+              file=sys.stderr)
+    else:
+        print(f"gpucosim: the simulator wrote no waveform at {p}", file=sys.stderr)

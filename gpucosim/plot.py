@@ -1,0 +1,128 @@
+"""Draw a timeline (a `gpucosim run --trace` file) as a picture: one row per track, in the
+order of a request's journey, slices as bars (nested slices one step lower), instants
+as ticks; the x axis is simulated time in cycles. Needs matplotlib (Agg, no display).
+
+    gpucosim plot build/demo.json -o build/demo.png --from 1000 --to 3000
+"""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+from .timeline import NS_PER_CYCLE, TRACKS, load
+
+
+class PlotError(ValueError):
+    pass
+
+
+def _color(name: str, cmap) -> tuple:
+    key = name.split(" ", 1)[0]
+    return cmap((zlib.crc32(key.encode()) % 20) / 20)
+
+
+def _events(data: dict) -> tuple[dict[tuple[int, int], str], list[dict]]:
+    names = {}
+    evs = []
+    for e in data.get("traceEvents", []):
+        if e.get("ph") == "M" and e.get("name") == "thread_name":
+            names[(e["pid"], e["tid"])] = e["args"]["name"]
+        elif e.get("ph") in ("X", "i", "I"):
+            evs.append(e)
+    return names, evs
+
+
+def plot(trace: str | Path, output: str | Path, *, start: float | None = None, end: float | None = None,
+         title: str | None = None, width: float = 14.0) -> Path:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise PlotError("plotting needs matplotlib: pip install matplotlib") from None
+    try:
+        data = load(trace)
+    except (OSError, ValueError) as e:
+        raise PlotError(f"cannot read {trace}: {e}") from None
+    names, evs = _events(data)
+    if not evs:
+        raise PlotError(f"{trace}: no events to draw")
+    us_per_cycle = NS_PER_CYCLE / 1000
+
+    def cyc(e, key="ts"):
+        return e[key] / us_per_cycle
+
+    lo = start if start is not None else min(cyc(e) for e in evs)
+    hi = end if end is not None else max(cyc(e) + e.get("dur", 0) / us_per_cycle for e in evs)
+    if hi <= lo:
+        hi = lo + 1
+    order = [(t.pid, t.tid) for t in TRACKS.values()]
+    tracks = sorted({(e["pid"], e["tid"]) for e in evs},
+                    key=lambda k: order.index(k) if k in order else len(order) + k[0] * 100 + k[1])
+    # nesting depth of each slice within its track
+    rows: dict[tuple, list] = {k: [] for k in tracks}
+    for k in tracks:
+        stack: list[float] = []
+        for e in sorted((e for e in evs if (e["pid"], e["tid"]) == k),
+                        key=lambda e: (e["ts"], -e.get("dur", 0))):
+            s = cyc(e)
+            f = s + e.get("dur", 0) / us_per_cycle
+            while stack and stack[-1] <= s:  # ended before this one starts: not its parent
+                stack.pop()
+            depth = len(stack)
+            if e["ph"] == "X":
+                stack.append(f)
+            if f < lo or s > hi:
+                continue
+            rows[k].append((e, s, f, depth))
+    depth_of = {k: max((d for *_, d in rows[k]), default=0) + 1 for k in tracks}
+    total = sum(min(depth_of[k], 4) for k in tracks)
+    fig, ax = plt.subplots(figsize=(width, 0.45 * total + 1.4))
+    cmap = plt.get_cmap("tab20")
+    y = 0.0
+    ticks, labels = [], []
+    span = hi - lo
+    px_per_cycle = width * 72 * 0.8 / span  # points per cycle across the axes, roughly
+    n_instants = sum(1 for k in tracks for e, *_ in rows[k] if e["ph"] != "X")
+    label_slot: dict[tuple, int] = {}  # instants at one place: their labels one under the other
+    for k in tracks:
+        h = min(depth_of[k], 4)
+        top = y + h
+        ticks.append(y + h / 2)
+        labels.append(names.get(k, f"{k[0]}/{k[1]}"))
+        for e, s, f, depth in rows[k]:
+            if depth >= 4:
+                continue
+            row_y = y + depth
+            if e["ph"] == "X":
+                w = max(f - s, span / 2000)
+                ax.broken_barh([(s, w)], (row_y + 0.1, 0.8), facecolors=_color(e["name"], cmap),
+                               edgecolor="black", linewidth=0.3)
+                if w * px_per_cycle > 3.0 * len(e["name"]) + 2:
+                    ax.text(s + w / 2, row_y + 0.5, e["name"], ha="center", va="center", fontsize=5.5,
+                            clip_on=True)
+            else:
+                ax.plot([s, s], [row_y + 0.1, row_y + 0.9], color=_color(e["name"], cmap), linewidth=1.2)
+                if n_instants <= 24:  # a few: name them
+                    key = (k, round(s))
+                    i = label_slot[key] = label_slot.get(key, -1) + 1
+                    ax.text(s, row_y + 0.3 + 0.3 * (i % 3), " " + e["name"], ha="left", va="center",
+                            fontsize=5.5, clip_on=True)
+        ax.axhline(y, color="0.85", linewidth=0.5)
+        y = top
+    ax.set_ylim(0, y)
+    ax.invert_yaxis()
+    ax.set_yticks(ticks)
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel(f"simulated time (cycles; 1 cycle = {NS_PER_CYCLE} ns)")
+    other = data.get("otherData", {})
+    ax.set_title(title or f"{other.get('app', '')} on {other.get('backend', '?')}", fontsize=10)
+    fig.tight_layout()
+    out = Path(output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=130)
+    plt.close(fig)
+    return out

@@ -1,0 +1,129 @@
+"""The register map for people: a table of every register, one register's fields, and a
+value decoded field by field (`gpucosim regs`, crash reports).
+
+Offsets, fields and access types come from the generated `kmd_model.regs`; which fields
+hold an enumeration (CP_ERROR.CODE is a CpError ...) from spec/regs.rdl itself.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from enum import IntEnum
+
+from kmd_model import regs
+from kmd_model.regfield import Register
+
+
+class RegisterLookupError(LookupError):
+    pass
+
+
+@functools.lru_cache(maxsize=1)
+def field_enums() -> dict[tuple[str, str], type[IntEnum]]:
+    """(register, field) -> the IntEnum of kmd_model.regs its values name (SystemRDL `encode`)."""
+    try:
+        from spec.generate import _camel, collect, compile_rdl
+
+        infos, _ = collect(compile_rdl())
+    except Exception:  # no compiler: values print as numbers
+        return {}
+    out = {}
+    for r in infos:
+        for f in r.fields:
+            if f.encode:
+                e = getattr(regs, _camel(f.encode), None)
+                if isinstance(e, type) and issubclass(e, IntEnum):
+                    out[(r.name, f.name)] = e
+    return out
+
+
+def lookup(name: str) -> tuple[type[Register], int]:
+    """A register by name (any case, `PERF_PACKETS[2]` for an array element) or by byte
+    offset (`0x14`); returns (register, index)."""
+    text = name.strip()
+    try:
+        off = int(text, 0)
+    except ValueError:
+        off = None
+    if off is not None:
+        for r in regs.REGISTERS:
+            for i in range(r.ARRAY_LEN):
+                if r.addr(i) == off:
+                    return r, i
+        raise RegisterLookupError(f"no register at offset {off:#x}")
+    base, _, idx = text.upper().partition("[")
+    by_name = {r.NAME: r for r in regs.REGISTERS}
+    reg = by_name.get(base)
+    if reg is None:
+        close = difflib.get_close_matches(base, by_name, n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise RegisterLookupError(f"no register named {name!r}{hint}")
+    index = 0
+    if idx:
+        try:
+            index = int(idx.rstrip("]"), 0)
+        except ValueError:
+            raise RegisterLookupError(f"bad index in {name!r}") from None
+        if not 0 <= index < reg.ARRAY_LEN:
+            raise RegisterLookupError(f"{reg.NAME}[{index}] is out of range: the array has "
+                                      f"{reg.ARRAY_LEN} registers")
+    return reg, index
+
+
+def field_value(reg: type[Register], field, value: int) -> str:
+    v = field.get(value)
+    enum = field_enums().get((reg.NAME, field.name))
+    if enum is not None:
+        try:
+            return f"{enum(v).name} ({v})"
+        except ValueError:
+            return f"{v} (not a {enum.__name__})"
+    return str(v) if field.width <= 4 else f"{v:#x}"
+
+
+def decode_line(reg: type[Register], value: int) -> str:
+    """`CP_ERROR = 0x00017b01: CODE=ILLEGAL_OPCODE (1) LEVEL=IB1 (1) OPCODE=0x7b`."""
+    parts = [f"{f.name}={field_value(reg, f, value)}" for f in reg.FIELDS
+             if f.get(value) or f.width > 1 or len(reg.FIELDS) == 1]
+    return f"{reg.NAME} = {value:#010x}: " + (" ".join(parts) or "(all fields 0)")
+
+
+def decode(reg: type[Register], value: int, index: int = 0) -> str:
+    """A value, field by field, with each field's bits and access."""
+    label = f"{reg.NAME}[{index}]" if reg.ARRAY_LEN > 1 else reg.NAME
+    lines = [f"{label} @ {reg.addr(index):#05x} = {value:#010x}"]
+    covered = 0
+    for f in reg.FIELDS:
+        bits = f"[{f.msb}:{f.lsb}]" if f.width > 1 else f"[{f.lsb}]"
+        lines.append(f"  {f.name:<16} {bits:<8} {f.access:<11} {field_value(reg, f, value)}")
+        covered |= f.mask
+    rest = value & ~covered & 0xFFFF_FFFF
+    if rest:
+        lines.append(f"  (bits {rest:#010x} are set but belong to no field)")
+    return "\n".join(lines)
+
+
+def describe(reg: type[Register]) -> str:
+    """One register: offset, reset value, description and fields."""
+    title = (reg.__doc__ or "").strip()
+    arr = f", array of {reg.ARRAY_LEN} ({reg.ARRAY_STRIDE}-byte stride)" if reg.ARRAY_LEN > 1 else ""
+    lines = [f"{reg.NAME} @ {reg.ADDR:#05x}, reset {reg.RESET:#010x}{arr}"]
+    if title:
+        lines.append(f"  {title}")
+    for f in reg.FIELDS:
+        bits = f"[{f.msb}:{f.lsb}]" if f.width > 1 else f"[{f.lsb}]"
+        enum = field_enums().get((reg.NAME, f.name))
+        extra = f"  values: {', '.join(f'{e.name}={e.value}' for e in enum)}" if enum else ""
+        lines.append(f"  {f.name:<16} {bits:<8} {f.access:<11} {f.desc}{extra}".rstrip())
+    return "\n".join(lines)
+
+
+def table() -> str:
+    """Every register: offset, name, access summary and fields."""
+    lines = [f"{'offset':<8} {'register':<20} {'reset':<11} fields"]
+    for r in regs.REGISTERS:
+        name = r.NAME + (f"[{r.ARRAY_LEN}]" if r.ARRAY_LEN > 1 else "")
+        fields = " ".join(f.name if f.width == 1 else f"{f.name}[{f.msb}:{f.lsb}]" for f in r.FIELDS)
+        lines.append(f"{r.ADDR:#06x}   {name:<20} {r.RESET:#010x}  {fields}")
+    return "\n".join(lines)

@@ -1,0 +1,254 @@
+"""One run of an app, inside the process that runs it (this one for the reference model,
+the simulator's Python for the RTL).
+
+`Session.run(dev, main)` binds the KMD to the device with the run's observers, runs the
+app's `main()`, and on the way:
+- keeps the last ioctls and writes a crash report on a GPU error, a job timeout or an
+  exception in the app (always on: it costs one small record per ioctl);
+- feeds the timeline when `--trace` was given (UMD calls, ioctls, KMD events);
+- counts ioctls per request for the exit report (buffers left allocated, IB pools,
+  fences), printed with `--stats` and whenever buffers leaked;
+- tells the launcher how far the run is (cycles, ioctls, and what the app reports
+  through `gpucosim.progress()`), for its progress line.
+
+`RunOptions` travel from the launcher to the simulator's process as one JSON
+environment variable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+ENV = "GPUCOSIM_RUN"
+
+
+def default_build_dir() -> Path:
+    return Path(os.environ.get("GPUCOSIM_BUILD", Path(__file__).resolve().parents[1] / "build"))
+
+
+@dataclass
+class RunOptions:
+    app: str
+    backend: str = "verilator"
+    args: list[str] = field(default_factory=list)  # the app's sys.argv[1:]
+    trace: str | None = None  # Chrome trace JSON to write
+    waves: str | None = None  # FST/VCD file (RTL only)
+    log: str | None = None  # GPUCOSIM_LOG syntax
+    stats: bool = False  # print the exit report even without leaks
+    crash_dir: str | None = None
+    kmd: dict[str, Any] = field(default_factory=dict)  # KmdParams for bind()
+    dma: bool = False  # the reference model with a DMA engine
+    data_width: int = 64
+    status_file: str | None = None  # where the simulator's process reports progress
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunOptions":
+        return cls(**json.loads(text))
+
+    @classmethod
+    def from_env(cls) -> "RunOptions":
+        if ENV in os.environ:
+            return cls.from_json(os.environ[ENV])
+        # the launcher of earlier versions: GPUCOSIM_APP only
+        return cls(app=os.environ["GPUCOSIM_APP"], backend=os.environ.get("GPUCOSIM_SIM", "verilator"))
+
+    @property
+    def crash_path(self) -> Path:
+        return Path(self.crash_dir) if self.crash_dir else default_build_dir() / "crash"
+
+
+# ------------------------------------------------------------------------------ progress
+
+_current: "Session | None" = None
+
+
+def progress(done: float, total: float | None = None, label: str = "") -> None:
+    """Tell the launcher how far the app is (its progress bar): `progress(3, 10, "run 3")`.
+    Does nothing outside `gpucosim run`."""
+    s = _current
+    if s is not None:
+        s.app_progress = (float(done), None if total is None else float(total), str(label))
+        s.status_tick(force=True)
+
+
+class _Recorder:
+    """The UMD API hook: notes the queues an app creates (for the exit report) and hands
+    the call to the tracer when there is one."""
+
+    def __init__(self, tracer=None):
+        self.tracer = tracer
+        self.queues: list = []
+
+    def __call__(self, name: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
+        if self.tracer is not None:
+            result = self.tracer.api(name, fn, args, kwargs)
+        else:
+            result = fn(*args, **kwargs)
+        if name == "Device.queue":
+            self.queues.append(result)
+        return result
+
+
+class Session:
+    def __init__(self, opts: RunOptions, *, probe: Callable[[], dict] | None = None):
+        from .timeline import Timeline
+
+        self.opts = opts
+        self.probe = probe
+        self.timeline = Timeline(opts.backend, app=opts.app) if opts.trace else None
+        self.tracer = None
+        self.kmd = None
+        self.dev = None
+        self.app_progress: tuple[float, float | None, str] | None = None
+        self.ioctls = 0
+        self.cycles = 0
+        self.t0 = time.monotonic()
+        self._last_status = 0.0
+        self.status: dict = {}
+        self.crash = None
+        self.exit_text = ""
+        self.leaks = 0
+
+    # ------------------------------------------------------------------ progress
+
+    def status_tick(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_status < 0.2:
+            return
+        self._last_status = now
+        if self.dev is not None:
+            try:
+                self.cycles = self.dev.now()
+            except Exception:
+                pass
+        st = {"cycles": self.cycles, "ioctls": self.ioctls, "wall": now - self.t0}
+        if self.app_progress is not None:
+            st["done"], st["total"], st["label"] = self.app_progress
+        self.status = st
+        path = self.opts.status_file
+        if path:
+            tmp = path + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(st, f)
+            os.replace(tmp, path)
+
+    def _on_ioctl(self, rec) -> None:
+        self.ioctls += 1
+        self.status_tick()
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self, dev, main: Callable[[], Any]) -> int:
+        """Bind, run `main()`, report, unbind; the app's exit code."""
+        global _current
+        import kmd_model
+        import umd.runtime as umd_rt
+        from kmd_model import log as kmd_log
+        from kmd_model.uapi import KmdError
+
+        from .crash import CrashReporter, IoctlStats, exit_report
+        from .trace import Tracer
+
+        opts = self.opts
+        self.dev = dev
+        if opts.log:
+            kmd_log.configure(opts.log)
+        self.crash = crash = CrashReporter(opts.crash_path, opts.app, opts.backend, self.probe)
+        observers = [crash.observe]
+        if self.timeline is not None:
+            self.tracer = Tracer(self.timeline, dev.now)
+            observers.append(self.tracer.observe)
+        recorder = _Recorder(self.tracer)
+        stats = IoctlStats()
+        saved_argv = sys.argv
+        _current = self
+        code = 1
+        try:
+            try:
+                self.kmd = kmd = kmd_model.bind(dev, observers=observers, **opts.kmd)
+            except (TypeError, ValueError, KmdError) as e:
+                print(f"gpucosim: cannot bind the driver: {e}", file=sys.stderr, flush=True)
+                crash.report(f"driver bring-up failed: {e}", exc=e if isinstance(e, KmdError) else None)
+                return 2
+            crash.attach(kmd)
+            crash.extra = lambda: exit_report(crash.kmd, recorder.queues, stats.by_request, at_exit=False)[0]
+            kmd.trace_hooks += [stats, self._on_ioctl]
+            if self.tracer is not None:
+                self.tracer.attach(kmd)
+            umd_rt.api_hook = recorder
+            sys.argv = [opts.app, *opts.args]
+            try:
+                result = main()
+                code = 0 if result is None else int(result)
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+                if not isinstance(e.code, int) and e.code is not None:
+                    print(e.code, file=sys.stderr)
+            except Exception as e:
+                traceback.print_exc()
+                sys.stderr.flush()
+                crash.report(f"exception in the app: {type(e).__name__}: {e}", exc=e)
+                code = 1
+            finally:
+                umd_rt.api_hook = None
+                sys.argv = saved_argv
+            kmd = self.kmd = crash.kmd  # the app may have reloaded the driver (kmd_model.rebind)
+            self.exit_text, self.leaks = exit_report(kmd, recorder.queues, stats.by_request)
+            if self.timeline is not None:
+                self.timeline.metadata["exit_report"] = self.exit_text
+            if opts.stats or self.leaks:
+                print(f"gpucosim: exit report ({opts.backend}, {dev.now()} cycles)\n{self.exit_text}",
+                      file=sys.stderr, flush=True)
+            return code
+        finally:
+            _current = None
+            self.status_tick(force=True)
+            kmd_model.unbind()
+
+    def finish(self) -> Path | None:
+        """Write the timeline (after the hardware monitors have stopped)."""
+        if self.timeline is None or not self.opts.trace:
+            return None
+        path = self.timeline.write(self.opts.trace)
+        print(f"gpucosim: timeline written to {path} ({len(self.timeline)} events): "
+              f"open it at https://ui.perfetto.dev", file=sys.stderr, flush=True)
+        return path
+
+
+def load_main(target: str) -> Callable[[], Any]:
+    """`pkg.module` or `pkg.module:function` or a path to a .py file -> its main function."""
+    import importlib
+    import importlib.util
+
+    if target.endswith(".py"):
+        path = Path(target)
+        if not path.is_file():
+            raise FileNotFoundError(f"no app at {target}")
+        spec = importlib.util.spec_from_file_location("gpucosim_app", path)
+        if spec is None or spec.loader is None:
+            raise FileNotFoundError(f"cannot load app {target!r}")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["gpucosim_app"] = mod
+        d = str(path.resolve().parent)
+        if d not in sys.path:
+            sys.path.insert(0, d)  # an app may import modules beside it
+        spec.loader.exec_module(mod)
+        func = "main"
+    else:
+        name, _, func = target.partition(":")
+        mod = importlib.import_module(name)
+        func = func or "main"
+    fn = getattr(mod, func, None)
+    if not callable(fn):
+        raise AttributeError(f"app {target!r} has no callable {func}()")
+    return fn

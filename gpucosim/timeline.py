@@ -1,0 +1,141 @@
+"""A timeline in Chrome's trace-event JSON, the format the Perfetto UI opens.
+
+One track per layer, on simulated time. Timestamps are the simulator's own time: one
+device cycle is 10 ns (the RTL's 100 MHz clock; the reference model counts the same
+cycles), so an event at 12.34 µs in Perfetto is at 12 340 ns in the waveform. Every
+event also carries `cycle` and the wall-clock time of the run in its arguments.
+
+    tl = Timeline("verilator")
+    tl.span("ioctl", "CS", start_cycle, end_cycle, {"seq": 3})
+    tl.instant("kmd", "doorbell", cycle, {"wptr": "0x40"})
+    tl.write("trace.json")          # open it at https://ui.perfetto.dev
+
+Events are kept as small tuples and turned into JSON once, at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+NS_PER_CYCLE = 10  # testbench.cocotb_device.CLOCK_PERIOD_NS (a test keeps them equal)
+
+
+@dataclass(frozen=True)
+class Track:
+    key: str
+    pid: int
+    tid: int
+    name: str
+
+
+CPU, GPU = 1, 2
+# In the order Perfetto shows them: one request goes down this list.
+TRACKS: dict[str, Track] = {t.key: t for t in (
+    Track("umd", CPU, 1, "UMD API"),
+    Track("ioctl", CPU, 2, "ioctl"),
+    Track("kmd", CPU, 3, "KMD ring + doorbell"),
+    Track("fence", CPU, 4, "fences"),
+    Track("cp", GPU, 1, "CP packets"),
+    Track("bus", GPU, 2, "memory bus (CP)"),
+    Track("dma", GPU, 3, "DMA bursts"),
+    Track("irq", GPU, 4, "interrupts"),
+)}
+
+
+def cycles_to_us(cycles: float) -> float:
+    """Trace timestamps are microseconds; keep them exact to the nanosecond."""
+    return round(cycles * NS_PER_CYCLE / 1000, 3)
+
+
+def wave_time(cycles: int) -> str:
+    """Where to look in the waveform (FST/VCD times are in simulator time units)."""
+    return f"{cycles * NS_PER_CYCLE} ns"
+
+
+class Timeline:
+    """Collects events; `write()` produces the JSON. Not thread safe, and need not be:
+    the driver thread and cocotb's scheduler never run at the same time."""
+
+    def __init__(self, backend: str, *, app: str = ""):
+        self.backend = backend
+        self.app = app
+        self.wall0 = time.perf_counter()
+        self.events: list[tuple] = []  # (track, ph, name, start_cycle, end_cycle, args)
+        self.metadata: dict[str, Any] = {}
+
+    def wall_ms(self) -> float:
+        """Wall time since the timeline started, for event arguments."""
+        return round((time.perf_counter() - self.wall0) * 1000, 3)
+
+    def span(self, track: str, name: str, start: float, end: float, args: dict | None = None) -> None:
+        """A slice from cycle `start` to cycle `end` (ph "X")."""
+        a = {"wall_ms": self.wall_ms()}
+        if args:
+            a.update(args)
+        self.events.append((track, "X", name, start, max(end, start), a))
+
+    def instant(self, track: str, name: str, at: float, args: dict | None = None) -> None:
+        """A point in time on one track (ph "i")."""
+        a = {"wall_ms": self.wall_ms()}
+        if args:
+            a.update(args)
+        self.events.append((track, "i", name, at, at, a))
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    # ------------------------------------------------------------------ output
+
+    def to_json(self) -> dict:
+        procs = {CPU: "CPU: app, UMD, KMD", GPU: f"GPU: {self.backend}"}
+        meta: list[dict] = []
+        for pid, name in procs.items():
+            meta.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
+            meta.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
+                         "args": {"sort_index": pid}})
+        for t in TRACKS.values():
+            meta.append({"ph": "M", "name": "thread_name", "pid": t.pid, "tid": t.tid, "args": {"name": t.name}})
+            meta.append({"ph": "M", "name": "thread_sort_index", "pid": t.pid, "tid": t.tid,
+                         "args": {"sort_index": t.tid}})
+        out = []
+        # by time; at equal times the longer slice first, so nesting reads parent-first
+        for track, ph, name, start, end, args in sorted(self.events, key=lambda e: (e[3], -(e[4] - e[3]))):
+            t = TRACKS[track]
+            ev = {"name": name, "cat": track, "ph": ph, "ts": cycles_to_us(start), "pid": t.pid,
+                  "tid": t.tid, "args": {"cycle": int(start), **args}}
+            if ph == "X":
+                ev["dur"] = round(cycles_to_us(end) - cycles_to_us(start), 3)
+                ev["args"]["cycles"] = int(end - start)
+            else:
+                ev["s"] = "t"
+            out.append(ev)
+        return {
+            "traceEvents": meta + out,
+            "displayTimeUnit": "ns",
+            "otherData": {"generator": "gpucosim", "backend": self.backend, "app": self.app,
+                          "ns_per_cycle": NS_PER_CYCLE, **self.metadata},
+        }
+
+    def write(self, path: str | os.PathLike) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        text = json.dumps(self.to_json(), separators=(",", ":"), default=str)  # C encoder: json.dump is not
+        with open(tmp, "w") as f:
+            f.write(text)
+        tmp.replace(path)
+        return path
+
+
+def load(path: str | os.PathLike) -> dict:
+    """A trace file written by `Timeline.write` (or any Chrome trace JSON)."""
+    with open(path) as f:
+        data = json.load(f)
+    if isinstance(data, list):  # the bare-array flavour of the format
+        data = {"traceEvents": data}
+    return data

@@ -1,0 +1,273 @@
+"""The `gpucosim` command line: every subcommand's help, its outputs, and its error
+messages (pinned: they are the interface a user reads)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpucosim import cli
+from gpucosim.dump import format_dump
+from spec import pm4
+
+ROOT = Path(__file__).resolve().parents[1]
+SUBCOMMANDS = ("run", "sim", "bench", "disasm", "regs", "plot")
+
+
+def gpucosim(*argv: str, cwd: Path = ROOT, env: dict | None = None, timeout: int = 120):
+    """The installed console script's behaviour, in a fresh process."""
+    e = dict(os.environ, GPUCOSIM_PROGRESS="0")
+    e.pop("GPUCOSIM_LOG", None)
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "gpucosim", *argv], cwd=cwd, env=e, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def usage_error(capsys, *argv: str) -> str:
+    """Run the CLI in this process, expect a usage error (exit 2), return its last line."""
+    with pytest.raises(SystemExit) as exc:
+        cli.main(list(argv))
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    return err[-1]
+
+
+# ------------------------------------------------------------------------------ the script
+
+def test_console_script_is_installed():
+    script = Path(sys.executable).parent / "gpucosim"
+    assert script.exists(), "pip install -e . creates the gpucosim script ([project.scripts])"
+    out = subprocess.run([str(script), "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("gpucosim ")
+
+
+@pytest.mark.parametrize("sub", SUBCOMMANDS)
+def test_every_subcommand_has_help(capsys, sub):
+    with pytest.raises(SystemExit) as exc:
+        cli.main([sub, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: gpucosim {sub}")
+
+
+def test_no_subcommand(capsys):
+    assert usage_error(capsys) == "gpucosim: error: the following arguments are required: SUBCOMMAND"
+
+
+def test_unknown_subcommand(capsys):
+    assert usage_error(capsys, "frobnicate").startswith("gpucosim: error: argument SUBCOMMAND: invalid choice: 'frobnicate'")
+
+
+# ------------------------------------------------------------------------------ run: argument errors
+
+def test_run_errors(capsys, tmp_path):
+    assert usage_error(capsys, "run") == "gpucosim run: error: the following arguments are required: APP"
+    assert usage_error(capsys, "run", "nosuch.py", "--sim", "model") == "gpucosim run: error: no app at nosuch.py"
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "spice") == (
+        "gpucosim run: error: argument --sim: 'spice' is not a backend: choose verilator, icarus, model")
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--waves") == (
+        "gpucosim run: error: --waves needs a simulator: use --sim verilator or --sim icarus")
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--kmd", "job_timeout") == (
+        "gpucosim run: error: --kmd wants KEY=VALUE, not 'job_timeout'")
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--kmd", "speed=3").startswith(
+        "gpucosim run: error: --kmd: unknown KMD parameter 'speed' (known: cs_check, fallback_poll, ")
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--kmd", "job_timeout=soon") == (
+        "gpucosim run: error: --kmd job_timeout: 'soon' is not an integer")
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--kmd", "cs_check=maybe") == (
+        "gpucosim run: error: --kmd cs_check: 'maybe' is not a boolean (1/0, true/false)")
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--kmd", "job_timeout=0") == (
+        "gpucosim run: error: --kmd: KMD parameter job_timeout must be an int in [1, 4611686018427387904], not 0")
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--log", "ioctl=loud") == (
+        "gpucosim run: error: --log: unknown log level 'loud' (use debug, info, warning, error)")
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--data-width", "48") == (
+        "gpucosim run: error: argument --data-width: '48' is not a bus width: choose 32, 64, 128 or 256")
+
+
+# ------------------------------------------------------------------------------ run / sim on the model
+
+def test_sim_runs_the_demo_on_the_model():
+    r = gpucosim("sim", "--sim", "model")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1].startswith("demo: OK on model — 24 packets")
+
+
+def test_testbench_run_still_works():
+    e = dict(os.environ, GPUCOSIM_PROGRESS="0")
+    r = subprocess.run([sys.executable, "-m", "testbench.run", "examples.demo", "--sim", "model"], cwd=ROOT,
+                       env=e, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1].startswith("demo: OK on model")
+
+
+def test_run_exit_code_args_and_exit_report(tmp_path):
+    app = tmp_path / "app.py"
+    app.write_text("import sys, umd\n"
+                   "def main():\n"
+                   "    gpu = umd.open(api_version=2)\n"
+                   "    gpu.alloc(8192)  # never freed: a leak\n"
+                   "    print('args', sys.argv[1:])\n"
+                   "    return 3\n")
+    r = gpucosim("run", str(app), "--sim", "model", "--stats", "--", "--size", "5")
+    assert r.returncode == 3
+    assert "args ['--size', '5']" in r.stdout
+    assert "gpucosim: exit report (model, " in r.stderr
+    assert "LEAK: 1 buffer object(s), 8 KiB still allocated at exit" in r.stderr
+    assert "fences: " in r.stderr and "ioctls: " in r.stderr
+
+
+def test_run_writes_a_crash_report_on_an_exception(tmp_path):
+    app = tmp_path / "boom.py"
+    app.write_text("import umd\n"
+                   "def main():\n"
+                   "    gpu = umd.open(api_version=2)\n"
+                   "    q = gpu.queue()\n"
+                   "    q.write(gpu.alloc(4096), 0, [1, 2])\n"
+                   "    q.finish()\n"
+                   "    raise RuntimeError('the app gave up')\n")
+    r = gpucosim("run", str(app), "--sim", "model", "--crash-dir", str(tmp_path / "crash"))
+    assert r.returncode == 1
+    assert "RuntimeError: the app gave up" in r.stderr
+    assert "gpucosim: exception in the app: RuntimeError: the app gave up" in r.stderr
+    reports = list((tmp_path / "crash").glob("crash-boom-model-*.txt"))
+    assert len(reports) == 1 and f"crash report written to {reports[0]}" in r.stderr
+    text = reports[0].read_text()
+    for section in ("== exception in the app ==", "== registers ==", "== ring ==", "== last ioctls ==",
+                    "== counters ==", "ioctl(fd 3, CS, "):
+        assert section in text
+
+
+def test_run_reports_an_app_that_cannot_load(tmp_path):
+    app = tmp_path / "nomain.py"
+    app.write_text("x = 1\n")
+    r = gpucosim("run", str(app), "--sim", "model")
+    assert r.returncode == 2
+    assert f"gpucosim: cannot load app '{app}': AttributeError: app '{app}' has no callable main()" in r.stderr
+
+
+# ------------------------------------------------------------------------------ regs
+
+def test_regs_table_register_and_decode(capsys):
+    assert cli.main(["regs"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["offset", "register", "reset", "fields"]
+    assert any(line.split()[1] == "RB_DOORBELL" for line in out[1:])
+    assert cli.main(["regs", "cp_error"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("CP_ERROR @ 0x0c0, reset 0x00000000")
+    assert "values: NONE=0, ILLEGAL_OPCODE=1" in out
+    assert cli.main(["regs", "CP_ERROR", "0x7b0101"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "CP_ERROR @ 0x0c0 = 0x007b0101",
+        "  CODE             [7:0]    RO          ILLEGAL_OPCODE (1)",
+        "  LEVEL            [9:8]    RO          IB1 (1)",
+        "  OPCODE           [23:16]  RO          0x7b",
+    ]
+    assert cli.main(["regs", "0x14", "0x105"]) == 0  # by offset: STATUS
+    assert capsys.readouterr().out.splitlines()[0] == "STATUS @ 0x014 = 0x00000105"
+    assert cli.main(["regs", "PERF_PACKETS[2]", "7"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "PERF_PACKETS[2] @ 0x128 = 0x00000007"
+
+
+def test_regs_errors(capsys):
+    assert usage_error(capsys, "regs", "STATSU") == \
+        "gpucosim regs: error: no register named 'STATSU' (did you mean STATUS, INT_STATUS?)"
+    assert usage_error(capsys, "regs", "0x3") == "gpucosim regs: error: no register at offset 0x3"
+    assert usage_error(capsys, "regs", "PERF_PACKETS[9]") == \
+        "gpucosim regs: error: PERF_PACKETS[9] is out of range: the array has 8 registers"
+    assert usage_error(capsys, "regs", "STATUS", "lots") == \
+        "gpucosim regs: error: VALUE must be a number (0x... or decimal), not 'lots'"
+    assert usage_error(capsys, "regs", "STATUS", "0x100000000") == \
+        "gpucosim regs: error: VALUE 0x100000000 does not fit in 32 bits"
+
+
+# ------------------------------------------------------------------------------ disasm
+
+WD = pm4.write_data(0x2000000, [0x12345678], wr_confirm=1)
+
+
+def test_disasm_words_text_binary_and_dumps(capsys, tmp_path):
+    assert cli.main(["disasm", "-x", *(f"{w:08x}" for w in WD)]) == 0
+    assert capsys.readouterr().out == ("0x0000: c0033700  WRITE_DATA  dst_sel=MEMORY wr_confirm=1 "
+                                       "addr=0x02000000 data=[0x12345678]\n")
+    text = tmp_path / "ib.txt"
+    text.write_text("# an IB\n0x1000: " + " ".join(f"0x{w:x}" for w in WD) + "\n" + "80000000\n")
+    assert cli.main(["disasm", str(text)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("0x1000: c0033700  WRITE_DATA") and out[1] == "0x1014: 80000000  TYPE2 FILLER"
+    binary = tmp_path / "ib.bin"
+    binary.write_bytes(b"".join(w.to_bytes(4, "little") for w in WD))
+    assert cli.main(["disasm", str(binary), "--base", "0x2000"]) == 0
+    assert capsys.readouterr().out.startswith("0x2000: c0033700  WRITE_DATA")
+    report = tmp_path / "crash.txt"  # prose around named dumps, as a crash report has
+    report.write_text("gpucosim crash report\nreason: x\n== dumps ==\n" + format_dump("IB1 at 0x3000", 0x3000, WD)
+                      + "\n" + format_dump("ring", 0x100, pm4.pad(3)) + "\n")
+    assert cli.main(["disasm", str(report)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "IB1 at 0x3000 (5 dwords)" and out[1].startswith("0x3000: c0033700  WRITE_DATA")
+    assert out[3] == "ring (3 dwords at 0x100)"
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"traceEvents": [], "otherData": {"dumps": [
+        {"name": "CS seq 1 IB at 0x4000 (5 dwords)", "base": 0x4000, "dwords": WD}]}}))
+    assert cli.main(["disasm", str(trace), "--only", "CS"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith("0x4000: c0033700  WRITE_DATA")
+
+
+def test_disasm_errors(capsys, tmp_path):
+    assert usage_error(capsys, "disasm") == \
+        "gpucosim disasm: error: nothing to disassemble: give FILE, - for stdin, or --dwords HEX..."
+    assert usage_error(capsys, "disasm", "nosuch.txt") == \
+        "gpucosim disasm: error: cannot read nosuch.txt: No such file or directory"
+    bad = tmp_path / "bad.txt"
+    bad.write_text("c0033700 zz\n")
+    assert usage_error(capsys, "disasm", str(bad)) == f"gpucosim disasm: error: {bad}:1: 'zz' is not a hex dword"
+    assert usage_error(capsys, "disasm", "-x", "123456789") == \
+        "gpucosim disasm: error: --dwords:1: '123456789' does not fit in 32 bits"
+    assert usage_error(capsys, "disasm", "-x", "0", "--base", "0x2") == \
+        "gpucosim disasm: error: --base must be a non-negative multiple of 4, not 0x2"
+    assert usage_error(capsys, "disasm", str(bad), "-x", "0") == "gpucosim disasm: error: give FILE or --dwords, not both"
+    empty = tmp_path / "empty.txt"
+    empty.write_text("# nothing\n")
+    assert usage_error(capsys, "disasm", str(empty)) == f"gpucosim disasm: error: {empty}: no dwords found"
+    odd = tmp_path / "odd.bin"
+    odd.write_bytes(b"\x00\x01\x02\xff\xfe")
+    assert usage_error(capsys, "disasm", str(odd)) == \
+        f"gpucosim disasm: error: {odd}: 5 bytes is not a whole number of dwords"
+    js = tmp_path / "other.json"
+    js.write_text('{"traceEvents": []}')
+    assert usage_error(capsys, "disasm", str(js)) == (
+        f"gpucosim disasm: error: {js}: a JSON file without gpucosim dumps (write one with "
+        f"`gpucosim run APP --trace FILE`)")
+
+
+# ------------------------------------------------------------------------------ bench, plot
+
+def test_bench_calls_testbench_bench(monkeypatch):
+    calls = []
+    monkeypatch.setattr(cli.subprocess, "call", lambda cmd: calls.append(cmd) or 0)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())
+    assert cli.main(["bench", "--quick", "x"]) == 0
+    assert calls == [[sys.executable, "-m", "testbench.bench", "--quick", "x"]]
+
+
+def test_bench_without_the_benchmarks(monkeypatch, capsys):
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert cli.main(["bench"]) == 2
+    assert capsys.readouterr().err.strip() == \
+        "gpucosim bench: error: the benchmarks (testbench/bench.py) are not there yet"
+
+
+def test_plot_errors(capsys, tmp_path):
+    assert usage_error(capsys, "plot", "nosuch.json", "-o", str(tmp_path / "x.png")).startswith(
+        "gpucosim plot: error: cannot read nosuch.json: ")
+    empty = tmp_path / "t.json"
+    empty.write_text('{"traceEvents": []}')
+    assert usage_error(capsys, "plot", str(empty), "-o", str(tmp_path / "x.png")) == \
+        f"gpucosim plot: error: {empty}: no events to draw"
+    assert usage_error(capsys, "plot", str(empty)) == \
+        "gpucosim plot: error: the following arguments are required: -o/--output"

@@ -1,0 +1,121 @@
+"""Bulk transfers through the DMA engine (API v2): memcpy in every direction, and memset.
+
+    device → device   Queue.copy(dst, dst_off, src, src_off, size)
+    host → device     Queue.upload(dst, dst_off, data)
+    device → host     Queue.download(src, src_off, size) -> numpy uint8 array
+    memset            Queue.fill(buf, off, size, value)          (umd/runtime.py)
+
+Any byte offset and size. A transfer larger than one DMA_DATA packet can move
+(2^CAPS.DMA_MAX_LOG2 bytes, DevInfo.dma_max_bytes) is split into several packets.
+
+Uploads and downloads go through GTT staging buffers, as a real runtime's do for VRAM
+the CPU cannot map: the CPU fills (or reads) the staging buffer, the DMA engine moves the
+bytes. A staging buffer is released at the next flush; the KMD keeps its memory until the
+job that uses it has finished.
+
+DMA_DATA packets run in the background of the CP, one after another; a copy whose source
+overlaps what an earlier transfer of the same submission writes sets RAW_WAIT, so it
+reads the new bytes. Packets other than DMA_DATA (fences above all) already wait for
+every earlier transfer (docs/hardware.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from spec import pm4
+
+from .runtime import Buffer, Queue, _index, queue_finish
+
+
+def _bytes_range(buf: Buffer, call: str, offset: Any, size: Any) -> tuple[int, int]:
+    """(gpu address, size) of [offset, offset + size) of `buf`, any byte alignment."""
+    offset = _index(call, "offset", offset)
+    size = _index(call, "size", size)
+    if offset < 0 or size < 0:
+        raise ValueError(f"{call}: offset and size must be >= 0, not {offset} and {size}")
+    if offset + size > buf.size:
+        raise ValueError(f"{call}: [{offset:#x}, {offset + size:#x}) is outside the {buf.size:#x}-byte buffer")
+    if buf.freed:
+        raise ValueError(f"{call}: the buffer was freed")
+    return buf.gpu_addr + offset, size
+
+
+def _need_dma(q: Queue, call: str) -> None:
+    if not q.has_dma:
+        raise RuntimeError(f"{call}: this device has no DMA engine (CAPS.DMA = 0)")
+
+
+def _written(q: Queue) -> list[tuple[int, int]]:
+    """Byte ranges DMA transfers of the submission being recorded write (fill, copy)."""
+    if q.__dict__.get("_dma_flush") != q.flushes:  # a flush ends the submission
+        q._dma_flush = q.flushes
+        q._dma_written = []
+    return q._dma_written
+
+
+def _emit_copy(q: Queue, dst: int, src: int, size: int, label: str) -> None:
+    """DMA_DATA copies of at most dma_chunk bytes; RAW_WAIT where an earlier transfer of
+    this submission writes what this one reads."""
+    raw = any(s < src + size and src < e for s, e in _written(q))
+    step = q.dma_chunk
+    for i in range(0, size, step):
+        n = min(step, size - i)
+        q.cmdbuf.emit(pm4.dma_data(dst + i, src + i, n, raw_wait=int(raw)), label)
+    _written(q).append((dst, dst + size))
+
+
+def queue_copy(self: Queue, dst: Buffer, dst_offset: int, src: Buffer, src_offset: int, size: int) -> None:
+    """Device → device: copy `size` bytes (any alignment); source and destination must not
+    overlap (as memcpy)."""
+    _need_dma(self, "copy")
+    d, size = _bytes_range(dst, "copy", dst_offset, size)
+    s, _ = _bytes_range(src, "copy", src_offset, size)
+    if s < d + size and d < s + size:
+        raise ValueError(f"copy: source [{s:#x}, {s + size:#x}) and destination [{d:#x}, {d + size:#x}) "
+                         "overlap")
+    if size:
+        _emit_copy(self, d, s, size, self._label("copy"))
+    self._end_command()
+
+
+def _staging(q: Queue, size: int) -> Buffer:
+    from .runtime import device_alloc
+
+    buf = device_alloc(q.device, max(size, 1), "gtt", zero=False)
+    q.staging.append(buf)
+    return buf
+
+
+def queue_upload(self: Queue, dst: Buffer, dst_offset: int, data: Any) -> None:
+    """Host → device: the CPU writes `data` (bytes or an array) into a staging buffer now,
+    the DMA engine copies it to dst+dst_offset when the queue runs."""
+    _need_dma(self, "upload")
+    raw = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8) if not isinstance(data, np.ndarray) \
+        else np.ascontiguousarray(data).view(np.uint8).ravel()
+    d, size = _bytes_range(dst, "upload", dst_offset, raw.size)
+    if size:
+        stage = _staging(self, size)
+        stage.map()[:size] = raw
+        _emit_copy(self, d, stage.gpu_addr, size, self._label("upload"))
+    self._end_command()
+
+
+def queue_download(self: Queue, src: Buffer, src_offset: int, size: int, *, timeout: int | None = None) -> np.ndarray:
+    """Device → host: copy `size` bytes into a staging buffer, wait for the queue, return
+    a copy of the bytes (this flushes and waits, as any read-back does)."""
+    _need_dma(self, "download")
+    s, size = _bytes_range(src, "download", src_offset, size)
+    if not size:
+        return np.zeros(0, dtype=np.uint8)
+    stage = _staging(self, size)
+    view = stage.map()
+    _emit_copy(self, stage.gpu_addr, s, size, self._label("download"))
+    self._end_command()
+    if timeout is None:
+        queue_finish(self)
+    else:
+        queue_finish(self, timeout)
+    return np.array(view[:size])
