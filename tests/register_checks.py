@@ -1,0 +1,163 @@
+"""The register map's behaviour through the Device API, on any backend.
+
+tests/cocotb_regs.py runs these on the RTL under each simulator, tests/test_refmodel.py on
+the reference model: the same assertions, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import random
+
+from kmd_model import regs
+from kmd_model.device import BusError
+from kmd_model.mmio import Mmio
+
+# Fields whose value the hardware changes on its own: checked for behaviour, not value.
+LIVE = {("TIMESTAMP_LO", "COUNT"), ("TIMESTAMP_HI", "COUNT")}
+
+
+def expected_reset(reg, data_width: int) -> dict[str, int]:
+    """What each field must read after reset: the SystemRDL reset value, 0 for write-only
+    fields, and for hardware-driven fields what an idle, freshly reset device drives."""
+    driven = {
+        ("CAPS", "BUS_BYTES_LOG2"): (data_width // 8).bit_length() - 1,
+        ("CAPS", "ADDR_BITS"): 48,
+        ("CAPS", "IB_LEVELS"): 2,
+        ("CAPS", "IH"): 1,
+        ("CAPS", "DMA"): 1,
+        ("CAPS", "DMA_MAX_LOG2"): 20,
+        ("STATUS", "IDLE"): 1,
+        ("STATUS", "RB_EMPTY"): 1,
+    }
+    out = {}
+    for f in reg.FIELDS:
+        if (reg.NAME, f.name) in LIVE:
+            continue
+        if f.sw == "w":
+            out[f.name] = 0
+        elif f.reset is not None:
+            out[f.name] = f.reset
+        else:
+            out[f.name] = driven.get((reg.NAME, f.name), 0)
+    return out
+
+
+def check_reset_values(dev, data_width: int) -> None:
+    """Every register reads its SystemRDL reset value (or the idle hardware's value)."""
+    io = Mmio(dev)
+    bad = []
+    for reg in regs.REGISTERS:
+        for i in range(reg.ARRAY_LEN):
+            got = io.fields(reg, i)
+            for name, want in expected_reset(reg, data_width).items():
+                if got[name] != want:
+                    bad.append(f"{reg.NAME}[{i}].{name} = {got[name]:#x}, reset is {want:#x}")
+    assert not bad, "\n".join(bad)
+    t0 = io.read(regs.TIMESTAMP_LO)
+    dev.delay(10)
+    t1 = io.read(regs.TIMESTAMP_LO)
+    assert t1 - t0 >= 10, f"TIMESTAMP advanced {t1 - t0} in >= 10 cycles"
+
+
+def check_access_types(dev, seed: int) -> None:
+    """RW fields keep what is written, RO ignore writes, WO read 0, RW1C clear on 1, and a
+    one-byte write changes one byte."""
+    rng = random.Random(seed)
+    io = Mmio(dev)
+    bad = []
+    for reg in regs.REGISTERS:
+        if reg in (regs.CONTROL, regs.INT_FORCE):
+            continue  # their pulses reset or raise state: covered below
+        for i in range(reg.ARRAY_LEN):
+            before = io.read(reg, i)
+            value = rng.getrandbits(32)
+            io.write(reg, value, i)
+            after = io.read(reg, i)
+            for f in reg.FIELDS:
+                if (reg.NAME, f.name) in LIVE or f.onwrite == "woclr":
+                    continue
+                want = f.get(value) if f.sw == "rw" else 0 if f.sw == "w" else f.get(before)
+                if f.get(after) != want:
+                    bad.append(f"{reg.NAME}[{i}].{f.name} ({f.access}): wrote {f.get(value):#x}, "
+                               f"read {f.get(after):#x}, expected {want:#x}")
+            io.write(reg, 0 if reg is not regs.INT_STATUS else 0xFFFF_FFFF, i)
+    assert not bad, "\n".join(bad)
+
+    # CONTROL: HALT is RW, SOFT_RESET and PERF_CLEAR are write-only pulses.
+    io.write_fields(regs.CONTROL, HALT=1, PERF_CLEAR=1)
+    assert io.fields(regs.CONTROL) == {"HALT": 1, "SOFT_RESET": 0, "PERF_CLEAR": 0}
+    io.write(regs.CONTROL, 0)
+
+    # RW1C: raise every event with INT_FORCE, then clear them one at a time.
+    events = [f for f in regs.INT_STATUS.FIELDS if f.onwrite == "woclr"]
+    io.write_fields(regs.INT_FORCE, **{f.name: 1 for f in events})
+    assert io.read(regs.INT_FORCE) == 0, "INT_FORCE is write-only"
+    status = io.fields(regs.INT_STATUS)
+    assert all(status[f.name] == 1 for f in events), f"INT_FORCE did not raise all events: {status}"
+    io.write(regs.INT_STATUS, 0)  # writing 0 clears nothing
+    assert io.fields(regs.INT_STATUS) == status
+    for f in events:
+        io.write(regs.INT_STATUS, f.put(1))
+        status[f.name] = 0
+        assert io.fields(regs.INT_STATUS) == status, f"W1C of {f.name}"
+
+    # Byte strobes: a one-byte write changes only that byte.
+    io.write(regs.SCRATCH, 0x11223344)
+    dev.mmio_write_bytes(regs.SCRATCH.addr() + 2, bytes([0xAB]))
+    assert io.read(regs.SCRATCH) == 0x11AB3344
+
+
+def check_probe_and_scratch(dev, data_width: int, seed: int) -> None:
+    """The KMD's register layer identifies the device and round-trips SCRATCH."""
+    rng = random.Random(seed)
+    io = Mmio(dev)
+    info = io.probe()
+    assert (info.version, info.bus_bytes * 8, info.addr_bits, info.ib_levels, info.has_dma, info.has_ih,
+            info.dma_max_bytes) == ((0, 1, 0), data_width, 48, 2, True, True, 1 << 20)
+    for _ in range(64):
+        v = rng.getrandbits(32)
+        io.write(regs.SCRATCH, v)
+        assert io.read(regs.SCRATCH) == v
+
+
+def check_unmapped_access(dev) -> None:
+    """Unmapped offsets answer DECERR: reads return no data, writes change nothing."""
+    io = Mmio(dev)
+    for off in (0x0F00, 0x01C, 0x140, 0xFFFC):
+        try:
+            dev.mmio_read32(off)
+        except BusError as e:
+            assert e.resp == 3
+            assert str(e) == f"MMIO read at {off:#06x} answered DECERR (no register at that offset)"
+        else:
+            raise AssertionError(f"read of unmapped {off:#x} did not fail")
+    io.write(regs.SCRATCH, 0x5A5A5A5A)
+    try:
+        dev.mmio_write32(0x0F00, 0xFFFFFFFF)
+    except BusError as e:
+        assert str(e) == "MMIO write at 0x0f00 answered DECERR (no register at that offset)"
+    else:
+        raise AssertionError("write to unmapped 0xf00 did not fail")
+    assert io.read(regs.SCRATCH) == 0x5A5A5A5A
+    for bad in (-4, 0x2, "0x10"):
+        try:
+            dev.mmio_read32(bad)
+        except ValueError as e:
+            assert "MMIO offset must be a non-negative multiple of 4" in str(e)
+        else:
+            raise AssertionError(f"offset {bad!r} accepted")
+
+
+def check_irq_line(dev) -> None:
+    """irq follows INT_STATUS & INT_ENABLE, and a waiting driver sees it rise."""
+    io = Mmio(dev)
+    assert not dev.irq_level()
+    io.write_fields(regs.INT_FORCE, EOP=1)
+    assert not dev.irq_level(), "irq rose with the source disabled"
+    io.write_fields(regs.INT_ENABLE, EOP=1)
+    assert dev.wait_irq(100)
+    io.write(regs.INT_STATUS, regs.INT_STATUS.EOP.put(1))
+    assert not dev.irq_level(), "irq stayed high after W1C"
+    t0 = dev.now()
+    assert not dev.wait_irq(50)
+    assert dev.now() - t0 >= 50, "wait_irq returned before its timeout"
