@@ -46,7 +46,7 @@ PHASES = {
     "WD_WRITE": "data write", "WD_WAIT": "data write",
     "WRM_READ": "poll", "WRM_RESP": "poll", "WRM_SLEEP": "poll",
     "RM_WRITE": "fence write", "RM_WAIT": "fence write",
-    "IH_WRITE": "IH entry", "IH_ENTRY": "IH entry", "IH_ENTRY_WRITE": "IH entry",
+    "IH_ENTRY_WRITE": "IH entry",
     "IH_ENTRY_WAIT": "IH entry", "IH_WB_WRITE": "IH entry", "IH_WB_WAIT": "IH entry", "IH_DONE": "IH entry",
     "RPTR_WRITE": "rptr write-back", "RPTR_WAIT": "rptr write-back",
     "EXEC_DMA_DATA": "DMA queue", "DMA_SYNC": "DMA wait (CP_SYNC)",

@@ -231,7 +231,6 @@ class CommandProcessor(wiring.Component):
         blk_addr = Signal(aw)  # byte address of the first dword being written (for errors)
         wd_addr = Signal(aw)
         poll_timer = Signal(16)
-        ts_latch = Signal(self.ts_width)
 
         # IH
         ih_wptr = Signal(32)
@@ -418,6 +417,67 @@ class CommandProcessor(wiring.Component):
         cperr_set = Signal()
         ovf_set = Signal()
 
+        def start_ih(src, ctx, data):
+            """Append an IH entry (in this cycle's FSM transition): the entry is built at
+            once from `data` and the GPU clock now, then written as one 32-byte block."""
+            m.d.sync += [ih_src.eq(src), ih_ctx.eq(ctx)] + [ih_data[i].eq(d) for i, d in enumerate(data)]
+            with m.If(~csr.ih_cntl_enable):
+                m.next = "IH_DONE"
+            with m.Elif(ih_entry_full):
+                m.d.comb += ovf_set.eq(1)
+                m.next = "IH_DONE"
+            with m.Else():
+                values = {  # positions come from spec/ih.py
+                    "SOURCE_ID": Const(src, 8) if isinstance(src, int) else src, "RING_ID": Const(0, 8),
+                    "VMID": Const(0, 4), "CONTEXT_ID": ctx,
+                    "TIMESTAMP_LO": self.timestamp[:32], "TIMESTAMP_HI": self.timestamp[32:48],
+                    "DATA0": data[0], "DATA1": data[1], "DATA2": data[2], "DATA3": data[3],
+                }
+                for d in range(ih_spec.ENTRY_DWORDS):
+                    parts = []
+                    pos = 0
+                    for f in sorted((f for f in ih_spec.FIELDS if f.dword == d), key=lambda f: f.lsb):
+                        if f.lsb > pos:
+                            parts.append(Const(0, f.lsb - pos))
+                        parts.append(values[f.name][:f.width])
+                        pos = f.lsb + f.width
+                    if pos < 32:
+                        parts.append(Const(0, 32 - pos))
+                    m.d.sync += blk[d].eq(Cat(*parts))
+                m.d.sync += [blk_mask.eq((1 << BLOCK_DWORDS) - 1), blk_addr.eq(ih_entry_addr)]
+                m.next = "IH_ENTRY_WRITE"
+
+        def release_mem():
+            """RELEASE_MEM once its checks pass: put the fence data in the block writer's
+            buffer and write it, or with DATA_SEL NONE go straight to the interrupt."""
+            rm_ = pk.RELEASE_MEM
+            sel = self._field(p, rm_, "DATA_SEL")
+            sels = rm_.field("DATA_SEL").values
+            addr = self._value(p, rm_, "addr")
+            ts = Cat(self.timestamp, Const(0, 64 - self.ts_width))
+            lo = self._field(p, rm_, "DATA_LO")
+            hi = self._field(p, rm_, "DATA_HI")
+            with m.If(sel == sels["DATA_32"]):
+                m.d.sync += put_dword(addr, lo)
+                m.next = "RM_WRITE"
+            with m.Elif(sel == sels["DATA_64"]):
+                m.d.sync += put_dword(addr, lo, hi)
+                m.next = "RM_WRITE"
+            with m.Elif(sel == sels["TIMESTAMP"]):
+                m.d.sync += put_dword(addr, ts[:32], ts[32:])
+                m.next = "RM_WRITE"
+            with m.Elif(self._field(p, rm_, "INT_SEL") != rm_.field("INT_SEL").values["NONE"]):
+                eop(p)
+            with m.Else():
+                m.next = "DONE"
+
+        def eop(p_):
+            """start_ih for a RELEASE_MEM's EOP interrupt."""
+            addr = self._value(p_, pk.RELEASE_MEM, "addr")
+            start_ih(ih_spec.Source.EOP, self._field(p_, pk.RELEASE_MEM, "INT_CTXID"),
+                     [self._field(p_, pk.RELEASE_MEM, "DATA_LO"), self._field(p_, pk.RELEASE_MEM, "DATA_HI"),
+                      addr[:32], addr[32:]])
+
         # ---------------------------------------------------------------- the DMA engine
         dma = self.dma
         dma_busy = Signal()
@@ -564,7 +624,10 @@ class CommandProcessor(wiring.Component):
                         with m.Else():
                             if pkt is not pk.DMA_DATA:  # a transfer counts when it is answered
                                 m.d.comb += perf_count_kind.eq(1)
-                            m.next = f"EXEC_{pkt.name}"
+                            if pkt is rm:
+                                release_mem()  # straight to the fence write: no EXEC cycle
+                            else:
+                                m.next = f"EXEC_{pkt.name}"
                         m.d.sync += oob.eq(self._beyond_bus(p, pkt))
 
             # ---- WRITE_DATA: collect data dwords block by block, write each, wait
@@ -666,25 +729,7 @@ class CommandProcessor(wiring.Component):
                 with m.Elif(poll_timer <= 1):
                     m.next = "WRM_READ"
 
-            # ---- RELEASE_MEM: data write (confirmed), then the EOP interrupt
-            with state("EXEC_RELEASE_MEM"):
-                sel = self._field(p, rm, "DATA_SEL")
-                sels = rm.field("DATA_SEL").values
-                addr = self._value(p, rm, "addr")
-                ts = Cat(self.timestamp, Const(0, 64 - self.ts_width))
-                lo = self._field(p, rm, "DATA_LO")
-                hi = self._field(p, rm, "DATA_HI")
-                with m.If(sel == sels["DATA_32"]):
-                    m.d.sync += put_dword(addr, lo)
-                    m.next = "RM_WRITE"
-                with m.Elif(sel == sels["DATA_64"]):
-                    m.d.sync += put_dword(addr, lo, hi)
-                    m.next = "RM_WRITE"
-                with m.Elif(sel == sels["TIMESTAMP"]):
-                    m.d.sync += put_dword(addr, ts[:32], ts[32:])
-                    m.next = "RM_WRITE"
-                with m.Else():
-                    m.next = "RM_INT"
+            # ---- RELEASE_MEM: data write (confirmed), then the EOP interrupt (see release_mem)
             with state("RM_WRITE"):
                 with m.If(oob):
                     fail(CpError.BUS_DECERR, blk_addr)
@@ -697,20 +742,10 @@ class CommandProcessor(wiring.Component):
                 with m.If(writer.done):
                     with m.If(writer.resp != RESP_OKAY):
                         fail(bus_code(writer.resp), blk_addr)
+                    with m.Elif(self._field(p, rm, "INT_SEL") != rm.field("INT_SEL").values["NONE"]):
+                        eop(p)
                     with m.Else():
-                        m.next = "RM_INT"
-            with state("RM_INT"):
-                with m.If(self._field(p, rm, "INT_SEL") != rm.field("INT_SEL").values["NONE"]):
-                    addr = self._value(p, rm, "addr")
-                    m.d.sync += [
-                        ih_src.eq(ih_spec.Source.EOP), ih_ctx.eq(self._field(p, rm, "INT_CTXID")),
-                        ih_data[0].eq(self._field(p, rm, "DATA_LO")),
-                        ih_data[1].eq(self._field(p, rm, "DATA_HI")),
-                        ih_data[2].eq(addr[:32]), ih_data[3].eq(addr[32:]),
-                    ]
-                    m.next = "IH_WRITE"
-                with m.Else():
-                    m.next = "DONE"
+                        m.next = "DONE"
 
             # ---- DMA_DATA: queue the transfer; wait for it only with CP_SYNC
             with state("EXEC_DMA_DATA"):
@@ -771,34 +806,6 @@ class CommandProcessor(wiring.Component):
                         m.next = "RUN"
 
             # ---- IH: append an entry (EOP or CP_ERROR), then write back the wptr
-            with state("IH_WRITE"):
-                m.d.sync += ts_latch.eq(self.timestamp)
-                with m.If(~csr.ih_cntl_enable):
-                    m.next = "IH_DONE"
-                with m.Elif(ih_entry_full):
-                    m.d.comb += ovf_set.eq(1)
-                    m.next = "IH_DONE"
-                with m.Else():
-                    m.next = "IH_ENTRY"
-            with state("IH_ENTRY"):
-                fields = {  # positions come from spec/ih.py
-                    "SOURCE_ID": ih_src, "RING_ID": Const(0, 8), "VMID": Const(0, 4),
-                    "CONTEXT_ID": ih_ctx, "TIMESTAMP_LO": ts_latch[:32], "TIMESTAMP_HI": ts_latch[32:48],
-                    "DATA0": ih_data[0], "DATA1": ih_data[1], "DATA2": ih_data[2], "DATA3": ih_data[3],
-                }
-                for d in range(ih_spec.ENTRY_DWORDS):
-                    parts = []
-                    pos = 0
-                    for f in sorted((f for f in ih_spec.FIELDS if f.dword == d), key=lambda f: f.lsb):
-                        if f.lsb > pos:
-                            parts.append(Const(0, f.lsb - pos))
-                        parts.append(fields[f.name][:f.width])
-                        pos = f.lsb + f.width
-                    if pos < 32:
-                        parts.append(Const(0, 32 - pos))
-                    m.d.sync += blk[d].eq(Cat(*parts))
-                m.d.sync += [blk_mask.eq((1 << BLOCK_DWORDS) - 1), blk_addr.eq(ih_entry_addr)]
-                m.next = "IH_ENTRY_WRITE"
             with state("IH_ENTRY_WRITE"):
                 m.d.comb += wr_req.eq(1)
                 with m.If(writer.req_ready):
@@ -845,14 +852,9 @@ class CommandProcessor(wiring.Component):
                 # transfers already queued finish (or are cancelled by the DMA's own error)
                 with m.If(~writer.busy & ~poll_pending & ~dma_busy):
                     m.d.comb += cperr_set.eq(1)
-                    m.d.sync += [
-                        ih_src.eq(ih_spec.Source.CP_ERROR), ih_ctx.eq(0),
-                        ih_data[0].eq(pack_fields(REG_FIELDS["CP_ERROR"],
-                                                  CODE=err_code, LEVEL=err_level, OPCODE=err_opcode)),
-                        ih_data[1].eq(err_addr[:32]), ih_data[2].eq(err_addr[32:]),
-                        ih_data[3].eq(err_offset),
-                    ]
-                    m.next = "IH_WRITE"
+                    start_ih(ih_spec.Source.CP_ERROR, Const(0, 32), [
+                        pack_fields(REG_FIELDS["CP_ERROR"], CODE=err_code, LEVEL=err_level, OPCODE=err_opcode),
+                        err_addr[:32], err_addr[32:], err_offset])
             with state("ERROR"):
                 pass
 

@@ -61,14 +61,14 @@ class BlockWriter(wiring.Component):
         shift = ceil_log2(dpb)
 
         m.d.comb += self.busy.eq(aw_pending | w_pending | self.req_valid)
-        with m.FSM():
+        with m.FSM() as fsm:
             with m.State("IDLE"):
                 m.d.comb += self.req_ready.eq(1)
                 with m.If(self.req_valid):
                     m.d.sync += [
                         block.eq(self.req_block), mask.eq(self.req_mask), data.eq(self.req_data),
                         first_beat.eq(lo >> shift), last_beat.eq(hi >> shift), beat.eq(lo >> shift),
-                        aw_pending.eq(1), w_pending.eq(1),
+                        aw_pending.eq(~self.awready), w_pending.eq(1),  # AW goes out at once
                     ]
                     m.next = "BURST"
             with m.State("BURST"):
@@ -81,12 +81,22 @@ class BlockWriter(wiring.Component):
                     m.d.comb += [self.done.eq(1), self.resp.eq(self.bresp)]
                     m.next = "IDLE"
 
-        m.d.comb += [
-            self.awvalid.eq(aw_pending),
-            self.awaddr.eq(Cat(Const(0, 5), block) | (first_beat << (shift + 2) if nbeats > 1 else 0)),
-            self.awlen.eq(last_beat - first_beat),
-        ]
-        with m.If(self.awvalid & self.awready):
+        # The address goes out in the cycle the request arrives (straight from the request),
+        # or from the registers while it waits for AWREADY: either way it is stable.
+        with m.If(fsm.ongoing("IDLE")):
+            m.d.comb += [
+                self.awvalid.eq(self.req_valid),
+                self.awaddr.eq(Cat(Const(0, 5), self.req_block) |
+                               ((lo >> shift) << (shift + 2) if nbeats > 1 else 0)),
+                self.awlen.eq((hi >> shift) - (lo >> shift)),
+            ]
+        with m.Else():
+            m.d.comb += [
+                self.awvalid.eq(aw_pending),
+                self.awaddr.eq(Cat(Const(0, 5), block) | (first_beat << (shift + 2) if nbeats > 1 else 0)),
+                self.awlen.eq(last_beat - first_beat),
+            ]
+        with m.If(aw_pending & self.awready):
             m.d.sync += aw_pending.eq(0)
 
         beat_data = data.word_select(beat, self.data_width) if nbeats > 1 else data[:self.data_width]

@@ -259,7 +259,7 @@ def test_cp_monitor_nests_packets_from_fsm_changes():
     go(53, "RING_DONE", hdr=pk.TYPE2_FILLER, off=5, addr=0x114)
     go(55, "RUN")
     go(60, "ERR_DRAIN", hdr=0xC0007B00, off=6, addr=0x118)  # a bad header
-    go(61, "IH_WRITE")
+    go(61, "IH_ENTRY_WRITE")
     go(70, "ERROR")
     mon.finish()
     spans = [(name, s, e) for track, ph, name, s, e, _ in timeline.events if ph == "X"]
