@@ -472,11 +472,13 @@ class CommandProcessor(wiring.Component):
                 m.next = "DONE"
 
         def eop(p_):
-            """start_ih for a RELEASE_MEM's EOP interrupt."""
-            addr = self._value(p_, pk.RELEASE_MEM, "addr")
-            start_ih(ih_spec.Source.EOP, self._field(p_, pk.RELEASE_MEM, "INT_CTXID"),
-                     [self._field(p_, pk.RELEASE_MEM, "DATA_LO"), self._field(p_, pk.RELEASE_MEM, "DATA_HI"),
-                      addr[:32], addr[32:]])
+            """start_ih for a RELEASE_MEM's EOP interrupt: the data and the address dwords
+            as the packet gave them (all 32 bits of ADDR_HI, even above the bus's 48)."""
+            rm_ = pk.RELEASE_MEM
+            lo, hi = (rm_.field(n) for n in rm_.value("addr").fields)
+            start_ih(ih_spec.Source.EOP, self._field(p_, rm_, "INT_CTXID"),
+                     [self._field(p_, rm_, "DATA_LO"), self._field(p_, rm_, "DATA_HI"),
+                      p_[lo.dword], p_[hi.dword]])
 
         # ---------------------------------------------------------------- the DMA engine
         dma = self.dma

@@ -508,7 +508,9 @@ class DMAEngine(wiring.Component):
             with m.If(~silent):
                 m.d.comb += [self.done.eq(1), self.resp.eq(err_resp), self.err_addr.eq(err_addr)]
             m.d.sync += [done_ptr.eq(done_ptr + 1), abort_ptr.eq(abort_ptr + 1)]
-            with m.If(silent | (done_ptr + 1 == wr_ptr)):
+            # (done_ptr + 1 is one bit wider than the pointers: compare it at their width,
+            # or a queue whose write pointer has wrapped to 0 would never finish reporting)
+            with m.If(silent | ((done_ptr + 1)[:cpw] == wr_ptr)):
                 # Everything reported: back to a clean, empty pipeline.
                 m.d.sync += [
                     aborting.eq(0), silent.eq(0), done_ptr.eq(wr_ptr),

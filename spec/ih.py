@@ -42,8 +42,8 @@ class IhField:
 
 
 # Source data meaning, by source:
-#   EOP:      DATA0 = RELEASE_MEM data_lo, DATA1 = data_hi, DATA2 = fence address low 32 bits,
-#             DATA3 = fence address high bits
+#   EOP:      DATA0 = RELEASE_MEM data_lo, DATA1 = data_hi, DATA2 = the packet's ADDR_LO dword,
+#             DATA3 = its ADDR_HI dword (all 32 bits, as the packet gave them)
 #   CP_ERROR: DATA0 = CP_ERROR register value (CODE, LEVEL, OPCODE), DATA1 = CP_ERROR_ADDR_LO,
 #             DATA2 = CP_ERROR_ADDR_HI, DATA3 = CP_ERROR_OFFSET
 FIELDS: tuple[IhField, ...] = (
