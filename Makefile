@@ -9,7 +9,7 @@ JOBS   ?= 2
 SIM    ?=
 export SIM
 
-.PHONY: all venv sim test gen check-gen lint bench clean
+.PHONY: all venv sim test gen check-gen lint bench clean soak
 
 all: test
 
@@ -41,6 +41,11 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m testbench.bench
+
+## The long RTL-vs-model campaign: make soak N=10000 [SIM=verilator,icarus] [GPUCOSIM_SEED=1234] [JOBS=2]
+soak: $(STAMP)
+	$(PY) -m testbench.difftest --streams $(or $(N),10000) --sim $(or $(SIM),verilator) --jobs $(JOBS) \
+		$(if $(GPUCOSIM_SEED),--seed $(GPUCOSIM_SEED))
 
 clean:
 	rm -rf build

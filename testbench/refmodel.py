@@ -959,9 +959,10 @@ class RefModel(Device):
         if count > self.dma_max_bytes:
             raise _Fault(CpError.DMA_BYTE_COUNT, ha)
         self._packets[kind.index] += 1
-        dst = _addr_of(p, _DMA_DST)
+        # the DMA engine drives 48 address bits: higher ADDR_HI bits are dropped (docs/hardware.md)
+        dst = _addr_of(p, _DMA_DST) & _ADDR_MASK
         fill = _get(p, _DMA_SRC_SEL) == _DMA_FILL
-        src = p[_DMA_SRC[0]] if fill else _addr_of(p, _DMA_SRC)
+        src = p[_DMA_SRC[0]] if fill else _addr_of(p, _DMA_SRC) & _ADDR_MASK
         self._dma(dst, src, count, fill)  # the model's engine finishes at once: CP_SYNC holds trivially
         self._complete(level, n)
 

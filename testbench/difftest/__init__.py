@@ -1,0 +1,20 @@
+"""Lockstep differential testing of the RTL against the reference model (issue 5).
+
+    python -m testbench.difftest --sim verilator --streams 500      # a campaign
+    python -m testbench.difftest --sim verilator --seed 1234 --replay 17 [--step]
+
+See docs/verification.md. Modules: layout (memory map), stream (the driver program),
+gen (valid streams), malformed (error classes, raw dword streams), driver (runs a stream
+on any Device), compare (RTL vs model, the first differing packet), coverage, campaign
+(seeds, plan, report, progress), runner (simulator processes), rtl (the cocotb side).
+"""
+
+from .campaign import CYCLE, Report, make_stream, master_seed, plan, replay_command, run_model, run_model_pair
+from .compare import Verdict, compare
+from .driver import Observation, execute
+from .gen import Caps
+from .malformed import ERROR_CLASSES
+from .stream import Stream
+
+__all__ = ["CYCLE", "Caps", "ERROR_CLASSES", "Observation", "Report", "Stream", "Verdict", "compare", "execute",
+           "make_stream", "master_seed", "plan", "replay_command", "run_model", "run_model_pair"]

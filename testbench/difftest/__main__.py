@@ -1,0 +1,135 @@
+"""python -m testbench.difftest: run a differential campaign, or replay one stream.
+
+    python -m testbench.difftest --sim verilator --streams 2000 --jobs 2   # a campaign
+    python -m testbench.difftest --sim verilator,icarus --streams 600      # split 4:1
+    python -m testbench.difftest --sim verilator --seed 1234 --replay 17   # one stream, the whole story
+    python -m testbench.difftest --sim verilator --seed 1234 --replay 17 --step   # observe after each ring packet
+    python -m testbench.difftest --list 17                                 # the stream only, no simulator
+    python -m testbench.difftest --sim model --streams 5000                # generator self-check, no simulator
+    python -m testbench.difftest --sim verilator --streams-file cut.pkl    # hand-made Streams (pickled list)
+
+A campaign prints a progress bar, the summary, every mismatch with its first differing
+packet and replay command, and the coverage table; it writes build/difftest.json. The
+exit code is 1 when any stream mismatched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .campaign import (Caps, Progress, Report, explain, make_stream, master_seed, model_caps, run_model,
+                       run_model_pair)
+from .compare import compare
+from .runner import caps_of, run_rtl, split_sims
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m testbench.difftest", description=__doc__.splitlines()[0])
+    ap.add_argument("--sim", default="verilator",
+                    help="verilator, icarus, model (model vs model: a generator self-check), or a comma list")
+    ap.add_argument("--seed", default=None, help="master seed (default $GPUCOSIM_SEED, else a fixed one)")
+    ap.add_argument("--streams", type=int, default=500, help="number of streams in the campaign")
+    ap.add_argument("--first", type=int, default=0, help="index of the first stream")
+    ap.add_argument("--replay", type=int, default=None, metavar="INDEX", help="run one stream and tell all")
+    ap.add_argument("--step", action="store_true", help="lockstep: observe after every ring packet")
+    ap.add_argument("--list", type=int, default=None, metavar="INDEX", help="print one stream and exit")
+    ap.add_argument("--jobs", type=int, default=1, help="simulator processes per simulator")
+    ap.add_argument("--data-width", type=int, default=64, choices=(32, 64, 128, 256))
+    ap.add_argument("--no-dma", action="store_true", help="with --sim model / --list: a model without DMA engine")
+    ap.add_argument("--json", default=None, help="report file (default build/difftest.json)")
+    ap.add_argument("--streams-file", default=None, metavar="PICKLE",
+                    help="run hand-made Streams (a pickled list) instead of generated ones, with the full story")
+    args = ap.parse_args(argv)
+    seed = master_seed(args.seed)
+    sims = [s.strip() for s in args.sim.split(",") if s.strip()]
+    mcaps = model_caps(False if args.no_dma else None, args.data_width)
+
+    if args.list is not None:
+        print(make_stream(seed, args.list, mcaps).listing(max_data=64))
+        return 0
+
+    from testbench import sim as simmod
+
+    for s in sims:
+        if s != "model":
+            reason = simmod.unavailable_reason(s)
+            if reason:
+                print(f"difftest: {reason}", file=sys.stderr)
+                return 2
+
+    if args.streams_file is not None:
+        bad = False
+        for s in sims:
+            with tempfile.TemporaryDirectory() as d:
+                rep = Path(d) / "story.txt"
+                recs, _, problems = run_rtl(s, seed, 0, 0, data_width=args.data_width, report_file=rep,
+                                            workdir=Path(d), streams_file=Path(args.streams_file))
+                if rep.exists():
+                    print(rep.read_text())
+                for p in problems:
+                    print(p)
+                bad |= any(not r["ok"] for r in recs) or bool(problems)
+        return 1 if bad else 0
+
+    if args.replay is not None:
+        print(f"difftest: seed {seed}, stream {args.replay}", file=sys.stderr)
+        bad = False
+        for s in sims:
+            if s == "model":
+                stream = make_stream(seed, args.replay, mcaps)
+                a, ma = run_model(stream, mcaps, step=args.step)
+                b, mb = run_model(stream, mcaps, step=args.step, mmio_cycles=3, name="model2")
+                v = compare(stream, b, a, mb.mem, ma.mem)
+                print(explain(stream, v, b, a, "model2"))
+                bad |= not v.ok
+                continue
+            with tempfile.TemporaryDirectory() as d:
+                rep = Path(d) / "replay.txt"
+                recs, _, problems = run_rtl(s, seed, args.replay, 1, step=args.step, data_width=args.data_width,
+                                            report_file=rep, workdir=Path(d))
+                if rep.exists():
+                    print(rep.read_text())
+                for p in problems:
+                    print(p)
+                bad |= any(not r["ok"] for r in recs)
+        return 1 if bad else 0
+
+    report = Report(seed)
+    print(f"difftest: seed {seed} (set GPUCOSIM_SEED or --seed to change it), {args.streams} streams from index "
+          f"{args.first} on {', '.join(sims)}", file=sys.stderr)
+    plan = [(s, args.first, args.streams)] if len(sims) == 1 else split_sims(sims, args.first, args.streams)
+    for s, a, n in plan:
+        if n <= 0:
+            continue
+        prog = Progress(n, f"{s:9s}")
+        if s == "model":
+            t0 = time.monotonic()
+            recs: list[dict] = []
+
+            def tick(rec, recs=recs, prog=prog):
+                recs.append(rec)
+                prog.update(len(recs), sum(not r["ok"] for r in recs))
+            run_model_pair(seed, range(a, a + n), mcaps, step=args.step, on_record=tick)
+            report.seconds[s] = time.monotonic() - t0
+            report.caps[s] = mcaps
+        else:
+            recs, secs, problems = run_rtl(s, seed, a, n, jobs=args.jobs, step=args.step,
+                                           data_width=args.data_width, progress=prog.update)
+            report.seconds[s] = secs
+            report.caps[s] = caps_of(recs) or Caps()
+            report.notes += problems
+            prog.update(len(recs), sum(not r["ok"] for r in recs))
+        prog.close()
+        report.add(recs)
+    path = Path(args.json) if args.json else simmod.BUILD / "difftest.json"
+    report.write(path)
+    print(report.text())
+    print(f"report: {path}")
+    return 1 if report.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

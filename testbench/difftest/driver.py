@@ -1,0 +1,346 @@
+"""Run a stream's actions on a Device (the RTL under cocotb or the reference model).
+
+The driver does the same thing on both backends and records what a driver can see
+(`Observation`): the registers the spec defines at each `observe` point, every IH entry
+it consumed (timestamps zeroed), and `checks`, the invariants that failed on that
+backend (a hang, bytes written outside the allowed ranges, the CP not idle soon after an
+error, a ring that does not work after recovery). Memory stays in `dev.mem`; the caller
+compares it before the next stream reuses the device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kmd_model import regs
+from kmd_model.device import Device
+from kmd_model.mmio import Mmio
+from spec import ih as ih_spec
+from spec import pm4
+from testbench.refmodel import SNAPSHOT_SKIP, RefModel, mem_diff
+
+from . import layout as L
+from .stream import IDLE_AFTER_ERROR, KMD_TIMEOUT, Stream
+
+M32 = 0xFFFF_FFFF
+SETTLE_BUDGET = 200_000  # cycles a settle may take before the driver calls it a hang
+ERROR_BUDGET = 100_000  # cycles to wait for an expected CP_ERROR interrupt
+_INT_EVENTS = regs.INT_STATUS.EOP.mask | regs.INT_STATUS.CP_ERROR.mask | regs.INT_STATUS.IH_OVERFLOW.mask
+_TS = [(4 * ih_spec.BY_NAME["TIMESTAMP_LO"].dword, 4), (4 * ih_spec.BY_NAME["TIMESTAMP_HI"].dword, 2)]
+
+
+def _observed() -> tuple[list[tuple[str, type, int]], set[str]]:
+    """(label, register, index) of every register an observation reads (all readable ones
+    but time and cycle counters, as refmodel.snapshot), and the labels of those the
+    hardware drives (the rest only echo what the driver wrote: read once, at the end)."""
+    every, hw = [], set()
+    for reg in regs.REGISTERS:
+        if reg.NAME in SNAPSHOT_SKIP or not any(f.sw in ("r", "rw") for f in reg.FIELDS):
+            continue
+        driven = any(f.sw == "r" and f.hw == "w" or f.onwrite == "woclr" for f in reg.FIELDS)
+        for i in range(reg.ARRAY_LEN):
+            label = f"{reg.NAME}[{i}]" if reg.ARRAY_LEN > 1 else reg.NAME
+            every.append((label, reg, i))
+            if driven:
+                hw.add(label)
+    return every, hw
+
+
+OBSERVED, HW_DRIVEN = _observed()
+
+
+@dataclass
+class Observation:
+    backend: str
+    events: list[tuple[str, dict]] = field(default_factory=list)
+    ih: list[dict] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)
+    trace: list[str] = field(default_factory=list)  # packets the model started (model only)
+    idle_after: list[int] = field(default_factory=list)  # cycles from error / soft reset to idle
+    status: str = ""  # how the stream ended: "idle", "error CODE", "stuck", "hang"
+    marks: list[int] = field(default_factory=list)  # len(trace) at each event
+
+    def to_json(self) -> dict:
+        return {"backend": self.backend, "events": self.events, "ih": self.ih, "checks": self.checks,
+                "idle_after": self.idle_after, "status": self.status}
+
+
+def ih_timestamp_ranges(stream: Stream) -> list[tuple[int, int]]:
+    """The timestamp bytes of every IH ring slot: they differ between backends by nature."""
+    c = stream.config
+    if not c.ih_enable:
+        return []
+    return [(c.ih_base + 32 * k + o, c.ih_base + 32 * k + o + n)
+            for k in range(1 << c.ih_log2) for o, n in _TS]
+
+
+def outside(diffs: list[tuple[int, int]], allowed: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of the byte ranges `diffs` not covered by `allowed`."""
+    merged: list[list[int]] = []
+    for a, b in sorted(allowed):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    out = []
+    for a, b in diffs:
+        for x, y in merged:
+            if y <= a or x >= b:
+                continue
+            if x > a:
+                out.append((a, x))
+            a = max(a, y)
+            if a >= b:
+                break
+        if a < b:
+            out.append((a, b))
+    return out
+
+
+class StreamDriver:
+    def __init__(self, stream: Stream, dev: Device, obs: Observation, step: bool = False):
+        self.s, self.dev, self.obs, self.step = stream, dev, obs, step
+        self.io = Mmio(dev)
+        self.c = stream.config
+        self.wptr = 0
+        self.ih_rptr = 0
+        self.mark: np.ndarray | None = None
+        self.hung = False
+        # Longest pause between STATUS polls: a register read costs ~25 cycles of Verilator
+        # time but only ~5 of Icarus time, which simulates slowly.
+        self.max_poll = 32 if dev.name == "icarus" else 256
+        self.m32 = dev.mem.view("<u4")
+
+    # ------------------------------------------------------------------ helpers
+
+    def status(self) -> dict:
+        return self.io.fields(regs.STATUS)
+
+    def write_mem(self, addr: int, dwords) -> None:
+        a = np.asarray(dwords, dtype=np.uint32)
+        self.dev.mem[addr:addr + 4 * a.size] = a.view(np.uint8)
+
+    def configure(self, window=None) -> None:
+        self.dev.mem_model.configure(error_window=window, **self.c.mem)
+
+    def setup(self) -> None:
+        io, c = self.io, self.c
+        self.configure()
+        io.write64(regs.RB_BASE_LO, regs.RB_BASE_HI, c.ring_base)
+        io.write_fields(regs.RB_SIZE, LOG2_DWORDS=c.ring_log2)
+        io.write64(regs.RB_RPTR_ADDR_LO, regs.RB_RPTR_ADDR_HI, L.RPTR_WB)
+        io.write64(regs.IH_BASE_LO, regs.IH_BASE_HI, c.ih_base)
+        io.write_fields(regs.IH_SIZE, LOG2_ENTRIES=c.ih_log2)
+        io.write64(regs.IH_WPTR_ADDR_LO, regs.IH_WPTR_ADDR_HI, L.IH_WPTR_WB)
+        io.write_fields(regs.IH_CNTL, ENABLE=int(c.ih_enable), WPTR_WB=int(c.ih_wptr_wb))
+        io.write_fields(regs.RB_CNTL, ENABLE=1, RPTR_WB=int(c.rptr_wb))
+        io.write_fields(regs.INT_ENABLE, CP_ERROR=1)  # irq = the CP stopped with an error
+
+    def ring_write(self, dwords: list[int]) -> None:
+        n = len(dwords)
+        idx = (self.c.ring_base >> 2) + ((self.wptr + np.arange(n, dtype=np.int64)) & (self.c.ring_size - 1))
+        self.m32[idx] = np.asarray(dwords, dtype=np.uint32)
+        self.wptr = (self.wptr + n) & M32
+        self.io.write(regs.RB_DOORBELL, self.wptr)
+
+    def wait_idle(self, budget: int, what: str) -> bool:
+        """Poll STATUS until IDLE; False (and a check) after `budget` cycles."""
+        if self.hung:
+            return bool(self.status()["IDLE"])
+        t0 = self.dev.now()
+        d = 8
+        while True:
+            st = self.status()
+            if st["IDLE"]:
+                return True
+            if self.dev.now() - t0 > budget:
+                self.hung = True
+                self.obs.checks.append(
+                    f"hang: CP not idle {budget} cycles into {what} (STATUS {self.io.read(regs.STATUS):#x}, "
+                    f"RB_RPTR {self.io.read(regs.RB_RPTR):#x}, RB_WPTR {self.io.read(regs.RB_WPTR):#x})")
+                self.obs.status = "hang"
+                return False
+            self.dev.delay(d)
+            d = min(2 * d, self.max_poll)
+
+    def consume_ih(self) -> None:
+        c = self.c
+        if not c.ih_enable:
+            return
+        w = self.io.read(regs.IH_WPTR)
+        size = 8 << c.ih_log2
+        n = ((w - self.ih_rptr) & M32) // 8
+        if 8 * n > size:
+            self.obs.checks.append(f"IH_WPTR {w:#x} is {8 * n} dwords ahead of IH_RPTR {self.ih_rptr:#x}, "
+                                   f"more than the ring's {size}")
+            n = size // 8
+        for k in range(n):
+            a = c.ih_base + 4 * ((self.ih_rptr + 8 * k) & (size - 1))
+            e = ih_spec.decode(self.m32[a >> 2:(a >> 2) + 8].tolist())
+            e["TIMESTAMP_LO"] = e["TIMESTAMP_HI"] = 0
+            self.obs.ih.append(e)
+        if w != self.ih_rptr:
+            self.ih_rptr = w
+            self.io.write(regs.IH_RPTR, w)
+
+    def regs_now(self, full: bool) -> dict:
+        """Every register the spec defines (`full`), or those the hardware drives."""
+        if isinstance(self.dev, RefModel):
+            r = self.dev.snapshot(memory=False)["regs"]
+            return r if full else {k: v for k, v in r.items() if k in HW_DRIVEN}
+        which = [(label, reg.addr(i)) for label, reg, i in OBSERVED if full or label in HW_DRIVEN]
+        many = getattr(self.dev, "read_many", None)  # one round trip on the cocotb backend
+        values = many([o for _, o in which]) if many else [self.dev.mmio_read32(o) for _, o in which]
+        return {label: v for (label, _), v in zip(which, values)}
+
+    # ------------------------------------------------------------------ actions
+
+    def run(self) -> Observation:
+        self.setup()
+        for a in self.s.actions:
+            getattr(self, "do_" + a[0])(*a[1:])
+        if not self.obs.status:
+            st = self.status()
+            self.obs.status = "idle" if st["IDLE"] and not st["ERROR"] else f"STATUS {self.io.read(regs.STATUS):#x}"
+        return self.obs
+
+    def do_mem(self, addr: int, dwords) -> None:
+        self.write_mem(addr, dwords)
+
+    def do_submit(self, dwords: list[int], releases: list) -> None:
+        if not self.step:
+            self.ring_write(dwords)
+            for a in releases:
+                getattr(self, "do_" + a[0])(*a[1:])
+            return
+        # Lockstep: the releases first (a satisfied wait is just a faster wait), then
+        # one packet per doorbell, observing everything after each.
+        for a in releases:
+            getattr(self, "do_" + a[0])(*a[1:])
+        mask = self.c.ring_size - 1
+        for item in pm4.decode_stream(dwords):
+            off = (self.wptr) & mask
+            self.ring_write(dwords[item.offset:item.offset + item.length])
+            self.wait_idle(SETTLE_BUDGET, "a lockstep packet")
+            self.do_observe(f"after RING+{4 * off:#06x} {pm4.describe(item)}")
+
+    def do_doorbell(self, delta: int) -> None:
+        self.io.write(regs.RB_DOORBELL, (self.wptr + delta) & M32)
+
+    def do_errwin(self, base: int, limit: int, resp: str) -> None:
+        self.configure((base, limit, resp))
+
+    def do_delay(self, cycles: int) -> None:
+        self.dev.delay(cycles)
+
+    def do_settle(self) -> None:
+        self.wait_idle(SETTLE_BUDGET, "a settle")
+        self.consume_ih()
+
+    def do_mark(self) -> None:
+        self.mark = np.array(self.dev.mem, copy=True)
+
+    def do_check(self, allowed: list[tuple[int, int]]) -> None:
+        diffs = mem_diff(self.mark, self.dev.mem, limit=1 << 20)
+        bad = outside(diffs, allowed)
+        if bad:
+            shown = ", ".join(f"[{a:#x}, {b:#x})" for a, b in bad[:4])
+            self.obs.checks.append(f"{sum(b - a for a, b in bad)} byte(s) changed outside the allowed "
+                                   f"ranges: {shown}{' ...' if len(bad) > 4 else ''}")
+
+    def _idle_within(self, t0: int, what: str) -> None:
+        while True:
+            st = self.status()
+            dt = self.dev.now() - t0
+            if st["IDLE"]:
+                self.obs.idle_after.append(dt)
+                if dt > IDLE_AFTER_ERROR:
+                    self.obs.checks.append(f"CP idle only {dt} cycles after {what} (limit {IDLE_AFTER_ERROR})")
+                return
+            if dt > 20 * IDLE_AFTER_ERROR:
+                self.obs.checks.append(f"CP not idle {dt} cycles after {what} (STATUS {self.io.read(regs.STATUS):#x})")
+                self.hung = True
+                return
+            self.dev.delay(4)
+
+    def do_expect_error(self) -> None:
+        if not self.dev.wait_irq(ERROR_BUDGET):
+            st = self.status()
+            self.obs.checks.append(f"no CP_ERROR interrupt within {ERROR_BUDGET} cycles "
+                                   f"(STATUS IDLE={st['IDLE']} WAITING={st['WAITING']} ERROR={st['ERROR']})")
+            self.obs.status = "no CP_ERROR interrupt"
+            return
+        self._idle_within(self.dev.now(), "the error interrupt")
+        code = self.io.fields(regs.CP_ERROR)["CODE"]
+        self.obs.status = f"error {regs.CpError(code).name if code in regs.CpError._value2member_map_ else code}"
+
+    def do_stuck(self) -> None:
+        """Wait until the CP is idle or has been in one WAIT_REG_MEM for the KMD's timeout."""
+        t0 = self.dev.now()
+        d = 4
+        while True:
+            st = self.status()
+            if st["IDLE"]:
+                code = self.io.fields(regs.CP_ERROR)["CODE"]
+                self.obs.status = "idle" if not st["ERROR"] else \
+                    f"error {regs.CpError(code).name if code in regs.CpError._value2member_map_ else code}"
+                return
+            if st["WAITING"]:
+                rptr = self.io.read(regs.RB_RPTR)
+                self.dev.delay(KMD_TIMEOUT)
+                st2 = self.status()
+                if st2["WAITING"] and st2["LEVEL"] == st["LEVEL"] and self.io.read(regs.RB_RPTR) == rptr:
+                    self.obs.status = "stuck"
+                    return
+            if self.dev.now() - t0 > SETTLE_BUDGET:
+                self.hung = True
+                self.obs.status = "hang"
+                self.obs.checks.append(f"hang: CP neither idle nor waiting {SETTLE_BUDGET} cycles after the "
+                                       f"submission (STATUS {self.io.read(regs.STATUS):#x})")
+                return
+            self.dev.delay(d)
+            d = min(2 * d, self.max_poll)
+
+    def do_observe(self, label: str) -> None:
+        self.obs.events.append((label, self.regs_now(full=label == "final")))
+        self.obs.marks.append(len(self.obs.trace))
+        self.consume_ih()
+
+    def do_recover(self) -> None:
+        """Soft reset; the CP must be idle and clean, and then run a good submission."""
+        io = self.io
+        self.configure()
+        t0 = self.dev.now()
+        io.write_fields(regs.CONTROL, SOFT_RESET=1)
+        self._idle_within(t0, "the soft reset")
+        after = {"CP_ERROR": io.read(regs.CP_ERROR), "STATUS": io.read(regs.STATUS),
+                 "RB_RPTR": io.read(regs.RB_RPTR), "RB_WPTR": io.read(regs.RB_WPTR),
+                 "IH_WPTR": io.read(regs.IH_WPTR)}
+        self.obs.events.append(("after soft reset", after))
+        self.obs.marks.append(len(self.obs.trace))
+        st = regs.STATUS.decode(after["STATUS"])
+        if after["CP_ERROR"] or st["ERROR"] or not st["IDLE"] or after["RB_RPTR"] or after["RB_WPTR"] \
+                or after["IH_WPTR"]:
+            self.obs.checks.append("soft reset did not return the CP to a clean idle state: "
+                                   + ", ".join(f"{k} {v:#x}" for k, v in after.items()))
+        io.write(regs.INT_STATUS, _INT_EVENTS)
+        io.write(regs.IH_RPTR, 0)
+        self.ih_rptr = self.wptr = 0
+        v = (0x600D_0000 | self.s.index & 0xFFFF)
+        self.ring_write(pm4.write_data(L.RECOVERY, [v])
+                        + pm4.release_mem(L.RECOVERY + 8, v ^ M32,
+                                          int_sel="SEND_INT" if self.c.ih_enable else "NONE"))
+        ok = self.wait_idle(SETTLE_BUDGET, "the submission after recovery")
+        self.consume_ih()
+        got = (int(self.m32[L.RECOVERY >> 2]), int(self.m32[(L.RECOVERY + 8) >> 2]))
+        if not ok or got != (v, v ^ M32) or self.status()["ERROR"]:
+            self.obs.checks.append(f"the ring did not work after recovery: wrote {got[0]:#x}, {got[1]:#x}, "
+                                   f"expected {v:#x}, {v ^ M32:#x} (STATUS {io.read(regs.STATUS):#x})")
+
+
+def execute(stream: Stream, dev: Device, *, step: bool = False, obs: Observation | None = None) -> Observation:
+    """Run `stream` on `dev` (freshly reset, memory zeroed) and return what was seen."""
+    obs = obs or Observation(dev.name)
+    return StreamDriver(stream, dev, obs, step).run()

@@ -1,0 +1,768 @@
+"""Malformed command streams, one generator per error class, and raw random dword streams.
+
+Every malformed stream has the same shape: sometimes a valid prefix that runs to
+completion (so the fault lands mid-ring, after wraps), a `mark`, then one submission in
+which valid packets run and then, at a random level (ring, IB1, IB2, possibly reached
+through a CHAIN), the faulty packet, followed by canary packets that must never run.
+The driver then waits for the CP_ERROR interrupt (or, for a WAIT_REG_MEM that never
+ends, for its timeout), observes every register, checks that no byte outside the
+allowed ranges changed, soft-resets and runs a good submission.
+
+ERROR_CLASSES maps each class to its generator and the CP_ERROR code it must provoke
+("" for the timeout class). `needs_dma` classes are skipped, and reported as skipped,
+when the device has no DMA engine.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Callable
+
+from kmd_model import regs
+from kmd_model.regs import IbLevel
+from spec import packets as pk
+from spec import pm4
+
+from . import layout as L
+from .gen import LEVEL_BIN, Buf, Builder, Caps, memory_config_bins
+from .stream import Stream
+
+M32 = 0xFFFF_FFFF
+KNOWN_OPCODES = frozenset(p.opcode for p in pk.PACKETS)
+
+
+@dataclass(frozen=True)
+class ErrorClass:
+    name: str
+    code: str  # CpError name, or "" for the WAIT_REG_MEM timeout
+    make: Callable[["Malformed"], None]
+    doc: str
+    needs_dma: bool = False
+
+
+def _lo_dword(p: pk.PacketDef, value: str) -> int:
+    """Index (in the packet's dwords, header = 0) of the low dword of a 64-bit value."""
+    return 1 + p.field(p.value(value).fields[0]).dword
+
+
+ILLEGAL_VARIANTS = ("opcode", "type0", "type1", "type2")
+BAD_COUNT_OPS = ("WRITE_DATA", "INDIRECT_BUFFER", "WAIT_REG_MEM", "RELEASE_MEM", "DMA_DATA")
+PAST_END_OPS = ("NOP", "WRITE_DATA", "INDIRECT_BUFFER", "WAIT_REG_MEM", "RELEASE_MEM", "DMA_DATA")
+FENCE_VARIANTS = (("WRITE_DATA", "addr"), ("WAIT_REG_MEM", "addr")) + tuple(
+    ("RELEASE_MEM", f"data_{s}") for s in pk.RELEASE_MEM.field("DATA_SEL").values)
+WAIT_TIMEOUT_FUNCS = tuple(n for n in pk.WAIT_REG_MEM.field("FUNCTION").values if n != "ALWAYS")
+# bus-error sites: name -> the (opcode, field class) bins they hit
+BUS_SITES = {
+    "write": [("WRITE_DATA", "write")], "fence": [("RELEASE_MEM", "fence")], "poll": [("WAIT_REG_MEM", "poll")],
+    "poll_later": [("WAIT_REG_MEM", "poll_while_waiting")], "fetch": [("FETCH", "header"), ("FETCH", "payload")],
+    "rptr_wb": [("RING", "rptr_writeback")], "ih": [("RELEASE_MEM", "ih")],
+    "ih_wptr_wb": [("RELEASE_MEM", "ih_wptr_wb")],
+}
+DECERR_SITES = {"beyond": [(n, "beyond_memory") for n in ("WRITE_DATA", "RELEASE_MEM", "WAIT_REG_MEM")],
+                "ib_beyond": [("INDIRECT_BUFFER", "beyond_memory")]}
+DMA_SITES = {"dma_src": [("DMA_DATA", "dma_src")], "dma_dst": [("DMA_DATA", "dma_dst")]}
+RAW_OUTCOMES = ("idle", "stuck") + tuple(f"error {c}" for c in (
+    "ILLEGAL_OPCODE", "BAD_COUNT", "UNSUPPORTED", "FENCE_MISALIGNED", "IB_MISALIGNED", "IB_SIZE_ZERO", "BUS_DECERR"))
+
+
+def unsupported_choices(caps: Caps) -> list[tuple[str, str, list[int]]]:
+    """(packet, field class, values) of every way to be UNSUPPORTED, from the packet table."""
+    out = [("INDIRECT_BUFFER", "VALID", [0]), ("INDIRECT_BUFFER", "CHAIN_IN_RING", [1])]
+    for p in pk.PACKETS:
+        for f in p.fields:
+            if f.enum and not f.open_enum:
+                ok = {e.value for e in f.enum if e.supported}
+                out.append((p.name, f.name, [x for x in range(f.max + 1) if x not in ok]))
+    if not caps.dma:
+        out.append(("DMA_DATA", "NO_ENGINE", [0]))
+    return out
+
+
+def bus_sites(resp: str, caps: Caps) -> dict[str, list]:
+    sites = dict(BUS_SITES)
+    if resp == "DECERR":
+        sites.update(DECERR_SITES)
+    if caps.dma:
+        sites.update(DMA_SITES)
+    return sites
+
+
+class Malformed:
+    """Builds one malformed stream around a Builder.
+
+    `rot` drives the main choices of a class (which variant, which level) through
+    `pick`, a mixed-radix counter over the campaign's cases of that class: the first
+    cases of a class visit every variant, the rest of each stream is random.
+    """
+
+    def __init__(self, b: Builder, cls: str, rot: int | None = None):
+        self.b, self.r, self.cls = b, b.rng, cls
+        self.rot = rot
+        self.cut = 0  # dwords of the faulty packet left outside its buffer (count_past_end)
+
+    def pick(self, options):
+        options = list(options)
+        if self.rot is None:
+            return self.r.choice(options)
+        k = self.rot % len(options)
+        self.rot //= len(options)
+        return options[k]
+
+    # ------------------------------------------------------------------ placement
+
+    def levels(self, lo: int = 0, hi: int | None = None) -> list[int]:
+        hi = self.b.caps.ib_levels if hi is None else hi
+        return list(range(lo, hi + 1))
+
+    def fault(self, buf: Buf, i: int, dwords: list[int], opcode: str, cls: str, writes=()) -> list[int]:
+        """Record the faulty packet (its bins, and what it may write before failing)."""
+        self.b.info(buf, i, dwords, list(writes), note="faulty")
+        self.b.bin(opcode, cls, self.cls)
+        self.b.bin("*", LEVEL_BIN[buf.level], self.cls)
+        self.b.s.variant = f"{opcode} {cls} {LEVEL_BIN[buf.level]}"
+        return dwords
+
+    def place(self, level: int, make: Callable[[Buf, int], list[int]], chain_ok: bool = True,
+              prefix: bool = True) -> None:
+        """Submit: valid packets, then `make`'s faulty packet at `level`, then canaries."""
+        b, r = self.b, self.r
+        c = b.s.config
+        ring = b.ring_buf()
+        out = b.body(ring, r.randint(0, 2), max(0, c.ring_size - 48)) if prefix else []
+        if level == 0:
+            out += make(ring, len(out))
+            if self.cut:
+                out = out[:-self.cut]  # the doorbell stops inside the packet
+            elif len(out) + 5 <= c.ring_size:
+                out += b.canary(1)
+        else:
+            out += self.ib_to(ring, len(out), level, make, chain_ok)
+            if len(out) + 5 <= c.ring_size:
+                out += b.canary(1)
+        assert len(out) <= c.ring_size, (len(out), c.ring_size)
+        b.submit(out)
+
+    def ib_to(self, buf: Buf, i: int, target: int, make, chain_ok: bool, chain: bool = False) -> list[int]:
+        b, r = self.b, self.r
+        base = b.new_ib()
+        assert base is not None
+        level = buf.level if chain else buf.level + 1
+        me = b.info(buf, i, [])
+        sub = Buf(level, base)
+        dw = b.body(sub, r.randint(0, 3), 400)
+        cut = 0
+        if level < target:
+            dw += self.ib_to(sub, len(dw), target, make, chain_ok)
+            dw += b.canary(r.randint(0, 1))
+        elif chain_ok and not chain and r.random() < 0.25:
+            dw += self.ib_to(sub, len(dw), target, make, chain_ok, chain=True)
+            dw += b.canary(r.randint(0, 1))
+            b.bin("INDIRECT_BUFFER", "fault_in_chained_ib", self.cls)
+        else:
+            dw += make(sub, len(dw))
+            cut, self.cut = self.cut, 0
+            if not cut:
+                dw += b.canary(r.randint(0, 2))
+        b.s.buffers[base] = dw
+        b.preload(base, dw)
+        me.dwords = pm4.indirect_buffer(base, len(dw) - cut, chain=int(chain))
+        return me.dwords
+
+    # ------------------------------------------------------------------ helpers
+
+    def valid(self, name: str) -> list[int]:
+        """A valid packet of kind `name` that writes nothing outside the fault region."""
+        r = self.r
+        a = L.FAULT_REGION[0] + 8 * r.randrange(0x100)
+        if name == "NOP":
+            return pm4.nop(r.randint(1, 6))
+        if name == "WRITE_DATA":
+            return pm4.write_data(a, [r.getrandbits(32) for _ in range(r.randint(1, 4))])
+        if name == "INDIRECT_BUFFER":
+            return pm4.indirect_buffer(L.IB_REGION[0], r.randint(1, 64))
+        if name == "WAIT_REG_MEM":
+            return pm4.wait_reg_mem(a, 0, 0, "ALWAYS", poll_interval=r.randint(0, 20))
+        if name == "RELEASE_MEM":
+            return pm4.release_mem(a, r.getrandbits(32), int_sel=r.choice(["NONE", "SEND_INT"]))
+        if name == "DMA_DATA":
+            return pm4.dma_data(a, L.SRC_REGION[0], r.randint(1, 64))
+        raise KeyError(name)
+
+    def window(self, nblocks: int = 1) -> tuple[int, int]:
+        w = L.FAULT_REGION[0] + 32 * self.r.randrange(8, 0x100)
+        return w, w + 32 * nblocks
+
+    # ------------------------------------------------------------------ the classes
+
+    def illegal_opcode(self) -> None:
+        r = self.r
+        v = self.pick(ILLEGAL_VARIANTS)
+
+        def make(buf, i):
+            if v == "opcode":
+                op = r.choice([x for x in range(256) if x not in KNOWN_OPCODES])
+                h = pm4.header(op, r.choice([0, r.randint(1, 8), r.randrange(1 << 14)])) | r.randint(0, 3)
+            else:
+                t = {"type0": 0, "type1": 1, "type2": 2}[v]
+                h = t << 30 | r.randrange(1 << 30)
+                if h == pm4.TYPE2_FILLER:
+                    h += 1
+            dw = [h] + [r.getrandbits(32) for _ in range(r.randint(0, 3))]
+            self.b.s.expect["opcode"] = (h >> 8) & 0xFF if v == "opcode" else 0
+            return self.fault(buf, i, dw, "ILLEGAL", v)
+
+        self.place(self.pick(self.levels()), make)
+
+    def bad_count(self) -> None:
+        r = self.r
+        name = self.pick(BAD_COUNT_OPS)
+        p = pk.by_name[name]
+        small = p.variable or self.pick([True, False])
+
+        def make(buf, i):
+            dw = self.valid(name)
+            if small:
+                count = r.randint(0, p.min_count - 1)
+            else:
+                count = r.choice([p.min_count + r.randint(1, 4), r.randint(p.min_count + 1, (1 << 14) - 1)])
+            dw[0] = pm4.header(p.opcode, count)
+            return self.fault(buf, i, dw, name, "count_small" if small else "count_large")
+
+        self.place(self.pick(self.levels()), make)
+
+    def count_past_end(self) -> None:
+        r = self.r
+        name = self.pick(PAST_END_OPS)
+        level = self.pick(self.levels())
+        huge = self.pick([False, True]) and pk.by_name[name].variable
+
+        def make(buf, i):
+            dw = self.valid(name)
+            if huge:
+                # more than any ring (1024 dwords) or IB remainder holds
+                dw[0] = pm4.header(pk.by_name[name].opcode, r.randint(2048, (1 << 14) - 1))
+                self.cut = 0
+                return self.fault(buf, i, dw, name, "huge_count")
+            self.cut = r.randint(1, len(dw) - 1)
+            return self.fault(buf, i, dw, name, "past_wptr" if buf.level == 0 else "past_ib_end")
+
+        self.place(level, make)
+
+    def ib_nesting(self) -> None:
+        r = self.r
+        deepest = self.b.caps.ib_levels
+
+        def make(buf, i):
+            dw = pm4.indirect_buffer(L.IB_REGION[0] + 4 * r.randrange(1024), r.randint(1, 100),
+                                     vmid=r.randrange(16))
+            return self.fault(buf, i, dw, "INDIRECT_BUFFER", "too_deep")
+
+        self.place(deepest, make)
+
+    def ib_size_zero(self) -> None:
+        r = self.r
+        level = self.pick(self.levels())
+
+        def make(buf, i):
+            chain = int(buf.level > 0 and r.random() < 0.3)
+            base = L.IB_REGION[0] + 4 * r.randrange(1 << 16)
+            dw = pm4.encode_fields("INDIRECT_BUFFER", {"IB_BASE_LO": base >> 2, "VALID": 1, "CHAIN": chain,
+                                                       "VMID": r.randrange(16)})
+            return self.fault(buf, i, dw, "INDIRECT_BUFFER", "size0" + ("_chain" if chain else ""))
+
+        self.place(level, make)
+
+    def ib_misaligned(self) -> None:
+        r = self.r
+
+        def make(buf, i):
+            chain = int(buf.level > 0 and r.random() < 0.3)
+            dw = pm4.indirect_buffer(L.IB_REGION[0] + 4 * r.randrange(1 << 16), r.randint(0, 50) or 1, chain=chain)
+            dw[_lo_dword(pk.INDIRECT_BUFFER, "base")] |= r.randint(1, 3)
+            return self.fault(buf, i, dw, "INDIRECT_BUFFER", "misaligned" + ("_chain" if chain else ""))
+
+        self.place(self.pick(self.levels()), make)
+
+    def fence_misaligned(self) -> None:
+        r = self.r
+        v, cls = self.pick(FENCE_VARIANTS)
+        sel = cls[5:]
+        level = self.pick(self.levels())
+
+        def make(buf, i):
+            a = L.FAULT_REGION[0] + 8 * r.randrange(0x100)
+            if v == "WRITE_DATA":
+                dw = pm4.write_data(a, [r.getrandbits(32) for _ in range(r.randint(1, 4))])
+                dw[_lo_dword(pk.WRITE_DATA, "addr")] |= r.randint(1, 3)
+            elif v == "WAIT_REG_MEM":
+                dw = pm4.wait_reg_mem(a, 0, 0, "ALWAYS")
+                dw[_lo_dword(pk.WAIT_REG_MEM, "addr")] |= r.randint(1, 3)
+            else:
+                dw = pm4.release_mem(a, r.getrandbits(32), data_sel=sel, int_sel=r.choice(["NONE", "SEND_INT"]))
+                k = _lo_dword(pk.RELEASE_MEM, "addr")
+                dw[k] |= r.choice([4, r.randint(1, 7)]) if sel in ("DATA_64", "TIMESTAMP") else r.randint(1, 3)
+            return self.fault(buf, i, dw, v, cls)
+
+        self.place(level, make)
+
+    def unsupported(self) -> None:
+        r = self.r
+        name, fname, values = self.pick(unsupported_choices(self.b.caps))
+        value = r.choice(values)
+        p = pk.by_name[name]
+
+        def make(buf, i):
+            dw = self.valid(name)
+            if fname == "CHAIN_IN_RING":
+                dw[1 + p.field("CHAIN").dword] |= p.field("CHAIN").put(1)
+                cls = fname
+            elif fname == "NO_ENGINE":
+                cls = fname
+            else:
+                f = p.field(fname)
+                dw[1 + f.dword] = (dw[1 + f.dword] & ~f.mask & M32) | f.put(value)
+                cls = fname
+                self.b.s.notes.append(f"{name}.{fname} = {f.names.get(value, value)}")
+            return self.fault(buf, i, dw, name, cls)
+
+        self.place(0 if fname == "CHAIN_IN_RING" else self.pick(self.levels()), make)
+
+    def dma_byte_count(self) -> None:
+        r = self.r
+        limit = self.b.caps.dma_max_bytes
+
+        def make(buf, i):
+            n = r.choice([limit + 1, r.randint(limit + 1, (1 << 21) - 1)])
+            fill = r.random() < 0.3
+            dw = pm4.dma_data(L.FAULT_REGION[0], r.getrandbits(32) if fill else L.SRC_REGION[0], n,
+                              src_sel="DATA" if fill else "ADDRESS")
+            return self.fault(buf, i, dw, "DMA_DATA", "fill" if fill else "copy")
+
+        self.place(self.pick(self.levels()), make)
+
+    def bus_error(self, resp: str) -> None:
+        b, r = self.b, self.r
+        c = b.s.config
+        site = self.pick(bus_sites(resp, b.caps))
+        lvl = r.choice(self.levels())
+        win = self.window(r.randint(1, 2))
+        act = b.actions
+
+        def errwin(w):
+            act.append(("errwin", w[0], w[1], resp))
+
+        if site == "write":
+            def make(buf, i):
+                n = r.randint(1, 24)
+                a = win[0] - 4 * r.randint(0, min(8, n - 1))
+                dw = pm4.write_data(a, [r.getrandbits(32) for _ in range(n)])
+                return self.fault(buf, i, dw, "WRITE_DATA", "write", [(a, a + 4 * n)])
+            errwin(win)
+            self.place(lvl, make)
+        elif site == "fence":
+            def make(buf, i):
+                sel = r.choice(["DATA_32", "DATA_64", "TIMESTAMP"])
+                a = win[0] + 8 * r.randrange((win[1] - win[0]) // 8)
+                dw = pm4.release_mem(a, r.getrandbits(32), data_sel=sel,
+                                     int_sel=r.choice(["NONE", "SEND_INT", "SEND_INT_ON_CONFIRM"]))
+                return self.fault(buf, i, dw, "RELEASE_MEM", "fence", [(a, a + 8)])
+            errwin(win)
+            self.place(lvl, make)
+        elif site == "poll":
+            def make(buf, i):
+                a = win[0] + 4 * r.randrange((win[1] - win[0]) // 4)
+                fn = r.choice(list(pk.WAIT_REG_MEM.field("FUNCTION").values))
+                dw = pm4.wait_reg_mem(a, r.getrandbits(32), r.getrandbits(32), fn, poll_interval=r.randint(0, 50))
+                return self.fault(buf, i, dw, "WAIT_REG_MEM", "poll")
+            errwin(win)
+            self.place(lvl, make)
+        elif site == "poll_later":
+            # The window appears while the CP polls: the next poll faults.
+            sem = b.sem(0)
+            w = (sem & ~31, (sem & ~31) + 32)
+
+            def make(buf, i):
+                dw = pm4.wait_reg_mem(sem, 1, M32, "EQ", poll_interval=r.randint(0, 60))
+                return self.fault(buf, i, dw, "WAIT_REG_MEM", "poll_while_waiting")
+            self.place(lvl, make)
+            act += [("stuck",), ("errwin", w[0], w[1], resp)]
+        elif site == "fetch":
+            holder: dict = {}
+            at_header = self.pick([True, False])
+
+            def make(buf, i):
+                # a packet of >= 9 dwords has a 32-byte boundary inside; the window starts
+                # there, or at its header, which padding moves to a 32-byte boundary
+                pad: list[int] = []
+                if at_header:
+                    k = (-(buf.pos(i)[0] >> 2)) % 8
+                    pad = pm4.pad(k)
+                    for item in pm4.decode_stream(pad):
+                        b.info(buf, i + item.offset, pad[item.offset:item.offset + item.length])
+                    i += len(pad)
+                n = r.randint(9, 16)
+                if r.random() < 0.5:
+                    a = b.data_addr(4 * (n - 4))
+                    dw = pm4.write_data(a, [r.getrandbits(32) for _ in range(n - 4)])
+                    writes, name = [(a, a + 4 * (n - 4))], "WRITE_DATA"
+                else:
+                    dw, writes, name = pm4.nop(n - 1), [], "NOP"
+                aligned = [k for k in range(n) if (buf.pos(i + k)[0] & 31) == 0]
+                k0 = 0 if at_header else r.choice([k for k in aligned if k] or aligned)
+                holder["w"] = buf.pos(i + k0)[0]
+                holder["before"] = [buf.pos(j)[0] for j in range(i)]
+                return pad + self.fault(buf, i, dw, "FETCH", "header" if k0 == 0 else "payload", writes)
+            self.place(lvl, make, prefix=lvl > 0)
+            w = holder["w"]
+            if any(w <= a < w + 32 for a in holder["before"]):  # pragma: no cover - the ring is empty before
+                raise AssertionError("fetch window covers earlier dwords")
+            act.insert(len(act) - 1, ("errwin", w, w + 32, resp))
+        elif site == "rptr_wb":
+            c.rptr_wb = True
+            if (L.RPTR_WB, L.RPTR_WB + 4) not in b.s.infra:
+                b.s.infra.append((L.RPTR_WB, L.RPTR_WB + 4))
+            errwin((L.RPTR_WB, L.RPTR_WB + 32))
+
+            def make(buf, i):
+                dw = self.valid(r.choice(["NOP", "WRITE_DATA", "RELEASE_MEM"]))
+                self.fault(buf, i, dw, "RING", "rptr_writeback", [(L.FAULT_REGION[0], L.FAULT_REGION[1])])
+                return dw
+            self.place(0, make, prefix=False)
+        elif site in ("ih", "ih_wptr_wb"):
+            c.ih_enable = True
+            if site == "ih":
+                errwin((c.ih_base, c.ih_base + (32 << c.ih_log2)))
+            else:
+                c.ih_wptr_wb = True
+                b.s.infra.append((L.IH_WPTR_WB, L.IH_WPTR_WB + 4))
+                errwin((L.IH_WPTR_WB, L.IH_WPTR_WB + 32))
+
+            def make(buf, i):
+                a = L.FAULT_REGION[0] + 8 * r.randrange(0x100)
+                dw = pm4.release_mem(a, r.getrandbits(32), data_sel=r.choice(["NONE", "DATA_32", "DATA_64"]),
+                                     int_sel=r.choice(["SEND_INT", "SEND_INT_ON_CONFIRM"]))
+                return self.fault(buf, i, dw, "RELEASE_MEM", site, [(a, a + 8)])
+            self.place(lvl, make, prefix=False)
+        elif site == "beyond":
+            name = self.pick(["WRITE_DATA", "RELEASE_MEM", "WAIT_REG_MEM"])
+
+            def make(buf, i):
+                a = r.choice([L.MEM_SIZE + 8 * r.randrange(1 << 12), 8 * r.randrange(L.MEM_SIZE // 8, 1 << 45)])
+                if name == "WRITE_DATA":
+                    dw = pm4.write_data(a, [r.getrandbits(32) for _ in range(r.randint(1, 4))])
+                elif name == "RELEASE_MEM":
+                    dw = pm4.release_mem(a, 1, data_sel=r.choice(["DATA_32", "DATA_64"]))
+                else:
+                    dw = pm4.wait_reg_mem(a, 0, 0, "ALWAYS")
+                return self.fault(buf, i, dw, name, "beyond_memory")
+            self.place(lvl, make)
+        elif site == "ib_beyond":
+            def make(buf, i):
+                a = r.choice([L.MEM_SIZE + 4 * r.randrange(1 << 12), 4 * r.randrange(L.MEM_SIZE // 4, 1 << 46)])
+                dw = pm4.indirect_buffer(a, r.randint(1, 64), chain=int(buf.level > 0 and r.random() < 0.3))
+                return self.fault(buf, i, dw, "INDIRECT_BUFFER", "beyond_memory")
+            self.place(lvl if lvl < b.caps.ib_levels else 0, make)
+        else:  # dma_src, dma_dst
+            # docs/hardware.md: after a DMA bus error the failing transfer's destination is
+            # undefined, and how far the CP parsed ahead (rptr, counters) depends on timing.
+            dma = pk.DMA_DATA.index
+            st = regs.STATUS
+            b.s.timing_regs.update({"RB_RPTR": M32, "PERF_DWORDS_FETCHED": M32, "PERF_DMA_BYTES_READ": M32,
+                                    "PERF_DMA_BYTES_WRITTEN": M32, f"PERF_PACKETS[{dma}]": M32,
+                                    "STATUS": st.RB_EMPTY.mask | st.LEVEL.mask})
+            b.s.undefined.append((L.RPTR_WB, L.RPTR_WB + 4))
+
+            def make(buf, i):
+                n = r.randint(1, 300)
+                inside = win[0] + r.randrange(win[1] - win[0])
+                start = max(win[0] - 200, inside - r.randrange(n))
+                if site == "dma_src":
+                    dst = b.dma_dst(n) or L.DMA_DST_REGION[0]
+                    dw = pm4.dma_data(dst, start, n)
+                    writes = [(dst, dst + n)]
+                else:
+                    dw = pm4.dma_data(start, L.SRC_REGION[0], n)
+                    writes = [(start, start + n)]
+                b.s.undefined.append(writes[0])
+                return self.fault(buf, i, dw, "DMA_DATA", site, writes)
+            errwin(win)
+            self.place(lvl, make)
+
+    def slverr(self) -> None:
+        self.bus_error("SLVERR")
+
+    def decerr(self) -> None:
+        self.bus_error("DECERR")
+
+    def doorbell(self, backwards: bool) -> None:
+        b, r = self.b, self.r
+        size = b.s.config.ring_size
+        if not any(a[0] == "settle" for a in b.actions):
+            b.submit(b.ring_packets(r.randint(1, 3)))
+            b.settle()
+        if backwards:
+            d = r.choice([1, r.randint(2, 64), r.randint(1, 1 << 31)])
+            delta = -d & M32
+            cls = "backwards"
+        else:
+            delta = r.choice([size + 1, size + r.randint(2, 64), r.randint(size + 1, (1 << 31) - 1)])
+            cls = "overflow"
+        b.actions.append(("doorbell", delta))
+        b.bin("DOORBELL", cls, self.cls)
+        b.s.variant = f"wptr{-d if backwards else delta:+d}"
+
+    def doorbell_overflow(self) -> None:
+        self.doorbell(False)
+
+    def doorbell_backwards(self) -> None:
+        self.doorbell(True)
+
+    def wait_timeout(self) -> None:
+        b, r = self.b, self.r
+        fn = self.pick(WAIT_TIMEOUT_FUNCS)
+        level = self.pick(self.levels())
+        v = "mask0" if fn in ("EQ", "LT", "GT") and r.random() < 0.4 else "sem"
+
+        def make(buf, i):
+            if v == "mask0":  # (value & 0) is 0: these never hold
+                ref = {"EQ": r.randint(1, M32), "LT": 0, "GT": r.getrandbits(32)}[fn]
+                a = L.SEM_REGION[0] + 4 * r.randrange(0x1000)
+                mask = 0
+            else:
+                _, mask, ref, good, bad = b.wait_condition(block=True, fn=fn)
+                a = b.sem(bad)
+            dw = pm4.wait_reg_mem(a, ref, mask, fn, poll_interval=r.choice([0, r.randint(1, 30), r.randint(31, 300)]))
+            self.fault(buf, i, dw, "WAIT_REG_MEM", f"fn_{fn}")
+            b.s.variant += f" {v}"
+            return dw
+
+        self.place(level, make)
+
+
+ERROR_CLASSES: dict[str, ErrorClass] = {e.name: e for e in (
+    ErrorClass("illegal_opcode", "ILLEGAL_OPCODE", Malformed.illegal_opcode,
+               "an unknown type-3 opcode, a type-0/1 header, a type-2 dword other than the filler"),
+    ErrorClass("bad_count", "BAD_COUNT", Malformed.bad_count, "COUNT wrong for the opcode"),
+    ErrorClass("count_past_end", "BAD_COUNT", Malformed.count_past_end,
+               "COUNT runs past the end of the IB (IB_SIZE) or past wptr in the ring"),
+    ErrorClass("ib_nesting", "IB_NESTING", Malformed.ib_nesting, "an INDIRECT_BUFFER below CAPS.IB_LEVELS"),
+    ErrorClass("ib_size_zero", "IB_SIZE_ZERO", Malformed.ib_size_zero, "INDIRECT_BUFFER with IB_SIZE 0"),
+    ErrorClass("ib_misaligned", "IB_MISALIGNED", Malformed.ib_misaligned, "IB base with bits 1:0 set"),
+    ErrorClass("fence_misaligned", "FENCE_MISALIGNED", Malformed.fence_misaligned,
+               "WRITE_DATA / WAIT_REG_MEM / RELEASE_MEM address not aligned"),
+    ErrorClass("unsupported", "UNSUPPORTED", Malformed.unsupported,
+               "a closed-enum field value the device does not implement, VALID = 0, CHAIN in the ring"),
+    ErrorClass("dma_byte_count", "DMA_BYTE_COUNT", Malformed.dma_byte_count, "DMA_DATA BYTE_COUNT over the limit",
+               needs_dma=True),
+    ErrorClass("slverr", "BUS_SLVERR", Malformed.slverr,
+               "SLVERR on a write, fence, poll, fetch, rptr/IH write-back, IH entry (or DMA)"),
+    ErrorClass("decerr", "BUS_DECERR", Malformed.decerr, "DECERR: the same sites, and addresses beyond memory"),
+    ErrorClass("doorbell_overflow", "DOORBELL_OVERFLOW", Malformed.doorbell_overflow,
+               "doorbell wptr more than the ring size ahead of rptr"),
+    ErrorClass("doorbell_backwards", "DOORBELL_BACKWARDS", Malformed.doorbell_backwards,
+               "doorbell wptr moving backwards"),
+    ErrorClass("wait_timeout", "", Malformed.wait_timeout,
+               "a WAIT_REG_MEM never satisfied, caught by the driver's timeout and a soft reset"),
+)}
+
+
+def class_bins(cls: str, caps: Caps) -> set[tuple[str, str]]:
+    """Every (opcode, field class) bin error class `cls` can hit on a device with `caps`."""
+    lv = {("*", LEVEL_BIN[i]) for i in range(caps.ib_levels + 1)}
+    if caps.ib_levels:
+        lv.add(("INDIRECT_BUFFER", "fault_in_chained_ib"))
+    IB = "INDIRECT_BUFFER"
+    if cls == "illegal_opcode":
+        return {("ILLEGAL", v) for v in ILLEGAL_VARIANTS} | lv
+    if cls == "bad_count":
+        return ({(op, "count_small") for op in BAD_COUNT_OPS} | lv
+                | {(op, "count_large") for op in BAD_COUNT_OPS if not pk.by_name[op].variable})
+    if cls == "count_past_end":
+        return ({(op, k) for op in PAST_END_OPS for k in ("past_wptr", "past_ib_end")} | lv
+                | {(op, "huge_count") for op in PAST_END_OPS if pk.by_name[op].variable})
+    if cls == "ib_nesting":
+        return {(IB, "too_deep"), ("*", LEVEL_BIN[caps.ib_levels]), (IB, "fault_in_chained_ib")}
+    if cls == "ib_size_zero":
+        return {(IB, "size0"), (IB, "size0_chain")} | lv
+    if cls == "ib_misaligned":
+        return {(IB, "misaligned"), (IB, "misaligned_chain")} | lv
+    if cls == "fence_misaligned":
+        return set(FENCE_VARIANTS) | lv
+    if cls == "unsupported":
+        return {(p, f) for p, f, _ in unsupported_choices(caps)} | lv
+    if cls == "dma_byte_count":
+        return {("DMA_DATA", "copy"), ("DMA_DATA", "fill")} | lv
+    if cls in ("slverr", "decerr"):
+        return {b for bins in bus_sites(cls.upper(), caps).values() for b in bins} | lv
+    if cls == "doorbell_overflow":
+        return {("DOORBELL", "overflow")}
+    if cls == "doorbell_backwards":
+        return {("DOORBELL", "backwards")}
+    if cls == "wait_timeout":
+        return {("WAIT_REG_MEM", f"fn_{f}") for f in WAIT_TIMEOUT_FUNCS} | lv
+    raise KeyError(cls)
+
+
+def malformed_stream(rng: random.Random, index: int, seed: int, caps: Caps, cls: str,
+                     case: int | None = None) -> Stream:
+    """A stream of error class `cls`; `case` (the how-many-th of its class in the campaign)
+    steers the variant so that a campaign visits them all."""
+    ec = ERROR_CLASSES[cls]
+    b = Builder(rng, index, seed, "malformed", caps)
+    b.s.error_class = cls
+    b.s.expect = {"code": ec.code}
+    memory_config_bins(b)
+    if rng.random() < 0.5:  # a valid prefix that runs to completion first
+        for _ in range(rng.randint(1, 3)):
+            dw = b.ring_packets(rng.randint(1, 4))
+            if dw:
+                b.submit(dw)
+        b.settle()
+    b.actions.append(("mark",))
+    first = len(b.s.packets)
+    rot = None if case is None else case + random.Random(f"{seed}:{cls}").randrange(1 << 20)
+    m = Malformed(b, cls, rot)
+    ec.make(m)
+    b.actions.append(("stuck",) if cls == "wait_timeout" else ("expect_error",))
+    allowed = [w for p in b.s.packets[first:] for w in p.writes] + b.s.infra
+    b.actions += [("observe", "stuck" if cls == "wait_timeout" else "error"), ("check", allowed),
+                  ("recover",), ("observe", "final")]
+    return b.finish()
+
+
+# ---------------------------------------------------------------------------- raw dword streams
+
+def _raw_addr(r: random.Random, align: int = 4) -> int:
+    x = r.random()
+    if x < 0.5:
+        return (L.DATA_REGION[0] + r.randrange(L.DATA_REGION[1] - L.DATA_REGION[0] - 64)) & ~(align - 1)
+    if x < 0.6:
+        return L.SEM_REGION[0] + 4 * r.randrange(64)
+    if x < 0.8:
+        return (L.MEM_SIZE + r.randrange(1 << 20)) & ~(align - 1)
+    return r.getrandbits(48) & ~(align - 1)
+
+
+def _raw_packet(r: random.Random) -> list[int]:
+    """A plausible packet with random contents (not necessarily legal)."""
+    name = r.choice(["NOP", "WRITE_DATA", "WRITE_DATA", "INDIRECT_BUFFER", "WAIT_REG_MEM", "RELEASE_MEM",
+                     "DMA_DATA"])
+    p = pk.by_name[name]
+    fields = {}
+    for f in p.fields:
+        if r.random() < 0.7 and f.enum:
+            fields[f.name] = r.choice([e.value for e in f.enum])
+        elif r.random() < 0.8:
+            fields[f.name] = r.getrandbits(f.width) if r.random() < 0.3 else r.randint(0, min(f.max, 16))
+    lows = []
+    for v in p.values:
+        if v.name in ("addr", "base", "dst", "src") and r.random() < 0.8:
+            a = _raw_addr(r)
+            lo, hi = (p.field(n) for n in v.fields)
+            fields[lo.name] = (a & M32) >> lo.lsb
+            fields[hi.name] = (a >> 32) & hi.max
+            if lo.lsb and r.random() < 0.15:
+                lows.append(_lo_dword(p, v.name))
+    if name == "INDIRECT_BUFFER" and r.random() < 0.7:
+        fields["IB_SIZE"] = r.randint(0, 32)
+    data = [r.getrandbits(32) for _ in range(r.randint(1, 6))] if p.tail else ()
+    dw = pm4.encode_fields(name, fields, data)
+    for k in lows:
+        dw[k] |= r.randint(1, 3)  # a misaligned address
+    return dw
+
+
+def _legal_packet(r: random.Random) -> list[int]:
+    """A legal packet that writes only the data region (or polls a semaphore)."""
+    x = r.random()
+    lo, hi = L.DATA_REGION
+    a = lo + 8 * r.randrange((hi - lo) // 8 - 64)
+    if x < 0.3:
+        return pm4.write_data(a, [r.getrandbits(32) for _ in range(r.randint(1, 8))])
+    if x < 0.5:
+        return pm4.release_mem(a, r.getrandbits(32), data_sel=r.choice(["NONE", "DATA_32", "DATA_64"]),
+                               int_sel=r.choice(["NONE", "SEND_INT"]))
+    if x < 0.6:  # polls zeroed memory: may never end
+        fn = r.choice(list(pk.WAIT_REG_MEM.field("FUNCTION").values))
+        return pm4.wait_reg_mem(L.SEM_REGION[0] + 4 * r.randrange(256), r.choice([0, 1, r.getrandbits(32)]),
+                                r.choice([0, M32, r.getrandbits(32)]), fn, poll_interval=r.randint(0, 40))
+    if x < 0.8:
+        return pm4.nop(r.randint(1, 6))
+    return [pm4.TYPE2_FILLER]
+
+
+def raw_dwords(r: random.Random, n: int, chaos: float) -> list[int]:
+    """n dwords: legal packets, each replaced with probability `chaos` by something
+    disruptive (a random dword, a packet with random fields or flipped bits, a known
+    opcode with a random COUNT, filler-like constants)."""
+    out: list[int] = []
+    while len(out) < n:
+        if r.random() >= chaos:
+            out += _legal_packet(r)
+            continue
+        x = r.random()
+        if x < 0.25:
+            out.append(r.getrandbits(32))
+        elif x < 0.5:
+            p = _raw_packet(r) if r.random() < 0.5 else _legal_packet(r)
+            for _ in range(r.randint(1, 2)):
+                k = r.randrange(len(p))
+                p[k] ^= 1 << r.randrange(32)
+            out += p
+        elif x < 0.7:
+            op = r.choice(sorted(KNOWN_OPCODES))
+            cnt = r.randint(0, 10)
+            out += [pm4.header(op, cnt)] + [r.choice([r.getrandbits(32), _raw_addr(r) & M32, 0, 1])
+                                            for _ in range(cnt + 1)]
+        elif x < 0.8:
+            out.append(r.choice([0, M32, pm4.TYPE2_FILLER | 1]))
+        else:
+            out += _raw_packet(r)
+    return out[:n]
+
+
+def raw_stream(rng: random.Random, index: int, seed: int, caps: Caps) -> Stream:
+    """Random dwords in the ring or an IB. The candidate is run on the model first and
+    redrawn while it would touch the command buffers (self-modifying streams are
+    timing-dependent on any prefetching CP) or run a DMA_DATA (asynchronous)."""
+    from .compare import executed_accesses
+    from .driver import execute
+    from testbench.refmodel import RefModel
+
+    for _attempt in range(20):
+        r = random.Random(rng.getrandbits(64))
+        b = Builder(r, index, seed, "raw", caps)
+        memory_config_bins(b)
+        c = b.s.config
+        where = r.choice([0, 0, 1, 1, 2][:caps.ib_levels + 3])
+        n = r.randint(4, min(80, c.ring_size))
+        chaos = r.choice([0.0, 0.03, 0.08, 0.2, 0.5, 1.0])
+        body = raw_dwords(r, n, chaos)
+        b.actions.append(("mark",))
+        if where == 0:
+            b.submit(body[:c.ring_size])
+        else:
+            def make(buf, i):
+                return body
+            m = Malformed(b, "raw")
+            b.submit(m.ib_to(b.ring_buf(), 0, where, make, chain_ok=False))
+        b.s.variant = f"{IbLevel(where).name}, chaos {chaos}"
+        b.actions += [("stuck",), ("observe", "end"), ("recover",), ("observe", "final")]
+        s = b.finish()
+        trace: list[str] = []
+        model = RefModel(L.MEM_SIZE, ib_levels=caps.ib_levels, dma=caps.dma, dma_max_bytes=caps.dma_max_bytes,
+                         data_width=8 * caps.bus_bytes, trace=trace.append)
+        obs = execute(s, model)
+        acc = executed_accesses(trace)
+        bad = any(k == "dma" for _, k, _, _ in acc) or any(
+            k in ("write", "timestamp") and any(a < hi and b_ > lo for lo, hi in L.COMMAND_REGIONS)
+            for _, k, a, b_ in acc)
+        ts = [(a, b_) for _, k, a, b_ in acc if k == "timestamp"]
+        polls = [(a, b_) for _, k, a, b_ in acc if k == "poll"]
+        if bad or any(a < y and b_ > x for a, b_ in polls for x, y in ts):
+            continue
+        s.ts_ranges = ts
+        s.bins = {("raw", "RAW", obs.status)} | {(e, o, f) for e, o, f in s.bins if e == ""}
+        return s
+    raise RuntimeError(f"stream {index}: no raw stream without hazards in 20 attempts")  # pragma: no cover

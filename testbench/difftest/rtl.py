@@ -1,0 +1,147 @@
+"""The cocotb side of a campaign: many streams in one simulator process.
+
+`campaign(dut)` (started by tests/cocotb_difftest.py) reads its job from the environment,
+starts the device once, and for each stream: sets the memory model's back-pressure,
+pulses the hardware reset (a clean device: registers, counters, the AXI checker),
+zeroes memory, runs the stream's driver program on the RTL in a bridge thread, runs it
+on a fresh reference model, compares, and appends one JSON line to $DIFFTEST_OUT.
+
+Environment: DIFFTEST_SEED, DIFFTEST_FIRST, DIFFTEST_COUNT, DIFFTEST_OUT (JSON lines),
+DIFFTEST_STEP=1 (lockstep: observe after every ring packet), DIFFTEST_REPORT (a file for
+the long story of every stream, for replays), DIFFTEST_STREAMS_FILE (a pickled list of
+hand-made Streams to run instead of generated ones: for cutting a failure down).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+
+import cocotb
+from cocotb.triggers import ClockCycles, First, RisingEdge, SimTimeoutError, Timer, with_timeout
+
+from testbench.cocotb_device import CLOCK_PERIOD_NS, CocotbDevice
+from testbench.memory import ProtocolChecker
+
+from . import layout as L
+from .campaign import explain, make_stream, read_caps, record, run_model
+from .compare import compare
+from .driver import Observation, execute
+
+
+MMIO_TIMEOUT = 10_000  # cycles: an MMIO access that takes longer fails its stream
+
+
+class MmioTimeout(RuntimeError):
+    pass
+
+
+class FastDevice(CocotbDevice):
+    """CocotbDevice whose delays and interrupt timeouts are single timers (ClockCycles
+    wakes Python every cycle, which dominates long polls on Icarus), and whose MMIO
+    accesses time out, so a hung register bus fails one stream, not the campaign."""
+
+    mmio_ops = 0
+
+    def mmio_read32(self, offset: int) -> int:
+        self.mmio_ops += 1
+        return super().mmio_read32(offset)
+
+    def mmio_write32(self, offset: int, value: int) -> None:
+        self.mmio_ops += 1
+        super().mmio_write32(offset, value)
+
+    async def _aread(self, offset: int) -> int:
+        try:
+            return await with_timeout(super()._aread(offset), MMIO_TIMEOUT * CLOCK_PERIOD_NS, "ns")
+        except SimTimeoutError:
+            raise MmioTimeout(f"MMIO read at {offset:#06x} not answered in {MMIO_TIMEOUT} cycles") from None
+
+    async def _awrite(self, offset: int, value: int) -> None:
+        try:
+            await with_timeout(super()._awrite(offset, value), MMIO_TIMEOUT * CLOCK_PERIOD_NS, "ns")
+        except SimTimeoutError:
+            raise MmioTimeout(f"MMIO write at {offset:#06x} not answered in {MMIO_TIMEOUT} cycles") from None
+
+    def read_many(self, offsets: list[int]) -> list[int]:
+        """Several register reads in one trip to the scheduler (each is still a real
+        AXI4-Lite read, in order): half the cost of reading them one by one."""
+        self.mmio_ops += len(offsets)
+        return cocotb.task.resume(self._aread_many)(list(offsets))
+
+    async def _aread_many(self, offsets: list[int]) -> list[int]:
+        return [await self._aread(o) for o in offsets]
+
+    async def _adelay(self, cycles: int) -> None:
+        await Timer(cycles * CLOCK_PERIOD_NS, unit="ns")
+
+    async def _await_irq(self, timeout_cycles: int) -> bool:
+        await First(RisingEdge(self.dut.irq), Timer(timeout_cycles * CLOCK_PERIOD_NS, unit="ns"))
+        await Timer(1, unit="ps")
+        return bool(int(self.dut.irq.value))
+
+
+async def hw_reset(dut) -> None:
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, 4)
+    dut.rst.value = 0
+    await ClockCycles(dut.clk, 2)
+
+
+async def campaign(dut) -> None:
+    env = os.environ
+    seed = int(env["DIFFTEST_SEED"])
+    first = int(env.get("DIFFTEST_FIRST", "0"))
+    count = int(env.get("DIFFTEST_COUNT", "1"))
+    step = env.get("DIFFTEST_STEP") == "1"
+    report = env.get("DIFFTEST_REPORT")
+    dev = await FastDevice.start(dut, mem_size=L.MEM_SIZE)
+    dev.checker.stop()
+    checker = ProtocolChecker(dut, fail=False)  # a violation is a mismatch of its stream, not a crash
+    caps = await cocotb.task.bridge(read_caps)(dev)
+    sim = dev.name
+    given = None
+    if env.get("DIFFTEST_STREAMS_FILE"):
+        import pickle
+
+        with open(env["DIFFTEST_STREAMS_FILE"], "rb") as f:
+            given = pickle.load(f)
+        first, count = 0, len(given)
+    with open(env["DIFFTEST_OUT"], "a") as out:
+        for index in range(first, first + count):
+            t0 = time.perf_counter()
+            stream = given[index] if given is not None else make_stream(seed, index, caps)
+            t1 = time.perf_counter()
+            dev.mem_model.configure(**stream.config.mem)  # the seed takes effect at the reset
+            await hw_reset(dut)
+            dev.mem[:] = 0
+            obs = Observation(sim)
+            ops0, cyc0 = dev.mmio_ops, dev.now()
+
+            def drive(d, stream=stream, obs=obs):
+                try:
+                    execute(stream, d, step=step, obs=obs)
+                except Exception as e:  # a driver-visible failure (e.g. an MMIO error response)
+                    obs.checks.append(f"driver stopped: {e!r}")
+                    obs.checks.append(traceback.format_exc(limit=3).replace("\n", " | "))
+
+            await cocotb.task.bridge(drive)(dev)
+            t2 = time.perf_counter()
+            v = checker.read()
+            if v is not None:
+                obs.checks.append(f"AXI protocol checker: {v.message}")
+            model, m = run_model(stream, caps, step=step)
+            verdict = compare(stream, obs, model, dev.mem, m.mem)
+            rec = record(stream, verdict, sim, time.perf_counter() - t0, obs, model)
+            rec["caps"] = caps.__dict__
+            rec["mmio"], rec["cycles"] = dev.mmio_ops - ops0, dev.now() - cyc0
+            rec["t"] = [round(t1 - t0, 4), round(t2 - t1, 4), round(time.perf_counter() - t2, 4)]  # gen, rtl, model
+            out.write(json.dumps(rec) + "\n")
+            out.flush()
+            if report:
+                with open(report, "a") as f:
+                    f.write(explain(stream, verdict, obs, model, sim) + "\n\n")
+    checker.stop()
+    dev.close()

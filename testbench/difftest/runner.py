@@ -1,0 +1,118 @@
+"""Running a range of streams on a simulator: one or more simulator processes, each
+running tests/cocotb_difftest.py (testbench/difftest/rtl.py) over a contiguous range of
+indices and writing one JSON line per stream, which is read back here (and polled for
+the progress bar). A stream a simulator never finished becomes a failed record naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from .gen import Caps
+
+SPEED = {"verilator": 4.0, "icarus": 1.0}  # relative streams/s, to split a campaign across simulators
+
+
+def split(first: int, count: int, parts: int) -> list[tuple[int, int]]:
+    """`count` indices from `first` in `parts` contiguous (first, count) chunks."""
+    parts = max(1, min(parts, count))
+    out, at = [], first
+    for k in range(parts):
+        n = count // parts + (k < count % parts)
+        out.append((at, n))
+        at += n
+    return out
+
+
+def split_sims(sims: list[str], first: int, count: int) -> list[tuple[str, int, int]]:
+    total = sum(SPEED.get(s, 1.0) for s in sims)
+    out, at = [], first
+    for k, s in enumerate(sims):
+        n = count - (at - first) if k == len(sims) - 1 else round(count * SPEED.get(s, 1.0) / total)
+        out.append((s, at, n))
+        at += n
+    return out
+
+
+def run_rtl(simulator: str, seed: int, first: int, count: int, *, jobs: int = 1, step: bool = False,
+            data_width: int = 64, report_file: Path | None = None, progress=None,
+            workdir: Path | None = None, streams_file: Path | None = None) -> tuple[list[dict], float, list[str]]:
+    """Run indices [first, first + count) on `simulator` in `jobs` simulator processes.
+    Returns (records, seconds, problems); a stream the simulator never finished becomes a
+    failed record naming it."""
+    from testbench import sim
+    from testbench.design import gpu_design
+
+    design = gpu_design(data_width)
+    sim.build(design, simulator)
+    own = workdir is None
+    tmp = Path(workdir or tempfile.mkdtemp(prefix=f"difftest-{simulator}-", dir=sim.BUILD))
+    tmp.mkdir(parents=True, exist_ok=True)
+    if streams_file is not None:  # the file decides how many streams there are
+        import pickle
+
+        first, count = 0, len(pickle.loads(Path(streams_file).read_bytes()))
+    chunks = split(first, count, jobs)
+    outs = [tmp / f"{simulator}-{k}.jsonl" for k in range(len(chunks))]
+    for o in outs:
+        o.unlink(missing_ok=True)
+    results: list = [None] * len(chunks)
+
+    def work(k: int, a: int, n: int) -> None:
+        env = {"DIFFTEST_SEED": str(seed), "DIFFTEST_FIRST": str(a), "DIFFTEST_COUNT": str(n),
+               "DIFFTEST_OUT": str(outs[k]), "DIFFTEST_STEP": "1" if step else "0",
+               "COCOTB_LOG_LEVEL": "WARNING"}
+        if report_file is not None:
+            env["DIFFTEST_REPORT"] = str(report_file)
+        if streams_file is not None:
+            env["DIFFTEST_STREAMS_FILE"] = str(streams_file)
+        results[k] = sim.run(design, simulator, "tests.cocotb_difftest", tag=f"difftest{k}", extra_env=env)
+
+    def read(path: Path) -> list[dict]:
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=work, args=(k, a, n), daemon=True) for k, (a, n) in enumerate(chunks)]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        time.sleep(0.5)
+        if progress is not None:
+            recs = [r for o in outs for r in read(o)]
+            progress(len(recs), sum(not r["ok"] for r in recs))
+    for t in threads:
+        t.join()
+    seconds = time.monotonic() - t0
+    recs, problems = [], []
+    for k, (a, n) in enumerate(chunks):
+        got = read(outs[k])
+        recs += got
+        done = {r["index"] for r in got}
+        missing = [i for i in range(a, a + n) if i not in done]
+        res = results[k]
+        if missing:
+            i = missing[0]
+            why = res.explain()[-1500:] if res is not None else "the simulator did not start"
+            problems.append(f"{simulator} stopped at stream {i} ({len(missing)} stream(s) not run): {why}")
+            recs.append({"index": i, "sim": simulator, "kind": "?", "class": "", "variant": "", "skipped": "",
+                         "ok": False, "outcome": "", "rtl_outcome": "crash", "bins": [], "wall": 0,
+                         "idle_after": None, "first_packet": "the simulator stopped while running this stream",
+                         "diffs": [why.splitlines()[-1] if why else "crash"],
+                         "replay": f"python -m testbench.difftest --sim {simulator} --seed {seed} --replay {i}"})
+    if own:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return recs, seconds, problems
+
+
+def caps_of(recs: list[dict]) -> Caps | None:
+    for r in recs:
+        if "caps" in r:
+            return Caps(**r["caps"])
+    return None

@@ -1,0 +1,11 @@
+"""cocotb side of tests/test_difftest.py and `python -m testbench.difftest`: one test
+that runs a range of difftest streams on the RTL and the model (testbench/difftest/rtl.py)."""
+
+import cocotb
+
+from testbench.difftest.rtl import campaign
+
+
+@cocotb.test()
+async def difftest(dut):
+    await campaign(dut)

@@ -1,0 +1,330 @@
+"""Lockstep differential testing (testbench/difftest, docs/verification.md).
+
+Model-only tests check the campaign machinery itself: streams are reproducible from
+(seed, index), the generator's execution order is the model's, every stream is
+timing-independent (two models with different MMIO timing agree), every error class
+provokes its CP_ERROR code, and a planted difference is reported at the right packet.
+
+`test_dma_error_after_seven_transfers` keeps a failure the campaign found, cut down.
+`test_rtl_matches_model[sim]` is the CI campaign: a range of stream indices per simulator
+(Verilator the most, Icarus the next ones), each stream run on the RTL and the model in
+one simulator process. Both parts merge into build/difftest.json and the coverage table
+build/difftest.txt. GPUCOSIM_SEED picks the master seed (the default is fixed).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import warnings
+from collections import Counter
+
+import pytest
+
+from kmd_model import regs
+from testbench import sim
+from testbench.difftest import campaign as cp
+from testbench.difftest import layout as L
+from testbench.difftest.runner import run_rtl, split, split_sims
+from testbench.difftest.compare import compare, executed
+from testbench.difftest.coverage import planned
+from testbench.difftest.driver import execute, outside
+from testbench.difftest.gen import Caps
+from testbench.difftest.malformed import ERROR_CLASSES
+from testbench.difftest.stream import Config, Stream
+
+SEED = cp.master_seed()
+
+
+class DifftestReport(UserWarning):
+    """Carries the campaign summary and coverage table to the end of a pytest run
+    (xdist workers cannot print; warnings reach the summary)."""
+DMA, NO_DMA = Caps(dma=True), Caps(dma=False)
+
+# CI: stream index ranges per simulator. 1240 streams = 51-52 cases of every error class.
+CI_PLAN = {"verilator": (0, 1000), "icarus": (1000, 240)}
+CI_ALONE = {"verilator": (0, 1240), "icarus": (1000, 240)}  # when the other simulator is not selected
+
+
+def pair(stream: Stream, caps: Caps):
+    a, ma = cp.run_model(stream, caps)
+    b, mb = cp.run_model(stream, caps, mmio_cycles=3, name="model2")
+    return a, ma, b, mb
+
+
+# ---------------------------------------------------------------------------- the machinery
+
+def test_streams_are_reproducible():
+    for i in range(48):
+        a, b = cp.make_stream(SEED, i, DMA), cp.make_stream(SEED, i, DMA)
+        assert a.listing() == b.listing() and a.bins == b.bins
+    assert cp.make_stream(1, 30, DMA).listing() != cp.make_stream(2, 30, DMA).listing()
+
+
+def test_plan_visits_every_kind():
+    kinds = Counter(cp.plan(i)[0] for i in range(len(cp.CYCLE)))
+    assert set(kinds) == set(ERROR_CLASSES) | {"valid", "raw"}
+    assert len(ERROR_CLASSES) >= 10
+    # the how-many-th case of a class counts up by one per cycle
+    assert [cp.plan(i * len(cp.CYCLE) + 3)[1] for i in range(4)] == [0, 1, 2, 3]
+    assert split(10, 7, 3) == [(10, 3), (13, 2), (15, 2)]
+    assert split_sims(["verilator", "icarus"], 0, 500) == [("verilator", 0, 400), ("icarus", 400, 100)]
+
+
+def test_master_seed(monkeypatch):
+    monkeypatch.setenv("GPUCOSIM_SEED", "0x10")
+    assert cp.master_seed() == 16 and cp.master_seed(5) == 5
+    monkeypatch.delenv("GPUCOSIM_SEED")
+    assert cp.master_seed() == cp.DEFAULT_SEED
+    assert cp.replay_command("verilator", 1234, 17) == \
+        "python -m testbench.difftest --sim verilator --seed 1234 --replay 17"
+
+
+@pytest.mark.parametrize("caps", [NO_DMA, DMA], ids=["no_dma", "dma"])
+def test_generator_order_is_the_models(caps):
+    """The packets a valid stream lists, in order, are exactly those the model runs."""
+    for i in range(len(cp.CYCLE) * 6):
+        s = cp.make_stream(SEED, i, caps)
+        if s.kind != "valid":
+            continue
+        obs, _ = cp.run_model(s, caps)
+        assert [f"{p.where}: {p.text}" for p in s.packets] == obs.trace, f"stream {i}"
+
+
+@pytest.mark.parametrize("caps", [NO_DMA, DMA], ids=["no_dma", "dma"])
+def test_streams_are_timing_independent(caps):
+    """Two models with different MMIO timing agree on every stream, and every malformed
+    stream ends the way its class says (checked inside compare)."""
+    recs = cp.run_model_pair(SEED, range(len(cp.CYCLE) * 12), caps)
+    bad = [(r["index"], r["kind"], r["class"], r["diffs"]) for r in recs if not r["ok"]]
+    assert not bad
+    outcomes = {r["class"]: r["outcome"] for r in recs if r["kind"] == "malformed"}
+    for name, ec in ERROR_CLASSES.items():
+        if ec.needs_dma and not caps.dma:
+            assert name not in outcomes
+        else:
+            assert outcomes[name] == (f"error {ec.code}" if ec.code else "stuck"), name
+
+
+def test_step_mode_observes_every_ring_packet():
+    s = next(s for i in range(200) if (s := cp.make_stream(SEED, i, DMA)).kind == "valid"
+             and sum(p.level == 0 for p in s.packets) >= 4)
+    a, ma = cp.run_model(s, DMA, step=True)
+    b, mb = cp.run_model(s, DMA, step=True, mmio_cycles=3, name="model2")
+    ring = [p for p in s.packets if p.level == 0]
+    steps = [e for e in a.events if e[0].startswith("after RING+")]
+    assert len(steps) == len(ring) and compare(s, b, a, mb.mem, ma.mem).ok
+    b.events[2][1]["PERF_DWORDS_FETCHED"] += 1
+    v = compare(s, b, a, mb.mem, ma.mem)
+    assert v.first_packet.startswith(f"first difference {steps[2][0]}")
+
+
+def test_outside():
+    assert outside([(0, 10), (20, 30)], [(2, 4), (3, 8), (25, 40)]) == [(0, 2), (8, 10), (20, 25)]
+    assert outside([(5, 6)], [(0, 100)]) == []
+
+
+def test_trace_parsing():
+    lines = ["IB1+0x0000: WRITE_DATA  dst_sel=MEMORY addr=0x00040000 data=[0x00000001, 0x00000002, "
+             "0x00000003, 0x00000004, 0x00000005, 0x00000006, 0x00000007, 0x00000008, ... +2]",
+             "RING+0x0010: RELEASE_MEM  event_type=CACHE_FLUSH_AND_INV_TS_EVENT event_index=END_OF_PIPE "
+             "int_sel=SEND_INT_ON_CONFIRM data_sel=TIMESTAMP addr=0x00001000 data=0x00000005",
+             "RING+0x0030: RELEASE_MEM  event_index=END_OF_PIPE addr=0x00002000 data=0x5",
+             "RING+0x0050: DMA_DATA  src=0x00000200 dst=0x00000100 byte_count=77",
+             "IB2+0x0000: WAIT_REG_MEM  function=EQ mem_space=MEMORY addr=0x00001000 ref=0x1 mask=0x2"]
+    e = executed(lines)
+    assert [(x.kind, x.writes, x.irq) for x in e] == [
+        ("write", [(0x40000, 0x40028)], False), ("timestamp", [(0x1000, 0x1008)], True),
+        ("write", [], False), ("dma", [(0x100, 0x100 + 77)], False), ("poll", [(0x1000, 0x1004)], False)]
+
+
+# ---------------------------------------------------------------------------- finding the culprit
+
+def _first(kind: str, cls: str = ""):
+    for i in range(len(cp.CYCLE) * 4):
+        s = cp.make_stream(SEED, i, DMA)
+        if s.kind == kind and s.error_class == cls and len(s.packets) > 6:
+            return s
+    raise AssertionError("no such stream")  # pragma: no cover
+
+
+def test_a_memory_difference_names_its_packet():
+    s = _first("valid")
+    a, ma, b, mb = pair(s, DMA)
+    k, p = next((k, p) for k, p in enumerate(s.packets) if k >= 3 and p.writes and p.writes[0][1] > p.writes[0][0]
+                and not any(t[0] <= p.writes[0][0] < t[1] for t in s.ts_ranges))
+    addr = p.writes[0][1] - 1
+    later = [q for q in s.packets[k + 1:] for x, y in q.writes if x <= addr < y]
+    if later:  # a later packet overwrote it: that one is the culprit then
+        p = s.packets[s.packets.index(later[-1])]
+    mb.mem[addr] ^= 0x5A
+    v = compare(s, b, a, mb.mem, ma.mem)
+    assert not v.ok and v.diffs[0].startswith(f"memory [{addr:#x}, {addr + 1:#x})")
+    # the earliest packet whose writes cover the byte is named
+    first = next(q for q in s.packets if any(x <= addr < y for x, y in q.writes))
+    assert v.first_packet.startswith(f"{first.where}: {first.text}")
+    text = cp.explain(s, v, b, a, "model2")
+    assert ">> " in text and "replay: python -m testbench.difftest --sim model2" in text
+
+
+def test_a_stray_write_is_called_one():
+    s = _first("valid")
+    a, ma, b, mb = pair(s, DMA)
+    mb.mem[L.CANARY_REGION[0] + 0x800] = 1
+    v = compare(s, b, a, mb.mem, ma.mem)
+    assert "a stray write" in v.first_packet
+
+
+def test_a_different_error_names_the_faulting_packet():
+    s = _first("malformed", "fence_misaligned")
+    a, ma, b, mb = pair(s, DMA)
+    ev = b.events[0][1]
+    ev["CP_ERROR"] = regs.CP_ERROR.CODE.put(regs.CpError.BUS_SLVERR) | (ev["CP_ERROR"] & ~regs.CP_ERROR.CODE.mask)
+    v = compare(s, b, a, mb.mem, ma.mem)
+    faulty = next(p for p in s.packets if p.note == "faulty")
+    assert v.first_packet.startswith("the CP stopped differently (error): model FENCE_MISALIGNED")
+    assert "rtl BUS_SLVERR" in v.first_packet and faulty.text in v.first_packet
+
+
+def test_an_ih_difference_names_the_fence():
+    for i in range(200):
+        s = cp.make_stream(SEED, i, DMA)
+        if s.kind == "valid" and sum(p.irq for p in s.packets) >= 2:
+            break
+    a, ma, b, mb = pair(s, DMA)
+    eop = [k for k, e in enumerate(a.ih) if e["SOURCE_ID"] == 1]
+    b.ih[eop[1]]["CONTEXT_ID"] ^= 1
+    v = compare(s, b, a, mb.mem, ma.mem)
+    second = [p for p in s.packets if p.irq][1]
+    assert f"IH entry {eop[1]}" in v.first_packet and second.text in v.first_packet
+
+
+def test_checks_catch_writes_outside_the_allowed_ranges():
+    c = Config(L.RING_REGION[0], 6, L.IH_REGION[0], 2, rptr_wb=False, ih_wptr_wb=False)
+    s = Stream(0, 0, "valid", c)
+    from spec import pm4
+    s.actions = [("mark",), ("submit", pm4.write_data(L.DATA_REGION[0], [1, 0xFFFF_FFFF]), []), ("settle",),
+                 ("check", [(L.DATA_REGION[0], L.DATA_REGION[0] + 4)] + [(c.ring_base, c.ring_base + 256)])]
+    obs = execute(s, cp.new_model(NO_DMA))
+    assert obs.checks == [f"4 byte(s) changed outside the allowed ranges: [{L.DATA_REGION[0] + 4:#x}, "
+                          f"{L.DATA_REGION[0] + 8:#x})"]
+
+
+def test_report_and_coverage():
+    caps = NO_DMA
+    rep = cp.Report(SEED)
+    rep.caps["model"] = caps
+    rep.seconds["model"] = 1.0
+    rep.add(cp.run_model_pair(SEED, range(len(cp.CYCLE) * 2), caps))
+    bad = copy.deepcopy(next(r for r in rep.records if r["kind"] == "valid"))
+    bad.update(ok=False, diffs=["x"], first_packet="RING+0x0000: NOP",
+               replay=cp.replay_command("model", SEED, bad["index"]))
+    rep.add([bad])
+    d = rep.to_json()
+    assert {"streams", "mismatches", "malformed_cases", "error_classes", "simulators", "seed"} <= set(d)
+    assert d["streams"] == 2 * len(cp.CYCLE) + 1 and d["mismatches"] == 1 and d["seed"] == SEED
+    assert d["error_classes"]["dma_byte_count"]["cases"] == 0 and "skipped" in d["error_classes"]["dma_byte_count"]
+    assert d["error_classes"]["slverr"]["cases"] == 2 and d["malformed_cases"] == 2 * (len(ERROR_CLASSES) - 1)
+    assert d["failures"][0]["replay"].endswith(f"--seed {SEED} --replay {bad['index']}")
+    text = rep.text()
+    assert "functional coverage (opcode x field class x error class)" in text and "holes:" in text
+    assert "skipped (the device reports CAPS.DMA = 0)" in text and f"MISMATCH model stream {bad['index']}" in text
+    plan, skipped = planned(caps)
+    assert len(plan) > 150 and skipped and not planned(DMA)[1]
+    json.dumps(d)
+
+
+# ---------------------------------------------------------------------------- the RTL
+
+def dma_error_after(k: int, site: str) -> Stream:
+    """k completed 16-byte copies, then one whose source or destination answers DECERR."""
+    from spec import pm4
+
+    c = Config(L.RING_REGION[0], 8, L.IH_REGION[0], 4, rptr_wb=True, ih_wptr_wb=True,
+               mem=dict(rd_latency=2, wr_latency=2, stall={}, seed=5))
+    s = Stream(0, 0, "malformed", c, error_class="decerr", variant=f"{k} copies, then a {site} error")
+    s.expect = {"code": "BUS_DECERR"}
+    pre = [w for j in range(k) for w in pm4.dma_data(L.DMA_DST_REGION[0] + 0x40 * j, L.SRC_REGION[0], 16)]
+    bad = L.FAULT_REGION[0]
+    faulty = (pm4.dma_data(bad, L.SRC_REGION[0], 64) if site == "write"
+              else pm4.dma_data(L.DMA_DST_REGION[1] - 0x100, bad, 64))
+    s.actions = ([("submit", pre, []), ("settle",)] if k else []) + [
+        ("errwin", bad, bad + 32, "DECERR"), ("submit", faulty, []), ("expect_error",), ("observe", "error"),
+        ("recover",), ("observe", "final")]
+    s.undefined = [(L.FAULT_REGION[0], L.FAULT_REGION[1]), (L.DMA_DST_REGION[1] - 0x100, L.DMA_DST_REGION[1]),
+                   (L.RPTR_WB, L.RPTR_WB + 4)]
+    s.timing_regs = {n: 0xFFFF_FFFF for n in ("RB_RPTR", "PERF_DWORDS_FETCHED", "PERF_DMA_BYTES_READ",
+                                             "PERF_DMA_BYTES_WRITTEN", "PERF_PACKETS[5]")}
+    s.timing_regs["STATUS"] = regs.STATUS.RB_EMPTY.mask | regs.STATUS.LEVEL.mask
+    return s
+
+
+def test_dma_error_after_seven_transfers(tmp_path):
+    """Found by the campaign (stream 82 of the default seed): a DMA bus error hung the CP
+    when 7 (mod 8) transfers had completed before it."""
+    simulator = next((s for s in sim.selected_simulators() if sim.unavailable_reason(s) is None), None)
+    if simulator is None:
+        pytest.skip("no simulator available")
+    cases = [(k, site) for k in (0, 7, 8, 15) for site in ("write", "read")]
+    streams = [dma_error_after(k, site) for k, site in cases]
+    for i, st in enumerate(streams):
+        st.index = i
+    model = [cp.run_model(st, DMA)[0].status for st in streams]
+    assert model == ["error BUS_DECERR"] * len(cases)
+    f = tmp_path / "streams.pkl"
+    f.write_bytes(__import__("pickle").dumps(streams))
+    recs, _, problems = run_rtl(simulator, 0, 0, len(streams), streams_file=f, workdir=tmp_path)
+    assert not problems
+    bad = [f"{streams[r['index']].variant}: {r['diffs'][:3]}" for r in recs if not r["ok"]]
+    assert not bad, "\n".join(bad)
+
+
+def _session() -> str:
+    """Parts of the same pytest run (all xdist workers share the run id) merge."""
+    return os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())
+
+
+def _merge_report() -> dict:
+    """Fold this session's per-simulator parts into build/difftest.json (+ .txt)."""
+    with sim._locked(sim.BUILD / ".lock-difftest"):
+        rep = cp.Report(SEED)
+        for part in sorted(sim.BUILD.glob("difftest-part-*.json")):
+            d = json.loads(part.read_text())
+            if d["session"] != _session() or d["seed"] != SEED:
+                continue
+            rep.add(d["records"])
+            rep.seconds[d["sim"]] = d["seconds"]
+            rep.caps[d["sim"]] = Caps(**d["caps"]) if d["caps"] else Caps()
+            rep.notes += d["problems"]
+        data = rep.write(sim.BUILD / "difftest.json")
+        text = rep.text()
+        (sim.BUILD / "difftest.txt").write_text(text + "\n")
+    return {"data": data, "text": text}
+
+
+@pytest.mark.parametrize("simulator", [
+    pytest.param(s, marks=pytest.mark.xdist_group(f"difftest-{s}")) for s in sim.selected_simulators()])
+def test_rtl_matches_model(simulator):
+    reason = sim.unavailable_reason(simulator)
+    if reason:
+        pytest.skip(reason)
+    both = {"verilator", "icarus"} <= set(sim.selected_simulators()) and all(
+        sim.unavailable_reason(s) is None for s in ("verilator", "icarus"))
+    first, count = (CI_PLAN if both else CI_ALONE)[simulator]
+    recs, seconds, problems = run_rtl(simulator, SEED, first, count)
+    caps = next((r["caps"] for r in recs if "caps" in r), None)
+    part = sim.BUILD / f"difftest-part-{simulator}.json"
+    part.write_text(json.dumps({"session": _session(), "seed": SEED, "sim": simulator, "seconds": seconds,
+                                "caps": caps, "problems": problems, "records": recs}))
+    merged = _merge_report()
+    if not both or len(merged["data"]["simulators"]) == 2:  # the last part in: show the whole run
+        warnings.warn(DifftestReport("\n" + merged["text"] + "\n(build/difftest.json, build/difftest.txt)"))
+    bad = [r for r in recs if not r["ok"]]
+    assert len(recs) >= count and not problems, "\n".join(problems)
+    assert not bad, f"{len(bad)} of {count} streams differ on {simulator} (seed {SEED}):\n" + "\n".join(
+        f"stream {r['index']} {r['kind']} {r['class']} {r['variant']}: {r['first_packet']}\n    "
+        + "\n    ".join(r["diffs"][:6]) + f"\n    replay: {r['replay']}" for r in bad[:10])
+    if not both or len(merged["data"]["simulators"]) == 2:  # the whole CI plan has run
+        for name, c in merged["data"]["error_classes"].items():
+            assert c["cases"] >= 50 or "skipped" in c, f"{name}: only {c['cases']} cases"
