@@ -4,7 +4,7 @@ The UMD records a fill as DMA_DATA with SRC_SEL = DATA when the device has a DMA
 and as WRITE_DATA packets carrying the pattern when it has none: the same call works
 on both, at very different costs, which the app measures with GPU timestamps.
 
-    gpucosim run examples/fill.py --sim model --dma
+    gpucosim run examples/fill.py --sim model
     gpucosim run examples/fill.py --sim verilator           # WRITE_DATA until the RTL has DMA
 """
 

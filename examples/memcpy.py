@@ -5,7 +5,7 @@ it when the API has one; until then the app builds the packet itself with `spec.
 and records it with `emit_raw` (the KMD's checker still checks it: both addresses must
 lie in this app's buffers). GPU timestamps around each copy give its cost in cycles.
 
-    gpucosim run examples/memcpy.py --sim model --dma        # the reference model's engine
+    gpucosim run examples/memcpy.py --sim model        # the reference model's engine
     gpucosim run examples/memcpy.py --sim verilator          # once the RTL has its DMA engine
 
 A device without a DMA engine (CAPS.DMA = 0) cannot copy: the app says so and exits 2.
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     info = gpu.info()
     if not info.has_dma:
         print(f"memcpy: {gpu.name} has no DMA engine (CAPS.DMA = 0); run it on the reference model "
-              f"with `--sim model --dma`")
+              f"with `--sim model`")
         gpu.close()
         return 2
     size = max(n + max(s, d) for n, s, d in CASES)

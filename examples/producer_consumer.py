@@ -19,7 +19,7 @@ deadlock the KMD's job timeout ends (try `--one-submission`). In a timeline (`--
 WAIT_REG_MEM packets show their poll phases, and the fences the slots' turnover.
 
     gpucosim run examples/producer_consumer.py --sim verilator --trace build/pc.json
-    gpucosim run examples/producer_consumer.py --sim model --dma
+    gpucosim run examples/producer_consumer.py --sim model
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ DEMO = "examples.demo"
 
 RUN_EPILOG = """\
 examples:
-  gpucosim run examples/memcpy.py --sim model --dma
+  gpucosim run examples/memcpy.py --sim model
   gpucosim run examples/demo.py --trace build/demo.json      # open it at https://ui.perfetto.dev
   gpucosim run examples/demo.py --waves --log ioctl=info,ring=debug
   gpucosim run examples/batching.py --sim model -- --plot build/batching.png
@@ -74,8 +74,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--crash-dir", metavar="DIR", help="where crash reports go (default build/crash)")
     p.add_argument("--kmd", action="append", default=[], metavar="KEY=VALUE",
                    help="a KMD parameter for this run (repeatable), e.g. --kmd job_timeout=20000")
-    p.add_argument("--dma", action="store_true",
-                   help="give the reference model a DMA engine (--sim model; the RTL's comes with the design)")
+    p.add_argument("--no-dma", action="store_true",
+                   help="a reference model without the DMA engine (--sim model; the RTL always has one)")
     p.add_argument("--data-width", type=_data_width, default=64, metavar="{32,64,128,256}",
                    help="memory bus width in bits (default 64)")
 
@@ -182,12 +182,8 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
 
     if args.sim == "model" and (args.waves or args.waves_file):
         p.error("--waves needs a simulator: use --sim verilator or --sim icarus")
-    if args.dma and args.sim != "model":
-        from testbench.design import gpu_design
-        import inspect
-
-        if "dma" not in inspect.signature(gpu_design).parameters:
-            p.error("--dma applies to the reference model (--sim model); this RTL has no DMA option")
+    if args.no_dma and args.sim != "model":
+        p.error("--no-dma applies to the reference model (--sim model): the RTL always has its DMA engine")
     if app.endswith(".py") and not Path(app).is_file():
         p.error(f"no app at {app}")
     waves = None
@@ -204,7 +200,7 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
             p.error(f"--log: {str(e).split(': ', 1)[-1]}")
     return RunOptions(app=app, backend=args.sim, args=app_args, trace=args.trace, waves=waves, log=args.log,
                       stats=args.stats, crash_dir=args.crash_dir, kmd=_kmd_params(p, args.kmd),
-                      dma=args.dma, data_width=args.data_width)
+                      dma=not args.no_dma, data_width=args.data_width)
 
 
 def cmd_run(p, args, app_args: list[str]) -> int:

@@ -12,7 +12,6 @@ comes back through a file.
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import sys
@@ -128,13 +127,7 @@ def _load(target: str):
 def _design(opts: RunOptions):
     from testbench.design import gpu_design
 
-    kw = {}
-    if opts.dma:
-        if "dma" not in inspect.signature(gpu_design).parameters:
-            raise LaunchError("--dma: this RTL has no DMA engine option yet; run with --sim model --dma "
-                              "(the reference model's engine)")
-        kw["dma"] = True
-    return gpu_design(opts.data_width, **kw)
+    return gpu_design(opts.data_width)  # the RTL always has its DMA engine
 
 
 def _run_rtl(opts: RunOptions) -> int:

@@ -44,7 +44,7 @@ class RunOptions:
     stats: bool = False  # print the exit report even without leaks
     crash_dir: str | None = None
     kmd: dict[str, Any] = field(default_factory=dict)  # KmdParams for bind()
-    dma: bool = False  # the reference model with a DMA engine
+    dma: bool = True  # the reference model with its DMA engine, as the RTL has
     data_width: int = 64
     status_file: str | None = None  # where the simulator's process reports progress
 
