@@ -15,6 +15,8 @@ Errors latch CP_ERROR_* once, stop the parser, drain the bus, then append a CP_E
 entry. SOFT_RESET waits for the bus to go quiet and returns everything to idle.
 """
 
+from contextlib import contextmanager
+
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -526,8 +528,6 @@ class CommandProcessor(wiring.Component):
         wrm = pk.WAIT_REG_MEM
         rm = pk.RELEASE_MEM
 
-        from contextlib import contextmanager
-
         @contextmanager
         def state(name):
             """An FSM state that SOFT_RESET preempts: RESET waits for the bus to go quiet."""
@@ -536,6 +536,32 @@ class CommandProcessor(wiring.Component):
                 if name != "RESET":
                     with m.If(stopped):
                         m.next = "RESET"
+
+        def request_write(wait_state, check_oob=False):
+            """A *_WRITE state: hand the block to the writer (DECERR first when the packet's
+            address is beyond the bus), then wait for its response in `wait_state`."""
+            def body():
+                m.d.comb += wr_req.eq(1)
+                with m.If(writer.req_ready):
+                    m.next = wait_state
+            if check_oob:
+                with m.If(oob):
+                    fail(CpError.BUS_DECERR, blk_addr)
+                with m.Else():
+                    body()
+            else:
+                body()
+
+        @contextmanager
+        def write_answered():
+            """A *_WAIT state: stall until the write response; an error response stops the
+            CP at the written address; the body runs when the write went through."""
+            m.d.comb += stall.eq(1)
+            with m.If(writer.done):
+                with m.If(writer.resp != RESP_OKAY):
+                    fail(bus_code(writer.resp), blk_addr)
+                with m.Else():
+                    yield
 
         with m.FSM(name="cp") as fsm:
             with state("RUN"):
@@ -652,12 +678,7 @@ class CommandProcessor(wiring.Component):
                         with m.If((pos == BLOCK_DWORDS - 1) | (rem == 1)):
                             m.next = "WD_WRITE"
             with state("WD_WRITE"):
-                with m.If(oob):
-                    fail(CpError.BUS_DECERR, blk_addr)
-                with m.Else():
-                    m.d.comb += wr_req.eq(1)
-                    with m.If(writer.req_ready):
-                        m.next = "WD_WAIT"
+                request_write("WD_WAIT", check_oob=True)
             with state("WD_WAIT"):
                 m.d.comb += stall.eq(1)
                 with m.If(writer.done):
@@ -733,21 +754,12 @@ class CommandProcessor(wiring.Component):
 
             # ---- RELEASE_MEM: data write (confirmed), then the EOP interrupt (see release_mem)
             with state("RM_WRITE"):
-                with m.If(oob):
-                    fail(CpError.BUS_DECERR, blk_addr)
+                request_write("RM_WAIT", check_oob=True)
+            with state("RM_WAIT"), write_answered():
+                with m.If(self._field(p, rm, "INT_SEL") != rm.field("INT_SEL").values["NONE"]):
+                    eop(p)
                 with m.Else():
-                    m.d.comb += wr_req.eq(1)
-                    with m.If(writer.req_ready):
-                        m.next = "RM_WAIT"
-            with state("RM_WAIT"):
-                m.d.comb += stall.eq(1)
-                with m.If(writer.done):
-                    with m.If(writer.resp != RESP_OKAY):
-                        fail(bus_code(writer.resp), blk_addr)
-                    with m.Elif(self._field(p, rm, "INT_SEL") != rm.field("INT_SEL").values["NONE"]):
-                        eop(p)
-                    with m.Else():
-                        m.next = "DONE"
+                    m.next = "DONE"
 
             # ---- DMA_DATA: queue the transfer; wait for it only with CP_SYNC
             with state("EXEC_DMA_DATA"):
@@ -796,22 +808,13 @@ class CommandProcessor(wiring.Component):
                 with m.Else():
                     m.next = "RUN"
             with state("RPTR_WRITE"):
-                m.d.comb += wr_req.eq(1)
-                with m.If(writer.req_ready):
-                    m.next = "RPTR_WAIT"
-            with state("RPTR_WAIT"):
-                m.d.comb += stall.eq(1)
-                with m.If(writer.done):
-                    with m.If(writer.resp != RESP_OKAY):
-                        fail(bus_code(writer.resp), blk_addr)
-                    with m.Else():
-                        m.next = "RUN"
+                request_write("RPTR_WAIT")
+            with state("RPTR_WAIT"), write_answered():
+                m.next = "RUN"
 
             # ---- IH: append an entry (EOP or CP_ERROR), then write back the wptr
             with state("IH_ENTRY_WRITE"):
-                m.d.comb += wr_req.eq(1)
-                with m.If(writer.req_ready):
-                    m.next = "IH_ENTRY_WAIT"
+                request_write("IH_ENTRY_WAIT")
             with state("IH_ENTRY_WAIT"):
                 m.d.comb += stall.eq(1)
                 with m.If(writer.done):
@@ -829,9 +832,7 @@ class CommandProcessor(wiring.Component):
                         with m.Else():
                             m.next = "IH_DONE"
             with state("IH_WB_WRITE"):
-                m.d.comb += wr_req.eq(1)
-                with m.If(writer.req_ready):
-                    m.next = "IH_WB_WAIT"
+                request_write("IH_WB_WAIT")
             with state("IH_WB_WAIT"):
                 m.d.comb += stall.eq(1)
                 with m.If(writer.done):
