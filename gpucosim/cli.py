@@ -71,6 +71,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                                                    "(default: $GPUCOSIM_LOG)")
     p.add_argument("--stats", action="store_true",
                    help="print the exit report: buffers left allocated, IB pools, fences, ioctls")
+    p.add_argument("--stats-json", metavar="FILE",
+                   help="write the run's figures as JSON: cycles, ioctls, seconds in the app and in the device")
     p.add_argument("--crash-dir", metavar="DIR", help="where crash reports go (default build/crash)")
     p.add_argument("--kmd", action="append", default=[], metavar="KEY=VALUE",
                    help="a KMD parameter for this run (repeatable), e.g. --kmd job_timeout=20000")
@@ -199,7 +201,7 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
         except ValueError as e:
             p.error(f"--log: {str(e).split(': ', 1)[-1]}")
     return RunOptions(app=app, backend=args.sim, args=app_args, trace=args.trace, waves=waves, log=args.log,
-                      stats=args.stats, crash_dir=args.crash_dir, kmd=_kmd_params(p, args.kmd),
+                      stats=args.stats, stats_json=args.stats_json, crash_dir=args.crash_dir, kmd=_kmd_params(p, args.kmd),
                       dma=not args.no_dma, data_width=args.data_width)
 
 

@@ -140,7 +140,7 @@ def _run_rtl(opts: RunOptions) -> int:
     app = opts.app
     if app.endswith(".py"):
         opts.app = str(Path(app).resolve())
-    for attr in ("trace", "waves", "crash_dir"):
+    for attr in ("trace", "waves", "crash_dir", "stats_json"):
         v = getattr(opts, attr)
         if v:
             setattr(opts, attr, str(Path(v).resolve()))

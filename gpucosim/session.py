@@ -42,6 +42,7 @@ class RunOptions:
     waves: str | None = None  # FST/VCD file (RTL only)
     log: str | None = None  # GPUCOSIM_LOG syntax
     stats: bool = False  # print the exit report even without leaks
+    stats_json: str | None = None  # where the run's figures go (Session.figures)
     crash_dir: str | None = None
     kmd: dict[str, Any] = field(default_factory=dict)  # KmdParams for bind()
     dma: bool = True  # the reference model with its DMA engine, as the RTL has
@@ -118,6 +119,8 @@ class Session:
         self.crash = None
         self.exit_text = ""
         self.leaks = 0
+        self.app_wall: float | None = None  # seconds in the app's main(), for speed comparisons
+        self.device_clock: DeviceClock | None = None
 
     # ------------------------------------------------------------------ progress
 
@@ -161,6 +164,7 @@ class Session:
 
         opts = self.opts
         self.dev = dev
+        self.device_clock = DeviceClock(dev)
         if opts.log:
             kmd_log.configure(opts.log)
         self.crash = crash = CrashReporter(opts.crash_path, opts.app, opts.backend, self.probe)
@@ -187,6 +191,7 @@ class Session:
                 self.tracer.attach(kmd)
             umd_rt.api_hook = recorder
             sys.argv = [opts.app, *opts.args]
+            t_app = time.perf_counter()
             try:
                 result = main()
                 code = 0 if result is None else int(result)
@@ -200,6 +205,7 @@ class Session:
                 crash.report(f"exception in the app: {type(e).__name__}: {e}", exc=e)
                 code = 1
             finally:
+                self.app_wall = time.perf_counter() - t_app
                 umd_rt.api_hook = None
                 sys.argv = saved_argv
             kmd = self.kmd = crash.kmd  # the app may have reloaded the driver (kmd_model.rebind)
@@ -207,13 +213,34 @@ class Session:
             if self.timeline is not None:
                 self.timeline.metadata["exit_report"] = self.exit_text
             if opts.stats or self.leaks:
-                print(f"gpucosim: exit report ({opts.backend}, {dev.now()} cycles)\n{self.exit_text}",
+                dc = self.device_clock
+                print(f"gpucosim: exit report ({opts.backend}, {dev.now()} cycles; {self.app_wall * 1e3:.1f} ms in "
+                      f"the app, {dc.seconds * 1e3:.1f} ms in {dc.calls} device calls)\n{self.exit_text}",
                       file=sys.stderr, flush=True)
             return code
         finally:
             _current = None
             self.status_tick(force=True)
             kmd_model.unbind()
+            if opts.stats_json:
+                self.write_figures(opts.stats_json, code)
+
+    def figures(self, code: int | None = None) -> dict:
+        """What `--stats-json` writes. `app_s` is the wall time of the app's main();
+        `device_s` the part of the whole run (driver bring-up included) spent inside the
+        device's methods: MMIO, waits and delays, i.e. what the backend costs. The driver and
+        the app are the same code on every backend, so `device_s` is what to compare when
+        asking how much faster one backend is than another (`make bench`, model_speedup)."""
+        dc = self.device_clock
+        return {"app": self.opts.app, "backend": self.opts.backend, "exit_code": code,
+                "cycles": self.cycles, "ioctls": self.ioctls,
+                "app_s": self.app_wall, "device_s": dc.seconds if dc else None,
+                "device_calls": dc.calls if dc else 0}
+
+    def write_figures(self, path: str, code: int | None) -> None:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(self.figures(code), indent=1) + "\n")
 
     def finish(self) -> Path | None:
         """Write the timeline (after the hardware monitors have stopped)."""
@@ -223,6 +250,35 @@ class Session:
         print(f"gpucosim: timeline written to {path} ({len(self.timeline)} events): "
               f"open it at https://ui.perfetto.dev", file=sys.stderr, flush=True)
         return path
+
+
+class DeviceClock:
+    """Wall time spent inside the device's methods (MMIO, waits, delays): the part of a run
+    the backend pays for, as opposed to the driver and the app, which run the same code on
+    every backend. Wraps the methods of this one device object."""
+
+    METHODS = ("mmio_read32", "mmio_write32", "wait_irq", "delay", "read_many", "mmio_write_bytes")
+
+    def __init__(self, dev):
+        self.seconds = 0.0
+        self.calls = 0
+        for name in self.METHODS:
+            fn = getattr(dev, name, None)
+            if fn is not None:
+                setattr(dev, name, self._timed(fn))
+
+    def _timed(self, fn):
+        clock = time.perf_counter
+
+        def timed(*args, **kwargs):
+            t0 = clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds += clock() - t0
+                self.calls += 1
+
+        return timed
 
 
 def load_main(target: str) -> Callable[[], Any]:

@@ -984,8 +984,12 @@ class RefModel(Device):
         if k:
             mem = self._mem
             if fill:
-                pattern = np.frombuffer(src.to_bytes(4, "little"), np.uint8)
-                mem[dst:dst + k] = np.resize(np.roll(pattern, -(dst % 4)), k)
+                end = dst + k
+                a0, a1 = min(end, (dst + 3) & ~3), max(dst, end & ~3)
+                if a0 < a1:
+                    self._m32[a0 >> 2:a1 >> 2] = src  # whole dwords: the value as it is
+                for a in (*range(dst, a0), *range(max(a0, a1), end)):  # at most 3 + 3 edge bytes
+                    mem[a] = (src >> 8 * (a & 3)) & 0xFF
             else:
                 mem[dst:dst + k] = mem[src:src + k]  # numpy buffers overlapping slices: memmove
             self._dma_written += k

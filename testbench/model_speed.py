@@ -1,0 +1,112 @@
+"""How much faster the reference model is than the RTL, on the same apps.
+
+Each workload is run by `gpucosim run APP --sim S --stats-json F` in a process of its own,
+on the model and on the simulators asked for, and two ratios are taken from the figures
+the session writes (gpucosim/session.py, Session.figures):
+
+- device: seconds inside the device's methods (MMIO, waits, delays), driver bring-up
+  included. This is what the backend costs: the UMD, KMD and app are the same Python on
+  every backend.
+- app: seconds in the app's main(), driver work included: what a user waits for once the
+  process has started. Driver-heavy apps are bounded here by that shared Python.
+
+A workload counts only when it passed (exit code 0) on every backend. Part of
+`make bench`; on its own: `python -m testbench.model_speed [--sims verilator,icarus]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+WORKLOADS = {
+    "hello": "examples/hello.py",
+    "demo": "examples/demo.py",
+    "memcpy": "examples/memcpy.py",
+    "fill": "examples/fill.py",
+    "producer_consumer": "examples/producer_consumer.py",
+    "batching": "examples/batching.py",
+    "long_ib": "testbench.speed_apps:long_ib",
+    "big_copy": "testbench.speed_apps:big_copy",
+}
+GOAL = 100  # issue 5: the model runs at least 100x faster than the RTL
+
+
+def run_once(app: str, backend: str) -> dict:
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "figures.json"
+        cmd = [sys.executable, "-m", "gpucosim", "run", app, "--sim", backend, "--stats-json", str(out)]
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
+                           env={**os.environ, "GPUCOSIM_LOG": ""})
+        if not out.exists():
+            raise RuntimeError(f"{' '.join(cmd)} wrote no figures (exit {p.returncode}):\n{p.stderr[-2000:]}")
+        fig = json.loads(out.read_text())
+    fig["exit_code"] = p.returncode if fig.get("exit_code") is None else fig["exit_code"]
+    return fig
+
+
+def measure(app: str, backend: str, repeat: int) -> dict:
+    """The median run of `repeat` (by device time); fails if any run failed."""
+    runs = [run_once(app, backend) for _ in range(repeat)]
+    bad = [r for r in runs if r["exit_code"] != 0]
+    if bad:
+        raise RuntimeError(f"{app} failed on {backend} (exit {bad[0]['exit_code']})")
+    runs.sort(key=lambda r: r["device_s"])
+    return runs[len(runs) // 2]
+
+
+def compare(sims: list[str], workloads: dict[str, str], model_repeat: int = 3, rtl_repeat: int = 1,
+            log=print) -> dict:
+    result: dict = {}
+    for name, app in workloads.items():
+        row: dict = {}
+        model = measure(app, "model", model_repeat)
+        row["model_device_ms"] = round(model["device_s"] * 1e3, 3)
+        row["model_app_ms"] = round(model["app_s"] * 1e3, 3)
+        for s in sims:
+            rtl = measure(app, s, rtl_repeat)
+            row[f"{s}_device_ms"] = round(rtl["device_s"] * 1e3, 3)
+            row[f"{s}_app_ms"] = round(rtl["app_s"] * 1e3, 3)
+            row[f"{s}_device_x"] = round(rtl["device_s"] / model["device_s"], 1)
+            row[f"{s}_app_x"] = round(rtl["app_s"] / model["app_s"], 1)
+        result[name] = row
+        log(f"  {name:18s} " + "  ".join(
+            f"{s}: device {row[f'{s}_device_x']:7.1f}x app {row[f'{s}_app_x']:6.1f}x" for s in sims))
+    return result
+
+
+def summary(result: dict, sims: list[str]) -> dict:
+    """The figures make bench tabulates: per simulator, the least device and app ratios."""
+    out = {}
+    for s in sims:
+        out[f"model_speedup_device_min_{s}"] = min(r[f"{s}_device_x"] for r in result.values())
+        out[f"model_speedup_app_min_{s}"] = min(r[f"{s}_app_x"] for r in result.values())
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sims", default="verilator", help="simulators to compare against (default verilator)")
+    ap.add_argument("--only", nargs="*", choices=sorted(WORKLOADS), help="a subset of the workloads")
+    ap.add_argument("-o", "--output", help="write the table as JSON here")
+    args = ap.parse_args(argv)
+    sims = [s for s in args.sims.split(",") if s]
+    workloads = {k: v for k, v in WORKLOADS.items() if not args.only or k in args.only}
+    result = compare(sims, workloads)
+    if args.output:
+        Path(args.output).write_text(json.dumps({"model_speedup": result, **summary(result, sims)}, indent=1) + "\n")
+    for k, v in summary(result, sims).items():
+        print(f"{k}: {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
