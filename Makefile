@@ -40,7 +40,7 @@ lint: $(STAMP)
 	$(PY) -m testbench.lint
 
 bench: $(STAMP)
-	$(PY) -m testbench.bench
+	$(PY) -m testbench.bench $(if $(SPEED_SIMS),--speed-sims $(SPEED_SIMS))
 
 ## The long RTL-vs-model campaign: make soak N=10000 [SIM=verilator,icarus] [GPUCOSIM_SEED=1234] [JOBS=2]
 soak: $(STAMP)

@@ -1,4 +1,5 @@
-"""`make bench`: performance figures of the RTL and the driver, on Verilator.
+"""`make bench`: performance figures of the RTL and the driver, on Verilator, and how much
+faster the reference model is than the RTL on the same apps (testbench/model_speed.py).
 
 Writes build/bench.json and prints the same as a table, with the goals from the design
 brief beside each figure. Goals are targets to report against; nothing here fails when
@@ -29,6 +30,11 @@ GOALS = {
     "sim_cycles_per_s_dma": ("", None),
     "sim_cycles_per_s_idle": ("", None),
     "sim_speed_ratio_dma_vs_idle": (">= 0.5", lambda v: v >= 0.5),
+    # the least ratio over testbench.model_speed.WORKLOADS (per app: build/bench.json "model_speedup")
+    "model_speedup_device_min_verilator": (">= 100 (issue 5)", lambda v: v >= 100),
+    "model_speedup_app_min_verilator": (">= 100 (issue 5)", lambda v: v >= 100),
+    "model_speedup_device_min_icarus": (">= 100 (issue 5)", lambda v: v >= 100),
+    "model_speedup_app_min_icarus": (">= 100 (issue 5)", lambda v: v >= 100),
 }
 
 
@@ -57,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-width", type=int, default=64, choices=(32, 64, 128, 256))
     ap.add_argument("-o", "--output", default=str(sim.BUILD / "bench.json"))
+    ap.add_argument("--speed-sims", default="verilator", metavar="SIMS",
+                    help="simulators the model is compared with, comma-separated, or none (default verilator)")
     args = ap.parse_args(argv)
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -66,6 +74,14 @@ def main(argv: list[str] | None = None) -> int:
     results = json.loads(out.read_text()) if out.exists() else {}
     if "sim_cycles_per_s_dma" in results and "sim_cycles_per_s_idle" in results:
         results["sim_speed_ratio_dma_vs_idle"] = results["sim_cycles_per_s_dma"] / results["sim_cycles_per_s_idle"]
+    sims = [x for x in args.speed_sims.split(",") if x and x != "none"]
+    if sims:
+        from testbench import model_speed
+
+        print("model vs RTL, seconds inside the device and in the app (testbench/model_speed.py):")
+        speed = model_speed.compare(sims, model_speed.WORKLOADS)
+        results["model_speedup"] = speed
+        results.update(model_speed.summary(speed, sims))
     out.write_text(json.dumps(results, indent=1) + "\n")
     print(table(results))
     print(f"\nwritten to {out}")

@@ -199,6 +199,7 @@ _TYPE_LSB, _TYPE_MAX = _HDR_TYPE.lsb, _HDR_TYPE.max
 _OPCODE_LSB, _OPCODE_MAX = _HDR_OPCODE.lsb, _HDR_OPCODE.max
 _COUNT_LSB, _COUNT_MAX = _HDR_COUNT.lsb, _HDR_COUNT.max
 _TYPE3 = pk.PACKET_TYPE3
+_HEADER_CACHE = 4096  # distinct headers RefModel._header remembers
 
 _WD = pk.WRITE_DATA
 _WD_ADDR = _addr(_WD, "addr")
@@ -326,6 +327,7 @@ class RefModel(Device):
         }
         if set(self._exec) != set(self._kinds):
             raise NotImplementedError("spec/packets.py has packets the reference model does not execute")
+        self._headers: dict[int, tuple] = {}  # header dword -> _header()'s answer
         self._off = {name: getattr(regs, name).addr() for name in (
             "CONTROL", "INT_STATUS", "INT_ENABLE", "INT_FORCE", "IH_BASE_LO", "IH_BASE_HI", "IH_SIZE",
             "IH_RPTR", "IH_WPTR_ADDR_LO", "IH_WPTR_ADDR_HI", "IH_CNTL", "RB_BASE_LO", "RB_BASE_HI",
@@ -339,18 +341,31 @@ class RefModel(Device):
     # ------------------------------------------------------------------ Device API
 
     def mmio_read32(self, offset: int) -> int:
+        if type(offset) is not int or offset not in self._slots:
+            return self._mmio_read32_checked(offset)
+        self._spend(self.mmio_cycles)
+        return self._peek(offset)
+
+    def mmio_write32(self, offset: int, value: int) -> None:
+        if type(offset) is not int or type(value) is not int or offset not in self._slots or not 0 <= value <= M32:
+            return self._mmio_write32_checked(offset, value)
+        self._spend(self.mmio_cycles)
+        self._poke(offset, value, M32)
+
+    # the same with every argument check, for anything off the common path
+    def _mmio_read32_checked(self, offset: int) -> int:
         self._check_offset(offset)
         self._check_mmio_range(offset, 4)
-        self._advance(self._t + self.mmio_cycles)
+        self._spend(self.mmio_cycles)
         if offset not in self._slots:
             raise BusError("read", offset, DECERR)
         return self._peek(offset)
 
-    def mmio_write32(self, offset: int, value: int) -> None:
+    def _mmio_write32_checked(self, offset: int, value: int) -> None:
         self._check_offset(offset)
         self._check_value(value)
         self._check_mmio_range(offset, 4)
-        self._advance(self._t + self.mmio_cycles)
+        self._spend(self.mmio_cycles)
         if offset not in self._slots:
             raise BusError("write", offset, DECERR)
         self._poke(offset, value, M32)
@@ -366,7 +381,7 @@ class RefModel(Device):
             n = min(4 - lane, len(data) - pos)
             value = int.from_bytes(data[pos:pos + n], "little") << (8 * lane)
             bytemask = ((1 << (8 * n)) - 1) << (8 * lane)
-            self._advance(self._t + self.mmio_cycles)
+            self._spend(self.mmio_cycles)
             if word not in self._slots:
                 raise BusError("write", word, DECERR)
             self._poke(word, value, bytemask)
@@ -544,6 +559,13 @@ class RefModel(Device):
             if not self._idle():
                 self._busy += dt
             self._t = t
+
+    def _spend(self, cycles: int) -> None:
+        """Let `cycles` pass for an MMIO access (no irq level wanted)."""
+        if self._wait is None:
+            self._account(self._t + cycles)
+        else:
+            self._advance(self._t + cycles)
 
     def _advance(self, to: int, until_irq: bool = False) -> bool:
         """Let time pass up to `to`, polling a pending WAIT_REG_MEM on its grid. With
@@ -767,25 +789,43 @@ class RefModel(Device):
             if resp:
                 raise _Fault(_BUS_ERROR[resp], ha, 0)
         h = self._mv[ha >> 2]
-        if h == pk.TYPE2_FILLER:
-            if self.trace is not None:
-                self._trace(level, base, mask, pos, off, 1)
-            self._packets[pk.NOP.index] += 1  # a filler counts as a NOP
-            self._complete(level, 1)
-            return
-        op = (h >> _OPCODE_LSB) & _OPCODE_MAX
-        kind = self._kinds.get(op)
-        if (h >> _TYPE_LSB) & _TYPE_MAX != _TYPE3:
-            raise _Fault(CpError.ILLEGAL_OPCODE, ha, 0)  # type 0/1, or type 2 but not the filler
-        if kind is None:
-            raise _Fault(CpError.ILLEGAL_OPCODE, ha, op)
-        self._cur_opcode = op
-        count = (h >> _COUNT_LSB) & _COUNT_MAX
-        if not kind.min_count <= count <= kind.max_count or count + 2 > avail:
+        known = self._headers.get(h)
+        if known is None:
+            known = self._header(h, ha)
+        op, n, run, kind = known
+        if n > avail:
+            self._cur_opcode = op
             raise _Fault(CpError.BAD_COUNT, ha)
+        self._cur_opcode = op
         if self.trace is not None:
-            self._trace(level, base, mask, pos, off, count + 2)
-        self._exec[op](kind, level, base, mask, pos, ha, count + 2)
+            self._trace(level, base, mask, pos, off, n)
+        run(kind, level, base, mask, pos, ha, n)
+
+    def _header(self, h: int, ha: int) -> tuple:
+        """Decode and check a header dword on its own (type, opcode, COUNT range):
+        (opcode, packet dwords, executor, kind), remembered for the next packet with
+        the same header; raises the fault of a bad one. The TYPE2 filler is a NOP of 1."""
+        if h == pk.TYPE2_FILLER:
+            known = (0, 1, self._op_filler, None)
+        else:
+            op = (h >> _OPCODE_LSB) & _OPCODE_MAX
+            kind = self._kinds.get(op)
+            if (h >> _TYPE_LSB) & _TYPE_MAX != _TYPE3:
+                raise _Fault(CpError.ILLEGAL_OPCODE, ha, 0)  # type 0/1, or type 2 but not the filler
+            if kind is None:
+                raise _Fault(CpError.ILLEGAL_OPCODE, ha, op)
+            count = (h >> _COUNT_LSB) & _COUNT_MAX
+            if not kind.min_count <= count <= kind.max_count:
+                raise _Fault(CpError.BAD_COUNT, ha, op)
+            known = (op, count + 2, self._exec[op], kind)
+        if len(self._headers) >= _HEADER_CACHE:
+            self._headers.clear()  # random streams: keep the cache bounded
+        self._headers[h] = known
+        return known
+
+    def _op_filler(self, kind, level, base, mask, pos, ha, n) -> None:
+        self._packets[pk.NOP.index] += 1  # a filler counts as a NOP
+        self._complete(level, 1)
 
     def _trace(self, level: int, base: int, mask: int | None, pos: int, off: int, n: int) -> None:
         words, _, _ = self._fetch(base, mask, pos, n)  # a faulting packet is shown cut short

@@ -119,7 +119,7 @@ def verilator_run(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("verilator")
     args = ["examples/gpu_error.py", "--sim", "verilator", "--trace", str(d / "trace.json"),
-            "--crash-dir", str(d / "crash"), "--stats"]
+            "--crash-dir", str(d / "crash"), "--stats", "--stats-json", str(d / "figures.json")]
     waves = None if waves_reason("verilator") else d / "waves.fst"
     if waves is not None:
         args += ["--waves", "--waves-file", str(waves)]
@@ -172,6 +172,15 @@ def test_crash_report_on_verilator(verilator_run):
                  "== last ioctls ==", "ioctl(fd 3, CS, ", "== counters ==", "-- dump: IB1 at "):
         assert want in text, want
     assert "gpucosim: exit report (verilator, " in out
+
+
+@pytestmark_verilator
+def test_stats_json_on_verilator(verilator_run):
+    d, r, _ = verilator_run
+    fig = json.loads((d / "figures.json").read_text())
+    assert fig["backend"] == "verilator" and fig["exit_code"] == 0
+    assert fig["cycles"] > 100 and fig["ioctls"] > 10 and fig["device_calls"] >= 20
+    assert 0 < fig["device_s"] and 0 < fig["app_s"]
 
 
 @pytestmark_verilator

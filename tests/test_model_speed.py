@@ -1,0 +1,84 @@
+"""The model-vs-RTL speed comparison (testbench/model_speed.py) and the figures it reads
+(`gpucosim run --stats-json`): what they contain, and that a failing workload is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from testbench import model_speed, sim
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def gpucosim(*argv: str):
+    e = dict(os.environ, GPUCOSIM_PROGRESS="0")
+    e.pop("GPUCOSIM_LOG", None)
+    return subprocess.run([sys.executable, "-m", "gpucosim", *argv], cwd=ROOT, env=e, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_stats_json_agrees_with_the_exit_report(tmp_path):
+    out = tmp_path / "sub" / "figures.json"
+    r = gpucosim("run", "examples/hello.py", "--sim", "model", "--stats", "--stats-json", str(out))
+    assert r.returncode == 0, r.stderr
+    fig = json.loads(out.read_text())
+    head = re.search(r"exit report \(model, (\d+) cycles; ([\d.]+) ms in the app, ([\d.]+) ms in (\d+) device calls\)",
+                     r.stderr)
+    assert head, r.stderr
+    ioctls = re.search(r"ioctls: (\d+) ", r.stderr)
+    assert fig["backend"] == "model" and fig["exit_code"] == 0 and fig["app"] == "examples/hello.py"
+    assert fig["cycles"] == int(head[1]) > 0
+    assert fig["ioctls"] == int(ioctls[1]) > 0
+    assert round(fig["app_s"] * 1e3, 1) == float(head[2]) and fig["app_s"] > 0
+    assert round(fig["device_s"] * 1e3, 1) == float(head[3]) and fig["device_s"] > 0
+    # bring-up alone reads and writes ~20 registers
+    assert fig["device_calls"] == int(head[4]) >= 20
+
+
+def test_stats_json_keeps_the_apps_exit_code(tmp_path):
+    app = tmp_path / "three.py"
+    app.write_text("import umd\ndef main():\n    umd.open(api_version=2).close()\n    return 3\n")
+    out = tmp_path / "f.json"
+    r = gpucosim("run", str(app), "--sim", "model", "--stats-json", str(out))
+    assert r.returncode == 3
+    assert json.loads(out.read_text())["exit_code"] == 3
+
+
+@pytest.mark.parametrize("name", ["long_ib", "big_copy"])
+def test_speed_apps_check_their_results_on_the_model(name):
+    fig = model_speed.run_once(model_speed.WORKLOADS[name], "model")
+    assert fig["exit_code"] == 0
+
+
+def test_a_failing_workload_is_refused(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def main():\n    return 1\n")
+    with pytest.raises(RuntimeError, match=r"bad\.py failed on model \(exit 1\)"):
+        model_speed.measure(str(bad), "model", 1)
+    nomain = tmp_path / "nomain.py"
+    nomain.write_text("x = 1\n")
+    with pytest.raises(RuntimeError, match=r"wrote no figures \(exit 2\)"):
+        model_speed.run_once(str(nomain), "model")
+
+
+@pytest.mark.xdist_group("verilator_speed")
+def test_compare_on_verilator():
+    reason = sim.unavailable_reason("verilator")
+    if reason:
+        pytest.skip(reason)
+    rows = model_speed.compare(["verilator"], {"hello": "examples/hello.py"}, model_repeat=1, log=lambda s: None)
+    row = rows["hello"]
+    assert row["verilator_device_ms"] > 0 and row["model_device_ms"] > 0
+    for what in ("device", "app"):  # ratios are rounded to 0.1, times to 1 us
+        ratio = row[f"verilator_{what}_ms"] / row[f"model_{what}_ms"]
+        assert row[f"verilator_{what}_x"] == pytest.approx(ratio, rel=0.01, abs=0.06)
+    s = model_speed.summary(rows, ["verilator"])
+    assert s == {"model_speedup_device_min_verilator": row["verilator_device_x"],
+                 "model_speedup_app_min_verilator": row["verilator_app_x"]}
