@@ -99,7 +99,7 @@ class CsChecker:
             words = self.mem32[addr // 4: addr // 4 + size_dw]
             chained = None
             for item in pm4.decode_stream(words):
-                where = f"{LEVEL_TEXT.get(level, f'IB{level}')}+{4 * item.offset:#x} ({addr + 4 * item.offset:#x})"
+                where = _Where(level, addr, item.offset)
                 if not item.ok:
                     raise KmdError(errno.EINVAL, f"CS: malformed packet at {where}: {pm4.describe(item)}")
                 if item.name == "TYPE2_FILLER":
@@ -151,7 +151,7 @@ class CsChecker:
                 return
             addr, size_dw = chained
 
-    def _range(self, ctx: "Context", item: pm4.Packet, where: str, verb: str, addr: int, size: int) -> "Bo":
+    def _range(self, ctx: "Context", item: pm4.Packet, where: "_Where", verb: str, addr: int, size: int) -> "Bo":
         bo = self.owned_bo(ctx, addr, max(size, 1))
         if bo is None:
             raise KmdError(errno.EFAULT, f"CS: {item.name} at {where} {verb} [{addr:#x}, "
@@ -159,13 +159,27 @@ class CsChecker:
         return bo
 
     @staticmethod
-    def _check_fields(item: pm4.Packet, where: str) -> None:
+    def _check_fields(item: pm4.Packet, where: "_Where") -> None:
         for name, legal, supported, fdef in _ENUMS[item.name]:
             v = item.fields[name]
             if v not in supported:
                 what = f"{name}={fdef.names[v]} is not supported" if v in legal else \
                     f"{name}={v} is not a defined value"
                 raise KmdError(errno.EINVAL, f"CS: {item.name} at {where}: {what} by this device")
+
+
+class _Where:
+    """Where a packet is, "IB1+0x10 (0x201010)", formatted only when a message needs it
+    (the checker sees every packet of every submission; most are fine)."""
+
+    __slots__ = ("level", "ib", "offset")
+
+    def __init__(self, level: int, ib: int, offset: int):
+        self.level, self.ib, self.offset = level, ib, offset
+
+    def __str__(self) -> str:
+        return (f"{LEVEL_TEXT.get(self.level, f'IB{self.level}')}+{4 * self.offset:#x} "
+                f"({self.ib + 4 * self.offset:#x})")
 
 
 _WRM_FUNC = {0: lambda v, r: True, 1: lambda v, r: v < r, 2: lambda v, r: v <= r,
