@@ -692,10 +692,29 @@ def _legal_packet(r: random.Random) -> list[int]:
     return [pm4.TYPE2_FILLER]
 
 
+def _near_legal_packet(r: random.Random) -> list[int]:
+    """A legal packet with one late check broken: IB_SIZE 0, a 64-bit fence at a
+    4-mod-8 address, a WRITE_DATA address with low bits set. Random dwords rarely get
+    that far: every earlier check of the packet must pass first."""
+    lo, hi = L.DATA_REGION
+    a = lo + 8 * r.randrange((hi - lo) // 8 - 64)
+    x = r.random()
+    if x < 0.5:
+        return pm4.indirect_buffer(a, 0)
+    if x < 0.75:
+        p = pm4.release_mem(a, r.getrandbits(32), data_sel="DATA_64", int_sel=r.choice(["NONE", "SEND_INT"]))
+        p[_lo_dword(pk.RELEASE_MEM, "addr")] += 4
+        return p
+    p = pm4.write_data(a, [r.getrandbits(32) for _ in range(r.randint(1, 4))])
+    p[_lo_dword(pk.WRITE_DATA, "addr")] |= r.randint(1, 3)
+    return p
+
+
 def raw_dwords(r: random.Random, n: int, chaos: float) -> list[int]:
     """n dwords: legal packets, each replaced with probability `chaos` by something
     disruptive (a random dword, a packet with random fields or flipped bits, a known
-    opcode with a random COUNT, filler-like constants)."""
+    opcode with a random COUNT, filler-like constants, a legal packet with one late
+    check broken)."""
     out: list[int] = []
     while len(out) < n:
         if r.random() >= chaos:
@@ -717,8 +736,10 @@ def raw_dwords(r: random.Random, n: int, chaos: float) -> list[int]:
                                             for _ in range(cnt + 1)]
         elif x < 0.8:
             out.append(r.choice([0, M32, pm4.TYPE2_FILLER | 1]))
-        else:
+        elif x < 0.85:
             out += _raw_packet(r)
+        else:
+            out += _near_legal_packet(r)
     return out[:n]
 
 
