@@ -188,6 +188,8 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
         p.error("--no-dma applies to the reference model (--sim model): the RTL always has its DMA engine")
     if app.endswith(".py") and not Path(app).is_file():
         p.error(f"no app at {app}")
+    if args.stats_json and Path(args.stats_json).is_dir():
+        p.error(f"--stats-json wants a file, not the directory {args.stats_json}")
     waves = None
     if args.waves or args.waves_file:
         stem = Path(app.split(":")[0]).stem if app.endswith(".py") else app.split(":")[0].rsplit(".", 1)[-1]

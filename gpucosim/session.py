@@ -239,8 +239,11 @@ class Session:
 
     def write_figures(self, path: str, code: int | None) -> None:
         p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps(self.figures(code), indent=1) + "\n")
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(json.dumps(self.figures(code), indent=1) + "\n")
+        except OSError as e:  # the run itself is done: say so, keep its exit code
+            print(f"gpucosim: cannot write the run's figures to {p}: {e.strerror or e}", file=sys.stderr, flush=True)
 
     def finish(self) -> Path | None:
         """Write the timeline (after the hardware monitors have stopped)."""

@@ -87,6 +87,8 @@ def test_run_errors(capsys, tmp_path):
         "gpucosim run: error: --log: unknown log level 'loud' (use debug, info, warning, error)")
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--data-width", "48") == (
         "gpucosim run: error: argument --data-width: '48' is not a bus width: choose 32, 64, 128 or 256")
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--stats-json", str(tmp_path)) == (
+        f"gpucosim run: error: --stats-json wants a file, not the directory {tmp_path}")
 
 
 # ------------------------------------------------------------------------------ run / sim on the model

@@ -51,6 +51,15 @@ def test_stats_json_keeps_the_apps_exit_code(tmp_path):
     assert json.loads(out.read_text())["exit_code"] == 3
 
 
+def test_stats_json_that_cannot_be_written_is_reported(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    target = blocker / "figures.json"  # its parent is a file
+    r = gpucosim("run", "examples/hello.py", "--sim", "model", "--stats-json", str(target))
+    assert r.returncode == 0, r.stderr  # the app ran; only the figures are lost, and we say so
+    assert f"gpucosim: cannot write the run's figures to {target}: " in r.stderr
+
+
 @pytest.mark.parametrize("name", ["long_ib", "big_copy"])
 def test_speed_apps_check_their_results_on_the_model(name):
     fig = model_speed.run_once(model_speed.WORKLOADS[name], "model")
