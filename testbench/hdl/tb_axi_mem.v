@@ -11,9 +11,7 @@
 module tb_axi_mem #(
     parameter DATA_WIDTH = 64,
     parameter ADDR_WIDTH = 48,
-    parameter ID_WIDTH   = 4,
-    parameter MAX_READS  = 16,
-    parameter MAX_WRITES = 16
+    parameter ID_WIDTH   = 4
 ) (
     input  wire                    clk,
     input  wire                    rst,
@@ -48,25 +46,6 @@ module tb_axi_mem #(
     output wire                    s_axi_rvalid,
     input  wire                    s_axi_rready,
 
-    input  wire [15:0]             cfg_rd_latency,
-    input  wire [15:0]             cfg_wr_latency,
-    input  wire [7:0]              cfg_stall_aw,
-    input  wire [7:0]              cfg_stall_w,
-    input  wire [7:0]              cfg_stall_b,
-    input  wire [7:0]              cfg_stall_ar,
-    input  wire [7:0]              cfg_stall_r,
-    input  wire [31:0]             cfg_seed,
-    input  wire [ADDR_WIDTH-1:0]   cfg_err_base,
-    input  wire [ADDR_WIDTH-1:0]   cfg_err_limit,
-    input  wire [1:0]              cfg_err_resp,
-
-    output wire                    chk_error,
-    output wire [7:0]              chk_code,
-    output wire [ADDR_WIDTH-1:0]   chk_addr,
-    output wire [31:0]             chk_arg0,
-    output wire [31:0]             chk_arg1,
-    output wire [31:0]             chk_arg2,
-
     input  wire                    bench_en,
     input  wire [ADDR_WIDTH-1:0]   bench_addr,
     input  wire [31:0]             bench_mask,     // burst offsets wrap with this mask
@@ -75,7 +54,9 @@ module tb_axi_mem #(
     output reg                     bench_done,
     output reg  [31:0]             bench_beats,
     output reg  [31:0]             bench_cycles,
-    output reg  [31:0]             bench_sum
+    output reg  [31:0]             bench_sum,
+
+    `include "tb_mem_ports.vh"
 );
 
     // ---------------------------------------------------------------- bench read master
@@ -90,85 +71,49 @@ module tb_axi_mem #(
     wire [ADDR_WIDTH-1:0] b_araddr = bench_addr + {{(ADDR_WIDTH-32){1'b0}}, b_offset};
 
     // ---------------------------------------------------------------- the bus
-    wire [ID_WIDTH-1:0]     m_awid    = s_axi_awid;
-    wire [ADDR_WIDTH-1:0]   m_awaddr  = s_axi_awaddr;
-    wire [7:0]              m_awlen   = s_axi_awlen;
-    wire [2:0]              m_awsize  = s_axi_awsize;
-    wire [1:0]              m_awburst = s_axi_awburst;
-    wire                    m_awvalid = s_axi_awvalid && !bench_en;
-    wire                    m_awready;
-    wire [DATA_WIDTH-1:0]   m_wdata   = s_axi_wdata;
-    wire [DATA_WIDTH/8-1:0] m_wstrb   = s_axi_wstrb;
-    wire                    m_wlast   = s_axi_wlast;
-    wire                    m_wvalid  = s_axi_wvalid && !bench_en;
-    wire                    m_wready;
-    wire [ID_WIDTH-1:0]     m_bid;
-    wire [1:0]              m_bresp;
-    wire                    m_bvalid;
-    wire                    m_bready  = bench_en ? 1'b1 : s_axi_bready;
-    wire [ID_WIDTH-1:0]     m_arid    = bench_en ? bench_k[ID_WIDTH-1:0] : s_axi_arid;
-    wire [ADDR_WIDTH-1:0]   m_araddr  = bench_en ? b_araddr : s_axi_araddr;
-    wire [7:0]              m_arlen   = bench_en ? bench_len : s_axi_arlen;
-    wire [2:0]              m_arsize  = bench_en ? FULL_SIZE : s_axi_arsize;
-    wire [1:0]              m_arburst = bench_en ? 2'b01 : s_axi_arburst;
-    wire                    m_arvalid = bench_en ? b_arvalid : s_axi_arvalid;
-    wire                    m_arready;
-    wire [ID_WIDTH-1:0]     m_rid;
-    wire [DATA_WIDTH-1:0]   m_rdata;
-    wire [1:0]              m_rresp;
-    wire                    m_rlast;
-    wire                    m_rvalid;
-    wire                    m_rready  = bench_en ? 1'b1 : s_axi_rready;
+    wire [ID_WIDTH-1:0]     awid    = s_axi_awid;
+    wire [ADDR_WIDTH-1:0]   awaddr  = s_axi_awaddr;
+    wire [7:0]              awlen   = s_axi_awlen;
+    wire [2:0]              awsize  = s_axi_awsize;
+    wire [1:0]              awburst = s_axi_awburst;
+    wire                    awvalid = s_axi_awvalid && !bench_en;
+    wire                    awready;
+    wire [DATA_WIDTH-1:0]   wdata   = s_axi_wdata;
+    wire [DATA_WIDTH/8-1:0] wstrb   = s_axi_wstrb;
+    wire                    wlast   = s_axi_wlast;
+    wire                    wvalid  = s_axi_wvalid && !bench_en;
+    wire                    wready;
+    wire [ID_WIDTH-1:0]     bid;
+    wire [1:0]              bresp;
+    wire                    bvalid;
+    wire                    bready  = bench_en ? 1'b1 : s_axi_bready;
+    wire [ID_WIDTH-1:0]     arid    = bench_en ? bench_k[ID_WIDTH-1:0] : s_axi_arid;
+    wire [ADDR_WIDTH-1:0]   araddr  = bench_en ? b_araddr : s_axi_araddr;
+    wire [7:0]              arlen   = bench_en ? bench_len : s_axi_arlen;
+    wire [2:0]              arsize  = bench_en ? FULL_SIZE : s_axi_arsize;
+    wire [1:0]              arburst = bench_en ? 2'b01 : s_axi_arburst;
+    wire                    arvalid = bench_en ? b_arvalid : s_axi_arvalid;
+    wire                    arready;
+    wire [ID_WIDTH-1:0]     rid;
+    wire [DATA_WIDTH-1:0]   rdata;
+    wire [1:0]              rresp;
+    wire                    rlast;
+    wire                    rvalid;
+    wire                    rready  = bench_en ? 1'b1 : s_axi_rready;
 
-    assign s_axi_awready = m_awready && !bench_en;
-    assign s_axi_wready  = m_wready  && !bench_en;
-    assign s_axi_bid     = m_bid;
-    assign s_axi_bresp   = m_bresp;
-    assign s_axi_bvalid  = m_bvalid  && !bench_en;
-    assign s_axi_arready = m_arready && !bench_en;
-    assign s_axi_rid     = m_rid;
-    assign s_axi_rdata   = m_rdata;
-    assign s_axi_rresp   = m_rresp;
-    assign s_axi_rlast   = m_rlast;
-    assign s_axi_rvalid  = m_rvalid  && !bench_en;
+    assign s_axi_awready = awready && !bench_en;
+    assign s_axi_wready  = wready  && !bench_en;
+    assign s_axi_bid     = bid;
+    assign s_axi_bresp   = bresp;
+    assign s_axi_bvalid  = bvalid  && !bench_en;
+    assign s_axi_arready = arready && !bench_en;
+    assign s_axi_rid     = rid;
+    assign s_axi_rdata   = rdata;
+    assign s_axi_rresp   = rresp;
+    assign s_axi_rlast   = rlast;
+    assign s_axi_rvalid  = rvalid  && !bench_en;
 
-    axi_mem #(
-        .DATA_WIDTH(DATA_WIDTH), .ADDR_WIDTH(ADDR_WIDTH), .ID_WIDTH(ID_WIDTH),
-        .MAX_READS(MAX_READS), .MAX_WRITES(MAX_WRITES)
-    ) mem (
-        .clk(clk), .rst(rst),
-        .s_axi_awid(m_awid), .s_axi_awaddr(m_awaddr), .s_axi_awlen(m_awlen), .s_axi_awsize(m_awsize),
-        .s_axi_awburst(m_awburst), .s_axi_awvalid(m_awvalid), .s_axi_awready(m_awready),
-        .s_axi_wdata(m_wdata), .s_axi_wstrb(m_wstrb), .s_axi_wlast(m_wlast), .s_axi_wvalid(m_wvalid),
-        .s_axi_wready(m_wready),
-        .s_axi_bid(m_bid), .s_axi_bresp(m_bresp), .s_axi_bvalid(m_bvalid), .s_axi_bready(m_bready),
-        .s_axi_arid(m_arid), .s_axi_araddr(m_araddr), .s_axi_arlen(m_arlen), .s_axi_arsize(m_arsize),
-        .s_axi_arburst(m_arburst), .s_axi_arvalid(m_arvalid), .s_axi_arready(m_arready),
-        .s_axi_rid(m_rid), .s_axi_rdata(m_rdata), .s_axi_rresp(m_rresp), .s_axi_rlast(m_rlast),
-        .s_axi_rvalid(m_rvalid), .s_axi_rready(m_rready),
-        .cfg_rd_latency(cfg_rd_latency), .cfg_wr_latency(cfg_wr_latency),
-        .cfg_stall_aw(cfg_stall_aw), .cfg_stall_w(cfg_stall_w), .cfg_stall_b(cfg_stall_b),
-        .cfg_stall_ar(cfg_stall_ar), .cfg_stall_r(cfg_stall_r), .cfg_seed(cfg_seed),
-        .cfg_err_base(cfg_err_base), .cfg_err_limit(cfg_err_limit), .cfg_err_resp(cfg_err_resp)
-    );
-
-    axi_checker #(
-        .DATA_WIDTH(DATA_WIDTH), .ADDR_WIDTH(ADDR_WIDTH), .ID_WIDTH(ID_WIDTH),
-        .MAX_READS(MAX_READS), .MAX_WRITES(MAX_WRITES)
-    ) chk (
-        .clk(clk), .rst(rst),
-        .axi_awid(m_awid), .axi_awaddr(m_awaddr), .axi_awlen(m_awlen), .axi_awsize(m_awsize),
-        .axi_awburst(m_awburst), .axi_awvalid(m_awvalid), .axi_awready(m_awready),
-        .axi_wdata(m_wdata), .axi_wstrb(m_wstrb), .axi_wlast(m_wlast), .axi_wvalid(m_wvalid),
-        .axi_wready(m_wready),
-        .axi_bid(m_bid), .axi_bresp(m_bresp), .axi_bvalid(m_bvalid), .axi_bready(m_bready),
-        .axi_arid(m_arid), .axi_araddr(m_araddr), .axi_arlen(m_arlen), .axi_arsize(m_arsize),
-        .axi_arburst(m_arburst), .axi_arvalid(m_arvalid), .axi_arready(m_arready),
-        .axi_rid(m_rid), .axi_rdata(m_rdata), .axi_rresp(m_rresp), .axi_rlast(m_rlast),
-        .axi_rvalid(m_rvalid), .axi_rready(m_rready),
-        .chk_error(chk_error), .chk_code(chk_code), .chk_addr(chk_addr),
-        .chk_arg0(chk_arg0), .chk_arg1(chk_arg1), .chk_arg2(chk_arg2)
-    );
+    `include "tb_mem_checker.vh"
 
     // ---------------------------------------------------------------- bench bookkeeping
     function [31:0] word_sum(input [DATA_WIDTH-1:0] data);
@@ -199,16 +144,16 @@ module tb_axi_mem #(
                 bench_cycles <= 32'd0;
                 bench_sum    <= 32'd0;
             end else if (bench_en) begin
-                if (m_arvalid && m_arready)
+                if (arvalid && arready)
                     bench_k <= bench_k + 32'd1;
-                if (m_rvalid) begin
+                if (rvalid) begin
                     bench_seen  <= 1'b1;
                     bench_beats <= bench_beats + 32'd1;
-                    bench_sum   <= bench_sum + word_sum(m_rdata);
+                    bench_sum   <= bench_sum + word_sum(rdata);
                     if (bench_beats + 32'd1 == bench_total)
                         bench_done <= 1'b1;
                 end
-                if (!bench_done && (bench_seen || m_rvalid))
+                if (!bench_done && (bench_seen || rvalid))
                     bench_cycles <= bench_cycles + 32'd1;
             end
         end

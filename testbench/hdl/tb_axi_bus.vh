@@ -1,0 +1,23 @@
+// The AXI4 bus between a design's master port and the memory model (tb_mem_checker.vh).
+    wire [ID_WIDTH-1:0]     awid;
+    wire [ADDR_WIDTH-1:0]   awaddr;
+    wire [7:0]              awlen;
+    wire [2:0]              awsize;
+    wire [1:0]              awburst;
+    wire                    awvalid, awready;
+    wire [DATA_WIDTH-1:0]   wdata;
+    wire [DATA_WIDTH/8-1:0] wstrb;
+    wire                    wlast, wvalid, wready;
+    wire [ID_WIDTH-1:0]     bid;
+    wire [1:0]              bresp;
+    wire                    bvalid, bready;
+    wire [ID_WIDTH-1:0]     arid;
+    wire [ADDR_WIDTH-1:0]   araddr;
+    wire [7:0]              arlen;
+    wire [2:0]              arsize;
+    wire [1:0]              arburst;
+    wire                    arvalid, arready;
+    wire [ID_WIDTH-1:0]     rid;
+    wire [DATA_WIDTH-1:0]   rdata;
+    wire [1:0]              rresp;
+    wire                    rlast, rvalid, rready;
