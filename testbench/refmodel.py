@@ -1111,11 +1111,16 @@ def mem_digest(mem: np.ndarray, exclude: Iterable[tuple[int, int]] = ()) -> str:
 
 def mem_diff(a: np.ndarray, b: np.ndarray, exclude: Iterable[tuple[int, int]] = (),
              limit: int = 16) -> list[tuple[int, int]]:
-    """The byte ranges [start, end) where two memories differ (the first `limit`)."""
+    """The byte ranges [start, end) where two memories differ outside `exclude` (the
+    first `limit`). Only the differing bytes are filtered: no copy of either memory."""
     if a.size != b.size:
         raise ValueError(f"memories differ in size: {a.size:#x} and {b.size:#x} bytes")
-    a, b = _masked(a, exclude), _masked(b, exclude)
     idx = np.flatnonzero(a != b)
+    if idx.size and exclude:
+        keep = np.ones(idx.size, dtype=bool)
+        for x, y in exclude:
+            keep &= (idx < x) | (idx >= y)
+        idx = idx[keep]
     if not idx.size:
         return []
     breaks = np.flatnonzero(np.diff(idx) > 1)

@@ -22,6 +22,7 @@ import numpy as np
 
 from kmd_model import regs
 from kmd_model.regs import CpError, IbLevel
+from testbench.refmodel import mem_diff
 
 from . import layout as L
 from .driver import Observation, ih_timestamp_ranges
@@ -106,23 +107,6 @@ def describe_error(e: tuple) -> str:
     return f"{name} at {lvl}+{4 * offset:#06x} (addr {addr:#x}, opcode {opcode:#04x})"
 
 
-def mem_ranges(a: np.ndarray, b: np.ndarray, exclude=(), limit: int = 64) -> list[tuple[int, int]]:
-    """Byte ranges [start, end) where a and b differ, outside `exclude` (refmodel.mem_diff
-    without copying the arrays: only the differing bytes are filtered)."""
-    idx = np.flatnonzero(a != b)
-    if idx.size and exclude:
-        keep = np.ones(idx.size, dtype=bool)
-        for x, y in exclude:
-            keep &= (idx < x) | (idx >= y)
-        idx = idx[keep]
-    if not idx.size:
-        return []
-    breaks = np.flatnonzero(np.diff(idx) > 1)
-    starts = np.concatenate(([idx[0]], idx[breaks + 1]))
-    ends = np.concatenate((idx[breaks], [idx[-1]])) + 1
-    return [(int(s), int(e)) for s, e in zip(starts[:limit], ends[:limit])]
-
-
 @dataclass
 class Verdict:
     ok: bool
@@ -176,7 +160,7 @@ def compare(stream: Stream, rtl: Observation, model: Observation, rtl_mem: np.nd
             diffs.append(f"IH entry {i}: " + ", ".join(f"{f} model {x[f]:#x} rtl {y.get(f, 0):#x}"
                                                       for f in x if x[f] != y.get(f)))
     exclude = stream.ts_ranges + ih_timestamp_ranges(stream) + stream.undefined
-    ranges = mem_ranges(model_mem, rtl_mem, exclude)
+    ranges = mem_diff(model_mem, rtl_mem, exclude, limit=64)
     for a, b in ranges[:8]:
         n = min(b - a, 8)
         diffs.append(f"memory [{a:#x}, {b:#x}): model {bytes(model_mem[a:a + n]).hex()}"
