@@ -6,7 +6,7 @@ from kmd_model import regs
 from kmd_model.regs import CpError
 
 from spec import pm4
-from tests.test_refmodel import (Driver, r32, w32, OUT, IB1, IB1B, IB2, IB2B, IB2C, RING, RPTR_WB, IH_RING,
+from tests.test_refmodel import (Driver, submit_ibs_and_chains, r32, w32, OUT, IB1, IB2, RPTR_WB, IH_RING,
                                  RING_ERRORS, bad, OP)
 
 
@@ -65,16 +65,7 @@ for name, (packet, code, opcode) in RING_ERRORS.items():
 
 @scen
 def chain(d):
-    dev = d.dev
-    ib2c = pm4.write_data(OUT + 0x18, [6])
-    ib2b = pm4.write_data(OUT + 0x14, [5]) + pm4.indirect_buffer(IB2C, len(ib2c), chain=1)
-    ib1b = pm4.write_data(OUT + 0x10, [4]) + pm4.indirect_buffer(IB2B, len(ib2b))
-    ib2 = pm4.write_data(OUT + 0x04, [2])
-    ib1 = (pm4.write_data(OUT, [1]) + pm4.indirect_buffer(IB2, len(ib2)) + pm4.write_data(OUT + 0x08, [3])
-           + pm4.indirect_buffer(IB1B, len(ib1b), chain=1) + pm4.write_data(OUT + 0x100, [0xBAD]))
-    for base, body in ((IB1, ib1), (IB1B, ib1b), (IB2, ib2), (IB2B, ib2b), (IB2C, ib2c)):
-        w32(dev, base, body)
-    d.submit(pm4.indirect_buffer(IB1, len(ib1)), pm4.write_data(OUT + 0x1C, [7]))
+    submit_ibs_and_chains(d)
 
 
 @scen

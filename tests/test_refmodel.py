@@ -212,8 +212,9 @@ def test_packet_straddling_the_ring_wrap():
     assert r32(d.dev, OUT + 8) == 7 and d.read(regs.RB_RPTR) == 28
 
 
-def test_two_level_ibs_and_chain(drv):
-    dev = drv.dev
+def submit_ibs_and_chains(drv) -> None:
+    """IB1 calls IB2, then CHAINs to IB1B, which calls IB2B, which CHAINs to IB2C; each
+    writes its dword of OUT[0:8] in order (also a tests/scenarios.py scenario)."""
     ib2c = pm4.write_data(OUT + 0x18, [6])
     ib2b = pm4.write_data(OUT + 0x14, [5]) + pm4.indirect_buffer(IB2C, len(ib2c), chain=1)
     ib1b = pm4.write_data(OUT + 0x10, [4]) + pm4.indirect_buffer(IB2B, len(ib2b))
@@ -221,8 +222,13 @@ def test_two_level_ibs_and_chain(drv):
     ib1 = (pm4.write_data(OUT, [1]) + pm4.indirect_buffer(IB2, len(ib2)) + pm4.write_data(OUT + 0x08, [3])
            + pm4.indirect_buffer(IB1B, len(ib1b), chain=1) + pm4.write_data(OUT + 0x100, [0xBAD]))
     for base, body in ((IB1, ib1), (IB1B, ib1b), (IB2, ib2), (IB2B, ib2b), (IB2C, ib2c)):
-        w32(dev, base, body)
+        w32(drv.dev, base, body)
     drv.submit(pm4.indirect_buffer(IB1, len(ib1)), pm4.write_data(OUT + 0x1C, [7]))
+
+
+def test_two_level_ibs_and_chain(drv):
+    dev = drv.dev
+    submit_ibs_and_chains(drv)
     assert r32(dev, OUT, 8) == [1, 2, 3, 0, 4, 5, 6, 7]
     assert r32(dev, OUT + 0x100) == 0, "the rest of an IB after a CHAIN never runs"
     assert drv.perf(INDIRECT_BUFFER) == 5 and drv.perf(WRITE_DATA) == 7
