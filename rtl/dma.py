@@ -250,22 +250,32 @@ class DMAEngine(wiring.Component):
             m.d.comb += nbeats.eq(Mux(left < to_bnd, left, to_bnd))
             return nbeats
 
+        class BurstWalk:
+            """A command cut into bursts (AR or AW): the first burst starts from the
+            command's own address and beat count (`fresh`), later ones from registers."""
+
+            def __init__(self, prefix, start_addr, start_left):
+                self.fresh = Signal(init=1, name=f"{prefix}_fresh")
+                addr_q = Signal(AW - lb, name=f"{prefix}_addr_q")
+                left_q = Signal(cw, name=f"{prefix}_left_q")
+                self.addr = Signal(AW - lb, name=f"{prefix}_addr")
+                self.left = Signal(cw, name=f"{prefix}_left")
+                m.d.comb += [
+                    self.addr.eq(Mux(self.fresh, start_addr, addr_q)),
+                    self.left.eq(Mux(self.fresh, start_left, left_q)),
+                ]
+                self.n = burst_len(self.addr, self.left)
+                self.last = Signal(name=f"{prefix}_last")
+                m.d.comb += self.last.eq(self.n == self.left)
+                # on the burst's handshake: where the next one starts
+                self.step = [addr_q.eq(self.addr + self.n), left_q.eq(self.left - self.n), self.fresh.eq(0)]
+
         # ------------------------------------------------------------ AR issuer
         re = entry(rd_ptr)
         r_has = Signal()
         m.d.comb += r_has.eq(rd_ptr != wr_ptr)
-        r_fresh = Signal(init=1)   # first burst of the command: take address and count from it
-        r_addr_q = Signal(AW - lb)
-        r_left_q = Signal(cw)
-        r_addr = Signal(AW - lb)
-        r_left = Signal(cw)
-        m.d.comb += [
-            r_addr.eq(Mux(r_fresh, re.src[lb:], r_addr_q)),
-            r_left.eq(Mux(r_fresh, re.rwords, r_left_q)),
-        ]
-        r_n = burst_len(r_addr, r_left)
-        r_last = Signal()
-        m.d.comb += r_last.eq(r_n == r_left)
+        rw = BurstWalk("r", re.src[lb:], re.rwords)
+        r_fresh, r_addr, r_n, r_last = rw.fresh, rw.addr, rw.n, rw.last
         r_res = Signal(range(MB + 2))  # FIFO beats this burst will produce, at most
         m.d.comb += r_res.eq(r_n + (r_last & re.adj_up) - (r_last & re.adj_dn))
         r_skip = Signal()
@@ -288,7 +298,7 @@ class DMAEngine(wiring.Component):
         ]
         m.d.sync += ar_hold.eq(bus.arvalid & ~bus.arready)  # VALID stays up until taken
         with m.If(ar_fire):
-            m.d.sync += [r_addr_q.eq(r_addr + r_n), r_left_q.eq(r_left - r_n), r_fresh.eq(0)]
+            m.d.sync += rw.step
             with m.If(r_last):
                 m.d.sync += [rd_ptr.eq(rd_ptr + 1), r_fresh.eq(1)]
         with m.Elif(r_skip):
@@ -373,18 +383,8 @@ class DMAEngine(wiring.Component):
         ae = entry(aw_ptr)
         a_has = Signal()
         m.d.comb += a_has.eq(aw_ptr != wr_ptr)
-        a_fresh = Signal(init=1)
-        a_addr_q = Signal(AW - lb)
-        a_left_q = Signal(cw)
-        a_addr = Signal(AW - lb)
-        a_left = Signal(cw)
-        m.d.comb += [
-            a_addr.eq(Mux(a_fresh, ae.dst[lb:], a_addr_q)),
-            a_left.eq(Mux(a_fresh, ae.wbeats, a_left_q)),
-        ]
-        a_n = burst_len(a_addr, a_left)
-        a_last = Signal()
-        m.d.comb += a_last.eq(a_n == a_left)
+        aw = BurstWalk("a", ae.dst[lb:], ae.wbeats)
+        a_fresh, a_addr, a_n, a_last = aw.fresh, aw.addr, aw.n, aw.last
         a_scope = Signal()
         m.d.comb += a_scope.eq(in_scope(aw_ptr))
         aw_hold = Signal()
@@ -411,7 +411,7 @@ class DMAEngine(wiring.Component):
                 bq_push.eq(1), bq_push_last.eq(a_last), bq_push_nob.eq(0),
                 bq_push_addr.eq(Mux(a_fresh, ae.dst, Cat(Const(0, lb), a_addr))),
             ]
-            m.d.sync += [a_addr_q.eq(a_addr + a_n), a_left_q.eq(a_left - a_n), a_fresh.eq(0)]
+            m.d.sync += aw.step
             with m.If(a_last):
                 m.d.sync += [aw_ptr.eq(aw_ptr + 1), a_fresh.eq(1)]
         with m.Elif(a_zero):
