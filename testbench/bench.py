@@ -66,6 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--speed-sims", default="verilator", metavar="SIMS",
                     help="simulators the model is compared with, comma-separated, or none (default verilator)")
     args = ap.parse_args(argv)
+    sims = [x for x in args.speed_sims.split(",") if x and x != "none"]
+    if sims:
+        from testbench.model_speed import sims_problem
+
+        problem = sims_problem(sims)
+        if problem:
+            ap.error(f"--speed-sims: {problem}")
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
@@ -74,7 +81,6 @@ def main(argv: list[str] | None = None) -> int:
     results = json.loads(out.read_text()) if out.exists() else {}
     if "sim_cycles_per_s_dma" in results and "sim_cycles_per_s_idle" in results:
         results["sim_speed_ratio_dma_vs_idle"] = results["sim_cycles_per_s_dma"] / results["sim_cycles_per_s_idle"]
-    sims = [x for x in args.speed_sims.split(",") if x and x != "none"]
     if sims:
         from testbench import model_speed
 

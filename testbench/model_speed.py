@@ -40,6 +40,19 @@ WORKLOADS = {
 GOAL = 100  # issue 5: the model runs at least 100x faster than the RTL
 
 
+def sims_problem(sims: list[str]) -> str | None:
+    """Why these simulators cannot be compared with the model, or None."""
+    from testbench import sim
+
+    for s in sims:
+        if s not in ("verilator", "icarus"):
+            return f"{s!r} is not a simulator: choose verilator and/or icarus"
+        reason = sim.unavailable_reason(s)
+        if reason:
+            return reason
+    return None
+
+
 def run_once(app: str, backend: str) -> dict:
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "figures.json"
@@ -99,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-o", "--output", help="write the table as JSON here")
     args = ap.parse_args(argv)
     sims = [s for s in args.sims.split(",") if s]
+    problem = sims_problem(sims)
+    if problem:
+        ap.error(f"--sims: {problem}")
     workloads = {k: v for k, v in WORKLOADS.items() if not args.only or k in args.only}
     result = compare(sims, workloads)
     if args.output:

@@ -91,3 +91,14 @@ def test_compare_on_verilator():
     s = model_speed.summary(rows, ["verilator"])
     assert s == {"model_speedup_device_min_verilator": row["verilator_device_x"],
                  "model_speedup_app_min_verilator": row["verilator_app_x"]}
+
+
+def test_unknown_simulators_are_usage_errors(capsys):
+    from testbench import bench
+
+    for main, flag in ((model_speed.main, "--sims"), (bench.main, "--speed-sims")):
+        with pytest.raises(SystemExit) as exc:
+            main([flag, "verilator,spice"])
+        assert exc.value.code == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
+            f"error: {flag}: 'spice' is not a simulator: choose verilator and/or icarus")
