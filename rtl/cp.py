@@ -17,7 +17,7 @@ entry. SOFT_RESET waits for the bus to go quiet and returns everything to idle.
 
 from contextlib import contextmanager
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -330,21 +330,45 @@ class CommandProcessor(wiring.Component):
             ]
 
         # ---------------------------------------------------------------- write requests
+        # A *_WRITE state requests the block buffer (wr_req); write_block requests a block
+        # formed this cycle straight away (now_*), saving the *_WRITE cycle.
         wr_req = Signal()
+        now_req = Signal()
+        now_block = Signal(aw - 5)
+        now_mask = Signal(BLOCK_DWORDS)
+        now_data = Signal(32 * BLOCK_DWORDS)
         m.d.comb += [
-            writer.req_valid.eq(wr_req),
-            writer.req_block.eq(blk_addr[5:]),
-            writer.req_mask.eq(blk_mask),
-            writer.req_data.eq(Cat(*[blk[i] for i in range(BLOCK_DWORDS)])),
+            writer.req_valid.eq(wr_req | now_req),
+            writer.req_block.eq(Mux(now_req, now_block, blk_addr[5:])),
+            writer.req_mask.eq(Mux(now_req, now_mask, blk_mask)),
+            writer.req_data.eq(Mux(now_req, now_data, Cat(*[blk[i] for i in range(BLOCK_DWORDS)]))),
         ]
 
-        def put_dword(addr, value, extra=None):
-            """Place one dword (and optionally the next) in the block buffer for `addr`."""
+        def dword(v):
+            """`v` as exactly 32 bits (zero-extended or cut), to Cat into a block."""
+            v = Value.cast(v)
+            return Cat(v, Const(0, 32 - len(v))) if len(v) < 32 else v[:32]
+
+        def write_block(addr, mask, dwords, write_state, wait_state, defer=Const(0)):
+            """Write the block `dwords` (8 Values) under `mask`; `addr` is the byte address of
+            its first written dword (errors name it). It goes to the writer in this cycle and
+            the FSM to `wait_state`; with `defer` (or the writer busy) it waits in the block
+            buffer for `write_state`, which requests it (and answers `defer`'s error)."""
+            dwords = [dword(d) for d in dwords]
+            m.d.sync += [blk_addr.eq(addr), blk_mask.eq(mask)] + [blk[i].eq(d) for i, d in enumerate(dwords)]
+            with m.If(~defer):
+                m.d.comb += [now_req.eq(1), now_block.eq(addr[5:]), now_mask.eq(mask), now_data.eq(Cat(*dwords))]
+            with m.If(~defer & writer.req_ready):
+                m.next = wait_state
+            with m.Else():
+                m.next = write_state
+
+        def write_dwords(addr, first, second, write_state, wait_state, defer=Const(0)):
+            """write_block of one dword at `addr`, or two (`second` not None: addr 8-aligned)."""
             pos = addr[2:5]
-            stmts = [blk_addr.eq(addr), blk[pos].eq(value), blk_mask.eq(Const(1, BLOCK_DWORDS) << pos)]
-            if extra is not None:
-                stmts += [blk[pos + 1].eq(extra), blk_mask.eq(Const(3, BLOCK_DWORDS) << pos)]
-            return stmts
+            dwords = [first if second is None else Mux(pos == i, first, second) for i in range(BLOCK_DWORDS)]
+            mask = Const(1 if second is None else 3, BLOCK_DWORDS) << pos
+            write_block(addr, mask, dwords, write_state, wait_state, defer)
 
         # ---------------------------------------------------------------- packet decode helpers
         opcode = cur_fetch_data[_OPCODE.bits]
@@ -435,6 +459,7 @@ class CommandProcessor(wiring.Component):
                     "TIMESTAMP_LO": self.timestamp[:32], "TIMESTAMP_HI": self.timestamp[32:48],
                     "DATA0": data[0], "DATA1": data[1], "DATA2": data[2], "DATA3": data[3],
                 }
+                entry = []
                 for d in range(ih_spec.ENTRY_DWORDS):
                     parts = []
                     pos = 0
@@ -445,13 +470,13 @@ class CommandProcessor(wiring.Component):
                         pos = f.lsb + f.width
                     if pos < 32:
                         parts.append(Const(0, 32 - pos))
-                    m.d.sync += blk[d].eq(Cat(*parts))
-                m.d.sync += [blk_mask.eq((1 << BLOCK_DWORDS) - 1), blk_addr.eq(ih_entry_addr)]
-                m.next = "IH_ENTRY_WRITE"
+                    entry.append(Cat(*parts))
+                write_block(ih_entry_addr, Const((1 << BLOCK_DWORDS) - 1, BLOCK_DWORDS), entry,
+                            "IH_ENTRY_WRITE", "IH_ENTRY_WAIT")
 
-        def release_mem():
-            """RELEASE_MEM once its checks pass: put the fence data in the block writer's
-            buffer and write it, or with DATA_SEL NONE go straight to the interrupt."""
+        def release_mem(p):
+            """RELEASE_MEM once its checks pass: write the fence data, or with DATA_SEL NONE
+            go straight to the interrupt."""
             rm_ = pk.RELEASE_MEM
             sel = self._field(p, rm_, "DATA_SEL")
             sels = rm_.field("DATA_SEL").values
@@ -459,15 +484,13 @@ class CommandProcessor(wiring.Component):
             ts = Cat(self.timestamp, Const(0, 64 - self.ts_width))
             lo = self._field(p, rm_, "DATA_LO")
             hi = self._field(p, rm_, "DATA_HI")
+            beyond = self._beyond_bus(p, rm_)  # RM_WRITE answers DECERR
             with m.If(sel == sels["DATA_32"]):
-                m.d.sync += put_dword(addr, lo)
-                m.next = "RM_WRITE"
+                write_dwords(addr, lo, None, "RM_WRITE", "RM_WAIT", defer=beyond)
             with m.Elif(sel == sels["DATA_64"]):
-                m.d.sync += put_dword(addr, lo, hi)
-                m.next = "RM_WRITE"
+                write_dwords(addr, lo, hi, "RM_WRITE", "RM_WAIT", defer=beyond)
             with m.Elif(sel == sels["TIMESTAMP"]):
-                m.d.sync += put_dword(addr, ts[:32], ts[32:])
-                m.next = "RM_WRITE"
+                write_dwords(addr, ts[:32], ts[32:], "RM_WRITE", "RM_WAIT", defer=beyond)
             with m.Elif(self._field(p, rm_, "INT_SEL") != rm_.field("INT_SEL").values["NONE"]):
                 eop(p)
             with m.Else():
@@ -563,6 +586,70 @@ class CommandProcessor(wiring.Component):
                 with m.Else():
                     yield
 
+        def enter_ib(p):
+            """Push an IB level (or with CHAIN replace the current IB): start its fetcher."""
+            base = self._value(p, ib, "base")
+            size = self._field(p, ib, "IB_SIZE")
+            chain = self._field(p, ib, "CHAIN")
+            new_level = Mux(chain, level, level + 1)
+            m.d.comb += [start_ib.eq(1), start_level.eq(new_level), start_base.eq(base)]
+            m.d.sync += [ib_base[new_level].eq(base), ib_size[new_level].eq(size),
+                         ib_pos[new_level].eq(0), level.eq(new_level)]
+            with m.If(~chain):
+                m.d.sync += [saved_hdr[level].eq(hdr), saved_off[level].eq(hdr_off),
+                             saved_addr[level].eq(hdr_addr)]
+            # the fetcher's end (IB_SIZE) is read from ib_size next cycle onwards
+            m.next = "RUN"
+
+        def check_and_start():
+            """The packet's field checks (spec/packets.py) in the cycle its last fixed payload
+            dword arrives, then its first step: the checks read that dword straight from the
+            fetcher, so no CHECK cycle is spent. A fence goes straight to its write and a
+            non-CHAIN IB starts its fetcher now; the other packets have an EXEC state."""
+            for pkt in pk.PACKETS:
+                if pkt is pk.NOP:
+                    continue
+                # the payload as it stands this cycle: dwords 0..fixed-2 are in p already
+                p_now = p[:pkt.fixed - 1] + [cur_fetch_data]
+                with m.If(kind == pkt.index):
+                    if pkt is pk.DMA_DATA and not self.has_dma:
+                        fail(CpError.UNSUPPORTED)  # no DMA engine in this build
+                        continue
+                    unsupported = self._unsupported(p_now, pkt)
+                    if pkt is ib:
+                        unsupported = unsupported | (self._field(p_now, ib, "VALID") == 0) | \
+                            ((level == 0) & self._field(p_now, ib, "CHAIN"))
+                    misaligned = self._misaligned(p_now, pkt)
+                    with m.If(unsupported):
+                        fail(CpError.UNSUPPORTED)
+                    if not isinstance(misaligned, Const):  # DMA_DATA has no alignment rule
+                        with m.Elif(misaligned):
+                            fail(CpError.IB_MISALIGNED if pkt is ib else CpError.FENCE_MISALIGNED)
+                    if pkt is ib:
+                        chain = self._field(p_now, ib, "CHAIN")
+                        with m.Elif(self._field(p_now, ib, "IB_SIZE") == 0):
+                            fail(CpError.IB_SIZE_ZERO)
+                        with m.Elif(~chain & (level == self.ib_levels)):
+                            fail(CpError.IB_NESTING)
+                    if pkt is pk.DMA_DATA:
+                        with m.Elif(self._field(p_now, pkt, "BYTE_COUNT") > (1 << self.dma_max_log2)):
+                            fail(CpError.DMA_BYTE_COUNT)
+                    with m.Else():
+                        if pkt is not pk.DMA_DATA:  # a transfer counts when it is answered
+                            m.d.comb += perf_count_kind.eq(1)
+                        if pkt is rm:
+                            release_mem(p_now)  # straight to the fence write
+                        elif pkt is ib:
+                            with m.If(chain):
+                                # the current IB's fetcher is flushed next cycle: its flush
+                                # gates the dword this cycle pops
+                                m.next = "EXEC_INDIRECT_BUFFER"
+                            with m.Else():
+                                enter_ib(p_now)
+                        else:
+                            m.next = f"EXEC_{pkt.name}"
+                    m.d.sync += oob.eq(self._beyond_bus(p_now, pkt))
+
         with m.FSM(name="cp") as fsm:
             with state("RUN"):
                 ib_done = (level != 0) & (ib_pos[level] == ib_size[level])
@@ -620,43 +707,9 @@ class CommandProcessor(wiring.Component):
                             m.d.comb += perf_count_kind.eq(1)
                             m.next = "DONE"
                     with m.Elif(pidx == fixed - 1):
-                        m.next = "CHECK"
+                        check_and_start()
 
-            with state("CHECK"):
-                for pkt in pk.PACKETS:
-                    if pkt is pk.NOP:
-                        continue
-                    with m.If(kind == pkt.index):
-                        if pkt is pk.DMA_DATA and not self.has_dma:
-                            fail(CpError.UNSUPPORTED)  # no DMA engine in this build
-                            continue
-                        unsupported = self._unsupported(p, pkt)
-                        if pkt is ib:
-                            unsupported = unsupported | (self._field(p, ib, "VALID") == 0) | \
-                                ((level == 0) & self._field(p, ib, "CHAIN"))
-                        misaligned = self._misaligned(p, pkt)
-                        with m.If(unsupported):
-                            fail(CpError.UNSUPPORTED)
-                        if not isinstance(misaligned, Const):  # DMA_DATA has no alignment rule
-                            with m.Elif(misaligned):
-                                fail(CpError.IB_MISALIGNED if pkt is ib else CpError.FENCE_MISALIGNED)
-                        if pkt is ib:
-                            chain = self._field(p, ib, "CHAIN")
-                            with m.Elif(self._field(p, ib, "IB_SIZE") == 0):
-                                fail(CpError.IB_SIZE_ZERO)
-                            with m.Elif(~chain & (level == self.ib_levels)):
-                                fail(CpError.IB_NESTING)
-                        if pkt is pk.DMA_DATA:
-                            with m.Elif(self._field(p, pkt, "BYTE_COUNT") > (1 << self.dma_max_log2)):
-                                fail(CpError.DMA_BYTE_COUNT)
-                        with m.Else():
-                            if pkt is not pk.DMA_DATA:  # a transfer counts when it is answered
-                                m.d.comb += perf_count_kind.eq(1)
-                            if pkt is rm:
-                                release_mem()  # straight to the fence write: no EXEC cycle
-                            else:
-                                m.next = f"EXEC_{pkt.name}"
-                        m.d.sync += oob.eq(self._beyond_bus(p, pkt))
+            # ---- (no EXEC state for RELEASE_MEM and a non-CHAIN INDIRECT_BUFFER: see check_and_start)
 
             # ---- WRITE_DATA: collect data dwords block by block, write each, wait
             with state("EXEC_WRITE_DATA"):
@@ -690,25 +743,13 @@ class CommandProcessor(wiring.Component):
                     with m.Else():
                         m.next = "WD_COLLECT"
 
-            # ---- INDIRECT_BUFFER: push a level, or CHAIN: replace the current IB
+            # ---- INDIRECT_BUFFER with CHAIN: the new IB replaces the current one
             with state("EXEC_INDIRECT_BUFFER"):
-                base = self._value(p, ib, "base")
-                size = self._field(p, ib, "IB_SIZE")
-                chain = self._field(p, ib, "CHAIN")
-                new_level = Mux(chain, level, level + 1)
-                m.d.comb += [start_ib.eq(1), start_level.eq(new_level), start_base.eq(base)]
-                m.d.sync += [ib_base[new_level].eq(base), ib_size[new_level].eq(size),
-                             ib_pos[new_level].eq(0), level.eq(new_level)]
-                with m.If(~chain):
-                    m.d.sync += [saved_hdr[level].eq(hdr), saved_off[level].eq(hdr_off),
-                                 saved_addr[level].eq(hdr_addr)]
-                with m.If(chain):
-                    # drop what the old IB prefetched; start in the same cycle redirects
-                    for i in range(1, 1 + self.ib_levels):
-                        with m.If(level == i):
-                            m.d.comb += flush_level[i].eq(1)
-                # the fetcher's end (IB_SIZE) is read from ib_size next cycle onwards
-                m.next = "RUN"
+                # drop what the old IB prefetched; start in the same cycle redirects
+                for i in range(1, 1 + self.ib_levels):
+                    with m.If(level == i):
+                        m.d.comb += flush_level[i].eq(1)
+                enter_ib(p)
 
             # ---- WAIT_REG_MEM: read, compare, sleep POLL_INTERVAL, again
             with state("EXEC_WAIT_REG_MEM"):
@@ -803,8 +844,7 @@ class CommandProcessor(wiring.Component):
                 m.d.sync += rptr.eq(ring_pos)
                 with m.If(csr.rb_cntl_rptr_wb):
                     addr = Cat(Const(0, 2), csr.rb_rptr_addr_lo[2:], csr.rb_rptr_addr_hi)
-                    m.d.sync += put_dword(addr, ring_pos)
-                    m.next = "RPTR_WRITE"
+                    write_dwords(addr, ring_pos, None, "RPTR_WRITE", "RPTR_WAIT")
                 with m.Else():
                     m.next = "RUN"
             with state("RPTR_WRITE"):
@@ -827,8 +867,7 @@ class CommandProcessor(wiring.Component):
                         m.d.sync += ih_wptr.eq(ih_wptr + ih_spec.ENTRY_DWORDS)
                         with m.If(csr.ih_cntl_wptr_wb):
                             addr = Cat(Const(0, 2), csr.ih_wptr_addr_lo[2:], csr.ih_wptr_addr_hi)
-                            m.d.sync += put_dword(addr, ih_wptr + ih_spec.ENTRY_DWORDS)
-                            m.next = "IH_WB_WRITE"
+                            write_dwords(addr, ih_wptr + ih_spec.ENTRY_DWORDS, None, "IH_WB_WRITE", "IH_WB_WAIT")
                         with m.Else():
                             m.next = "IH_DONE"
             with state("IH_WB_WRITE"):

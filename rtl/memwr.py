@@ -5,7 +5,8 @@ fits in an aligned 32-byte block, which can never cross a 4 KiB boundary. The re
 places dwords at their block positions and says which to write (`dw_mask`); the writer
 issues one INCR burst covering the touched beats with byte strobes, waits for the write
 response and reports it. One write at a time: the CP waits for every response anyway
-(errors are then exact, and a fence is never visible before the data it follows).
+(errors are then exact, and a fence is never visible before the data it follows); the
+next request is taken in the cycle the response arrives.
 """
 
 from amaranth.hdl import Cat, Const, Module, Signal
@@ -60,17 +61,21 @@ class BlockWriter(wiring.Component):
                 m.d.comb += hi.eq(i)
         shift = ceil_log2(dpb)
 
-        m.d.comb += self.busy.eq(aw_pending | w_pending | self.req_valid)
-        with m.FSM() as fsm:
+        m.d.comb += self.busy.eq(aw_pending | w_pending)  # and in BURST/RESP (below)
+
+        def accept():
+            with m.If(self.req_valid):
+                m.d.sync += [
+                    block.eq(self.req_block), mask.eq(self.req_mask), data.eq(self.req_data),
+                    first_beat.eq(lo >> shift), last_beat.eq(hi >> shift), beat.eq(lo >> shift),
+                    aw_pending.eq(~self.awready), w_pending.eq(1),  # AW goes out at once
+                ]
+                m.next = "BURST"
+
+        with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.req_ready.eq(1)
-                with m.If(self.req_valid):
-                    m.d.sync += [
-                        block.eq(self.req_block), mask.eq(self.req_mask), data.eq(self.req_data),
-                        first_beat.eq(lo >> shift), last_beat.eq(hi >> shift), beat.eq(lo >> shift),
-                        aw_pending.eq(~self.awready), w_pending.eq(1),  # AW goes out at once
-                    ]
-                    m.next = "BURST"
+                accept()
             with m.State("BURST"):
                 m.d.comb += self.busy.eq(1)
                 with m.If(~aw_pending & ~w_pending):
@@ -78,12 +83,15 @@ class BlockWriter(wiring.Component):
             with m.State("RESP"):
                 m.d.comb += self.busy.eq(1)
                 with m.If(self.bvalid):
-                    m.d.comb += [self.done.eq(1), self.resp.eq(self.bresp)]
+                    # the next request may come in the cycle this one is answered (an IH
+                    # entry right after its fence write is confirmed)
+                    m.d.comb += [self.done.eq(1), self.resp.eq(self.bresp), self.req_ready.eq(1)]
                     m.next = "IDLE"
+                    accept()
 
-        # The address goes out in the cycle the request arrives (straight from the request),
+        # The address goes out in the cycle the request is taken (straight from the request),
         # or from the registers while it waits for AWREADY: either way it is stable.
-        with m.If(fsm.ongoing("IDLE")):
+        with m.If(self.req_ready):
             m.d.comb += [
                 self.awvalid.eq(self.req_valid),
                 self.awaddr.eq(Cat(Const(0, 5), self.req_block) |

@@ -248,10 +248,9 @@ def test_cp_monitor_nests_packets_from_fsm_changes():
 
     ib_hdr = pm4.indirect_buffer(0x1000, 8)[0]
     wd_hdr = pm4.write_data(0x2000, [1])[0]
+    chain_hdr = pm4.indirect_buffer(0x3000, 8, chain=1)[0]
     go(10, "PAYLOAD", hdr=ib_hdr, off=0, addr=0x100)  # ring packet 0: INDIRECT_BUFFER
-    go(14, "CHECK")
-    go(15, "EXEC_INDIRECT_BUFFER")
-    go(16, "RUN", level=1)
+    go(13, "RUN", level=1)  # its last payload dword starts the IB
     go(20, "PAYLOAD", hdr=wd_hdr, off=0, addr=0x1000)  # IB1: WRITE_DATA
     go(24, "EXEC_WRITE_DATA")
     go(25, "WD_COLLECT")
@@ -259,6 +258,9 @@ def test_cp_monitor_nests_packets_from_fsm_changes():
     go(27, "WD_WAIT")
     go(31, "DONE")
     go(32, "RUN")
+    go(33, "PAYLOAD", hdr=chain_hdr, off=3, addr=0x100c)  # IB1: a CHAIN to the next IB
+    go(36, "EXEC_INDIRECT_BUFFER")
+    go(37, "RUN")
     go(40, "RING_DONE", level=0, hdr=ib_hdr, off=0, addr=0x100)  # the IB returns
     go(41, "RPTR_WRITE")
     go(42, "RPTR_WAIT")
@@ -274,6 +276,7 @@ def test_cp_monitor_nests_packets_from_fsm_changes():
     spans = [(name, s, e) for track, ph, name, s, e, _ in timeline.events if ph == "X"]
     assert ("INDIRECT_BUFFER", 10, 46) in spans
     assert ("WRITE_DATA", 20, 32) in spans
+    assert ("INDIRECT_BUFFER", 33, 37) in spans  # the CHAIN ends when the new IB starts
     assert ("data write", 26, 31) in spans
     assert ("rptr write-back", 41, 46) in spans
     assert ("TYPE2 filler x2", 50, 55) in spans
