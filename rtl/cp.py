@@ -5,9 +5,13 @@ docs/hardware.md is the contract this implements. The pieces:
 - three Fetchers (ring, IB1, IB2) read ahead; the parser pops one dword per cycle from
   the fetcher of the current level;
 - the parser FSM reads a header, checks it, collects the fixed payload into registers,
-  checks fields (every check derives from spec/packets.py), then executes;
+  checks fields (every check derives from spec/packets.py) in the cycle the last fixed
+  dword arrives, and starts executing in that same cycle;
 - one BlockWriter performs every memory write (WRITE_DATA, fences, rptr/wptr write-back,
-  IH entries), one aligned 32-byte block at a time, each waited for;
+  IH entries), one aligned 32-byte block at a time, each waited for; a block formed in a
+  cycle goes to the writer in that cycle, and the writer takes it in the cycle the
+  previous write is answered (doorbell to EOP irq of a one-packet IB: 32 cycles at the
+  memory model's minimum latency, `make bench` cp_submit_to_irq_cycles);
 - reads of the ring/IB fetchers and WAIT_REG_MEM polls share the AR channel through a
   register slice (AXI payload stays stable until accepted) and R beats are routed by ID.
 
