@@ -608,8 +608,9 @@ class CommandProcessor(wiring.Component):
         def check_and_start():
             """The packet's field checks (spec/packets.py) in the cycle its last fixed payload
             dword arrives, then its first step: the checks read that dword straight from the
-            fetcher, so no CHECK cycle is spent. A fence goes straight to its write and a
-            non-CHAIN IB starts its fetcher now; the other packets have an EXEC state."""
+            fetcher, so no CHECK cycle is spent. A fence goes straight to its write, a
+            WRITE_DATA to its data and a non-CHAIN IB starts its fetcher now; the other
+            packets have an EXEC state."""
             for pkt in pk.PACKETS:
                 if pkt is pk.NOP:
                     continue
@@ -641,7 +642,10 @@ class CommandProcessor(wiring.Component):
                     with m.Else():
                         if pkt is not pk.DMA_DATA:  # a transfer counts when it is answered
                             m.d.comb += perf_count_kind.eq(1)
-                        if pkt is rm:
+                        if pkt is wd:
+                            m.d.sync += [wd_addr.eq(self._value(p_now, wd, "addr")), blk_mask.eq(0)]
+                            m.next = "WD_COLLECT"
+                        elif pkt is rm:
                             release_mem(p_now)  # straight to the fence write
                         elif pkt is ib:
                             with m.If(chain):
@@ -713,12 +717,10 @@ class CommandProcessor(wiring.Component):
                     with m.Elif(pidx == fixed - 1):
                         check_and_start()
 
-            # ---- (no EXEC state for RELEASE_MEM and a non-CHAIN INDIRECT_BUFFER: see check_and_start)
+            # ---- (no EXEC state for WRITE_DATA, RELEASE_MEM and a non-CHAIN INDIRECT_BUFFER:
+            # see check_and_start)
 
             # ---- WRITE_DATA: collect data dwords block by block, write each, wait
-            with state("EXEC_WRITE_DATA"):
-                m.d.sync += [wd_addr.eq(self._value(p, wd, "addr")), blk_mask.eq(0)]
-                m.next = "WD_COLLECT"
             with state("WD_COLLECT"):
                 pos = wd_addr[2:5]
                 with m.If(~cur_fetch_valid):
@@ -733,7 +735,10 @@ class CommandProcessor(wiring.Component):
                         with m.If(blk_mask == 0):
                             m.d.sync += blk_addr.eq(wd_addr)
                         with m.If((pos == BLOCK_DWORDS - 1) | (rem == 1)):
-                            m.next = "WD_WRITE"
+                            # the block is complete with this dword: write it now
+                            write_block(Mux(blk_mask == 0, wd_addr, blk_addr), blk_mask | (1 << pos),
+                                        [Mux(pos == i, cur_fetch_data, blk[i]) for i in range(BLOCK_DWORDS)],
+                                        "WD_WRITE", "WD_WAIT", defer=oob)
             with state("WD_WRITE"):
                 request_write("WD_WAIT", check_oob=True)
             with state("WD_WAIT"):

@@ -252,8 +252,7 @@ def test_cp_monitor_nests_packets_from_fsm_changes():
     go(10, "PAYLOAD", hdr=ib_hdr, off=0, addr=0x100)  # ring packet 0: INDIRECT_BUFFER
     go(13, "RUN", level=1)  # its last payload dword starts the IB
     go(20, "PAYLOAD", hdr=wd_hdr, off=0, addr=0x1000)  # IB1: WRITE_DATA
-    go(24, "EXEC_WRITE_DATA")
-    go(25, "WD_COLLECT")
+    go(24, "WD_COLLECT")
     go(26, "WD_WRITE")
     go(27, "WD_WAIT")
     go(31, "DONE")
