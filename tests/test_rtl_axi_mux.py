@@ -52,6 +52,15 @@ class Master:
         self.done_writes = 0
 
 
+def offer(ctx, port, ch, request):
+    """Drive an address channel ("ar" or "aw") of `port`: request (id, addr, len) in 64-bit
+    INCR beats, or None for no VALID."""
+    ctx.set(getattr(port, f"{ch}valid"), int(request is not None))
+    if request is not None:
+        id_, addr, ln = request
+        for name, v in (("id", id_), ("addr", addr), ("len", ln), ("size", 3), ("burst", 1)):
+            ctx.set(getattr(port, ch + name), v)
+
 def run_mux(n: int, seed: int, n_ops: int = 25, stall: float = 0.35, max_cycles: int = 6000) -> None:
     mux = AXI4Mux(n, addr_width=48, data_width=64, id_width=4, w_order_depth=4)
     low = mux.master_id_bits
@@ -73,24 +82,10 @@ def run_mux(n: int, seed: int, n_ops: int = 25, stall: float = 0.35, max_cycles:
             # ---- masters drive
             for mst in masters:
                 p = mux.s[mst.i]
-                if mst.reads:
-                    rid, addr, ln = mst.reads[0]
-                    ctx.set(p.arvalid, 1)
-                    ctx.set(p.arid, rid)
-                    ctx.set(p.araddr, addr)
-                    ctx.set(p.arlen, ln)
-                    ctx.set(p.arsize, 3)
-                    ctx.set(p.arburst, 1)
-                else:
-                    ctx.set(p.arvalid, 0)
+                offer(ctx, p, "ar", mst.reads[0] if mst.reads else None)
+                offer(ctx, p, "aw", mst.writes[0] if mst.writes else None)
                 if mst.writes:
-                    wid, addr, ln = mst.writes[0]
-                    ctx.set(p.awvalid, 1)
-                    ctx.set(p.awid, wid)
-                    ctx.set(p.awaddr, addr)
-                    ctx.set(p.awlen, ln)
-                    ctx.set(p.awsize, 3)
-                    ctx.set(p.awburst, 1)
+                    _, addr, ln = mst.writes[0]
                     if not mst.aw_offered:
                         mst.aw_offered = True
                         mst.wq.append((addr, ln))  # W may go as soon as AW is offered
