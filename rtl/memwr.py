@@ -2,7 +2,7 @@
 
 Every CP write (WRITE_DATA dwords, RELEASE_MEM fences, rptr/wptr write-back, IH entries)
 fits in an aligned 32-byte block, which can never cross a 4 KiB boundary. The requester
-places dwords at their block positions and says which to write (`dw_mask`); the writer
+places dwords at their block positions and says which to write (`req_mask`); the writer
 issues one INCR burst covering the touched beats with byte strobes, waits for the write
 response and reports it. One write at a time: the CP waits for every response anyway
 (errors are then exact, and a fence is never visible before the data it follows); the
