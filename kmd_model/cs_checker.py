@@ -29,6 +29,7 @@ again one at a time by the same rules, which writes the error message.
 from __future__ import annotations
 
 import errno
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -38,11 +39,14 @@ from spec import packets, pm4, rules
 from spec.packets import HEADER
 
 from .cp_error import LEVEL_TEXT
+from .log import get_logger
 from .uapi import KmdError
 
 if TYPE_CHECKING:
     from .bo import Bo, BoManager
     from .ctx import Context
+
+log = get_logger("cs")
 
 SEGMENT_ALIGN = 32  # bytes: each shadow copy starts on a 32-byte boundary, as the UMD's IBs do
 
@@ -227,6 +231,11 @@ class CsChecker:
             i = (addr + s.offset) >> 2
             mem32[i:i + s.size_dw] = words
             s.words = None  # the image is in memory now
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("checked %d packet(s) in %d IB(s), %d dwords to run; copies at %#x (%#x bytes):\n%s",
+                      job.packets, len(job.segments), job.dwords, addr, job.shadow_bytes, "\n".join(
+                          f"  {LEVEL_TEXT.get(s.level, f'IB{s.level}')} {s.client:#x} ({s.size_dw} dwords) "
+                          f"-> {addr + s.offset:#x}" for s in job.segments))
         return [(addr + s.offset, s.size_dw) for s in job.chunks]
 
     # ------------------------------------------------------------------ one IB and its chain

@@ -35,6 +35,10 @@ GOALS = {
     "model_speedup_app_min_verilator": (">= 100 (issue 5)", lambda v: v >= 100),
     "model_speedup_device_min_icarus": (">= 100 (issue 5)", lambda v: v >= 100),
     "model_speedup_app_min_icarus": (">= 100 (issue 5)", lambda v: v >= 100),
+    # testbench/cs_bench.py: the CS checker + shadow copies, CPU time per 1,024 dwords submitted
+    "cs_submit_us_per_kdw": ("<= 200 (before shadow IBs: ~480 for the check alone)", lambda v: v <= 200),
+    "cs_submit_us_per_kdw_one_ib": ("", None),
+    "cs_shadow_bytes_per_submit": ("", None),
 }
 
 
@@ -81,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     results = json.loads(out.read_text()) if out.exists() else {}
     if "sim_cycles_per_s_dma" in results and "sim_cycles_per_s_idle" in results:
         results["sim_speed_ratio_dma_vs_idle"] = results["sim_cycles_per_s_dma"] / results["sim_cycles_per_s_idle"]
+    from testbench import cs_bench
+
+    results.update(cs_bench.measure())
     if sims:
         from testbench import model_speed
 

@@ -118,18 +118,23 @@ def check_toctou_gpu_rewrite(dev):
 
 
 def check_fake_fence(dev):
-    """A rewritten job writes the ring's fence dword to make an innocent job look done: the
-    innocent client's WAIT_CS does not return before its job ran."""
+    """A rewritten job writes the ring's fence dword with an innocent job's seqno, raises an
+    interrupt so the KMD reads it, and stalls before the real fence: the innocent client's
+    WAIT_CS does not return before its job ran."""
     kmd = kmd_model.bind(dev)
     a, v = Client(), Client()
     abo, vbo = a.bo(), v.bo()
     hold = Holder()
-    aseq = a.submit(a.ib(abo, pm4.write_data(abo.addr + 0x2000, [1], wr_confirm=1)))
+    aseq = a.submit(a.ib(abo, pm4.write_data(abo.addr + 0x2000, [1], wr_confirm=1) + pm4.pad(19)))
     vseq = v.submit(v.ib(vbo, pm4.wait_reg_mem(vbo.addr, 1, 1, "EQ") + pm4.write_data(vbo.addr + 0x100, [0x600D])))
     hw_seq = kmd.fence_drv.sync_seq  # the innocent job's hardware fence
-    abo.u32[:8] = pm4.write_data(kmd.fence_addr, [hw_seq], wr_confirm=1) + pm4.pad(3)
+    fake = (pm4.write_data(kmd.fence_addr, [hw_seq], wr_confirm=1)
+            + pm4.release_mem(abo.addr + 0x3000, 0, data_sel="NONE", int_sel="SEND_INT")  # the KMD looks
+            + pm4.wait_reg_mem(abo.addr + 0x3004, 1, 1, "EQ"))  # and the real fence never comes
+    assert len(fake) == 20
+    abo.u32[:24] = fake + pm4.pad(4)
     hold.release()
-    assert a.wait(aseq)
+    assert a.wait(aseq, 20_000)
     expect(errno.ETIME, f"WAIT_CS: seqno {vseq:#x} of context {v.ctx} not signalled after 20000 cycles",
            v.wait, vseq, 20_000)
     assert vbo.u32[0x40] == 0
@@ -671,3 +676,56 @@ def test_on_model_with_dma():
     for check in (check_toctou_gpu_rewrite, check_reserved_bits_refused, check_cp_rules_refused,
                   check_accepted_streams_run_clean):
         check(RefModel(dma=True))
+
+
+# ------------------------------------------------------------------------------ long runs (RTL: tests/test_rtl_security.py)
+
+def check_race_with_running_cp(dev):
+    """No CP held: the client rewrites the end of its IB right after CS, while the CP is
+    still running the IB's first part. The CP runs the checked copy. (On the model the job
+    has finished before CS returns; the race is the RTL's.)"""
+    kmd = kmd_model.bind(dev)
+    a, v = Client(), Client()
+    abo, vbo = a.bo(0x8000), v.bo()
+    vbo.u32[:] = 0x5A5A5A5A
+    ib = _nops(4000) + pm4.write_data(abo.addr + 0x7000, [1], wr_confirm=1)
+    seq = a.submit(a.ib(abo, ib))
+    abo.u32[4000:4005] = pm4.write_data(vbo.addr, [EVIL], wr_confirm=1)
+    assert a.wait(seq)
+    assert abo.u32[0x1C00] == 1 and (vbo.u32 == 0x5A5A5A5A).all()
+    quiet(kmd)
+
+
+def check_max_ib(dev):
+    kmd = kmd_model.bind(dev)
+    max_ib(kmd, Client(), False)
+    quiet(kmd)
+
+
+def check_max_ib2(dev):
+    kmd = kmd_model.bind(dev)
+    max_ib(kmd, Client(), True)
+    quiet(kmd)
+
+
+def check_progress_resets_job_timeout(dev):
+    """A legal job that runs for longer than job_timeout, moving all the while, is not a
+    hang; one that stops moving is, after job_timeout without progress."""
+    kmd = kmd_model.bind(dev, job_timeout=5_000, fallback_poll=1_000)
+    c = Client()
+    bo = c.bo(0x40000)
+    n = 0xF000  # dwords of NOPs: several job_timeouts of fetching
+    t0 = dev.now()
+    seq = c.submit(c.ib(bo, _nops(n) + pm4.write_data(bo.addr + 0x3F000, [1], wr_confirm=1)))
+    assert c.wait(seq, 10_000_000)
+    assert bo.u32[0xFC00] == 1
+    assert dev.now() - t0 > 3 * 5_000, "the job was not longer than the timeout"
+    quiet(kmd)
+    stuck = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr, 1, 1, "EQ")))
+    with pytest.raises(KmdError) as ei:
+        c.wait(stuck, 100_000)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "TIMEOUT"
+    assert kmd.stats["job_timeouts"] == 1
+
+
+LONG_CHECKS = [check_race_with_running_cp, check_max_ib, check_max_ib2, check_progress_resets_job_timeout]
