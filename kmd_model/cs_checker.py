@@ -160,9 +160,10 @@ class CheckedJob:
 class _Walk:
     """State of one check: the copies made so far and the budget left."""
 
-    def __init__(self, ctx: "Context", limit: int):
+    def __init__(self, ctx: "Context", limit: int, max_ibs: int):
         self.ctx = ctx
         self.limit = limit
+        self.max_ibs = max_ibs
         self.copied = 0  # dwords copied (distinct IBs)
         self.memo: dict[tuple[int, int, int], Segment] = {}
         self.segments: list[Segment] = []
@@ -175,11 +176,13 @@ class _Walk:
 
 
 class CsChecker:
-    def __init__(self, bo_mgr: "BoManager", mem32: np.ndarray, caps: rules.Caps, max_job_dw: int):
+    def __init__(self, bo_mgr: "BoManager", mem32: np.ndarray, caps: rules.Caps, max_job_dw: int,
+                 max_job_ibs: int):
         self.bo_mgr = bo_mgr
         self.mem32 = mem32
         self.caps = caps
         self.max_job_dw = max_job_dw
+        self.max_job_ibs = max_job_ibs  # distinct IBs copied per job: bounds the checker's CPU time
         self._mem_dw = len(mem32)
 
     # ------------------------------------------------------------------ the job
@@ -187,7 +190,7 @@ class CsChecker:
     def check(self, ctx: "Context", ibs: list[tuple[int, int]]) -> CheckedJob:
         """Copy and check the job's IB chunks [(gpu_addr, size_dw)] and everything they reach;
         raise KmdError on the first problem."""
-        w = _Walk(ctx, self.max_job_dw)
+        w = _Walk(ctx, self.max_job_dw, self.max_job_ibs)
         self._arrays = self.bo_mgr.lookup_arrays()
         self._mine = self._arrays[2] == ctx.file.fd
         chunks = []
@@ -266,6 +269,9 @@ class CsChecker:
                 walk[-1].links.append((walk[-1].chain_at, seg))
             walk.append(seg)
             w.segments.append(seg)
+            if len(w.segments) > w.max_ibs:
+                raise KmdError(errno.EINVAL, f"CS: the job of context {w.ctx.id} reaches more than {w.max_ibs} "
+                               "distinct IBs (the per-job limit; an IB called again is counted once)")
             w.copied += size_dw
             if w.copied > w.limit:
                 raise w.over()
@@ -298,7 +304,7 @@ class CsChecker:
         # per packet kind, every field check at once
         calls: list[tuple[int, int, int, bool]] = []  # (packet index, base, size, chain) of INDIRECT_BUFFERs
         good = ~bad & t3  # (fillers need no more checks)
-        for opcode in np.unique(op[good]).tolist():
+        for opcode in set(op[good].tolist()):
             plan = _PLANS[opcode]
             sel = np.flatnonzero(good & (op == opcode))
             pay = words[starts[sel][:, None] + plan.offsets].astype(np.int64)
@@ -386,7 +392,8 @@ class CsChecker:
         ok = inmem & (i >= 0)
         i = np.where(ok, i, 0)
         ok &= self._mine[i] & (addr + size <= ends[i])
-        w.bo_index.update(np.unique(i[ok]).tolist())
+        if ok.any():
+            w.bo_index.update(np.flatnonzero(np.bincount(i[ok])).tolist())
         return ok
 
     def _owned_index(self, addr: int, nbytes: int) -> int | None:

@@ -256,6 +256,8 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
     for i, ch in enumerate(a.chunks):
         who = f"CS: chunk {i}"
         if isinstance(ch, CsChunkIb):
+            if len(ibs) == kmd.params.max_ib_chunks:  # before any more work on a long list
+                raise KmdError(errno.EINVAL, f"CS: more than {kmd.params.max_ib_chunks} IB chunks")
             n = _int(who, "size_dw", ch.size_dw, 1, MAX_IB_DW)
             _int(who, "flags", ch.flags, 0, 0)  # none defined yet
             if ch.handle and ch.gpu_addr is not None:
@@ -290,8 +292,6 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
             raise KmdError(errno.EINVAL, f"{who} is a {type(ch).__name__}, not a CsChunkIb or CsChunkFence")
     if not ibs:
         raise KmdError(errno.EINVAL, "CS: no IB chunk")
-    if len(ibs) > kmd.params.max_ib_chunks:
-        raise KmdError(errno.EINVAL, f"CS: {len(ibs)} IB chunks, at most {kmd.params.max_ib_chunks} allowed")
     checked = None
     ring_ibs = ibs
     if kmd.params.cs_check:
@@ -360,6 +360,7 @@ def info(kmd: "Kmd", file: "File", a: uapi.InfoArgs) -> Any:
             ib_levels=i.ib_levels, has_dma=i.has_dma, has_ih=i.has_ih, dma_max_bytes=i.dma_max_bytes,
             ring_size_dw=kmd.ring.size_dw,
             ib_align_dw=kmd.params.ib_align_dw, max_ib_dw=MAX_IB_DW, max_job_dw=kmd.max_job_dw,
+            max_job_ibs=kmd.params.max_job_ibs,
             packets=tuple(p.name for p in packets.PACKETS))
     if q == InfoQuery.MEMORY:
         def heap(d: Domain) -> uapi.HeapInfo:

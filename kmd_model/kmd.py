@@ -64,6 +64,7 @@ class KmdParams:
     vram_fraction: float = 0.5
     max_ib_chunks: int = 4  # IB chunks per CS
     max_job_dw: int = 1 << 21  # dwords one job may run (every IB counted each time it runs)
+    max_job_ibs: int = 4096  # distinct IBs one job may reach (each is copied and checked)
     shadow_pool_kib: int = 16 << 10  # kernel memory for checked copies of IBs (at most half of GTT)
 
     def __post_init__(self) -> None:
@@ -71,7 +72,8 @@ class KmdParams:
                              ("ib_align_dw", 1, 256), ("initial_seq", 0, 0xFFFF_FFFF),
                              ("job_timeout", 1, 1 << 62), ("fallback_poll", 1, 1 << 62),
                              ("hw_timeout", 1, 1 << 62), ("max_ib_chunks", 1, 64),
-                             ("max_job_dw", 1, 1 << 30), ("shadow_pool_kib", 4, 1 << 30)):
+                             ("max_job_dw", 1, 1 << 30), ("max_job_ibs", 1, 1 << 20),
+                             ("shadow_pool_kib", 4, 1 << 30)):
             v = getattr(self, name)
             if not isinstance(v, int) or not lo <= v <= hi:
                 raise ValueError(f"KMD parameter {name} must be an int in [{lo}, {hi}], not {v!r}")
@@ -130,7 +132,7 @@ class Kmd:
         self.sched = Scheduler(self, p.job_timeout)
         i = self.info
         self.checker = CsChecker(self.bo, self.mem32, rules.Caps(i.ib_levels, i.has_dma, i.dma_max_bytes,
-                                                                 i.addr_bits), self.max_job_dw)
+                                                                 i.addr_bits), self.max_job_dw, p.max_job_ibs)
         self._mem_file = dev.mem_file()
         self.files: dict[int, File] = {}
         self.next_fd = 3

@@ -250,6 +250,7 @@ class DevInfo:
     ib_align_dw: int  # pad IB sizes to this many dwords
     max_ib_dw: int  # largest IB_SIZE
     max_job_dw: int  # dwords one job may run in all, every IB counted each time it runs
+    max_job_ibs: int  # distinct IBs one job may reach (chunks, IB2s, CHAIN targets)
     packets: tuple[str, ...]  # packet kinds in PERF_PACKETS order
 
 

@@ -599,6 +599,23 @@ def check_limits_exact(dev):
         assert c.wait(seq, 50_000_000)
     expect(errno.EINVAL, f"CS: the job of context {c.ctx} runs more than {limit} dwords (the per-job limit; "
            "every IB counts each time it runs)", c.submit, CsChunkIb(len(ib1) + 1, ib1_bo.handle))
+    # distinct IBs: an IB1 calling max_job_ibs - 1 different IB2s runs; one more is refused
+    k = info.max_job_ibs
+    assert k == kmd.params.max_job_ibs == 4096
+    ib2s = c.bo(32 * k)
+    ib2s.u32[:8 * k] = pm4.pad(8) * k
+    calls = c.bo(16 * k + 0x1000)
+    calls.u32[:4 * k] = sum((pm4.indirect_buffer(ib2s.addr + 32 * i, 8) for i in range(k)), [])
+    calls.u32[4 * k:4 * k + 8] = pm4.pad(8)
+    seq = c.submit(CsChunkIb(4 * (k - 1), calls.handle))
+    if dev.name == "model":
+        assert c.wait(seq)
+    expect(errno.EINVAL, f"CS: the job of context {c.ctx} reaches more than {k} distinct IBs (the per-job "
+           "limit; an IB called again is counted once)", c.submit, CsChunkIb(4 * k, calls.handle))
+    calls.u32[:4 * k] = pm4.indirect_buffer(ib2s.addr, 8) * k  # the same IB2 k times: one copy
+    seq = c.submit(CsChunkIb(4 * k, calls.handle))
+    if dev.name == "model":
+        assert c.wait(seq)
     quiet(kmd)
 
 

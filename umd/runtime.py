@@ -327,21 +327,25 @@ class Queue(_Dispatched):
     # -- completion
     def seq_done(self, seq: int) -> bool:
         """The cheap check: has the user fence (written by the GPU after each job) passed seq?
-        Seqnos are 32-bit and compared wrap-safely. Until the queue's first job has finished
-        the dword holds no seqno of ours (it was zero-filled, and 0 is a seqno too), so until
-        then the kernel is asked about that first job (one WAIT_CS that does not wait);
-        afterwards jobs end in order and the dword always holds the last one that ended."""
+        Seqnos are 32-bit and compared wrap-safely. Until the GPU has written the dword once
+        it holds 0 (the BO was zero-filled); 0 can be a seqno too when the queue's seqnos pass
+        through it (near the wrap, or starting there), and only then is the kernel asked about
+        the queue's first job (one WAIT_CS that does not wait). Jobs end in order, so once a
+        seqno of ours is there the dword always holds the last job that ended."""
         if self.last_seq is None:
             return False
+        v = int(self.q32[QBO_USER_FENCE])
         if not self.fence_trusted:
-            try:
-                if self.ws.wait_cs(self.ctx_id, self.first_seq, 0):
-                    self.fence_trusted = True
-            except KmdError:
-                pass  # the context was reset: the caller's own wait reports it
-            if not self.fence_trusted:
-                return False
-        return seq_passed(seq, int(self.q32[QBO_USER_FENCE]))
+            if v == 0 and ((0 - self.first_seq) & M32) <= ((self.last_seq - self.first_seq) & M32):
+                try:  # 0 may be ours: ask whether the first job has ended
+                    if not self.ws.wait_cs(self.ctx_id, self.first_seq, 0):
+                        return False
+                except KmdError:
+                    return False  # the context was reset: the caller's own wait reports it
+            elif v == 0:
+                return False  # nothing written yet
+            self.fence_trusted = True
+        return seq_passed(seq, v)
 
     def _throttle(self, what: str) -> None:
         """Reclaim what finished, then wait for the oldest submission while `max_inflight`
@@ -410,7 +414,10 @@ class Queue(_Dispatched):
         if self.seq_done(seq):
             return True
         try:
-            return self.ws.wait_cs(self.ctx_id, seq, timeout)
+            done = self.ws.wait_cs(self.ctx_id, seq, timeout)
+            if done:
+                self.fence_trusted = True  # seq and every job before it ended, the first included
+            return done
         except KmdError as e:
             if e.errno == errno.ETIME:
                 return False
