@@ -111,37 +111,30 @@ class CpuMapping(np.ndarray):
 
     __str__ = __repr__
 
-    def tolist(self):
-        _check(self)
-        return super().tolist()
 
-    def tobytes(self, order="C"):
-        _check(self)
-        return super().tobytes(order)
 
-    def copy(self, order="C"):
-        _check(self)
-        return self.view(np.ndarray).copy(order)
+def _guarded(name: str):
+    """ndarray method `name`, refused once the mapping is revoked."""
+    base = getattr(np.ndarray, name)
 
-    def view(self, *args, **kwargs):
+    def method(self, *args, **kwargs):
         _check(self)
-        return super().view(*args, **kwargs)
+        return base(self, *args, **kwargs)
+    method.__name__ = name
+    return method
 
-    def __iter__(self):
-        _check(self)
-        return super().__iter__()
 
-    def __int__(self):
-        _check(self)
-        return super().__int__()
+for _name in ("tolist", "tobytes", "view", "__iter__", "__int__", "__index__", "__bool__", "__len__"):
+    setattr(CpuMapping, _name, _guarded(_name))
 
-    def __index__(self):
-        _check(self)
-        return super().__index__()
 
-    def __bool__(self):
-        _check(self)
-        return super().__bool__()
+def _copy(self, order="C"):
+    """A copy is the client's own memory: a plain ndarray, free of the mapping."""
+    _check(self)
+    return np.ndarray.view(self, np.ndarray).copy(order)
+
+
+CpuMapping.copy = _copy
 
 
 class Mapping:
