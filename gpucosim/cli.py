@@ -32,9 +32,9 @@ examples:
   gpucosim run examples/demo.py --waves --log ioctl=info,ring=debug
   gpucosim run examples/batching.py --sim model -- --plot build/batching.png
 
---log takes module=level pairs (the GPUCOSIM_LOG syntax), modules: umd, cmdbuf, ioctl,
-kmd, ring, fence, ih, cs, bo, sched, bus (every MMIO access), cp (packets the CP starts);
-levels: debug, info, warning, error; a bare level applies to all.
+--log takes module=level pairs (the GPUCOSIM_LOG syntax), modules: umd, ioctl, kmd, cs,
+ring, fence, ih, sched, bo, bus (every MMIO access), cp (packets the CP starts); levels:
+debug, info, warning, error; a bare level applies to all.
 """
 
 
@@ -42,9 +42,9 @@ class Parser(argparse.ArgumentParser):
     """argparse, with `gpucosim <sub>: error: ...` and exit code 2 for usage errors."""
 
 
-def _default_backend() -> str:
-    env = os.environ.get("SIM", "").strip()
-    return env if env in BACKENDS else "verilator"
+def _default_backend() -> str | None:
+    """None: --sim was not given; `_run_options` takes $SIM, else verilator."""
+    return None
 
 
 def _backend(text: str) -> str:
@@ -182,6 +182,12 @@ def _kmd_params(p: argparse.ArgumentParser, items: list[str]) -> dict:
 def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]):
     from .session import RunOptions, default_build_dir
 
+    if args.sim is None:
+        env = os.environ.get("SIM", "").strip()
+        if env and env not in BACKENDS:
+            p.error(f"SIM={env} (from the environment) is not a backend: choose {', '.join(BACKENDS)}, "
+                    "or give --sim")
+        args.sim = env or "verilator"
     if args.sim == "model" and (args.waves or args.waves_file):
         p.error("--waves needs a simulator: use --sim verilator or --sim icarus")
     if args.no_dma and args.sim != "model":
@@ -190,18 +196,31 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
         p.error(f"no app at {app}")
     if args.stats_json and Path(args.stats_json).is_dir():
         p.error(f"--stats-json wants a file, not the directory {args.stats_json}")
+    # everything the run will write is checked now, not after the run
+    for opt, path in (("--trace", args.trace), ("--stats-json", args.stats_json), ("--waves-file", args.waves_file)):
+        if path:
+            _writable_file(p, opt, Path(path))
+    if args.crash_dir:
+        _writable_dir(p, "--crash-dir", Path(args.crash_dir))
+    if args.sim != "model" or args.trace or args.waves or args.waves_file:
+        _writable_dir(p, "GPUCOSIM_BUILD" if os.environ.get("GPUCOSIM_BUILD") else "the build folder",
+                      default_build_dir())
     waves = None
     if args.waves or args.waves_file:
         stem = Path(app.split(":")[0]).stem if app.endswith(".py") else app.split(":")[0].rsplit(".", 1)[-1]
         waves = args.waves_file or str(default_build_dir() / "waves" / f"{stem}-{args.sim}.fst")
-    if args.log:
-        from kmd_model import log as kmd_log
+    from kmd_model import log as kmd_log
 
+    if args.log:
         try:
-            for item in filter(None, (s.strip() for s in args.log.split(","))):
-                kmd_log._level(item.partition("=")[2] if "=" in item else item)
+            kmd_log.parse(args.log)
         except ValueError as e:
             p.error(f"--log: {str(e).split(': ', 1)[-1]}")
+    elif os.environ.get(kmd_log.ENV):
+        try:
+            kmd_log.parse(os.environ[kmd_log.ENV])
+        except ValueError as e:
+            p.error(f"{e} (in the environment)")
     return RunOptions(app=app, backend=args.sim, args=app_args, trace=args.trace, waves=waves, log=args.log,
                       stats=args.stats, stats_json=args.stats_json, crash_dir=args.crash_dir, kmd=_kmd_params(p, args.kmd),
                       dma=not args.no_dma, data_width=args.data_width)
@@ -301,12 +320,34 @@ def cmd_regs(p, args) -> int:
 def cmd_plot(p, args) -> int:
     from .plot import PlotError, plot
 
+    _writable_file(p, "-o", Path(args.output))
     try:
         out = plot(args.trace, args.output, start=args.start, end=args.end, title=args.title)
     except PlotError as e:
         p.error(str(e))
     print(f"gpucosim: wrote {out}")
     return 0
+
+
+def _writable_dir(p: argparse.ArgumentParser, what: str, path: Path) -> None:
+    """`path` is, or can be made, a folder this process can write to; else a usage error."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        p.error(f"{what}: {path} is a file, not a folder")
+    except OSError as e:
+        p.error(f"{what}: cannot create {path}: {e.strerror}")
+    if not os.access(path, os.W_OK | os.X_OK):
+        p.error(f"{what}: {path} is not writable")
+
+
+def _writable_file(p: argparse.ArgumentParser, what: str, path: Path) -> None:
+    """`path` can be written (its folder made if need be); else a usage error."""
+    if path.is_dir():
+        p.error(f"{what} wants a file, not the folder {path}")
+    _writable_dir(p, what, path.parent if str(path.parent) else Path("."))
+    if path.exists() and not os.access(path, os.W_OK):
+        p.error(f"{what}: {path} is not writable")
 
 
 def main(argv: list[str] | None = None) -> int:

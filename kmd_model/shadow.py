@@ -13,9 +13,6 @@ ring space; a job whose copies are larger than the whole pool is refused (E2BIG)
 from __future__ import annotations
 
 from .bo import Bo, Heap
-from .log import get_logger
-
-log = get_logger("shadow")
 
 
 class ShadowPool:

@@ -66,6 +66,7 @@ def api_call(name: str) -> Callable:
 
 
 def _hooked(name: str, bound: Callable) -> Callable:
+    @functools.wraps(bound)  # help() and inspect.signature show the entry point, not the wrapper
     def call(*args, **kwargs):
         hook = api_hook
         return bound(*args, **kwargs) if hook is None else hook(name, bound, args, kwargs)
@@ -633,11 +634,20 @@ class Event:
 
 
 class Timestamp(Event):
-    """A GPU clock sample; `value_cycles` once waited for."""
+    """A GPU clock sample (RELEASE_MEM TIMESTAMP): `wait()` for it, then `value` (or its
+    alias `cycles`) is the 48-bit GPU clock, in cycles, when the queue got there."""
 
     def __init__(self, queue: Queue, slot: int):
         super().__init__(queue, 0)
         self.slot = slot
+
+    @property  # type: ignore[override]
+    def value(self) -> int:
+        return self.cycles
+
+    @value.setter
+    def value(self, _v: int) -> None:
+        pass  # Event.__init__ sets a timeline value; a timestamp has none
 
     def signalled(self) -> bool:
         return self.seq is not None and self.queue.seq_done(self.seq)
