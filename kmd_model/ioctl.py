@@ -55,9 +55,18 @@ class IoctlRecord:
     wall_us: float
 
     def __str__(self) -> str:
-        res = f"-1 {self.error.name} ({self.error.message})" if self.error else fmt(self.result)
-        return (f"ioctl(fd {self.fd}, {self.request}, {fmt(self.args)}) = {res} "
+        # as strace does (-s), long structures are cut, so a line fits a terminal; the
+        # record keeps them whole (`args`, `result`)
+        res = f"-1 {self.error.name} ({self.error.message})" if self.error else _clip(fmt(self.result))
+        return (f"ioctl(fd {self.fd}, {self.request}, {_clip(fmt(self.args))}) = {res} "
                 f"<{self.cycles} cycles, {self.wall_us:.0f} us>")
+
+
+CLIP = 64  # characters of an ioctl's arguments or result shown in a trace line
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= CLIP else text[:CLIP - 4] + "...}"
 
 
 IOCTLS: dict[Request, IoctlDesc] = {}

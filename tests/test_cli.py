@@ -241,8 +241,7 @@ WD = pm4.write_data(0x2000000, [0x12345678], wr_confirm=1)
 
 def test_disasm_words_text_binary_and_dumps(capsys, tmp_path):
     assert cli.main(["disasm", "-x", *(f"{w:08x}" for w in WD)]) == 0
-    assert capsys.readouterr().out == ("0x0000: c0033700  WRITE_DATA  dst_sel=MEMORY wr_confirm=1 "
-                                       "addr=0x02000000 data=[0x12345678]\n")
+    assert capsys.readouterr().out == "0x0000: c0033700  WRITE_DATA  wr_confirm=1 addr=0x02000000 data=[0x12345678]\n"
     text = tmp_path / "ib.txt"
     text.write_text("# an IB\n0x1000: " + " ".join(f"0x{w:x}" for w in WD) + "\n" + "80000000\n")
     assert cli.main(["disasm", str(text)]) == 0

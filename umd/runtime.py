@@ -649,6 +649,9 @@ class Timestamp(Event):
     def value(self, _v: int) -> None:
         pass  # Event.__init__ sets a timeline value; a timestamp has none
 
+    def __repr__(self) -> str:
+        return f"<umd.Timestamp {self.cycles} cycles>" if self.signalled() else "<umd.Timestamp pending>"
+
     def signalled(self) -> bool:
         return self.seq is not None and self.queue.seq_done(self.seq)
 
