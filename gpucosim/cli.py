@@ -92,7 +92,9 @@ def build_parser() -> Parser:
 
     run = sub.add_parser("run", help="run an app (a Python program using the UMD) on a backend",
                          description="Run an app: APP.py with a main(), a module (examples.demo) or "
-                                     "module:function. Arguments after `--` are the app's sys.argv[1:].",
+                                     "module:function. Arguments gpucosim does not know are the app's "
+                                     "sys.argv[1:] (`APP --items 8`); after `--` every argument is the "
+                                     "app's, for one whose name gpucosim uses too (`-- --trace x`).",
                          formatter_class=argparse.RawDescriptionHelpFormatter, epilog=RUN_EPILOG)
     run.add_argument("app", metavar="APP", help="APP.py, a module, or module:function")
     _add_run_options(run)
@@ -128,7 +130,7 @@ def build_parser() -> Parser:
                                    "With REGISTER (a name like CP_ERROR or PERF_PACKETS[2], or an offset "
                                    "like 0x14): its fields. With a VALUE too: that value decoded.",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                       epilog="examples:\n  gpucosim regs\n  gpucosim regs status\n  gpucosim regs CP_ERROR 0x17b01")
+                       epilog="examples:\n  gpucosim regs\n  gpucosim regs status\n  gpucosim regs CP_ERROR 0x7b0101")
     r.add_argument("register", nargs="?", metavar="REGISTER")
     r.add_argument("value", nargs="?", metavar="VALUE")
 
@@ -368,6 +370,18 @@ def _main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     if argv[:1] == ["bench"] and argv[1:2] not in (["-h"], ["--help"]):
         args = argparse.Namespace(command="bench", bench_args=argv[1:])  # all of it is the bench's
+    elif argv[:1] == ["run"]:
+        # what gpucosim does not know, after APP, belongs to the app, before what follows `--`;
+        # before APP it is a mistake
+        args, unknown = ap.parse_known_args(argv)
+        if unknown:
+            at_app = argv.index(args.app, 1)
+            rest = iter(range(1, len(argv)))
+            first = next(i for i in rest if argv[i] == unknown[0])
+            if first < at_app:
+                ap._subparsers._group_actions[0].choices["run"].error(  # type: ignore[union-attr]
+                    f"unrecognized arguments before APP: {' '.join(unknown)}")
+        app_args = unknown + app_args
     else:
         args = ap.parse_args(argv)
     sub = ap._subparsers._group_actions[0].choices[args.command]  # type: ignore[union-attr]

@@ -128,6 +128,25 @@ def test_run_refuses_what_it_would_find_out_too_late(capsys, tmp_path, monkeypat
         f"gpucosim plot: error: -o: {a_file} is a file, not a folder")
 
 
+def test_app_arguments_without_dashes(capsys):
+    """Options gpucosim does not know, after APP, are the app's; before APP they are an error."""
+    r = gpucosim("run", "examples/producer_consumer.py", "--sim", "model", "--items", "6")
+    assert r.returncode == 0 and "producer/consumer: OK on model — 6 items, 4 slots" in r.stdout, r.stderr
+    assert usage_error(capsys, "run", "--frob", "examples/producer_consumer.py", "--sim", "model") == (
+        "gpucosim run: error: unrecognized arguments before APP: --frob")
+    r = gpucosim("run", "examples/producer_consumer.py", "--sim", "model", "--bogus")
+    assert r.returncode == 2 and "producer_consumer: error: unrecognized arguments: --bogus" in r.stderr
+
+
+def test_help_examples_decode_to_valid_values():
+    """The examples in `regs --help` decode to values every field defines."""
+    for line in cli.build_parser()._subparsers._group_actions[0].choices["regs"].epilog.splitlines():
+        words = line.split()
+        if words[:2] == ["gpucosim", "regs"] and len(words) == 4:
+            r = gpucosim(*words[1:])
+            assert r.returncode == 0 and "not a " not in r.stdout and "belong to no field" not in r.stdout, r.stdout
+
+
 def test_bad_log_environment_is_one_line_not_a_traceback():
     """A library does not crash its program over GPUCOSIM_LOG: one line, then it carries on."""
     r = subprocess.run([sys.executable, "-c", "import kmd_model, umd; print('imported')"], cwd=ROOT,
