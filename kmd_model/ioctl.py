@@ -180,11 +180,10 @@ def gem_create(kmd: "Kmd", file: "File", a: uapi.GemCreateArgs) -> uapi.GemCreat
     if align & (align - 1):
         raise KmdError(errno.EINVAL, f"GEM_CREATE: alignment must be 0 or a power of two, not {align:#x}")
     d = a.domain
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or int(d) not in (Domain.VRAM, Domain.GTT):
+    is_int = isinstance(d, (int, np.integer)) and not isinstance(d, bool)
+    if not is_int or int(d) not in (Domain.VRAM, Domain.GTT):
         raise KmdError(errno.EINVAL, f"GEM_CREATE: domain must be VRAM ({Domain.VRAM:#x}) or GTT "
-                       f"({Domain.GTT:#x}), not {d:#x}" if isinstance(d, (int, np.integer)) and not
-                       isinstance(d, bool) else
-                       f"GEM_CREATE: domain must be VRAM ({Domain.VRAM:#x}) or GTT ({Domain.GTT:#x}), not {d!r}")
+                       f"({Domain.GTT:#x}), not {f'{d:#x}' if is_int else repr(d)}")
     flags = _int("GEM_CREATE", "flags", a.flags, 0)
     unknown = flags & ~sum(GemFlags)
     if unknown:
