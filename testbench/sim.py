@@ -6,6 +6,13 @@ tests, `make sim` and `make bench` all start the real simulators the same way.
 Builds are cached by a hash of everything that goes into them (HDL sources, C sources,
 parameters, flags) under build/sim/<sim>-<name>-<hash>/; a file lock makes parallel
 pytest-xdist workers share one build instead of racing.
+
+The clock (issue 13): a design whose toplevel can make its own clock (`Design.hdl_clock`,
+tb_top) gets it in HDL, so no Python and no VPI callback runs per edge: Python is woken
+only by what it waits for (an MMIO transaction's edges, the irq line, a timer). On
+Verilator that build also makes public only what Python reads (`PUBLIC_VLT`) instead of
+every signal, and compiles the C++ with optimisation. $GPUCOSIM_CLOCK=cocotb selects the
+path before that (cocotb's Clock, every signal public, `-Os`), kept to measure against.
 """
 
 from __future__ import annotations
@@ -28,6 +35,16 @@ HDL_DIR = Path(__file__).resolve().parent / "hdl"
 CSRC_DIR = Path(__file__).resolve().parent / "csrc"
 
 SIMULATORS = ("verilator", "icarus")
+
+CLOCK_PERIOD_NS = 10  # 100 MHz: the cycle is the unit everywhere; ns only matter for waves
+CLOCK_MODES = ("hdl", "cocotb")
+CLOCK_ENV = "GPUCOSIM_CLOCK"
+PUBLIC_VLT = HDL_DIR / "public.vlt"  # what Python may read or write on the fast Verilator build
+
+# The fast Verilator build: the C++ optimised for speed (the runner's make leaves it at -Os);
+# the one-off construction code stays small. docs/architecture.md has the figures.
+VERILATOR_FAST_ARGS = ("--timing", "--x-assign", "0", "--x-initial", "0", "-O3")
+VERILATOR_FAST_MAKE = ("OPT_FAST=-O2", "OPT_GLOBAL=-O2", "OPT_SLOW=-Os")
 
 # Verilator treats warnings as fatal. The only waivers, all artefacts of Amaranth's
 # Verilog output: Yosys emits minimal-width constants (WIDTHEXPAND/WIDTHTRUNC), and
@@ -95,6 +112,15 @@ def default_simulator() -> str:
     return selected_simulators()[0]
 
 
+def clock_mode() -> str:
+    """Who drives the clock of designs that can make their own: "hdl" (the default) or
+    "cocotb" (the path before issue 13), from $GPUCOSIM_CLOCK."""
+    mode = os.environ.get(CLOCK_ENV, "").strip() or "hdl"
+    if mode not in CLOCK_MODES:
+        raise ValueError(f"{CLOCK_ENV}={mode!r}: choose {' or '.join(CLOCK_MODES)}")
+    return mode
+
+
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -131,10 +157,15 @@ class Design:
     c_sources: tuple[Path, ...] = ()
     vpi_sources: tuple[Path, ...] = ()
     vpi_name: str = ""
+    hdl_clock: bool = False  # the toplevel makes its clock when GPUCOSIM_HDL_CLOCK is defined
+
+    def clock(self) -> str:
+        """"hdl" or "cocotb": who drives this design's clock in this process."""
+        return clock_mode() if self.hdl_clock else "cocotb"
 
     def key(self, sim: str) -> str:
         parts = [sim, self.toplevel, sorted(self.parameters.items()), sorted(self.defines.items()),
-                 VERILATOR_WAIVERS, self.vpi_name]
+                 VERILATOR_WAIVERS, self.vpi_name, self.clock(), VERILATOR_FAST_ARGS, VERILATOR_FAST_MAKE]
         # Include files and C headers beside the sources count too.
         extra = sorted(p for d in (HDL_DIR, CSRC_DIR) if d.exists() for p in d.iterdir() if p.is_file())
         files = list(self.sources) + list(self.c_sources) + list(self.vpi_sources) + extra
@@ -154,14 +185,45 @@ def _build_vpi_module(design: Design, build_dir: Path) -> None:
         raise RuntimeError(f"iverilog-vpi did not produce {out}")
 
 
+def _runner(sim: str, fast: bool):
+    """cocotb's runner for `sim`; on Verilator with `fast`, one whose build makes public
+    only what PUBLIC_VLT names and optimises the C++ (the stock one adds --public-flat-rw,
+    which keeps Verilator from optimising any signal, and leaves the C++ at -Os)."""
+    from cocotb_tools.runner import Verilator, get_runner
+
+    if sim != "verilator" or not fast:
+        return get_runner(sim)
+
+    class FastVerilator(Verilator):
+        def _build_command(self):
+            verilate, make = super()._build_command()
+            verilate = [a for a in verilate if a != "--public-flat-rw"]
+            verilate.insert(verilate.index("--vpi") + 1, str(PUBLIC_VLT))
+            return [verilate, [*make, *VERILATOR_FAST_MAKE, *_coroutine_flags()]]
+
+    return FastVerilator()
+
+
+def _coroutine_flags() -> list[str]:
+    """`--timing` compiles to C++20 coroutines; g++ (12 here) wants -fcoroutines for them,
+    which the wheel's verilated.mk (configured elsewhere) does not add."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["c++", "--version"], capture_output=True, text=True).stdout
+    except OSError:
+        return []
+    return ["CFG_CXXFLAGS_COROUTINES=-fcoroutines"] if "clang" not in out.lower() else []
+
+
 def build(design: Design, sim: str, waves: bool = False) -> Path:
     """Compile `design` for `sim` once; later calls (any process) reuse the build."""
     reason = unavailable_reason(sim)
     if reason:
         raise SimulatorUnavailable(reason)
     setup_env()
-    from cocotb_tools.runner import get_runner
 
+    clock = design.clock()
     key = design.key(sim) + ("-waves" if waves else "")
     build_dir = BUILD / "sim" / f"{sim}-{design.name}-{key}"
     stamp = build_dir / ".built"
@@ -171,11 +233,16 @@ def build(design: Design, sim: str, waves: bool = False) -> Path:
         if build_dir.exists():
             shutil.rmtree(build_dir)
         build_dir.mkdir(parents=True)
-        runner = get_runner(sim)
+        fast = clock == "hdl"
+        runner = _runner(sim, fast)
+        defines = dict(design.defines)
+        if fast:
+            defines["GPUCOSIM_HDL_CLOCK"] = CLOCK_PERIOD_NS // 2
         build_args: list[str] = []
         if sim == "verilator":
-            build_args += [*VERILATOR_WAIVERS, "--x-assign", "0", "--x-initial", "0",
-                           "-O3", *[str(c) for c in design.c_sources]]
+            build_args += [*VERILATOR_WAIVERS,
+                           *(VERILATOR_FAST_ARGS if fast else ("--x-assign", "0", "--x-initial", "0", "-O3")),
+                           *[str(c) for c in design.c_sources]]
             if waves:
                 # FST: Verilator's writer needs lz4.h (Debian: liblz4-dev; gpucosim/waves.py says so)
                 build_args += ["--trace-fst", "--trace-structs"]
@@ -187,7 +254,7 @@ def build(design: Design, sim: str, waves: bool = False) -> Path:
                 sources=list(design.sources),
                 hdl_toplevel=design.toplevel,
                 parameters=dict(design.parameters),
-                defines=dict(design.defines),
+                defines=defines,
                 build_args=build_args,
                 build_dir=build_dir,
                 includes=[HDL_DIR, CSRC_DIR],
@@ -250,9 +317,7 @@ def run(design: Design, sim: str, test_module: str, testcase: str | Sequence[str
     this process's stdout (for demos, whose output is the point).
     """
     build_dir = build(design, sim, waves=waves)
-    from cocotb_tools.runner import get_runner
-
-    runner = get_runner(sim)
+    runner = _runner(sim, design.clock() == "hdl")
     test_dir = BUILD / "runs" / f"{sim}-{design.name}" / f"{tag}-{os.getpid()}"
     test_dir.mkdir(parents=True, exist_ok=True)
     xml = test_dir / "results.xml"
@@ -266,6 +331,7 @@ def run(design: Design, sim: str, test_module: str, testcase: str | Sequence[str
     env = {"COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "INFO"),
            # the cocotb side learns what it runs on: simulator and HDL parameters
            "GPUCOSIM_SIM": sim,
+           CLOCK_ENV: design.clock(),
            "GPUCOSIM_PARAMS": json.dumps(dict(design.parameters))}
     env.update(extra_env or {})
     saved = os.environ.pop("PYTEST_CURRENT_TEST", None)  # we parse results ourselves
