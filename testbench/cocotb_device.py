@@ -55,6 +55,7 @@ class PortMmio:
         self.resp = dut.mmio_resp
         self.resp_valid = RisingEdge(dut.mmio_resp_valid)
         self.req = 0
+        self.cmd.value = 0  # not X (Icarus): the master takes the request bit's value in reset
 
     async def access(self, we: int, offset: int, data: int = 0, strb: int = 0xF) -> tuple[int, int]:
         """(response code, read data) of one 32-bit access."""

@@ -159,13 +159,15 @@ class Design:
     vpi_name: str = ""
     hdl_clock: bool = False  # the toplevel makes its clock when GPUCOSIM_HDL_CLOCK is defined
 
-    def clock(self) -> str:
-        """"hdl" or "cocotb": who drives this design's clock in this process."""
-        return clock_mode() if self.hdl_clock else "cocotb"
+    def clock(self, mode: str | None = None) -> str:
+        """"hdl" or "cocotb": who drives this design's clock (`mode`, else $GPUCOSIM_CLOCK)."""
+        if mode is not None and mode not in CLOCK_MODES:
+            raise ValueError(f"clock {mode!r}: choose {' or '.join(CLOCK_MODES)}")
+        return (mode or clock_mode()) if self.hdl_clock else "cocotb"
 
-    def key(self, sim: str) -> str:
+    def key(self, sim: str, clock: str) -> str:
         parts = [sim, self.toplevel, sorted(self.parameters.items()), sorted(self.defines.items()),
-                 VERILATOR_WAIVERS, self.vpi_name, self.clock(), VERILATOR_FAST_ARGS, VERILATOR_FAST_MAKE]
+                 VERILATOR_WAIVERS, self.vpi_name, clock, VERILATOR_FAST_ARGS, VERILATOR_FAST_MAKE]
         # Include files and C headers beside the sources count too.
         extra = sorted(p for d in (HDL_DIR, CSRC_DIR) if d.exists() for p in d.iterdir() if p.is_file())
         files = list(self.sources) + list(self.c_sources) + list(self.vpi_sources) + extra
@@ -216,15 +218,16 @@ def _coroutine_flags() -> list[str]:
     return ["CFG_CXXFLAGS_COROUTINES=-fcoroutines"] if "clang" not in out.lower() else []
 
 
-def build(design: Design, sim: str, waves: bool = False) -> Path:
-    """Compile `design` for `sim` once; later calls (any process) reuse the build."""
+def build(design: Design, sim: str, waves: bool = False, clock: str | None = None) -> Path:
+    """Compile `design` for `sim` once; later calls (any process) reuse the build.
+    `clock` overrides $GPUCOSIM_CLOCK for designs that can make their own clock."""
     reason = unavailable_reason(sim)
     if reason:
         raise SimulatorUnavailable(reason)
     setup_env()
 
-    clock = design.clock()
-    key = design.key(sim) + ("-waves" if waves else "")
+    clock = design.clock(clock)
+    key = design.key(sim, clock) + ("-waves" if waves else "")
     build_dir = BUILD / "sim" / f"{sim}-{design.name}-{key}"
     stamp = build_dir / ".built"
     with _locked(BUILD / "sim" / f".lock-{sim}-{design.name}-{key}"):
@@ -310,14 +313,16 @@ def _parse_results(xml: Path, log: Path) -> Results:
 def run(design: Design, sim: str, test_module: str, testcase: str | Sequence[str] | None = None,
         extra_env: Mapping[str, str] | None = None, plusargs: Sequence[str] = (),
         seed: int | None = None, waves: bool = False, tag: str = "run",
-        console: bool = False) -> Results:
+        console: bool = False, clock: str | None = None) -> Results:
     """Run cocotb test(s) from `test_module` on a cached build; never raises on test failure.
 
     The simulator's output goes to a log file in the run folder, or with `console` to
-    this process's stdout (for demos, whose output is the point).
+    this process's stdout (for demos, whose output is the point). `clock` overrides
+    $GPUCOSIM_CLOCK as for `build`.
     """
-    build_dir = build(design, sim, waves=waves)
-    runner = _runner(sim, design.clock() == "hdl")
+    clock = design.clock(clock)
+    build_dir = build(design, sim, waves=waves, clock=clock)
+    runner = _runner(sim, clock == "hdl")
     test_dir = BUILD / "runs" / f"{sim}-{design.name}" / f"{tag}-{os.getpid()}"
     test_dir.mkdir(parents=True, exist_ok=True)
     xml = test_dir / "results.xml"
@@ -331,7 +336,7 @@ def run(design: Design, sim: str, test_module: str, testcase: str | Sequence[str
     env = {"COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "INFO"),
            # the cocotb side learns what it runs on: simulator and HDL parameters
            "GPUCOSIM_SIM": sim,
-           CLOCK_ENV: design.clock(),
+           CLOCK_ENV: clock,
            "GPUCOSIM_PARAMS": json.dumps(dict(design.parameters))}
     env.update(extra_env or {})
     saved = os.environ.pop("PYTEST_CURRENT_TEST", None)  # we parse results ourselves
