@@ -21,7 +21,9 @@ import sys
 
 import umd
 
-TRACE = "ioctl=info,ring=debug,ih=info,sched=debug,umd=debug,kmd=info"
+# every layer: the UMD's IBs, each ioctl, the checked copies, the ring and its doorbell, the
+# packets the CP starts (under a simulator), the IH entries and the fences they signal
+TRACE = "umd=debug,ioctl=info,cs=debug,sched=debug,ring=debug,cp=info,ih=info,fence=debug,kmd=info"
 
 
 def say(msg: str) -> None:
@@ -91,8 +93,8 @@ def main() -> int:
                                                    "fences_signalled", "cs")}
     cycles = end.hw["timestamp"] - start.hw["timestamp"]
     say("packets executed by the CP, by opcode: " + ", ".join(f"{k} {v}" for k, v in packets.items() if v))
-    say("driver: " + ", ".join(f"{k} {v}" for k, v in kmd.items())
-        + f"; last fence seqno {end.kmd['last_fence']:#010x}")
+    say("the KMD counted, from the first COUNTERS query to the last (bring-up's self-tests not included):")
+    say("  " + ", ".join(f"{k} {v}" for k, v in kmd.items()) + f"; last fence seqno {end.kmd['last_fence']:#010x}")
     n_packets = sum(packets.values())
     gpu.close()
     if errors:

@@ -1,14 +1,16 @@
 """memcpy on the GPU: copies of several sizes and alignments through the DMA engine.
 
-Each copy is one DMA_DATA packet (SRC_SEL = ADDRESS). The UMD's `Queue.copy()` records
-it when the API has one; until then the app builds the packet itself with `spec.pm4`
-and records it with `emit_raw` (the KMD's checker still checks it: both addresses must
-lie in this app's buffers). GPU timestamps around each copy give its cost in cycles.
+Each copy is one DMA_DATA packet (SRC_SEL = ADDRESS), recorded by the UMD's
+`Queue.copy()` (API version 2; under version 1 the app builds the packet itself with
+`spec.pm4` and records it with `emit_raw`, and the KMD's checker still checks it: both
+addresses must lie in this app's buffers). GPU timestamps around each copy give its cost
+in cycles; on the reference model, which takes no time to copy, they are 0.
 
-    gpucosim run examples/memcpy.py --sim model        # the reference model's engine
-    gpucosim run examples/memcpy.py --sim verilator          # once the RTL has its DMA engine
+    gpucosim run examples/memcpy.py --sim verilator    # the RTL's DMA engine (rtl/dma.py)
+    gpucosim run examples/memcpy.py --sim model        # the reference model's
 
-A device without a DMA engine (CAPS.DMA = 0) cannot copy: the app says so and exits 2.
+A device without a DMA engine (CAPS.DMA = 0, e.g. `--sim model --no-dma`) cannot copy:
+the app says so and exits 2.
 """
 
 from __future__ import annotations
@@ -49,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     gpu = umd.open(api_version=2)
     info = gpu.info()
     if not info.has_dma:
-        print(f"memcpy: {gpu.name} has no DMA engine (CAPS.DMA = 0); run it on the reference model "
-              f"with `--sim model`")
+        print(f"memcpy: this {gpu.name} device has no DMA engine (CAPS.DMA = 0), so it cannot copy; "
+              "run it where there is one (the RTL, or the model without --no-dma)")
         gpu.close()
         return 2
     size = max(n + max(s, d) for n, s, d in CASES)

@@ -51,7 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     ring = gpu.alloc(slots * SLOT_BYTES, "gtt")  # the slots the producer fills
     ctrl = gpu.alloc(4096, "gtt")  # dword 0: items produced so far
     out = gpu.alloc(n * SLOT_BYTES, "vram")  # what the consumer delivered
-    q = gpu.queue()
+    # Every item is a submission recorded before the producer makes anything, so all n are
+    # in flight at once: a queue throttles at max_inflight submissions (the flush waits for
+    # the oldest), which here would wait for item 0, which waits for the producer.
+    q = gpu.queue(max_inflight=n + 1)
     t_start = gpu.counters().hw["timestamp"]
 
     # The consumer's whole program, recorded before any item exists.

@@ -32,9 +32,9 @@ examples:
   gpucosim run examples/demo.py --waves --log ioctl=info,ring=debug
   gpucosim run examples/batching.py --sim model -- --plot build/batching.png
 
---log takes module=level pairs (the GPUCOSIM_LOG syntax), modules: umd, cmdbuf, ioctl,
-kmd, ring, fence, ih, cs, bo, sched, bus (every MMIO access), cp (packets the CP starts);
-levels: debug, info, warning, error; a bare level applies to all.
+--log takes module=level pairs (the GPUCOSIM_LOG syntax), modules: umd, ioctl, kmd, cs,
+ring, fence, ih, sched, bo, bus (every MMIO access), cp (packets the CP starts); levels:
+debug, info, warning, error; a bare level applies to all.
 """
 
 
@@ -42,9 +42,9 @@ class Parser(argparse.ArgumentParser):
     """argparse, with `gpucosim <sub>: error: ...` and exit code 2 for usage errors."""
 
 
-def _default_backend() -> str:
-    env = os.environ.get("SIM", "").strip()
-    return env if env in BACKENDS else "verilator"
+def _default_backend() -> str | None:
+    """None: --sim was not given; `_run_options` takes $SIM, else verilator."""
+    return None
 
 
 def _backend(text: str) -> str:
@@ -92,7 +92,9 @@ def build_parser() -> Parser:
 
     run = sub.add_parser("run", help="run an app (a Python program using the UMD) on a backend",
                          description="Run an app: APP.py with a main(), a module (examples.demo) or "
-                                     "module:function. Arguments after `--` are the app's sys.argv[1:].",
+                                     "module:function. Arguments gpucosim does not know are the app's "
+                                     "sys.argv[1:] (`APP --items 8`); after `--` every argument is the "
+                                     "app's, for one whose name gpucosim uses too (`-- --trace x`).",
                          formatter_class=argparse.RawDescriptionHelpFormatter, epilog=RUN_EPILOG)
     run.add_argument("app", metavar="APP", help="APP.py, a module, or module:function")
     _add_run_options(run)
@@ -128,7 +130,7 @@ def build_parser() -> Parser:
                                    "With REGISTER (a name like CP_ERROR or PERF_PACKETS[2], or an offset "
                                    "like 0x14): its fields. With a VALUE too: that value decoded.",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                       epilog="examples:\n  gpucosim regs\n  gpucosim regs status\n  gpucosim regs CP_ERROR 0x17b01")
+                       epilog="examples:\n  gpucosim regs\n  gpucosim regs status\n  gpucosim regs CP_ERROR 0x7b0101")
     r.add_argument("register", nargs="?", metavar="REGISTER")
     r.add_argument("value", nargs="?", metavar="VALUE")
 
@@ -182,6 +184,12 @@ def _kmd_params(p: argparse.ArgumentParser, items: list[str]) -> dict:
 def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]):
     from .session import RunOptions, default_build_dir
 
+    if args.sim is None:
+        env = os.environ.get("SIM", "").strip()
+        if env and env not in BACKENDS:
+            p.error(f"SIM={env} (from the environment) is not a backend: choose {', '.join(BACKENDS)}, "
+                    "or give --sim")
+        args.sim = env or "verilator"
     if args.sim == "model" and (args.waves or args.waves_file):
         p.error("--waves needs a simulator: use --sim verilator or --sim icarus")
     if args.no_dma and args.sim != "model":
@@ -190,18 +198,31 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
         p.error(f"no app at {app}")
     if args.stats_json and Path(args.stats_json).is_dir():
         p.error(f"--stats-json wants a file, not the directory {args.stats_json}")
+    # everything the run will write is checked now, not after the run
+    for opt, path in (("--trace", args.trace), ("--stats-json", args.stats_json), ("--waves-file", args.waves_file)):
+        if path:
+            _writable_file(p, opt, Path(path))
+    if args.crash_dir:
+        _writable_dir(p, "--crash-dir", Path(args.crash_dir))
+    if args.sim != "model" or args.trace or args.waves or args.waves_file:
+        _writable_dir(p, "GPUCOSIM_BUILD" if os.environ.get("GPUCOSIM_BUILD") else "the build folder",
+                      default_build_dir())
     waves = None
     if args.waves or args.waves_file:
         stem = Path(app.split(":")[0]).stem if app.endswith(".py") else app.split(":")[0].rsplit(".", 1)[-1]
         waves = args.waves_file or str(default_build_dir() / "waves" / f"{stem}-{args.sim}.fst")
-    if args.log:
-        from kmd_model import log as kmd_log
+    from kmd_model import log as kmd_log
 
+    if args.log:
         try:
-            for item in filter(None, (s.strip() for s in args.log.split(","))):
-                kmd_log._level(item.partition("=")[2] if "=" in item else item)
+            kmd_log.parse(args.log)
         except ValueError as e:
             p.error(f"--log: {str(e).split(': ', 1)[-1]}")
+    elif os.environ.get(kmd_log.ENV):
+        try:
+            kmd_log.parse(os.environ[kmd_log.ENV])
+        except ValueError as e:
+            p.error(f"{e} (in the environment)")
     return RunOptions(app=app, backend=args.sim, args=app_args, trace=args.trace, waves=waves, log=args.log,
                       stats=args.stats, stats_json=args.stats_json, crash_dir=args.crash_dir, kmd=_kmd_params(p, args.kmd),
                       dma=not args.no_dma, data_width=args.data_width)
@@ -301,12 +322,34 @@ def cmd_regs(p, args) -> int:
 def cmd_plot(p, args) -> int:
     from .plot import PlotError, plot
 
+    _writable_file(p, "-o", Path(args.output))
     try:
         out = plot(args.trace, args.output, start=args.start, end=args.end, title=args.title)
     except PlotError as e:
         p.error(str(e))
     print(f"gpucosim: wrote {out}")
     return 0
+
+
+def _writable_dir(p: argparse.ArgumentParser, what: str, path: Path) -> None:
+    """`path` is, or can be made, a folder this process can write to; else a usage error."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        p.error(f"{what}: {path} is a file, not a folder")
+    except OSError as e:
+        p.error(f"{what}: cannot create {path}: {e.strerror}")
+    if not os.access(path, os.W_OK | os.X_OK):
+        p.error(f"{what}: {path} is not writable")
+
+
+def _writable_file(p: argparse.ArgumentParser, what: str, path: Path) -> None:
+    """`path` can be written (its folder made if need be); else a usage error."""
+    if path.is_dir():
+        p.error(f"{what} wants a file, not the folder {path}")
+    _writable_dir(p, what, path.parent if str(path.parent) else Path("."))
+    if path.exists() and not os.access(path, os.W_OK):
+        p.error(f"{what}: {path} is not writable")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -327,6 +370,18 @@ def _main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     if argv[:1] == ["bench"] and argv[1:2] not in (["-h"], ["--help"]):
         args = argparse.Namespace(command="bench", bench_args=argv[1:])  # all of it is the bench's
+    elif argv[:1] == ["run"]:
+        # what gpucosim does not know, after APP, belongs to the app, before what follows `--`;
+        # before APP it is a mistake
+        args, unknown = ap.parse_known_args(argv)
+        if unknown:
+            at_app = argv.index(args.app, 1)
+            rest = iter(range(1, len(argv)))
+            first = next(i for i in rest if argv[i] == unknown[0])
+            if first < at_app:
+                ap._subparsers._group_actions[0].choices["run"].error(  # type: ignore[union-attr]
+                    f"unrecognized arguments before APP: {' '.join(unknown)}")
+        app_args = unknown + app_args
     else:
         args = ap.parse_args(argv)
     sub = ap._subparsers._group_actions[0].choices[args.command]  # type: ignore[union-attr]

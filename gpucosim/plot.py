@@ -59,8 +59,13 @@ def plot(trace: str | Path, output: str | Path, *, start: float | None = None, e
     if hi <= lo:
         hi = lo + 1
     order = [(t.pid, t.tid) for t in TRACKS.values()]
-    tracks = sorted({(e["pid"], e["tid"]) for e in evs},
-                    key=lambda k: order.index(k) if k in order else len(order) + k[0] * 100 + k[1])
+
+    def place(k: tuple) -> tuple:
+        pid, tid = k
+        base, lane = (tid // 100, tid % 100) if tid >= 100 else (tid, 0)  # timeline._tid's lanes
+        return (order.index((pid, base)), lane) if (pid, base) in order else (len(order) + pid, tid)
+
+    tracks = sorted({(e["pid"], e["tid"]) for e in evs}, key=place)
     # nesting depth of each slice within its track
     rows: dict[tuple, list] = {k: [] for k in tracks}
     for k in tracks:

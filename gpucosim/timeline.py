@@ -98,16 +98,21 @@ class Timeline:
             meta.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
             meta.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
                          "args": {"sort_index": pid}})
-        for t in TRACKS.values():
-            meta.append({"ph": "M", "name": "thread_name", "pid": t.pid, "tid": t.tid, "args": {"name": t.name}})
-            meta.append({"ph": "M", "name": "thread_sort_index", "pid": t.pid, "tid": t.tid,
-                         "args": {"sort_index": t.tid}})
-        out = []
         # by time; at equal times the longer slice first, so nesting reads parent-first
-        for track, ph, name, start, end, args in sorted(self.events, key=lambda e: (e[3], -(e[4] - e[3]))):
+        events = sorted(self.events, key=lambda e: (e[3], -(e[4] - e[3])))
+        lanes = _lanes(events)
+        for t in TRACKS.values():
+            for lane in range(max((ln for (key, ln) in lanes.values() if key == t.key), default=0) + 1):
+                tid = _tid(t, lane)
+                name = t.name if not lane else f"{t.name} ({lane + 1})"
+                meta.append({"ph": "M", "name": "thread_name", "pid": t.pid, "tid": tid, "args": {"name": name}})
+                meta.append({"ph": "M", "name": "thread_sort_index", "pid": t.pid, "tid": tid,
+                             "args": {"sort_index": tid}})
+        out = []
+        for i, (track, ph, name, start, end, args) in enumerate(events):
             t = TRACKS[track]
             ev = {"name": name, "cat": track, "ph": ph, "ts": cycles_to_us(start), "pid": t.pid,
-                  "tid": t.tid, "args": {"cycle": int(start), **args}}
+                  "tid": _tid(t, lanes.get(i, (track, 0))[1]), "args": {"cycle": int(start), **args}}
             if ph == "X":
                 ev["dur"] = round(cycles_to_us(end) - cycles_to_us(start), 3)
                 ev["args"]["cycles"] = int(end - start)
@@ -130,6 +135,54 @@ class Timeline:
             f.write(text)
         tmp.replace(path)
         return path
+
+
+def _tid(t: Track, lane: int) -> int:
+    """Lane 0 is the track itself; more lanes of a track sort right after it."""
+    return t.tid if lane == 0 else t.tid * 100 + lane
+
+
+def _lanes(events: list[tuple]) -> dict[int, tuple[str, int]]:
+    """For each slice (index into `events`, sorted by start), its (track, lane). Perfetto
+    draws the slices of one track as a stack: they must nest or not touch, so a slice that
+    partly overlaps another (a DMA burst under way while the next one starts, two fences
+    in flight) goes to the first lane of its track where it nests or stands alone."""
+    open_: dict[str, list[list[float]]] = {}  # track -> per lane, the ends of the slices still open
+    out = {}
+    for i, (track, ph, _name, start, end, _args) in enumerate(events):
+        if ph != "X":
+            continue
+        stacks = open_.setdefault(track, [])
+        for lane, stack in enumerate(stacks):
+            while stack and stack[-1] <= start:
+                stack.pop()
+            if not stack or end <= stack[-1]:  # alone, or inside the innermost open slice
+                break
+        else:
+            lane = len(stacks)
+            stacks.append([])
+        stacks[lane].append(end)
+        out[i] = (track, lane)
+    return out
+
+
+def overlaps(trace: dict) -> list[str]:
+    """Slices that partly overlap another on the same track (Perfetto would drop them)."""
+    bad = []
+    by_track: dict[tuple, list] = {}
+    for e in trace["traceEvents"]:
+        if e.get("ph") == "X":  # in whole nanoseconds: the microsecond floats do not add up exactly
+            t0 = round(e["ts"] * 1000)
+            by_track.setdefault((e["pid"], e["tid"]), []).append((t0, t0 + round(e.get("dur", 0) * 1000), e["name"]))
+    for key, spans in by_track.items():
+        stack: list[tuple] = []
+        for s0, s1, name in sorted(spans, key=lambda x: (x[0], -(x[1] - x[0]))):
+            while stack and stack[-1][1] <= s0:
+                stack.pop()
+            if stack and s1 > stack[-1][1]:
+                bad.append(f"track {key}: {name} [{s0}, {s1}) overlaps {stack[-1][2]} [{stack[-1][0]}, {stack[-1][1]})")
+            stack.append((s0, s1, name))
+    return bad
 
 
 def load(path: str | os.PathLike) -> dict:

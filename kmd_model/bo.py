@@ -18,6 +18,8 @@ import errno
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from .log import get_logger
 from .uapi import Domain, KmdError
 
@@ -44,6 +46,7 @@ class Bo:
     busy_jobs: int = 0  # unfinished jobs that reference it
     closed: bool = False  # its handle is gone; freed once idle
     freed: bool = False
+    mappings: list = field(default_factory=list)  # its owner's CPU mappings (kmd_model/mapping.py)
 
     @property
     def busy(self) -> bool:
@@ -115,6 +118,7 @@ class BoManager:
         }
         self.live: list[Bo] = []  # sorted by gpu_addr
         self._starts: list[int] = []
+        self._arrays: tuple | None = None  # lookup_arrays(), until the next change
 
     def create(self, size: int, align: int, domain: Domain, flags: int, owner: "File | None",
                name: str = "", who: str = "GEM_CREATE") -> Bo:
@@ -129,8 +133,16 @@ class BoManager:
         i = bisect.bisect_left(self._starts, addr)
         self._starts.insert(i, addr)
         self.live.insert(i, bo)
+        self._arrays = None
         log.debug("create %r", bo)
         return bo
+
+    def close(self, bo: Bo) -> None:
+        """Its last handle is gone: no job may name it from now on; freed once idle."""
+        bo.closed = True
+        self._arrays = None
+        if not bo.busy:
+            self.free(bo)
 
     def free(self, bo: Bo) -> None:
         if bo.freed:
@@ -140,6 +152,7 @@ class BoManager:
         del self._starts[i], self.live[i]
         self.heaps[bo.domain].free(bo.gpu_addr, bo.size)
         bo.freed = True
+        self._arrays = None
         log.debug("free %r", bo)
 
     def lookup(self, addr: int) -> Bo | None:
@@ -148,6 +161,19 @@ class BoManager:
         if i >= 0 and addr < self.live[i].end:
             return self.live[i]
         return None
+
+    def lookup_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Bo]]:
+        """(starts, ends, owner fd, BOs) of the live BOs in address order, for the CS
+        checker's range checks over many packets at once; owner fd is -1 for kernel BOs
+        and for closed ones (no job may name those)."""
+        if self._arrays is None:
+            live = list(self.live)
+            self._arrays = (
+                np.array([b.gpu_addr for b in live], dtype=np.int64),
+                np.array([b.end for b in live], dtype=np.int64),
+                np.array([-1 if b.owner is None or b.closed else b.owner.fd for b in live], dtype=np.int64),
+                live)
+        return self._arrays
 
     def live_bos(self, owner: "File | None" = ...) -> list[Bo]:  # type: ignore[assignment]
         """Live BOs, all of them or those of one owner (None: the kernel's)."""

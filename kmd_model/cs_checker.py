@@ -1,176 +1,481 @@
-"""The command-stream checker: the security boundary until there is an MMU.
+"""The command-stream checker and its shadow copies: the security boundary until there is an MMU.
 
-With no page tables, any address a packet names is a physical address, so before a
-job reaches the ring the KMD walks every IB it will run (following INDIRECT_BUFFERs
-and CHAINs, as the CP would, up to CAPS.IB_LEVELS deep) and requires the IB itself
-and every address a packet can reach to lie inside one BO of the submitting File:
+With no page tables every address a packet names is physical, so the KMD does what i915's
+command parser does: at CS it copies every IB the job can reach (the chunks, the IB2s they
+call, the IBs they CHAIN to) out of the client's memory, checks the copies, points the
+copied INDIRECT_BUFFER packets at the copies of their targets, and gives the ring the
+copies. The CP never fetches a command from client memory, so nothing a client writes
+after the CS ioctl returns (from the CPU, or from the GPU with WRITE_DATA or DMA_DATA into
+its own IBs) reaches the CP unchecked. The copies live in the kernel's shadow pool
+(kmd_model/shadow.py) and are freed when the job's fence signals.
 
-    WRITE_DATA      [addr, addr + 4 * len(data))        written
-    WAIT_REG_MEM    [addr, addr + 4)                     read
-    RELEASE_MEM     [addr, addr + 4 or 8) (per DATA_SEL) written
-    INDIRECT_BUFFER [base, base + 4 * IB_SIZE)           fetched, then checked itself
-    DMA_DATA        [src, src + n) read, [dst, dst + n) written
+What a checked copy may do (docs/architecture.md, "The security boundary"):
 
-Anything else the hardware would refuse (malformed packets, unsupported field values,
-IB_SIZE 0, too deep nesting, a DMA_DATA without a DMA engine) is refused here too,
-with the disassembler's description, so errors surface as EINVAL at submission
-rather than as a GPU reset later. Like the radeon/r600 checkers of old, this checks
-the IBs in memory at submission time; a job that rewrites its own later IBs on the
-GPU can still reach the hardware with something the checker never saw, which is why
-the KMD also recovers from CP errors (kmd_model/kmd.py).
+    every packet    passes every check the CP makes (spec/rules.py, the same table), so
+                    the CP never stops on it with a packet error; reserved bits are 0
+    WRITE_DATA      writes [addr, addr + 4 * len(data))           in one BO of the client
+    WAIT_REG_MEM    reads  [addr, addr + 4)                       in one BO of the client
+    RELEASE_MEM     writes [addr, addr + 4 or 8) (per DATA_SEL)   in one BO of the client
+    DMA_DATA        reads  [src, src + n), writes [dst, dst + n)  each in one BO of the client
+    INDIRECT_BUFFER runs   [base, base + 4 * IB_SIZE)             in one BO of the client,
+                    copied and checked itself; no CHAIN loop; at most `max_job_dw` dwords run
+                    in all (each IB counted every time it runs)
+
+The checks are made on whole IBs at once with numpy (one Python step per packet header to
+find the packets, none per payload dword); the first packet that fails is then checked
+again one at a time by the same rules, which writes the error message.
 """
 
 from __future__ import annotations
 
 import errno
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from spec import packets, pm4
+from spec import packets, pm4, rules
+from spec.packets import HEADER
 
 from .cp_error import LEVEL_TEXT
+from .log import get_logger
 from .uapi import KmdError
 
 if TYPE_CHECKING:
     from .bo import Bo, BoManager
     from .ctx import Context
 
-MAX_STREAM_DW = 1 << 20  # total dwords walked per submission (a CHAIN loop ends here)
+log = get_logger("cs")
 
-_WD, _IB, _WRM, _RM, _DMA = (packets.by_name[n] for n in
-                             ("WRITE_DATA", "INDIRECT_BUFFER", "WAIT_REG_MEM", "RELEASE_MEM", "DMA_DATA"))
+SEGMENT_ALIGN = 32  # bytes: each shadow copy starts on a 32-byte boundary, as the UMD's IBs do
+
+_TYPE, _OPCODE, _COUNT = (HEADER.field(n) for n in ("TYPE", "OPCODE", "COUNT"))
+_FILLER = packets.TYPE2_FILLER
+_IB = packets.INDIRECT_BUFFER
+_IB_LO, _IB_HI = (_IB.field(n) for n in _IB.value("base").fields)
+_IB_SIZE, _IB_CHAIN, _IB_VALID = (_IB.field(n) for n in ("IB_SIZE", "CHAIN", "VALID"))
 _RM_BYTES = {"NONE": 0, "DATA_32": 4, "DATA_64": 8, "TIMESTAMP": 8}
-_RM_BYTES = {_RM.field("DATA_SEL").values[k]: v for k, v in _RM_BYTES.items()}
-_DMA_SRC_DATA = _DMA.field("SRC_SEL").values["DATA"]
+_DMA = packets.DMA_DATA
+_DMA_FILL = _DMA.field("SRC_SEL").values["DATA"]
 
-# Per packet, the closed enum fields: (name, legal values, supported values).
-_ENUMS = {
-    p.name: [(f.name, frozenset(f.names), frozenset(e.value for e in f.enum if e.supported), f)
-             for f in p.fields if f.enum and not f.open_enum]
-    for p in packets.PACKETS
-}
+# opcode -> (min COUNT, max COUNT) for the header checks, as 256-entry tables
+_KNOWN = np.zeros(256, dtype=bool)
+_MIN_COUNT = np.zeros(256, dtype=np.int64)
+_MAX_COUNT = np.zeros(256, dtype=np.int64)
+for _p in packets.PACKETS:
+    _KNOWN[_p.opcode] = True
+    _MIN_COUNT[_p.opcode], _MAX_COUNT[_p.opcode] = _p.min_count, _p.max_count
+
+_RM_DATA_SEL = packets.RELEASE_MEM.field("DATA_SEL")
+_RM_NBYTES = np.zeros(_RM_DATA_SEL.max + 1, dtype=np.int64)  # DATA_SEL -> bytes written
+for _name, _v in _RM_DATA_SEL.values.items():
+    _RM_NBYTES[_v] = _RM_BYTES[_name]
+
+
+def _lut(mx: int, values) -> np.ndarray:
+    t = np.zeros(mx + 1, dtype=bool)
+    t[list(values)] = True
+    return t
+
+
+class _Plan:
+    """spec/rules.py's checks of one packet kind, as numpy lookups over many packets."""
+
+    def __init__(self, r: rules.PacketRules):
+        p = self.packet = r.packet
+        self.fixed = p.fixed
+        self.offsets = 1 + np.arange(p.fixed)  # payload dwords after the header
+        self.enums = [(*e.where, _lut(e.field.max, e.supported)) for e in r.enums]
+        # bits that must be 0: reserved bits (the KMD's rule) and low address bits (check 5),
+        # one test per dword; then the alignment rules that hold only for some field values
+        zero = list(r.reserved)
+        self.aligns = []
+        for a in r.aligns:
+            if a.when is None:
+                zero[a.dword] |= a.low
+            else:
+                wd, wlsb, wmx, vals = a.when_where
+                self.aligns.append((a.dword, a.low, (wd, wlsb, wmx, _lut(wmx, vals))))
+        self.aligns = [(d, m, None) for d, m in enumerate(zero) if m] + self.aligns
+        self._fields = {f.name: (f.dword, f.lsb, f.max) for f in p.fields}
+        self._values = {}
+        for v in p.values:
+            lo, hi = (p.field(n) for n in v.fields)
+            self._values[v.name] = (lo.dword, hi.dword, hi.lsb, hi.max)
+
+    def field(self, pay: np.ndarray, name: str) -> np.ndarray:
+        d, lsb, mx = self._fields[name]
+        return (pay[:, d] >> lsb) & mx
+
+    def value(self, pay: np.ndarray, name: str) -> np.ndarray:
+        """A 64-bit value (an address) as the CP reads it: the low dword whole, the high field."""
+        lo, hi, lsb, mx = self._values[name]
+        return ((pay[:, hi] >> lsb) & mx) << 32 | pay[:, lo]
+
+
+_PLANS = {p.opcode: _Plan(rules.RULES[p.name]) for p in packets.PACKETS}
+
+
+@dataclass(eq=False)
+class Segment:
+    """The shadow copy of one client IB, run at one level."""
+
+    client: int  # the client's IB address
+    size_dw: int
+    level: int
+    words: np.ndarray | None = None  # the copy (uint32), with its IB packets re-pointed once placed
+    links: list = field(default_factory=list)  # (dword index of IB_BASE_LO in words, target Segment)
+    runs: int = 0  # dwords the CP runs from here to the end of this IB's chain, nested IBs included
+    offset: int = -1  # byte offset in the job's shadow image
+    chain_at: int = -1  # dword index of the header of the CHAIN that ends it, if any
+    done: bool = False  # checked, and `runs` known
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return self.client, self.size_dw, self.level
 
 
 @dataclass
-class CheckedStream:
-    """What a successful check found: the BOs the job touches, and its size."""
+class CheckedJob:
+    """What a successful check found and copied."""
 
-    bos: set
-    dwords: int
-    packets: int
+    bos: set  # the client's BOs the job uses (kept alive until it has finished)
+    chunks: list[Segment]  # one per IB chunk, in order
+    segments: list[Segment]  # every distinct copy
+    dwords: int = 0  # dwords the CP will run (every IB each time it runs)
+    packets: int = 0
+    shadow_bytes: int = 0  # the shadow image's size
+    shadow_addr: int = 0  # where the image was placed (place())
+
+    def client_addr(self, addr: int) -> int:
+        """The client address of a byte of the shadow image (an error address), or `addr`."""
+        off = addr - self.shadow_addr
+        for s in self.segments:
+            if 0 <= off - s.offset < 4 * s.size_dw:
+                return s.client + off - s.offset
+        return addr
+
+
+class _Walk:
+    """State of one check: the copies made so far and the budget left."""
+
+    def __init__(self, ctx: "Context", limit: int, max_ibs: int):
+        self.ctx = ctx
+        self.limit = limit
+        self.max_ibs = max_ibs
+        self.copied = 0  # dwords copied (distinct IBs)
+        self.memo: dict[tuple[int, int, int], Segment] = {}
+        self.segments: list[Segment] = []
+        self.bo_index: set[int] = set()  # indices into the BO lookup arrays
+        self.packets = 0
+
+    def over(self) -> KmdError:
+        return KmdError(errno.EINVAL, f"CS: the job of context {self.ctx.id} runs more than {self.limit} "
+                        "dwords (the per-job limit; every IB counts each time it runs)")
 
 
 class CsChecker:
-    def __init__(self, bo_mgr: "BoManager", mem32: np.ndarray, ib_levels: int, has_dma: bool,
-                 max_dwords: int = MAX_STREAM_DW):
+    def __init__(self, bo_mgr: "BoManager", mem32: np.ndarray, caps: rules.Caps, max_job_dw: int,
+                 max_job_ibs: int):
         self.bo_mgr = bo_mgr
         self.mem32 = mem32
-        self.ib_levels = ib_levels
-        self.has_dma = has_dma
-        self.max_dwords = max_dwords
+        self.caps = caps
+        self.max_job_dw = max_job_dw
+        self.max_job_ibs = max_job_ibs  # distinct IBs copied per job: bounds the checker's CPU time
+        self._mem_dw = len(mem32)
 
-    def owned_bo(self, ctx: "Context", addr: int, size: int) -> "Bo | None":
-        """The submitting File's live BO holding all of [addr, addr + size), if any."""
-        bo = self.bo_mgr.lookup(addr)
-        if bo is None or bo.owner is not ctx.file or bo.closed or not bo.contains(addr, size):
-            return None
-        return bo
+    # ------------------------------------------------------------------ the job
 
-    def check(self, ctx: "Context", ibs: list[tuple[int, int]]) -> CheckedStream:
-        """Check the job's IBs [(gpu_addr, size_dw)]; raise KmdError on the first problem."""
-        st = CheckedStream(set(), 0, 0)
+    def check(self, ctx: "Context", ibs: list[tuple[int, int]]) -> CheckedJob:
+        """Copy and check the job's IB chunks [(gpu_addr, size_dw)] and everything they reach;
+        raise KmdError on the first problem."""
+        w = _Walk(ctx, self.max_job_dw, self.max_job_ibs)
+        self._arrays = self.bo_mgr.lookup_arrays()
+        self._mine = self._arrays[2] == ctx.file.fd
+        chunks = []
+        total = 0
         for addr, size_dw in ibs:
-            bo = self.owned_bo(ctx, addr, 4 * size_dw)
-            if bo is None:
+            i = self._owned_index(addr, 4 * size_dw)
+            if i is None:
                 raise KmdError(errno.EFAULT, f"CS: IB at {addr:#x}+{4 * size_dw:#x} is outside "
                                f"every BO of context {ctx.id}")
-            st.bos.add(bo)
-            self._walk(ctx, addr, size_dw, 1, st)
-        return st
-
-    def _walk(self, ctx: "Context", addr: int, size_dw: int, level: int, st: CheckedStream) -> None:
-        while True:  # one iteration per IB of a CHAIN
-            st.dwords += size_dw
-            if st.dwords > self.max_dwords:
-                raise KmdError(errno.EINVAL, f"CS: command stream of context {ctx.id} runs past "
-                               f"{self.max_dwords} dwords (a CHAIN loop?)")
-            words = self.mem32[addr // 4: addr // 4 + size_dw]
-            chained = None
-            for item in pm4.decode_stream(words):
-                where = _Where(level, addr, item.offset)
-                if not item.ok:
-                    raise KmdError(errno.EINVAL, f"CS: malformed packet at {where}: {pm4.describe(item)}")
-                if item.name == "TYPE2_FILLER":
-                    continue
-                st.packets += 1
-                self._check_fields(item, where)
-                name = item.name
-                f = item.fields
-                if name == "WRITE_DATA":
-                    a = f["ADDR_LO"] << 2 | f["ADDR_HI"] << 32
-                    st.bos.add(self._range(ctx, item, where, "writes", a, 4 * len(item.data)))
-                elif name == "WAIT_REG_MEM":
-                    a = f["ADDR_LO"] << 2 | f["ADDR_HI"] << 32
-                    st.bos.add(self._range(ctx, item, where, "polls", a, 4))
-                elif name == "RELEASE_MEM":
-                    n = _RM_BYTES[f["DATA_SEL"]]
-                    a = f["ADDR_LO"] << 2 | f["ADDR_HI"] << 32
-                    if n == 8 and a & 7:
-                        raise KmdError(errno.EINVAL, f"CS: RELEASE_MEM at {where}: a 64-bit write "
-                                       f"needs a qword-aligned address, not {a:#x}")
-                    if n:
-                        st.bos.add(self._range(ctx, item, where, "writes", a, n))
-                elif name == "DMA_DATA":
-                    if not self.has_dma:
-                        raise KmdError(errno.EINVAL, f"CS: DMA_DATA at {where}: this device has no "
-                                       "DMA engine (CAPS.DMA = 0)")
-                    n = f["BYTE_COUNT"]
-                    dst = f["DST_ADDR_LO"] | f["DST_ADDR_HI"] << 32
-                    st.bos.add(self._range(ctx, item, where, "writes", dst, n))
-                    if f["SRC_SEL"] != _DMA_SRC_DATA:
-                        src = f["SRC_ADDR_LO"] | f["SRC_ADDR_HI"] << 32
-                        st.bos.add(self._range(ctx, item, where, "reads", src, n))
-                elif name == "INDIRECT_BUFFER":
-                    base = f["IB_BASE_LO"] << 2 | f["IB_BASE_HI"] << 32
-                    n = f["IB_SIZE"]
-                    if n == 0:
-                        raise KmdError(errno.EINVAL, f"CS: INDIRECT_BUFFER at {where}: IB_SIZE is 0")
-                    if not f["VALID"]:
-                        raise KmdError(errno.EINVAL, f"CS: INDIRECT_BUFFER at {where}: VALID is 0")
-                    st.bos.add(self._range(ctx, item, where, "runs", base, 4 * n))
-                    if f["CHAIN"]:
-                        chained = (base, n)
-                        break  # the CP does not come back to the rest of this IB
-                    if level + 1 > self.ib_levels:
-                        raise KmdError(errno.EINVAL, f"CS: INDIRECT_BUFFER at {where} nests deeper "
-                                       f"than the device's {self.ib_levels} IB levels")
-                    self._walk(ctx, base, n, level + 1, st)
-            if chained is None:
-                return
-            addr, size_dw = chained
-
-    def _range(self, ctx: "Context", item: pm4.Packet, where: "_Where", verb: str, addr: int, size: int) -> "Bo":
-        bo = self.owned_bo(ctx, addr, max(size, 1))
-        if bo is None:
-            raise KmdError(errno.EFAULT, f"CS: {item.name} at {where} {verb} [{addr:#x}, "
-                           f"{addr + size:#x}), outside every BO of context {ctx.id}")
-        return bo
+            w.bo_index.add(i)
+            seg = self._chain(w, addr, size_dw, 1, None)
+            total += seg.runs
+            if total > w.limit:
+                raise w.over()
+            chunks.append(seg)
+        live = self._arrays[3]
+        bos = {live[i] for i in w.bo_index}
+        return CheckedJob(bos, chunks, w.segments, total, w.packets,
+                          self._layout(w.segments))
 
     @staticmethod
-    def _check_fields(item: pm4.Packet, where: "_Where") -> None:
-        for name, legal, supported, fdef in _ENUMS[item.name]:
-            v = item.fields[name]
-            if v not in supported:
-                what = f"{name}={fdef.names[v]} is not supported" if v in legal else \
-                    f"{name}={v} is not a defined value"
-                raise KmdError(errno.EINVAL, f"CS: {item.name} at {where}: {what} by this device")
+    def _layout(segments: list[Segment]) -> int:
+        off = 0
+        for s in segments:
+            s.offset = off
+            off += -(-4 * s.size_dw // SEGMENT_ALIGN) * SEGMENT_ALIGN
+        return off
+
+    def place(self, job: CheckedJob, addr: int) -> list[tuple[int, int]]:
+        """Write the checked copies at `addr` (kernel memory, `job.shadow_bytes` long), every
+        INDIRECT_BUFFER pointing at its target's copy; return the chunks' (address, size)."""
+        job.shadow_addr = addr
+        mem32 = self.mem32
+        for s in job.segments:
+            words = s.words
+            for at, target in s.links:  # `at`: the INDIRECT_BUFFER's header
+                a = addr + target.offset
+                lo, hi = at + 1 + _IB_LO.dword, at + 1 + _IB_HI.dword
+                words[lo] = (int(words[lo]) & ~_IB_LO.mask) | (a & _IB_LO.mask)
+                words[hi] = (int(words[hi]) & ~_IB_HI.mask) | (a >> 32)
+            i = (addr + s.offset) >> 2
+            mem32[i:i + s.size_dw] = words
+            s.words = None  # the image is in memory now
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("checked %d packet(s) in %d IB(s), %d dwords to run; copies at %#x (%#x bytes):\n%s",
+                      job.packets, len(job.segments), job.dwords, addr, job.shadow_bytes, "\n".join(
+                          f"  {LEVEL_TEXT.get(s.level, f'IB{s.level}')} {s.client:#x} ({s.size_dw} dwords) "
+                          f"-> {addr + s.offset:#x}" for s in job.segments))
+        return [(addr + s.offset, s.size_dw) for s in job.chunks]
+
+    # ------------------------------------------------------------------ one IB and its chain
+
+    def _chain(self, w: _Walk, addr: int, size_dw: int, level: int, via: str | None) -> Segment:
+        """The IB at `addr` and the IBs it CHAINs to, at `level`: copied and checked; returns
+        the first one's Segment with its `runs`. `via` names the packet that called it."""
+        walk: list[Segment] = []
+        on_path: set[tuple[int, int, int]] = set()
+        tail = 0
+        while True:
+            key = (addr, size_dw, level)
+            seg = w.memo.get(key)
+            if seg is not None:
+                if key in on_path:
+                    raise KmdError(errno.EINVAL, f"CS: {via} chains back to the IB at {addr:#x} "
+                                   f"({size_dw} dwords) that this chain already ran: the CP would never finish")
+                tail = seg.runs  # an IB checked before (reached another way): its chain is known
+                assert seg.done
+                if walk:
+                    walk[-1].links.append((walk[-1].chain_at, seg))
+                first = seg
+                break
+            seg = Segment(addr, size_dw, level)
+            w.memo[key] = seg
+            on_path.add(key)
+            if walk:
+                walk[-1].links.append((walk[-1].chain_at, seg))
+            walk.append(seg)
+            w.segments.append(seg)
+            if len(w.segments) > w.max_ibs:
+                raise KmdError(errno.EINVAL, f"CS: the job of context {w.ctx.id} reaches more than {w.max_ibs} "
+                               "distinct IBs (the per-job limit; an IB called again is counted once)")
+            w.copied += size_dw
+            if w.copied > w.limit:
+                raise w.over()
+            i = addr >> 2
+            seg.words = self.mem32[i:i + size_dw].copy()  # the one read of client memory
+            nxt = self._check_ib(w, seg)
+            if nxt is None:
+                break
+            addr, size_dw, via = nxt
+        for seg in reversed(walk):
+            seg.runs += seg.size_dw + tail
+            seg.done = True
+            if seg.runs > w.limit:
+                raise w.over()
+            tail = seg.runs
+        return walk[0] if walk else first
+
+    def _check_ib(self, w: _Walk, seg: Segment) -> tuple[int, int, str] | None:
+        """Check one copied IB: its packets up to a CHAIN, and (recursively) the IBs they call.
+        Returns the CHAIN's target (address, size, where) or None."""
+        words = seg.words
+        n = len(words)
+        starts = _packet_starts(words)
+        h = words[starts].astype(np.int64)
+        op = (h >> _OPCODE.lsb) & _OPCODE.max
+        cnt = (h >> _COUNT.lsb) & _COUNT.max
+        t3 = (h >> _TYPE.lsb) == 3
+        count_ok = t3 & _KNOWN[op] & (_MIN_COUNT[op] <= cnt) & (cnt <= _MAX_COUNT[op])
+        bad = ~((h == _FILLER) | (count_ok & (starts + cnt + 2 <= n) & ((h & rules.HEADER_RESERVED) == 0)))
+        # per packet kind, every field check at once
+        calls: list[tuple[int, int, int, bool]] = []  # (packet index, base, size, chain) of INDIRECT_BUFFERs
+        good = ~bad & t3  # (fillers need no more checks)
+        for opcode in set(op[good].tolist()):
+            plan = _PLANS[opcode]
+            sel = np.flatnonzero(good & (op == opcode))
+            pay = words[starts[sel][:, None] + plan.offsets].astype(np.int64)
+            kbad = self._kind_bad(w, seg.level, plan, pay, cnt[sel])
+            bad[sel] |= kbad
+            if plan.packet is _IB:
+                ok = ~kbad
+                base = plan.value(pay, "base")
+                size = plan.field(pay, "IB_SIZE")
+                chain = plan.field(pay, "CHAIN")
+                calls = list(zip(sel[ok].tolist(), base[ok].tolist(), size[ok].tolist(), chain[ok].tolist()))
+        w.packets += int(np.count_nonzero(h != _FILLER))
+        # the CP stops at the first bad packet or ends the IB at the first CHAIN
+        first_bad = int(np.argmax(bad)) if bad.any() else len(starts)
+        for j, base, size, chain in calls:
+            if j > first_bad:
+                break
+            at = int(starts[j])
+            where = _Where(seg.level, seg.client, at)
+            if chain:
+                if j < first_bad:
+                    seg.chain_at = at
+                    return base, size, f"INDIRECT_BUFFER at {where}"
+                break
+            target = self._chain(w, base, size, seg.level + 1, f"INDIRECT_BUFFER at {where}")
+            seg.runs += target.runs
+            seg.links.append((at, target))
+        if first_bad < len(starts):
+            raise self._explain(w.ctx, seg, int(starts[first_bad]))
+        return None
+
+    def _kind_bad(self, w: _Walk, level: int, plan: "_Plan", pay: np.ndarray, cnt: np.ndarray) -> np.ndarray:
+        """Per packet of one kind (fixed payloads `pay`, header COUNTs `cnt`): fails a check."""
+        p = plan.packet
+        caps = self.caps
+        bad = np.zeros(len(pay), dtype=bool)
+        for d, lsb, mx, lut in plan.enums:  # check 4: closed enums
+            bad |= ~lut[(pay[:, d] >> lsb) & mx]
+        for d, low, when in plan.aligns:  # check 5 (and the KMD's own: reserved bits)
+            mis = (pay[:, d] & low) != 0
+            if when is not None:
+                wd, wlsb, wmx, wlut = when
+                mis &= wlut[(pay[:, wd] >> wlsb) & wmx]
+            bad |= mis
+        if p is packets.WRITE_DATA:
+            bad |= ~self._owned(w, plan.value(pay, "addr"), 4 * (cnt + 1 - plan.fixed))
+        elif p is packets.WAIT_REG_MEM:
+            bad |= ~self._owned(w, plan.value(pay, "addr"), 4)
+        elif p is packets.RELEASE_MEM:
+            n = _RM_NBYTES[plan.field(pay, "DATA_SEL")]
+            some = n > 0
+            if some.any():
+                bad[some] |= ~self._owned(w, plan.value(pay, "addr")[some], n[some])
+        elif p is _DMA:
+            if not caps.has_dma:
+                bad[:] = True
+            count = plan.field(pay, "BYTE_COUNT")
+            bad |= count > caps.dma_max_bytes  # check 7
+            n = np.maximum(count, 1)
+            bad |= ~self._owned(w, plan.value(pay, "dst"), n)
+            copy = plan.field(pay, "SRC_SEL") != _DMA_FILL
+            if copy.any():
+                bad[copy] |= ~self._owned(w, plan.value(pay, "src")[copy], n[copy])
+        elif p is _IB:
+            size = plan.field(pay, "IB_SIZE")
+            chain = plan.field(pay, "CHAIN") != 0
+            bad |= (plan.field(pay, "VALID") == 0) | (size == 0)  # checks 4 and 6
+            if level == 0:
+                bad |= chain
+            if level + 1 > caps.ib_levels:
+                bad |= ~chain
+            bad |= ~self._owned(w, plan.value(pay, "base"), 4 * np.maximum(size, 1))
+        return bad
+
+    # ------------------------------------------------------------------ address ranges
+
+    def _owned(self, w: _Walk, addr: np.ndarray, size: np.ndarray) -> np.ndarray:
+        """Per range [addr, addr + size): it lies in one live BO of the submitting file. Records
+        the BOs used."""
+        starts, ends, _, _ = self._arrays
+        # int64: an ADDR_HI above bit 30 wraps negative, which is refused like any address
+        # at or above 2^48 (no BO lies there)
+        inmem = (addr >= 0) & (addr < (1 << 48))
+        i = np.searchsorted(starts, np.where(inmem, addr, 0), side="right") - 1
+        ok = inmem & (i >= 0)
+        i = np.where(ok, i, 0)
+        ok &= self._mine[i] & (addr + size <= ends[i])
+        if ok.any():
+            w.bo_index.update(np.flatnonzero(np.bincount(i[ok])).tolist())
+        return ok
+
+    def _owned_index(self, addr: int, nbytes: int) -> int | None:
+        """The index of the submitting file's live BO holding [addr, addr + nbytes), if any."""
+        starts, ends, _, _ = self._arrays
+        if not 0 <= addr < 1 << 48:
+            return None
+        i = int(np.searchsorted(starts, addr, side="right")) - 1
+        if i < 0 or not self._mine[i] or addr + max(nbytes, 1) > ends[i]:
+            return None
+        return i
+
+    # ------------------------------------------------------------------ messages
+
+    def _explain(self, ctx: "Context", seg: Segment, off: int) -> KmdError:
+        """The error for the packet at dword `off` of `seg`, found bad by the vectorised checks:
+        the same rules again, one at a time and in the CP's order, to say which one failed."""
+        where = _Where(seg.level, seg.client, off)
+        item = pm4.decode(seg.words.tolist(), off)
+        if not item.ok:
+            return KmdError(errno.EINVAL, f"CS: malformed packet at {where}: {pm4.describe(item)}")
+        r = rules.RULES[item.name]
+        payload = item.payload
+        fail = rules.packet_error(r, payload, seg.level, self.caps)
+        if fail is not None:
+            return KmdError(errno.EINVAL, f"CS: {item.name} at {where}: {fail[1]}")
+        res = item.header & rules.HEADER_RESERVED
+        if res:
+            return KmdError(errno.EINVAL, f"CS: {item.name} at {where}: reserved header bits {res:#x} are set "
+                            "(the CP ignores them; this KMD refuses them)")
+        for d, mask in enumerate(r.reserved):
+            if payload[d] & mask:
+                return KmdError(errno.EINVAL, f"CS: {item.name} at {where}: reserved bits "
+                                f"{payload[d] & mask:#x} of payload dword {d} are set (the CP ignores "
+                                "them; this KMD refuses them)")
+        for verb, a, n in _reach(item):
+            if self._owned_index(a, n) is None:
+                return KmdError(errno.EFAULT, f"CS: {item.name} at {where} {verb} [{a:#x}, {a + n:#x}), "
+                                f"outside every BO of context {ctx.id}")
+        raise AssertionError(f"CS checker: the vectorised checks refused {item.name} at {where}, "
+                             "the per-packet checks did not")  # pragma: no cover - a checker bug
+
+
+def _reach(item: pm4.Packet) -> list[tuple[str, int, int]]:
+    """(verb, address, bytes) of every memory range a packet uses."""
+    f = item.fields
+    p = item.defn
+    if p is packets.WRITE_DATA:
+        return [("writes", rules.addr_of(p, "addr", item.payload), 4 * len(item.data))]
+    if p is packets.WAIT_REG_MEM:
+        return [("polls", rules.addr_of(p, "addr", item.payload), 4)]
+    if p is packets.RELEASE_MEM:
+        n = _RM_BYTES[p.field("DATA_SEL").names[f["DATA_SEL"]]]
+        return [("writes", rules.addr_of(p, "addr", item.payload), n)] if n else []
+    if p is _DMA:
+        n = f["BYTE_COUNT"]
+        out = [("writes", rules.addr_of(p, "dst", item.payload), n)]
+        if f["SRC_SEL"] != _DMA_FILL:
+            out.append(("reads", rules.addr_of(p, "src", item.payload), n))
+        return out
+    if p is _IB:
+        return [("runs", rules.addr_of(p, "base", item.payload), 4 * f["IB_SIZE"])]
+    return []
+
+
+def _packet_starts(words: np.ndarray) -> np.ndarray:
+    """Dword index of every packet header, walking COUNTs from the first dword (type-3
+    headers span COUNT + 2 dwords, anything else one)."""
+    h = words.astype(np.int64)
+    length = np.where((h >> _TYPE.lsb) == 3, ((h >> _COUNT.lsb) & _COUNT.max) + 2, 1).tolist()
+    n = len(length)
+    out = []
+    append = out.append
+    i = 0
+    while i < n:
+        append(i)
+        i += length[i]
+    return np.array(out, dtype=np.int64)
 
 
 class _Where:
-    """Where a packet is, "IB1+0x10 (0x201010)", formatted only when a message needs it
-    (the checker sees every packet of every submission; most are fine)."""
+    """Where a packet is, "IB+0x10 (0x201010)", formatted only when a message needs it."""
 
     __slots__ = ("level", "ib", "offset")
 
@@ -189,10 +494,11 @@ _WRM_SYM = {0: "always", 1: "<", 2: "<=", 3: "==", 4: "!=", 5: ">=", 6: ">"}
 
 
 def find_unsatisfied_wait(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_levels: int,
-                          max_dwords: int = MAX_STREAM_DW) -> str | None:
-    """For a job that timed out: the first WAIT_REG_MEM in its IBs whose condition does not
-    hold in memory now, described ("WAIT_REG_MEM at IB+0x10 (0x201010): *0x5000 = 0x0, waits
-    for == 0x1"), or None. A diagnosis, not proof: the CP may be stuck elsewhere."""
+                          max_dwords: int = 1 << 22, client_addr=lambda a: a) -> str | None:
+    """For a job that timed out: the first WAIT_REG_MEM in its IBs (as the CP runs them: the
+    checked copies) whose condition does not hold in memory now, described ("WAIT_REG_MEM at
+    IB+0x10 (0x201010): *0x5000 = 0x0, waits for == 0x1", the packet named by the client's
+    address, `client_addr`), or None. A diagnosis, not proof: the CP may be stuck elsewhere."""
     budget = [max_dwords]
 
     def walk(addr: int, size_dw: int, level: int) -> str | None:
@@ -213,7 +519,8 @@ def find_unsatisfied_wait(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_leve
                     fn = f["FUNCTION"]
                     if fn in _WRM_FUNC and not _WRM_FUNC[fn](v, f["REFERENCE"]):
                         lvl = LEVEL_TEXT.get(level, f"IB{level}")
-                        return (f"WAIT_REG_MEM at {lvl}+{4 * item.offset:#x} ({addr + 4 * item.offset:#x}): "
+                        return (f"WAIT_REG_MEM at {lvl}+{4 * item.offset:#x} "
+                                f"({client_addr(addr + 4 * item.offset):#x}): "
                                 f"*{a:#x} & {f['MASK']:#x} = {v:#x}, waits for {_WRM_SYM[fn]} {f['REFERENCE']:#x}")
                 elif item.name == "INDIRECT_BUFFER" and f["IB_SIZE"]:
                     base = f["IB_BASE_LO"] << 2 | f["IB_BASE_HI"] << 32

@@ -13,6 +13,8 @@ a thread started with `cocotb.task.bridge` and turns each MMIO access or wait in
 from __future__ import annotations
 
 import abc
+import os
+import weakref
 
 import numpy as np
 
@@ -58,6 +60,22 @@ class Device(abc.ABC):
     @abc.abstractmethod
     def delay(self, cycles: int) -> None:
         """Let `cycles` of simulated time pass (for polling loops)."""
+
+    def mem_file(self) -> tuple[int, int] | None:
+        """(file descriptor, byte offset) of a file whose bytes from that offset are `mem`, so
+        the KMD can give each CPU mapping of a buffer an OS mapping of its own, which it can
+        revoke (kmd_model/mapping.py); None when `mem` is plain process memory. The default
+        finds the file of a `numpy.memmap`."""
+        m = self.mem
+        while m is not None and not isinstance(m, np.memmap):
+            m = m.base if isinstance(m.base, np.ndarray) else None
+        if m is None or getattr(m, "filename", None) is None:
+            return None
+        fd = self.__dict__.get("_mem_fd")
+        if fd is None:
+            fd = self.__dict__["_mem_fd"] = os.open(m.filename, os.O_RDWR | os.O_CLOEXEC)
+            weakref.finalize(self, os.close, fd)
+        return fd, m.offset + (self.mem.ctypes.data - m.ctypes.data)
 
     def irq_level(self) -> bool:
         """The irq line now, without waiting."""

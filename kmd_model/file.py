@@ -39,14 +39,16 @@ class File:
         self.handles[h] = bo
         return h
 
-    def bo(self, handle: Any, who: str) -> "Bo":
-        bo = self.handles.get(handle) if isinstance(handle, int) else None
+    def bo(self, handle: Any, who: str, err: int = errno.ENOENT) -> "Bo":
+        """The BO behind `handle`; an unknown handle is `err` (ENOENT, as drm_gem_object_lookup
+        callers answer; GEM_CLOSE and amdgpu's CS fence chunk answer EINVAL)."""
+        bo = self.handles.get(handle) if isinstance(handle, int) and not isinstance(handle, bool) else None
         if bo is None:
-            raise KmdError(errno.ENOENT, f"{who}: no BO with handle {handle!r}")
+            raise KmdError(err, f"{who}: no BO with handle {handle!r}")
         return bo
 
     def ctx(self, ctx_id: Any, who: str) -> "Context":
-        ctx = self.contexts.get(ctx_id) if isinstance(ctx_id, int) else None
+        ctx = self.contexts.get(ctx_id) if isinstance(ctx_id, int) and not isinstance(ctx_id, bool) else None
         if ctx is None:
             raise KmdError(errno.EINVAL, f"{who}: no context {ctx_id!r} on this file")
         return ctx

@@ -55,9 +55,18 @@ class IoctlRecord:
     wall_us: float
 
     def __str__(self) -> str:
-        res = f"-1 {self.error.name} ({self.error.message})" if self.error else fmt(self.result)
-        return (f"ioctl(fd {self.fd}, {self.request}, {fmt(self.args)}) = {res} "
+        # as strace does (-s), long structures are cut, so a line fits a terminal; the
+        # record keeps them whole (`args`, `result`)
+        res = f"-1 {self.error.name} ({self.error.message})" if self.error else _clip(fmt(self.result))
+        return (f"ioctl(fd {self.fd}, {self.request}, {_clip(fmt(self.args))}) = {res} "
                 f"<{self.cycles} cycles, {self.wall_us:.0f} us>")
+
+
+CLIP = 64  # characters of an ioctl's arguments or result shown in a trace line
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= CLIP else text[:CLIP - 4] + "...}"
 
 
 IOCTLS: dict[Request, IoctlDesc] = {}
@@ -146,10 +155,13 @@ def fmt(obj: Any) -> str:
 
 # ------------------------------------------------------------------------------ argument checks
 
-def _int(who: str, name: str, v: Any, lo: int = 0, hi: int | None = None) -> int:
+def _int(who: str, name: str, v: Any, lo: int = 0, hi: int | None = None, bits: int = 64) -> int:
+    """An integer argument, as the C structure's field would hold it (`bits` wide)."""
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         raise KmdError(errno.EINVAL, f"{who}: {name} must be an int, not {v!r}")
     v = int(v)
+    if v >> bits and v > 0:
+        raise KmdError(errno.EINVAL, f"{who}: {name} must fit in {bits} bits, not {v:#x}")
     if v < lo or (hi is not None and v > hi):
         rng = f">= {lo:#x}" if hi is None else f"{lo:#x} to {hi:#x}"
         if hi is None and lo in (0, 1):
@@ -167,18 +179,19 @@ def gem_create(kmd: "Kmd", file: "File", a: uapi.GemCreateArgs) -> uapi.GemCreat
     align = _int("GEM_CREATE", "alignment", a.alignment, 0)
     if align & (align - 1):
         raise KmdError(errno.EINVAL, f"GEM_CREATE: alignment must be 0 or a power of two, not {align:#x}")
-    if a.domain not in (Domain.VRAM, Domain.GTT):
-        d = a.domain
+    d = a.domain
+    is_int = isinstance(d, (int, np.integer)) and not isinstance(d, bool)
+    if not is_int or int(d) not in (Domain.VRAM, Domain.GTT):
         raise KmdError(errno.EINVAL, f"GEM_CREATE: domain must be VRAM ({Domain.VRAM:#x}) or GTT "
-                       f"({Domain.GTT:#x}), not {d:#x}" if isinstance(d, int) else
-                       f"GEM_CREATE: domain must be VRAM ({Domain.VRAM:#x}) or GTT ({Domain.GTT:#x}), not {d!r}")
+                       f"({Domain.GTT:#x}), not {f'{d:#x}' if is_int else repr(d)}")
     flags = _int("GEM_CREATE", "flags", a.flags, 0)
     unknown = flags & ~sum(GemFlags)
     if unknown:
         raise KmdError(errno.EINVAL, f"GEM_CREATE: unknown flags {unknown:#x}")
-    bo = kmd.bo.create(size, align, Domain(a.domain), flags, file, who="GEM_CREATE")
-    if flags & GemFlags.VRAM_CLEARED:
-        kmd.dev.mem[bo.gpu_addr:bo.end] = 0
+    bo = kmd.bo.create(size, align, Domain(int(d)), flags, file, who="GEM_CREATE")
+    # Every BO a client gets is zero-filled, whatever the flags: memory comes back from
+    # other clients (and from the kernel), and what they left there is not the new owner's.
+    kmd.dev.mem[bo.gpu_addr:bo.end] = 0
     handle = file.add_bo(bo)
     bo.name = f"fd{file.fd}:{handle}"
     return uapi.GemCreateOut(handle, bo.gpu_addr, bo.size)
@@ -186,7 +199,7 @@ def gem_create(kmd: "Kmd", file: "File", a: uapi.GemCreateArgs) -> uapi.GemCreat
 
 @ioctl_def(Request.GEM_CLOSE)
 def gem_close(kmd: "Kmd", file: "File", a: uapi.GemCloseArgs) -> None:
-    bo = file.bo(a.handle, "GEM_CLOSE")
+    bo = file.bo(a.handle, "GEM_CLOSE", errno.EINVAL)  # Linux's drm_gem_handle_delete: EINVAL
     del file.handles[a.handle]
     if bo.busy:
         kmd.service()  # it may have become idle without the KMD hearing of it yet
@@ -198,7 +211,7 @@ def gem_mmap(kmd: "Kmd", file: "File", a: uapi.GemMmapArgs) -> uapi.GemMmapOut:
     bo = file.bo(a.handle, "GEM_MMAP")
     if bo.flags & GemFlags.NO_CPU_ACCESS:
         raise KmdError(errno.EPERM, f"GEM_MMAP: BO {a.handle} was created with NO_CPU_ACCESS")
-    return uapi.GemMmapOut(kmd.dev.mem[bo.gpu_addr:bo.end], bo.gpu_addr, bo.size)
+    return uapi.GemMmapOut(kmd.map_bo(bo).array, bo.gpu_addr, bo.size)
 
 
 @ioctl_def(Request.GEM_WAIT_IDLE)
@@ -213,18 +226,19 @@ def gem_wait_idle(kmd: "Kmd", file: "File", a: uapi.GemWaitIdleArgs) -> uapi.Gem
 
 @ioctl_def(Request.CTX)
 def ctx_ioctl(kmd: "Kmd", file: "File", a: uapi.CtxArgs) -> uapi.CtxOut:
-    if a.op == CtxOp.ALLOC:
-        _int("CTX", "flags", a.flags, 0, 0)
+    op = _int("CTX", "op", a.op, 0)
+    _int("CTX", "flags", a.flags, 0, 0)  # no flags are defined for any op
+    if op == CtxOp.ALLOC:
         return uapi.CtxOut(kmd.ctx_alloc(file).id)
-    if a.op == CtxOp.FREE:
+    if op == CtxOp.FREE:
         ctx = file.ctx(a.ctx_id, "CTX FREE")
         kmd.ctx_free(ctx)
         return uapi.CtxOut(ctx.id)
-    if a.op == CtxOp.QUERY_STATE:
+    if op == CtxOp.QUERY_STATE:
         ctx = file.ctx(a.ctx_id, "CTX QUERY_STATE")
         kmd.service()
         return uapi.CtxOut(ctx.id, ctx.reset_status, ctx.resets, ctx.guilty)
-    raise KmdError(errno.EINVAL, f"CTX: op must be ALLOC (1), FREE (2) or QUERY_STATE (3), not {a.op!r}")
+    raise KmdError(errno.EINVAL, f"CTX: op must be ALLOC (1), FREE (2) or QUERY_STATE (3), not {op!r}")
 
 
 # ------------------------------------------------------------------------------ submission
@@ -250,7 +264,12 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
     for i, ch in enumerate(a.chunks):
         who = f"CS: chunk {i}"
         if isinstance(ch, CsChunkIb):
+            if len(ibs) == kmd.params.max_ib_chunks:  # before any more work on a long list
+                raise KmdError(errno.EINVAL, f"CS: more than {kmd.params.max_ib_chunks} IB chunks")
             n = _int(who, "size_dw", ch.size_dw, 1, MAX_IB_DW)
+            _int(who, "flags", ch.flags, 0, 0)  # none defined yet
+            if ch.handle and ch.gpu_addr is not None:
+                raise KmdError(errno.EINVAL, f"{who}: give a BO handle or a gpu_addr, not both")
             if ch.handle:
                 bo = file.bo(ch.handle, who)
                 off = _int(who, "offset", ch.offset, 0)
@@ -271,7 +290,7 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
         elif isinstance(ch, CsChunkFence):
             if user_fence is not None:
                 raise KmdError(errno.EINVAL, f"{who}: only one fence chunk per CS")
-            uf_bo = file.bo(ch.handle, who)
+            uf_bo = file.bo(ch.handle, who, errno.EINVAL)  # as amdgpu_cs's user fence lookup
             off = _int(who, "offset", ch.offset, 0)
             if off & 3 or off + 4 > uf_bo.size:
                 raise KmdError(errno.EINVAL, f"{who}: user fence offset {off:#x} must be dword aligned "
@@ -281,20 +300,25 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
             raise KmdError(errno.EINVAL, f"{who} is a {type(ch).__name__}, not a CsChunkIb or CsChunkFence")
     if not ibs:
         raise KmdError(errno.EINVAL, "CS: no IB chunk")
-    if len(ibs) > kmd.params.max_ib_chunks:
-        raise KmdError(errno.EINVAL, f"CS: {len(ibs)} IB chunks, at most {kmd.params.max_ib_chunks} allowed")
+    checked = None
+    ring_ibs = ibs
     if kmd.params.cs_check:
+        # The checked copies are what the CP runs: nothing the client writes from now on
+        # reaches it (kmd_model/cs_checker.py).
         try:
             checked = kmd.checker.check(ctx, ibs)
+            addr = kmd.shadow_alloc(checked)
         except KmdError:
             kmd.stats["cs_rejected"] += 1
             raise
+        ring_ibs = kmd.checker.place(checked, addr)
+        kmd.stats["cs_shadow_bytes"] += checked.shadow_bytes
         bos = checked.bos
     else:
         bos = ib_bos | {b for b in (kmd.bo.lookup(addr) for addr, _ in ibs) if b is not None}
     if uf_bo is not None:
         bos.add(uf_bo)
-    job = Job(ctx, ctx.next_seq(), ibs, user_fence, bos)
+    job = Job(ctx, ctx.next_seq(), ring_ibs, user_fence, bos, checked=checked, client_ibs=ibs)
     for bo in bos:
         bo.busy_jobs += 1
     kmd.stats["cs"] += 1
@@ -343,7 +367,8 @@ def info(kmd: "Kmd", file: "File", a: uapi.InfoArgs) -> Any:
             backend=kmd.dev.name, hw_version=i.version, bus_bytes=i.bus_bytes, addr_bits=i.addr_bits,
             ib_levels=i.ib_levels, has_dma=i.has_dma, has_ih=i.has_ih, dma_max_bytes=i.dma_max_bytes,
             ring_size_dw=kmd.ring.size_dw,
-            ib_align_dw=kmd.params.ib_align_dw, max_ib_dw=MAX_IB_DW,
+            ib_align_dw=kmd.params.ib_align_dw, max_ib_dw=MAX_IB_DW, max_job_dw=kmd.max_job_dw,
+            max_job_ibs=kmd.params.max_job_ibs,
             packets=tuple(p.name for p in packets.PACKETS))
     if q == InfoQuery.MEMORY:
         def heap(d: Domain) -> uapi.HeapInfo:

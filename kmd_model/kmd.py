@@ -19,24 +19,26 @@ goes the same way through `timedout_job`.
 from __future__ import annotations
 
 import errno
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from enum import IntEnum
 
-from spec import packets, pm4
+from spec import packets, pm4, rules
 
 from . import regs
 from .bo import PAGE, BoManager
-from .cp_error import CpErrorState
-from .cs_checker import CsChecker, find_unsatisfied_wait
+from .cp_error import CpError, CpErrorState
+from .cs_checker import CheckedJob, CsChecker, find_unsatisfied_wait
 from .ctx import Context
 from .device import Device
 from .fence import Fence, FenceDriver
 from .file import File
 from .ih import IhRing
 from .log import get_logger
+from .mapping import Mapping, map_bo
 from .mmio import Mmio
 from .ring import Ring, as_u32
 from .scheduler import Job, Scheduler
+from .shadow import ShadowPool
 from .uapi import Domain, HwErrorInfo, KmdError, ResetStatus
 
 log = get_logger("kmd")
@@ -57,16 +59,21 @@ class KmdParams:
     job_timeout: int = 500_000  # cycles without progress before timedout_job
     fallback_poll: int = 20_000  # cycles between fence/STATUS polls while waiting
     hw_timeout: int = 20_000  # ring test, IB test, soft reset
-    cs_check: bool = True  # the CS checker; off only to let bad streams reach the CP
+    cs_check: bool = True  # the CS checker and shadow IBs; off only to let bad streams reach the CP
     ib_test: bool = True
     vram_fraction: float = 0.5
     max_ib_chunks: int = 4  # IB chunks per CS
+    max_job_dw: int = 1 << 21  # dwords one job may run (every IB counted each time it runs)
+    max_job_ibs: int = 4096  # distinct IBs one job may reach (each is copied and checked)
+    shadow_pool_kib: int = 16 << 10  # kernel memory for checked copies of IBs (at most half of GTT)
 
     def __post_init__(self) -> None:
         for name, lo, hi in (("ring_log2_dw", 6, 20), ("ih_log2_entries", 2, 16),
                              ("ib_align_dw", 1, 256), ("initial_seq", 0, 0xFFFF_FFFF),
                              ("job_timeout", 1, 1 << 62), ("fallback_poll", 1, 1 << 62),
-                             ("hw_timeout", 1, 1 << 62), ("max_ib_chunks", 1, 64)):
+                             ("hw_timeout", 1, 1 << 62), ("max_ib_chunks", 1, 64),
+                             ("max_job_dw", 1, 1 << 30), ("max_job_ibs", 1, 1 << 20),
+                             ("shadow_pool_kib", 4, 1 << 30)):
             v = getattr(self, name)
             if not isinstance(v, int) or not lo <= v <= hi:
                 raise ValueError(f"KMD parameter {name} must be an int in [{lo}, {hi}], not {v!r}")
@@ -99,7 +106,7 @@ class Kmd:
         self.stats = dict.fromkeys((
             "ioctls", "ioctl_errors", "cs", "cs_rejected", "jobs_retired", "jobs_cancelled",
             "interrupts", "spurious_interrupts", "fallback_polls", "resets", "job_timeouts",
-            "cp_errors"), 0)
+            "cp_errors", "cs_shadow_bytes"), 0)
         mem = dev.mem
         size = min(len(mem), 1 << self.info.addr_bits) if self.info.addr_bits else len(mem)
         self.mem32 = as_u32(mem)
@@ -114,10 +121,19 @@ class Kmd:
             ih_bo = kbo(32 << p.ih_log2_entries, PAGE, Domain.GTT, 0, None, "ih", who="init")
             self.ih = IhRing(self, ih_bo.gpu_addr, p.ih_log2_entries, Wb.IH_WPTR)
         self.ib_test_bo = kbo(PAGE, PAGE, Domain.GTT, 0, None, "ib test", who="init")
+        gtt = self.bo.heaps[Domain.GTT]
+        pool = min(p.shadow_pool_kib << 10, (gtt.size - gtt.used) * 3 // 4) & ~(PAGE - 1)
+        self.shadow = ShadowPool(kbo(max(pool, PAGE), PAGE, Domain.GTT, 0, None, "shadow IBs", who="init"))
+        # A job's copies take half the pool at most, so the jobs around it still fit; on a small
+        # device the limit shrinks to a power of two that does (DEV_INFO.max_job_dw says which).
+        self.max_job_dw = min(p.max_job_dw, 1 << ((self.shadow.size // 8).bit_length() - 1))
         self.fence_drv = FenceDriver(self.wb32, Wb.FENCE, self.wb_addr(Wb.FENCE), p.initial_seq,
                                      dev.now, self._fence_signalled)
         self.sched = Scheduler(self, p.job_timeout)
-        self.checker = CsChecker(self.bo, self.mem32, self.info.ib_levels, self.info.has_dma)
+        i = self.info
+        self.checker = CsChecker(self.bo, self.mem32, rules.Caps(i.ib_levels, i.has_dma, i.dma_max_bytes,
+                                                                 i.addr_bits), self.max_job_dw, p.max_job_ibs)
+        self._mem_file = dev.mem_file()
         self.files: dict[int, File] = {}
         self.next_fd = 3
         self.contexts: dict[int, Context] = {}
@@ -247,9 +263,37 @@ class Kmd:
         self.files.pop(file.fd, None)
 
     def bo_close(self, bo) -> None:
-        bo.closed = True
-        if not bo.busy:
-            self.bo.free(bo)
+        """The BO's last handle is gone: its CPU mappings are revoked now, its memory is
+        freed once no job uses it."""
+        for m in bo.mappings:
+            m.revoke(f"BO {bo.name or '?'} [{bo.gpu_addr:#x}, {bo.end:#x}) was closed (GEM_CLOSE): "
+                     "its CPU mapping is gone, as after munmap")
+        bo.mappings.clear()
+        self.bo.close(bo)
+
+    def map_bo(self, bo) -> Mapping:
+        """A CPU mapping of a BO for its owner (GEM_MMAP), revoked at GEM_CLOSE."""
+        m = map_bo(self.dev.mem, self._mem_file, bo.gpu_addr, bo.size)
+        bo.mappings.append(m)
+        return m
+
+    def shadow_alloc(self, job: CheckedJob) -> int:
+        """Room in the shadow pool for a checked job's copies, waiting for older jobs to
+        retire when the pool is short (as for ring space)."""
+        n = job.shadow_bytes
+        if n > self.shadow.size:
+            raise KmdError(errno.E2BIG, f"CS: the job's checked copies take {n:#x} bytes, more than the "
+                           f"whole shadow pool ({self.shadow.size:#x} bytes)")
+        addr = self.shadow.alloc(n)
+        if addr is None:
+            self.wait_for(lambda: self.shadow.fits(n), 2 * self.params.job_timeout)
+            addr = self.shadow.alloc(n)
+        if addr is None:
+            raise KmdError(errno.ENOMEM, f"CS: no room for the job's {n:#x} bytes of checked copies in "
+                           f"the shadow pool ({self.shadow.size - self.shadow.used:#x} of "
+                           f"{self.shadow.size:#x} bytes free, {len(self.sched.pending) + len(self.sched.queue)} "
+                           "jobs in flight)")
+        return addr
 
     def live_bos(self, file: File | None = None) -> list:
         """User BOs still allocated (all, or one File's): for leak reports."""
@@ -271,6 +315,9 @@ class Kmd:
             bo.busy_jobs -= 1
             if bo.closed and not bo.busy:
                 self.bo.free(bo)
+        if job.checked is not None:  # the CP is done with the copies
+            self.shadow.free(job.checked.shadow_addr, job.checked.shadow_bytes)
+            job.checked = None
 
     # ------------------------------------------------------------------ interrupts
 
@@ -342,7 +389,7 @@ class Kmd:
             self.fence_drv.process()
         if self.reset_pending is not None:
             self._recover_pending()
-        elif self.sched.timed_out(self.dev.now()):
+        elif self.sched.timed_out(self.dev.now()) and not self._progressed():
             self.timedout_job()
         if self.sched.queue:
             self.sched.kick()
@@ -383,11 +430,31 @@ class Kmd:
 
     def describe_error(self, state: CpErrorState, guilty: Job | None) -> HwErrorInfo:
         owner = f"context {guilty.ctx.id}" if guilty else "kernel"
+        if guilty is not None and state.code not in (CpError.DOORBELL_BACKWARDS, CpError.DOORBELL_OVERFLOW):
+            # the CP ran the checked copy; the client knows its packets by its own addresses
+            state = replace(state, addr=guilty.client_addr(state.addr))
         msg = f"{state.what(self.info.ib_levels)} at {state.where()}, {owner}"
         return HwErrorInfo(code=state.code_name, level=state.level_name, opcode=state.opcode,
                            opcode_name=state.opcode_name, offset=4 * state.offset_dw, addr=state.addr,
                            seq=guilty.seq if guilty else 0, ctx_id=guilty.ctx.id if guilty else 0,
                            message=msg)
+
+    def _progressed(self) -> bool:
+        """The job timer ran out: has the CP moved since it last looked? Progress is the
+        ring's rptr, the dwords the CP fetched (the IB offset advancing) or the DMA engine's
+        bytes moving; a WAIT_REG_MEM that polls moves none of them. When it has moved, the
+        timer starts again: a long legal job runs to its end, and a stuck one is caught
+        between job_timeout and 2 * job_timeout cycles after its last step (the counters are
+        read when the timer runs out, not at every job start, which would cost MMIO reads
+        per job)."""
+        m = self.mmio
+        mark = (m.read(regs.RB_RPTR), m.read(regs.PERF_DWORDS_FETCHED), m.read(regs.PERF_DMA_BYTES_READ),
+                m.read(regs.PERF_DMA_BYTES_WRITTEN))
+        moved = mark != self.sched.progress_mark
+        self.sched.progress_mark = mark
+        if moved:
+            self.sched.progress_at = self.dev.now()
+        return moved
 
     def timedout_job(self) -> None:
         """drm_sched's timedout_job: the head job made no progress for job_timeout cycles."""
@@ -401,14 +468,14 @@ class Kmd:
             return
         self.stats["job_timeouts"] += 1
         waited = self.dev.now() - self.sched.progress_at
-        stuck = find_unsatisfied_wait(self.mem32, job.ibs, self.info.ib_levels)
+        stuck = find_unsatisfied_wait(self.mem32, job.ibs, self.info.ib_levels, client_addr=job.client_addr)
         if stuck:
             doing = f"stuck in {stuck}"
         elif regs.STATUS.WAITING.get(st):
             doing = "CP polling in a WAIT_REG_MEM"
         else:
             doing = f"CP busy at {regs.IbLevel(regs.STATUS.LEVEL.get(st)).name} (STATUS {st:#x})"
-        msg = f"job {job.seq:#x} timed out after {waited} cycles, {doing}, context {job.ctx.id}"
+        msg = f"job {job.seq:#x} timed out: no progress for {waited} cycles, {doing}, context {job.ctx.id}"
         info = HwErrorInfo(code="TIMEOUT", level=regs.IbLevel(regs.STATUS.LEVEL.get(st)).name,
                            opcode=packets.WAIT_REG_MEM.opcode if stuck or regs.STATUS.WAITING.get(st) else 0,
                            opcode_name="WAIT_REG_MEM" if stuck or regs.STATUS.WAITING.get(st) else None,

@@ -4,12 +4,12 @@
     GPUCOSIM_LOG="debug"                                     # every module at debug
     GPUCOSIM_LOG="all=info,ring=debug"
 
-Modules: kmd, ioctl, ring, fence, ih, cs, bo, sched, bus (every MMIO access), umd,
-cmdbuf, cp (packets the CP starts, when `gpucosim run` watches the hardware) (any name
-works: it is the `gpucosim.<name>` python logger). Underneath it is plain `logging`, so a program can
-also configure the `gpucosim` logger tree itself. Off by default; when off, a call site
-guarded by `log.isEnabledFor(...)` costs one attribute lookup and a compare, and nothing
-is formatted (the ring's disassembly is only built when `ring` is at debug).
+The modules are MODULES; a name that is not one of them is an error (a typo would
+otherwise log nothing, silently). Underneath it is plain `logging` (`gpucosim.<module>`
+loggers), so a program can also configure the `gpucosim` logger tree itself. Off by
+default; when off, a call site guarded by `log.isEnabledFor(...)` costs one attribute
+lookup and a compare, and nothing is formatted (the ring's disassembly is only built when
+`ring` is at debug). A bad GPUCOSIM_LOG is reported in one line and ignored.
 """
 
 from __future__ import annotations
@@ -23,6 +23,21 @@ ROOT = "gpucosim"
 
 _configured_from: str | None = None
 
+MODULES = {
+    "umd": "the user-mode driver: flushes and the IBs it submits",
+    "ioctl": "every ioctl, strace-like, with its result and time",
+    "kmd": "bring-up, self-tests, errors and GPU resets",
+    "cs": "the CS checker: what it copied and checked",
+    "ring": "ring writes (disassembled at debug) and doorbells",
+    "fence": "fences signalled",
+    "ih": "IH entries the interrupt handler reads",
+    "sched": "jobs put in the ring and retired",
+    "bo": "buffer objects created and freed",
+    "bus": "every MMIO access",
+    "cp": "packets the CP starts (when `gpucosim run` watches the hardware)",
+}
+LEVELS = ("debug", "info", "warning", "error")
+
 # A library stays silent unless asked: without this, python would print our warnings
 # (GPU resets ...) through its last-resort handler. Programs that configure logging
 # themselves still get everything through propagation.
@@ -31,27 +46,43 @@ logging.getLogger(ROOT).addHandler(logging.NullHandler())
 
 def get_logger(module: str) -> logging.Logger:
     """The logger of one driver module: `gpucosim.<module>`."""
+    if module not in MODULES:
+        raise ValueError(f"log module {module!r} is not in kmd_model.log.MODULES")
     _configure_from_env()
     return logging.getLogger(f"{ROOT}.{module}")
 
 
 def _level(name: str) -> int:
     lv = logging.getLevelName(name.strip().upper())
-    if not isinstance(lv, int):
-        raise ValueError(f"{ENV}: unknown log level {name!r} (use debug, info, warning, error)")
+    if not isinstance(lv, int) or name.strip().lower() not in LEVELS:
+        raise ValueError(f"{ENV}: unknown log level {name.strip()!r} (use {', '.join(LEVELS)})")
     return lv
+
+
+def parse(spec: str) -> list[tuple[str | None, int]]:
+    """`module=level,...` (the GPUCOSIM_LOG syntax) as [(module or None for all, level)];
+    ValueError naming the first unknown module or level."""
+    out = []
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        mod, sep, lv = item.partition("=")
+        if not sep:  # a bare level applies to every module
+            mod, lv = "all", mod
+        mod = mod.strip()
+        if mod in ("all", "*", ROOT):
+            out.append((None, _level(lv)))
+        elif mod in MODULES:
+            out.append((mod, _level(lv)))
+        else:
+            raise ValueError(f"{ENV}: unknown module {mod!r} (modules: {', '.join(MODULES)}, or all)")
+    return out
 
 
 def configure(spec: str, stream=None) -> None:
     """Apply a `module=level,...` spec (the GPUCOSIM_LOG syntax) and make sure the
     `gpucosim` tree has a handler writing to `stream` (stderr by default)."""
     root = logging.getLogger(ROOT)
-    for item in filter(None, (s.strip() for s in spec.split(","))):
-        mod, sep, lv = item.partition("=")
-        if not sep:  # a bare level applies to every module
-            mod, lv = "all", mod
-        logger = root if mod.strip() in ("all", "*", ROOT) else root.getChild(mod.strip())
-        logger.setLevel(_level(lv))
+    for mod, level in parse(spec):
+        (root if mod is None else root.getChild(mod)).setLevel(level)
     if root.level == logging.NOTSET:
         root.setLevel(logging.WARNING)  # modules not named stay quiet
     if not any(getattr(h, "_gpucosim", False) for h in root.handlers):
@@ -79,4 +110,7 @@ def _configure_from_env() -> None:
     if spec == (_configured_from or "") or not spec:
         return
     _configured_from = spec
-    configure(spec)
+    try:
+        configure(spec)
+    except ValueError as e:  # a library does not crash its program over a log setting
+        print(f"gpucosim: {e}; {ENV} is ignored", file=sys.stderr)

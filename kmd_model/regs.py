@@ -296,9 +296,9 @@ class CP_ERROR(Register):
     NAME = "CP_ERROR"
     ADDR = 0x0c0
     RESET = 0x00000000
-    CODE = Field('CODE', 0, 8, 'r', 'w')
+    CODE = Field('CODE', 0, 8, 'r', 'w', desc='What stopped the CP.')
     LEVEL = Field('LEVEL', 8, 2, 'r', 'w', desc='Where the faulting packet was fetched from.')
-    OPCODE = Field('OPCODE', 16, 8, 'r', 'w', desc='Opcode of the packet being executed (0 for a header that could not be read or decoded, and for doorbell errors).')
+    OPCODE = Field('OPCODE', 16, 8, 'r', 'w', desc="Opcode of the packet in hand: for ILLEGAL_OPCODE the unknown type-3 opcode, 0 for a type-0/1/2 header; for a bus error on reading a packet's header 0 (no packet yet); for a bus error on its payload, a write, a WAIT_REG_MEM poll or a DMA transfer the opcode of the packet being executed (INDIRECT_BUFFER for the ring rptr write-back after an IB); 0 for doorbell errors.")
     FIELDS = (CODE, LEVEL, OPCODE,)
 
 
@@ -375,7 +375,7 @@ class PERF_DWORDS_FETCHED(Register):
 
 
 class PERF_DMA_BYTES_READ(Register):
-    """DMA bytes read. Bytes the DMA engine read."""
+    """DMA bytes read. Bytes the DMA engine read, in whole bus beats: every beat counts the bus width in bytes, so a 3-byte copy on a 64-bit bus counts 8."""
     NAME = "PERF_DMA_BYTES_READ"
     ADDR = 0x10c
     RESET = 0x00000000

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .fence import Fence
 from .log import get_logger
@@ -45,6 +45,12 @@ class Job:
     ring_start: int = 0  # ring wptr range of its packets (free running)
     ring_end: int = 0
     runs: int = 0  # 1 + resubmissions
+    checked: Any = None  # the CheckedJob whose shadow copies `ibs` name (None: cs_check off)
+    client_ibs: list = field(default_factory=list)  # the IBs as the client named them
+
+    def client_addr(self, addr: int) -> int:
+        """An address in the job's shadow copies as the client knows it (error reports)."""
+        return self.checked.client_addr(addr) if self.checked is not None else addr
 
     @property
     def ndw(self) -> int:
@@ -63,7 +69,8 @@ class Scheduler:
         self.queue: deque[Job] = deque()  # accepted, not yet in the ring
         self.pending: deque[Job] = deque()  # in the ring, not finished
         self.stopped = False
-        self.progress_at = 0  # when the head job started, or the last job finished
+        self.progress_at = 0  # when the head job started, the last job finished, or the CP last moved
+        self.progress_mark: tuple = ()  # what the CP had done then (Kmd._progressed)
 
     # ------------------------------------------------------------------ submission
 
@@ -80,6 +87,7 @@ class Scheduler:
             job = self.queue.popleft()
             if not self.pending:
                 self.progress_at = self.kmd.dev.now()
+                self.progress_mark = ()
             self.run_job(job)
             self.pending.append(job)
             n += 1
@@ -128,6 +136,7 @@ class Scheduler:
                 pass
         job.ctx.jobs.pop(job.seq, None)
         self.progress_at = self.kmd.dev.now()
+        self.progress_mark = ()
         self.kmd.job_retired(job)
 
     def cancel_job(self, job: Job, error: KmdError) -> None:
@@ -177,6 +186,7 @@ class Scheduler:
         self.queue.extendleft(reversed(redo))
         self.stopped = False
         self.progress_at = self.kmd.dev.now()
+        self.progress_mark = ()
         self.kick()
         return redo
 

@@ -42,6 +42,11 @@ class KmdError(Exception):
         return errno_name(self.errno)
 
 
+class MappingRevoked(RuntimeError):
+    """A CPU mapping (GEM_MMAP) was used after its BO's handle was closed (GEM_CLOSE, or the
+    file closing): the kernel has unmapped it, as a use after munmap would fault."""
+
+
 def errno_name(err: int) -> str:
     return _errno.errorcode.get(err, str(err))
 
@@ -244,6 +249,8 @@ class DevInfo:
     ring_size_dw: int
     ib_align_dw: int  # pad IB sizes to this many dwords
     max_ib_dw: int  # largest IB_SIZE
+    max_job_dw: int  # dwords one job may run in all, every IB counted each time it runs
+    max_job_ibs: int  # distinct IBs one job may reach (chunks, IB2s, CHAIN targets)
     packets: tuple[str, ...]  # packet kinds in PERF_PACKETS order
 
 

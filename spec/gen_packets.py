@@ -128,7 +128,9 @@ def render_markdown() -> str:
         "",
         "Conventions: *dword* is the payload dword index (0 is the first dword after the "
         "header), as `Field.dword` in the table. Bits not listed are reserved and must be "
-        "0; builders write 0 and the decoder reports any that are set. Values the table "
+        "0: builders write 0, the decoder reports any that are set (`Packet.reserved`), the CP "
+        "ignores them (except the bits below an address's low field, which it checks as alignment) "
+        "and the KMD's checker refuses them. Values the table "
         "marks *not supported* are AMD's, kept for recognition; the CP refuses them "
         "(CP_ERROR UNSUPPORTED) and the builders will not produce them.",
         "",

@@ -3,10 +3,12 @@
 From spec/regs.rdl (SystemRDL 2.0, compiled with systemrdl-compiler):
   rtl/csr.py               the Amaranth CSR block (AXI4-Lite slave, exact access semantics)
   kmd_model/regs.py        Python register/field constants for the KMD
-  include/gpucosim_regs.h  C header (peakrdl-cheader)
-  docs/registers.md        register reference (peakrdl-markdown)
+  include/gpucosim_regs.h  C header: offsets, field shifts and masks, enums (spec/gen_regs.py)
+  docs/registers.md        register reference (spec/gen_regs.py)
 From spec/packets.py:
   docs/packets.md          packet reference
+From spec/ih.py:
+  docs/hardware.md         the section "The IH entry" (between its markers)
 
 Generated files are checked in so a reader sees them without running anything;
 tests/test_generated.py fails when one differs from what the spec gives.
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -332,27 +333,28 @@ def _cat_expr(parts: list[tuple[int, int, str]]) -> str:
     return items[0] if len(items) == 1 else f"Cat({', '.join(items)})"
 
 
-# ---------------------------------------------------------------------------- peakrdl outputs
+# ---------------------------------------------------------------------------- C header and docs
 
-def render_c_header(top: AddrmapNode) -> str:
-    from peakrdl_cheader.c_standards import CStandard
-    from peakrdl_cheader.exporter import CHeaderExporter
+def render_c_header(regs: list[RegInfo], enums) -> str:
+    from spec import gen_regs
 
-    with tempfile.TemporaryDirectory() as d:
-        out = Path(d) / "gpucosim_regs.h"
-        CHeaderExporter().export(top, str(out), std=CStandard.gnu11, generate_bitfields=False)
-        text = out.read_text()
-    return f"// {HEADER.format(src='spec/regs.rdl')}\n" + text
+    return gen_regs.render_c_header(regs, enums, HEADER.format(src="spec/regs.rdl"), MMIO_ADDR_WIDTH)
 
 
-def render_markdown(top: AddrmapNode) -> str:
-    from peakrdl_markdown import MarkdownExporter
+def render_markdown(top: AddrmapNode, regs: list[RegInfo], enums) -> str:
+    from spec import gen_regs
 
-    with tempfile.TemporaryDirectory() as d:
-        out = Path(d) / "registers.md"
-        MarkdownExporter().export(top, str(out))
-        text = out.read_text()
-    return f"<!-- {HEADER.format(src='spec/regs.rdl')} -->\n\n" + text
+    return gen_regs.render_markdown(regs, enums, HEADER.format(src="spec/regs.rdl"),
+                                    "Register reference", _one_line(top.get_property("desc")))
+
+
+def render_hardware_md() -> str:
+    """docs/hardware.md with its generated section (the IH entry) brought up to date."""
+    from spec import gen_regs
+
+    path = ROOT / "docs" / "hardware.md"
+    return gen_regs.with_section(path.read_text(), gen_regs.render_ih_section(), gen_regs.IH_BEGIN,
+                                 gen_regs.IH_END, "docs/hardware.md")
 
 
 def render_packets_markdown() -> str:
@@ -370,9 +372,10 @@ def outputs() -> dict[Path, str]:
     return {
         ROOT / "rtl" / "csr.py": render_amaranth(regs, enums),
         ROOT / "kmd_model" / "regs.py": render_python(regs, enums),
-        ROOT / "include" / "gpucosim_regs.h": render_c_header(top),
-        ROOT / "docs" / "registers.md": render_markdown(top),
+        ROOT / "include" / "gpucosim_regs.h": render_c_header(regs, enums),
+        ROOT / "docs" / "registers.md": render_markdown(top, regs, enums),
         ROOT / "docs" / "packets.md": render_packets_markdown(),
+        ROOT / "docs" / "hardware.md": render_hardware_md(),
     }
 
 

@@ -41,13 +41,8 @@ class IhField:
         return (int(dwords[self.dword]) >> self.lsb) & ((1 << self.width) - 1)
 
 
-# Source data meaning, by source:
-#   EOP:      DATA0 = RELEASE_MEM data_lo, DATA1 = data_hi, DATA2 = the packet's ADDR_LO dword,
-#             DATA3 = its ADDR_HI dword (all 32 bits, as the packet gave them)
-#   CP_ERROR: DATA0 = CP_ERROR register value (CODE, LEVEL, OPCODE), DATA1 = CP_ERROR_ADDR_LO,
-#             DATA2 = CP_ERROR_ADDR_HI, DATA3 = CP_ERROR_OFFSET
 FIELDS: tuple[IhField, ...] = (
-    IhField("SOURCE_ID", 0, 0, 8, "Source of the interrupt (Source)."),
+    IhField("SOURCE_ID", 0, 0, 8, "What raised the interrupt (the sources are listed below)."),
     IhField("RING_ID", 0, 8, 8, "Ring the source belongs to (0: the gfx ring)."),
     IhField("VMID", 0, 16, 4, "VMID of the work (0 until there is an MMU)."),
     IhField("CONTEXT_ID", 1, 0, 32, "RELEASE_MEM's int_ctxid; 0 for errors."),
@@ -60,6 +55,19 @@ FIELDS: tuple[IhField, ...] = (
 )
 
 BY_NAME = {f.name: f for f in FIELDS}
+
+DATA_FIELDS = ("DATA0", "DATA1", "DATA2", "DATA3")
+SOURCE_DOC = {
+    Source.EOP: "a RELEASE_MEM with INT_SEL SEND_INT or SEND_INT_ON_CONFIRM, after its data write",
+    Source.CP_ERROR: "the CP stopped with an error (written once, when the error latches)",
+}
+SOURCE_DATA = {
+    Source.EOP: ("the packet's DATA_LO", "its DATA_HI", "its ADDR_LO dword, all 32 bits",
+                 "its ADDR_HI dword, all 32 bits"),
+    Source.CP_ERROR: ("the CP_ERROR register (CODE, LEVEL, OPCODE)", "CP_ERROR_ADDR_LO",
+                      "CP_ERROR_ADDR_HI", "CP_ERROR_OFFSET"),
+}
+"""What each source puts in DATA0..DATA3 (docs/hardware.md shows this table)."""
 
 
 def encode(**values: int) -> list[int]:

@@ -1,13 +1,14 @@
 """The PM4 packet table: the single source of every opcode and field position.
 
 The RTL command processor, the UMD/KMD packet builders (spec/pm4.py), the
-disassembler, the reference model and docs/packets.md all read this table; no
-opcode number or bit position is written anywhere else.
+disassembler, the reference model, the KMD's checker (through spec/rules.py, the CP's
+checks as data) and docs/packets.md all read this table; no opcode number or bit
+position is written anywhere else.
 
 Layouts and numbers are AMD's (gfx9 PM4, as in Linux amdgpu's soc15d.h and the
 kfd pm4 headers), cut down to the fields this device gives a meaning to. Bits a
-packet does not declare are reserved: builders write 0, and the decoder reports
-non-zero reserved bits so a checker can refuse them.
+packet does not declare are reserved: builders write 0, the decoder reports non-zero
+reserved bits, the CP ignores them and the KMD's checker refuses them.
 
 Indexing: `Field.dword` counts payload dwords, 0 being the dword after the header;
 header fields (`HEADER`) use dword -1. For RTL, a field is `payload[f.lsb:f.lsb +

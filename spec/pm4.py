@@ -552,6 +552,9 @@ def decode_stream(dwords: Sequence[int], offset: int = 0,
 
 # ---------------------------------------------------------------------------- listing
 
+_DEFAULTS = {p.name: {f.name: _default(f) for f in _plain_fields(p) if f.default is not None} for p in PACKETS}
+
+
 def _usual(f: Field, v: int) -> bool:
     """False for a value the device refuses (reserved or unsupported): always list it."""
     if not f.enum or f.open_enum:
@@ -581,7 +584,9 @@ def _show_dwords(data: Sequence[int], max_data: int) -> str:
 
 def describe(item: Packet | Filler | Malformed, *, verbose: bool = False, max_data: int = 8) -> str:
     """One line for a decoded item, without address: `WRITE_DATA  dst_sel=MEMORY ...`.
-    Zero-valued keyword fields are left out unless `verbose`."""
+    Keyword fields at their builder default (0, or e.g. RELEASE_MEM's EVENT_TYPE
+    CACHE_FLUSH_AND_INV_TS_EVENT) are left out unless `verbose`, so a line shows what
+    the packet chose."""
     if isinstance(item, Filler):
         return "TYPE2 FILLER"
     if isinstance(item, Malformed):
@@ -611,7 +616,7 @@ def describe(item: Packet | Filler | Malformed, *, verbose: bool = False, max_da
             words.append(f"{value.name}={args[value.name]:#010x}")
             continue
         v = item.fields[f.name]
-        if v or verbose or f.arg_name in p.args or not _usual(f, v):
+        if verbose or f.arg_name in p.args or not _usual(f, v) or v != _DEFAULTS[p.name].get(f.name, 0):
             words.append(f"{f.arg_name}={_show_field(f, v)}")
     if p.tail:
         t = p.tail

@@ -52,6 +52,10 @@ GOALS = {
     "model_speedup_app_min_verilator": (">= 100 (issue 5)", lambda v: v >= 100),
     "model_speedup_device_min_icarus": (">= 100 (issue 5)", lambda v: v >= 100),
     "model_speedup_app_min_icarus": (">= 100 (issue 5)", lambda v: v >= 100),
+    # testbench/cs_bench.py: the CS checker + shadow copies, CPU time per 1,024 dwords submitted
+    "cs_submit_us_per_kdw": ("<= 200 (before shadow IBs: ~480 for the check alone)", lambda v: v <= 200),
+    "cs_submit_us_per_kdw_one_ib": ("", None),
+    "cs_shadow_bytes_per_submit": ("", None),
 }
 
 
@@ -174,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     r["cosim_speedup_vs_before"] = min(apps[a]["device_x"] for a in SPEEDUP_APPS)
     r.update(difftest_figures(args.data_width))
     r["difftest_speedup_vs_before"] = r["difftest_streams_per_s"] / r["difftest_streams_per_s_before"]
+    from testbench import cs_bench
+
+    r.update(cs_bench.measure())
     if sims:
         from testbench import model_speed
 

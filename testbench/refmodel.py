@@ -46,7 +46,10 @@ bytes) per DMA_DATA, although no time passes during it.
 from __future__ import annotations
 
 import hashlib
+import mmap
+import os
 import sys
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
@@ -59,6 +62,7 @@ from kmd_model.regs import CpError, IbLevel
 from spec import ih as ih_spec
 from spec import packets as pk
 from spec import pm4
+from spec import rules
 
 __all__ = ["RefModel", "snapshot", "mem_digest", "mem_diff", "diff_snapshots",
            "DEFAULT_MEM_SIZE", "DEFAULT_MMIO_CYCLES", "DMA_MAX_BYTES"]
@@ -164,19 +168,11 @@ class _Kind:
 
 
 def _kind(p: pk.PacketDef) -> _Kind:
-    supported = tuple((f.dword, f.lsb, f.max, frozenset(e.value for e in f.enum if e.supported))
-                      for f in p.fields if f.enum and not f.open_enum)
-    aligns = []
-    for v in p.values:
-        lo = p.field(v.fields[0])
-        if lo.lsb:
-            aligns.append((lo.dword, (1 << lo.lsb) - 1, None))
-    for r in p.rules:
-        if r.align > 1:
-            w = p.field(r.when)
-            when = (w.dword, w.lsb, w.max, frozenset(w.values[n] for n in r.among))
-            aligns.append((p.field(p.value(r.value).fields[0]).dword, r.align - 1, when))
-    return _Kind(p, p.opcode, p.index, p.fixed, p.min_count, p.max_count, supported, tuple(aligns))
+    # the checks come from spec/rules.py, the rule set the KMD's checker applies too
+    r = rules.RULES[p.name]
+    supported = tuple((*e.where, e.supported) for e in r.enums)
+    aligns = tuple((a.dword, a.low, a.when_where) for a in r.aligns)
+    return _Kind(p, p.opcode, p.index, p.fixed, p.min_count, p.max_count, supported, aligns)
 
 
 def _fld(p: pk.PacketDef, name: str) -> tuple[int, int, int]:
@@ -224,6 +220,20 @@ _WRM_COMPARE: dict[int, Callable[[int, int], bool]] = {
         "NE": int.__ne__, "GE": int.__ge__, "GT": int.__gt__}[name]
     for name, v in _WRM.field("FUNCTION").values.items()
 }
+
+
+def _anon_memory(size: int) -> tuple[np.ndarray, int | None]:
+    """Zeroed memory backed by an anonymous file (memfd), so the KMD can give each CPU
+    mapping of a buffer an OS mapping of its own (Device.mem_file); plain memory where
+    there is no memfd."""
+    try:
+        fd = os.memfd_create("gpucosim-model-mem", os.MFD_CLOEXEC)
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return np.zeros(size, dtype=np.uint8), None
+    os.ftruncate(fd, size)
+    mem = np.frombuffer(mmap.mmap(fd, size), dtype=np.uint8)
+    weakref.finalize(mem, os.close, fd)
+    return mem, fd
 
 
 def _get(p: list[int], f: tuple[int, int, int]) -> int:
@@ -274,7 +284,7 @@ class RefModel(Device):
         if mem is None:
             if not isinstance(mem_size, int) or mem_size <= 0 or mem_size % 32:
                 raise ValueError(f"memory size must be a positive multiple of 32 bytes, not {mem_size!r}")
-            mem = np.zeros(mem_size, dtype=np.uint8)
+            mem, self._memfd = _anon_memory(mem_size)
         elif mem.dtype != np.uint8 or mem.ndim != 1 or mem.size % 32 or not mem.flags.c_contiguous:
             raise ValueError("mem must be a contiguous 1-D uint8 array whose size is a multiple of 32")
         if data_width not in (32, 64, 128, 256):
@@ -407,6 +417,10 @@ class RefModel(Device):
 
     def close(self) -> None:
         pass
+
+    def mem_file(self) -> tuple[int, int] | None:
+        fd = self.__dict__.get("_memfd")
+        return (fd, 0) if fd is not None else super().mem_file()
 
     # ------------------------------------------------------------------ memory model settings
 

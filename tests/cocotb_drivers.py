@@ -5,24 +5,7 @@ tests/test_umd_*.py runs here as one cocotb test on a freshly reset device: the 
 driver code the model tests run, now against the real command processor.
 """
 
-import cocotb
-
-import kmd_model
-from testbench.cocotb_device import run_driver
 from tests import driver_checks
 
-
-def _make(name, check):
-    async def test(dut):
-        def body(dev):
-            try:
-                check(dev)
-            finally:
-                kmd_model.unbind()
-        await run_driver(dut, body)
-    test.__name__ = test.__qualname__ = name
-    return cocotb.test()(test)
-
-
 for _name, _check in driver_checks.all_checks().items():
-    globals()[_name] = _make(_name, _check)
+    globals()[_name] = driver_checks.cocotb_test(_name, _check)

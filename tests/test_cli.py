@@ -91,6 +91,71 @@ def test_run_errors(capsys, tmp_path):
         f"gpucosim run: error: --stats-json wants a file, not the directory {tmp_path}")
 
 
+def test_run_refuses_what_it_would_find_out_too_late(capsys, tmp_path, monkeypatch):
+    """Bad settings that used to be ignored, or to fail with a traceback (some only after the
+    whole run), are one line before anything runs."""
+    monkeypatch.delenv("GPUCOSIM_LOG", raising=False)
+    monkeypatch.delenv("SIM", raising=False)
+    model = ("run", "examples/demo.py", "--sim", "model")
+    assert usage_error(capsys, *model, "--log", "nosuchmod=info") == (
+        "gpucosim run: error: --log: unknown module 'nosuchmod' (modules: umd, ioctl, kmd, cs, ring, fence, ih, "
+        "sched, bo, bus, cp, or all)")
+    a_file = tmp_path / "f"
+    a_file.write_text("")
+    assert usage_error(capsys, *model, "--trace", str(a_file / "t.json")) == (
+        f"gpucosim run: error: --trace: {a_file} is a file, not a folder")
+    assert usage_error(capsys, *model, "--trace", "/proc/no/t.json") == (
+        "gpucosim run: error: --trace: cannot create /proc/no: No such file or directory")
+    assert usage_error(capsys, *model, "--crash-dir", str(a_file)) == (
+        f"gpucosim run: error: --crash-dir: {a_file} is a file, not a folder")
+    assert usage_error(capsys, *model, "--stats-json", "/proc/no/s.json") == (
+        "gpucosim run: error: --stats-json: cannot create /proc/no: No such file or directory")
+    monkeypatch.setenv("GPUCOSIM_LOG", "bogus")
+    assert usage_error(capsys, *model) == ("gpucosim run: error: GPUCOSIM_LOG: unknown log level 'bogus' "
+                                           "(use debug, info, warning, error) (in the environment)")
+    monkeypatch.setenv("GPUCOSIM_LOG", "kmd=info,nosuch=debug")
+    assert usage_error(capsys, *model).startswith("gpucosim run: error: GPUCOSIM_LOG: unknown module 'nosuch'")
+    monkeypatch.delenv("GPUCOSIM_LOG")
+    monkeypatch.setenv("SIM", "spice")
+    assert usage_error(capsys, "run", "examples/demo.py") == (
+        "gpucosim run: error: SIM=spice (from the environment) is not a backend: choose verilator, icarus, model, "
+        "or give --sim")
+    monkeypatch.delenv("SIM")
+    monkeypatch.setenv("GPUCOSIM_BUILD", str(a_file))
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "verilator") == (
+        f"gpucosim run: error: GPUCOSIM_BUILD: {a_file} is a file, not a folder")
+    assert usage_error(capsys, "plot", "build/x.json", "-o", str(a_file / "p.png")) == (
+        f"gpucosim plot: error: -o: {a_file} is a file, not a folder")
+
+
+def test_app_arguments_without_dashes(capsys):
+    """Options gpucosim does not know, after APP, are the app's; before APP they are an error."""
+    r = gpucosim("run", "examples/producer_consumer.py", "--sim", "model", "--items", "6")
+    assert r.returncode == 0 and "producer/consumer: OK on model — 6 items, 4 slots" in r.stdout, r.stderr
+    assert usage_error(capsys, "run", "--frob", "examples/producer_consumer.py", "--sim", "model") == (
+        "gpucosim run: error: unrecognized arguments before APP: --frob")
+    r = gpucosim("run", "examples/producer_consumer.py", "--sim", "model", "--bogus")
+    assert r.returncode == 2 and "producer_consumer: error: unrecognized arguments: --bogus" in r.stderr
+
+
+def test_help_examples_decode_to_valid_values():
+    """The examples in `regs --help` decode to values every field defines."""
+    for line in cli.build_parser()._subparsers._group_actions[0].choices["regs"].epilog.splitlines():
+        words = line.split()
+        if words[:2] == ["gpucosim", "regs"] and len(words) == 4:
+            r = gpucosim(*words[1:])
+            assert r.returncode == 0 and "not a " not in r.stdout and "belong to no field" not in r.stdout, r.stdout
+
+
+def test_bad_log_environment_is_one_line_not_a_traceback():
+    """A library does not crash its program over GPUCOSIM_LOG: one line, then it carries on."""
+    r = subprocess.run([sys.executable, "-c", "import kmd_model, umd; print('imported')"], cwd=ROOT,
+                       env=dict(os.environ, GPUCOSIM_LOG="ring=loud"), capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout == "imported\n"
+    assert r.stderr == ("gpucosim: GPUCOSIM_LOG: unknown log level 'loud' (use debug, info, warning, error); "
+                        "GPUCOSIM_LOG is ignored\n")
+
+
 # ------------------------------------------------------------------------------ run / sim on the model
 
 def test_sim_runs_the_demo_on_the_model():
@@ -197,8 +262,7 @@ WD = pm4.write_data(0x2000000, [0x12345678], wr_confirm=1)
 
 def test_disasm_words_text_binary_and_dumps(capsys, tmp_path):
     assert cli.main(["disasm", "-x", *(f"{w:08x}" for w in WD)]) == 0
-    assert capsys.readouterr().out == ("0x0000: c0033700  WRITE_DATA  dst_sel=MEMORY wr_confirm=1 "
-                                       "addr=0x02000000 data=[0x12345678]\n")
+    assert capsys.readouterr().out == "0x0000: c0033700  WRITE_DATA  wr_confirm=1 addr=0x02000000 data=[0x12345678]\n"
     text = tmp_path / "ib.txt"
     text.write_text("# an IB\n0x1000: " + " ".join(f"0x{w:x}" for w in WD) + "\n" + "80000000\n")
     assert cli.main(["disasm", str(text)]) == 0

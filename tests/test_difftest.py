@@ -130,13 +130,15 @@ def test_trace_parsing():
              "0x00000003, 0x00000004, 0x00000005, 0x00000006, 0x00000007, 0x00000008, ... +2]",
              "RING+0x0010: RELEASE_MEM  event_type=CACHE_FLUSH_AND_INV_TS_EVENT event_index=END_OF_PIPE "
              "int_sel=SEND_INT_ON_CONFIRM data_sel=TIMESTAMP addr=0x00001000 data=0x00000005",
-             "RING+0x0030: RELEASE_MEM  event_index=END_OF_PIPE addr=0x00002000 data=0x5",
+             "RING+0x0030: RELEASE_MEM  data_sel=NONE addr=0x00002000 data=0x5",
+             "RING+0x0040: RELEASE_MEM  addr=0x00003000 data=0x5",  # DATA_32, the default, left out
              "RING+0x0050: DMA_DATA  src=0x00000200 dst=0x00000100 byte_count=77",
              "IB2+0x0000: WAIT_REG_MEM  function=EQ mem_space=MEMORY addr=0x00001000 ref=0x1 mask=0x2"]
     e = executed(lines)
     assert [(x.kind, x.writes, x.irq) for x in e] == [
         ("write", [(0x40000, 0x40028)], False), ("timestamp", [(0x1000, 0x1008)], True),
-        ("write", [], False), ("dma", [(0x100, 0x100 + 77)], False), ("poll", [(0x1000, 0x1004)], False)]
+        ("write", [], False), ("write", [(0x3000, 0x3004)], False), ("dma", [(0x100, 0x100 + 77)], False),
+        ("poll", [(0x1000, 0x1004)], False)]
 
 
 # ---------------------------------------------------------------------------- finding the culprit

@@ -124,9 +124,12 @@ def check_bo_kept_alive(dev):
     addr = data.addr
     assert any(b.gpu_addr == addr for b in kmd.live_bos())  # still allocated, without a handle
     assert c.bo(0x1000).addr != addr
-    data.u32[0] = 1  # (our old mapping: the memory is still there)
+    with pytest.raises(uapi.MappingRevoked, match=r"was closed \(GEM_CLOSE\): its CPU mapping is gone"):
+        data.u32[0] = 1  # our old mapping went with the handle
+    mem32 = dev.mem[addr:addr + 8].view("<u4")  # the memory itself is still there
+    mem32[0] = 1
     assert c.wait(seq)
-    assert data.u32[1] == 7
+    assert mem32[1] == 7
     assert not any(b.gpu_addr == addr for b in kmd.live_bos())
     assert not c.io(Request.GEM_WAIT_IDLE, uapi.GemWaitIdleArgs(ib_bo.handle, 0)).busy
 

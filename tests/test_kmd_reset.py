@@ -23,18 +23,18 @@ def query(c: Client, ctx: int | None = None) -> uapi.CtxOut:
 
 
 def check_cp_error_recovery(dev):
-    """The checker is on, yet a job rewrites its own second IB on the GPU into an illegal
-    opcode: the CP stops, context A is guilty, context B's jobs before and after finish."""
-    kmd = kmd_model.bind(dev)
+    """A job's second IB holds an illegal opcode, which the checker would refuse; with the
+    checker off (cs_check=False, as a test harness does) it reaches the CP: the CP stops,
+    context A is guilty, context B's jobs before and after finish."""
+    kmd = kmd_model.bind(dev, cs_check=False)
     a, b = Client(), Client()
     abo, bbo = a.bo(), b.bo()
     bflag, bout = bbo.addr + 0x3000, bbo.addr + 0x3100
     # B1 waits for the CPU, so A's job and B2 queue up behind it in the ring
     b1 = b.submit(b.ib(bbo, pm4.wait_reg_mem(bflag, 1, 1, "EQ") + pm4.write_data(bout, [0xB1])))
-    # A: IB at +0x100 is two NOPs as submitted (the checker sees those); the first IB
-    # overwrites the second NOP's header (IB+0x40) before the CP gets there
-    abo.u32[0x40:0x60] = pm4.nop(15) + pm4.nop(15)
-    evil = a.ib(abo, pm4.write_data(abo.addr + 0x140, [pm4.header(0x7B, 14)]))
+    # A: a good first IB; the IB at +0x100 is a NOP, then the bad header at IB+0x40
+    abo.u32[0x40:0x60] = pm4.nop(15) + [pm4.header(0x7B, 14)] + [0] * 15
+    evil = a.ib(abo, pm4.write_data(abo.addr + 0x180, [1]))
     a1 = a.submit(evil, CsChunkIb(32, abo.handle, 0x100))
     a2 = a.submit(a.ib(abo, pm4.write_data(abo.addr + 0x2000, [0xA2]), offset=0x800))
     b2 = b.submit(b.ib(bbo, pm4.write_data(bout + 4, [0xB2]), offset=0x800), CsChunkFence(bbo.handle, 0x3200))
@@ -123,7 +123,7 @@ def check_timeout_recovery(dev):
     assert bbo.u32[0x40] == 0xB
     st = query(a)
     assert st.reset_status == ResetStatus.GUILTY and st.error.code == "TIMEOUT"
-    assert re.fullmatch(rf"job 0x1 timed out after \d+ cycles, stuck in WAIT_REG_MEM at IB\+0x14 "
+    assert re.fullmatch(rf"job 0x1 timed out: no progress for \d+ cycles, stuck in WAIT_REG_MEM at IB\+0x14 "
                         rf"\({abo.addr + 0x14:#x}\): \*{abo.addr:#x} & 0xff = 0x0, waits for == 0x1, "
                         rf"context {a.ctx}", st.error.message), st.error.message
     with pytest.raises(uapi.KmdError) as ei:

@@ -214,10 +214,18 @@ def test_decode_offset_outside_stream():
 
 def test_listing_good_packets():
     lines = pm4.disassemble([0] * 4 + pm4.write_data(0x1000, [0xDEADBEEF], wr_confirm=1))
-    assert lines[4] == ("0x0010: c0033700  WRITE_DATA  dst_sel=MEMORY wr_confirm=1 "
-                        "addr=0x00001000 data=[0xdeadbeef]")
+    assert lines[4] == "0x0010: c0033700  WRITE_DATA  wr_confirm=1 addr=0x00001000 data=[0xdeadbeef]"
     assert pm4.listing(pm4.indirect_buffer(0x10_0000_0000, 64, chain=1), base=0x200) == (
-        "0x0200: c0023f00  INDIRECT_BUFFER  base=0x1000000000 size_dw=64 chain=1 valid=1")
+        "0x0200: c0023f00  INDIRECT_BUFFER  base=0x1000000000 size_dw=64 chain=1")
+    # fields at their builder default are left out, but shown when they differ or with verbose
+    assert pm4.describe(pm4.decode(pm4.release_mem(0x100, 7), 0)) == "RELEASE_MEM  addr=0x00000100 data=0x00000007"
+    assert pm4.describe(pm4.decode(pm4.release_mem(0x100, 7, event_type=0x28, data_sel="NONE"), 0)) == (
+        "RELEASE_MEM  event_type=BOTTOM_OF_PIPE_TS data_sel=NONE addr=0x00000100 data=0x00000007")
+    assert pm4.describe(pm4.decode(pm4.indirect_buffer(0x100, 8, valid=0), 0)) == (
+        "INDIRECT_BUFFER  base=0x00000100 size_dw=8 valid=0")
+    assert pm4.describe(pm4.decode(pm4.release_mem(0x100, 7), 0), verbose=True) == (
+        "RELEASE_MEM  event_type=CACHE_FLUSH_AND_INV_TS_EVENT event_index=END_OF_PIPE dst_sel=MEMORY "
+        "int_sel=NONE data_sel=DATA_32 addr=0x00000100 data=0x00000007 int_ctxid=0x0")
     assert pm4.listing(pm4.nop(3) + [pm4.TYPE2_FILLER]) == (
         "0x0000: c0021000  NOP  n_payload=3\n0x0010: 80000000  TYPE2 FILLER")
     long = pm4.disassemble(pm4.write_data(0, list(range(10))), max_data=2)[0]

@@ -416,11 +416,10 @@ def test_trace():
     w32(d.dev, IB1, ib)
     d.submit(pm4.indirect_buffer(IB1, len(ib)), pm4.release_mem(OUT, 1, int_sel="SEND_INT_ON_CONFIRM"))
     assert lines == [
-        "RING+0x0000: INDIRECT_BUFFER  base=0x00050000 size_dw=6 valid=1",
-        "IB1+0x0000: WRITE_DATA  dst_sel=MEMORY addr=0x00040000 data=[0x00000001]",
+        "RING+0x0000: INDIRECT_BUFFER  base=0x00050000 size_dw=6",
+        "IB1+0x0000: WRITE_DATA  addr=0x00040000 data=[0x00000001]",
         "IB1+0x0014: TYPE2 FILLER",
-        "RING+0x0010: RELEASE_MEM  event_type=CACHE_FLUSH_AND_INV_TS_EVENT event_index=END_OF_PIPE "
-        "int_sel=SEND_INT_ON_CONFIRM data_sel=DATA_32 addr=0x00040000 data=0x00000001",
+        "RING+0x0010: RELEASE_MEM  int_sel=SEND_INT_ON_CONFIRM addr=0x00040000 data=0x00000001",
     ]
 
 

@@ -12,7 +12,7 @@ from testbench.refmodel import RefModel
 
 
 def check_versions(dev):
-    kmd_model.bind(dev)
+    kmd = kmd_model.bind(dev)
     v1, v2 = umd.open(api_version=1), umd.open(api_version=2)
     b1, b2 = v1.alloc(4096), v2.alloc(4096)
     q1, q2 = v1.queue(), v2.queue()
@@ -22,9 +22,9 @@ def check_versions(dev):
     assert q1.flushes == 1 and v1.ws.ioctls and not q1.cmdbuf.commands
     assert q1.signal().wait() and b1.u32[0] == 0x11
     # version 2: write() is recorded until a flush point
-    n = v2.ws.ioctls
+    n = kmd.stats["cs"]
     q2.write(b2, 0, 0x22)
-    assert q2.flushes == 0 and v2.ws.ioctls == n and q2.cmdbuf.commands == 1
+    assert q2.flushes == 0 and kmd.stats["cs"] == n and q2.cmdbuf.commands == 1
     q2.flush()
     assert q2.flushes == 1
     q2.finish()
@@ -32,8 +32,20 @@ def check_versions(dev):
     # calls a version does not have are not there, with a message saying where they are
     with pytest.raises(AttributeError, match=r"^Queue.fill\(\) is not in API version 1 \(it is in version 2\)$"):
         q1.fill(b1, 0, 16, 0)
-    with pytest.raises(AttributeError, match="^Queue has no entry point 'frobnicate' in API version 2$"):
+    with pytest.raises(AttributeError, match=r"^Queue has no entry point 'frobnicate' in API version 2 \(it has "
+                       r"close, copy, download, emit_raw, fill, finish, flush, signal, timestamp, upload, wait_mem, "
+                       r"write\)$"):
         q2.frobnicate()
+    # what other runtimes call it, and typos, are answered with this API's name
+    with pytest.raises(AttributeError, match=r"^Queue has no entry point 'memset' in API version 2: "
+                       r"Queue.fill\(\) is what this API calls it$"):
+        q2.memset(b2, 0, 16, 0)
+    with pytest.raises(AttributeError, match=r"^Queue has no entry point 'memcpy' in API version 2: "
+                       r"Queue.copy\(\) is what this API calls it$"):
+        q2.memcpy
+    with pytest.raises(AttributeError, match=r"^Queue has no entry point 'sgnal' in API version 2: did you mean "
+                       r"signal\(\)\?$"):
+        q2.sgnal()
     assert "fill" in dir(q2) and "fill" not in dir(q1) and "write" in dir(q1)
     q2.fill(b2, 16, 16, 7)
     q2.finish()
@@ -43,7 +55,39 @@ def check_versions(dev):
     assert umd.TABLES[1].entries["Queue.signal"] is umd.TABLES[2].entries["Queue.signal"]
 
 
-CHECKS = [check_versions]
+def check_defaults_and_help(dev):
+    """umd.open() is the newest API; entry points keep their signature and docstring through
+    the dispatch table, also with a tracer's hook in place; a timestamp's value is its cycles."""
+    import inspect
+
+    from umd import runtime
+
+    kmd_model.bind(dev)
+    gpu = umd.open()
+    assert gpu.api_version == umd.LATEST == 2
+    assert umd.open(api_version=1).api_version == 1
+    q = gpu.queue()
+    saved = runtime.api_hook
+    runtime.api_hook = lambda name, fn, args, kwargs: fn(*args, **kwargs)
+    try:
+        q2 = gpu.queue()
+        for fn in (q2.fill, q2.copy, q2.write, gpu.alloc):
+            assert "*args" not in str(inspect.signature(fn)), (fn, inspect.signature(fn))
+            assert fn.__doc__ and len(fn.__doc__) > 20
+        assert str(inspect.signature(q2.fill)) == "(buf: 'Buffer', offset: 'int', size: 'int', value: 'int') -> 'None'"
+    finally:
+        runtime.api_hook = saved
+    buf = gpu.alloc(64)
+    q.write(buf, 0, 1)
+    t0, t1 = q.timestamp(), q.timestamp()
+    with pytest.raises(ValueError, match=r"^timestamp: not written yet: wait\(\) for it first$"):
+        t0.value
+    assert t1.wait() and t0.signalled()
+    assert 0 < t0.value == t0.cycles <= t1.value, (t0.value, t1.value)
+    gpu.close()
+
+
+CHECKS = [check_versions, check_defaults_and_help]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])

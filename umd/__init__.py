@@ -15,5 +15,5 @@ the KMD's ioctls (kmd_model.open_render_node()).
 """
 
 from .api import LATEST, TABLES, DispatchTable, open  # noqa: F401
-from .errors import DeviceLost, GpuError, GpuTimeout, SubmitError, UmdError  # noqa: F401
+from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, SubmitError, UmdError  # noqa: F401
 from .runtime import DEFAULT_TIMEOUT, Buffer, Device, Event, Queue, Timestamp  # noqa: F401

@@ -1,6 +1,7 @@
 """API versions and their dispatch tables.
 
-An application names the API version it was written for: `umd.open(api_version=1)`.
+An application names the API version it was written for: `umd.open(api_version=1)`;
+`umd.open()` gives the newest (LATEST).
 Each version is served through its own dispatch table (entry point name -> function)
 plus its defaults, like a Vulkan/OpenCL loader's tables, so an application written for
 version 1 keeps its behaviour when version 2 changes a default or a call's semantics,
@@ -18,6 +19,7 @@ Version 2 (batching by default, fills and timestamps)
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -39,12 +41,20 @@ class DispatchTable:
         return replace(self, version=version, entries=entries, notes=notes, **defaults)
 
     def missing(self, kind: str, name: str) -> str:
-        """Why `kind.name` is not there, for the AttributeError."""
+        """Why `kind.name` is not there, for the AttributeError, with what was probably meant."""
         key = f"{kind}.{name}"
         has = [v for v, t in TABLES.items() if key in t.entries]
         if has:
             return f"{key}() is not in API version {self.version} (it is in version {', '.join(map(str, has))})"
-        return f"{kind} has no entry point {name!r} in API version {self.version}"
+        msg = f"{kind} has no entry point {name!r} in API version {self.version}"
+        ours = sorted(k.split(".", 1)[1] for k in self.entries if k.startswith(kind + "."))
+        alias = ALIASES.get(key)
+        if alias is not None and alias in ours:
+            return f"{msg}: {kind}.{alias}() is what this API calls it"
+        close = difflib.get_close_matches(name, ours, n=1)
+        if close:
+            return f"{msg}: did you mean {close[0]}()?"
+        return f"{msg} (it has {', '.join(ours)})"
 
 
 V1 = DispatchTable(1, flush_threshold=16, entries={
@@ -75,10 +85,18 @@ V2 = V1.derive(2, flush_threshold=64, add={
 TABLES: dict[int, DispatchTable] = {1: V1, 2: V2}
 LATEST = max(TABLES)
 
+# The names other runtimes give these calls (the C library's, CUDA's, OpenCL's): a call by
+# one of them is answered with the name this API uses.
+ALIASES = {"Queue.memset": "fill", "Queue.memcpy": "copy", "Queue.enqueue_copy": "copy",
+           "Queue.fence": "signal", "Queue.sync": "finish", "Queue.synchronize": "finish",
+           "Queue.submit": "flush", "Device.malloc": "alloc", "Device.create_queue": "queue",
+           "Device.stream": "queue"}
+
 
 @rt.api_call("umd.open")
-def open(api_version: int = 1, *, winsys=None) -> rt.Device:
-    """Open the GPU (the bound render node) for an application written for `api_version`."""
+def open(api_version: int = LATEST, *, winsys=None) -> rt.Device:
+    """Open the GPU (the bound render node) for an application written for `api_version`
+    (default: the newest, LATEST; older versions stay selectable and keep their behaviour)."""
     if isinstance(api_version, bool) or not isinstance(api_version, int) or api_version not in TABLES:
         raise ValueError(f"open: API version {api_version!r} is not supported (this UMD serves "
                          f"{', '.join(map(str, TABLES))})")

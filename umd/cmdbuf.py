@@ -58,8 +58,10 @@ class CmdBuf:
         self.reset()
 
     def reset(self) -> None:
-        """Start a new stream (the IBs of the previous one belong to its submission now)."""
-        self.ibs = [Ib(self.get_ib())]
+        """Start a new stream (the IBs of the previous one belong to its submission now). The
+        first IB is taken when the first packet comes, so an idle queue holds no IB and a
+        flush can reclaim before anything new is allocated."""
+        self.ibs = []
         self.cur = []
         self.labels = {}
         self._pending_labels = []
@@ -71,12 +73,15 @@ class CmdBuf:
         return sum(ib.size_dw for ib in self.ibs[:-1]) + len(self.cur)
 
     def emit(self, dwords: list[int], label: str | None = None) -> None:
-        """Append one packet (or a few that must stay together)."""
+        """Append one packet (or a few that must stay together). When taking a new IB fails
+        (get_ib raises), nothing is recorded and the stream is as it was."""
         n = len(dwords)
         if n > self.max_packet_dw:
             raise ValueError(f"CmdBuf: a {n}-dword packet does not fit an IB of {self.ib_size_dw} "
                              f"dwords (at most {self.max_packet_dw})")
-        if len(self.cur) + n > self.max_packet_dw:
+        if not self.ibs:
+            self.ibs.append(Ib(self.get_ib()))
+        elif len(self.cur) + n > self.max_packet_dw:
             self._chain()
         if label is not None:
             self._pending_labels.append((len(self.cur), label))
@@ -114,7 +119,7 @@ class CmdBuf:
     def end(self) -> Ib | None:
         """Close the stream: pad the last IB, patch the last chain. Returns the first IB
         (with its final size) to submit, or None when nothing was recorded."""
-        if not self.cur and len(self.ibs) == 1:
+        if not self.ibs:
             return None
         if not self.cur:  # a chain packet cannot point at an empty IB
             self.cur = pm4.pad(self.align_dw)

@@ -47,5 +47,13 @@ class SubmitError(UmdError):
         super().__init__(message)
 
 
+class OutOfMemory(UmdError, MemoryError):
+    """The device has no memory for what a queue needs now (a new IB, a staging buffer, the
+    KMD's room for a submission), even after waiting for the queue's own work to finish.
+    The message names the queue and its limit on submissions in flight. The queue stays
+    usable once memory is free again: a command whose IB could not be had was not recorded
+    (call it again); a flush the KMD refused (ENOMEM) was not submitted."""
+
+
 class DeviceLost(UmdError):
     """The device could not be recovered (a failed reset)."""

@@ -25,7 +25,7 @@ from kmd_model.uapi import CsChunkFence, CsChunkIb, Domain, GemFlags, InfoQuery,
 from spec import pm4
 
 from .cmdbuf import CmdBuf
-from .errors import DeviceLost, GpuError, GpuTimeout, SubmitError
+from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, SubmitError
 from .winsys import Winsys
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ log = get_logger("umd")
 
 M32 = 0xFFFF_FFFF
 DEFAULT_TIMEOUT = 2_000_000  # simulated cycles
+MAX_INFLIGHT = 32  # submissions a queue has in flight before a flush waits for the oldest
 DOMAINS = {"gtt": Domain.GTT, "vram": Domain.VRAM}
 COMPARE = {"always": "ALWAYS", "<": "LT", "<=": "LE", "==": "EQ", "!=": "NE", ">=": "GE", ">": "GT"}
 
@@ -65,6 +66,7 @@ def api_call(name: str) -> Callable:
 
 
 def _hooked(name: str, bound: Callable) -> Callable:
+    @functools.wraps(bound)  # help() and inspect.signature show the entry point, not the wrapper
     def call(*args, **kwargs):
         hook = api_hook
         return bound(*args, **kwargs) if hook is None else hook(name, bound, args, kwargs)
@@ -145,12 +147,14 @@ def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignmen
 
 
 def device_queue(self: Device, *, flush_threshold: int | None = None, flush_dwords: int | None = None,
-                 ib_size_dw: int = 1024) -> "Queue":
+                 ib_size_dw: int = 1024, max_inflight: int = MAX_INFLIGHT) -> "Queue":
     """A queue (a KMD context) recording commands into chained IBs. It flushes by itself
     after `flush_threshold` commands (the API version's default) or, when given, once
-    `flush_dwords` dwords are recorded; `ib_size_dw` is the size of each chained IB."""
+    `flush_dwords` dwords are recorded; `ib_size_dw` is the size of each chained IB. At most
+    `max_inflight` submissions are in flight: past that a flush (or a new IB) waits for the
+    oldest to finish, so memory stays bounded however fast the app records."""
     q = Queue(self, flush_threshold if flush_threshold is not None else self._table.flush_threshold,
-              ib_size_dw, flush_dwords)
+              ib_size_dw, flush_dwords, max_inflight)
     self.queues.append(q)
     return q
 
@@ -244,30 +248,41 @@ class Submission:
 
 class IbPool:
     """IB buffers, reused once the submission that used them has finished (pb_cache's
-    idea, with reclaim only after the fence is idle)."""
+    idea, with reclaim only after the fence is idle). A new one is made only when none is
+    free after reclaiming and throttling (Queue._throttle), so the pool stays bounded."""
 
-    def __init__(self, device: Device, size_dw: int):
-        self.device = device
+    def __init__(self, queue: "Queue", size_dw: int):
+        self.queue = queue
         self.size_dw = size_dw
         self.free: list[Buffer] = []
         self.created = 0
 
     def get(self) -> Buffer:
+        q = self.queue
+        if not self.free:
+            q._throttle("new IB")
         if self.free:
             return self.free.pop()
+        buf = q._alloc_or_wait(4 * self.size_dw, "new IB")
         self.created += 1
-        return device_alloc(self.device, 4 * self.size_dw, "gtt", zero=False)
+        return buf
 
 
 class Queue(_Dispatched):
     _kind = "Queue"
 
-    def __init__(self, device: Device, flush_threshold: int, ib_size_dw: int, flush_dwords: int | None = None):
+    def __init__(self, device: Device, flush_threshold: int, ib_size_dw: int, flush_dwords: int | None = None,
+                 max_inflight: int = MAX_INFLIGHT):
         flush_threshold = _index("queue", "flush_threshold", flush_threshold)
         if flush_threshold < 1:
             raise ValueError(f"queue: flush_threshold must be >= 1, not {flush_threshold}")
         if flush_dwords is not None and _index("queue", "flush_dwords", flush_dwords) < 1:
             raise ValueError(f"queue: flush_dwords must be >= 1, not {flush_dwords}")
+        max_inflight = _index("queue", "max_inflight", max_inflight)
+        if max_inflight < 1:
+            raise ValueError(f"queue: max_inflight must be >= 1, not {max_inflight}")
+        self.max_inflight = max_inflight
+        self.timeout = DEFAULT_TIMEOUT  # how long a throttled flush waits for the oldest submission
         self.flush_dwords = flush_dwords
         self._table = device._table
         self.device = device
@@ -279,7 +294,7 @@ class Queue(_Dispatched):
         self.q32 = self.qbo.u32
         self.timeline = 0  # last event value handed out
         self.ts_next = 0
-        self.pool = IbPool(device, ib_size_dw)
+        self.pool = IbPool(self, ib_size_dw)
         self.cmdbuf = CmdBuf(self.pool.get, ib_size_dw, info.ib_align_dw)
         self.has_dma = info.has_dma
         self.dma_chunk = info.dma_max_bytes  # one DMA_DATA moves at most this much
@@ -288,6 +303,7 @@ class Queue(_Dispatched):
         self.unflushed_events: list[Event] = []
         self.first_seq: int | None = None
         self.last_seq: int | None = None
+        self.fence_trusted = False  # the user fence dword holds a seqno of ours (seq_done)
         self.submitted = 0
         self.calls = 0
         self.flushes = 0
@@ -311,14 +327,59 @@ class Queue(_Dispatched):
 
     # -- completion
     def seq_done(self, seq: int) -> bool:
-        """The cheap check: has the user fence (written by the GPU after the job) passed seq?"""
+        """The cheap check: has the user fence (written by the GPU after each job) passed seq?
+        Seqnos are 32-bit and compared wrap-safely. Until the GPU has written the dword once
+        it holds 0 (the BO was zero-filled); 0 can be a seqno too when the queue's seqnos pass
+        through it (near the wrap, or starting there), and only then is the kernel asked about
+        the queue's first job (one WAIT_CS that does not wait). Jobs end in order, so once a
+        seqno of ours is there the dword always holds the last job that ended."""
         if self.last_seq is None:
             return False
         v = int(self.q32[QBO_USER_FENCE])
-        # until the first job ends, the dword holds no seqno of ours
-        if ((self.last_seq - v) & M32) >= self.submitted:
-            return False
+        if not self.fence_trusted:
+            if v == 0 and ((0 - self.first_seq) & M32) <= ((self.last_seq - self.first_seq) & M32):
+                try:  # 0 may be ours: ask whether the first job has ended
+                    if not self.ws.wait_cs(self.ctx_id, self.first_seq, 0):
+                        return False
+                except KmdError:
+                    return False  # the context was reset: the caller's own wait reports it
+            elif v == 0:
+                return False  # nothing written yet
+            self.fence_trusted = True
         return seq_passed(seq, v)
+
+    def _throttle(self, what: str) -> None:
+        """Reclaim what finished, then wait for the oldest submission while `max_inflight`
+        are in flight (Mesa's throttling, drm_sched's hw_submission_limit)."""
+        self._reclaim()
+        while len(self.inflight) >= self.max_inflight:
+            oldest = self.inflight[0].seq
+            if not self._wait_seq(oldest, self.timeout, what):
+                raise GpuTimeout(f"{what}: queue (context {self.ctx_id}) has {len(self.inflight)} submissions "
+                                 f"in flight, its limit (max_inflight={self.max_inflight}), and the oldest "
+                                 f"(seqno {oldest:#x}) has not finished after {self.timeout} cycles")
+            self._reclaim()
+
+    def _alloc_or_wait(self, size: int, what: str) -> Buffer:
+        """A GTT buffer for the queue's own use; when memory is short, wait for the queue's
+        submissions to finish (their IBs and staging buffers come back) and try again."""
+        while True:
+            try:
+                return device_alloc(self.device, size, "gtt", zero=False)
+            except KmdError as e:
+                if e.errno != errno.ENOMEM:
+                    raise
+                if not self.inflight:
+                    raise OutOfMemory(f"{what}: no memory for {size:#x} bytes on queue (context {self.ctx_id}), "
+                                      f"with nothing of its own in flight (max_inflight={self.max_inflight}): "
+                                      f"{e}") from e
+                oldest = self.inflight[0].seq
+                if not self._wait_seq(oldest, self.timeout, what):
+                    raise OutOfMemory(f"{what}: no memory for {size:#x} bytes on queue (context {self.ctx_id}), "
+                                      f"and its oldest submission (seqno {oldest:#x}) has not finished after "
+                                      f"{self.timeout} cycles ({len(self.inflight)} in flight, "
+                                      f"max_inflight={self.max_inflight}): {e}") from e
+                self._reclaim()
 
     def _reclaim(self) -> None:
         while self.inflight and self.seq_done(self.inflight[0].seq):
@@ -345,13 +406,19 @@ class Queue(_Dispatched):
             raise GpuTimeout(f"{what}: {e.message}") from e
         if e.errno == errno.EIO:
             raise DeviceLost(f"{what}: {e.message}") from e
+        if e.errno == errno.ENOMEM:
+            raise OutOfMemory(f"{what}: queue (context {self.ctx_id}), {len(self.inflight)} submissions in flight "
+                              f"(max_inflight={self.max_inflight}): {e.message}") from e
         raise SubmitError(e.errno, f"{what}: {e}") from e
 
     def _wait_seq(self, seq: int, timeout: int, what: str) -> bool:
         if self.seq_done(seq):
             return True
         try:
-            return self.ws.wait_cs(self.ctx_id, seq, timeout)
+            done = self.ws.wait_cs(self.ctx_id, seq, timeout)
+            if done:
+                self.fence_trusted = True  # seq and every job before it ended, the first included
+            return done
         except KmdError as e:
             if e.errno == errno.ETIME:
                 return False
@@ -429,11 +496,14 @@ def queue_emit_raw(self: Queue, dwords: Any) -> None:
 
 def queue_flush(self: Queue) -> int | None:
     """Submit what was recorded (one CS ioctl); returns the submission's seqno, or None
-    when there was nothing to submit."""
-    first = self.cmdbuf.end()
-    if first is None:
-        return None
+    when there was nothing to submit. With `max_inflight` submissions in flight it first
+    waits for the oldest; if that times out (GpuTimeout) the commands stay recorded."""
     cb = self.cmdbuf
+    if not cb.ibs:
+        return None
+    if len(self.inflight) >= self.max_inflight:
+        self._throttle("flush")
+    first = cb.end()
     ibs = [ib.buf for ib in cb.ibs]
     labels = cb.labels
     events, self.unflushed_events = self.unflushed_events, []
@@ -564,11 +634,23 @@ class Event:
 
 
 class Timestamp(Event):
-    """A GPU clock sample; `value_cycles` once waited for."""
+    """A GPU clock sample (RELEASE_MEM TIMESTAMP): `wait()` for it, then `value` (or its
+    alias `cycles`) is the 48-bit GPU clock, in cycles, when the queue got there."""
 
     def __init__(self, queue: Queue, slot: int):
         super().__init__(queue, 0)
         self.slot = slot
+
+    @property  # type: ignore[override]
+    def value(self) -> int:
+        return self.cycles
+
+    @value.setter
+    def value(self, _v: int) -> None:
+        pass  # Event.__init__ sets a timeline value; a timestamp has none
+
+    def __repr__(self) -> str:
+        return f"<umd.Timestamp {self.cycles} cycles>" if self.signalled() else "<umd.Timestamp pending>"
 
     def signalled(self) -> bool:
         return self.seq is not None and self.queue.seq_done(self.seq)

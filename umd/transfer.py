@@ -110,12 +110,18 @@ def queue_download(self: Queue, src: Buffer, src_offset: int, size: int, *, time
     s, size = _bytes_range(src, "download", src_offset, size)
     if not size:
         return np.zeros(0, dtype=np.uint8)
-    stage = _staging(self, size)
-    view = stage.map()
-    _emit_copy(self, stage.gpu_addr, s, size, self._label("download"))
-    self._end_command()
-    if timeout is None:
-        queue_finish(self)
-    else:
-        queue_finish(self, timeout)
-    return np.array(view[:size])
+    from .runtime import device_alloc
+
+    # not in q.staging: the flush frees those, and this one is read after the job is done
+    stage = device_alloc(self.device, size, "gtt", zero=False)
+    try:
+        view = stage.map()
+        _emit_copy(self, stage.gpu_addr, s, size, self._label("download"))
+        self._end_command()
+        if timeout is None:
+            queue_finish(self)
+        else:
+            queue_finish(self, timeout)
+        return np.array(view[:size])
+    finally:
+        stage.free()

@@ -22,6 +22,7 @@ import numpy as np
 
 from kmd_model import regs
 from kmd_model.regs import CpError, IbLevel
+from spec import packets
 from testbench.refmodel import mem_diff
 
 from . import layout as L
@@ -32,6 +33,7 @@ _ADDR = re.compile(r"\baddr=(0x[0-9a-f]+)")
 _DST = re.compile(r"\bdst=(0x[0-9a-f]+)")
 _COUNT = re.compile(r"\bbyte_count=(\d+)")
 _SEL = re.compile(r"\bdata_sel=(\w+)")
+_RM_DATA_SEL_DEFAULT = packets.RELEASE_MEM.field("DATA_SEL").default
 _DATA = re.compile(r"\bdata=\[([^\]]*)\]")
 
 
@@ -67,7 +69,7 @@ def executed(trace: list[str]) -> list[Executed]:
             e.writes, e.kind = [(addr, addr + 4 * (k + sum(extra)))], "write"
         elif name == "RELEASE_MEM" and a:
             sel = _SEL.search(text)
-            sel = sel.group(1) if sel else "NONE"
+            sel = sel.group(1) if sel else _RM_DATA_SEL_DEFAULT  # listings leave out defaults
             addr = int(a.group(1), 16)
             nb = {"DATA_32": 4, "DATA_64": 8, "TIMESTAMP": 8}.get(sel, 0)
             e.writes = [(addr, addr + nb)] if nb else []

@@ -1,0 +1,170 @@
+"""CPU mappings of BOs (GEM_MMAP), and their revocation when the BO's handle is closed.
+
+A kernel unmaps a buffer's pages from a process when the buffer goes away, so a pointer
+kept past that faults instead of reaching whatever is allocated there next. Here:
+
+- each GEM_MMAP is a mapping of its own of the device memory's backing file (`mmap` at the
+  BO's offset), not a slice of one big array, so nothing reached through it (`.base`
+  included) leads outside the BO;
+- at GEM_CLOSE (or when the file closes) the KMD revokes every mapping of the BO: its pages
+  are replaced by private anonymous memory (so any alias of them, however obtained, no
+  longer reaches device memory: writes go nowhere, reads see zeros), and the numpy array
+  handed out, and every view made from it, raises `MappingRevoked` on use.
+
+Backends whose memory is not file-backed (`Device.mem_file()` is None) get views of `mem`,
+revoked at the Python level only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+from typing import Any
+
+import numpy as np
+
+from .uapi import MappingRevoked
+
+_MAP_FIXED = 0x10  # Linux
+
+
+def _libc_mmap():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.mmap
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        return None
+    fn.restype = ctypes.c_void_p
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    return fn
+
+
+_mmap = _libc_mmap()
+
+
+class _Token:
+    """Shared by a mapping and every view made from it: None while valid, else why not."""
+
+    __slots__ = ("revoked",)
+
+    def __init__(self) -> None:
+        self.revoked: str | None = None
+
+
+def _check(a: "CpuMapping") -> None:
+    t = a._token
+    if t is not None and t.revoked is not None:
+        raise MappingRevoked(t.revoked)
+
+
+class CpuMapping(np.ndarray):
+    """A uint8 numpy array over one BO's bytes, as GEM_MMAP returns it. Views (slices,
+    `.view("<u4")`) share its fate; copies do not. After GEM_CLOSE every use raises
+    `MappingRevoked`."""
+
+    _token: _Token | None = None
+
+    def __array_finalize__(self, obj: Any) -> None:
+        # a view shares the mapping's token; an array owning its data (a copy) is free of it
+        self._token = getattr(obj, "_token", None) if self.base is not None else None
+
+    def __getitem__(self, key):
+        _check(self)
+        return super().__getitem__(key)
+
+    def __setitem__(self, key, value) -> None:
+        _check(self)
+        super().__setitem__(key, value)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        args = []
+        for x in inputs:
+            if isinstance(x, CpuMapping):
+                _check(x)
+                x = x.view(np.ndarray)
+            args.append(x)
+        out = kwargs.get("out")
+        if out:
+            for x in out:
+                if isinstance(x, CpuMapping):
+                    _check(x)
+            kwargs["out"] = tuple(x.view(np.ndarray) if isinstance(x, CpuMapping) else x for x in out)
+        return getattr(ufunc, method)(*args, **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        _check(self)
+        for x in (*args, *kwargs.values()):
+            if isinstance(x, CpuMapping):
+                _check(x)
+        return super().__array_function__(func, types, args, kwargs)
+
+    def __array__(self, dtype=None, copy=None):
+        _check(self)
+        a = self.view(np.ndarray)
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def __repr__(self) -> str:
+        t = self._token
+        if t is not None and t.revoked is not None:
+            return "CpuMapping(<revoked>)"
+        return super().__repr__()
+
+    __str__ = __repr__
+
+
+
+def _guarded(name: str):
+    """ndarray method `name`, refused once the mapping is revoked."""
+    base = getattr(np.ndarray, name)
+
+    def method(self, *args, **kwargs):
+        _check(self)
+        return base(self, *args, **kwargs)
+    method.__name__ = name
+    return method
+
+
+for _name in ("tolist", "tobytes", "view", "__iter__", "__int__", "__index__", "__bool__", "__len__"):
+    setattr(CpuMapping, _name, _guarded(_name))
+
+
+def _copy(self, order="C"):
+    """A copy is the client's own memory: a plain ndarray, free of the mapping."""
+    _check(self)
+    return np.ndarray.view(self, np.ndarray).copy(order)
+
+
+CpuMapping.copy = _copy
+
+
+class Mapping:
+    """One GEM_MMAP: the OS mapping (if any) and the array handed out."""
+
+    def __init__(self, array: CpuMapping, mm: mmap.mmap | None):
+        self.array = array
+        self.mm = mm
+
+    def revoke(self, why: str) -> None:
+        tok = self.array._token
+        if tok is None or tok.revoked is not None:
+            return
+        tok.revoked = why
+        if self.mm is not None and _mmap is not None:
+            addr = np.ndarray.view(self.array, np.ndarray).ctypes.data
+            r = _mmap(addr, len(self.mm), mmap.PROT_READ | mmap.PROT_WRITE,
+                      mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_FIXED, -1, 0)
+            if r in (None, ctypes.c_void_p(-1).value):  # pragma: no cover - the kernel refused
+                raise OSError(ctypes.get_errno(), "revoking a BO mapping failed")
+
+
+def map_bo(mem: np.ndarray, mem_file: tuple[int, int] | None, offset: int, size: int) -> Mapping:
+    """A mapping of bytes [offset, offset + size) of device memory, page aligned."""
+    if mem_file is not None:
+        fd, base = mem_file
+        mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=base + offset)
+        arr = np.frombuffer(mm, dtype=np.uint8).view(CpuMapping)
+    else:
+        mm = None
+        arr = mem[offset:offset + size].view(CpuMapping)
+    arr._token = _Token()
+    return Mapping(arr, mm)

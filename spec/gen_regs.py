@@ -1,0 +1,193 @@
+"""The register map's reference forms for people: the C header and docs/registers.md.
+
+Both come from what spec/generate.py collects from spec/regs.rdl (registers, fields,
+enums), so the offsets, masks and enum values a C driver compiles in are the ones the
+RTL decodes and the KMD uses. (PeakRDL's exporters were used before; their header had
+no offsets, no enums and hash names for arrays, and their Markdown dropped enums.)
+
+C names, for register R, field F of R, enum E with value V:
+
+    GPUCOSIM_R                  byte offset of R in the MMIO aperture
+    GPUCOSIM_R(i)               ... of element i of an array R; GPUCOSIM_R_COUNT, _STRIDE
+    GPUCOSIM_R_RESET            R's value after reset
+    GPUCOSIM_R_F_SHIFT          F's lowest bit
+    GPUCOSIM_R_F_MASK           F's bits in place
+    GPUCOSIM_R_F_WIDTH          F's width in bits
+    GPUCOSIM_R_F_GET(v)         F from a value v of R
+    GPUCOSIM_R_F_SET(x)         x placed as F (OR the fields together)
+    enum gpucosim_e { GPUCOSIM_E_V = ..., }   (E without the RDL's `_e`)
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from spec.generate import FieldInfo, RegInfo
+
+PREFIX = "GPUCOSIM"
+
+
+def _enum_name(rdl_name: str) -> str:
+    return rdl_name.removesuffix("_e").upper()
+
+
+def _access(f: "FieldInfo") -> str:
+    sw = {"r": "R", "rw": "RW", "w": "W"}[f.sw]
+    if f.onwrite == "woclr":
+        sw = "RW1C"
+    if f.singlepulse:
+        sw += " (pulse)"
+    return sw
+
+
+def render_c_header(regs: list["RegInfo"], enums: dict, header: str, mmio_addr_width: int) -> str:
+    names: dict[str, str] = {}  # C name -> what defines it, to refuse a clash
+
+    def define(name: str, value: str, what: str, comment: str = "") -> str:
+        if name in names:
+            raise ValueError(f"C header: {name} would name both {names[name]} and {what}")
+        names[name] = what
+        line = f"#define {name:<40} {value}"
+        return f"{line}  /* {comment} */" if comment else line
+
+    out = [f"/* {header} */",
+           "/* gpucosim front-end registers for a C driver: offsets, fields, enums.",
+           " *",
+           " * For register R and its field F:",
+           " *   GPUCOSIM_R               byte offset in the MMIO aperture (arrays: GPUCOSIM_R(i),",
+           " *                            GPUCOSIM_R_COUNT, GPUCOSIM_R_STRIDE)",
+           " *   GPUCOSIM_R_RESET         value after reset",
+           " *   GPUCOSIM_R_F_SHIFT / _MASK (in place) / _WIDTH",
+           " *   GPUCOSIM_R_F_GET(v)      the field from a register value",
+           " *   GPUCOSIM_R_F_SET(x)      x placed as the field",
+           " * Enum-encoded fields have an enum gpucosim_<name> with GPUCOSIM_<NAME>_<VALUE>.",
+           " * Registers are 32 bits wide; unmapped offsets answer DECERR (docs/registers.md).",
+           " */",
+           "",
+           "#ifndef GPUCOSIM_REGS_H",
+           "#define GPUCOSIM_REGS_H",
+           "",
+           "#include <stdint.h>",
+           "",
+           define(f"{PREFIX}_MMIO_ADDR_WIDTH", str(mmio_addr_width), "the aperture",
+                  "the MMIO aperture is 2^this bytes"),
+           ""]
+    for ename, members in enums.items():
+        e = _enum_name(ename)
+        out.append(f"enum gpucosim_{e.lower()} {{")
+        for name, value, desc in members:
+            cname = f"{PREFIX}_{e}_{name}"
+            if cname in names:
+                raise ValueError(f"C header: {cname} would name both {names[cname]} and enum {ename}.{name}")
+            names[cname] = f"enum {ename}.{name}"
+            out.append(f"    {cname + ' = ' + str(value) + ',':<44} /* {desc} */" if desc else
+                       f"    {cname} = {value},")
+        out += ["};", ""]
+    for r in regs:
+        base = f"{PREFIX}_{r.name}"
+        out.append(f"/* {r.name}: {r.title}. {r.desc} */".replace(". .", ".").replace(". */", " */")
+                   if r.desc else f"/* {r.name}: {r.title} */")
+        if r.count > 1:
+            out.append(define(f"{base}(i)", f"({r.addr:#05x}u + {r.stride}u * (i))", f"register {r.name}"))
+            names[base] = f"register {r.name}"
+            out.append(define(f"{base}_COUNT", str(r.count), f"{r.name} count", "elements"))
+            out.append(define(f"{base}_STRIDE", f"{r.stride}u", f"{r.name} stride", "bytes between elements"))
+        else:
+            out.append(define(base, f"{r.addr:#05x}u", f"register {r.name}"))
+        out.append(define(f"{base}_RESET", f"{r.reset:#010x}u", f"{r.name} reset"))
+        for f in r.fields:
+            fb = f"{base}_{f.name}"
+            mask = ((1 << f.width) - 1) << f.lsb
+            enc = f", enum gpucosim_{_enum_name(f.encode).lower()}" if f.encode else ""
+            out.append(define(f"{fb}_SHIFT", str(f.lsb), f"{r.name}.{f.name}",
+                              f"[{f.lsb + f.width - 1}:{f.lsb}] {_access(f)}{enc}"))
+            out.append(define(f"{fb}_MASK", f"{mask:#010x}u", f"{r.name}.{f.name} mask"))
+            out.append(define(f"{fb}_WIDTH", str(f.width), f"{r.name}.{f.name} width"))
+            out.append(define(f"{fb}_GET(v)", f"(((v) & {fb}_MASK) >> {fb}_SHIFT)", f"{r.name}.{f.name} get"))
+            out.append(define(f"{fb}_SET(x)", f"(((uint32_t)(x) << {fb}_SHIFT) & {fb}_MASK)",
+                              f"{r.name}.{f.name} set"))
+        out.append("")
+    out += ["#endif /* GPUCOSIM_REGS_H */", ""]
+    return "\n".join(out)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render_markdown(regs: list["RegInfo"], enums: dict, header: str, title: str, desc: str) -> str:
+    """docs/registers.md: an overview table, then each register with its fields and the
+    values of every enum-encoded field."""
+    out = [f"<!-- {header} -->", "", f"# {title}", "", desc, "",
+           "Offsets are bytes in the MMIO aperture; every register is 32 bits wide and read and "
+           "written whole (byte strobes honoured). Access: R read-only, W write-only (reads return "
+           "0), RW read/write, RW1C write 1 to clear, *(pulse)* acts once per write. An offset not "
+           "listed answers DECERR. The C header `include/gpucosim_regs.h` names all of it "
+           "(`GPUCOSIM_<REG>`, `GPUCOSIM_<REG>_<FIELD>_SHIFT/_MASK`, enums).", "",
+           "| offset | register | name |", "|---|---|---|"]
+    for r in regs:
+        if r.count > 1:
+            out.append(f"| {r.addr:#05x} + {r.stride}·i | [{r.name}[0..{r.count - 1}]](#{r.name.lower()}) | "
+                       f"{_cell(r.title)} |")
+        else:
+            out.append(f"| {r.addr:#05x} | [{r.name}](#{r.name.lower()}) | {_cell(r.title)} |")
+    out.append("")
+    for r in regs:
+        where = (f"{r.addr:#05x} + {r.stride}·i, i = 0 … {r.count - 1}" if r.count > 1 else f"{r.addr:#05x}")
+        out += [f"## {r.name}", "", f"**{r.title}** — offset {where}, reset {r.reset:#010x}.", ""]
+        if r.desc:
+            out += [r.desc, ""]
+        out += ["| bits | field | access | reset | description |", "|---|---|---|---|---|"]
+        for f in sorted(r.fields, key=lambda f: -f.lsb):
+            bits = f"{f.lsb + f.width - 1}:{f.lsb}" if f.width > 1 else f"{f.lsb}"
+            reset = "—" if f.reset is None else f"{f.reset:#x}"
+            text = f.desc or ""
+            if f.encode:
+                e = _enum_name(f.encode).lower()
+                text = (text + " " if text else "") + f"Values: [enum {e}](#enum-{e})."
+            out.append(f"| {bits} | {f.name} | {_access(f)} | {reset} | {_cell(text)} |")
+        out.append("")
+    for ename, members in enums.items():
+        e = _enum_name(ename).lower()
+        users = [f"{r.name}.{f.name}" for r in regs for f in r.fields if f.encode == ename]
+        out += [f"## enum {e}", "", f"The values of {', '.join(users)} (C: `enum gpucosim_{e}`).", "",
+                "| value | name | meaning |", "|---|---|---|"]
+        out += [f"| {v} | {n} | {_cell(d)} |" for n, v, d in members]
+        out.append("")
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------- the IH entry (spec/ih.py)
+
+IH_BEGIN = "<!-- BEGIN generated from spec/ih.py by `make gen`: do not edit -->"
+IH_END = "<!-- END generated from spec/ih.py -->"
+
+
+def render_ih_section() -> str:
+    from spec import ih
+
+    out = [IH_BEGIN, "",
+           f"Each entry is {ih.ENTRY_DWORDS} dwords ({ih.ENTRY_BYTES} bytes), written in one burst:", "",
+           "| dword | bits | field | meaning |", "|---|---|---|---|"]
+    for f in ih.FIELDS:
+        bits = f"{f.lsb + f.width - 1}:{f.lsb}" if f.width > 1 else f"{f.lsb}"
+        out.append(f"| {f.dword} | {bits} | {f.name} | {_cell(f.desc)} |")
+    out += ["", "Bits no field names are 0. What DATA0–DATA3 hold depends on SOURCE_ID:", "",
+            "| SOURCE_ID | source | " + " | ".join(n for n in ih.DATA_FIELDS) + " |",
+            "|---|---|" + "---|" * len(ih.DATA_FIELDS)]
+    for src in ih.Source:
+        data = ih.SOURCE_DATA[src]
+        out.append(f"| {int(src)} | {src.name}: {_cell(ih.SOURCE_DOC[src])} | " +
+                   " | ".join(_cell(d) for d in data) + " |")
+    out += ["", IH_END]
+    return "\n".join(out)
+
+
+def with_section(text: str, section: str, begin: str, end: str, where: str) -> str:
+    """`text` with the part between the `begin` and `end` markers replaced by `section`."""
+    m = re.search(re.escape(begin) + r".*?" + re.escape(end), text, flags=re.S)
+    if m is None:
+        raise ValueError(f"{where}: the markers of the generated section are missing ({begin!r} ... {end!r})")
+    return text[:m.start()] + section + text[m.end():]

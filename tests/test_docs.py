@@ -1,0 +1,84 @@
+"""The hand-written docs name only registers, fields, enum values, packets and IH fields
+that exist: every `REG.FIELD` and every backquoted register-style NAME in the prose is
+checked against the register map (spec/regs.rdl, via kmd_model.regs), the packet table
+and the IH entry. (The generated references and sections are checked by
+tests/test_generated.py: `make check-gen`.)"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kmd_model import regs
+from spec import ih, packets
+
+ROOT = Path(__file__).resolve().parents[1]
+PROSE = ["README.md", "docs/hardware.md", "docs/architecture.md", "docs/tutorial.md", "docs/verification.md"]
+
+REGISTERS = {c.NAME: {f.name for f in c.FIELDS} for c in regs.REGISTERS}
+PACKETS = {p.name: {f.name for f in p.fields} for p in packets.PACKETS}
+
+
+def _known() -> set[str]:
+    k = set(REGISTERS) | {f for fs in REGISTERS.values() for f in fs}
+    k |= {m.name for m in regs.CpError} | {m.name for m in regs.IbLevel}
+    k |= set(PACKETS) | {f for fs in PACKETS.values() for f in fs} | {"TYPE2_FILLER"}
+    k |= {v for p in packets.PACKETS for f in p.fields for v in f.values}
+    k |= {f.name for f in ih.FIELDS} | {s.name for s in ih.Source}
+    # a 64-bit address register pair named without its _LO/_HI ("CP_ERROR_ADDR")
+    k |= {n[:-3] for n in REGISTERS if n.endswith("_LO") and n[:-3] + "_HI" in REGISTERS}
+    return k
+
+
+def _code_names() -> set[str]:
+    """Upper-case names the Python code defines or reads from the environment."""
+    out = set()
+    for py in ROOT.glob("*/**/*.py"):
+        if ".venv" in py.parts or "build" in py.parts:
+            continue
+        text = py.read_text()
+        out |= set(re.findall(r"^\s*([A-Z][A-Z0-9_]+)\s*[:=]", text, flags=re.M))
+        out |= set(re.findall(r"""environ(?:\.get)?\s*[\[(]\s*["']([A-Z][A-Z0-9_]+)["']""", text))
+    return out
+
+
+def _prose(path: str) -> str:
+    text = (ROOT / path).read_text()
+    return re.sub(r"<!-- BEGIN generated.*?<!-- END generated[^>]*-->", "", text, flags=re.S)
+
+
+def problems(text: str) -> list[str]:
+    known, code = _known(), _code_names()
+    bad = []
+    for m in re.finditer(r"\b([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*)\.([A-Z][A-Z0-9_]*)\b", text):
+        a, b = m.groups()
+        if a in REGISTERS and b not in REGISTERS[a]:
+            bad.append(f"{m.group(0)}: {a} has no field {b}")
+        elif a in PACKETS and b not in PACKETS[a]:
+            bad.append(f"{m.group(0)}: packet {a} has no field {b}")
+        elif a not in REGISTERS and a not in PACKETS:
+            bad.append(f"{m.group(0)}: no register or packet {a}")
+    for m in re.finditer(r"`([A-Z][A-Z0-9]*_[A-Z0-9_]+)`", text):
+        name = m.group(1)
+        if name not in known and name not in code:
+            bad.append(f"`{name}`: not a register, field, enum value, packet or IH field, nor a name in the code")
+    return bad
+
+
+@pytest.mark.parametrize("path", PROSE)
+def test_prose_names_exist(path):
+    bad = problems(_prose(path))
+    assert not bad, f"{path} names what does not exist:\n" + "\n".join(bad)
+
+
+def test_the_check_bites():
+    """A misspelt field, a field of the wrong register, an invented register are caught; real
+    names, address pairs and code names are not."""
+    text = ("`CP_ERROR.OPCOD` and STATUS.EOP and RB_DOORBEL.WPTR and `RB_DOORBEL`; fine: "
+            "`CP_ERROR.OPCODE`, INT_STATUS.EOP, `CP_ERROR_ADDR`, `GPUCOSIM_LOG`, `IB_SIZE_ZERO`")
+    assert problems(text) == [
+        "CP_ERROR.OPCOD: CP_ERROR has no field OPCOD", "STATUS.EOP: STATUS has no field EOP",
+        "RB_DOORBEL.WPTR: no register or packet RB_DOORBEL",
+        "`RB_DOORBEL`: not a register, field, enum value, packet or IH field, nor a name in the code"]
