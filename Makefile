@@ -24,7 +24,7 @@ venv: $(STAMP)
 
 ## The main demo on Verilator (SIM=icarus for Icarus).
 sim: $(STAMP)
-	$(PY) -m testbench.run examples.demo --sim $(or $(SIM),verilator)
+	$(PY) -m gpucosim run examples.demo --sim $(or $(SIM),verilator)
 
 ## All tests, on every available simulator (SIM=verilator or SIM=icarus to pick one).
 test: $(STAMP)
