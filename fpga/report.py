@@ -27,7 +27,7 @@ DERIVED_GOALS = {
 }
 
 
-def _load(path) -> dict:
+def load(path) -> dict:
     p = Path(path)
     return json.loads(p.read_text()) if p.exists() else {}
 
@@ -35,9 +35,9 @@ def _load(path) -> dict:
 def merge(path, results: dict) -> dict:
     """Add `results` (block name → record) to the JSON at `path`, keeping other blocks."""
     p = Path(path)
-    data = _load(p)
+    data = load(p)
     data.update(results)
-    data.update(derived(data, _load(BENCH_JSON)))
+    data.update(derived(data, load(BENCH_JSON)))
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     return data
