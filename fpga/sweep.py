@@ -1,0 +1,173 @@
+"""`make sweep`: the DMA engine's design space — bus width × reads in flight × data FIFO
+depth — as copy throughput (MB/s at each point's own Fmax) against LUT4.
+
+For each point: synthesis and place and route of the engine alone (fpga/flow.py, one
+seed: the sweep compares points, the goals use the median of three), and a cocotb run of
+back-to-back 4 KiB copies on Verilator (tests/cocotb_dma.py test_sweep_point) at 0 and
+at SWEEP_LATENCY cycles of read latency. Throughput = bus efficiency × bus bytes × Fmax.
+Writes build/sweep.json, build/sweep.txt (the table) and build/sweep.png (the Pareto
+front — no other point is both smaller and faster — drawn as a line).
+
+    python -m fpga.sweep [--jobs 2] [--latency 32] [--points w32:r8:f128,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from testbench import sim
+from testbench.dma_design import dma_design
+
+from .blocks import block
+from .flow import FlowError
+from .run import run_block
+
+OUT = sim.BUILD / "sweep"
+
+
+@dataclass(frozen=True)
+class Point:
+    width: int
+    max_reads: int
+    fifo_depth: int
+
+    @property
+    def name(self) -> str:
+        return f"w{self.width}:r{self.max_reads}:f{self.fifo_depth}"
+
+    @property
+    def dma_kwargs(self) -> dict:
+        return {"max_reads": self.max_reads, "fifo_depth": self.fifo_depth}
+
+
+# Chosen to fit in 30 minutes on 2 cores: every width at the default (8 reads, 128 beats),
+# and at 32 bits the reads in flight and the FIFO depth that bound latency hiding.
+DEFAULT_POINTS = (
+    Point(32, 8, 128), Point(64, 8, 128), Point(128, 8, 128), Point(256, 8, 128),
+    Point(32, 1, 64), Point(32, 2, 64), Point(32, 4, 64), Point(32, 8, 64), Point(32, 8, 256),
+)
+
+
+def parse_point(text: str) -> Point:
+    try:
+        w, r, f = text.split(":")
+        assert w[0] == "w" and r[0] == "r" and f[0] == "f"
+        return Point(int(w[1:]), int(r[1:]), int(f[1:]))
+    except (ValueError, AssertionError, IndexError):
+        raise ValueError(f"point {text!r}: expected wWIDTH:rREADS:fFIFO, e.g. w32:r8:f128") from None
+
+
+def efficiency(p: Point, latency: int) -> float:
+    out = OUT / f"{p.name.replace(':', '-')}-lat{latency}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.unlink(missing_ok=True)
+    res = sim.run(dma_design(p.width, **p.dma_kwargs), "verilator", "tests.cocotb_dma", ["test_sweep_point"],
+                  tag=f"sweep-lat{latency}", extra_env={"GPUCOSIM_BENCH_OUT": str(out), "SWEEP_LATENCY": str(latency)})
+    if not res.ok or not out.exists():
+        raise FlowError(f"dma {p.name}: bench run (Verilator, latency {latency}) failed:\n{res.explain()}")
+    return json.loads(out.read_text())["copy_4k_eff"]
+
+
+def measure(p: Point, latency: int, log=print) -> dict:
+    b = block("dma", p.width, **p.dma_kwargs)
+    fig = run_block(b, (1,), jobs=1, log=log)
+    eff0 = efficiency(p, 0)
+    effl = efficiency(p, latency)
+    bpb = p.width // 8
+    return {"point": p.name, "width": p.width, "max_reads": p.max_reads, "fifo_depth": p.fifo_depth,
+            "lut4": fig["lut4"], "ff": fig["ff"], "lutram": fig["lutram"], "bram": fig["bram"],
+            "comb_cells": fig.get("comb_cells"), "fmax_mhz": fig["fmax_mhz"],
+            "eff_lat0": round(eff0, 4), f"eff_lat{latency}": round(effl, 4),
+            "mb_s_lat0": round(eff0 * bpb * fig["fmax_mhz"], 1),
+            f"mb_s_lat{latency}": round(effl * bpb * fig["fmax_mhz"], 1)}
+
+
+def pareto(rows: list[dict], key: str) -> list[dict]:
+    """Points no other point beats on both LUT4 (fewer) and throughput (more)."""
+    front = []
+    for r in sorted(rows, key=lambda r: (r["lut4"], -r[key])):
+        if not front or r[key] > front[-1][key]:
+            front.append(r)
+    return front
+
+
+def table(rows: list[dict], latency: int) -> str:
+    key = f"mb_s_lat{latency}"
+    front = {r["point"] for r in pareto(rows, key)}
+    head = ("point", "LUT4", "FF", "LUTRAM", "BRAM", "Fmax MHz", "eff lat0", f"eff lat{latency}",
+            "MB/s lat0", f"MB/s lat{latency}", "Pareto")
+    body = [(r["point"], r["lut4"], r["ff"], r["lutram"], r["bram"], r["fmax_mhz"], r["eff_lat0"],
+             r[f"eff_lat{latency}"], r["mb_s_lat0"], r[key], "*" if r["point"] in front else "")
+            for r in sorted(rows, key=lambda r: r["lut4"])]
+    widths = [max(len(str(x[i])) for x in [head, *body]) for i in range(len(head))]
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(x, widths)).rstrip() for x in [head, *body])
+
+
+def plot(rows: list[dict], latency: int, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for lat, marker in ((0, "o"), (latency, "s")):
+        key = f"mb_s_lat{lat}"
+        ax.scatter([r["lut4"] for r in rows], [r[key] for r in rows], marker=marker,
+                   label=f"read latency {lat} cycles")
+        front = pareto(rows, key)
+        ax.step([r["lut4"] for r in front], [r[key] for r in front], where="post", alpha=0.6)
+    for r in rows:
+        ax.annotate(r["point"], (r["lut4"], r[f"mb_s_lat{latency}"]), fontsize=7,
+                    xytext=(3, 3), textcoords="offset points")
+    ax.set_xlabel("LUT4 (ECP5-25F, synth_ecp5)")
+    ax.set_ylabel("copy throughput, MB/s at the point's Fmax")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_title("DMA engine design space: 4 KiB copies back to back (Pareto fronts as steps)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m fpga.sweep", description=__doc__.splitlines()[0])
+    ap.add_argument("--points", help="comma-separated wWIDTH:rREADS:fFIFO (default: the built-in set)")
+    ap.add_argument("--latency", type=int, default=32, help="the second read latency, in cycles (default 32)")
+    ap.add_argument("--jobs", type=int, default=2, help="points measured at once")
+    args = ap.parse_args(argv)
+    try:
+        points = [parse_point(t) for t in args.points.split(",")] if args.points else list(DEFAULT_POINTS)
+        for p in points:
+            block("dma", p.width, **p.dma_kwargs).make()  # parameter errors now, not after minutes
+    except ValueError as e:
+        ap.error(str(e))
+    if args.latency < 2:
+        ap.error(f"--latency: the memory model's minimum read latency is 2, not {args.latency}")
+    t0 = time.monotonic()
+    try:
+        with ThreadPoolExecutor(max(1, args.jobs)) as ex:
+            rows = list(ex.map(lambda p: measure(p, args.latency), points))
+    except FlowError as e:
+        print(f"make sweep: {e}", file=sys.stderr)
+        return 1
+    OUT.mkdir(parents=True, exist_ok=True)
+    (sim.BUILD / "sweep.json").write_text(json.dumps(rows, indent=1) + "\n")
+    text = table(rows, args.latency)
+    (sim.BUILD / "sweep.txt").write_text(text + "\n")
+    plot(rows, args.latency, sim.BUILD / "sweep.png")
+    print(text)
+    print(f"\n{len(rows)} points in {time.monotonic() - t0:.0f} s; written to build/sweep.json, "
+          f"build/sweep.txt and build/sweep.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
