@@ -29,10 +29,13 @@ from amaranth.utils import ceil_log2
 from spec import ih as ih_spec
 from spec import packets as pk
 
-from .bus import AXI4Signature, BURST_INCR, RESP_OKAY
-from .csr import REG_FIELDS, CpError, IbLevel
+from ..bus import AXI4Signature, BURST_INCR, RESP_OKAY
+from ..csr import REG_FIELDS, CpError, IbLevel
+from . import dma_data, ih, indirect_buffer, release_mem, wait_reg_mem, write_data
 from .fetch import Fetcher
-from .memwr import BLOCK_DWORDS, BlockWriter
+from . import packets as checks
+from .packets import beyond_bus, field, value
+from .writer import BLOCK_DWORDS, BlockWriter
 
 _TYPE = pk.HEADER.field("TYPE")
 _OPCODE = pk.HEADER.field("OPCODE")
@@ -43,6 +46,18 @@ ID_RING, ID_IB1, ID_IB2, ID_POLL = 0, 1, 2, 3
 ID_WRITE = 0
 
 MAX_FIXED = max(p.fixed for p in pk.PACKETS)
+
+
+class _Context:
+    """The CP's signals and helpers by name, for the modules that hold each packet's
+    states (write_data, indirect_buffer, wait_reg_mem, release_mem, dma_data, ih)."""
+
+    def __init__(self, cp, names: dict):
+        self.cp = cp
+        self.update(names)
+
+    def update(self, names: dict) -> None:
+        self.__dict__.update((k, v) for k, v in names.items() if k not in ("self", "c"))
 
 
 def pack_fields(layout, **values):
@@ -73,59 +88,6 @@ class CommandProcessor(wiring.Component):
             "timestamp": In(ts_width),
             "idle": Out(1),
         })
-
-    # -- helpers that read the packet table -----------------------------------------------
-
-    def _field(self, p, pkt, name):
-        f = pkt.field(name)
-        return p[f.dword][f.bits]
-
-    def _value(self, p, pkt, name):
-        """A lo/hi Value as the bus sees it: the raw dwords, cut to the address width."""
-        v = pkt.value(name)
-        lo, hi = (pkt.field(n) for n in v.fields)
-        return Cat(p[lo.dword], p[hi.dword])[:self.addr_width]
-
-    def _unsupported(self, p, pkt):
-        """Any closed-enum field holding a value the device does not implement."""
-        bad = Const(0)
-        for f in pkt.fields:
-            if f.enum and not f.open_enum:
-                v = p[f.dword][f.bits]
-                ok = Const(0)
-                for e in f.enum:
-                    if e.supported:
-                        ok = ok | (v == e.value)
-                bad = bad | ~ok
-        return bad
-
-    def _beyond_bus(self, p, pkt):
-        """Address bits above the bus width set in the packet's first address value
-        (the ADDR_HI fields are 32 bits wide, the bus has 48 address bits)."""
-        if not pkt.values or pkt is pk.INDIRECT_BUFFER:
-            return Const(0)
-        v = pkt.value(pkt.values[0].name) if pkt is not pk.DMA_DATA else None
-        if v is None:
-            return Const(0)
-        hi = pkt.field(v.fields[1])
-        return p[hi.dword][self.addr_width - 32:] != 0
-
-    def _misaligned(self, p, pkt):
-        """Bits below an *_LO address field, and alignment rules (e.g. 64-bit fences)."""
-        bad = Const(0)
-        for v in pkt.values:
-            lo = pkt.field(v.fields[0])
-            if lo.lsb:
-                bad = bad | (p[lo.dword][:lo.lsb] != 0)
-        for r in pkt.rules:
-            if r.align > 1:
-                w = pkt.field(r.when)
-                when = Const(0)
-                for name in r.among:
-                    when = when | (p[w.dword][w.bits] == w.values[name])
-                lo = pkt.field(pkt.value(r.value).fields[0])
-                bad = bad | (when & (p[lo.dword][:ceil_log2(r.align)] != 0))
-        return bad
 
     def elaborate(self, platform):
         m = Module()
@@ -447,68 +409,6 @@ class CommandProcessor(wiring.Component):
         cperr_set = Signal()
         ovf_set = Signal()
 
-        def start_ih(src, ctx, data):
-            """Append an IH entry (in this cycle's FSM transition): the entry is built at
-            once from `data` and the GPU clock now, then written as one 32-byte block."""
-            m.d.sync += [ih_src.eq(src), ih_ctx.eq(ctx)] + [ih_data[i].eq(d) for i, d in enumerate(data)]
-            with m.If(~csr.ih_cntl_enable):
-                m.next = "IH_DONE"
-            with m.Elif(ih_entry_full):
-                m.d.comb += ovf_set.eq(1)
-                m.next = "IH_DONE"
-            with m.Else():
-                values = {  # positions come from spec/ih.py
-                    "SOURCE_ID": Const(src, 8) if isinstance(src, int) else src, "RING_ID": Const(0, 8),
-                    "VMID": Const(0, 4), "CONTEXT_ID": ctx,
-                    "TIMESTAMP_LO": self.timestamp[:32], "TIMESTAMP_HI": self.timestamp[32:48],
-                    "DATA0": data[0], "DATA1": data[1], "DATA2": data[2], "DATA3": data[3],
-                }
-                entry = []
-                for d in range(ih_spec.ENTRY_DWORDS):
-                    parts = []
-                    pos = 0
-                    for f in sorted((f for f in ih_spec.FIELDS if f.dword == d), key=lambda f: f.lsb):
-                        if f.lsb > pos:
-                            parts.append(Const(0, f.lsb - pos))
-                        parts.append(values[f.name][:f.width])
-                        pos = f.lsb + f.width
-                    if pos < 32:
-                        parts.append(Const(0, 32 - pos))
-                    entry.append(Cat(*parts))
-                write_block(ih_entry_addr, Const((1 << BLOCK_DWORDS) - 1, BLOCK_DWORDS), entry,
-                            "IH_ENTRY_WRITE", "IH_ENTRY_WAIT")
-
-        def release_mem(p):
-            """RELEASE_MEM once its checks pass: write the fence data, or with DATA_SEL NONE
-            go straight to the interrupt."""
-            rm_ = pk.RELEASE_MEM
-            sel = self._field(p, rm_, "DATA_SEL")
-            sels = rm_.field("DATA_SEL").values
-            addr = self._value(p, rm_, "addr")
-            ts = Cat(self.timestamp, Const(0, 64 - self.ts_width))
-            lo = self._field(p, rm_, "DATA_LO")
-            hi = self._field(p, rm_, "DATA_HI")
-            beyond = self._beyond_bus(p, rm_)  # RM_WRITE answers DECERR
-            with m.If(sel == sels["DATA_32"]):
-                write_dwords(addr, lo, None, "RM_WRITE", "RM_WAIT", defer=beyond)
-            with m.Elif(sel == sels["DATA_64"]):
-                write_dwords(addr, lo, hi, "RM_WRITE", "RM_WAIT", defer=beyond)
-            with m.Elif(sel == sels["TIMESTAMP"]):
-                write_dwords(addr, ts[:32], ts[32:], "RM_WRITE", "RM_WAIT", defer=beyond)
-            with m.Elif(self._field(p, rm_, "INT_SEL") != rm_.field("INT_SEL").values["NONE"]):
-                eop(p)
-            with m.Else():
-                m.next = "DONE"
-
-        def eop(p_):
-            """start_ih for a RELEASE_MEM's EOP interrupt: the data and the address dwords
-            as the packet gave them (all 32 bits of ADDR_HI, even above the bus's 48)."""
-            rm_ = pk.RELEASE_MEM
-            lo, hi = (rm_.field(n) for n in rm_.value("addr").fields)
-            start_ih(ih_spec.Source.EOP, self._field(p_, rm_, "INT_CTXID"),
-                     [self._field(p_, rm_, "DATA_LO"), self._field(p_, rm_, "DATA_HI"),
-                      p_[lo.dword], p_[hi.dword]])
-
         # ---------------------------------------------------------------- the DMA engine
         dma = self.dma
         dma_busy = Signal()
@@ -517,37 +417,8 @@ class CommandProcessor(wiring.Component):
         hdr_is_dma = Signal()
         m.d.comb += hdr_is_dma.eq((cur_fetch_data[_TYPE.bits] == pk.PACKET_TYPE3) &
                                   (opcode == pk.DMA_DATA.opcode))
-        dma_rd_bytes = Signal(32)
-        dma_wr_bytes = Signal(32)
-        dma_cycles = Signal(32)
-        if self.has_dma:
-            m.d.comb += [dma_busy.eq(dma.busy), dma.abort.eq(csr.control_soft_reset)]
-            # where each queued transfer came from, to report its errors like a packet's
-            depth = 8
-            meta_off = Array(Signal(32, name=f"dma_off{i}") for i in range(depth))
-            meta_level = Array(Signal(2, name=f"dma_level{i}") for i in range(depth))
-            mw = Signal(range(depth))
-            mr = Signal(range(depth))
-            with m.If(meta_push):
-                m.d.sync += [meta_off[mw].eq(hdr_off), meta_level[mw].eq(level), mw.eq(mw + 1)]
-            with m.If(dma.done):
-                m.d.sync += mr.eq(mr + 1)
-                with m.If(~dma_failed):
-                    m.d.comb += perf_count_dma.eq(1)
-                    with m.If(dma.resp != RESP_OKAY):
-                        m.d.sync += dma_failed.eq(1)
-                        m.d.comb += [dma_err.eq(1), dma_err_code.eq(bus_code(dma.resp)),
-                                     dma_err_off.eq(meta_off[mr]), dma_err_level.eq(meta_level[mr])]
-            with m.If(csr.control_soft_reset):
-                m.d.sync += [mw.eq(0), mr.eq(0)]
-            with m.If(csr.control_perf_clear):
-                m.d.sync += [dma_rd_bytes.eq(0), dma_wr_bytes.eq(0), dma_cycles.eq(0)]
-            with m.Else():
-                m.d.sync += [dma_rd_bytes.eq(dma_rd_bytes + dma.perf_rd_bytes),
-                             dma_wr_bytes.eq(dma_wr_bytes + dma.perf_wr_bytes),
-                             dma_cycles.eq(dma_cycles + dma.perf_busy)]
-        m.d.comb += [csr.perf_dma_bytes_read.eq(dma_rd_bytes), csr.perf_dma_bytes_written.eq(dma_wr_bytes),
-                     csr.perf_dma_busy_cycles.eq(dma_cycles), csr.status_dma_busy.eq(dma_busy)]
+        c = _Context(self, locals())
+        dma_data.port(c)
 
         # ---------------------------------------------------------------- the parser FSM
         wd = pk.WRITE_DATA
@@ -590,21 +461,6 @@ class CommandProcessor(wiring.Component):
                 with m.Else():
                     yield
 
-        def enter_ib(p):
-            """Push an IB level (or with CHAIN replace the current IB): start its fetcher."""
-            base = self._value(p, ib, "base")
-            size = self._field(p, ib, "IB_SIZE")
-            chain = self._field(p, ib, "CHAIN")
-            new_level = Mux(chain, level, level + 1)
-            m.d.comb += [start_ib.eq(1), start_level.eq(new_level), start_base.eq(base)]
-            m.d.sync += [ib_base[new_level].eq(base), ib_size[new_level].eq(size),
-                         ib_pos[new_level].eq(0), level.eq(new_level)]
-            with m.If(~chain):
-                m.d.sync += [saved_hdr[level].eq(hdr), saved_off[level].eq(hdr_off),
-                             saved_addr[level].eq(hdr_addr)]
-            # the fetcher's end (IB_SIZE) is read from ib_size next cycle onwards
-            m.next = "RUN"
-
         def check_and_start():
             """The packet's field checks (spec/packets.py) in the cycle its last fixed payload
             dword arrives, then its first step: the checks read that dword straight from the
@@ -620,44 +476,39 @@ class CommandProcessor(wiring.Component):
                     if pkt is pk.DMA_DATA and not self.has_dma:
                         fail(CpError.UNSUPPORTED)  # no DMA engine in this build
                         continue
-                    unsupported = self._unsupported(p_now, pkt)
+                    unsupported = checks.unsupported(p_now, pkt)
                     if pkt is ib:
-                        unsupported = unsupported | (self._field(p_now, ib, "VALID") == 0) | \
-                            ((level == 0) & self._field(p_now, ib, "CHAIN"))
-                    misaligned = self._misaligned(p_now, pkt)
+                        unsupported = unsupported | (field(p_now, ib, "VALID") == 0) | \
+                            ((level == 0) & field(p_now, ib, "CHAIN"))
+                    misaligned = checks.misaligned(p_now, pkt)
                     with m.If(unsupported):
                         fail(CpError.UNSUPPORTED)
                     if not isinstance(misaligned, Const):  # DMA_DATA has no alignment rule
                         with m.Elif(misaligned):
                             fail(CpError.IB_MISALIGNED if pkt is ib else CpError.FENCE_MISALIGNED)
                     if pkt is ib:
-                        chain = self._field(p_now, ib, "CHAIN")
-                        with m.Elif(self._field(p_now, ib, "IB_SIZE") == 0):
+                        chain = field(p_now, ib, "CHAIN")
+                        with m.Elif(field(p_now, ib, "IB_SIZE") == 0):
                             fail(CpError.IB_SIZE_ZERO)
                         with m.Elif(~chain & (level == self.ib_levels)):
                             fail(CpError.IB_NESTING)
                     if pkt is pk.DMA_DATA:
-                        with m.Elif(self._field(p_now, pkt, "BYTE_COUNT") > (1 << self.dma_max_log2)):
+                        with m.Elif(field(p_now, pkt, "BYTE_COUNT") > (1 << self.dma_max_log2)):
                             fail(CpError.DMA_BYTE_COUNT)
                     with m.Else():
                         if pkt is not pk.DMA_DATA:  # a transfer counts when it is answered
                             m.d.comb += perf_count_kind.eq(1)
                         if pkt is wd:
-                            m.d.sync += [wd_addr.eq(self._value(p_now, wd, "addr")), blk_mask.eq(0)]
-                            m.next = "WD_COLLECT"
+                            write_data.start(c, p_now)
                         elif pkt is rm:
-                            release_mem(p_now)  # straight to the fence write
+                            release_mem.start(c, p_now)  # straight to the fence write
                         elif pkt is ib:
-                            with m.If(chain):
-                                # the current IB's fetcher is flushed next cycle: its flush
-                                # gates the dword this cycle pops
-                                m.next = "EXEC_INDIRECT_BUFFER"
-                            with m.Else():
-                                enter_ib(p_now)
+                            indirect_buffer.start(c, p_now)
                         else:
                             m.next = f"EXEC_{pkt.name}"
-                    m.d.sync += oob.eq(self._beyond_bus(p_now, pkt))
+                    m.d.sync += oob.eq(beyond_bus(p_now, pkt, aw))
 
+        c.update(locals())
         with m.FSM(name="cp") as fsm:
             with state("RUN"):
                 ib_done = (level != 0) & (ib_pos[level] == ib_size[level])
@@ -717,131 +568,10 @@ class CommandProcessor(wiring.Component):
                     with m.Elif(pidx == fixed - 1):
                         check_and_start()
 
-            # ---- (no EXEC state for WRITE_DATA, RELEASE_MEM and a non-CHAIN INDIRECT_BUFFER:
-            # see check_and_start)
-
-            # ---- WRITE_DATA: collect data dwords block by block, write each, wait
-            with state("WD_COLLECT"):
-                pos = wd_addr[2:5]
-                with m.If(~cur_fetch_valid):
-                    m.d.comb += stall.eq(1)
-                with m.Else():
-                    m.d.comb += pop.eq(1)
-                    with m.If(cur_fetch_resp != RESP_OKAY):
-                        fail(bus_code(cur_fetch_resp), cur_addr)
-                    with m.Else():
-                        m.d.sync += [blk[pos].eq(cur_fetch_data), blk_mask.eq(blk_mask | (1 << pos)),
-                                     wd_addr.eq(wd_addr + 4), rem.eq(rem - 1)]
-                        with m.If(blk_mask == 0):
-                            m.d.sync += blk_addr.eq(wd_addr)
-                        with m.If((pos == BLOCK_DWORDS - 1) | (rem == 1)):
-                            # the block is complete with this dword: write it now
-                            write_block(Mux(blk_mask == 0, wd_addr, blk_addr), blk_mask | (1 << pos),
-                                        [Mux(pos == i, cur_fetch_data, blk[i]) for i in range(BLOCK_DWORDS)],
-                                        "WD_WRITE", "WD_WAIT", defer=oob)
-            with state("WD_WRITE"):
-                request_write("WD_WAIT", check_oob=True)
-            with state("WD_WAIT"):
-                m.d.comb += stall.eq(1)
-                with m.If(writer.done):
-                    m.d.sync += blk_mask.eq(0)
-                    with m.If(writer.resp != RESP_OKAY):
-                        fail(bus_code(writer.resp), blk_addr)
-                    with m.Elif(rem == 0):
-                        m.next = "DONE"
-                    with m.Else():
-                        m.next = "WD_COLLECT"
-
-            # ---- INDIRECT_BUFFER with CHAIN: the new IB replaces the current one
-            with state("EXEC_INDIRECT_BUFFER"):
-                # drop what the old IB prefetched; start in the same cycle redirects
-                for i in range(1, 1 + self.ib_levels):
-                    with m.If(level == i):
-                        m.d.comb += flush_level[i].eq(1)
-                enter_ib(p)
-
-            # ---- WAIT_REG_MEM: read, compare, sleep POLL_INTERVAL, again
-            with state("EXEC_WAIT_REG_MEM"):
-                m.d.sync += poll_addr.eq(self._value(p, wrm, "addr"))
-                m.next = "WRM_READ"
-            with state("WRM_READ"):
-                with m.If(oob):
-                    fail(CpError.BUS_DECERR, poll_addr)
-                with m.Else():
-                    m.d.comb += [poll_req.eq(1), waiting.eq(1)]
-                    with m.If(poll_taken):
-                        m.next = "WRM_RESP"
-            with state("WRM_RESP"):
-                m.d.comb += [waiting.eq(1), stall.eq(1)]
-                value = bus.rdata.word_select(poll_addr[2:2 + ceil_log2(dpb)], 32) if dpb > 1 else bus.rdata
-                masked = Signal(32)
-                ref = self._field(p, wrm, "REFERENCE")
-                m.d.comb += masked.eq(value & self._field(p, wrm, "MASK"))
-                fn = self._field(p, wrm, "FUNCTION")
-                funcs = wrm.field("FUNCTION").values
-                ok = Signal()
-                # (If chains, not Switch: Yosys writes an empty `case` Icarus cannot parse)
-                for name, test in (("ALWAYS", Const(1)), ("LT", masked < ref), ("LE", masked <= ref),
-                                   ("EQ", masked == ref), ("NE", masked != ref),
-                                   ("GE", masked >= ref), ("GT", masked > ref)):
-                    with m.If(fn == funcs[name]):
-                        m.d.comb += ok.eq(test)
-                with m.If(poll_rvalid):
-                    with m.If(bus.rresp != RESP_OKAY):
-                        fail(bus_code(bus.rresp), poll_addr)
-                    with m.Elif(ok):
-                        m.next = "DONE"
-                    with m.Else():
-                        m.d.sync += poll_timer.eq(self._field(p, wrm, "POLL_INTERVAL"))
-                        m.next = "WRM_SLEEP"
-            with state("WRM_SLEEP"):
-                m.d.comb += waiting.eq(1)
-                m.d.sync += poll_timer.eq(poll_timer - 1)
-                with m.If(err_pending):
-                    m.next = "ERR_DRAIN"
-                with m.Elif(poll_timer <= 1):
-                    m.next = "WRM_READ"
-
-            # ---- RELEASE_MEM: data write (confirmed), then the EOP interrupt (see release_mem)
-            with state("RM_WRITE"):
-                request_write("RM_WAIT", check_oob=True)
-            with state("RM_WAIT"), write_answered():
-                with m.If(self._field(p, rm, "INT_SEL") != rm.field("INT_SEL").values["NONE"]):
-                    eop(p)
-                with m.Else():
-                    m.next = "DONE"
-
-            # ---- DMA_DATA: queue the transfer; wait for it only with CP_SYNC
-            with state("EXEC_DMA_DATA"):
-                if self.has_dma:
-                    dd = pk.DMA_DATA
-                    fill = self._field(p, dd, "SRC_SEL") == dd.field("SRC_SEL").values["DATA"]
-                    m.d.comb += [
-                        dma.cmd_valid.eq(~err_pending),
-                        dma.cmd_src.eq(self._value(p, dd, "src")),
-                        dma.cmd_dst.eq(self._value(p, dd, "dst")),
-                        dma.cmd_bytes.eq(self._field(p, dd, "BYTE_COUNT")),
-                        dma.cmd_fill.eq(fill),
-                        dma.cmd_raw_wait.eq(self._field(p, dd, "RAW_WAIT")),
-                    ]
-                    with m.If(err_pending):
-                        m.next = "ERR_DRAIN"
-                    with m.Elif(dma.cmd_ready):
-                        m.d.comb += meta_push.eq(1)
-                        with m.If(self._field(p, dd, "CP_SYNC")):
-                            m.next = "DMA_SYNC"
-                        with m.Else():
-                            m.next = "DONE"
-                    with m.Else():
-                        m.d.comb += stall.eq(1)
-                else:
-                    m.next = "DONE"  # unreachable: CHECK refuses DMA_DATA without an engine
-            with state("DMA_SYNC"):
-                m.d.comb += stall.eq(1)
-                with m.If(err_pending):
-                    m.next = "ERR_DRAIN"
-                with m.Elif(~dma_busy):
-                    m.next = "DONE"
+            # ---- the packets' own states, one module each (no EXEC state for WRITE_DATA,
+            # RELEASE_MEM and a non-CHAIN INDIRECT_BUFFER: see check_and_start)
+            for executor in (write_data, indirect_buffer, wait_reg_mem, release_mem, dma_data):
+                executor.states(c)
 
             # ---- a packet finished
             with state("DONE"):
@@ -861,41 +591,7 @@ class CommandProcessor(wiring.Component):
             with state("RPTR_WAIT"), write_answered():
                 m.next = "RUN"
 
-            # ---- IH: append an entry (EOP or CP_ERROR), then write back the wptr
-            with state("IH_ENTRY_WRITE"):
-                request_write("IH_ENTRY_WAIT")
-            with state("IH_ENTRY_WAIT"):
-                m.d.comb += stall.eq(1)
-                with m.If(writer.done):
-                    with m.If(writer.resp != RESP_OKAY):
-                        with m.If(ih_src == ih_spec.Source.CP_ERROR):
-                            m.next = "ERROR"  # reporting an error failed: the entry is lost
-                        with m.Else():
-                            fail(bus_code(writer.resp), blk_addr)
-                    with m.Else():
-                        m.d.sync += ih_wptr.eq(ih_wptr + ih_spec.ENTRY_DWORDS)
-                        with m.If(csr.ih_cntl_wptr_wb):
-                            addr = Cat(Const(0, 2), csr.ih_wptr_addr_lo[2:], csr.ih_wptr_addr_hi)
-                            write_dwords(addr, ih_wptr + ih_spec.ENTRY_DWORDS, None, "IH_WB_WRITE", "IH_WB_WAIT")
-                        with m.Else():
-                            m.next = "IH_DONE"
-            with state("IH_WB_WRITE"):
-                request_write("IH_WB_WAIT")
-            with state("IH_WB_WAIT"):
-                m.d.comb += stall.eq(1)
-                with m.If(writer.done):
-                    with m.If((writer.resp != RESP_OKAY) & (ih_src != ih_spec.Source.CP_ERROR)):
-                        fail(bus_code(writer.resp), blk_addr)
-                    with m.Elif(ih_src == ih_spec.Source.CP_ERROR):
-                        m.next = "ERROR"
-                    with m.Else():
-                        m.next = "IH_DONE"
-            with state("IH_DONE"):
-                with m.If(ih_src == ih_spec.Source.CP_ERROR):
-                    m.next = "ERROR"
-                with m.Else():
-                    m.d.comb += eop_set.eq(1)
-                    m.next = "DONE"
+            ih.states(c)
 
             # ---- errors: stop, drain, report
             with state("ERR_DRAIN"):
@@ -903,7 +599,7 @@ class CommandProcessor(wiring.Component):
                 # transfers already queued finish (or are cancelled by the DMA's own error)
                 with m.If(~writer.busy & ~poll_pending & ~dma_busy):
                     m.d.comb += cperr_set.eq(1)
-                    start_ih(ih_spec.Source.CP_ERROR, Const(0, 32), [
+                    ih.start(c, ih_spec.Source.CP_ERROR, Const(0, 32), [
                         pack_fields(REG_FIELDS["CP_ERROR"], CODE=err_code, LEVEL=err_level, OPCODE=err_opcode),
                         err_addr[:32], err_addr[32:], err_offset])
             with state("ERROR"):
