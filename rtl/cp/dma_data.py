@@ -4,7 +4,9 @@ so a transfer's bus error is reported like that packet's, and sums the engine's 
 
 `c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
 
-from amaranth.hdl import Array, Signal
+from amaranth.hdl import Signal
+from amaranth.lib import data
+from amaranth.lib.memory import Memory
 
 from spec import packets as pk
 
@@ -23,12 +25,17 @@ def port(c):
     cycles = Signal(32, name="dma_cycles")
     if c.cp.has_dma:
         m.d.comb += [c.dma_busy.eq(dma.busy), dma.abort.eq(csr.control_soft_reset)]
-        meta_off = Array(Signal(32, name=f"dma_off{i}") for i in range(META_DEPTH))
-        meta_level = Array(Signal(2, name=f"dma_level{i}") for i in range(META_DEPTH))
+        # (a small memory: LUTRAM on an FPGA)
+        m.submodules.dma_meta = meta = Memory(shape=data.StructLayout({"off": 32, "level": 2}),
+                                              depth=META_DEPTH, init=[])
+        meta_w = meta.write_port()
+        meta_r = meta.read_port(domain="comb")
         mw = Signal(range(META_DEPTH))
         mr = Signal(range(META_DEPTH))
+        m.d.comb += [meta_w.addr.eq(mw), meta_w.en.eq(c.meta_push), meta_w.data.off.eq(c.hdr_off),
+                     meta_w.data.level.eq(c.level), meta_r.addr.eq(mr)]
         with m.If(c.meta_push):
-            m.d.sync += [meta_off[mw].eq(c.hdr_off), meta_level[mw].eq(c.level), mw.eq(mw + 1)]
+            m.d.sync += mw.eq(mw + 1)
         with m.If(dma.done):
             m.d.sync += mr.eq(mr + 1)
             with m.If(~c.dma_failed):
@@ -36,7 +43,7 @@ def port(c):
                 with m.If(dma.resp != RESP_OKAY):
                     m.d.sync += c.dma_failed.eq(1)
                     m.d.comb += [c.dma_err.eq(1), c.dma_err_code.eq(c.bus_code(dma.resp)),
-                                 c.dma_err_off.eq(meta_off[mr]), c.dma_err_level.eq(meta_level[mr])]
+                                 c.dma_err_off.eq(meta_r.data.off), c.dma_err_level.eq(meta_r.data.level)]
         with m.If(csr.control_soft_reset):
             m.d.sync += [mw.eq(0), mr.eq(0)]
         with m.If(csr.control_perf_clear):

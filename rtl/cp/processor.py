@@ -32,6 +32,7 @@ from spec import packets as pk
 from ..bus import AXI4Signature, BURST_INCR, RESP_OKAY
 from ..csr import REG_FIELDS, CpError, IbLevel
 from . import dma_data, ih, indirect_buffer, release_mem, wait_reg_mem, write_data
+from . import ih as ih_mod
 from .fetch import Fetcher
 from . import packets as checks
 from .packets import beyond_bus, field, value
@@ -205,6 +206,8 @@ class CommandProcessor(wiring.Component):
         ih_src = Signal(8)
         ih_ctx = Signal(32)
         ih_data = [Signal(32, name=f"ih_data{i}") for i in range(4)]
+        ih_ts = Signal(self.ts_width)
+        wr_ih = Signal()  # the block to write is the IH entry (rtl/cp/ih.py), not the block buffer
 
         # ---------------------------------------------------------------- the current level
         cur_fetch_valid = Signal()
@@ -302,12 +305,14 @@ class CommandProcessor(wiring.Component):
         now_req = Signal()
         now_block = Signal(aw - 5)
         now_mask = Signal(BLOCK_DWORDS)
-        now_data = Signal(32 * BLOCK_DWORDS)
         m.d.comb += [
             writer.req_valid.eq(wr_req | now_req),
             writer.req_block.eq(Mux(now_req, now_block, blk_addr[5:])),
             writer.req_mask.eq(Mux(now_req, now_mask, blk_mask)),
-            writer.req_data.eq(Mux(now_req, now_data, Cat(*[blk[i] for i in range(BLOCK_DWORDS)]))),
+            # the writer reads the data while it writes, from the block buffer or the IH entry's
+            # registers (both hold the block from the cycle after the request until the response)
+            writer.req_data.eq(Mux(wr_ih, ih_mod.entry(self, ih_src, ih_ctx, ih_ts, ih_data),
+                                   Cat(*[blk[i] for i in range(BLOCK_DWORDS)]))),
         ]
 
         def dword(v):
@@ -316,14 +321,16 @@ class CommandProcessor(wiring.Component):
             return Cat(v, Const(0, 32 - len(v))) if len(v) < 32 else v[:32]
 
         def write_block(addr, mask, dwords, write_state, wait_state, defer=Const(0)):
-            """Write the block `dwords` (8 Values) under `mask`; `addr` is the byte address of
-            its first written dword (errors name it). It goes to the writer in this cycle and
-            the FSM to `wait_state`; with `defer` (or the writer busy) it waits in the block
-            buffer for `write_state`, which requests it (and answers `defer`'s error)."""
-            dwords = [dword(d) for d in dwords]
-            m.d.sync += [blk_addr.eq(addr), blk_mask.eq(mask)] + [blk[i].eq(d) for i, d in enumerate(dwords)]
+            """Write the block `dwords` (8 Values; None: the IH entry registers) under `mask`;
+            `addr` is the byte address of its first written dword (errors name it). It goes to
+            the writer in this cycle and the FSM to `wait_state`; with `defer` (or the writer
+            busy) it waits in the block buffer for `write_state`, which requests it (and
+            answers `defer`'s error)."""
+            m.d.sync += [blk_addr.eq(addr), blk_mask.eq(mask), wr_ih.eq(dwords is None)]
+            if dwords is not None:
+                m.d.sync += [blk[i].eq(dword(d)) for i, d in enumerate(dwords)]
             with m.If(~defer):
-                m.d.comb += [now_req.eq(1), now_block.eq(addr[5:]), now_mask.eq(mask), now_data.eq(Cat(*dwords))]
+                m.d.comb += [now_req.eq(1), now_block.eq(addr[5:]), now_mask.eq(mask)]
             with m.If(~defer & writer.req_ready):
                 m.next = wait_state
             with m.Else():
@@ -332,7 +339,9 @@ class CommandProcessor(wiring.Component):
         def write_dwords(addr, first, second, write_state, wait_state, defer=Const(0)):
             """write_block of one dword at `addr`, or two (`second` not None: addr 8-aligned)."""
             pos = addr[2:5]
-            dwords = [first if second is None else Mux(pos == i, first, second) for i in range(BLOCK_DWORDS)]
+            # (every slot gets a value and the mask picks: two dwords start 8-aligned, so the
+            # first is in an even slot and the second in the odd one after it)
+            dwords = [first if second is None or i % 2 == 0 else second for i in range(BLOCK_DWORDS)]
             mask = Const(1 if second is None else 3, BLOCK_DWORDS) << pos
             write_block(addr, mask, dwords, write_state, wait_state, defer)
 
@@ -643,7 +652,7 @@ class CommandProcessor(wiring.Component):
         busy_cycles = Signal(32)
         stall_cycles = Signal(32)
         dwords = Signal(32)
-        packets = Array(Signal(32, name=f"packets{i}") for i in range(len(pk.PACKETS)))
+        packets = [Signal(32, name=f"packets{i}") for i in range(len(pk.PACKETS))]
         with m.If(csr.control_perf_clear):
             m.d.sync += [busy_cycles.eq(0), stall_cycles.eq(0), dwords.eq(0)]
             m.d.sync += [c.eq(0) for c in packets]
@@ -653,12 +662,14 @@ class CommandProcessor(wiring.Component):
                 stall_cycles.eq(stall_cycles + (stall & ~idle)),
                 dwords.eq(dwords + pop),
             ]
-            with m.If(perf_count_kind):
-                m.d.sync += packets[kind].eq(packets[kind] + 1)
-            with m.If(perf_count_nop):
-                m.d.sync += packets[pk.NOP.index].eq(packets[pk.NOP.index] + 1)
-            with m.If(perf_count_dma):
-                m.d.sync += packets[pk.DMA_DATA.index].eq(packets[pk.DMA_DATA.index] + 1)
+            # each counter its own increment (no multiplexer of eight counters by `kind`)
+            for i in range(len(pk.PACKETS)):
+                inc = perf_count_kind & (kind == i)
+                if i == pk.NOP.index:
+                    inc = inc | perf_count_nop
+                if i == pk.DMA_DATA.index:
+                    inc = inc | perf_count_dma
+                m.d.sync += packets[i].eq(packets[i] + inc)
         m.d.comb += [
             csr.perf_busy_cycles.eq(busy_cycles), csr.perf_stall_cycles.eq(stall_cycles),
             csr.perf_dwords_fetched.eq(dwords),
