@@ -35,13 +35,18 @@ def _flipped_members(sig: wiring.Signature, skip=()) -> dict:
     return out
 
 
+def _signature_of(component: wiring.Component) -> wiring.Signature:
+    component._MustUse__used = True  # made only for its signature, never elaborated
+    return component.signature
+
+
 class CpBlock(wiring.Component):
     """The command processor alone: the CSR fields and the DMA command port are ports."""
 
     def __init__(self, data_width: int):
         self.data_width = data_width
-        csr_sig = CSRBlock().signature
-        dma_sig = DMAEngine(data_width, rtl_top.ADDR_WIDTH, rtl_top.ID_WIDTH).signature
+        csr_sig, dma_sig = (_signature_of(c) for c in (
+            CSRBlock(), DMAEngine(data_width, rtl_top.ADDR_WIDTH, rtl_top.ID_WIDTH)))
         members = _flipped_members(csr_sig, skip=("bus",))
         members.update({f"dma_{k}": v for k, v in _flipped_members(dma_sig, skip=("bus",)).items()})
         members.update({"bus": Out(AXI4Signature(rtl_top.ADDR_WIDTH, data_width, rtl_top.ID_WIDTH)),
