@@ -28,7 +28,7 @@ def start(c, src, ctx, data):
                       "IH_ENTRY_WRITE", "IH_ENTRY_WAIT")
 
 
-def entry(cp, src, ctx, ts, data):
+def entry(src, ctx, ts, data):
     """The entry's eight dwords from its registers, at the positions spec/ih.py gives."""
     values = {
         "SOURCE_ID": src, "RING_ID": Const(0, 8), "VMID": Const(0, 4), "CONTEXT_ID": ctx,

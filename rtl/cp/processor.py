@@ -2,18 +2,22 @@
 
 docs/hardware.md is the contract this implements. The pieces:
 
-- three Fetchers (ring, IB1, IB2) read ahead; the parser pops one dword per cycle from
-  the fetcher of the current level;
-- the parser FSM reads a header, checks it, collects the fixed payload into registers,
-  checks fields (every check derives from spec/packets.py) in the cycle the last fixed
-  dword arrives, and starts executing in that same cycle;
-- one BlockWriter performs every memory write (WRITE_DATA, fences, rptr/wptr write-back,
+- three Fetchers (fetch.py: ring, IB1, IB2) read ahead; the parser pops one dword per
+  cycle from the fetcher of the current level;
+- the parser FSM (here) reads a header, checks it, collects the fixed payload into
+  registers, checks fields (packets.py: every check derives from spec/packets.py) in the
+  cycle the last fixed dword arrives, and starts executing in that same cycle; each
+  packet's own states are in its module (write_data, indirect_buffer, wait_reg_mem,
+  release_mem, dma_data), IH entries in ih.py, which see this FSM's signals through
+  `_Context`;
+- one BlockWriter (writer.py) performs every memory write (WRITE_DATA, fences, rptr/wptr write-back,
   IH entries), one aligned 32-byte block at a time, each waited for; a block formed in a
   cycle goes to the writer in that cycle, and the writer takes it in the cycle the
   previous write is answered (doorbell to EOP irq of a one-packet IB: 32 cycles at the
   memory model's minimum latency, `make bench` cp_submit_to_irq_cycles);
 - reads of the ring/IB fetchers and WAIT_REG_MEM polls share the AR channel through a
-  register slice (AXI payload stays stable until accepted) and R beats are routed by ID.
+  register slice (AXI payload stays stable until accepted) and R beats are routed by ID
+  (bus_port.py); status.py drives STATUS, CP_ERROR and the counters.
 
 Errors latch CP_ERROR_* once, stop the parser, drain the bus, then append a CP_ERROR IH
 entry. SOFT_RESET waits for the bus to go quiet and returns everything to idle.
@@ -31,20 +35,16 @@ from spec import packets as pk
 
 from ..bus import AXI4Signature, BURST_INCR, RESP_OKAY
 from ..csr import REG_FIELDS, CpError, IbLevel
-from . import dma_data, ih, indirect_buffer, release_mem, wait_reg_mem, write_data
-from . import ih as ih_mod
-from .fetch import Fetcher
+from . import bus_port, dma_data, ih, indirect_buffer, release_mem, status, wait_reg_mem, write_data
 from . import packets as checks
+from .bus_port import ID_IB1, ID_IB2, ID_POLL, ID_RING, ID_WRITE  # noqa: F401 (re-exported)
+from .fetch import Fetcher
 from .packets import beyond_bus, field, value
 from .writer import BLOCK_DWORDS, BlockWriter
 
 _TYPE = pk.HEADER.field("TYPE")
 _OPCODE = pk.HEADER.field("OPCODE")
 _COUNT = pk.HEADER.field("COUNT")
-
-# AXI IDs on the memory port: one per read client, so R beats route back by ID.
-ID_RING, ID_IB1, ID_IB2, ID_POLL = 0, 1, 2, 3
-ID_WRITE = 0
 
 MAX_FIXED = max(p.fixed for p in pk.PACKETS)
 
@@ -104,48 +104,8 @@ class CommandProcessor(wiring.Component):
         m.submodules.writer = writer = BlockWriter(self.data_width, aw)
 
         # ---------------------------------------------------------------- AR slice + R routing
-        ar_valid = Signal()
-        ar_addr = Signal(aw)
-        ar_len = Signal(8)
-        ar_id = Signal(4)
-        poll_req = Signal()
-        poll_addr = Signal(aw)
-        poll_pending = Signal()
-        poll_taken = Signal()
-        clients = [(f.arvalid, f.araddr, f.arlen, i) for i, f in enumerate(fetchers)]
-        clients = [(poll_req, Cat(Const(0, 2 + ceil_log2(dpb)), poll_addr[2 + ceil_log2(dpb):]),
-                    Const(0, 8), ID_POLL)] + clients[::-1]  # fixed priority: poll, deepest IB first
-        slot_free = Signal()
-        m.d.comb += slot_free.eq(~ar_valid | bus.arready)
-        granted = Signal()
-        with m.If(bus.arready):
-            m.d.sync += ar_valid.eq(0)
-        for k, (valid, addr, length, cid) in enumerate(clients):
-            cond = valid & slot_free
-            for other in clients[:k]:
-                cond = cond & ~other[0]
-            with m.If(cond):
-                m.d.sync += [ar_valid.eq(1), ar_addr.eq(addr), ar_len.eq(length), ar_id.eq(cid)]
-            if cid == ID_POLL:
-                m.d.comb += poll_taken.eq(cond)
-            else:
-                m.d.comb += fetchers[cid].arready.eq(cond)
-        m.d.comb += [
-            bus.arvalid.eq(ar_valid), bus.araddr.eq(ar_addr), bus.arlen.eq(ar_len),
-            bus.arid.eq(ar_id), bus.arsize.eq(ceil_log2(self.data_width // 8)),
-            bus.arburst.eq(BURST_INCR), bus.rready.eq(1),
-        ]
-        for i, f in enumerate(fetchers):
-            m.d.comb += [
-                f.rvalid.eq(bus.rvalid & (bus.rid == i)),
-                f.rdata.eq(bus.rdata), f.rresp.eq(bus.rresp), f.rlast.eq(bus.rlast),
-            ]
-        poll_rvalid = Signal()
-        m.d.comb += poll_rvalid.eq(bus.rvalid & (bus.rid == ID_POLL))
-        with m.If(poll_taken):
-            m.d.sync += poll_pending.eq(1)
-        with m.If(poll_rvalid):
-            m.d.sync += poll_pending.eq(0)
+        ar_valid, poll_req, poll_addr, poll_pending, poll_taken, poll_rvalid = \
+            bus_port.reads(m, bus, fetchers, self.data_width, aw)
 
         # writes: the block writer owns AW/W/B
         m.d.comb += [
@@ -311,7 +271,7 @@ class CommandProcessor(wiring.Component):
             writer.req_mask.eq(Mux(now_req, now_mask, blk_mask)),
             # the writer reads the data while it writes, from the block buffer or the IH entry's
             # registers (both hold the block from the cycle after the request until the response)
-            writer.req_data.eq(Mux(wr_ih, ih_mod.entry(self, ih_src, ih_ctx, ih_ts, ih_data),
+            writer.req_data.eq(Mux(wr_ih, ih.entry(ih_src, ih_ctx, ih_ts, ih_data),
                                    Cat(*[blk[i] for i in range(BLOCK_DWORDS)]))),
         ]
 
@@ -627,53 +587,6 @@ class CommandProcessor(wiring.Component):
                     m.next = "RUN"
 
         # ---------------------------------------------------------------- status, counters, interrupts
-        idle = Signal()
-        quiet = Signal()
-        m.d.comb += quiet.eq(~writer.busy & ~poll_pending & ~ar_valid &
-                             ~Cat(*[f.busy for f in fetchers]).any())
-        m.d.comb += idle.eq(quiet & ~dma_busy & (fsm.ongoing("ERROR") |
-                                     (fsm.ongoing("RUN") & (level == 0) & (ring_pos == wptr))))
-        m.d.comb += self.idle.eq(idle)
-        m.d.comb += [
-            csr.rb_rptr.eq(rptr), csr.rb_wptr.eq(wptr), csr.ih_wptr.eq(ih_wptr),
-            csr.status_idle.eq(idle), csr.status_halted.eq(halted), csr.status_error.eq(err),
-            csr.status_rb_empty.eq(rptr == wptr), csr.status_waiting.eq(waiting),
-            csr.status_level.eq(level),
-            csr.cp_error_code.eq(Mux(err, err_code, 0)), csr.cp_error_level.eq(err_level),
-            csr.cp_error_opcode.eq(err_opcode),
-            csr.cp_error_addr_lo.eq(err_addr[:32]), csr.cp_error_addr_hi.eq(err_addr[32:48]),
-            csr.cp_error_offset.eq(err_offset),
-            csr.int_status_ih_pending.eq(ih_wptr != csr.ih_rptr),
-            csr.int_status_eop_set.eq(eop_set | csr.int_force_eop),
-            csr.int_status_cp_error_set.eq(cperr_set | csr.int_force_cp_error),
-            csr.int_status_ih_overflow_set.eq(ovf_set | csr.int_force_ih_overflow),
-        ]
-
-        busy_cycles = Signal(32)
-        stall_cycles = Signal(32)
-        dwords = Signal(32)
-        packets = [Signal(32, name=f"packets{i}") for i in range(len(pk.PACKETS))]
-        with m.If(csr.control_perf_clear):
-            m.d.sync += [busy_cycles.eq(0), stall_cycles.eq(0), dwords.eq(0)]
-            m.d.sync += [c.eq(0) for c in packets]
-        with m.Else():
-            m.d.sync += [
-                busy_cycles.eq(busy_cycles + ~idle),
-                stall_cycles.eq(stall_cycles + (stall & ~idle)),
-                dwords.eq(dwords + pop),
-            ]
-            # each counter its own increment (no multiplexer of eight counters by `kind`)
-            for i in range(len(pk.PACKETS)):
-                inc = perf_count_kind & (kind == i)
-                if i == pk.NOP.index:
-                    inc = inc | perf_count_nop
-                if i == pk.DMA_DATA.index:
-                    inc = inc | perf_count_dma
-                m.d.sync += packets[i].eq(packets[i] + inc)
-        m.d.comb += [
-            csr.perf_busy_cycles.eq(busy_cycles), csr.perf_stall_cycles.eq(stall_cycles),
-            csr.perf_dwords_fetched.eq(dwords),
-        ]
-        for i in range(len(pk.PACKETS)):
-            m.d.comb += getattr(csr, f"perf_packets_{i}").eq(packets[i])
+        c.update(locals())
+        status.drive(c)
         return m
