@@ -43,8 +43,9 @@ def _signature_of(component: wiring.Component) -> wiring.Signature:
 class CpBlock(wiring.Component):
     """The command processor alone: the CSR fields and the DMA command port are ports."""
 
-    def __init__(self, data_width: int):
+    def __init__(self, data_width: int, fetch_depth: int = 8):
         self.data_width = data_width
+        self.fetch_depth = fetch_depth
         csr_sig, dma_sig = (_signature_of(c) for c in (
             CSRBlock(), DMAEngine(data_width, rtl_top.ADDR_WIDTH, rtl_top.ID_WIDTH)))
         members = _flipped_members(csr_sig, skip=("bus",))
@@ -64,7 +65,7 @@ class CpBlock(wiring.Component):
 
         m.submodules.cp = cp = CommandProcessor(self, self.data_width, rtl_top.ADDR_WIDTH, rtl_top.IB_LEVELS,
                                                 rtl_top.TIMESTAMP_WIDTH, dma=Dma(),
-                                                dma_max_log2=rtl_top.DMA_MAX_LOG2)
+                                                dma_max_log2=rtl_top.DMA_MAX_LOG2, fetch_depth=self.fetch_depth)
         wiring.connect(m, cp.bus, wiring.flipped(self.bus))
         m.d.comb += [cp.timestamp.eq(self.timestamp), self.idle.eq(cp.idle)]
         return m
@@ -86,8 +87,9 @@ class Block:
         return verilog.convert(self.make(), name=self.module, emit_src=False)
 
 
-def block(kind: str, width: int | None = None, **dma_kwargs) -> Block:
-    """One block; `dma_kwargs` configure the DMA engine (the sweep's points)."""
+def block(kind: str, width: int | None = None, fetch_depth: int = 8, **dma_kwargs) -> Block:
+    """One block; `dma_kwargs` configure the DMA engine, `fetch_depth` the CP's fetchers
+    (the sweep's points)."""
     if kind == "csr":
         return Block("csr", "csr", None, CSRBlock)
     if width not in (32, 64, 128, 256):
@@ -100,7 +102,8 @@ def block(kind: str, width: int | None = None, **dma_kwargs) -> Block:
     if kind == "mux":
         return Block(name, "mux", width, lambda: AXI4Mux(2, rtl_top.ADDR_WIDTH, width, rtl_top.ID_WIDTH))
     if kind == "cp":
-        return Block(name, "cp", width, lambda: CpBlock(width))
+        suffix = "" if fetch_depth == 8 else f"_fetch_depth{fetch_depth}"
+        return Block(name + suffix, "cp", width, lambda: CpBlock(width, fetch_depth))
     if kind == "top":
         return Block(name, "top", width, lambda: rtl_top.GpuTop(width), parts=True)
     raise ValueError(f"unknown block {kind!r}: choose csr, cp, dma, mux or top")

@@ -31,6 +31,7 @@ GOALS = {
     "dma_16b_copy_cycles_32b": ("", None),
     "cp_submit_to_irq_ns": ("<= 400 (cycles_32b / Fmax of top_32, make fpga)", lambda v: v <= 400),
     "dma_copy_mb_s_32b": (">= 380 (eff_4k_32b x 4 B x Fmax of top_32)", lambda v: v >= 380),
+    "cp_stream_dwords_per_cycle_lat16": ("", None),
     "driver_ioctls_per_cmd": ("batch 64 <= 1/10 of batch 1", lambda v: v["64"] <= v["1"] / 10),
     "driver_doorbells_per_cmd": ("batch 64 <= 1/10 of batch 1", lambda v: v["64"] <= v["1"] / 10),
     "sim_cycles_per_s_dma": ("", None),

@@ -74,8 +74,13 @@ class CommandProcessor(wiring.Component):
     """`csr` is the CSR block: the CP reads its configuration ports and drives its status."""
 
     def __init__(self, csr, data_width: int = 64, addr_width: int = 48, ib_levels: int = 2,
-                 ts_width: int = 48, dma=None, dma_max_log2: int = 20):
-        """`dma`: the DMAEngine that executes DMA_DATA (None: DMA_DATA is UNSUPPORTED)."""
+                 ts_width: int = 48, dma=None, dma_max_log2: int = 20, fetch_depth: int = 8):
+        """`dma`: the DMAEngine that executes DMA_DATA (None: DMA_DATA is UNSUPPORTED).
+        `fetch_depth`: beats each fetcher reads ahead (a power of two; bursts of up to 8)."""
+        if fetch_depth not in (2, 4, 8, 16, 32, 64):
+            self._MustUse__used = True
+            raise ValueError(f"fetch_depth must be a power of two from 2 to 64, not {fetch_depth!r}")
+        self.fetch_depth = fetch_depth
         self.csr = csr
         self.dma = dma
         self.has_dma = dma is not None
@@ -98,7 +103,8 @@ class CommandProcessor(wiring.Component):
         dpb = self.data_width // 32
 
         # ---------------------------------------------------------------- sub-units
-        fetchers = [Fetcher(self.data_width, aw) for _ in range(1 + self.ib_levels)]
+        fetchers = [Fetcher(self.data_width, aw, depth_beats=self.fetch_depth,
+                            max_burst_beats=min(8, self.fetch_depth)) for _ in range(1 + self.ib_levels)]
         for i, f in enumerate(fetchers):
             m.submodules[f"fetch{i}"] = f
         m.submodules.writer = writer = BlockWriter(self.data_width, aw)
