@@ -59,3 +59,29 @@ def test_cli_rejects_bad_arguments(capsys):
     with pytest.raises(SystemExit):
         main(["--widths", "48"])
     assert "--widths: data widths are 32, 64, 128 or 256" in capsys.readouterr().err
+
+
+def test_sweep_rejects_bad_points(capsys):
+    from fpga import sweep
+    from rtl.cp import CommandProcessor
+
+    with pytest.raises(ValueError, match=r"^point 'w32:8:f128': expected wWIDTH:rREADS:fFIFO, e\.g\. w32:r8:f128$"):
+        sweep.parse_point("w32:8:f128")
+    assert sweep.parse_point("w64:r4:f256") == sweep.Point(64, 4, 256)
+    with pytest.raises(ValueError, match=r"^fetch_depth must be a power of two from 2 to 64, not 3$"):
+        CommandProcessor(None, 32, fetch_depth=3)
+    for argv, text in ((["--points", "w32:r8:f32"], "fifo_depth must be a power of two of at least"),
+                       (["--cp-depths", "3"], "--cp-depths: fetch_depth must be a power of two"),
+                       (["--latency", "1"], "--latency: the memory model's minimum read latency is 2")):
+        with pytest.raises(SystemExit) as e:
+            sweep.main(argv)
+        assert e.value.code == 2
+        assert text in capsys.readouterr().err
+
+
+def test_sweep_pareto_front():
+    from fpga.sweep import pareto
+
+    rows = [{"point": p, "lut4": l, "mb": t} for p, l, t in
+            (("a", 100, 10.0), ("b", 200, 5.0), ("c", 300, 30.0), ("d", 300, 20.0), ("e", 50, 1.0))]
+    assert [r["point"] for r in pareto(rows, "mb")] == ["e", "a", "c"]
