@@ -179,11 +179,13 @@ def plot(rows: list[dict], latency: int, path: Path, cp_rows: list[dict] = ()) -
     ax.set_ylabel("copy throughput, MB/s at the point's Fmax")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_title("DMA engine design space: 4 KiB copies back to back (Pareto fronts as steps)")
+    ax.set_title("DMA engine: 4 KiB copies back to back (Pareto fronts as steps)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     if cp_rows:
-        bx.plot([r["lut4"] for r in cp_rows], [r["mdwords_s"] for r in cp_rows], "o-")
+        bx.scatter([r["lut4"] for r in cp_rows], [r["mdwords_s"] for r in cp_rows])
+        front = pareto(cp_rows, "mdwords_s")
+        bx.step([r["lut4"] for r in front], [r["mdwords_s"] for r in front], where="post", alpha=0.6)
         for r in cp_rows:
             bx.annotate(f"fetch_depth {r['fetch_depth']}", (r["lut4"], r["mdwords_s"]), fontsize=7,
                         xytext=(3, 3), textcoords="offset points")
