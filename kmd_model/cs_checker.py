@@ -51,7 +51,7 @@ log = get_logger("cs")
 SEGMENT_ALIGN = 32  # bytes: each shadow copy starts on a 32-byte boundary, as the UMD's IBs do
 
 _TYPE, _OPCODE, _COUNT = (HEADER.field(n) for n in ("TYPE", "OPCODE", "COUNT"))
-_FILLER = packets.TYPE2_FILLER
+_NOP_OP = packets.NOP.opcode
 _IB = packets.INDIRECT_BUFFER
 _IB_LO, _IB_HI = (_IB.field(n) for n in _IB.value("base").fields)
 _IB_SIZE, _IB_CHAIN, _IB_VALID = (_IB.field(n) for n in ("IB_SIZE", "CHAIN", "VALID"))
@@ -299,8 +299,10 @@ class CsChecker:
         op = (h >> _OPCODE.lsb) & _OPCODE.max
         cnt = (h >> _COUNT.lsb) & _COUNT.max
         t3 = (h >> _TYPE.lsb) == 3
+        filler = (h >> _TYPE.lsb) == 2
         count_ok = t3 & _KNOWN[op] & (_MIN_COUNT[op] <= cnt) & (cnt <= _MAX_COUNT[op])
-        bad = ~((h == _FILLER) | (count_ok & (starts + cnt + 2 <= n) & ((h & rules.HEADER_RESERVED) == 0)))
+        length = _lengths(h)
+        bad = ~(filler | (count_ok & (starts + length <= n) & ((h & rules.HEADER_RESERVED) == 0)))
         # per packet kind, every field check at once
         calls: list[tuple[int, int, int, bool]] = []  # (packet index, base, size, chain) of INDIRECT_BUFFERs
         good = ~bad & t3  # (fillers need no more checks)
@@ -316,7 +318,7 @@ class CsChecker:
                 size = plan.field(pay, "IB_SIZE")
                 chain = plan.field(pay, "CHAIN")
                 calls = list(zip(sel[ok].tolist(), base[ok].tolist(), size[ok].tolist(), chain[ok].tolist()))
-        w.packets += int(np.count_nonzero(h != _FILLER))
+        w.packets += int(np.count_nonzero(~filler))
         # the CP stops at the first bad packet or ends the IB at the first CHAIN
         first_bad = int(np.argmax(bad)) if bad.any() else len(starts)
         for j, base, size, chain in calls:
@@ -371,7 +373,7 @@ class CsChecker:
         elif p is _IB:
             size = plan.field(pay, "IB_SIZE")
             chain = plan.field(pay, "CHAIN") != 0
-            bad |= (plan.field(pay, "VALID") == 0) | (size == 0)  # checks 4 and 6
+            bad |= size == 0  # check 6
             if level == 0:
                 bad |= chain
             if level + 1 > caps.ib_levels:
@@ -459,11 +461,19 @@ def _reach(item: pm4.Packet) -> list[tuple[str, int, int]]:
     return []
 
 
+def _lengths(h: np.ndarray) -> np.ndarray:
+    """Dwords of the packet each header dword starts: type-3 headers span COUNT + 2 (the
+    NOP with the all-ones COUNT is the header alone), anything else one."""
+    cnt = (h >> _COUNT.lsb) & _COUNT.max
+    t3 = (h >> _TYPE.lsb) == 3
+    nop_pad = t3 & (((h >> _OPCODE.lsb) & _OPCODE.max) == _NOP_OP) & (cnt == _COUNT.max)
+    return np.where(t3 & ~nop_pad, cnt + 2, 1)
+
+
 def _packet_starts(words: np.ndarray) -> np.ndarray:
-    """Dword index of every packet header, walking COUNTs from the first dword (type-3
-    headers span COUNT + 2 dwords, anything else one)."""
+    """Dword index of every packet header, walking the lengths from the first dword."""
     h = words.astype(np.int64)
-    length = np.where((h >> _TYPE.lsb) == 3, ((h >> _COUNT.lsb) & _COUNT.max) + 2, 1).tolist()
+    length = _lengths(h).tolist()
     n = len(length)
     out = []
     append = out.append
