@@ -14,6 +14,7 @@ What a checked copy may do (docs/architecture.md, "The security boundary"):
     every packet    passes every check the CP makes (spec/rules.py, the same table), so
                     the CP never stops on it with a packet error; reserved bits are 0
     WRITE_DATA      writes [addr, addr + 4 * len(data))           in one BO of the client
+                    (with ADDR_INCR = NO_INCREMENT: [addr, addr + 4))
     WAIT_REG_MEM    reads  [addr, addr + 4)                       in one BO of the client
     RELEASE_MEM     writes [addr, addr + 4 or 8) (per DATA_SEL)   in one BO of the client
     DMA_DATA        reads  [src, src + n), writes [dst, dst + n)  each in one BO of the client
@@ -53,8 +54,9 @@ SEGMENT_ALIGN = 32  # bytes: each shadow copy starts on a 32-byte boundary, as t
 _TYPE, _OPCODE, _COUNT = (HEADER.field(n) for n in ("TYPE", "OPCODE", "COUNT"))
 _NOP_OP = packets.NOP.opcode
 _IB = packets.INDIRECT_BUFFER
+_WD_NO_INCREMENT = packets.WRITE_DATA.field("ADDR_INCR").values["NO_INCREMENT"]
 _IB_LO, _IB_HI = (_IB.field(n) for n in _IB.value("base").fields)
-_IB_SIZE, _IB_CHAIN, _IB_VALID = (_IB.field(n) for n in ("IB_SIZE", "CHAIN", "VALID"))
+_IB_SIZE, _IB_CHAIN = (_IB.field(n) for n in ("IB_SIZE", "CHAIN"))
 _RM_BYTES = {"NONE": 0, "DATA_32": 4, "DATA_64": 8, "TIMESTAMP": 8}
 _DMA = packets.DMA_DATA
 _DMA_FILL = _DMA.field("SRC_SEL").values["DATA"]
@@ -352,7 +354,8 @@ class CsChecker:
                 mis &= wlut[(pay[:, wd] >> wlsb) & wmx]
             bad |= mis
         if p is packets.WRITE_DATA:
-            bad |= ~self._owned(w, plan.value(pay, "addr"), 4 * (cnt + 1 - plan.fixed))
+            one = plan.field(pay, "ADDR_INCR") == _WD_NO_INCREMENT  # every dword to addr
+            bad |= ~self._owned(w, plan.value(pay, "addr"), np.where(one, 4, 4 * (cnt + 1 - plan.fixed)))
         elif p is packets.WAIT_REG_MEM:
             bad |= ~self._owned(w, plan.value(pay, "addr"), 4)
         elif p is packets.RELEASE_MEM:
@@ -444,7 +447,8 @@ def _reach(item: pm4.Packet) -> list[tuple[str, int, int]]:
     f = item.fields
     p = item.defn
     if p is packets.WRITE_DATA:
-        return [("writes", rules.addr_of(p, "addr", item.payload), 4 * len(item.data))]
+        one = f["ADDR_INCR"] == _WD_NO_INCREMENT
+        return [("writes", rules.addr_of(p, "addr", item.payload), 4 if one else 4 * len(item.data))]
     if p is packets.WAIT_REG_MEM:
         return [("polls", rules.addr_of(p, "addr", item.payload), 4)]
     if p is packets.RELEASE_MEM:

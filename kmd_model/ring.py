@@ -136,13 +136,16 @@ class Ring:
     # ------------------------------------------------------------------ emit functions
 
     def emit_ib(self, gpu_addr: int, size_dw: int, vmid: int = 0) -> None:
+        """As gfx_v9_0_ring_emit_ib_gfx: control is the size and VMID (VALID left at 0)."""
         self.write(pm4.indirect_buffer(gpu_addr, size_dw, vmid=vmid))
 
     def emit_fence(self, addr: int, seq: int, *, interrupt: bool = True, ctx_id: int = 0) -> None:
-        """RELEASE_MEM writing the 32-bit `seq` to `addr`, then (optionally) an EOP interrupt."""
+        """RELEASE_MEM writing the 32-bit `seq` to `addr`, then (optionally) an EOP interrupt,
+        dword for dword as gfx_v9_0_ring_emit_fence (its cache actions are no-ops here)."""
         self.write(pm4.release_mem(
             addr, seq, data_sel="DATA_32",
-            int_sel="SEND_INT_ON_CONFIRM" if interrupt else "NONE", int_ctxid=ctx_id))
+            int_sel="SEND_INT_ON_CONFIRM" if interrupt else "NONE", int_ctxid=ctx_id,
+            tcl1_action_en=1, tc_action_en=1, tc_wb_action_en=1, tc_md_action_en=1))
 
     def emit_mem_write(self, addr: int, data: list[int]) -> None:
         """WRITE_DATA to memory with write confirm (amdgpu's emit_wreg, for memory)."""
@@ -157,8 +160,9 @@ class Ring:
         """Program RB_* for this ring; both pointers start at 0 (as after SOFT_RESET)."""
         m = self.kmd.mmio
         m.write(regs.RB_CNTL, 0)
-        m.write64(regs.RB_BASE_LO, regs.RB_BASE_HI, self.gpu_addr)
-        m.write_fields(regs.RB_SIZE, LOG2_DWORDS=self.log2_dw)
+        # as gfx_v9_0_cp_gfx_resume: the base >> 8, the size as log2 qwords
+        m.write64(regs.RB_BASE_LO, regs.RB_BASE_HI, self.gpu_addr >> 8)
+        m.write_fields(regs.RB_SIZE, LOG2_QWORDS=self.log2_dw - 1)
         m.write64(regs.RB_RPTR_ADDR_LO, regs.RB_RPTR_ADDR_HI, self.kmd.wb_addr(self.rptr_wb_index))
         self.kmd.wb32[self.rptr_wb_index] = 0
         self.ring32[:] = 0

@@ -19,6 +19,13 @@ from enum import IntEnum
 
 ENTRY_DWORDS = 8
 ENTRY_BYTES = ENTRY_DWORDS * 4
+MIN_LOG2_DWORDS = 3
+"""IH_SIZE.LOG2_DWORDS below this (a ring smaller than one entry) acts as this: one entry."""
+
+
+def ring_bytes(log2_dwords: int) -> int:
+    """Bytes of the IH ring for an IH_SIZE.LOG2_DWORDS value."""
+    return 4 << max(MIN_LOG2_DWORDS, log2_dwords)
 
 
 class Client(IntEnum):

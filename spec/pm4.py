@@ -10,13 +10,13 @@ Building (one function per packet; positional arguments as in the table's `args`
 the other fields keyword-only with their defaults; 64-bit values split into lo/hi)::
 
     pm4.write_data(addr, data, *, dst_sel=MEMORY, wr_confirm=0, engine_sel=ME)
-    pm4.indirect_buffer(base, size_dw, *, chain=0, valid=1, vmid=0)
+    pm4.indirect_buffer(base, size_dw, *, chain=0, valid=0, vmid=0, ...)
     pm4.wait_reg_mem(addr, ref, mask, function, *, mem_space=MEMORY, ..., poll_interval=16)
     pm4.release_mem(addr, data, *, event_type=..., int_sel=NONE, data_sel=DATA_32, int_ctxid=0)
     pm4.dma_data(dst, src, byte_count, *, src_sel=ADDRESS, cp_sync=0, raw_wait=0, ...)
     pm4.nop(n_payload)                         # n_payload + 1 dwords
-    pm4.pad(n_dwords)                          # exactly n dwords of padding
-    pm4.header(opcode, count), pm4.TYPE2_FILLER
+    pm4.pad(n_dwords)                          # exactly n dwords of padding (Mesa's way)
+    pm4.header(opcode, count), pm4.NOP_PAD, pm4.TYPE2_FILLER  # one-dword pads
 
 Enum arguments take an int, a `pm4.<PACKET>_<FIELD>` IntEnum member or its name
 ("EQ"). Builders refuse what the device would reject (out-of-range, misaligned,
@@ -39,7 +39,7 @@ from spec import packets as _packets
 from spec.packets import HEADER, MAX_PAYLOAD, PACKETS, TYPE2_FILLER, Field, PacketDef
 
 __all__ = [
-    "TYPE2_FILLER", "MAX_PAYLOAD", "BUILDERS", "GENERATED_SOURCE",
+    "TYPE2_FILLER", "NOP_PAD", "MAX_PAYLOAD", "BUILDERS", "GENERATED_SOURCE",
     "header", "nop", "pad", "encode_fields",
     "Packet", "Filler", "Malformed", "Problem", "decode", "decode_stream",
     "describe", "disassemble", "listing",
@@ -404,6 +404,8 @@ def encode_fields(name: str, fields: Mapping[str, int] | None = None, data: Sequ
     payload += tail
     if count is None:
         count = len(payload) - 1
+        if p.count_wraps:
+            count &= _COUNT.max  # no payload: the all-ones COUNT (AMD's NOP_PAD)
     return [header(p.opcode, count)] + payload
 
 
@@ -593,7 +595,8 @@ def describe(item: Packet | Filler | Malformed, *, verbose: bool = False, max_da
     CACHE_FLUSH_AND_INV_TS_EVENT) are left out unless `verbose`, so a line shows what
     the packet chose."""
     if isinstance(item, Filler):
-        return "TYPE2 FILLER"
+        pad = item.header & _packets.TYPE2_PAD.mask
+        return f"TYPE2 FILLER pad={pad:#x}" if pad else "TYPE2 FILLER"
     if isinstance(item, Malformed):
         pr = item.problem
         if pr is Problem.UNKNOWN_OPCODE:
@@ -605,8 +608,6 @@ def describe(item: Packet | Filler | Malformed, *, verbose: bool = False, max_da
             need = f">= {p.min_count}" if p.variable else f"{p.min_count}"
             return f"BAD COUNT {item.name}: count={item.count}, must be {need}"
         t = item.header >> _TYPE.lsb & _TYPE.max
-        if t == _packets.PACKET_TYPE2:
-            return f"BAD TYPE 2: only {TYPE2_FILLER:#010x} is a filler"
         return f"BAD TYPE {t}: not a type-3 header"
     p = item.defn
     words: list[str] = []
