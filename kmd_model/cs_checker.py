@@ -72,7 +72,7 @@ for _p in packets.PACKETS:
 _RM_DATA_SEL = packets.RELEASE_MEM.field("DATA_SEL")
 _RM_NBYTES = np.zeros(_RM_DATA_SEL.max + 1, dtype=np.int64)  # DATA_SEL -> bytes written
 for _name, _v in _RM_DATA_SEL.values.items():
-    _RM_NBYTES[_v] = _RM_BYTES[_name]
+    _RM_NBYTES[_v] = _RM_BYTES.get(_name, 0)  # (the unsupported ones are refused anyway)
 
 
 def _lut(mx: int, values) -> np.ndarray:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from spec import pm4
+from spec import packets, pm4
 
 from . import regs
 from .log import get_logger
@@ -105,13 +105,18 @@ class Ring:
         self.dwords_written += n
 
     def insert_nop(self, count: int) -> None:
-        """`count` dwords of padding (TYPE2 filler / NOP)."""
-        if count:
-            self.write(pm4.pad(count))
+        """`count` dwords of padding, as gfx_v9_ring_insert_nop: the ring's nop (NOP_PAD,
+        the header-only NOP) for one; else a counted NOP whose body is NOP_PADs, so the CP
+        skips them in one packet (up to 0x3FFF body dwords; NOP_PADs after that)."""
+        if count == 1:
+            self.write([pm4.NOP_PAD])
+        elif count:
+            self.write([pm4.header(packets.NOP.opcode, min(count - 2, 0x3FFE))] + [pm4.NOP_PAD] * (count - 1))
 
     def pad_ib(self, ib: list[int]) -> list[int]:
-        """An IB padded with NOPs to the ring's alignment (amdgpu's pad_ib)."""
-        return ib + pm4.pad(-len(ib) % self.align_dw)
+        """An IB padded to the ring's alignment with the ring's nop, NOP_PAD (amdgpu's
+        amdgpu_ring_generic_pad_ib)."""
+        return ib + [pm4.NOP_PAD] * (-len(ib) % self.align_dw)
 
     def pad_to_align(self) -> None:
         self.insert_nop(-self.wptr & (self.align_dw - 1))
