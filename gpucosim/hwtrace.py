@@ -205,7 +205,7 @@ class CpMonitor:
         cp = self.cp
         hdr, off, addr, lvl = _int(cp.hdr), _int(cp.hdr_off), _int(cp.hdr_addr), _int(cp.level)
         where = f"{_level_name(lvl)}+{4 * off:#06x}"
-        if hdr >> 30 == pk.PACKET_TYPE2 or hdr == pk.NOP_PAD:  # one-dword pads
+        if hdr >> 30 == pk.PACKET_TYPE2 or hdr & 0xFFFF_FF00 == pk.NOP_PAD:  # one-dword pads
             if self.filler and self.filler[3] == lvl and t - self.filler[1] <= 2:
                 self.filler[2] += 1
             else:

@@ -196,6 +196,7 @@ _OPCODE_LSB, _OPCODE_MAX = _HDR_OPCODE.lsb, _HDR_OPCODE.max
 _COUNT_LSB, _COUNT_MAX = _HDR_COUNT.lsb, _HDR_COUNT.max
 _TYPE3 = pk.PACKET_TYPE3
 _TYPE2 = pk.PACKET_TYPE2
+_NOP_PAD_MASK = _HDR_TYPE.mask | _HDR_OPCODE.mask | _HDR_COUNT.mask  # what makes a header NOP_PAD
 _HEADER_CACHE = 4096  # distinct headers RefModel._header remembers
 
 _WD = pk.WRITE_DATA
@@ -825,8 +826,9 @@ class RefModel(Device):
         (opcode, packet dwords, executor, kind), remembered for the next packet with
         the same header; raises the fault of a bad one. A type-2 dword and the header-only
         NOP (NOP_PAD) are one-dword NOPs."""
-        if (h >> _TYPE_LSB) & _TYPE_MAX == _TYPE2 or h == pk.NOP_PAD:
-            known = (pk.NOP.opcode if h == pk.NOP_PAD else 0, 1, self._op_filler, None)
+        t = (h >> _TYPE_LSB) & _TYPE_MAX
+        if t == _TYPE2 or (t == _TYPE3 and h & _NOP_PAD_MASK == pk.NOP_PAD):  # (header flags ignored)
+            known = (0 if t == _TYPE2 else pk.NOP.opcode, 1, self._op_filler, None)
         else:
             op = (h >> _OPCODE_LSB) & _OPCODE_MAX
             kind = self._kinds.get(op)

@@ -316,6 +316,10 @@ class CommandProcessor(wiring.Component):
         count = cur_fetch_data[_COUNT.bits]
         known = Signal()
         count_ok = Signal()
+        # the header-only NOP (COUNT all ones; PREDICATE and SHADER_TYPE ignored as ever)
+        nop_pad = Signal()
+        m.d.comb += nop_pad.eq((cur_fetch_data[_TYPE.bits] == pk.PACKET_TYPE3) & (opcode == pk.NOP.opcode) &
+                               (count == _COUNT.max))
         new_kind = Signal(range(len(pk.PACKETS)))
         for pkt in pk.PACKETS:
             with m.If(opcode == pkt.opcode):
@@ -517,7 +521,7 @@ class CommandProcessor(wiring.Component):
                                  kind.eq(new_kind), pidx.eq(0), rem.eq(count + 1)]
                     with m.If(cur_fetch_resp != RESP_OKAY):
                         fail(bus_code(cur_fetch_resp), cur_addr, cur_off, 0)
-                    with m.Elif((cur_fetch_data[_TYPE.bits] == pk.PACKET_TYPE2) | (cur_fetch_data == pk.NOP_PAD)):
+                    with m.Elif((cur_fetch_data[_TYPE.bits] == pk.PACKET_TYPE2) | nop_pad):
                         # one-dword packets: any type-2 dword, and AMD's header-only NOP
                         m.d.comb += perf_count_nop.eq(1)
                         with m.If(level == 0):
