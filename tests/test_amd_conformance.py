@@ -373,6 +373,20 @@ def check_amd_streams_run(dev):
                    "DMA_DATA": 3}
 
 
+def _soft_reset(d):
+    """SOFT_RESET, as the KMD recovers: the CP is clean once the bus is quiet (on the RTL
+    that takes cycles), then the ring starts at 0 again."""
+    d.io.write_fields(regs.CONTROL, SOFT_RESET=1)
+    for _ in range(100):
+        if d.error() == (0, 0, 0, 0, 0) and d.fields(regs.STATUS)["IDLE"]:
+            break
+        d.dev.delay(20)
+    assert d.error() == (0, 0, 0, 0, 0) and d.read(regs.RB_RPTR) == d.read(regs.IH_WPTR) == 0
+    d.io.write(regs.INT_STATUS, 0xFFFF_FFFF)
+    d.io.write(regs.IH_RPTR, 0)
+    d.wptr = 0
+
+
 def check_amd_differences_refused(dev):
     """What spec/gfx9.py lists as refused stops the CP with the documented error."""
     d = Driver(dev)
@@ -385,12 +399,7 @@ def check_amd_differences_refused(dev):
         d.submit(dwords)
         assert settle(d)
         d.expect_error(code, IbLevel.RING, dwords[0] >> 8 & 0xFF, RING, 0)
-        d.recover()
-        # recover() ran a write at ring offset 0; start the next case at offset 0 again
-        d.io.write_fields(regs.CONTROL, SOFT_RESET=1)
-        d.io.write(regs.INT_STATUS, 0xFFFF_FFFF)
-        d.io.write(regs.IH_RPTR, 0)
-        d.wptr = 0
+        _soft_reset(d)
     # an IB whose 32-bit IB_BASE_HI reaches beyond the bus's 48 bits: BUS_DECERR at the IB
     far = 0x0001_0000_0000_0000 | IB1
     d.submit([0xC0023F00, far & 0xFFFF_FFFF, far >> 32, 8])
