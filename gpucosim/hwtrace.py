@@ -262,7 +262,7 @@ class CpMonitor:
         t0, t1, n, _, where = self.filler
         self.filler = None
         if self.tl is not None:
-            self.tl.span("cp", "TYPE2 filler" if n == 1 else f"TYPE2 filler x{n}", t0, t1, {"where": where})
+            self.tl.span("cp", "pad" if n == 1 else f"pad x{n}", t0, t1, {"where": where})
 
     def _instant(self, name: str, t: int, args: dict | None = None) -> None:
         if self.tl is not None:
