@@ -174,12 +174,13 @@ def render_ih_section() -> str:
     for f in ih.FIELDS:
         bits = f"{f.lsb + f.width - 1}:{f.lsb}" if f.width > 1 else f"{f.lsb}"
         out.append(f"| {f.dword} | {bits} | {f.name} | {_cell(f.desc)} |")
-    out += ["", "Bits no field names are 0. What DATA0–DATA3 hold depends on SOURCE_ID:", "",
-            "| SOURCE_ID | source | " + " | ".join(n for n in ih.DATA_FIELDS) + " |",
-            "|---|---|" + "---|" * len(ih.DATA_FIELDS)]
+    out += ["", "Bits no field names are 0. What DATA0–DATA3 hold depends on CLIENT_ID and SOURCE_ID:", "",
+            "| CLIENT_ID | SOURCE_ID | source | " + " | ".join(n for n in ih.DATA_FIELDS) + " |",
+            "|---|---|---|" + "---|" * len(ih.DATA_FIELDS)]
     for src in ih.Source:
         data = ih.SOURCE_DATA[src]
-        out.append(f"| {int(src)} | {src.name}: {_cell(ih.SOURCE_DOC[src])} | " +
+        client = ih.CLIENT[src]
+        out.append(f"| {int(client):#04x} ({client.name}) | {int(src)} | {src.name}: {_cell(ih.SOURCE_DOC[src])} | " +
                    " | ".join(_cell(d) for d in data) + " |")
     out += ["", IH_END]
     return "\n".join(out)
