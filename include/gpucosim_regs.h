@@ -53,7 +53,7 @@ enum gpucosim_cp_error {
 
 /* VERSION: Version. Version of the register interface; a driver refuses a MAJOR it does not know */
 #define GPUCOSIM_VERSION                         0x004u
-#define GPUCOSIM_VERSION_RESET                   0x00010000u
+#define GPUCOSIM_VERSION_RESET                   0x00020000u
 #define GPUCOSIM_VERSION_PATCH_SHIFT             0  /* [15:0] R */
 #define GPUCOSIM_VERSION_PATCH_MASK              0x0000ffffu
 #define GPUCOSIM_VERSION_PATCH_WIDTH             16

@@ -984,7 +984,7 @@ class CSRBlock(wiring.Component):
             with m.Case(0x0):
                 m.d.comb += [bridge.rd_data.eq(C(0x47505543, 32)), bridge.rd_hit.eq(1)]
             with m.Case(0x1):
-                m.d.comb += [bridge.rd_data.eq(Cat(C(0x0, 16), C(0x1, 8), C(0x0, 8))), bridge.rd_hit.eq(1)]
+                m.d.comb += [bridge.rd_data.eq(Cat(C(0x0, 16), C(0x2, 8), C(0x0, 8))), bridge.rd_hit.eq(1)]
             with m.Case(0x2):
                 m.d.comb += [bridge.rd_data.eq(Cat(self.caps_bus_bytes_log2, self.caps_addr_bits, self.caps_ib_levels, self.caps_dma, self.caps_ih, self.caps_dma_max_log2, self.caps_vm, C(0, 8))), bridge.rd_hit.eq(1)]
             with m.Case(0x3):

@@ -26,6 +26,10 @@ def expected_reset(reg, data_width: int) -> dict[str, int]:
         ("CAPS", "IH"): 1,
         ("CAPS", "DMA"): 1,
         ("CAPS", "DMA_MAX_LOG2"): 20,
+        ("CAPS", "VM"): 1,
+        ("VM_CAPS", "LEVELS"): 2,
+        ("VM_CAPS", "VMIDS"): 16,
+        ("VM_CAPS", "TLB_LOG2"): 4,
         ("STATUS", "IDLE"): 1,
         ("STATUS", "RB_EMPTY"): 1,
     }
