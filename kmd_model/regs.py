@@ -46,9 +46,9 @@ class VERSION(Register):
     """Version. Version of the register interface; a driver refuses a MAJOR it does not know."""
     NAME = "VERSION"
     ADDR = 0x004
-    RESET = 0x00010000
+    RESET = 0x00020000
     PATCH = Field('PATCH', 0, 16, 'r', 'na', reset=0x0)
-    MINOR = Field('MINOR', 16, 8, 'r', 'na', reset=0x1)
+    MINOR = Field('MINOR', 16, 8, 'r', 'na', reset=0x2)
     MAJOR = Field('MAJOR', 24, 8, 'r', 'na', reset=0x0)
     FIELDS = (PATCH, MINOR, MAJOR,)
 

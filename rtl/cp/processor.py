@@ -139,6 +139,7 @@ class CommandProcessor(wiring.Component):
             bus.wvalid.eq(writer.wvalid), writer.wready.eq(bus.wready),
             bus.wdata.eq(writer.wdata), bus.wstrb.eq(writer.wstrb), bus.wlast.eq(writer.wlast),
             writer.bvalid.eq(bus.bvalid), writer.bresp.eq(bus.bresp), bus.bready.eq(1),
+            bus.awuser.eq(writer.awuser), writer.buser.eq(bus.buser),
         ]
 
         # ---------------------------------------------------------------- state
