@@ -205,7 +205,7 @@ class CsChecker:
             i = self._owned_index(addr, 4 * size_dw)
             if i is None:
                 raise KmdError(errno.EFAULT, f"CS: IB at {addr:#x}+{4 * size_dw:#x} is outside "
-                               f"every BO of context {ctx.id}")
+                               f"every mapping of context {ctx.id}")
             w.bo_index.add(i)
             seg = self._chain(w, addr, size_dw, 1, None)
             total += seg.runs
@@ -443,7 +443,7 @@ class CsChecker:
         for verb, a, n in _reach(item):
             if self._owned_index(a, n) is None:
                 return KmdError(errno.EFAULT, f"CS: {item.name} at {where} {verb} [{a:#x}, {a + n:#x}), "
-                                f"outside every BO of context {ctx.id}")
+                                f"outside every mapping of context {ctx.id}")
         raise AssertionError(f"CS checker: the vectorised checks refused {item.name} at {where}, "
                              "the per-packet checks did not")  # pragma: no cover - a checker bug
 
