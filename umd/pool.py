@@ -178,6 +178,7 @@ class MemoryManager:
     def _cache_get(self, size: int, domain: int, alignment: int) -> Backing | None:
         bucket = self.cache.get((domain, self._class(size)))
         self.clock += 1
+        self._expire()
         if bucket:
             for i, (b, _, fence) in enumerate(bucket):
                 if b.size >= size and b.va % max(alignment, PAGE) == 0 and fence_idle(fence):
@@ -192,7 +193,11 @@ class MemoryManager:
         self.clock += 1
         self.cache.setdefault((b.domain, self._class(b.size)), deque()).append((b, self.clock, fence))
         self.cached_bytes += b.size
-        for bucket in self.cache.values():  # expired first, then the oldest while over the limit
+        self._expire()
+
+    def _expire(self) -> None:
+        """Cached BOs older than `expiry` operations, then the oldest while over the limit, go."""
+        for bucket in self.cache.values():
             while bucket and (self.clock - bucket[0][1] > self.expiry or self.cached_bytes > self.max_cache_bytes):
                 old = bucket.popleft()[0]
                 self.cached_bytes -= old.size
@@ -284,6 +289,11 @@ class MemoryManager:
                 self._release(slab.backing)
         self.slabs.clear()
         self.reclaim.clear()
+
+    def take_back(self) -> None:
+        """Take back what finished work has released (slab entries, VA ranges)."""
+        self._reclaim_slabs()
+        self._reclaim_va()
 
     def stats(self) -> PoolStats:
         n = self.n

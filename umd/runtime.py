@@ -194,6 +194,7 @@ class MemoryReport:
 
 
 def device_memory(self: Device) -> MemoryReport:
+    self.mm.take_back()
     m = self.ws.query(InfoQuery.MEMORY)
     return MemoryReport(m.vram, m.gtt, self.mm.va.stats(), self.mm.stats())
 
