@@ -7,8 +7,8 @@ reused through Mesa's two pools.
   next request of a compatible size once it is idle (the fences of the submissions that
   used it have passed); entries not reused within `expiry` cache operations, or beyond
   `max_bytes`, go back to the kernel.
-- `SlabAllocator` (Mesa's pb_slab): requests up to 16 KiB are carved, by power-of-two
-  size, out of slabs (64 KiB or 16 entries, from the cache); a freed entry returns to its
+- slabs (Mesa's pb_slab): requests up to 16 KiB are carved, by power-of-two size, out of
+  slabs (64 KiB, or 32 entries up to 256 KiB, from the cache); a freed entry returns to its
   slab only once it is idle (fence-deferred reclaim), and a slab whose entries are all
   free goes back to the cache while its group has others.
 
@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 PAGE = 4096
 SLAB_MIN_ORDER = 8  # 256-byte entries
 SLAB_MAX_ORDER = 14  # up to 16 KiB: larger requests get BOs of their own
-SLAB_BYTES = 64 << 10
+SLAB_BYTES = 64 << 10  # a slab is this large, or holds 32 entries (at most SLAB_MAX_BYTES)
+SLAB_MAX_BYTES = 256 << 10
 VM_FLAGS = VmFlags.READABLE | VmFlags.WRITEABLE | VmFlags.EXECUTABLE  # as radeonsi maps its BOs
 
 
@@ -93,6 +94,7 @@ class _Slab:
     entry: int  # bytes per entry
     free: list = field(default_factory=list)  # offsets
     used: int = 0
+    touched: set = field(default_factory=set)  # offsets handed out before: no longer zero
 
 
 class MemoryManager:
@@ -115,6 +117,7 @@ class MemoryManager:
         self.n = dict.fromkeys(("created", "released", "hits", "misses", "expired", "slab_allocs",
                                 "deferred"), 0)
         self.waste = 0
+        self._fresh: dict[int, bool] = {}  # id(slab backing) -> it came new from the kernel
 
     # ------------------------------------------------------------------ fences
 
@@ -234,7 +237,10 @@ class MemoryManager:
         """(backing, offset in it, slab or None, fresh: never used, so zero) for a buffer."""
         e = self.slab_entry(size, domain, alignment)
         if e is not None:
-            return e[0].backing, e[1], e[0], False
+            slab, off = e
+            fresh = off not in slab.touched and self._fresh.get(id(slab.backing))
+            slab.touched.add(off)
+            return slab.backing, off, slab, bool(fresh)
         created = self.n["created"]
         b = self.bo(size, domain, alignment)
         self.waste += b.size - size
@@ -250,7 +256,9 @@ class MemoryManager:
         slab = next((s for s in group if s.free), None)
         if slab is None:
             entry = 1 << order
-            backing = self.bo(max(SLAB_BYTES, 16 * entry), domain, entry)
+            created = self.n["created"]
+            backing = self.bo(min(max(SLAB_BYTES, 32 * entry), SLAB_MAX_BYTES), domain, entry)
+            self._fresh[id(backing)] = self.n["created"] != created  # a new BO: the kernel zeroed it
             slab = _Slab(backing, entry, list(range(backing.size - entry, -1, -entry)))
             group.append(slab)
         off = slab.free.pop()

@@ -258,8 +258,11 @@ class CommandProcessor(wiring.Component):
 
         def bus_fail(resp, user, addr, access, vmid=None, off=None, opcode=None):
             """An access answered an error (`resp`, `user` its RUSER/BUSER): stop with the bus
-            error, or with VM_FAULT and the fault's details."""
-            fail(bus_code(resp, user), addr, off, opcode, vmid)
+            error, or with VM_FAULT and the fault's details (`vmid`: the access's VMID, default
+            the packet's; a bus error names the packet's VMID, the work's)."""
+            fault = RESP_USER(Value.cast(user)).fault
+            fail(bus_code(resp, user), addr, off, opcode,
+                 cur_vmid if vmid is None else Mux(fault, vmid, cur_vmid))
             m.d.comb += [fsm_err_user.eq(Value.cast(user)), fsm_err_access.eq(access)]
 
         # doorbell (runs beside the FSM)

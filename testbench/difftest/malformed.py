@@ -581,7 +581,9 @@ class Malformed:
             elif access == "ib":
                 body = b.canary(r.randint(1, 3))
                 b.preload(target, body)
-                dw = pm4.indirect_buffer(target, len(body), chain=int(buf.level > 0 and r.random() < 0.3))
+                # (from the deepest IB only a CHAIN may go there)
+                chain = buf.level == b.caps.ib_levels or r.random() < 0.3
+                dw = pm4.indirect_buffer(target, len(body), chain=int(chain))
                 writes = []
             else:
                 n = r.randint(1, 600)

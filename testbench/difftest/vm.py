@@ -216,7 +216,7 @@ def _fault_region(t: _Tables, plan: VmPlan, f: VmFault, lo: int, hi: int, off: i
     if f.kind == "pde":
         return  # no table: the root's entry for the region's 2 MiB stays invalid
     if f.kind == "walk":
-        f.table = t.table(lo + off)  # (the stream puts a bus-error window on it)
+        f.table = t.table(target + off)  # the target's table (the stream puts a bus-error window on it)
     for pa in range(lo, hi, PAGE):
         flags = plan.flags[(lo, hi)]
         if pa == target:
