@@ -141,8 +141,20 @@ def check_zeroed_unless_asked(dev):
     gpu.close()
 
 
+def check_pools_example(dev):
+    """examples/pools.py, shortened: the same buffers and GPU writes cost a small fraction of
+    the ioctls with the pools on, and end with the same contents (the example checks them)."""
+    from examples import pools
+
+    kmd = kmd_model.bind(dev)
+    on, off = pools.run(True, 300, 32, 1), pools.run(False, 300, 32, 1)
+    assert off.ioctls >= 2 * 300 and on.ioctls * 10 < off.ioctls, (on.ioctls, off.ioctls)  # GEM_CREATE + GEM_VA each
+    assert on.stats.slab_allocs == 300 and off.stats.bos_created == 300
+    assert "pools" in pools.table([on, off]) and kmd.live_bos() == []
+
+
 CHECKS = [check_buffers_at_virtual_addresses, check_slabs_and_cache_reuse, check_pools_off_costs_ioctls,
-          check_zeroed_unless_asked]
+          check_zeroed_unless_asked, check_pools_example]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])

@@ -114,6 +114,7 @@ class MemoryManager:
         self.slabs: dict[tuple[int, int], list[_Slab]] = {}  # (domain, order) -> slabs
         self.reclaim: deque = deque()  # (slab, offset, fence): freed entries not idle yet
         self.va_pending: deque = deque()  # (va, fence): ranges of closed BOs the KMD may still map
+        self.closing: list = []  # (Backing, fence): freed while commands naming it wait to be flushed
         self.n = dict.fromkeys(("created", "released", "hits", "misses", "expired", "slab_allocs",
                                 "deferred"), 0)
         self.waste = 0
@@ -282,11 +283,28 @@ class MemoryManager:
         self.waste -= buf.backing.size - buf.size
         if self.pools:
             self._cache_put(buf.backing, fence)
+        elif any(n > q.submitted for q, n in fence):
+            # commands recorded but not submitted may name it: close it after their CS (as a
+            # CS's buffer list keeps a BO alive in Mesa), or the KMD would refuse them
+            self.closing.append((buf.backing, fence))
         else:
             self._release(buf.backing)
 
+    def flushed(self) -> None:
+        """A queue submitted: close the BOs whose last possible user is in the kernel's hands now."""
+        keep = []
+        for b, fence in self.closing:
+            if any(n > q.submitted and not q.closed for q, n in fence):
+                keep.append((b, fence))
+            else:
+                self._release(b)
+        self.closing = keep
+
     def close(self) -> None:
         """The device closes: every BO back to the kernel (which frees each once idle)."""
+        for b, _ in self.closing:
+            self._release(b)
+        self.closing = []
         for bucket in self.cache.values():
             for b, _, _ in bucket:
                 self._release(b)

@@ -565,6 +565,7 @@ def queue_flush(self: Queue) -> int | None:
     for b in self.staging:  # upload/download staging: the KMD keeps them until the job is done
         b.free()
     self.staging.clear()
+    self.device.mm.flushed()
     self._reclaim()
     return seq
 
