@@ -242,8 +242,9 @@ class CsChecker:
             mem32[i:i + s.size_dw] = words
             s.words = None  # the image is in memory now
         if log.isEnabledFor(logging.DEBUG):
-            log.debug("checked %d packet(s) in %d IB(s), %d dwords to run; copies at %#x (%#x bytes):\n%s",
-                      job.packets, len(job.segments), job.dwords, addr, job.shadow_bytes, "\n".join(
+            log.debug("checked %d packet(s) in %d IB(s), %d dwords to run; copies at VA %#x (memory %#x, "
+                      "%#x bytes):\n%s",
+                      job.packets, len(job.segments), job.dwords, va, addr, job.shadow_bytes, "\n".join(
                           f"  {LEVEL_TEXT.get(s.level, f'IB{s.level}')} {s.client:#x} ({s.size_dw} dwords) "
                           f"-> {va + s.offset:#x}" for s in job.segments))
         return [(va + s.offset, s.size_dw) for s in job.chunks]

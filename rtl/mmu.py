@@ -15,7 +15,8 @@ docs/hardware.md ("Virtual memory") is the contract, spec/vm.py the page-table f
 - One request is translated at a time (AR and AW take turns): in the cycle after a
   request is held, its tag is compared with every TLB entry; in the next the hit's entry
   (a small memory) gives the physical page and permissions, and the request moves to the
-  output register. A request costs 3 cycles more than without the MMU on a hit.
+  output register. A request costs 3 cycles more than without the MMU on a hit, 2 for a
+  VMID without translation (it leaves the holding register for the output one at once).
 - A fault (entry not VALID, permission missing, address beyond the tables, or a walk
   read answering an error) is answered here: after every request forwarded before it has
   been answered (so responses keep AXI's per-ID order), a read gets ARLEN + 1 beats and a
@@ -245,23 +246,26 @@ class MMU(wiring.Component):
         for i in range(N):
             m.d.comb += match[i].eq(t_valid[i] & (t_vmid[i] == look_vmid) & (t_vpn[i] == look_va[PS:VA]))
 
+        need = Signal(3)  # the permission the request needs, one-hot: R, W, X
+
         def lookup(r):
             """Latch request `r` and the compare of its tag; CHECK uses them next cycle."""
             m.d.comb += [look_va.eq(r.addr), look_vmid.eq(r.user.vmid)]
+            a = r.user.access
+            x = a == vm_spec.Access.FETCH
+            w = (a == vm_spec.Access.WRITE) | (a == vm_spec.Access.DMA_WRITE)
             m.d.sync += [t.eq(r), hits.eq(match), bypass.eq(~self.ctx_enable.bit_select(r.user.vmid, 1)),
-                         beyond.eq(r.addr[VA:] != 0)]
+                         beyond.eq(r.addr[VA:] != 0), need.eq(Cat(~x & ~w, w, x))]
             m.next = "CHECK"
 
+        # at most one entry hits: its index is the OR of the indices of the hits (no priority chain)
         hit_idx = Signal(nb)
-        for i in range(N):
-            with m.If(hits[i]):
-                m.d.comb += hit_idx.eq(i)
+        for k in range(nb):
+            m.d.comb += hit_idx[k].eq(Cat(*(hits[i] for i in range(N) if i >> k & 1)).any())
         m.d.comb += tlb_r.addr.eq(hit_idx)
         e = tlb_r.data
         allowed = Signal()
-        acc = t.user.access
-        m.d.comb += allowed.eq(Mux(acc == vm_spec.Access.FETCH, e.x,
-                                   Mux((acc == vm_spec.Access.WRITE) | (acc == vm_spec.Access.DMA_WRITE), e.w, e.r)))
+        m.d.comb += allowed.eq((need[0] & e.r) | (need[1] & e.w) | (need[2] & e.x))
 
         # one entry of the table being walked: its address and the beat(s) that hold it
         idx = Signal(vm_spec.LEVEL_BITS)
@@ -314,7 +318,17 @@ class MMU(wiring.Component):
                     pick = Signal(req)
                     m.d.comb += pick.eq(Mux(pick_w, aw_h, ar_h))
                     m.d.sync += [t_write.eq(pick_w), rr.eq(~pick_w)]
-                    lookup(pick)
+                    # a VMID without translation goes straight out (one cycle less than CHECK)
+                    phys_now = Signal()
+                    m.d.comb += phys_now.eq(~self.ctx_enable.bit_select(pick.user.vmid, 1))
+                    with m.If(phys_now & ~pick_w & ar_free & rd_room):
+                        m.d.comb += release_ar.eq(1)
+                        m.d.sync += [ar_o_valid.eq(1), ar_o_walk.eq(0), ar_o.eq(ar_h)]
+                    with m.Elif(phys_now & pick_w & aw_free & ~wq_full & wr_room):
+                        m.d.comb += [release_aw.eq(1), wq_push.eq(1), wq_push_fwd.eq(1)]
+                        m.d.sync += [aw_o_valid.eq(1), aw_o.eq(aw_h)]
+                    with m.Else():
+                        lookup(pick)
 
             with m.State("RELOOK"):
                 lookup(t)

@@ -784,14 +784,18 @@ def _legal_packet(r: random.Random) -> list[int]:
 
 
 def _near_legal_packet(r: random.Random) -> list[int]:
-    """A legal packet with one late check broken: IB_SIZE 0, a 64-bit fence at a
-    4-mod-8 address, a WRITE_DATA address with low bits set. Random dwords rarely get
-    that far: every earlier check of the packet must pass first."""
+    """A legal packet with one late check broken: IB_SIZE 0, an IB base with bits 1:0
+    set, a 64-bit fence at a 4-mod-8 address, a WRITE_DATA address with low bits set.
+    Random dwords rarely get that far: every earlier check of the packet must pass first."""
     lo, hi = L.DATA_REGION
     a = lo + 8 * r.randrange((hi - lo) // 8 - 64)
     x = r.random()
-    if x < 0.5:
+    if x < 0.3:
         return pm4.indirect_buffer(a, 0)
+    if x < 0.5:
+        p = pm4.indirect_buffer(a, r.randint(1, 16))
+        p[_lo_dword(pk.INDIRECT_BUFFER, "base")] |= r.randint(1, 3)
+        return p
     if x < 0.75:
         p = pm4.release_mem(a, r.getrandbits(32), data_sel="DATA_64", int_sel=r.choice(["NONE", "SEND_INT"]))
         p[_lo_dword(pk.RELEASE_MEM, "addr")] += 4
