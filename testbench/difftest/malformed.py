@@ -475,14 +475,7 @@ class Malformed:
                 return self.fault(buf, i, dw, "INDIRECT_BUFFER", "beyond_bus" if bus else "beyond_memory")
             self.place(lvl if lvl < b.caps.ib_levels else 0, make)
         else:  # dma_src, dma_dst
-            # docs/hardware.md: after a DMA bus error the failing transfer's destination is
-            # undefined, and how far the CP parsed ahead (rptr, counters) depends on timing.
-            dma = pk.DMA_DATA.index
-            st = regs.STATUS
-            b.s.timing_regs.update({"RB_RPTR": M32, "PERF_DWORDS_FETCHED": M32, "PERF_DMA_BYTES_READ": M32,
-                                    "PERF_DMA_BYTES_WRITTEN": M32, f"PERF_PACKETS[{dma}]": M32,
-                                    "STATUS": st.RB_EMPTY.mask | st.LEVEL.mask})
-            b.s.undefined.append((L.RPTR_WB, L.RPTR_WB + 4))
+            _dma_error_timing(b)
 
             def make(buf, i):
                 n = r.randint(1, 300)
@@ -559,12 +552,7 @@ class Malformed:
             b.settle()
             b.actions.append(("vm_unmap",))
         if access.startswith("dma"):
-            dma = pk.DMA_DATA.index
-            st = regs.STATUS
-            b.s.timing_regs.update({"RB_RPTR": M32, "PERF_DWORDS_FETCHED": M32, "PERF_DMA_BYTES_READ": M32,
-                                    "PERF_DMA_BYTES_WRITTEN": M32, f"PERF_PACKETS[{dma}]": M32,
-                                    "STATUS": st.RB_EMPTY.mask | st.LEVEL.mask})
-            b.s.undefined.append((L.RPTR_WB, L.RPTR_WB + 4))
+            _dma_error_timing(b)
 
         def make(buf, i):
             if access == "write":
@@ -781,6 +769,17 @@ def _legal_packet(r: random.Random) -> list[int]:
     if x < 0.8:
         return pm4.nop(r.randint(1, 6))
     return [pm4.TYPE2_FILLER]
+
+
+def _dma_error_timing(b) -> None:
+    """docs/hardware.md: after a DMA bus error (or fault) the failing transfer's destination
+    is undefined, and how far the CP parsed ahead (rptr, counters) depends on timing."""
+    dma = pk.DMA_DATA.index
+    st = regs.STATUS
+    b.s.timing_regs.update({"RB_RPTR": M32, "PERF_DWORDS_FETCHED": M32, "PERF_DMA_BYTES_READ": M32,
+                            "PERF_DMA_BYTES_WRITTEN": M32, f"PERF_PACKETS[{dma}]": M32,
+                            "STATUS": st.RB_EMPTY.mask | st.LEVEL.mask})
+    b.s.undefined.append((L.RPTR_WB, L.RPTR_WB + 4))
 
 
 def _near_legal_packet(r: random.Random) -> list[int]:
