@@ -13,10 +13,13 @@ docs/hardware.md ("Virtual memory") is the contract, spec/vm.py the page-table f
   ID `walk_id`, which no master uses), and the leaf is installed. Bursts never cross
   4 KiB (every master splits there), so one translation serves a burst.
 - One request is translated at a time (AR and AW take turns): in the cycle after a
-  request is held, its tag is compared with every TLB entry; in the next the hit's entry
-  (a small memory) gives the physical page and permissions, and the request moves to the
-  output register. A request costs 3 cycles more than without the MMU on a hit, 2 for a
-  VMID without translation (it leaves the holding register for the output one at once).
+  request is held, its tag is compared with every TLB entry and its access with the
+  entries' permissions (flip-flops; both holding registers are compared side by side, so
+  no multiplexer stands in front of the compare); in the next the hit's entry (a small
+  memory) gives the physical page, and the request moves to the output register. A
+  request costs 3 cycles more than without the MMU on a hit, 2 for a VMID without
+  translation (it leaves the holding register for the output one at once). After a walk
+  the new entry is the hit: CHECK follows at once.
 - A fault (entry not VALID, permission missing, address beyond the tables, or a walk
   read answering an error) is answered here: after every request forwarded before it has
   been answered (so responses keep AXI's per-ID order), a read gets ARLEN + 1 beats and a
@@ -211,7 +214,7 @@ class MMU(wiring.Component):
         t_valid = Signal(N)
         t_vmid = Array(Signal(4, name=f"tlb_vmid{i}") for i in range(N))
         t_vpn = Array(Signal(VPN, name=f"tlb_vpn{i}") for i in range(N))
-        entry = data.StructLayout({"ppn": PPN, "r": 1, "w": 1, "x": 1, "level": 2})
+        entry = data.StructLayout({"ppn": PPN, "level": 2})  # the permissions are in t_perm
         m.submodules.tlb = tlb = Memory(shape=entry, depth=N, init=[])
         tlb_w = tlb.write_port()
         tlb_r = tlb.read_port(domain="comb")
@@ -229,7 +232,7 @@ class MMU(wiring.Component):
         # ------------------------------------------------------------ the translator
         t_write = Signal()  # translating the AW holding register (else AR)
         rr = Signal()  # AW's turn when both wait
-        hits = Signal(N)
+        hits = Signal(N)  # the TLB entries the request hit (one at most)
         bypass = Signal()
         beyond = Signal()
         walked = Signal()  # this request's entry was just installed (not a hit to count)
@@ -239,23 +242,40 @@ class MMU(wiring.Component):
         f_level = Signal(2)
         m.d.comb += [f_user.fault.eq(1), f_user.cause.eq(f_cause), f_user.level.eq(f_level)]
 
-        # the tag compare, on the request picked this cycle (IDLE) or the one in hand (RELOOK)
-        look_va = Signal(AW)
-        look_vmid = Signal(4)
-        match = Signal(N)
-        for i in range(N):
-            m.d.comb += match[i].eq(t_valid[i] & (t_vmid[i] == look_vmid) & (t_vpn[i] == look_va[PS:VA]))
+        # The tag compare and the permission check of both holding registers, side by side
+        # (no multiplexer in front of the compare): IDLE latches the picked one's results, so
+        # CHECK decides from registers alone; the TLB's memory gives only the physical page.
+        t_perm = Array(Signal(3, name=f"tlb_perm{i}") for i in range(N))  # R, W, X
 
-        need = Signal(3)  # the permission the request needs, one-hot: R, W, X
-
-        def lookup(r):
-            """Latch request `r` and the compare of its tag; CHECK uses them next cycle."""
-            m.d.comb += [look_va.eq(r.addr), look_vmid.eq(r.user.vmid)]
+        def needs(r):
+            """The permission request `r` needs, one-hot: R, W, X."""
             a = r.user.access
             x = a == vm_spec.Access.FETCH
             w = (a == vm_spec.Access.WRITE) | (a == vm_spec.Access.DMA_WRITE)
-            m.d.sync += [t.eq(r), hits.eq(match), bypass.eq(~self.ctx_enable.bit_select(r.user.vmid, 1)),
-                         beyond.eq(r.addr[VA:] != 0), need.eq(Cat(~x & ~w, w, x))]
+            return Cat(~x & ~w, w, x)
+
+        def compare(r, name):
+            match = Signal(N, name=f"match_{name}")
+            permit = Signal(N, name=f"permit_{name}")
+            need_r = Signal(3, name=f"need_{name}")
+            m.d.comb += need_r.eq(needs(r))
+            for i in range(N):
+                m.d.comb += [match[i].eq(t_valid[i] & (t_vmid[i] == r.user.vmid) & (t_vpn[i] == r.addr[PS:VA])),
+                             permit[i].eq((need_r & t_perm[i]).any())]
+            return match, (match & permit).any()
+
+        match_ar, ok_ar = compare(ar_h, "ar")
+        match_aw, ok_aw = compare(aw_h, "aw")
+        need = Signal(3)  # the permission the request in hand needs
+        hit_any = Signal()  # it hit in the TLB
+        hit_ok = Signal()  # and the entry permits the access
+
+        def lookup(pick_w, r):
+            """Latch request `r` (AW when `pick_w`) and its compare; CHECK uses them next cycle."""
+            m.d.sync += [t.eq(r), hits.eq(Mux(pick_w, match_aw, match_ar)),
+                         hit_any.eq(Mux(pick_w, match_aw.any(), match_ar.any())), hit_ok.eq(Mux(pick_w, ok_aw, ok_ar)),
+                         bypass.eq(~self.ctx_enable.bit_select(r.user.vmid, 1)),
+                         beyond.eq(r.addr[VA:] != 0), need.eq(needs(r))]
             m.next = "CHECK"
 
         # at most one entry hits: its index is the OR of the indices of the hits (no priority chain)
@@ -264,8 +284,6 @@ class MMU(wiring.Component):
             m.d.comb += hit_idx[k].eq(Cat(*(hits[i] for i in range(N) if i >> k & 1)).any())
         m.d.comb += tlb_r.addr.eq(hit_idx)
         e = tlb_r.data
-        allowed = Signal()
-        m.d.comb += allowed.eq((need[0] & e.r) | (need[1] & e.w) | (need[2] & e.x))
 
         # one entry of the table being walked: its address and the beat(s) that hold it
         idx = Signal(vm_spec.LEVEL_BITS)
@@ -318,44 +336,56 @@ class MMU(wiring.Component):
                     pick = Signal(req)
                     m.d.comb += pick.eq(Mux(pick_w, aw_h, ar_h))
                     m.d.sync += [t_write.eq(pick_w), rr.eq(~pick_w)]
-                    # a VMID without translation goes straight out (one cycle less than CHECK)
+                    lookup(pick_w, pick)
+                    # a VMID without translation goes straight out (one cycle less than CHECK);
+                    # the lookup above is latched all the same, so only the next state depends
+                    # on whether the output was free
+                    # (the output register takes the request whenever it is free: harmless while
+                    # its VALID stays clear)
+                    with m.If(~pick_w & ar_free):
+                        m.d.sync += [ar_o_walk.eq(0), ar_o.eq(ar_h)]
+                    with m.If(pick_w & aw_free):
+                        m.d.sync += aw_o.eq(aw_h)
                     phys_now = Signal()
                     m.d.comb += phys_now.eq(~self.ctx_enable.bit_select(pick.user.vmid, 1))
                     with m.If(phys_now & ~pick_w & ar_free & rd_room):
                         m.d.comb += release_ar.eq(1)
-                        m.d.sync += [ar_o_valid.eq(1), ar_o_walk.eq(0), ar_o.eq(ar_h)]
+                        m.d.sync += ar_o_valid.eq(1)
+                        m.next = "IDLE"
                     with m.Elif(phys_now & pick_w & aw_free & ~wq_full & wr_room):
                         m.d.comb += [release_aw.eq(1), wq_push.eq(1), wq_push_fwd.eq(1)]
-                        m.d.sync += [aw_o_valid.eq(1), aw_o.eq(aw_h)]
-                    with m.Else():
-                        lookup(pick)
-
-            with m.State("RELOOK"):
-                lookup(t)
+                        m.d.sync += aw_o_valid.eq(1)
+                        m.next = "IDLE"
 
             with m.State("CHECK"):
                 ok = Signal()
                 with m.If(beyond & ~bypass):
                     fault(vm_spec.Cause.RANGE, 0)
-                with m.Elif(~bypass & ~hits.any()):
+                with m.Elif(~bypass & ~hit_any):
                     m.d.comb += self.perf_miss.eq(1)
                     m.d.sync += [level.eq(0), table.eq(Array(self.ctx_base)[t.user.vmid])]
                     m.next = "WALK_AR"
-                with m.Elif(~bypass & ~allowed):
+                with m.Elif(~bypass & ~hit_ok):
                     fault(vm_spec.Cause.PERMISSION, e.level)
                 with m.Else():
                     m.d.comb += ok.eq(1)
                 phys = Signal(AW)
                 m.d.comb += phys.eq(Mux(bypass, t.addr, Cat(t.addr[:PS], e.ppn)))
+                # the output register takes the request whenever it is free (harmless while
+                # its VALID stays clear), so only VALID waits for the TLB's verdict
+                with m.If(~t_write & ar_free):
+                    m.d.sync += [ar_o_walk.eq(0), ar_o.eq(t), ar_o.addr.eq(phys)]
+                with m.If(t_write & aw_free):
+                    m.d.sync += [aw_o.eq(t), aw_o.addr.eq(phys)]
                 with m.If(ok):
                     with m.If(~t_write & ar_free & rd_room):
                         m.d.comb += [release_ar.eq(1), self.perf_hit.eq(~bypass & ~walked)]
-                        m.d.sync += [ar_o_valid.eq(1), ar_o_walk.eq(0), ar_o.eq(t), ar_o.addr.eq(phys)]
+                        m.d.sync += ar_o_valid.eq(1)
                         m.next = "IDLE"
                     with m.If(t_write & aw_free & ~wq_full & wr_room):
                         m.d.comb += [release_aw.eq(1), self.perf_hit.eq(~bypass & ~walked),
                                      wq_push.eq(1), wq_push_fwd.eq(1)]
-                        m.d.sync += [aw_o_valid.eq(1), aw_o.eq(t), aw_o.addr.eq(phys)]
+                        m.d.sync += aw_o_valid.eq(1)
                         m.next = "IDLE"
 
             with m.State("WALK_AR"):
@@ -381,15 +411,16 @@ class MMU(wiring.Component):
                         with m.Elif(~pte[vm_spec.BIT["VALID"].bit]):
                             fault(vm_spec.Cause.INVALID, level)
                         with m.Elif(pte_leaf):
-                            # install, then look the request up again: it hits
+                            # install, and check the request again with the new entry as its hit
+                            perm = Cat(pte[vm_spec.BIT["READABLE"].bit], pte[vm_spec.BIT["WRITEABLE"].bit],
+                                       pte[vm_spec.BIT["EXECUTABLE"].bit])
                             m.d.comb += [tlb_w.en.eq(1), tlb_w.addr.eq(victim), tlb_w.data.ppn.eq(leaf_ppn),
-                                         tlb_w.data.r.eq(pte[vm_spec.BIT["READABLE"].bit]),
-                                         tlb_w.data.w.eq(pte[vm_spec.BIT["WRITEABLE"].bit]),
-                                         tlb_w.data.x.eq(pte[vm_spec.BIT["EXECUTABLE"].bit]),
                                          tlb_w.data.level.eq(level)]
                             m.d.sync += [t_valid.bit_select(victim, 1).eq(1), t_vmid[victim].eq(t.user.vmid),
-                                         t_vpn[victim].eq(t.addr[PS:VA]), victim.eq(victim + 1), walked.eq(1)]
-                            m.next = "RELOOK"
+                                         t_vpn[victim].eq(t.addr[PS:VA]), t_perm[victim].eq(perm),
+                                         victim.eq(victim + 1), walked.eq(1),
+                                         hits.eq(Const(1, N) << victim), hit_any.eq(1), hit_ok.eq((need & perm).any())]
+                            m.next = "CHECK"
                         with m.Else():
                             m.d.sync += [table.eq(pte_addr), level.eq(level + 1)]
                             m.next = "WALK_AR"

@@ -149,7 +149,8 @@ def check_pools_example(dev):
     kmd = kmd_model.bind(dev)
     on, off = pools.run(True, 300, 32, 1), pools.run(False, 300, 32, 1)
     assert off.ioctls >= 2 * 300 and on.ioctls * 10 < off.ioctls, (on.ioctls, off.ioctls)  # GEM_CREATE + GEM_VA each
-    assert on.stats.slab_allocs == 300 + 2 and off.stats.bos_created == 300 + 2  # (+ the queue's page and IB)
+    # + the queue's page and its IBs: one on the model, more on the RTL while the GPU lags behind
+    assert on.stats.slab_allocs >= 300 + 2 and off.stats.bos_created >= 300 + 2
     assert "pools" in pools.table([on, off]) and kmd.live_bos() == []
 
 
