@@ -197,6 +197,8 @@ def to_vm(s: Stream, rng: random.Random, fault: VmFault | None = None) -> VmPlan
         new_actions = [("check", a[1] + [(fault.pte_addr, fault.pte_addr + 8)]) if a[0] == "check" else a
                        for a in new_actions]
     s.actions = t.preloads() + [("vm", vmid, t.root)] + new_actions
+    for p in s.packets:  # the packets as they now are in memory (their writes stay physical)
+        p.dwords = retarget(p.dwords, plan.va, ring_vmid=vmid if p.level == 0 else None)
     s.notes.append(f"IBs run as VMID {vmid} ({mode}): " + ", ".join(
         f"[{lo:#x}, {hi:#x}) at {lo + off:#x}" for (lo, hi), off in plan.offsets.items()))
     s.vm = plan
