@@ -52,10 +52,15 @@ class WhiteBox:
 
     def _walk(self, frag, path):
         found = self._signals.setdefault(path, {})
+        read = {}
         for stmts in frag.statements.values():
             for stmt in stmts:
                 for s in stmt._lhs_signals():
                     found.setdefault(s.name, s)
+                for s in stmt._rhs_signals():  # inputs: driven by the parent, read here
+                    read.setdefault(s.name, s)
+        for name, s in read.items():
+            found.setdefault(name, s)
         for sub, name, _ in frag.subfragments:
             if isinstance(sub, Fragment):
                 self._walk(sub, path + (name or "?",))
@@ -73,9 +78,22 @@ class WhiteBox:
         """True while the FSM `fsm` (its `<fsm>_state` signal) is in state `name`."""
         sig = self(f"{fsm}_state", path)
         for v in range(1 << len(sig)):
-            if sig.decoder(v).split("/")[0] == name:
-                return sig == v
+            try:
+                if sig.decoder(v).split("/")[0] == name:
+                    return sig == v
+            except KeyError:  # past the last state
+                break
         raise HarnessError(f"FSM {fsm!r} of {self.label} has no state {name!r}")
+
+    def states(self, fsm: str, path: str = "") -> list[str]:
+        sig = self(f"{fsm}_state", path)
+        names = []
+        for v in range(1 << len(sig)):
+            try:
+                names.append(sig.decoder(v).split("/")[0])
+            except KeyError:
+                break
+        return names
 
 
 class Harness(Elaboratable):

@@ -95,6 +95,97 @@ _group(Group(
 ))
 
 
+# ------------------------------------------------------------------------- AXI4 mux
+_group(Group(
+    "mux", "rtl/axi_mux.py AXI4Mux (the CP and the DMA engine onto the one m_axi port)",
+    "formal.mux:MuxHarness", "prove", 4, 12,
+    config="2 masters, 4-bit IDs, 64-bit data as in the device; a W order queue of 4 (the "
+           "device has 16): its pointers wrap the same way at every power of two, and 4 is "
+           "filled within the cover depth",
+    assumes="each master keeps AXI's rules (VALID held, payload stable until READY) and uses "
+            "IDs below 8; the slave holds R and B with their payload until READY",
+    fast=True,
+    props=[
+        A("ar_held", "downstream ARVALID stays high until ARREADY", _HANDSHAKE_WHY +
+          "; a mux that re-arbitrates while a request waits breaks it"),
+        A("ar_stable", "downstream AR payload (ID, address, length, size, burst) is stable until ARREADY",
+          _HANDSHAKE_WHY),
+        A("aw_held", "downstream AWVALID stays high until AWREADY", _HANDSHAKE_WHY),
+        A("aw_stable", "downstream AW payload is stable until AWREADY", _HANDSHAKE_WHY),
+        A("w_held", "downstream WVALID stays high until WREADY", _HANDSHAKE_WHY),
+        A("w_stable", "downstream WDATA, WSTRB, WLAST are stable until WREADY", _HANDSHAKE_WHY),
+        A("ar_routed", "a downstream AR handshake is exactly one master's AR handshake, with its "
+          "payload and its index in the top ID bit",
+          "a read issued twice or lost, or tagged with the wrong master, returns data to the wrong block"),
+        A("aw_routed", "a downstream AW handshake is exactly one master's, payload intact, tagged",
+          "a lost or duplicated write address corrupts memory or hangs the writer"),
+        A("r_routed", "an R beat reaches exactly the master its ID's top bit names, with the "
+          "master's own ID bits and the data, response and RLAST unchanged; RREADY is that master's",
+          "responses routed to the ID that asked: the CP's fetchers and the DMA engine each "
+          "count their own beats"),
+        A("b_routed", "a B response reaches exactly the master its ID names, response unchanged",
+          "a write response delivered to the wrong master leaves one waiting forever"),
+        A("w_order", "every downstream W beat is a beat of the master whose forwarded AW is the "
+          "oldest with an unfinished W burst, payload unchanged, and only that master sees WREADY",
+          "AXI4 has no WID: W data must follow AW order, or a burst's data lands at another "
+          "master's address"),
+        A("w_after_aw", "no W beat goes downstream before its AW has",
+          "write data never before its address: the protocol this mux implements (AXI allows "
+          "W first, but a slave behind an interconnect may not)"),
+        A("aw_limit", "at most 4 (the queue depth) forwarded AWs wait for their W bursts",
+          "nothing outstanding beyond the configured limit: a full queue holds AW back"),
+        A("ar_round_robin", "with both masters offering, two consecutive AR handshakes go to "
+          "different masters", "the DMA engine cannot starve the CP's fetches (nor the reverse)"),
+        C("r_to_master1", "an R beat delivered to master 1 (the DMA)"),
+        C("order_full", "the W order queue full"),
+        C("ar_contention", "both masters offer AR while the slave stalls"),
+        C("w_master1_after_master0", "master 1's W burst right after master 0's"),
+    ],
+))
+
+
+# ------------------------------------------------------------------------- the CP
+_CP_CONFIG = ("the CommandProcessor itself (every fetcher, the parser, the writer) with a "
+              "32-bit bus and 2-beat fetchers (the logic is generic in both), IB_LEVELS 2 as "
+              "built, no DMA engine (DMA_DATA is then UNSUPPORTED: the DMA is proved on its own); "
+              "rings of up to 16 dwords (RB_SIZE <= 3) and IH rings of up to 32 dwords: masks and "
+              "free-running 32-bit pointers work the same at every power of two, and small rings "
+              "wrap within the cover depth")
+_CP_ASSUMES = ("the CSR block's ports are free (configuration fixed, doorbells, enable, HALT and "
+               "SOFT_RESET any cycle); the driver moves IH_RPTR forward, never past IH_WPTR; memory "
+               "answers in order with free data and responses, keeping AXI's rules")
+
+_group(Group(
+    "cp_ring", "rtl/cp/ CommandProcessor: ring, doorbell, rptr", "formal.cp:CPHarness", "prove", 3, 40,
+    config=_CP_CONFIG, assumes=_CP_ASSUMES, fast=True, args={"group": "cp_ring"},
+    props=[
+        A("rptr_forward", "RB_RPTR only moves forward, by at most wptr - rptr (to 0 only at soft reset)",
+          "the driver reuses ring space up to RB_RPTR: a backwards or overshooting rptr frees "
+          "space the CP still reads"),
+        A("rptr_whole_packets", "RB_RPTR moves only to the end of the ring packet that just "
+          "finished (an IB's packet: after the whole IB)", "ring space is reported free only when "
+          "the CP no longer needs it"),
+        A("occupancy", "wptr - rptr <= ring size, and the parser's position lies in [rptr, wptr]",
+          "the ring never holds more than it can, whatever the doorbells"),
+        A("doorbell_backwards", "a doorbell moving wptr backwards latches DOORBELL_BACKWARDS with "
+          "the rejected value and leaves wptr unchanged", "a driver bug is flagged, not executed"),
+        A("doorbell_overflow", "a doorbell more than the ring size ahead of rptr latches "
+          "DOORBELL_OVERFLOW with the rejected value and leaves wptr unchanged",
+          "an overfull ring would overwrite packets not yet executed"),
+        A("doorbell_accepts", "a legal doorbell sets wptr to its value", "work is never lost"),
+        A("wptr_only_doorbell", "wptr changes only by a legal doorbell (to its value) or by soft reset (to 0)",
+          "nothing but the driver decides what is submitted"),
+        A("rptr_writeback", "when the CP is idle without error and RPTR_WB is set, the last rptr "
+          "write-back written equals RB_RPTR", "the driver reads the write-back dword, not the register"),
+        C("ring_wrap", "rptr wraps past the end of the ring"),
+        C("ib1", "an IB1 runs"),
+        C("ib2", "an IB2 runs (an IB inside an IB)"),
+        C("chain", "a CHAIN executes"),
+        C("doorbell_ignored", "a doorbell while RB_CNTL.ENABLE is clear (ignored)"),
+    ],
+))
+
+
 def find(group: str, name: str) -> Prop:
     """The row `group.name`; a precise error for a name the table does not have."""
     g = GROUPS.get(group)

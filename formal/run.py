@@ -85,16 +85,19 @@ class TaskResult:
     reached: dict = field(default_factory=dict)   # name → (step, trace)
     unreached: set = field(default_factory=set)
     induction_trace: str | None = None
+    induction_failed: dict = field(default_factory=dict)
     log_tail: str = ""
 
 
-_LOC = re.compile(r" at (\w+)\.(\w+):\d+(?: step (\d+))?")
+_LOC = re.compile(r" at (\w+)\.(\w+):(\d+)(?: step (\d+))?")
 
 
 def parse_log(text: str) -> dict:
     """What sby's summary says, by property name."""
-    out = {"failed": {}, "reached": {}, "unreached": set(), "status": "ERROR", "induction_trace": None}
+    out = {"failed": {}, "reached": {}, "unreached": set(), "status": "ERROR", "induction_trace": None,
+           "induction_failed": {}}
     trace = None
+    induction = False
     in_unreached = False
     for line in text.splitlines():
         body = line.split("summary: ", 1)[1] if "summary: " in line else None
@@ -105,7 +108,8 @@ def parse_log(text: str) -> dict:
             continue
         if body.startswith("counterexample trace") or body.startswith("cover trace"):
             trace = body.split(": ", 1)[1].strip()
-            if "[induction]" in body:
+            induction = "[induction]" in body
+            if induction:
                 out["induction_trace"] = trace
             in_unreached = False
             continue
@@ -117,11 +121,15 @@ def parse_log(text: str) -> dict:
             in_unreached = False
             continue
         name = m.group(2)
-        step = int(m.group(3)) if m.group(3) else None
+        if name == "invariant":  # strengthening asserts are told apart by their line
+            name = f"invariant:{m.group(3)}"
+        step = int(m.group(4)) if m.group(4) else 0  # sby omits "step 0"
         if in_unreached:
             out["unreached"].add(name)
         elif "failed assertion" in body:
-            out["failed"].setdefault(name, (step, trace))
+            # a failure of the induction step is no counterexample from reset: the
+            # induction did not close (the property may still hold)
+            out["induction_failed" if induction else "failed"].setdefault(name, (step, trace))
         elif "reached cover" in body:
             out["reached"].setdefault(name, (step, trace))
     return out
@@ -170,4 +178,5 @@ def run_sby(workdir: Path, il_text: str, mode: str, depth: int, solver: str, tas
         failed={k: (s, rel(t)) for k, (s, t) in p["failed"].items()},
         reached={k: (s, rel(t)) for k, (s, t) in p["reached"].items()},
         unreached=p["unreached"], induction_trace=rel(p["induction_trace"]),
+        induction_failed={k: (s, rel(t)) for k, (s, t) in p["induction_failed"].items()},
         log_tail="\n".join(text.splitlines()[-12:]))

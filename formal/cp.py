@@ -1,0 +1,270 @@
+"""The command processor (rtl/cp/): ring and doorbell, IH ring, errors and soft reset, and
+its AXI4 master port. One harness, four groups (cp_ring, cp_ih, cp_errors, cp_bus), each
+stating its own rows of the table over the same environment:
+
+- the registers are free (the CSR block's ports, from its signature): the configuration
+  (ring and IH base and size, write-back addresses and enables) is chosen once, the rest
+  (doorbell writes, RB_CNTL.ENABLE, HALT, SOFT_RESET, PERF_CLEAR, the timestamp) anew
+  every cycle; the driver moves IH_RPTR only forward, never past IH_WPTR (or sets it to
+  IH_WPTR);
+- memory is a free AXI slave that answers reads in order with free data and free
+  responses (OKAY, SLVERR, DECERR), so every packet, every malformed one and every bus
+  error is possible; it keeps AXI's rules (one R beat per requested beat, RLAST on the
+  last, B only after AW and the last W beat). In cp_errors it also answers within
+  `latency` cycles, which bounds the soft reset.
+
+The ring is at most 2^(ring_log2_max+1) dwords (RB_SIZE ≤ ring_log2_max): the CP's
+pointer arithmetic (masks from RB_SIZE, free-running 32-bit pointers) is the same
+at every size, and a small ring wraps within a few packets.
+"""
+
+from types import SimpleNamespace
+
+from amaranth.hdl import Array, Cat, Const, Mux, Signal
+from amaranth.lib import wiring
+
+from rtl import csr as csr_mod
+from rtl.cp import processor as cp_mod
+from rtl.csr import CpError
+from spec import ih as ih_spec
+from spec import packets as pk
+
+from .harness import Harness, HarnessError, WhiteBox
+
+_TYPE = pk.HEADER.field("TYPE")
+_COUNT = pk.HEADER.field("COUNT")
+_OPCODE = pk.HEADER.field("OPCODE")
+
+CONFIG = ("rb_base_lo", "rb_base_hi", "rb_size", "rb_rptr_addr_lo", "rb_rptr_addr_hi", "rb_cntl_rptr_wb",
+          "ih_base_lo", "ih_base_hi", "ih_size", "ih_wptr_addr_lo", "ih_wptr_addr_hi",
+          "ih_cntl_enable", "ih_cntl_wptr_wb", "int_enable_ih_pending", "int_enable_eop",
+          "int_enable_cp_error", "int_enable_ih_overflow")
+
+
+def free_csr(h):
+    """A stand-in for the CSR block with its exact ports: what the hardware reads is free,
+    what it drives is a plain signal."""
+    dut = csr_mod.CSRBlock()
+    dut._MustUse__used = True  # only its signature is used
+    ports = {}
+    for name, member in dut.signature.members.items():
+        if name == "bus":
+            continue
+        sig = Signal(member.shape, name=f"csr_{name}")
+        ports[name] = sig
+        if member.flow == wiring.Out:  # the register block drives it: the driver's choice
+            if name in CONFIG:
+                h.m.d.comb += sig.eq(h.const(len(sig), f"cfg_{name}"))
+            elif name != "ih_rptr":
+                h.m.d.comb += sig.eq(h.free(len(sig), f"drv_{name}"))
+    return SimpleNamespace(**ports)
+
+
+class CPHarness(Harness):
+    def __init__(self, group, data_width=32, fetch_depth=2, ring_log2_max=3, latency=0, ar_queue=4):
+        super().__init__()
+        self.group = group
+        self.data_width = data_width
+        self.fetch_depth = fetch_depth
+        self.ring_log2_max = ring_log2_max
+        self.latency = latency
+        self.ar_queue = ar_queue
+
+    # ------------------------------------------------------------------ the environment
+    def memory(self, m, bus):
+        """A free slave, in order, within AXI's rules (and `latency` when non-zero)."""
+        D = self.ar_queue
+        q_id = Array(Signal(4, name=f"mem_ar_id{i}") for i in range(D))
+        q_len = Array(Signal(8, name=f"mem_ar_len{i}") for i in range(D))
+        wp = Signal(range(2 * D))
+        rp = Signal(range(2 * D))
+        qb = len(wp) - 1
+        count = Signal(range(2 * D + 1))
+        m.d.comb += count.eq((wp - rp)[:len(wp)])
+        beat = Signal(8)
+        m.d.comb += bus.arready.eq(self.free(1, "mem_arready") & (count < D))
+        with m.If(bus.arvalid & bus.arready):
+            m.d.sync += [q_id[wp[:qb]].eq(bus.arid), q_len[wp[:qb]].eq(bus.arlen), wp.eq(wp + 1)]
+        rvalid = self.free(1, "mem_rvalid")
+        m.d.comb += [
+            bus.rvalid.eq(rvalid & (count != 0)), bus.rid.eq(q_id[rp[:qb]]),
+            bus.rlast.eq(beat == q_len[rp[:qb]]), bus.rdata.eq(self.free(self.data_width, "mem_rdata")),
+            bus.rresp.eq(self.free(2, "mem_rresp")),
+        ]
+        with m.If(bus.rvalid & bus.rready):
+            m.d.sync += beat.eq(beat + 1)
+            with m.If(bus.rlast):
+                m.d.sync += [beat.eq(0), rp.eq(rp + 1)]
+        # writes: B once both the AW and the burst's last W beat are in
+        aw_n = Signal(3)
+        wl_n = Signal(3)
+        m.d.comb += [bus.awready.eq(self.free(1, "mem_awready") & (aw_n < 3)),
+                     bus.wready.eq(self.free(1, "mem_wready") & (wl_n < 3))]
+        aw_hs = bus.awvalid & bus.awready
+        wl_hs = bus.wvalid & bus.wready & bus.wlast
+        b_hs = bus.bvalid & bus.bready
+        can_b = (aw_n != 0) & (wl_n != 0)
+        m.d.comb += [bus.bvalid.eq(self.free(1, "mem_bvalid") & can_b), bus.bid.eq(0),
+                     bus.bresp.eq(self.free(2, "mem_bresp"))]
+        m.d.sync += [aw_n.eq(aw_n + aw_hs - b_hs), wl_n.eq(wl_n + wl_hs - b_hs)]
+        self.mem = SimpleNamespace(count=count, aw_n=aw_n, wl_n=wl_n, beat=beat, q_len=q_len, rp=rp, qb=qb)
+        if self.latency:
+            L = self.latency
+            for name, waiting, answer in (
+                    ("ar", bus.arvalid, bus.arready), ("aw", bus.awvalid, bus.awready),
+                    ("w", bus.wvalid, bus.wready), ("r", count != 0, bus.rvalid), ("b", can_b, bus.bvalid)):
+                t = Signal(range(L + 2), name=f"mem_wait_{name}")
+                with m.If(waiting & ~answer):
+                    m.d.sync += t.eq(t + 1)
+                with m.Else():
+                    m.d.sync += t.eq(0)
+                with m.If(waiting & (t >= L)):
+                    self.assume(answer)
+
+    def build(self, m):
+        csr = free_csr(self)
+        cp = cp_mod.CommandProcessor(csr, self.data_width, 48, 2, 48, dma=None,
+                                     fetch_depth=self.fetch_depth)
+        box = self.box = WhiteBox(cp, "CommandProcessor")
+        m.submodules.cp = box.module
+        self.no_reset()
+        self.memory(m, cp.bus)
+        m.d.comb += cp.timestamp.eq(self.free(48, "timestamp"))
+        self.csr, self.cp = csr, cp
+
+        # ring within the harness's size; IH_RPTR: the driver consumes forward only
+        self.assume(csr.rb_size <= self.ring_log2_max)
+        self.assume(csr.ih_size <= self.ring_log2_max + 1)
+        ih_wptr = box("ih_wptr")
+        rptr_next = self.free(32, "drv_ih_rptr")
+        ih_rptr = Signal(32, name="drv_ih_rptr_q")
+        m.d.sync += ih_rptr.eq(rptr_next)
+        m.d.comb += csr.ih_rptr.eq(ih_rptr)
+        self.assume(((rptr_next - ih_rptr)[:32] <= (ih_wptr - ih_rptr)[:32]) | (rptr_next == ih_wptr))
+
+        states = box.states("cp")
+        self.invariant(box("cp_state") < len(states))
+        self.invariant(~box("err_pending") | box("err"))
+        self.invariant(~box.state("cp", "RESET") | box("resetting"))
+        getattr(self, self.group.replace("cp_", "group_"))(m, box, csr, cp)
+
+    # ------------------------------------------------------------------ shared views
+    def state(self, name):
+        return self.box.state("cp", name)
+
+    def doorbell(self):
+        """(accepted-or-flagged doorbell this cycle, value): the CP looks at it."""
+        b = self.box
+        look = self.csr.rb_doorbell_swmod & self.csr.rb_cntl_enable & ~b("stopped") & ~b("err")
+        return look, self.csr.rb_doorbell
+
+    # ------------------------------------------------------------------ cp_ring
+    def group_ring(self, m, b, csr, cp):
+        rptr, wptr, ring_pos = b("rptr"), b("wptr"), b("ring_pos")
+        size = Signal(33)
+        m.d.comb += size.eq(b("ring_mask") + 1)
+        soft = csr.control_soft_reset
+        in_reset = self.state("RESET")
+        was = self.past
+
+        # rptr: forward, by whole ring packets, never past wptr
+        changed = rptr != was(rptr)
+        fwd = (rptr - was(rptr))[:32]
+        self.prove("rptr_forward", ~(self.started & changed) | was(in_reset) |
+                   ((fwd != 0) & (fwd <= (was(wptr) - was(rptr))[:32])))
+        pkt_end = Signal(32)
+        hdr = b("cur_fetch_data")
+        one_dword = (hdr[_TYPE.bits] == pk.PACKET_TYPE2) | b("nop_pad")
+        with m.If(self.state("RUN") & b("pop") & (b("level") == 0) & ~b("fsm_err")):
+            m.d.sync += pkt_end.eq(ring_pos + Mux(one_dword, 1, hdr[_COUNT.bits] + 2))
+        with m.If(in_reset):
+            m.d.sync += pkt_end.eq(0)
+        self.prove("rptr_whole_packets", ~(self.started & changed) | was(in_reset) | (rptr == was(pkt_end)))
+        self.prove("occupancy", ((wptr - rptr)[:32] <= size) & ((ring_pos - rptr)[:32] <= (wptr - rptr)[:32]))
+
+        # doorbells
+        look, v = self.doorbell()
+        backwards = (v - wptr)[31]
+        overflow = ~backwards & ((v - rptr)[:32] > size)
+        fsm_err = b("fsm_err")
+        for name, bad, code in (("doorbell_backwards", backwards, CpError.DOORBELL_BACKWARDS),
+                                ("doorbell_overflow", overflow, CpError.DOORBELL_OVERFLOW)):
+            hit = was(look & bad & ~fsm_err)
+            self.prove(name, ~(self.started & hit) |
+                       (b("err") & (b("err_code") == code) & (b("err_addr") == was(v)) & (wptr == was(wptr))))
+        ok = look & ~backwards & ~overflow
+        self.prove("doorbell_accepts", ~(self.started & was(ok)) | was(soft) | (wptr == was(v)))
+        self.prove("wptr_only_doorbell", ~(self.started & (wptr != was(wptr))) |
+                   (was(ok) & (wptr == was(v))) | (was(in_reset) & (wptr == 0)))
+
+        # the rptr write-back: what was last written (and answered) is RB_RPTR when idle
+        wb_pending = Signal(32)
+        wb_val = Signal(32)
+        wb_seen = Signal()
+        with m.If(self.state("RING_DONE") & csr.rb_cntl_rptr_wb):
+            m.d.sync += wb_pending.eq(ring_pos)
+        writer_done_ok = b("done", "writer") & (b("resp", "writer") == 0)
+        with m.If(self.state("RPTR_WAIT") & writer_done_ok):
+            m.d.sync += [wb_val.eq(wb_pending), wb_seen.eq(1)]
+        with m.If(in_reset):
+            m.d.sync += wb_seen.eq(0)
+        idle = b("idle")
+        self.prove("rptr_writeback", ~(idle & ~b("err") & csr.rb_cntl_rptr_wb & wb_seen) | (wb_val == rptr))
+
+        # induction strengthening: a ring packet's end is where the parser will be when it
+        # finishes (the payload still to read, `rem`, counts down to it)
+        level = b("level")
+        rem = b("rem")
+        reporting = Cat(*(self.state(s) for s in self.box.states("cp") if s.startswith("IH_"))).any() & \
+            (b("ih_src") == ih_spec.Source.CP_ERROR)
+        outside = Cat(*(self.state(s) for s in ("RUN", "ERR_DRAIN", "ERROR", "RESET", "RPTR_WRITE",
+                                                "RPTR_WAIT", "RING_DONE"))).any() | reporting
+        self.invariant(~((level == 0) & ~outside) | ((ring_pos + rem)[:32] == pkt_end))
+        self.invariant((level == 0) | in_reset | (ring_pos == pkt_end))
+        self.invariant(in_reset | ((pkt_end - rptr)[:32] <= (wptr - rptr)[:32]))
+        self.invariant(~(self.state("PAYLOAD") | self.state("WD_COLLECT")) | (rem != 0))
+        # in PAYLOAD the dwords read (pidx) and still to read (rem) add up to the COUNT the
+        # header passed with
+        kind, pidx = b("kind"), b("pidx")
+        for pkt in pk.PACKETS:
+            if pkt is pk.NOP:
+                continue
+            total = rem + pidx
+            ok = (total == pkt.max_count + 1) if pkt.min_count == pkt.max_count else (total >= pkt.min_count + 1)
+            self.invariant(~(self.state("PAYLOAD") & (kind == pkt.index)) | (ok & (pidx < pkt.fixed)))
+        self.invariant(kind < len(pk.PACKETS))
+        # after its fixed payload only WRITE_DATA has dwords left to read
+        tail = [st for st in self.box.states("cp")
+                if st == "DONE" or st.startswith(("EXEC_", "WRM_", "RM_", "DMA_"))]
+        in_tail = Cat(*(self.state(st) for st in tail)).any() | \
+            (Cat(*(self.state(st) for st in self.box.states("cp") if st.startswith("IH_"))).any() &
+             (b("ih_src") != ih_spec.Source.CP_ERROR))
+        self.invariant(~in_tail | (rem == 0))
+        wd_states = Cat(*(self.state(st) for st in self.box.states("cp") if st.startswith("WD_"))).any()
+        self.invariant(~wd_states | (kind == pk.WRITE_DATA.index))
+        self.invariant(~self.state("RING_DONE") | ((level == 0) & (ring_pos == pkt_end)))
+        self.invariant(~(self.state("RUN") & (level == 0)) | (ring_pos == rptr))
+        after_ring = self.state("RPTR_WRITE") | self.state("RPTR_WAIT")
+        self.invariant(~after_ring | ((level == 0) & (ring_pos == rptr) & (pkt_end == rptr)))
+
+        in_wb = self.state("RPTR_WRITE") | self.state("RPTR_WAIT")
+        self.invariant(~(wb_seen & ~b("err") & ~in_wb & ~in_reset & csr.rb_cntl_rptr_wb) | (wb_val == rptr))
+        self.invariant(~(in_wb & csr.rb_cntl_rptr_wb) | (wb_pending == rptr))
+
+        # covers
+        self.cover("ring_wrap", self.started & changed & ((rptr & b("ring_mask")) < (was(rptr) & b("ring_mask"))) &
+                   (rptr & b("ring_mask") != 0))
+        self.cover("ib1", level == 1)
+        self.cover("ib2", level == 2)
+        self.cover("chain", self.state("EXEC_INDIRECT_BUFFER"))
+        self.cover("doorbell_ignored", csr.rb_doorbell_swmod & ~csr.rb_cntl_enable & (csr.rb_doorbell != wptr))
+
+    # ------------------------------------------------------------------ cp_ih
+    def group_ih(self, m, b, csr, cp):
+        raise HarnessError("cp_ih: not written yet")
+
+    def group_errors(self, m, b, csr, cp):
+        raise HarnessError("cp_errors: not written yet")
+
+    def group_bus(self, m, b, csr, cp):
+        raise HarnessError("cp_bus: not written yet")
