@@ -261,7 +261,35 @@ class CPHarness(Harness):
 
     # ------------------------------------------------------------------ cp_ih
     def group_ih(self, m, b, csr, cp):
-        raise HarnessError("cp_ih: not written yet")
+        ih_wptr, ih_rptr = b("ih_wptr"), csr.ih_rptr
+        nbytes = b("ih_bytes")
+        used = (ih_wptr - ih_rptr)[:32]
+        in_reset = self.state("RESET")
+        was = self.past
+        writer_take = b("req_valid", "writer") & b("req_ready", "writer")
+        # the writer took a request last cycle, and it was the IH entry (the block buffer
+        # says whose data the writer reads: `wr_ih`)
+        entry = self.started & was(writer_take) & b("wr_ih")
+        slot = (b("ih_base") + (ih_wptr & (nbytes - 1)))[:48]
+        self.prove("no_overwrite", ~entry | was(used < nbytes))
+        self.prove("entry_slot", ~entry | (was(b("req_block", "writer")) == was(slot[5:])) &
+                   (was(b("req_mask", "writer")) == 0xFF))
+        entry_write = self.state("IH_ENTRY_WRITE")
+        self.invariant(~entry_write | ((b("blk_addr")[5:] == slot[5:]) & (b("blk_mask") == 0xFF) &
+                                       b("wr_ih") & (used < nbytes)))
+        for st in ("RPTR_WRITE", "WD_WRITE", "RM_WRITE", "IH_WB_WRITE"):
+            self.invariant(~self.state(st) | ~b("wr_ih"))
+        ovf = b("ovf_set")
+        self.prove("overflow_drops", ~ovf | ((used >= nbytes) & ~writer_take))
+        self.prove("overflow_keeps_wptr", ~(self.started & was(ovf)) | (ih_wptr == was(ih_wptr)) | was(in_reset))
+        step = (ih_wptr - was(ih_wptr))[:32]
+        self.prove("wptr_step", ~(self.started & (ih_wptr != was(ih_wptr))) |
+                   (step == ih_spec.ENTRY_BYTES) | (was(in_reset) & (ih_wptr == 0)))
+        self.prove("pending_level", csr.int_status_ih_pending == (ih_wptr != ih_rptr))
+
+        self.cover("wrap", entry & ((ih_wptr & (nbytes - 1)) == 0) & (ih_wptr != 0))
+        self.cover("overflow", ovf)
+        self.cover("eop", b("eop_set"))
 
     def group_errors(self, m, b, csr, cp):
         raise HarnessError("cp_errors: not written yet")

@@ -186,6 +186,31 @@ _group(Group(
 ))
 
 
+_group(Group(
+    "cp_ih", "rtl/cp/ih.py and the CP's IH pointers", "formal.cp:CPHarness", "prove", 3, 40,
+    config=_CP_CONFIG, assumes=_CP_ASSUMES, fast=True, args={"group": "cp_ih"},
+    props=[
+        A("no_overwrite", "an IH entry is written only while the IH ring has a free slot "
+          "(IH_WPTR - IH_RPTR < ring bytes)", "the writer never overwrites entries the driver has "
+          "not consumed"),
+        A("entry_slot", "the entry is one whole 32-byte block at IH_BASE + (IH_WPTR mod ring bytes)",
+          "modular addressing: entries stay inside the ring, aligned, where the driver reads them"),
+        A("overflow_drops", "IH_OVERFLOW is raised only when the ring is full, and then nothing is written",
+          "overflow is flagged and drops, never corrupts"),
+        A("overflow_keeps_wptr", "a dropped entry leaves IH_WPTR unchanged",
+          "the driver sees no entry that was never written"),
+        A("wptr_step", "IH_WPTR moves only by one entry (32 bytes), or to 0 at soft reset",
+          "the driver walks the ring entry by entry"),
+        A("pending_level", "INT_STATUS.IH_PENDING equals (IH_WPTR != IH_RPTR) in every cycle",
+          "the interrupt is level-true while entries are pending (irq = OR of INT_STATUS & "
+          "INT_ENABLE, rtl/top.py): no entry is left unsignalled, none signalled twice"),
+        C("wrap", "an entry written at the start of the IH ring after the ring wrapped"),
+        C("overflow", "an interrupt dropped on a full IH ring"),
+        C("eop", "an EOP interrupt raised by a RELEASE_MEM"),
+    ],
+))
+
+
 def find(group: str, name: str) -> Prop:
     """The row `group.name`; a precise error for a name the table does not have."""
     g = GROUPS.get(group)
