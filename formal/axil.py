@@ -74,8 +74,8 @@ class AxilHarness(Harness):
         # one register write per AXI write: wr_en pulses exactly in the cycle before B rises
         wr_en = box("wr_en", "bridge")
         b_rose = bus.bvalid & ~self.past(bus.bvalid)
-        self.prove("one_reg_write", ~(self.started & ~was_rst) |
-                   (b_rose == self.past(wr_en)))
+        self.prove("one_reg_write", (~wr_en | ((aw_n == 1) & (w_n == 1) & ~bus.bvalid)) &
+                   (~live | rst | (b_rose == self.past(wr_en))))
 
         # liveness with a bound: a complete write or an accepted read is answered next cycle
         self.prove("b_bound", ~(live & self.past((aw_n == 1) & (w_n == 1) & ~bus.bvalid) & ~rst) |

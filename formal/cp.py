@@ -197,15 +197,15 @@ class CPHarness(Harness):
         self.prove("wptr_only_doorbell", ~(self.started & (wptr != was(wptr))) |
                    (was(ok) & (wptr == was(v))) | (was(in_reset) & (wptr == 0)))
 
-        # the rptr write-back: what was last written (and answered) is RB_RPTR when idle
-        wb_pending = Signal(32)
+        # the rptr write-back: the dword last written there (and answered) is RB_RPTR when
+        # idle; the data is read where the writer reads it, from the block buffer
         wb_val = Signal(32)
         wb_seen = Signal()
-        with m.If(self.state("RING_DONE") & csr.rb_cntl_rptr_wb):
-            m.d.sync += wb_pending.eq(ring_pos)
+        blk = Array(b(f"blk{i}") for i in range(8))
+        written = blk[csr.rb_rptr_addr_lo[2:5]]
         writer_done_ok = b("done", "writer") & (b("resp", "writer") == 0)
         with m.If(self.state("RPTR_WAIT") & writer_done_ok):
-            m.d.sync += [wb_val.eq(wb_pending), wb_seen.eq(1)]
+            m.d.sync += [wb_val.eq(written), wb_seen.eq(1)]
         with m.If(in_reset):
             m.d.sync += wb_seen.eq(0)
         idle = b("idle")
@@ -249,7 +249,8 @@ class CPHarness(Harness):
 
         in_wb = self.state("RPTR_WRITE") | self.state("RPTR_WAIT")
         self.invariant(~(wb_seen & ~b("err") & ~in_wb & ~in_reset & csr.rb_cntl_rptr_wb) | (wb_val == rptr))
-        self.invariant(~(in_wb & csr.rb_cntl_rptr_wb) | (wb_pending == rptr))
+        self.invariant(~(in_wb & csr.rb_cntl_rptr_wb) | ((written == rptr) & ~b("wr_ih") &
+                                                          b("blk_mask").bit_select(csr.rb_rptr_addr_lo[2:5], 1)))
 
         # covers
         self.cover("ring_wrap", self.started & changed & ((rptr & b("ring_mask")) < (was(rptr) & b("ring_mask"))) &

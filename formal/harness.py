@@ -154,7 +154,8 @@ class Harness(Elaboratable):
     def past(self, v, name: str | None = None, init: int = 0) -> Signal:
         """`v` one cycle ago (`init` in the first cycle)."""
         v = Value.cast(v)
-        s = Signal(len(v), name=name, init=init)
+        # (reset_less: the harness's view of the past survives a reset of the design)
+        s = Signal(len(v), name=name, init=init, reset_less=True)
         self.m.d.sync += s.eq(v)
         return s
 
@@ -167,7 +168,7 @@ class Harness(Elaboratable):
         self.emitted = {}
         self.invariants = 0
         # `started` is low in the first cycle only: "the previous cycle" exists once it is high
-        self.started = Signal(name="started")
+        self.started = Signal(name="started", reset_less=True)
         m.d.sync += self.started.eq(1)
         self.build(m)
         missing = [p.name for p in properties.GROUPS[self.group].props if p.name not in self.emitted]

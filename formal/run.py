@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,15 +62,19 @@ def harness_class(group: properties.Group):
     return getattr(importlib.import_module(mod), cls)
 
 
+_ELABORATE = threading.Lock()  # a mutant patches modules while it elaborates: one at a time
+
+
 def build_rtlil(group: properties.Group, mutant=None):
     """The group's harness as RTLIL text (with `mutant` applied to the RTL while it
     elaborates), and the harness (what it emitted)."""
     h = harness_class(group)(**group.args)
-    if mutant is not None:
-        with mutant.applied():
+    with _ELABORATE:
+        if mutant is not None:
+            with mutant.applied():
+                text = rtlil.convert(h, ports=[])
+        else:
             text = rtlil.convert(h, ports=[])
-    else:
-        text = rtlil.convert(h, ports=[])
     return text, h
 
 
@@ -148,10 +153,10 @@ def run_sby(workdir: Path, il_text: str, mode: str, depth: int, solver: str, tas
             timeout: int = 1200, keep_going: bool = False) -> TaskResult:
     """One sby run in `workdir/<task>` (replaced)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    il = workdir / "design.il"
+    il = workdir / f"{task}.il"  # one per task: tasks of a group run side by side
     il.write_text(il_text)
     sby = workdir / f"{task}.sby"
-    sby.write_text(sby_config("design.il", mode, depth, solver, timeout, keep_going))
+    sby.write_text(sby_config(il.name, mode, depth, solver, timeout, keep_going))
     out_dir = workdir / task
     if out_dir.exists():
         shutil.rmtree(out_dir)
@@ -180,3 +185,170 @@ def run_sby(workdir: Path, il_text: str, mode: str, depth: int, solver: str, tas
         unreached=p["unreached"], induction_trace=rel(p["induction_trace"]),
         induction_failed={k: (s, rel(t)) for k, (s, t) in p["induction_failed"].items()},
         log_tail="\n".join(text.splitlines()[-12:]))
+
+
+# ---------------------------------------------------------------------------- a whole run
+
+def _prop_rows(group: properties.Group, proof: TaskResult | None, cover: TaskResult | None) -> list[dict]:
+    rows = []
+    for p in group.props:
+        row = {"group": group.name, "name": p.name, "kind": p.kind, "says": p.says, "why": p.why}
+        if p.kind == "assert" and proof is not None:
+            if p.name in proof.failed:
+                step, trace = proof.failed[p.name]
+                status, depth = "failed", step
+            elif proof.status == "PASS":
+                status = "proven" if group.mode == "prove" else "passed"
+                depth, trace = group.depth, None
+            elif p.name in proof.induction_failed:
+                status, depth = "unknown", group.depth
+                trace = proof.induction_failed[p.name][1]
+            else:
+                status, depth, trace = ("unknown" if proof.status == "UNKNOWN" else proof.status.lower(),
+                                        group.depth, proof.induction_trace)
+            row.update(status=status, mode=group.mode, depth=depth, seconds=round(proof.seconds, 1),
+                       trace=trace)
+        elif p.kind == "cover" and cover is not None:
+            if p.name in cover.reached:
+                step, trace = cover.reached[p.name]
+                row.update(status="reached", depth=step, trace=trace)
+            else:
+                status = "unreached" if p.name in cover.unreached or cover.status in ("PASS", "FAIL") \
+                    else cover.status.lower()
+                row.update(status=status, depth=group.cover_depth, trace=None)
+            row.update(mode="cover", seconds=round(cover.seconds, 1))
+        else:
+            continue
+        rows.append(row)
+    return rows
+
+
+def run_group(group: properties.Group, solver: str, proofs=True, covers=True, timeout=3600):
+    """Prove (or BMC) a group's asserts and search its covers: (rows, invariant summary)."""
+    text, h = build_rtlil(group)
+    work = BUILD / group.name
+    proof = run_sby(work, text, group.mode, group.depth, solver, "proof", timeout) if proofs else None
+    cover = run_sby(work, text, "cover", group.cover_depth, solver, "cover", timeout) if covers else None
+    extra = {"group": group.name, "invariants": h.invariants}
+    if proof is not None:
+        extra.update(proof_status=proof.status, proof_seconds=round(proof.seconds, 1),
+                     invariants_failed=sorted(k for k in proof.failed if k.startswith("invariant")))
+    if cover is not None:
+        extra.update(cover_seconds=round(cover.seconds, 1))
+    return _prop_rows(group, proof, cover), extra
+
+
+def run_mutant(mutant, solver: str, timeout=1800) -> dict:
+    """The mutant's group as a BMC with the mutated RTL: it must fail, on `kills`."""
+    group = properties.GROUPS[mutant.group]
+    text, _ = build_rtlil(group, mutant)
+    depth = mutant.depth or group.depth + 4
+    r = run_sby(BUILD / group.name, text, "bmc", depth, solver, f"mutant_{mutant.name}", timeout,
+                keep_going=True)
+    failed = sorted(k for k in r.failed if not k.startswith("invariant"))
+    killed = r.status == "FAIL" and all(k in r.failed for k in mutant.kills)
+    return {"name": mutant.name, "group": mutant.group, "says": mutant.says, "kills": list(mutant.kills),
+            "failed": failed, "killed": killed, "depth": depth, "seconds": round(r.seconds, 1),
+            "trace": next((r.failed[k][1] for k in mutant.kills if k in r.failed), None),
+            "status": r.status}
+
+
+def table(rows: list[dict]) -> str:
+    head = f"{'property':42s} {'kind':7s} {'mode':6s} {'depth':>5s} {'result':10s} {'seconds':>8s}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['group'] + '.' + r['name']:42s} {r['kind']:7s} {r['mode']:6s} "
+                     f"{r['depth'] if r['depth'] is not None else '':>5} {r['status']:10s} {r['seconds']:8.1f}")
+        if r["status"] in ("failed",) and r.get("trace"):
+            lines.append(f"    counterexample: {r['trace']}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    import argparse
+    import json
+    from concurrent.futures import ThreadPoolExecutor
+
+    from . import mutants as mutants_mod
+
+    ap = argparse.ArgumentParser(prog="python -m formal",
+                                 description="Prove the front end's properties (formal/properties.py) with SymbiYosys.")
+    ap.add_argument("--groups", help="comma-separated groups (default: all): " + ", ".join(properties.GROUPS))
+    ap.add_argument("--solver", default=DEFAULT_SOLVER, choices=SOLVERS)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--no-covers", action="store_true", help="asserts only")
+    ap.add_argument("--no-mutants", action="store_true", help="skip the mutants")
+    ap.add_argument("--json", default=str(ROOT / "build" / "formal.json"))
+    args = ap.parse_args(argv)
+
+    names = args.groups.split(",") if args.groups else list(properties.GROUPS)
+    unknown = [n for n in names if n not in properties.GROUPS]
+    if unknown:
+        print(f"formal: no group {', '.join(unknown)} (groups: {', '.join(properties.GROUPS)})", file=sys.stderr)
+        return 2
+    BUILD.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    jobs = []
+    for n in names:
+        jobs.append(("proof", n))
+        if not args.no_covers:
+            jobs.append(("cover", n))
+    muts = [] if args.no_mutants else [mu for mu in mutants_mod.MUTANTS if mu.group in names]
+
+    def work(job):
+        kind, item = job
+        if kind == "mutant":
+            return kind, item, run_mutant(item, args.solver)
+        g = properties.GROUPS[item]
+        return kind, item, run_group(g, args.solver, proofs=kind == "proof", covers=kind == "cover")
+
+    # the slowest first: covers of the CP, then proofs, then mutants
+    jobs.sort(key=lambda j: (j[0] != "cover", not j[1].startswith("cp")))
+    jobs += [("mutant", mu) for mu in muts]
+    results = {}
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for kind, item, res in pool.map(work, jobs):
+            results[(kind, item if kind != "mutant" else item.name)] = res
+            label = item if kind != "mutant" else f"mutant {item.name}"
+            print(f"formal: {kind:6s} {label} done", flush=True)
+
+    rows, groups, mutants_out = [], [], []
+    for n in names:
+        g = properties.GROUPS[n]
+        pr, pe = results.get(("proof", n), ([], {}))
+        cr, ce = results.get(("cover", n), ([], {}))
+        rows += pr + cr
+        groups.append({"group": n, "block": g.block, "mode": g.mode, "depth": g.depth,
+                       "cover_depth": g.cover_depth, "config": g.config, "assumes": g.assumes, **pe, **ce})
+    for mu in muts:
+        mutants_out.append(results[("mutant", mu.name)])
+
+    print()
+    print(table(rows))
+    asserts = [r for r in rows if r["kind"] == "assert"]
+    covers = [r for r in rows if r["kind"] == "cover"]
+    ok_asserts = [r for r in asserts if r["status"] in ("proven", "passed")]
+    ok_covers = [r for r in covers if r["status"] == "reached"]
+    killed = [mu for mu in mutants_out if mu["killed"]]
+    print(f"\nasserts: {len(ok_asserts)}/{len(asserts)} hold "
+          f"({sum(r['status'] == 'proven' for r in asserts)} proven unbounded); "
+          f"covers: {len(ok_covers)}/{len(covers)} reached; "
+          f"mutants: {len(killed)}/{len(mutants_out)} caught; {time.monotonic() - t0:.0f} s, solver {args.solver}")
+    for mu in mutants_out:
+        if not mu["killed"]:
+            print(f"  mutant {mu['name']} ({mu['group']}): not caught: expected {', '.join(mu['kills'])} "
+                  f"to fail, failed: {', '.join(mu['failed']) or 'nothing'} ({mu['status']})")
+    for g in groups:
+        if g.get("invariants_failed"):
+            print(f"  {g['group']}: strengthening invariants failed: {', '.join(g['invariants_failed'])}")
+    report = {"solver": args.solver, "seconds": round(time.monotonic() - t0, 1), "groups": groups,
+              "properties": rows, "mutants": mutants_out,
+              "summary": {"asserts": len(asserts), "asserts_hold": len(ok_asserts),
+                          "proven": sum(r["status"] == "proven" for r in asserts),
+                          "covers": len(covers), "covers_reached": len(ok_covers),
+                          "mutants": len(mutants_out), "mutants_caught": len(killed)}}
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(report, indent=1))
+    print(f"written {args.json}")
+    bad = len(ok_asserts) < len(asserts) or len(ok_covers) < len(covers) or len(killed) < len(mutants_out)
+    return 1 if bad else 0
