@@ -176,7 +176,11 @@ def run_sby(workdir: Path, il_text: str, mode: str, depth: int, solver: str, tas
     p = parse_log(text)
 
     def rel(tr):
-        return str((workdir / tr).relative_to(ROOT)) if tr else None
+        """The trace's path, from the checkout when it lies inside it."""
+        if not tr:
+            return None
+        path = (workdir / tr).resolve()
+        return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
     return TaskResult(
         task, mode, depth, p["status"], seconds, out_dir,
