@@ -161,14 +161,14 @@ MUTANTS: list[Mutant] = [
       "wptr_only_doorbell", "a doorbell written while RB_CNTL.ENABLE is clear moves wptr"),
     M("rptr_writeback_stale", "cp_ring", "rtl.cp.processor", "write_dwords(addr, ring_pos, None, \"RPTR_WRITE\", \"RPTR_WAIT\")",
       "write_dwords(addr, rptr, None, \"RPTR_WRITE\", \"RPTR_WAIT\")", "rptr_writeback",
-      "the write-back carries the rptr before the packet"),
+      "the write-back carries the rptr before the packet", depth=16),
 
     # ---------------------------------------------------------------- IH ring (rtl/cp/processor.py, ih.py, status.py)
     M("ih_full_off_by_one", "cp_ih", "rtl.cp.processor", "ih_entry_full.eq(ih_used >= ih_bytes)",
       "ih_entry_full.eq(ih_used > ih_bytes)", "no_overwrite",
-      "an entry is written into a full ring (over the oldest unread one)", fast=True),
+      "an entry is written into a full ring (over the oldest unread one)", depth=20),
     M("ih_slot_unmasked", "cp_ih", "rtl.cp.processor", "ih_entry_addr.eq(ih_base + (ih_wptr & (ih_bytes - 1)))",
-      "ih_entry_addr.eq(ih_base + ih_wptr)", "entry_slot", "the entry address does not wrap with the ring"),
+      "ih_entry_addr.eq(ih_base + ih_wptr)", "entry_slot", "the entry address does not wrap with the ring", depth=20),
     M("ih_overflow_when_disabled", "cp_ih", "rtl.cp.ih",
       "with m.If(~c.csr.ih_cntl_enable):\n        m.next = \"IH_DONE\"",
       "with m.If(~c.csr.ih_cntl_enable):\n        m.d.comb += c.ovf_set.eq(1)\n        m.next = \"IH_DONE\"",
@@ -176,13 +176,13 @@ MUTANTS: list[Mutant] = [
     M("ih_overflow_moves_wptr", "cp_ih", "rtl.cp.ih",
       "        m.d.comb += c.ovf_set.eq(1)\n",
       "        m.d.comb += c.ovf_set.eq(1)\n        m.d.sync += c.ih_wptr.eq(c.ih_wptr + 32)\n",
-      "overflow_keeps_wptr", "a dropped entry still moves IH_WPTR"),
+      "overflow_keeps_wptr", "a dropped entry still moves IH_WPTR", depth=20),
     M("ih_wptr_in_dwords", "cp_ih", "rtl.cp.ih", "m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_BYTES)",
       "m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_BYTES // 4)", "wptr_step",
-      "IH_WPTR counts dwords instead of bytes"),
+      "IH_WPTR counts dwords instead of bytes", depth=14),
     M("ih_pending_compare", "cp_ih", "rtl.cp.status", "csr.int_status_ih_pending.eq(c.ih_wptr != csr.ih_rptr)",
-      "csr.int_status_ih_pending.eq(c.ih_wptr > csr.ih_rptr)", "pending_level",
-      "IH_PENDING compares the free-running pointers without wrap (lost after 4 GiB)"),
+      "csr.int_status_ih_pending.eq(c.ih_wptr != 0)", "pending_level",
+      "IH_PENDING stays set once an entry was written, even when the driver consumed it", depth=14),
 ]
 
 
