@@ -146,6 +146,18 @@ class CPHarness(Harness):
         self.invariant(box("cp_state") < len(states))
         self.invariant(~box("err_pending") | box("err"))
         self.invariant(~box.state("cp", "RESET") | box("resetting"))
+        # the block buffer says whose data the writer reads: the IH entry's only for it
+        for st in ("RPTR_WRITE", "WD_WRITE", "RM_WRITE", "IH_WB_WRITE", "RPTR_WAIT", "WD_WAIT", "RM_WAIT",
+                   "IH_WB_WAIT"):
+            self.invariant(~box.state("cp", st) | ~box("wr_ih"))
+        for st in ("IH_ENTRY_WRITE", "IH_ENTRY_WAIT"):
+            self.invariant(~box.state("cp", st) | box("wr_ih"))
+        # a block waiting in the buffer for its *_WRITE state is where its packet said
+        slot = (box("ih_base") + (box("ih_wptr") & (box("ih_bytes") - 1)))[:48]
+        self.invariant(~box.state("cp", "IH_ENTRY_WRITE") | ((box("blk_addr")[5:] == slot[5:]) &
+                                                             (box("blk_mask") == 0xFF)))
+        wb = Cat(Const(0, 2), csr.ih_wptr_addr_lo[2:], csr.ih_wptr_addr_hi)
+        self.invariant(~box.state("cp", "IH_WB_WRITE") | (box("blk_addr") == wb))
         getattr(self, self.group.replace("cp_", "group_"))(m, box, csr, cp)
 
     # ------------------------------------------------------------------ shared views
@@ -275,11 +287,7 @@ class CPHarness(Harness):
         self.prove("no_overwrite", ~entry | was(used < nbytes))
         self.prove("entry_slot", ~entry | (was(b("req_block", "writer")) == was(slot[5:])) &
                    (was(b("req_mask", "writer")) == 0xFF))
-        entry_write = self.state("IH_ENTRY_WRITE")
-        self.invariant(~entry_write | ((b("blk_addr")[5:] == slot[5:]) & (b("blk_mask") == 0xFF) &
-                                       b("wr_ih") & (used < nbytes)))
-        for st in ("RPTR_WRITE", "WD_WRITE", "RM_WRITE", "IH_WB_WRITE"):
-            self.invariant(~self.state(st) | ~b("wr_ih"))
+        self.invariant(~self.state("IH_ENTRY_WRITE") | (used < nbytes))
         ovf = b("ovf_set")
         self.prove("overflow_drops", ~ovf | ((used >= nbytes) & ~writer_take))
         self.prove("overflow_keeps_wptr", ~(self.started & was(ovf)) | (ih_wptr == was(ih_wptr)) | was(in_reset))
@@ -292,8 +300,75 @@ class CPHarness(Harness):
         self.cover("overflow", ovf)
         self.cover("eop", b("eop_set"))
 
+    # ------------------------------------------------------------------ cp_errors
     def group_errors(self, m, b, csr, cp):
-        raise HarnessError("cp_errors: not written yet")
+        err = b("err")
+        in_reset = self.state("RESET")
+        was = self.past
+        writer_take = b("req_valid", "writer") & b("req_ready", "writer")
+
+        # after an error latches no packet starts: the parser consumes no header
+        self.prove("no_packet_after_error", ~(err & self.state("RUN") & b("pop")))
+
+        # once the CP has left the packet in hand (ERR_DRAIN), it writes only the CP_ERROR
+        # IH entry and the IH_WPTR write-back, and reads nothing
+        drained = Signal()
+        with m.If(self.state("ERR_DRAIN")):
+            m.d.sync += drained.eq(1)
+        with m.If(in_reset):
+            m.d.sync += drained.eq(0)
+        slot = (b("ih_base") + (b("ih_wptr") & (b("ih_bytes") - 1)))[:48]
+        wb_addr = Cat(csr.ih_wptr_addr_lo, csr.ih_wptr_addr_hi)
+        block = b("req_block", "writer")
+        ih_write = (block == slot[5:]) | (block == wb_addr[5:])
+        reads = Cat(*(b("arvalid", f"fetch{i}") & b("arready", f"fetch{i}") for i in range(3))).any() | \
+            b("poll_taken")
+        self.prove("only_ih_after_error", ~drained | ((~writer_take | ih_write) & ~reads))
+        reporting = Cat(*(self.state(st) for st in self.box.states("cp") if st.startswith("IH_"))).any() & \
+            (b("ih_src") == ih_spec.Source.CP_ERROR)
+        stopping = self.state("ERR_DRAIN") | reporting | self.state("ERROR")
+        self.invariant(~stopping | err)
+        self.invariant(~err | stopping | in_reset | b("err_pending"))
+        self.invariant(~drained | stopping | in_reset)
+        quiet_fetch = ~Cat(*(b("active", f"fetch{i}") for i in range(3))).any() & ~b("ring_running")
+        self.invariant(~(drained & ~self.state("ERR_DRAIN")) | quiet_fetch | in_reset)
+
+        # one CP_ERROR entry per error
+        entries = Signal(2)
+        with m.If(self.started & was(writer_take) & b("wr_ih") & (b("ih_src") == ih_spec.Source.CP_ERROR) &
+                  (entries != 3)):
+            m.d.sync += entries.eq(entries + 1)
+        with m.If(in_reset):
+            m.d.sync += entries.eq(0)
+        self.prove("one_error_entry", entries <= 1)
+        after_entry = Cat(*(self.state(st) for st in ("IH_ENTRY_WAIT", "IH_WB_WRITE", "IH_WB_WAIT",
+                                                      "IH_DONE", "ERROR"))).any()
+        self.invariant((entries == 0) | in_reset | (after_entry & (b("ih_src") == ih_spec.Source.CP_ERROR)))
+        self.invariant((b("ih_src") == ih_spec.Source.CP_ERROR) | (b("ih_src") == ih_spec.Source.EOP) |
+                       (b("ih_src") == 0))
+        self.invariant(~self.state("IH_ENTRY_WRITE") | ~b("err") | (b("ih_src") == ih_spec.Source.CP_ERROR) |
+                       ~drained)
+
+        # the first error is the one reported: the latch holds until soft reset
+        latch = Cat(b("err_code"), b("err_level"), b("err_opcode"), b("err_addr"), b("err_offset"))
+        self.prove("latch_holds", ~(self.started & was(err) & ~was(in_reset)) | (err & (latch == was(latch))))
+
+        # soft reset: clean and idle, within a bound once the memory answers within L cycles
+        left = was(in_reset) & ~in_reset
+        self.prove("reset_clears", ~(self.started & left) |
+                   (self.state("RUN") & (b("rptr") == 0) & (b("wptr") == 0) & (b("ring_pos") == 0) &
+                    (b("ih_wptr") == 0) & ~err & (b("level") == 0)))
+        # once the bus is quiet (the writer's one write answered, no poll outstanding; the
+        # DMA engine is not in this harness) RESET ends in the next cycle
+        quiet = ~b("busy", "writer") & ~b("poll_pending")
+        self.prove("reset_bounded", ~(self.started & was(in_reset & quiet & ~csr.control_soft_reset)) |
+                   self.state("RUN"))
+
+        for code in CpError:
+            if code in (CpError.NONE, CpError.DMA_BYTE_COUNT):
+                continue  # DMA_BYTE_COUNT needs the DMA engine (not in this harness)
+            self.cover(f"error_{code.name.lower()}", err & (b("err_code") == code))
+        self.cover("reset_after_error", left & was(drained))
 
     def group_bus(self, m, b, csr, cp):
         raise HarnessError("cp_bus: not written yet")

@@ -163,6 +163,28 @@ MUTANTS: list[Mutant] = [
       "write_dwords(addr, rptr, None, \"RPTR_WRITE\", \"RPTR_WAIT\")", "rptr_writeback",
       "the write-back carries the rptr before the packet", depth=16),
 
+    # ---------------------------------------------------------------- errors and soft reset (rtl/cp/processor.py, ih.py)
+    M("error_waits_for_empty_ring", "cp_errors", "rtl.cp.processor", "                with m.If(err_pending):",
+      "                with m.If(err_pending & (cur_avail == 0)):", "no_packet_after_error",
+      "a pending doorbell error waits until the ring is empty: packets after it still run", depth=12),
+    M("fetch_after_error", "cp_errors", "rtl.cp.processor",
+      'with state("ERR_DRAIN"):\n                m.d.comb += flush_all.eq(1)',
+      'with state("ERR_DRAIN"):\n                pass', "only_ih_after_error",
+      "the fetchers are not stopped after an error: they keep reading", depth=12),
+    M("error_entry_repeats", "cp_errors", "rtl.cp.ih",
+      '    with state("IH_DONE"):\n        with m.If(c.ih_src == ih_spec.Source.CP_ERROR):\n            m.next = "ERROR"',
+      '    with state("IH_DONE"):\n        with m.If(c.ih_src == ih_spec.Source.CP_ERROR):\n            m.next = "ERR_DRAIN"',
+      "one_error_entry", "the CP_ERROR entry is appended again and again", depth=16),
+    M("latch_overwritten", "cp_errors", "rtl.cp.processor", "with m.If(~err & fsm_err):", "with m.If(fsm_err):",
+      "latch_holds", "a later error overwrites the first one in CP_ERROR", depth=12),
+    M("reset_keeps_error", "cp_errors", "rtl.cp.processor", "resetting.eq(0), err.eq(0), err_pending.eq(0),",
+      "resetting.eq(0), err_pending.eq(0),", "reset_clears", "SOFT_RESET leaves the error latched", depth=12),
+    M("reset_waits_for_halt", "cp_errors", "rtl.cp.processor",
+      "with m.If(~writer.busy & ~poll_pending & ~dma_busy & ~csr.control_soft_reset):",
+      "with m.If(~writer.busy & ~poll_pending & ~dma_busy & ~csr.control_soft_reset & ~csr.control_halt):",
+      "reset_bounded", "RESET also waits for HALT to clear: a halted CP never finishes its reset",
+      depth=8, fast=True),
+
     # ---------------------------------------------------------------- IH ring (rtl/cp/processor.py, ih.py, status.py)
     M("ih_full_off_by_one", "cp_ih", "rtl.cp.processor", "ih_entry_full.eq(ih_used >= ih_bytes)",
       "ih_entry_full.eq(ih_used > ih_bytes)", "no_overwrite",

@@ -39,6 +39,12 @@ class Group:
     args: dict = field(default_factory=dict)  # passed to the harness
 
 
+def _cp_error_codes():
+    from rtl.csr import CpError  # (generated from spec/regs.rdl)
+
+    return [c for c in CpError if c not in (CpError.NONE, CpError.DMA_BYTE_COUNT)]
+
+
 def A(name, says, why):
     return Prop(name, "assert", says, why)
 
@@ -210,6 +216,32 @@ _group(Group(
         C("overflow", "an interrupt dropped on a full IH ring"),
         C("eop", "an EOP interrupt raised by a RELEASE_MEM"),
     ],
+))
+
+
+_group(Group(
+    "cp_errors", "rtl/cp/processor.py: the error latch, the drain and SOFT_RESET", "formal.cp:CPHarness",
+    "prove", 3, 28, config=_CP_CONFIG,
+    assumes=_CP_ASSUMES, args={"group": "cp_errors"},
+    props=[
+        A("no_packet_after_error", "once an error is latched the parser consumes no header",
+          "errors are terminal: no further packet executes"),
+        A("only_ih_after_error", "once the CP has left the packet in hand (ERR_DRAIN), its only "
+          "memory writes are the CP_ERROR IH entry and the IH_WPTR write-back, and it reads nothing",
+          "a stopped CP cannot corrupt memory: the documented IH entry is all it writes"),
+        A("one_error_entry", "at most one CP_ERROR IH entry per error (until soft reset)",
+          "the driver sees each error once"),
+        A("latch_holds", "CP_ERROR, its level, opcode, address and offset do not change until soft reset",
+          "errors are precise: the first error is the one reported, later ones cannot overwrite it"),
+        A("reset_clears", "SOFT_RESET ends in RUN with rptr = wptr = IH_WPTR = 0, no error, ring level",
+          "after recovery the driver starts from a known state"),
+        A("reset_bounded", "once the bus is quiet (the writer's one write answered, no poll "
+          "outstanding) RESET ends in the next cycle; the bus goes quiet when memory answers the "
+          "one write and the one poll a CP can have outstanding",
+          "SOFT_RESET returns every state machine to idle within a bounded number of cycles once "
+          "the bus is quiet: the KMD's reset never hangs on the CP"),
+    ] + [C(f"error_{c.name.lower()}", f"CP_ERROR {c.name} latched")
+         for c in _cp_error_codes()] + [C("reset_after_error", "a soft reset that clears an error")],
 ))
 
 
