@@ -296,7 +296,6 @@ class CPHarness(Harness):
                    (step == ih_spec.ENTRY_BYTES) | (was(in_reset) & (ih_wptr == 0)))
         self.prove("pending_level", csr.int_status_ih_pending == (ih_wptr != ih_rptr))
 
-        self.cover("wrap", entry & ((ih_wptr & (nbytes - 1)) == 0) & (ih_wptr != 0))
         self.cover("overflow", ovf)
         self.cover("eop", b("eop_set"))
 

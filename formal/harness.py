@@ -142,13 +142,13 @@ class Harness(Elaboratable):
     def free(self, width: int, name: str | None = None) -> Signal:
         """A signal the environment chooses anew every cycle."""
         s = Signal(width, name=name)
-        self.m.d.comb += s.eq(AnySeq(width))
+        self.g.d.comb += s.eq(AnySeq(width))
         return s
 
     def const(self, width: int, name: str | None = None) -> Signal:
         """A value the environment chooses once (the same in every cycle)."""
         s = Signal(width, name=name)
-        self.m.d.comb += s.eq(AnyConst(width))
+        self.g.d.comb += s.eq(AnyConst(width))
         return s
 
     def past(self, v, name: str | None = None, init: int = 0) -> Signal:
@@ -156,7 +156,7 @@ class Harness(Elaboratable):
         v = Value.cast(v)
         # (reset_less: the harness's view of the past survives a reset of the design)
         s = Signal(len(v), name=name, init=init, reset_less=True)
-        self.m.d.sync += s.eq(v)
+        self.g.d.sync += s.eq(v)
         return s
 
     def no_reset(self) -> None:
@@ -165,6 +165,10 @@ class Harness(Elaboratable):
 
     def elaborate(self, platform):
         m = self.m = Module()
+        # free values and the past live in a module of their own: helpers called inside an
+        # `m.If` must not become conditional (a past value updated only sometimes is stale)
+        self.g = Module()
+        m.submodules.ghost = self.g
         self.emitted = {}
         self.invariants = 0
         # `started` is low in the first cycle only: "the previous cycle" exists once it is high

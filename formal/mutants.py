@@ -141,6 +141,21 @@ MUTANTS: list[Mutant] = [
     M("mux_fixed_priority", "mux", "rtl.axi_mux", "rr.eq(Mux(sel == n - 1, 0, sel + 1))", "rr.eq(0)",
       "ar_round_robin", "fixed priority: master 0 always wins"),
 
+    # ---------------------------------------------------------------- the fetcher (rtl/cp/fetch.py)
+    M("fetch_past_end", "fetch", "rtl.cp.fetch", "remaining.eq(self.end - fptr)",
+      "remaining.eq(self.end - fptr + 1)", "in_window", "the fetcher reads one dword past wptr"),
+    M("fetch_across_wrap", "fetch", "rtl.cp.fetch", "n1.eq(Mux(rem_c < wrap_c, rem_c, wrap_c))",
+      "n1.eq(rem_c)", "no_wrap_crossing", "a burst runs on past the end of the ring"),
+    M("fetch_across_4k", "fetch", "rtl.cp.fetch", "n2.eq(Mux(k4_c < max_dw, k4_c, max_dw))",
+      "n2.eq(max_dw)", "no_4k_crossing", "bursts are not split at 4 KiB"),
+    M("fetch_unmasked", "fetch", "rtl.cp.fetch", "idx.eq(fptr & mask)", "idx.eq(fptr)",
+      "address", "the ring index is not taken modulo the ring size"),
+    M("fetch_extra_beat", "fetch", "rtl.cp.fetch", "(first + n + dpb - 1)", "(first + n + dpb)",
+      "burst_legal", "one beat more than the dwords need"),
+    M("fetch_no_credit", "fetch", "rtl.cp.fetch", "credits.eq(depth - level - outstanding)",
+      "credits.eq(depth - level)", "room_for_beats", "beats in flight are not counted against the buffer",
+      fast=True),
+
     # ---------------------------------------------------------------- ring and doorbell (rtl/cp/processor.py)
     M("rptr_overshoots", "cp_ring", "rtl.cp.processor", "m.d.sync += rptr.eq(ring_pos)",
       "m.d.sync += rptr.eq(ring_pos + 1)", "rptr_whole_packets",
@@ -186,11 +201,12 @@ MUTANTS: list[Mutant] = [
       depth=8, fast=True),
 
     # ---------------------------------------------------------------- IH ring (rtl/cp/processor.py, ih.py, status.py)
-    M("ih_full_off_by_one", "cp_ih", "rtl.cp.processor", "ih_entry_full.eq(ih_used >= ih_bytes)",
-      "ih_entry_full.eq(ih_used > ih_bytes)", "no_overwrite",
-      "an entry is written into a full ring (over the oldest unread one)", depth=20),
-    M("ih_slot_unmasked", "cp_ih", "rtl.cp.processor", "ih_entry_addr.eq(ih_base + (ih_wptr & (ih_bytes - 1)))",
-      "ih_entry_addr.eq(ih_base + ih_wptr)", "entry_slot", "the entry address does not wrap with the ring", depth=20),
+    M("ih_full_unchecked", "cp_ih", "rtl.cp.processor", "ih_entry_full.eq(ih_used >= ih_bytes)",
+      "ih_entry_full.eq(0)", "no_overwrite",
+      "the full check is missing: an entry is written over the oldest unread one", depth=16),
+    M("ih_slot_off_by_one", "cp_ih", "rtl.cp.processor", "ih_entry_addr.eq(ih_base + (ih_wptr & (ih_bytes - 1)))",
+      "ih_entry_addr.eq(ih_base + ((ih_wptr + 32) & (ih_bytes - 1)))", "entry_slot",
+      "the entry goes one slot ahead of IH_WPTR", depth=14),
     M("ih_overflow_when_disabled", "cp_ih", "rtl.cp.ih",
       "with m.If(~c.csr.ih_cntl_enable):\n        m.next = \"IH_DONE\"",
       "with m.If(~c.csr.ih_cntl_enable):\n        m.d.comb += c.ovf_set.eq(1)\n        m.next = \"IH_DONE\"",
@@ -198,7 +214,7 @@ MUTANTS: list[Mutant] = [
     M("ih_overflow_moves_wptr", "cp_ih", "rtl.cp.ih",
       "        m.d.comb += c.ovf_set.eq(1)\n",
       "        m.d.comb += c.ovf_set.eq(1)\n        m.d.sync += c.ih_wptr.eq(c.ih_wptr + 32)\n",
-      "overflow_keeps_wptr", "a dropped entry still moves IH_WPTR", depth=20),
+      "overflow_keeps_wptr", "a dropped entry still moves IH_WPTR", depth=16),
     M("ih_wptr_in_dwords", "cp_ih", "rtl.cp.ih", "m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_BYTES)",
       "m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_BYTES // 4)", "wptr_step",
       "IH_WPTR counts dwords instead of bytes", depth=14),

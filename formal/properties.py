@@ -193,7 +193,36 @@ _group(Group(
 
 
 _group(Group(
-    "cp_ih", "rtl/cp/ih.py and the CP's IH pointers", "formal.cp:CPHarness", "prove", 3, 30,
+    "fetch", "rtl/cp/fetch.py Fetcher (the ring's and each IB level's read-ahead)", "formal.fetch:FetchHarness",
+    "prove", 3, 16,
+    config="the Fetcher as the CP builds it (64-bit bus, 8 beats deep, bursts of up to 8); buffers "
+           "of any power-of-two size from 2 dwords to 2^32 (a ring) or all ones (an IB), at any base",
+    assumes="as the CP drives it: a 4-byte aligned base (256 for a ring) on the bus, `end` at most "
+            "a buffer ahead of the start and only growing (wptr), start and flush any cycle; a free "
+            "slave answers the fetcher's bursts in order with RLAST on the last beat",
+    props=[
+        A("in_window", "every burst requests dwords inside [start pointer, end) (for the ring: "
+          "[parser position, wptr)), at least one",
+          "the CP never fetches beyond wptr (or past IB_SIZE): dwords past it may be half-written"),
+        A("address", "a burst starts at base + 4 * (index mod size), rounded down to the bus width",
+          "modular addressing: the ring wraps instead of reading past its end"),
+        A("no_wrap_crossing", "no burst crosses the ring's wrap point",
+          "an INCR burst across the end of the ring would read the memory after it"),
+        A("no_4k_crossing", "no burst crosses a 4 KiB boundary", "AXI A3.4.1: a burst must not cross 4 KiB"),
+        A("burst_legal", "a burst has at most 8 beats, exactly the beats that hold its dwords",
+          "burst length legal for the data width; no beat read that no dword needs"),
+        A("room_for_beats", "buffered beats plus beats in flight never exceed the buffer",
+          "R is always accepted (RREADY is tied high): a beat with no room would be lost"),
+        C("wraps", "a ring burst ending exactly at the wrap point"),
+        C("at_4k", "a burst ending exactly at a 4 KiB boundary"),
+        C("full_buffer", "the beat buffer full"),
+        C("redirect_in_flight", "a redirect (flush and start) with beats still in flight"),
+    ],
+))
+
+
+_group(Group(
+    "cp_ih", "rtl/cp/ih.py and the CP's IH pointers", "formal.cp:CPHarness", "prove", 3, 18,
     config=_CP_CONFIG.replace("a 32-bit bus", "a 64-bit bus (an IH entry in 4 beats, so two "
                               "entries fit the cover depth)"),
     assumes=_CP_ASSUMES, fast=True, args={"group": "cp_ih", "data_width": 64},
@@ -212,7 +241,6 @@ _group(Group(
         A("pending_level", "INT_STATUS.IH_PENDING equals (IH_WPTR != IH_RPTR) in every cycle",
           "the interrupt is level-true while entries are pending (irq = OR of INT_STATUS & "
           "INT_ENABLE, rtl/top.py): no entry is left unsignalled, none signalled twice"),
-        C("wrap", "an entry written at the start of the IH ring after the ring wrapped"),
         C("overflow", "an interrupt dropped on a full IH ring"),
         C("eop", "an EOP interrupt raised by a RELEASE_MEM"),
     ],
