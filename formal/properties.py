@@ -150,6 +150,48 @@ _group(Group(
 ))
 
 
+# ------------------------------------------------------------------------- the DMA engine
+_group(Group(
+    "dma", "rtl/dma.py DMAEngine (its AXI4 master port)", "formal.dma:DMAHarness", "bmc", 20, 20,
+    config="64-bit bus as in the device; bursts of up to 4 beats (the device: 16), 2 reads and 2 "
+           "writes in flight (8 and 8), a 16-beat data FIFO, 2 commands queued, transfers of up to "
+           "4 KiB: the burst splitting is the same min(bursts, 4 KiB) arithmetic at every size, and "
+           "short bursts let whole copies (read, realign, write, B) happen within the BMC depth",
+    assumes="commands free (any source, destination, length, fill, RAW_WAIT) and abort any cycle; "
+            "the slave keeps AXI's rules (in-order R with RLAST, R and B held until READY, B after "
+            "the last W beat)",
+    props=[
+        A("ar_held", "ARVALID stays high until ARREADY", _HANDSHAKE_WHY),
+        A("ar_stable", "the AR payload is stable until ARREADY", _HANDSHAKE_WHY),
+        A("aw_held", "AWVALID stays high until AWREADY", _HANDSHAKE_WHY),
+        A("aw_stable", "the AW payload is stable until AWREADY", _HANDSHAKE_WHY),
+        A("w_held", "WVALID stays high until WREADY", _HANDSHAKE_WHY),
+        A("w_stable", "WDATA, WSTRB, WLAST are stable until WREADY", _HANDSHAKE_WHY),
+        A("ar_4k", "no read burst crosses a 4 KiB boundary", "AXI A3.4.1; a slave may decode the "
+          "next 4 KiB page to another target"),
+        A("aw_4k", "no write burst crosses a 4 KiB boundary", "AXI A3.4.1"),
+        A("ar_legal", "read bursts are INCR, full bus width, bus-aligned, at most the burst limit",
+          "burst length and size legal for the data width"),
+        A("aw_legal", "write bursts are INCR, full bus width, bus-aligned, at most the burst limit",
+          "burst length and size legal for the data width"),
+        A("wlast_beat", "WLAST is high exactly on the last beat of the burst its AW announced",
+          "a slave counts beats by AWLEN or by WLAST: they must agree"),
+        A("w_after_aw", "no W beat before the AW of its burst", "write data never before its "
+          "address: the mux forwards W only for an AW it has seen"),
+        A("reads_limit", "at most 2 read bursts in flight (max_reads)", "nothing outstanding beyond "
+          "the configured limit: the data FIFO has room for every beat in flight"),
+        A("writes_limit", "at most 2 write bursts without their B (max_writes)",
+          "nothing outstanding beyond the configured limit"),
+        A("done_per_command", "`done` never pulses more often than commands were accepted",
+          "the CP counts completions per DMA_DATA packet"),
+        C("split_at_4k", "a read burst ending exactly at a 4 KiB boundary"),
+        C("copy_done", "a copy completing OKAY"),
+        C("error_done", "a transfer ending with an error response"),
+        C("abort_in_flight", "an abort (soft reset) with reads in flight"),
+    ],
+))
+
+
 # ------------------------------------------------------------------------- the CP
 _CP_CONFIG = ("the CommandProcessor itself (every fetcher, the parser, the writer) with a "
               "32-bit bus and 2-beat fetchers (the logic is generic in both), IB_LEVELS 2 as "
