@@ -181,13 +181,12 @@ MUTANTS: list[Mutant] = [
     M("fetch_extra_beat", "fetch", "rtl.cp.fetch", "(first + n + dpb - 1)", "(first + n + dpb)",
       "burst_legal", "one beat more than the dwords need"),
     M("fetch_no_credit", "fetch", "rtl.cp.fetch", "credits.eq(depth - level - outstanding)",
-      "credits.eq(depth - level)", "room_for_beats", "beats in flight are not counted against the buffer",
-      fast=True),
+      "credits.eq(depth - level)", "room_for_beats", "beats in flight are not counted against the buffer"),
 
     # ---------------------------------------------------------------- ring and doorbell (rtl/cp/processor.py)
     M("rptr_overshoots", "cp_ring", "rtl.cp.processor", "m.d.sync += rptr.eq(ring_pos)",
       "m.d.sync += rptr.eq(ring_pos + 1)", "rptr_whole_packets",
-      "rptr moves one dword past the packet", fast=True),
+      "rptr moves one dword past the packet"),
     M("rptr_backwards", "cp_ring", "rtl.cp.processor", "m.d.sync += rptr.eq(ring_pos)",
       "m.d.sync += rptr.eq(ring_pos - 2)", "rptr_forward", "rptr is set behind the finished packet"),
     M("doorbell_backwards_missed", "cp_ring", "rtl.cp.processor", "with m.If(ahead[31]):",
@@ -226,7 +225,7 @@ MUTANTS: list[Mutant] = [
       "with m.If(~writer.busy & ~poll_pending & ~dma_busy & ~csr.control_soft_reset):",
       "with m.If(~writer.busy & ~poll_pending & ~dma_busy & ~csr.control_soft_reset & ~csr.control_halt):",
       "reset_bounded", "RESET also waits for HALT to clear: a halted CP never finishes its reset",
-      depth=8, fast=True),
+      depth=8),
 
     # ---------------------------------------------------------------- IH ring (rtl/cp/processor.py, ih.py, status.py)
     M("ih_full_unchecked", "cp_ih", "rtl.cp.processor", "ih_entry_full.eq(ih_used >= ih_bytes)",
@@ -238,7 +237,7 @@ MUTANTS: list[Mutant] = [
     M("ih_overflow_when_disabled", "cp_ih", "rtl.cp.ih",
       "with m.If(~c.csr.ih_cntl_enable):\n        m.next = \"IH_DONE\"",
       "with m.If(~c.csr.ih_cntl_enable):\n        m.d.comb += c.ovf_set.eq(1)\n        m.next = \"IH_DONE\"",
-      "overflow_drops", "IH_OVERFLOW raised for a disabled IH ring that is not full"),
+      "overflow_drops", "IH_OVERFLOW raised for a disabled IH ring that is not full", fast=True),
     M("ih_overflow_moves_wptr", "cp_ih", "rtl.cp.ih",
       "        m.d.comb += c.ovf_set.eq(1)\n",
       "        m.d.comb += c.ovf_set.eq(1)\n        m.d.sync += c.ih_wptr.eq(c.ih_wptr + 32)\n",
