@@ -1,6 +1,6 @@
-"""The command processor (rtl/cp/): ring and doorbell, IH ring, errors and soft reset, and
-its AXI4 master port. One harness, four groups (cp_ring, cp_ih, cp_errors, cp_bus), each
-stating its own rows of the table over the same environment:
+"""The command processor (rtl/cp/): ring and doorbell, IH ring, errors and soft reset. One
+harness, three groups (cp_ring, cp_ih, cp_errors), each stating its own rows of the table
+over the same environment (and the strengthening invariants its induction needs):
 
 - the registers are free (the CSR block's ports, from its signature): the configuration
   (ring and IH base and size, write-back addresses and enables) is chosen once, the rest
@@ -10,8 +10,8 @@ stating its own rows of the table over the same environment:
 - memory is a free AXI slave that answers reads in order with free data and free
   responses (OKAY, SLVERR, DECERR), so every packet, every malformed one and every bus
   error is possible; it keeps AXI's rules (one R beat per requested beat, RLAST on the
-  last, B only after AW and the last W beat). In cp_errors it also answers within
-  `latency` cycles, which bounds the soft reset.
+  last, B only after AW and the last W beat). With `latency` it also answers within that
+  many cycles (for bounds in cycles; no group uses it yet).
 
 The ring is at most 2^(ring_log2_max+1) dwords (RB_SIZE ≤ ring_log2_max): the CP's
 pointer arithmetic (masks from RB_SIZE, free-running 32-bit pointers) is the same
@@ -29,7 +29,8 @@ from rtl.csr import CpError
 from spec import ih as ih_spec
 from spec import packets as pk
 
-from .harness import Harness, HarnessError, WhiteBox
+from . import properties
+from .harness import Harness, WhiteBox
 
 _TYPE = pk.HEADER.field("TYPE")
 _COUNT = pk.HEADER.field("COUNT")
@@ -363,11 +364,6 @@ class CPHarness(Harness):
         self.prove("reset_bounded", ~(self.started & was(in_reset & quiet & ~csr.control_soft_reset)) |
                    self.state("RUN"))
 
-        for code in CpError:
-            if code in (CpError.NONE, CpError.DMA_BYTE_COUNT):
-                continue  # DMA_BYTE_COUNT needs the DMA engine (not in this harness)
+        for code in properties._cp_error_codes():
             self.cover(f"error_{code.name.lower()}", err & (b("err_code") == code))
         self.cover("reset_after_error", left & was(drained))
-
-    def group_bus(self, m, b, csr, cp):
-        raise HarnessError("cp_bus: not written yet")

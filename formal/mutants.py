@@ -216,7 +216,7 @@ MUTANTS: list[Mutant] = [
     M("error_entry_repeats", "cp_errors", "rtl.cp.ih",
       '    with state("IH_DONE"):\n        with m.If(c.ih_src == ih_spec.Source.CP_ERROR):\n            m.next = "ERROR"',
       '    with state("IH_DONE"):\n        with m.If(c.ih_src == ih_spec.Source.CP_ERROR):\n            m.next = "ERR_DRAIN"',
-      "one_error_entry", "the CP_ERROR entry is appended again and again", depth=16),
+      "one_error_entry", "the CP_ERROR entry is appended again and again", depth=20),
     M("latch_overwritten", "cp_errors", "rtl.cp.processor", "with m.If(~err & fsm_err):", "with m.If(fsm_err):",
       "latch_holds", "a later error overwrites the first one in CP_ERROR", depth=12),
     M("reset_keeps_error", "cp_errors", "rtl.cp.processor", "resetting.eq(0), err.eq(0), err_pending.eq(0),",
