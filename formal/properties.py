@@ -58,6 +58,12 @@ def C(name, says, why="a cover that cannot be reached is a bug in the design or 
 _HANDSHAKE_WHY = ("AXI A3.2.1: once VALID is high it stays high, with its payload unchanged, "
                   "until READY; an interconnect or a slave may sample either at any later cycle")
 
+def _handshake(ch: str, valid: str, ready: str, payload: str, where: str = "", extra: str = ""):
+    """The two rows of a channel's handshake rule: VALID held, payload stable, until READY."""
+    return [A(f"{ch}_held", f"{where}{valid} stays high until {ready}", _HANDSHAKE_WHY + extra),
+            A(f"{ch}_stable", f"{where}{payload} stable while {valid} waits for {ready}", _HANDSHAKE_WHY)]
+
+
 GROUPS: dict[str, Group] = {}
 
 
@@ -74,10 +80,8 @@ _group(Group(
             "VALID low in reset); BREADY, RREADY and reset are free",
     fast=True,
     props=[
-        A("b_held", "BVALID stays high until BREADY", _HANDSHAKE_WHY),
-        A("b_stable", "BRESP does not change while BVALID waits for BREADY", _HANDSHAKE_WHY),
-        A("r_held", "RVALID stays high until RREADY", _HANDSHAKE_WHY),
-        A("r_stable", "RDATA and RRESP do not change while RVALID waits for RREADY", _HANDSHAKE_WHY),
+        *_handshake("b", "BVALID", "BREADY", "BRESP"),
+        *_handshake("r", "RVALID", "RREADY", "RDATA and RRESP"),
         A("b_needs_aw_and_w", "a write response is given only for a write whose AW and W "
           "handshakes both happened and which has no response yet",
           "AXI A3.3.1: B depends on both AW and W; a response without a request desynchronises "
@@ -114,14 +118,10 @@ _group(Group(
             "IDs below 8; the slave holds R and B with their payload until READY",
     fast=True,
     props=[
-        A("ar_held", "downstream ARVALID stays high until ARREADY", _HANDSHAKE_WHY +
-          "; a mux that re-arbitrates while a request waits breaks it"),
-        A("ar_stable", "downstream AR payload (ID, address, length, size, burst) is stable until ARREADY",
-          _HANDSHAKE_WHY),
-        A("aw_held", "downstream AWVALID stays high until AWREADY", _HANDSHAKE_WHY),
-        A("aw_stable", "downstream AW payload is stable until AWREADY", _HANDSHAKE_WHY),
-        A("w_held", "downstream WVALID stays high until WREADY", _HANDSHAKE_WHY),
-        A("w_stable", "downstream WDATA, WSTRB, WLAST are stable until WREADY", _HANDSHAKE_WHY),
+        *_handshake("ar", "ARVALID", "ARREADY", "the AR payload (ID, address, length, size, burst)",
+                    "downstream ", "; a mux that re-arbitrates while a request waits breaks it"),
+        *_handshake("aw", "AWVALID", "AWREADY", "the AW payload", "downstream "),
+        *_handshake("w", "WVALID", "WREADY", "WDATA, WSTRB, WLAST", "downstream "),
         A("ar_routed", "a downstream AR handshake is exactly one master's AR handshake, with its "
           "payload and its index in the top ID bit",
           "a read issued twice or lost, or tagged with the wrong master, returns data to the wrong block"),
@@ -164,12 +164,9 @@ _group(Group(
             "the last W beat)",
     args={"data_width": 32, "bytes_width": 10},
     props=[
-        A("ar_held", "ARVALID stays high until ARREADY", _HANDSHAKE_WHY),
-        A("ar_stable", "the AR payload is stable until ARREADY", _HANDSHAKE_WHY),
-        A("aw_held", "AWVALID stays high until AWREADY", _HANDSHAKE_WHY),
-        A("aw_stable", "the AW payload is stable until AWREADY", _HANDSHAKE_WHY),
-        A("w_held", "WVALID stays high until WREADY", _HANDSHAKE_WHY),
-        A("w_stable", "WDATA, WSTRB, WLAST are stable until WREADY", _HANDSHAKE_WHY),
+        *_handshake("ar", "ARVALID", "ARREADY", "the AR payload"),
+        *_handshake("aw", "AWVALID", "AWREADY", "the AW payload"),
+        *_handshake("w", "WVALID", "WREADY", "WDATA, WSTRB, WLAST"),
         A("ar_4k", "no read burst crosses a 4 KiB boundary", "AXI A3.4.1; a slave may decode the "
           "next 4 KiB page to another target"),
         A("aw_4k", "no write burst crosses a 4 KiB boundary", "AXI A3.4.1"),
