@@ -30,7 +30,6 @@ from . import properties
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build" / "formal"
 SOLVERS = ("yices", "z3", "boolector")
-DEFAULT_SOLVER = "yices"
 
 
 class FormalError(RuntimeError):
@@ -278,7 +277,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m formal",
                                  description="Prove the front end's properties (formal/properties.py) with SymbiYosys.")
     ap.add_argument("--groups", help="comma-separated groups (default: all): " + ", ".join(properties.GROUPS))
-    ap.add_argument("--solver", default=DEFAULT_SOLVER, choices=SOLVERS)
+    ap.add_argument("--solver", choices=SOLVERS,
+                    help="for every group (default: each group's own, the fastest measured)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--no-covers", action="store_true", help="asserts only")
     ap.add_argument("--no-mutants", action="store_true", help="skip the mutants")
@@ -299,12 +299,15 @@ def main(argv=None) -> int:
             jobs.append(("cover", n))
     muts = [] if args.no_mutants else [mu for mu in mutants_mod.MUTANTS if mu.group in names]
 
+    def solver(group_name):
+        return args.solver or properties.GROUPS[group_name].solver
+
     def work(job):
         kind, item = job
         if kind == "mutant":
-            return kind, item, run_mutant(item, args.solver)
+            return kind, item, run_mutant(item, solver(item.group))
         g = properties.GROUPS[item]
-        return kind, item, run_group(g, args.solver, proofs=kind == "proof", covers=kind == "cover")
+        return kind, item, run_group(g, solver(item), proofs=kind == "proof", covers=kind == "cover")
 
     # the slowest first: covers of the CP, then proofs, then mutants
     jobs.sort(key=lambda j: (j[0] != "cover", not j[1].startswith("cp")))
@@ -313,7 +316,7 @@ def main(argv=None) -> int:
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for kind, item, res in pool.map(work, jobs):
             results[(kind, item if kind != "mutant" else item.name)] = res
-            label = item if kind != "mutant" else f"mutant {item.name}"
+            label = item if kind != "mutant" else item.name
             print(f"formal: {kind:6s} {label} done", flush=True)
 
     rows, groups, mutants_out = [], [], []
@@ -322,7 +325,7 @@ def main(argv=None) -> int:
         pr, pe = results.get(("proof", n), ([], {}))
         cr, ce = results.get(("cover", n), ([], {}))
         rows += pr + cr
-        groups.append({"group": n, "block": g.block, "mode": g.mode, "depth": g.depth,
+        groups.append({"group": n, "block": g.block, "mode": g.mode, "depth": g.depth, "solver": solver(n),
                        "cover_depth": g.cover_depth, "config": g.config, "assumes": g.assumes, **pe, **ce})
     for mu in muts:
         mutants_out.append(results[("mutant", mu.name)])
@@ -337,7 +340,7 @@ def main(argv=None) -> int:
     print(f"\nasserts: {len(ok_asserts)}/{len(asserts)} hold "
           f"({sum(r['status'] == 'proven' for r in asserts)} proven unbounded); "
           f"covers: {len(ok_covers)}/{len(covers)} reached; "
-          f"mutants: {len(killed)}/{len(mutants_out)} caught; {time.monotonic() - t0:.0f} s, solver {args.solver}")
+          f"mutants: {len(killed)}/{len(mutants_out)} caught; {time.monotonic() - t0:.0f} s")
     for mu in mutants_out:
         if not mu["killed"]:
             print(f"  mutant {mu['name']} ({mu['group']}): not caught: expected {', '.join(mu['kills'])} "
@@ -345,7 +348,7 @@ def main(argv=None) -> int:
     for g in groups:
         if g.get("invariants_failed"):
             print(f"  {g['group']}: strengthening invariants failed: {', '.join(g['invariants_failed'])}")
-    report = {"solver": args.solver, "seconds": round(time.monotonic() - t0, 1), "groups": groups,
+    report = {"solver": args.solver or "per group", "seconds": round(time.monotonic() - t0, 1), "groups": groups,
               "properties": rows, "mutants": mutants_out,
               "summary": {"asserts": len(asserts), "asserts_hold": len(ok_asserts),
                           "proven": sum(r["status"] == "proven" for r in asserts),

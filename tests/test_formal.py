@@ -63,7 +63,7 @@ def test_unknown_group_is_one_line(capsys):
 def test_fast_proof(group, tmp_path):
     """The group's asserts hold: unbounded (k-induction) for `prove` groups."""
     text, _ = run.build_rtlil(group)
-    r = run.run_sby(tmp_path, text, group.mode, group.depth, run.DEFAULT_SOLVER, "proof", timeout=300)
+    r = run.run_sby(tmp_path, text, group.mode, group.depth, group.solver, "proof", timeout=300)
     assert r.status == "PASS", (r.failed, r.induction_failed, r.log_tail)
 
 
@@ -72,7 +72,7 @@ def test_fast_mutant_is_caught(mutant, tmp_path):
     """A broken copy of the RTL fails the properties it should, with a counterexample VCD."""
     group = properties.GROUPS[mutant.group]
     text, _ = run.build_rtlil(group, mutant)
-    r = run.run_sby(tmp_path, text, "bmc", mutant.depth or group.depth + 4, run.DEFAULT_SOLVER,
+    r = run.run_sby(tmp_path, text, "bmc", mutant.depth or group.depth + 4, group.solver,
                     "mutant", timeout=300, keep_going=True)
     assert r.status == "FAIL"
     for name in mutant.kills:
