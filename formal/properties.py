@@ -155,11 +155,12 @@ _group(Group(
 
 # ------------------------------------------------------------------------- the DMA engine
 _group(Group(
-    "dma", "rtl/dma.py DMAEngine (its AXI4 master port)", "formal.dma:DMAHarness", "bmc", 20, 20,
+    "dma", "rtl/dma.py DMAEngine (its AXI4 master port)", "formal.dma:DMAHarness", "bmc", 12, 12,
     config="a 32-bit bus (the device: 64); bursts of up to 4 beats (16), 2 reads and 2 writes in "
            "flight (8 and 8), a 16-beat data FIFO, 2 commands queued, transfers of up to 512 bytes "
            "(2^20): the burst splitting is the same min(bursts, 4 KiB) arithmetic at every size, and "
-           "short bursts let whole copies (read, realign, write, B) happen within the BMC depth",
+           "short bursts let whole copies (read, realign, write, B) happen within the BMC depth; "
+           "read data is one free bit on every lane (no property reads it)",
     assumes="commands free (any source, destination, length, fill, RAW_WAIT) and abort any cycle; "
             "the slave keeps AXI's rules (in-order R with RLAST, R and B held until READY, B after "
             "the last W beat)",
