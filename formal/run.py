@@ -104,49 +104,59 @@ class TaskResult:
     log_tail: str = ""
 
 
-_LOC = re.compile(r" at (\w+)\.(\w+):(\d+)(?: step (\d+))?")
+_PROP = re.compile(r"(?:at|in) top: (\w+)\.(\w+):(\d+)")
+_TAG = re.compile(r"\[([^\]]+)\] (engine_\d+(?:\.(\w+))?): ")
 
 
 def parse_log(text: str) -> dict:
-    """What sby's summary says, by property name."""
+    """What sby's engine said, by property name: failed asserts (and whether in the
+    induction step), reached and unreached covers, each with its step and VCD trace. (The
+    engine's own lines, not the summary, which lists only the first few traces.)"""
     out = {"failed": {}, "reached": {}, "unreached": set(), "status": "ERROR", "induction_trace": None,
            "induction_failed": {}}
-    trace = None
-    induction = False
-    in_unreached = False
+    step = 0
+    pending = []  # (dict, name, step) waiting for the trace written next
     for line in text.splitlines():
-        body = line.split("summary: ", 1)[1] if "summary: " in line else None
         m_done = re.search(r"DONE \((\w+), rc=", line)
         if m_done:
             out["status"] = m_done.group(1)
-        if body is None:
+        tag = _TAG.search(line)
+        if not tag:
             continue
-        if body.startswith("counterexample trace") or body.startswith("cover trace"):
-            trace = body.split(": ", 1)[1].strip()
-            induction = "[induction]" in body
-            if induction:
+        task, phase = tag.group(1), tag.group(3)
+        body = line[tag.end():]
+        m_step = re.search(r"(?:Checking assertions|Trying induction|Checking cover reachability) in step (\d+)", body)
+        if m_step:
+            step = int(m_step.group(1))
+        m_trace = re.search(r"Writing trace to VCD file: (\S+)", body)
+        if m_trace:
+            trace = f"{task}/{m_trace.group(1)}"
+            for d, name, st in pending:
+                d.setdefault(name, (st, trace))
+            if phase == "induction":
                 out["induction_trace"] = trace
-            in_unreached = False
+            pending = []
             continue
-        if body.startswith("unreached cover statements"):
-            in_unreached = True
-            continue
-        m = _LOC.search(body)
+        m = _PROP.search(body)
         if not m:
-            in_unreached = False
             continue
         name = m.group(2)
         if name == "invariant":  # strengthening asserts are told apart by their line
             name = f"invariant:{m.group(3)}"
-        step = int(m.group(4)) if m.group(4) else 0  # sby omits "step 0"
-        if in_unreached:
-            out["unreached"].add(name)
-        elif "failed assertion" in body:
+        if "Assert failed" in body and "[failed before]" not in body:
             # a failure of the induction step is no counterexample from reset: the
             # induction did not close (the property may still hold)
-            out["induction_failed" if induction else "failed"].setdefault(name, (step, trace))
-        elif "reached cover" in body:
-            out["reached"].setdefault(name, (step, trace))
+            d = out["induction_failed" if phase == "induction" else "failed"]
+            if name not in d:
+                pending.append((d, name, step))
+        elif "Reached cover statement" in body:
+            m_s = re.search(r"in step (\d+)", body)
+            if name not in out["reached"]:
+                pending.append((out["reached"], name, int(m_s.group(1)) if m_s else step))
+        elif "Unreached cover statement" in body:
+            out["unreached"].add(name)
+    for d, name, st in pending:  # (no trace written)
+        d.setdefault(name, (st, None))
     return out
 
 
@@ -184,7 +194,22 @@ def run_sby(workdir: Path, il_text: str, mode: str, depth: int, solver: str, tas
         text += "\nDONE (TIMEOUT, rc=-1)"
     seconds = time.monotonic() - t0
     (workdir / f"{task}.log").write_text(text)
+    return result_from_text(text, workdir, task, mode, depth, seconds)
+
+
+def result_from_log(workdir: Path, task: str, mode: str, depth: int) -> TaskResult | None:
+    """A run's result read back from its log (`python -m formal --report`), or None."""
+    log = workdir / f"{task}.log"
+    if not log.exists():
+        return None
+    text = log.read_text()
+    m = re.search(r"Elapsed clock time \[H:MM:SS \(secs\)\]: \S+ \((\d+)\)", text)
+    return result_from_text(text, workdir, task, mode, depth, float(m.group(1)) if m else 0.0)
+
+
+def result_from_text(text: str, workdir: Path, task: str, mode: str, depth: int, seconds: float) -> TaskResult:
     p = parse_log(text)
+    out_dir = workdir / task
 
     def rel(tr):
         """The trace's path, from the checkout when it lies inside it."""
@@ -238,12 +263,19 @@ def _prop_rows(group: properties.Group, proof: TaskResult | None, cover: TaskRes
     return rows
 
 
-def run_group(group: properties.Group, solver: str, proofs=True, covers=True, timeout=3600):
-    """Prove (or BMC) a group's asserts and search its covers: (rows, invariant summary)."""
+def run_group(group: properties.Group, solver: str, proofs=True, covers=True, timeout=3600, from_logs=False):
+    """Prove (or BMC) a group's asserts and search its covers: (rows, invariant summary).
+    `from_logs`: read the last run's logs instead of running."""
     text, h = build_rtlil(group)
     work = BUILD / group.name
-    proof = run_sby(work, text, group.mode, group.depth, solver, "proof", timeout) if proofs else None
-    cover = run_sby(work, text, "cover", group.cover_depth, solver, "cover", timeout) if covers else None
+    if from_logs:
+        def read(task, mode, depth):
+            return result_from_log(work, task, mode, depth) or TaskResult(task, mode, depth, "NOT RUN", 0.0, work)
+        proof = read("proof", group.mode, group.depth) if proofs else None
+        cover = read("cover", "cover", group.cover_depth) if covers else None
+    else:
+        proof = run_sby(work, text, group.mode, group.depth, solver, "proof", timeout) if proofs else None
+        cover = run_sby(work, text, "cover", group.cover_depth, solver, "cover", timeout) if covers else None
     extra = {"group": group.name, "invariants": h.invariants}
     if proof is not None:
         extra.update(proof_status=proof.status, proof_seconds=round(proof.seconds, 1),
@@ -253,13 +285,20 @@ def run_group(group: properties.Group, solver: str, proofs=True, covers=True, ti
     return _prop_rows(group, proof, cover), extra
 
 
-def run_mutant(mutant, solver: str, timeout=1800) -> dict:
+def run_mutant(mutant, solver: str, timeout=1800, from_logs=False) -> dict:
     """The mutant's group as a BMC with the mutated RTL: it must fail, on `kills`."""
     group = properties.GROUPS[mutant.group]
-    text, _ = build_rtlil(group, mutant)
     depth = mutant.depth or group.depth + 4
-    r = run_sby(BUILD / group.name, text, "bmc", depth, solver, f"mutant_{mutant.name}", timeout,
-                keep_going=True)
+    if from_logs:
+        r = result_from_log(BUILD / group.name, f"mutant_{mutant.name}", "bmc", depth)
+        if r is None:
+            return {"name": mutant.name, "group": mutant.group, "says": mutant.says, "kills": list(mutant.kills),
+                    "failed": [], "killed": False, "depth": depth, "seconds": 0.0, "trace": None,
+                    "status": "NOT RUN"}
+    else:
+        text, _ = build_rtlil(group, mutant)
+        r = run_sby(BUILD / group.name, text, "bmc", depth, solver, f"mutant_{mutant.name}", timeout,
+                    keep_going=True)
     failed = sorted(k for k in r.failed if not k.startswith("invariant"))
     killed = r.status == "FAIL" and all(k in r.failed for k in mutant.kills)
     return {"name": mutant.name, "group": mutant.group, "says": mutant.says, "kills": list(mutant.kills),
@@ -294,6 +333,8 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--no-covers", action="store_true", help="asserts only")
     ap.add_argument("--no-mutants", action="store_true", help="skip the mutants")
+    ap.add_argument("--report", action="store_true",
+                    help="run nothing: the table and the JSON from the last run's logs")
     ap.add_argument("--json", default=str(ROOT / "build" / "formal.json"))
     args = ap.parse_args(argv)
 
@@ -317,9 +358,10 @@ def main(argv=None) -> int:
     def work(job):
         kind, item = job
         if kind == "mutant":
-            return kind, item, run_mutant(item, solver(item.group))
+            return kind, item, run_mutant(item, solver(item.group), from_logs=args.report)
         g = properties.GROUPS[item]
-        return kind, item, run_group(g, solver(item), proofs=kind == "proof", covers=kind == "cover")
+        return kind, item, run_group(g, solver(item), proofs=kind == "proof", covers=kind == "cover",
+                                     from_logs=args.report)
 
     # the slowest first: covers of the CP, then proofs, then mutants
     jobs.sort(key=lambda j: (j[0] != "cover", not j[1].startswith("cp")))
@@ -329,7 +371,8 @@ def main(argv=None) -> int:
         for kind, item, res in pool.map(work, jobs):
             results[(kind, item if kind != "mutant" else item.name)] = res
             label = item if kind != "mutant" else item.name
-            print(f"formal: {kind:6s} {label} done", flush=True)
+            if not args.report:
+                print(f"formal: {kind:6s} {label} done", flush=True)
 
     rows, groups, mutants_out = [], [], []
     for n in names:
