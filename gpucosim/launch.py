@@ -26,7 +26,9 @@ BACKENDS = ("verilator", "icarus", "model")
 # Lines of the simulator's log that are not the app's
 SIM_NOISE = ("Verilog $finish", "VPI: ", "Simulation Report", "cocotb.regression", "** TEST", "*****",
              "** TESTS=", "gpucosim.app_runner.app", "Running on ", "Running tests", "Seeding Python",
-             "Initialized cocotb", "- :0: ", "cocotb.regression")
+             "Initialized cocotb", "- :0: ", "cocotb.regression",
+             # Icarus with waves: its FST writer says hello, cocotb finds no vpiInstance to list
+             "FST info: dumpfile", "vpi_iterate returned NULL")
 
 
 class LaunchError(RuntimeError):
@@ -196,7 +198,10 @@ def _report_waves(opts: RunOptions) -> None:
 
     p = Path(opts.waves)
     if p.exists():
-        gtkw = write_gtkw(p, opts.backend)
+        gtkw, missing = write_gtkw(p)
+        if missing:
+            print(f"gpucosim: {len(missing)} signals the save file wants are not in {p.name}: "
+                  + ", ".join(missing), file=sys.stderr)
         print(f"gpucosim: waveform written to {p} ({p.stat().st_size // 1024} KiB); `gtkwave {gtkw}` opens it "
               f"on the MMIO port, the CP's state (cp_state: the timeline's CP track names the states), "
               f"the memory bus and irq; the timeline's doorbell and fence events carry their wave_time",
