@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from .console import Console, file_status
-from .session import RunOptions, Session, default_build_dir, load_main
+from .session import RunOptions, Session, apply_app_log, default_build_dir, load_main
 
 BACKENDS = ("verilator", "icarus", "model")
 # Lines of the simulator's log that are not the app's
@@ -96,6 +96,7 @@ def _run_model(opts: RunOptions) -> int:
     main = _load(opts.app)
     if main is None:
         return 2
+    apply_app_log(main, opts)  # before the CP hook below looks at `cp`
     if opts.waves:
         print("gpucosim: --waves needs a simulator (--sim verilator or icarus); the model has no waveform",
               file=sys.stderr)

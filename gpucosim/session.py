@@ -284,6 +284,20 @@ class DeviceClock:
         return timed
 
 
+def apply_app_log(main: Callable[[], Any], opts: RunOptions) -> None:
+    """An app may name the trace it is meant to be read with (`GPUCOSIM_LOG = "..."` at
+    module level, as examples/demo.py does): the launcher applies it before the app starts,
+    so what watches the hardware (`cp=info`) is on from the first cycle. `--log` and
+    $GPUCOSIM_LOG win over it."""
+    from kmd_model import log
+
+    if opts.log or os.environ.get(log.ENV):
+        return
+    spec = getattr(sys.modules.get(getattr(main, "__module__", ""), None), "GPUCOSIM_LOG", None)
+    if isinstance(spec, str) and spec:
+        log.configure(spec, stream=sys.stdout)
+
+
 def load_main(target: str) -> Callable[[], Any]:
     """`pkg.module` or `pkg.module:function` or a path to a .py file -> its main function."""
     import importlib

@@ -164,6 +164,37 @@ def test_sim_runs_the_demo_on_the_model():
     assert r.stdout.strip().splitlines()[-1].startswith("demo: OK on model — 24 packets")
 
 
+LAYERS = ("app", "umd", "ioctl", "cs", "sched", "ring", "cp", "ih", "fence", "kmd")
+
+
+def _demo(backend: str) -> list[str]:
+    if backend != "model":
+        from testbench import sim
+
+        reason = sim.unavailable_reason(backend)
+        if reason:
+            pytest.skip(reason)
+    r = gpucosim("sim", "--sim", backend, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return r.stdout.splitlines()
+
+
+@pytest.mark.parametrize("backend", ["icarus", "verilator"])
+@pytest.mark.xdist_group("demo_rtl")
+def test_sim_shows_the_whole_journey(backend):
+    """`make sim` is the journey at a glance: every layer appears, the CP's own lines
+    among them (the app's trace is on before the hardware monitors start), the packets the
+    CP started are those the reference model ran, and the lines fit a terminal."""
+    lines = _demo(backend)
+    seen = {ln[1:ln.index("]")] for ln in lines if ln.startswith("[") and "]" in ln}
+    assert set(LAYERS) <= seen, sorted(set(LAYERS) - seen)
+    cp = [ln for ln in lines if ln.startswith("[cp] ")]
+    model_cp = [ln for ln in _demo("model") if ln.startswith("[cp] ")]
+    assert len(model_cp) > 20 and cp == model_cp
+    assert max(map(len, lines)) <= 170, max(lines, key=len)
+    assert lines[-1].startswith(f"demo: OK on {backend} — 24 packets")
+
+
 def test_python_m_gpucosim_run_works():
     """`python -m gpucosim run` (what `make sim` runs) without the installed script; it
     replaced `python -m testbench.run`, which imported the launcher from below it."""
