@@ -47,6 +47,9 @@ def _result(code: int) -> None:
 @cocotb.test()
 async def app(dut):
     opts = RunOptions.from_env()
+    # the drivers' logs print through their own handler (--log), as on the model, not
+    # through the handler cocotb puts on the root logger (which doubled the KMD's errors)
+    logging.getLogger("gpucosim").propagate = False
     if opts.log:
         from kmd_model import log
 

@@ -48,6 +48,15 @@ class RunOptions:
     dma: bool = True  # the reference model with its DMA engine, as the RTL has
     data_width: int = 64
     status_file: str | None = None  # where the simulator's process reports progress
+    cwd: str = field(default_factory=os.getcwd)  # the user's, where paths are shown from
+
+    def shown(self, path: str | Path) -> str:
+        """A path as the user would type it: relative to where they ran gpucosim when it
+        lies below it (the simulator runs elsewhere and gets absolute paths)."""
+        try:
+            return str(Path(path).resolve().relative_to(Path(self.cwd).resolve()))
+        except ValueError:
+            return str(path)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -168,6 +177,7 @@ class Session:
         if opts.log:
             kmd_log.configure(opts.log)
         self.crash = crash = CrashReporter(opts.crash_path, opts.app, opts.backend, self.probe)
+        crash.shown = opts.shown
         observers = [crash.observe]
         if self.timeline is not None:
             self.tracer = Tracer(self.timeline, dev.now)
@@ -250,7 +260,7 @@ class Session:
         if self.timeline is None or not self.opts.trace:
             return None
         path = self.timeline.write(self.opts.trace)
-        print(f"gpucosim: timeline written to {path} ({len(self.timeline)} events): "
+        print(f"gpucosim: timeline written to {self.opts.shown(path)} ({len(self.timeline)} events): "
               f"open it at https://ui.perfetto.dev", file=sys.stderr, flush=True)
         return path
 
