@@ -126,6 +126,13 @@ def test_run_refuses_what_it_would_find_out_too_late(capsys, tmp_path, monkeypat
         f"gpucosim run: error: GPUCOSIM_BUILD: {a_file} is a file, not a folder")
     assert usage_error(capsys, "plot", "build/x.json", "-o", str(a_file / "p.png")) == (
         f"gpucosim plot: error: -o: {a_file} is a file, not a folder")
+    # a folder that exists but takes no files (os.access says yes to root): /proc
+    assert usage_error(capsys, *model, "--trace", "/proc/t.json") == (
+        "gpucosim run: error: --trace: cannot write in /proc: No such file or directory")
+    assert usage_error(capsys, *model, "--crash-dir", "/proc") == (
+        "gpucosim run: error: --crash-dir: cannot write in /proc: No such file or directory")
+    assert usage_error(capsys, "plot", "build/x.json", "-o", "/proc/p.png") == (
+        "gpucosim plot: error: -o: cannot write in /proc: No such file or directory")
 
 
 def test_app_arguments_without_dashes(capsys):
