@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from .console import Console, file_status
+from .console import enabled as console_enabled
 from .session import RunOptions, Session, apply_app_log, default_build_dir, load_main
 
 BACKENDS = ("verilator", "icarus", "model")
@@ -159,6 +160,11 @@ def _run_rtl(opts: RunOptions) -> int:
     t0 = time.monotonic()
     label = f"building {opts.backend} {design.name}{' with waves' if waves else ''}"
     est = _estimate(key)
+    if not console_enabled(sys.stderr) and not sim.is_built(design, opts.backend, waves=waves):
+        # (no progress line off a terminal: say once what the wait is)
+        print(f"gpucosim: {label}, once for this configuration"
+              + (f" (about {est:.0f} s last time)" if est else
+                 (" (1-3 minutes)" if opts.backend == "verilator" else " (under a minute)")), file=sys.stderr, flush=True)
     with Console(label, status=lambda: {"estimate": est} if est else None):
         sim.build(design, opts.backend, waves=waves)  # before the app's output starts
     took = time.monotonic() - t0

@@ -377,3 +377,24 @@ def test_plot_errors(capsys, tmp_path):
         f"gpucosim plot: error: {empty}: no events to draw"
     assert usage_error(capsys, "plot", str(empty)) == \
         "gpucosim plot: error: the following arguments are required: -o/--output"
+
+
+def test_a_build_says_so_once_off_a_terminal(tmp_path):
+    """Off a terminal (CI, a pipe) there is no progress line: a run that must build the
+    simulator says so in its first line, and a run that reuses the build says nothing."""
+    from testbench import sim
+
+    reason = sim.unavailable_reason("icarus")
+    if reason:
+        pytest.skip(reason)
+    env = {"GPUCOSIM_BUILD": str(tmp_path / "build")}
+    import shutil
+
+    if (sim.BUILD / "rtl").is_dir():  # (the generated Verilog: only the simulator build is new)
+        shutil.copytree(sim.BUILD / "rtl", tmp_path / "build" / "rtl")
+    first = gpucosim("run", "examples/hello.py", "--sim", "icarus", env=env, timeout=600)
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.splitlines()[0] == ("gpucosim: building icarus gpu-dw64, once for this configuration "
+                                            "(under a minute)")
+    again = gpucosim("run", "examples/hello.py", "--sim", "icarus", env=env, timeout=600)
+    assert again.returncode == 0 and "building" not in again.stderr, again.stderr
