@@ -7,6 +7,8 @@ From spec/regs.rdl (SystemRDL 2.0, compiled with systemrdl-compiler):
   docs/registers.md        register reference (spec/gen_regs.py)
 From spec/packets.py:
   docs/packets.md          packet reference
+From formal/properties.py:
+  docs/formal.md           the section "The properties" (between its markers)
 From spec/ih.py, spec/vm.py and spec/gfx9.py:
   docs/hardware.md         the sections "The IH entry", "Page tables and faults" and
                            "Differences from AMD gfx9" (between their markers); packets.md
@@ -369,6 +371,16 @@ def render_packets_markdown() -> str:
     return f"<!-- {HEADER.format(src='spec/packets.py')} -->\n\n" + render()
 
 
+def render_formal_md() -> str:
+    """docs/formal.md with its generated section: the property table of formal/properties.py."""
+    from formal import properties
+    from spec import gen_regs
+
+    path = ROOT / "docs" / "formal.md"
+    return gen_regs.with_section(path.read_text(), properties.render_table(), properties.BEGIN,
+                                 properties.END, "docs/formal.md")
+
+
 # ---------------------------------------------------------------------------- driver
 
 def outputs() -> dict[Path, str]:
@@ -382,6 +394,7 @@ def outputs() -> dict[Path, str]:
         ROOT / "docs" / "registers.md": render_markdown(top, regs, enums),
         ROOT / "docs" / "packets.md": render_packets_markdown(),
         ROOT / "docs" / "hardware.md": render_hardware_md(),
+        ROOT / "docs" / "formal.md": render_formal_md(),
     }
 
 
