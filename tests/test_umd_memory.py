@@ -68,10 +68,16 @@ def check_buffers_at_virtual_addresses(dev):
         assert m is not None and m.bo.gpu_addr + b.gpu_addr - m.va + b.size <= m.bo.end
     assert bufs[0].slab is not None and bufs[2].slab is None  # 100 bytes: a slab entry; 40000: a BO
     q = gpu.queue()
-    for k, b in enumerate(bufs):
-        q.fill(b, 0, b.size, 0x01010101 * (k + 1)) if i.has_dma else q.write(b, 0, [k + 1] * (b.size // 4))
+    # every byte of the small ones; pages of the 3 MiB one (cheap on Icarus): its ends and
+    # both sides of the 2 MiB boundary inside it, where its PTEs move to another table
+    edge = (bufs[3].gpu_addr | ((2 << 20) - 1)) + 1 - bufs[3].gpu_addr
+    spans = [[(0, b.size)] for b in bufs[:3]] + [[(o, o + 4096) for o in (0, edge - 4096, edge, bufs[3].size - 4096)]]
+    for k, (b, ranges) in enumerate(zip(bufs, spans)):
+        v = 0x01010101 * (k + 1)
+        for lo, hi in ranges:
+            q.fill(b, lo, hi - lo, v) if i.has_dma else q.write(b, lo, [v] * ((hi - lo) // 4))
     q.finish()
-    assert all((b.map() == k + 1).all() for k, b in enumerate(bufs))
+    assert all((b.map()[lo:hi] == k + 1).all() for k, (b, ranges) in enumerate(zip(bufs, spans)) for lo, hi in ranges)
     gpu.close()
     assert kmd.live_bos() == []
 
