@@ -91,6 +91,7 @@ class CPHarness(Harness):
             bus.rvalid.eq(rvalid & (count != 0)), bus.rid.eq(q_id[rp[:qb]]),
             bus.rlast.eq(beat == q_len[rp[:qb]]), bus.rdata.eq(self.free(self.data_width, "mem_rdata")),
             bus.rresp.eq(self.free(2, "mem_rresp")),
+            bus.ruser.eq(self.free(len(bus.ruser), "mem_ruser")),  # an MMU's fault details
         ]
         with m.If(bus.rvalid & bus.rready):
             m.d.sync += beat.eq(beat + 1)
@@ -106,7 +107,7 @@ class CPHarness(Harness):
         b_hs = bus.bvalid & bus.bready
         can_b = (aw_n != 0) & (wl_n != 0)
         m.d.comb += [bus.bvalid.eq(self.free(1, "mem_bvalid") & can_b), bus.bid.eq(0),
-                     bus.bresp.eq(self.free(2, "mem_bresp"))]
+                     bus.bresp.eq(self.free(2, "mem_bresp")), bus.buser.eq(self.free(len(bus.buser), "mem_buser"))]
         m.d.sync += [aw_n.eq(aw_n + aw_hs - b_hs), wl_n.eq(wl_n + wl_hs - b_hs)]
         self.mem = SimpleNamespace(count=count, aw_n=aw_n, wl_n=wl_n, beat=beat, q_len=q_len, rp=rp, qb=qb)
         if self.latency:
@@ -229,7 +230,7 @@ class CPHarness(Harness):
         level = b("level")
         rem = b("rem")
         reporting = Cat(*(self.state(s) for s in self.box.states("cp") if s.startswith("IH_"))).any() & \
-            (b("ih_src") == ih_spec.Source.CP_ERROR)
+            b("ih_err")
         outside = Cat(*(self.state(s) for s in ("RUN", "ERR_DRAIN", "ERROR", "RESET", "RPTR_WRITE",
                                                 "RPTR_WAIT", "RING_DONE"))).any() | reporting
         self.invariant(~((level == 0) & ~outside) | ((ring_pos + rem)[:32] == pkt_end))
@@ -251,7 +252,7 @@ class CPHarness(Harness):
                 if st == "DONE" or st.startswith(("EXEC_", "WRM_", "RM_", "DMA_"))]
         in_tail = Cat(*(self.state(st) for st in tail)).any() | \
             (Cat(*(self.state(st) for st in self.box.states("cp") if st.startswith("IH_"))).any() &
-             (b("ih_src") != ih_spec.Source.CP_ERROR))
+             ~b("ih_err"))
         self.invariant(~in_tail | (rem == 0))
         wd_states = Cat(*(self.state(st) for st in self.box.states("cp") if st.startswith("WD_"))).any()
         self.invariant(~wd_states | (kind == pk.WRITE_DATA.index))
@@ -325,7 +326,7 @@ class CPHarness(Harness):
             b("poll_taken")
         self.prove("only_ih_after_error", ~drained | ((~writer_take | ih_write) & ~reads))
         reporting = Cat(*(self.state(st) for st in self.box.states("cp") if st.startswith("IH_"))).any() & \
-            (b("ih_src") == ih_spec.Source.CP_ERROR)
+            b("ih_err")
         stopping = self.state("ERR_DRAIN") | reporting | self.state("ERROR")
         self.invariant(~stopping | err)
         self.invariant(~err | stopping | in_reset | b("err_pending"))
@@ -335,7 +336,7 @@ class CPHarness(Harness):
 
         # one CP_ERROR entry per error
         entries = Signal(2)
-        with m.If(self.started & was(writer_take) & b("wr_ih") & (b("ih_src") == ih_spec.Source.CP_ERROR) &
+        with m.If(self.started & was(writer_take) & b("wr_ih") & b("ih_err") &
                   (entries != 3)):
             m.d.sync += entries.eq(entries + 1)
         with m.If(in_reset):
@@ -343,10 +344,12 @@ class CPHarness(Harness):
         self.prove("one_error_entry", entries <= 1)
         after_entry = Cat(*(self.state(st) for st in ("IH_ENTRY_WAIT", "IH_WB_WRITE", "IH_WB_WAIT",
                                                       "IH_DONE", "ERROR"))).any()
-        self.invariant((entries == 0) | in_reset | (after_entry & (b("ih_src") == ih_spec.Source.CP_ERROR)))
+        self.invariant((entries == 0) | in_reset | (after_entry & b("ih_err")))
         self.invariant((b("ih_src") == ih_spec.Source.CP_ERROR) | (b("ih_src") == ih_spec.Source.EOP) |
-                       (b("ih_src") == 0))
-        self.invariant(~self.state("IH_ENTRY_WRITE") | ~b("err") | (b("ih_src") == ih_spec.Source.CP_ERROR) |
+                       (b("ih_src") == ih_spec.Source.VM_FAULT))
+        in_ih = Cat(*(self.state(st) for st in self.box.states("cp") if st.startswith("IH_"))).any()
+        self.invariant(~in_ih | (b("ih_err") == (b("ih_src") != ih_spec.Source.EOP)))
+        self.invariant(~self.state("IH_ENTRY_WRITE") | ~b("err") | b("ih_err") |
                        ~drained)
 
         # the first error is the one reported: the latch holds until soft reset

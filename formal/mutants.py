@@ -201,8 +201,9 @@ MUTANTS: list[Mutant] = [
       "with m.If(csr.rb_doorbell_swmod & csr.rb_cntl_enable & ~stopped & ~err):",
       "with m.If(csr.rb_doorbell_swmod & ~stopped & ~err):",
       "wptr_only_doorbell", "a doorbell written while RB_CNTL.ENABLE is clear moves wptr"),
-    M("rptr_writeback_stale", "cp_ring", "rtl.cp.processor", "write_dwords(addr, ring_pos, None, \"RPTR_WRITE\", \"RPTR_WAIT\")",
-      "write_dwords(addr, rptr, None, \"RPTR_WRITE\", \"RPTR_WAIT\")", "rptr_writeback",
+    M("rptr_writeback_stale", "cp_ring", "rtl.cp.processor",
+      "write_dwords(addr, ring_pos, None, \"RPTR_WRITE\", \"RPTR_WAIT\", vmid=0)",
+      "write_dwords(addr, rptr, None, \"RPTR_WRITE\", \"RPTR_WAIT\", vmid=0)", "rptr_writeback",
       "the write-back carries the rptr before the packet", depth=16),
 
     # ---------------------------------------------------------------- errors and soft reset (rtl/cp/processor.py, ih.py)
@@ -214,8 +215,8 @@ MUTANTS: list[Mutant] = [
       'with state("ERR_DRAIN"):\n                pass', "only_ih_after_error",
       "the fetchers are not stopped after an error: they keep reading", depth=12),
     M("error_entry_repeats", "cp_errors", "rtl.cp.ih",
-      '    with state("IH_DONE"):\n        with m.If(c.ih_src == ih_spec.Source.CP_ERROR):\n            m.next = "ERROR"',
-      '    with state("IH_DONE"):\n        with m.If(c.ih_src == ih_spec.Source.CP_ERROR):\n            m.next = "ERR_DRAIN"',
+      '    with state("IH_DONE"):\n        with m.If(c.ih_err):\n            m.next = "ERROR"',
+      '    with state("IH_DONE"):\n        with m.If(c.ih_err):\n            m.next = "ERR_DRAIN"',
       "one_error_entry", "the CP_ERROR entry is appended again and again", depth=20),
     M("latch_overwritten", "cp_errors", "rtl.cp.processor", "with m.If(~err & fsm_err):", "with m.If(fsm_err):",
       "latch_holds", "a later error overwrites the first one in CP_ERROR", depth=12),
