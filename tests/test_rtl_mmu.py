@@ -100,21 +100,16 @@ def run(ops, tables: Tables, enabled: set[int], seed: int, stall: float = 0.3, t
                 stats["cycles"] += 1
                 # ---- master side
                 ar = reads[0] if reads else None
-                ar_on = ar is not None and (ar_on or rng.random() > stall)  # VALID stays until READY
-                ctx.set(s.arvalid, int(ar_on))
-                if ar:
-                    _, id_, va, ln, vmid, acc = ar
-                    for k, v in (("arid", id_), ("araddr", va), ("arlen", ln), ("arsize", 3), ("arburst", 1),
-                                 ("aruser", vmid | acc << 4)):
-                        ctx.set(getattr(s, k), v)
                 aw = writes[0] if writes else None
+                ar_on = ar is not None and (ar_on or rng.random() > stall)  # VALID stays until READY
                 aw_on = aw is not None and (aw_on or rng.random() > stall)
-                ctx.set(s.awvalid, int(aw_on))
-                if aw:
-                    _, id_, va, ln, vmid, acc = aw
-                    for k, v in (("awid", id_), ("awaddr", va), ("awlen", ln), ("awsize", 3), ("awburst", 1),
-                                 ("awuser", vmid | acc << 4)):
-                        ctx.set(getattr(s, k), v)
+                for ch, req, on in (("ar", ar, ar_on), ("aw", aw, aw_on)):
+                    ctx.set(getattr(s, f"{ch}valid"), int(on))
+                    if req:
+                        _, id_, va, ln, vmid, acc = req
+                        for k, v in (("id", id_), ("addr", va), ("len", ln), ("size", 3), ("burst", 1),
+                                     ("user", vmid | acc << 4)):
+                            ctx.set(getattr(s, ch + k), v)
                 if w_order:
                     op = w_order[0]
                     w_on = w_on or rng.random() > stall
