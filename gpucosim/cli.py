@@ -3,7 +3,7 @@
     gpucosim run APP.py [--sim verilator|icarus|model] [--trace FILE] [--waves] [--log SPEC]
     gpucosim sim                       the demo on Verilator (make sim)
     gpucosim bench                     the benchmarks (make bench)
-    gpucosim disasm FILE               a dword dump, crash report or trace -> PM4 listing
+    gpucosim disasm FILE [--sdma]      a dword dump, crash report or trace -> PM4 (or SDMA) listing
     gpucosim regs [REG [VALUE]]        the register map; one register; a value decoded
     gpucosim plot TRACE -o PNG         a timeline drawn as a picture
 
@@ -109,7 +109,7 @@ def build_parser() -> Parser:
                                    "passed on to it.", add_help=True)
     b.add_argument("bench_args", nargs="*", metavar="ARGS", help="arguments for testbench.bench")
 
-    d = sub.add_parser("disasm", help="list PM4 packets from a dword dump, crash report or trace",
+    d = sub.add_parser("disasm", help="list PM4 (or SDMA) packets from a dword dump, crash report or trace",
                        description="Disassemble PM4 dwords: a text dump (hex words, optional `ADDR:` "
                                    "prefixes, # comments), a binary file of little-endian dwords, a crash "
                                    "report's dumps, or the ring and IB dumps in a `run --trace` file.",
@@ -117,11 +117,14 @@ def build_parser() -> Parser:
                        epilog="examples:\n  gpucosim disasm build/crash/crash-app-model-1234-1.txt\n"
                               "  gpucosim disasm build/demo.json --only ring\n"
                               "  gpucosim disasm -x c0033700 500 2000000 0 12345678\n"
-                              "  gpucosim disasm ib.bin --base 0x2000000")
+                              "  gpucosim disasm ib.bin --base 0x2000000\n"
+                              "  gpucosim disasm --sdma -x 00000001 fff 0 100000 0 200000 0")
     d.add_argument("file", nargs="?", metavar="FILE", help="the dump (- for stdin)")
     d.add_argument("-x", "--dwords", nargs="+", metavar="HEX", help="dwords on the command line instead of FILE")
     d.add_argument("--base", default="0", metavar="ADDR", help="byte address of the first dword (default 0)")
     d.add_argument("--only", metavar="TEXT", help="only the dumps whose name contains TEXT")
+    d.add_argument("--sdma", action="store_true",
+                   help="the dwords are SDMA packets (the copy engine's); dumps named like *sdma* are anyway")
     d.add_argument("-v", "--verbose", action="store_true", help="show every field, zeros included")
     d.add_argument("--max-data", type=int, default=8, metavar="N", help="data dwords shown per packet (default 8)")
 
@@ -253,7 +256,7 @@ def cmd_bench(p, args) -> int:
 
 
 def cmd_disasm(p, args) -> int:
-    from spec import pm4
+    from spec import pm4, sdma
 
     from .dump import DumpError, parse, parse_text
 
@@ -292,7 +295,9 @@ def cmd_disasm(p, args) -> int:
                 print()
             print(d.name if "dwords" in d.name else f"{d.name} ({len(d.dwords)} dwords)" if "0x" in d.name
                   else f"{d.name} ({len(d.dwords)} dwords at {d.base:#x})")
-        print(pm4.listing(d.dwords, d.base, verbose=args.verbose, max_data=args.max_data))
+        # the copy engine's ring and IBs hold SDMA packets, not PM4 (spec/sdma.py)
+        codec = sdma if args.sdma or "sdma" in d.name.lower() else pm4
+        print(codec.listing(d.dwords, d.base, verbose=args.verbose, max_data=args.max_data))
     return 0
 
 

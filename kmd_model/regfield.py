@@ -66,6 +66,9 @@ class Register:
     # Register arrays (e.g. PERF_PACKETS): ARRAY_LEN copies ARRAY_STRIDE bytes apart.
     ARRAY_LEN: int = 1
     ARRAY_STRIDE: int = 4
+    # Only the reference model implements it so far (spec/regs.rdl `model_only`): the RTL
+    # backends answer DECERR at its offset.
+    MODEL_ONLY: bool = False
 
     @classmethod
     def addr(cls, index: int = 0) -> int:

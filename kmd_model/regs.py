@@ -83,7 +83,7 @@ class CONTROL(Register):
     ADDR = 0x010
     RESET = 0x00000000
     HALT = Field('HALT', 0, 1, 'rw', 'r', reset=0x0, desc='Stop the command processor at the next packet boundary.')
-    SOFT_RESET = Field('SOFT_RESET', 1, 1, 'w', 'r', reset=0x0, singlepulse=True, desc='Write 1: reset the CP, DMA and IH engines (pointers, error state) to a clean idle state. Configuration registers keep their values.')
+    SOFT_RESET = Field('SOFT_RESET', 1, 1, 'w', 'r', reset=0x0, singlepulse=True, desc='Write 1: reset the CP, DMA, SDMA and IH engines (pointers, error state) to a clean idle state. Configuration registers keep their values.')
     PERF_CLEAR = Field('PERF_CLEAR', 2, 1, 'w', 'r', reset=0x0, singlepulse=True, desc='Write 1: clear all performance counters.')
     FIELDS = (HALT, SOFT_RESET, PERF_CLEAR,)
 
@@ -552,6 +552,201 @@ class VM_CONTEXT_PT_BASE_HI(Register):
     FIELDS = (ADDRESS,)
 
 
+class QUEUE_CAPS(Register):
+    """Queue capabilities. Which queues besides the CP's ring this device has. Reads DECERR on the RTL backends, which have none yet (issue 16)."""
+    NAME = "QUEUE_CAPS"
+    ADDR = 0x400
+    RESET = 0x00000000
+    SDMA = Field('SDMA', 0, 4, 'r', 'w', desc='SDMA engines, each with one ring (SDMA_RB_*), doorbell and trap interrupt.')
+    FIELDS = (SDMA,)
+
+
+class SDMA_RB_BASE_LO(Register):
+    """SDMA ring base, low. The SDMA ring's byte address >> 8 (AMD's SDMA0_GFX_RB_BASE): address bits 39:8."""
+    NAME = "SDMA_RB_BASE_LO"
+    ADDR = 0x404
+    RESET = 0x00000000
+    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0)
+    FIELDS = (ADDRESS,)
+
+
+class SDMA_RB_BASE_HI(Register):
+    """SDMA ring base, high. Address bits 47:40 (SDMA0_GFX_RB_BASE_HI)."""
+    NAME = "SDMA_RB_BASE_HI"
+    ADDR = 0x408
+    RESET = 0x00000000
+    ADDRESS = Field('ADDRESS', 0, 8, 'rw', 'r', reset=0x0)
+    FIELDS = (ADDRESS,)
+
+
+class SDMA_RB_CNTL(Register):
+    """SDMA ring control. AMD's SDMA0_GFX_RB_CNTL, the fields this engine has, at AMD's bit positions."""
+    NAME = "SDMA_RB_CNTL"
+    ADDR = 0x40c
+    RESET = 0x00000008
+    RB_ENABLE = Field('RB_ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc='Fetch from the ring; doorbells are ignored while clear.')
+    RB_SIZE = Field('RB_SIZE', 1, 5, 'rw', 'r', reset=0x4, desc='The ring holds 2^RB_SIZE dwords (amdgpu: order_base_2(ring_size / 4)): 4 to 20.')
+    RPTR_WRITEBACK_ENABLE = Field('RPTR_WRITEBACK_ENABLE', 12, 1, 'rw', 'r', reset=0x0, desc='Write SDMA_RB_RPTR (bytes) to SDMA_RB_RPTR_ADDR as packets complete.')
+    FIELDS = (RB_ENABLE, RB_SIZE, RPTR_WRITEBACK_ENABLE,)
+
+
+class SDMA_RB_RPTR(Register):
+    """SDMA ring read pointer. Bytes consumed by the engine, free running (a multiple of 4)."""
+    NAME = "SDMA_RB_RPTR"
+    ADDR = 0x410
+    RESET = 0x00000000
+    RPTR = Field('RPTR', 0, 32, 'r', 'w')
+    FIELDS = (RPTR,)
+
+
+class SDMA_RB_WPTR(Register):
+    """SDMA ring write pointer. The last write pointer (bytes) the engine accepted from its doorbell."""
+    NAME = "SDMA_RB_WPTR"
+    ADDR = 0x414
+    RESET = 0x00000000
+    WPTR = Field('WPTR', 0, 32, 'r', 'w')
+    FIELDS = (WPTR,)
+
+
+class SDMA_RB_RPTR_ADDR_LO(Register):
+    """SDMA rptr write-back address, low. Where the engine writes SDMA_RB_RPTR; dword aligned (AMD's SDMA0_GFX_RB_RPTR_ADDR_LO)."""
+    NAME = "SDMA_RB_RPTR_ADDR_LO"
+    ADDR = 0x418
+    RESET = 0x00000000
+    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0)
+    FIELDS = (ADDRESS,)
+
+
+class SDMA_RB_RPTR_ADDR_HI(Register):
+    """SDMA rptr write-back address, high. """
+    NAME = "SDMA_RB_RPTR_ADDR_HI"
+    ADDR = 0x41c
+    RESET = 0x00000000
+    ADDRESS = Field('ADDRESS', 0, 16, 'rw', 'r', reset=0x0)
+    FIELDS = (ADDRESS,)
+
+
+class SDMA_DOORBELL(Register):
+    """SDMA doorbell. Write the new write pointer in bytes (amdgpu's WDOORBELL64(ring->wptr << 2)) to tell the engine there is work. Bits 1:0 are ignored (the ring holds whole dwords). A value behind the current one, or more than the ring size ahead of the read pointer, stops the queue with DOORBELL_BACKWARDS / DOORBELL_OVERFLOW."""
+    NAME = "SDMA_DOORBELL"
+    ADDR = 0x420
+    RESET = 0x00000000
+    WPTR = Field('WPTR', 0, 32, 'w', 'r', reset=0x0, swmod=True)
+    FIELDS = (WPTR,)
+
+
+class SDMA_CNTL(Register):
+    """SDMA control. """
+    NAME = "SDMA_CNTL"
+    ADDR = 0x424
+    RESET = 0x00000000
+    TRAP_ENABLE = Field('TRAP_ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc="TRAP packets raise their IH entry (AMD's SDMA0_CNTL.TRAP_ENABLE).")
+    HALT = Field('HALT', 1, 1, 'rw', 'r', reset=0x0, desc="Stop at the next packet boundary (AMD's SDMA0_F32_CNTL.HALT).")
+    QUEUE_RESET = Field('QUEUE_RESET', 2, 1, 'w', 'r', reset=0x0, singlepulse=True, desc='Write 1: reset this queue alone (its pointers, IB state, poll and error) to a clean idle state; the CP and the IH ring are untouched. The ring registers keep their values.')
+    FIELDS = (TRAP_ENABLE, HALT, QUEUE_RESET,)
+
+
+class SDMA_STATUS(Register):
+    """SDMA status. """
+    NAME = "SDMA_STATUS"
+    ADDR = 0x428
+    RESET = 0x00000000
+    IDLE = Field('IDLE', 0, 1, 'r', 'w', desc="Nothing to do: ring empty, no packet in flight (AMD's SDMA0_STATUS_REG.IDLE).")
+    HALTED = Field('HALTED', 1, 1, 'r', 'w', desc='Stopped by SDMA_CNTL.HALT.')
+    ERROR = Field('ERROR', 2, 1, 'r', 'w', desc='Stopped by an error (SDMA_ERROR); cleared by SDMA_CNTL.QUEUE_RESET or CONTROL.SOFT_RESET.')
+    RB_EMPTY = Field('RB_EMPTY', 3, 1, 'r', 'w', desc='Read pointer equals write pointer.')
+    WAITING = Field('WAITING', 5, 1, 'r', 'w', desc='A POLL_REGMEM is polling.')
+    LEVEL = Field('LEVEL', 8, 2, 'r', 'w', desc='Where the engine is fetching from (RING or IB1).')
+    FIELDS = (IDLE, HALTED, ERROR, RB_EMPTY, WAITING, LEVEL,)
+
+
+class SDMA_ERROR(Register):
+    """SDMA error. What stopped the SDMA queue; latched at its first error, cleared by SDMA_CNTL.QUEUE_RESET or CONTROL.SOFT_RESET. The codes are the CP's."""
+    NAME = "SDMA_ERROR"
+    ADDR = 0x42c
+    RESET = 0x00000000
+    CODE = Field('CODE', 0, 8, 'r', 'w', desc='What stopped the queue.')
+    LEVEL = Field('LEVEL', 8, 2, 'r', 'w', desc='Where the faulting packet was fetched from.')
+    OP = Field('OP', 16, 8, 'r', 'w', desc='OP of the packet in hand (0 for doorbell errors and a header that could not be read).')
+    SUB_OP = Field('SUB_OP', 24, 8, 'r', 'w', desc='SUB_OP of the packet in hand.')
+    FIELDS = (CODE, LEVEL, OP, SUB_OP,)
+
+
+class SDMA_ERROR_ADDR_LO(Register):
+    """SDMA error address, low. Memory address of the faulting access or packet."""
+    NAME = "SDMA_ERROR_ADDR_LO"
+    ADDR = 0x430
+    RESET = 0x00000000
+    ADDRESS = Field('ADDRESS', 0, 32, 'r', 'w')
+    FIELDS = (ADDRESS,)
+
+
+class SDMA_ERROR_ADDR_HI(Register):
+    """SDMA error address, high. """
+    NAME = "SDMA_ERROR_ADDR_HI"
+    ADDR = 0x434
+    RESET = 0x00000000
+    ADDRESS = Field('ADDRESS', 0, 16, 'r', 'w')
+    FIELDS = (ADDRESS,)
+
+
+class SDMA_ERROR_OFFSET(Register):
+    """SDMA error packet offset. Offset in dwords of the faulting packet's header from the start of its ring or IB."""
+    NAME = "SDMA_ERROR_OFFSET"
+    ADDR = 0x438
+    RESET = 0x00000000
+    OFFSET = Field('OFFSET', 0, 32, 'r', 'w')
+    FIELDS = (OFFSET,)
+
+
+class PERF_SDMA_BUSY_CYCLES(Register):
+    """SDMA busy cycles. Cycles the SDMA queue was not idle."""
+    NAME = "PERF_SDMA_BUSY_CYCLES"
+    ADDR = 0x440
+    RESET = 0x00000000
+    COUNT = Field('COUNT', 0, 32, 'r', 'w')
+    FIELDS = (COUNT,)
+
+
+class PERF_SDMA_DWORDS_FETCHED(Register):
+    """SDMA dwords fetched. Ring and IB dwords the SDMA engine consumed."""
+    NAME = "PERF_SDMA_DWORDS_FETCHED"
+    ADDR = 0x444
+    RESET = 0x00000000
+    COUNT = Field('COUNT', 0, 32, 'r', 'w')
+    FIELDS = (COUNT,)
+
+
+class PERF_SDMA_BYTES_READ(Register):
+    """SDMA bytes read. Bytes COPY_LINEAR read."""
+    NAME = "PERF_SDMA_BYTES_READ"
+    ADDR = 0x448
+    RESET = 0x00000000
+    COUNT = Field('COUNT', 0, 32, 'r', 'w')
+    FIELDS = (COUNT,)
+
+
+class PERF_SDMA_BYTES_WRITTEN(Register):
+    """SDMA bytes written. Bytes COPY_LINEAR and CONSTANT_FILL wrote."""
+    NAME = "PERF_SDMA_BYTES_WRITTEN"
+    ADDR = 0x44c
+    RESET = 0x00000000
+    COUNT = Field('COUNT', 0, 32, 'r', 'w')
+    FIELDS = (COUNT,)
+
+
+class PERF_SDMA_PACKETS(Register):
+    """SDMA packets executed, by kind. Index i counts packets of the i-th kind in spec/sdma_packets.py (docs/packets.md lists the index)."""
+    NAME = "PERF_SDMA_PACKETS"
+    ADDR = 0x460
+    RESET = 0x00000000
+    ARRAY_LEN = 8
+    ARRAY_STRIDE = 4
+    COUNT = Field('COUNT', 0, 32, 'r', 'w')
+    FIELDS = (COUNT,)
+
+
+# Every backend's registers (the RTL's and the reference model's).
 REGISTERS: tuple[type[Register], ...] = (
     ID,
     VERSION,
@@ -606,4 +801,29 @@ REGISTERS: tuple[type[Register], ...] = (
     VM_CONTEXT_CNTL,
     VM_CONTEXT_PT_BASE_LO,
     VM_CONTEXT_PT_BASE_HI,
+)
+
+# Registers of engines only the reference model has so far (their offsets answer DECERR on
+# the RTL backends): spec/regs.rdl's model_only registers.
+MODEL_ONLY_REGISTERS: tuple[type[Register], ...] = (
+    QUEUE_CAPS,
+    SDMA_RB_BASE_LO,
+    SDMA_RB_BASE_HI,
+    SDMA_RB_CNTL,
+    SDMA_RB_RPTR,
+    SDMA_RB_WPTR,
+    SDMA_RB_RPTR_ADDR_LO,
+    SDMA_RB_RPTR_ADDR_HI,
+    SDMA_DOORBELL,
+    SDMA_CNTL,
+    SDMA_STATUS,
+    SDMA_ERROR,
+    SDMA_ERROR_ADDR_LO,
+    SDMA_ERROR_ADDR_HI,
+    SDMA_ERROR_OFFSET,
+    PERF_SDMA_BUSY_CYCLES,
+    PERF_SDMA_DWORDS_FETCHED,
+    PERF_SDMA_BYTES_READ,
+    PERF_SDMA_BYTES_WRITTEN,
+    PERF_SDMA_PACKETS,
 )

@@ -118,7 +118,7 @@ def _packet_section(p: PacketDef) -> list[str]:
 def render_markdown() -> str:
     """The whole packet reference as Markdown."""
     out = [
-        "# PM4 packet reference",
+        "# Packet reference: PM4 and SDMA",
         "",
         "The command processor reads PM4 packets from its ring and from indirect buffers. "
         "Every packet is a header dword followed by COUNT + 1 payload dwords; layouts and "
@@ -164,6 +164,7 @@ def render_markdown() -> str:
     out.append("")
     for p in PACKETS:
         out += _packet_section(p)
+    out += _sdma_sections()
     from spec import gfx9
     out += ["## Differences from AMD gfx9", "",
             "Field positions, opcodes and values are gfx9's (amdgpu soc15d.h, Mesa sid.h); "
@@ -171,6 +172,59 @@ def render_markdown() -> str:
             "(the same table is in [hardware.md](hardware.md#differences-from-amd-gfx9)):", "",
             gfx9.render_table()]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _sdma_signature(p) -> str:
+    from spec.sdma import BUILDERS
+
+    return f"sdma.{p.name.lower()}{BUILDERS[p.name].__signature__}".replace("'", "")
+
+
+def _sdma_sections() -> list[str]:
+    """The SDMA copy engine's packets (spec/sdma_packets.py), after the PM4 ones."""
+    from spec.sdma_packets import SDMA_OP, SDMA_PACKETS, SDMA_SUB_OP, NOP_PAD
+
+    out = ["## SDMA packets", "",
+           "The copy engine (SDMA) reads AMD's SDMA v4 packets from its own ring and IBs "
+           "(vega10_sdma_pkt_open.h; docs/hardware.md, \"The SDMA copy engine\"). Dword 0 holds "
+           f"OP {SDMA_OP.span} and SUB_OP {SDMA_SUB_OP.span}; the pair fixes the packet's length, except "
+           "NOP (its COUNT dwords follow) and WRITE_LINEAR (COUNT + 1 data dwords follow). An unknown pair "
+           "stops the queue with ILLEGAL_OPCODE. The one-dword NOP is "
+           f"`{NOP_PAD:#010x}`; `sdma.pad(n)` pads with one burst NOP as amdgpu does. Byte counts are "
+           "AMD's bytes − 1; the builders (`spec/sdma.py`) take bytes. "
+           "*dword* counts the dwords after the header; `hdr` is the header's bits [31:16].", "",
+           "| index | packet | op, sub_op | length (dwords) | description |", "|---|---|---|---|---|"]
+    for p in SDMA_PACKETS:
+        length = str(p.fixed + 1) if p.tail is None else f"{p.fixed + 1 + p.tail.min}+"
+        out.append(f"| {p.index} | [SDMA {p.name}](#sdma-{p.name.lower()}) | {p.op}, {p.sub_op} | "
+                   f"{length} | {_cell(p.doc)} |")
+    out.append("")
+    for p in SDMA_PACKETS:
+        out += [f"### SDMA {p.name}", "", p.doc, ""]
+        if p.tail is None:
+            out.append(f"- Length: {p.fixed + 1} dwords.")
+        else:
+            lf = p.field(p.length_field)
+            out.append(f"- Length: {p.fixed + 1} + N dwords, N = {p.length_field}"
+                       + (f" + {p.length_bias}" if p.length_bias else "") + f" ({p.tail.min} ≤ N ≤ "
+                       f"{lf.max + p.length_bias}).")
+        out.append(f"- Header: `{p.header:#010x}` with every header field 0.")
+        out.append(f"- Builder: `{_sdma_signature(p)}`.")
+        for v in p.values:
+            align = p.value_align(v)
+            out.append(f"- `{v.name}` = {':'.join(reversed(v.fields))} ({p.value_width(v)} bits"
+                       + (f", {align}-byte aligned" if align > 1 else "") + f"): {v.doc}")
+        for n in p.minus_one:
+            out.append(f"- {n} holds the builder's `{p.field(n).arg_name}` − 1.")
+        out += ["", "| dword | bits | field | description |", "|---|---|---|---|"]
+        hdr = [SDMA_OP, SDMA_SUB_OP, *p.fields_in(-1)]
+        out += _field_rows(hdr, "hdr", None)
+        for d in range(p.fixed):
+            out += _field_rows(list(p.fields_in(d)), str(d), None)
+        if p.tail:
+            out.append(f"| {p.fixed}… | [31:0] | {p.tail.name}[] | {_cell(p.tail.doc)} |")
+        out.append("")
+    return out
 
 
 if __name__ == "__main__":

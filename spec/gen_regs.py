@@ -130,13 +130,17 @@ def render_markdown(regs: list["RegInfo"], enums: dict, header: str, title: str,
     for r in regs:
         if r.count > 1:
             out.append(f"| {r.addr:#05x} + {r.stride}·i | [{r.name}[0..{r.count - 1}]](#{r.name.lower()}) | "
-                       f"{_cell(r.title)} |")
+                       f"{_cell(r.title)}{' *(model only)*' if r.model_only else ''} |")
         else:
-            out.append(f"| {r.addr:#05x} | [{r.name}](#{r.name.lower()}) | {_cell(r.title)} |")
+            out.append(f"| {r.addr:#05x} | [{r.name}](#{r.name.lower()}) | {_cell(r.title)}"
+                       f"{' *(model only)*' if r.model_only else ''} |")
     out.append("")
     for r in regs:
         where = (f"{r.addr:#05x} + {r.stride}·i, i = 0 … {r.count - 1}" if r.count > 1 else f"{r.addr:#05x}")
         out += [f"## {r.name}", "", f"**{r.title}** — offset {where}, reset {r.reset:#010x}.", ""]
+        if r.model_only:
+            out += ["*Reference model only*: the RTL does not implement this engine yet, so on the "
+                    "Verilator and Icarus backends this offset answers DECERR (issue 16).", ""]
         if r.desc:
             out += [r.desc, ""]
         out += ["| bits | field | access | reset | description |", "|---|---|---|---|---|"]

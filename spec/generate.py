@@ -60,6 +60,7 @@ class RegInfo:
     fields: list[FieldInfo]
     title: str
     desc: str
+    model_only: bool = False  # the RTL does not implement it yet (rtl/csr.py leaves it out)
 
     def port(self, field: FieldInfo, index: int | None = None) -> str:
         base = self.name.lower() if index is None else f"{self.name.lower()}_{index}"
@@ -121,6 +122,7 @@ def collect(top: AddrmapNode) -> tuple[list[RegInfo], dict[str, list[tuple[str, 
             name=reg.inst_name, addr=reg.raw_absolute_address, count=count, stride=stride,
             fields=fields, title=_one_line(reg.get_property("name")),
             desc=_one_line(reg.get_property("desc")),
+            model_only=bool(reg.get_property("model_only", default=False)),
         ))
     _check(regs)
     return regs, enums
@@ -181,14 +183,20 @@ def render_python(regs: list[RegInfo], enums) -> str:
             out.append(f"    {f.name} = Field({', '.join(args)})")
         out.append(f"    FIELDS = ({', '.join(f.name for f in r.fields)},)")
         out.append("")
-    out += ["", "REGISTERS: tuple[type[Register], ...] = (",
-            *[f"    {r.name}," for r in regs], ")", ""]
+    out += ["", "# Every backend's registers (the RTL's and the reference model's).",
+            "REGISTERS: tuple[type[Register], ...] = (",
+            *[f"    {r.name}," for r in regs if not r.model_only], ")", "",
+            "# Registers of engines only the reference model has so far (their offsets answer DECERR on",
+            "# the RTL backends): spec/regs.rdl's model_only registers.",
+            "MODEL_ONLY_REGISTERS: tuple[type[Register], ...] = (",
+            *[f"    {r.name}," for r in regs if r.model_only], ")", ""]
     return "\n".join(out)
 
 
 # ---------------------------------------------------------------------------- Amaranth CSR block
 
 def render_amaranth(regs: list[RegInfo], enums) -> str:
+    regs = [r for r in regs if not r.model_only]  # not in the RTL yet: their offsets answer DECERR
     ports: list[str] = []
     body: list[str] = []
     reads: list[tuple[int, str]] = []  # (address, expression of the 32-bit read value)
