@@ -22,6 +22,32 @@ class Difference:
 
 DIFFERENCES: tuple[Difference, ...] = (
     Difference(
+        "SDMA queue reset (SDMA_CNTL.QUEUE_RESET)",
+        "vega10's SDMA has no per-queue reset: sdma_v4_0 has no ring reset and its soft reset is "
+        "a todo, so an SDMA hang is a full GPU reset; per-queue SDMA reset arrives with SDMA 4.4.2 "
+        "(MI300) and 5.x, through the SMU.",
+        "One register bit resets the SDMA queue alone; the CP keeps running.",
+        "Issue 16 asks for recovery that does not take the whole device down; one bit is the "
+        "smallest hardware that gives the driver that ladder step."),
+    Difference(
+        "SDMA errors and their IH entries",
+        "Separate sources per cause (illegal instruction, page fault 221, VM hole 242, doorbell "
+        "invalid 244, poll timeout 246 ...), details in SDMA status registers; an illegal "
+        "instruction leaves the engine to the driver's timeout.",
+        "One source, SDMA_ERROR = 241, for every error that stops the queue; SDMA_ERROR, "
+        "SDMA_ERROR_ADDR and SDMA_ERROR_OFFSET say which, with the CP's error codes; POLL_TIMEOUT "
+        "is 246 as AMD's.",
+        "The same precise stop the CP gives; AMD's illegal-instruction source id on vega10 is not "
+        "documented (241 is the one cik/vi register for it)."),
+    Difference(
+        "SDMA pointers and registers",
+        "64-bit rptr/wptr (bytes), RB_CNTL with swap and timer fields, a wptr poll address, "
+        "doorbell offsets in the BIF aperture, a page queue and RLC queues.",
+        "32-bit free-running byte pointers, one queue, its doorbell a register (SDMA_DOORBELL).",
+        "The units are AMD's so amdgpu's ring code carries over; one queue is what the copy "
+        "engine's users (the KMD's DMA ring) need."),
+
+    Difference(
         "Register destinations: WRITE_DATA DST_SEL REGISTER, WAIT_REG_MEM MEM_SPACE REGISTER and "
         "OPERATION WR_WAIT_WR_REG",
         "Write or poll a GPU register by its dword offset (amdgpu's emit_wreg, emit_reg_wait, "

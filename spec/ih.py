@@ -33,6 +33,7 @@ def ring_bytes(log2_dwords: int) -> int:
 class Client(IntEnum):
     """Who raised it (dword 0, CLIENT_ID): AMD's soc15_ih_clientid values."""
 
+    SDMA0 = 0x08  # the copy engine (SOC15_IH_CLIENTID_SDMA0)
     GRBM_CP = 0x14  # the command processor
     UTCL2 = 0x1B  # the gfx hub's translation cache: VM faults of the CP and its DMA engine
 
@@ -43,9 +44,13 @@ class Source(IntEnum):
     EOP = 181  # GRBM_CP's CP_EOP_INTERRUPT: a RELEASE_MEM with an interrupt; a fence was written
     CP_ERROR = 183  # GRBM_CP's CP_BAD_OPCODE_ERROR: the CP stopped with an error (CP_ERROR_* hold it)
     VM_FAULT = 0  # UTCL2's FAULT: the CP stopped on a VM fault (VM_FAULT_* hold it)
+    SDMA_TRAP = 224  # SDMA0's SDMA_TRAP (irqsrcs_sdma0_4_0.h): a TRAP packet
+    SDMA_ERROR = 241  # SDMA0's instruction error (amdgpu's illegal_inst_irq on cik/vi): the queue stopped
+    SDMA_POLL_TIMEOUT = 246  # SDMA0's POLL_TIMEOUT: a POLL_REGMEM ran out of retries
 
 
-CLIENT = {Source.EOP: Client.GRBM_CP, Source.CP_ERROR: Client.GRBM_CP, Source.VM_FAULT: Client.UTCL2}
+CLIENT = {Source.EOP: Client.GRBM_CP, Source.CP_ERROR: Client.GRBM_CP, Source.VM_FAULT: Client.UTCL2,
+          Source.SDMA_TRAP: Client.SDMA0, Source.SDMA_ERROR: Client.SDMA0, Source.SDMA_POLL_TIMEOUT: Client.SDMA0}
 """The client each source belongs to (dword 0, CLIENT_ID)."""
 
 
@@ -96,6 +101,9 @@ SOURCE_DOC = {
     Source.EOP: "a RELEASE_MEM with INT_SEL SEND_INT or SEND_INT_ON_CONFIRM, after its data write",
     Source.CP_ERROR: "the CP stopped with an error (written once, when the error latches)",
     Source.VM_FAULT: "the CP stopped with CP_ERROR VM_FAULT (written instead of the CP_ERROR entry)",
+    Source.SDMA_TRAP: "an SDMA TRAP packet, while SDMA_CNTL.TRAP_ENABLE (amdgpu's sdma fence interrupt)",
+    Source.SDMA_ERROR: "the SDMA queue stopped with an error, a VM fault of its own included (written once)",
+    Source.SDMA_POLL_TIMEOUT: "an SDMA POLL_REGMEM with a finite RETRY_COUNT gave up; the queue moved on",
 }
 SOURCE_DATA = {
     Source.EOP: ("the packet's INT_CTXID (amdkfd's context id)", "its DATA_LO", "its DATA_HI",
@@ -105,6 +113,10 @@ SOURCE_DATA = {
     Source.VM_FAULT: ("the faulting address's bits 43:12 (amdgpu's src_data[0])",
                       "bits 3:0: the address's bits 47:44; 0x40 READ, 0x20 WRITE, 0x10 EXE (AMDGPU_GMC9_FAULT_SOURCE_DATA_*)",
                       "the VM_FAULT_STATUS register", "the CP_ERROR register (LEVEL and OPCODE of the packet)"),
+    Source.SDMA_TRAP: ("the TRAP's INT_CONTEXT (amdkfd's context_id0 & 0xfffffff)", "0", "0", "0"),
+    Source.SDMA_ERROR: ("the SDMA_ERROR register (CODE, LEVEL, OP, SUB_OP)", "SDMA_ERROR_ADDR_LO",
+                        "SDMA_ERROR_ADDR_HI", "SDMA_ERROR_OFFSET"),
+    Source.SDMA_POLL_TIMEOUT: ("the polled address, bits 31:0", "bits 63:32", "the dword last read", "0"),
 }
 """What each source puts in DATA0..DATA3 (docs/hardware.md shows this table)."""
 

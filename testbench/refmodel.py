@@ -73,6 +73,8 @@ from spec import rules
 from spec import vm as vm_spec
 
 from .model_mmu import ModelMmu, pages
+from .model_sdma import SdmaEngine
+from .model_sdma import _CONFIG as _SDMA_CONFIG
 
 __all__ = ["RefModel", "snapshot", "mem_digest", "mem_diff", "diff_snapshots",
            "DEFAULT_MEM_SIZE", "DEFAULT_MMIO_CYCLES", "DMA_MAX_BYTES"]
@@ -115,9 +117,11 @@ class _RegSlot:
         return bool(self.rw | self.w1c | self.const | self.hw)
 
 
-def _slots() -> dict[int, _RegSlot]:
+def _slots(model_only: bool = False) -> dict[int, _RegSlot]:
+    """The register map: every backend's registers, and with `model_only` those of engines only
+    the model has so far (the SDMA queue: spec/regs.rdl's model_only registers)."""
     out = {}
-    for reg in regs.REGISTERS:
+    for reg in (*regs.REGISTERS, *(regs.MODEL_ONLY_REGISTERS if model_only else ())):
         masks = dict(rw=0, w1c=0, wo=0, pulse=0, swmod=0, const=0, hw=0)
         reset = 0
         for f in reg.FIELDS:
@@ -296,6 +300,8 @@ class RefModel(Device):
     ih: an IH ring writer is present (CAPS.IH); without one no IH entries are written.
     vm: an MMU translates (CAPS.VM); tlb_entries: what VM_CAPS.TLB_LOG2 reports (the model
     has no TLB size: it keeps every translation until an invalidation names it).
+    sdma: an SDMA copy engine with its queue (testbench/model_sdma.py, QUEUE_CAPS.SDMA); without
+    one the model_only registers answer DECERR, as on the RTL backends.
     ib_levels: CAPS.IB_LEVELS. dma_max_bytes: BYTE_COUNT limit (DMA_BYTE_COUNT above it).
     mmio_cycles: model cycles one MMIO access costs.
     trace: called with one line per packet the CP starts (see the module docstring).
@@ -305,7 +311,7 @@ class RefModel(Device):
 
     def __init__(self, mem_size: int = DEFAULT_MEM_SIZE, *, mem: np.ndarray | None = None,
                  data_width: int = 64, dma: bool = True, ih: bool = True, ib_levels: int = 2,
-                 vm: bool = True, tlb_entries: int = 16,
+                 vm: bool = True, tlb_entries: int = 16, sdma: bool = True,
                  dma_max_bytes: int = DMA_MAX_BYTES, mmio_cycles: int = DEFAULT_MMIO_CYCLES,
                  trace: Callable[[str], None] | None = None):
         if mem is None:
@@ -336,7 +342,8 @@ class RefModel(Device):
         self._bus_bytes = data_width // 8
         self._wb = self._wl = 0  # error window [wb, wl), empty
         self._wresp = OKAY
-        self._slots = _slots()
+        self._slots = _slots(model_only=bool(sdma))
+        self._fault_type = _Fault
         self._hw_read: dict[str, Callable[[int], int]] = {
             "CAPS": self._caps, "STATUS": self._status, "INT_STATUS": self._int_pending,
             "IH_WPTR": lambda i: self._ih_wptr, "RB_RPTR": lambda i: self._rptr,
@@ -359,6 +366,11 @@ class RefModel(Device):
             "VM_FAULT_ADDR_HI": lambda i: self._err_addr >> 32 if self._err_code == CpError.VM_FAULT else 0,
             "PERF_TLB_HITS": lambda i: 0, "PERF_TLB_MISSES": lambda i: 0, "PERF_WALK_CYCLES": lambda i: 0,
         }
+        self._store = {off: s.reset for off, s in self._slots.items()}
+        self.sdma: SdmaEngine | None = None
+        if sdma:
+            self.sdma = SdmaEngine(self)
+            self._hw_read.update(self.sdma.hw_read(), QUEUE_CAPS=lambda i: regs.QUEUE_CAPS.SDMA.put(1))
         missing = {s.reg.NAME for s in self._slots.values() if s.hw} - set(self._hw_read)
         if missing:
             raise NotImplementedError(f"the reference model does not drive {sorted(missing)}")
@@ -379,7 +391,6 @@ class RefModel(Device):
         self._t = 0
         self._inv_ack = 0
         self._mmu = ModelMmu(self._m32, self._entry_ok)
-        self._store = {off: s.reset for off, s in self._slots.items()}
         self._perf_clear()
         self._soft_reset()
         self._sync()
@@ -527,6 +538,10 @@ class RefModel(Device):
                 self._soft_reset()
             if pulses & regs.CONTROL.PERF_CLEAR.mask:
                 self._perf_clear()
+        elif name in _SDMA_CONFIG:
+            self.sdma.sync()  # type: ignore[union-attr]
+            if name == "SDMA_CNTL" and pulses & regs.SDMA_CNTL.QUEUE_RESET.mask:
+                self.sdma.reset()  # type: ignore[union-attr]  # this queue alone
         elif name == "INT_FORCE":
             for f in regs.INT_FORCE.FIELDS:
                 if pulses & f.mask:
@@ -536,6 +551,8 @@ class RefModel(Device):
         if s.swmod & bytemask:
             if name == "VM_INVALIDATE_REQ":
                 self._invalidate(new)
+            elif name == "SDMA_DOORBELL":
+                self.sdma.doorbell(new & s.swmod)  # type: ignore[union-attr]
             else:
                 self._doorbell(new & s.swmod)
         self._run()
@@ -623,7 +640,9 @@ class RefModel(Device):
         return bool(status & self._store[o["INT_ENABLE"]])
 
     def _soft_reset(self) -> None:
-        """CONTROL.SOFT_RESET: CP, IH writer and DMA back to a clean idle state."""
+        """CONTROL.SOFT_RESET: CP, IH writer, DMA and SDMA back to a clean idle state."""
+        if self.sdma is not None:
+            self.sdma.reset()
         self._rptr = self._wptr = 0
         self._ih_wptr = 0
         self._frames: list[list[int]] = []  # IB1, IB2: [base, size, pos]
@@ -636,6 +655,8 @@ class RefModel(Device):
         self._vmid = 0  # the VMID the ring's INDIRECT_BUFFER gave the running IBs
 
     def _perf_clear(self) -> None:
+        if self.sdma is not None:
+            self.sdma.perf_clear()
         self._busy = self._stall = 0
         self._fetched = 0
         self._dma_read = self._dma_written = self._dma_busy = 0
@@ -648,38 +669,71 @@ class RefModel(Device):
         if dt > 0:
             if not self._idle():
                 self._busy += dt
+            if self.sdma is not None and not self.sdma.idle():
+                self.sdma.busy += dt
             self._t = t
+
+    def _waiting(self) -> bool:
+        """A WAIT_REG_MEM or an SDMA POLL_REGMEM is pending: time passing can change something."""
+        return self._wait is not None or (self.sdma is not None and self.sdma.wait is not None)
 
     def _spend(self, cycles: int) -> None:
         """Let `cycles` pass for an MMIO access (no irq level wanted)."""
-        if self._wait is None:
+        if not self._waiting():
             self._account(self._t + cycles)
         else:
             self._advance(self._t + cycles)
 
     def _advance(self, to: int, until_irq: bool = False) -> bool:
-        """Let time pass up to `to`, polling a pending WAIT_REG_MEM on its grid. With
-        `until_irq`, stop as soon as irq is high; returns the irq level."""
-        if self._wait is None:
+        """Let time pass up to `to`, polling a pending WAIT_REG_MEM and SDMA POLL_REGMEM on their
+        grids, earliest first. With `until_irq`, stop as soon as irq is high; returns the irq level."""
+        if not self._waiting():
             self._account(to)
             return self._irq()
+        sd = self.sdma
         token = object()
-        while self._wait is not None and self._wait.next_poll <= to:
+        while True:
             w = self._wait
-            if w.failed_in is token:
-                # Nothing but the CP (which waits) can change memory before `to`:
-                # the result of this wait's later polls is known. Skip them.
-                w.next_poll += ((to - w.next_poll) // w.interval + 1) * w.interval
+            sw = sd.wait if sd is not None else None
+            t_cp = w.next_poll if w is not None else None
+            t_sd = sw.next_poll if sw is not None else None
+            due = [t for t in (t_cp, t_sd) if t is not None and t <= to]
+            if not due:
                 break
-            self._account(w.next_poll)
-            try:
-                self._poll()
-            except _Fault as e:
-                self._fail(e)
-            if self._wait is w:
-                w.failed_in = token
+            t = min(due)
+            if t == t_cp:
+                assert w is not None
+                if w.failed_in is token:
+                    # Nothing but the engines (which wait) can change memory before `to`, or
+                    # before an SDMA poll gives up: the result of this wait's polls until then is
+                    # known. Skip them.
+                    limit = to if sw is None or sw.deadline is None else min(to, sw.deadline)
+                    w.next_poll += ((limit - w.next_poll) // w.interval + 1) * w.interval
+                    continue
+                self._account(t)
+                try:
+                    self._poll()
+                except _Fault as e:
+                    self._fail(e)
+                if self._wait is w:
+                    w.failed_in = token
+                    continue
             else:
-                self._run()
+                assert sw is not None and sd is not None
+                final = sw.deadline is not None and sw.next_poll >= sw.deadline
+                if sw.failed_in is token and not final:
+                    nxt = sw.next_poll + ((to - sw.next_poll) // sw.interval + 1) * sw.interval
+                    sw.next_poll = nxt if sw.deadline is None else min(nxt, sw.deadline)
+                    continue
+                self._account(t)
+                if not sd.poll():
+                    sw.failed_in = token
+                    continue
+            # an engine moved on: memory may have changed for the other's wait
+            for x in (self._wait, sd.wait if sd is not None else None):
+                if x is not None:
+                    x.failed_in = None
+            self._run()
             if until_irq and self._irq():
                 return True
         self._account(to)
@@ -913,6 +967,13 @@ class RefModel(Device):
     # ------------------------------------------------------------------ the command processor
 
     def _run(self) -> None:
+        """Run the engines: the CP, then the SDMA queue (each until it is empty, halted,
+        stopped by an error or waiting)."""
+        self._run_cp()
+        if self.sdma is not None:
+            self.sdma.run()
+
+    def _run_cp(self) -> None:
         """Execute packets until the ring is empty, or the CP is halted, stopped by an
         error, or waiting in a WAIT_REG_MEM."""
         while not self._err_code and self._wait is None and not self._halt:
@@ -1195,7 +1256,17 @@ class RefModel(Device):
         self._dma(dst, src, count, fill, self._vmid if level else 0)  # at once: CP_SYNC holds trivially
         self._complete(level, n)
 
-    def _dma(self, dst: int, src: int, count: int, fill: bool, vmid: int) -> None:
+    def _dma_count(self, acct, read: int = 0, written: int = 0, busy: int = 0) -> None:
+        """Count a transfer's bytes: the CP's DMA counters, or (acct) the SDMA engine's."""
+        if acct is None:
+            self._dma_read += read
+            self._dma_written += written
+            self._dma_busy += busy
+        else:
+            acct.bytes_read += read
+            acct.bytes_written += written
+
+    def _dma(self, dst: int, src: int, count: int, fill: bool, vmid: int, acct=None) -> None:
         """Copy `count` bytes from src to dst (as memmove), or fill them with the 32-bit
         value src: the byte at address a gets byte (a mod 4) of the value, as the engine
         puts the value on every dword lane. Any alignment; both sides translated with `vmid`.
@@ -1224,12 +1295,11 @@ class RefModel(Device):
                     else:
                         self._mem[pa:pa + nb] = data[done:done + nb]
                     done += nb
-            self._dma_written += k
-            self._dma_busy += -(-k // B)
+            self._dma_count(acct, written=k, busy=-(-k // B))
         if not fill and count:
             # the engine reads whole bus beats: every beat touching [src, src + bytes read)
             end = src + (kr + (1 if rresp or rwhy else 0) if rresp or rwhy else count)
-            self._dma_read += ((end + B - 1) // B - src // B) * B
+            self._dma_count(acct, read=((end + B - 1) // B - src // B) * B)
         if (rresp or rwhy) and kr <= kw:
             bad = src + kr
             at = max(src, bad - bad % B)
