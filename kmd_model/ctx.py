@@ -31,6 +31,11 @@ class Context:
         self.resets = 0
         self.submitted = 0
         self.freed = False
+        self.priority = 2  # its entities' run queue (scheduler.Priority.NORMAL)
+        self.ring_status: dict[str, ResetStatus] = {}  # ring name -> what resets of that ring did to it
+        self.last_on: dict[str, int] = {}  # ring name -> seqno of its latest job there
+        self.hangs = 0  # resets its jobs caused
+        self.banned: str | None = None  # why its CS fails with EIO (too many hangs)
 
     def next_seq(self) -> int:
         self.last_seq = (self.last_seq + 1) & SEQ_MASK

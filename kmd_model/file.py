@@ -27,6 +27,7 @@ class File:
         self.contexts: dict[int, "Context"] = {}
         self.vm: "Vm" = None  # type: ignore[assignment]  # its GPU address space (Kmd.open)
         self.closed = False
+        self.cap_sys_nice = True  # may ask for above-NORMAL priorities (CTX ALLOC)
 
     def ioctl(self, request: int, args: Any = None) -> Any:
         """Run one ioctl; returns its out-structure, raises KmdError on failure."""

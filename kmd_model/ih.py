@@ -45,6 +45,9 @@ class IhRing:
             ih_spec.Source.EOP: kmd.on_eop,
             ih_spec.Source.CP_ERROR: kmd.on_cp_error_entry,
             ih_spec.Source.VM_FAULT: kmd.on_vm_fault_entry,
+            ih_spec.Source.SDMA_TRAP: kmd.on_sdma_trap,
+            ih_spec.Source.SDMA_ERROR: kmd.on_sdma_error_entry,
+            ih_spec.Source.SDMA_POLL_TIMEOUT: kmd.on_sdma_poll_timeout,
         }
 
     def init_hw(self) -> None:

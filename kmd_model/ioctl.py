@@ -24,7 +24,9 @@ from .fence import SEQ_MASK
 from .kmd import MAX_IB_DW
 from .log import get_logger
 from .scheduler import Job
-from .uapi import CsChunkFence, CsChunkIb, CtxOp, Domain, GemFlags, InfoQuery, KmdError, Request, VaOp, VmFlags
+from .scheduler import Priority
+from .uapi import (HW_IP_NUM, CsChunkDep, CsChunkFence, CsChunkIb, CtxOp, CtxPriority, Domain, GemFlags, HwIp,
+                   InfoQuery, KmdError, Request, VaOp, VmFlags)
 from .vm import PAGE
 
 if TYPE_CHECKING:
@@ -128,7 +130,10 @@ def _fmt_value(v: Any) -> str:
         return f"<{v.dtype}[{v.size}] view>"
     if isinstance(v, CsChunkIb):
         where = f"bo {v.handle}+{v.offset:#x}" if v.handle else f"{v.gpu_addr:#x}" if v.gpu_addr is not None else "?"
-        return f"Ib({where}, {v.size_dw} dw)"
+        ring = "" if (v.ip_type, v.ring) == (HwIp.GFX, 0) else f", {_ip_name(v.ip_type)} {v.ring}"
+        return f"Ib({where}, {v.size_dw} dw{ring})"
+    if isinstance(v, CsChunkDep):
+        return f"Dep({_ip_name(v.ip_type)} {v.ring}, ctx {v.ctx_id}, seq {_fmt_value(v.handle)})"
     if isinstance(v, CsChunkFence):
         return f"Fence(bo {v.handle}+{v.offset:#x})"
     if is_dataclass(v):
@@ -140,6 +145,10 @@ def _fmt_value(v: Any) -> str:
     return repr(v)
 
 
+def _ip_name(ip: Any) -> str:
+    return HwIp(ip).name if isinstance(ip, int) and ip in HwIp._value2member_map_ else repr(ip)
+
+
 def fmt(obj: Any) -> str:
     """`{a=1, b=0x1000}`: a dataclass's fields, leaving out zero/None defaults."""
     if not is_dataclass(obj):
@@ -148,7 +157,7 @@ def fmt(obj: Any) -> str:
     for f in fields(obj):
         v = getattr(obj, f.name)
         if v is None or (f.default is not None and not isinstance(v, np.ndarray) and v == f.default
-                         and f.name not in ("op", "query")):
+                         and f.name not in ("op", "query")) or (isinstance(v, (dict, list)) and not v):
             continue
         parts.append(f"{f.name}={_fmt_value(v)}")
     return "{" + ", ".join(parts) + "}"
@@ -286,7 +295,15 @@ def ctx_ioctl(kmd: "Kmd", file: "File", a: uapi.CtxArgs) -> uapi.CtxOut:
     op = _int("CTX", "op", a.op, 0)
     _int("CTX", "flags", a.flags, 0, 0)  # no flags are defined for any op
     if op == CtxOp.ALLOC:
-        return uapi.CtxOut(kmd.ctx_alloc(file).id)
+        prio = _int("CTX ALLOC", "priority", a.priority, -1023, 1023)
+        if prio not in CtxPriority._value2member_map_:
+            raise KmdError(errno.EINVAL, f"CTX ALLOC: priority must be one of "
+                           f"{', '.join(f'{p.name} ({p.value})' for p in CtxPriority)}, not {prio}")
+        if prio > CtxPriority.NORMAL and not file.cap_sys_nice:
+            raise KmdError(errno.EACCES, f"CTX ALLOC: priority {CtxPriority(prio).name} needs CAP_SYS_NICE "
+                           "(amdgpu_ctx_priority_permit)")
+        run_queue = Priority.LOW if prio < 0 else Priority.NORMAL if prio == 0 else Priority.HIGH
+        return uapi.CtxOut(kmd.ctx_alloc(file, run_queue).id)
     if op == CtxOp.FREE:
         ctx = file.ctx(a.ctx_id, "CTX FREE")
         kmd.ctx_free(ctx)
@@ -294,11 +311,53 @@ def ctx_ioctl(kmd: "Kmd", file: "File", a: uapi.CtxArgs) -> uapi.CtxOut:
     if op == CtxOp.QUERY_STATE:
         ctx = file.ctx(a.ctx_id, "CTX QUERY_STATE")
         kmd.service()
-        return uapi.CtxOut(ctx.id, ctx.reset_status, ctx.resets, ctx.guilty)
+        return uapi.CtxOut(ctx.id, ctx.reset_status, ctx.resets, ctx.guilty, dict(ctx.ring_status))
     raise KmdError(errno.EINVAL, f"CTX: op must be ALLOC (1), FREE (2) or QUERY_STATE (3), not {op!r}")
 
 
 # ------------------------------------------------------------------------------ submission
+
+def _ring(kmd: "Kmd", who: str, ip_type, ip_instance, ring):
+    """The scheduler a (HW IP type, instance, ring) names (amdgpu_ctx_get_entity); EINVAL
+    for anything this device does not have."""
+    ip = _int(who, "ip_type", ip_type, 0)
+    if ip >= HW_IP_NUM:
+        raise KmdError(errno.EINVAL, f"{who}: ip_type {ip} is not a HW IP type (0..{HW_IP_NUM - 1})")
+    _int(who, "ip_instance", ip_instance, 0, 0)  # "all IPs have only one instance"
+    r = _int(who, "ring", ring, 0)
+    sched = kmd.rings.get((ip, r))
+    if sched is not None:
+        return sched
+    name = HwIp(ip).name
+    n = sum(1 for (i, _) in kmd.rings if i == ip)
+    if ip == HwIp.DMA and not n:
+        raise KmdError(errno.EINVAL, f"{who}: HW IP DMA ring {r}: this device has no SDMA engine (QUEUE_CAPS "
+                       f"answers DECERR on the {kmd.dev.name} backend: the RTL has no copy engine yet)")
+    if not n:
+        raise KmdError(errno.EINVAL, f"{who}: HW IP {name} has no rings on this device")
+    raise KmdError(errno.EINVAL, f"{who}: HW IP {name} has {n} ring(s) (0..{n - 1}), not ring {r}")
+
+
+def _dependency(kmd: "Kmd", file: "File", who: str, ch: CsChunkDep):
+    """The unfinished job a dependency chunk names, or None when it has finished already."""
+    sched = _ring(kmd, who, ch.ip_type, ch.ip_instance, ch.ring)
+    dctx = file.ctx(ch.ctx_id, who)  # amdgpu: an unknown context is EINVAL
+    seq = _int(who, "handle", ch.handle, 0, SEQ_MASK)
+    if seq == SEQ_MASK:  # the context's latest job on that ring (amdgpu's ~0)
+        seq = dctx.last_on.get(sched.name)
+        if seq is None:
+            return None
+    if not dctx.submitted_seq(seq):
+        last = f"last is {dctx.last_seq:#x}" if dctx.submitted else "nothing submitted yet"
+        raise KmdError(errno.EINVAL, f"{who}: context {dctx.id} never submitted seqno {seq:#x} ({last})")
+    job = dctx.jobs.get(seq)
+    if job is None:
+        return None  # finished: nothing to wait for
+    if job.ring is not sched.ring:
+        raise KmdError(errno.EINVAL, f"{who}: seqno {seq:#x} of context {dctx.id} runs on {job.ring.name}, "
+                       f"not on {sched.name}")
+    return job
+
 
 def _guilty(who: str, ctx) -> KmdError:
     return KmdError(errno.ECANCELED, f"{who}: context {ctx.id} was reset: {ctx.guilty.message}", ctx.guilty)
@@ -312,11 +371,15 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
         raise _guilty("CS", ctx)
     if kmd.wedged:
         raise KmdError(errno.EIO, f"CS: {kmd.wedged}")
+    if ctx.banned:
+        raise KmdError(errno.EIO, f"CS: {ctx.banned}")
     if not isinstance(a.chunks, (list, tuple)):
         raise KmdError(errno.EINVAL, f"CS: chunks must be a list, not {type(a.chunks).__name__}")
     ibs: list[tuple[int, int]] = []
     user_fence = None
     uf_bo = None
+    sched = None
+    deps = []
     for i, ch in enumerate(a.chunks):
         who = f"CS: chunk {i}"
         if isinstance(ch, CsChunkIb):
@@ -324,6 +387,11 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
                 raise KmdError(errno.EINVAL, f"CS: more than {kmd.params.max_ib_chunks} IB chunks")
             n = _int(who, "size_dw", ch.size_dw, 1, MAX_IB_DW)
             _int(who, "flags", ch.flags, 0, 0)  # none defined yet
+            s = _ring(kmd, who, ch.ip_type, ch.ip_instance, ch.ring)
+            if sched is not None and s is not sched:
+                raise KmdError(errno.EINVAL, f"{who}: the IB chunks aim at different rings ({sched.name} and "
+                               f"{s.name}): one CS runs on one ring")
+            sched = s
             if ch.handle and ch.gpu_addr is not None:
                 raise KmdError(errno.EINVAL, f"{who}: give a BO handle or a gpu_addr, not both")
             if ch.handle:
@@ -355,14 +423,19 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
                 raise KmdError(errno.EINVAL, f"{who}: user fence offset {off:#x} must be dword aligned "
                                f"and inside BO {ch.handle} ({uf_bo.size:#x} bytes)")
             user_fence = uf_bo.gpu_addr + off
+        elif isinstance(ch, CsChunkDep):
+            dep = _dependency(kmd, file, who, ch)
+            if dep is not None:
+                deps.append(dep)
         else:
-            raise KmdError(errno.EINVAL, f"{who} is a {type(ch).__name__}, not a CsChunkIb or CsChunkFence")
+            raise KmdError(errno.EINVAL, f"{who} is a {type(ch).__name__}, not a CsChunkIb, CsChunkFence or "
+                           "CsChunkDep")
     if not ibs:
         raise KmdError(errno.EINVAL, "CS: no IB chunk")
     checked = None
     ring_ibs = ibs
     vm = file.vm
-    if kmd.params.cs_check:
+    if kmd.params.cs_check and sched is kmd.sched:
         # The checked copies are what the CP runs: nothing the client writes from now on
         # reaches it (kmd_model/cs_checker.py).
         try:
@@ -381,8 +454,10 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
     job = Job(ctx, ctx.next_seq(), ring_ibs, user_fence, bos, checked=checked, client_ibs=ibs, vm=vm)
     for bo in bos:
         bo.busy_jobs += 1
+    job.deps = deps
     kmd.stats["cs"] += 1
-    kmd.sched.push_job(job)
+    ctx.last_on[sched.name] = job.seq
+    sched.push_job(job)
     return uapi.CsOut(job.seq)
 
 
@@ -426,7 +501,7 @@ def info(kmd: "Kmd", file: "File", a: uapi.InfoArgs) -> Any:
         return uapi.DevInfo(
             backend=kmd.dev.name, hw_version=i.version, bus_bytes=i.bus_bytes, addr_bits=i.addr_bits,
             ib_levels=i.ib_levels, has_dma=i.has_dma, has_ih=i.has_ih, dma_max_bytes=i.dma_max_bytes,
-            ring_size_dw=kmd.ring.size_dw,
+            ring_size_dw=kmd.ring.size_dw, sdma_rings=1 if kmd.sdma_sched is not None else 0,
             ib_align_dw=kmd.params.ib_align_dw, max_ib_dw=MAX_IB_DW, max_job_dw=kmd.max_job_dw,
             max_job_ibs=kmd.params.max_job_ibs,
             packets=tuple(p.name for p in packets.PACKETS),

@@ -37,7 +37,7 @@ from .bo import PAGE, BoManager
 from .cp_error import CpError, CpErrorState
 from .cs_checker import CheckedJob, CsChecker, find_unsatisfied_wait
 from .ctx import Context
-from .device import Device
+from .device import BusError, Device
 from .fence import Fence, FenceDriver
 from .file import File
 from .ih import IhRing
@@ -46,8 +46,9 @@ from .mapping import Mapping, map_bo
 from .mmio import Mmio
 from .ring import Ring, as_u32
 from .scheduler import Job, Scheduler
+from .sdma_ring import SdmaRing
 from .shadow import ShadowPool
-from .uapi import Domain, HwErrorInfo, KmdError, ResetStatus, VmFaultInfo
+from .uapi import Domain, HwErrorInfo, HwIp, KmdError, ResetStatus, VmFaultInfo
 from .vm import HUGE, Vm, VmidManager
 
 log = get_logger("kmd")
@@ -75,6 +76,9 @@ class KmdParams:
     max_job_dw: int = 1 << 21  # dwords one job may run (every IB counted each time it runs)
     max_job_ibs: int = 4096  # distinct IBs one job may reach (each is copied and checked)
     shadow_pool_kib: int = 16 << 10  # kernel memory for checked copies of IBs (at most half of GTT)
+    sdma_ring_log2_dw: int = 10  # the SDMA ring: 1024 dwords (when the device has the engine)
+    hw_submission_limit: int = 64  # jobs in flight per ring (amdgpu_sched_hw_submission, 2 on amdgpu)
+    ban_after_hangs: int = 3  # a file whose contexts caused this many resets is banned (EIO)
 
     def __post_init__(self) -> None:
         for name, lo, hi in (("ring_log2_dw", 6, 20), ("ih_log2_entries", 2, 16),
@@ -82,7 +86,8 @@ class KmdParams:
                              ("job_timeout", 1, 1 << 62), ("fallback_poll", 1, 1 << 62),
                              ("hw_timeout", 1, 1 << 62), ("max_ib_chunks", 1, 64),
                              ("max_job_dw", 1, 1 << 30), ("max_job_ibs", 1, 1 << 20),
-                             ("shadow_pool_kib", 4, 1 << 30)):
+                             ("shadow_pool_kib", 4, 1 << 30), ("sdma_ring_log2_dw", 6, 20),
+                             ("hw_submission_limit", 1, 1 << 20), ("ban_after_hangs", 1, 1 << 20)):
             v = getattr(self, name)
             if not isinstance(v, int) or not lo <= v <= hi:
                 raise ValueError(f"KMD parameter {name} must be an int in [{lo}, {hi}], not {v!r}")
@@ -100,6 +105,9 @@ class Wb(IntEnum):
     FENCE = 2  # the ring's fence memory
     SCRATCH = 3  # ring test
     IB_TEST = 4  # IB test
+    SDMA_RPTR = 5  # the SDMA engine writes its rptr (bytes) here
+    SDMA_FENCE = 6  # the SDMA ring's fence memory
+    SDMA_SCRATCH = 7  # SDMA ring test
 
 
 class Kmd:
@@ -117,7 +125,8 @@ class Kmd:
         self.stats = dict.fromkeys((
             "ioctls", "ioctl_errors", "cs", "cs_rejected", "jobs_retired", "jobs_cancelled",
             "interrupts", "spurious_interrupts", "fallback_polls", "resets", "job_timeouts",
-            "cp_errors", "vm_faults", "cs_shadow_bytes"), 0)
+            "cp_errors", "vm_faults", "cs_shadow_bytes", "sdma_errors", "queue_resets",
+            "soft_recoveries"), 0)
         mem = dev.mem
         size = min(len(mem), 1 << self.info.addr_bits) if self.info.addr_bits else len(mem)
         self.mem32 = as_u32(mem)
@@ -147,7 +156,27 @@ class Kmd:
         self.max_job_dw = min(p.max_job_dw, 1 << ((self.shadow.size // 8).bit_length() - 1))
         self.fence_drv = FenceDriver(self.wb32, Wb.FENCE, self.wb_addr(Wb.FENCE), p.initial_seq,
                                      dev.now, self._fence_signalled)
-        self.sched = Scheduler(self, p.job_timeout)
+        self.sched = Scheduler(self, p.job_timeout, hw_submission_limit=p.hw_submission_limit)
+        # The copy engine, when the device has one (QUEUE_CAPS; DECERR on the RTL backends,
+        # which do not implement it yet): its ring, fence driver and scheduler.
+        self.sdma_ring: SdmaRing | None = None
+        self.sdma_fence_drv: FenceDriver | None = None
+        self.sdma_sched: Scheduler | None = None
+        try:
+            self.sdma_engines = regs.QUEUE_CAPS.SDMA.get(self.mmio.read(regs.QUEUE_CAPS))
+        except BusError:
+            self.sdma_engines = 0
+        if self.sdma_engines:
+            sbo = kbo(4 << p.sdma_ring_log2_dw, PAGE, Domain.GTT, 0, None, "sdma ring", who="init")
+            self.sdma_ring = SdmaRing(self, sbo.gpu_addr, p.sdma_ring_log2_dw, Wb.SDMA_RPTR, Wb.SDMA_SCRATCH)
+            self.sdma_fence_drv = FenceDriver(self.wb32, Wb.SDMA_FENCE, self.wb_addr(Wb.SDMA_FENCE), p.initial_seq,
+                                              dev.now, self._fence_signalled)
+            self.sdma_sched = Scheduler(self, p.job_timeout, self.sdma_ring, self.sdma_fence_drv,
+                                        p.hw_submission_limit)
+        # (HW IP type, ring index) -> scheduler, as amdgpu_ctx_get_entity resolves a CS chunk
+        self.rings: dict[tuple[int, int], Scheduler] = {(HwIp.GFX, 0): self.sched}
+        if self.sdma_sched is not None:
+            self.rings[(HwIp.DMA, 0)] = self.sdma_sched
         i = self.info
         self.checker = CsChecker(self.bo, self.mem32, rules.Caps(i.ib_levels, i.has_dma, i.dma_max_bytes,
                                                                  i.addr_bits), self.max_job_dw, p.max_job_ibs)
@@ -157,8 +186,10 @@ class Kmd:
         self.contexts: dict[int, Context] = {}
         self.next_ctx_id = 1
         self.reset_pending: tuple[str, CpErrorState | None] | None = None
+        self.sdma_reset_pending: CpErrorState | None = None
         self.last_vm_fault: VmFaultInfo | None = None
         self.wedged: str | None = None
+        self.recovery_log: list[tuple[str, str]] = []  # (ring, step) of every recovery, in order
         self.trace_hooks: list = []  # callables taking an ioctl.IoctlRecord
         self.hw_init()
 
@@ -213,10 +244,17 @@ class Kmd:
                                f"(STATUS {m.read(regs.STATUS):#x})")
             self.dev.delay(8)
 
+    @property
+    def scheds(self) -> tuple[Scheduler, ...]:
+        """Every ring's scheduler: gfx first."""
+        return (self.sched,) if self.sdma_sched is None else (self.sched, self.sdma_sched)
+
     def _hw_reinit(self) -> None:
-        """Ring, IH and interrupts from a clean (just reset) CP; then the ring test."""
+        """Rings, IH and interrupts from a clean (just reset) device; then the ring tests."""
         m = self.mmio
         self.ring.init_hw()
+        if self.sdma_ring is not None:
+            self.sdma_ring.init_hw()
         if self.ih:
             self.ih.init_hw()
         m.write(regs.INT_STATUS, _INT_EVENTS)  # W1C: forget events from before the reset
@@ -225,6 +263,8 @@ class Kmd:
         else:
             m.write_fields(regs.INT_ENABLE, EOP=1, CP_ERROR=1)
         self.ring.test_ring(self.params.hw_timeout)
+        if self.sdma_ring is not None:
+            self.sdma_ring.test_ring(self.params.hw_timeout)
 
     def test_ib(self) -> None:
         """amdgpu's IB test: an IB writes a magic, a fence follows, the interrupt signals it."""
@@ -285,8 +325,9 @@ class Kmd:
             return vm.translate(va, n) if vm is not None else va
         return translate
 
-    def ctx_alloc(self, file: File) -> Context:
+    def ctx_alloc(self, file: File, priority: int = 2) -> Context:
         ctx = Context(self.next_ctx_id, file, self.params.initial_seq)
+        ctx.priority = priority
         self.next_ctx_id += 1
         self.contexts[ctx.id] = ctx
         file.contexts[ctx.id] = ctx
@@ -297,6 +338,8 @@ class Kmd:
         ctx.freed = True
         ctx.file.contexts.pop(ctx.id, None)
         self.contexts.pop(ctx.id, None)
+        for s in self.scheds:
+            s.remove_context(ctx)
 
     def file_closed(self, file: File) -> None:
         self.service()  # retire what finished, so idle BOs are freed now
@@ -363,7 +406,9 @@ class Kmd:
     def _fence_signalled(self, fence: Fence) -> None:
         if self.observers:
             self.notify("fence", fence=fence)
-        self.sched.fence_signalled(fence)
+        job = fence.job
+        sched = self.sched if job is None or job.ring is None or job.ring is self.ring else self.sdma_sched
+        sched.fence_signalled(fence)  # type: ignore[union-attr]
 
     def job_retired(self, job: Job) -> None:
         if job.error is not None:
@@ -399,11 +444,28 @@ class Kmd:
             log.warning("IH ring overflowed: entries were dropped; polling fences and STATUS")
         if events:
             self.fence_drv.process()
+            if self.sdma_fence_drv is not None:
+                self.sdma_fence_drv.process()
+                self._check_sdma_status()
             if self.ih is None or regs.INT_STATUS.IH_OVERFLOW.get(st) or regs.INT_STATUS.CP_ERROR.get(st):
                 self._check_status()
         else:
             self.stats["spurious_interrupts"] += 1
             self.dev.delay(16)  # let time pass, or a line that stays high would spin us
+
+    def _check_sdma_status(self) -> None:
+        """SDMA_STATUS.ERROR found by polling (an SDMA_ERROR entry lost or not yet read)."""
+        if self.sdma_ring is not None and self.sdma_reset_pending is None and \
+                regs.SDMA_STATUS.ERROR.get(self.mmio.read(regs.SDMA_STATUS)):
+            self._sdma_error(self.read_sdma_error())
+
+    def read_sdma_error(self) -> CpErrorState:
+        m = self.mmio
+        e = regs.SDMA_ERROR.decode(m.read(regs.SDMA_ERROR))
+        return CpErrorState.from_regs(regs.CP_ERROR.CODE.put(e["CODE"]) | regs.CP_ERROR.LEVEL.put(e["LEVEL"])
+                                      | regs.CP_ERROR.OPCODE.put(e["OP"]),
+                                      m.read64(regs.SDMA_ERROR_ADDR_LO, regs.SDMA_ERROR_ADDR_HI),
+                                      m.read(regs.SDMA_ERROR_OFFSET), 0)
 
     def _check_status(self) -> None:
         if self.reset_pending is None and regs.STATUS.ERROR.get(self.mmio.read(regs.STATUS)):
@@ -417,6 +479,24 @@ class Kmd:
     # IH source handlers (kmd_model/ih.py)
     def on_eop(self, entry: dict) -> None:
         self.fence_drv.process()
+
+    def on_sdma_trap(self, entry: dict) -> None:
+        """sdma_v4_0_process_trap_irq: the fence value is re-read from memory."""
+        if self.sdma_fence_drv is not None:
+            self.sdma_fence_drv.process()
+
+    def on_sdma_error_entry(self, entry: dict) -> None:
+        self._sdma_error(self.read_sdma_error())
+
+    def on_sdma_poll_timeout(self, entry: dict) -> None:
+        """sdma_v4_0_process_pool_timeout_irq only logs: the engine moved on by itself."""
+        log.warning("sdma0: a POLL_REGMEM at %#x gave up (last read %#010x)", entry["DATA0"] | entry["DATA1"] << 32,
+                    entry["DATA2"])
+
+    def _sdma_error(self, state: CpErrorState) -> None:
+        if self.sdma_reset_pending is None:
+            self.stats["sdma_errors"] += 1
+            self.sdma_reset_pending = state
 
     def on_cp_error_entry(self, entry: dict) -> None:
         self._cp_error(CpErrorState.from_regs(entry["DATA0"], entry["DATA1"] | entry["DATA2"] << 32,
@@ -456,6 +536,11 @@ class Kmd:
             log.debug("fallback poll signalled fences (interrupt late or lost)")
         if self.sched.pending or self.fence_drv.pending:
             self._check_status()
+        if self.sdma_sched is not None:
+            if self.sdma_fence_drv.pending:  # type: ignore[union-attr]
+                self.sdma_fence_drv.process()  # type: ignore[union-attr]
+            if self.sdma_sched.pending:
+                self._check_sdma_status()
 
     # ------------------------------------------------------------------ waiting
 
@@ -464,14 +549,24 @@ class Kmd:
         then feed the ring. Every ioctl that depends on GPU state calls this first."""
         if self.dev.irq_level():
             self.irq_handler()
-        elif self.fence_drv.pending:
-            self.fence_drv.process()
+        else:
+            if self.fence_drv.pending:
+                self.fence_drv.process()
+            if self.sdma_fence_drv is not None and self.sdma_fence_drv.pending:
+                self.sdma_fence_drv.process()
         if self.reset_pending is not None:
             self._recover_pending()
         elif self.sched.timed_out(self.dev.now()) and not self._progressed():
             self.timedout_job()
-        if self.sched.queue:
-            self.sched.kick()
+        sd = self.sdma_sched
+        if sd is not None and self.wedged is None:
+            if self.sdma_reset_pending is not None:
+                self._sdma_recover_pending()
+            elif sd.timed_out(self.dev.now()) and not self._sdma_progressed():
+                self.sdma_timedout_job()
+        for s in self.scheds:
+            if s.queue:
+                s.kick()
 
     def wait_for(self, done, timeout: int) -> bool:
         """Wait until `done()` or `timeout` cycles pass; interrupts, fallback polls, resets
@@ -486,9 +581,10 @@ class Kmd:
             if now >= deadline:
                 return False
             step = min(deadline - now, self.params.fallback_poll)
-            t = self.sched.next_timeout(now)
-            if t is not None:
-                step = max(1, min(step, t))
+            for s in self.scheds:
+                t = s.next_timeout(now)
+                if t is not None:
+                    step = max(1, min(step, t))
             if dev.wait_irq(step):
                 self.irq_handler()
             else:
@@ -507,8 +603,10 @@ class Kmd:
             self.notify("gpu_error", info=info, state=state, job=guilty)
         self.gpu_recover(guilty, info)
 
-    def describe_error(self, state: CpErrorState, guilty: Job | None) -> HwErrorInfo:
+    def describe_error(self, state: CpErrorState, guilty: Job | None, ring: str = "gfx") -> HwErrorInfo:
         owner = f"context {guilty.ctx.id}" if guilty else "kernel"
+        if ring != "gfx":
+            owner = f"{ring}, {owner}"
         if guilty is not None and state.code not in (CpError.DOORBELL_BACKWARDS, CpError.DOORBELL_OVERFLOW):
             # the CP ran the checked copy; the client knows its packets by its own addresses
             state = replace(state, addr=guilty.client_addr(state.addr))
@@ -565,39 +663,155 @@ class Kmd:
             self.notify("gpu_error", info=info, state=None, job=job)
         self.gpu_recover(job, info)
 
-    def gpu_recover(self, guilty: Job | None, info: HwErrorInfo) -> None:
-        """stop -> reset -> drop the guilty context's jobs -> resubmit the rest -> start."""
-        self.stats["resets"] += 1
-        self.reset_pending = None
-        sched = self.sched
-        try:
-            sched.stop()
-            self._soft_reset()
-            self.fence_drv.process()  # work that finished before the error stays finished
-            if guilty is not None and not guilty.finished:
-                ctx = guilty.ctx
+    def _mark_guilty(self, guilty: Job | None, info: HwErrorInfo, scheds: tuple[Scheduler, ...],
+                     full: bool = True) -> None:
+        """The guilty context's unfinished jobs fail with ECANCELED. After a full reset the
+        context stays guilty (amdgpu's ctx->guilty: its CS and WAIT_CS fail with ECANCELED from
+        then on) and its jobs go from every ring; after a queue reset only its jobs of that
+        ring go, as amdgpu's per-queue reset cancels the guilty context's other fences there,
+        and the context carries on until it has caused `ban_after_hangs` resets: then it is
+        banned (its CS fails with EIO, as i915 bans). Contexts with work on the reset rings
+        are innocent there."""
+        if guilty is not None and not guilty.finished:
+            ctx = guilty.ctx
+            ctx.hangs += 1
+            if full:
                 ctx.guilty = info
-                ctx.reset_status = ResetStatus.GUILTY
-                dropped = sched.drop_context(ctx, KmdError(errno.ECANCELED, info.message, info))
-                log.warning("context %d is guilty: %d job(s) cancelled", ctx.id, len(dropped))
-            for job in (*sched.pending, *sched.queue):
+            ctx.reset_status = ResetStatus.GUILTY
+            ctx.ring_status[guilty.ring.name if guilty.ring is not None else "gfx"] = ResetStatus.GUILTY
+            err = KmdError(errno.ECANCELED, info.message, info)
+            dropped = [j for s in (self.scheds if full else scheds) for j in s.drop_context(ctx, err)]
+            log.warning("context %d is guilty: %d job(s) cancelled", ctx.id, len(dropped))
+            if ctx.hangs >= self.params.ban_after_hangs and not ctx.banned:
+                ctx.banned = (f"context {ctx.id} is banned: it caused {ctx.hangs} resets "
+                              f"(ban_after_hangs {self.params.ban_after_hangs})")
+                log.error(ctx.banned)
+        for s in scheds:
+            for job in (*s.pending, *s.queue):
+                if job.ctx.ring_status.get(s.name, ResetStatus.NO_RESET) == ResetStatus.NO_RESET:
+                    job.ctx.ring_status[s.name] = ResetStatus.INNOCENT
                 if job.ctx.reset_status == ResetStatus.NO_RESET:
                     job.ctx.reset_status = ResetStatus.INNOCENT
-            for ctx in self.contexts.values():
-                ctx.resets += 1
-            # nothing will ever write the hardware fences of the lost ring contents
-            self.fence_drv.pending.clear()
-            self.fence_drv.force_completion()
+        for ctx in self.contexts.values():
+            ctx.resets += 1
+
+    def gpu_recover(self, guilty: Job | None, info: HwErrorInfo) -> None:
+        """The full reset, the last step of the ladder: stop every ring -> reset the device ->
+        drop the guilty context's jobs -> resubmit the rest -> start."""
+        self.stats["resets"] += 1
+        self.reset_pending = None
+        self.sdma_reset_pending = None
+        scheds = self.scheds
+        try:
+            for s in scheds:
+                s.stop()
+            self._soft_reset()
+            for s in scheds:
+                s.fence_drv.process()  # work that finished before the error stays finished
+            self._mark_guilty(guilty, info, scheds)
+            redo = []
+            for s in scheds:
+                # nothing will ever write the hardware fences of the lost ring contents
+                s.fence_drv.pending.clear()
+                s.fence_drv.force_completion()
             self._hw_reinit()
-            redo = sched.resubmit_and_start()
+            for s in scheds:
+                redo += s.resubmit_and_start()
             log.warning("GPU reset done: %d job(s) resubmitted", len(redo))
             if self.observers:
                 self.notify("reset", resubmitted=len(redo))
         except KmdError as e:
-            self.wedged = f"GPU reset failed: {e.message}"
-            log.critical(self.wedged)
-            sched.cancel_all(KmdError(errno.EIO, self.wedged))
+            self.wedge(f"GPU reset failed: {e.message}")
             raise
+
+    def wedge(self, why: str) -> None:
+        """Recovery failed: the device is wedged; every job fails with EIO, and so does every CS."""
+        self.wedged = why
+        log.critical(self.wedged)
+        for s in self.scheds:
+            s.stopped = True
+            s.cancel_all(KmdError(errno.EIO, self.wedged))
+
+    # ------------------------------------------------------------------ the SDMA ring's recovery
+
+    def _sdma_progressed(self) -> bool:
+        """As _progressed, for the copy engine: its rptr, dwords fetched and bytes moved."""
+        m = self.mmio
+        mark = (m.read(regs.SDMA_RB_RPTR), m.read(regs.PERF_SDMA_DWORDS_FETCHED),
+                m.read(regs.PERF_SDMA_BYTES_READ), m.read(regs.PERF_SDMA_BYTES_WRITTEN))
+        s = self.sdma_sched
+        moved = mark != s.progress_mark  # type: ignore[union-attr]
+        s.progress_mark = mark  # type: ignore[union-attr]
+        if moved:
+            s.progress_at = self.dev.now()  # type: ignore[union-attr]
+        return moved
+
+    def _sdma_recover_pending(self) -> None:
+        state = self.sdma_reset_pending
+        assert state is not None and self.sdma_sched is not None
+        rptr = self.mmio.read(regs.SDMA_RB_RPTR) >> 2
+        guilty = self.sdma_sched.job_at_ring(rptr) or self.sdma_sched.head_job()
+        info = self.describe_error(state, guilty, "sdma0")
+        log.error("SDMA error: %s", info.message)
+        if self.observers:
+            self.notify("gpu_error", info=info, state=state, job=guilty)
+        self.ring_recover(self.sdma_sched, guilty, info)
+
+    def sdma_timedout_job(self) -> None:
+        """drm_sched's timedout_job for the SDMA ring."""
+        s = self.sdma_sched
+        job = s.head_job() if s is not None else None
+        if job is None:
+            return
+        st = regs.SDMA_STATUS.decode(self.mmio.read(regs.SDMA_STATUS))
+        if st["ERROR"]:
+            self._sdma_error(self.read_sdma_error())
+            self._sdma_recover_pending()
+            return
+        self.stats["job_timeouts"] += 1
+        waited = self.dev.now() - s.progress_at
+        doing = "polling in a POLL_REGMEM" if st["WAITING"] else f"busy at {regs.IbLevel(st['LEVEL']).name}"
+        msg = f"job {job.seq:#x} timed out on sdma0: no progress for {waited} cycles, {doing}, context {job.ctx.id}"
+        info = HwErrorInfo(code="TIMEOUT", level=regs.IbLevel(st["LEVEL"]).name, opcode=0, opcode_name=None,
+                           offset=0, addr=0, seq=job.seq, ctx_id=job.ctx.id, message=msg)
+        log.error("timeout: %s", msg)
+        if self.observers:
+            self.notify("gpu_error", info=info, state=None, job=job)
+        self.ring_recover(s, job, info)
+
+    def ring_recover(self, sched: Scheduler, guilty: Job | None, info: HwErrorInfo) -> None:
+        """amdgpu_job_timedout's ladder for one ring: soft recovery (if the ring has one) ->
+        reset of the queue alone (if it has one) -> the full reset only if that fails. The
+        other rings keep running through a queue reset."""
+        ring = sched.ring
+        self.sdma_reset_pending = None if ring is self.sdma_ring else self.sdma_reset_pending
+        self.recovery_log.append((ring.name, "timeout" if info.code == "TIMEOUT" else "error"))
+        if ring.soft_recovery is not None:  # no engine here has one (sdma_v4_0 neither)
+            self.recovery_log.append((ring.name, "soft_recovery"))
+            if ring.soft_recovery(guilty):
+                self.stats["soft_recoveries"] += 1
+                return
+        if ring.has_queue_reset:
+            self.recovery_log.append((ring.name, "queue_reset"))
+            try:
+                sched.stop()
+                ring.queue_reset(self.params.hw_timeout)  # type: ignore[attr-defined]
+                sched.fence_drv.process()  # what finished before the error stays finished
+                self._mark_guilty(guilty, info, (sched,), full=False)
+                sched.fence_drv.pending.clear()
+                sched.fence_drv.force_completion()
+                ring.init_hw()
+                ring.test_ring(self.params.hw_timeout)
+                redo = sched.resubmit_and_start()
+                self.stats["queue_resets"] += 1
+                log.warning("%s queue reset done: %d job(s) resubmitted, the other rings ran on", ring.name, len(redo))
+                if self.observers:
+                    self.notify("reset", resubmitted=len(redo), ring=ring.name)
+                return
+            except KmdError as e:
+                log.error("%s queue reset failed (%s): resetting the device", ring.name, e.message)
+        self.recovery_log.append((ring.name, "full_reset"))
+        self.gpu_recover(guilty if guilty is None or not guilty.finished else None, info)
 
     # ------------------------------------------------------------------ INFO
 

@@ -37,6 +37,10 @@ class Ring:
     """The one gfx ring (amdgpu's ring 0): memory, pointers and the emit functions."""
 
     name = "gfx"
+    # amdgpu's ring funcs ->soft_recovery and ->reset: the CP kills no waves (it has none) and
+    # its one queue has no reset of its own yet, so a gfx hang goes to the full reset
+    soft_recovery = None
+    has_queue_reset = False
 
     def __init__(self, kmd: "Kmd", gpu_addr: int, log2_dw: int, align_dw: int,
                  rptr_wb_index: int, scratch_index: int):

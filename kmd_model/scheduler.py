@@ -1,9 +1,15 @@
-"""Jobs and the scheduler that feeds them to the ring (drm_sched's role, one ring).
+"""Jobs and the schedulers that feed them to the rings (drm_sched's role, one per ring).
 
-A CS becomes a Job in the scheduler's queue. `kick()` moves queued jobs to the ring
-while there is room (`run_job`: emit the IBs, the user fence and the hardware fence,
-commit), in submission order. The fence driver signals a job's hardware fence when
-its RELEASE_MEM lands; `free_job` then retires it.
+A CS becomes a Job in its context's entity for the ring it names (drm_sched_entity: one
+per context per ring). Entities sit in run queues by priority (KERNEL, HIGH, NORMAL, LOW,
+as drm_sched's enum since v6.8, KERNEL first). `kick()` moves jobs to the ring while there
+is room and fewer than `hw_submission_limit` of the ring's jobs are in flight: it takes the
+first run queue, highest priority first, with a ready entity, round robin within it
+(drm_sched's RR policy); an entity is ready when its next job's dependencies (jobs of any
+ring, CS dependency chunks) have finished. A job whose dependency failed is cancelled with
+ECANCELED without running. Jobs of one entity run in submission order. `run_job` emits the
+IBs, the user fence and the hardware fence and commits; the ring's fence driver signals the
+hardware fence, `free_job` then retires the job.
 
 Recovery is drm_sched's: stop (no more run_job) -> reset the hardware -> drop the
 guilty job and the rest of its context's jobs -> resubmit the innocent jobs that had
@@ -15,11 +21,13 @@ same with the job as the guilty one.
 from __future__ import annotations
 
 import logging
+import errno
 from collections import deque
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
-from .fence import Fence
+from .fence import Fence, FenceDriver
 from .log import get_logger
 from .ring import Ring
 from .uapi import KmdError
@@ -29,6 +37,27 @@ if TYPE_CHECKING:
     from .kmd import Kmd
 
 log = get_logger("sched")
+
+
+class Priority(IntEnum):
+    """drm_sched's run queues (enum drm_sched_priority since v6.8: 0 is served first)."""
+
+    KERNEL = 0
+    HIGH = 1
+    NORMAL = 2
+    LOW = 3
+
+
+class Entity:
+    """drm_sched_entity: one context's queue of jobs for one ring."""
+
+    def __init__(self, ctx: "Context", priority: Priority):
+        self.ctx = ctx
+        self.priority = priority
+        self.queue: deque[Job] = deque()
+
+    def __repr__(self) -> str:
+        return f"Entity(ctx {self.ctx.id}, {self.priority.name})"
 
 
 @dataclass(eq=False)
@@ -49,6 +78,8 @@ class Job:
     client_ibs: list = field(default_factory=list)  # the IBs as the client named them
     vm: Any = None  # the file's Vm (kmd_model/vm.py): its IBs run with the VMID it holds
     vmid: int = 0
+    ring: Ring | None = None  # the ring it runs on (its scheduler's)
+    deps: list = field(default_factory=list)  # jobs (of any ring) that must finish first
 
     def client_addr(self, addr: int) -> int:
         """An address in the job's shadow copies as the client knows it (error reports)."""
@@ -57,41 +88,96 @@ class Job:
     @property
     def ndw(self) -> int:
         """Ring dwords run_job writes (before padding)."""
-        return len(self.ibs) * Ring.IB_DW + Ring.FENCE_DW * (2 if self.user_fence is not None else 1)
+        r = self.ring or Ring
+        return len(self.ibs) * r.IB_DW + r.FENCE_DW * (2 if self.user_fence is not None else 1)
 
     def __repr__(self) -> str:
         return f"Job(ctx {self.ctx.id} seq {self.seq:#x})"
 
 
 class Scheduler:
-    def __init__(self, kmd: "Kmd", job_timeout: int):
+    """drm_gpu_scheduler for one ring: run queues of entities, the jobs in flight, the timer."""
+
+    def __init__(self, kmd: "Kmd", job_timeout: int, ring: Ring | None = None,
+                 fence_drv: FenceDriver | None = None, hw_submission_limit: int = 1 << 30):
         self.kmd = kmd
-        self.ring = kmd.ring
+        self.ring = ring if ring is not None else kmd.ring
+        self._fence_drv = fence_drv
         self.job_timeout = job_timeout
-        self.queue: deque[Job] = deque()  # accepted, not yet in the ring
+        self.hw_submission_limit = hw_submission_limit
+        self.rqs: list[list[Entity]] = [[] for _ in Priority]  # by Priority, round robin within
+        self.entities: dict[int, Entity] = {}  # context id -> its entity on this ring
         self.pending: deque[Job] = deque()  # in the ring, not finished
         self.stopped = False
         self.progress_at = 0  # when the head job started, the last job finished, or the CP last moved
-        self.progress_mark: tuple = ()  # what the CP had done then (Kmd._progressed)
+        self.progress_mark: tuple = ()  # what the engine had done then (Kmd._progressed)
+
+    @property
+    def name(self) -> str:
+        return self.ring.name
+
+    @property
+    def fence_drv(self) -> FenceDriver:
+        return self._fence_drv if self._fence_drv is not None else self.kmd.fence_drv
+
+    @property
+    def queue(self) -> list[Job]:
+        """Jobs accepted and not yet in the ring, entity by entity."""
+        return [j for rq in self.rqs for e in rq for j in e.queue]
+
+    def entity(self, ctx: "Context") -> Entity:
+        """The context's entity on this ring, created on first use at the context's priority."""
+        e = self.entities.get(ctx.id)
+        if e is None:
+            e = self.entities[ctx.id] = Entity(ctx, Priority(ctx.priority))
+            self.rqs[e.priority].append(e)
+        return e
+
+    def remove_context(self, ctx: "Context") -> None:
+        e = self.entities.pop(ctx.id, None)
+        if e is not None and not e.queue:
+            self.rqs[e.priority].remove(e)
+        elif e is not None:
+            self.entities[ctx.id] = e  # its jobs still run; the entity goes when they have
 
     # ------------------------------------------------------------------ submission
 
     def push_job(self, job: Job) -> None:
         job.queued_at = self.kmd.dev.now()
-        self.queue.append(job)
+        job.ring = self.ring
+        self.entity(job.ctx).queue.append(job)
         job.ctx.jobs[job.seq] = job
         self.kick()
 
+    def _select(self) -> Entity | None:
+        """drm_sched_select_entity: the first run queue (KERNEL first) with a ready entity,
+        round robin within it. Jobs whose dependency failed are cancelled on the way."""
+        for rq in self.rqs:
+            for k in range(len(rq)):
+                e = rq[k]
+                while e.queue and any(d.finished and d.error is not None for d in e.queue[0].deps):
+                    job = e.queue.popleft()
+                    bad = next(d for d in job.deps if d.finished and d.error is not None)
+                    self.cancel_job(job, KmdError(errno.ECANCELED, f"{job!r} on {self.name}: its dependency "
+                                                  f"{bad!r} failed: {bad.error.message}", bad.error.info))
+                if e.queue and all(d.finished for d in e.queue[0].deps):
+                    rq.append(rq.pop(k))  # round robin: it goes to the back of its queue
+                    return e
+        return None
+
     def kick(self) -> int:
-        """Move queued jobs into the ring while they fit; return how many."""
+        """Move ready jobs into the ring while they fit; return how many."""
         n = 0
-        while self.queue and not self.stopped and self.ring.alloc(self.queue[0].ndw):
-            job = self.queue[0]
+        while not self.stopped and len(self.pending) < self.hw_submission_limit:
+            e = self._select()
+            if e is None or not self.ring.alloc(e.queue[0].ndw):
+                break
+            job = e.queue[0]
             vmid = self.kmd.vmids.grab(job.vm) if job.vm is not None else 0
             if vmid is None:
                 break  # every VMID is busy: the job waits for one (amdgpu_vmid_grab)
             job.vmid = vmid
-            self.queue.popleft()
+            e.queue.popleft()
             if not self.pending:
                 self.progress_at = self.kmd.dev.now()
                 self.progress_mark = ()
@@ -112,13 +198,14 @@ class Scheduler:
         if job.user_fence is not None:
             # before the kernel fence: when WAIT_CS returns, the user fence is there too
             ring.emit_fence(job.user_fence, job.seq, interrupt=False)
-        fence = Fence(kmd.fence_drv.next_seq(), job)
-        ring.emit_fence(kmd.fence_addr, fence.seq, interrupt=True)  # amdgpu's: INT_CTXID 0
+        fd = self.fence_drv
+        fence = Fence(fd.next_seq(), job)
+        ring.emit_fence(fd.gpu_addr, fence.seq, interrupt=True)  # amdgpu's: INT_CTXID 0
         job.ring_end = ring.wptr
         job.hw_fence = fence
         if job.vmid:
             kmd.vmids.used(job.vmid, job)
-        kmd.fence_drv.track(fence)
+        fd.track(fence)
         if kmd.observers:
             kmd.notify("run_job", job=job, fence=fence)
         if log.isEnabledFor(logging.DEBUG):
@@ -178,21 +265,25 @@ class Scheduler:
     def stop(self) -> None:
         self.stopped = True
 
-    def drop_context(self, ctx: "Context", error: KmdError) -> list[Job]:
-        """Cancel every unfinished job of a guilty context, queued or in the ring."""
-        dropped = [j for j in (*self.pending, *self.queue) if j.ctx is ctx and not j.finished]
+    def drop_context(self, ctx: "Context", error: KmdError, queued_only: bool = False) -> list[Job]:
+        """Cancel every unfinished job of a guilty context, queued or in the ring (only
+        queued ones with `queued_only`: on a ring that was not reset, its running jobs end)."""
+        dropped = [j for j in (*(() if queued_only else self.pending), *self.queue) if j.ctx is ctx and not j.finished]
         for j in dropped:
             self.cancel_job(j, error)
         self.pending = deque(j for j in self.pending if not j.finished)
-        self.queue = deque(j for j in self.queue if not j.finished)
+        for rq in self.rqs:
+            for e in rq:
+                e.queue = deque(j for j in e.queue if not j.finished)
         return dropped
 
     def resubmit_and_start(self) -> list[Job]:
-        """Put the unfinished jobs that were in the ring back at the head of the queue and
-        restart; the ring is empty again after the reset."""
+        """Put the unfinished jobs that were in the ring back at the head of their entities
+        and restart; the ring is empty again after the reset."""
         redo = [j for j in self.pending if not j.finished]
         self.pending.clear()
-        self.queue.extendleft(reversed(redo))
+        for j in reversed(redo):
+            self.entity(j.ctx).queue.appendleft(j)
         self.stopped = False
         self.progress_at = self.kmd.dev.now()
         self.progress_mark = ()
@@ -204,5 +295,7 @@ class Scheduler:
             if not j.finished:
                 self.cancel_job(j, error)
         self.pending.clear()
-        self.queue.clear()
+        for rq in self.rqs:
+            for e in rq:
+                e.queue.clear()
 

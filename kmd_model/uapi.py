@@ -22,7 +22,7 @@ from enum import IntEnum, IntFlag
 from typing import Any
 
 KMD_NAME = "gpucosim"
-KMD_VERSION = (2, 0, 0)
+KMD_VERSION = (2, 1, 0)
 """Driver API version (major, minor, patchlevel), as DRM_IOCTL_VERSION reports it.
 Minor goes up when ioctls or flags are added; a UMD checks it to use new features."""
 
@@ -162,6 +162,37 @@ class CtxOp(IntEnum):
     QUERY_STATE = 3  # amdgpu's QUERY_STATE2: was the context hit by a GPU reset?
 
 
+class CtxPriority(IntEnum):
+    """CTX ALLOC priorities (amdgpu's AMDGPU_CTX_PRIORITY_*). Above NORMAL needs CAP_SYS_NICE
+    (EACCES otherwise); each maps to a drm_sched run queue: VERY_LOW and LOW to LOW, NORMAL
+    to NORMAL, HIGH and VERY_HIGH to HIGH (user space never reaches KERNEL)."""
+
+    VERY_LOW = -1023
+    LOW = -512
+    NORMAL = 0
+    HIGH = 512
+    VERY_HIGH = 1023
+
+
+class HwIp(IntEnum):
+    """CS ring choice: the hardware IP type (amdgpu's AMDGPU_HW_IP_*). This device has GFX
+    ring 0 always and DMA ring 0 when it has an SDMA engine (DEV_INFO.sdma_rings)."""
+
+    GFX = 0
+    COMPUTE = 1
+    DMA = 2
+    UVD = 3
+    VCE = 4
+    UVD_ENC = 5
+    VCN_DEC = 6
+    VCN_ENC = 7
+    VCN_JPEG = 8
+    VPE = 9
+
+
+HW_IP_NUM = 10
+
+
 class ResetStatus(IntEnum):
     NO_RESET = 0
     GUILTY = 1  # this context's work caused a reset; it is refused from now on (ECANCELED)
@@ -173,6 +204,7 @@ class CtxArgs:
     op: int
     ctx_id: int = 0
     flags: int = 0
+    priority: int = CtxPriority.NORMAL  # ALLOC only
 
 
 @dataclass(frozen=True)
@@ -194,8 +226,9 @@ class HwErrorInfo:
 class CtxOut:
     ctx_id: int = 0
     reset_status: ResetStatus = ResetStatus.NO_RESET
-    resets: int = 0  # device resets seen since the context was created
+    resets: int = 0  # resets (of the device or of a queue) seen since the context was created
     error: HwErrorInfo | None = None
+    ring_status: dict = field(default_factory=dict)  # ring name ("gfx", "sdma0") -> ResetStatus
 
 
 # ----------------------------------------------------------------------------- submission
@@ -209,6 +242,23 @@ class CsChunkIb:
     offset: int = 0
     gpu_addr: int | None = None
     flags: int = 0
+    ip_type: int = HwIp.GFX  # the ring: HW IP type, instance and ring index (drm_amdgpu_cs_chunk_ib)
+    ip_instance: int = 0
+    ring: int = 0
+
+
+@dataclass
+class CsChunkDep:
+    """Wait for another job first (AMDGPU_CHUNK_ID_DEPENDENCIES): the job `handle` (its CS
+    seqno; 0xFFFFFFFF = the context's latest) that context `ctx_id` (of this file) submitted
+    to the ring (ip_type, ip_instance, ring). The jobs may be on different rings; the wait is
+    the scheduler's, on the GPU's side of the CS (no CPU round trip for the client)."""
+
+    ip_type: int
+    ring: int
+    ctx_id: int
+    handle: int
+    ip_instance: int = 0
 
 
 @dataclass
@@ -286,6 +336,7 @@ class DevInfo:
     va_end: int  # ... and virtual_address_max)
     va_alignment: int  # the page size: GEM_VA's unit
     vm_levels: int  # page-table levels
+    sdma_rings: int = 0  # rings of HW IP DMA (the copy engine): 0 on the RTL backends so far
 
 
 @dataclass(frozen=True)

@@ -238,7 +238,7 @@ def check_cs_errors(dev):
     expect(errno.EINVAL, "CS: no IB chunk", cs)
     expect(errno.EINVAL, "CS: no IB chunk", cs, CsChunkFence(bo.handle, 0))
     expect(errno.EINVAL, "CS: more than 4 IB chunks", cs, *[ib] * 5)
-    expect(errno.EINVAL, "CS: chunk 0 is a int, not a CsChunkIb or CsChunkFence", cs, 7)
+    expect(errno.EINVAL, "CS: chunk 0 is a int, not a CsChunkIb, CsChunkFence or CsChunkDep", cs, 7)
     expect(errno.EINVAL, "CS: chunk 0: size_dw must be 0x1 to 0xfffff, not 0", cs, CsChunkIb(0, bo.handle))
     expect(errno.EINVAL, "CS: chunk 0: size_dw must be 0x1 to 0xfffff, not 0x100000", cs,
            CsChunkIb(1 << 20, bo.handle))
