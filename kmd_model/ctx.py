@@ -17,6 +17,7 @@ from .uapi import HwErrorInfo, ResetStatus
 
 if TYPE_CHECKING:
     from .file import File
+    from .uapi import KmdError
     from .scheduler import Job
 
 
@@ -35,7 +36,16 @@ class Context:
         self.ring_status: dict[str, ResetStatus] = {}  # ring name -> what resets of that ring did to it
         self.last_on: dict[str, int] = {}  # ring name -> seqno of its latest job there
         self.hangs = 0  # resets its jobs caused
+        self.failed: dict[int, "KmdError"] = {}  # seqno -> why, for jobs that ended with an error
+        # (the latest FAILED_KEPT of them: WAIT_CS reports their error after they are gone)
         self.banned: str | None = None  # why its CS fails with EIO (too many hangs)
+
+    FAILED_KEPT = 1024
+
+    def job_failed(self, seq: int, error: "KmdError") -> None:
+        self.failed[seq] = error
+        if len(self.failed) > self.FAILED_KEPT:
+            del self.failed[next(iter(self.failed))]
 
     def next_seq(self) -> int:
         self.last_seq = (self.last_seq + 1) & SEQ_MASK

@@ -295,7 +295,7 @@ def ctx_ioctl(kmd: "Kmd", file: "File", a: uapi.CtxArgs) -> uapi.CtxOut:
     op = _int("CTX", "op", a.op, 0)
     _int("CTX", "flags", a.flags, 0, 0)  # no flags are defined for any op
     if op == CtxOp.ALLOC:
-        prio = _int("CTX ALLOC", "priority", a.priority, -1023, 1023)
+        prio = _int("CTX ALLOC", "priority", a.priority, -(1 << 31), (1 << 31) - 1)  # an int32, as in drm_amdgpu_ctx_in
         if prio not in CtxPriority._value2member_map_:
             raise KmdError(errno.EINVAL, f"CTX ALLOC: priority must be one of "
                            f"{', '.join(f'{p.name} ({p.value})' for p in CtxPriority)}, not {prio}")
@@ -323,7 +323,9 @@ def _ring(kmd: "Kmd", who: str, ip_type, ip_instance, ring):
     ip = _int(who, "ip_type", ip_type, 0)
     if ip >= HW_IP_NUM:
         raise KmdError(errno.EINVAL, f"{who}: ip_type {ip} is not a HW IP type (0..{HW_IP_NUM - 1})")
-    _int(who, "ip_instance", ip_instance, 0, 0)  # "all IPs have only one instance"
+    inst = _int(who, "ip_instance", ip_instance, 0)
+    if inst:  # amdgpu: "Right now all IPs have only one instance"
+        raise KmdError(errno.EINVAL, f"{who}: ip_instance must be 0 (every HW IP has one instance), not {inst}")
     r = _int(who, "ring", ring, 0)
     sched = kmd.rings.get((ip, r))
     if sched is not None:
@@ -473,6 +475,9 @@ def wait_cs(kmd: "Kmd", file: "File", a: uapi.WaitCsArgs) -> uapi.WaitCsOut:
         raise KmdError(errno.EINVAL, f"WAIT_CS: context {ctx.id} never submitted seqno {seq:#x} ({last})")
     job = ctx.jobs.get(seq)
     if job is None:
+        e = ctx.failed.get(seq)
+        if e is not None:  # it ended with an error (a queue reset cancelled it, or a dependency failed)
+            raise KmdError(e.errno, f"WAIT_CS: {e.message}", e.info)
         return uapi.WaitCsOut(False)
     done = kmd.wait_for(lambda: job.finished, timeout)
     if job.error is not None:

@@ -239,6 +239,7 @@ class Scheduler:
         job.error = error
         job.finished = True
         job.ctx.jobs.pop(job.seq, None)
+        job.ctx.job_failed(job.seq, error)
         self.kmd.job_retired(job)
 
     # ------------------------------------------------------------------ timeouts and recovery
