@@ -294,8 +294,10 @@ def gem_wait_idle(kmd: "Kmd", file: "File", a: uapi.GemWaitIdleArgs) -> uapi.Gem
 def ctx_ioctl(kmd: "Kmd", file: "File", a: uapi.CtxArgs) -> uapi.CtxOut:
     op = _int("CTX", "op", a.op, 0)
     _int("CTX", "flags", a.flags, 0, 0)  # no flags are defined for any op
+    prio = _int("CTX", "priority", a.priority, -(1 << 31), (1 << 31) - 1)  # an int32, as in drm_amdgpu_ctx_in
+    if op != CtxOp.ALLOC and prio:
+        raise KmdError(errno.EINVAL, f"CTX: priority is for ALLOC only, not {prio}")
     if op == CtxOp.ALLOC:
-        prio = _int("CTX ALLOC", "priority", a.priority, -(1 << 31), (1 << 31) - 1)  # an int32, as in drm_amdgpu_ctx_in
         if prio not in CtxPriority._value2member_map_:
             raise KmdError(errno.EINVAL, f"CTX ALLOC: priority must be one of "
                            f"{', '.join(f'{p.name} ({p.value})' for p in CtxPriority)}, not {prio}")

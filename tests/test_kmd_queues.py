@@ -111,9 +111,11 @@ def test_cs_ring_and_dependency_errors():
                           "HIGH (512), VERY_HIGH (1023), not 5"),
         (2048, errno.EINVAL, "CTX ALLOC: priority must be one of VERY_LOW (-1023), LOW (-512), NORMAL (0), "
                              "HIGH (512), VERY_HIGH (1023), not 2048"),
-        ("high", errno.EINVAL, "CTX ALLOC: priority must be an int, not 'high'"),
+        ("high", errno.EINVAL, "CTX: priority must be an int, not 'high'"),
     ]:
         expect(err, msg, c.io, Request.CTX, uapi.CtxArgs(CtxOp.ALLOC, priority=prio))
+    expect(errno.EINVAL, "CTX: priority is for ALLOC only, not 512", c.io, Request.CTX,
+           uapi.CtxArgs(CtxOp.QUERY_STATE, c.ctx, priority=512))
     c.f.cap_sys_nice = False
     expect(errno.EACCES, "CTX ALLOC: priority HIGH needs CAP_SYS_NICE (amdgpu_ctx_priority_permit)",
            c.io, Request.CTX, uapi.CtxArgs(CtxOp.ALLOC, priority=CtxPriority.HIGH))
