@@ -44,6 +44,7 @@ TRACKS: dict[str, Track] = {t.key: t for t in (
     Track("bus", GPU, 2, "memory bus (CP)"),
     Track("dma", GPU, 3, "DMA bursts"),
     Track("irq", GPU, 4, "interrupts"),
+    Track("sdma", GPU, 5, "SDMA packets (copy engine)"),
 )}
 
 

@@ -16,8 +16,8 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from kmd_model.ioctl import fmt as fmt_ioctl
-from kmd_model.uapi import CsChunkIb
-from spec import pm4
+from kmd_model.uapi import CsChunkIb, HwIp
+from spec import pm4, sdma
 
 from .timeline import Timeline, wave_time
 
@@ -85,7 +85,7 @@ class Tracer:
         self.tl = timeline
         self.now = now
         self.kmd: Kmd | None = None
-        self.fence_emitted: dict[int, tuple[int, Any]] = {}  # hw seq -> (cycle, job) when it entered the ring
+        self.fence_emitted: dict[Any, tuple[int, Any]] = {}  # hw fence -> (cycle, job) when it entered its ring
         self.dumps: list[dict] = []  # ring commits and IBs, for `gpucosim disasm trace.json`
         timeline.metadata["dumps"] = self.dumps
 
@@ -156,6 +156,14 @@ class Tracer:
                 addr = ch.gpu_addr
             else:
                 continue
+            if ch.ip_type == HwIp.DMA:  # the copy engine's IB: SDMA packets, no chains
+                pa = file.vm.translate(addr, 4 * ch.size_dw)
+                if pa is None:
+                    continue
+                words = kmd.mem32[pa // 4: pa // 4 + ch.size_dw].tolist()
+                self._dump(f"CS seq {rec.result.seq} SDMA IB at {addr:#x} ({len(words)} dwords)", addr, words)
+                parts.append(f"SDMA IB at {addr:#x}, {len(words)} dwords:\n{sdma.listing(words, addr)}")
+                continue
             for base, words in ib_chain(kmd.mem32, addr, ch.size_dw, file.vm.translate):
                 self._dump(f"CS seq {rec.result.seq} IB at {base:#x} ({len(words)} dwords)", base, words)
                 parts.append(f"IB at {base:#x}, {len(words)} dwords:\n{listing(words, base)}")
@@ -173,14 +181,19 @@ class Tracer:
         elif event == "doorbell":
             ring = f["ring"]
             base, words = ring_dwords(ring, f["start"], f["wptr"])
-            self._dump(f"ring [{f['start']:#x}, {f['wptr']:#x}) at {base:#x}", base, words)
-            self.tl.instant("kmd", f"doorbell wptr={f['wptr']:#x}", now, {
-                "wptr": f"{f['wptr']:#x}", "rptr": f"{ring.get_rptr():#x}", "dwords": len(words),
-                "ring_writes": listing(words, base), "wave_time": wave_time(now)})
+            gfx = ring.name == "gfx"
+            self._dump(f"{'' if gfx else ring.name + ' '}ring [{f['start']:#x}, {f['wptr']:#x}) at {base:#x}",
+                       base, words)
+            self.tl.instant("kmd", f"doorbell {'' if gfx else ring.name + ' '}wptr={f['wptr']:#x}", now, {
+                "ring": ring.name, "wptr": f"{f['wptr']:#x}", "rptr": f"{ring.get_rptr():#x}", "dwords": len(words),
+                "ring_writes": listing(words, base) if gfx else sdma.listing(words, base),
+                "wave_time": wave_time(now)})
         elif event == "run_job":
             job, fence = f["job"], f["fence"]
-            self.fence_emitted[fence.seq] = (now, job)
-            self.tl.instant("kmd", f"run_job ctx {job.ctx.id} seq {job.seq:#x}", now, {
+            self.fence_emitted[fence] = (now, job)
+            ring = job.ring.name if job.ring is not None else "gfx"
+            self.tl.instant("kmd", f"run_job {'' if ring == 'gfx' else ring + ' '}ctx {job.ctx.id} seq {job.seq:#x}",
+                            now, {"engine": ring,
                 "hw_fence": f"{fence.seq:#010x}", "ibs": ", ".join(f"{a:#x}+{n}dw" for a, n in job.ibs),
                 "ring": f"[{job.ring_start:#x}, {job.ring_end:#x})", "user_fence": job.user_fence is not None})
         elif event == "irq":
@@ -195,11 +208,12 @@ class Tracer:
         elif event == "fence":
             fence = f["fence"]
             a = {"seq": f"{fence.seq:#010x}", "wave_time": wave_time(now)}
-            emitted = self.fence_emitted.pop(fence.seq, None)
+            emitted = self.fence_emitted.pop(fence, None)
             name = f"fence {fence.seq:#x}"
             if emitted is not None:
                 t0, job = emitted
-                a.update(context=job.ctx.id, job_seq=job.seq, emitted_wave_time=wave_time(t0))
+                a.update(context=job.ctx.id, job_seq=job.seq, emitted_wave_time=wave_time(t0),
+                         engine=job.ring.name if job.ring is not None else "gfx")
                 self.tl.span("fence", name, t0, now, a)
             else:  # a kernel fence (IB test): no job
                 self.tl.instant("fence", name + " signalled", now, a)
@@ -217,5 +231,6 @@ def model_cp_hook(timeline: Timeline, now: Callable[[], int]) -> Callable[[str],
     def hook(line: str) -> None:
         where, _, text = line.partition(": ")
         name = text.split(" ", 1)[0] or "packet"
-        timeline.instant("cp", name, now(), {"where": where, "packet": text})
+        # the copy engine's packets ("SDMA RING+0x0040: ...") get a track of their own
+        timeline.instant("sdma" if where.startswith("SDMA") else "cp", name, now(), {"where": where, "packet": text})
     return hook

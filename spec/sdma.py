@@ -30,9 +30,9 @@ from spec import sdma_packets as _sp
 from spec.packets import Field
 from spec.pm4 import (_dwords, _enum_arg, _int, _misaligned, _out_of_range, _seq,
                       _tail_len, _too_wide, _show_dwords, _show_field, _usual)
-from spec.sdma_packets import SDMA_OP, SDMA_PACKETS, SDMA_SUB_OP, SdmaPacketDef
+from spec.sdma_packets import MAX_COPY_BYTES, MAX_WRITE_DW, SDMA_OP, SDMA_PACKETS, SDMA_SUB_OP, SdmaPacketDef
 
-__all__ = ["BUILDERS", "NOP_PAD", "Packet", "Malformed", "Problem", "pad", "encode_fields",
+__all__ = ["BUILDERS", "NOP_PAD", "MAX_COPY_BYTES", "MAX_WRITE_DW", "Packet", "Malformed", "Problem", "pad", "encode_fields",
            "decode", "decode_stream", "describe", "disassemble", "listing", "header"]
 
 NOP_PAD = _sp.NOP_PAD

@@ -33,7 +33,7 @@ def check_versions(dev):
     with pytest.raises(AttributeError, match=r"^Queue.fill\(\) is not in API version 1 \(it is in version 2\)$"):
         q1.fill(b1, 0, 16, 0)
     with pytest.raises(AttributeError, match=r"^Queue has no entry point 'frobnicate' in API version 2 \(it has "
-                       r"close, copy, download, emit_raw, fill, finish, flush, signal, timestamp, upload, wait_mem, "
+                       r"close, copy, download, emit_raw, fill, finish, flush, signal, timestamp, upload, wait_event, wait_mem, "
                        r"write\)$"):
         q2.frobnicate()
     # what other runtimes call it, and typos, are answered with this API's name

@@ -14,7 +14,8 @@ Version 1
 Version 2 (batching by default, fills and timestamps)
     Queue.write no longer submits at once: writes are batched until flush(), a wait, or
     the flush threshold; the default threshold is 64 commands;
-    new calls: Queue.fill, Queue.timestamp.
+    new calls: Queue.fill, Queue.timestamp, Queue.copy/upload/download, Queue.wait_event
+    (GPU-side waits on another queue's event); Device.queue(engine="gfx"|"copy", priority=...).
 """
 
 from __future__ import annotations
@@ -80,7 +81,9 @@ V2 = V1.derive(2, flush_threshold=64, add={
     "Queue.copy": transfer.queue_copy,
     "Queue.upload": transfer.queue_upload,
     "Queue.download": transfer.queue_download,
-}, notes="write() is batched; fill(), timestamp(), copy(), upload(), download()")
+    "Queue.wait_event": rt.queue_wait_event,
+}, notes="write() is batched; fill(), timestamp(), copy(), upload(), download(), wait_event(); "
+         "queue(engine='copy')")
 
 TABLES: dict[int, DispatchTable] = {1: V1, 2: V2}
 LATEST = max(TABLES)

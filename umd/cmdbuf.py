@@ -12,6 +12,10 @@ a submission names: the CP follows the chain.
     cb.emit(pm4.write_data(addr, [1, 2, 3]), "Queue.write() #1")
     first = cb.end()            # (Ib, size_dw) of the first IB, or None when empty
     ... submit ..., then cb.ibs are the IBs this stream used; cb.reset() starts anew.
+
+With `sdma=True` the stream holds the copy engine's packets (spec/sdma.py): SDMA IBs do
+not chain, so a full IB is simply closed (padded with SDMA NOPs) and the submission names
+every IB as a chunk of its own, in order.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from spec import pm4
+from spec import pm4, sdma
 
 CHAIN_DW = len(pm4.indirect_buffer(0, 1))
 
@@ -38,7 +42,7 @@ class Ib:
 
 
 class CmdBuf:
-    def __init__(self, get_ib: Callable[[], Any], ib_size_dw: int = 1024, align_dw: int = 8):
+    def __init__(self, get_ib: Callable[[], Any], ib_size_dw: int = 1024, align_dw: int = 8, sdma: bool = False):
         if align_dw < 1 or align_dw & (align_dw - 1):
             raise ValueError(f"CmdBuf: align_dw must be a power of two, not {align_dw!r}")
         if ib_size_dw < 4 * (CHAIN_DW + align_dw) or ib_size_dw % align_dw:
@@ -47,8 +51,10 @@ class CmdBuf:
         self.get_ib = get_ib
         self.ib_size_dw = ib_size_dw
         self.align_dw = align_dw
+        self.sdma = sdma
+        self.pad = _sdma_pad if sdma else pm4.pad
         # room a packet may use in an IB that still has to take padding and a chain packet
-        self.max_packet_dw = ib_size_dw - CHAIN_DW - (align_dw - 1)
+        self.max_packet_dw = ib_size_dw - (0 if sdma else CHAIN_DW) - (align_dw - 1)
         self.ibs: list[Ib] = []
         self.cur: list[int] = []
         self.labels: dict[int, str] = {}  # GPU address of a packet -> the call that recorded it
@@ -98,7 +104,7 @@ class CmdBuf:
         for off, label in self._pending_labels:
             self.labels[ib.gpu_addr + 4 * off] = label
         self._pending_labels = []
-        if len(self.ibs) >= 2 and ib is self.ibs[-1]:
+        if len(self.ibs) >= 2 and ib is self.ibs[-1] and not self.sdma:
             prev = self.ibs[-2]
             # now that this IB's size is known, the previous IB's CHAIN packet can name it
             # (CHAIN and VALID set, as Mesa's radv_amdgpu_cs_grow chains)
@@ -107,6 +113,12 @@ class CmdBuf:
 
     def _chain(self) -> None:
         nxt = Ib(self.get_ib())
+        if self.sdma:  # no chaining: close this IB, the next one is a chunk of its own
+            self.cur += self.pad(-len(self.cur) % self.align_dw)
+            self._close(self.ibs[-1])
+            self.ibs.append(nxt)
+            self.cur = []
+            return
         self.cur += pm4.pad(-(len(self.cur) + CHAIN_DW) % self.align_dw)
         cur = self.ibs[-1]
         cur.chain_at = len(self.cur)
@@ -123,7 +135,11 @@ class CmdBuf:
         if not self.ibs:
             return None
         if not self.cur:  # a chain packet cannot point at an empty IB
-            self.cur = pm4.pad(self.align_dw)
-        self.cur += pm4.pad(-len(self.cur) % self.align_dw)
+            self.cur = self.pad(self.align_dw)
+        self.cur += self.pad(-len(self.cur) % self.align_dw)
         self._close(self.ibs[-1])
         return self.ibs[0]
+
+
+def _sdma_pad(n: int) -> list[int]:
+    return sdma.pad(n)

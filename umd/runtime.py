@@ -21,8 +21,8 @@ import numpy as np
 
 from kmd_model.fence import seq_passed
 from kmd_model.log import get_logger
-from kmd_model.uapi import CsChunkFence, CsChunkIb, Domain, InfoQuery, KmdError
-from spec import pm4
+from kmd_model.uapi import CsChunkDep, CsChunkFence, CsChunkIb, CtxPriority, Domain, HwIp, InfoQuery, KmdError
+from spec import pm4, sdma
 
 from .cmdbuf import CmdBuf
 from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, SubmitError
@@ -41,6 +41,9 @@ DEFAULT_TIMEOUT = 2_000_000  # simulated cycles
 MAX_INFLIGHT = 32  # submissions a queue has in flight before a flush waits for the oldest
 DOMAINS = {"gtt": Domain.GTT, "vram": Domain.VRAM}
 COMPARE = {"always": "ALWAYS", "<": "LT", "<=": "LE", "==": "EQ", "!=": "NE", ">=": "GE", ">": "GT"}
+# A queue's engine: the CS ring it submits to (HW IP type, ring 0)
+ENGINES = {"gfx": HwIp.GFX, "copy": HwIp.DMA}
+PRIORITIES = {"low": CtxPriority.LOW, "normal": CtxPriority.NORMAL, "high": CtxPriority.HIGH}
 
 # The queue's own page: user fence, event timeline, timestamp slots.
 QBO_USER_FENCE = 0
@@ -160,14 +163,25 @@ def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignmen
 
 
 def device_queue(self: Device, *, flush_threshold: int | None = None, flush_dwords: int | None = None,
-                 ib_size_dw: int = 1024, max_inflight: int = MAX_INFLIGHT) -> "Queue":
-    """A queue (a KMD context) recording commands into chained IBs. It flushes by itself
+                 ib_size_dw: int = 1024, max_inflight: int = MAX_INFLIGHT, engine: str = "gfx",
+                 priority: str = "normal") -> "Queue":
+    """A queue (a KMD context) recording commands into chained IBs. `engine`: "gfx" (the
+    CP's ring, PM4) or "copy" (the SDMA copy engine's ring: write, fill, copy, upload,
+    download, signal, wait_mem run as SDMA packets beside the gfx queues); `priority`: "low",
+    "normal" or "high", the context's scheduler run queue. It flushes by itself
     after `flush_threshold` commands (the API version's default) or, when given, once
     `flush_dwords` dwords are recorded; `ib_size_dw` is the size of each chained IB. At most
     `max_inflight` submissions are in flight: past that a flush (or a new IB) waits for the
     oldest to finish, so memory stays bounded however fast the app records."""
+    if engine not in ENGINES:
+        raise ValueError(f"queue: engine must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
+    if priority not in PRIORITIES:
+        raise ValueError(f"queue: priority must be one of {', '.join(map(repr, PRIORITIES))}, not {priority!r}")
+    if engine == "copy" and not self.dev_info.sdma_rings:
+        raise ValueError(f"queue: engine='copy' needs an SDMA engine, and the {self.name} backend has none "
+                         "(the RTL does not implement the copy engine yet): use engine='gfx'")
     q = Queue(self, flush_threshold if flush_threshold is not None else self._table.flush_threshold,
-              ib_size_dw, flush_dwords, max_inflight)
+              ib_size_dw, flush_dwords, max_inflight, engine, priority)
     self.queues.append(q)
     return q
 
@@ -303,7 +317,7 @@ class Queue(_Dispatched):
     _kind = "Queue"
 
     def __init__(self, device: Device, flush_threshold: int, ib_size_dw: int, flush_dwords: int | None = None,
-                 max_inflight: int = MAX_INFLIGHT):
+                 max_inflight: int = MAX_INFLIGHT, engine: str = "gfx", priority: str = "normal"):
         flush_threshold = _index("queue", "flush_threshold", flush_threshold)
         if flush_threshold < 1:
             raise ValueError(f"queue: flush_threshold must be >= 1, not {flush_threshold}")
@@ -319,16 +333,22 @@ class Queue(_Dispatched):
         self.device = device
         self.ws = device.ws
         self.flush_threshold = flush_threshold
-        self.ctx_id = self.ws.ctx_alloc()
+        self.engine = engine
+        self.priority = priority
+        self.copy_engine = engine == "copy"
+        self.ip_type = ENGINES[engine]
+        self.ctx_id = self.ws.ctx_alloc(PRIORITIES[priority])
+        self.deps: list[CsChunkDep] = []  # events of other queues the next submission waits for
         info = device.dev_info
         self.qbo = device_alloc(device, 4096, "gtt")
         self.q32 = self.qbo.u32
         self.timeline = 0  # last event value handed out
         self.ts_next = 0
         self.pool = IbPool(self, ib_size_dw)
-        self.cmdbuf = CmdBuf(self.pool.get, ib_size_dw, info.ib_align_dw)
-        self.has_dma = info.has_dma
-        self.dma_chunk = info.dma_max_bytes  # one DMA_DATA moves at most this much
+        self.cmdbuf = CmdBuf(self.pool.get, ib_size_dw, info.ib_align_dw, sdma=self.copy_engine)
+        self.has_dma = info.has_dma or self.copy_engine
+        # one DMA_DATA (or SDMA COPY_LINEAR / CONSTANT_FILL) moves at most this much
+        self.dma_chunk = sdma.MAX_COPY_BYTES if self.copy_engine else info.dma_max_bytes
         self.staging: list = []  # (seq, Buffer) staging buffers of uploads/downloads in flight
         self.inflight: deque[Submission] = deque()
         self.unflushed_events: list[Event] = []
@@ -343,7 +363,8 @@ class Queue(_Dispatched):
         self.max_write_dw = min(pm4.MAX_PAYLOAD - 2, self.cmdbuf.max_packet_dw - 4)
 
     def __repr__(self) -> str:
-        return f"<umd.Queue ctx {self.ctx_id} api v{self._table.version}>"
+        eng = "" if self.engine == "gfx" else f" {self.engine}"
+        return f"<umd.Queue{eng} ctx {self.ctx_id} api v{self._table.version}>"
 
     # -- recording helpers
     def _label(self, call: str) -> str:
@@ -488,7 +509,9 @@ def queue_write_batched(self: Queue, buf: Buffer, offset: int, data: Any) -> Non
     label = self._label("write")
     step = self.max_write_dw
     for i in range(0, len(words), step):
-        self.cmdbuf.emit(pm4.write_data(addr + 4 * i, words[i:i + step], wr_confirm=1), label)
+        chunk = words[i:i + step]
+        self.cmdbuf.emit(sdma.write_linear(addr + 4 * i, chunk) if self.copy_engine
+                         else pm4.write_data(addr + 4 * i, chunk, wr_confirm=1), label)
     self._end_command()
 
 
@@ -503,7 +526,11 @@ def queue_wait_mem(self: Queue, buf: Buffer, offset: int, ref: int, *, mask: int
     for name, v in (("ref", ref), ("mask", mask)):
         if not 0 <= _index("wait_mem", name, v) <= M32:
             raise ValueError(f"wait_mem: {name} must fit in 32 bits, not {v:#x}")
-    self.cmdbuf.emit(pm4.wait_reg_mem(addr, ref, mask, fn, poll_interval=poll_interval), self._label("wait_mem"))
+    if self.copy_engine:  # POLL_REGMEM's interval counts 16 clocks
+        pkt = sdma.poll_regmem(addr, ref, mask, fn, interval=max(1, -(-poll_interval // 16)))
+    else:
+        pkt = pm4.wait_reg_mem(addr, ref, mask, fn, poll_interval=poll_interval)
+    self.cmdbuf.emit(pkt, self._label("wait_mem"))
     self._end_command()
 
 
@@ -511,15 +538,39 @@ def queue_signal(self: Queue) -> "Event":
     """An event the GPU signals when it gets here (RELEASE_MEM of a timeline value)."""
     self.timeline = (self.timeline + 1) & M32
     ev = Event(self, self.timeline)
-    self.cmdbuf.emit(pm4.release_mem(self.qbo.gpu_addr + 4 * QBO_TIMELINE, ev.value, data_sel="DATA_32"),
-                     self._label("signal"))
+    addr = self.qbo.gpu_addr + 4 * QBO_TIMELINE
+    self.cmdbuf.emit(sdma.fence(addr, ev.value) if self.copy_engine else
+                     pm4.release_mem(addr, ev.value, data_sel="DATA_32"), self._label("signal"))
     self.unflushed_events.append(ev)
     self._end_command()
     return ev
 
 
+def queue_wait_event(self: Queue, event: "Event") -> None:
+    """API v2: the queue's next submission starts only once `event` (of another queue,
+    gfx or copy, of this device) is signalled: a dependency the KMD's scheduler holds the
+    job back for (a CS dependency chunk), so the CPU never waits. The wait covers the whole
+    submission that carries the event. An event of this same queue needs no wait (the
+    queue runs in order)."""
+    if not isinstance(event, Event):
+        raise TypeError(f"wait_event: event must be a umd Event, not {event!r}")
+    q = event.queue
+    if q.device is not self.device:
+        raise ValueError("wait_event: the event belongs to another device")
+    if q is self:
+        return
+    if event.lost:
+        raise SubmitError(errno.ECANCELED, "wait_event: the submission carrying this event was refused")
+    if event.seq is None:
+        queue_flush(q)  # the event must be submitted before anything can depend on it
+    self.deps.append(CsChunkDep(q.ip_type, 0, q.ctx_id, event.seq))  # type: ignore[arg-type]
+    self._label("wait_event")
+    self._end_command()
+
+
 def queue_emit_raw(self: Queue, dwords: Any) -> None:
-    """Raw PM4 dwords, for experiments: the KMD's checker still sees them."""
+    """Raw dwords, for experiments (PM4, or SDMA packets on a copy queue): the KMD's
+    checker still sees a gfx queue's."""
     words = _dwords("emit_raw", dwords)
     self.cmdbuf.emit(words, self._label("emit_raw"))
     self._end_command()
@@ -530,6 +581,8 @@ def queue_flush(self: Queue) -> int | None:
     when there was nothing to submit. With `max_inflight` submissions in flight it first
     waits for the oldest; if that times out (GpuTimeout) the commands stay recorded."""
     cb = self.cmdbuf
+    if not cb.ibs and self.deps:  # a wait with nothing after it yet: a NOP job carries it
+        cb.emit(sdma.pad(8) if self.copy_engine else pm4.pad(8), "wait_event")
     if not cb.ibs:
         return None
     if len(self.inflight) >= self.max_inflight:
@@ -544,11 +597,19 @@ def queue_flush(self: Queue) -> int | None:
         for ib in cb.ibs:
             log.debug("IB at %#x, %d dwords:\n%s", ib.gpu_addr, ib.size_dw, "\n".join(
                 "  " + line for line in pm4.disassemble(ib.buf.u32[:ib.size_dw].tolist(), ib.gpu_addr)))
+    sizes = [ib.size_dw for ib in cb.ibs]
     cb.reset()
+    deps, self.deps = self.deps, []
+    fence = CsChunkFence(self.qbo.handle, self.qbo.bo_offset + 4 * QBO_USER_FENCE)
     try:
-        seq = self.ws.cs_submit(self.ctx_id, [
-            CsChunkIb(first.size_dw, gpu_addr=first.buf.gpu_addr),
-            CsChunkFence(self.qbo.handle, self.qbo.bo_offset + 4 * QBO_USER_FENCE)])
+        if not self.copy_engine:
+            seq = self.ws.cs_submit(self.ctx_id, [*deps, CsChunkIb(first.size_dw, gpu_addr=first.buf.gpu_addr), fence])
+        else:  # SDMA IBs do not chain: every IB is a chunk, max_ib_chunks per CS, in order
+            step = self.device.dev_info.max_ib_chunks
+            for k in range(0, len(ibs), step):
+                chunks = [CsChunkIb(n, gpu_addr=b.gpu_addr, ip_type=self.ip_type)
+                          for b, n in zip(ibs[k:k + step], sizes[k:k + step])]
+                seq = self.ws.cs_submit(self.ctx_id, [*(deps if k == 0 else ()), *chunks, fence])
     except KmdError as e:
         self.pool.free.extend(ibs)  # never ran
         for ev in events:
@@ -585,7 +646,13 @@ def queue_fill(self: Queue, buf: Buffer, offset: int, size: int, value: int) -> 
     if not 0 <= _index("fill", "value", value) <= M32:
         raise ValueError(f"fill: value must fit in 32 bits, not {value:#x}")
     label = self._label("fill")
-    if self.has_dma:
+    if self.copy_engine:
+        from .transfer import _bytes_range
+
+        addr, size = _bytes_range(buf, "fill", offset, size)
+        for i in range(0, size, self.dma_chunk):
+            self.cmdbuf.emit(sdma.constant_fill(addr + i, value, min(self.dma_chunk, size - i)), label)
+    elif self.has_dma:
         from .transfer import _bytes_range
 
         addr, size = _bytes_range(buf, "fill", offset, size)
@@ -610,6 +677,9 @@ def queue_fill(self: Queue, buf: Buffer, offset: int, size: int, value: int) -> 
 
 def queue_timestamp(self: Queue) -> "Timestamp":
     """API v2: the GPU clock when the queue gets here (RELEASE_MEM TIMESTAMP)."""
+    if self.copy_engine:
+        raise ValueError("timestamp: the copy engine has no timestamp packet here (SDMA TIMESTAMP is not "
+                         "implemented): take it on a gfx queue")
     slots = (4096 // 8) - QBO_TS_FIRST
     slot = QBO_TS_FIRST + self.ts_next % slots
     self.ts_next += 1

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from spec import pm4
+from spec import pm4, sdma
 
 from .runtime import Buffer, Queue, _index, queue_finish
 
@@ -59,8 +59,12 @@ def _written(q: Queue) -> list[tuple[int, int]]:
 def _emit_copy(q: Queue, dst: int, src: int, size: int, label: str) -> None:
     """DMA_DATA copies of at most dma_chunk bytes; RAW_WAIT where an earlier transfer of
     this submission writes what this one reads."""
-    raw = any(s < src + size and src < e for s, e in _written(q))
     step = q.dma_chunk
+    if q.copy_engine:  # SDMA runs each packet to its end before the next: no read-after-write hazard
+        for i in range(0, size, step):
+            q.cmdbuf.emit(sdma.copy_linear(dst + i, src + i, min(step, size - i)), label)
+        return
+    raw = any(s < src + size and src < e for s, e in _written(q))
     for i in range(0, size, step):
         n = min(step, size - i)
         q.cmdbuf.emit(pm4.dma_data(dst + i, src + i, n, raw_wait=int(raw)), label)

@@ -41,8 +41,8 @@ class Winsys:
         return not self.ioctl(Request.GEM_WAIT_IDLE, uapi.GemWaitIdleArgs(handle, timeout)).busy
 
     # -- contexts
-    def ctx_alloc(self) -> int:
-        return self.ioctl(Request.CTX, uapi.CtxArgs(uapi.CtxOp.ALLOC)).ctx_id
+    def ctx_alloc(self, priority: int = 0) -> int:
+        return self.ioctl(Request.CTX, uapi.CtxArgs(uapi.CtxOp.ALLOC, priority=priority)).ctx_id
 
     def ctx_free(self, ctx_id: int) -> None:
         self.ioctl(Request.CTX, uapi.CtxArgs(uapi.CtxOp.FREE, ctx_id))
