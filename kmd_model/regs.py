@@ -558,7 +558,8 @@ class QUEUE_CAPS(Register):
     ADDR = 0x400
     RESET = 0x00000000
     SDMA = Field('SDMA', 0, 4, 'r', 'w', desc='SDMA engines, each with one ring (SDMA_RB_*), doorbell and trap interrupt.')
-    FIELDS = (SDMA,)
+    CP_QUEUES = Field('CP_QUEUES', 4, 4, 'r', 'w', desc='CP hardware queues: 2 means the CP_HQD1_* queue exists beside the RB_* one, arbitrated by CP_QUEUE_PRIORITY, each with its own error state and reset (CP_QUEUE_RESET).')
+    FIELDS = (SDMA, CP_QUEUES,)
 
 
 class SDMA_RB_BASE_LO(Register):
@@ -746,6 +747,159 @@ class PERF_SDMA_PACKETS(Register):
     FIELDS = (COUNT,)
 
 
+class CP_HQD1_RB_BASE_LO(Register):
+    """HQD1 ring base, low. Queue 1's ring address >> 8, as RB_BASE_LO."""
+    NAME = "CP_HQD1_RB_BASE_LO"
+    ADDR = 0x480
+    RESET = 0x00000000
+    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0)
+    FIELDS = (ADDRESS,)
+
+
+class CP_HQD1_RB_BASE_HI(Register):
+    """HQD1 ring base, high. Address bits 47:40."""
+    NAME = "CP_HQD1_RB_BASE_HI"
+    ADDR = 0x484
+    RESET = 0x00000000
+    ADDRESS = Field('ADDRESS', 0, 8, 'rw', 'r', reset=0x0)
+    FIELDS = (ADDRESS,)
+
+
+class CP_HQD1_RB_SIZE(Register):
+    """HQD1 ring size. """
+    NAME = "CP_HQD1_RB_SIZE"
+    ADDR = 0x488
+    RESET = 0x00000000
+    LOG2_QWORDS = Field('LOG2_QWORDS', 0, 5, 'rw', 'r', reset=0x0, desc='As RB_SIZE: 2^(LOG2_QWORDS + 1) dwords.')
+    FIELDS = (LOG2_QWORDS,)
+
+
+class CP_HQD1_RB_RPTR(Register):
+    """HQD1 read pointer. Dwords consumed, free running."""
+    NAME = "CP_HQD1_RB_RPTR"
+    ADDR = 0x48c
+    RESET = 0x00000000
+    RPTR = Field('RPTR', 0, 32, 'r', 'w')
+    FIELDS = (RPTR,)
+
+
+class CP_HQD1_RB_RPTR_ADDR_LO(Register):
+    """HQD1 rptr write-back address, low. """
+    NAME = "CP_HQD1_RB_RPTR_ADDR_LO"
+    ADDR = 0x490
+    RESET = 0x00000000
+    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0)
+    FIELDS = (ADDRESS,)
+
+
+class CP_HQD1_RB_RPTR_ADDR_HI(Register):
+    """HQD1 rptr write-back address, high. """
+    NAME = "CP_HQD1_RB_RPTR_ADDR_HI"
+    ADDR = 0x494
+    RESET = 0x00000000
+    ADDRESS = Field('ADDRESS', 0, 16, 'rw', 'r', reset=0x0)
+    FIELDS = (ADDRESS,)
+
+
+class CP_HQD1_RB_DOORBELL(Register):
+    """HQD1 doorbell. As RB_DOORBELL, for queue 1."""
+    NAME = "CP_HQD1_RB_DOORBELL"
+    ADDR = 0x498
+    RESET = 0x00000000
+    WPTR = Field('WPTR', 0, 32, 'w', 'r', reset=0x0, swmod=True)
+    FIELDS = (WPTR,)
+
+
+class CP_HQD1_RB_WPTR(Register):
+    """HQD1 write pointer. """
+    NAME = "CP_HQD1_RB_WPTR"
+    ADDR = 0x49c
+    RESET = 0x00000000
+    WPTR = Field('WPTR', 0, 32, 'r', 'w')
+    FIELDS = (WPTR,)
+
+
+class CP_HQD1_RB_CNTL(Register):
+    """HQD1 ring control. """
+    NAME = "CP_HQD1_RB_CNTL"
+    ADDR = 0x4a0
+    RESET = 0x00000000
+    ENABLE = Field('ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc="Fetch from queue 1's ring; its doorbells are ignored while clear.")
+    RPTR_WB = Field('RPTR_WB', 1, 1, 'rw', 'r', reset=0x0, desc='Write CP_HQD1_RB_RPTR to its write-back address.')
+    FIELDS = (ENABLE, RPTR_WB,)
+
+
+class CP_HQD1_STATUS(Register):
+    """HQD1 status. """
+    NAME = "CP_HQD1_STATUS"
+    ADDR = 0x4a4
+    RESET = 0x00000000
+    IDLE = Field('IDLE', 0, 1, 'r', 'w', desc='Queue 1 has nothing to do, or is stopped by an error.')
+    ERROR = Field('ERROR', 2, 1, 'r', 'w', desc='Queue 1 is stopped by an error (CP_HQD1_ERROR).')
+    RB_EMPTY = Field('RB_EMPTY', 3, 1, 'r', 'w', desc='Its read pointer equals its write pointer.')
+    WAITING = Field('WAITING', 5, 1, 'r', 'w', desc='It is polling in a WAIT_REG_MEM.')
+    LEVEL = Field('LEVEL', 8, 2, 'r', 'w', desc='Where it is fetching from.')
+    FIELDS = (IDLE, ERROR, RB_EMPTY, WAITING, LEVEL,)
+
+
+class CP_HQD1_ERROR(Register):
+    """HQD1 error. What stopped queue 1, as CP_ERROR for queue 0; cleared by CP_QUEUE_RESET.Q1 or CONTROL.SOFT_RESET."""
+    NAME = "CP_HQD1_ERROR"
+    ADDR = 0x4c0
+    RESET = 0x00000000
+    CODE = Field('CODE', 0, 8, 'r', 'w')
+    LEVEL = Field('LEVEL', 8, 2, 'r', 'w')
+    OPCODE = Field('OPCODE', 16, 8, 'r', 'w')
+    FIELDS = (CODE, LEVEL, OPCODE,)
+
+
+class CP_HQD1_ERROR_ADDR_LO(Register):
+    """HQD1 error address, low. """
+    NAME = "CP_HQD1_ERROR_ADDR_LO"
+    ADDR = 0x4c4
+    RESET = 0x00000000
+    ADDRESS = Field('ADDRESS', 0, 32, 'r', 'w')
+    FIELDS = (ADDRESS,)
+
+
+class CP_HQD1_ERROR_ADDR_HI(Register):
+    """HQD1 error address, high. """
+    NAME = "CP_HQD1_ERROR_ADDR_HI"
+    ADDR = 0x4c8
+    RESET = 0x00000000
+    ADDRESS = Field('ADDRESS', 0, 16, 'r', 'w')
+    FIELDS = (ADDRESS,)
+
+
+class CP_HQD1_ERROR_OFFSET(Register):
+    """HQD1 error packet offset. """
+    NAME = "CP_HQD1_ERROR_OFFSET"
+    ADDR = 0x4cc
+    RESET = 0x00000000
+    OFFSET = Field('OFFSET', 0, 32, 'r', 'w')
+    FIELDS = (OFFSET,)
+
+
+class CP_QUEUE_PRIORITY(Register):
+    """CP queue priorities. AMD's CP_HQD_PIPE_PRIORITY per queue (0 low, 1 medium, 2 high; 3 acts as 2). At every packet boundary the CP runs the next packet of the highest-priority queue that can run (has work, no error, not polling); equal priorities take turns packet by packet."""
+    NAME = "CP_QUEUE_PRIORITY"
+    ADDR = 0x4d0
+    RESET = 0x00000009
+    Q0 = Field('Q0', 0, 2, 'rw', 'r', reset=0x1, desc='Queue 0 (RB_*).')
+    Q1 = Field('Q1', 2, 2, 'rw', 'r', reset=0x2, desc='Queue 1 (CP_HQD1_*).')
+    FIELDS = (Q0, Q1,)
+
+
+class CP_QUEUE_RESET(Register):
+    """CP queue reset. Write 1s to reset CP queues alone: pointers, IB state, poll and error of that queue go to a clean idle state; its ring registers keep their values; the other queue, the SDMA queue and the IH ring are untouched."""
+    NAME = "CP_QUEUE_RESET"
+    ADDR = 0x4d4
+    RESET = 0x00000000
+    Q0 = Field('Q0', 0, 1, 'w', 'r', reset=0x0, singlepulse=True, desc='Reset queue 0 (RB_*, CP_ERROR*, VM_FAULT_STATUS).')
+    Q1 = Field('Q1', 1, 1, 'w', 'r', reset=0x0, singlepulse=True, desc='Reset queue 1 (CP_HQD1_*).')
+    FIELDS = (Q0, Q1,)
+
+
 # Every backend's registers (the RTL's and the reference model's).
 REGISTERS: tuple[type[Register], ...] = (
     ID,
@@ -826,4 +980,20 @@ MODEL_ONLY_REGISTERS: tuple[type[Register], ...] = (
     PERF_SDMA_BYTES_READ,
     PERF_SDMA_BYTES_WRITTEN,
     PERF_SDMA_PACKETS,
+    CP_HQD1_RB_BASE_LO,
+    CP_HQD1_RB_BASE_HI,
+    CP_HQD1_RB_SIZE,
+    CP_HQD1_RB_RPTR,
+    CP_HQD1_RB_RPTR_ADDR_LO,
+    CP_HQD1_RB_RPTR_ADDR_HI,
+    CP_HQD1_RB_DOORBELL,
+    CP_HQD1_RB_WPTR,
+    CP_HQD1_RB_CNTL,
+    CP_HQD1_STATUS,
+    CP_HQD1_ERROR,
+    CP_HQD1_ERROR_ADDR_LO,
+    CP_HQD1_ERROR_ADDR_HI,
+    CP_HQD1_ERROR_OFFSET,
+    CP_QUEUE_PRIORITY,
+    CP_QUEUE_RESET,
 )

@@ -30,6 +30,15 @@ DIFFERENCES: tuple[Difference, ...] = (
         "Issue 16 asks for recovery that does not take the whole device down; one bit is the "
         "smallest hardware that gives the driver that ladder step."),
     Difference(
+        "CP hardware queues (CP_HQD1_*, CP_QUEUE_PRIORITY, CP_QUEUE_RESET)",
+        "Many HQDs per pipe, programmed through CP_HQD_* registers behind an SRBM queue select "
+        "(or mapped by the KIQ/MES), with CP_HQD_PIPE_PRIORITY / QUEUE_PRIORITY and mid-IB "
+        "preemption (PREEMPT, CE/DE save areas); a queue reset through CP_HQD_DEQUEUE_REQUEST.",
+        "Two queues with fixed register blocks; the CP switches between them at packet boundaries "
+        "by CP_QUEUE_PRIORITY; CP_QUEUE_RESET.Qn resets one queue.",
+        "The smallest form that gives a high-priority queue (and a per-queue reset) real meaning; "
+        "a packet boundary is this CP's only point where no state is half done."),
+    Difference(
         "SDMA errors and their IH entries",
         "Separate sources per cause (illegal instruction, page fault 221, VM hole 242, doorbell "
         "invalid 244, poll timeout 246 ...), details in SDMA status registers; an illegal "

@@ -72,6 +72,8 @@ from spec import pm4
 from spec import rules
 from spec import vm as vm_spec
 
+from .model_cp_queues import CONFIG as _HQD1_CONFIG
+from .model_cp_queues import CpQueue1
 from .model_mmu import ModelMmu, pages
 from .model_sdma import SdmaEngine
 from .model_sdma import _CONFIG as _SDMA_CONFIG
@@ -300,8 +302,10 @@ class RefModel(Device):
     ih: an IH ring writer is present (CAPS.IH); without one no IH entries are written.
     vm: an MMU translates (CAPS.VM); tlb_entries: what VM_CAPS.TLB_LOG2 reports (the model
     has no TLB size: it keeps every translation until an invalidation names it).
-    sdma: an SDMA copy engine with its queue (testbench/model_sdma.py, QUEUE_CAPS.SDMA); without
-    one the model_only registers answer DECERR, as on the RTL backends.
+    queues: the engines the RTL does not have yet (QUEUE_CAPS): an SDMA copy engine with its
+    queue (testbench/model_sdma.py) and the CP's second hardware queue, CP_HQD1_*, with
+    priorities and per-queue reset (testbench/model_cp_queues.py); without them the
+    model_only registers answer DECERR, as on the RTL backends.
     ib_levels: CAPS.IB_LEVELS. dma_max_bytes: BYTE_COUNT limit (DMA_BYTE_COUNT above it).
     mmio_cycles: model cycles one MMIO access costs.
     trace: called with one line per packet the CP starts (see the module docstring).
@@ -311,7 +315,7 @@ class RefModel(Device):
 
     def __init__(self, mem_size: int = DEFAULT_MEM_SIZE, *, mem: np.ndarray | None = None,
                  data_width: int = 64, dma: bool = True, ih: bool = True, ib_levels: int = 2,
-                 vm: bool = True, tlb_entries: int = 16, sdma: bool = True,
+                 vm: bool = True, tlb_entries: int = 16, queues: bool = True,
                  dma_max_bytes: int = DMA_MAX_BYTES, mmio_cycles: int = DEFAULT_MMIO_CYCLES,
                  trace: Callable[[str], None] | None = None):
         if mem is None:
@@ -342,7 +346,7 @@ class RefModel(Device):
         self._bus_bytes = data_width // 8
         self._wb = self._wl = 0  # error window [wb, wl), empty
         self._wresp = OKAY
-        self._slots = _slots(model_only=bool(sdma))
+        self._slots = _slots(model_only=bool(queues))
         self._fault_type = _Fault
         self._hw_read: dict[str, Callable[[int], int]] = {
             "CAPS": self._caps, "STATUS": self._status, "INT_STATUS": self._int_pending,
@@ -368,9 +372,13 @@ class RefModel(Device):
         }
         self._store = {off: s.reset for off, s in self._slots.items()}
         self.sdma: SdmaEngine | None = None
-        if sdma:
+        self._hq1: CpQueue1 | None = None
+        self._ring_id = 0  # the IH RING_ID of the CP queue whose state is in these attributes
+        if queues:
             self.sdma = SdmaEngine(self)
-            self._hw_read.update(self.sdma.hw_read(), QUEUE_CAPS=lambda i: regs.QUEUE_CAPS.SDMA.put(1))
+            self._hq1 = CpQueue1(self)
+            self._hw_read.update(self.sdma.hw_read(), **self._hq1.hw_read(),
+                                 QUEUE_CAPS=lambda i: regs.QUEUE_CAPS.SDMA.put(1) | regs.QUEUE_CAPS.CP_QUEUES.put(2))
         missing = {s.reg.NAME for s in self._slots.values() if s.hw} - set(self._hw_read)
         if missing:
             raise NotImplementedError(f"the reference model does not drive {sorted(missing)}")
@@ -538,6 +546,13 @@ class RefModel(Device):
                 self._soft_reset()
             if pulses & regs.CONTROL.PERF_CLEAR.mask:
                 self._perf_clear()
+        elif name in _HQD1_CONFIG:
+            self._hq1.sync()  # type: ignore[union-attr]
+            if name == "CP_QUEUE_RESET":
+                if pulses & regs.CP_QUEUE_RESET.Q0.mask:
+                    self._reset_queue0()
+                if pulses & regs.CP_QUEUE_RESET.Q1.mask:
+                    self._hq1.reset()  # type: ignore[union-attr]
         elif name in _SDMA_CONFIG:
             self.sdma.sync()  # type: ignore[union-attr]
             if name == "SDMA_CNTL" and pulses & regs.SDMA_CNTL.QUEUE_RESET.mask:
@@ -553,6 +568,9 @@ class RefModel(Device):
                 self._invalidate(new)
             elif name == "SDMA_DOORBELL":
                 self.sdma.doorbell(new & s.swmod)  # type: ignore[union-attr]
+            elif name == "CP_HQD1_RB_DOORBELL":
+                with self._hq1.active():  # type: ignore[union-attr]
+                    self._doorbell(new & s.swmod)
             else:
                 self._doorbell(new & s.swmod)
         self._run()
@@ -640,11 +658,17 @@ class RefModel(Device):
         return bool(status & self._store[o["INT_ENABLE"]])
 
     def _soft_reset(self) -> None:
-        """CONTROL.SOFT_RESET: CP, IH writer, DMA and SDMA back to a clean idle state."""
+        """CONTROL.SOFT_RESET: CP (both queues), IH writer, DMA and SDMA back to a clean idle state."""
         if self.sdma is not None:
             self.sdma.reset()
-        self._rptr = self._wptr = 0
+        if self._hq1 is not None:
+            self._hq1.reset()
         self._ih_wptr = 0
+        self._reset_queue0()
+
+    def _reset_queue0(self) -> None:
+        """CP_QUEUE_RESET.Q0: queue 0's pointers, IB stack, wait and error (and CONTROL.SOFT_RESET)."""
+        self._rptr = self._wptr = 0
         self._frames: list[list[int]] = []  # IB1, IB2: [base, size, pos]
         self._ring_ib_len = 0  # length of the ring INDIRECT_BUFFER packet while its IB runs
         self._wait: _Wait | None = None
@@ -667,15 +691,17 @@ class RefModel(Device):
     def _account(self, t: int) -> None:
         dt = t - self._t
         if dt > 0:
-            if not self._idle():
+            if not self._idle() or (self._hq1 is not None and not self._hq1.idle()):
                 self._busy += dt
             if self.sdma is not None and not self.sdma.idle():
                 self.sdma.busy += dt
             self._t = t
 
     def _waiting(self) -> bool:
-        """A WAIT_REG_MEM or an SDMA POLL_REGMEM is pending: time passing can change something."""
-        return self._wait is not None or (self.sdma is not None and self.sdma.wait is not None)
+        """A WAIT_REG_MEM (either CP queue) or an SDMA POLL_REGMEM is pending: time passing
+        can change something."""
+        return (self._wait is not None or (self.sdma is not None and self.sdma.wait is not None)
+                or (self._hq1 is not None and self._hq1.s["_wait"] is not None))
 
     def _spend(self, cycles: int) -> None:
         """Let `cycles` pass for an MMIO access (no irq level wanted)."""
@@ -690,33 +716,26 @@ class RefModel(Device):
         if not self._waiting():
             self._account(to)
             return self._irq()
-        sd = self.sdma
+        sd, h1 = self.sdma, self._hq1
         token = object()
         while True:
             w = self._wait
             sw = sd.wait if sd is not None else None
+            w1 = h1.s["_wait"] if h1 is not None else None
             t_cp = w.next_poll if w is not None else None
+            t_h1 = w1.next_poll if w1 is not None else None
             t_sd = sw.next_poll if sw is not None else None
-            due = [t for t in (t_cp, t_sd) if t is not None and t <= to]
+            due = [t for t in (t_cp, t_h1, t_sd) if t is not None and t <= to]
             if not due:
                 break
             t = min(due)
-            if t == t_cp:
-                assert w is not None
-                if w.failed_in is token:
-                    # Nothing but the engines (which wait) can change memory before `to`, or
-                    # before an SDMA poll gives up: the result of this wait's polls until then is
-                    # known. Skip them.
-                    limit = to if sw is None or sw.deadline is None else min(to, sw.deadline)
-                    w.next_poll += ((limit - w.next_poll) // w.interval + 1) * w.interval
-                    continue
-                self._account(t)
-                try:
-                    self._poll()
-                except _Fault as e:
-                    self._fail(e)
-                if self._wait is w:
-                    w.failed_in = token
+            if t == t_cp or t == t_h1:
+                if t == t_cp:
+                    moved = self._cp_wait_due(token, to, sw)
+                else:
+                    with h1.active():  # type: ignore[union-attr]
+                        moved = self._cp_wait_due(token, to, sw)
+                if not moved:
                     continue
             else:
                 assert sw is not None and sd is not None
@@ -729,8 +748,8 @@ class RefModel(Device):
                 if not sd.poll():
                     sw.failed_in = token
                     continue
-            # an engine moved on: memory may have changed for the other's wait
-            for x in (self._wait, sd.wait if sd is not None else None):
+            # an engine moved on: memory may have changed for the others' waits
+            for x in (self._wait, sd.wait if sd is not None else None, h1.s["_wait"] if h1 is not None else None):
                 if x is not None:
                     x.failed_in = None
             self._run()
@@ -738,6 +757,26 @@ class RefModel(Device):
                 return True
         self._account(to)
         return self._irq()
+
+    def _cp_wait_due(self, token: object, to: int, sw) -> bool:
+        """The WAIT_REG_MEM of the CP queue whose state is in the attributes is due: poll it (or
+        skip the polls whose result is known); True when the queue moved on."""
+        w = self._wait
+        if w.failed_in is token:
+            # Nothing but the engines (which wait) can change memory before `to`, or before an
+            # SDMA poll gives up: the result of this wait's polls until then is known. Skip them.
+            limit = to if sw is None or sw.deadline is None else min(to, sw.deadline)
+            w.next_poll += ((limit - w.next_poll) // w.interval + 1) * w.interval
+            return False
+        self._account(w.next_poll)
+        try:
+            self._poll()
+        except _Fault as e:
+            self._fail(e)
+        if self._wait is w:
+            w.failed_in = token
+            return False
+        return True
 
     # ------------------------------------------------------------------ memory access by the CP
 
@@ -957,7 +996,9 @@ class RefModel(Device):
             self._store[self._off["INT_STATUS"]] |= regs.INT_STATUS.IH_OVERFLOW.mask
             return
         ts = self._t & _TS_MASK
-        entry = ih_spec.encode(CLIENT_ID=int(client), SOURCE_ID=int(source), VMID=vmid, TIMESTAMP_LO=ts & M32,
+        ring = self._ring_id if client != ih_spec.Client.SDMA0 else 0
+        entry = ih_spec.encode(CLIENT_ID=int(client), SOURCE_ID=int(source), RING_ID=ring, VMID=vmid,
+                               TIMESTAMP_LO=ts & M32,
                                TIMESTAMP_HI=ts >> 32, DATA0=d0, DATA1=d1, DATA2=d2, DATA3=d3)
         self._cp_write(self._ih_base + (wptr & (size - 1)), entry, 0)
         self._ih_wptr = (wptr + ih_spec.ENTRY_BYTES) & M32
@@ -975,7 +1016,27 @@ class RefModel(Device):
 
     def _run_cp(self) -> None:
         """Execute packets until the ring is empty, or the CP is halted, stopped by an
-        error, or waiting in a WAIT_REG_MEM."""
+        error, or waiting in a WAIT_REG_MEM; with queue 1 in use, the arbiter picks the
+        queue of each packet (model_cp_queues.py)."""
+        h = self._hq1
+        if h is not None and (h.s["_rb_enable"] or h.s["_frames"]):
+            runnable = h.runnable
+            while True:
+                q = h.pick(runnable(self), h.runnable1())
+                if q is None or not (runnable(self) or h.runnable1()):
+                    return
+                h.last = q
+                if q:
+                    with h.active():
+                        try:
+                            self._step()
+                        except _Fault as e:
+                            self._fail(e)
+                else:
+                    try:
+                        self._step()
+                    except _Fault as e:
+                        self._fail(e)
         while not self._err_code and self._wait is None and not self._halt:
             if not self._frames and (not self._rb_enable or self._rptr == self._wptr):
                 return
@@ -1059,7 +1120,7 @@ class RefModel(Device):
 
     def _trace(self, level: int, base: int, mask: int | None, pos: int, off: int, n: int) -> None:
         words, _ = self._fetch(base, mask, pos, n)  # a faulting packet is shown cut short
-        where = IbLevel(level).name
+        where = ("HQD1 " if self._ring_id else "") + IbLevel(level).name  # which CP queue
         self.trace(f"{where}+{4 * off:#06x}: {pm4.describe(pm4.decode(words.tolist(), 0))}")
 
     def _check(self, kind: _Kind, p: list[int], ha: int) -> None:

@@ -69,7 +69,7 @@ CHECKS = [check_copy_ring_on_this_backend]
 
 @pytest.mark.parametrize("sdma_engine", [True, False], ids=["sdma", "no_sdma"])
 def test_copy_ring_on_model(sdma_engine):
-    check_copy_ring_on_this_backend(RefModel(sdma=sdma_engine))
+    check_copy_ring_on_this_backend(RefModel(queues=sdma_engine))
 
 
 # ------------------------------------------------------------------------------ CS and CTX errors

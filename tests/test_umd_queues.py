@@ -81,7 +81,7 @@ def test_queue_arguments_and_backends_without_a_copy_engine():
         gpu.queue(priority=9)
     with pytest.raises(TypeError, match=r"^wait_event: event must be a umd Event, not 3$"):
         gpu.queue().wait_event(3)
-    kmd_model.bind(RefModel(sdma=False))
+    kmd_model.bind(RefModel(queues=False))
     gpu = umd.open()
     with pytest.raises(ValueError, match=r"^queue: engine='copy' needs an SDMA engine, and the model backend has "
                        r"none \(the RTL does not implement the copy engine yet\): use engine='gfx'$"):
