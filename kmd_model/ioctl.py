@@ -346,6 +346,7 @@ def _dependency(kmd: "Kmd", file: "File", who: str, ch: CsChunkDep):
     """The unfinished job a dependency chunk names, or None when it has finished already."""
     sched = _ring(kmd, who, ch.ip_type, ch.ip_instance, ch.ring)
     dctx = file.ctx(ch.ctx_id, who)  # amdgpu: an unknown context is EINVAL
+    sched = kmd.sched_for(sched, dctx)  # its gfx jobs may run on the high-priority queue
     seq = _int(who, "handle", ch.handle, 0, SEQ_MASK)
     if seq == SEQ_MASK:  # the context's latest job on that ring (amdgpu's ~0)
         seq = dctx.last_on.get(sched.name)
@@ -391,7 +392,7 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
                 raise KmdError(errno.EINVAL, f"CS: more than {kmd.params.max_ib_chunks} IB chunks")
             n = _int(who, "size_dw", ch.size_dw, 1, MAX_IB_DW)
             _int(who, "flags", ch.flags, 0, 0)  # none defined yet
-            s = _ring(kmd, who, ch.ip_type, ch.ip_instance, ch.ring)
+            s = kmd.sched_for(_ring(kmd, who, ch.ip_type, ch.ip_instance, ch.ring), ctx)
             if sched is not None and s is not sched:
                 raise KmdError(errno.EINVAL, f"{who}: the IB chunks aim at different rings ({sched.name} and "
                                f"{s.name}): one CS runs on one ring")
@@ -439,7 +440,7 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
     checked = None
     ring_ibs = ibs
     vm = file.vm
-    if kmd.params.cs_check and sched is kmd.sched:
+    if kmd.params.cs_check and sched is not kmd.sdma_sched:  # PM4 rings: the checker and its shadow IBs
         # The checked copies are what the CP runs: nothing the client writes from now on
         # reaches it (kmd_model/cs_checker.py).
         try:

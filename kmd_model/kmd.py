@@ -46,7 +46,7 @@ from .mapping import Mapping, map_bo
 from .mmio import Mmio
 from .ring import Ring, as_u32
 from .scheduler import Job, Scheduler
-from .sdma_ring import SdmaRing
+from .sdma_ring import HqdRing, SdmaRing
 from .shadow import ShadowPool
 from .uapi import Domain, HwErrorInfo, HwIp, KmdError, ResetStatus, VmFaultInfo
 from .vm import HUGE, Vm, VmidManager
@@ -108,6 +108,9 @@ class Wb(IntEnum):
     SDMA_RPTR = 5  # the SDMA engine writes its rptr (bytes) here
     SDMA_FENCE = 6  # the SDMA ring's fence memory
     SDMA_SCRATCH = 7  # SDMA ring test
+    HQD1_RPTR = 8  # the CP's second queue writes its rptr here
+    HQD1_FENCE = 9  # its fence memory
+    HQD1_SCRATCH = 10  # its ring test
 
 
 class Kmd:
@@ -163,9 +166,10 @@ class Kmd:
         self.sdma_fence_drv: FenceDriver | None = None
         self.sdma_sched: Scheduler | None = None
         try:
-            self.sdma_engines = regs.QUEUE_CAPS.SDMA.get(self.mmio.read(regs.QUEUE_CAPS))
+            qc = regs.QUEUE_CAPS.decode(self.mmio.read(regs.QUEUE_CAPS))
         except BusError:
-            self.sdma_engines = 0
+            qc = {"SDMA": 0, "CP_QUEUES": 1}
+        self.sdma_engines = qc["SDMA"]
         if self.sdma_engines:
             sbo = kbo(4 << p.sdma_ring_log2_dw, PAGE, Domain.GTT, 0, None, "sdma ring", who="init")
             self.sdma_ring = SdmaRing(self, sbo.gpu_addr, p.sdma_ring_log2_dw, Wb.SDMA_RPTR, Wb.SDMA_SCRATCH)
@@ -173,6 +177,16 @@ class Kmd:
                                               dev.now, self._fence_signalled)
             self.sdma_sched = Scheduler(self, p.job_timeout, self.sdma_ring, self.sdma_fence_drv,
                                         p.hw_submission_limit)
+        # The CP's second hardware queue, when there is one: where HIGH-priority contexts' gfx
+        # jobs go (amdgpu_ctx_get_hw_prio: AMDGPU_GFX_PIPE_PRIO_HIGH).
+        self.hqd_ring: HqdRing | None = None
+        self.hqd_sched: Scheduler | None = None
+        if qc["CP_QUEUES"] >= 2:
+            hbo = kbo(4 << p.ring_log2_dw, PAGE, Domain.GTT, 0, None, "gfx_high ring", who="init")
+            self.hqd_ring = HqdRing(self, hbo.gpu_addr, p.ring_log2_dw, p.ib_align_dw, Wb.HQD1_RPTR, Wb.HQD1_SCRATCH)
+            hfd = FenceDriver(self.wb32, Wb.HQD1_FENCE, self.wb_addr(Wb.HQD1_FENCE), p.initial_seq, dev.now,
+                              self._fence_signalled)
+            self.hqd_sched = Scheduler(self, p.job_timeout, self.hqd_ring, hfd, p.hw_submission_limit)
         # (HW IP type, ring index) -> scheduler, as amdgpu_ctx_get_entity resolves a CS chunk
         self.rings: dict[tuple[int, int], Scheduler] = {(HwIp.GFX, 0): self.sched}
         if self.sdma_sched is not None:
@@ -187,6 +201,7 @@ class Kmd:
         self.next_ctx_id = 1
         self.reset_pending: tuple[str, CpErrorState | None] | None = None
         self.sdma_reset_pending: CpErrorState | None = None
+        self.hqd_reset_pending: CpErrorState | None = None
         self.last_vm_fault: VmFaultInfo | None = None
         self.wedged: str | None = None
         self.recovery_log: list[tuple[str, str]] = []  # (ring, step) of every recovery, in order
@@ -247,7 +262,14 @@ class Kmd:
     @property
     def scheds(self) -> tuple[Scheduler, ...]:
         """Every ring's scheduler: gfx first."""
-        return (self.sched,) if self.sdma_sched is None else (self.sched, self.sdma_sched)
+        return tuple(s for s in (self.sched, self.hqd_sched, self.sdma_sched) if s is not None)
+
+    def sched_for(self, sched: Scheduler, ctx: Context) -> Scheduler:
+        """Where a job for `sched`'s ring goes: a HIGH-priority context's gfx jobs go to the
+        CP's high-priority hardware queue when the device has one (amdgpu's hw_prio)."""
+        if sched is self.sched and self.hqd_sched is not None and ctx.priority <= 1:  # KERNEL, HIGH
+            return self.hqd_sched
+        return sched
 
     def _hw_reinit(self) -> None:
         """Rings, IH and interrupts from a clean (just reset) device; then the ring tests."""
@@ -255,6 +277,8 @@ class Kmd:
         self.ring.init_hw()
         if self.sdma_ring is not None:
             self.sdma_ring.init_hw()
+        if self.hqd_ring is not None:
+            self.hqd_ring.init_hw()
         if self.ih:
             self.ih.init_hw()
         m.write(regs.INT_STATUS, _INT_EVENTS)  # W1C: forget events from before the reset
@@ -265,6 +289,8 @@ class Kmd:
         self.ring.test_ring(self.params.hw_timeout)
         if self.sdma_ring is not None:
             self.sdma_ring.test_ring(self.params.hw_timeout)
+        if self.hqd_ring is not None:
+            self.hqd_ring.test_ring(self.params.hw_timeout)
 
     def test_ib(self) -> None:
         """amdgpu's IB test: an IB writes a magic, a fence follows, the interrupt signals it."""
@@ -407,8 +433,9 @@ class Kmd:
         if self.observers:
             self.notify("fence", fence=fence)
         job = fence.job
-        sched = self.sched if job is None or job.ring is None or job.ring is self.ring else self.sdma_sched
-        sched.fence_signalled(fence)  # type: ignore[union-attr]
+        ring = job.ring if job is not None else None
+        sched = next((s for s in self.scheds if s.ring is ring), self.sched)
+        sched.fence_signalled(fence)
 
     def job_retired(self, job: Job) -> None:
         if job.error is not None:
@@ -470,6 +497,9 @@ class Kmd:
     def _check_status(self) -> None:
         if self.reset_pending is None and regs.STATUS.ERROR.get(self.mmio.read(regs.STATUS)):
             self._cp_error(self.read_cp_error())
+        if self.hqd_ring is not None and self.hqd_reset_pending is None and \
+                regs.CP_HQD1_STATUS.ERROR.get(self.mmio.read(regs.CP_HQD1_STATUS)):
+            self._hqd_error(self.read_hqd_error())
 
     def read_cp_error(self) -> CpErrorState:
         m = self.mmio
@@ -479,6 +509,8 @@ class Kmd:
     # IH source handlers (kmd_model/ih.py)
     def on_eop(self, entry: dict) -> None:
         self.fence_drv.process()
+        if self.hqd_sched is not None:
+            self.hqd_sched.fence_drv.process()
 
     def on_sdma_trap(self, entry: dict) -> None:
         """sdma_v4_0_process_trap_irq: the fence value is re-read from memory."""
@@ -498,13 +530,32 @@ class Kmd:
             self.stats["sdma_errors"] += 1
             self.sdma_reset_pending = state
 
+    def read_hqd_error(self) -> CpErrorState:
+        m = self.mmio
+        return CpErrorState.from_regs(m.read(regs.CP_HQD1_ERROR), m.read64(regs.CP_HQD1_ERROR_ADDR_LO,
+                                      regs.CP_HQD1_ERROR_ADDR_HI), m.read(regs.CP_HQD1_ERROR_OFFSET),
+                                      m.read(regs.VM_FAULT_STATUS))
+
+    def _hqd_error(self, state: CpErrorState) -> None:
+        if self.hqd_reset_pending is None:
+            self.stats["cp_errors"] += 1
+            if state.code == CpError.VM_FAULT:
+                self._record_vm_fault(state)
+            self.hqd_reset_pending = state
+
     def on_cp_error_entry(self, entry: dict) -> None:
+        if entry.get("RING_ID") == 1:  # the CP's second queue
+            self._hqd_error(self.read_hqd_error())
+            return
         self._cp_error(CpErrorState.from_regs(entry["DATA0"], entry["DATA1"] | entry["DATA2"] << 32,
                                               entry["DATA3"]))
 
     def on_vm_fault_entry(self, entry: dict) -> None:
         """A UTCL2 fault entry: the CP stopped with VM_FAULT; the registers hold the exact
         address (the entry has its page) and the status."""
+        if entry.get("RING_ID") == 1:
+            self._hqd_error(self.read_hqd_error())
+            return
         self._cp_error(self.read_cp_error())
 
     def _cp_error(self, state: CpErrorState) -> None:
@@ -536,6 +587,10 @@ class Kmd:
             log.debug("fallback poll signalled fences (interrupt late or lost)")
         if self.sched.pending or self.fence_drv.pending:
             self._check_status()
+        if self.hqd_sched is not None:
+            self.hqd_sched.fence_drv.process()
+            if self.hqd_sched.pending and not (self.sched.pending or self.fence_drv.pending):
+                self._check_status()
         if self.sdma_sched is not None:
             if self.sdma_fence_drv.pending:  # type: ignore[union-attr]
                 self.sdma_fence_drv.process()  # type: ignore[union-attr]
@@ -554,10 +609,18 @@ class Kmd:
                 self.fence_drv.process()
             if self.sdma_fence_drv is not None and self.sdma_fence_drv.pending:
                 self.sdma_fence_drv.process()
+            if self.hqd_sched is not None and self.hqd_sched.fence_drv.pending:
+                self.hqd_sched.fence_drv.process()
         if self.reset_pending is not None:
             self._recover_pending()
         elif self.sched.timed_out(self.dev.now()) and not self._progressed():
             self.timedout_job()
+        hq = self.hqd_sched
+        if hq is not None and self.wedged is None:
+            if self.hqd_reset_pending is not None:
+                self._hqd_recover_pending()
+            elif hq.timed_out(self.dev.now()) and not self._hqd_progressed():
+                self.hqd_timedout_job()
         sd = self.sdma_sched
         if sd is not None and self.wedged is None:
             if self.sdma_reset_pending is not None:
@@ -701,6 +764,7 @@ class Kmd:
         self.stats["resets"] += 1
         self.reset_pending = None
         self.sdma_reset_pending = None
+        self.hqd_reset_pending = None
         scheds = self.scheds
         try:
             for s in scheds:
@@ -745,6 +809,49 @@ class Kmd:
         if moved:
             s.progress_at = self.dev.now()  # type: ignore[union-attr]
         return moved
+
+    def _hqd_progressed(self) -> bool:
+        """As _progressed, for the CP's second queue: its rptr and the CP's fetch and DMA
+        counters (shared with queue 0: a busy queue 0 can only delay the verdict)."""
+        m, s = self.mmio, self.hqd_sched
+        mark = (m.read(regs.CP_HQD1_RB_RPTR), m.read(regs.PERF_DWORDS_FETCHED), m.read(regs.PERF_DMA_BYTES_WRITTEN))
+        moved = mark != s.progress_mark  # type: ignore[union-attr]
+        s.progress_mark = mark  # type: ignore[union-attr]
+        if moved:
+            s.progress_at = self.dev.now()  # type: ignore[union-attr]
+        return moved
+
+    def _hqd_recover_pending(self) -> None:
+        state, s = self.hqd_reset_pending, self.hqd_sched
+        assert state is not None and s is not None
+        self.hqd_reset_pending = None
+        guilty = s.job_at_ring(self.mmio.read(regs.CP_HQD1_RB_RPTR)) or s.head_job()
+        info = self.describe_error(state, guilty, "gfx_high")
+        log.error("CP queue 1 error: %s", info.message)
+        if self.observers:
+            self.notify("gpu_error", info=info, state=state, job=guilty)
+        self.ring_recover(s, guilty, info)
+
+    def hqd_timedout_job(self) -> None:
+        s = self.hqd_sched
+        job = s.head_job() if s is not None else None
+        if job is None:
+            return
+        st = regs.CP_HQD1_STATUS.decode(self.mmio.read(regs.CP_HQD1_STATUS))
+        if st["ERROR"]:
+            self._hqd_error(self.read_hqd_error())
+            self._hqd_recover_pending()
+            return
+        self.stats["job_timeouts"] += 1
+        doing = "polling in a WAIT_REG_MEM" if st["WAITING"] else f"busy at {regs.IbLevel(st['LEVEL']).name}"
+        msg = (f"job {job.seq:#x} timed out on gfx_high: no progress for {self.dev.now() - s.progress_at} cycles, "
+               f"{doing}, context {job.ctx.id}")
+        info = HwErrorInfo(code="TIMEOUT", level=regs.IbLevel(st["LEVEL"]).name, opcode=0, opcode_name=None,
+                           offset=0, addr=0, seq=job.seq, ctx_id=job.ctx.id, message=msg)
+        log.error("timeout: %s", msg)
+        if self.observers:
+            self.notify("gpu_error", info=info, state=None, job=job)
+        self.ring_recover(s, job, info)
 
     def _sdma_recover_pending(self) -> None:
         state = self.sdma_reset_pending

@@ -136,3 +136,50 @@ class SdmaRing(Ring):
                                f"{int(wb[self.scratch_index]):#010x} after {timeout} cycles")
             self.dev.delay(16)
         log.info("%s ring test passed", self.name)
+
+
+class HqdRing(Ring):
+    """The CP's second hardware queue (CP_HQD1_*): a gfx ring like ring 0 (PM4, dword
+    pointers) whose registers are its own, served first by the CP's arbiter
+    (CP_QUEUE_PRIORITY): amdgpu's high-priority gfx pipe, where contexts of HIGH priority go.
+    Unlike ring 0 it has a reset of its own (CP_QUEUE_RESET.Q1)."""
+
+    name = "gfx_high"
+    soft_recovery = None
+    has_queue_reset = True
+
+    def get_wptr(self) -> int:
+        return self.kmd.mmio.read(regs.CP_HQD1_RB_WPTR)
+
+    def set_wptr(self) -> None:
+        self.doorbells += 1
+        if self.kmd.observers:
+            self.kmd.notify("doorbell", ring=self, start=self.commit_start, wptr=self.committed)
+        self.kmd.mmio.write(regs.CP_HQD1_RB_DOORBELL, self.committed)
+
+    def init_hw(self) -> None:
+        m = self.kmd.mmio
+        m.write(regs.CP_HQD1_RB_CNTL, 0)
+        m.write64(regs.CP_HQD1_RB_BASE_LO, regs.CP_HQD1_RB_BASE_HI, self.gpu_addr >> 8)
+        m.write_fields(regs.CP_HQD1_RB_SIZE, LOG2_QWORDS=self.log2_dw - 1)
+        m.write64(regs.CP_HQD1_RB_RPTR_ADDR_LO, regs.CP_HQD1_RB_RPTR_ADDR_HI, self.kmd.wb_addr(self.rptr_wb_index))
+        self.kmd.wb32[self.rptr_wb_index] = 0
+        self.ring32[:] = 0
+        self.wptr = self.committed = self.commit_start = 0
+        m.write_fields(regs.CP_QUEUE_PRIORITY, Q0=1, Q1=2)
+        m.write_fields(regs.CP_HQD1_RB_CNTL, ENABLE=1, RPTR_WB=1)
+        self.ready = True
+
+    def queue_reset(self, timeout: int) -> None:
+        """CP_QUEUE_RESET.Q1 and wait for the queue to be idle and clean."""
+        m, dev = self.kmd.mmio, self.dev
+        self.ready = False
+        m.write_fields(regs.CP_QUEUE_RESET, Q1=1)
+        deadline = dev.now() + timeout
+        while True:
+            st = regs.CP_HQD1_STATUS.decode(m.read(regs.CP_HQD1_STATUS))
+            if st["IDLE"] and not st["ERROR"]:
+                return
+            if dev.now() >= deadline:
+                raise KmdError(errno.EIO, f"{self.name} queue reset: not idle after {timeout} cycles")
+            dev.delay(8)
