@@ -12,20 +12,20 @@ from pathlib import Path
 import pytest
 
 from kmd_model import regs
-from spec import ih, packets
+from spec import ih, packets, sdma_packets
 
 ROOT = Path(__file__).resolve().parents[1]
 PROSE = ["README.md", "docs/hardware.md", "docs/architecture.md", "docs/tutorial.md", "docs/verification.md"]
 
-REGISTERS = {c.NAME: {f.name for f in c.FIELDS} for c in regs.REGISTERS}
-PACKETS = {p.name: {f.name for f in p.fields} for p in packets.PACKETS}
+REGISTERS = {c.NAME: {f.name for f in c.FIELDS} for c in (*regs.REGISTERS, *regs.MODEL_ONLY_REGISTERS)}
+PACKETS = {p.name: {f.name for f in p.fields} for p in (*packets.PACKETS, *sdma_packets.SDMA_PACKETS)}
 
 
 def _known() -> set[str]:
     k = set(REGISTERS) | {f for fs in REGISTERS.values() for f in fs}
     k |= {m.name for m in regs.CpError} | {m.name for m in regs.IbLevel}
     k |= set(PACKETS) | {f for fs in PACKETS.values() for f in fs} | {"TYPE2_FILLER"}
-    k |= {v for p in packets.PACKETS for f in p.fields for v in f.values}
+    k |= {v for p in (*packets.PACKETS, *sdma_packets.SDMA_PACKETS) for f in p.fields for v in f.values}
     k |= {f.name for f in ih.FIELDS} | {s.name for s in ih.Source}
     # a 64-bit address register pair named without its _LO/_HI ("CP_ERROR_ADDR")
     k |= {n[:-3] for n in REGISTERS if n.endswith("_LO") and n[:-3] + "_HI" in REGISTERS}
