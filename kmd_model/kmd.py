@@ -44,9 +44,9 @@ from .ih import IhRing
 from .log import get_logger
 from .mapping import Mapping, map_bo
 from .mmio import Mmio
-from .ring import Ring, as_u32
+from .ring import HqdRing, Ring, as_u32
 from .scheduler import Job, Scheduler
-from .sdma_ring import HqdRing, SdmaRing
+from .sdma_ring import SdmaRing
 from .shadow import ShadowPool
 from .uapi import Domain, HwErrorInfo, HwIp, KmdError, ResetStatus, VmFaultInfo
 from .vm import HUGE, Vm, VmidManager
@@ -200,8 +200,6 @@ class Kmd:
         self.contexts: dict[int, Context] = {}
         self.next_ctx_id = 1
         self.reset_pending: tuple[str, CpErrorState | None] | None = None
-        self.sdma_reset_pending: CpErrorState | None = None
-        self.hqd_reset_pending: CpErrorState | None = None
         self.last_vm_fault: VmFaultInfo | None = None
         self.wedged: str | None = None
         self.recovery_log: list[tuple[str, str]] = []  # (ring, step) of every recovery, in order
@@ -473,33 +471,30 @@ class Kmd:
             self.fence_drv.process()
             if self.sdma_fence_drv is not None:
                 self.sdma_fence_drv.process()
-                self._check_sdma_status()
+                self._check_ring_status(self.sdma_sched)
             if self.ih is None or regs.INT_STATUS.IH_OVERFLOW.get(st) or regs.INT_STATUS.CP_ERROR.get(st):
                 self._check_status()
         else:
             self.stats["spurious_interrupts"] += 1
             self.dev.delay(16)  # let time pass, or a line that stays high would spin us
 
-    def _check_sdma_status(self) -> None:
-        """SDMA_STATUS.ERROR found by polling (an SDMA_ERROR entry lost or not yet read)."""
-        if self.sdma_ring is not None and self.sdma_reset_pending is None and \
-                regs.SDMA_STATUS.ERROR.get(self.mmio.read(regs.SDMA_STATUS)):
-            self._sdma_error(self.read_sdma_error())
-
-    def read_sdma_error(self) -> CpErrorState:
-        m = self.mmio
-        e = regs.SDMA_ERROR.decode(m.read(regs.SDMA_ERROR))
-        return CpErrorState.from_regs(regs.CP_ERROR.CODE.put(e["CODE"]) | regs.CP_ERROR.LEVEL.put(e["LEVEL"])
-                                      | regs.CP_ERROR.OPCODE.put(e["OP"]),
-                                      m.read64(regs.SDMA_ERROR_ADDR_LO, regs.SDMA_ERROR_ADDR_HI),
-                                      m.read(regs.SDMA_ERROR_OFFSET), 0)
-
     def _check_status(self) -> None:
         if self.reset_pending is None and regs.STATUS.ERROR.get(self.mmio.read(regs.STATUS)):
             self._cp_error(self.read_cp_error())
-        if self.hqd_ring is not None and self.hqd_reset_pending is None and \
-                regs.CP_HQD1_STATUS.ERROR.get(self.mmio.read(regs.CP_HQD1_STATUS)):
-            self._hqd_error(self.read_hqd_error())
+        self._check_ring_status(self.hqd_sched)
+
+    def _check_ring_status(self, sched: Scheduler | None) -> None:
+        """An extra ring's STATUS.ERROR found by polling (its error entry lost or not read yet)."""
+        if sched is not None and sched.error is None and sched.ring.STATUS.ERROR.get(self.mmio.read(sched.ring.STATUS)):
+            self._ring_error(sched, sched.ring.read_error())
+
+    def _ring_error(self, sched: Scheduler, state: CpErrorState) -> None:
+        """An extra ring stopped with an error: recovered once the IH handler is done."""
+        if sched.error is None:
+            self.stats["sdma_errors" if sched is self.sdma_sched else "cp_errors"] += 1
+            if state.code == CpError.VM_FAULT and sched is not self.sdma_sched:
+                self._record_vm_fault(state)
+            sched.error = state
 
     def read_cp_error(self) -> CpErrorState:
         m = self.mmio
@@ -518,34 +513,16 @@ class Kmd:
             self.sdma_fence_drv.process()
 
     def on_sdma_error_entry(self, entry: dict) -> None:
-        self._sdma_error(self.read_sdma_error())
+        self._ring_error(self.sdma_sched, self.sdma_ring.read_error())  # type: ignore[arg-type, union-attr]
 
     def on_sdma_poll_timeout(self, entry: dict) -> None:
         """sdma_v4_0_process_pool_timeout_irq only logs: the engine moved on by itself."""
         log.warning("sdma0: a POLL_REGMEM at %#x gave up (last read %#010x)", entry["DATA0"] | entry["DATA1"] << 32,
                     entry["DATA2"])
 
-    def _sdma_error(self, state: CpErrorState) -> None:
-        if self.sdma_reset_pending is None:
-            self.stats["sdma_errors"] += 1
-            self.sdma_reset_pending = state
-
-    def read_hqd_error(self) -> CpErrorState:
-        m = self.mmio
-        return CpErrorState.from_regs(m.read(regs.CP_HQD1_ERROR), m.read64(regs.CP_HQD1_ERROR_ADDR_LO,
-                                      regs.CP_HQD1_ERROR_ADDR_HI), m.read(regs.CP_HQD1_ERROR_OFFSET),
-                                      m.read(regs.VM_FAULT_STATUS))
-
-    def _hqd_error(self, state: CpErrorState) -> None:
-        if self.hqd_reset_pending is None:
-            self.stats["cp_errors"] += 1
-            if state.code == CpError.VM_FAULT:
-                self._record_vm_fault(state)
-            self.hqd_reset_pending = state
-
     def on_cp_error_entry(self, entry: dict) -> None:
-        if entry.get("RING_ID") == 1:  # the CP's second queue
-            self._hqd_error(self.read_hqd_error())
+        if entry.get("RING_ID") == 1 and self.hqd_sched is not None:  # the CP's second queue
+            self._ring_error(self.hqd_sched, self.hqd_ring.read_error())  # type: ignore[union-attr]
             return
         self._cp_error(CpErrorState.from_regs(entry["DATA0"], entry["DATA1"] | entry["DATA2"] << 32,
                                               entry["DATA3"]))
@@ -553,8 +530,8 @@ class Kmd:
     def on_vm_fault_entry(self, entry: dict) -> None:
         """A UTCL2 fault entry: the CP stopped with VM_FAULT; the registers hold the exact
         address (the entry has its page) and the status."""
-        if entry.get("RING_ID") == 1:
-            self._hqd_error(self.read_hqd_error())
+        if entry.get("RING_ID") == 1 and self.hqd_sched is not None:
+            self._ring_error(self.hqd_sched, self.hqd_ring.read_error())  # type: ignore[union-attr]
             return
         self._cp_error(self.read_cp_error())
 
@@ -595,7 +572,7 @@ class Kmd:
             if self.sdma_fence_drv.pending:  # type: ignore[union-attr]
                 self.sdma_fence_drv.process()  # type: ignore[union-attr]
             if self.sdma_sched.pending:
-                self._check_sdma_status()
+                self._check_ring_status(self.sdma_sched)
 
     # ------------------------------------------------------------------ waiting
 
@@ -615,18 +592,13 @@ class Kmd:
             self._recover_pending()
         elif self.sched.timed_out(self.dev.now()) and not self._progressed():
             self.timedout_job()
-        hq = self.hqd_sched
-        if hq is not None and self.wedged is None:
-            if self.hqd_reset_pending is not None:
-                self._hqd_recover_pending()
-            elif hq.timed_out(self.dev.now()) and not self._hqd_progressed():
-                self.hqd_timedout_job()
-        sd = self.sdma_sched
-        if sd is not None and self.wedged is None:
-            if self.sdma_reset_pending is not None:
-                self._sdma_recover_pending()
-            elif sd.timed_out(self.dev.now()) and not self._sdma_progressed():
-                self.sdma_timedout_job()
+        for s in (self.hqd_sched, self.sdma_sched):
+            if s is None or self.wedged is not None:
+                continue
+            if s.error is not None:
+                self._ring_recover_pending(s)
+            elif s.timed_out(self.dev.now()) and not self._ring_progressed(s):
+                self.ring_timedout_job(s)
         for s in self.scheds:
             if s.queue:
                 s.kick()
@@ -763,9 +735,9 @@ class Kmd:
         drop the guilty context's jobs -> resubmit the rest -> start."""
         self.stats["resets"] += 1
         self.reset_pending = None
-        self.sdma_reset_pending = None
-        self.hqd_reset_pending = None
         scheds = self.scheds
+        for s in scheds:
+            s.error = None
         try:
             for s in scheds:
                 s.stop()
@@ -798,100 +770,53 @@ class Kmd:
 
     # ------------------------------------------------------------------ the SDMA ring's recovery
 
-    def _sdma_progressed(self) -> bool:
-        """As _progressed, for the copy engine: its rptr, dwords fetched and bytes moved."""
-        m = self.mmio
-        mark = (m.read(regs.SDMA_RB_RPTR), m.read(regs.PERF_SDMA_DWORDS_FETCHED),
-                m.read(regs.PERF_SDMA_BYTES_READ), m.read(regs.PERF_SDMA_BYTES_WRITTEN))
-        s = self.sdma_sched
-        moved = mark != s.progress_mark  # type: ignore[union-attr]
-        s.progress_mark = mark  # type: ignore[union-attr]
+    def _ring_progressed(self, sched: Scheduler) -> bool:
+        """As _progressed, for an extra ring: its rptr and its engine's fetch and byte counters
+        (the CP's second queue shares queue 0's: a busy queue 0 can only delay the verdict)."""
+        mark = tuple(self.mmio.read(r) for r in sched.ring.PROGRESS)
+        moved = mark != sched.progress_mark
+        sched.progress_mark = mark
         if moved:
-            s.progress_at = self.dev.now()  # type: ignore[union-attr]
+            sched.progress_at = self.dev.now()
         return moved
 
-    def _hqd_progressed(self) -> bool:
-        """As _progressed, for the CP's second queue: its rptr and the CP's fetch and DMA
-        counters (shared with queue 0: a busy queue 0 can only delay the verdict)."""
-        m, s = self.mmio, self.hqd_sched
-        mark = (m.read(regs.CP_HQD1_RB_RPTR), m.read(regs.PERF_DWORDS_FETCHED), m.read(regs.PERF_DMA_BYTES_WRITTEN))
-        moved = mark != s.progress_mark  # type: ignore[union-attr]
-        s.progress_mark = mark  # type: ignore[union-attr]
-        if moved:
-            s.progress_at = self.dev.now()  # type: ignore[union-attr]
-        return moved
-
-    def _hqd_recover_pending(self) -> None:
-        state, s = self.hqd_reset_pending, self.hqd_sched
-        assert state is not None and s is not None
-        self.hqd_reset_pending = None
-        guilty = s.job_at_ring(self.mmio.read(regs.CP_HQD1_RB_RPTR)) or s.head_job()
-        info = self.describe_error(state, guilty, "gfx_high")
-        log.error("CP queue 1 error: %s", info.message)
+    def _ring_recover_pending(self, sched: Scheduler) -> None:
+        state, ring = sched.error, sched.ring
+        assert state is not None
+        guilty = sched.job_at_ring(self.mmio.read(ring.RPTR) >> ring.RPTR_SHIFT) or sched.head_job()
+        info = self.describe_error(state, guilty, ring.name)
+        log.error("%s error: %s", ring.name, info.message)
         if self.observers:
             self.notify("gpu_error", info=info, state=state, job=guilty)
-        self.ring_recover(s, guilty, info)
+        self.ring_recover(sched, guilty, info)
 
-    def hqd_timedout_job(self) -> None:
-        s = self.hqd_sched
-        job = s.head_job() if s is not None else None
+    def ring_timedout_job(self, sched: Scheduler) -> None:
+        """drm_sched's timedout_job for an extra ring."""
+        job, ring = sched.head_job(), sched.ring
         if job is None:
             return
-        st = regs.CP_HQD1_STATUS.decode(self.mmio.read(regs.CP_HQD1_STATUS))
+        st = ring.STATUS.decode(self.mmio.read(ring.STATUS))
         if st["ERROR"]:
-            self._hqd_error(self.read_hqd_error())
-            self._hqd_recover_pending()
+            self._ring_error(sched, ring.read_error())
+            self._ring_recover_pending(sched)
             return
         self.stats["job_timeouts"] += 1
-        doing = "polling in a WAIT_REG_MEM" if st["WAITING"] else f"busy at {regs.IbLevel(st['LEVEL']).name}"
-        msg = (f"job {job.seq:#x} timed out on gfx_high: no progress for {self.dev.now() - s.progress_at} cycles, "
-               f"{doing}, context {job.ctx.id}")
+        doing = f"polling in a {ring.POLL_PACKET}" if st["WAITING"] else f"busy at {regs.IbLevel(st['LEVEL']).name}"
+        msg = (f"job {job.seq:#x} timed out on {ring.name}: no progress for {self.dev.now() - sched.progress_at} "
+               f"cycles, {doing}, context {job.ctx.id}")
         info = HwErrorInfo(code="TIMEOUT", level=regs.IbLevel(st["LEVEL"]).name, opcode=0, opcode_name=None,
                            offset=0, addr=0, seq=job.seq, ctx_id=job.ctx.id, message=msg)
         log.error("timeout: %s", msg)
         if self.observers:
             self.notify("gpu_error", info=info, state=None, job=job)
-        self.ring_recover(s, job, info)
-
-    def _sdma_recover_pending(self) -> None:
-        state = self.sdma_reset_pending
-        assert state is not None and self.sdma_sched is not None
-        rptr = self.mmio.read(regs.SDMA_RB_RPTR) >> 2
-        guilty = self.sdma_sched.job_at_ring(rptr) or self.sdma_sched.head_job()
-        info = self.describe_error(state, guilty, "sdma0")
-        log.error("SDMA error: %s", info.message)
-        if self.observers:
-            self.notify("gpu_error", info=info, state=state, job=guilty)
-        self.ring_recover(self.sdma_sched, guilty, info)
-
-    def sdma_timedout_job(self) -> None:
-        """drm_sched's timedout_job for the SDMA ring."""
-        s = self.sdma_sched
-        job = s.head_job() if s is not None else None
-        if job is None:
-            return
-        st = regs.SDMA_STATUS.decode(self.mmio.read(regs.SDMA_STATUS))
-        if st["ERROR"]:
-            self._sdma_error(self.read_sdma_error())
-            self._sdma_recover_pending()
-            return
-        self.stats["job_timeouts"] += 1
-        waited = self.dev.now() - s.progress_at
-        doing = "polling in a POLL_REGMEM" if st["WAITING"] else f"busy at {regs.IbLevel(st['LEVEL']).name}"
-        msg = f"job {job.seq:#x} timed out on sdma0: no progress for {waited} cycles, {doing}, context {job.ctx.id}"
-        info = HwErrorInfo(code="TIMEOUT", level=regs.IbLevel(st["LEVEL"]).name, opcode=0, opcode_name=None,
-                           offset=0, addr=0, seq=job.seq, ctx_id=job.ctx.id, message=msg)
-        log.error("timeout: %s", msg)
-        if self.observers:
-            self.notify("gpu_error", info=info, state=None, job=job)
-        self.ring_recover(s, job, info)
+        self.ring_recover(sched, job, info)
 
     def ring_recover(self, sched: Scheduler, guilty: Job | None, info: HwErrorInfo) -> None:
         """amdgpu_job_timedout's ladder for one ring: soft recovery (if the ring has one) ->
         reset of the queue alone (if it has one) -> the full reset only if that fails. The
         other rings keep running through a queue reset."""
         ring = sched.ring
-        self.sdma_reset_pending = None if ring is self.sdma_ring else self.sdma_reset_pending
+        sched.error = None
         self.recovery_log.append((ring.name, "timeout" if info.code == "TIMEOUT" else "error"))
         if ring.soft_recovery is not None:  # no engine here has one (sdma_v4_0 neither)
             self.recovery_log.append((ring.name, "soft_recovery"))

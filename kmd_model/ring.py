@@ -21,6 +21,7 @@ import numpy as np
 from spec import packets, pm4
 
 from . import regs
+from .cp_error import CpErrorState
 from .log import get_logger
 from .uapi import KmdError
 
@@ -198,6 +199,72 @@ class Ring:
                                f"after {timeout} cycles (rptr {self.get_rptr():#x}, wptr {self.committed:#x})")
             self.dev.delay(16)
         log.info("ring test passed (%d cycles)", timeout - (deadline - self.dev.now()))
+
+
+def queue_reset(ring, timeout: int) -> None:
+    """Reset one queue alone (its `request_reset`: a register bit) and wait until its STATUS
+    reads idle without error; raises KmdError when it does not come back (the caller then
+    resets the device)."""
+    m, dev = ring.kmd.mmio, ring.dev
+    ring.ready = False
+    ring.request_reset()
+    deadline = dev.now() + timeout
+    while True:
+        st = ring.STATUS.decode(m.read(ring.STATUS))
+        if st["IDLE"] and not st["ERROR"]:
+            return
+        if dev.now() >= deadline:
+            raise KmdError(errno.EIO, f"{ring.name} queue reset: not idle after {timeout} cycles "
+                           f"({ring.STATUS.NAME} {m.read(ring.STATUS):#x})")
+        dev.delay(8)
+
+
+
+class HqdRing(Ring):
+    """The CP's second hardware queue (CP_HQD1_*): a gfx ring like ring 0 (PM4, dword
+    pointers) whose registers are its own, served first by the CP's arbiter
+    (CP_QUEUE_PRIORITY): amdgpu's high-priority gfx pipe, where contexts of HIGH priority go.
+    Unlike ring 0 it has a reset of its own (CP_QUEUE_RESET.Q1)."""
+
+    name = "gfx_high"
+    soft_recovery = None
+    has_queue_reset = True
+    STATUS, RPTR, RPTR_SHIFT, POLL_PACKET = regs.CP_HQD1_STATUS, regs.CP_HQD1_RB_RPTR, 0, "WAIT_REG_MEM"
+    PROGRESS = (regs.CP_HQD1_RB_RPTR, regs.PERF_DWORDS_FETCHED, regs.PERF_DMA_BYTES_WRITTEN)
+
+    def read_error(self) -> CpErrorState:
+        m = self.kmd.mmio
+        return CpErrorState.from_regs(m.read(regs.CP_HQD1_ERROR), m.read64(regs.CP_HQD1_ERROR_ADDR_LO,
+                                      regs.CP_HQD1_ERROR_ADDR_HI), m.read(regs.CP_HQD1_ERROR_OFFSET),
+                                      m.read(regs.VM_FAULT_STATUS))
+
+    def get_wptr(self) -> int:
+        return self.kmd.mmio.read(regs.CP_HQD1_RB_WPTR)
+
+    def set_wptr(self) -> None:
+        self.doorbells += 1
+        if self.kmd.observers:
+            self.kmd.notify("doorbell", ring=self, start=self.commit_start, wptr=self.committed)
+        self.kmd.mmio.write(regs.CP_HQD1_RB_DOORBELL, self.committed)
+
+    def init_hw(self) -> None:
+        m = self.kmd.mmio
+        m.write(regs.CP_HQD1_RB_CNTL, 0)
+        m.write64(regs.CP_HQD1_RB_BASE_LO, regs.CP_HQD1_RB_BASE_HI, self.gpu_addr >> 8)
+        m.write_fields(regs.CP_HQD1_RB_SIZE, LOG2_QWORDS=self.log2_dw - 1)
+        m.write64(regs.CP_HQD1_RB_RPTR_ADDR_LO, regs.CP_HQD1_RB_RPTR_ADDR_HI, self.kmd.wb_addr(self.rptr_wb_index))
+        self.kmd.wb32[self.rptr_wb_index] = 0
+        self.ring32[:] = 0
+        self.wptr = self.committed = self.commit_start = 0
+        m.write_fields(regs.CP_QUEUE_PRIORITY, Q0=1, Q1=2)
+        m.write_fields(regs.CP_HQD1_RB_CNTL, ENABLE=1, RPTR_WB=1)
+        self.ready = True
+
+    def request_reset(self) -> None:
+        self.kmd.mmio.write_fields(regs.CP_QUEUE_RESET, Q1=1)
+
+    def queue_reset(self, timeout: int) -> None:
+        queue_reset(self, timeout)
 
 
 def as_u32(mem: np.ndarray) -> np.ndarray:

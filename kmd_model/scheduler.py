@@ -111,6 +111,7 @@ class Scheduler:
         self.stopped = False
         self.progress_at = 0  # when the head job started, the last job finished, or the CP last moved
         self.progress_mark: tuple = ()  # what the engine had done then (Kmd._progressed)
+        self.error: Any = None  # an extra ring's CpErrorState, until Kmd recovers the ring
 
     @property
     def name(self) -> str:

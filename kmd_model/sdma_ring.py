@@ -6,7 +6,7 @@ bytes, the driver's dwords (`wptr << 2` on the doorbell, `>> 2` on the write-bac
 sdma_v4_0_ring_get_rptr / set_wptr do. Commits are padded to 16 dwords (amdgpu's
 align_mask 0xf) with burst NOPs; `emit_ib` first pads so the 6-dword INDIRECT_BUFFER ends on
 an 8-dword boundary ("IB packet must end on a 8 DW boundary"); `emit_fence` is FENCE then
-TRAP (sdma_v4_0_ring_emit_fence); the ring test writes 0xDEADBEEF with WRITE_LINEAR.
+TRAP (sdma_v4_0_ring_emit_fence); the ring test (Ring.test_ring) writes 0xDEADBEEF with WRITE_LINEAR, as sdma_v4_0_ring_test_ring.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 from spec import sdma
 
 from . import regs
+from .cp_error import CpErrorState
 from .log import get_logger
-from .ring import MASK32, RING_TEST_MAGIC, Ring
+from .ring import MASK32, Ring, queue_reset
 from .uapi import KmdError
 
 if TYPE_CHECKING:
@@ -35,6 +36,19 @@ class SdmaRing(Ring):
     # no soft recovery (sdma_v4_0 has none); a queue reset through SDMA_CNTL.QUEUE_RESET
     soft_recovery = None
     has_queue_reset = True
+    # what the KMD reads to recover it: status, rptr (bytes), progress marks, the poll packet
+    STATUS, RPTR, RPTR_SHIFT, POLL_PACKET = regs.SDMA_STATUS, regs.SDMA_RB_RPTR, 2, "POLL_REGMEM"
+    PROGRESS = (regs.SDMA_RB_RPTR, regs.PERF_SDMA_DWORDS_FETCHED, regs.PERF_SDMA_BYTES_READ,
+                regs.PERF_SDMA_BYTES_WRITTEN)
+
+    def read_error(self) -> CpErrorState:
+        """SDMA_ERROR* as the CP's error state (the codes are the CP's; OP in OPCODE)."""
+        m = self.kmd.mmio
+        e = regs.SDMA_ERROR.decode(m.read(regs.SDMA_ERROR))
+        return CpErrorState.from_regs(regs.CP_ERROR.CODE.put(e["CODE"]) | regs.CP_ERROR.LEVEL.put(e["LEVEL"])
+                                      | regs.CP_ERROR.OPCODE.put(e["OP"]),
+                                      m.read64(regs.SDMA_ERROR_ADDR_LO, regs.SDMA_ERROR_ADDR_HI),
+                                      m.read(regs.SDMA_ERROR_OFFSET), 0)
 
     def __init__(self, kmd: "Kmd", gpu_addr: int, log2_dw: int, rptr_wb_index: int, scratch_index: int):
         super().__init__(kmd, gpu_addr, log2_dw, 16, rptr_wb_index, scratch_index)
@@ -104,82 +118,8 @@ class SdmaRing(Ring):
         m.write_fields(regs.SDMA_RB_CNTL, RB_ENABLE=1, RB_SIZE=self.log2_dw, RPTR_WRITEBACK_ENABLE=1)
         self.ready = True
 
-    def queue_reset(self, timeout: int) -> None:
-        """Reset this queue alone (SDMA_CNTL.QUEUE_RESET) and wait for it to be idle and clean;
-        raises KmdError when it does not come back (the caller then resets the device)."""
-        m, dev = self.kmd.mmio, self.dev
-        self.ready = False
-        m.write_fields(regs.SDMA_CNTL, TRAP_ENABLE=1, QUEUE_RESET=1)
-        deadline = dev.now() + timeout
-        while True:
-            st = regs.SDMA_STATUS.decode(m.read(regs.SDMA_STATUS))
-            if st["IDLE"] and not st["ERROR"]:
-                return
-            if dev.now() >= deadline:
-                raise KmdError(errno.EIO, f"{self.name} queue reset: not idle after {timeout} cycles "
-                               f"(SDMA_STATUS {m.read(regs.SDMA_STATUS):#x})")
-            dev.delay(8)
-
-    def test_ring(self, timeout: int) -> None:
-        """sdma_v4_0_ring_test_ring: WRITE_LINEAR 0xDEADBEEF to a scratch dword, poll for it."""
-        wb = self.kmd.wb32
-        wb[self.scratch_index] = 0xCAFEDEAD
-        if not self.alloc(5):
-            raise KmdError(errno.EBUSY, f"{self.name} ring test: ring is not empty")
-        self.emit_mem_write(self.kmd.wb_addr(self.scratch_index), [RING_TEST_MAGIC])
-        self.commit()
-        deadline = self.dev.now() + timeout
-        while int(wb[self.scratch_index]) != RING_TEST_MAGIC:
-            if self.dev.now() >= deadline:
-                self.ready = False
-                raise KmdError(errno.ETIMEDOUT, f"{self.name} ring test failed: scratch "
-                               f"{int(wb[self.scratch_index]):#010x} after {timeout} cycles")
-            self.dev.delay(16)
-        log.info("%s ring test passed", self.name)
-
-
-class HqdRing(Ring):
-    """The CP's second hardware queue (CP_HQD1_*): a gfx ring like ring 0 (PM4, dword
-    pointers) whose registers are its own, served first by the CP's arbiter
-    (CP_QUEUE_PRIORITY): amdgpu's high-priority gfx pipe, where contexts of HIGH priority go.
-    Unlike ring 0 it has a reset of its own (CP_QUEUE_RESET.Q1)."""
-
-    name = "gfx_high"
-    soft_recovery = None
-    has_queue_reset = True
-
-    def get_wptr(self) -> int:
-        return self.kmd.mmio.read(regs.CP_HQD1_RB_WPTR)
-
-    def set_wptr(self) -> None:
-        self.doorbells += 1
-        if self.kmd.observers:
-            self.kmd.notify("doorbell", ring=self, start=self.commit_start, wptr=self.committed)
-        self.kmd.mmio.write(regs.CP_HQD1_RB_DOORBELL, self.committed)
-
-    def init_hw(self) -> None:
-        m = self.kmd.mmio
-        m.write(regs.CP_HQD1_RB_CNTL, 0)
-        m.write64(regs.CP_HQD1_RB_BASE_LO, regs.CP_HQD1_RB_BASE_HI, self.gpu_addr >> 8)
-        m.write_fields(regs.CP_HQD1_RB_SIZE, LOG2_QWORDS=self.log2_dw - 1)
-        m.write64(regs.CP_HQD1_RB_RPTR_ADDR_LO, regs.CP_HQD1_RB_RPTR_ADDR_HI, self.kmd.wb_addr(self.rptr_wb_index))
-        self.kmd.wb32[self.rptr_wb_index] = 0
-        self.ring32[:] = 0
-        self.wptr = self.committed = self.commit_start = 0
-        m.write_fields(regs.CP_QUEUE_PRIORITY, Q0=1, Q1=2)
-        m.write_fields(regs.CP_HQD1_RB_CNTL, ENABLE=1, RPTR_WB=1)
-        self.ready = True
+    def request_reset(self) -> None:
+        self.kmd.mmio.write_fields(regs.SDMA_CNTL, TRAP_ENABLE=1, QUEUE_RESET=1)
 
     def queue_reset(self, timeout: int) -> None:
-        """CP_QUEUE_RESET.Q1 and wait for the queue to be idle and clean."""
-        m, dev = self.kmd.mmio, self.dev
-        self.ready = False
-        m.write_fields(regs.CP_QUEUE_RESET, Q1=1)
-        deadline = dev.now() + timeout
-        while True:
-            st = regs.CP_HQD1_STATUS.decode(m.read(regs.CP_HQD1_STATUS))
-            if st["IDLE"] and not st["ERROR"]:
-                return
-            if dev.now() >= deadline:
-                raise KmdError(errno.EIO, f"{self.name} queue reset: not idle after {timeout} cycles")
-            dev.delay(8)
+        queue_reset(self, timeout)

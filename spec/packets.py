@@ -22,7 +22,7 @@ from dataclasses import dataclass, field as _dc_field, replace
 from functools import cached_property
 
 __all__ = [
-    "EnumValue", "Field", "Value", "Rule", "Tail", "PacketDef", "HeaderDef",
+    "EnumValue", "Field", "Value", "Rule", "Tail", "Layout", "PacketDef", "HeaderDef",
     "HEADER", "PACKET_TYPE2", "PACKET_TYPE3", "TYPE2_FILLER", "TYPE2_PAD", "NOP_PAD", "MAX_PAYLOAD",
     "PACKETS", "by_name", "by_opcode", "Opcode",
 ]
@@ -178,8 +178,67 @@ class HeaderDef:
         raise KeyError(f"PM4 header has no field {name!r}")
 
 
+class Layout:
+    """What a packet table entry (PacketDef here, SdmaPacketDef in spec/sdma_packets.py) offers
+    over its `name`, `fields` and `values`: lookups by name and value widths."""
+
+    name: str
+    fields: tuple[Field, ...]
+    values: tuple[Value, ...]
+
+    def field(self, name: str) -> Field:
+        """The field called `name` (AMD's name, e.g. "WR_CONFIRM")."""
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(f"{self.name} has no field {name!r}")
+
+    def value(self, name: str) -> Value:
+        for v in self.values:
+            if v.name == name:
+                return v
+        raise KeyError(f"{self.name} has no value {name!r}")
+
+    def fields_in(self, dword: int) -> tuple[Field, ...]:
+        """Fields of payload dword `dword`, lowest bit first."""
+        return tuple(sorted((f for f in self.fields if f.dword == dword), key=lambda f: f.lsb))
+
+    def value_of(self, field_name: str) -> Value | None:
+        """The Value a field is part of, if any."""
+        for v in self.values:
+            if field_name in v.fields:
+                return v
+        return None
+
+    def value_width(self, value: Value) -> int:
+        top = self.field(value.fields[-1])
+        return 32 * (len(value.fields) - 1) + top.msb + 1
+
+    def value_align(self, value: Value) -> int:
+        """Byte alignment the value's lowest field implies (ADDR_LO[31:2] -> 4)."""
+        return 1 << self.field(value.fields[0]).lsb
+
+    @property
+    def fixed(self) -> int:
+        """Number of fixed payload dwords (before the tail)."""
+        return 1 + max((f.dword for f in self.fields), default=-1)
+
+    HEADER_BITS = 0  # header bits every packet of the table declares (SDMA: OP and SUB_OP)
+
+    def defined_mask(self, dword: int) -> int:
+        """Bits of payload dword `dword` (-1: the header) that are not reserved: those some
+        field declares, and all of a tail dword (data, or ignored padding)."""
+        if self.tail is not None and dword >= self.fixed:  # type: ignore[attr-defined]
+            return 0xFFFF_FFFF
+        mask = self.HEADER_BITS if dword == -1 else 0
+        for f in self.fields:
+            if f.dword == dword:
+                mask |= f.mask
+        return mask
+
+
 @dataclass(frozen=True)
-class PacketDef:
+class PacketDef(Layout):
     """One type-3 packet: opcode, payload layout and builder signature.
 
     `args` orders the builder's positional arguments (value, field or tail names);
@@ -199,39 +258,6 @@ class PacketDef:
     payload: the header alone. AMD defines this for NOP only (Mesa's PKT3_NOP_PAD, the
     gfx9 ring's nop dword 0xFFFF1000)."""
     index: int = _dc_field(default=-1, compare=False)  # position in PACKETS
-
-    def field(self, name: str) -> Field:
-        """The field called `name` (AMD's name, e.g. "WR_CONFIRM")."""
-        for f in self.fields:
-            if f.name == name:
-                return f
-        raise KeyError(f"{self.name} has no field {name!r}")
-
-    def value(self, name: str) -> Value:
-        for v in self.values:
-            if v.name == name:
-                return v
-        raise KeyError(f"{self.name} has no value {name!r}")
-
-    def fields_in(self, dword: int) -> tuple[Field, ...]:
-        """Fields of payload dword `dword`, lowest bit first."""
-        return tuple(sorted((f for f in self.fields if f.dword == dword), key=lambda f: f.lsb))
-
-    def defined_mask(self, dword: int) -> int:
-        """Bits of payload dword `dword` that are not reserved: those some field
-        declares, and all of a tail dword (data, or ignored padding)."""
-        if self.tail is not None and dword >= self.fixed:
-            return 0xFFFF_FFFF
-        mask = 0
-        for f in self.fields:
-            if f.dword == dword:
-                mask |= f.mask
-        return mask
-
-    @property
-    def fixed(self) -> int:
-        """Number of fixed payload dwords (before the tail)."""
-        return 1 + max((f.dword for f in self.fields), default=-1)
 
     @property
     def min_payload(self) -> int:
@@ -263,21 +289,6 @@ class PacketDef:
 
     def count_ok(self, count: int) -> bool:
         return self.min_count <= count <= self.max_count
-
-    def value_of(self, field_name: str) -> Value | None:
-        """The Value a field is part of, if any."""
-        for v in self.values:
-            if field_name in v.fields:
-                return v
-        return None
-
-    def value_width(self, value: Value) -> int:
-        top = self.field(value.fields[-1])
-        return 32 * (len(value.fields) - 1) + top.msb + 1
-
-    def value_align(self, value: Value) -> int:
-        """Byte alignment the value's lowest field implies (ADDR_LO[31:2] -> 4)."""
-        return 1 << self.field(value.fields[0]).lsb
 
 
 # ---------------------------------------------------------------------------- header

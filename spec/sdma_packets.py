@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field as _dc_field, replace
 
-from spec.packets import EnumValue, Field, Rule, Tail, Value
+from spec.packets import EnumValue, Field, Layout, Rule, Tail, Value
 
 __all__ = ["SDMA_OP", "SDMA_SUB_OP", "SdmaPacketDef", "SDMA_PACKETS", "by_name", "by_op",
            "MAX_WRITE_DW", "MAX_COPY_BYTES", "NOP_PAD", "RETRY_FOREVER"]
@@ -30,7 +30,7 @@ SDMA_SUB_OP = Field("SUB_OP", -1, 8, 8, "Sub-opcode (SDMA_PKT_HEADER_SUB_OP).")
 
 
 @dataclass(frozen=True)
-class SdmaPacketDef:
+class SdmaPacketDef(Layout):
     """One SDMA packet: (op, sub_op), layout and builder signature.
 
     `length_field`: the field whose value + `length_bias` is the number of tail dwords
@@ -52,41 +52,7 @@ class SdmaPacketDef:
     rules: tuple[Rule, ...] = ()
     index: int = _dc_field(default=-1, compare=False)  # position in SDMA_PACKETS
 
-    def field(self, name: str) -> Field:
-        for f in self.fields:
-            if f.name == name:
-                return f
-        raise KeyError(f"SDMA {self.name} has no field {name!r}")
-
-    def value(self, name: str) -> Value:
-        for v in self.values:
-            if v.name == name:
-                return v
-        raise KeyError(f"SDMA {self.name} has no value {name!r}")
-
-    def value_of(self, field_name: str) -> Value | None:
-        for v in self.values:
-            if field_name in v.fields:
-                return v
-        return None
-
-    def fields_in(self, dword: int) -> tuple[Field, ...]:
-        return tuple(sorted((f for f in self.fields if f.dword == dword), key=lambda f: f.lsb))
-
-    def defined_mask(self, dword: int) -> int:
-        """Declared bits of dword `dword` (-1: the header, OP and SUB_OP included)."""
-        if self.tail is not None and dword >= self.fixed:
-            return 0xFFFF_FFFF
-        mask = SDMA_OP.mask | SDMA_SUB_OP.mask if dword == -1 else 0
-        for f in self.fields:
-            if f.dword == dword:
-                mask |= f.mask
-        return mask
-
-    @property
-    def fixed(self) -> int:
-        """Dwords after the header before the tail."""
-        return 1 + max((f.dword for f in self.fields), default=-1)
+    HEADER_BITS = SDMA_OP.mask | SDMA_SUB_OP.mask  # (a class attribute, not a dataclass field)
 
     @property
     def header(self) -> int:
@@ -98,13 +64,6 @@ class SdmaPacketDef:
         if self.tail is None:
             return 0
         return self.field(self.length_field).max + self.length_bias  # type: ignore[arg-type]
-
-    def value_width(self, value: Value) -> int:
-        top = self.field(value.fields[-1])
-        return 32 * (len(value.fields) - 1) + top.msb + 1
-
-    def value_align(self, value: Value) -> int:
-        return 1 << self.field(value.fields[0]).lsb
 
 
 def _bit(name: str, dword: int, lsb: int, doc: str) -> Field:
