@@ -107,9 +107,10 @@ def _run_model(opts: RunOptions) -> int:
     hooks = []
     if session.timeline is not None:
         hooks.append(model_cp_hook(session.timeline, dev.now))
-    cp_log = get_logger("cp")
-    if cp_log.isEnabledFor(20):
-        hooks.append(lambda line: cp_log.info("%s", line))
+    cp_log, sdma_log = get_logger("cp"), get_logger("sdma")
+    if cp_log.isEnabledFor(20) or sdma_log.isEnabledFor(20):
+        # the copy engine's packets ("SDMA RING+...") are the sdma module's, the CP's queues' the cp module's
+        hooks.append(lambda line: (sdma_log if line.startswith("SDMA ") else cp_log).info("%s", line))
     if hooks:
         dev.trace = hooks[0] if len(hooks) == 1 else (lambda line: [h(line) for h in hooks])
     with Console(f"model: {Path(opts.app).stem}", status=lambda: session.status, guard_stdout=True):

@@ -36,6 +36,7 @@ MODULES = {
     "vm": "GPU virtual memory: mappings (GEM_VA), VMIDs, TLB flushes",
     "bus": "every MMIO access",
     "cp": "packets the CP starts (when `gpucosim run` watches the hardware)",
+    "sdma": "packets the SDMA copy engine starts (the reference model)",
 }
 LEVELS = ("debug", "info", "warning", "error")
 
