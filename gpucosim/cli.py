@@ -79,6 +79,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="a KMD parameter for this run (repeatable), e.g. --kmd job_timeout=20000")
     p.add_argument("--no-dma", action="store_true",
                    help="a reference model without the DMA engine (--sim model; the RTL always has one)")
+    p.add_argument("--rtl-engines", action="store_true",
+                   help="a reference model with only the engines the RTL has (--sim model): no SDMA copy "
+                        "engine, one CP queue")
     p.add_argument("--data-width", type=_data_width, default=64, metavar="{32,64,128,256}",
                    help="memory bus width in bits (default 64)")
 
@@ -198,6 +201,8 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
         p.error("--waves needs a simulator: use --sim verilator or --sim icarus")
     if args.no_dma and args.sim != "model":
         p.error("--no-dma applies to the reference model (--sim model): the RTL always has its DMA engine")
+    if args.rtl_engines and args.sim != "model":
+        p.error("--rtl-engines applies to the reference model (--sim model): the RTL has only its own engines")
     if app.endswith(".py") and not Path(app).is_file():
         p.error(f"no app at {app}")
     if args.stats_json and Path(args.stats_json).is_dir():
@@ -229,7 +234,7 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
             p.error(f"{e} (in the environment)")
     return RunOptions(app=app, backend=args.sim, args=app_args, trace=args.trace, waves=waves, log=args.log,
                       stats=args.stats, stats_json=args.stats_json, crash_dir=args.crash_dir, kmd=_kmd_params(p, args.kmd),
-                      dma=not args.no_dma, data_width=args.data_width)
+                      dma=not args.no_dma, data_width=args.data_width, queues=not args.rtl_engines)
 
 
 def cmd_run(p, args, app_args: list[str]) -> int:

@@ -102,7 +102,7 @@ def _run_model(opts: RunOptions) -> int:
         print("gpucosim: --waves needs a simulator (--sim verilator or icarus); the model has no waveform",
               file=sys.stderr)
     session = Session(opts)
-    dev = RefModel(dma=opts.dma, data_width=opts.data_width)
+    dev = RefModel(dma=opts.dma, data_width=opts.data_width, queues=opts.queues)
     session.probe = lambda: _model_probe(dev)
     hooks = []
     if session.timeline is not None:
