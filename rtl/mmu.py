@@ -225,9 +225,8 @@ class MMU(wiring.Component):
         inv_vmids = Signal(vm_spec.VMIDS)
         inv_all = Signal()
         inv_page = Signal(PPN)
-        with m.If(self.inv_req):
-            m.d.sync += [inv_pending.eq(1), inv_vmids.eq(self.inv_vmids), inv_all.eq(self.inv_all),
-                         inv_page.eq(self.inv_page), self.inv_ack.eq(0)]
+        # (a request is latched after the translator, below: one written in the cycle the
+        # pending one completes must replace it, not be dropped by the completion)
 
         # ------------------------------------------------------------ the translator
         t_write = Signal()  # translating the AW holding register (else AR)
@@ -455,4 +454,8 @@ class MMU(wiring.Component):
                 with m.If(s.bready):
                     m.d.comb += release_aw.eq(1)
                     m.next = "IDLE"
+
+        with m.If(self.inv_req):
+            m.d.sync += [inv_pending.eq(1), inv_vmids.eq(self.inv_vmids), inv_all.eq(self.inv_all),
+                         inv_page.eq(self.inv_page), self.inv_ack.eq(0)]
         return m
