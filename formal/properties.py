@@ -325,9 +325,8 @@ _group(Group(
            "of 2 entries (the device: 16; the compare, the permissions and the round-robin victim "
            "are the same logic per entry, and 2 entries are filled, evicted and invalidated within "
            "the depth), 4 requests outstanding, a W order queue of 2",
-    assumes="a free master (any VMID, address, length; AXI's rules; never the walker's ID; the access "
-            "kind names the channel: READ, FETCH or DMA_READ on AR, WRITE or DMA_WRITE on AW, as the CP "
-            "and the DMA engine set it), "
+    assumes="a free master (any VMID, access kind, address, length, on either channel; AXI's rules; "
+            "never the walker's ID), "
             "a free memory (any latency and data; answers only what was asked, B after the W data; "
             "R and B held until READY), page-table bases, enables of the other VMIDs and "
             "invalidation requests free any cycle; the watched VMID translated, and its page "
