@@ -37,6 +37,10 @@ class Mutant:
     says: str            # the bug it plants
     depth: int = 0       # BMC depth (0: the group's)
     fast: bool = False   # run in `make test`
+    # go on after the first failure to see every property fail (False: stop at the first,
+    # for a single-kill mutant whose remaining checks in its failing step take the solver
+    # minutes: the MMU's TLB permissions)
+    keep_going: bool = True
 
     def source(self) -> str:
         orig = importlib.import_module(self.module)
@@ -259,7 +263,8 @@ MUTANTS: list[Mutant] = [
     M("walk_permission_skipped", "mmu", "rtl.mmu", "hit_ok.eq((need & perm).any())", "hit_ok.eq(1)",
       "write_needs_w fetch_needs_x", "a freshly walked entry is used without checking its permissions", depth=12),
     M("tlb_permission_skipped", "mmu", "rtl.mmu", "permit[i].eq((need_r & t_perm[i]).any())", "permit[i].eq(1)",
-      "write_needs_w", "a TLB hit is used without checking the entry's permissions", depth=15),
+      "write_needs_w", "a TLB hit is used without checking the entry's permissions", depth=15,
+      keep_going=False),
     M("invalidation_ignored", "mmu", "rtl.mmu", "m.d.sync += t_valid[i].eq(0)", "pass", "unmap_takes_effect",
       "an invalidation is acknowledged but drops no entry", depth=16),
     M("faulted_w_forwarded", "mmu", "rtl.mmu", "m.d.comb += [wq_push.eq(1), wq_push_fwd.eq(0)]",
