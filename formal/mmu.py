@@ -36,9 +36,6 @@ class MMUHarness(Harness):
         self.tlb_entries, self.data_width = tlb_entries, data_width
         self.w_order_depth, self.max_outstanding = w_order_depth, max_outstanding
 
-    def held(self, valid, ready, payload):
-        return self.started & self.past(valid & ~ready), self.past(payload)
-
     def build(self, m):
         AW, IW, L = 48, 4, vm_spec.LEVELS
         walk_id = 7
@@ -92,15 +89,7 @@ class MMUHarness(Harness):
             m.d.comb += sig.eq(self.free(len(sig)))
 
         # ---- a free memory within AXI's rules: it answers only what was asked
-        for f in ("arready", "awready", "wready", "rvalid", "rid", "rdata", "rresp", "rlast",
-                  "bvalid", "bid", "bresp"):
-            sig = getattr(out, f)
-            m.d.comb += sig.eq(self.free(len(sig)))
-        for valid, ready, payload in ((out.rvalid, out.rready, Cat(out.rid, out.rdata, out.rresp, out.rlast)),
-                                      (out.bvalid, out.bready, Cat(out.bid, out.bresp))):
-            waited, old = self.held(valid, ready, payload)
-            with m.If(waited):
-                self.assume(valid & (payload == old))
+        self.free_axi_slave(m, out)
         cnt = 2 * self.max_outstanding + 2
         walks = Signal(range(cnt))  # walk reads asked and not answered (RLAST)
         reads = Signal(range(cnt))  # the masters' reads forwarded, not answered
