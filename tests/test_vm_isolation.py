@@ -205,8 +205,52 @@ def check_invalidation_races_dma(dev):
     assert kmd.stats["resets"] == (fault is not None)
 
 
+def check_close_while_dma_reads(dev):
+    """The source of a running 256 KiB DMA copy unmapped and closed under it: the KMD
+    invalidates at once (on the RTL the copy stops at the next burst it translates) but
+    keeps the memory until the job has ended, so a BO made meanwhile lands elsewhere
+    and the copy never reads it; the memory goes once the job is done."""
+    kmd = kmd_model.bind(dev, cs_check=False)
+    if not kmd.info.has_dma:
+        return
+    c, other = Client(), Client()
+    n = 256 << 10
+    ib, src, dst = c.bo(0x1000), c.bo(n), c.bo(n)
+    want = np.arange(1, n // 4 + 1, dtype=np.uint32)
+    src.u32[:] = want
+    flag = ib.addr + 0x800
+    seq = c.submit(c.ib(ib, pm4.wait_reg_mem(flag, 1, 1, "EQ") + pm4.dma_data(dst.addr, src.addr, n, cp_sync=1)))
+    ib.u32[0x200] = 1
+    dev.delay(2000)  # the copy is under way on the RTL (the model has run it already)
+    phys, kbo = c.phys(src), c.f.handles[src.handle]
+    c.io(Request.GEM_VA, uapi.GemVaArgs(src.handle, VaOp.UNMAP, src.addr))
+    c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(src.handle))
+    busy = c.io(Request.WAIT_CS, uapi.WaitCsArgs(c.ctx, seq, 0)).busy
+    assert busy == (kbo in kmd.live_bos())  # kept exactly while the job may run
+    late = other.bo(n)
+    lp = other.phys(late)
+    assert not busy or lp + n <= phys or lp >= phys + n, (hex(lp), hex(phys))  # not on the memory in use
+    late.u32[:] = 0xEEEE_EEEE
+    try:
+        c.wait(seq)
+        fault = None
+    except KmdError as e:
+        fault = e.info
+    got = dev.mem[c.phys(dst):c.phys(dst) + n].view("<u4")
+    assert ((got == want) | (got == 0)).all()  # the source's bytes or nothing: never the late BO's
+    if dev.name != "model":
+        assert busy and fault is not None and fault.code == "VM_FAULT" and "DMA_READ" in fault.message, fault
+        # a burst's first byte (hardware.md: the first burst translated after the
+        # invalidation, in the page the copy was reading), nothing copied from there on
+        assert src.addr < fault.addr < src.addr + n and fault.addr % min(16 * kmd.info.bus_bytes, 4096) == 0, fault
+        assert not got[(fault.addr - src.addr) // 4:].any()
+    else:
+        assert fault is None and (got == want).all()
+    assert kbo not in kmd.live_bos()  # freed once the job is done
+
+
 CHECKS = [check_hostile_reach_faults, check_unmap_while_in_use, check_remap_to_another_bo,
-          check_invalidation_races_dma]
+          check_invalidation_races_dma, check_close_while_dma_reads]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
