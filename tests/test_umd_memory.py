@@ -218,3 +218,17 @@ def test_alloc_argument_errors():
     assert gpu.ws.ioctls == n + 2 and gpu.memory().va.allocations == 0  # (the two memory() INFOs)
     assert gpu.alloc(64, 2).domain == gpu.alloc(64, "gtt").domain  # a Domain value is fine
     gpu.close()
+
+
+def test_pools_example_argument_errors(capsys):
+    """examples/pools.py refuses bad counts and a plot it could not write before it runs."""
+    from examples import pools
+
+    kmd_model.bind(RefModel())
+    for argv, msg in ((["--live", "0"], "--allocs and --live must be at least 1, not 10000 and 0"),
+                      (["--plot", "/nonexistent/dir/x.png"], "--plot /nonexistent/dir/x.png: no such directory "
+                                                             "/nonexistent/dir")):
+        with pytest.raises(SystemExit) as ei:
+            pools.main(argv)
+        assert ei.value.code == 2 and capsys.readouterr().err.splitlines()[-1] == f"pools: error: {msg}"
+    kmd_model.unbind()
