@@ -19,6 +19,7 @@ on the same device; what differs is counted:
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 from dataclasses import dataclass
@@ -122,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     if args.allocs < 1 or args.live < 1:
         ap.error(f"--allocs and --live must be at least 1, not {args.allocs} and {args.live}")
+    if args.plot and not os.path.isdir(os.path.dirname(os.path.abspath(args.plot))):
+        ap.error(f"--plot {args.plot}: no such directory {os.path.dirname(os.path.abspath(args.plot))}")
     backend = kmd_model.bound().name
     runs = [run(True, args.allocs, args.live, args.seed), run(False, args.allocs, args.live, args.seed)]
     gpucosim.progress(1, 1, "done")

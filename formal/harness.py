@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 
-from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Fragment, Module, ResetSignal, Signal, Value
+from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Fragment, Module, ResetSignal, Signal, Value
 from amaranth.hdl._ast import AnyConst, AnySeq  # noqa: F401 (re-exported for the harnesses)
 
 from . import properties
@@ -158,6 +158,23 @@ class Harness(Elaboratable):
         s = Signal(len(v), name=name, init=init, reset_less=True)
         self.g.d.sync += s.eq(v)
         return s
+
+    def held(self, valid, ready, payload):
+        """(waited, old): VALID was high without READY last cycle, and the payload then."""
+        return self.started & self.past(valid & ~ready), self.past(payload)
+
+    def free_axi_slave(self, m, port) -> None:
+        """`port`'s slave side free in every cycle, within AXI's rules: R and B held, with
+        their payload, until READY."""
+        for f in ("arready", "awready", "wready", "rvalid", "rid", "rdata", "rresp", "rlast",
+                  "bvalid", "bid", "bresp"):
+            sig = getattr(port, f)
+            m.d.comb += sig.eq(self.free(len(sig)))
+        for valid, ready, payload in ((port.rvalid, port.rready, Cat(port.rid, port.rdata, port.rresp, port.rlast)),
+                                      (port.bvalid, port.bready, Cat(port.bid, port.bresp))):
+            waited, old = self.held(valid, ready, payload)
+            with m.If(waited):
+                self.assume(valid & (payload == old))
 
     def no_reset(self) -> None:
         """The environment never resets: proofs start from the reset state (init values)."""

@@ -37,6 +37,10 @@ class Mutant:
     says: str            # the bug it plants
     depth: int = 0       # BMC depth (0: the group's)
     fast: bool = False   # run in `make test`
+    # go on after the first failure to see every property fail (False: stop at the first,
+    # for a single-kill mutant whose remaining checks in its failing step take the solver
+    # minutes: the MMU's TLB permissions)
+    keep_going: bool = True
 
     def source(self) -> str:
         orig = importlib.import_module(self.module)
@@ -249,6 +253,23 @@ MUTANTS: list[Mutant] = [
     M("ih_pending_compare", "cp_ih", "rtl.cp.status", "csr.int_status_ih_pending.eq(c.ih_wptr != csr.ih_rptr)",
       "csr.int_status_ih_pending.eq(c.ih_wptr != 0)", "pending_level",
       "IH_PENDING stays set once an entry was written, even when the driver consumed it", depth=14),
+
+    # ---------------------------------------------------------------- the MMU (rtl/mmu.py)
+    M("tlb_ignores_vmid", "mmu", "rtl.mmu", "match[i].eq(t_valid[i] & (t_vmid[i] == r.user.vmid) & ",
+      "match[i].eq(t_valid[i] & ", "no_foreign_page",
+      "the TLB compare leaves out the VMID: a client hits another client's entry", depth=14),
+    M("translation_skipped", "mmu", "rtl.mmu", "phys_now.eq(~self.ctx_enable.bit_select(pick.user.vmid, 1))",
+      "phys_now.eq(1)", "no_foreign_page", "every request goes out untranslated, as if its VMID had no page tables", depth=8),
+    M("walk_permission_skipped", "mmu", "rtl.mmu", "hit_ok.eq((need & perm).any())", "hit_ok.eq(1)",
+      "write_needs_w fetch_needs_x", "a freshly walked entry is used without checking its permissions", depth=12),
+    M("tlb_permission_skipped", "mmu", "rtl.mmu", "permit[i].eq((need_r & t_perm[i]).any())", "permit[i].eq(1)",
+      "write_needs_w", "a TLB hit is used without checking the entry's permissions", depth=15,
+      keep_going=False),
+    M("invalidation_ignored", "mmu", "rtl.mmu", "m.d.sync += t_valid[i].eq(0)", "pass", "unmap_takes_effect",
+      "an invalidation is acknowledged but drops no entry", depth=16),
+    M("faulted_w_forwarded", "mmu", "rtl.mmu", "m.d.comb += [wq_push.eq(1), wq_push_fwd.eq(0)]",
+      "m.d.comb += [wq_push.eq(1), wq_push_fwd.eq(1)]", "faulted_w_swallowed",
+      "a faulted write's data goes out to memory (under whatever address comes next)", depth=10),
 ]
 
 

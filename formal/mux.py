@@ -22,10 +22,6 @@ class MuxHarness(Harness):
         super().__init__()
         self.n, self.id_width, self.data_width, self.depth = n, id_width, data_width, w_order_depth
 
-    def held(self, valid, ready, payload):
-        """(waited, old): VALID was high without READY last cycle, and the payload then."""
-        return self.started & self.past(valid & ~ready), self.past(payload)
-
     def build(self, m):
         n = self.n
         dut = AXI4Mux(n, 48, self.data_width, self.id_width, w_order_depth=self.depth)
@@ -50,15 +46,7 @@ class MuxHarness(Harness):
                 with m.If(waited):
                     self.assume(valid & (payload == old))
         # ---- a free slave within AXI's rules
-        for f in ("arready", "awready", "wready", "rvalid", "rid", "rdata", "rresp", "rlast",
-                  "bvalid", "bid", "bresp"):
-            sig = getattr(out, f)
-            m.d.comb += sig.eq(self.free(len(sig)))
-        for valid, ready, payload in ((out.rvalid, out.rready, Cat(out.rid, out.rdata, out.rresp, out.rlast)),
-                                      (out.bvalid, out.bready, Cat(out.bid, out.bresp))):
-            waited, old = self.held(valid, ready, payload)
-            with m.If(waited):
-                self.assume(valid & (payload == old))
+        self.free_axi_slave(m, out)
 
         # ---- the downstream port keeps the rules
         for ch, valid, ready, fields in (("ar", out.arvalid, out.arready, ("arid",) + AR_FIELDS),

@@ -317,6 +317,44 @@ _group(Group(
 ))
 
 
+# ------------------------------------------------------------------------- GPU MMU
+_group(Group(
+    "mmu", "rtl/mmu.py MMU (translation, TLB, permissions, invalidation, faults)", "formal.mmu:MMUHarness",
+    "bmc", 16, 16,
+    config="a 64-bit bus (an entry in one beat), two levels (4 KiB pages and 2 MiB leaves), a TLB "
+           "of 2 entries (the device: 16; the compare, the permissions and the round-robin victim "
+           "are the same logic per entry, and 2 entries are filled, evicted and invalidated within "
+           "the depth), 4 requests outstanding, a W order queue of 2",
+    assumes="a free master (any VMID, access kind, address, length, on either channel; AXI's rules; "
+            "never the walker's ID), "
+            "a free memory (any latency and data; answers only what was asked, B after the W data; "
+            "R and B held until READY), page-table bases, enables of the other VMIDs and "
+            "invalidation requests free any cycle; the watched VMID translated, and its page "
+            "tables as the module docstring of formal/mmu.py says",
+    props=[
+        A("no_foreign_page", "no read or write of the watched VMID reaches a 2 MiB region that "
+          "none of its page-table entries names (whatever other VMIDs' entries name)",
+          "isolation in hardware: a client reaches only its own mappings, with no software "
+          "checker between it and memory; a TLB that mixes VMIDs or skips translation breaks it"),
+        A("write_needs_w", "no write of the watched VMID reaches a region its entries map "
+          "without WRITEABLE", "read-only mappings (a shared BO, the client's own IBs) stay unchanged"),
+        A("fetch_needs_x", "no command fetch of the watched VMID reaches a region its entries "
+          "map without EXECUTABLE", "a client cannot make the CP execute data it may only read"),
+        A("unmap_takes_effect", "after an invalidation of all of the watched VMID's pages is "
+          "acknowledged, no request it makes afterwards reaches what its tables no longer map, "
+          "whatever the TLB held", "the KMD frees an unmapped page once INV_ACK shows the VMID "
+          "(and the job's fence signalled): a stale TLB entry would hand the page to its next owner"),
+        A("faulted_w_swallowed", "W data leaves the MMU only for a write address it forwarded",
+          "a faulted write's data is dropped, never written under another request's address"),
+        C("translated_read", "a read of the watched VMID forwarded right after its page walk"),
+        C("tlb_hit_read", "a read of the watched VMID forwarded from a TLB hit"),
+        C("translated_write", "a write of the watched VMID forwarded"),
+        C("fault_answered", "a faulted read answered with RUSER.FAULT on its last beat"),
+        C("rewalk_after_unmap", "a request of the watched VMID forwarded after the unmap was acknowledged"),
+    ],
+))
+
+
 def find(group: str, name: str) -> Prop:
     """The row `group.name`; a precise error for a name the table does not have."""
     g = GROUPS.get(group)

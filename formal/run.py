@@ -298,7 +298,7 @@ def run_mutant(mutant, solver: str, timeout=1800, from_logs=False) -> dict:
     else:
         text, _ = build_rtlil(group, mutant)
         r = run_sby(BUILD / group.name, text, "bmc", depth, solver, f"mutant_{mutant.name}", timeout,
-                    keep_going=True)
+                    keep_going=mutant.keep_going)
     failed = sorted(k for k in r.failed if not k.startswith("invariant"))
     killed = r.status == "FAIL" and all(k in r.failed for k in mutant.kills)
     return {"name": mutant.name, "group": mutant.group, "says": mutant.says, "kills": list(mutant.kills),

@@ -326,18 +326,21 @@ def exit_report(kmd: "Kmd", queues: list, ioctl_stats: dict[str, list], at_exit:
     nbytes = sum(b.size for b in live)
     lines = []
     for d in devices:
-        if d.buffers and at_exit:
-            held = sum(b.size for b in d.buffers)
-            lines.append(f"  LEAK: {len(d.buffers)} buffer(s) of the app, {_size(held)}, never freed: "
-                         + ", ".join(repr(b) for b in list(d.buffers)[:4]) + (" ..." if len(d.buffers) > 4 else ""))
+        apps = [b for b in d.buffers if b.owner is None]  # (not the queues' own pages, IBs, staging)
+        if apps and at_exit:
+            held = sum(b.size for b in apps)
+            lines.append(f"  LEAK: {len(apps)} buffer(s) of the app, {_size(held)}, never freed: "
+                         + ", ".join(repr(b) for b in apps[:4]) + (" ..." if len(apps) > 4 else ""))
+        d.mm.take_back()  # (ranges and entries whose work is done)
         va, p = d.mm.va.stats(), d.mm.stats()
-        lines.append(f"  VA ({d.name}): {_size(va.used)} in {va.allocations} ranges, {va.free_ranges} free "
-                     f"range(s), the largest {_size(va.largest_free)}")
+        lines.append(f"  VA ({d.name}, fd {d.ws.file.fd}): {_size(va.used)} in {va.allocations} ranges, "
+                     f"{va.free_ranges} free range(s), the largest {_size(va.largest_free)}; at most "
+                     f"{_size(va.peak_used)} used, {va.peak_free_ranges} free ranges")
         if p.enabled:
             lines.append(f"  pools: BO cache {p.cache_hits} hits, {p.cache_misses} misses, {p.cache_expired} expired, "
                          f"{p.cached} cached ({_size(p.cached_bytes)}); slabs {p.slab_allocs} entries handed out, "
                          f"{p.slabs} slabs ({_size(p.slab_bytes)}), {p.slab_frees_deferred} frees deferred to their "
-                         f"fence, {_size(p.waste_bytes)} wasted by rounding up")
+                         f"fence, {_size(p.waste_bytes)} wasted by rounding up (at most {_size(p.waste_peak_bytes)})")
         else:
             lines.append(f"  pools: off ({p.bos_created} BOs created, {p.bos_released} released)")
     shown = ", ".join(repr(b) for b in live[:6]) + (" ..." if len(live) > 6 else "")

@@ -225,9 +225,8 @@ class MMU(wiring.Component):
         inv_vmids = Signal(vm_spec.VMIDS)
         inv_all = Signal()
         inv_page = Signal(PPN)
-        with m.If(self.inv_req):
-            m.d.sync += [inv_pending.eq(1), inv_vmids.eq(self.inv_vmids), inv_all.eq(self.inv_all),
-                         inv_page.eq(self.inv_page), self.inv_ack.eq(0)]
+        # (a request is latched after the translator, below: one written in the cycle the
+        # pending one completes must replace it, not be dropped by the completion)
 
         # ------------------------------------------------------------ the translator
         t_write = Signal()  # translating the AW holding register (else AR)
@@ -247,18 +246,20 @@ class MMU(wiring.Component):
         # CHECK decides from registers alone; the TLB's memory gives only the physical page.
         t_perm = Array(Signal(3, name=f"tlb_perm{i}") for i in range(N))  # R, W, X
 
-        def needs(r):
-            """The permission request `r` needs, one-hot: R, W, X."""
-            a = r.user.access
-            x = a == vm_spec.Access.FETCH
-            w = (a == vm_spec.Access.WRITE) | (a == vm_spec.Access.DMA_WRITE)
-            return Cat(~x & ~w, w, x)
+        def needs(r, write):
+            """The permission request `r` needs, one-hot: R, W, X. A write address needs W
+            whatever its AxUSER says (the channel, not a label, decides what a request does);
+            on AR the access kind tells a fetch from a read."""
+            if write:
+                return Const(0b010, 3)
+            x = r.user.access == vm_spec.Access.FETCH
+            return Cat(~x, 0, x)
 
         def compare(r, name):
             match = Signal(N, name=f"match_{name}")
             permit = Signal(N, name=f"permit_{name}")
             need_r = Signal(3, name=f"need_{name}")
-            m.d.comb += need_r.eq(needs(r))
+            m.d.comb += need_r.eq(needs(r, name == "aw"))
             for i in range(N):
                 m.d.comb += [match[i].eq(t_valid[i] & (t_vmid[i] == r.user.vmid) & (t_vpn[i] == r.addr[PS:VA])),
                              permit[i].eq((need_r & t_perm[i]).any())]
@@ -275,7 +276,7 @@ class MMU(wiring.Component):
             m.d.sync += [t.eq(r), hits.eq(Mux(pick_w, match_aw, match_ar)),
                          hit_any.eq(Mux(pick_w, match_aw.any(), match_ar.any())), hit_ok.eq(Mux(pick_w, ok_aw, ok_ar)),
                          bypass.eq(~self.ctx_enable.bit_select(r.user.vmid, 1)),
-                         beyond.eq(r.addr[VA:] != 0), need.eq(needs(r))]
+                         beyond.eq(r.addr[VA:] != 0), need.eq(Mux(pick_w, needs(r, True), needs(r, False)))]
             m.next = "CHECK"
 
         # at most one entry hits: its index is the OR of the indices of the hits (no priority chain)
@@ -455,4 +456,8 @@ class MMU(wiring.Component):
                 with m.If(s.bready):
                     m.d.comb += release_aw.eq(1)
                     m.next = "IDLE"
+
+        with m.If(self.inv_req):
+            m.d.sync += [inv_pending.eq(1), inv_vmids.eq(self.inv_vmids), inv_all.eq(self.inv_all),
+                         inv_page.eq(self.inv_page), self.inv_ack.eq(0)]
         return m

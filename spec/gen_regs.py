@@ -216,6 +216,10 @@ def render_vm_section() -> str:
     names = {b.mask: b.name for b in vm.BITS}
     hint = {vm.HINT_READ: "READ 0x40", vm.HINT_WRITE: "WRITE 0x20", vm.HINT_EXE: "EXE 0x10"}
     out += [f"| {int(a)} | {a.name}: {doc[a]} | {names[vm.NEEDS[a]]} | {hint[vm.HINTS[a]]} |" for a in vm.Access]
+    out += ["", "The MMU takes what a request needs from its channel as well: every write address needs "
+            "WRITEABLE and a read needs READABLE (EXECUTABLE for a FETCH), whatever else its access kind "
+            "says, so a request mislabelled by a master cannot pass a page the table protects "
+            "(formal/mmu.py proves it with any label)."]
     why = {vm.Cause.INVALID: "the entry at LEVEL is not VALID",
            vm.Cause.PERMISSION: "the leaf (a PTE, or a huge page's directory entry, at LEVEL) lacks what the "
                                 "access needs",

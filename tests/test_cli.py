@@ -403,3 +403,46 @@ def test_a_build_says_so_once_off_a_terminal(tmp_path):
                                             "(under a minute)")
     again = gpucosim("run", "examples/hello.py", "--sim", "icarus", env=env, timeout=600)
     assert again.returncode == 0 and "building" not in again.stderr, again.stderr
+
+
+def test_exit_report_shows_va_fragmentation_and_pools(tmp_path):
+    """The exit report gives each device's VA use and fragmentation (now and at worst) and
+    its pools' counters (BO cache hits and misses, slab entries, waste now and at most); a
+    queue's own page and IBs are not the app's leaks."""
+    app = tmp_path / "frag.py"
+    app.write_text("import umd\n"
+                   "def main():\n"
+                   "    plain = umd.open(pools=False)\n"
+                   "    bufs = [plain.alloc(8192) for _ in range(8)]\n"
+                   "    for b in bufs[1::2]:\n"
+                   "        b.free()  # 4 holes between the 4 left\n"
+                   "    m = plain.memory().va\n"
+                   "    i = plain.info()\n"
+                   "    print('memory', i.va_start, i.va_end, m.allocations, m.free_ranges, m.largest_free, "
+                   "m.peak_free_ranges)\n"
+                   "    for b in bufs[::2]:\n"
+                   "        b.free()\n"
+                   "    gpu = umd.open()\n"
+                   "    q = gpu.queue()\n"
+                   "    small = [gpu.alloc(100) for _ in range(40)]  # 128-byte slab entries\n"
+                   "    for b in small[:30]:\n"
+                   "        b.free()\n"
+                   "    gpu.alloc(64 << 10).free()\n"
+                   "    gpu.alloc(60 << 10).free()  # the cached 64 KiB BO\n"
+                   "    q.write(small[35], 0, [1])\n"
+                   "    q.finish()\n"
+                   "    for b in small[30:]:\n"
+                   "        b.free()\n"
+                   "    return 0  # (the queue and the pools' BOs left to the exit)\n")
+    r = gpucosim("run", str(app), "--sim", "model", "--stats")
+    assert r.returncode == 0, r.stderr
+    va_start, va_end, *got = map(int, r.stdout.split("memory ")[1].split())
+    # 8 buffers of 8 KiB + a guard page each from va_start, every other one freed: 4 holes,
+    # the last merged with the rest of the range (less one guard page)
+    assert got == [4, 4, va_end - va_start - 7 * 0x3000 - 0x1000, 4], got
+    err = r.stderr
+    assert f"  VA (model, fd 3): 0 bytes in 0 ranges, 1 free range(s), the largest {(va_end - va_start) // 1024 - 4} " \
+           "KiB; at most 96 KiB used, 4 free ranges\n  pools: off (8 BOs created, 8 released)\n" in err
+    assert "  pools: BO cache 1 hits, 3 misses, 0 expired, 1 cached (64 KiB); slabs 42 entries handed out, " \
+           "2 slabs (192 KiB), 0 frees deferred to their fence, 0 bytes wasted by rounding up (at most 6 KiB)" in err
+    assert "buffer(s) of the app" not in err  # the queue's page and IB were left to it, not leaked by the app

@@ -331,3 +331,18 @@ def test_rtl_matches_model(simulator):
     if not both or len(merged["data"]["simulators"]) == 2:  # the whole CI plan has run
         for name, c in merged["data"]["error_classes"].items():
             assert c["cases"] >= 50 or "skipped" in c, f"{name}: only {c['cases']} cases"
+
+
+def test_vm_streams_rewrite_addresses_not_fence_values():
+    """Regression: a VM stream's RELEASE_MEM data that looked like an address in a mapped
+    region was rewritten as one, so a later poll on the fence never ended (seed 1515,
+    stream 4317 of a 5,000-stream soak: 'a valid stream ended with hang' on both sides)."""
+    from spec import pm4
+    from testbench.difftest.vm import retarget
+
+    p = retarget(pm4.release_mem(0x100000, 0x0010_4245), lambda a: a + 0x1000_0000)
+    assert p == pm4.release_mem(0x1010_0000, 0x0010_4245)
+    s = cp.make_stream(1515, 4317, DMA)
+    assert s.kind == "valid" and s.vm is not None
+    obs, _ = cp.run_model(s, DMA)
+    assert obs.status == "idle"

@@ -386,3 +386,40 @@ def test_mmu_parameters_refused():
     with pytest.raises(ValueError, match="walk_id 16 does not fit"):
         MMU(walk_id=16)
     Fragment.get(MMU(levels=3, data_width=32), None)  # other shapes elaborate
+
+
+def test_invalidation_written_as_one_completes_replaces_it():
+    """VM_INVALIDATE_REQ written in the very cycle the pending request completes replaces it
+    (hardware.md: "a request written while one is pending replaces it"). It used to be
+    dropped: VM_INVALIDATE_ACK showed the first request's VMIDs and the second request's
+    entries stayed (found by formal/mmu.py's unmap_takes_effect)."""
+    t, _ = _tables(7)
+    va = 0x0012_3000
+    t.map(1, va, 0x91000, vm.READABLE)
+    read = [("r", 2, va, 0, 1, int(A.READ))]
+    acks = []
+
+    async def between(ctx, dut):
+        if acks:
+            return None
+        # one page of VMID 2 (VMID 1's entry stays) ...
+        ctx.set(dut.inv_vmids, 1 << 2)
+        ctx.set(dut.inv_all, 0)
+        ctx.set(dut.inv_page, 0x777)
+        ctx.set(dut.inv_req, 1)
+        await ctx.tick()
+        # ... and, in the cycle the MMU completes it, every address of VMIDs 1 and 3
+        ctx.set(dut.inv_vmids, (1 << 1) | (1 << 3))
+        ctx.set(dut.inv_all, 1)
+        await ctx.tick()
+        ctx.set(dut.inv_req, 0)
+        for _ in range(20):
+            acks.append(ctx.get(dut.inv_ack))
+            if acks[-1] == 0b1010:
+                break
+            await ctx.tick()
+        return read
+
+    st = run(read, t, enabled={1}, seed=7, stall=0.0, between=between)
+    assert acks[-1] == 0b1010, [hex(a) for a in acks]
+    assert (st["misses"], st["hits"]) == (2, 0)  # VMID 1's entry went: the read walks again

@@ -54,7 +54,8 @@ def test_va_fragmentation_is_visible():
         va.alloc(2 * P)
     for x in xs[1::2]:
         va.free(x)
-    assert va.stats().free_ranges == 1
+    st = va.stats()
+    assert (st.free_ranges, st.used, st.peak_free_ranges, st.peak_used) == (1, 0, 32, 64 * P)  # the worst stays
 
 
 def check_buffers_at_virtual_addresses(dev):
@@ -192,3 +193,42 @@ def test_cache_expiry_and_limit():
     with pytest.raises(TypeError, match="open: pools must be True or False, not 'yes'"):
         umd.open(pools="yes")
     assert Request.GEM_VA  # (the winsys speaks it)
+
+
+def test_alloc_argument_errors():
+    """Each bad argument of alloc (and open) is one precise line; nothing is allocated."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    n = gpu.ws.ioctls
+    cases = [
+        (ValueError, "alloc: alignment must be 0 or a power of two, not 0x3", dict(size=64, alignment=3)),
+        (ValueError, "alloc: alignment must be 0 or a power of two, not -0x1000", dict(size=64, alignment=-4096)),
+        (TypeError, "alloc: alignment must be an int, not 1.5", dict(size=64, alignment=1.5)),
+        (ValueError, "alloc: domain must be 'gtt' or 'vram', not 7", dict(size=64, domain=7)),
+        (ValueError, "alloc: domain must be 'gtt' or 'vram', not None", dict(size=64, domain=None)),
+        (TypeError, "alloc: zero must be True or False, not 'yes'", dict(size=64, zero="yes")),
+        (umd.OutOfMemory, "GPU virtual address space exhausted: no free range of 0x40001000 bytes aligned to 0x1000 "
+         f"(0x{gpu.memory().va.free:x} bytes free in 1 ranges, the largest 0x{gpu.memory().va.largest_free:x})",
+         dict(size=1 << 30)),
+    ]
+    for exc, msg, kw in cases:
+        with pytest.raises(exc) as ei:
+            gpu.alloc(**kw)
+        assert str(ei.value) == msg, kw
+    assert gpu.ws.ioctls == n + 2 and gpu.memory().va.allocations == 0  # (the two memory() INFOs)
+    assert gpu.alloc(64, 2).domain == gpu.alloc(64, "gtt").domain  # a Domain value is fine
+    gpu.close()
+
+
+def test_pools_example_argument_errors(capsys):
+    """examples/pools.py refuses bad counts and a plot it could not write before it runs."""
+    from examples import pools
+
+    kmd_model.bind(RefModel())
+    for argv, msg in ((["--live", "0"], "--allocs and --live must be at least 1, not 10000 and 0"),
+                      (["--plot", "/nonexistent/dir/x.png"], "--plot /nonexistent/dir/x.png: no such directory "
+                                                             "/nonexistent/dir")):
+        with pytest.raises(SystemExit) as ei:
+            pools.main(argv)
+        assert ei.value.code == 2 and capsys.readouterr().err.splitlines()[-1] == f"pools: error: {msg}"
+    kmd_model.unbind()

@@ -1,16 +1,20 @@
 """Isolation by the MMU alone, modelled on igt's gem_ctx_isolation: the CS checker is off,
 so a hostile client's packets reach the CP as it wrote them.
 
-- Every packet that touches memory (WRITE_DATA, RELEASE_MEM, WAIT_REG_MEM, an IB fetch,
-  both sides of DMA_DATA) aimed at every kind of memory outside the client's mappings
-  (another client's BO by its address and by its physical address, page tables, the ring,
-  the IH ring, the write-back page, the shadow pool, the null page, beyond the VM) stops
-  with a VM fault that names the address; nothing lands; an innocent client's job after
-  it completes.
+- Every packet that touches memory (WRITE_DATA, RELEASE_MEM, WAIT_REG_MEM, an IB fetch by
+  a call or a CHAIN, naming the kernel's VMID 0 or another in its ignored VMID field, both
+  sides of DMA_DATA) aimed at every kind of memory outside the client's mappings (another
+  client's BO by its address and by its physical address, page tables, the ring, the IH
+  ring, the write-back page, the shadow pool, the null page, beyond the VM), every pair on
+  every backend, stops with a VM fault that names the address and the access; nothing
+  lands in the 64 bytes at any target, nothing comes home from them (a DMA_DATA from a
+  foreign page leaves its destination as it was); an innocent client's job queued behind
+  each guilty one completes.
 - A page unmapped while a job waits to use it faults when used, and its memory is not
   freed while the job may still reach it; a range remapped to another BO reaches the new
   one (the KMD invalidated the TLB); a TLB invalidation that races a running DMA copy
-  stops it at the first page it takes away, or after the copy, never elsewhere.
+  stops it at the first page it takes away (on the RTL, where the copy is under way, it
+  must), or after the copy, never elsewhere.
 
 Each `check_*(dev)` runs on the reference model here and on the RTL under both simulators
 (tests/test_rtl_drivers.py).
@@ -43,9 +47,18 @@ def _hostile_packets(own: int) -> dict:
         "RELEASE_MEM": lambda t: pm4.release_mem(t, EVIL, data_sel="DATA_64"),
         "WAIT_REG_MEM": lambda t: pm4.wait_reg_mem(t, 0, 0, "ALWAYS"),
         "INDIRECT_BUFFER": lambda t: pm4.indirect_buffer(t, 8),
+        # an IB's VMID field is ignored: naming the kernel's (physical) VMID 0 or another
+        # client's reaches nothing either; CHAIN fetches as a call does
+        "INDIRECT_BUFFER naming VMID 0": lambda t: pm4.indirect_buffer(t, 8, vmid=0, valid=1),
+        "INDIRECT_BUFFER naming VMID 15": lambda t: pm4.indirect_buffer(t, 8, vmid=15, valid=1),
+        "INDIRECT_BUFFER CHAIN": lambda t: pm4.indirect_buffer(t, 8, chain=1),
         "DMA_DATA from": lambda t: pm4.dma_data(own, t, 64, cp_sync=1),
         "DMA_DATA to": lambda t: pm4.dma_data(t, own, 64, cp_sync=1),
     }
+
+
+ACCESS = {"WRITE_DATA": "WRITE", "RELEASE_MEM": "WRITE", "WAIT_REG_MEM": "READ", "DMA_DATA from": "DMA_READ",
+          "DMA_DATA to": "DMA_WRITE"}  # the rest, INDIRECT_BUFFERs: FETCH
 
 
 def _run_guilty(c: Client, ib_bo, dwords) -> uapi.HwErrorInfo:
@@ -65,6 +78,7 @@ def check_hostile_reach_faults(dev):
     vbo.u32[:] = 0x5AFE
     abo = bad.bo(0x4000)
     own = abo.addr + 0x2000
+    abo.u32[0x800:0xC00] = EVIL  # what a DMA_DATA to a foreign page would carry there
     ih = kmd.ih.gpu_addr + 4 * ((kmd.ih.rptr + 64) & (kmd.ih.size_dw - 1))
     targets = {
         "another client's BO, by its address": vbo.addr + 0x100,
@@ -81,22 +95,33 @@ def check_hostile_reach_faults(dev):
     targets = {k: a & ~7 for k, a in targets.items()}  # (a 64-bit fence needs 8-byte alignment)
     packets = _hostile_packets(own)
     pairs = [(t, p) for t in targets for p in packets]
-    if dev.name != "model":  # every target and every packet, not every pair: resets are slow in RTL
-        pairs = [(t, list(packets)[k % len(packets)]) for k, t in enumerate(targets)] + \
-                [(list(targets)[k % len(targets)], p) for k, p in enumerate(packets)]
     mem32 = dev.mem.view("<u4")
-    for name, which in pairs:
+    # the 64 bytes at each target (what the widest packet, DMA_DATA, would write), where they
+    # are memory: nothing may turn EVIL there (the IH and kernel rings move on by themselves)
+    windows = {k: slice(a >> 2, (a >> 2) + 16) for k, a in targets.items() if a + 64 <= len(dev.mem)}
+    innocent = []
+    for n, (name, which) in enumerate(pairs):
         t, pkt = targets[name], packets[which]
-        before = {k: int(mem32[(a & ~3) >> 2]) for k, a in targets.items() if a < len(dev.mem)}
-        info = _run_guilty(bad, abo, pkt(t))
-        assert info.code == "VM_FAULT" and info.addr == t, f"{pkt(t)} at {name}: {info}"
+        before = {k: mem32[w].copy() for k, w in windows.items()}
+        ctx = bad.io(Request.CTX, uapi.CtxArgs(CtxOp.ALLOC)).ctx_id
+        seq = bad.submit(bad.ib(abo, pkt(t)), ctx=ctx)
+        # an innocent client's job queued behind the guilty one: in flight during the reset
+        innocent.append(victim.submit(victim.ib(vbo, pm4.write_data(vbo.addr + 0x3000 + 4 * n, [n + 1]),
+                                                offset=0x200 + 0x20 * (n % 64))))
+        with pytest.raises(KmdError) as ei:
+            bad.wait(seq, 200_000, ctx)
+        assert ei.value.errno == errno.ECANCELED, ei.value
+        info = ei.value.info
+        assert info.code == "VM_FAULT" and info.addr == t, f"{which} at {name}: {info}"
         f = bad.io(Request.INFO, uapi.InfoArgs(uapi.InfoQuery.VM_FAULT))
         assert (f.addr, f.vmid) == (t, bad.f.vm.vmid or f.vmid) and f.cause in ("INVALID", "RANGE"), f
-        after = {k: int(mem32[(a & ~3) >> 2]) for k, a in targets.items() if a < len(dev.mem)}
-        landed = [k for k in after if after[k] == EVIL and before[k] != EVIL]
-        assert not landed, f"{pkt(t)} at {name} reached {landed}"
-        victim.run(vbo, pm4.write_data(vbo.addr + 0x3000, [len(pairs)]), offset=0x200)  # innocent: runs
-    assert (vbo.u32[:0x40] == 0x5AFE).all() and vbo.u32[0xC00] == len(pairs)
+        assert f.access == ACCESS.get(which, "FETCH"), (which, f)
+        landed = [k for k, w in windows.items() if ((mem32[w] == EVIL) & (before[k] != EVIL)).any()]
+        assert not landed, f"{which} at {name} reached {landed}"
+        assert (abo.u32[0x800:0x810] == EVIL).all(), f"{which} at {name} brought {abo.u32[0x800:0x810]} home"
+        assert victim.wait(innocent[-1]), f"the innocent job behind {which} at {name}"
+    assert (vbo.u32[:0x40] == 0x5AFE).all() and (vbo.u32[0x40:0x80] == 0x5AFE).all()
+    assert vbo.u32[0xC00:0xC00 + len(pairs)].tolist() == list(range(1, len(pairs) + 1))
     assert kmd.stats["vm_faults"] == len(pairs) and kmd.stats["resets"] == len(pairs)
 
 
@@ -168,7 +193,9 @@ def check_invalidation_races_dma(dev):
     phys = c.phys(dst)
     got = dev.mem[phys:phys + n].view("<u4")
     want = np.arange(n // 4, dtype=np.uint32)
-    if fault is None:
+    if dev.name != "model":  # the copy is under way: 2,000 of its 32,768+ cycles have gone by
+        assert fault is not None and fault.addr == half, fault
+    if fault is None:  # the model has run the job whole before the invalidation
         assert (got == want).all()
     else:
         assert fault.code == "VM_FAULT" and half <= fault.addr < dst.addr + n and fault.addr % 4096 == 0, fault
@@ -178,8 +205,52 @@ def check_invalidation_races_dma(dev):
     assert kmd.stats["resets"] == (fault is not None)
 
 
+def check_close_while_dma_reads(dev):
+    """The source of a running 256 KiB DMA copy unmapped and closed under it: the KMD
+    invalidates at once (on the RTL the copy stops at the next burst it translates) but
+    keeps the memory until the job has ended, so a BO made meanwhile lands elsewhere
+    and the copy never reads it; the memory goes once the job is done."""
+    kmd = kmd_model.bind(dev, cs_check=False)
+    if not kmd.info.has_dma:
+        return
+    c, other = Client(), Client()
+    n = 256 << 10
+    ib, src, dst = c.bo(0x1000), c.bo(n), c.bo(n)
+    want = np.arange(1, n // 4 + 1, dtype=np.uint32)
+    src.u32[:] = want
+    flag = ib.addr + 0x800
+    seq = c.submit(c.ib(ib, pm4.wait_reg_mem(flag, 1, 1, "EQ") + pm4.dma_data(dst.addr, src.addr, n, cp_sync=1)))
+    ib.u32[0x200] = 1
+    dev.delay(2000)  # the copy is under way on the RTL (the model has run it already)
+    phys, kbo = c.phys(src), c.f.handles[src.handle]
+    c.io(Request.GEM_VA, uapi.GemVaArgs(src.handle, VaOp.UNMAP, src.addr))
+    c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(src.handle))
+    busy = c.io(Request.WAIT_CS, uapi.WaitCsArgs(c.ctx, seq, 0)).busy
+    assert busy == (kbo in kmd.live_bos())  # kept exactly while the job may run
+    late = other.bo(n)
+    lp = other.phys(late)
+    assert not busy or lp + n <= phys or lp >= phys + n, (hex(lp), hex(phys))  # not on the memory in use
+    late.u32[:] = 0xEEEE_EEEE
+    try:
+        c.wait(seq)
+        fault = None
+    except KmdError as e:
+        fault = e.info
+    got = dev.mem[c.phys(dst):c.phys(dst) + n].view("<u4")
+    assert ((got == want) | (got == 0)).all()  # the source's bytes or nothing: never the late BO's
+    if dev.name != "model":
+        assert busy and fault is not None and fault.code == "VM_FAULT" and "DMA_READ" in fault.message, fault
+        # a burst's first byte (hardware.md: the first burst translated after the
+        # invalidation, in the page the copy was reading), nothing copied from there on
+        assert src.addr < fault.addr < src.addr + n and fault.addr % min(16 * kmd.info.bus_bytes, 4096) == 0, fault
+        assert not got[(fault.addr - src.addr) // 4:].any()
+    else:
+        assert fault is None and (got == want).all()
+    assert kbo not in kmd.live_bos()  # freed once the job is done
+
+
 CHECKS = [check_hostile_reach_faults, check_unmap_while_in_use, check_remap_to_another_bo,
-          check_invalidation_races_dma]
+          check_invalidation_races_dma, check_close_while_dma_reads]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])

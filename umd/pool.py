@@ -86,6 +86,7 @@ class PoolStats:
     slabs: int
     slab_bytes: int
     waste_bytes: int  # bytes handed out beyond what was asked (live buffers)
+    waste_peak_bytes: int  # the most waste_bytes has been
 
 
 @dataclass(eq=False)
@@ -117,7 +118,7 @@ class MemoryManager:
         self.closing: list = []  # (Backing, fence): freed while commands naming it wait to be flushed
         self.n = dict.fromkeys(("created", "released", "hits", "misses", "expired", "slab_allocs",
                                 "deferred"), 0)
-        self.waste = 0
+        self.waste = self.waste_peak = 0
         self._fresh: dict[int, bool] = {}  # id(slab backing) -> it came new from the kernel
 
     # ------------------------------------------------------------------ fences
@@ -244,7 +245,7 @@ class MemoryManager:
             return slab.backing, off, slab, bool(fresh)
         created = self.n["created"]
         b = self.bo(size, domain, alignment)
-        self.waste += b.size - size
+        self._waste(b.size - size)
         return b, 0, None, self.n["created"] != created
 
     def slab_entry(self, size: int, domain: int, alignment: int) -> tuple[_Slab, int] | None:
@@ -265,8 +266,12 @@ class MemoryManager:
         off = slab.free.pop()
         slab.used += 1
         self.n["slab_allocs"] += 1
-        self.waste += slab.entry - size
+        self._waste(slab.entry - size)
         return slab, off
+
+    def _waste(self, n: int) -> None:
+        self.waste += n
+        self.waste_peak = max(self.waste_peak, self.waste)
 
     # ------------------------------------------------------------------ buffers
 
@@ -326,4 +331,5 @@ class MemoryManager:
         slabs = [s for g in self.slabs.values() for s in g]
         return PoolStats(self.pools, n["created"], n["released"], n["hits"], n["misses"], n["expired"],
                          sum(len(b) for b in self.cache.values()), self.cached_bytes, n["slab_allocs"],
-                         n["deferred"], len(slabs), sum(s.backing.size for s in slabs), self.waste)
+                         n["deferred"], len(slabs), sum(s.backing.size for s in slabs), self.waste,
+                         self.waste_peak)

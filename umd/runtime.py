@@ -138,7 +138,7 @@ class Device(_Dispatched):
 
 
 def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignment: int = 0,
-                 zero: bool = True) -> "Buffer":
+                 zero: bool = True, _owner: Any = None) -> "Buffer":
     """A buffer of `size` bytes in "gtt" or "vram" at a GPU virtual address (`gpu_addr`),
     zero-filled unless zero=False. Small buffers are carved from slabs and freed ones are
     reused (umd/pool.py) unless the device was opened with pools=False."""
@@ -148,14 +148,15 @@ def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignmen
     alignment = _index("alloc", "alignment", alignment)
     if alignment < 0 or alignment & (alignment - 1):
         raise ValueError(f"alloc: alignment must be 0 or a power of two, not {alignment:#x}")
-    if isinstance(domain, str):
-        if domain.lower() not in DOMAINS:
-            raise ValueError(f"alloc: domain must be 'gtt' or 'vram', not {domain!r}")
-        dom = DOMAINS[domain.lower()]
-    else:
-        dom = Domain(domain)
-    backing, offset, slab, fresh = self.mm.alloc(size, dom, alignment)
+    dom = DOMAINS.get(domain.lower()) if isinstance(domain, str) else \
+        domain if type(domain) in (int, Domain) and domain in DOMAINS.values() else None
+    if dom is None:
+        raise ValueError(f"alloc: domain must be 'gtt' or 'vram', not {domain!r}")
+    if not isinstance(zero, bool):
+        raise TypeError(f"alloc: zero must be True or False, not {zero!r}")
+    backing, offset, slab, fresh = self.mm.alloc(size, Domain(dom), alignment)
     buf = Buffer(self, backing, offset, size, dom, slab)
+    buf.owner = _owner
     if zero and not fresh:
         buf.map()[:] = 0  # reused memory: what was there is the app's own, but alloc promises zeros
     self.buffers.add(buf)
@@ -240,6 +241,7 @@ class Buffer:
         self.size = size
         self.domain = domain
         self.slab = slab
+        self.owner = None  # the Queue whose own buffer it is (its page, IBs, staging); None: the app's
         self._view: np.ndarray | None = None
         self.freed = False
 
@@ -340,7 +342,7 @@ class Queue(_Dispatched):
         self.ctx_id = self.ws.ctx_alloc(PRIORITIES[priority])
         self.deps: list[CsChunkDep] = []  # events of other queues the next submission waits for
         info = device.dev_info
-        self.qbo = device_alloc(device, 4096, "gtt")
+        self.qbo = device_alloc(device, 4096, "gtt", _owner=self)
         self.q32 = self.qbo.u32
         self.timeline = 0  # last event value handed out
         self.ts_next = 0
@@ -417,7 +419,7 @@ class Queue(_Dispatched):
         submissions to finish (their IBs and staging buffers come back) and try again."""
         while True:
             try:
-                return device_alloc(self.device, size, "gtt", zero=False)
+                return device_alloc(self.device, size, "gtt", zero=False, _owner=self)
             except KmdError as e:
                 if e.errno != errno.ENOMEM:
                     raise

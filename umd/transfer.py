@@ -88,7 +88,7 @@ def queue_copy(self: Queue, dst: Buffer, dst_offset: int, src: Buffer, src_offse
 def _staging(q: Queue, size: int) -> Buffer:
     from .runtime import device_alloc
 
-    buf = device_alloc(q.device, max(size, 1), "gtt", zero=False)
+    buf = device_alloc(q.device, max(size, 1), "gtt", zero=False, _owner=q)
     q.staging.append(buf)
     return buf
 
@@ -117,7 +117,7 @@ def queue_download(self: Queue, src: Buffer, src_offset: int, size: int, *, time
     from .runtime import device_alloc
 
     # not in q.staging: the flush frees those, and this one is read after the job is done
-    stage = device_alloc(self.device, size, "gtt", zero=False)
+    stage = device_alloc(self.device, size, "gtt", zero=False, _owner=self)
     try:
         view = stage.map()
         _emit_copy(self, stage.gpu_addr, s, size, self._label("download"))

@@ -23,6 +23,8 @@ class VaStats:
     allocations: int  # live ranges
     free_ranges: int  # holes: fragmentation shows as many small ones
     largest_free: int  # the largest allocation that still fits (before alignment)
+    peak_used: int  # the most `used` has been
+    peak_free_ranges: int  # the most holes there have been: the worst fragmentation
 
     @property
     def free(self) -> int:
@@ -37,6 +39,7 @@ class VaAllocator:
         self._holes: list[list[int]] = [[start, end]]  # [start, end), sorted, never adjacent
         self.used = 0
         self.live: dict[int, int] = {}  # va -> bytes reserved (guard included)
+        self.peak_used = self.peak_free_ranges = 0
 
     def span(self, size: int) -> int:
         """Bytes an allocation of `size` takes: whole pages and its guard."""
@@ -64,6 +67,8 @@ class VaAllocator:
         self._holes[i:i + 1] = [r for r in ([s, va], [va + need, e]) if r[1] > r[0]]
         self.used += need
         self.live[va] = need
+        self.peak_used = max(self.peak_used, self.used)
+        self.peak_free_ranges = max(self.peak_free_ranges, len(self._holes))
         return va
 
     def free(self, va: int) -> None:
@@ -75,8 +80,9 @@ class VaAllocator:
             self._holes[i][1] = self._holes.pop(i + 1)[1]
         if i > 0 and self._holes[i - 1][1] == self._holes[i][0]:
             self._holes[i - 1][1] = self._holes.pop(i)[1]
+        self.peak_free_ranges = max(self.peak_free_ranges, len(self._holes))
 
     def stats(self) -> VaStats:
         largest = max((e - s for s, e in self._holes), default=0)
         return VaStats(self.start, self.end, self.used, len(self.live), len(self._holes),
-                       max(0, largest - self.guard))
+                       max(0, largest - self.guard), self.peak_used, self.peak_free_ranges)

@@ -133,6 +133,8 @@ def retarget(dwords: list[int], va, ring_vmid: int | None = None) -> list[int]:
             continue
         base = item.offset + 1
         for v in p.values:
+            if v.name == "data":
+                continue  # RELEASE_MEM's value, however much it looks like an address
             if p is pk.DMA_DATA and v.name == "src" and item.fields.get("SRC_SEL") == \
                     pk.DMA_DATA.field("SRC_SEL").values["DATA"]:
                 continue  # a fill's "source" is the value
