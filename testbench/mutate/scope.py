@@ -1,0 +1,51 @@
+"""What the mutation campaign mutates, and the tests that should notice.
+
+The Python layers that carry the contract (issue 19): the KMD model's security boundary,
+fences, IH, ring, scheduler, ioctls, BOs, mappings and recovery path; the UMD's command
+buffers, transfers and runtime; the packet table, its codec and the CP's rules. Each is
+paired with the fast, model-level tests that exercise it (no simulator): mutmut runs, per
+mutant, only those of these tests that call the mutated function (its coverage map).
+"""
+
+from __future__ import annotations
+
+MODULES = (
+    "kmd_model/cs_checker.py",
+    "kmd_model/shadow.py",
+    "kmd_model/fence.py",
+    "kmd_model/ih.py",
+    "kmd_model/ring.py",
+    "kmd_model/scheduler.py",
+    "kmd_model/ioctl.py",
+    "kmd_model/bo.py",
+    "kmd_model/mapping.py",
+    "kmd_model/kmd.py",
+    "kmd_model/cp_error.py",
+    "umd/cmdbuf.py",
+    "umd/transfer.py",
+    "umd/runtime.py",
+    "spec/packets.py",
+    "spec/pm4.py",
+    "spec/rules.py",
+)
+
+# The model-level tests (seconds in all): the KMD, the security boundary, the UMD, the
+# packet codec and the reference model. Simulator-parametrised tests are left out (-k).
+TESTS = (
+    "tests/test_kmd_fence.py",
+    "tests/test_kmd_ioctl.py",
+    "tests/test_kmd_reset.py",
+    "tests/test_security.py",
+    "tests/test_umd_api.py",
+    "tests/test_umd_batching.py",
+    "tests/test_umd_cmdbuf.py",
+    "tests/test_umd_runtime.py",
+    "tests/test_umd_transfer.py",
+    "tests/test_pm4.py",
+    "tests/test_refmodel.py",
+)
+TEST_FILTER = "not verilator and not icarus and not rtl"
+
+# Source folders mutmut copies into its mutants/ tree (MODULES are mutated, the rest of
+# these folders is copied as is).
+SOURCE_PATHS = ("kmd_model/", "umd/", "spec/")

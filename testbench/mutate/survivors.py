@@ -1,0 +1,69 @@
+"""Survivors that are argued, keyed by what the mutation changes (not by mutmut's numbers).
+
+survivors.toml lists them, one table each:
+
+    [[survivor]]
+    module = "kmd_model/cs_checker.py"
+    function = "find_unsatisfied_wait"
+    before = "if a // 4 >= len(mem32):"
+    after = "if a / 4 >= len(mem32):"
+    kind = "equivalent"            # or "accepted"
+    why = "a = ADDR_LO << 2 is a multiple of 4: a / 4 == a // 4 (exactly, below 2^53)"
+
+`before` / `after` are the changed lines, stripped (a list when the change spans several
+lines, `after` empty when the line is removed). mutmut numbers mutants per function in
+source order, so its names change whenever the function does; this key only changes when
+the mutated line itself does. `equivalent`: no test can tell it from the original (the
+program's behaviour is the same); it is left out of the score's denominator. `accepted`:
+a real difference judged not worth a test (said why); it counts as a survivor.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+LIST = Path(__file__).with_name("survivors.toml")
+KINDS = ("equivalent", "accepted")
+
+
+def _norm(lines) -> str:
+    if isinstance(lines, str):
+        lines = [lines]
+    return " / ".join(re.sub(r"\s+", " ", ln.strip()) for ln in lines if ln.strip())
+
+
+def key_of(module: str, function: str, before, after) -> str:
+    """`module::function: before -> after`, whitespace-normalised."""
+    return f"{module}::{function}: {_norm(before)} -> {_norm(after)}"
+
+
+@dataclass(frozen=True)
+class Argued:
+    key: str
+    kind: str
+    why: str
+
+
+def load(path: Path = LIST) -> dict[str, Argued]:
+    """key -> Argued; a malformed entry is one precise error."""
+    if not path.exists():
+        return {}
+    data = tomllib.loads(path.read_text())
+    out: dict[str, Argued] = {}
+    for i, e in enumerate(data.get("survivor", [])):
+        where = f"{path.name}: survivor #{i + 1}"
+        missing = [k for k in ("module", "function", "before", "after", "kind", "why") if k not in e]
+        if missing:
+            raise ValueError(f"{where}: missing {', '.join(missing)}")
+        if e["kind"] not in KINDS:
+            raise ValueError(f"{where}: kind must be one of {', '.join(KINDS)}, not {e['kind']!r}")
+        k = key_of(e["module"], e["function"], e["before"], e["after"])
+        if "occurrence" in e:
+            k = f"{k} #{e['occurrence']}"
+        if k in out:
+            raise ValueError(f"{where}: listed twice: {k}")
+        out[k] = Argued(k, e["kind"], e["why"])
+    return out
