@@ -208,8 +208,10 @@ def halt_error(d):
 
 # WAIT_REG_MEM with every compare function and a mask: the polled dword first fails the
 # compare, then a CPU write makes it pass; the marker written after the wait shows it ended.
-WAIT_FUNCTIONS = {"ALWAYS": (0x0, 0x0), "LT": (0x30, 0x12), "LE": (0x30, 0x20), "EQ": (0x0, 0x20),
-          "NE": (0x20, 0x21), "GE": (0x0, 0x20), "GT": (0x20, 0x21)}  # (blocking value, releasing value)
+# Both values sit on the boundary of the compare (the reference is 0x20): LT holds at 0x20
+# and is released by 0x1f, so LT read as LE (or GT as GE) is caught here.
+WAIT_FUNCTIONS = {"ALWAYS": (0x0, 0x0), "LT": (0x20, 0x1F), "LE": (0x21, 0x20), "EQ": (0x21, 0x20),
+                  "NE": (0x20, 0x21), "GE": (0x1F, 0x20), "GT": (0x20, 0x21)}  # (blocking value, releasing value)
 
 
 def _wait_function(function, hold, release):

@@ -56,6 +56,32 @@ def check_fence_wrap(dev):
     assert s["fences_signalled"] == n + 1 and s["jobs_retired"] == n and s["resets"] == 0
 
 
+def check_fence_wrap_in_one_interrupt(dev):
+    """Twelve jobs queue up behind a held CP, their hardware fences straddling 2^32; released,
+    they all finish before the driver looks: one read of fence memory (a seqno past the
+    wrap) must signal the fences from before the wrap too. (Submitted one at a time, each
+    job finishes before the next CS on the model, and a compare that is not wrap-safe
+    would still see fence == memory every time.)"""
+    kmd = kmd_model.bind(dev, initial_seq=2**32 - 6)
+    c = Client()
+    bo = c.bo(0x4000)
+    flag = bo.addr + 0x3000
+    hold = c.submit(c.ib(bo, pm4.wait_reg_mem(flag, 1, 1, "EQ")))
+    seqs = [c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x2000 + 4 * i, [i + 1]), offset=0x40 * (i + 1)))
+            for i in range(12)]
+    hw = [c.f.contexts[c.ctx].jobs[s].hw_fence.seq for s in seqs]
+    assert hw[0] > hw[-1]  # the hardware fences wrap in the middle of the burst
+    irqs = kmd.stats["interrupts"]
+    bo.u32[0xC00] = 1
+    assert c.wait(seqs[-1])
+    assert kmd.stats["interrupts"] - irqs <= 2  # one interrupt (or two) for all of them
+    assert all(c.wait(s, 0) for s in [hold] + seqs)
+    assert bo.u32[0x800:0x80C].tolist() == list(range(1, 13))
+    s = kmd.kmd_stats()
+    assert s["fences_signalled"] == s["fences_emitted"] == 14 and not kmd.fence_drv.pending
+    assert s["last_fence"] == hw[-1] and s["resets"] == 0
+
+
 def check_wait_reg_mem_released_later(dev):
     kmd = kmd_model.bind(dev)
     c = Client()
@@ -134,7 +160,7 @@ def check_bo_kept_alive(dev):
     assert not c.io(Request.GEM_WAIT_IDLE, uapi.GemWaitIdleArgs(ib_bo.handle, 0)).busy
 
 
-CHECKS = [check_fence_wrap, check_wait_reg_mem_released_later, check_fallback_poll, check_ring_full,
+CHECKS = [check_fence_wrap, check_fence_wrap_in_one_interrupt, check_wait_reg_mem_released_later, check_fallback_poll, check_ring_full,
           check_bo_kept_alive]
 
 

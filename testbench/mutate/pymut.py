@@ -165,16 +165,8 @@ class PyCampaign:
     # ------------------------------------------------------------------ 3. the sample
 
     def choose(self, sample: float, seed: int, skip_keys: set[str] = frozenset()) -> list[Mutant]:
-        """Per function, the first ceil(sample * n) mutants ranked by hash(seed, key)."""
-        by_fn: dict[tuple[str, str], list[Mutant]] = {}
-        for m in self.mutants:
-            if not m.logging:
-                by_fn.setdefault((m.path, m.function), []).append(m)
-        chosen = []
-        for ms in by_fn.values():
-            ms.sort(key=lambda m: hashlib.sha256(f"{seed}|{m.key}".encode()).hexdigest())
-            take = len(ms) if sample >= 1 else math.ceil(sample * len(ms))
-            chosen += ms[:take]
+        """The sample (choose_sample), less the mutants whose key is in `skip_keys`."""
+        chosen = choose_sample(self.mutants, sample, seed)
         for m in chosen:
             m.chosen = True
         return [m for m in chosen if m.key not in skip_keys]
@@ -224,6 +216,22 @@ class PyCampaign:
         if r.returncode:
             raise RuntimeError(f"mutate: step {args[0]!r} failed (exit {r.returncode}); see {self._log_path()}")
         return r.stdout or ""
+
+
+def choose_sample(mutants: list[Mutant], sample: float, seed: int) -> list[Mutant]:
+    """Per function, the first ceil(sample * n) of its n mutants ranked by sha256(seed, key);
+    mutants in logging calls are left out. Stratified, so every function is represented;
+    keyed by content, so the choice in one function does not move when code elsewhere
+    (or mutmut's numbering) changes."""
+    by_fn: dict[tuple[str, str], list[Mutant]] = {}
+    for m in mutants:
+        if not m.logging:
+            by_fn.setdefault((m.path, m.function), []).append(m)
+    chosen = []
+    for ms in by_fn.values():
+        ms = sorted(ms, key=lambda m: hashlib.sha256(f"{seed}|{m.key}".encode()).hexdigest())
+        chosen += ms if sample >= 1 else ms[:math.ceil(sample * len(ms))]
+    return chosen
 
 
 def undecorate(src: str) -> str:

@@ -11,7 +11,8 @@ survivors.toml lists them, one table each:
     why = "a = ADDR_LO << 2 is a multiple of 4: a / 4 == a // 4 (exactly, below 2^53)"
 
 `before` / `after` are the changed lines, stripped (a list when the change spans several
-lines, `after` empty when the line is removed). mutmut numbers mutants per function in
+lines, `after` empty when the line is removed). Without them the entry covers every
+mutant of the function (dead code, text only a debugger sees). mutmut numbers mutants per function in
 source order, so its names change whenever the function does; this key only changes when
 the mutated line itself does. `equivalent`: no test can tell it from the original (the
 program's behaviour is the same); it is left out of the score's denominator. `accepted`:
@@ -42,28 +43,57 @@ def key_of(module: str, function: str, before, after) -> str:
 
 @dataclass(frozen=True)
 class Argued:
-    key: str
+    key: str  # key_of(...), or "module::function" for the whole function
     kind: str
     why: str
 
+    @property
+    def reason(self) -> str:
+        return f"{self.kind}: {self.why}"
 
-def load(path: Path = LIST) -> dict[str, Argued]:
-    """key -> Argued; a malformed entry is one precise error."""
+
+class Arguments:
+    """The argued survivors, looked up by a mutant's key."""
+
+    def __init__(self, entries: list[Argued]):
+        self.entries = entries
+        self._by_key = {a.key: a for a in entries}
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def find(self, key: str) -> Argued | None:
+        """The entry for this mutant: its own, else its function's."""
+        a = self._by_key.get(key)
+        if a is None:
+            a = self._by_key.get(key.split(": ", 1)[0])
+        return a
+
+
+def load(path: Path = LIST) -> Arguments:
+    """The list; a malformed entry is one precise error."""
     if not path.exists():
-        return {}
+        return Arguments([])
     data = tomllib.loads(path.read_text())
-    out: dict[str, Argued] = {}
+    out: list[Argued] = []
+    seen: set[str] = set()
     for i, e in enumerate(data.get("survivor", [])):
         where = f"{path.name}: survivor #{i + 1}"
-        missing = [k for k in ("module", "function", "before", "after", "kind", "why") if k not in e]
+        missing = [k for k in ("module", "function", "kind", "why") if k not in e]
         if missing:
             raise ValueError(f"{where}: missing {', '.join(missing)}")
+        if ("before" in e) != ("after" in e):
+            raise ValueError(f"{where}: give both before and after, or neither (the whole function)")
         if e["kind"] not in KINDS:
             raise ValueError(f"{where}: kind must be one of {', '.join(KINDS)}, not {e['kind']!r}")
-        k = key_of(e["module"], e["function"], e["before"], e["after"])
-        if "occurrence" in e:
-            k = f"{k} #{e['occurrence']}"
-        if k in out:
+        if "before" in e:
+            k = key_of(e["module"], e["function"], e["before"], e["after"])
+            if "occurrence" in e:
+                k = f"{k} #{e['occurrence']}"
+        else:
+            k = f"{e['module']}::{e['function']}"
+        if k in seen:
             raise ValueError(f"{where}: listed twice: {k}")
-        out[k] = Argued(k, e["kind"], e["why"])
-    return out
+        seen.add(k)
+        out.append(Argued(k, e["kind"], e["why"]))
+    return Arguments(out)
