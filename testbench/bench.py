@@ -1,6 +1,12 @@
 """`make bench`: performance figures of the RTL and the driver, on Verilator, and how much
 faster the reference model is than the RTL on the same apps (testbench/model_speed.py).
 
+The co-simulation's own speed (issue 13) is measured against two references in the same
+run, so a loaded machine shows in both: the raw baseline (the same design and memory
+model under an HDL stimulus, no cocotb: testbench/raw_bench.py), and the path before
+(GPUCOSIM_CLOCK=cocotb: cocotb drives the clock, cocotbext-axi the MMIO) on the same
+apps and difftest streams.
+
 Writes build/bench.json and prints the same as a table, with the goals from the design
 brief beside each figure. Goals are targets to report against; nothing here fails when
 one is missed (benchmarks never assert timing).
@@ -30,6 +36,17 @@ GOALS = {
     "sim_cycles_per_s_dma": ("", None),
     "sim_cycles_per_s_idle": ("", None),
     "sim_speed_ratio_dma_vs_idle": (">= 0.5", lambda v: v >= 0.5),
+    "sim_cycles_per_s_raw_idle": ("", None),
+    "sim_cycles_per_s_raw_dma": ("", None),
+    "cosim_vs_raw_idle": (">= 0.5 (issue 13)", lambda v: v >= 0.5),
+    "cosim_vs_raw_dma": (">= 0.5 (issue 13)", lambda v: v >= 0.5),
+    "sim_cycles_per_s_idle_before": ("", None),
+    "sim_cycles_per_s_dma_before": ("", None),
+    # device time before ÷ now, the smaller of long_ib and big_copy (per app: "cosim_apps")
+    "cosim_speedup_vs_before": (">= 10 (issue 13)", lambda v: v >= 10),
+    "difftest_streams_per_s": ("", None),
+    "difftest_streams_per_s_before": ("", None),
+    "difftest_speedup_vs_before": (">= 3 (issue 13)", lambda v: v >= 3),
     # the least ratio over testbench.model_speed.WORKLOADS (per app: build/bench.json "model_speedup")
     "model_speedup_device_min_verilator": (">= 100 (issue 5)", lambda v: v >= 100),
     "model_speedup_app_min_verilator": (">= 100 (issue 5)", lambda v: v >= 100),
@@ -63,6 +80,63 @@ def table(results: dict) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 
+SPEEDUP_APPS = ("long_ib", "big_copy")  # GPU-bound: cosim_speedup_vs_before
+REPORT_APPS = ("hello", "demo")  # driver-bound: their times are reported too
+DIFFTEST_STREAMS = 240
+
+
+def raw_figures(data_width: int) -> dict:
+    """The raw baseline on Verilator, best of 3 of each work."""
+    from testbench import raw_bench
+
+    out = {}
+    for key, work in (("idle", raw_bench.idle_work(raw_bench.IDLE_CYCLES)),
+                      ("dma", raw_bench.dma_work(raw_bench.DMA_ROUNDS))):
+        runs = [raw_bench.run_raw(work, "verilator", data_width) for _ in range(3)]
+        out[f"sim_cycles_per_s_raw_{key}"] = max(r["cycles_per_s"] for r in runs)
+        out[f"sim_cycles_raw_{key}"] = runs[0]["cycles"]
+    return out
+
+
+def before_and_now_apps(log=print) -> dict:
+    """Device and app time of GPU-bound and small apps on the path before (cocotb clock)
+    and now (HDL clock), each run in a process of its own, alternating."""
+    from testbench import model_speed
+
+    apps = {}
+    for name in SPEEDUP_APPS + REPORT_APPS:
+        app = model_speed.WORKLOADS[name]
+        before = model_speed.measure(app, "verilator", 1, clock="cocotb")
+        now = model_speed.measure(app, "verilator", 3, clock="hdl")
+        row = {"before_device_ms": round(before["device_s"] * 1e3, 2), "now_device_ms": round(now["device_s"] * 1e3, 2),
+               "before_app_ms": round(before["app_s"] * 1e3, 2), "now_app_ms": round(now["app_s"] * 1e3, 2),
+               "cycles": now["cycles"], "cycles_before": before["cycles"]}
+        row["device_x"] = round(before["device_s"] / now["device_s"], 2)
+        row["app_x"] = round(before["app_s"] / now["app_s"], 2)
+        apps[name] = row
+        log(f"  {name:10s} device {row['before_device_ms']:9.1f} -> {row['now_device_ms']:8.1f} ms ({row['device_x']}x)"
+            f"  app {row['before_app_ms']:9.1f} -> {row['now_app_ms']:8.1f} ms ({row['app_x']}x)"
+            f"  cycles {row['cycles_before']} / {row['cycles']}")
+    return apps
+
+
+def difftest_figures(data_width: int, log=print) -> dict:
+    """The same difftest streams on the path before and now: streams per second."""
+    from testbench.difftest.campaign import DEFAULT_SEED
+    from testbench.difftest.runner import run_rtl
+
+    out = {}
+    for clock, key in (("cocotb", "difftest_streams_per_s_before"), ("hdl", "difftest_streams_per_s")):
+        recs, seconds, problems = run_rtl("verilator", DEFAULT_SEED, 0, DIFFTEST_STREAMS, data_width=data_width,
+                                          clock=clock)
+        bad = [r for r in recs if not r["ok"]]
+        if problems or bad:
+            raise RuntimeError(f"difftest on the {clock} clock: {len(bad)} mismatch(es) {problems[:1]}")
+        out[key] = len(recs) / seconds
+        log(f"  difftest, {clock} clock: {len(recs)} streams in {seconds:.1f} s")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-width", type=int, default=64, choices=(32, 64, 128, 256))
@@ -80,14 +154,33 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
-    res = sim.run(gpu_design(args.data_width), "verilator", "testbench.cocotb_bench", tag="bench",
-                  extra_env={"GPUCOSIM_BENCH_OUT": str(out.resolve())})
+    design = gpu_design(args.data_width)
+    env = {"GPUCOSIM_BENCH_OUT": str(out.resolve())}
+    res = sim.run(design, "verilator", "testbench.cocotb_bench", tag="bench", extra_env=env, clock="hdl")
+    # the path before issue 13, on a tenth of the work (its cycles per second do not depend on it)
+    before = sim.run(design, "verilator", "testbench.cocotb_bench", "sim_speed", tag="bench-before",
+                     extra_env={**env, "GPUCOSIM_BENCH_SCALE": "0.1"}, clock="cocotb")
     results = json.loads(out.read_text()) if out.exists() else {}
-    if "sim_cycles_per_s_dma" in results and "sim_cycles_per_s_idle" in results:
-        results["sim_speed_ratio_dma_vs_idle"] = results["sim_cycles_per_s_dma"] / results["sim_cycles_per_s_idle"]
+    print("raw baseline (testbench/raw_bench.py) ...")
+    results.update(raw_figures(args.data_width))
+    r = results
+    if "sim_cycles_per_s_dma" in r and "sim_cycles_per_s_idle" in r:
+        r["sim_speed_ratio_dma_vs_idle"] = r["sim_cycles_per_s_dma"] / r["sim_cycles_per_s_idle"]
+    for key in ("idle", "dma"):
+        if f"sim_cycles_per_s_{key}" in r:
+            r[f"cosim_vs_raw_{key}"] = r[f"sim_cycles_per_s_{key}"] / r[f"sim_cycles_per_s_raw_{key}"]
+    if r.get("sim_cycles_dma") != r.get("sim_cycles_raw_dma"):
+        print(f"note: the raw harness ran the DMA work in {r.get('sim_cycles_raw_dma')} cycles, the co-simulation "
+              f"in {r.get('sim_cycles_dma')}", file=sys.stderr)
+    print("before (cocotb clock) and now (HDL clock), device and app time:")
+    apps = before_and_now_apps()
+    r["cosim_apps"] = apps
+    r["cosim_speedup_vs_before"] = min(apps[a]["device_x"] for a in SPEEDUP_APPS)
+    r.update(difftest_figures(args.data_width))
+    r["difftest_speedup_vs_before"] = r["difftest_streams_per_s"] / r["difftest_streams_per_s_before"]
     from testbench import cs_bench
 
-    results.update(cs_bench.measure())
+    r.update(cs_bench.measure())
     if sims:
         from testbench import model_speed
 
@@ -98,9 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps(results, indent=1) + "\n")
     print(table(results))
     print(f"\nwritten to {out}")
-    if not res.ok:
-        print("bench run failed:\n" + res.explain(), file=sys.stderr)
-        return 1
+    for what, x in (("bench run", res), ("bench run on the path before", before)):
+        if not x.ok:
+            print(f"{what} failed:\n" + x.explain(), file=sys.stderr)
+            return 1
     return 0
 
 

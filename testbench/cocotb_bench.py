@@ -1,7 +1,11 @@
-"""cocotb side of `make bench` (testbench/bench.py): cycle-exact measurements on the RTL.
+"""cocotb side of `make bench` (testbench/bench.py): cycle-exact measurements on the RTL,
+and the co-simulation's speed.
 
-Each measurement watches the bus signals of tb_top from cocotb; results go to the JSON
-file named by $GPUCOSIM_BENCH_OUT. Timing figures are reported, never asserted.
+Each cycle measurement watches the bus signals of tb_top from cocotb, mid-cycle, on
+every edge of the few thousand cycles it needs. The speed measurement runs the raw
+baseline's work (testbench/raw_bench.py) with Python woken only by its events. Results
+go to the JSON file named by $GPUCOSIM_BENCH_OUT; timing figures are reported, never
+asserted.
 """
 
 import json
@@ -14,9 +18,9 @@ from cocotb.triggers import ClockCycles, FallingEdge
 
 from kmd_model import regs
 from spec import pm4
+from testbench import raw_bench
 from testbench.cocotb_device import CocotbDevice, design_params, run_driver
-
-RING, RPTR_WB, IH_RING, IH_WB, IB, OUT = 0x10000, 0x8000, 0x20000, 0x8040, 0x30000, 0x40000
+from testbench.raw_bench import IB, OUT, RING, RPTR_WB
 
 RESULTS: dict = {}
 
@@ -32,38 +36,18 @@ def _save():
 
 async def _setup(dut) -> CocotbDevice:
     dev = await CocotbDevice.start(dut)
-    w = dev.mmio.write
-
-    async def wr(reg, value):
-        await w(reg.addr(), int(value).to_bytes(4, "little"))
-
-    await wr(regs.RB_BASE_LO, RING)
-    await wr(regs.RB_SIZE, 10)
-    await wr(regs.RB_RPTR_ADDR_LO, RPTR_WB)
-    await wr(regs.IH_BASE_LO, IH_RING)
-    await wr(regs.IH_SIZE, 6)
-    await wr(regs.IH_WPTR_ADDR_LO, IH_WB)
-    await wr(regs.IH_CNTL, regs.IH_CNTL.ENABLE.put(1) | regs.IH_CNTL.WPTR_WB.put(1))
-    await wr(regs.INT_ENABLE, regs.INT_ENABLE.IH_PENDING.put(1))
-    await wr(regs.RB_CNTL, regs.RB_CNTL.ENABLE.put(1) | regs.RB_CNTL.RPTR_WB.put(1))
-    dev._wr = wr
+    for _, reg, value in raw_bench.setup_ops():
+        await dev._awrite(reg, value)
     return dev
+
+
+async def _wr(dev, reg, value) -> None:
+    await dev._awrite(reg.addr(), int(value))
 
 
 def _put(dev, addr, dwords):
     a = np.asarray(dwords, dtype=np.uint32)
     dev.mem[addr:addr + 4 * a.size] = a.view(np.uint8)
-
-
-async def _doorbell_accepted(dut, dev, wptr) -> int:
-    """Write the doorbell; the cycle count when the AXI-Lite write data was accepted."""
-    dev.mmio.init_write(regs.RB_DOORBELL.addr(), int(wptr).to_bytes(4, "little"))
-    cycle = 0
-    while True:
-        await FallingEdge(dut.clk)  # mid-cycle: this cycle's handshakes are settled
-        cycle += 1
-        if int(dut.s_axil_wvalid.value) and int(dut.s_axil_wready.value):
-            return cycle
 
 
 @cocotb.test()
@@ -74,7 +58,7 @@ async def cp_latency(dut):
     _put(dev, IB, ib)
     _put(dev, RING, pm4.indirect_buffer(IB, len(ib)))
     await ClockCycles(dut.clk, 10)
-    dev.mmio.init_write(regs.RB_DOORBELL.addr(), (4).to_bytes(4, "little"))
+    cocotb.start_soon(_wr(dev, regs.RB_DOORBELL, 4))
     accepted = fetch = irq = None
     for cycle in range(1, 2000):
         await FallingEdge(dut.clk)  # mid-cycle: this cycle's handshakes are settled
@@ -130,18 +114,43 @@ async def driver_batching(dut):
     _save()
 
 
+async def _run_work(dev, work: raw_bench.Work) -> tuple[int, float]:
+    """Run a raw-baseline Work on the co-simulated device: (cycles, seconds) between its
+    marks. The device is reset first, so the work may run again."""
+    await dev.reset()
+    raw_bench.place(work, dev.mem)
+    marks = []
+    for op in work.ops:
+        if op[0] == "write":
+            await dev._awrite(op[1], op[2])
+        elif op[0] == "irq":
+            if not int(dev.dut.irq.value) and not await dev._await_irq(1 << 40):
+                raise RuntimeError(f"{work.name}: no interrupt")
+        elif op[0] == "idle":
+            await dev._adelay(op[1])
+        elif op[0] == "mark":
+            marks.append((dev.now(), time.perf_counter()))
+    (c0, t0), (c1, t1) = marks
+    return c1 - c0, t1 - t0
+
+
 @cocotb.test()
-async def sim_speed_idle(dut):
-    """Simulated cycles per wall second with the design idle (the reference for DMA runs)."""
-    await _setup(dut)
-    runs = []
-    for _ in range(4):  # best of 4, as for the DMA figure: the machine is noisy
-        n, t0 = 0, time.perf_counter()
-        while n < 16 * 2048 * 4:
-            await ClockCycles(dut.clk, 2048)
-            n += 2048
-        runs.append(n / (time.perf_counter() - t0))
-    RESULTS["sim_cycles_per_s_idle"] = max(runs)
+async def sim_speed(dut):
+    """Simulated cycles per wall second, idle and on back-to-back DMA copies, on the raw
+    baseline's work (best of 3: the machine is noisy). $GPUCOSIM_BENCH_SCALE shortens
+    the work (for the slow path cocotb drives the clock of)."""
+    scale = float(os.environ.get("GPUCOSIM_BENCH_SCALE", "1"))
+    dev = await CocotbDevice.start(dut)
+    suffix = "" if dev.hdl_clock else "_before"
+    for key, work in (("idle", raw_bench.idle_work(round(raw_bench.IDLE_CYCLES * scale))),
+                      ("dma", raw_bench.dma_work(max(1, round(raw_bench.DMA_ROUNDS * scale))))):
+        runs = [await _run_work(dev, work) for _ in range(3)]
+        RESULTS[f"sim_cycles_per_s_{key}{suffix}"] = max(c / s for c, s in runs)
+        RESULTS[f"sim_cycles_{key}{suffix}"] = runs[0][0]
+    assert np.array_equal(dev.mem[raw_bench.DST:raw_bench.DST + raw_bench.DMA_COPIES * raw_bench.DMA_COPY_BYTES],
+                          dev.mem[raw_bench.SRC:raw_bench.SRC + raw_bench.DMA_COPIES * raw_bench.DMA_COPY_BYTES]), \
+        "the bench's DMA copies are wrong"
+    dev.checker.check()
     _save()
 
 
@@ -158,10 +167,9 @@ async def _dma_copies(dut, dev, ib_dwords, latency=0):
     wptr = int(dev.mem[RPTR_WB:RPTR_WB + 4].view(np.uint32)[0])  # the CP's rptr: the ring's end
     for i, d in enumerate(ring):
         _put(dev, RING + 4 * ((wptr + i) % 1024), [d])
-    await dev._wr(regs.RB_DOORBELL, wptr + len(ring))
+    await _wr(dev, regs.RB_DOORBELL, wptr + len(ring))
     first = last = None
     cycle = 0
-    t0 = time.perf_counter()
     while True:
         await FallingEdge(dut.clk)  # mid-cycle: this cycle's handshakes are settled
         cycle += 1
@@ -176,8 +184,7 @@ async def _dma_copies(dut, dev, ib_dwords, latency=0):
         if cycle > 2_000_000:
             raise RuntimeError(f"DMA bench did not finish: first {first} last {last} idle {dut.gpu.cp.idle.value} "
                                f"dma busy {dut.gpu.dma.busy.value}")
-    wall = time.perf_counter() - t0
-    return last - first + 1, cycle, wall
+    return last - first + 1
 
 
 @cocotb.test()
@@ -189,32 +196,14 @@ async def dma_throughput(dut):
     src, dst = 0x100000, 0x200000
     dev.mem[src:src + n * size] = (np.arange(n * size) % 251).astype(np.uint8)
     copies = sum((pm4.dma_data(dst + i * size, src + i * size, size) for i in range(n)), [])
-    span, cycles, wall = await _dma_copies(dut, dev, copies)
+    span = await _dma_copies(dut, dev, copies)
     RESULTS["dma_copy_eff_4k"] = n * size / (span * bus)
     assert np.array_equal(dev.mem[dst:dst + n * size], dev.mem[src:src + n * size]), "bench copies wrong"
-    span, _, _ = await _dma_copies(dut, dev, copies, latency=64)
+    span = await _dma_copies(dut, dev, copies, latency=64)
     RESULTS["dma_copy_eff_4k_lat64"] = n * size / (span * bus)
     fills = sum((pm4.dma_data(dst + i * size, 0x1234_5678, size, src_sel="DATA") for i in range(n)), [])
-    span, _, _ = await _dma_copies(dut, dev, fills)
+    span = await _dma_copies(dut, dev, fills)
     RESULTS["dma_fill_eff_4k"] = n * size / (span * bus)
-
-    # Simulation speed on the same copies with no Python watching each cycle (as the idle
-    # figure is taken), so the ratio shows what DMA traffic costs the simulator.
-    dev.mem_model.configure(rd_latency=0)
-    for _ in range(4):  # 4 × 32 × 4 KiB
-        wptr = int(dev.mem[RPTR_WB:RPTR_WB + 4].view(np.uint32)[0])
-        ring = pm4.indirect_buffer(IB, len(copies))
-        for i, d in enumerate(ring):
-            _put(dev, RING + 4 * ((wptr + i) % 1024), [d])
-        await dev._wr(regs.RB_DOORBELL, wptr + len(ring))
-        t0, c0 = time.perf_counter(), 0
-        while True:
-            await ClockCycles(dut.clk, 2048)
-            c0 += 2048
-            if int(dut.gpu.cp.idle.value):
-                break
-        RESULTS.setdefault("_dma_runs", []).append(c0 / (time.perf_counter() - t0))
-    RESULTS["sim_cycles_per_s_dma"] = max(RESULTS.pop("_dma_runs"))
     _save()
 
 
@@ -224,7 +213,7 @@ async def dma_small_copy(dut):
     dev = await _setup(dut)
     _put(dev, IB, pm4.dma_data(0x200000, 0x100000, 16))
     _put(dev, RING, pm4.indirect_buffer(IB, 7))
-    await dev._wr(regs.RB_DOORBELL, 4)
+    await _wr(dev, regs.RB_DOORBELL, 4)
     accepted = None
     for cycle in range(1, 5000):
         await FallingEdge(dut.clk)  # mid-cycle: this cycle's handshakes are settled

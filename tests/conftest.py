@@ -1,10 +1,18 @@
-"""Shared pytest plumbing: one parameter per simulator, and a way to run cocotb tests."""
+"""Shared pytest plumbing: one parameter per simulator, and one simulator session shared by a
+group of tests."""
 
 from __future__ import annotations
+
+import os
+import pickle
+from typing import Callable, TypeVar
 
 import pytest
 
 from testbench import sim
+
+T = TypeVar("T")
+_shared: dict[str, object] = {}
 
 
 @pytest.fixture(params=sim.selected_simulators())
@@ -16,10 +24,20 @@ def simulator(request) -> str:
     return request.param
 
 
-def run_cocotb(design: sim.Design, simulator: str, module: str, testcase: str | None = None,
-               **kwargs) -> sim.Results:
-    """Run cocotb tests of `module` in the simulator and fail with the simulator's story."""
-    res = sim.run(design, simulator, module, testcase=testcase,
-                  tag=(testcase or module.rsplit(".", 1)[-1]), **kwargs)
-    assert res.ok, res.explain()
-    return res
+def shared_run(key: str, run: Callable[[], T]) -> T:
+    """`run()` once per pytest run, for every test that asks by `key`: one simulator session
+    serves a whole group of tests. pytest-xdist's loadgroup still hands a group's first
+    tests to another worker at times, so the workers share the result through a file: the
+    first to get there runs it, the others wait for it and read it."""
+    uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if uid is None:  # no xdist: this process is the run
+        if key not in _shared:
+            _shared[key] = run()
+        return _shared[key]  # type: ignore[return-value]
+    path = sim.BUILD / "runs" / "shared" / f"{uid}-{key}.pickle"
+    with sim._locked(path.with_suffix(".lock")):
+        if not path.exists():
+            result = run()
+            path.write_bytes(pickle.dumps(result))
+            return result
+    return pickle.loads(path.read_bytes())

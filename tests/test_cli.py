@@ -164,9 +164,11 @@ def test_sim_runs_the_demo_on_the_model():
     assert r.stdout.strip().splitlines()[-1].startswith("demo: OK on model — 24 packets")
 
 
-def test_testbench_run_still_works():
+def test_python_m_gpucosim_run_works():
+    """`python -m gpucosim run` (what `make sim` runs) without the installed script; it
+    replaced `python -m testbench.run`, which imported the launcher from below it."""
     e = dict(os.environ, GPUCOSIM_PROGRESS="0")
-    r = subprocess.run([sys.executable, "-m", "testbench.run", "examples.demo", "--sim", "model"], cwd=ROOT,
+    r = subprocess.run([sys.executable, "-m", "gpucosim", "run", "examples.demo", "--sim", "model"], cwd=ROOT,
                        env=e, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1].startswith("demo: OK on model")

@@ -51,13 +51,19 @@ def test_stats_json_keeps_the_apps_exit_code(tmp_path):
     assert json.loads(out.read_text())["exit_code"] == 3
 
 
-def test_stats_json_that_cannot_be_written_is_reported(tmp_path):
+def test_stats_json_that_cannot_be_written_is_reported(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("")
     target = blocker / "figures.json"  # its parent is a file
+    # gpucosim run says so in one line before the run (gpucosim/cli.py, issue 12) ...
     r = gpucosim("run", "examples/hello.py", "--sim", "model", "--stats-json", str(target))
-    assert r.returncode == 0, r.stderr  # the app ran; only the figures are lost, and we say so
-    assert f"gpucosim: cannot write the run's figures to {target}: " in r.stderr
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == f"gpucosim run: error: --stats-json: {blocker} is a file, not a folder"
+    # ... and a run whose figures cannot be written when it ends keeps its exit code, and says so
+    from gpucosim.session import RunOptions, Session
+
+    Session(RunOptions(app="examples/hello.py", backend="model")).write_figures(str(target), 0)
+    assert f"gpucosim: cannot write the run's figures to {target}: " in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", ["long_ib", "big_copy"])

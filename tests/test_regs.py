@@ -2,13 +2,19 @@
 
 import pytest
 
+from testbench import sim
 from testbench.design import gpu_design
 
-from .conftest import run_cocotb
+from .conftest import shared_run
 
 CASES = ["reset_values", "access_types", "kmd_probe_and_scratch", "unmapped_access", "irq_line"]
+
+pytestmark = pytest.mark.xdist_group("rtl_regs")  # all cases in one simulator process per simulator
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_registers(simulator, case):
-    run_cocotb(gpu_design(64), simulator, "tests.cocotb_regs", case)
+    res = shared_run(f"regs-{simulator}", lambda: sim.run(gpu_design(64), simulator, "tests.cocotb_regs", tag="regs"))
+    failed = [msg for n, msg in res.failures if n == case]
+    assert not failed, f"{case} on {simulator}: {failed[0]}\n" + res.explain()
+    assert case in res.passed, f"{case} did not run on {simulator}\n" + res.explain()

@@ -12,16 +12,15 @@ from testbench import sim
 from testbench.design import gpu_design
 from tests import driver_checks
 
-pytestmark = pytest.mark.xdist_group("rtl_drivers")  # one simulator process per simulator
+from .conftest import shared_run
 
-_runs: dict[str, sim.Results] = {}
+pytestmark = pytest.mark.xdist_group("rtl_drivers")  # one simulator process per simulator
 
 
 @pytest.mark.parametrize("name", list(driver_checks.all_checks()))
 def test_driver_check_on_rtl(simulator, name):
-    if simulator not in _runs:
-        _runs[simulator] = sim.run(gpu_design(64), simulator, "tests.cocotb_drivers", tag="drivers")
-    res = _runs[simulator]
+    res = shared_run(f"drivers-{simulator}",
+                     lambda: sim.run(gpu_design(64), simulator, "tests.cocotb_drivers", tag="drivers"))
     failed = [msg for n, msg in res.failures if n == name]
     assert not failed, f"{name} on {simulator}: {failed[0]}\n" + res.explain()
     assert name in res.passed, f"{name} did not run on {simulator}\n" + res.explain()

@@ -9,9 +9,9 @@ from testbench import sim
 from testbench.design import gpu_design
 from tests import test_security
 
-pytestmark = pytest.mark.xdist_group("rtl_security")
+from .conftest import shared_run
 
-_runs: dict[str, sim.Results] = {}
+pytestmark = pytest.mark.xdist_group("rtl_security")
 
 
 @pytest.mark.parametrize("name", [c.__name__ for c in test_security.LONG_CHECKS])
@@ -19,9 +19,8 @@ def test_long_check_on_verilator(name):
     reason = sim.unavailable_reason("verilator")
     if reason:
         pytest.skip(reason)
-    if "verilator" not in _runs:
-        _runs["verilator"] = sim.run(gpu_design(64), "verilator", "tests.cocotb_security", tag="security")
-    res = _runs["verilator"]
+    res = shared_run("security-verilator",
+                     lambda: sim.run(gpu_design(64), "verilator", "tests.cocotb_security", tag="security"))
     failed = [msg for n, msg in res.failures if n == name]
     assert not failed, f"{name} on verilator: {failed[0]}\n" + res.explain()
     assert name in res.passed, f"{name} did not run on verilator\n" + res.explain()

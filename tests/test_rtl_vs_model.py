@@ -16,15 +16,15 @@ from testbench.design import gpu_design
 from testbench.refmodel import RefModel
 from tests import scenarios
 
+from .conftest import shared_run
+
 # all scenarios of a simulator run in one simulator process: keep them on one xdist worker
 pytestmark = pytest.mark.xdist_group("rtl_vs_model")
 
-_rtl_results: dict[str, dict] = {}
-
 
 def rtl_observations(simulator: str, tmp_path_factory) -> dict:
-    """Run all scenarios once per simulator (one simulator process), cache the results."""
-    if simulator not in _rtl_results:
+    """Run all scenarios once per simulator (one simulator process) and per pytest run."""
+    def run() -> dict:
         out = tmp_path_factory.mktemp(f"scenarios-{simulator}")
         res = sim.run(gpu_design(64), simulator, "tests.cocotb_scenarios", tag="scenarios",
                       extra_env={"SCENARIO_OUT": str(out)})
@@ -32,8 +32,9 @@ def rtl_observations(simulator: str, tmp_path_factory) -> dict:
         for name in scenarios.SCEN:
             p = out / f"{name}.json"
             obs[name] = json.loads(p.read_text()) if p.exists() else None
-        _rtl_results[simulator] = {"obs": obs, "res": res}
-    return _rtl_results[simulator]
+        return {"obs": obs, "res": res}
+
+    return shared_run(f"scenarios-{simulator}", run)
 
 
 @pytest.mark.parametrize("name", list(scenarios.SCEN))

@@ -20,7 +20,7 @@ import time
 import traceback
 
 import cocotb
-from cocotb.triggers import ClockCycles, First, RisingEdge, SimTimeoutError, Timer, with_timeout
+from cocotb.triggers import SimTimeoutError, Timer, with_timeout
 
 from testbench.cocotb_device import CLOCK_PERIOD_NS, CocotbDevice
 from testbench.memory import ProtocolChecker
@@ -39,9 +39,10 @@ class MmioTimeout(RuntimeError):
 
 
 class FastDevice(CocotbDevice):
-    """CocotbDevice whose delays and interrupt timeouts are single timers (ClockCycles
-    wakes Python every cycle, which dominates long polls on Icarus), and whose MMIO
-    accesses time out, so a hung register bus fails one stream, not the campaign."""
+    """CocotbDevice whose MMIO accesses time out, so a hung register bus fails one stream,
+    not the campaign. When cocotb drives the clock (GPUCOSIM_CLOCK=cocotb) its delays and
+    interrupt timeouts are single timers too (ClockCycles wakes Python every cycle, which
+    dominated long polls on Icarus); with the HDL clock every wait already is one."""
 
     mmio_ops = 0
 
@@ -74,20 +75,8 @@ class FastDevice(CocotbDevice):
     async def _aread_many(self, offsets: list[int]) -> list[int]:
         return [await self._aread(o) for o in offsets]
 
-    async def _adelay(self, cycles: int) -> None:
-        await Timer(cycles * CLOCK_PERIOD_NS, unit="ns")
-
-    async def _await_irq(self, timeout_cycles: int) -> bool:
-        await First(RisingEdge(self.dut.irq), Timer(timeout_cycles * CLOCK_PERIOD_NS, unit="ns"))
-        await Timer(1, unit="ps")
-        return bool(int(self.dut.irq.value))
-
-
-async def hw_reset(dut) -> None:
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 4)
-    dut.rst.value = 0
-    await ClockCycles(dut.clk, 2)
+    def _cycles(self, cycles: int):
+        return super()._cycles(cycles) if self.hdl_clock else Timer(cycles * CLOCK_PERIOD_NS, unit="ns")
 
 
 async def campaign(dut) -> None:
@@ -115,7 +104,7 @@ async def campaign(dut) -> None:
             stream = given[index] if given is not None else make_stream(seed, index, caps)
             t1 = time.perf_counter()
             dev.mem_model.configure(**stream.config.mem)  # the seed takes effect at the reset
-            await hw_reset(dut)
+            await dev.reset()
             dev.mem[:] = 0
             obs = Observation(sim)
             ops0, cyc0 = dev.mmio_ops, dev.now()

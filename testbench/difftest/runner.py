@@ -41,15 +41,16 @@ def split_sims(sims: list[str], first: int, count: int) -> list[tuple[str, int, 
 
 def run_rtl(simulator: str, seed: int, first: int, count: int, *, jobs: int = 1, step: bool = False,
             data_width: int = 64, report_file: Path | None = None, progress=None,
-            workdir: Path | None = None, streams_file: Path | None = None) -> tuple[list[dict], float, list[str]]:
+            workdir: Path | None = None, streams_file: Path | None = None,
+            clock: str | None = None) -> tuple[list[dict], float, list[str]]:
     """Run indices [first, first + count) on `simulator` in `jobs` simulator processes.
     Returns (records, seconds, problems); a stream the simulator never finished becomes a
-    failed record naming it."""
+    failed record naming it. `clock` overrides $GPUCOSIM_CLOCK (testbench.sim.build)."""
     from testbench import sim
     from testbench.design import gpu_design
 
     design = gpu_design(data_width)
-    sim.build(design, simulator)
+    sim.build(design, simulator, clock=clock)
     own = workdir is None
     tmp = Path(workdir or tempfile.mkdtemp(prefix=f"difftest-{simulator}-", dir=sim.BUILD))
     tmp.mkdir(parents=True, exist_ok=True)
@@ -71,7 +72,8 @@ def run_rtl(simulator: str, seed: int, first: int, count: int, *, jobs: int = 1,
             env["DIFFTEST_REPORT"] = str(report_file)
         if streams_file is not None:
             env["DIFFTEST_STREAMS_FILE"] = str(streams_file)
-        results[k] = sim.run(design, simulator, "tests.cocotb_difftest", tag=f"difftest{k}", extra_env=env)
+        results[k] = sim.run(design, simulator, "tests.cocotb_difftest", tag=f"difftest{k}", extra_env=env,
+                             clock=clock)
 
     def read(path: Path) -> list[dict]:
         if not path.exists():

@@ -2,6 +2,12 @@
 // master on the shared-file memory model and a protocol checker watching that port.
 // cocotb drives s_axil_* (MMIO) with cocotbext-axi, watches irq, sets the memory
 // model's cfg_* inputs and fails a test when chk_error rises.
+//
+// The clock: with GPUCOSIM_HDL_CLOCK defined (to the half period in ns; testbench/sim.py
+// does that by default) it is generated here and MMIO runs in mmio_master.v, so no Python
+// or VPI callback runs per edge: Python is woken only by the events it waits for. Without
+// it `clk` is an input that cocotb drives and cocotbext-axi drives s_axil_* (the path
+// before issue 13, kept as GPUCOSIM_CLOCK=cocotb to measure against).
 `default_nettype none
 
 module tb_top #(
@@ -9,9 +15,17 @@ module tb_top #(
     parameter ADDR_WIDTH = 48,
     parameter ID_WIDTH   = 4
 ) (
+`ifdef GPUCOSIM_HDL_CLOCK
+    // MMIO requests for mmio_master (testbench/cocotb_device.py)
+    input  wire [53:0]           mmio_cmd,
+    output wire                  mmio_resp_valid,
+    output wire [33:0]           mmio_resp,
+`else
     input  wire                  clk,
+`endif
     input  wire                  rst,
-    // MMIO: AXI4-Lite slave
+`ifndef GPUCOSIM_HDL_CLOCK
+    // MMIO: AXI4-Lite slave, driven by cocotbext-axi
     input  wire [15:0]           s_axil_awaddr,
     input  wire                  s_axil_awvalid,
     output wire                  s_axil_awready,
@@ -29,9 +43,36 @@ module tb_top #(
     output wire [1:0]            s_axil_rresp,
     output wire                  s_axil_rvalid,
     input  wire                  s_axil_rready,
+`endif
     output wire                  irq,
     `include "tb_mem_ports.vh"
 );
+`ifdef GPUCOSIM_HDL_CLOCK
+    // High at time 0 with a rising edge there, as cocotb's Clock(start_high=True) drives it.
+    reg clk = 1'b0;
+    initial begin
+        #0 clk = 1'b1;
+        forever #(`GPUCOSIM_HDL_CLOCK) clk = ~clk;
+    end
+
+    // The MMIO port, driven by mmio_master; same names as the ports cocotbext-axi drives.
+    wire [15:0] s_axil_awaddr, s_axil_araddr;
+    wire [31:0] s_axil_wdata, s_axil_rdata;
+    wire [3:0]  s_axil_wstrb;
+    wire [1:0]  s_axil_bresp, s_axil_rresp;
+    wire        s_axil_awvalid, s_axil_awready, s_axil_wvalid, s_axil_wready, s_axil_bvalid, s_axil_bready;
+    wire        s_axil_arvalid, s_axil_arready, s_axil_rvalid, s_axil_rready;
+
+    mmio_master mmio (
+        .clk(clk), .rst(rst),
+        .cmd(mmio_cmd), .resp_valid(mmio_resp_valid), .resp(mmio_resp),
+        .awaddr(s_axil_awaddr), .awvalid(s_axil_awvalid), .awready(s_axil_awready),
+        .axi_wdata(s_axil_wdata), .axi_wstrb(s_axil_wstrb), .wvalid(s_axil_wvalid), .wready(s_axil_wready),
+        .bvalid(s_axil_bvalid), .bresp(s_axil_bresp), .bready(s_axil_bready),
+        .araddr(s_axil_araddr), .arvalid(s_axil_arvalid), .arready(s_axil_arready),
+        .rvalid(s_axil_rvalid), .rresp(s_axil_rresp), .rdata(s_axil_rdata), .rready(s_axil_rready)
+    );
+`endif
     `include "tb_axi_bus.vh"
 
     gpu_top gpu (
