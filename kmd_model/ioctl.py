@@ -338,6 +338,9 @@ def wait_cs(kmd: "Kmd", file: "File", a: uapi.WaitCsArgs) -> uapi.WaitCsOut:
         raise KmdError(errno.EINVAL, f"WAIT_CS: context {ctx.id} never submitted seqno {seq:#x} ({last})")
     job = ctx.jobs.get(seq)
     if job is None:
+        e = ctx.cancelled.get(seq)
+        if e is not None:  # cancelled (by a reset that failed) before this wait: it never ran
+            raise KmdError(e.errno, f"WAIT_CS: {e.message}", e.info)
         return uapi.WaitCsOut(False)
     done = kmd.wait_for(lambda: job.finished, timeout)
     if job.error is not None:

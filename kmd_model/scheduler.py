@@ -143,6 +143,7 @@ class Scheduler:
         job.error = error
         job.finished = True
         job.ctx.jobs.pop(job.seq, None)
+        job.ctx.cancelled[job.seq] = error  # a WAIT_CS after this must not report success
         self.kmd.job_retired(job)
 
     # ------------------------------------------------------------------ timeouts and recovery
