@@ -1,0 +1,174 @@
+"""The UMD API's promises in detail: every argument error names its call and argument and
+says what was wrong (at the boundaries: 0 and 2^32 - 1 in, -1 and 2^32 out), each recorded
+packet remembers the call that recorded it (what GpuError and crash reports name), the
+flush limit holds exactly at max_inflight, and a device without a DMA engine fills with
+WRITE_DATA split to fit its IBs."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import kmd_model
+import umd
+from spec import pm4
+from testbench.refmodel import RefModel
+
+from .test_security import Holder
+
+
+def _gpu(dev=None, **kw):
+    kmd_model.bind(dev or RefModel(), **kw)
+    return umd.open(api_version=2)
+
+
+def _raises(exc, message, fn, *args, **kwargs):
+    with pytest.raises(exc, match="^" + re.escape(message) + "$"):
+        fn(*args, **kwargs)
+
+
+def test_argument_errors():
+    gpu = _gpu()
+    q = gpu.queue()
+    buf = gpu.alloc(0x100)
+    _raises(ValueError, "alloc: size must be > 0, not 0", gpu.alloc, 0)
+    _raises(TypeError, "alloc: size must be an int, not 1.5", gpu.alloc, 1.5)
+    _raises(ValueError, "alloc: domain must be 'gtt' or 'vram', not 'ram'", gpu.alloc, 16, "ram")
+    assert gpu.alloc(16, "VRAM").domain == umd.runtime.Domain.VRAM
+    for kw, msg in ((dict(flush_threshold=0), "queue: flush_threshold must be >= 1, not 0"),
+                    (dict(flush_dwords=0), "queue: flush_dwords must be >= 1, not 0"),
+                    (dict(max_inflight=0), "queue: max_inflight must be >= 1, not 0")):
+        _raises(ValueError, msg, gpu.queue, **kw)
+    for kw, msg in ((dict(flush_threshold=1.5), "queue: flush_threshold must be an int, not 1.5"),
+                    (dict(flush_dwords=True), "queue: flush_dwords must be an int, not True"),
+                    (dict(max_inflight="2"), "queue: max_inflight must be an int, not '2'")):
+        _raises(TypeError, msg, gpu.queue, **kw)
+    assert gpu.queue(flush_threshold=1, flush_dwords=1, max_inflight=1).max_inflight == 1
+    # write
+    _raises(ValueError, "write: data is empty", q.write, buf, 0, [])
+    _raises(ValueError, "write: bytes data must be a non-empty multiple of 4 bytes, not 3", q.write, buf, 0, b"abc")
+    _raises(TypeError, "write: data must be an integer array, not float64", q.write, buf, 0, np.zeros(2))
+    _raises(ValueError, "write: data[1] must fit in 32 bits, not 0x100000000", q.write, buf, 0, [0, 1 << 32])
+    _raises(ValueError, "write: data[0] must fit in 32 bits, not -0x1", q.write, buf, 0, [-1])
+    _raises(TypeError, "write: data must be an int, not 'x'", q.write, buf, 0, "x")
+    _raises(TypeError, "write: data[0] must be an int, not 1.0", q.write, buf, 0, [1.0])
+    _raises(ValueError, "write: offset must be a non-negative multiple of 4, not 2", q.write, buf, 2, 1)
+    _raises(ValueError, "write: offset must be a non-negative multiple of 4, not -4", q.write, buf, -4, 1)
+    _raises(TypeError, "write: offset must be an int, not 1.5", q.write, buf, 1.5, 1)
+    _raises(ValueError, "write: [0xfc, 0x104) is outside the 0x100-byte buffer", q.write, buf, 0xFC, [1, 2])
+    # wait_mem: 32-bit ref and mask, boundaries included
+    _raises(ValueError, "wait_mem: compare must be one of always, <, <=, ==, !=, >=, >, not '~'",
+            q.wait_mem, buf, 0, 1, compare="~")
+    for name in ("ref", "mask"):
+        for bad, text in ((-1, "-0x1"), (1 << 32, "0x100000000")):
+            _raises(ValueError, f"wait_mem: {name} must fit in 32 bits, not {text}", q.wait_mem, buf, 0,
+                    **{"ref": 0, name: bad})
+    _raises(TypeError, "wait_mem: mask must be an int, not 1.5", q.wait_mem, buf, 0, 1, mask=1.5)
+    _raises(ValueError, "wait_mem: [0x100, 0x104) is outside the 0x100-byte buffer", q.wait_mem, buf, 0x100, 0)
+    q.wait_mem(buf, 0xFC, 0xFFFF_FFFF, mask=0, compare="<=")  # the last dword; mask 0: holds at once
+    q.wait_mem(buf, 0, 0, mask=0xFFFF_FFFF, compare="GE")  # the packet's own names work too
+    # fill
+    for bad, text in ((-1, "-0x1"), (1 << 32, "0x100000000")):
+        _raises(ValueError, f"fill: value must fit in 32 bits, not {text}", q.fill, buf, 0, 4, bad)
+    _raises(TypeError, "fill: value must be an int, not None", q.fill, buf, 0, 4, None)
+    q.fill(buf, 0, 4, 0)
+    q.fill(buf, 4, 4, 0xFFFF_FFFF)
+    _raises(ValueError, "fill: offset and size must be >= 0, not 0 and -4", q.fill, buf, 0, -4, 1)
+    _raises(TypeError, "fill: size must be an int, not '4'", q.fill, buf, 0, "4", 1)
+    # transfers
+    _raises(TypeError, "copy: offset must be an int, not '1'", q.copy, buf, "1", buf, 0x80, 4)
+    _raises(TypeError, "copy: size must be an int, not 4.0", q.copy, buf, 0, buf, 0x80, 4.0)
+    _raises(ValueError, "copy: source [0x{0:x}, 0x{1:x}) and destination [0x{2:x}, 0x{3:x}) overlap".format(
+        buf.gpu_addr + 0x10, buf.gpu_addr + 0x30, buf.gpu_addr, buf.gpu_addr + 0x20), q.copy, buf, 0, buf, 0x10, 0x20)
+    q.copy(buf, 0x80, buf, 0xA0, 0x20)  # the destination ends exactly where the source starts: no overlap
+    _raises(ValueError, "upload: [0xff, 0x101) is outside the 0x100-byte buffer", q.upload, buf, 0xFF, b"xy")
+    q.finish()
+    assert buf.u32[:2].tolist() == [0, 0xFFFF_FFFF]
+    other = gpu.alloc(0x100)
+    other.free()
+    for call, fn, args in (("write", q.write, (other, 0, 1)), ("fill", q.fill, (other, 0, 4, 1)),
+                           ("copy", q.copy, (buf, 0, other, 0, 4)), ("upload", q.upload, (other, 0, b"abcd")),
+                           ("download", q.download, (other, 0, 4)), ("wait_mem", q.wait_mem, (other, 0, 0))):
+        _raises(ValueError, f"{call}: the buffer was freed", fn, *args)
+    gpu.close()
+
+
+def test_each_packet_remembers_its_call():
+    gpu = _gpu()
+    hold = Holder()  # keeps the submission in flight, so the queue still knows its labels
+    q = gpu.queue(flush_threshold=100)
+    a, b = gpu.alloc(0x1000), gpu.alloc(0x1000)
+    q.write(a, 0, [1, 2])
+    q.fill(a, 0x100, 0x20, 7)
+    q.wait_mem(a, 0, 1)
+    ev = q.signal()
+    ts = q.timestamp()
+    q.copy(b, 0, a, 0x100, 0x10)
+    q.upload(b, 0x40, b"abcd")
+    q.emit_raw(pm4.nop(3))
+    q.flush()
+    labels = list(q.inflight[-1].labels.values())
+    assert labels == [f"Queue.{c}() #{i}" for i, c in enumerate(
+        ["write", "fill", "wait_mem", "signal", "timestamp", "copy", "upload", "emit_raw"], 1)]
+    addrs = sorted(q.inflight[-1].labels)
+    assert addrs[0] % 32 == 0 and all(x < y for x, y in zip(addrs, addrs[1:]))
+    # each address is the packet's: decoding there finds the call's packet
+    kinds = [pm4.decode(hold.c.f.kmd.mem32[x // 4: x // 4 + 16].tolist(), 0).name for x in addrs]
+    assert kinds == ["WRITE_DATA", "DMA_DATA", "WAIT_REG_MEM", "RELEASE_MEM", "RELEASE_MEM", "DMA_DATA", "DMA_DATA",
+                     "NOP"]
+    assert repr(ev) == "<umd.Event 1 pending>" and repr(ts) == "<umd.Timestamp pending>"
+    hold.release()
+    q.finish()
+    assert ev.signalled() and repr(ev) == "<umd.Event 1 signalled>"
+    assert repr(ts) == f"<umd.Timestamp {ts.cycles} cycles>" and ts.cycles > 0
+    gpu.close()
+
+
+def test_flush_limit_is_exact():
+    """max_inflight submissions in flight: the next flush waits for the oldest and says so
+    when it times out; one fewer does not wait."""
+    gpu = _gpu(job_timeout=1 << 40)
+    hold = Holder()
+    q = gpu.queue(flush_threshold=1, max_inflight=2)
+    q.timeout = 5000
+    buf = gpu.alloc(0x100)
+    q.write(buf, 0, 1)
+    q.write(buf, 4, 2)
+    assert len(q.inflight) == 2
+    msg = (f"queue (context {q.ctx_id}) has 2 submissions in flight, its limit (max_inflight=2), and the oldest "
+           f"(seqno {q.inflight[0].seq:#x}) has not finished after 5000 cycles")
+    _raises(umd.GpuTimeout, f"new IB: {msg}", q.write, buf, 8, 3)  # needs an IB: none is free
+    q2 = gpu.queue(flush_threshold=1000, max_inflight=1)
+    q2.timeout = 5000
+    q2.write(buf, 0x10, 4)
+    seq = q2.flush()
+    msg2 = (f"queue (context {q2.ctx_id}) has 1 submissions in flight, its limit (max_inflight=1), and the oldest "
+            f"(seqno {seq:#x}) has not finished after 5000 cycles")
+    _raises(umd.GpuTimeout, f"new IB: {msg2}", q2.write, buf, 0x14, 5)
+    hold.release()
+    q.write(buf, 8, 3)
+    q2.write(buf, 0x14, 5)
+    q.finish()
+    q2.finish()
+    assert buf.u32[:3].tolist() == [1, 2, 3] and buf.u32[4:6].tolist() == [4, 5]
+    gpu.close()
+
+
+def test_fill_without_dma_engine():
+    """No DMA engine: fill writes dwords (WRITE_DATA), split so each packet fits an IB."""
+    gpu = _gpu(RefModel(dma=False))
+    q = gpu.queue(ib_size_dw=64)
+    buf = gpu.alloc(0x1000)
+    _raises(ValueError, "fill: size must be a positive multiple of 4, not 0", q.fill, buf, 0, 0, 1)
+    _raises(ValueError, "fill: size must be a positive multiple of 4, not 6", q.fill, buf, 0, 6, 1)
+    _raises(ValueError, "fill: offset must be a non-negative multiple of 4, not 2", q.fill, buf, 2, 4, 1)
+    _raises(ValueError, "fill: [0xffc, 0x1004) is outside the 0x1000-byte buffer", q.fill, buf, 0xFFC, 8, 1)
+    q.fill(buf, 0xFFC, 4, 9)  # the last dword
+    q.fill(buf, 0x10, 4 * 300, 0xA5A5_0000)  # more dwords than one packet in a 64-dword IB takes
+    q.finish()
+    assert q.max_write_dw < 300
+    assert buf.u32[4:304].tolist() == [0xA5A5_0000] * 300 and buf.u32[3] == 0 and buf.u32[304] == 0
+    assert buf.u32[0x3FF] == 9
+    gpu.close()
