@@ -79,3 +79,85 @@ def test_a_reset_that_fails_wedges_the_device():
     assert not kmd.sched.pending and not kmd.sched.queue
     expect(errno.EIO, f"CS: {kmd.wedged}", b.submit, b.ib(bbo, pm4.nop(2), offset=0x200))
     assert kmd.stats["resets"] == 1 and kmd.stats["jobs_cancelled"] >= 2
+
+
+class SpuriousModel(RefModel):
+    """A model whose interrupt line reads high `spurious` more times with nothing behind it."""
+
+    spurious = 0
+
+    def irq_level(self) -> bool:
+        if self.spurious:
+            self.spurious -= 1
+            return True
+        return super().irq_level()
+
+
+def test_spurious_interrupts_are_counted_not_taken_for_events():
+    dev = SpuriousModel(ih=False)
+    kmd = kmd_model.bind(dev)
+    c = Client()
+    bo = c.bo()
+    c.run(bo, pm4.write_data(bo.addr + 0x800, [1]))
+    assert kmd.mmio.read(regs.INT_STATUS) == 0
+    before = (kmd.stats["spurious_interrupts"], kmd.stats["interrupts"], dev.now())
+    dev.spurious = 2
+    kmd.service()
+    kmd.service()
+    assert kmd.stats["spurious_interrupts"] == before[0] + 2 and kmd.stats["interrupts"] == before[1] + 2
+    assert dev.now() - before[2] >= 2 * 16  # a line stuck high must not spin the driver
+    assert kmd.stats["resets"] == 0 and kmd.mmio.read(regs.INT_STATUS) == 0
+
+
+def test_rebind_keeps_observers_and_trace_hooks():
+    dev = RefModel()
+    seen, hooked = [], []
+    kmd = kmd_model.bind(dev, observers=[lambda e, f: seen.append((e, f))])
+    kmd.trace_hooks.append(hooked.append)
+    c = Client()
+    c.bo()
+    n0 = len(seen)
+    new = kmd_model.rebind(ring_log2_dw=8)
+    assert new is not kmd and kmd_model.bound() is new and new.ring.size_dw == 256
+    assert c.f.closed and not kmd.live_bos()  # the old driver's files were closed
+    events = [e for e, _ in seen[n0:]]
+    assert events[-1] == "bind" and seen[-1][1]["kmd"] is new and events.count("bind") == 1
+    assert "doorbell" in events and "fence" in events  # the new bring-up (ring and IB tests) was observed
+    n = len(hooked)
+    c2 = Client()
+    c2.bo()
+    assert len(hooked) == n + 3 and hooked[-1].request == "GEM_MMAP"
+    assert new.params.ring_log2_dw == 8 and new.params.ib_test
+
+
+def test_idle_waits_return_at_once_and_counters_read_the_hardware():
+    dev = RefModel()
+    kmd = kmd_model.bind(dev)
+    c = Client()
+    bo = c.bo(0x4000)
+    c.run(bo, pm4.write_data(bo.addr + 0x2000, [1, 2, 3]) + pm4.dma_data(bo.addr + 0x3000, bo.addr + 0x2000, 12))
+    t = dev.now()
+    assert not c.io(Request.GEM_WAIT_IDLE, kmd_model.uapi.GemWaitIdleArgs(bo.handle, 1_000_000)).busy
+    assert dev.now() - t < 1000  # an idle BO: no waiting out the timeout
+    cnt = c.io(Request.INFO, kmd_model.uapi.InfoArgs(kmd_model.uapi.InfoQuery.COUNTERS))
+    assert set(cnt.hw) == {"busy_cycles", "stall_cycles", "dwords_fetched", "dma_bytes_read", "dma_bytes_written",
+                           "dma_busy_cycles", "timestamp"}
+    assert cnt.hw["dma_bytes_written"] == 12 and 12 <= cnt.hw["dma_bytes_read"] <= 16  # reads: whole bus beats
+    assert cnt.hw["dwords_fetched"] >= 24 and cnt.hw["timestamp"] > 0
+    assert cnt.packets["DMA_DATA"] == 1 and cnt.packets["WRITE_DATA"] == 3  # ring test, IB test, ours
+    assert bo.u32[0xC00:0xC03].tolist() == [1, 2, 3]
+
+
+def test_a_guilty_context_reports_the_decoded_error():
+    kmd = kmd_model.bind(RefModel(), cs_check=False)
+    c = Client()
+    bo = c.bo()
+    bad = pm4.encode_fields("WRITE_DATA", {"DST_SEL": 0, "ADDR_LO": (bo.addr + 0x100) >> 2}, [1])
+    seq = c.submit(c.ib(bo, bad))
+    e = expect(errno.ECANCELED, f"WAIT_CS: unsupported field value in WRITE_DATA at IB+0x0 ({bo.addr:#x}), context "
+               f"{c.ctx}", c.wait, seq)
+    assert (e.info.code, e.info.opcode_name, e.info.offset, e.info.ctx_id, e.info.seq) == \
+        ("UNSUPPORTED", "WRITE_DATA", 0, c.ctx, seq)
+    again = expect(errno.ECANCELED, f"CS: context {c.ctx} was reset: {e.info.message}", c.submit, c.ib(bo, pm4.nop(2)))
+    assert again.info == e.info
+    assert kmd.stats["cp_errors"] == 1
