@@ -52,6 +52,7 @@ TESTS = (
     "tests/test_umd_transfer_packets.py",
     "tests/test_umd_contract.py",
     "tests/test_pm4.py",
+    "tests/test_pm4_edges.py",
     "tests/test_refmodel.py",
 )
 TEST_FILTER = "not verilator and not icarus and not rtl and not held_cp_flushes"

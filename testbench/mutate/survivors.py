@@ -97,3 +97,33 @@ def load(path: Path = LIST) -> Arguments:
         seen.add(k)
         out.append(Argued(k, e["kind"], e["why"]))
     return Arguments(out)
+
+
+def stub(module: str, function: str, diff: str) -> str:
+    """A survivors.toml entry for a survivor (from build/mutate.json), to fill in."""
+    def q(lines):
+        lines = [ln.strip() for ln in lines if ln.strip()]
+        if len(lines) == 1:
+            return _toml_str(lines[0])
+        return "[" + ", ".join(_toml_str(ln) for ln in lines) + "]"
+    before = [ln[1:] for ln in diff.splitlines() if ln.startswith("-")]
+    after = [ln[1:] for ln in diff.splitlines() if ln.startswith("+")]
+    return "\n".join(["[[survivor]]", f"module = {_toml_str(module)}", f"function = {_toml_str(function)}",
+                      f"before = {q(before) if before else chr(34) * 2}", f"after = {q(after) if after else chr(34) * 2}",
+                      'kind = "equivalent"', 'why = ""', ""])
+
+
+def _toml_str(s: str) -> str:
+    if "'" not in s and "\n" not in s:
+        return f"'{s}'"  # a literal string: no escapes to get wrong
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+if __name__ == "__main__":  # python -m testbench.mutate.survivors [build/mutate.json]: stubs of what is not argued
+    import json
+    import sys
+
+    report = json.loads(Path(sys.argv[1] if len(sys.argv) > 1 else "build/mutate.json").read_text())
+    for s in report["survivors"]:
+        if s["reason"] == "test to add" and s["layer"] == "python":
+            print(stub(s["module"], s["function"], s["diff"]))
