@@ -9,7 +9,7 @@ JOBS   ?= 2
 SIM    ?=
 export SIM
 
-.PHONY: all venv sim test gen check-gen lint bench clean soak mutate
+.PHONY: all venv sim test gen check-gen lint bench fpga sweep clean soak mutate
 
 all: test
 
@@ -43,6 +43,16 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m testbench.bench $(if $(SPEED_SIMS),--speed-sims $(SPEED_SIMS))
+
+## Synthesis + place and route for the ECP5-25F (PyPI yowasp tools): build/fpga.json and a table.
+## make fpga [BLOCKS=csr,mux,dma,cp,top] [WIDTHS=32,64] [SEEDS=1,2,3]
+fpga: $(STAMP)
+	$(PY) -m fpga $(if $(BLOCKS),--blocks $(BLOCKS)) $(if $(WIDTHS),--widths $(WIDTHS)) \
+		$(if $(SEEDS),--seeds $(SEEDS)) --jobs $(JOBS)
+
+## The DMA engine's design space: throughput against LUT4 (build/sweep.txt, build/sweep.png).
+sweep: $(STAMP)
+	$(PY) -m fpga.sweep --jobs $(JOBS)
 
 ## The long RTL-vs-model campaign: make soak N=10000 [SIM=verilator,icarus] [GPUCOSIM_SEED=1234] [JOBS=2]
 soak: $(STAMP)

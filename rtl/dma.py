@@ -1,31 +1,40 @@
 """DMA engine: copies and fills of any length and alignment over an AXI4 master.
 
-Commands go into a small queue (`cmd_depth`) and run as a pipeline, each stage walking
-the queue in order, so the next command's reads start while the last one is still
-writing (back-to-back copies keep the bus busy):
+Each accepted command is written, with what each stage needs worked out once, into
+three small queues (LUTRAM), one per stage that walks the commands in order. The
+stages run as a pipeline, so the next command's reads start while the last one is
+still writing (back-to-back copies keep the bus busy):
 
-    cmd queue ──► AR issuer ─► memory ─► R realigner ─► data FIFO ─► W stream
-                  (credits)                              │             ▲
-                               AW issuer ◄── beats ready ┘             │ (W follows AW)
-                                   └──► B queue ──► done, in command order
+    cmd ─┬─► qA ─► AR issuer ─► memory ─► R realigner ─► data FIFO (BRAM) ─► W stream
+         ├─► qX ───────────────────────────────┘              │ (W follows AW)  ▲
+         └─► qW ─► AW issuer ◄── beats ready ─────────────────┘                 │
+                    └──► one entry per burst ─► wq ────────────────────────────┘
+                    └──► one entry per burst ─► bq ─► B: done, in command order
 
 - AR issuer: INCR bursts of up to `max_burst_beats` at bus-aligned addresses, split at
   min(max_burst_beats · bus bytes, 4 KiB)-aligned boundaries (so they never cross
   4 KiB), at most `max_reads` in flight. A burst is issued only when the data FIFO has
   room reserved for every beat it will produce, so R is always accepted at full rate.
+  The first burst of a command is worked out when the command is loaded; after it every
+  burst starts on a boundary, so the next one is a subtraction of the boundary size.
 - R realigner: shifts source bytes into destination lanes (any src/dst alignment) as R
   beats arrive, keeping the previous beat; an output beat is bytes [sh, sh + B) of
   {this beat, previous beat}. When the destination needs one beat more than the
   source gives, a final "flush" beat takes a cycle with RREADY low.
 - AW issuer: a write burst (same boundaries on the destination) is issued only when all
-  its beats are in the FIFO (fills: at once), so the W channel, which a bus mux locks
-  to one master per burst, is never held waiting for read data.
+  its beats are in the FIFO (fills: at once), so the W channel, which a bus mux locks to
+  one master per burst, is never held waiting for read data. Each burst leaves an entry
+  for the W stream (length, which byte lanes its first and last beats carry, a fill's
+  pattern) and one for B.
 - W stream: FIFO beats (or the fill pattern) with byte strobes for the partial first
-  and last beats; WLAST from the same boundary rule as the AW issuer.
+  and last beats; the FIFO (block RAM) has a registered head, so WDATA comes from a
+  register.
 - B queue: one entry per write burst (and one per zero-length command, which needs no
   B); `done` pulses when a command's last burst is answered.
 
-Reads and writes use one ID each (`read_id`, `write_id`), so both come back in order.
+Every AXI VALID and address comes from a register; no queue is read through a
+multiplexer of registers. Reads and writes use one ID each (`read_id`, `write_id`), so
+both come back in order.
 
 Fill: `cmd_src[31:0]` is the pattern; the byte at address a is its byte (a mod 4).
 
@@ -63,7 +72,7 @@ R beat taken, `perf_wr_bytes` bytes written (strobes set) by each W beat, `perf_
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -76,6 +85,24 @@ BYTES_WIDTH = 21  # DMA_DATA BYTE_COUNT
 
 def _pow2(v: int) -> bool:
     return isinstance(v, int) and v >= 1 and v & (v - 1) == 0
+
+
+class _Queue:
+    """A FIFO in a small memory (LUTRAM): a write port and an asynchronous read of the head.
+
+    `wp`/`rp` are pointers with a wrap bit, owned by the caller (the pipeline's command
+    pointers double as queue pointers)."""
+
+    def __init__(self, m: Module, name: str, layout, depth: int, wp: Signal, rp: Signal):
+        # (a queue of one entry still gets two: a zero-bit address is not valid Verilog; the
+        # pointer's wrap bit then picks the entry, which works as well)
+        bits = max(1, exact_log2(depth))
+        self.mem = Memory(shape=layout, depth=1 << bits, init=[])
+        m.submodules[name] = self.mem
+        self.w = self.mem.write_port()
+        r = self.mem.read_port(domain="comb")
+        m.d.comb += [self.w.addr.eq(wp[:bits]), r.addr.eq(rp[:bits])]
+        self.head = r.data
 
 
 class DMAEngine(wiring.Component):
@@ -102,7 +129,7 @@ class DMAEngine(wiring.Component):
             raise self._invalid(f"max_burst_beats must be a power of two from 1 to 256, not {max_burst_beats!r}")
         if not _pow2(fifo_depth) or fifo_depth < 2 * max_burst_beats + 2:
             raise self._invalid(f"fifo_depth must be a power of two of at least 2 * max_burst_beats + 2 "
-                             f"= {2 * max_burst_beats + 2}, not {fifo_depth!r}")
+                                f"= {2 * max_burst_beats + 2}, not {fifo_depth!r}")
         if not _pow2(cmd_depth) or cmd_depth < 2:
             raise self._invalid(f"cmd_depth must be a power of two of at least 2, not {cmd_depth!r}")
         if not _pow2(max_writes):
@@ -147,38 +174,19 @@ class DMAEngine(wiring.Component):
         bnd_bits = exact_log2(bnd_beats)
         cw = self.bytes_width - lb + 1   # beat counts of one command
         D = self.cmd_depth
-        cib = exact_log2(D)
-        cpw = cib + 1                    # queue pointers carry a wrap bit
+        cpw = exact_log2(D) + 1          # command pointers carry a wrap bit
         FD = self.fifo_depth
         fw = exact_log2(FD)
         MB = self.max_burst_beats
+        mbw = max(1, exact_log2(MB))
         Q = self.max_writes
-        qib = exact_log2(Q)
+        qpw = exact_log2(Q) + 1
 
-        # ------------------------------------------------------------ command queue
-        # What every stage needs, worked out once when the command is taken.
-        entry_layout = data.StructLayout({
-            "src": AW, "dst": AW,
-            "fill": 1, "zero": 1, "raw": 1,
-            "rwords": cw,       # source beats to read
-            "wbeats": cw,       # destination beats to write
-            "e": 1,             # the first source beat only primes the realigner
-            "sh": lb + 1,       # realigner shift in bytes, 1..B
-            "flush": 1,         # one output beat more than the source beats give
-            "adj_up": 1,        # wbeats == rwords + 1
-            "adj_dn": 1,        # wbeats == rwords - 1
-            "end_lane": lb,     # lane of the last byte in the last beat
-        })
-        entries = Array(Signal(entry_layout.size, name=f"cmd{i}") for i in range(D))
-
-        def entry(ptr):
-            return data.View(entry_layout, entries[ptr[:cib]])
-
-        wr_ptr = Signal(cpw)
+        # ------------------------------------------------------------ command pointers
+        wr_ptr = Signal(cpw)    # commands accepted
         rd_ptr = Signal(cpw)    # AR issuer
-        rx_ptr = Signal(cpw)    # R realigner
+        rx_ptr = Signal(cpw)    # R realigner / filler
         aw_ptr = Signal(cpw)    # AW issuer
-        wd_ptr = Signal(cpw)    # W stream
         done_ptr = Signal(cpw)  # completion
 
         aborting = Signal()
@@ -196,280 +204,305 @@ class DMAEngine(wiring.Component):
         full = Signal()
         m.d.comb += full.eq(dist(wr_ptr) == D)
         m.d.comb += self.cmd_ready.eq(~full & ~aborting)
+        push_cmd = Signal()
+        m.d.comb += push_cmd.eq(self.cmd_valid & self.cmd_ready)
+        with m.If(push_cmd):
+            m.d.sync += wr_ptr.eq(wr_ptr + 1)
 
-        new = Signal(entry_layout)
+        # ------------------------------------------------------------ the command, worked out once
+        # With m = bytes − 1, the last source beat is (s_off + m) >> lb, the last destination
+        # beat (d_off + m) >> lb: the two counts differ only by the carries out of the lanes.
         s_off = self.cmd_src[:lb]
         d_off = self.cmd_dst[:lb]
-        n = self.cmd_bytes
-        rwords = Signal(cw)
-        wbeats = Signal(cw)
+        nm1 = Signal(self.bytes_width)
+        cs = Signal()
+        cd = Signal()
+        end_lane = Signal(lb)
         m.d.comb += [
-            rwords.eq(Mux(n == 0, 0, (s_off + n + (B - 1)) >> lb)),
-            wbeats.eq(Mux(n == 0, 0, (d_off + n + (B - 1)) >> lb)),
-            new.src.eq(self.cmd_src), new.dst.eq(self.cmd_dst),
-            new.fill.eq(self.cmd_fill), new.zero.eq(n == 0), new.raw.eq(self.cmd_raw_wait),
-            new.rwords.eq(rwords), new.wbeats.eq(wbeats),
-            new.e.eq(s_off > d_off),
-            new.sh.eq(Mux(s_off == d_off, B, (s_off - d_off)[:lb])),
-            new.adj_up.eq(wbeats == rwords + 1),
-            new.adj_dn.eq(wbeats + 1 == rwords),
-            new.flush.eq(Mux(s_off > d_off, wbeats == rwords, wbeats == rwords + 1)),
-            new.end_lane.eq((d_off + n - 1)[:lb]),
+            nm1.eq(self.cmd_bytes - 1),
+            cs.eq((s_off + nm1[:lb])[lb]) if lb else cs.eq(0),
+            Cat(end_lane, cd).eq(d_off + nm1[:lb]),
         ]
-        with m.If(self.cmd_valid & self.cmd_ready):
-            m.d.sync += [entries[wr_ptr[:cib]].eq(new.as_value()), wr_ptr.eq(wr_ptr + 1)]
+        rlast = Signal(cw)  # source beats − 1
+        wlast = Signal(cw)  # destination beats − 1
+        m.d.comb += [rlast.eq(nm1[lb:] + cs), wlast.eq(nm1[lb:] + cd)]
+        zero = self.cmd_bytes == 0
+        e = s_off > d_off   # the first source beat only primes the realigner
+
+        qa_layout = data.StructLayout({"addr": AW - lb, "last": cw, "skip": 1, "raw": 1, "up": 1, "dn": 1})
+        qx_layout = data.StructLayout({"src": AW, "last": cw, "sh": lb + 1, "e": 1, "flush": 1, "skip": 1})
+        qw_layout = data.StructLayout({"addr": AW - lb, "last": cw, "zero": 1, "lane": lb, "end_lane": lb,
+                                       "fill": 1, "pattern": 32})
+        qa = _Queue(m, "qa", qa_layout, D, wr_ptr, rd_ptr)
+        qx = _Queue(m, "qx", qx_layout, D, wr_ptr, rx_ptr)
+        qw = _Queue(m, "qw", qw_layout, D, wr_ptr, aw_ptr)
+        for q in (qa, qx, qw):
+            m.d.comb += q.w.en.eq(push_cmd)
+        m.d.comb += [
+            qa.w.data.addr.eq(self.cmd_src[lb:]), qa.w.data.last.eq(rlast),
+            qa.w.data.skip.eq(self.cmd_fill | zero), qa.w.data.raw.eq(self.cmd_raw_wait),
+            qa.w.data.up.eq(cd & ~cs), qa.w.data.dn.eq(cs & ~cd),
+
+            qx.w.data.src.eq(self.cmd_src), qx.w.data.last.eq(rlast),
+            qx.w.data.sh.eq(Mux(s_off == d_off, B, (s_off - d_off)[:lb])), qx.w.data.e.eq(e),
+            qx.w.data.flush.eq(Mux(e, cd == cs, cd & ~cs)), qx.w.data.skip.eq(self.cmd_fill | zero),
+
+            qw.w.data.addr.eq(self.cmd_dst[lb:]), qw.w.data.last.eq(wlast), qw.w.data.zero.eq(zero),
+            qw.w.data.lane.eq(d_off), qw.w.data.end_lane.eq(end_lane),
+            qw.w.data.fill.eq(self.cmd_fill), qw.w.data.pattern.eq(self.cmd_src[:32]),
+        ]
 
         # ------------------------------------------------------------ data FIFO
-        # Memory with a transparent read port whose address looks one pop ahead: the
-        # head is valid the cycle after a push, as a register FIFO would be.
+        # Block RAM with a registered head (`f_hv`): WDATA comes straight from the RAM's
+        # output register, and an entry is read the cycle after it was written.
         m.submodules.fifo = fifo = Memory(shape=unsigned(DW), depth=FD, init=[])
         f_wp = fifo.write_port()
-        f_rp = fifo.read_port(transparent_for=(f_wp,))
-        f_wr = Signal(fw)
-        f_rd = Signal(fw)
-        level = Signal(fw + 1)     # beats in the FIFO
+        f_rp = fifo.read_port(transparent_for=())
+        f_wr = Signal(fw + 1)
+        f_rd = Signal(fw + 1)
+        f_hv = Signal()            # f_rp.data holds the head
         res = Signal(fw + 1)       # beats reserved by issued reads, not yet popped
         avail = Signal(fw + 1)     # beats in the FIFO no AW has claimed yet
         push = Signal()
         push_data = Signal(DW)
         pop = Signal()
+        f_load = Signal()
         m.d.comb += [
-            f_wp.addr.eq(f_wr), f_wp.data.eq(push_data), f_wp.en.eq(push),
-            f_rp.addr.eq(Mux(pop, f_rd + 1, f_rd)),
+            f_wp.addr.eq(f_wr[:fw]), f_wp.data.eq(push_data), f_wp.en.eq(push),
+            f_load.eq((f_rd != f_wr) & (~f_hv | pop)),
+            f_rp.addr.eq(f_rd[:fw]), f_rp.en.eq(f_load),
         ]
-        m.d.sync += [f_wr.eq(f_wr + push), f_rd.eq(f_rd + pop), level.eq(level + push - pop)]
+        m.d.sync += [f_wr.eq(f_wr + push), f_rd.eq(f_rd + f_load)]
+        with m.If(f_load):
+            m.d.sync += f_hv.eq(1)
+        with m.Elif(pop):
+            m.d.sync += f_hv.eq(0)
+        # Room for one more burst, whatever this cycle adds.
+        space_ok = Signal()
+        m.d.comb += space_ok.eq(res <= FD - MB - 1)
 
-        def burst_len(addr_beats, left):
-            """Beats of the next burst: to the boundary, at most what is left."""
-            to_bnd = Signal(range(bnd_beats + 1))
-            if bnd_bits:
-                m.d.comb += to_bnd.eq(bnd_beats - addr_beats[:bnd_bits])
-            else:
-                m.d.comb += to_bnd.eq(1)
-            nbeats = Signal(range(MB + 1))
-            m.d.comb += nbeats.eq(Mux(left < to_bnd, left, to_bnd))
-            return nbeats
+        class Walk:
+            """A command cut into bursts (AR or AW): the current burst's address (the
+            command's start plus an offset, so loading a command needs no multiplexer),
+            length and whether it is the command's last, and `left`, the beats after it − 1,
+            plus bnd_beats (so the first burst needs one addition and no subtraction)."""
 
-        class BurstWalk:
-            """A command cut into bursts (AR or AW): the first burst starts from the
-            command's own address and beat count (`fresh`), later ones from registers."""
-
-            def __init__(self, prefix, start_addr, start_left):
-                self.fresh = Signal(init=1, name=f"{prefix}_fresh")
-                addr_q = Signal(AW - lb, name=f"{prefix}_addr_q")
-                left_q = Signal(cw, name=f"{prefix}_left_q")
+            def __init__(self, prefix):
+                self.start = Signal(AW - lb, name=f"{prefix}_start")
+                self.off = Signal(cw, name=f"{prefix}_off")
                 self.addr = Signal(AW - lb, name=f"{prefix}_addr")
-                self.left = Signal(cw, name=f"{prefix}_left")
-                m.d.comb += [
-                    self.addr.eq(Mux(self.fresh, start_addr, addr_q)),
-                    self.left.eq(Mux(self.fresh, start_left, left_q)),
-                ]
-                self.n = burst_len(self.addr, self.left)
+                m.d.comb += self.addr.eq(self.start + self.off)
+                self.n = Signal(range(MB + 1), name=f"{prefix}_n")
                 self.last = Signal(name=f"{prefix}_last")
-                m.d.comb += self.last.eq(self.n == self.left)
-                # on the burst's handshake: where the next one starts
-                self.step = [addr_q.eq(self.addr + self.n), left_q.eq(self.left - self.n), self.fresh.eq(0)]
+                self.left = Signal(cw + 1, name=f"{prefix}_left")
+
+            def load(self, addr, last):
+                """The first burst: from `addr` to its boundary, at most `last` + 1 beats."""
+                lo = addr[:bnd_bits] if bnd_bits else Const(0, 1)
+                total = Signal(cw + 1, name=f"{self.addr.name}_total")
+                m.d.comb += total.eq(last + lo)  # the last beat, counted from the boundary
+                short = total[bnd_bits:] == 0  # it lies before the boundary: one burst does it
+                m.d.sync += [self.start.eq(addr), self.off.eq(0), self.last.eq(short), self.left.eq(total),
+                             self.n.eq(Mux(short, last[:bnd_bits + 1] + 1, bnd_beats - lo))]
+
+            def step(self):
+                """After a burst: the next starts on a boundary, so it is bnd_beats long
+                unless fewer are left."""
+                hi = self.left[bnd_bits:]
+                short = hi == 1
+                m.d.sync += [self.off.eq(self.off + self.n), self.last.eq(short),
+                             self.n.eq(Mux(short, self.left[:bnd_bits] + 1, bnd_beats)),
+                             self.left[bnd_bits:].eq(hi - 1)]
 
         # ------------------------------------------------------------ AR issuer
-        re = entry(rd_ptr)
-        r_has = Signal()
-        m.d.comb += r_has.eq(rd_ptr != wr_ptr)
-        rw = BurstWalk("r", re.src[lb:], re.rwords)
-        r_fresh, r_addr, r_n, r_last = rw.fresh, rw.addr, rw.n, rw.last
+        qah = qa.head
+        r_act = Signal()
+        r_raw = Signal()
+        r_up = Signal()
+        r_dn = Signal()
+        rw = Walk("r")
+        ar_valid = Signal()
+        ar_out = Signal(range(self.max_reads + 1))  # bursts issued, not yet fully received
+        r_fire = Signal()
+        rlast_fire = Signal()
+        m.d.comb += rlast_fire.eq(r_fire & bus.rlast)
         r_res = Signal(range(MB + 2))  # FIFO beats this burst will produce, at most
-        m.d.comb += r_res.eq(r_n + (r_last & re.adj_up) - (r_last & re.adj_dn))
-        r_skip = Signal()
-        m.d.comb += r_skip.eq(r_has & (re.fill | re.zero))
-        ar_out = Signal(range(self.max_reads + 1))
-        ar_hold = Signal()
-        r_can = Signal()
-        m.d.comb += r_can.eq(r_has & ~r_skip & ~aborting
-                             & ~(re.raw & (done_ptr != rd_ptr))
-                             & (r_res <= FD - res) & (ar_out < self.max_reads))
+        m.d.comb += r_res.eq(rw.n + (rw.last & r_up) - (rw.last & r_dn))
+        # (the FIFO space and the read count are taken when the burst is accepted: with
+        # one burst offered at a time, space_ok's margin covers it until then)
+        r_room = Signal()
+        m.d.comb += r_room.eq(space_ok & (ar_out < self.max_reads))
+        r_issue = Signal()
+        m.d.comb += r_issue.eq(r_act & ~ar_valid & r_room & ~aborting & ~(r_raw & (done_ptr != rd_ptr)))
         ar_fire = Signal()
         m.d.comb += [
-            bus.arvalid.eq(ar_hold | r_can),
-            bus.araddr.eq(Cat(Const(0, lb), r_addr)),
-            bus.arlen.eq(r_n - 1),
+            bus.arvalid.eq(ar_valid),
+            bus.araddr.eq(Cat(Const(0, lb), rw.addr)),
+            bus.arlen.eq(rw.n - 1),
             bus.arsize.eq(lb),
             bus.arburst.eq(BURST_INCR),
             bus.arid.eq(self.read_id),
             ar_fire.eq(bus.arvalid & bus.arready),
         ]
-        m.d.sync += ar_hold.eq(bus.arvalid & ~bus.arready)  # VALID stays up until taken
+        with m.If(~r_act & (rd_ptr != wr_ptr) & ~aborting):
+            with m.If(qah.skip):
+                m.d.sync += rd_ptr.eq(rd_ptr + 1)
+            with m.Else():
+                m.d.sync += [r_act.eq(1), r_raw.eq(qah.raw), r_up.eq(qah.up), r_dn.eq(qah.dn)]
+                rw.load(qah.addr, qah.last)
+                # the first burst is offered at once when nothing holds it back
+                with m.If(r_room & ~(qah.raw & (done_ptr != rd_ptr))):
+                    m.d.sync += ar_valid.eq(1)
+        with m.If(r_issue):
+            m.d.sync += ar_valid.eq(1)
         with m.If(ar_fire):
-            m.d.sync += rw.step
-            with m.If(r_last):
-                m.d.sync += [rd_ptr.eq(rd_ptr + 1), r_fresh.eq(1)]
-        with m.Elif(r_skip):
-            m.d.sync += rd_ptr.eq(rd_ptr + 1)
+            m.d.sync += ar_valid.eq(0)
+            rw.step()
+            with m.If(rw.last):
+                m.d.sync += [r_act.eq(0), rd_ptr.eq(rd_ptr + 1)]
+        m.d.sync += ar_out.eq(ar_out + ar_fire - rlast_fire)
 
         # ------------------------------------------------------------ R realigner
-        xe = entry(rx_ptr)
-        x_has = Signal()
-        m.d.comb += x_has.eq(rx_ptr != wr_ptr)
-        x_skip = Signal()
-        m.d.comb += x_skip.eq(x_has & (xe.fill | xe.zero))
-        x_fresh = Signal(init=1)
-        x_left_q = Signal(cw)
-        x_addr_q = Signal(AW - lb)
-        x_left = Signal(cw)
-        x_addr = Signal(AW - lb)
-        m.d.comb += [
-            x_left.eq(Mux(x_fresh, xe.rwords, x_left_q)),
-            x_addr.eq(Mux(x_fresh, xe.src[lb:], x_addr_q)),
-        ]
+        qxh = qx.head
+        x_act = Signal()
+        x = Signal(qx_layout)          # the command being realigned
+        x_k = Signal(cw)               # beats taken so far
+        x_first = Signal()
         prev = Signal(DW)
         flush_pending = Signal()
-        m.d.comb += bus.rready.eq(aborting | (x_has & ~x_skip & ~flush_pending))
-        r_fire = Signal()
-        m.d.comb += r_fire.eq(bus.rvalid & bus.rready)
-        with m.If(r_fire & bus.rlast):
-            m.d.sync += ar_out.eq(ar_out + ar_fire - 1)
-        with m.Else():
-            m.d.sync += ar_out.eq(ar_out + ar_fire)
-
-        cur = Signal(DW)
-        m.d.comb += [
-            cur.eq(Mux(flush_pending, 0, bus.rdata)),
-            push_data.eq(Cat(prev, cur).bit_select(Cat(Const(0, 3), xe.sh), DW)),
-        ]
+        with m.If(~x_act & (rx_ptr != wr_ptr) & ~aborting):
+            with m.If(qxh.skip):
+                m.d.sync += rx_ptr.eq(rx_ptr + 1)
+            with m.Else():
+                m.d.sync += [x_act.eq(1), x.eq(qxh), x_k.eq(0), x_first.eq(1)]
+        x_copy = Signal()
+        m.d.comb += x_copy.eq(x_act & ~flush_pending)
+        m.d.comb += [bus.rready.eq(aborting | x_copy), r_fire.eq(bus.rvalid & bus.rready)]
+        # (in the flush beat the lanes taken from RDATA lie past the copy's end: the last
+        # beat's strobes mask them, so whatever RDATA holds then is never written)
+        m.d.comb += push_data.eq(Cat(prev, bus.rdata).bit_select(Cat(Const(0, 3), x.sh), DW))
+        x_last = Signal()
+        m.d.comb += x_last.eq(x_k == x.last)
         r_err = Signal()
         m.d.comb += r_err.eq(r_fire & ~aborting & (bus.rresp != RESP_OKAY))
+
+        def x_next():
+            m.d.sync += [x_act.eq(0), rx_ptr.eq(rx_ptr + 1)]
+
         with m.If(~aborting):
             with m.If(flush_pending):
                 m.d.comb += push.eq(1)
-                m.d.sync += [flush_pending.eq(0), rx_ptr.eq(rx_ptr + 1), x_fresh.eq(1)]
-            with m.Elif(r_fire):
-                m.d.comb += push.eq((bus.rresp == RESP_OKAY) & ~(x_fresh & xe.e))
-                m.d.sync += [
-                    prev.eq(bus.rdata),
-                    x_left_q.eq(x_left - 1), x_addr_q.eq(x_addr + 1), x_fresh.eq(0),
-                ]
-                with m.If(x_left == 1):
-                    with m.If(xe.flush):
+                m.d.sync += flush_pending.eq(0)
+                x_next()
+            with m.Elif(r_fire & x_copy):
+                m.d.comb += push.eq((bus.rresp == RESP_OKAY) & ~(x_first & x.e))
+                m.d.sync += [prev.eq(bus.rdata), x_k.eq(x_k + 1), x_first.eq(0)]
+                with m.If(x_last):
+                    with m.If(x.flush):
                         m.d.sync += flush_pending.eq(1)
                     with m.Else():
-                        m.d.sync += [rx_ptr.eq(rx_ptr + 1), x_fresh.eq(1)]
-            with m.Elif(x_skip):
-                m.d.sync += rx_ptr.eq(rx_ptr + 1)
-
-        # ------------------------------------------------------------ B queue
-        bq_last = Array(Signal(name=f"bq_last{i}") for i in range(Q))
-        bq_nob = Array(Signal(name=f"bq_nob{i}") for i in range(Q))
-        bq_addr = Array(Signal(AW, name=f"bq_addr{i}") for i in range(Q))
-        bq_wp = Signal(qib + 1)
-        bq_rp = Signal(qib + 1)
-        bq_room = Signal()
-        bq_ne = Signal()
-        m.d.comb += [bq_room.eq((bq_wp - bq_rp)[:qib + 1] != Q), bq_ne.eq(bq_wp != bq_rp)]
-
-        def bq_index(p):
-            return p[:qib] if qib else Const(0, 1)
-
-        bq_push = Signal()
-        bq_push_last = Signal()
-        bq_push_nob = Signal()
-        bq_push_addr = Signal(AW)
-        with m.If(bq_push):
-            m.d.sync += [
-                bq_last[bq_index(bq_wp)].eq(bq_push_last),
-                bq_nob[bq_index(bq_wp)].eq(bq_push_nob),
-                bq_addr[bq_index(bq_wp)].eq(bq_push_addr),
-                bq_wp.eq(bq_wp + 1),
-            ]
+                        x_next()
 
         # ------------------------------------------------------------ AW issuer
-        ae = entry(aw_ptr)
-        a_has = Signal()
-        m.d.comb += a_has.eq(aw_ptr != wr_ptr)
-        aw = BurstWalk("a", ae.dst[lb:], ae.wbeats)
-        a_fresh, a_addr, a_n, a_last = aw.fresh, aw.addr, aw.n, aw.last
+        bq_layout = data.StructLayout({"addr": AW, "last": 1, "nob": 1})
+        wq_layout = data.StructLayout({"len": mbw, "first": 1, "last": 1, "lane": lb, "end_lane": lb,
+                                       "fill": 1, "pattern": 32})
+        bq_wp = Signal(qpw)
+        bq_rp = Signal(qpw)
+        wq_wp = Signal(qpw)
+        wq_rp = Signal(qpw)
+        bq = _Queue(m, "bq", bq_layout, Q, bq_wp, bq_rp)
+        wq = _Queue(m, "wq", wq_layout, Q, wq_wp, wq_rp)
+        bq_room = Signal()
+        bq_ne = Signal()
+        wq_ne = Signal()
+        m.d.comb += [bq_room.eq((bq_wp - bq_rp)[:qpw] != Q), bq_ne.eq(bq_wp != bq_rp), wq_ne.eq(wq_wp != wq_rp)]
+        m.d.sync += [bq_wp.eq(bq_wp + bq.w.en), wq_wp.eq(wq_wp + wq.w.en)]
+
+        qwh = qw.head
+        a_act = Signal()
+        a_first = Signal()
+        a_lane = Signal(lb)
+        a_end_lane = Signal(lb)
+        a_fill = Signal()
+        a_pattern = Signal(32)
+        aw = Walk("a")
+        aw_valid = Signal()
         a_scope = Signal()
         m.d.comb += a_scope.eq(in_scope(aw_ptr))
-        aw_hold = Signal()
-        a_can = Signal()
-        a_zero = Signal()
-        m.d.comb += [
-            # (a beat being pushed now counts: the burst's data is complete at this edge)
-            a_can.eq(a_has & ~ae.zero & (ae.fill | (avail + push >= a_n)) & bq_room & ~a_scope),
-            a_zero.eq(a_has & ae.zero & bq_room & ~a_scope),
-        ]
+        a_issue = Signal()
+        # a copy's burst waits for its data; a fill's goes at once
+        m.d.comb += a_issue.eq(a_act & ~aw_valid & (a_fill | (avail >= aw.n)) & bq_room & ~a_scope)
         aw_fire = Signal()
         m.d.comb += [
-            bus.awvalid.eq(aw_hold | a_can),
-            bus.awaddr.eq(Cat(Const(0, lb), a_addr)),
-            bus.awlen.eq(a_n - 1),
+            bus.awvalid.eq(aw_valid),
+            bus.awaddr.eq(Cat(Const(0, lb), aw.addr)),
+            bus.awlen.eq(aw.n - 1),
             bus.awsize.eq(lb),
             bus.awburst.eq(BURST_INCR),
             bus.awid.eq(self.write_id),
             aw_fire.eq(bus.awvalid & bus.awready),
         ]
-        m.d.sync += aw_hold.eq(bus.awvalid & ~bus.awready)
+        with m.If(~a_act & (aw_ptr != wr_ptr) & ~a_scope & bq_room):
+            with m.If(qwh.zero):
+                # a zero-length command: no bursts, but a B queue entry keeps it in order
+                m.d.comb += [bq.w.en.eq(1), bq.w.data.last.eq(1), bq.w.data.nob.eq(1)]
+                m.d.sync += aw_ptr.eq(aw_ptr + 1)
+            with m.Else():
+                m.d.sync += [a_act.eq(1), a_first.eq(1), a_lane.eq(qwh.lane), a_end_lane.eq(qwh.end_lane),
+                             a_fill.eq(qwh.fill), a_pattern.eq(qwh.pattern)]
+                aw.load(qwh.addr, qwh.last)
+        with m.If(a_issue):
+            m.d.sync += aw_valid.eq(1)
         with m.If(aw_fire):
             m.d.comb += [
-                bq_push.eq(1), bq_push_last.eq(a_last), bq_push_nob.eq(0),
-                bq_push_addr.eq(Mux(a_fresh, ae.dst, Cat(Const(0, lb), a_addr))),
+                bq.w.en.eq(1), bq.w.data.last.eq(aw.last), bq.w.data.nob.eq(0),
+                bq.w.data.addr.eq(Cat(Mux(a_first, a_lane, 0), aw.addr)),
+                wq.w.en.eq(1), wq.w.data.len.eq(aw.n - 1), wq.w.data.first.eq(a_first),
+                wq.w.data.last.eq(aw.last), wq.w.data.lane.eq(a_lane), wq.w.data.end_lane.eq(a_end_lane),
+                wq.w.data.fill.eq(a_fill), wq.w.data.pattern.eq(a_pattern),
             ]
-            m.d.sync += aw.step
-            with m.If(a_last):
-                m.d.sync += [aw_ptr.eq(aw_ptr + 1), a_fresh.eq(1)]
-        with m.Elif(a_zero):
-            m.d.comb += [bq_push.eq(1), bq_push_last.eq(1), bq_push_nob.eq(1)]
-            m.d.sync += aw_ptr.eq(aw_ptr + 1)
+            m.d.sync += [aw_valid.eq(0), a_first.eq(0)]
+            aw.step()
+            with m.If(aw.last):
+                m.d.sync += [a_act.eq(0), aw_ptr.eq(aw_ptr + 1)]
+        m.d.sync += [
+            avail.eq(avail + push - Mux(a_issue & ~a_fill, aw.n, 0)),
+            res.eq(res + Mux(ar_fire, r_res, 0) - pop),
+        ]
 
         # ------------------------------------------------------------ W stream
-        we = entry(wd_ptr)
-        w_has = Signal()
-        m.d.comb += w_has.eq(wd_ptr != wr_ptr)
-        w_fresh = Signal(init=1)
-        w_left_q = Signal(cw)
-        w_idx_q = Signal(max(bnd_bits, 1))
-        w_left = Signal(cw)
-        w_idx = Signal(max(bnd_bits, 1))
-        m.d.comb += w_left.eq(Mux(w_fresh, we.wbeats, w_left_q))
-        if bnd_bits:
-            m.d.comb += w_idx.eq(Mux(w_fresh, we.dst[lb:lb + bnd_bits], w_idx_q))
-        owed = Signal(range(Q * MB + 1))  # W beats whose AW has gone out
+        wqh = wq.head
+        w_beat = Signal(mbw)
         all_lanes = Const((1 << B) - 1, B)
+        w_lastbeat = Signal()
+        m.d.comb += w_lastbeat.eq(w_beat == wqh.len)
         first_mask = Signal(B)
         last_mask = Signal(B)
         last_shift = Signal(lb)
         m.d.comb += [
-            last_shift.eq(B - 1 - we.end_lane),
-            first_mask.eq((all_lanes << we.dst[:lb])[:B]),
+            last_shift.eq(B - 1 - wqh.end_lane),
+            first_mask.eq((all_lanes << wqh.lane)[:B]),
             last_mask.eq(all_lanes >> last_shift),
         ]
-        w_lastbeat = Signal()
-        m.d.comb += w_lastbeat.eq(w_left == 1)
         w_fire = Signal()
         m.d.comb += [
-            bus.wvalid.eq(w_has & ~we.zero & (owed != 0) & (we.fill | (level != 0))),
-            bus.wdata.eq(Mux(we.fill, we.src[:32].replicate(B // 4), f_rp.data)),
-            bus.wstrb.eq(Mux(w_fresh, first_mask, all_lanes) & Mux(w_lastbeat, last_mask, all_lanes)),
-            bus.wlast.eq(w_lastbeat | ((w_idx == bnd_beats - 1) if bnd_bits else 1)),
+            bus.wvalid.eq(wq_ne & (wqh.fill | f_hv)),
+            bus.wdata.eq(Mux(wqh.fill, wqh.pattern.replicate(B // 4), f_rp.data)),
+            bus.wstrb.eq(Mux(wqh.first & (w_beat == 0), first_mask, all_lanes) &
+                         Mux(wqh.last & w_lastbeat, last_mask, all_lanes)),
+            bus.wlast.eq(w_lastbeat),
             w_fire.eq(bus.wvalid & bus.wready),
-            pop.eq(w_fire & ~we.fill),
+            pop.eq(w_fire & ~wqh.fill),
         ]
         with m.If(w_fire):
-            m.d.sync += [w_left_q.eq(w_left - 1), w_idx_q.eq(w_idx + 1), w_fresh.eq(0)]
+            m.d.sync += w_beat.eq(w_beat + 1)
             with m.If(w_lastbeat):
-                m.d.sync += [wd_ptr.eq(wd_ptr + 1), w_fresh.eq(1)]
-        with m.Elif(w_has & we.zero):
-            m.d.sync += wd_ptr.eq(wd_ptr + 1)
-
-        m.d.sync += [
-            owed.eq(owed + Mux(aw_fire, a_n, 0) - w_fire),
-            avail.eq(avail + push - Mux(aw_fire & ~ae.fill, a_n, 0)),
-            res.eq(res + Mux(ar_fire, r_res, 0) - pop),
-        ]
+                m.d.sync += [w_beat.eq(0), wq_rp.eq(wq_rp + 1)]
 
         # ------------------------------------------------------------ completion
-        bh = bq_index(bq_rp)
-        bh_nob = Signal()
-        bh_last = Signal()
-        m.d.comb += [bh_nob.eq(bq_nob[bh]), bh_last.eq(bq_last[bh])]
-        m.d.comb += bus.bready.eq(bq_ne & ~bh_nob)
+        bqh = bq.head
+        m.d.comb += bus.bready.eq(bq_ne & ~bqh.nob)
         b_fire = Signal()
         m.d.comb += b_fire.eq(bus.bvalid & bus.bready)
         head_scoped = Signal()  # the oldest command is the failing one: its end is reported below
@@ -477,11 +510,11 @@ class DMAEngine(wiring.Component):
         b_err = Signal()
         m.d.comb += b_err.eq(b_fire & (bus.bresp != RESP_OKAY) & ~head_scoped)
         nob_pop = Signal()
-        m.d.comb += nob_pop.eq(bq_ne & bh_nob)
+        m.d.comb += nob_pop.eq(bq_ne & bqh.nob)
         with m.If(b_fire | nob_pop):
             m.d.sync += bq_rp.eq(bq_rp + 1)
         done_ok = Signal()
-        m.d.comb += done_ok.eq(((b_fire & bh_last & ~b_err) | nob_pop) & ~head_scoped)
+        m.d.comb += done_ok.eq(((b_fire & bqh.last & ~b_err) | nob_pop) & ~head_scoped)
         with m.If(done_ok):
             m.d.comb += self.done.eq(1)
             m.d.sync += done_ptr.eq(done_ptr + 1)
@@ -489,11 +522,11 @@ class DMAEngine(wiring.Component):
         # First error: a write error belongs to the oldest command, so it wins over a
         # read error of the same cycle and over an earlier-latched read error.
         with m.If(b_err):
-            m.d.sync += [aborting.eq(1), abort_ptr.eq(done_ptr), err_resp.eq(bus.bresp),
-                         err_addr.eq(bq_addr[bh])]
+            m.d.sync += [aborting.eq(1), abort_ptr.eq(done_ptr), err_resp.eq(bus.bresp), err_addr.eq(bqh.addr)]
         with m.Elif(r_err):
             m.d.sync += [aborting.eq(1), abort_ptr.eq(rx_ptr), err_resp.eq(bus.rresp),
-                         err_addr.eq(Mux(x_fresh, xe.src, Cat(Const(0, lb), x_addr)))]
+                         # (the first beat: x_k is 0 and the copy starts at src's own lane)
+                         err_addr.eq(Cat(Mux(x_first, x.src[:lb], 0), x.src[lb:] + x_k))]
 
         # abort (soft reset): everything queued is in scope and goes without a `done`.
         silent = Signal()
@@ -501,7 +534,7 @@ class DMAEngine(wiring.Component):
             m.d.sync += [aborting.eq(1), abort_ptr.eq(done_ptr), silent.eq(1)]
 
         drained = Signal()
-        m.d.comb += drained.eq((ar_out == 0) & ~bus.arvalid & ~bus.awvalid & (owed == 0) & ~bq_ne)
+        m.d.comb += drained.eq((ar_out == 0) & ~ar_valid & ~aw_valid & ~wq_ne & ~bq_ne)
         reporting = Signal()
         m.d.comb += reporting.eq(head_scoped & drained)
         with m.If(reporting & ~self.abort):
@@ -514,10 +547,9 @@ class DMAEngine(wiring.Component):
                 # Everything reported: back to a clean, empty pipeline.
                 m.d.sync += [
                     aborting.eq(0), silent.eq(0), done_ptr.eq(wr_ptr),
-                    rd_ptr.eq(wr_ptr), rx_ptr.eq(wr_ptr), aw_ptr.eq(wr_ptr), wd_ptr.eq(wr_ptr),
-                    r_fresh.eq(1), x_fresh.eq(1), a_fresh.eq(1), w_fresh.eq(1),
-                    flush_pending.eq(0),
-                    level.eq(0), res.eq(0), avail.eq(0), f_rd.eq(f_wr),
+                    rd_ptr.eq(wr_ptr), rx_ptr.eq(wr_ptr), aw_ptr.eq(wr_ptr),
+                    r_act.eq(0), x_act.eq(0), a_act.eq(0), flush_pending.eq(0),
+                    res.eq(0), avail.eq(0), f_rd.eq(f_wr), f_hv.eq(0), w_beat.eq(0),
                 ]
 
         m.d.comb += [

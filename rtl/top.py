@@ -31,10 +31,12 @@ DMA_MAX_LOG2 = 20  # DMA_DATA moves at most 1 MiB (BYTE_COUNT has room for 2 MiB
 
 
 class GpuTop(wiring.Component):
-    def __init__(self, data_width: int = 64):
+    def __init__(self, data_width: int = 64, fetch_depth: int = 8):
+        """`fetch_depth`: beats each CP fetcher reads ahead (rtl/cp/fetch.py)."""
         if data_width not in (32, 64, 128, 256):
             raise ValueError(f"data_width must be 32, 64, 128 or 256, not {data_width!r}")
         self.data_width = data_width
+        self.fetch_depth = fetch_depth
         super().__init__({
             "s_axil": In(AXI4LiteSignature(MMIO_ADDR_WIDTH, 32)),
             "m_axi": Out(AXI4Signature(ADDR_WIDTH, data_width, ID_WIDTH)),
@@ -65,7 +67,8 @@ class GpuTop(wiring.Component):
         # master's index in the top AXI ID bit (the CP uses IDs 0-3, the DMA 8 on m_axi).
         m.submodules.dma = dma = DMAEngine(self.data_width, ADDR_WIDTH, ID_WIDTH)
         m.submodules.cp = cp = CommandProcessor(csr, self.data_width, ADDR_WIDTH, IB_LEVELS,
-                                                TIMESTAMP_WIDTH, dma=dma, dma_max_log2=DMA_MAX_LOG2)
+                                                TIMESTAMP_WIDTH, dma=dma, dma_max_log2=DMA_MAX_LOG2,
+                                                fetch_depth=self.fetch_depth)
         m.submodules.mux = mux = AXI4Mux(2, ADDR_WIDTH, self.data_width, ID_WIDTH)
         wiring.connect(m, cp.bus, mux.s[0])
         wiring.connect(m, dma.bus, mux.s[1])
@@ -79,8 +82,8 @@ class GpuTop(wiring.Component):
         return m
 
 
-def to_verilog(data_width: int = 64, name: str = "gpu_top") -> str:
-    return verilog.convert(GpuTop(data_width), name=name, emit_src=False)
+def to_verilog(data_width: int = 64, name: str = "gpu_top", fetch_depth: int = 8) -> str:
+    return verilog.convert(GpuTop(data_width, fetch_depth), name=name, emit_src=False)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -223,3 +223,35 @@ async def dma_small_copy(dut):
             RESULTS["dma_16b_copy_cycles"] = cycle - accepted
             break
     _save()
+
+
+@cocotb.test()
+async def cp_fetch_stream(dut):
+    """Parsing throughput: an IB of 4,096 dwords of 4-dword NOPs with CP_STREAM_LATENCY
+    cycles of read latency (default 16); ring and IB dwords per busy cycle, which is what
+    the fetchers' read-ahead (rtl/cp/fetch.py, `fetch_depth`) buys (make sweep)."""
+    dev = await _setup(dut)
+    lat = int(os.environ.get("CP_STREAM_LATENCY", "16"))
+    ib = []
+    while len(ib) < 4096:
+        ib += pm4.nop(3)
+    dev.mem_model.configure(rd_latency=lat)
+    await ClockCycles(dut.clk, 2)
+    _put(dev, IB, ib)
+    ring = pm4.indirect_buffer(IB, len(ib))
+    _put(dev, RING, ring)
+
+    async def counter(reg) -> int:
+        return int.from_bytes((await dev.mmio.read(reg.addr(), 4)).data, "little")
+
+    busy0, dw0 = await counter(regs.PERF_BUSY_CYCLES), await counter(regs.PERF_DWORDS_FETCHED)
+    await dev._wr(regs.RB_DOORBELL, len(ring))
+    for _ in range(200_000):
+        await ClockCycles(dut.clk, 64)
+        if int(dut.gpu.cp.idle.value):
+            break
+    busy = await counter(regs.PERF_BUSY_CYCLES) - busy0
+    dwords = await counter(regs.PERF_DWORDS_FETCHED) - dw0
+    dev.mem_model.configure(rd_latency=0)
+    RESULTS[f"cp_stream_dwords_per_cycle_lat{lat}"] = dwords / busy
+    _save()

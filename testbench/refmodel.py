@@ -687,7 +687,7 @@ class RefModel(Device):
         return words.tolist()
 
     def _cp_write(self, a: int, words) -> None:
-        """A CP write of dwords at a (4-aligned). Like rtl/memwr.py it goes out in aligned
+        """A CP write of dwords at a (4-aligned). Like rtl/cp/writer.py it goes out in aligned
         32-byte blocks, each waiting for its response: on an error the earlier blocks are
         written, the faulting block keeps its good dwords, later blocks are not written;
         the error names the block's first written address and its worst response."""

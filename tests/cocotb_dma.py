@@ -551,3 +551,24 @@ async def test_bench(dut):
         with open(out, "w") as f:
             json.dump(res, f)
     mem.close()
+
+
+@cocotb.test()
+async def test_sweep_point(dut):
+    """One design-space point for `make sweep` (fpga/sweep.py): back-to-back 4 KiB copies at
+    SWEEP_LATENCY cycles of read latency; the bus efficiency goes to GPUCOSIM_BENCH_OUT."""
+    mem, checker, (e0, _) = await start(dut, rd_latency=int(os.environ.get("SWEEP_LATENCY", "0")))
+    B = nbytes_bus(dut)
+    n = 16
+    expected = np.array(mem.view)
+    cmds = [Cmd(0x1000 * k, SRC_AREA + 0x1000 * k, 4096) for k in range(n)]
+    for c in cmds:
+        apply(expected, c)
+    cycles = await timed(dut, e0, cmds)
+    check_memory(dut, mem, expected, what="sweep copies")
+    checker.check()
+    out = os.environ.get("GPUCOSIM_BENCH_OUT")
+    if out:
+        with open(out, "w") as f:
+            json.dump({"copy_4k_eff": n * 4096 / (cycles * B), "cycles": cycles}, f)
+    mem.close()

@@ -7,7 +7,8 @@ A fetcher reads dword indices [ptr, end) of a buffer at `base`, where index i li
 `base + 4 * (i & mask)` (the ring wraps with mask = size − 1; an IB has mask = all ones).
 `end` may grow while it runs (a doorbell moves the ring's wptr). Bursts never cross 4 KiB
 or the ring's wrap point and never read past `end`. Space in the beat buffer is reserved
-when a burst is issued, so R beats are always accepted (rready is constant 1).
+when a burst is issued, so R beats are always accepted (rready is constant 1). The beat
+buffer and the record of bursts in flight are small memories (LUTRAM on an FPGA).
 
 `flush` drops everything: buffered beats are discarded and beats still in flight are
 counted down and thrown away as they arrive, so a redirect never sees stale data.
@@ -15,8 +16,9 @@ Dwords come out one per cycle with the AXI response of their beat (an error resp
 poisons the dwords of that beat; the parser reports it only if it consumes one).
 """
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
@@ -51,71 +53,86 @@ class Fetcher(wiring.Component):
         dpb, depth = self.dpb, self.depth
         idx_w = max(1, ceil_log2(dpb))
         cnt_w = ceil_log2(depth + 1)
+        ptr_w = max(1, ceil_log2(depth))
+        maxd = self.max_burst * dpb  # dwords of the longest burst
+        k = ceil_log2(maxd)
+        nb_w = ceil_log2(maxd + 1)
 
         active = Signal()
         base = Signal(self.addr_width)
         mask = Signal(32)
         fptr = Signal(32)  # next dword index to request
 
-        # ---- beat buffer: data, response, first and last valid dword index in the beat
-        buf_data = Array(Signal(self.data_width, name=f"buf_data{i}") for i in range(depth))
-        buf_resp = Array(Signal(2, name=f"buf_resp{i}") for i in range(depth))
-        buf_first = Array(Signal(idx_w, name=f"buf_first{i}") for i in range(depth))
-        buf_last = Array(Signal(idx_w, name=f"buf_last{i}") for i in range(depth))
-        rd = Signal(ceil_log2(depth))
-        wr = Signal(ceil_log2(depth))
+        # ---- beat buffer (LUTRAM): data, response, first and last valid dword index in the beat
+        beat = data.StructLayout({"data": self.data_width, "resp": 2, "first": idx_w, "last": idx_w})
+        m.submodules.beats = beats = Memory(shape=beat, depth=1 << ptr_w, init=[])
+        bw = beats.write_port()
+        br = beats.read_port(domain="comb")
+        rd = Signal(ptr_w)
+        wr = Signal(ptr_w)
         level = Signal(cnt_w)
         outstanding = Signal(cnt_w)  # beats requested, not yet received (counting ones to drop)
         drop = Signal(cnt_w)  # of those, beats to discard (requested before a flush)
 
-        # ---- bursts in flight: (first dword index in first beat, dwords) per burst
-        nb_w = ceil_log2(self.max_burst * dpb + 1)
-        cmd_first = Array(Signal(idx_w, name=f"cmd_first{i}") for i in range(depth))
-        cmd_n = Array(Signal(nb_w, name=f"cmd_n{i}") for i in range(depth))
-        crd = Signal(ceil_log2(depth))
-        cwr = Signal(ceil_log2(depth))
+        # ---- bursts in flight (LUTRAM): first dword index in the first beat, dwords
+        burst = data.StructLayout({"first": idx_w, "n": nb_w})
+        m.submodules.bursts = bursts = Memory(shape=burst, depth=1 << ptr_w, init=[])
+        cw_ = bursts.write_port()
+        cr_ = bursts.read_port(domain="comb")
+        crd = Signal(ptr_w)
+        cwr = Signal(ptr_w)
         cur_left = Signal(nb_w)  # dwords of the head burst not yet received
         cur_started = Signal()  # the head burst has delivered a beat
+        m.d.comb += [bw.addr.eq(wr), br.addr.eq(rd), cw_.addr.eq(cwr), cr_.addr.eq(crd)]
 
-        # ---- issue: how many dwords the next burst may read
-        remaining = Signal(32)
-        m.d.comb += remaining.eq(self.end - fptr)
+        # ---- issue: how many dwords the next burst may read. Each limit is clamped to the
+        # longest burst first, so the minimum is taken on a few bits, not 33.
         idx = Signal(32)
         m.d.comb += idx.eq(fptr & mask)
         addr = Signal(self.addr_width)
         m.d.comb += addr.eq(base + Cat(Const(0, 2), idx))
-        to_wrap = Signal(33)
-        m.d.comb += to_wrap.eq(mask + 1 - idx)  # mask all ones → 2^32 − idx, never the limit
         first = Signal(idx_w)
         if dpb > 1:
             m.d.comb += first.eq(addr[2:2 + idx_w])
-        to_4k = Signal(11)
-        m.d.comb += to_4k.eq(1024 - addr[2:12])
+
+        def clamp(big, low):
+            """min(value, maxd) where value = `low` (k bits) + `big` · 2^k, as nb_w bits."""
+            out = Signal(nb_w)
+            m.d.comb += out.eq(Mux(big != 0, maxd, low))
+            return out
+
+        remaining = Signal(32)
+        m.d.comb += remaining.eq(self.end - fptr)
+        rem_c = clamp(remaining[k:], remaining[:k])
+        to_wrap_m1 = Signal(32)  # mask + 1 - idx, less one: idx lies inside mask, so no carries
+        m.d.comb += to_wrap_m1.eq(mask & ~idx)
+        wrap_c = clamp(to_wrap_m1[k:], to_wrap_m1[:k] + 1)
+        to_4k_m1 = Signal(10)
+        m.d.comb += to_4k_m1.eq(~addr[2:12])
+        k4_c = clamp(to_4k_m1[k:], to_4k_m1[:k] + 1)
         max_dw = Signal(nb_w)
-        m.d.comb += max_dw.eq(self.max_burst * dpb - first)
+        m.d.comb += max_dw.eq(maxd - first)
+        n1 = Signal(nb_w)
+        n2 = Signal(nb_w)
         n = Signal(nb_w)
-        n1 = Signal(33)
-        n2 = Signal(33)
-        n3 = Signal(33)
         m.d.comb += [
-            n1.eq(Mux(remaining < to_wrap, remaining, to_wrap)),
-            n2.eq(Mux(n1 < to_4k, n1, to_4k)),
-            n3.eq(Mux(n2 < max_dw, n2, max_dw)),
-            n.eq(n3),
+            n1.eq(Mux(rem_c < wrap_c, rem_c, wrap_c)),
+            n2.eq(Mux(k4_c < max_dw, k4_c, max_dw)),
+            n.eq(Mux(n1 < n2, n1, n2)),
         ]
-        beats = Signal(range(self.max_burst + 1))
-        m.d.comb += beats.eq((first + n + dpb - 1) >> ceil_log2(dpb) if dpb > 1 else n)
+        beats_n = Signal(range(self.max_burst + 1))
+        m.d.comb += beats_n.eq((first + n + dpb - 1) >> ceil_log2(dpb) if dpb > 1 else n)
         credits = Signal(cnt_w + 1)
         m.d.comb += credits.eq(depth - level - outstanding)
         cmd_full = Signal()
-        m.d.comb += cmd_full.eq((cwr + 1)[:len(cwr)] == crd)
+        m.d.comb += cmd_full.eq((cwr + 1)[:ptr_w] == crd)
 
         can_issue = Signal()
-        m.d.comb += can_issue.eq(active & (remaining != 0) & (beats <= credits) & ~cmd_full & ~self.flush)
+        m.d.comb += can_issue.eq(active & (n != 0) & (beats_n <= credits) & ~cmd_full & ~self.flush)
         m.d.comb += [
             self.arvalid.eq(can_issue),
             self.araddr.eq(Cat(Const(0, 2 + ceil_log2(dpb)), addr[2 + ceil_log2(dpb):])),
-            self.arlen.eq(beats - 1),
+            self.arlen.eq(beats_n - 1),
         ]
         ar_fire = Signal()
         m.d.comb += ar_fire.eq(self.arvalid & self.arready)
@@ -125,9 +142,9 @@ class Fetcher(wiring.Component):
         r_keep = Signal()
         m.d.comb += r_keep.eq(self.rvalid & (drop == 0))
         head_first = Signal(idx_w)
-        m.d.comb += head_first.eq(Mux(cur_started, 0, cmd_first[crd]))
+        m.d.comb += head_first.eq(Mux(cur_started, 0, cr_.data.first))
         head_left = Signal(nb_w)
-        m.d.comb += head_left.eq(Mux(cur_started, cur_left, cmd_n[crd]))
+        m.d.comb += head_left.eq(Mux(cur_started, cur_left, cr_.data.n))
         take = Signal(nb_w)
         m.d.comb += take.eq(Mux(head_left < dpb - head_first, head_left, dpb - head_first))
 
@@ -135,30 +152,28 @@ class Fetcher(wiring.Component):
         sub = Signal(idx_w)
         sub_fresh = Signal(init=1)
         cur = Signal(idx_w)
-        m.d.comb += cur.eq(Mux(sub_fresh, buf_first[rd], sub))
+        m.d.comb += cur.eq(Mux(sub_fresh, br.data.first, sub))
         m.d.comb += [
             self.dw_valid.eq((level != 0) & ~self.flush),
-            self.dw_data.eq(buf_data[rd].word_select(cur, 32) if dpb > 1 else buf_data[rd]),
-            self.dw_resp.eq(buf_resp[rd]),
+            self.dw_data.eq(br.data.data.word_select(cur, 32) if dpb > 1 else br.data.data),
+            self.dw_resp.eq(br.data.resp),
         ]
         pop_dw = Signal()
         pop_beat = Signal()
         m.d.comb += [
             pop_dw.eq(self.dw_valid & self.dw_ready),
-            pop_beat.eq(pop_dw & (cur == buf_last[rd])),
+            pop_beat.eq(pop_dw & (cur == br.data.last)),
         ]
 
         push = Signal()
         m.d.comb += push.eq(r_keep)
         m.d.sync += level.eq(level + push - pop_beat)
+        m.d.comb += [
+            bw.en.eq(push), bw.data.data.eq(self.rdata), bw.data.resp.eq(self.rresp),
+            bw.data.first.eq(head_first), bw.data.last.eq(head_first + take - 1),
+        ]
         with m.If(push):
-            m.d.sync += [
-                buf_data[wr].eq(self.rdata),
-                buf_resp[wr].eq(self.rresp),
-                buf_first[wr].eq(head_first),
-                buf_last[wr].eq(head_first + take - 1),
-                wr.eq(wr + 1),
-            ]
+            m.d.sync += wr.eq(wr + 1)
             with m.If(head_left == take):
                 m.d.sync += [cur_started.eq(0), crd.eq(crd + 1)]
             with m.Else():
@@ -170,17 +185,13 @@ class Fetcher(wiring.Component):
                 m.d.sync += [sub.eq(cur + 1), sub_fresh.eq(0)]
 
         # outstanding beats: + on AR, − on every R beat (kept or dropped)
-        m.d.sync += outstanding.eq(outstanding + Mux(ar_fire, beats, 0) - self.rvalid)
+        m.d.sync += outstanding.eq(outstanding + Mux(ar_fire, beats_n, 0) - self.rvalid)
         with m.If(self.rvalid & (drop != 0)):
             m.d.sync += drop.eq(drop - 1)
 
+        m.d.comb += [cw_.en.eq(ar_fire), cw_.data.first.eq(first), cw_.data.n.eq(n)]
         with m.If(ar_fire):
-            m.d.sync += [
-                cmd_first[cwr].eq(first),
-                cmd_n[cwr].eq(n),
-                cwr.eq(cwr + 1),
-                fptr.eq(fptr + n),
-            ]
+            m.d.sync += [cwr.eq(cwr + 1), fptr.eq(fptr + n)]
 
         with m.If(self.flush):
             # Everything requested so far and not yet arrived is dropped on arrival.

@@ -2,7 +2,8 @@
 
 Every CP write (WRITE_DATA dwords, RELEASE_MEM fences, rptr/wptr write-back, IH entries)
 fits in an aligned 32-byte block, which can never cross a 4 KiB boundary. The requester
-places dwords at their block positions and says which to write (`req_mask`); the writer
+places dwords at their block positions and says which to write (`req_mask`), and holds
+them (`req_data`) until the write is answered, as the writer reads them beat by beat; the writer
 issues one INCR burst covering the touched beats with byte strobes, waits for the write
 response and reports it. One write at a time: the CP waits for every response anyway
 (errors are then exact, and a fence is never visible before the data it follows); the
@@ -26,7 +27,9 @@ class BlockWriter(wiring.Component):
             "req_valid": In(1), "req_ready": Out(1),
             "req_block": In(addr_width - 5),  # address bits [47:5]
             "req_mask": In(BLOCK_DWORDS),  # dwords of the block to write
-            "req_data": In(32 * BLOCK_DWORDS),  # dword i at bits [32i+31:32i]
+            # dword i at bits [32i+31:32i]; read while the write goes out, so the requester
+            # holds it from the cycle after the request until `done` (the CP's block buffer)
+            "req_data": In(32 * BLOCK_DWORDS),
             "done": Out(1), "resp": Out(2),  # pulse when the write response arrives
             "awvalid": Out(1), "awready": In(1), "awaddr": Out(addr_width), "awlen": Out(8),
             "wvalid": Out(1), "wready": In(1), "wdata": Out(data_width),
@@ -43,7 +46,7 @@ class BlockWriter(wiring.Component):
 
         block = Signal(self.addr_width - 5)
         mask = Signal(BLOCK_DWORDS)
-        data = Signal(32 * BLOCK_DWORDS)
+        data = self.req_data
         first_beat = Signal(bw)
         last_beat = Signal(bw)
         beat = Signal(bw)
@@ -66,7 +69,7 @@ class BlockWriter(wiring.Component):
         def accept():
             with m.If(self.req_valid):
                 m.d.sync += [
-                    block.eq(self.req_block), mask.eq(self.req_mask), data.eq(self.req_data),
+                    block.eq(self.req_block), mask.eq(self.req_mask),
                     first_beat.eq(lo >> shift), last_beat.eq(hi >> shift), beat.eq(lo >> shift),
                     aw_pending.eq(~self.awready), w_pending.eq(1),  # AW goes out at once
                 ]

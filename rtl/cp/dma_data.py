@@ -1,0 +1,90 @@
+"""DMA_DATA: hand a copy or fill to the DMA engine (rtl/dma.py) and run on; with CP_SYNC
+wait for it. The port keeps, per queued transfer, where its packet was (offset, level),
+so a transfer's bus error is reported like that packet's, and sums the engine's counters.
+
+`c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
+
+from amaranth.hdl import Signal
+from amaranth.lib import data
+from amaranth.lib.memory import Memory
+
+from spec import packets as pk
+
+from ..bus import RESP_OKAY
+from .packets import field, value
+
+DD = pk.DMA_DATA
+META_DEPTH = 8  # transfers whose packet location is kept (≥ the engine's command queue)
+
+
+def port(c):
+    """The engine's side of the CP: transfer bookkeeping, errors and counters."""
+    m, csr, dma = c.m, c.csr, c.dma
+    rd_bytes = Signal(32, name="dma_rd_bytes")
+    wr_bytes = Signal(32, name="dma_wr_bytes")
+    cycles = Signal(32, name="dma_cycles")
+    if c.cp.has_dma:
+        m.d.comb += [c.dma_busy.eq(dma.busy), dma.abort.eq(csr.control_soft_reset)]
+        # (a small memory: LUTRAM on an FPGA)
+        m.submodules.dma_meta = meta = Memory(shape=data.StructLayout({"off": 32, "level": 2}),
+                                              depth=META_DEPTH, init=[])
+        meta_w = meta.write_port()
+        meta_r = meta.read_port(domain="comb")
+        mw = Signal(range(META_DEPTH))
+        mr = Signal(range(META_DEPTH))
+        m.d.comb += [meta_w.addr.eq(mw), meta_w.en.eq(c.meta_push), meta_w.data.off.eq(c.hdr_off),
+                     meta_w.data.level.eq(c.level), meta_r.addr.eq(mr)]
+        with m.If(c.meta_push):
+            m.d.sync += mw.eq(mw + 1)
+        with m.If(dma.done):
+            m.d.sync += mr.eq(mr + 1)
+            with m.If(~c.dma_failed):
+                m.d.comb += c.perf_count_dma.eq(1)
+                with m.If(dma.resp != RESP_OKAY):
+                    m.d.sync += c.dma_failed.eq(1)
+                    m.d.comb += [c.dma_err.eq(1), c.dma_err_code.eq(c.bus_code(dma.resp)),
+                                 c.dma_err_off.eq(meta_r.data.off), c.dma_err_level.eq(meta_r.data.level)]
+        with m.If(csr.control_soft_reset):
+            m.d.sync += [mw.eq(0), mr.eq(0)]
+        with m.If(csr.control_perf_clear):
+            m.d.sync += [rd_bytes.eq(0), wr_bytes.eq(0), cycles.eq(0)]
+        with m.Else():
+            m.d.sync += [rd_bytes.eq(rd_bytes + dma.perf_rd_bytes),
+                         wr_bytes.eq(wr_bytes + dma.perf_wr_bytes),
+                         cycles.eq(cycles + dma.perf_busy)]
+    m.d.comb += [csr.perf_dma_bytes_read.eq(rd_bytes), csr.perf_dma_bytes_written.eq(wr_bytes),
+                 csr.perf_dma_busy_cycles.eq(cycles), csr.status_dma_busy.eq(c.dma_busy)]
+
+
+def states(c):
+    """Queue the transfer; wait for it only with CP_SYNC."""
+    m, state, p, dma = c.m, c.state, c.p, c.dma
+    with state("EXEC_DMA_DATA"):
+        if c.cp.has_dma:
+            fill = field(p, DD, "SRC_SEL") == DD.field("SRC_SEL").values["DATA"]
+            m.d.comb += [
+                dma.cmd_valid.eq(~c.err_pending),
+                dma.cmd_src.eq(value(p, DD, "src", c.aw)),
+                dma.cmd_dst.eq(value(p, DD, "dst", c.aw)),
+                dma.cmd_bytes.eq(field(p, DD, "BYTE_COUNT")),
+                dma.cmd_fill.eq(fill),
+                dma.cmd_raw_wait.eq(field(p, DD, "RAW_WAIT")),
+            ]
+            with m.If(c.err_pending):
+                m.next = "ERR_DRAIN"
+            with m.Elif(dma.cmd_ready):
+                m.d.comb += c.meta_push.eq(1)
+                with m.If(field(p, DD, "CP_SYNC")):
+                    m.next = "DMA_SYNC"
+                with m.Else():
+                    m.next = "DONE"
+            with m.Else():
+                m.d.comb += c.stall.eq(1)
+        else:
+            m.next = "DONE"  # unreachable: the checks refuse DMA_DATA without an engine
+    with state("DMA_SYNC"):
+        m.d.comb += c.stall.eq(1)
+        with m.If(c.err_pending):
+            m.next = "ERR_DRAIN"
+        with m.Elif(~c.dma_busy):
+            m.next = "DONE"

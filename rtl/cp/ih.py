@@ -1,0 +1,89 @@
+"""IH writer: an interrupt becomes an 8-dword entry (spec/ih.py) in the IH ring, written as
+one 32-byte block from the entry's own registers (not through the CP's block buffer),
+then IH_WPTR moves (and is written back with IH_CNTL.WPTR_WB).
+
+`c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
+
+from amaranth.hdl import Cat, Const
+
+from spec import ih as ih_spec
+
+from ..bus import RESP_OKAY
+from .writer import BLOCK_DWORDS
+
+
+def start(c, src, ctx, data):
+    """Append an IH entry (in this cycle's FSM transition): its fields and the GPU clock
+    now go into the entry's registers, which the writer reads as one 32-byte block."""
+    m = c.m
+    m.d.sync += [c.ih_src.eq(src), c.ih_ctx.eq(ctx), c.ih_ts.eq(c.cp.timestamp)]
+    m.d.sync += [c.ih_data[i].eq(d) for i, d in enumerate(data)]
+    with m.If(~c.csr.ih_cntl_enable):
+        m.next = "IH_DONE"
+    with m.Elif(c.ih_entry_full):
+        m.d.comb += c.ovf_set.eq(1)
+        m.next = "IH_DONE"
+    with m.Else():
+        c.write_block(c.ih_entry_addr, Const((1 << BLOCK_DWORDS) - 1, BLOCK_DWORDS), None,
+                      "IH_ENTRY_WRITE", "IH_ENTRY_WAIT")
+
+
+def entry(src, ctx, ts, data):
+    """The entry's eight dwords from its registers, at the positions spec/ih.py gives."""
+    values = {
+        "SOURCE_ID": src, "RING_ID": Const(0, 8), "VMID": Const(0, 4), "CONTEXT_ID": ctx,
+        "TIMESTAMP_LO": ts[:32], "TIMESTAMP_HI": ts[32:48],
+        "DATA0": data[0], "DATA1": data[1], "DATA2": data[2], "DATA3": data[3],
+    }
+    dwords = []
+    for d in range(ih_spec.ENTRY_DWORDS):
+        parts = []
+        pos = 0
+        for f in sorted((f for f in ih_spec.FIELDS if f.dword == d), key=lambda f: f.lsb):
+            if f.lsb > pos:
+                parts.append(Const(0, f.lsb - pos))
+            parts.append(values[f.name][:f.width])
+            pos = f.lsb + f.width
+        if pos < 32:
+            parts.append(Const(0, 32 - pos))
+        dwords.append(Cat(*parts))
+    return Cat(*dwords)
+
+
+def states(c):
+    """Append an entry (EOP or CP_ERROR), then write back the wptr."""
+    m, state, writer = c.m, c.state, c.writer
+    with state("IH_ENTRY_WRITE"):
+        c.request_write("IH_ENTRY_WAIT")
+    with state("IH_ENTRY_WAIT"):
+        m.d.comb += c.stall.eq(1)
+        with m.If(writer.done):
+            with m.If(writer.resp != RESP_OKAY):
+                with m.If(c.ih_src == ih_spec.Source.CP_ERROR):
+                    m.next = "ERROR"  # reporting an error failed: the entry is lost
+                with m.Else():
+                    c.fail(c.bus_code(writer.resp), c.blk_addr)
+            with m.Else():
+                m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_DWORDS)
+                with m.If(c.csr.ih_cntl_wptr_wb):
+                    addr = Cat(Const(0, 2), c.csr.ih_wptr_addr_lo[2:], c.csr.ih_wptr_addr_hi)
+                    c.write_dwords(addr, c.ih_wptr + ih_spec.ENTRY_DWORDS, None, "IH_WB_WRITE", "IH_WB_WAIT")
+                with m.Else():
+                    m.next = "IH_DONE"
+    with state("IH_WB_WRITE"):
+        c.request_write("IH_WB_WAIT")
+    with state("IH_WB_WAIT"):
+        m.d.comb += c.stall.eq(1)
+        with m.If(writer.done):
+            with m.If((writer.resp != RESP_OKAY) & (c.ih_src != ih_spec.Source.CP_ERROR)):
+                c.fail(c.bus_code(writer.resp), c.blk_addr)
+            with m.Elif(c.ih_src == ih_spec.Source.CP_ERROR):
+                m.next = "ERROR"
+            with m.Else():
+                m.next = "IH_DONE"
+    with state("IH_DONE"):
+        with m.If(c.ih_src == ih_spec.Source.CP_ERROR):
+            m.next = "ERROR"
+        with m.Else():
+            m.d.comb += c.eop_set.eq(1)
+            m.next = "DONE"

@@ -1,0 +1,57 @@
+"""RELEASE_MEM: once all earlier work is done, write the fence value (none / 32 / 64 bits /
+the GPU clock), wait for its response, then for INT_SEL append an EOP IH entry.
+
+`c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
+
+from amaranth.hdl import Cat, Const
+
+from spec import ih as ih_spec
+from spec import packets as pk
+
+from . import ih
+from .packets import beyond_bus, field, value
+
+RM = pk.RELEASE_MEM
+
+
+def start(c, p):
+    """Once the checks pass (p: the payload this cycle): the fence write goes to the
+    writer at once, or with DATA_SEL NONE straight to the interrupt."""
+    m = c.m
+    sel = field(p, RM, "DATA_SEL")
+    sels = RM.field("DATA_SEL").values
+    addr = value(p, RM, "addr", c.aw)
+    ts = Cat(c.cp.timestamp, Const(0, 64 - c.cp.ts_width))
+    lo = field(p, RM, "DATA_LO")
+    hi = field(p, RM, "DATA_HI")
+    beyond = beyond_bus(p, RM, c.aw)  # RM_WRITE answers DECERR
+    with m.If(sel == sels["DATA_32"]):
+        c.write_dwords(addr, lo, None, "RM_WRITE", "RM_WAIT", defer=beyond)
+    with m.Elif(sel == sels["DATA_64"]):
+        c.write_dwords(addr, lo, hi, "RM_WRITE", "RM_WAIT", defer=beyond)
+    with m.Elif(sel == sels["TIMESTAMP"]):
+        c.write_dwords(addr, ts[:32], ts[32:], "RM_WRITE", "RM_WAIT", defer=beyond)
+    with m.Elif(field(p, RM, "INT_SEL") != RM.field("INT_SEL").values["NONE"]):
+        eop(c, p)
+    with m.Else():
+        m.next = "DONE"
+
+
+def eop(c, p):
+    """The EOP interrupt: the data and the address dwords as the packet gave them (all
+    32 bits of ADDR_HI, even above the bus's 48)."""
+    lo, hi = (RM.field(n) for n in RM.value("addr").fields)
+    ih.start(c, ih_spec.Source.EOP, field(p, RM, "INT_CTXID"),
+             [field(p, RM, "DATA_LO"), field(p, RM, "DATA_HI"), p[lo.dword], p[hi.dword]])
+
+
+def states(c):
+    """The data write (confirmed), then the EOP interrupt."""
+    m, state = c.m, c.state
+    with state("RM_WRITE"):
+        c.request_write("RM_WAIT", check_oob=True)
+    with state("RM_WAIT"), c.write_answered():
+        with m.If(field(c.p, RM, "INT_SEL") != RM.field("INT_SEL").values["NONE"]):
+            eop(c, c.p)
+        with m.Else():
+            m.next = "DONE"

@@ -1,0 +1,61 @@
+"""What the CP shows in the CSR block: STATUS, the CP_ERROR registers, the interrupt
+events, and the performance counters (docs/hardware.md, "Counters and time").
+
+`c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
+
+from amaranth.hdl import Cat, Mux, Signal
+
+from spec import packets as pk
+
+
+def drive(c):
+    m, csr, cp = c.m, c.csr, c.cp
+    idle = Signal(name="idle")
+    quiet = Signal(name="quiet")
+    m.d.comb += quiet.eq(~c.writer.busy & ~c.poll_pending & ~c.ar_valid &
+                         ~Cat(*[f.busy for f in c.fetchers]).any())
+    m.d.comb += idle.eq(quiet & ~c.dma_busy & (c.fsm.ongoing("ERROR") |
+                        (c.fsm.ongoing("RUN") & (c.level == 0) & (c.ring_pos == c.wptr))))
+    m.d.comb += cp.idle.eq(idle)
+    m.d.comb += [
+        csr.rb_rptr.eq(c.rptr), csr.rb_wptr.eq(c.wptr), csr.ih_wptr.eq(c.ih_wptr),
+        csr.status_idle.eq(idle), csr.status_halted.eq(c.halted), csr.status_error.eq(c.err),
+        csr.status_rb_empty.eq(c.rptr == c.wptr), csr.status_waiting.eq(c.waiting),
+        csr.status_level.eq(c.level),
+        csr.cp_error_code.eq(Mux(c.err, c.err_code, 0)), csr.cp_error_level.eq(c.err_level),
+        csr.cp_error_opcode.eq(c.err_opcode),
+        csr.cp_error_addr_lo.eq(c.err_addr[:32]), csr.cp_error_addr_hi.eq(c.err_addr[32:48]),
+        csr.cp_error_offset.eq(c.err_offset),
+        csr.int_status_ih_pending.eq(c.ih_wptr != csr.ih_rptr),
+        csr.int_status_eop_set.eq(c.eop_set | csr.int_force_eop),
+        csr.int_status_cp_error_set.eq(c.cperr_set | csr.int_force_cp_error),
+        csr.int_status_ih_overflow_set.eq(c.ovf_set | csr.int_force_ih_overflow),
+    ]
+
+    busy_cycles = Signal(32, name="busy_cycles")
+    stall_cycles = Signal(32, name="stall_cycles")
+    dwords = Signal(32, name="dwords")
+    packets = [Signal(32, name=f"packets{i}") for i in range(len(pk.PACKETS))]
+    with m.If(csr.control_perf_clear):
+        m.d.sync += [busy_cycles.eq(0), stall_cycles.eq(0), dwords.eq(0)]
+        m.d.sync += [n.eq(0) for n in packets]
+    with m.Else():
+        m.d.sync += [
+            busy_cycles.eq(busy_cycles + ~idle),
+            stall_cycles.eq(stall_cycles + (c.stall & ~idle)),
+            dwords.eq(dwords + c.pop),
+        ]
+        # each counter its own increment (no multiplexer of eight counters by `kind`)
+        for i in range(len(pk.PACKETS)):
+            inc = c.perf_count_kind & (c.kind == i)
+            if i == pk.NOP.index:
+                inc = inc | c.perf_count_nop
+            if i == pk.DMA_DATA.index:
+                inc = inc | c.perf_count_dma
+            m.d.sync += packets[i].eq(packets[i] + inc)
+    m.d.comb += [
+        csr.perf_busy_cycles.eq(busy_cycles), csr.perf_stall_cycles.eq(stall_cycles),
+        csr.perf_dwords_fetched.eq(dwords),
+    ]
+    for i in range(len(pk.PACKETS)):
+        m.d.comb += getattr(csr, f"perf_packets_{i}").eq(packets[i])

