@@ -186,6 +186,22 @@ def doorbell_over(d):
     d.io.write(regs.RB_DOORBELL, 3 + 257)
 
 
+# Far jumps: "backwards" is the sign of (new wptr - wptr) as a 32-bit number, so a jump
+# back by more than 2^30 is still backwards and one forward by more than 2^30 is not.
+@scen
+def doorbell_back_far(d):
+    d.submit(pm4.nop(2))
+    settle(d)
+    d.io.write(regs.RB_DOORBELL, (3 - 0x6000_0000) & 0xFFFF_FFFF)
+
+
+@scen
+def doorbell_over_far(d):
+    d.submit(pm4.nop(2))
+    settle(d)
+    d.io.write(regs.RB_DOORBELL, 3 + 0x4000_0001)
+
+
 @scen
 def wait_release(d):
     w32(d.dev, OUT + 0x40, [0xABCD_0000])

@@ -74,7 +74,8 @@ def check_fence_wrap_in_one_interrupt(dev):
     irqs = kmd.stats["interrupts"]
     bo.u32[0xC00] = 1
     assert c.wait(seqs[-1])
-    assert kmd.stats["interrupts"] - irqs <= 2  # one interrupt (or two) for all of them
+    if dev.name == "model":  # (on the RTL the jobs finish while the driver looks: any number)
+        assert kmd.stats["interrupts"] - irqs <= 2  # one interrupt (or two) for all of them
     assert all(c.wait(s, 0) for s in [hold] + seqs)
     assert bo.u32[0x800:0x80C].tolist() == list(range(1, 13))
     s = kmd.kmd_stats()
