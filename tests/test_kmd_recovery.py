@@ -7,6 +7,9 @@ are built on them)."""
 from __future__ import annotations
 
 import errno
+import re
+
+import pytest
 
 import kmd_model
 from kmd_model import regs
@@ -161,3 +164,104 @@ def test_a_guilty_context_reports_the_decoded_error():
     again = expect(errno.ECANCELED, f"CS: context {c.ctx} was reset: {e.info.message}", c.submit, c.ib(bo, pm4.nop(2)))
     assert again.info == e.info
     assert kmd.stats["cp_errors"] == 1
+
+
+def test_a_lost_error_interrupt_is_found_by_the_job_timer():
+    """Interrupts masked and no fallback poll in sight: the job timer finds the CP stopped
+    on an error (STATUS.ERROR) and reports that error, not a timeout."""
+    kmd = kmd_model.bind(RefModel(), cs_check=False, job_timeout=2_000, fallback_poll=1 << 40)
+    c = Client()
+    bo = c.bo()
+    kmd.mmio.write(regs.INT_ENABLE, 0)
+    seq = c.submit(c.ib(bo, [pm4.header(0x7B, 0), 0]))
+    e = expect(errno.ECANCELED, f"WAIT_CS: illegal opcode 0x7b at IB+0x0 ({bo.addr:#x}), context {c.ctx}",
+               c.wait, seq, 100_000)
+    assert e.info.code == "ILLEGAL_OPCODE"
+    assert kmd.stats["job_timeouts"] == 0 and kmd.stats["cp_errors"] == 1 and kmd.stats["resets"] == 1
+
+
+def test_timeouts_say_what_the_cp_was_doing():
+    """A job stuck in a WAIT_REG_MEM: the message names the wait and how long nothing moved
+    (at least job_timeout, at most twice that: the timer is checked when it runs out), the
+    observers see it, the decoded error carries the context and the packet."""
+    t_out = 5_000
+    kmd = kmd_model.bind(RefModel(), job_timeout=t_out, fallback_poll=1 << 40)
+    seen = []
+    kmd.observers.append(lambda e, f: seen.append((e, f, kmd.dev.now())))
+    c = Client()
+    bo = c.bo()
+    c.run(bo, pm4.write_data(bo.addr + 0x800, [1]))  # progress first: the timer starts at the stuck job
+    seq = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x900, 1, 1, "EQ"), offset=0x100))
+    start = kmd.dev.now()
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        c.wait(seq, 1_000_000)
+    e = ei.value
+    m = re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out: no progress for (\d+) cycles, stuck in WAIT_REG_MEM at "
+                     rf"IB\+0x0 \({bo.addr + 0x100:#x}\): \*{bo.addr + 0x900:#x} & 0x1 = 0x0, waits for == 0x1, "
+                     rf"context {c.ctx}", e.message)
+    assert m, e.message
+    assert t_out <= int(m.group(1)) <= 2 * t_out + 100
+    assert (e.info.code, e.info.opcode_name, e.info.ctx_id, e.info.seq, e.info.level) == \
+        ("TIMEOUT", "WAIT_REG_MEM", c.ctx, seq, "IB1")
+    errs = [(f, t) for ev, f, t in seen if ev == "gpu_error"]
+    assert len(errs) == 1 and errs[0][0]["info"] == e.info and errs[0][0]["state"] is None
+    assert errs[0][0]["job"].seq == seq and t_out <= errs[0][1] - start <= 2 * t_out + 100
+    # the wait's condition already holds but the CP sleeps out a long poll interval: not
+    # "stuck in" (nothing unsatisfied is found), but polling
+    seq = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0xA00, 1, 1, "EQ", poll_interval=0xFFFF), offset=0x200),
+                   ctx=c.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id)
+    ctx2 = c.f.contexts[max(c.f.contexts)].id
+    kmd.dev.delay(100)
+    bo.u32[0x280] = 1
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        c.wait(seq, 1_000_000, ctx2)
+    assert re.fullmatch(r"WAIT_CS: job 0x1 timed out: no progress for \d+ cycles, CP polling in a WAIT_REG_MEM, "
+                        rf"context {ctx2}", ei.value.message), ei.value.message
+    assert ei.value.info.opcode_name == "WAIT_REG_MEM"
+
+
+def test_waiting_on_a_job_that_finished_before_its_context_was_reset():
+    """J1 and J2 of one context run behind a held CP; J2 is bad. WAIT_CS on J1 (which did
+    finish) reports the context's reset, as amdgpu does for every wait on a guilty context."""
+    kmd = kmd_model.bind(RefModel(), cs_check=False)
+    c, h = Client(), Client()
+    bo, hbo = c.bo(), h.bo()
+    held = h.submit(h.ib(hbo, pm4.wait_reg_mem(hbo.addr + 0x800, 1, 1, "EQ")))
+    j1 = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x800, [1])))
+    j2 = c.submit(c.ib(bo, [pm4.header(0x7B, 0), 0], offset=0x100))
+    hbo.u32[0x200] = 1
+    e = expect(errno.ECANCELED, f"WAIT_CS: context {c.ctx} was reset: illegal opcode 0x7b at IB+0x0 "
+               f"({bo.addr + 0x100:#x}), context {c.ctx}", c.wait, j1)
+    assert e.info.seq == j2 and bo.u32[0x200] == 1 and h.wait(held, 0)
+    s = kmd.kmd_stats()
+    assert s["last_fence"] == kmd.fence_drv.sync_seq == kmd.fence_drv.read()  # the lost fences were completed
+    assert s["resets"] == 1 and not kmd.fence_drv.pending
+
+
+def test_every_doorbell_brings_new_work():
+    """A ring smaller than the queue of jobs: the scheduler refills it as space comes back,
+    and never rings the doorbell without moving the write pointer."""
+    kmd = kmd_model.bind(RefModel(), ring_log2_dw=6)
+    wptrs = []
+    kmd.observers.append(lambda e, f: wptrs.append(f["wptr"]) if e == "doorbell" else None)
+    c = Client()
+    bo = c.bo(0x8000)
+    hold = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x7000, 1, 1, "EQ")))
+    seqs = [c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x4000 + 4 * i, [i + 1]), offset=0x100 * (i + 1)))
+            for i in range(12)]
+    for _ in range(5):
+        kmd.service()  # nothing moved: nothing to ring
+    bo.u32[0x1C00] = 1
+    assert c.wait(seqs[-1]) and c.wait(hold, 0)
+    assert len(wptrs) > 3 and all(b > a for a, b in zip(wptrs, wptrs[1:])), wptrs
+    assert kmd.ring.doorbells == len(wptrs) + 2  # and the bring-up's two (ring test, IB test)
+
+
+def test_fence_repr():
+    from kmd_model.fence import Fence
+    f = Fence(0x12)
+    assert repr(f) == "Fence(0x00000012 pending)"
+    f.signalled = True
+    assert repr(f) == "Fence(0x00000012 signalled)"
+    f.error = RuntimeError("reset")
+    assert repr(f) == "Fence(0x00000012 error)"

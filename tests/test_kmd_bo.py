@@ -1,0 +1,109 @@
+"""Buffer memory: the first-fit heap's free list (coalescing with either neighbour, a heap
+filled to the last byte), a BO the CP still runs from after its handle is gone (with the
+checker off, the KMD finds it by address), and the shadow pool for checked IB copies
+(a job larger than the pool, and one that waits for room)."""
+
+from __future__ import annotations
+
+import errno
+
+import kmd_model
+from kmd_model.bo import Heap
+from kmd_model.uapi import CsChunkIb, Domain, GemCloseArgs, GemCreateArgs, InfoArgs, InfoQuery, Request
+from spec import pm4
+from testbench.refmodel import RefModel
+
+from .test_kmd_ioctl import Client, expect
+
+
+def test_heap_coalesces_with_both_neighbours():
+    h = Heap("t", 0x1000, 0x5000)
+    a, b, c, d = (h.alloc(0x1000, 0x1000) for _ in range(4))
+    assert (a, b, c, d) == (0x1000, 0x2000, 0x3000, 0x4000) and h.holes == [[0x5000, 0x6000]]
+    h.free(b, 0x1000)
+    assert h.holes == [[0x2000, 0x3000], [0x5000, 0x6000]] and h.largest_free == 0x1000
+    h.free(a, 0x1000)  # joins the hole after it
+    assert h.holes == [[0x1000, 0x3000], [0x5000, 0x6000]]
+    h.free(d, 0x1000)  # joins the hole before it... and the one after
+    assert h.holes == [[0x1000, 0x3000], [0x4000, 0x6000]]
+    h.free(c, 0x1000)  # joins both at once
+    assert h.holes == [[0x1000, 0x6000]] and h.used == 0 and h.largest_free == 0x5000
+    assert h.alloc(0x2000, 0x2000) == 0x2000 and h.holes == [[0x1000, 0x2000], [0x4000, 0x6000]]
+    full = Heap("full", 0, 0x2000)
+    assert full.alloc(0x2000, 0x1000) == 0 and full.holes == [] and full.largest_free == 0
+    assert full.alloc(1, 1) is None
+
+
+def test_memory_info_when_a_heap_is_full():
+    kmd = kmd_model.bind(RefModel(mem_size=1 << 20))
+    c = Client()
+    vram = kmd.bo.heaps[Domain.VRAM]
+    c.io(Request.GEM_CREATE, GemCreateArgs(vram.size, 0, Domain.VRAM))
+    mem = c.io(Request.INFO, InfoArgs(InfoQuery.MEMORY))
+    v = mem.vram
+    assert (v.base, v.total, v.used, v.largest_free) == (vram.base, vram.size, vram.size, 0)
+    assert 0 < mem.gtt.largest_free <= mem.gtt.total - mem.gtt.used
+    expect(errno.ENOMEM, f"GEM_CREATE: no 0x1000 bytes free in VRAM (0x0 free, largest hole 0x0)", c.io,
+           Request.GEM_CREATE, GemCreateArgs(1, 0, Domain.VRAM))
+
+
+def test_closed_bo_the_cp_runs_from_stays_allocated():
+    """With the checker off the job's IB is named by address: the KMD finds its BO (the
+    lowest one in memory here) and keeps it alive past GEM_CLOSE until the job is done."""
+    kmd = kmd_model.bind(RefModel(), cs_check=False)
+    c = Client()
+    low = c.bo(0x1000, Domain.VRAM)
+    assert low.addr == min(b.gpu_addr for b in kmd.bo.live)
+    data = c.bo(0x1000)
+    ib = pm4.wait_reg_mem(data.addr, 1, 1, "EQ") + pm4.write_data(data.addr + 0x10, [7]) + pm4.pad(4)
+    low.u32[:len(ib)] = ib
+    seq = c.submit(CsChunkIb(len(ib), gpu_addr=low.addr))
+    c.io(Request.GEM_CLOSE, GemCloseArgs(low.handle))
+    assert any(b.gpu_addr == low.addr for b in kmd.bo.live)  # still there: the CP runs from it
+    assert c.bo(0x1000, Domain.VRAM).addr != low.addr
+    data.u32[0] = 1
+    assert c.wait(seq) and data.u32[4] == 7
+    assert not any(b.gpu_addr == low.addr for b in kmd.bo.live)
+
+
+def test_shadow_pool_limits():
+    """A 4 KiB pool: a job whose checked copies take more than the whole pool is refused
+    (E2BIG); a job that does not fit beside the ones in flight waits for them."""
+    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=4, job_timeout=5_000, fallback_poll=1_000)
+    assert kmd.shadow.size == 0x1000 and kmd.max_job_dw == 512
+    c = Client()
+    bo = c.bo(0x8000)
+    m = bo.addr
+    # 100 one-dword IB2s: 500 dwords to run (under 512), but each copy takes 32 bytes
+    bo.u32[0x1000:0x1064] = pm4.TYPE2_FILLER
+    calls = sum((pm4.indirect_buffer(m + 0x4000 + 4 * i, 1) for i in range(100)), [])
+    bo.u32[:400] = calls
+    expect(errno.E2BIG, "CS: the job's checked copies take 0x12c0 bytes, more than the whole shadow pool "
+           "(0x1000 bytes)", c.submit, CsChunkIb(400, bo.handle))
+    # a held job, then three of 1 KiB: the fourth does not fit beside them. It waits up to
+    # 2 * job_timeout for room; the held job times out and is reset within that, but the
+    # three resubmitted behind it have not retired when the wait ends: ENOMEM, by name
+    other = Client()
+    obo = other.bo()
+    bo.u32[0x400:0x500] = [pm4.TYPE2_FILLER] * 0x100
+
+    def fill_pool():
+        held = other.submit(other.ib(obo, pm4.wait_reg_mem(obo.addr + 0x800, 1, 1, "EQ")))
+        seqs = [c.submit(CsChunkIb(0x100, bo.handle, 0x1000)) for _ in range(3)]
+        assert kmd.shadow.used == 32 + 3 * 0x400
+        return held, seqs
+
+    held, seqs = fill_pool()
+    expect(errno.ENOMEM, "CS: no room for the job's 0x400 bytes of checked copies in the shadow pool (0x400 of "
+           "0x1000 bytes free, 3 jobs in flight)", c.submit, CsChunkIb(0x100, bo.handle, 0x1000))
+    assert all(c.wait(s) for s in seqs) and kmd.shadow.used == 0 and kmd.stats["job_timeouts"] == 1
+    # again, with the held job older: this time the wait outlasts its reset and what follows
+    other = Client()
+    obo = other.bo()
+    held, seqs = fill_pool()
+    kmd.dev.delay(3_000)
+    t0 = kmd.dev.now()
+    seqs.append(c.submit(CsChunkIb(0x100, bo.handle, 0x1000)))
+    assert kmd.dev.now() - t0 >= 1_000 and kmd.stats["job_timeouts"] == 2  # it waited, for the reset
+    assert all(c.wait(s) for s in seqs)
+    assert kmd.shadow.used == 0 and kmd.shadow.high_water == 32 + 3 * 0x400
