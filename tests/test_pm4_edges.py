@@ -67,3 +67,57 @@ def test_encode_and_builder_messages(call, message):
 def test_malformed_items_describe_themselves():
     item = pm4.decode([pm4.header(0x7B, 0), 0])
     assert not item.ok and item.message == pm4.describe(item) == "UNKNOWN op=0x7b count=0"
+
+
+def test_packet_error_codes():
+    """spec/rules.py's checks 4-7, one packet each: the CpError name and the reason."""
+    from spec import rules
+    caps = rules.Caps(ib_levels=2, has_dma=True, dma_max_bytes=1 << 20)
+
+    def err(builder_dwords, level=1, c=caps):
+        item = pm4.decode(builder_dwords)
+        return rules.packet_error(rules.RULES[item.name if item.ok else item.name], list(builder_dwords[1:]), level, c)
+
+    ib = pm4.indirect_buffer(0x1000, 8)
+    assert err(ib) is None
+    assert err(pm4.indirect_buffer(0x1000, 8, chain=1), level=0) == ("UNSUPPORTED", "CHAIN in the ring (only an IB "
+                                                                                    "may chain)")
+    assert err(pm4.encode_fields("INDIRECT_BUFFER", {"IB_BASE_LO": 0x400, "IB_SIZE": 8})) == ("UNSUPPORTED",
+                                                                                            "VALID is 0")
+    assert err(pm4.encode_fields("INDIRECT_BUFFER", {"IB_BASE_LO": 0x400, "VALID": 1})) == ("IB_SIZE_ZERO",
+                                                                                          "IB_SIZE is 0")
+    assert err(ib, level=2) == ("IB_NESTING", "nests deeper than the device's 2 IB levels")
+    assert err(pm4.indirect_buffer(0x1000, 8, chain=1), level=2) is None
+    assert err(pm4.encode_fields("WRITE_DATA", {"DST_SEL": 0, "ADDR_LO": 0x40}, [1])) == \
+        ("UNSUPPORTED", "DST_SEL=REGISTER is not supported by this device")
+    assert err(pm4.encode_fields("WRITE_DATA", {"DST_SEL": 9, "ADDR_LO": 0x40}, [1])) == \
+        ("UNSUPPORTED", "DST_SEL=9 is not a defined value")
+    big = pm4.dma_data(0x1000, 0x2000, 16)
+    big[-1] = (big[-1] & ~0x1F_FFFF) | ((1 << 20) + 1)
+    assert err(big) == ("DMA_BYTE_COUNT", f"BYTE_COUNT {(1 << 20) + 1} is over the DMA engine's limit of "
+                                          f"{1 << 20} bytes (CAPS.DMA_MAX_LOG2)")
+    assert err(pm4.dma_data(0x1000, 0x2000, 16), c=rules.Caps(has_dma=False)) == \
+        ("UNSUPPORTED", "this device has no DMA engine (CAPS.DMA = 0)")
+    mis = pm4.write_data(0x1000, [1])
+    mis[2] |= 2
+    assert err(mis) == ("FENCE_MISALIGNED", "addr 0x1002 is not dword aligned")
+
+
+def test_decoder_inputs_and_header_flags():
+    import collections
+    words = pm4.write_data(0x2000, [7, 8])
+    for seq in (words, tuple(words), collections.UserList(words), range(0)):  # any Sequence
+        items = list(pm4.decode_stream(seq))
+        assert [i.name for i in items] == (["WRITE_DATA"] if seq else [])
+    assert list(pm4.decode_stream(collections.UserList(words)))[0].data == (7, 8)
+    assert [i.offset for i in pm4.decode_stream(words + pm4.nop(1), 0, 100)] == [0, 6]  # end past the stream: clipped
+    cut = pm4.decode(words[:3])
+    assert (cut.problem, cut.count, cut.needed, cut.available) == (pm4.Problem.TRUNCATED, 4, 6, 3)
+    flags = list(words)
+    flags[0] |= 0b11  # PREDICATE and SHADER_TYPE
+    assert pm4.listing(flags).endswith("predicate=1 shader_type=1")
+    assert "dst_sel=MEMORY" in pm4.listing(words, verbose=True) and "dst_sel" not in pm4.listing(words)
+    with pytest.raises(TypeError, match=r"^header: opcode must be an int, not 'x'$"):
+        pm4.header("x", 0)
+    with pytest.raises(TypeError, match=r"^header: count must be an int, not None$"):
+        pm4.header(0x10, None)

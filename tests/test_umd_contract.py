@@ -172,3 +172,137 @@ def test_fill_without_dma_engine():
     assert buf.u32[4:304].tolist() == [0xA5A5_0000] * 300 and buf.u32[3] == 0 and buf.u32[304] == 0
     assert buf.u32[0x3FF] == 9
     gpu.close()
+
+
+def test_flush_waits_at_the_limit_when_ibs_are_to_hand():
+    """With IBs free in the pool, recording needs none new: the flush itself waits at
+    max_inflight (and says so), one below it does not."""
+    gpu = _gpu(job_timeout=1 << 40)
+    q = gpu.queue(flush_threshold=1000, max_inflight=3)
+    buf = gpu.alloc(0x100)
+    hold = Holder()
+    for i in range(3):  # three IBs in flight at once, back to the pool once the CP moves
+        q.write(buf, 4 * i, i)
+        q.flush()
+    hold.release()
+    q.finish()
+    assert q.pool.created == 3 and len(q.pool.free) == 3
+    hold = Holder()
+    q.max_inflight = 2
+    q.write(buf, 0x10, 1)
+    q.flush()
+    q.write(buf, 0x14, 2)
+    q.flush()  # the second in flight: below the limit when it was asked
+    q.write(buf, 0x18, 3)  # an IB from the pool: no wait
+    msg = (f"flush: queue (context {q.ctx_id}) has 2 submissions in flight, its limit (max_inflight=2), and the "
+           f"oldest (seqno {q.inflight[0].seq:#x}) has not finished after {umd.runtime.DEFAULT_TIMEOUT} cycles")
+    _raises(umd.GpuTimeout, msg, q.flush)
+    hold.release()
+    q.finish()  # what was recorded was kept, and runs now
+    assert buf.u32[4:7].tolist() == [1, 2, 3]
+    gpu.close()
+
+
+def test_tracer_hook_sees_every_call():
+    gpu = _gpu()
+    calls = []
+
+    def hook(name, fn, args, kwargs):
+        calls.append((name, args[1:], dict(kwargs)))
+        return fn(*args, **kwargs)
+
+    umd.runtime.api_hook = hook
+    try:
+        q = gpu.queue(flush_threshold=100)
+        buf = gpu.alloc(0x100)
+        q.write(buf, 4, [5, 6])
+        q.fill(buf, 0x10, 8, 7)
+        q.finish()
+        buf.free()
+    finally:
+        umd.runtime.api_hook = None
+    names = [n for n, _, _ in calls]
+    assert names == ["Device.queue", "Device.alloc", "Queue.write", "Queue.fill", "Queue.finish", "Buffer.free"]
+    assert calls[0][2] == {"flush_threshold": 100} and calls[2][1] == (4, [5, 6])
+
+
+def test_device_and_queue_lifecycle(monkeypatch):
+    gpu = _gpu()
+    assert gpu.alloc(0x10, int(umd.runtime.Domain.VRAM)).domain == umd.runtime.Domain.VRAM
+    q = gpu.queue(flush_threshold=100)
+    q.finish()  # nothing ever recorded: nothing to wait for
+    buf = gpu.alloc(0x100)
+    q.write(buf, 0, [9])  # recorded, not flushed
+    ev = q.signal()
+    q.close()  # finishes first: what was recorded runs
+    assert buf.u32[0] == 9 and ev.seq is not None
+    q.close()  # twice is fine
+    gpu.close()
+    gpu.close()
+    # a KMD of another major version
+    kmd_model.bind(RefModel())
+    monkeypatch.setattr(kmd_model.uapi, "KMD_VERSION", (2, 1, 0))
+    _raises(umd.DeviceLost, "KMD gpucosim 2.1.0: this UMD needs major version 1", umd.open, api_version=2)
+
+
+def test_flush_at_exactly_flush_dwords():
+    gpu = _gpu()
+    buf = gpu.alloc(0x100)
+    q = gpu.queue(flush_threshold=1000, flush_dwords=5)
+    q.write(buf, 0, [1])  # WRITE_DATA of one dword: 5 dwords
+    assert q.flushes == 1
+    q2 = gpu.queue(flush_threshold=1000, flush_dwords=6)
+    q2.write(buf, 4, [1])
+    assert q2.flushes == 0
+    q2.finish()
+    gpu.close()
+
+
+def test_events_of_a_refused_submission():
+    gpu = _gpu()
+    q = gpu.queue(flush_threshold=1000)
+    buf = gpu.alloc(0x100)
+    q.write(buf, 0, 1)
+    ev = q.signal()
+    q.emit_raw([pm4.header(0x7B, 0), 0])  # the checker refuses the whole submission
+    with pytest.raises(umd.SubmitError):
+        q.flush()
+    _raises(umd.SubmitError, "wait: the submission carrying this event was refused", ev.wait)
+    q.write(buf, 4, 2)
+    q.finish()
+    assert buf.u32[:2].tolist() == [0, 2]
+    gpu.close()
+
+
+def test_timestamp_slots_are_reused():
+    """The queue's page holds 504 timestamp slots: the 505th reuses the first."""
+    gpu = _gpu()
+    q = gpu.queue(flush_threshold=1 << 20)
+    ts = [q.timestamp() for _ in range(505)]
+    q.finish()
+    assert ts[0].slot == ts[504].slot == umd.runtime.QBO_TS_FIRST and ts[503].slot == 511
+    assert ts[504].cycles >= ts[503].cycles > 0
+    gpu.close()
+
+
+def test_transfers_split_unevenly_and_their_errors():
+    gpu = _gpu()
+    q = gpu.queue(flush_threshold=1000)
+    q.dma_chunk = 0x100
+    a, b = gpu.alloc(0x1000), gpu.alloc(0x1000)
+    a.map()[:] = np.arange(0x1000, dtype=np.uint32).astype(np.uint8)
+    q.copy(b, 0x10, a, 0x20, 0x3F0)  # four packets: 0x100, 0x100, 0x100, 0xf0
+    words = np.arange(16, dtype=np.uint32)
+    q.upload(b, 0x800, words[::2])  # a strided array: its eight values, not its memory
+    got = q.download(b, 0x10, 0x3F0, timeout=100_000)
+    assert np.array_equal(got, a.map()[0x20:0x410])
+    assert b.map()[0x400] == 0 and b.map()[0xF] == 0
+    assert b.u32[0x200:0x208].tolist() == list(range(0, 16, 2))
+    gpu.close()
+    gpu = _gpu(RefModel(dma=False))
+    q = gpu.queue()
+    a = gpu.alloc(0x100)
+    _raises(RuntimeError, "upload: this device has no DMA engine (CAPS.DMA = 0)", q.upload, a, 0, b"abcd")
+    _raises(RuntimeError, "download: this device has no DMA engine (CAPS.DMA = 0)", q.download, a, 0, 4)
+    _raises(TypeError, "fill: size must be an int, not 4.0", q.fill, a, 0, 4.0, 1)
+    gpu.close()
