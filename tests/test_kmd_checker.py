@@ -401,3 +401,19 @@ CHECKS = [check_read_side, check_ranges_at_the_end_of_a_bo, check_lowest_bo_and_
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
 def test_on_model(check):
     check(RefModel())
+
+
+def test_three_ib_levels():
+    """A device with three IB levels: an IB3 runs, and what is wrong in it is named there."""
+    kmd = kmd_model.bind(RefModel(ib_levels=3))
+    assert kmd.info.ib_levels == 3
+    c, v = Client(), Client()
+    bo, vbo = c.bo(), v.bo()
+    m = bo.addr
+    bo.u32[0x400:0x408] = pm4.indirect_buffer(m + 0x2000, 8) + pm4.pad(4)  # IB2 -> IB3
+    bo.u32[0x800:0x808] = pm4.write_data(m + 0x3000, [3]) + pm4.pad(3)
+    c.run(bo, pm4.indirect_buffer(m + 0x1000, 8))
+    assert bo.u32[0xC00] == 3
+    bo.u32[0x800:0x808] = pm4.write_data(vbo.addr, [3]) + pm4.pad(3)
+    expect(errno.EFAULT, f"CS: WRITE_DATA at IB3+0x0 ({m + 0x2000:#x}) writes [{vbo.addr:#x}, {vbo.addr + 4:#x}), "
+           f"outside every BO of context {c.ctx}", c.submit, c.ib(bo, pm4.indirect_buffer(m + 0x1000, 8)))

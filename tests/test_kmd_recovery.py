@@ -265,3 +265,37 @@ def test_fence_repr():
     assert repr(f) == "Fence(0x00000012 signalled)"
     f.error = RuntimeError("reset")
     assert repr(f) == "Fence(0x00000012 error)"
+
+
+def test_a_bus_error_in_a_checked_copy_names_the_clients_ib():
+    """The CP runs the shadow copies; when fetching one fails (memory answers SLVERR there),
+    the error names the IB at the client's address, as the client wrote it."""
+    dev = RefModel()
+    kmd = kmd_model.bind(dev)
+    c = Client()
+    bo = c.bo()
+    shadow = kmd.shadow.bo.gpu_addr
+    dev.mem_model.configure(error_window=(shadow, shadow + kmd.shadow.size, "SLVERR"))
+    seq = c.submit(c.ib(bo, pm4.nop(6), offset=0x200))
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        c.wait(seq)
+    e = ei.value
+    assert e.info.code == "BUS_SLVERR" and e.info.addr == bo.addr + 0x200, e.message
+    assert e.message == f"WAIT_CS: bus error SLVERR at address {bo.addr + 0x200:#x} at IB+0x0, context {c.ctx}"
+
+
+def test_stats_and_odd_parameters():
+    kmd = kmd_model.bind(RefModel(), initial_seq=0xFFFF_FFFF)  # the last seqno is a first seqno too
+    a, b = Client(), Client()
+    a.bo()
+    c = a.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+    s = kmd.kmd_stats()
+    assert (s["files"], s["contexts"], s["live_bos"], s["kernel_bos"]) == (2, 3, 1, 5)
+    assert kmd.fence_drv.sync_seq == 0xFFFF_FFFF and s["last_fence"] == 0xFFFF_FFFF
+    bo = a.bo()
+    assert a.wait(a.submit(a.ib(bo, pm4.nop(2)), ctx=c), ctx=c)
+    assert kmd.kmd_stats()["last_fence"] == 0
+    assert repr(kmd.bo.live[-1]) == f"Bo(fd3:2 GTT [{bo.addr:#x}, {bo.addr + 0x4000:#x}) fd 3)"
+    assert repr(kmd.wb_bo) == f"Bo(wb GTT [{kmd.wb_bo.gpu_addr:#x}, {kmd.wb_bo.end:#x}) kernel)"
+    b.f.close()
+    assert kmd.kmd_stats()["files"] == 1
