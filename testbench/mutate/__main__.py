@@ -17,9 +17,11 @@ survivor has no argument (a test to add) or a score is below --min-score.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from importlib.metadata import version
+from dataclasses import asdict
 from pathlib import Path
 
 from . import scope, survivors
@@ -43,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     part.add_argument("--python", action="store_true", help="the Python layers only")
     part.add_argument("--rtl", action="store_true", help="the curated RTL mutants only")
     part.add_argument("--fast", action="store_true", help="the fast subset (a handful of mutants, < 60 s)")
+    part.add_argument("--report", action="store_true",
+                      help="no run: rebuild the report from the last run's results and survivors.toml as it is now")
     ap.add_argument("--sample", type=_fraction, default=DEFAULT_SAMPLE,
                     help=f"share of each function's Python mutants to run (default {DEFAULT_SAMPLE})")
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the sample")
@@ -72,20 +76,46 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     report = Report(argued, meta={"tool": f"mutmut {version('mutmut')}", "seed": args.seed,
                                   "sample": args.sample, "budget_minutes": args.budget, "seconds": {}})
+    if args.report:
+        for layer in ("rtl", "py"):
+            f = ROOT / "build" / "mutate" / layer / "outcomes.json"
+            if f.exists():
+                saved = json.loads(f.read_text())
+                report.outcomes += [Outcome(**o) for o in saved["outcomes"]]
+                report.meta.update(saved["meta"])
+        if not report.outcomes:
+            print("mutate: no earlier run to report on (build/mutate/*/outcomes.json)", file=sys.stderr)
+            return 2
+        return _finish(report, args, t0)
     if not args.python:
         from .rtl import run_rtl
         rtl_deadline = deadline if args.rtl else t0 + 60 * args.budget / 2
         meta = run_rtl(report, rtl_deadline, jobs=args.jobs)
         report.meta["rtl"] = meta
         report.meta["seconds"]["rtl"] = round(time.monotonic() - t0, 1)
+        _save(report, "rtl")
     if not args.rtl:
         t1 = time.monotonic()
         _python(report, modules, args, deadline)
         report.meta["seconds"]["python"] = round(time.monotonic() - t1, 1)
+        _save(report, "python")
     report.meta["seconds"]["total"] = round(time.monotonic() - t0, 1)
+    return _finish(report, args, t0)
+
+
+def _save(report: Report, layer: str) -> None:
+    """The layer's outcomes, for `--report` after survivors.toml changes."""
+    d = ROOT / "build" / "mutate" / ("py" if layer == "python" else "rtl")
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "outcomes.json").write_text(json.dumps({
+        "outcomes": [asdict(o) for o in report.outcomes if o.layer == layer],
+        "meta": {k: v for k, v in report.meta.items() if k in (layer, "tool", "seed", "sample")}}))
+
+
+def _finish(report: Report, args, t0: float) -> int:
     report.write(Path(args.json))
     print(report.table())
-    print(f"\nwritten to {args.json} ({report.meta['seconds']['total']:.0f} s)")
+    print(f"\nwritten to {args.json} ({time.monotonic() - t0:.0f} s)")
     d = report.as_dict()
     low = [(name, s) for name, s in (("python", d["python_score"]), ("rtl", d["rtl_score"]))
            if s is not None and s < args.min_score]

@@ -173,7 +173,7 @@ class PyCampaign:
 
     # ------------------------------------------------------------------ 4. running
 
-    def run(self, todo: list[Mutant], deadline: float, batch: int = 600) -> None:
+    def run(self, todo: list[Mutant], deadline: float, batch: int = 10_000) -> None:
         """`mutmut run` over `todo` in batches, cheapest first, until `deadline` (monotonic)."""
         t0 = time.monotonic()
         todo = sorted(todo, key=lambda m: _natural(m.name))
@@ -308,6 +308,10 @@ def _mutmut_config(modules, tests) -> str:
         'forkserver_warmup = "import"',
         'preload_modules_file = "mutate_preload.txt"',
         "use_git_change_detection = false",
+        # a mutant that loops is cut off after 3x (its tests' time + 5 s), not mutmut's 15x:
+        # one such mutant would otherwise hold a worker for minutes
+        "timeout_multiplier = 3.0",
+        "timeout_constant = 5.0",
         "",
     ])
 
