@@ -12,11 +12,12 @@ from ..bus import RESP_OKAY
 from .writer import BLOCK_DWORDS
 
 
-def start(c, src, ctx, data):
-    """Append an IH entry (in this cycle's FSM transition): its fields and the GPU clock
-    now go into the entry's registers, which the writer reads as one 32-byte block."""
+def start(c, src, data):
+    """Append an IH entry (in this cycle's FSM transition): its source id, the four source
+    data dwords and the GPU clock now go into the entry's registers, which the writer reads
+    as one 32-byte block."""
     m = c.m
-    m.d.sync += [c.ih_src.eq(src), c.ih_ctx.eq(ctx), c.ih_ts.eq(c.cp.timestamp)]
+    m.d.sync += [c.ih_src.eq(src), c.ih_ts.eq(c.cp.timestamp)]
     m.d.sync += [c.ih_data[i].eq(d) for i, d in enumerate(data)]
     with m.If(~c.csr.ih_cntl_enable):
         m.next = "IH_DONE"
@@ -28,10 +29,11 @@ def start(c, src, ctx, data):
                       "IH_ENTRY_WRITE", "IH_ENTRY_WAIT")
 
 
-def entry(src, ctx, ts, data):
-    """The entry's eight dwords from its registers, at the positions spec/ih.py gives."""
+def entry(src, ts, data):
+    """The entry's eight dwords from its registers, at the positions spec/ih.py gives
+    (fields this front end does not drive yet, such as VMID and PASID, are 0)."""
     values = {
-        "SOURCE_ID": src, "RING_ID": Const(0, 8), "VMID": Const(0, 4), "CONTEXT_ID": ctx,
+        "CLIENT_ID": Const(ih_spec.Client.GRBM_CP, 8), "SOURCE_ID": src,
         "TIMESTAMP_LO": ts[:32], "TIMESTAMP_HI": ts[32:48],
         "DATA0": data[0], "DATA1": data[1], "DATA2": data[2], "DATA3": data[3],
     }
@@ -42,7 +44,7 @@ def entry(src, ctx, ts, data):
         for f in sorted((f for f in ih_spec.FIELDS if f.dword == d), key=lambda f: f.lsb):
             if f.lsb > pos:
                 parts.append(Const(0, f.lsb - pos))
-            parts.append(values[f.name][:f.width])
+            parts.append(values[f.name][:f.width] if f.name in values else Const(0, f.width))
             pos = f.lsb + f.width
         if pos < 32:
             parts.append(Const(0, 32 - pos))
@@ -64,10 +66,10 @@ def states(c):
                 with m.Else():
                     c.fail(c.bus_code(writer.resp), c.blk_addr)
             with m.Else():
-                m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_DWORDS)
+                m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_BYTES)  # AMD: bytes
                 with m.If(c.csr.ih_cntl_wptr_wb):
                     addr = Cat(Const(0, 2), c.csr.ih_wptr_addr_lo[2:], c.csr.ih_wptr_addr_hi)
-                    c.write_dwords(addr, c.ih_wptr + ih_spec.ENTRY_DWORDS, None, "IH_WB_WRITE", "IH_WB_WAIT")
+                    c.write_dwords(addr, c.ih_wptr + ih_spec.ENTRY_BYTES, None, "IH_WB_WRITE", "IH_WB_WAIT")
                 with m.Else():
                     m.next = "IH_DONE"
     with state("IH_WB_WRITE"):

@@ -45,6 +45,13 @@ def beyond_bus(p, pkt, addr_width):
     return p[hi.dword][addr_width - 32:] != 0
 
 
+def ib_beyond_bus(p, addr_width):
+    """IB_BASE_HI (32 bits, as gfx9 emits it) has bits above the bus's address width: the
+    IB cannot be fetched (BUS_DECERR, checked after the IB's own checks)."""
+    hi = pk.INDIRECT_BUFFER.field("IB_BASE_HI")
+    return p[hi.dword][addr_width - 32:] != 0
+
+
 def misaligned(p, pkt):
     """Bits below an *_LO address field, and alignment rules (e.g. 64-bit fences)."""
     bad = Const(0)

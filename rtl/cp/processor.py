@@ -125,9 +125,10 @@ class CommandProcessor(wiring.Component):
 
         # ---------------------------------------------------------------- state
         ring_mask = Signal(32)
-        m.d.comb += ring_mask.eq((Const(1, 33) << csr.rb_size) - 1)
+        # AMD's units: RB_SIZE counts qwords (log2), RB_BASE holds the address >> 8
+        m.d.comb += ring_mask.eq((Const(1, 34) << (csr.rb_size + 1)) - 1)
         ring_base = Signal(aw)
-        m.d.comb += ring_base.eq(Cat(Const(0, 2), csr.rb_base_lo[2:], csr.rb_base_hi))
+        m.d.comb += ring_base.eq(Cat(Const(0, 8), csr.rb_base_lo, csr.rb_base_hi))
 
         level = Signal(2)
         ring_pos = Signal(32)  # dwords of the ring the parser has consumed
@@ -170,7 +171,6 @@ class CommandProcessor(wiring.Component):
         # IH
         ih_wptr = Signal(32)
         ih_src = Signal(8)
-        ih_ctx = Signal(32)
         ih_data = [Signal(32, name=f"ih_data{i}") for i in range(4)]
         ih_ts = Signal(self.ts_width)
         wr_ih = Signal()  # the block to write is the IH entry (rtl/cp/ih.py), not the block buffer
@@ -277,7 +277,7 @@ class CommandProcessor(wiring.Component):
             writer.req_mask.eq(Mux(now_req, now_mask, blk_mask)),
             # the writer reads the data while it writes, from the block buffer or the IH entry's
             # registers (both hold the block from the cycle after the request until the response)
-            writer.req_data.eq(Mux(wr_ih, ih.entry(ih_src, ih_ctx, ih_ts, ih_data),
+            writer.req_data.eq(Mux(wr_ih, ih.entry(ih_src, ih_ts, ih_data),
                                    Cat(*[blk[i] for i in range(BLOCK_DWORDS)]))),
         ]
 
@@ -316,6 +316,10 @@ class CommandProcessor(wiring.Component):
         count = cur_fetch_data[_COUNT.bits]
         known = Signal()
         count_ok = Signal()
+        # the header-only NOP (COUNT all ones; PREDICATE and SHADER_TYPE ignored as ever)
+        nop_pad = Signal()
+        m.d.comb += nop_pad.eq((cur_fetch_data[_TYPE.bits] == pk.PACKET_TYPE3) & (opcode == pk.NOP.opcode) &
+                               (count == _COUNT.max))
         new_kind = Signal(range(len(pk.PACKETS)))
         for pkt in pk.PACKETS:
             with m.If(opcode == pkt.opcode):
@@ -370,15 +374,20 @@ class CommandProcessor(wiring.Component):
         halted = Signal()
         stall = Signal()
 
+        # AMD's units: IH_SIZE counts dwords (log2; below one entry it is one entry), the IH
+        # pointers count bytes, IH_BASE holds the address >> 8
         ih_entry_full = Signal()
-        ih_dwords = Signal(33)
-        m.d.comb += ih_dwords.eq(Const(ih_spec.ENTRY_DWORDS, 33) << csr.ih_size)
+        ih_log2_bytes = Signal(6)
+        m.d.comb += ih_log2_bytes.eq(Mux(csr.ih_size < ih_spec.MIN_LOG2_DWORDS,
+                                         ih_spec.MIN_LOG2_DWORDS, csr.ih_size) + 2)
+        ih_bytes = Signal(35)
+        m.d.comb += ih_bytes.eq(Const(1, 35) << ih_log2_bytes)
         ih_used = Signal(32)
-        m.d.comb += [ih_used.eq(ih_wptr - csr.ih_rptr), ih_entry_full.eq(ih_used >= ih_dwords)]
+        m.d.comb += [ih_used.eq(ih_wptr - csr.ih_rptr), ih_entry_full.eq(ih_used >= ih_bytes)]
         ih_base = Signal(aw)
-        m.d.comb += ih_base.eq(Cat(Const(0, 5), csr.ih_base_lo[5:], csr.ih_base_hi))
+        m.d.comb += ih_base.eq(Cat(Const(0, 8), csr.ih_base_lo, csr.ih_base_hi))
         ih_entry_addr = Signal(aw)
-        m.d.comb += ih_entry_addr.eq(ih_base + Cat(Const(0, 2), ih_wptr & (ih_dwords - 1)))
+        m.d.comb += ih_entry_addr.eq(ih_base + (ih_wptr & (ih_bytes - 1)))
 
         eop_set = Signal()
         cperr_set = Signal()
@@ -453,8 +462,7 @@ class CommandProcessor(wiring.Component):
                         continue
                     unsupported = checks.unsupported(p_now, pkt)
                     if pkt is ib:
-                        unsupported = unsupported | (field(p_now, ib, "VALID") == 0) | \
-                            ((level == 0) & field(p_now, ib, "CHAIN"))
+                        unsupported = unsupported | ((level == 0) & field(p_now, ib, "CHAIN"))
                     misaligned = checks.misaligned(p_now, pkt)
                     with m.If(unsupported):
                         fail(CpError.UNSUPPORTED)
@@ -467,6 +475,8 @@ class CommandProcessor(wiring.Component):
                             fail(CpError.IB_SIZE_ZERO)
                         with m.Elif(~chain & (level == self.ib_levels)):
                             fail(CpError.IB_NESTING)
+                        with m.Elif(checks.ib_beyond_bus(p_now, aw)):
+                            fail(CpError.BUS_DECERR, value(p_now, ib, "base", aw))
                     if pkt is pk.DMA_DATA:
                         with m.Elif(field(p_now, pkt, "BYTE_COUNT") > (1 << self.dma_max_log2)):
                             fail(CpError.DMA_BYTE_COUNT)
@@ -511,7 +521,8 @@ class CommandProcessor(wiring.Component):
                                  kind.eq(new_kind), pidx.eq(0), rem.eq(count + 1)]
                     with m.If(cur_fetch_resp != RESP_OKAY):
                         fail(bus_code(cur_fetch_resp), cur_addr, cur_off, 0)
-                    with m.Elif(cur_fetch_data == pk.TYPE2_FILLER):
+                    with m.Elif((cur_fetch_data[_TYPE.bits] == pk.PACKET_TYPE2) | nop_pad):
+                        # one-dword packets: any type-2 dword, and AMD's header-only NOP
                         m.d.comb += perf_count_nop.eq(1)
                         with m.If(level == 0):
                             m.next = "RING_DONE"
@@ -574,7 +585,7 @@ class CommandProcessor(wiring.Component):
                 # transfers already queued finish (or are cancelled by the DMA's own error)
                 with m.If(~writer.busy & ~poll_pending & ~dma_busy):
                     m.d.comb += cperr_set.eq(1)
-                    ih.start(c, ih_spec.Source.CP_ERROR, Const(0, 32), [
+                    ih.start(c, ih_spec.Source.CP_ERROR, [
                         pack_fields(REG_FIELDS["CP_ERROR"], CODE=err_code, LEVEL=err_level, OPCODE=err_opcode),
                         err_addr[:32], err_addr[32:], err_offset])
             with state("ERROR"):

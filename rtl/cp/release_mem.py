@@ -31,18 +31,26 @@ def start(c, p):
         c.write_dwords(addr, lo, hi, "RM_WRITE", "RM_WAIT", defer=beyond)
     with m.Elif(sel == sels["TIMESTAMP"]):
         c.write_dwords(addr, ts[:32], ts[32:], "RM_WRITE", "RM_WAIT", defer=beyond)
-    with m.Elif(field(p, RM, "INT_SEL") != RM.field("INT_SEL").values["NONE"]):
+    with m.Elif(interrupts(p)):
         eop(c, p)
     with m.Else():
         m.next = "DONE"
 
 
+def interrupts(p):
+    """INT_SEL asks for an interrupt: SEND_INT or SEND_INT_ON_CONFIRM (SEND_DATA_ON_CONFIRM
+    writes with confirm and no interrupt; this CP confirms every write)."""
+    sel = field(p, RM, "INT_SEL")
+    v = RM.field("INT_SEL").values
+    return (sel == v["SEND_INT"]) | (sel == v["SEND_INT_ON_CONFIRM"])
+
+
 def eop(c, p):
-    """The EOP interrupt: the data and the address dwords as the packet gave them (all
-    32 bits of ADDR_HI, even above the bus's 48)."""
-    lo, hi = (RM.field(n) for n in RM.value("addr").fields)
-    ih.start(c, ih_spec.Source.EOP, field(p, RM, "INT_CTXID"),
-             [field(p, RM, "DATA_LO"), field(p, RM, "DATA_HI"), p[lo.dword], p[hi.dword]])
+    """The EOP interrupt: INT_CTXID (src_data[0], where amdkfd reads it), the data and the
+    ADDR_LO dword as the packet gave them."""
+    lo = RM.field(RM.value("addr").fields[0])
+    ih.start(c, ih_spec.Source.EOP,
+             [field(p, RM, "INT_CTXID"), field(p, RM, "DATA_LO"), field(p, RM, "DATA_HI"), p[lo.dword]])
 
 
 def states(c):
@@ -51,7 +59,7 @@ def states(c):
     with state("RM_WRITE"):
         c.request_write("RM_WAIT", check_oob=True)
     with state("RM_WAIT"), c.write_answered():
-        with m.If(field(c.p, RM, "INT_SEL") != RM.field("INT_SEL").values["NONE"]):
+        with m.If(interrupts(c.p)):
             eop(c, c.p)
         with m.Else():
             m.next = "DONE"
