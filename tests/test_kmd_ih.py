@@ -15,7 +15,7 @@ import pytest
 import kmd_model
 from kmd_model import regs
 from kmd_model.uapi import CsChunkFence, CtxArgs, CtxOp, Request
-from spec import pm4
+from spec import ih, pm4
 from testbench.refmodel import RefModel
 
 from .test_kmd_ioctl import Client
@@ -31,7 +31,7 @@ def ih_settled(kmd, entries: int) -> None:
     kmd.service()
     m = kmd.mmio
     wptr, rptr = m.read(regs.IH_WPTR), m.read(regs.IH_RPTR)
-    assert wptr == 8 * entries & M32, (wptr, entries)
+    assert wptr == ih.ENTRY_BYTES * entries & M32, (wptr, entries)
     assert rptr == wptr, f"IH_RPTR {rptr:#x} left behind IH_WPTR {wptr:#x}"
     assert kmd.ih.rptr == wptr and kmd.ih.get_wptr() == wptr  # the driver's pointer and the write-back
     assert kmd.ih.entries == entries
@@ -83,17 +83,17 @@ def check_ih_overflow(dev):
     assert kmd.stats["interrupts"] == irqs
     st = kmd.mmio.read(regs.INT_STATUS)
     assert regs.INT_STATUS.IH_OVERFLOW.get(st) and regs.INT_STATUS.IH_PENDING.get(st)
-    wrote = (kmd.mmio.read(regs.IH_WPTR) - before) // 8
+    wrote = (kmd.mmio.read(regs.IH_WPTR) - before) // ih.ENTRY_BYTES
     assert wrote == 4  # the ring's size: the rest were dropped
     assert c.wait(seqs[-1]) and c.wait(hold, 0)
     assert bo.u32[0x400:0x40A].tolist() == list(range(1, 11))
     s = kmd.kmd_stats()
     assert s["fences_signalled"] == s["fences_emitted"] == 12
     assert s["spurious_interrupts"] == 0
-    ih_settled(kmd, before // 8 + wrote)
+    ih_settled(kmd, before // ih.ENTRY_BYTES + wrote)
     # and the ring works on, every entry handled
     c.run(bo, pm4.write_data(bo.addr + 0x1100, [7]), offset=0x800)
-    ih_settled(kmd, before // 8 + wrote + 1)
+    ih_settled(kmd, before // ih.ENTRY_BYTES + wrote + 1)
 
 
 def check_int_status_without_ih_ring(dev):

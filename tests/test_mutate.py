@@ -3,7 +3,8 @@
 `test_fast_subset` applies each mutant of testbench/mutate/fast.py to a scratch copy of
 the tree and runs the test files that must kill it: a change that makes the suite blind
 to one of these classes (the checker's read side, wrap-safe fences, the IH read pointer,
-the timeout diagnosis, a compare on its boundary, RAW_WAIT, long dumps) fails here.
+the timeout diagnosis, a compare on its boundary, RAW_WAIT, a packet field's position,
+long dumps) fails here.
 The whole campaign is `make mutate` (docs/verification.md).
 """
 
@@ -14,7 +15,7 @@ import json
 import pytest
 
 from testbench.mutate import survivors
-from testbench.mutate.fast import FAST, run_one
+from testbench.mutate.fast import FAST, FastMutant, run_one
 from testbench.mutate.patch import Patch
 from testbench.mutate.pymut import Mutant, choose_sample, undecorate
 from testbench.mutate.report import Outcome, Report
@@ -24,6 +25,16 @@ from testbench.mutate.report import Outcome, Report
 def test_fast_subset(m, tmp_path):
     killed, secs, out = run_one(m, tmp_path / "tree")
     assert killed, f"mutant {m.patch.name} ({m.patch.why}) survived {' '.join(m.tests)}:\n{out}"
+
+
+def test_only_failing_tests_kill(tmp_path):
+    """A mutant that breaks the import of the tests' module (a collection error, pytest's
+    exit 2) is reported as not killed: a broken tree must not pass for a suite that bites."""
+    m = FAST[-1]
+    broken = FastMutant(Patch("import-breaks", m.patch.path, m.patch.before, m.patch.before + " +", "syntax error"),
+                        m.tests)
+    killed, _, out = run_one(broken, tmp_path / "tree")
+    assert not killed and "SyntaxError" in out, out
 
 
 def test_a_patch_that_no_longer_applies_says_so(tmp_path):
