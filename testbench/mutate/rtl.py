@@ -29,13 +29,16 @@ DMA_TESTS = (("tests/test_dma_rtl.py", "-k", "dma_64 or small_config or longer_t
 MUX_TESTS = (("tests/test_rtl_axi_mux.py",), ("tests/test_dma_rtl.py", "-k", "dma_64"))
 REG_TESTS = (("tests/test_regs.py",),)
 RAW_CHECK = ("tests.cocotb_drivers", "umd_transfer__check_raw_chain_under_write_latency")
+# AMD's own packets on the RTL (tests/test_amd_conformance.py, run there by test_rtl_drivers.py)
+AMD_CHECKS = ("tests.cocotb_drivers", ("amd_conformance__check_amd_streams_run",
+                                       "amd_conformance__check_amd_differences_refused"))
 
 
 @dataclass(frozen=True)
 class RtlMutant:
     patch: Patch
     tests: tuple[tuple[str, ...], ...] = CP_TESTS  # pytest runs (arguments each): the block's directed tests
-    cocotb: tuple[tuple[str, str], ...] = ()  # (module, testcase) run straight through sim.run
+    cocotb: tuple[tuple[str, object], ...] = ()  # (module, testcase or testcases) run straight through sim.run
     difftest: int = DIFFTEST_STREAMS  # streams of the RTL-vs-model campaign (0: none)
 
 
@@ -85,6 +88,30 @@ MUTANTS = (
        "WRITE_DATA's data dwords land 8 bytes apart"),
     _m("qword-rule-as-dword", "rtl/cp/packets.py", "(p[lo.dword][:ceil_log2(r.align)] != 0)",
        "(p[lo.dword][:2] != 0)", "a 64-bit fence at a dword (not qword) address is not refused"),
+    # ---- gfx9's packet rules (issue 18)
+    _m("type2-exact-filler-only", "rtl/cp/processor.py",
+       "with m.Elif((cur_fetch_data[_TYPE.bits] == pk.PACKET_TYPE2) | nop_pad):",
+       "with m.Elif((cur_fetch_data == pk.TYPE2_FILLER) | nop_pad):",
+       "a type-2 dword with PAD bits set (amdgpu's PACKET2(v)) is refused, not skipped",
+       cocotb=(AMD_CHECKS,)),
+    _m("nop-pad-counted", "rtl/cp/processor.py",
+       "with m.Elif((cur_fetch_data[_TYPE.bits] == pk.PACKET_TYPE2) | nop_pad):",
+       "with m.Elif(cur_fetch_data[_TYPE.bits] == pk.PACKET_TYPE2):",
+       "AMD's header-only NOP (0xFFFF1000) is read as a NOP of 16,384 payload dwords",
+       cocotb=(AMD_CHECKS,)),
+    _m("int-sel-3-interrupts", "rtl/cp/release_mem.py",
+       'return (sel == v["SEND_INT"]) | (sel == v["SEND_INT_ON_CONFIRM"])', 'return sel != v["NONE"]',
+       "RELEASE_MEM INT_SEL 3 (data with confirm, no interrupt) raises an EOP interrupt",
+       cocotb=(AMD_CHECKS,)),
+    _m("addr-incr-ignored", "rtl/cp/write_data.py",
+       'no_incr = field(c.p, WD, "ADDR_INCR") == WD.field("ADDR_INCR").values["NO_INCREMENT"]',
+       'no_incr = field(c.p, WD, "ADDR_INCR") == 2',
+       "WRITE_DATA ADDR_INCR = NO_INCREMENT (amdgpu's WR_ONE_ADDR) walks the address anyway",
+       cocotb=(AMD_CHECKS,)),
+    _m("ib-beyond-bus-unchecked", "rtl/cp/processor.py", "with m.Elif(checks.ib_beyond_bus(p_now, aw)):",
+       "with m.Elif(checks.ib_beyond_bus(p_now, aw) & 0):",
+       "an IB whose IB_BASE_HI reaches past the bus is fetched from the address cut to the bus",
+       cocotb=(AMD_CHECKS,)),
     _m("raw-wait-dropped", "rtl/cp/dma_data.py", 'dma.cmd_raw_wait.eq(field(p, DD, "RAW_WAIT"))',
        "dma.cmd_raw_wait.eq(0)", "the CP does not hand RAW_WAIT to the engine",
        tests=(), cocotb=(RAW_CHECK,)),
@@ -116,10 +143,12 @@ class Result:
     output: str
 
 
-def _cocotb(work: Path, module: str, testcase: str, timeout: float) -> tuple[int, str]:
+def _cocotb(work: Path, module: str, testcase, timeout: float) -> tuple[int, str]:
+    """cocotb testcase(s) of `module` on the whole front end: 0 when every one ran and passed."""
+    names = [testcase] if isinstance(testcase, str) else list(testcase)
     code = (f"import sys; from testbench import sim; from testbench.design import gpu_design; "
-            f"r = sim.run(gpu_design(64), {SIM!r}, {module!r}, {testcase!r}, tag='mutate'); "
-            f"print(r.explain()); sys.exit(0 if r.ok and r.tests else 1)")
+            f"r = sim.run(gpu_design(64), {SIM!r}, {module!r}, {names!r}, tag='mutate'); "
+            f"print(r.explain()); sys.exit(0 if r.ok and set({names!r}) <= set(r.passed) else 1)")
     return _run(work, [sys.executable, "-c", code], timeout)
 
 
@@ -154,7 +183,7 @@ def run_one(m: RtlMutant | None, work: Path, timeout: float = 900) -> Result:
                       lambda args=args: run_pytest(work, [*args, f"--basetemp={work / '.pytest-tmp'}"], timeout,
                                                    env={"SIM": SIM})[::2]))
     for mod, case in mm.cocotb:
-        steps.append((f"cocotb {case}", lambda mod=mod, case=case: _cocotb(work, mod, case, timeout)))
+        steps.append((f"cocotb {case if isinstance(case, str) else ', '.join(case)}", lambda mod=mod, case=case: _cocotb(work, mod, case, timeout)))
     if mm.difftest:
         steps.append((f"difftest ({mm.difftest} streams)", lambda: _difftest(work, mm.difftest, timeout)))
     for what, step in steps:
@@ -167,7 +196,7 @@ def run_one(m: RtlMutant | None, work: Path, timeout: float = 900) -> Result:
 # the unmutated copy runs the union of every mutant's steps
 BASELINE = RtlMutant(Patch("baseline", "", "", "", "the unmutated tree"),
                      tests=tuple(dict.fromkeys(CP_TESTS + REG_TESTS + DMA_TESTS + MUX_TESTS)),
-                     cocotb=(RAW_CHECK,), difftest=DIFFTEST_STREAMS)
+                     cocotb=(RAW_CHECK, AMD_CHECKS), difftest=DIFFTEST_STREAMS)
 
 
 def run_rtl(report, deadline: float, jobs: int = 2, names: list[str] | None = None) -> dict:
@@ -220,7 +249,8 @@ def main(argv: list[str]) -> int:
     for n in names:
         m = None if n == "baseline" else next(x for x in MUTANTS if x.patch.name == n)
         r = run_one(m, work / n)
-        print(f"{'killed' if r.killed else 'SURVIVED'} {n} in {r.seconds:.0f} s: {r.by}\n    "
+        verdict = ("FAILED" if r.killed else "passed") if m is None else ("killed" if r.killed else "SURVIVED")
+        print(f"{verdict} {n} in {r.seconds:.0f} s: {r.by}\n    "
               + r.output.replace("\n", "\n    "))
     return 0
 
