@@ -424,8 +424,13 @@ def _at(dwords: tuple[int, ...], addr: int, lo: int = 0) -> list[int]:
     """An AMD packet with its address dword(s) moved to `addr` (dword `lo`, and `lo + 1`
     for the high half); every other dword, the control dwords above all, stays AMD's."""
     out = list(dwords)
-    out[lo], out[lo + 1] = addr & 0xFFFF_FFFF, addr >> 32
+    out[lo:lo + 2] = _lo_hi(addr)
     return out
+
+
+def _lo_hi(addr: int) -> list[int]:
+    """A 64-bit address as the packets carry it: low dword, high dword."""
+    return [addr & 0xFFFF_FFFF, addr >> 32]
 
 
 def _mesa_chain_pad(ib: list[int]) -> list[int]:
@@ -559,20 +564,21 @@ def check_kmd_accepts_amd_streams(dev):
     bo = c.bo(0x4000)
     m = bo.addr
     a = AMD
-    chained = [0xC0033700, 0x40100500, m + 0x230, 0, 0xCAFE] + [NOP_PAD] * 3
+    # the dwords as AMD's code emits them, addresses (both halves: a BO may lie above 4 GiB) in the BO
+    chained = [0xC0033700, 0x40100500, *_lo_hi(m + 0x230), 0xCAFE] + [NOP_PAD] * 3
     bo.u32[0x800 // 4:0x800 // 4 + len(chained)] = chained
     ib = (list(a["insert_nop_5"].dwords) + [0x80001234, NOP_PAD]
-          + [0xC0033700, 0x00100500, m + 0x200, 0, 0xDEADBEEF]  # test_ib
-          + [0xC0053700, 0x00110500, m + 0x204, 0, 1, 2, 3]  # WR_ONE_ADDR
-          + [0xC0064900, 0x00238514, 0x20000000, m + 0x208, 0, 0x41, 0, 0]  # the fence's cache bits
-          + [0xC0053C00, 0x00000113, m + 0x208, 0, 0x41, 0xFFFFFFFF, 4]  # pipeline sync, PFP
-          + [0xC0064900, 0x00000528, 0x23000000, m + 0x210, 0, 7, 0, 0])  # radv EOP, INT_SEL 3
-    ib = _mesa_chain_pad(ib) + [0xC0023F00, m + 0x800, 0, 0x00900000 | len(chained)]  # Mesa chain, VALID
+          + [0xC0033700, 0x00100500, *_lo_hi(m + 0x200), 0xDEADBEEF]  # test_ib
+          + [0xC0053700, 0x00110500, *_lo_hi(m + 0x204), 1, 2, 3]  # WR_ONE_ADDR
+          + [0xC0064900, 0x00238514, 0x20000000, *_lo_hi(m + 0x208), 0x41, 0, 0]  # the fence's cache bits
+          + [0xC0053C00, 0x00000113, *_lo_hi(m + 0x208), 0x41, 0xFFFFFFFF, 4]  # pipeline sync, PFP
+          + [0xC0064900, 0x00000528, 0x23000000, *_lo_hi(m + 0x210), 7, 0, 0])  # radv EOP, INT_SEL 3
+    ib = _mesa_chain_pad(ib) + [0xC0023F00, *_lo_hi(m + 0x800), 0x00900000 | len(chained)]  # Mesa chain, VALID
     c.run(bo, ib)
     assert bo.u32[0x200 // 4:0x214 // 4].tolist() == [0xDEADBEEF, 3, 0x41, 0, 7]
     assert bo.u32[0x230 // 4] == 0xCAFE
     if kmd.info.has_dma:
-        w = [0xC0055000, 0, m + 0x300, 0, m + 0x380, 0, 0x80000000 | 0x40]  # DIS_WC, gfx9's bit 31
+        w = [0xC0055000, 0, *_lo_hi(m + 0x300), *_lo_hi(m + 0x380), 0x80000000 | 0x40]  # DIS_WC, gfx9's bit 31
         bo.u32[0x300 // 4:0x340 // 4] = list(range(16))
         c.run(bo, w)
         assert bo.u32[0x380 // 4:0x3C0 // 4].tolist() == list(range(16))

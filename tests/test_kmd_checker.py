@@ -24,7 +24,7 @@ from kmd_model.uapi import CsChunkIb, Domain, KmdError, Request
 from spec import pm4
 from testbench.refmodel import RefModel
 
-from .test_kmd_ioctl import Client, expect, hw_state
+from .test_kmd_ioctl import Client, addr_fields, expect, hw_state
 
 
 def _outside(verb: str, where: str, m: int, a: int, n: int, ctx: int) -> str:
@@ -54,7 +54,7 @@ def check_read_side(dev):
     # the good copy runs; a fill's SRC is its data, not an address
     abo.u32[0xC00:0xC08] = np.arange(8)
     a.run(abo, pm4.dma_data(m + 0x2000, m + 0x3000, 0x20, cp_sync=1))
-    a.run(abo, pm4.dma_data(m + 0x2100, vbo.addr, 0x10, src_sel="DATA", cp_sync=1))
+    a.run(abo, pm4.dma_data(m + 0x2100, vbo.addr & 0xFFFF_FFFF, 0x10, src_sel="DATA", cp_sync=1))
     assert abo.u32[0x800:0x808].tolist() == list(range(8))
     assert abo.u32[0x840:0x844].tolist() == [vbo.addr & 0xFFFF_FFFF] * 4
     assert (vbo.u32 == 0x5EC2E7).all()
@@ -142,7 +142,7 @@ def check_bad_packet_before_a_chain(dev):
     chain = pm4.indirect_buffer(m + 0x2000, 8, chain=1)
     for bad, why in ((pm4.write_data(vbo.addr, [1]), f"writes [{vbo.addr:#x}, {vbo.addr + 4:#x}), outside "
                       f"every BO of context {a.ctx}"),
-                     (pm4.encode_fields("WRITE_DATA", {"DST_SEL": 0, "ADDR_LO": (m + 0x100) >> 2}, [1]),
+                     (pm4.encode_fields("WRITE_DATA", {"DST_SEL": 0, **addr_fields("WRITE_DATA", m + 0x100)}, [1]),
                       ": DST_SEL=REGISTER is not supported by this device")):
         sep = " " if why.startswith("writes") else ""
         expect(errno.EFAULT if sep else errno.EINVAL, f"CS: WRITE_DATA at IB+0x8 ({m + 8:#x}){sep}{why}",
@@ -226,7 +226,7 @@ def check_deepest_level_chain_rules(dev):
     m = bo.addr
     ib2 = m + 0x2000
     bo.u32[0x800:0x808] = pm4.nop(3) + pm4.encode_fields(
-        "INDIRECT_BUFFER", {"IB_BASE_LO": (m + 0x3000) >> 2, "VALID": 1, "CHAIN": 1})
+        "INDIRECT_BUFFER", {**addr_fields("INDIRECT_BUFFER", m + 0x3000, "base"), "VALID": 1, "CHAIN": 1})
     expect(errno.EINVAL, f"CS: INDIRECT_BUFFER at IB2+0x10 ({ib2 + 0x10:#x}): IB_SIZE is 0", c.submit,
            c.ib(bo, pm4.indirect_buffer(ib2, 8)))
     for valid in (0, 1):

@@ -16,7 +16,7 @@ import kmd_model
 from kmd_model import uapi
 from kmd_model.uapi import (CsChunkFence, CsChunkIb, CtxOp, Domain, GemFlags, InfoQuery, KmdError,
                             Request)
-from spec import pm4
+from spec import packets, pm4
 from testbench.refmodel import RefModel
 
 GTT, VRAM = Domain.GTT, Domain.VRAM
@@ -65,6 +65,15 @@ class Client:
         seq = self.submit(self.ib(bo, dwords, offset))
         assert self.wait(seq)
         return seq
+
+
+def addr_fields(packet: str, addr: int, value: str = "addr") -> dict[str, int]:
+    """Raw field values (for pm4.encode_fields) that put byte address `addr` in `packet`'s
+    `value`: the low field in place (ADDR_LO holds bits [31:2]) and the high dword, so they
+    hold on a device whose memory reaches above 4 GiB too (tests/test_kmd_high_memory.py)."""
+    p = packets.by_name[packet]
+    lo, hi = (p.field(n) for n in p.value(value).fields)
+    return {lo.name: (addr & 0xFFFF_FFFF) >> lo.lsb, hi.name: addr >> 32}
 
 
 def expect(err: int, message: str, fn, *args):
@@ -299,14 +308,14 @@ def check_cs_checker(dev):
             f"must be 2", [pm4.header(0x3F, 1), 0, 0])
     refused(errno.EINVAL, f"CS: malformed packet at IB+0x0 ({m:#x}): BAD TYPE 0: not a type-3 header", [0x1234])
     refused(errno.EINVAL, f"CS: WRITE_DATA at IB+0x0 ({m:#x}): DST_SEL=REGISTER is not supported by this device",
-            pm4.encode_fields("WRITE_DATA", {"DST_SEL": 0, "ADDR_LO": (m + 0x100) >> 2}, [1]))
+            pm4.encode_fields("WRITE_DATA", {"DST_SEL": 0, **addr_fields("WRITE_DATA", m + 0x100)}, [1]))
     refused(errno.EINVAL, f"CS: INDIRECT_BUFFER at IB+0x0 ({m:#x}): IB_SIZE is 0",
-            pm4.encode_fields("INDIRECT_BUFFER", {"IB_BASE_LO": (m + 0x2000) >> 2, "VALID": 1}))
+            pm4.encode_fields("INDIRECT_BUFFER", addr_fields("INDIRECT_BUFFER", m + 0x2000, "base")))
     refused(errno.EINVAL, f"CS: WRITE_DATA at IB+0x0 ({m:#x}): DST_SEL=GDS is not supported by this device",
-            pm4.encode_fields("WRITE_DATA", {"DST_SEL": 3, "ADDR_LO": (m + 0x100) >> 2}, [1]))
+            pm4.encode_fields("WRITE_DATA", {"DST_SEL": 3, **addr_fields("WRITE_DATA", m + 0x100)}, [1]))
     refused(errno.EINVAL, f"CS: RELEASE_MEM at IB+0x0 ({m:#x}): addr {m + 0x104:#x} is not qword aligned "
             "(needed with DATA_SEL=DATA_64)", pm4.encode_fields("RELEASE_MEM", {
-                "DATA_SEL": 2, "ADDR_LO": (m + 0x104) >> 2, "EVENT_INDEX": 5}))
+                "DATA_SEL": 2, **addr_fields("RELEASE_MEM", m + 0x104), "EVENT_INDEX": 5}))
     mine.u32[0x800:0x808] = pm4.indirect_buffer(m + 0x2100, 8) + pm4.pad(4)  # IB2 -> IB3
     refused(errno.EINVAL, f"CS: INDIRECT_BUFFER at IB2+0x0 ({m + 0x2000:#x}): nests deeper than the device's "
             f"{kmd.info.ib_levels} IB levels", pm4.indirect_buffer(m + 0x2000, 8))

@@ -180,6 +180,28 @@ def test_a_lost_error_interrupt_is_found_by_the_job_timer():
     assert kmd.stats["job_timeouts"] == 0 and kmd.stats["cp_errors"] == 1 and kmd.stats["resets"] == 1
 
 
+def test_a_lost_error_interrupt_is_found_by_the_job_timer_with_nobody_waiting():
+    """The same with no WAIT_CS (whose fallback poll would find the error first): a client
+    that only asks for its context's state. The job timer runs in every ioctl that folds in
+    the hardware's state; when it runs out (twice: the first only marks where the CP is), it
+    finds the CP stopped on an error and reports that error, not a timeout."""
+    t_out = 2_000
+    kmd = kmd_model.bind(RefModel(), cs_check=False, job_timeout=t_out, fallback_poll=1 << 40)
+    c = Client()
+    bo = c.bo()
+    kmd.mmio.write(regs.INT_ENABLE, 0)
+    seq = c.submit(c.ib(bo, [pm4.header(0x7B, 0), 0]))
+    states = []
+    for _ in range(3):
+        kmd.dev.delay(t_out + 500)
+        states.append(c.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, c.ctx)))
+    assert [(s.reset_status, s.resets) for s in states] == [(ResetStatus.NO_RESET, 0)] + [(ResetStatus.GUILTY, 1)] * 2
+    info = states[-1].error
+    assert (info.code, info.opcode, info.seq, info.message) == (
+        "ILLEGAL_OPCODE", 0x7B, seq, f"illegal opcode 0x7b at IB+0x0 ({bo.addr:#x}), context {c.ctx}")
+    assert kmd.stats["job_timeouts"] == 0 and kmd.stats["cp_errors"] == 1 and kmd.stats["resets"] == 1
+
+
 def test_timeouts_say_what_the_cp_was_doing():
     """A job stuck in a WAIT_REG_MEM: the message names the wait and how long nothing moved
     (at least job_timeout, at most twice that: the timer is checked when it runs out), the
@@ -218,6 +240,18 @@ def test_timeouts_say_what_the_cp_was_doing():
     assert re.fullmatch(r"WAIT_CS: job 0x1 timed out: no progress for \d+ cycles, CP polling in a WAIT_REG_MEM, "
                         rf"context {ctx2}", ei.value.message), ei.value.message
     assert ei.value.info.opcode_name == "WAIT_REG_MEM"
+    # neither: a CP held by CONTROL.HALT before the job's IB; the message says where it is
+    # and the STATUS it read
+    kmd.mmio.write_fields(regs.CONTROL, HALT=1)
+    ctx3 = c.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+    seq = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0xB00, [3]), offset=0x300), ctx=ctx3)
+    st = kmd.mmio.read(regs.STATUS)
+    assert regs.STATUS.LEVEL.get(st) == regs.IbLevel.RING and not regs.STATUS.WAITING.get(st)
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        c.wait(seq, 1_000_000, ctx3)
+    assert re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out: no progress for \d+ cycles, CP busy at RING \(STATUS "
+                        rf"{st:#x}\), context {ctx3}", ei.value.message), ei.value.message
+    assert (ei.value.info.opcode, ei.value.info.opcode_name, ei.value.info.level) == (0, None, "RING")
 
 
 def test_waiting_on_a_job_that_finished_before_its_context_was_reset():

@@ -44,6 +44,7 @@ TESTS = (
     "tests/test_kmd_mapping.py",
     "tests/test_kmd_recovery.py",
     "tests/test_kmd_bo.py",
+    "tests/test_high_memory.py",
     "tests/test_security.py",
     "tests/test_umd_api.py",
     "tests/test_umd_batching.py",
