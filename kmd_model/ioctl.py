@@ -146,8 +146,7 @@ def fmt(obj: Any) -> str:
     parts = []
     for f in fields(obj):
         v = getattr(obj, f.name)
-        if v is None or (f.default is not None and not isinstance(v, np.ndarray) and v == f.default
-                         and f.name not in ("op", "query")):
+        if v is None or (f.default is not None and not isinstance(v, np.ndarray) and v == f.default):
             continue
         parts.append(f"{f.name}={_fmt_value(v)}")
     return "{" + ", ".join(parts) + "}"

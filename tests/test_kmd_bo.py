@@ -107,3 +107,20 @@ def test_shadow_pool_limits():
     assert kmd.dev.now() - t0 >= 1_000 and kmd.stats["job_timeouts"] == 2  # it waited, for the reset
     assert all(c.wait(s) for s in seqs)
     assert kmd.shadow.used == 0 and kmd.shadow.high_water == 32 + 3 * 0x400
+
+
+def test_lookup_by_address_at_every_edge():
+    """BoManager.lookup (how the KMD finds the BOs of a job named by address): the first
+    and last byte of a BO find it; the byte after it, a hole left by a freed BO and
+    memory below the lowest BO find nothing."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    a, hole, b = (c.bo(0x1000, Domain.VRAM) for _ in range(3))
+    c.io(Request.GEM_CLOSE, GemCloseArgs(hole.handle))
+    bos = kmd.bo
+    lowest = min(x.gpu_addr for x in bos.live)
+    assert lowest == a.addr > 0 and bos.lookup(lowest - 1) is None
+    for bo in (a, b):
+        found = {bos.lookup(bo.addr), bos.lookup(bo.addr + bo.size - 1)}
+        assert len(found) == 1 and found.pop().gpu_addr == bo.addr
+    assert hole.addr == a.addr + a.size and bos.lookup(hole.addr) is None and bos.lookup(b.addr - 1) is None

@@ -32,7 +32,7 @@ def test_arithmetic_and_comparisons_see_the_device_bytes():
     np.add(u[:4], 10, out=obo.u32[:4])  # out= a mapping: writes the device's memory
     assert dev.mem[obo.addr:obo.addr + 16].view("<u4").tolist() == [11, 12, 13, 14]
     plain = np.zeros(4, np.uint32)
-    np.multiply(u[:4], 2, out=plain)
+    assert np.multiply(u[:4], 2, out=plain) is plain  # numpy's contract: the result is the out array
     assert plain.tolist() == [2, 4, 6, 8]
     np.add(u[:4], u[:4], out=(u[4:8],))  # a tuple out=, itself a mapping
     assert u[4:8].tolist() == [2, 4, 6, 8]

@@ -18,6 +18,7 @@ from spec import pm4
 from testbench.refmodel import RefModel
 
 from .test_kmd_ioctl import Client, expect
+from .test_security import Holder
 
 
 class StuckResetModel(RefModel):
@@ -333,3 +334,26 @@ def test_stats_and_odd_parameters():
     assert repr(kmd.wb_bo) == f"Bo(wb GTT [{kmd.wb_bo.gpu_addr:#x}, {kmd.wb_bo.end:#x}) kernel)"
     b.f.close()
     assert kmd.kmd_stats()["files"] == 1
+
+
+def test_queued_jobs_of_other_contexts_survive_a_reset():
+    """A small ring (64 dwords): while a held CP has the guilty job in the ring, the
+    innocent context's later jobs wait in the scheduler's queue, not yet in the ring. The
+    reset drops the guilty context's jobs only: the queued ones run after it, in order."""
+    kmd = kmd_model.bind(RefModel(), cs_check=False, ring_log2_dw=6)
+    hold = Holder()
+    a, b = Client(), Client()
+    abo, bbo = a.bo(), b.bo()
+    bad = a.submit(a.ib(abo, [pm4.header(0x7B, 0), 0]))
+    seqs = [b.submit(b.ib(bbo, pm4.write_data(bbo.addr + 0x1000, [i + 1]) + pm4.write_data(bbo.addr + 0x1004 + 4 * i,
+                                                                                             [i + 1]), offset=0x40 * i))
+            for i in range(6)]
+    assert len(kmd.sched.queue) >= 3  # (the ring holds the holder, the guilty job and one of b's)
+    hold.release()
+    assert all(b.wait(s) for s in seqs)
+    assert bbo.u32[0x400] == 6 and bbo.u32[0x401:0x407].tolist() == [1, 2, 3, 4, 5, 6]  # all ran, the last last
+    expect(errno.ECANCELED, f"WAIT_CS: context {a.ctx} was reset: illegal opcode 0x7b at IB+0x0 ({abo.addr:#x}), "
+           f"context {a.ctx}", a.wait, bad)
+    st = b.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, b.ctx))
+    assert (st.reset_status, st.resets, st.error) == (ResetStatus.INNOCENT, 1, None)  # it had work in the ring
+    assert kmd.stats["resets"] == 1
