@@ -224,6 +224,12 @@ def test_tracer_hook_sees_every_call():
     names = [n for n, _, _ in calls]
     assert names == ["Device.queue", "Device.alloc", "Queue.write", "Queue.fill", "Queue.finish", "Buffer.free"]
     assert calls[0][2] == {"flush_threshold": 100} and calls[2][1] == (4, [5, 6])
+    # the tracer gone, the entry points looked up while it was there (cached on the object)
+    # still take keyword arguments
+    buf = gpu.alloc(0x100)
+    q.fill(buf, offset=0x10, size=8, value=7)
+    q.finish()
+    assert buf.u32[4:6].tolist() == [7, 7] and len(calls) == 6
 
 
 def test_device_and_queue_lifecycle(monkeypatch):
@@ -306,3 +312,52 @@ def test_transfers_split_unevenly_and_their_errors():
     _raises(RuntimeError, "download: this device has no DMA engine (CAPS.DMA = 0)", q.download, a, 0, 4)
     _raises(TypeError, "fill: size must be an int, not 4.0", q.fill, a, 0, 4.0, 1)
     gpu.close()
+
+
+@pytest.mark.parametrize("first", [1, 2**32 - 20])
+def test_seq_done_makes_no_ioctl_while_zero_cannot_be_ours(first):
+    """Queue.seq_done is the cheap check (Mesa's fence check reads memory, no syscall): while
+    the user fence dword still holds 0 and the queue's seqnos do not pass through 0, it
+    answers from memory alone; only when 0 may be one of its own seqnos does it ask the
+    kernel (one WAIT_CS that does not wait)."""
+    gpu = _gpu(initial_seq=first)
+    kmd = kmd_model.bound()
+    hold = Holder()
+    q = gpu.queue(flush_threshold=1)
+    buf = gpu.alloc(0x100)
+    for i in range(3):
+        q.write(buf, 4 * i, [i + 1])  # three submissions behind the holder
+    assert q.first_seq == first and int(q.q32[0]) == 0  # (seqnos count per context)
+    before = kmd.stats["ioctls"]
+    assert not any(q.seq_done(q.last_seq) for _ in range(5))
+    assert kmd.stats["ioctls"] == before
+    hold.release()
+    q.finish()
+    assert buf.u32[:3].tolist() == [1, 2, 3] and q.seq_done(q.last_seq)
+
+
+def test_seq_done_asks_the_kernel_when_zero_may_be_ours():
+    """Seqnos 0xfffffffe, 0xffffffff, 0: while the dword holds 0 the queue asks the kernel
+    about its first job (one WAIT_CS); once a wait has seen its jobs end, a 0 there is its
+    own seqno, trusted without asking."""
+    gpu = _gpu(initial_seq=2**32 - 2)
+    kmd = kmd_model.bound()
+    q = gpu.queue(flush_threshold=1)
+    buf = gpu.alloc(0x100)
+    # the first job polls a flag, and sleeps 0xffff cycles between polls
+    q.wait_mem(buf, 0x80, 1, poll_interval=0xFFFF)
+    kmd.dev.delay(100)
+    for i in range(2):
+        q.write(buf, 4 * i, [i + 1])
+    buf.u32[0x20] = 1  # the condition holds now; the CP sees it at its next poll
+    assert (q.first_seq, q.last_seq) == (0xFFFF_FFFE, 0) and int(q.q32[0]) == 0
+    before = kmd.stats["ioctls"]
+    assert not q.seq_done(q.last_seq)
+    assert kmd.stats["ioctls"] == before + 1  # the WAIT_CS on the first job, with timeout 0
+    before = kmd.stats["ioctls"]
+    q.finish()  # a WAIT_CS that does not wait (the first job: not yet), one that waits out the poll
+    assert kmd.stats["ioctls"] == before + 2  # ... and then the 0 is trusted: nothing more to ask
+    assert int(q.q32[0]) == 0 and buf.u32[:2].tolist() == [1, 2]  # the last seqno, 0, is there
+    before = kmd.stats["ioctls"]
+    assert q.seq_done(0xFFFF_FFFF) and q.seq_done(0)  # the wait made the 0 trusted: memory only
+    assert kmd.stats["ioctls"] == before

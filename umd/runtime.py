@@ -392,18 +392,12 @@ class Queue(_Dispatched):
         return None
 
     def _raise_from(self, e: KmdError, what: str) -> None:
-        """Turn a KMD error into the UMD's exception."""
-        if e.errno == errno.ECANCELED:
-            info = None
-            try:
-                info = self.ws.ctx_query(self.ctx_id).error
-            except KmdError:
-                pass
-            info = info or e.info
-            if info is not None:
-                raise GpuError(info, self._find_command(info.addr)) from e
-        if e.errno == errno.ETIME:
-            raise GpuTimeout(f"{what}: {e.message}") from e
+        """Turn a KMD error into the UMD's exception (a WAIT_CS's ETIME never comes here:
+        _wait_seq answers it with False, and the caller says what timed out)."""
+        if e.errno == errno.ECANCELED and e.info is not None:
+            # the KMD's ECANCELED carries the context's decoded error (what CTX QUERY_STATE
+            # would return): no need to ask again
+            raise GpuError(e.info, self._find_command(e.info.addr)) from e
         if e.errno == errno.EIO:
             raise DeviceLost(f"{what}: {e.message}") from e
         if e.errno == errno.ENOMEM:
