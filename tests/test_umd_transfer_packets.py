@@ -22,11 +22,13 @@ from testbench.refmodel import RefModel
 
 
 class Submitted:
-    """The DMA_DATA packets of every CS, as (dst, src, bytes, fill, raw_wait)."""
+    """The DMA_DATA packets of every CS, as (dst, src, bytes, fill, raw_wait); `packets`:
+    every packet of every CS, decoded (CHAINs followed)."""
 
     def __init__(self, kmd):
         self.kmd = kmd
         self.cs: list[list[tuple]] = []
+        self.packets: list = []
         kmd.trace_hooks.append(self._hook)
 
     def _hook(self, rec) -> None:
@@ -47,6 +49,7 @@ class Submitted:
             nxt = None
             for p in pm4.decode_stream(words):
                 assert p.ok, p
+                self.packets.append(p)
                 if p.name == "DMA_DATA":
                     f = p.fields
                     out.append((f["DST_ADDR_LO"] | f["DST_ADDR_HI"] << 32, f["SRC_ADDR_LO"] | f["SRC_ADDR_HI"] << 32,
@@ -117,3 +120,30 @@ def test_raw_wait_on_every_packet_of_a_split_copy():
     assert [(n, raw) for _, _, n, _, raw in got] == [(0x10, 0)] + [(0x100, 1)] * 4 + [(0x100, 0)] * 3
     assert [src for _, src, _, _, _ in got[1:5]] == [a.gpu_addr + 0xC00 + 0x100 * i for i in range(4)]
     gpu.close()
+
+
+def test_the_umds_own_packets_are_amds():
+    """What the UMD records besides transfers, as AMD's drivers emit it: WRITE_DATA to
+    memory with WR_CONFIRM (amdgpu's IB test, Mesa's si_cp_write_data: AMD's CP moves on
+    before an unconfirmed write lands; this device always confirms, so only the bit can
+    show it), chained IBs with CHAIN and VALID (Mesa's S_3F2_CHAIN(1) | S_3F2_VALID(1)),
+    WAIT_REG_MEM with the API's poll interval (16 unless given)."""
+    kmd = kmd_model.bind(RefModel())
+    seen = Submitted(kmd)
+    gpu = umd.open(api_version=2)
+    q = gpu.queue(flush_threshold=1000, ib_size_dw=64)
+    buf = gpu.alloc(0x1000)
+    for i in range(20):  # more than one 64-dword IB holds: chains
+        q.write(buf, 4 * i, [i, i + 1])
+    q.wait_mem(buf, 0, 0)
+    q.wait_mem(buf, 4, 1, poll_interval=4)
+    q.finish()
+    by = {}
+    for p in seen.packets:
+        by.setdefault(p.name, []).append(p.fields)
+    assert len(by["WRITE_DATA"]) == 20 and all(
+        (f["DST_SEL"], f["WR_CONFIRM"]) == (packets.WRITE_DATA.field("DST_SEL").values["MEMORY"], 1)
+        for f in by["WRITE_DATA"])
+    chains = [f for f in by["INDIRECT_BUFFER"] if f["CHAIN"]]
+    assert chains and all(f["VALID"] == 1 for f in chains)
+    assert [f["POLL_INTERVAL"] for f in by["WAIT_REG_MEM"]] == [16, 4]

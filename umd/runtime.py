@@ -40,9 +40,11 @@ DOMAINS = {"gtt": Domain.GTT, "vram": Domain.VRAM}
 COMPARE = {"always": "ALWAYS", "<": "LT", "<=": "LE", "==": "EQ", "!=": "NE", ">=": "GE", ">": "GT"}
 
 # The queue's own page: user fence, event timeline, timestamp slots.
+QBO_BYTES = 4096
 QBO_USER_FENCE = 0
 QBO_TIMELINE = 1
 QBO_TS_FIRST = 8  # qword index of the first timestamp slot (byte 64)
+QBO_TS_SLOTS = QBO_BYTES // 8 - QBO_TS_FIRST  # reused in turn: a Timestamp is read before 504 more are taken
 
 
 # ---------------------------------------------------------------------------- tracing hook
@@ -290,7 +292,7 @@ class Queue(_Dispatched):
         self.flush_threshold = flush_threshold
         self.ctx_id = self.ws.ctx_alloc()
         info = device.dev_info
-        self.qbo = device_alloc(device, 4096, "gtt")
+        self.qbo = device_alloc(device, QBO_BYTES, "gtt")
         self.q32 = self.qbo.u32
         self.timeline = 0  # last event value handed out
         self.ts_next = 0
@@ -572,11 +574,9 @@ def queue_fill(self: Queue, buf: Buffer, offset: int, size: int, value: int) -> 
 
 def queue_timestamp(self: Queue) -> "Timestamp":
     """API v2: the GPU clock when the queue gets here (RELEASE_MEM TIMESTAMP)."""
-    slots = (4096 // 8) - QBO_TS_FIRST
-    slot = QBO_TS_FIRST + self.ts_next % slots
+    slot = QBO_TS_FIRST + self.ts_next % QBO_TS_SLOTS
     self.ts_next += 1
-    ts = Timestamp(self, slot)
-    self.q32[2 * slot: 2 * slot + 2] = 0
+    ts = Timestamp(self, slot)  # (read only once its job has ended: the GPU wrote the slot by then)
     self.cmdbuf.emit(pm4.release_mem(self.qbo.gpu_addr + 8 * slot, 0, data_sel="TIMESTAMP"), self._label("timestamp"))
     self.unflushed_events.append(ts)
     self._end_command()
