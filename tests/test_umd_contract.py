@@ -16,6 +16,7 @@ import umd
 from spec import pm4
 from testbench.refmodel import RefModel
 
+from .test_kmd_ioctl import Client
 from .test_security import Holder
 
 
@@ -361,3 +362,92 @@ def test_seq_done_asks_the_kernel_when_zero_may_be_ours():
     before = kmd.stats["ioctls"]
     assert q.seq_done(0xFFFF_FFFF) and q.seq_done(0)  # the wait made the 0 trusted: memory only
     assert kmd.stats["ioctls"] == before
+
+
+def _hog_gtt(gpu, kmd) -> list:
+    gtt = kmd.bo.heaps[kmd_model.uapi.Domain.GTT]
+    hog = []
+    while gtt.largest_free >= 0x1000:
+        hog.append(gpu.alloc(gtt.largest_free, "gtt"))
+    return hog
+
+
+def test_a_queue_short_of_memory_waits_for_its_oldest_submission():
+    """GTT full when the queue needs a new IB, with a submission of its own in flight: it
+    waits for that one (the staging buffer of its upload comes back to the heap when it
+    ends) and tries again; when the oldest does not finish in time, OutOfMemory says so."""
+    gpu = _gpu(job_timeout=1 << 40)
+    kmd = kmd_model.bound()
+    q = gpu.queue(flush_threshold=1 << 20)
+    buf, flag, dst = gpu.alloc(0x1000), gpu.alloc(0x100), gpu.alloc(0x8000)
+    # the oldest: a wait that sleeps out a long poll interval, then an upload (staged in GTT)
+    q.wait_mem(flag, 0, 1, poll_interval=0xFFFF)
+    q.flush()
+    kmd.dev.delay(100)
+    flag.u32[0] = 1  # seen at the CP's next poll, 0xffff cycles on
+    data = bytes(range(256)) * 0x80
+    q.upload(dst, 0, data)
+    q.flush()
+    hog = _hog_gtt(gpu, kmd)
+    for i in range(300):  # more than one IB's worth: a new IB, no memory until the upload ends
+        q.write(buf, 4 * i, i)
+    q.finish()
+    assert buf.u32[:300].tolist() == list(range(300)) and bytes(dst.map()[:len(data)]) == data
+    # the same with an oldest submission that never ends
+    for h in hog:
+        h.free()
+    q.timeout = 5000
+    flag.u32[0] = 0
+    q.wait_mem(flag, 0, 1)
+    q.upload(dst, 0, data)
+    seq = q.flush()
+    hog = _hog_gtt(gpu, kmd)
+    with pytest.raises(umd.OutOfMemory, match=rf"^new IB: no memory for 0x1000 bytes on queue \(context {q.ctx_id}\), "
+                       rf"and its oldest submission \(seqno {seq:#x}\) has not finished after 5000 cycles \(1 in "
+                       r"flight, max_inflight=32\): ENOMEM: GEM_CREATE: no 0x1000 bytes free in GTT"):
+        for i in range(5000):  # past the IBs the first part left in the queue's pool
+            q.write(buf, 4 * (i % 0x400), i + 1)
+    flag.u32[0] = 1
+    for h in hog:
+        h.free()
+    q.finish()
+    gpu.close()
+
+
+def test_waits_on_a_lost_device_say_what_waited():
+    """A GPU reset that fails (the CP never goes idle) loses the device: every wait of the
+    UMD on a submission in flight then raises DeviceLost, naming the call that waited:
+    finish, a flush held back by max_inflight, a new IB waiting for memory."""
+    from .test_kmd_recovery import StuckResetModel
+
+    dev = StuckResetModel()
+    gpu = _gpu(dev, cs_check=False, hw_timeout=2000)
+    kmd = kmd_model.bound()
+    buf = gpu.alloc(0x1000)
+    fin = gpu.queue(flush_threshold=1 << 20)
+    thr = gpu.queue(flush_threshold=1 << 20, max_inflight=1, ib_size_dw=64)
+    mem = gpu.queue(flush_threshold=1 << 20)
+    for i in range(20):  # a submission of chained IBs: back in thr's pool once it ends
+        thr.write(buf, 4 * i, i)
+    thr.finish()
+    assert len(thr.pool.free) >= 2
+    hold = Holder()
+    bad = Client()
+    bad.submit(bad.ib(bad.bo(), [pm4.header(0x7B, 0), 0]))
+    for q in (fin, thr, mem):  # one submission each, behind the holder and the bad packet
+        q.write(buf, 0, 1)
+        q.flush()
+    thr.write(buf, 4, 2)  # recorded in thr's second pooled IB, not flushed
+    dev.stuck = True
+    hold.bo.u32[0x200] = 1  # the CP runs into the bad packet; its reset will not take
+    with pytest.raises(umd.DeviceLost, match=r"^finish: soft reset: CP not idle after 2000 cycles"):
+        fin.finish()  # (its WAIT_CS ran the failed reset)
+    lost = re.escape(f"WAIT_CS: {kmd.wedged}")
+    with pytest.raises(umd.DeviceLost, match=f"^flush: {lost}$"):
+        thr.flush()  # max_inflight=1: waits for the one in flight first
+    hog = _hog_gtt(gpu, kmd)
+    with pytest.raises(umd.DeviceLost, match=f"^new IB: {lost}$"):
+        for i in range(5000):  # a new IB, no memory: waits for its submission in flight
+            mem.write(buf, 4 * (i % 0x400), i)
+    for h in hog:
+        h.free()

@@ -306,7 +306,6 @@ class Queue(_Dispatched):
         self.first_seq: int | None = None
         self.last_seq: int | None = None
         self.fence_trusted = False  # the user fence dword holds a seqno of ours (seq_done)
-        self.submitted = 0
         self.calls = 0
         self.flushes = 0
         self.closed = False
@@ -522,7 +521,6 @@ def queue_flush(self: Queue) -> int | None:
     if self.first_seq is None:
         self.first_seq = seq
     self.last_seq = seq
-    self.submitted += 1
     self.flushes += 1
     self.inflight.append(Submission(seq, ibs, labels))
     for ev in events:
