@@ -451,3 +451,24 @@ def test_waits_on_a_lost_device_say_what_waited():
             mem.write(buf, 4 * (i % 0x400), i)
     for h in hog:
         h.free()
+
+
+def test_zero_filled_memory_is_asked_for_where_it_is_needed():
+    """GEM_CREATE's VRAM_CLEARED (amdgpu's AMDGPU_GEM_CREATE_VRAM_CLEARED, which Mesa sets
+    only where zeroes are needed): for the app's buffers unless alloc(zero=False), and for
+    the queue's page (its user fence must read 0 until the GPU writes it); not for what
+    the UMD overwrites whole before the GPU reads it: IBs and staging buffers."""
+    kmd = kmd_model.bind(RefModel(dma=True))
+    made = []
+    kmd.trace_hooks.append(lambda rec: made.append((rec.args.size, rec.args.flags))
+                           if rec.request == "GEM_CREATE" else None)
+    cleared = int(kmd_model.uapi.GemFlags.VRAM_CLEARED)
+    gpu = umd.open(api_version=2)
+    gpu.alloc(0x100)
+    gpu.alloc(0x200, zero=False)
+    q = gpu.queue(flush_threshold=1000, ib_size_dw=256)
+    dst = gpu.alloc(0x300, zero=False)
+    q.upload(dst, 0, bytes(0x180))
+    q.download(dst, 0, 0x140)  # (finishes the queue)
+    assert made == [(0x100, cleared), (0x200, 0), (umd.runtime.QBO_BYTES, cleared), (0x300, 0), (0x180, 0),
+                    (4 * 256, 0), (0x140, 0)]

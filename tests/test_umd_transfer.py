@@ -89,6 +89,14 @@ def check_transfer_errors(dev):
         q.copy(a, 0x10, a, 0x0, 0x20)
     with pytest.raises(ValueError, match=r"^upload: \[0xff, 0x101\) is outside the 0x100-byte buffer$"):
         q.upload(a, 0xFF, b"ab")
+    for data, kind in (([1, 2], "list"), ("ab", "str"), (7, "int")):  # bytes-like or an array only
+        with pytest.raises(TypeError, match=rf"^upload: data must be bytes-like or a numpy array, not {kind}$"):
+            q.upload(a, 0, data)
+    q.upload(a, 0, bytearray(b"\x01\x02"))
+    q.upload(a, 2, memoryview(np.array([0x0403], "<u2")))  # any buffer: its bytes
+    q.upload(a, 4, np.array([[5, 6], [7, 8]], np.uint8)[:, 1])  # an array need not be contiguous
+    q.finish()
+    assert a.map()[:6].tolist() == [1, 2, 3, 4, 6, 8]
     with pytest.raises(ValueError, match=r"^download: offset and size must be >= 0, not 0 and -1$"):
         q.download(a, 0, -1)
     q1 = umd.open(api_version=1).queue()

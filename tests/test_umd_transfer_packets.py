@@ -147,3 +147,21 @@ def test_the_umds_own_packets_are_amds():
     chains = [f for f in by["INDIRECT_BUFFER"] if f["CHAIN"]]
     assert chains and all(f["VALID"] == 1 for f in chains)
     assert [f["POLL_INTERVAL"] for f in by["WAIT_REG_MEM"]] == [16, 4]
+
+
+def test_a_write_fills_each_packet_as_far_as_an_ib_allows():
+    """A long write is split into WRITE_DATA packets each as large as an IB takes beside its
+    chain (4 dwords of header, control and address, then data): one dword more than that
+    is a second packet."""
+    kmd = kmd_model.bind(RefModel())
+    seen = Submitted(kmd)
+    gpu = umd.open(api_version=2)
+    q = gpu.queue(flush_threshold=1000, ib_size_dw=64)
+    n = q.cmdbuf.max_packet_dw - 4
+    buf = gpu.alloc(0x1000)
+    for k in (n, n + 1):
+        seen.packets.clear()
+        q.write(buf, 0, list(range(k)))
+        q.finish()
+        assert [len(p.data) for p in seen.packets if p.name == "WRITE_DATA"] == ([n] if k == n else [n, 1])
+        assert buf.u32[:k].tolist() == list(range(k))
