@@ -146,7 +146,8 @@ AMD: dict[str, Amd] = {
     "mesa_chain": Amd(
         "Mesa amdgpu_cs.cpp / radv_amdgpu_cs.c: S_3F2_CHAIN(1) | S_3F2_VALID(1) | size",
         "chain to va=0x1234567800, 0x100 dwords", (0xC0023F00, 0x34567800, 0x00000012, 0x00900100),
-        lambda: pm4.indirect_buffer(IB_VA, 0x100, chain=1, valid=1), {"CHAIN": 1, "VALID": 1, "IB_SIZE": 0x100, "PRIV": 0},
+        lambda: pm4.indirect_buffer(IB_VA, 0x100, chain=1, valid=1),
+        {"CHAIN": 1, "VALID": 1, "IB_SIZE": 0x100, "PRIV": 0},
         "INDIRECT_BUFFER  base=0x1234567800 size_dw=256 chain=1 valid=1"),
     "radv_ib2": Amd(
         "Mesa radv_amdgpu_cs.c radv_amdgpu_cs_execute_secondary: an IB2, control = size (VALID 0)",
@@ -169,7 +170,8 @@ AMD: dict[str, Amd] = {
     "test_ib": Amd(
         "amdgpu gfx_v9_0_ring_test_ib (gfx9): WRITE_DATA_DST_SEL(5) | WR_CONFIRM",
         "test_ib(gpu_addr=0x12345678)", (0xC0033700, 0x00100500, ADDR, 0, 0xDEADBEEF),
-        lambda: pm4.write_data(ADDR, [0xDEADBEEF], wr_confirm=1), {"DST_SEL": 5, "ADDR_INCR": 0, "WR_CONFIRM": 1, "CACHE_POLICY": 0, "ENGINE_SEL": 0},
+        lambda: pm4.write_data(ADDR, [0xDEADBEEF], wr_confirm=1),
+        {"DST_SEL": 5, "ADDR_INCR": 0, "WR_CONFIRM": 1, "CACHE_POLICY": 0, "ENGINE_SEL": 0},
         "WRITE_DATA  wr_confirm=1 addr=0x12345678 data=[0xdeadbeef]"),
     "wreg_gfx_to_memory": Amd(
         "amdgpu gfx_v9_0_ring_emit_wreg control for the gfx ring: WRITE_DATA_ENGINE_SEL(1) | WR_CONFIRM "
@@ -186,12 +188,14 @@ AMD: dict[str, Amd] = {
     "cp_dma_copy": Amd(
         "Mesa si_emit_cp_dma (GFX9), not the last packet: S_414_BYTE_COUNT_GFX9 | DISABLE_WR_CONFIRM_GFX9",
         "copy 4 KiB 0x100001000 -> 0x100002000", (0xC0055000, 0, 0x1000, 1, 0x2000, 1, 0x80001000),
-        lambda: pm4.dma_data(0x1_0000_2000, 0x1_0000_1000, 0x1000, dis_wc=1), {"BYTE_COUNT": 0x1000, "DAIC": 0, "RAW_WAIT": 0, "DIS_WC": 1},
+        lambda: pm4.dma_data(0x1_0000_2000, 0x1_0000_1000, 0x1000, dis_wc=1),
+        {"BYTE_COUNT": 0x1000, "DAIC": 0, "RAW_WAIT": 0, "DIS_WC": 1},
         "DMA_DATA  src=0x100001000 dst=0x100002000 byte_count=4096 dis_wc=1"),
     "cp_dma_copy_last": Amd(
         "Mesa si_emit_cp_dma (GFX9), the last packet: CP_SYNC",
         "copy 4 KiB, CP_SYNC", (0xC0055000, 0x80000000, 0x1000, 1, 0x2000, 1, 0x1000),
-        lambda: pm4.dma_data(0x1_0000_2000, 0x1_0000_1000, 0x1000, cp_sync=1), {"ENGINE": 0, "CP_SYNC": 1, "DIS_WC": 0}),
+        lambda: pm4.dma_data(0x1_0000_2000, 0x1_0000_1000, 0x1000, cp_sync=1),
+        {"ENGINE": 0, "CP_SYNC": 1, "DIS_WC": 0}),
     "cp_dma_fill": Amd(
         "Mesa si_emit_cp_dma (GFX9) clear: SRC_SEL DATA, 4 MiB (needs BYTE_COUNT 25:0)",
         "fill 4 MiB at 0x100400000 with 0xDEADBEEF", (0xC0055000, 0xC0000000, 0xDEADBEEF, 0, 0x00400000, 1,

@@ -183,7 +183,8 @@ def run_one(m: RtlMutant | None, work: Path, timeout: float = 900) -> Result:
                       lambda args=args: run_pytest(work, [*args, f"--basetemp={work / '.pytest-tmp'}"], timeout,
                                                    env={"SIM": SIM})[::2]))
     for mod, case in mm.cocotb:
-        steps.append((f"cocotb {case if isinstance(case, str) else ', '.join(case)}", lambda mod=mod, case=case: _cocotb(work, mod, case, timeout)))
+        what = case if isinstance(case, str) else ", ".join(case)
+        steps.append((f"cocotb {what}", lambda mod=mod, case=case: _cocotb(work, mod, case, timeout)))
     if mm.difftest:
         steps.append((f"difftest ({mm.difftest} streams)", lambda: _difftest(work, mm.difftest, timeout)))
     for what, step in steps:
