@@ -472,3 +472,4 @@ def test_zero_filled_memory_is_asked_for_where_it_is_needed():
     q.download(dst, 0, 0x140)  # (finishes the queue)
     assert made == [(0x100, cleared), (0x200, 0), (umd.runtime.QBO_BYTES, cleared), (0x300, 0), (0x180, 0),
                     (4 * 256, 0), (0x140, 0)]
+
