@@ -31,10 +31,6 @@ log = get_logger("bo")
 PAGE = 4096
 
 
-def _pow2(n: int) -> bool:
-    return n > 0 and n & (n - 1) == 0
-
-
 @dataclass(eq=False)
 class Bo:
     gpu_addr: int
@@ -55,9 +51,6 @@ class Bo:
     @property
     def end(self) -> int:
         return self.gpu_addr + self.size
-
-    def contains(self, addr: int, size: int) -> bool:
-        return self.gpu_addr <= addr and addr + size <= self.end
 
     def __repr__(self) -> str:
         who = "kernel" if self.owner is None else f"fd {self.owner.fd}"

@@ -83,9 +83,6 @@ class Ring:
         """Dwords free for writing: the ring minus what the CP has not consumed yet."""
         return self.size_dw - ((self.wptr - self.get_rptr()) & MASK32)
 
-    def idle(self) -> bool:
-        return self.get_rptr() == self.committed
-
     # ------------------------------------------------------------------ writing
 
     def alloc(self, ndw: int) -> bool:
