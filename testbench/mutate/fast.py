@@ -72,6 +72,12 @@ FAST = (
         "a packet field moves in the table: builders, decoder, RTL, model and checker move with it"),
         ("tests/test_amd_conformance.py",)),
     FastMutant(Patch(
+        "address-high-dword", "kmd_model/cs_checker.py",
+        'a = f["ADDR_LO"] << 2 | f["ADDR_HI"] << 32',
+        'a = f["ADDR_LO"] << 2 | f["ADDR_HI"] << 33',
+        "an address's high dword put in the wrong place: invisible while every buffer lies below 4 GiB"),
+        ("tests/test_high_memory.py",)),
+    FastMutant(Patch(
         "dump-line-address", "gpucosim/dump.py",
         'lines.append(f"{base + 4 * i:#010x}: {words}")',
         'lines.append(f"{base + i:#010x}: {words}")',
