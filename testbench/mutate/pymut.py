@@ -117,12 +117,16 @@ class PyCampaign:
             f.write("\n\nimport hypothesis as _h\n"
                     "_h.settings.register_profile('mutate', derandomize=True, database=None)\n"
                     "_h.settings.load_profile('mutate')\n")
+        t1 = time.monotonic()
         self._inwork("prepare", str(self.workers))
+        t2 = time.monotonic()
         self._fix_import_time_map()
         subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", str(self.workers), "mutants"], cwd=self.work,
                        env=_env(), check=True, stdout=subprocess.DEVNULL)
+        t3 = time.monotonic()
         self.mutants = self._list()
-        self.seconds["prepare"] = time.monotonic() - t0
+        self.seconds.update(copy=round(t1 - t0, 1), generate_and_map=round(t2 - t1, 1), compile=round(t3 - t2, 1),
+                            list=round(time.monotonic() - t3, 1), prepare=round(time.monotonic() - t0, 1))
 
     def load(self) -> None:
         """The mutants of an earlier prepare(), with their verdicts so far."""
