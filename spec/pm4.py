@@ -617,7 +617,7 @@ def describe(item: Packet | Filler | Malformed, *, verbose: bool = False, max_da
             words.append(f"{value.name}={args[value.name]:#010x}")
             continue
         v = item.fields[f.name]
-        if verbose or f.arg_name in p.args or not _usual(f, v) or v != _DEFAULTS[p.name].get(f.name, 0):
+        if verbose or f.arg_name in p.args or not _usual(f, v) or v != _DEFAULTS[p.name][f.name]:
             words.append(f"{f.arg_name}={_show_field(f, v)}")
     if p.tail:
         t = p.tail

@@ -418,3 +418,17 @@ def test_three_ib_levels():
     bo.u32[0x800:0x808] = pm4.write_data(vbo.addr, [3]) + pm4.pad(3)
     expect(errno.EFAULT, f"CS: WRITE_DATA at IB3+0x0 ({m + 0x2000:#x}) writes [{vbo.addr:#x}, {vbo.addr + 4:#x}), "
            f"outside every BO of context {c.ctx}", c.submit, c.ib(bo, pm4.indirect_buffer(m + 0x1000, 8)))
+
+
+def test_a_write_to_one_address_is_one_dword():
+    """WRITE_DATA with ADDR_INCR = NO_INCREMENT (amdgpu's WR_ONE_ADDR) writes one dword
+    however many it carries: at the last dword of a BO it is accepted, and refused it
+    names that dword alone."""
+    kmd_model.bind(RefModel())
+    c, v = Client(), Client()
+    bo, vbo = c.bo(0x1000), v.bo(0x1000)
+    last = bo.addr + bo.size - 4
+    c.run(bo, pm4.write_data(last, [1, 2, 3], addr_incr="NO_INCREMENT"))
+    assert bo.u32[-1] == 3
+    expect(errno.EFAULT, _outside("writes", "WRITE_DATA", bo.addr, vbo.addr, 4, c.ctx), c.submit,
+           c.ib(bo, pm4.write_data(vbo.addr, [1, 2, 3], addr_incr="NO_INCREMENT")))

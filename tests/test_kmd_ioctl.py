@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import kmd_model
-from kmd_model import uapi
+from kmd_model import regs, uapi
 from kmd_model.uapi import (CsChunkFence, CsChunkIb, CtxOp, Domain, GemFlags, InfoQuery, KmdError,
                             Request)
 from spec import packets, pm4
@@ -100,6 +100,8 @@ def check_bind_and_info(dev):
     c = Client()
     info = c.io(Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO))
     assert info.backend == dev.name and info.ib_align_dw == 8 and info.ring_size_dw == 4096
+    caps = kmd.mmio.fields(regs.CAPS)  # what the device says of itself, as the UMD is told it
+    assert (info.bus_bytes, info.addr_bits) == (1 << caps["BUS_BYTES_LOG2"], caps["ADDR_BITS"]) == (8, 48)
     assert info.packets[:3] == ("NOP", "WRITE_DATA", "INDIRECT_BUFFER")
     fw = c.io(Request.INFO, uapi.InfoArgs(InfoQuery.FW_VERSION))
     assert fw.kmd_name == "gpucosim" and fw.kmd_version == uapi.KMD_VERSION and fw.hw_version[0] == 0

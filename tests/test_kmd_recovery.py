@@ -357,3 +357,20 @@ def test_queued_jobs_of_other_contexts_survive_a_reset():
     st = b.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, b.ctx))
     assert (st.reset_status, st.resets, st.error) == (ResetStatus.INNOCENT, 1, None)  # it had work in the ring
     assert kmd.stats["resets"] == 1
+
+
+def test_a_long_wait_wakes_at_the_fallback_poll_interval():
+    """A WAIT_CS on a job that makes no progress (no interrupt, far from its timeout)
+    sleeps in steps of the fallback poll interval: 200,000 cycles cost ten polls, not a
+    poll a cycle (the job timer's own deadline is the other bound of a step)."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 20, fallback_poll=20_000)
+    c = Client()
+    bo = c.bo()
+    seq = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))
+    polls = kmd.stats["fallback_polls"]
+    with pytest.raises(kmd_model.uapi.KmdError) as e:
+        c.wait(seq, 200_000)
+    assert e.value.errno == errno.ETIME
+    assert kmd.stats["fallback_polls"] - polls == 200_000 // 20_000
+    bo.u32[0x200] = 1
+    assert c.wait(seq) and kmd.stats["job_timeouts"] == 0

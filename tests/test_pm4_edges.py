@@ -36,6 +36,19 @@ def test_narrow_fields_print_decimal_wide_ones_hex():
     assert "int_ctxid=0x1234" in wide
 
 
+def test_decode_stream_stops_at_end_and_describe_defaults():
+    """decode_stream's `end` bounds the window (a packet it cuts is TRUNCATED, offsets stay
+    the stream's); a listing shows 8 data dwords unless told; a type-1 header says so."""
+    words = pm4.nop(2) + pm4.write_data(0x100, [1, 2, 3])
+    items = list(pm4.decode_stream(words, 0, 5))
+    assert [(i.name, i.offset) for i in items] == [("NOP", 0), ("WRITE_DATA", 3)]
+    assert not items[1].ok and items[1].problem == pm4.Problem.TRUNCATED and items[1].available == 2
+    assert [i.offset for i in pm4.decode_stream(words, 3, 100)] == [3]
+    nine = pm4.write_data(0, list(range(9)))
+    assert pm4.describe(pm4.decode(nine)).endswith("0x00000007, ... +1]")
+    assert pm4.describe(pm4.decode([0x4000_0000])) == "BAD TYPE 1: not a type-3 header"
+
+
 def test_data_lists_up_to_max_data_are_whole():
     assert pm4.listing(pm4.write_data(0, [1, 2, 3]), max_data=3).endswith(
         "data=[0x00000001, 0x00000002, 0x00000003]")
