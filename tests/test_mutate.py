@@ -117,3 +117,6 @@ def test_report_scores(tmp_path):
     r.write(tmp_path / "m.json")
     assert json.loads((tmp_path / "m.json").read_text())["layers"]["python"]["skipped"] == 1
     assert "a.py::h: p -> q" in r.table()
+    assert d["unused_arguments"] == []  # both entries match a mutant: f's by function, g's exactly
+    r.outcomes = [o for o in r.outcomes if "::g: " not in o.key]
+    assert r.unused_arguments() == ["a.py::g: x -> y"] and "match no mutant any more" in r.table()

@@ -103,6 +103,15 @@ class Report:
         killed = {o.key for o in self.outcomes if o.verdict == "killed"}
         return sorted(a.key for a in self.args.entries if a.key in killed)
 
+    def unused_arguments(self) -> list[str]:
+        """Entries of survivors.toml that match no Python mutant at all (every mutant is in
+        the outcomes, sampled or not): the code they argue about changed; drop or rewrite them."""
+        keys = {o.key for o in self.outcomes if o.layer == "python"}
+        if not keys:
+            return []
+        functions = {k.split(": ", 1)[0] for k in keys}
+        return sorted(a.key for a in self.args.entries if a.key not in keys and a.key not in functions)
+
     def as_dict(self) -> dict:
         layers = sorted({o.layer for o in self.outcomes})
         py, total = self.total("python"), self.total()
@@ -115,6 +124,7 @@ class Report:
             "rtl_score": self.total("rtl").score,
             "survivors": self.survivors(),
             "stale_arguments": self.stale_arguments(),
+            "unused_arguments": self.unused_arguments(),
         }
 
     def write(self, path: Path) -> None:
@@ -146,4 +156,8 @@ class Report:
         if stale:
             lines.append(f"\nargued survivors that were killed (remove them from survivors.toml): {len(stale)}")
             lines += [f"  {k}" for k in stale]
+        unused = self.unused_arguments()
+        if unused:
+            lines.append(f"\narguments that match no mutant any more (the code changed): {len(unused)}")
+            lines += [f"  {k}" for k in unused]
         return "\n".join(lines)
