@@ -141,7 +141,7 @@ class Ring:
         """As gfx_v9_0_ring_emit_ib_gfx: control is the size and VMID (VALID left at 0)."""
         self.write(pm4.indirect_buffer(gpu_addr, size_dw, vmid=vmid))
 
-    def emit_fence(self, addr: int, seq: int, *, interrupt: bool = True, ctx_id: int = 0) -> None:
+    def emit_fence(self, addr: int, seq: int, *, interrupt: bool, ctx_id: int = 0) -> None:
         """RELEASE_MEM writing the 32-bit `seq` to `addr`, then (optionally) an EOP interrupt,
         dword for dword as gfx_v9_0_ring_emit_fence (its cache actions are no-ops here)."""
         self.write(pm4.release_mem(

@@ -80,9 +80,9 @@ class Scheduler:
         job.ctx.jobs[job.seq] = job
         self.kick()
 
-    def kick(self) -> int:
-        """Move queued jobs into the ring while they fit; return how many."""
-        n = 0
+    def kick(self) -> None:
+        """Move queued jobs into the ring while they fit (one commit for them all)."""
+        moved = False
         while self.queue and not self.stopped and self.ring.alloc(self.queue[0].ndw):
             job = self.queue.popleft()
             if not self.pending:
@@ -90,10 +90,9 @@ class Scheduler:
                 self.progress_mark = ()
             self.run_job(job)
             self.pending.append(job)
-            n += 1
-        if n:
+            moved = True
+        if moved:
             self.ring.commit()
-        return n
 
     def run_job(self, job: Job) -> Fence:
         """Emit the job into the ring (committed by the caller); return its hardware fence."""

@@ -205,6 +205,8 @@ def check_job_limits_exact(dev):
     half = limit // 2
     assert c.wait(c.submit(CsChunkIb(half, bo.handle, 0x8000), CsChunkIb(half, bo.handle, 0x8000)))
     expect(*over, c.submit, CsChunkIb(half, bo.handle, 0x8000), CsChunkIb(half + 1, bo.handle, 0x8000))
+    # the same chunk twice: copied once (under the limit), run twice (over it)
+    expect(*over, c.submit, CsChunkIb(half + 1, bo.handle, 0x8000), CsChunkIb(half + 1, bo.handle, 0x8000))
     # distinct IBs, each copied and run once: an IB1 of 8 dwords calls two IB2s that fill up the rest
     ib2_dw = (limit - 8) // 2
     calls = pm4.indirect_buffer(m + 0x8000, ib2_dw) + pm4.indirect_buffer(m + 0x8000 + 4 * ib2_dw, ib2_dw)

@@ -176,3 +176,27 @@ def test_without_ih_ring():
     check_cs_and_wait(RefModel(ih=False))
     kmd = kmd_model.bound()
     assert kmd.ih is None and kmd.stats["interrupts"] >= 2
+
+
+def test_jobs_with_user_fences_never_overrun_a_small_ring():
+    """A 64-dword ring without padding (ib_align_dw=1) filled while the CP is held: each
+    job takes its IB packet and two fences (the user fence and the kernel's), and a job
+    enters the ring only when all of it fits, so nothing the CP has not read is written
+    over (a doorbell more than the ring ahead would stop the CP) and every fence runs."""
+    from .test_security import Holder
+
+    kmd = kmd_model.bind(RefModel(), ring_log2_dw=6, ib_align_dw=1)
+    fences = kmd.counters()["packets"]["RELEASE_MEM"]
+    hold = Holder()
+    c = Client()
+    bo = c.bo()
+    seqs = []
+    for i in range(8):
+        seqs.append(c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x1000 + 4 * i, [i + 1]), offset=0x40 * i),
+                             CsChunkFence(bo.handle, 0x1F00)))
+        assert 0 <= kmd.ring.space() < kmd.ring.size_dw
+    assert kmd.sched.queue  # some wait their turn outside the ring
+    hold.release()
+    assert all(c.wait(s) for s in seqs) and bo.u32[0x400:0x408].tolist() == list(range(1, 9))
+    assert kmd.counters()["packets"]["RELEASE_MEM"] - fences == 1 + 2 * 8  # the holder's, and two per job
+    assert kmd.stats["resets"] == 0 and bo.u32[0x1F00 // 4] == seqs[-1]

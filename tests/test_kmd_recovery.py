@@ -374,3 +374,24 @@ def test_a_long_wait_wakes_at_the_fallback_poll_interval():
     assert kmd.stats["fallback_polls"] - polls == 200_000 // 20_000
     bo.u32[0x200] = 1
     assert c.wait(seq) and kmd.stats["job_timeouts"] == 0
+
+
+def test_observers_see_each_job_enter_the_ring():
+    """"run_job" (gpucosim's timeline draws it): the job and its hardware fence, once per
+    time the job enters the ring: an innocent job in the ring at a reset enters it again,
+    with a new fence."""
+    kmd = kmd_model.bind(RefModel(), cs_check=False)
+    seen = []
+    kmd.observers.append(lambda event, f: seen.append((f["job"].seq, f["job"].ctx.id, f["fence"].seq))
+                         if event == "run_job" else None)
+    hold = Holder()
+    a, b = Client(), Client()
+    abo, bbo = a.bo(), b.bo()
+    bad = a.submit(a.ib(abo, [pm4.header(0x7B, 0), 0]))
+    good = b.submit(b.ib(bbo, pm4.write_data(bbo.addr + 0x100, [5])))
+    hold.release()
+    assert b.wait(good) and bbo.u32[0x40] == 5
+    jobs = [(s, c) for s, c, _ in seen]
+    assert jobs == [(hold.seq, hold.c.ctx), (bad, a.ctx), (good, b.ctx), (good, b.ctx)]  # b's again after the reset
+    fences = [f for _, _, f in seen]
+    assert fences == sorted(set(fences)) and all(f == seen[0][2] + i for i, f in enumerate(fences))

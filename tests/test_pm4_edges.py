@@ -70,6 +70,8 @@ def test_data_lists_up_to_max_data_are_whole():
      "RELEASE_MEM: addr must be qword aligned when DATA_SEL=DATA_64, not 0x104"),
     (lambda: pm4.release_mem(0x100, 1 << 32), "RELEASE_MEM: data must fit in 32 bits when DATA_SEL=DATA_32, "
                                               "not 0x100000000"),
+    (lambda: pm4.pad("4"), "pad: n_dwords must be an int, not '4'"),
+    (lambda: pm4.pad(-1), "pad: n_dwords must be >= 0, not -1"),
 ])
 def test_encode_and_builder_messages(call, message):
     with pytest.raises((ValueError, TypeError)) as info:
