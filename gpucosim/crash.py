@@ -86,6 +86,7 @@ class CrashReporter:
         self.kmd: Kmd | None = None
         self.ioctls: deque = deque(maxlen=LAST_IOCTLS)
         self.written: list[Path] = []
+        self.shown: Callable[[Path], str] = str  # how a path is printed (Session: from the user's cwd)
         self.extra: Callable[[], str] | None = None  # more to say (the exit report's stats)
 
     def attach(self, kmd: "Kmd") -> None:
@@ -118,7 +119,7 @@ class CrashReporter:
         path = self.directory / f"crash-{stem}-{self.backend}-{os.getpid()}-{n}.txt"
         path.write_text(text)
         self.written.append(path)
-        print(f"gpucosim: {reason.splitlines()[0]}\ngpucosim: crash report written to {path}",
+        print(f"gpucosim: {reason.splitlines()[0]}\ngpucosim: crash report written to {self.shown(path)}",
               file=sys.stderr, flush=True)
         return path
 

@@ -48,6 +48,15 @@ class RunOptions:
     dma: bool = True  # the reference model with its DMA engine, as the RTL has
     data_width: int = 64
     status_file: str | None = None  # where the simulator's process reports progress
+    cwd: str = field(default_factory=os.getcwd)  # the user's, where paths are shown from
+
+    def shown(self, path: str | Path) -> str:
+        """A path as the user would type it: relative to where they ran gpucosim when it
+        lies below it (the simulator runs elsewhere and gets absolute paths)."""
+        try:
+            return str(Path(path).resolve().relative_to(Path(self.cwd).resolve()))
+        except ValueError:
+            return str(path)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -168,6 +177,7 @@ class Session:
         if opts.log:
             kmd_log.configure(opts.log)
         self.crash = crash = CrashReporter(opts.crash_path, opts.app, opts.backend, self.probe)
+        crash.shown = opts.shown
         observers = [crash.observe]
         if self.timeline is not None:
             self.tracer = Tracer(self.timeline, dev.now)
@@ -250,7 +260,7 @@ class Session:
         if self.timeline is None or not self.opts.trace:
             return None
         path = self.timeline.write(self.opts.trace)
-        print(f"gpucosim: timeline written to {path} ({len(self.timeline)} events): "
+        print(f"gpucosim: timeline written to {self.opts.shown(path)} ({len(self.timeline)} events): "
               f"open it at https://ui.perfetto.dev", file=sys.stderr, flush=True)
         return path
 
@@ -282,6 +292,20 @@ class DeviceClock:
                 self.calls += 1
 
         return timed
+
+
+def apply_app_log(main: Callable[[], Any], opts: RunOptions) -> None:
+    """An app may name the trace it is meant to be read with (`GPUCOSIM_LOG = "..."` at
+    module level, as examples/demo.py does): the launcher applies it before the app starts,
+    so what watches the hardware (`cp=info`) is on from the first cycle. `--log` and
+    $GPUCOSIM_LOG win over it."""
+    from kmd_model import log
+
+    if opts.log or os.environ.get(log.ENV):
+        return
+    spec = getattr(sys.modules.get(getattr(main, "__module__", ""), None), "GPUCOSIM_LOG", None)
+    if isinstance(spec, str) and spec:
+        log.configure(spec, stream=sys.stdout)
 
 
 def load_main(target: str) -> Callable[[], Any]:

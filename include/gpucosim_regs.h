@@ -27,7 +27,7 @@ enum gpucosim_ib_level {
 
 enum gpucosim_cp_error {
     GPUCOSIM_CP_ERROR_NONE = 0,                  /* No error. */
-    GPUCOSIM_CP_ERROR_ILLEGAL_OPCODE = 1,        /* Type-3 packet with an opcode the CP does not implement, a type-0/1 header, or a type-2 dword other than the 0x80000000 filler. */
+    GPUCOSIM_CP_ERROR_ILLEGAL_OPCODE = 1,        /* Type-3 packet with an opcode the CP does not implement, or a type-0/1 header (every type-2 dword is a one-dword filler). */
     GPUCOSIM_CP_ERROR_BAD_COUNT = 2,             /* Packet COUNT too small for its opcode, or running past the end of the ring/IB. */
     GPUCOSIM_CP_ERROR_IB_NESTING = 3,            /* INDIRECT_BUFFER nested deeper than CAPS.IB_LEVELS. */
     GPUCOSIM_CP_ERROR_IB_SIZE_ZERO = 4,          /* INDIRECT_BUFFER with IB_SIZE = 0. */

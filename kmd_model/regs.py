@@ -18,7 +18,7 @@ class IbLevel(IntEnum):
 
 class CpError(IntEnum):
     NONE = 0  # No error.
-    ILLEGAL_OPCODE = 1  # Type-3 packet with an opcode the CP does not implement, a type-0/1 header, or a type-2 dword other than the 0x80000000 filler.
+    ILLEGAL_OPCODE = 1  # Type-3 packet with an opcode the CP does not implement, or a type-0/1 header (every type-2 dword is a one-dword filler).
     BAD_COUNT = 2  # Packet COUNT too small for its opcode, or running past the end of the ring/IB.
     IB_NESTING = 3  # INDIRECT_BUFFER nested deeper than CAPS.IB_LEVELS.
     IB_SIZE_ZERO = 4  # INDIRECT_BUFFER with IB_SIZE = 0.
@@ -298,7 +298,7 @@ class CP_ERROR(Register):
     RESET = 0x00000000
     CODE = Field('CODE', 0, 8, 'r', 'w', desc='What stopped the CP.')
     LEVEL = Field('LEVEL', 8, 2, 'r', 'w', desc='Where the faulting packet was fetched from.')
-    OPCODE = Field('OPCODE', 16, 8, 'r', 'w', desc="Opcode of the packet in hand: for ILLEGAL_OPCODE the unknown type-3 opcode, 0 for a type-0/1/2 header; for a bus error on reading a packet's header 0 (no packet yet); for a bus error on its payload, a write, a WAIT_REG_MEM poll or a DMA transfer the opcode of the packet being executed (INDIRECT_BUFFER for the ring rptr write-back after an IB); 0 for doorbell errors.")
+    OPCODE = Field('OPCODE', 16, 8, 'r', 'w', desc="Opcode of the packet in hand: for ILLEGAL_OPCODE the unknown type-3 opcode, 0 for a type-0/1 header; for a bus error on reading a packet's header 0 (no packet yet); for a bus error on its payload, a write, a WAIT_REG_MEM poll or a DMA transfer the opcode of the packet being executed (INDIRECT_BUFFER for the ring rptr write-back after an IB); 0 for doorbell errors.")
     FIELDS = (CODE, LEVEL, OPCODE,)
 
 
