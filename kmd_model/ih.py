@@ -70,9 +70,14 @@ class IhRing:
         while self.rptr != wptr:
             pending = (wptr - self.rptr) & MASK32
             if pending > self.size_bytes or pending % ih_spec.ENTRY_BYTES:
-                log.error("IH wptr %#x is not a whole number of entries ahead of rptr %#x: resync",
-                          wptr, self.rptr)
-                self.rptr = wptr
+                # a corrupt write-back: start again from the hardware's own IH_WPTR, and say
+                # so to the hardware, or IH_PENDING (and the line) would stay high. What lay
+                # in between is lost; the fences it signalled are in fence memory anyway.
+                hw = self.kmd.mmio.read(regs.IH_WPTR)
+                log.error("IH wptr write-back %#x is not a whole number of entries ahead of rptr %#x: "
+                          "resync at IH_WPTR %#x", wptr, self.rptr, hw)
+                self.rptr = hw
+                self.kmd.mmio.write(regs.IH_RPTR, hw)
                 break
             while self.rptr != wptr:
                 i = (self.rptr & self.mask) >> 2

@@ -46,7 +46,6 @@ class Job:
     ring_end: int = 0
     runs: int = 0  # 1 + resubmissions
     checked: Any = None  # the CheckedJob whose shadow copies `ibs` name (None: cs_check off)
-    client_ibs: list = field(default_factory=list)  # the IBs as the client named them
 
     def client_addr(self, addr: int) -> int:
         """An address in the job's shadow copies as the client knows it (error reports)."""

@@ -132,3 +132,48 @@ def test_on_model(check):
 
 def test_int_status_without_ih_ring():
     check_int_status_without_ih_ring(RefModel(ih=False))
+
+
+def test_a_corrupt_wptr_write_back_resyncs_at_the_hardware_wptr():
+    """The IH wptr write-back reads as something that is not a whole number of entries
+    ahead (memory corrupted under the driver): the handler says so, starts again at the
+    hardware's IH_WPTR and tells the hardware (IH_RPTR), so IH_PENDING and the line drop;
+    the entry in between is lost, its fence still signals (fence memory), and the next
+    entries are handled as ever. (It used to resync to the corrupt value without writing
+    IH_RPTR: the line stayed high and every later entry was skipped.)"""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo()
+    c.run(bo, pm4.write_data(bo.addr + 0x100, [1]))
+    handled = kmd.ih.entries
+    seq = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x104, [2]), offset=0x100))
+    kmd.dev.delay(2_000)  # the job's EOP entry is written, the line is high, nobody has looked
+    assert kmd.dev.irq_level()
+    kmd.wb32[kmd.ih.wptr_wb_index] = kmd.ih.get_wptr() + 5
+    assert c.wait(seq) and bo.u32[0x41] == 2
+    assert kmd.ih.rptr == kmd.mmio.read(regs.IH_RPTR) == kmd.mmio.read(regs.IH_WPTR) and not kmd.dev.irq_level()
+    assert kmd.ih.entries == handled  # the one entry was skipped
+    for i in range(3):
+        c.run(bo, pm4.write_data(bo.addr + 0x108 + 4 * i, [3 + i]), offset=0x200 + 0x40 * i)
+    kmd.service()
+    assert kmd.ih.rptr == kmd.mmio.read(regs.IH_RPTR) == kmd.mmio.read(regs.IH_WPTR) and not kmd.dev.irq_level()
+    assert kmd.ih.entries == handled + 3 and kmd.stats["spurious_interrupts"] == 0
+
+
+def test_observers_see_each_ih_entry():
+    """"ih_entry" (gpucosim's timeline and crash reports): the source by name, the decoded
+    entry and its raw dwords, once per entry handled."""
+    kmd = kmd_model.bind(RefModel(), cs_check=False)
+    seen = []
+    kmd.observers.append(lambda event, f: seen.append(f) if event == "ih_entry" else None)
+    c = Client()
+    bo = c.bo()
+    c.run(bo, pm4.write_data(bo.addr + 0x100, [1]))
+    fence = kmd.fence_drv.sync_seq  # the job's hardware fence, the last one emitted
+    c.submit(c.ib(bo, [pm4.header(0x7B, 0), 0], offset=0x100))  # a CP error: its entry too
+    kmd.dev.delay(1_000)
+    c.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, c.ctx))
+    assert [f["source"] for f in seen] == ["EOP", "CP_ERROR"]
+    eop, err = seen[0]["entry"], seen[1]["entry"]
+    assert (eop["SOURCE_ID"], eop["DATA1"], err["SOURCE_ID"]) == (ih.Source.EOP, fence, ih.Source.CP_ERROR)
+    assert all(len(f["raw"]) == ih.ENTRY_DWORDS and ih.decode(f["raw"]) == f["entry"] for f in seen)

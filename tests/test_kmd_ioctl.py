@@ -239,6 +239,12 @@ def check_cs_errors(dev):
            cs, CsChunkIb(16, bo.handle, 0xFE0))
     expect(errno.EINVAL, "CS: chunk 0: an IB chunk needs a BO handle or a gpu_addr", cs, CsChunkIb(8))
     expect(errno.EINVAL, "CS: chunk 0: gpu_addr must be dword aligned, not 0x1001", cs, CsChunkIb(8, gpu_addr=0x1001))
+    top = (1 << kmd.info.addr_bits) - 4  # the bus's last dword: a fine address, in no BO of the client's
+    expect(errno.EINVAL, f"CS: chunk 0: gpu_addr must be 0x0 to {top + 3:#x}, not {top + 4:#x}", cs,
+           CsChunkIb(8, gpu_addr=top + 4))
+    expect(errno.EFAULT, f"CS: IB at {top:#x}+0x20 is outside every BO of context {c.ctx}", cs,
+           CsChunkIb(8, gpu_addr=top))
+    expect(errno.EINVAL, "CS: chunk 0: flags must be 0, not 1", cs, CsChunkIb(8, bo.handle, flags=1))
     expect(errno.EINVAL, "CS: chunk 2: only one fence chunk per CS", cs, ib, CsChunkFence(bo.handle, 0),
            CsChunkFence(bo.handle, 4))
     expect(errno.EINVAL, "CS: chunk 1: user fence offset 0x1000 must be dword aligned and inside BO 1 "
