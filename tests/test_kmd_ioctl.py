@@ -138,6 +138,8 @@ def check_gem(dev):
     assert heaps[VRAM].base <= v.addr < heaps[VRAM].base + heaps[VRAM].size
     assert heaps[GTT].base <= g.addr < heaps[GTT].base + heaps[GTT].size
     assert not v.u32.any()
+    m = c.io(Request.GEM_MMAP, uapi.GemMmapArgs(g.handle))  # the mapping says where and how much
+    assert (m.gpu_addr, m.size, m.view.size) == (g.addr, 0x3000, 0x3000)
     v.u32[:4] = [1, 2, 3, 4]  # the mapping is the device's memory
     assert dev.mem[v.addr:v.addr + 16].view("<u4").tolist() == [1, 2, 3, 4]
     a = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000, 0x10000, VRAM))
@@ -235,6 +237,8 @@ def check_cs_errors(dev):
            CsChunkIb(1 << 20, bo.handle))
     expect(errno.ENOENT, "CS: chunk 0: no BO with handle 9", cs, CsChunkIb(8, 9))
     expect(errno.EINVAL, "CS: chunk 0: offset must be dword aligned, not 0x2", cs, CsChunkIb(8, bo.handle, 2))
+    expect(errno.EINVAL, "CS: chunk 0: offset must be >= 0, not -4", cs, CsChunkIb(8, bo.handle, -4))
+    expect(errno.EINVAL, "CS: chunk 1: offset must be >= 0, not -4", cs, ib, CsChunkFence(bo.handle, -4))
     expect(errno.EINVAL, "CS: chunk 0: IB at offset 0xfe0+0x40 runs past the end of BO 1 (0x1000 bytes)",
            cs, CsChunkIb(16, bo.handle, 0xFE0))
     expect(errno.EINVAL, "CS: chunk 0: an IB chunk needs a BO handle or a gpu_addr", cs, CsChunkIb(8))
