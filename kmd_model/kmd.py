@@ -22,10 +22,11 @@ import errno
 from dataclasses import dataclass, fields, replace
 from enum import IntEnum
 
+from spec import ih as ih_spec
 from spec import packets, pm4, rules
 
 from . import regs
-from .bo import PAGE, BoManager
+from .bo import PAGE, Bo, BoManager
 from .cp_error import CpError, CpErrorState
 from .cs_checker import CheckedJob, CsChecker, find_unsatisfied_wait
 from .ctx import Context
@@ -111,19 +112,23 @@ class Kmd:
         size = min(len(mem), 1 << self.info.addr_bits) if self.info.addr_bits else len(mem)
         self.mem32 = as_u32(mem)
         self.bo = BoManager(size, p.vram_fraction)
-        kbo = self.bo.create
-        self.wb_bo = kbo(PAGE, PAGE, Domain.GTT, 0, None, "wb", who="init")
+
+        def kbo(size: int, name: str) -> Bo:
+            """A kernel BO (GTT, no owner); the crash report lists them by name."""
+            return self.bo.create(size, PAGE, Domain.GTT, 0, None, name, who=f"bind: {name}")
+
+        self.wb_bo = kbo(PAGE, "wb")
         self.wb32 = self.mem32[self.wb_bo.gpu_addr // 4: self.wb_bo.end // 4]
-        ring_bo = kbo(4 << p.ring_log2_dw, PAGE, Domain.GTT, 0, None, "ring", who="init")
+        ring_bo = kbo(4 << p.ring_log2_dw, "ring")
         self.ring = Ring(self, ring_bo.gpu_addr, p.ring_log2_dw, p.ib_align_dw, Wb.RING_RPTR, Wb.SCRATCH)
         self.ih: IhRing | None = None
         if self.info.has_ih:
-            ih_bo = kbo(32 << p.ih_log2_entries, PAGE, Domain.GTT, 0, None, "ih", who="init")
+            ih_bo = kbo(ih_spec.ENTRY_BYTES << p.ih_log2_entries, "ih")
             self.ih = IhRing(self, ih_bo.gpu_addr, p.ih_log2_entries, Wb.IH_WPTR)
-        self.ib_test_bo = kbo(PAGE, PAGE, Domain.GTT, 0, None, "ib test", who="init")
+        self.ib_test_bo = kbo(PAGE, "ib test")
         gtt = self.bo.heaps[Domain.GTT]
         pool = min(p.shadow_pool_kib << 10, (gtt.size - gtt.used) * 3 // 4) & ~(PAGE - 1)
-        self.shadow = ShadowPool(kbo(max(pool, PAGE), PAGE, Domain.GTT, 0, None, "shadow IBs", who="init"))
+        self.shadow = ShadowPool(kbo(max(pool, PAGE), "shadow IBs"))
         # A job's copies take half the pool at most, so the jobs around it still fit; on a small
         # device the limit shrinks to a power of two that does (DEV_INFO.max_job_dw says which).
         self.max_job_dw = min(p.max_job_dw, 1 << ((self.shadow.size // 8).bit_length() - 1))

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import errno
 
+import pytest
+
 import kmd_model
 from kmd_model.bo import Heap
 from kmd_model.uapi import CsChunkIb, Domain, GemCloseArgs, GemCreateArgs, InfoArgs, InfoQuery, Request
@@ -127,3 +129,16 @@ def test_lookup_by_address_at_every_edge():
         found = {bos.lookup(bo.addr), bos.lookup(bo.addr + bo.size - 1)}
         assert len(found) == 1 and found.pop().gpu_addr == bo.addr
     assert hole.addr == a.addr + a.size and bos.lookup(hole.addr) is None and bos.lookup(b.addr - 1) is None
+
+
+def test_kernel_buffers_at_bind():
+    """bind makes the kernel's own BOs in GTT, named as the crash report lists them, sized by
+    the parameters; on a device too small for them it says which did not fit."""
+    kmd = kmd_model.bind(RefModel(mem_size=1 << 17))  # a 4096-dword ring, 256 IH entries
+    kb = kmd.bo.live_bos(None)
+    assert [(b.name, b.size) for b in kb[:4]] == [("wb", 0x1000), ("ring", 0x4000), ("ih", 0x2000),
+                                                  ("ib test", 0x1000)]
+    assert kb[4].name == "shadow IBs" and kb[4] is kmd.shadow.bo and all(b.domain == Domain.GTT for b in kb)
+    for size, what, need in ((1 << 14, "ring", 0x4000), (1 << 16, "shadow IBs", 0x1000)):
+        with pytest.raises(kmd_model.uapi.KmdError, match=rf"^ENOMEM: bind: {what}: no {need:#x} bytes free in GTT"):
+            kmd_model.bind(RefModel(mem_size=size))

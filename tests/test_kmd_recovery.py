@@ -395,3 +395,27 @@ def test_observers_see_each_job_enter_the_ring():
     assert jobs == [(hold.seq, hold.c.ctx), (bad, a.ctx), (good, b.ctx), (good, b.ctx)]  # b's again after the reset
     fences = [f for _, _, f in seen]
     assert fences == sorted(set(fences)) and all(f == seen[0][2] + i for i, f in enumerate(fences))
+
+
+def test_kmd_parameters_at_their_bounds():
+    """Each KMD parameter (`bind(dev, name=...)`, `gpucosim run --kmd name=...`) takes its
+    smallest value and its largest (the cycle counts' 2^62 is only a sanity bound) and
+    refuses one past either, in one line naming the parameter and its range."""
+    from kmd_model.kmd import KmdParams
+
+    smallest = {"ring_log2_dw": 6, "ih_log2_entries": 2, "ib_align_dw": 1, "initial_seq": 0, "job_timeout": 1,
+                "fallback_poll": 1, "hw_timeout": 1, "max_ib_chunks": 1, "max_job_dw": 1, "max_job_ibs": 1,
+                "shadow_pool_kib": 4}
+    largest = {"ring_log2_dw": 20, "ih_log2_entries": 16, "ib_align_dw": 256, "initial_seq": 0xFFFF_FFFF,
+               "max_ib_chunks": 64, "max_job_ibs": 1 << 20, "max_job_dw": 1 << 30, "shadow_pool_kib": 1 << 30,
+               "job_timeout": 1 << 62, "fallback_poll": 1 << 62, "hw_timeout": 1 << 62}
+    for name, lo in smallest.items():
+        assert getattr(KmdParams(**{name: lo}), name) == lo
+        with pytest.raises(ValueError, match=rf"^KMD parameter {name} must be an int in \[{lo}, \d+\], not {lo - 1}$"):
+            KmdParams(**{name: lo - 1})
+    for name, hi in largest.items():
+        assert getattr(KmdParams(**{name: hi}), name) == hi
+        with pytest.raises(ValueError, match=rf"^KMD parameter {name} must be an int in \[\d+, {hi}\], not {hi + 1}$"):
+            KmdParams(**{name: hi + 1})
+    with pytest.raises(ValueError, match=r"^KMD parameter ib_align_dw must be a power of two, not 24$"):
+        KmdParams(ib_align_dw=24)
