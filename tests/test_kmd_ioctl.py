@@ -165,6 +165,8 @@ def check_gem_errors(dev):
     expect(errno.EINVAL, "GEM_CREATE: domain must be VRAM (0x4) or GTT (0x2), not 0x6",
            c.io, G, uapi.GemCreateArgs(4096, 0, 6))
     expect(errno.EINVAL, "GEM_CREATE: unknown flags 0x100", c.io, G, uapi.GemCreateArgs(4096, 0, GTT, 0x100))
+    expect(errno.EINVAL, "GEM_CREATE: flags must be >= 0, not -1", c.io, G, uapi.GemCreateArgs(4096, 0, GTT, -1))
+    expect(errno.EINVAL, "GEM_CREATE: alignment must be >= 0, not -0x1000", c.io, G, uapi.GemCreateArgs(4096, -4096))
     vram = kmd.bo.heaps[VRAM]
     expect(errno.ENOMEM, f"GEM_CREATE: no {vram.size + 0x1000:#x} bytes free in VRAM ({vram.size:#x} free, "
            f"largest hole {vram.size:#x})", c.io, G, uapi.GemCreateArgs(vram.size + 0x1000, 0, VRAM))
