@@ -231,8 +231,8 @@ class Kmd:
         if int(self.wb32[Wb.IB_TEST]) != IB_TEST_MAGIC:
             raise KmdError(errno.EIO, f"IB test failed: read {int(self.wb32[Wb.IB_TEST]):#010x}, "
                            f"expected {IB_TEST_MAGIC:#010x}")
-        how = "interrupt" if self.stats["interrupts"] > irqs else "polling (no interrupt seen)"
-        log.info("IB test passed, fence %#010x signalled by %s", fence.seq, how)
+        log.info("IB test passed, fence %#010x signalled by %s", fence.seq,
+                 "interrupt" if self.stats["interrupts"] > irqs else "polling (no interrupt seen)")
 
     # ------------------------------------------------------------------ files and contexts
 

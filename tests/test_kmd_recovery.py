@@ -419,3 +419,61 @@ def test_kmd_parameters_at_their_bounds():
             KmdParams(**{name: hi + 1})
     with pytest.raises(ValueError, match=r"^KMD parameter ib_align_dw must be a power of two, not 24$"):
         KmdParams(ib_align_dw=24)
+
+
+def test_observers_see_interrupts_and_fences_and_traces_are_sane():
+    """"irq" for each interrupt taken and "fence" for each fence signalled (the timeline's
+    instants); every traced ioctl says how long it took in wall-clock microseconds (under
+    a second for these) and the failed ones are counted."""
+    kmd = kmd_model.bind(RefModel())
+    events, recs = [], []
+    kmd.observers.append(lambda event, f: events.append((event, f.get("fence"))))
+    kmd.trace_hooks.append(recs.append)
+    c = Client()
+    bo = c.bo()
+    for i in range(3):
+        c.run(bo, pm4.write_data(bo.addr + 4 * i, [i]), offset=0x100 * (i + 1))
+    fences = [f.seq for e, f in events if e == "fence"]
+    assert len(fences) == 3 and fences == sorted(fences) and fences[-1] == kmd.fence_drv.last_seq
+    assert [e for e, _ in events].count("irq") == kmd.stats["interrupts"] - 1  # (the IB test's came before)
+    errors = kmd.stats["ioctl_errors"]
+    for _ in range(3):
+        with pytest.raises(kmd_model.uapi.KmdError):
+            c.io(Request.GEM_MMAP, kmd_model.uapi.GemMmapArgs(99))
+    assert kmd.stats["ioctl_errors"] == errors + 3
+    assert recs and all(0 <= r.wall_us < 1_000_000 for r in recs)
+
+
+def test_a_wait_returns_at_its_timeout():
+    """A WAIT_CS that times out returns at its deadline, not at the next fallback poll."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 20, fallback_poll=20_000)
+    c = Client()
+    bo = c.bo()
+    seq = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))
+    t0 = kmd.dev.now()
+    with pytest.raises(kmd_model.uapi.KmdError) as e:
+        c.wait(seq, 5_000)
+    assert e.value.errno == errno.ETIME and 5_000 <= kmd.dev.now() - t0 < 5_100
+    bo.u32[0x200] = 1
+    assert c.wait(seq)
+
+
+def test_rebinding_clears_the_counters_and_bind_says_what_it_takes():
+    """A driver bound to a device that has run work starts its counters afresh (CONTROL.
+    PERF_CLEAR): INFO COUNTERS shows its own ring and IB tests only; unknown parameters,
+    and params given twice, are refused in one line."""
+    from kmd_model.kmd import KmdParams
+
+    dev = RefModel()
+    kmd_model.bind(dev)
+    c = Client()
+    bo = c.bo()
+    for i in range(4):
+        c.run(bo, pm4.write_data(bo.addr + 4 * i, [i]))
+    kmd = kmd_model.bind(dev)
+    cnt = kmd.counters()["packets"]
+    assert (cnt["WRITE_DATA"], cnt["RELEASE_MEM"], cnt["INDIRECT_BUFFER"]) == (2, 1, 1)  # ring test + IB test
+    with pytest.raises(TypeError, match=r"^unknown KMD parameter\(s\) speed, zoom; known: cs_check, fallback_poll, "):
+        kmd_model.bind(dev, speed=1, zoom=2)
+    with pytest.raises(TypeError, match=r"^bind: give either params or keyword parameters, not both$"):
+        kmd_model.bind(dev, KmdParams(), job_timeout=5)
