@@ -114,7 +114,7 @@ class BoManager:
         self._arrays: tuple | None = None  # lookup_arrays(), until the next change
 
     def create(self, size: int, align: int, domain: Domain, flags: int, owner: "File | None",
-               name: str = "", who: str = "GEM_CREATE") -> Bo:
+               name: str = "", *, who: str) -> Bo:
         size = (size + PAGE - 1) & ~(PAGE - 1)
         align = max(align, PAGE)
         heap = self.heaps[domain]

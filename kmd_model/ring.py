@@ -57,7 +57,6 @@ class Ring:
         self.commit_start = 0  # where the last commit's dwords start (for observers)
         self.doorbells = 0
         self.dwords_written = 0
-        self.ready = False
 
     # ------------------------------------------------------------------ pointers
 
@@ -170,7 +169,6 @@ class Ring:
         self.ring32[:] = 0
         self.wptr = self.committed = self.commit_start = 0
         m.write_fields(regs.RB_CNTL, ENABLE=1, RPTR_WB=1)
-        self.ready = True
         log.debug("ring at %#x, %d dwords, rptr write-back at %#x", self.gpu_addr, self.size_dw,
                   self.kmd.wb_addr(self.rptr_wb_index))
 
@@ -185,7 +183,6 @@ class Ring:
         deadline = self.dev.now() + timeout
         while int(wb[self.scratch_index]) != RING_TEST_MAGIC:
             if self.dev.now() >= deadline:
-                self.ready = False
                 raise KmdError(errno.ETIMEDOUT,
                                f"ring test failed: scratch {int(wb[self.scratch_index]):#010x} "
                                f"after {timeout} cycles (rptr {self.get_rptr():#x}, wptr {self.committed:#x})")

@@ -142,3 +142,16 @@ def test_kernel_buffers_at_bind():
     for size, what, need in ((1 << 14, "ring", 0x4000), (1 << 16, "shadow IBs", 0x1000)):
         with pytest.raises(kmd_model.uapi.KmdError, match=rf"^ENOMEM: bind: {what}: no {need:#x} bytes free in GTT"):
             kmd_model.bind(RefModel(mem_size=size))
+
+
+def test_heaps_split_the_memory():
+    """VRAM from the second page up to the split, GTT from there to the last whole page: no
+    overlap, no gap; four pages is the smallest memory taken, one byte less is refused."""
+    from kmd_model.bo import PAGE, BoManager
+
+    for size, fraction in ((4 * PAGE, 0.5), (0x100_0000 + 0x123, 0.25), (64 << 20, 0.5)):
+        v, g = (BoManager(size, fraction).heaps[d] for d in (Domain.VRAM, Domain.GTT))
+        assert v.base == PAGE and v.base + v.size == g.base and g.base + g.size == size & ~(PAGE - 1)
+        assert v.size > 0 and g.size > 0 and g.base % PAGE == 0
+    with pytest.raises(ValueError, match=r"^device memory of 0x3fff bytes is too small \(need >= 0x4000\)$"):
+        BoManager(4 * PAGE - 1)

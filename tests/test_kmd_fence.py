@@ -200,3 +200,32 @@ def test_jobs_with_user_fences_never_overrun_a_small_ring():
     assert all(c.wait(s) for s in seqs) and bo.u32[0x400:0x408].tolist() == list(range(1, 9))
     assert kmd.counters()["packets"]["RELEASE_MEM"] - fences == 1 + 2 * 8  # the holder's, and two per job
     assert kmd.stats["resets"] == 0 and bo.u32[0x1F00 // 4] == seqs[-1]
+
+
+def test_ring_commits_are_aligned_and_a_job_that_fits_exactly_enters():
+    """Every doorbell the KMD rings leaves RB_WPTR on the ring's alignment (commits padded
+    as amdgpu pads them), and the IB test's IB is padded to it too. With no padding
+    (ib_align_dw=1), a job needing exactly the space left enters the ring."""
+    kmd = kmd_model.bind(RefModel())
+    seen = []
+    kmd.observers.append(lambda event, f: seen.append((f["ring"] is kmd.ring, f["start"], f["wptr"]))
+                         if event == "doorbell" else None)
+    c = Client()
+    bo = c.bo()
+    for i in range(3):
+        c.run(bo, pm4.write_data(bo.addr + 4 * i, [i]), offset=0x40 * i)
+    assert len(seen) == 3 and all(r and w % 8 == 0 and s % 8 == 0 for r, s, w in seen)
+    ibs = [i for i in pm4.decode_stream(kmd.ring.ring32.tolist()) if i.ok and i.name == "INDIRECT_BUFFER"]
+    assert ibs[0].fields["IB_BASE_LO"] << 2 == kmd.ib_test_bo.gpu_addr and ibs[0].fields["IB_SIZE"] == 8
+    from .test_security import Holder
+
+    kmd = kmd_model.bind(RefModel(), ring_log2_dw=6, ib_align_dw=1)
+    hold = Holder()  # 12 dwords: its IB packet and its fence; 52 left
+    c = Client()
+    bo = c.bo()
+    for i in range(2):  # 20 each with a user fence: 12 left
+        c.submit(c.ib(bo, pm4.write_data(bo.addr + 4 * i, [i]), offset=0x40 * i), CsChunkFence(bo.handle, 0x1F00))
+    last = c.submit(c.ib(bo, pm4.write_data(bo.addr + 8, [2]), offset=0x80))  # 12: exactly what is left
+    assert kmd.ring.space() == 0 and not kmd.sched.queue and len(kmd.sched.pending) == 4
+    hold.release()
+    assert c.wait(last) and bo.u32[:3].tolist() == [0, 1, 2]

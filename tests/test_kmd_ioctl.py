@@ -197,6 +197,8 @@ def check_ctx(dev):
            uapi.CtxArgs(CtxOp.QUERY_STATE, 42))
     expect(errno.EINVAL, "CTX: op must be ALLOC (1), FREE (2) or QUERY_STATE (3), not 9", a.io,
            Request.CTX, uapi.CtxArgs(9))
+    expect(errno.EINVAL, "CTX: op must be >= 0, not -1", a.io, Request.CTX, uapi.CtxArgs(-1))
+    expect(errno.EINVAL, "CTX: flags must be 0, not 1", a.io, Request.CTX, uapi.CtxArgs(CtxOp.ALLOC, flags=1))
     a.io(Request.CTX, uapi.CtxArgs(CtxOp.FREE, a.ctx))
     expect(errno.EINVAL, "CS: no context 1 on this file", a.submit, CsChunkIb(8, gpu_addr=0x1000))
 
@@ -264,6 +266,9 @@ def check_cs_errors(dev):
     expect(errno.EINVAL, "WAIT_CS: context 1 never submitted seqno 0x2 (last is 0x1)", c.io, W,
            uapi.WaitCsArgs(c.ctx, seq + 1, 10))
     expect(errno.EINVAL, "WAIT_CS: timeout must be >= 0, not -5", c.io, W, uapi.WaitCsArgs(c.ctx, seq, -5))
+    # small numbers in decimal, the rest in hex: -9 .. 9 read as written
+    expect(errno.EINVAL, "WAIT_CS: timeout must be >= 0, not -9", c.io, W, uapi.WaitCsArgs(c.ctx, seq, -9))
+    expect(errno.EINVAL, "WAIT_CS: timeout must be >= 0, not -0xa", c.io, W, uapi.WaitCsArgs(c.ctx, seq, -10))
     expect(errno.EINVAL, "WAIT_CS: seq must be 0x0 to 0xffffffff, not 0x100000000", c.io, W,
            uapi.WaitCsArgs(c.ctx, 1 << 32, 5))
     expect(errno.EINVAL, "WAIT_CS: no context 7 on this file", c.io, W, uapi.WaitCsArgs(7, seq, 5))
