@@ -477,3 +477,25 @@ def test_rebinding_clears_the_counters_and_bind_says_what_it_takes():
         kmd_model.bind(dev, speed=1, zoom=2)
     with pytest.raises(TypeError, match=r"^bind: give either params or keyword parameters, not both$"):
         kmd_model.bind(dev, KmdParams(), job_timeout=5)
+
+
+class CorruptingModel(RefModel):
+    """A CP whose WRITE_DATA lands one bit off when it writes the IB test's magic."""
+
+    def _op_write_data(self, *args) -> None:
+        super()._op_write_data(*args)
+        from kmd_model.kmd import IB_TEST_MAGIC
+
+        m32 = self.mem.view("<u4")
+        m32[m32 == IB_TEST_MAGIC] ^= 1
+
+
+def test_an_ib_test_that_reads_back_wrong_fails_the_bind():
+    """amdgpu's IB test at bind: its fence signals but the magic it wrote reads back wrong:
+    the bind fails with EIO saying what it read and what it expected."""
+    from kmd_model.kmd import IB_TEST_MAGIC
+
+    with pytest.raises(kmd_model.uapi.KmdError) as e:
+        kmd_model.bind(CorruptingModel())
+    assert e.value.errno == errno.EIO
+    assert e.value.message == f"IB test failed: read {IB_TEST_MAGIC ^ 1:#010x}, expected {IB_TEST_MAGIC:#010x}"
