@@ -136,16 +136,17 @@ class Ring:
 
     # ------------------------------------------------------------------ emit functions
 
-    def emit_ib(self, gpu_addr: int, size_dw: int, vmid: int = 0) -> None:
-        """As gfx_v9_0_ring_emit_ib_gfx: control is the size and VMID (VALID left at 0)."""
-        self.write(pm4.indirect_buffer(gpu_addr, size_dw, vmid=vmid))
+    def emit_ib(self, gpu_addr: int, size_dw: int) -> None:
+        """As gfx_v9_0_ring_emit_ib_gfx: control is the size and VMID (0: no VM here; VALID
+        left at 0)."""
+        self.write(pm4.indirect_buffer(gpu_addr, size_dw))
 
-    def emit_fence(self, addr: int, seq: int, *, interrupt: bool, ctx_id: int = 0) -> None:
+    def emit_fence(self, addr: int, seq: int, *, interrupt: bool) -> None:
         """RELEASE_MEM writing the 32-bit `seq` to `addr`, then (optionally) an EOP interrupt,
         dword for dword as gfx_v9_0_ring_emit_fence (its cache actions are no-ops here)."""
         self.write(pm4.release_mem(
             addr, seq, data_sel="DATA_32",
-            int_sel="SEND_INT_ON_CONFIRM" if interrupt else "NONE", int_ctxid=ctx_id,
+            int_sel="SEND_INT_ON_CONFIRM" if interrupt else "NONE",  # (INT_CTXID 0, as amdgpu's)
             tcl1_action_en=1, tc_action_en=1, tc_wb_action_en=1, tc_md_action_en=1))
 
     def emit_mem_write(self, addr: int, data: list[int]) -> None:

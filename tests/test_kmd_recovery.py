@@ -499,3 +499,18 @@ def test_an_ib_test_that_reads_back_wrong_fails_the_bind():
         kmd_model.bind(CorruptingModel())
     assert e.value.errno == errno.EIO
     assert e.value.message == f"IB test failed: read {IB_TEST_MAGIC ^ 1:#010x}, expected {IB_TEST_MAGIC:#010x}"
+
+
+class DeafModel(RefModel):
+    """A CP that never hears the doorbell."""
+
+    def mmio_write32(self, offset: int, value: int) -> None:
+        if offset != regs.RB_DOORBELL.ADDR:
+            super().mmio_write32(offset, value)
+
+
+def test_a_ring_test_that_never_completes_fails_the_bind():
+    with pytest.raises(kmd_model.uapi.KmdError) as e:
+        kmd_model.bind(DeafModel(), hw_timeout=2_000)
+    assert e.value.errno == errno.ETIMEDOUT
+    assert e.value.message == "ring test failed: scratch 0xcafedead after 2000 cycles (rptr 0x0, wptr 0x8)"
