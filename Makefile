@@ -9,7 +9,7 @@ JOBS   ?= 2
 SIM    ?=
 export SIM
 
-.PHONY: all venv sim test gen check-gen lint bench fpga sweep clean soak mutate
+.PHONY: all venv sim test gen check-gen lint bench fpga sweep clean soak formal mutate
 
 all: test
 
@@ -55,6 +55,11 @@ fpga: $(STAMP)
 ## The DMA engine's design space: throughput against LUT4 (build/sweep.txt, build/sweep.png).
 sweep: $(STAMP)
 	$(PY) -m fpga.sweep --jobs $(JOBS)
+
+## Formal proofs with SymbiYosys (PyPI tools): every property of formal/properties.py, its
+## covers and its mutants; a table and build/formal.json. make formal [GROUPS=axil,cp_ring] [SOLVER=z3]
+formal: $(STAMP)
+	$(PY) -m formal --jobs $(JOBS) $(if $(GROUPS),--groups $(GROUPS)) $(if $(SOLVER),--solver $(SOLVER))
 
 ## The long RTL-vs-model campaign: make soak N=10000 [SIM=verilator,icarus] [GPUCOSIM_SEED=1234] [JOBS=2]
 soak: $(STAMP)

@@ -84,7 +84,13 @@ async def app(dut):
             from kmd_model.ring import as_u32
 
             monitors.set_memory(as_u32(dev.mem))
-        return session.run(dev, main)
+        # the app's relative paths (its own arguments) are the caller's, as on the model
+        here = os.getcwd()
+        os.chdir(os.environ.get("GPUCOSIM_CWD", here))
+        try:
+            return session.run(dev, main)
+        finally:
+            os.chdir(here)
 
     try:
         code = await run_driver(dut, driver)

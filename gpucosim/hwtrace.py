@@ -32,6 +32,7 @@ from kmd_model.log import get_logger
 from kmd_model.regs import IbLevel
 from spec import packets as pk
 from spec import pm4
+from spec import vm as vm_spec
 
 from .timeline import Timeline, wave_time
 
@@ -418,6 +419,7 @@ class HwMonitors:
             return get_sim_time("step") // steps
 
         self.now = now
+        self.gpu = dut.gpu
         self.mem32 = mem32
         self.monitors: list = []
         self.tasks: list = []
@@ -441,8 +443,25 @@ class HwMonitors:
             self.cp.read_dwords = self._read
 
     def _read(self, level: int, addr: int, n: int) -> list[int]:
-        i = addr >> 2
-        return self.mem32[i:i + n].tolist()
+        """`n` dwords at `addr` as the CP at `level` sees them: the ring (level 0) reads
+        physical memory, IBs read through their job's VMID, walked in memory as the MMU
+        walks (a dword whose page does not translate raises: the CP faults on it)."""
+        vmid = _int(self.gpu.cp.vmid) if level else 0
+        if not vmid or not _int(getattr(self.gpu, f"vm_context_cntl_{vmid}")):
+            i = addr >> 2
+            return self.mem32[i:i + n].tolist()
+        root = (_int(getattr(self.gpu, f"vm_context_pt_base_hi_{vmid}")) << 32
+                | _int(getattr(self.gpu, f"vm_context_pt_base_lo_{vmid}")) << vm_spec.PAGE_SHIFT)
+
+        def read64(a: int) -> int:
+            return int(self.mem32[a >> 2]) | int(self.mem32[(a >> 2) + 1]) << 32
+        out = []
+        for k in range(n):
+            w = vm_spec.walk(read64, root, addr + 4 * k, vm_spec.Access.FETCH)
+            if w.phys is None:
+                raise LookupError(f"VMID {vmid} {addr + 4 * k:#x}: {w.cause.name}")
+            out.append(int(self.mem32[w.phys >> 2]))
+        return out
 
     def start(self) -> "HwMonitors":
         import cocotb

@@ -182,6 +182,7 @@ def _run_rtl(opts: RunOptions) -> int:
         status = Path(d) / "status.json"
         opts.status_file = str(status)
         env = {"GPUCOSIM_RUN": opts.to_json(), "GPUCOSIM_APP_RESULT": str(result),
+               "GPUCOSIM_CWD": os.getcwd(),  # the app runs where it was started, as on the model
                "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "WARNING"),
                "GPI_LOG_LEVEL": os.environ.get("GPI_LOG_LEVEL", "WARNING")}
         if opts.log:

@@ -92,12 +92,13 @@ def progress(done: float, total: float | None = None, label: str = "") -> None:
 
 
 class _Recorder:
-    """The UMD API hook: notes the queues an app creates (for the exit report) and hands
-    the call to the tracer when there is one."""
+    """The UMD API hook: notes the devices and queues an app creates (for the exit report)
+    and hands the call to the tracer when there is one."""
 
     def __init__(self, tracer=None):
         self.tracer = tracer
         self.queues: list = []
+        self.devices: list = []
 
     def __call__(self, name: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
         if self.tracer is not None:
@@ -106,6 +107,8 @@ class _Recorder:
             result = fn(*args, **kwargs)
         if name == "Device.queue":
             self.queues.append(result)
+        elif name == "umd.open":
+            self.devices.append(result)
         return result
 
 
@@ -195,7 +198,8 @@ class Session:
                 crash.report(f"driver bring-up failed: {e}", exc=e if isinstance(e, KmdError) else None)
                 return 2
             crash.attach(kmd)
-            crash.extra = lambda: exit_report(crash.kmd, recorder.queues, stats.by_request, at_exit=False)[0]
+            crash.extra = lambda: exit_report(crash.kmd, recorder.queues, stats.by_request, at_exit=False,
+                                              devices=recorder.devices)[0]
             kmd.trace_hooks += [stats, self._on_ioctl]
             if self.tracer is not None:
                 self.tracer.attach(kmd)
@@ -219,7 +223,8 @@ class Session:
                 umd_rt.api_hook = None
                 sys.argv = saved_argv
             kmd = self.kmd = crash.kmd  # the app may have reloaded the driver (kmd_model.rebind)
-            self.exit_text, self.leaks = exit_report(kmd, recorder.queues, stats.by_request)
+            self.exit_text, self.leaks = exit_report(kmd, recorder.queues, stats.by_request,
+                                                     devices=recorder.devices)
             if self.timeline is not None:
                 self.timeline.metadata["exit_report"] = self.exit_text
             if opts.stats or self.leaks:

@@ -148,13 +148,6 @@ class BoManager:
         self._arrays = None
         log.debug("free %r", bo)
 
-    def lookup(self, addr: int) -> Bo | None:
-        """The live BO containing byte `addr`, if any."""
-        i = bisect.bisect_right(self._starts, addr) - 1
-        if i >= 0 and addr < self.live[i].end:
-            return self.live[i]
-        return None
-
     def lookup_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Bo]]:
         """(starts, ends, owner fd, BOs) of the live BOs in address order, for the CS
         checker's range checks over many packets at once; owner fd is -1 for kernel BOs

@@ -136,10 +136,9 @@ class Ring:
 
     # ------------------------------------------------------------------ emit functions
 
-    def emit_ib(self, gpu_addr: int, size_dw: int) -> None:
-        """As gfx_v9_0_ring_emit_ib_gfx: control is the size and VMID (0: no VM here; VALID
-        left at 0)."""
-        self.write(pm4.indirect_buffer(gpu_addr, size_dw))
+    def emit_ib(self, gpu_addr: int, size_dw: int, vmid: int = 0) -> None:
+        """As gfx_v9_0_ring_emit_ib_gfx: control is the size and VMID (VALID left at 0)."""
+        self.write(pm4.indirect_buffer(gpu_addr, size_dw, vmid=vmid))
 
     def emit_fence(self, addr: int, seq: int, *, interrupt: bool) -> None:
         """RELEASE_MEM writing the 32-bit `seq` to `addr`, then (optionally) an EOP interrupt,

@@ -39,12 +39,13 @@ class CpError(IntEnum):
     FENCE_MISALIGNED = 10
     DMA_BYTE_COUNT = 11
     UNSUPPORTED = 12
+    VM_FAULT = 13
 
 # Field positions, for logic that packs a register value (e.g. into an IH entry).
 REG_FIELDS = {
     'ID': {'MAGIC': (0, 32)},
     'VERSION': {'PATCH': (0, 16), 'MINOR': (16, 8), 'MAJOR': (24, 8)},
-    'CAPS': {'BUS_BYTES_LOG2': (0, 4), 'ADDR_BITS': (4, 8), 'IB_LEVELS': (12, 4), 'DMA': (16, 1), 'IH': (17, 1), 'DMA_MAX_LOG2': (18, 5)},
+    'CAPS': {'BUS_BYTES_LOG2': (0, 4), 'ADDR_BITS': (4, 8), 'IB_LEVELS': (12, 4), 'DMA': (16, 1), 'IH': (17, 1), 'DMA_MAX_LOG2': (18, 5), 'VM': (23, 1)},
     'SCRATCH': {'VALUE': (0, 32)},
     'CONTROL': {'HALT': (0, 1), 'SOFT_RESET': (1, 1), 'PERF_CLEAR': (2, 1)},
     'STATUS': {'IDLE': (0, 1), 'HALTED': (1, 1), 'ERROR': (2, 1), 'RB_EMPTY': (3, 1), 'DMA_BUSY': (4, 1), 'WAITING': (5, 1), 'LEVEL': (8, 2)},
@@ -81,6 +82,20 @@ REG_FIELDS = {
     'PERF_DMA_BYTES_WRITTEN': {'COUNT': (0, 32)},
     'PERF_DMA_BUSY_CYCLES': {'COUNT': (0, 32)},
     'PERF_PACKETS': {'COUNT': (0, 32)},
+    'VM_CAPS': {'LEVELS': (0, 4), 'VMIDS': (4, 5), 'TLB_LOG2': (12, 4)},
+    'VM_INVALIDATE_REQ': {'PER_VMID': (0, 16), 'ALL_ADDR': (16, 1)},
+    'VM_INVALIDATE_ADDR_LO': {'PAGE': (0, 32)},
+    'VM_INVALIDATE_ADDR_HI': {'PAGE': (0, 4)},
+    'VM_INVALIDATE_ACK': {'PER_VMID': (0, 16)},
+    'VM_FAULT_STATUS': {'VMID': (0, 4), 'ACCESS': (4, 3), 'LEVEL': (8, 2), 'CAUSE': (12, 2)},
+    'VM_FAULT_ADDR_LO': {'ADDRESS': (0, 32)},
+    'VM_FAULT_ADDR_HI': {'ADDRESS': (0, 16)},
+    'PERF_TLB_HITS': {'COUNT': (0, 32)},
+    'PERF_TLB_MISSES': {'COUNT': (0, 32)},
+    'PERF_WALK_CYCLES': {'COUNT': (0, 32)},
+    'VM_CONTEXT_CNTL': {'ENABLE': (0, 1)},
+    'VM_CONTEXT_PT_BASE_LO': {'ADDRESS': (12, 20)},
+    'VM_CONTEXT_PT_BASE_HI': {'ADDRESS': (0, 16)},
 }
 
 
@@ -94,6 +109,7 @@ class CSRBlock(wiring.Component):
             "caps_dma": In(1),
             "caps_ih": In(1),
             "caps_dma_max_log2": In(5),
+            "caps_vm": In(1),
             "control_halt": Out(1),
             "control_soft_reset": Out(1),
             "control_perf_clear": Out(1),
@@ -160,6 +176,72 @@ class CSRBlock(wiring.Component):
             "perf_packets_5": In(32),
             "perf_packets_6": In(32),
             "perf_packets_7": In(32),
+            "vm_caps_levels": In(4),
+            "vm_caps_vmids": In(5),
+            "vm_caps_tlb_log2": In(4),
+            "vm_invalidate_req_per_vmid": Out(16),
+            "vm_invalidate_req_per_vmid_swmod": Out(1),
+            "vm_invalidate_req_all_addr": Out(1),
+            "vm_invalidate_addr_lo": Out(32),
+            "vm_invalidate_addr_hi": Out(4),
+            "vm_invalidate_ack": In(16),
+            "vm_fault_status_vmid": In(4),
+            "vm_fault_status_access": In(3),
+            "vm_fault_status_level": In(2),
+            "vm_fault_status_cause": In(2),
+            "vm_fault_addr_lo": In(32),
+            "vm_fault_addr_hi": In(16),
+            "perf_tlb_hits": In(32),
+            "perf_tlb_misses": In(32),
+            "perf_walk_cycles": In(32),
+            "vm_context_cntl_0": Out(1),
+            "vm_context_cntl_1": Out(1),
+            "vm_context_cntl_2": Out(1),
+            "vm_context_cntl_3": Out(1),
+            "vm_context_cntl_4": Out(1),
+            "vm_context_cntl_5": Out(1),
+            "vm_context_cntl_6": Out(1),
+            "vm_context_cntl_7": Out(1),
+            "vm_context_cntl_8": Out(1),
+            "vm_context_cntl_9": Out(1),
+            "vm_context_cntl_10": Out(1),
+            "vm_context_cntl_11": Out(1),
+            "vm_context_cntl_12": Out(1),
+            "vm_context_cntl_13": Out(1),
+            "vm_context_cntl_14": Out(1),
+            "vm_context_cntl_15": Out(1),
+            "vm_context_pt_base_lo_0": Out(20),
+            "vm_context_pt_base_lo_1": Out(20),
+            "vm_context_pt_base_lo_2": Out(20),
+            "vm_context_pt_base_lo_3": Out(20),
+            "vm_context_pt_base_lo_4": Out(20),
+            "vm_context_pt_base_lo_5": Out(20),
+            "vm_context_pt_base_lo_6": Out(20),
+            "vm_context_pt_base_lo_7": Out(20),
+            "vm_context_pt_base_lo_8": Out(20),
+            "vm_context_pt_base_lo_9": Out(20),
+            "vm_context_pt_base_lo_10": Out(20),
+            "vm_context_pt_base_lo_11": Out(20),
+            "vm_context_pt_base_lo_12": Out(20),
+            "vm_context_pt_base_lo_13": Out(20),
+            "vm_context_pt_base_lo_14": Out(20),
+            "vm_context_pt_base_lo_15": Out(20),
+            "vm_context_pt_base_hi_0": Out(16),
+            "vm_context_pt_base_hi_1": Out(16),
+            "vm_context_pt_base_hi_2": Out(16),
+            "vm_context_pt_base_hi_3": Out(16),
+            "vm_context_pt_base_hi_4": Out(16),
+            "vm_context_pt_base_hi_5": Out(16),
+            "vm_context_pt_base_hi_6": Out(16),
+            "vm_context_pt_base_hi_7": Out(16),
+            "vm_context_pt_base_hi_8": Out(16),
+            "vm_context_pt_base_hi_9": Out(16),
+            "vm_context_pt_base_hi_10": Out(16),
+            "vm_context_pt_base_hi_11": Out(16),
+            "vm_context_pt_base_hi_12": Out(16),
+            "vm_context_pt_base_hi_13": Out(16),
+            "vm_context_pt_base_hi_14": Out(16),
+            "vm_context_pt_base_hi_15": Out(16),
         })
 
     def elaborate(self, platform):
@@ -453,6 +535,445 @@ class CSRBlock(wiring.Component):
         # PERF_PACKETS[7] @ 0x13c: Packets executed, by kind
         wr_hits.append(0x13c)
 
+        # VM_CAPS @ 0x200: VM capabilities
+        wr_hits.append(0x200)
+
+        # VM_INVALIDATE_REQ @ 0x204: TLB invalidate request
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x81)
+        vm_invalidate_req_per_vmid = Signal(16, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_invalidate_req_per_vmid.eq((vm_invalidate_req_per_vmid & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+        m.d.comb += self.vm_invalidate_req_per_vmid.eq(vm_invalidate_req_per_vmid)
+        vm_invalidate_req_per_vmid_swmod = Signal()
+        m.d.sync += vm_invalidate_req_per_vmid_swmod.eq(wr & wmask[0:16].any())  # with the new value
+        m.d.comb += self.vm_invalidate_req_per_vmid_swmod.eq(vm_invalidate_req_per_vmid_swmod)
+        vm_invalidate_req_all_addr = Signal(1, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_invalidate_req_all_addr.eq((vm_invalidate_req_all_addr & ~wmask[16:17]) | (bridge.wr_data[16:17] & wmask[16:17]))
+        m.d.comb += self.vm_invalidate_req_all_addr.eq(vm_invalidate_req_all_addr)
+        wr_hits.append(0x204)
+
+        # VM_INVALIDATE_ADDR_LO @ 0x208: TLB invalidate address, low
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x82)
+        vm_invalidate_addr_lo = Signal(32, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_invalidate_addr_lo.eq((vm_invalidate_addr_lo & ~wmask[0:32]) | (bridge.wr_data[0:32] & wmask[0:32]))
+        m.d.comb += self.vm_invalidate_addr_lo.eq(vm_invalidate_addr_lo)
+        wr_hits.append(0x208)
+
+        # VM_INVALIDATE_ADDR_HI @ 0x20c: TLB invalidate address, high
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x83)
+        vm_invalidate_addr_hi = Signal(4, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_invalidate_addr_hi.eq((vm_invalidate_addr_hi & ~wmask[0:4]) | (bridge.wr_data[0:4] & wmask[0:4]))
+        m.d.comb += self.vm_invalidate_addr_hi.eq(vm_invalidate_addr_hi)
+        wr_hits.append(0x20c)
+
+        # VM_INVALIDATE_ACK @ 0x210: TLB invalidate acknowledge
+        wr_hits.append(0x210)
+
+        # VM_FAULT_STATUS @ 0x220: VM fault status
+        wr_hits.append(0x220)
+
+        # VM_FAULT_ADDR_LO @ 0x224: VM fault address, low
+        wr_hits.append(0x224)
+
+        # VM_FAULT_ADDR_HI @ 0x228: VM fault address, high
+        wr_hits.append(0x228)
+
+        # PERF_TLB_HITS @ 0x230: TLB hits
+        wr_hits.append(0x230)
+
+        # PERF_TLB_MISSES @ 0x234: TLB misses
+        wr_hits.append(0x234)
+
+        # PERF_WALK_CYCLES @ 0x238: Page-walk cycles
+        wr_hits.append(0x238)
+
+        # VM_CONTEXT_CNTL[0] @ 0x300: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc0)
+        vm_context_cntl_0 = Signal(1, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_cntl_0.eq((vm_context_cntl_0 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        m.d.comb += self.vm_context_cntl_0.eq(vm_context_cntl_0)
+        wr_hits.append(0x300)
+
+        # VM_CONTEXT_CNTL[1] @ 0x304: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc1)
+        vm_context_cntl_1 = Signal(1, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_cntl_1.eq((vm_context_cntl_1 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        m.d.comb += self.vm_context_cntl_1.eq(vm_context_cntl_1)
+        wr_hits.append(0x304)
+
+        # VM_CONTEXT_CNTL[2] @ 0x308: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc2)
+        vm_context_cntl_2 = Signal(1, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_cntl_2.eq((vm_context_cntl_2 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        m.d.comb += self.vm_context_cntl_2.eq(vm_context_cntl_2)
+        wr_hits.append(0x308)
+
+        # VM_CONTEXT_CNTL[3] @ 0x30c: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc3)
+        vm_context_cntl_3 = Signal(1, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_cntl_3.eq((vm_context_cntl_3 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        m.d.comb += self.vm_context_cntl_3.eq(vm_context_cntl_3)
+        wr_hits.append(0x30c)
+
+        # VM_CONTEXT_CNTL[4] @ 0x310: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc4)
+        vm_context_cntl_4 = Signal(1, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_cntl_4.eq((vm_context_cntl_4 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        m.d.comb += self.vm_context_cntl_4.eq(vm_context_cntl_4)
+        wr_hits.append(0x310)
+
+        # VM_CONTEXT_CNTL[5] @ 0x314: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc5)
+        vm_context_cntl_5 = Signal(1, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_cntl_5.eq((vm_context_cntl_5 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        m.d.comb += self.vm_context_cntl_5.eq(vm_context_cntl_5)
+        wr_hits.append(0x314)
+
+        # VM_CONTEXT_CNTL[6] @ 0x318: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc6)
+        vm_context_cntl_6 = Signal(1, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_cntl_6.eq((vm_context_cntl_6 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        m.d.comb += self.vm_context_cntl_6.eq(vm_context_cntl_6)
+        wr_hits.append(0x318)
+
+        # VM_CONTEXT_CNTL[7] @ 0x31c: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc7)
+        vm_context_cntl_7 = Signal(1, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_cntl_7.eq((vm_context_cntl_7 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        m.d.comb += self.vm_context_cntl_7.eq(vm_context_cntl_7)
+        wr_hits.append(0x31c)
+
+        # VM_CONTEXT_CNTL[8] @ 0x320: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc8)
+        vm_context_cntl_8 = Signal(1, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_cntl_8.eq((vm_context_cntl_8 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        m.d.comb += self.vm_context_cntl_8.eq(vm_context_cntl_8)
+        wr_hits.append(0x320)
+
+        # VM_CONTEXT_CNTL[9] @ 0x324: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc9)
+        vm_context_cntl_9 = Signal(1, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_cntl_9.eq((vm_context_cntl_9 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        m.d.comb += self.vm_context_cntl_9.eq(vm_context_cntl_9)
+        wr_hits.append(0x324)
+
+        # VM_CONTEXT_CNTL[10] @ 0x328: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xca)
+        vm_context_cntl_10 = Signal(1, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_cntl_10.eq((vm_context_cntl_10 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        m.d.comb += self.vm_context_cntl_10.eq(vm_context_cntl_10)
+        wr_hits.append(0x328)
+
+        # VM_CONTEXT_CNTL[11] @ 0x32c: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xcb)
+        vm_context_cntl_11 = Signal(1, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_cntl_11.eq((vm_context_cntl_11 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        m.d.comb += self.vm_context_cntl_11.eq(vm_context_cntl_11)
+        wr_hits.append(0x32c)
+
+        # VM_CONTEXT_CNTL[12] @ 0x330: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xcc)
+        vm_context_cntl_12 = Signal(1, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_cntl_12.eq((vm_context_cntl_12 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        m.d.comb += self.vm_context_cntl_12.eq(vm_context_cntl_12)
+        wr_hits.append(0x330)
+
+        # VM_CONTEXT_CNTL[13] @ 0x334: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xcd)
+        vm_context_cntl_13 = Signal(1, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_cntl_13.eq((vm_context_cntl_13 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        m.d.comb += self.vm_context_cntl_13.eq(vm_context_cntl_13)
+        wr_hits.append(0x334)
+
+        # VM_CONTEXT_CNTL[14] @ 0x338: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xce)
+        vm_context_cntl_14 = Signal(1, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_cntl_14.eq((vm_context_cntl_14 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        m.d.comb += self.vm_context_cntl_14.eq(vm_context_cntl_14)
+        wr_hits.append(0x338)
+
+        # VM_CONTEXT_CNTL[15] @ 0x33c: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xcf)
+        vm_context_cntl_15 = Signal(1, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_cntl_15.eq((vm_context_cntl_15 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        m.d.comb += self.vm_context_cntl_15.eq(vm_context_cntl_15)
+        wr_hits.append(0x33c)
+
+        # VM_CONTEXT_PT_BASE_LO[0] @ 0x340: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd0)
+        vm_context_pt_base_lo_0 = Signal(20, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_lo_0.eq((vm_context_pt_base_lo_0 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
+        m.d.comb += self.vm_context_pt_base_lo_0.eq(vm_context_pt_base_lo_0)
+        wr_hits.append(0x340)
+
+        # VM_CONTEXT_PT_BASE_LO[1] @ 0x344: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd1)
+        vm_context_pt_base_lo_1 = Signal(20, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_lo_1.eq((vm_context_pt_base_lo_1 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
+        m.d.comb += self.vm_context_pt_base_lo_1.eq(vm_context_pt_base_lo_1)
+        wr_hits.append(0x344)
+
+        # VM_CONTEXT_PT_BASE_LO[2] @ 0x348: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd2)
+        vm_context_pt_base_lo_2 = Signal(20, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_lo_2.eq((vm_context_pt_base_lo_2 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
+        m.d.comb += self.vm_context_pt_base_lo_2.eq(vm_context_pt_base_lo_2)
+        wr_hits.append(0x348)
+
+        # VM_CONTEXT_PT_BASE_LO[3] @ 0x34c: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd3)
+        vm_context_pt_base_lo_3 = Signal(20, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_lo_3.eq((vm_context_pt_base_lo_3 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
+        m.d.comb += self.vm_context_pt_base_lo_3.eq(vm_context_pt_base_lo_3)
+        wr_hits.append(0x34c)
+
+        # VM_CONTEXT_PT_BASE_LO[4] @ 0x350: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd4)
+        vm_context_pt_base_lo_4 = Signal(20, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_lo_4.eq((vm_context_pt_base_lo_4 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
+        m.d.comb += self.vm_context_pt_base_lo_4.eq(vm_context_pt_base_lo_4)
+        wr_hits.append(0x350)
+
+        # VM_CONTEXT_PT_BASE_LO[5] @ 0x354: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd5)
+        vm_context_pt_base_lo_5 = Signal(20, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_lo_5.eq((vm_context_pt_base_lo_5 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
+        m.d.comb += self.vm_context_pt_base_lo_5.eq(vm_context_pt_base_lo_5)
+        wr_hits.append(0x354)
+
+        # VM_CONTEXT_PT_BASE_LO[6] @ 0x358: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd6)
+        vm_context_pt_base_lo_6 = Signal(20, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_lo_6.eq((vm_context_pt_base_lo_6 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
+        m.d.comb += self.vm_context_pt_base_lo_6.eq(vm_context_pt_base_lo_6)
+        wr_hits.append(0x358)
+
+        # VM_CONTEXT_PT_BASE_LO[7] @ 0x35c: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd7)
+        vm_context_pt_base_lo_7 = Signal(20, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_lo_7.eq((vm_context_pt_base_lo_7 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
+        m.d.comb += self.vm_context_pt_base_lo_7.eq(vm_context_pt_base_lo_7)
+        wr_hits.append(0x35c)
+
+        # VM_CONTEXT_PT_BASE_LO[8] @ 0x360: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd8)
+        vm_context_pt_base_lo_8 = Signal(20, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_lo_8.eq((vm_context_pt_base_lo_8 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
+        m.d.comb += self.vm_context_pt_base_lo_8.eq(vm_context_pt_base_lo_8)
+        wr_hits.append(0x360)
+
+        # VM_CONTEXT_PT_BASE_LO[9] @ 0x364: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd9)
+        vm_context_pt_base_lo_9 = Signal(20, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_lo_9.eq((vm_context_pt_base_lo_9 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
+        m.d.comb += self.vm_context_pt_base_lo_9.eq(vm_context_pt_base_lo_9)
+        wr_hits.append(0x364)
+
+        # VM_CONTEXT_PT_BASE_LO[10] @ 0x368: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xda)
+        vm_context_pt_base_lo_10 = Signal(20, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_lo_10.eq((vm_context_pt_base_lo_10 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
+        m.d.comb += self.vm_context_pt_base_lo_10.eq(vm_context_pt_base_lo_10)
+        wr_hits.append(0x368)
+
+        # VM_CONTEXT_PT_BASE_LO[11] @ 0x36c: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xdb)
+        vm_context_pt_base_lo_11 = Signal(20, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_lo_11.eq((vm_context_pt_base_lo_11 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
+        m.d.comb += self.vm_context_pt_base_lo_11.eq(vm_context_pt_base_lo_11)
+        wr_hits.append(0x36c)
+
+        # VM_CONTEXT_PT_BASE_LO[12] @ 0x370: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xdc)
+        vm_context_pt_base_lo_12 = Signal(20, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_lo_12.eq((vm_context_pt_base_lo_12 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
+        m.d.comb += self.vm_context_pt_base_lo_12.eq(vm_context_pt_base_lo_12)
+        wr_hits.append(0x370)
+
+        # VM_CONTEXT_PT_BASE_LO[13] @ 0x374: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xdd)
+        vm_context_pt_base_lo_13 = Signal(20, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_lo_13.eq((vm_context_pt_base_lo_13 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
+        m.d.comb += self.vm_context_pt_base_lo_13.eq(vm_context_pt_base_lo_13)
+        wr_hits.append(0x374)
+
+        # VM_CONTEXT_PT_BASE_LO[14] @ 0x378: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xde)
+        vm_context_pt_base_lo_14 = Signal(20, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_lo_14.eq((vm_context_pt_base_lo_14 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
+        m.d.comb += self.vm_context_pt_base_lo_14.eq(vm_context_pt_base_lo_14)
+        wr_hits.append(0x378)
+
+        # VM_CONTEXT_PT_BASE_LO[15] @ 0x37c: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xdf)
+        vm_context_pt_base_lo_15 = Signal(20, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_lo_15.eq((vm_context_pt_base_lo_15 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
+        m.d.comb += self.vm_context_pt_base_lo_15.eq(vm_context_pt_base_lo_15)
+        wr_hits.append(0x37c)
+
+        # VM_CONTEXT_PT_BASE_HI[0] @ 0x380: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe0)
+        vm_context_pt_base_hi_0 = Signal(16, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_hi_0.eq((vm_context_pt_base_hi_0 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+        m.d.comb += self.vm_context_pt_base_hi_0.eq(vm_context_pt_base_hi_0)
+        wr_hits.append(0x380)
+
+        # VM_CONTEXT_PT_BASE_HI[1] @ 0x384: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe1)
+        vm_context_pt_base_hi_1 = Signal(16, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_hi_1.eq((vm_context_pt_base_hi_1 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+        m.d.comb += self.vm_context_pt_base_hi_1.eq(vm_context_pt_base_hi_1)
+        wr_hits.append(0x384)
+
+        # VM_CONTEXT_PT_BASE_HI[2] @ 0x388: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe2)
+        vm_context_pt_base_hi_2 = Signal(16, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_hi_2.eq((vm_context_pt_base_hi_2 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+        m.d.comb += self.vm_context_pt_base_hi_2.eq(vm_context_pt_base_hi_2)
+        wr_hits.append(0x388)
+
+        # VM_CONTEXT_PT_BASE_HI[3] @ 0x38c: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe3)
+        vm_context_pt_base_hi_3 = Signal(16, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_hi_3.eq((vm_context_pt_base_hi_3 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+        m.d.comb += self.vm_context_pt_base_hi_3.eq(vm_context_pt_base_hi_3)
+        wr_hits.append(0x38c)
+
+        # VM_CONTEXT_PT_BASE_HI[4] @ 0x390: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe4)
+        vm_context_pt_base_hi_4 = Signal(16, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_hi_4.eq((vm_context_pt_base_hi_4 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+        m.d.comb += self.vm_context_pt_base_hi_4.eq(vm_context_pt_base_hi_4)
+        wr_hits.append(0x390)
+
+        # VM_CONTEXT_PT_BASE_HI[5] @ 0x394: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe5)
+        vm_context_pt_base_hi_5 = Signal(16, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_hi_5.eq((vm_context_pt_base_hi_5 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+        m.d.comb += self.vm_context_pt_base_hi_5.eq(vm_context_pt_base_hi_5)
+        wr_hits.append(0x394)
+
+        # VM_CONTEXT_PT_BASE_HI[6] @ 0x398: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe6)
+        vm_context_pt_base_hi_6 = Signal(16, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_hi_6.eq((vm_context_pt_base_hi_6 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+        m.d.comb += self.vm_context_pt_base_hi_6.eq(vm_context_pt_base_hi_6)
+        wr_hits.append(0x398)
+
+        # VM_CONTEXT_PT_BASE_HI[7] @ 0x39c: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe7)
+        vm_context_pt_base_hi_7 = Signal(16, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_hi_7.eq((vm_context_pt_base_hi_7 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+        m.d.comb += self.vm_context_pt_base_hi_7.eq(vm_context_pt_base_hi_7)
+        wr_hits.append(0x39c)
+
+        # VM_CONTEXT_PT_BASE_HI[8] @ 0x3a0: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe8)
+        vm_context_pt_base_hi_8 = Signal(16, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_hi_8.eq((vm_context_pt_base_hi_8 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+        m.d.comb += self.vm_context_pt_base_hi_8.eq(vm_context_pt_base_hi_8)
+        wr_hits.append(0x3a0)
+
+        # VM_CONTEXT_PT_BASE_HI[9] @ 0x3a4: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe9)
+        vm_context_pt_base_hi_9 = Signal(16, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_hi_9.eq((vm_context_pt_base_hi_9 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+        m.d.comb += self.vm_context_pt_base_hi_9.eq(vm_context_pt_base_hi_9)
+        wr_hits.append(0x3a4)
+
+        # VM_CONTEXT_PT_BASE_HI[10] @ 0x3a8: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xea)
+        vm_context_pt_base_hi_10 = Signal(16, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_hi_10.eq((vm_context_pt_base_hi_10 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+        m.d.comb += self.vm_context_pt_base_hi_10.eq(vm_context_pt_base_hi_10)
+        wr_hits.append(0x3a8)
+
+        # VM_CONTEXT_PT_BASE_HI[11] @ 0x3ac: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xeb)
+        vm_context_pt_base_hi_11 = Signal(16, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_hi_11.eq((vm_context_pt_base_hi_11 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+        m.d.comb += self.vm_context_pt_base_hi_11.eq(vm_context_pt_base_hi_11)
+        wr_hits.append(0x3ac)
+
+        # VM_CONTEXT_PT_BASE_HI[12] @ 0x3b0: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xec)
+        vm_context_pt_base_hi_12 = Signal(16, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_hi_12.eq((vm_context_pt_base_hi_12 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+        m.d.comb += self.vm_context_pt_base_hi_12.eq(vm_context_pt_base_hi_12)
+        wr_hits.append(0x3b0)
+
+        # VM_CONTEXT_PT_BASE_HI[13] @ 0x3b4: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xed)
+        vm_context_pt_base_hi_13 = Signal(16, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_hi_13.eq((vm_context_pt_base_hi_13 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+        m.d.comb += self.vm_context_pt_base_hi_13.eq(vm_context_pt_base_hi_13)
+        wr_hits.append(0x3b4)
+
+        # VM_CONTEXT_PT_BASE_HI[14] @ 0x3b8: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xee)
+        vm_context_pt_base_hi_14 = Signal(16, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_hi_14.eq((vm_context_pt_base_hi_14 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+        m.d.comb += self.vm_context_pt_base_hi_14.eq(vm_context_pt_base_hi_14)
+        wr_hits.append(0x3b8)
+
+        # VM_CONTEXT_PT_BASE_HI[15] @ 0x3bc: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xef)
+        vm_context_pt_base_hi_15 = Signal(16, init=0x0)
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_hi_15.eq((vm_context_pt_base_hi_15 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+        m.d.comb += self.vm_context_pt_base_hi_15.eq(vm_context_pt_base_hi_15)
+        wr_hits.append(0x3bc)
+
         # address decode: a miss answers DECERR
         with m.Switch(bridge.wr_addr[2:]):
             with m.Case(*[a >> 2 for a in wr_hits]):
@@ -463,9 +984,9 @@ class CSRBlock(wiring.Component):
             with m.Case(0x0):
                 m.d.comb += [bridge.rd_data.eq(C(0x47505543, 32)), bridge.rd_hit.eq(1)]
             with m.Case(0x1):
-                m.d.comb += [bridge.rd_data.eq(Cat(C(0x0, 16), C(0x1, 8), C(0x0, 8))), bridge.rd_hit.eq(1)]
+                m.d.comb += [bridge.rd_data.eq(Cat(C(0x0, 16), C(0x2, 8), C(0x0, 8))), bridge.rd_hit.eq(1)]
             with m.Case(0x2):
-                m.d.comb += [bridge.rd_data.eq(Cat(self.caps_bus_bytes_log2, self.caps_addr_bits, self.caps_ib_levels, self.caps_dma, self.caps_ih, self.caps_dma_max_log2, C(0, 9))), bridge.rd_hit.eq(1)]
+                m.d.comb += [bridge.rd_data.eq(Cat(self.caps_bus_bytes_log2, self.caps_addr_bits, self.caps_ib_levels, self.caps_dma, self.caps_ih, self.caps_dma_max_log2, self.caps_vm, C(0, 8))), bridge.rd_hit.eq(1)]
             with m.Case(0x3):
                 m.d.comb += [bridge.rd_data.eq(scratch), bridge.rd_hit.eq(1)]
             with m.Case(0x4):
@@ -552,6 +1073,124 @@ class CSRBlock(wiring.Component):
                 m.d.comb += [bridge.rd_data.eq(self.perf_packets_6), bridge.rd_hit.eq(1)]
             with m.Case(0x4f):
                 m.d.comb += [bridge.rd_data.eq(self.perf_packets_7), bridge.rd_hit.eq(1)]
+            with m.Case(0x80):
+                m.d.comb += [bridge.rd_data.eq(Cat(self.vm_caps_levels, self.vm_caps_vmids, C(0, 3), self.vm_caps_tlb_log2, C(0, 16))), bridge.rd_hit.eq(1)]
+            with m.Case(0x81):
+                m.d.comb += [bridge.rd_data.eq(0), bridge.rd_hit.eq(1)]
+            with m.Case(0x82):
+                m.d.comb += [bridge.rd_data.eq(vm_invalidate_addr_lo), bridge.rd_hit.eq(1)]
+            with m.Case(0x83):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_invalidate_addr_hi, C(0, 28))), bridge.rd_hit.eq(1)]
+            with m.Case(0x84):
+                m.d.comb += [bridge.rd_data.eq(Cat(self.vm_invalidate_ack, C(0, 16))), bridge.rd_hit.eq(1)]
+            with m.Case(0x88):
+                m.d.comb += [bridge.rd_data.eq(Cat(self.vm_fault_status_vmid, self.vm_fault_status_access, C(0, 1), self.vm_fault_status_level, C(0, 2), self.vm_fault_status_cause, C(0, 18))), bridge.rd_hit.eq(1)]
+            with m.Case(0x89):
+                m.d.comb += [bridge.rd_data.eq(self.vm_fault_addr_lo), bridge.rd_hit.eq(1)]
+            with m.Case(0x8a):
+                m.d.comb += [bridge.rd_data.eq(Cat(self.vm_fault_addr_hi, C(0, 16))), bridge.rd_hit.eq(1)]
+            with m.Case(0x8c):
+                m.d.comb += [bridge.rd_data.eq(self.perf_tlb_hits), bridge.rd_hit.eq(1)]
+            with m.Case(0x8d):
+                m.d.comb += [bridge.rd_data.eq(self.perf_tlb_misses), bridge.rd_hit.eq(1)]
+            with m.Case(0x8e):
+                m.d.comb += [bridge.rd_data.eq(self.perf_walk_cycles), bridge.rd_hit.eq(1)]
+            with m.Case(0xc0):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_0, C(0, 31))), bridge.rd_hit.eq(1)]
+            with m.Case(0xc1):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_1, C(0, 31))), bridge.rd_hit.eq(1)]
+            with m.Case(0xc2):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_2, C(0, 31))), bridge.rd_hit.eq(1)]
+            with m.Case(0xc3):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_3, C(0, 31))), bridge.rd_hit.eq(1)]
+            with m.Case(0xc4):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_4, C(0, 31))), bridge.rd_hit.eq(1)]
+            with m.Case(0xc5):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_5, C(0, 31))), bridge.rd_hit.eq(1)]
+            with m.Case(0xc6):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_6, C(0, 31))), bridge.rd_hit.eq(1)]
+            with m.Case(0xc7):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_7, C(0, 31))), bridge.rd_hit.eq(1)]
+            with m.Case(0xc8):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_8, C(0, 31))), bridge.rd_hit.eq(1)]
+            with m.Case(0xc9):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_9, C(0, 31))), bridge.rd_hit.eq(1)]
+            with m.Case(0xca):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_10, C(0, 31))), bridge.rd_hit.eq(1)]
+            with m.Case(0xcb):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_11, C(0, 31))), bridge.rd_hit.eq(1)]
+            with m.Case(0xcc):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_12, C(0, 31))), bridge.rd_hit.eq(1)]
+            with m.Case(0xcd):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_13, C(0, 31))), bridge.rd_hit.eq(1)]
+            with m.Case(0xce):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_14, C(0, 31))), bridge.rd_hit.eq(1)]
+            with m.Case(0xcf):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_15, C(0, 31))), bridge.rd_hit.eq(1)]
+            with m.Case(0xd0):
+                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_0)), bridge.rd_hit.eq(1)]
+            with m.Case(0xd1):
+                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_1)), bridge.rd_hit.eq(1)]
+            with m.Case(0xd2):
+                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_2)), bridge.rd_hit.eq(1)]
+            with m.Case(0xd3):
+                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_3)), bridge.rd_hit.eq(1)]
+            with m.Case(0xd4):
+                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_4)), bridge.rd_hit.eq(1)]
+            with m.Case(0xd5):
+                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_5)), bridge.rd_hit.eq(1)]
+            with m.Case(0xd6):
+                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_6)), bridge.rd_hit.eq(1)]
+            with m.Case(0xd7):
+                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_7)), bridge.rd_hit.eq(1)]
+            with m.Case(0xd8):
+                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_8)), bridge.rd_hit.eq(1)]
+            with m.Case(0xd9):
+                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_9)), bridge.rd_hit.eq(1)]
+            with m.Case(0xda):
+                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_10)), bridge.rd_hit.eq(1)]
+            with m.Case(0xdb):
+                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_11)), bridge.rd_hit.eq(1)]
+            with m.Case(0xdc):
+                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_12)), bridge.rd_hit.eq(1)]
+            with m.Case(0xdd):
+                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_13)), bridge.rd_hit.eq(1)]
+            with m.Case(0xde):
+                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_14)), bridge.rd_hit.eq(1)]
+            with m.Case(0xdf):
+                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_15)), bridge.rd_hit.eq(1)]
+            with m.Case(0xe0):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_0, C(0, 16))), bridge.rd_hit.eq(1)]
+            with m.Case(0xe1):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_1, C(0, 16))), bridge.rd_hit.eq(1)]
+            with m.Case(0xe2):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_2, C(0, 16))), bridge.rd_hit.eq(1)]
+            with m.Case(0xe3):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_3, C(0, 16))), bridge.rd_hit.eq(1)]
+            with m.Case(0xe4):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_4, C(0, 16))), bridge.rd_hit.eq(1)]
+            with m.Case(0xe5):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_5, C(0, 16))), bridge.rd_hit.eq(1)]
+            with m.Case(0xe6):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_6, C(0, 16))), bridge.rd_hit.eq(1)]
+            with m.Case(0xe7):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_7, C(0, 16))), bridge.rd_hit.eq(1)]
+            with m.Case(0xe8):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_8, C(0, 16))), bridge.rd_hit.eq(1)]
+            with m.Case(0xe9):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_9, C(0, 16))), bridge.rd_hit.eq(1)]
+            with m.Case(0xea):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_10, C(0, 16))), bridge.rd_hit.eq(1)]
+            with m.Case(0xeb):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_11, C(0, 16))), bridge.rd_hit.eq(1)]
+            with m.Case(0xec):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_12, C(0, 16))), bridge.rd_hit.eq(1)]
+            with m.Case(0xed):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_13, C(0, 16))), bridge.rd_hit.eq(1)]
+            with m.Case(0xee):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_14, C(0, 16))), bridge.rd_hit.eq(1)]
+            with m.Case(0xef):
+                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_15, C(0, 16))), bridge.rd_hit.eq(1)]
             with m.Default():
                 m.d.comb += [bridge.rd_data.eq(0), bridge.rd_hit.eq(0)]
         return m

@@ -99,7 +99,7 @@ def test_run_refuses_what_it_would_find_out_too_late(capsys, tmp_path, monkeypat
     model = ("run", "examples/demo.py", "--sim", "model")
     assert usage_error(capsys, *model, "--log", "nosuchmod=info") == (
         "gpucosim run: error: --log: unknown module 'nosuchmod' (modules: umd, ioctl, kmd, cs, ring, fence, ih, "
-        "sched, bo, bus, cp, or all)")
+        "sched, bo, vm, bus, cp, or all)")
     a_file = tmp_path / "f"
     a_file.write_text("")
     assert usage_error(capsys, *model, "--trace", str(a_file / "t.json")) == (
@@ -224,7 +224,8 @@ def test_run_exit_code_args_and_exit_report(tmp_path):
     assert r.returncode == 3
     assert "args ['--size', '5']" in r.stdout
     assert "gpucosim: exit report (model, " in r.stderr
-    assert "LEAK: 1 buffer object(s), 8 KiB still allocated at exit" in r.stderr
+    assert "LEAK: 1 buffer(s) of the app, 8 KiB, never freed: <umd.Buffer GTT " in r.stderr
+    assert "LEAK: 1 buffer object(s), 256 KiB still allocated at exit" in r.stderr  # its slab: 32 entries
     assert "fences: " in r.stderr and "ioctls: " in r.stderr
 
 

@@ -28,7 +28,7 @@ from .test_kmd_ioctl import Client, addr_fields, expect, hw_state
 
 
 def _outside(verb: str, where: str, m: int, a: int, n: int, ctx: int) -> str:
-    return f"CS: {where} at IB+0x0 ({m:#x}) {verb} [{a:#x}, {a + n:#x}), outside every BO of context {ctx}"
+    return f"CS: {where} at IB+0x0 ({m:#x}) {verb} [{a:#x}, {a + n:#x}), outside every mapping of context {ctx}"
 
 
 # ------------------------------------------------------------------------------ the read side
@@ -65,13 +65,12 @@ def check_read_side(dev):
 def check_ranges_at_the_end_of_a_bo(dev):
     """Every packet's range may end exactly at the end of its BO, and not one byte later."""
     kmd = kmd_model.bind(dev)
-    c, v = Client(), Client()
+    c = Client()
     data = c.bo(0x1000)  # the ranges under test end at its end
-    guard = v.bo(0x1000)  # and another client's BO starts there
-    ibs = c.bo(0x2000)
+    ibs = c.bo(0x2000)  # (mapped a page above: the page at `end` is a hole in the VM)
     d, end, ctx = data.addr, data.addr + 0x1000, c.ctx
-    assert guard.addr == end
-    mem8 = dev.mem
+    assert all(not m.va <= end < m.va + m.size for m in c.f.vm.maps)
+    mem8, pend = dev.mem, c.phys(data) + 0x1000
 
     def refused(verb, name, a, n, dwords):
         expect(errno.EFAULT, _outside(verb, name, ibs.addr, a, n, ctx), c.submit, c.ib(ibs, dwords))
@@ -98,9 +97,9 @@ def check_ranges_at_the_end_of_a_bo(dev):
     if kmd.info.has_dma:
         data.u32[0] = 0xAB
         c.run(ibs, pm4.dma_data(end - 1, d, 1, cp_sync=1))  # one byte: the last
-        assert mem8[end - 1] == 0xAB and data.u32[-1] >> 24 == 0xAB
+        assert mem8[pend - 1] == 0xAB and data.u32[-1] >> 24 == 0xAB
         c.run(ibs, pm4.dma_data(end - 1, d + 4, 0, cp_sync=1))  # none at all: the byte it names is the BO's
-        assert mem8[end - 1] == 0xAB
+        assert mem8[pend - 1] == 0xAB
         refused("writes", "DMA_DATA", end - 1, 2, pm4.dma_data(end - 1, d, 2))
         refused("writes", "DMA_DATA", end, 1, pm4.dma_data(end, d, 1))
         refused("reads", "DMA_DATA", end - 1, 2, pm4.dma_data(d, end - 1, 2))
@@ -110,13 +109,13 @@ def check_ranges_at_the_end_of_a_bo(dev):
 
 
 def check_lowest_bo_and_wrapped_addresses(dev):
-    """The client's BO is the lowest in memory (the first VRAM BO): an IB in it runs, and an
+    """The client's BO is the lowest in its VM (the first mapping): an IB in it runs, and an
     address whose high dword has bit 31 set (negative as a 64-bit signed number) is refused,
     not taken for an address in that BO."""
     kmd = kmd_model.bind(dev)
     c = Client()
     low = c.bo(0x1000, Domain.VRAM)
-    assert low.addr == min(b.gpu_addr for b in kmd.bo.live)
+    assert low.addr == min(m.va for m in c.f.vm.maps)
     c.run(low, pm4.write_data(low.addr + 0x100, [0x10]))
     assert low.u32[0x40] == 0x10
     for hi in (0x8000_0000, 0xFFFF_FFFF, 0x1_0000):
@@ -141,7 +140,7 @@ def check_bad_packet_before_a_chain(dev):
     bo.u32[0x800:0x808] = pm4.write_data(m + 0x3000, [1]) + pm4.pad(3)  # the CHAIN's target
     chain = pm4.indirect_buffer(m + 0x2000, 8, chain=1)
     for bad, why in ((pm4.write_data(vbo.addr, [1]), f"writes [{vbo.addr:#x}, {vbo.addr + 4:#x}), outside "
-                      f"every BO of context {a.ctx}"),
+                      f"every mapping of context {a.ctx}"),
                      (pm4.encode_fields("WRITE_DATA", {"DST_SEL": 0, **addr_fields("WRITE_DATA", m + 0x100)}, [1]),
                       ": DST_SEL=REGISTER is not supported by this device")):
         sep = " " if why.startswith("writes") else ""
@@ -419,7 +418,7 @@ def test_three_ib_levels():
     assert bo.u32[0xC00] == 3
     bo.u32[0x800:0x808] = pm4.write_data(vbo.addr, [3]) + pm4.pad(3)
     expect(errno.EFAULT, f"CS: WRITE_DATA at IB3+0x0 ({m + 0x2000:#x}) writes [{vbo.addr:#x}, {vbo.addr + 4:#x}), "
-           f"outside every BO of context {c.ctx}", c.submit, c.ib(bo, pm4.indirect_buffer(m + 0x1000, 8)))
+           f"outside every mapping of context {c.ctx}", c.submit, c.ib(bo, pm4.indirect_buffer(m + 0x1000, 8)))
 
 
 def test_a_write_to_one_address_is_one_dword():

@@ -32,7 +32,7 @@ DMA = packets.DMA_DATA.opcode
     (CpError.DMA_BYTE_COUNT, DMA, "DMA_DATA byte count over the engine's limit"),
     (CpError.UNSUPPORTED, DMA, "unsupported field value in DMA_DATA"),
     (CpError.NONE, WD, "CP error NONE in WRITE_DATA"),
-    (13, WD, "CP error CODE_13 in WRITE_DATA"),
+    (len(CpError), WD, f"CP error CODE_{len(CpError)} in WRITE_DATA"),  # the first code not defined
 ])
 def test_what(code, opcode, what):
     assert CpErrorState(code, 1, opcode, 0x5000, 0).what() == what

@@ -38,13 +38,18 @@ class Submitted:
         out = []
         for ch in rec.args.chunks:
             if hasattr(ch, "size_dw"):
-                addr = f.handles[ch.handle].gpu_addr + ch.offset if ch.handle else ch.gpu_addr
-                out += self._walk(addr, ch.size_dw)
+                va = ch.gpu_addr
+                if ch.handle:
+                    m = next(m for m in f.vm.maps if m.bo is f.handles[ch.handle])
+                    va = m.va + ch.offset - m.offset
+                out += self._walk(f.vm, va, ch.size_dw)
         self.cs.append(out)
 
-    def _walk(self, addr: int, size: int) -> list[tuple]:
+    def _walk(self, vm, va: int, size: int) -> list[tuple]:
+        """The packets from `va` on, CHAINs followed (the addresses are the file's VAs)."""
         out = []
         while True:
+            addr = vm.translate(va, 4 * size)
             words = self.kmd.mem32[addr // 4: addr // 4 + size].tolist()
             nxt = None
             for p in pm4.decode_stream(words):
@@ -59,7 +64,7 @@ class Submitted:
                     nxt = (p.fields["IB_BASE_LO"] << 2 | p.fields["IB_BASE_HI"] << 32, p.fields["IB_SIZE"])
             if nxt is None:
                 return out
-            addr, size = nxt
+            va, size = nxt
 
 
 def test_raw_wait_exactly_where_a_copy_reads_what_was_written():

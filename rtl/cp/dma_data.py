@@ -4,11 +4,12 @@ so a transfer's bus error is reported like that packet's, and sums the engine's 
 
 `c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
 
-from amaranth.hdl import Signal
+from amaranth.hdl import Mux, Signal
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
 from spec import packets as pk
+from spec.vm import Access
 
 from ..bus import RESP_OKAY
 from .packets import field, value
@@ -26,14 +27,14 @@ def port(c):
     if c.cp.has_dma:
         m.d.comb += [c.dma_busy.eq(dma.busy), dma.abort.eq(csr.control_soft_reset)]
         # (a small memory: LUTRAM on an FPGA)
-        m.submodules.dma_meta = meta = Memory(shape=data.StructLayout({"off": 32, "level": 2}),
+        m.submodules.dma_meta = meta = Memory(shape=data.StructLayout({"off": 32, "level": 2, "vmid": 4}),
                                               depth=META_DEPTH, init=[])
         meta_w = meta.write_port()
         meta_r = meta.read_port(domain="comb")
         mw = Signal(range(META_DEPTH))
         mr = Signal(range(META_DEPTH))
         m.d.comb += [meta_w.addr.eq(mw), meta_w.en.eq(c.meta_push), meta_w.data.off.eq(c.hdr_off),
-                     meta_w.data.level.eq(c.level), meta_r.addr.eq(mr)]
+                     meta_w.data.level.eq(c.level), meta_w.data.vmid.eq(c.cur_vmid), meta_r.addr.eq(mr)]
         with m.If(c.meta_push):
             m.d.sync += mw.eq(mw + 1)
         with m.If(dma.done):
@@ -42,8 +43,10 @@ def port(c):
                 m.d.comb += c.perf_count_dma.eq(1)
                 with m.If(dma.resp != RESP_OKAY):
                     m.d.sync += c.dma_failed.eq(1)
-                    m.d.comb += [c.dma_err.eq(1), c.dma_err_code.eq(c.bus_code(dma.resp)),
-                                 c.dma_err_off.eq(meta_r.data.off), c.dma_err_level.eq(meta_r.data.level)]
+                    m.d.comb += [c.dma_err.eq(1), c.dma_err_code.eq(c.bus_code(dma.resp, dma.err_user)),
+                                 c.dma_err_off.eq(meta_r.data.off), c.dma_err_level.eq(meta_r.data.level),
+                                 c.dma_err_vmid.eq(meta_r.data.vmid), c.dma_err_user.eq(dma.err_user),
+                                 c.dma_err_access.eq(Mux(dma.err_write, Access.DMA_WRITE, Access.DMA_READ))]
         with m.If(csr.control_soft_reset):
             m.d.sync += [mw.eq(0), mr.eq(0)]
         with m.If(csr.control_perf_clear):
@@ -69,6 +72,7 @@ def states(c):
                 dma.cmd_bytes.eq(field(p, DD, "BYTE_COUNT")),
                 dma.cmd_fill.eq(fill),
                 dma.cmd_raw_wait.eq(field(p, DD, "RAW_WAIT")),
+                dma.cmd_vmid.eq(c.cur_vmid),
             ]
             with m.If(c.err_pending):
                 m.next = "ERR_DRAIN"

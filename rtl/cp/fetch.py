@@ -13,7 +13,8 @@ buffer and the record of bursts in flight are small memories (LUTRAM on an FPGA)
 `flush` drops everything: buffered beats are discarded and beats still in flight are
 counted down and thrown away as they arrive, so a redirect never sees stale data.
 Dwords come out one per cycle with the AXI response of their beat (an error response
-poisons the dwords of that beat; the parser reports it only if it consumes one).
+poisons the dwords of that beat; the parser reports it only if it consumes one), and
+with `user_width`, the beat's RUSER (the MMU's fault report) as `dw_user`.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
@@ -25,7 +26,7 @@ from amaranth.utils import ceil_log2
 
 class Fetcher(wiring.Component):
     def __init__(self, data_width: int = 64, addr_width: int = 48, depth_beats: int = 8,
-                 max_burst_beats: int = 8):
+                 max_burst_beats: int = 8, user_width: int = 0):
         assert data_width in (32, 64, 128, 256)
         assert depth_beats >= max_burst_beats and depth_beats & (depth_beats - 1) == 0
         self.data_width = data_width
@@ -33,7 +34,9 @@ class Fetcher(wiring.Component):
         self.dpb = data_width // 32  # dwords per beat
         self.depth = depth_beats
         self.max_burst = max_burst_beats
-        super().__init__({
+        self.user_width = user_width
+        user = {"ruser": In(user_width), "dw_user": Out(user_width)} if user_width else {}
+        super().__init__(user | {
             # control
             "start": In(1), "base": In(addr_width), "mask": In(32), "ptr": In(32), "end": In(32),
             "flush": In(1),
@@ -64,7 +67,8 @@ class Fetcher(wiring.Component):
         fptr = Signal(32)  # next dword index to request
 
         # ---- beat buffer (LUTRAM): data, response, first and last valid dword index in the beat
-        beat = data.StructLayout({"data": self.data_width, "resp": 2, "first": idx_w, "last": idx_w})
+        beat = data.StructLayout({"data": self.data_width, "resp": 2, "first": idx_w, "last": idx_w}
+                                 | ({"user": self.user_width} if self.user_width else {}))
         m.submodules.beats = beats = Memory(shape=beat, depth=1 << ptr_w, init=[])
         bw = beats.write_port()
         br = beats.read_port(domain="comb")
@@ -158,6 +162,8 @@ class Fetcher(wiring.Component):
             self.dw_data.eq(br.data.data.word_select(cur, 32) if dpb > 1 else br.data.data),
             self.dw_resp.eq(br.data.resp),
         ]
+        if self.user_width:
+            m.d.comb += [self.dw_user.eq(br.data.user), bw.data.user.eq(self.ruser)]
         pop_dw = Signal()
         pop_beat = Signal()
         m.d.comb += [

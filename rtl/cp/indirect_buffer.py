@@ -27,6 +27,9 @@ def enter(c, p):
     with m.If(~chain):
         m.d.sync += [c.saved_hdr[level].eq(c.hdr), c.saved_off[level].eq(c.hdr_off),
                      c.saved_addr[level].eq(c.hdr_addr)]
+    with m.If(level == 0):
+        # only the kernel ring names the VMID its IBs run with; an IB cannot change it
+        m.d.sync += c.vmid.eq(field(p, IB, "VMID"))
     # the fetcher's end (IB_SIZE) is read from ib_size next cycle onwards
     m.next = "RUN"
 

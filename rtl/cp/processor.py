@@ -20,7 +20,15 @@ docs/hardware.md is the contract this implements. The pieces:
   (bus_port.py); status.py drives STATUS, CP_ERROR and the counters.
 
 Errors latch CP_ERROR_* once, stop the parser, drain the bus, then append a CP_ERROR IH
-entry. SOFT_RESET waits for the bus to go quiet and returns everything to idle.
+entry (a VM_FAULT entry for CP_ERROR VM_FAULT). SOFT_RESET waits for the bus to go quiet
+and returns everything to idle.
+
+The VMID sideband (rtl/mmu.py): every request carries its VMID and access kind in AxUSER.
+Ring fetches, the rptr write-back and IH entries are VMID 0; a ring INDIRECT_BUFFER sets
+`vmid` from its VMID field, and the IBs it runs (IB2s and CHAINs included: an IB cannot
+change it) fetch, read and write with it. A response the MMU tagged as a fault stops the
+CP with VM_FAULT (instead of BUS_SLVERR) when the CP uses it, latching the fault's
+cause, level, access kind and VMID (VM_FAULT_STATUS).
 """
 
 from contextlib import contextmanager
@@ -32,8 +40,10 @@ from amaranth.utils import ceil_log2
 
 from spec import ih as ih_spec
 from spec import packets as pk
+from spec import vm as vm_spec
 
 from ..bus import AXI4Signature, BURST_INCR, RESP_OKAY
+from ..mmu import REQ_USER, RESP_USER, req_user
 from ..csr import REG_FIELDS, CpError, IbLevel
 from . import bus_port, dma_data, ih, indirect_buffer, release_mem, status, wait_reg_mem, write_data
 from . import packets as checks
@@ -90,7 +100,7 @@ class CommandProcessor(wiring.Component):
         self.ib_levels = ib_levels
         self.ts_width = ts_width
         super().__init__({
-            "bus": Out(AXI4Signature(addr_width, data_width, 4)),
+            "bus": Out(AXI4Signature(addr_width, data_width, 4, REQ_USER.size, RESP_USER.size)),
             "timestamp": In(ts_width),
             "idle": Out(1),
         })
@@ -104,14 +114,22 @@ class CommandProcessor(wiring.Component):
 
         # ---------------------------------------------------------------- sub-units
         fetchers = [Fetcher(self.data_width, aw, depth_beats=self.fetch_depth,
-                            max_burst_beats=min(8, self.fetch_depth)) for _ in range(1 + self.ib_levels)]
+                            max_burst_beats=min(8, self.fetch_depth), user_width=RESP_USER.size)
+                    for _ in range(1 + self.ib_levels)]
         for i, f in enumerate(fetchers):
             m.submodules[f"fetch{i}"] = f
-        m.submodules.writer = writer = BlockWriter(self.data_width, aw)
+        m.submodules.writer = writer = BlockWriter(self.data_width, aw, REQ_USER.size, RESP_USER.size)
+
+        level = Signal(2)
+        vmid = Signal(4)  # the VMID of the job the ring's INDIRECT_BUFFER started
+        cur_vmid = Signal(4)  # the VMID of the packet in hand: 0 in the ring
+        m.d.comb += cur_vmid.eq(Mux(level == 0, 0, vmid))
 
         # ---------------------------------------------------------------- AR slice + R routing
-        ar_valid, poll_req, poll_addr, poll_pending, poll_taken, poll_rvalid = \
-            bus_port.reads(m, bus, fetchers, self.data_width, aw)
+        ar_valid, poll_req, poll_addr, poll_pending, poll_taken, poll_rvalid = bus_port.reads(
+            m, bus, fetchers, self.data_width, aw,
+            fetch_users=[req_user(0, vm_spec.Access.FETCH)] + [req_user(vmid, vm_spec.Access.FETCH)] * self.ib_levels,
+            poll_user=req_user(cur_vmid, vm_spec.Access.READ))
 
         # writes: the block writer owns AW/W/B
         m.d.comb += [
@@ -121,6 +139,7 @@ class CommandProcessor(wiring.Component):
             bus.wvalid.eq(writer.wvalid), writer.wready.eq(bus.wready),
             bus.wdata.eq(writer.wdata), bus.wstrb.eq(writer.wstrb), bus.wlast.eq(writer.wlast),
             writer.bvalid.eq(bus.bvalid), writer.bresp.eq(bus.bresp), bus.bready.eq(1),
+            bus.awuser.eq(writer.awuser), writer.buser.eq(bus.buser),
         ]
 
         # ---------------------------------------------------------------- state
@@ -130,7 +149,6 @@ class CommandProcessor(wiring.Component):
         ring_base = Signal(aw)
         m.d.comb += ring_base.eq(Cat(Const(0, 8), csr.rb_base_lo, csr.rb_base_hi))
 
-        level = Signal(2)
         ring_pos = Signal(32)  # dwords of the ring the parser has consumed
         rptr = Signal(32)  # ring packets finished
         wptr = Signal(32)
@@ -160,6 +178,9 @@ class CommandProcessor(wiring.Component):
         err_opcode = Signal(8)
         err_addr = Signal(aw)
         err_offset = Signal(32)
+        err_vmid = Signal(4)  # the VMID of the work that failed
+        err_user = Signal(RESP_USER)  # a VM fault's cause and level
+        err_access = Signal(3)  # a VM fault's access kind (spec/vm.py Access)
 
         # block to write
         blk = Array(Signal(32, name=f"blk{i}") for i in range(BLOCK_DWORDS))
@@ -173,17 +194,21 @@ class CommandProcessor(wiring.Component):
         ih_src = Signal(8)
         ih_data = [Signal(32, name=f"ih_data{i}") for i in range(4)]
         ih_ts = Signal(self.ts_width)
+        ih_client = Signal(8)
+        ih_vmid = Signal(4)
+        ih_err = Signal()  # the entry reports the error that stopped the CP
         wr_ih = Signal()  # the block to write is the IH entry (rtl/cp/ih.py), not the block buffer
 
         # ---------------------------------------------------------------- the current level
         cur_fetch_valid = Signal()
         cur_fetch_data = Signal(32)
         cur_fetch_resp = Signal(2)
+        cur_fetch_user = Signal(RESP_USER)
         pop = Signal()
         for i, f in enumerate(fetchers):
             with m.If(level == i):
                 m.d.comb += [cur_fetch_valid.eq(f.dw_valid), cur_fetch_data.eq(f.dw_data),
-                             cur_fetch_resp.eq(f.dw_resp), f.dw_ready.eq(pop)]
+                             cur_fetch_resp.eq(f.dw_resp), cur_fetch_user.eq(f.dw_user), f.dw_ready.eq(pop)]
         cur_off = Signal(32)
         cur_addr = Signal(aw)
         cur_avail = Signal(32)  # dwords left in the current buffer (wrapping difference)
@@ -211,19 +236,34 @@ class CommandProcessor(wiring.Component):
         fsm_err_addr = Signal(aw)
         fsm_err_off = Signal(32)
         fsm_err_opcode = Signal(8)
+        fsm_err_vmid = Signal(4)
+        fsm_err_user = Signal(RESP_USER)
+        fsm_err_access = Signal(3)
 
-        def fail(code, addr=None, off=None, opcode=None):
+        def fail(code, addr=None, off=None, opcode=None, vmid=None):
             """Raise a packet/bus error from the FSM (defaults: the current packet)."""
             m.d.comb += [
                 fsm_err.eq(1), fsm_err_code.eq(code),
                 fsm_err_addr.eq(hdr_addr if addr is None else addr),
                 fsm_err_off.eq(hdr_off if off is None else off),
                 fsm_err_opcode.eq(hdr[_OPCODE.bits] if opcode is None else opcode),
+                fsm_err_vmid.eq(cur_vmid if vmid is None else vmid),
             ]
             m.next = "ERR_DRAIN"
 
-        def bus_code(resp):
-            return Mux(resp == 0b11, CpError.BUS_DECERR, CpError.BUS_SLVERR)
+        def bus_code(resp, user=None):
+            """CP_ERROR's code for an error response: VM_FAULT when the MMU tagged it."""
+            code = Mux(resp == 0b11, CpError.BUS_DECERR, CpError.BUS_SLVERR)
+            return code if user is None else Mux(RESP_USER(Value.cast(user)).fault, CpError.VM_FAULT, code)
+
+        def bus_fail(resp, user, addr, access, vmid=None, off=None, opcode=None):
+            """An access answered an error (`resp`, `user` its RUSER/BUSER): stop with the bus
+            error, or with VM_FAULT and the fault's details (`vmid`: the access's VMID, default
+            the packet's; a bus error names the packet's VMID, the work's)."""
+            fault = RESP_USER(Value.cast(user)).fault
+            fail(bus_code(resp, user), addr, off, opcode,
+                 cur_vmid if vmid is None else Mux(fault, vmid, cur_vmid))
+            m.d.comb += [fsm_err_user.eq(Value.cast(user)), fsm_err_access.eq(access)]
 
         # doorbell (runs beside the FSM)
         db_err = Signal()
@@ -245,23 +285,29 @@ class CommandProcessor(wiring.Component):
         dma_err_code = Signal(8)
         dma_err_off = Signal(32)
         dma_err_level = Signal(2)
+        dma_err_vmid = Signal(4)
+        dma_err_user = Signal(RESP_USER)
+        dma_err_access = Signal(3)
         perf_count_dma = Signal()
 
         with m.If(~err & fsm_err):
             m.d.sync += [
                 err.eq(1), err_code.eq(fsm_err_code), err_level.eq(level), err_opcode.eq(fsm_err_opcode),
-                err_addr.eq(fsm_err_addr), err_offset.eq(fsm_err_off),
+                err_addr.eq(fsm_err_addr), err_offset.eq(fsm_err_off), err_vmid.eq(fsm_err_vmid),
+                err_user.eq(fsm_err_user), err_access.eq(fsm_err_access),
             ]
         with m.Elif(~err & dma_err):
             m.d.sync += [
                 err.eq(1), err_pending.eq(1), err_code.eq(dma_err_code), err_level.eq(dma_err_level),
                 err_opcode.eq(pk.DMA_DATA.opcode), err_addr.eq(self.dma.err_addr if self.has_dma else 0),
-                err_offset.eq(dma_err_off),
+                err_offset.eq(dma_err_off), err_vmid.eq(dma_err_vmid), err_user.eq(dma_err_user),
+                err_access.eq(dma_err_access),
             ]
         with m.Elif(~err & db_err):
             m.d.sync += [
                 err.eq(1), err_pending.eq(1), err_code.eq(db_code), err_level.eq(IbLevel.RING),
-                err_opcode.eq(0), err_addr.eq(db_value), err_offset.eq(rptr & ring_mask),
+                err_opcode.eq(0), err_addr.eq(db_value), err_offset.eq(rptr & ring_mask), err_vmid.eq(0),
+                err_user.eq(0), err_access.eq(0),
             ]
 
         # ---------------------------------------------------------------- write requests
@@ -271,13 +317,16 @@ class CommandProcessor(wiring.Component):
         now_req = Signal()
         now_block = Signal(aw - 5)
         now_mask = Signal(BLOCK_DWORDS)
+        now_user = Signal(REQ_USER)
+        blk_user = Signal(REQ_USER)  # AxUSER of the block in the block buffer
         m.d.comb += [
             writer.req_valid.eq(wr_req | now_req),
             writer.req_block.eq(Mux(now_req, now_block, blk_addr[5:])),
             writer.req_mask.eq(Mux(now_req, now_mask, blk_mask)),
+            writer.req_user.eq(Mux(now_req, now_user, blk_user)),
             # the writer reads the data while it writes, from the block buffer or the IH entry's
             # registers (both hold the block from the cycle after the request until the response)
-            writer.req_data.eq(Mux(wr_ih, ih.entry(ih_src, ih_ts, ih_data),
+            writer.req_data.eq(Mux(wr_ih, ih.entry(ih_client, ih_src, ih_vmid, ih_ts, ih_data),
                                    Cat(*[blk[i] for i in range(BLOCK_DWORDS)]))),
         ]
 
@@ -286,30 +335,32 @@ class CommandProcessor(wiring.Component):
             v = Value.cast(v)
             return Cat(v, Const(0, 32 - len(v))) if len(v) < 32 else v[:32]
 
-        def write_block(addr, mask, dwords, write_state, wait_state, defer=Const(0)):
+        def write_block(addr, mask, dwords, write_state, wait_state, defer=Const(0), vmid=None):
             """Write the block `dwords` (8 Values; None: the IH entry registers) under `mask`;
-            `addr` is the byte address of its first written dword (errors name it). It goes to
+            `addr` is the byte address of its first written dword (errors name it), `vmid`
+            the VMID it is written with (default: the packet's). It goes to
             the writer in this cycle and the FSM to `wait_state`; with `defer` (or the writer
             busy) it waits in the block buffer for `write_state`, which requests it (and
             answers `defer`'s error)."""
-            m.d.sync += [blk_addr.eq(addr), blk_mask.eq(mask), wr_ih.eq(dwords is None)]
+            user = req_user(cur_vmid if vmid is None else vmid, vm_spec.Access.WRITE)
+            m.d.sync += [blk_addr.eq(addr), blk_mask.eq(mask), wr_ih.eq(dwords is None), blk_user.eq(user)]
             if dwords is not None:
                 m.d.sync += [blk[i].eq(dword(d)) for i, d in enumerate(dwords)]
             with m.If(~defer):
-                m.d.comb += [now_req.eq(1), now_block.eq(addr[5:]), now_mask.eq(mask)]
+                m.d.comb += [now_req.eq(1), now_block.eq(addr[5:]), now_mask.eq(mask), now_user.eq(user)]
             with m.If(~defer & writer.req_ready):
                 m.next = wait_state
             with m.Else():
                 m.next = write_state
 
-        def write_dwords(addr, first, second, write_state, wait_state, defer=Const(0)):
+        def write_dwords(addr, first, second, write_state, wait_state, defer=Const(0), vmid=None):
             """write_block of one dword at `addr`, or two (`second` not None: addr 8-aligned)."""
             pos = addr[2:5]
             # (every slot gets a value and the mask picks: two dwords start 8-aligned, so the
             # first is in an even slot and the second in the odd one after it)
             dwords = [first if second is None or i % 2 == 0 else second for i in range(BLOCK_DWORDS)]
             mask = Const(1 if second is None else 3, BLOCK_DWORDS) << pos
-            write_block(addr, mask, dwords, write_state, wait_state, defer)
+            write_block(addr, mask, dwords, write_state, wait_state, defer, vmid)
 
         # ---------------------------------------------------------------- packet decode helpers
         opcode = cur_fetch_data[_OPCODE.bits]
@@ -401,6 +452,11 @@ class CommandProcessor(wiring.Component):
         hdr_is_dma = Signal()
         m.d.comb += hdr_is_dma.eq((cur_fetch_data[_TYPE.bits] == pk.PACKET_TYPE3) &
                                   (opcode == pk.DMA_DATA.opcode))
+        def vm_status_word():
+            """VM_FAULT_STATUS's value for the latched error."""
+            return pack_fields(REG_FIELDS["VM_FAULT_STATUS"], VMID=err_vmid, ACCESS=err_access,
+                               LEVEL=err_user.level, CAUSE=err_user.cause)
+
         c = _Context(self, locals())
         dma_data.port(c)
 
@@ -441,9 +497,13 @@ class CommandProcessor(wiring.Component):
             m.d.comb += stall.eq(1)
             with m.If(writer.done):
                 with m.If(writer.resp != RESP_OKAY):
-                    fail(bus_code(writer.resp), blk_addr)
+                    write_failed()
                 with m.Else():
                     yield
+
+        def write_failed():
+            """The block writer's response was an error: stop, naming the written address."""
+            bus_fail(writer.resp, writer.user, blk_addr, vm_spec.Access.WRITE, blk_user.vmid)
 
         def check_and_start():
             """The packet's field checks (spec/packets.py) in the cycle its last fixed payload
@@ -520,7 +580,7 @@ class CommandProcessor(wiring.Component):
                     m.d.sync += [hdr.eq(cur_fetch_data), hdr_off.eq(cur_off), hdr_addr.eq(cur_addr),
                                  kind.eq(new_kind), pidx.eq(0), rem.eq(count + 1)]
                     with m.If(cur_fetch_resp != RESP_OKAY):
-                        fail(bus_code(cur_fetch_resp), cur_addr, cur_off, 0)
+                        bus_fail(cur_fetch_resp, cur_fetch_user, cur_addr, vm_spec.Access.FETCH, off=cur_off, opcode=0)
                     with m.Elif((cur_fetch_data[_TYPE.bits] == pk.PACKET_TYPE2) | nop_pad):
                         # one-dword packets: any type-2 dword, and AMD's header-only NOP
                         m.d.comb += perf_count_nop.eq(1)
@@ -546,7 +606,7 @@ class CommandProcessor(wiring.Component):
                     m.d.comb += pop.eq(1)
                     m.d.sync += [rem.eq(rem - 1), pidx.eq(pidx + 1), p_arr[pidx].eq(cur_fetch_data)]
                     with m.If(cur_fetch_resp != RESP_OKAY):
-                        fail(bus_code(cur_fetch_resp), cur_addr)
+                        bus_fail(cur_fetch_resp, cur_fetch_user, cur_addr, vm_spec.Access.FETCH)
                     with m.Elif(is_nop):
                         with m.If(rem == 1):
                             m.d.comb += perf_count_kind.eq(1)
@@ -569,7 +629,7 @@ class CommandProcessor(wiring.Component):
                 m.d.sync += rptr.eq(ring_pos)
                 with m.If(csr.rb_cntl_rptr_wb):
                     addr = Cat(Const(0, 2), csr.rb_rptr_addr_lo[2:], csr.rb_rptr_addr_hi)
-                    write_dwords(addr, ring_pos, None, "RPTR_WRITE", "RPTR_WAIT")
+                    write_dwords(addr, ring_pos, None, "RPTR_WRITE", "RPTR_WAIT", vmid=0)
                 with m.Else():
                     m.next = "RUN"
             with state("RPTR_WRITE"):
@@ -585,9 +645,19 @@ class CommandProcessor(wiring.Component):
                 # transfers already queued finish (or are cancelled by the DMA's own error)
                 with m.If(~writer.busy & ~poll_pending & ~dma_busy):
                     m.d.comb += cperr_set.eq(1)
-                    ih.start(c, ih_spec.Source.CP_ERROR, [
-                        pack_fields(REG_FIELDS["CP_ERROR"], CODE=err_code, LEVEL=err_level, OPCODE=err_opcode),
-                        err_addr[:32], err_addr[32:], err_offset])
+                    # a VM fault is reported as AMD's UTCL2 fault (src_data as gmc_v9_0 reads it)
+                    vmf = err_code == CpError.VM_FAULT
+                    cp_error = pack_fields(REG_FIELDS["CP_ERROR"], CODE=err_code, LEVEL=err_level, OPCODE=err_opcode)
+                    hint = Signal(8)
+                    for a, h in vm_spec.HINTS.items():
+                        with m.If(err_access == a):
+                            m.d.comb += hint.eq(h)
+                    ih.start(c, Mux(vmf, ih_spec.Source.VM_FAULT, ih_spec.Source.CP_ERROR), [
+                        Mux(vmf, err_addr[vm_spec.PAGE_SHIFT:44], cp_error),
+                        Mux(vmf, Cat(err_addr[44:48], Const(0, 4)) | hint, err_addr[:32]),
+                        Mux(vmf, vm_status_word(), err_addr[32:]),
+                        Mux(vmf, cp_error, err_offset)],
+                        client=Mux(vmf, ih_spec.Client.UTCL2, ih_spec.Client.GRBM_CP), vmid=err_vmid, err=True)
             with state("ERROR"):
                 pass
 
@@ -599,7 +669,8 @@ class CommandProcessor(wiring.Component):
                         resetting.eq(0), err.eq(0), err_pending.eq(0), err_code.eq(0), err_level.eq(0),
                         err_opcode.eq(0), err_addr.eq(0), err_offset.eq(0),
                         level.eq(0), ring_pos.eq(0), rptr.eq(0), wptr.eq(0), ih_wptr.eq(0),
-                        blk_mask.eq(0), dma_failed.eq(0),
+                        blk_mask.eq(0), dma_failed.eq(0), vmid.eq(0), err_vmid.eq(0), err_user.eq(0),
+                        err_access.eq(0),
                     ]
                     m.next = "RUN"
 

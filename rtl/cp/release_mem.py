@@ -51,6 +51,7 @@ def eop(c, p):
     lo = RM.field(RM.value("addr").fields[0])
     ih.start(c, ih_spec.Source.EOP,
              [field(p, RM, "INT_CTXID"), field(p, RM, "DATA_LO"), field(p, RM, "DATA_HI"), p[lo.dword]])
+    # (the entry's VMID is the packet's: a user fence in an IB names its job's VMID)
 
 
 def states(c):

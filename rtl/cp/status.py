@@ -7,6 +7,8 @@ from amaranth.hdl import Cat, Mux, Signal
 
 from spec import packets as pk
 
+from ..csr import CpError
+
 
 def drive(c):
     m, csr, cp = c.m, c.csr, c.cp
@@ -30,6 +32,18 @@ def drive(c):
         csr.int_status_eop_set.eq(c.eop_set | csr.int_force_eop),
         csr.int_status_cp_error_set.eq(c.cperr_set | csr.int_force_cp_error),
         csr.int_status_ih_overflow_set.eq(c.ovf_set | csr.int_force_ih_overflow),
+    ]
+
+    # VM_FAULT_*: the latched error's fault details, while that error is a VM fault
+    vmf = Signal(name="vm_fault")
+    m.d.comb += vmf.eq(c.err & (c.err_code == CpError.VM_FAULT))
+    m.d.comb += [
+        csr.vm_fault_status_vmid.eq(Mux(vmf, c.err_vmid, 0)),
+        csr.vm_fault_status_access.eq(Mux(vmf, c.err_access, 0)),
+        csr.vm_fault_status_level.eq(Mux(vmf, c.err_user.level, 0)),
+        csr.vm_fault_status_cause.eq(Mux(vmf, c.err_user.cause, 0)),
+        csr.vm_fault_addr_lo.eq(Mux(vmf, c.err_addr[:32], 0)),
+        csr.vm_fault_addr_hi.eq(Mux(vmf, c.err_addr[32:48], 0)),
     ]
 
     busy_cycles = Signal(32, name="busy_cycles")

@@ -8,6 +8,7 @@ from amaranth.hdl import Const, Signal
 from amaranth.utils import ceil_log2
 
 from spec import packets as pk
+from spec.vm import Access
 
 from ..bus import RESP_OKAY
 from ..csr import CpError
@@ -46,7 +47,7 @@ def states(c):
                 m.d.comb += ok.eq(test)
         with m.If(c.poll_rvalid):
             with m.If(bus.rresp != RESP_OKAY):
-                c.fail(c.bus_code(bus.rresp), c.poll_addr)
+                c.bus_fail(bus.rresp, bus.ruser, c.poll_addr, Access.READ)
             with m.Elif(ok):
                 m.next = "DONE"
             with m.Else():

@@ -10,6 +10,7 @@ last of them; docs/hardware.md).
 from amaranth.hdl import Mux
 
 from spec import packets as pk
+from spec.vm import Access
 
 from ..bus import RESP_OKAY
 from .packets import field, value
@@ -35,7 +36,7 @@ def states(c):
         with m.Else():
             m.d.comb += c.pop.eq(1)
             with m.If(c.cur_fetch_resp != RESP_OKAY):
-                c.fail(c.bus_code(c.cur_fetch_resp), c.cur_addr)
+                c.bus_fail(c.cur_fetch_resp, c.cur_fetch_user, c.cur_addr, Access.FETCH)
             with m.Else():
                 m.d.sync += [blk[pos].eq(c.cur_fetch_data), blk_mask.eq(blk_mask | (1 << pos)),
                              wd_addr.eq(Mux(no_incr, wd_addr, wd_addr + 4)), rem.eq(rem - 1)]
@@ -53,7 +54,7 @@ def states(c):
         with m.If(writer.done):
             m.d.sync += blk_mask.eq(0)
             with m.If(writer.resp != RESP_OKAY):
-                c.fail(c.bus_code(writer.resp), blk_addr)
+                c.write_failed()
             with m.Elif(rem == 0):
                 m.next = "DONE"
             with m.Else():

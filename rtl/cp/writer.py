@@ -8,6 +8,9 @@ issues one INCR burst covering the touched beats with byte strobes, waits for th
 response and reports it. One write at a time: the CP waits for every response anyway
 (errors are then exact, and a fence is never visible before the data it follows); the
 next request is taken in the cycle the response arrives.
+
+With `user_width`, a request carries AxUSER (`req_user`: the MMU's VMID and access kind),
+and the response's BUSER comes with `done` as `user`.
 """
 
 from amaranth.hdl import Cat, Const, Module, Signal
@@ -19,11 +22,18 @@ BLOCK_DWORDS = 8
 
 
 class BlockWriter(wiring.Component):
-    def __init__(self, data_width: int = 64, addr_width: int = 48):
+    def __init__(self, data_width: int = 64, addr_width: int = 48, req_user: int = 0, resp_user: int = 0):
         assert data_width in (32, 64, 128, 256)
         self.data_width = data_width
         self.addr_width = addr_width
-        super().__init__({
+        self.req_user_width = req_user
+        self.resp_user_width = resp_user
+        user = {}
+        if req_user:
+            user.update(req_user=In(req_user), awuser=Out(req_user))
+        if resp_user:
+            user.update(buser=In(resp_user), user=Out(resp_user))
+        super().__init__(user | {
             "req_valid": In(1), "req_ready": Out(1),
             "req_block": In(addr_width - 5),  # address bits [47:5]
             "req_mask": In(BLOCK_DWORDS),  # dwords of the block to write
@@ -46,6 +56,7 @@ class BlockWriter(wiring.Component):
 
         block = Signal(self.addr_width - 5)
         mask = Signal(BLOCK_DWORDS)
+        user = Signal(max(1, self.req_user_width))
         data = self.req_data
         first_beat = Signal(bw)
         last_beat = Signal(bw)
@@ -68,6 +79,8 @@ class BlockWriter(wiring.Component):
 
         def accept():
             with m.If(self.req_valid):
+                if self.req_user_width:
+                    m.d.sync += user.eq(self.req_user)
                 m.d.sync += [
                     block.eq(self.req_block), mask.eq(self.req_mask),
                     first_beat.eq(lo >> shift), last_beat.eq(hi >> shift), beat.eq(lo >> shift),
@@ -89,6 +102,8 @@ class BlockWriter(wiring.Component):
                     # the next request may come in the cycle this one is answered (an IH
                     # entry right after its fence write is confirmed)
                     m.d.comb += [self.done.eq(1), self.resp.eq(self.bresp), self.req_ready.eq(1)]
+                    if self.resp_user_width:
+                        m.d.comb += self.user.eq(self.buser)
                     m.next = "IDLE"
                     accept()
 
@@ -101,12 +116,16 @@ class BlockWriter(wiring.Component):
                                ((lo >> shift) << (shift + 2) if nbeats > 1 else 0)),
                 self.awlen.eq((hi >> shift) - (lo >> shift)),
             ]
+            if self.req_user_width:
+                m.d.comb += self.awuser.eq(self.req_user)
         with m.Else():
             m.d.comb += [
                 self.awvalid.eq(aw_pending),
                 self.awaddr.eq(Cat(Const(0, 5), block) | (first_beat << (shift + 2) if nbeats > 1 else 0)),
                 self.awlen.eq(last_beat - first_beat),
             ]
+            if self.req_user_width:
+                m.d.comb += self.awuser.eq(user)
         with m.If(aw_pending & self.awready):
             m.d.sync += aw_pending.eq(0)
 
