@@ -1,8 +1,9 @@
 """What the mutation campaign mutates, and the tests that should notice.
 
 The Python layers that carry the contract (issue 19): the KMD model's security boundary,
-fences, IH, ring, scheduler, ioctls, BOs, mappings and recovery path; the UMD's command
-buffers, transfers and runtime; the packet table, its codec and the CP's rules. Each is
+fences, IH, ring, scheduler, ioctls, BOs, mappings, GPU virtual memory (page tables,
+VMIDs) and recovery path; the UMD's command buffers, transfers, runtime, VA allocator and
+pools; the packet table, its codec and the CP's rules. Each is
 paired with the fast, model-level tests that exercise it (no simulator): mutmut runs, per
 mutant, only those of these tests that call the mutated function (its coverage map).
 """
@@ -21,9 +22,12 @@ MODULES = (
     "kmd_model/mapping.py",
     "kmd_model/kmd.py",
     "kmd_model/cp_error.py",
+    "kmd_model/vm.py",
     "umd/cmdbuf.py",
     "umd/transfer.py",
     "umd/runtime.py",
+    "umd/va.py",
+    "umd/pool.py",
     "spec/packets.py",
     "spec/pm4.py",
     "spec/rules.py",
@@ -44,6 +48,8 @@ TESTS = (
     "tests/test_kmd_mapping.py",
     "tests/test_kmd_recovery.py",
     "tests/test_kmd_bo.py",
+    "tests/test_kmd_vm.py",
+    "tests/test_vm_isolation.py",
     "tests/test_high_memory.py",
     "tests/test_security.py",
     "tests/test_umd_api.py",
@@ -53,7 +59,9 @@ TESTS = (
     "tests/test_umd_transfer.py",
     "tests/test_umd_transfer_packets.py",
     "tests/test_umd_contract.py",
+    "tests/test_umd_memory.py",
     "tests/test_pm4.py",
+    "tests/test_amd_conformance.py",
     "tests/test_pm4_edges.py",
     "tests/test_refmodel.py",
 )
