@@ -28,6 +28,7 @@ CP_TESTS = (("tests/test_rtl_vs_model.py",),)
 DMA_TESTS = (("tests/test_dma_rtl.py", "-k", "dma_64 or small_config or longer_than_4k"),)
 MUX_TESTS = (("tests/test_rtl_axi_mux.py",), ("tests/test_dma_rtl.py", "-k", "dma_64"))
 REG_TESTS = (("tests/test_regs.py",),)
+MMU_TESTS = (("tests/test_rtl_mmu.py",),)  # the MMU alone against spec.vm.walk (Amaranth's simulator)
 RAW_CHECK = ("tests.cocotb_drivers", "umd_transfer__check_raw_chain_under_write_latency")
 # AMD's own packets on the RTL (tests/test_amd_conformance.py, run there by test_rtl_drivers.py)
 AMD_CHECKS = ("tests.cocotb_drivers", ("amd_conformance__check_amd_streams_run",
@@ -131,6 +132,20 @@ MUTANTS = (
     _m("mux-w-to-first-master", "rtl/axi_mux.py", "m.d.sync += [wq[wq_index(wq_wp)].eq(aw_sel), wq_wp.eq(wq_wp + 1)]",
        "m.d.sync += [wq[wq_index(wq_wp)].eq(0), wq_wp.eq(wq_wp + 1)]",
        "W bursts are taken from master 0 whichever master's AW went first", tests=MUX_TESTS, difftest=0),
+    # ---- the MMU (rtl/mmu.py, issue 15); the difftest's VM streams translate 40 % of its IBs
+    _m("mmu-write-needs-read", "rtl/mmu.py",
+       'perm = Cat(pte[vm_spec.BIT["READABLE"].bit], pte[vm_spec.BIT["WRITEABLE"].bit],',
+       'perm = Cat(pte[vm_spec.BIT["READABLE"].bit], pte[vm_spec.BIT["READABLE"].bit],',
+       "a write is permitted by READABLE: a read-only page takes writes", tests=MMU_TESTS),
+    _m("mmu-invalidate-ignored", "rtl/mmu.py", "m.d.sync += t_valid[i].eq(0)", "m.d.sync += t_valid[i].eq(t_valid[i])",
+       "a TLB invalidation is acknowledged but drops nothing: stale translations after an unmap",
+       tests=MMU_TESTS),
+    _m("mmu-huge-page-offset", "rtl/mmu.py", "m.d.comb += leaf_ppn.eq(Cat(t.addr[PS:PS + span], pte_addr[span:]))",
+       "m.d.comb += leaf_ppn.eq(pte_addr)",
+       "a huge page maps every 4 KiB page in it to its first", tests=MMU_TESTS),
+    _m("mmu-range-unchecked", "rtl/mmu.py", "with m.If(beyond & ~bypass):", "with m.If(beyond & bypass):",
+       "an address beyond the page tables is translated by its low bits (aliasing), not refused",
+       tests=MMU_TESTS),
 )
 
 
