@@ -193,3 +193,26 @@ def test_jobs_wait_for_a_free_vmid():
         bo.u32[0x200] = 1
     assert all(c.wait(s) for c, s in zip(clients, seqs))
     assert clients[15].wait(last) and bos[15].u32[0x240] == 5
+
+
+@pytest.mark.parametrize("lo, hi", [(1, 2), (0, 1), (3, 4), (1, 3)])
+def test_clear_inside_a_mapping_keeps_both_ends(lo, hi):
+    """GEM_VA CLEAR of pages [lo, hi) of a 4-page mapping: what lies below and above stays
+    mapped to the same bytes of the BO (the upper part at its own offset in it), in the
+    page tables as in the KMD's list; the cleared pages are refused."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    bo, ib = c.bo(0x4000), c.bo(0x1000)
+    v, P = bo.addr, 0x1000
+    c.io(Request.GEM_VA, uapi.GemVaArgs(0, VaOp.CLEAR, v + lo * P, 0, (hi - lo) * P, 0))
+    kept = [(m.va, m.size, m.offset) for m in c.f.vm.maps if m.bo is c.f.handles[bo.handle]]
+    assert kept == [(v, lo * P, 0)] * (lo > 0) + [(v + hi * P, (4 - hi) * P, hi * P)] * (hi < 4)
+    for page in range(4):
+        words = pm4.write_data(v + page * P + 8, [0x100 + page])
+        if lo <= page < hi:
+            expect(errno.EFAULT, f"CS: WRITE_DATA at IB+0x0 ({ib.addr:#x}) writes [{v + page * P + 8:#x}, "
+                   f"{v + page * P + 12:#x}), outside every mapping of context {c.ctx}", c.submit, c.ib(ib, words))
+        else:
+            c.run(ib, words)
+    assert [int(bo.u32[page * P // 4 + 2]) for page in range(4)] == [
+        0 if lo <= page < hi else 0x100 + page for page in range(4)]

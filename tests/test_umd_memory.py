@@ -192,3 +192,37 @@ def test_cache_expiry_and_limit():
     with pytest.raises(TypeError, match="open: pools must be True or False, not 'yes'"):
         umd.open(pools="yes")
     assert Request.GEM_VA  # (the winsys speaks it)
+
+
+def test_out_of_memory_gives_the_cache_back_and_waits_for_the_queues():
+    """GTT full, and the BO the app freed is still in use by a submission in flight (so the
+    cache cannot hand it out): a new BO of its size fails with ENOMEM once; the pools then
+    give the whole cache back to the kernel, wait for every queue's last submission (the
+    freed BO's memory comes back when that job retires) and try again, which succeeds."""
+    from kmd_model.uapi import Domain
+
+    from .test_kmd_ioctl import Client
+    from .test_security import Holder
+
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open(api_version=2)
+    q = gpu.queue(flush_threshold=1 << 20)
+    hold = Holder()  # the CP waits in its job: q's submission stays in flight behind it
+    big = gpu.alloc(0x20_0000, "gtt")
+    q.write(big, 0, 1)
+    q.flush()
+    big.free()  # into the BO cache, fenced by q's submission
+    hog = Client()
+    gtt = kmd.bo.heaps[Domain.GTT]
+    while gtt.largest_free >= 0x1000:
+        hog.io(Request.GEM_CREATE, kmd_model.uapi.GemCreateArgs(gtt.largest_free, 0, Domain.GTT))
+    hold.bo.u32[0x200] = 1  # the CP may go on: q's job ends the next time the KMD looks
+    n0 = dict(gpu.mm.n)
+    again = gpu.alloc(0x20_0000, "gtt")  # a cache miss (not idle), ENOMEM, the drain, a retry
+    n = gpu.mm.n
+    assert (n["misses"] - n0["misses"], n["released"] - n0["released"], n["created"] - n0["created"]) == (1, 1, 1)
+    assert gpu.mm.cached_bytes == 0 and not any(gpu.mm.cache.values())
+    assert q.seq_done(q.last_seq)
+    again.u32[:2] = [7, 8]
+    assert again.u32[:2].tolist() == [7, 8]
+    gpu.close()

@@ -6,6 +6,7 @@
     python -m testbench.mutate --sample 1         # every Python mutant (hours on 2 cores)
     python -m testbench.mutate --modules kmd_model/fence.py,kmd_model/ih.py --sample 1
     python -m testbench.mutate --recheck          # also run the survivors argued in survivors.toml
+    python -m testbench.mutate --python --resume  # go on where the last run's budget stopped it
     python -m testbench.mutate --fast             # the handful make test runs (tests/test_mutate.py)
 
 The Python part runs mutmut in a scratch copy (build/mutate/py); the RTL part applies
@@ -54,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, default=30.0, help="minutes for the whole campaign (default 30)")
     ap.add_argument("--jobs", type=int, default=2, help="mutants run at once (default 2)")
     ap.add_argument("--recheck", action="store_true", help="run the argued survivors too (are they still?)")
+    ap.add_argument("--resume", action="store_true",
+                    help="Python: reuse the last run's mutants and verdicts (build/mutate/py), run only the "
+                    "chosen ones it did not reach (same --sample and --seed)")
     ap.add_argument("--min-score", type=float, default=0.9, help="fail below this score (default 0.9)")
     ap.add_argument("--json", default=str(ROOT / "build" / "mutate.json"), help="report file")
     args = ap.parse_args(argv)
@@ -127,16 +131,22 @@ def _finish(report: Report, args, t0: float) -> int:
 
 def _python(report: Report, modules: tuple[str, ...], args, deadline: float) -> None:
     camp = PyCampaign(workers=args.jobs, modules=modules)
-    print(f"mutate: generating the Python mutants of {len(modules)} modules in {camp.work} ...", flush=True)
-    camp.prepare()
+    if args.resume and (camp.work / "mutants.json").exists():
+        print(f"mutate: resuming the Python campaign in {camp.work} ...", flush=True)
+        camp.load()  # the mutants of the last prepare (the tree as it was then), verdicts so far
+    else:
+        print(f"mutate: generating the Python mutants of {len(modules)} modules in {camp.work} ...", flush=True)
+        camp.prepare()
     listed = {m.key for m in camp.mutants if report.args.find(m.key)}
     todo = camp.choose(args.sample, args.seed, skip_keys=set() if args.recheck else listed)
+    done = [m for m in todo if m.exit_code is not None]  # (only after a resume)
+    todo = [m for m in todo if m.exit_code is None]
     chosen = [m for m in camp.mutants if m.chosen]
     print(f"mutate: {len(camp.mutants)} mutants, {sum(m.logging for m in camp.mutants)} in logging calls left "
           f"out; {len(chosen)} chosen (sample {args.sample} per function, seed {args.seed}), "
           f"{len(chosen) - len(todo)} of them argued survivors not rerun; running {len(todo)} ...", flush=True)
     camp.run(todo, deadline)
-    run_names = {m.name for m in todo}
+    run_names = {m.name for m in todo + done}
     for m in camp.mutants:
         if not m.chosen:
             verdict, detail = "skipped", "logging call" if m.logging else "not in the sample"
@@ -146,7 +156,7 @@ def _python(report: Report, modules: tuple[str, ...], args, deadline: float) -> 
             verdict, detail = m.verdict, str(m.exit_code)
         report.outcomes.append(Outcome("python", m.path, m.key, m.diff(), verdict, detail, m.function))
     report.meta["python"] = {"mutants": len(camp.mutants), "logging": sum(m.logging for m in camp.mutants),
-                             "chosen": len(chosen), "run": len(todo), "seconds": camp.seconds,
+                             "chosen": len(chosen), "run": len(todo) + len(done), "seconds": camp.seconds,
                              "tests": list(scope.TESTS), "test_filter": scope.TEST_FILTER}
 
 
