@@ -216,3 +216,16 @@ def test_clear_inside_a_mapping_keeps_both_ends(lo, hi):
             c.run(ib, words)
     assert [int(bo.u32[page * P // 4 + 2]) for page in range(4)] == [
         0 if lo <= page < hi else 0x100 + page for page in range(4)]
+
+
+def test_reprs_name_the_range_the_bo_and_the_vmid():
+    """What the KMD's logs and a debugger show of a VM and its mappings."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo(0x2000, vm_flags=VmFlags.READABLE | VmFlags.WRITEABLE)
+    m = c.f.vm.find(bo.addr)
+    assert repr(m) == (f"Mapping([{bo.addr:#x}, {bo.addr + 0x2000:#x}) -> fd{c.f.fd}:{bo.handle}+0x0 "
+                       f"{VmFlags.READABLE | VmFlags.WRITEABLE!r})")
+    assert repr(c.f.vm) == f"Vm(fd {c.f.fd}, 1 mappings, VMID None)"  # no job yet: no VMID held
+    c.run(c.bo(0x1000), pm4.nop(2))
+    assert repr(c.f.vm) == f"Vm(fd {c.f.fd}, 2 mappings, VMID {c.f.vm.vmid})" and c.f.vm.vmid >= 1
