@@ -11,6 +11,7 @@ from kmd_model import regs
 from kmd_model.cp_error import CpErrorState
 from kmd_model.regs import CpError
 from spec import packets
+from spec import vm as vm_spec
 
 WD = packets.WRITE_DATA.opcode
 IB = packets.INDIRECT_BUFFER.opcode
@@ -67,3 +68,19 @@ def test_names_and_registers():
     assert (s.code_name, s.level_name, s.opcode_name) == ("BAD_COUNT", "IB2", "WRITE_DATA")
     odd = CpErrorState(14, 3, 0x7B, 0, 0)
     assert (odd.code_name, odd.level_name, odd.opcode_name) == ("CODE_14", "LEVEL_3", None)
+
+
+@pytest.mark.parametrize("cause, level, access, why", [
+    (vm_spec.Cause.INVALID, 1, vm_spec.Access.WRITE, "no valid entry at page-table level 1"),
+    (vm_spec.Cause.PERMISSION, 1, vm_spec.Access.WRITE, "permission missing"),
+    (vm_spec.Cause.RANGE, 0, vm_spec.Access.FETCH, "beyond the page tables"),
+    (vm_spec.Cause.WALK_ERROR, 0, vm_spec.Access.DMA_READ, "page-table read failed at level 0"),
+])
+def test_vm_fault_says_why_exactly(cause, level, access, why):
+    """Each cause of VM_FAULT_STATUS in its words, with the access, the VMID and the packet."""
+    F = regs.VM_FAULT_STATUS
+    status = F.CAUSE.put(cause) | F.LEVEL.put(level) | F.ACCESS.put(access) | F.VMID.put(5)
+    s = CpErrorState(CpError.VM_FAULT, 1, WD, 0x5000, 0, status)
+    assert s.what() == f"VM fault: {access.name} at 0x5000 in WRITE_DATA (VMID 5, {why})"
+    assert CpErrorState(CpError.VM_FAULT, 0, 0, 0x5000, 0, status).what() == \
+        f"VM fault: {access.name} at 0x5000 (VMID 5, {why})"  # no packet: a ring fetch

@@ -229,3 +229,40 @@ def test_reprs_name_the_range_the_bo_and_the_vmid():
     assert repr(c.f.vm) == f"Vm(fd {c.f.fd}, 1 mappings, VMID None)"  # no job yet: no VMID held
     c.run(c.bo(0x1000), pm4.nop(2))
     assert repr(c.f.vm) == f"Vm(fd {c.f.fd}, 2 mappings, VMID {c.f.vm.vmid})" and c.f.vm.vmid >= 1
+
+
+def test_find_and_translate_at_every_edge():
+    """Vm.find / translate (how the KMD reads what a job names: the diagnosis, crash
+    reports): the first and last byte of a mapping find it; the byte after it, the hole
+    between two mappings and the range below the lowest find nothing; a range that runs
+    past a mapping's end translates to nothing."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    a, b = c.bo(0x2000), c.bo(0x1000)  # (a guard page apart)
+    vm = c.f.vm
+    pa = c.phys(a)
+    assert vm.find(a.addr).va == a.addr and vm.find(a.addr + 0x1FFF).va == a.addr
+    assert vm.translate(a.addr + 0x1FFC, 4) == pa + 0x1FFC and vm.translate(a.addr, 0x2000) == pa
+    assert vm.find(a.addr + 0x2000) is None and vm.find(b.addr - 1) is None and vm.find(a.addr - 1) is None
+    assert vm.find(b.addr + 0x1000) is None and vm.find(0) is None
+    assert vm.translate(a.addr + 0x1FFC, 8) is None and vm.translate(a.addr - 4, 4) is None
+    assert vm.translate(b.addr + 0x1000, 4) is None
+
+
+def test_unmap_of_many_pages_invalidates_every_page():
+    """The TLB holds translations of both pages of a 2-page BO; after GEM_VA UNMAP a job
+    that writes to the second page faults (the invalidation covered the whole range, not
+    its first page) and the BO's memory is untouched."""
+    from .test_vm_isolation import _run_guilty
+
+    kmd_model.bind(RefModel(), cs_check=False)
+    c = Client()
+    ib, two = c.bo(0x1000), c.bo(0x2000)
+    c.run(ib, pm4.write_data(two.addr + 8, [1]) + pm4.write_data(two.addr + 0x1008, [2]))  # both in the TLB
+    phys = c.phys(two)
+    c.io(Request.GEM_VA, uapi.GemVaArgs(two.handle, VaOp.UNMAP, two.addr, 0, 0x2000, 0))
+    for page in (0, 1):
+        info = _run_guilty(c, ib, pm4.write_data(two.addr + page * 0x1000 + 8, [3]))
+        assert info.code == "VM_FAULT" and info.addr == two.addr + page * 0x1000 + 8, info
+    got = c.f.kmd.dev.mem[phys:phys + 0x2000].view("<u4")
+    assert (int(got[2]), int(got[0x402])) == (1, 2)

@@ -96,19 +96,24 @@ def check_slabs_and_cache_reuse(dev):
     q.wait_mem(flag, 0, 1)  # the queue is held: its work is not done
     q.write(small[1], 0, 0x1234)
     q.flush()
-    freed = small[1].gpu_addr
+    freed = [b.gpu_addr for b in small[1:4]]
     small[1].free()
     again = gpu.alloc(200)
-    assert again.gpu_addr != freed  # not reused while a submission that may use it runs
+    assert again.gpu_addr not in freed  # not reused while a submission that may use it runs
+    small[2].free()  # deferred too: the queue's work may name it
+    q.write(small[3], 0, 5)  # recorded, not flushed: the next submission's
+    small[3].free()  # so it waits for that one as well
     st = gpu.memory().pools
-    assert st.slab_frees_deferred == 1
+    assert st.slab_frees_deferred == 3
     flag.u32[0] = 1
     q.finish()
-    assert small[1].freed and gpu.alloc(200).gpu_addr == freed  # reclaimed after its fence
-    assert gpu.memory().pools.waste_bytes >= 56 * 300
+    assert small[1].freed and {gpu.alloc(200).gpu_addr for _ in range(3)} == set(freed)  # reclaimed after their fences
+    w0 = gpu.memory().pools.waste_bytes
+    assert w0 >= 56 * 300
     big = gpu.alloc(64 << 10)
     addr = big.gpu_addr
     big.free()
+    assert gpu.memory().pools.waste_bytes == w0  # (a whole BO, no waste of its own)
     hits = gpu.memory().pools.cache_hits
     again = gpu.alloc(60 << 10)  # a compatible size: the cached BO
     assert again.gpu_addr == addr and gpu.memory().pools.cache_hits == hits + 1
@@ -127,6 +132,7 @@ def check_pools_off_costs_ioctls(dev):
     assert off.cost == 100 * 3 and on.cost <= 3  # GEM_CREATE + GEM_VA + GEM_CLOSE per buffer, or one slab
     m = off.memory()
     assert not m.pools.enabled and m.va.allocations == 0  # every range given back
+    assert on.memory().pools.enabled is True
     on.close()
     off.close()
 
@@ -226,3 +232,36 @@ def test_out_of_memory_gives_the_cache_back_and_waits_for_the_queues():
     again.u32[:2] = [7, 8]
     assert again.u32[:2].tolist() == [7, 8]
     gpu.close()
+
+
+def test_a_cached_bo_lives_exactly_expiry_operations():
+    """The BO cache's clock counts operations (each get and each put): a cached BO survives
+    `expiry` of them after its own put and goes back to the kernel at the next."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    mm = gpu.mm
+    mm.expiry = 4
+    gpu.alloc(64 << 10).free()  # put: cached
+    e0 = mm.stats().cache_expired
+    for _ in range(2):  # 4 operations: a get (a miss, then a hit) and a put of another size class
+        gpu.alloc(128 << 10).free()
+    assert (mm.stats().cached, mm.stats().cache_expired) == (2, e0)  # both still there
+    keep = gpu.alloc(128 << 10)  # the 5th operation: the first BO has waited too long
+    assert (mm.stats().cached, mm.stats().cache_expired) == (0, e0 + 1)
+    keep.free()
+    gpu.close()
+
+
+def test_a_closed_device_reports_an_empty_cache():
+    """Device.close gives the cached BOs back; what the exit report then says of the pools."""
+    from gpucosim.crash import exit_report
+
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open()
+    gpu.alloc(64 << 10).free()
+    assert (gpu.mm.stats().cached, gpu.mm.stats().cached_bytes) == (1, 64 << 10)
+    gpu.close()
+    st = gpu.mm.stats()
+    assert (st.cached, st.cached_bytes, st.bos_released) == (0, 0, 1) and kmd.live_bos() == []
+    text, leaks = exit_report(kmd, [], {}, devices=[gpu])
+    assert "1 misses, 0 expired, 0 cached (0 bytes);" in text and leaks == 0, text

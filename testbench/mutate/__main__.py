@@ -144,7 +144,8 @@ def _python(report: Report, modules: tuple[str, ...], args, deadline: float) -> 
     chosen = [m for m in camp.mutants if m.chosen]
     print(f"mutate: {len(camp.mutants)} mutants, {sum(m.logging for m in camp.mutants)} in logging calls left "
           f"out; {len(chosen)} chosen (sample {args.sample} per function, seed {args.seed}), "
-          f"{len(chosen) - len(todo)} of them argued survivors not rerun; running {len(todo)} ...", flush=True)
+          f"{len(chosen) - len(todo) - len(done)} of them argued survivors not rerun, {len(done)} run before; "
+          f"running {len(todo)} ...", flush=True)
     camp.run(todo, deadline)
     run_names = {m.name for m in todo + done}
     for m in camp.mutants:
