@@ -115,8 +115,10 @@ def check_slabs_and_cache_reuse(dev):
     big.free()
     assert gpu.memory().pools.waste_bytes == w0  # (a whole BO, no waste of its own)
     hits = gpu.memory().pools.cache_hits
+    assert gpu.memory().pools.cached_bytes == 64 << 10
     again = gpu.alloc(60 << 10)  # a compatible size: the cached BO
     assert again.gpu_addr == addr and gpu.memory().pools.cache_hits == hits + 1
+    assert gpu.memory().pools.cached_bytes == 0  # out of the cache again
     gpu.close()
 
 
@@ -193,6 +195,10 @@ def test_cache_expiry_and_limit():
     mm.max_cache_bytes = SLAB_BYTES
     gpu.alloc(1 << 20).free()  # over the limit at once
     assert mm.stats().cached_bytes <= SLAB_BYTES
+    mm.expiry = 1 << 20
+    for b in [gpu.alloc(SLAB_BYTES // 2) for _ in range(2)]:
+        b.free()
+    assert mm.stats().cached_bytes == SLAB_BYTES  # exactly at the limit: both stay
     gpu.close()
     assert kmd.live_bos() == []
     with pytest.raises(TypeError, match="open: pools must be True or False, not 'yes'"):
@@ -265,3 +271,23 @@ def test_a_closed_device_reports_an_empty_cache():
     assert (st.cached, st.cached_bytes, st.bos_released) == (0, 0, 1) and kmd.live_bos() == []
     text, leaks = exit_report(kmd, [], {}, devices=[gpu])
     assert "1 misses, 0 expired, 0 cached (0 bytes);" in text and leaks == 0, text
+
+
+def test_va_best_fit_takes_the_tightest_hole_not_the_first():
+    va = VaAllocator(0x100000, 0x200000)
+    x, y, z, w = va.alloc(4 * P), va.alloc(P), va.alloc(2 * P), va.alloc(P)
+    va.free(x)  # a hole of 5 pages (4 and the guard), then one of 3 after y
+    va.free(z)
+    assert va.alloc(P) == z  # 2 pages with its guard: the 3-page hole fits tighter
+    assert va.alloc(3 * P) == x and y < z < w
+
+
+@pytest.mark.parametrize("alignment", [3, 6, 0x1001, -4])
+def test_alloc_alignment_must_be_a_power_of_two(alignment):
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    shown = f"{alignment:#x}" if alignment >= 0 else f"-{-alignment:#x}"
+    with pytest.raises(ValueError, match=rf"^alloc: alignment must be 0 or a power of two, not {shown}$"):
+        gpu.alloc(0x100, alignment=alignment)
+    assert gpu.alloc(0x100, alignment=1).gpu_addr % 4096 == 0 and gpu.alloc(0x100, alignment=0x2000).gpu_addr % 0x2000 == 0
+    gpu.close()
