@@ -219,8 +219,8 @@ def test_clear_inside_a_mapping_keeps_both_ends(lo, hi):
 
 
 def test_reprs_name_the_range_the_bo_and_the_vmid():
-    """What the KMD's logs and a debugger show of a VM and its mappings."""
-    kmd_model.bind(RefModel())
+    """What the KMD's logs and a debugger show of a VM and its mappings; the VMID counters."""
+    kmd = kmd_model.bind(RefModel())
     c = Client()
     bo = c.bo(0x2000, vm_flags=VmFlags.READABLE | VmFlags.WRITEABLE)
     m = c.f.vm.find(bo.addr)
@@ -229,6 +229,9 @@ def test_reprs_name_the_range_the_bo_and_the_vmid():
     assert repr(c.f.vm) == f"Vm(fd {c.f.fd}, 1 mappings, VMID None)"  # no job yet: no VMID held
     c.run(c.bo(0x1000), pm4.nop(2))
     assert repr(c.f.vm) == f"Vm(fd {c.f.fd}, 2 mappings, VMID {c.f.vm.vmid})" and c.f.vm.vmid >= 1
+    c.run(c.bo(0x1000), pm4.nop(2))  # the VMID is still its own: no second grab
+    s = kmd.kmd_stats()
+    assert (s["vmid_grabs"], s["vmid_steals"]) == (1, 0)
 
 
 def test_find_and_translate_at_every_edge():
