@@ -269,3 +269,41 @@ def test_unmap_of_many_pages_invalidates_every_page():
         assert info.code == "VM_FAULT" and info.addr == two.addr + page * 0x1000 + 8, info
     got = c.f.kmd.dev.mem[phys:phys + 0x2000].view("<u4")
     assert (int(got[2]), int(got[0x402])) == (1, 2)
+
+
+def test_map_over_a_closed_bo_still_in_use_waits_for_it():
+    """A BO closed while a job uses it stays mapped until the job ends (deferred unmap); a
+    MAP over its range waits for that, then maps the new BO there: the job's write went to
+    the old BO, what comes after reaches the new one."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    ib, flag, old = c.bo(0x1000), c.bo(0x1000), c.bo(0x1000)
+    va = old.addr
+    seq = c.submit(c.ib(ib, pm4.wait_reg_mem(flag.addr, 1, 1, "EQ") + pm4.write_data(va + 8, [7])))
+    c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(old.handle))
+    assert c.f.vm.find(va) is not None  # still mapped: the job may reach it
+    new = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000))
+    flag.u32[0] = 1  # the job can end now; the MAP below waits for it
+    c.io(Request.GEM_VA, uapi.GemVaArgs(new.handle, VaOp.MAP, va, 0, 0x1000, RWX))
+    assert kmd.fence_drv.sync_seq and c.wait(seq, 10)
+    assert c.f.vm.find(va).bo is c.f.handles[new.handle]
+    c.run(ib, pm4.write_data(va + 12, [9]), offset=0x100)
+    pa = c.f.handles[new.handle].gpu_addr
+    assert kmd.dev.mem[pa + 8:pa + 16].view("<u4").tolist() == [0, 9]  # the old BO took the 7
+
+
+def test_a_mapping_at_an_offset_in_its_bo():
+    """GEM_VA MAP of a BO's second page: the VA reaches that page (in the page tables, in the
+    checker's copies and in translate), not the first."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    ib = c.bo(0x1000)
+    bo = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x2000))
+    view = c.io(Request.GEM_MMAP, uapi.GemMmapArgs(bo.handle)).view.view("<u4")
+    va = c.next_va
+    c.io(Request.GEM_VA, uapi.GemVaArgs(bo.handle, VaOp.MAP, va, 0x1000, 0x1000, RWX))
+    pa = c.f.handles[bo.handle].gpu_addr
+    assert c.f.vm.translate(va + 0x10, 4) == pa + 0x1010
+    view[0x400:0x408] = pm4.write_data(va + 0x20, [0x5A]) + pm4.pad(3)  # an IB in the mapped page
+    assert c.wait(c.submit(CsChunkIb(8, gpu_addr=va)))
+    assert int(view[0x408]) == 0x5A and not view[:0x400].any()
