@@ -232,6 +232,8 @@ def test_reprs_name_the_range_the_bo_and_the_vmid():
     c.run(c.bo(0x1000), pm4.nop(2))  # the VMID is still its own: no second grab
     s = kmd.kmd_stats()
     assert (s["vmid_grabs"], s["vmid_steals"]) == (1, 0)
+    # the crash report lists the VM's page tables among the kernel's BOs by these names
+    assert [b.name for b in kmd.bo.live_bos(None) if "table" in b.name] == [f"vm fd{c.f.fd} L0 table", "vm L1 table"]
 
 
 def test_find_and_translate_at_every_edge():
