@@ -135,3 +135,17 @@ def test_decoder_inputs_and_header_flags():
         pm4.header("x", 0)
     with pytest.raises(TypeError, match=r"^header: count must be an int, not None$"):
         pm4.header(0x10, None)
+
+
+def test_open_enum_too_wide_and_unknown_value_names_say_so():
+    """RELEASE_MEM's EVENT_TYPE is an open enum (any 6-bit event): one bit more is refused
+    with the field's span; a packet asked for a value it does not have says which."""
+    import pytest
+
+    from spec import packets
+
+    assert pm4.release_mem(0x1000, 1, event_type=63)  # the widest event fits
+    with pytest.raises(ValueError, match=r"^RELEASE_MEM: event_type must fit in EVENT_TYPE\[5:0\] \(6 bits\), not 0x40$"):
+        pm4.release_mem(0x1000, 1, event_type=64)
+    with pytest.raises(KeyError, match="RELEASE_MEM has no value 'NOPE'"):
+        packets.RELEASE_MEM.value("NOPE")
