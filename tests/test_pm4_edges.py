@@ -5,6 +5,7 @@ messages of encode_fields (the tests' way to build what the CP must refuse)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from spec import packets, pm4
@@ -147,5 +148,7 @@ def test_open_enum_too_wide_and_unknown_value_names_say_so():
     assert pm4.release_mem(0x1000, 1, event_type=63)  # the widest event fits
     with pytest.raises(ValueError, match=r"^RELEASE_MEM: event_type must fit in EVENT_TYPE\[5:0\] \(6 bits\), not 0x40$"):
         pm4.release_mem(0x1000, 1, event_type=64)
+    with pytest.raises(ValueError, match=r"^RELEASE_MEM: event_type must fit in EVENT_TYPE\[5:0\] \(6 bits\), not 0x40$"):
+        pm4.release_mem(0x1000, 1, event_type=np.uint8(64))  # (not an int: resolved as an enum argument)
     with pytest.raises(KeyError, match="RELEASE_MEM has no value 'NOPE'"):
         packets.RELEASE_MEM.value("NOPE")
