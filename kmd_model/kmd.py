@@ -28,12 +28,12 @@ import errno
 from dataclasses import dataclass, fields, replace
 from enum import IntEnum
 
+from spec import ih as ih_spec
 from spec import packets, pm4, rules
-
 from spec import vm as vm_spec
 
 from . import regs
-from .bo import PAGE, BoManager
+from .bo import PAGE, Bo, BoManager
 from .cp_error import CpError, CpErrorState
 from .cs_checker import CheckedJob, CsChecker, find_unsatisfied_wait
 from .ctx import Context
@@ -134,22 +134,33 @@ class Kmd:
         size = min(len(mem), 1 << self.info.addr_bits) if self.info.addr_bits else len(mem)
         self.mem32 = as_u32(mem)
         self.bo = BoManager(size, p.vram_fraction)
-        kbo = self.bo.create
-        self.wb_bo = kbo(PAGE, PAGE, Domain.GTT, 0, None, "wb", who="init")
+
+        def kbo(size: int, name: str, align: int = PAGE) -> Bo:
+            """A kernel BO (GTT, no owner); the crash report lists them by name."""
+            return self.bo.create(size, align, Domain.GTT, 0, None, name, who=f"bind: {name}")
+
+        self.wb_bo = kbo(PAGE, "wb")
         self.wb32 = self.mem32[self.wb_bo.gpu_addr // 4: self.wb_bo.end // 4]
-        ring_bo = kbo(4 << p.ring_log2_dw, PAGE, Domain.GTT, 0, None, "ring", who="init")
+        ring_bo = kbo(4 << p.ring_log2_dw, "ring")
         self.ring = Ring(self, ring_bo.gpu_addr, p.ring_log2_dw, p.ib_align_dw, Wb.RING_RPTR, Wb.SCRATCH)
         self.ih: IhRing | None = None
         if self.info.has_ih:
-            ih_bo = kbo(32 << p.ih_log2_entries, PAGE, Domain.GTT, 0, None, "ih", who="init")
+            ih_bo = kbo(ih_spec.ENTRY_BYTES << p.ih_log2_entries, "ih")
             self.ih = IhRing(self, ih_bo.gpu_addr, p.ih_log2_entries, Wb.IH_WPTR)
-        self.ib_test_bo = kbo(PAGE, PAGE, Domain.GTT, 0, None, "ib test", who="init")
+        self.ib_test_bo = kbo(PAGE, "ib test")
+        # The engines the RTL does not have yet (QUEUE_CAPS; DECERR on the RTL backends): their
+        # rings' BOs are taken before the shadow pool, which sizes itself by what is left.
+        try:
+            qc = regs.QUEUE_CAPS.decode(self.mmio.read(regs.QUEUE_CAPS))
+        except BusError:
+            qc = {"SDMA": 0, "CP_QUEUES": 1}
+        sbo = kbo(4 << p.sdma_ring_log2_dw, "sdma ring") if qc["SDMA"] else None
+        hbo = kbo(4 << p.ring_log2_dw, "gfx_high ring") if qc["CP_QUEUES"] >= 2 else None
         gtt = self.bo.heaps[Domain.GTT]
         pool = min(p.shadow_pool_kib << 10, (gtt.size - gtt.used) * 3 // 4) & ~(PAGE - 1)
         pool = max(pool, PAGE)
         # 2 MiB aligned when it is that large, so each VM maps it with huge pages
-        self.shadow = ShadowPool(kbo(pool, HUGE if pool >= HUGE else PAGE, Domain.GTT, 0, None, "shadow IBs",
-                                     who="init"))
+        self.shadow = ShadowPool(kbo(pool, "shadow IBs", HUGE if pool >= HUGE else PAGE))
         self.vm_levels = self.info.vm_levels
         self.kernel_va_size = -(-self.shadow.size // HUGE) * HUGE if p.cs_check else 0
         self.kernel_va = (1 << vm_spec.va_bits(self.vm_levels)) - self.kernel_va_size
@@ -160,18 +171,12 @@ class Kmd:
         self.fence_drv = FenceDriver(self.wb32, Wb.FENCE, self.wb_addr(Wb.FENCE), p.initial_seq,
                                      dev.now, self._fence_signalled)
         self.sched = Scheduler(self, p.job_timeout, hw_submission_limit=p.hw_submission_limit)
-        # The copy engine, when the device has one (QUEUE_CAPS; DECERR on the RTL backends,
-        # which do not implement it yet): its ring, fence driver and scheduler.
+        # The copy engine, when the device has one: its ring, fence driver and scheduler.
         self.sdma_ring: SdmaRing | None = None
         self.sdma_fence_drv: FenceDriver | None = None
         self.sdma_sched: Scheduler | None = None
-        try:
-            qc = regs.QUEUE_CAPS.decode(self.mmio.read(regs.QUEUE_CAPS))
-        except BusError:
-            qc = {"SDMA": 0, "CP_QUEUES": 1}
         self.sdma_engines = qc["SDMA"]
         if self.sdma_engines:
-            sbo = kbo(4 << p.sdma_ring_log2_dw, PAGE, Domain.GTT, 0, None, "sdma ring", who="init")
             self.sdma_ring = SdmaRing(self, sbo.gpu_addr, p.sdma_ring_log2_dw, Wb.SDMA_RPTR, Wb.SDMA_SCRATCH)
             self.sdma_fence_drv = FenceDriver(self.wb32, Wb.SDMA_FENCE, self.wb_addr(Wb.SDMA_FENCE), p.initial_seq,
                                               dev.now, self._fence_signalled)
@@ -181,8 +186,7 @@ class Kmd:
         # jobs go (amdgpu_ctx_get_hw_prio: AMDGPU_GFX_PIPE_PRIO_HIGH).
         self.hqd_ring: HqdRing | None = None
         self.hqd_sched: Scheduler | None = None
-        if qc["CP_QUEUES"] >= 2:
-            hbo = kbo(4 << p.ring_log2_dw, PAGE, Domain.GTT, 0, None, "gfx_high ring", who="init")
+        if hbo is not None:
             self.hqd_ring = HqdRing(self, hbo.gpu_addr, p.ring_log2_dw, p.ib_align_dw, Wb.HQD1_RPTR, Wb.HQD1_SCRATCH)
             hfd = FenceDriver(self.wb32, Wb.HQD1_FENCE, self.wb_addr(Wb.HQD1_FENCE), p.initial_seq, dev.now,
                               self._fence_signalled)
@@ -309,8 +313,8 @@ class Kmd:
         if int(self.wb32[Wb.IB_TEST]) != IB_TEST_MAGIC:
             raise KmdError(errno.EIO, f"IB test failed: read {int(self.wb32[Wb.IB_TEST]):#010x}, "
                            f"expected {IB_TEST_MAGIC:#010x}")
-        how = "interrupt" if self.stats["interrupts"] > irqs else "polling (no interrupt seen)"
-        log.info("IB test passed, fence %#010x signalled by %s", fence.seq, how)
+        log.info("IB test passed, fence %#010x signalled by %s", fence.seq,
+                 "interrupt" if self.stats["interrupts"] > irqs else "polling (no interrupt seen)")
 
     # ------------------------------------------------------------------ files and contexts
 
@@ -445,7 +449,7 @@ class Kmd:
             if bo.closed and not bo.busy:
                 self.bo_release(bo)
         if job.checked is not None:  # the CP is done with the copies
-            self.shadow.free(job.checked.shadow_addr, job.checked.shadow_bytes)
+            self.shadow.free(job.checked.shadow_mem, job.checked.shadow_bytes)
             job.checked = None
 
     # ------------------------------------------------------------------ interrupts

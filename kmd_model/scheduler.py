@@ -75,7 +75,6 @@ class Job:
     ring_end: int = 0
     runs: int = 0  # 1 + resubmissions
     checked: Any = None  # the CheckedJob whose shadow copies `ibs` name (None: cs_check off)
-    client_ibs: list = field(default_factory=list)  # the IBs as the client named them
     vm: Any = None  # the file's Vm (kmd_model/vm.py): its IBs run with the VMID it holds
     vmid: int = 0
     ring: Ring | None = None  # the ring it runs on (its scheduler's)
@@ -166,9 +165,9 @@ class Scheduler:
                     return e
         return None
 
-    def kick(self) -> int:
-        """Move ready jobs into the ring while they fit; return how many."""
-        n = 0
+    def kick(self) -> None:
+        """Move ready jobs into the ring while they fit (one commit for them all)."""
+        moved = False
         while not self.stopped and len(self.pending) < self.hw_submission_limit:
             e = self._select()
             if e is None or not self.ring.alloc(e.queue[0].ndw):
@@ -184,10 +183,9 @@ class Scheduler:
                 self.progress_mark = ()
             self.run_job(job)
             self.pending.append(job)
-            n += 1
-        if n:
+            moved = True
+        if moved:
             self.ring.commit()
-        return n
 
     def run_job(self, job: Job) -> Fence:
         """Emit the job into the ring (committed by the caller); return its hardware fence."""
@@ -240,7 +238,7 @@ class Scheduler:
         job.error = error
         job.finished = True
         job.ctx.jobs.pop(job.seq, None)
-        job.ctx.job_failed(job.seq, error)
+        job.ctx.job_failed(job.seq, error)  # a WAIT_CS after this must not report success
         self.kmd.job_retired(job)
 
     # ------------------------------------------------------------------ timeouts and recovery
