@@ -200,7 +200,6 @@ def queue_reset(ring, timeout: int) -> None:
     reads idle without error; raises KmdError when it does not come back (the caller then
     resets the device)."""
     m, dev = ring.kmd.mmio, ring.dev
-    ring.ready = False
     ring.request_reset()
     deadline = dev.now() + timeout
     while True:
@@ -252,7 +251,6 @@ class HqdRing(Ring):
         self.wptr = self.committed = self.commit_start = 0
         m.write_fields(regs.CP_QUEUE_PRIORITY, Q0=1, Q1=2)
         m.write_fields(regs.CP_HQD1_RB_CNTL, ENABLE=1, RPTR_WB=1)
-        self.ready = True
 
     def request_reset(self) -> None:
         self.kmd.mmio.write_fields(regs.CP_QUEUE_RESET, Q1=1)

@@ -92,10 +92,10 @@ class SdmaRing(Ring):
         self.insert_nop((2 - self.wptr) & 7)
         self.write(sdma.indirect_buffer(gpu_addr, size_dw, vmid=vmid))
 
-    def emit_fence(self, addr: int, seq: int, *, interrupt: bool = True, ctx_id: int = 0) -> None:
+    def emit_fence(self, addr: int, seq: int, *, interrupt: bool) -> None:
         self.write(sdma.fence(addr, seq))
         if interrupt:
-            self.write(sdma.trap(int_context=ctx_id))
+            self.write(sdma.trap())  # INT_CONTEXT 0, as amdgpu's
 
     def emit_mem_write(self, addr: int, data: list[int]) -> None:
         self.write(sdma.write_linear(addr, data))
@@ -116,7 +116,6 @@ class SdmaRing(Ring):
         self.wptr = self.committed = self.commit_start = 0
         m.write_fields(regs.SDMA_CNTL, TRAP_ENABLE=1)
         m.write_fields(regs.SDMA_RB_CNTL, RB_ENABLE=1, RB_SIZE=self.log2_dw, RPTR_WRITEBACK_ENABLE=1)
-        self.ready = True
 
     def request_reset(self) -> None:
         self.kmd.mmio.write_fields(regs.SDMA_CNTL, TRAP_ENABLE=1, QUEUE_RESET=1)
