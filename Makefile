@@ -9,7 +9,7 @@ JOBS   ?= 2
 SIM    ?=
 export SIM
 
-.PHONY: all venv sim test gen check-gen lint bench fpga sweep clean soak formal
+.PHONY: all venv sim test gen check-gen lint bench fpga sweep clean soak formal mutate
 
 all: test
 
@@ -65,6 +65,10 @@ formal: $(STAMP)
 soak: $(STAMP)
 	$(PY) -m testbench.difftest --streams $(or $(N),10000) --sim $(or $(SIM),verilator) --jobs $(JOBS) \
 		$(if $(GPUCOSIM_SEED),--seed $(GPUCOSIM_SEED))
+
+## The mutation campaign: make mutate [SAMPLE=0.3] [PART=python|rtl] -> build/mutate.json (docs/verification.md)
+mutate: $(STAMP)
+	$(PY) -m testbench.mutate $(if $(SAMPLE),--sample $(SAMPLE)) $(if $(PART),--$(PART)) --jobs $(JOBS)
 
 clean:
 	rm -rf build

@@ -18,8 +18,6 @@ import errno
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from .log import get_logger
 from .uapi import Domain, KmdError
 
@@ -29,10 +27,6 @@ if TYPE_CHECKING:
 log = get_logger("bo")
 
 PAGE = 4096
-
-
-def _pow2(n: int) -> bool:
-    return n > 0 and n & (n - 1) == 0
 
 
 @dataclass(eq=False)
@@ -55,9 +49,6 @@ class Bo:
     @property
     def end(self) -> int:
         return self.gpu_addr + self.size
-
-    def contains(self, addr: int, size: int) -> bool:
-        return self.gpu_addr <= addr and addr + size <= self.end
 
     def __repr__(self) -> str:
         who = "kernel" if self.owner is None else f"fd {self.owner.fd}"
@@ -106,7 +97,7 @@ class Heap:
 
 
 class BoManager:
-    """Both heaps, every live BO, and the address lookup the CS checker uses."""
+    """Both heaps and every live BO (the CS checker looks addresses up in the VM: vm.py)."""
 
     def __init__(self, mem_size: int, vram_fraction: float = 0.5):
         if mem_size < 4 * PAGE:
@@ -118,10 +109,9 @@ class BoManager:
         }
         self.live: list[Bo] = []  # sorted by gpu_addr
         self._starts: list[int] = []
-        self._arrays: tuple | None = None  # lookup_arrays(), until the next change
 
     def create(self, size: int, align: int, domain: Domain, flags: int, owner: "File | None",
-               name: str = "", who: str = "GEM_CREATE") -> Bo:
+               name: str = "", *, who: str) -> Bo:
         size = (size + PAGE - 1) & ~(PAGE - 1)
         align = max(align, PAGE)
         heap = self.heaps[domain]
@@ -133,14 +123,12 @@ class BoManager:
         i = bisect.bisect_left(self._starts, addr)
         self._starts.insert(i, addr)
         self.live.insert(i, bo)
-        self._arrays = None
         log.debug("create %r", bo)
         return bo
 
     def close(self, bo: Bo) -> None:
         """Its last handle is gone: no job may name it from now on; freed once idle."""
         bo.closed = True
-        self._arrays = None
         if not bo.busy:
             self.free(bo)
 
@@ -152,28 +140,7 @@ class BoManager:
         del self._starts[i], self.live[i]
         self.heaps[bo.domain].free(bo.gpu_addr, bo.size)
         bo.freed = True
-        self._arrays = None
         log.debug("free %r", bo)
-
-    def lookup(self, addr: int) -> Bo | None:
-        """The live BO containing byte `addr`, if any."""
-        i = bisect.bisect_right(self._starts, addr) - 1
-        if i >= 0 and addr < self.live[i].end:
-            return self.live[i]
-        return None
-
-    def lookup_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Bo]]:
-        """(starts, ends, owner fd, BOs) of the live BOs in address order, for the CS
-        checker's range checks over many packets at once; owner fd is -1 for kernel BOs
-        and for closed ones (no job may name those)."""
-        if self._arrays is None:
-            live = list(self.live)
-            self._arrays = (
-                np.array([b.gpu_addr for b in live], dtype=np.int64),
-                np.array([b.end for b in live], dtype=np.int64),
-                np.array([-1 if b.owner is None or b.closed else b.owner.fd for b in live], dtype=np.int64),
-                live)
-        return self._arrays
 
     def live_bos(self, owner: "File | None" = ...) -> list[Bo]:  # type: ignore[assignment]
         """Live BOs, all of them or those of one owner (None: the kernel's)."""

@@ -151,7 +151,8 @@ class CheckedJob:
     dwords: int = 0  # dwords the CP will run (every IB each time it runs)
     packets: int = 0
     shadow_bytes: int = 0  # the shadow image's size
-    shadow_addr: int = 0  # where the image was placed (place())
+    shadow_addr: int = 0  # where the job sees the image (its VA, place())
+    shadow_mem: int = 0  # where the image is in memory: the shadow pool's range to free
 
     def client_addr(self, addr: int) -> int:
         """The client address of a byte of the shadow image (an error address), or `addr`."""
@@ -229,7 +230,7 @@ class CsChecker:
         """Write the checked copies at `addr` (kernel memory, `job.shadow_bytes` long, which
         the job sees at `va`), every INDIRECT_BUFFER pointing at its target's copy; return
         the chunks' (va, size)."""
-        job.shadow_addr = va
+        job.shadow_addr, job.shadow_mem = va, addr
         mem32 = self.mem32
         for s in job.segments:
             words = s.words

@@ -26,6 +26,7 @@ class Context:
         self.file = file
         self.last_seq = (initial_seq - 1) & SEQ_MASK  # last seqno handed out
         self.jobs: dict[int, "Job"] = {}  # seqno -> job not finished yet
+        self.cancelled: dict[int, Exception] = {}  # seqno -> why a job never ran (WAIT_CS says so)
         self.guilty: HwErrorInfo | None = None
         self.reset_status = ResetStatus.NO_RESET
         self.resets = 0

@@ -109,13 +109,6 @@ class FenceDriver:
             log.debug("signalled %d fence(s) up to %#010x", n, value)
         return n
 
-    def is_signalled(self, seq: int) -> bool:
-        """Wrap-safe: has the fence memory passed `seq`? Processes on the way."""
-        if seq_passed(seq, self.last_seq):
-            return True
-        self.process()
-        return seq_passed(seq, self.last_seq)
-
     def force_completion(self, value: int | None = None) -> None:
         """Write `value` (default: the last emitted seqno) to fence memory and signal up to
         it: after a reset nothing more will be written for the jobs that were lost."""

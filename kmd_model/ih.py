@@ -72,16 +72,22 @@ class IhRing:
         while self.rptr != wptr:
             pending = (wptr - self.rptr) & MASK32
             if pending > self.size_bytes or pending % ih_spec.ENTRY_BYTES:
-                log.error("IH wptr %#x is not a whole number of entries ahead of rptr %#x: resync",
-                          wptr, self.rptr)
-                self.rptr = wptr
-                break
-            while self.rptr != wptr:
-                i = (self.rptr & self.mask) >> 2
-                entry = self.ring32[i:i + ih_spec.ENTRY_DWORDS].tolist()
-                self.rptr = (self.rptr + ih_spec.ENTRY_BYTES) & MASK32
-                self._dispatch(entry)
-                n += 1
+                # a corrupt write-back: start again from the hardware's own IH_WPTR (and put
+                # the copy in memory right), and say so to the hardware below, or IH_PENDING
+                # (and the line) would stay high. What lay in between is lost; the fences it
+                # signalled are in fence memory anyway.
+                hw = self.kmd.mmio.read(regs.IH_WPTR)
+                log.error("IH wptr write-back %#x is not a whole number of entries ahead of rptr %#x: "
+                          "resync at IH_WPTR %#x", wptr, self.rptr, hw)
+                self.kmd.wb32[self.wptr_wb_index] = hw
+                self.rptr = hw
+            else:
+                while self.rptr != wptr:
+                    i = (self.rptr & self.mask) >> 2
+                    entry = self.ring32[i:i + ih_spec.ENTRY_DWORDS].tolist()
+                    self.rptr = (self.rptr + ih_spec.ENTRY_BYTES) & MASK32
+                    self._dispatch(entry)
+                    n += 1
             self.kmd.mmio.write(regs.IH_RPTR, self.rptr)
             wptr = self.get_wptr()  # anything that came in meanwhile
         self.entries += n

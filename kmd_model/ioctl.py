@@ -147,8 +147,7 @@ def fmt(obj: Any) -> str:
     parts = []
     for f in fields(obj):
         v = getattr(obj, f.name)
-        if v is None or (f.default is not None and not isinstance(v, np.ndarray) and v == f.default
-                         and f.name not in ("op", "query")):
+        if v is None or (f.default is not None and not isinstance(v, np.ndarray) and v == f.default):
             continue
         parts.append(f"{f.name}={_fmt_value(v)}")
     return "{" + ", ".join(parts) + "}"
@@ -164,7 +163,7 @@ def _int(who: str, name: str, v: Any, lo: int = 0, hi: int | None = None, bits: 
     if v >> bits and v > 0:
         raise KmdError(errno.EINVAL, f"{who}: {name} must fit in {bits} bits, not {v:#x}")
     if v < lo or (hi is not None and v > hi):
-        rng = f">= {lo:#x}" if hi is None else f"{lo:#x} to {hi:#x}"
+        rng = f">= {lo:#x}" if hi is None else f"{lo:#x} to {hi:#x}" if hi != lo else f"{lo}"
         if hi is None and lo in (0, 1):
             rng = f">= {lo}" if lo == 0 else "> 0"
         raise KmdError(errno.EINVAL, f"{who}: {name} must be {rng}, not {v:#x}" if v > 9 or v < -9
@@ -177,7 +176,7 @@ def _int(who: str, name: str, v: Any, lo: int = 0, hi: int | None = None, bits: 
 @ioctl_def(Request.GEM_CREATE)
 def gem_create(kmd: "Kmd", file: "File", a: uapi.GemCreateArgs) -> uapi.GemCreateOut:
     size = _int("GEM_CREATE", "size", a.size, 1)
-    align = _int("GEM_CREATE", "alignment", a.alignment, 0)
+    align = _int("GEM_CREATE", "alignment", a.alignment)
     if align & (align - 1):
         raise KmdError(errno.EINVAL, f"GEM_CREATE: alignment must be 0 or a power of two, not {align:#x}")
     d = a.domain
@@ -185,7 +184,7 @@ def gem_create(kmd: "Kmd", file: "File", a: uapi.GemCreateArgs) -> uapi.GemCreat
     if not is_int or int(d) not in (Domain.VRAM, Domain.GTT):
         raise KmdError(errno.EINVAL, f"GEM_CREATE: domain must be VRAM ({Domain.VRAM:#x}) or GTT "
                        f"({Domain.GTT:#x}), not {f'{d:#x}' if is_int else repr(d)}")
-    flags = _int("GEM_CREATE", "flags", a.flags, 0)
+    flags = _int("GEM_CREATE", "flags", a.flags)
     unknown = flags & ~sum(GemFlags)
     if unknown:
         raise KmdError(errno.EINVAL, f"GEM_CREATE: unknown flags {unknown:#x}")
@@ -274,7 +273,7 @@ def gem_va(kmd: "Kmd", file: "File", a: uapi.GemVaArgs) -> None:
 @ioctl_def(Request.GEM_WAIT_IDLE)
 def gem_wait_idle(kmd: "Kmd", file: "File", a: uapi.GemWaitIdleArgs) -> uapi.GemWaitIdleOut:
     bo = file.bo(a.handle, "GEM_WAIT_IDLE")
-    timeout = _int("GEM_WAIT_IDLE", "timeout", a.timeout, 0)
+    timeout = _int("GEM_WAIT_IDLE", "timeout", a.timeout)
     kmd.wait_for(lambda: not bo.busy, timeout)
     return uapi.GemWaitIdleOut(bo.busy)
 
@@ -283,7 +282,7 @@ def gem_wait_idle(kmd: "Kmd", file: "File", a: uapi.GemWaitIdleArgs) -> uapi.Gem
 
 @ioctl_def(Request.CTX)
 def ctx_ioctl(kmd: "Kmd", file: "File", a: uapi.CtxArgs) -> uapi.CtxOut:
-    op = _int("CTX", "op", a.op, 0)
+    op = _int("CTX", "op", a.op)
     _int("CTX", "flags", a.flags, 0, 0)  # no flags are defined for any op
     if op == CtxOp.ALLOC:
         return uapi.CtxOut(kmd.ctx_alloc(file).id)
@@ -328,7 +327,7 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
                 raise KmdError(errno.EINVAL, f"{who}: give a BO handle or a gpu_addr, not both")
             if ch.handle:
                 bo = file.bo(ch.handle, who)
-                off = _int(who, "offset", ch.offset, 0)
+                off = _int(who, "offset", ch.offset)
                 if off & 3:
                     raise KmdError(errno.EINVAL, f"{who}: offset must be dword aligned, not {off:#x}")
                 if off + 4 * n > bo.size:
@@ -340,7 +339,7 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
                                    "in the file's VM (GEM_VA)")
                 addr = m.va + off - m.offset
             elif ch.gpu_addr is not None:
-                addr = _int(who, "gpu_addr", ch.gpu_addr, 0, (1 << 48) - 1)
+                addr = _int(who, "gpu_addr", ch.gpu_addr, 0, (1 << kmd.info.addr_bits) - 1)  # the bus's
                 if addr & 3:
                     raise KmdError(errno.EINVAL, f"{who}: gpu_addr must be dword aligned, not {addr:#x}")
             else:
@@ -350,7 +349,7 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
             if user_fence is not None:
                 raise KmdError(errno.EINVAL, f"{who}: only one fence chunk per CS")
             uf_bo = file.bo(ch.handle, who, errno.EINVAL)  # as amdgpu_cs's user fence lookup
-            off = _int(who, "offset", ch.offset, 0)
+            off = _int(who, "offset", ch.offset)
             if off & 3 or off + 4 > uf_bo.size:
                 raise KmdError(errno.EINVAL, f"{who}: user fence offset {off:#x} must be dword aligned "
                                f"and inside BO {ch.handle} ({uf_bo.size:#x} bytes)")
@@ -378,7 +377,7 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
     bos = vm.bos()
     if uf_bo is not None:
         bos.add(uf_bo)
-    job = Job(ctx, ctx.next_seq(), ring_ibs, user_fence, bos, checked=checked, client_ibs=ibs, vm=vm)
+    job = Job(ctx, ctx.next_seq(), ring_ibs, user_fence, bos, checked=checked, vm=vm)
     for bo in bos:
         bo.busy_jobs += 1
     kmd.stats["cs"] += 1
@@ -390,7 +389,7 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
 def wait_cs(kmd: "Kmd", file: "File", a: uapi.WaitCsArgs) -> uapi.WaitCsOut:
     ctx = file.ctx(a.ctx_id, "WAIT_CS")
     seq = _int("WAIT_CS", "seq", a.seq, 0, SEQ_MASK)
-    timeout = _int("WAIT_CS", "timeout", a.timeout, 0)
+    timeout = _int("WAIT_CS", "timeout", a.timeout)
     if ctx.guilty:
         raise _guilty("WAIT_CS", ctx)
     if not ctx.submitted_seq(seq):
@@ -398,6 +397,9 @@ def wait_cs(kmd: "Kmd", file: "File", a: uapi.WaitCsArgs) -> uapi.WaitCsOut:
         raise KmdError(errno.EINVAL, f"WAIT_CS: context {ctx.id} never submitted seqno {seq:#x} ({last})")
     job = ctx.jobs.get(seq)
     if job is None:
+        e = ctx.cancelled.get(seq)
+        if e is not None:  # cancelled (by a reset that failed) before this wait: it never ran
+            raise KmdError(e.errno, f"WAIT_CS: {e.message}", e.info)
         return uapi.WaitCsOut(False)
     done = kmd.wait_for(lambda: job.finished, timeout)
     if job.error is not None:

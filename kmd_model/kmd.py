@@ -28,12 +28,12 @@ import errno
 from dataclasses import dataclass, fields, replace
 from enum import IntEnum
 
+from spec import ih as ih_spec
 from spec import packets, pm4, rules
-
 from spec import vm as vm_spec
 
 from . import regs
-from .bo import PAGE, BoManager
+from .bo import PAGE, Bo, BoManager
 from .cp_error import CpError, CpErrorState
 from .cs_checker import CheckedJob, CsChecker, find_unsatisfied_wait
 from .ctx import Context
@@ -122,22 +122,25 @@ class Kmd:
         size = min(len(mem), 1 << self.info.addr_bits) if self.info.addr_bits else len(mem)
         self.mem32 = as_u32(mem)
         self.bo = BoManager(size, p.vram_fraction)
-        kbo = self.bo.create
-        self.wb_bo = kbo(PAGE, PAGE, Domain.GTT, 0, None, "wb", who="init")
+
+        def kbo(size: int, name: str, align: int = PAGE) -> Bo:
+            """A kernel BO (GTT, no owner); the crash report lists them by name."""
+            return self.bo.create(size, align, Domain.GTT, 0, None, name, who=f"bind: {name}")
+
+        self.wb_bo = kbo(PAGE, "wb")
         self.wb32 = self.mem32[self.wb_bo.gpu_addr // 4: self.wb_bo.end // 4]
-        ring_bo = kbo(4 << p.ring_log2_dw, PAGE, Domain.GTT, 0, None, "ring", who="init")
+        ring_bo = kbo(4 << p.ring_log2_dw, "ring")
         self.ring = Ring(self, ring_bo.gpu_addr, p.ring_log2_dw, p.ib_align_dw, Wb.RING_RPTR, Wb.SCRATCH)
         self.ih: IhRing | None = None
         if self.info.has_ih:
-            ih_bo = kbo(32 << p.ih_log2_entries, PAGE, Domain.GTT, 0, None, "ih", who="init")
+            ih_bo = kbo(ih_spec.ENTRY_BYTES << p.ih_log2_entries, "ih")
             self.ih = IhRing(self, ih_bo.gpu_addr, p.ih_log2_entries, Wb.IH_WPTR)
-        self.ib_test_bo = kbo(PAGE, PAGE, Domain.GTT, 0, None, "ib test", who="init")
+        self.ib_test_bo = kbo(PAGE, "ib test")
         gtt = self.bo.heaps[Domain.GTT]
         pool = min(p.shadow_pool_kib << 10, (gtt.size - gtt.used) * 3 // 4) & ~(PAGE - 1)
         pool = max(pool, PAGE)
         # 2 MiB aligned when it is that large, so each VM maps it with huge pages
-        self.shadow = ShadowPool(kbo(pool, HUGE if pool >= HUGE else PAGE, Domain.GTT, 0, None, "shadow IBs",
-                                     who="init"))
+        self.shadow = ShadowPool(kbo(pool, "shadow IBs", HUGE if pool >= HUGE else PAGE))
         self.vm_levels = self.info.vm_levels
         self.kernel_va_size = -(-self.shadow.size // HUGE) * HUGE if p.cs_check else 0
         self.kernel_va = (1 << vm_spec.va_bits(self.vm_levels)) - self.kernel_va_size
@@ -245,8 +248,8 @@ class Kmd:
         if int(self.wb32[Wb.IB_TEST]) != IB_TEST_MAGIC:
             raise KmdError(errno.EIO, f"IB test failed: read {int(self.wb32[Wb.IB_TEST]):#010x}, "
                            f"expected {IB_TEST_MAGIC:#010x}")
-        how = "interrupt" if self.stats["interrupts"] > irqs else "polling (no interrupt seen)"
-        log.info("IB test passed, fence %#010x signalled by %s", fence.seq, how)
+        log.info("IB test passed, fence %#010x signalled by %s", fence.seq,
+                 "interrupt" if self.stats["interrupts"] > irqs else "polling (no interrupt seen)")
 
     # ------------------------------------------------------------------ files and contexts
 
@@ -375,7 +378,7 @@ class Kmd:
             if bo.closed and not bo.busy:
                 self.bo_release(bo)
         if job.checked is not None:  # the CP is done with the copies
-            self.shadow.free(job.checked.shadow_addr, job.checked.shadow_bytes)
+            self.shadow.free(job.checked.shadow_mem, job.checked.shadow_bytes)
             job.checked = None
 
     # ------------------------------------------------------------------ interrupts

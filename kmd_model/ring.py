@@ -57,7 +57,6 @@ class Ring:
         self.commit_start = 0  # where the last commit's dwords start (for observers)
         self.doorbells = 0
         self.dwords_written = 0
-        self.ready = False
 
     # ------------------------------------------------------------------ pointers
 
@@ -82,9 +81,6 @@ class Ring:
     def space(self) -> int:
         """Dwords free for writing: the ring minus what the CP has not consumed yet."""
         return self.size_dw - ((self.wptr - self.get_rptr()) & MASK32)
-
-    def idle(self) -> bool:
-        return self.get_rptr() == self.committed
 
     # ------------------------------------------------------------------ writing
 
@@ -144,12 +140,12 @@ class Ring:
         """As gfx_v9_0_ring_emit_ib_gfx: control is the size and VMID (VALID left at 0)."""
         self.write(pm4.indirect_buffer(gpu_addr, size_dw, vmid=vmid))
 
-    def emit_fence(self, addr: int, seq: int, *, interrupt: bool = True, ctx_id: int = 0) -> None:
+    def emit_fence(self, addr: int, seq: int, *, interrupt: bool) -> None:
         """RELEASE_MEM writing the 32-bit `seq` to `addr`, then (optionally) an EOP interrupt,
         dword for dword as gfx_v9_0_ring_emit_fence (its cache actions are no-ops here)."""
         self.write(pm4.release_mem(
             addr, seq, data_sel="DATA_32",
-            int_sel="SEND_INT_ON_CONFIRM" if interrupt else "NONE", int_ctxid=ctx_id,
+            int_sel="SEND_INT_ON_CONFIRM" if interrupt else "NONE",  # (INT_CTXID 0, as amdgpu's)
             tcl1_action_en=1, tc_action_en=1, tc_wb_action_en=1, tc_md_action_en=1))
 
     def emit_mem_write(self, addr: int, data: list[int]) -> None:
@@ -173,7 +169,6 @@ class Ring:
         self.ring32[:] = 0
         self.wptr = self.committed = self.commit_start = 0
         m.write_fields(regs.RB_CNTL, ENABLE=1, RPTR_WB=1)
-        self.ready = True
         log.debug("ring at %#x, %d dwords, rptr write-back at %#x", self.gpu_addr, self.size_dw,
                   self.kmd.wb_addr(self.rptr_wb_index))
 
@@ -188,7 +183,6 @@ class Ring:
         deadline = self.dev.now() + timeout
         while int(wb[self.scratch_index]) != RING_TEST_MAGIC:
             if self.dev.now() >= deadline:
-                self.ready = False
                 raise KmdError(errno.ETIMEDOUT,
                                f"ring test failed: scratch {int(wb[self.scratch_index]):#010x} "
                                f"after {timeout} cycles (rptr {self.get_rptr():#x}, wptr {self.committed:#x})")

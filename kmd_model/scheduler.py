@@ -46,7 +46,6 @@ class Job:
     ring_end: int = 0
     runs: int = 0  # 1 + resubmissions
     checked: Any = None  # the CheckedJob whose shadow copies `ibs` name (None: cs_check off)
-    client_ibs: list = field(default_factory=list)  # the IBs as the client named them
     vm: Any = None  # the file's Vm (kmd_model/vm.py): its IBs run with the VMID it holds
     vmid: int = 0
 
@@ -82,9 +81,9 @@ class Scheduler:
         job.ctx.jobs[job.seq] = job
         self.kick()
 
-    def kick(self) -> int:
-        """Move queued jobs into the ring while they fit; return how many."""
-        n = 0
+    def kick(self) -> None:
+        """Move queued jobs into the ring while they fit (one commit for them all)."""
+        moved = False
         while self.queue and not self.stopped and self.ring.alloc(self.queue[0].ndw):
             job = self.queue[0]
             vmid = self.kmd.vmids.grab(job.vm) if job.vm is not None else 0
@@ -97,10 +96,9 @@ class Scheduler:
                 self.progress_mark = ()
             self.run_job(job)
             self.pending.append(job)
-            n += 1
-        if n:
+            moved = True
+        if moved:
             self.ring.commit()
-        return n
 
     def run_job(self, job: Job) -> Fence:
         """Emit the job into the ring (committed by the caller); return its hardware fence."""
@@ -152,6 +150,7 @@ class Scheduler:
         job.error = error
         job.finished = True
         job.ctx.jobs.pop(job.seq, None)
+        job.ctx.cancelled[job.seq] = error  # a WAIT_CS after this must not report success
         self.kmd.job_retired(job)
 
     # ------------------------------------------------------------------ timeouts and recovery

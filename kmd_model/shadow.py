@@ -19,9 +19,7 @@ class ShadowPool:
     def __init__(self, bo: Bo):
         self.bo = bo
         self.heap = Heap("shadow", bo.gpu_addr, bo.size)
-        self.allocs = 0
-        self.bytes_total = 0  # over all jobs: cs_shadow_bytes_per_submit = bytes_total / allocs
-        self.high_water = 0
+        self.high_water = 0  # the most ever in use
 
     @property
     def size(self) -> int:
@@ -39,15 +37,8 @@ class ShadowPool:
         addr = self.heap.alloc(nbytes, 32)
         if addr is None:
             return None
-        self.allocs += 1
-        self.bytes_total += nbytes
         self.high_water = max(self.high_water, self.heap.used)
         return addr
 
     def free(self, addr: int, nbytes: int) -> None:
         self.heap.free(addr, nbytes)
-
-    def stats(self) -> dict:
-        return {"shadow_pool_bytes": self.size, "shadow_used_bytes": self.used,
-                "shadow_high_water_bytes": self.high_water, "shadow_allocs": self.allocs,
-                "shadow_bytes_total": self.bytes_total}

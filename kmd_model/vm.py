@@ -81,14 +81,14 @@ class Mapping:
 class Vm:
     """One file's GPU address space."""
 
-    def __init__(self, kmd: "Kmd", file: "File | None", levels: int):
+    def __init__(self, kmd: "Kmd", file: "File", levels: int):
         self.kmd = kmd
         self.file = file
         self.levels = levels
         self.va_bits = vm_spec.va_bits(levels)
         self.va_start = VA_RESERVED_BOTTOM
         self.va_end = (1 << self.va_bits) - kmd.kernel_va_size  # the kernel's range sits above
-        who = f"vm fd{file.fd}" if file is not None else "vm"
+        who = f"vm fd{file.fd}"
         self.tables: dict[tuple[int, int], "Bo"] = {}  # (level, index of its range) -> table BO
         self.root = self._new_table(0, 0, who)
         self.maps: list[Mapping] = []  # sorted by va
@@ -190,7 +190,7 @@ class Vm:
         m = Mapping(va, size, bo, offset, flags)
         self._insert(m)
         self.set_ptes(va, size, m.phys, pte_flags(flags))
-        log.debug("fd %s map %r", self.file.fd if self.file else "-", m)
+        log.debug("fd %d map %r", self.file.fd, m)
         return m
 
     def clear(self, va: int, size: int) -> int:
@@ -229,7 +229,7 @@ class Vm:
         """(starts, ends, owner, BOs, phys - va) of the mappings in address order: the CS
         checker's view of what the file may name (owner is the file's fd for all)."""
         if self._arrays is None:
-            fd = self.file.fd if self.file is not None else -1
+            fd = self.file.fd
             self._arrays = (
                 np.array([m.va for m in self.maps], dtype=np.int64),
                 np.array([m.end for m in self.maps], dtype=np.int64),
@@ -253,7 +253,7 @@ class Vm:
             self.kmd.bo.close(bo)
 
     def __repr__(self) -> str:
-        return f"Vm(fd {self.file.fd if self.file else '-'}, {len(self.maps)} mappings, VMID {self.vmid})"
+        return f"Vm(fd {self.file.fd}, {len(self.maps)} mappings, VMID {self.vmid})"
 
 
 @dataclass

@@ -16,7 +16,7 @@ def _cell(text: str) -> str:
 
 def _hex_field(f: Field) -> bool:
     """Same choice as the disassembler: hex unless asked, or 4 bits or fewer."""
-    return (f.fmt or ("d" if f.width <= 4 else "x")) == "x"
+    return not f.decimal
 
 
 def _enum_text(f: Field) -> str:

@@ -24,11 +24,16 @@ from functools import cached_property
 __all__ = [
     "EnumValue", "Field", "Value", "Rule", "Tail", "PacketDef", "HeaderDef",
     "HEADER", "PACKET_TYPE2", "PACKET_TYPE3", "TYPE2_FILLER", "TYPE2_PAD", "NOP_PAD", "MAX_PAYLOAD",
-    "PACKETS", "by_name", "by_opcode", "Opcode",
+    "PACKETS", "by_name", "by_opcode", "Opcode", "aligned_text",
 ]
 
 
 # ---------------------------------------------------------------------------- shapes
+
+def aligned_text(n: int) -> str:
+    """How messages name an alignment of `n` bytes: "dword aligned", "qword aligned"."""
+    return {4: "dword", 8: "qword"}.get(n, f"{n}-byte") + " aligned"
+
 
 @dataclass(frozen=True)
 class EnumValue:
@@ -94,6 +99,12 @@ class Field:
     @property
     def arg_name(self) -> str:
         return self.arg or self.name.lower()
+
+    @property
+    def decimal(self) -> bool:
+        """Listings and docs show the value in decimal (else hex): as `fmt` says, or, left
+        to the width, decimal up to 4 bits."""
+        return self.fmt == "d" if self.fmt else self.width <= 4
 
     def get(self, dword: int) -> int:
         """Extract this field from a dword."""
@@ -252,10 +263,6 @@ class PacketDef:
     def max_count(self) -> int:
         """Largest legal header COUNT; equal to min_count for fixed-length packets."""
         return HEADER.field("COUNT").max if self.count_wraps else self.max_payload - 1
-
-    def payload_len(self, count: int) -> int:
-        """Payload dwords a header with this COUNT announces."""
-        return (count + 1) & HEADER.field("COUNT").max if self.count_wraps else count + 1
 
     @property
     def variable(self) -> bool:

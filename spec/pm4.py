@@ -62,16 +62,12 @@ _TYPE3_BITS = _packets.PACKET_TYPE3 << _TYPE.lsb
 # ---------------------------------------------------------------------------- error messages
 # Cold paths only: the generated builders call these after a cheap test failed.
 
-def _hex(v: object) -> str:
-    return f"{v:#x}" if isinstance(v, int) else repr(v)
+def _hex(v: int) -> str:
+    return f"{v:#x}"
 
 
 def _bits(n: int) -> str:
     return f"{n} bit" if n == 1 else f"{n} bits"
-
-
-def _aligned(n: int) -> str:
-    return {2: "word", 4: "dword", 8: "qword"}.get(n, f"{n}-byte") + " aligned"
 
 
 def _int(pkt: str, arg: str, v: object) -> int:
@@ -88,7 +84,7 @@ def _too_wide(pkt: str, arg: str, f: Field | None, width: int, v: int) -> ValueE
 
 
 def _misaligned(pkt: str, arg: str, align: int, v: int) -> ValueError:
-    return ValueError(f"{pkt}: {arg} must be {_aligned(align)}, not {_hex(v)}")
+    return ValueError(f"{pkt}: {arg} must be {_packets.aligned_text(align)}, not {_hex(v)}")
 
 
 def _choices(f: Field) -> str:
@@ -149,8 +145,8 @@ def _dwords(pkt: str, arg: str, data: list) -> list[int]:
 
 
 def _rule_error(pkt: str, arg: str, rule: _packets.Rule, sel: int, f: Field, v: int) -> ValueError:
-    if rule.align > 1 and v & (rule.align - 1):
-        need = "be " + _aligned(rule.align)
+    if v & (rule.align - 1):  # (align 1: a width rule)
+        need = "be " + _packets.aligned_text(rule.align)
     else:
         need = f"fit in {_bits(rule.width or 0)}"
     return ValueError(f"{pkt}: {arg} must {need} when {f.name}={f.names[sel]}, not {_hex(v)}")
@@ -578,8 +574,7 @@ def _show_field(f: Field, v: int) -> str:
         if not next(e for e in f.enum if e.value == v).supported:
             return f"{name}(unsupported)"
         return name
-    fmt = f.fmt or ("d" if f.width <= 4 else "x")
-    return str(v) if fmt == "d" else f"{v:#x}"
+    return str(v) if f.decimal else f"{v:#x}"
 
 
 def _show_dwords(data: Sequence[int], max_data: int) -> str:
@@ -622,7 +617,7 @@ def describe(item: Packet | Filler | Malformed, *, verbose: bool = False, max_da
             words.append(f"{value.name}={args[value.name]:#010x}")
             continue
         v = item.fields[f.name]
-        if verbose or f.arg_name in p.args or not _usual(f, v) or v != _DEFAULTS[p.name].get(f.name, 0):
+        if verbose or f.arg_name in p.args or not _usual(f, v) or v != _DEFAULTS[p.name][f.name]:
             words.append(f"{f.arg_name}={_show_field(f, v)}")
     if p.tail:
         t = p.tail

@@ -169,12 +169,12 @@ def packet_error(rules: PacketRules, payload: Sequence[int], level: int, caps: C
         if payload[a.dword] & a.low:
             if a.when is None:
                 return rules.misaligned, f"{a.value} {addr_of(p, a.value, payload):#x} is not " \
-                                         f"{_aligned(a.align)}"
+                                         f"{_packets.aligned_text(a.align)}"
             f, vals = a.when
             sel = f.get(payload[f.dword])
             if sel in vals:
                 return rules.misaligned, f"{a.value} {addr_of(p, a.value, payload):#x} is not " \
-                                         f"{_aligned(a.align)} (needed with {f.name}={f.names[sel]})"
+                                         f"{_packets.aligned_text(a.align)} (needed with {f.name}={f.names[sel]})"
     if p is _IB:
         if not _IB_SIZE.get(payload[_IB_SIZE.dword]):
             return "IB_SIZE_ZERO", "IB_SIZE is 0"
@@ -186,7 +186,3 @@ def packet_error(rules: PacketRules, payload: Sequence[int], level: int, caps: C
             return "DMA_BYTE_COUNT", f"BYTE_COUNT {n} is over the DMA engine's limit of " \
                                      f"{caps.dma_max_bytes} bytes (CAPS.DMA_MAX_LOG2)"
     return None
-
-
-def _aligned(n: int) -> str:
-    return {4: "dword aligned", 8: "qword aligned"}.get(n, f"{n}-byte aligned")

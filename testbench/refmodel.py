@@ -295,7 +295,8 @@ class RefModel(Device):
     dma: a DMA engine executes DMA_DATA (CAPS.DMA); without one DMA_DATA is UNSUPPORTED.
     ih: an IH ring writer is present (CAPS.IH); without one no IH entries are written.
     vm: an MMU translates (CAPS.VM); tlb_entries: what VM_CAPS.TLB_LOG2 reports (the model
-    has no TLB size: it keeps every translation until an invalidation names it).
+    has no TLB size: it keeps every translation until an invalidation names it); vm_levels:
+    VM_CAPS.LEVELS, page-table levels (1 to 4: virtual addresses of 21 to 48 bits).
     ib_levels: CAPS.IB_LEVELS. dma_max_bytes: BYTE_COUNT limit (DMA_BYTE_COUNT above it).
     mmio_cycles: model cycles one MMIO access costs.
     trace: called with one line per packet the CP starts (see the module docstring).
@@ -305,7 +306,7 @@ class RefModel(Device):
 
     def __init__(self, mem_size: int = DEFAULT_MEM_SIZE, *, mem: np.ndarray | None = None,
                  data_width: int = 64, dma: bool = True, ih: bool = True, ib_levels: int = 2,
-                 vm: bool = True, tlb_entries: int = 16,
+                 vm: bool = True, tlb_entries: int = 16, vm_levels: int = vm_spec.LEVELS,
                  dma_max_bytes: int = DMA_MAX_BYTES, mmio_cycles: int = DEFAULT_MMIO_CYCLES,
                  trace: Callable[[str], None] | None = None):
         if mem is None:
@@ -318,6 +319,8 @@ class RefModel(Device):
             raise ValueError(f"data_width must be 32, 64, 128 or 256, not {data_width!r}")
         if not 1 <= ib_levels <= regs.CAPS.IB_LEVELS.get(M32):
             raise ValueError(f"ib_levels must be 1..{regs.CAPS.IB_LEVELS.get(M32)}, not {ib_levels!r}")
+        if vm_levels not in (1, 2, 3, 4):  # a 48-bit address at most (a PTE's address field)
+            raise ValueError(f"vm_levels must be 1..4, not {vm_levels!r}")
         if sys.byteorder != "little":  # pragma: no cover
             raise NotImplementedError("the reference model needs a little-endian host")
         self._mem = mem
@@ -378,7 +381,7 @@ class RefModel(Device):
             "RB_SIZE", "RB_RPTR_ADDR_LO", "RB_RPTR_ADDR_HI", "RB_DOORBELL", "RB_CNTL")}
         self._t = 0
         self._inv_ack = 0
-        self._mmu = ModelMmu(self._m32, self._entry_ok)
+        self._mmu = ModelMmu(self._m32, self._entry_ok, vm_levels)
         self._store = {off: s.reset for off, s in self._slots.items()}
         self._perf_clear()
         self._soft_reset()

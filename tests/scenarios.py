@@ -186,6 +186,22 @@ def doorbell_over(d):
     d.io.write(regs.RB_DOORBELL, 3 + 257)
 
 
+# Far jumps: "backwards" is the sign of (new wptr - wptr) as a 32-bit number, so a jump
+# back by more than 2^30 is still backwards and one forward by more than 2^30 is not.
+@scen
+def doorbell_back_far(d):
+    d.submit(pm4.nop(2))
+    settle(d)
+    d.io.write(regs.RB_DOORBELL, (3 - 0x6000_0000) & 0xFFFF_FFFF)
+
+
+@scen
+def doorbell_over_far(d):
+    d.submit(pm4.nop(2))
+    settle(d)
+    d.io.write(regs.RB_DOORBELL, 3 + 0x4000_0001)
+
+
 @scen
 def wait_release(d):
     w32(d.dev, OUT + 0x40, [0xABCD_0000])
@@ -208,8 +224,10 @@ def halt_error(d):
 
 # WAIT_REG_MEM with every compare function and a mask: the polled dword first fails the
 # compare, then a CPU write makes it pass; the marker written after the wait shows it ended.
-WAIT_FUNCTIONS = {"ALWAYS": (0x0, 0x0), "LT": (0x30, 0x12), "LE": (0x30, 0x20), "EQ": (0x0, 0x20),
-          "NE": (0x20, 0x21), "GE": (0x0, 0x20), "GT": (0x20, 0x21)}  # (blocking value, releasing value)
+# Both values sit on the boundary of the compare (the reference is 0x20): LT holds at 0x20
+# and is released by 0x1f, so LT read as LE (or GT as GE) is caught here.
+WAIT_FUNCTIONS = {"ALWAYS": (0x0, 0x0), "LT": (0x20, 0x1F), "LE": (0x21, 0x20), "EQ": (0x21, 0x20),
+                  "NE": (0x20, 0x21), "GE": (0x1F, 0x20), "GT": (0x20, 0x21)}  # (blocking value, releasing value)
 
 
 def _wait_function(function, hold, release):

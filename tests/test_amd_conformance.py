@@ -52,7 +52,8 @@ class Amd:
     source: str  # who emits it, and for which generation
     call: str  # the call and its arguments
     dwords: tuple[int, ...]
-    build: object = None  # our builder call that must produce `dwords` (None: see `refused`)
+    build: object = None  # our builder call that must produce `dwords` (None: see `refused`, or the
+    # every-field cases, which set values this device does not implement)
     fields: dict = field(default_factory=dict)  # field values our decoder must read
     listing: str = ""  # what the disassembler must say
     refused: str = ""  # a deliberate difference: why our builders refuse it (spec/gfx9.py)
@@ -87,8 +88,9 @@ AMD: dict[str, Amd] = {
         "emit_fence(addr=0x12345678, seq=0x42, INT)",
         (0xC0064900, 0x00238514, 0x22000000, ADDR, 0, 0x42, 0, 0),
         lambda: pm4.release_mem(ADDR, 0x42, int_sel="SEND_INT_ON_CONFIRM", **FENCE_BITS),
-        {"EVENT_TYPE": 0x14, "EVENT_INDEX": 5, "TC_WB_ACTION_EN": 1, "TCL1_ACTION_EN": 1, "TC_ACTION_EN": 1,
-         "TC_MD_ACTION_EN": 1, "DATA_SEL": 1, "INT_SEL": 2, "ADDR_LO": ADDR >> 2, "DATA_LO": 0x42},
+        {"EVENT_TYPE": 0x14, "EVENT_INDEX": 5, "TCL1_VOL_ACTION_EN": 0, "TC_VOL_ACTION_EN": 0, "TC_WB_ACTION_EN": 1,
+         "TCL1_ACTION_EN": 1, "TC_ACTION_EN": 1, "TC_NC_ACTION_EN": 0, "TC_WC_ACTION_EN": 0, "TC_MD_ACTION_EN": 1,
+         "EXEC": 0, "DATA_SEL": 1, "INT_SEL": 2, "ADDR_LO": ADDR >> 2, "DATA_LO": 0x42},
         "RELEASE_MEM  tc_wb_action_en=1 tcl1_action_en=1 tc_action_en=1 tc_md_action_en=1 "
         "int_sel=SEND_INT_ON_CONFIRM addr=0x12345678 data=0x00000042"),
     "fence_int_64": Amd(
@@ -107,12 +109,13 @@ AMD: dict[str, Amd] = {
         "emit_fence(addr=0x12345678, seq=0x42, INT | TC_WB_ONLY)",
         (0xC0064900, 0x00088514, 0x22000000, ADDR, 0, 0x42, 0, 0),
         lambda: pm4.release_mem(ADDR, 0x42, int_sel="SEND_INT_ON_CONFIRM", tc_wb_action_en=1, tc_nc_action_en=1),
-        {"TC_WB_ACTION_EN": 1, "TC_NC_ACTION_EN": 1}),
+        {"TC_WB_ACTION_EN": 1, "TC_NC_ACTION_EN": 1, "TC_WC_ACTION_EN": 0, "TC_MD_ACTION_EN": 0}),
     "fence_exec": Amd(
         "amdgpu gfx_v9_0_ring_emit_fence (gfx9, later kernels), flags INT | EXEC (trailing fence)",
         "emit_fence(addr=0x12345678, seq=0x42, INT | EXEC)",
         (0xC0064900, 0x10238514, 0x22000000, ADDR, 0, 0x42, 0, 0),
-        lambda: pm4.release_mem(ADDR, 0x42, int_sel="SEND_INT_ON_CONFIRM", exec=1, **FENCE_BITS), {"EXEC": 1}),
+        lambda: pm4.release_mem(ADDR, 0x42, int_sel="SEND_INT_ON_CONFIRM", exec=1, **FENCE_BITS),
+        {"EXEC": 1, "TCL1_VOL_ACTION_EN": 0, "TC_VOL_ACTION_EN": 0, "TC_NC_ACTION_EN": 0, "TC_WC_ACTION_EN": 0}),
     "radv_eop": Amd(
         "Mesa radv_cs.c radv_cs_emit_write_event_eop (GFX9): data with write confirm, no interrupt",
         "BOTTOM_OF_PIPE_TS, EOP_DATA_SEL_VALUE_32BIT, va=0x800000001000, fence=7",
@@ -133,17 +136,18 @@ AMD: dict[str, Amd] = {
         "amdgpu gfx_v9_0_ring_emit_ib_gfx (gfx9, SR-IOV with AMDGPU_IB_FLAG_PREEMPT): PRE_ENB",
         "emit_ib_gfx(gpu_addr=0x1234567800, length_dw=0x40, vmid=3, PREEMPT)",
         (0xC0023F00, 0x34567800, 0x00000012, 0x03200040),
-        lambda: pm4.indirect_buffer(IB_VA, 0x40, vmid=3, pre_enb=1), {"PRE_ENB": 1, "VALID": 0}),
+        lambda: pm4.indirect_buffer(IB_VA, 0x40, vmid=3, pre_enb=1), {"PRE_ENB": 1, "VALID": 0, "PRE_RESUME": 0}),
     "ib_compute": Amd(
         "amdgpu gfx_v9_0_ring_emit_ib_compute (gfx9): INDIRECT_BUFFER_VALID | length_dw | vmid << 24",
         "emit_ib_compute(gpu_addr=0x1234567800, length_dw=0x40, vmid=3)",
         (0xC0023F00, 0x34567800, 0x00000012, 0x03800040),
-        lambda: pm4.indirect_buffer(IB_VA, 0x40, vmid=3, valid=1), {"VALID": 1, "VMID": 3},
+        lambda: pm4.indirect_buffer(IB_VA, 0x40, vmid=3, valid=1), {"CHAIN": 0, "VALID": 1, "VMID": 3, "PRIV": 0},
         "INDIRECT_BUFFER  base=0x1234567800 size_dw=64 valid=1 vmid=3"),
     "mesa_chain": Amd(
         "Mesa amdgpu_cs.cpp / radv_amdgpu_cs.c: S_3F2_CHAIN(1) | S_3F2_VALID(1) | size",
         "chain to va=0x1234567800, 0x100 dwords", (0xC0023F00, 0x34567800, 0x00000012, 0x00900100),
-        lambda: pm4.indirect_buffer(IB_VA, 0x100, chain=1, valid=1), {"CHAIN": 1, "VALID": 1, "IB_SIZE": 0x100},
+        lambda: pm4.indirect_buffer(IB_VA, 0x100, chain=1, valid=1),
+        {"CHAIN": 1, "VALID": 1, "IB_SIZE": 0x100, "PRIV": 0},
         "INDIRECT_BUFFER  base=0x1234567800 size_dw=256 chain=1 valid=1"),
     "radv_ib2": Amd(
         "Mesa radv_amdgpu_cs.c radv_amdgpu_cs_execute_secondary: an IB2, control = size (VALID 0)",
@@ -155,24 +159,25 @@ AMD: dict[str, Amd] = {
         "wait_reg_mem(usepfp=1, mem_space=1, addr=0x12345678, seq=0x42, mask=~0, inv=4)",
         (0xC0053C00, 0x00000113, ADDR, 0, 0x42, 0xFFFFFFFF, 4),
         lambda: pm4.wait_reg_mem(ADDR, 0x42, 0xFFFFFFFF, "EQ", engine="PFP", poll_interval=4),
-        {"FUNCTION": 3, "MEM_SPACE": 1, "ENGINE": 1, "POLL_INTERVAL": 4},
+        {"FUNCTION": 3, "MEM_SPACE": 1, "OPERATION": 0, "ENGINE": 1, "POLL_INTERVAL": 4},
         "WAIT_REG_MEM  function=EQ engine=PFP addr=0x12345678 ref=0x42 mask=0xffffffff poll_interval=4"),
     "pipeline_sync_compute": Amd(
         "amdgpu gfx_v9_0_ring_emit_pipeline_sync, compute ring (gfx9): ENGINE = ME",
         "wait_reg_mem(usepfp=0, mem_space=1, addr=0x12345678, seq=0x42, mask=~0, inv=4)",
         (0xC0053C00, 0x00000013, ADDR, 0, 0x42, 0xFFFFFFFF, 4),
-        lambda: pm4.wait_reg_mem(ADDR, 0x42, 0xFFFFFFFF, "EQ", poll_interval=4), {"ENGINE": 0}),
+        lambda: pm4.wait_reg_mem(ADDR, 0x42, 0xFFFFFFFF, "EQ", poll_interval=4), {"MEM_SPACE": 1, "ENGINE": 0}),
     # ---- WRITE_DATA
     "test_ib": Amd(
         "amdgpu gfx_v9_0_ring_test_ib (gfx9): WRITE_DATA_DST_SEL(5) | WR_CONFIRM",
         "test_ib(gpu_addr=0x12345678)", (0xC0033700, 0x00100500, ADDR, 0, 0xDEADBEEF),
-        lambda: pm4.write_data(ADDR, [0xDEADBEEF], wr_confirm=1), {"DST_SEL": 5, "WR_CONFIRM": 1},
+        lambda: pm4.write_data(ADDR, [0xDEADBEEF], wr_confirm=1),
+        {"DST_SEL": 5, "ADDR_INCR": 0, "WR_CONFIRM": 1, "CACHE_POLICY": 0, "ENGINE_SEL": 0},
         "WRITE_DATA  wr_confirm=1 addr=0x12345678 data=[0xdeadbeef]"),
     "wreg_gfx_to_memory": Amd(
         "amdgpu gfx_v9_0_ring_emit_wreg control for the gfx ring: WRITE_DATA_ENGINE_SEL(1) | WR_CONFIRM "
         "(DST_SEL 5, memory, in place of the register)",
         "WRITE_DATA, PFP, write confirm, memory", (0xC0033700, 0x40100500, ADDR, 0, 0xCAFE),
-        lambda: pm4.write_data(ADDR, [0xCAFE], wr_confirm=1, engine_sel="PFP"), {"ENGINE_SEL": 1}),
+        lambda: pm4.write_data(ADDR, [0xCAFE], wr_confirm=1, engine_sel="PFP"), {"CACHE_POLICY": 0, "ENGINE_SEL": 1}),
     "wr_one_addr": Amd(
         "amdgpu soc15d.h WR_ONE_ADDR (1 << 16) / ADDR_INCR__DO_NOT_INCREMENT_ADDRESS, to memory",
         "WRITE_DATA of 3 dwords to one address", (0xC0053700, 0x00110500, ADDR, 0, 1, 2, 3),
@@ -183,18 +188,20 @@ AMD: dict[str, Amd] = {
     "cp_dma_copy": Amd(
         "Mesa si_emit_cp_dma (GFX9), not the last packet: S_414_BYTE_COUNT_GFX9 | DISABLE_WR_CONFIRM_GFX9",
         "copy 4 KiB 0x100001000 -> 0x100002000", (0xC0055000, 0, 0x1000, 1, 0x2000, 1, 0x80001000),
-        lambda: pm4.dma_data(0x1_0000_2000, 0x1_0000_1000, 0x1000, dis_wc=1), {"BYTE_COUNT": 0x1000, "DIS_WC": 1},
+        lambda: pm4.dma_data(0x1_0000_2000, 0x1_0000_1000, 0x1000, dis_wc=1),
+        {"BYTE_COUNT": 0x1000, "DAIC": 0, "RAW_WAIT": 0, "DIS_WC": 1},
         "DMA_DATA  src=0x100001000 dst=0x100002000 byte_count=4096 dis_wc=1"),
     "cp_dma_copy_last": Amd(
         "Mesa si_emit_cp_dma (GFX9), the last packet: CP_SYNC",
         "copy 4 KiB, CP_SYNC", (0xC0055000, 0x80000000, 0x1000, 1, 0x2000, 1, 0x1000),
-        lambda: pm4.dma_data(0x1_0000_2000, 0x1_0000_1000, 0x1000, cp_sync=1), {"CP_SYNC": 1, "DIS_WC": 0}),
+        lambda: pm4.dma_data(0x1_0000_2000, 0x1_0000_1000, 0x1000, cp_sync=1),
+        {"ENGINE": 0, "CP_SYNC": 1, "DIS_WC": 0}),
     "cp_dma_fill": Amd(
         "Mesa si_emit_cp_dma (GFX9) clear: SRC_SEL DATA, 4 MiB (needs BYTE_COUNT 25:0)",
         "fill 4 MiB at 0x100400000 with 0xDEADBEEF", (0xC0055000, 0xC0000000, 0xDEADBEEF, 0, 0x00400000, 1,
                                                       0x00400000),
         lambda: pm4.dma_data(0x1_0040_0000, 0xDEADBEEF, 0x400000, src_sel="DATA", cp_sync=1),
-        {"BYTE_COUNT": 0x400000, "SRC_SEL": 2}),
+        {"BYTE_COUNT": 0x400000, "DST_SEL": 0, "SRC_SEL": 2}),
     # ---- deliberate differences (spec/gfx9.py): decoded as AMD means them, refused
     "wreg_register": Amd(
         "amdgpu gfx_v9_0_write_data_to_reg (gfx9): DST_SEL(0), a register",
@@ -209,8 +216,87 @@ AMD: dict[str, Amd] = {
     "gds_clear": Amd(
         "amdgpu gfx_v9_0_do_edc_gds_workarounds (gfx9): DMA_DATA into GDS",
         "CP_SYNC | DST_SEL(1) | SRC_SEL(2), RAW_WAIT | 0x10000", (0xC0055000, 0xC0100000, 0, 0, 0, 0, 0x40010000),
-        None, {"DST_SEL": 1, "RAW_WAIT": 1, "BYTE_COUNT": 0x10000},
+        None, {"DST_SEL": 1, "DAIC": 0, "RAW_WAIT": 1, "BYTE_COUNT": 0x10000},
         refused="DMA_DATA: dst_sel=GDS is not supported by this device"),
+    # ---- every field non-zero: AMD's field macros with values of our choosing, so that a
+    # field moved in spec/packets.py (which moves builders, decoder, RTL, model and checker
+    # alike) reads wrong here; with the cases above, every two fields of one dword differ
+    # in some case, so two fields swapped read wrong too (test_every_field_has_an_amd_reference)
+    "every_field_write_data": Amd(
+        "amdgpu soc15d.h WRITE_DATA_DST_SEL(5) | WR_ONE_ADDR | WR_CONFIRM | WRITE_DATA_CACHE_POLICY(1) | "
+        "WRITE_DATA_ENGINE_SEL(1); PACKET3_WRITE_DATA__DST_MEM_ADDR_LO/HI",
+        "WRITE_DATA of 0xCAFE to 0x9A12345678", (0xC0033700, 0x42110500, ADDR, 0x9A, 0xCAFE),
+        lambda: pm4.write_data(0x9A_0000_0000 | ADDR, [0xCAFE], addr_incr="NO_INCREMENT", wr_confirm=1,
+                               cache_policy=1, engine_sel="PFP"),
+        {"DST_SEL": 5, "ADDR_INCR": 1, "WR_CONFIRM": 1, "CACHE_POLICY": 1, "ENGINE_SEL": 1,
+         "ADDR_LO": ADDR >> 2, "ADDR_HI": 0x9A}),
+    "every_field_ib": Amd(
+        "amdgpu soc15d.h PACKET3_INDIRECT_BUFFER__IB_SIZE(0x40) | __CHAIN(1) | INDIRECT_BUFFER_PRE_ENB(1) | "
+        "INDIRECT_BUFFER_VALID | __VMID(3) | INDIRECT_BUFFER_CACHE_POLICY(2) | INDIRECT_BUFFER_PRE_RESUME(1) | "
+        "__PRIV(1)",
+        "IB at 0x1234567800, 0x40 dwords", (0xC0023F00, 0x34567800, 0x00000012, 0xE3B00040),
+        lambda: pm4.indirect_buffer(IB_VA, 0x40, chain=1, pre_enb=1, valid=1, vmid=3, cache_policy=2,
+                                    pre_resume=1, priv=1),
+        {"IB_BASE_LO": 0x34567800 >> 2, "IB_BASE_HI": 0x12, "IB_SIZE": 0x40, "CHAIN": 1, "PRE_ENB": 1, "VALID": 1,
+         "VMID": 3, "CACHE_POLICY": 2, "PRE_RESUME": 1, "PRIV": 1}),
+    "ib_gfx_resume": Amd(
+        "amdgpu gfx_v9_0_ring_emit_ib_gfx (gfx9, MCBP), AMDGPU_IB_FLAG_PREEMPT on a preempted IB: "
+        "PRE_ENB(1) | PRE_RESUME(1)",
+        "emit_ib_gfx(gpu_addr=0x1234567800, length_dw=0x40, vmid=3, PREEMPT, PREEMPTED)",
+        (0xC0023F00, 0x34567800, 0x00000012, 0x43200040),
+        lambda: pm4.indirect_buffer(IB_VA, 0x40, vmid=3, pre_enb=1, pre_resume=1),
+        {"IB_BASE_LO": 0x34567800 >> 2, "IB_BASE_HI": 0x12, "IB_SIZE": 0x40, "CHAIN": 0, "PRE_ENB": 1, "VALID": 0,
+         "VMID": 3, "CACHE_POLICY": 0, "PRE_RESUME": 1, "PRIV": 0}),
+    "every_field_wait_reg_mem": Amd(
+        "amdgpu soc15d.h WAIT_REG_MEM_FUNCTION(3) | _MEM_SPACE(1) | _OPERATION(1) | _ENGINE(1) | "
+        "PACKET3_WAIT_REG_MEM__CACHE_POLICY(2); __POLL_INTERVAL(4) | __OPTIMIZE_ACE_OFFLOAD_MODE(1)",
+        "poll 0x9A12345678 for 0x42 under 0xFFFF00FF (OPERATION 1: not implemented here)",
+        (0xC0053C00, 0x04000153, ADDR, 0x9A, 0x42, 0xFFFF00FF, 0x80000004), None,
+        {"FUNCTION": 3, "MEM_SPACE": 1, "OPERATION": 1, "ENGINE": 1, "CACHE_POLICY": 2, "ADDR_LO": ADDR >> 2,
+         "ADDR_HI": 0x9A, "REFERENCE": 0x42, "MASK": 0xFFFF00FF, "POLL_INTERVAL": 4, "OPTIMIZE_ACE_OFFLOAD_MODE": 1}),
+    "every_field_release_mem": Amd(
+        "amdgpu soc15d.h EVENT_TYPE(0x14) | EVENT_INDEX(5) | EOP_TCL1_VOL/TC_VOL/TC_WB/TCL1/TC/TC_NC/TC_MD_ACTION_EN | "
+        "EOP_EXEC, DST_SEL(1) | INT_SEL(2) | DATA_SEL(2); kfd_pm4_headers_ai.h pm4_mec_release_mem: "
+        "tc_wc_action_ena (bit 20), cache_policy (25), data_hi (ordinal 7), int_ctxid (ordinal 8)",
+        "a 64-bit fence 0x1700000042 at 0x9A12345678 with interrupt, context id 7",
+        (0xC0064900, 0x143BB514, 0x42010000, ADDR, 0x9A, 0x42, 0x17, 7),
+        lambda: pm4.release_mem(0x9A_0000_0000 | ADDR, 0x17_0000_0042, data_sel="DATA_64", dst_sel="TC_L2",
+                                int_sel="SEND_INT_ON_CONFIRM", int_ctxid=7, exec=1, cache_policy=2,
+                                tcl1_vol_action_en=1, tc_vol_action_en=1, tc_wc_action_en=1, tc_nc_action_en=1,
+                                **FENCE_BITS),
+        {"EVENT_TYPE": 0x14, "EVENT_INDEX": 5, "TCL1_VOL_ACTION_EN": 1, "TC_VOL_ACTION_EN": 1, "TC_WB_ACTION_EN": 1,
+         "TCL1_ACTION_EN": 1, "TC_ACTION_EN": 1, "TC_NC_ACTION_EN": 1, "TC_WC_ACTION_EN": 1, "TC_MD_ACTION_EN": 1,
+         "CACHE_POLICY": 2, "EXEC": 1, "DST_SEL": 1, "INT_SEL": 2, "DATA_SEL": 2, "ADDR_LO": ADDR >> 2,
+         "ADDR_HI": 0x9A, "DATA_LO": 0x42, "DATA_HI": 0x17, "INT_CTXID": 7}),
+    "release_mem_l1": Amd(
+        "Mesa sid.h EVENT_TCL1_VOL_ACTION_ENA | EVENT_TCL1_ACTION_ENA, DATA_SEL(1): the L1 actions alone",
+        "fence 0x42 at 0x12345678", (0xC0064900, 0x00011514, 0x20000000, ADDR, 0, 0x42, 0, 0),
+        lambda: pm4.release_mem(ADDR, 0x42, tcl1_vol_action_en=1, tcl1_action_en=1),
+        {"TCL1_VOL_ACTION_EN": 1, "TC_VOL_ACTION_EN": 0, "TC_WB_ACTION_EN": 0, "TCL1_ACTION_EN": 1, "TC_ACTION_EN": 0,
+         "TC_NC_ACTION_EN": 0, "TC_WC_ACTION_EN": 0, "TC_MD_ACTION_EN": 0}),
+    "release_mem_l2": Amd(
+        "Mesa sid.h EVENT_TC_VOL_ACTION_ENA | EVENT_TC_ACTION_ENA, DATA_SEL(1): the L2 actions alone",
+        "fence 0x42 at 0x12345678", (0xC0064900, 0x00022514, 0x20000000, ADDR, 0, 0x42, 0, 0),
+        lambda: pm4.release_mem(ADDR, 0x42, tc_vol_action_en=1, tc_action_en=1),
+        {"TCL1_VOL_ACTION_EN": 0, "TC_VOL_ACTION_EN": 1, "TC_WB_ACTION_EN": 0, "TCL1_ACTION_EN": 0, "TC_ACTION_EN": 1,
+         "TC_NC_ACTION_EN": 0, "TC_WC_ACTION_EN": 0, "TC_MD_ACTION_EN": 0}),
+    "every_field_dma_data": Amd(
+        "amdgpu soc15d.h PACKET3_DMA_DATA_ENGINE(1) | _SRC_CACHE_POLICY(1) | _DST_SEL(3) | _DST_CACHE_POLICY(2) | "
+        "_SRC_SEL(3) | _CP_SYNC; command BYTE_COUNT | _CMD_SAS | _DAS | _SAIC | _DAIC | _RAW_WAIT | "
+        "DIS_WC (Mesa sid.h S_415_DISABLE_WR_CONFIRM_GFX9)",
+        "64 bytes 0x100001000 -> 0x100002000 through L2, register spaces (not implemented here)",
+        (0xC0055000, 0xE4302001, 0x1000, 1, 0x2000, 1, 0xFC000040), None,
+        {"ENGINE": 1, "SRC_CACHE_POLICY": 1, "DST_SEL": 3, "DST_CACHE_POLICY": 2, "SRC_SEL": 3, "CP_SYNC": 1,
+         "SRC_ADDR_LO": 0x1000, "SRC_ADDR_HI": 1, "DST_ADDR_LO": 0x2000, "DST_ADDR_HI": 1, "BYTE_COUNT": 0x40,
+         "SAS": 1, "DAS": 1, "SAIC": 1, "DAIC": 1, "RAW_WAIT": 1, "DIS_WC": 1}),
+    "dma_data_source_side": Amd(
+        "amdgpu soc15d.h PACKET3_DMA_DATA_CMD_SAS | PACKET3_DMA_DATA_CMD_SAIC: the source's bits alone",
+        "64 bytes from one register", (0xC0055000, 0, 0x1000, 0, 0x2000, 0, 0x14000040), None,
+        {"SAS": 1, "DAS": 0, "SAIC": 1, "DAIC": 0, "RAW_WAIT": 0, "DIS_WC": 0, "BYTE_COUNT": 0x40}),
+    "dma_data_address_spaces": Amd(
+        "amdgpu soc15d.h PACKET3_DMA_DATA_CMD_SAS | PACKET3_DMA_DATA_CMD_DAS: both register spaces",
+        "64 bytes register to register", (0xC0055000, 0, 0x1000, 0, 0x2000, 0, 0x0C000040), None,
+        {"SAS": 1, "DAS": 1, "SAIC": 0, "DAIC": 0, "RAW_WAIT": 0, "DIS_WC": 0, "BYTE_COUNT": 0x40}),
 }
 
 
@@ -253,6 +339,35 @@ def test_our_decoder_reads_amds_fields(name):
     assert "RESERVED" not in "\n".join(pm4.disassemble(list(case.dwords)))
 
 
+def test_every_field_has_an_amd_reference():
+    """Every field of the packet table is non-zero in some AMD case above, and every two
+    fields of one width in one dword differ in some case. A field moved or swapped in
+    spec/packets.py moves builders, decoder, RTL, model and checker alike, so testing them
+    against each other cannot see it; AMD's dwords can (test_our_decoder_reads_amds_fields)."""
+    cases: dict[str, list[dict]] = {}
+    for case in AMD.values():
+        if case.dwords[0] >> 30 == 3:
+            cases.setdefault(packets.by_opcode[case.dwords[0] >> 8 & 0xFF].name, []).append(case.fields)
+    zero, alike = [], []
+    for p in packets.PACKETS:
+        rows = cases.get(p.name, [])
+        zero += [f"{p.name}.{f.name}" for f in p.fields if not any(r.get(f.name) for r in rows)]
+        for i, a in enumerate(p.fields):
+            for b in p.fields[i + 1:]:
+                if (a.dword, a.width) == (b.dword, b.width) and not any(
+                        a.name in r and b.name in r and r[a.name] != r[b.name] for r in rows):
+                    alike.append(f"{p.name}.{a.name}/{b.name}")
+    assert zero == [], "fields no AMD case sets"
+    assert alike == [], "fields no AMD case tells apart"
+
+
+def test_amd_header_bits():
+    """soc15d.h PACKET3_COMPUTE(op, n) = PACKET3(op, n) | 1 << 1 (SHADER_TYPE), Mesa sid.h
+    PKT3(op, count, predicate): PREDICATE in bit 0."""
+    item = pm4.decode([0xC0001003, 0])  # PACKET3_COMPUTE(PACKET3_NOP, 0) | PKT3_PREDICATE(1)
+    assert (item.name, item.count, item.predicate, item.shader_type, item.reserved) == ("NOP", 0, 1, 1, {})
+
+
 def test_count_0x3fff_is_a_one_dword_nop_for_nop_only():
     """Mesa amdgpu_cs.cpp: "NOP is the only packet that can have count == -1"."""
     items = list(pm4.decode_stream([NOP_PAD] * 3 + [0xFFFF1001]))  # (PREDICATE is ignored)
@@ -273,6 +388,15 @@ def test_amd_ih_entries_decode():
     fault = ih.decode([0x0300001B, 0x56789AC0, 0x00001234, 0x00008001, 0xFFF12345, 0x27, 0, 0])
     assert (fault["CLIENT_ID"], fault["SOURCE_ID"], fault["VMID"], fault["PASID"]) == (0x1B, 0, 3, 0x8001)
     assert ih.decode([0x83000012] + [0] * 7)["VMID_SRC"] == 1  # an mmhub fault
+    # every field non-zero, at amdgpu_ih_decode_iv_helper's positions: client_id = dw[0] & 0xff,
+    # src_id = dw[0] >> 8 & 0xff, ring_id = dw[0] >> 16 & 0xff, vmid = dw[0] >> 24 & 0xf,
+    # vmid_src = dw[0] >> 31, timestamp = dw[1] | (dw[2] & 0xffff) << 32, timestamp_src = dw[2] >> 31,
+    # pasid = dw[3] & 0xffff, src_data[0..3] = dw[4..7]
+    every = [0x8521B514, 0x56789ABC, 0x80001234, 0x00008001, 7, 0x42, 0x17, 0x12345678]
+    assert ih.decode(every) == dict(
+        CLIENT_ID=0x14, SOURCE_ID=181, RING_ID=0x21, VMID=5, VMID_SRC=1, TIMESTAMP_LO=0x56789ABC,
+        TIMESTAMP_HI=0x1234, TIMESTAMP_SRC=1, PASID=0x8001, DATA0=7, DATA1=0x42, DATA2=0x17, DATA3=0x12345678)
+    assert ih.encode(**ih.decode(every)) == every
     assert ih.encode(CLIENT_ID=0x14, SOURCE_ID=181, TIMESTAMP_LO=0x56789ABC, TIMESTAMP_HI=0x1234,
                      DATA0=7) == [0x0000B514, 0x56789ABC, 0x00001234, 0, 7, 0, 0, 0]
 
@@ -304,8 +428,13 @@ def _at(dwords: tuple[int, ...], addr: int, lo: int = 0) -> list[int]:
     """An AMD packet with its address dword(s) moved to `addr` (dword `lo`, and `lo + 1`
     for the high half); every other dword, the control dwords above all, stays AMD's."""
     out = list(dwords)
-    out[lo], out[lo + 1] = addr & 0xFFFF_FFFF, addr >> 32
+    out[lo:lo + 2] = _lo_hi(addr)
     return out
+
+
+def _lo_hi(addr: int) -> list[int]:
+    """A 64-bit address as the packets carry it: low dword, high dword."""
+    return [addr & 0xFFFF_FFFF, addr >> 32]
 
 
 def _mesa_chain_pad(ib: list[int]) -> list[int]:
@@ -442,20 +571,21 @@ def check_kmd_accepts_amd_streams(dev):
     bo = c.bo(0x4000)
     m = bo.addr
     a = AMD
-    chained = [0xC0033700, 0x40100500, m + 0x230, 0, 0xCAFE] + [NOP_PAD] * 3
+    # the dwords as AMD's code emits them, addresses (both halves: a BO may lie above 4 GiB) in the BO
+    chained = [0xC0033700, 0x40100500, *_lo_hi(m + 0x230), 0xCAFE] + [NOP_PAD] * 3
     bo.u32[0x800 // 4:0x800 // 4 + len(chained)] = chained
     ib = (list(a["insert_nop_5"].dwords) + [0x80001234, NOP_PAD]
-          + [0xC0033700, 0x00100500, m + 0x200, 0, 0xDEADBEEF]  # test_ib
-          + [0xC0053700, 0x00110500, m + 0x204, 0, 1, 2, 3]  # WR_ONE_ADDR
-          + [0xC0064900, 0x00238514, 0x20000000, m + 0x208, 0, 0x41, 0, 0]  # the fence's cache bits
-          + [0xC0053C00, 0x00000113, m + 0x208, 0, 0x41, 0xFFFFFFFF, 4]  # pipeline sync, PFP
-          + [0xC0064900, 0x00000528, 0x23000000, m + 0x210, 0, 7, 0, 0])  # radv EOP, INT_SEL 3
-    ib = _mesa_chain_pad(ib) + [0xC0023F00, m + 0x800, 0, 0x00900000 | len(chained)]  # Mesa chain, VALID
+          + [0xC0033700, 0x00100500, *_lo_hi(m + 0x200), 0xDEADBEEF]  # test_ib
+          + [0xC0053700, 0x00110500, *_lo_hi(m + 0x204), 1, 2, 3]  # WR_ONE_ADDR
+          + [0xC0064900, 0x00238514, 0x20000000, *_lo_hi(m + 0x208), 0x41, 0, 0]  # the fence's cache bits
+          + [0xC0053C00, 0x00000113, *_lo_hi(m + 0x208), 0x41, 0xFFFFFFFF, 4]  # pipeline sync, PFP
+          + [0xC0064900, 0x00000528, 0x23000000, *_lo_hi(m + 0x210), 7, 0, 0])  # radv EOP, INT_SEL 3
+    ib = _mesa_chain_pad(ib) + [0xC0023F00, *_lo_hi(m + 0x800), 0x00900000 | len(chained)]  # Mesa chain, VALID
     c.run(bo, ib)
     assert bo.u32[0x200 // 4:0x214 // 4].tolist() == [0xDEADBEEF, 3, 0x41, 0, 7]
     assert bo.u32[0x230 // 4] == 0xCAFE
     if kmd.info.has_dma:
-        w = [0xC0055000, 0, m + 0x300, 0, m + 0x380, 0, 0x80000000 | 0x40]  # DIS_WC, gfx9's bit 31
+        w = [0xC0055000, 0, *_lo_hi(m + 0x300), *_lo_hi(m + 0x380), 0x80000000 | 0x40]  # DIS_WC, gfx9's bit 31
         bo.u32[0x300 // 4:0x340 // 4] = list(range(16))
         c.run(bo, w)
         assert bo.u32[0x380 // 4:0x3C0 // 4].tolist() == list(range(16))

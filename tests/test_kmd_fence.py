@@ -56,6 +56,33 @@ def check_fence_wrap(dev):
     assert s["fences_signalled"] == n + 1 and s["jobs_retired"] == n and s["resets"] == 0
 
 
+def check_fence_wrap_in_one_interrupt(dev):
+    """Twelve jobs queue up behind a held CP, their hardware fences straddling 2^32; released,
+    they all finish before the driver looks: one read of fence memory (a seqno past the
+    wrap) must signal the fences from before the wrap too. (Submitted one at a time, each
+    job finishes before the next CS on the model, and a compare that is not wrap-safe
+    would still see fence == memory every time.)"""
+    kmd = kmd_model.bind(dev, initial_seq=2**32 - 6)
+    c = Client()
+    bo = c.bo(0x4000)
+    flag = bo.addr + 0x3000
+    hold = c.submit(c.ib(bo, pm4.wait_reg_mem(flag, 1, 1, "EQ")))
+    seqs = [c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x2000 + 4 * i, [i + 1]), offset=0x40 * (i + 1)))
+            for i in range(12)]
+    hw = [c.f.contexts[c.ctx].jobs[s].hw_fence.seq for s in seqs]
+    assert hw[0] > hw[-1]  # the hardware fences wrap in the middle of the burst
+    irqs = kmd.stats["interrupts"]
+    bo.u32[0xC00] = 1
+    assert c.wait(seqs[-1])
+    if dev.name == "model":  # (on the RTL the jobs finish while the driver looks: any number)
+        assert kmd.stats["interrupts"] - irqs <= 2  # one interrupt (or two) for all of them
+    assert all(c.wait(s, 0) for s in [hold] + seqs)
+    assert bo.u32[0x800:0x80C].tolist() == list(range(1, 13))
+    s = kmd.kmd_stats()
+    assert s["fences_signalled"] == s["fences_emitted"] == 14 and not kmd.fence_drv.pending
+    assert s["last_fence"] == hw[-1] and s["resets"] == 0
+
+
 def check_wait_reg_mem_released_later(dev):
     kmd = kmd_model.bind(dev)
     c = Client()
@@ -134,7 +161,7 @@ def check_bo_kept_alive(dev):
     assert not c.io(Request.GEM_WAIT_IDLE, uapi.GemWaitIdleArgs(ib_bo.handle, 0)).busy
 
 
-CHECKS = [check_fence_wrap, check_wait_reg_mem_released_later, check_fallback_poll, check_ring_full,
+CHECKS = [check_fence_wrap, check_fence_wrap_in_one_interrupt, check_wait_reg_mem_released_later, check_fallback_poll, check_ring_full,
           check_bo_kept_alive]
 
 
@@ -149,3 +176,56 @@ def test_without_ih_ring():
     check_cs_and_wait(RefModel(ih=False))
     kmd = kmd_model.bound()
     assert kmd.ih is None and kmd.stats["interrupts"] >= 2
+
+
+def test_jobs_with_user_fences_never_overrun_a_small_ring():
+    """A 64-dword ring without padding (ib_align_dw=1) filled while the CP is held: each
+    job takes its IB packet and two fences (the user fence and the kernel's), and a job
+    enters the ring only when all of it fits, so nothing the CP has not read is written
+    over (a doorbell more than the ring ahead would stop the CP) and every fence runs."""
+    from .test_security import Holder
+
+    kmd = kmd_model.bind(RefModel(), ring_log2_dw=6, ib_align_dw=1)
+    fences = kmd.counters()["packets"]["RELEASE_MEM"]
+    hold = Holder()
+    c = Client()
+    bo = c.bo()
+    seqs = []
+    for i in range(8):
+        seqs.append(c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x1000 + 4 * i, [i + 1]), offset=0x40 * i),
+                             CsChunkFence(bo.handle, 0x1F00)))
+        assert 0 <= kmd.ring.space() < kmd.ring.size_dw
+    assert kmd.sched.queue  # some wait their turn outside the ring
+    hold.release()
+    assert all(c.wait(s) for s in seqs) and bo.u32[0x400:0x408].tolist() == list(range(1, 9))
+    assert kmd.counters()["packets"]["RELEASE_MEM"] - fences == 1 + 2 * 8  # the holder's, and two per job
+    assert kmd.stats["resets"] == 0 and bo.u32[0x1F00 // 4] == seqs[-1]
+
+
+def test_ring_commits_are_aligned_and_a_job_that_fits_exactly_enters():
+    """Every doorbell the KMD rings leaves RB_WPTR on the ring's alignment (commits padded
+    as amdgpu pads them), and the IB test's IB is padded to it too. With no padding
+    (ib_align_dw=1), a job needing exactly the space left enters the ring."""
+    kmd = kmd_model.bind(RefModel())
+    seen = []
+    kmd.observers.append(lambda event, f: seen.append((f["ring"] is kmd.ring, f["start"], f["wptr"]))
+                         if event == "doorbell" else None)
+    c = Client()
+    bo = c.bo()
+    for i in range(3):
+        c.run(bo, pm4.write_data(bo.addr + 4 * i, [i]), offset=0x40 * i)
+    assert len(seen) == 3 and all(r and w % 8 == 0 and s % 8 == 0 for r, s, w in seen)
+    ibs = [i for i in pm4.decode_stream(kmd.ring.ring32.tolist()) if i.ok and i.name == "INDIRECT_BUFFER"]
+    assert ibs[0].fields["IB_BASE_LO"] << 2 == kmd.ib_test_bo.gpu_addr and ibs[0].fields["IB_SIZE"] == 8
+    from .test_security import Holder
+
+    kmd = kmd_model.bind(RefModel(), ring_log2_dw=6, ib_align_dw=1)
+    hold = Holder()  # 12 dwords: its IB packet and its fence; 52 left
+    c = Client()
+    bo = c.bo()
+    for i in range(2):  # 20 each with a user fence: 12 left
+        c.submit(c.ib(bo, pm4.write_data(bo.addr + 4 * i, [i]), offset=0x40 * i), CsChunkFence(bo.handle, 0x1F00))
+    last = c.submit(c.ib(bo, pm4.write_data(bo.addr + 8, [2]), offset=0x80))  # 12: exactly what is left
+    assert kmd.ring.space() == 0 and not kmd.sched.queue and len(kmd.sched.pending) == 4
+    hold.release()
+    assert c.wait(last) and bo.u32[:3].tolist() == [0, 1, 2]

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import kmd_model
-from kmd_model import uapi
+from kmd_model import regs, uapi
 from kmd_model.uapi import (CsChunkFence, CsChunkIb, CtxOp, Domain, GemFlags, InfoQuery, KmdError,
                             Request, VaOp, VmFlags)
-from spec import pm4
+from spec import packets, pm4
 from spec import vm as vm_spec
 from testbench.refmodel import RefModel
 
@@ -81,6 +81,15 @@ class Client:
         return seq
 
 
+def addr_fields(packet: str, addr: int, value: str = "addr") -> dict[str, int]:
+    """Raw field values (for pm4.encode_fields) that put byte address `addr` in `packet`'s
+    `value`: the low field in place (ADDR_LO holds bits [31:2]) and the high dword, so they
+    hold on a device whose memory reaches above 4 GiB too (tests/test_kmd_high_memory.py)."""
+    p = packets.by_name[packet]
+    lo, hi = (p.field(n) for n in p.value(value).fields)
+    return {lo.name: (addr & 0xFFFF_FFFF) >> lo.lsb, hi.name: addr >> 32}
+
+
 def expect(err: int, message: str, fn, *args):
     """fn(*args) raises KmdError with exactly this errno and message."""
     with pytest.raises(KmdError) as ei:
@@ -105,6 +114,8 @@ def check_bind_and_info(dev):
     c = Client()
     info = c.io(Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO))
     assert info.backend == dev.name and info.ib_align_dw == 8 and info.ring_size_dw == 4096
+    caps = kmd.mmio.fields(regs.CAPS)  # what the device says of itself, as the UMD is told it
+    assert (info.bus_bytes, info.addr_bits) == (1 << caps["BUS_BYTES_LOG2"], caps["ADDR_BITS"]) == (8, 48)
     assert info.packets[:3] == ("NOP", "WRITE_DATA", "INDIRECT_BUFFER")
     fw = c.io(Request.INFO, uapi.InfoArgs(InfoQuery.FW_VERSION))
     assert fw.kmd_name == "gpucosim" and fw.kmd_version == uapi.KMD_VERSION and fw.hw_version[0] == 0
@@ -146,6 +157,10 @@ def check_gem(dev):
     assert heaps[VRAM].base <= pv < heaps[VRAM].base + heaps[VRAM].size
     assert heaps[GTT].base <= pg < heaps[GTT].base + heaps[GTT].size
     assert not v.u32.any()
+    m = c.io(Request.GEM_MMAP, uapi.GemMmapArgs(g.handle))  # the mapping says how much, and is the BO's
+    assert (m.size, m.view.size) == (0x3000, 0x3000)
+    m.view[:4] = [5, 6, 7, 8]
+    assert dev.mem[pg:pg + 4].tolist() == [5, 6, 7, 8] and g.u32[0] == 0x08070605
     v.u32[:4] = [1, 2, 3, 4]  # the mapping is the device's memory
     assert dev.mem[pv:pv + 16].view("<u4").tolist() == [1, 2, 3, 4]
     a = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000, 0x10000, VRAM))
@@ -171,6 +186,8 @@ def check_gem_errors(dev):
     expect(errno.EINVAL, "GEM_CREATE: domain must be VRAM (0x4) or GTT (0x2), not 0x6",
            c.io, G, uapi.GemCreateArgs(4096, 0, 6))
     expect(errno.EINVAL, "GEM_CREATE: unknown flags 0x100", c.io, G, uapi.GemCreateArgs(4096, 0, GTT, 0x100))
+    expect(errno.EINVAL, "GEM_CREATE: flags must be >= 0, not -1", c.io, G, uapi.GemCreateArgs(4096, 0, GTT, -1))
+    expect(errno.EINVAL, "GEM_CREATE: alignment must be >= 0, not -0x1000", c.io, G, uapi.GemCreateArgs(4096, -4096))
     vram = kmd.bo.heaps[VRAM]
     free = vram.size - vram.used  # the file's page directory took a page
     expect(errno.ENOMEM, f"GEM_CREATE: no {vram.size + 0x1000:#x} bytes free in VRAM ({free:#x} free, "
@@ -202,6 +219,8 @@ def check_ctx(dev):
            uapi.CtxArgs(CtxOp.QUERY_STATE, 42))
     expect(errno.EINVAL, "CTX: op must be ALLOC (1), FREE (2) or QUERY_STATE (3), not 9", a.io,
            Request.CTX, uapi.CtxArgs(9))
+    expect(errno.EINVAL, "CTX: op must be >= 0, not -1", a.io, Request.CTX, uapi.CtxArgs(-1))
+    expect(errno.EINVAL, "CTX: flags must be 0, not 1", a.io, Request.CTX, uapi.CtxArgs(CtxOp.ALLOC, flags=1))
     a.io(Request.CTX, uapi.CtxArgs(CtxOp.FREE, a.ctx))
     expect(errno.EINVAL, "CS: no context 1 on this file", a.submit, CsChunkIb(8, gpu_addr=0x1000))
 
@@ -244,10 +263,18 @@ def check_cs_errors(dev):
            CsChunkIb(1 << 20, bo.handle))
     expect(errno.ENOENT, "CS: chunk 0: no BO with handle 9", cs, CsChunkIb(8, 9))
     expect(errno.EINVAL, "CS: chunk 0: offset must be dword aligned, not 0x2", cs, CsChunkIb(8, bo.handle, 2))
+    expect(errno.EINVAL, "CS: chunk 0: offset must be >= 0, not -4", cs, CsChunkIb(8, bo.handle, -4))
+    expect(errno.EINVAL, "CS: chunk 1: offset must be >= 0, not -4", cs, ib, CsChunkFence(bo.handle, -4))
     expect(errno.EINVAL, "CS: chunk 0: IB at offset 0xfe0+0x40 runs past the end of BO 1 (0x1000 bytes)",
            cs, CsChunkIb(16, bo.handle, 0xFE0))
     expect(errno.EINVAL, "CS: chunk 0: an IB chunk needs a BO handle or a gpu_addr", cs, CsChunkIb(8))
     expect(errno.EINVAL, "CS: chunk 0: gpu_addr must be dword aligned, not 0x1001", cs, CsChunkIb(8, gpu_addr=0x1001))
+    top = (1 << kmd.info.addr_bits) - 4  # the bus's last dword: a fine address, in no BO of the client's
+    expect(errno.EINVAL, f"CS: chunk 0: gpu_addr must be 0x0 to {top + 3:#x}, not {top + 4:#x}", cs,
+           CsChunkIb(8, gpu_addr=top + 4))
+    expect(errno.EFAULT, f"CS: IB at {top:#x}+0x20 is outside every mapping of context {c.ctx}", cs,
+           CsChunkIb(8, gpu_addr=top))
+    expect(errno.EINVAL, "CS: chunk 0: flags must be 0, not 1", cs, CsChunkIb(8, bo.handle, flags=1))
     expect(errno.EINVAL, "CS: chunk 2: only one fence chunk per CS", cs, ib, CsChunkFence(bo.handle, 0),
            CsChunkFence(bo.handle, 4))
     expect(errno.EINVAL, "CS: chunk 1: user fence offset 0x1000 must be dword aligned and inside BO 1 "
@@ -261,6 +288,9 @@ def check_cs_errors(dev):
     expect(errno.EINVAL, "WAIT_CS: context 1 never submitted seqno 0x2 (last is 0x1)", c.io, W,
            uapi.WaitCsArgs(c.ctx, seq + 1, 10))
     expect(errno.EINVAL, "WAIT_CS: timeout must be >= 0, not -5", c.io, W, uapi.WaitCsArgs(c.ctx, seq, -5))
+    # small numbers in decimal, the rest in hex: -9 .. 9 read as written
+    expect(errno.EINVAL, "WAIT_CS: timeout must be >= 0, not -9", c.io, W, uapi.WaitCsArgs(c.ctx, seq, -9))
+    expect(errno.EINVAL, "WAIT_CS: timeout must be >= 0, not -0xa", c.io, W, uapi.WaitCsArgs(c.ctx, seq, -10))
     expect(errno.EINVAL, "WAIT_CS: seq must be 0x0 to 0xffffffff, not 0x100000000", c.io, W,
            uapi.WaitCsArgs(c.ctx, 1 << 32, 5))
     expect(errno.EINVAL, "WAIT_CS: no context 7 on this file", c.io, W, uapi.WaitCsArgs(7, seq, 5))
@@ -319,14 +349,14 @@ def check_cs_checker(dev):
             f"must be 2", [pm4.header(0x3F, 1), 0, 0])
     refused(errno.EINVAL, f"CS: malformed packet at IB+0x0 ({m:#x}): BAD TYPE 0: not a type-3 header", [0x1234])
     refused(errno.EINVAL, f"CS: WRITE_DATA at IB+0x0 ({m:#x}): DST_SEL=REGISTER is not supported by this device",
-            pm4.encode_fields("WRITE_DATA", {"DST_SEL": 0, "ADDR_LO": (m + 0x100) >> 2}, [1]))
+            pm4.encode_fields("WRITE_DATA", {"DST_SEL": 0, **addr_fields("WRITE_DATA", m + 0x100)}, [1]))
     refused(errno.EINVAL, f"CS: INDIRECT_BUFFER at IB+0x0 ({m:#x}): IB_SIZE is 0",
-            pm4.encode_fields("INDIRECT_BUFFER", {"IB_BASE_LO": (m + 0x2000) >> 2, "VALID": 1}))
+            pm4.encode_fields("INDIRECT_BUFFER", addr_fields("INDIRECT_BUFFER", m + 0x2000, "base")))
     refused(errno.EINVAL, f"CS: WRITE_DATA at IB+0x0 ({m:#x}): DST_SEL=GDS is not supported by this device",
-            pm4.encode_fields("WRITE_DATA", {"DST_SEL": 3, "ADDR_LO": (m + 0x100) >> 2}, [1]))
+            pm4.encode_fields("WRITE_DATA", {"DST_SEL": 3, **addr_fields("WRITE_DATA", m + 0x100)}, [1]))
     refused(errno.EINVAL, f"CS: RELEASE_MEM at IB+0x0 ({m:#x}): addr {m + 0x104:#x} is not qword aligned "
             "(needed with DATA_SEL=DATA_64)", pm4.encode_fields("RELEASE_MEM", {
-                "DATA_SEL": 2, "ADDR_LO": (m + 0x104) >> 2, "EVENT_INDEX": 5}))
+                "DATA_SEL": 2, **addr_fields("RELEASE_MEM", m + 0x104), "EVENT_INDEX": 5}))
     mine.u32[0x800:0x808] = pm4.indirect_buffer(m + 0x2100, 8) + pm4.pad(4)  # IB2 -> IB3
     refused(errno.EINVAL, f"CS: INDIRECT_BUFFER at IB2+0x0 ({m + 0x2000:#x}): nests deeper than the device's "
             f"{kmd.info.ib_levels} IB levels", pm4.indirect_buffer(m + 0x2000, 8))

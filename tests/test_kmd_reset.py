@@ -15,7 +15,7 @@ from kmd_model.uapi import CsChunkFence, CsChunkIb, CtxOp, Request, ResetStatus
 from spec import pm4
 from testbench.refmodel import RefModel
 
-from .test_kmd_ioctl import Client, expect
+from .test_kmd_ioctl import Client, addr_fields, expect
 
 
 def query(c: Client, ctx: int | None = None) -> uapi.CtxOut:
@@ -70,11 +70,11 @@ def _bad_streams(base: int, mem_size: int, ib_levels: int):
         ([pm4.header(0x7B, 0), 0], f"illegal opcode 0x7b at IB+0x0 ({m:#x})"),
         ([pm4.TYPE2_FILLER, 0x1234_5678], f"illegal packet header (type 0/1) at IB+0x4 ({m + 4:#x})"),
         (pm4.nop(2) + [pm4.header(0x37, 1), 0, 0], f"bad COUNT in WRITE_DATA at IB+0xc ({m + 0xc:#x})"),
-        (pm4.encode_fields("WRITE_DATA", {"DST_SEL": 0, "ADDR_LO": (m + 0x100) >> 2}, [1]),
+        (pm4.encode_fields("WRITE_DATA", {"DST_SEL": 0, **addr_fields("WRITE_DATA", m + 0x100)}, [1]),
          f"unsupported field value in WRITE_DATA at IB+0x0 ({m:#x})"),
-        (pm4.encode_fields("INDIRECT_BUFFER", {"IB_BASE_LO": (m + 0x200) >> 2, "VALID": 1}),
+        (pm4.encode_fields("INDIRECT_BUFFER", addr_fields("INDIRECT_BUFFER", m + 0x200, "base")),
          f"INDIRECT_BUFFER with IB_SIZE 0 at IB+0x0 ({m:#x})"),
-        (pm4.encode_fields("RELEASE_MEM", {"DATA_SEL": 2, "ADDR_LO": (m + 0x104) >> 2, "EVENT_INDEX": 5}),
+        (pm4.encode_fields("RELEASE_MEM", {"DATA_SEL": 2, **addr_fields("RELEASE_MEM", m + 0x104), "EVENT_INDEX": 5}),
          f"misaligned address in RELEASE_MEM at IB+0x0 ({m:#x})"),
         # an address nothing maps: the MMU's fault (the root directory has no entry for it)
         (pm4.write_data(mem_size, [1]), re.compile(rf"VM fault: WRITE at {mem_size:#x} in WRITE_DATA "

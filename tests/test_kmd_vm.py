@@ -193,3 +193,119 @@ def test_jobs_wait_for_a_free_vmid():
         bo.u32[0x200] = 1
     assert all(c.wait(s) for c, s in zip(clients, seqs))
     assert clients[15].wait(last) and bos[15].u32[0x240] == 5
+
+
+@pytest.mark.parametrize("lo, hi", [(1, 2), (0, 1), (3, 4), (1, 3)])
+def test_clear_inside_a_mapping_keeps_both_ends(lo, hi):
+    """GEM_VA CLEAR of pages [lo, hi) of a 4-page mapping: what lies below and above stays
+    mapped to the same bytes of the BO (the upper part at its own offset in it), in the
+    page tables as in the KMD's list; the cleared pages are refused."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    bo, ib = c.bo(0x4000), c.bo(0x1000)
+    v, P = bo.addr, 0x1000
+    c.io(Request.GEM_VA, uapi.GemVaArgs(0, VaOp.CLEAR, v + lo * P, 0, (hi - lo) * P, 0))
+    kept = [(m.va, m.size, m.offset) for m in c.f.vm.maps if m.bo is c.f.handles[bo.handle]]
+    assert kept == [(v, lo * P, 0)] * (lo > 0) + [(v + hi * P, (4 - hi) * P, hi * P)] * (hi < 4)
+    for page in range(4):
+        words = pm4.write_data(v + page * P + 8, [0x100 + page])
+        if lo <= page < hi:
+            expect(errno.EFAULT, f"CS: WRITE_DATA at IB+0x0 ({ib.addr:#x}) writes [{v + page * P + 8:#x}, "
+                   f"{v + page * P + 12:#x}), outside every mapping of context {c.ctx}", c.submit, c.ib(ib, words))
+        else:
+            c.run(ib, words)
+    assert [int(bo.u32[page * P // 4 + 2]) for page in range(4)] == [
+        0 if lo <= page < hi else 0x100 + page for page in range(4)]
+
+
+def test_reprs_name_the_range_the_bo_and_the_vmid():
+    """What the KMD's logs and a debugger show of a VM and its mappings; the VMID counters."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo(0x2000, vm_flags=VmFlags.READABLE | VmFlags.WRITEABLE)
+    m = c.f.vm.find(bo.addr)
+    assert repr(m) == (f"Mapping([{bo.addr:#x}, {bo.addr + 0x2000:#x}) -> fd{c.f.fd}:{bo.handle}+0x0 "
+                       f"{VmFlags.READABLE | VmFlags.WRITEABLE!r})")
+    assert repr(c.f.vm) == f"Vm(fd {c.f.fd}, 1 mappings, VMID None)"  # no job yet: no VMID held
+    c.run(c.bo(0x1000), pm4.nop(2))
+    assert repr(c.f.vm) == f"Vm(fd {c.f.fd}, 2 mappings, VMID {c.f.vm.vmid})" and c.f.vm.vmid >= 1
+    c.run(c.bo(0x1000), pm4.nop(2))  # the VMID is still its own: no second grab
+    s = kmd.kmd_stats()
+    assert (s["vmid_grabs"], s["vmid_steals"]) == (1, 0)
+    # the crash report lists the VM's page tables among the kernel's BOs by these names
+    assert [b.name for b in kmd.bo.live_bos(None) if "table" in b.name] == [f"vm fd{c.f.fd} L0 table", "vm L1 table"]
+
+
+def test_find_and_translate_at_every_edge():
+    """Vm.find / translate (how the KMD reads what a job names: the diagnosis, crash
+    reports): the first and last byte of a mapping find it; the byte after it, the hole
+    between two mappings and the range below the lowest find nothing; a range that runs
+    past a mapping's end translates to nothing."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    a, b = c.bo(0x2000), c.bo(0x1000)  # (a guard page apart)
+    vm = c.f.vm
+    pa = c.phys(a)
+    assert vm.find(a.addr).va == a.addr and vm.find(a.addr + 0x1FFF).va == a.addr
+    assert vm.translate(a.addr + 0x1FFC, 4) == pa + 0x1FFC and vm.translate(a.addr, 0x2000) == pa
+    assert vm.find(a.addr + 0x2000) is None and vm.find(b.addr - 1) is None and vm.find(a.addr - 1) is None
+    assert vm.find(b.addr + 0x1000) is None and vm.find(0) is None
+    assert vm.translate(a.addr + 0x1FFC, 8) is None and vm.translate(a.addr - 4, 4) is None
+    assert vm.translate(b.addr + 0x1000, 4) is None
+
+
+def test_unmap_of_many_pages_invalidates_every_page():
+    """The TLB holds translations of both pages of a 2-page BO; after GEM_VA UNMAP a job
+    that writes to the second page faults (the invalidation covered the whole range, not
+    its first page) and the BO's memory is untouched."""
+    from .test_vm_isolation import _run_guilty
+
+    kmd_model.bind(RefModel(), cs_check=False)
+    c = Client()
+    ib, two = c.bo(0x1000), c.bo(0x2000)
+    c.run(ib, pm4.write_data(two.addr + 8, [1]) + pm4.write_data(two.addr + 0x1008, [2]))  # both in the TLB
+    phys = c.phys(two)
+    c.io(Request.GEM_VA, uapi.GemVaArgs(two.handle, VaOp.UNMAP, two.addr, 0, 0x2000, 0))
+    for page in (0, 1):
+        info = _run_guilty(c, ib, pm4.write_data(two.addr + page * 0x1000 + 8, [3]))
+        assert info.code == "VM_FAULT" and info.addr == two.addr + page * 0x1000 + 8, info
+    got = c.f.kmd.dev.mem[phys:phys + 0x2000].view("<u4")
+    assert (int(got[2]), int(got[0x402])) == (1, 2)
+
+
+def test_map_over_a_closed_bo_still_in_use_waits_for_it():
+    """A BO closed while a job uses it stays mapped until the job ends (deferred unmap); a
+    MAP over its range waits for that, then maps the new BO there: the job's write went to
+    the old BO, what comes after reaches the new one."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    ib, flag, old = c.bo(0x1000), c.bo(0x1000), c.bo(0x1000)
+    va = old.addr
+    seq = c.submit(c.ib(ib, pm4.wait_reg_mem(flag.addr, 1, 1, "EQ") + pm4.write_data(va + 8, [7])))
+    c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(old.handle))
+    assert c.f.vm.find(va) is not None  # still mapped: the job may reach it
+    new = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000))
+    flag.u32[0] = 1  # the job can end now; the MAP below waits for it
+    c.io(Request.GEM_VA, uapi.GemVaArgs(new.handle, VaOp.MAP, va, 0, 0x1000, RWX))
+    assert kmd.fence_drv.sync_seq and c.wait(seq, 10)
+    assert c.f.vm.find(va).bo is c.f.handles[new.handle]
+    c.run(ib, pm4.write_data(va + 12, [9]), offset=0x100)
+    pa = c.f.handles[new.handle].gpu_addr
+    assert kmd.dev.mem[pa + 8:pa + 16].view("<u4").tolist() == [0, 9]  # the old BO took the 7
+
+
+def test_a_mapping_at_an_offset_in_its_bo():
+    """GEM_VA MAP of a BO's second page: the VA reaches that page (in the page tables, in the
+    checker's copies and in translate), not the first."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    ib = c.bo(0x1000)
+    bo = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x2000))
+    view = c.io(Request.GEM_MMAP, uapi.GemMmapArgs(bo.handle)).view.view("<u4")
+    va = c.next_va
+    c.io(Request.GEM_VA, uapi.GemVaArgs(bo.handle, VaOp.MAP, va, 0x1000, 0x1000, RWX))
+    pa = c.f.handles[bo.handle].gpu_addr
+    assert c.f.vm.translate(va + 0x10, 4) == pa + 0x1010
+    view[0x400:0x408] = pm4.write_data(va + 0x20, [0x5A]) + pm4.pad(3)  # an IB in the mapped page
+    assert c.wait(c.submit(CsChunkIb(8, gpu_addr=va)))
+    assert int(view[0x408]) == 0x5A and not view[:0x400].any()

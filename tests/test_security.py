@@ -27,7 +27,7 @@ from kmd_model.uapi import CsChunkIb, Domain, KmdError, MappingRevoked, Request
 from spec import packets, pm4, rules
 from testbench.refmodel import RefModel
 
-from .test_kmd_ioctl import Client, expect, hw_state
+from .test_kmd_ioctl import Client, addr_fields, expect, hw_state
 
 EVIL = 0xBAD0_0BAD
 
@@ -242,11 +242,11 @@ def check_cp_rules_refused(dev):
     c = Client()
     bo = c.bo(0x4000)
     m = bo.addr
+    wait = pm4.encode_fields("WAIT_REG_MEM", {**addr_fields("WAIT_REG_MEM", m + 0x200), "MEM_SPACE": 1})
+    wait[2] |= 2  # the address dword's bits [1:0] (below ADDR_LO): 0x202 past the BO's start
     cases = [
-        (pm4.encode_fields("WAIT_REG_MEM", {"ADDR_LO": (m >> 2) | 0, "MEM_SPACE": 1, "FUNCTION": 0})[:2]
-         + [(m + 0x202) & 0xFFFF_FFFF] + pm4.encode_fields("WAIT_REG_MEM", {"MEM_SPACE": 1})[3:],
-         f"addr {m + 0x202:#x} is not dword aligned"),
-        (pm4.encode_fields("INDIRECT_BUFFER", {"IB_BASE_LO": (m + 0x1000) >> 2, "IB_SIZE": 8, "VALID": 1}),
+        (wait, f"addr {m + 0x202:#x} is not dword aligned"),
+        (pm4.encode_fields("INDIRECT_BUFFER", {**addr_fields("INDIRECT_BUFFER", m + 0x1000, "base"), "IB_SIZE": 8}),
          None),
     ]
     # an oversized DMA_DATA (the field holds up to 2^21 - 1; the engine takes 2^CAPS.DMA_MAX_LOG2)
@@ -259,13 +259,13 @@ def check_cp_rules_refused(dev):
                f"limit of {kmd.info.dma_max_bytes} bytes (CAPS.DMA_MAX_LOG2)", c.submit, c.ib(bo, raw))
     expect(errno.EINVAL, f"CS: WAIT_REG_MEM at IB+0x0 ({m:#x}): {cases[0][1]}", c.submit, c.ib(bo, cases[0][0]))
     for name, fields, why in (
-            ("WRITE_DATA", {"DST_SEL": 5, "ENGINE_SEL": 2, "ADDR_LO": (m + 0x100) >> 2}, "ENGINE_SEL=CE is not "
+            ("WRITE_DATA", {"DST_SEL": 5, "ENGINE_SEL": 2, **addr_fields("WRITE_DATA", m + 0x100)}, "ENGINE_SEL=CE is not "
              "supported by this device"),
-            ("RELEASE_MEM", {"EVENT_INDEX": 5, "DATA_SEL": 1, "INT_SEL": 7, "ADDR_LO": (m + 0x100) >> 2},
+            ("RELEASE_MEM", {"EVENT_INDEX": 5, "DATA_SEL": 1, "INT_SEL": 7, **addr_fields("RELEASE_MEM", m + 0x100)},
              "INT_SEL=7 is not a defined value"),
-            ("RELEASE_MEM", {"EVENT_INDEX": 5, "DATA_SEL": 1, "INT_SEL": 5, "ADDR_LO": (m + 0x100) >> 2},
+            ("RELEASE_MEM", {"EVENT_INDEX": 5, "DATA_SEL": 1, "INT_SEL": 5, **addr_fields("RELEASE_MEM", m + 0x100)},
              "INT_SEL=SEND_INT_CTXID_IF_32 is not supported by this device"),
-            ("INDIRECT_BUFFER", {"IB_BASE_LO": (m + 0x1000) >> 2, "VALID": 1}, "IB_SIZE is 0")):
+            ("INDIRECT_BUFFER", addr_fields("INDIRECT_BUFFER", m + 0x1000, "base"), "IB_SIZE is 0")):
         expect(errno.EINVAL, f"CS: {name} at IB+0x0 ({m:#x}): {why}", c.submit,
                c.ib(bo, pm4.encode_fields(name, fields, [1] if name == "WRITE_DATA" else ())))
     quiet(kmd)
@@ -292,8 +292,9 @@ def _random_stream(rng: np.random.Generator, m: int, size: int, has_dma: bool) -
                                      data_sel=["NONE", "DATA_32", "DATA_64", "TIMESTAMP"][int(rng.integers(4))])
         elif k == "DMA_DATA" and has_dma:
             n = int(rng.integers(0, 200))
-            words += pm4.dma_data(a, m + 0x2000 + int(rng.integers(0, 0x1000)), n,
-                                  src_sel="DATA" if rng.random() < 0.3 else "ADDRESS")
+            src = m + 0x2000 + int(rng.integers(0, 0x1000))
+            fill = rng.random() < 0.3
+            words += pm4.dma_data(a, src & 0xFFFF_FFFF if fill else src, n, src_sel="DATA" if fill else "ADDRESS")
         elif k == "INDIRECT_BUFFER":
             words += pm4.indirect_buffer(m + 0x1000, 8)
         else:

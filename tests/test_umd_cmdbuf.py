@@ -77,6 +77,36 @@ def test_cmdbuf_empty_and_exact_fit():
     assert cb.chains == 1 and first.size_dw == 64 and cb.ibs[1].size_dw == 8
 
 
+def test_cmdbuf_sizes_at_their_limits():
+    """The smallest IB (4 x (chain + alignment) dwords) and an alignment of 1 (a power of two
+    too: no padding) are taken; one alignment step less, or an alignment that is not a power
+    of two, is refused. `dwords` counts every IB of the stream, closed or not."""
+    n = [0]
+
+    def get():
+        n[0] += 1
+        return FakeBuf(0x1000 * n[0], 64)
+
+    smallest = 4 * (CHAIN_DW + 8)
+    assert CmdBuf(get, ib_size_dw=smallest).max_packet_dw == smallest - CHAIN_DW - 7
+    for size, align, why in ((smallest - 8, 8, f"ib_size_dw must be a multiple of 8 and at least {smallest}, not "
+                                               f"{smallest - 8}"),
+                             (64, 3, "align_dw must be a power of two, not 3"),
+                             (64, 0, "align_dw must be a power of two, not 0")):
+        with pytest.raises(ValueError, match=f"^CmdBuf: {why}$"):
+            CmdBuf(get, ib_size_dw=size, align_dw=align)
+    cb = CmdBuf(get, ib_size_dw=4 * (CHAIN_DW + 1), align_dw=1)
+    assert cb.max_packet_dw == 4 * (CHAIN_DW + 1) - CHAIN_DW
+    recorded = 0
+    for i in range(9):  # 5-dword packets, three to a 20-dword IB: three IBs
+        cb.emit(pm4.write_data(0x1000 + 4 * i, [i]))
+        recorded += 5
+        assert cb.dwords == recorded + CHAIN_DW * cb.chains  # (no padding with align_dw 1)
+    assert cb.chains == 2
+    first = cb.end()
+    assert sum(ib.size_dw for ib in cb.ibs) == cb.dwords == 45 + 2 * CHAIN_DW and first.size_dw == 15 + CHAIN_DW
+
+
 def check_chaining_on_device(dev):
     """A queue with small IBs: 200 commands chain through many IBs in one submission."""
     kmd = kmd_model.bind(dev)

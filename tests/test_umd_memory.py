@@ -97,22 +97,29 @@ def check_slabs_and_cache_reuse(dev):
     q.wait_mem(flag, 0, 1)  # the queue is held: its work is not done
     q.write(small[1], 0, 0x1234)
     q.flush()
-    freed = small[1].gpu_addr
+    freed = [b.gpu_addr for b in small[1:4]]
     small[1].free()
     again = gpu.alloc(200)
-    assert again.gpu_addr != freed  # not reused while a submission that may use it runs
+    assert again.gpu_addr not in freed  # not reused while a submission that may use it runs
+    small[2].free()  # deferred too: the queue's work may name it
+    q.write(small[3], 0, 5)  # recorded, not flushed: the next submission's
+    small[3].free()  # so it waits for that one as well
     st = gpu.memory().pools
-    assert st.slab_frees_deferred == 1
+    assert st.slab_frees_deferred == 3
     flag.u32[0] = 1
     q.finish()
-    assert small[1].freed and gpu.alloc(200).gpu_addr == freed  # reclaimed after its fence
-    assert gpu.memory().pools.waste_bytes >= 56 * 300
+    assert small[1].freed and {gpu.alloc(200).gpu_addr for _ in range(3)} == set(freed)  # reclaimed after their fences
+    w0 = gpu.memory().pools.waste_bytes
+    assert w0 >= 56 * 300
     big = gpu.alloc(64 << 10)
     addr = big.gpu_addr
     big.free()
+    assert gpu.memory().pools.waste_bytes == w0  # (a whole BO, no waste of its own)
     hits = gpu.memory().pools.cache_hits
+    assert gpu.memory().pools.cached_bytes == 64 << 10
     again = gpu.alloc(60 << 10)  # a compatible size: the cached BO
     assert again.gpu_addr == addr and gpu.memory().pools.cache_hits == hits + 1
+    assert gpu.memory().pools.cached_bytes == 0  # out of the cache again
     gpu.close()
 
 
@@ -128,6 +135,7 @@ def check_pools_off_costs_ioctls(dev):
     assert off.cost == 100 * 3 and on.cost <= 3  # GEM_CREATE + GEM_VA + GEM_CLOSE per buffer, or one slab
     m = off.memory()
     assert not m.pools.enabled and m.va.allocations == 0  # every range given back
+    assert on.memory().pools.enabled is True
     on.close()
     off.close()
 
@@ -188,6 +196,10 @@ def test_cache_expiry_and_limit():
     mm.max_cache_bytes = SLAB_BYTES
     gpu.alloc(1 << 20).free()  # over the limit at once
     assert mm.stats().cached_bytes <= SLAB_BYTES
+    mm.expiry = 1 << 20
+    for b in [gpu.alloc(SLAB_BYTES // 2) for _ in range(2)]:
+        b.free()
+    assert mm.stats().cached_bytes == SLAB_BYTES  # exactly at the limit: both stay
     gpu.close()
     assert kmd.live_bos() == []
     with pytest.raises(TypeError, match="open: pools must be True or False, not 'yes'"):
@@ -232,3 +244,90 @@ def test_pools_example_argument_errors(capsys):
             pools.main(argv)
         assert ei.value.code == 2 and capsys.readouterr().err.splitlines()[-1] == f"pools: error: {msg}"
     kmd_model.unbind()
+
+
+def test_out_of_memory_gives_the_cache_back_and_waits_for_the_queues():
+    """GTT full, and the BO the app freed is still in use by a submission in flight (so the
+    cache cannot hand it out): a new BO of its size fails with ENOMEM once; the pools then
+    give the whole cache back to the kernel, wait for every queue's last submission (the
+    freed BO's memory comes back when that job retires) and try again, which succeeds."""
+    from kmd_model.uapi import Domain
+
+    from .test_kmd_ioctl import Client
+    from .test_security import Holder
+
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open(api_version=2)
+    q = gpu.queue(flush_threshold=1 << 20)
+    hold = Holder()  # the CP waits in its job: q's submission stays in flight behind it
+    big = gpu.alloc(0x20_0000, "gtt")
+    q.write(big, 0, 1)
+    q.flush()
+    big.free()  # into the BO cache, fenced by q's submission
+    hog = Client()
+    gtt = kmd.bo.heaps[Domain.GTT]
+    while gtt.largest_free >= 0x1000:
+        hog.io(Request.GEM_CREATE, kmd_model.uapi.GemCreateArgs(gtt.largest_free, 0, Domain.GTT))
+    hold.bo.u32[0x200] = 1  # the CP may go on: q's job ends the next time the KMD looks
+    n0 = dict(gpu.mm.n)
+    again = gpu.alloc(0x20_0000, "gtt")  # a cache miss (not idle), ENOMEM, the drain, a retry
+    n = gpu.mm.n
+    assert (n["misses"] - n0["misses"], n["released"] - n0["released"], n["created"] - n0["created"]) == (1, 1, 1)
+    assert gpu.mm.cached_bytes == 0 and not any(gpu.mm.cache.values())
+    assert q.seq_done(q.last_seq)
+    again.u32[:2] = [7, 8]
+    assert again.u32[:2].tolist() == [7, 8]
+    gpu.close()
+
+
+def test_a_cached_bo_lives_exactly_expiry_operations():
+    """The BO cache's clock counts operations (each get and each put): a cached BO survives
+    `expiry` of them after its own put and goes back to the kernel at the next."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    mm = gpu.mm
+    mm.expiry = 4
+    gpu.alloc(64 << 10).free()  # put: cached
+    e0 = mm.stats().cache_expired
+    for _ in range(2):  # 4 operations: a get (a miss, then a hit) and a put of another size class
+        gpu.alloc(128 << 10).free()
+    assert (mm.stats().cached, mm.stats().cache_expired) == (2, e0)  # both still there
+    keep = gpu.alloc(128 << 10)  # the 5th operation: the first BO has waited too long
+    assert (mm.stats().cached, mm.stats().cache_expired) == (0, e0 + 1)
+    keep.free()
+    gpu.close()
+
+
+def test_a_closed_device_reports_an_empty_cache():
+    """Device.close gives the cached BOs back; what the exit report then says of the pools."""
+    from gpucosim.crash import exit_report
+
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open()
+    gpu.alloc(64 << 10).free()
+    assert (gpu.mm.stats().cached, gpu.mm.stats().cached_bytes) == (1, 64 << 10)
+    gpu.close()
+    st = gpu.mm.stats()
+    assert (st.cached, st.cached_bytes, st.bos_released) == (0, 0, 1) and kmd.live_bos() == []
+    text, leaks = exit_report(kmd, [], {}, devices=[gpu])
+    assert "1 misses, 0 expired, 0 cached (0 bytes);" in text and leaks == 0, text
+
+
+def test_va_best_fit_takes_the_tightest_hole_not_the_first():
+    va = VaAllocator(0x100000, 0x200000)
+    x, y, z, w = va.alloc(4 * P), va.alloc(P), va.alloc(2 * P), va.alloc(P)
+    va.free(x)  # a hole of 5 pages (4 and the guard), then one of 3 after y
+    va.free(z)
+    assert va.alloc(P) == z  # 2 pages with its guard: the 3-page hole fits tighter
+    assert va.alloc(3 * P) == x and y < z < w
+
+
+@pytest.mark.parametrize("alignment", [3, 6, 0x1001, -4])
+def test_alloc_alignment_must_be_a_power_of_two(alignment):
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    shown = f"{alignment:#x}" if alignment >= 0 else f"-{-alignment:#x}"
+    with pytest.raises(ValueError, match=rf"^alloc: alignment must be 0 or a power of two, not {shown}$"):
+        gpu.alloc(0x100, alignment=alignment)
+    assert gpu.alloc(0x100, alignment=1).gpu_addr % 4096 == 0 and gpu.alloc(0x100, alignment=0x2000).gpu_addr % 0x2000 == 0
+    gpu.close()

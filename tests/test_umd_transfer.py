@@ -59,7 +59,9 @@ def check_random_transfers(dev, sizes=None):
 
 def check_split_and_raw(dev):
     """A transfer larger than one packet is split; a copy reading what a fill just wrote
-    in the same submission sees the new bytes (RAW_WAIT)."""
+    in the same submission sees the new bytes (RAW_WAIT). (The RTL happens to finish this
+    fill's writes before the copy's reads even without RAW_WAIT, and the model always does:
+    check_raw_chain_under_write_latency is the check that needs the bit.)"""
     gpu = _open(dev)
     q = gpu.queue(flush_threshold=64)
     q.dma_chunk = 0x300  # split small so the RTL run stays short; the device allows 1 MiB
@@ -87,6 +89,14 @@ def check_transfer_errors(dev):
         q.copy(a, 0x10, a, 0x0, 0x20)
     with pytest.raises(ValueError, match=r"^upload: \[0xff, 0x101\) is outside the 0x100-byte buffer$"):
         q.upload(a, 0xFF, b"ab")
+    for data, kind in (([1, 2], "list"), ("ab", "str"), (7, "int")):  # bytes-like or an array only
+        with pytest.raises(TypeError, match=rf"^upload: data must be bytes-like or a numpy array, not {kind}$"):
+            q.upload(a, 0, data)
+    q.upload(a, 0, bytearray(b"\x01\x02"))
+    q.upload(a, 2, memoryview(np.array([0x0403], "<u2")))  # any buffer: its bytes
+    q.upload(a, 4, np.array([[5, 6], [7, 8]], np.uint8)[:, 1])  # an array need not be contiguous
+    q.finish()
+    assert a.map()[:6].tolist() == [1, 2, 3, 4, 6, 8]
     with pytest.raises(ValueError, match=r"^download: offset and size must be >= 0, not 0 and -1$"):
         q.download(a, 0, -1)
     q1 = umd.open(api_version=1).queue()
@@ -97,7 +107,10 @@ def check_transfer_errors(dev):
 
 def check_fence_after_dma_sees_the_data(dev):
     """An event signalled after a copy (a RELEASE_MEM behind the DMA_DATA) is written only
-    after the copy's last write is answered: whoever sees the event sees the data."""
+    after the copy's last write is answered: whoever sees the event sees the data. On the
+    reference model a copy is done before the next packet starts, so this holds there by
+    construction; it bites on the RTL (tests/test_rtl_drivers.py), where the engine runs
+    alongside the CP and only the CP's wait for it orders the fence after the data."""
     gpu = _open(dev)
     q = gpu.queue(flush_threshold=64)
     a = gpu.alloc(0x10000, "gtt")
@@ -119,8 +132,36 @@ def check_transfers_under_backpressure(dev):
     check_random_transfers(dev, [0, 3, 255, 4099, 0x2000 + 1] if dev.name == "icarus" else None)
 
 
+def check_raw_chain_under_write_latency(dev):
+    """Copies that read what the transfer just before them writes (one submission), with
+    reads answered 40 cycles late and W held back half the time: a copy of the last bytes
+    another copy writes, and a copy of a fill. Each reads the new bytes only because the
+    UMD sets RAW_WAIT and the CP hands it to the engine, which holds the read until the
+    earlier writes are answered. On the reference model a transfer is done before the next
+    packet starts and memory settings are ignored, so this passes there whatever RAW_WAIT
+    says (tests/test_umd_transfer_packets.py checks the bits); it bites on the RTL
+    (tests/test_rtl_drivers.py)."""
+    dev.mem_model.configure(rd_latency=40, wr_latency=40, seed=11, stall={"w": 0.5, "aw": 0.3})
+    gpu = _open(dev)
+    q = gpu.queue(flush_threshold=64)
+    a, b, c = (gpu.alloc(0x2000, "gtt") for _ in range(3))
+    data = np.random.default_rng(5).integers(0, 256, 0x1000, dtype=np.uint8)
+    a.map()[:0x1000] = data
+    b.map()[:] = 0xEE  # stale bytes a copy would read without RAW_WAIT
+    c.map()[:] = 0xEE
+    q.copy(b, 0, a, 0, 0x1000)  # writes b[0, 0x1000), its last bytes last
+    q.copy(c, 0, b, 0xFC0, 0x40)  # reads those last bytes
+    q.fill(a, 0x1800, 0x40, 0x5A5A_5A5A)
+    q.copy(c, 0x100, a, 0x1800, 0x40)  # reads what the fill writes
+    q.finish()
+    assert np.array_equal(c.map()[:0x40], data[0xFC0:]), "a copy read stale bytes of the copy before it"
+    assert (c.map()[0x100:0x140] == 0x5A).all(), "a copy read stale bytes of the fill before it"
+    gpu.close()
+
+
 CHECKS = [check_random_transfers, check_split_and_raw, check_transfer_errors,
-          check_fence_after_dma_sees_the_data, check_transfers_under_backpressure]
+          check_fence_after_dma_sees_the_data, check_transfers_under_backpressure,
+          check_raw_chain_under_write_latency]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])

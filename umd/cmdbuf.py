@@ -38,7 +38,7 @@ class Ib:
 
 
 class CmdBuf:
-    def __init__(self, get_ib: Callable[[], Any], ib_size_dw: int = 1024, align_dw: int = 8):
+    def __init__(self, get_ib: Callable[[], Any], ib_size_dw: int, align_dw: int = 8):
         if align_dw < 1 or align_dw & (align_dw - 1):
             raise ValueError(f"CmdBuf: align_dw must be a power of two, not {align_dw!r}")
         if ib_size_dw < 4 * (CHAIN_DW + align_dw) or ib_size_dw % align_dw:
@@ -49,11 +49,6 @@ class CmdBuf:
         self.align_dw = align_dw
         # room a packet may use in an IB that still has to take padding and a chain packet
         self.max_packet_dw = ib_size_dw - CHAIN_DW - (align_dw - 1)
-        self.ibs: list[Ib] = []
-        self.cur: list[int] = []
-        self.labels: dict[int, str] = {}  # GPU address of a packet -> the call that recorded it
-        self._pending_labels: list[tuple[int, str]] = []  # (dword offset in cur, label)
-        self.commands = 0
         self.chains = 0
         self.reset()
 
@@ -61,10 +56,10 @@ class CmdBuf:
         """Start a new stream (the IBs of the previous one belong to its submission now). The
         first IB is taken when the first packet comes, so an idle queue holds no IB and a
         flush can reclaim before anything new is allocated."""
-        self.ibs = []
-        self.cur = []
-        self.labels = {}
-        self._pending_labels = []
+        self.ibs: list[Ib] = []
+        self.cur: list[int] = []
+        self.labels: dict[int, str] = {}  # GPU address of a packet -> the call that recorded it
+        self._pending_labels: list[tuple[int, str]] = []  # (dword offset in cur, label)
         self.commands = 0
 
     @property

@@ -43,9 +43,11 @@ DOMAINS = {"gtt": Domain.GTT, "vram": Domain.VRAM}
 COMPARE = {"always": "ALWAYS", "<": "LT", "<=": "LE", "==": "EQ", "!=": "NE", ">=": "GE", ">": "GT"}
 
 # The queue's own page: user fence, event timeline, timestamp slots.
+QBO_BYTES = 4096
 QBO_USER_FENCE = 0
 QBO_TIMELINE = 1
 QBO_TS_FIRST = 8  # qword index of the first timestamp slot (byte 64)
+QBO_TS_SLOTS = QBO_BYTES // 8 - QBO_TS_FIRST  # reused in turn: a Timestamp is read before 504 more are taken
 
 
 # ---------------------------------------------------------------------------- tracing hook
@@ -323,7 +325,7 @@ class Queue(_Dispatched):
         self.flush_threshold = flush_threshold
         self.ctx_id = self.ws.ctx_alloc()
         info = device.dev_info
-        self.qbo = device_alloc(device, 4096, "gtt", _owner=self)
+        self.qbo = device_alloc(device, QBO_BYTES, "gtt", _owner=self)
         self.q32 = self.qbo.u32
         self.timeline = 0  # last event value handed out
         self.ts_next = 0
@@ -337,7 +339,7 @@ class Queue(_Dispatched):
         self.first_seq: int | None = None
         self.last_seq: int | None = None
         self.fence_trusted = False  # the user fence dword holds a seqno of ours (seq_done)
-        self.submitted = 0
+        self.submitted = 0  # jobs submitted (umd/pool.py's fences count in these)
         self.calls = 0
         self.flushes = 0
         self.closed = False
@@ -425,18 +427,12 @@ class Queue(_Dispatched):
         return None
 
     def _raise_from(self, e: KmdError, what: str) -> None:
-        """Turn a KMD error into the UMD's exception."""
-        if e.errno == errno.ECANCELED:
-            info = None
-            try:
-                info = self.ws.ctx_query(self.ctx_id).error
-            except KmdError:
-                pass
-            info = info or e.info
-            if info is not None:
-                raise GpuError(info, self._find_command(info.addr)) from e
-        if e.errno == errno.ETIME:
-            raise GpuTimeout(f"{what}: {e.message}") from e
+        """Turn a KMD error into the UMD's exception (a WAIT_CS's ETIME never comes here:
+        _wait_seq answers it with False, and the caller says what timed out)."""
+        if e.errno == errno.ECANCELED and e.info is not None:
+            # the KMD's ECANCELED carries the context's decoded error (what CTX QUERY_STATE
+            # would return): no need to ask again
+            raise GpuError(e.info, self._find_command(e.info.addr)) from e
         if e.errno == errno.EIO:
             raise DeviceLost(f"{what}: {e.message}") from e
         if e.errno == errno.ENOMEM:
@@ -612,11 +608,9 @@ def queue_fill(self: Queue, buf: Buffer, offset: int, size: int, value: int) -> 
 
 def queue_timestamp(self: Queue) -> "Timestamp":
     """API v2: the GPU clock when the queue gets here (RELEASE_MEM TIMESTAMP)."""
-    slots = (4096 // 8) - QBO_TS_FIRST
-    slot = QBO_TS_FIRST + self.ts_next % slots
+    slot = QBO_TS_FIRST + self.ts_next % QBO_TS_SLOTS
     self.ts_next += 1
-    ts = Timestamp(self, slot)
-    self.q32[2 * slot: 2 * slot + 2] = 0
+    ts = Timestamp(self, slot)  # (read only once its job has ended: the GPU wrote the slot by then)
     self.cmdbuf.emit(pm4.release_mem(self.qbo.gpu_addr + 8 * slot, 0, data_sel="TIMESTAMP"), self._label("timestamp"))
     self.unflushed_events.append(ts)
     self._end_command()

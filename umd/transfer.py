@@ -84,7 +84,7 @@ def queue_copy(self: Queue, dst: Buffer, dst_offset: int, src: Buffer, src_offse
 def _staging(q: Queue, size: int) -> Buffer:
     from .runtime import device_alloc
 
-    buf = device_alloc(q.device, max(size, 1), "gtt", zero=False, _owner=q)
+    buf = device_alloc(q.device, size, "gtt", zero=False, _owner=q)  # (never 0: empty transfers record nothing)
     q.staging.append(buf)
     return buf
 
@@ -93,8 +93,14 @@ def queue_upload(self: Queue, dst: Buffer, dst_offset: int, data: Any) -> None:
     """Host → device: the CPU writes `data` (bytes or an array) into a staging buffer now,
     the DMA engine copies it to dst+dst_offset when the queue runs."""
     _need_dma(self, "upload")
-    raw = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8) if not isinstance(data, np.ndarray) \
-        else np.ascontiguousarray(data).view(np.uint8).ravel()
+    if isinstance(data, np.ndarray):
+        raw = np.ascontiguousarray(data).view(np.uint8).ravel()
+    else:
+        try:
+            raw = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
+        except TypeError:
+            raise TypeError(f"upload: data must be bytes-like or a numpy array, not {type(data).__name__}") \
+                from None
     d, size = _bytes_range(dst, "upload", dst_offset, raw.size)
     if size:
         stage = _staging(self, size)

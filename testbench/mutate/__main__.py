@@ -1,0 +1,165 @@
+"""python -m testbench.mutate: the mutation campaign (`make mutate`).
+
+    python -m testbench.mutate                    # Python (sampled) and RTL: build/mutate.json + table
+    python -m testbench.mutate --python           # the Python layers only
+    python -m testbench.mutate --rtl              # the curated RTL mutants only
+    python -m testbench.mutate --sample 1         # every Python mutant (hours on 2 cores)
+    python -m testbench.mutate --modules kmd_model/fence.py,kmd_model/ih.py --sample 1
+    python -m testbench.mutate --recheck          # also run the survivors argued in survivors.toml
+    python -m testbench.mutate --python --resume  # go on where the last run's budget stopped it
+    python -m testbench.mutate --fast             # the handful make test runs (tests/test_mutate.py)
+
+The Python part runs mutmut in a scratch copy (build/mutate/py); the RTL part applies
+each curated mutant to a scratch copy of the Amaranth source (build/mutate/rtl) and runs
+the directed RTL tests and a short RTL-vs-model campaign. The exit code is 1 when a
+survivor has no argument (a test to add) or a score is below --min-score.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from importlib.metadata import version
+from dataclasses import asdict
+from pathlib import Path
+
+from . import scope, survivors
+from .pymut import ROOT, PyCampaign
+from .report import Outcome, Report
+
+DEFAULT_SEED = 20240605
+DEFAULT_SAMPLE = 0.3
+
+
+def _fraction(text: str) -> float:
+    v = float(text)
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], not {text}")
+    return v
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m testbench.mutate", description=__doc__.splitlines()[0])
+    part = ap.add_mutually_exclusive_group()
+    part.add_argument("--python", action="store_true", help="the Python layers only")
+    part.add_argument("--rtl", action="store_true", help="the curated RTL mutants only")
+    part.add_argument("--fast", action="store_true", help="the fast subset (a handful of mutants, < 60 s)")
+    part.add_argument("--report", action="store_true",
+                      help="no run: rebuild the report from the last run's results and survivors.toml as it is now")
+    ap.add_argument("--sample", type=_fraction, default=DEFAULT_SAMPLE,
+                    help=f"share of each function's Python mutants to run (default {DEFAULT_SAMPLE})")
+    ap.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the sample")
+    ap.add_argument("--modules", default=None, help="comma list of Python modules (default: scope.MODULES)")
+    ap.add_argument("--budget", type=float, default=30.0, help="minutes for the whole campaign (default 30)")
+    ap.add_argument("--jobs", type=int, default=2, help="mutants run at once (default 2)")
+    ap.add_argument("--recheck", action="store_true", help="run the argued survivors too (are they still?)")
+    ap.add_argument("--resume", action="store_true",
+                    help="Python: reuse the last run's mutants and verdicts (build/mutate/py), run only the "
+                    "chosen ones it did not reach (same --sample and --seed)")
+    ap.add_argument("--min-score", type=float, default=0.9, help="fail below this score (default 0.9)")
+    ap.add_argument("--json", default=str(ROOT / "build" / "mutate.json"), help="report file")
+    args = ap.parse_args(argv)
+
+    if args.fast:
+        from .fast import main as fast_main
+        return fast_main()
+
+    t0 = time.monotonic()
+    deadline = t0 + 60 * args.budget
+    try:
+        argued = survivors.load()
+    except ValueError as e:
+        print(f"mutate: {e}", file=sys.stderr)
+        return 2
+    modules = tuple(m.strip() for m in args.modules.split(",")) if args.modules else scope.MODULES
+    unknown = [m for m in modules if not (ROOT / m).is_file()]
+    if unknown:
+        print(f"mutate: no such module {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    report = Report(argued, meta={"tool": f"mutmut {version('mutmut')}", "seed": args.seed,
+                                  "sample": args.sample, "budget_minutes": args.budget, "seconds": {}})
+    if args.report:
+        for layer in ("rtl", "py"):
+            f = ROOT / "build" / "mutate" / layer / "outcomes.json"
+            if f.exists():
+                saved = json.loads(f.read_text())
+                report.outcomes += [Outcome(**o) for o in saved["outcomes"]]
+                report.meta.update(saved["meta"])
+        if not report.outcomes:
+            print("mutate: no earlier run to report on (build/mutate/*/outcomes.json)", file=sys.stderr)
+            return 2
+        return _finish(report, args, t0)
+    if not args.python:
+        from .rtl import run_rtl
+        rtl_deadline = deadline if args.rtl else t0 + 60 * args.budget / 2
+        meta = run_rtl(report, rtl_deadline, jobs=args.jobs)
+        report.meta["rtl"] = meta
+        report.meta["seconds"]["rtl"] = round(time.monotonic() - t0, 1)
+        _save(report, "rtl")
+    if not args.rtl:
+        t1 = time.monotonic()
+        _python(report, modules, args, deadline)
+        report.meta["seconds"]["python"] = round(time.monotonic() - t1, 1)
+        _save(report, "python")
+    report.meta["seconds"]["total"] = round(time.monotonic() - t0, 1)
+    return _finish(report, args, t0)
+
+
+def _save(report: Report, layer: str) -> None:
+    """The layer's outcomes, for `--report` after survivors.toml changes."""
+    d = ROOT / "build" / "mutate" / ("py" if layer == "python" else "rtl")
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "outcomes.json").write_text(json.dumps({
+        "outcomes": [asdict(o) for o in report.outcomes if o.layer == layer],
+        "meta": {k: v for k, v in report.meta.items() if k in (layer, "tool", "seed", "sample")}}))
+
+
+def _finish(report: Report, args, t0: float) -> int:
+    report.write(Path(args.json))
+    print(report.table())
+    print(f"\nwritten to {args.json} ({time.monotonic() - t0:.0f} s)")
+    d = report.as_dict()
+    low = [(name, s) for name, s in (("python", d["python_score"]), ("rtl", d["rtl_score"]))
+           if s is not None and s < args.min_score]
+    todo = [s for s in d["survivors"] if s["reason"] == "test to add"]
+    if low:
+        print("score below " + f"{args.min_score}: " + ", ".join(f"{n} {s:.3f}" for n, s in low))
+    return 1 if low or todo else 0
+
+
+def _python(report: Report, modules: tuple[str, ...], args, deadline: float) -> None:
+    camp = PyCampaign(workers=args.jobs, modules=modules)
+    if args.resume and (camp.work / "mutants.json").exists():
+        print(f"mutate: resuming the Python campaign in {camp.work} ...", flush=True)
+        camp.load()  # the mutants of the last prepare (the tree as it was then), verdicts so far
+    else:
+        print(f"mutate: generating the Python mutants of {len(modules)} modules in {camp.work} ...", flush=True)
+        camp.prepare()
+    listed = {m.key for m in camp.mutants if report.args.find(m.key)}
+    todo = camp.choose(args.sample, args.seed, skip_keys=set() if args.recheck else listed)
+    done = [m for m in todo if m.exit_code is not None]  # (only after a resume)
+    todo = [m for m in todo if m.exit_code is None]
+    chosen = [m for m in camp.mutants if m.chosen]
+    print(f"mutate: {len(camp.mutants)} mutants, {sum(m.logging for m in camp.mutants)} in logging calls left "
+          f"out; {len(chosen)} chosen (sample {args.sample} per function, seed {args.seed}), "
+          f"{len(chosen) - len(todo) - len(done)} of them argued survivors not rerun, {len(done)} run before; "
+          f"running {len(todo)} ...", flush=True)
+    camp.run(todo, deadline)
+    run_names = {m.name for m in todo + done}
+    for m in camp.mutants:
+        if not m.chosen:
+            verdict, detail = "skipped", "logging call" if m.logging else "not in the sample"
+        elif m.name not in run_names:
+            verdict, detail = "survived", "argued survivor, not rerun"
+        else:
+            verdict, detail = m.verdict, str(m.exit_code)
+        report.outcomes.append(Outcome("python", m.path, m.key, m.diff(), verdict, detail, m.function))
+    report.meta["python"] = {"mutants": len(camp.mutants), "logging": sum(m.logging for m in camp.mutants),
+                             "chosen": len(chosen), "run": len(todo) + len(done), "seconds": camp.seconds,
+                             "tests": list(scope.TESTS), "test_filter": scope.TEST_FILTER}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

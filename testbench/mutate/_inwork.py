@@ -1,0 +1,107 @@
+"""Steps of the Python campaign that run inside the scratch copy, with mutmut's own code.
+
+Run as a script with the scratch copy as the working directory (mutmut reads its
+configuration from ./pyproject.toml and keeps everything under ./mutants/):
+
+    python _inwork.py prepare N      generate the mutants, collect the coverage map
+                                     (which tests call which function) with N workers
+    python _inwork.py import-hits    functions that run while the mutated modules import
+    python _inwork.py list           every mutant: name, file, function, diff, exit code (JSON)
+
+`mutmut run NAME...` (its command line) then runs the chosen mutants. These helpers use
+mutmut 3.8's internals (pinned in pyproject.toml): `mutmut run` has no way to generate
+the mutants and the map without running every mutant.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+
+def prepare(workers: int) -> None:
+    from mutmut.__main__ import (collect_or_load_stats, copy_also_copy_files, copy_src_dir, create_mutants,
+                                 setup_source_paths, store_lines_covered_by_tests)
+    from mutmut.mutation.trampoline import set_mutant_under_test
+    from mutmut.workers.isolation import get_mutant_runner
+
+    set_mutant_under_test("mutant_generation")
+    os.makedirs("mutants", exist_ok=True)
+    copy_src_dir()
+    copy_also_copy_files()
+    setup_source_paths()
+    store_lines_covered_by_tests()
+    stats = create_mutants(workers)
+    print(f"mutants generated: {stats.mutated} files mutated", flush=True)
+    collect_or_load_stats(get_mutant_runner(workers), apply_config_invalidation=True)
+
+
+def import_hits(modules: list[str]) -> None:
+    """The mutated functions that run at import time (tables built from the packet table,
+    the generated builders): mutmut's map charges them to whichever test ran first."""
+    from mutmut.mutation.trampoline import set_mutant_under_test
+    from mutmut.state import state
+
+    sys.path.insert(0, str(Path("mutants").resolve()))
+    set_mutant_under_test("stats")
+    for m in modules:
+        importlib.import_module(m)
+    print(json.dumps(sorted(state()._stats)))
+
+
+def list_mutants() -> None:
+    from mutmut.mutation.data import MutantLineSpans, SourceFileMutationData
+    from mutmut.mutation.diff_apply import get_diff_for_mutant
+    from mutmut.utils.file_utils import walk_mutatable_files
+    from mutmut.utils.format_utils import orig_function_and_class_names_from_key
+
+    out = []
+    for path in walk_mutatable_files():
+        m = SourceFileMutationData(path=path)
+        m.load()
+        spans = MutantLineSpans.load(path)
+        lines = (Path("mutants") / path).read_text().splitlines() if spans else None
+        for name, code in m.exit_code_by_key.items():
+            func, cls = orig_function_and_class_names_from_key(name)
+            func = func.rpartition(".")[-1]
+            try:
+                removed, added = _diff(name, func, spans, lines)
+            except (AttributeError, KeyError, TypeError):  # no usable index: mutmut's own (slow) way
+                diff = get_diff_for_mutant(name, path=path).splitlines()[2:]  # without the --- / +++ lines
+                removed, added = [d[1:] for d in diff if d.startswith("-")], [d[1:] for d in diff if d.startswith("+")]
+            out.append({"name": name, "path": str(path), "function": f"{cls}.{func}" if cls else func,
+                        "removed": removed, "added": added, "exit_code": code})
+    json.dump(out, sys.stdout)
+
+
+def _diff(name: str, func: str, spans, lines: list[str]) -> tuple[list[str], list[str]]:
+    """The lines a mutant removes and adds: its generated function against the unmutated
+    copy, both read by mutmut's line index out of the mutated file read once (mutmut's
+    get_diff_for_mutant rereads the file up to the function and parses both with libcst,
+    per mutant: minutes for a campaign, against about a second). Both are renamed to the
+    original name first, so a change in the def line reads as it does in the source."""
+    from mutmut.mutation.diff_apply import generated_function_names
+
+    orig, mutant = generated_function_names(name)
+    a, b = spans.span_by_function_name[orig], spans.span_by_function_name[mutant]
+    old = textwrap.dedent("\n".join(lines[a.start - 1:a.end]).replace(orig, func)).split("\n")
+    new = textwrap.dedent("\n".join(lines[b.start - 1:b.end]).replace(mutant, func)).split("\n")
+    diff = list(difflib.unified_diff(old, new, lineterm=""))[2:]
+    return [d[1:] for d in diff if d.startswith("-")], [d[1:] for d in diff if d.startswith("+")]
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1]
+    if cmd == "prepare":
+        prepare(int(sys.argv[2]))
+    elif cmd == "import-hits":
+        import_hits(sys.argv[2:])
+    elif cmd == "list":
+        list_mutants()
+    else:
+        raise SystemExit(f"unknown step {cmd!r}")

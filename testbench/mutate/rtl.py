@@ -1,0 +1,275 @@
+"""The curated RTL mutants: one plausible bug per behaviour the contract pins, applied to
+the Amaranth source in a scratch copy (build/mutate/rtl/<name>), each run against the
+directed RTL tests of its block and then a short RTL-vs-model campaign, on Icarus
+(a fresh build of the whole front end takes about 5 s there against about 40 s on
+Verilator, and these runs are short; measured in docs/verification.md).
+
+A mutant is killed when a directed test fails or the campaign finds a mismatch. The
+unmutated copy runs everything first: if it fails, no mutant result would mean anything.
+
+    python -m testbench.mutate --rtl                 # all of them (make mutate PART=rtl)
+    python -m testbench.mutate.rtl NAME...           # some, with each one's output
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from .patch import ROOT, Patch, run_pytest, scratch_copy
+
+SIM = "icarus"
+DIFFTEST_STREAMS = 48  # two of every kind of stream (the generator's cycle is 24)
+CP_TESTS = (("tests/test_rtl_vs_model.py",),)
+DMA_TESTS = (("tests/test_dma_rtl.py", "-k", "dma_64 or small_config or longer_than_4k"),)
+MUX_TESTS = (("tests/test_rtl_axi_mux.py",), ("tests/test_dma_rtl.py", "-k", "dma_64"))
+REG_TESTS = (("tests/test_regs.py",),)
+MMU_TESTS = (("tests/test_rtl_mmu.py",),)  # the MMU alone against spec.vm.walk (Amaranth's simulator)
+RAW_CHECK = ("tests.cocotb_drivers", "umd_transfer__check_raw_chain_under_write_latency")
+# AMD's own packets on the RTL (tests/test_amd_conformance.py, run there by test_rtl_drivers.py)
+AMD_CHECKS = ("tests.cocotb_drivers", ("amd_conformance__check_amd_streams_run",
+                                       "amd_conformance__check_amd_differences_refused"))
+
+
+@dataclass(frozen=True)
+class RtlMutant:
+    patch: Patch
+    tests: tuple[tuple[str, ...], ...] = CP_TESTS  # pytest runs (arguments each): the block's directed tests
+    cocotb: tuple[tuple[str, object], ...] = ()  # (module, testcase or testcases) run straight through sim.run
+    difftest: int = DIFFTEST_STREAMS  # streams of the RTL-vs-model campaign (0: none)
+
+
+def _m(name, path, before, after, why, **kw) -> RtlMutant:
+    return RtlMutant(Patch(name, path, before, after, why), **kw)
+
+
+MUTANTS = (
+    # ---- the command processor (rtl/cp/)
+    _m("wait-lt-as-le", "rtl/cp/wait_reg_mem.py", '("LT", masked < ref)', '("LT", masked <= ref)',
+       "WAIT_REG_MEM's LT holds on the boundary"),
+    _m("wait-ge-as-gt", "rtl/cp/wait_reg_mem.py", '("GE", masked >= ref)', '("GE", masked > ref)',
+       "WAIT_REG_MEM's GE fails on the boundary"),
+    _m("wait-mask-ignored", "rtl/cp/wait_reg_mem.py", 'masked.eq(word & field(p, WRM, "MASK"))', "masked.eq(word)",
+       "WAIT_REG_MEM compares the whole dword, not the masked bits"),
+    _m("ib-nesting-unchecked", "rtl/cp/processor.py", "with m.Elif(~chain & (level == self.ib_levels)):",
+       "with m.Elif(~chain & (level == self.ib_levels + 1)):", "an IB nested past CAPS.IB_LEVELS runs"),
+    _m("chain-in-ring-allowed", "rtl/cp/processor.py", '((level == 0) & field(p_now, ib, "CHAIN"))',
+       '((level == 3) & field(p_now, ib, "CHAIN"))', "a CHAIN in the ring is not refused"),
+    _m("ib-size-zero-unchecked", "rtl/cp/processor.py", 'with m.Elif(field(p_now, ib, "IB_SIZE") == 0):',
+       'with m.Elif(field(p_now, ib, "IB_SIZE") == 0x80000):', "IB_SIZE 0 is not refused"),
+    _m("chain-as-call", "rtl/cp/indirect_buffer.py", "new_level = Mux(chain, level, level + 1)",
+       "new_level = level + 1", "a CHAIN is run as a call: the rest of the IB runs after it"),
+    _m("fence64-low-dword-only", "rtl/cp/release_mem.py",
+       'c.write_dwords(addr, lo, hi, "RM_WRITE", "RM_WAIT", defer=beyond)',
+       'c.write_dwords(addr, lo, None, "RM_WRITE", "RM_WAIT", defer=beyond)',
+       "RELEASE_MEM DATA_64 writes only the low dword"),
+    _m("eop-data-swapped", "rtl/cp/release_mem.py",
+       '[field(p, RM, "INT_CTXID"), field(p, RM, "DATA_LO"), field(p, RM, "DATA_HI"), p[lo.dword]]',
+       '[field(p, RM, "INT_CTXID"), field(p, RM, "DATA_HI"), field(p, RM, "DATA_LO"), p[lo.dword]]',
+       "the EOP IH entry carries the fence's dwords swapped"),
+    _m("ih-wptr-half-step", "rtl/cp/ih.py", "m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_BYTES)",
+       "m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_BYTES // 2)",
+       "IH_WPTR moves half an entry: entries overwrite each other"),
+    _m("ih-overflow-late", "rtl/cp/processor.py", "ih_entry_full.eq(ih_used >= ih_bytes)",
+       "ih_entry_full.eq(ih_used > ih_bytes)", "the IH ring takes one entry more than it holds"),
+    _m("doorbell-overflow-off-by-one", "rtl/cp/processor.py", "with m.Elif(used > (ring_mask + 1)):",
+       "with m.Elif(used > (ring_mask + 2)):", "a wptr one dword more than the ring ahead is taken"),
+    _m("doorbell-backwards-small", "rtl/cp/processor.py", "with m.If(ahead[31]):", "with m.If(ahead[30]):",
+       "a wptr moved back by less than 2^30 is taken as far ahead"),
+    _m("rptr-write-back-inverted", "rtl/cp/processor.py",
+       "with m.If(csr.rb_cntl_rptr_wb):\n                    addr = Cat(Const(0, 2), csr.rb_rptr_addr_lo[2:]",
+       "with m.If(~csr.rb_cntl_rptr_wb):\n                    addr = Cat(Const(0, 2), csr.rb_rptr_addr_lo[2:]",
+       "the rptr is written back only when RB_CNTL.RPTR_WB is off"),
+    _m("write-data-stride", "rtl/cp/write_data.py", "wd_addr.eq(Mux(no_incr, wd_addr, wd_addr + 4))",
+       "wd_addr.eq(Mux(no_incr, wd_addr, wd_addr + 8))",
+       "WRITE_DATA's data dwords land 8 bytes apart"),
+    _m("qword-rule-as-dword", "rtl/cp/packets.py", "(p[lo.dword][:ceil_log2(r.align)] != 0)",
+       "(p[lo.dword][:2] != 0)", "a 64-bit fence at a dword (not qword) address is not refused"),
+    # ---- gfx9's packet rules (issue 18)
+    _m("type2-exact-filler-only", "rtl/cp/processor.py",
+       "with m.Elif((cur_fetch_data[_TYPE.bits] == pk.PACKET_TYPE2) | nop_pad):",
+       "with m.Elif((cur_fetch_data == pk.TYPE2_FILLER) | nop_pad):",
+       "a type-2 dword with PAD bits set (amdgpu's PACKET2(v)) is refused, not skipped",
+       cocotb=(AMD_CHECKS,)),
+    _m("nop-pad-counted", "rtl/cp/processor.py",
+       "with m.Elif((cur_fetch_data[_TYPE.bits] == pk.PACKET_TYPE2) | nop_pad):",
+       "with m.Elif(cur_fetch_data[_TYPE.bits] == pk.PACKET_TYPE2):",
+       "AMD's header-only NOP (0xFFFF1000) is read as a NOP of 16,384 payload dwords",
+       cocotb=(AMD_CHECKS,)),
+    _m("int-sel-3-interrupts", "rtl/cp/release_mem.py",
+       'return (sel == v["SEND_INT"]) | (sel == v["SEND_INT_ON_CONFIRM"])', 'return sel != v["NONE"]',
+       "RELEASE_MEM INT_SEL 3 (data with confirm, no interrupt) raises an EOP interrupt",
+       cocotb=(AMD_CHECKS,)),
+    _m("addr-incr-ignored", "rtl/cp/write_data.py",
+       'no_incr = field(c.p, WD, "ADDR_INCR") == WD.field("ADDR_INCR").values["NO_INCREMENT"]',
+       'no_incr = field(c.p, WD, "ADDR_INCR") == 2',
+       "WRITE_DATA ADDR_INCR = NO_INCREMENT (amdgpu's WR_ONE_ADDR) walks the address anyway",
+       cocotb=(AMD_CHECKS,)),
+    _m("ib-beyond-bus-unchecked", "rtl/cp/processor.py", "with m.Elif(checks.ib_beyond_bus(p_now, aw)):",
+       "with m.Elif(checks.ib_beyond_bus(p_now, aw) & 0):",
+       "an IB whose IB_BASE_HI reaches past the bus is fetched from the address cut to the bus",
+       cocotb=(AMD_CHECKS,)),
+    _m("raw-wait-dropped", "rtl/cp/dma_data.py", 'dma.cmd_raw_wait.eq(field(p, DD, "RAW_WAIT"))',
+       "dma.cmd_raw_wait.eq(0)", "the CP does not hand RAW_WAIT to the engine",
+       tests=(), cocotb=(RAW_CHECK,)),
+    _m("int-status-not-w1c", "rtl/csr.py", "~(bridge.wr_data[1:2] & wmask[1:2])",
+       "~(bridge.wr_data[1:2] & wmask[1:2] & 0)", "INT_STATUS.EOP cannot be cleared by writing 1",
+       tests=CP_TESTS + REG_TESTS),
+    # ---- the DMA engine (rtl/dma.py) and the AXI mux
+    _m("burst-clamp-removed", "rtl/dma.py", "bnd_beats = min(self.max_burst_beats, 4096 // B)",
+       "bnd_beats = self.max_burst_beats", "bursts longer than 4 KiB cross 4 KiB boundaries",
+       tests=DMA_TESTS, difftest=0),
+    _m("dma-raw-ignored", "rtl/dma.py", "qa.w.data.raw.eq(self.cmd_raw_wait)", "qa.w.data.raw.eq(0)",
+       "the engine starts a RAW_WAIT read before the earlier writes are answered",
+       tests=DMA_TESTS, difftest=0),
+    _m("dma-first-strobe", "rtl/dma.py", "Mux(wqh.first & (w_beat == 0), first_mask, all_lanes)",
+       "Mux(wqh.first & (w_beat == 0), all_lanes, all_lanes)",
+       "an unaligned transfer writes the bytes before its destination in its first beat", tests=DMA_TESTS),
+    _m("mux-w-to-first-master", "rtl/axi_mux.py", "m.d.sync += [wq[wq_index(wq_wp)].eq(aw_sel), wq_wp.eq(wq_wp + 1)]",
+       "m.d.sync += [wq[wq_index(wq_wp)].eq(0), wq_wp.eq(wq_wp + 1)]",
+       "W bursts are taken from master 0 whichever master's AW went first", tests=MUX_TESTS, difftest=0),
+    # ---- the MMU (rtl/mmu.py, issue 15); the difftest's VM streams translate 40 % of its IBs
+    _m("mmu-write-needs-read", "rtl/mmu.py",
+       'perm = Cat(pte[vm_spec.BIT["READABLE"].bit], pte[vm_spec.BIT["WRITEABLE"].bit],',
+       'perm = Cat(pte[vm_spec.BIT["READABLE"].bit], pte[vm_spec.BIT["READABLE"].bit],',
+       "a write is permitted by READABLE: a read-only page takes writes", tests=MMU_TESTS),
+    _m("mmu-invalidate-ignored", "rtl/mmu.py", "m.d.sync += t_valid[i].eq(0)", "m.d.sync += t_valid[i].eq(t_valid[i])",
+       "a TLB invalidation is acknowledged but drops nothing: stale translations after an unmap",
+       tests=MMU_TESTS),
+    _m("mmu-huge-page-offset", "rtl/mmu.py", "m.d.comb += leaf_ppn.eq(Cat(t.addr[PS:PS + span], pte_addr[span:]))",
+       "m.d.comb += leaf_ppn.eq(pte_addr)",
+       "a huge page maps every 4 KiB page in it to its first", tests=MMU_TESTS),
+    _m("mmu-range-unchecked", "rtl/mmu.py", "with m.If(beyond & ~bypass):", "with m.If(beyond & bypass):",
+       "an address beyond the page tables is translated by its low bits (aliasing), not refused",
+       tests=MMU_TESTS),
+)
+
+
+@dataclass
+class Result:
+    mutant: RtlMutant
+    killed: bool
+    by: str  # what killed it (or "survived")
+    seconds: float
+    output: str
+
+
+def _cocotb(work: Path, module: str, testcase, timeout: float) -> tuple[int, str]:
+    """cocotb testcase(s) of `module` on the whole front end: 0 when every one ran and passed."""
+    names = [testcase] if isinstance(testcase, str) else list(testcase)
+    code = (f"import sys; from testbench import sim; from testbench.design import gpu_design; "
+            f"r = sim.run(gpu_design(64), {SIM!r}, {module!r}, {names!r}, tag='mutate'); "
+            f"print(r.explain()); sys.exit(0 if r.ok and set({names!r}) <= set(r.passed) else 1)")
+    return _run(work, [sys.executable, "-c", code], timeout)
+
+
+def _difftest(work: Path, streams: int, timeout: float) -> tuple[int, str]:
+    return _run(work, [sys.executable, "-m", "testbench.difftest", "--sim", SIM, "--streams", str(streams),
+                       "--json", str(work / "build" / "difftest.json")], timeout)
+
+
+def _run(work: Path, cmd: list[str], timeout: float) -> tuple[int, str]:
+    import os
+
+    env = dict(os.environ, PYTHONPATH=str(work), SIM=SIM)
+    env.pop("PYTEST_XDIST_WORKER", None)
+    try:
+        r = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
+        return r.returncode, "\n".join((r.stdout + r.stderr).strip().splitlines()[-12:])
+    except subprocess.TimeoutExpired:
+        return -9, f"timed out after {timeout:.0f} s"
+
+
+def run_one(m: RtlMutant | None, work: Path, timeout: float = 900) -> Result:
+    """`m` applied to a fresh copy at `work` (None: the copy unmutated), its tests run in turn
+    until one fails."""
+    t0 = time.monotonic()
+    scratch_copy(work)
+    if m is not None:
+        m.patch.apply(work)
+    steps = []
+    mm = m or BASELINE
+    for args in mm.tests:
+        steps.append((f"directed tests ({' '.join(args)})",
+                      lambda args=args: run_pytest(work, [*args, f"--basetemp={work / '.pytest-tmp'}"], timeout,
+                                                   env={"SIM": SIM})[::2]))
+    for mod, case in mm.cocotb:
+        what = case if isinstance(case, str) else ", ".join(case)
+        steps.append((f"cocotb {what}", lambda mod=mod, case=case: _cocotb(work, mod, case, timeout)))
+    if mm.difftest:
+        steps.append((f"difftest ({mm.difftest} streams)", lambda: _difftest(work, mm.difftest, timeout)))
+    for what, step in steps:
+        code, out = step()
+        if code not in (0,):
+            return Result(mm, True, what, time.monotonic() - t0, out)
+    return Result(mm, False, "survived", time.monotonic() - t0, out if steps else "")
+
+
+# the unmutated copy runs the union of every mutant's steps
+BASELINE = RtlMutant(Patch("baseline", "", "", "", "the unmutated tree"),
+                     tests=tuple(dict.fromkeys(CP_TESTS + REG_TESTS + DMA_TESTS + MUX_TESTS)),
+                     cocotb=(RAW_CHECK, AMD_CHECKS), difftest=DIFFTEST_STREAMS)
+
+
+def run_rtl(report, deadline: float, jobs: int = 2, names: list[str] | None = None) -> dict:
+    """Run the baseline, then the mutants (`jobs` at a time) until `deadline`; add their
+    outcomes to `report` (layer "rtl"). Returns the run's facts for the report."""
+    from .report import Outcome
+
+    work = ROOT / "build" / "mutate" / "rtl"
+    todo = [m for m in MUTANTS if names is None or m.patch.name in names]
+    for m in todo:
+        m.patch.check()  # every patch still applies, before minutes are spent
+    t0 = time.monotonic()
+    print(f"mutate: RTL baseline (the unmutated tree) on {SIM} ...", flush=True)
+    base = run_one(None, work / "baseline")
+    if base.killed:
+        raise RuntimeError(f"mutate: the unmutated tree fails its RTL tests ({base.by}); no RTL mutant result "
+                           f"would mean anything:\n{base.output}")
+    print(f"mutate: baseline passed in {base.seconds:.0f} s; {len(todo)} RTL mutants, {jobs} at a time ...",
+          flush=True)
+    results: dict[str, Result | None] = {m.patch.name: None for m in todo}
+
+    def one(m: RtlMutant) -> None:
+        if time.monotonic() > deadline:
+            return
+        r = run_one(m, work / m.patch.name)
+        results[m.patch.name] = r
+        print(f"  {'killed  ' if r.killed else 'SURVIVED'} {m.patch.name:28s} {r.seconds:5.0f} s  {r.by}", flush=True)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        list(pool.map(one, todo))
+    for m in todo:
+        r = results[m.patch.name]
+        verdict = "not run" if r is None else "killed" if r.killed else "survived"
+        report.outcomes.append(Outcome("rtl", m.patch.path, m.patch.key, m.patch.diff, verdict,
+                                       r.by if r else "", m.patch.name))
+    return {"simulator": SIM, "baseline_seconds": round(base.seconds, 1), "mutants": len(todo),
+            "seconds": round(time.monotonic() - t0, 1), "difftest_streams": DIFFTEST_STREAMS,
+            "killed_by": {n: (r.by if r else None) for n, r in results.items()},
+            "seconds_each": {n: (round(r.seconds, 1) if r else None) for n, r in results.items()}}
+
+
+def main(argv: list[str]) -> int:
+    names = argv or [m.patch.name for m in MUTANTS]
+    unknown = sorted(set(names) - {m.patch.name for m in MUTANTS} - {"baseline"})
+    if unknown:
+        print(f"unknown RTL mutant(s) {', '.join(unknown)}; known: {', '.join(m.patch.name for m in MUTANTS)}",
+              file=sys.stderr)
+        return 2
+    work = ROOT / "build" / "mutate" / "rtl"
+    for n in names:
+        m = None if n == "baseline" else next(x for x in MUTANTS if x.patch.name == n)
+        r = run_one(m, work / n)
+        verdict = ("FAILED" if r.killed else "passed") if m is None else ("killed" if r.killed else "SURVIVED")
+        print(f"{verdict} {n} in {r.seconds:.0f} s: {r.by}\n    "
+              + r.output.replace("\n", "\n    "))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,144 @@
+"""Buffer memory: the first-fit heap's free list (coalescing with either neighbour, a heap
+filled to the last byte), a BO the CP still runs from after its handle is gone (with the
+checker off, the KMD finds it by address), and the shadow pool for checked IB copies
+(a job larger than the pool, and one that waits for room)."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+
+import kmd_model
+from kmd_model.bo import Heap
+from kmd_model.uapi import CsChunkIb, Domain, GemCloseArgs, GemCreateArgs, InfoArgs, InfoQuery, Request
+from spec import pm4
+from testbench.refmodel import RefModel
+
+from .test_kmd_ioctl import Client, expect
+
+
+def test_heap_coalesces_with_both_neighbours():
+    h = Heap("t", 0x1000, 0x5000)
+    a, b, c, d = (h.alloc(0x1000, 0x1000) for _ in range(4))
+    assert (a, b, c, d) == (0x1000, 0x2000, 0x3000, 0x4000) and h.holes == [[0x5000, 0x6000]]
+    h.free(b, 0x1000)
+    assert h.holes == [[0x2000, 0x3000], [0x5000, 0x6000]] and h.largest_free == 0x1000
+    h.free(a, 0x1000)  # joins the hole after it
+    assert h.holes == [[0x1000, 0x3000], [0x5000, 0x6000]]
+    h.free(d, 0x1000)  # joins the hole before it... and the one after
+    assert h.holes == [[0x1000, 0x3000], [0x4000, 0x6000]]
+    h.free(c, 0x1000)  # joins both at once
+    assert h.holes == [[0x1000, 0x6000]] and h.used == 0 and h.largest_free == 0x5000
+    assert h.alloc(0x2000, 0x2000) == 0x2000 and h.holes == [[0x1000, 0x2000], [0x4000, 0x6000]]
+    full = Heap("full", 0, 0x2000)
+    assert full.alloc(0x2000, 0x1000) == 0 and full.holes == [] and full.largest_free == 0
+    assert full.alloc(1, 1) is None
+
+
+def test_memory_info_when_a_heap_is_full():
+    kmd = kmd_model.bind(RefModel(mem_size=1 << 20))
+    c = Client()
+    vram = kmd.bo.heaps[Domain.VRAM]
+    c.io(Request.GEM_CREATE, GemCreateArgs(vram.size - vram.used, 0, Domain.VRAM))  # (the VM's root table is there)
+    mem = c.io(Request.INFO, InfoArgs(InfoQuery.MEMORY))
+    v = mem.vram
+    assert (v.base, v.total, v.used, v.largest_free) == (vram.base, vram.size, vram.size, 0)
+    assert 0 < mem.gtt.largest_free <= mem.gtt.total - mem.gtt.used
+    expect(errno.ENOMEM, f"GEM_CREATE: no 0x1000 bytes free in VRAM (0x0 free, largest hole 0x0)", c.io,
+           Request.GEM_CREATE, GemCreateArgs(1, 0, Domain.VRAM))
+
+
+def test_closed_bo_the_cp_runs_from_stays_allocated():
+    """With the checker off the job's IB is named by address: the KMD keeps its BO (every BO
+    the VM maps) alive past GEM_CLOSE until the job is done."""
+    kmd = kmd_model.bind(RefModel(), cs_check=False)
+    c = Client()
+    low = c.bo(0x1000, Domain.VRAM)
+    plow = c.phys(low)
+    data = c.bo(0x1000)
+    ib = pm4.wait_reg_mem(data.addr, 1, 1, "EQ") + pm4.write_data(data.addr + 0x10, [7]) + pm4.pad(4)
+    low.u32[:len(ib)] = ib
+    seq = c.submit(CsChunkIb(len(ib), gpu_addr=low.addr))
+    c.io(Request.GEM_CLOSE, GemCloseArgs(low.handle))
+    assert any(b.gpu_addr == plow for b in kmd.bo.live)  # still there: the CP runs from it
+    assert c.phys(c.bo(0x1000, Domain.VRAM)) != plow
+    data.u32[0] = 1
+    assert c.wait(seq) and data.u32[4] == 7
+    assert not any(b.gpu_addr == plow for b in kmd.bo.live)
+
+
+def test_shadow_pool_limits():
+    """A 4 KiB pool: a job whose checked copies take more than the whole pool is refused
+    (E2BIG); a job that does not fit beside the ones in flight waits for them."""
+    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=4, job_timeout=5_000, fallback_poll=1_000)
+    assert kmd.shadow.size == 0x1000 and kmd.max_job_dw == 512
+    c = Client()
+    bo = c.bo(0x8000)
+    m = bo.addr
+    # 100 one-dword IB2s: 500 dwords to run (under 512), but each copy takes 32 bytes
+    bo.u32[0x1000:0x1064] = pm4.TYPE2_FILLER
+    calls = sum((pm4.indirect_buffer(m + 0x4000 + 4 * i, 1) for i in range(100)), [])
+    bo.u32[:400] = calls
+    expect(errno.E2BIG, "CS: the job's checked copies take 0x12c0 bytes, more than the whole shadow pool "
+           "(0x1000 bytes)", c.submit, CsChunkIb(400, bo.handle))
+    # a held job, then three of 1 KiB: the fourth does not fit beside them. It waits up to
+    # 2 * job_timeout for room; the held job times out and is reset within that, but the
+    # three resubmitted behind it have not retired when the wait ends: ENOMEM, by name
+    other = Client()
+    obo = other.bo()
+    bo.u32[0x400:0x500] = [pm4.TYPE2_FILLER] * 0x100
+
+    def fill_pool():
+        held = other.submit(other.ib(obo, pm4.wait_reg_mem(obo.addr + 0x800, 1, 1, "EQ")))
+        seqs = [c.submit(CsChunkIb(0x100, bo.handle, 0x1000)) for _ in range(3)]
+        assert kmd.shadow.used == 32 + 3 * 0x400
+        return held, seqs
+
+    held, seqs = fill_pool()
+    expect(errno.ENOMEM, "CS: no room for the job's 0x400 bytes of checked copies in the shadow pool (0x400 of "
+           "0x1000 bytes free, 3 jobs in flight)", c.submit, CsChunkIb(0x100, bo.handle, 0x1000))
+    assert all(c.wait(s) for s in seqs) and kmd.shadow.used == 0 and kmd.stats["job_timeouts"] == 1
+    # what the jobs took went back where it came from (the pool's memory, not the VA the
+    # jobs saw it at): the pool is one hole again
+    assert kmd.shadow.heap.holes == [[kmd.shadow.bo.gpu_addr, kmd.shadow.bo.end]]
+    # again, with the held job older: this time the wait outlasts its reset and what follows
+    other = Client()
+    obo = other.bo()
+    held, seqs = fill_pool()
+    kmd.dev.delay(3_000)
+    t0 = kmd.dev.now()
+    seqs.append(c.submit(CsChunkIb(0x100, bo.handle, 0x1000)))
+    waited = kmd.dev.now() - t0
+    # it waited for the reset (the held job's timer runs out 5,000 to 10,000 cycles after it
+    # started, 3,000 before this CS), and not for the wait's whole 2 * job_timeout
+    assert 1_000 <= waited < 2 * 5_000 and kmd.stats["job_timeouts"] == 2
+    assert all(c.wait(s) for s in seqs)
+    assert kmd.shadow.used == 0 and kmd.shadow.high_water == 32 + 3 * 0x400
+
+
+
+def test_kernel_buffers_at_bind():
+    """bind makes the kernel's own BOs in GTT, named as the crash report lists them, sized by
+    the parameters; on a device too small for them it says which did not fit."""
+    kmd = kmd_model.bind(RefModel(mem_size=1 << 17))  # a 4096-dword ring, 256 IH entries
+    kb = kmd.bo.live_bos(None)
+    assert [(b.name, b.size) for b in kb[:4]] == [("wb", 0x1000), ("ring", 0x4000), ("ih", 0x2000),
+                                                  ("ib test", 0x1000)]
+    assert kb[4].name == "shadow IBs" and kb[4] is kmd.shadow.bo and all(b.domain == Domain.GTT for b in kb)
+    for size, what, need in ((1 << 14, "ring", 0x4000), (1 << 16, "shadow IBs", 0x1000)):
+        with pytest.raises(kmd_model.uapi.KmdError, match=rf"^ENOMEM: bind: {what}: no {need:#x} bytes free in GTT"):
+            kmd_model.bind(RefModel(mem_size=size))
+
+
+def test_heaps_split_the_memory():
+    """VRAM from the second page up to the split, GTT from there to the last whole page: no
+    overlap, no gap; four pages is the smallest memory taken, one byte less is refused."""
+    from kmd_model.bo import PAGE, BoManager
+
+    for size, fraction in ((4 * PAGE, 0.5), (0x100_0000 + 0x123, 0.25), (64 << 20, 0.5)):
+        v, g = (BoManager(size, fraction).heaps[d] for d in (Domain.VRAM, Domain.GTT))
+        assert v.base == PAGE and v.base + v.size == g.base and g.base + g.size == size & ~(PAGE - 1)
+        assert v.size > 0 and g.size > 0 and g.base % PAGE == 0
+    with pytest.raises(ValueError, match=r"^device memory of 0x3fff bytes is too small \(need >= 0x4000\)$"):
+        BoManager(4 * PAGE - 1)

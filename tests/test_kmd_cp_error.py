@@ -1,0 +1,86 @@
+"""The CP's error latches turned into sentences (kmd_model/cp_error.py): every code, with
+and without a known packet, at every level, and the places that carry no packet address
+(doorbells, bus errors). The KMD prints these in WAIT_CS errors and crash reports; the
+end-to-end cases are in test_kmd_reset.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from kmd_model import regs
+from kmd_model.cp_error import CpErrorState
+from kmd_model.regs import CpError
+from spec import packets
+from spec import vm as vm_spec
+
+WD = packets.WRITE_DATA.opcode
+IB = packets.INDIRECT_BUFFER.opcode
+DMA = packets.DMA_DATA.opcode
+
+
+@pytest.mark.parametrize("code, opcode, what", [
+    (CpError.ILLEGAL_OPCODE, 0x7B, "illegal opcode 0x7b"),
+    (CpError.ILLEGAL_OPCODE, 0, "illegal packet header (type 0/1)"),
+    (CpError.BAD_COUNT, WD, "bad COUNT in WRITE_DATA"),
+    (CpError.BAD_COUNT, 0x7B, "bad COUNT in opcode 0x7b"),
+    (CpError.IB_SIZE_ZERO, IB, "INDIRECT_BUFFER with IB_SIZE 0"),
+    (CpError.IB_MISALIGNED, IB, "INDIRECT_BUFFER base not dword aligned"),
+    (CpError.BUS_SLVERR, WD, "bus error SLVERR at address 0x5000 in WRITE_DATA"),
+    (CpError.BUS_DECERR, 0, "bus error DECERR at address 0x5000"),
+    (CpError.DOORBELL_BACKWARDS, 0, "doorbell moved wptr backwards to 0x5000"),
+    (CpError.DOORBELL_OVERFLOW, 0, "doorbell wptr 0x5000 more than the ring size ahead of rptr"),
+    (CpError.FENCE_MISALIGNED, packets.RELEASE_MEM.opcode, "misaligned address in RELEASE_MEM"),
+    (CpError.DMA_BYTE_COUNT, DMA, "DMA_DATA byte count over the engine's limit"),
+    (CpError.UNSUPPORTED, DMA, "unsupported field value in DMA_DATA"),
+    (CpError.NONE, WD, "CP error NONE in WRITE_DATA"),
+    (len(CpError), WD, f"CP error CODE_{len(CpError)} in WRITE_DATA"),  # the first code not defined
+])
+def test_what(code, opcode, what):
+    assert CpErrorState(code, 1, opcode, 0x5000, 0).what() == what
+
+
+def test_nesting_names_the_device_limit():
+    s = CpErrorState(CpError.IB_NESTING, 2, IB, 0x5000, 0)
+    assert s.what(2) == "INDIRECT_BUFFER nested deeper than the 2 IB levels"
+    assert s.what() == "INDIRECT_BUFFER nested deeper than the IB levels"
+
+
+@pytest.mark.parametrize("code, level, where", [
+    (CpError.ILLEGAL_OPCODE, 0, "ring+0x1c (0x5000)"),
+    (CpError.ILLEGAL_OPCODE, 1, "IB+0x1c (0x5000)"),
+    (CpError.ILLEGAL_OPCODE, 2, "IB2+0x1c (0x5000)"),
+    (CpError.ILLEGAL_OPCODE, 3, "LEVEL_3+0x1c (0x5000)"),  # deeper than the register's names go
+    (CpError.UNSUPPORTED, 1, "IB+0x1c (0x5000)"),
+    # the address is the bus's or the doorbell's, not the packet's: not shown as the place
+    (CpError.BUS_SLVERR, 1, "IB+0x1c"),
+    (CpError.BUS_DECERR, 2, "IB2+0x1c"),
+    (CpError.DOORBELL_BACKWARDS, 0, "ring+0x1c"),
+    (CpError.DOORBELL_OVERFLOW, 0, "ring+0x1c"),
+])
+def test_where(code, level, where):
+    assert CpErrorState(code, level, WD, 0x5000, 7).where() == where
+
+
+def test_names_and_registers():
+    f = regs.CP_ERROR
+    s = CpErrorState.from_regs(f.CODE.put(CpError.BAD_COUNT) | f.LEVEL.put(2) | f.OPCODE.put(WD), 0x1234, 5)
+    assert (s.code, s.level, s.opcode, s.addr, s.offset_dw) == (CpError.BAD_COUNT, 2, WD, 0x1234, 5)
+    assert (s.code_name, s.level_name, s.opcode_name) == ("BAD_COUNT", "IB2", "WRITE_DATA")
+    odd = CpErrorState(14, 3, 0x7B, 0, 0)
+    assert (odd.code_name, odd.level_name, odd.opcode_name) == ("CODE_14", "LEVEL_3", None)
+
+
+@pytest.mark.parametrize("cause, level, access, why", [
+    (vm_spec.Cause.INVALID, 1, vm_spec.Access.WRITE, "no valid entry at page-table level 1"),
+    (vm_spec.Cause.PERMISSION, 1, vm_spec.Access.WRITE, "permission missing"),
+    (vm_spec.Cause.RANGE, 0, vm_spec.Access.FETCH, "beyond the page tables"),
+    (vm_spec.Cause.WALK_ERROR, 0, vm_spec.Access.DMA_READ, "page-table read failed at level 0"),
+])
+def test_vm_fault_says_why_exactly(cause, level, access, why):
+    """Each cause of VM_FAULT_STATUS in its words, with the access, the VMID and the packet."""
+    F = regs.VM_FAULT_STATUS
+    status = F.CAUSE.put(cause) | F.LEVEL.put(level) | F.ACCESS.put(access) | F.VMID.put(5)
+    s = CpErrorState(CpError.VM_FAULT, 1, WD, 0x5000, 0, status)
+    assert s.what() == f"VM fault: {access.name} at 0x5000 in WRITE_DATA (VMID 5, {why})"
+    assert CpErrorState(CpError.VM_FAULT, 0, 0, 0x5000, 0, status).what() == \
+        f"VM fault: {access.name} at 0x5000 (VMID 5, {why})"  # no packet: a ring fetch

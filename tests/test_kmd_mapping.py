@@ -1,0 +1,93 @@
+"""CPU mappings (GEM_MMAP) while they are valid: numpy arithmetic, comparisons and
+out= arguments on them compute on the device's bytes (not on something vacuous that
+compares equal to anything); copies are plain arrays; and revocation, twice or on a
+backend whose memory is not a file. test_security.py has the attacks on stale ones."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kmd_model
+from kmd_model.mapping import CpuMapping, map_bo
+from kmd_model.uapi import MappingRevoked
+from testbench.refmodel import RefModel
+
+from .test_kmd_ioctl import Client
+
+
+def test_arithmetic_and_comparisons_see_the_device_bytes():
+    dev = RefModel()
+    kmd_model.bind(dev)
+    c = Client()
+    bo = c.bo(0x1000)
+    u = bo.u32
+    assert isinstance(u, CpuMapping)
+    u[:4] = [1, 2, 3, 4]
+    eq = u[:4] == 3
+    assert type(eq) is np.ndarray and eq.tolist() == [False, False, True, False]
+    assert (u[:4] + 1).tolist() == [2, 3, 4, 5] and int(u[:4].sum()) == 10
+    assert not (u[:4] == 9).any() and (u[:4] != 9).all()
+    obo = c.bo(0x1000)
+    np.add(u[:4], 10, out=obo.u32[:4])  # out= a mapping: writes the device's memory
+    pa = c.phys(obo)
+    assert dev.mem[pa:pa + 16].view("<u4").tolist() == [11, 12, 13, 14]
+    plain = np.zeros(4, np.uint32)
+    assert np.multiply(u[:4], 2, out=plain) is plain  # numpy's contract: the result is the out array
+    assert plain.tolist() == [2, 4, 6, 8]
+    np.add(u[:4], u[:4], out=(u[4:8],))  # a tuple out=, itself a mapping
+    assert u[4:8].tolist() == [2, 4, 6, 8]
+    assert np.asarray(u[:2]).tolist() == [1, 2] and np.asarray(u[:2], dtype=np.uint16).dtype == np.uint16
+    assert np.asarray(u[:2], dtype=np.uint16).tolist() == [1, 2]
+
+
+def test_copies_are_plain_arrays():
+    kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo(0x1000)
+    bo.u32[:3] = [7, 8, 9]
+    cp = bo.u32[:3].copy()
+    assert type(cp) is np.ndarray and cp.flags.c_contiguous and cp.tolist() == [7, 8, 9]
+    cp[0] = 1
+    assert bo.u32[0] == 7
+    f = bo.u32[:4].reshape(2, 2).copy(order="F")
+    assert f.flags.f_contiguous and f.tolist() == [[7, 8], [9, 0]]
+
+
+def test_revoke_keeps_the_first_reason_and_repr_says_so():
+    kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo(0x1000)
+    kmd = kmd_model.bound()
+    m = kmd.map_bo(c.f.handles[bo.handle])
+    arr = m.array
+    arr[:4] = 0x5E
+    assert repr(arr).startswith("CpuMapping([")
+    m.revoke("first")
+    m.revoke("second")
+    with pytest.raises(MappingRevoked, match="^first$"):
+        arr[0]
+    assert repr(arr) == str(arr) == "CpuMapping(<revoked>)"
+    # numpy turns an ndarray subclass into a plain array without asking it (no __array__
+    # call), so np.asarray does not raise: it sees the private pages the revocation put
+    # there, not the BO's bytes
+    assert not np.asarray(arr).any()
+    assert dev_bytes(kmd, c.f.handles[bo.handle].gpu_addr, 4) == [0x5E] * 4
+
+
+def dev_bytes(kmd, addr: int, n: int) -> list[int]:
+    return kmd.dev.mem[addr:addr + n].tolist()
+
+
+def test_mapping_without_a_memory_file():
+    """A backend whose memory is a plain array (no file to map again): the mapping is a view
+    of it, revoked at the Python level."""
+    mem = np.zeros(0x10000, np.uint8)
+    m = map_bo(mem, None, 0x1000, 0x1000)
+    assert m.mm is None
+    m.array[:4] = [1, 2, 3, 4]
+    assert mem[0x1000:0x1004].tolist() == [1, 2, 3, 4]
+    m.revoke("gone")
+    with pytest.raises(MappingRevoked, match="^gone$"):
+        m.array[:4] = 0
+    assert mem[0x1000:0x1004].tolist() == [1, 2, 3, 4]  # the memory itself is the device's still
