@@ -244,6 +244,8 @@ def test_pools_example_argument_errors(capsys):
             pools.main(argv)
         assert ei.value.code == 2 and capsys.readouterr().err.splitlines()[-1] == f"pools: error: {msg}"
     kmd_model.unbind()
+
+
 def test_out_of_memory_gives_the_cache_back_and_waits_for_the_queues():
     """GTT full, and the BO the app freed is still in use by a submission in flight (so the
     cache cannot hand it out): a new BO of its size fails with ENOMEM once; the pools then
