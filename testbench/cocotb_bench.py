@@ -242,10 +242,10 @@ async def cp_fetch_stream(dut):
     _put(dev, RING, ring)
 
     async def counter(reg) -> int:
-        return int.from_bytes((await dev.mmio.read(reg.addr(), 4)).data, "little")
+        return await dev._aread(reg.addr())
 
     busy0, dw0 = await counter(regs.PERF_BUSY_CYCLES), await counter(regs.PERF_DWORDS_FETCHED)
-    await dev._wr(regs.RB_DOORBELL, len(ring))
+    await _wr(dev, regs.RB_DOORBELL, len(ring))
     for _ in range(200_000):
         await ClockCycles(dut.clk, 64)
         if int(dut.gpu.cp.idle.value):

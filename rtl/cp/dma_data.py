@@ -63,14 +63,14 @@ def states(c):
         if c.cp.has_dma:
             fill = field(p, DD, "SRC_SEL") == DD.field("SRC_SEL").values["DATA"]
             m.d.comb += [
-                dma.cmd_valid.eq(~c.err_pending),
+                dma.cmd_valid.eq(~c.err_pending_any),
                 dma.cmd_src.eq(value(p, DD, "src", c.aw)),
                 dma.cmd_dst.eq(value(p, DD, "dst", c.aw)),
                 dma.cmd_bytes.eq(field(p, DD, "BYTE_COUNT")),
                 dma.cmd_fill.eq(fill),
                 dma.cmd_raw_wait.eq(field(p, DD, "RAW_WAIT")),
             ]
-            with m.If(c.err_pending):
+            with m.If(c.err_pending_any):
                 m.next = "ERR_DRAIN"
             with m.Elif(dma.cmd_ready):
                 m.d.comb += c.meta_push.eq(1)
@@ -84,7 +84,7 @@ def states(c):
             m.next = "DONE"  # unreachable: the checks refuse DMA_DATA without an engine
     with state("DMA_SYNC"):
         m.d.comb += c.stall.eq(1)
-        with m.If(c.err_pending):
+        with m.If(c.err_pending_any):
             m.next = "ERR_DRAIN"
         with m.Elif(~c.dma_busy):
             m.next = "DONE"

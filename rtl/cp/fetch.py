@@ -5,15 +5,26 @@ fetch queues, so the ring's prefetched dwords stay valid while an IB runs.
 
 A fetcher reads dword indices [ptr, end) of a buffer at `base`, where index i lives at
 `base + 4 * (i & mask)` (the ring wraps with mask = size − 1; an IB has mask = all ones).
+`load` takes base, mask and ptr (and stops the fetcher), `start` runs it; they may come in
+the same cycle, or `start` later (the CP loads an IB's fetcher while it checks the packet).
 `end` may grow while it runs (a doorbell moves the ring's wptr). Bursts never cross 4 KiB
 or the ring's wrap point and never read past `end`. Space in the beat buffer is reserved
 when a burst is issued, so R beats are always accepted (rready is constant 1). The beat
 buffer and the record of bursts in flight are small memories (LUTRAM on an FPGA).
 
+Two stages keep every path short (issue 14): the next burst's length is worked out from
+registers into registers (`n_next`), and issued from those in a later cycle, so a fetcher
+offers a burst at most every other cycle and one cycle after a start (the length of a
+burst is never more than what `end` allowed a cycle before: `end` only grows while the
+fetcher runs). The free space it compares with is also a cycle old, which only
+underestimates it.
+
 `flush` drops everything: buffered beats are discarded and beats still in flight are
 counted down and thrown away as they arrive, so a redirect never sees stale data.
-Dwords come out one per cycle with the AXI response of their beat (an error response
-poisons the dwords of that beat; the parser reports it only if it consumes one).
+Dwords come out one per cycle from a register (`dw_data`, with the AXI response of their
+beat: an error response poisons the dwords of that beat; the parser reports it only if it
+consumes one). An R beat that arrives while the buffer is empty goes straight into that
+register, so the register costs no cycle.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
@@ -25,7 +36,9 @@ from amaranth.utils import ceil_log2
 
 class Fetcher(wiring.Component):
     def __init__(self, data_width: int = 64, addr_width: int = 48, depth_beats: int = 8,
-                 max_burst_beats: int = 8):
+                 max_burst_beats: int = 8, tag=None):
+        """`tag`: (layout, function(m, dword) -> Value of that layout): what the consumer wants
+        to know of each dword, worked out as it enters the output register (`dw_tag`)."""
         assert data_width in (32, 64, 128, 256)
         assert depth_beats >= max_burst_beats and depth_beats & (depth_beats - 1) == 0
         self.data_width = data_width
@@ -33,15 +46,17 @@ class Fetcher(wiring.Component):
         self.dpb = data_width // 32  # dwords per beat
         self.depth = depth_beats
         self.max_burst = max_burst_beats
+        self.tag_layout, self.tag_fn = tag if tag is not None else (data.StructLayout({"none": 1}), None)
         super().__init__({
             # control
-            "start": In(1), "base": In(addr_width), "mask": In(32), "ptr": In(32), "end": In(32),
-            "flush": In(1),
+            "load": In(1), "base": In(addr_width), "mask": In(32), "ptr": In(32),
+            "start": In(1), "end": In(32), "flush": In(1),
             # AXI read address / data (the R channel is routed here by ID)
             "arvalid": Out(1), "arready": In(1), "araddr": Out(addr_width), "arlen": Out(8),
             "rvalid": In(1), "rdata": In(data_width), "rresp": In(2), "rlast": In(1),
             # dword stream to the parser
             "dw_valid": Out(1), "dw_data": Out(32), "dw_resp": Out(2), "dw_ready": In(1),
+            "dw_tag": Out(self.tag_layout),
             # reads still in flight (including ones being dropped after a flush)
             "busy": Out(1),
             # dwords fetched (for PERF_DWORDS_FETCHED): pulses with the count of a burst's dwords
@@ -52,6 +67,7 @@ class Fetcher(wiring.Component):
         m = Module()
         dpb, depth = self.dpb, self.depth
         idx_w = max(1, ceil_log2(dpb))
+        lane_bits = ceil_log2(dpb)
         cnt_w = ceil_log2(depth + 1)
         ptr_w = max(1, ceil_log2(depth))
         maxd = self.max_burst * dpb  # dwords of the longest burst
@@ -70,11 +86,12 @@ class Fetcher(wiring.Component):
         br = beats.read_port(domain="comb")
         rd = Signal(ptr_w)
         wr = Signal(ptr_w)
-        level = Signal(cnt_w)
+        level = Signal(cnt_w)  # beats in the buffer not yet (wholly) moved to the output register
         outstanding = Signal(cnt_w)  # beats requested, not yet received (counting ones to drop)
         drop = Signal(cnt_w)  # of those, beats to discard (requested before a flush)
 
-        # ---- bursts in flight (LUTRAM): first dword index in the first beat, dwords
+        # ---- bursts in flight (LUTRAM): first dword index in the first beat, dwords.
+        # (as many records as buffer beats, and no more bursts than beats in flight)
         burst = data.StructLayout({"first": idx_w, "n": nb_w})
         m.submodules.bursts = bursts = Memory(shape=burst, depth=1 << ptr_w, init=[])
         cw_ = bursts.write_port()
@@ -85,8 +102,8 @@ class Fetcher(wiring.Component):
         cur_started = Signal()  # the head burst has delivered a beat
         m.d.comb += [bw.addr.eq(wr), br.addr.eq(rd), cw_.addr.eq(cwr), cr_.addr.eq(crd)]
 
-        # ---- issue: how many dwords the next burst may read. Each limit is clamped to the
-        # longest burst first, so the minimum is taken on a few bits, not 33.
+        # ---- stage 1: how many dwords the next burst may read, from registers into registers.
+        # Each limit is clamped to the longest burst first, so the minimum is taken on a few bits.
         idx = Signal(32)
         m.d.comb += idx.eq(fptr & mask)
         addr = Signal(self.addr_width)
@@ -120,23 +137,33 @@ class Fetcher(wiring.Component):
             n2.eq(Mux(k4_c < max_dw, k4_c, max_dw)),
             n.eq(Mux(n1 < n2, n1, n2)),
         ]
-        beats_n = Signal(range(self.max_burst + 1))
-        m.d.comb += beats_n.eq((first + n + dpb - 1) >> ceil_log2(dpb) if dpb > 1 else n)
-        credits = Signal(cnt_w + 1)
-        m.d.comb += credits.eq(depth - level - outstanding)
-        cmd_full = Signal()
-        m.d.comb += cmd_full.eq((cwr + 1)[:ptr_w] == crd)
+        n_next = Signal(nb_w)  # the next burst: dwords, beats, first dword, address
+        beats_next = Signal(range(self.max_burst + 1))
+        first_next = Signal(idx_w)
+        addr_next = Signal(self.addr_width)
+        n_ok = Signal()  # n_next and the rest hold for the registers as they are now
+        m.d.sync += [
+            n_next.eq(n), first_next.eq(first),
+            beats_next.eq((first + n + dpb - 1) >> lane_bits if dpb > 1 else n),
+            addr_next.eq(Cat(Const(0, 2 + lane_bits), addr[2 + lane_bits:])),
+            n_ok.eq(active),
+        ]
+        credits = Signal(cnt_w + 1)  # free buffer beats, as they were a cycle ago
+        m.d.sync += credits.eq(depth - level - outstanding)
 
+        # ---- stage 2: issue
+        ar_fire = Signal()
         can_issue = Signal()
-        m.d.comb += can_issue.eq(active & (n != 0) & (beats_n <= credits) & ~cmd_full & ~self.flush)
+        m.d.comb += can_issue.eq(n_ok & (n_next != 0) & (beats_next <= credits))
         m.d.comb += [
             self.arvalid.eq(can_issue),
-            self.araddr.eq(Cat(Const(0, 2 + ceil_log2(dpb)), addr[2 + ceil_log2(dpb):])),
-            self.arlen.eq(beats_n - 1),
+            self.araddr.eq(addr_next),
+            self.arlen.eq(beats_next - 1),
+            ar_fire.eq(self.arvalid & self.arready),
+            self.fetched.eq(Mux(ar_fire, n_next, 0)),
         ]
-        ar_fire = Signal()
-        m.d.comb += ar_fire.eq(self.arvalid & self.arready)
-        m.d.comb += self.fetched.eq(Mux(ar_fire, n, 0))
+        with m.If(ar_fire):
+            m.d.sync += n_ok.eq(0)  # the registers move: stage 1 works the next burst out again
 
         # ---- receive: attach dword range to each beat
         r_keep = Signal()
@@ -147,64 +174,81 @@ class Fetcher(wiring.Component):
         m.d.comb += head_left.eq(Mux(cur_started, cur_left, cr_.data.n))
         take = Signal(nb_w)
         m.d.comb += take.eq(Mux(head_left < dpb - head_first, head_left, dpb - head_first))
-
-        # ---- output: one dword per cycle from the head beat
-        sub = Signal(idx_w)
-        sub_fresh = Signal(init=1)
-        cur = Signal(idx_w)
-        m.d.comb += cur.eq(Mux(sub_fresh, br.data.first, sub))
         m.d.comb += [
-            self.dw_valid.eq((level != 0) & ~self.flush),
-            self.dw_data.eq(br.data.data.word_select(cur, 32) if dpb > 1 else br.data.data),
-            self.dw_resp.eq(br.data.resp),
-        ]
-        pop_dw = Signal()
-        pop_beat = Signal()
-        m.d.comb += [
-            pop_dw.eq(self.dw_valid & self.dw_ready),
-            pop_beat.eq(pop_dw & (cur == br.data.last)),
-        ]
-
-        push = Signal()
-        m.d.comb += push.eq(r_keep)
-        m.d.sync += level.eq(level + push - pop_beat)
-        m.d.comb += [
-            bw.en.eq(push), bw.data.data.eq(self.rdata), bw.data.resp.eq(self.rresp),
+            bw.en.eq(r_keep), bw.data.data.eq(self.rdata), bw.data.resp.eq(self.rresp),
             bw.data.first.eq(head_first), bw.data.last.eq(head_first + take - 1),
         ]
-        with m.If(push):
+        with m.If(r_keep):
             m.d.sync += wr.eq(wr + 1)
             with m.If(head_left == take):
                 m.d.sync += [cur_started.eq(0), crd.eq(crd + 1)]
             with m.Else():
                 m.d.sync += [cur_started.eq(1), cur_left.eq(head_left - take)]
-        with m.If(pop_dw):
-            with m.If(pop_beat):
+
+        # ---- output register: one dword at a time from the buffer's oldest beat, or, with the
+        # buffer empty, from the beat arriving now (it is written to the buffer too, at rd)
+        out_valid = Signal()
+        out_data = Signal(32)
+        out_resp = Signal(2)
+        out_tag = Signal(self.tag_layout)
+        sub = Signal(idx_w)
+        sub_fresh = Signal(init=1)  # the oldest beat has not given a dword yet
+        buffered = Signal()
+        m.d.comb += buffered.eq(level != 0)
+        src = Signal(beat)
+        m.d.comb += src.eq(Mux(buffered, br.data, bw.data))
+        cur = Signal(idx_w)
+        m.d.comb += cur.eq(Mux(buffered & ~sub_fresh, sub, src.first))
+        load = Signal()
+        m.d.comb += load.eq(~out_valid | self.dw_ready)
+        take_dw = Signal()  # a dword moves into the output register
+        m.d.comb += take_dw.eq(load & (buffered | r_keep))
+        beat_done = Signal()  # ... and it is its beat's last
+        m.d.comb += beat_done.eq(take_dw & (cur == src.last))
+        in_data = Signal(32)
+        m.d.comb += in_data.eq(src.data.word_select(cur, 32) if dpb > 1 else src.data)
+        with m.If(load):
+            m.d.sync += [out_valid.eq(buffered | r_keep), out_data.eq(in_data), out_resp.eq(src.resp)]
+            if self.tag_fn is not None:
+                m.d.sync += out_tag.eq(self.tag_fn(m, in_data))
+        with m.If(take_dw):
+            with m.If(beat_done):
                 m.d.sync += [rd.eq(rd + 1), sub_fresh.eq(1)]
             with m.Else():
                 m.d.sync += [sub.eq(cur + 1), sub_fresh.eq(0)]
+        m.d.sync += level.eq(level + r_keep - beat_done)
+        # (a flush hides the register at once: the parser never takes a dword being dropped)
+        m.d.comb += [self.dw_valid.eq(out_valid & ~self.flush), self.dw_data.eq(out_data),
+                     self.dw_resp.eq(out_resp), self.dw_tag.eq(out_tag)]
 
-        # outstanding beats: + on AR, − on every R beat (kept or dropped)
-        m.d.sync += outstanding.eq(outstanding + Mux(ar_fire, beats_n, 0) - self.rvalid)
+        # outstanding beats: + on AR, − on every R beat (kept or dropped); both sums are formed
+        # before AR's handshake picks one
+        out_now = Signal(cnt_w)
+        out_issued = Signal(cnt_w)
+        m.d.comb += [out_now.eq(outstanding - self.rvalid), out_issued.eq(outstanding + beats_next - self.rvalid)]
+        m.d.sync += outstanding.eq(Mux(ar_fire, out_issued, out_now))
         with m.If(self.rvalid & (drop != 0)):
             m.d.sync += drop.eq(drop - 1)
 
-        m.d.comb += [cw_.en.eq(ar_fire), cw_.data.first.eq(first), cw_.data.n.eq(n)]
+        m.d.comb += [cw_.en.eq(ar_fire), cw_.data.first.eq(first_next), cw_.data.n.eq(n_next)]
         with m.If(ar_fire):
-            m.d.sync += [cwr.eq(cwr + 1), fptr.eq(fptr + n)]
+            m.d.sync += [cwr.eq(cwr + 1), fptr.eq(fptr + n_next)]
 
         with m.If(self.flush):
             # Everything requested so far and not yet arrived is dropped on arrival.
             m.d.sync += [
-                active.eq(0),
+                active.eq(0), n_ok.eq(0), out_valid.eq(0),
                 level.eq(0), rd.eq(0), wr.eq(0), sub_fresh.eq(1),
                 crd.eq(0), cwr.eq(0), cur_started.eq(0),
-                drop.eq(outstanding - self.rvalid),  # the beat arriving now is handled here
+                # (the beat arriving now is handled here; a burst issued now is dropped too)
+                drop.eq(Mux(ar_fire, out_issued, out_now)),
             ]
 
-        # After the flush block: start with flush in the same cycle is a redirect.
+        # After the flush block: load and start with flush in the same cycle is a redirect.
+        with m.If(self.load):
+            m.d.sync += [active.eq(0), n_ok.eq(0), base.eq(self.base), mask.eq(self.mask), fptr.eq(self.ptr)]
         with m.If(self.start):
-            m.d.sync += [active.eq(1), base.eq(self.base), mask.eq(self.mask), fptr.eq(self.ptr)]
+            m.d.sync += [active.eq(1), n_ok.eq(0)]
 
         m.d.comb += self.busy.eq(outstanding != 0)
         return m

@@ -9,23 +9,40 @@ from amaranth.hdl import Cat, Const
 from spec import ih as ih_spec
 
 from ..bus import RESP_OKAY
-from .writer import BLOCK_DWORDS
+from .writer import BLOCK_DWORDS, WriteSource
+
+FULL = Const((1 << BLOCK_DWORDS) - 1, BLOCK_DWORDS)  # an entry is a whole block
 
 
-def start(c, src, ctx, data):
-    """Append an IH entry (in this cycle's FSM transition): its fields and the GPU clock
-    now go into the entry's registers, which the writer reads as one 32-byte block."""
+def load(c, src, ctx, data):
+    """The entry's fields and the GPU clock now into the entry's registers, which the writer
+    reads as one 32-byte block."""
     m = c.m
     m.d.sync += [c.ih_src.eq(src), c.ih_ctx.eq(ctx), c.ih_ts.eq(c.cp.timestamp)]
     m.d.sync += [c.ih_data[i].eq(d) for i, d in enumerate(data)]
+
+
+def request(c, prepared=False):
+    """Append the entry load() holds (in this cycle's FSM transition), or count an overflow.
+    `prepared`: the block request (address, mask, source) is loaded already."""
+    m = c.m
     with m.If(~c.csr.ih_cntl_enable):
         m.next = "IH_DONE"
     with m.Elif(c.ih_entry_full):
         m.d.comb += c.ovf_set.eq(1)
         m.next = "IH_DONE"
     with m.Else():
-        c.write_block(c.ih_entry_addr, Const((1 << BLOCK_DWORDS) - 1, BLOCK_DWORDS), None,
-                      "IH_ENTRY_WRITE", "IH_ENTRY_WAIT")
+        if prepared:
+            m.d.sync += c.wr_req.eq(1)
+            m.next = "IH_ENTRY_WAIT"
+        else:
+            c.write_block(c.ih_entry_addr, FULL, WriteSource.IH, "IH_ENTRY_WRITE", "IH_ENTRY_WAIT")
+
+
+def start(c, src, ctx, data):
+    """Append an IH entry (in this cycle's FSM transition)."""
+    load(c, src, ctx, data)
+    request(c)
 
 
 def entry(src, ctx, ts, data):
@@ -62,8 +79,9 @@ def states(c):
                 with m.If(c.ih_src == ih_spec.Source.CP_ERROR):
                     m.next = "ERROR"  # reporting an error failed: the entry is lost
                 with m.Else():
-                    c.fail(c.bus_code(writer.resp), c.blk_addr)
+                    c.fail(c.bus_code(writer.resp))  # at blk_addr
             with m.Else():
+                m.d.comb += c.ih_advance.eq(1)
                 m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_DWORDS)
                 with m.If(c.csr.ih_cntl_wptr_wb):
                     addr = Cat(Const(0, 2), c.csr.ih_wptr_addr_lo[2:], c.csr.ih_wptr_addr_hi)
@@ -76,7 +94,7 @@ def states(c):
         m.d.comb += c.stall.eq(1)
         with m.If(writer.done):
             with m.If((writer.resp != RESP_OKAY) & (c.ih_src != ih_spec.Source.CP_ERROR)):
-                c.fail(c.bus_code(writer.resp), c.blk_addr)
+                c.fail(c.bus_code(writer.resp))  # at blk_addr
             with m.Elif(c.ih_src == ih_spec.Source.CP_ERROR):
                 m.next = "ERROR"
             with m.Else():

@@ -3,7 +3,8 @@ fields and address values as the payload registers hold them, and the UNSUPPORTE
 beyond-the-bus and alignment rules of docs/hardware.md. `p` is the payload as a list of
 32-bit Values (dword i of the packet's payload at p[i])."""
 
-from amaranth.hdl import Cat, Const
+from amaranth.hdl import Cat, Const, Signal
+from amaranth.lib import data
 from amaranth.utils import ceil_log2
 
 from spec import packets as pk
@@ -61,3 +62,47 @@ def misaligned(p, pkt):
             lo = pkt.field(pkt.value(r.value).fields[0])
             bad = bad | (when & (p[lo.dword][:ceil_log2(r.align)] != 0))
     return bad
+
+
+# ---------------------------------------------------------------------------- header decode
+# What the parser needs to know of a dword if it is a header, worked out as the dword enters
+# a fetcher's output register (rtl/cp/fetch.py `tag`), so the parser's header cycle starts
+# from registers.
+_TYPE = pk.HEADER.field("TYPE")
+_OPCODE = pk.HEADER.field("OPCODE")
+_COUNT = pk.HEADER.field("COUNT")
+
+HEADER_TAG = data.StructLayout({
+    "filler": 1,    # the type-2 filler dword
+    "illegal": 1,   # not a type-3 header of an implemented packet: ILLEGAL_OPCODE
+    "kind": range(len(pk.PACKETS)),  # the packet's index in spec/packets.py
+    "count_ok": 1,  # COUNT is legal for that packet
+    "count0": 1,    # COUNT is 0 (one payload dword)
+    "need": _COUNT.width + 1,  # dwords the packet spans: COUNT + 2
+    "is_dma": 1,    # a DMA_DATA header (it may start while transfers run)
+})
+
+
+def header_tag(m, dword):
+    """HEADER_TAG of `dword` (a 32-bit Value), as comb logic in `m`."""
+    tag = Signal(HEADER_TAG)
+    opcode = dword[_OPCODE.bits]
+    count = dword[_COUNT.bits]
+    type3 = dword[_TYPE.bits] == pk.PACKET_TYPE3
+    known = Signal()
+    for pkt in pk.PACKETS:
+        with m.If(opcode == pkt.opcode):
+            ok = Const(1)
+            if pkt.min_count > 0:
+                ok = ok & (count >= pkt.min_count)
+            if pkt.max_count < _COUNT.max:
+                ok = ok & (count <= pkt.max_count)
+            m.d.comb += [known.eq(1), tag.kind.eq(pkt.index), tag.count_ok.eq(ok)]
+    m.d.comb += [
+        tag.filler.eq(dword == pk.TYPE2_FILLER),
+        tag.illegal.eq(~type3 | ~known),
+        tag.count0.eq(count == 0),
+        tag.need.eq(count + 2),
+        tag.is_dma.eq(type3 & (opcode == pk.DMA_DATA.opcode)),
+    ]
+    return tag

@@ -2,22 +2,28 @@
 
 docs/hardware.md is the contract this implements. The pieces:
 
-- three Fetchers (fetch.py: ring, IB1, IB2) read ahead; the parser pops one dword per
-  cycle from the fetcher of the current level;
+- three Fetchers (fetch.py: ring, IB1, IB2) read ahead; each offers one dword at a time
+  from a register, with what the parser needs to know of it as a header (packets.py
+  `header_tag`), and the parser pops one dword per cycle from the fetcher of the current
+  level;
 - the parser FSM (here) reads a header, checks it, collects the fixed payload into
   registers, checks fields (packets.py: every check derives from spec/packets.py) in the
   cycle the last fixed dword arrives, and starts executing in that same cycle; each
   packet's own states are in its module (write_data, indirect_buffer, wait_reg_mem,
   release_mem, dma_data), IH entries in ih.py, which see this FSM's signals through
   `_Context`;
-- one BlockWriter (writer.py) performs every memory write (WRITE_DATA, fences, rptr/wptr write-back,
-  IH entries), one aligned 32-byte block at a time, each waited for; a block formed in a
-  cycle goes to the writer in that cycle, and the writer takes it in the cycle the
-  previous write is answered (doorbell to EOP irq of a one-packet IB: 32 cycles at the
-  memory model's minimum latency, `make bench` cp_submit_to_irq_cycles);
+- one BlockWriter (writer.py) performs every memory write (WRITE_DATA, fences, rptr/wptr
+  write-back, IH entries), one aligned 32-byte block at a time, each waited for; a block
+  formed in a cycle is requested from registers (the block buffer, a 64-bit value
+  replicated over the block, or the IH entry) and goes out the next cycle;
 - reads of the ring/IB fetchers and WAIT_REG_MEM polls share the AR channel through a
   register slice (AXI payload stays stable until accepted) and R beats are routed by ID
   (bus_port.py); status.py drives STATUS, CP_ERROR and the counters.
+
+For the clock (issue 14) the parser decides from registers: the header's decode comes with
+the dword, the dwords left at each level, whether an IB is consumed, whether the IH ring
+is full and where its next entry goes are kept in registers a cycle ahead, and errors
+reach CP_ERROR through a capture register (errors.py).
 
 Errors latch CP_ERROR_* once, stop the parser, drain the bus, then append a CP_ERROR IH
 entry. SOFT_RESET waits for the bus to go quiet and returns everything to idle.
@@ -35,18 +41,20 @@ from spec import packets as pk
 
 from ..bus import AXI4Signature, BURST_INCR, RESP_OKAY
 from ..csr import REG_FIELDS, CpError, IbLevel
-from . import bus_port, dma_data, ih, indirect_buffer, release_mem, status, wait_reg_mem, write_data
+from . import bus_port, dma_data, errors, ih, indirect_buffer, release_mem, status, wait_reg_mem, write_data
 from . import packets as checks
 from .bus_port import ID_IB1, ID_IB2, ID_POLL, ID_RING, ID_WRITE  # noqa: F401 (re-exported)
 from .fetch import Fetcher
 from .packets import beyond_bus, field, value
-from .writer import BLOCK_DWORDS, BlockWriter
+from .writer import BLOCK_DWORDS, BlockWriter, WriteSource
 
 _TYPE = pk.HEADER.field("TYPE")
 _OPCODE = pk.HEADER.field("OPCODE")
 _COUNT = pk.HEADER.field("COUNT")
 
 MAX_FIXED = max(p.fixed for p in pk.PACKETS)
+wd, ib, rm = pk.WRITE_DATA, pk.INDIRECT_BUFFER, pk.RELEASE_MEM
+AVAIL_BITS = _COUNT.width + 2  # dwords left in a buffer, saturated: more than any packet needs
 
 
 class _Context:
@@ -104,7 +112,8 @@ class CommandProcessor(wiring.Component):
 
         # ---------------------------------------------------------------- sub-units
         fetchers = [Fetcher(self.data_width, aw, depth_beats=self.fetch_depth,
-                            max_burst_beats=min(8, self.fetch_depth)) for _ in range(1 + self.ib_levels)]
+                            max_burst_beats=min(8, self.fetch_depth),
+                            tag=(checks.HEADER_TAG, checks.header_tag)) for _ in range(1 + self.ib_levels)]
         for i, f in enumerate(fetchers):
             m.submodules[f"fetch{i}"] = f
         m.submodules.writer = writer = BlockWriter(self.data_width, aw)
@@ -151,6 +160,10 @@ class CommandProcessor(wiring.Component):
         p_arr = Array(p)
         pidx = Signal(range(MAX_FIXED + 1))
         rem = Signal(15)  # payload dwords still to pop
+        # a cycle ahead: rem == 1, pidx == the last fixed dword, and the packet's fixed dwords
+        rem_is1 = Signal()
+        last_fixed = Signal()
+        fixed = Signal(range(MAX_FIXED + 1))
 
         # error latch
         err = Signal()  # an error is latched (CP stops)
@@ -169,41 +182,62 @@ class CommandProcessor(wiring.Component):
 
         # IH
         ih_wptr = Signal(32)
+        ih_advance = Signal()  # IH_WPTR moves past an entry this cycle
         ih_src = Signal(8)
         ih_ctx = Signal(32)
         ih_data = [Signal(32, name=f"ih_data{i}") for i in range(4)]
         ih_ts = Signal(self.ts_width)
-        wr_ih = Signal()  # the block to write is the IH entry (rtl/cp/ih.py), not the block buffer
+        wr_src = Signal(2)  # WriteSource of the block to write
+        wval = [Signal(32, name=f"wval{i}") for i in range(2)]
 
         # ---------------------------------------------------------------- the current level
         cur_fetch_valid = Signal()
         cur_fetch_data = Signal(32)
         cur_fetch_resp = Signal(2)
+        cur_tag = Signal(checks.HEADER_TAG)
+        cur_short = Signal()  # the header's packet runs past the end of its buffer
         pop = Signal()
+        # dwords left at each level from its next dword on (saturated), a cycle ahead, and
+        # whether each IB level is consumed
+        avail = [Signal(AVAIL_BITS, name=f"avail{i}") for i in range(1 + self.ib_levels)]
+        ib_empty = Array(Signal(name=f"ib_empty{i}") for i in range(1 + self.ib_levels))  # ([0]: unused)
         for i, f in enumerate(fetchers):
             with m.If(level == i):
                 m.d.comb += [cur_fetch_valid.eq(f.dw_valid), cur_fetch_data.eq(f.dw_data),
-                             cur_fetch_resp.eq(f.dw_resp), f.dw_ready.eq(pop)]
+                             cur_fetch_resp.eq(f.dw_resp), cur_tag.eq(f.dw_tag),
+                             cur_short.eq(f.dw_tag.need > avail[i]), f.dw_ready.eq(pop)]
         cur_off = Signal(32)
         cur_addr = Signal(aw)
-        cur_avail = Signal(32)  # dwords left in the current buffer (wrapping difference)
         with m.If(level == 0):
             m.d.comb += [
                 cur_off.eq(ring_pos & ring_mask),
                 cur_addr.eq(ring_base + Cat(Const(0, 2), ring_pos & ring_mask)),
-                cur_avail.eq(wptr - ring_pos),
             ]
         with m.Else():
             m.d.comb += [
                 cur_off.eq(ib_pos[level]),
                 cur_addr.eq(ib_base[level] + Cat(Const(0, 2), ib_pos[level])),
-                cur_avail.eq(ib_size[level] - ib_pos[level]),
             ]
         with m.If(pop):
             with m.If(level == 0):
                 m.d.sync += ring_pos.eq(ring_pos + 1)
             with m.Else():
                 m.d.sync += ib_pos[level].eq(ib_pos[level] + 1)
+
+        def saturate(v):
+            return Mux(v[AVAIL_BITS:] != 0, (1 << AVAIL_BITS) - 1, v[:AVAIL_BITS])
+
+        for i in range(1 + self.ib_levels):
+            end, pos = (wptr, ring_pos) if i == 0 else (ib_size[i], ib_pos[i])
+            end32, pos32 = Signal(32, name=f"end{i}"), Signal(32, name=f"pos{i}")
+            left = Signal(32, name=f"left{i}")
+            left_m1 = Signal(32, name=f"left_m1_{i}")  # (both subtractions at once: pop comes late)
+            m.d.comb += [end32.eq(end), pos32.eq(pos), left.eq(end32 - pos32), left_m1.eq(end32 + ~pos32)]
+            # (the ring's wptr as it was a cycle ago: a doorbell counts from the next cycle on)
+            popped = pop & (level == i)
+            m.d.sync += avail[i].eq(Mux(popped, saturate(left_m1), saturate(left)))
+            if i:
+                m.d.sync += ib_empty[i].eq(Mux(popped, pos + 1 == end, pos == end))
 
         # ---------------------------------------------------------------- error raising
         fsm_err = Signal()
@@ -212,119 +246,86 @@ class CommandProcessor(wiring.Component):
         fsm_err_off = Signal(32)
         fsm_err_opcode = Signal(8)
 
-        def fail(code, addr=None, off=None, opcode=None):
-            """Raise a packet/bus error from the FSM (defaults: the current packet)."""
-            m.d.comb += [
-                fsm_err.eq(1), fsm_err_code.eq(code),
-                fsm_err_addr.eq(hdr_addr if addr is None else addr),
-                fsm_err_off.eq(hdr_off if off is None else off),
-                fsm_err_opcode.eq(hdr[_OPCODE.bits] if opcode is None else opcode),
-            ]
+        def fail(code):
+            """Raise a packet or bus error from the FSM. Where it happened (address, offset,
+            opcode) follows from the state (`error_site` below), so no path runs from the
+            checks through a multiplexer of addresses."""
+            m.d.comb += [fsm_err.eq(1), fsm_err_code.eq(code)]
             m.next = "ERR_DRAIN"
 
         def bus_code(resp):
             return Mux(resp == 0b11, CpError.BUS_DECERR, CpError.BUS_SLVERR)
 
-        # doorbell (runs beside the FSM)
-        db_err = Signal()
-        db_code = Signal(8)
-        db_value = csr.rb_doorbell
-        stopped = Signal()  # error latched or being reset: doorbells are ignored
-        with m.If(csr.rb_doorbell_swmod & csr.rb_cntl_enable & ~stopped & ~err):
-            ahead = Signal(32)
-            used = Signal(32)
-            m.d.comb += [ahead.eq(db_value - wptr), used.eq(db_value - rptr)]
-            with m.If(ahead[31]):
-                m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_BACKWARDS)]
-            with m.Elif(used > (ring_mask + 1)):
-                m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_OVERFLOW)]
-            with m.Else():
-                m.d.sync += wptr.eq(db_value)
+        err_any = Signal()  # an error is latched, or captured to latch next cycle (errors.py)
         err_pending = Signal()  # a doorbell or DMA error waits for the parser's next packet boundary
+        err_pending_any = Signal()  # ... or is captured to
         dma_err = Signal()
         dma_err_code = Signal(8)
         dma_err_off = Signal(32)
         dma_err_level = Signal(2)
         perf_count_dma = Signal()
 
-        with m.If(~err & fsm_err):
-            m.d.sync += [
-                err.eq(1), err_code.eq(fsm_err_code), err_level.eq(level), err_opcode.eq(fsm_err_opcode),
-                err_addr.eq(fsm_err_addr), err_offset.eq(fsm_err_off),
-            ]
-        with m.Elif(~err & dma_err):
-            m.d.sync += [
-                err.eq(1), err_pending.eq(1), err_code.eq(dma_err_code), err_level.eq(dma_err_level),
-                err_opcode.eq(pk.DMA_DATA.opcode), err_addr.eq(self.dma.err_addr if self.has_dma else 0),
-                err_offset.eq(dma_err_off),
-            ]
-        with m.Elif(~err & db_err):
-            m.d.sync += [
-                err.eq(1), err_pending.eq(1), err_code.eq(db_code), err_level.eq(IbLevel.RING),
-                err_opcode.eq(0), err_addr.eq(db_value), err_offset.eq(rptr & ring_mask),
-            ]
+        # doorbell (runs beside the FSM). OVERFLOW is v − rptr > ring size, worked out as
+        # v − rptr − 1 having a bit above the ring's mask (v ≠ rptr), in one subtraction.
+        db_err = Signal()
+        db_code = Signal(8)
+        db_value = csr.rb_doorbell
+        stopped = Signal()  # being reset: doorbells are ignored (as after an error)
+        with m.If(csr.rb_doorbell_swmod & csr.rb_cntl_enable & ~stopped & ~err_any):
+            ahead = Signal(32)
+            used_m1 = Signal(32)
+            m.d.comb += [ahead.eq(db_value - wptr), used_m1.eq(db_value + ~rptr)]
+            with m.If(ahead[31]):
+                m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_BACKWARDS)]
+            with m.Elif((db_value != rptr) & ((used_m1 & ~ring_mask) != 0)):
+                m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_OVERFLOW)]
+            with m.Else():
+                m.d.sync += wptr.eq(db_value)
 
         # ---------------------------------------------------------------- write requests
-        # A *_WRITE state requests the block buffer (wr_req); write_block requests a block
-        # formed this cycle straight away (now_*), saving the *_WRITE cycle.
+        # The block to write is in registers (WriteSource) and `wr_req` asks for it: write_block
+        # raises it and it holds until the write is answered; the writer puts AW and the first
+        # W beat out in the next cycle, and reads each beat's dwords as it writes them.
         wr_req = Signal()
-        now_req = Signal()
-        now_block = Signal(aw - 5)
-        now_mask = Signal(BLOCK_DWORDS)
+        with m.If(writer.done):
+            m.d.sync += wr_req.eq(0)  # (a request raised in this cycle, below, wins)
+        DW = self.data_width
+        nbeats = BLOCK_DWORDS * 32 // DW
+        beat = writer.beat
+        blk_beat = Cat(*blk).word_select(beat, DW) if nbeats > 1 else Cat(*blk)
+        ih_entry = ih.entry(ih_src, ih_ctx, ih_ts, ih_data)
+        ih_beat = ih_entry.word_select(beat, DW) if nbeats > 1 else ih_entry
+        # two dwords start 8-aligned: the first in an even slot, the second in the odd one after
+        val_beat = Mux(beat[0], wval[1], wval[0]) if dpb == 1 else Cat(*wval).replicate(dpb // 2)
         m.d.comb += [
-            writer.req_valid.eq(wr_req | now_req),
-            writer.req_block.eq(Mux(now_req, now_block, blk_addr[5:])),
-            writer.req_mask.eq(Mux(now_req, now_mask, blk_mask)),
-            # the writer reads the data while it writes, from the block buffer or the IH entry's
-            # registers (both hold the block from the cycle after the request until the response)
-            writer.req_data.eq(Mux(wr_ih, ih.entry(ih_src, ih_ctx, ih_ts, ih_data),
-                                   Cat(*[blk[i] for i in range(BLOCK_DWORDS)]))),
+            writer.req_valid.eq(wr_req),
+            writer.req_block.eq(blk_addr[5:]),
+            writer.req_mask.eq(blk_mask),
+            writer.beat_data.eq(Mux(wr_src == WriteSource.IH, ih_beat,
+                                    Mux(wr_src == WriteSource.VALUE, val_beat, blk_beat))),
         ]
 
-        def dword(v):
-            """`v` as exactly 32 bits (zero-extended or cut), to Cat into a block."""
-            v = Value.cast(v)
-            return Cat(v, Const(0, 32 - len(v))) if len(v) < 32 else v[:32]
-
-        def write_block(addr, mask, dwords, write_state, wait_state, defer=Const(0)):
-            """Write the block `dwords` (8 Values; None: the IH entry registers) under `mask`;
-            `addr` is the byte address of its first written dword (errors name it). It goes to
-            the writer in this cycle and the FSM to `wait_state`; with `defer` (or the writer
-            busy) it waits in the block buffer for `write_state`, which requests it (and
-            answers `defer`'s error)."""
-            m.d.sync += [blk_addr.eq(addr), blk_mask.eq(mask), wr_ih.eq(dwords is None)]
-            if dwords is not None:
-                m.d.sync += [blk[i].eq(dword(d)) for i, d in enumerate(dwords)]
+        def write_block(addr, mask, source, write_state, wait_state, defer=Const(0)):
+            """Write the block held in `source` (a WriteSource) under `mask`; `addr` is the byte
+            address of its first written dword (errors name it). The request is raised now and
+            the FSM goes to `wait_state`; with `defer` it waits for `write_state`, which answers
+            `defer`'s error."""
+            m.d.sync += [blk_addr.eq(addr), blk_mask.eq(mask), wr_src.eq(source)]
             with m.If(~defer):
-                m.d.comb += [now_req.eq(1), now_block.eq(addr[5:]), now_mask.eq(mask)]
-            with m.If(~defer & writer.req_ready):
+                m.d.sync += wr_req.eq(1)
                 m.next = wait_state
             with m.Else():
                 m.next = write_state
 
         def write_dwords(addr, first, second, write_state, wait_state, defer=Const(0)):
             """write_block of one dword at `addr`, or two (`second` not None: addr 8-aligned)."""
-            pos = addr[2:5]
-            # (every slot gets a value and the mask picks: two dwords start 8-aligned, so the
-            # first is in an even slot and the second in the odd one after it)
-            dwords = [first if second is None or i % 2 == 0 else second for i in range(BLOCK_DWORDS)]
-            mask = Const(1 if second is None else 3, BLOCK_DWORDS) << pos
-            write_block(addr, mask, dwords, write_state, wait_state, defer)
+            m.d.sync += [wval[0].eq(first), wval[1].eq(first if second is None else second)]
+            write_block(addr, Const(1 if second is None else 3, BLOCK_DWORDS) << addr[2:5],
+                        WriteSource.VALUE, write_state, wait_state, defer)
 
         # ---------------------------------------------------------------- packet decode helpers
         opcode = cur_fetch_data[_OPCODE.bits]
         count = cur_fetch_data[_COUNT.bits]
-        known = Signal()
-        count_ok = Signal()
-        new_kind = Signal(range(len(pk.PACKETS)))
-        for pkt in pk.PACKETS:
-            with m.If(opcode == pkt.opcode):
-                ok = Const(1)
-                if pkt.min_count > 0:
-                    ok = ok & (count >= pkt.min_count)
-                if pkt.max_count < _COUNT.max:
-                    ok = ok & (count <= pkt.max_count)
-                m.d.comb += [known.eq(1), new_kind.eq(pkt.index), count_ok.eq(ok)]
 
         perf_count_kind = Signal()  # count a packet of `kind` this cycle
         perf_count_nop = Signal()
@@ -333,21 +334,22 @@ class CommandProcessor(wiring.Component):
         with m.If(csr.control_soft_reset):
             m.d.sync += resetting.eq(1)
         m.d.comb += stopped.eq(resetting | csr.control_soft_reset)
-        m.d.comb += fetchers[0].end.eq(wptr)
 
+        # an IB level's fetcher is loaded (base, from dword 0) while its packet is parsed and
+        # started once the packet's checks pass (indirect_buffer.py)
+        load_ib = Signal()
+        load_level = Signal(2)
         start_ib = Signal()
         start_level = Signal(2)
-        start_base = Signal(aw)
-        start_size = Signal(20)
         for i, f in enumerate(fetchers[1:], start=1):
             m.d.comb += [
-                f.start.eq(start_ib & (start_level == i)),
-                f.base.eq(start_base), f.mask.eq(0xFFFF_FFFF), f.ptr.eq(0), f.end.eq(ib_size[i]),
+                f.load.eq(load_ib & (load_level == i)), f.start.eq(start_ib & (start_level == i)),
+                f.base.eq(value(p, ib, "base", aw)), f.mask.eq(0xFFFF_FFFF), f.ptr.eq(0), f.end.eq(ib_size[i]),
             ]
         ring_start = Signal()
         m.d.comb += [
-            fetchers[0].start.eq(ring_start), fetchers[0].base.eq(ring_base),
-            fetchers[0].mask.eq(ring_mask), fetchers[0].ptr.eq(ring_pos),
+            fetchers[0].load.eq(ring_start), fetchers[0].start.eq(ring_start), fetchers[0].base.eq(ring_base),
+            fetchers[0].mask.eq(ring_mask), fetchers[0].ptr.eq(ring_pos), fetchers[0].end.eq(wptr),
         ]
         flush_all = Signal()
         flush_level = Signal(1 + self.ib_levels)  # one bit per fetcher
@@ -359,7 +361,7 @@ class CommandProcessor(wiring.Component):
         ring_running = Signal()
         with m.If(csr.control_soft_reset | flush_all):
             m.d.sync += ring_running.eq(0)
-        with m.Elif(~ring_running & csr.rb_cntl_enable & ~err & ~resetting):
+        with m.Elif(~ring_running & csr.rb_cntl_enable & ~err_any & ~resetting):
             m.d.comb += ring_start.eq(1)
             m.d.sync += ring_running.eq(1)
         with m.If(~csr.rb_cntl_enable & ring_running):
@@ -370,15 +372,18 @@ class CommandProcessor(wiring.Component):
         halted = Signal()
         stall = Signal()
 
+        # Whether the IH ring is full and where its next entry goes, kept a cycle ahead: IH_WPTR
+        # moves only when an entry is written, several cycles before the next one can start.
         ih_entry_full = Signal()
         ih_dwords = Signal(33)
         m.d.comb += ih_dwords.eq(Const(ih_spec.ENTRY_DWORDS, 33) << csr.ih_size)
         ih_used = Signal(32)
-        m.d.comb += [ih_used.eq(ih_wptr - csr.ih_rptr), ih_entry_full.eq(ih_used >= ih_dwords)]
+        m.d.comb += ih_used.eq(ih_wptr - csr.ih_rptr)
         ih_base = Signal(aw)
         m.d.comb += ih_base.eq(Cat(Const(0, 5), csr.ih_base_lo[5:], csr.ih_base_hi))
         ih_entry_addr = Signal(aw)
-        m.d.comb += ih_entry_addr.eq(ih_base + Cat(Const(0, 2), ih_wptr & (ih_dwords - 1)))
+        m.d.sync += [ih_entry_full.eq(ih_used >= ih_dwords),
+                     ih_entry_addr.eq(ih_base + Cat(Const(0, 2), ih_wptr & (ih_dwords - 1)))]
 
         eop_set = Signal()
         cperr_set = Signal()
@@ -389,17 +394,11 @@ class CommandProcessor(wiring.Component):
         dma_busy = Signal()
         dma_failed = Signal()  # a transfer answered an error: later ones are cancelled
         meta_push = Signal()
-        hdr_is_dma = Signal()
-        m.d.comb += hdr_is_dma.eq((cur_fetch_data[_TYPE.bits] == pk.PACKET_TYPE3) &
-                                  (opcode == pk.DMA_DATA.opcode))
         c = _Context(self, locals())
         dma_data.port(c)
+        captures = errors.latch(c)
 
         # ---------------------------------------------------------------- the parser FSM
-        wd = pk.WRITE_DATA
-        ib = pk.INDIRECT_BUFFER
-        wrm = pk.WAIT_REG_MEM
-        rm = pk.RELEASE_MEM
 
         @contextmanager
         def state(name):
@@ -414,12 +413,11 @@ class CommandProcessor(wiring.Component):
             """A *_WRITE state: hand the block to the writer (DECERR first when the packet's
             address is beyond the bus), then wait for its response in `wait_state`."""
             def body():
-                m.d.comb += wr_req.eq(1)
-                with m.If(writer.req_ready):
-                    m.next = wait_state
+                m.d.sync += wr_req.eq(1)
+                m.next = wait_state
             if check_oob:
                 with m.If(oob):
-                    fail(CpError.BUS_DECERR, blk_addr)
+                    fail(CpError.BUS_DECERR)  # at blk_addr
                 with m.Else():
                     body()
             else:
@@ -432,7 +430,7 @@ class CommandProcessor(wiring.Component):
             m.d.comb += stall.eq(1)
             with m.If(writer.done):
                 with m.If(writer.resp != RESP_OKAY):
-                    fail(bus_code(writer.resp), blk_addr)
+                    fail(bus_code(writer.resp))  # at blk_addr
                 with m.Else():
                     yield
 
@@ -445,8 +443,7 @@ class CommandProcessor(wiring.Component):
             for pkt in pk.PACKETS:
                 if pkt is pk.NOP:
                     continue
-                # the payload as it stands this cycle: dwords 0..fixed-2 are in p already
-                p_now = p[:pkt.fixed - 1] + [cur_fetch_data]
+                p_now = payload_now(pkt)
                 with m.If(kind == pkt.index):
                     if pkt is pk.DMA_DATA and not self.has_dma:
                         fail(CpError.UNSUPPORTED)  # no DMA engine in this build
@@ -481,13 +478,39 @@ class CommandProcessor(wiring.Component):
                             indirect_buffer.start(c, p_now)
                         else:
                             m.next = f"EXEC_{pkt.name}"
+
+        def payload_now(pkt):
+            """The payload as it stands in the cycle its last fixed dword arrives: dwords
+            0..fixed-2 are in p already, the last is the fetcher's."""
+            return p[:pkt.fixed - 1] + [cur_fetch_data]
+
+        def prepare():
+            """What the packet's first step loads that does not depend on its checks, loaded in
+            every payload cycle (the last one counts), so it waits for none of them."""
+            for pkt in pk.PACKETS:
+                if pkt is pk.NOP:
+                    continue
+                with m.If(kind == pkt.index):
+                    p_now = payload_now(pkt)
                     m.d.sync += oob.eq(beyond_bus(p_now, pkt, aw))
+                    if pkt is wd:
+                        write_data.prepare(c, p_now)
+                    elif pkt is rm:
+                        release_mem.prepare(c, p_now)
+                    elif pkt is ib:
+                        indirect_buffer.prepare(c, p_now)
 
         c.update(locals())
         with m.FSM(name="cp") as fsm:
             with state("RUN"):
-                ib_done = (level != 0) & (ib_pos[level] == ib_size[level])
-                with m.If(err_pending):
+                # the header's registers follow the dword on offer (the popped one stays);
+                # returning from an IB (below) restores its packet's instead
+                new_fixed = Array(Const(pkt.fixed, range(MAX_FIXED + 1)) for pkt in pk.PACKETS)[cur_tag.kind]
+                m.d.sync += [hdr.eq(cur_fetch_data), hdr_off.eq(cur_off), hdr_addr.eq(cur_addr),
+                             kind.eq(cur_tag.kind), pidx.eq(0), rem.eq(count + 1),
+                             fixed.eq(new_fixed), last_fixed.eq(new_fixed == 1), rem_is1.eq(cur_tag.count0)]
+                ib_done = (level != 0) & ib_empty[level]
+                with m.If(err_pending_any):
                     m.next = "ERR_DRAIN"
                 with m.Elif(ib_done):
                     # back to the level that issued the IB; a ring packet finishes with it
@@ -497,50 +520,44 @@ class CommandProcessor(wiring.Component):
                         m.next = "RING_DONE"
                 with m.Elif(csr.control_halt):
                     m.d.comb += halted.eq(1)
-                with m.Elif((level == 0) & (cur_avail == 0)):
+                with m.Elif((level == 0) & (avail[0] == 0)):
                     pass  # ring empty
                 with m.Elif(~cur_fetch_valid):
                     m.d.comb += stall.eq(1)
-                with m.Elif(dma_busy & ~hdr_is_dma):
+                with m.Elif(dma_busy & ~cur_tag.is_dma):
                     # only DMA_DATA overlaps the DMA engine: any other packet (a RELEASE_MEM
                     # above all) waits until every earlier transfer is answered
                     m.d.comb += stall.eq(1)
                 with m.Else():
                     m.d.comb += pop.eq(1)
-                    m.d.sync += [hdr.eq(cur_fetch_data), hdr_off.eq(cur_off), hdr_addr.eq(cur_addr),
-                                 kind.eq(new_kind), pidx.eq(0), rem.eq(count + 1)]
                     with m.If(cur_fetch_resp != RESP_OKAY):
-                        fail(bus_code(cur_fetch_resp), cur_addr, cur_off, 0)
-                    with m.Elif(cur_fetch_data == pk.TYPE2_FILLER):
+                        fail(bus_code(cur_fetch_resp))
+                    with m.Elif(cur_tag.filler):
                         m.d.comb += perf_count_nop.eq(1)
                         with m.If(level == 0):
                             m.next = "RING_DONE"
-                    with m.Elif((cur_fetch_data[_TYPE.bits] != pk.PACKET_TYPE3) | ~known):
-                        fail(CpError.ILLEGAL_OPCODE, cur_addr, cur_off,
-                             Mux(cur_fetch_data[_TYPE.bits] == pk.PACKET_TYPE3, opcode, 0))
-                    with m.Elif(~count_ok | (count + 2 > cur_avail)):
-                        fail(CpError.BAD_COUNT, cur_addr, cur_off, opcode)
+                    with m.Elif(cur_tag.illegal):
+                        fail(CpError.ILLEGAL_OPCODE)
+                    with m.Elif(~cur_tag.count_ok | cur_short):
+                        fail(CpError.BAD_COUNT)
                     with m.Else():
                         m.next = "PAYLOAD"
 
             with state("PAYLOAD"):
-                is_nop = kind == pk.NOP.index
-                fixed = Signal(range(MAX_FIXED + 1))
-                for pkt in pk.PACKETS:
-                    with m.If(kind == pkt.index):
-                        m.d.comb += fixed.eq(pkt.fixed)
+                prepare()
                 with m.If(~cur_fetch_valid):
                     m.d.comb += stall.eq(1)
                 with m.Else():
                     m.d.comb += pop.eq(1)
-                    m.d.sync += [rem.eq(rem - 1), pidx.eq(pidx + 1), p_arr[pidx].eq(cur_fetch_data)]
+                    m.d.sync += [rem.eq(rem - 1), pidx.eq(pidx + 1), p_arr[pidx].eq(cur_fetch_data),
+                                 rem_is1.eq(rem == 2), last_fixed.eq(pidx + 2 == fixed)]
                     with m.If(cur_fetch_resp != RESP_OKAY):
-                        fail(bus_code(cur_fetch_resp), cur_addr)
-                    with m.Elif(is_nop):
-                        with m.If(rem == 1):
+                        fail(bus_code(cur_fetch_resp))  # at the dword
+                    with m.Elif(kind == pk.NOP.index):
+                        with m.If(rem_is1):
                             m.d.comb += perf_count_kind.eq(1)
                             m.next = "DONE"
-                    with m.Elif(pidx == fixed - 1):
+                    with m.Elif(last_fixed):
                         check_and_start()
 
             # ---- the packets' own states, one module each (no EXEC state for WRITE_DATA,
@@ -571,8 +588,9 @@ class CommandProcessor(wiring.Component):
             # ---- errors: stop, drain, report
             with state("ERR_DRAIN"):
                 m.d.comb += flush_all.eq(1)
-                # transfers already queued finish (or are cancelled by the DMA's own error)
-                with m.If(~writer.busy & ~poll_pending & ~dma_busy):
+                # transfers already queued finish (or are cancelled by the DMA's own error);
+                # CP_ERROR is latched the cycle after its capture (errors.py)
+                with m.If(err & ~writer.busy & ~poll_pending & ~dma_busy):
                     m.d.comb += cperr_set.eq(1)
                     ih.start(c, ih_spec.Source.CP_ERROR, Const(0, 32), [
                         pack_fields(REG_FIELDS["CP_ERROR"], CODE=err_code, LEVEL=err_level, OPCODE=err_opcode),
@@ -590,7 +608,29 @@ class CommandProcessor(wiring.Component):
                         level.eq(0), ring_pos.eq(0), rptr.eq(0), wptr.eq(0), ih_wptr.eq(0),
                         blk_mask.eq(0), dma_failed.eq(0),
                     ]
+                    m.d.sync += [cap.valid.eq(0) for cap in captures]
                     m.next = "RUN"
+
+        # ---------------------------------------------------------------- where an error happened
+        # In the header cycle: the header's address and offset, its opcode if it is a type-3
+        # header (errors.py captures these with CP_ERROR's code). A bad fetch response in the
+        # payload: the dword's address; any other error in the payload: the packet's; a poll:
+        # the polled address; a write: the written one.
+        resp_err = cur_fetch_resp != RESP_OKAY
+        with m.If(fsm.ongoing("RUN")):
+            m.d.comb += [fsm_err_addr.eq(cur_addr), fsm_err_off.eq(cur_off),
+                         fsm_err_opcode.eq(Mux(resp_err | (cur_fetch_data[_TYPE.bits] != pk.PACKET_TYPE3),
+                                               0, opcode))]
+        with m.Else():
+            m.d.comb += [fsm_err_off.eq(hdr_off), fsm_err_opcode.eq(hdr[_OPCODE.bits])]
+            with m.If((fsm.ongoing("PAYLOAD") | fsm.ongoing("WD_COLLECT")) & resp_err):
+                m.d.comb += fsm_err_addr.eq(cur_addr)
+            with m.Elif(fsm.ongoing("PAYLOAD")):
+                m.d.comb += fsm_err_addr.eq(hdr_addr)
+            with m.Elif(fsm.ongoing("WRM_READ") | fsm.ongoing("WRM_RESP")):
+                m.d.comb += fsm_err_addr.eq(poll_addr)
+            with m.Else():
+                m.d.comb += fsm_err_addr.eq(blk_addr)
 
         # ---------------------------------------------------------------- status, counters, interrupts
         c.update(locals())

@@ -3,20 +3,23 @@ the GPU clock), wait for its response, then for INT_SEL append an EOP IH entry.
 
 `c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
 
-from amaranth.hdl import Cat, Const
+from amaranth.hdl import Cat, Const, Mux
 
 from spec import ih as ih_spec
 from spec import packets as pk
 
 from . import ih
 from .packets import beyond_bus, field, value
+from .writer import WriteSource
 
 RM = pk.RELEASE_MEM
 
 
-def start(c, p):
-    """Once the checks pass (p: the payload this cycle): the fence write goes to the
-    writer at once, or with DATA_SEL NONE straight to the interrupt."""
+def prepare(c, p):
+    """In every payload cycle (the last one counts): the writer's request for the fence (its
+    value, address and dwords), or without one for the EOP entry, and the EOP entry itself,
+    the GPU clock as it is when the packet starts; so once the checks pass only the request
+    and the next state wait for them."""
     m = c.m
     sel = field(p, RM, "DATA_SEL")
     sels = RM.field("DATA_SEL").values
@@ -24,25 +27,56 @@ def start(c, p):
     ts = Cat(c.cp.timestamp, Const(0, 64 - c.cp.ts_width))
     lo = field(p, RM, "DATA_LO")
     hi = field(p, RM, "DATA_HI")
+    is_ts = sel == sels["TIMESTAMP"]
+    two = is_ts | (sel == sels["DATA_64"])
+    fence = writes(p)
+    m.d.sync += [
+        c.wval[0].eq(Mux(is_ts, ts[:32], lo)),
+        c.wval[1].eq(Mux(is_ts, ts[32:], Mux(two, hi, lo))),
+        c.blk_addr.eq(Mux(fence, addr, c.ih_entry_addr)),
+        c.blk_mask.eq(Mux(fence, Mux(two, 3, 1) << addr[2:5], ih.FULL)),
+        c.wr_src.eq(Mux(fence, WriteSource.VALUE, WriteSource.IH)),
+    ]
+    eop_load(c, p)
+
+
+def writes(p):
+    """DATA_SEL asks for a fence write."""
+    sel = field(p, RM, "DATA_SEL")
+    sels = RM.field("DATA_SEL").values
+    return (sel == sels["DATA_32"]) | (sel == sels["DATA_64"]) | (sel == sels["TIMESTAMP"])
+
+
+def interrupts(p):
+    return field(p, RM, "INT_SEL") != RM.field("INT_SEL").values["NONE"]
+
+
+def start(c, p):
+    """Once the checks pass (p: the payload this cycle): the fence write is requested at
+    once, or with DATA_SEL NONE the EOP entry's (prepare() loaded either)."""
+    m = c.m
     beyond = beyond_bus(p, RM, c.aw)  # RM_WRITE answers DECERR
-    with m.If(sel == sels["DATA_32"]):
-        c.write_dwords(addr, lo, None, "RM_WRITE", "RM_WAIT", defer=beyond)
-    with m.Elif(sel == sels["DATA_64"]):
-        c.write_dwords(addr, lo, hi, "RM_WRITE", "RM_WAIT", defer=beyond)
-    with m.Elif(sel == sels["TIMESTAMP"]):
-        c.write_dwords(addr, ts[:32], ts[32:], "RM_WRITE", "RM_WAIT", defer=beyond)
-    with m.Elif(field(p, RM, "INT_SEL") != RM.field("INT_SEL").values["NONE"]):
-        eop(c, p)
+    with m.If(writes(p)):
+        with m.If(beyond):
+            m.next = "RM_WRITE"
+        with m.Else():
+            m.d.sync += c.wr_req.eq(1)
+            m.next = "RM_WAIT"
+    with m.Elif(interrupts(p)):
+        ih.request(c, prepared=True)
     with m.Else():
         m.next = "DONE"
 
 
-def eop(c, p):
-    """The EOP interrupt: the data and the address dwords as the packet gave them (all
-    32 bits of ADDR_HI, even above the bus's 48)."""
+def eop_data(p):
+    """The EOP entry's data: the packet's data and address dwords as it gave them (all 32
+    bits of ADDR_HI, even above the bus's 48)."""
     lo, hi = (RM.field(n) for n in RM.value("addr").fields)
-    ih.start(c, ih_spec.Source.EOP, field(p, RM, "INT_CTXID"),
-             [field(p, RM, "DATA_LO"), field(p, RM, "DATA_HI"), p[lo.dword], p[hi.dword]])
+    return [field(p, RM, "DATA_LO"), field(p, RM, "DATA_HI"), p[lo.dword], p[hi.dword]]
+
+
+def eop_load(c, p):
+    ih.load(c, ih_spec.Source.EOP, field(p, RM, "INT_CTXID"), eop_data(p))
 
 
 def states(c):
@@ -51,7 +85,7 @@ def states(c):
     with state("RM_WRITE"):
         c.request_write("RM_WAIT", check_oob=True)
     with state("RM_WAIT"), c.write_answered():
-        with m.If(field(c.p, RM, "INT_SEL") != RM.field("INT_SEL").values["NONE"]):
-            eop(c, c.p)
+        with m.If(interrupts(c.p)):
+            ih.start(c, ih_spec.Source.EOP, field(c.p, RM, "INT_CTXID"), eop_data(c.p))
         with m.Else():
             m.next = "DONE"

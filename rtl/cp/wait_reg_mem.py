@@ -24,7 +24,7 @@ def states(c):
         m.next = "WRM_READ"
     with state("WRM_READ"):
         with m.If(c.oob):
-            c.fail(CpError.BUS_DECERR, c.poll_addr)
+            c.fail(CpError.BUS_DECERR)  # at poll_addr
         with m.Else():
             m.d.comb += [c.poll_req.eq(1), c.waiting.eq(1)]
             with m.If(c.poll_taken):
@@ -46,7 +46,7 @@ def states(c):
                 m.d.comb += ok.eq(test)
         with m.If(c.poll_rvalid):
             with m.If(bus.rresp != RESP_OKAY):
-                c.fail(c.bus_code(bus.rresp), c.poll_addr)
+                c.fail(c.bus_code(bus.rresp))  # at poll_addr
             with m.Elif(ok):
                 m.next = "DONE"
             with m.Else():
@@ -55,7 +55,7 @@ def states(c):
     with state("WRM_SLEEP"):
         m.d.comb += c.waiting.eq(1)
         m.d.sync += c.poll_timer.eq(c.poll_timer - 1)
-        with m.If(c.err_pending):
+        with m.If(c.err_pending_any):
             m.next = "ERR_DRAIN"
         with m.Elif(c.poll_timer <= 1):
             m.next = "WRM_READ"

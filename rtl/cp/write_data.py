@@ -1,5 +1,5 @@
 """WRITE_DATA: the N data dwords to consecutive dwords at addr, collected block by block
-(an aligned 32-byte block each), each block written in the cycle its last dword arrives
+(an aligned 32-byte block each), each block requested in the cycle its last dword arrives
 and waited for before the next packet (so WR_CONFIRM is always honoured).
 
 `c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
@@ -10,14 +10,18 @@ from spec import packets as pk
 
 from ..bus import RESP_OKAY
 from .packets import value
-from .writer import BLOCK_DWORDS
+from .writer import BLOCK_DWORDS, WriteSource
 
 WD = pk.WRITE_DATA
 
 
-def start(c, p):
-    """Once the checks pass: collecting starts in this same cycle."""
+def prepare(c, p):
+    """In every payload cycle: where the data goes (the last cycle's value counts)."""
     c.m.d.sync += [c.wd_addr.eq(value(p, WD, "addr", c.aw)), c.blk_mask.eq(0)]
+
+
+def start(c, p):
+    """Once the checks pass: collecting starts in the next cycle."""
     c.m.next = "WD_COLLECT"
 
 
@@ -31,17 +35,16 @@ def states(c):
         with m.Else():
             m.d.comb += c.pop.eq(1)
             with m.If(c.cur_fetch_resp != RESP_OKAY):
-                c.fail(c.bus_code(c.cur_fetch_resp), c.cur_addr)
+                c.fail(c.bus_code(c.cur_fetch_resp))  # at the dword
             with m.Else():
                 m.d.sync += [blk[pos].eq(c.cur_fetch_data), blk_mask.eq(blk_mask | (1 << pos)),
                              wd_addr.eq(wd_addr + 4), rem.eq(rem - 1)]
                 with m.If(blk_mask == 0):
                     m.d.sync += blk_addr.eq(wd_addr)
                 with m.If((pos == BLOCK_DWORDS - 1) | (rem == 1)):
-                    # the block is complete with this dword: write it now
+                    # the block is complete with this dword (in the block buffer next cycle)
                     c.write_block(Mux(blk_mask == 0, wd_addr, blk_addr), blk_mask | (1 << pos),
-                                  [Mux(pos == i, c.cur_fetch_data, blk[i]) for i in range(BLOCK_DWORDS)],
-                                  "WD_WRITE", "WD_WAIT", defer=c.oob)
+                                  WriteSource.BLOCK, "WD_WRITE", "WD_WAIT", defer=c.oob)
     with state("WD_WRITE"):
         c.request_write("WD_WAIT", check_oob=True)
     with state("WD_WAIT"):
@@ -49,7 +52,7 @@ def states(c):
         with m.If(writer.done):
             m.d.sync += blk_mask.eq(0)
             with m.If(writer.resp != RESP_OKAY):
-                c.fail(c.bus_code(writer.resp), blk_addr)
+                c.fail(c.bus_code(writer.resp))  # at blk_addr
             with m.Elif(rem == 0):
                 m.next = "DONE"
             with m.Else():
