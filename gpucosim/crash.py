@@ -266,16 +266,16 @@ class CrashReporter:
                  f"(write-back {ih.get_wptr():#x}); {ih.entries} entries handled so far"]
         r, n = ih.rptr, 0
         while r != hw_wptr and n < 16:
-            i = r & ih.mask
+            i = (r & ih.mask) >> 2
             e = ih_spec.decode(ih.ring32[i:i + ih_spec.ENTRY_DWORDS].tolist())
             try:
                 src = ih_spec.Source(e["SOURCE_ID"]).name
             except ValueError:
                 src = f"source {e['SOURCE_ID']}"
             ts = e["TIMESTAMP_LO"] | e["TIMESTAMP_HI"] << 32
-            lines.append(f"  pending: {src} ctx {e['CONTEXT_ID']} @{ts} data "
-                         + " ".join(f"{e[k]:#x}" for k in ("DATA0", "DATA1", "DATA2", "DATA3")))
-            r = (r + ih_spec.ENTRY_DWORDS) & M32
+            lines.append(f"  pending: {src} (client {e['CLIENT_ID']:#x} source {e['SOURCE_ID']}) @{ts} data "
+                         + " ".join(f"{e[k]:#x}" for k in ih_spec.DATA_FIELDS))
+            r = (r + ih_spec.ENTRY_BYTES) & M32
             n += 1
         if n == 0:
             lines.append("  no entries pending")

@@ -205,7 +205,7 @@ class CpMonitor:
         cp = self.cp
         hdr, off, addr, lvl = _int(cp.hdr), _int(cp.hdr_off), _int(cp.hdr_addr), _int(cp.level)
         where = f"{_level_name(lvl)}+{4 * off:#06x}"
-        if hdr == pk.TYPE2_FILLER:
+        if hdr >> 30 == pk.PACKET_TYPE2 or hdr & 0xFFFF_FF00 == pk.NOP_PAD:  # one-dword pads
             if self.filler and self.filler[3] == lvl and t - self.filler[1] <= 2:
                 self.filler[2] += 1
             else:
@@ -262,7 +262,7 @@ class CpMonitor:
         t0, t1, n, _, where = self.filler
         self.filler = None
         if self.tl is not None:
-            self.tl.span("cp", "TYPE2 filler" if n == 1 else f"TYPE2 filler x{n}", t0, t1, {"where": where})
+            self.tl.span("cp", "pad" if n == 1 else f"pad x{n}", t0, t1, {"where": where})
 
     def _instant(self, name: str, t: int, args: dict | None = None) -> None:
         if self.tl is not None:

@@ -124,7 +124,8 @@ def plot(trace: str | Path, output: str | Path, *, start: float | None = None, e
     ax.set_xlim(lo, hi)
     ax.set_xlabel(f"simulated time (cycles; 1 cycle = {NS_PER_CYCLE} ns)")
     other = data.get("otherData", {})
-    ax.set_title(title or f"{other.get('app', '')} on {other.get('backend', '?')}", fontsize=10)
+    app = Path(other.get("app", "")).name  # the script's name, not where it was checked out
+    ax.set_title(title or f"{app} on {other.get('backend', '?')}", fontsize=10)
     fig.tight_layout()
     out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -179,7 +179,7 @@ class Tracer:
             e = f["entry"]
             ts = e["TIMESTAMP_LO"] | e["TIMESTAMP_HI"] << 32
             self.tl.instant("irq", f"IH {f['source']}", now, {
-                "context": e["CONTEXT_ID"], "gpu_timestamp": ts,
+                "client": f"{e['CLIENT_ID']:#x}", "source_id": e["SOURCE_ID"], "gpu_timestamp": ts,
                 "data": " ".join(f"{e[k]:#x}" for k in ("DATA0", "DATA1", "DATA2", "DATA3")),
                 "raw": " ".join(f"{d:08x}" for d in f["raw"])})
         elif event == "fence":

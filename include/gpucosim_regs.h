@@ -237,7 +237,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_INT_FORCE_IH_OVERFLOW_GET(v)    (((v) & GPUCOSIM_INT_FORCE_IH_OVERFLOW_MASK) >> GPUCOSIM_INT_FORCE_IH_OVERFLOW_SHIFT)
 #define GPUCOSIM_INT_FORCE_IH_OVERFLOW_SET(x)    (((uint32_t)(x) << GPUCOSIM_INT_FORCE_IH_OVERFLOW_SHIFT) & GPUCOSIM_INT_FORCE_IH_OVERFLOW_MASK)
 
-/* IH_BASE_LO: IH ring base, low. Byte address of the IH ring; 32-byte aligned (bits 4:0 ignored) */
+/* IH_BASE_LO: IH ring base, low. The IH ring's byte address >> 8, as amdgpu writes IH_RB_BASE (the ring is 256-byte aligned): address bits 39:8 */
 #define GPUCOSIM_IH_BASE_LO                      0x040u
 #define GPUCOSIM_IH_BASE_LO_RESET                0x00000000u
 #define GPUCOSIM_IH_BASE_LO_ADDRESS_SHIFT        0  /* [31:0] RW */
@@ -246,25 +246,25 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_IH_BASE_LO_ADDRESS_GET(v)       (((v) & GPUCOSIM_IH_BASE_LO_ADDRESS_MASK) >> GPUCOSIM_IH_BASE_LO_ADDRESS_SHIFT)
 #define GPUCOSIM_IH_BASE_LO_ADDRESS_SET(x)       (((uint32_t)(x) << GPUCOSIM_IH_BASE_LO_ADDRESS_SHIFT) & GPUCOSIM_IH_BASE_LO_ADDRESS_MASK)
 
-/* IH_BASE_HI: IH ring base, high */
+/* IH_BASE_HI: IH ring base, high. Address bits 47:40 (IH_RB_BASE_HI) */
 #define GPUCOSIM_IH_BASE_HI                      0x044u
 #define GPUCOSIM_IH_BASE_HI_RESET                0x00000000u
-#define GPUCOSIM_IH_BASE_HI_ADDRESS_SHIFT        0  /* [15:0] RW */
-#define GPUCOSIM_IH_BASE_HI_ADDRESS_MASK         0x0000ffffu
-#define GPUCOSIM_IH_BASE_HI_ADDRESS_WIDTH        16
+#define GPUCOSIM_IH_BASE_HI_ADDRESS_SHIFT        0  /* [7:0] RW */
+#define GPUCOSIM_IH_BASE_HI_ADDRESS_MASK         0x000000ffu
+#define GPUCOSIM_IH_BASE_HI_ADDRESS_WIDTH        8
 #define GPUCOSIM_IH_BASE_HI_ADDRESS_GET(v)       (((v) & GPUCOSIM_IH_BASE_HI_ADDRESS_MASK) >> GPUCOSIM_IH_BASE_HI_ADDRESS_SHIFT)
 #define GPUCOSIM_IH_BASE_HI_ADDRESS_SET(x)       (((uint32_t)(x) << GPUCOSIM_IH_BASE_HI_ADDRESS_SHIFT) & GPUCOSIM_IH_BASE_HI_ADDRESS_MASK)
 
 /* IH_SIZE: IH ring size */
 #define GPUCOSIM_IH_SIZE                         0x048u
-#define GPUCOSIM_IH_SIZE_RESET                   0x00000000u
-#define GPUCOSIM_IH_SIZE_LOG2_ENTRIES_SHIFT      0  /* [4:0] RW */
-#define GPUCOSIM_IH_SIZE_LOG2_ENTRIES_MASK       0x0000001fu
-#define GPUCOSIM_IH_SIZE_LOG2_ENTRIES_WIDTH      5
-#define GPUCOSIM_IH_SIZE_LOG2_ENTRIES_GET(v)     (((v) & GPUCOSIM_IH_SIZE_LOG2_ENTRIES_MASK) >> GPUCOSIM_IH_SIZE_LOG2_ENTRIES_SHIFT)
-#define GPUCOSIM_IH_SIZE_LOG2_ENTRIES_SET(x)     (((uint32_t)(x) << GPUCOSIM_IH_SIZE_LOG2_ENTRIES_SHIFT) & GPUCOSIM_IH_SIZE_LOG2_ENTRIES_MASK)
+#define GPUCOSIM_IH_SIZE_RESET                   0x00000003u
+#define GPUCOSIM_IH_SIZE_LOG2_DWORDS_SHIFT       0  /* [4:0] RW */
+#define GPUCOSIM_IH_SIZE_LOG2_DWORDS_MASK        0x0000001fu
+#define GPUCOSIM_IH_SIZE_LOG2_DWORDS_WIDTH       5
+#define GPUCOSIM_IH_SIZE_LOG2_DWORDS_GET(v)      (((v) & GPUCOSIM_IH_SIZE_LOG2_DWORDS_MASK) >> GPUCOSIM_IH_SIZE_LOG2_DWORDS_SHIFT)
+#define GPUCOSIM_IH_SIZE_LOG2_DWORDS_SET(x)      (((uint32_t)(x) << GPUCOSIM_IH_SIZE_LOG2_DWORDS_SHIFT) & GPUCOSIM_IH_SIZE_LOG2_DWORDS_MASK)
 
-/* IH_WPTR: IH write pointer. Dwords written by the hardware, free running (8 per entry) */
+/* IH_WPTR: IH write pointer. Bytes written by the hardware, free running (32 per entry), as amdgpu's IH pointers count */
 #define GPUCOSIM_IH_WPTR                         0x04cu
 #define GPUCOSIM_IH_WPTR_RESET                   0x00000000u
 #define GPUCOSIM_IH_WPTR_WPTR_SHIFT              0  /* [31:0] R */
@@ -273,7 +273,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_IH_WPTR_WPTR_GET(v)             (((v) & GPUCOSIM_IH_WPTR_WPTR_MASK) >> GPUCOSIM_IH_WPTR_WPTR_SHIFT)
 #define GPUCOSIM_IH_WPTR_WPTR_SET(x)             (((uint32_t)(x) << GPUCOSIM_IH_WPTR_WPTR_SHIFT) & GPUCOSIM_IH_WPTR_WPTR_MASK)
 
-/* IH_RPTR: IH read pointer. Dwords consumed by the driver, free running; the driver writes it after handling entries */
+/* IH_RPTR: IH read pointer. Bytes consumed by the driver, free running (32 per entry); the driver writes it after handling entries */
 #define GPUCOSIM_IH_RPTR                         0x050u
 #define GPUCOSIM_IH_RPTR_RESET                   0x00000000u
 #define GPUCOSIM_IH_RPTR_RPTR_SHIFT              0  /* [31:0] RW */
@@ -314,7 +314,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_IH_CNTL_WPTR_WB_GET(v)          (((v) & GPUCOSIM_IH_CNTL_WPTR_WB_MASK) >> GPUCOSIM_IH_CNTL_WPTR_WB_SHIFT)
 #define GPUCOSIM_IH_CNTL_WPTR_WB_SET(x)          (((uint32_t)(x) << GPUCOSIM_IH_CNTL_WPTR_WB_SHIFT) & GPUCOSIM_IH_CNTL_WPTR_WB_MASK)
 
-/* RB_BASE_LO: Ring base, low. Byte address of the command ring; dword aligned */
+/* RB_BASE_LO: Ring base, low. The command ring's byte address >> 8, as amdgpu writes CP_RB0_BASE (the ring is 256-byte aligned): address bits 39:8 */
 #define GPUCOSIM_RB_BASE_LO                      0x080u
 #define GPUCOSIM_RB_BASE_LO_RESET                0x00000000u
 #define GPUCOSIM_RB_BASE_LO_ADDRESS_SHIFT        0  /* [31:0] RW */
@@ -323,23 +323,23 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_RB_BASE_LO_ADDRESS_GET(v)       (((v) & GPUCOSIM_RB_BASE_LO_ADDRESS_MASK) >> GPUCOSIM_RB_BASE_LO_ADDRESS_SHIFT)
 #define GPUCOSIM_RB_BASE_LO_ADDRESS_SET(x)       (((uint32_t)(x) << GPUCOSIM_RB_BASE_LO_ADDRESS_SHIFT) & GPUCOSIM_RB_BASE_LO_ADDRESS_MASK)
 
-/* RB_BASE_HI: Ring base, high */
+/* RB_BASE_HI: Ring base, high. Address bits 47:40 (CP_RB0_BASE_HI) */
 #define GPUCOSIM_RB_BASE_HI                      0x084u
 #define GPUCOSIM_RB_BASE_HI_RESET                0x00000000u
-#define GPUCOSIM_RB_BASE_HI_ADDRESS_SHIFT        0  /* [15:0] RW */
-#define GPUCOSIM_RB_BASE_HI_ADDRESS_MASK         0x0000ffffu
-#define GPUCOSIM_RB_BASE_HI_ADDRESS_WIDTH        16
+#define GPUCOSIM_RB_BASE_HI_ADDRESS_SHIFT        0  /* [7:0] RW */
+#define GPUCOSIM_RB_BASE_HI_ADDRESS_MASK         0x000000ffu
+#define GPUCOSIM_RB_BASE_HI_ADDRESS_WIDTH        8
 #define GPUCOSIM_RB_BASE_HI_ADDRESS_GET(v)       (((v) & GPUCOSIM_RB_BASE_HI_ADDRESS_MASK) >> GPUCOSIM_RB_BASE_HI_ADDRESS_SHIFT)
 #define GPUCOSIM_RB_BASE_HI_ADDRESS_SET(x)       (((uint32_t)(x) << GPUCOSIM_RB_BASE_HI_ADDRESS_SHIFT) & GPUCOSIM_RB_BASE_HI_ADDRESS_MASK)
 
 /* RB_SIZE: Ring size */
 #define GPUCOSIM_RB_SIZE                         0x088u
 #define GPUCOSIM_RB_SIZE_RESET                   0x00000000u
-#define GPUCOSIM_RB_SIZE_LOG2_DWORDS_SHIFT       0  /* [4:0] RW */
-#define GPUCOSIM_RB_SIZE_LOG2_DWORDS_MASK        0x0000001fu
-#define GPUCOSIM_RB_SIZE_LOG2_DWORDS_WIDTH       5
-#define GPUCOSIM_RB_SIZE_LOG2_DWORDS_GET(v)      (((v) & GPUCOSIM_RB_SIZE_LOG2_DWORDS_MASK) >> GPUCOSIM_RB_SIZE_LOG2_DWORDS_SHIFT)
-#define GPUCOSIM_RB_SIZE_LOG2_DWORDS_SET(x)      (((uint32_t)(x) << GPUCOSIM_RB_SIZE_LOG2_DWORDS_SHIFT) & GPUCOSIM_RB_SIZE_LOG2_DWORDS_MASK)
+#define GPUCOSIM_RB_SIZE_LOG2_QWORDS_SHIFT       0  /* [4:0] RW */
+#define GPUCOSIM_RB_SIZE_LOG2_QWORDS_MASK        0x0000001fu
+#define GPUCOSIM_RB_SIZE_LOG2_QWORDS_WIDTH       5
+#define GPUCOSIM_RB_SIZE_LOG2_QWORDS_GET(v)      (((v) & GPUCOSIM_RB_SIZE_LOG2_QWORDS_MASK) >> GPUCOSIM_RB_SIZE_LOG2_QWORDS_SHIFT)
+#define GPUCOSIM_RB_SIZE_LOG2_QWORDS_SET(x)      (((uint32_t)(x) << GPUCOSIM_RB_SIZE_LOG2_QWORDS_SHIFT) & GPUCOSIM_RB_SIZE_LOG2_QWORDS_MASK)
 
 /* RB_RPTR: Ring read pointer. Dwords consumed by the CP, free running */
 #define GPUCOSIM_RB_RPTR                         0x08cu

@@ -14,6 +14,7 @@ What a checked copy may do (docs/architecture.md, "The security boundary"):
     every packet    passes every check the CP makes (spec/rules.py, the same table), so
                     the CP never stops on it with a packet error; reserved bits are 0
     WRITE_DATA      writes [addr, addr + 4 * len(data))           in one BO of the client
+                    (with ADDR_INCR = NO_INCREMENT: [addr, addr + 4))
     WAIT_REG_MEM    reads  [addr, addr + 4)                       in one BO of the client
     RELEASE_MEM     writes [addr, addr + 4 or 8) (per DATA_SEL)   in one BO of the client
     DMA_DATA        reads  [src, src + n), writes [dst, dst + n)  each in one BO of the client
@@ -51,10 +52,11 @@ log = get_logger("cs")
 SEGMENT_ALIGN = 32  # bytes: each shadow copy starts on a 32-byte boundary, as the UMD's IBs do
 
 _TYPE, _OPCODE, _COUNT = (HEADER.field(n) for n in ("TYPE", "OPCODE", "COUNT"))
-_FILLER = packets.TYPE2_FILLER
+_NOP_OP = packets.NOP.opcode
 _IB = packets.INDIRECT_BUFFER
+_WD_NO_INCREMENT = packets.WRITE_DATA.field("ADDR_INCR").values["NO_INCREMENT"]
 _IB_LO, _IB_HI = (_IB.field(n) for n in _IB.value("base").fields)
-_IB_SIZE, _IB_CHAIN, _IB_VALID = (_IB.field(n) for n in ("IB_SIZE", "CHAIN", "VALID"))
+_IB_SIZE, _IB_CHAIN = (_IB.field(n) for n in ("IB_SIZE", "CHAIN"))
 _RM_BYTES = {"NONE": 0, "DATA_32": 4, "DATA_64": 8, "TIMESTAMP": 8}
 _DMA = packets.DMA_DATA
 _DMA_FILL = _DMA.field("SRC_SEL").values["DATA"]
@@ -70,7 +72,7 @@ for _p in packets.PACKETS:
 _RM_DATA_SEL = packets.RELEASE_MEM.field("DATA_SEL")
 _RM_NBYTES = np.zeros(_RM_DATA_SEL.max + 1, dtype=np.int64)  # DATA_SEL -> bytes written
 for _name, _v in _RM_DATA_SEL.values.items():
-    _RM_NBYTES[_v] = _RM_BYTES[_name]
+    _RM_NBYTES[_v] = _RM_BYTES.get(_name, 0)  # (the unsupported ones are refused anyway)
 
 
 def _lut(mx: int, values) -> np.ndarray:
@@ -299,8 +301,10 @@ class CsChecker:
         op = (h >> _OPCODE.lsb) & _OPCODE.max
         cnt = (h >> _COUNT.lsb) & _COUNT.max
         t3 = (h >> _TYPE.lsb) == 3
+        filler = (h >> _TYPE.lsb) == 2
         count_ok = t3 & _KNOWN[op] & (_MIN_COUNT[op] <= cnt) & (cnt <= _MAX_COUNT[op])
-        bad = ~((h == _FILLER) | (count_ok & (starts + cnt + 2 <= n) & ((h & rules.HEADER_RESERVED) == 0)))
+        length = _lengths(h)
+        bad = ~(filler | (count_ok & (starts + length <= n) & ((h & rules.HEADER_RESERVED) == 0)))
         # per packet kind, every field check at once
         calls: list[tuple[int, int, int, bool]] = []  # (packet index, base, size, chain) of INDIRECT_BUFFERs
         good = ~bad & t3  # (fillers need no more checks)
@@ -316,7 +320,7 @@ class CsChecker:
                 size = plan.field(pay, "IB_SIZE")
                 chain = plan.field(pay, "CHAIN")
                 calls = list(zip(sel[ok].tolist(), base[ok].tolist(), size[ok].tolist(), chain[ok].tolist()))
-        w.packets += int(np.count_nonzero(h != _FILLER))
+        w.packets += int(np.count_nonzero(~filler))
         # the CP stops at the first bad packet or ends the IB at the first CHAIN
         first_bad = int(np.argmax(bad)) if bad.any() else len(starts)
         for j, base, size, chain in calls:
@@ -350,7 +354,8 @@ class CsChecker:
                 mis &= wlut[(pay[:, wd] >> wlsb) & wmx]
             bad |= mis
         if p is packets.WRITE_DATA:
-            bad |= ~self._owned(w, plan.value(pay, "addr"), 4 * (cnt + 1 - plan.fixed))
+            one = plan.field(pay, "ADDR_INCR") == _WD_NO_INCREMENT  # every dword to addr
+            bad |= ~self._owned(w, plan.value(pay, "addr"), np.where(one, 4, 4 * (cnt + 1 - plan.fixed)))
         elif p is packets.WAIT_REG_MEM:
             bad |= ~self._owned(w, plan.value(pay, "addr"), 4)
         elif p is packets.RELEASE_MEM:
@@ -371,7 +376,7 @@ class CsChecker:
         elif p is _IB:
             size = plan.field(pay, "IB_SIZE")
             chain = plan.field(pay, "CHAIN") != 0
-            bad |= (plan.field(pay, "VALID") == 0) | (size == 0)  # checks 4 and 6
+            bad |= size == 0  # check 6
             if level == 0:
                 bad |= chain
             if level + 1 > caps.ib_levels:
@@ -442,7 +447,8 @@ def _reach(item: pm4.Packet) -> list[tuple[str, int, int]]:
     f = item.fields
     p = item.defn
     if p is packets.WRITE_DATA:
-        return [("writes", rules.addr_of(p, "addr", item.payload), 4 * len(item.data))]
+        one = f["ADDR_INCR"] == _WD_NO_INCREMENT
+        return [("writes", rules.addr_of(p, "addr", item.payload), 4 if one else 4 * len(item.data))]
     if p is packets.WAIT_REG_MEM:
         return [("polls", rules.addr_of(p, "addr", item.payload), 4)]
     if p is packets.RELEASE_MEM:
@@ -459,11 +465,19 @@ def _reach(item: pm4.Packet) -> list[tuple[str, int, int]]:
     return []
 
 
+def _lengths(h: np.ndarray) -> np.ndarray:
+    """Dwords of the packet each header dword starts: type-3 headers span COUNT + 2 (the
+    NOP with the all-ones COUNT is the header alone), anything else one."""
+    cnt = (h >> _COUNT.lsb) & _COUNT.max
+    t3 = (h >> _TYPE.lsb) == 3
+    nop_pad = t3 & (((h >> _OPCODE.lsb) & _OPCODE.max) == _NOP_OP) & (cnt == _COUNT.max)
+    return np.where(t3 & ~nop_pad, cnt + 2, 1)
+
+
 def _packet_starts(words: np.ndarray) -> np.ndarray:
-    """Dword index of every packet header, walking COUNTs from the first dword (type-3
-    headers span COUNT + 2 dwords, anything else one)."""
+    """Dword index of every packet header, walking the lengths from the first dword."""
     h = words.astype(np.int64)
-    length = np.where((h >> _TYPE.lsb) == 3, ((h >> _COUNT.lsb) & _COUNT.max) + 2, 1).tolist()
+    length = _lengths(h).tolist()
     n = len(length)
     out = []
     append = out.append

@@ -1,7 +1,8 @@
 """The interrupt handler: walks the IH ring and dispatches its entries (amdgpu_ih.c).
 
 The hardware appends 8-dword entries (spec/ih.py) and writes IH_WPTR to a write-back
-dword; the handler reads entries from its rptr up to that wptr, hands each to the
+dword; the pointers count bytes, as amdgpu's do (32 per entry). The handler reads
+entries from its rptr up to that wptr, hands each to the
 source's handler (EOP -> fence processing, CP_ERROR -> error handling), then writes
 IH_RPTR so the hardware may reuse the space and INT_STATUS.IH_PENDING (the irq line)
 drops. Entries that arrive while the handler runs are picked up before it returns.
@@ -32,10 +33,11 @@ class IhRing:
         self.gpu_addr = gpu_addr
         self.log2_entries = log2_entries
         self.size_dw = ih_spec.ENTRY_DWORDS << log2_entries
-        self.mask = self.size_dw - 1
+        self.size_bytes = 4 * self.size_dw
+        self.mask = self.size_bytes - 1  # rptr and wptr count bytes
         self.ring32 = kmd.mem32[gpu_addr // 4: gpu_addr // 4 + self.size_dw]
         self.wptr_wb_index = wptr_wb_index
-        self.rptr = 0
+        self.rptr = 0  # bytes, free running
         self.entries = 0
         self.by_source: dict[str, int] = {}
         self.handlers = {
@@ -47,8 +49,9 @@ class IhRing:
         """Program IH_*; the hardware's IH_WPTR is 0 (after reset), so is our rptr."""
         m = self.kmd.mmio
         m.write(regs.IH_CNTL, 0)
-        m.write64(regs.IH_BASE_LO, regs.IH_BASE_HI, self.gpu_addr)
-        m.write_fields(regs.IH_SIZE, LOG2_ENTRIES=self.log2_entries)
+        # as vega10_ih_enable_ring: the base >> 8, the size as log2 dwords
+        m.write64(regs.IH_BASE_LO, regs.IH_BASE_HI, self.gpu_addr >> 8)
+        m.write_fields(regs.IH_SIZE, LOG2_DWORDS=self.log2_entries + (ih_spec.ENTRY_DWORDS.bit_length() - 1))
         m.write64(regs.IH_WPTR_ADDR_LO, regs.IH_WPTR_ADDR_HI, self.kmd.wb_addr(self.wptr_wb_index))
         # IH_RPTR is a plain register: SOFT_RESET leaves it alone, so put it back to 0
         # with the hardware's IH_WPTR, or IH_PENDING would stay high.
@@ -66,15 +69,15 @@ class IhRing:
         wptr = self.get_wptr()
         while self.rptr != wptr:
             pending = (wptr - self.rptr) & MASK32
-            if pending > self.size_dw or pending % ih_spec.ENTRY_DWORDS:
+            if pending > self.size_bytes or pending % ih_spec.ENTRY_BYTES:
                 log.error("IH wptr %#x is not a whole number of entries ahead of rptr %#x: resync",
                           wptr, self.rptr)
                 self.rptr = wptr
                 break
             while self.rptr != wptr:
-                i = self.rptr & self.mask
+                i = (self.rptr & self.mask) >> 2
                 entry = self.ring32[i:i + ih_spec.ENTRY_DWORDS].tolist()
-                self.rptr = (self.rptr + ih_spec.ENTRY_DWORDS) & MASK32
+                self.rptr = (self.rptr + ih_spec.ENTRY_BYTES) & MASK32
                 self._dispatch(entry)
                 n += 1
             self.kmd.mmio.write(regs.IH_RPTR, self.rptr)
@@ -93,8 +96,8 @@ class IhRing:
         if log.isEnabledFor(logging.INFO):
             f = ih_spec.decode(entry)
             ts = f["TIMESTAMP_LO"] | f["TIMESTAMP_HI"] << 32
-            log.info("IH entry %s ring %d ctx %d @%d data %s", source.name, f["RING_ID"],
-                     f["CONTEXT_ID"], ts, " ".join(f"{f[k]:#x}" for k in ("DATA0", "DATA1", "DATA2", "DATA3")))
+            log.info("IH entry client %#x source %d (%s) ring %d @%d data %s", f["CLIENT_ID"], src, source.name,
+                     f["RING_ID"], ts, " ".join(f"{f[k]:#x}" for k in ih_spec.DATA_FIELDS))
         fields = ih_spec.decode(entry)
         if self.kmd.observers:
             self.kmd.notify("ih_entry", source=source.name, entry=fields, raw=entry)

@@ -137,7 +137,7 @@ class INT_FORCE(Register):
 
 
 class IH_BASE_LO(Register):
-    """IH ring base, low. Byte address of the IH ring; 32-byte aligned (bits 4:0 ignored)."""
+    """IH ring base, low. The IH ring's byte address >> 8, as amdgpu writes IH_RB_BASE (the ring is 256-byte aligned): address bits 39:8."""
     NAME = "IH_BASE_LO"
     ADDR = 0x040
     RESET = 0x00000000
@@ -146,11 +146,11 @@ class IH_BASE_LO(Register):
 
 
 class IH_BASE_HI(Register):
-    """IH ring base, high. """
+    """IH ring base, high. Address bits 47:40 (IH_RB_BASE_HI)."""
     NAME = "IH_BASE_HI"
     ADDR = 0x044
     RESET = 0x00000000
-    ADDRESS = Field('ADDRESS', 0, 16, 'rw', 'r', reset=0x0)
+    ADDRESS = Field('ADDRESS', 0, 8, 'rw', 'r', reset=0x0)
     FIELDS = (ADDRESS,)
 
 
@@ -158,13 +158,13 @@ class IH_SIZE(Register):
     """IH ring size. """
     NAME = "IH_SIZE"
     ADDR = 0x048
-    RESET = 0x00000000
-    LOG2_ENTRIES = Field('LOG2_ENTRIES', 0, 5, 'rw', 'r', reset=0x0, desc='The IH ring holds 2^LOG2_ENTRIES entries of 32 bytes.')
-    FIELDS = (LOG2_ENTRIES,)
+    RESET = 0x00000003
+    LOG2_DWORDS = Field('LOG2_DWORDS', 0, 5, 'rw', 'r', reset=0x3, desc="The IH ring holds 2^LOG2_DWORDS dwords (AMD's IH_RB_CNTL.RB_SIZE), 8 per entry: at least 3.")
+    FIELDS = (LOG2_DWORDS,)
 
 
 class IH_WPTR(Register):
-    """IH write pointer. Dwords written by the hardware, free running (8 per entry)."""
+    """IH write pointer. Bytes written by the hardware, free running (32 per entry), as amdgpu's IH pointers count."""
     NAME = "IH_WPTR"
     ADDR = 0x04c
     RESET = 0x00000000
@@ -173,7 +173,7 @@ class IH_WPTR(Register):
 
 
 class IH_RPTR(Register):
-    """IH read pointer. Dwords consumed by the driver, free running; the driver writes it after handling entries."""
+    """IH read pointer. Bytes consumed by the driver, free running (32 per entry); the driver writes it after handling entries."""
     NAME = "IH_RPTR"
     ADDR = 0x050
     RESET = 0x00000000
@@ -205,12 +205,12 @@ class IH_CNTL(Register):
     ADDR = 0x05c
     RESET = 0x00000000
     ENABLE = Field('ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc='Write entries to the IH ring.')
-    WPTR_WB = Field('WPTR_WB', 1, 1, 'rw', 'r', reset=0x0, desc='Write IH_WPTR to IH_WPTR_ADDR after each entry.')
+    WPTR_WB = Field('WPTR_WB', 1, 1, 'rw', 'r', reset=0x0, desc='Write IH_WPTR (bytes) to IH_WPTR_ADDR after each entry.')
     FIELDS = (ENABLE, WPTR_WB,)
 
 
 class RB_BASE_LO(Register):
-    """Ring base, low. Byte address of the command ring; dword aligned."""
+    """Ring base, low. The command ring's byte address >> 8, as amdgpu writes CP_RB0_BASE (the ring is 256-byte aligned): address bits 39:8."""
     NAME = "RB_BASE_LO"
     ADDR = 0x080
     RESET = 0x00000000
@@ -219,11 +219,11 @@ class RB_BASE_LO(Register):
 
 
 class RB_BASE_HI(Register):
-    """Ring base, high. """
+    """Ring base, high. Address bits 47:40 (CP_RB0_BASE_HI)."""
     NAME = "RB_BASE_HI"
     ADDR = 0x084
     RESET = 0x00000000
-    ADDRESS = Field('ADDRESS', 0, 16, 'rw', 'r', reset=0x0)
+    ADDRESS = Field('ADDRESS', 0, 8, 'rw', 'r', reset=0x0)
     FIELDS = (ADDRESS,)
 
 
@@ -232,8 +232,8 @@ class RB_SIZE(Register):
     NAME = "RB_SIZE"
     ADDR = 0x088
     RESET = 0x00000000
-    LOG2_DWORDS = Field('LOG2_DWORDS', 0, 5, 'rw', 'r', reset=0x0, desc='The ring holds 2^LOG2_DWORDS dwords.')
-    FIELDS = (LOG2_DWORDS,)
+    LOG2_QWORDS = Field('LOG2_QWORDS', 0, 5, 'rw', 'r', reset=0x0, desc="The ring holds 2^LOG2_QWORDS qwords, 2^(LOG2_QWORDS + 1) dwords (AMD's CP_RB0_CNTL.RB_BUFSZ).")
+    FIELDS = (LOG2_QWORDS,)
 
 
 class RB_RPTR(Register):

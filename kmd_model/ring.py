@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from spec import pm4
+from spec import packets, pm4
 
 from . import regs
 from .log import get_logger
@@ -105,13 +105,18 @@ class Ring:
         self.dwords_written += n
 
     def insert_nop(self, count: int) -> None:
-        """`count` dwords of padding (TYPE2 filler / NOP)."""
-        if count:
-            self.write(pm4.pad(count))
+        """`count` dwords of padding, as gfx_v9_ring_insert_nop: the ring's nop (NOP_PAD,
+        the header-only NOP) for one; else a counted NOP whose body is NOP_PADs, so the CP
+        skips them in one packet (up to 0x3FFF body dwords; NOP_PADs after that)."""
+        if count == 1:
+            self.write([pm4.NOP_PAD])
+        elif count:
+            self.write([pm4.header(packets.NOP.opcode, min(count - 2, 0x3FFE))] + [pm4.NOP_PAD] * (count - 1))
 
     def pad_ib(self, ib: list[int]) -> list[int]:
-        """An IB padded with NOPs to the ring's alignment (amdgpu's pad_ib)."""
-        return ib + pm4.pad(-len(ib) % self.align_dw)
+        """An IB padded to the ring's alignment with the ring's nop, NOP_PAD (amdgpu's
+        amdgpu_ring_generic_pad_ib)."""
+        return ib + [pm4.NOP_PAD] * (-len(ib) % self.align_dw)
 
     def pad_to_align(self) -> None:
         self.insert_nop(-self.wptr & (self.align_dw - 1))
@@ -136,13 +141,16 @@ class Ring:
     # ------------------------------------------------------------------ emit functions
 
     def emit_ib(self, gpu_addr: int, size_dw: int, vmid: int = 0) -> None:
+        """As gfx_v9_0_ring_emit_ib_gfx: control is the size and VMID (VALID left at 0)."""
         self.write(pm4.indirect_buffer(gpu_addr, size_dw, vmid=vmid))
 
     def emit_fence(self, addr: int, seq: int, *, interrupt: bool = True, ctx_id: int = 0) -> None:
-        """RELEASE_MEM writing the 32-bit `seq` to `addr`, then (optionally) an EOP interrupt."""
+        """RELEASE_MEM writing the 32-bit `seq` to `addr`, then (optionally) an EOP interrupt,
+        dword for dword as gfx_v9_0_ring_emit_fence (its cache actions are no-ops here)."""
         self.write(pm4.release_mem(
             addr, seq, data_sel="DATA_32",
-            int_sel="SEND_INT_ON_CONFIRM" if interrupt else "NONE", int_ctxid=ctx_id))
+            int_sel="SEND_INT_ON_CONFIRM" if interrupt else "NONE", int_ctxid=ctx_id,
+            tcl1_action_en=1, tc_action_en=1, tc_wb_action_en=1, tc_md_action_en=1))
 
     def emit_mem_write(self, addr: int, data: list[int]) -> None:
         """WRITE_DATA to memory with write confirm (amdgpu's emit_wreg, for memory)."""
@@ -157,8 +165,9 @@ class Ring:
         """Program RB_* for this ring; both pointers start at 0 (as after SOFT_RESET)."""
         m = self.kmd.mmio
         m.write(regs.RB_CNTL, 0)
-        m.write64(regs.RB_BASE_LO, regs.RB_BASE_HI, self.gpu_addr)
-        m.write_fields(regs.RB_SIZE, LOG2_DWORDS=self.log2_dw)
+        # as gfx_v9_0_cp_gfx_resume: the base >> 8, the size as log2 qwords
+        m.write64(regs.RB_BASE_LO, regs.RB_BASE_HI, self.gpu_addr >> 8)
+        m.write_fields(regs.RB_SIZE, LOG2_QWORDS=self.log2_dw - 1)
         m.write64(regs.RB_RPTR_ADDR_LO, regs.RB_RPTR_ADDR_HI, self.kmd.wb_addr(self.rptr_wb_index))
         self.kmd.wb32[self.rptr_wb_index] = 0
         self.ring32[:] = 0

@@ -106,7 +106,7 @@ class Scheduler:
             # before the kernel fence: when WAIT_CS returns, the user fence is there too
             ring.emit_fence(job.user_fence, job.seq, interrupt=False)
         fence = Fence(kmd.fence_drv.next_seq(), job)
-        ring.emit_fence(kmd.fence_addr, fence.seq, interrupt=True, ctx_id=job.ctx.id)
+        ring.emit_fence(kmd.fence_addr, fence.seq, interrupt=True)  # amdgpu's: INT_CTXID 0
         job.ring_end = ring.wptr
         job.hw_fence = fence
         kmd.fence_drv.track(fence)

@@ -52,16 +52,16 @@ REG_FIELDS = {
     'INT_ENABLE': {'IH_PENDING': (0, 1), 'EOP': (1, 1), 'CP_ERROR': (2, 1), 'IH_OVERFLOW': (3, 1)},
     'INT_FORCE': {'EOP': (1, 1), 'CP_ERROR': (2, 1), 'IH_OVERFLOW': (3, 1)},
     'IH_BASE_LO': {'ADDRESS': (0, 32)},
-    'IH_BASE_HI': {'ADDRESS': (0, 16)},
-    'IH_SIZE': {'LOG2_ENTRIES': (0, 5)},
+    'IH_BASE_HI': {'ADDRESS': (0, 8)},
+    'IH_SIZE': {'LOG2_DWORDS': (0, 5)},
     'IH_WPTR': {'WPTR': (0, 32)},
     'IH_RPTR': {'RPTR': (0, 32)},
     'IH_WPTR_ADDR_LO': {'ADDRESS': (0, 32)},
     'IH_WPTR_ADDR_HI': {'ADDRESS': (0, 16)},
     'IH_CNTL': {'ENABLE': (0, 1), 'WPTR_WB': (1, 1)},
     'RB_BASE_LO': {'ADDRESS': (0, 32)},
-    'RB_BASE_HI': {'ADDRESS': (0, 16)},
-    'RB_SIZE': {'LOG2_DWORDS': (0, 5)},
+    'RB_BASE_HI': {'ADDRESS': (0, 8)},
+    'RB_SIZE': {'LOG2_QWORDS': (0, 5)},
     'RB_RPTR': {'RPTR': (0, 32)},
     'RB_RPTR_ADDR_LO': {'ADDRESS': (0, 32)},
     'RB_RPTR_ADDR_HI': {'ADDRESS': (0, 16)},
@@ -119,7 +119,7 @@ class CSRBlock(wiring.Component):
             "int_force_cp_error": Out(1),
             "int_force_ih_overflow": Out(1),
             "ih_base_lo": Out(32),
-            "ih_base_hi": Out(16),
+            "ih_base_hi": Out(8),
             "ih_size": Out(5),
             "ih_wptr": In(32),
             "ih_rptr": Out(32),
@@ -128,7 +128,7 @@ class CSRBlock(wiring.Component):
             "ih_cntl_enable": Out(1),
             "ih_cntl_wptr_wb": Out(1),
             "rb_base_lo": Out(32),
-            "rb_base_hi": Out(16),
+            "rb_base_hi": Out(8),
             "rb_size": Out(5),
             "rb_rptr": In(32),
             "rb_rptr_addr_lo": Out(32),
@@ -271,15 +271,15 @@ class CSRBlock(wiring.Component):
 
         # IH_BASE_HI @ 0x044: IH ring base, high
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x11)
-        ih_base_hi = Signal(16, init=0x0)
+        ih_base_hi = Signal(8, init=0x0)
         with m.If(wr):
-            m.d.sync += ih_base_hi.eq((ih_base_hi & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+            m.d.sync += ih_base_hi.eq((ih_base_hi & ~wmask[0:8]) | (bridge.wr_data[0:8] & wmask[0:8]))
         m.d.comb += self.ih_base_hi.eq(ih_base_hi)
         wr_hits.append(0x044)
 
         # IH_SIZE @ 0x048: IH ring size
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x12)
-        ih_size = Signal(5, init=0x0)
+        ih_size = Signal(5, init=0x3)
         with m.If(wr):
             m.d.sync += ih_size.eq((ih_size & ~wmask[0:5]) | (bridge.wr_data[0:5] & wmask[0:5]))
         m.d.comb += self.ih_size.eq(ih_size)
@@ -334,9 +334,9 @@ class CSRBlock(wiring.Component):
 
         # RB_BASE_HI @ 0x084: Ring base, high
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x21)
-        rb_base_hi = Signal(16, init=0x0)
+        rb_base_hi = Signal(8, init=0x0)
         with m.If(wr):
-            m.d.sync += rb_base_hi.eq((rb_base_hi & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+            m.d.sync += rb_base_hi.eq((rb_base_hi & ~wmask[0:8]) | (bridge.wr_data[0:8] & wmask[0:8]))
         m.d.comb += self.rb_base_hi.eq(rb_base_hi)
         wr_hits.append(0x084)
 
@@ -481,7 +481,7 @@ class CSRBlock(wiring.Component):
             with m.Case(0x10):
                 m.d.comb += [bridge.rd_data.eq(ih_base_lo), bridge.rd_hit.eq(1)]
             with m.Case(0x11):
-                m.d.comb += [bridge.rd_data.eq(Cat(ih_base_hi, C(0, 16))), bridge.rd_hit.eq(1)]
+                m.d.comb += [bridge.rd_data.eq(Cat(ih_base_hi, C(0, 24))), bridge.rd_hit.eq(1)]
             with m.Case(0x12):
                 m.d.comb += [bridge.rd_data.eq(Cat(ih_size, C(0, 27))), bridge.rd_hit.eq(1)]
             with m.Case(0x13):
@@ -497,7 +497,7 @@ class CSRBlock(wiring.Component):
             with m.Case(0x20):
                 m.d.comb += [bridge.rd_data.eq(rb_base_lo), bridge.rd_hit.eq(1)]
             with m.Case(0x21):
-                m.d.comb += [bridge.rd_data.eq(Cat(rb_base_hi, C(0, 16))), bridge.rd_hit.eq(1)]
+                m.d.comb += [bridge.rd_data.eq(Cat(rb_base_hi, C(0, 24))), bridge.rd_hit.eq(1)]
             with m.Case(0x22):
                 m.d.comb += [bridge.rd_data.eq(Cat(rb_size, C(0, 27))), bridge.rd_hit.eq(1)]
             with m.Case(0x23):

@@ -6,7 +6,7 @@ and writes the file (so the staleness check covers it like the register docs).
 
 from __future__ import annotations
 
-from spec.packets import HEADER, MAX_PAYLOAD, PACKETS, TYPE2_FILLER, Field, PacketDef
+from spec.packets import HEADER, MAX_PAYLOAD, NOP_PAD, PACKETS, TYPE2_FILLER, Field, PacketDef
 from spec.pm4 import header
 
 
@@ -144,9 +144,11 @@ def render_markdown() -> str:
         f"{MAX_PAYLOAD} payload dwords. A type-3 header whose opcode is not below is an illegal "
         "opcode; a COUNT outside the packet's range is a bad COUNT.",
         "",
-        f"**Type-2 filler.** The single dword `{TYPE2_FILLER:#010x}` does nothing; use it to pad "
-        "by one dword (`pm4.TYPE2_FILLER`, or `pm4.pad(n)` for any n). Any other type-2 dword, "
-        "and every type-0 or type-1 dword, is illegal.",
+        f"**One-dword pads.** AMD pads rings and IBs with the header-only NOP `{NOP_PAD:#010x}` "
+        "(COUNT 0x3FFF: no payload; `pm4.NOP_PAD`, Mesa's `PKT3_NOP_PAD`); `pm4.pad(n)` pads n "
+        "dwords as Mesa's winsys does (one NOP, or NOP_PAD for one dword). Any type-2 dword "
+        f"(bits 31:30 = 2, bits 29:0 PAD ignored; `{TYPE2_FILLER:#010x}` is `pm4.TYPE2_FILLER`) is "
+        "a one-dword filler too. Type-0 and type-1 dwords are illegal.",
         "",
         "## Packets",
         "",
@@ -162,6 +164,12 @@ def render_markdown() -> str:
     out.append("")
     for p in PACKETS:
         out += _packet_section(p)
+    from spec import gfx9
+    out += ["## Differences from AMD gfx9", "",
+            "Field positions, opcodes and values are gfx9's (amdgpu soc15d.h, Mesa sid.h); "
+            "tests/test_amd_conformance.py runs AMD's own dwords. What differs on purpose "
+            "(the same table is in [hardware.md](hardware.md#differences-from-amd-gfx9)):", "",
+            gfx9.render_table()]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -7,8 +7,9 @@ From spec/regs.rdl (SystemRDL 2.0, compiled with systemrdl-compiler):
   docs/registers.md        register reference (spec/gen_regs.py)
 From spec/packets.py:
   docs/packets.md          packet reference
-From spec/ih.py:
-  docs/hardware.md         the section "The IH entry" (between its markers)
+From spec/ih.py and spec/gfx9.py:
+  docs/hardware.md         the sections "The IH entry" and "Differences from AMD gfx9"
+                           (between their markers); packets.md shows the second too
 
 Generated files are checked in so a reader sees them without running anything;
 tests/test_generated.py fails when one differs from what the spec gives.
@@ -349,12 +350,14 @@ def render_markdown(top: AddrmapNode, regs: list[RegInfo], enums) -> str:
 
 
 def render_hardware_md() -> str:
-    """docs/hardware.md with its generated section (the IH entry) brought up to date."""
-    from spec import gen_regs
+    """docs/hardware.md with its generated sections (the IH entry, the differences from
+    gfx9) brought up to date."""
+    from spec import gen_regs, gfx9
 
     path = ROOT / "docs" / "hardware.md"
-    return gen_regs.with_section(path.read_text(), gen_regs.render_ih_section(), gen_regs.IH_BEGIN,
+    text = gen_regs.with_section(path.read_text(), gen_regs.render_ih_section(), gen_regs.IH_BEGIN,
                                  gen_regs.IH_END, "docs/hardware.md")
+    return gen_regs.with_section(text, gfx9.render_table(), gfx9.BEGIN, gfx9.END, "docs/hardware.md")
 
 
 def render_packets_markdown() -> str:

@@ -1,11 +1,14 @@
 """The interrupt-handler (IH) ring entry: the single source of its layout and source ids.
 
 The hardware appends one 32-byte entry (8 dwords) per interrupt to the IH ring; the KMD's
-interrupt handler walks the ring from IH_RPTR to IH_WPTR (both in dwords). amdgpu's IH
-entries carry the same kinds of information (client/source id, ring id, VMID, context,
-timestamp, source data) in a similar 32-byte layout.
+interrupt handler walks the ring from IH_RPTR to IH_WPTR (both in bytes, 32 per entry).
+The layout is AMD's soc15 one, as amdgpu's vega10_ih / amdgpu_ih_decode_iv_helper reads
+it: dword 0 client, source, ring and VMID; dwords 1-2 the 48-bit timestamp; dword 3 the
+PASID; dwords 4-7 the source data (amdkfd reads the context id from dword 4). Client and
+source ids are AMD's: the CP is client GRBM_CP (0x14), its end-of-pipe interrupt source
+181, its bad-opcode error source 183 (irqsrcs_gfx_9_0.h).
 
-The RTL (rtl/ih.py), the KMD's handler (kmd_model/ih.py) and the reference model all
+The RTL (rtl/cp/ih.py), the KMD's handler (kmd_model/ih.py) and the reference model all
 read this table; docs/hardware.md shows it.
 """
 
@@ -16,13 +19,26 @@ from enum import IntEnum
 
 ENTRY_DWORDS = 8
 ENTRY_BYTES = ENTRY_DWORDS * 4
+MIN_LOG2_DWORDS = 3
+"""IH_SIZE.LOG2_DWORDS below this (a ring smaller than one entry) acts as this: one entry."""
+
+
+def ring_bytes(log2_dwords: int) -> int:
+    """Bytes of the IH ring for an IH_SIZE.LOG2_DWORDS value."""
+    return 4 << max(MIN_LOG2_DWORDS, log2_dwords)
+
+
+class Client(IntEnum):
+    """Who raised it (dword 0, CLIENT_ID): AMD's soc15_ih_clientid values."""
+
+    GRBM_CP = 0x14  # the command processor
 
 
 class Source(IntEnum):
-    """What raised the interrupt (entry dword 0, SOURCE_ID)."""
+    """What raised it (dword 0, SOURCE_ID), for client GRBM_CP: AMD's GFX_9_0__SRCID values."""
 
-    EOP = 1  # a RELEASE_MEM with INT_SEL != 0: end of pipe, a fence was written
-    CP_ERROR = 2  # the CP stopped with an error (CP_ERROR_* registers hold the details)
+    EOP = 181  # CP_EOP_INTERRUPT: a RELEASE_MEM with an interrupt; a fence was written
+    CP_ERROR = 183  # CP_BAD_OPCODE_ERROR: the CP stopped with an error (CP_ERROR_* hold it)
 
 
 @dataclass(frozen=True)
@@ -42,13 +58,16 @@ class IhField:
 
 
 FIELDS: tuple[IhField, ...] = (
-    IhField("SOURCE_ID", 0, 0, 8, "What raised the interrupt (the sources are listed below)."),
-    IhField("RING_ID", 0, 8, 8, "Ring the source belongs to (0: the gfx ring)."),
-    IhField("VMID", 0, 16, 4, "VMID of the work (0 until there is an MMU)."),
-    IhField("CONTEXT_ID", 1, 0, 32, "RELEASE_MEM's int_ctxid; 0 for errors."),
-    IhField("TIMESTAMP_LO", 2, 0, 32, "GPU clock when the entry was written, low 32 bits."),
-    IhField("TIMESTAMP_HI", 3, 0, 16, "GPU clock, bits 47:32."),
-    IhField("DATA0", 4, 0, 32, "Source data 0."),
+    IhField("CLIENT_ID", 0, 0, 8, "Which block raised it (AMD soc15 client id; the CP is GRBM_CP, 0x14)."),
+    IhField("SOURCE_ID", 0, 8, 8, "What raised it (AMD source id; the sources are listed below)."),
+    IhField("RING_ID", 0, 16, 8, "Ring the source belongs to (AMD: me, pipe, queue; 0: the gfx ring)."),
+    IhField("VMID", 0, 24, 4, "VMID of the work (0 until there is an MMU)."),
+    IhField("VMID_SRC", 0, 31, 1, "Which hub the VMID belongs to (AMD: 0 gfxhub); 0."),
+    IhField("TIMESTAMP_LO", 1, 0, 32, "GPU clock when the entry was written, bits 31:0."),
+    IhField("TIMESTAMP_HI", 2, 0, 16, "GPU clock, bits 47:32."),
+    IhField("TIMESTAMP_SRC", 2, 31, 1, "Which clock (AMD); 0."),
+    IhField("PASID", 3, 0, 16, "Process address space id (AMD); 0 until there is an MMU."),
+    IhField("DATA0", 4, 0, 32, "Source data 0 (AMD src_data[0], CONTEXT_ID0)."),
     IhField("DATA1", 5, 0, 32, "Source data 1."),
     IhField("DATA2", 6, 0, 32, "Source data 2."),
     IhField("DATA3", 7, 0, 32, "Source data 3."),
@@ -62,8 +81,8 @@ SOURCE_DOC = {
     Source.CP_ERROR: "the CP stopped with an error (written once, when the error latches)",
 }
 SOURCE_DATA = {
-    Source.EOP: ("the packet's DATA_LO", "its DATA_HI", "its ADDR_LO dword, all 32 bits",
-                 "its ADDR_HI dword, all 32 bits"),
+    Source.EOP: ("the packet's INT_CTXID (amdkfd's context id)", "its DATA_LO", "its DATA_HI",
+                 "its ADDR_LO dword, all 32 bits"),
     Source.CP_ERROR: ("the CP_ERROR register (CODE, LEVEL, OPCODE)", "CP_ERROR_ADDR_LO",
                       "CP_ERROR_ADDR_HI", "CP_ERROR_OFFSET"),
 }

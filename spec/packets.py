@@ -23,7 +23,7 @@ from functools import cached_property
 
 __all__ = [
     "EnumValue", "Field", "Value", "Rule", "Tail", "PacketDef", "HeaderDef",
-    "HEADER", "PACKET_TYPE2", "PACKET_TYPE3", "TYPE2_FILLER", "MAX_PAYLOAD",
+    "HEADER", "PACKET_TYPE2", "PACKET_TYPE3", "TYPE2_FILLER", "TYPE2_PAD", "NOP_PAD", "MAX_PAYLOAD",
     "PACKETS", "by_name", "by_opcode", "Opcode",
 ]
 
@@ -194,6 +194,10 @@ class PacketDef:
     tail: Tail | None = None
     args: tuple[str, ...] = ()
     rules: tuple[Rule, ...] = ()
+    count_wraps: bool = False
+    """COUNT is the payload length − 1 modulo 2^14, so the all-ones COUNT (0x3FFF) means no
+    payload: the header alone. AMD defines this for NOP only (Mesa's PKT3_NOP_PAD, the
+    gfx9 ring's nop dword 0xFFFF1000)."""
     index: int = _dc_field(default=-1, compare=False)  # position in PACKETS
 
     def field(self, name: str) -> Field:
@@ -235,17 +239,23 @@ class PacketDef:
 
     @property
     def max_payload(self) -> int:
-        return MAX_PAYLOAD if self.tail else self.fixed
+        if not self.tail:
+            return self.fixed
+        return MAX_PAYLOAD - 1 if self.count_wraps else MAX_PAYLOAD
 
     @property
     def min_count(self) -> int:
         """Smallest legal header COUNT (payload dwords - 1)."""
-        return self.min_payload - 1
+        return 0 if self.count_wraps else self.min_payload - 1
 
     @property
     def max_count(self) -> int:
         """Largest legal header COUNT; equal to min_count for fixed-length packets."""
-        return self.max_payload - 1
+        return HEADER.field("COUNT").max if self.count_wraps else self.max_payload - 1
+
+    def payload_len(self, count: int) -> int:
+        """Payload dwords a header with this COUNT announces."""
+        return (count + 1) & HEADER.field("COUNT").max if self.count_wraps else count + 1
 
     @property
     def variable(self) -> bool:
@@ -284,7 +294,7 @@ HEADER = HeaderDef((
     Field("TYPE", -1, 30, 2, "Packet type.", enum=(
         EnumValue("TYPE0", 0, "Register write (AMD).", supported=False),
         EnumValue("TYPE1", 1, "Reserved.", supported=False),
-        EnumValue("TYPE2", 2, "One-dword filler; only the exact dword TYPE2_FILLER."),
+        EnumValue("TYPE2", 2, "One-dword filler: bits 29:0 (PAD) are ignored."),
         EnumValue("TYPE3", 3, "Type-3 packet: opcode + COUNT + 1 payload dwords."),
     )),
 ))
@@ -292,19 +302,22 @@ HEADER = HeaderDef((
 PACKET_TYPE2 = HEADER.field("TYPE").values["TYPE2"]
 PACKET_TYPE3 = HEADER.field("TYPE").values["TYPE3"]
 TYPE2_FILLER = PACKET_TYPE2 << HEADER.field("TYPE").lsb
-"""0x80000000: one dword that does nothing, for padding to an alignment."""
+"""0x80000000: the type-2 packet with PAD 0 (AMD's PACKET2(0)); any PAD does the same."""
+TYPE2_PAD = Field("PAD", -1, 0, 30, "Type-2 packets only: ignored (AMD's PACKET2_PAD).")
 MAX_PAYLOAD = HEADER.field("COUNT").max + 1
-"""A COUNT of 14 bits allows up to 16384 payload dwords."""
+"""A COUNT of 14 bits allows up to 16384 payload dwords (16383 for NOP, whose all-ones
+COUNT means no payload)."""
 
 
 # ---------------------------------------------------------------------------- enums used twice
 
 def _engine(name: str, dword: int, lsb: int, width: int, extra: tuple[EnumValue, ...] = ()) -> Field:
     return Field(name, dword, lsb, width, "Which CP micro-engine executes the packet (AMD). "
-                 "This device has one engine, the ME.", enum=(
-                     EnumValue("ME", 0, "Micro engine."),
-                     EnumValue("PFP", 1, "Prefetch parser.", supported=False),
-                     *extra), default="ME")
+                 "This CP is one engine that fetches, parses and executes in order, so PFP and "
+                 "ME behave the same (AMD's PFP waits before fetching further; so does this CP).",
+                 enum=(EnumValue("ME", 0, "Micro engine."),
+                       EnumValue("PFP", 1, "Prefetch parser (amdgpu's gfx ring waits and writes with it)."),
+                       *extra), default="ME")
 
 
 def _addr_lo(name: str, dword: int, doc: str) -> Field:
@@ -319,24 +332,47 @@ def _addr_hi(name: str, dword: int, width: int = 32) -> Field:
 
 NOP = PacketDef(
     "NOP", 0x10,
-    "Does nothing: the CP skips COUNT + 1 payload dwords. Used to pad rings and IBs "
-    "(AMD's special one-dword NOP with COUNT = 0x3FFF is not modelled; use TYPE2_FILLER).",
-    tail=Tail("payload", "Ignored dwords (builders write 0).", min=1, ignored=True),
+    "Does nothing: the CP skips the payload. COUNT 0x3FFF is the header alone, one dword "
+    "(0xFFFF1000, the gfx9 ring's nop and Mesa's PKT3_NOP_PAD, with which amdgpu pads rings "
+    "and IBs); any other COUNT skips COUNT + 1 dwords.",
+    tail=Tail("payload", "Ignored dwords (builders write 0); 0 of them is the one-dword form.", min=0,
+              ignored=True),
     args=("n_payload",),
+    count_wraps=True,
 )
+
+
+def _cache_policy(dword: int, lsb: int, what: str = "") -> Field:
+    return Field(f"{what}CACHE_POLICY", dword, lsb, 2, "Cache policy (AMD: 0 LRU, 1 stream, 2 bypass); "
+                 "this front end has no cache and ignores it.", default=0)
+
+
+def _ignored(name: str, dword: int, lsb: int, doc: str) -> Field:
+    return _bit(name, lsb, doc + " Ignored: this front end has no cache to act on.", dword=dword)
+
 
 WRITE_DATA = PacketDef(
     "WRITE_DATA", 0x37,
-    "Writes the data dwords to consecutive dwords of memory starting at addr.",
+    "Writes the data dwords to memory starting at addr: to consecutive dwords, or all to "
+    "addr itself with ADDR_INCR = 1.",
     fields=(
-        Field("DST_SEL", 0, 8, 4, "Destination. AMD also defines 1 memory (sync), 2 TC_L2, 3 GDS.", enum=(
+        Field("DST_SEL", 0, 8, 4, "Destination.", enum=(
             EnumValue("REGISTER", 0, "A register; AMD puts its dword offset in ADDR_LO's dword "
-                      "bits [17:0] (not modelled here).", supported=False),
+                      "bits [17:0]. Not modelled: the CP writes memory only.", supported=False),
+            EnumValue("MEMORY_SYNC", 1, "Memory, synchronous through GRBM (AMD); the same as MEMORY here."),
+            EnumValue("TC_L2", 2, "Memory through the L2 cache (AMD); the same as MEMORY here (no cache)."),
+            EnumValue("GDS", 3, "Global data share.", supported=False),
             EnumValue("MEMORY", 5, "Memory, written directly (AMD: memory async)."),
         ), default="MEMORY"),
+        Field("ADDR_INCR", 0, 16, 1, "AMD's WR_ONE_ADDR: 1 writes every data dword to addr itself.", enum=(
+            EnumValue("INCREMENT", 0, "Consecutive dwords from addr."),
+            EnumValue("NO_INCREMENT", 1, "Every dword to addr (the last one stays)."),
+        ), default="INCREMENT"),
         Field("WR_CONFIRM", 0, 20, 1, "Wait for the write response before the next packet, "
               "so later packets observe the data.", default=0),
-        _engine("ENGINE_SEL", 0, 30, 2, (EnumValue("CE", 2, "Constant engine.", supported=False),)),
+        _cache_policy(0, 25),
+        _engine("ENGINE_SEL", 0, 30, 2, (EnumValue("CE", 2, "Constant engine.", supported=False),
+                                          EnumValue("DE", 3, "Draw engine (Mesa).", supported=False))),
         _addr_lo("ADDR_LO", 1, "Destination address bits [31:2]."),
         _addr_hi("ADDR_HI", 2),
     ),
@@ -351,12 +387,18 @@ INDIRECT_BUFFER = PacketDef(
     "this one (or, with CHAIN, does not return: the IB replaces the current one).",
     fields=(
         _addr_lo("IB_BASE_LO", 0, "IB address bits [31:2]."),
-        _addr_hi("IB_BASE_HI", 1, 16),
+        _addr_hi("IB_BASE_HI", 1),
         Field("IB_SIZE", 2, 0, 20, "IB length in dwords.", arg="size_dw", fmt="d"),
         Field("CHAIN", 2, 20, 1, "Chain: continue in the new IB instead of returning (Mesa "
               "grows command streams this way).", default=0),
-        Field("VALID", 2, 23, 1, "The IB is valid; AMD skips packets with VALID = 0.", default=1),
+        _bit("PRE_ENB", 21, "Preemption enable (AMD, mid-command-buffer preemption); ignored: "
+             "this CP switches only between packets.", dword=2),
+        Field("VALID", 2, 23, 1, "AMD's compute queues and Mesa's chains set it, the gfx ring "
+              "leaves it 0 (gfx_v9_0_ring_emit_ib_gfx); the CP runs the IB either way.", default=0),
         Field("VMID", 2, 24, 4, "Virtual memory context the IB runs in.", default=0),
+        _cache_policy(2, 28),
+        _bit("PRE_RESUME", 30, "Resume a preempted IB (AMD); ignored.", dword=2),
+        _bit("PRIV", 31, "Privileged IB (AMD); ignored.", dword=2),
     ),
     values=(Value("base", ("IB_BASE_LO", "IB_BASE_HI"), "IB byte address."),),
     args=("base", "size_dw"),
@@ -376,20 +418,23 @@ WAIT_REG_MEM = PacketDef(
             EnumValue("GT", 6, "value > ref"),
         )),
         Field("MEM_SPACE", 0, 4, 2, "What addr names.", enum=(
-            EnumValue("REGISTER", 0, "A register; AMD puts its dword offset in ADDR_LO's dword "
-                      "bits [17:0] (not modelled here).", supported=False),
+            EnumValue("REGISTER", 0, "A register (AMD: its dword offset in ADDR_LO's dword bits "
+                      "[17:0]). Refused: this CP polls memory only.", supported=False),
             EnumValue("MEMORY", 1, "Memory."),
         ), default="MEMORY"),
         Field("OPERATION", 0, 6, 2, "What to do.", enum=(
             EnumValue("WAIT_REG_MEM", 0, "Wait."),
             EnumValue("WR_WAIT_WR_REG", 1, "Write a register, wait, write another.", supported=False),
+            EnumValue("WAIT_MEM_PREEMPTABLE", 3, "Wait, preemptible (AMD MES).", supported=False),
         ), default="WAIT_REG_MEM"),
         _engine("ENGINE", 0, 8, 2),
+        _cache_policy(0, 25),
         _addr_lo("ADDR_LO", 1, "Poll address bits [31:2]."),
         _addr_hi("ADDR_HI", 2),
         Field("REFERENCE", 3, 0, 32, "Reference value.", arg="ref"),
         Field("MASK", 4, 0, 32, "Mask applied to the polled value before comparing."),
         Field("POLL_INTERVAL", 5, 0, 16, "Clocks between polls.", default=0x10, fmt="d"),
+        _bit("OPTIMIZE_ACE_OFFLOAD_MODE", 31, "AMD's compute offload hint; ignored.", dword=5),
     ),
     values=(Value("addr", ("ADDR_LO", "ADDR_HI"), "Byte address of the polled dword."),),
     args=("addr", "ref", "mask", "function"),
@@ -403,31 +448,54 @@ RELEASE_MEM = PacketDef(
         Field("EVENT_TYPE", 0, 0, 6, "The pipeline event to wait for (AMD VGT event number); "
               "this device treats every event as end of pipe.", enum=(
                   EnumValue("CACHE_FLUSH_AND_INV_TS_EVENT", 0x14, "Flush caches, then signal (amdgpu's fence)."),
-                  EnumValue("BOTTOM_OF_PIPE_TS", 0x28, "Signal at the bottom of the pipe."),
+                  EnumValue("BOTTOM_OF_PIPE_TS", 0x28, "Signal at the bottom of the pipe (radv)."),
               ), open_enum=True, default="CACHE_FLUSH_AND_INV_TS_EVENT"),
-        Field("EVENT_INDEX", 0, 8, 4, "Event class. AMD also defines 6 shader done.", enum=(
+        Field("EVENT_INDEX", 0, 8, 4, "Event class.", enum=(
             EnumValue("END_OF_PIPE", 5, "A timestamp (TS) event at the end of the pipe."),
+            EnumValue("SHADER_DONE", 6, "Shaders done (AMD).", supported=False),
         ), default="END_OF_PIPE"),
+        _ignored("TCL1_VOL_ACTION_EN", 0, 12, "Act on volatile L1 lines (AMD EOP_TCL1_VOL_ACTION_EN)."),
+        _ignored("TC_VOL_ACTION_EN", 0, 13, "Act on volatile L2 lines (AMD)."),
+        _ignored("TC_WB_ACTION_EN", 0, 15, "Write back L2 (AMD; amdgpu's fence sets it)."),
+        _ignored("TCL1_ACTION_EN", 0, 16, "Invalidate L1 (AMD; amdgpu's fence sets it)."),
+        _ignored("TC_ACTION_EN", 0, 17, "Invalidate L2 (AMD; amdgpu's fence sets it)."),
+        _ignored("TC_NC_ACTION_EN", 0, 19, "Act on non-coherent L2 lines (AMD)."),
+        _ignored("TC_WC_ACTION_EN", 0, 20, "Act on write-combined L2 lines (AMD gfx9+, kfd and Mesa)."),
+        _ignored("TC_MD_ACTION_EN", 0, 21, "Act on L2 metadata (AMD; amdgpu's fence sets it)."),
+        _cache_policy(0, 25),
+        _bit("EXEC", 28, "Trailing fence of a preempted IB (AMD EOP_EXEC); ignored.", dword=0),
         Field("DST_SEL", 1, 16, 2, "Where the data write goes.", enum=(
             EnumValue("MEMORY", 0, "Memory (AMD: MC)."),
-            EnumValue("TC_L2", 1, "Through the L2 cache; this device has none.", supported=False),
+            EnumValue("TC_L2", 1, "Memory through the L2 cache (AMD); the same as MEMORY here (no cache)."),
+            EnumValue("QUEUE_WPTR", 2, "A queue's write pointer register (AMD MEC).", supported=False),
+            EnumValue("QUEUE_WPTR_POLL_MASK", 3, "A queue's write pointer poll mask (AMD MEC).",
+                      supported=False),
         ), default="MEMORY"),
         Field("INT_SEL", 1, 24, 3, "Interrupt after the write.", enum=(
             EnumValue("NONE", 0, "No interrupt."),
             EnumValue("SEND_INT", 1, "Send the interrupt only (AMD: with DATA_SEL = NONE)."),
             EnumValue("SEND_INT_ON_CONFIRM", 2, "Send the interrupt once the data write is confirmed."),
+            EnumValue("SEND_DATA_ON_CONFIRM", 3, "Write the data with write confirm, no interrupt "
+                      "(Mesa's EOP_INT_SEL_SEND_DATA_AFTER_WR_CONFIRM; this CP always confirms)."),
+            EnumValue("SEND_INT_CTXID", 4, "Unconditionally send INT_CTXID (AMD MEC).", supported=False),
+            EnumValue("SEND_INT_CTXID_IF_32", 5, "Send INT_CTXID on a 32-bit compare (AMD MEC).",
+                      supported=False),
+            EnumValue("SEND_INT_CTXID_IF_64", 6, "Send INT_CTXID on a 64-bit compare (AMD MEC).",
+                      supported=False),
         ), default="NONE"),
         Field("DATA_SEL", 1, 29, 3, "What to write at addr.", enum=(
             EnumValue("NONE", 0, "Nothing (AMD: discard)."),
             EnumValue("DATA_32", 1, "DATA_LO, 32 bits."),
             EnumValue("DATA_64", 2, "DATA_HI:DATA_LO, 64 bits."),
             EnumValue("TIMESTAMP", 3, "The 64-bit GPU clock counter (AMD: send GPU clock counter)."),
+            EnumValue("SYS_COUNTER", 4, "The 64-bit system counter (AMD).", supported=False),
+            EnumValue("GDS", 5, "Data from GDS (AMD).", supported=False),
         ), default="DATA_32"),
         _addr_lo("ADDR_LO", 2, "Destination address bits [31:2]."),
         _addr_hi("ADDR_HI", 3),
         Field("DATA_LO", 4, 0, 32, "Data bits [31:0]."),
         Field("DATA_HI", 5, 0, 32, "Data bits [63:32]."),
-        Field("INT_CTXID", 6, 0, 32, "Context id copied into the IH ring entry.", default=0),
+        Field("INT_CTXID", 6, 0, 32, "Context id copied into the IH ring entry (src_data[0]).", default=0),
     ),
     values=(
         Value("addr", ("ADDR_LO", "ADDR_HI"), "Destination byte address."),
@@ -447,16 +515,19 @@ DMA_DATA = PacketDef(
     "fills them with the 32-bit value src.",
     fields=(
         _engine("ENGINE", 0, 0, 1),
+        _cache_policy(0, 13, "SRC_"),
         Field("DST_SEL", 0, 20, 2, "Destination kind.", enum=(
             EnumValue("ADDRESS", 0, "DST_ADDR, a memory (DAS) address."),
             EnumValue("GDS", 1, "Global data share.", supported=False),
-            EnumValue("ADDRESS_TC_L2", 3, "DST_ADDR through the L2 cache.", supported=False),
+            EnumValue("NOWHERE", 2, "Read only, write nothing (gfx9: a prefetch).", supported=False),
+            EnumValue("ADDRESS_TC_L2", 3, "DST_ADDR through the L2 cache; the same as ADDRESS here."),
         ), default="ADDRESS"),
+        _cache_policy(0, 25, "DST_"),
         Field("SRC_SEL", 0, 29, 2, "Source kind.", enum=(
             EnumValue("ADDRESS", 0, "SRC_ADDR, a memory (SAS) address: a copy."),
             EnumValue("GDS", 1, "Global data share.", supported=False),
             EnumValue("DATA", 2, "SRC_ADDR_LO is a 32-bit value: a fill."),
-            EnumValue("ADDRESS_TC_L2", 3, "SRC_ADDR through the L2 cache.", supported=False),
+            EnumValue("ADDRESS_TC_L2", 3, "SRC_ADDR through the L2 cache; the same as ADDRESS here."),
         ), default="ADDRESS"),
         Field("CP_SYNC", 0, 31, 1, "The CP waits for the DMA to finish before the next packet.",
               default=0),
@@ -464,9 +535,7 @@ DMA_DATA = PacketDef(
         Field("SRC_ADDR_HI", 2, 0, 32, "Source address bits [63:32]."),
         Field("DST_ADDR_LO", 3, 0, 32, "Destination address bits [31:0]."),
         Field("DST_ADDR_HI", 4, 0, 32, "Destination address bits [63:32]."),
-        Field("BYTE_COUNT", 5, 0, 21, "Bytes to move (gfx7/8 layout; gfx9 widens it to [25:0]).",
-              fmt="d"),
-        Field("DIS_WC", 5, 21, 1, "Disable write-confirm of the last write.", default=0),
+        Field("BYTE_COUNT", 5, 0, 26, "Bytes to move (gfx9: [25:0]).", fmt="d"),
         Field("SAS", 5, 26, 1, "Source address space.", enum=(
             EnumValue("MEMORY", 0, "Memory."),
             EnumValue("REGISTER", 1, "Register.", supported=False),
@@ -485,6 +554,8 @@ DMA_DATA = PacketDef(
         ), default="INCREMENT"),
         Field("RAW_WAIT", 5, 30, 1, "Wait for earlier writes to complete before reading the "
               "source (read-after-write).", default=0),
+        Field("DIS_WC", 5, 31, 1, "Disable the write confirm of the last write (gfx9: bit 31); "
+              "ignored: this engine always waits for its writes.", default=0),
     ),
     values=(
         Value("src", ("SRC_ADDR_LO", "SRC_ADDR_HI"), "Source byte address, or the fill value."),
@@ -507,6 +578,11 @@ PACKETS: tuple[PacketDef, ...] = tuple(
 )
 """Every packet, in a fixed order (`PacketDef.index`; PERF_PACKETS counts by it)."""
 NOP, WRITE_DATA, INDIRECT_BUFFER, WAIT_REG_MEM, RELEASE_MEM, DMA_DATA = PACKETS
+
+NOP_PAD = (PACKET_TYPE3 << HEADER.field("TYPE").lsb | HEADER.field("COUNT").max << HEADER.field("COUNT").lsb
+           | NOP.opcode << HEADER.field("OPCODE").lsb)
+"""0xFFFF1000: the one-dword NOP, header only (AMD's PACKET3(PACKET3_NOP, 0x3FFF), Mesa's
+PKT3_NOP_PAD): the gfx9 ring's nop, with which amdgpu and Mesa pad rings and IBs."""
 
 by_name: dict[str, PacketDef] = {p.name: p for p in PACKETS}
 by_opcode: dict[int, PacketDef] = {p.opcode: p for p in PACKETS}

@@ -10,13 +10,13 @@ Building (one function per packet; positional arguments as in the table's `args`
 the other fields keyword-only with their defaults; 64-bit values split into lo/hi)::
 
     pm4.write_data(addr, data, *, dst_sel=MEMORY, wr_confirm=0, engine_sel=ME)
-    pm4.indirect_buffer(base, size_dw, *, chain=0, valid=1, vmid=0)
+    pm4.indirect_buffer(base, size_dw, *, chain=0, valid=0, vmid=0, ...)
     pm4.wait_reg_mem(addr, ref, mask, function, *, mem_space=MEMORY, ..., poll_interval=16)
     pm4.release_mem(addr, data, *, event_type=..., int_sel=NONE, data_sel=DATA_32, int_ctxid=0)
     pm4.dma_data(dst, src, byte_count, *, src_sel=ADDRESS, cp_sync=0, raw_wait=0, ...)
     pm4.nop(n_payload)                         # n_payload + 1 dwords
-    pm4.pad(n_dwords)                          # exactly n dwords of padding
-    pm4.header(opcode, count), pm4.TYPE2_FILLER
+    pm4.pad(n_dwords)                          # exactly n dwords of padding (Mesa's way)
+    pm4.header(opcode, count), pm4.NOP_PAD, pm4.TYPE2_FILLER  # one-dword pads
 
 Enum arguments take an int, a `pm4.<PACKET>_<FIELD>` IntEnum member or its name
 ("EQ"). Builders refuse what the device would reject (out-of-range, misaligned,
@@ -39,7 +39,7 @@ from spec import packets as _packets
 from spec.packets import HEADER, MAX_PAYLOAD, PACKETS, TYPE2_FILLER, Field, PacketDef
 
 __all__ = [
-    "TYPE2_FILLER", "MAX_PAYLOAD", "BUILDERS", "GENERATED_SOURCE",
+    "TYPE2_FILLER", "NOP_PAD", "MAX_PAYLOAD", "BUILDERS", "GENERATED_SOURCE",
     "header", "nop", "pad", "encode_fields",
     "Packet", "Filler", "Malformed", "Problem", "decode", "decode_stream",
     "describe", "disassemble", "listing",
@@ -201,7 +201,7 @@ def _gen_builder(p: PacketDef, out: list[str], ns: dict) -> None:
         emit(f"if {a} >> {f.width}: raise _too_wide({P!r}, {a!r}, {fref}, {f.width}, {a})")
     tail_expr = ""
     if p.tail:
-        t, lo, hi = p.tail.arg_name, p.tail.min, MAX_PAYLOAD - p.fixed
+        t, lo, hi = p.tail.arg_name, p.tail.min, p.max_payload - p.fixed
         if p.tail.ignored:
             emit(f"if {t}.__class__ is not int: {t} = _int({P!r}, {t!r}, {t})")
             emit(f"if not {lo} <= {t} <= {hi}: raise _out_of_range({P!r}, {t!r}, {lo}, {hi}, {t})")
@@ -233,6 +233,8 @@ def _gen_builder(p: PacketDef, out: list[str], ns: dict) -> None:
     if p.tail:
         k = p.fixed - 1
         count = f"n + {k}" if k > 0 else f"n - {-k}" if k else "n"
+        if p.count_wraps:  # no payload: COUNT all ones (AMD's header-only NOP)
+            count = f"({count}) & {_COUNT.max:#x}"
         words = [f"{hdr:#010x} | ({count}) << {_COUNT.lsb}"]
     else:
         words = [f"{hdr | (p.fixed - 1) << _COUNT.lsb:#010x}"]
@@ -339,10 +341,12 @@ BUILDERS: dict[str, object] = {p.name: globals()[p.name.lower()] for p in PACKET
 """Packet name -> builder, e.g. BUILDERS["WRITE_DATA"] is write_data."""
 __all__ += [p.name.lower() for p in PACKETS]
 
-# opcode -> (name, fixed payload dwords, min COUNT, max COUNT, decoder): plain values,
-# so decode() does no table walking.
-_DECODERS = {p.opcode: (p.name, p.fixed, p.min_count, p.max_count, globals()[f"_dec_{p.name}"])
+# opcode -> (name, fixed payload dwords, min COUNT, max COUNT, decoder, COUNT wraps): plain
+# values, so decode() does no table walking.
+_DECODERS = {p.opcode: (p.name, p.fixed, p.min_count, p.max_count, globals()[f"_dec_{p.name}"], p.count_wraps)
              for p in PACKETS}
+NOP_PAD = _packets.NOP_PAD
+"""0xFFFF1000: the one-dword NOP (COUNT 0x3FFF: the header alone), AMD's pad dword."""
 _ARGS = {p.name: globals()[f"_args_{p.name}"] for p in PACKETS}
 
 
@@ -359,18 +363,17 @@ def header(opcode: int, count: int) -> int:
 
 
 def pad(n_dwords: int) -> list[int]:
-    """Exactly `n_dwords` of padding: a TYPE2 filler for one, NOPs otherwise."""
+    """Exactly `n_dwords` of padding, as Mesa's winsys pads: one NOP whose payload covers
+    the rest, or the one-dword NOP (NOP_PAD, 0xFFFF1000) for one dword."""
     n_dwords = _int("pad", "n_dwords", n_dwords)
     if n_dwords < 0:
         raise ValueError(f"pad: n_dwords must be >= 0, not {n_dwords}")
+    most = _packets.NOP.max_payload + 1  # the longest NOP, header included
     out: list[int] = []
-    while n_dwords > 1 + MAX_PAYLOAD:
-        chunk = min(MAX_PAYLOAD, n_dwords - 3)  # never leave a lone dword behind
-        out += nop(chunk)
-        n_dwords -= chunk + 1
-    if n_dwords == 1:
-        out.append(TYPE2_FILLER)
-    elif n_dwords:
+    while n_dwords > most:
+        out += nop(most - 1)
+        n_dwords -= most
+    if n_dwords:
         out += nop(n_dwords - 1)
     return out
 
@@ -401,6 +404,8 @@ def encode_fields(name: str, fields: Mapping[str, int] | None = None, data: Sequ
     payload += tail
     if count is None:
         count = len(payload) - 1
+        if p.count_wraps:
+            count &= _COUNT.max  # no payload: the all-ones COUNT (AMD's NOP_PAD)
     return [header(p.opcode, count)] + payload
 
 
@@ -410,7 +415,7 @@ class Problem(str, _enum.Enum):
     """Why a dword does not start a packet this device can run."""
 
     UNKNOWN_OPCODE = "UNKNOWN_OPCODE"  # type-3 header, opcode not in the table
-    BAD_TYPE = "BAD_TYPE"  # type 0/1, or type 2 other than the exact filler
+    BAD_TYPE = "BAD_TYPE"  # type 0 or 1
     BAD_COUNT = "BAD_COUNT"  # known opcode, COUNT outside its legal range
     TRUNCATED = "TRUNCATED"  # COUNT runs past the end of the given dwords
 
@@ -469,7 +474,7 @@ class Packet:
 
 @dataclass(slots=True)
 class Filler:
-    """The one-dword type-2 filler."""
+    """A one-dword type-2 packet (its PAD bits are ignored)."""
 
     offset: int
     header: int = TYPE2_FILLER
@@ -517,8 +522,8 @@ def decode(dwords: Sequence[int], offset: int = 0) -> Packet | Filler | Malforme
     h = int(dwords[offset])
     t = h >> _TYPE.lsb & _TYPE.max
     if t != _packets.PACKET_TYPE3:
-        if h == TYPE2_FILLER:
-            return Filler(offset)
+        if t == _packets.PACKET_TYPE2:
+            return Filler(offset, h)
         return Malformed(offset, h, Problem.BAD_TYPE, 1)
     op = h >> _OPCODE.lsb & _OPCODE.max
     count = h >> _COUNT.lsb & _COUNT.max
@@ -527,7 +532,9 @@ def decode(dwords: Sequence[int], offset: int = 0) -> Packet | Filler | Malforme
     entry = _DECODERS.get(op)
     if entry is None:
         return Malformed(offset, h, Problem.UNKNOWN_OPCODE, min(length, left), op, count)
-    name, fixed, lo, hi, dec = entry
+    name, fixed, lo, hi, dec, wraps = entry
+    if wraps:
+        length = ((count + 1) & _COUNT.max) + 1
     if not lo <= count <= hi:
         return Malformed(offset, h, Problem.BAD_COUNT, min(length, left), op, count, name)
     if length > left:
@@ -588,7 +595,8 @@ def describe(item: Packet | Filler | Malformed, *, verbose: bool = False, max_da
     CACHE_FLUSH_AND_INV_TS_EVENT) are left out unless `verbose`, so a line shows what
     the packet chose."""
     if isinstance(item, Filler):
-        return "TYPE2 FILLER"
+        pad = item.header & _packets.TYPE2_PAD.mask
+        return f"TYPE2 FILLER pad={pad:#x}" if pad else "TYPE2 FILLER"
     if isinstance(item, Malformed):
         pr = item.problem
         if pr is Problem.UNKNOWN_OPCODE:
@@ -600,8 +608,6 @@ def describe(item: Packet | Filler | Malformed, *, verbose: bool = False, max_da
             need = f">= {p.min_count}" if p.variable else f"{p.min_count}"
             return f"BAD COUNT {item.name}: count={item.count}, must be {need}"
         t = item.header >> _TYPE.lsb & _TYPE.max
-        if t == _packets.PACKET_TYPE2:
-            return f"BAD TYPE 2: only {TYPE2_FILLER:#010x} is a filler"
         return f"BAD TYPE {t}: not a type-3 header"
     p = item.defn
     words: list[str] = []

@@ -13,12 +13,12 @@ applies the same rules and none can drift from the others:
 
 The checks of one type-3 packet, in the CP's order (the first that fails is the error):
 
- 1. ILLEGAL_OPCODE   type-0/1 header, a type-2 dword other than the filler, unknown opcode
+ 1. ILLEGAL_OPCODE   type-0/1 header, unknown opcode (any type-2 dword is a one-dword filler)
  2. BAD_COUNT        COUNT outside the opcode's range
  3. BAD_COUNT        the packet runs past the end of its ring space or IB
  4. UNSUPPORTED      a closed-enum field holds a value the device does not implement
-                     (`EnumValue.supported`); INDIRECT_BUFFER with VALID = 0, or with
-                     CHAIN in the ring; DMA_DATA on a device without a DMA engine
+                     (`EnumValue.supported`); INDIRECT_BUFFER with CHAIN in the ring;
+                     DMA_DATA on a device without a DMA engine
  5. *_MISALIGNED     bits below an `*_LO` address field, or an alignment `Rule` broken
                      (IB_MISALIGNED for INDIRECT_BUFFER, FENCE_MISALIGNED otherwise)
  6. IB_SIZE_ZERO, IB_NESTING   (INDIRECT_BUFFER)
@@ -132,7 +132,7 @@ HEADER_RESERVED = ~sum(f.mask for f in HEADER.fields) & 0xFFFF_FFFF
 """Header bits no field declares (the CP ignores them; the KMD's checker refuses them)."""
 
 _IB = _packets.INDIRECT_BUFFER
-_IB_VALID, _IB_CHAIN, _IB_SIZE = (_IB.field(n) for n in ("VALID", "CHAIN", "IB_SIZE"))
+_IB_CHAIN, _IB_SIZE = (_IB.field(n) for n in ("CHAIN", "IB_SIZE"))
 _DMA = _packets.DMA_DATA
 _DMA_COUNT = _DMA.field("BYTE_COUNT")
 
@@ -159,8 +159,6 @@ def packet_error(rules: PacketRules, payload: Sequence[int], level: int, caps: C
     if p is _DMA and not caps.has_dma:
         return "UNSUPPORTED", "this device has no DMA engine (CAPS.DMA = 0)"
     if p is _IB:
-        if not _IB_VALID.get(payload[_IB_VALID.dword]):
-            return "UNSUPPORTED", "VALID is 0"
         if _IB_CHAIN.get(payload[_IB_CHAIN.dword]) and level == 0:
             return "UNSUPPORTED", "CHAIN in the ring (only an IB may chain)"
     for e in rules.enums:

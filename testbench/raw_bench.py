@@ -34,7 +34,7 @@ from .memory import SharedMemory
 
 RING, RPTR_WB, IH_RING, IH_WB, IB, OUT = 0x10000, 0x8000, 0x20000, 0x8040, 0x30000, 0x40000
 RING_LOG2_DW, IH_LOG2 = 10, 6
-IH_ENTRY_DW = 8  # IH_RPTR counts dwords
+IH_ENTRY_BYTES = 32  # IH_RPTR counts bytes, as amdgpu's
 MEM_SIZE = 64 << 20
 DMA_COPIES, DMA_COPY_BYTES = 32, 4096
 SRC, DST = 0x100000, 0x200000
@@ -70,8 +70,9 @@ class Work:
 
 def setup_ops() -> list[tuple]:
     """Ring, IH ring and interrupt set up, as `make bench`'s cycle measurements do."""
-    w = [(regs.RB_BASE_LO, RING), (regs.RB_SIZE, RING_LOG2_DW), (regs.RB_RPTR_ADDR_LO, RPTR_WB),
-         (regs.IH_BASE_LO, IH_RING), (regs.IH_SIZE, IH_LOG2), (regs.IH_WPTR_ADDR_LO, IH_WB),
+    # AMD's units: bases >> 8, the ring in log2 qwords, the IH ring in log2 dwords
+    w = [(regs.RB_BASE_LO, RING >> 8), (regs.RB_SIZE, RING_LOG2_DW - 1), (regs.RB_RPTR_ADDR_LO, RPTR_WB),
+         (regs.IH_BASE_LO, IH_RING >> 8), (regs.IH_SIZE, IH_LOG2 + 3), (regs.IH_WPTR_ADDR_LO, IH_WB),
          (regs.IH_CNTL, regs.IH_CNTL.ENABLE.put(1) | regs.IH_CNTL.WPTR_WB.put(1)),
          (regs.INT_ENABLE, regs.INT_ENABLE.IH_PENDING.put(1)),
          (regs.RB_CNTL, regs.RB_CNTL.ENABLE.put(1) | regs.RB_CNTL.RPTR_WB.put(1))]
@@ -100,7 +101,7 @@ def dma_work(rounds: int) -> Work:
         if len(ring) > 1 << RING_LOG2_DW:
             raise ValueError(f"{rounds} rounds do not fit the ring")
         ops += [("write", regs.RB_DOORBELL.addr(), len(ring)), ("irq",),
-                ("write", regs.IH_RPTR.addr(), (r + 1) * IH_ENTRY_DW)]
+                ("write", regs.IH_RPTR.addr(), (r + 1) * IH_ENTRY_BYTES)]
     ops.append(("mark",))
     src = (np.arange(n * size) % 251).astype(np.uint8).tobytes()
     return Work("dma", ops, [(SRC, src), (IB, _dwords(ib)), (RING, _dwords(ring))])

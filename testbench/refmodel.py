@@ -195,13 +195,17 @@ _TYPE_LSB, _TYPE_MAX = _HDR_TYPE.lsb, _HDR_TYPE.max
 _OPCODE_LSB, _OPCODE_MAX = _HDR_OPCODE.lsb, _HDR_OPCODE.max
 _COUNT_LSB, _COUNT_MAX = _HDR_COUNT.lsb, _HDR_COUNT.max
 _TYPE3 = pk.PACKET_TYPE3
+_TYPE2 = pk.PACKET_TYPE2
+_NOP_PAD_MASK = _HDR_TYPE.mask | _HDR_OPCODE.mask | _HDR_COUNT.mask  # what makes a header NOP_PAD
 _HEADER_CACHE = 4096  # distinct headers RefModel._header remembers
 
 _WD = pk.WRITE_DATA
 _WD_ADDR = _addr(_WD, "addr")
+_WD_INCR = _fld(_WD, "ADDR_INCR")
+_WD_NO_INCREMENT = _WD.field("ADDR_INCR").values["NO_INCREMENT"]
 _IB = pk.INDIRECT_BUFFER
 _IB_BASE = _addr(_IB, "base")
-_IB_SIZE, _IB_CHAIN, _IB_VALID = (_fld(_IB, n) for n in ("IB_SIZE", "CHAIN", "VALID"))
+_IB_SIZE, _IB_CHAIN = (_fld(_IB, n) for n in ("IB_SIZE", "CHAIN"))
 _WRM = pk.WAIT_REG_MEM
 _WRM_ADDR = _addr(_WRM, "addr")
 _WRM_FUNC, _WRM_REF, _WRM_MASK, _WRM_POLL = (_fld(_WRM, n) for n in ("FUNCTION", "REFERENCE", "MASK", "POLL_INTERVAL"))
@@ -210,6 +214,7 @@ _RM_ADDR = _addr(_RM, "addr")
 _RM_INT, _RM_DATA_SEL, _RM_LO, _RM_HI, _RM_CTX = (
     _fld(_RM, n) for n in ("INT_SEL", "DATA_SEL", "DATA_LO", "DATA_HI", "INT_CTXID"))
 _RM_SEL = _RM.field("DATA_SEL").values
+_RM_INTERRUPTS = frozenset(_RM.field("INT_SEL").values[n] for n in ("SEND_INT", "SEND_INT_ON_CONFIRM"))
 _DMA = pk.DMA_DATA
 _DMA_SRC = _addr(_DMA, "src")
 _DMA_DST = _addr(_DMA, "dst")
@@ -508,15 +513,16 @@ class RefModel(Device):
         cntl = st[o["RB_CNTL"]]
         self._rb_enable = bool(regs.RB_CNTL.ENABLE.get(cntl))
         self._rptr_wb = bool(regs.RB_CNTL.RPTR_WB.get(cntl))
-        self._rb_base = (st[o["RB_BASE_HI"]] << 32 | st[o["RB_BASE_LO"]]) & ~3
-        self._rb_size = 1 << regs.RB_SIZE.LOG2_DWORDS.get(st[o["RB_SIZE"]])
+        # AMD's units: bases hold the address >> 8, RB_SIZE log2 qwords, IH_SIZE log2 dwords
+        self._rb_base = (st[o["RB_BASE_HI"]] << 32 | st[o["RB_BASE_LO"]]) << 8
+        self._rb_size = 2 << regs.RB_SIZE.LOG2_QWORDS.get(st[o["RB_SIZE"]])
         self._rb_mask = self._rb_size - 1
         self._rptr_addr = (st[o["RB_RPTR_ADDR_HI"]] << 32 | st[o["RB_RPTR_ADDR_LO"]]) & ~3
         ihc = st[o["IH_CNTL"]]
         self._ih_enable = self.has_ih and bool(regs.IH_CNTL.ENABLE.get(ihc))
         self._ih_wptr_wb = bool(regs.IH_CNTL.WPTR_WB.get(ihc))
-        self._ih_base = (st[o["IH_BASE_HI"]] << 32 | st[o["IH_BASE_LO"]]) & ~(ih_spec.ENTRY_BYTES - 1)
-        self._ih_dwords = ih_spec.ENTRY_DWORDS << regs.IH_SIZE.LOG2_ENTRIES.get(st[o["IH_SIZE"]])
+        self._ih_base = (st[o["IH_BASE_HI"]] << 32 | st[o["IH_BASE_LO"]]) << 8
+        self._ih_bytes = ih_spec.ring_bytes(regs.IH_SIZE.LOG2_DWORDS.get(st[o["IH_SIZE"]]))
         self._ih_wptr_addr = (st[o["IH_WPTR_ADDR_HI"]] << 32 | st[o["IH_WPTR_ADDR_LO"]]) & ~3
 
     def _caps(self, i: int) -> int:
@@ -743,24 +749,24 @@ class RefModel(Device):
         self._wait = None
         self._store[self._off["INT_STATUS"]] |= regs.INT_STATUS.CP_ERROR.mask
         try:
-            self._ih_append(ih_spec.Source.CP_ERROR, 0, self._cp_error(0), self._err_addr & M32,
+            self._ih_append(ih_spec.Source.CP_ERROR, self._cp_error(0), self._err_addr & M32,
                             self._err_addr >> 32, self._err_offset)
         except _Fault:
             pass  # the error entry itself could not be written; the CP is stopped already
 
-    def _ih_append(self, source: int, ctx: int, d0: int, d1: int, d2: int, d3: int) -> None:
+    def _ih_append(self, source: int, d0: int, d1: int, d2: int, d3: int) -> None:
         """One interrupt's IH entry; raises _Fault when its write (or the wptr write-back) fails."""
         if not self._ih_enable:
             return
-        wptr, size = self._ih_wptr, self._ih_dwords
+        wptr, size = self._ih_wptr, self._ih_bytes
         if ((wptr - self._store[self._off["IH_RPTR"]]) & M32) >= size:
             self._store[self._off["INT_STATUS"]] |= regs.INT_STATUS.IH_OVERFLOW.mask
             return
         ts = self._t & _TS_MASK
-        entry = ih_spec.encode(SOURCE_ID=int(source), CONTEXT_ID=ctx, TIMESTAMP_LO=ts & M32,
+        entry = ih_spec.encode(CLIENT_ID=ih_spec.Client.GRBM_CP, SOURCE_ID=int(source), TIMESTAMP_LO=ts & M32,
                                TIMESTAMP_HI=ts >> 32, DATA0=d0, DATA1=d1, DATA2=d2, DATA3=d3)
-        self._cp_write(self._ih_base + 4 * (wptr & (size - 1)), entry)
-        self._ih_wptr = (wptr + ih_spec.ENTRY_DWORDS) & M32
+        self._cp_write(self._ih_base + (wptr & (size - 1)), entry)
+        self._ih_wptr = (wptr + ih_spec.ENTRY_BYTES) & M32
         if self._ih_wptr_wb:
             self._cp_write(self._ih_wptr_addr, [self._ih_wptr])
 
@@ -818,14 +824,16 @@ class RefModel(Device):
     def _header(self, h: int, ha: int) -> tuple:
         """Decode and check a header dword on its own (type, opcode, COUNT range):
         (opcode, packet dwords, executor, kind), remembered for the next packet with
-        the same header; raises the fault of a bad one. The TYPE2 filler is a NOP of 1."""
-        if h == pk.TYPE2_FILLER:
-            known = (0, 1, self._op_filler, None)
+        the same header; raises the fault of a bad one. A type-2 dword and the header-only
+        NOP (NOP_PAD) are one-dword NOPs."""
+        t = (h >> _TYPE_LSB) & _TYPE_MAX
+        if t == _TYPE2 or (t == _TYPE3 and h & _NOP_PAD_MASK == pk.NOP_PAD):  # (header flags ignored)
+            known = (0 if t == _TYPE2 else pk.NOP.opcode, 1, self._op_filler, None)
         else:
             op = (h >> _OPCODE_LSB) & _OPCODE_MAX
             kind = self._kinds.get(op)
             if (h >> _TYPE_LSB) & _TYPE_MAX != _TYPE3:
-                raise _Fault(CpError.ILLEGAL_OPCODE, ha, 0)  # type 0/1, or type 2 but not the filler
+                raise _Fault(CpError.ILLEGAL_OPCODE, ha, 0)  # type 0 or 1
             if kind is None:
                 raise _Fault(CpError.ILLEGAL_OPCODE, ha, op)
             count = (h >> _COUNT_LSB) & _COUNT_MAX
@@ -905,6 +913,15 @@ class RefModel(Device):
         self._check(kind, p, ha)
         addr = _addr_of(p, _WD_ADDR)
         count = n - 1 - fixed
+        if _get(p, _WD_INCR) == _WD_NO_INCREMENT:
+            # every dword to addr: the last one stays, and only it is written (rtl/cp/write_data.py)
+            data, resp, fa = self._fetch(base, mask, pos + 1 + fixed, count)
+            self._fetched += len(data) + (resp != OKAY)
+            if resp:
+                raise _Fault(_BUS_ERROR[resp], fa)
+            self._cp_write(addr, [int(data[-1])])
+            self._complete(level, n)
+            return
         src = self._span(base, mask, pos + 1 + fixed, count)
         end = addr + 4 * count
         if src >= 0 and end <= self._size and (end <= self._wb or addr >= self._wl):
@@ -930,11 +947,11 @@ class RefModel(Device):
         self._complete(level, n)
 
     def _op_indirect_buffer(self, kind, level, base, mask, pos, ha, n) -> None:
-        # docs/hardware.md's order: UNSUPPORTED (fields, VALID, CHAIN in the ring),
-        # IB_MISALIGNED, IB_SIZE_ZERO, IB_NESTING
+        # docs/hardware.md's order: UNSUPPORTED (fields, CHAIN in the ring), IB_MISALIGNED,
+        # IB_SIZE_ZERO, IB_NESTING, BUS_DECERR (a base beyond the bus)
         p = self._read(base, mask, pos + 1, n - 1)
         chain = _get(p, _IB_CHAIN)
-        if not _get(p, _IB_VALID) or (chain and level == IbLevel.RING):
+        if chain and level == IbLevel.RING:
             raise _Fault(CpError.UNSUPPORTED, ha)
         for dw, lsb, mx, ok in kind.supported:
             if (p[dw] >> lsb) & mx not in ok:
@@ -945,8 +962,11 @@ class RefModel(Device):
             raise _Fault(CpError.IB_SIZE_ZERO, ha)
         if not chain and level + 1 > self.ib_levels:
             raise _Fault(CpError.IB_NESTING, ha)
+        ib = _addr_of(p, _IB_BASE)
+        if ib >> ADDR_BITS:
+            raise _Fault(CpError.BUS_DECERR, ib)  # (reported as its low 48 bits)
         self._packets[kind.index] += 1
-        frame = [_addr_of(p, _IB_BASE), size, 0]
+        frame = [ib, size, 0]
         if chain:
             self._frames[-1] = frame  # the current IB ends here; the new one runs at its level
         else:
@@ -997,8 +1017,8 @@ class RefModel(Device):
         elif sel == _RM_SEL["TIMESTAMP"]:
             ts = self._t & _TS_MASK
             self._cp_write(addr, [ts & M32, ts >> 32])
-        if _get(p, _RM_INT):
-            self._ih_append(ih_spec.Source.EOP, _get(p, _RM_CTX), lo, hi, addr & M32, addr >> 32)
+        if _get(p, _RM_INT) in _RM_INTERRUPTS:
+            self._ih_append(ih_spec.Source.EOP, _get(p, _RM_CTX), lo, hi, p[_RM_ADDR[0]])
             self._store[self._off["INT_STATUS"]] |= regs.INT_STATUS.EOP.mask
         self._complete(level, n)
 
@@ -1085,17 +1105,16 @@ def snapshot(dev: Device, *, memory: bool = True, exclude: Iterable[tuple[int, i
         if s.readable and s.reg.NAME not in SNAPSHOT_SKIP:
             out["regs"][s.label] = read(off)
     r = out["regs"]
-    base = (r["IH_BASE_HI"] << 32 | r["IH_BASE_LO"]) & ~(ih_spec.ENTRY_BYTES - 1)
-    size = ih_spec.ENTRY_DWORDS << regs.IH_SIZE.LOG2_ENTRIES.get(r["IH_SIZE"])
+    base = (r["IH_BASE_HI"] << 32 | r["IH_BASE_LO"]) << 8
+    size = ih_spec.ring_bytes(regs.IH_SIZE.LOG2_DWORDS.get(r["IH_SIZE"]))
     wptr = r["IH_WPTR"]
-    n = min(wptr, size) // ih_spec.ENTRY_DWORDS
+    n = min(wptr, size) // ih_spec.ENTRY_BYTES
     mem32 = dev.mem.view("<u4")
     entries = []
     exclude = list(exclude)
     ts = ih_spec.BY_NAME["TIMESTAMP_LO"].dword, ih_spec.BY_NAME["TIMESTAMP_HI"].dword
     for k in range(n, 0, -1):
-        p = (wptr - ih_spec.ENTRY_DWORDS * k) & (size - 1)
-        a = base + 4 * p
+        a = base + ((wptr - ih_spec.ENTRY_BYTES * k) & (size - 1))
         if a + ih_spec.ENTRY_BYTES > dev.mem.size:
             break
         e = ih_spec.decode(mem32[a >> 2:(a >> 2) + ih_spec.ENTRY_DWORDS].tolist())

@@ -5,7 +5,7 @@ import importlib
 
 MODULES = ("test_kmd_ioctl", "test_kmd_fence", "test_kmd_reset",
            "test_umd_api", "test_umd_batching", "test_umd_cmdbuf", "test_umd_runtime", "test_umd_transfer",
-           "test_security")
+           "test_security", "test_amd_conformance")
 
 
 def all_checks() -> dict:

@@ -196,7 +196,7 @@ def wait_release(d):
 
 @scen
 def ih_overflow(d):
-    d.io.write_fields(regs.IH_SIZE, LOG2_ENTRIES=0)
+    d.io.write_fields(regs.IH_SIZE, LOG2_DWORDS=3)  # one entry
     d.submit(pm4.release_mem(OUT, 1, int_sel="SEND_INT"), pm4.release_mem(OUT + 4, 2, int_sel="SEND_INT"))
 
 

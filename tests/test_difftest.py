@@ -23,6 +23,7 @@ from collections import Counter
 import pytest
 
 from kmd_model import regs
+from spec import ih
 from testbench import sim
 from testbench.difftest import campaign as cp
 from testbench.difftest import layout as L
@@ -195,8 +196,8 @@ def test_an_ih_difference_names_the_fence():
         if s.kind == "valid" and sum(p.irq for p in s.packets) >= 2:
             break
     a, ma, b, mb = pair(s, DMA)
-    eop = [k for k, e in enumerate(a.ih) if e["SOURCE_ID"] == 1]
-    b.ih[eop[1]]["CONTEXT_ID"] ^= 1
+    eop = [k for k, e in enumerate(a.ih) if e["SOURCE_ID"] == ih.Source.EOP]
+    b.ih[eop[1]]["DATA0"] ^= 1
     v = compare(s, b, a, mb.mem, ma.mem)
     second = [p for p in s.packets if p.irq][1]
     assert f"IH entry {eop[1]}" in v.first_packet and second.text in v.first_packet

@@ -302,8 +302,8 @@ def check_cs_checker(dev):
             pm4.encode_fields("WRITE_DATA", {"DST_SEL": 0, "ADDR_LO": (m + 0x100) >> 2}, [1]))
     refused(errno.EINVAL, f"CS: INDIRECT_BUFFER at IB+0x0 ({m:#x}): IB_SIZE is 0",
             pm4.encode_fields("INDIRECT_BUFFER", {"IB_BASE_LO": (m + 0x2000) >> 2, "VALID": 1}))
-    refused(errno.EINVAL, f"CS: INDIRECT_BUFFER at IB+0x0 ({m:#x}): VALID is 0",
-            pm4.encode_fields("INDIRECT_BUFFER", {"IB_BASE_LO": (m + 0x2000) >> 2, "IB_SIZE": 8}))
+    refused(errno.EINVAL, f"CS: WRITE_DATA at IB+0x0 ({m:#x}): DST_SEL=GDS is not supported by this device",
+            pm4.encode_fields("WRITE_DATA", {"DST_SEL": 3, "ADDR_LO": (m + 0x100) >> 2}, [1]))
     refused(errno.EINVAL, f"CS: RELEASE_MEM at IB+0x0 ({m:#x}): addr {m + 0x104:#x} is not qword aligned "
             "(needed with DATA_SEL=DATA_64)", pm4.encode_fields("RELEASE_MEM", {
                 "DATA_SEL": 2, "ADDR_LO": (m + 0x104) >> 2, "EVENT_INDEX": 5}))

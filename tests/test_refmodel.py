@@ -57,11 +57,11 @@ class Driver:
     def __init__(self, dev=None, ring_log2=8, ih_log2=4, **model_kw):
         self.dev = dev or RefModel(**model_kw)
         self.io = io = Mmio(self.dev)
-        io.write64(regs.RB_BASE_LO, regs.RB_BASE_HI, RING)
-        io.write_fields(regs.RB_SIZE, LOG2_DWORDS=ring_log2)
+        io.write64(regs.RB_BASE_LO, regs.RB_BASE_HI, RING >> 8)  # AMD's units
+        io.write_fields(regs.RB_SIZE, LOG2_QWORDS=ring_log2 - 1)
         io.write64(regs.RB_RPTR_ADDR_LO, regs.RB_RPTR_ADDR_HI, RPTR_WB)
-        io.write64(regs.IH_BASE_LO, regs.IH_BASE_HI, IH_RING)
-        io.write_fields(regs.IH_SIZE, LOG2_ENTRIES=ih_log2)
+        io.write64(regs.IH_BASE_LO, regs.IH_BASE_HI, IH_RING >> 8)
+        io.write_fields(regs.IH_SIZE, LOG2_DWORDS=ih_log2 + 3)
         io.write64(regs.IH_WPTR_ADDR_LO, regs.IH_WPTR_ADDR_HI, IH_WPTR_WB)
         io.write_fields(regs.IH_CNTL, ENABLE=1, WPTR_WB=1)
         io.write_fields(regs.RB_CNTL, ENABLE=1, RPTR_WB=1)
@@ -89,7 +89,7 @@ class Driver:
 
     def ih_entries(self):
         wptr = self.read(regs.IH_WPTR)
-        return [ih.decode(r32(self.dev, IH_RING + 4 * p, ih.ENTRY_DWORDS)) for p in range(0, wptr, 8)]
+        return [ih.decode(r32(self.dev, IH_RING + p, ih.ENTRY_DWORDS)) for p in range(0, wptr, ih.ENTRY_BYTES)]
 
     def error(self):
         e = self.fields(regs.CP_ERROR)
@@ -103,9 +103,9 @@ class Driver:
         assert (st["ERROR"], st["IDLE"], st["WAITING"]) == (1, 1, 0)
         assert self.fields(regs.INT_STATUS)["CP_ERROR"] == 1
         last = self.ih_entries()[-1]
-        assert last["SOURCE_ID"] == ih.Source.CP_ERROR
-        assert (last["CONTEXT_ID"], last["DATA0"], last["DATA1"], last["DATA2"], last["DATA3"]) == (
-            0, code | level << 8 | opcode << 16, addr & 0xFFFF_FFFF, addr >> 32, offset)
+        assert (last["CLIENT_ID"], last["SOURCE_ID"]) == (ih.Client.GRBM_CP, ih.Source.CP_ERROR) == (0x14, 183)
+        assert (last["DATA0"], last["DATA1"], last["DATA2"], last["DATA3"]) == (
+            code | level << 8 | opcode << 16, addr & 0xFFFF_FFFF, addr >> 32, offset)
 
     def recover(self):
         """Soft reset, then the ring works again from 0."""
@@ -329,22 +329,28 @@ def test_release_mem_and_ih(drv):
     assert r32(dev, OUT + 16, 2) == [t, 0]
     assert dev.irq_level() and dev.wait_irq(10)
     assert drv.fields(regs.INT_STATUS) == {"IH_PENDING": 1, "EOP": 1, "CP_ERROR": 0, "IH_OVERFLOW": 0}
-    assert drv.read(regs.IH_WPTR) == 8 and r32(dev, IH_WPTR_WB) == 8
+    assert drv.read(regs.IH_WPTR) == 32 and r32(dev, IH_WPTR_WB) == 32  # bytes, as amdgpu's
     [e] = drv.ih_entries()
-    assert e == {"SOURCE_ID": ih.Source.EOP, "RING_ID": 0, "VMID": 0, "CONTEXT_ID": 0xC0DE,
-                 "TIMESTAMP_LO": t, "TIMESTAMP_HI": 0, "DATA0": 0, "DATA1": 0,
-                 "DATA2": OUT + 16, "DATA3": 0}
+    # AMD's soc15 entry: client GRBM_CP (0x14), source CP_EOP_INTERRUPT (181), context id in
+    # src_data[0]
+    assert e == {"CLIENT_ID": 0x14, "SOURCE_ID": 181, "RING_ID": 0, "VMID": 0, "VMID_SRC": 0,
+                 "TIMESTAMP_LO": t, "TIMESTAMP_HI": 0, "TIMESTAMP_SRC": 0, "PASID": 0,
+                 "DATA0": 0xC0DE, "DATA1": 0, "DATA2": 0, "DATA3": OUT + 16}
+    assert r32(dev, IH_RING) == 0x0000B514
     # Interrupt only (no data): INT_SEL SEND_INT.
     drv.submit(pm4.release_mem(OUT + 24, 0xF00D, data_sel="NONE", int_sel="SEND_INT", int_ctxid=2))
     assert r32(dev, OUT + 24) == 0
     e = drv.ih_entries()[1]
-    assert (e["CONTEXT_ID"], e["DATA0"], e["DATA2"]) == (2, 0xF00D, OUT + 24)
+    assert (e["DATA0"], e["DATA1"], e["DATA3"]) == (2, 0xF00D, OUT + 24)
+    # SEND_DATA_ON_CONFIRM (Mesa's EOP_INT_SEL_SEND_DATA_AFTER_WR_CONFIRM): data, no interrupt
+    drv.submit(pm4.release_mem(OUT + 28, 0xBEEF, int_sel="SEND_DATA_ON_CONFIRM", int_ctxid=3))
+    assert r32(dev, OUT + 28) == 0xBEEF and len(drv.ih_entries()) == 2
     # Consuming the entries drops IH_PENDING; EOP stays until cleared.
-    drv.io.write(regs.IH_RPTR, 16)
+    drv.io.write(regs.IH_RPTR, 64)
     assert drv.fields(regs.INT_STATUS)["IH_PENDING"] == 0 and dev.irq_level()
     drv.io.write(regs.INT_STATUS, regs.INT_STATUS.EOP.put(1))
     assert not dev.irq_level()
-    assert drv.perf(RELEASE_MEM) == 4
+    assert drv.perf(RELEASE_MEM) == 5
 
 
 def test_irq_follows_ih_pending_only(drv):
@@ -359,15 +365,23 @@ def test_ih_overflow_and_disabled_ih():
     d = Driver(ih_log2=0)  # room for one entry
     d.submit(pm4.release_mem(OUT, 1, int_sel="SEND_INT"), pm4.release_mem(OUT + 4, 2, int_sel="SEND_INT"))
     assert r32(d.dev, OUT, 2) == [1, 2]
-    assert d.read(regs.IH_WPTR) == 8
+    assert d.read(regs.IH_WPTR) == 32
     assert d.fields(regs.INT_STATUS) == {"IH_PENDING": 1, "EOP": 1, "CP_ERROR": 0, "IH_OVERFLOW": 1}
-    assert d.ih_entries()[0]["DATA0"] == 1
-    d.io.write(regs.IH_RPTR, 8)
+    assert d.ih_entries()[0]["DATA1"] == 1
+    d.io.write(regs.IH_RPTR, 32)
     d.submit(pm4.release_mem(OUT + 8, 3, int_sel="SEND_INT"))  # the ring wraps onto the same slot
-    assert d.read(regs.IH_WPTR) == 16 and r32(d.dev, IH_RING + 16) == 3
+    assert d.read(regs.IH_WPTR) == 64 and r32(d.dev, IH_RING + 20) == 3
     d.io.write(regs.IH_CNTL, 0)
     d.submit(pm4.release_mem(OUT + 12, 4, int_sel="SEND_INT"))
-    assert d.read(regs.IH_WPTR) == 16 and r32(d.dev, OUT + 12) == 4
+    assert d.read(regs.IH_WPTR) == 64 and r32(d.dev, OUT + 12) == 4
+
+
+def test_ih_size_below_one_entry_is_one_entry():
+    d = Driver(ih_log2=0)
+    d.io.write_fields(regs.IH_SIZE, LOG2_DWORDS=0)  # 1 dword: smaller than an entry
+    d.submit(pm4.release_mem(OUT, 1, int_sel="SEND_INT"), pm4.release_mem(OUT + 4, 2, int_sel="SEND_INT"))
+    assert d.read(regs.IH_WPTR) == 32 and d.fields(regs.INT_STATUS)["IH_OVERFLOW"] == 1
+    assert r32(d.dev, IH_RING + 32, 8) == [0] * 8, "nothing past the one entry"
 
 
 def test_halt(drv):
@@ -434,15 +448,16 @@ RING_ERRORS = {
     "illegal_opcode": ([pm4.header(0x7B, 1), 0, 0], CpError.ILLEGAL_OPCODE, 0x7B),
     "type0_header": ([0x0000_1234], CpError.ILLEGAL_OPCODE, 0),
     "type1_header": ([0x4000_0000], CpError.ILLEGAL_OPCODE, 0),
-    "type2_not_the_filler": ([0xBFFF_FFFF], CpError.ILLEGAL_OPCODE, 0),
     "count_too_small": (bad("WRITE_DATA", {"DST_SEL": 5}, count=2), CpError.BAD_COUNT, OP["WRITE_DATA"]),
     "count_fixed_mismatch": (bad("RELEASE_MEM", count=7) + [0], CpError.BAD_COUNT, OP["RELEASE_MEM"]),
     "past_wptr": ([pm4.header(OP["NOP"], 20), 0], CpError.BAD_COUNT, OP["NOP"]),
     "write_data_dst_sel": (bad("WRITE_DATA", {"DST_SEL": 0, "ADDR_LO": OUT >> 2}, [1]),
                            CpError.UNSUPPORTED, OP["WRITE_DATA"]),
-    "write_data_engine": (bad("WRITE_DATA", {"DST_SEL": 5, "ENGINE_SEL": 1, "ADDR_LO": OUT >> 2}, [1]),
+    "write_data_engine": (bad("WRITE_DATA", {"DST_SEL": 5, "ENGINE_SEL": 2, "ADDR_LO": OUT >> 2}, [1]),
                           CpError.UNSUPPORTED, OP["WRITE_DATA"]),
-    "write_data_unsupported_first": (bad("WRITE_DATA", {"DST_SEL": 1}, [1])[:2] + [OUT + 2, 0, 1],
+    "write_data_gds": (bad("WRITE_DATA", {"DST_SEL": 3, "ADDR_LO": OUT >> 2}, [1]),
+                       CpError.UNSUPPORTED, OP["WRITE_DATA"]),
+    "write_data_unsupported_first": (bad("WRITE_DATA", {"DST_SEL": 0}, [1])[:2] + [OUT + 2, 0, 1],
                                      CpError.UNSUPPORTED, OP["WRITE_DATA"]),
     "write_data_misaligned": (pm4.write_data(OUT, [1])[:2] + [OUT + 2] + [0, 1],
                               CpError.FENCE_MISALIGNED, OP["WRITE_DATA"]),
@@ -450,10 +465,8 @@ RING_ERRORS = {
                       CpError.IB_MISALIGNED, OP["INDIRECT_BUFFER"]),
     "ib_size_zero": (bad("INDIRECT_BUFFER", {"IB_BASE_LO": IB1 >> 2, "VALID": 1}),
                      CpError.IB_SIZE_ZERO, OP["INDIRECT_BUFFER"]),
-    "ib_invalid_before_misaligned": (pm4.indirect_buffer(IB1, 4)[:1] + [IB1 + 1, 0, 4],
-                                     CpError.UNSUPPORTED, OP["INDIRECT_BUFFER"]),
-    "ib_not_valid": (bad("INDIRECT_BUFFER", {"IB_BASE_LO": IB1 >> 2, "IB_SIZE": 4}),
-                     CpError.UNSUPPORTED, OP["INDIRECT_BUFFER"]),
+    "ib_chain_before_misaligned": (pm4.indirect_buffer(IB1, 4)[:1] + [IB1 + 1, 0, 4 | 1 << 20],
+                                   CpError.UNSUPPORTED, OP["INDIRECT_BUFFER"]),
     "chain_in_ring": (pm4.indirect_buffer(IB1, 4, chain=1), CpError.UNSUPPORTED, OP["INDIRECT_BUFFER"]),
     "wait_function_7": (bad("WAIT_REG_MEM", {"FUNCTION": 7, "MEM_SPACE": 1, "ADDR_LO": OUT >> 2}),
                         CpError.UNSUPPORTED, OP["WAIT_REG_MEM"]),
@@ -463,8 +476,13 @@ RING_ERRORS = {
                         CpError.FENCE_MISALIGNED, OP["WAIT_REG_MEM"]),
     "release_data_sel": (bad("RELEASE_MEM", {"EVENT_INDEX": 5, "DATA_SEL": 5, "ADDR_LO": OUT >> 2}),
                          CpError.UNSUPPORTED, OP["RELEASE_MEM"]),
-    "release_int_sel": (bad("RELEASE_MEM", {"EVENT_INDEX": 5, "DATA_SEL": 1, "INT_SEL": 3, "ADDR_LO": OUT >> 2}),
+    "release_int_sel": (bad("RELEASE_MEM", {"EVENT_INDEX": 5, "DATA_SEL": 1, "INT_SEL": 4, "ADDR_LO": OUT >> 2}),
                         CpError.UNSUPPORTED, OP["RELEASE_MEM"]),
+    "release_dst_sel_queue": (bad("RELEASE_MEM", {"EVENT_INDEX": 5, "DATA_SEL": 1, "DST_SEL": 2,
+                                                  "ADDR_LO": OUT >> 2}), CpError.UNSUPPORTED, OP["RELEASE_MEM"]),
+    "wait_register_pfp": (bad("WAIT_REG_MEM", {"FUNCTION": 3, "MEM_SPACE": 0, "ENGINE": 1, "ADDR_LO": OUT >> 2}),
+                          CpError.UNSUPPORTED, OP["WAIT_REG_MEM"]),
+    "dma_dst_nowhere": (bad("DMA_DATA", {"DST_SEL": 2, "BYTE_COUNT": 16}), CpError.UNSUPPORTED, OP["DMA_DATA"]),
     "release_misaligned_64": (bad("RELEASE_MEM", {"EVENT_INDEX": 5, "DATA_SEL": 2, "ADDR_LO": (OUT + 4) >> 2}),
                               CpError.FENCE_MISALIGNED, OP["RELEASE_MEM"]),
     "release_none_misaligned": (pm4.release_mem(OUT, 1, data_sel="NONE")[:3] + [OUT + 2]
@@ -499,14 +517,14 @@ def test_bad_count_past_the_end_of_an_ib(drv):
 def test_ib_nesting_and_check_order(drv):
     inner = pm4.nop(1)
     w32(drv.dev, IB1 + 0x800, inner)
-    ib2 = pm4.nop(1) + bad("INDIRECT_BUFFER", {"IB_BASE_LO": (IB1 + 0x800) >> 2, "IB_SIZE": 2}) \
+    ib2 = pm4.nop(1) + pm4.indirect_buffer(IB1 + 0x800, 2)[:1] + [IB1 + 0x802, 0, 2] \
         + pm4.indirect_buffer(IB1 + 0x800, 2)
     ib1 = pm4.indirect_buffer(IB2, len(ib2))
     w32(drv.dev, IB2, ib2)
     w32(drv.dev, IB1, ib1)
     drv.submit(pm4.indirect_buffer(IB1, len(ib1)))
-    # VALID = 0 is UNSUPPORTED even where the nesting is too deep: it is checked first
-    drv.expect_error(CpError.UNSUPPORTED, IbLevel.IB2, OP["INDIRECT_BUFFER"], IB2 + 8, 2)
+    # a misaligned base is IB_MISALIGNED even where the nesting is too deep: it is checked first
+    drv.expect_error(CpError.IB_MISALIGNED, IbLevel.IB2, OP["INDIRECT_BUFFER"], IB2 + 8, 2)
     assert drv.fields(regs.STATUS)["LEVEL"] == IbLevel.IB2
     drv.recover()
     w32(drv.dev, IB2 + 8, pm4.nop(3))
@@ -707,11 +725,11 @@ def test_snapshot_compares_two_runs():
     assert diff_snapshots(sa, sb) == []
     assert "TIMESTAMP_LO" not in sa["regs"] and "PERF_BUSY_CYCLES" not in sa["regs"]
     assert "RB_DOORBELL" not in sa["regs"] and sa["regs"]["PERF_PACKETS[4]"] == 2
-    assert sa["ih"] == [dict(ih.decode(ih.encode(SOURCE_ID=ih.Source.EOP, CONTEXT_ID=4, DATA0=9,
-                                                 DATA2=OUT + 0x50)))]
+    assert sa["ih"] == [dict(ih.decode(ih.encode(CLIENT_ID=ih.Client.GRBM_CP, SOURCE_ID=ih.Source.EOP,
+                                                 DATA0=4, DATA1=9, DATA3=OUT + 0x50)))]
     assert a.dev.snapshot()["mem"] != b.dev.snapshot()["mem"], "the timestamps differ"
     # the RELEASE_MEM timestamp and the IH entry's: 104 and 1104 cycles, two bytes each
-    assert mem_diff(a.dev.mem, b.dev.mem) == [(IH_RING + 8, IH_RING + 10), (OUT, OUT + 2)]
+    assert mem_diff(a.dev.mem, b.dev.mem) == [(IH_RING + 4, IH_RING + 6), (OUT, OUT + 2)]
     b.dev.mem[OUT + 0x44] = 0x77
     b.io.write(regs.SCRATCH, 3)
     sb2 = b.dev.snapshot(exclude=[(OUT, OUT + 8)])

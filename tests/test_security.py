@@ -259,10 +259,12 @@ def check_cp_rules_refused(dev):
                f"limit of {kmd.info.dma_max_bytes} bytes (CAPS.DMA_MAX_LOG2)", c.submit, c.ib(bo, raw))
     expect(errno.EINVAL, f"CS: WAIT_REG_MEM at IB+0x0 ({m:#x}): {cases[0][1]}", c.submit, c.ib(bo, cases[0][0]))
     for name, fields, why in (
-            ("WRITE_DATA", {"DST_SEL": 5, "ENGINE_SEL": 1, "ADDR_LO": (m + 0x100) >> 2}, "ENGINE_SEL=PFP is not "
+            ("WRITE_DATA", {"DST_SEL": 5, "ENGINE_SEL": 2, "ADDR_LO": (m + 0x100) >> 2}, "ENGINE_SEL=CE is not "
              "supported by this device"),
+            ("RELEASE_MEM", {"EVENT_INDEX": 5, "DATA_SEL": 1, "INT_SEL": 7, "ADDR_LO": (m + 0x100) >> 2},
+             "INT_SEL=7 is not a defined value"),
             ("RELEASE_MEM", {"EVENT_INDEX": 5, "DATA_SEL": 1, "INT_SEL": 5, "ADDR_LO": (m + 0x100) >> 2},
-             "INT_SEL=5 is not a defined value"),
+             "INT_SEL=SEND_INT_CTXID_IF_32 is not supported by this device"),
             ("INDIRECT_BUFFER", {"IB_BASE_LO": (m + 0x1000) >> 2, "VALID": 1}, "IB_SIZE is 0")):
         expect(errno.EINVAL, f"CS: {name} at IB+0x0 ({m:#x}): {why}", c.submit,
                c.ib(bo, pm4.encode_fields(name, fields, [1] if name == "WRITE_DATA" else ())))

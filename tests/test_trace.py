@@ -282,9 +282,9 @@ def test_cp_monitor_nests_packets_from_fsm_changes():
     go(41, "RPTR_WRITE")
     go(42, "RPTR_WAIT")
     go(46, "RUN")
-    go(50, "RING_DONE", hdr=pk.TYPE2_FILLER, off=4, addr=0x110)  # two ring fillers
+    go(50, "RING_DONE", hdr=pk.NOP_PAD, off=4, addr=0x110)  # two one-dword ring pads: AMD's nop
     go(52, "RUN")
-    go(53, "RING_DONE", hdr=pk.TYPE2_FILLER, off=5, addr=0x114)
+    go(53, "RING_DONE", hdr=pk.TYPE2_FILLER | 5, off=5, addr=0x114)  # and a type-2 with PAD bits
     go(55, "RUN")
     go(60, "ERR_DRAIN", hdr=0xC0007B00, off=6, addr=0x118)  # a bad header
     go(61, "IH_ENTRY_WRITE")
@@ -296,7 +296,7 @@ def test_cp_monitor_nests_packets_from_fsm_changes():
     assert ("INDIRECT_BUFFER", 33, 37) in spans  # the CHAIN ends when the new IB starts
     assert ("data write", 26, 31) in spans
     assert ("rptr write-back", 41, 46) in spans
-    assert ("TYPE2 filler x2", 50, 55) in spans
+    assert ("pad x2", 50, 55) in spans
     instants = [name for track, ph, name, *_ in timeline.events if ph == "i"]
     assert "bad header 0xc0007b00" in instants and "CP error" in instants
 

@@ -101,8 +101,9 @@ class CmdBuf:
         if len(self.ibs) >= 2 and ib is self.ibs[-1]:
             prev = self.ibs[-2]
             # now that this IB's size is known, the previous IB's CHAIN packet can name it
+            # (CHAIN and VALID set, as Mesa's radv_amdgpu_cs_grow chains)
             prev.buf.u32[prev.chain_at:prev.chain_at + CHAIN_DW] = \
-                pm4.indirect_buffer(ib.gpu_addr, ib.size_dw, chain=1)
+                pm4.indirect_buffer(ib.gpu_addr, ib.size_dw, chain=1, valid=1)
 
     def _chain(self) -> None:
         nxt = Ib(self.get_ib())
@@ -110,7 +111,7 @@ class CmdBuf:
         cur = self.ibs[-1]
         cur.chain_at = len(self.cur)
         # IB_SIZE 0 until patched: if it were ever run unpatched, the CP stops with IB_SIZE_ZERO
-        self.cur += pm4.indirect_buffer(nxt.gpu_addr, 0, chain=1)
+        self.cur += pm4.indirect_buffer(nxt.gpu_addr, 0, chain=1, valid=1)
         self._close(cur)
         self.ibs.append(nxt)
         self.cur = []

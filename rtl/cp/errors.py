@@ -12,11 +12,12 @@ at its next packet boundary from the cycle after a DMA or doorbell error, as it 
 
 `c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
 
-from amaranth.hdl import Signal
+from amaranth.hdl import Mux, Signal
 
 from spec import packets as pk
 
 from ..csr import IbLevel
+from .packets import value
 
 
 class Capture:
@@ -24,17 +25,18 @@ class Capture:
 
     def __init__(self, name: str, aw: int):
         self.valid = Signal(name=f"{name}_valid")
+        self.at_ib_base = Signal(name=f"{name}_at_ib_base")
         self.code = Signal(8, name=f"{name}_code")
         self.level = Signal(2, name=f"{name}_level")
         self.opcode = Signal(8, name=f"{name}_opcode")
         self.addr = Signal(aw, name=f"{name}_addr")
         self.off = Signal(32, name=f"{name}_off")
 
-    def follow(self, m, fired, code, level, opcode, addr, off):
+    def follow(self, m, fired, code, level, opcode, addr, off, at_ib_base=0):
         """Follow the source every cycle (so no register waits for `fired`, the late signal);
         `valid` says it fired."""
         m.d.sync += [self.valid.eq(fired), self.code.eq(code), self.level.eq(level), self.opcode.eq(opcode),
-                     self.addr.eq(addr), self.off.eq(off)]
+                     self.addr.eq(addr), self.off.eq(off), self.at_ib_base.eq(at_ib_base)]
 
 
 def latch(c):
@@ -48,7 +50,8 @@ def latch(c):
 
     # until an error is captured or latched, each capture follows its source
     with m.If(~err_any):
-        fe.follow(m, c.fsm_err, c.fsm_err_code, c.level, c.fsm_err_opcode, c.fsm_err_addr, c.fsm_err_off)
+        fe.follow(m, c.fsm_err, c.fsm_err_code, c.level, c.fsm_err_opcode, c.fsm_err_addr, c.fsm_err_off,
+                  c.fsm_err_at_ib_base)
         de.follow(m, c.dma_err, c.dma_err_code, c.dma_err_level, pk.DMA_DATA.opcode,
                   c.dma.err_addr if c.cp.has_dma else 0, c.dma_err_off)
         be.follow(m, c.db_err, c.db_code, IbLevel.RING, 0, c.db_value, c.rptr & c.ring_mask)
@@ -57,7 +60,8 @@ def latch(c):
 
     def take(cap, pending):
         m.d.sync += [c.err.eq(1), c.err_code.eq(cap.code), c.err_level.eq(cap.level),
-                     c.err_opcode.eq(cap.opcode), c.err_addr.eq(cap.addr), c.err_offset.eq(cap.off)]
+                     c.err_opcode.eq(cap.opcode), c.err_offset.eq(cap.off),
+                     c.err_addr.eq(Mux(cap.at_ib_base, value(c.p, pk.INDIRECT_BUFFER, "base", c.aw), cap.addr))]
         if pending:
             m.d.sync += c.err_pending.eq(1)
 

@@ -14,11 +14,11 @@ from .writer import BLOCK_DWORDS, WriteSource
 FULL = Const((1 << BLOCK_DWORDS) - 1, BLOCK_DWORDS)  # an entry is a whole block
 
 
-def load(c, src, ctx, data):
-    """The entry's fields and the GPU clock now into the entry's registers, which the writer
-    reads as one 32-byte block."""
+def load(c, src, data):
+    """The entry's source id, the four source data dwords and the GPU clock now into the
+    entry's registers, which the writer reads as one 32-byte block."""
     m = c.m
-    m.d.sync += [c.ih_src.eq(src), c.ih_ctx.eq(ctx), c.ih_ts.eq(c.cp.timestamp)]
+    m.d.sync += [c.ih_src.eq(src), c.ih_ts.eq(c.cp.timestamp)]
     m.d.sync += [c.ih_data[i].eq(d) for i, d in enumerate(data)]
 
 
@@ -39,16 +39,17 @@ def request(c, prepared=False):
             c.write_block(c.ih_entry_addr, FULL, WriteSource.IH, "IH_ENTRY_WRITE", "IH_ENTRY_WAIT")
 
 
-def start(c, src, ctx, data):
+def start(c, src, data):
     """Append an IH entry (in this cycle's FSM transition)."""
-    load(c, src, ctx, data)
+    load(c, src, data)
     request(c)
 
 
-def entry(src, ctx, ts, data):
-    """The entry's eight dwords from its registers, at the positions spec/ih.py gives."""
+def entry(src, ts, data):
+    """The entry's eight dwords from its registers, at the positions spec/ih.py gives
+    (fields this front end does not drive yet, such as VMID and PASID, are 0)."""
     values = {
-        "SOURCE_ID": src, "RING_ID": Const(0, 8), "VMID": Const(0, 4), "CONTEXT_ID": ctx,
+        "CLIENT_ID": Const(ih_spec.Client.GRBM_CP, 8), "SOURCE_ID": src,
         "TIMESTAMP_LO": ts[:32], "TIMESTAMP_HI": ts[32:48],
         "DATA0": data[0], "DATA1": data[1], "DATA2": data[2], "DATA3": data[3],
     }
@@ -59,7 +60,7 @@ def entry(src, ctx, ts, data):
         for f in sorted((f for f in ih_spec.FIELDS if f.dword == d), key=lambda f: f.lsb):
             if f.lsb > pos:
                 parts.append(Const(0, f.lsb - pos))
-            parts.append(values[f.name][:f.width])
+            parts.append(values[f.name][:f.width] if f.name in values else Const(0, f.width))
             pos = f.lsb + f.width
         if pos < 32:
             parts.append(Const(0, 32 - pos))
@@ -82,10 +83,10 @@ def states(c):
                     c.fail(c.bus_code(writer.resp))  # at blk_addr
             with m.Else():
                 m.d.comb += c.ih_advance.eq(1)
-                m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_DWORDS)
+                m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_BYTES)  # AMD: bytes
                 with m.If(c.csr.ih_cntl_wptr_wb):
                     addr = Cat(Const(0, 2), c.csr.ih_wptr_addr_lo[2:], c.csr.ih_wptr_addr_hi)
-                    c.write_dwords(addr, c.ih_wptr + ih_spec.ENTRY_DWORDS, None, "IH_WB_WRITE", "IH_WB_WAIT")
+                    c.write_dwords(addr, c.ih_wptr + ih_spec.ENTRY_BYTES, None, "IH_WB_WRITE", "IH_WB_WAIT")
                 with m.Else():
                     m.next = "IH_DONE"
     with state("IH_WB_WRITE"):

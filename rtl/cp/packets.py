@@ -46,6 +46,13 @@ def beyond_bus(p, pkt, addr_width):
     return p[hi.dword][addr_width - 32:] != 0
 
 
+def ib_beyond_bus(p, addr_width):
+    """IB_BASE_HI (32 bits, as gfx9 emits it) has bits above the bus's address width: the
+    IB cannot be fetched (BUS_DECERR, checked after the IB's own checks)."""
+    hi = pk.INDIRECT_BUFFER.field("IB_BASE_HI")
+    return p[hi.dword][addr_width - 32:] != 0
+
+
 def misaligned(p, pkt):
     """Bits below an *_LO address field, and alignment rules (e.g. 64-bit fences)."""
     bad = Const(0)
@@ -73,7 +80,7 @@ _OPCODE = pk.HEADER.field("OPCODE")
 _COUNT = pk.HEADER.field("COUNT")
 
 HEADER_TAG = data.StructLayout({
-    "filler": 1,    # the type-2 filler dword
+    "filler": 1,    # a one-dword packet: a type-2 dword, or the header-only NOP
     "illegal": 1,   # not a type-3 header of an implemented packet: ILLEGAL_OPCODE
     "kind": range(len(pk.PACKETS)),  # the packet's index in spec/packets.py
     "count_ok": 1,  # COUNT is legal for that packet
@@ -99,7 +106,9 @@ def header_tag(m, dword):
                 ok = ok & (count <= pkt.max_count)
             m.d.comb += [known.eq(1), tag.kind.eq(pkt.index), tag.count_ok.eq(ok)]
     m.d.comb += [
-        tag.filler.eq(dword == pk.TYPE2_FILLER),
+        # one-dword packets: any type-2 dword, and AMD's header-only NOP (COUNT all ones)
+        tag.filler.eq((dword[_TYPE.bits] == pk.PACKET_TYPE2) |
+                      (type3 & (opcode == pk.NOP.opcode) & (count == _COUNT.max))),
         tag.illegal.eq(~type3 | ~known),
         tag.count0.eq(count == 0),
         tag.need.eq(count + 2),

@@ -134,9 +134,10 @@ class CommandProcessor(wiring.Component):
 
         # ---------------------------------------------------------------- state
         ring_mask = Signal(32)
-        m.d.comb += ring_mask.eq((Const(1, 33) << csr.rb_size) - 1)
+        # AMD's units: RB_SIZE counts qwords (log2), RB_BASE holds the address >> 8
+        m.d.comb += ring_mask.eq((Const(1, 34) << (csr.rb_size + 1)) - 1)
         ring_base = Signal(aw)
-        m.d.comb += ring_base.eq(Cat(Const(0, 2), csr.rb_base_lo[2:], csr.rb_base_hi))
+        m.d.comb += ring_base.eq(Cat(Const(0, 8), csr.rb_base_lo, csr.rb_base_hi))
 
         level = Signal(2)
         ring_pos = Signal(32)  # dwords of the ring the parser has consumed
@@ -184,7 +185,6 @@ class CommandProcessor(wiring.Component):
         ih_wptr = Signal(32)
         ih_advance = Signal()  # IH_WPTR moves past an entry this cycle
         ih_src = Signal(8)
-        ih_ctx = Signal(32)
         ih_data = [Signal(32, name=f"ih_data{i}") for i in range(4)]
         ih_ts = Signal(self.ts_width)
         wr_src = Signal(2)  # WriteSource of the block to write
@@ -245,12 +245,17 @@ class CommandProcessor(wiring.Component):
         fsm_err_addr = Signal(aw)
         fsm_err_off = Signal(32)
         fsm_err_opcode = Signal(8)
+        fsm_err_at_ib_base = Signal()
 
-        def fail(code):
+        def fail(code, at_ib_base=False):
             """Raise a packet or bus error from the FSM. Where it happened (address, offset,
-            opcode) follows from the state (`error_site` below), so no path runs from the
-            checks through a multiplexer of addresses."""
+            opcode) follows from the state ("where an error happened", below), so no path runs
+            from the checks through a multiplexer of addresses; `at_ib_base`: the address is
+            the IB packet's base (an IB beyond the bus), which the payload registers still
+            hold when CP_ERROR is latched."""
             m.d.comb += [fsm_err.eq(1), fsm_err_code.eq(code)]
+            if at_ib_base:
+                m.d.comb += fsm_err_at_ib_base.eq(1)
             m.next = "ERR_DRAIN"
 
         def bus_code(resp):
@@ -293,7 +298,7 @@ class CommandProcessor(wiring.Component):
         nbeats = BLOCK_DWORDS * 32 // DW
         beat = writer.beat
         blk_beat = Cat(*blk).word_select(beat, DW) if nbeats > 1 else Cat(*blk)
-        ih_entry = ih.entry(ih_src, ih_ctx, ih_ts, ih_data)
+        ih_entry = ih.entry(ih_src, ih_ts, ih_data)
         ih_beat = ih_entry.word_select(beat, DW) if nbeats > 1 else ih_entry
         # two dwords start 8-aligned: the first in an even slot, the second in the odd one after
         val_beat = Mux(beat[0], wval[1], wval[0]) if dpb == 1 else Cat(*wval).replicate(dpb // 2)
@@ -372,18 +377,23 @@ class CommandProcessor(wiring.Component):
         halted = Signal()
         stall = Signal()
 
-        # Whether the IH ring is full and where its next entry goes, kept a cycle ahead: IH_WPTR
-        # moves only when an entry is written, several cycles before the next one can start.
+        # AMD's units: IH_SIZE counts dwords (log2; below one entry it is one entry), the IH
+        # pointers count bytes, IH_BASE holds the address >> 8. Whether the IH ring is full and
+        # where its next entry goes are kept a cycle ahead: IH_WPTR moves only when an entry
+        # is written, several cycles before the next one can start.
         ih_entry_full = Signal()
-        ih_dwords = Signal(33)
-        m.d.comb += ih_dwords.eq(Const(ih_spec.ENTRY_DWORDS, 33) << csr.ih_size)
+        ih_log2_bytes = Signal(6)
+        m.d.comb += ih_log2_bytes.eq(Mux(csr.ih_size < ih_spec.MIN_LOG2_DWORDS,
+                                         ih_spec.MIN_LOG2_DWORDS, csr.ih_size) + 2)
+        ih_bytes = Signal(35)
+        m.d.comb += ih_bytes.eq(Const(1, 35) << ih_log2_bytes)
         ih_used = Signal(32)
         m.d.comb += ih_used.eq(ih_wptr - csr.ih_rptr)
         ih_base = Signal(aw)
-        m.d.comb += ih_base.eq(Cat(Const(0, 5), csr.ih_base_lo[5:], csr.ih_base_hi))
+        m.d.comb += ih_base.eq(Cat(Const(0, 8), csr.ih_base_lo, csr.ih_base_hi))
         ih_entry_addr = Signal(aw)
-        m.d.sync += [ih_entry_full.eq(ih_used >= ih_dwords),
-                     ih_entry_addr.eq(ih_base + Cat(Const(0, 2), ih_wptr & (ih_dwords - 1)))]
+        m.d.sync += [ih_entry_full.eq(ih_used >= ih_bytes),
+                     ih_entry_addr.eq(ih_base + (ih_wptr & (ih_bytes - 1)))]
 
         eop_set = Signal()
         cperr_set = Signal()
@@ -450,8 +460,7 @@ class CommandProcessor(wiring.Component):
                         continue
                     unsupported = checks.unsupported(p_now, pkt)
                     if pkt is ib:
-                        unsupported = unsupported | (field(p_now, ib, "VALID") == 0) | \
-                            ((level == 0) & field(p_now, ib, "CHAIN"))
+                        unsupported = unsupported | ((level == 0) & field(p_now, ib, "CHAIN"))
                     misaligned = checks.misaligned(p_now, pkt)
                     with m.If(unsupported):
                         fail(CpError.UNSUPPORTED)
@@ -464,6 +473,8 @@ class CommandProcessor(wiring.Component):
                             fail(CpError.IB_SIZE_ZERO)
                         with m.Elif(~chain & (level == self.ib_levels)):
                             fail(CpError.IB_NESTING)
+                        with m.Elif(checks.ib_beyond_bus(p_now, aw)):
+                            fail(CpError.BUS_DECERR, at_ib_base=True)
                     if pkt is pk.DMA_DATA:
                         with m.Elif(field(p_now, pkt, "BYTE_COUNT") > (1 << self.dma_max_log2)):
                             fail(CpError.DMA_BYTE_COUNT)
@@ -592,7 +603,7 @@ class CommandProcessor(wiring.Component):
                 # CP_ERROR is latched the cycle after its capture (errors.py)
                 with m.If(err & ~writer.busy & ~poll_pending & ~dma_busy):
                     m.d.comb += cperr_set.eq(1)
-                    ih.start(c, ih_spec.Source.CP_ERROR, Const(0, 32), [
+                    ih.start(c, ih_spec.Source.CP_ERROR, [
                         pack_fields(REG_FIELDS["CP_ERROR"], CODE=err_code, LEVEL=err_level, OPCODE=err_opcode),
                         err_addr[:32], err_addr[32:], err_offset])
             with state("ERROR"):

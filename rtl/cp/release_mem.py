@@ -48,7 +48,11 @@ def writes(p):
 
 
 def interrupts(p):
-    return field(p, RM, "INT_SEL") != RM.field("INT_SEL").values["NONE"]
+    """INT_SEL asks for an interrupt: SEND_INT or SEND_INT_ON_CONFIRM (SEND_DATA_ON_CONFIRM
+    writes with confirm and no interrupt; this CP confirms every write)."""
+    sel = field(p, RM, "INT_SEL")
+    v = RM.field("INT_SEL").values
+    return (sel == v["SEND_INT"]) | (sel == v["SEND_INT_ON_CONFIRM"])
 
 
 def start(c, p):
@@ -69,14 +73,14 @@ def start(c, p):
 
 
 def eop_data(p):
-    """The EOP entry's data: the packet's data and address dwords as it gave them (all 32
-    bits of ADDR_HI, even above the bus's 48)."""
-    lo, hi = (RM.field(n) for n in RM.value("addr").fields)
-    return [field(p, RM, "DATA_LO"), field(p, RM, "DATA_HI"), p[lo.dword], p[hi.dword]]
+    """The EOP entry's source data: INT_CTXID (src_data[0], where amdkfd reads it), the data
+    and the ADDR_LO dword as the packet gave them."""
+    lo = RM.field(RM.value("addr").fields[0])
+    return [field(p, RM, "INT_CTXID"), field(p, RM, "DATA_LO"), field(p, RM, "DATA_HI"), p[lo.dword]]
 
 
 def eop_load(c, p):
-    ih.load(c, ih_spec.Source.EOP, field(p, RM, "INT_CTXID"), eop_data(p))
+    ih.load(c, ih_spec.Source.EOP, eop_data(p))
 
 
 def states(c):
@@ -86,6 +90,6 @@ def states(c):
         c.request_write("RM_WAIT", check_oob=True)
     with state("RM_WAIT"), c.write_answered():
         with m.If(interrupts(c.p)):
-            ih.start(c, ih_spec.Source.EOP, field(c.p, RM, "INT_CTXID"), eop_data(c.p))
+            ih.start(c, ih_spec.Source.EOP, eop_data(c.p))
         with m.Else():
             m.next = "DONE"

@@ -30,7 +30,7 @@ def drive(c):
                  status["waiting"].eq(c.waiting)]
     # IH_WPTR != IH_RPTR as it is next cycle: IH_WPTR moves by an entry when one is written
     ih_pending = Signal(name="ih_pending")
-    m.d.sync += ih_pending.eq(Mux(c.ih_advance, c.ih_wptr + ih_spec.ENTRY_DWORDS != csr.ih_rptr,
+    m.d.sync += ih_pending.eq(Mux(c.ih_advance, c.ih_wptr + ih_spec.ENTRY_BYTES != csr.ih_rptr,
                                   c.ih_wptr != csr.ih_rptr))
     m.d.comb += [
         csr.rb_rptr.eq(c.rptr), csr.rb_wptr.eq(c.wptr), csr.ih_wptr.eq(c.ih_wptr),

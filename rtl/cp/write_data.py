@@ -1,6 +1,9 @@
 """WRITE_DATA: the N data dwords to consecutive dwords at addr, collected block by block
 (an aligned 32-byte block each), each block requested in the cycle its last dword arrives
-and waited for before the next packet (so WR_CONFIRM is always honoured).
+and waited for before the next packet (so WR_CONFIRM is always honoured). With ADDR_INCR
+= NO_INCREMENT every dword goes to addr itself: each one replaces the last in the block
+buffer and only the last is written (memory cannot tell N writes of one address from the
+last of them; docs/hardware.md).
 
 `c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
 
@@ -9,7 +12,7 @@ from amaranth.hdl import Mux
 from spec import packets as pk
 
 from ..bus import RESP_OKAY
-from .packets import value
+from .packets import field, value
 from .writer import BLOCK_DWORDS, WriteSource
 
 WD = pk.WRITE_DATA
@@ -30,6 +33,7 @@ def states(c):
     blk, blk_mask, blk_addr, wd_addr, rem = c.blk, c.blk_mask, c.blk_addr, c.wd_addr, c.rem
     with state("WD_COLLECT"):
         pos = wd_addr[2:5]
+        no_incr = field(c.p, WD, "ADDR_INCR") == WD.field("ADDR_INCR").values["NO_INCREMENT"]
         with m.If(~c.cur_fetch_valid):
             m.d.comb += c.stall.eq(1)
         with m.Else():
@@ -38,10 +42,10 @@ def states(c):
                 c.fail(c.bus_code(c.cur_fetch_resp))  # at the dword
             with m.Else():
                 m.d.sync += [blk[pos].eq(c.cur_fetch_data), blk_mask.eq(blk_mask | (1 << pos)),
-                             wd_addr.eq(wd_addr + 4), rem.eq(rem - 1)]
+                             wd_addr.eq(Mux(no_incr, wd_addr, wd_addr + 4)), rem.eq(rem - 1)]
                 with m.If(blk_mask == 0):
                     m.d.sync += blk_addr.eq(wd_addr)
-                with m.If((pos == BLOCK_DWORDS - 1) | (rem == 1)):
+                with m.If(((pos == BLOCK_DWORDS - 1) & ~no_incr) | (rem == 1)):
                     # the block is complete with this dword (in the block buffer next cycle)
                     c.write_block(Mux(blk_mask == 0, wd_addr, blk_addr), blk_mask | (1 << pos),
                                   WriteSource.BLOCK, "WD_WRITE", "WD_WAIT", defer=c.oob)

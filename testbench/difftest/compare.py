@@ -22,6 +22,7 @@ import numpy as np
 
 from kmd_model import regs
 from kmd_model.regs import CpError, IbLevel
+from spec import ih as ih_spec
 from spec import packets
 from testbench.refmodel import mem_diff
 
@@ -254,7 +255,7 @@ def _locate_in(stream: Stream, ex: list[Executed], rtl: Observation, model: Obse
         if x != y:
             k = sum(1 for z in model.ih[:i] if z["SOURCE_ID"] == x["SOURCE_ID"])
             irqs = [e for e in ex if e.irq]
-            if x["SOURCE_ID"] == 1 and k < len(irqs) and (best is None or irqs[k].n < best[0]):
+            if x["SOURCE_ID"] == ih_spec.Source.EOP and k < len(irqs) and (best is None or irqs[k].n < best[0]):
                 best = (irqs[k].n, f"{irqs[k].line} (its IH entry {i} differs)")
             break
     if best is None and ranges:

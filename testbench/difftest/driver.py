@@ -128,11 +128,12 @@ class StreamDriver:
     def setup(self) -> None:
         io, c = self.io, self.c
         self.configure()
-        io.write64(regs.RB_BASE_LO, regs.RB_BASE_HI, c.ring_base)
-        io.write_fields(regs.RB_SIZE, LOG2_DWORDS=c.ring_log2)
+        # AMD's units: bases >> 8, the ring in log2 qwords, the IH ring in log2 dwords
+        io.write64(regs.RB_BASE_LO, regs.RB_BASE_HI, c.ring_base >> 8)
+        io.write_fields(regs.RB_SIZE, LOG2_QWORDS=c.ring_log2 - 1)
         io.write64(regs.RB_RPTR_ADDR_LO, regs.RB_RPTR_ADDR_HI, L.RPTR_WB)
-        io.write64(regs.IH_BASE_LO, regs.IH_BASE_HI, c.ih_base)
-        io.write_fields(regs.IH_SIZE, LOG2_ENTRIES=c.ih_log2)
+        io.write64(regs.IH_BASE_LO, regs.IH_BASE_HI, c.ih_base >> 8)
+        io.write_fields(regs.IH_SIZE, LOG2_DWORDS=c.ih_log2 + 3)
         io.write64(regs.IH_WPTR_ADDR_LO, regs.IH_WPTR_ADDR_HI, L.IH_WPTR_WB)
         io.write_fields(regs.IH_CNTL, ENABLE=int(c.ih_enable), WPTR_WB=int(c.ih_wptr_wb))
         io.write_fields(regs.RB_CNTL, ENABLE=1, RPTR_WB=int(c.rptr_wb))
@@ -169,15 +170,15 @@ class StreamDriver:
         c = self.c
         if not c.ih_enable:
             return
-        w = self.io.read(regs.IH_WPTR)
-        size = 8 << c.ih_log2
-        n = ((w - self.ih_rptr) & M32) // 8
-        if 8 * n > size:
-            self.obs.checks.append(f"IH_WPTR {w:#x} is {8 * n} dwords ahead of IH_RPTR {self.ih_rptr:#x}, "
-                                   f"more than the ring's {size}")
-            n = size // 8
+        w = self.io.read(regs.IH_WPTR)  # bytes, as amdgpu's
+        size = ih_spec.ENTRY_BYTES << c.ih_log2
+        n = ((w - self.ih_rptr) & M32) // ih_spec.ENTRY_BYTES
+        if ih_spec.ENTRY_BYTES * n > size or (w - self.ih_rptr) % ih_spec.ENTRY_BYTES:
+            self.obs.checks.append(f"IH_WPTR {w:#x} is {(w - self.ih_rptr) & M32} bytes ahead of IH_RPTR "
+                                   f"{self.ih_rptr:#x}: not whole entries within the ring's {size}")
+            n = min(n, size // ih_spec.ENTRY_BYTES)
         for k in range(n):
-            a = c.ih_base + 4 * ((self.ih_rptr + 8 * k) & (size - 1))
+            a = c.ih_base + ((self.ih_rptr + ih_spec.ENTRY_BYTES * k) & (size - 1))
             e = ih_spec.decode(self.m32[a >> 2:(a >> 2) + 8].tolist())
             e["TIMESTAMP_LO"] = e["TIMESTAMP_HI"] = 0
             self.obs.ih.append(e)

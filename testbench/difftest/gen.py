@@ -43,8 +43,17 @@ MAX_IB_BODY = 2048  # dwords: an IB starts at most 4 KiB into its chunk
 WAIT_FUNCS = [n for n in pk.WAIT_REG_MEM.field("FUNCTION").values if n != "ALWAYS"]
 _CMP = {"LT": int.__lt__, "LE": int.__le__, "EQ": int.__eq__, "NE": int.__ne__, "GE": int.__ge__,
         "GT": int.__gt__, "ALWAYS": lambda a, b: True}
-DATA_SELS = list(pk.RELEASE_MEM.field("DATA_SEL").values)
-INT_SELS = [e.name for e in pk.RELEASE_MEM.field("INT_SEL").enum if e.supported]
+def _supported(p: pk.PacketDef, name: str) -> list[str]:
+    return [e.name for e in p.field(name).enum if e.supported]
+
+
+DATA_SELS = _supported(pk.RELEASE_MEM, "DATA_SEL")
+INT_SELS = _supported(pk.RELEASE_MEM, "INT_SEL")
+INTERRUPTS = ("SEND_INT", "SEND_INT_ON_CONFIRM")  # the INT_SELs that append an EOP entry
+WD_DST_SELS = _supported(pk.WRITE_DATA, "DST_SEL")
+RM_DST_SELS = _supported(pk.RELEASE_MEM, "DST_SEL")
+# RELEASE_MEM's cache-action bits (gfx9; amdgpu's fence sets four): no-ops here
+RM_CACHE_BITS = [f.name for f in pk.RELEASE_MEM.fields if f.name.endswith("_ACTION_EN")]
 LEVEL_BIN = {0: "@ring", 1: "@ib1", 2: "@ib2"}
 
 
@@ -82,10 +91,10 @@ def random_config(rng: random.Random, *, ring_log2: int | None = None) -> Config
     size = 4 << ring_log2
     lo, hi = L.RING_REGION
     ring_base = lo + (rng.randrange(0, (hi - lo - size) // 4096 + 1) * 4096 if rng.random() < 0.4
-                      else 4 * rng.randrange(0, (hi - lo - size) // 4))
+                      else 256 * rng.randrange(0, (hi - lo - size) // 256))  # bases are >> 8: 256-aligned
     ih_log2 = rng.choice([1, 2, 3, 4, 5, 6])
     ilo, ihi = L.IH_REGION
-    ih_base = ilo + 32 * rng.randrange(0, (ihi - ilo - (32 << ih_log2)) // 32)
+    ih_base = ilo + 256 * rng.randrange(0, (ihi - ilo - (32 << ih_log2)) // 256)
 
     def latency() -> int:
         return rng.choice([0, 0, 2, rng.randint(1, 16), rng.randint(17, 64)])
@@ -222,10 +231,18 @@ class Builder:
         return getattr(self, "p_" + kind)(buf, i, room)
 
     def p_filler(self, buf: Buf, i: int, room: int) -> list[int]:
-        dw = [pm4.TYPE2_FILLER]
+        """A one-dword pad: gfx9's header-only NOP (amdgpu's ring nop), or a type-2 dword
+        with or without PAD bits."""
+        r = self.rng
+        x = r.random()
+        if x < 0.4:
+            dw = [pm4.NOP_PAD | (r.randint(1, 3) if r.random() < 0.2 else 0)]  # (PREDICATE, SHADER_TYPE)
+            self.bin("NOP", "pad_1dw")
+        else:
+            dw = [pm4.TYPE2_FILLER | (r.randrange(1, 1 << 30) if x < 0.7 else 0)]
+            self.bin("TYPE2", "filler" if dw[0] == pm4.TYPE2_FILLER else "pad")
+            self.bin("TYPE2", LEVEL_BIN[buf.level])
         self.info(buf, i, dw)
-        self.bin("TYPE2", "filler")
-        self.bin("TYPE2", LEVEL_BIN[buf.level])
         return dw
 
     def p_nop(self, buf: Buf, i: int, room: int) -> list[int]:
@@ -254,8 +271,17 @@ class Builder:
         if addr is None:
             addr = self.data_addr(4 * n)
         wc = r.randint(0, 1)
-        dw = pm4.write_data(addr, data, wr_confirm=wc)
-        self.info(buf, i, dw, [(addr, addr + 4 * n)])
+        one = r.random() < 0.1  # ADDR_INCR = NO_INCREMENT: every dword to addr
+        amd = r.random() < 0.3  # gfx9's other accepted values: DST_SEL, PFP, cache policy
+        dw = pm4.write_data(addr, data, wr_confirm=wc, addr_incr=int(one),
+                            dst_sel=r.choice(WD_DST_SELS) if amd else "MEMORY",
+                            engine_sel=r.choice(["ME", "PFP"]) if amd else "ME",
+                            cache_policy=r.randrange(4) if amd else 0)
+        self.info(buf, i, dw, [(addr, addr + (4 if one else 4 * n))])
+        if one:
+            self.bin("WRITE_DATA", "no_increment")
+        if amd:
+            self.bin("WRITE_DATA", "gfx9_fields")
         self.bin("WRITE_DATA", "len1" if n == 1 else "len2-8" if n <= 8 else "len9-64" if n <= 64 else "len65+")
         if (addr & 31) + 4 * n > 32:
             self.bin("WRITE_DATA", "cross32B")
@@ -281,10 +307,15 @@ class Builder:
         ev = r.random()
         event = (r.choice(list(pk.RELEASE_MEM.field("EVENT_TYPE").values)) if ev < 0.7
                  else r.randrange(64))  # an open enum: any AMD event number is accepted
+        amd = {}
+        if r.random() < 0.3:  # amdgpu's fence: cache actions (no-ops here), TC_L2, a cache policy
+            amd = {b.lower(): r.randint(0, 1) for b in RM_CACHE_BITS}
+            amd.update(dst_sel=r.choice(RM_DST_SELS), cache_policy=r.randrange(4), exec=r.randint(0, 1))
+            self.bin("RELEASE_MEM", "gfx9_fields")
         dw = pm4.release_mem(addr, data, data_sel=sel, int_sel=int_sel, event_type=event,
-                             int_ctxid=r.getrandbits(32) if r.random() < 0.5 else 0)
+                             int_ctxid=r.getrandbits(32) if r.random() < 0.5 else 0, **amd)
         writes = [(addr, addr + nbytes)] if nbytes else []
-        self.info(buf, i, dw, writes, irq=int_sel != "NONE")
+        self.info(buf, i, dw, writes, irq=int_sel in INTERRUPTS)
         if sel == "TIMESTAMP":
             self.s.ts_ranges.append((addr, addr + 8))
         self.bin("RELEASE_MEM", f"data_{sel}")
@@ -341,7 +372,12 @@ class Builder:
                     out += self.p_write(buf, i, room, addr=sem, data=[good])
                 else:
                     out += self.p_release(buf, i, room, addr=sem, data_sel="DATA_32", data=good)
-        dw = pm4.wait_reg_mem(sem, ref, mask, fn, poll_interval=pi)
+        amd = {}
+        if r.random() < 0.3:  # amdgpu's gfx-ring pipeline sync waits with ENGINE = PFP
+            amd = dict(engine=r.choice(["ME", "PFP"]), cache_policy=r.randrange(4),
+                       optimize_ace_offload_mode=r.randint(0, 1))
+            self.bin("WAIT_REG_MEM", "gfx9_fields")
+        dw = pm4.wait_reg_mem(sem, ref, mask, fn, poll_interval=pi, **amd)
         self.info(buf, i + len(out), dw)
         self.bin("WAIT_REG_MEM", f"fn_{fn}")
         self.bin("WAIT_REG_MEM", mode)
@@ -371,7 +407,12 @@ class Builder:
         self.s.buffers[base] = dw
         self.preload(base, dw)
         vmid = r.randrange(16) if r.random() < 0.3 else 0
-        me.dwords = pm4.indirect_buffer(base, len(dw), chain=int(chain), vmid=vmid)
+        amd = {}
+        if r.random() < 0.5:  # VALID (0 on amdgpu's gfx ring, 1 in Mesa's chains), preemption bits
+            amd = dict(valid=r.randint(0, 1), pre_enb=r.randint(0, 1), cache_policy=r.randrange(4),
+                       pre_resume=r.randint(0, 1), priv=r.randint(0, 1))
+            self.bin("INDIRECT_BUFFER", "gfx9_fields")
+        me.dwords = pm4.indirect_buffer(base, len(dw), chain=int(chain), vmid=vmid, **amd)
         self.bin("INDIRECT_BUFFER", ("chain" if chain else "call") + LEVEL_BIN[level].replace("@", "_"))
         if vmid:
             self.bin("INDIRECT_BUFFER", "vmid")
@@ -396,14 +437,21 @@ class Builder:
             return self.p_nop(buf, i, room)
         fill = r.random() < 0.3
         cp_sync, raw_wait = r.randint(0, 1), r.randint(0, 1)
+        amd = {}
+        if r.random() < 0.3:  # Mesa's gfx9 forms: DIS_WC, L2 selects, cache policies, PFP
+            amd = dict(dis_wc=r.randint(0, 1), dst_sel=r.choice(["ADDRESS", "ADDRESS_TC_L2"]),
+                       src_cache_policy=r.randrange(4), dst_cache_policy=r.randrange(4),
+                       engine=r.choice(["ME", "PFP"]))
+            self.bin("DMA_DATA", "gfx9_fields")
         if fill:
             src = r.getrandbits(32)
-            dw = pm4.dma_data(dst, src, n, src_sel="DATA", cp_sync=cp_sync, raw_wait=raw_wait)
+            dw = pm4.dma_data(dst, src, n, src_sel="DATA", cp_sync=cp_sync, raw_wait=raw_wait, **amd)
         else:
             self.load_src()
             lo, hi = L.SRC_REGION
             src = lo + r.randrange(0, hi - lo - n)
-            dw = pm4.dma_data(dst, src, n, cp_sync=cp_sync, raw_wait=raw_wait)
+            sel = r.choice(["ADDRESS", "ADDRESS_TC_L2"]) if amd else "ADDRESS"
+            dw = pm4.dma_data(dst, src, n, cp_sync=cp_sync, raw_wait=raw_wait, src_sel=sel, **amd)
         self.info(buf, i, dw, [(dst, dst + n)] if n else [])
         self.bin("DMA_DATA", "fill" if fill else "copy")
         self.bin("DMA_DATA", "size0" if n == 0 else "size<=16" if n <= 16 else "size<=4K" if n <= 4096
@@ -472,16 +520,16 @@ class Builder:
 def valid_bins(caps: Caps) -> set[tuple[str, str]]:
     """Every (opcode, field class) bin a valid stream can hit on a device with `caps`."""
     lv = [LEVEL_BIN[i] for i in range(caps.ib_levels + 1)]
-    out = {("NOP", c) for c in ("count0", "count_small", "count_large", "hdr_flags", *lv)}
-    out |= {("TYPE2", c) for c in ("filler", *lv)}
+    out = {("NOP", c) for c in ("count0", "count_small", "count_large", "hdr_flags", "pad_1dw", *lv)}
+    out |= {("TYPE2", c) for c in ("filler", "pad", *lv)}
     out |= {("WRITE_DATA", c) for c in ("len1", "len2-8", "len9-64", "len65+", "cross32B", "cross4K",
-                                        "wr_confirm", *lv)}
+                                        "wr_confirm", "no_increment", "gfx9_fields", *lv)}
     out |= {("INDIRECT_BUFFER", f"{k}_ib{i}") for k in ("call", "chain") for i in range(1, caps.ib_levels + 1)}
-    out |= {("INDIRECT_BUFFER", c) for c in ("vmid", "cross4K")}
+    out |= {("INDIRECT_BUFFER", c) for c in ("vmid", "cross4K", "gfx9_fields")}
     out |= {("WAIT_REG_MEM", c) for c in ("fn_ALWAYS", *(f"fn_{f}" for f in WAIT_FUNCS), "always", "immediate",
-                                          "release", "by_packet", "poll0", *lv)}
+                                          "release", "by_packet", "poll0", "gfx9_fields", *lv)}
     out |= {("RELEASE_MEM", c) for c in (*(f"data_{s}" for s in DATA_SELS), *(f"int_{s}" for s in INT_SELS),
-                                         "event_other", *lv)}
+                                         "event_other", "gfx9_fields", *lv)}
     out |= {("RING", "wrap"), ("RING", "straddle"), ("IH", "overflow"), ("MEMORY", "latency>16"),
             ("MEMORY", "stalls")}
     return out | (dma_bins(caps) if caps.dma else set())
@@ -490,7 +538,7 @@ def valid_bins(caps: Caps) -> set[tuple[str, str]]:
 def dma_bins(caps: Caps) -> set[tuple[str, str]]:
     lv = [LEVEL_BIN[i] for i in range(caps.ib_levels + 1)]
     return {("DMA_DATA", c) for c in ("copy", "fill", "size0", "size<=16", "size<=4K", "size>4K", "src_unaligned",
-                                      "dst_unaligned", "cp_sync", "raw_wait", *lv)}
+                                      "dst_unaligned", "cp_sync", "raw_wait", "gfx9_fields", *lv)}
 
 
 def memory_config_bins(b: Builder) -> None:

@@ -13,8 +13,8 @@ MEM_SIZE = 4 << 20  # small: a full-memory compare costs ~2 ms
 
 RPTR_WB = 0x0000_8000  # RB_RPTR write-back dword (its own 32-byte block)
 IH_WPTR_WB = 0x0000_8040  # IH_WPTR write-back dword (its own 32-byte block)
-RING_REGION = (0x0001_0000, 0x0002_0000)  # the ring: up to 2^12 dwords at any dword offset
-IH_REGION = (0x0002_0000, 0x0003_0000)  # the IH ring: up to 2^8 entries at any 32-byte offset
+RING_REGION = (0x0001_0000, 0x0002_0000)  # the ring: up to 2^12 dwords at any 256-byte offset
+IH_REGION = (0x0002_0000, 0x0003_0000)  # the IH ring: up to 2^8 entries at any 256-byte offset
 IB_REGION = (0x0004_0000, 0x000C_0000)  # indirect buffers
 DATA_REGION = (0x0010_0000, 0x0018_0000)  # WRITE_DATA / RELEASE_MEM destinations (overlaps allowed)
 DMA_DST_REGION = (0x0018_0000, 0x0020_0000)  # DMA destinations: fresh blocks, touched by nothing else

@@ -25,7 +25,7 @@ from spec import packets as pk
 from spec import pm4
 
 from . import layout as L
-from .gen import LEVEL_BIN, Buf, Builder, Caps, memory_config_bins
+from .gen import DATA_SELS, LEVEL_BIN, Buf, Builder, Caps, memory_config_bins
 from .stream import Stream
 
 M32 = 0xFFFF_FFFF
@@ -46,11 +46,11 @@ def _lo_dword(p: pk.PacketDef, value: str) -> int:
     return 1 + p.field(p.value(value).fields[0]).dword
 
 
-ILLEGAL_VARIANTS = ("opcode", "type0", "type1", "type2")
+ILLEGAL_VARIANTS = ("opcode", "type0", "type1")  # (any type-2 dword is a filler, as on gfx9)
 BAD_COUNT_OPS = ("WRITE_DATA", "INDIRECT_BUFFER", "WAIT_REG_MEM", "RELEASE_MEM", "DMA_DATA")
 PAST_END_OPS = ("NOP", "WRITE_DATA", "INDIRECT_BUFFER", "WAIT_REG_MEM", "RELEASE_MEM", "DMA_DATA")
 FENCE_VARIANTS = (("WRITE_DATA", "addr"), ("WAIT_REG_MEM", "addr")) + tuple(
-    ("RELEASE_MEM", f"data_{s}") for s in pk.RELEASE_MEM.field("DATA_SEL").values)
+    ("RELEASE_MEM", f"data_{s}") for s in DATA_SELS)
 WAIT_TIMEOUT_FUNCS = tuple(n for n in pk.WAIT_REG_MEM.field("FUNCTION").values if n != "ALWAYS")
 # bus-error sites: name -> the (opcode, field class) bins they hit
 BUS_SITES = {
@@ -60,7 +60,7 @@ BUS_SITES = {
     "ih_wptr_wb": [("RELEASE_MEM", "ih_wptr_wb")],
 }
 DECERR_SITES = {"beyond": [(n, "beyond_memory") for n in ("WRITE_DATA", "RELEASE_MEM", "WAIT_REG_MEM")],
-                "ib_beyond": [("INDIRECT_BUFFER", "beyond_memory")]}
+                "ib_beyond": [("INDIRECT_BUFFER", "beyond_memory"), ("INDIRECT_BUFFER", "beyond_bus")]}
 DMA_SITES = {"dma_src": [("DMA_DATA", "dma_src")], "dma_dst": [("DMA_DATA", "dma_dst")]}
 RAW_OUTCOMES = ("idle", "stuck") + tuple(f"error {c}" for c in (
     "ILLEGAL_OPCODE", "BAD_COUNT", "UNSUPPORTED", "FENCE_MISALIGNED", "IB_MISALIGNED", "IB_SIZE_ZERO", "BUS_DECERR"))
@@ -68,12 +68,14 @@ RAW_OUTCOMES = ("idle", "stuck") + tuple(f"error {c}" for c in (
 
 def unsupported_choices(caps: Caps) -> list[tuple[str, str, list[int]]]:
     """(packet, field class, values) of every way to be UNSUPPORTED, from the packet table."""
-    out = [("INDIRECT_BUFFER", "VALID", [0]), ("INDIRECT_BUFFER", "CHAIN_IN_RING", [1])]
+    out = [("INDIRECT_BUFFER", "CHAIN_IN_RING", [1])]
     for p in pk.PACKETS:
         for f in p.fields:
             if f.enum and not f.open_enum:
                 ok = {e.value for e in f.enum if e.supported}
-                out.append((p.name, f.name, [x for x in range(f.max + 1) if x not in ok]))
+                bad = [x for x in range(f.max + 1) if x not in ok]
+                if bad:  # (ADDR_INCR, say, has no unsupported value)
+                    out.append((p.name, f.name, bad))
     if not caps.dma:
         out.append(("DMA_DATA", "NO_ENGINE", [0]))
     return out
@@ -204,10 +206,7 @@ class Malformed:
                 op = r.choice([x for x in range(256) if x not in KNOWN_OPCODES])
                 h = pm4.header(op, r.choice([0, r.randint(1, 8), r.randrange(1 << 14)])) | r.randint(0, 3)
             else:
-                t = {"type0": 0, "type1": 1, "type2": 2}[v]
-                h = t << 30 | r.randrange(1 << 30)
-                if h == pm4.TYPE2_FILLER:
-                    h += 1
+                h = {"type0": 0, "type1": 1}[v] << 30 | r.randrange(1 << 30)
             dw = [h] + [r.getrandbits(32) for _ in range(r.randint(0, 3))]
             self.b.s.expect["opcode"] = (h >> 8) & 0xFF if v == "opcode" else 0
             return self.fault(buf, i, dw, "ILLEGAL", v)
@@ -333,7 +332,7 @@ class Malformed:
         limit = self.b.caps.dma_max_bytes
 
         def make(buf, i):
-            n = r.choice([limit + 1, r.randint(limit + 1, (1 << 21) - 1)])
+            n = r.choice([limit + 1, r.randint(limit + 1, (1 << 21) - 1), r.randint(1 << 21, (1 << 26) - 1)])
             fill = r.random() < 0.3
             dw = pm4.dma_data(L.FAULT_REGION[0], r.getrandbits(32) if fill else L.SRC_REGION[0], n,
                               src_sel="DATA" if fill else "ADDRESS")
@@ -448,7 +447,8 @@ class Malformed:
             name = self.pick(["WRITE_DATA", "RELEASE_MEM", "WAIT_REG_MEM"])
 
             def make(buf, i):
-                a = r.choice([L.MEM_SIZE + 8 * r.randrange(1 << 12), 8 * r.randrange(L.MEM_SIZE // 8, 1 << 45)])
+                a = r.choice([L.MEM_SIZE + 8 * r.randrange(1 << 12), 8 * r.randrange(L.MEM_SIZE // 8, 1 << 45),
+                              8 * r.randrange(1 << 45, 1 << 61)])  # (the last: beyond the bus's 48 bits)
                 if name == "WRITE_DATA":
                     dw = pm4.write_data(a, [r.getrandbits(32) for _ in range(r.randint(1, 4))])
                 elif name == "RELEASE_MEM":
@@ -459,9 +459,11 @@ class Malformed:
             self.place(lvl, make)
         elif site == "ib_beyond":
             def make(buf, i):
-                a = r.choice([L.MEM_SIZE + 4 * r.randrange(1 << 12), 4 * r.randrange(L.MEM_SIZE // 4, 1 << 46)])
+                bus = r.random() < 0.4  # IB_BASE_HI is 32 bits (gfx9): a base beyond the bus
+                a = (4 * r.randrange(1 << 46, 1 << 62) if bus else
+                     r.choice([L.MEM_SIZE + 4 * r.randrange(1 << 12), 4 * r.randrange(L.MEM_SIZE // 4, 1 << 46)]))
                 dw = pm4.indirect_buffer(a, r.randint(1, 64), chain=int(buf.level > 0 and r.random() < 0.3))
-                return self.fault(buf, i, dw, "INDIRECT_BUFFER", "beyond_memory")
+                return self.fault(buf, i, dw, "INDIRECT_BUFFER", "beyond_bus" if bus else "beyond_memory")
             self.place(lvl if lvl < b.caps.ib_levels else 0, make)
         else:  # dma_src, dma_dst
             # docs/hardware.md: after a DMA bus error the failing transfer's destination is

@@ -1,0 +1,137 @@
+"""Where this front end deliberately differs from AMD gfx9: the single list, with reasons.
+
+The packet table (spec/packets.py), the register map (spec/regs.rdl) and the IH entry
+(spec/ih.py) follow gfx9 (Vega, soc15) field for field: the encodings amdgpu's
+gfx_v9_0.c, vega10_ih.c and Mesa's winsys emit run here as they do on AMD's CP
+(tests/test_amd_conformance.py holds those dwords). What remains different is listed
+here, once; docs/packets.md and docs/hardware.md show this table (`make gen`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Difference:
+    what: str  # the packet, field or register
+    gfx9: str  # what AMD's gfx9 CP does
+    here: str  # what this front end does
+    why: str
+
+
+DIFFERENCES: tuple[Difference, ...] = (
+    Difference(
+        "Register destinations: WRITE_DATA DST_SEL REGISTER, WAIT_REG_MEM MEM_SPACE REGISTER and "
+        "OPERATION WR_WAIT_WR_REG",
+        "Write or poll a GPU register by its dword offset (amdgpu's emit_wreg, emit_reg_wait, "
+        "HDP flush).",
+        "Refused: UNSUPPORTED.",
+        "The CP is the only block here and its registers belong to the driver's MMIO path; "
+        "a ring that could write them could reprogram its own ring. Memory writes and polls "
+        "are what a user's command stream needs."),
+    Difference(
+        "Other engines and destinations: ENGINE_SEL CE/DE, DST_SEL GDS, DMA_DATA DST_SEL "
+        "NOWHERE, SAS/DAS REGISTER, SRC_SEL GDS; RELEASE_MEM DATA_SEL SYS_COUNTER/GDS, "
+        "INT_SEL 4-6, DST_SEL queue pointers, EVENT_INDEX SHADER_DONE",
+        "The constant and draw engines, the global data share, MEC queue registers, shaders.",
+        "Refused: UNSUPPORTED.",
+        "None of these blocks exists in this front end; refusing is precise where accepting "
+        "would silently do something else."),
+    Difference(
+        "Cache controls: RELEASE_MEM's *_ACTION_EN bits, every CACHE_POLICY, WRITE_DATA "
+        "DST_SEL MEMORY_SYNC / TC_L2, RELEASE_MEM DST_SEL TC_L2, DMA_DATA *_TC_L2, DIS_WC",
+        "Flush, invalidate or write back caches; route through L2; skip a write confirm.",
+        "Accepted and named; no effect.",
+        "There is no cache: every write goes to memory and is confirmed before the packet "
+        "ends, which is what the flushes and confirms exist to achieve."),
+    Difference(
+        "ENGINE / ENGINE_SEL = PFP",
+        "The prefetch parser executes the packet, so nothing after it is fetched until it "
+        "completes.",
+        "The same as ME.",
+        "One engine fetches, parses and executes in order; it never runs ahead of a wait."),
+    Difference(
+        "INDIRECT_BUFFER VALID, PRE_ENB, PRE_RESUME, PRIV; VMID",
+        "VALID is set by compute rings and Mesa's chains and left 0 by the gfx ring; the "
+        "others control preemption and privilege; VMID selects the page tables.",
+        "Accepted and ignored: the IB runs either way; VMID is not yet used.",
+        "No source says the CP skips a VALID = 0 IB (amdgpu's gfx ring relies on it running); "
+        "this CP has no preemption, no privileged IBs and no MMU yet."),
+    Difference(
+        "IB_BASE_LO bits 1:0",
+        "A byte-swap code (amdgpu sets 2 on big-endian hosts).",
+        "Alignment bits: non-zero is IB_MISALIGNED.",
+        "This front end is little-endian only; a set bit is a driver bug worth reporting."),
+    Difference(
+        "WRITE_DATA ADDR_INCR = NO_INCREMENT",
+        "Each data dword is written to addr in turn.",
+        "Only the last data dword is written to addr.",
+        "Memory cannot tell N writes of one address from the last of them; one write costs "
+        "one bus transaction instead of N."),
+    Difference(
+        "DMA_DATA BYTE_COUNT",
+        "Up to 2^26 - 1 bytes.",
+        "Up to 2^CAPS.DMA_MAX_LOG2 bytes (2^20 in the default build); more is DMA_BYTE_COUNT.",
+        "The engine's byte counter is sized for the FPGA build; Mesa splits copies into "
+        "packets of at most 2 MiB anyway."),
+    Difference(
+        "Addresses",
+        "40-bit ring and IH bases, 48-bit virtual addresses.",
+        "48-bit physical addresses; address bits above 47 answer BUS_DECERR (an IB_BASE_HI "
+        "beyond the bus too), the DMA engine drops them.",
+        "The bus has 48 address bits and there is no MMU yet."),
+    Difference(
+        "Errors and their IH entries",
+        "Several sources: bad opcode 183, reserved bits 180, privileged register 184, "
+        "WAIT_REG_MEM poll timeout 192; the details in CP status registers.",
+        "One source, CP_ERROR = 183 (AMD's CP_BAD_OPCODE_ERROR), for every error; CP_ERROR, "
+        "CP_ERROR_ADDR and CP_ERROR_OFFSET say which, and DATA0-3 carry them. The CP ignores "
+        "reserved bits (the KMD's checker refuses them); a wait never times out (the KMD's "
+        "job timeout catches it).",
+        "One precise error register is easier to read than AMD's scattered status; the "
+        "source id a driver dispatches on is AMD's."),
+    Difference(
+        "The EOP IH entry's source data",
+        "src_data[0] is the context id; what the other dwords hold is not documented.",
+        "DATA0 INT_CTXID, DATA1 DATA_LO, DATA2 DATA_HI, DATA3 the ADDR_LO dword.",
+        "The fence value and address in the entry let a handler (and a learner) see which "
+        "fence fired without reading memory."),
+    Difference(
+        "IH_WPTR bit 0, IH ring pointer width",
+        "IH_RB_WPTR bit 0 flags an overflow; offsets are 18 bits (at most 256 KiB).",
+        "IH_WPTR is a free-running 32-bit byte count; an overflow sets "
+        "INT_STATUS.IH_OVERFLOW and drops the entry.",
+        "Free-running pointers as the command ring has; the overflow is an interrupt "
+        "status bit like the others."),
+    Difference(
+        "Ring control registers",
+        "CP_RB0_CNTL holds RB_BUFSZ with RB_BLKSZ and other fields; wptr is 64 bits, written "
+        "by a 64-bit doorbell.",
+        "RB_SIZE.LOG2_QWORDS is RB_BUFSZ alone; RB_CNTL holds ENABLE and RPTR_WB; wptr and "
+        "the doorbell are 32 bits, free running.",
+        "Only the fields this front end acts on; the units (base >> 8, log2 qwords, dword "
+        "pointers) are AMD's."),
+    Difference(
+        "Packets",
+        "Hundreds of opcodes (SET_*_REG, DRAW_*, DISPATCH_*, EVENT_WRITE, ...).",
+        "NOP, WRITE_DATA, INDIRECT_BUFFER, WAIT_REG_MEM, RELEASE_MEM, DMA_DATA; any other "
+        "opcode is ILLEGAL_OPCODE.",
+        "A command-processor front end without shaders: the packets a driver needs to move "
+        "data, wait and signal."),
+)
+
+BEGIN = "<!-- BEGIN generated from spec/gfx9.py by `make gen`: do not edit -->"
+END = "<!-- END generated from spec/gfx9.py -->"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render_table() -> str:
+    """The differences as one markdown table, between its markers."""
+    out = [BEGIN, "", "| what | gfx9 | here | why |", "|---|---|---|---|"]
+    out += [f"| {_cell(d.what)} | {_cell(d.gfx9)} | {_cell(d.here)} | {_cell(d.why)} |" for d in DIFFERENCES]
+    out += ["", END]
+    return "\n".join(out)
