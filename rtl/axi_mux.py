@@ -120,7 +120,9 @@ class AXI4Mux(wiring.Component):
         wq_rp = Signal(qb + 1)
         wq_full = Signal()
         wq_ne = Signal()
-        m.d.comb += [wq_full.eq((wq_wp - wq_rp)[:qb + 1] == Dw), wq_ne.eq(wq_wp != wq_rp)]
+        # (full: the same entry with the wrap bits apart; no subtraction on AW's path)
+        m.d.comb += [wq_full.eq((wq_wp[:qb] == wq_rp[:qb]) & (wq_wp[qb] != wq_rp[qb])),
+                     wq_ne.eq(wq_wp != wq_rp)]
 
         def wq_index(p):
             return p[:qb] if qb else Const(0, 1)

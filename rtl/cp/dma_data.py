@@ -4,7 +4,7 @@ so a transfer's bus error is reported like that packet's, and sums the engine's 
 
 `c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
 
-from amaranth.hdl import Signal
+from amaranth.hdl import Mux, Signal
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
@@ -46,12 +46,17 @@ def port(c):
                                  c.dma_err_off.eq(meta_r.data.off), c.dma_err_level.eq(meta_r.data.level)]
         with m.If(csr.control_soft_reset):
             m.d.sync += [mw.eq(0), mr.eq(0)]
+        # the engine's pulses a cycle late (as status.py's counters; PERF_CLEAR drops them)
+        rd_inc, wr_inc, busy_inc = (Signal.like(v, name=f"dma_{n}_inc") for n, v in (
+            ("rd", dma.perf_rd_bytes), ("wr", dma.perf_wr_bytes), ("busy", dma.perf_busy)))
+        m.d.sync += [rd_inc.eq(Mux(csr.control_perf_clear, 0, dma.perf_rd_bytes)),
+                     wr_inc.eq(Mux(csr.control_perf_clear, 0, dma.perf_wr_bytes)),
+                     busy_inc.eq(dma.perf_busy & ~csr.control_perf_clear)]
         with m.If(csr.control_perf_clear):
             m.d.sync += [rd_bytes.eq(0), wr_bytes.eq(0), cycles.eq(0)]
         with m.Else():
-            m.d.sync += [rd_bytes.eq(rd_bytes + dma.perf_rd_bytes),
-                         wr_bytes.eq(wr_bytes + dma.perf_wr_bytes),
-                         cycles.eq(cycles + dma.perf_busy)]
+            m.d.sync += [rd_bytes.eq(rd_bytes + rd_inc), wr_bytes.eq(wr_bytes + wr_inc),
+                         cycles.eq(cycles + busy_inc)]
     m.d.comb += [csr.perf_dma_bytes_read.eq(rd_bytes), csr.perf_dma_bytes_written.eq(wr_bytes),
                  csr.perf_dma_busy_cycles.eq(cycles), csr.status_dma_busy.eq(c.dma_busy)]
 

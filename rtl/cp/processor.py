@@ -165,6 +165,7 @@ class CommandProcessor(wiring.Component):
         rem_is1 = Signal()
         last_fixed = Signal()
         fixed = Signal(range(MAX_FIXED + 1))
+        bad_count = Signal()  # the header's COUNT is wrong for its packet or runs past the buffer
 
         # error latch
         err = Signal()  # an error is latched (CP stops)
@@ -196,7 +197,8 @@ class CommandProcessor(wiring.Component):
         cur_fetch_resp = Signal(2)
         cur_tag = Signal(checks.HEADER_TAG)
         cur_short = Signal()  # the header's packet runs past the end of its buffer
-        pop = Signal()
+        pop = Signal()  # the parser takes the current level's dword (driven after the FSM)
+        pops = Signal(1 + self.ib_levels)  # ... one bit per level
         # dwords left at each level from its next dword on (saturated), a cycle ahead, and
         # whether each IB level is consumed
         avail = [Signal(AVAIL_BITS, name=f"avail{i}") for i in range(1 + self.ib_levels)]
@@ -205,7 +207,7 @@ class CommandProcessor(wiring.Component):
             with m.If(level == i):
                 m.d.comb += [cur_fetch_valid.eq(f.dw_valid), cur_fetch_data.eq(f.dw_data),
                              cur_fetch_resp.eq(f.dw_resp), cur_tag.eq(f.dw_tag),
-                             cur_short.eq(f.dw_tag.need > avail[i]), f.dw_ready.eq(pop)]
+                             cur_short.eq(f.dw_tag.need > avail[i])]
         cur_off = Signal(32)
         cur_addr = Signal(aw)
         with m.If(level == 0):
@@ -218,11 +220,11 @@ class CommandProcessor(wiring.Component):
                 cur_off.eq(ib_pos[level]),
                 cur_addr.eq(ib_base[level] + Cat(Const(0, 2), ib_pos[level])),
             ]
-        with m.If(pop):
-            with m.If(level == 0):
-                m.d.sync += ring_pos.eq(ring_pos + 1)
-            with m.Else():
-                m.d.sync += ib_pos[level].eq(ib_pos[level] + 1)
+        with m.If(pops[0]):
+            m.d.sync += ring_pos.eq(ring_pos + 1)
+        for i in range(1, 1 + self.ib_levels):
+            with m.If(pops[i]):
+                m.d.sync += ib_pos[i].eq(ib_pos[i] + 1)
 
         def saturate(v):
             return Mux(v[AVAIL_BITS:] != 0, (1 << AVAIL_BITS) - 1, v[:AVAIL_BITS])
@@ -234,10 +236,9 @@ class CommandProcessor(wiring.Component):
             left_m1 = Signal(32, name=f"left_m1_{i}")  # (both subtractions at once: pop comes late)
             m.d.comb += [end32.eq(end), pos32.eq(pos), left.eq(end32 - pos32), left_m1.eq(end32 + ~pos32)]
             # (the ring's wptr as it was a cycle ago: a doorbell counts from the next cycle on)
-            popped = pop & (level == i)
-            m.d.sync += avail[i].eq(Mux(popped, saturate(left_m1), saturate(left)))
+            m.d.sync += avail[i].eq(Mux(pops[i], saturate(left_m1), saturate(left)))
             if i:
-                m.d.sync += ib_empty[i].eq(Mux(popped, pos + 1 == end, pos == end))
+                m.d.sync += ib_empty[i].eq(Mux(pops[i], pos + 1 == end, pos == end))
 
         # ---------------------------------------------------------------- error raising
         fsm_err = Signal()
@@ -403,6 +404,10 @@ class CommandProcessor(wiring.Component):
         dma = self.dma
         dma_busy = Signal()
         dma_failed = Signal()  # a transfer answered an error: later ones are cancelled
+        # the engine's busy a cycle late, for the header cycle: a DMA_DATA queued a transfer at
+        # least two cycles before the next header is looked at (EXEC_DMA_DATA, DONE)
+        dma_busy_r = Signal()
+        m.d.sync += dma_busy_r.eq(dma_busy)
         meta_push = Signal()
         c = _Context(self, locals())
         dma_data.port(c)
@@ -519,7 +524,8 @@ class CommandProcessor(wiring.Component):
                 new_fixed = Array(Const(pkt.fixed, range(MAX_FIXED + 1)) for pkt in pk.PACKETS)[cur_tag.kind]
                 m.d.sync += [hdr.eq(cur_fetch_data), hdr_off.eq(cur_off), hdr_addr.eq(cur_addr),
                              kind.eq(cur_tag.kind), pidx.eq(0), rem.eq(count + 1),
-                             fixed.eq(new_fixed), last_fixed.eq(new_fixed == 1), rem_is1.eq(cur_tag.count0)]
+                             fixed.eq(new_fixed), last_fixed.eq(new_fixed == 1), rem_is1.eq(cur_tag.count0),
+                             bad_count.eq(~cur_tag.count_ok | cur_short)]
                 ib_done = (level != 0) & ib_empty[level]
                 with m.If(err_pending_any):
                     m.next = "ERR_DRAIN"
@@ -535,12 +541,12 @@ class CommandProcessor(wiring.Component):
                     pass  # ring empty
                 with m.Elif(~cur_fetch_valid):
                     m.d.comb += stall.eq(1)
-                with m.Elif(dma_busy & ~cur_tag.is_dma):
+                with m.Elif(dma_busy_r & ~cur_tag.is_dma):
                     # only DMA_DATA overlaps the DMA engine: any other packet (a RELEASE_MEM
                     # above all) waits until every earlier transfer is answered
                     m.d.comb += stall.eq(1)
                 with m.Else():
-                    m.d.comb += pop.eq(1)
+                    # (the header is taken: `pops`, below)
                     with m.If(cur_fetch_resp != RESP_OKAY):
                         fail(bus_code(cur_fetch_resp))
                     with m.Elif(cur_tag.filler):
@@ -549,17 +555,19 @@ class CommandProcessor(wiring.Component):
                             m.next = "RING_DONE"
                     with m.Elif(cur_tag.illegal):
                         fail(CpError.ILLEGAL_OPCODE)
-                    with m.Elif(~cur_tag.count_ok | cur_short):
-                        fail(CpError.BAD_COUNT)
                     with m.Else():
-                        m.next = "PAYLOAD"
+                        m.next = "PAYLOAD"  # (which answers BAD_COUNT first)
 
             with state("PAYLOAD"):
                 prepare()
-                with m.If(~cur_fetch_valid):
+                with m.If(bad_count):
+                    # the header's COUNT, checked a cycle after the header was taken: nothing
+                    # else is taken meanwhile, so the error is the same
+                    fail(CpError.BAD_COUNT)
+                with m.Elif(~cur_fetch_valid):
                     m.d.comb += stall.eq(1)
                 with m.Else():
-                    m.d.comb += pop.eq(1)
+                    # (the dword is taken: `pops`, below)
                     m.d.sync += [rem.eq(rem - 1), pidx.eq(pidx + 1), p_arr[pidx].eq(cur_fetch_data),
                                  rem_is1.eq(rem == 2), last_fixed.eq(pidx + 2 == fixed)]
                     with m.If(cur_fetch_resp != RESP_OKAY):
@@ -622,11 +630,27 @@ class CommandProcessor(wiring.Component):
                     m.d.sync += [cap.valid.eq(0) for cap in captures]
                     m.next = "RUN"
 
+        # ---------------------------------------------------------------- which dword is taken
+        # The FSM's own conditions, as one flat expression per level from registers, so the
+        # fetchers see their `dw_ready` a few LUTs after the clock: a header in RUN unless an
+        # error waits, HALT holds or DMA transfers run (the fetcher's own tag says whether its
+        # dword is a DMA_DATA); every payload dword unless the header's COUNT was wrong; every
+        # WRITE_DATA data dword. (A consumed IB or an empty ring has no dword on offer.)
+        take_hdr = Signal()
+        take_any = Signal()
+        m.d.comb += [take_hdr.eq(fsm.ongoing("RUN") & ~err_pending_any & ~csr.control_halt),
+                     take_any.eq((fsm.ongoing("PAYLOAD") & ~bad_count) | fsm.ongoing("WD_COLLECT"))]
+        for i, f in enumerate(fetchers):
+            m.d.comb += pops[i].eq((level == i) & f.dw_valid &
+                                   ((take_hdr & (~dma_busy_r | f.dw_tag.is_dma)) | take_any))
+            m.d.comb += f.dw_ready.eq(pops[i])
+        m.d.comb += pop.eq(pops.any())
+
         # ---------------------------------------------------------------- where an error happened
         # In the header cycle: the header's address and offset, its opcode if it is a type-3
         # header (errors.py captures these with CP_ERROR's code). A bad fetch response in the
-        # payload: the dword's address; any other error in the payload: the packet's; a poll:
-        # the polled address; a write: the written one.
+        # payload: the dword's address; any other error in the payload (BAD_COUNT too): the
+        # packet's; a poll: the polled address; a write: the written one.
         resp_err = cur_fetch_resp != RESP_OKAY
         with m.If(fsm.ongoing("RUN")):
             m.d.comb += [fsm_err_addr.eq(cur_addr), fsm_err_off.eq(cur_off),
@@ -634,7 +658,7 @@ class CommandProcessor(wiring.Component):
                                                0, opcode))]
         with m.Else():
             m.d.comb += [fsm_err_off.eq(hdr_off), fsm_err_opcode.eq(hdr[_OPCODE.bits])]
-            with m.If((fsm.ongoing("PAYLOAD") | fsm.ongoing("WD_COLLECT")) & resp_err):
+            with m.If((fsm.ongoing("PAYLOAD") & ~bad_count | fsm.ongoing("WD_COLLECT")) & resp_err):
                 m.d.comb += fsm_err_addr.eq(cur_addr)
             with m.Elif(fsm.ongoing("PAYLOAD")):
                 m.d.comb += fsm_err_addr.eq(hdr_addr)

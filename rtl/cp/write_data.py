@@ -37,7 +37,7 @@ def states(c):
         with m.If(~c.cur_fetch_valid):
             m.d.comb += c.stall.eq(1)
         with m.Else():
-            m.d.comb += c.pop.eq(1)
+            # (the dword is taken: processor.py `pops`)
             with m.If(c.cur_fetch_resp != RESP_OKAY):
                 c.fail(c.bus_code(c.cur_fetch_resp))  # at the dword
             with m.Else():
