@@ -119,10 +119,8 @@ class AXI4Mux(wiring.Component):
         wq_wp = Signal(qb + 1)
         wq_rp = Signal(qb + 1)
         wq_full = Signal()
-        wq_ne = Signal()
         # (full: the same entry with the wrap bits apart; no subtraction on AW's path)
-        m.d.comb += [wq_full.eq((wq_wp[:qb] == wq_rp[:qb]) & (wq_wp[qb] != wq_rp[qb])),
-                     wq_ne.eq(wq_wp != wq_rp)]
+        m.d.comb += wq_full.eq((wq_wp[:qb] == wq_rp[:qb]) & (wq_wp[qb] != wq_rp[qb]))
 
         def wq_index(p):
             return p[:qb] if qb else Const(0, 1)
@@ -141,16 +139,30 @@ class AXI4Mux(wiring.Component):
         with m.If(out.awvalid & out.awready):
             m.d.sync += [wq[wq_index(wq_wp)].eq(aw_sel), wq_wp.eq(wq_wp + 1)]
 
-        # ---- W: locked to the master of the oldest AW whose W burst is unfinished
+        # ---- W: locked to the master of the oldest AW whose W burst is unfinished. The head of
+        # the order queue is kept in a register (`w_sel`, `w_ok`), worked out for the next
+        # cycle from the queue as it will be, so WREADY and the W multiplexer start from
+        # flip-flops.
         w_sel = Signal(range(n))
-        m.d.comb += w_sel.eq(wq[wq_index(wq_rp)])
-        m.d.comb += out.wvalid.eq(wq_ne & Array(p.wvalid for p in s)[w_sel])
+        w_ok = Signal()  # the queue is not empty: w_sel names the master W follows
+        m.d.comb += out.wvalid.eq(w_ok & Array(p.wvalid for p in s)[w_sel])
         for f in W_FIELDS:
             m.d.comb += getattr(out, f).eq(Array(getattr(p, f) for p in s)[w_sel])
         for i, p in enumerate(s):
-            m.d.comb += p.wready.eq(out.wready & wq_ne & (w_sel == i))
-        with m.If(out.wvalid & out.wready & out.wlast):
-            m.d.sync += wq_rp.eq(wq_rp + 1)
+            m.d.comb += p.wready.eq(out.wready & w_ok & (w_sel == i))
+        w_done = Signal()
+        m.d.comb += w_done.eq(out.wvalid & out.wready & out.wlast)
+        aw_push = Signal()
+        m.d.comb += aw_push.eq(out.awvalid & out.awready)
+        rp_next = Signal.like(wq_rp)
+        wp_next = Signal.like(wq_wp)
+        m.d.comb += [rp_next.eq(wq_rp + w_done), wp_next.eq(wq_wp + aw_push)]
+        m.d.sync += [
+            wq_rp.eq(rp_next),
+            w_ok.eq(rp_next != wp_next),
+            # the new head: the entry pushed now if the queue was empty up to it
+            w_sel.eq(Mux(rp_next == wq_wp, aw_sel, wq[wq_index(rp_next)])),
+        ]
 
         # ---- R and B: by the top ID bits. An ID naming no master is taken and dropped.
         r_sel = out.rid[low:]

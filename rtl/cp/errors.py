@@ -46,7 +46,11 @@ def latch(c):
     fe, de, be = (Capture(n, c.aw) for n in ("fsm_err", "dma_err", "db_err"))
     err_any = c.err_any
     m.d.comb += [err_any.eq(c.err | fe.valid | de.valid | be.valid),
-                 c.err_pending_any.eq(c.err_pending | de.valid | be.valid)]
+                 c.err_pending_any.eq(c.err_pending)]
+    # (a DMA or doorbell error stops the parser from the cycle its capture holds it, in one
+    # register: the parser's dword-taking logic reads it)
+    with m.If(~err_any & (c.dma_err | c.db_err)):
+        m.d.sync += c.err_pending.eq(1)
 
     # until an error is captured or latched, each capture follows its source
     with m.If(~err_any):
@@ -58,17 +62,15 @@ def latch(c):
     with m.Else():
         m.d.sync += [fe.valid.eq(0), de.valid.eq(0), be.valid.eq(0)]
 
-    def take(cap, pending):
+    def take(cap):
         m.d.sync += [c.err.eq(1), c.err_code.eq(cap.code), c.err_level.eq(cap.level),
                      c.err_opcode.eq(cap.opcode), c.err_offset.eq(cap.off),
                      c.err_addr.eq(Mux(cap.at_ib_base, value(c.p, pk.INDIRECT_BUFFER, "base", c.aw), cap.addr))]
-        if pending:
-            m.d.sync += c.err_pending.eq(1)
 
     with m.If(fe.valid):
-        take(fe, False)
+        take(fe)
     with m.Elif(de.valid):
-        take(de, True)
+        take(de)
     with m.Elif(be.valid):
-        take(be, True)
+        take(be)
     return fe, de, be

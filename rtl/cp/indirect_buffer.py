@@ -35,7 +35,7 @@ def start(c, p):
         m.next = "EXEC_INDIRECT_BUFFER"
     with m.Else():
         m.d.comb += [c.start_ib.eq(1), c.start_level.eq(c.level + 1)]
-        m.d.sync += c.level.eq(c.level + 1)
+        c.set_level(c.level + 1)
         m.next = "RUN"
 
 

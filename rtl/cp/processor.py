@@ -69,6 +69,14 @@ class _Context:
         self.__dict__.update((k, v) for k, v in names.items() if k not in ("self", "c"))
 
 
+def _one_hot_mux(sel, values):
+    """values[i] where sel is one-hot (an AND-OR: no priority between the inputs)."""
+    out = 0
+    for i, v in enumerate(values):
+        out = out | Mux(sel[i], v, 0)
+    return out
+
+
 def pack_fields(layout, **values):
     """A 32-bit word from field values at the positions `layout` gives ({name: (lsb, width)})."""
     word = Const(0, 32)
@@ -111,9 +119,10 @@ class CommandProcessor(wiring.Component):
         dpb = self.data_width // 32
 
         # ---------------------------------------------------------------- sub-units
+        dtag = checks.DwordTag(self.dma_max_log2)
         fetchers = [Fetcher(self.data_width, aw, depth_beats=self.fetch_depth,
-                            max_burst_beats=min(8, self.fetch_depth),
-                            tag=(checks.HEADER_TAG, checks.header_tag)) for _ in range(1 + self.ib_levels)]
+                            max_burst_beats=min(8, self.fetch_depth), tag=(dtag.layout, dtag), wraps=i == 0)
+                    for i in range(1 + self.ib_levels)]
         for i, f in enumerate(fetchers):
             m.submodules[f"fetch{i}"] = f
         m.submodules.writer = writer = BlockWriter(self.data_width, aw)
@@ -134,12 +143,17 @@ class CommandProcessor(wiring.Component):
 
         # ---------------------------------------------------------------- state
         ring_mask = Signal(32)
-        # AMD's units: RB_SIZE counts qwords (log2), RB_BASE holds the address >> 8
-        m.d.comb += ring_mask.eq((Const(1, 34) << (csr.rb_size + 1)) - 1)
+        # AMD's units: RB_SIZE counts qwords (log2), RB_BASE holds the address >> 8. (The mask
+        # follows RB_SIZE a cycle late: the ring starts at least two cycles after that write.)
+        m.d.sync += ring_mask.eq((Const(1, 34) << (csr.rb_size + 1)) - 1)
         ring_base = Signal(aw)
         m.d.comb += ring_base.eq(Cat(Const(0, 8), csr.rb_base_lo, csr.rb_base_hi))
 
         level = Signal(2)
+        lvl = Signal(1 + self.ib_levels, init=1)  # the same, one-hot (for the multiplexers on fast paths)
+
+        def set_level(v):
+            m.d.sync += [level.eq(v)] + [lvl[i].eq(v == i) for i in range(1 + self.ib_levels)]
         ring_pos = Signal(32)  # dwords of the ring the parser has consumed
         rptr = Signal(32)  # ring packets finished
         wptr = Signal(32)
@@ -195,7 +209,7 @@ class CommandProcessor(wiring.Component):
         cur_fetch_valid = Signal()
         cur_fetch_data = Signal(32)
         cur_fetch_resp = Signal(2)
-        cur_tag = Signal(checks.HEADER_TAG)
+        cur_tag = Signal(dtag.layout)
         cur_short = Signal()  # the header's packet runs past the end of its buffer
         pop = Signal()  # the parser takes the current level's dword (driven after the FSM)
         pops = Signal(1 + self.ib_levels)  # ... one bit per level
@@ -203,11 +217,17 @@ class CommandProcessor(wiring.Component):
         # whether each IB level is consumed
         avail = [Signal(AVAIL_BITS, name=f"avail{i}") for i in range(1 + self.ib_levels)]
         ib_empty = Array(Signal(name=f"ib_empty{i}") for i in range(1 + self.ib_levels))  # ([0]: unused)
-        for i, f in enumerate(fetchers):
-            with m.If(level == i):
-                m.d.comb += [cur_fetch_valid.eq(f.dw_valid), cur_fetch_data.eq(f.dw_data),
-                             cur_fetch_resp.eq(f.dw_resp), cur_tag.eq(f.dw_tag),
-                             cur_short.eq(f.dw_tag.need > avail[i])]
+        ring_empty = Signal()  # avail[0] == 0
+        # (a dword of the ring is not on offer while the ring is disabled: its fetcher is being
+        # flushed; the IB fetchers are flushed only in states that take no dword)
+        offered = [f.dw_valid & (csr.rb_cntl_enable if i == 0 else 1) for i, f in enumerate(fetchers)]
+        m.d.comb += [
+            cur_fetch_valid.eq(Cat(*(lvl[i] & offered[i] for i in range(len(fetchers)))).any()),
+            cur_fetch_data.eq(_one_hot_mux(lvl, [f.dw_data for f in fetchers])),
+            cur_fetch_resp.eq(_one_hot_mux(lvl, [f.dw_resp for f in fetchers])),
+            cur_tag.eq(_one_hot_mux(lvl, [f.dw_tag.as_value() for f in fetchers])),
+            cur_short.eq(_one_hot_mux(lvl, [f.dw_tag.need > avail[i] for i, f in enumerate(fetchers)])),
+        ]
         cur_off = Signal(32)
         cur_addr = Signal(aw)
         with m.If(level == 0):
@@ -237,6 +257,8 @@ class CommandProcessor(wiring.Component):
             m.d.comb += [end32.eq(end), pos32.eq(pos), left.eq(end32 - pos32), left_m1.eq(end32 + ~pos32)]
             # (the ring's wptr as it was a cycle ago: a doorbell counts from the next cycle on)
             m.d.sync += avail[i].eq(Mux(pops[i], saturate(left_m1), saturate(left)))
+            if i == 0:
+                m.d.sync += ring_empty.eq(Mux(pops[i], left_m1 == 0, left == 0))
             if i:
                 m.d.sync += ib_empty[i].eq(Mux(pops[i], pos + 1 == end, pos == end))
 
@@ -271,19 +293,27 @@ class CommandProcessor(wiring.Component):
         dma_err_level = Signal(2)
         perf_count_dma = Signal()
 
-        # doorbell (runs beside the FSM). OVERFLOW is v − rptr > ring size, worked out as
-        # v − rptr − 1 having a bit above the ring's mask (v ≠ rptr), in one subtraction.
+        # doorbell (runs beside the FSM). BACKWARDS is v − wptr < 0; OVERFLOW is v − rptr > the
+        # ring's size, worked out as v − limit − 1 ≥ 0 with limit = rptr + size kept in a
+        # register: each is the sign of one carry chain. (v − rptr < 2^31 + size whenever v
+        # is not backwards, so the sign decides; v = rptr is never an overflow, and a ring of
+        # 2^32 dwords never overflows.)
         db_err = Signal()
         db_code = Signal(8)
         db_value = csr.rb_doorbell
         stopped = Signal()  # being reset: doorbells are ignored (as after an error)
+        ring_size = Signal(33)
+        ring_huge = Signal()  # 2^32 dwords: no doorbell overflows it
+        m.d.sync += [ring_size.eq(Const(1, 34) << (csr.rb_size + 1)), ring_huge.eq(csr.rb_size == 31)]
+        limit = Signal(32)  # rptr + size (RING_DONE and RESET set it with rptr)
+        m.d.sync += limit.eq(rptr + ring_size)
+        ahead = Signal(32)
+        over_m1 = Signal(32)
+        m.d.comb += [ahead.eq(db_value - wptr), over_m1.eq(db_value + ~limit)]
         with m.If(csr.rb_doorbell_swmod & csr.rb_cntl_enable & ~stopped & ~err_any):
-            ahead = Signal(32)
-            used_m1 = Signal(32)
-            m.d.comb += [ahead.eq(db_value - wptr), used_m1.eq(db_value + ~rptr)]
             with m.If(ahead[31]):
                 m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_BACKWARDS)]
-            with m.Elif((db_value != rptr) & ((used_m1 & ~ring_mask) != 0)):
+            with m.Elif((db_value != rptr) & ~ring_huge & ~over_m1[31]):
                 m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_OVERFLOW)]
             with m.Else():
                 m.d.sync += wptr.eq(db_value)
@@ -386,15 +416,16 @@ class CommandProcessor(wiring.Component):
         ih_log2_bytes = Signal(6)
         m.d.comb += ih_log2_bytes.eq(Mux(csr.ih_size < ih_spec.MIN_LOG2_DWORDS,
                                          ih_spec.MIN_LOG2_DWORDS, csr.ih_size) + 2)
-        ih_bytes = Signal(35)
-        m.d.comb += ih_bytes.eq(Const(1, 35) << ih_log2_bytes)
+        ih_bytes = Signal(35)  # (from IH_SIZE a cycle late, like the ring's mask)
+        ih_bytes_m1 = Signal(35)
+        m.d.sync += [ih_bytes.eq(Const(1, 35) << ih_log2_bytes), ih_bytes_m1.eq((Const(1, 35) << ih_log2_bytes) - 1)]
         ih_used = Signal(32)
         m.d.comb += ih_used.eq(ih_wptr - csr.ih_rptr)
         ih_base = Signal(aw)
         m.d.comb += ih_base.eq(Cat(Const(0, 8), csr.ih_base_lo, csr.ih_base_hi))
         ih_entry_addr = Signal(aw)
         m.d.sync += [ih_entry_full.eq(ih_used >= ih_bytes),
-                     ih_entry_addr.eq(ih_base + (ih_wptr & (ih_bytes - 1)))]
+                     ih_entry_addr.eq(ih_base + (ih_wptr & ih_bytes_m1))]
 
         eop_set = Signal()
         cperr_set = Signal()
@@ -459,14 +490,16 @@ class CommandProcessor(wiring.Component):
                 if pkt is pk.NOP:
                     continue
                 p_now = payload_now(pkt)
+                earlier = range(pkt.fixed - 1)  # dwords in p; the last one's checks are in its tag
                 with m.If(kind == pkt.index):
                     if pkt is pk.DMA_DATA and not self.has_dma:
                         fail(CpError.UNSUPPORTED)  # no DMA engine in this build
                         continue
-                    unsupported = checks.unsupported(p_now, pkt)
+                    unsupported = (checks.unsupported(p, pkt, earlier) |
+                                   dtag.check(cur_tag, "unsupported", pkt))
                     if pkt is ib:
-                        unsupported = unsupported | ((level == 0) & field(p_now, ib, "CHAIN"))
-                    misaligned = checks.misaligned(p_now, pkt)
+                        unsupported = unsupported | (lvl[0] & field(p_now, ib, "CHAIN"))
+                    misaligned = checks.misaligned(p, pkt, earlier) | dtag.check(cur_tag, "misaligned", pkt)
                     with m.If(unsupported):
                         fail(CpError.UNSUPPORTED)
                     if not isinstance(misaligned, Const):  # DMA_DATA has no alignment rule
@@ -474,14 +507,14 @@ class CommandProcessor(wiring.Component):
                             fail(CpError.IB_MISALIGNED if pkt is ib else CpError.FENCE_MISALIGNED)
                     if pkt is ib:
                         chain = field(p_now, ib, "CHAIN")
-                        with m.Elif(field(p_now, ib, "IB_SIZE") == 0):
+                        with m.Elif(dtag.check(cur_tag, "ib_size_zero")):
                             fail(CpError.IB_SIZE_ZERO)
-                        with m.Elif(~chain & (level == self.ib_levels)):
+                        with m.Elif(~chain & lvl[self.ib_levels]):
                             fail(CpError.IB_NESTING)
-                        with m.Elif(checks.ib_beyond_bus(p_now, aw)):
+                        with m.Elif(checks.ib_beyond_bus(p, aw)):
                             fail(CpError.BUS_DECERR, at_ib_base=True)
                     if pkt is pk.DMA_DATA:
-                        with m.Elif(field(p_now, pkt, "BYTE_COUNT") > (1 << self.dma_max_log2)):
+                        with m.Elif(dtag.check(cur_tag, "dma_too_big")):
                             fail(CpError.DMA_BYTE_COUNT)
                     with m.Else():
                         if pkt is not pk.DMA_DATA:  # a transfer counts when it is answered
@@ -526,18 +559,19 @@ class CommandProcessor(wiring.Component):
                              kind.eq(cur_tag.kind), pidx.eq(0), rem.eq(count + 1),
                              fixed.eq(new_fixed), last_fixed.eq(new_fixed == 1), rem_is1.eq(cur_tag.count0),
                              bad_count.eq(~cur_tag.count_ok | cur_short)]
-                ib_done = (level != 0) & ib_empty[level]
+                ib_done = Cat(*(lvl[i] & ib_empty[i] for i in range(1, 1 + self.ib_levels))).any()
                 with m.If(err_pending_any):
                     m.next = "ERR_DRAIN"
                 with m.Elif(ib_done):
                     # back to the level that issued the IB; a ring packet finishes with it
-                    m.d.sync += [level.eq(level - 1), hdr.eq(saved_hdr[level - 1]),
+                    set_level(level - 1)
+                    m.d.sync += [hdr.eq(saved_hdr[level - 1]),
                                  hdr_off.eq(saved_off[level - 1]), hdr_addr.eq(saved_addr[level - 1])]
                     with m.If(level == 1):
                         m.next = "RING_DONE"
                 with m.Elif(csr.control_halt):
                     m.d.comb += halted.eq(1)
-                with m.Elif((level == 0) & (avail[0] == 0)):
+                with m.Elif(lvl[0] & ring_empty):
                     pass  # ring empty
                 with m.Elif(~cur_fetch_valid):
                     m.d.comb += stall.eq(1)
@@ -591,7 +625,7 @@ class CommandProcessor(wiring.Component):
                 with m.Else():
                     m.next = "RUN"
             with state("RING_DONE"):
-                m.d.sync += rptr.eq(ring_pos)
+                m.d.sync += [rptr.eq(ring_pos), limit.eq(ring_pos + ring_size)]
                 with m.If(csr.rb_cntl_rptr_wb):
                     addr = Cat(Const(0, 2), csr.rb_rptr_addr_lo[2:], csr.rb_rptr_addr_hi)
                     write_dwords(addr, ring_pos, None, "RPTR_WRITE", "RPTR_WAIT")
@@ -624,11 +658,15 @@ class CommandProcessor(wiring.Component):
                     m.d.sync += [
                         resetting.eq(0), err.eq(0), err_pending.eq(0), err_code.eq(0), err_level.eq(0),
                         err_opcode.eq(0), err_addr.eq(0), err_offset.eq(0),
-                        level.eq(0), ring_pos.eq(0), rptr.eq(0), wptr.eq(0), ih_wptr.eq(0),
+                        ring_pos.eq(0), rptr.eq(0), limit.eq(ring_size), wptr.eq(0), ih_wptr.eq(0),
                         blk_mask.eq(0), dma_failed.eq(0),
                     ]
                     m.d.sync += [cap.valid.eq(0) for cap in captures]
+                    set_level(0)
                     m.next = "RUN"
+
+        with m.If(poll_taken | stopped):
+            m.d.sync += poll_req.eq(0)
 
         # ---------------------------------------------------------------- which dword is taken
         # The FSM's own conditions, as one flat expression per level from registers, so the
@@ -641,7 +679,7 @@ class CommandProcessor(wiring.Component):
         m.d.comb += [take_hdr.eq(fsm.ongoing("RUN") & ~err_pending_any & ~csr.control_halt),
                      take_any.eq((fsm.ongoing("PAYLOAD") & ~bad_count) | fsm.ongoing("WD_COLLECT"))]
         for i, f in enumerate(fetchers):
-            m.d.comb += pops[i].eq((level == i) & f.dw_valid &
+            m.d.comb += pops[i].eq(lvl[i] & offered[i] & ~csr.control_soft_reset &
                                    ((take_hdr & (~dma_busy_r | f.dw_tag.is_dma)) | take_any))
             m.d.comb += f.dw_ready.eq(pops[i])
         m.d.comb += pop.eq(pops.any())
@@ -670,4 +708,8 @@ class CommandProcessor(wiring.Component):
         # ---------------------------------------------------------------- status, counters, interrupts
         c.update(locals())
         status.drive(c)
+        # One flip-flop per state on an FPGA (Yosys recodes the FSM): "which state" is then a
+        # register, not a compare, on every path that starts from the state. (Yosys takes the
+        # state after reset from the reset; the simulators ignore the attribute.)
+        fsm.state.attrs["fsm_encoding"] = "one-hot"
         return m

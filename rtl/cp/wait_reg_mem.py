@@ -19,14 +19,16 @@ WRM = pk.WAIT_REG_MEM
 def states(c):
     m, state, p, bus = c.m, c.state, c.p, c.bus
     dpb = c.dpb
+    # (the read is requested from a register, set on the way into WRM_READ and cleared once
+    # the read is taken, or by a soft reset: processor.py)
     with state("EXEC_WAIT_REG_MEM"):
-        m.d.sync += c.poll_addr.eq(value(p, WRM, "addr", c.aw))
+        m.d.sync += [c.poll_addr.eq(value(p, WRM, "addr", c.aw)), c.poll_req.eq(~c.oob)]
         m.next = "WRM_READ"
     with state("WRM_READ"):
         with m.If(c.oob):
             c.fail(CpError.BUS_DECERR)  # at poll_addr
         with m.Else():
-            m.d.comb += [c.poll_req.eq(1), c.waiting.eq(1)]
+            m.d.comb += c.waiting.eq(1)
             with m.If(c.poll_taken):
                 m.next = "WRM_RESP"
     with state("WRM_RESP"):
@@ -58,4 +60,5 @@ def states(c):
         with m.If(c.err_pending_any):
             m.next = "ERR_DRAIN"
         with m.Elif(c.poll_timer <= 1):
+            m.d.sync += c.poll_req.eq(1)
             m.next = "WRM_READ"
