@@ -150,19 +150,22 @@ class AXI4Mux(wiring.Component):
             m.d.comb += getattr(out, f).eq(Array(getattr(p, f) for p in s)[w_sel])
         for i, p in enumerate(s):
             m.d.comb += p.wready.eq(out.wready & w_ok & (w_sel == i))
-        w_done = Signal()
+        w_done = Signal()  # the head's burst ends (late: WLAST and WVALID come from the master)
         m.d.comb += w_done.eq(out.wvalid & out.wready & out.wlast)
         aw_push = Signal()
         m.d.comb += aw_push.eq(out.awvalid & out.awready)
-        rp_next = Signal.like(wq_rp)
-        wp_next = Signal.like(wq_wp)
-        m.d.comb += [rp_next.eq(wq_rp + w_done), wp_next.eq(wq_wp + aw_push)]
-        m.d.sync += [
-            wq_rp.eq(rp_next),
-            w_ok.eq(rp_next != wp_next),
-            # the new head: the entry pushed now if the queue was empty up to it
-            w_sel.eq(Mux(rp_next == wq_wp, aw_sel, wq[wq_index(rp_next)])),
-        ]
+        # the next head either way, worked out before w_done: after the burst, the entry behind
+        # it (or the one pushed now, if there is none); otherwise the head stays (or the one
+        # pushed now, if the queue is empty)
+        rp1 = Signal.like(wq_rp)
+        m.d.comb += rp1.eq(wq_rp + 1)
+        last_entry = Signal()
+        m.d.comb += last_entry.eq(rp1 == wq_wp)
+        with m.If(w_done):
+            m.d.sync += [wq_rp.eq(rp1), w_ok.eq(~last_entry | aw_push),
+                         w_sel.eq(Mux(last_entry, aw_sel, wq[wq_index(rp1)]))]
+        with m.Else():
+            m.d.sync += [w_ok.eq(w_ok | aw_push), w_sel.eq(Mux(w_ok, w_sel, aw_sel))]
 
         # ---- R and B: by the top ID bits. An ID naming no master is taken and dropped.
         r_sel = out.rid[low:]

@@ -182,15 +182,21 @@ class CSRBlock(wiring.Component):
         # SCRATCH @ 0x00c: Scratch
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x3)
         scratch = Signal(32, init=0x0)
-        with m.If(wr):
-            m.d.sync += scratch.eq((scratch & ~wmask[0:32]) | (bridge.wr_data[0:32] & wmask[0:32]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += scratch[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += scratch[8:16].eq(bridge.wr_data[8:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += scratch[16:24].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += scratch[24:32].eq(bridge.wr_data[24:32])
         wr_hits.append(0x00c)
 
         # CONTROL @ 0x010: Control
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x4)
         control_halt = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += control_halt.eq((control_halt & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += control_halt[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.control_halt.eq(control_halt)
         control_soft_reset = Signal(1)
         m.d.sync += control_soft_reset.eq(Mux(wr, bridge.wr_data[1:2] & wmask[1:2], 0))  # one-cycle pulse
@@ -231,20 +237,20 @@ class CSRBlock(wiring.Component):
         # INT_ENABLE @ 0x024: Interrupt enable
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x9)
         int_enable_ih_pending = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += int_enable_ih_pending.eq((int_enable_ih_pending & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += int_enable_ih_pending[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.int_enable_ih_pending.eq(int_enable_ih_pending)
         int_enable_eop = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += int_enable_eop.eq((int_enable_eop & ~wmask[1:2]) | (bridge.wr_data[1:2] & wmask[1:2]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += int_enable_eop[0:1].eq(bridge.wr_data[1:2])
         m.d.comb += self.int_enable_eop.eq(int_enable_eop)
         int_enable_cp_error = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += int_enable_cp_error.eq((int_enable_cp_error & ~wmask[2:3]) | (bridge.wr_data[2:3] & wmask[2:3]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += int_enable_cp_error[0:1].eq(bridge.wr_data[2:3])
         m.d.comb += self.int_enable_cp_error.eq(int_enable_cp_error)
         int_enable_ih_overflow = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += int_enable_ih_overflow.eq((int_enable_ih_overflow & ~wmask[3:4]) | (bridge.wr_data[3:4] & wmask[3:4]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += int_enable_ih_overflow[0:1].eq(bridge.wr_data[3:4])
         m.d.comb += self.int_enable_ih_overflow.eq(int_enable_ih_overflow)
         wr_hits.append(0x024)
 
@@ -264,24 +270,30 @@ class CSRBlock(wiring.Component):
         # IH_BASE_LO @ 0x040: IH ring base, low
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x10)
         ih_base_lo = Signal(32, init=0x0)
-        with m.If(wr):
-            m.d.sync += ih_base_lo.eq((ih_base_lo & ~wmask[0:32]) | (bridge.wr_data[0:32] & wmask[0:32]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += ih_base_lo[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += ih_base_lo[8:16].eq(bridge.wr_data[8:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += ih_base_lo[16:24].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += ih_base_lo[24:32].eq(bridge.wr_data[24:32])
         m.d.comb += self.ih_base_lo.eq(ih_base_lo)
         wr_hits.append(0x040)
 
         # IH_BASE_HI @ 0x044: IH ring base, high
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x11)
         ih_base_hi = Signal(8, init=0x0)
-        with m.If(wr):
-            m.d.sync += ih_base_hi.eq((ih_base_hi & ~wmask[0:8]) | (bridge.wr_data[0:8] & wmask[0:8]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += ih_base_hi[0:8].eq(bridge.wr_data[0:8])
         m.d.comb += self.ih_base_hi.eq(ih_base_hi)
         wr_hits.append(0x044)
 
         # IH_SIZE @ 0x048: IH ring size
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x12)
         ih_size = Signal(5, init=0x3)
-        with m.If(wr):
-            m.d.sync += ih_size.eq((ih_size & ~wmask[0:5]) | (bridge.wr_data[0:5] & wmask[0:5]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += ih_size[0:5].eq(bridge.wr_data[0:5])
         m.d.comb += self.ih_size.eq(ih_size)
         wr_hits.append(0x048)
 
@@ -291,60 +303,80 @@ class CSRBlock(wiring.Component):
         # IH_RPTR @ 0x050: IH read pointer
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x14)
         ih_rptr = Signal(32, init=0x0)
-        with m.If(wr):
-            m.d.sync += ih_rptr.eq((ih_rptr & ~wmask[0:32]) | (bridge.wr_data[0:32] & wmask[0:32]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += ih_rptr[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += ih_rptr[8:16].eq(bridge.wr_data[8:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += ih_rptr[16:24].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += ih_rptr[24:32].eq(bridge.wr_data[24:32])
         m.d.comb += self.ih_rptr.eq(ih_rptr)
         wr_hits.append(0x050)
 
         # IH_WPTR_ADDR_LO @ 0x054: IH wptr write-back address, low
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x15)
         ih_wptr_addr_lo = Signal(32, init=0x0)
-        with m.If(wr):
-            m.d.sync += ih_wptr_addr_lo.eq((ih_wptr_addr_lo & ~wmask[0:32]) | (bridge.wr_data[0:32] & wmask[0:32]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += ih_wptr_addr_lo[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += ih_wptr_addr_lo[8:16].eq(bridge.wr_data[8:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += ih_wptr_addr_lo[16:24].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += ih_wptr_addr_lo[24:32].eq(bridge.wr_data[24:32])
         m.d.comb += self.ih_wptr_addr_lo.eq(ih_wptr_addr_lo)
         wr_hits.append(0x054)
 
         # IH_WPTR_ADDR_HI @ 0x058: IH wptr write-back address, high
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x16)
         ih_wptr_addr_hi = Signal(16, init=0x0)
-        with m.If(wr):
-            m.d.sync += ih_wptr_addr_hi.eq((ih_wptr_addr_hi & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += ih_wptr_addr_hi[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += ih_wptr_addr_hi[8:16].eq(bridge.wr_data[8:16])
         m.d.comb += self.ih_wptr_addr_hi.eq(ih_wptr_addr_hi)
         wr_hits.append(0x058)
 
         # IH_CNTL @ 0x05c: IH control
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x17)
         ih_cntl_enable = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += ih_cntl_enable.eq((ih_cntl_enable & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += ih_cntl_enable[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.ih_cntl_enable.eq(ih_cntl_enable)
         ih_cntl_wptr_wb = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += ih_cntl_wptr_wb.eq((ih_cntl_wptr_wb & ~wmask[1:2]) | (bridge.wr_data[1:2] & wmask[1:2]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += ih_cntl_wptr_wb[0:1].eq(bridge.wr_data[1:2])
         m.d.comb += self.ih_cntl_wptr_wb.eq(ih_cntl_wptr_wb)
         wr_hits.append(0x05c)
 
         # RB_BASE_LO @ 0x080: Ring base, low
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x20)
         rb_base_lo = Signal(32, init=0x0)
-        with m.If(wr):
-            m.d.sync += rb_base_lo.eq((rb_base_lo & ~wmask[0:32]) | (bridge.wr_data[0:32] & wmask[0:32]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += rb_base_lo[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += rb_base_lo[8:16].eq(bridge.wr_data[8:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += rb_base_lo[16:24].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += rb_base_lo[24:32].eq(bridge.wr_data[24:32])
         m.d.comb += self.rb_base_lo.eq(rb_base_lo)
         wr_hits.append(0x080)
 
         # RB_BASE_HI @ 0x084: Ring base, high
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x21)
         rb_base_hi = Signal(8, init=0x0)
-        with m.If(wr):
-            m.d.sync += rb_base_hi.eq((rb_base_hi & ~wmask[0:8]) | (bridge.wr_data[0:8] & wmask[0:8]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += rb_base_hi[0:8].eq(bridge.wr_data[0:8])
         m.d.comb += self.rb_base_hi.eq(rb_base_hi)
         wr_hits.append(0x084)
 
         # RB_SIZE @ 0x088: Ring size
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x22)
         rb_size = Signal(5, init=0x0)
-        with m.If(wr):
-            m.d.sync += rb_size.eq((rb_size & ~wmask[0:5]) | (bridge.wr_data[0:5] & wmask[0:5]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += rb_size[0:5].eq(bridge.wr_data[0:5])
         m.d.comb += self.rb_size.eq(rb_size)
         wr_hits.append(0x088)
 
@@ -354,24 +386,38 @@ class CSRBlock(wiring.Component):
         # RB_RPTR_ADDR_LO @ 0x090: Ring rptr write-back address, low
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x24)
         rb_rptr_addr_lo = Signal(32, init=0x0)
-        with m.If(wr):
-            m.d.sync += rb_rptr_addr_lo.eq((rb_rptr_addr_lo & ~wmask[0:32]) | (bridge.wr_data[0:32] & wmask[0:32]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += rb_rptr_addr_lo[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += rb_rptr_addr_lo[8:16].eq(bridge.wr_data[8:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += rb_rptr_addr_lo[16:24].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += rb_rptr_addr_lo[24:32].eq(bridge.wr_data[24:32])
         m.d.comb += self.rb_rptr_addr_lo.eq(rb_rptr_addr_lo)
         wr_hits.append(0x090)
 
         # RB_RPTR_ADDR_HI @ 0x094: Ring rptr write-back address, high
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x25)
         rb_rptr_addr_hi = Signal(16, init=0x0)
-        with m.If(wr):
-            m.d.sync += rb_rptr_addr_hi.eq((rb_rptr_addr_hi & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += rb_rptr_addr_hi[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += rb_rptr_addr_hi[8:16].eq(bridge.wr_data[8:16])
         m.d.comb += self.rb_rptr_addr_hi.eq(rb_rptr_addr_hi)
         wr_hits.append(0x094)
 
         # RB_DOORBELL @ 0x098: Ring doorbell
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x26)
         rb_doorbell = Signal(32, init=0x0)
-        with m.If(wr):
-            m.d.sync += rb_doorbell.eq((rb_doorbell & ~wmask[0:32]) | (bridge.wr_data[0:32] & wmask[0:32]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += rb_doorbell[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += rb_doorbell[8:16].eq(bridge.wr_data[8:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += rb_doorbell[16:24].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += rb_doorbell[24:32].eq(bridge.wr_data[24:32])
         m.d.comb += self.rb_doorbell.eq(rb_doorbell)
         rb_doorbell_swmod = Signal()
         m.d.sync += rb_doorbell_swmod.eq(wr & wmask[0:32].any())  # with the new value
@@ -384,12 +430,12 @@ class CSRBlock(wiring.Component):
         # RB_CNTL @ 0x0a0: Ring control
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x28)
         rb_cntl_enable = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += rb_cntl_enable.eq((rb_cntl_enable & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += rb_cntl_enable[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.rb_cntl_enable.eq(rb_cntl_enable)
         rb_cntl_rptr_wb = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += rb_cntl_rptr_wb.eq((rb_cntl_rptr_wb & ~wmask[1:2]) | (bridge.wr_data[1:2] & wmask[1:2]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += rb_cntl_rptr_wb[0:1].eq(bridge.wr_data[1:2])
         m.d.comb += self.rb_cntl_rptr_wb.eq(rb_cntl_rptr_wb)
         wr_hits.append(0x0a0)
 

@@ -231,8 +231,12 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
                     if f.hw == "r":
                         ports.append(f'"{p}": Out({f.width}),')
                     emit(f"{p} = Signal({f.width}, init={f.reset or 0:#x})")
-                    emit(f"with m.If(wr):")
-                    emit(f"    m.d.sync += {p}.eq(({p} & ~{wm}) | ({wd} & {wm}))")
+                    # one write enable per byte lane: the flip-flops take the data as it is
+                    # (their enable does the masking; no logic per bit)
+                    for b in range(f.lsb // 8, (f.lsb + f.width - 1) // 8 + 1):
+                        lo, hi = max(f.lsb, 8 * b), min(f.lsb + f.width, 8 * b + 8)
+                        emit(f"with m.If(wr & bridge.wr_strb[{b}]):")
+                        emit(f"    m.d.sync += {p}[{lo - f.lsb}:{hi - f.lsb}].eq(bridge.wr_data[{lo}:{hi}])")
                     if f.hw == "r":
                         emit(f"m.d.comb += self.{p}.eq({p})")
                     if f.swmod:

@@ -4,15 +4,26 @@ the DMA engine or a doorbell, and keep it until SOFT_RESET.
 In two steps, so that no path runs from an error's cause to the latch through the
 priority between the three sources (issue 14): each source's error is first held in a
 capture register of its own (which follows its source until something is captured or
-latched, so only the capture's valid bit waits for the error condition), and the next cycle the first of those captures by priority (parser, then DMA,
-then doorbell: the order of one cycle's errors before) becomes CP_ERROR. Whatever looks
-at "an error happened" uses `err_any`, which includes the captures, so nothing sees the
-step: an error after the first is ignored, a doorbell after it too, and the parser stops
-at its next packet boundary from the cycle after a DMA or doorbell error, as it did.
+latched, so only the capture's valid bit waits for the error condition), and the next
+cycle the first of those captures by priority (parser, then DMA, then doorbell: the order
+of one cycle's errors before) becomes CP_ERROR. Whatever looks at "an error happened" uses
+`err_any`, which includes the captures, so nothing sees the step: an error after the first
+is ignored, a doorbell after it too, and the parser stops at its next packet boundary from
+the cycle after a DMA or doorbell error, as it did.
+
+A capture holds as little as it can: the parser's only says where its error happened
+(`Where`) and whether its opcode is 0; the address and offset come, when the error is
+latched, from registers that still hold them then (the packet's offset and the buffer's
+base, the bad dword's offset a cycle late, the polled or written address, the payload, the
+doorbell register); the DMA engine's shows its error address with `done` only, so that one
+is captured. The packet's address is the buffer's
+base plus its offset, worked out once, in the latch, instead of every cycle.
 
 `c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
 
-from amaranth.hdl import Mux, Signal
+import enum
+
+from amaranth.hdl import Cat, Const, Mux, Signal
 
 from spec import packets as pk
 
@@ -20,57 +31,83 @@ from ..csr import IbLevel
 from .packets import value
 
 
-class Capture:
-    """One source's error as it happened: code, level, opcode, address, offset."""
-
-    def __init__(self, name: str, aw: int):
-        self.valid = Signal(name=f"{name}_valid")
-        self.at_ib_base = Signal(name=f"{name}_at_ib_base")
-        self.code = Signal(8, name=f"{name}_code")
-        self.level = Signal(2, name=f"{name}_level")
-        self.opcode = Signal(8, name=f"{name}_opcode")
-        self.addr = Signal(aw, name=f"{name}_addr")
-        self.off = Signal(32, name=f"{name}_off")
-
-    def follow(self, m, fired, code, level, opcode, addr, off, at_ib_base=0):
-        """Follow the source every cycle (so no register waits for `fired`, the late signal);
-        `valid` says it fired."""
-        m.d.sync += [self.valid.eq(fired), self.code.eq(code), self.level.eq(level), self.opcode.eq(opcode),
-                     self.addr.eq(addr), self.off.eq(off), self.at_ib_base.eq(at_ib_base)]
+class Where(enum.IntEnum):
+    """Which address a parser error names."""
+    PACKET = 0  # the packet (its offset: the header registers)
+    DWORD = 1   # the payload dword that answered a bus error (its offset: dw_off)
+    POLL = 2    # WAIT_REG_MEM's polled address
+    WRITE = 3   # the address being written (blk_addr)
 
 
 def latch(c):
     """The captures and the latch; drives `err_any` and `err_pending_any` (a DMA or doorbell
-    error stops the parser at its next packet boundary). Returns the captures."""
+    error stops the parser at its next packet boundary). Returns the capture valid bits."""
     m = c.m
-    fe, de, be = (Capture(n, c.aw) for n in ("fsm_err", "dma_err", "db_err"))
+    valid = {n: Signal(name=f"{n}_err_valid") for n in ("fsm", "dma", "db")}
+    fe_code, de_code = Signal(8, name="fsm_err_code_r"), Signal(8, name="dma_err_code_r")
+    fe_where = Signal(Where, name="fsm_err_where_r")
+    fe_opz = Signal(name="fsm_err_opz_r")
+    fe_ib_base = Signal(name="fsm_err_at_ib_base_r")
+    de_off, de_level = Signal(32, name="dma_err_off_r"), Signal(2, name="dma_err_level_r")
+    de_addr = Signal(c.aw, name="dma_err_addr_r")  # (the engine shows it with `done` only)
+    be_code, be_rptr = Signal(8, name="db_err_code_r"), Signal(32, name="db_err_rptr_r")
+
     err_any = c.err_any
-    m.d.comb += [err_any.eq(c.err | fe.valid | de.valid | be.valid),
+    m.d.comb += [err_any.eq(c.err | valid["fsm"] | valid["dma"] | valid["db"]),
                  c.err_pending_any.eq(c.err_pending)]
     # (a DMA or doorbell error stops the parser from the cycle its capture holds it, in one
     # register: the parser's dword-taking logic reads it)
     with m.If(~err_any & (c.dma_err | c.db_err)):
         m.d.sync += c.err_pending.eq(1)
 
-    # until an error is captured or latched, each capture follows its source
+    # until an error is captured or latched, each capture follows its source (so no register
+    # but `valid` waits for the error's condition)
     with m.If(~err_any):
-        fe.follow(m, c.fsm_err, c.fsm_err_code, c.level, c.fsm_err_opcode, c.fsm_err_addr, c.fsm_err_off,
-                  c.fsm_err_at_ib_base)
-        de.follow(m, c.dma_err, c.dma_err_code, c.dma_err_level, pk.DMA_DATA.opcode,
-                  c.dma.err_addr if c.cp.has_dma else 0, c.dma_err_off)
-        be.follow(m, c.db_err, c.db_code, IbLevel.RING, 0, c.db_value, c.rptr & c.ring_mask)
+        m.d.sync += [valid["fsm"].eq(c.fsm_err), valid["dma"].eq(c.dma_err), valid["db"].eq(c.db_err),
+                     fe_code.eq(c.fsm_err_code), fe_where.eq(c.fsm_err_where), fe_opz.eq(c.fsm_err_opz),
+                     fe_ib_base.eq(c.fsm_err_at_ib_base),
+                     de_code.eq(c.dma_err_code), de_off.eq(c.dma_err_off), de_level.eq(c.dma_err_level),
+                     de_addr.eq(c.dma.err_addr if c.cp.has_dma else 0),
+                     be_code.eq(c.db_code), be_rptr.eq(c.rptr)]
     with m.Else():
-        m.d.sync += [fe.valid.eq(0), de.valid.eq(0), be.valid.eq(0)]
+        m.d.sync += [v.eq(0) for v in valid.values()]
 
-    def take(cap):
-        m.d.sync += [c.err.eq(1), c.err_code.eq(cap.code), c.err_level.eq(cap.level),
-                     c.err_opcode.eq(cap.opcode), c.err_offset.eq(cap.off),
-                     c.err_addr.eq(Mux(cap.at_ib_base, value(c.p, pk.INDIRECT_BUFFER, "base", c.aw), cap.addr))]
+    # the parser's addresses: the packet's or the bad dword's (its buffer's base + 4 · offset),
+    # the polled or written one, an IB's base
+    base = Signal(c.aw, name="err_base")
+    lv = c.lvl
+    m.d.comb += base.eq(_or([Mux(lv[0], c.ring_base, 0)] +
+                            [Mux(lv[i], c.ib_base[i], 0) for i in range(1, len(lv))]))
+    off = Mux(fe_where == Where.DWORD, c.dw_off, c.hdr_off)
+    located = Signal(c.aw, name="err_located")
+    m.d.comb += located.eq(base + Cat(Const(0, 2), off))
+    fsm_addr = Signal(c.aw, name="err_fsm_addr")
+    with m.If(fe_ib_base):
+        m.d.comb += fsm_addr.eq(value(c.p, pk.INDIRECT_BUFFER, "base", c.aw))
+    with m.Elif(fe_where == Where.POLL):
+        m.d.comb += fsm_addr.eq(c.poll_addr)
+    with m.Elif(fe_where == Where.WRITE):
+        m.d.comb += fsm_addr.eq(c.blk_addr)
+    with m.Else():
+        m.d.comb += fsm_addr.eq(located)
 
-    with m.If(fe.valid):
-        take(fe)
-    with m.Elif(de.valid):
-        take(de)
-    with m.Elif(be.valid):
-        take(be)
-    return fe, de, be
+    with m.If(valid["fsm"]):
+        m.d.sync += [c.err.eq(1), c.err_code.eq(fe_code), c.err_level.eq(c.level),
+                     c.err_opcode.eq(Mux(fe_opz, 0, c.hdr_opcode)), c.err_offset.eq(c.hdr_off),
+                     c.err_addr.eq(fsm_addr)]
+    with m.Elif(valid["dma"]):
+        m.d.sync += [c.err.eq(1), c.err_code.eq(de_code), c.err_level.eq(de_level),
+                     c.err_opcode.eq(pk.DMA_DATA.opcode), c.err_offset.eq(de_off),
+                     c.err_addr.eq(de_addr)]
+    with m.Elif(valid["db"]):
+        m.d.sync += [c.err.eq(1), c.err_code.eq(be_code), c.err_level.eq(IbLevel.RING),
+                     c.err_opcode.eq(0), c.err_offset.eq(be_rptr & c.ring_mask),
+                     c.err_addr.eq(c.db_value)]
+    return list(valid.values())
+
+
+def _or(values):
+    out = values[0]
+    for v in values[1:]:
+        out = out | v
+    return out

@@ -22,8 +22,7 @@ def prepare(c, p):
         m.d.sync += [c.ib_base[level + 1].eq(value(p, IB, "base", c.aw)),
                      c.ib_size[level + 1].eq(field(p, IB, "IB_SIZE")),
                      c.ib_pos[level + 1].eq(0), c.ib_empty[level + 1].eq(0),
-                     c.saved_hdr[level].eq(c.hdr), c.saved_off[level].eq(c.hdr_off),
-                     c.saved_addr[level].eq(c.hdr_addr)]
+                     c.saved_opcode[level].eq(c.hdr_opcode), c.saved_off[level].eq(c.hdr_off)]
 
 
 def start(c, p):

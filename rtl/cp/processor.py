@@ -33,6 +33,7 @@ from contextlib import contextmanager
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
@@ -161,14 +162,14 @@ class CommandProcessor(wiring.Component):
         ib_size = Array(Signal(20, name=f"ib_size{i}") for i in range(1 + self.ib_levels))
         ib_pos = Array(Signal(20, name=f"ib_pos{i}") for i in range(1 + self.ib_levels))
 
-        hdr = Signal(32)
+        # the packet being parsed, for CP_ERROR: its header's opcode and its offset in its
+        # buffer (its address is worked out from the offset when an error is latched)
+        hdr_opcode = Signal(8)
         hdr_off = Signal(32)
-        hdr_addr = Signal(aw)
         # the INDIRECT_BUFFER packet of each parent level: an error after an IB returns
         # (its rptr write-back) belongs to that packet
-        saved_hdr = Array(Signal(32, name=f"saved_hdr{i}") for i in range(self.ib_levels))
+        saved_opcode = Array(Signal(8, name=f"saved_opcode{i}") for i in range(self.ib_levels))
         saved_off = Array(Signal(32, name=f"saved_off{i}") for i in range(self.ib_levels))
-        saved_addr = Array(Signal(aw, name=f"saved_addr{i}") for i in range(self.ib_levels))
         oob = Signal()  # the packet's address has bits above the bus's 48: it answers DECERR
         kind = Signal(range(len(pk.PACKETS)))
         p = [Signal(32, name=f"p{i}") for i in range(MAX_FIXED)]
@@ -190,7 +191,20 @@ class CommandProcessor(wiring.Component):
         err_offset = Signal(32)
 
         # block to write
-        blk = Array(Signal(32, name=f"blk{i}") for i in range(BLOCK_DWORDS))
+        # WRITE_DATA's block buffer: a small memory per dword lane of a beat (LUTRAM on an FPGA),
+        # written a dword at a time as they arrive, read a beat at a time by the writer
+        blk_banks = []
+        dpb_ = self.data_width // 32
+        for i in range(min(dpb_, BLOCK_DWORDS)):
+            bank = Memory(shape=32, depth=max(2, BLOCK_DWORDS // dpb_), init=[])
+            m.submodules[f"blk{i}"] = bank
+            blk_banks.append((bank.write_port(), bank.read_port(domain="comb")))
+        blk_we = Signal()  # write the block's dword blk_pos
+        blk_pos = Signal(3)
+        blk_wdata = Signal(32)
+        for i, (w, _) in enumerate(blk_banks):
+            m.d.comb += [w.addr.eq(blk_pos // len(blk_banks)), w.data.eq(blk_wdata),
+                         w.en.eq(blk_we & (blk_pos % len(blk_banks) == i))]
         blk_mask = Signal(BLOCK_DWORDS)
         blk_addr = Signal(aw)  # byte address of the first dword being written (for errors)
         wd_addr = Signal(aw)
@@ -228,18 +242,10 @@ class CommandProcessor(wiring.Component):
             cur_tag.eq(_one_hot_mux(lvl, [f.dw_tag.as_value() for f in fetchers])),
             cur_short.eq(_one_hot_mux(lvl, [f.dw_tag.need > avail[i] for i, f in enumerate(fetchers)])),
         ]
-        cur_off = Signal(32)
-        cur_addr = Signal(aw)
-        with m.If(level == 0):
-            m.d.comb += [
-                cur_off.eq(ring_pos & ring_mask),
-                cur_addr.eq(ring_base + Cat(Const(0, 2), ring_pos & ring_mask)),
-            ]
-        with m.Else():
-            m.d.comb += [
-                cur_off.eq(ib_pos[level]),
-                cur_addr.eq(ib_base[level] + Cat(Const(0, 2), ib_pos[level])),
-            ]
+        cur_off = Signal(32)  # the current dword's offset in its buffer
+        m.d.comb += cur_off.eq(_one_hot_mux(lvl, [ring_pos & ring_mask] + [ib_pos[i] for i in range(1, 1 + self.ib_levels)]))
+        dw_off = Signal(32)  # ... a cycle ago (a bad dword's offset, for its address)
+        m.d.sync += dw_off.eq(cur_off)
         with m.If(pops[0]):
             m.d.sync += ring_pos.eq(ring_pos + 1)
         for i in range(1, 1 + self.ib_levels):
@@ -265,17 +271,16 @@ class CommandProcessor(wiring.Component):
         # ---------------------------------------------------------------- error raising
         fsm_err = Signal()
         fsm_err_code = Signal(8)
-        fsm_err_addr = Signal(aw)
-        fsm_err_off = Signal(32)
-        fsm_err_opcode = Signal(8)
+        fsm_err_where = Signal(errors.Where)
+        fsm_err_opz = Signal()  # the error's opcode is 0 (a header that is not type 3, or unread)
         fsm_err_at_ib_base = Signal()
 
         def fail(code, at_ib_base=False):
-            """Raise a packet or bus error from the FSM. Where it happened (address, offset,
-            opcode) follows from the state ("where an error happened", below), so no path runs
-            from the checks through a multiplexer of addresses; `at_ib_base`: the address is
-            the IB packet's base (an IB beyond the bus), which the payload registers still
-            hold when CP_ERROR is latched."""
+            """Raise a packet or bus error from the FSM. Where it happened (which address,
+            the opcode) follows from the state ("where an error happened", below) and is
+            captured as a few bits (errors.py); `at_ib_base`: the address is the IB packet's
+            base (an IB beyond the bus), which the payload registers still hold when CP_ERROR
+            is latched."""
             m.d.comb += [fsm_err.eq(1), fsm_err_code.eq(code)]
             if at_ib_base:
                 m.d.comb += fsm_err_at_ib_base.eq(1)
@@ -328,7 +333,9 @@ class CommandProcessor(wiring.Component):
         DW = self.data_width
         nbeats = BLOCK_DWORDS * 32 // DW
         beat = writer.beat
-        blk_beat = Cat(*blk).word_select(beat, DW) if nbeats > 1 else Cat(*blk)
+        for _, r in blk_banks:
+            m.d.comb += r.addr.eq(beat if nbeats > 1 else 0)
+        blk_beat = Cat(*(r.data for _, r in blk_banks))
         ih_entry = ih.entry(ih_src, ih_ts, ih_data)
         ih_beat = ih_entry.word_select(beat, DW) if nbeats > 1 else ih_entry
         # two dwords start 8-aligned: the first in an even slot, the second in the odd one after
@@ -555,7 +562,7 @@ class CommandProcessor(wiring.Component):
                 # the header's registers follow the dword on offer (the popped one stays);
                 # returning from an IB (below) restores its packet's instead
                 new_fixed = Array(Const(pkt.fixed, range(MAX_FIXED + 1)) for pkt in pk.PACKETS)[cur_tag.kind]
-                m.d.sync += [hdr.eq(cur_fetch_data), hdr_off.eq(cur_off), hdr_addr.eq(cur_addr),
+                m.d.sync += [hdr_opcode.eq(opcode), hdr_off.eq(cur_off),
                              kind.eq(cur_tag.kind), pidx.eq(0), rem.eq(count + 1),
                              fixed.eq(new_fixed), last_fixed.eq(new_fixed == 1), rem_is1.eq(cur_tag.count0),
                              bad_count.eq(~cur_tag.count_ok | cur_short)]
@@ -565,8 +572,7 @@ class CommandProcessor(wiring.Component):
                 with m.Elif(ib_done):
                     # back to the level that issued the IB; a ring packet finishes with it
                     set_level(level - 1)
-                    m.d.sync += [hdr.eq(saved_hdr[level - 1]),
-                                 hdr_off.eq(saved_off[level - 1]), hdr_addr.eq(saved_addr[level - 1])]
+                    m.d.sync += [hdr_opcode.eq(saved_opcode[level - 1]), hdr_off.eq(saved_off[level - 1])]
                     with m.If(level == 1):
                         m.next = "RING_DONE"
                 with m.Elif(csr.control_halt):
@@ -661,7 +667,7 @@ class CommandProcessor(wiring.Component):
                         ring_pos.eq(0), rptr.eq(0), limit.eq(ring_size), wptr.eq(0), ih_wptr.eq(0),
                         blk_mask.eq(0), dma_failed.eq(0),
                     ]
-                    m.d.sync += [cap.valid.eq(0) for cap in captures]
+                    m.d.sync += [v.eq(0) for v in captures]
                     set_level(0)
                     m.next = "RUN"
 
@@ -685,25 +691,24 @@ class CommandProcessor(wiring.Component):
         m.d.comb += pop.eq(pops.any())
 
         # ---------------------------------------------------------------- where an error happened
-        # In the header cycle: the header's address and offset, its opcode if it is a type-3
-        # header (errors.py captures these with CP_ERROR's code). A bad fetch response in the
-        # payload: the dword's address; any other error in the payload (BAD_COUNT too): the
-        # packet's; a poll: the polled address; a write: the written one.
+        # In the header cycle: the header (whose offset and opcode the header registers take
+        # in RUN), with opcode 0 unless it is a readable type-3 header. A bad fetch response in
+        # the payload: the dword (dw_off has its offset next cycle); any other error in the
+        # payload (BAD_COUNT too): the packet; a poll: the polled address; a write: the written
+        # one; an IB beyond the bus: its base (errors.py works the address out).
         resp_err = cur_fetch_resp != RESP_OKAY
+        W = errors.Where
         with m.If(fsm.ongoing("RUN")):
-            m.d.comb += [fsm_err_addr.eq(cur_addr), fsm_err_off.eq(cur_off),
-                         fsm_err_opcode.eq(Mux(resp_err | (cur_fetch_data[_TYPE.bits] != pk.PACKET_TYPE3),
-                                               0, opcode))]
+            m.d.comb += [fsm_err_where.eq(W.PACKET),
+                         fsm_err_opz.eq(resp_err | (cur_fetch_data[_TYPE.bits] != pk.PACKET_TYPE3))]
+        with m.Elif((fsm.ongoing("PAYLOAD") & ~bad_count | fsm.ongoing("WD_COLLECT")) & resp_err):
+            m.d.comb += fsm_err_where.eq(W.DWORD)
+        with m.Elif(fsm.ongoing("PAYLOAD")):
+            m.d.comb += fsm_err_where.eq(W.PACKET)
+        with m.Elif(fsm.ongoing("WRM_READ") | fsm.ongoing("WRM_RESP")):
+            m.d.comb += fsm_err_where.eq(W.POLL)
         with m.Else():
-            m.d.comb += [fsm_err_off.eq(hdr_off), fsm_err_opcode.eq(hdr[_OPCODE.bits])]
-            with m.If((fsm.ongoing("PAYLOAD") & ~bad_count | fsm.ongoing("WD_COLLECT")) & resp_err):
-                m.d.comb += fsm_err_addr.eq(cur_addr)
-            with m.Elif(fsm.ongoing("PAYLOAD")):
-                m.d.comb += fsm_err_addr.eq(hdr_addr)
-            with m.Elif(fsm.ongoing("WRM_READ") | fsm.ongoing("WRM_RESP")):
-                m.d.comb += fsm_err_addr.eq(poll_addr)
-            with m.Else():
-                m.d.comb += fsm_err_addr.eq(blk_addr)
+            m.d.comb += fsm_err_where.eq(W.WRITE)
 
         # ---------------------------------------------------------------- status, counters, interrupts
         c.update(locals())

@@ -30,7 +30,7 @@ def start(c, p):
 
 def states(c):
     m, state, writer = c.m, c.state, c.writer
-    blk, blk_mask, blk_addr, wd_addr, rem = c.blk, c.blk_mask, c.blk_addr, c.wd_addr, c.rem
+    blk_mask, blk_addr, wd_addr, rem = c.blk_mask, c.blk_addr, c.wd_addr, c.rem
     with state("WD_COLLECT"):
         pos = wd_addr[2:5]
         no_incr = field(c.p, WD, "ADDR_INCR") == WD.field("ADDR_INCR").values["NO_INCREMENT"]
@@ -41,7 +41,8 @@ def states(c):
             with m.If(c.cur_fetch_resp != RESP_OKAY):
                 c.fail(c.bus_code(c.cur_fetch_resp))  # at the dword
             with m.Else():
-                m.d.sync += [blk[pos].eq(c.cur_fetch_data), blk_mask.eq(blk_mask | (1 << pos)),
+                m.d.comb += [c.blk_we.eq(1), c.blk_pos.eq(pos), c.blk_wdata.eq(c.cur_fetch_data)]
+                m.d.sync += [blk_mask.eq(blk_mask | (1 << pos)),
                              wd_addr.eq(Mux(no_incr, wd_addr, wd_addr + 4)), rem.eq(rem - 1)]
                 with m.If(blk_mask == 0):
                     m.d.sync += blk_addr.eq(wd_addr)
