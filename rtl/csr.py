@@ -10,7 +10,7 @@ swmod fields add a `<port>_swmod` pulse in the cycle the new value appears.
 
 from enum import IntEnum
 
-from amaranth.hdl import C, Cat, Module, Mux, Signal
+from amaranth.hdl import Array, C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -505,99 +505,139 @@ class CSRBlock(wiring.Component):
                 m.d.comb += bridge.wr_hit.eq(1)
             with m.Default():
                 m.d.comb += bridge.wr_hit.eq(0)
-        with m.Switch(bridge.rd_addr[2:]):
-            with m.Case(0x0):
-                m.d.comb += [bridge.rd_data.eq(C(0x47505543, 32)), bridge.rd_hit.eq(1)]
-            with m.Case(0x1):
-                m.d.comb += [bridge.rd_data.eq(Cat(C(0x0, 16), C(0x1, 8), C(0x0, 8))), bridge.rd_hit.eq(1)]
-            with m.Case(0x2):
-                m.d.comb += [bridge.rd_data.eq(Cat(self.caps_bus_bytes_log2, self.caps_addr_bits, self.caps_ib_levels, self.caps_dma, self.caps_ih, self.caps_dma_max_log2, C(0, 9))), bridge.rd_hit.eq(1)]
-            with m.Case(0x3):
-                m.d.comb += [bridge.rd_data.eq(scratch), bridge.rd_hit.eq(1)]
-            with m.Case(0x4):
-                m.d.comb += [bridge.rd_data.eq(Cat(control_halt, C(0, 31))), bridge.rd_hit.eq(1)]
-            with m.Case(0x5):
-                m.d.comb += [bridge.rd_data.eq(Cat(self.status_idle, self.status_halted, self.status_error, self.status_rb_empty, self.status_dma_busy, self.status_waiting, C(0, 2), self.status_level, C(0, 22))), bridge.rd_hit.eq(1)]
-            with m.Case(0x8):
-                m.d.comb += [bridge.rd_data.eq(Cat(self.int_status_ih_pending, int_status_eop, int_status_cp_error, int_status_ih_overflow, C(0, 28))), bridge.rd_hit.eq(1)]
-            with m.Case(0x9):
-                m.d.comb += [bridge.rd_data.eq(Cat(int_enable_ih_pending, int_enable_eop, int_enable_cp_error, int_enable_ih_overflow, C(0, 28))), bridge.rd_hit.eq(1)]
-            with m.Case(0xa):
-                m.d.comb += [bridge.rd_data.eq(0), bridge.rd_hit.eq(1)]
-            with m.Case(0x10):
-                m.d.comb += [bridge.rd_data.eq(ih_base_lo), bridge.rd_hit.eq(1)]
-            with m.Case(0x11):
-                m.d.comb += [bridge.rd_data.eq(Cat(ih_base_hi, C(0, 24))), bridge.rd_hit.eq(1)]
-            with m.Case(0x12):
-                m.d.comb += [bridge.rd_data.eq(Cat(ih_size, C(0, 27))), bridge.rd_hit.eq(1)]
-            with m.Case(0x13):
-                m.d.comb += [bridge.rd_data.eq(self.ih_wptr), bridge.rd_hit.eq(1)]
-            with m.Case(0x14):
-                m.d.comb += [bridge.rd_data.eq(ih_rptr), bridge.rd_hit.eq(1)]
-            with m.Case(0x15):
-                m.d.comb += [bridge.rd_data.eq(ih_wptr_addr_lo), bridge.rd_hit.eq(1)]
-            with m.Case(0x16):
-                m.d.comb += [bridge.rd_data.eq(Cat(ih_wptr_addr_hi, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0x17):
-                m.d.comb += [bridge.rd_data.eq(Cat(ih_cntl_enable, ih_cntl_wptr_wb, C(0, 30))), bridge.rd_hit.eq(1)]
-            with m.Case(0x20):
-                m.d.comb += [bridge.rd_data.eq(rb_base_lo), bridge.rd_hit.eq(1)]
-            with m.Case(0x21):
-                m.d.comb += [bridge.rd_data.eq(Cat(rb_base_hi, C(0, 24))), bridge.rd_hit.eq(1)]
-            with m.Case(0x22):
-                m.d.comb += [bridge.rd_data.eq(Cat(rb_size, C(0, 27))), bridge.rd_hit.eq(1)]
-            with m.Case(0x23):
-                m.d.comb += [bridge.rd_data.eq(self.rb_rptr), bridge.rd_hit.eq(1)]
-            with m.Case(0x24):
-                m.d.comb += [bridge.rd_data.eq(rb_rptr_addr_lo), bridge.rd_hit.eq(1)]
-            with m.Case(0x25):
-                m.d.comb += [bridge.rd_data.eq(Cat(rb_rptr_addr_hi, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0x26):
-                m.d.comb += [bridge.rd_data.eq(0), bridge.rd_hit.eq(1)]
-            with m.Case(0x27):
-                m.d.comb += [bridge.rd_data.eq(self.rb_wptr), bridge.rd_hit.eq(1)]
-            with m.Case(0x28):
-                m.d.comb += [bridge.rd_data.eq(Cat(rb_cntl_enable, rb_cntl_rptr_wb, C(0, 30))), bridge.rd_hit.eq(1)]
-            with m.Case(0x30):
-                m.d.comb += [bridge.rd_data.eq(Cat(self.cp_error_code, self.cp_error_level, C(0, 6), self.cp_error_opcode, C(0, 8))), bridge.rd_hit.eq(1)]
-            with m.Case(0x31):
-                m.d.comb += [bridge.rd_data.eq(self.cp_error_addr_lo), bridge.rd_hit.eq(1)]
-            with m.Case(0x32):
-                m.d.comb += [bridge.rd_data.eq(Cat(self.cp_error_addr_hi, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0x33):
-                m.d.comb += [bridge.rd_data.eq(self.cp_error_offset), bridge.rd_hit.eq(1)]
-            with m.Case(0x38):
-                m.d.comb += [bridge.rd_data.eq(self.timestamp_lo), bridge.rd_hit.eq(1)]
-            with m.Case(0x39):
-                m.d.comb += [bridge.rd_data.eq(Cat(self.timestamp_hi, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0x40):
-                m.d.comb += [bridge.rd_data.eq(self.perf_busy_cycles), bridge.rd_hit.eq(1)]
-            with m.Case(0x41):
-                m.d.comb += [bridge.rd_data.eq(self.perf_stall_cycles), bridge.rd_hit.eq(1)]
-            with m.Case(0x42):
-                m.d.comb += [bridge.rd_data.eq(self.perf_dwords_fetched), bridge.rd_hit.eq(1)]
-            with m.Case(0x43):
-                m.d.comb += [bridge.rd_data.eq(self.perf_dma_bytes_read), bridge.rd_hit.eq(1)]
-            with m.Case(0x44):
-                m.d.comb += [bridge.rd_data.eq(self.perf_dma_bytes_written), bridge.rd_hit.eq(1)]
-            with m.Case(0x45):
-                m.d.comb += [bridge.rd_data.eq(self.perf_dma_busy_cycles), bridge.rd_hit.eq(1)]
-            with m.Case(0x48):
-                m.d.comb += [bridge.rd_data.eq(self.perf_packets_0), bridge.rd_hit.eq(1)]
-            with m.Case(0x49):
-                m.d.comb += [bridge.rd_data.eq(self.perf_packets_1), bridge.rd_hit.eq(1)]
-            with m.Case(0x4a):
-                m.d.comb += [bridge.rd_data.eq(self.perf_packets_2), bridge.rd_hit.eq(1)]
-            with m.Case(0x4b):
-                m.d.comb += [bridge.rd_data.eq(self.perf_packets_3), bridge.rd_hit.eq(1)]
-            with m.Case(0x4c):
-                m.d.comb += [bridge.rd_data.eq(self.perf_packets_4), bridge.rd_hit.eq(1)]
-            with m.Case(0x4d):
-                m.d.comb += [bridge.rd_data.eq(self.perf_packets_5), bridge.rd_hit.eq(1)]
-            with m.Case(0x4e):
-                m.d.comb += [bridge.rd_data.eq(self.perf_packets_6), bridge.rd_hit.eq(1)]
-            with m.Case(0x4f):
-                m.d.comb += [bridge.rd_data.eq(self.perf_packets_7), bridge.rd_hit.eq(1)]
-            with m.Default():
-                m.d.comb += [bridge.rd_data.eq(0), bridge.rd_hit.eq(0)]
+        rd_index = bridge.rd_addr[2:9]
+        rd_inside = bridge.rd_addr[9:] == 0
+        rd_table = Array([
+            C(0x47505543, 32),  # 0x000
+            Cat(C(0x0, 16), C(0x1, 8), C(0x0, 8)),  # 0x004
+            Cat(self.caps_bus_bytes_log2, self.caps_addr_bits, self.caps_ib_levels, self.caps_dma, self.caps_ih, self.caps_dma_max_log2, C(0, 9)),  # 0x008
+            scratch,  # 0x00c
+            Cat(control_halt, C(0, 31)),  # 0x010
+            Cat(self.status_idle, self.status_halted, self.status_error, self.status_rb_empty, self.status_dma_busy, self.status_waiting, C(0, 2), self.status_level, C(0, 22)),  # 0x014
+            C(0, 32),  # 0x018
+            C(0, 32),  # 0x01c
+            Cat(self.int_status_ih_pending, int_status_eop, int_status_cp_error, int_status_ih_overflow, C(0, 28)),  # 0x020
+            Cat(int_enable_ih_pending, int_enable_eop, int_enable_cp_error, int_enable_ih_overflow, C(0, 28)),  # 0x024
+            0,  # 0x028
+            C(0, 32),  # 0x02c
+            C(0, 32),  # 0x030
+            C(0, 32),  # 0x034
+            C(0, 32),  # 0x038
+            C(0, 32),  # 0x03c
+            ih_base_lo,  # 0x040
+            Cat(ih_base_hi, C(0, 24)),  # 0x044
+            Cat(ih_size, C(0, 27)),  # 0x048
+            self.ih_wptr,  # 0x04c
+            ih_rptr,  # 0x050
+            ih_wptr_addr_lo,  # 0x054
+            Cat(ih_wptr_addr_hi, C(0, 16)),  # 0x058
+            Cat(ih_cntl_enable, ih_cntl_wptr_wb, C(0, 30)),  # 0x05c
+            C(0, 32),  # 0x060
+            C(0, 32),  # 0x064
+            C(0, 32),  # 0x068
+            C(0, 32),  # 0x06c
+            C(0, 32),  # 0x070
+            C(0, 32),  # 0x074
+            C(0, 32),  # 0x078
+            C(0, 32),  # 0x07c
+            rb_base_lo,  # 0x080
+            Cat(rb_base_hi, C(0, 24)),  # 0x084
+            Cat(rb_size, C(0, 27)),  # 0x088
+            self.rb_rptr,  # 0x08c
+            rb_rptr_addr_lo,  # 0x090
+            Cat(rb_rptr_addr_hi, C(0, 16)),  # 0x094
+            0,  # 0x098
+            self.rb_wptr,  # 0x09c
+            Cat(rb_cntl_enable, rb_cntl_rptr_wb, C(0, 30)),  # 0x0a0
+            C(0, 32),  # 0x0a4
+            C(0, 32),  # 0x0a8
+            C(0, 32),  # 0x0ac
+            C(0, 32),  # 0x0b0
+            C(0, 32),  # 0x0b4
+            C(0, 32),  # 0x0b8
+            C(0, 32),  # 0x0bc
+            Cat(self.cp_error_code, self.cp_error_level, C(0, 6), self.cp_error_opcode, C(0, 8)),  # 0x0c0
+            self.cp_error_addr_lo,  # 0x0c4
+            Cat(self.cp_error_addr_hi, C(0, 16)),  # 0x0c8
+            self.cp_error_offset,  # 0x0cc
+            C(0, 32),  # 0x0d0
+            C(0, 32),  # 0x0d4
+            C(0, 32),  # 0x0d8
+            C(0, 32),  # 0x0dc
+            self.timestamp_lo,  # 0x0e0
+            Cat(self.timestamp_hi, C(0, 16)),  # 0x0e4
+            C(0, 32),  # 0x0e8
+            C(0, 32),  # 0x0ec
+            C(0, 32),  # 0x0f0
+            C(0, 32),  # 0x0f4
+            C(0, 32),  # 0x0f8
+            C(0, 32),  # 0x0fc
+            self.perf_busy_cycles,  # 0x100
+            self.perf_stall_cycles,  # 0x104
+            self.perf_dwords_fetched,  # 0x108
+            self.perf_dma_bytes_read,  # 0x10c
+            self.perf_dma_bytes_written,  # 0x110
+            self.perf_dma_busy_cycles,  # 0x114
+            C(0, 32),  # 0x118
+            C(0, 32),  # 0x11c
+            self.perf_packets_0,  # 0x120
+            self.perf_packets_1,  # 0x124
+            self.perf_packets_2,  # 0x128
+            self.perf_packets_3,  # 0x12c
+            self.perf_packets_4,  # 0x130
+            self.perf_packets_5,  # 0x134
+            self.perf_packets_6,  # 0x138
+            self.perf_packets_7,  # 0x13c
+            C(0, 32),  # 0x140
+            C(0, 32),  # 0x144
+            C(0, 32),  # 0x148
+            C(0, 32),  # 0x14c
+            C(0, 32),  # 0x150
+            C(0, 32),  # 0x154
+            C(0, 32),  # 0x158
+            C(0, 32),  # 0x15c
+            C(0, 32),  # 0x160
+            C(0, 32),  # 0x164
+            C(0, 32),  # 0x168
+            C(0, 32),  # 0x16c
+            C(0, 32),  # 0x170
+            C(0, 32),  # 0x174
+            C(0, 32),  # 0x178
+            C(0, 32),  # 0x17c
+            C(0, 32),  # 0x180
+            C(0, 32),  # 0x184
+            C(0, 32),  # 0x188
+            C(0, 32),  # 0x18c
+            C(0, 32),  # 0x190
+            C(0, 32),  # 0x194
+            C(0, 32),  # 0x198
+            C(0, 32),  # 0x19c
+            C(0, 32),  # 0x1a0
+            C(0, 32),  # 0x1a4
+            C(0, 32),  # 0x1a8
+            C(0, 32),  # 0x1ac
+            C(0, 32),  # 0x1b0
+            C(0, 32),  # 0x1b4
+            C(0, 32),  # 0x1b8
+            C(0, 32),  # 0x1bc
+            C(0, 32),  # 0x1c0
+            C(0, 32),  # 0x1c4
+            C(0, 32),  # 0x1c8
+            C(0, 32),  # 0x1cc
+            C(0, 32),  # 0x1d0
+            C(0, 32),  # 0x1d4
+            C(0, 32),  # 0x1d8
+            C(0, 32),  # 0x1dc
+            C(0, 32),  # 0x1e0
+            C(0, 32),  # 0x1e4
+            C(0, 32),  # 0x1e8
+            C(0, 32),  # 0x1ec
+            C(0, 32),  # 0x1f0
+            C(0, 32),  # 0x1f4
+            C(0, 32),  # 0x1f8
+            C(0, 32),  # 0x1fc
+        ])
+        rd_hits = C(0xff3f030f01ff00ff073f, 128)
+        m.d.comb += [bridge.rd_hit.eq(rd_inside & rd_hits.bit_select(rd_index, 1)),
+                     bridge.rd_data.eq(Mux(rd_inside, rd_table[rd_index], 0))]
         return m

@@ -257,12 +257,22 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
     emit("        m.d.comb += bridge.wr_hit.eq(1)")
     emit("    with m.Default():")
     emit("        m.d.comb += bridge.wr_hit.eq(0)")
-    emit("with m.Switch(bridge.rd_addr[2:]):")
-    for addr, value in reads:
-        emit(f"    with m.Case({addr >> 2:#x}):")
-        emit(f"        m.d.comb += [bridge.rd_data.eq({value}), bridge.rd_hit.eq(1)]")
-    emit("    with m.Default():")
-    emit("        m.d.comb += [bridge.rd_data.eq(0), bridge.rd_hit.eq(0)]")
+    # Reads: a table indexed by the address bits that name a register, so the read
+    # multiplexer is a balanced tree (Switch over the whole address makes a decoder and a
+    # wide OR, which is deeper and, mapped for speed, larger); holes read 0 and miss.
+    top = max(a for a, _ in reads) >> 2
+    sel_bits = max(1, top.bit_length())
+    table = {a >> 2: v for a, v in reads}
+    emit(f"rd_index = bridge.rd_addr[2:{2 + sel_bits}]")
+    emit(f"rd_inside = bridge.rd_addr[{2 + sel_bits}:] == 0")
+    emit("rd_table = Array([")
+    for i in range(1 << sel_bits):
+        emit(f"    {table[i] if i in table else 'C(0, 32)'},  # {4 * i:#05x}")
+    emit("])")
+    hits = sum(1 << i for i in table)
+    emit(f"rd_hits = C({hits:#x}, {1 << sel_bits})")
+    emit("m.d.comb += [bridge.rd_hit.eq(rd_inside & rd_hits.bit_select(rd_index, 1)),")
+    emit("             bridge.rd_data.eq(Mux(rd_inside, rd_table[rd_index], 0))]")
 
     src = [
         f'"""The CSR block: every register of spec/regs.rdl behind an AXI4-Lite slave.',
@@ -277,7 +287,7 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
         "",
         "from enum import IntEnum",
         "",
-        "from amaranth.hdl import C, Cat, Module, Mux, Signal",
+        "from amaranth.hdl import Array, C, Cat, Module, Mux, Signal",
         "from amaranth.lib import wiring",
         "from amaranth.lib.wiring import In, Out",
         "",
