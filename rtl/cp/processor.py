@@ -178,6 +178,7 @@ class CommandProcessor(wiring.Component):
         rem = Signal(15)  # payload dwords still to pop
         # a cycle ahead: rem == 1, pidx == the last fixed dword, and the packet's fixed dwords
         rem_is1 = Signal()
+        rem_is0 = Signal()  # (WRITE_DATA: its last data dword is in)
         last_fixed = Signal()
         fixed = Signal(range(MAX_FIXED + 1))
         bad_count = Signal()  # the header's COUNT is wrong for its packet or runs past the buffer

@@ -37,19 +37,24 @@ def states(c):
         with m.If(~c.cur_fetch_valid):
             m.d.comb += c.stall.eq(1)
         with m.Else():
-            # (the dword is taken: processor.py `pops`)
+            # (the dword is taken: processor.py `pops`.) It goes into the block whatever its
+            # response: a bad one stops the CP below, and then the block is never written. The
+            # block's address, mask and source are its own from here on.
+            m.d.comb += [c.blk_we.eq(1), c.blk_pos.eq(pos), c.blk_wdata.eq(c.cur_fetch_data)]
+            m.d.sync += [blk_mask.eq(blk_mask | (1 << pos)), c.wr_src.eq(WriteSource.BLOCK),
+                         wd_addr.eq(Mux(no_incr, wd_addr, wd_addr + 4)), rem.eq(rem - 1),
+                         c.rem_is1.eq(rem == 2), c.rem_is0.eq(c.rem_is1)]
+            with m.If(blk_mask == 0):
+                m.d.sync += blk_addr.eq(wd_addr)
             with m.If(c.cur_fetch_resp != RESP_OKAY):
                 c.fail(c.bus_code(c.cur_fetch_resp))  # at the dword
-            with m.Else():
-                m.d.comb += [c.blk_we.eq(1), c.blk_pos.eq(pos), c.blk_wdata.eq(c.cur_fetch_data)]
-                m.d.sync += [blk_mask.eq(blk_mask | (1 << pos)),
-                             wd_addr.eq(Mux(no_incr, wd_addr, wd_addr + 4)), rem.eq(rem - 1)]
-                with m.If(blk_mask == 0):
-                    m.d.sync += blk_addr.eq(wd_addr)
-                with m.If(((pos == BLOCK_DWORDS - 1) & ~no_incr) | (rem == 1)):
-                    # the block is complete with this dword (in the block buffer next cycle)
-                    c.write_block(Mux(blk_mask == 0, wd_addr, blk_addr), blk_mask | (1 << pos),
-                                  WriteSource.BLOCK, "WD_WRITE", "WD_WAIT", defer=c.oob)
+            with m.Elif(((pos == BLOCK_DWORDS - 1) & ~no_incr) | c.rem_is1):
+                # the block is complete with this dword (in the block buffer next cycle)
+                with m.If(c.oob):
+                    m.next = "WD_WRITE"  # (which answers DECERR)
+                with m.Else():
+                    m.d.sync += c.wr_req.eq(1)
+                    m.next = "WD_WAIT"
     with state("WD_WRITE"):
         c.request_write("WD_WAIT", check_oob=True)
     with state("WD_WAIT"):
@@ -58,7 +63,7 @@ def states(c):
             m.d.sync += blk_mask.eq(0)
             with m.If(writer.resp != RESP_OKAY):
                 c.fail(c.bus_code(writer.resp))  # at blk_addr
-            with m.Elif(rem == 0):
+            with m.Elif(c.rem_is0):
                 m.next = "DONE"
             with m.Else():
                 m.next = "WD_COLLECT"
