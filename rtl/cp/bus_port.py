@@ -1,7 +1,7 @@
 """The CP's read side of the memory bus: the ring/IB fetchers and WAIT_REG_MEM's poll
 share the AR channel through a register slice (the AXI payload stays stable until it is
-accepted; fixed priority: the poll, then the deepest IB first), and R beats are routed
-back by ID (one per read client)."""
+accepted; fixed priority: the poll, then the deepest IB first; a new request is taken once
+the slot is empty), and R beats are routed back by ID (one per read client)."""
 
 from amaranth.hdl import Cat, Const, Signal
 from amaranth.utils import ceil_log2
@@ -27,8 +27,11 @@ def reads(m, bus, fetchers, data_width, aw):
     clients = [(f.arvalid, f.araddr, f.arlen, i) for i, f in enumerate(fetchers)]
     clients = [(poll_req, Cat(Const(0, 2 + ceil_log2(dpb)), poll_addr[2 + ceil_log2(dpb):]),
                 Const(0, 8), ID_POLL)] + clients[::-1]  # fixed priority: poll, deepest IB first
+    # (the slot takes a request only when it is empty, not in the cycle the bus takes the one
+    # it holds: the clients' handshake then starts from registers alone, at the cost of a
+    # cycle between two reads offered back to back)
     slot_free = Signal()
-    m.d.comb += slot_free.eq(~ar_valid | bus.arready)
+    m.d.comb += slot_free.eq(~ar_valid)
     with m.If(bus.arready):
         m.d.sync += ar_valid.eq(0)
     for k, (valid, addr, length, cid) in enumerate(clients):

@@ -80,6 +80,7 @@ def states(c):
             with m.Elif(dma.cmd_ready):
                 m.d.comb += c.meta_push.eq(1)
                 with m.If(field(p, DD, "CP_SYNC")):
+                    m.d.sync += c.dma_sync_new.eq(1)
                     m.next = "DMA_SYNC"
                 with m.Else():
                     m.next = "DONE"
@@ -88,8 +89,10 @@ def states(c):
         else:
             m.next = "DONE"  # unreachable: the checks refuse DMA_DATA without an engine
     with state("DMA_SYNC"):
+        # (the engine's busy a cycle late: the transfer queued last cycle shows from now on)
         m.d.comb += c.stall.eq(1)
+        m.d.sync += c.dma_sync_new.eq(0)
         with m.If(c.err_pending_any):
             m.next = "ERR_DRAIN"
-        with m.Elif(~c.dma_busy):
+        with m.Elif(~c.dma_busy_r & ~c.dma_sync_new):
             m.next = "DONE"

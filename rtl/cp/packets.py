@@ -51,6 +51,22 @@ def beyond_bus(p, pkt, addr_width):
     return p[hi.dword][addr_width - 32:] != 0
 
 
+def checks_at(p, pkt, k, addr_width):
+    """The checks (unsupported, misaligned, IB beyond the bus) that can be made once payload
+    dword k is in, and not before: those whose latest dword is k. The parser ORs them up
+    dword by dword (rtl/cp/processor.py), so the cycle of the last fixed dword only combines
+    flags."""
+    unsup = unsupported(p, pkt, {k})
+    misal = Const(0)
+    for used, term in _misaligned_terms(pkt):
+        if max(used) == k:
+            misal = misal | term(p)
+    beyond = Const(0)
+    if pkt is pk.INDIRECT_BUFFER and pk.INDIRECT_BUFFER.field("IB_BASE_HI").dword == k:
+        beyond = ib_beyond_bus(p, addr_width)
+    return unsup, misal, beyond
+
+
 def ib_beyond_bus(p, addr_width):
     """IB_BASE_HI (32 bits, as gfx9 emits it) has bits above the bus's address width: the
     IB cannot be fetched (BUS_DECERR, checked after the IB's own checks)."""

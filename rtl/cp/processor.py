@@ -182,6 +182,11 @@ class CommandProcessor(wiring.Component):
         last_fixed = Signal()
         fixed = Signal(range(MAX_FIXED + 1))
         bad_count = Signal()  # the header's COUNT is wrong for its packet or runs past the buffer
+        # the checks of the payload's dwords so far (all but the last fixed one, whose checks
+        # come with its tag): UNSUPPORTED, misaligned, an IB beyond the bus
+        acc_unsup = Signal()
+        acc_misal = Signal()
+        acc_beyond = Signal()
 
         # error latch
         err = Signal()  # an error is latched (CP stops)
@@ -443,10 +448,13 @@ class CommandProcessor(wiring.Component):
         dma = self.dma
         dma_busy = Signal()
         dma_failed = Signal()  # a transfer answered an error: later ones are cancelled
-        # the engine's busy a cycle late, for the header cycle: a DMA_DATA queued a transfer at
-        # least two cycles before the next header is looked at (EXEC_DMA_DATA, DONE)
+        # the engine's busy a cycle late (a compare of its pointers: kept off the parser's
+        # paths). A DMA_DATA queued its transfer at least two cycles before the next header is
+        # looked at (EXEC_DMA_DATA, DONE) or an error drains (the parser goes through RUN
+        # first); DMA_SYNC waits a cycle before it looks (dma_sync_new).
         dma_busy_r = Signal()
         m.d.sync += dma_busy_r.eq(dma_busy)
+        dma_sync_new = Signal()
         meta_push = Signal()
         c = _Context(self, locals())
         dma_data.port(c)
@@ -503,11 +511,12 @@ class CommandProcessor(wiring.Component):
                     if pkt is pk.DMA_DATA and not self.has_dma:
                         fail(CpError.UNSUPPORTED)  # no DMA engine in this build
                         continue
-                    unsupported = (checks.unsupported(p, pkt, earlier) |
-                                   dtag.check(cur_tag, "unsupported", pkt))
+                    unsupported = acc_unsup | dtag.check(cur_tag, "unsupported", pkt)
                     if pkt is ib:
                         unsupported = unsupported | (lvl[0] & field(p_now, ib, "CHAIN"))
-                    misaligned = checks.misaligned(p, pkt, earlier) | dtag.check(cur_tag, "misaligned", pkt)
+                    misaligned = dtag.check(cur_tag, "misaligned", pkt)
+                    if any(not isinstance(checks.checks_at(p, pkt, k, aw)[1], Const) for k in earlier):
+                        misaligned = misaligned | acc_misal
                     with m.If(unsupported):
                         fail(CpError.UNSUPPORTED)
                     if not isinstance(misaligned, Const):  # DMA_DATA has no alignment rule
@@ -519,7 +528,7 @@ class CommandProcessor(wiring.Component):
                             fail(CpError.IB_SIZE_ZERO)
                         with m.Elif(~chain & lvl[self.ib_levels]):
                             fail(CpError.IB_NESTING)
-                        with m.Elif(checks.ib_beyond_bus(p, aw)):
+                        with m.Elif(acc_beyond):
                             fail(CpError.BUS_DECERR, at_ib_base=True)
                     if pkt is pk.DMA_DATA:
                         with m.Elif(dtag.check(cur_tag, "dma_too_big")):
@@ -535,6 +544,20 @@ class CommandProcessor(wiring.Component):
                             indirect_buffer.start(c, p_now)
                         else:
                             m.next = f"EXEC_{pkt.name}"
+
+        def accumulate_checks():
+            """OR the checks that the dword taken now completes into acc_* (a bad dword stops
+            the CP, so what this adds then does not matter)."""
+            found = {"unsup": Const(0), "misal": Const(0), "beyond": Const(0)}
+            for pkt in pk.PACKETS:
+                for k in range(pkt.fixed - 1):
+                    now = p[:k] + [cur_fetch_data]
+                    here = (kind == pkt.index) & (pidx == k)
+                    for name, v in zip(found, checks.checks_at(now, pkt, k, aw)):
+                        if not isinstance(v, Const):
+                            found[name] = found[name] | (here & v)
+            m.d.sync += [acc_unsup.eq(acc_unsup | found["unsup"]), acc_misal.eq(acc_misal | found["misal"]),
+                         acc_beyond.eq(acc_beyond | found["beyond"])]
 
         def payload_now(pkt):
             """The payload as it stands in the cycle its last fixed dword arrives: dwords
@@ -566,7 +589,8 @@ class CommandProcessor(wiring.Component):
                 m.d.sync += [hdr_opcode.eq(opcode), hdr_off.eq(cur_off),
                              kind.eq(cur_tag.kind), pidx.eq(0), rem.eq(count + 1),
                              fixed.eq(new_fixed), last_fixed.eq(new_fixed == 1), rem_is1.eq(cur_tag.count0),
-                             bad_count.eq(~cur_tag.count_ok | cur_short)]
+                             bad_count.eq(~cur_tag.count_ok | cur_short),
+                             acc_unsup.eq(0), acc_misal.eq(0), acc_beyond.eq(0)]
                 ib_done = Cat(*(lvl[i] & ib_empty[i] for i in range(1, 1 + self.ib_levels))).any()
                 with m.If(err_pending_any):
                     m.next = "ERR_DRAIN"
@@ -611,6 +635,7 @@ class CommandProcessor(wiring.Component):
                     # (the dword is taken: `pops`, below)
                     m.d.sync += [rem.eq(rem - 1), pidx.eq(pidx + 1), p_arr[pidx].eq(cur_fetch_data),
                                  rem_is1.eq(rem == 2), last_fixed.eq(pidx + 2 == fixed)]
+                    accumulate_checks()
                     with m.If(cur_fetch_resp != RESP_OKAY):
                         fail(bus_code(cur_fetch_resp))  # at the dword
                     with m.Elif(kind == pk.NOP.index):
@@ -650,7 +675,7 @@ class CommandProcessor(wiring.Component):
                 m.d.comb += flush_all.eq(1)
                 # transfers already queued finish (or are cancelled by the DMA's own error);
                 # CP_ERROR is latched the cycle after its capture (errors.py)
-                with m.If(err & ~writer.busy & ~poll_pending & ~dma_busy):
+                with m.If(err & ~writer.busy & ~poll_pending & ~dma_busy_r):
                     m.d.comb += cperr_set.eq(1)
                     ih.start(c, ih_spec.Source.CP_ERROR, [
                         pack_fields(REG_FIELDS["CP_ERROR"], CODE=err_code, LEVEL=err_level, OPCODE=err_opcode),
@@ -661,7 +686,7 @@ class CommandProcessor(wiring.Component):
             # ---- soft reset: let the bus go quiet, then clear everything
             with state("RESET"):
                 m.d.comb += flush_all.eq(1)  # (the DMA engine was aborted by the reset pulse)
-                with m.If(~writer.busy & ~poll_pending & ~dma_busy & ~csr.control_soft_reset):
+                with m.If(~writer.busy & ~poll_pending & ~dma_busy_r & ~csr.control_soft_reset):
                     m.d.sync += [
                         resetting.eq(0), err.eq(0), err_pending.eq(0), err_code.eq(0), err_level.eq(0),
                         err_opcode.eq(0), err_addr.eq(0), err_offset.eq(0),
