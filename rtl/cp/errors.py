@@ -74,10 +74,10 @@ def latch(c):
 
     # the parser's addresses: the packet's or the bad dword's (its buffer's base + 4 · offset),
     # the polled or written one, an IB's base
+    # (the level as it was when the error happened: a failed check's first step may have
+    # moved it since)
     base = Signal(c.aw, name="err_base")
-    lv = c.lvl
-    m.d.comb += base.eq(_or([Mux(lv[0], c.ring_base, 0)] +
-                            [Mux(lv[i], c.ib_base[i], 0) for i in range(1, len(lv))]))
+    m.d.comb += base.eq(Mux(c.level_d == 0, c.ring_base, c.ib_base[c.level_d]))
     off = Mux(fe_where == Where.DWORD, c.dw_off, c.hdr_off)
     located = Signal(c.aw, name="err_located")
     m.d.comb += located.eq(base + Cat(Const(0, 2), off))
@@ -92,7 +92,7 @@ def latch(c):
         m.d.comb += fsm_addr.eq(located)
 
     with m.If(valid["fsm"]):
-        m.d.sync += [c.err.eq(1), c.err_code.eq(fe_code), c.err_level.eq(c.level),
+        m.d.sync += [c.err.eq(1), c.err_code.eq(fe_code), c.err_level.eq(c.level_d),
                      c.err_opcode.eq(Mux(fe_opz, 0, c.hdr_opcode)), c.err_offset.eq(c.hdr_off),
                      c.err_addr.eq(fsm_addr)]
     with m.Elif(valid["dma"]):
@@ -105,9 +105,3 @@ def latch(c):
                      c.err_addr.eq(c.db_value)]
     return list(valid.values())
 
-
-def _or(values):
-    out = values[0]
-    for v in values[1:]:
-        out = out | v
-    return out

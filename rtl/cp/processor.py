@@ -281,6 +281,21 @@ class CommandProcessor(wiring.Component):
         fsm_err_opz = Signal()  # the error's opcode is 0 (a header that is not type 3, or unread)
         fsm_err_at_ib_base = Signal()
 
+        # a packet's first step starts in the cycle its checks run (check_and_start): a check
+        # that fails stops the CP in the next cycle (`failed`), before anything the step
+        # started reaches the bus, and that cycle's state does nothing (state(), below)
+        failed = Signal()
+        m.d.sync += failed.eq(fsm_err)
+        level_d = Signal(2)  # the level a cycle ago: where a failed check happened
+        m.d.sync += level_d.eq(level)
+
+        def flag(code, at_ib_base=False):
+            """A failing check beside a speculative first step: CP_ERROR as fail() would
+            latch it, and the state machine stops next cycle."""
+            m.d.comb += [fsm_err.eq(1), fsm_err_code.eq(code)]
+            if at_ib_base:
+                m.d.comb += fsm_err_at_ib_base.eq(1)
+
         def fail(code, at_ib_base=False):
             """Raise a packet or bus error from the FSM. Where it happened (which address,
             the opcode) follows from the state ("where an error happened", below) and is
@@ -347,7 +362,7 @@ class CommandProcessor(wiring.Component):
         # two dwords start 8-aligned: the first in an even slot, the second in the odd one after
         val_beat = Mux(beat[0], wval[1], wval[0]) if dpb == 1 else Cat(*wval).replicate(dpb // 2)
         m.d.comb += [
-            writer.req_valid.eq(wr_req),
+            writer.req_valid.eq(wr_req & ~failed),  # (a speculative write request is undone)
             writer.req_block.eq(blk_addr[5:]),
             writer.req_mask.eq(blk_mask),
             writer.beat_data.eq(Mux(wr_src == WriteSource.IH, ih_beat,
@@ -464,10 +479,21 @@ class CommandProcessor(wiring.Component):
 
         @contextmanager
         def state(name):
-            """An FSM state that SOFT_RESET preempts: RESET waits for the bus to go quiet."""
+            """An FSM state that SOFT_RESET preempts (RESET waits for the bus to go quiet), and
+            that does nothing in the cycle after a failed check but stop: the speculative first
+            step is undone (no write request, fetchers flushed, the level it left) and the
+            CP drains."""
             with m.State(name):
-                yield
-                if name != "RESET":
+                if name == "RESET":
+                    yield
+                else:
+                    with m.If(~failed):
+                        yield
+                    with m.Else():
+                        m.d.comb += flush_all.eq(1)
+                        m.d.sync += wr_req.eq(0)
+                        set_level(level_d)
+                        m.next = "ERR_DRAIN"
                     with m.If(stopped):
                         m.next = "RESET"
 
@@ -498,10 +524,11 @@ class CommandProcessor(wiring.Component):
 
         def check_and_start():
             """The packet's field checks (spec/packets.py) in the cycle its last fixed payload
-            dword arrives, then its first step: the checks read that dword straight from the
-            fetcher, so no CHECK cycle is spent. A fence goes straight to its write, a
+            dword arrives, beside its first step, which starts whatever they say (a failing
+            check stops it next cycle: `failed`): a fence goes straight to its write, a
             WRITE_DATA to its data and a non-CHAIN IB starts its fetcher now; the other
-            packets have an EXEC state."""
+            packets have an EXEC state. The checks read flags gathered dword by dword
+            (accumulate_checks) and the last dword's tag, so no CHECK cycle is spent."""
             for pkt in pk.PACKETS:
                 if pkt is pk.NOP:
                     continue
@@ -517,33 +544,36 @@ class CommandProcessor(wiring.Component):
                     misaligned = dtag.check(cur_tag, "misaligned", pkt)
                     if any(not isinstance(checks.checks_at(p, pkt, k, aw)[1], Const) for k in earlier):
                         misaligned = misaligned | acc_misal
-                    with m.If(unsupported):
-                        fail(CpError.UNSUPPORTED)
+                    # (a bad response of the dword itself: PAYLOAD raised it already)
+                    with m.If(cur_fetch_resp != RESP_OKAY):
+                        pass
+                    with m.Elif(unsupported):
+                        flag(CpError.UNSUPPORTED)
                     if not isinstance(misaligned, Const):  # DMA_DATA has no alignment rule
                         with m.Elif(misaligned):
-                            fail(CpError.IB_MISALIGNED if pkt is ib else CpError.FENCE_MISALIGNED)
+                            flag(CpError.IB_MISALIGNED if pkt is ib else CpError.FENCE_MISALIGNED)
                     if pkt is ib:
                         chain = field(p_now, ib, "CHAIN")
                         with m.Elif(dtag.check(cur_tag, "ib_size_zero")):
-                            fail(CpError.IB_SIZE_ZERO)
+                            flag(CpError.IB_SIZE_ZERO)
                         with m.Elif(~chain & lvl[self.ib_levels]):
-                            fail(CpError.IB_NESTING)
+                            flag(CpError.IB_NESTING)
                         with m.Elif(acc_beyond):
-                            fail(CpError.BUS_DECERR, at_ib_base=True)
+                            flag(CpError.BUS_DECERR, at_ib_base=True)
                     if pkt is pk.DMA_DATA:
                         with m.Elif(dtag.check(cur_tag, "dma_too_big")):
-                            fail(CpError.DMA_BYTE_COUNT)
-                    with m.Else():
-                        if pkt is not pk.DMA_DATA:  # a transfer counts when it is answered
-                            m.d.comb += perf_count_kind.eq(1)
-                        if pkt is wd:
-                            write_data.start(c, p_now)
-                        elif pkt is rm:
-                            release_mem.start(c, p_now)  # straight to the fence write
-                        elif pkt is ib:
-                            indirect_buffer.start(c, p_now)
-                        else:
-                            m.next = f"EXEC_{pkt.name}"
+                            flag(CpError.DMA_BYTE_COUNT)
+                    # the first step, whatever the checks say
+                    if pkt is not pk.DMA_DATA:  # a transfer counts when it is answered
+                        m.d.comb += perf_count_kind.eq(1)  # (status.py drops it if `failed`)
+                    if pkt is wd:
+                        write_data.start(c, p_now)
+                    elif pkt is rm:
+                        release_mem.start(c, p_now)  # straight to the fence write
+                    elif pkt is ib:
+                        indirect_buffer.start(c, p_now)
+                    else:
+                        m.next = f"EXEC_{pkt.name}"
 
         def accumulate_checks():
             """OR the checks that the dword taken now completes into acc_* (a bad dword stops
@@ -636,14 +666,18 @@ class CommandProcessor(wiring.Component):
                     m.d.sync += [rem.eq(rem - 1), pidx.eq(pidx + 1), p_arr[pidx].eq(cur_fetch_data),
                                  rem_is1.eq(rem == 2), last_fixed.eq(pidx + 2 == fixed)]
                     accumulate_checks()
-                    with m.If(cur_fetch_resp != RESP_OKAY):
+                    with m.If(last_fixed & (kind != pk.NOP.index)):
+                        # (a bad response of the last fixed dword: raised here, and its packet's
+                        # first step is stopped next cycle like a failed check's)
+                        with m.If(cur_fetch_resp != RESP_OKAY):
+                            flag(bus_code(cur_fetch_resp))  # at the dword
+                        check_and_start()
+                    with m.Elif(cur_fetch_resp != RESP_OKAY):
                         fail(bus_code(cur_fetch_resp))  # at the dword
                     with m.Elif(kind == pk.NOP.index):
                         with m.If(rem_is1):
                             m.d.comb += perf_count_kind.eq(1)
                             m.next = "DONE"
-                    with m.Elif(last_fixed):
-                        check_and_start()
 
             # ---- the packets' own states, one module each (no EXEC state for WRITE_DATA,
             # RELEASE_MEM and a non-CHAIN INDIRECT_BUFFER: see check_and_start)
@@ -708,8 +742,8 @@ class CommandProcessor(wiring.Component):
         # WRITE_DATA data dword. (A consumed IB or an empty ring has no dword on offer.)
         take_hdr = Signal()
         take_any = Signal()
-        m.d.comb += [take_hdr.eq(fsm.ongoing("RUN") & ~err_pending_any & ~csr.control_halt),
-                     take_any.eq((fsm.ongoing("PAYLOAD") & ~bad_count) | fsm.ongoing("WD_COLLECT"))]
+        m.d.comb += [take_hdr.eq(fsm.ongoing("RUN") & ~err_pending_any & ~csr.control_halt & ~failed),
+                     take_any.eq(((fsm.ongoing("PAYLOAD") & ~bad_count) | fsm.ongoing("WD_COLLECT")) & ~failed)]
         for i, f in enumerate(fetchers):
             m.d.comb += pops[i].eq(lvl[i] & offered[i] & ~csr.control_soft_reset &
                                    ((take_hdr & (~dma_busy_r | f.dw_tag.is_dma)) | take_any))

@@ -32,6 +32,10 @@ def drive(c):
     ih_pending = Signal(name="ih_pending")
     m.d.sync += ih_pending.eq(Mux(c.ih_advance, c.ih_wptr + ih_spec.ENTRY_BYTES != csr.ih_rptr,
                                   c.ih_wptr != csr.ih_rptr))
+    # an IH overflow a cycle late, dropped if it came from a first step whose checks failed
+    ovf_r = Signal(name="ovf_r")
+    m.d.sync += ovf_r.eq(c.ovf_set)
+    ovf = ovf_r & ~c.failed
     m.d.comb += [
         csr.rb_rptr.eq(c.rptr), csr.rb_wptr.eq(c.wptr), csr.ih_wptr.eq(c.ih_wptr),
         csr.status_idle.eq(idle), csr.status_halted.eq(status["halted"]), csr.status_error.eq(c.err),
@@ -44,7 +48,7 @@ def drive(c):
         csr.int_status_ih_pending.eq(ih_pending),
         csr.int_status_eop_set.eq(c.eop_set | csr.int_force_eop),
         csr.int_status_cp_error_set.eq(c.cperr_set | csr.int_force_cp_error),
-        csr.int_status_ih_overflow_set.eq(c.ovf_set | csr.int_force_ih_overflow),
+        csr.int_status_ih_overflow_set.eq(ovf | csr.int_force_ih_overflow),
     ]
 
     # the counters' increments, a cycle late (and dropped by PERF_CLEAR, as events before it are)
@@ -61,13 +65,14 @@ def drive(c):
     popped = late(c.pop, "popped")
     counted = []
     for i in range(len(pk.PACKETS)):
-        # each counter its own increment (no multiplexer of eight counters by `kind`)
-        inc = c.perf_count_kind & (c.kind == i)
+        # each counter its own increment (no multiplexer of eight counters by `kind`); a packet
+        # whose checks failed was counted as it started and is dropped here (`failed`)
+        inc = late(c.perf_count_kind & (c.kind == i), f"counted{i}") & ~c.failed
         if i == pk.NOP.index:
-            inc = inc | c.perf_count_nop
+            inc = inc | late(c.perf_count_nop, "counted_nop")
         if i == pk.DMA_DATA.index:
-            inc = inc | c.perf_count_dma
-        counted.append(late(inc, f"counted{i}"))
+            inc = inc | late(c.perf_count_dma, "counted_dma")
+        counted.append(inc)
     with m.If(csr.control_perf_clear):
         m.d.sync += [busy_cycles.eq(0), stall_cycles.eq(0), dwords.eq(0)]
         m.d.sync += [n.eq(0) for n in packets]
