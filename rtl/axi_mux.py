@@ -136,8 +136,12 @@ class AXI4Mux(wiring.Component):
             m.d.comb += getattr(out, f).eq(Array(getattr(p, f) for p in s)[aw_sel])
         for i, p in enumerate(s):
             m.d.comb += p.awready.eq(aw_ready & (aw_sel == i))
+        # (the free slot at wq_wp takes the granted master every cycle; the handshake, which
+        # comes late, only moves wq_wp)
+        with m.If(~wq_full):
+            m.d.sync += wq[wq_index(wq_wp)].eq(aw_sel)
         with m.If(out.awvalid & out.awready):
-            m.d.sync += [wq[wq_index(wq_wp)].eq(aw_sel), wq_wp.eq(wq_wp + 1)]
+            m.d.sync += wq_wp.eq(wq_wp + 1)
 
         # ---- W: locked to the master of the oldest AW whose W burst is unfinished. The head of
         # the order queue is kept in a register (`w_sel`, `w_ok`), worked out for the next

@@ -42,8 +42,10 @@ def port(c):
                 m.d.comb += c.perf_count_dma.eq(1)
                 with m.If(dma.resp != RESP_OKAY):
                     m.d.sync += c.dma_failed.eq(1)
-                    m.d.comb += [c.dma_err.eq(1), c.dma_err_code.eq(c.bus_code(dma.resp)),
-                                 c.dma_err_off.eq(meta_r.data.off), c.dma_err_level.eq(meta_r.data.level)]
+                    m.d.comb += c.dma_err.eq(1)
+        # (where and what, whatever `done` says: the capture takes them when dma_err fires)
+        m.d.comb += [c.dma_err_code.eq(c.bus_code(dma.resp)), c.dma_err_off.eq(meta_r.data.off),
+                     c.dma_err_level.eq(meta_r.data.level)]
         with m.If(csr.control_soft_reset):
             m.d.sync += [mw.eq(0), mr.eq(0)]
         # the engine's pulses a cycle late (as status.py's counters; PERF_CLEAR drops them)

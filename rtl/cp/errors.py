@@ -11,13 +11,12 @@ of one cycle's errors before) becomes CP_ERROR. Whatever looks at "an error happ
 is ignored, a doorbell after it too, and the parser stops at its next packet boundary from
 the cycle after a DMA or doorbell error, as it did.
 
-A capture holds as little as it can: the parser's only says where its error happened
-(`Where`) and whether its opcode is 0; the address and offset come, when the error is
-latched, from registers that still hold them then (the packet's offset and the buffer's
-base, the bad dword's offset a cycle late, the polled or written address, the payload, the
-doorbell register); the DMA engine's shows its error address with `done` only, so that one
-is captured. The packet's address is the buffer's
-base plus its offset, worked out once, in the latch, instead of every cycle.
+A capture holds as little as it can: the parser's says where its error happened (`Where`),
+whether its opcode is 0, and the address of the packet or dword it was parsing (the buffer's
+base plus the offset, which the capture follows every cycle); the offset and the other
+addresses come, when the error is latched, from registers that still hold them then (the
+packet's offset, the polled or written address, the payload, the doorbell register); the
+DMA engine shows its error address with `done` only, so that one is captured.
 
 `c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
 
@@ -34,7 +33,7 @@ from .packets import value
 class Where(enum.IntEnum):
     """Which address a parser error names."""
     PACKET = 0  # the packet (its offset: the header registers)
-    DWORD = 1   # the payload dword that answered a bus error (its offset: dw_off)
+    DWORD = 1   # the payload dword that answered a bus error
     POLL = 2    # WAIT_REG_MEM's polled address
     WRITE = 3   # the address being written (blk_addr)
 
@@ -50,6 +49,7 @@ def latch(c):
     fe_ib_base = Signal(name="fsm_err_at_ib_base_r")
     de_off, de_level = Signal(32, name="dma_err_off_r"), Signal(2, name="dma_err_level_r")
     de_addr = Signal(c.aw, name="dma_err_addr_r")  # (the engine shows it with `done` only)
+    fe_loc = Signal(c.aw, name="fsm_err_loc_r")  # the packet's or the dword's address
     be_code, be_rptr = Signal(8, name="db_err_code_r"), Signal(32, name="db_err_rptr_r")
 
     err_any = c.err_any
@@ -67,20 +67,11 @@ def latch(c):
                      fe_code.eq(c.fsm_err_code), fe_where.eq(c.fsm_err_where), fe_opz.eq(c.fsm_err_opz),
                      fe_ib_base.eq(c.fsm_err_at_ib_base),
                      de_code.eq(c.dma_err_code), de_off.eq(c.dma_err_off), de_level.eq(c.dma_err_level),
-                     de_addr.eq(c.dma.err_addr if c.cp.has_dma else 0),
+                     de_addr.eq(c.dma.err_addr if c.cp.has_dma else 0), fe_loc.eq(c.fsm_err_loc),
                      be_code.eq(c.db_code), be_rptr.eq(c.rptr)]
     with m.Else():
         m.d.sync += [v.eq(0) for v in valid.values()]
 
-    # the parser's addresses: the packet's or the bad dword's (its buffer's base + 4 · offset),
-    # the polled or written one, an IB's base
-    # (the level as it was when the error happened: a failed check's first step may have
-    # moved it since)
-    base = Signal(c.aw, name="err_base")
-    m.d.comb += base.eq(Mux(c.level_d == 0, c.ring_base, c.ib_base[c.level_d]))
-    off = Mux(fe_where == Where.DWORD, c.dw_off, c.hdr_off)
-    located = Signal(c.aw, name="err_located")
-    m.d.comb += located.eq(base + Cat(Const(0, 2), off))
     fsm_addr = Signal(c.aw, name="err_fsm_addr")
     with m.If(fe_ib_base):
         m.d.comb += fsm_addr.eq(value(c.p, pk.INDIRECT_BUFFER, "base", c.aw))
@@ -89,7 +80,7 @@ def latch(c):
     with m.Elif(fe_where == Where.WRITE):
         m.d.comb += fsm_addr.eq(c.blk_addr)
     with m.Else():
-        m.d.comb += fsm_addr.eq(located)
+        m.d.comb += fsm_addr.eq(fe_loc)
 
     with m.If(valid["fsm"]):
         m.d.sync += [c.err.eq(1), c.err_code.eq(fe_code), c.err_level.eq(c.level_d),

@@ -12,12 +12,14 @@ IB = pk.INDIRECT_BUFFER
 
 
 def prepare(c, p):
-    """In every payload cycle (the last one counts): a non-CHAIN IB's level is set up one
-    deeper, and that level's fetcher loaded (stopped; it is idle: the IB it last ran was
-    consumed), so once the checks pass only the level and the fetcher's start wait for them."""
+    """In every payload cycle (the last one counts): the level one deeper is set up and its
+    fetcher loaded (stopped; it is idle: the IB it last ran was consumed), so the first step
+    is only the level and the fetcher's start."""
     m = c.m
     level = c.level
-    with m.If(~field(p, IB, "CHAIN") & (level < c.cp.ib_levels)):
+    # (a CHAIN loads the next level too: that fetcher is idle and is only loaded, not started,
+    # and the registers of an unused level are set again by the next IB that uses it)
+    with m.If(level < c.cp.ib_levels):
         m.d.comb += [c.load_ib.eq(1), c.load_level.eq(level + 1)]
         m.d.sync += [c.ib_base[level + 1].eq(value(p, IB, "base", c.aw)),
                      c.ib_size[level + 1].eq(field(p, IB, "IB_SIZE")),

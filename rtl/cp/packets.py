@@ -41,13 +41,16 @@ def unsupported(p, pkt, dwords=None):
     return bad
 
 
-def beyond_bus(p, pkt, addr_width):
+def beyond_bus(p, pkt, addr_width, tag=None):
     """Address bits above the bus width set in the packet's first address value
-    (the ADDR_HI fields are 32 bits wide, the bus has 48 address bits)."""
+    (the ADDR_HI fields are 32 bits wide, the bus has 48 address bits). With `tag` (the last
+    fixed dword's DwordTag value), a high dword that is the last one is read from its tag."""
     if not pkt.values or pkt is pk.INDIRECT_BUFFER or pkt is pk.DMA_DATA:
         return Const(0)
     v = pkt.value(pkt.values[0].name)
     hi = pkt.field(v.fields[1])
+    if tag is not None and hi.dword == pkt.fixed - 1:
+        return tag.beyond
     return p[hi.dword][addr_width - 32:] != 0
 
 
@@ -143,9 +146,11 @@ class DwordTag:
     reads one dword: a rule that combined the last dword with an earlier one would need
     both, and is refused here (NotImplementedError) rather than checked late."""
 
-    def __init__(self, dma_max_log2: int):
+    def __init__(self, dma_max_log2: int, addr_width: int):
         self.dma_max_log2 = dma_max_log2
         self.checks = {}  # name → function(dword) -> 1-bit Value
+        # an address's high dword with bits above the bus (beyond_bus, when it is the last)
+        self.checks["beyond"] = lambda d: d[addr_width - 32:] != 0
         for pkt in pk.PACKETS:
             if not pkt.fixed:
                 continue

@@ -120,7 +120,7 @@ class CommandProcessor(wiring.Component):
         dpb = self.data_width // 32
 
         # ---------------------------------------------------------------- sub-units
-        dtag = checks.DwordTag(self.dma_max_log2)
+        dtag = checks.DwordTag(self.dma_max_log2, aw)
         fetchers = [Fetcher(self.data_width, aw, depth_beats=self.fetch_depth,
                             max_burst_beats=min(8, self.fetch_depth), tag=(dtag.layout, dtag), wraps=i == 0)
                     for i in range(1 + self.ib_levels)]
@@ -237,7 +237,7 @@ class CommandProcessor(wiring.Component):
         # whether each IB level is consumed
         avail = [Signal(AVAIL_BITS, name=f"avail{i}") for i in range(1 + self.ib_levels)]
         ib_empty = Array(Signal(name=f"ib_empty{i}") for i in range(1 + self.ib_levels))  # ([0]: unused)
-        ring_empty = Signal()  # avail[0] == 0
+        ring_empty = Signal()  # avail[0] == 0 (for STALL_CYCLES only)
         # (a dword of the ring is not on offer while the ring is disabled: its fetcher is being
         # flushed; the IB fetchers are flushed only in states that take no dword)
         offered = [f.dw_valid & (csr.rb_cntl_enable if i == 0 else 1) for i, f in enumerate(fetchers)]
@@ -248,10 +248,9 @@ class CommandProcessor(wiring.Component):
             cur_tag.eq(_one_hot_mux(lvl, [f.dw_tag.as_value() for f in fetchers])),
             cur_short.eq(_one_hot_mux(lvl, [f.dw_tag.need > avail[i] for i, f in enumerate(fetchers)])),
         ]
+        m.d.comb += ring_empty.eq(avail[0] == 0)
         cur_off = Signal(32)  # the current dword's offset in its buffer
         m.d.comb += cur_off.eq(_one_hot_mux(lvl, [ring_pos & ring_mask] + [ib_pos[i] for i in range(1, 1 + self.ib_levels)]))
-        dw_off = Signal(32)  # ... a cycle ago (a bad dword's offset, for its address)
-        m.d.sync += dw_off.eq(cur_off)
         with m.If(pops[0]):
             m.d.sync += ring_pos.eq(ring_pos + 1)
         for i in range(1, 1 + self.ib_levels):
@@ -269,8 +268,6 @@ class CommandProcessor(wiring.Component):
             m.d.comb += [end32.eq(end), pos32.eq(pos), left.eq(end32 - pos32), left_m1.eq(end32 + ~pos32)]
             # (the ring's wptr as it was a cycle ago: a doorbell counts from the next cycle on)
             m.d.sync += avail[i].eq(Mux(pops[i], saturate(left_m1), saturate(left)))
-            if i == 0:
-                m.d.sync += ring_empty.eq(Mux(pops[i], left_m1 == 0, left == 0))
             if i:
                 m.d.sync += ib_empty[i].eq(Mux(pops[i], pos + 1 == end, pos == end))
 
@@ -279,6 +276,7 @@ class CommandProcessor(wiring.Component):
         fsm_err_code = Signal(8)
         fsm_err_where = Signal(errors.Where)
         fsm_err_opz = Signal()  # the error's opcode is 0 (a header that is not type 3, or unread)
+        fsm_err_loc = Signal(aw)  # the address of the packet (its header) or dword in hand
         fsm_err_at_ib_base = Signal()
 
         # a packet's first step starts in the cycle its checks run (check_and_start): a check
@@ -323,7 +321,8 @@ class CommandProcessor(wiring.Component):
         # ring's size, worked out as v − limit − 1 ≥ 0 with limit = rptr + size kept in a
         # register: each is the sign of one carry chain. (v − rptr < 2^31 + size whenever v
         # is not backwards, so the sign decides; v = rptr is never an overflow, and a ring of
-        # 2^32 dwords never overflows.)
+        # 2^32 dwords never overflows; a doorbell that does not move wptr never does either,
+        # which also covers v = rptr.)
         db_err = Signal()
         db_code = Signal(8)
         db_value = csr.rb_doorbell
@@ -334,12 +333,13 @@ class CommandProcessor(wiring.Component):
         limit = Signal(32)  # rptr + size (RING_DONE and RESET set it with rptr)
         m.d.sync += limit.eq(rptr + ring_size)
         ahead = Signal(32)
+        ahead_m1 = Signal(32)  # v − wptr − 1 ≥ 0: the doorbell moves wptr forward
         over_m1 = Signal(32)
-        m.d.comb += [ahead.eq(db_value - wptr), over_m1.eq(db_value + ~limit)]
+        m.d.comb += [ahead.eq(db_value - wptr), ahead_m1.eq(db_value + ~wptr), over_m1.eq(db_value + ~limit)]
         with m.If(csr.rb_doorbell_swmod & csr.rb_cntl_enable & ~stopped & ~err_any):
             with m.If(ahead[31]):
                 m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_BACKWARDS)]
-            with m.Elif((db_value != rptr) & ~ring_huge & ~over_m1[31]):
+            with m.Elif(~ahead_m1[31] & ~ring_huge & ~over_m1[31]):
                 m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_OVERFLOW)]
             with m.Else():
                 m.d.sync += wptr.eq(db_value)
@@ -442,7 +442,7 @@ class CommandProcessor(wiring.Component):
         # is written, several cycles before the next one can start.
         ih_entry_full = Signal()
         ih_log2_bytes = Signal(6)
-        m.d.comb += ih_log2_bytes.eq(Mux(csr.ih_size < ih_spec.MIN_LOG2_DWORDS,
+        m.d.sync += ih_log2_bytes.eq(Mux(csr.ih_size < ih_spec.MIN_LOG2_DWORDS,
                                          ih_spec.MIN_LOG2_DWORDS, csr.ih_size) + 2)
         ih_bytes = Signal(35)  # (from IH_SIZE a cycle late, like the ring's mask)
         ih_bytes_m1 = Signal(35)
@@ -602,7 +602,7 @@ class CommandProcessor(wiring.Component):
                     continue
                 with m.If(kind == pkt.index):
                     p_now = payload_now(pkt)
-                    m.d.sync += oob.eq(beyond_bus(p_now, pkt, aw))
+                    m.d.sync += oob.eq(beyond_bus(p_now, pkt, aw, tag=cur_tag))
                     if pkt is wd:
                         write_data.prepare(c, p_now)
                     elif pkt is rm:
@@ -632,10 +632,8 @@ class CommandProcessor(wiring.Component):
                         m.next = "RING_DONE"
                 with m.Elif(csr.control_halt):
                     m.d.comb += halted.eq(1)
-                with m.Elif(lvl[0] & ring_empty):
-                    pass  # ring empty
                 with m.Elif(~cur_fetch_valid):
-                    m.d.comb += stall.eq(1)
+                    m.d.comb += stall.eq(~(lvl[0] & ring_empty))  # (an empty ring is no stall)
                 with m.Elif(dma_busy_r & ~cur_tag.is_dma):
                     # only DMA_DATA overlaps the DMA engine: any other packet (a RELEASE_MEM
                     # above all) waits until every earlier transfer is answered
@@ -769,6 +767,13 @@ class CommandProcessor(wiring.Component):
             m.d.comb += fsm_err_where.eq(W.POLL)
         with m.Else():
             m.d.comb += fsm_err_where.eq(W.WRITE)
+        # the address of the dword in hand (a header in RUN, a bad payload dword) or else of the
+        # packet: its buffer's base + 4 · offset, worked out every cycle beside the parser
+        loc_off = Signal(32)
+        m.d.comb += loc_off.eq(Mux(fsm.ongoing("RUN") | resp_err, cur_off, hdr_off))
+        loc_base = Signal(aw)
+        m.d.comb += loc_base.eq(Mux(level == 0, ring_base, ib_base[level]))
+        m.d.comb += fsm_err_loc.eq(loc_base + Cat(Const(0, 2), loc_off))
 
         # ---------------------------------------------------------------- status, counters, interrupts
         c.update(locals())
