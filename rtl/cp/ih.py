@@ -22,9 +22,10 @@ def load(c, src, data):
     m.d.sync += [c.ih_data[i].eq(d) for i, d in enumerate(data)]
 
 
-def request(c, prepared=False):
+def request(c, prepared=None):
     """Append the entry load() holds (in this cycle's FSM transition), or count an overflow.
-    `prepared`: the block request (address, mask, source) is loaded already."""
+    `prepared`: the block request (address, mask, source) is loaded already, and this Value
+    says whether to ask for the write (a speculative first step asks only if its checks pass)."""
     m = c.m
     with m.If(~c.csr.ih_cntl_enable):
         m.next = "IH_DONE"
@@ -32,8 +33,8 @@ def request(c, prepared=False):
         m.d.comb += c.ovf_set.eq(1)
         m.next = "IH_DONE"
     with m.Else():
-        if prepared:
-            m.d.sync += c.wr_req.eq(1)
+        if prepared is not None:
+            m.d.sync += c.wr_req.eq(prepared)
             m.next = "IH_ENTRY_WAIT"
         else:
             c.write_block(c.ih_entry_addr, FULL, WriteSource.IH, "IH_ENTRY_WRITE", "IH_ENTRY_WAIT")

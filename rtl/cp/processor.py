@@ -362,7 +362,7 @@ class CommandProcessor(wiring.Component):
         # two dwords start 8-aligned: the first in an even slot, the second in the odd one after
         val_beat = Mux(beat[0], wval[1], wval[0]) if dpb == 1 else Cat(*wval).replicate(dpb // 2)
         m.d.comb += [
-            writer.req_valid.eq(wr_req & ~failed),  # (a speculative write request is undone)
+            writer.req_valid.eq(wr_req),
             writer.req_block.eq(blk_addr[5:]),
             writer.req_mask.eq(blk_mask),
             writer.beat_data.eq(Mux(wr_src == WriteSource.IH, ih_beat,
@@ -481,8 +481,8 @@ class CommandProcessor(wiring.Component):
         def state(name):
             """An FSM state that SOFT_RESET preempts (RESET waits for the bus to go quiet), and
             that does nothing in the cycle after a failed check but stop: the speculative first
-            step is undone (no write request, fetchers flushed, the level it left) and the
-            CP drains."""
+            step is undone (fetchers flushed, the level it left; it asked for no write) and
+            the CP drains."""
             with m.State(name):
                 if name == "RESET":
                     yield
@@ -491,7 +491,6 @@ class CommandProcessor(wiring.Component):
                         yield
                     with m.Else():
                         m.d.comb += flush_all.eq(1)
-                        m.d.sync += wr_req.eq(0)
                         set_level(level_d)
                         m.next = "ERR_DRAIN"
                     with m.If(stopped):
@@ -569,7 +568,12 @@ class CommandProcessor(wiring.Component):
                     if pkt is wd:
                         write_data.start(c, p_now)
                     elif pkt is rm:
-                        release_mem.start(c, p_now)  # straight to the fence write
+                        # straight to the fence write, asked for only if the checks pass
+                        # (they are all flags: RELEASE_MEM has none on its last dword)
+                        assert isinstance(dtag.check(cur_tag, "unsupported", pkt), Const)
+                        assert isinstance(dtag.check(cur_tag, "misaligned", pkt), Const)
+                        rm_ok = ~(unsupported | misaligned | (cur_fetch_resp != RESP_OKAY))
+                        release_mem.start(c, p_now, ok=rm_ok)
                     elif pkt is ib:
                         indirect_buffer.start(c, p_now)
                     else:

@@ -55,19 +55,21 @@ def interrupts(p):
     return (sel == v["SEND_INT"]) | (sel == v["SEND_INT_ON_CONFIRM"])
 
 
-def start(c, p):
-    """Once the checks pass (p: the payload this cycle): the fence write is requested at
-    once, or with DATA_SEL NONE the EOP entry's (prepare() loaded either)."""
+def start(c, p, ok):
+    """The first step, beside the checks (p: the payload this cycle): the fence write is
+    requested at once, or with DATA_SEL NONE the EOP entry's (prepare() loaded either). The
+    request is the one thing that is not speculative: `ok` says the checks pass (RELEASE_MEM's
+    all come from registers, so this costs no depth), so a failing packet never asks."""
     m = c.m
     beyond = beyond_bus(p, RM, c.aw)  # RM_WRITE answers DECERR
     with m.If(writes(p)):
         with m.If(beyond):
             m.next = "RM_WRITE"
         with m.Else():
-            m.d.sync += c.wr_req.eq(1)
+            m.d.sync += c.wr_req.eq(ok)
             m.next = "RM_WAIT"
     with m.Elif(interrupts(p)):
-        ih.request(c, prepared=True)
+        ih.request(c, prepared=ok)
     with m.Else():
         m.next = "DONE"
 
