@@ -8,10 +8,11 @@ with `wiring.connect` unchanged, but master i must only use IDs below
 master 0's ID k goes out as k, master 1's as 8 + k; R and B come back to the master
 named by those top bits, with the master's own ID.
 
-- AR and AW: round-robin among the masters offering VALID, without a register stage:
-  a master that was offered but not yet accepted keeps the grant until it is, so the
-  downstream VALID and payload stay put (AXI A3.2.1). The master's READY is the
-  downstream READY while it holds the grant.
+- AR and AW: without a register stage, parked on the last master (its READY starts from
+  the mux's registers and its own VALID), the others round-robin whenever it is idle, and
+  turns alternate when both wait; a master that was offered but not yet accepted keeps
+  the grant until it is, so the downstream VALID and payload stay put (AXI A3.2.1). The
+  master's READY is the downstream READY while it holds the grant.
 - W: AXI4 has no WID, so W bursts go in AW order: each accepted AW queues its master's
   index (`w_order_depth` deep; a full queue holds AW back), and the W channel is
   locked to the master at the head of that queue until its WLAST beat. A master that
@@ -79,26 +80,51 @@ class AXI4Mux(wiring.Component):
             return Cat(id_[:low], Const(i, sb))
 
         def arbiter(name, valids, ready):
-            """Round-robin grant that holds while its VALID waits for `ready`.
+            """Grant that holds while its VALID waits for `ready`, parked on the last master.
+
+            The last master (the DMA engine in the front end) is served whenever it is its
+            turn (`turn`, a register: it is its turn unless another master waits since its
+            last burst), so its READY depends on registers of the mux and its own VALID
+            only: no path runs from the other masters' VALIDs into its handshake. The others
+            are served in round-robin order whenever the last one is not offered on its turn
+            (no cycle lost while it is idle), and alternate with it when both are busy.
 
             Returns (sel, valid): the granted master and whether any master is offered."""
-            rr = Signal(range(n), name=f"{name}_rr")
+            P = n - 1
+            rr = Signal(range(max(P, 2)), name=f"{name}_rr")  # (a zero-bit signal is not valid Verilog)
+            turn = Signal(init=1, name=f"{name}_turn")  # the parked master's turn
             lock = Signal(name=f"{name}_lock")
             lock_sel = Signal(range(n), name=f"{name}_lock_sel")
-            pick = Signal(range(n), name=f"{name}_pick")
-            for r in range(n):
+            pick = Signal(range(n), name=f"{name}_pick")  # among the others, round robin from rr
+            m.d.comb += pick.eq(P)  # (none of them offered)
+            for r in range(P):
                 with m.If(rr == r):
-                    for k in reversed(range(n)):  # the last assignment wins: r first
-                        idx = (r + k) % n
+                    for k in reversed(range(P)):  # the last assignment wins: r first
+                        idx = (r + k) % P
                         with m.If(valids[idx]):
                             m.d.comb += pick.eq(idx)
+            others = Signal(name=f"{name}_others")
+            m.d.comb += others.eq(Cat(*valids[:P]).any())
             sel = Signal(range(n), name=f"{name}_sel")
             valid = Signal(name=f"{name}_valid")
-            m.d.comb += [sel.eq(Mux(lock, lock_sel, pick)), valid.eq(Array(valids)[sel])]
+            with m.If(lock):
+                m.d.comb += [sel.eq(lock_sel), valid.eq(Array(valids)[lock_sel])]
+            with m.Elif(turn & valids[P]):
+                m.d.comb += [sel.eq(P), valid.eq(1)]
+            with m.Else():
+                m.d.comb += [sel.eq(pick), valid.eq(others)]
             with m.If(valid & ~ready):
                 m.d.sync += [lock.eq(1), lock_sel.eq(sel)]
             with m.If(valid & ready):
-                m.d.sync += [lock.eq(0), rr.eq(Mux(sel == n - 1, 0, sel + 1))]
+                m.d.sync += lock.eq(0)
+                with m.If(sel == P):
+                    m.d.sync += turn.eq(~others)  # the others' turn if one waits
+                with m.Else():
+                    if P > 1:
+                        m.d.sync += rr.eq(Mux(sel == P - 1, 0, sel + 1))
+                    m.d.sync += turn.eq(1)
+            with m.If(~valid):
+                m.d.sync += turn.eq(1)
             return sel, valid
 
         # ---- AR
