@@ -12,8 +12,8 @@ is ignored, a doorbell after it too, and the parser stops at its next packet bou
 the cycle after a DMA or doorbell error, as it did.
 
 A capture holds as little as it can: the parser's says where its error happened (`Where`),
-whether its opcode is 0, and the address of the packet or dword it was parsing (the buffer's
-base plus the offset, which the capture follows every cycle); the offset and the other
+whether its opcode is 0, and the addresses of the packet and of the dword it was parsing
+(the buffer's base plus the offsets, which the capture follows every cycle); the offset and the other
 addresses come, when the error is latched, from registers that still hold them then (the
 packet's offset, the polled or written address, the payload, the doorbell register); the
 DMA engine shows its error address with `done` only, so that one is captured.
@@ -32,10 +32,11 @@ from .packets import value
 
 class Where(enum.IntEnum):
     """Which address a parser error names."""
-    PACKET = 0  # the packet (its offset: the header registers)
+    PACKET = 0  # the packet being parsed
     DWORD = 1   # the payload dword that answered a bus error
     POLL = 2    # WAIT_REG_MEM's polled address
     WRITE = 3   # the address being written (blk_addr)
+    HEADER = 4  # the header in hand (RUN)
 
 
 def latch(c):
@@ -49,7 +50,8 @@ def latch(c):
     fe_ib_base = Signal(name="fsm_err_at_ib_base_r")
     de_off, de_level = Signal(32, name="dma_err_off_r"), Signal(2, name="dma_err_level_r")
     de_addr = Signal(c.aw, name="dma_err_addr_r")  # (the engine shows it with `done` only)
-    fe_loc = Signal(c.aw, name="fsm_err_loc_r")  # the packet's or the dword's address
+    fe_cur = Signal(c.aw, name="fsm_err_cur_r")  # the dword's address
+    fe_hdr = Signal(c.aw, name="fsm_err_hdr_r")  # the packet's
     be_code, be_rptr = Signal(8, name="db_err_code_r"), Signal(32, name="db_err_rptr_r")
 
     err_any = c.err_any
@@ -67,7 +69,7 @@ def latch(c):
                      fe_code.eq(c.fsm_err_code), fe_where.eq(c.fsm_err_where), fe_opz.eq(c.fsm_err_opz),
                      fe_ib_base.eq(c.fsm_err_at_ib_base),
                      de_code.eq(c.dma_err_code), de_off.eq(c.dma_err_off), de_level.eq(c.dma_err_level),
-                     de_addr.eq(c.dma.err_addr if c.cp.has_dma else 0), fe_loc.eq(c.fsm_err_loc),
+                     de_addr.eq(c.dma.err_addr if c.cp.has_dma else 0), fe_cur.eq(c.fsm_err_cur), fe_hdr.eq(c.fsm_err_hdr),
                      be_code.eq(c.db_code), be_rptr.eq(c.rptr)]
     with m.Else():
         m.d.sync += [v.eq(0) for v in valid.values()]
@@ -79,8 +81,10 @@ def latch(c):
         m.d.comb += fsm_addr.eq(c.poll_addr)
     with m.Elif(fe_where == Where.WRITE):
         m.d.comb += fsm_addr.eq(c.blk_addr)
+    with m.Elif(fe_where == Where.PACKET):
+        m.d.comb += fsm_addr.eq(fe_hdr)
     with m.Else():
-        m.d.comb += fsm_addr.eq(fe_loc)
+        m.d.comb += fsm_addr.eq(fe_cur)
 
     with m.If(valid["fsm"]):
         m.d.sync += [c.err.eq(1), c.err_code.eq(fe_code), c.err_level.eq(c.level_d),

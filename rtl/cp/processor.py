@@ -276,7 +276,8 @@ class CommandProcessor(wiring.Component):
         fsm_err_code = Signal(8)
         fsm_err_where = Signal(errors.Where)
         fsm_err_opz = Signal()  # the error's opcode is 0 (a header that is not type 3, or unread)
-        fsm_err_loc = Signal(aw)  # the address of the packet (its header) or dword in hand
+        fsm_err_cur = Signal(aw)  # the address of the dword in hand (a header in RUN)
+        fsm_err_hdr = Signal(aw)  # ... and of the packet being parsed
         fsm_err_at_ib_base = Signal()
 
         # a packet's first step starts in the cycle its checks run (check_and_start): a check
@@ -761,7 +762,7 @@ class CommandProcessor(wiring.Component):
         resp_err = cur_fetch_resp != RESP_OKAY
         W = errors.Where
         with m.If(fsm.ongoing("RUN")):
-            m.d.comb += [fsm_err_where.eq(W.PACKET),
+            m.d.comb += [fsm_err_where.eq(W.HEADER),
                          fsm_err_opz.eq(resp_err | (cur_fetch_data[_TYPE.bits] != pk.PACKET_TYPE3))]
         with m.Elif((fsm.ongoing("PAYLOAD") & ~bad_count | fsm.ongoing("WD_COLLECT")) & resp_err):
             m.d.comb += fsm_err_where.eq(W.DWORD)
@@ -771,13 +772,12 @@ class CommandProcessor(wiring.Component):
             m.d.comb += fsm_err_where.eq(W.POLL)
         with m.Else():
             m.d.comb += fsm_err_where.eq(W.WRITE)
-        # the address of the dword in hand (a header in RUN, a bad payload dword) or else of the
-        # packet: its buffer's base + 4 · offset, worked out every cycle beside the parser
-        loc_off = Signal(32)
-        m.d.comb += loc_off.eq(Mux(fsm.ongoing("RUN") | resp_err, cur_off, hdr_off))
+        # the addresses of the dword in hand and of the packet: the buffer's base + 4 · offset,
+        # worked out every cycle beside the parser (errors.py picks one)
         loc_base = Signal(aw)
         m.d.comb += loc_base.eq(Mux(level == 0, ring_base, ib_base[level]))
-        m.d.comb += fsm_err_loc.eq(loc_base + Cat(Const(0, 2), loc_off))
+        m.d.comb += [fsm_err_cur.eq(loc_base + Cat(Const(0, 2), cur_off)),
+                     fsm_err_hdr.eq(loc_base + Cat(Const(0, 2), hdr_off))]
 
         # ---------------------------------------------------------------- status, counters, interrupts
         c.update(locals())

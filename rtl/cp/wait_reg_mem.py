@@ -46,13 +46,14 @@ def states(c):
                            ("GE", masked >= ref), ("GT", masked > ref)):
             with m.If(fn == funcs[name]):
                 m.d.comb += ok.eq(test)
+        # (the timer is loaded while the read is on its way: WRM_SLEEP counts it down)
+        m.d.sync += c.poll_timer.eq(field(p, WRM, "POLL_INTERVAL"))
         with m.If(c.poll_rvalid):
             with m.If(bus.rresp != RESP_OKAY):
                 c.fail(c.bus_code(bus.rresp))  # at poll_addr
             with m.Elif(ok):
                 m.next = "DONE"
             with m.Else():
-                m.d.sync += c.poll_timer.eq(field(p, WRM, "POLL_INTERVAL"))
                 m.next = "WRM_SLEEP"
     with state("WRM_SLEEP"):
         m.d.comb += c.waiting.eq(1)

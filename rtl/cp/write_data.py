@@ -34,6 +34,9 @@ def states(c):
     with state("WD_COLLECT"):
         pos = wd_addr[2:5]
         no_incr = field(c.p, WD, "ADDR_INCR") == WD.field("ADDR_INCR").values["NO_INCREMENT"]
+        # the block's first written address (errors name it): wd_addr until a dword is in
+        with m.If(blk_mask == 0):
+            m.d.sync += blk_addr.eq(wd_addr)
         with m.If(~c.cur_fetch_valid):
             m.d.comb += c.stall.eq(1)
         with m.Else():
@@ -44,8 +47,6 @@ def states(c):
             m.d.sync += [blk_mask.eq(blk_mask | (1 << pos)), c.wr_src.eq(WriteSource.BLOCK),
                          wd_addr.eq(Mux(no_incr, wd_addr, wd_addr + 4)), rem.eq(rem - 1),
                          c.rem_is1.eq(rem == 2), c.rem_is0.eq(c.rem_is1)]
-            with m.If(blk_mask == 0):
-                m.d.sync += blk_addr.eq(wd_addr)
             with m.If(c.cur_fetch_resp != RESP_OKAY):
                 c.fail(c.bus_code(c.cur_fetch_resp))  # at the dword
             with m.Elif(((pos == BLOCK_DWORDS - 1) & ~no_incr) | c.rem_is1):
