@@ -59,6 +59,22 @@ def port(c):
         with m.Else():
             m.d.sync += [rd_bytes.eq(rd_bytes + rd_inc), wr_bytes.eq(wr_bytes + wr_inc),
                          cycles.eq(cycles + busy_inc)]
+    if c.cp.has_dma:
+        p = c.p
+        # The command comes straight from the payload registers, and its VALID from a register
+        # set as the packet starts (check_and_start) and cleared once it is taken or the CP
+        # stops: the engine's handshake starts from flip-flops.
+        fill = field(p, DD, "SRC_SEL") == DD.field("SRC_SEL").values["DATA"]
+        m.d.comb += [
+            dma.cmd_valid.eq(c.dma_cmd_go & ~c.err_pending_any & ~c.failed),
+            dma.cmd_src.eq(value(p, DD, "src", c.aw)),
+            dma.cmd_dst.eq(value(p, DD, "dst", c.aw)),
+            dma.cmd_bytes.eq(field(p, DD, "BYTE_COUNT")),
+            dma.cmd_fill.eq(fill),
+            dma.cmd_raw_wait.eq(field(p, DD, "RAW_WAIT")),
+        ]
+        with m.If((dma.cmd_valid & dma.cmd_ready) | c.err_pending_any | c.failed | c.stopped):
+            m.d.sync += c.dma_cmd_go.eq(0)
     m.d.comb += [csr.perf_dma_bytes_read.eq(rd_bytes), csr.perf_dma_bytes_written.eq(wr_bytes),
                  csr.perf_dma_busy_cycles.eq(cycles), csr.status_dma_busy.eq(c.dma_busy)]
 
@@ -68,15 +84,6 @@ def states(c):
     m, state, p, dma = c.m, c.state, c.p, c.dma
     with state("EXEC_DMA_DATA"):
         if c.cp.has_dma:
-            fill = field(p, DD, "SRC_SEL") == DD.field("SRC_SEL").values["DATA"]
-            m.d.comb += [
-                dma.cmd_valid.eq(~c.err_pending_any),
-                dma.cmd_src.eq(value(p, DD, "src", c.aw)),
-                dma.cmd_dst.eq(value(p, DD, "dst", c.aw)),
-                dma.cmd_bytes.eq(field(p, DD, "BYTE_COUNT")),
-                dma.cmd_fill.eq(fill),
-                dma.cmd_raw_wait.eq(field(p, DD, "RAW_WAIT")),
-            ]
             with m.If(c.err_pending_any):
                 m.next = "ERR_DRAIN"
             with m.Elif(dma.cmd_ready):

@@ -471,6 +471,7 @@ class CommandProcessor(wiring.Component):
         dma_busy_r = Signal()
         m.d.sync += dma_busy_r.eq(dma_busy)
         dma_sync_new = Signal()
+        dma_cmd_go = Signal()  # in EXEC_DMA_DATA until its command is taken (dma_data.py)
         meta_push = Signal()
         c = _Context(self, locals())
         dma_data.port(c)
@@ -491,8 +492,7 @@ class CommandProcessor(wiring.Component):
                     with m.If(~failed):
                         yield
                     with m.Else():
-                        m.d.comb += flush_all.eq(1)
-                        set_level(level_d)
+                        set_level(level_d)  # (and the fetchers are flushed: flush_all)
                         m.next = "ERR_DRAIN"
                     with m.If(stopped):
                         m.next = "RESET"
@@ -578,6 +578,8 @@ class CommandProcessor(wiring.Component):
                     elif pkt is ib:
                         indirect_buffer.start(c, p_now)
                     else:
+                        if pkt is pk.DMA_DATA:
+                            m.d.sync += dma_cmd_go.eq(1)
                         m.next = f"EXEC_{pkt.name}"
 
         def accumulate_checks():
@@ -709,7 +711,6 @@ class CommandProcessor(wiring.Component):
 
             # ---- errors: stop, drain, report
             with state("ERR_DRAIN"):
-                m.d.comb += flush_all.eq(1)
                 # transfers already queued finish (or are cancelled by the DMA's own error);
                 # CP_ERROR is latched the cycle after its capture (errors.py)
                 with m.If(err & ~writer.busy & ~poll_pending & ~dma_busy_r):
@@ -722,7 +723,7 @@ class CommandProcessor(wiring.Component):
 
             # ---- soft reset: let the bus go quiet, then clear everything
             with state("RESET"):
-                m.d.comb += flush_all.eq(1)  # (the DMA engine was aborted by the reset pulse)
+                # (flush_all; the DMA engine was aborted by the reset pulse)
                 with m.If(~writer.busy & ~poll_pending & ~dma_busy_r & ~csr.control_soft_reset):
                     m.d.sync += [
                         resetting.eq(0), err.eq(0), err_pending.eq(0), err_code.eq(0), err_level.eq(0),
@@ -736,6 +737,10 @@ class CommandProcessor(wiring.Component):
 
         with m.If(poll_taken | stopped):
             m.d.sync += poll_req.eq(0)
+
+        # the fetchers are flushed while the CP drains or resets, and in the cycle after a
+        # failed check (from the state bits and `failed`, outside the state machine)
+        m.d.comb += flush_all.eq(fsm.ongoing("ERR_DRAIN") | fsm.ongoing("RESET") | failed)
 
         # ---------------------------------------------------------------- which dword is taken
         # The FSM's own conditions, as one flat expression per level from registers, so the
