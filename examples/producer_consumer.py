@@ -82,7 +82,14 @@ def main(argv: list[str] | None = None) -> int:
             ev = freed[i - slots]
             if not ev.signalled():
                 waits += 1
-                if not ev.wait(1_000_000):
+                # (longer than the KMD's job timeout: in the --one-submission deadlock the
+                # KMD ends the job and the wait reports why)
+                try:
+                    done = ev.wait(umd.DEFAULT_TIMEOUT)
+                except umd.GpuError as e:
+                    print(f"producer/consumer: item {i - slots} was never consumed: {e}")
+                    return 1
+                if not done:
                     print(f"producer/consumer: item {i - slots} was never consumed")
                     return 1
         s = (i % slots) * SLOT_BYTES // 4

@@ -21,6 +21,7 @@ from rtl.bus import AXI4Signature
 from rtl.cp import CommandProcessor
 from rtl.csr import CSRBlock
 from rtl.dma import DMAEngine
+from rtl.mmu import MMU, REQ_USER, RESP_USER
 
 WIDTHS = (32, 64)
 
@@ -47,10 +48,11 @@ class CpBlock(wiring.Component):
         self.data_width = data_width
         self.fetch_depth = fetch_depth
         csr_sig, dma_sig = (_signature_of(c) for c in (
-            CSRBlock(), DMAEngine(data_width, rtl_top.ADDR_WIDTH, rtl_top.ID_WIDTH)))
+            CSRBlock(), DMAEngine(data_width, rtl_top.ADDR_WIDTH, rtl_top.ID_WIDTH, vm=True)))
         members = _flipped_members(csr_sig, skip=("bus",))
         members.update({f"dma_{k}": v for k, v in _flipped_members(dma_sig, skip=("bus",)).items()})
-        members.update({"bus": Out(AXI4Signature(rtl_top.ADDR_WIDTH, data_width, rtl_top.ID_WIDTH)),
+        members.update({"bus": Out(AXI4Signature(rtl_top.ADDR_WIDTH, data_width, rtl_top.ID_WIDTH,
+                                                 REQ_USER.size, RESP_USER.size)),
                         "timestamp": In(rtl_top.TIMESTAMP_WIDTH), "idle": Out(1)})
         super().__init__(members)
 
@@ -104,12 +106,18 @@ def block(kind: str, width: int | None = None, fetch_depth: int = 8, **dma_kwarg
     if kind == "cp":
         suffix = "" if fetch_depth == 8 else f"_fetch_depth{fetch_depth}"
         return Block(name + suffix, "cp", width, lambda: CpBlock(width, fetch_depth))
+    if kind == "mmu":
+        return Block(name, "mmu", width, lambda: MMU(width, rtl_top.ADDR_WIDTH, rtl_top.ID_WIDTH,
+                                                     tlb_entries=rtl_top.TLB_ENTRIES, walk_id=rtl_top.WALK_ID))
     if kind == "top":
         return Block(name, "top", width, lambda: rtl_top.GpuTop(width), parts=True)
-    raise ValueError(f"unknown block {kind!r}: choose csr, cp, dma, mux or top")
+    if kind == "top_nommu":  # the same top without the MMU: what the MMU costs
+        return Block(name, "top", width, lambda: rtl_top.GpuTop(width, mmu=False))
+    raise ValueError(f"unknown block {kind!r}: choose csr, cp, dma, mux, mmu, top or top_nommu")
 
 
-KINDS = ("csr", "mux", "dma", "cp", "top")
+KINDS = ("csr", "mux", "dma", "cp", "mmu", "top", "top_nommu")
+NOMMU_WIDTHS = (32,)  # the width of the FPGA goals: enough to see what the MMU costs
 
 
 def default_blocks(widths=WIDTHS, kinds=KINDS) -> list[Block]:
@@ -118,5 +126,5 @@ def default_blocks(widths=WIDTHS, kinds=KINDS) -> list[Block]:
         if kind == "csr":
             out.append(block("csr"))
         else:
-            out.extend(block(kind, w) for w in widths)
+            out.extend(block(kind, w) for w in widths if kind != "top_nommu" or w in NOMMU_WIDTHS)
     return out

@@ -16,7 +16,7 @@ import warnings
 
 import cocotb
 
-from gpucosim.session import RunOptions, Session, load_main
+from gpucosim.session import RunOptions, Session, apply_app_log, load_main
 from kmd_model.log import get_logger
 from testbench.cocotb_device import run_driver
 
@@ -47,6 +47,9 @@ def _result(code: int) -> None:
 @cocotb.test()
 async def app(dut):
     opts = RunOptions.from_env()
+    # the drivers' logs print through their own handler (--log), as on the model, not
+    # through the handler cocotb puts on the root logger (which doubled the KMD's errors)
+    logging.getLogger("gpucosim").propagate = False
     if opts.log:
         from kmd_model import log
 
@@ -58,6 +61,7 @@ async def app(dut):
         print(f"gpucosim: cannot load app {opts.app!r}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         _result(2)
         return
+    apply_app_log(main, opts)  # before the monitors below look at `cp`
     session = Session(opts)
     monitors = None
     if session.timeline is not None or get_logger("cp").isEnabledFor(logging.INFO):
@@ -80,7 +84,13 @@ async def app(dut):
             from kmd_model.ring import as_u32
 
             monitors.set_memory(as_u32(dev.mem))
-        return session.run(dev, main)
+        # the app's relative paths (its own arguments) are the caller's, as on the model
+        here = os.getcwd()
+        os.chdir(os.environ.get("GPUCOSIM_CWD", here))
+        try:
+            return session.run(dev, main)
+        finally:
+            os.chdir(here)
 
     try:
         code = await run_driver(dut, driver)

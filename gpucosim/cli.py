@@ -339,8 +339,14 @@ def _writable_dir(p: argparse.ArgumentParser, what: str, path: Path) -> None:
         p.error(f"{what}: {path} is a file, not a folder")
     except OSError as e:
         p.error(f"{what}: cannot create {path}: {e.strerror}")
-    if not os.access(path, os.W_OK | os.X_OK):
-        p.error(f"{what}: {path} is not writable")
+    # (a file made and removed: os.access says yes to root everywhere, /proc included)
+    import tempfile
+
+    try:
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        p.error(f"{what}: cannot write in {path}: {e.strerror}")
 
 
 def _writable_file(p: argparse.ArgumentParser, what: str, path: Path) -> None:

@@ -86,6 +86,7 @@ class CrashReporter:
         self.kmd: Kmd | None = None
         self.ioctls: deque = deque(maxlen=LAST_IOCTLS)
         self.written: list[Path] = []
+        self.shown: Callable[[Path], str] = str  # how a path is printed (Session: from the user's cwd)
         self.extra: Callable[[], str] | None = None  # more to say (the exit report's stats)
 
     def attach(self, kmd: "Kmd") -> None:
@@ -118,7 +119,7 @@ class CrashReporter:
         path = self.directory / f"crash-{stem}-{self.backend}-{os.getpid()}-{n}.txt"
         path.write_text(text)
         self.written.append(path)
-        print(f"gpucosim: {reason.splitlines()[0]}\ngpucosim: crash report written to {path}",
+        print(f"gpucosim: {reason.splitlines()[0]}\ngpucosim: crash report written to {self.shown(path)}",
               file=sys.stderr, flush=True)
         return path
 
@@ -228,13 +229,16 @@ class CrashReporter:
             lines.append(f"  (the hardware probe failed: {probe['error']})")
         lines.append(f"  ring at {kmd.ring.gpu_addr:#x}")
         mem32 = kmd.mem32
+        # IBs are at the job's GPU virtual addresses: read them where its VM puts them
+        xlate = kmd.job_translate(job) if job is not None else (lambda va, n: va)
         for ib in ibs:
             base, n = ib["base"], ib["size_dw"]
             pos = ib.get("pos_dw")
             at = f", CP position +{4 * pos:#x}" if pos is not None else ""
             lines.append(f"  -> IB{ib['level']} at {base:#x}, {n} dwords{at}")
-            if n and (base >> 2) + n <= len(mem32):
-                words = mem32[base >> 2:(base >> 2) + n].tolist()
+            pa = xlate(base, 4 * n) if n else None
+            if pa is not None and (pa >> 2) + n <= len(mem32):
+                words = mem32[pa >> 2:(pa >> 2) + n].tolist()
                 mark = hdr_addr if ib["level"] == level else None
                 note = "<-- the packet in hand" if mark is not None else ""
                 if mark is None:  # the INDIRECT_BUFFER that went one level deeper
@@ -247,8 +251,9 @@ class CrashReporter:
                                 mark, note = base + 4 * item.offset, "<-- calls the next level"
                 lines.append(marked_listing(words, base, mark, note))
                 dumps.append(format_dump(f"IB{ib['level']} at {base:#x} ({n} dwords)", base, words))
-        if hdr_addr is not None and 0 <= hdr_addr and (hdr_addr >> 2) + 1 <= len(mem32):
-            i = hdr_addr >> 2
+        hdr_pa = None if hdr_addr is None else hdr_addr if not level else xlate(hdr_addr, 4)
+        if hdr_pa is not None and 0 <= hdr_pa and (hdr_pa >> 2) + 1 <= len(mem32):
+            i = hdr_pa >> 2
             words = mem32[i:i + 2 + ((int(mem32[i]) >> 16) & 0x3FFF)].tolist()
             item = pm4.decode(words, 0)
             lines.append("  the packet in hand:")
@@ -313,11 +318,28 @@ def _size(n: int) -> str:
     return f"{n} bytes" if n < 4096 else f"{n // 1024} KiB"
 
 
-def exit_report(kmd: "Kmd", queues: list, ioctl_stats: dict[str, list], at_exit: bool = True) -> tuple[str, int]:
-    """(the report, live user buffer objects): at the end of a run, those are leaks."""
+def exit_report(kmd: "Kmd", queues: list, ioctl_stats: dict[str, list], at_exit: bool = True,
+                devices: list = ()) -> tuple[str, int]:
+    """(the report, live user buffer objects): at the end of a run, those are leaks. With
+    the UMD `devices` the app opened: the buffers it still holds, its VA range and pools."""
     live = kmd.live_bos()
     nbytes = sum(b.size for b in live)
     lines = []
+    for d in devices:
+        if d.buffers and at_exit:
+            held = sum(b.size for b in d.buffers)
+            lines.append(f"  LEAK: {len(d.buffers)} buffer(s) of the app, {_size(held)}, never freed: "
+                         + ", ".join(repr(b) for b in list(d.buffers)[:4]) + (" ..." if len(d.buffers) > 4 else ""))
+        va, p = d.mm.va.stats(), d.mm.stats()
+        lines.append(f"  VA ({d.name}): {_size(va.used)} in {va.allocations} ranges, {va.free_ranges} free "
+                     f"range(s), the largest {_size(va.largest_free)}")
+        if p.enabled:
+            lines.append(f"  pools: BO cache {p.cache_hits} hits, {p.cache_misses} misses, {p.cache_expired} expired, "
+                         f"{p.cached} cached ({_size(p.cached_bytes)}); slabs {p.slab_allocs} entries handed out, "
+                         f"{p.slabs} slabs ({_size(p.slab_bytes)}), {p.slab_frees_deferred} frees deferred to their "
+                         f"fence, {_size(p.waste_bytes)} wasted by rounding up")
+        else:
+            lines.append(f"  pools: off ({p.bos_created} BOs created, {p.bos_released} released)")
     shown = ", ".join(repr(b) for b in live[:6]) + (" ..." if len(live) > 6 else "")
     if live and at_exit:
         lines.append(f"  LEAK: {len(live)} buffer object(s), {_size(nbytes)} still allocated at exit: {shown}")

@@ -32,6 +32,7 @@ from kmd_model.log import get_logger
 from kmd_model.regs import IbLevel
 from spec import packets as pk
 from spec import pm4
+from spec import vm as vm_spec
 
 from .timeline import Timeline, wave_time
 
@@ -116,10 +117,17 @@ def _int(handle) -> int:
 
 
 async def _watch(handle, wake: Callable[[], None], owner) -> None:
-    """Call `wake()` after every change of `handle`, until `owner.stopped`."""
+    """Call `wake()` after every change of `handle`, until `owner.stopped`.
+
+    `wake()` runs in the time step's read-only phase: a simulator may report the change
+    before it has applied the other registers updated on the same edge (Icarus does: the CP
+    monitor read the header of the previous packet), so the values read are settled."""
+    from cocotb.triggers import ReadOnly
+
     trigger = handle.value_change
     while not owner.stopped:
         await trigger
+        await ReadOnly()
         if owner.stopped:
             return
         wake()
@@ -155,16 +163,22 @@ class CpMonitor:
         """One waiter per watched register: a single trigger each is far cheaper than
         First(), which starts a task per trigger on every wake-up."""
         cp = self.cp
-        self._st, self._lv = cp.cp_state, cp.level
+        self._st, self._lv, self._off = cp.cp_state, cp.level, cp.hdr_off
         self._ps, self._pl = self.states.get(_int(self._st), "RUN"), _int(self._lv)
-        return [_watch(self._st, self._wake, self), _watch(self._lv, self._wake, self)]
+        self._po = _int(self._off)
+        # (hdr_off: a one-dword pad inside an IB is taken without leaving RUN)
+        return [_watch(self._st, self._wake, self), _watch(self._lv, self._wake, self),
+                _watch(self._off, self._wake, self)]
 
     def _wake(self) -> None:
-        s, lvl = _int(self._st), _int(self._lv)
+        s, lvl, off = _int(self._st), _int(self._lv), _int(self._off)
         name = self.states.get(s, f"state{s}")
-        if name != self._ps or lvl != self._pl:  # the other waiter may have seen it already
+        if name != self._ps or lvl != self._pl:  # another waiter may have seen it already
             self.step(self._ps, name, self._pl, lvl)
             self._ps, self._pl = name, lvl
+        elif off != self._po and name == "RUN":  # a pad in an IB: RUN throughout
+            self._pad(self.now())
+        self._po = off
 
     # -- the state machine of the watcher
     def step(self, ps: str, s: str, pl: int, lvl: int) -> None:
@@ -205,13 +219,9 @@ class CpMonitor:
         cp = self.cp
         hdr, off, addr, lvl = _int(cp.hdr), _int(cp.hdr_off), _int(cp.hdr_addr), _int(cp.level)
         where = f"{_level_name(lvl)}+{4 * off:#06x}"
-        if hdr >> 30 == pk.PACKET_TYPE2 or hdr & 0xFFFF_FF00 == pk.NOP_PAD:  # one-dword pads
-            if self.filler and self.filler[3] == lvl and t - self.filler[1] <= 2:
-                self.filler[2] += 1
-            else:
-                self._flush_filler()
-                self.filler = [t, t, 1, lvl, where]
-            self.stack.append(_Open("filler", lvl, t, {}, filler=True))
+        if _is_pad(hdr):
+            self._pad(t)
+            self.stack.append(_Open("filler", lvl, t, {}, filler=True))  # (closed when RUN is back)
             return
         self._flush_filler()
         opcode = (hdr >> 8) & 0xFF
@@ -231,6 +241,23 @@ class CpMonitor:
             self._instant(name, t, args)
             return
         self.stack.append(_Open(name, lvl, t, args, ib=(p is pk.INDIRECT_BUFFER)))
+
+    def _pad(self, t: int) -> None:
+        """A one-dword pad (a type-2 dword, or the header-only NOP): logged each, as the
+        model's trace shows them, and drawn as one slice per run of pads."""
+        cp = self.cp
+        hdr, off, lvl = _int(cp.hdr), _int(cp.hdr_off), _int(cp.level)
+        if not _is_pad(hdr):
+            return
+        where = f"{_level_name(lvl)}+{4 * off:#06x}"
+        if log.isEnabledFor(logging.INFO):
+            log.info("%s: %s", where, _describe((hdr,)))
+        if self.filler and self.filler[3] == lvl and t - self.filler[1] <= 2:
+            self.filler[2] += 1
+            self.filler[1] = t + 1
+        else:
+            self._flush_filler()
+            self.filler = [t, t + 1, 1, lvl, where]
 
     def _close(self, t: int, why: str | None = None) -> None:
         if self.phase is not None:
@@ -270,6 +297,10 @@ class CpMonitor:
 
     def finish(self) -> None:
         self._close_all(self.now(), "end of run")
+
+
+def _is_pad(hdr: int) -> bool:
+    return hdr >> 30 == pk.PACKET_TYPE2 or hdr & 0xFFFF_FF00 == pk.NOP_PAD
 
 
 @functools.lru_cache(maxsize=4096)
@@ -388,6 +419,7 @@ class HwMonitors:
             return get_sim_time("step") // steps
 
         self.now = now
+        self.gpu = dut.gpu
         self.mem32 = mem32
         self.monitors: list = []
         self.tasks: list = []
@@ -411,8 +443,25 @@ class HwMonitors:
             self.cp.read_dwords = self._read
 
     def _read(self, level: int, addr: int, n: int) -> list[int]:
-        i = addr >> 2
-        return self.mem32[i:i + n].tolist()
+        """`n` dwords at `addr` as the CP at `level` sees them: the ring (level 0) reads
+        physical memory, IBs read through their job's VMID, walked in memory as the MMU
+        walks (a dword whose page does not translate raises: the CP faults on it)."""
+        vmid = _int(self.gpu.cp.vmid) if level else 0
+        if not vmid or not _int(getattr(self.gpu, f"vm_context_cntl_{vmid}")):
+            i = addr >> 2
+            return self.mem32[i:i + n].tolist()
+        root = (_int(getattr(self.gpu, f"vm_context_pt_base_hi_{vmid}")) << 32
+                | _int(getattr(self.gpu, f"vm_context_pt_base_lo_{vmid}")) << vm_spec.PAGE_SHIFT)
+
+        def read64(a: int) -> int:
+            return int(self.mem32[a >> 2]) | int(self.mem32[(a >> 2) + 1]) << 32
+        out = []
+        for k in range(n):
+            w = vm_spec.walk(read64, root, addr + 4 * k, vm_spec.Access.FETCH)
+            if w.phys is None:
+                raise LookupError(f"VMID {vmid} {addr + 4 * k:#x}: {w.cause.name}")
+            out.append(int(self.mem32[w.phys >> 2]))
+        return out
 
     def start(self) -> "HwMonitors":
         import cocotb

@@ -20,13 +20,16 @@ import time
 from pathlib import Path
 
 from .console import Console, file_status
-from .session import RunOptions, Session, default_build_dir, load_main
+from .console import enabled as console_enabled
+from .session import RunOptions, Session, apply_app_log, default_build_dir, load_main
 
 BACKENDS = ("verilator", "icarus", "model")
 # Lines of the simulator's log that are not the app's
 SIM_NOISE = ("Verilog $finish", "VPI: ", "Simulation Report", "cocotb.regression", "** TEST", "*****",
              "** TESTS=", "gpucosim.app_runner.app", "Running on ", "Running tests", "Seeding Python",
-             "Initialized cocotb", "- :0: ", "cocotb.regression")
+             "Initialized cocotb", "- :0: ", "cocotb.regression",
+             # Icarus with waves: its FST writer says hello, cocotb finds no vpiInstance to list
+             "FST info: dumpfile", "vpi_iterate returned NULL")
 
 
 class LaunchError(RuntimeError):
@@ -94,6 +97,7 @@ def _run_model(opts: RunOptions) -> int:
     main = _load(opts.app)
     if main is None:
         return 2
+    apply_app_log(main, opts)  # before the CP hook below looks at `cp`
     if opts.waves:
         print("gpucosim: --waves needs a simulator (--sim verilator or icarus); the model has no waveform",
               file=sys.stderr)
@@ -156,6 +160,11 @@ def _run_rtl(opts: RunOptions) -> int:
     t0 = time.monotonic()
     label = f"building {opts.backend} {design.name}{' with waves' if waves else ''}"
     est = _estimate(key)
+    if not console_enabled(sys.stderr) and not sim.is_built(design, opts.backend, waves=waves):
+        # (no progress line off a terminal: say once what the wait is)
+        print(f"gpucosim: {label}, once for this configuration"
+              + (f" (about {est:.0f} s last time)" if est else
+                 (" (1-3 minutes)" if opts.backend == "verilator" else " (under a minute)")), file=sys.stderr, flush=True)
     with Console(label, status=lambda: {"estimate": est} if est else None):
         sim.build(design, opts.backend, waves=waves)  # before the app's output starts
     took = time.monotonic() - t0
@@ -173,6 +182,7 @@ def _run_rtl(opts: RunOptions) -> int:
         status = Path(d) / "status.json"
         opts.status_file = str(status)
         env = {"GPUCOSIM_RUN": opts.to_json(), "GPUCOSIM_APP_RESULT": str(result),
+               "GPUCOSIM_CWD": os.getcwd(),  # the app runs where it was started, as on the model
                "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "WARNING"),
                "GPI_LOG_LEVEL": os.environ.get("GPI_LOG_LEVEL", "WARNING")}
         if opts.log:
@@ -196,7 +206,10 @@ def _report_waves(opts: RunOptions) -> None:
 
     p = Path(opts.waves)
     if p.exists():
-        gtkw = write_gtkw(p, opts.backend)
+        gtkw, missing = write_gtkw(p)
+        if missing:
+            print(f"gpucosim: {len(missing)} signals the save file wants are not in {p.name}: "
+                  + ", ".join(missing), file=sys.stderr)
         print(f"gpucosim: waveform written to {p} ({p.stat().st_size // 1024} KiB); `gtkwave {gtkw}` opens it "
               f"on the MMIO port, the CP's state (cp_state: the timeline's CP track names the states), "
               f"the memory bus and irq; the timeline's doorbell and fence events carry their wave_time",

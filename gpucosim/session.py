@@ -48,6 +48,15 @@ class RunOptions:
     dma: bool = True  # the reference model with its DMA engine, as the RTL has
     data_width: int = 64
     status_file: str | None = None  # where the simulator's process reports progress
+    cwd: str = field(default_factory=os.getcwd)  # the user's, where paths are shown from
+
+    def shown(self, path: str | Path) -> str:
+        """A path as the user would type it: relative to where they ran gpucosim when it
+        lies below it (the simulator runs elsewhere and gets absolute paths)."""
+        try:
+            return str(Path(path).resolve().relative_to(Path(self.cwd).resolve()))
+        except ValueError:
+            return str(path)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -83,12 +92,13 @@ def progress(done: float, total: float | None = None, label: str = "") -> None:
 
 
 class _Recorder:
-    """The UMD API hook: notes the queues an app creates (for the exit report) and hands
-    the call to the tracer when there is one."""
+    """The UMD API hook: notes the devices and queues an app creates (for the exit report)
+    and hands the call to the tracer when there is one."""
 
     def __init__(self, tracer=None):
         self.tracer = tracer
         self.queues: list = []
+        self.devices: list = []
 
     def __call__(self, name: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
         if self.tracer is not None:
@@ -97,6 +107,8 @@ class _Recorder:
             result = fn(*args, **kwargs)
         if name == "Device.queue":
             self.queues.append(result)
+        elif name == "umd.open":
+            self.devices.append(result)
         return result
 
 
@@ -168,6 +180,7 @@ class Session:
         if opts.log:
             kmd_log.configure(opts.log)
         self.crash = crash = CrashReporter(opts.crash_path, opts.app, opts.backend, self.probe)
+        crash.shown = opts.shown
         observers = [crash.observe]
         if self.timeline is not None:
             self.tracer = Tracer(self.timeline, dev.now)
@@ -185,7 +198,8 @@ class Session:
                 crash.report(f"driver bring-up failed: {e}", exc=e if isinstance(e, KmdError) else None)
                 return 2
             crash.attach(kmd)
-            crash.extra = lambda: exit_report(crash.kmd, recorder.queues, stats.by_request, at_exit=False)[0]
+            crash.extra = lambda: exit_report(crash.kmd, recorder.queues, stats.by_request, at_exit=False,
+                                              devices=recorder.devices)[0]
             kmd.trace_hooks += [stats, self._on_ioctl]
             if self.tracer is not None:
                 self.tracer.attach(kmd)
@@ -209,7 +223,8 @@ class Session:
                 umd_rt.api_hook = None
                 sys.argv = saved_argv
             kmd = self.kmd = crash.kmd  # the app may have reloaded the driver (kmd_model.rebind)
-            self.exit_text, self.leaks = exit_report(kmd, recorder.queues, stats.by_request)
+            self.exit_text, self.leaks = exit_report(kmd, recorder.queues, stats.by_request,
+                                                     devices=recorder.devices)
             if self.timeline is not None:
                 self.timeline.metadata["exit_report"] = self.exit_text
             if opts.stats or self.leaks:
@@ -250,7 +265,7 @@ class Session:
         if self.timeline is None or not self.opts.trace:
             return None
         path = self.timeline.write(self.opts.trace)
-        print(f"gpucosim: timeline written to {path} ({len(self.timeline)} events): "
+        print(f"gpucosim: timeline written to {self.opts.shown(path)} ({len(self.timeline)} events): "
               f"open it at https://ui.perfetto.dev", file=sys.stderr, flush=True)
         return path
 
@@ -282,6 +297,20 @@ class DeviceClock:
                 self.calls += 1
 
         return timed
+
+
+def apply_app_log(main: Callable[[], Any], opts: RunOptions) -> None:
+    """An app may name the trace it is meant to be read with (`GPUCOSIM_LOG = "..."` at
+    module level, as examples/demo.py does): the launcher applies it before the app starts,
+    so what watches the hardware (`cp=info`) is on from the first cycle. `--log` and
+    $GPUCOSIM_LOG win over it."""
+    from kmd_model import log
+
+    if opts.log or os.environ.get(log.ENV):
+        return
+    spec = getattr(sys.modules.get(getattr(main, "__module__", ""), None), "GPUCOSIM_LOG", None)
+    if isinstance(spec, str) and spec:
+        log.configure(spec, stream=sys.stdout)
 
 
 def load_main(target: str) -> Callable[[], Any]:

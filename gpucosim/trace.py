@@ -56,13 +56,17 @@ def ring_dwords(ring, start: int, end: int) -> tuple[int, list[int]]:
     return ring.gpu_addr + 4 * (start & ring.mask), ring.ring32[idx].tolist()
 
 
-def ib_chain(mem32, addr: int, size_dw: int) -> list[tuple[int, list[int]]]:
-    """An IB and the IBs it chains to (INDIRECT_BUFFER CHAIN as its last packet)."""
+def ib_chain(mem32, addr: int, size_dw: int, translate=lambda va, n: va) -> list[tuple[int, list[int]]]:
+    """An IB and the IBs it chains to (INDIRECT_BUFFER CHAIN as its last packet), at GPU
+    virtual addresses `translate(va, nbytes)` finds in memory."""
     out = []
     seen = set()
-    while size_dw and addr not in seen and len(out) < MAX_CHAIN and (addr >> 2) + size_dw <= len(mem32):
+    while size_dw and addr not in seen and len(out) < MAX_CHAIN:
+        pa = translate(addr, 4 * size_dw)
+        if pa is None or (pa >> 2) + size_dw > len(mem32):
+            break
         seen.add(addr)
-        words = mem32[addr >> 2:(addr >> 2) + size_dw].tolist()
+        words = mem32[pa >> 2:(pa >> 2) + size_dw].tolist()
         out.append((addr, words))
         nxt = None
         for item in pm4.decode_stream(words):
@@ -140,13 +144,19 @@ class Tracer:
         for ch in rec.args.chunks:
             if not isinstance(ch, CsChunkIb):
                 continue
-            if ch.handle and file is not None and ch.handle in file.handles:
-                addr = file.handles[ch.handle].gpu_addr + ch.offset
+            if file is None:
+                continue
+            if ch.handle and ch.handle in file.handles:
+                bo = file.handles[ch.handle]
+                m = next((m for m in file.vm.maps if m.bo is bo and m.offset <= ch.offset < m.offset + m.size), None)
+                if m is None:
+                    continue
+                addr = m.va + ch.offset - m.offset
             elif ch.gpu_addr is not None:
                 addr = ch.gpu_addr
             else:
                 continue
-            for base, words in ib_chain(kmd.mem32, addr, ch.size_dw):
+            for base, words in ib_chain(kmd.mem32, addr, ch.size_dw, file.vm.translate):
                 self._dump(f"CS seq {rec.result.seq} IB at {base:#x} ({len(words)} dwords)", base, words)
                 parts.append(f"IB at {base:#x}, {len(words)} dwords:\n{listing(words, base)}")
         if parts:

@@ -14,20 +14,16 @@ from pathlib import Path
 
 LZ4_PACKAGE = "liblz4-dev"
 
-# (group, [(signal, width or None for one bit)]) under the testbench top
+# (group, [signal]) by name under the testbench top; widths come from the file
 SIGNALS = [
-    ("clock and irq", [("clk", None), ("rst", None), ("irq", None)]),
+    ("clock and irq", ["clk", "rst", "irq"]),
     ("MMIO (a doorbell is a write to RB_DOORBELL)", [
-        ("s_axil_awvalid", None), ("s_axil_awaddr", 16), ("s_axil_wdata", 32), ("s_axil_bvalid", None),
-        ("s_axil_arvalid", None), ("s_axil_araddr", 16), ("s_axil_rdata", 32)]),
-    ("command processor", [
-        ("gpu.cp.cp_state", 5), ("gpu.cp.level", 2), ("gpu.cp.hdr", 32), ("gpu.cp.hdr_addr", 48),
-        ("gpu.cp.hdr_off", 32)]),
+        "s_axil_awvalid", "s_axil_awaddr", "s_axil_wdata", "s_axil_bvalid",
+        "s_axil_arvalid", "s_axil_araddr", "s_axil_rdata"]),
+    ("command processor", ["gpu.cp.cp_state", "gpu.cp.level", "gpu.cp.hdr", "gpu.cp.hdr_addr", "gpu.cp.hdr_off"]),
     ("memory bus", [
-        ("arvalid", None), ("arready", None), ("arid", 4), ("araddr", 48), ("arlen", 8),
-        ("rvalid", None), ("rlast", None),
-        ("awvalid", None), ("awready", None), ("awid", 4), ("awaddr", 48), ("awlen", 8),
-        ("wvalid", None), ("wlast", None), ("bvalid", None), ("bresp", 2)]),
+        "arvalid", "arready", "arid", "araddr", "arlen", "rvalid", "rlast",
+        "awvalid", "awready", "awid", "awaddr", "awlen", "wvalid", "wlast", "bvalid", "bresp"]),
 ]
 
 
@@ -48,19 +44,53 @@ def unavailable_reason(backend: str) -> str | None:
     return None
 
 
-def write_gtkw(wave: str | Path, backend: str) -> Path:
-    """`<wave>.gtkw` beside the waveform: the signals above, grouped."""
+def _scopes_of(wave: Path) -> dict[str, tuple[str, int]]:
+    """Every variable the file holds, by its name under the testbench top
+    (`gpu.cp.level`), as (its full name in the file, its width). The file says where the
+    top sits: Verilator's FST puts the ports in `$rootio` and the design in `tb_top`,
+    Icarus's has `tb_top` alone, a VCD may add `TOP.`; names are never guessed."""
+    import pywellen
+
+    found: dict[str, tuple[str, int]] = {}
+    for var in pywellen.Waveform(str(wave)).all_vars():
+        full = var.full_name
+        parts = full.split(".")
+        if "tb_top" not in parts:
+            continue  # ($rootio: copies of the top's ports)
+        rel = ".".join(parts[parts.index("tb_top") + 1:])
+        if rel not in found or len(full) < len(found[rel][0]):
+            found[rel] = (full, var.bitwidth)
+    return found
+
+
+def write_gtkw(wave: str | Path) -> tuple[Path, list[str]]:
+    """`<wave>.gtkw` beside the waveform: the signals above, grouped, under the names the
+    file itself uses. Returns the save file and the wanted signals the file lacks."""
     wave = Path(wave)
-    top = "TOP.tb_top." if backend == "verilator" else "tb_top."
+    have = _scopes_of(wave)
+    missing: list[str] = []
     lines = [f'[dumpfile] "{wave}"', "[timestart] 0", "[sst_expanded] 1"]
     for group, sigs in SIGNALS:
         lines += ["@800200", f"-{group}"]
-        for name, width in sigs:
-            if width is None:
-                lines += ["@28", f"{top}{name}"]
+        for name in sigs:
+            if name not in have:
+                missing.append(name)
+                continue
+            full, width = have[name]
+            if width == 1:
+                lines += ["@28", full]
             else:
-                lines += ["@22", f"{top}{name}[{width - 1}:0]"]
+                lines += ["@22", f"{full}[{width - 1}:0]"]
         lines += ["@1000200", f"-{group}"]
     out = wave.with_suffix(".gtkw")
     out.write_text("\n".join(lines) + "\n")
-    return out
+    return out, missing
+
+
+def gtkw_signals(gtkw: str | Path) -> list[str]:
+    """The signals a save file names, without their `[msb:lsb]` (for checking them)."""
+    names = []
+    for line in Path(gtkw).read_text().splitlines():
+        if line and line[0] not in "[@-*":
+            names.append(line.split("[", 1)[0])
+    return names

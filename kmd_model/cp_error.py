@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spec import packets
+from spec import vm as vm_spec
 
 from . import regs
 
@@ -29,11 +30,12 @@ class CpErrorState:
     opcode: int
     addr: int
     offset_dw: int
+    vm_status: int = 0  # VM_FAULT_STATUS, for CODE = VM_FAULT
 
     @classmethod
-    def from_regs(cls, value: int, addr: int, offset: int) -> "CpErrorState":
+    def from_regs(cls, value: int, addr: int, offset: int, vm_status: int = 0) -> "CpErrorState":
         f = regs.CP_ERROR.decode(value)
-        return cls(f["CODE"], f["LEVEL"], f["OPCODE"], addr, offset)
+        return cls(f["CODE"], f["LEVEL"], f["OPCODE"], addr, offset, vm_status)
 
     @property
     def code_name(self) -> str:
@@ -83,13 +85,22 @@ class CpErrorState:
             return "DMA_DATA byte count over the engine's limit"
         if code == CpError.UNSUPPORTED:
             return f"unsupported field value in {name}"
+        if code == CpError.VM_FAULT:
+            f = regs.VM_FAULT_STATUS.decode(self.vm_status)
+            why = {vm_spec.Cause.INVALID: f"no valid entry at page-table level {f['LEVEL']}",
+                   vm_spec.Cause.PERMISSION: "permission missing",
+                   vm_spec.Cause.RANGE: "beyond the page tables",
+                   vm_spec.Cause.WALK_ERROR: f"page-table read failed at level {f['LEVEL']}"}[f["CAUSE"]]
+            pkt = f" in {self.opcode_name}" if self.opcode_name else ""
+            return (f"VM fault: {vm_spec.Access(f['ACCESS']).name} at {self.addr:#x}{pkt} "
+                    f"(VMID {f['VMID']}, {why})")
         return f"CP error {self.code_name} in {name}"
 
     def where(self) -> str:
         """"IB+0x40 (0x201040)": level, byte offset of the packet header, address."""
         lvl = LEVEL_TEXT.get(self.level, self.level_name)
         doorbell = self.code in (CpError.DOORBELL_BACKWARDS, CpError.DOORBELL_OVERFLOW)
-        bus = self.code in (CpError.BUS_SLVERR, CpError.BUS_DECERR)
+        bus = self.code in (CpError.BUS_SLVERR, CpError.BUS_DECERR, CpError.VM_FAULT)
         s = f"{lvl}+{4 * self.offset_dw:#x}"
         if not (doorbell or bus):
             s += f" ({self.addr:#x})"

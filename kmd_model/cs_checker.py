@@ -1,13 +1,16 @@
-"""The command-stream checker and its shadow copies: the security boundary until there is an MMU.
+"""The command-stream checker and its shadow copies: a second line of defence behind the MMU.
 
-With no page tables every address a packet names is physical, so the KMD does what i915's
-command parser does: at CS it copies every IB the job can reach (the chunks, the IB2s they
-call, the IBs they CHAIN to) out of the client's memory, checks the copies, points the
-copied INDIRECT_BUFFER packets at the copies of their targets, and gives the ring the
-copies. The CP never fetches a command from client memory, so nothing a client writes
-after the CS ioctl returns (from the CPU, or from the GPU with WRITE_DATA or DMA_DATA into
-its own IBs) reaches the CP unchecked. The copies live in the kernel's shadow pool
-(kmd_model/shadow.py) and are freed when the job's fence signals.
+The MMU (kmd_model/vm.py) already keeps a job inside its file's mappings; on top of that
+the KMD does what i915's command parser does: at CS it copies every IB the job can reach
+(the chunks, the IB2s they call, the IBs they CHAIN to) out of the client's memory,
+checks the copies, points the copied INDIRECT_BUFFER packets at the copies of their
+targets, and gives the ring the copies. The CP never fetches a command from client
+memory, so nothing a client writes after the CS ioctl returns (from the CPU, or from the
+GPU with WRITE_DATA or DMA_DATA into its own IBs) reaches the CP unchecked, and a stream
+the KMD accepts never stops the CP with a packet error. The copies live in the kernel's
+shadow pool (kmd_model/shadow.py), mapped executable-only at the top of every VM, and are
+freed when the job's fence signals. Addresses are the file's virtual addresses: "in one
+BO of the client" below means inside one of its VM's mappings.
 
 What a checked copy may do (docs/architecture.md, "The security boundary"):
 
@@ -189,11 +192,12 @@ class CsChecker:
 
     # ------------------------------------------------------------------ the job
 
-    def check(self, ctx: "Context", ibs: list[tuple[int, int]]) -> CheckedJob:
-        """Copy and check the job's IB chunks [(gpu_addr, size_dw)] and everything they reach;
-        raise KmdError on the first problem."""
+    def check(self, ctx: "Context", ibs: list[tuple[int, int]], space) -> CheckedJob:
+        """Copy and check the job's IB chunks [(va, size_dw)] and everything they reach, in
+        `space` (the file's Vm: its mappings, lookup_arrays()); raise KmdError on the first
+        problem."""
         w = _Walk(ctx, self.max_job_dw, self.max_job_ibs)
-        self._arrays = self.bo_mgr.lookup_arrays()
+        self._arrays = space.lookup_arrays()
         self._mine = self._arrays[2] == ctx.file.fd
         chunks = []
         total = 0
@@ -201,7 +205,7 @@ class CsChecker:
             i = self._owned_index(addr, 4 * size_dw)
             if i is None:
                 raise KmdError(errno.EFAULT, f"CS: IB at {addr:#x}+{4 * size_dw:#x} is outside "
-                               f"every BO of context {ctx.id}")
+                               f"every mapping of context {ctx.id}")
             w.bo_index.add(i)
             seg = self._chain(w, addr, size_dw, 1, None)
             total += seg.runs
@@ -221,15 +225,16 @@ class CsChecker:
             off += -(-4 * s.size_dw // SEGMENT_ALIGN) * SEGMENT_ALIGN
         return off
 
-    def place(self, job: CheckedJob, addr: int) -> list[tuple[int, int]]:
-        """Write the checked copies at `addr` (kernel memory, `job.shadow_bytes` long), every
-        INDIRECT_BUFFER pointing at its target's copy; return the chunks' (address, size)."""
-        job.shadow_addr = addr
+    def place(self, job: CheckedJob, addr: int, va: int) -> list[tuple[int, int]]:
+        """Write the checked copies at `addr` (kernel memory, `job.shadow_bytes` long, which
+        the job sees at `va`), every INDIRECT_BUFFER pointing at its target's copy; return
+        the chunks' (va, size)."""
+        job.shadow_addr = va
         mem32 = self.mem32
         for s in job.segments:
             words = s.words
             for at, target in s.links:  # `at`: the INDIRECT_BUFFER's header
-                a = addr + target.offset
+                a = va + target.offset
                 lo, hi = at + 1 + _IB_LO.dword, at + 1 + _IB_HI.dword
                 words[lo] = (int(words[lo]) & ~_IB_LO.mask) | (a & _IB_LO.mask)
                 words[hi] = (int(words[hi]) & ~_IB_HI.mask) | (a >> 32)
@@ -237,11 +242,12 @@ class CsChecker:
             mem32[i:i + s.size_dw] = words
             s.words = None  # the image is in memory now
         if log.isEnabledFor(logging.DEBUG):
-            log.debug("checked %d packet(s) in %d IB(s), %d dwords to run; copies at %#x (%#x bytes):\n%s",
-                      job.packets, len(job.segments), job.dwords, addr, job.shadow_bytes, "\n".join(
+            log.debug("checked %d packet(s) in %d IB(s), %d dwords to run; copies at VA %#x (memory %#x, "
+                      "%#x bytes):\n%s",
+                      job.packets, len(job.segments), job.dwords, va, addr, job.shadow_bytes, "\n".join(
                           f"  {LEVEL_TEXT.get(s.level, f'IB{s.level}')} {s.client:#x} ({s.size_dw} dwords) "
-                          f"-> {addr + s.offset:#x}" for s in job.segments))
-        return [(addr + s.offset, s.size_dw) for s in job.chunks]
+                          f"-> {va + s.offset:#x}" for s in job.segments))
+        return [(va + s.offset, s.size_dw) for s in job.chunks]
 
     # ------------------------------------------------------------------ one IB and its chain
 
@@ -277,7 +283,8 @@ class CsChecker:
             w.copied += size_dw
             if w.copied > w.limit:
                 raise w.over()
-            i = addr >> 2
+            k = self._owned_index(addr, 4 * size_dw)  # (checked by the caller)
+            i = (addr + int(self._arrays[4][k])) >> 2  # where the client's IB is in memory
             seg.words = self.mem32[i:i + size_dw].copy()  # the one read of client memory
             nxt = self._check_ib(w, seg)
             if nxt is None:
@@ -389,7 +396,7 @@ class CsChecker:
     def _owned(self, w: _Walk, addr: np.ndarray, size: np.ndarray) -> np.ndarray:
         """Per range [addr, addr + size): it lies in one live BO of the submitting file. Records
         the BOs used."""
-        starts, ends, _, _ = self._arrays
+        starts, ends = self._arrays[:2]
         # int64: an ADDR_HI above bit 30 wraps negative, which is refused like any address
         # at or above 2^48 (no BO lies there)
         inmem = (addr >= 0) & (addr < (1 << 48))
@@ -403,7 +410,7 @@ class CsChecker:
 
     def _owned_index(self, addr: int, nbytes: int) -> int | None:
         """The index of the submitting file's live BO holding [addr, addr + nbytes), if any."""
-        starts, ends, _, _ = self._arrays
+        starts, ends = self._arrays[:2]
         if not 0 <= addr < 1 << 48:
             return None
         i = int(np.searchsorted(starts, addr, side="right")) - 1
@@ -437,7 +444,7 @@ class CsChecker:
         for verb, a, n in _reach(item):
             if self._owned_index(a, n) is None:
                 return KmdError(errno.EFAULT, f"CS: {item.name} at {where} {verb} [{a:#x}, {a + n:#x}), "
-                                f"outside every BO of context {ctx.id}")
+                                f"outside every mapping of context {ctx.id}")
         raise AssertionError(f"CS checker: the vectorised checks refused {item.name} at {where}, "
                              "the per-packet checks did not")  # pragma: no cover - a checker bug
 
@@ -508,28 +515,32 @@ _WRM_SYM = {0: "always", 1: "<", 2: "<=", 3: "==", 4: "!=", 5: ">=", 6: ">"}
 
 
 def find_unsatisfied_wait(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_levels: int,
-                          max_dwords: int = 1 << 22, client_addr=lambda a: a) -> str | None:
+                          max_dwords: int = 1 << 22, client_addr=lambda a: a,
+                          translate=lambda va, n: va) -> str | None:
     """For a job that timed out: the first WAIT_REG_MEM in its IBs (as the CP runs them: the
     checked copies) whose condition does not hold in memory now, described ("WAIT_REG_MEM at
     IB+0x10 (0x201010): *0x5000 = 0x0, waits for == 0x1", the packet named by the client's
-    address, `client_addr`), or None. A diagnosis, not proof: the CP may be stuck elsewhere."""
+    address, `client_addr`), or None. `translate(va, nbytes)`: where the job's addresses
+    are in memory (None: nowhere). A diagnosis, not proof: the CP may be stuck elsewhere."""
     budget = [max_dwords]
 
     def walk(addr: int, size_dw: int, level: int) -> str | None:
         while True:
             budget[0] -= size_dw
-            if budget[0] < 0 or addr < 0 or addr // 4 + size_dw > len(mem32):
+            pa = translate(addr, 4 * size_dw) if addr >= 0 else None
+            if budget[0] < 0 or pa is None or pa // 4 + size_dw > len(mem32):
                 return None
             chained = None
-            for item in pm4.decode_stream(mem32[addr // 4: addr // 4 + size_dw]):
+            for item in pm4.decode_stream(mem32[pa // 4: pa // 4 + size_dw]):
                 if not item.ok or item.name == "TYPE2_FILLER":
                     continue
                 f = item.fields
                 if item.name == "WAIT_REG_MEM":
                     a = f["ADDR_LO"] << 2 | f["ADDR_HI"] << 32
-                    if a // 4 >= len(mem32):
+                    ap = translate(a, 4)
+                    if ap is None or ap // 4 >= len(mem32):
                         continue
-                    v = int(mem32[a // 4]) & f["MASK"]
+                    v = int(mem32[ap // 4]) & f["MASK"]
                     fn = f["FUNCTION"]
                     if fn in _WRM_FUNC and not _WRM_FUNC[fn](v, f["REFERENCE"]):
                         lvl = LEVEL_TEXT.get(level, f"IB{level}")

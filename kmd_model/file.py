@@ -1,7 +1,7 @@
-"""An open render node (drm_file + amdgpu_fpriv): the BO handles and contexts of one
-client. Everything a client owns is reachable from its File, so closing it releases
-everything, and the CS checker's question "may this job touch that address?" is
-"does the address lie in a BO of the submitting context's File?".
+"""An open render node (drm_file + amdgpu_fpriv): the BO handles, contexts and GPU address
+space (VM) of one client. Everything a client owns is reachable from its File, so closing
+it releases everything, and the CS checker's question "may this job touch that address?"
+is "is the address mapped in the submitting context's File's VM?".
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .bo import Bo
     from .ctx import Context
     from .kmd import Kmd
+    from .vm import Vm
 
 
 class File:
@@ -24,6 +25,7 @@ class File:
         self.handles: dict[int, "Bo"] = {}
         self.next_handle = 1
         self.contexts: dict[int, "Context"] = {}
+        self.vm: "Vm" = None  # type: ignore[assignment]  # its GPU address space (Kmd.open)
         self.closed = False
 
     def ioctl(self, request: int, args: Any = None) -> Any:

@@ -3,7 +3,7 @@
 The hardware appends 8-dword entries (spec/ih.py) and writes IH_WPTR to a write-back
 dword; the pointers count bytes, as amdgpu's do (32 per entry). The handler reads
 entries from its rptr up to that wptr, hands each to the
-source's handler (EOP -> fence processing, CP_ERROR -> error handling), then writes
+source's handler (EOP -> fence processing, CP_ERROR and VM_FAULT -> error handling), then writes
 IH_RPTR so the hardware may reuse the space and INT_STATUS.IH_PENDING (the irq line)
 drops. Entries that arrive while the handler runs are picked up before it returns.
 """
@@ -25,6 +25,7 @@ log = get_logger("ih")
 
 MASK32 = 0xFFFF_FFFF
 _SOURCE = ih_spec.BY_NAME["SOURCE_ID"]
+_CLIENT = ih_spec.BY_NAME["CLIENT_ID"]
 
 
 class IhRing:
@@ -43,6 +44,7 @@ class IhRing:
         self.handlers = {
             ih_spec.Source.EOP: kmd.on_eop,
             ih_spec.Source.CP_ERROR: kmd.on_cp_error_entry,
+            ih_spec.Source.VM_FAULT: kmd.on_vm_fault_entry,
         }
 
     def init_hw(self) -> None:
@@ -87,10 +89,10 @@ class IhRing:
 
     def _dispatch(self, entry: list[int]) -> None:
         src = _SOURCE.get(entry)
-        try:
-            source = ih_spec.Source(src)
-        except ValueError:
-            log.warning("IH entry with unknown source %d: %s", src, [f"{d:#x}" for d in entry])
+        source = ih_spec.source_of(_CLIENT.get(entry), src)
+        if source is None:
+            log.warning("IH entry with unknown client %#x source %d: %s", _CLIENT.get(entry), src,
+                        [f"{d:#x}" for d in entry])
             return
         self.by_source[source.name] = self.by_source.get(source.name, 0) + 1
         if log.isEnabledFor(logging.INFO):

@@ -24,7 +24,8 @@ from .fence import SEQ_MASK
 from .kmd import MAX_IB_DW
 from .log import get_logger
 from .scheduler import Job
-from .uapi import CsChunkFence, CsChunkIb, CtxOp, Domain, GemFlags, InfoQuery, KmdError, Request
+from .uapi import CsChunkFence, CsChunkIb, CtxOp, Domain, GemFlags, InfoQuery, KmdError, Request, VaOp, VmFlags
+from .vm import PAGE
 
 if TYPE_CHECKING:
     from .file import File
@@ -194,7 +195,7 @@ def gem_create(kmd: "Kmd", file: "File", a: uapi.GemCreateArgs) -> uapi.GemCreat
     kmd.dev.mem[bo.gpu_addr:bo.end] = 0
     handle = file.add_bo(bo)
     bo.name = f"fd{file.fd}:{handle}"
-    return uapi.GemCreateOut(handle, bo.gpu_addr, bo.size)
+    return uapi.GemCreateOut(handle, bo.size)
 
 
 @ioctl_def(Request.GEM_CLOSE)
@@ -211,7 +212,63 @@ def gem_mmap(kmd: "Kmd", file: "File", a: uapi.GemMmapArgs) -> uapi.GemMmapOut:
     bo = file.bo(a.handle, "GEM_MMAP")
     if bo.flags & GemFlags.NO_CPU_ACCESS:
         raise KmdError(errno.EPERM, f"GEM_MMAP: BO {a.handle} was created with NO_CPU_ACCESS")
-    return uapi.GemMmapOut(kmd.map_bo(bo).array, bo.gpu_addr, bo.size)
+    return uapi.GemMmapOut(kmd.map_bo(bo).array, bo.size)
+
+
+@ioctl_def(Request.GEM_VA)
+def gem_va(kmd: "Kmd", file: "File", a: uapi.GemVaArgs) -> None:
+    """amdgpu_gem_va_ioctl: map a range of a BO into the file's VM, or unmap. Every argument
+    is checked before anything changes; a range that loses or changes entries has the TLB
+    invalidated before the ioctl returns (the BOs stay allocated while jobs may use them)."""
+    who = "GEM_VA"
+    op = _int(who, "operation", a.operation, 0)
+    if op not in set(VaOp):
+        raise KmdError(errno.EINVAL, f"{who}: operation must be MAP (1), UNMAP (2), CLEAR (3) or REPLACE (4), "
+                       f"not {op}")
+    op = VaOp(op)
+    flags = _int(who, "flags", a.flags, 0)
+    unknown = flags & ~sum(VmFlags)
+    if unknown:
+        raise KmdError(errno.EINVAL, f"{who}: unknown flags {unknown:#x}")
+    vm = file.vm
+    va = _int(who, "va_address", a.va_address, 0)
+    if op == VaOp.UNMAP:
+        bo = file.bo(a.handle, who)
+        m = vm.find(va)
+        if m is None or m.va != va or m.bo is not bo:
+            raise KmdError(errno.ENOENT, f"{who}: no mapping of BO {a.handle} starts at {va:#x}")
+        vm.unmap(m)
+        kmd.vmids.flush_vm(vm, m.va, m.size)
+        return None
+    size = _int(who, "map_size", a.map_size, 1)
+    offset = _int(who, "offset_in_bo", a.offset_in_bo, 0) if op != VaOp.CLEAR else 0
+    bo = file.bo(a.handle, who) if op != VaOp.CLEAR else None
+    if (va | size | offset) & (PAGE - 1):
+        raise KmdError(errno.EINVAL, f"{who}: va_address {va:#x}, offset_in_bo {offset:#x} and map_size {size:#x} "
+                       f"must be multiples of the page size ({PAGE:#x})")
+    if va < vm.va_start or va + size > vm.va_end:
+        raise KmdError(errno.EINVAL, f"{who}: [{va:#x}, {va + size:#x}) is outside the VM's range "
+                       f"[{vm.va_start:#x}, {vm.va_end:#x})")
+    if bo is not None and offset + size > bo.size:
+        raise KmdError(errno.EINVAL, f"{who}: offset_in_bo {offset:#x} + map_size {size:#x} runs past the end of "
+                       f"BO {a.handle} ({bo.size:#x} bytes)")
+    if op in (VaOp.MAP, VaOp.REPLACE):
+        # BOs closed while jobs used them keep their mappings until those jobs are done;
+        # a client reusing the range waits for that, as amdgpu's implicit sync would
+        gone = [m.bo for m in vm.overlapping(va, size) if m.bo.closed]
+        if gone:
+            kmd.wait_for(lambda: all(b.freed for b in gone), 2 * kmd.params.job_timeout)
+    if op == VaOp.MAP:
+        taken = vm.overlapping(va, size)
+        if taken:
+            t = taken[0]
+            raise KmdError(errno.EINVAL, f"{who}: [{va:#x}, {va + size:#x}) overlaps the mapping "
+                           f"[{t.va:#x}, {t.end:#x}) of {t.bo.name or 'a BO'}")
+    if op in (VaOp.CLEAR, VaOp.REPLACE) and vm.clear(va, size):
+        kmd.vmids.flush_vm(vm, va, size)
+    if op in (VaOp.MAP, VaOp.REPLACE):
+        vm.map(bo, offset, va, size, flags)
+    return None
 
 
 @ioctl_def(Request.GEM_WAIT_IDLE)
@@ -258,7 +315,6 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
     if not isinstance(a.chunks, (list, tuple)):
         raise KmdError(errno.EINVAL, f"CS: chunks must be a list, not {type(a.chunks).__name__}")
     ibs: list[tuple[int, int]] = []
-    ib_bos = set()
     user_fence = None
     uf_bo = None
     for i, ch in enumerate(a.chunks):
@@ -278,8 +334,11 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
                 if off + 4 * n > bo.size:
                     raise KmdError(errno.EINVAL, f"{who}: IB at offset {off:#x}+{4 * n:#x} runs past the "
                                    f"end of BO {ch.handle} ({bo.size:#x} bytes)")
-                addr = bo.gpu_addr + off
-                ib_bos.add(bo)
+                m = next((m for m in file.vm.maps if m.bo is bo and m.offset <= off < m.offset + m.size), None)
+                if m is None:
+                    raise KmdError(errno.EINVAL, f"{who}: BO {ch.handle} is not mapped at offset {off:#x} "
+                                   "in the file's VM (GEM_VA)")
+                addr = m.va + off - m.offset
             elif ch.gpu_addr is not None:
                 addr = _int(who, "gpu_addr", ch.gpu_addr, 0, (1 << 48) - 1)
                 if addr & 3:
@@ -302,23 +361,24 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
         raise KmdError(errno.EINVAL, "CS: no IB chunk")
     checked = None
     ring_ibs = ibs
+    vm = file.vm
     if kmd.params.cs_check:
         # The checked copies are what the CP runs: nothing the client writes from now on
         # reaches it (kmd_model/cs_checker.py).
         try:
-            checked = kmd.checker.check(ctx, ibs)
+            checked = kmd.checker.check(ctx, ibs, vm)
             addr = kmd.shadow_alloc(checked)
         except KmdError:
             kmd.stats["cs_rejected"] += 1
             raise
-        ring_ibs = kmd.checker.place(checked, addr)
+        ring_ibs = kmd.checker.place(checked, addr, kmd.shadow_va(addr))
         kmd.stats["cs_shadow_bytes"] += checked.shadow_bytes
-        bos = checked.bos
-    else:
-        bos = ib_bos | {b for b in (kmd.bo.lookup(addr) for addr, _ in ibs) if b is not None}
+    # Every BO mapped in the VM (and its page tables) stays allocated while the job may run:
+    # the job can reach all of them (amdgpu's VM reservation holds the job's fence).
+    bos = vm.bos()
     if uf_bo is not None:
         bos.add(uf_bo)
-    job = Job(ctx, ctx.next_seq(), ring_ibs, user_fence, bos, checked=checked, client_ibs=ibs)
+    job = Job(ctx, ctx.next_seq(), ring_ibs, user_fence, bos, checked=checked, client_ibs=ibs, vm=vm)
     for bo in bos:
         bo.busy_jobs += 1
     kmd.stats["cs"] += 1
@@ -369,12 +429,16 @@ def info(kmd: "Kmd", file: "File", a: uapi.InfoArgs) -> Any:
             ring_size_dw=kmd.ring.size_dw,
             ib_align_dw=kmd.params.ib_align_dw, max_ib_dw=MAX_IB_DW, max_job_dw=kmd.max_job_dw,
             max_job_ibs=kmd.params.max_job_ibs,
-            packets=tuple(p.name for p in packets.PACKETS))
+            packets=tuple(p.name for p in packets.PACKETS),
+            va_start=file.vm.va_start, va_end=file.vm.va_end, va_alignment=PAGE, vm_levels=file.vm.levels)
     if q == InfoQuery.MEMORY:
         def heap(d: Domain) -> uapi.HeapInfo:
             h = kmd.bo.heaps[d]
             return uapi.HeapInfo(h.base, h.size, h.used, h.largest_free)
         return uapi.MemoryInfo(heap(Domain.VRAM), heap(Domain.GTT))
+    if q == InfoQuery.VM_FAULT:
+        kmd.service()  # a fault the interrupt has not been handled for yet
+        return file.vm.fault or uapi.VmFaultInfo()
     if q == InfoQuery.COUNTERS:
         kmd.service()
         c = kmd.counters()

@@ -12,8 +12,14 @@ All times are simulated cycles (`Device.now()`), so runs are repeatable.
 
 Errors: a CP_ERROR entry (or STATUS.ERROR found by polling) is decoded into a message,
 the job at the CP's read pointer is guilty, and `gpu_recover` runs drm_sched's
-stop -> reset -> resubmit -> start. A job with no progress for `job_timeout` cycles
-goes the same way through `timedout_job`.
+stop -> reset -> resubmit -> start. A VM fault (its UTCL2 entry) goes the same way, after
+the fault is recorded in the faulting VM (INFO VM_FAULT). A job with no progress for
+`job_timeout` cycles goes the same way through `timedout_job`.
+
+Virtual memory (kmd_model/vm.py): every file has a VM; jobs run with the VMID the
+VmidManager grants their VM. With the CS checker on, the shadow pool is mapped in every
+VM at the top of the address space, executable only, so the CP can fetch the checked
+copies with the job's VMID while the client can neither read nor write them.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from dataclasses import dataclass, fields, replace
 from enum import IntEnum
 
 from spec import packets, pm4, rules
+
+from spec import vm as vm_spec
 
 from . import regs
 from .bo import PAGE, BoManager
@@ -39,7 +47,8 @@ from .mmio import Mmio
 from .ring import Ring, as_u32
 from .scheduler import Job, Scheduler
 from .shadow import ShadowPool
-from .uapi import Domain, HwErrorInfo, KmdError, ResetStatus
+from .uapi import Domain, HwErrorInfo, KmdError, ResetStatus, VmFaultInfo
+from .vm import HUGE, Vm, VmidManager
 
 log = get_logger("kmd")
 
@@ -103,10 +112,12 @@ class Kmd:
         self.params = p = params or KmdParams()
         self.mmio = Mmio(dev)
         self.info = self.mmio.probe()
+        if not self.info.vm_levels:
+            raise KmdError(errno.ENODEV, "this KMD needs a device with an MMU (CAPS.VM reads 0)")
         self.stats = dict.fromkeys((
             "ioctls", "ioctl_errors", "cs", "cs_rejected", "jobs_retired", "jobs_cancelled",
             "interrupts", "spurious_interrupts", "fallback_polls", "resets", "job_timeouts",
-            "cp_errors", "cs_shadow_bytes"), 0)
+            "cp_errors", "vm_faults", "cs_shadow_bytes"), 0)
         mem = dev.mem
         size = min(len(mem), 1 << self.info.addr_bits) if self.info.addr_bits else len(mem)
         self.mem32 = as_u32(mem)
@@ -123,7 +134,14 @@ class Kmd:
         self.ib_test_bo = kbo(PAGE, PAGE, Domain.GTT, 0, None, "ib test", who="init")
         gtt = self.bo.heaps[Domain.GTT]
         pool = min(p.shadow_pool_kib << 10, (gtt.size - gtt.used) * 3 // 4) & ~(PAGE - 1)
-        self.shadow = ShadowPool(kbo(max(pool, PAGE), PAGE, Domain.GTT, 0, None, "shadow IBs", who="init"))
+        pool = max(pool, PAGE)
+        # 2 MiB aligned when it is that large, so each VM maps it with huge pages
+        self.shadow = ShadowPool(kbo(pool, HUGE if pool >= HUGE else PAGE, Domain.GTT, 0, None, "shadow IBs",
+                                     who="init"))
+        self.vm_levels = self.info.vm_levels
+        self.kernel_va_size = -(-self.shadow.size // HUGE) * HUGE if p.cs_check else 0
+        self.kernel_va = (1 << vm_spec.va_bits(self.vm_levels)) - self.kernel_va_size
+        self.vmids = VmidManager(self, self.info.vmids)
         # A job's copies take half the pool at most, so the jobs around it still fit; on a small
         # device the limit shrinks to a power of two that does (DEV_INFO.max_job_dw says which).
         self.max_job_dw = min(p.max_job_dw, 1 << ((self.shadow.size // 8).bit_length() - 1))
@@ -139,6 +157,7 @@ class Kmd:
         self.contexts: dict[int, Context] = {}
         self.next_ctx_id = 1
         self.reset_pending: tuple[str, CpErrorState | None] | None = None
+        self.last_vm_fault: VmFaultInfo | None = None
         self.wedged: str | None = None
         self.trace_hooks: list = []  # callables taking an ioctl.IoctlRecord
         self.hw_init()
@@ -233,9 +252,38 @@ class Kmd:
 
     def open(self) -> File:
         f = File(self, self.next_fd)
+        f.vm = Vm(self, f, self.vm_levels)
         self.files[f.fd] = f
         self.next_fd += 1
         return f
+
+    def map_kernel_ranges(self, vm: Vm) -> None:
+        """What the kernel puts in every VM: with the CS checker, the shadow pool at the top
+        of the address space, executable only (the CP fetches the checked copies from it)."""
+        if not self.kernel_va_size:
+            return
+        bo = self.shadow.bo
+        if bo.gpu_addr % HUGE == 0 and bo.size % HUGE == 0:
+            for off in range(0, bo.size, HUGE):
+                vm.set_huge(self.kernel_va + off, bo.gpu_addr + off, vm_spec.EXECUTABLE)
+        else:
+            vm.set_ptes(self.kernel_va, bo.size, bo.gpu_addr, vm_spec.EXECUTABLE)
+
+    def shadow_va(self, addr: int) -> int:
+        """Where a shadow-pool address is in every VM."""
+        return self.kernel_va + addr - self.shadow.bo.gpu_addr
+
+    def job_translate(self, job: Job):
+        """va, nbytes -> where a job's address is in memory (its VM's mappings, or the
+        shadow pool's kernel range), None when it is nowhere: for the KMD's own reads of
+        what a job runs (timeout diagnosis, crash reports)."""
+        vm = job.vm
+
+        def translate(va: int, n: int) -> int | None:
+            if self.kernel_va_size and self.kernel_va <= va and va + n <= self.kernel_va + self.shadow.size:
+                return self.shadow.bo.gpu_addr + va - self.kernel_va
+            return vm.translate(va, n) if vm is not None else va
+        return translate
 
     def ctx_alloc(self, file: File) -> Context:
         ctx = Context(self.next_ctx_id, file, self.params.initial_seq)
@@ -260,15 +308,26 @@ class Kmd:
         for bo in leaked:
             self.bo_close(bo)
         file.handles.clear()
+        file.vm.destroy()
         self.files.pop(file.fd, None)
 
     def bo_close(self, bo) -> None:
-        """The BO's last handle is gone: its CPU mappings are revoked now, its memory is
-        freed once no job uses it."""
+        """The BO's last handle is gone: its CPU mappings are revoked now; its GPU mappings
+        and its memory go once no job uses it (jobs submitted before still find it mapped,
+        as amdgpu's page-table updates wait for the BO's fences)."""
         for m in bo.mappings:
             m.revoke(f"BO {bo.name or '?'} [{bo.gpu_addr:#x}, {bo.end:#x}) was closed (GEM_CLOSE): "
                      "its CPU mapping is gone, as after munmap")
         bo.mappings.clear()
+        bo.closed = True
+        if not bo.busy:
+            self.bo_release(bo)
+
+    def bo_release(self, bo) -> None:
+        """A closed BO is idle: out of its file's VM (the TLB invalidated), then freed."""
+        vm = bo.owner.vm if bo.owner is not None else None
+        if vm is not None and not vm.closed and vm.bo_removed(bo):
+            self.vmids.flush_vm(vm)
         self.bo.close(bo)
 
     def map_bo(self, bo) -> Mapping:
@@ -314,7 +373,7 @@ class Kmd:
         for bo in job.bos:
             bo.busy_jobs -= 1
             if bo.closed and not bo.busy:
-                self.bo.free(bo)
+                self.bo_release(bo)
         if job.checked is not None:  # the CP is done with the copies
             self.shadow.free(job.checked.shadow_addr, job.checked.shadow_bytes)
             job.checked = None
@@ -353,7 +412,7 @@ class Kmd:
     def read_cp_error(self) -> CpErrorState:
         m = self.mmio
         return CpErrorState.from_regs(m.read(regs.CP_ERROR), m.read64(regs.CP_ERROR_ADDR_LO, regs.CP_ERROR_ADDR_HI),
-                                      m.read(regs.CP_ERROR_OFFSET))
+                                      m.read(regs.CP_ERROR_OFFSET), m.read(regs.VM_FAULT_STATUS))
 
     # IH source handlers (kmd_model/ih.py)
     def on_eop(self, entry: dict) -> None:
@@ -363,12 +422,32 @@ class Kmd:
         self._cp_error(CpErrorState.from_regs(entry["DATA0"], entry["DATA1"] | entry["DATA2"] << 32,
                                               entry["DATA3"]))
 
+    def on_vm_fault_entry(self, entry: dict) -> None:
+        """A UTCL2 fault entry: the CP stopped with VM_FAULT; the registers hold the exact
+        address (the entry has its page) and the status."""
+        self._cp_error(self.read_cp_error())
+
     def _cp_error(self, state: CpErrorState) -> None:
         # One error can be seen twice (STATUS.ERROR by a poll, then its IH entry, which the
         # CP writes a few cycles later): count and recover it once.
         if self.reset_pending is None:  # recovery runs once the handler is done with the IH ring
             self.stats["cp_errors"] += 1
+            if state.code == CpError.VM_FAULT:
+                self._record_vm_fault(state)
             self.reset_pending = ("cp_error", state)
+
+    def _record_vm_fault(self, state: CpErrorState) -> None:
+        """Keep the fault for INFO VM_FAULT in the VM that holds the faulting VMID
+        (amdgpu_vm_update_fault_cache), and in the KMD's statistics."""
+        self.stats["vm_faults"] += 1
+        f = regs.VM_FAULT_STATUS.decode(state.vm_status)
+        info = VmFaultInfo(state.addr, state.vm_status, f["VMID"], vm_spec.Access(f["ACCESS"]).name,
+                           vm_spec.Cause(f["CAUSE"]).name, f["LEVEL"])
+        self.last_vm_fault = info
+        if f["VMID"]:
+            owner = self.vmids.ids[f["VMID"] - 1].owner
+            if owner is not None:
+                owner.fault = info
 
     def fallback_poll(self) -> None:
         """amdgpu's fence fallback timer: a lost interrupt only costs time."""
@@ -468,7 +547,8 @@ class Kmd:
             return
         self.stats["job_timeouts"] += 1
         waited = self.dev.now() - self.sched.progress_at
-        stuck = find_unsatisfied_wait(self.mem32, job.ibs, self.info.ib_levels, client_addr=job.client_addr)
+        stuck = find_unsatisfied_wait(self.mem32, job.ibs, self.info.ib_levels, client_addr=job.client_addr,
+                                      translate=self.job_translate(job))
         if stuck:
             doing = f"stuck in {stuck}"
         elif regs.STATUS.WAITING.get(st):
@@ -545,6 +625,7 @@ class Kmd:
             ih_by_source=dict(self.ih.by_source) if self.ih else {},
             fences_emitted=self.fence_drv.emitted, fences_signalled=self.fence_drv.signalled,
             last_fence=self.fence_drv.last_seq, live_bos=len(self.live_bos()),
+            vmid_grabs=self.vmids.grabs, vmid_steals=self.vmids.steals, tlb_flushes=self.vmids.flushes,
             kernel_bos=len(self.bo.live_bos(None)), files=len(self.files), contexts=len(self.contexts),
         )
         return s

@@ -33,6 +33,7 @@ MODULES = {
     "ih": "IH entries the interrupt handler reads",
     "sched": "jobs put in the ring and retired",
     "bo": "buffer objects created and freed",
+    "vm": "GPU virtual memory: mappings (GEM_VA), VMIDs, TLB flushes",
     "bus": "every MMIO access",
     "cp": "packets the CP starts (when `gpucosim run` watches the hardware)",
 }

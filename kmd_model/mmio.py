@@ -32,6 +32,8 @@ class DeviceInfo:
     has_dma: bool
     has_ih: bool
     dma_max_bytes: int  # largest DMA_DATA BYTE_COUNT (0 without a DMA engine)
+    vm_levels: int = 0  # page-table levels of the MMU (VM_CAPS); 0: no MMU
+    vmids: int = 0
 
 
 SUPPORTED_MAJOR = regs.VERSION.MAJOR.reset
@@ -86,6 +88,7 @@ class Mmio:
             raise ProbeError(f"register interface version {v['MAJOR']}.{v['MINOR']} is not supported "
                              f"(this driver knows major {SUPPORTED_MAJOR})")
         c = self.fields(regs.CAPS)
+        vm = self.fields(regs.VM_CAPS) if c["VM"] else {"LEVELS": 0, "VMIDS": 0}
         return DeviceInfo(
             version=(v["MAJOR"], v["MINOR"], v["PATCH"]),
             bus_bytes=1 << c["BUS_BYTES_LOG2"],
@@ -94,6 +97,8 @@ class Mmio:
             has_dma=bool(c["DMA"]),
             dma_max_bytes=(1 << c["DMA_MAX_LOG2"]) if c["DMA"] else 0,
             has_ih=bool(c["IH"]),
+            vm_levels=vm["LEVELS"],
+            vmids=vm["VMIDS"],
         )
 
 

@@ -18,7 +18,7 @@ class IbLevel(IntEnum):
 
 class CpError(IntEnum):
     NONE = 0  # No error.
-    ILLEGAL_OPCODE = 1  # Type-3 packet with an opcode the CP does not implement, a type-0/1 header, or a type-2 dword other than the 0x80000000 filler.
+    ILLEGAL_OPCODE = 1  # Type-3 packet with an opcode the CP does not implement, or a type-0/1 header (every type-2 dword is a one-dword filler).
     BAD_COUNT = 2  # Packet COUNT too small for its opcode, or running past the end of the ring/IB.
     IB_NESTING = 3  # INDIRECT_BUFFER nested deeper than CAPS.IB_LEVELS.
     IB_SIZE_ZERO = 4  # INDIRECT_BUFFER with IB_SIZE = 0.
@@ -30,6 +30,7 @@ class CpError(IntEnum):
     FENCE_MISALIGNED = 10  # RELEASE_MEM/WRITE_DATA/WAIT_REG_MEM address not aligned to its data size.
     DMA_BYTE_COUNT = 11  # DMA_DATA BYTE_COUNT over the engine's limit (2^CAPS.DMA_MAX_LOG2).
     UNSUPPORTED = 12  # A field value this CP does not implement (e.g. WRITE_DATA DST_SEL other than memory).
+    VM_FAULT = 13  # A translation or permission fault of the MMU (VM_FAULT_STATUS says which).
 
 
 class ID(Register):
@@ -45,9 +46,9 @@ class VERSION(Register):
     """Version. Version of the register interface; a driver refuses a MAJOR it does not know."""
     NAME = "VERSION"
     ADDR = 0x004
-    RESET = 0x00010000
+    RESET = 0x00020000
     PATCH = Field('PATCH', 0, 16, 'r', 'na', reset=0x0)
-    MINOR = Field('MINOR', 16, 8, 'r', 'na', reset=0x1)
+    MINOR = Field('MINOR', 16, 8, 'r', 'na', reset=0x2)
     MAJOR = Field('MAJOR', 24, 8, 'r', 'na', reset=0x0)
     FIELDS = (PATCH, MINOR, MAJOR,)
 
@@ -63,7 +64,8 @@ class CAPS(Register):
     DMA = Field('DMA', 16, 1, 'r', 'w', desc='A DMA engine executes DMA_DATA.')
     IH = Field('IH', 17, 1, 'r', 'w', desc='An interrupt-handler (IH) ring is present.')
     DMA_MAX_LOG2 = Field('DMA_MAX_LOG2', 18, 5, 'r', 'w', desc='log2 of the largest DMA_DATA BYTE_COUNT the DMA engine takes; a larger one is DMA_BYTE_COUNT.')
-    FIELDS = (BUS_BYTES_LOG2, ADDR_BITS, IB_LEVELS, DMA, IH, DMA_MAX_LOG2,)
+    VM = Field('VM', 23, 1, 'r', 'w', desc='An MMU translates every memory access (VM_CAPS, VM_CONTEXT_*).')
+    FIELDS = (BUS_BYTES_LOG2, ADDR_BITS, IB_LEVELS, DMA, IH, DMA_MAX_LOG2, VM,)
 
 
 class SCRATCH(Register):
@@ -298,7 +300,7 @@ class CP_ERROR(Register):
     RESET = 0x00000000
     CODE = Field('CODE', 0, 8, 'r', 'w', desc='What stopped the CP.')
     LEVEL = Field('LEVEL', 8, 2, 'r', 'w', desc='Where the faulting packet was fetched from.')
-    OPCODE = Field('OPCODE', 16, 8, 'r', 'w', desc="Opcode of the packet in hand: for ILLEGAL_OPCODE the unknown type-3 opcode, 0 for a type-0/1/2 header; for a bus error on reading a packet's header 0 (no packet yet); for a bus error on its payload, a write, a WAIT_REG_MEM poll or a DMA transfer the opcode of the packet being executed (INDIRECT_BUFFER for the ring rptr write-back after an IB); 0 for doorbell errors.")
+    OPCODE = Field('OPCODE', 16, 8, 'r', 'w', desc="Opcode of the packet in hand: for ILLEGAL_OPCODE the unknown type-3 opcode, 0 for a type-0/1 header; for a bus error on reading a packet's header 0 (no packet yet); for a bus error on its payload, a write, a WAIT_REG_MEM poll or a DMA transfer the opcode of the packet being executed (INDIRECT_BUFFER for the ring rptr write-back after an IB); 0 for doorbell errors.")
     FIELDS = (CODE, LEVEL, OPCODE,)
 
 
@@ -412,6 +414,144 @@ class PERF_PACKETS(Register):
     FIELDS = (COUNT,)
 
 
+class VM_CAPS(Register):
+    """VM capabilities. How this instance's MMU was built (spec/vm.py, docs/hardware.md "Virtual memory")."""
+    NAME = "VM_CAPS"
+    ADDR = 0x200
+    RESET = 0x00000000
+    LEVELS = Field('LEVELS', 0, 4, 'r', 'w', desc='Levels of page tables (512 entries each, 4 KiB pages): virtual addresses have 12 + 9 * LEVELS bits.')
+    VMIDS = Field('VMIDS', 4, 5, 'r', 'w', desc='VMIDs (page-table bases).')
+    TLB_LOG2 = Field('TLB_LOG2', 12, 4, 'r', 'w', desc="log2 of the TLB's entries.")
+    FIELDS = (LEVELS, VMIDS, TLB_LOG2,)
+
+
+class VM_INVALIDATE_REQ(Register):
+    """TLB invalidate request. Writing it starts an invalidation of the TLB entries of the VMIDs in PER_VMID, of every address (ALL_ADDR) or of the page VM_INVALIDATE_ADDR names, as amdgpu writes VM_INVALIDATE_ENG*_REQ; VM_INVALIDATE_ACK says when it is done. A request written while one is pending replaces it."""
+    NAME = "VM_INVALIDATE_REQ"
+    ADDR = 0x204
+    RESET = 0x00000000
+    PER_VMID = Field('PER_VMID', 0, 16, 'w', 'r', reset=0x0, swmod=True, desc='One bit per VMID whose entries go.')
+    ALL_ADDR = Field('ALL_ADDR', 16, 1, 'w', 'r', reset=0x0, desc='Every address of those VMIDs (else the page in VM_INVALIDATE_ADDR).')
+    FIELDS = (PER_VMID, ALL_ADDR,)
+
+
+class VM_INVALIDATE_ADDR_LO(Register):
+    """TLB invalidate address, low. The page to invalidate: virtual address bits 43:12 (the address >> 12)."""
+    NAME = "VM_INVALIDATE_ADDR_LO"
+    ADDR = 0x208
+    RESET = 0x00000000
+    PAGE = Field('PAGE', 0, 32, 'rw', 'r', reset=0x0)
+    FIELDS = (PAGE,)
+
+
+class VM_INVALIDATE_ADDR_HI(Register):
+    """TLB invalidate address, high. Virtual address bits 47:44."""
+    NAME = "VM_INVALIDATE_ADDR_HI"
+    ADDR = 0x20c
+    RESET = 0x00000000
+    PAGE = Field('PAGE', 0, 4, 'rw', 'r', reset=0x0)
+    FIELDS = (PAGE,)
+
+
+class VM_INVALIDATE_ACK(Register):
+    """TLB invalidate acknowledge. The VMIDs whose invalidation is done (amdgpu polls VM_INVALIDATE_ENG*_ACK for its VMID's bit); a new request clears it. Translations that start after the bit is set use the page tables as they are in memory then."""
+    NAME = "VM_INVALIDATE_ACK"
+    ADDR = 0x210
+    RESET = 0x00000000
+    PER_VMID = Field('PER_VMID', 0, 16, 'r', 'w')
+    FIELDS = (PER_VMID,)
+
+
+class VM_FAULT_STATUS(Register):
+    """VM fault status. The fault that stopped the CP (CP_ERROR.CODE = VM_FAULT); 0 otherwise. Cleared by CONTROL.SOFT_RESET."""
+    NAME = "VM_FAULT_STATUS"
+    ADDR = 0x220
+    RESET = 0x00000000
+    VMID = Field('VMID', 0, 4, 'r', 'w', desc='VMID of the faulting access.')
+    ACCESS = Field('ACCESS', 4, 3, 'r', 'w', desc='What the access was (spec/vm.py Access: 0 READ, 1 WRITE, 2 FETCH, 3 DMA_READ, 4 DMA_WRITE).')
+    LEVEL = Field('LEVEL', 8, 2, 'r', 'w', desc='The page-table level of the entry that failed (0 = the root directory).')
+    CAUSE = Field('CAUSE', 12, 2, 'r', 'w', desc='Why (spec/vm.py Cause: 0 INVALID entry, 1 PERMISSION, 2 RANGE, 3 WALK_ERROR).')
+    FIELDS = (VMID, ACCESS, LEVEL, CAUSE,)
+
+
+class VM_FAULT_ADDR_LO(Register):
+    """VM fault address, low. The faulting virtual address (the byte CP_ERROR_ADDR names), when CP_ERROR.CODE = VM_FAULT."""
+    NAME = "VM_FAULT_ADDR_LO"
+    ADDR = 0x224
+    RESET = 0x00000000
+    ADDRESS = Field('ADDRESS', 0, 32, 'r', 'w')
+    FIELDS = (ADDRESS,)
+
+
+class VM_FAULT_ADDR_HI(Register):
+    """VM fault address, high. """
+    NAME = "VM_FAULT_ADDR_HI"
+    ADDR = 0x228
+    RESET = 0x00000000
+    ADDRESS = Field('ADDRESS', 0, 16, 'r', 'w')
+    FIELDS = (ADDRESS,)
+
+
+class PERF_TLB_HITS(Register):
+    """TLB hits. Translations the TLB answered (VMIDs with translation enabled)."""
+    NAME = "PERF_TLB_HITS"
+    ADDR = 0x230
+    RESET = 0x00000000
+    COUNT = Field('COUNT', 0, 32, 'r', 'w')
+    FIELDS = (COUNT,)
+
+
+class PERF_TLB_MISSES(Register):
+    """TLB misses. Translations that walked the page tables."""
+    NAME = "PERF_TLB_MISSES"
+    ADDR = 0x234
+    RESET = 0x00000000
+    COUNT = Field('COUNT', 0, 32, 'r', 'w')
+    FIELDS = (COUNT,)
+
+
+class PERF_WALK_CYCLES(Register):
+    """Page-walk cycles. Cycles the MMU spent walking page tables."""
+    NAME = "PERF_WALK_CYCLES"
+    ADDR = 0x238
+    RESET = 0x00000000
+    COUNT = Field('COUNT', 0, 32, 'r', 'w')
+    FIELDS = (COUNT,)
+
+
+class VM_CONTEXT_CNTL(Register):
+    """VM context control, by VMID. Index i is VMID i (AMD's VM_CONTEXTi_CNTL)."""
+    NAME = "VM_CONTEXT_CNTL"
+    ADDR = 0x300
+    RESET = 0x00000000
+    ARRAY_LEN = 16
+    ARRAY_STRIDE = 4
+    ENABLE = Field('ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc="Translate this VMID's accesses through its page tables; clear: its addresses are physical.")
+    FIELDS = (ENABLE,)
+
+
+class VM_CONTEXT_PT_BASE_LO(Register):
+    """Page-table base, low, by VMID. The root page directory of VMID i (AMD's VM_CONTEXTi_PAGE_TABLE_BASE_ADDR_LO32; bits 11:0 read 0)."""
+    NAME = "VM_CONTEXT_PT_BASE_LO"
+    ADDR = 0x340
+    RESET = 0x00000000
+    ARRAY_LEN = 16
+    ARRAY_STRIDE = 4
+    ADDRESS = Field('ADDRESS', 12, 20, 'rw', 'r', reset=0x0, desc='Root directory address bits 31:12 (it is 4 KiB aligned).')
+    FIELDS = (ADDRESS,)
+
+
+class VM_CONTEXT_PT_BASE_HI(Register):
+    """Page-table base, high, by VMID. AMD's VM_CONTEXTi_PAGE_TABLE_BASE_ADDR_HI32."""
+    NAME = "VM_CONTEXT_PT_BASE_HI"
+    ADDR = 0x380
+    RESET = 0x00000000
+    ARRAY_LEN = 16
+    ARRAY_STRIDE = 4
+    ADDRESS = Field('ADDRESS', 0, 16, 'rw', 'r', reset=0x0, desc='Root directory address bits 47:32.')
+    FIELDS = (ADDRESS,)
+
+
 REGISTERS: tuple[type[Register], ...] = (
     ID,
     VERSION,
@@ -452,4 +592,18 @@ REGISTERS: tuple[type[Register], ...] = (
     PERF_DMA_BYTES_WRITTEN,
     PERF_DMA_BUSY_CYCLES,
     PERF_PACKETS,
+    VM_CAPS,
+    VM_INVALIDATE_REQ,
+    VM_INVALIDATE_ADDR_LO,
+    VM_INVALIDATE_ADDR_HI,
+    VM_INVALIDATE_ACK,
+    VM_FAULT_STATUS,
+    VM_FAULT_ADDR_LO,
+    VM_FAULT_ADDR_HI,
+    PERF_TLB_HITS,
+    PERF_TLB_MISSES,
+    PERF_WALK_CYCLES,
+    VM_CONTEXT_CNTL,
+    VM_CONTEXT_PT_BASE_LO,
+    VM_CONTEXT_PT_BASE_HI,
 )

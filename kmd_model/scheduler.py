@@ -47,6 +47,8 @@ class Job:
     runs: int = 0  # 1 + resubmissions
     checked: Any = None  # the CheckedJob whose shadow copies `ibs` name (None: cs_check off)
     client_ibs: list = field(default_factory=list)  # the IBs as the client named them
+    vm: Any = None  # the file's Vm (kmd_model/vm.py): its IBs run with the VMID it holds
+    vmid: int = 0
 
     def client_addr(self, addr: int) -> int:
         """An address in the job's shadow copies as the client knows it (error reports)."""
@@ -84,7 +86,12 @@ class Scheduler:
         """Move queued jobs into the ring while they fit; return how many."""
         n = 0
         while self.queue and not self.stopped and self.ring.alloc(self.queue[0].ndw):
-            job = self.queue.popleft()
+            job = self.queue[0]
+            vmid = self.kmd.vmids.grab(job.vm) if job.vm is not None else 0
+            if vmid is None:
+                break  # every VMID is busy: the job waits for one (amdgpu_vmid_grab)
+            job.vmid = vmid
+            self.queue.popleft()
             if not self.pending:
                 self.progress_at = self.kmd.dev.now()
                 self.progress_mark = ()
@@ -101,7 +108,7 @@ class Scheduler:
         job.runs += 1
         job.ring_start = ring.wptr
         for addr, size_dw in job.ibs:
-            ring.emit_ib(addr, size_dw)
+            ring.emit_ib(addr, size_dw, vmid=job.vmid)
         if job.user_fence is not None:
             # before the kernel fence: when WAIT_CS returns, the user fence is there too
             ring.emit_fence(job.user_fence, job.seq, interrupt=False)
@@ -109,6 +116,8 @@ class Scheduler:
         ring.emit_fence(kmd.fence_addr, fence.seq, interrupt=True)  # amdgpu's: INT_CTXID 0
         job.ring_end = ring.wptr
         job.hw_fence = fence
+        if job.vmid:
+            kmd.vmids.used(job.vmid, job)
         kmd.fence_drv.track(fence)
         if kmd.observers:
             kmd.notify("run_job", job=job, fence=fence)

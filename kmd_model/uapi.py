@@ -5,9 +5,10 @@ follow DRM: core ioctls (GEM_CLOSE) are below DRM_COMMAND_BASE, driver ioctls ar
 DRM_COMMAND_BASE + amdgpu's own number. Arguments are dataclasses instead of C structs;
 `ioctl()` returns the "out" half (amdgpu's unions have an `in` and an `out` side).
 
-Addresses: there is no MMU yet, so a BO's GPU address is its physical address, returned
-by GEM_CREATE (`gpu_addr`). It stays fixed for the BO's life, which is what GEM_VA would
-give a UMD; GEM_VA comes with the MMU.
+Addresses: every address a client's packets name is a GPU virtual address in the file's
+own VM (amdgpu_vm): the UMD chooses where each BO goes and maps it with GEM_VA, with
+READABLE / WRITEABLE / EXECUTABLE permissions; DEV_INFO gives the range it may use.
+GEM_CREATE returns no address: physical memory is the kernel's business.
 
 Errors: every ioctl raises `KmdError(errno, message)` instead of returning -1 and
 setting errno; `str(e)` is "EINVAL: GEM_CREATE: size must be > 0, not 0".
@@ -21,7 +22,7 @@ from enum import IntEnum, IntFlag
 from typing import Any
 
 KMD_NAME = "gpucosim"
-KMD_VERSION = (1, 0, 0)
+KMD_VERSION = (2, 0, 0)
 """Driver API version (major, minor, patchlevel), as DRM_IOCTL_VERSION reports it.
 Minor goes up when ioctls or flags are added; a UMD checks it to use new features."""
 
@@ -59,6 +60,7 @@ class Request(IntEnum):
     CS = DRM_COMMAND_BASE + 0x04
     INFO = DRM_COMMAND_BASE + 0x05
     GEM_WAIT_IDLE = DRM_COMMAND_BASE + 0x07
+    GEM_VA = DRM_COMMAND_BASE + 0x08
     WAIT_CS = DRM_COMMAND_BASE + 0x09
 
 
@@ -90,7 +92,6 @@ class GemCreateArgs:
 @dataclass(frozen=True)
 class GemCreateOut:
     handle: int
-    gpu_addr: int  # physical == GPU address until there is an MMU
     size: int  # rounded up to whole pages
 
 
@@ -110,8 +111,36 @@ class GemMmapOut:
     uint8 view of the BO's bytes in device memory (writes go straight to the GPU's memory)."""
 
     view: Any
-    gpu_addr: int
     size: int
+
+
+class VaOp(IntEnum):
+    """GEM_VA operations (amdgpu's AMDGPU_VA_OP_*)."""
+
+    MAP = 1  # map [va, va + size) to the BO from offset; the range must be free
+    UNMAP = 2  # remove the BO's mapping that starts at va
+    CLEAR = 3  # remove whatever is mapped in [va, va + size) (no BO)
+    REPLACE = 4  # CLEAR the range, then MAP it
+
+
+class VmFlags(IntFlag):
+    """GEM_VA permissions (amdgpu's AMDGPU_VM_PAGE_*); none: every access faults."""
+
+    READABLE = 1 << 1
+    WRITEABLE = 1 << 2
+    EXECUTABLE = 1 << 3  # commands (IBs) may be fetched from it
+
+
+@dataclass
+class GemVaArgs:
+    """drm_amdgpu_gem_va: every address, offset and size a multiple of DEV_INFO.va_alignment."""
+
+    handle: int
+    operation: int
+    va_address: int
+    offset_in_bo: int = 0
+    map_size: int = 0
+    flags: int = VmFlags.READABLE | VmFlags.WRITEABLE
 
 
 @dataclass
@@ -221,6 +250,7 @@ class InfoQuery(IntEnum):
     FW_VERSION = 0x0E
     DEV_INFO = 0x16
     MEMORY = 0x19
+    VM_FAULT = 0x23  # AMDGPU_INFO_GPUVM_FAULT: the last VM fault of the file's VM
     COUNTERS = 0x80  # gpucosim: hardware performance counters + driver statistics
 
 
@@ -252,6 +282,10 @@ class DevInfo:
     max_job_dw: int  # dwords one job may run in all, every IB counted each time it runs
     max_job_ibs: int  # distinct IBs one job may reach (chunks, IB2s, CHAIN targets)
     packets: tuple[str, ...]  # packet kinds in PERF_PACKETS order
+    va_start: int  # the VA range a client maps in (amdgpu's virtual_address_offset ...
+    va_end: int  # ... and virtual_address_max)
+    va_alignment: int  # the page size: GEM_VA's unit
+    vm_levels: int  # page-table levels
 
 
 @dataclass(frozen=True)
@@ -269,6 +303,18 @@ class MemoryInfo:
 
 
 @dataclass(frozen=True)
+class VmFaultInfo:
+    """drm_amdgpu_info_gpuvm_fault: the last VM fault of the file's jobs (all 0: none yet)."""
+
+    addr: int = 0  # the faulting virtual address
+    status: int = 0  # VM_FAULT_STATUS (VMID, ACCESS, LEVEL, CAUSE)
+    vmid: int = 0
+    access: str = ""  # spec/vm.py Access name
+    cause: str = ""  # spec/vm.py Cause name
+    level: int = 0
+
+
+@dataclass(frozen=True)
 class Counters:
     """`hw`: the PERF_* registers and TIMESTAMP; `packets`: PERF_PACKETS by packet name;
     `kmd`: what the driver counted (ioctls, doorbells, interrupts, fences, resets ...)."""
@@ -282,6 +328,7 @@ INFO_OUT = {
     InfoQuery.FW_VERSION: FwVersionInfo,
     InfoQuery.DEV_INFO: DevInfo,
     InfoQuery.MEMORY: MemoryInfo,
+    InfoQuery.VM_FAULT: VmFaultInfo,
     InfoQuery.COUNTERS: Counters,
 }
 
@@ -290,6 +337,7 @@ ARGS = {
     Request.GEM_CREATE: GemCreateArgs,
     Request.GEM_MMAP: GemMmapArgs,
     Request.GEM_WAIT_IDLE: GemWaitIdleArgs,
+    Request.GEM_VA: GemVaArgs,
     Request.CTX: CtxArgs,
     Request.CS: CsArgs,
     Request.WAIT_CS: WaitCsArgs,

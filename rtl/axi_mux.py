@@ -43,7 +43,8 @@ class AXI4Mux(wiring.Component):
         return ValueError(message)
 
     def __init__(self, n: int = 2, addr_width: int = 48, data_width: int = 64, id_width: int = 4,
-                 w_order_depth: int = 16):
+                 w_order_depth: int = 16, req_user: int = 0, resp_user: int = 0):
+        """`req_user`/`resp_user`: AxUSER and xUSER widths (rtl/bus.py), routed with their channel."""
         if not isinstance(n, int) or n < 1:
             raise self._invalid(f"AXI4Mux needs at least one master, not {n!r}")
         self.n = n
@@ -58,7 +59,10 @@ class AXI4Mux(wiring.Component):
         self.id_width = id_width
         self.master_id_bits = id_width - self.sel_bits
         self.w_order_depth = w_order_depth
-        sig = AXI4Signature(addr_width, data_width, id_width)
+        self.resp_user = resp_user
+        sig = AXI4Signature(addr_width, data_width, id_width, req_user, resp_user)
+        self.ar_fields = AR_FIELDS + (("aruser",) if req_user else ())
+        self.aw_fields = AW_FIELDS + (("awuser",) if req_user else ())
         super().__init__({"s": In(sig).array(n), "m": Out(sig)})
 
     def downstream_id(self, master: int, id_: int) -> int:
@@ -133,7 +137,7 @@ class AXI4Mux(wiring.Component):
             out.arvalid.eq(ar_valid),
             out.arid.eq(Array(tag(i, p.arid) for i, p in enumerate(s))[ar_sel]),
         ]
-        for f in AR_FIELDS:
+        for f in self.ar_fields:
             m.d.comb += getattr(out, f).eq(Array(getattr(p, f) for p in s)[ar_sel])
         for i, p in enumerate(s):
             m.d.comb += p.arready.eq(out.arready & (ar_sel == i))
@@ -158,7 +162,7 @@ class AXI4Mux(wiring.Component):
             out.awvalid.eq(aw_valid & ~wq_full),
             out.awid.eq(Array(tag(i, p.awid) for i, p in enumerate(s))[aw_sel]),
         ]
-        for f in AW_FIELDS:
+        for f in self.aw_fields:
             m.d.comb += getattr(out, f).eq(Array(getattr(p, f) for p in s)[aw_sel])
         for i, p in enumerate(s):
             m.d.comb += p.awready.eq(aw_ready & (aw_sel == i))
@@ -210,4 +214,6 @@ class AXI4Mux(wiring.Component):
                 p.bvalid.eq(out.bvalid & (b_sel == i)), p.bid.eq(out.bid[:low]),
                 p.bresp.eq(out.bresp),
             ]
+            if self.resp_user:
+                m.d.comb += [p.ruser.eq(out.ruser), p.buser.eq(out.buser)]
         return m

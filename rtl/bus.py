@@ -37,15 +37,27 @@ class AXI4LiteSignature(wiring.Signature):
 
 
 class AXI4Signature(wiring.Signature):
-    """AXI4 full, the subset the GPU's memory master uses (no LOCK/CACHE/PROT/QOS/USER)."""
+    """AXI4 full, the subset the GPU's memory master uses (no LOCK/CACHE/PROT/QOS).
 
-    def __init__(self, addr_width: int = 48, data_width: int = 64, id_width: int = 4):
+    `req_user`/`resp_user`: widths of AxUSER (AR and AW) and of RUSER/BUSER, 0 for none.
+    Inside the device they carry the MMU's sideband (rtl/mmu.py): the VMID and access kind
+    of each request, and a fault's cause and level with its response."""
+
+    def __init__(self, addr_width: int = 48, data_width: int = 64, id_width: int = 4,
+                 req_user: int = 0, resp_user: int = 0):
         if data_width not in (32, 64, 128, 256):
             raise ValueError(f"AXI4 data width must be 32, 64, 128 or 256, not {data_width!r}")
         self.addr_width = addr_width
         self.data_width = data_width
         self.id_width = id_width
-        super().__init__({
+        self.req_user = req_user
+        self.resp_user = resp_user
+        user = {}
+        if req_user:
+            user.update(aruser=Out(req_user), awuser=Out(req_user))
+        if resp_user:
+            user.update(ruser=In(resp_user), buser=In(resp_user))
+        super().__init__(user | {
             "awid": Out(id_width), "awaddr": Out(addr_width), "awlen": Out(8), "awsize": Out(3),
             "awburst": Out(2), "awvalid": Out(1), "awready": In(1),
             "wdata": Out(data_width), "wstrb": Out(data_width // 8), "wlast": Out(1),

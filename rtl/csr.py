@@ -39,12 +39,13 @@ class CpError(IntEnum):
     FENCE_MISALIGNED = 10
     DMA_BYTE_COUNT = 11
     UNSUPPORTED = 12
+    VM_FAULT = 13
 
 # Field positions, for logic that packs a register value (e.g. into an IH entry).
 REG_FIELDS = {
     'ID': {'MAGIC': (0, 32)},
     'VERSION': {'PATCH': (0, 16), 'MINOR': (16, 8), 'MAJOR': (24, 8)},
-    'CAPS': {'BUS_BYTES_LOG2': (0, 4), 'ADDR_BITS': (4, 8), 'IB_LEVELS': (12, 4), 'DMA': (16, 1), 'IH': (17, 1), 'DMA_MAX_LOG2': (18, 5)},
+    'CAPS': {'BUS_BYTES_LOG2': (0, 4), 'ADDR_BITS': (4, 8), 'IB_LEVELS': (12, 4), 'DMA': (16, 1), 'IH': (17, 1), 'DMA_MAX_LOG2': (18, 5), 'VM': (23, 1)},
     'SCRATCH': {'VALUE': (0, 32)},
     'CONTROL': {'HALT': (0, 1), 'SOFT_RESET': (1, 1), 'PERF_CLEAR': (2, 1)},
     'STATUS': {'IDLE': (0, 1), 'HALTED': (1, 1), 'ERROR': (2, 1), 'RB_EMPTY': (3, 1), 'DMA_BUSY': (4, 1), 'WAITING': (5, 1), 'LEVEL': (8, 2)},
@@ -81,6 +82,20 @@ REG_FIELDS = {
     'PERF_DMA_BYTES_WRITTEN': {'COUNT': (0, 32)},
     'PERF_DMA_BUSY_CYCLES': {'COUNT': (0, 32)},
     'PERF_PACKETS': {'COUNT': (0, 32)},
+    'VM_CAPS': {'LEVELS': (0, 4), 'VMIDS': (4, 5), 'TLB_LOG2': (12, 4)},
+    'VM_INVALIDATE_REQ': {'PER_VMID': (0, 16), 'ALL_ADDR': (16, 1)},
+    'VM_INVALIDATE_ADDR_LO': {'PAGE': (0, 32)},
+    'VM_INVALIDATE_ADDR_HI': {'PAGE': (0, 4)},
+    'VM_INVALIDATE_ACK': {'PER_VMID': (0, 16)},
+    'VM_FAULT_STATUS': {'VMID': (0, 4), 'ACCESS': (4, 3), 'LEVEL': (8, 2), 'CAUSE': (12, 2)},
+    'VM_FAULT_ADDR_LO': {'ADDRESS': (0, 32)},
+    'VM_FAULT_ADDR_HI': {'ADDRESS': (0, 16)},
+    'PERF_TLB_HITS': {'COUNT': (0, 32)},
+    'PERF_TLB_MISSES': {'COUNT': (0, 32)},
+    'PERF_WALK_CYCLES': {'COUNT': (0, 32)},
+    'VM_CONTEXT_CNTL': {'ENABLE': (0, 1)},
+    'VM_CONTEXT_PT_BASE_LO': {'ADDRESS': (12, 20)},
+    'VM_CONTEXT_PT_BASE_HI': {'ADDRESS': (0, 16)},
 }
 
 
@@ -94,6 +109,7 @@ class CSRBlock(wiring.Component):
             "caps_dma": In(1),
             "caps_ih": In(1),
             "caps_dma_max_log2": In(5),
+            "caps_vm": In(1),
             "control_halt": Out(1),
             "control_soft_reset": Out(1),
             "control_perf_clear": Out(1),
@@ -160,6 +176,72 @@ class CSRBlock(wiring.Component):
             "perf_packets_5": In(32),
             "perf_packets_6": In(32),
             "perf_packets_7": In(32),
+            "vm_caps_levels": In(4),
+            "vm_caps_vmids": In(5),
+            "vm_caps_tlb_log2": In(4),
+            "vm_invalidate_req_per_vmid": Out(16),
+            "vm_invalidate_req_per_vmid_swmod": Out(1),
+            "vm_invalidate_req_all_addr": Out(1),
+            "vm_invalidate_addr_lo": Out(32),
+            "vm_invalidate_addr_hi": Out(4),
+            "vm_invalidate_ack": In(16),
+            "vm_fault_status_vmid": In(4),
+            "vm_fault_status_access": In(3),
+            "vm_fault_status_level": In(2),
+            "vm_fault_status_cause": In(2),
+            "vm_fault_addr_lo": In(32),
+            "vm_fault_addr_hi": In(16),
+            "perf_tlb_hits": In(32),
+            "perf_tlb_misses": In(32),
+            "perf_walk_cycles": In(32),
+            "vm_context_cntl_0": Out(1),
+            "vm_context_cntl_1": Out(1),
+            "vm_context_cntl_2": Out(1),
+            "vm_context_cntl_3": Out(1),
+            "vm_context_cntl_4": Out(1),
+            "vm_context_cntl_5": Out(1),
+            "vm_context_cntl_6": Out(1),
+            "vm_context_cntl_7": Out(1),
+            "vm_context_cntl_8": Out(1),
+            "vm_context_cntl_9": Out(1),
+            "vm_context_cntl_10": Out(1),
+            "vm_context_cntl_11": Out(1),
+            "vm_context_cntl_12": Out(1),
+            "vm_context_cntl_13": Out(1),
+            "vm_context_cntl_14": Out(1),
+            "vm_context_cntl_15": Out(1),
+            "vm_context_pt_base_lo_0": Out(20),
+            "vm_context_pt_base_lo_1": Out(20),
+            "vm_context_pt_base_lo_2": Out(20),
+            "vm_context_pt_base_lo_3": Out(20),
+            "vm_context_pt_base_lo_4": Out(20),
+            "vm_context_pt_base_lo_5": Out(20),
+            "vm_context_pt_base_lo_6": Out(20),
+            "vm_context_pt_base_lo_7": Out(20),
+            "vm_context_pt_base_lo_8": Out(20),
+            "vm_context_pt_base_lo_9": Out(20),
+            "vm_context_pt_base_lo_10": Out(20),
+            "vm_context_pt_base_lo_11": Out(20),
+            "vm_context_pt_base_lo_12": Out(20),
+            "vm_context_pt_base_lo_13": Out(20),
+            "vm_context_pt_base_lo_14": Out(20),
+            "vm_context_pt_base_lo_15": Out(20),
+            "vm_context_pt_base_hi_0": Out(16),
+            "vm_context_pt_base_hi_1": Out(16),
+            "vm_context_pt_base_hi_2": Out(16),
+            "vm_context_pt_base_hi_3": Out(16),
+            "vm_context_pt_base_hi_4": Out(16),
+            "vm_context_pt_base_hi_5": Out(16),
+            "vm_context_pt_base_hi_6": Out(16),
+            "vm_context_pt_base_hi_7": Out(16),
+            "vm_context_pt_base_hi_8": Out(16),
+            "vm_context_pt_base_hi_9": Out(16),
+            "vm_context_pt_base_hi_10": Out(16),
+            "vm_context_pt_base_hi_11": Out(16),
+            "vm_context_pt_base_hi_12": Out(16),
+            "vm_context_pt_base_hi_13": Out(16),
+            "vm_context_pt_base_hi_14": Out(16),
+            "vm_context_pt_base_hi_15": Out(16),
         })
 
     def elaborate(self, platform):
@@ -499,18 +581,561 @@ class CSRBlock(wiring.Component):
         # PERF_PACKETS[7] @ 0x13c: Packets executed, by kind
         wr_hits.append(0x13c)
 
+        # VM_CAPS @ 0x200: VM capabilities
+        wr_hits.append(0x200)
+
+        # VM_INVALIDATE_REQ @ 0x204: TLB invalidate request
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x81)
+        vm_invalidate_req_per_vmid = Signal(16, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_invalidate_req_per_vmid[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_invalidate_req_per_vmid[8:16].eq(bridge.wr_data[8:16])
+        m.d.comb += self.vm_invalidate_req_per_vmid.eq(vm_invalidate_req_per_vmid)
+        vm_invalidate_req_per_vmid_swmod = Signal()
+        m.d.sync += vm_invalidate_req_per_vmid_swmod.eq(wr & wmask[0:16].any())  # with the new value
+        m.d.comb += self.vm_invalidate_req_per_vmid_swmod.eq(vm_invalidate_req_per_vmid_swmod)
+        vm_invalidate_req_all_addr = Signal(1, init=0x0)
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += vm_invalidate_req_all_addr[0:1].eq(bridge.wr_data[16:17])
+        m.d.comb += self.vm_invalidate_req_all_addr.eq(vm_invalidate_req_all_addr)
+        wr_hits.append(0x204)
+
+        # VM_INVALIDATE_ADDR_LO @ 0x208: TLB invalidate address, low
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x82)
+        vm_invalidate_addr_lo = Signal(32, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_invalidate_addr_lo[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_invalidate_addr_lo[8:16].eq(bridge.wr_data[8:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += vm_invalidate_addr_lo[16:24].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += vm_invalidate_addr_lo[24:32].eq(bridge.wr_data[24:32])
+        m.d.comb += self.vm_invalidate_addr_lo.eq(vm_invalidate_addr_lo)
+        wr_hits.append(0x208)
+
+        # VM_INVALIDATE_ADDR_HI @ 0x20c: TLB invalidate address, high
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x83)
+        vm_invalidate_addr_hi = Signal(4, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_invalidate_addr_hi[0:4].eq(bridge.wr_data[0:4])
+        m.d.comb += self.vm_invalidate_addr_hi.eq(vm_invalidate_addr_hi)
+        wr_hits.append(0x20c)
+
+        # VM_INVALIDATE_ACK @ 0x210: TLB invalidate acknowledge
+        wr_hits.append(0x210)
+
+        # VM_FAULT_STATUS @ 0x220: VM fault status
+        wr_hits.append(0x220)
+
+        # VM_FAULT_ADDR_LO @ 0x224: VM fault address, low
+        wr_hits.append(0x224)
+
+        # VM_FAULT_ADDR_HI @ 0x228: VM fault address, high
+        wr_hits.append(0x228)
+
+        # PERF_TLB_HITS @ 0x230: TLB hits
+        wr_hits.append(0x230)
+
+        # PERF_TLB_MISSES @ 0x234: TLB misses
+        wr_hits.append(0x234)
+
+        # PERF_WALK_CYCLES @ 0x238: Page-walk cycles
+        wr_hits.append(0x238)
+
+        # VM_CONTEXT_CNTL[0] @ 0x300: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc0)
+        vm_context_cntl_0 = Signal(1, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_0[0:1].eq(bridge.wr_data[0:1])
+        m.d.comb += self.vm_context_cntl_0.eq(vm_context_cntl_0)
+        wr_hits.append(0x300)
+
+        # VM_CONTEXT_CNTL[1] @ 0x304: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc1)
+        vm_context_cntl_1 = Signal(1, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_1[0:1].eq(bridge.wr_data[0:1])
+        m.d.comb += self.vm_context_cntl_1.eq(vm_context_cntl_1)
+        wr_hits.append(0x304)
+
+        # VM_CONTEXT_CNTL[2] @ 0x308: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc2)
+        vm_context_cntl_2 = Signal(1, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_2[0:1].eq(bridge.wr_data[0:1])
+        m.d.comb += self.vm_context_cntl_2.eq(vm_context_cntl_2)
+        wr_hits.append(0x308)
+
+        # VM_CONTEXT_CNTL[3] @ 0x30c: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc3)
+        vm_context_cntl_3 = Signal(1, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_3[0:1].eq(bridge.wr_data[0:1])
+        m.d.comb += self.vm_context_cntl_3.eq(vm_context_cntl_3)
+        wr_hits.append(0x30c)
+
+        # VM_CONTEXT_CNTL[4] @ 0x310: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc4)
+        vm_context_cntl_4 = Signal(1, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_4[0:1].eq(bridge.wr_data[0:1])
+        m.d.comb += self.vm_context_cntl_4.eq(vm_context_cntl_4)
+        wr_hits.append(0x310)
+
+        # VM_CONTEXT_CNTL[5] @ 0x314: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc5)
+        vm_context_cntl_5 = Signal(1, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_5[0:1].eq(bridge.wr_data[0:1])
+        m.d.comb += self.vm_context_cntl_5.eq(vm_context_cntl_5)
+        wr_hits.append(0x314)
+
+        # VM_CONTEXT_CNTL[6] @ 0x318: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc6)
+        vm_context_cntl_6 = Signal(1, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_6[0:1].eq(bridge.wr_data[0:1])
+        m.d.comb += self.vm_context_cntl_6.eq(vm_context_cntl_6)
+        wr_hits.append(0x318)
+
+        # VM_CONTEXT_CNTL[7] @ 0x31c: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc7)
+        vm_context_cntl_7 = Signal(1, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_7[0:1].eq(bridge.wr_data[0:1])
+        m.d.comb += self.vm_context_cntl_7.eq(vm_context_cntl_7)
+        wr_hits.append(0x31c)
+
+        # VM_CONTEXT_CNTL[8] @ 0x320: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc8)
+        vm_context_cntl_8 = Signal(1, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_8[0:1].eq(bridge.wr_data[0:1])
+        m.d.comb += self.vm_context_cntl_8.eq(vm_context_cntl_8)
+        wr_hits.append(0x320)
+
+        # VM_CONTEXT_CNTL[9] @ 0x324: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc9)
+        vm_context_cntl_9 = Signal(1, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_9[0:1].eq(bridge.wr_data[0:1])
+        m.d.comb += self.vm_context_cntl_9.eq(vm_context_cntl_9)
+        wr_hits.append(0x324)
+
+        # VM_CONTEXT_CNTL[10] @ 0x328: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xca)
+        vm_context_cntl_10 = Signal(1, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_10[0:1].eq(bridge.wr_data[0:1])
+        m.d.comb += self.vm_context_cntl_10.eq(vm_context_cntl_10)
+        wr_hits.append(0x328)
+
+        # VM_CONTEXT_CNTL[11] @ 0x32c: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xcb)
+        vm_context_cntl_11 = Signal(1, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_11[0:1].eq(bridge.wr_data[0:1])
+        m.d.comb += self.vm_context_cntl_11.eq(vm_context_cntl_11)
+        wr_hits.append(0x32c)
+
+        # VM_CONTEXT_CNTL[12] @ 0x330: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xcc)
+        vm_context_cntl_12 = Signal(1, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_12[0:1].eq(bridge.wr_data[0:1])
+        m.d.comb += self.vm_context_cntl_12.eq(vm_context_cntl_12)
+        wr_hits.append(0x330)
+
+        # VM_CONTEXT_CNTL[13] @ 0x334: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xcd)
+        vm_context_cntl_13 = Signal(1, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_13[0:1].eq(bridge.wr_data[0:1])
+        m.d.comb += self.vm_context_cntl_13.eq(vm_context_cntl_13)
+        wr_hits.append(0x334)
+
+        # VM_CONTEXT_CNTL[14] @ 0x338: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xce)
+        vm_context_cntl_14 = Signal(1, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_14[0:1].eq(bridge.wr_data[0:1])
+        m.d.comb += self.vm_context_cntl_14.eq(vm_context_cntl_14)
+        wr_hits.append(0x338)
+
+        # VM_CONTEXT_CNTL[15] @ 0x33c: VM context control, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xcf)
+        vm_context_cntl_15 = Signal(1, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_15[0:1].eq(bridge.wr_data[0:1])
+        m.d.comb += self.vm_context_cntl_15.eq(vm_context_cntl_15)
+        wr_hits.append(0x33c)
+
+        # VM_CONTEXT_PT_BASE_LO[0] @ 0x340: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd0)
+        vm_context_pt_base_lo_0 = Signal(20, init=0x0)
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_lo_0[0:4].eq(bridge.wr_data[12:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += vm_context_pt_base_lo_0[4:12].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += vm_context_pt_base_lo_0[12:20].eq(bridge.wr_data[24:32])
+        m.d.comb += self.vm_context_pt_base_lo_0.eq(vm_context_pt_base_lo_0)
+        wr_hits.append(0x340)
+
+        # VM_CONTEXT_PT_BASE_LO[1] @ 0x344: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd1)
+        vm_context_pt_base_lo_1 = Signal(20, init=0x0)
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_lo_1[0:4].eq(bridge.wr_data[12:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += vm_context_pt_base_lo_1[4:12].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += vm_context_pt_base_lo_1[12:20].eq(bridge.wr_data[24:32])
+        m.d.comb += self.vm_context_pt_base_lo_1.eq(vm_context_pt_base_lo_1)
+        wr_hits.append(0x344)
+
+        # VM_CONTEXT_PT_BASE_LO[2] @ 0x348: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd2)
+        vm_context_pt_base_lo_2 = Signal(20, init=0x0)
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_lo_2[0:4].eq(bridge.wr_data[12:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += vm_context_pt_base_lo_2[4:12].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += vm_context_pt_base_lo_2[12:20].eq(bridge.wr_data[24:32])
+        m.d.comb += self.vm_context_pt_base_lo_2.eq(vm_context_pt_base_lo_2)
+        wr_hits.append(0x348)
+
+        # VM_CONTEXT_PT_BASE_LO[3] @ 0x34c: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd3)
+        vm_context_pt_base_lo_3 = Signal(20, init=0x0)
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_lo_3[0:4].eq(bridge.wr_data[12:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += vm_context_pt_base_lo_3[4:12].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += vm_context_pt_base_lo_3[12:20].eq(bridge.wr_data[24:32])
+        m.d.comb += self.vm_context_pt_base_lo_3.eq(vm_context_pt_base_lo_3)
+        wr_hits.append(0x34c)
+
+        # VM_CONTEXT_PT_BASE_LO[4] @ 0x350: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd4)
+        vm_context_pt_base_lo_4 = Signal(20, init=0x0)
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_lo_4[0:4].eq(bridge.wr_data[12:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += vm_context_pt_base_lo_4[4:12].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += vm_context_pt_base_lo_4[12:20].eq(bridge.wr_data[24:32])
+        m.d.comb += self.vm_context_pt_base_lo_4.eq(vm_context_pt_base_lo_4)
+        wr_hits.append(0x350)
+
+        # VM_CONTEXT_PT_BASE_LO[5] @ 0x354: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd5)
+        vm_context_pt_base_lo_5 = Signal(20, init=0x0)
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_lo_5[0:4].eq(bridge.wr_data[12:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += vm_context_pt_base_lo_5[4:12].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += vm_context_pt_base_lo_5[12:20].eq(bridge.wr_data[24:32])
+        m.d.comb += self.vm_context_pt_base_lo_5.eq(vm_context_pt_base_lo_5)
+        wr_hits.append(0x354)
+
+        # VM_CONTEXT_PT_BASE_LO[6] @ 0x358: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd6)
+        vm_context_pt_base_lo_6 = Signal(20, init=0x0)
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_lo_6[0:4].eq(bridge.wr_data[12:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += vm_context_pt_base_lo_6[4:12].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += vm_context_pt_base_lo_6[12:20].eq(bridge.wr_data[24:32])
+        m.d.comb += self.vm_context_pt_base_lo_6.eq(vm_context_pt_base_lo_6)
+        wr_hits.append(0x358)
+
+        # VM_CONTEXT_PT_BASE_LO[7] @ 0x35c: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd7)
+        vm_context_pt_base_lo_7 = Signal(20, init=0x0)
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_lo_7[0:4].eq(bridge.wr_data[12:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += vm_context_pt_base_lo_7[4:12].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += vm_context_pt_base_lo_7[12:20].eq(bridge.wr_data[24:32])
+        m.d.comb += self.vm_context_pt_base_lo_7.eq(vm_context_pt_base_lo_7)
+        wr_hits.append(0x35c)
+
+        # VM_CONTEXT_PT_BASE_LO[8] @ 0x360: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd8)
+        vm_context_pt_base_lo_8 = Signal(20, init=0x0)
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_lo_8[0:4].eq(bridge.wr_data[12:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += vm_context_pt_base_lo_8[4:12].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += vm_context_pt_base_lo_8[12:20].eq(bridge.wr_data[24:32])
+        m.d.comb += self.vm_context_pt_base_lo_8.eq(vm_context_pt_base_lo_8)
+        wr_hits.append(0x360)
+
+        # VM_CONTEXT_PT_BASE_LO[9] @ 0x364: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd9)
+        vm_context_pt_base_lo_9 = Signal(20, init=0x0)
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_lo_9[0:4].eq(bridge.wr_data[12:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += vm_context_pt_base_lo_9[4:12].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += vm_context_pt_base_lo_9[12:20].eq(bridge.wr_data[24:32])
+        m.d.comb += self.vm_context_pt_base_lo_9.eq(vm_context_pt_base_lo_9)
+        wr_hits.append(0x364)
+
+        # VM_CONTEXT_PT_BASE_LO[10] @ 0x368: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xda)
+        vm_context_pt_base_lo_10 = Signal(20, init=0x0)
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_lo_10[0:4].eq(bridge.wr_data[12:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += vm_context_pt_base_lo_10[4:12].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += vm_context_pt_base_lo_10[12:20].eq(bridge.wr_data[24:32])
+        m.d.comb += self.vm_context_pt_base_lo_10.eq(vm_context_pt_base_lo_10)
+        wr_hits.append(0x368)
+
+        # VM_CONTEXT_PT_BASE_LO[11] @ 0x36c: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xdb)
+        vm_context_pt_base_lo_11 = Signal(20, init=0x0)
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_lo_11[0:4].eq(bridge.wr_data[12:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += vm_context_pt_base_lo_11[4:12].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += vm_context_pt_base_lo_11[12:20].eq(bridge.wr_data[24:32])
+        m.d.comb += self.vm_context_pt_base_lo_11.eq(vm_context_pt_base_lo_11)
+        wr_hits.append(0x36c)
+
+        # VM_CONTEXT_PT_BASE_LO[12] @ 0x370: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xdc)
+        vm_context_pt_base_lo_12 = Signal(20, init=0x0)
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_lo_12[0:4].eq(bridge.wr_data[12:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += vm_context_pt_base_lo_12[4:12].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += vm_context_pt_base_lo_12[12:20].eq(bridge.wr_data[24:32])
+        m.d.comb += self.vm_context_pt_base_lo_12.eq(vm_context_pt_base_lo_12)
+        wr_hits.append(0x370)
+
+        # VM_CONTEXT_PT_BASE_LO[13] @ 0x374: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xdd)
+        vm_context_pt_base_lo_13 = Signal(20, init=0x0)
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_lo_13[0:4].eq(bridge.wr_data[12:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += vm_context_pt_base_lo_13[4:12].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += vm_context_pt_base_lo_13[12:20].eq(bridge.wr_data[24:32])
+        m.d.comb += self.vm_context_pt_base_lo_13.eq(vm_context_pt_base_lo_13)
+        wr_hits.append(0x374)
+
+        # VM_CONTEXT_PT_BASE_LO[14] @ 0x378: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xde)
+        vm_context_pt_base_lo_14 = Signal(20, init=0x0)
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_lo_14[0:4].eq(bridge.wr_data[12:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += vm_context_pt_base_lo_14[4:12].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += vm_context_pt_base_lo_14[12:20].eq(bridge.wr_data[24:32])
+        m.d.comb += self.vm_context_pt_base_lo_14.eq(vm_context_pt_base_lo_14)
+        wr_hits.append(0x378)
+
+        # VM_CONTEXT_PT_BASE_LO[15] @ 0x37c: Page-table base, low, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xdf)
+        vm_context_pt_base_lo_15 = Signal(20, init=0x0)
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_lo_15[0:4].eq(bridge.wr_data[12:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += vm_context_pt_base_lo_15[4:12].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += vm_context_pt_base_lo_15[12:20].eq(bridge.wr_data[24:32])
+        m.d.comb += self.vm_context_pt_base_lo_15.eq(vm_context_pt_base_lo_15)
+        wr_hits.append(0x37c)
+
+        # VM_CONTEXT_PT_BASE_HI[0] @ 0x380: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe0)
+        vm_context_pt_base_hi_0 = Signal(16, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_pt_base_hi_0[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_hi_0[8:16].eq(bridge.wr_data[8:16])
+        m.d.comb += self.vm_context_pt_base_hi_0.eq(vm_context_pt_base_hi_0)
+        wr_hits.append(0x380)
+
+        # VM_CONTEXT_PT_BASE_HI[1] @ 0x384: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe1)
+        vm_context_pt_base_hi_1 = Signal(16, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_pt_base_hi_1[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_hi_1[8:16].eq(bridge.wr_data[8:16])
+        m.d.comb += self.vm_context_pt_base_hi_1.eq(vm_context_pt_base_hi_1)
+        wr_hits.append(0x384)
+
+        # VM_CONTEXT_PT_BASE_HI[2] @ 0x388: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe2)
+        vm_context_pt_base_hi_2 = Signal(16, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_pt_base_hi_2[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_hi_2[8:16].eq(bridge.wr_data[8:16])
+        m.d.comb += self.vm_context_pt_base_hi_2.eq(vm_context_pt_base_hi_2)
+        wr_hits.append(0x388)
+
+        # VM_CONTEXT_PT_BASE_HI[3] @ 0x38c: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe3)
+        vm_context_pt_base_hi_3 = Signal(16, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_pt_base_hi_3[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_hi_3[8:16].eq(bridge.wr_data[8:16])
+        m.d.comb += self.vm_context_pt_base_hi_3.eq(vm_context_pt_base_hi_3)
+        wr_hits.append(0x38c)
+
+        # VM_CONTEXT_PT_BASE_HI[4] @ 0x390: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe4)
+        vm_context_pt_base_hi_4 = Signal(16, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_pt_base_hi_4[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_hi_4[8:16].eq(bridge.wr_data[8:16])
+        m.d.comb += self.vm_context_pt_base_hi_4.eq(vm_context_pt_base_hi_4)
+        wr_hits.append(0x390)
+
+        # VM_CONTEXT_PT_BASE_HI[5] @ 0x394: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe5)
+        vm_context_pt_base_hi_5 = Signal(16, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_pt_base_hi_5[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_hi_5[8:16].eq(bridge.wr_data[8:16])
+        m.d.comb += self.vm_context_pt_base_hi_5.eq(vm_context_pt_base_hi_5)
+        wr_hits.append(0x394)
+
+        # VM_CONTEXT_PT_BASE_HI[6] @ 0x398: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe6)
+        vm_context_pt_base_hi_6 = Signal(16, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_pt_base_hi_6[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_hi_6[8:16].eq(bridge.wr_data[8:16])
+        m.d.comb += self.vm_context_pt_base_hi_6.eq(vm_context_pt_base_hi_6)
+        wr_hits.append(0x398)
+
+        # VM_CONTEXT_PT_BASE_HI[7] @ 0x39c: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe7)
+        vm_context_pt_base_hi_7 = Signal(16, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_pt_base_hi_7[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_hi_7[8:16].eq(bridge.wr_data[8:16])
+        m.d.comb += self.vm_context_pt_base_hi_7.eq(vm_context_pt_base_hi_7)
+        wr_hits.append(0x39c)
+
+        # VM_CONTEXT_PT_BASE_HI[8] @ 0x3a0: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe8)
+        vm_context_pt_base_hi_8 = Signal(16, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_pt_base_hi_8[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_hi_8[8:16].eq(bridge.wr_data[8:16])
+        m.d.comb += self.vm_context_pt_base_hi_8.eq(vm_context_pt_base_hi_8)
+        wr_hits.append(0x3a0)
+
+        # VM_CONTEXT_PT_BASE_HI[9] @ 0x3a4: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe9)
+        vm_context_pt_base_hi_9 = Signal(16, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_pt_base_hi_9[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_hi_9[8:16].eq(bridge.wr_data[8:16])
+        m.d.comb += self.vm_context_pt_base_hi_9.eq(vm_context_pt_base_hi_9)
+        wr_hits.append(0x3a4)
+
+        # VM_CONTEXT_PT_BASE_HI[10] @ 0x3a8: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xea)
+        vm_context_pt_base_hi_10 = Signal(16, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_pt_base_hi_10[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_hi_10[8:16].eq(bridge.wr_data[8:16])
+        m.d.comb += self.vm_context_pt_base_hi_10.eq(vm_context_pt_base_hi_10)
+        wr_hits.append(0x3a8)
+
+        # VM_CONTEXT_PT_BASE_HI[11] @ 0x3ac: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xeb)
+        vm_context_pt_base_hi_11 = Signal(16, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_pt_base_hi_11[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_hi_11[8:16].eq(bridge.wr_data[8:16])
+        m.d.comb += self.vm_context_pt_base_hi_11.eq(vm_context_pt_base_hi_11)
+        wr_hits.append(0x3ac)
+
+        # VM_CONTEXT_PT_BASE_HI[12] @ 0x3b0: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xec)
+        vm_context_pt_base_hi_12 = Signal(16, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_pt_base_hi_12[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_hi_12[8:16].eq(bridge.wr_data[8:16])
+        m.d.comb += self.vm_context_pt_base_hi_12.eq(vm_context_pt_base_hi_12)
+        wr_hits.append(0x3b0)
+
+        # VM_CONTEXT_PT_BASE_HI[13] @ 0x3b4: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xed)
+        vm_context_pt_base_hi_13 = Signal(16, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_pt_base_hi_13[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_hi_13[8:16].eq(bridge.wr_data[8:16])
+        m.d.comb += self.vm_context_pt_base_hi_13.eq(vm_context_pt_base_hi_13)
+        wr_hits.append(0x3b4)
+
+        # VM_CONTEXT_PT_BASE_HI[14] @ 0x3b8: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xee)
+        vm_context_pt_base_hi_14 = Signal(16, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_pt_base_hi_14[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_hi_14[8:16].eq(bridge.wr_data[8:16])
+        m.d.comb += self.vm_context_pt_base_hi_14.eq(vm_context_pt_base_hi_14)
+        wr_hits.append(0x3b8)
+
+        # VM_CONTEXT_PT_BASE_HI[15] @ 0x3bc: Page-table base, high, by VMID
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xef)
+        vm_context_pt_base_hi_15 = Signal(16, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_pt_base_hi_15[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_context_pt_base_hi_15[8:16].eq(bridge.wr_data[8:16])
+        m.d.comb += self.vm_context_pt_base_hi_15.eq(vm_context_pt_base_hi_15)
+        wr_hits.append(0x3bc)
+
         # address decode: a miss answers DECERR
         with m.Switch(bridge.wr_addr[2:]):
             with m.Case(*[a >> 2 for a in wr_hits]):
                 m.d.comb += bridge.wr_hit.eq(1)
             with m.Default():
                 m.d.comb += bridge.wr_hit.eq(0)
-        rd_index = bridge.rd_addr[2:9]
-        rd_inside = bridge.rd_addr[9:] == 0
+        rd_index = bridge.rd_addr[2:10]
+        rd_inside = bridge.rd_addr[10:] == 0
         rd_table = Array([
             C(0x47505543, 32),  # 0x000
-            Cat(C(0x0, 16), C(0x1, 8), C(0x0, 8)),  # 0x004
-            Cat(self.caps_bus_bytes_log2, self.caps_addr_bits, self.caps_ib_levels, self.caps_dma, self.caps_ih, self.caps_dma_max_log2, C(0, 9)),  # 0x008
+            Cat(C(0x0, 16), C(0x2, 8), C(0x0, 8)),  # 0x004
+            Cat(self.caps_bus_bytes_log2, self.caps_addr_bits, self.caps_ib_levels, self.caps_dma, self.caps_ih, self.caps_dma_max_log2, self.caps_vm, C(0, 8)),  # 0x008
             scratch,  # 0x00c
             Cat(control_halt, C(0, 31)),  # 0x010
             Cat(self.status_idle, self.status_halted, self.status_error, self.status_rb_empty, self.status_dma_busy, self.status_waiting, C(0, 2), self.status_level, C(0, 22)),  # 0x014
@@ -636,8 +1261,136 @@ class CSRBlock(wiring.Component):
             C(0, 32),  # 0x1f4
             C(0, 32),  # 0x1f8
             C(0, 32),  # 0x1fc
+            Cat(self.vm_caps_levels, self.vm_caps_vmids, C(0, 3), self.vm_caps_tlb_log2, C(0, 16)),  # 0x200
+            0,  # 0x204
+            vm_invalidate_addr_lo,  # 0x208
+            Cat(vm_invalidate_addr_hi, C(0, 28)),  # 0x20c
+            Cat(self.vm_invalidate_ack, C(0, 16)),  # 0x210
+            C(0, 32),  # 0x214
+            C(0, 32),  # 0x218
+            C(0, 32),  # 0x21c
+            Cat(self.vm_fault_status_vmid, self.vm_fault_status_access, C(0, 1), self.vm_fault_status_level, C(0, 2), self.vm_fault_status_cause, C(0, 18)),  # 0x220
+            self.vm_fault_addr_lo,  # 0x224
+            Cat(self.vm_fault_addr_hi, C(0, 16)),  # 0x228
+            C(0, 32),  # 0x22c
+            self.perf_tlb_hits,  # 0x230
+            self.perf_tlb_misses,  # 0x234
+            self.perf_walk_cycles,  # 0x238
+            C(0, 32),  # 0x23c
+            C(0, 32),  # 0x240
+            C(0, 32),  # 0x244
+            C(0, 32),  # 0x248
+            C(0, 32),  # 0x24c
+            C(0, 32),  # 0x250
+            C(0, 32),  # 0x254
+            C(0, 32),  # 0x258
+            C(0, 32),  # 0x25c
+            C(0, 32),  # 0x260
+            C(0, 32),  # 0x264
+            C(0, 32),  # 0x268
+            C(0, 32),  # 0x26c
+            C(0, 32),  # 0x270
+            C(0, 32),  # 0x274
+            C(0, 32),  # 0x278
+            C(0, 32),  # 0x27c
+            C(0, 32),  # 0x280
+            C(0, 32),  # 0x284
+            C(0, 32),  # 0x288
+            C(0, 32),  # 0x28c
+            C(0, 32),  # 0x290
+            C(0, 32),  # 0x294
+            C(0, 32),  # 0x298
+            C(0, 32),  # 0x29c
+            C(0, 32),  # 0x2a0
+            C(0, 32),  # 0x2a4
+            C(0, 32),  # 0x2a8
+            C(0, 32),  # 0x2ac
+            C(0, 32),  # 0x2b0
+            C(0, 32),  # 0x2b4
+            C(0, 32),  # 0x2b8
+            C(0, 32),  # 0x2bc
+            C(0, 32),  # 0x2c0
+            C(0, 32),  # 0x2c4
+            C(0, 32),  # 0x2c8
+            C(0, 32),  # 0x2cc
+            C(0, 32),  # 0x2d0
+            C(0, 32),  # 0x2d4
+            C(0, 32),  # 0x2d8
+            C(0, 32),  # 0x2dc
+            C(0, 32),  # 0x2e0
+            C(0, 32),  # 0x2e4
+            C(0, 32),  # 0x2e8
+            C(0, 32),  # 0x2ec
+            C(0, 32),  # 0x2f0
+            C(0, 32),  # 0x2f4
+            C(0, 32),  # 0x2f8
+            C(0, 32),  # 0x2fc
+            Cat(vm_context_cntl_0, C(0, 31)),  # 0x300
+            Cat(vm_context_cntl_1, C(0, 31)),  # 0x304
+            Cat(vm_context_cntl_2, C(0, 31)),  # 0x308
+            Cat(vm_context_cntl_3, C(0, 31)),  # 0x30c
+            Cat(vm_context_cntl_4, C(0, 31)),  # 0x310
+            Cat(vm_context_cntl_5, C(0, 31)),  # 0x314
+            Cat(vm_context_cntl_6, C(0, 31)),  # 0x318
+            Cat(vm_context_cntl_7, C(0, 31)),  # 0x31c
+            Cat(vm_context_cntl_8, C(0, 31)),  # 0x320
+            Cat(vm_context_cntl_9, C(0, 31)),  # 0x324
+            Cat(vm_context_cntl_10, C(0, 31)),  # 0x328
+            Cat(vm_context_cntl_11, C(0, 31)),  # 0x32c
+            Cat(vm_context_cntl_12, C(0, 31)),  # 0x330
+            Cat(vm_context_cntl_13, C(0, 31)),  # 0x334
+            Cat(vm_context_cntl_14, C(0, 31)),  # 0x338
+            Cat(vm_context_cntl_15, C(0, 31)),  # 0x33c
+            Cat(C(0, 12), vm_context_pt_base_lo_0),  # 0x340
+            Cat(C(0, 12), vm_context_pt_base_lo_1),  # 0x344
+            Cat(C(0, 12), vm_context_pt_base_lo_2),  # 0x348
+            Cat(C(0, 12), vm_context_pt_base_lo_3),  # 0x34c
+            Cat(C(0, 12), vm_context_pt_base_lo_4),  # 0x350
+            Cat(C(0, 12), vm_context_pt_base_lo_5),  # 0x354
+            Cat(C(0, 12), vm_context_pt_base_lo_6),  # 0x358
+            Cat(C(0, 12), vm_context_pt_base_lo_7),  # 0x35c
+            Cat(C(0, 12), vm_context_pt_base_lo_8),  # 0x360
+            Cat(C(0, 12), vm_context_pt_base_lo_9),  # 0x364
+            Cat(C(0, 12), vm_context_pt_base_lo_10),  # 0x368
+            Cat(C(0, 12), vm_context_pt_base_lo_11),  # 0x36c
+            Cat(C(0, 12), vm_context_pt_base_lo_12),  # 0x370
+            Cat(C(0, 12), vm_context_pt_base_lo_13),  # 0x374
+            Cat(C(0, 12), vm_context_pt_base_lo_14),  # 0x378
+            Cat(C(0, 12), vm_context_pt_base_lo_15),  # 0x37c
+            Cat(vm_context_pt_base_hi_0, C(0, 16)),  # 0x380
+            Cat(vm_context_pt_base_hi_1, C(0, 16)),  # 0x384
+            Cat(vm_context_pt_base_hi_2, C(0, 16)),  # 0x388
+            Cat(vm_context_pt_base_hi_3, C(0, 16)),  # 0x38c
+            Cat(vm_context_pt_base_hi_4, C(0, 16)),  # 0x390
+            Cat(vm_context_pt_base_hi_5, C(0, 16)),  # 0x394
+            Cat(vm_context_pt_base_hi_6, C(0, 16)),  # 0x398
+            Cat(vm_context_pt_base_hi_7, C(0, 16)),  # 0x39c
+            Cat(vm_context_pt_base_hi_8, C(0, 16)),  # 0x3a0
+            Cat(vm_context_pt_base_hi_9, C(0, 16)),  # 0x3a4
+            Cat(vm_context_pt_base_hi_10, C(0, 16)),  # 0x3a8
+            Cat(vm_context_pt_base_hi_11, C(0, 16)),  # 0x3ac
+            Cat(vm_context_pt_base_hi_12, C(0, 16)),  # 0x3b0
+            Cat(vm_context_pt_base_hi_13, C(0, 16)),  # 0x3b4
+            Cat(vm_context_pt_base_hi_14, C(0, 16)),  # 0x3b8
+            Cat(vm_context_pt_base_hi_15, C(0, 16)),  # 0x3bc
+            C(0, 32),  # 0x3c0
+            C(0, 32),  # 0x3c4
+            C(0, 32),  # 0x3c8
+            C(0, 32),  # 0x3cc
+            C(0, 32),  # 0x3d0
+            C(0, 32),  # 0x3d4
+            C(0, 32),  # 0x3d8
+            C(0, 32),  # 0x3dc
+            C(0, 32),  # 0x3e0
+            C(0, 32),  # 0x3e4
+            C(0, 32),  # 0x3e8
+            C(0, 32),  # 0x3ec
+            C(0, 32),  # 0x3f0
+            C(0, 32),  # 0x3f4
+            C(0, 32),  # 0x3f8
+            C(0, 32),  # 0x3fc
         ])
-        rd_hits = C(0xff3f030f01ff00ff073f, 128)
+        rd_hits = C(0xffffffffffff000000000000771f000000000000ff3f030f01ff00ff073f, 256)
         m.d.comb += [bridge.rd_hit.eq(rd_inside & rd_hits.bit_select(rd_index, 1)),
                      bridge.rd_data.eq(Mux(rd_inside, rd_table[rd_index], 0))]
         return m

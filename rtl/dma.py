@@ -68,6 +68,11 @@ accepted command has been answered (what a RELEASE_MEM after DMA work waits for)
 
 Counters (pulses, for the CSR block to accumulate): `perf_rd_bytes` bus bytes of each
 R beat taken, `perf_wr_bytes` bytes written (strobes set) by each W beat, `perf_busy`.
+
+With `vm` (behind the MMU, rtl/mmu.py): each command carries its VMID (`cmd_vmid`),
+which goes out with its reads and writes in AxUSER (access DMA_READ / DMA_WRITE); the
+first error's RUSER/BUSER (a fault's cause and level) comes with it as `err_user`, and
+`err_write` says whether a write (B) or a read (R) answered it.
 """
 
 from __future__ import annotations
@@ -78,7 +83,10 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
+from spec.vm import Access
+
 from .bus import AXI4Signature, BURST_INCR, RESP_OKAY
+from .mmu import REQ_USER, RESP_USER, req_user
 
 BYTES_WIDTH = 21  # DMA_DATA BYTE_COUNT
 
@@ -122,7 +130,7 @@ class DMAEngine(wiring.Component):
     def __init__(self, data_width: int = 64, addr_width: int = 48, id_width: int = 4,
                  read_id: int = 0, write_id: int = 0, max_burst_beats: int = 16,
                  max_reads: int = 8, max_writes: int = 8, fifo_depth: int = 128,
-                 cmd_depth: int = 4, bytes_width: int = BYTES_WIDTH):
+                 cmd_depth: int = 4, bytes_width: int = BYTES_WIDTH, vm: bool = False):
         if data_width not in (32, 64, 128, 256):
             raise self._invalid(f"DMA data width must be 32, 64, 128 or 256, not {data_width!r}")
         if not _pow2(max_burst_beats) or max_burst_beats > 256:
@@ -150,7 +158,9 @@ class DMAEngine(wiring.Component):
         self.fifo_depth = fifo_depth
         self.cmd_depth = cmd_depth
         self.bytes_width = bytes_width
+        self.vm = vm
         nb = data_width // 8
+        vm_ports = {"cmd_vmid": In(4), "err_user": Out(RESP_USER), "err_write": Out(1)} if vm else {}
         super().__init__({
             "cmd_valid": In(1), "cmd_ready": Out(1),
             "cmd_src": In(addr_width), "cmd_dst": In(addr_width), "cmd_bytes": In(bytes_width),
@@ -160,8 +170,9 @@ class DMAEngine(wiring.Component):
             "busy": Out(1), "idle": Out(1),
             "perf_rd_bytes": Out(range(nb + 1)), "perf_wr_bytes": Out(range(nb + 1)),
             "perf_busy": Out(1),
-            "bus": Out(AXI4Signature(addr_width, data_width, id_width)),
-        })
+            "bus": Out(AXI4Signature(addr_width, data_width, id_width,
+                                     REQ_USER.size if vm else 0, RESP_USER.size if vm else 0)),
+        } | vm_ports)
 
     def elaborate(self, platform):
         m = Module()
@@ -229,10 +240,12 @@ class DMAEngine(wiring.Component):
         zero = self.cmd_bytes == 0
         e = s_off > d_off   # the first source beat only primes the realigner
 
-        qa_layout = data.StructLayout({"addr": AW - lb, "last": cw, "skip": 1, "raw": 1, "up": 1, "dn": 1})
+        vmid_field = {"vmid": 4} if self.vm else {}
+        qa_layout = data.StructLayout({"addr": AW - lb, "last": cw, "skip": 1, "raw": 1, "up": 1, "dn": 1}
+                                      | vmid_field)
         qx_layout = data.StructLayout({"src": AW, "last": cw, "sh": lb + 1, "e": 1, "flush": 1, "skip": 1})
         qw_layout = data.StructLayout({"addr": AW - lb, "last": cw, "zero": 1, "lane": lb, "end_lane": lb,
-                                       "fill": 1, "pattern": 32})
+                                       "fill": 1, "pattern": 32} | vmid_field)
         qa = _Queue(m, "qa", qa_layout, D, wr_ptr, rd_ptr)
         qx = _Queue(m, "qx", qx_layout, D, wr_ptr, rx_ptr)
         qw = _Queue(m, "qw", qw_layout, D, wr_ptr, aw_ptr)
@@ -251,6 +264,8 @@ class DMAEngine(wiring.Component):
             qw.w.data.lane.eq(d_off), qw.w.data.end_lane.eq(end_lane),
             qw.w.data.fill.eq(self.cmd_fill), qw.w.data.pattern.eq(self.cmd_src[:32]),
         ]
+        if self.vm:
+            m.d.comb += [qa.w.data.vmid.eq(self.cmd_vmid), qw.w.data.vmid.eq(self.cmd_vmid)]
 
         # ------------------------------------------------------------ data FIFO
         # Block RAM with a registered head (`f_hv`): WDATA comes straight from the RAM's
@@ -322,6 +337,7 @@ class DMAEngine(wiring.Component):
         # ------------------------------------------------------------ AR issuer
         qah = qa.head
         r_act = Signal()
+        r_vmid = Signal(4)
         r_raw = Signal()
         r_up = Signal()
         r_dn = Signal()
@@ -349,11 +365,15 @@ class DMAEngine(wiring.Component):
             bus.arid.eq(self.read_id),
             ar_fire.eq(bus.arvalid & bus.arready),
         ]
+        if self.vm:
+            m.d.comb += bus.aruser.eq(req_user(r_vmid, Access.DMA_READ))
         with m.If(~r_act & (rd_ptr != wr_ptr) & ~aborting):
             with m.If(qah.skip):
                 m.d.sync += rd_ptr.eq(rd_ptr + 1)
             with m.Else():
                 m.d.sync += [r_act.eq(1), r_raw.eq(qah.raw), r_up.eq(qah.up), r_dn.eq(qah.dn)]
+                if self.vm:
+                    m.d.sync += r_vmid.eq(qah.vmid)
                 rw.load(qah.addr, qah.last)
                 # the first burst is offered at once when nothing holds it back
                 with m.If(r_room & ~(qah.raw & (done_ptr != rd_ptr))):
@@ -431,6 +451,7 @@ class DMAEngine(wiring.Component):
         a_end_lane = Signal(lb)
         a_fill = Signal()
         a_pattern = Signal(32)
+        a_vmid = Signal(4)
         aw = Walk("a")
         aw_valid = Signal()
         a_scope = Signal()
@@ -448,6 +469,8 @@ class DMAEngine(wiring.Component):
             bus.awid.eq(self.write_id),
             aw_fire.eq(bus.awvalid & bus.awready),
         ]
+        if self.vm:
+            m.d.comb += bus.awuser.eq(req_user(a_vmid, Access.DMA_WRITE))
         with m.If(~a_act & (aw_ptr != wr_ptr) & ~a_scope & bq_room):
             with m.If(qwh.zero):
                 # a zero-length command: no bursts, but a B queue entry keeps it in order
@@ -456,6 +479,8 @@ class DMAEngine(wiring.Component):
             with m.Else():
                 m.d.sync += [a_act.eq(1), a_first.eq(1), a_lane.eq(qwh.lane), a_end_lane.eq(qwh.end_lane),
                              a_fill.eq(qwh.fill), a_pattern.eq(qwh.pattern)]
+                if self.vm:
+                    m.d.sync += a_vmid.eq(qwh.vmid)
                 aw.load(qwh.addr, qwh.last)
         with m.If(a_issue):
             m.d.sync += aw_valid.eq(1)
@@ -526,12 +551,18 @@ class DMAEngine(wiring.Component):
 
         # First error: a write error belongs to the oldest command, so it wins over a
         # read error of the same cycle and over an earlier-latched read error.
+        err_user = Signal(RESP_USER)
+        err_write = Signal()
         with m.If(b_err):
             m.d.sync += [aborting.eq(1), abort_ptr.eq(done_ptr), err_resp.eq(bus.bresp), err_addr.eq(bqh.addr)]
+            if self.vm:
+                m.d.sync += [err_user.eq(bus.buser), err_write.eq(1)]
         with m.Elif(r_err):
             m.d.sync += [aborting.eq(1), abort_ptr.eq(rx_ptr), err_resp.eq(bus.rresp),
                          # (the first beat: x_k is 0 and the copy starts at src's own lane)
                          err_addr.eq(Cat(Mux(x_first, x.src[:lb], 0), x.src[lb:] + x_k))]
+            if self.vm:
+                m.d.sync += [err_user.eq(bus.ruser), err_write.eq(0)]
 
         # abort (soft reset): everything queued is in scope and goes without a `done`.
         silent = Signal()
@@ -545,6 +576,8 @@ class DMAEngine(wiring.Component):
         with m.If(reporting & ~self.abort):
             with m.If(~silent):
                 m.d.comb += [self.done.eq(1), self.resp.eq(err_resp), self.err_addr.eq(err_addr)]
+                if self.vm:
+                    m.d.comb += [self.err_user.eq(err_user), self.err_write.eq(err_write)]
             m.d.sync += [done_ptr.eq(done_ptr + 1), abort_ptr.eq(abort_ptr + 1)]
             # (done_ptr + 1 is one bit wider than the pointers: compare it at their width,
             # or a queue whose write pointer has wrapped to 0 would never finish reporting)

@@ -1,7 +1,8 @@
 """The GPU front end as one Amaranth component: MMIO slave, memory master, irq.
 
     s_axil  AXI4-Lite slave, 32-bit: the register file (rtl/csr.py, generated from spec/regs.rdl)
-    m_axi   AXI4 master, DATA_WIDTH bits: everything the device reads or writes in memory
+    m_axi   AXI4 master, DATA_WIDTH bits: everything the device reads or writes in memory,
+            after the MMU's translation (rtl/mmu.py)
     irq     level interrupt: high while any INT_STATUS bit is set and enabled
 
 `python -m rtl.top --data-width 64 -o gpu_top.v` writes the Verilog.
@@ -13,30 +14,40 @@ import argparse
 import sys
 
 from amaranth.back import verilog
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .bus import AXI4LiteSignature, AXI4Signature
+from spec import vm as vm_spec
+
 from .axi_mux import AXI4Mux
 from .cp import CommandProcessor
 from .dma import DMAEngine
 from .csr import MMIO_ADDR_WIDTH, CSRBlock
+from .mmu import MMU, REQ_USER, RESP_USER
 
 ADDR_WIDTH = 48  # memory addresses, as a GPU virtual address space (amdgpu: 48 bits)
 ID_WIDTH = 4
 IB_LEVELS = 2  # ring → IB1 → IB2
 TIMESTAMP_WIDTH = 48
 DMA_MAX_LOG2 = 20  # DMA_DATA moves at most 1 MiB (BYTE_COUNT has room for 2 MiB - 1)
+TLB_ENTRIES = 16
+WALK_ID = 7  # the MMU's page-table reads: CP IDs are 0-3, the DMA's 8
 
 
 class GpuTop(wiring.Component):
-    def __init__(self, data_width: int = 64, fetch_depth: int = 8):
-        """`fetch_depth`: beats each CP fetcher reads ahead (rtl/cp/fetch.py)."""
+    def __init__(self, data_width: int = 64, fetch_depth: int = 8, mmu: bool = True,
+                 tlb_entries: int = TLB_ENTRIES):
+        """`fetch_depth`: beats each CP fetcher reads ahead (rtl/cp/fetch.py). `mmu`: translate
+        through rtl/mmu.py (off: addresses are physical, CAPS.VM = 0; for `make fpga`'s
+        comparison), with a TLB of `tlb_entries`."""
         if data_width not in (32, 64, 128, 256):
             raise ValueError(f"data_width must be 32, 64, 128 or 256, not {data_width!r}")
         self.data_width = data_width
         self.fetch_depth = fetch_depth
+        self.mmu = mmu
+        self.tlb_entries = tlb_entries
         super().__init__({
             "s_axil": In(AXI4LiteSignature(MMIO_ADDR_WIDTH, 32)),
             "m_axi": Out(AXI4Signature(ADDR_WIDTH, data_width, ID_WIDTH)),
@@ -56,6 +67,7 @@ class GpuTop(wiring.Component):
             csr.caps_dma.eq(1),
             csr.caps_dma_max_log2.eq(DMA_MAX_LOG2),
             csr.caps_ih.eq(1),
+            csr.caps_vm.eq(int(self.mmu)),
         ]
 
         # The GPU clock: stamps RELEASE_MEM timestamps and IH entries.
@@ -65,14 +77,23 @@ class GpuTop(wiring.Component):
 
         # The CP and the DMA engine share the memory master through a mux, which puts the
         # master's index in the top AXI ID bit (the CP uses IDs 0-3, the DMA 8 on m_axi).
-        m.submodules.dma = dma = DMAEngine(self.data_width, ADDR_WIDTH, ID_WIDTH)
+        m.submodules.dma = dma = DMAEngine(self.data_width, ADDR_WIDTH, ID_WIDTH, vm=True)
         m.submodules.cp = cp = CommandProcessor(csr, self.data_width, ADDR_WIDTH, IB_LEVELS,
                                                 TIMESTAMP_WIDTH, dma=dma, dma_max_log2=DMA_MAX_LOG2,
                                                 fetch_depth=self.fetch_depth)
-        m.submodules.mux = mux = AXI4Mux(2, ADDR_WIDTH, self.data_width, ID_WIDTH)
+        m.submodules.mux = mux = AXI4Mux(2, ADDR_WIDTH, self.data_width, ID_WIDTH,
+                                         req_user=REQ_USER.size, resp_user=RESP_USER.size)
         wiring.connect(m, cp.bus, mux.s[0])
         wiring.connect(m, dma.bus, mux.s[1])
-        wiring.connect(m, mux.m, wiring.flipped(self.m_axi))
+        if self.mmu:
+            self._mmu(m, csr, mux)
+        else:
+            # no translation: the mux's port is the memory port (its sideband unused)
+            for name, member in self.m_axi.signature.members.items():
+                if member.flow == Out:
+                    m.d.comb += getattr(self.m_axi, name).eq(getattr(mux.m, name))
+                else:
+                    m.d.comb += getattr(mux.m, name).eq(getattr(self.m_axi, name))
         m.d.comb += cp.timestamp.eq(timestamp)
         pending = Cat(csr.int_status_ih_pending, csr.int_status_eop, csr.int_status_cp_error,
                       csr.int_status_ih_overflow)
@@ -81,9 +102,34 @@ class GpuTop(wiring.Component):
         m.d.comb += self.irq.eq((pending & enabled).any())
         return m
 
+    def _mmu(self, m: Module, csr: CSRBlock, mux: AXI4Mux) -> None:
+        """The MMU between the mux and the memory port, its configuration from the CSR block
+        (VM_CONTEXT_*, VM_INVALIDATE_*) and its counters."""
+        m.submodules.mmu = mmu = MMU(self.data_width, ADDR_WIDTH, ID_WIDTH, tlb_entries=self.tlb_entries,
+                                     walk_id=WALK_ID)
+        wiring.connect(m, mux.m, mmu.s)
+        wiring.connect(m, mmu.m, wiring.flipped(self.m_axi))
+        m.d.comb += [
+            csr.vm_caps_levels.eq(mmu.levels), csr.vm_caps_vmids.eq(vm_spec.VMIDS),
+            csr.vm_caps_tlb_log2.eq(self.tlb_entries.bit_length() - 1),
+            mmu.ctx_enable.eq(Cat(getattr(csr, f"vm_context_cntl_{i}") for i in range(vm_spec.VMIDS))),
+            mmu.inv_req.eq(csr.vm_invalidate_req_per_vmid_swmod),
+            mmu.inv_vmids.eq(csr.vm_invalidate_req_per_vmid), mmu.inv_all.eq(csr.vm_invalidate_req_all_addr),
+            mmu.inv_page.eq(Cat(csr.vm_invalidate_addr_lo, csr.vm_invalidate_addr_hi)),
+            csr.vm_invalidate_ack.eq(mmu.inv_ack),
+        ]
+        for i in range(vm_spec.VMIDS):
+            m.d.comb += mmu.ctx_base[i].eq(Cat(getattr(csr, f"vm_context_pt_base_lo_{i}"),
+                                               getattr(csr, f"vm_context_pt_base_hi_{i}")))
+        for pulse, port in ((mmu.perf_hit, csr.perf_tlb_hits), (mmu.perf_miss, csr.perf_tlb_misses),
+                            (mmu.perf_walk, csr.perf_walk_cycles)):
+            count = Signal(32, name=port.name + "_count")
+            m.d.sync += count.eq(Mux(csr.control_perf_clear, 0, count + pulse))
+            m.d.comb += port.eq(count)
 
-def to_verilog(data_width: int = 64, name: str = "gpu_top", fetch_depth: int = 8) -> str:
-    return verilog.convert(GpuTop(data_width, fetch_depth), name=name, emit_src=False)
+
+def to_verilog(data_width: int = 64, name: str = "gpu_top", fetch_depth: int = 8, mmu: bool = True) -> str:
+    return verilog.convert(GpuTop(data_width, fetch_depth, mmu), name=name, emit_src=False)
 
 
 def main(argv: list[str] | None = None) -> int:

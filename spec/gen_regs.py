@@ -109,7 +109,7 @@ def render_c_header(regs: list["RegInfo"], enums: dict, header: str, mmio_addr_w
             out.append(define(f"{fb}_SET(x)", f"(((uint32_t)(x) << {fb}_SHIFT) & {fb}_MASK)",
                               f"{r.name}.{f.name} set"))
         out.append("")
-    out += ["#endif /* GPUCOSIM_REGS_H */", ""]
+    out += [render_vm_c(), "#endif /* GPUCOSIM_REGS_H */", ""]
     return "\n".join(out)
 
 
@@ -174,14 +174,69 @@ def render_ih_section() -> str:
     for f in ih.FIELDS:
         bits = f"{f.lsb + f.width - 1}:{f.lsb}" if f.width > 1 else f"{f.lsb}"
         out.append(f"| {f.dword} | {bits} | {f.name} | {_cell(f.desc)} |")
-    out += ["", "Bits no field names are 0. What DATA0–DATA3 hold depends on SOURCE_ID:", "",
-            "| SOURCE_ID | source | " + " | ".join(n for n in ih.DATA_FIELDS) + " |",
-            "|---|---|" + "---|" * len(ih.DATA_FIELDS)]
+    out += ["", "Bits no field names are 0. What DATA0–DATA3 hold depends on CLIENT_ID and SOURCE_ID:", "",
+            "| CLIENT_ID | SOURCE_ID | source | " + " | ".join(n for n in ih.DATA_FIELDS) + " |",
+            "|---|---|---|" + "---|" * len(ih.DATA_FIELDS)]
     for src in ih.Source:
         data = ih.SOURCE_DATA[src]
-        out.append(f"| {int(src)} | {src.name}: {_cell(ih.SOURCE_DOC[src])} | " +
+        client = ih.CLIENT[src]
+        out.append(f"| {int(client):#04x} ({client.name}) | {int(src)} | {src.name}: {_cell(ih.SOURCE_DOC[src])} | " +
                    " | ".join(_cell(d) for d in data) + " |")
     out += ["", IH_END]
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------- virtual memory (spec/vm.py)
+
+VM_BEGIN = "<!-- BEGIN generated from spec/vm.py by `make gen`: do not edit -->"
+VM_END = "<!-- END generated from spec/vm.py -->"
+
+
+def render_vm_section() -> str:
+    from spec import vm
+
+    out = [VM_BEGIN, "",
+           f"Tables of {vm.ENTRIES} entries of {vm.ENTRY_BYTES} bytes ({vm.TABLE_BYTES} bytes, one page), "
+           f"{vm.PAGE_SIZE}-byte pages, {vm.LEVELS} levels in the default build: a virtual address has "
+           f"{vm.va_bits()} bits, level 0 (the root) indexed by bits "
+           f"{vm.va_bits() - 1}:{vm.PAGE_SHIFT + vm.LEVEL_BITS * (vm.LEVELS - 1)}, the page tables by bits "
+           f"{vm.PAGE_SHIFT + vm.LEVEL_BITS - 1}:{vm.PAGE_SHIFT}. An entry (amdgpu's PDE/PTE) holds the next "
+           f"table's or the page's address in bits {vm.ADDR_MSB}:{vm.ADDR_LSB} and:", "",
+           "| bit | name | meaning |", "|---|---|---|"]
+    out += [f"| {b.bit} | {b.name} | {_cell(b.desc)} |" for b in vm.BITS]
+    out += ["", "What each access kind needs (VM_FAULT_STATUS.ACCESS, and the hint in the fault's IH entry):", "",
+            "| ACCESS | access | needs | IH hint |", "|---|---|---|---|"]
+    doc = {vm.Access.READ: "a WAIT_REG_MEM poll", vm.Access.WRITE: "WRITE_DATA, RELEASE_MEM",
+           vm.Access.FETCH: "ring and IB dwords", vm.Access.DMA_READ: "a DMA_DATA source",
+           vm.Access.DMA_WRITE: "a DMA_DATA destination"}
+    names = {b.mask: b.name for b in vm.BITS}
+    hint = {vm.HINT_READ: "READ 0x40", vm.HINT_WRITE: "WRITE 0x20", vm.HINT_EXE: "EXE 0x10"}
+    out += [f"| {int(a)} | {a.name}: {doc[a]} | {names[vm.NEEDS[a]]} | {hint[vm.HINTS[a]]} |" for a in vm.Access]
+    why = {vm.Cause.INVALID: "the entry at LEVEL is not VALID",
+           vm.Cause.PERMISSION: "the leaf (a PTE, or a huge page's directory entry, at LEVEL) lacks what the "
+                                "access needs",
+           vm.Cause.RANGE: "the address has bits above the tables' reach (LEVEL 0)",
+           vm.Cause.WALK_ERROR: "reading the entry at LEVEL answered a bus error"}
+    out += ["", "Why a translation fails (VM_FAULT_STATUS.CAUSE):", "", "| CAUSE | name | when |", "|---|---|---|"]
+    out += [f"| {int(c)} | {c.name} | {why[c]} |" for c in vm.Cause]
+    out += ["", VM_END]
+    return "\n".join(out)
+
+
+def render_vm_c() -> str:
+    """spec/vm.py's constants for the C header: entry bits, access kinds, fault causes."""
+    from spec import vm
+
+    out = ["/* GPU virtual memory (spec/vm.py): page-table entries, as amdgpu's AMDGPU_PTE_* */",
+           f"#define {PREFIX}_VM_PAGE_SHIFT {vm.PAGE_SHIFT}",
+           f"#define {PREFIX}_VM_LEVEL_BITS {vm.LEVEL_BITS}",
+           f"#define {PREFIX}_VM_ENTRY_ADDR_MASK {vm.ADDR_MASK:#018x}ull"]
+    out += [f"#define {PREFIX}_VM_{b.name} (1ull << {b.bit})" for b in vm.BITS]
+    out += ["", "enum gpucosim_vm_access {"]
+    out += [f"    {PREFIX}_VM_ACCESS_{a.name} = {int(a)}," for a in vm.Access]
+    out += ["};", "", "enum gpucosim_vm_cause {"]
+    out += [f"    {PREFIX}_VM_CAUSE_{c.name} = {int(c)}," for c in vm.Cause]
+    out += ["};", ""]
     return "\n".join(out)
 
 

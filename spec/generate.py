@@ -7,9 +7,12 @@ From spec/regs.rdl (SystemRDL 2.0, compiled with systemrdl-compiler):
   docs/registers.md        register reference (spec/gen_regs.py)
 From spec/packets.py:
   docs/packets.md          packet reference
-From spec/ih.py and spec/gfx9.py:
-  docs/hardware.md         the sections "The IH entry" and "Differences from AMD gfx9"
-                           (between their markers); packets.md shows the second too
+From formal/properties.py:
+  docs/formal.md           the section "The properties" (between its markers)
+From spec/ih.py, spec/vm.py and spec/gfx9.py:
+  docs/hardware.md         the sections "The IH entry", "Page tables and faults" and
+                           "Differences from AMD gfx9" (between their markers); packets.md
+                           shows the last too; the C header gets spec/vm.py's constants
 
 Generated files are checked in so a reader sees them without running anything;
 tests/test_generated.py fails when one differs from what the spec gives.
@@ -364,13 +367,15 @@ def render_markdown(top: AddrmapNode, regs: list[RegInfo], enums) -> str:
 
 
 def render_hardware_md() -> str:
-    """docs/hardware.md with its generated sections (the IH entry, the differences from
-    gfx9) brought up to date."""
+    """docs/hardware.md with its generated sections (the IH entry, the page-table entry and
+    faults, the differences from gfx9) brought up to date."""
     from spec import gen_regs, gfx9
 
     path = ROOT / "docs" / "hardware.md"
     text = gen_regs.with_section(path.read_text(), gen_regs.render_ih_section(), gen_regs.IH_BEGIN,
                                  gen_regs.IH_END, "docs/hardware.md")
+    text = gen_regs.with_section(text, gen_regs.render_vm_section(), gen_regs.VM_BEGIN, gen_regs.VM_END,
+                                 "docs/hardware.md")
     return gen_regs.with_section(text, gfx9.render_table(), gfx9.BEGIN, gfx9.END, "docs/hardware.md")
 
 
@@ -378,6 +383,16 @@ def render_packets_markdown() -> str:
     from spec.gen_packets import render_markdown as render
 
     return f"<!-- {HEADER.format(src='spec/packets.py')} -->\n\n" + render()
+
+
+def render_formal_md() -> str:
+    """docs/formal.md with its generated section: the property table of formal/properties.py."""
+    from formal import properties
+    from spec import gen_regs
+
+    path = ROOT / "docs" / "formal.md"
+    return gen_regs.with_section(path.read_text(), properties.render_table(), properties.BEGIN,
+                                 properties.END, "docs/formal.md")
 
 
 # ---------------------------------------------------------------------------- driver
@@ -393,6 +408,7 @@ def outputs() -> dict[Path, str]:
         ROOT / "docs" / "registers.md": render_markdown(top, regs, enums),
         ROOT / "docs" / "packets.md": render_packets_markdown(),
         ROOT / "docs" / "hardware.md": render_hardware_md(),
+        ROOT / "docs" / "formal.md": render_formal_md(),
     }
 
 

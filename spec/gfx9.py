@@ -52,12 +52,19 @@ DIFFERENCES: tuple[Difference, ...] = (
         "The same as ME.",
         "One engine fetches, parses and executes in order; it never runs ahead of a wait."),
     Difference(
-        "INDIRECT_BUFFER VALID, PRE_ENB, PRE_RESUME, PRIV; VMID",
+        "INDIRECT_BUFFER VALID, PRE_ENB, PRE_RESUME, PRIV",
         "VALID is set by compute rings and Mesa's chains and left 0 by the gfx ring; the "
-        "others control preemption and privilege; VMID selects the page tables.",
-        "Accepted and ignored: the IB runs either way; VMID is not yet used.",
+        "others control preemption and privilege.",
+        "Accepted and ignored: the IB runs either way.",
         "No source says the CP skips a VALID = 0 IB (amdgpu's gfx ring relies on it running); "
-        "this CP has no preemption, no privileged IBs and no MMU yet."),
+        "this CP has no preemption and no privileged IBs."),
+    Difference(
+        "INDIRECT_BUFFER VMID",
+        "The ring's IB packet names the VMID its IB runs with (amdgpu's emit_ib: vmid << 24).",
+        "The same from the kernel ring; in an IB (IB2, CHAIN) the field is ignored: the IB "
+        "keeps the VMID its ring packet named.",
+        "Only the kernel may choose page tables: a client's IB naming another VMID would "
+        "reach another client's memory."),
     Difference(
         "IB_BASE_LO bits 1:0",
         "A byte-swap code (amdgpu sets 2 on big-endian hosts).",
@@ -78,9 +85,44 @@ DIFFERENCES: tuple[Difference, ...] = (
     Difference(
         "Addresses",
         "40-bit ring and IH bases, 48-bit virtual addresses.",
-        "48-bit physical addresses; address bits above 47 answer BUS_DECERR (an IB_BASE_HI "
-        "beyond the bus too), the DMA engine drops them.",
-        "The bus has 48 address bits and there is no MMU yet."),
+        "48-bit addresses, virtual under a translated VMID (12 + 9 × VM_CAPS.LEVELS bits: 1 GiB "
+        "in the default build), physical otherwise; address bits above 47 answer BUS_DECERR "
+        "(an IB_BASE_HI beyond the bus too), the DMA engine drops them.",
+        "The bus has 48 address bits; two levels of tables map more than the memory a "
+        "simulation has, and every level is one more read per TLB miss."),
+    Difference(
+        "Page tables",
+        "Four levels (PDB2, PDB1, PDB0, PTB), block and fragment sizes (PDE BFS, PTE FRAG), "
+        "MTYPE, PRT, translate-further; VM_CONTEXT*_PAGE_TABLE_START/END_ADDR bound the range.",
+        "VM_CAPS.LEVELS levels of 512 entries (2), 4 KiB pages; a directory entry with "
+        "PDE_PTE is a huge page (2 MiB); FRAG, MTYPE, PRT, TF, SYSTEM and SNOOPED are ignored; "
+        "the range is what the tables reach.",
+        "The entries are amdgpu's (bits 0-6, 47:12, PDE_PTE 54) so its page-table code reads "
+        "right; the rest tunes caches and the L2 TLB this MMU does not have."),
+    Difference(
+        "VM faults",
+        "UTCL2 reports the fault (client 0x1b, source 0) and VM_L2_PROTECTION_FAULT_STATUS "
+        "holds it; the access is retried or goes to a dummy page, and the job runs on unless "
+        "amdgpu's vm_fault_stop is set.",
+        "The same IH entry (gmc_v9's src_data), and the job stops: CP_ERROR VM_FAULT at the "
+        "access that faulted, VM_FAULT_STATUS/ADDR; the KMD resets as after any CP error.",
+        "A precise stop names the packet and address, and nothing a faulting job does "
+        "afterwards can matter."),
+    Difference(
+        "TLB invalidation",
+        "18 invalidation engines (VM_INVALIDATE_ENG*_REQ/ACK, flush types, address ranges), "
+        "often from the ring (emit_vm_flush writes them with WRITE_DATA).",
+        "One: VM_INVALIDATE_REQ (a VMID mask, one page or all), VM_INVALIDATE_ACK; from the "
+        "driver's MMIO only.",
+        "The ring cannot write registers here (see the first row); the KMD orders its "
+        "flushes with fences itself."),
+    Difference(
+        "VMID 0",
+        "The kernel's context: the GART and the system aperture, translated like the others.",
+        "A VMID whose VM_CONTEXT_CNTL.ENABLE is clear is not translated; the KMD leaves VMID 0 "
+        "so (ring, IH ring, fences, write-back are physical).",
+        "The kernel's own memory needs no protection from itself, and its fetches and "
+        "writes then cost no walk."),
     Difference(
         "Errors and their IH entries",
         "Several sources: bad opcode 183, reserved bits 180, privileged register 184, "

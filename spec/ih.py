@@ -6,7 +6,9 @@ The layout is AMD's soc15 one, as amdgpu's vega10_ih / amdgpu_ih_decode_iv_helpe
 it: dword 0 client, source, ring and VMID; dwords 1-2 the 48-bit timestamp; dword 3 the
 PASID; dwords 4-7 the source data (amdkfd reads the context id from dword 4). Client and
 source ids are AMD's: the CP is client GRBM_CP (0x14), its end-of-pipe interrupt source
-181, its bad-opcode error source 183 (irqsrcs_gfx_9_0.h).
+181, its bad-opcode error source 183 (irqsrcs_gfx_9_0.h); a VM fault is client UTCL2
+(0x1b), source 0 (UTCL2_1_0__SRCID__FAULT, as gmc_v9_0 registers it), its source data as
+gmc_v9_0_process_interrupt reads it (spec/vm.py).
 
 The RTL (rtl/cp/ih.py), the KMD's handler (kmd_model/ih.py) and the reference model all
 read this table; docs/hardware.md shows it.
@@ -32,13 +34,27 @@ class Client(IntEnum):
     """Who raised it (dword 0, CLIENT_ID): AMD's soc15_ih_clientid values."""
 
     GRBM_CP = 0x14  # the command processor
+    UTCL2 = 0x1B  # the gfx hub's translation cache: VM faults of the CP and its DMA engine
 
 
 class Source(IntEnum):
-    """What raised it (dword 0, SOURCE_ID), for client GRBM_CP: AMD's GFX_9_0__SRCID values."""
+    """What raised it (dword 0, SOURCE_ID): AMD's source ids, each of one client (CLIENT)."""
 
-    EOP = 181  # CP_EOP_INTERRUPT: a RELEASE_MEM with an interrupt; a fence was written
-    CP_ERROR = 183  # CP_BAD_OPCODE_ERROR: the CP stopped with an error (CP_ERROR_* hold it)
+    EOP = 181  # GRBM_CP's CP_EOP_INTERRUPT: a RELEASE_MEM with an interrupt; a fence was written
+    CP_ERROR = 183  # GRBM_CP's CP_BAD_OPCODE_ERROR: the CP stopped with an error (CP_ERROR_* hold it)
+    VM_FAULT = 0  # UTCL2's FAULT: the CP stopped on a VM fault (VM_FAULT_* hold it)
+
+
+CLIENT = {Source.EOP: Client.GRBM_CP, Source.CP_ERROR: Client.GRBM_CP, Source.VM_FAULT: Client.UTCL2}
+"""The client each source belongs to (dword 0, CLIENT_ID)."""
+
+
+def source_of(client: int, source: int) -> Source | None:
+    """The Source an entry's (CLIENT_ID, SOURCE_ID) names, or None for one this device never raises."""
+    for s, c in CLIENT.items():
+        if c == client and s == source:
+            return s
+    return None
 
 
 @dataclass(frozen=True)
@@ -58,15 +74,15 @@ class IhField:
 
 
 FIELDS: tuple[IhField, ...] = (
-    IhField("CLIENT_ID", 0, 0, 8, "Which block raised it (AMD soc15 client id; the CP is GRBM_CP, 0x14)."),
+    IhField("CLIENT_ID", 0, 0, 8, "Which block raised it (AMD soc15 client id: the CP is GRBM_CP, 0x14; VM faults UTCL2, 0x1b)."),
     IhField("SOURCE_ID", 0, 8, 8, "What raised it (AMD source id; the sources are listed below)."),
     IhField("RING_ID", 0, 16, 8, "Ring the source belongs to (AMD: me, pipe, queue; 0: the gfx ring)."),
-    IhField("VMID", 0, 24, 4, "VMID of the work (0 until there is an MMU)."),
+    IhField("VMID", 0, 24, 4, "VMID of the work: the IB's for a packet of an IB, the faulting access's for a VM fault; 0 for the kernel ring."),
     IhField("VMID_SRC", 0, 31, 1, "Which hub the VMID belongs to (AMD: 0 gfxhub); 0."),
     IhField("TIMESTAMP_LO", 1, 0, 32, "GPU clock when the entry was written, bits 31:0."),
     IhField("TIMESTAMP_HI", 2, 0, 16, "GPU clock, bits 47:32."),
     IhField("TIMESTAMP_SRC", 2, 31, 1, "Which clock (AMD); 0."),
-    IhField("PASID", 3, 0, 16, "Process address space id (AMD); 0 until there is an MMU."),
+    IhField("PASID", 3, 0, 16, "Process address space id (AMD); 0: the KMD maps VMIDs to its VMs itself."),
     IhField("DATA0", 4, 0, 32, "Source data 0 (AMD src_data[0], CONTEXT_ID0)."),
     IhField("DATA1", 5, 0, 32, "Source data 1."),
     IhField("DATA2", 6, 0, 32, "Source data 2."),
@@ -79,12 +95,16 @@ DATA_FIELDS = ("DATA0", "DATA1", "DATA2", "DATA3")
 SOURCE_DOC = {
     Source.EOP: "a RELEASE_MEM with INT_SEL SEND_INT or SEND_INT_ON_CONFIRM, after its data write",
     Source.CP_ERROR: "the CP stopped with an error (written once, when the error latches)",
+    Source.VM_FAULT: "the CP stopped with CP_ERROR VM_FAULT (written instead of the CP_ERROR entry)",
 }
 SOURCE_DATA = {
     Source.EOP: ("the packet's INT_CTXID (amdkfd's context id)", "its DATA_LO", "its DATA_HI",
                  "its ADDR_LO dword, all 32 bits"),
     Source.CP_ERROR: ("the CP_ERROR register (CODE, LEVEL, OPCODE)", "CP_ERROR_ADDR_LO",
                       "CP_ERROR_ADDR_HI", "CP_ERROR_OFFSET"),
+    Source.VM_FAULT: ("the faulting address's bits 43:12 (amdgpu's src_data[0])",
+                      "bits 3:0: the address's bits 47:44; 0x40 READ, 0x20 WRITE, 0x10 EXE (AMDGPU_GMC9_FAULT_SOURCE_DATA_*)",
+                      "the VM_FAULT_STATUS register", "the CP_ERROR register (LEVEL and OPCODE of the packet)"),
 }
 """What each source puts in DATA0..DATA3 (docs/hardware.md shows this table)."""
 

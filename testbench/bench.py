@@ -38,6 +38,13 @@ GOALS = {
     "cp_submit_to_irq_ns": ("<= 400 (cycles_32b / Fmax of top_32, make fpga)", lambda v: v <= 400),
     "dma_copy_mb_s_32b": (">= 380 (eff_4k_32b x 4 B x Fmax of top_32)", lambda v: v >= 380),
     "cp_stream_dwords_per_cycle_lat16": ("", None),
+    # the MMU (issue 15): a walk of both levels at the memory's minimum latency, translated copies
+    "mmu_walk_cycles": ("", None),
+    "tlb_hit_rate_copy_1mib": ("", None),
+    "dma_copy_eff_4k_vm": (">= 0.98 (warm TLB)", lambda v: v >= 0.98),
+    "dma_copy_eff_4k_same_pages_physical": ("", None),
+    "dma_copy_eff_1mib_cold": (">= 0.9", lambda v: v >= 0.9),
+    "alloc_ioctls_per_1k_small": ("pools on <= 1/50 of off", lambda v: v["on"] <= v["off"] / 50),
     "driver_ioctls_per_cmd": ("batch 64 <= 1/10 of batch 1", lambda v: v["64"] <= v["1"] / 10),
     "driver_doorbells_per_cmd": ("batch 64 <= 1/10 of batch 1", lambda v: v["64"] <= v["1"] / 10),
     "sim_cycles_per_s_dma": ("", None),
@@ -148,6 +155,31 @@ def difftest_figures(data_width: int, log=print) -> dict:
     return out
 
 
+def alloc_ioctls(n: int = 1000) -> dict:
+    """ioctls a UMD spends on `n` small buffers (64 B .. 4 KiB, allocated then freed), with
+    the pools (BO cache, slabs) on and off, on the model (the count does not depend on the
+    backend)."""
+    import random
+
+    import kmd_model
+    import umd
+    from testbench.refmodel import RefModel
+
+    out = {}
+    for pools in (True, False):
+        kmd_model.bind(RefModel())
+        gpu = umd.open(pools=pools)
+        rng = random.Random(1)
+        n0 = gpu.ws.ioctls
+        bufs = [gpu.alloc(rng.choice([64, 100, 256, 1000, 4096])) for _ in range(n)]
+        for b in bufs:
+            b.free()
+        out["on" if pools else "off"] = (gpu.ws.ioctls - n0) * 1000 // n
+        gpu.close()
+        kmd_model.unbind()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-width", type=int, default=64, choices=(32, 64, 128, 256))
@@ -202,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     from testbench import cs_bench
 
     r.update(cs_bench.measure())
+    r["alloc_ioctls_per_1k_small"] = alloc_ioctls()
     if sims:
         from testbench import model_speed
 

@@ -18,9 +18,10 @@ from cocotb.triggers import ClockCycles, FallingEdge
 
 from kmd_model import regs
 from spec import pm4
+from spec import vm
 from testbench import raw_bench
 from testbench.cocotb_device import CocotbDevice, design_params, run_driver
-from testbench.raw_bench import IB, OUT, RING, RPTR_WB
+from testbench.raw_bench import DST, IB, OUT, RING, RPTR_WB, SRC
 
 RESULTS: dict = {}
 
@@ -157,13 +158,14 @@ async def sim_speed(dut):
 DMA_ID = 8  # the mux puts the DMA behind the top ID bit
 
 
-async def _dma_copies(dut, dev, ib_dwords, latency=0):
+async def _dma_copies(dut, dev, ib_dwords, latency=0, vmid=0):
     """Run an IB of DMA_DATA packets; cycles from the DMA's first request (AR, or AW for a
-    fill, which reads nothing) to its last B."""
+    fill, which reads nothing) to its last B. With `vmid`, the IB runs under that VMID
+    (its addresses are virtual: _vm_map's)."""
     dev.mem_model.configure(rd_latency=latency)
     await ClockCycles(dut.clk, 2)
     _put(dev, IB, ib_dwords)
-    ring = pm4.indirect_buffer(IB, len(ib_dwords))
+    ring = pm4.indirect_buffer(IB + (VA_OFF if vmid else 0), len(ib_dwords), vmid=vmid)
     wptr = int(dev.mem[RPTR_WB:RPTR_WB + 4].view(np.uint32)[0])  # the CP's rptr: the ring's end
     for i, d in enumerate(ring):
         _put(dev, RING + 4 * ((wptr + i) % 1024), [d])
@@ -207,6 +209,91 @@ async def dma_throughput(dut):
     _save()
 
 
+VA_OFF = 0x1000_0000  # _vm_map: virtual = physical + VA_OFF
+PT = 0x80_0000  # where _vm_map builds its page tables
+
+
+async def _read(dev, reg) -> int:
+    return await dev._aread(reg.addr())
+
+
+async def _vm_map(dev, vmid: int, ranges) -> None:
+    """Page tables (4 KiB pages) mapping each physical [lo, hi) at lo + VA_OFF for `vmid`,
+    the VMID's base and enable programmed, its TLB entries invalidated."""
+    huge = 1 << vm.leaf_bits(vm.LEVELS - 2)
+    tables: dict[int, int] = {}
+    dev.mem[PT:PT + 4096] = 0
+    nxt = PT + 4096
+    m64 = dev.mem.view("<u8")
+    for lo, hi in ranges:
+        for pa in range(lo, hi, 4096):
+            va = pa + VA_OFF
+            t = tables.get(va // huge)
+            if t is None:
+                t = tables[va // huge] = nxt
+                nxt += 4096
+                dev.mem[t:t + 4096] = 0
+                m64[(PT >> 3) + vm.index(va, 0)] = vm.pde(t)
+            m64[(t >> 3) + vm.index(va, 1)] = vm.pte(pa, vm.READABLE | vm.WRITEABLE | vm.EXECUTABLE)
+    await dev._awrite(regs.VM_CONTEXT_PT_BASE_LO.addr(vmid), PT)
+    await dev._awrite(regs.VM_CONTEXT_PT_BASE_HI.addr(vmid), 0)
+    await dev._awrite(regs.VM_CONTEXT_CNTL.addr(vmid), 1)
+    await _vm_flush(dev, vmid)
+
+
+async def _vm_flush(dev, vmid: int) -> None:
+    await _wr(dev, regs.VM_INVALIDATE_REQ, regs.VM_INVALIDATE_REQ.PER_VMID.put(1 << vmid)
+              | regs.VM_INVALIDATE_REQ.ALL_ADDR.put(1))
+    while not (await _read(dev, regs.VM_INVALIDATE_ACK)) >> vmid & 1:
+        pass
+
+
+async def _tlb(dev) -> tuple[int, int, int]:
+    return (await _read(dev, regs.PERF_TLB_HITS), await _read(dev, regs.PERF_TLB_MISSES),
+            await _read(dev, regs.PERF_WALK_CYCLES))
+
+
+@cocotb.test()
+async def vm_translation(dut):
+    """The MMU (issue 15): a page walk; a 1 MiB copy with a cold TLB (efficiency, hit rate);
+    4 KiB copies with a warm TLB against the same copies untranslated."""
+    dev = await _setup(dut)
+    bus = design_params()["DATA_WIDTH"] // 8
+    vmid = 1
+    mib = 1 << 20
+    await _vm_map(dev, vmid, [(IB, IB + 0x10000), (OUT, OUT + 0x1000), (SRC, SRC + mib), (DST, DST + mib)])
+    dev.mem[SRC:SRC + mib] = (np.arange(mib) % 251).astype(np.uint8)
+    # one miss: the IB's page and the fence's page are cold; cycles per walk (two levels)
+    h0, m0, w0 = await _tlb(dev)
+    await _dma_copies(dut, dev, pm4.dma_data(OUT + VA_OFF, SRC + VA_OFF, 4), vmid=vmid)
+    h1, m1, w1 = await _tlb(dev)
+    RESULTS["mmu_walk_cycles"] = (w1 - w0) / (m1 - m0)
+    # 1 MiB, cold TLB
+    await _vm_flush(dev, vmid)
+    dev.mem[DST:DST + mib] = 0
+    h0, m0, _ = await _tlb(dev)
+    span = await _dma_copies(dut, dev, pm4.dma_data(DST + VA_OFF, SRC + VA_OFF, mib), vmid=vmid)
+    h1, m1, _ = await _tlb(dev)
+    assert np.array_equal(dev.mem[DST:DST + mib], dev.mem[SRC:SRC + mib]), "the translated 1 MiB copy is wrong"
+    RESULTS["dma_copy_eff_1mib_cold"] = mib / (span * bus)
+    RESULTS["tlb_hit_rate_copy_1mib"] = (h1 - h0) / ((h1 - h0) + (m1 - m0))
+    # 32 copies of 4 KiB over 4 page pairs: the second run finds every page in the TLB
+    n, size = 32, 4096
+    copies = sum((pm4.dma_data(DST + VA_OFF + (i % 4) * size, SRC + VA_OFF + (i % 4) * size, size)
+                  for i in range(n)), [])
+    await _dma_copies(dut, dev, copies, vmid=vmid)
+    _, m0, _ = await _tlb(dev)
+    span = await _dma_copies(dut, dev, copies, vmid=vmid)
+    _, m1, _ = await _tlb(dev)
+    RESULTS["dma_copy_eff_4k_vm"] = n * size / (span * bus)
+    RESULTS["dma_copy_eff_4k_vm_misses"] = m1 - m0
+    plain = sum((pm4.dma_data(DST + (i % 4) * size, SRC + (i % 4) * size, size) for i in range(n)), [])
+    span = await _dma_copies(dut, dev, plain)
+    RESULTS["dma_copy_eff_4k_same_pages_physical"] = n * size / (span * bus)
+    dev.checker.check()
+    _save()
+
+
 @cocotb.test()
 async def dma_small_copy(dut):
     """A 16-byte aligned copy: DMA command accepted → its last write response."""
@@ -241,17 +328,14 @@ async def cp_fetch_stream(dut):
     ring = pm4.indirect_buffer(IB, len(ib))
     _put(dev, RING, ring)
 
-    async def counter(reg) -> int:
-        return await dev._aread(reg.addr())
-
-    busy0, dw0 = await counter(regs.PERF_BUSY_CYCLES), await counter(regs.PERF_DWORDS_FETCHED)
+    busy0, dw0 = await _read(dev, regs.PERF_BUSY_CYCLES), await _read(dev, regs.PERF_DWORDS_FETCHED)
     await _wr(dev, regs.RB_DOORBELL, len(ring))
     for _ in range(200_000):
         await ClockCycles(dut.clk, 64)
         if int(dut.gpu.cp.idle.value):
             break
-    busy = await counter(regs.PERF_BUSY_CYCLES) - busy0
-    dwords = await counter(regs.PERF_DWORDS_FETCHED) - dw0
+    busy = await _read(dev, regs.PERF_BUSY_CYCLES) - busy0
+    dwords = await _read(dev, regs.PERF_DWORDS_FETCHED) - dw0
     dev.mem_model.configure(rd_latency=0)
     RESULTS[f"cp_stream_dwords_per_cycle_lat{lat}"] = dwords / busy
     _save()

@@ -19,6 +19,13 @@ is at once, then every max(1, POLL_INTERVAL) cycles). Memory changes only betwee
 calls (the CPU) or by the CP itself, so a poll that fails stays failed until the driver
 next returns: time can jump over the remaining polls of one call.
 
+Virtual memory (testbench/model_mmu.py): every CP and DMA access is translated as the
+MMU does (ring fetches, the rptr write-back and IH entries with VMID 0, an IB's packets
+with the VMID its ring INDIRECT_BUFFER named), faults stop the CP with VM_FAULT exactly
+where the RTL does: a fetched dword when the parser consumes it, a written block, a poll,
+a DMA transfer's first failing byte (its page's first). PERF_TLB_* and PERF_WALK_CYCLES
+depend on timing and read 0 here.
+
 Bus errors. `configure(error_window=(base, limit, resp))`: every CP or DMA access whose
 bytes touch [base, limit) answers resp; bytes at or beyond the memory size answer DECERR
 (window first, as in testbench/hdl/axi_mem.v). The RTL's memory model decides per bus
@@ -63,6 +70,9 @@ from spec import ih as ih_spec
 from spec import packets as pk
 from spec import pm4
 from spec import rules
+from spec import vm as vm_spec
+
+from .model_mmu import ModelMmu, pages
 
 __all__ = ["RefModel", "snapshot", "mem_digest", "mem_diff", "diff_snapshots",
            "DEFAULT_MEM_SIZE", "DEFAULT_MMIO_CYCLES", "DMA_MAX_BYTES"]
@@ -136,17 +146,25 @@ def _slots() -> dict[int, _RegSlot]:
 # Registers whose value RefModel._sync caches for the CP.
 _CONFIG_REGS = frozenset({"CONTROL", "RB_CNTL", "RB_BASE_LO", "RB_BASE_HI", "RB_SIZE", "RB_RPTR_ADDR_LO",
                           "RB_RPTR_ADDR_HI", "IH_CNTL", "IH_BASE_LO", "IH_BASE_HI", "IH_SIZE",
-                          "IH_WPTR_ADDR_LO", "IH_WPTR_ADDR_HI"})
+                          "IH_WPTR_ADDR_LO", "IH_WPTR_ADDR_HI", "VM_CONTEXT_CNTL", "VM_CONTEXT_PT_BASE_LO",
+                          "VM_CONTEXT_PT_BASE_HI"})
+_FETCH, _READ, _WRITE = vm_spec.Access.FETCH, vm_spec.Access.READ, vm_spec.Access.WRITE
+_PAGE_MASK = vm_spec.PAGE_SIZE - 1
 
 
 # ---------------------------------------------------------------------------- packet table, precomputed
 
 class _Fault(Exception):
     """A CP error found while executing; the CP knows the level and packet offset.
-    opcode None: the opcode of the packet in hand (RefModel._cur_opcode)."""
+    opcode None: the opcode of the packet in hand (RefModel._cur_opcode). `vm`: a VM fault's
+    (access, cause, level, vmid)."""
 
-    def __init__(self, code: int, addr: int, opcode: int | None = None, done: int = 0):
-        self.code, self.addr, self.opcode, self.done = code, addr, opcode, done
+    def __init__(self, code: int, addr: int, opcode: int | None = None, done: int = 0, vm: tuple | None = None):
+        self.code, self.addr, self.opcode, self.done, self.vm = code, addr, opcode, done, vm
+
+
+def _vm_fault(va: int, access: int, vmid: int, why: tuple, opcode: int | None = None) -> _Fault:
+    return _Fault(CpError.VM_FAULT, va, opcode, vm=(int(access), int(why[0]), why[1], vmid))
 
 
 @dataclass(frozen=True)
@@ -205,7 +223,7 @@ _WD_INCR = _fld(_WD, "ADDR_INCR")
 _WD_NO_INCREMENT = _WD.field("ADDR_INCR").values["NO_INCREMENT"]
 _IB = pk.INDIRECT_BUFFER
 _IB_BASE = _addr(_IB, "base")
-_IB_SIZE, _IB_CHAIN = (_fld(_IB, n) for n in ("IB_SIZE", "CHAIN"))
+_IB_SIZE, _IB_CHAIN, _IB_VMID = (_fld(_IB, n) for n in ("IB_SIZE", "CHAIN", "VMID"))
 _WRM = pk.WAIT_REG_MEM
 _WRM_ADDR = _addr(_WRM, "addr")
 _WRM_FUNC, _WRM_REF, _WRM_MASK, _WRM_POLL = (_fld(_WRM, n) for n in ("FUNCTION", "REFERENCE", "MASK", "POLL_INTERVAL"))
@@ -264,6 +282,7 @@ class _Wait:
     level: int
     offset: int
     length: int
+    vmid: int
     failed_in: object = None  # the _advance call in which a poll failed
 
 
@@ -275,6 +294,8 @@ class RefModel(Device):
     data_width: memory bus width in bits, only shown in CAPS.BUS_BYTES_LOG2 (32..256).
     dma: a DMA engine executes DMA_DATA (CAPS.DMA); without one DMA_DATA is UNSUPPORTED.
     ih: an IH ring writer is present (CAPS.IH); without one no IH entries are written.
+    vm: an MMU translates (CAPS.VM); tlb_entries: what VM_CAPS.TLB_LOG2 reports (the model
+    has no TLB size: it keeps every translation until an invalidation names it).
     ib_levels: CAPS.IB_LEVELS. dma_max_bytes: BYTE_COUNT limit (DMA_BYTE_COUNT above it).
     mmio_cycles: model cycles one MMIO access costs.
     trace: called with one line per packet the CP starts (see the module docstring).
@@ -284,6 +305,7 @@ class RefModel(Device):
 
     def __init__(self, mem_size: int = DEFAULT_MEM_SIZE, *, mem: np.ndarray | None = None,
                  data_width: int = 64, dma: bool = True, ih: bool = True, ib_levels: int = 2,
+                 vm: bool = True, tlb_entries: int = 16,
                  dma_max_bytes: int = DMA_MAX_BYTES, mmio_cycles: int = DEFAULT_MMIO_CYCLES,
                  trace: Callable[[str], None] | None = None):
         if mem is None:
@@ -305,6 +327,8 @@ class RefModel(Device):
         self.data_width = data_width
         self.has_dma = bool(dma)
         self.has_ih = bool(ih)
+        self.has_vm = bool(vm)
+        self.tlb_entries = tlb_entries
         self.ib_levels = ib_levels
         self.dma_max_bytes = dma_max_bytes
         self.mmio_cycles = mmio_cycles
@@ -329,6 +353,11 @@ class RefModel(Device):
             "PERF_DMA_BYTES_WRITTEN": lambda i: self._dma_written & M32,
             "PERF_DMA_BUSY_CYCLES": lambda i: self._dma_busy & M32,
             "PERF_PACKETS": lambda i: self._packets[i] & M32,
+            "VM_CAPS": self._vm_caps, "VM_INVALIDATE_ACK": lambda i: self._inv_ack,
+            "VM_FAULT_STATUS": self._vm_fault_status,
+            "VM_FAULT_ADDR_LO": lambda i: self._err_addr & M32 if self._err_code == CpError.VM_FAULT else 0,
+            "VM_FAULT_ADDR_HI": lambda i: self._err_addr >> 32 if self._err_code == CpError.VM_FAULT else 0,
+            "PERF_TLB_HITS": lambda i: 0, "PERF_TLB_MISSES": lambda i: 0, "PERF_WALK_CYCLES": lambda i: 0,
         }
         missing = {s.reg.NAME for s in self._slots.values() if s.hw} - set(self._hw_read)
         if missing:
@@ -348,6 +377,8 @@ class RefModel(Device):
             "IH_RPTR", "IH_WPTR_ADDR_LO", "IH_WPTR_ADDR_HI", "IH_CNTL", "RB_BASE_LO", "RB_BASE_HI",
             "RB_SIZE", "RB_RPTR_ADDR_LO", "RB_RPTR_ADDR_HI", "RB_DOORBELL", "RB_CNTL")}
         self._t = 0
+        self._inv_ack = 0
+        self._mmu = ModelMmu(self._m32, self._entry_ok)
         self._store = {off: s.reset for off, s in self._slots.items()}
         self._perf_clear()
         self._soft_reset()
@@ -503,7 +534,10 @@ class RefModel(Device):
         if name in _CONFIG_REGS:
             self._sync()
         if s.swmod & bytemask:
-            self._doorbell(new & s.swmod)
+            if name == "VM_INVALIDATE_REQ":
+                self._invalidate(new)
+            else:
+                self._doorbell(new & s.swmod)
         self._run()
 
     def _sync(self) -> None:
@@ -524,12 +558,45 @@ class RefModel(Device):
         self._ih_base = (st[o["IH_BASE_HI"]] << 32 | st[o["IH_BASE_LO"]]) << 8
         self._ih_bytes = ih_spec.ring_bytes(regs.IH_SIZE.LOG2_DWORDS.get(st[o["IH_SIZE"]]))
         self._ih_wptr_addr = (st[o["IH_WPTR_ADDR_HI"]] << 32 | st[o["IH_WPTR_ADDR_LO"]]) & ~3
+        if self.has_vm:
+            n = vm_spec.VMIDS
+            self._mmu.configure(
+                [bool(st[regs.VM_CONTEXT_CNTL.addr(i)] & regs.VM_CONTEXT_CNTL.ENABLE.mask) for i in range(n)],
+                [(st[regs.VM_CONTEXT_PT_BASE_HI.addr(i)] << 32 | st[regs.VM_CONTEXT_PT_BASE_LO.addr(i)])
+                 & vm_spec.ADDR_MASK for i in range(n)])
+        self._vm_on = self._mmu.enabled
 
+    def _invalidate(self, req: int) -> None:
+        """VM_INVALIDATE_REQ: done at once (the hardware takes a few cycles)."""
+        r, st = regs.VM_INVALIDATE_REQ, self._store
+        vmids = r.PER_VMID.get(req)
+        page = st[regs.VM_INVALIDATE_ADDR_HI.addr()] << 32 | st[regs.VM_INVALIDATE_ADDR_LO.addr()]
+        self._mmu.invalidate(vmids, bool(r.ALL_ADDR.get(req)), page)
+        self._inv_ack = vmids
+
+    def _entry_ok(self, a: int) -> bool:
+        """A page-table read of 8 bytes at `a` answers OKAY (the bus-error window, the memory's end)."""
+        return a + 8 <= self._size and not (a + 8 > self._wb and a < self._wl)
+
+    def _vm_caps(self, i: int) -> int:
+        if not self.has_vm:
+            return 0
+        c = regs.VM_CAPS
+        return (c.LEVELS.put(self._mmu.levels) | c.VMIDS.put(vm_spec.VMIDS)
+                | c.TLB_LOG2.put(self.tlb_entries.bit_length() - 1))
+
+    def _vm_fault_status(self, i: int) -> int:
+        if self._err_code != CpError.VM_FAULT:
+            return 0
+        access, cause, level, vmid = self._err_vm
+        c = regs.VM_FAULT_STATUS
+        return c.VMID.put(vmid) | c.ACCESS.put(access) | c.LEVEL.put(level) | c.CAUSE.put(cause)
     def _caps(self, i: int) -> int:
         c = regs.CAPS
         return (c.BUS_BYTES_LOG2.put(self._bus_bytes.bit_length() - 1) | c.ADDR_BITS.put(ADDR_BITS)
                 | c.IB_LEVELS.put(self.ib_levels) | c.DMA.put(int(self.has_dma)) | c.IH.put(int(self.has_ih))
-                | c.DMA_MAX_LOG2.put(self.dma_max_bytes.bit_length() - 1 if self.has_dma else 0))
+                | c.DMA_MAX_LOG2.put(self.dma_max_bytes.bit_length() - 1 if self.has_dma else 0)
+                | c.VM.put(int(self.has_vm)))
 
     def _idle(self) -> bool:
         """STATUS.IDLE: stopped by an error, or nothing in flight and the ring empty."""
@@ -564,6 +631,9 @@ class RefModel(Device):
         self._wait: _Wait | None = None
         self._err_code = self._err_level = self._err_opcode = 0
         self._err_addr = self._err_offset = 0
+        self._err_vm = (0, 0, 0, 0)
+        self._err_vmid = 0
+        self._vmid = 0  # the VMID the ring's INDIRECT_BUFFER gave the running IBs
 
     def _perf_clear(self) -> None:
         self._busy = self._stall = 0
@@ -644,40 +714,76 @@ class RefModel(Device):
             return j_oor, DECERR
         return n, OKAY
 
-    def _fetch(self, base: int, mask: int | None, start: int, k: int) -> tuple[np.ndarray, int, int]:
-        """Dwords [start, start + k) of the ring (index mask) or an IB (mask None), cut
-        at the first dword whose read faults: (dwords, response, address of that dword)."""
+    def _fetch(self, base: int, mask: int | None, start: int, k: int) -> tuple[np.ndarray, _Fault | None]:
+        """Dwords [start, start + k) of the ring (index mask, VMID 0) or an IB (mask None, the
+        job's VMID), cut at the first dword whose read faults: (dwords, its fault or None)."""
         if mask is None:
             segs = ((base + 4 * start, k),)
+            vmid = self._vmid
         else:
             i0 = start & mask
             first = mask + 1 - i0
             segs = ((base + 4 * i0, k),) if k <= first else ((base + 4 * i0, first), (base, k - first))
+            vmid = 0
         parts = []
-        m32 = self._m32
         for a, n in segs:
-            e = a + 4 * n
-            i = a >> 2
-            if not (e <= self._size and (e <= self._wb or a >= self._wl)):
-                j, resp = self._first_fault(a, n)
-                if resp:
-                    parts.append(m32[i:i + j])
-                    return (parts[0] if len(parts) == 1 else np.concatenate(parts)), resp, a + 4 * j
-            parts.append(m32[i:i + n])
-        return (parts[0] if len(parts) == 1 else np.concatenate(parts)), OKAY, 0
+            words, f = self._read32(vmid, a, n, _FETCH)
+            parts.append(words)
+            if f is not None:
+                break
+        else:
+            f = None
+        return (parts[0] if len(parts) == 1 else np.concatenate(parts)), f
+
+    def _read32(self, vmid: int, va: int, n: int, access: int) -> tuple[np.ndarray, _Fault | None]:
+        """The n dwords at va (4-aligned) the CP reads with `vmid`, up to the first that
+        faults: (dwords, its fault or None)."""
+        m32 = self._m32
+        if not self._vm_on[vmid]:
+            e = va + 4 * n
+            i = va >> 2
+            if e <= self._size and (e <= self._wb or va >= self._wl):
+                return m32[i:i + n], None
+            j, resp = self._first_fault(va, n)
+            return m32[i:i + j], (_Fault(_BUS_ERROR[resp], va + 4 * j) if resp else None)
+        parts = []
+        for a, nb in pages(va, 4 * n):
+            pa, why = self._mmu.translate(vmid, a, access)
+            if why is not None:
+                f = _vm_fault(a, access, vmid, why)
+                break
+            j, resp = self._first_fault(pa, nb >> 2)
+            parts.append(m32[pa >> 2:(pa >> 2) + j])
+            if resp:
+                f = _Fault(_BUS_ERROR[resp], a + 4 * j)
+                break
+        else:
+            f = None
+        if not parts:
+            return m32[0:0], f
+        return (parts[0] if len(parts) == 1 else np.concatenate(parts)), f
+
+    def _phys_span(self, vmid: int, va: int, nbytes: int, access: int) -> int:
+        """The physical address of [va, va + nbytes) when it is contiguous and answers
+        without an error (the fast path: one page, or no translation), else -1."""
+        if self._vm_on[vmid]:
+            if (va & _PAGE_MASK) + nbytes > vm_spec.PAGE_SIZE:
+                return -1
+            va, why = self._mmu.translate(vmid, va, access)
+            if why is not None:
+                return -1
+        e = va + nbytes
+        return va if e <= self._size and (e <= self._wb or va >= self._wl) else -1
 
     def _span(self, base: int, mask: int | None, start: int, k: int) -> int:
-        """The byte address of dwords [start, start + k) of the ring or an IB when they
+        """The physical address of dwords [start, start + k) of the ring or an IB when they
         are contiguous in memory and read without an error (the fast path), else -1."""
         if mask is None:
-            a = base + 4 * start
-        else:
-            i0 = start & mask
-            if k > mask + 1 - i0:
-                return -1
-            a = base + 4 * i0
-        e = a + 4 * k
-        return a if e <= self._size and (e <= self._wb or a >= self._wl) else -1
+            return self._phys_span(self._vmid, base + 4 * start, 4 * k, _FETCH)
+        i0 = start & mask
+        if k > mask + 1 - i0:
+            return -1
+        return self._phys_span(0, base + 4 * i0, 4 * k, _FETCH)
 
     def _read(self, base: int, mask: int | None, start: int, k: int) -> list[int]:
         """Payload dwords the parser consumes (counted in PERF_DWORDS_FETCHED)."""
@@ -686,14 +792,37 @@ class RefModel(Device):
             self._fetched += k
             i = a >> 2
             return self._mv[i:i + k].tolist()
-        words, resp, fa = self._fetch(base, mask, start, k)
-        self._fetched += len(words) + (resp != OKAY)  # the faulting dword was consumed too
-        if resp:
-            raise _Fault(_BUS_ERROR[resp], fa)
+        words, f = self._fetch(base, mask, start, k)
+        self._fetched += len(words) + (f is not None)  # the faulting dword was consumed too
+        if f is not None:
+            raise f
         return words.tolist()
 
-    def _cp_write(self, a: int, words) -> None:
-        """A CP write of dwords at a (4-aligned). Like rtl/cp/writer.py it goes out in aligned
+    def _cp_write(self, a: int, words, vmid: int) -> None:
+        """A CP write of dwords at a (4-aligned) with `vmid`: each page's part translated,
+        then written as _cp_write_phys does. A VM fault writes nothing of its page (the MMU
+        answers every block there); the error names its first address."""
+        if not self._vm_on[vmid]:
+            return self._cp_write_phys(a, words)
+        n = len(words)
+        k = 0
+        for va, nb in pages(a, 4 * n):
+            cnt = nb >> 2
+            pa, why = self._mmu.translate(vmid, va, _WRITE)
+            if why is not None:
+                f = _vm_fault(va, _WRITE, vmid, why)
+                f.done = min(n, (((va | 31) + 1) - a) >> 2)
+                raise f
+            try:
+                self._cp_write_phys(pa, words[k:k + cnt])
+            except _Fault as e:
+                e.addr = va + (e.addr - pa)
+                e.done += k
+                raise
+            k += cnt
+
+    def _cp_write_phys(self, a: int, words) -> None:
+        """A CP write of dwords at physical a (4-aligned). Like rtl/cp/writer.py it goes out in aligned
         32-byte blocks, each waiting for its response: on an error the earlier blocks are
         written, the faulting block keeps its good dwords, later blocks are not written;
         the error names the block's first written address and its worst response."""
@@ -734,27 +863,38 @@ class RefModel(Device):
         if not self._rb_enable or self._err_code:
             return
         if (v - self._wptr) & 0x8000_0000:
-            self._latch(CpError.DOORBELL_BACKWARDS, IbLevel.RING, 0, v, self._rptr & self._rb_mask)
+            self._latch(CpError.DOORBELL_BACKWARDS, IbLevel.RING, 0, v, self._rptr & self._rb_mask, None, 0)
         elif ((v - self._rptr) & M32) > self._rb_size:
-            self._latch(CpError.DOORBELL_OVERFLOW, IbLevel.RING, 0, v, self._rptr & self._rb_mask)
+            self._latch(CpError.DOORBELL_OVERFLOW, IbLevel.RING, 0, v, self._rptr & self._rb_mask, None, 0)
         else:
             self._wptr = v
 
-    def _latch(self, code: int, level: int, opcode: int, addr: int, offset: int) -> None:
-        """The first error stops the CP: latch it, raise INT_STATUS.CP_ERROR, write an entry."""
+    def _latch(self, code: int, level: int, opcode: int, addr: int, offset: int, vm: tuple | None,
+               vmid: int) -> None:
+        """The first error stops the CP: latch it, raise INT_STATUS.CP_ERROR, write an entry
+        (a VM fault's: AMD's UTCL2 fault with gmc_v9's source data). `vm`: a VM fault's
+        (access, cause, level, vmid); `vmid`: the VMID of the work that failed."""
         if self._err_code:
             return
         self._err_code, self._err_level, self._err_opcode = int(code), int(level), opcode
         self._err_addr, self._err_offset = addr & _ADDR_MASK, offset & M32
+        self._err_vm = vm or (0, 0, 0, 0)
+        self._err_vmid = vmid
         self._wait = None
         self._store[self._off["INT_STATUS"]] |= regs.INT_STATUS.CP_ERROR.mask
         try:
-            self._ih_append(ih_spec.Source.CP_ERROR, self._cp_error(0), self._err_addr & M32,
-                            self._err_addr >> 32, self._err_offset)
+            if code == CpError.VM_FAULT:
+                d0, d1 = vm_spec.fault_src_data(self._err_addr, vm[0])
+                self._ih_append(ih_spec.Source.VM_FAULT, d0, d1, self._vm_fault_status(0), self._cp_error(0),
+                                client=ih_spec.Client.UTCL2, vmid=vmid)
+            else:
+                self._ih_append(ih_spec.Source.CP_ERROR, self._cp_error(0), self._err_addr & M32,
+                                self._err_addr >> 32, self._err_offset, vmid=vmid)
         except _Fault:
             pass  # the error entry itself could not be written; the CP is stopped already
 
-    def _ih_append(self, source: int, d0: int, d1: int, d2: int, d3: int) -> None:
+    def _ih_append(self, source: int, d0: int, d1: int, d2: int, d3: int,
+                   client: int = ih_spec.Client.GRBM_CP, vmid: int = 0) -> None:
         """One interrupt's IH entry; raises _Fault when its write (or the wptr write-back) fails."""
         if not self._ih_enable:
             return
@@ -763,12 +903,12 @@ class RefModel(Device):
             self._store[self._off["INT_STATUS"]] |= regs.INT_STATUS.IH_OVERFLOW.mask
             return
         ts = self._t & _TS_MASK
-        entry = ih_spec.encode(CLIENT_ID=ih_spec.Client.GRBM_CP, SOURCE_ID=int(source), TIMESTAMP_LO=ts & M32,
+        entry = ih_spec.encode(CLIENT_ID=int(client), SOURCE_ID=int(source), VMID=vmid, TIMESTAMP_LO=ts & M32,
                                TIMESTAMP_HI=ts >> 32, DATA0=d0, DATA1=d1, DATA2=d2, DATA3=d3)
-        self._cp_write(self._ih_base + (wptr & (size - 1)), entry)
+        self._cp_write(self._ih_base + (wptr & (size - 1)), entry, 0)
         self._ih_wptr = (wptr + ih_spec.ENTRY_BYTES) & M32
         if self._ih_wptr_wb:
-            self._cp_write(self._ih_wptr_addr, [self._ih_wptr])
+            self._cp_write(self._ih_wptr_addr, [self._ih_wptr], 0)
 
     # ------------------------------------------------------------------ the command processor
 
@@ -785,8 +925,9 @@ class RefModel(Device):
 
     def _fail(self, e: _Fault) -> None:
         """Latch a fault of the packet in hand (self._cur_*)."""
+        vmid = e.vm[3] if e.vm is not None else (self._vmid if self._cur_level else 0)
         self._latch(e.code, self._cur_level, self._cur_opcode if e.opcode is None else e.opcode,
-                    e.addr, self._cur_offset)
+                    e.addr, self._cur_offset, e.vm, vmid)
 
     def _step(self) -> None:
         """Fetch, check and execute the next packet."""
@@ -804,11 +945,17 @@ class RefModel(Device):
         self._cur_level, self._cur_offset, self._cur_opcode = level, off, 0
         ha = base + 4 * off
         self._fetched += 1  # the header, even when its read faults
-        if not (ha + 4 <= self._size and (ha + 4 <= self._wb or ha >= self._wl)):
-            _, resp = self._first_fault(ha, 1)
+        pa = ha
+        if self._vm_on[self._vmid if level else 0]:
+            vmid = self._vmid if level else 0
+            pa, why = self._mmu.translate(vmid, ha, _FETCH)
+            if why is not None:
+                raise _vm_fault(ha, _FETCH, vmid, why, 0)
+        if not (pa + 4 <= self._size and (pa + 4 <= self._wb or pa >= self._wl)):
+            _, resp = self._first_fault(pa, 1)
             if resp:
                 raise _Fault(_BUS_ERROR[resp], ha, 0)
-        h = self._mv[ha >> 2]
+        h = self._mv[pa >> 2]
         known = self._headers.get(h)
         if known is None:
             known = self._header(h, ha)
@@ -850,7 +997,7 @@ class RefModel(Device):
         self._complete(level, 1)
 
     def _trace(self, level: int, base: int, mask: int | None, pos: int, off: int, n: int) -> None:
-        words, _, _ = self._fetch(base, mask, pos, n)  # a faulting packet is shown cut short
+        words, _ = self._fetch(base, mask, pos, n)  # a faulting packet is shown cut short
         where = IbLevel(level).name
         self.trace(f"{where}+{4 * off:#06x}: {pm4.describe(pm4.decode(words.tolist(), 0))}")
 
@@ -892,7 +1039,7 @@ class RefModel(Device):
     def _ring_advance(self, n: int) -> None:
         self._rptr = (self._rptr + n) & M32
         if self._rptr_wb:
-            self._cp_write(self._rptr_addr, [self._rptr])
+            self._cp_write(self._rptr_addr, [self._rptr], 0)
 
     # -- packets (kind, level, buffer base, ring mask or None, header index, header address, length)
 
@@ -900,10 +1047,10 @@ class RefModel(Device):
         if self._span(base, mask, pos + 1, n - 1) >= 0:
             self._fetched += n - 1
         else:
-            words, resp, fa = self._fetch(base, mask, pos + 1, n - 1)
-            self._fetched += len(words) + (resp != OKAY)
-            if resp:
-                raise _Fault(_BUS_ERROR[resp], fa)
+            words, f = self._fetch(base, mask, pos + 1, n - 1)
+            self._fetched += len(words) + (f is not None)
+            if f is not None:
+                raise f
         self._packets[kind.index] += 1
         self._complete(level, n)
 
@@ -913,33 +1060,34 @@ class RefModel(Device):
         self._check(kind, p, ha)
         addr = _addr_of(p, _WD_ADDR)
         count = n - 1 - fixed
+        vmid = self._vmid if level else 0
         if _get(p, _WD_INCR) == _WD_NO_INCREMENT:
             # every dword to addr: the last one stays, and only it is written (rtl/cp/write_data.py)
-            data, resp, fa = self._fetch(base, mask, pos + 1 + fixed, count)
-            self._fetched += len(data) + (resp != OKAY)
-            if resp:
-                raise _Fault(_BUS_ERROR[resp], fa)
-            self._cp_write(addr, [int(data[-1])])
+            data, f = self._fetch(base, mask, pos + 1 + fixed, count)
+            self._fetched += len(data) + (f is not None)
+            if f is not None:
+                raise f
+            self._cp_write(addr, [int(data[-1])], vmid)
             self._complete(level, n)
             return
         src = self._span(base, mask, pos + 1 + fixed, count)
-        end = addr + 4 * count
-        if src >= 0 and end <= self._size and (end <= self._wb or addr >= self._wl):
-            i, j = src >> 2, addr >> 2
+        dst = self._phys_span(vmid, addr, 4 * count, _WRITE) if src >= 0 else -1
+        if dst >= 0:
+            i, j = src >> 2, dst >> 2
             self._mv[j:j + count] = self._mv[i:i + count]
             self._fetched += count
             self._complete(level, n)
             return
         # The data streams through in 32-byte destination blocks: a fetch error stops
         # before the block holding the faulting dword, a write error inside its block.
-        data, resp, fa = self._fetch(base, mask, pos + 1 + fixed, count)
-        if resp:
+        data, f = self._fetch(base, mask, pos + 1 + fixed, count)
+        if f is not None:
             kf = len(data)
             self._fetched += kf + 1
-            self._cp_write(addr, data[:max(0, (((addr + 4 * kf) & ~31) - addr) >> 2)])
-            raise _Fault(_BUS_ERROR[resp], fa)
+            self._cp_write(addr, data[:max(0, (((addr + 4 * kf) & ~31) - addr) >> 2)], vmid)
+            raise f
         try:
-            self._cp_write(addr, data)
+            self._cp_write(addr, data, vmid)
         except _Fault as e:
             self._fetched += e.done
             raise
@@ -974,6 +1122,7 @@ class RefModel(Device):
                 self._frames[-1][2] += n
             else:
                 self._ring_ib_len = n  # rptr moves past it when the whole IB has run
+                self._vmid = _get(p, _IB_VMID)  # only the kernel ring names the VMID
             self._frames.append(frame)
 
     def _op_wait_reg_mem(self, kind, level, base, mask, pos, ha, n) -> None:
@@ -981,12 +1130,13 @@ class RefModel(Device):
         self._check(kind, p, ha)
         addr, ref, msk = _addr_of(p, _WRM_ADDR), _get(p, _WRM_REF), _get(p, _WRM_MASK)
         compare = _WRM_COMPARE[_get(p, _WRM_FUNC)]
-        end = addr + 4
-        if end <= self._size and (end <= self._wb or addr >= self._wl) and compare(self._mv[addr >> 2] & msk, ref):
+        vmid = self._vmid if level else 0
+        pa = self._phys_span(vmid, addr, 4, _READ)
+        if pa >= 0 and compare(self._mv[pa >> 2] & msk, ref):
             self._complete(level, n)  # the first poll, at once, holds
             return
         self._wait = _Wait(addr, ref, msk, compare, max(1, _get(p, _WRM_POLL)), self._t, level,
-                           self._cur_offset, n)
+                           self._cur_offset, n, vmid)
         self._poll()
 
     def _poll(self) -> None:
@@ -994,11 +1144,15 @@ class RefModel(Device):
         condition holds, else the next read is due one interval later."""
         w = self._wait
         self._cur_level, self._cur_offset, self._cur_opcode = w.level, w.offset, pk.WAIT_REG_MEM.opcode
-        _, resp = self._first_fault(w.addr, 1)
+        pa, why = self._mmu.translate(w.vmid, w.addr, _READ)  # every poll is translated
+        if why is not None:
+            self._wait = None
+            raise _vm_fault(w.addr, _READ, w.vmid, why)
+        _, resp = self._first_fault(pa, 1)
         if resp:
             self._wait = None
             raise _Fault(_BUS_ERROR[resp], w.addr)
-        if not w.compare(self._mv[w.addr >> 2] & w.mask, w.ref):
+        if not w.compare(self._mv[pa >> 2] & w.mask, w.ref):
             w.next_poll = self._t + w.interval
             return
         self._wait = None
@@ -1010,15 +1164,16 @@ class RefModel(Device):
         addr = _addr_of(p, _RM_ADDR)
         sel = _get(p, _RM_DATA_SEL)
         lo, hi = _get(p, _RM_LO), _get(p, _RM_HI)
+        vmid = self._vmid if level else 0
         if sel == _RM_SEL["DATA_32"]:
-            self._cp_write(addr, [lo])
+            self._cp_write(addr, [lo], vmid)
         elif sel == _RM_SEL["DATA_64"]:
-            self._cp_write(addr, [lo, hi])
+            self._cp_write(addr, [lo, hi], vmid)
         elif sel == _RM_SEL["TIMESTAMP"]:
             ts = self._t & _TS_MASK
-            self._cp_write(addr, [ts & M32, ts >> 32])
+            self._cp_write(addr, [ts & M32, ts >> 32], vmid)
         if _get(p, _RM_INT) in _RM_INTERRUPTS:
-            self._ih_append(ih_spec.Source.EOP, _get(p, _RM_CTX), lo, hi, p[_RM_ADDR[0]])
+            self._ih_append(ih_spec.Source.EOP, _get(p, _RM_CTX), lo, hi, p[_RM_ADDR[0]], vmid=vmid)
             self._store[self._off["INT_STATUS"]] |= regs.INT_STATUS.EOP.mask
         self._complete(level, n)
 
@@ -1037,55 +1192,104 @@ class RefModel(Device):
         dst = _addr_of(p, _DMA_DST) & _ADDR_MASK
         fill = _get(p, _DMA_SRC_SEL) == _DMA_FILL
         src = p[_DMA_SRC[0]] if fill else _addr_of(p, _DMA_SRC) & _ADDR_MASK
-        self._dma(dst, src, count, fill)  # the model's engine finishes at once: CP_SYNC holds trivially
+        self._dma(dst, src, count, fill, self._vmid if level else 0)  # at once: CP_SYNC holds trivially
         self._complete(level, n)
 
-    def _dma(self, dst: int, src: int, count: int, fill: bool) -> None:
+    def _dma(self, dst: int, src: int, count: int, fill: bool, vmid: int) -> None:
         """Copy `count` bytes from src to dst (as memmove), or fill them with the 32-bit
         value src: the byte at address a gets byte (a mod 4) of the value, as the engine
-        puts the value on every dword lane. Any alignment.
+        puts the value on every dword lane. Any alignment; both sides translated with `vmid`.
 
         Errors, as the RTL engine reports them (docs/hardware.md): a read error at the
         first byte the transfer needed in the faulting beat; a write error at the first
         byte of the faulting burst (bursts split at min(16 beats, 4 KiB)-aligned
-        boundaries; B carries no beat detail). What a failing transfer leaves in its
-        destination is not defined (bursts already under way complete); here the bytes
-        before the first faulting one are moved."""
-        kr, rresp = (count, OKAY) if fill else self._first_bad_byte(src, count)
-        kw, wresp = self._first_bad_byte(dst, count)
+        boundaries; B carries no beat detail). A VM fault is a page's error: its first
+        byte the transfer needs. What a failing transfer leaves in its destination is
+        not defined (bursts already under way complete); here the bytes before the first
+        faulting one are moved."""
+        kr, rresp, rwhy = (count, OKAY, None) if fill else self._bad_byte(vmid, src, count, vm_spec.Access.DMA_READ)
+        kw, wresp, wwhy = self._bad_byte(vmid, dst, count, vm_spec.Access.DMA_WRITE)
         k = min(kr, kw)
         B = self._bus_bytes
         if k:
-            mem = self._mem
-            if fill:
-                end = dst + k
-                a0, a1 = min(end, (dst + 3) & ~3), max(dst, end & ~3)
-                if a0 < a1:
-                    self._m32[a0 >> 2:a1 >> 2] = src  # whole dwords: the value as it is
-                for a in (*range(dst, a0), *range(max(a0, a1), end)):  # at most 3 + 3 edge bytes
-                    mem[a] = (src >> 8 * (a & 3)) & 0xFF
+            if not self._vm_on[vmid]:
+                self._dma_move(dst, src, k, fill)
             else:
-                mem[dst:dst + k] = mem[src:src + k]  # numpy buffers overlapping slices: memmove
+                data = None if fill else self._gather(vmid, src, k)
+                done = 0
+                for va, nb in pages(dst, k):
+                    pa, _ = self._mmu.translate(vmid, va, vm_spec.Access.DMA_WRITE)
+                    if fill:
+                        self._dma_move(pa, src, nb, True)
+                    else:
+                        self._mem[pa:pa + nb] = data[done:done + nb]
+                    done += nb
             self._dma_written += k
             self._dma_busy += -(-k // B)
         if not fill and count:
             # the engine reads whole bus beats: every beat touching [src, src + bytes read)
-            end = src + (kr + (1 if rresp else 0) if rresp else count)
+            end = src + (kr + (1 if rresp or rwhy else 0) if rresp or rwhy else count)
             self._dma_read += ((end + B - 1) // B - src // B) * B
-        if rresp and kr <= kw:
+        if (rresp or rwhy) and kr <= kw:
             bad = src + kr
-            raise _Fault(_BUS_ERROR[rresp], max(src, bad - bad % B))
-        if wresp:
+            at = max(src, bad - bad % B)
+            if rwhy is not None:
+                raise _vm_fault(at, vm_spec.Access.DMA_READ, vmid, rwhy)
+            raise _Fault(_BUS_ERROR[rresp], at)
+        if wresp or wwhy:
             bad = dst + kw
             burst = min(16 * B, 4096)
-            raise _Fault(_BUS_ERROR[wresp], max(dst, bad - bad % burst))
+            at = max(dst, bad - bad % burst)
+            if wwhy is not None:
+                raise _vm_fault(at, vm_spec.Access.DMA_WRITE, vmid, wwhy)
+            raise _Fault(_BUS_ERROR[wresp], at)
+
+    def _dma_move(self, dst: int, src: int, k: int, fill: bool) -> None:
+        """Move (or fill) k physical bytes."""
+        mem = self._mem
+        if fill:
+            end = dst + k
+            a0, a1 = min(end, (dst + 3) & ~3), max(dst, end & ~3)
+            if a0 < a1:
+                self._m32[a0 >> 2:a1 >> 2] = src  # whole dwords: the value as it is
+            for a in (*range(dst, a0), *range(max(a0, a1), end)):  # at most 3 + 3 edge bytes
+                mem[a] = (src >> 8 * (a & 3)) & 0xFF
+        else:
+            mem[dst:dst + k] = mem[src:src + k]  # numpy buffers overlapping slices: memmove
+
+    def _gather(self, vmid: int, va: int, n: int) -> np.ndarray:
+        """A copy of the n bytes at va (every page known to translate)."""
+        out = np.empty(n, dtype=np.uint8)
+        done = 0
+        for a, nb in pages(va, n):
+            pa, _ = self._mmu.translate(vmid, a, vm_spec.Access.DMA_READ)
+            out[done:done + nb] = self._mem[pa:pa + nb]
+            done += nb
+        return out
+
+    def _bad_byte(self, vmid: int, va: int, n: int, access: int) -> tuple[int, int, tuple | None]:
+        """(index, bus response, VM fault (cause, level)) of the first of the n bytes at va
+        that fails, or (n, OKAY, None)."""
+        if not self._vm_on[vmid]:
+            k, resp = self._first_bad_byte(va, n)
+            return k, resp, None
+        k = 0
+        for a, nb in pages(va, n):
+            pa, why = self._mmu.translate(vmid, a, access)
+            if why is not None:
+                return k, OKAY, why
+            j, resp = self._first_bad_byte(pa, nb)
+            if resp:
+                return k + j, resp, None
+            k += nb
+        return n, OKAY, None
 
 
 # ---------------------------------------------------------------------------- snapshots (issue 5)
 
 # Registers that count cycles or time differ between backends by nature.
 SNAPSHOT_SKIP = {"TIMESTAMP_LO", "TIMESTAMP_HI", "PERF_BUSY_CYCLES", "PERF_STALL_CYCLES",
-                 "PERF_DMA_BUSY_CYCLES"}
+                 "PERF_DMA_BUSY_CYCLES", "PERF_TLB_HITS", "PERF_TLB_MISSES", "PERF_WALK_CYCLES"}
 
 
 def snapshot(dev: Device, *, memory: bool = True, exclude: Iterable[tuple[int, int]] = (),

@@ -233,6 +233,16 @@ def _coroutine_flags() -> list[str]:
     return ["CFG_CXXFLAGS_COROUTINES=-fcoroutines"] if "clang" not in out.lower() else []
 
 
+def _build_dir(design: Design, sim: str, waves: bool, clock: str) -> tuple[Path, str]:
+    key = design.key(sim, clock) + ("-waves" if waves else "")
+    return BUILD / "sim" / f"{sim}-{design.name}-{key}", key
+
+
+def is_built(design: Design, sim: str, waves: bool = False, clock: str | None = None) -> bool:
+    """Whether `build()` would reuse an earlier build (so a launcher can say when it will not)."""
+    return (_build_dir(design, sim, waves, design.clock(clock))[0] / ".built").exists()
+
+
 def build(design: Design, sim: str, waves: bool = False, clock: str | None = None) -> Path:
     """Compile `design` for `sim` once; later calls (any process) reuse the build.
     `clock` overrides $GPUCOSIM_CLOCK for designs that can make their own clock."""
@@ -242,8 +252,7 @@ def build(design: Design, sim: str, waves: bool = False, clock: str | None = Non
     setup_env()
 
     clock = design.clock(clock)
-    key = design.key(sim, clock) + ("-waves" if waves else "")
-    build_dir = BUILD / "sim" / f"{sim}-{design.name}-{key}"
+    build_dir, key = _build_dir(design, sim, waves, clock)
     stamp = build_dir / ".built"
     with _locked(BUILD / "sim" / f".lock-{sim}-{design.name}-{key}"):
         if stamp.exists():

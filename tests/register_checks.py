@@ -26,6 +26,10 @@ def expected_reset(reg, data_width: int) -> dict[str, int]:
         ("CAPS", "IH"): 1,
         ("CAPS", "DMA"): 1,
         ("CAPS", "DMA_MAX_LOG2"): 20,
+        ("CAPS", "VM"): 1,
+        ("VM_CAPS", "LEVELS"): 2,
+        ("VM_CAPS", "VMIDS"): 16,
+        ("VM_CAPS", "TLB_LOG2"): 4,
         ("STATUS", "IDLE"): 1,
         ("STATUS", "RB_EMPTY"): 1,
     }
@@ -113,7 +117,7 @@ def check_probe_and_scratch(dev, data_width: int, seed: int) -> None:
     io = Mmio(dev)
     info = io.probe()
     assert (info.version, info.bus_bytes * 8, info.addr_bits, info.ib_levels, info.has_dma, info.has_ih,
-            info.dma_max_bytes) == ((0, 1, 0), data_width, 48, 2, True, True, 1 << 20)
+            info.dma_max_bytes) == ((0, 2, 0), data_width, 48, 2, True, True, 1 << 20)
     for _ in range(64):
         v = rng.getrandbits(32)
         io.write(regs.SCRATCH, v)

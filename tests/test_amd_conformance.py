@@ -424,7 +424,10 @@ def check_kmd_programs_like_amdgpu(dev):
     fences = [i.dwords for i in items if i.name == "RELEASE_MEM"]
     assert fences and all(f[:3] == [0xC0064900, 0x00238514, 0x22000000] and f[7] == 0 for f in fences)
     ibs = [i for i in items if i.name == "INDIRECT_BUFFER"]
-    assert ibs and all(i.dwords[3] == i.fields["IB_SIZE"] for i in ibs)  # emit_ib_gfx: VALID 0, VMID 0
+    # emit_ib_gfx: control = length | vmid << 24, VALID 0; the IB test's IB runs as VMID 0, the
+    # client's with the VMID its VM was given
+    assert ibs and all(i.dwords[3] == i.fields["IB_SIZE"] | i.fields["VMID"] << 24 for i in ibs)
+    assert [i.fields["VMID"] for i in ibs] == [0, c.f.vm.vmid] and c.f.vm.vmid >= 1
     nops = [i for i in items if i.name == "NOP"]
     assert all(i.dwords[1:] == [NOP_PAD] * (i.length - 1) for i in nops)  # gfx_v9_ring_insert_nop
     assert m.read(regs.IH_WPTR) % ih.ENTRY_BYTES == 0 and m.read(regs.IH_WPTR) >= ih.ENTRY_BYTES

@@ -99,7 +99,7 @@ def test_run_refuses_what_it_would_find_out_too_late(capsys, tmp_path, monkeypat
     model = ("run", "examples/demo.py", "--sim", "model")
     assert usage_error(capsys, *model, "--log", "nosuchmod=info") == (
         "gpucosim run: error: --log: unknown module 'nosuchmod' (modules: umd, ioctl, kmd, cs, ring, fence, ih, "
-        "sched, bo, bus, cp, or all)")
+        "sched, bo, vm, bus, cp, or all)")
     a_file = tmp_path / "f"
     a_file.write_text("")
     assert usage_error(capsys, *model, "--trace", str(a_file / "t.json")) == (
@@ -126,6 +126,13 @@ def test_run_refuses_what_it_would_find_out_too_late(capsys, tmp_path, monkeypat
         f"gpucosim run: error: GPUCOSIM_BUILD: {a_file} is a file, not a folder")
     assert usage_error(capsys, "plot", "build/x.json", "-o", str(a_file / "p.png")) == (
         f"gpucosim plot: error: -o: {a_file} is a file, not a folder")
+    # a folder that exists but takes no files (os.access says yes to root): /proc
+    assert usage_error(capsys, *model, "--trace", "/proc/t.json") == (
+        "gpucosim run: error: --trace: cannot write in /proc: No such file or directory")
+    assert usage_error(capsys, *model, "--crash-dir", "/proc") == (
+        "gpucosim run: error: --crash-dir: cannot write in /proc: No such file or directory")
+    assert usage_error(capsys, "plot", "build/x.json", "-o", "/proc/p.png") == (
+        "gpucosim plot: error: -o: cannot write in /proc: No such file or directory")
 
 
 def test_app_arguments_without_dashes(capsys):
@@ -164,6 +171,37 @@ def test_sim_runs_the_demo_on_the_model():
     assert r.stdout.strip().splitlines()[-1].startswith("demo: OK on model — 24 packets")
 
 
+LAYERS = ("app", "umd", "ioctl", "cs", "sched", "ring", "cp", "ih", "fence", "kmd")
+
+
+def _demo(backend: str) -> list[str]:
+    if backend != "model":
+        from testbench import sim
+
+        reason = sim.unavailable_reason(backend)
+        if reason:
+            pytest.skip(reason)
+    r = gpucosim("sim", "--sim", backend, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return r.stdout.splitlines()
+
+
+@pytest.mark.parametrize("backend", ["icarus", "verilator"])
+@pytest.mark.xdist_group("demo_rtl")
+def test_sim_shows_the_whole_journey(backend):
+    """`make sim` is the journey at a glance: every layer appears, the CP's own lines
+    among them (the app's trace is on before the hardware monitors start), the packets the
+    CP started are those the reference model ran, and the lines fit a terminal."""
+    lines = _demo(backend)
+    seen = {ln[1:ln.index("]")] for ln in lines if ln.startswith("[") and "]" in ln}
+    assert set(LAYERS) <= seen, sorted(set(LAYERS) - seen)
+    cp = [ln for ln in lines if ln.startswith("[cp] ")]
+    model_cp = [ln for ln in _demo("model") if ln.startswith("[cp] ")]
+    assert len(model_cp) > 20 and cp == model_cp
+    assert max(map(len, lines)) <= 170, max(lines, key=len)
+    assert lines[-1].startswith(f"demo: OK on {backend} — 24 packets")
+
+
 def test_python_m_gpucosim_run_works():
     """`python -m gpucosim run` (what `make sim` runs) without the installed script; it
     replaced `python -m testbench.run`, which imported the launcher from below it."""
@@ -186,7 +224,8 @@ def test_run_exit_code_args_and_exit_report(tmp_path):
     assert r.returncode == 3
     assert "args ['--size', '5']" in r.stdout
     assert "gpucosim: exit report (model, " in r.stderr
-    assert "LEAK: 1 buffer object(s), 8 KiB still allocated at exit" in r.stderr
+    assert "LEAK: 1 buffer(s) of the app, 8 KiB, never freed: <umd.Buffer GTT " in r.stderr
+    assert "LEAK: 1 buffer object(s), 256 KiB still allocated at exit" in r.stderr  # its slab: 32 entries
     assert "fences: " in r.stderr and "ioctls: " in r.stderr
 
 
@@ -339,3 +378,24 @@ def test_plot_errors(capsys, tmp_path):
         f"gpucosim plot: error: {empty}: no events to draw"
     assert usage_error(capsys, "plot", str(empty)) == \
         "gpucosim plot: error: the following arguments are required: -o/--output"
+
+
+def test_a_build_says_so_once_off_a_terminal(tmp_path):
+    """Off a terminal (CI, a pipe) there is no progress line: a run that must build the
+    simulator says so in its first line, and a run that reuses the build says nothing."""
+    from testbench import sim
+
+    reason = sim.unavailable_reason("icarus")
+    if reason:
+        pytest.skip(reason)
+    env = {"GPUCOSIM_BUILD": str(tmp_path / "build")}
+    import shutil
+
+    if (sim.BUILD / "rtl").is_dir():  # (the generated Verilog: only the simulator build is new)
+        shutil.copytree(sim.BUILD / "rtl", tmp_path / "build" / "rtl")
+    first = gpucosim("run", "examples/hello.py", "--sim", "icarus", env=env, timeout=600)
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.splitlines()[0] == ("gpucosim: building icarus gpu-dw64, once for this configuration "
+                                            "(under a minute)")
+    again = gpucosim("run", "examples/hello.py", "--sim", "icarus", env=env, timeout=600)
+    assert again.returncode == 0 and "building" not in again.stderr, again.stderr

@@ -43,9 +43,9 @@ class DifftestReport(UserWarning):
     (xdist workers cannot print; warnings reach the summary)."""
 DMA, NO_DMA = Caps(dma=True), Caps(dma=False)
 
-# CI: stream index ranges per simulator. 1240 streams = 51-52 cases of every error class.
-CI_PLAN = {"verilator": (0, 1000), "icarus": (1000, 240)}
-CI_ALONE = {"verilator": (0, 1240), "icarus": (1000, 240)}  # when the other simulator is not selected
+# CI: stream index ranges per simulator. 1250 streams = 50 cases of every error class.
+CI_PLAN = {"verilator": (0, 1000), "icarus": (1000, 250)}
+CI_ALONE = {"verilator": (0, 1250), "icarus": (1000, 250)}  # when the other simulator is not selected
 
 
 def pair(stream: Stream, caps: Caps):

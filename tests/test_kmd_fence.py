@@ -120,10 +120,10 @@ def check_bo_kept_alive(dev):
     seq = c.submit(c.ib(ib_bo, pm4.wait_reg_mem(data.addr, 1, 1, "EQ") + pm4.write_data(data.addr + 4, [7])))
     busy = c.io(Request.GEM_WAIT_IDLE, uapi.GemWaitIdleArgs(data.handle, 100))
     assert busy.busy
+    addr = c.phys(data)
     c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(data.handle))
-    addr = data.addr
-    assert any(b.gpu_addr == addr for b in kmd.live_bos())  # still allocated, without a handle
-    assert c.bo(0x1000).addr != addr
+    assert any(b.gpu_addr == addr for b in kmd.live_bos())  # still allocated (and mapped), without a handle
+    assert c.phys(c.bo(0x1000)) != addr
     with pytest.raises(uapi.MappingRevoked, match=r"was closed \(GEM_CLOSE\): its CPU mapping is gone"):
         data.u32[0] = 1  # our old mapping went with the handle
     mem32 = dev.mem[addr:addr + 8].view("<u4")  # the memory itself is still there

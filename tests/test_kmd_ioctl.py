@@ -15,8 +15,9 @@ import pytest
 import kmd_model
 from kmd_model import uapi
 from kmd_model.uapi import (CsChunkFence, CsChunkIb, CtxOp, Domain, GemFlags, InfoQuery, KmdError,
-                            Request)
+                            Request, VaOp, VmFlags)
 from spec import pm4
+from spec import vm as vm_spec
 from testbench.refmodel import RefModel
 
 GTT, VRAM = Domain.GTT, Domain.VRAM
@@ -33,20 +34,33 @@ class Bo:
     u32: np.ndarray
 
 
+RWX = VmFlags.READABLE | VmFlags.WRITEABLE | VmFlags.EXECUTABLE
+
+
 class Client:
-    """One open render node with a context: the raw-ioctl view of a UMD."""
+    """One open render node with a context: the raw-ioctl view of a UMD. Its BOs are
+    mapped (GEM_VA) one after another from the bottom of the VM's range, a guard page apart."""
 
     def __init__(self):
         self.f = kmd_model.open_render_node()
         self.ctx = self.io(Request.CTX, uapi.CtxArgs(CtxOp.ALLOC)).ctx_id
+        # clients start 16 MiB apart, so one's addresses are holes in another's VM
+        self.next_va = self.io(Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO)).va_start + (self.f.fd - 3 << 24)
 
     def io(self, req, args):
         return self.f.ioctl(req, args)
 
-    def bo(self, size: int = 0x4000, domain: int = GTT, flags: int = 0) -> Bo:
+    def bo(self, size: int = 0x4000, domain: int = GTT, flags: int = 0, vm_flags: int = RWX) -> Bo:
         out = self.io(Request.GEM_CREATE, uapi.GemCreateArgs(size, 0, domain, flags))
         view = self.io(Request.GEM_MMAP, uapi.GemMmapArgs(out.handle)).view
-        return Bo(out.handle, out.gpu_addr, out.size, view.view("<u4"))
+        va = self.next_va
+        self.next_va += out.size + 0x1000
+        self.io(Request.GEM_VA, uapi.GemVaArgs(out.handle, VaOp.MAP, va, 0, out.size, vm_flags))
+        return Bo(out.handle, va, out.size, view.view("<u4"))
+
+    def phys(self, bo: Bo) -> int:
+        """Where the kernel put the BO (for tests of the allocator; clients never see it)."""
+        return self.f.handles[bo.handle].gpu_addr
 
     @staticmethod
     def ib(bo: Bo, dwords: list[int], offset: int = 0) -> CsChunkIb:
@@ -94,13 +108,17 @@ def check_bind_and_info(dev):
     assert info.packets[:3] == ("NOP", "WRITE_DATA", "INDIRECT_BUFFER")
     fw = c.io(Request.INFO, uapi.InfoArgs(InfoQuery.FW_VERSION))
     assert fw.kmd_name == "gpucosim" and fw.kmd_version == uapi.KMD_VERSION and fw.hw_version[0] == 0
+    assert (info.va_start, info.va_end, info.va_alignment, info.vm_levels) == (
+        1 << 20, (1 << 30) - kmd.kernel_va_size, 0x1000, 2)  # 2 levels: a 1 GiB VM, the shadow pool on top
     mem = c.io(Request.INFO, uapi.InfoArgs(InfoQuery.MEMORY))
-    assert mem.vram.base == 0x1000 and mem.vram.used == 0 and mem.gtt.used > 0  # kernel BOs live in GTT
+    # kernel BOs live in GTT; VRAM holds the file's root page directory
+    assert mem.vram.base == 0x1000 and mem.vram.used == vm_spec.TABLE_BYTES and mem.gtt.used > 0
     cnt = c.io(Request.INFO, uapi.InfoArgs(InfoQuery.COUNTERS))
     assert cnt.packets["WRITE_DATA"] == 2 and cnt.packets["RELEASE_MEM"] == 1  # ring test + IB test
-    assert cnt.kmd["ioctls"] == 5 and cnt.kmd["doorbells"] == 2
+    assert cnt.kmd["ioctls"] == 6 and cnt.kmd["doorbells"] == 2
+    assert c.io(Request.INFO, uapi.InfoArgs(InfoQuery.VM_FAULT)) == uapi.VmFaultInfo()  # no fault yet
     expect(errno.EINVAL, "INFO: unknown query 7 (known: FW_VERSION (0xe), DEV_INFO (0x16), "
-           "MEMORY (0x19), COUNTERS (0x80))", c.io, Request.INFO, uapi.InfoArgs(7))
+           "MEMORY (0x19), VM_FAULT (0x23), COUNTERS (0x80))", c.io, Request.INFO, uapi.InfoArgs(7))
 
 
 def check_dispatch_errors(dev):
@@ -124,18 +142,19 @@ def check_gem(dev):
     g = c.bo(0x3000, GTT)
     assert v.size == 0x1000 and g.size == 0x3000  # whole pages
     heaps = kmd.bo.heaps
-    assert heaps[VRAM].base <= v.addr < heaps[VRAM].base + heaps[VRAM].size
-    assert heaps[GTT].base <= g.addr < heaps[GTT].base + heaps[GTT].size
+    pv, pg = c.phys(v), c.phys(g)
+    assert heaps[VRAM].base <= pv < heaps[VRAM].base + heaps[VRAM].size
+    assert heaps[GTT].base <= pg < heaps[GTT].base + heaps[GTT].size
     assert not v.u32.any()
     v.u32[:4] = [1, 2, 3, 4]  # the mapping is the device's memory
-    assert dev.mem[v.addr:v.addr + 16].view("<u4").tolist() == [1, 2, 3, 4]
+    assert dev.mem[pv:pv + 16].view("<u4").tolist() == [1, 2, 3, 4]
     a = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000, 0x10000, VRAM))
-    assert a.gpu_addr % 0x10000 == 0
+    assert c.f.handles[a.handle].gpu_addr % 0x10000 == 0
     assert len(kmd.live_bos(c.f)) == 3
-    # freeing coalesces: the same address comes back
+    # freeing coalesces: the same memory comes back
     c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(a.handle))
     c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(v.handle))
-    assert c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000, 0, VRAM)).gpu_addr == v.addr
+    assert c.f.handles[c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000, 0, VRAM)).handle].gpu_addr == pv
     assert len(kmd.live_bos()) == 2
     c.f.close()
     assert kmd.live_bos() == [] and kmd.bo.heaps[VRAM].used == 0
@@ -153,8 +172,9 @@ def check_gem_errors(dev):
            c.io, G, uapi.GemCreateArgs(4096, 0, 6))
     expect(errno.EINVAL, "GEM_CREATE: unknown flags 0x100", c.io, G, uapi.GemCreateArgs(4096, 0, GTT, 0x100))
     vram = kmd.bo.heaps[VRAM]
-    expect(errno.ENOMEM, f"GEM_CREATE: no {vram.size + 0x1000:#x} bytes free in VRAM ({vram.size:#x} free, "
-           f"largest hole {vram.size:#x})", c.io, G, uapi.GemCreateArgs(vram.size + 0x1000, 0, VRAM))
+    free = vram.size - vram.used  # the file's page directory took a page
+    expect(errno.ENOMEM, f"GEM_CREATE: no {vram.size + 0x1000:#x} bytes free in VRAM ({free:#x} free, "
+           f"largest hole {vram.largest_free:#x})", c.io, G, uapi.GemCreateArgs(vram.size + 0x1000, 0, VRAM))
     expect(errno.EINVAL, "GEM_CLOSE: no BO with handle 99", c.io, Request.GEM_CLOSE, uapi.GemCloseArgs(99))
     expect(errno.ENOENT, "GEM_MMAP: no BO with handle 99", c.io, Request.GEM_MMAP, uapi.GemMmapArgs(99))
     expect(errno.ENOENT, "GEM_WAIT_IDLE: no BO with handle 99", c.io, Request.GEM_WAIT_IDLE,
@@ -267,31 +287,31 @@ def check_cs_checker(dev):
 
     t, m, fence = theirs.addr, mine.addr, kmd.fence_addr
     # the IB itself
-    expect(errno.EFAULT, f"CS: IB at {t:#x}+0x20 is outside every BO of context {ctx}", a.submit,
+    expect(errno.EFAULT, f"CS: IB at {t:#x}+0x20 is outside every mapping of context {ctx}", a.submit,
            CsChunkIb(8, gpu_addr=t))
-    expect(errno.EFAULT, f"CS: IB at {m + 0x3ff0:#x}+0x20 is outside every BO of context {ctx}", a.submit,
+    expect(errno.EFAULT, f"CS: IB at {m + 0x3ff0:#x}+0x20 is outside every mapping of context {ctx}", a.submit,
            CsChunkIb(8, gpu_addr=m + 0x3FF0))  # runs off the end of its BO
     # each packet's reach
-    refused(errno.EFAULT, f"CS: WRITE_DATA at IB+0x0 ({m:#x}) writes [{t:#x}, {t + 8:#x}), outside every BO "
+    refused(errno.EFAULT, f"CS: WRITE_DATA at IB+0x0 ({m:#x}) writes [{t:#x}, {t + 8:#x}), outside every mapping "
             f"of context {ctx}", pm4.write_data(t, [1, 2]))
     refused(errno.EFAULT, f"CS: WRITE_DATA at IB+0xc ({m + 0xc:#x}) writes [{fence:#x}, {fence + 4:#x}), "
-            f"outside every BO of context {ctx}", pm4.nop(2) + pm4.write_data(fence, [0]))
+            f"outside every mapping of context {ctx}", pm4.nop(2) + pm4.write_data(fence, [0]))
     refused(errno.EFAULT, f"CS: WRITE_DATA at IB+0x0 ({m:#x}) writes [{m + 0x3ffc:#x}, {m + 0x4004:#x}), "
-            f"outside every BO of context {ctx}", pm4.write_data(m + 0x3FFC, [1, 2]))
-    refused(errno.EFAULT, f"CS: WAIT_REG_MEM at IB+0x0 ({m:#x}) polls [{t:#x}, {t + 4:#x}), outside every BO "
+            f"outside every mapping of context {ctx}", pm4.write_data(m + 0x3FFC, [1, 2]))
+    refused(errno.EFAULT, f"CS: WAIT_REG_MEM at IB+0x0 ({m:#x}) polls [{t:#x}, {t + 4:#x}), outside every mapping "
             f"of context {ctx}", pm4.wait_reg_mem(t, 0, 0, "EQ"))
     refused(errno.EFAULT, f"CS: RELEASE_MEM at IB+0x0 ({m:#x}) writes [{fence:#x}, {fence + 4:#x}), outside "
-            f"every BO of context {ctx}", pm4.release_mem(fence, 7))
-    refused(errno.EFAULT, f"CS: DMA_DATA at IB+0x0 ({m:#x}) writes [{t:#x}, {t + 0x10:#x}), outside every BO "
+            f"every mapping of context {ctx}", pm4.release_mem(fence, 7))
+    refused(errno.EFAULT, f"CS: DMA_DATA at IB+0x0 ({m:#x}) writes [{t:#x}, {t + 0x10:#x}), outside every mapping "
             f"of context {ctx}", pm4.dma_data(t, m, 16)) if kmd.info.has_dma else None
     # nested and chained IBs are followed
     mine.u32[0x800:0x808] = pm4.write_data(t, [1]) + pm4.pad(3)
     refused(errno.EFAULT, f"CS: WRITE_DATA at IB2+0x0 ({m + 0x2000:#x}) writes [{t:#x}, {t + 4:#x}), outside "
-            f"every BO of context {ctx}", pm4.indirect_buffer(m + 0x2000, 8))
+            f"every mapping of context {ctx}", pm4.indirect_buffer(m + 0x2000, 8))
     refused(errno.EFAULT, f"CS: WRITE_DATA at IB+0x0 ({m + 0x2000:#x}) writes [{t:#x}, {t + 4:#x}), outside "
-            f"every BO of context {ctx}", pm4.nop(3) + pm4.indirect_buffer(m + 0x2000, 8, chain=1))
+            f"every mapping of context {ctx}", pm4.nop(3) + pm4.indirect_buffer(m + 0x2000, 8, chain=1))
     refused(errno.EFAULT, f"CS: INDIRECT_BUFFER at IB+0x0 ({m:#x}) runs [{t:#x}, {t + 0x20:#x}), outside every "
-            f"BO of context {ctx}", pm4.indirect_buffer(t, 8))
+            f"mapping of context {ctx}", pm4.indirect_buffer(t, 8))
     # what the CP would refuse anyway is refused here, by name
     refused(errno.EINVAL, f"CS: malformed packet at IB+0x4 ({m + 4:#x}): UNKNOWN op=0x7b count=0",
             [pm4.TYPE2_FILLER, pm4.header(0x7B, 0), 0])
@@ -335,11 +355,12 @@ def check_trace(dev):
         c.submit(CsChunkIb(8, gpu_addr=0x10))
     text = [str(r) for r in seen]
     assert text[0].startswith("ioctl(fd 3, CTX, {op=ALLOC}) = {ctx_id=1} <0 cycles, ")
-    assert text[1].startswith(f"ioctl(fd 3, GEM_CREATE, {{size=0x1000}}) = {{handle=1, gpu_addr={bo.addr:#x}, "
-                              "size=0x1000} <")
-    assert text[3].startswith("ioctl(fd 3, CS, {ctx_id=1, chunks=[Ib(0x10, 8 dw)]}) = -1 EFAULT (CS: IB at "
-                              "0x10+0x20 is outside every BO of context 1) <")
-    assert seen[3].error.errno == errno.EFAULT and seen[3].result is None
+    assert text[2].startswith("ioctl(fd 3, GEM_CREATE, {size=0x1000}) = {handle=1, size=0x1000} <")
+    assert text[4].startswith(f"ioctl(fd 3, GEM_VA, {{handle=1, operation=MAP, va_address={bo.addr:#x}, "
+                              "map_size=0x10...}) = None <")  # (clipped, as strace -s does)
+    assert text[5].startswith("ioctl(fd 3, CS, {ctx_id=1, chunks=[Ib(0x10, 8 dw)]}) = -1 EFAULT (CS: IB at "
+                              "0x10+0x20 is outside every mapping of context 1) <")
+    assert seen[5].error.errno == errno.EFAULT and seen[5].result is None
 
 
 CHECKS = [check_bind_and_info, check_dispatch_errors, check_gem, check_gem_errors, check_ctx,

@@ -76,9 +76,9 @@ def _bad_streams(base: int, mem_size: int, ib_levels: int):
          f"INDIRECT_BUFFER with IB_SIZE 0 at IB+0x0 ({m:#x})"),
         (pm4.encode_fields("RELEASE_MEM", {"DATA_SEL": 2, "ADDR_LO": (m + 0x104) >> 2, "EVENT_INDEX": 5}),
          f"misaligned address in RELEASE_MEM at IB+0x0 ({m:#x})"),
-        # OPCODE for bus errors: the packet's, or 0 (docs/hardware.md allows both)
-        (pm4.write_data(mem_size, [1]), re.compile(rf"bus error DECERR at address {mem_size:#x}"
-                                                   r"( in WRITE_DATA)? at IB\+0x0")),
+        # an address nothing maps: the MMU's fault (the root directory has no entry for it)
+        (pm4.write_data(mem_size, [1]), re.compile(rf"VM fault: WRITE at {mem_size:#x} in WRITE_DATA "
+                                                   r"\(VMID \d+, no valid entry at page-table level 0\) at IB\+0x0")),
         (pm4.indirect_buffer(m + 0x200, 8), f"INDIRECT_BUFFER nested deeper than the {ib_levels} IB levels "
          f"at IB2+0x0 ({m + 0x200:#x})"),
     ]

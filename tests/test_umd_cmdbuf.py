@@ -91,8 +91,12 @@ def check_chaining_on_device(dev):
     q.flush()
     assert ev.wait()
     assert buf.u32[:200].tolist() == [i ^ 0x5555 for i in range(200)]
-    chain = walk_chain(ibs[0].gpu_addr, ibs[0].size_dw,
-                       lambda a, n: dev.mem[a:a + 4 * n].view("<u4").tolist())
+    vm = gpu.ws.file.vm  # the IBs are at GPU virtual addresses: read them where they are
+
+    def read(a, n):
+        p = vm.translate(a, 4 * n)
+        return dev.mem[p:p + 4 * n].view("<u4").tolist()
+    chain = walk_chain(ibs[0].gpu_addr, ibs[0].size_dw, read)
     assert [a for a, _ in chain] == [ib.gpu_addr for ib in ibs]
     c = gpu.counters()
     assert c.kmd["cs"] == 1 and c.packets["INDIRECT_BUFFER"] >= len(chain) + 1

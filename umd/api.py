@@ -94,10 +94,14 @@ ALIASES = {"Queue.memset": "fill", "Queue.memcpy": "copy", "Queue.enqueue_copy":
 
 
 @rt.api_call("umd.open")
-def open(api_version: int = LATEST, *, winsys=None) -> rt.Device:
+def open(api_version: int = LATEST, *, winsys=None, pools: bool = True) -> rt.Device:
     """Open the GPU (the bound render node) for an application written for `api_version`
-    (default: the newest, LATEST; older versions stay selectable and keep their behaviour)."""
+    (default: the newest, LATEST; older versions stay selectable and keep their behaviour).
+    `pools=False`: every buffer is a BO of its own, made and freed by ioctls (no BO cache,
+    no slabs), to measure what the pools save."""
     if isinstance(api_version, bool) or not isinstance(api_version, int) or api_version not in TABLES:
         raise ValueError(f"open: API version {api_version!r} is not supported (this UMD serves "
                          f"{', '.join(map(str, TABLES))})")
-    return rt.Device(TABLES[api_version], winsys)
+    if not isinstance(pools, bool):
+        raise TypeError(f"open: pools must be True or False, not {pools!r}")
+    return rt.Device(TABLES[api_version], winsys, pools)

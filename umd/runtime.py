@@ -21,11 +21,13 @@ import numpy as np
 
 from kmd_model.fence import seq_passed
 from kmd_model.log import get_logger
-from kmd_model.uapi import CsChunkFence, CsChunkIb, Domain, GemFlags, InfoQuery, KmdError
+from kmd_model.uapi import CsChunkFence, CsChunkIb, Domain, InfoQuery, KmdError
 from spec import pm4
 
 from .cmdbuf import CmdBuf
 from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, SubmitError
+from .pool import Backing, MemoryManager, PoolStats
+from .va import VaStats
 from .winsys import Winsys
 
 if TYPE_CHECKING:
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
 log = get_logger("umd")
 
 M32 = 0xFFFF_FFFF
+KMD_MAJOR = 2  # the KMD API this UMD speaks (GPU virtual addresses, GEM_VA)
 DEFAULT_TIMEOUT = 2_000_000  # simulated cycles
 MAX_INFLIGHT = 32  # submissions a queue has in flight before a flush waits for the oldest
 DOMAINS = {"gtt": Domain.GTT, "vram": Domain.VRAM}
@@ -105,17 +108,20 @@ class Device(_Dispatched):
 
     _kind = "Device"
 
-    def __init__(self, table: "DispatchTable", winsys: Winsys | None = None):
+    def __init__(self, table: "DispatchTable", winsys: Winsys | None = None, pools: bool = True):
         self._table = table
         self.api_version = table.version
         self.ws = winsys or Winsys()
         fw = self.ws.query(InfoQuery.FW_VERSION)
-        if fw.kmd_version[0] != 1:
-            raise DeviceLost(f"KMD {fw.kmd_name} {'.'.join(map(str, fw.kmd_version))}: this UMD needs major version 1")
-        self.dev_info = self.ws.query(InfoQuery.DEV_INFO)
-        self.name = self.dev_info.backend
+        if fw.kmd_version[0] != KMD_MAJOR:
+            raise DeviceLost(f"KMD {fw.kmd_name} {'.'.join(map(str, fw.kmd_version))}: this UMD needs major "
+                             f"version {KMD_MAJOR}")
+        self.dev_info = i = self.ws.query(InfoQuery.DEV_INFO)
+        self.name = i.backend
         self.queues: list[Queue] = []
         self.buffers: set[Buffer] = set()
+        # the VA range and the BOs behind Buffers (umd/va.py, umd/pool.py)
+        self.mm = MemoryManager(self, i.va_start, i.va_end, i.va_alignment, pools)
         self.closed = False
 
     def __repr__(self) -> str:
@@ -130,18 +136,25 @@ class Device(_Dispatched):
 
 def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignment: int = 0,
                  zero: bool = True) -> "Buffer":
-    """A buffer of `size` bytes in "gtt" or "vram", zero-filled unless zero=False."""
+    """A buffer of `size` bytes in "gtt" or "vram" at a GPU virtual address (`gpu_addr`),
+    zero-filled unless zero=False. Small buffers are carved from slabs and freed ones are
+    reused (umd/pool.py) unless the device was opened with pools=False."""
     size = _index("alloc", "size", size)
     if size <= 0:
         raise ValueError(f"alloc: size must be > 0, not {size}")
+    alignment = _index("alloc", "alignment", alignment)
+    if alignment < 0 or alignment & (alignment - 1):
+        raise ValueError(f"alloc: alignment must be 0 or a power of two, not {alignment:#x}")
     if isinstance(domain, str):
         if domain.lower() not in DOMAINS:
             raise ValueError(f"alloc: domain must be 'gtt' or 'vram', not {domain!r}")
         dom = DOMAINS[domain.lower()]
     else:
         dom = Domain(domain)
-    out = self.ws.gem_create(size, dom, alignment, GemFlags.VRAM_CLEARED if zero else 0)
-    buf = Buffer(self, out.handle, out.gpu_addr, size, dom)
+    backing, offset, slab, fresh = self.mm.alloc(size, dom, alignment)
+    buf = Buffer(self, backing, offset, size, dom, slab)
+    if zero and not fresh:
+        buf.map()[:] = 0  # reused memory: what was there is the app's own, but alloc promises zeros
     self.buffers.add(buf)
     return buf
 
@@ -169,8 +182,21 @@ def device_counters(self: Device) -> Any:
     return self.ws.query(InfoQuery.COUNTERS)
 
 
-def device_memory(self: Device) -> Any:
-    return self.ws.query(InfoQuery.MEMORY)
+@dataclass(frozen=True)
+class MemoryReport:
+    """Device.memory(): the KMD's heaps (vram, gtt), the device's VA range (va: used,
+    free ranges, largest free range) and the pools (hits, misses, slabs, waste)."""
+
+    vram: Any
+    gtt: Any
+    va: VaStats
+    pools: PoolStats
+
+
+def device_memory(self: Device) -> MemoryReport:
+    self.mm.take_back()
+    m = self.ws.query(InfoQuery.MEMORY)
+    return MemoryReport(m.vram, m.gtt, self.mm.va.stats(), self.mm.stats())
 
 
 def device_close(self: Device) -> None:
@@ -180,6 +206,7 @@ def device_close(self: Device) -> None:
         q._close()
     for b in list(self.buffers):
         b.free()
+    self.mm.close()
     self.ws.close()
     self.closed = True
 
@@ -187,23 +214,27 @@ def device_close(self: Device) -> None:
 # ---------------------------------------------------------------------------- Buffer
 
 class Buffer:
-    """Device memory: `gpu_addr`, `size`, a CPU mapping (`map()`, `u32`)."""
+    """Device memory: `gpu_addr` (a GPU virtual address), `size`, a CPU mapping (`map()`,
+    `u32`). It lives in a BO of its own or in a slab's (`handle`, at `bo_offset`)."""
 
-    def __init__(self, device: Device, handle: int, gpu_addr: int, size: int, domain: Domain):
+    def __init__(self, device: Device, backing: Backing, bo_offset: int, size: int, domain: Domain, slab=None):
         self.device = device
-        self.handle = handle
-        self.gpu_addr = gpu_addr
+        self.backing = backing
+        self.handle = backing.handle
+        self.bo_offset = bo_offset
+        self.gpu_addr = backing.va + bo_offset
         self.size = size
         self.domain = domain
+        self.slab = slab
         self._view: np.ndarray | None = None
         self.freed = False
 
     def map(self) -> np.ndarray:
-        """The bytes as a numpy uint8 view of device memory (GEM_MMAP, once)."""
+        """The bytes as a numpy uint8 view of device memory (GEM_MMAP, once per BO)."""
         if self.freed:
             raise ValueError(f"map: {self!r} was freed")
         if self._view is None:
-            self._view = self.device.ws.gem_mmap(self.handle).view[:self.size]
+            self._view = self.backing.map(self.device.ws)[self.bo_offset:self.bo_offset + self.size]
         return self._view
 
     @property
@@ -217,7 +248,7 @@ class Buffer:
         """Release the buffer; the KMD keeps the memory until the GPU is done with it."""
         if self.freed:
             return
-        self.device.ws.gem_close(self.handle)
+        self.device.mm.free(self)
         self.device.buffers.discard(self)
         self._view = None
         self.freed = True
@@ -516,8 +547,8 @@ def queue_flush(self: Queue) -> int | None:
     cb.reset()
     try:
         seq = self.ws.cs_submit(self.ctx_id, [
-            CsChunkIb(first.size_dw, handle=first.buf.handle),
-            CsChunkFence(self.qbo.handle, 4 * QBO_USER_FENCE)])
+            CsChunkIb(first.size_dw, gpu_addr=first.buf.gpu_addr),
+            CsChunkFence(self.qbo.handle, self.qbo.bo_offset + 4 * QBO_USER_FENCE)])
     except KmdError as e:
         self.pool.free.extend(ibs)  # never ran
         for ev in events:
@@ -534,6 +565,7 @@ def queue_flush(self: Queue) -> int | None:
     for b in self.staging:  # upload/download staging: the KMD keeps them until the job is done
         b.free()
     self.staging.clear()
+    self.device.mm.flushed()
     self._reclaim()
     return seq
 

@@ -33,6 +33,9 @@ class Winsys:
     def gem_mmap(self, handle: int) -> uapi.GemMmapOut:
         return self.ioctl(Request.GEM_MMAP, uapi.GemMmapArgs(handle))
 
+    def gem_va(self, handle: int, op: int, va: int, size: int, flags: int, offset: int = 0) -> None:
+        self.ioctl(Request.GEM_VA, uapi.GemVaArgs(handle, op, va, offset, size, flags))
+
     def gem_wait_idle(self, handle: int, timeout: int) -> bool:
         """True when the BO is idle."""
         return not self.ioctl(Request.GEM_WAIT_IDLE, uapi.GemWaitIdleArgs(handle, timeout)).busy

@@ -9,6 +9,7 @@ from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
 from spec import packets as pk
+from spec.vm import Access
 
 from ..bus import RESP_OKAY
 from .packets import field, value
@@ -26,14 +27,14 @@ def port(c):
     if c.cp.has_dma:
         m.d.comb += [c.dma_busy.eq(dma.busy), dma.abort.eq(csr.control_soft_reset)]
         # (a small memory: LUTRAM on an FPGA)
-        m.submodules.dma_meta = meta = Memory(shape=data.StructLayout({"off": 32, "level": 2}),
+        m.submodules.dma_meta = meta = Memory(shape=data.StructLayout({"off": 32, "level": 2, "vmid": 4}),
                                               depth=META_DEPTH, init=[])
         meta_w = meta.write_port()
         meta_r = meta.read_port(domain="comb")
         mw = Signal(range(META_DEPTH))
         mr = Signal(range(META_DEPTH))
         m.d.comb += [meta_w.addr.eq(mw), meta_w.en.eq(c.meta_push), meta_w.data.off.eq(c.hdr_off),
-                     meta_w.data.level.eq(c.level), meta_r.addr.eq(mr)]
+                     meta_w.data.level.eq(c.level), meta_w.data.vmid.eq(c.cur_vmid), meta_r.addr.eq(mr)]
         with m.If(c.meta_push):
             m.d.sync += mw.eq(mw + 1)
         with m.If(dma.done):
@@ -44,8 +45,10 @@ def port(c):
                     m.d.sync += c.dma_failed.eq(1)
                     m.d.comb += c.dma_err.eq(1)
         # (where and what, whatever `done` says: the capture takes them when dma_err fires)
-        m.d.comb += [c.dma_err_code.eq(c.bus_code(dma.resp)), c.dma_err_off.eq(meta_r.data.off),
-                     c.dma_err_level.eq(meta_r.data.level)]
+        m.d.comb += [c.dma_err_code.eq(c.bus_code(dma.resp, dma.err_user)), c.dma_err_off.eq(meta_r.data.off),
+                     c.dma_err_level.eq(meta_r.data.level), c.dma_err_vmid.eq(meta_r.data.vmid),
+                     c.dma_err_user.eq(dma.err_user),
+                     c.dma_err_access.eq(Mux(dma.err_write, Access.DMA_WRITE, Access.DMA_READ))]
         with m.If(csr.control_soft_reset):
             m.d.sync += [mw.eq(0), mr.eq(0)]
         # the engine's pulses a cycle late (as status.py's counters; PERF_CLEAR drops them)
@@ -72,6 +75,7 @@ def port(c):
             dma.cmd_bytes.eq(field(p, DD, "BYTE_COUNT")),
             dma.cmd_fill.eq(fill),
             dma.cmd_raw_wait.eq(field(p, DD, "RAW_WAIT")),
+            dma.cmd_vmid.eq(c.cur_vmid),
         ]
         with m.If((dma.cmd_valid & dma.cmd_ready) | c.err_pending_any | c.failed | c.stopped):
             m.d.sync += c.dma_cmd_go.eq(0)

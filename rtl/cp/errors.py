@@ -16,7 +16,9 @@ whether its opcode is 0, and the addresses of the packet and of the dword it was
 (the buffer's base plus the offsets, which the capture follows every cycle); the offset and the other
 addresses come, when the error is latched, from registers that still hold them then (the
 packet's offset, the polled or written address, the payload, the doorbell register); the
-DMA engine shows its error address with `done` only, so that one is captured.
+DMA engine shows its error address with `done` only, so that one is captured. A VM
+fault's details (the response's RUSER/BUSER, the access kind, the VMID) are captured
+with their error.
 
 `c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
 
@@ -27,6 +29,7 @@ from amaranth.hdl import Cat, Const, Mux, Signal
 from spec import packets as pk
 
 from ..csr import IbLevel
+from ..mmu import RESP_USER
 from .packets import value
 
 
@@ -53,6 +56,9 @@ def latch(c):
     fe_cur = Signal(c.aw, name="fsm_err_cur_r")  # the dword's address
     fe_hdr = Signal(c.aw, name="fsm_err_hdr_r")  # the packet's
     be_code, be_rptr = Signal(8, name="db_err_code_r"), Signal(32, name="db_err_rptr_r")
+    fe_vmid, de_vmid = Signal(4, name="fsm_err_vmid_r"), Signal(4, name="dma_err_vmid_r")
+    fe_user, de_user = Signal(RESP_USER, name="fsm_err_user_r"), Signal(RESP_USER, name="dma_err_user_r")
+    fe_access, de_access = Signal(3, name="fsm_err_access_r"), Signal(3, name="dma_err_access_r")
 
     err_any = c.err_any
     m.d.comb += [err_any.eq(c.err | valid["fsm"] | valid["dma"] | valid["db"]),
@@ -70,7 +76,9 @@ def latch(c):
                      fe_ib_base.eq(c.fsm_err_at_ib_base),
                      de_code.eq(c.dma_err_code), de_off.eq(c.dma_err_off), de_level.eq(c.dma_err_level),
                      de_addr.eq(c.dma.err_addr if c.cp.has_dma else 0), fe_cur.eq(c.fsm_err_cur), fe_hdr.eq(c.fsm_err_hdr),
-                     be_code.eq(c.db_code), be_rptr.eq(c.rptr)]
+                     be_code.eq(c.db_code), be_rptr.eq(c.rptr),
+                     fe_vmid.eq(c.fsm_err_vmid), fe_user.eq(c.fsm_err_user), fe_access.eq(c.fsm_err_access),
+                     de_vmid.eq(c.dma_err_vmid), de_user.eq(c.dma_err_user), de_access.eq(c.dma_err_access)]
     with m.Else():
         m.d.sync += [v.eq(0) for v in valid.values()]
 
@@ -89,14 +97,16 @@ def latch(c):
     with m.If(valid["fsm"]):
         m.d.sync += [c.err.eq(1), c.err_code.eq(fe_code), c.err_level.eq(c.level_d),
                      c.err_opcode.eq(Mux(fe_opz, 0, c.hdr_opcode)), c.err_offset.eq(c.hdr_off),
-                     c.err_addr.eq(fsm_addr)]
+                     c.err_addr.eq(fsm_addr), c.err_vmid.eq(fe_vmid), c.err_user.eq(fe_user),
+                     c.err_access.eq(fe_access)]
     with m.Elif(valid["dma"]):
         m.d.sync += [c.err.eq(1), c.err_code.eq(de_code), c.err_level.eq(de_level),
                      c.err_opcode.eq(pk.DMA_DATA.opcode), c.err_offset.eq(de_off),
-                     c.err_addr.eq(de_addr)]
+                     c.err_addr.eq(de_addr), c.err_vmid.eq(de_vmid), c.err_user.eq(de_user),
+                     c.err_access.eq(de_access)]
     with m.Elif(valid["db"]):
         m.d.sync += [c.err.eq(1), c.err_code.eq(be_code), c.err_level.eq(IbLevel.RING),
                      c.err_opcode.eq(0), c.err_offset.eq(be_rptr & c.ring_mask),
-                     c.err_addr.eq(c.db_value)]
+                     c.err_addr.eq(c.db_value), c.err_vmid.eq(0), c.err_user.eq(0), c.err_access.eq(0)]
     return list(valid.values())
 

@@ -33,6 +33,8 @@ while the buffer is empty goes straight into that register, so the register cost
 cycle. `dw_ready` (the consumer's pop, which comes late in the cycle) only picks between
 two next states worked out beforehand, so it passes one LUT inside the fetcher.
 `dw_valid` is the register itself: a consumer never pops while it flushes the fetcher.
+With `user_width`, the beat's RUSER (the MMU's fault report) comes with its dwords as
+`dw_user`.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
@@ -44,7 +46,7 @@ from amaranth.utils import ceil_log2
 
 class Fetcher(wiring.Component):
     def __init__(self, data_width: int = 64, addr_width: int = 48, depth_beats: int = 8,
-                 max_burst_beats: int = 8, tag=None, wraps: bool = True):
+                 max_burst_beats: int = 8, tag=None, wraps: bool = True, user_width: int = 0):
         """`tag`: (layout, function(m, dword) -> Value of that layout): what the consumer wants
         to know of each dword (`dw_tag`). `wraps`: a ring (indices masked by `mask`)."""
         assert data_width in (32, 64, 128, 256)
@@ -57,7 +59,9 @@ class Fetcher(wiring.Component):
         self.max_burst = max_burst_beats
         self.wraps = wraps
         self.tag_layout, self.tag_fn = tag if tag is not None else (data.StructLayout({"none": 1}), None)
-        super().__init__({
+        self.user_width = user_width
+        user = {"ruser": In(user_width), "dw_user": Out(user_width)} if user_width else {}
+        super().__init__(user | {
             # control
             "load": In(1), "base": In(addr_width), "mask": In(32), "ptr": In(32),
             "start": In(1), "end": In(32), "flush": In(1),
@@ -92,7 +96,7 @@ class Fetcher(wiring.Component):
         # ---- beat buffer (LUTRAM): data, response, first and last valid dword index in the
         # beat, and each dword's tag
         beat = data.StructLayout({"data": self.data_width, "resp": 2, "first": idx_w, "last": idx_w,
-                                  "tags": tag_w * dpb})
+                                  "tags": tag_w * dpb} | ({"user": self.user_width} if self.user_width else {}))
         m.submodules.beats = beats = Memory(shape=beat, depth=1 << ptr_w, init=[])
         bw = beats.write_port()
         br = beats.read_port(domain="comb")
@@ -198,6 +202,8 @@ class Fetcher(wiring.Component):
             bw.data.first.eq(head_first), bw.data.last.eq(head_first + take - 1),
             bw.data.tags.eq(Cat(*in_tags)),
         ]
+        if self.user_width:
+            m.d.comb += bw.data.user.eq(self.ruser)
         with m.If(r_keep):
             m.d.sync += wr.eq(wr + 1)
             with m.If(head_left == take):
@@ -213,6 +219,7 @@ class Fetcher(wiring.Component):
         out_data = Signal(32)
         out_resp = Signal(2)
         out_tag = Signal(self.tag_layout)
+        out_user = Signal(max(1, self.user_width))
         sub = Signal(idx_w)
         sub_fresh = Signal(init=1)  # the oldest beat has not given a dword yet
         src = Signal(beat)
@@ -240,6 +247,8 @@ class Fetcher(wiring.Component):
                          out_data.eq(src.data.word_select(cur, 32) if dpb > 1 else src.data),
                          out_resp.eq(src.resp),
                          out_tag.eq(src.tags.word_select(cur, tag_w) if dpb > 1 else src.tags)]
+            if self.user_width:
+                m.d.sync += out_user.eq(src.user)
         with m.If(load & adv):
             m.d.sync += [rd.eq(rd + 1), sub_fresh.eq(1)]
         with m.If(load & have & ~last_dw):
@@ -248,6 +257,8 @@ class Fetcher(wiring.Component):
                      buffered.eq(Mux(load, lvl_adv != 0, lvl_keep != 0))]
         m.d.comb += [self.dw_valid.eq(out_valid), self.dw_data.eq(out_data),
                      self.dw_resp.eq(out_resp), self.dw_tag.eq(out_tag)]
+        if self.user_width:
+            m.d.comb += self.dw_user.eq(out_user)
 
         # outstanding beats: + on AR, − on every R beat (kept or dropped); both sums are formed
         # before AR's handshake picks one

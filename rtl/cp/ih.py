@@ -14,18 +14,22 @@ from .writer import BLOCK_DWORDS, WriteSource
 FULL = Const((1 << BLOCK_DWORDS) - 1, BLOCK_DWORDS)  # an entry is a whole block
 
 
-def load(c, src, data):
-    """The entry's source id, the four source data dwords and the GPU clock now into the
-    entry's registers, which the writer reads as one 32-byte block."""
+def load(c, src, data, client=ih_spec.Client.GRBM_CP, vmid=None, err=False):
+    """The entry's client and source ids, the VMID (default: the packet's), the four source
+    data dwords and the GPU clock now into the entry's registers, which the writer reads as
+    one 32-byte block. `err`: the entry reports the error that stopped the CP (after it, the
+    CP stays stopped)."""
     m = c.m
-    m.d.sync += [c.ih_src.eq(src), c.ih_ts.eq(c.cp.timestamp)]
+    m.d.sync += [c.ih_src.eq(src), c.ih_ts.eq(c.cp.timestamp), c.ih_client.eq(client),
+                 c.ih_vmid.eq(c.cur_vmid if vmid is None else vmid), c.ih_err.eq(err)]
     m.d.sync += [c.ih_data[i].eq(d) for i, d in enumerate(data)]
 
 
 def request(c, prepared=None):
     """Append the entry load() holds (in this cycle's FSM transition), or count an overflow.
     `prepared`: the block request (address, mask, source) is loaded already, and this Value
-    says whether to ask for the write (a speculative first step asks only if its checks pass)."""
+    says whether to ask for the write (a speculative first step asks only if its checks pass).
+    The entry is written with VMID 0 (the kernel's IH ring)."""
     m = c.m
     with m.If(~c.csr.ih_cntl_enable):
         m.next = "IH_DONE"
@@ -37,20 +41,20 @@ def request(c, prepared=None):
             m.d.sync += c.wr_req.eq(prepared)
             m.next = "IH_ENTRY_WAIT"
         else:
-            c.write_block(c.ih_entry_addr, FULL, WriteSource.IH, "IH_ENTRY_WRITE", "IH_ENTRY_WAIT")
+            c.write_block(c.ih_entry_addr, FULL, WriteSource.IH, "IH_ENTRY_WRITE", "IH_ENTRY_WAIT", vmid=0)
 
 
-def start(c, src, data):
-    """Append an IH entry (in this cycle's FSM transition)."""
-    load(c, src, data)
+def start(c, src, data, **kw):
+    """Append an IH entry (in this cycle's FSM transition); `kw` as load()'s."""
+    load(c, src, data, **kw)
     request(c)
 
 
-def entry(src, ts, data):
+def entry(client, src, vmid, ts, data):
     """The entry's eight dwords from its registers, at the positions spec/ih.py gives
-    (fields this front end does not drive yet, such as VMID and PASID, are 0)."""
+    (fields this front end does not drive, such as PASID, are 0)."""
     values = {
-        "CLIENT_ID": Const(ih_spec.Client.GRBM_CP, 8), "SOURCE_ID": src,
+        "CLIENT_ID": client, "SOURCE_ID": src, "VMID": vmid,
         "TIMESTAMP_LO": ts[:32], "TIMESTAMP_HI": ts[32:48],
         "DATA0": data[0], "DATA1": data[1], "DATA2": data[2], "DATA3": data[3],
     }
@@ -78,16 +82,17 @@ def states(c):
         m.d.comb += c.stall.eq(1)
         with m.If(writer.done):
             with m.If(writer.resp != RESP_OKAY):
-                with m.If(c.ih_src == ih_spec.Source.CP_ERROR):
+                with m.If(c.ih_err):
                     m.next = "ERROR"  # reporting an error failed: the entry is lost
                 with m.Else():
-                    c.fail(c.bus_code(writer.resp))  # at blk_addr
+                    c.write_failed()  # at blk_addr
             with m.Else():
                 m.d.comb += c.ih_advance.eq(1)
                 m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_BYTES)  # AMD: bytes
                 with m.If(c.csr.ih_cntl_wptr_wb):
                     addr = Cat(Const(0, 2), c.csr.ih_wptr_addr_lo[2:], c.csr.ih_wptr_addr_hi)
-                    c.write_dwords(addr, c.ih_wptr + ih_spec.ENTRY_BYTES, None, "IH_WB_WRITE", "IH_WB_WAIT")
+                    c.write_dwords(addr, c.ih_wptr + ih_spec.ENTRY_BYTES, None, "IH_WB_WRITE", "IH_WB_WAIT",
+                                   vmid=0)
                 with m.Else():
                     m.next = "IH_DONE"
     with state("IH_WB_WRITE"):
@@ -95,14 +100,14 @@ def states(c):
     with state("IH_WB_WAIT"):
         m.d.comb += c.stall.eq(1)
         with m.If(writer.done):
-            with m.If((writer.resp != RESP_OKAY) & (c.ih_src != ih_spec.Source.CP_ERROR)):
-                c.fail(c.bus_code(writer.resp))  # at blk_addr
-            with m.Elif(c.ih_src == ih_spec.Source.CP_ERROR):
+            with m.If((writer.resp != RESP_OKAY) & ~c.ih_err):
+                c.write_failed()  # at blk_addr
+            with m.Elif(c.ih_err):
                 m.next = "ERROR"
             with m.Else():
                 m.next = "IH_DONE"
     with state("IH_DONE"):
-        with m.If(c.ih_src == ih_spec.Source.CP_ERROR):
+        with m.If(c.ih_err):
             m.next = "ERROR"
         with m.Else():
             m.d.comb += c.eop_set.eq(1)

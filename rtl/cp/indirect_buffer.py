@@ -37,6 +37,10 @@ def start(c, p):
     with m.Else():
         m.d.comb += [c.start_ib.eq(1), c.start_level.eq(c.level + 1)]
         c.set_level(c.level + 1)
+        with m.If(c.lvl[0]):
+            # only the kernel ring names the VMID its IBs run with; an IB cannot change it
+            # (a failing check stops the CP: SOFT_RESET clears it)
+            m.d.sync += c.vmid.eq(field(p, IB, "VMID"))
         m.next = "RUN"
 
 

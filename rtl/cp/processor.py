@@ -26,7 +26,15 @@ is full and where its next entry goes are kept in registers a cycle ahead, and e
 reach CP_ERROR through a capture register (errors.py).
 
 Errors latch CP_ERROR_* once, stop the parser, drain the bus, then append a CP_ERROR IH
-entry. SOFT_RESET waits for the bus to go quiet and returns everything to idle.
+entry (a VM_FAULT entry for CP_ERROR VM_FAULT). SOFT_RESET waits for the bus to go quiet
+and returns everything to idle.
+
+The VMID sideband (rtl/mmu.py): every request carries its VMID and access kind in AxUSER.
+Ring fetches, the rptr write-back and IH entries are VMID 0; a ring INDIRECT_BUFFER sets
+`vmid` from its VMID field, and the IBs it runs (IB2s and CHAINs included: an IB cannot
+change it) fetch, read and write with it. A response the MMU tagged as a fault stops the
+CP with VM_FAULT (instead of BUS_SLVERR) when the CP uses it, latching the fault's
+cause, level, access kind and VMID (VM_FAULT_STATUS).
 """
 
 from contextlib import contextmanager
@@ -39,8 +47,10 @@ from amaranth.utils import ceil_log2
 
 from spec import ih as ih_spec
 from spec import packets as pk
+from spec import vm as vm_spec
 
 from ..bus import AXI4Signature, BURST_INCR, RESP_OKAY
+from ..mmu import REQ_USER, RESP_USER, req_user
 from ..csr import REG_FIELDS, CpError, IbLevel
 from . import bus_port, dma_data, errors, ih, indirect_buffer, release_mem, status, wait_reg_mem, write_data
 from . import packets as checks
@@ -107,7 +117,7 @@ class CommandProcessor(wiring.Component):
         self.ib_levels = ib_levels
         self.ts_width = ts_width
         super().__init__({
-            "bus": Out(AXI4Signature(addr_width, data_width, 4)),
+            "bus": Out(AXI4Signature(addr_width, data_width, 4, REQ_USER.size, RESP_USER.size)),
             "timestamp": In(ts_width),
             "idle": Out(1),
         })
@@ -122,15 +132,24 @@ class CommandProcessor(wiring.Component):
         # ---------------------------------------------------------------- sub-units
         dtag = checks.DwordTag(self.dma_max_log2, aw)
         fetchers = [Fetcher(self.data_width, aw, depth_beats=self.fetch_depth,
-                            max_burst_beats=min(8, self.fetch_depth), tag=(dtag.layout, dtag), wraps=i == 0)
+                            max_burst_beats=min(8, self.fetch_depth), tag=(dtag.layout, dtag), wraps=i == 0,
+                            user_width=RESP_USER.size)
                     for i in range(1 + self.ib_levels)]
         for i, f in enumerate(fetchers):
             m.submodules[f"fetch{i}"] = f
-        m.submodules.writer = writer = BlockWriter(self.data_width, aw)
+        m.submodules.writer = writer = BlockWriter(self.data_width, aw, REQ_USER.size, RESP_USER.size)
+
+        level = Signal(2)
+        lvl = Signal(1 + self.ib_levels, init=1)  # the same, one-hot (for the multiplexers on fast paths)
+        vmid = Signal(4)  # the VMID of the job the ring's INDIRECT_BUFFER started
+        cur_vmid = Signal(4)  # the VMID of the packet in hand: 0 in the ring
+        m.d.comb += cur_vmid.eq(Mux(lvl[0], 0, vmid))
 
         # ---------------------------------------------------------------- AR slice + R routing
-        ar_valid, poll_req, poll_addr, poll_pending, poll_taken, poll_rvalid = \
-            bus_port.reads(m, bus, fetchers, self.data_width, aw)
+        ar_valid, poll_req, poll_addr, poll_pending, poll_taken, poll_rvalid = bus_port.reads(
+            m, bus, fetchers, self.data_width, aw,
+            fetch_users=[req_user(0, vm_spec.Access.FETCH)] + [req_user(vmid, vm_spec.Access.FETCH)] * self.ib_levels,
+            poll_user=req_user(cur_vmid, vm_spec.Access.READ))
 
         # writes: the block writer owns AW/W/B
         m.d.comb += [
@@ -140,6 +159,7 @@ class CommandProcessor(wiring.Component):
             bus.wvalid.eq(writer.wvalid), writer.wready.eq(bus.wready),
             bus.wdata.eq(writer.wdata), bus.wstrb.eq(writer.wstrb), bus.wlast.eq(writer.wlast),
             writer.bvalid.eq(bus.bvalid), writer.bresp.eq(bus.bresp), bus.bready.eq(1),
+            bus.awuser.eq(writer.awuser), writer.buser.eq(bus.buser),
         ]
 
         # ---------------------------------------------------------------- state
@@ -149,9 +169,6 @@ class CommandProcessor(wiring.Component):
         m.d.sync += ring_mask.eq((Const(1, 34) << (csr.rb_size + 1)) - 1)
         ring_base = Signal(aw)
         m.d.comb += ring_base.eq(Cat(Const(0, 8), csr.rb_base_lo, csr.rb_base_hi))
-
-        level = Signal(2)
-        lvl = Signal(1 + self.ib_levels, init=1)  # the same, one-hot (for the multiplexers on fast paths)
 
         def set_level(v):
             m.d.sync += [level.eq(v)] + [lvl[i].eq(v == i) for i in range(1 + self.ib_levels)]
@@ -195,6 +212,9 @@ class CommandProcessor(wiring.Component):
         err_opcode = Signal(8)
         err_addr = Signal(aw)
         err_offset = Signal(32)
+        err_vmid = Signal(4)  # the VMID of the work that failed
+        err_user = Signal(RESP_USER)  # a VM fault's cause and level
+        err_access = Signal(3)  # a VM fault's access kind (spec/vm.py Access)
 
         # block to write
         # WRITE_DATA's block buffer: a small memory per dword lane of a beat (LUTRAM on an FPGA),
@@ -213,15 +233,20 @@ class CommandProcessor(wiring.Component):
                          w.en.eq(blk_we & (blk_pos % len(blk_banks) == i))]
         blk_mask = Signal(BLOCK_DWORDS)
         blk_addr = Signal(aw)  # byte address of the first dword being written (for errors)
+        blk_user = Signal(REQ_USER)  # AxUSER of the block to write
         wd_addr = Signal(aw)
         poll_timer = Signal(16)
 
         # IH
         ih_wptr = Signal(32)
         ih_advance = Signal()  # IH_WPTR moves past an entry this cycle
+        ih_clear = Signal()  # ... or to 0 (the end of a soft reset)
         ih_src = Signal(8)
         ih_data = [Signal(32, name=f"ih_data{i}") for i in range(4)]
         ih_ts = Signal(self.ts_width)
+        ih_client = Signal(8)
+        ih_vmid = Signal(4)
+        ih_err = Signal()  # the entry reports the error that stopped the CP
         wr_src = Signal(2)  # WriteSource of the block to write
         wval = [Signal(32, name=f"wval{i}") for i in range(2)]
 
@@ -229,6 +254,7 @@ class CommandProcessor(wiring.Component):
         cur_fetch_valid = Signal()
         cur_fetch_data = Signal(32)
         cur_fetch_resp = Signal(2)
+        cur_fetch_user = Signal(RESP_USER)
         cur_tag = Signal(dtag.layout)
         cur_short = Signal()  # the header's packet runs past the end of its buffer
         pop = Signal()  # the parser takes the current level's dword (driven after the FSM)
@@ -245,6 +271,7 @@ class CommandProcessor(wiring.Component):
             cur_fetch_valid.eq(Cat(*(lvl[i] & offered[i] for i in range(len(fetchers)))).any()),
             cur_fetch_data.eq(_one_hot_mux(lvl, [f.dw_data for f in fetchers])),
             cur_fetch_resp.eq(_one_hot_mux(lvl, [f.dw_resp for f in fetchers])),
+            cur_fetch_user.eq(_one_hot_mux(lvl, [f.dw_user for f in fetchers])),
             cur_tag.eq(_one_hot_mux(lvl, [f.dw_tag.as_value() for f in fetchers])),
             cur_short.eq(_one_hot_mux(lvl, [f.dw_tag.need > avail[i] for i, f in enumerate(fetchers)])),
         ]
@@ -279,6 +306,9 @@ class CommandProcessor(wiring.Component):
         fsm_err_cur = Signal(aw)  # the address of the dword in hand (a header in RUN)
         fsm_err_hdr = Signal(aw)  # ... and of the packet being parsed
         fsm_err_at_ib_base = Signal()
+        fsm_err_vmid = Signal(4)
+        fsm_err_user = Signal(RESP_USER)
+        fsm_err_access = Signal(3)
 
         # a packet's first step starts in the cycle its checks run (check_and_start): a check
         # that fails stops the CP in the next cycle (`failed`), before anything the step
@@ -306,8 +336,18 @@ class CommandProcessor(wiring.Component):
                 m.d.comb += fsm_err_at_ib_base.eq(1)
             m.next = "ERR_DRAIN"
 
-        def bus_code(resp):
-            return Mux(resp == 0b11, CpError.BUS_DECERR, CpError.BUS_SLVERR)
+        def bus_code(resp, user):
+            """CP_ERROR's code for an error response: VM_FAULT when the MMU tagged it."""
+            code = Mux(resp == 0b11, CpError.BUS_DECERR, CpError.BUS_SLVERR)
+            return Mux(RESP_USER(Value.cast(user)).fault, CpError.VM_FAULT, code)
+
+        def write_failed():
+            """The block writer's response was an error: stop, naming the written address."""
+            fail(bus_code(writer.resp, writer.user))  # at blk_addr
+
+        def write_user(v):
+            """AxUSER of a CP write with VMID `v`."""
+            return req_user(v, vm_spec.Access.WRITE)
 
         err_any = Signal()  # an error is latched, or captured to latch next cycle (errors.py)
         err_pending = Signal()  # a doorbell or DMA error waits for the parser's next packet boundary
@@ -316,6 +356,9 @@ class CommandProcessor(wiring.Component):
         dma_err_code = Signal(8)
         dma_err_off = Signal(32)
         dma_err_level = Signal(2)
+        dma_err_vmid = Signal(4)
+        dma_err_user = Signal(RESP_USER)
+        dma_err_access = Signal(3)
         perf_count_dma = Signal()
 
         # doorbell (runs beside the FSM). BACKWARDS is v − wptr < 0; OVERFLOW is v − rptr > the
@@ -358,7 +401,7 @@ class CommandProcessor(wiring.Component):
         for _, r in blk_banks:
             m.d.comb += r.addr.eq(beat if nbeats > 1 else 0)
         blk_beat = Cat(*(r.data for _, r in blk_banks))
-        ih_entry = ih.entry(ih_src, ih_ts, ih_data)
+        ih_entry = ih.entry(ih_client, ih_src, ih_vmid, ih_ts, ih_data)
         ih_beat = ih_entry.word_select(beat, DW) if nbeats > 1 else ih_entry
         # two dwords start 8-aligned: the first in an even slot, the second in the odd one after
         val_beat = Mux(beat[0], wval[1], wval[0]) if dpb == 1 else Cat(*wval).replicate(dpb // 2)
@@ -366,27 +409,29 @@ class CommandProcessor(wiring.Component):
             writer.req_valid.eq(wr_req),
             writer.req_block.eq(blk_addr[5:]),
             writer.req_mask.eq(blk_mask),
+            writer.req_user.eq(blk_user),
             writer.beat_data.eq(Mux(wr_src == WriteSource.IH, ih_beat,
                                     Mux(wr_src == WriteSource.VALUE, val_beat, blk_beat))),
         ]
 
-        def write_block(addr, mask, source, write_state, wait_state, defer=Const(0)):
+        def write_block(addr, mask, source, write_state, wait_state, defer=Const(0), vmid=None):
             """Write the block held in `source` (a WriteSource) under `mask`; `addr` is the byte
-            address of its first written dword (errors name it). The request is raised now and
-            the FSM goes to `wait_state`; with `defer` it waits for `write_state`, which answers
-            `defer`'s error."""
-            m.d.sync += [blk_addr.eq(addr), blk_mask.eq(mask), wr_src.eq(source)]
+            address of its first written dword (errors name it), `vmid` the VMID it is written
+            with (default: the packet's). The request is raised now and the FSM goes to
+            `wait_state`; with `defer` it waits for `write_state`, which answers `defer`'s error."""
+            m.d.sync += [blk_addr.eq(addr), blk_mask.eq(mask), wr_src.eq(source),
+                         blk_user.eq(write_user(cur_vmid if vmid is None else vmid))]
             with m.If(~defer):
                 m.d.sync += wr_req.eq(1)
                 m.next = wait_state
             with m.Else():
                 m.next = write_state
 
-        def write_dwords(addr, first, second, write_state, wait_state, defer=Const(0)):
+        def write_dwords(addr, first, second, write_state, wait_state, defer=Const(0), vmid=None):
             """write_block of one dword at `addr`, or two (`second` not None: addr 8-aligned)."""
             m.d.sync += [wval[0].eq(first), wval[1].eq(first if second is None else second)]
             write_block(addr, Const(1 if second is None else 3, BLOCK_DWORDS) << addr[2:5],
-                        WriteSource.VALUE, write_state, wait_state, defer)
+                        WriteSource.VALUE, write_state, wait_state, defer, vmid)
 
         # ---------------------------------------------------------------- packet decode helpers
         opcode = cur_fetch_data[_OPCODE.bits]
@@ -518,7 +563,7 @@ class CommandProcessor(wiring.Component):
             m.d.comb += stall.eq(1)
             with m.If(writer.done):
                 with m.If(writer.resp != RESP_OKAY):
-                    fail(bus_code(writer.resp))  # at blk_addr
+                    write_failed()  # at blk_addr
                 with m.Else():
                     yield
 
@@ -648,7 +693,7 @@ class CommandProcessor(wiring.Component):
                 with m.Else():
                     # (the header is taken: `pops`, below)
                     with m.If(cur_fetch_resp != RESP_OKAY):
-                        fail(bus_code(cur_fetch_resp))
+                        fail(bus_code(cur_fetch_resp, cur_fetch_user))
                     with m.Elif(cur_tag.filler):
                         m.d.comb += perf_count_nop.eq(1)
                         with m.If(level == 0):
@@ -675,10 +720,10 @@ class CommandProcessor(wiring.Component):
                         # (a bad response of the last fixed dword: raised here, and its packet's
                         # first step is stopped next cycle like a failed check's)
                         with m.If(cur_fetch_resp != RESP_OKAY):
-                            flag(bus_code(cur_fetch_resp))  # at the dword
+                            flag(bus_code(cur_fetch_resp, cur_fetch_user))  # at the dword
                         check_and_start()
                     with m.Elif(cur_fetch_resp != RESP_OKAY):
-                        fail(bus_code(cur_fetch_resp))  # at the dword
+                        fail(bus_code(cur_fetch_resp, cur_fetch_user))  # at the dword
                     with m.Elif(kind == pk.NOP.index):
                         with m.If(rem_is1):
                             m.d.comb += perf_count_kind.eq(1)
@@ -699,7 +744,7 @@ class CommandProcessor(wiring.Component):
                 m.d.sync += [rptr.eq(ring_pos), limit.eq(ring_pos + ring_size)]
                 with m.If(csr.rb_cntl_rptr_wb):
                     addr = Cat(Const(0, 2), csr.rb_rptr_addr_lo[2:], csr.rb_rptr_addr_hi)
-                    write_dwords(addr, ring_pos, None, "RPTR_WRITE", "RPTR_WAIT")
+                    write_dwords(addr, ring_pos, None, "RPTR_WRITE", "RPTR_WAIT", vmid=0)
                 with m.Else():
                     m.next = "RUN"
             with state("RPTR_WRITE"):
@@ -715,9 +760,21 @@ class CommandProcessor(wiring.Component):
                 # CP_ERROR is latched the cycle after its capture (errors.py)
                 with m.If(err & ~writer.busy & ~poll_pending & ~dma_busy_r):
                     m.d.comb += cperr_set.eq(1)
-                    ih.start(c, ih_spec.Source.CP_ERROR, [
-                        pack_fields(REG_FIELDS["CP_ERROR"], CODE=err_code, LEVEL=err_level, OPCODE=err_opcode),
-                        err_addr[:32], err_addr[32:], err_offset])
+                    # a VM fault is reported as AMD's UTCL2 fault (src_data as gmc_v9_0 reads it)
+                    vmf = err_code == CpError.VM_FAULT
+                    cp_error = pack_fields(REG_FIELDS["CP_ERROR"], CODE=err_code, LEVEL=err_level, OPCODE=err_opcode)
+                    hint = Signal(8)
+                    for a, h in vm_spec.HINTS.items():
+                        with m.If(err_access == a):
+                            m.d.comb += hint.eq(h)
+                    vm_status = pack_fields(REG_FIELDS["VM_FAULT_STATUS"], VMID=err_vmid, ACCESS=err_access,
+                                            LEVEL=err_user.level, CAUSE=err_user.cause)
+                    ih.start(c, Mux(vmf, ih_spec.Source.VM_FAULT, ih_spec.Source.CP_ERROR), [
+                        Mux(vmf, err_addr[vm_spec.PAGE_SHIFT:44], cp_error),
+                        Mux(vmf, Cat(err_addr[44:48], Const(0, 4)) | hint, err_addr[:32]),
+                        Mux(vmf, vm_status, err_addr[32:]),
+                        Mux(vmf, cp_error, err_offset)],
+                        client=Mux(vmf, ih_spec.Client.UTCL2, ih_spec.Client.GRBM_CP), vmid=err_vmid, err=True)
             with state("ERROR"):
                 pass
 
@@ -727,10 +784,12 @@ class CommandProcessor(wiring.Component):
                 with m.If(~writer.busy & ~poll_pending & ~dma_busy_r & ~csr.control_soft_reset):
                     m.d.sync += [
                         resetting.eq(0), err.eq(0), err_pending.eq(0), err_code.eq(0), err_level.eq(0),
-                        err_opcode.eq(0), err_addr.eq(0), err_offset.eq(0),
+                        err_opcode.eq(0), err_addr.eq(0), err_offset.eq(0), vmid.eq(0), err_vmid.eq(0),
+                        err_user.eq(0), err_access.eq(0),
                         ring_pos.eq(0), rptr.eq(0), limit.eq(ring_size), wptr.eq(0), ih_wptr.eq(0),
                         blk_mask.eq(0), dma_failed.eq(0),
                     ]
+                    m.d.comb += ih_clear.eq(1)
                     m.d.sync += [v.eq(0) for v in captures]
                     set_level(0)
                     m.next = "RUN"
@@ -783,6 +842,18 @@ class CommandProcessor(wiring.Component):
         m.d.comb += loc_base.eq(Mux(level == 0, ring_base, ib_base[level]))
         m.d.comb += [fsm_err_cur.eq(loc_base + Cat(Const(0, 2), cur_off)),
                      fsm_err_hdr.eq(loc_base + Cat(Const(0, 2), hdr_off))]
+        # a VM fault's details, by where the error happened (they matter only when the code is
+        # VM_FAULT, which only a response the MMU tagged gives): the fetched dword's RUSER, the
+        # poll's, the write's BUSER; the VMID is the work's, a faulting write's its own (an IH
+        # entry or rptr write-back is the kernel's)
+        with m.Switch(fsm_err_where):
+            with m.Case(W.HEADER, W.DWORD):
+                m.d.comb += [fsm_err_user.eq(cur_fetch_user), fsm_err_access.eq(vm_spec.Access.FETCH)]
+            with m.Case(W.POLL):
+                m.d.comb += [fsm_err_user.eq(bus.ruser), fsm_err_access.eq(vm_spec.Access.READ)]
+            with m.Case(W.WRITE):
+                m.d.comb += [fsm_err_user.eq(writer.user), fsm_err_access.eq(vm_spec.Access.WRITE)]
+        m.d.comb += fsm_err_vmid.eq(Mux((fsm_err_where == W.WRITE) & RESP_USER(writer.user).fault, blk_user.vmid, cur_vmid))
 
         # ---------------------------------------------------------------- status, counters, interrupts
         c.update(locals())

@@ -36,6 +36,8 @@ def prepare(c, p):
         c.blk_addr.eq(Mux(fence, addr, c.ih_entry_addr)),
         c.blk_mask.eq(Mux(fence, Mux(two, 3, 1) << addr[2:5], ih.FULL)),
         c.wr_src.eq(Mux(fence, WriteSource.VALUE, WriteSource.IH)),
+        # (the fence with the packet's VMID, the EOP entry with the kernel's)
+        c.blk_user.eq(c.write_user(Mux(fence, c.cur_vmid, 0))),
     ]
     eop_load(c, p)
 
@@ -82,6 +84,7 @@ def eop_data(p):
 
 
 def eop_load(c, p):
+    # (the entry's VMID is the packet's: a user fence in an IB names its job's VMID)
     ih.load(c, ih_spec.Source.EOP, eop_data(p))
 
 

@@ -14,6 +14,8 @@ from amaranth.hdl import Cat, Mux, Signal
 from spec import ih as ih_spec
 from spec import packets as pk
 
+from ..csr import CpError
+
 
 def drive(c):
     m, csr, cp = c.m, c.csr, c.cp
@@ -30,8 +32,9 @@ def drive(c):
                  status["waiting"].eq(c.waiting)]
     # IH_WPTR != IH_RPTR as it is next cycle: IH_WPTR moves by an entry when one is written
     ih_pending = Signal(name="ih_pending")
-    m.d.sync += ih_pending.eq(Mux(c.ih_advance, c.ih_wptr + ih_spec.ENTRY_BYTES != csr.ih_rptr,
-                                  c.ih_wptr != csr.ih_rptr))
+    m.d.sync += ih_pending.eq(Mux(c.ih_clear, csr.ih_rptr != 0,
+                                  Mux(c.ih_advance, c.ih_wptr + ih_spec.ENTRY_BYTES != csr.ih_rptr,
+                                      c.ih_wptr != csr.ih_rptr)))
     # an IH overflow a cycle late, dropped if it came from a first step whose checks failed
     ovf_r = Signal(name="ovf_r")
     m.d.sync += ovf_r.eq(c.ovf_set)
@@ -49,6 +52,18 @@ def drive(c):
         csr.int_status_eop_set.eq(c.eop_set | csr.int_force_eop),
         csr.int_status_cp_error_set.eq(c.cperr_set | csr.int_force_cp_error),
         csr.int_status_ih_overflow_set.eq(ovf | csr.int_force_ih_overflow),
+    ]
+
+    # VM_FAULT_*: the latched error's fault details, while that error is a VM fault
+    vmf = Signal(name="vm_fault")
+    m.d.comb += vmf.eq(c.err & (c.err_code == CpError.VM_FAULT))
+    m.d.comb += [
+        csr.vm_fault_status_vmid.eq(Mux(vmf, c.err_vmid, 0)),
+        csr.vm_fault_status_access.eq(Mux(vmf, c.err_access, 0)),
+        csr.vm_fault_status_level.eq(Mux(vmf, c.err_user.level, 0)),
+        csr.vm_fault_status_cause.eq(Mux(vmf, c.err_user.cause, 0)),
+        csr.vm_fault_addr_lo.eq(Mux(vmf, c.err_addr[:32], 0)),
+        csr.vm_fault_addr_hi.eq(Mux(vmf, c.err_addr[32:48], 0)),
     ]
 
     # the counters' increments, a cycle late (and dropped by PERF_CLEAR, as events before it are)

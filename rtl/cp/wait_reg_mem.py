@@ -50,7 +50,7 @@ def states(c):
         m.d.sync += c.poll_timer.eq(field(p, WRM, "POLL_INTERVAL"))
         with m.If(c.poll_rvalid):
             with m.If(bus.rresp != RESP_OKAY):
-                c.fail(c.bus_code(bus.rresp))  # at poll_addr
+                c.fail(c.bus_code(bus.rresp, bus.ruser))  # at poll_addr
             with m.Elif(ok):
                 m.next = "DONE"
             with m.Else():

@@ -20,7 +20,8 @@ WD = pk.WRITE_DATA
 
 def prepare(c, p):
     """In every payload cycle: where the data goes (the last cycle's value counts)."""
-    c.m.d.sync += [c.wd_addr.eq(value(p, WD, "addr", c.aw)), c.blk_mask.eq(0)]
+    c.m.d.sync += [c.wd_addr.eq(value(p, WD, "addr", c.aw)), c.blk_mask.eq(0),
+                   c.blk_user.eq(c.write_user(c.cur_vmid))]  # (the packet's VMID)
 
 
 def start(c, p):
@@ -48,7 +49,7 @@ def states(c):
                          wd_addr.eq(Mux(no_incr, wd_addr, wd_addr + 4)), rem.eq(rem - 1),
                          c.rem_is1.eq(rem == 2), c.rem_is0.eq(c.rem_is1)]
             with m.If(c.cur_fetch_resp != RESP_OKAY):
-                c.fail(c.bus_code(c.cur_fetch_resp))  # at the dword
+                c.fail(c.bus_code(c.cur_fetch_resp, c.cur_fetch_user))  # at the dword
             with m.Elif(((pos == BLOCK_DWORDS - 1) & ~no_incr) | c.rem_is1):
                 # the block is complete with this dword (in the block buffer next cycle)
                 with m.If(c.oob):
@@ -63,7 +64,7 @@ def states(c):
         with m.If(writer.done):
             m.d.sync += blk_mask.eq(0)
             with m.If(writer.resp != RESP_OKAY):
-                c.fail(c.bus_code(writer.resp))  # at blk_addr
+                c.write_failed()  # at blk_addr
             with m.Elif(c.rem_is0):
                 m.next = "DONE"
             with m.Else():

@@ -14,6 +14,10 @@ data it follows); a request raised in the cycle of `done` is the next write.
 Every AXI VALID comes from a register and every address, length and strobe from the
 requester's registers through a few LUTs, so no path runs from the CP's state machine
 to the bus in one cycle (issue 14: that path set the front end's Fmax).
+
+With `req_user`, a request carries AxUSER (`req_user`: the MMU's VMID and access kind,
+held with the request), and with `resp_user` the response's BUSER comes with `done` as
+`user`.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
@@ -32,11 +36,18 @@ class WriteSource:
 
 
 class BlockWriter(wiring.Component):
-    def __init__(self, data_width: int = 64, addr_width: int = 48):
+    def __init__(self, data_width: int = 64, addr_width: int = 48, req_user: int = 0, resp_user: int = 0):
         assert data_width in (32, 64, 128, 256)
         self.data_width = data_width
         self.addr_width = addr_width
-        super().__init__({
+        self.req_user_width = req_user
+        self.resp_user_width = resp_user
+        user = {}
+        if req_user:
+            user.update(req_user=In(req_user), awuser=Out(req_user))
+        if resp_user:
+            user.update(buser=In(resp_user), user=Out(resp_user))
+        super().__init__(user | {
             # held from the request until `done` (the CP's block buffer)
             "req_valid": In(1),
             "req_block": In(addr_width - 5),  # address bits [47:5]
@@ -87,6 +98,8 @@ class BlockWriter(wiring.Component):
             self.awaddr.eq(Cat(Const(0, 5), self.req_block) | (first << (shift + 2) if nbeats > 1 else 0)),
             self.awlen.eq(last - first),
         ]
+        if self.req_user_width:
+            m.d.comb += self.awuser.eq(self.req_user)
         beat_mask = mask.word_select(cur, dpb) if nbeats > 1 else mask
         m.d.comb += [
             self.beat.eq(cur),
@@ -104,5 +117,7 @@ class BlockWriter(wiring.Component):
         # (the only write in flight is this one: its B ends it)
         with m.If(self.bvalid):
             m.d.comb += [self.done.eq(1), self.resp.eq(self.bresp)]
+            if self.resp_user_width:
+                m.d.comb += self.user.eq(self.buser)
             m.d.sync += [aw_sent.eq(0), w_sent.eq(0), w_started.eq(0)]
         return m

@@ -138,6 +138,20 @@ class StreamDriver:
         io.write_fields(regs.IH_CNTL, ENABLE=int(c.ih_enable), WPTR_WB=int(c.ih_wptr_wb))
         io.write_fields(regs.RB_CNTL, ENABLE=1, RPTR_WB=int(c.rptr_wb))
         io.write_fields(regs.INT_ENABLE, CP_ERROR=1)  # irq = the CP stopped with an error
+        # every VMID untranslated, nothing left in the TLB from an earlier stream
+        for i in range(regs.VM_CONTEXT_CNTL.ARRAY_LEN):
+            io.write(regs.VM_CONTEXT_CNTL, 0, i)
+        self.invalidate((1 << regs.VM_CONTEXT_CNTL.ARRAY_LEN) - 1)
+
+    def invalidate(self, vmids: int) -> None:
+        """VM_INVALIDATE_REQ for every address of `vmids`; wait for the acknowledge."""
+        self.io.write_fields(regs.VM_INVALIDATE_REQ, PER_VMID=vmids, ALL_ADDR=1)
+        t0 = self.dev.now()
+        while self.io.read(regs.VM_INVALIDATE_ACK) != vmids:
+            if self.dev.now() - t0 > 1000:
+                self.obs.checks.append(f"no VM_INVALIDATE_ACK for VMIDs {vmids:#x} within 1000 cycles")
+                return
+            self.dev.delay(2)
 
     def ring_write(self, dwords: list[int]) -> None:
         n = len(dwords)
@@ -232,6 +246,17 @@ class StreamDriver:
 
     def do_errwin(self, base: int, limit: int, resp: str) -> None:
         self.configure((base, limit, resp))
+
+    def do_vm(self, vmid: int, root: int) -> None:
+        io = self.io
+        io.write(regs.VM_CONTEXT_PT_BASE_LO, root & M32 & ~0xFFF, vmid)
+        io.write(regs.VM_CONTEXT_PT_BASE_HI, root >> 32, vmid)
+        io.write(regs.VM_CONTEXT_CNTL, regs.VM_CONTEXT_CNTL.ENABLE.mask, vmid)
+        self.invalidate(1 << vmid)
+
+    def do_pte(self, addr: int, vmid: int) -> None:
+        self.write_mem(addr, [0, 0])
+        self.invalidate(1 << vmid)
 
     def do_delay(self, cycles: int) -> None:
         self.dev.delay(cycles)

@@ -55,6 +55,7 @@ RM_DST_SELS = _supported(pk.RELEASE_MEM, "DST_SEL")
 # RELEASE_MEM's cache-action bits (gfx9; amdgpu's fence sets four): no-ops here
 RM_CACHE_BITS = [f.name for f in pk.RELEASE_MEM.fields if f.name.endswith("_ACTION_EN")]
 LEVEL_BIN = {0: "@ring", 1: "@ib1", 2: "@ib2"}
+VM_SHARE = 0.4  # valid streams whose IBs run under a VMID, translated (testbench/difftest/vm.py)
 
 
 @dataclass(frozen=True)
@@ -531,7 +532,7 @@ def valid_bins(caps: Caps) -> set[tuple[str, str]]:
     out |= {("RELEASE_MEM", c) for c in (*(f"data_{s}" for s in DATA_SELS), *(f"int_{s}" for s in INT_SELS),
                                          "event_other", "gfx9_fields", *lv)}
     out |= {("RING", "wrap"), ("RING", "straddle"), ("IH", "overflow"), ("MEMORY", "latency>16"),
-            ("MEMORY", "stalls")}
+            ("MEMORY", "stalls"), ("VM", "pages"), ("VM", "huge"), ("VM", "ib_vmid")}
     return out | (dma_bins(caps) if caps.dma else set())
 
 
@@ -568,4 +569,8 @@ def valid_stream(rng: random.Random, index: int, seed: int, caps: Caps) -> Strea
     b.settle()
     writes = [w for p in b.s.packets for w in p.writes]
     b.actions += [("observe", "final"), ("check", writes + b.s.infra)]
-    return b.finish()
+    s = b.finish()
+    if rng.random() < VM_SHARE:
+        from .vm import to_vm
+        to_vm(s, rng)
+    return s

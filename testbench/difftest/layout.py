@@ -22,6 +22,8 @@ SRC_REGION = (0x0020_0000, 0x0024_0000)  # random bytes, read-only: DMA sources
 SEM_REGION = (0x0024_0000, 0x0025_0000)  # WAIT_REG_MEM semaphores, one fresh dword per wait
 FAULT_REGION = (0x0030_0000, 0x0031_0000)  # bus-error windows for writes, fences and polls
 CANARY_REGION = (0x0032_0000, 0x0033_0000)  # written only by packets that must never run
+PT_REGION = (0x0034_0000, 0x0038_0000)  # page tables of streams whose IBs run under a VMID (vm.py)
+VM_FAULT_REGION = (0x0038_0000, 0x003A_0000)  # the vm_fault class's pages (unmapped, read-only ...)
 RECOVERY = 0x003F_0000  # the good submission after a soft reset writes here
 
 # Regions that hold commands: a packet writing there would change commands the RTL may

@@ -23,10 +23,12 @@ from kmd_model import regs
 from kmd_model.regs import IbLevel
 from spec import packets as pk
 from spec import pm4
+from spec import vm as vm_spec
 
 from . import layout as L
 from .gen import DATA_SELS, LEVEL_BIN, Buf, Builder, Caps, memory_config_bins
 from .stream import Stream
+from .vm import VmFault, to_vm
 
 M32 = 0xFFFF_FFFF
 KNOWN_OPCODES = frozenset(p.opcode for p in pk.PACKETS)
@@ -62,6 +64,12 @@ BUS_SITES = {
 DECERR_SITES = {"beyond": [(n, "beyond_memory") for n in ("WRITE_DATA", "RELEASE_MEM", "WAIT_REG_MEM")],
                 "ib_beyond": [("INDIRECT_BUFFER", "beyond_memory"), ("INDIRECT_BUFFER", "beyond_bus")]}
 DMA_SITES = {"dma_src": [("DMA_DATA", "dma_src")], "dma_dst": [("DMA_DATA", "dma_dst")]}
+VM_FAULT_KINDS = ("pte", "pde", "perm", "walk", "range", "invalidated")
+VM_FAULT_ACCESSES = {"write": "W", "fence": "W", "poll": "R", "ib": "X", "dma_src": "R", "dma_dst": "W"}
+# error classes whose streams may also run their IBs under a VMID (their faults do not
+# depend on the address being physical: not decerr, whose addresses lie beyond memory)
+VM_CLASSES = ("illegal_opcode", "bad_count", "count_past_end", "ib_nesting", "ib_size_zero", "ib_misaligned",
+              "fence_misaligned", "unsupported", "dma_byte_count", "slverr", "wait_timeout")
 RAW_OUTCOMES = ("idle", "stuck") + tuple(f"error {c}" for c in (
     "ILLEGAL_OPCODE", "BAD_COUNT", "UNSUPPORTED", "FENCE_MISALIGNED", "IB_MISALIGNED", "IB_SIZE_ZERO", "BUS_DECERR"))
 
@@ -102,6 +110,7 @@ class Malformed:
         self.b, self.r, self.cls = b, b.rng, cls
         self.rot = rot
         self.cut = 0  # dwords of the faulty packet left outside its buffer (count_past_end)
+        self.vm_fault: VmFault | None = None  # the vm_fault class's plan for its region
 
     def pick(self, options):
         options = list(options)
@@ -466,14 +475,7 @@ class Malformed:
                 return self.fault(buf, i, dw, "INDIRECT_BUFFER", "beyond_bus" if bus else "beyond_memory")
             self.place(lvl if lvl < b.caps.ib_levels else 0, make)
         else:  # dma_src, dma_dst
-            # docs/hardware.md: after a DMA bus error the failing transfer's destination is
-            # undefined, and how far the CP parsed ahead (rptr, counters) depends on timing.
-            dma = pk.DMA_DATA.index
-            st = regs.STATUS
-            b.s.timing_regs.update({"RB_RPTR": M32, "PERF_DWORDS_FETCHED": M32, "PERF_DMA_BYTES_READ": M32,
-                                    "PERF_DMA_BYTES_WRITTEN": M32, f"PERF_PACKETS[{dma}]": M32,
-                                    "STATUS": st.RB_EMPTY.mask | st.LEVEL.mask})
-            b.s.undefined.append((L.RPTR_WB, L.RPTR_WB + 4))
+            _dma_error_timing(b)
 
             def make(buf, i):
                 n = r.randint(1, 300)
@@ -520,6 +522,71 @@ class Malformed:
     def doorbell_backwards(self) -> None:
         self.doorbell(True)
 
+    def vm_fault(self) -> None:
+        """A packet in an IB reaches a page of layout.VM_FAULT_REGION that the page tables
+        leave unmapped (no PTE, no table), without the permission it needs, behind a
+        table read that fails, beyond the tables, or unmapped (and invalidated) after a
+        first access went through."""
+        b, r = self.b, self.r
+        kind = self.pick(VM_FAULT_KINDS)
+        accesses = [a for a in VM_FAULT_ACCESSES if b.caps.dma or not a.startswith("dma")]
+        access = self.pick(accesses)
+        level = self.pick(self.levels(1))
+        lo, hi = L.VM_FAULT_REGION
+        page = r.randrange((hi - lo) // 4096)
+        bit = {"R": vm_spec.READABLE, "W": vm_spec.WRITEABLE, "X": vm_spec.EXECUTABLE}[VM_FAULT_ACCESSES[access]]
+        self.vm_fault = VmFault(kind, page, missing=bit if kind == "perm" else 0)
+        target = lo + 4096 * page + 8 * r.randrange(0, 500)
+        if kind == "walk":
+            b.actions.append(("vm_errwin",))  # (vm.to_vm puts the window on the region's table)
+        if kind == "invalidated":
+            # a first access goes through (and fills the TLB), then the page goes
+            base = b.new_ib()
+            first = pm4.write_data(target, [r.getrandbits(32)])
+            me = b.info(b.ring_buf(), 0, [])
+            b.info(Buf(IbLevel.IB1, base), 0, first, [(target, target + 4)])
+            b.s.buffers[base] = first
+            b.preload(base, first)
+            me.dwords = pm4.indirect_buffer(base, len(first))
+            b.submit(me.dwords)
+            b.settle()
+            b.actions.append(("vm_unmap",))
+        if access.startswith("dma"):
+            _dma_error_timing(b)
+
+        def make(buf, i):
+            if access == "write":
+                n = r.randint(1, 8)
+                dw = pm4.write_data(target, [r.getrandbits(32) for _ in range(n)])
+                writes = [(target, target + 4 * n)]
+            elif access == "fence":
+                dw = pm4.release_mem(target, r.getrandbits(32), data_sel=r.choice(["DATA_32", "DATA_64", "TIMESTAMP"]),
+                                     int_sel=r.choice(["NONE", "SEND_INT"]))
+                writes = [(target, target + 8)]
+            elif access == "poll":
+                dw = pm4.wait_reg_mem(target, 0, 0, "ALWAYS", poll_interval=r.randint(0, 20))
+                writes = []
+            elif access == "ib":
+                body = b.canary(r.randint(1, 3))
+                b.preload(target, body)
+                # (from the deepest IB only a CHAIN may go there)
+                chain = buf.level == b.caps.ib_levels or r.random() < 0.3
+                dw = pm4.indirect_buffer(target, len(body), chain=int(chain))
+                writes = []
+            else:
+                n = r.randint(1, 600)
+                if access == "dma_src":
+                    dst = b.dma_dst(n) or L.DMA_DST_REGION[0]
+                    dw, writes = pm4.dma_data(dst, target, n), [(dst, dst + n)]
+                else:
+                    dw, writes = pm4.dma_data(target, L.SRC_REGION[0], n), [(target, target + n)]
+                    b.load_src()
+                b.s.undefined.append(writes[0])
+            return self.fault(buf, i, dw, "VM", f"{kind}_{access}", writes)
+
+        self.place(level, make)
+        b.s.variant += f" ({kind})"
+
     def wait_timeout(self) -> None:
         b, r = self.b, self.r
         fn = self.pick(WAIT_TIMEOUT_FUNCS)
@@ -543,6 +610,9 @@ class Malformed:
 
 
 ERROR_CLASSES: dict[str, ErrorClass] = {e.name: e for e in (
+    ErrorClass("vm_fault", "VM_FAULT", Malformed.vm_fault,
+               "a packet in an IB reaches an unmapped page, one without the permission it needs, a table "
+               "read that fails, an address beyond the tables, or a page unmapped after use"),
     ErrorClass("illegal_opcode", "ILLEGAL_OPCODE", Malformed.illegal_opcode,
                "an unknown type-3 opcode, a type-0/1 header, a type-2 dword other than the filler"),
     ErrorClass("bad_count", "BAD_COUNT", Malformed.bad_count, "COUNT wrong for the opcode"),
@@ -603,6 +673,10 @@ def class_bins(cls: str, caps: Caps) -> set[tuple[str, str]]:
         return {("DOORBELL", "backwards")}
     if cls == "wait_timeout":
         return {("WAIT_REG_MEM", f"fn_{f}") for f in WAIT_TIMEOUT_FUNCS} | lv
+    if cls == "vm_fault":
+        acc = [a for a in VM_FAULT_ACCESSES if caps.dma or not a.startswith("dma")]
+        return ({("VM", f"{k}_{a}") for k in VM_FAULT_KINDS for a in acc}
+                | {("*", LEVEL_BIN[i]) for i in range(1, caps.ib_levels + 1)})
     raise KeyError(cls)
 
 
@@ -630,7 +704,10 @@ def malformed_stream(rng: random.Random, index: int, seed: int, caps: Caps, cls:
     allowed = [w for p in b.s.packets[first:] for w in p.writes] + b.s.infra
     b.actions += [("observe", "stuck" if cls == "wait_timeout" else "error"), ("check", allowed),
                   ("recover",), ("observe", "final")]
-    return b.finish()
+    s = b.finish()
+    if cls == "vm_fault" or cls in VM_CLASSES and rng.random() < 0.3:
+        to_vm(s, rng, m.vm_fault)
+    return s
 
 
 # ---------------------------------------------------------------------------- raw dword streams
@@ -694,15 +771,30 @@ def _legal_packet(r: random.Random) -> list[int]:
     return [pm4.TYPE2_FILLER]
 
 
+def _dma_error_timing(b) -> None:
+    """docs/hardware.md: after a DMA bus error (or fault) the failing transfer's destination
+    is undefined, and how far the CP parsed ahead (rptr, counters) depends on timing."""
+    dma = pk.DMA_DATA.index
+    st = regs.STATUS
+    b.s.timing_regs.update({"RB_RPTR": M32, "PERF_DWORDS_FETCHED": M32, "PERF_DMA_BYTES_READ": M32,
+                            "PERF_DMA_BYTES_WRITTEN": M32, f"PERF_PACKETS[{dma}]": M32,
+                            "STATUS": st.RB_EMPTY.mask | st.LEVEL.mask})
+    b.s.undefined.append((L.RPTR_WB, L.RPTR_WB + 4))
+
+
 def _near_legal_packet(r: random.Random) -> list[int]:
-    """A legal packet with one late check broken: IB_SIZE 0, a 64-bit fence at a
-    4-mod-8 address, a WRITE_DATA address with low bits set. Random dwords rarely get
-    that far: every earlier check of the packet must pass first."""
+    """A legal packet with one late check broken: IB_SIZE 0, an IB base with bits 1:0
+    set, a 64-bit fence at a 4-mod-8 address, a WRITE_DATA address with low bits set.
+    Random dwords rarely get that far: every earlier check of the packet must pass first."""
     lo, hi = L.DATA_REGION
     a = lo + 8 * r.randrange((hi - lo) // 8 - 64)
     x = r.random()
-    if x < 0.5:
+    if x < 0.3:
         return pm4.indirect_buffer(a, 0)
+    if x < 0.5:
+        p = pm4.indirect_buffer(a, r.randint(1, 16))
+        p[_lo_dword(pk.INDIRECT_BUFFER, "base")] |= r.randint(1, 3)
+        return p
     if x < 0.75:
         p = pm4.release_mem(a, r.getrandbits(32), data_sel="DATA_64", int_sel=r.choice(["NONE", "SEND_INT"]))
         p[_lo_dword(pk.RELEASE_MEM, "addr")] += 4

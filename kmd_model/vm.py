@@ -1,0 +1,332 @@
+"""GPU virtual memory in the KMD: a VM per open file (amdgpu_vm) and the VMID manager
+(amdgpu_vmid).
+
+A `Vm` is one client's address space: its page tables are kernel BOs in VRAM (the root
+directory, page tables made on demand), written by the CPU in spec/vm.py's format; its
+mappings (GEM_VA) are kept sorted, each a range of one of the file's BOs with
+READABLE / WRITEABLE / EXECUTABLE. The KMD's own work (the ring, the IH ring, fences,
+write-back) runs as VMID 0, untranslated.
+
+The MMU's TLB may hold an entry until it is invalidated, so an update that takes or
+changes a valid entry (UNMAP, REPLACE, CLEAR, a GEM_CLOSE that unmaps) invalidates the
+VM's VMID before the ioctl returns; the BOs behind the old entries stay allocated until
+every job that may use them has finished (each job holds every BO mapped in its VM when
+it was submitted), so an unmapped page is never reused while a job may still reach it.
+New entries need no invalidation: the TLB never keeps a fault.
+
+The `VmidManager` gives jobs VMIDs 1..15 as amdgpu_vmid_grab does: a VM keeps the VMID it
+has while it owns it; otherwise it takes an idle one (whose last job has finished),
+least recently used first, stealing it from its previous VM: the page-table base and
+enable are programmed and the VMID's TLB entries invalidated before the job's
+INDIRECT_BUFFER names it. With no idle VMID the job waits in the scheduler's queue.
+"""
+
+from __future__ import annotations
+
+import bisect
+import errno
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from spec import vm as vm_spec
+
+from . import regs
+from .log import get_logger
+from .uapi import Domain, KmdError, VmFlags
+
+if TYPE_CHECKING:
+    from .bo import Bo
+    from .file import File
+    from .kmd import Kmd
+    from .scheduler import Job
+
+log = get_logger("vm")
+
+PAGE = vm_spec.PAGE_SIZE
+VA_RESERVED_BOTTOM = 1 << 20
+"""Never mapped (amdgpu's AMDGPU_VA_RESERVED_BOTTOM): a small address from a null pointer faults."""
+HUGE = 1 << vm_spec.leaf_bits(vm_spec.LEVELS - 2)  # what one directory entry maps as a huge page
+
+_FLAG_PTE = ((VmFlags.READABLE, vm_spec.READABLE), (VmFlags.WRITEABLE, vm_spec.WRITEABLE),
+             (VmFlags.EXECUTABLE, vm_spec.EXECUTABLE))
+
+
+def pte_flags(flags: int) -> int:
+    """GEM_VA flags -> PTE bits (amdgpu_gmc_get_pte_flags' job)."""
+    return sum(bit for f, bit in _FLAG_PTE if flags & f)
+
+
+@dataclass(eq=False)
+class Mapping:
+    va: int
+    size: int
+    bo: "Bo"
+    offset: int  # in the BO
+    flags: int  # VmFlags
+
+    @property
+    def end(self) -> int:
+        return self.va + self.size
+
+    @property
+    def phys(self) -> int:
+        return self.bo.gpu_addr + self.offset
+
+    def __repr__(self) -> str:
+        return f"Mapping([{self.va:#x}, {self.end:#x}) -> {self.bo.name or '?'}+{self.offset:#x} {VmFlags(self.flags)!r})"
+
+
+class Vm:
+    """One file's GPU address space."""
+
+    def __init__(self, kmd: "Kmd", file: "File | None", levels: int):
+        self.kmd = kmd
+        self.file = file
+        self.levels = levels
+        self.va_bits = vm_spec.va_bits(levels)
+        self.va_start = VA_RESERVED_BOTTOM
+        self.va_end = (1 << self.va_bits) - kmd.kernel_va_size  # the kernel's range sits above
+        who = f"vm fd{file.fd}" if file is not None else "vm"
+        self.tables: dict[tuple[int, int], "Bo"] = {}  # (level, index of its range) -> table BO
+        self.root = self._new_table(0, 0, who)
+        self.maps: list[Mapping] = []  # sorted by va
+        self._starts: list[int] = []
+        self.vmid: int | None = None  # the VMID it holds (VmidManager)
+        self.fault = None  # the last VM fault of its jobs (uapi.VmFaultInfo)
+        self.updates = 0  # page-table writes
+        self.flushes = 0  # TLB invalidations it asked for
+        self.closed = False
+        self._arrays: tuple | None = None
+        kmd.map_kernel_ranges(self)
+
+    # ------------------------------------------------------------------ page tables
+
+    def _new_table(self, level: int, key: int, who: str = "") -> "Bo":
+        bo = self.kmd.bo.create(vm_spec.TABLE_BYTES, vm_spec.TABLE_BYTES, Domain.VRAM, 0, None,
+                                f"{who or 'vm'} L{level} table", who="GEM_VA")
+        self.kmd.dev.mem[bo.gpu_addr:bo.end] = 0
+        self.tables[(level, key)] = bo
+        return bo
+
+    def _table(self, level: int, va: int, create: bool) -> "Bo | None":
+        """The table of `level` that translates `va` (made, and linked from its parent, on demand)."""
+        if level == 0:
+            return self.root
+        key = va >> vm_spec.leaf_bits(level - 1, self.levels)
+        bo = self.tables.get((level, key))
+        if bo is None and create:
+            parent = self._table(level - 1, va, True)
+            bo = self._new_table(level, key)
+            self._write(parent.gpu_addr + vm_spec.ENTRY_BYTES * vm_spec.index(va, level - 1, self.levels),
+                        np.array([vm_spec.pde(bo.gpu_addr)], dtype=np.uint64))
+        return bo
+
+    def _write(self, addr: int, entries: np.ndarray) -> None:
+        i = addr >> 2
+        self.kmd.mem32[i:i + 2 * len(entries)] = entries.astype("<u8").view("<u4")
+        self.updates += 1
+
+    def set_ptes(self, va: int, size: int, phys: int | None, flags: int) -> None:
+        """Point [va, va + size) at [phys, ...) with PTE `flags`, or clear it (phys None)."""
+        last = self.levels - 1
+        end = va + size
+        while va < end:
+            span = 1 << vm_spec.leaf_bits(last - 1, self.levels)  # what one page table covers
+            stop = min(end, (va | (span - 1)) + 1)
+            n = (stop - va) // PAGE
+            table = self._table(last, va, phys is not None)
+            if table is not None:
+                i0 = vm_spec.index(va, last, self.levels)
+                if phys is None:
+                    entries = np.zeros(n, dtype=np.uint64)
+                else:
+                    pages = np.uint64(phys) + np.arange(n, dtype=np.uint64) * np.uint64(PAGE)
+                    entries = (pages & np.uint64(vm_spec.ADDR_MASK)) | np.uint64(flags | vm_spec.VALID)
+                self._write(table.gpu_addr + vm_spec.ENTRY_BYTES * i0, entries)
+            if phys is not None:
+                phys += stop - va
+            va = stop
+
+    def set_huge(self, va: int, phys: int, flags: int) -> None:
+        """One directory entry of the level above the page tables as a huge page (PDE_PTE)."""
+        level = self.levels - 2
+        table = self._table(level, va, True)
+        self._write(table.gpu_addr + vm_spec.ENTRY_BYTES * vm_spec.index(va, level, self.levels),
+                    np.array([vm_spec.pte(phys, flags) | vm_spec.PDE_PTE], dtype=np.uint64))
+
+    # ------------------------------------------------------------------ mappings
+
+    def find(self, va: int) -> Mapping | None:
+        """The mapping containing byte `va`."""
+        i = bisect.bisect_right(self._starts, va) - 1
+        if i >= 0 and va < self.maps[i].end:
+            return self.maps[i]
+        return None
+
+    def overlapping(self, va: int, size: int) -> list[Mapping]:
+        i = max(0, bisect.bisect_right(self._starts, va) - 1)
+        out = []
+        while i < len(self.maps) and self.maps[i].va < va + size:
+            if self.maps[i].end > va:
+                out.append(self.maps[i])
+            i += 1
+        return out
+
+    def _insert(self, m: Mapping) -> None:
+        i = bisect.bisect_left(self._starts, m.va)
+        self._starts.insert(i, m.va)
+        self.maps.insert(i, m)
+        self._arrays = None
+
+    def _remove(self, m: Mapping) -> None:
+        i = self.maps.index(m)
+        del self.maps[i], self._starts[i]
+        self._arrays = None
+
+    def map(self, bo: "Bo", offset: int, va: int, size: int, flags: int) -> Mapping:
+        """A new mapping (arguments checked by the ioctl): its PTEs are written at once."""
+        m = Mapping(va, size, bo, offset, flags)
+        self._insert(m)
+        self.set_ptes(va, size, m.phys, pte_flags(flags))
+        log.debug("fd %s map %r", self.file.fd if self.file else "-", m)
+        return m
+
+    def clear(self, va: int, size: int) -> int:
+        """Remove whatever is mapped in [va, va + size), splitting mappings that stick out;
+        returns the bytes unmapped. The caller flushes the TLB."""
+        gone = 0
+        for m in self.overlapping(va, size):
+            self._remove(m)
+            lo, hi = max(m.va, va), min(m.end, va + size)
+            if m.va < lo:
+                self._insert(Mapping(m.va, lo - m.va, m.bo, m.offset, m.flags))
+            if hi < m.end:
+                self._insert(Mapping(hi, m.end - hi, m.bo, m.offset + hi - m.va, m.flags))
+            self.set_ptes(lo, hi - lo, None, 0)
+            gone += hi - lo
+        return gone
+
+    def unmap(self, m: Mapping) -> None:
+        self._remove(m)
+        self.set_ptes(m.va, m.size, None, 0)
+
+    def bo_removed(self, bo: "Bo") -> bool:
+        """The BO's handle is gone: its mappings go too (amdgpu_vm_bo_del); True if any did."""
+        ms = [m for m in self.maps if m.bo is bo]
+        for m in ms:
+            self.unmap(m)
+        return bool(ms)
+
+    def bos(self) -> set:
+        """What a job of this VM may use: the mapped BOs that still have a handle (a closed
+        one stays mapped only for the jobs submitted before its GEM_CLOSE) and the page
+        tables."""
+        return {m.bo for m in self.maps if not m.bo.closed} | set(self.tables.values())
+
+    def lookup_arrays(self) -> tuple:
+        """(starts, ends, owner, BOs, phys - va) of the mappings in address order: the CS
+        checker's view of what the file may name (owner is the file's fd for all)."""
+        if self._arrays is None:
+            fd = self.file.fd if self.file is not None else -1
+            self._arrays = (
+                np.array([m.va for m in self.maps], dtype=np.int64),
+                np.array([m.end for m in self.maps], dtype=np.int64),
+                np.full(len(self.maps), fd, dtype=np.int64),
+                [m.bo for m in self.maps],
+                np.array([m.phys - m.va for m in self.maps], dtype=np.int64))
+        return self._arrays
+
+    def translate(self, va: int, size: int = 1) -> int | None:
+        """The physical address of [va, va + size) when it lies in one mapping, else None."""
+        m = self.find(va)
+        if m is None or va + size > m.end:
+            return None
+        return m.phys + va - m.va
+
+    def destroy(self) -> None:
+        """The file is gone: its page tables go once its jobs are done (they hold them)."""
+        self.closed = True
+        self.kmd.vmids.release(self)
+        for bo in self.tables.values():
+            self.kmd.bo.close(bo)
+
+    def __repr__(self) -> str:
+        return f"Vm(fd {self.file.fd if self.file else '-'}, {len(self.maps)} mappings, VMID {self.vmid})"
+
+
+@dataclass
+class _Vmid:
+    n: int
+    owner: Vm | None = None
+    last_job: "Job | None" = None
+    used_at: int = 0
+
+
+class VmidManager:
+    """VMIDs 1..vmids-1 for jobs; 0 is the kernel's."""
+
+    def __init__(self, kmd: "Kmd", vmids: int):
+        self.kmd = kmd
+        self.ids = [_Vmid(n) for n in range(1, vmids)]
+        self.clock = 0
+        self.grabs = self.steals = self.flushes = 0
+
+    def _idle(self, v: _Vmid) -> bool:
+        return v.last_job is None or v.last_job.finished
+
+    def grab(self, vm: Vm) -> int | None:
+        """The VMID `vm`'s next job runs with, or None when every VMID is busy (the job waits)."""
+        if vm.vmid is not None:
+            return vm.vmid
+        idle = [v for v in self.ids if self._idle(v)]
+        if not idle:
+            return None
+        v = min(idle, key=lambda v: (v.owner is not None, v.used_at))  # unowned first, then LRU
+        if v.owner is not None:
+            v.owner.vmid = None
+            self.steals += 1
+        v.owner = vm
+        vm.vmid = v.n
+        self.grabs += 1
+        m = self.kmd.mmio
+        m.write(regs.VM_CONTEXT_PT_BASE_LO, vm.root.gpu_addr & 0xFFFF_F000, v.n)
+        m.write(regs.VM_CONTEXT_PT_BASE_HI, vm.root.gpu_addr >> 32, v.n)
+        m.write(regs.VM_CONTEXT_CNTL, regs.VM_CONTEXT_CNTL.ENABLE.mask, v.n)
+        self.flush(v.n)  # the previous owner's entries go
+        log.debug("VMID %d -> %r", v.n, vm)
+        return v.n
+
+    def used(self, vmid: int, job: "Job") -> None:
+        v = self.ids[vmid - 1]
+        v.last_job = job
+        self.clock += 1
+        v.used_at = self.clock
+
+    def release(self, vm: Vm) -> None:
+        if vm.vmid is not None:
+            self.ids[vm.vmid - 1].owner = None
+            vm.vmid = None
+
+    def flush(self, vmid: int, page: int | None = None) -> None:
+        """Invalidate the TLB entries of `vmid` (one page or all) and wait for the MMU's
+        acknowledge, as amdgpu's gmc_v9_0_flush_gpu_tlb."""
+        m = self.kmd.mmio
+        self.flushes += 1
+        if page is not None:
+            m.write64(regs.VM_INVALIDATE_ADDR_LO, regs.VM_INVALIDATE_ADDR_HI, page >> vm_spec.PAGE_SHIFT)
+        m.write_fields(regs.VM_INVALIDATE_REQ, PER_VMID=1 << vmid, ALL_ADDR=int(page is None))
+        deadline = self.kmd.dev.now() + self.kmd.params.hw_timeout
+        while not m.read(regs.VM_INVALIDATE_ACK) >> vmid & 1:
+            if self.kmd.dev.now() >= deadline:
+                raise KmdError(errno.EIO, f"TLB flush of VMID {vmid}: no acknowledge after "
+                               f"{self.kmd.params.hw_timeout} cycles")
+            self.kmd.dev.delay(4)
+
+    def flush_vm(self, vm: Vm, va: int | None = None, size: int = 0) -> None:
+        """After `vm`'s tables lost or changed entries: invalidate its VMID, if it holds one
+        (else the next grab invalidates)."""
+        if vm.vmid is not None:
+            vm.flushes += 1
+            self.flush(vm.vmid, va if va is not None and size == PAGE else None)

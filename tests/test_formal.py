@@ -1,0 +1,81 @@
+"""`make formal`'s fast subset: the proofs of the groups marked `fast` and a few mutants,
+so a change that breaks a property fails CI. The whole run (every group, every cover,
+every mutant) is `make formal`.
+
+Each sby run works in its own pytest directory (nothing shared with a `make formal`).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from formal import mutants, properties, run
+
+FAST_GROUPS = [g for g in properties.GROUPS.values() if g.fast]
+FAST_MUTANTS = [mu for mu in mutants.MUTANTS if mu.fast]
+
+
+def test_every_group_builds_its_table():
+    """Each harness states exactly its group's rows (a missing or extra name fails the build)."""
+    for g in properties.GROUPS.values():
+        _, h = run.build_rtlil(g)
+        assert set(h.emitted) == {p.name for p in g.props}, g.name
+        assert all(h.emitted[p.name] == p.kind for p in g.props), g.name
+
+
+def test_table_meets_the_issue():
+    asserts = [p for _, p in properties.all_props() if p.kind == "assert"]
+    covers = [p for _, p in properties.all_props() if p.kind == "cover"]
+    assert len(asserts) >= 30 and len(covers) >= 10
+    proven = {g.name for g in properties.GROUPS.values() if g.mode == "prove"}
+    assert {"axil", "mux", "cp_ring", "cp_ih"} <= proven  # handshakes, ring and IH: unbounded
+
+
+def test_every_assert_has_a_mutant():
+    """No property is left without a bug that it must catch."""
+    killed = {(mu.group, k) for mu in mutants.MUTANTS for k in mu.kills}
+    missing = [f"{g.name}.{p.name}" for g, p in properties.all_props()
+               if p.kind == "assert" and (g.name, p.name) not in killed]
+    assert missing == []
+    for mu in mutants.MUTANTS:
+        names = {p.name for p in properties.GROUPS[mu.group].props}
+        assert set(mu.kills) <= names, mu.name
+        mu.source()  # the edit still applies to today's RTL
+
+
+def test_mutant_text_must_match_once():
+    mu = mutants.Mutant("nowhere", "axil", "rtl.bus", "no such text", "x", ("b_held",), "")
+    with pytest.raises(mutants.MutantError, match=r"mutant nowhere: the text to replace occurs 0 times in rtl.bus"):
+        mu.source()
+
+
+def test_unknown_property_is_a_precise_error():
+    with pytest.raises(KeyError, match=r"no property axil.nope in formal/properties.py"):
+        properties.find("axil", "nope")
+
+
+def test_unknown_group_is_one_line(capsys):
+    assert run.main(["--groups", "axil,nope"]) == 2
+    assert capsys.readouterr().err.strip() == f"formal: no group nope (groups: {', '.join(properties.GROUPS)})"
+
+
+@pytest.mark.parametrize("group", FAST_GROUPS, ids=lambda g: g.name)
+def test_fast_proof(group, tmp_path):
+    """The group's asserts hold: unbounded (k-induction) for `prove` groups."""
+    text, _ = run.build_rtlil(group)
+    r = run.run_sby(tmp_path, text, group.mode, group.depth, group.solver, "proof", timeout=300)
+    assert r.status == "PASS", (r.failed, r.induction_failed, r.log_tail)
+
+
+@pytest.mark.parametrize("mutant", FAST_MUTANTS, ids=lambda mu: mu.name)
+def test_fast_mutant_is_caught(mutant, tmp_path):
+    """A broken copy of the RTL fails the properties it should, with a counterexample VCD."""
+    group = properties.GROUPS[mutant.group]
+    text, _ = run.build_rtlil(group, mutant)
+    r = run.run_sby(tmp_path, text, "bmc", mutant.depth or group.depth + 4, group.solver,
+                    "mutant", timeout=300, keep_going=True)
+    assert r.status == "FAIL"
+    for name in mutant.kills:
+        assert name in r.failed, (name, r.failed)
+        step, trace = r.failed[name]
+        assert trace.endswith(".vcd") and (run.ROOT / trace).exists()  # (absolute: "/" wins)

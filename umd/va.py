@@ -1,0 +1,82 @@
+"""The device's GPU virtual address range, handed out by the UMD (as radv's and radeonsi's
+winsys do with amdgpu_va_range_alloc): the KMD only checks what a GEM_VA names.
+
+Best fit over a sorted list of free ranges: the smallest range that holds the request
+(aligned) is split, so large holes stay whole for large requests; a freed range merges
+with its free neighbours at once. Each allocation is followed by `guard_pages` unmapped
+pages, so running off the end of a buffer faults instead of reaching the next one.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from .errors import OutOfMemory
+
+
+@dataclass(frozen=True)
+class VaStats:
+    start: int
+    end: int
+    used: int  # bytes handed out, guard pages included
+    allocations: int  # live ranges
+    free_ranges: int  # holes: fragmentation shows as many small ones
+    largest_free: int  # the largest allocation that still fits (before alignment)
+
+    @property
+    def free(self) -> int:
+        return self.end - self.start - self.used
+
+
+class VaAllocator:
+    def __init__(self, start: int, end: int, page: int = 4096, guard_pages: int = 1):
+        if start % page or end % page or end <= start:
+            raise ValueError(f"VA range [{start:#x}, {end:#x}) must be a non-empty range of whole {page:#x}-byte pages")
+        self.start, self.end, self.page, self.guard = start, end, page, guard_pages * page
+        self._holes: list[list[int]] = [[start, end]]  # [start, end), sorted, never adjacent
+        self.used = 0
+        self.live: dict[int, int] = {}  # va -> bytes reserved (guard included)
+
+    def span(self, size: int) -> int:
+        """Bytes an allocation of `size` takes: whole pages and its guard."""
+        return -(-size // self.page) * self.page + self.guard
+
+    def alloc(self, size: int, alignment: int = 0) -> int:
+        """The start of a free range of `size` bytes (pages) aligned to `alignment` (a power of
+        two; at least the page)."""
+        need = self.span(size)
+        align = max(alignment, self.page)
+        best = None  # (slack, index, va)
+        for i, (s, e) in enumerate(self._holes):
+            va = (s + align - 1) & ~(align - 1)
+            if va + need <= e and (best is None or e - s < best[0]):
+                best = (e - s, i, va)
+                if e - s == need:
+                    break
+        if best is None:
+            st = self.stats()
+            raise OutOfMemory(f"GPU virtual address space exhausted: no free range of {need:#x} bytes aligned to "
+                              f"{align:#x} ({st.free:#x} bytes free in {st.free_ranges} ranges, the largest "
+                              f"{st.largest_free:#x})")
+        _, i, va = best
+        s, e = self._holes[i]
+        self._holes[i:i + 1] = [r for r in ([s, va], [va + need, e]) if r[1] > r[0]]
+        self.used += need
+        self.live[va] = need
+        return va
+
+    def free(self, va: int) -> None:
+        need = self.live.pop(va)
+        self.used -= need
+        i = bisect.bisect_left(self._holes, [va, va])
+        self._holes.insert(i, [va, va + need])
+        if i + 1 < len(self._holes) and self._holes[i][1] == self._holes[i + 1][0]:
+            self._holes[i][1] = self._holes.pop(i + 1)[1]
+        if i > 0 and self._holes[i - 1][1] == self._holes[i][0]:
+            self._holes[i - 1][1] = self._holes.pop(i)[1]
+
+    def stats(self) -> VaStats:
+        largest = max((e - s for s, e in self._holes), default=0)
+        return VaStats(self.start, self.end, self.used, len(self.live), len(self._holes),
+                       max(0, largest - self.guard))
