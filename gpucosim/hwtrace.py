@@ -450,8 +450,13 @@ class HwMonitors:
         if not vmid or not _int(getattr(self.gpu, f"vm_context_cntl_{vmid}")):
             i = addr >> 2
             return self.mem32[i:i + n].tolist()
-        root = (_int(getattr(self.gpu, f"vm_context_pt_base_hi_{vmid}")) << 32
-                | _int(getattr(self.gpu, f"vm_context_pt_base_lo_{vmid}")) << vm_spec.PAGE_SHIFT)
+        # (the page-table bases are a small memory in the CSR block, an entry per VMID)
+        from rtl.csr import LUTRAM_ARRAYS
+
+        def base(reg: str) -> int:
+            lsb, mem = LUTRAM_ARRAYS[reg]
+            return _int(getattr(self.gpu.csr, mem)[vmid]) << lsb
+        root = (base("VM_CONTEXT_PT_BASE_HI") << 32) | (base("VM_CONTEXT_PT_BASE_LO") & ~(vm_spec.PAGE_SIZE - 1))
 
         def read64(a: int) -> int:
             return int(self.mem32[a >> 2]) | int(self.mem32[(a >> 2) + 1]) << 32

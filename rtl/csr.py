@@ -12,6 +12,7 @@ from enum import IntEnum
 
 from amaranth.hdl import Array, C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .bus import AXI4LiteRegBridge, AXI4LiteSignature
@@ -40,6 +41,13 @@ class CpError(IntEnum):
     DMA_BYTE_COUNT = 11
     UNSUPPORTED = 12
     VM_FAULT = 13
+
+# Register arrays kept in a memory (LUTRAM): the register bit an entry's bit 0 holds,
+# and the memory's name (a submodule of the CSR block), for tools that read it.
+LUTRAM_ARRAYS = {
+    'VM_CONTEXT_PT_BASE_LO': (8, 'vm_context_pt_base_lo_mem'),
+    'VM_CONTEXT_PT_BASE_HI': (0, 'vm_context_pt_base_hi_mem'),
+}
 
 # Field positions, for logic that packs a register value (e.g. into an IH entry).
 REG_FIELDS = {
@@ -210,38 +218,10 @@ class CSRBlock(wiring.Component):
             "vm_context_cntl_13": Out(1),
             "vm_context_cntl_14": Out(1),
             "vm_context_cntl_15": Out(1),
-            "vm_context_pt_base_lo_0": Out(20),
-            "vm_context_pt_base_lo_1": Out(20),
-            "vm_context_pt_base_lo_2": Out(20),
-            "vm_context_pt_base_lo_3": Out(20),
-            "vm_context_pt_base_lo_4": Out(20),
-            "vm_context_pt_base_lo_5": Out(20),
-            "vm_context_pt_base_lo_6": Out(20),
-            "vm_context_pt_base_lo_7": Out(20),
-            "vm_context_pt_base_lo_8": Out(20),
-            "vm_context_pt_base_lo_9": Out(20),
-            "vm_context_pt_base_lo_10": Out(20),
-            "vm_context_pt_base_lo_11": Out(20),
-            "vm_context_pt_base_lo_12": Out(20),
-            "vm_context_pt_base_lo_13": Out(20),
-            "vm_context_pt_base_lo_14": Out(20),
-            "vm_context_pt_base_lo_15": Out(20),
-            "vm_context_pt_base_hi_0": Out(16),
-            "vm_context_pt_base_hi_1": Out(16),
-            "vm_context_pt_base_hi_2": Out(16),
-            "vm_context_pt_base_hi_3": Out(16),
-            "vm_context_pt_base_hi_4": Out(16),
-            "vm_context_pt_base_hi_5": Out(16),
-            "vm_context_pt_base_hi_6": Out(16),
-            "vm_context_pt_base_hi_7": Out(16),
-            "vm_context_pt_base_hi_8": Out(16),
-            "vm_context_pt_base_hi_9": Out(16),
-            "vm_context_pt_base_hi_10": Out(16),
-            "vm_context_pt_base_hi_11": Out(16),
-            "vm_context_pt_base_hi_12": Out(16),
-            "vm_context_pt_base_hi_13": Out(16),
-            "vm_context_pt_base_hi_14": Out(16),
-            "vm_context_pt_base_hi_15": Out(16),
+            "vm_context_pt_base_lo_index": In(4),
+            "vm_context_pt_base_lo": Out(20),
+            "vm_context_pt_base_hi_index": In(4),
+            "vm_context_pt_base_hi": Out(16),
         })
 
     def elaborate(self, platform):
@@ -772,356 +752,64 @@ class CSRBlock(wiring.Component):
         m.d.comb += self.vm_context_cntl_15.eq(vm_context_cntl_15)
         wr_hits.append(0x33c)
 
-        # VM_CONTEXT_PT_BASE_LO[0] @ 0x340: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd0)
-        vm_context_pt_base_lo_0 = Signal(20, init=0x0)
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_lo_0[0:4].eq(bridge.wr_data[12:16])
-        with m.If(wr & bridge.wr_strb[2]):
-            m.d.sync += vm_context_pt_base_lo_0[4:12].eq(bridge.wr_data[16:24])
-        with m.If(wr & bridge.wr_strb[3]):
-            m.d.sync += vm_context_pt_base_lo_0[12:20].eq(bridge.wr_data[24:32])
-        m.d.comb += self.vm_context_pt_base_lo_0.eq(vm_context_pt_base_lo_0)
+        # VM_CONTEXT_PT_BASE_LO[0..15] @ 0x340: Page-table base, low, by VMID (a small memory: LUTRAM on an
+        # FPGA; reset at power-up only)
+        m.submodules.vm_context_pt_base_lo_mem = vm_context_pt_base_lo_mem = Memory(shape=24, depth=16, init=[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0])
+        vm_context_pt_base_lo_w = vm_context_pt_base_lo_mem.write_port(granularity=8)
+        vm_context_pt_base_lo_r = vm_context_pt_base_lo_mem.read_port(domain="comb")  # MMIO reads
+        vm_context_pt_base_lo_h = vm_context_pt_base_lo_mem.read_port(domain="comb")  # the hardware's
+        wr = bridge.wr_en & (bridge.wr_addr[6:] == 0xd)
+        m.d.comb += [vm_context_pt_base_lo_w.addr.eq(bridge.wr_addr[2:6]), vm_context_pt_base_lo_w.data.eq(bridge.wr_data[8:32]),
+                     vm_context_pt_base_lo_w.en.eq(Mux(wr, bridge.wr_strb[1:4], 0)),
+                     vm_context_pt_base_lo_r.addr.eq(bridge.rd_addr[2:6]), vm_context_pt_base_lo_h.addr.eq(self.vm_context_pt_base_lo_index)]
+        m.d.comb += self.vm_context_pt_base_lo.eq(vm_context_pt_base_lo_h.data[4:24])
+        vm_context_pt_base_lo_rd = Signal(32)
+        m.d.comb += vm_context_pt_base_lo_rd.eq(Cat(C(0, 12), vm_context_pt_base_lo_r.data[4:24]))
         wr_hits.append(0x340)
-
-        # VM_CONTEXT_PT_BASE_LO[1] @ 0x344: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd1)
-        vm_context_pt_base_lo_1 = Signal(20, init=0x0)
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_lo_1[0:4].eq(bridge.wr_data[12:16])
-        with m.If(wr & bridge.wr_strb[2]):
-            m.d.sync += vm_context_pt_base_lo_1[4:12].eq(bridge.wr_data[16:24])
-        with m.If(wr & bridge.wr_strb[3]):
-            m.d.sync += vm_context_pt_base_lo_1[12:20].eq(bridge.wr_data[24:32])
-        m.d.comb += self.vm_context_pt_base_lo_1.eq(vm_context_pt_base_lo_1)
         wr_hits.append(0x344)
-
-        # VM_CONTEXT_PT_BASE_LO[2] @ 0x348: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd2)
-        vm_context_pt_base_lo_2 = Signal(20, init=0x0)
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_lo_2[0:4].eq(bridge.wr_data[12:16])
-        with m.If(wr & bridge.wr_strb[2]):
-            m.d.sync += vm_context_pt_base_lo_2[4:12].eq(bridge.wr_data[16:24])
-        with m.If(wr & bridge.wr_strb[3]):
-            m.d.sync += vm_context_pt_base_lo_2[12:20].eq(bridge.wr_data[24:32])
-        m.d.comb += self.vm_context_pt_base_lo_2.eq(vm_context_pt_base_lo_2)
         wr_hits.append(0x348)
-
-        # VM_CONTEXT_PT_BASE_LO[3] @ 0x34c: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd3)
-        vm_context_pt_base_lo_3 = Signal(20, init=0x0)
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_lo_3[0:4].eq(bridge.wr_data[12:16])
-        with m.If(wr & bridge.wr_strb[2]):
-            m.d.sync += vm_context_pt_base_lo_3[4:12].eq(bridge.wr_data[16:24])
-        with m.If(wr & bridge.wr_strb[3]):
-            m.d.sync += vm_context_pt_base_lo_3[12:20].eq(bridge.wr_data[24:32])
-        m.d.comb += self.vm_context_pt_base_lo_3.eq(vm_context_pt_base_lo_3)
         wr_hits.append(0x34c)
-
-        # VM_CONTEXT_PT_BASE_LO[4] @ 0x350: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd4)
-        vm_context_pt_base_lo_4 = Signal(20, init=0x0)
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_lo_4[0:4].eq(bridge.wr_data[12:16])
-        with m.If(wr & bridge.wr_strb[2]):
-            m.d.sync += vm_context_pt_base_lo_4[4:12].eq(bridge.wr_data[16:24])
-        with m.If(wr & bridge.wr_strb[3]):
-            m.d.sync += vm_context_pt_base_lo_4[12:20].eq(bridge.wr_data[24:32])
-        m.d.comb += self.vm_context_pt_base_lo_4.eq(vm_context_pt_base_lo_4)
         wr_hits.append(0x350)
-
-        # VM_CONTEXT_PT_BASE_LO[5] @ 0x354: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd5)
-        vm_context_pt_base_lo_5 = Signal(20, init=0x0)
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_lo_5[0:4].eq(bridge.wr_data[12:16])
-        with m.If(wr & bridge.wr_strb[2]):
-            m.d.sync += vm_context_pt_base_lo_5[4:12].eq(bridge.wr_data[16:24])
-        with m.If(wr & bridge.wr_strb[3]):
-            m.d.sync += vm_context_pt_base_lo_5[12:20].eq(bridge.wr_data[24:32])
-        m.d.comb += self.vm_context_pt_base_lo_5.eq(vm_context_pt_base_lo_5)
         wr_hits.append(0x354)
-
-        # VM_CONTEXT_PT_BASE_LO[6] @ 0x358: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd6)
-        vm_context_pt_base_lo_6 = Signal(20, init=0x0)
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_lo_6[0:4].eq(bridge.wr_data[12:16])
-        with m.If(wr & bridge.wr_strb[2]):
-            m.d.sync += vm_context_pt_base_lo_6[4:12].eq(bridge.wr_data[16:24])
-        with m.If(wr & bridge.wr_strb[3]):
-            m.d.sync += vm_context_pt_base_lo_6[12:20].eq(bridge.wr_data[24:32])
-        m.d.comb += self.vm_context_pt_base_lo_6.eq(vm_context_pt_base_lo_6)
         wr_hits.append(0x358)
-
-        # VM_CONTEXT_PT_BASE_LO[7] @ 0x35c: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd7)
-        vm_context_pt_base_lo_7 = Signal(20, init=0x0)
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_lo_7[0:4].eq(bridge.wr_data[12:16])
-        with m.If(wr & bridge.wr_strb[2]):
-            m.d.sync += vm_context_pt_base_lo_7[4:12].eq(bridge.wr_data[16:24])
-        with m.If(wr & bridge.wr_strb[3]):
-            m.d.sync += vm_context_pt_base_lo_7[12:20].eq(bridge.wr_data[24:32])
-        m.d.comb += self.vm_context_pt_base_lo_7.eq(vm_context_pt_base_lo_7)
         wr_hits.append(0x35c)
-
-        # VM_CONTEXT_PT_BASE_LO[8] @ 0x360: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd8)
-        vm_context_pt_base_lo_8 = Signal(20, init=0x0)
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_lo_8[0:4].eq(bridge.wr_data[12:16])
-        with m.If(wr & bridge.wr_strb[2]):
-            m.d.sync += vm_context_pt_base_lo_8[4:12].eq(bridge.wr_data[16:24])
-        with m.If(wr & bridge.wr_strb[3]):
-            m.d.sync += vm_context_pt_base_lo_8[12:20].eq(bridge.wr_data[24:32])
-        m.d.comb += self.vm_context_pt_base_lo_8.eq(vm_context_pt_base_lo_8)
         wr_hits.append(0x360)
-
-        # VM_CONTEXT_PT_BASE_LO[9] @ 0x364: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd9)
-        vm_context_pt_base_lo_9 = Signal(20, init=0x0)
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_lo_9[0:4].eq(bridge.wr_data[12:16])
-        with m.If(wr & bridge.wr_strb[2]):
-            m.d.sync += vm_context_pt_base_lo_9[4:12].eq(bridge.wr_data[16:24])
-        with m.If(wr & bridge.wr_strb[3]):
-            m.d.sync += vm_context_pt_base_lo_9[12:20].eq(bridge.wr_data[24:32])
-        m.d.comb += self.vm_context_pt_base_lo_9.eq(vm_context_pt_base_lo_9)
         wr_hits.append(0x364)
-
-        # VM_CONTEXT_PT_BASE_LO[10] @ 0x368: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xda)
-        vm_context_pt_base_lo_10 = Signal(20, init=0x0)
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_lo_10[0:4].eq(bridge.wr_data[12:16])
-        with m.If(wr & bridge.wr_strb[2]):
-            m.d.sync += vm_context_pt_base_lo_10[4:12].eq(bridge.wr_data[16:24])
-        with m.If(wr & bridge.wr_strb[3]):
-            m.d.sync += vm_context_pt_base_lo_10[12:20].eq(bridge.wr_data[24:32])
-        m.d.comb += self.vm_context_pt_base_lo_10.eq(vm_context_pt_base_lo_10)
         wr_hits.append(0x368)
-
-        # VM_CONTEXT_PT_BASE_LO[11] @ 0x36c: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xdb)
-        vm_context_pt_base_lo_11 = Signal(20, init=0x0)
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_lo_11[0:4].eq(bridge.wr_data[12:16])
-        with m.If(wr & bridge.wr_strb[2]):
-            m.d.sync += vm_context_pt_base_lo_11[4:12].eq(bridge.wr_data[16:24])
-        with m.If(wr & bridge.wr_strb[3]):
-            m.d.sync += vm_context_pt_base_lo_11[12:20].eq(bridge.wr_data[24:32])
-        m.d.comb += self.vm_context_pt_base_lo_11.eq(vm_context_pt_base_lo_11)
         wr_hits.append(0x36c)
-
-        # VM_CONTEXT_PT_BASE_LO[12] @ 0x370: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xdc)
-        vm_context_pt_base_lo_12 = Signal(20, init=0x0)
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_lo_12[0:4].eq(bridge.wr_data[12:16])
-        with m.If(wr & bridge.wr_strb[2]):
-            m.d.sync += vm_context_pt_base_lo_12[4:12].eq(bridge.wr_data[16:24])
-        with m.If(wr & bridge.wr_strb[3]):
-            m.d.sync += vm_context_pt_base_lo_12[12:20].eq(bridge.wr_data[24:32])
-        m.d.comb += self.vm_context_pt_base_lo_12.eq(vm_context_pt_base_lo_12)
         wr_hits.append(0x370)
-
-        # VM_CONTEXT_PT_BASE_LO[13] @ 0x374: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xdd)
-        vm_context_pt_base_lo_13 = Signal(20, init=0x0)
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_lo_13[0:4].eq(bridge.wr_data[12:16])
-        with m.If(wr & bridge.wr_strb[2]):
-            m.d.sync += vm_context_pt_base_lo_13[4:12].eq(bridge.wr_data[16:24])
-        with m.If(wr & bridge.wr_strb[3]):
-            m.d.sync += vm_context_pt_base_lo_13[12:20].eq(bridge.wr_data[24:32])
-        m.d.comb += self.vm_context_pt_base_lo_13.eq(vm_context_pt_base_lo_13)
         wr_hits.append(0x374)
-
-        # VM_CONTEXT_PT_BASE_LO[14] @ 0x378: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xde)
-        vm_context_pt_base_lo_14 = Signal(20, init=0x0)
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_lo_14[0:4].eq(bridge.wr_data[12:16])
-        with m.If(wr & bridge.wr_strb[2]):
-            m.d.sync += vm_context_pt_base_lo_14[4:12].eq(bridge.wr_data[16:24])
-        with m.If(wr & bridge.wr_strb[3]):
-            m.d.sync += vm_context_pt_base_lo_14[12:20].eq(bridge.wr_data[24:32])
-        m.d.comb += self.vm_context_pt_base_lo_14.eq(vm_context_pt_base_lo_14)
         wr_hits.append(0x378)
-
-        # VM_CONTEXT_PT_BASE_LO[15] @ 0x37c: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xdf)
-        vm_context_pt_base_lo_15 = Signal(20, init=0x0)
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_lo_15[0:4].eq(bridge.wr_data[12:16])
-        with m.If(wr & bridge.wr_strb[2]):
-            m.d.sync += vm_context_pt_base_lo_15[4:12].eq(bridge.wr_data[16:24])
-        with m.If(wr & bridge.wr_strb[3]):
-            m.d.sync += vm_context_pt_base_lo_15[12:20].eq(bridge.wr_data[24:32])
-        m.d.comb += self.vm_context_pt_base_lo_15.eq(vm_context_pt_base_lo_15)
         wr_hits.append(0x37c)
 
-        # VM_CONTEXT_PT_BASE_HI[0] @ 0x380: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe0)
-        vm_context_pt_base_hi_0 = Signal(16, init=0x0)
-        with m.If(wr & bridge.wr_strb[0]):
-            m.d.sync += vm_context_pt_base_hi_0[0:8].eq(bridge.wr_data[0:8])
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_hi_0[8:16].eq(bridge.wr_data[8:16])
-        m.d.comb += self.vm_context_pt_base_hi_0.eq(vm_context_pt_base_hi_0)
+        # VM_CONTEXT_PT_BASE_HI[0..15] @ 0x380: Page-table base, high, by VMID (a small memory: LUTRAM on an
+        # FPGA; reset at power-up only)
+        m.submodules.vm_context_pt_base_hi_mem = vm_context_pt_base_hi_mem = Memory(shape=16, depth=16, init=[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0])
+        vm_context_pt_base_hi_w = vm_context_pt_base_hi_mem.write_port(granularity=8)
+        vm_context_pt_base_hi_r = vm_context_pt_base_hi_mem.read_port(domain="comb")  # MMIO reads
+        vm_context_pt_base_hi_h = vm_context_pt_base_hi_mem.read_port(domain="comb")  # the hardware's
+        wr = bridge.wr_en & (bridge.wr_addr[6:] == 0xe)
+        m.d.comb += [vm_context_pt_base_hi_w.addr.eq(bridge.wr_addr[2:6]), vm_context_pt_base_hi_w.data.eq(bridge.wr_data[0:16]),
+                     vm_context_pt_base_hi_w.en.eq(Mux(wr, bridge.wr_strb[0:2], 0)),
+                     vm_context_pt_base_hi_r.addr.eq(bridge.rd_addr[2:6]), vm_context_pt_base_hi_h.addr.eq(self.vm_context_pt_base_hi_index)]
+        m.d.comb += self.vm_context_pt_base_hi.eq(vm_context_pt_base_hi_h.data[0:16])
+        vm_context_pt_base_hi_rd = Signal(32)
+        m.d.comb += vm_context_pt_base_hi_rd.eq(Cat(vm_context_pt_base_hi_r.data[0:16], C(0, 16)))
         wr_hits.append(0x380)
-
-        # VM_CONTEXT_PT_BASE_HI[1] @ 0x384: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe1)
-        vm_context_pt_base_hi_1 = Signal(16, init=0x0)
-        with m.If(wr & bridge.wr_strb[0]):
-            m.d.sync += vm_context_pt_base_hi_1[0:8].eq(bridge.wr_data[0:8])
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_hi_1[8:16].eq(bridge.wr_data[8:16])
-        m.d.comb += self.vm_context_pt_base_hi_1.eq(vm_context_pt_base_hi_1)
         wr_hits.append(0x384)
-
-        # VM_CONTEXT_PT_BASE_HI[2] @ 0x388: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe2)
-        vm_context_pt_base_hi_2 = Signal(16, init=0x0)
-        with m.If(wr & bridge.wr_strb[0]):
-            m.d.sync += vm_context_pt_base_hi_2[0:8].eq(bridge.wr_data[0:8])
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_hi_2[8:16].eq(bridge.wr_data[8:16])
-        m.d.comb += self.vm_context_pt_base_hi_2.eq(vm_context_pt_base_hi_2)
         wr_hits.append(0x388)
-
-        # VM_CONTEXT_PT_BASE_HI[3] @ 0x38c: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe3)
-        vm_context_pt_base_hi_3 = Signal(16, init=0x0)
-        with m.If(wr & bridge.wr_strb[0]):
-            m.d.sync += vm_context_pt_base_hi_3[0:8].eq(bridge.wr_data[0:8])
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_hi_3[8:16].eq(bridge.wr_data[8:16])
-        m.d.comb += self.vm_context_pt_base_hi_3.eq(vm_context_pt_base_hi_3)
         wr_hits.append(0x38c)
-
-        # VM_CONTEXT_PT_BASE_HI[4] @ 0x390: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe4)
-        vm_context_pt_base_hi_4 = Signal(16, init=0x0)
-        with m.If(wr & bridge.wr_strb[0]):
-            m.d.sync += vm_context_pt_base_hi_4[0:8].eq(bridge.wr_data[0:8])
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_hi_4[8:16].eq(bridge.wr_data[8:16])
-        m.d.comb += self.vm_context_pt_base_hi_4.eq(vm_context_pt_base_hi_4)
         wr_hits.append(0x390)
-
-        # VM_CONTEXT_PT_BASE_HI[5] @ 0x394: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe5)
-        vm_context_pt_base_hi_5 = Signal(16, init=0x0)
-        with m.If(wr & bridge.wr_strb[0]):
-            m.d.sync += vm_context_pt_base_hi_5[0:8].eq(bridge.wr_data[0:8])
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_hi_5[8:16].eq(bridge.wr_data[8:16])
-        m.d.comb += self.vm_context_pt_base_hi_5.eq(vm_context_pt_base_hi_5)
         wr_hits.append(0x394)
-
-        # VM_CONTEXT_PT_BASE_HI[6] @ 0x398: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe6)
-        vm_context_pt_base_hi_6 = Signal(16, init=0x0)
-        with m.If(wr & bridge.wr_strb[0]):
-            m.d.sync += vm_context_pt_base_hi_6[0:8].eq(bridge.wr_data[0:8])
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_hi_6[8:16].eq(bridge.wr_data[8:16])
-        m.d.comb += self.vm_context_pt_base_hi_6.eq(vm_context_pt_base_hi_6)
         wr_hits.append(0x398)
-
-        # VM_CONTEXT_PT_BASE_HI[7] @ 0x39c: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe7)
-        vm_context_pt_base_hi_7 = Signal(16, init=0x0)
-        with m.If(wr & bridge.wr_strb[0]):
-            m.d.sync += vm_context_pt_base_hi_7[0:8].eq(bridge.wr_data[0:8])
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_hi_7[8:16].eq(bridge.wr_data[8:16])
-        m.d.comb += self.vm_context_pt_base_hi_7.eq(vm_context_pt_base_hi_7)
         wr_hits.append(0x39c)
-
-        # VM_CONTEXT_PT_BASE_HI[8] @ 0x3a0: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe8)
-        vm_context_pt_base_hi_8 = Signal(16, init=0x0)
-        with m.If(wr & bridge.wr_strb[0]):
-            m.d.sync += vm_context_pt_base_hi_8[0:8].eq(bridge.wr_data[0:8])
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_hi_8[8:16].eq(bridge.wr_data[8:16])
-        m.d.comb += self.vm_context_pt_base_hi_8.eq(vm_context_pt_base_hi_8)
         wr_hits.append(0x3a0)
-
-        # VM_CONTEXT_PT_BASE_HI[9] @ 0x3a4: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe9)
-        vm_context_pt_base_hi_9 = Signal(16, init=0x0)
-        with m.If(wr & bridge.wr_strb[0]):
-            m.d.sync += vm_context_pt_base_hi_9[0:8].eq(bridge.wr_data[0:8])
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_hi_9[8:16].eq(bridge.wr_data[8:16])
-        m.d.comb += self.vm_context_pt_base_hi_9.eq(vm_context_pt_base_hi_9)
         wr_hits.append(0x3a4)
-
-        # VM_CONTEXT_PT_BASE_HI[10] @ 0x3a8: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xea)
-        vm_context_pt_base_hi_10 = Signal(16, init=0x0)
-        with m.If(wr & bridge.wr_strb[0]):
-            m.d.sync += vm_context_pt_base_hi_10[0:8].eq(bridge.wr_data[0:8])
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_hi_10[8:16].eq(bridge.wr_data[8:16])
-        m.d.comb += self.vm_context_pt_base_hi_10.eq(vm_context_pt_base_hi_10)
         wr_hits.append(0x3a8)
-
-        # VM_CONTEXT_PT_BASE_HI[11] @ 0x3ac: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xeb)
-        vm_context_pt_base_hi_11 = Signal(16, init=0x0)
-        with m.If(wr & bridge.wr_strb[0]):
-            m.d.sync += vm_context_pt_base_hi_11[0:8].eq(bridge.wr_data[0:8])
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_hi_11[8:16].eq(bridge.wr_data[8:16])
-        m.d.comb += self.vm_context_pt_base_hi_11.eq(vm_context_pt_base_hi_11)
         wr_hits.append(0x3ac)
-
-        # VM_CONTEXT_PT_BASE_HI[12] @ 0x3b0: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xec)
-        vm_context_pt_base_hi_12 = Signal(16, init=0x0)
-        with m.If(wr & bridge.wr_strb[0]):
-            m.d.sync += vm_context_pt_base_hi_12[0:8].eq(bridge.wr_data[0:8])
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_hi_12[8:16].eq(bridge.wr_data[8:16])
-        m.d.comb += self.vm_context_pt_base_hi_12.eq(vm_context_pt_base_hi_12)
         wr_hits.append(0x3b0)
-
-        # VM_CONTEXT_PT_BASE_HI[13] @ 0x3b4: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xed)
-        vm_context_pt_base_hi_13 = Signal(16, init=0x0)
-        with m.If(wr & bridge.wr_strb[0]):
-            m.d.sync += vm_context_pt_base_hi_13[0:8].eq(bridge.wr_data[0:8])
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_hi_13[8:16].eq(bridge.wr_data[8:16])
-        m.d.comb += self.vm_context_pt_base_hi_13.eq(vm_context_pt_base_hi_13)
         wr_hits.append(0x3b4)
-
-        # VM_CONTEXT_PT_BASE_HI[14] @ 0x3b8: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xee)
-        vm_context_pt_base_hi_14 = Signal(16, init=0x0)
-        with m.If(wr & bridge.wr_strb[0]):
-            m.d.sync += vm_context_pt_base_hi_14[0:8].eq(bridge.wr_data[0:8])
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_hi_14[8:16].eq(bridge.wr_data[8:16])
-        m.d.comb += self.vm_context_pt_base_hi_14.eq(vm_context_pt_base_hi_14)
         wr_hits.append(0x3b8)
-
-        # VM_CONTEXT_PT_BASE_HI[15] @ 0x3bc: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xef)
-        vm_context_pt_base_hi_15 = Signal(16, init=0x0)
-        with m.If(wr & bridge.wr_strb[0]):
-            m.d.sync += vm_context_pt_base_hi_15[0:8].eq(bridge.wr_data[0:8])
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += vm_context_pt_base_hi_15[8:16].eq(bridge.wr_data[8:16])
-        m.d.comb += self.vm_context_pt_base_hi_15.eq(vm_context_pt_base_hi_15)
         wr_hits.append(0x3bc)
 
         # address decode: a miss answers DECERR
@@ -1341,38 +1029,38 @@ class CSRBlock(wiring.Component):
             Cat(vm_context_cntl_13, C(0, 31)),  # 0x334
             Cat(vm_context_cntl_14, C(0, 31)),  # 0x338
             Cat(vm_context_cntl_15, C(0, 31)),  # 0x33c
-            Cat(C(0, 12), vm_context_pt_base_lo_0),  # 0x340
-            Cat(C(0, 12), vm_context_pt_base_lo_1),  # 0x344
-            Cat(C(0, 12), vm_context_pt_base_lo_2),  # 0x348
-            Cat(C(0, 12), vm_context_pt_base_lo_3),  # 0x34c
-            Cat(C(0, 12), vm_context_pt_base_lo_4),  # 0x350
-            Cat(C(0, 12), vm_context_pt_base_lo_5),  # 0x354
-            Cat(C(0, 12), vm_context_pt_base_lo_6),  # 0x358
-            Cat(C(0, 12), vm_context_pt_base_lo_7),  # 0x35c
-            Cat(C(0, 12), vm_context_pt_base_lo_8),  # 0x360
-            Cat(C(0, 12), vm_context_pt_base_lo_9),  # 0x364
-            Cat(C(0, 12), vm_context_pt_base_lo_10),  # 0x368
-            Cat(C(0, 12), vm_context_pt_base_lo_11),  # 0x36c
-            Cat(C(0, 12), vm_context_pt_base_lo_12),  # 0x370
-            Cat(C(0, 12), vm_context_pt_base_lo_13),  # 0x374
-            Cat(C(0, 12), vm_context_pt_base_lo_14),  # 0x378
-            Cat(C(0, 12), vm_context_pt_base_lo_15),  # 0x37c
-            Cat(vm_context_pt_base_hi_0, C(0, 16)),  # 0x380
-            Cat(vm_context_pt_base_hi_1, C(0, 16)),  # 0x384
-            Cat(vm_context_pt_base_hi_2, C(0, 16)),  # 0x388
-            Cat(vm_context_pt_base_hi_3, C(0, 16)),  # 0x38c
-            Cat(vm_context_pt_base_hi_4, C(0, 16)),  # 0x390
-            Cat(vm_context_pt_base_hi_5, C(0, 16)),  # 0x394
-            Cat(vm_context_pt_base_hi_6, C(0, 16)),  # 0x398
-            Cat(vm_context_pt_base_hi_7, C(0, 16)),  # 0x39c
-            Cat(vm_context_pt_base_hi_8, C(0, 16)),  # 0x3a0
-            Cat(vm_context_pt_base_hi_9, C(0, 16)),  # 0x3a4
-            Cat(vm_context_pt_base_hi_10, C(0, 16)),  # 0x3a8
-            Cat(vm_context_pt_base_hi_11, C(0, 16)),  # 0x3ac
-            Cat(vm_context_pt_base_hi_12, C(0, 16)),  # 0x3b0
-            Cat(vm_context_pt_base_hi_13, C(0, 16)),  # 0x3b4
-            Cat(vm_context_pt_base_hi_14, C(0, 16)),  # 0x3b8
-            Cat(vm_context_pt_base_hi_15, C(0, 16)),  # 0x3bc
+            vm_context_pt_base_lo_rd,  # 0x340
+            vm_context_pt_base_lo_rd,  # 0x344
+            vm_context_pt_base_lo_rd,  # 0x348
+            vm_context_pt_base_lo_rd,  # 0x34c
+            vm_context_pt_base_lo_rd,  # 0x350
+            vm_context_pt_base_lo_rd,  # 0x354
+            vm_context_pt_base_lo_rd,  # 0x358
+            vm_context_pt_base_lo_rd,  # 0x35c
+            vm_context_pt_base_lo_rd,  # 0x360
+            vm_context_pt_base_lo_rd,  # 0x364
+            vm_context_pt_base_lo_rd,  # 0x368
+            vm_context_pt_base_lo_rd,  # 0x36c
+            vm_context_pt_base_lo_rd,  # 0x370
+            vm_context_pt_base_lo_rd,  # 0x374
+            vm_context_pt_base_lo_rd,  # 0x378
+            vm_context_pt_base_lo_rd,  # 0x37c
+            vm_context_pt_base_hi_rd,  # 0x380
+            vm_context_pt_base_hi_rd,  # 0x384
+            vm_context_pt_base_hi_rd,  # 0x388
+            vm_context_pt_base_hi_rd,  # 0x38c
+            vm_context_pt_base_hi_rd,  # 0x390
+            vm_context_pt_base_hi_rd,  # 0x394
+            vm_context_pt_base_hi_rd,  # 0x398
+            vm_context_pt_base_hi_rd,  # 0x39c
+            vm_context_pt_base_hi_rd,  # 0x3a0
+            vm_context_pt_base_hi_rd,  # 0x3a4
+            vm_context_pt_base_hi_rd,  # 0x3a8
+            vm_context_pt_base_hi_rd,  # 0x3ac
+            vm_context_pt_base_hi_rd,  # 0x3b0
+            vm_context_pt_base_hi_rd,  # 0x3b4
+            vm_context_pt_base_hi_rd,  # 0x3b8
+            vm_context_pt_base_hi_rd,  # 0x3bc
             C(0, 32),  # 0x3c0
             C(0, 32),  # 0x3c4
             C(0, 32),  # 0x3c8

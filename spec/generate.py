@@ -188,6 +188,29 @@ def render_python(regs: list[RegInfo], enums) -> str:
 
 # ---------------------------------------------------------------------------- Amaranth CSR block
 
+LUTRAM_MIN = 8  # register arrays at least this long, with wide entries, are kept in a memory
+
+
+def in_lutram(r: RegInfo) -> bool:
+    """A register array kept in a small memory (LUTRAM on an FPGA) instead of flip-flops:
+    long (LUTRAM_MIN entries or more) and wide (8 bits or more per entry), its fields plain
+    storage the hardware reads one entry at a time (sw=rw, hw=r, no side effects), aligned so
+    that its index is address bits. The CSR read multiplexer then sees one memory read instead
+    of every entry, and the hardware gets an `<reg>_index` input and the entry at that index
+    (e.g. the MMU's page-table base of the VMID it walks for). A memory has no reset: the
+    entries are reset at power-up only (their reset value is their initial value)."""
+    return (r.count >= LUTRAM_MIN and r.stride == 4 and r.count & (r.count - 1) == 0
+            and r.addr % (4 * r.count) == 0 and sum(f.width for f in r.fields) >= 8
+            and all((f.sw, f.hw) == ("rw", "r") and not (f.swmod or f.singlepulse or f.onwrite)
+                    for f in r.fields))
+
+
+def hw_port(r: RegInfo, f: FieldInfo) -> str:
+    """The hardware's port of field `f` of a register array kept in LUTRAM (in_lutram)."""
+    base = r.name.lower()
+    return base if len(r.fields) == 1 else f"{base}_{f.name.lower()}"
+
+
 def render_amaranth(regs: list[RegInfo], enums) -> str:
     ports: list[str] = []
     body: list[str] = []
@@ -197,6 +220,9 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
         body.append("        " + line if line else "")
 
     for r in regs:
+        if in_lutram(r):
+            _render_lutram(r, emit, ports, reads)
+            continue
         for idx in range(r.count) if r.count > 1 else [None]:
             addr = r.addr + (idx or 0) * r.stride
             label = r.name if idx is None else f"{r.name}[{idx}]"
@@ -292,6 +318,7 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
         "",
         "from amaranth.hdl import Array, C, Cat, Module, Mux, Signal",
         "from amaranth.lib import wiring",
+        "from amaranth.lib.memory import Memory",
         "from amaranth.lib.wiring import In, Out",
         "",
         "from .bus import AXI4LiteRegBridge, AXI4LiteSignature",
@@ -299,6 +326,13 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
         f"MMIO_ADDR_WIDTH = {MMIO_ADDR_WIDTH}",
         "",
         *_render_enums(enums),
+        "# Register arrays kept in a memory (LUTRAM): the register bit an entry's bit 0 holds,",
+        "# and the memory's name (a submodule of the CSR block), for tools that read it.",
+        "LUTRAM_ARRAYS = {",
+        *[f"    {r.name!r}: ({8 * (min(f.lsb for f in r.fields) // 8)}, {r.name.lower() + '_mem'!r})," for r in regs
+          if in_lutram(r)],
+        "}",
+        "",
         "# Field positions, for logic that packs a register value (e.g. into an IH entry).",
         "REG_FIELDS = {",
         *[f"    {r.name!r}: {{{', '.join(f'{f.name!r}: ({f.lsb}, {f.width})' for f in r.fields)}}}," for r in regs],
@@ -325,6 +359,44 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
         "",
     ]
     return "\n".join(src)
+
+
+def _render_lutram(r: RegInfo, emit, ports: list[str], reads: list[tuple[int, str]]) -> None:
+    """A register array in a memory (in_lutram): one write port with a byte lane per enable,
+    a read port for MMIO reads and one for the hardware (`<reg>_index`)."""
+    name = r.name.lower()
+    k = (r.count - 1).bit_length()
+    lo_b = min(f.lsb for f in r.fields) // 8
+    hi_b = (max(f.lsb + f.width for f in r.fields) - 1) // 8
+    width = 8 * (hi_b - lo_b + 1)  # whole byte lanes, so each byte strobe enables its lane
+    base = 8 * lo_b
+    init = [(r.reset >> base) & ((1 << width) - 1)] * r.count
+    emit(f"# {r.name}[0..{r.count - 1}] @ {r.addr:#05x}: {r.title} (a small memory: LUTRAM on an")
+    emit(f"# FPGA; reset at power-up only)")
+    emit(f"m.submodules.{name}_mem = {name}_mem = Memory(shape={width}, depth={r.count}, init={init!r})")
+    emit(f"{name}_w = {name}_mem.write_port(granularity=8)")
+    emit(f"{name}_r = {name}_mem.read_port(domain=\"comb\")  # MMIO reads")
+    emit(f"{name}_h = {name}_mem.read_port(domain=\"comb\")  # the hardware's")
+    emit(f"wr = bridge.wr_en & (bridge.wr_addr[{2 + k}:] == {r.addr >> (2 + k):#x})")
+    emit(f"m.d.comb += [{name}_w.addr.eq(bridge.wr_addr[2:{2 + k}]), "
+         f"{name}_w.data.eq(bridge.wr_data[{base}:{base + width}]),")
+    emit(f"             {name}_w.en.eq(Mux(wr, bridge.wr_strb[{lo_b}:{hi_b + 1}], 0)),")
+    emit(f"             {name}_r.addr.eq(bridge.rd_addr[2:{2 + k}]), {name}_h.addr.eq(self.{name}_index)]")
+    ports.append(f'"{name}_index": In({k}),')
+    parts: list[tuple[int, int, str]] = []
+    for f in r.fields:
+        p = hw_port(r, f)
+        ports.append(f'"{p}": Out({f.width}),')
+        sl = f"[{f.lsb - base}:{f.lsb - base + f.width}]"
+        emit(f"m.d.comb += self.{p}.eq({name}_h.data{sl})")
+        parts.append((f.lsb, f.width, f"{name}_r.data{sl}"))
+    emit(f"{name}_rd = Signal(32)")
+    emit(f"m.d.comb += {name}_rd.eq({_cat_expr(parts)})")
+    for idx in range(r.count):
+        addr = r.addr + idx * r.stride
+        emit(f"wr_hits.append({addr:#05x})")
+        reads.append((addr, f"{name}_rd"))
+    emit()
 
 
 def _render_enums(enums) -> list[str]:
