@@ -183,8 +183,10 @@ class CommandProcessor(wiring.Component):
         # buffer (its address is worked out from the offset when an error is latched)
         hdr_opcode = Signal(8)
         # for the simulators' monitors only (gpucosim/hwtrace.py: the timeline, crash reports;
-        # nothing reads them, so synthesis drops them): the header dword and its address
+        # nothing reads them, so synthesis drops them): the last header taken, its offset and
+        # its address (hdr_off follows the dword on offer, taken or not)
         hdr = Signal(32)
+        hdr_taken_off = Signal(32)
         hdr_addr = Signal(aw)
         hdr_off = Signal(32)
         # the INDIRECT_BUFFER packet of each parent level: an error after an IB returns
@@ -672,7 +674,7 @@ class CommandProcessor(wiring.Component):
                 # the header's registers follow the dword on offer (the popped one stays);
                 # returning from an IB (below) restores its packet's instead
                 new_fixed = Array(Const(pkt.fixed, range(MAX_FIXED + 1)) for pkt in pk.PACKETS)[cur_tag.kind]
-                m.d.sync += [hdr_opcode.eq(opcode), hdr.eq(cur_fetch_data), hdr_off.eq(cur_off),
+                m.d.sync += [hdr_opcode.eq(opcode), hdr_off.eq(cur_off),
                              kind.eq(cur_tag.kind), pidx.eq(0), rem.eq(count + 1),
                              fixed.eq(new_fixed), last_fixed.eq(new_fixed == 1), rem_is1.eq(cur_tag.count0),
                              bad_count.eq(~cur_tag.count_ok | cur_short),
@@ -845,7 +847,10 @@ class CommandProcessor(wiring.Component):
         loc_base = Signal(aw)
         m.d.comb += loc_base.eq(Mux(level == 0, ring_base, ib_base[level]))
         m.d.comb += [fsm_err_cur.eq(loc_base + Cat(Const(0, 2), cur_off)),
-                     hdr_addr.eq(loc_base + Cat(Const(0, 2), hdr_off)), fsm_err_hdr.eq(hdr_addr)]
+                     fsm_err_hdr.eq(loc_base + Cat(Const(0, 2), hdr_off)),
+                     hdr_addr.eq(loc_base + Cat(Const(0, 2), hdr_taken_off))]
+        with m.If(fsm.ongoing("RUN") & pop):
+            m.d.sync += [hdr.eq(cur_fetch_data), hdr_taken_off.eq(cur_off)]
         # a VM fault's details, by where the error happened (they matter only when the code is
         # VM_FAULT, which only a response the MMU tagged gives): the fetched dword's RUSER, the
         # poll's, the write's BUSER; the VMID is the work's, a faulting write's its own (an IH
