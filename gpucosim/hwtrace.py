@@ -453,8 +453,10 @@ class HwMonitors:
         # (the page-table bases are a small memory in the CSR block, an entry per VMID)
         from rtl.csr import LUTRAM_ARRAYS
 
-        def base(reg: str) -> int:
-            lsb, mem = LUTRAM_ARRAYS[reg]
+        def base(reg: str) -> int:  # (an entry not written since the reset reads 0)
+            lsb, mem, valid = LUTRAM_ARRAYS[reg]
+            if not _int(getattr(self.gpu.csr, valid)) >> vmid & 1:
+                return 0
             return _int(getattr(self.gpu.csr, mem)[vmid]) << lsb
         root = (base("VM_CONTEXT_PT_BASE_HI") << 32) | (base("VM_CONTEXT_PT_BASE_LO") & ~(vm_spec.PAGE_SIZE - 1))
 

@@ -43,10 +43,11 @@ class CpError(IntEnum):
     VM_FAULT = 13
 
 # Register arrays kept in a memory (LUTRAM): the register bit an entry's bit 0 holds,
-# and the memory's name (a submodule of the CSR block), for tools that read it.
+# the memory's name (a submodule of the CSR block) and its valid bits' (an entry whose
+# bit is clear reads its reset value), for tools that read them.
 LUTRAM_ARRAYS = {
-    'VM_CONTEXT_PT_BASE_LO': (8, 'vm_context_pt_base_lo_mem'),
-    'VM_CONTEXT_PT_BASE_HI': (0, 'vm_context_pt_base_hi_mem'),
+    'VM_CONTEXT_PT_BASE_LO': (8, 'vm_context_pt_base_lo_mem', 'vm_context_pt_base_lo_valid'),
+    'VM_CONTEXT_PT_BASE_HI': (0, 'vm_context_pt_base_hi_mem', 'vm_context_pt_base_hi_valid'),
 }
 
 # Field positions, for logic that packs a register value (e.g. into an IH entry).
@@ -753,18 +754,27 @@ class CSRBlock(wiring.Component):
         wr_hits.append(0x33c)
 
         # VM_CONTEXT_PT_BASE_LO[0..15] @ 0x340: Page-table base, low, by VMID (a small memory: LUTRAM on an
-        # FPGA; reset at power-up only)
+        # FPGA; a memory has no reset, so a valid bit per entry, reset with the block, tells
+        # the entries written since: one that was not reads its reset value)
         m.submodules.vm_context_pt_base_lo_mem = vm_context_pt_base_lo_mem = Memory(shape=24, depth=16, init=[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0])
         vm_context_pt_base_lo_w = vm_context_pt_base_lo_mem.write_port(granularity=8)
         vm_context_pt_base_lo_r = vm_context_pt_base_lo_mem.read_port(domain="comb")  # MMIO reads
         vm_context_pt_base_lo_h = vm_context_pt_base_lo_mem.read_port(domain="comb")  # the hardware's
+        vm_context_pt_base_lo_valid = Signal(16)
         wr = bridge.wr_en & (bridge.wr_addr[6:] == 0xd)
-        m.d.comb += [vm_context_pt_base_lo_w.addr.eq(bridge.wr_addr[2:6]), vm_context_pt_base_lo_w.data.eq(bridge.wr_data[8:32]),
-                     vm_context_pt_base_lo_w.en.eq(Mux(wr, bridge.wr_strb[1:4], 0)),
+        vm_context_pt_base_lo_first = ~vm_context_pt_base_lo_valid.bit_select(bridge.wr_addr[2:6], 1)  # its first write
+        m.d.comb += [vm_context_pt_base_lo_w.addr.eq(bridge.wr_addr[2:6]),
+                     vm_context_pt_base_lo_w.data.eq(Mux(vm_context_pt_base_lo_first, Cat(Mux(bridge.wr_strb[1], bridge.wr_data[8:16], C(0x0, 8)), Mux(bridge.wr_strb[2], bridge.wr_data[16:24], C(0x0, 8)), Mux(bridge.wr_strb[3], bridge.wr_data[24:32], C(0x0, 8))),
+                                          bridge.wr_data[8:32])),
+                     vm_context_pt_base_lo_w.en.eq(Mux(wr, bridge.wr_strb[1:4] | vm_context_pt_base_lo_first.replicate(3), 0)),
                      vm_context_pt_base_lo_r.addr.eq(bridge.rd_addr[2:6]), vm_context_pt_base_lo_h.addr.eq(self.vm_context_pt_base_lo_index)]
-        m.d.comb += self.vm_context_pt_base_lo.eq(vm_context_pt_base_lo_h.data[4:24])
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_lo_valid.bit_select(bridge.wr_addr[2:6], 1).eq(1)
+        vm_context_pt_base_lo_hd = Mux(vm_context_pt_base_lo_valid.bit_select(self.vm_context_pt_base_lo_index, 1), vm_context_pt_base_lo_h.data, C(0x0, 24))
+        vm_context_pt_base_lo_rdd = Mux(vm_context_pt_base_lo_valid.bit_select(bridge.rd_addr[2:6], 1), vm_context_pt_base_lo_r.data, C(0x0, 24))
+        m.d.comb += self.vm_context_pt_base_lo.eq(vm_context_pt_base_lo_hd[4:24])
         vm_context_pt_base_lo_rd = Signal(32)
-        m.d.comb += vm_context_pt_base_lo_rd.eq(Cat(C(0, 12), vm_context_pt_base_lo_r.data[4:24]))
+        m.d.comb += vm_context_pt_base_lo_rd.eq(Cat(C(0, 12), vm_context_pt_base_lo_rdd[4:24]))
         wr_hits.append(0x340)
         wr_hits.append(0x344)
         wr_hits.append(0x348)
@@ -783,18 +793,27 @@ class CSRBlock(wiring.Component):
         wr_hits.append(0x37c)
 
         # VM_CONTEXT_PT_BASE_HI[0..15] @ 0x380: Page-table base, high, by VMID (a small memory: LUTRAM on an
-        # FPGA; reset at power-up only)
+        # FPGA; a memory has no reset, so a valid bit per entry, reset with the block, tells
+        # the entries written since: one that was not reads its reset value)
         m.submodules.vm_context_pt_base_hi_mem = vm_context_pt_base_hi_mem = Memory(shape=16, depth=16, init=[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0])
         vm_context_pt_base_hi_w = vm_context_pt_base_hi_mem.write_port(granularity=8)
         vm_context_pt_base_hi_r = vm_context_pt_base_hi_mem.read_port(domain="comb")  # MMIO reads
         vm_context_pt_base_hi_h = vm_context_pt_base_hi_mem.read_port(domain="comb")  # the hardware's
+        vm_context_pt_base_hi_valid = Signal(16)
         wr = bridge.wr_en & (bridge.wr_addr[6:] == 0xe)
-        m.d.comb += [vm_context_pt_base_hi_w.addr.eq(bridge.wr_addr[2:6]), vm_context_pt_base_hi_w.data.eq(bridge.wr_data[0:16]),
-                     vm_context_pt_base_hi_w.en.eq(Mux(wr, bridge.wr_strb[0:2], 0)),
+        vm_context_pt_base_hi_first = ~vm_context_pt_base_hi_valid.bit_select(bridge.wr_addr[2:6], 1)  # its first write
+        m.d.comb += [vm_context_pt_base_hi_w.addr.eq(bridge.wr_addr[2:6]),
+                     vm_context_pt_base_hi_w.data.eq(Mux(vm_context_pt_base_hi_first, Cat(Mux(bridge.wr_strb[0], bridge.wr_data[0:8], C(0x0, 8)), Mux(bridge.wr_strb[1], bridge.wr_data[8:16], C(0x0, 8))),
+                                          bridge.wr_data[0:16])),
+                     vm_context_pt_base_hi_w.en.eq(Mux(wr, bridge.wr_strb[0:2] | vm_context_pt_base_hi_first.replicate(2), 0)),
                      vm_context_pt_base_hi_r.addr.eq(bridge.rd_addr[2:6]), vm_context_pt_base_hi_h.addr.eq(self.vm_context_pt_base_hi_index)]
-        m.d.comb += self.vm_context_pt_base_hi.eq(vm_context_pt_base_hi_h.data[0:16])
+        with m.If(wr):
+            m.d.sync += vm_context_pt_base_hi_valid.bit_select(bridge.wr_addr[2:6], 1).eq(1)
+        vm_context_pt_base_hi_hd = Mux(vm_context_pt_base_hi_valid.bit_select(self.vm_context_pt_base_hi_index, 1), vm_context_pt_base_hi_h.data, C(0x0, 16))
+        vm_context_pt_base_hi_rdd = Mux(vm_context_pt_base_hi_valid.bit_select(bridge.rd_addr[2:6], 1), vm_context_pt_base_hi_r.data, C(0x0, 16))
+        m.d.comb += self.vm_context_pt_base_hi.eq(vm_context_pt_base_hi_hd[0:16])
         vm_context_pt_base_hi_rd = Signal(32)
-        m.d.comb += vm_context_pt_base_hi_rd.eq(Cat(vm_context_pt_base_hi_r.data[0:16], C(0, 16)))
+        m.d.comb += vm_context_pt_base_hi_rd.eq(Cat(vm_context_pt_base_hi_rdd[0:16], C(0, 16)))
         wr_hits.append(0x380)
         wr_hits.append(0x384)
         wr_hits.append(0x388)

@@ -197,8 +197,9 @@ def in_lutram(r: RegInfo) -> bool:
     storage the hardware reads one entry at a time (sw=rw, hw=r, no side effects), aligned so
     that its index is address bits. The CSR read multiplexer then sees one memory read instead
     of every entry, and the hardware gets an `<reg>_index` input and the entry at that index
-    (e.g. the MMU's page-table base of the VMID it walks for). A memory has no reset: the
-    entries are reset at power-up only (their reset value is their initial value)."""
+    (e.g. the MMU's page-table base of the VMID it walks for). A memory has no reset, so a
+    valid bit per entry (a flip-flop, reset with the block) tells the entries written since
+    the reset: one that was not reads its reset value, as a register would."""
     return (r.count >= LUTRAM_MIN and r.stride == 4 and r.count & (r.count - 1) == 0
             and r.addr % (4 * r.count) == 0 and sum(f.width for f in r.fields) >= 8
             and all((f.sw, f.hw) == ("rw", "r") and not (f.swmod or f.singlepulse or f.onwrite)
@@ -327,10 +328,11 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
         "",
         *_render_enums(enums),
         "# Register arrays kept in a memory (LUTRAM): the register bit an entry's bit 0 holds,",
-        "# and the memory's name (a submodule of the CSR block), for tools that read it.",
+        "# the memory's name (a submodule of the CSR block) and its valid bits' (an entry whose",
+        "# bit is clear reads its reset value), for tools that read them.",
         "LUTRAM_ARRAYS = {",
-        *[f"    {r.name!r}: ({8 * (min(f.lsb for f in r.fields) // 8)}, {r.name.lower() + '_mem'!r})," for r in regs
-          if in_lutram(r)],
+        *[f"    {r.name!r}: ({8 * (min(f.lsb for f in r.fields) // 8)}, {r.name.lower() + '_mem'!r}, "
+          f"{r.name.lower() + '_valid'!r})," for r in regs if in_lutram(r)],
         "}",
         "",
         "# Field positions, for logic that packs a register value (e.g. into an IH entry).",
@@ -363,33 +365,47 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
 
 def _render_lutram(r: RegInfo, emit, ports: list[str], reads: list[tuple[int, str]]) -> None:
     """A register array in a memory (in_lutram): one write port with a byte lane per enable,
-    a read port for MMIO reads and one for the hardware (`<reg>_index`)."""
+    a read port for MMIO reads and one for the hardware (`<reg>_index`), and a valid bit
+    per entry, reset with the block: an entry not written since the reset reads its reset
+    value, and its first write fills the lanes it does not strobe with theirs."""
     name = r.name.lower()
     k = (r.count - 1).bit_length()
     lo_b = min(f.lsb for f in r.fields) // 8
     hi_b = (max(f.lsb + f.width for f in r.fields) - 1) // 8
-    width = 8 * (hi_b - lo_b + 1)  # whole byte lanes, so each byte strobe enables its lane
+    lanes = hi_b - lo_b + 1
+    width = 8 * lanes  # whole byte lanes, so each byte strobe enables its lane
     base = 8 * lo_b
-    init = [(r.reset >> base) & ((1 << width) - 1)] * r.count
+    init = (r.reset >> base) & ((1 << width) - 1)
     emit(f"# {r.name}[0..{r.count - 1}] @ {r.addr:#05x}: {r.title} (a small memory: LUTRAM on an")
-    emit(f"# FPGA; reset at power-up only)")
-    emit(f"m.submodules.{name}_mem = {name}_mem = Memory(shape={width}, depth={r.count}, init={init!r})")
+    emit("# FPGA; a memory has no reset, so a valid bit per entry, reset with the block, tells")
+    emit("# the entries written since: one that was not reads its reset value)")
+    emit(f"m.submodules.{name}_mem = {name}_mem = Memory(shape={width}, depth={r.count}, init={[init] * r.count!r})")
     emit(f"{name}_w = {name}_mem.write_port(granularity=8)")
     emit(f"{name}_r = {name}_mem.read_port(domain=\"comb\")  # MMIO reads")
     emit(f"{name}_h = {name}_mem.read_port(domain=\"comb\")  # the hardware's")
+    emit(f"{name}_valid = Signal({r.count})")
     emit(f"wr = bridge.wr_en & (bridge.wr_addr[{2 + k}:] == {r.addr >> (2 + k):#x})")
-    emit(f"m.d.comb += [{name}_w.addr.eq(bridge.wr_addr[2:{2 + k}]), "
-         f"{name}_w.data.eq(bridge.wr_data[{base}:{base + width}]),")
-    emit(f"             {name}_w.en.eq(Mux(wr, bridge.wr_strb[{lo_b}:{hi_b + 1}], 0)),")
+    emit(f"{name}_first = ~{name}_valid.bit_select(bridge.wr_addr[2:{2 + k}], 1)  # its first write")
+    first_data = ", ".join(
+        f"Mux(bridge.wr_strb[{b}], bridge.wr_data[{8 * b}:{8 * b + 8}], C({(init >> (8 * (b - lo_b))) & 0xFF:#x}, 8))"
+        for b in range(lo_b, hi_b + 1))
+    emit(f"m.d.comb += [{name}_w.addr.eq(bridge.wr_addr[2:{2 + k}]),")
+    emit(f"             {name}_w.data.eq(Mux({name}_first, Cat({first_data}),")
+    emit(f"                                  bridge.wr_data[{base}:{base + width}])),")
+    emit(f"             {name}_w.en.eq(Mux(wr, bridge.wr_strb[{lo_b}:{hi_b + 1}] | {name}_first.replicate({lanes}), 0)),")
     emit(f"             {name}_r.addr.eq(bridge.rd_addr[2:{2 + k}]), {name}_h.addr.eq(self.{name}_index)]")
+    emit("with m.If(wr):")
+    emit(f"    m.d.sync += {name}_valid.bit_select(bridge.wr_addr[2:{2 + k}], 1).eq(1)")
+    emit(f"{name}_hd = Mux({name}_valid.bit_select(self.{name}_index, 1), {name}_h.data, C({init:#x}, {width}))")
+    emit(f"{name}_rdd = Mux({name}_valid.bit_select(bridge.rd_addr[2:{2 + k}], 1), {name}_r.data, C({init:#x}, {width}))")
     ports.append(f'"{name}_index": In({k}),')
     parts: list[tuple[int, int, str]] = []
     for f in r.fields:
         p = hw_port(r, f)
         ports.append(f'"{p}": Out({f.width}),')
         sl = f"[{f.lsb - base}:{f.lsb - base + f.width}]"
-        emit(f"m.d.comb += self.{p}.eq({name}_h.data{sl})")
-        parts.append((f.lsb, f.width, f"{name}_r.data{sl}"))
+        emit(f"m.d.comb += self.{p}.eq({name}_hd{sl})")
+        parts.append((f.lsb, f.width, f"{name}_rdd{sl}"))
     emit(f"{name}_rd = Signal(32)")
     emit(f"m.d.comb += {name}_rd.eq({_cat_expr(parts)})")
     for idx in range(r.count):

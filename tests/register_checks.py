@@ -63,6 +63,47 @@ def check_reset_values(dev, data_width: int) -> None:
     assert t1 - t0 >= 10, f"TIMESTAMP advanced {t1 - t0} in >= 10 cycles"
 
 
+def _storage(reg) -> bool:
+    """A register of plain storage: every field RW, no pulse, no W1C, and nothing the CP or
+    the interrupt line acts on (so writing it anything starts nothing)."""
+    return (reg not in (regs.CONTROL, regs.RB_CNTL, regs.IH_CNTL, regs.INT_ENABLE)
+            and all(f.sw == "rw" and not f.onwrite and not f.swmod for f in reg.FIELDS))
+
+
+def fill_storage(dev, seed: int) -> None:
+    """Write a value other than its reset value to every entry of every storage register, for
+    check_reset_values after a reset of the device (not a power-up) to show the reset undid
+    it: the page-table bases, kept in a memory (LUTRAM), included."""
+    rng = random.Random(seed)
+    io = Mmio(dev)
+    for reg in regs.REGISTERS:
+        if not _storage(reg):
+            continue
+        for i in range(reg.ARRAY_LEN):
+            reset = sum(f.put(f.reset or 0) for f in reg.FIELDS)
+            value = rng.getrandbits(32) | sum(f.put((1 << f.width) - 1) for f in reg.FIELDS if not f.reset)
+            io.write(reg, value, i)
+            assert io.read(reg, i) != reset, f"{reg.NAME}[{i}] still reads its reset value"
+
+
+def check_first_byte_writes(dev) -> None:
+    """After a reset, a one-byte write to an entry of a storage array changes only that byte:
+    the others read their reset value, whatever the entry held before the reset."""
+    io = Mmio(dev)
+    for reg in regs.REGISTERS:
+        if reg.ARRAY_LEN == 1 or not _storage(reg):
+            continue
+        top = (max(f.lsb + f.width for f in reg.FIELDS) - 1) // 8  # the highest byte with a field
+        reset = sum(f.put(f.reset or 0) for f in reg.FIELDS)
+        for i in range(reg.ARRAY_LEN):
+            dev.mmio_write_bytes(reg.addr(i) + top, bytes([0xA5]))
+            want = (reset & ~(0xFF << 8 * top)) | 0xA5 << 8 * top
+            got = io.read(reg, i)
+            mask = sum(f.put((1 << f.width) - 1) for f in reg.FIELDS)
+            assert got == want & mask, f"{reg.NAME}[{i}]: a byte write of 0xA5 to byte {top} read {got:#x}, " \
+                                       f"expected {want & mask:#x}"
+
+
 def check_access_types(dev, seed: int) -> None:
     """RW fields keep what is written, RO ignore writes, WO read 0, RW1C clear on 1, and a
     one-byte write changes one byte."""

@@ -143,6 +143,11 @@ def test_access_types():
     rc.check_access_types(RefModel(), 1234)
 
 
+def test_storage_fill_and_first_byte_writes():
+    rc.fill_storage(RefModel(), 1234)
+    rc.check_first_byte_writes(RefModel())
+
+
 def test_probe_and_scratch():
     rc.check_probe_and_scratch(RefModel(data_width=128), 128, 7)
     other = Mmio(RefModel(dma=False, ih=False)).probe()
