@@ -32,6 +32,13 @@ async def reset_after_writes(dut):
 
 
 @cocotb.test()
+async def pt_base_reset_reaches_mmu(dut):
+    """The MMU's read of a page-table base sees the reset too."""
+    await run_driver(dut, rc.point_pt_base)
+    await run_driver(dut, rc.check_pt_base_reset_reaches_mmu)
+
+
+@cocotb.test()
 async def access_types(dut):
     await run_driver(dut, lambda dev: rc.check_access_types(dev, cocotb.RANDOM_SEED))
 

@@ -148,6 +148,11 @@ def test_storage_fill_and_first_byte_writes():
     rc.check_first_byte_writes(RefModel())
 
 
+def test_pt_base_reset_reaches_mmu():
+    rc.point_pt_base(RefModel())
+    rc.check_pt_base_reset_reaches_mmu(RefModel())  # a model starts as a reset device does
+
+
 def test_probe_and_scratch():
     rc.check_probe_and_scratch(RefModel(data_width=128), 128, 7)
     other = Mmio(RefModel(dma=False, ih=False)).probe()
