@@ -74,7 +74,9 @@ class AxilHarness(Harness):
         # one register write per AXI write: wr_en pulses exactly in the cycle before B rises
         wr_en = box("wr_en", "bridge")
         b_rose = bus.bvalid & ~self.past(bus.bvalid)
-        self.prove("one_reg_write", (~wr_en | ((aw_n == 1) & (w_n == 1) & ~bus.bvalid)) &
+        # (the write happens in the cycle the second of AW and W is accepted: counted with it)
+        self.prove("one_reg_write", (~wr_en | (((aw_n + aw_hs)[:3] == 1) & ((w_n + w_hs)[:3] == 1) &
+                                               ~bus.bvalid)) &
                    (~live | rst | (b_rose == self.past(wr_en))))
 
         # liveness with a bound: a complete write or an accepted read is answered next cycle

@@ -21,11 +21,14 @@ at every size, and a small ring wraps within a few packets.
 from types import SimpleNamespace
 
 from amaranth.hdl import Array, Cat, Const, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 
 from rtl import csr as csr_mod
+from rtl.cp import packets as cp_packets
 from rtl.cp import processor as cp_mod
+from rtl.cp.writer import WriteSource
 from rtl.csr import CpError
+from rtl.mmu import RESP_USER
 from spec import ih as ih_spec
 from spec import packets as pk
 
@@ -137,6 +140,17 @@ class CPHarness(Harness):
         # ring within the harness's size; IH_RPTR: the driver consumes forward only
         self.assume(csr.rb_size <= self.ring_log2_max)
         self.assume(csr.ih_size <= self.ring_log2_max + 1)
+        # RB_DOORBELL is a register: it changes only with a write (RB_DOORBELL's swmod pulse,
+        # in the cycle the new value shows), and two MMIO writes are never in consecutive
+        # cycles (the AXI4-Lite bridge answers each with B first). The CP reads the value a
+        # cycle after the pulse when it reports a bad doorbell (rtl/cp/errors.py).
+        was_db = self.past(csr.rb_doorbell, "drv_rb_doorbell_q")
+        was_swmod = self.past(csr.rb_doorbell_swmod, "drv_rb_doorbell_swmod_q")
+        self.assume(~self.started | csr.rb_doorbell_swmod | (csr.rb_doorbell == was_db))
+        self.assume(~(csr.rb_doorbell_swmod & was_swmod))
+        # (and the first doorbell comes two cycles after reset at the earliest: the ring's size
+        # and rptr + size are registers that follow RB_SIZE a cycle late)
+        self.assume(~csr.rb_doorbell_swmod | (self.started & self.past(self.started, "started_q")))
         ih_wptr = box("ih_wptr")
         rptr_next = self.free(32, "drv_ih_rptr")
         ih_rptr = Signal(32, name="drv_ih_rptr_q")
@@ -144,16 +158,76 @@ class CPHarness(Harness):
         m.d.comb += csr.ih_rptr.eq(ih_rptr)
         self.assume(((rptr_next - ih_rptr)[:32] <= (ih_wptr - ih_rptr)[:32]) | (rptr_next == ih_wptr))
 
+        # registers that follow the (fixed) configuration a cycle or two late: they are what it
+        # says once `age` cycles have passed (and the IH slot register follows IH_WPTR a cycle
+        # late), so an induction step never starts from a slot or size nothing could produce
+        age = Signal(2, name="age", reset_less=True)
+        with m.If(age != 3):
+            m.d.sync += age.eq(age + 1)
+        self.invariant((age != 0) | ~self.started)
+        # (nothing has happened yet in the first cycles: no doorbell has come)
+        self.invariant((age == 3) | ((box.state("cp", "RUN") | box.state("cp", "RESET")) & ~box("wr_req") & ~box("err_any") &
+                                     (box("wptr") == 0) & (box("rptr") == 0) & (box("ring_pos") == 0) &
+                                     (box("ih_wptr") == 0) & (box("level") == 0) & ~box("err_pending")))
+        log2 = Mux(csr.ih_size < ih_spec.MIN_LOG2_DWORDS, ih_spec.MIN_LOG2_DWORDS, csr.ih_size) + 2
+        size = (Const(1, 34) << (csr.rb_size + 1))
+        self.invariant((age < 1) | ((box("ih_log2_bytes") == log2) & (box("ring_size") == size) &
+                                    (box("ring_mask") == size - 1) & (box("ring_huge") == (csr.rb_size == 31))))
+        self.invariant((age < 2) | ((box("ih_bytes") == (Const(1, 35) << log2)) &
+                                    (box("ih_bytes_m1") == (Const(1, 35) << log2) - 1) &
+                                    (box("limit") == (box("rptr") + size)[:32])))
+        was_slot = self.past((box("ih_base") + (box("ih_wptr") & box("ih_bytes_m1")))[:48], "ih_slot_q")
+        self.invariant((age < 3) | (box("ih_entry_addr") == was_slot))
+
+        # the writer's one write against the memory's counts: B comes once, after its AW and
+        # its last W beat
+        aw_sent, w_sent = box("aw_sent", "writer"), box("w_sent", "writer")
+        self.invariant((self.mem.aw_n == aw_sent) & (self.mem.wl_n == w_sent))
+        self.invariant(~(aw_sent | w_sent | box("w_started", "writer")) | box("req_valid", "writer"))
+        # a write is asked for only while the CP waits for it (or drains, or resets)
+        waits = [st for st in box.states("cp") if st.endswith("_WAIT")] + ["ERR_DRAIN", "RESET"]
+        self.invariant(~box("wr_req") | Cat(*(box.state("cp", st) for st in waits)).any())
+
+        # each fetcher's dword tags are the tag function's of their dwords: every beat is written
+        # to the buffer with its tags worked out from it (rtl/cp/fetch.py), so a beat read back,
+        # or taken as it arrives, has them (assumed of the buffer, whose contents an induction
+        # step does not know), and the output register keeps the pair
+        dtag = cp_packets.DwordTag(cp.dma_max_log2, cp.addr_width)
+        dpb = self.data_width // 32
+        idx_w = max(1, (dpb - 1).bit_length())
+        beat = data.StructLayout({"data": self.data_width, "resp": 2, "first": idx_w, "last": idx_w,
+                                  "tags": dtag.layout.size * dpb, "user": RESP_USER.size})
+        for i in range(1 + cp.ib_levels):
+            f = f"fetch{i}"
+            src = data.View(beat, box("src", f))
+            tags = [src.tags[k * dtag.layout.size:(k + 1) * dtag.layout.size] for k in range(dpb)]
+            self.assume(Cat(*(t == dtag(m, src.data[32 * k:32 * (k + 1)]).as_value()
+                              for k, t in enumerate(tags))).all())
+            self.invariant(~box("out_valid", f) | (box("out_tag", f) == dtag(m, box("out_data", f)).as_value()))
+
+        # the ring's fetcher offers a dword only below wptr: it requests dwords in [ring_pos,
+        # wptr) and delivers them in order (the fetch group proves its reads stay in that
+        # window); assumed here, where an induction step cannot count the dwords it holds
+        self.assume(~box("out_valid", "fetch0") | (box("ring_pos") != box("wptr")))
+
+        # the level kept one-hot too (for the fast multiplexers) is the level
+        # (an IB2's INDIRECT_BUFFER, refused for IB_NESTING, starts a level deeper for the one
+        # cycle its failed check takes to stop it: `failed` restores the level, or a soft reset
+        # that came meanwhile sets it to 0)
+        self.invariant(((box("level") <= cp.ib_levels) | box("failed") | box.state("cp", "RESET")) &
+                       (box("lvl") == (Const(1, 1 + cp.ib_levels) << box("level"))[:1 + cp.ib_levels]))
+        self.invariant(~box("failed") | (box("level_d") <= cp.ib_levels))  # (the level it restores)
+
         states = box.states("cp")
         self.invariant(box("cp_state") < len(states))
-        self.invariant(~box("err_pending") | box("err"))
+        self.invariant(~box("err_pending") | box("err_any"))  # (err latches a cycle after the capture)
         self.invariant(~box.state("cp", "RESET") | box("resetting"))
         # the block buffer says whose data the writer reads: the IH entry's only for it
         for st in ("RPTR_WRITE", "WD_WRITE", "RM_WRITE", "IH_WB_WRITE", "RPTR_WAIT", "WD_WAIT", "RM_WAIT",
                    "IH_WB_WAIT"):
-            self.invariant(~box.state("cp", st) | ~box("wr_ih"))
+            self.invariant(~box.state("cp", st) | (box("wr_src") != WriteSource.IH))
         for st in ("IH_ENTRY_WRITE", "IH_ENTRY_WAIT"):
-            self.invariant(~box.state("cp", st) | box("wr_ih"))
+            self.invariant(~box.state("cp", st) | (box("wr_src") == WriteSource.IH))
         # a block waiting in the buffer for its *_WRITE state is where its packet said
         slot = (box("ih_base") + (box("ih_wptr") & (box("ih_bytes") - 1)))[:48]
         self.invariant(~box.state("cp", "IH_ENTRY_WRITE") | ((box("blk_addr")[5:] == slot[5:]) &
@@ -166,10 +240,17 @@ class CPHarness(Harness):
     def state(self, name):
         return self.box.state("cp", name)
 
+    def writer_start(self):
+        """A write starts: the writer's request is raised (from the CP's registers, which hold
+        its block, mask and data until `done`), or raised again in the cycle of `done`."""
+        b = self.box
+        valid = b("req_valid", "writer")
+        return valid & (~self.past(valid) | self.past(b("done", "writer")))
+
     def doorbell(self):
         """(accepted-or-flagged doorbell this cycle, value): the CP looks at it."""
         b = self.box
-        look = self.csr.rb_doorbell_swmod & self.csr.rb_cntl_enable & ~b("stopped") & ~b("err")
+        look = self.csr.rb_doorbell_swmod & self.csr.rb_cntl_enable & ~b("stopped") & ~b("err_any")
         return look, self.csr.rb_doorbell
 
     # ------------------------------------------------------------------ cp_ring
@@ -188,7 +269,8 @@ class CPHarness(Harness):
                    ((fwd != 0) & (fwd <= (was(wptr) - was(rptr))[:32])))
         pkt_end = Signal(32)
         hdr = b("cur_fetch_data")
-        one_dword = (hdr[_TYPE.bits] == pk.PACKET_TYPE2) | b("nop_pad")
+        tag = data.View(cp_packets.DwordTag(cp.dma_max_log2, cp.addr_width).layout, b("cur_tag"))
+        one_dword = tag.filler  # a type-2 dword or AMD's header-only NOP
         with m.If(self.state("RUN") & b("pop") & (b("level") == 0) & ~b("fsm_err")):
             m.d.sync += pkt_end.eq(ring_pos + Mux(one_dword, 1, hdr[_COUNT.bits] + 2))
         with m.If(in_reset):
@@ -203,20 +285,22 @@ class CPHarness(Harness):
         fsm_err = b("fsm_err")
         for name, bad, code in (("doorbell_backwards", backwards, CpError.DOORBELL_BACKWARDS),
                                 ("doorbell_overflow", overflow, CpError.DOORBELL_OVERFLOW)):
-            hit = was(look & bad & ~fsm_err)
+            # (latched two cycles on: captured, then CP_ERROR; wptr stays meanwhile)
+            hit = was(was(look & bad & ~fsm_err) & self.started)
             self.prove(name, ~(self.started & hit) |
-                       (b("err") & (b("err_code") == code) & (b("err_addr") == was(v)) & (wptr == was(wptr))))
+                       (b("err") & (b("err_code") == code) & (b("err_addr") == was(was(v))) &
+                        (wptr == was(was(wptr)))))
         ok = look & ~backwards & ~overflow
         self.prove("doorbell_accepts", ~(self.started & was(ok)) | was(soft) | (wptr == was(v)))
         self.prove("wptr_only_doorbell", ~(self.started & (wptr != was(wptr))) |
                    (was(ok) & (wptr == was(v))) | (was(in_reset) & (wptr == 0)))
 
         # the rptr write-back: the dword last written there (and answered) is RB_RPTR when
-        # idle; the data is read where the writer reads it, from the block buffer
+        # idle; the data is read where the writer reads it, from the value registers (one
+        # dword: both hold it)
         wb_val = Signal(32)
         wb_seen = Signal()
-        blk = Array(b(f"blk{i}") for i in range(8))
-        written = blk[csr.rb_rptr_addr_lo[2:5]]
+        written = b("wval0")
         writer_done_ok = b("done", "writer") & (b("resp", "writer") == 0)
         with m.If(self.state("RPTR_WAIT") & writer_done_ok):
             m.d.sync += [wb_val.eq(written), wb_seen.eq(1)]
@@ -235,7 +319,9 @@ class CPHarness(Harness):
                                                 "RPTR_WAIT", "RING_DONE"))).any() | reporting
         self.invariant(~((level == 0) & ~outside) | ((ring_pos + rem)[:32] == pkt_end))
         self.invariant((level == 0) | in_reset | (ring_pos == pkt_end))
-        self.invariant(in_reset | ((pkt_end - rptr)[:32] <= (wptr - rptr)[:32]))
+        # (a header whose COUNT runs past wptr is refused a cycle after it is taken: bad_count)
+        self.invariant(in_reset | b("err_any") | (self.state("PAYLOAD") & b("bad_count")) |
+                       ((pkt_end - rptr)[:32] <= (wptr - rptr)[:32]))
         self.invariant(~(self.state("PAYLOAD") | self.state("WD_COLLECT")) | (rem != 0))
         # in PAYLOAD the dwords read (pidx) and still to read (rem) add up to the COUNT the
         # header passed with
@@ -245,8 +331,19 @@ class CPHarness(Harness):
                 continue
             total = rem + pidx
             ok = (total == pkt.max_count + 1) if pkt.min_count == pkt.max_count else (total >= pkt.min_count + 1)
-            self.invariant(~(self.state("PAYLOAD") & (kind == pkt.index)) | (ok & (pidx < pkt.fixed)))
-        self.invariant(kind < len(pk.PACKETS))
+            # (a wrong COUNT is answered in PAYLOAD's first cycle: bad_count)
+            self.invariant(~(self.state("PAYLOAD") & (kind == pkt.index) & ~b("bad_count")) |
+                           (ok & (pidx < pkt.fixed)))
+        wd_states = Cat(*(self.state(st) for st in self.box.states("cp") if st.startswith("WD_"))).any()
+        # the flags kept a cycle ahead are what they stand for
+        fixed_of = Array(Const(pkt.fixed, 4) for pkt in pk.PACKETS)
+        self.invariant(~(self.state("PAYLOAD") & ~b("bad_count") & (kind < len(pk.PACKETS))) |
+                       ((b("fixed") == fixed_of[kind]) & (b("last_fixed") == (pidx + 1 == b("fixed"))) &
+                        (b("rem_is1") == (rem == 1))))
+        self.invariant(~wd_states | (b("rem_is1") == (rem == 1)))
+        self.invariant(~(self.state("WD_WAIT") | self.state("WD_WRITE")) | (b("rem_is0") == (rem == 0)))
+        # (a packet's kind comes from its header's tag: the tag function's, a packet's index)
+        self.invariant(~self.state("PAYLOAD") | (kind < len(pk.PACKETS)))
         # after its fixed payload only WRITE_DATA has dwords left to read
         tail = [st for st in self.box.states("cp")
                 if st == "DONE" or st.startswith(("EXEC_", "WRM_", "RM_", "DMA_"))]
@@ -254,7 +351,6 @@ class CPHarness(Harness):
             (Cat(*(self.state(st) for st in self.box.states("cp") if st.startswith("IH_"))).any() &
              ~b("ih_err"))
         self.invariant(~in_tail | (rem == 0))
-        wd_states = Cat(*(self.state(st) for st in self.box.states("cp") if st.startswith("WD_"))).any()
         self.invariant(~wd_states | (kind == pk.WRITE_DATA.index))
         self.invariant(~self.state("RING_DONE") | ((level == 0) & (ring_pos == pkt_end)))
         self.invariant(~(self.state("RUN") & (level == 0)) | (ring_pos == rptr))
@@ -262,8 +358,8 @@ class CPHarness(Harness):
         self.invariant(~after_ring | ((level == 0) & (ring_pos == rptr) & (pkt_end == rptr)))
 
         in_wb = self.state("RPTR_WRITE") | self.state("RPTR_WAIT")
-        self.invariant(~(wb_seen & ~b("err") & ~in_wb & ~in_reset & csr.rb_cntl_rptr_wb) | (wb_val == rptr))
-        self.invariant(~(in_wb & csr.rb_cntl_rptr_wb) | ((written == rptr) & ~b("wr_ih") &
+        self.invariant(~(wb_seen & ~b("err_any") & ~in_wb & ~in_reset & csr.rb_cntl_rptr_wb) | (wb_val == rptr))
+        self.invariant(~(in_wb & csr.rb_cntl_rptr_wb) | ((written == rptr) & (b("wr_src") == WriteSource.VALUE) &
                                                           b("blk_mask").bit_select(csr.rb_rptr_addr_lo[2:5], 1)))
 
         # covers
@@ -281,22 +377,32 @@ class CPHarness(Harness):
         used = (ih_wptr - ih_rptr)[:32]
         in_reset = self.state("RESET")
         was = self.past
-        writer_take = b("req_valid", "writer") & b("req_ready", "writer")
-        # the writer took a request last cycle, and it was the IH entry (the block buffer
-        # says whose data the writer reads: `wr_ih`)
-        entry = self.started & was(writer_take) & b("wr_ih")
+        writer_start = self.writer_start()
+        # a write starts, and it is the IH entry (the writer reads the block from the IH
+        # entry's registers: `wr_src`)
+        entry = self.started & writer_start & (b("wr_src") == WriteSource.IH)
         slot = (b("ih_base") + (ih_wptr & (nbytes - 1)))[:48]
-        self.prove("no_overwrite", ~entry | was(used < nbytes))
-        self.prove("entry_slot", ~entry | (was(b("req_block", "writer")) == was(slot[5:])) &
-                   (was(b("req_mask", "writer")) == 0xFF))
+        self.prove("no_overwrite", ~entry | (used < nbytes))
+        self.prove("entry_slot", ~entry | (b("req_block", "writer") == slot[5:]) &
+                   (b("req_mask", "writer") == 0xFF))
         self.invariant(~self.state("IH_ENTRY_WRITE") | (used < nbytes))
+        # (IH_RPTR may stop inside an entry: the ring is at most an entry less a byte over;
+        # after a soft reset, until the driver sets IH_RPTR to 0 the ring looks full)
+        self.invariant((used < nbytes + ih_spec.ENTRY_BYTES) | (ih_wptr == 0))
+        # an entry's write is asked for from IH_ENTRY_WAIT: the ring had room (IH_RPTR only
+        # moves forward meanwhile) and the block is the entry at its slot
+        self.invariant(~self.state("IH_ENTRY_WAIT") | ((used < nbytes) & (b("blk_addr")[5:] == slot[5:]) &
+                                                       (b("blk_mask") == 0xFF) &
+                                                       (b("wr_src") == WriteSource.IH)))
+        # (whether the ring is full is kept a cycle ahead: it was full a cycle ago)
         ovf = b("ovf_set")
-        self.prove("overflow_drops", ~ovf | ((used >= nbytes) & ~writer_take))
+        self.prove("overflow_drops", ~ovf | (self.started & was(used >= nbytes) & ~writer_start))
         self.prove("overflow_keeps_wptr", ~(self.started & was(ovf)) | (ih_wptr == was(ih_wptr)) | was(in_reset))
         step = (ih_wptr - was(ih_wptr))[:32]
         self.prove("wptr_step", ~(self.started & (ih_wptr != was(ih_wptr))) |
                    (step == ih_spec.ENTRY_BYTES) | (was(in_reset) & (ih_wptr == 0)))
-        self.prove("pending_level", csr.int_status_ih_pending == (ih_wptr != ih_rptr))
+        # (IH_PENDING is a register: it compares IH_WPTR with IH_RPTR as it was a cycle ago)
+        self.prove("pending_level", ~self.started | (csr.int_status_ih_pending == (ih_wptr != was(ih_rptr))))
 
         self.cover("overflow", ovf)
         self.cover("eop", b("eop_set"))
@@ -306,7 +412,7 @@ class CPHarness(Harness):
         err = b("err")
         in_reset = self.state("RESET")
         was = self.past
-        writer_take = b("req_valid", "writer") & b("req_ready", "writer")
+        writer_take = self.writer_start()
 
         # after an error latches no packet starts: the parser consumes no header
         self.prove("no_packet_after_error", ~(err & self.state("RUN") & b("pop")))
@@ -336,7 +442,7 @@ class CPHarness(Harness):
 
         # one CP_ERROR entry per error
         entries = Signal(2)
-        with m.If(self.started & was(writer_take) & b("wr_ih") & b("ih_err") &
+        with m.If(self.started & writer_take & (b("wr_src") == WriteSource.IH) & b("ih_err") &
                   (entries != 3)):
             m.d.sync += entries.eq(entries + 1)
         with m.If(in_reset):

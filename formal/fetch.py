@@ -3,7 +3,9 @@
 The CP drives a Fetcher per level: for the ring `ptr` = the parser's position (never
 behind rptr), `end` = wptr (it only grows while the fetcher runs, at most a ring size
 ahead), `mask` = size - 1 and a 256-byte aligned base; for an IB `ptr` = 0, `end` =
-IB_SIZE and an all-ones mask. The harness lets all of them be free within those rules,
+IB_SIZE and an all-ones mask (its fetcher counts bursts in addresses, not in ring
+indices: `wraps` off). The harness checks one fetcher of each kind, each with its own
+slave, and lets their inputs be free within those rules,
 `start` and `flush` come any cycle, and a free slave answers the fetcher's bursts in order
 (R beats only for bursts it asked for, RLAST on the last). With cp_ring.occupancy
 ([rptr, wptr] holds the parser), these properties give "the CP never fetches beyond wptr".
@@ -24,27 +26,48 @@ class FetchHarness(Harness):
         self.data_width, self.depth, self.max_burst = data_width, depth, max_burst
 
     def build(self, m):
-        dut = Fetcher(self.data_width, 48, depth_beats=self.depth, max_burst_beats=self.max_burst)
-        b = WhiteBox(dut, "Fetcher")
-        m.submodules.dut = b.module
         self.no_reset()
+        # the CP's two kinds: the ring's fetcher (`wraps`) and an IB level's
+        props = [self.one(m, wraps) for wraps in (True, False)]
+        for name in props[0]:
+            test = props[0][name] & props[1][name] if name not in COVERS else props[0][name] | props[1][name]
+            if name in COVERS:
+                self.cover(name, test)
+            else:
+                self.prove(name, test)
+
+    def one(self, m, wraps):
+        """A Fetcher as the CP drives one (`wraps`: the ring's), its slave, and each property's
+        test (by name) for it."""
+        tag = "ring" if wraps else "ib"
+        dut = Fetcher(self.data_width, 48, depth_beats=self.depth, max_burst_beats=self.max_burst, wraps=wraps)
+        b = WhiteBox(dut, "Fetcher")
+        m.submodules[f"dut_{tag}"] = b.module
         B = self.data_width // 8
 
-        # ---- the CP's side: a buffer at `base` with mask 2^k - 1, a window [lo, end)
-        k = self.const(6, "log2_size")
-        self.assume((k >= 1) & (k <= 32))
-        mask = Signal(32)
-        m.d.comb += mask.eq((Const(1, 33) << k) - 1)
-        base = self.const(48, "base")
-        ring = mask != 0xFFFF_FFFF
+        def free(w, name):
+            return self.free(w, f"{tag}_{name}")
+
+        # ---- the CP's side: a buffer at `base` with mask 2^k - 1 (an IB's: all ones), a
+        # window [lo, end)
+        mask = Signal(32, name=f"{tag}_mask")
+        base = self.const(48, f"{tag}_base")
         self.assume(base[:2] == 0)
-        self.assume(~ring | (base[:8] == 0))
+        if wraps:
+            k = self.const(6, "ring_log2_size")
+            self.assume((k >= 1) & (k <= 32))
+            m.d.comb += mask.eq((Const(1, 33) << k) - 1)
+            self.assume(base[:8] == 0)
+        else:
+            m.d.comb += mask.eq(0xFFFF_FFFF)
         self.assume(base + 4 * (mask + 1) <= (1 << 48))  # the buffer lies on the bus
-        start, flush = self.free(1, "start"), self.free(1, "flush")
-        ptr, end = self.free(32, "ptr"), self.free(32, "end")
-        m.d.comb += [dut.start.eq(start), dut.flush.eq(flush), dut.base.eq(base), dut.mask.eq(mask),
-                     dut.ptr.eq(ptr), dut.end.eq(end), dut.dw_ready.eq(self.free(1, "dw_ready"))]
-        lo = Signal(32)  # where the fetcher was started
+        # (the CP loads and starts a fetcher together, or loads it first: a start follows a
+        # load, with nothing else between)
+        start, flush = free(1, "start"), free(1, "flush")
+        ptr, end = free(32, "ptr"), free(32, "end")
+        m.d.comb += [dut.load.eq(start), dut.start.eq(start), dut.flush.eq(flush), dut.base.eq(base),
+                     dut.mask.eq(mask), dut.ptr.eq(ptr), dut.end.eq(end), dut.dw_ready.eq(free(1, "dw_ready"))]
+        lo = Signal(32, name=f"{tag}_lo")  # where the fetcher was started
         with m.If(start):
             m.d.sync += lo.eq(ptr)
         window = (end - lo)[:32]
@@ -58,45 +81,47 @@ class FetchHarness(Harness):
                 self.assume(window >= self.past(window))
         # ---- a free slave, in order
         D = self.depth
-        q_len = Array(Signal(8, name=f"q_len{i}") for i in range(D))
-        wp, rp = Signal(range(2 * D)), Signal(range(2 * D))
+        q_len = Array(Signal(8, name=f"{tag}_q_len{i}") for i in range(D))
+        wp, rp = Signal(range(2 * D), name=f"{tag}_wp"), Signal(range(2 * D), name=f"{tag}_rp")
         qb = len(wp) - 1
-        count = Signal(range(2 * D + 1))
+        count = Signal(range(2 * D + 1), name=f"{tag}_count")
         m.d.comb += count.eq((wp - rp)[:len(wp)])
-        beat = Signal(8)
-        m.d.comb += dut.arready.eq(self.free(1, "arready") & (count < D))
+        beat = Signal(8, name=f"{tag}_beat")
+        m.d.comb += dut.arready.eq(free(1, "arready") & (count < D))
         ar_hs = dut.arvalid & dut.arready
         with m.If(ar_hs):
             m.d.sync += [q_len[wp[:qb]].eq(dut.arlen), wp.eq(wp + 1)]
-        m.d.comb += [dut.rvalid.eq(self.free(1, "rvalid") & (count != 0)),
+        m.d.comb += [dut.rvalid.eq(free(1, "rvalid") & (count != 0)),
                      dut.rlast.eq(beat == q_len[rp[:qb]]),
-                     dut.rdata.eq(self.free(self.data_width, "rdata")), dut.rresp.eq(self.free(2, "rresp"))]
+                     dut.rdata.eq(free(self.data_width, "rdata")), dut.rresp.eq(free(2, "rresp"))]
         with m.If(dut.rvalid):
             m.d.sync += beat.eq(beat + 1)
             with m.If(dut.rlast):
                 m.d.sync += [beat.eq(0), rp.eq(rp + 1)]
 
-        # ---- what it reads
-        fptr, n = b("fptr"), b("n")
+        # ---- what it reads (a burst is issued from registers: `n_next` dwords from fptr)
+        fptr, n = b("fptr"), b("n_next")
         active = b("active")
-        self.prove("in_window", ~ar_hs | ((((fptr - lo)[:32] + n) <= window) & (n != 0)))
+        t = {}
+        t["in_window"] = ~ar_hs | ((((fptr - lo)[:32] + n) <= window) & (n != 0))
         idx = fptr & mask
         addr = (base + Cat(Const(0, 2), idx))[:48]
-        self.prove("address", ~ar_hs | (dut.araddr == (addr & ~Const(B - 1, 48))))
-        self.prove("no_wrap_crossing", ~ar_hs | (idx + n <= mask + 1))
+        t["address"] = ~ar_hs | (dut.araddr == (addr & ~Const(B - 1, 48)))
+        t["no_wrap_crossing"] = ~ar_hs | (idx + n <= mask + 1)
         beats = dut.arlen + 1
-        self.prove("no_4k_crossing", ~ar_hs | (dut.araddr[:12] + beats * B <= 4096))
+        t["no_4k_crossing"] = ~ar_hs | (dut.araddr[:12] + beats * B <= 4096)
         first = addr[2:2 + max(1, (B // 4).bit_length() - 1)] if B > 4 else Const(0, 1)
-        self.prove("burst_legal", ~ar_hs | ((beats <= self.max_burst) &
-                                           (beats * (B // 4) >= first + n) &
-                                           ((beats - 1) * (B // 4) < first + n)))
+        t["burst_legal"] = ~ar_hs | ((beats <= self.max_burst) & (beats * (B // 4) >= first + n) &
+                                     ((beats - 1) * (B // 4) < first + n))
         level, outstanding, drop = b("level"), b("outstanding"), b("drop")
-        self.prove("room_for_beats", level + outstanding <= self.depth)
+        t["room_for_beats"] = level + outstanding <= self.depth
 
         # ---- induction: the fetcher's window, its beat counts against the slave's
         self.invariant(~active | start | ((fptr - lo)[:32] <= window))
-        self.invariant(~active | ((b("base") == base) & (b("mask") == mask)))
-        in_flight = Signal(range(D * 256 + 1))
+        self.invariant(~active | (b("base") == base))
+        if wraps:
+            self.invariant(~active | (b("mask") == mask))
+        in_flight = Signal(range(D * 256 + 1), name=f"{tag}_in_flight")
         used = [((Const(i, qb + 1) - rp[:qb])[:qb] < count) for i in range(D)]  # slot i holds a burst
         m.d.comb += in_flight.eq(sum(Cat(q_len[i] + 1, Const(0, 4)) * used[i] for i in range(D)) - beat)
         # (the slave's own state: a burst's beat counter inside the burst, bursts as issued)
@@ -106,7 +131,11 @@ class FetchHarness(Harness):
         self.invariant(outstanding == in_flight)
         self.invariant(drop <= outstanding)
 
-        self.cover("wraps", ar_hs & (idx + n == mask + 1) & ring)
-        self.cover("at_4k", ar_hs & (dut.araddr[:12] + beats * B == 4096))
-        self.cover("full_buffer", level == self.depth)
-        self.cover("redirect_in_flight", flush & start & (outstanding != 0))
+        t["wraps"] = ar_hs & (idx + n == mask + 1) & Const(int(wraps))
+        t["at_4k"] = ar_hs & (dut.araddr[:12] + beats * B == 4096)
+        t["full_buffer"] = level == self.depth
+        t["redirect_in_flight"] = flush & start & (outstanding != 0)
+        return t
+
+
+COVERS = ("wraps", "at_4k", "full_buffer", "redirect_in_flight")

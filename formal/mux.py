@@ -119,6 +119,9 @@ class MuxHarness(Harness):
         # ---- induction: the mux's order queue is the ghost FIFO
         wq_wp, wq_rp = box("wq_wp"), box("wq_rp")
         self.invariant((wq_wp == gw) & (wq_rp == gr))
+        # (the head is kept in a register: w_ok says the queue is not empty, w_sel is its head)
+        self.invariant(box("w_ok") == (count != 0))
+        self.invariant((count == 0) | (box("w_sel") == head))
         for i in range(D):
             self.invariant(((Const(i, len(gr)) - gr)[:len(gr) - 1] >= count) |
                            (box(f"wq{i}") == ghost[i]))

@@ -202,7 +202,9 @@ _CP_CONFIG = ("the CommandProcessor itself (every fetcher, the parser, the write
               "free-running 32-bit pointers work the same at every power of two, and small rings "
               "wrap within the cover depth")
 _CP_ASSUMES = ("the CSR block's ports are free (configuration fixed, doorbells, enable, HALT and "
-               "SOFT_RESET any cycle); the driver moves IH_RPTR forward, never past IH_WPTR; memory "
+               "SOFT_RESET any cycle; RB_DOORBELL changes only with its write pulse, two MMIO "
+               "writes are never in consecutive cycles, and the first comes two cycles after reset); the driver moves IH_RPTR forward, never past "
+               "IH_WPTR; memory "
                "answers in order with free data and responses, keeping AXI's rules")
 
 _group(Group(
@@ -217,8 +219,8 @@ _group(Group(
           "the CP no longer needs it"),
         A("occupancy", "wptr - rptr <= ring size, and the parser's position lies in [rptr, wptr]",
           "the ring never holds more than it can, whatever the doorbells"),
-        A("doorbell_backwards", "a doorbell moving wptr backwards latches DOORBELL_BACKWARDS with "
-          "the rejected value and leaves wptr unchanged", "a driver bug is flagged, not executed"),
+        A("doorbell_backwards", "a doorbell moving wptr backwards latches DOORBELL_BACKWARDS (two "
+          "cycles on: captured, then latched) with the rejected value and leaves wptr unchanged", "a driver bug is flagged, not executed"),
         A("doorbell_overflow", "a doorbell more than the ring size ahead of rptr latches "
           "DOORBELL_OVERFLOW with the rejected value and leaves wptr unchanged",
           "an overfull ring would overwrite packets not yet executed"),
@@ -239,8 +241,9 @@ _group(Group(
 _group(Group(
     "fetch", "rtl/cp/fetch.py Fetcher (the ring's and each IB level's read-ahead)", "formal.fetch:FetchHarness",
     "prove", 3, 16,
-    config="the Fetcher as the CP builds it (64-bit bus, 8 beats deep, bursts of up to 8); buffers "
-           "of any power-of-two size from 2 dwords to 2^32 (a ring) or all ones (an IB), at any base",
+    config="the Fetchers as the CP builds them (64-bit bus, 8 beats deep, bursts of up to 8): the "
+           "ring's (any power-of-two size from 2 dwords to 2^32) and an IB's (all-ones mask, bursts "
+           "in aligned address blocks), each checked with its own slave, at any base",
     assumes="as the CP drives it: a 4-byte aligned base (256 for a ring) on the bus, `end` at most "
             "a buffer ahead of the start and only growing (wptr), start and flush any cycle; a free "
             "slave answers the fetcher's bursts in order with RLAST on the last beat",
@@ -276,13 +279,15 @@ _group(Group(
           "not consumed"),
         A("entry_slot", "the entry is one whole 32-byte block at IH_BASE + (IH_WPTR mod ring bytes)",
           "modular addressing: entries stay inside the ring, aligned, where the driver reads them"),
-        A("overflow_drops", "IH_OVERFLOW is raised only when the ring is full, and then nothing is written",
+        A("overflow_drops", "IH_OVERFLOW is raised only when the ring was full (a cycle before: the "
+          "fullness is kept in a register), and then nothing is written",
           "overflow is flagged and drops, never corrupts"),
         A("overflow_keeps_wptr", "a dropped entry leaves IH_WPTR unchanged",
           "the driver sees no entry that was never written"),
         A("wptr_step", "IH_WPTR moves only by one entry (32 bytes), or to 0 at soft reset",
           "the driver walks the ring entry by entry"),
-        A("pending_level", "INT_STATUS.IH_PENDING equals (IH_WPTR != IH_RPTR) in every cycle",
+        A("pending_level", "INT_STATUS.IH_PENDING equals (IH_WPTR != IH_RPTR as it was a cycle "
+          "before) in every cycle (a register: the CSR read path starts from flip-flops)",
           "the interrupt is level-true while entries are pending (irq = OR of INT_STATUS & "
           "INT_ENABLE, rtl/top.py): no entry is left unsignalled, none signalled twice"),
         C("overflow", "an interrupt dropped on a full IH ring"),

@@ -4,7 +4,7 @@ No Python runs per cycle: each monitor sleeps on value changes of a few register
 wakes only when the hardware does something.
 
 - CP packets: the CP's parser FSM register `cp_state` and its IB `level`. A packet
-  starts when the FSM leaves RUN with a new header in `hdr`/`hdr_off`/`hdr_addr`, and
+  starts when the FSM leaves RUN with a new header in `hdr`/`hdr_taken_off`/`hdr_addr`, and
   ends when the FSM is back in RUN at the packet's level (an INDIRECT_BUFFER ends when
   its IB has returned). Inside a packet, phases (data write, poll, fence write, IH
   entry, rptr write-back) are nested slices. State names come from the Amaranth FSM
@@ -163,10 +163,10 @@ class CpMonitor:
         """One waiter per watched register: a single trigger each is far cheaper than
         First(), which starts a task per trigger on every wake-up."""
         cp = self.cp
-        self._st, self._lv, self._off = cp.cp_state, cp.level, cp.hdr_off
+        self._st, self._lv, self._off = cp.cp_state, cp.level, cp.hdr_taken_off
         self._ps, self._pl = self.states.get(_int(self._st), "RUN"), _int(self._lv)
         self._po = _int(self._off)
-        # (hdr_off: a one-dword pad inside an IB is taken without leaving RUN)
+        # (hdr_taken_off: a one-dword pad inside an IB is taken without leaving RUN)
         return [_watch(self._st, self._wake, self), _watch(self._lv, self._wake, self),
                 _watch(self._off, self._wake, self)]
 
@@ -217,7 +217,7 @@ class CpMonitor:
 
     def _start(self, t: int, error: bool = False) -> None:
         cp = self.cp
-        hdr, off, addr, lvl = _int(cp.hdr), _int(cp.hdr_off), _int(cp.hdr_addr), _int(cp.level)
+        hdr, off, addr, lvl = _int(cp.hdr), _int(cp.hdr_taken_off), _int(cp.hdr_addr), _int(cp.level)
         where = f"{_level_name(lvl)}+{4 * off:#06x}"
         if _is_pad(hdr):
             self._pad(t)
@@ -246,7 +246,7 @@ class CpMonitor:
         """A one-dword pad (a type-2 dword, or the header-only NOP): logged each, as the
         model's trace shows them, and drawn as one slice per run of pads."""
         cp = self.cp
-        hdr, off, lvl = _int(cp.hdr), _int(cp.hdr_off), _int(cp.level)
+        hdr, off, lvl = _int(cp.hdr), _int(cp.hdr_taken_off), _int(cp.level)
         if not _is_pad(hdr):
             return
         where = f"{_level_name(lvl)}+{4 * off:#06x}"
@@ -450,8 +450,15 @@ class HwMonitors:
         if not vmid or not _int(getattr(self.gpu, f"vm_context_cntl_{vmid}")):
             i = addr >> 2
             return self.mem32[i:i + n].tolist()
-        root = (_int(getattr(self.gpu, f"vm_context_pt_base_hi_{vmid}")) << 32
-                | _int(getattr(self.gpu, f"vm_context_pt_base_lo_{vmid}")) << vm_spec.PAGE_SHIFT)
+        # (the page-table bases are a small memory in the CSR block, an entry per VMID)
+        from rtl.csr import LUTRAM_ARRAYS
+
+        def base(reg: str) -> int:  # (an entry not written since the reset reads 0)
+            lsb, mem, valid = LUTRAM_ARRAYS[reg]
+            if not _int(getattr(self.gpu.csr, valid)) >> vmid & 1:
+                return 0
+            return _int(getattr(self.gpu.csr, mem)[vmid]) << lsb
+        root = (base("VM_CONTEXT_PT_BASE_HI") << 32) | (base("VM_CONTEXT_PT_BASE_LO") & ~(vm_spec.PAGE_SIZE - 1))
 
         def read64(a: int) -> int:
             return int(self.mem32[a >> 2]) | int(self.mem32[(a >> 2) + 1]) << 32
@@ -480,7 +487,7 @@ class HwMonitors:
 def cp_probe(dut, ib_levels: int = 2) -> dict:
     """The CP's position from its registers: level, the IB stack, the packet in hand."""
     cp = dut.gpu.cp
-    out = {"level": _int(cp.level), "header": _int(cp.hdr), "header_offset_dw": _int(cp.hdr_off),
+    out = {"level": _int(cp.level), "header": _int(cp.hdr), "header_offset_dw": _int(cp.hdr_taken_off),
            "header_addr": _int(cp.hdr_addr), "ibs": []}
     for i in range(1, ib_levels + 1):
         try:

@@ -20,7 +20,7 @@ SIGNALS = [
     ("MMIO (a doorbell is a write to RB_DOORBELL)", [
         "s_axil_awvalid", "s_axil_awaddr", "s_axil_wdata", "s_axil_bvalid",
         "s_axil_arvalid", "s_axil_araddr", "s_axil_rdata"]),
-    ("command processor", ["gpu.cp.cp_state", "gpu.cp.level", "gpu.cp.hdr", "gpu.cp.hdr_addr", "gpu.cp.hdr_off"]),
+    ("command processor", ["gpu.cp.cp_state", "gpu.cp.level", "gpu.cp.hdr", "gpu.cp.hdr_addr", "gpu.cp.hdr_taken_off"]),
     ("memory bus", [
         "arvalid", "arready", "arid", "araddr", "arlen", "rvalid", "rlast",
         "awvalid", "awready", "awid", "awaddr", "awlen", "wvalid", "wlast", "bvalid", "bresp"]),

@@ -8,10 +8,11 @@ with `wiring.connect` unchanged, but master i must only use IDs below
 master 0's ID k goes out as k, master 1's as 8 + k; R and B come back to the master
 named by those top bits, with the master's own ID.
 
-- AR and AW: round-robin among the masters offering VALID, without a register stage:
-  a master that was offered but not yet accepted keeps the grant until it is, so the
-  downstream VALID and payload stay put (AXI A3.2.1). The master's READY is the
-  downstream READY while it holds the grant.
+- AR and AW: without a register stage, parked on the last master (its READY starts from
+  the mux's registers and its own VALID), the others round-robin whenever it is idle, and
+  turns alternate when both wait; a master that was offered but not yet accepted keeps
+  the grant until it is, so the downstream VALID and payload stay put (AXI A3.2.1). The
+  master's READY is the downstream READY while it holds the grant.
 - W: AXI4 has no WID, so W bursts go in AW order: each accepted AW queues its master's
   index (`w_order_depth` deep; a full queue holds AW back), and the W channel is
   locked to the master at the head of that queue until its WLAST beat. A master that
@@ -83,26 +84,51 @@ class AXI4Mux(wiring.Component):
             return Cat(id_[:low], Const(i, sb))
 
         def arbiter(name, valids, ready):
-            """Round-robin grant that holds while its VALID waits for `ready`.
+            """Grant that holds while its VALID waits for `ready`, parked on the last master.
+
+            The last master (the DMA engine in the front end) is served whenever it is its
+            turn (`turn`, a register: it is its turn unless another master waits since its
+            last burst), so its READY depends on registers of the mux and its own VALID
+            only: no path runs from the other masters' VALIDs into its handshake. The others
+            are served in round-robin order whenever the last one is not offered on its turn
+            (no cycle lost while it is idle), and alternate with it when both are busy.
 
             Returns (sel, valid): the granted master and whether any master is offered."""
-            rr = Signal(range(n), name=f"{name}_rr")
+            P = n - 1
+            rr = Signal(range(max(P, 2)), name=f"{name}_rr")  # (a zero-bit signal is not valid Verilog)
+            turn = Signal(init=1, name=f"{name}_turn")  # the parked master's turn
             lock = Signal(name=f"{name}_lock")
             lock_sel = Signal(range(n), name=f"{name}_lock_sel")
-            pick = Signal(range(n), name=f"{name}_pick")
-            for r in range(n):
+            pick = Signal(range(n), name=f"{name}_pick")  # among the others, round robin from rr
+            m.d.comb += pick.eq(P)  # (none of them offered)
+            for r in range(P):
                 with m.If(rr == r):
-                    for k in reversed(range(n)):  # the last assignment wins: r first
-                        idx = (r + k) % n
+                    for k in reversed(range(P)):  # the last assignment wins: r first
+                        idx = (r + k) % P
                         with m.If(valids[idx]):
                             m.d.comb += pick.eq(idx)
+            others = Signal(name=f"{name}_others")
+            m.d.comb += others.eq(Cat(*valids[:P]).any())
             sel = Signal(range(n), name=f"{name}_sel")
             valid = Signal(name=f"{name}_valid")
-            m.d.comb += [sel.eq(Mux(lock, lock_sel, pick)), valid.eq(Array(valids)[sel])]
+            with m.If(lock):
+                m.d.comb += [sel.eq(lock_sel), valid.eq(Array(valids)[lock_sel])]
+            with m.Elif(turn & valids[P]):
+                m.d.comb += [sel.eq(P), valid.eq(1)]
+            with m.Else():
+                m.d.comb += [sel.eq(pick), valid.eq(others)]
             with m.If(valid & ~ready):
                 m.d.sync += [lock.eq(1), lock_sel.eq(sel)]
             with m.If(valid & ready):
-                m.d.sync += [lock.eq(0), rr.eq(Mux(sel == n - 1, 0, sel + 1))]
+                m.d.sync += lock.eq(0)
+                with m.If(sel == P):
+                    m.d.sync += turn.eq(~others)  # the others' turn if one waits
+                with m.Else():
+                    if P > 1:
+                        m.d.sync += rr.eq(Mux(sel == P - 1, 0, sel + 1))
+                    m.d.sync += turn.eq(1)
+            with m.If(~valid):
+                m.d.sync += turn.eq(1)
             return sel, valid
 
         # ---- AR
@@ -123,8 +149,8 @@ class AXI4Mux(wiring.Component):
         wq_wp = Signal(qb + 1)
         wq_rp = Signal(qb + 1)
         wq_full = Signal()
-        wq_ne = Signal()
-        m.d.comb += [wq_full.eq((wq_wp - wq_rp)[:qb + 1] == Dw), wq_ne.eq(wq_wp != wq_rp)]
+        # (full: the same entry with the wrap bits apart; no subtraction on AW's path)
+        m.d.comb += wq_full.eq((wq_wp[:qb] == wq_rp[:qb]) & (wq_wp[qb] != wq_rp[qb]))
 
         def wq_index(p):
             return p[:qb] if qb else Const(0, 1)
@@ -140,19 +166,40 @@ class AXI4Mux(wiring.Component):
             m.d.comb += getattr(out, f).eq(Array(getattr(p, f) for p in s)[aw_sel])
         for i, p in enumerate(s):
             m.d.comb += p.awready.eq(aw_ready & (aw_sel == i))
+        # (the free slot at wq_wp takes the granted master every cycle; the handshake, which
+        # comes late, only moves wq_wp)
+        with m.If(~wq_full):
+            m.d.sync += wq[wq_index(wq_wp)].eq(aw_sel)
         with m.If(out.awvalid & out.awready):
-            m.d.sync += [wq[wq_index(wq_wp)].eq(aw_sel), wq_wp.eq(wq_wp + 1)]
+            m.d.sync += wq_wp.eq(wq_wp + 1)
 
-        # ---- W: locked to the master of the oldest AW whose W burst is unfinished
+        # ---- W: locked to the master of the oldest AW whose W burst is unfinished. The head of
+        # the order queue is kept in a register (`w_sel`, `w_ok`), worked out for the next
+        # cycle from the queue as it will be, so WREADY and the W multiplexer start from
+        # flip-flops.
         w_sel = Signal(range(n))
-        m.d.comb += w_sel.eq(wq[wq_index(wq_rp)])
-        m.d.comb += out.wvalid.eq(wq_ne & Array(p.wvalid for p in s)[w_sel])
+        w_ok = Signal()  # the queue is not empty: w_sel names the master W follows
+        m.d.comb += out.wvalid.eq(w_ok & Array(p.wvalid for p in s)[w_sel])
         for f in W_FIELDS:
             m.d.comb += getattr(out, f).eq(Array(getattr(p, f) for p in s)[w_sel])
         for i, p in enumerate(s):
-            m.d.comb += p.wready.eq(out.wready & wq_ne & (w_sel == i))
-        with m.If(out.wvalid & out.wready & out.wlast):
-            m.d.sync += wq_rp.eq(wq_rp + 1)
+            m.d.comb += p.wready.eq(out.wready & w_ok & (w_sel == i))
+        w_done = Signal()  # the head's burst ends (late: WLAST and WVALID come from the master)
+        m.d.comb += w_done.eq(out.wvalid & out.wready & out.wlast)
+        aw_push = Signal()
+        m.d.comb += aw_push.eq(out.awvalid & out.awready)
+        # the next head either way, worked out before w_done: after the burst, the entry behind
+        # it (or the one pushed now, if there is none); otherwise the head stays (or the one
+        # pushed now, if the queue is empty)
+        rp1 = Signal.like(wq_rp)
+        m.d.comb += rp1.eq(wq_rp + 1)
+        last_entry = Signal()
+        m.d.comb += last_entry.eq(rp1 == wq_wp)
+        with m.If(w_done):
+            m.d.sync += [wq_rp.eq(rp1), w_ok.eq(~last_entry | aw_push),
+                         w_sel.eq(Mux(last_entry, aw_sel, wq[wq_index(rp1)]))]
+        with m.Else():
+            m.d.sync += [w_ok.eq(w_ok | aw_push), w_sel.eq(Mux(w_ok, w_sel, aw_sel))]
 
         # ---- R and B: by the top ID bits. An ID naming no master is taken and dropped.
         r_sel = out.rid[low:]

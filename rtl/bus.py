@@ -6,7 +6,7 @@ as amaranth-soc does; a slave port is `In(signature)`. Amaranth names the ports
 `AxiLiteBus.from_prefix(dut, "s_axil", bus_separator="__")`-style prefixes.
 """
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -73,7 +73,8 @@ class AXI4Signature(wiring.Signature):
 class AXI4LiteRegBridge(wiring.Component):
     """AXI4-Lite slave → a simple register port, one transaction at a time.
 
-    The register side sees `wr_en` for one cycle with `addr`, `wr_data`, `wr_strb`, and
+    The register side sees `wr_en` for one cycle with `addr`, `wr_data`, `wr_strb` (in the
+    cycle the transaction's AW and W have both been accepted), and
     answers `wr_hit` combinationally; reads present `rd_addr` and take `rd_data`/`rd_hit`
     combinationally. Misses answer DECERR (reads return 0). MMIO is not on a hot path,
     so the bridge favours clarity over back-to-back throughput.
@@ -112,11 +113,14 @@ class AXI4LiteRegBridge(wiring.Component):
         with m.If(bus.wvalid & bus.wready):
             m.d.sync += [w_full.eq(1), w_data.eq(bus.wdata), w_strb.eq(bus.wstrb)]
 
+        # The write happens in the cycle the second of AW and W is accepted (from the bus, or
+        # from the register that holds the one accepted first): a doorbell reaches the CP a
+        # cycle sooner than from registers alone.
         m.d.comb += [
-            self.wr_addr.eq(aw_addr),
-            self.wr_data.eq(w_data),
-            self.wr_strb.eq(w_strb),
-            self.wr_en.eq(aw_full & w_full & ~b_valid),
+            self.wr_addr.eq(Mux(aw_full, aw_addr, bus.awaddr)),
+            self.wr_data.eq(Mux(w_full, w_data, bus.wdata)),
+            self.wr_strb.eq(Mux(w_full, w_strb, bus.wstrb)),
+            self.wr_en.eq((aw_full | bus.awvalid) & (w_full | bus.wvalid) & ~b_valid),
         ]
         with m.If(self.wr_en):
             m.d.sync += [

@@ -10,8 +10,9 @@ swmod fields add a `<port>_swmod` pulse in the cycle the new value appears.
 
 from enum import IntEnum
 
-from amaranth.hdl import C, Cat, Module, Mux, Signal
+from amaranth.hdl import Array, C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .bus import AXI4LiteRegBridge, AXI4LiteSignature
@@ -40,6 +41,14 @@ class CpError(IntEnum):
     DMA_BYTE_COUNT = 11
     UNSUPPORTED = 12
     VM_FAULT = 13
+
+# Register arrays kept in a memory (LUTRAM): the register bit an entry's bit 0 holds,
+# the memory's name (a submodule of the CSR block) and its valid bits' (an entry whose
+# bit is clear reads its reset value), for tools that read them.
+LUTRAM_ARRAYS = {
+    'VM_CONTEXT_PT_BASE_LO': (8, 'vm_context_pt_base_lo_mem', 'vm_context_pt_base_lo_valid'),
+    'VM_CONTEXT_PT_BASE_HI': (0, 'vm_context_pt_base_hi_mem', 'vm_context_pt_base_hi_valid'),
+}
 
 # Field positions, for logic that packs a register value (e.g. into an IH entry).
 REG_FIELDS = {
@@ -210,38 +219,10 @@ class CSRBlock(wiring.Component):
             "vm_context_cntl_13": Out(1),
             "vm_context_cntl_14": Out(1),
             "vm_context_cntl_15": Out(1),
-            "vm_context_pt_base_lo_0": Out(20),
-            "vm_context_pt_base_lo_1": Out(20),
-            "vm_context_pt_base_lo_2": Out(20),
-            "vm_context_pt_base_lo_3": Out(20),
-            "vm_context_pt_base_lo_4": Out(20),
-            "vm_context_pt_base_lo_5": Out(20),
-            "vm_context_pt_base_lo_6": Out(20),
-            "vm_context_pt_base_lo_7": Out(20),
-            "vm_context_pt_base_lo_8": Out(20),
-            "vm_context_pt_base_lo_9": Out(20),
-            "vm_context_pt_base_lo_10": Out(20),
-            "vm_context_pt_base_lo_11": Out(20),
-            "vm_context_pt_base_lo_12": Out(20),
-            "vm_context_pt_base_lo_13": Out(20),
-            "vm_context_pt_base_lo_14": Out(20),
-            "vm_context_pt_base_lo_15": Out(20),
-            "vm_context_pt_base_hi_0": Out(16),
-            "vm_context_pt_base_hi_1": Out(16),
-            "vm_context_pt_base_hi_2": Out(16),
-            "vm_context_pt_base_hi_3": Out(16),
-            "vm_context_pt_base_hi_4": Out(16),
-            "vm_context_pt_base_hi_5": Out(16),
-            "vm_context_pt_base_hi_6": Out(16),
-            "vm_context_pt_base_hi_7": Out(16),
-            "vm_context_pt_base_hi_8": Out(16),
-            "vm_context_pt_base_hi_9": Out(16),
-            "vm_context_pt_base_hi_10": Out(16),
-            "vm_context_pt_base_hi_11": Out(16),
-            "vm_context_pt_base_hi_12": Out(16),
-            "vm_context_pt_base_hi_13": Out(16),
-            "vm_context_pt_base_hi_14": Out(16),
-            "vm_context_pt_base_hi_15": Out(16),
+            "vm_context_pt_base_lo_index": In(4),
+            "vm_context_pt_base_lo": Out(20),
+            "vm_context_pt_base_hi_index": In(4),
+            "vm_context_pt_base_hi": Out(16),
         })
 
     def elaborate(self, platform):
@@ -264,15 +245,21 @@ class CSRBlock(wiring.Component):
         # SCRATCH @ 0x00c: Scratch
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x3)
         scratch = Signal(32, init=0x0)
-        with m.If(wr):
-            m.d.sync += scratch.eq((scratch & ~wmask[0:32]) | (bridge.wr_data[0:32] & wmask[0:32]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += scratch[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += scratch[8:16].eq(bridge.wr_data[8:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += scratch[16:24].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += scratch[24:32].eq(bridge.wr_data[24:32])
         wr_hits.append(0x00c)
 
         # CONTROL @ 0x010: Control
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x4)
         control_halt = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += control_halt.eq((control_halt & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += control_halt[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.control_halt.eq(control_halt)
         control_soft_reset = Signal(1)
         m.d.sync += control_soft_reset.eq(Mux(wr, bridge.wr_data[1:2] & wmask[1:2], 0))  # one-cycle pulse
@@ -313,20 +300,20 @@ class CSRBlock(wiring.Component):
         # INT_ENABLE @ 0x024: Interrupt enable
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x9)
         int_enable_ih_pending = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += int_enable_ih_pending.eq((int_enable_ih_pending & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += int_enable_ih_pending[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.int_enable_ih_pending.eq(int_enable_ih_pending)
         int_enable_eop = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += int_enable_eop.eq((int_enable_eop & ~wmask[1:2]) | (bridge.wr_data[1:2] & wmask[1:2]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += int_enable_eop[0:1].eq(bridge.wr_data[1:2])
         m.d.comb += self.int_enable_eop.eq(int_enable_eop)
         int_enable_cp_error = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += int_enable_cp_error.eq((int_enable_cp_error & ~wmask[2:3]) | (bridge.wr_data[2:3] & wmask[2:3]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += int_enable_cp_error[0:1].eq(bridge.wr_data[2:3])
         m.d.comb += self.int_enable_cp_error.eq(int_enable_cp_error)
         int_enable_ih_overflow = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += int_enable_ih_overflow.eq((int_enable_ih_overflow & ~wmask[3:4]) | (bridge.wr_data[3:4] & wmask[3:4]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += int_enable_ih_overflow[0:1].eq(bridge.wr_data[3:4])
         m.d.comb += self.int_enable_ih_overflow.eq(int_enable_ih_overflow)
         wr_hits.append(0x024)
 
@@ -346,24 +333,30 @@ class CSRBlock(wiring.Component):
         # IH_BASE_LO @ 0x040: IH ring base, low
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x10)
         ih_base_lo = Signal(32, init=0x0)
-        with m.If(wr):
-            m.d.sync += ih_base_lo.eq((ih_base_lo & ~wmask[0:32]) | (bridge.wr_data[0:32] & wmask[0:32]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += ih_base_lo[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += ih_base_lo[8:16].eq(bridge.wr_data[8:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += ih_base_lo[16:24].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += ih_base_lo[24:32].eq(bridge.wr_data[24:32])
         m.d.comb += self.ih_base_lo.eq(ih_base_lo)
         wr_hits.append(0x040)
 
         # IH_BASE_HI @ 0x044: IH ring base, high
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x11)
         ih_base_hi = Signal(8, init=0x0)
-        with m.If(wr):
-            m.d.sync += ih_base_hi.eq((ih_base_hi & ~wmask[0:8]) | (bridge.wr_data[0:8] & wmask[0:8]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += ih_base_hi[0:8].eq(bridge.wr_data[0:8])
         m.d.comb += self.ih_base_hi.eq(ih_base_hi)
         wr_hits.append(0x044)
 
         # IH_SIZE @ 0x048: IH ring size
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x12)
         ih_size = Signal(5, init=0x3)
-        with m.If(wr):
-            m.d.sync += ih_size.eq((ih_size & ~wmask[0:5]) | (bridge.wr_data[0:5] & wmask[0:5]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += ih_size[0:5].eq(bridge.wr_data[0:5])
         m.d.comb += self.ih_size.eq(ih_size)
         wr_hits.append(0x048)
 
@@ -373,60 +366,80 @@ class CSRBlock(wiring.Component):
         # IH_RPTR @ 0x050: IH read pointer
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x14)
         ih_rptr = Signal(32, init=0x0)
-        with m.If(wr):
-            m.d.sync += ih_rptr.eq((ih_rptr & ~wmask[0:32]) | (bridge.wr_data[0:32] & wmask[0:32]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += ih_rptr[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += ih_rptr[8:16].eq(bridge.wr_data[8:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += ih_rptr[16:24].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += ih_rptr[24:32].eq(bridge.wr_data[24:32])
         m.d.comb += self.ih_rptr.eq(ih_rptr)
         wr_hits.append(0x050)
 
         # IH_WPTR_ADDR_LO @ 0x054: IH wptr write-back address, low
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x15)
         ih_wptr_addr_lo = Signal(32, init=0x0)
-        with m.If(wr):
-            m.d.sync += ih_wptr_addr_lo.eq((ih_wptr_addr_lo & ~wmask[0:32]) | (bridge.wr_data[0:32] & wmask[0:32]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += ih_wptr_addr_lo[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += ih_wptr_addr_lo[8:16].eq(bridge.wr_data[8:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += ih_wptr_addr_lo[16:24].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += ih_wptr_addr_lo[24:32].eq(bridge.wr_data[24:32])
         m.d.comb += self.ih_wptr_addr_lo.eq(ih_wptr_addr_lo)
         wr_hits.append(0x054)
 
         # IH_WPTR_ADDR_HI @ 0x058: IH wptr write-back address, high
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x16)
         ih_wptr_addr_hi = Signal(16, init=0x0)
-        with m.If(wr):
-            m.d.sync += ih_wptr_addr_hi.eq((ih_wptr_addr_hi & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += ih_wptr_addr_hi[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += ih_wptr_addr_hi[8:16].eq(bridge.wr_data[8:16])
         m.d.comb += self.ih_wptr_addr_hi.eq(ih_wptr_addr_hi)
         wr_hits.append(0x058)
 
         # IH_CNTL @ 0x05c: IH control
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x17)
         ih_cntl_enable = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += ih_cntl_enable.eq((ih_cntl_enable & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += ih_cntl_enable[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.ih_cntl_enable.eq(ih_cntl_enable)
         ih_cntl_wptr_wb = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += ih_cntl_wptr_wb.eq((ih_cntl_wptr_wb & ~wmask[1:2]) | (bridge.wr_data[1:2] & wmask[1:2]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += ih_cntl_wptr_wb[0:1].eq(bridge.wr_data[1:2])
         m.d.comb += self.ih_cntl_wptr_wb.eq(ih_cntl_wptr_wb)
         wr_hits.append(0x05c)
 
         # RB_BASE_LO @ 0x080: Ring base, low
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x20)
         rb_base_lo = Signal(32, init=0x0)
-        with m.If(wr):
-            m.d.sync += rb_base_lo.eq((rb_base_lo & ~wmask[0:32]) | (bridge.wr_data[0:32] & wmask[0:32]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += rb_base_lo[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += rb_base_lo[8:16].eq(bridge.wr_data[8:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += rb_base_lo[16:24].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += rb_base_lo[24:32].eq(bridge.wr_data[24:32])
         m.d.comb += self.rb_base_lo.eq(rb_base_lo)
         wr_hits.append(0x080)
 
         # RB_BASE_HI @ 0x084: Ring base, high
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x21)
         rb_base_hi = Signal(8, init=0x0)
-        with m.If(wr):
-            m.d.sync += rb_base_hi.eq((rb_base_hi & ~wmask[0:8]) | (bridge.wr_data[0:8] & wmask[0:8]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += rb_base_hi[0:8].eq(bridge.wr_data[0:8])
         m.d.comb += self.rb_base_hi.eq(rb_base_hi)
         wr_hits.append(0x084)
 
         # RB_SIZE @ 0x088: Ring size
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x22)
         rb_size = Signal(5, init=0x0)
-        with m.If(wr):
-            m.d.sync += rb_size.eq((rb_size & ~wmask[0:5]) | (bridge.wr_data[0:5] & wmask[0:5]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += rb_size[0:5].eq(bridge.wr_data[0:5])
         m.d.comb += self.rb_size.eq(rb_size)
         wr_hits.append(0x088)
 
@@ -436,24 +449,38 @@ class CSRBlock(wiring.Component):
         # RB_RPTR_ADDR_LO @ 0x090: Ring rptr write-back address, low
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x24)
         rb_rptr_addr_lo = Signal(32, init=0x0)
-        with m.If(wr):
-            m.d.sync += rb_rptr_addr_lo.eq((rb_rptr_addr_lo & ~wmask[0:32]) | (bridge.wr_data[0:32] & wmask[0:32]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += rb_rptr_addr_lo[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += rb_rptr_addr_lo[8:16].eq(bridge.wr_data[8:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += rb_rptr_addr_lo[16:24].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += rb_rptr_addr_lo[24:32].eq(bridge.wr_data[24:32])
         m.d.comb += self.rb_rptr_addr_lo.eq(rb_rptr_addr_lo)
         wr_hits.append(0x090)
 
         # RB_RPTR_ADDR_HI @ 0x094: Ring rptr write-back address, high
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x25)
         rb_rptr_addr_hi = Signal(16, init=0x0)
-        with m.If(wr):
-            m.d.sync += rb_rptr_addr_hi.eq((rb_rptr_addr_hi & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += rb_rptr_addr_hi[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += rb_rptr_addr_hi[8:16].eq(bridge.wr_data[8:16])
         m.d.comb += self.rb_rptr_addr_hi.eq(rb_rptr_addr_hi)
         wr_hits.append(0x094)
 
         # RB_DOORBELL @ 0x098: Ring doorbell
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x26)
         rb_doorbell = Signal(32, init=0x0)
-        with m.If(wr):
-            m.d.sync += rb_doorbell.eq((rb_doorbell & ~wmask[0:32]) | (bridge.wr_data[0:32] & wmask[0:32]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += rb_doorbell[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += rb_doorbell[8:16].eq(bridge.wr_data[8:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += rb_doorbell[16:24].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += rb_doorbell[24:32].eq(bridge.wr_data[24:32])
         m.d.comb += self.rb_doorbell.eq(rb_doorbell)
         rb_doorbell_swmod = Signal()
         m.d.sync += rb_doorbell_swmod.eq(wr & wmask[0:32].any())  # with the new value
@@ -466,12 +493,12 @@ class CSRBlock(wiring.Component):
         # RB_CNTL @ 0x0a0: Ring control
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x28)
         rb_cntl_enable = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += rb_cntl_enable.eq((rb_cntl_enable & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += rb_cntl_enable[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.rb_cntl_enable.eq(rb_cntl_enable)
         rb_cntl_rptr_wb = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += rb_cntl_rptr_wb.eq((rb_cntl_rptr_wb & ~wmask[1:2]) | (bridge.wr_data[1:2] & wmask[1:2]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += rb_cntl_rptr_wb[0:1].eq(bridge.wr_data[1:2])
         m.d.comb += self.rb_cntl_rptr_wb.eq(rb_cntl_rptr_wb)
         wr_hits.append(0x0a0)
 
@@ -541,31 +568,39 @@ class CSRBlock(wiring.Component):
         # VM_INVALIDATE_REQ @ 0x204: TLB invalidate request
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x81)
         vm_invalidate_req_per_vmid = Signal(16, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_invalidate_req_per_vmid.eq((vm_invalidate_req_per_vmid & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_invalidate_req_per_vmid[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_invalidate_req_per_vmid[8:16].eq(bridge.wr_data[8:16])
         m.d.comb += self.vm_invalidate_req_per_vmid.eq(vm_invalidate_req_per_vmid)
         vm_invalidate_req_per_vmid_swmod = Signal()
         m.d.sync += vm_invalidate_req_per_vmid_swmod.eq(wr & wmask[0:16].any())  # with the new value
         m.d.comb += self.vm_invalidate_req_per_vmid_swmod.eq(vm_invalidate_req_per_vmid_swmod)
         vm_invalidate_req_all_addr = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_invalidate_req_all_addr.eq((vm_invalidate_req_all_addr & ~wmask[16:17]) | (bridge.wr_data[16:17] & wmask[16:17]))
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += vm_invalidate_req_all_addr[0:1].eq(bridge.wr_data[16:17])
         m.d.comb += self.vm_invalidate_req_all_addr.eq(vm_invalidate_req_all_addr)
         wr_hits.append(0x204)
 
         # VM_INVALIDATE_ADDR_LO @ 0x208: TLB invalidate address, low
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x82)
         vm_invalidate_addr_lo = Signal(32, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_invalidate_addr_lo.eq((vm_invalidate_addr_lo & ~wmask[0:32]) | (bridge.wr_data[0:32] & wmask[0:32]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_invalidate_addr_lo[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += vm_invalidate_addr_lo[8:16].eq(bridge.wr_data[8:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += vm_invalidate_addr_lo[16:24].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += vm_invalidate_addr_lo[24:32].eq(bridge.wr_data[24:32])
         m.d.comb += self.vm_invalidate_addr_lo.eq(vm_invalidate_addr_lo)
         wr_hits.append(0x208)
 
         # VM_INVALIDATE_ADDR_HI @ 0x20c: TLB invalidate address, high
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x83)
         vm_invalidate_addr_hi = Signal(4, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_invalidate_addr_hi.eq((vm_invalidate_addr_hi & ~wmask[0:4]) | (bridge.wr_data[0:4] & wmask[0:4]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_invalidate_addr_hi[0:4].eq(bridge.wr_data[0:4])
         m.d.comb += self.vm_invalidate_addr_hi.eq(vm_invalidate_addr_hi)
         wr_hits.append(0x20c)
 
@@ -593,385 +628,207 @@ class CSRBlock(wiring.Component):
         # VM_CONTEXT_CNTL[0] @ 0x300: VM context control, by VMID
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc0)
         vm_context_cntl_0 = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_cntl_0.eq((vm_context_cntl_0 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_0[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.vm_context_cntl_0.eq(vm_context_cntl_0)
         wr_hits.append(0x300)
 
         # VM_CONTEXT_CNTL[1] @ 0x304: VM context control, by VMID
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc1)
         vm_context_cntl_1 = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_cntl_1.eq((vm_context_cntl_1 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_1[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.vm_context_cntl_1.eq(vm_context_cntl_1)
         wr_hits.append(0x304)
 
         # VM_CONTEXT_CNTL[2] @ 0x308: VM context control, by VMID
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc2)
         vm_context_cntl_2 = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_cntl_2.eq((vm_context_cntl_2 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_2[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.vm_context_cntl_2.eq(vm_context_cntl_2)
         wr_hits.append(0x308)
 
         # VM_CONTEXT_CNTL[3] @ 0x30c: VM context control, by VMID
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc3)
         vm_context_cntl_3 = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_cntl_3.eq((vm_context_cntl_3 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_3[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.vm_context_cntl_3.eq(vm_context_cntl_3)
         wr_hits.append(0x30c)
 
         # VM_CONTEXT_CNTL[4] @ 0x310: VM context control, by VMID
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc4)
         vm_context_cntl_4 = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_cntl_4.eq((vm_context_cntl_4 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_4[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.vm_context_cntl_4.eq(vm_context_cntl_4)
         wr_hits.append(0x310)
 
         # VM_CONTEXT_CNTL[5] @ 0x314: VM context control, by VMID
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc5)
         vm_context_cntl_5 = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_cntl_5.eq((vm_context_cntl_5 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_5[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.vm_context_cntl_5.eq(vm_context_cntl_5)
         wr_hits.append(0x314)
 
         # VM_CONTEXT_CNTL[6] @ 0x318: VM context control, by VMID
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc6)
         vm_context_cntl_6 = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_cntl_6.eq((vm_context_cntl_6 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_6[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.vm_context_cntl_6.eq(vm_context_cntl_6)
         wr_hits.append(0x318)
 
         # VM_CONTEXT_CNTL[7] @ 0x31c: VM context control, by VMID
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc7)
         vm_context_cntl_7 = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_cntl_7.eq((vm_context_cntl_7 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_7[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.vm_context_cntl_7.eq(vm_context_cntl_7)
         wr_hits.append(0x31c)
 
         # VM_CONTEXT_CNTL[8] @ 0x320: VM context control, by VMID
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc8)
         vm_context_cntl_8 = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_cntl_8.eq((vm_context_cntl_8 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_8[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.vm_context_cntl_8.eq(vm_context_cntl_8)
         wr_hits.append(0x320)
 
         # VM_CONTEXT_CNTL[9] @ 0x324: VM context control, by VMID
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xc9)
         vm_context_cntl_9 = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_cntl_9.eq((vm_context_cntl_9 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_9[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.vm_context_cntl_9.eq(vm_context_cntl_9)
         wr_hits.append(0x324)
 
         # VM_CONTEXT_CNTL[10] @ 0x328: VM context control, by VMID
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xca)
         vm_context_cntl_10 = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_cntl_10.eq((vm_context_cntl_10 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_10[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.vm_context_cntl_10.eq(vm_context_cntl_10)
         wr_hits.append(0x328)
 
         # VM_CONTEXT_CNTL[11] @ 0x32c: VM context control, by VMID
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xcb)
         vm_context_cntl_11 = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_cntl_11.eq((vm_context_cntl_11 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_11[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.vm_context_cntl_11.eq(vm_context_cntl_11)
         wr_hits.append(0x32c)
 
         # VM_CONTEXT_CNTL[12] @ 0x330: VM context control, by VMID
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xcc)
         vm_context_cntl_12 = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_cntl_12.eq((vm_context_cntl_12 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_12[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.vm_context_cntl_12.eq(vm_context_cntl_12)
         wr_hits.append(0x330)
 
         # VM_CONTEXT_CNTL[13] @ 0x334: VM context control, by VMID
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xcd)
         vm_context_cntl_13 = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_cntl_13.eq((vm_context_cntl_13 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_13[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.vm_context_cntl_13.eq(vm_context_cntl_13)
         wr_hits.append(0x334)
 
         # VM_CONTEXT_CNTL[14] @ 0x338: VM context control, by VMID
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xce)
         vm_context_cntl_14 = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_cntl_14.eq((vm_context_cntl_14 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_14[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.vm_context_cntl_14.eq(vm_context_cntl_14)
         wr_hits.append(0x338)
 
         # VM_CONTEXT_CNTL[15] @ 0x33c: VM context control, by VMID
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xcf)
         vm_context_cntl_15 = Signal(1, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_cntl_15.eq((vm_context_cntl_15 & ~wmask[0:1]) | (bridge.wr_data[0:1] & wmask[0:1]))
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += vm_context_cntl_15[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.vm_context_cntl_15.eq(vm_context_cntl_15)
         wr_hits.append(0x33c)
 
-        # VM_CONTEXT_PT_BASE_LO[0] @ 0x340: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd0)
-        vm_context_pt_base_lo_0 = Signal(20, init=0x0)
+        # VM_CONTEXT_PT_BASE_LO[0..15] @ 0x340: Page-table base, low, by VMID (a small memory: LUTRAM on an
+        # FPGA; a memory has no reset, so a valid bit per entry, reset with the block, tells
+        # the entries written since: one that was not reads its reset value)
+        m.submodules.vm_context_pt_base_lo_mem = vm_context_pt_base_lo_mem = Memory(shape=24, depth=16, init=[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0])
+        vm_context_pt_base_lo_w = vm_context_pt_base_lo_mem.write_port(granularity=8)
+        vm_context_pt_base_lo_r = vm_context_pt_base_lo_mem.read_port(domain="comb")  # MMIO reads
+        vm_context_pt_base_lo_h = vm_context_pt_base_lo_mem.read_port(domain="comb")  # the hardware's
+        vm_context_pt_base_lo_valid = Signal(16)
+        wr = bridge.wr_en & (bridge.wr_addr[6:] == 0xd)
+        vm_context_pt_base_lo_first = ~vm_context_pt_base_lo_valid.bit_select(bridge.wr_addr[2:6], 1)  # its first write
+        m.d.comb += [vm_context_pt_base_lo_w.addr.eq(bridge.wr_addr[2:6]),
+                     vm_context_pt_base_lo_w.data.eq(Mux(vm_context_pt_base_lo_first, Cat(Mux(bridge.wr_strb[1], bridge.wr_data[8:16], C(0x0, 8)), Mux(bridge.wr_strb[2], bridge.wr_data[16:24], C(0x0, 8)), Mux(bridge.wr_strb[3], bridge.wr_data[24:32], C(0x0, 8))),
+                                          bridge.wr_data[8:32])),
+                     vm_context_pt_base_lo_w.en.eq(Mux(wr, bridge.wr_strb[1:4] | vm_context_pt_base_lo_first.replicate(3), 0)),
+                     vm_context_pt_base_lo_r.addr.eq(bridge.rd_addr[2:6]), vm_context_pt_base_lo_h.addr.eq(self.vm_context_pt_base_lo_index)]
         with m.If(wr):
-            m.d.sync += vm_context_pt_base_lo_0.eq((vm_context_pt_base_lo_0 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
-        m.d.comb += self.vm_context_pt_base_lo_0.eq(vm_context_pt_base_lo_0)
+            m.d.sync += vm_context_pt_base_lo_valid.bit_select(bridge.wr_addr[2:6], 1).eq(1)
+        vm_context_pt_base_lo_hd = Mux(vm_context_pt_base_lo_valid.bit_select(self.vm_context_pt_base_lo_index, 1), vm_context_pt_base_lo_h.data, C(0x0, 24))
+        vm_context_pt_base_lo_rdd = Mux(vm_context_pt_base_lo_valid.bit_select(bridge.rd_addr[2:6], 1), vm_context_pt_base_lo_r.data, C(0x0, 24))
+        m.d.comb += self.vm_context_pt_base_lo.eq(vm_context_pt_base_lo_hd[4:24])
+        vm_context_pt_base_lo_rd = Signal(32)
+        m.d.comb += vm_context_pt_base_lo_rd.eq(Cat(C(0, 12), vm_context_pt_base_lo_rdd[4:24]))
         wr_hits.append(0x340)
-
-        # VM_CONTEXT_PT_BASE_LO[1] @ 0x344: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd1)
-        vm_context_pt_base_lo_1 = Signal(20, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_lo_1.eq((vm_context_pt_base_lo_1 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
-        m.d.comb += self.vm_context_pt_base_lo_1.eq(vm_context_pt_base_lo_1)
         wr_hits.append(0x344)
-
-        # VM_CONTEXT_PT_BASE_LO[2] @ 0x348: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd2)
-        vm_context_pt_base_lo_2 = Signal(20, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_lo_2.eq((vm_context_pt_base_lo_2 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
-        m.d.comb += self.vm_context_pt_base_lo_2.eq(vm_context_pt_base_lo_2)
         wr_hits.append(0x348)
-
-        # VM_CONTEXT_PT_BASE_LO[3] @ 0x34c: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd3)
-        vm_context_pt_base_lo_3 = Signal(20, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_lo_3.eq((vm_context_pt_base_lo_3 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
-        m.d.comb += self.vm_context_pt_base_lo_3.eq(vm_context_pt_base_lo_3)
         wr_hits.append(0x34c)
-
-        # VM_CONTEXT_PT_BASE_LO[4] @ 0x350: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd4)
-        vm_context_pt_base_lo_4 = Signal(20, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_lo_4.eq((vm_context_pt_base_lo_4 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
-        m.d.comb += self.vm_context_pt_base_lo_4.eq(vm_context_pt_base_lo_4)
         wr_hits.append(0x350)
-
-        # VM_CONTEXT_PT_BASE_LO[5] @ 0x354: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd5)
-        vm_context_pt_base_lo_5 = Signal(20, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_lo_5.eq((vm_context_pt_base_lo_5 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
-        m.d.comb += self.vm_context_pt_base_lo_5.eq(vm_context_pt_base_lo_5)
         wr_hits.append(0x354)
-
-        # VM_CONTEXT_PT_BASE_LO[6] @ 0x358: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd6)
-        vm_context_pt_base_lo_6 = Signal(20, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_lo_6.eq((vm_context_pt_base_lo_6 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
-        m.d.comb += self.vm_context_pt_base_lo_6.eq(vm_context_pt_base_lo_6)
         wr_hits.append(0x358)
-
-        # VM_CONTEXT_PT_BASE_LO[7] @ 0x35c: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd7)
-        vm_context_pt_base_lo_7 = Signal(20, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_lo_7.eq((vm_context_pt_base_lo_7 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
-        m.d.comb += self.vm_context_pt_base_lo_7.eq(vm_context_pt_base_lo_7)
         wr_hits.append(0x35c)
-
-        # VM_CONTEXT_PT_BASE_LO[8] @ 0x360: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd8)
-        vm_context_pt_base_lo_8 = Signal(20, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_lo_8.eq((vm_context_pt_base_lo_8 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
-        m.d.comb += self.vm_context_pt_base_lo_8.eq(vm_context_pt_base_lo_8)
         wr_hits.append(0x360)
-
-        # VM_CONTEXT_PT_BASE_LO[9] @ 0x364: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xd9)
-        vm_context_pt_base_lo_9 = Signal(20, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_lo_9.eq((vm_context_pt_base_lo_9 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
-        m.d.comb += self.vm_context_pt_base_lo_9.eq(vm_context_pt_base_lo_9)
         wr_hits.append(0x364)
-
-        # VM_CONTEXT_PT_BASE_LO[10] @ 0x368: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xda)
-        vm_context_pt_base_lo_10 = Signal(20, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_lo_10.eq((vm_context_pt_base_lo_10 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
-        m.d.comb += self.vm_context_pt_base_lo_10.eq(vm_context_pt_base_lo_10)
         wr_hits.append(0x368)
-
-        # VM_CONTEXT_PT_BASE_LO[11] @ 0x36c: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xdb)
-        vm_context_pt_base_lo_11 = Signal(20, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_lo_11.eq((vm_context_pt_base_lo_11 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
-        m.d.comb += self.vm_context_pt_base_lo_11.eq(vm_context_pt_base_lo_11)
         wr_hits.append(0x36c)
-
-        # VM_CONTEXT_PT_BASE_LO[12] @ 0x370: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xdc)
-        vm_context_pt_base_lo_12 = Signal(20, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_lo_12.eq((vm_context_pt_base_lo_12 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
-        m.d.comb += self.vm_context_pt_base_lo_12.eq(vm_context_pt_base_lo_12)
         wr_hits.append(0x370)
-
-        # VM_CONTEXT_PT_BASE_LO[13] @ 0x374: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xdd)
-        vm_context_pt_base_lo_13 = Signal(20, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_lo_13.eq((vm_context_pt_base_lo_13 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
-        m.d.comb += self.vm_context_pt_base_lo_13.eq(vm_context_pt_base_lo_13)
         wr_hits.append(0x374)
-
-        # VM_CONTEXT_PT_BASE_LO[14] @ 0x378: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xde)
-        vm_context_pt_base_lo_14 = Signal(20, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_lo_14.eq((vm_context_pt_base_lo_14 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
-        m.d.comb += self.vm_context_pt_base_lo_14.eq(vm_context_pt_base_lo_14)
         wr_hits.append(0x378)
-
-        # VM_CONTEXT_PT_BASE_LO[15] @ 0x37c: Page-table base, low, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xdf)
-        vm_context_pt_base_lo_15 = Signal(20, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_lo_15.eq((vm_context_pt_base_lo_15 & ~wmask[12:32]) | (bridge.wr_data[12:32] & wmask[12:32]))
-        m.d.comb += self.vm_context_pt_base_lo_15.eq(vm_context_pt_base_lo_15)
         wr_hits.append(0x37c)
 
-        # VM_CONTEXT_PT_BASE_HI[0] @ 0x380: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe0)
-        vm_context_pt_base_hi_0 = Signal(16, init=0x0)
+        # VM_CONTEXT_PT_BASE_HI[0..15] @ 0x380: Page-table base, high, by VMID (a small memory: LUTRAM on an
+        # FPGA; a memory has no reset, so a valid bit per entry, reset with the block, tells
+        # the entries written since: one that was not reads its reset value)
+        m.submodules.vm_context_pt_base_hi_mem = vm_context_pt_base_hi_mem = Memory(shape=16, depth=16, init=[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0])
+        vm_context_pt_base_hi_w = vm_context_pt_base_hi_mem.write_port(granularity=8)
+        vm_context_pt_base_hi_r = vm_context_pt_base_hi_mem.read_port(domain="comb")  # MMIO reads
+        vm_context_pt_base_hi_h = vm_context_pt_base_hi_mem.read_port(domain="comb")  # the hardware's
+        vm_context_pt_base_hi_valid = Signal(16)
+        wr = bridge.wr_en & (bridge.wr_addr[6:] == 0xe)
+        vm_context_pt_base_hi_first = ~vm_context_pt_base_hi_valid.bit_select(bridge.wr_addr[2:6], 1)  # its first write
+        m.d.comb += [vm_context_pt_base_hi_w.addr.eq(bridge.wr_addr[2:6]),
+                     vm_context_pt_base_hi_w.data.eq(Mux(vm_context_pt_base_hi_first, Cat(Mux(bridge.wr_strb[0], bridge.wr_data[0:8], C(0x0, 8)), Mux(bridge.wr_strb[1], bridge.wr_data[8:16], C(0x0, 8))),
+                                          bridge.wr_data[0:16])),
+                     vm_context_pt_base_hi_w.en.eq(Mux(wr, bridge.wr_strb[0:2] | vm_context_pt_base_hi_first.replicate(2), 0)),
+                     vm_context_pt_base_hi_r.addr.eq(bridge.rd_addr[2:6]), vm_context_pt_base_hi_h.addr.eq(self.vm_context_pt_base_hi_index)]
         with m.If(wr):
-            m.d.sync += vm_context_pt_base_hi_0.eq((vm_context_pt_base_hi_0 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
-        m.d.comb += self.vm_context_pt_base_hi_0.eq(vm_context_pt_base_hi_0)
+            m.d.sync += vm_context_pt_base_hi_valid.bit_select(bridge.wr_addr[2:6], 1).eq(1)
+        vm_context_pt_base_hi_hd = Mux(vm_context_pt_base_hi_valid.bit_select(self.vm_context_pt_base_hi_index, 1), vm_context_pt_base_hi_h.data, C(0x0, 16))
+        vm_context_pt_base_hi_rdd = Mux(vm_context_pt_base_hi_valid.bit_select(bridge.rd_addr[2:6], 1), vm_context_pt_base_hi_r.data, C(0x0, 16))
+        m.d.comb += self.vm_context_pt_base_hi.eq(vm_context_pt_base_hi_hd[0:16])
+        vm_context_pt_base_hi_rd = Signal(32)
+        m.d.comb += vm_context_pt_base_hi_rd.eq(Cat(vm_context_pt_base_hi_rdd[0:16], C(0, 16)))
         wr_hits.append(0x380)
-
-        # VM_CONTEXT_PT_BASE_HI[1] @ 0x384: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe1)
-        vm_context_pt_base_hi_1 = Signal(16, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_hi_1.eq((vm_context_pt_base_hi_1 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
-        m.d.comb += self.vm_context_pt_base_hi_1.eq(vm_context_pt_base_hi_1)
         wr_hits.append(0x384)
-
-        # VM_CONTEXT_PT_BASE_HI[2] @ 0x388: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe2)
-        vm_context_pt_base_hi_2 = Signal(16, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_hi_2.eq((vm_context_pt_base_hi_2 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
-        m.d.comb += self.vm_context_pt_base_hi_2.eq(vm_context_pt_base_hi_2)
         wr_hits.append(0x388)
-
-        # VM_CONTEXT_PT_BASE_HI[3] @ 0x38c: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe3)
-        vm_context_pt_base_hi_3 = Signal(16, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_hi_3.eq((vm_context_pt_base_hi_3 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
-        m.d.comb += self.vm_context_pt_base_hi_3.eq(vm_context_pt_base_hi_3)
         wr_hits.append(0x38c)
-
-        # VM_CONTEXT_PT_BASE_HI[4] @ 0x390: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe4)
-        vm_context_pt_base_hi_4 = Signal(16, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_hi_4.eq((vm_context_pt_base_hi_4 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
-        m.d.comb += self.vm_context_pt_base_hi_4.eq(vm_context_pt_base_hi_4)
         wr_hits.append(0x390)
-
-        # VM_CONTEXT_PT_BASE_HI[5] @ 0x394: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe5)
-        vm_context_pt_base_hi_5 = Signal(16, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_hi_5.eq((vm_context_pt_base_hi_5 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
-        m.d.comb += self.vm_context_pt_base_hi_5.eq(vm_context_pt_base_hi_5)
         wr_hits.append(0x394)
-
-        # VM_CONTEXT_PT_BASE_HI[6] @ 0x398: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe6)
-        vm_context_pt_base_hi_6 = Signal(16, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_hi_6.eq((vm_context_pt_base_hi_6 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
-        m.d.comb += self.vm_context_pt_base_hi_6.eq(vm_context_pt_base_hi_6)
         wr_hits.append(0x398)
-
-        # VM_CONTEXT_PT_BASE_HI[7] @ 0x39c: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe7)
-        vm_context_pt_base_hi_7 = Signal(16, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_hi_7.eq((vm_context_pt_base_hi_7 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
-        m.d.comb += self.vm_context_pt_base_hi_7.eq(vm_context_pt_base_hi_7)
         wr_hits.append(0x39c)
-
-        # VM_CONTEXT_PT_BASE_HI[8] @ 0x3a0: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe8)
-        vm_context_pt_base_hi_8 = Signal(16, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_hi_8.eq((vm_context_pt_base_hi_8 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
-        m.d.comb += self.vm_context_pt_base_hi_8.eq(vm_context_pt_base_hi_8)
         wr_hits.append(0x3a0)
-
-        # VM_CONTEXT_PT_BASE_HI[9] @ 0x3a4: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xe9)
-        vm_context_pt_base_hi_9 = Signal(16, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_hi_9.eq((vm_context_pt_base_hi_9 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
-        m.d.comb += self.vm_context_pt_base_hi_9.eq(vm_context_pt_base_hi_9)
         wr_hits.append(0x3a4)
-
-        # VM_CONTEXT_PT_BASE_HI[10] @ 0x3a8: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xea)
-        vm_context_pt_base_hi_10 = Signal(16, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_hi_10.eq((vm_context_pt_base_hi_10 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
-        m.d.comb += self.vm_context_pt_base_hi_10.eq(vm_context_pt_base_hi_10)
         wr_hits.append(0x3a8)
-
-        # VM_CONTEXT_PT_BASE_HI[11] @ 0x3ac: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xeb)
-        vm_context_pt_base_hi_11 = Signal(16, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_hi_11.eq((vm_context_pt_base_hi_11 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
-        m.d.comb += self.vm_context_pt_base_hi_11.eq(vm_context_pt_base_hi_11)
         wr_hits.append(0x3ac)
-
-        # VM_CONTEXT_PT_BASE_HI[12] @ 0x3b0: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xec)
-        vm_context_pt_base_hi_12 = Signal(16, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_hi_12.eq((vm_context_pt_base_hi_12 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
-        m.d.comb += self.vm_context_pt_base_hi_12.eq(vm_context_pt_base_hi_12)
         wr_hits.append(0x3b0)
-
-        # VM_CONTEXT_PT_BASE_HI[13] @ 0x3b4: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xed)
-        vm_context_pt_base_hi_13 = Signal(16, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_hi_13.eq((vm_context_pt_base_hi_13 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
-        m.d.comb += self.vm_context_pt_base_hi_13.eq(vm_context_pt_base_hi_13)
         wr_hits.append(0x3b4)
-
-        # VM_CONTEXT_PT_BASE_HI[14] @ 0x3b8: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xee)
-        vm_context_pt_base_hi_14 = Signal(16, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_hi_14.eq((vm_context_pt_base_hi_14 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
-        m.d.comb += self.vm_context_pt_base_hi_14.eq(vm_context_pt_base_hi_14)
         wr_hits.append(0x3b8)
-
-        # VM_CONTEXT_PT_BASE_HI[15] @ 0x3bc: Page-table base, high, by VMID
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0xef)
-        vm_context_pt_base_hi_15 = Signal(16, init=0x0)
-        with m.If(wr):
-            m.d.sync += vm_context_pt_base_hi_15.eq((vm_context_pt_base_hi_15 & ~wmask[0:16]) | (bridge.wr_data[0:16] & wmask[0:16]))
-        m.d.comb += self.vm_context_pt_base_hi_15.eq(vm_context_pt_base_hi_15)
         wr_hits.append(0x3bc)
 
         # address decode: a miss answers DECERR
@@ -980,217 +837,267 @@ class CSRBlock(wiring.Component):
                 m.d.comb += bridge.wr_hit.eq(1)
             with m.Default():
                 m.d.comb += bridge.wr_hit.eq(0)
-        with m.Switch(bridge.rd_addr[2:]):
-            with m.Case(0x0):
-                m.d.comb += [bridge.rd_data.eq(C(0x47505543, 32)), bridge.rd_hit.eq(1)]
-            with m.Case(0x1):
-                m.d.comb += [bridge.rd_data.eq(Cat(C(0x0, 16), C(0x2, 8), C(0x0, 8))), bridge.rd_hit.eq(1)]
-            with m.Case(0x2):
-                m.d.comb += [bridge.rd_data.eq(Cat(self.caps_bus_bytes_log2, self.caps_addr_bits, self.caps_ib_levels, self.caps_dma, self.caps_ih, self.caps_dma_max_log2, self.caps_vm, C(0, 8))), bridge.rd_hit.eq(1)]
-            with m.Case(0x3):
-                m.d.comb += [bridge.rd_data.eq(scratch), bridge.rd_hit.eq(1)]
-            with m.Case(0x4):
-                m.d.comb += [bridge.rd_data.eq(Cat(control_halt, C(0, 31))), bridge.rd_hit.eq(1)]
-            with m.Case(0x5):
-                m.d.comb += [bridge.rd_data.eq(Cat(self.status_idle, self.status_halted, self.status_error, self.status_rb_empty, self.status_dma_busy, self.status_waiting, C(0, 2), self.status_level, C(0, 22))), bridge.rd_hit.eq(1)]
-            with m.Case(0x8):
-                m.d.comb += [bridge.rd_data.eq(Cat(self.int_status_ih_pending, int_status_eop, int_status_cp_error, int_status_ih_overflow, C(0, 28))), bridge.rd_hit.eq(1)]
-            with m.Case(0x9):
-                m.d.comb += [bridge.rd_data.eq(Cat(int_enable_ih_pending, int_enable_eop, int_enable_cp_error, int_enable_ih_overflow, C(0, 28))), bridge.rd_hit.eq(1)]
-            with m.Case(0xa):
-                m.d.comb += [bridge.rd_data.eq(0), bridge.rd_hit.eq(1)]
-            with m.Case(0x10):
-                m.d.comb += [bridge.rd_data.eq(ih_base_lo), bridge.rd_hit.eq(1)]
-            with m.Case(0x11):
-                m.d.comb += [bridge.rd_data.eq(Cat(ih_base_hi, C(0, 24))), bridge.rd_hit.eq(1)]
-            with m.Case(0x12):
-                m.d.comb += [bridge.rd_data.eq(Cat(ih_size, C(0, 27))), bridge.rd_hit.eq(1)]
-            with m.Case(0x13):
-                m.d.comb += [bridge.rd_data.eq(self.ih_wptr), bridge.rd_hit.eq(1)]
-            with m.Case(0x14):
-                m.d.comb += [bridge.rd_data.eq(ih_rptr), bridge.rd_hit.eq(1)]
-            with m.Case(0x15):
-                m.d.comb += [bridge.rd_data.eq(ih_wptr_addr_lo), bridge.rd_hit.eq(1)]
-            with m.Case(0x16):
-                m.d.comb += [bridge.rd_data.eq(Cat(ih_wptr_addr_hi, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0x17):
-                m.d.comb += [bridge.rd_data.eq(Cat(ih_cntl_enable, ih_cntl_wptr_wb, C(0, 30))), bridge.rd_hit.eq(1)]
-            with m.Case(0x20):
-                m.d.comb += [bridge.rd_data.eq(rb_base_lo), bridge.rd_hit.eq(1)]
-            with m.Case(0x21):
-                m.d.comb += [bridge.rd_data.eq(Cat(rb_base_hi, C(0, 24))), bridge.rd_hit.eq(1)]
-            with m.Case(0x22):
-                m.d.comb += [bridge.rd_data.eq(Cat(rb_size, C(0, 27))), bridge.rd_hit.eq(1)]
-            with m.Case(0x23):
-                m.d.comb += [bridge.rd_data.eq(self.rb_rptr), bridge.rd_hit.eq(1)]
-            with m.Case(0x24):
-                m.d.comb += [bridge.rd_data.eq(rb_rptr_addr_lo), bridge.rd_hit.eq(1)]
-            with m.Case(0x25):
-                m.d.comb += [bridge.rd_data.eq(Cat(rb_rptr_addr_hi, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0x26):
-                m.d.comb += [bridge.rd_data.eq(0), bridge.rd_hit.eq(1)]
-            with m.Case(0x27):
-                m.d.comb += [bridge.rd_data.eq(self.rb_wptr), bridge.rd_hit.eq(1)]
-            with m.Case(0x28):
-                m.d.comb += [bridge.rd_data.eq(Cat(rb_cntl_enable, rb_cntl_rptr_wb, C(0, 30))), bridge.rd_hit.eq(1)]
-            with m.Case(0x30):
-                m.d.comb += [bridge.rd_data.eq(Cat(self.cp_error_code, self.cp_error_level, C(0, 6), self.cp_error_opcode, C(0, 8))), bridge.rd_hit.eq(1)]
-            with m.Case(0x31):
-                m.d.comb += [bridge.rd_data.eq(self.cp_error_addr_lo), bridge.rd_hit.eq(1)]
-            with m.Case(0x32):
-                m.d.comb += [bridge.rd_data.eq(Cat(self.cp_error_addr_hi, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0x33):
-                m.d.comb += [bridge.rd_data.eq(self.cp_error_offset), bridge.rd_hit.eq(1)]
-            with m.Case(0x38):
-                m.d.comb += [bridge.rd_data.eq(self.timestamp_lo), bridge.rd_hit.eq(1)]
-            with m.Case(0x39):
-                m.d.comb += [bridge.rd_data.eq(Cat(self.timestamp_hi, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0x40):
-                m.d.comb += [bridge.rd_data.eq(self.perf_busy_cycles), bridge.rd_hit.eq(1)]
-            with m.Case(0x41):
-                m.d.comb += [bridge.rd_data.eq(self.perf_stall_cycles), bridge.rd_hit.eq(1)]
-            with m.Case(0x42):
-                m.d.comb += [bridge.rd_data.eq(self.perf_dwords_fetched), bridge.rd_hit.eq(1)]
-            with m.Case(0x43):
-                m.d.comb += [bridge.rd_data.eq(self.perf_dma_bytes_read), bridge.rd_hit.eq(1)]
-            with m.Case(0x44):
-                m.d.comb += [bridge.rd_data.eq(self.perf_dma_bytes_written), bridge.rd_hit.eq(1)]
-            with m.Case(0x45):
-                m.d.comb += [bridge.rd_data.eq(self.perf_dma_busy_cycles), bridge.rd_hit.eq(1)]
-            with m.Case(0x48):
-                m.d.comb += [bridge.rd_data.eq(self.perf_packets_0), bridge.rd_hit.eq(1)]
-            with m.Case(0x49):
-                m.d.comb += [bridge.rd_data.eq(self.perf_packets_1), bridge.rd_hit.eq(1)]
-            with m.Case(0x4a):
-                m.d.comb += [bridge.rd_data.eq(self.perf_packets_2), bridge.rd_hit.eq(1)]
-            with m.Case(0x4b):
-                m.d.comb += [bridge.rd_data.eq(self.perf_packets_3), bridge.rd_hit.eq(1)]
-            with m.Case(0x4c):
-                m.d.comb += [bridge.rd_data.eq(self.perf_packets_4), bridge.rd_hit.eq(1)]
-            with m.Case(0x4d):
-                m.d.comb += [bridge.rd_data.eq(self.perf_packets_5), bridge.rd_hit.eq(1)]
-            with m.Case(0x4e):
-                m.d.comb += [bridge.rd_data.eq(self.perf_packets_6), bridge.rd_hit.eq(1)]
-            with m.Case(0x4f):
-                m.d.comb += [bridge.rd_data.eq(self.perf_packets_7), bridge.rd_hit.eq(1)]
-            with m.Case(0x80):
-                m.d.comb += [bridge.rd_data.eq(Cat(self.vm_caps_levels, self.vm_caps_vmids, C(0, 3), self.vm_caps_tlb_log2, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0x81):
-                m.d.comb += [bridge.rd_data.eq(0), bridge.rd_hit.eq(1)]
-            with m.Case(0x82):
-                m.d.comb += [bridge.rd_data.eq(vm_invalidate_addr_lo), bridge.rd_hit.eq(1)]
-            with m.Case(0x83):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_invalidate_addr_hi, C(0, 28))), bridge.rd_hit.eq(1)]
-            with m.Case(0x84):
-                m.d.comb += [bridge.rd_data.eq(Cat(self.vm_invalidate_ack, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0x88):
-                m.d.comb += [bridge.rd_data.eq(Cat(self.vm_fault_status_vmid, self.vm_fault_status_access, C(0, 1), self.vm_fault_status_level, C(0, 2), self.vm_fault_status_cause, C(0, 18))), bridge.rd_hit.eq(1)]
-            with m.Case(0x89):
-                m.d.comb += [bridge.rd_data.eq(self.vm_fault_addr_lo), bridge.rd_hit.eq(1)]
-            with m.Case(0x8a):
-                m.d.comb += [bridge.rd_data.eq(Cat(self.vm_fault_addr_hi, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0x8c):
-                m.d.comb += [bridge.rd_data.eq(self.perf_tlb_hits), bridge.rd_hit.eq(1)]
-            with m.Case(0x8d):
-                m.d.comb += [bridge.rd_data.eq(self.perf_tlb_misses), bridge.rd_hit.eq(1)]
-            with m.Case(0x8e):
-                m.d.comb += [bridge.rd_data.eq(self.perf_walk_cycles), bridge.rd_hit.eq(1)]
-            with m.Case(0xc0):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_0, C(0, 31))), bridge.rd_hit.eq(1)]
-            with m.Case(0xc1):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_1, C(0, 31))), bridge.rd_hit.eq(1)]
-            with m.Case(0xc2):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_2, C(0, 31))), bridge.rd_hit.eq(1)]
-            with m.Case(0xc3):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_3, C(0, 31))), bridge.rd_hit.eq(1)]
-            with m.Case(0xc4):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_4, C(0, 31))), bridge.rd_hit.eq(1)]
-            with m.Case(0xc5):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_5, C(0, 31))), bridge.rd_hit.eq(1)]
-            with m.Case(0xc6):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_6, C(0, 31))), bridge.rd_hit.eq(1)]
-            with m.Case(0xc7):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_7, C(0, 31))), bridge.rd_hit.eq(1)]
-            with m.Case(0xc8):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_8, C(0, 31))), bridge.rd_hit.eq(1)]
-            with m.Case(0xc9):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_9, C(0, 31))), bridge.rd_hit.eq(1)]
-            with m.Case(0xca):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_10, C(0, 31))), bridge.rd_hit.eq(1)]
-            with m.Case(0xcb):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_11, C(0, 31))), bridge.rd_hit.eq(1)]
-            with m.Case(0xcc):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_12, C(0, 31))), bridge.rd_hit.eq(1)]
-            with m.Case(0xcd):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_13, C(0, 31))), bridge.rd_hit.eq(1)]
-            with m.Case(0xce):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_14, C(0, 31))), bridge.rd_hit.eq(1)]
-            with m.Case(0xcf):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_cntl_15, C(0, 31))), bridge.rd_hit.eq(1)]
-            with m.Case(0xd0):
-                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_0)), bridge.rd_hit.eq(1)]
-            with m.Case(0xd1):
-                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_1)), bridge.rd_hit.eq(1)]
-            with m.Case(0xd2):
-                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_2)), bridge.rd_hit.eq(1)]
-            with m.Case(0xd3):
-                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_3)), bridge.rd_hit.eq(1)]
-            with m.Case(0xd4):
-                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_4)), bridge.rd_hit.eq(1)]
-            with m.Case(0xd5):
-                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_5)), bridge.rd_hit.eq(1)]
-            with m.Case(0xd6):
-                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_6)), bridge.rd_hit.eq(1)]
-            with m.Case(0xd7):
-                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_7)), bridge.rd_hit.eq(1)]
-            with m.Case(0xd8):
-                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_8)), bridge.rd_hit.eq(1)]
-            with m.Case(0xd9):
-                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_9)), bridge.rd_hit.eq(1)]
-            with m.Case(0xda):
-                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_10)), bridge.rd_hit.eq(1)]
-            with m.Case(0xdb):
-                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_11)), bridge.rd_hit.eq(1)]
-            with m.Case(0xdc):
-                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_12)), bridge.rd_hit.eq(1)]
-            with m.Case(0xdd):
-                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_13)), bridge.rd_hit.eq(1)]
-            with m.Case(0xde):
-                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_14)), bridge.rd_hit.eq(1)]
-            with m.Case(0xdf):
-                m.d.comb += [bridge.rd_data.eq(Cat(C(0, 12), vm_context_pt_base_lo_15)), bridge.rd_hit.eq(1)]
-            with m.Case(0xe0):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_0, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0xe1):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_1, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0xe2):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_2, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0xe3):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_3, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0xe4):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_4, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0xe5):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_5, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0xe6):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_6, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0xe7):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_7, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0xe8):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_8, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0xe9):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_9, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0xea):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_10, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0xeb):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_11, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0xec):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_12, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0xed):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_13, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0xee):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_14, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Case(0xef):
-                m.d.comb += [bridge.rd_data.eq(Cat(vm_context_pt_base_hi_15, C(0, 16))), bridge.rd_hit.eq(1)]
-            with m.Default():
-                m.d.comb += [bridge.rd_data.eq(0), bridge.rd_hit.eq(0)]
+        rd_index = bridge.rd_addr[2:10]
+        rd_inside = bridge.rd_addr[10:] == 0
+        rd_table = Array([
+            C(0x47505543, 32),  # 0x000
+            Cat(C(0x0, 16), C(0x2, 8), C(0x0, 8)),  # 0x004
+            Cat(self.caps_bus_bytes_log2, self.caps_addr_bits, self.caps_ib_levels, self.caps_dma, self.caps_ih, self.caps_dma_max_log2, self.caps_vm, C(0, 8)),  # 0x008
+            scratch,  # 0x00c
+            Cat(control_halt, C(0, 31)),  # 0x010
+            Cat(self.status_idle, self.status_halted, self.status_error, self.status_rb_empty, self.status_dma_busy, self.status_waiting, C(0, 2), self.status_level, C(0, 22)),  # 0x014
+            C(0, 32),  # 0x018
+            C(0, 32),  # 0x01c
+            Cat(self.int_status_ih_pending, int_status_eop, int_status_cp_error, int_status_ih_overflow, C(0, 28)),  # 0x020
+            Cat(int_enable_ih_pending, int_enable_eop, int_enable_cp_error, int_enable_ih_overflow, C(0, 28)),  # 0x024
+            0,  # 0x028
+            C(0, 32),  # 0x02c
+            C(0, 32),  # 0x030
+            C(0, 32),  # 0x034
+            C(0, 32),  # 0x038
+            C(0, 32),  # 0x03c
+            ih_base_lo,  # 0x040
+            Cat(ih_base_hi, C(0, 24)),  # 0x044
+            Cat(ih_size, C(0, 27)),  # 0x048
+            self.ih_wptr,  # 0x04c
+            ih_rptr,  # 0x050
+            ih_wptr_addr_lo,  # 0x054
+            Cat(ih_wptr_addr_hi, C(0, 16)),  # 0x058
+            Cat(ih_cntl_enable, ih_cntl_wptr_wb, C(0, 30)),  # 0x05c
+            C(0, 32),  # 0x060
+            C(0, 32),  # 0x064
+            C(0, 32),  # 0x068
+            C(0, 32),  # 0x06c
+            C(0, 32),  # 0x070
+            C(0, 32),  # 0x074
+            C(0, 32),  # 0x078
+            C(0, 32),  # 0x07c
+            rb_base_lo,  # 0x080
+            Cat(rb_base_hi, C(0, 24)),  # 0x084
+            Cat(rb_size, C(0, 27)),  # 0x088
+            self.rb_rptr,  # 0x08c
+            rb_rptr_addr_lo,  # 0x090
+            Cat(rb_rptr_addr_hi, C(0, 16)),  # 0x094
+            0,  # 0x098
+            self.rb_wptr,  # 0x09c
+            Cat(rb_cntl_enable, rb_cntl_rptr_wb, C(0, 30)),  # 0x0a0
+            C(0, 32),  # 0x0a4
+            C(0, 32),  # 0x0a8
+            C(0, 32),  # 0x0ac
+            C(0, 32),  # 0x0b0
+            C(0, 32),  # 0x0b4
+            C(0, 32),  # 0x0b8
+            C(0, 32),  # 0x0bc
+            Cat(self.cp_error_code, self.cp_error_level, C(0, 6), self.cp_error_opcode, C(0, 8)),  # 0x0c0
+            self.cp_error_addr_lo,  # 0x0c4
+            Cat(self.cp_error_addr_hi, C(0, 16)),  # 0x0c8
+            self.cp_error_offset,  # 0x0cc
+            C(0, 32),  # 0x0d0
+            C(0, 32),  # 0x0d4
+            C(0, 32),  # 0x0d8
+            C(0, 32),  # 0x0dc
+            self.timestamp_lo,  # 0x0e0
+            Cat(self.timestamp_hi, C(0, 16)),  # 0x0e4
+            C(0, 32),  # 0x0e8
+            C(0, 32),  # 0x0ec
+            C(0, 32),  # 0x0f0
+            C(0, 32),  # 0x0f4
+            C(0, 32),  # 0x0f8
+            C(0, 32),  # 0x0fc
+            self.perf_busy_cycles,  # 0x100
+            self.perf_stall_cycles,  # 0x104
+            self.perf_dwords_fetched,  # 0x108
+            self.perf_dma_bytes_read,  # 0x10c
+            self.perf_dma_bytes_written,  # 0x110
+            self.perf_dma_busy_cycles,  # 0x114
+            C(0, 32),  # 0x118
+            C(0, 32),  # 0x11c
+            self.perf_packets_0,  # 0x120
+            self.perf_packets_1,  # 0x124
+            self.perf_packets_2,  # 0x128
+            self.perf_packets_3,  # 0x12c
+            self.perf_packets_4,  # 0x130
+            self.perf_packets_5,  # 0x134
+            self.perf_packets_6,  # 0x138
+            self.perf_packets_7,  # 0x13c
+            C(0, 32),  # 0x140
+            C(0, 32),  # 0x144
+            C(0, 32),  # 0x148
+            C(0, 32),  # 0x14c
+            C(0, 32),  # 0x150
+            C(0, 32),  # 0x154
+            C(0, 32),  # 0x158
+            C(0, 32),  # 0x15c
+            C(0, 32),  # 0x160
+            C(0, 32),  # 0x164
+            C(0, 32),  # 0x168
+            C(0, 32),  # 0x16c
+            C(0, 32),  # 0x170
+            C(0, 32),  # 0x174
+            C(0, 32),  # 0x178
+            C(0, 32),  # 0x17c
+            C(0, 32),  # 0x180
+            C(0, 32),  # 0x184
+            C(0, 32),  # 0x188
+            C(0, 32),  # 0x18c
+            C(0, 32),  # 0x190
+            C(0, 32),  # 0x194
+            C(0, 32),  # 0x198
+            C(0, 32),  # 0x19c
+            C(0, 32),  # 0x1a0
+            C(0, 32),  # 0x1a4
+            C(0, 32),  # 0x1a8
+            C(0, 32),  # 0x1ac
+            C(0, 32),  # 0x1b0
+            C(0, 32),  # 0x1b4
+            C(0, 32),  # 0x1b8
+            C(0, 32),  # 0x1bc
+            C(0, 32),  # 0x1c0
+            C(0, 32),  # 0x1c4
+            C(0, 32),  # 0x1c8
+            C(0, 32),  # 0x1cc
+            C(0, 32),  # 0x1d0
+            C(0, 32),  # 0x1d4
+            C(0, 32),  # 0x1d8
+            C(0, 32),  # 0x1dc
+            C(0, 32),  # 0x1e0
+            C(0, 32),  # 0x1e4
+            C(0, 32),  # 0x1e8
+            C(0, 32),  # 0x1ec
+            C(0, 32),  # 0x1f0
+            C(0, 32),  # 0x1f4
+            C(0, 32),  # 0x1f8
+            C(0, 32),  # 0x1fc
+            Cat(self.vm_caps_levels, self.vm_caps_vmids, C(0, 3), self.vm_caps_tlb_log2, C(0, 16)),  # 0x200
+            0,  # 0x204
+            vm_invalidate_addr_lo,  # 0x208
+            Cat(vm_invalidate_addr_hi, C(0, 28)),  # 0x20c
+            Cat(self.vm_invalidate_ack, C(0, 16)),  # 0x210
+            C(0, 32),  # 0x214
+            C(0, 32),  # 0x218
+            C(0, 32),  # 0x21c
+            Cat(self.vm_fault_status_vmid, self.vm_fault_status_access, C(0, 1), self.vm_fault_status_level, C(0, 2), self.vm_fault_status_cause, C(0, 18)),  # 0x220
+            self.vm_fault_addr_lo,  # 0x224
+            Cat(self.vm_fault_addr_hi, C(0, 16)),  # 0x228
+            C(0, 32),  # 0x22c
+            self.perf_tlb_hits,  # 0x230
+            self.perf_tlb_misses,  # 0x234
+            self.perf_walk_cycles,  # 0x238
+            C(0, 32),  # 0x23c
+            C(0, 32),  # 0x240
+            C(0, 32),  # 0x244
+            C(0, 32),  # 0x248
+            C(0, 32),  # 0x24c
+            C(0, 32),  # 0x250
+            C(0, 32),  # 0x254
+            C(0, 32),  # 0x258
+            C(0, 32),  # 0x25c
+            C(0, 32),  # 0x260
+            C(0, 32),  # 0x264
+            C(0, 32),  # 0x268
+            C(0, 32),  # 0x26c
+            C(0, 32),  # 0x270
+            C(0, 32),  # 0x274
+            C(0, 32),  # 0x278
+            C(0, 32),  # 0x27c
+            C(0, 32),  # 0x280
+            C(0, 32),  # 0x284
+            C(0, 32),  # 0x288
+            C(0, 32),  # 0x28c
+            C(0, 32),  # 0x290
+            C(0, 32),  # 0x294
+            C(0, 32),  # 0x298
+            C(0, 32),  # 0x29c
+            C(0, 32),  # 0x2a0
+            C(0, 32),  # 0x2a4
+            C(0, 32),  # 0x2a8
+            C(0, 32),  # 0x2ac
+            C(0, 32),  # 0x2b0
+            C(0, 32),  # 0x2b4
+            C(0, 32),  # 0x2b8
+            C(0, 32),  # 0x2bc
+            C(0, 32),  # 0x2c0
+            C(0, 32),  # 0x2c4
+            C(0, 32),  # 0x2c8
+            C(0, 32),  # 0x2cc
+            C(0, 32),  # 0x2d0
+            C(0, 32),  # 0x2d4
+            C(0, 32),  # 0x2d8
+            C(0, 32),  # 0x2dc
+            C(0, 32),  # 0x2e0
+            C(0, 32),  # 0x2e4
+            C(0, 32),  # 0x2e8
+            C(0, 32),  # 0x2ec
+            C(0, 32),  # 0x2f0
+            C(0, 32),  # 0x2f4
+            C(0, 32),  # 0x2f8
+            C(0, 32),  # 0x2fc
+            Cat(vm_context_cntl_0, C(0, 31)),  # 0x300
+            Cat(vm_context_cntl_1, C(0, 31)),  # 0x304
+            Cat(vm_context_cntl_2, C(0, 31)),  # 0x308
+            Cat(vm_context_cntl_3, C(0, 31)),  # 0x30c
+            Cat(vm_context_cntl_4, C(0, 31)),  # 0x310
+            Cat(vm_context_cntl_5, C(0, 31)),  # 0x314
+            Cat(vm_context_cntl_6, C(0, 31)),  # 0x318
+            Cat(vm_context_cntl_7, C(0, 31)),  # 0x31c
+            Cat(vm_context_cntl_8, C(0, 31)),  # 0x320
+            Cat(vm_context_cntl_9, C(0, 31)),  # 0x324
+            Cat(vm_context_cntl_10, C(0, 31)),  # 0x328
+            Cat(vm_context_cntl_11, C(0, 31)),  # 0x32c
+            Cat(vm_context_cntl_12, C(0, 31)),  # 0x330
+            Cat(vm_context_cntl_13, C(0, 31)),  # 0x334
+            Cat(vm_context_cntl_14, C(0, 31)),  # 0x338
+            Cat(vm_context_cntl_15, C(0, 31)),  # 0x33c
+            vm_context_pt_base_lo_rd,  # 0x340
+            vm_context_pt_base_lo_rd,  # 0x344
+            vm_context_pt_base_lo_rd,  # 0x348
+            vm_context_pt_base_lo_rd,  # 0x34c
+            vm_context_pt_base_lo_rd,  # 0x350
+            vm_context_pt_base_lo_rd,  # 0x354
+            vm_context_pt_base_lo_rd,  # 0x358
+            vm_context_pt_base_lo_rd,  # 0x35c
+            vm_context_pt_base_lo_rd,  # 0x360
+            vm_context_pt_base_lo_rd,  # 0x364
+            vm_context_pt_base_lo_rd,  # 0x368
+            vm_context_pt_base_lo_rd,  # 0x36c
+            vm_context_pt_base_lo_rd,  # 0x370
+            vm_context_pt_base_lo_rd,  # 0x374
+            vm_context_pt_base_lo_rd,  # 0x378
+            vm_context_pt_base_lo_rd,  # 0x37c
+            vm_context_pt_base_hi_rd,  # 0x380
+            vm_context_pt_base_hi_rd,  # 0x384
+            vm_context_pt_base_hi_rd,  # 0x388
+            vm_context_pt_base_hi_rd,  # 0x38c
+            vm_context_pt_base_hi_rd,  # 0x390
+            vm_context_pt_base_hi_rd,  # 0x394
+            vm_context_pt_base_hi_rd,  # 0x398
+            vm_context_pt_base_hi_rd,  # 0x39c
+            vm_context_pt_base_hi_rd,  # 0x3a0
+            vm_context_pt_base_hi_rd,  # 0x3a4
+            vm_context_pt_base_hi_rd,  # 0x3a8
+            vm_context_pt_base_hi_rd,  # 0x3ac
+            vm_context_pt_base_hi_rd,  # 0x3b0
+            vm_context_pt_base_hi_rd,  # 0x3b4
+            vm_context_pt_base_hi_rd,  # 0x3b8
+            vm_context_pt_base_hi_rd,  # 0x3bc
+            C(0, 32),  # 0x3c0
+            C(0, 32),  # 0x3c4
+            C(0, 32),  # 0x3c8
+            C(0, 32),  # 0x3cc
+            C(0, 32),  # 0x3d0
+            C(0, 32),  # 0x3d4
+            C(0, 32),  # 0x3d8
+            C(0, 32),  # 0x3dc
+            C(0, 32),  # 0x3e0
+            C(0, 32),  # 0x3e4
+            C(0, 32),  # 0x3e8
+            C(0, 32),  # 0x3ec
+            C(0, 32),  # 0x3f0
+            C(0, 32),  # 0x3f4
+            C(0, 32),  # 0x3f8
+            C(0, 32),  # 0x3fc
+        ])
+        rd_hits = C(0xffffffffffff000000000000771f000000000000ff3f030f01ff00ff073f, 256)
+        m.d.comb += [bridge.rd_hit.eq(rd_inside & rd_hits.bit_select(rd_index, 1)),
+                     bridge.rd_data.eq(Mux(rd_inside, rd_table[rd_index], 0))]
         return m

@@ -282,12 +282,17 @@ class DMAEngine(wiring.Component):
         push_data = Signal(DW)
         pop = Signal()
         f_load = Signal()
+        # (pop, from the W handshake, comes late: it only picks between values worked out
+        # before it)
+        f_ne = Signal()
+        f_rd1 = Signal(fw + 1)
         m.d.comb += [
             f_wp.addr.eq(f_wr[:fw]), f_wp.data.eq(push_data), f_wp.en.eq(push),
-            f_load.eq((f_rd != f_wr) & (~f_hv | pop)),
+            f_ne.eq(f_rd != f_wr), f_rd1.eq(f_rd + 1),
+            f_load.eq(Mux(pop, f_ne, f_ne & ~f_hv)),
             f_rp.addr.eq(f_rd[:fw]), f_rp.en.eq(f_load),
         ]
-        m.d.sync += [f_wr.eq(f_wr + push), f_rd.eq(f_rd + f_load)]
+        m.d.sync += [f_wr.eq(f_wr + push), f_rd.eq(Mux(f_load, f_rd1, f_rd))]
         with m.If(f_load):
             m.d.sync += f_hv.eq(1)
         with m.Elif(pop):

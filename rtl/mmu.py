@@ -57,8 +57,9 @@ def req_user(vmid, access) -> data.Const | Cat:
 class MMU(wiring.Component):
     """See the module docstring.
 
-    Configuration ports (the CSR block's, connected in rtl/top.py): `ctx_enable[i]` and
-    `ctx_base[i]` (the root directory's address bits 47:12) per VMID; `inv_req` (a pulse)
+    Configuration ports (the CSR block's, connected in rtl/top.py): `ctx_enable[i]` per VMID,
+    and `ctx_base`, the root directory's address bits 47:12 of the VMID `ctx_vmid` names (the
+    page-table bases are a small memory in the CSR block, read where a walk starts); `inv_req` (a pulse)
     with `inv_vmids`, `inv_all` and `inv_page` (address bits 47:12); `inv_ack`.
     `perf_hit`, `perf_miss`, `perf_walk`: pulses for the PERF_TLB_* / PERF_WALK_CYCLES counters.
     """
@@ -93,7 +94,7 @@ class MMU(wiring.Component):
             "s": In(AXI4Signature(addr_width, data_width, id_width, REQ_USER.size, RESP_USER.size)),
             "m": Out(AXI4Signature(addr_width, data_width, id_width)),
             "ctx_enable": In(vm_spec.VMIDS),
-            "ctx_base": In(ppn).array(vm_spec.VMIDS),
+            "ctx_vmid": Out(4), "ctx_base": In(ppn),
             "inv_req": In(1), "inv_vmids": In(vm_spec.VMIDS), "inv_all": In(1), "inv_page": In(ppn),
             "inv_ack": Out(vm_spec.VMIDS),
             "perf_hit": Out(1), "perf_miss": Out(1), "perf_walk": Out(1),
@@ -196,6 +197,7 @@ class MMU(wiring.Component):
         inj_b = Signal()
         f_user = Signal(RESP_USER)
         t = Signal(req)  # the request being translated
+        m.d.comb += self.ctx_vmid.eq(t.user.vmid)  # (its page-table base: ctx_base)
         inj_beat = Signal(8)
         with m.If(inj_r):
             m.d.comb += [s.rvalid.eq(1), s.rid.eq(t.id), s.rresp.eq(RESP_SLVERR), s.ruser.eq(f_user),
@@ -364,7 +366,7 @@ class MMU(wiring.Component):
                     fault(vm_spec.Cause.RANGE, 0)
                 with m.Elif(~bypass & ~hit_any):
                     m.d.comb += self.perf_miss.eq(1)
-                    m.d.sync += [level.eq(0), table.eq(Array(self.ctx_base)[t.user.vmid])]
+                    m.d.sync += [level.eq(0), table.eq(self.ctx_base)]
                     m.next = "WALK_AR"
                 with m.Elif(~bypass & ~hit_ok):
                     fault(vm_spec.Cause.PERMISSION, e.level)

@@ -118,9 +118,9 @@ class GpuTop(wiring.Component):
             mmu.inv_page.eq(Cat(csr.vm_invalidate_addr_lo, csr.vm_invalidate_addr_hi)),
             csr.vm_invalidate_ack.eq(mmu.inv_ack),
         ]
-        for i in range(vm_spec.VMIDS):
-            m.d.comb += mmu.ctx_base[i].eq(Cat(getattr(csr, f"vm_context_pt_base_lo_{i}"),
-                                               getattr(csr, f"vm_context_pt_base_hi_{i}")))
+        # (the page-table bases are a memory in the CSR block: the MMU reads its VMID's)
+        m.d.comb += [csr.vm_context_pt_base_lo_index.eq(mmu.ctx_vmid), csr.vm_context_pt_base_hi_index.eq(mmu.ctx_vmid),
+                     mmu.ctx_base.eq(Cat(csr.vm_context_pt_base_lo, csr.vm_context_pt_base_hi))]
         for pulse, port in ((mmu.perf_hit, csr.perf_tlb_hits), (mmu.perf_miss, csr.perf_tlb_misses),
                             (mmu.perf_walk, csr.perf_walk_cycles)):
             count = Signal(32, name=port.name + "_count")

@@ -195,6 +195,30 @@ def render_python(regs: list[RegInfo], enums) -> str:
 
 # ---------------------------------------------------------------------------- Amaranth CSR block
 
+LUTRAM_MIN = 8  # register arrays at least this long, with wide entries, are kept in a memory
+
+
+def in_lutram(r: RegInfo) -> bool:
+    """A register array kept in a small memory (LUTRAM on an FPGA) instead of flip-flops:
+    long (LUTRAM_MIN entries or more) and wide (8 bits or more per entry), its fields plain
+    storage the hardware reads one entry at a time (sw=rw, hw=r, no side effects), aligned so
+    that its index is address bits. The CSR read multiplexer then sees one memory read instead
+    of every entry, and the hardware gets an `<reg>_index` input and the entry at that index
+    (e.g. the MMU's page-table base of the VMID it walks for). A memory has no reset, so a
+    valid bit per entry (a flip-flop, reset with the block) tells the entries written since
+    the reset: one that was not reads its reset value, as a register would."""
+    return (r.count >= LUTRAM_MIN and r.stride == 4 and r.count & (r.count - 1) == 0
+            and r.addr % (4 * r.count) == 0 and sum(f.width for f in r.fields) >= 8
+            and all((f.sw, f.hw) == ("rw", "r") and not (f.swmod or f.singlepulse or f.onwrite)
+                    for f in r.fields))
+
+
+def hw_port(r: RegInfo, f: FieldInfo) -> str:
+    """The hardware's port of field `f` of a register array kept in LUTRAM (in_lutram)."""
+    base = r.name.lower()
+    return base if len(r.fields) == 1 else f"{base}_{f.name.lower()}"
+
+
 def render_amaranth(regs: list[RegInfo], enums) -> str:
     regs = [r for r in regs if not r.model_only]  # not in the RTL yet: their offsets answer DECERR
     ports: list[str] = []
@@ -205,6 +229,9 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
         body.append("        " + line if line else "")
 
     for r in regs:
+        if in_lutram(r):
+            _render_lutram(r, emit, ports, reads)
+            continue
         for idx in range(r.count) if r.count > 1 else [None]:
             addr = r.addr + (idx or 0) * r.stride
             label = r.name if idx is None else f"{r.name}[{idx}]"
@@ -242,8 +269,12 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
                     if f.hw == "r":
                         ports.append(f'"{p}": Out({f.width}),')
                     emit(f"{p} = Signal({f.width}, init={f.reset or 0:#x})")
-                    emit(f"with m.If(wr):")
-                    emit(f"    m.d.sync += {p}.eq(({p} & ~{wm}) | ({wd} & {wm}))")
+                    # one write enable per byte lane: the flip-flops take the data as it is
+                    # (their enable does the masking; no logic per bit)
+                    for b in range(f.lsb // 8, (f.lsb + f.width - 1) // 8 + 1):
+                        lo, hi = max(f.lsb, 8 * b), min(f.lsb + f.width, 8 * b + 8)
+                        emit(f"with m.If(wr & bridge.wr_strb[{b}]):")
+                        emit(f"    m.d.sync += {p}[{lo - f.lsb}:{hi - f.lsb}].eq(bridge.wr_data[{lo}:{hi}])")
                     if f.hw == "r":
                         emit(f"m.d.comb += self.{p}.eq({p})")
                     if f.swmod:
@@ -264,12 +295,22 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
     emit("        m.d.comb += bridge.wr_hit.eq(1)")
     emit("    with m.Default():")
     emit("        m.d.comb += bridge.wr_hit.eq(0)")
-    emit("with m.Switch(bridge.rd_addr[2:]):")
-    for addr, value in reads:
-        emit(f"    with m.Case({addr >> 2:#x}):")
-        emit(f"        m.d.comb += [bridge.rd_data.eq({value}), bridge.rd_hit.eq(1)]")
-    emit("    with m.Default():")
-    emit("        m.d.comb += [bridge.rd_data.eq(0), bridge.rd_hit.eq(0)]")
+    # Reads: a table indexed by the address bits that name a register, so the read
+    # multiplexer is a balanced tree (Switch over the whole address makes a decoder and a
+    # wide OR, which is deeper and, mapped for speed, larger); holes read 0 and miss.
+    top = max(a for a, _ in reads) >> 2
+    sel_bits = max(1, top.bit_length())
+    table = {a >> 2: v for a, v in reads}
+    emit(f"rd_index = bridge.rd_addr[2:{2 + sel_bits}]")
+    emit(f"rd_inside = bridge.rd_addr[{2 + sel_bits}:] == 0")
+    emit("rd_table = Array([")
+    for i in range(1 << sel_bits):
+        emit(f"    {table[i] if i in table else 'C(0, 32)'},  # {4 * i:#05x}")
+    emit("])")
+    hits = sum(1 << i for i in table)
+    emit(f"rd_hits = C({hits:#x}, {1 << sel_bits})")
+    emit("m.d.comb += [bridge.rd_hit.eq(rd_inside & rd_hits.bit_select(rd_index, 1)),")
+    emit("             bridge.rd_data.eq(Mux(rd_inside, rd_table[rd_index], 0))]")
 
     src = [
         f'"""The CSR block: every register of spec/regs.rdl behind an AXI4-Lite slave.',
@@ -284,8 +325,9 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
         "",
         "from enum import IntEnum",
         "",
-        "from amaranth.hdl import C, Cat, Module, Mux, Signal",
+        "from amaranth.hdl import Array, C, Cat, Module, Mux, Signal",
         "from amaranth.lib import wiring",
+        "from amaranth.lib.memory import Memory",
         "from amaranth.lib.wiring import In, Out",
         "",
         "from .bus import AXI4LiteRegBridge, AXI4LiteSignature",
@@ -293,6 +335,14 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
         f"MMIO_ADDR_WIDTH = {MMIO_ADDR_WIDTH}",
         "",
         *_render_enums(enums),
+        "# Register arrays kept in a memory (LUTRAM): the register bit an entry's bit 0 holds,",
+        "# the memory's name (a submodule of the CSR block) and its valid bits' (an entry whose",
+        "# bit is clear reads its reset value), for tools that read them.",
+        "LUTRAM_ARRAYS = {",
+        *[f"    {r.name!r}: ({8 * (min(f.lsb for f in r.fields) // 8)}, {r.name.lower() + '_mem'!r}, "
+          f"{r.name.lower() + '_valid'!r})," for r in regs if in_lutram(r)],
+        "}",
+        "",
         "# Field positions, for logic that packs a register value (e.g. into an IH entry).",
         "REG_FIELDS = {",
         *[f"    {r.name!r}: {{{', '.join(f'{f.name!r}: ({f.lsb}, {f.width})' for f in r.fields)}}}," for r in regs],
@@ -319,6 +369,58 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
         "",
     ]
     return "\n".join(src)
+
+
+def _render_lutram(r: RegInfo, emit, ports: list[str], reads: list[tuple[int, str]]) -> None:
+    """A register array in a memory (in_lutram): one write port with a byte lane per enable,
+    a read port for MMIO reads and one for the hardware (`<reg>_index`), and a valid bit
+    per entry, reset with the block: an entry not written since the reset reads its reset
+    value, and its first write fills the lanes it does not strobe with theirs."""
+    name = r.name.lower()
+    k = (r.count - 1).bit_length()
+    lo_b = min(f.lsb for f in r.fields) // 8
+    hi_b = (max(f.lsb + f.width for f in r.fields) - 1) // 8
+    lanes = hi_b - lo_b + 1
+    width = 8 * lanes  # whole byte lanes, so each byte strobe enables its lane
+    base = 8 * lo_b
+    init = (r.reset >> base) & ((1 << width) - 1)
+    emit(f"# {r.name}[0..{r.count - 1}] @ {r.addr:#05x}: {r.title} (a small memory: LUTRAM on an")
+    emit("# FPGA; a memory has no reset, so a valid bit per entry, reset with the block, tells")
+    emit("# the entries written since: one that was not reads its reset value)")
+    emit(f"m.submodules.{name}_mem = {name}_mem = Memory(shape={width}, depth={r.count}, init={[init] * r.count!r})")
+    emit(f"{name}_w = {name}_mem.write_port(granularity=8)")
+    emit(f"{name}_r = {name}_mem.read_port(domain=\"comb\")  # MMIO reads")
+    emit(f"{name}_h = {name}_mem.read_port(domain=\"comb\")  # the hardware's")
+    emit(f"{name}_valid = Signal({r.count})")
+    emit(f"wr = bridge.wr_en & (bridge.wr_addr[{2 + k}:] == {r.addr >> (2 + k):#x})")
+    emit(f"{name}_first = ~{name}_valid.bit_select(bridge.wr_addr[2:{2 + k}], 1)  # its first write")
+    first_data = ", ".join(
+        f"Mux(bridge.wr_strb[{b}], bridge.wr_data[{8 * b}:{8 * b + 8}], C({(init >> (8 * (b - lo_b))) & 0xFF:#x}, 8))"
+        for b in range(lo_b, hi_b + 1))
+    emit(f"m.d.comb += [{name}_w.addr.eq(bridge.wr_addr[2:{2 + k}]),")
+    emit(f"             {name}_w.data.eq(Mux({name}_first, Cat({first_data}),")
+    emit(f"                                  bridge.wr_data[{base}:{base + width}])),")
+    emit(f"             {name}_w.en.eq(Mux(wr, bridge.wr_strb[{lo_b}:{hi_b + 1}] | {name}_first.replicate({lanes}), 0)),")
+    emit(f"             {name}_r.addr.eq(bridge.rd_addr[2:{2 + k}]), {name}_h.addr.eq(self.{name}_index)]")
+    emit("with m.If(wr):")
+    emit(f"    m.d.sync += {name}_valid.bit_select(bridge.wr_addr[2:{2 + k}], 1).eq(1)")
+    emit(f"{name}_hd = Mux({name}_valid.bit_select(self.{name}_index, 1), {name}_h.data, C({init:#x}, {width}))")
+    emit(f"{name}_rdd = Mux({name}_valid.bit_select(bridge.rd_addr[2:{2 + k}], 1), {name}_r.data, C({init:#x}, {width}))")
+    ports.append(f'"{name}_index": In({k}),')
+    parts: list[tuple[int, int, str]] = []
+    for f in r.fields:
+        p = hw_port(r, f)
+        ports.append(f'"{p}": Out({f.width}),')
+        sl = f"[{f.lsb - base}:{f.lsb - base + f.width}]"
+        emit(f"m.d.comb += self.{p}.eq({name}_hd{sl})")
+        parts.append((f.lsb, f.width, f"{name}_rdd{sl}"))
+    emit(f"{name}_rd = Signal(32)")
+    emit(f"m.d.comb += {name}_rd.eq({_cat_expr(parts)})")
+    for idx in range(r.count):
+        addr = r.addr + idx * r.stride
+        emit(f"wr_hits.append({addr:#05x})")
+        reads.append((addr, f"{name}_rd"))
+    emit()
 
 
 def _render_enums(enums) -> list[str]:

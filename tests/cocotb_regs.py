@@ -19,6 +19,26 @@ async def reset_values(dut):
 
 
 @cocotb.test()
+async def reset_after_writes(dut):
+    """A reset of the device, not a power-up, brings back every register's reset value,
+    whatever was written before it (the page-table bases in LUTRAM included), and a byte
+    written to an entry then leaves the entry's other bytes at their reset value."""
+    await run_driver(dut, lambda dev: rc.fill_storage(dev, cocotb.RANDOM_SEED))
+
+    def after(dev):
+        rc.check_reset_values(dev, _width())
+        rc.check_first_byte_writes(dev)
+    await run_driver(dut, after)
+
+
+@cocotb.test()
+async def pt_base_reset_reaches_mmu(dut):
+    """The MMU's read of a page-table base sees the reset too."""
+    await run_driver(dut, rc.point_pt_base)
+    await run_driver(dut, rc.check_pt_base_reset_reaches_mmu)
+
+
+@cocotb.test()
 async def access_types(dut):
     await run_driver(dut, lambda dev: rc.check_access_types(dev, cocotb.RANDOM_SEED))
 

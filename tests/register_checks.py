@@ -63,6 +63,47 @@ def check_reset_values(dev, data_width: int) -> None:
     assert t1 - t0 >= 10, f"TIMESTAMP advanced {t1 - t0} in >= 10 cycles"
 
 
+def _storage(reg) -> bool:
+    """A register of plain storage: every field RW, no pulse, no W1C, and nothing the CP or
+    the interrupt line acts on (so writing it anything starts nothing)."""
+    return (reg not in (regs.CONTROL, regs.RB_CNTL, regs.IH_CNTL, regs.INT_ENABLE)
+            and all(f.sw == "rw" and not f.onwrite and not f.swmod for f in reg.FIELDS))
+
+
+def fill_storage(dev, seed: int) -> None:
+    """Write a value other than its reset value to every entry of every storage register, for
+    check_reset_values after a reset of the device (not a power-up) to show the reset undid
+    it: the page-table bases, kept in a memory (LUTRAM), included."""
+    rng = random.Random(seed)
+    io = Mmio(dev)
+    for reg in regs.REGISTERS:
+        if not _storage(reg):
+            continue
+        for i in range(reg.ARRAY_LEN):
+            reset = sum(f.put(f.reset or 0) for f in reg.FIELDS)
+            value = rng.getrandbits(32) | sum(f.put((1 << f.width) - 1) for f in reg.FIELDS if not f.reset)
+            io.write(reg, value, i)
+            assert io.read(reg, i) != reset, f"{reg.NAME}[{i}] still reads its reset value"
+
+
+def check_first_byte_writes(dev) -> None:
+    """After a reset, a one-byte write to an entry of a storage array changes only that byte:
+    the others read their reset value, whatever the entry held before the reset."""
+    io = Mmio(dev)
+    for reg in regs.REGISTERS:
+        if reg.ARRAY_LEN == 1 or not _storage(reg):
+            continue
+        top = (max(f.lsb + f.width for f in reg.FIELDS) - 1) // 8  # the highest byte with a field
+        reset = sum(f.put(f.reset or 0) for f in reg.FIELDS)
+        for i in range(reg.ARRAY_LEN):
+            dev.mmio_write_bytes(reg.addr(i) + top, bytes([0xA5]))
+            want = (reset & ~(0xFF << 8 * top)) | 0xA5 << 8 * top
+            got = io.read(reg, i)
+            mask = sum(f.put((1 << f.width) - 1) for f in reg.FIELDS)
+            assert got == want & mask, f"{reg.NAME}[{i}]: a byte write of 0xA5 to byte {top} read {got:#x}, " \
+                                       f"expected {want & mask:#x}"
+
+
 def check_access_types(dev, seed: int) -> None:
     """RW fields keep what is written, RO ignore writes, WO read 0, RW1C clear on 1, and a
     one-byte write changes one byte."""
@@ -165,3 +206,52 @@ def check_irq_line(dev) -> None:
     t0 = dev.now()
     assert not dev.wait_irq(50)
     assert dev.now() - t0 >= 50, "wait_irq returned before its timeout"
+
+
+# A VMID's page tables at PT_ROOT (root directory, then its level-1 table) mapping PT_VA to
+# the page at PT_PAGE and OUT to itself, for the check that a reset takes the VMID's base
+# back to 0 (PT_VA and OUT share a level-1 table).
+PT_VMID, PT_ROOT, PT_VA, PT_PAGE = 1, 0x80000, 0x10_0000, 0x90000
+
+
+def point_pt_base(dev) -> None:
+    """Set VMID PT_VMID's page-table base to PT_ROOT (for a reset to take back)."""
+    io = Mmio(dev)
+    io.write(regs.VM_CONTEXT_PT_BASE_LO, PT_ROOT & 0xFFFF_FFFF, PT_VMID)
+    io.write(regs.VM_CONTEXT_PT_BASE_HI, PT_ROOT >> 32, PT_VMID)
+    assert io.read(regs.VM_CONTEXT_PT_BASE_LO, PT_VMID) == PT_ROOT
+
+
+def check_pt_base_reset_reaches_mmu(dev) -> None:
+    """After a reset the MMU walks a VMID whose base was not written since from address 0,
+    not from the base written before the reset: page tables left at that old base map an
+    IB, yet the IB faults on its fetch (the root at 0 is all zeros) and never runs."""
+    from spec import pm4
+    from spec import vm as vm_spec
+    from tests.test_refmodel import OUT, Driver, r32, w32
+
+    assert vm_spec.index(OUT, 0) == vm_spec.index(PT_VA, 0)
+    def put64(addr, v):
+        w32(dev, addr, [v & 0xFFFF_FFFF, v >> 32])
+    put64(PT_ROOT + 8 * vm_spec.index(PT_VA, 0), vm_spec.pde(PT_ROOT + vm_spec.PAGE_SIZE))
+    put64(PT_ROOT + vm_spec.PAGE_SIZE + 8 * vm_spec.index(PT_VA, 1),
+          vm_spec.pte(PT_PAGE, vm_spec.READABLE | vm_spec.EXECUTABLE))
+    put64(PT_ROOT + vm_spec.PAGE_SIZE + 8 * vm_spec.index(OUT, 1), vm_spec.pte(OUT, vm_spec.WRITEABLE))
+    ib = pm4.write_data(OUT, [0x600D])
+    w32(dev, PT_PAGE, ib)
+    d = Driver(dev)
+    d.io.write(regs.VM_CONTEXT_CNTL, 1, PT_VMID)
+    d.submit(pm4.indirect_buffer(PT_VA, len(ib), vmid=PT_VMID))
+    for _ in range(400):
+        if d.fields(regs.STATUS)["IDLE"]:
+            break
+        dev.delay(20)
+    assert d.fields(regs.STATUS)["IDLE"], "the CP did not go idle"
+    assert r32(dev, OUT) != 0x600D, "the IB ran through the page-table base written before the reset"
+    assert d.error()[0] == regs.CpError.VM_FAULT, f"CP_ERROR {d.error()}, expected a VM fault on the IB's fetch"
+    assert io_fault(d) == (PT_VMID, PT_VA), f"VM_FAULT_STATUS/ADDR {io_fault(d)}"
+
+
+def io_fault(d) -> tuple[int, int]:
+    """The VMID and address VM_FAULT_* latched."""
+    return d.fields(regs.VM_FAULT_STATUS)["VMID"], d.io.read64(regs.VM_FAULT_ADDR_LO, regs.VM_FAULT_ADDR_HI)

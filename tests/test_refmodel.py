@@ -143,6 +143,16 @@ def test_access_types():
     rc.check_access_types(RefModel(), 1234)
 
 
+def test_storage_fill_and_first_byte_writes():
+    rc.fill_storage(RefModel(), 1234)
+    rc.check_first_byte_writes(RefModel())
+
+
+def test_pt_base_reset_reaches_mmu():
+    rc.point_pt_base(RefModel())
+    rc.check_pt_base_reset_reaches_mmu(RefModel())  # a model starts as a reset device does
+
+
 def test_probe_and_scratch():
     rc.check_probe_and_scratch(RefModel(data_width=128), 128, 7)
     other = Mmio(RefModel(dma=False, ih=False)).probe()

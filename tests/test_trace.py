@@ -260,7 +260,7 @@ class _Sig:
 
 class _Cp:
     def __init__(self):
-        for n in ("cp_state", "level", "hdr", "hdr_off", "hdr_addr"):
+        for n in ("cp_state", "level", "hdr", "hdr_taken_off", "hdr_addr"):
             setattr(self, n, _Sig())
 
 
@@ -276,13 +276,13 @@ def test_cp_monitor_nests_packets_from_fsm_changes():
     timeline = Timeline("test")
     cp = _Cp()
     mon = CpMonitor(cp, states, timeline, lambda: t[0])
-    mon._st, mon._lv, mon._off = cp.cp_state, cp.level, cp.hdr_off
+    mon._st, mon._lv, mon._off = cp.cp_state, cp.level, cp.hdr_taken_off
     mon._ps, mon._pl, mon._po = "RUN", 0, 0
 
     def go(at, state, level=None, hdr=None, off=0, addr=0):
         t[0] = at
         if hdr is not None:
-            cp.hdr.v, cp.hdr_off.v, cp.hdr_addr.v = hdr, off, addr
+            cp.hdr.v, cp.hdr_taken_off.v, cp.hdr_addr.v = hdr, off, addr
         cp.cp_state.v = code[state]
         if level is not None:
             cp.level.v = level
@@ -340,15 +340,15 @@ def test_cp_monitor_sees_pads_inside_an_ib(caplog):
     cp = _Cp()
     cp.cp_state.v, cp.level.v = code["RUN"], 1
     mon = CpMonitor(cp, states, timeline, lambda: t[0])
-    mon._st, mon._lv, mon._off = cp.cp_state, cp.level, cp.hdr_off
+    mon._st, mon._lv, mon._off = cp.cp_state, cp.level, cp.hdr_taken_off
     mon._ps, mon._pl, mon._po = "RUN", 1, 0
     with caplog.at_level(logging.INFO, logger="gpucosim.cp"):
         for at, off, hdr in ((20, 5, pk.NOP_PAD), (21, 6, pk.NOP_PAD), (22, 7, pk.TYPE2_FILLER)):
             t[0] = at
-            cp.hdr.v, cp.hdr_off.v = hdr, off
+            cp.hdr.v, cp.hdr_taken_off.v = hdr, off
             mon._wake()
         t[0] = 23
-        cp.hdr.v, cp.hdr_off.v, cp.cp_state.v = 0xC0001000, 8, code["PAYLOAD"]  # a NOP with a payload
+        cp.hdr.v, cp.hdr_taken_off.v, cp.cp_state.v = 0xC0001000, 8, code["PAYLOAD"]  # a NOP with a payload
         mon._wake()
         mon.finish()
     spans = [(name, s, e) for track, ph, name, s, e, _ in timeline.events if ph == "X"]

@@ -1,8 +1,9 @@
 """The CP's read side of the memory bus: the ring/IB fetchers and WAIT_REG_MEM's poll
 share the AR channel through a register slice (the AXI payload stays stable until it is
-accepted; fixed priority: the poll, then the deepest IB first), and R beats are routed
-back by ID (one per read client). Each client's AxUSER (VMID and access kind, for the
-MMU) goes through the slice with its request, and RUSER comes back with R."""
+accepted; fixed priority: the poll, then the deepest IB first; a new request is taken once
+the slot is empty), and R beats are routed back by ID (one per read client). Each client's
+AxUSER (VMID and access kind, for the MMU) goes through the slice with its request, and
+RUSER comes back with R."""
 
 from amaranth.hdl import Cat, Const, Signal
 from amaranth.utils import ceil_log2
@@ -33,8 +34,11 @@ def reads(m, bus, fetchers, data_width, aw, fetch_users=None, poll_user=None):
     # (fixed priority: poll, deepest IB first)
     has_user = hasattr(bus, "aruser")
     ar_user = Signal(len(bus.aruser) if has_user else 1)
+    # (the slot takes a request only when it is empty, not in the cycle the bus takes the one
+    # it holds: the clients' handshake then starts from registers alone, at the cost of a
+    # cycle between two reads offered back to back)
     slot_free = Signal()
-    m.d.comb += slot_free.eq(~ar_valid | bus.arready)
+    m.d.comb += slot_free.eq(~ar_valid)
     with m.If(bus.arready):
         m.d.sync += ar_valid.eq(0)
     for k, (valid, addr, length, cid, user) in enumerate(clients):
@@ -42,7 +46,8 @@ def reads(m, bus, fetchers, data_width, aw, fetch_users=None, poll_user=None):
         for other in clients[:k]:
             cond = cond & ~other[0]
         with m.If(cond):
-            m.d.sync += [ar_valid.eq(1), ar_addr.eq(addr), ar_len.eq(length), ar_id.eq(cid), ar_user.eq(user)]
+            m.d.sync += [ar_valid.eq(1), ar_addr.eq(addr), ar_len.eq(length), ar_id.eq(cid),
+                         ar_user.eq(user)]
         if cid == ID_POLL:
             m.d.comb += poll_taken.eq(cond)
         else:

@@ -43,18 +43,42 @@ def port(c):
                 m.d.comb += c.perf_count_dma.eq(1)
                 with m.If(dma.resp != RESP_OKAY):
                     m.d.sync += c.dma_failed.eq(1)
-                    m.d.comb += [c.dma_err.eq(1), c.dma_err_code.eq(c.bus_code(dma.resp, dma.err_user)),
-                                 c.dma_err_off.eq(meta_r.data.off), c.dma_err_level.eq(meta_r.data.level),
-                                 c.dma_err_vmid.eq(meta_r.data.vmid), c.dma_err_user.eq(dma.err_user),
-                                 c.dma_err_access.eq(Mux(dma.err_write, Access.DMA_WRITE, Access.DMA_READ))]
+                    m.d.comb += c.dma_err.eq(1)
+        # (where and what, whatever `done` says: the capture takes them when dma_err fires)
+        m.d.comb += [c.dma_err_code.eq(c.bus_code(dma.resp, dma.err_user)), c.dma_err_off.eq(meta_r.data.off),
+                     c.dma_err_level.eq(meta_r.data.level), c.dma_err_vmid.eq(meta_r.data.vmid),
+                     c.dma_err_user.eq(dma.err_user),
+                     c.dma_err_access.eq(Mux(dma.err_write, Access.DMA_WRITE, Access.DMA_READ))]
         with m.If(csr.control_soft_reset):
             m.d.sync += [mw.eq(0), mr.eq(0)]
+        # the engine's pulses a cycle late (as status.py's counters; PERF_CLEAR drops them)
+        rd_inc, wr_inc, busy_inc = (Signal.like(v, name=f"dma_{n}_inc") for n, v in (
+            ("rd", dma.perf_rd_bytes), ("wr", dma.perf_wr_bytes), ("busy", dma.perf_busy)))
+        m.d.sync += [rd_inc.eq(Mux(csr.control_perf_clear, 0, dma.perf_rd_bytes)),
+                     wr_inc.eq(Mux(csr.control_perf_clear, 0, dma.perf_wr_bytes)),
+                     busy_inc.eq(dma.perf_busy & ~csr.control_perf_clear)]
         with m.If(csr.control_perf_clear):
             m.d.sync += [rd_bytes.eq(0), wr_bytes.eq(0), cycles.eq(0)]
         with m.Else():
-            m.d.sync += [rd_bytes.eq(rd_bytes + dma.perf_rd_bytes),
-                         wr_bytes.eq(wr_bytes + dma.perf_wr_bytes),
-                         cycles.eq(cycles + dma.perf_busy)]
+            m.d.sync += [rd_bytes.eq(rd_bytes + rd_inc), wr_bytes.eq(wr_bytes + wr_inc),
+                         cycles.eq(cycles + busy_inc)]
+    if c.cp.has_dma:
+        p = c.p
+        # The command comes straight from the payload registers, and its VALID from a register
+        # set as the packet starts (check_and_start) and cleared once it is taken or the CP
+        # stops: the engine's handshake starts from flip-flops.
+        fill = field(p, DD, "SRC_SEL") == DD.field("SRC_SEL").values["DATA"]
+        m.d.comb += [
+            dma.cmd_valid.eq(c.dma_cmd_go & ~c.err_pending_any & ~c.failed),
+            dma.cmd_src.eq(value(p, DD, "src", c.aw)),
+            dma.cmd_dst.eq(value(p, DD, "dst", c.aw)),
+            dma.cmd_bytes.eq(field(p, DD, "BYTE_COUNT")),
+            dma.cmd_fill.eq(fill),
+            dma.cmd_raw_wait.eq(field(p, DD, "RAW_WAIT")),
+            dma.cmd_vmid.eq(c.cur_vmid),
+        ]
+        with m.If((dma.cmd_valid & dma.cmd_ready) | c.err_pending_any | c.failed | c.stopped):
+            m.d.sync += c.dma_cmd_go.eq(0)
     m.d.comb += [csr.perf_dma_bytes_read.eq(rd_bytes), csr.perf_dma_bytes_written.eq(wr_bytes),
                  csr.perf_dma_busy_cycles.eq(cycles), csr.status_dma_busy.eq(c.dma_busy)]
 
@@ -64,21 +88,12 @@ def states(c):
     m, state, p, dma = c.m, c.state, c.p, c.dma
     with state("EXEC_DMA_DATA"):
         if c.cp.has_dma:
-            fill = field(p, DD, "SRC_SEL") == DD.field("SRC_SEL").values["DATA"]
-            m.d.comb += [
-                dma.cmd_valid.eq(~c.err_pending),
-                dma.cmd_src.eq(value(p, DD, "src", c.aw)),
-                dma.cmd_dst.eq(value(p, DD, "dst", c.aw)),
-                dma.cmd_bytes.eq(field(p, DD, "BYTE_COUNT")),
-                dma.cmd_fill.eq(fill),
-                dma.cmd_raw_wait.eq(field(p, DD, "RAW_WAIT")),
-                dma.cmd_vmid.eq(c.cur_vmid),
-            ]
-            with m.If(c.err_pending):
+            with m.If(c.err_pending_any):
                 m.next = "ERR_DRAIN"
             with m.Elif(dma.cmd_ready):
                 m.d.comb += c.meta_push.eq(1)
                 with m.If(field(p, DD, "CP_SYNC")):
+                    m.d.sync += c.dma_sync_new.eq(1)
                     m.next = "DMA_SYNC"
                 with m.Else():
                     m.next = "DONE"
@@ -87,8 +102,10 @@ def states(c):
         else:
             m.next = "DONE"  # unreachable: the checks refuse DMA_DATA without an engine
     with state("DMA_SYNC"):
+        # (the engine's busy a cycle late: the transfer queued last cycle shows from now on)
         m.d.comb += c.stall.eq(1)
-        with m.If(c.err_pending):
+        m.d.sync += c.dma_sync_new.eq(0)
+        with m.If(c.err_pending_any):
             m.next = "ERR_DRAIN"
-        with m.Elif(~c.dma_busy):
+        with m.Elif(~c.dma_busy_r & ~c.dma_sync_new):
             m.next = "DONE"

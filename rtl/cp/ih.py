@@ -9,26 +9,45 @@ from amaranth.hdl import Cat, Const
 from spec import ih as ih_spec
 
 from ..bus import RESP_OKAY
-from .writer import BLOCK_DWORDS
+from .writer import BLOCK_DWORDS, WriteSource
+
+FULL = Const((1 << BLOCK_DWORDS) - 1, BLOCK_DWORDS)  # an entry is a whole block
 
 
-def start(c, src, data, client=ih_spec.Client.GRBM_CP, vmid=None, err=False):
-    """Append an IH entry (in this cycle's FSM transition): its client and source ids, the
-    VMID (default: the packet's), the four source data dwords and the GPU clock now go into
-    the entry's registers, which the writer reads as one 32-byte block. `err`: the entry
-    reports the error that stopped the CP (after it, the CP stays stopped)."""
+def load(c, src, data, client=ih_spec.Client.GRBM_CP, vmid=None, err=False):
+    """The entry's client and source ids, the VMID (default: the packet's), the four source
+    data dwords and the GPU clock now into the entry's registers, which the writer reads as
+    one 32-byte block. `err`: the entry reports the error that stopped the CP (after it, the
+    CP stays stopped)."""
     m = c.m
     m.d.sync += [c.ih_src.eq(src), c.ih_ts.eq(c.cp.timestamp), c.ih_client.eq(client),
                  c.ih_vmid.eq(c.cur_vmid if vmid is None else vmid), c.ih_err.eq(err)]
     m.d.sync += [c.ih_data[i].eq(d) for i, d in enumerate(data)]
+
+
+def request(c, prepared=None):
+    """Append the entry load() holds (in this cycle's FSM transition), or count an overflow.
+    `prepared`: the block request (address, mask, source) is loaded already, and this Value
+    says whether to ask for the write (a speculative first step asks only if its checks pass).
+    The entry is written with VMID 0 (the kernel's IH ring)."""
+    m = c.m
     with m.If(~c.csr.ih_cntl_enable):
         m.next = "IH_DONE"
     with m.Elif(c.ih_entry_full):
         m.d.comb += c.ovf_set.eq(1)
         m.next = "IH_DONE"
     with m.Else():
-        c.write_block(c.ih_entry_addr, Const((1 << BLOCK_DWORDS) - 1, BLOCK_DWORDS), None,
-                      "IH_ENTRY_WRITE", "IH_ENTRY_WAIT", vmid=0)
+        if prepared is not None:
+            m.d.sync += c.wr_req.eq(prepared)
+            m.next = "IH_ENTRY_WAIT"
+        else:
+            c.write_block(c.ih_entry_addr, FULL, WriteSource.IH, "IH_ENTRY_WRITE", "IH_ENTRY_WAIT", vmid=0)
+
+
+def start(c, src, data, **kw):
+    """Append an IH entry (in this cycle's FSM transition); `kw` as load()'s."""
+    load(c, src, data, **kw)
+    request(c)
 
 
 def entry(client, src, vmid, ts, data):
@@ -66,12 +85,14 @@ def states(c):
                 with m.If(c.ih_err):
                     m.next = "ERROR"  # reporting an error failed: the entry is lost
                 with m.Else():
-                    c.write_failed()
+                    c.write_failed()  # at blk_addr
             with m.Else():
+                m.d.comb += c.ih_advance.eq(1)
                 m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_BYTES)  # AMD: bytes
                 with m.If(c.csr.ih_cntl_wptr_wb):
                     addr = Cat(Const(0, 2), c.csr.ih_wptr_addr_lo[2:], c.csr.ih_wptr_addr_hi)
-                    c.write_dwords(addr, c.ih_wptr + ih_spec.ENTRY_BYTES, None, "IH_WB_WRITE", "IH_WB_WAIT", vmid=0)
+                    c.write_dwords(addr, c.ih_wptr + ih_spec.ENTRY_BYTES, None, "IH_WB_WRITE", "IH_WB_WAIT",
+                                   vmid=0)
                 with m.Else():
                     m.next = "IH_DONE"
     with state("IH_WB_WRITE"):
@@ -80,7 +101,7 @@ def states(c):
         m.d.comb += c.stall.eq(1)
         with m.If(writer.done):
             with m.If((writer.resp != RESP_OKAY) & ~c.ih_err):
-                c.write_failed()
+                c.write_failed()  # at blk_addr
             with m.Elif(c.ih_err):
                 m.next = "ERROR"
             with m.Else():

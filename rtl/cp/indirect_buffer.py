@@ -4,8 +4,6 @@ parent level when an IB is consumed is the parser's (rtl/cp/processor.py, RUN).
 
 `c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
 
-from amaranth.hdl import Mux
-
 from spec import packets as pk
 
 from .packets import field, value
@@ -13,40 +11,50 @@ from .packets import field, value
 IB = pk.INDIRECT_BUFFER
 
 
-def enter(c, p):
-    """Push an IB level (or with CHAIN replace the current IB): start its fetcher."""
+def prepare(c, p):
+    """In every payload cycle (the last one counts): the level one deeper is set up and its
+    fetcher loaded (stopped; it is idle: the IB it last ran was consumed), so the first step
+    is only the level and the fetcher's start."""
     m = c.m
-    base = value(p, IB, "base", c.aw)
-    size = field(p, IB, "IB_SIZE")
-    chain = field(p, IB, "CHAIN")
     level = c.level
-    new_level = Mux(chain, level, level + 1)
-    m.d.comb += [c.start_ib.eq(1), c.start_level.eq(new_level), c.start_base.eq(base)]
-    m.d.sync += [c.ib_base[new_level].eq(base), c.ib_size[new_level].eq(size),
-                 c.ib_pos[new_level].eq(0), level.eq(new_level)]
-    with m.If(~chain):
-        m.d.sync += [c.saved_hdr[level].eq(c.hdr), c.saved_off[level].eq(c.hdr_off),
-                     c.saved_addr[level].eq(c.hdr_addr)]
-    with m.If(level == 0):
-        # only the kernel ring names the VMID its IBs run with; an IB cannot change it
-        m.d.sync += c.vmid.eq(field(p, IB, "VMID"))
-    # the fetcher's end (IB_SIZE) is read from ib_size next cycle onwards
-    m.next = "RUN"
+    # (a CHAIN loads the next level too: that fetcher is idle and is only loaded, not started,
+    # and the registers of an unused level are set again by the next IB that uses it)
+    with m.If(level < c.cp.ib_levels):
+        m.d.comb += [c.load_ib.eq(1), c.load_level.eq(level + 1)]
+        m.d.sync += [c.ib_base[level + 1].eq(value(p, IB, "base", c.aw)),
+                     c.ib_size[level + 1].eq(field(p, IB, "IB_SIZE")),
+                     c.ib_pos[level + 1].eq(0), c.ib_empty[level + 1].eq(0),
+                     c.saved_opcode[level].eq(c.hdr_opcode), c.saved_off[level].eq(c.hdr_off)]
 
 
 def start(c, p):
     """Once the checks pass: a CHAIN waits a cycle (the current IB's fetcher is flushed
-    next cycle: its flush gates the dword popped this cycle); otherwise enter now."""
-    with c.m.If(field(p, IB, "CHAIN")):
-        c.m.next = "EXEC_INDIRECT_BUFFER"
-    with c.m.Else():
-        enter(c, p)
+    next cycle: its flush gates the dword popped this cycle); otherwise the level prepare()
+    set up starts now."""
+    m = c.m
+    with m.If(field(p, IB, "CHAIN")):
+        m.next = "EXEC_INDIRECT_BUFFER"
+    with m.Else():
+        m.d.comb += [c.start_ib.eq(1), c.start_level.eq(c.level + 1)]
+        c.set_level(c.level + 1)
+        with m.If(c.lvl[0]):
+            # only the kernel ring names the VMID its IBs run with; an IB cannot change it
+            # (a failing check stops the CP: SOFT_RESET clears it)
+            m.d.sync += c.vmid.eq(field(p, IB, "VMID"))
+        m.next = "RUN"
 
 
 def states(c):
+    m, level = c.m, c.level
     with c.state("EXEC_INDIRECT_BUFFER"):
-        # drop what the old IB prefetched; start in the same cycle redirects
+        # CHAIN: the new IB replaces the current one at this level. Drop what the old IB
+        # prefetched; load and start in the same cycle redirect its fetcher.
         for i in range(1, 1 + c.cp.ib_levels):
-            with c.m.If(c.level == i):
-                c.m.d.comb += c.flush_level[i].eq(1)
-        enter(c, c.p)
+            with m.If(level == i):
+                m.d.comb += c.flush_level[i].eq(1)
+        m.d.comb += [c.load_ib.eq(1), c.load_level.eq(level), c.start_ib.eq(1), c.start_level.eq(level)]
+        m.d.sync += [c.ib_base[level].eq(value(c.p, IB, "base", c.aw)),
+                     c.ib_size[level].eq(field(c.p, IB, "IB_SIZE")),
+                     c.ib_pos[level].eq(0), c.ib_empty[level].eq(0)]
+        # the fetcher's end (IB_SIZE) is read from ib_size next cycle onwards
+        m.next = "RUN"

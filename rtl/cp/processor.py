@@ -2,22 +2,28 @@
 
 docs/hardware.md is the contract this implements. The pieces:
 
-- three Fetchers (fetch.py: ring, IB1, IB2) read ahead; the parser pops one dword per
-  cycle from the fetcher of the current level;
+- three Fetchers (fetch.py: ring, IB1, IB2) read ahead; each offers one dword at a time
+  from a register, with what the parser needs to know of it as a header (packets.py
+  `header_tag`), and the parser pops one dword per cycle from the fetcher of the current
+  level;
 - the parser FSM (here) reads a header, checks it, collects the fixed payload into
   registers, checks fields (packets.py: every check derives from spec/packets.py) in the
   cycle the last fixed dword arrives, and starts executing in that same cycle; each
   packet's own states are in its module (write_data, indirect_buffer, wait_reg_mem,
   release_mem, dma_data), IH entries in ih.py, which see this FSM's signals through
   `_Context`;
-- one BlockWriter (writer.py) performs every memory write (WRITE_DATA, fences, rptr/wptr write-back,
-  IH entries), one aligned 32-byte block at a time, each waited for; a block formed in a
-  cycle goes to the writer in that cycle, and the writer takes it in the cycle the
-  previous write is answered (doorbell to EOP irq of a one-packet IB: 32 cycles at the
-  memory model's minimum latency, `make bench` cp_submit_to_irq_cycles);
+- one BlockWriter (writer.py) performs every memory write (WRITE_DATA, fences, rptr/wptr
+  write-back, IH entries), one aligned 32-byte block at a time, each waited for; a block
+  formed in a cycle is requested from registers (the block buffer, a 64-bit value
+  replicated over the block, or the IH entry) and goes out the next cycle;
 - reads of the ring/IB fetchers and WAIT_REG_MEM polls share the AR channel through a
   register slice (AXI payload stays stable until accepted) and R beats are routed by ID
   (bus_port.py); status.py drives STATUS, CP_ERROR and the counters.
+
+For the clock (issue 14) the parser decides from registers: the header's decode comes with
+the dword, the dwords left at each level, whether an IB is consumed, whether the IH ring
+is full and where its next entry goes are kept in registers a cycle ahead, and errors
+reach CP_ERROR through a capture register (errors.py).
 
 Errors latch CP_ERROR_* once, stop the parser, drain the bus, then append a CP_ERROR IH
 entry (a VM_FAULT entry for CP_ERROR VM_FAULT). SOFT_RESET waits for the bus to go quiet
@@ -35,6 +41,7 @@ from contextlib import contextmanager
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
@@ -45,18 +52,20 @@ from spec import vm as vm_spec
 from ..bus import AXI4Signature, BURST_INCR, RESP_OKAY
 from ..mmu import REQ_USER, RESP_USER, req_user
 from ..csr import REG_FIELDS, CpError, IbLevel
-from . import bus_port, dma_data, ih, indirect_buffer, release_mem, status, wait_reg_mem, write_data
+from . import bus_port, dma_data, errors, ih, indirect_buffer, release_mem, status, wait_reg_mem, write_data
 from . import packets as checks
 from .bus_port import ID_IB1, ID_IB2, ID_POLL, ID_RING, ID_WRITE  # noqa: F401 (re-exported)
 from .fetch import Fetcher
 from .packets import beyond_bus, field, value
-from .writer import BLOCK_DWORDS, BlockWriter
+from .writer import BLOCK_DWORDS, BlockWriter, WriteSource
 
 _TYPE = pk.HEADER.field("TYPE")
 _OPCODE = pk.HEADER.field("OPCODE")
 _COUNT = pk.HEADER.field("COUNT")
 
 MAX_FIXED = max(p.fixed for p in pk.PACKETS)
+wd, ib, rm = pk.WRITE_DATA, pk.INDIRECT_BUFFER, pk.RELEASE_MEM
+AVAIL_BITS = _COUNT.width + 2  # dwords left in a buffer, saturated: more than any packet needs
 
 
 class _Context:
@@ -69,6 +78,14 @@ class _Context:
 
     def update(self, names: dict) -> None:
         self.__dict__.update((k, v) for k, v in names.items() if k not in ("self", "c"))
+
+
+def _one_hot_mux(sel, values):
+    """values[i] where sel is one-hot (an AND-OR: no priority between the inputs)."""
+    out = 0
+    for i, v in enumerate(values):
+        out = out | Mux(sel[i], v, 0)
+    return out
 
 
 def pack_fields(layout, **values):
@@ -113,17 +130,20 @@ class CommandProcessor(wiring.Component):
         dpb = self.data_width // 32
 
         # ---------------------------------------------------------------- sub-units
+        dtag = checks.DwordTag(self.dma_max_log2, aw)
         fetchers = [Fetcher(self.data_width, aw, depth_beats=self.fetch_depth,
-                            max_burst_beats=min(8, self.fetch_depth), user_width=RESP_USER.size)
-                    for _ in range(1 + self.ib_levels)]
+                            max_burst_beats=min(8, self.fetch_depth), tag=(dtag.layout, dtag), wraps=i == 0,
+                            user_width=RESP_USER.size)
+                    for i in range(1 + self.ib_levels)]
         for i, f in enumerate(fetchers):
             m.submodules[f"fetch{i}"] = f
         m.submodules.writer = writer = BlockWriter(self.data_width, aw, REQ_USER.size, RESP_USER.size)
 
         level = Signal(2)
+        lvl = Signal(1 + self.ib_levels, init=1)  # the same, one-hot (for the multiplexers on fast paths)
         vmid = Signal(4)  # the VMID of the job the ring's INDIRECT_BUFFER started
         cur_vmid = Signal(4)  # the VMID of the packet in hand: 0 in the ring
-        m.d.comb += cur_vmid.eq(Mux(level == 0, 0, vmid))
+        m.d.comb += cur_vmid.eq(Mux(lvl[0], 0, vmid))
 
         # ---------------------------------------------------------------- AR slice + R routing
         ar_valid, poll_req, poll_addr, poll_pending, poll_taken, poll_rvalid = bus_port.reads(
@@ -144,11 +164,14 @@ class CommandProcessor(wiring.Component):
 
         # ---------------------------------------------------------------- state
         ring_mask = Signal(32)
-        # AMD's units: RB_SIZE counts qwords (log2), RB_BASE holds the address >> 8
-        m.d.comb += ring_mask.eq((Const(1, 34) << (csr.rb_size + 1)) - 1)
+        # AMD's units: RB_SIZE counts qwords (log2), RB_BASE holds the address >> 8. (The mask
+        # follows RB_SIZE a cycle late: the ring starts at least two cycles after that write.)
+        m.d.sync += ring_mask.eq((Const(1, 34) << (csr.rb_size + 1)) - 1)
         ring_base = Signal(aw)
         m.d.comb += ring_base.eq(Cat(Const(0, 8), csr.rb_base_lo, csr.rb_base_hi))
 
+        def set_level(v):
+            m.d.sync += [level.eq(v)] + [lvl[i].eq(v == i) for i in range(1 + self.ib_levels)]
         ring_pos = Signal(32)  # dwords of the ring the parser has consumed
         rptr = Signal(32)  # ring packets finished
         wptr = Signal(32)
@@ -156,20 +179,37 @@ class CommandProcessor(wiring.Component):
         ib_size = Array(Signal(20, name=f"ib_size{i}") for i in range(1 + self.ib_levels))
         ib_pos = Array(Signal(20, name=f"ib_pos{i}") for i in range(1 + self.ib_levels))
 
+        # the packet being parsed, for CP_ERROR: its header's opcode and its offset in its
+        # buffer (its address is worked out from the offset when an error is latched)
+        hdr_opcode = Signal(8)
+        # for the simulators' monitors only (gpucosim/hwtrace.py: the timeline, crash reports;
+        # nothing reads them, so synthesis drops them): the last header taken, its offset and
+        # its address (hdr_off follows the dword on offer, taken or not)
         hdr = Signal(32)
-        hdr_off = Signal(32)
+        hdr_taken_off = Signal(32)
         hdr_addr = Signal(aw)
+        hdr_off = Signal(32)
         # the INDIRECT_BUFFER packet of each parent level: an error after an IB returns
         # (its rptr write-back) belongs to that packet
-        saved_hdr = Array(Signal(32, name=f"saved_hdr{i}") for i in range(self.ib_levels))
+        saved_opcode = Array(Signal(8, name=f"saved_opcode{i}") for i in range(self.ib_levels))
         saved_off = Array(Signal(32, name=f"saved_off{i}") for i in range(self.ib_levels))
-        saved_addr = Array(Signal(aw, name=f"saved_addr{i}") for i in range(self.ib_levels))
         oob = Signal()  # the packet's address has bits above the bus's 48: it answers DECERR
         kind = Signal(range(len(pk.PACKETS)))
         p = [Signal(32, name=f"p{i}") for i in range(MAX_FIXED)]
         p_arr = Array(p)
         pidx = Signal(range(MAX_FIXED + 1))
         rem = Signal(15)  # payload dwords still to pop
+        # a cycle ahead: rem == 1, pidx == the last fixed dword, and the packet's fixed dwords
+        rem_is1 = Signal()
+        rem_is0 = Signal()  # (WRITE_DATA: its last data dword is in)
+        last_fixed = Signal()
+        fixed = Signal(range(MAX_FIXED + 1))
+        bad_count = Signal()  # the header's COUNT is wrong for its packet or runs past the buffer
+        # the checks of the payload's dwords so far (all but the last fixed one, whose checks
+        # come with its tag): UNSUPPORTED, misaligned, an IB beyond the bus
+        acc_unsup = Signal()
+        acc_misal = Signal()
+        acc_beyond = Signal()
 
         # error latch
         err = Signal()  # an error is latched (CP stops)
@@ -183,104 +223,141 @@ class CommandProcessor(wiring.Component):
         err_access = Signal(3)  # a VM fault's access kind (spec/vm.py Access)
 
         # block to write
-        blk = Array(Signal(32, name=f"blk{i}") for i in range(BLOCK_DWORDS))
+        # WRITE_DATA's block buffer: a small memory per dword lane of a beat (LUTRAM on an FPGA),
+        # written a dword at a time as they arrive, read a beat at a time by the writer
+        blk_banks = []
+        dpb_ = self.data_width // 32
+        for i in range(min(dpb_, BLOCK_DWORDS)):
+            bank = Memory(shape=32, depth=max(2, BLOCK_DWORDS // dpb_), init=[])
+            m.submodules[f"blk{i}"] = bank
+            blk_banks.append((bank.write_port(), bank.read_port(domain="comb")))
+        blk_we = Signal()  # write the block's dword blk_pos
+        blk_pos = Signal(3)
+        blk_wdata = Signal(32)
+        for i, (w, _) in enumerate(blk_banks):
+            m.d.comb += [w.addr.eq(blk_pos // len(blk_banks)), w.data.eq(blk_wdata),
+                         w.en.eq(blk_we & (blk_pos % len(blk_banks) == i))]
         blk_mask = Signal(BLOCK_DWORDS)
         blk_addr = Signal(aw)  # byte address of the first dword being written (for errors)
+        blk_user = Signal(REQ_USER)  # AxUSER of the block to write
         wd_addr = Signal(aw)
         poll_timer = Signal(16)
 
         # IH
         ih_wptr = Signal(32)
+        ih_advance = Signal()  # IH_WPTR moves past an entry this cycle
+        ih_clear = Signal()  # ... or to 0 (the end of a soft reset)
         ih_src = Signal(8)
         ih_data = [Signal(32, name=f"ih_data{i}") for i in range(4)]
         ih_ts = Signal(self.ts_width)
         ih_client = Signal(8)
         ih_vmid = Signal(4)
         ih_err = Signal()  # the entry reports the error that stopped the CP
-        wr_ih = Signal()  # the block to write is the IH entry (rtl/cp/ih.py), not the block buffer
+        wr_src = Signal(2)  # WriteSource of the block to write
+        wval = [Signal(32, name=f"wval{i}") for i in range(2)]
 
         # ---------------------------------------------------------------- the current level
         cur_fetch_valid = Signal()
         cur_fetch_data = Signal(32)
         cur_fetch_resp = Signal(2)
         cur_fetch_user = Signal(RESP_USER)
-        pop = Signal()
-        for i, f in enumerate(fetchers):
-            with m.If(level == i):
-                m.d.comb += [cur_fetch_valid.eq(f.dw_valid), cur_fetch_data.eq(f.dw_data),
-                             cur_fetch_resp.eq(f.dw_resp), cur_fetch_user.eq(f.dw_user), f.dw_ready.eq(pop)]
-        cur_off = Signal(32)
-        cur_addr = Signal(aw)
-        cur_avail = Signal(32)  # dwords left in the current buffer (wrapping difference)
-        with m.If(level == 0):
-            m.d.comb += [
-                cur_off.eq(ring_pos & ring_mask),
-                cur_addr.eq(ring_base + Cat(Const(0, 2), ring_pos & ring_mask)),
-                cur_avail.eq(wptr - ring_pos),
-            ]
-        with m.Else():
-            m.d.comb += [
-                cur_off.eq(ib_pos[level]),
-                cur_addr.eq(ib_base[level] + Cat(Const(0, 2), ib_pos[level])),
-                cur_avail.eq(ib_size[level] - ib_pos[level]),
-            ]
-        with m.If(pop):
-            with m.If(level == 0):
-                m.d.sync += ring_pos.eq(ring_pos + 1)
-            with m.Else():
-                m.d.sync += ib_pos[level].eq(ib_pos[level] + 1)
+        cur_tag = Signal(dtag.layout)
+        cur_short = Signal()  # the header's packet runs past the end of its buffer
+        pop = Signal()  # the parser takes the current level's dword (driven after the FSM)
+        pops = Signal(1 + self.ib_levels)  # ... one bit per level
+        # dwords left at each level from its next dword on (saturated), a cycle ahead, and
+        # whether each IB level is consumed
+        avail = [Signal(AVAIL_BITS, name=f"avail{i}") for i in range(1 + self.ib_levels)]
+        ib_empty = Array(Signal(name=f"ib_empty{i}") for i in range(1 + self.ib_levels))  # ([0]: unused)
+        ring_empty = Signal()  # avail[0] == 0 (for STALL_CYCLES only)
+        # (a dword of the ring is not on offer while the ring is disabled: its fetcher is being
+        # flushed; the IB fetchers are flushed only in states that take no dword)
+        offered = [f.dw_valid & (csr.rb_cntl_enable if i == 0 else 1) for i, f in enumerate(fetchers)]
+        m.d.comb += [
+            cur_fetch_valid.eq(Cat(*(lvl[i] & offered[i] for i in range(len(fetchers)))).any()),
+            cur_fetch_data.eq(_one_hot_mux(lvl, [f.dw_data for f in fetchers])),
+            cur_fetch_resp.eq(_one_hot_mux(lvl, [f.dw_resp for f in fetchers])),
+            cur_fetch_user.eq(_one_hot_mux(lvl, [f.dw_user for f in fetchers])),
+            cur_tag.eq(_one_hot_mux(lvl, [f.dw_tag.as_value() for f in fetchers])),
+            cur_short.eq(_one_hot_mux(lvl, [f.dw_tag.need > avail[i] for i, f in enumerate(fetchers)])),
+        ]
+        m.d.comb += ring_empty.eq(avail[0] == 0)
+        cur_off = Signal(32)  # the current dword's offset in its buffer
+        m.d.comb += cur_off.eq(_one_hot_mux(lvl, [ring_pos & ring_mask] + [ib_pos[i] for i in range(1, 1 + self.ib_levels)]))
+        with m.If(pops[0]):
+            m.d.sync += ring_pos.eq(ring_pos + 1)
+        for i in range(1, 1 + self.ib_levels):
+            with m.If(pops[i]):
+                m.d.sync += ib_pos[i].eq(ib_pos[i] + 1)
+
+        def saturate(v):
+            return Mux(v[AVAIL_BITS:] != 0, (1 << AVAIL_BITS) - 1, v[:AVAIL_BITS])
+
+        for i in range(1 + self.ib_levels):
+            end, pos = (wptr, ring_pos) if i == 0 else (ib_size[i], ib_pos[i])
+            end32, pos32 = Signal(32, name=f"end{i}"), Signal(32, name=f"pos{i}")
+            left = Signal(32, name=f"left{i}")
+            left_m1 = Signal(32, name=f"left_m1_{i}")  # (both subtractions at once: pop comes late)
+            m.d.comb += [end32.eq(end), pos32.eq(pos), left.eq(end32 - pos32), left_m1.eq(end32 + ~pos32)]
+            # (the ring's wptr as it was a cycle ago: a doorbell counts from the next cycle on)
+            m.d.sync += avail[i].eq(Mux(pops[i], saturate(left_m1), saturate(left)))
+            if i:
+                m.d.sync += ib_empty[i].eq(Mux(pops[i], pos + 1 == end, pos == end))
 
         # ---------------------------------------------------------------- error raising
         fsm_err = Signal()
         fsm_err_code = Signal(8)
-        fsm_err_addr = Signal(aw)
-        fsm_err_off = Signal(32)
-        fsm_err_opcode = Signal(8)
+        fsm_err_where = Signal(errors.Where)
+        fsm_err_opz = Signal()  # the error's opcode is 0 (a header that is not type 3, or unread)
+        fsm_err_cur = Signal(aw)  # the address of the dword in hand (a header in RUN)
+        fsm_err_hdr = Signal(aw)  # ... and of the packet being parsed
+        fsm_err_at_ib_base = Signal()
         fsm_err_vmid = Signal(4)
         fsm_err_user = Signal(RESP_USER)
         fsm_err_access = Signal(3)
 
-        def fail(code, addr=None, off=None, opcode=None, vmid=None):
-            """Raise a packet/bus error from the FSM (defaults: the current packet)."""
-            m.d.comb += [
-                fsm_err.eq(1), fsm_err_code.eq(code),
-                fsm_err_addr.eq(hdr_addr if addr is None else addr),
-                fsm_err_off.eq(hdr_off if off is None else off),
-                fsm_err_opcode.eq(hdr[_OPCODE.bits] if opcode is None else opcode),
-                fsm_err_vmid.eq(cur_vmid if vmid is None else vmid),
-            ]
+        # a packet's first step starts in the cycle its checks run (check_and_start): a check
+        # that fails stops the CP in the next cycle (`failed`), before anything the step
+        # started reaches the bus, and that cycle's state does nothing (state(), below)
+        failed = Signal()
+        m.d.sync += failed.eq(fsm_err)
+        level_d = Signal(2)  # the level a cycle ago: where a failed check happened
+        m.d.sync += level_d.eq(level)
+
+        def flag(code, at_ib_base=False):
+            """A failing check beside a speculative first step: CP_ERROR as fail() would
+            latch it, and the state machine stops next cycle."""
+            m.d.comb += [fsm_err.eq(1), fsm_err_code.eq(code)]
+            if at_ib_base:
+                m.d.comb += fsm_err_at_ib_base.eq(1)
+
+        def fail(code, at_ib_base=False):
+            """Raise a packet or bus error from the FSM. Where it happened (which address,
+            the opcode) follows from the state ("where an error happened", below) and is
+            captured as a few bits (errors.py); `at_ib_base`: the address is the IB packet's
+            base (an IB beyond the bus), which the payload registers still hold when CP_ERROR
+            is latched."""
+            m.d.comb += [fsm_err.eq(1), fsm_err_code.eq(code)]
+            if at_ib_base:
+                m.d.comb += fsm_err_at_ib_base.eq(1)
             m.next = "ERR_DRAIN"
 
-        def bus_code(resp, user=None):
+        def bus_code(resp, user):
             """CP_ERROR's code for an error response: VM_FAULT when the MMU tagged it."""
             code = Mux(resp == 0b11, CpError.BUS_DECERR, CpError.BUS_SLVERR)
-            return code if user is None else Mux(RESP_USER(Value.cast(user)).fault, CpError.VM_FAULT, code)
+            return Mux(RESP_USER(Value.cast(user)).fault, CpError.VM_FAULT, code)
 
-        def bus_fail(resp, user, addr, access, vmid=None, off=None, opcode=None):
-            """An access answered an error (`resp`, `user` its RUSER/BUSER): stop with the bus
-            error, or with VM_FAULT and the fault's details (`vmid`: the access's VMID, default
-            the packet's; a bus error names the packet's VMID, the work's)."""
-            fault = RESP_USER(Value.cast(user)).fault
-            fail(bus_code(resp, user), addr, off, opcode,
-                 cur_vmid if vmid is None else Mux(fault, vmid, cur_vmid))
-            m.d.comb += [fsm_err_user.eq(Value.cast(user)), fsm_err_access.eq(access)]
+        def write_failed():
+            """The block writer's response was an error: stop, naming the written address."""
+            fail(bus_code(writer.resp, writer.user))  # at blk_addr
 
-        # doorbell (runs beside the FSM)
-        db_err = Signal()
-        db_code = Signal(8)
-        db_value = csr.rb_doorbell
-        stopped = Signal()  # error latched or being reset: doorbells are ignored
-        with m.If(csr.rb_doorbell_swmod & csr.rb_cntl_enable & ~stopped & ~err):
-            ahead = Signal(32)
-            used = Signal(32)
-            m.d.comb += [ahead.eq(db_value - wptr), used.eq(db_value - rptr)]
-            with m.If(ahead[31]):
-                m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_BACKWARDS)]
-            with m.Elif(used > (ring_mask + 1)):
-                m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_OVERFLOW)]
-            with m.Else():
-                m.d.sync += wptr.eq(db_value)
+        def write_user(v):
+            """AxUSER of a CP write with VMID `v`."""
+            return req_user(v, vm_spec.Access.WRITE)
+
+        err_any = Signal()  # an error is latched, or captured to latch next cycle (errors.py)
         err_pending = Signal()  # a doorbell or DMA error waits for the parser's next packet boundary
+        err_pending_any = Signal()  # ... or is captured to
         dma_err = Signal()
         dma_err_code = Signal(8)
         dma_err_off = Signal(32)
@@ -290,96 +367,81 @@ class CommandProcessor(wiring.Component):
         dma_err_access = Signal(3)
         perf_count_dma = Signal()
 
-        with m.If(~err & fsm_err):
-            m.d.sync += [
-                err.eq(1), err_code.eq(fsm_err_code), err_level.eq(level), err_opcode.eq(fsm_err_opcode),
-                err_addr.eq(fsm_err_addr), err_offset.eq(fsm_err_off), err_vmid.eq(fsm_err_vmid),
-                err_user.eq(fsm_err_user), err_access.eq(fsm_err_access),
-            ]
-        with m.Elif(~err & dma_err):
-            m.d.sync += [
-                err.eq(1), err_pending.eq(1), err_code.eq(dma_err_code), err_level.eq(dma_err_level),
-                err_opcode.eq(pk.DMA_DATA.opcode), err_addr.eq(self.dma.err_addr if self.has_dma else 0),
-                err_offset.eq(dma_err_off), err_vmid.eq(dma_err_vmid), err_user.eq(dma_err_user),
-                err_access.eq(dma_err_access),
-            ]
-        with m.Elif(~err & db_err):
-            m.d.sync += [
-                err.eq(1), err_pending.eq(1), err_code.eq(db_code), err_level.eq(IbLevel.RING),
-                err_opcode.eq(0), err_addr.eq(db_value), err_offset.eq(rptr & ring_mask), err_vmid.eq(0),
-                err_user.eq(0), err_access.eq(0),
-            ]
+        # doorbell (runs beside the FSM). BACKWARDS is v − wptr < 0; OVERFLOW is v − rptr > the
+        # ring's size, worked out as v − limit − 1 ≥ 0 with limit = rptr + size kept in a
+        # register: each is the sign of one carry chain. (v − rptr < 2^31 + size whenever v
+        # is not backwards, so the sign decides; v = rptr is never an overflow, and a ring of
+        # 2^32 dwords never overflows; a doorbell that does not move wptr never does either,
+        # which also covers v = rptr.)
+        db_err = Signal()
+        db_code = Signal(8)
+        db_value = csr.rb_doorbell
+        stopped = Signal()  # being reset: doorbells are ignored (as after an error)
+        ring_size = Signal(33)
+        ring_huge = Signal()  # 2^32 dwords: no doorbell overflows it
+        m.d.sync += [ring_size.eq(Const(1, 34) << (csr.rb_size + 1)), ring_huge.eq(csr.rb_size == 31)]
+        limit = Signal(32)  # rptr + size (RING_DONE and RESET set it with rptr)
+        m.d.sync += limit.eq(rptr + ring_size)
+        ahead = Signal(32)
+        ahead_m1 = Signal(32)  # v − wptr − 1 ≥ 0: the doorbell moves wptr forward
+        over_m1 = Signal(32)
+        m.d.comb += [ahead.eq(db_value - wptr), ahead_m1.eq(db_value + ~wptr), over_m1.eq(db_value + ~limit)]
+        with m.If(csr.rb_doorbell_swmod & csr.rb_cntl_enable & ~stopped & ~err_any):
+            with m.If(ahead[31]):
+                m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_BACKWARDS)]
+            with m.Elif(~ahead_m1[31] & ~ring_huge & ~over_m1[31]):
+                m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_OVERFLOW)]
+            with m.Else():
+                m.d.sync += wptr.eq(db_value)
 
         # ---------------------------------------------------------------- write requests
-        # A *_WRITE state requests the block buffer (wr_req); write_block requests a block
-        # formed this cycle straight away (now_*), saving the *_WRITE cycle.
+        # The block to write is in registers (WriteSource) and `wr_req` asks for it: write_block
+        # raises it and it holds until the write is answered; the writer puts AW and the first
+        # W beat out in the next cycle, and reads each beat's dwords as it writes them.
         wr_req = Signal()
-        now_req = Signal()
-        now_block = Signal(aw - 5)
-        now_mask = Signal(BLOCK_DWORDS)
-        now_user = Signal(REQ_USER)
-        blk_user = Signal(REQ_USER)  # AxUSER of the block in the block buffer
+        with m.If(writer.done):
+            m.d.sync += wr_req.eq(0)  # (a request raised in this cycle, below, wins)
+        DW = self.data_width
+        nbeats = BLOCK_DWORDS * 32 // DW
+        beat = writer.beat
+        for _, r in blk_banks:
+            m.d.comb += r.addr.eq(beat if nbeats > 1 else 0)
+        blk_beat = Cat(*(r.data for _, r in blk_banks))
+        ih_entry = ih.entry(ih_client, ih_src, ih_vmid, ih_ts, ih_data)
+        ih_beat = ih_entry.word_select(beat, DW) if nbeats > 1 else ih_entry
+        # two dwords start 8-aligned: the first in an even slot, the second in the odd one after
+        val_beat = Mux(beat[0], wval[1], wval[0]) if dpb == 1 else Cat(*wval).replicate(dpb // 2)
         m.d.comb += [
-            writer.req_valid.eq(wr_req | now_req),
-            writer.req_block.eq(Mux(now_req, now_block, blk_addr[5:])),
-            writer.req_mask.eq(Mux(now_req, now_mask, blk_mask)),
-            writer.req_user.eq(Mux(now_req, now_user, blk_user)),
-            # the writer reads the data while it writes, from the block buffer or the IH entry's
-            # registers (both hold the block from the cycle after the request until the response)
-            writer.req_data.eq(Mux(wr_ih, ih.entry(ih_client, ih_src, ih_vmid, ih_ts, ih_data),
-                                   Cat(*[blk[i] for i in range(BLOCK_DWORDS)]))),
+            writer.req_valid.eq(wr_req),
+            writer.req_block.eq(blk_addr[5:]),
+            writer.req_mask.eq(blk_mask),
+            writer.req_user.eq(blk_user),
+            writer.beat_data.eq(Mux(wr_src == WriteSource.IH, ih_beat,
+                                    Mux(wr_src == WriteSource.VALUE, val_beat, blk_beat))),
         ]
 
-        def dword(v):
-            """`v` as exactly 32 bits (zero-extended or cut), to Cat into a block."""
-            v = Value.cast(v)
-            return Cat(v, Const(0, 32 - len(v))) if len(v) < 32 else v[:32]
-
-        def write_block(addr, mask, dwords, write_state, wait_state, defer=Const(0), vmid=None):
-            """Write the block `dwords` (8 Values; None: the IH entry registers) under `mask`;
-            `addr` is the byte address of its first written dword (errors name it), `vmid`
-            the VMID it is written with (default: the packet's). It goes to
-            the writer in this cycle and the FSM to `wait_state`; with `defer` (or the writer
-            busy) it waits in the block buffer for `write_state`, which requests it (and
-            answers `defer`'s error)."""
-            user = req_user(cur_vmid if vmid is None else vmid, vm_spec.Access.WRITE)
-            m.d.sync += [blk_addr.eq(addr), blk_mask.eq(mask), wr_ih.eq(dwords is None), blk_user.eq(user)]
-            if dwords is not None:
-                m.d.sync += [blk[i].eq(dword(d)) for i, d in enumerate(dwords)]
+        def write_block(addr, mask, source, write_state, wait_state, defer=Const(0), vmid=None):
+            """Write the block held in `source` (a WriteSource) under `mask`; `addr` is the byte
+            address of its first written dword (errors name it), `vmid` the VMID it is written
+            with (default: the packet's). The request is raised now and the FSM goes to
+            `wait_state`; with `defer` it waits for `write_state`, which answers `defer`'s error."""
+            m.d.sync += [blk_addr.eq(addr), blk_mask.eq(mask), wr_src.eq(source),
+                         blk_user.eq(write_user(cur_vmid if vmid is None else vmid))]
             with m.If(~defer):
-                m.d.comb += [now_req.eq(1), now_block.eq(addr[5:]), now_mask.eq(mask), now_user.eq(user)]
-            with m.If(~defer & writer.req_ready):
+                m.d.sync += wr_req.eq(1)
                 m.next = wait_state
             with m.Else():
                 m.next = write_state
 
         def write_dwords(addr, first, second, write_state, wait_state, defer=Const(0), vmid=None):
             """write_block of one dword at `addr`, or two (`second` not None: addr 8-aligned)."""
-            pos = addr[2:5]
-            # (every slot gets a value and the mask picks: two dwords start 8-aligned, so the
-            # first is in an even slot and the second in the odd one after it)
-            dwords = [first if second is None or i % 2 == 0 else second for i in range(BLOCK_DWORDS)]
-            mask = Const(1 if second is None else 3, BLOCK_DWORDS) << pos
-            write_block(addr, mask, dwords, write_state, wait_state, defer, vmid)
+            m.d.sync += [wval[0].eq(first), wval[1].eq(first if second is None else second)]
+            write_block(addr, Const(1 if second is None else 3, BLOCK_DWORDS) << addr[2:5],
+                        WriteSource.VALUE, write_state, wait_state, defer, vmid)
 
         # ---------------------------------------------------------------- packet decode helpers
         opcode = cur_fetch_data[_OPCODE.bits]
         count = cur_fetch_data[_COUNT.bits]
-        known = Signal()
-        count_ok = Signal()
-        # the header-only NOP (COUNT all ones; PREDICATE and SHADER_TYPE ignored as ever)
-        nop_pad = Signal()
-        m.d.comb += nop_pad.eq((cur_fetch_data[_TYPE.bits] == pk.PACKET_TYPE3) & (opcode == pk.NOP.opcode) &
-                               (count == _COUNT.max))
-        new_kind = Signal(range(len(pk.PACKETS)))
-        for pkt in pk.PACKETS:
-            with m.If(opcode == pkt.opcode):
-                ok = Const(1)
-                if pkt.min_count > 0:
-                    ok = ok & (count >= pkt.min_count)
-                if pkt.max_count < _COUNT.max:
-                    ok = ok & (count <= pkt.max_count)
-                m.d.comb += [known.eq(1), new_kind.eq(pkt.index), count_ok.eq(ok)]
 
         perf_count_kind = Signal()  # count a packet of `kind` this cycle
         perf_count_nop = Signal()
@@ -388,21 +450,22 @@ class CommandProcessor(wiring.Component):
         with m.If(csr.control_soft_reset):
             m.d.sync += resetting.eq(1)
         m.d.comb += stopped.eq(resetting | csr.control_soft_reset)
-        m.d.comb += fetchers[0].end.eq(wptr)
 
+        # an IB level's fetcher is loaded (base, from dword 0) while its packet is parsed and
+        # started once the packet's checks pass (indirect_buffer.py)
+        load_ib = Signal()
+        load_level = Signal(2)
         start_ib = Signal()
         start_level = Signal(2)
-        start_base = Signal(aw)
-        start_size = Signal(20)
         for i, f in enumerate(fetchers[1:], start=1):
             m.d.comb += [
-                f.start.eq(start_ib & (start_level == i)),
-                f.base.eq(start_base), f.mask.eq(0xFFFF_FFFF), f.ptr.eq(0), f.end.eq(ib_size[i]),
+                f.load.eq(load_ib & (load_level == i)), f.start.eq(start_ib & (start_level == i)),
+                f.base.eq(value(p, ib, "base", aw)), f.mask.eq(0xFFFF_FFFF), f.ptr.eq(0), f.end.eq(ib_size[i]),
             ]
         ring_start = Signal()
         m.d.comb += [
-            fetchers[0].start.eq(ring_start), fetchers[0].base.eq(ring_base),
-            fetchers[0].mask.eq(ring_mask), fetchers[0].ptr.eq(ring_pos),
+            fetchers[0].load.eq(ring_start), fetchers[0].start.eq(ring_start), fetchers[0].base.eq(ring_base),
+            fetchers[0].mask.eq(ring_mask), fetchers[0].ptr.eq(ring_pos), fetchers[0].end.eq(wptr),
         ]
         flush_all = Signal()
         flush_level = Signal(1 + self.ib_levels)  # one bit per fetcher
@@ -414,7 +477,7 @@ class CommandProcessor(wiring.Component):
         ring_running = Signal()
         with m.If(csr.control_soft_reset | flush_all):
             m.d.sync += ring_running.eq(0)
-        with m.Elif(~ring_running & csr.rb_cntl_enable & ~err & ~resetting):
+        with m.Elif(~ring_running & csr.rb_cntl_enable & ~err_any & ~resetting):
             m.d.comb += ring_start.eq(1)
             m.d.sync += ring_running.eq(1)
         with m.If(~csr.rb_cntl_enable & ring_running):
@@ -426,19 +489,23 @@ class CommandProcessor(wiring.Component):
         stall = Signal()
 
         # AMD's units: IH_SIZE counts dwords (log2; below one entry it is one entry), the IH
-        # pointers count bytes, IH_BASE holds the address >> 8
+        # pointers count bytes, IH_BASE holds the address >> 8. Whether the IH ring is full and
+        # where its next entry goes are kept a cycle ahead: IH_WPTR moves only when an entry
+        # is written, several cycles before the next one can start.
         ih_entry_full = Signal()
         ih_log2_bytes = Signal(6)
-        m.d.comb += ih_log2_bytes.eq(Mux(csr.ih_size < ih_spec.MIN_LOG2_DWORDS,
+        m.d.sync += ih_log2_bytes.eq(Mux(csr.ih_size < ih_spec.MIN_LOG2_DWORDS,
                                          ih_spec.MIN_LOG2_DWORDS, csr.ih_size) + 2)
-        ih_bytes = Signal(35)
-        m.d.comb += ih_bytes.eq(Const(1, 35) << ih_log2_bytes)
+        ih_bytes = Signal(35)  # (from IH_SIZE a cycle late, like the ring's mask)
+        ih_bytes_m1 = Signal(35)
+        m.d.sync += [ih_bytes.eq(Const(1, 35) << ih_log2_bytes), ih_bytes_m1.eq((Const(1, 35) << ih_log2_bytes) - 1)]
         ih_used = Signal(32)
-        m.d.comb += [ih_used.eq(ih_wptr - csr.ih_rptr), ih_entry_full.eq(ih_used >= ih_bytes)]
+        m.d.comb += ih_used.eq(ih_wptr - csr.ih_rptr)
         ih_base = Signal(aw)
         m.d.comb += ih_base.eq(Cat(Const(0, 8), csr.ih_base_lo, csr.ih_base_hi))
         ih_entry_addr = Signal(aw)
-        m.d.comb += ih_entry_addr.eq(ih_base + (ih_wptr & (ih_bytes - 1)))
+        m.d.sync += [ih_entry_full.eq(ih_used >= ih_bytes),
+                     ih_entry_addr.eq(ih_base + (ih_wptr & ih_bytes_m1))]
 
         eop_set = Signal()
         cperr_set = Signal()
@@ -448,30 +515,36 @@ class CommandProcessor(wiring.Component):
         dma = self.dma
         dma_busy = Signal()
         dma_failed = Signal()  # a transfer answered an error: later ones are cancelled
+        # the engine's busy a cycle late (a compare of its pointers: kept off the parser's
+        # paths). A DMA_DATA queued its transfer at least two cycles before the next header is
+        # looked at (EXEC_DMA_DATA, DONE) or an error drains (the parser goes through RUN
+        # first); DMA_SYNC waits a cycle before it looks (dma_sync_new).
+        dma_busy_r = Signal()
+        m.d.sync += dma_busy_r.eq(dma_busy)
+        dma_sync_new = Signal()
+        dma_cmd_go = Signal()  # in EXEC_DMA_DATA until its command is taken (dma_data.py)
         meta_push = Signal()
-        hdr_is_dma = Signal()
-        m.d.comb += hdr_is_dma.eq((cur_fetch_data[_TYPE.bits] == pk.PACKET_TYPE3) &
-                                  (opcode == pk.DMA_DATA.opcode))
-        def vm_status_word():
-            """VM_FAULT_STATUS's value for the latched error."""
-            return pack_fields(REG_FIELDS["VM_FAULT_STATUS"], VMID=err_vmid, ACCESS=err_access,
-                               LEVEL=err_user.level, CAUSE=err_user.cause)
-
         c = _Context(self, locals())
         dma_data.port(c)
+        captures = errors.latch(c)
 
         # ---------------------------------------------------------------- the parser FSM
-        wd = pk.WRITE_DATA
-        ib = pk.INDIRECT_BUFFER
-        wrm = pk.WAIT_REG_MEM
-        rm = pk.RELEASE_MEM
 
         @contextmanager
         def state(name):
-            """An FSM state that SOFT_RESET preempts: RESET waits for the bus to go quiet."""
+            """An FSM state that SOFT_RESET preempts (RESET waits for the bus to go quiet), and
+            that does nothing in the cycle after a failed check but stop: the speculative first
+            step is undone (fetchers flushed, the level it left; it asked for no write) and
+            the CP drains."""
             with m.State(name):
-                yield
-                if name != "RESET":
+                if name == "RESET":
+                    yield
+                else:
+                    with m.If(~failed):
+                        yield
+                    with m.Else():
+                        set_level(level_d)  # (and the fetchers are flushed: flush_all)
+                        m.next = "ERR_DRAIN"
                     with m.If(stopped):
                         m.next = "RESET"
 
@@ -479,12 +552,11 @@ class CommandProcessor(wiring.Component):
             """A *_WRITE state: hand the block to the writer (DECERR first when the packet's
             address is beyond the bus), then wait for its response in `wait_state`."""
             def body():
-                m.d.comb += wr_req.eq(1)
-                with m.If(writer.req_ready):
-                    m.next = wait_state
+                m.d.sync += wr_req.eq(1)
+                m.next = wait_state
             if check_oob:
                 with m.If(oob):
-                    fail(CpError.BUS_DECERR, blk_addr)
+                    fail(CpError.BUS_DECERR)  # at blk_addr
                 with m.Else():
                     body()
             else:
@@ -497,122 +569,171 @@ class CommandProcessor(wiring.Component):
             m.d.comb += stall.eq(1)
             with m.If(writer.done):
                 with m.If(writer.resp != RESP_OKAY):
-                    write_failed()
+                    write_failed()  # at blk_addr
                 with m.Else():
                     yield
 
-        def write_failed():
-            """The block writer's response was an error: stop, naming the written address."""
-            bus_fail(writer.resp, writer.user, blk_addr, vm_spec.Access.WRITE, blk_user.vmid)
-
         def check_and_start():
             """The packet's field checks (spec/packets.py) in the cycle its last fixed payload
-            dword arrives, then its first step: the checks read that dword straight from the
-            fetcher, so no CHECK cycle is spent. A fence goes straight to its write, a
+            dword arrives, beside its first step, which starts whatever they say (a failing
+            check stops it next cycle: `failed`): a fence goes straight to its write, a
             WRITE_DATA to its data and a non-CHAIN IB starts its fetcher now; the other
-            packets have an EXEC state."""
+            packets have an EXEC state. The checks read flags gathered dword by dword
+            (accumulate_checks) and the last dword's tag, so no CHECK cycle is spent."""
             for pkt in pk.PACKETS:
                 if pkt is pk.NOP:
                     continue
-                # the payload as it stands this cycle: dwords 0..fixed-2 are in p already
-                p_now = p[:pkt.fixed - 1] + [cur_fetch_data]
+                p_now = payload_now(pkt)
+                earlier = range(pkt.fixed - 1)  # dwords in p; the last one's checks are in its tag
                 with m.If(kind == pkt.index):
                     if pkt is pk.DMA_DATA and not self.has_dma:
                         fail(CpError.UNSUPPORTED)  # no DMA engine in this build
                         continue
-                    unsupported = checks.unsupported(p_now, pkt)
+                    unsupported = acc_unsup | dtag.check(cur_tag, "unsupported", pkt)
                     if pkt is ib:
-                        unsupported = unsupported | ((level == 0) & field(p_now, ib, "CHAIN"))
-                    misaligned = checks.misaligned(p_now, pkt)
-                    with m.If(unsupported):
-                        fail(CpError.UNSUPPORTED)
+                        unsupported = unsupported | (lvl[0] & field(p_now, ib, "CHAIN"))
+                    misaligned = dtag.check(cur_tag, "misaligned", pkt)
+                    if any(not isinstance(checks.checks_at(p, pkt, k, aw)[1], Const) for k in earlier):
+                        misaligned = misaligned | acc_misal
+                    # (a bad response of the dword itself: PAYLOAD raised it already)
+                    with m.If(cur_fetch_resp != RESP_OKAY):
+                        pass
+                    with m.Elif(unsupported):
+                        flag(CpError.UNSUPPORTED)
                     if not isinstance(misaligned, Const):  # DMA_DATA has no alignment rule
                         with m.Elif(misaligned):
-                            fail(CpError.IB_MISALIGNED if pkt is ib else CpError.FENCE_MISALIGNED)
+                            flag(CpError.IB_MISALIGNED if pkt is ib else CpError.FENCE_MISALIGNED)
                     if pkt is ib:
                         chain = field(p_now, ib, "CHAIN")
-                        with m.Elif(field(p_now, ib, "IB_SIZE") == 0):
-                            fail(CpError.IB_SIZE_ZERO)
-                        with m.Elif(~chain & (level == self.ib_levels)):
-                            fail(CpError.IB_NESTING)
-                        with m.Elif(checks.ib_beyond_bus(p_now, aw)):
-                            fail(CpError.BUS_DECERR, value(p_now, ib, "base", aw))
+                        with m.Elif(dtag.check(cur_tag, "ib_size_zero")):
+                            flag(CpError.IB_SIZE_ZERO)
+                        with m.Elif(~chain & lvl[self.ib_levels]):
+                            flag(CpError.IB_NESTING)
+                        with m.Elif(acc_beyond):
+                            flag(CpError.BUS_DECERR, at_ib_base=True)
                     if pkt is pk.DMA_DATA:
-                        with m.Elif(field(p_now, pkt, "BYTE_COUNT") > (1 << self.dma_max_log2)):
-                            fail(CpError.DMA_BYTE_COUNT)
-                    with m.Else():
-                        if pkt is not pk.DMA_DATA:  # a transfer counts when it is answered
-                            m.d.comb += perf_count_kind.eq(1)
-                        if pkt is wd:
-                            write_data.start(c, p_now)
-                        elif pkt is rm:
-                            release_mem.start(c, p_now)  # straight to the fence write
-                        elif pkt is ib:
-                            indirect_buffer.start(c, p_now)
-                        else:
-                            m.next = f"EXEC_{pkt.name}"
-                    m.d.sync += oob.eq(beyond_bus(p_now, pkt, aw))
+                        with m.Elif(dtag.check(cur_tag, "dma_too_big")):
+                            flag(CpError.DMA_BYTE_COUNT)
+                    # the first step, whatever the checks say
+                    if pkt is not pk.DMA_DATA:  # a transfer counts when it is answered
+                        m.d.comb += perf_count_kind.eq(1)  # (status.py drops it if `failed`)
+                    if pkt is wd:
+                        write_data.start(c, p_now)
+                    elif pkt is rm:
+                        # straight to the fence write, asked for only if the checks pass
+                        # (they are all flags: RELEASE_MEM has none on its last dword)
+                        assert isinstance(dtag.check(cur_tag, "unsupported", pkt), Const)
+                        assert isinstance(dtag.check(cur_tag, "misaligned", pkt), Const)
+                        rm_ok = ~(unsupported | misaligned | (cur_fetch_resp != RESP_OKAY))
+                        release_mem.start(c, p_now, ok=rm_ok)
+                    elif pkt is ib:
+                        indirect_buffer.start(c, p_now)
+                    else:
+                        if pkt is pk.DMA_DATA:
+                            m.d.sync += dma_cmd_go.eq(1)
+                        m.next = f"EXEC_{pkt.name}"
+
+        def accumulate_checks():
+            """OR the checks that the dword taken now completes into acc_* (a bad dword stops
+            the CP, so what this adds then does not matter)."""
+            found = {"unsup": Const(0), "misal": Const(0), "beyond": Const(0)}
+            for pkt in pk.PACKETS:
+                for k in range(pkt.fixed - 1):
+                    now = p[:k] + [cur_fetch_data]
+                    here = (kind == pkt.index) & (pidx == k)
+                    for name, v in zip(found, checks.checks_at(now, pkt, k, aw)):
+                        if not isinstance(v, Const):
+                            found[name] = found[name] | (here & v)
+            m.d.sync += [acc_unsup.eq(acc_unsup | found["unsup"]), acc_misal.eq(acc_misal | found["misal"]),
+                         acc_beyond.eq(acc_beyond | found["beyond"])]
+
+        def payload_now(pkt):
+            """The payload as it stands in the cycle its last fixed dword arrives: dwords
+            0..fixed-2 are in p already, the last is the fetcher's."""
+            return p[:pkt.fixed - 1] + [cur_fetch_data]
+
+        def prepare():
+            """What the packet's first step loads that does not depend on its checks, loaded in
+            every payload cycle (the last one counts), so it waits for none of them."""
+            for pkt in pk.PACKETS:
+                if pkt is pk.NOP:
+                    continue
+                with m.If(kind == pkt.index):
+                    p_now = payload_now(pkt)
+                    m.d.sync += oob.eq(beyond_bus(p_now, pkt, aw, tag=cur_tag))
+                    if pkt is wd:
+                        write_data.prepare(c, p_now)
+                    elif pkt is rm:
+                        release_mem.prepare(c, p_now)
+                    elif pkt is ib:
+                        indirect_buffer.prepare(c, p_now)
 
         c.update(locals())
         with m.FSM(name="cp") as fsm:
             with state("RUN"):
-                ib_done = (level != 0) & (ib_pos[level] == ib_size[level])
-                with m.If(err_pending):
+                # the header's registers follow the dword on offer (the popped one stays);
+                # returning from an IB (below) restores its packet's instead
+                new_fixed = Array(Const(pkt.fixed, range(MAX_FIXED + 1)) for pkt in pk.PACKETS)[cur_tag.kind]
+                m.d.sync += [hdr_opcode.eq(opcode), hdr_off.eq(cur_off),
+                             kind.eq(cur_tag.kind), pidx.eq(0), rem.eq(count + 1),
+                             fixed.eq(new_fixed), last_fixed.eq(new_fixed == 1), rem_is1.eq(cur_tag.count0),
+                             bad_count.eq(~cur_tag.count_ok | cur_short),
+                             acc_unsup.eq(0), acc_misal.eq(0), acc_beyond.eq(0)]
+                ib_done = Cat(*(lvl[i] & ib_empty[i] for i in range(1, 1 + self.ib_levels))).any()
+                with m.If(err_pending_any):
                     m.next = "ERR_DRAIN"
                 with m.Elif(ib_done):
                     # back to the level that issued the IB; a ring packet finishes with it
-                    m.d.sync += [level.eq(level - 1), hdr.eq(saved_hdr[level - 1]),
-                                 hdr_off.eq(saved_off[level - 1]), hdr_addr.eq(saved_addr[level - 1])]
+                    set_level(level - 1)
+                    m.d.sync += [hdr_opcode.eq(saved_opcode[level - 1]), hdr_off.eq(saved_off[level - 1])]
                     with m.If(level == 1):
                         m.next = "RING_DONE"
                 with m.Elif(csr.control_halt):
                     m.d.comb += halted.eq(1)
-                with m.Elif((level == 0) & (cur_avail == 0)):
-                    pass  # ring empty
                 with m.Elif(~cur_fetch_valid):
-                    m.d.comb += stall.eq(1)
-                with m.Elif(dma_busy & ~hdr_is_dma):
+                    m.d.comb += stall.eq(~(lvl[0] & ring_empty))  # (an empty ring is no stall)
+                with m.Elif(dma_busy_r & ~cur_tag.is_dma):
                     # only DMA_DATA overlaps the DMA engine: any other packet (a RELEASE_MEM
                     # above all) waits until every earlier transfer is answered
                     m.d.comb += stall.eq(1)
                 with m.Else():
-                    m.d.comb += pop.eq(1)
-                    m.d.sync += [hdr.eq(cur_fetch_data), hdr_off.eq(cur_off), hdr_addr.eq(cur_addr),
-                                 kind.eq(new_kind), pidx.eq(0), rem.eq(count + 1)]
+                    # (the header is taken: `pops`, below)
                     with m.If(cur_fetch_resp != RESP_OKAY):
-                        bus_fail(cur_fetch_resp, cur_fetch_user, cur_addr, vm_spec.Access.FETCH, off=cur_off, opcode=0)
-                    with m.Elif((cur_fetch_data[_TYPE.bits] == pk.PACKET_TYPE2) | nop_pad):
-                        # one-dword packets: any type-2 dword, and AMD's header-only NOP
+                        fail(bus_code(cur_fetch_resp, cur_fetch_user))
+                    with m.Elif(cur_tag.filler):
                         m.d.comb += perf_count_nop.eq(1)
                         with m.If(level == 0):
                             m.next = "RING_DONE"
-                    with m.Elif((cur_fetch_data[_TYPE.bits] != pk.PACKET_TYPE3) | ~known):
-                        fail(CpError.ILLEGAL_OPCODE, cur_addr, cur_off,
-                             Mux(cur_fetch_data[_TYPE.bits] == pk.PACKET_TYPE3, opcode, 0))
-                    with m.Elif(~count_ok | (count + 2 > cur_avail)):
-                        fail(CpError.BAD_COUNT, cur_addr, cur_off, opcode)
+                    with m.Elif(cur_tag.illegal):
+                        fail(CpError.ILLEGAL_OPCODE)
                     with m.Else():
-                        m.next = "PAYLOAD"
+                        m.next = "PAYLOAD"  # (which answers BAD_COUNT first)
 
             with state("PAYLOAD"):
-                is_nop = kind == pk.NOP.index
-                fixed = Signal(range(MAX_FIXED + 1))
-                for pkt in pk.PACKETS:
-                    with m.If(kind == pkt.index):
-                        m.d.comb += fixed.eq(pkt.fixed)
-                with m.If(~cur_fetch_valid):
+                prepare()
+                with m.If(bad_count):
+                    # the header's COUNT, checked a cycle after the header was taken: nothing
+                    # else is taken meanwhile, so the error is the same
+                    fail(CpError.BAD_COUNT)
+                with m.Elif(~cur_fetch_valid):
                     m.d.comb += stall.eq(1)
                 with m.Else():
-                    m.d.comb += pop.eq(1)
-                    m.d.sync += [rem.eq(rem - 1), pidx.eq(pidx + 1), p_arr[pidx].eq(cur_fetch_data)]
-                    with m.If(cur_fetch_resp != RESP_OKAY):
-                        bus_fail(cur_fetch_resp, cur_fetch_user, cur_addr, vm_spec.Access.FETCH)
-                    with m.Elif(is_nop):
-                        with m.If(rem == 1):
+                    # (the dword is taken: `pops`, below)
+                    m.d.sync += [rem.eq(rem - 1), pidx.eq(pidx + 1), p_arr[pidx].eq(cur_fetch_data),
+                                 rem_is1.eq(rem == 2), last_fixed.eq(pidx + 2 == fixed)]
+                    accumulate_checks()
+                    with m.If(last_fixed & (kind != pk.NOP.index)):
+                        # (a bad response of the last fixed dword: raised here, and its packet's
+                        # first step is stopped next cycle like a failed check's)
+                        with m.If(cur_fetch_resp != RESP_OKAY):
+                            flag(bus_code(cur_fetch_resp, cur_fetch_user))  # at the dword
+                        check_and_start()
+                    with m.Elif(cur_fetch_resp != RESP_OKAY):
+                        fail(bus_code(cur_fetch_resp, cur_fetch_user))  # at the dword
+                    with m.Elif(kind == pk.NOP.index):
+                        with m.If(rem_is1):
                             m.d.comb += perf_count_kind.eq(1)
                             m.next = "DONE"
-                    with m.Elif(pidx == fixed - 1):
-                        check_and_start()
 
             # ---- the packets' own states, one module each (no EXEC state for WRITE_DATA,
             # RELEASE_MEM and a non-CHAIN INDIRECT_BUFFER: see check_and_start)
@@ -626,7 +747,7 @@ class CommandProcessor(wiring.Component):
                 with m.Else():
                     m.next = "RUN"
             with state("RING_DONE"):
-                m.d.sync += rptr.eq(ring_pos)
+                m.d.sync += [rptr.eq(ring_pos), limit.eq(ring_pos + ring_size)]
                 with m.If(csr.rb_cntl_rptr_wb):
                     addr = Cat(Const(0, 2), csr.rb_rptr_addr_lo[2:], csr.rb_rptr_addr_hi)
                     write_dwords(addr, ring_pos, None, "RPTR_WRITE", "RPTR_WAIT", vmid=0)
@@ -641,9 +762,9 @@ class CommandProcessor(wiring.Component):
 
             # ---- errors: stop, drain, report
             with state("ERR_DRAIN"):
-                m.d.comb += flush_all.eq(1)
-                # transfers already queued finish (or are cancelled by the DMA's own error)
-                with m.If(~writer.busy & ~poll_pending & ~dma_busy):
+                # transfers already queued finish (or are cancelled by the DMA's own error);
+                # CP_ERROR is latched the cycle after its capture (errors.py)
+                with m.If(err & ~writer.busy & ~poll_pending & ~dma_busy_r):
                     m.d.comb += cperr_set.eq(1)
                     # a VM fault is reported as AMD's UTCL2 fault (src_data as gmc_v9_0 reads it)
                     vmf = err_code == CpError.VM_FAULT
@@ -652,10 +773,12 @@ class CommandProcessor(wiring.Component):
                     for a, h in vm_spec.HINTS.items():
                         with m.If(err_access == a):
                             m.d.comb += hint.eq(h)
+                    vm_status = pack_fields(REG_FIELDS["VM_FAULT_STATUS"], VMID=err_vmid, ACCESS=err_access,
+                                            LEVEL=err_user.level, CAUSE=err_user.cause)
                     ih.start(c, Mux(vmf, ih_spec.Source.VM_FAULT, ih_spec.Source.CP_ERROR), [
                         Mux(vmf, err_addr[vm_spec.PAGE_SHIFT:44], cp_error),
                         Mux(vmf, Cat(err_addr[44:48], Const(0, 4)) | hint, err_addr[:32]),
-                        Mux(vmf, vm_status_word(), err_addr[32:]),
+                        Mux(vmf, vm_status, err_addr[32:]),
                         Mux(vmf, cp_error, err_offset)],
                         client=Mux(vmf, ih_spec.Client.UTCL2, ih_spec.Client.GRBM_CP), vmid=err_vmid, err=True)
             with state("ERROR"):
@@ -663,18 +786,89 @@ class CommandProcessor(wiring.Component):
 
             # ---- soft reset: let the bus go quiet, then clear everything
             with state("RESET"):
-                m.d.comb += flush_all.eq(1)  # (the DMA engine was aborted by the reset pulse)
-                with m.If(~writer.busy & ~poll_pending & ~dma_busy & ~csr.control_soft_reset):
+                # (flush_all; the DMA engine was aborted by the reset pulse)
+                with m.If(~writer.busy & ~poll_pending & ~dma_busy_r & ~csr.control_soft_reset):
                     m.d.sync += [
                         resetting.eq(0), err.eq(0), err_pending.eq(0), err_code.eq(0), err_level.eq(0),
-                        err_opcode.eq(0), err_addr.eq(0), err_offset.eq(0),
-                        level.eq(0), ring_pos.eq(0), rptr.eq(0), wptr.eq(0), ih_wptr.eq(0),
-                        blk_mask.eq(0), dma_failed.eq(0), vmid.eq(0), err_vmid.eq(0), err_user.eq(0),
-                        err_access.eq(0),
+                        err_opcode.eq(0), err_addr.eq(0), err_offset.eq(0), vmid.eq(0), err_vmid.eq(0),
+                        err_user.eq(0), err_access.eq(0),
+                        ring_pos.eq(0), rptr.eq(0), limit.eq(ring_size), wptr.eq(0), ih_wptr.eq(0),
+                        blk_mask.eq(0), dma_failed.eq(0),
                     ]
+                    m.d.comb += ih_clear.eq(1)
+                    m.d.sync += [v.eq(0) for v in captures]
+                    set_level(0)
                     m.next = "RUN"
+
+        with m.If(poll_taken | stopped):
+            m.d.sync += poll_req.eq(0)
+
+        # the fetchers are flushed while the CP drains or resets, and in the cycle after a
+        # failed check (from the state bits and `failed`, outside the state machine)
+        m.d.comb += flush_all.eq(fsm.ongoing("ERR_DRAIN") | fsm.ongoing("RESET") | failed)
+
+        # ---------------------------------------------------------------- which dword is taken
+        # The FSM's own conditions, as one flat expression per level from registers, so the
+        # fetchers see their `dw_ready` a few LUTs after the clock: a header in RUN unless an
+        # error waits, HALT holds or DMA transfers run (the fetcher's own tag says whether its
+        # dword is a DMA_DATA); every payload dword unless the header's COUNT was wrong; every
+        # WRITE_DATA data dword. (A consumed IB or an empty ring has no dword on offer.)
+        take_hdr = Signal()
+        take_any = Signal()
+        m.d.comb += [take_hdr.eq(fsm.ongoing("RUN") & ~err_pending_any & ~csr.control_halt & ~failed),
+                     take_any.eq(((fsm.ongoing("PAYLOAD") & ~bad_count) | fsm.ongoing("WD_COLLECT")) & ~failed)]
+        for i, f in enumerate(fetchers):
+            m.d.comb += pops[i].eq(lvl[i] & offered[i] & ~csr.control_soft_reset &
+                                   ((take_hdr & (~dma_busy_r | f.dw_tag.is_dma)) | take_any))
+            m.d.comb += f.dw_ready.eq(pops[i])
+        m.d.comb += pop.eq(pops.any())
+
+        # ---------------------------------------------------------------- where an error happened
+        # In the header cycle: the header (whose offset and opcode the header registers take
+        # in RUN), with opcode 0 unless it is a readable type-3 header. A bad fetch response in
+        # the payload: the dword (dw_off has its offset next cycle); any other error in the
+        # payload (BAD_COUNT too): the packet; a poll: the polled address; a write: the written
+        # one; an IB beyond the bus: its base (errors.py works the address out).
+        resp_err = cur_fetch_resp != RESP_OKAY
+        W = errors.Where
+        with m.If(fsm.ongoing("RUN")):
+            m.d.comb += [fsm_err_where.eq(W.HEADER),
+                         fsm_err_opz.eq(resp_err | (cur_fetch_data[_TYPE.bits] != pk.PACKET_TYPE3))]
+        with m.Elif((fsm.ongoing("PAYLOAD") & ~bad_count | fsm.ongoing("WD_COLLECT")) & resp_err):
+            m.d.comb += fsm_err_where.eq(W.DWORD)
+        with m.Elif(fsm.ongoing("PAYLOAD")):
+            m.d.comb += fsm_err_where.eq(W.PACKET)
+        with m.Elif(fsm.ongoing("WRM_READ") | fsm.ongoing("WRM_RESP")):
+            m.d.comb += fsm_err_where.eq(W.POLL)
+        with m.Else():
+            m.d.comb += fsm_err_where.eq(W.WRITE)
+        # the addresses of the dword in hand and of the packet: the buffer's base + 4 · offset,
+        # worked out every cycle beside the parser (errors.py picks one)
+        loc_base = Signal(aw)
+        m.d.comb += loc_base.eq(Mux(level == 0, ring_base, ib_base[level]))
+        m.d.comb += [fsm_err_cur.eq(loc_base + Cat(Const(0, 2), cur_off)),
+                     fsm_err_hdr.eq(loc_base + Cat(Const(0, 2), hdr_off)),
+                     hdr_addr.eq(loc_base + Cat(Const(0, 2), hdr_taken_off))]
+        with m.If(fsm.ongoing("RUN") & pop):
+            m.d.sync += [hdr.eq(cur_fetch_data), hdr_taken_off.eq(cur_off)]
+        # a VM fault's details, by where the error happened (they matter only when the code is
+        # VM_FAULT, which only a response the MMU tagged gives): the fetched dword's RUSER, the
+        # poll's, the write's BUSER; the VMID is the work's, a faulting write's its own (an IH
+        # entry or rptr write-back is the kernel's)
+        with m.Switch(fsm_err_where):
+            with m.Case(W.HEADER, W.DWORD):
+                m.d.comb += [fsm_err_user.eq(cur_fetch_user), fsm_err_access.eq(vm_spec.Access.FETCH)]
+            with m.Case(W.POLL):
+                m.d.comb += [fsm_err_user.eq(bus.ruser), fsm_err_access.eq(vm_spec.Access.READ)]
+            with m.Case(W.WRITE):
+                m.d.comb += [fsm_err_user.eq(writer.user), fsm_err_access.eq(vm_spec.Access.WRITE)]
+        m.d.comb += fsm_err_vmid.eq(Mux((fsm_err_where == W.WRITE) & RESP_USER(writer.user).fault, blk_user.vmid, cur_vmid))
 
         # ---------------------------------------------------------------- status, counters, interrupts
         c.update(locals())
         status.drive(c)
+        # One flip-flop per state on an FPGA (Yosys recodes the FSM): "which state" is then a
+        # register, not a compare, on every path that starts from the state. (Yosys takes the
+        # state after reset from the reset; the simulators ignore the attribute.)
+        fsm.state.attrs["fsm_encoding"] = "one-hot"
         return m

@@ -3,20 +3,23 @@ the GPU clock), wait for its response, then for INT_SEL append an EOP IH entry.
 
 `c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
 
-from amaranth.hdl import Cat, Const
+from amaranth.hdl import Cat, Const, Mux
 
 from spec import ih as ih_spec
 from spec import packets as pk
 
 from . import ih
 from .packets import beyond_bus, field, value
+from .writer import WriteSource
 
 RM = pk.RELEASE_MEM
 
 
-def start(c, p):
-    """Once the checks pass (p: the payload this cycle): the fence write goes to the
-    writer at once, or with DATA_SEL NONE straight to the interrupt."""
+def prepare(c, p):
+    """In every payload cycle (the last one counts): the writer's request for the fence (its
+    value, address and dwords), or without one for the EOP entry, and the EOP entry itself,
+    the GPU clock as it is when the packet starts; so once the checks pass only the request
+    and the next state wait for them."""
     m = c.m
     sel = field(p, RM, "DATA_SEL")
     sels = RM.field("DATA_SEL").values
@@ -24,17 +27,26 @@ def start(c, p):
     ts = Cat(c.cp.timestamp, Const(0, 64 - c.cp.ts_width))
     lo = field(p, RM, "DATA_LO")
     hi = field(p, RM, "DATA_HI")
-    beyond = beyond_bus(p, RM, c.aw)  # RM_WRITE answers DECERR
-    with m.If(sel == sels["DATA_32"]):
-        c.write_dwords(addr, lo, None, "RM_WRITE", "RM_WAIT", defer=beyond)
-    with m.Elif(sel == sels["DATA_64"]):
-        c.write_dwords(addr, lo, hi, "RM_WRITE", "RM_WAIT", defer=beyond)
-    with m.Elif(sel == sels["TIMESTAMP"]):
-        c.write_dwords(addr, ts[:32], ts[32:], "RM_WRITE", "RM_WAIT", defer=beyond)
-    with m.Elif(interrupts(p)):
-        eop(c, p)
-    with m.Else():
-        m.next = "DONE"
+    is_ts = sel == sels["TIMESTAMP"]
+    two = is_ts | (sel == sels["DATA_64"])
+    fence = writes(p)
+    m.d.sync += [
+        c.wval[0].eq(Mux(is_ts, ts[:32], lo)),
+        c.wval[1].eq(Mux(is_ts, ts[32:], Mux(two, hi, lo))),
+        c.blk_addr.eq(Mux(fence, addr, c.ih_entry_addr)),
+        c.blk_mask.eq(Mux(fence, Mux(two, 3, 1) << addr[2:5], ih.FULL)),
+        c.wr_src.eq(Mux(fence, WriteSource.VALUE, WriteSource.IH)),
+        # (the fence with the packet's VMID, the EOP entry with the kernel's)
+        c.blk_user.eq(c.write_user(Mux(fence, c.cur_vmid, 0))),
+    ]
+    eop_load(c, p)
+
+
+def writes(p):
+    """DATA_SEL asks for a fence write."""
+    sel = field(p, RM, "DATA_SEL")
+    sels = RM.field("DATA_SEL").values
+    return (sel == sels["DATA_32"]) | (sel == sels["DATA_64"]) | (sel == sels["TIMESTAMP"])
 
 
 def interrupts(p):
@@ -45,13 +57,35 @@ def interrupts(p):
     return (sel == v["SEND_INT"]) | (sel == v["SEND_INT_ON_CONFIRM"])
 
 
-def eop(c, p):
-    """The EOP interrupt: INT_CTXID (src_data[0], where amdkfd reads it), the data and the
-    ADDR_LO dword as the packet gave them."""
+def start(c, p, ok):
+    """The first step, beside the checks (p: the payload this cycle): the fence write is
+    requested at once, or with DATA_SEL NONE the EOP entry's (prepare() loaded either). The
+    request is the one thing that is not speculative: `ok` says the checks pass (RELEASE_MEM's
+    all come from registers, so this costs no depth), so a failing packet never asks."""
+    m = c.m
+    beyond = beyond_bus(p, RM, c.aw)  # RM_WRITE answers DECERR
+    with m.If(writes(p)):
+        with m.If(beyond):
+            m.next = "RM_WRITE"
+        with m.Else():
+            m.d.sync += c.wr_req.eq(ok)
+            m.next = "RM_WAIT"
+    with m.Elif(interrupts(p)):
+        ih.request(c, prepared=ok)
+    with m.Else():
+        m.next = "DONE"
+
+
+def eop_data(p):
+    """The EOP entry's source data: INT_CTXID (src_data[0], where amdkfd reads it), the data
+    and the ADDR_LO dword as the packet gave them."""
     lo = RM.field(RM.value("addr").fields[0])
-    ih.start(c, ih_spec.Source.EOP,
-             [field(p, RM, "INT_CTXID"), field(p, RM, "DATA_LO"), field(p, RM, "DATA_HI"), p[lo.dword]])
+    return [field(p, RM, "INT_CTXID"), field(p, RM, "DATA_LO"), field(p, RM, "DATA_HI"), p[lo.dword]]
+
+
+def eop_load(c, p):
     # (the entry's VMID is the packet's: a user fence in an IB names its job's VMID)
+    ih.load(c, ih_spec.Source.EOP, eop_data(p))
 
 
 def states(c):
@@ -61,6 +95,6 @@ def states(c):
         c.request_write("RM_WAIT", check_oob=True)
     with state("RM_WAIT"), c.write_answered():
         with m.If(interrupts(c.p)):
-            eop(c, c.p)
+            ih.start(c, ih_spec.Source.EOP, eop_data(c.p))
         with m.Else():
             m.next = "DONE"

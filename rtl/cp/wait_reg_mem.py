@@ -8,7 +8,6 @@ from amaranth.hdl import Const, Signal
 from amaranth.utils import ceil_log2
 
 from spec import packets as pk
-from spec.vm import Access
 
 from ..bus import RESP_OKAY
 from ..csr import CpError
@@ -20,14 +19,16 @@ WRM = pk.WAIT_REG_MEM
 def states(c):
     m, state, p, bus = c.m, c.state, c.p, c.bus
     dpb = c.dpb
+    # (the read is requested from a register, set on the way into WRM_READ and cleared once
+    # the read is taken, or by a soft reset: processor.py)
     with state("EXEC_WAIT_REG_MEM"):
-        m.d.sync += c.poll_addr.eq(value(p, WRM, "addr", c.aw))
+        m.d.sync += [c.poll_addr.eq(value(p, WRM, "addr", c.aw)), c.poll_req.eq(~c.oob)]
         m.next = "WRM_READ"
     with state("WRM_READ"):
         with m.If(c.oob):
-            c.fail(CpError.BUS_DECERR, c.poll_addr)
+            c.fail(CpError.BUS_DECERR)  # at poll_addr
         with m.Else():
-            m.d.comb += [c.poll_req.eq(1), c.waiting.eq(1)]
+            m.d.comb += c.waiting.eq(1)
             with m.If(c.poll_taken):
                 m.next = "WRM_RESP"
     with state("WRM_RESP"):
@@ -45,18 +46,20 @@ def states(c):
                            ("GE", masked >= ref), ("GT", masked > ref)):
             with m.If(fn == funcs[name]):
                 m.d.comb += ok.eq(test)
+        # (the timer is loaded while the read is on its way: WRM_SLEEP counts it down)
+        m.d.sync += c.poll_timer.eq(field(p, WRM, "POLL_INTERVAL"))
         with m.If(c.poll_rvalid):
             with m.If(bus.rresp != RESP_OKAY):
-                c.bus_fail(bus.rresp, bus.ruser, c.poll_addr, Access.READ)
+                c.fail(c.bus_code(bus.rresp, bus.ruser))  # at poll_addr
             with m.Elif(ok):
                 m.next = "DONE"
             with m.Else():
-                m.d.sync += c.poll_timer.eq(field(p, WRM, "POLL_INTERVAL"))
                 m.next = "WRM_SLEEP"
     with state("WRM_SLEEP"):
         m.d.comb += c.waiting.eq(1)
         m.d.sync += c.poll_timer.eq(c.poll_timer - 1)
-        with m.If(c.err_pending):
+        with m.If(c.err_pending_any):
             m.next = "ERR_DRAIN"
         with m.Elif(c.poll_timer <= 1):
+            m.d.sync += c.poll_req.eq(1)
             m.next = "WRM_READ"

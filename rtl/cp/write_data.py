@@ -1,5 +1,5 @@
 """WRITE_DATA: the N data dwords to consecutive dwords at addr, collected block by block
-(an aligned 32-byte block each), each block written in the cycle its last dword arrives
+(an aligned 32-byte block each), each block requested in the cycle its last dword arrives
 and waited for before the next packet (so WR_CONFIRM is always honoured). With ADDR_INCR
 = NO_INCREMENT every dword goes to addr itself: each one replaces the last in the block
 buffer and only the last is written (memory cannot tell N writes of one address from the
@@ -10,43 +10,53 @@ last of them; docs/hardware.md).
 from amaranth.hdl import Mux
 
 from spec import packets as pk
-from spec.vm import Access
 
 from ..bus import RESP_OKAY
 from .packets import field, value
-from .writer import BLOCK_DWORDS
+from .writer import BLOCK_DWORDS, WriteSource
 
 WD = pk.WRITE_DATA
 
 
+def prepare(c, p):
+    """In every payload cycle: where the data goes (the last cycle's value counts)."""
+    c.m.d.sync += [c.wd_addr.eq(value(p, WD, "addr", c.aw)), c.blk_mask.eq(0),
+                   c.blk_user.eq(c.write_user(c.cur_vmid))]  # (the packet's VMID)
+
+
 def start(c, p):
-    """Once the checks pass: collecting starts in this same cycle."""
-    c.m.d.sync += [c.wd_addr.eq(value(p, WD, "addr", c.aw)), c.blk_mask.eq(0)]
+    """Once the checks pass: collecting starts in the next cycle."""
     c.m.next = "WD_COLLECT"
 
 
 def states(c):
     m, state, writer = c.m, c.state, c.writer
-    blk, blk_mask, blk_addr, wd_addr, rem = c.blk, c.blk_mask, c.blk_addr, c.wd_addr, c.rem
+    blk_mask, blk_addr, wd_addr, rem = c.blk_mask, c.blk_addr, c.wd_addr, c.rem
     with state("WD_COLLECT"):
         pos = wd_addr[2:5]
         no_incr = field(c.p, WD, "ADDR_INCR") == WD.field("ADDR_INCR").values["NO_INCREMENT"]
+        # the block's first written address (errors name it): wd_addr until a dword is in
+        with m.If(blk_mask == 0):
+            m.d.sync += blk_addr.eq(wd_addr)
         with m.If(~c.cur_fetch_valid):
             m.d.comb += c.stall.eq(1)
         with m.Else():
-            m.d.comb += c.pop.eq(1)
+            # (the dword is taken: processor.py `pops`.) It goes into the block whatever its
+            # response: a bad one stops the CP below, and then the block is never written. The
+            # block's address, mask and source are its own from here on.
+            m.d.comb += [c.blk_we.eq(1), c.blk_pos.eq(pos), c.blk_wdata.eq(c.cur_fetch_data)]
+            m.d.sync += [blk_mask.eq(blk_mask | (1 << pos)), c.wr_src.eq(WriteSource.BLOCK),
+                         wd_addr.eq(Mux(no_incr, wd_addr, wd_addr + 4)), rem.eq(rem - 1),
+                         c.rem_is1.eq(rem == 2), c.rem_is0.eq(c.rem_is1)]
             with m.If(c.cur_fetch_resp != RESP_OKAY):
-                c.bus_fail(c.cur_fetch_resp, c.cur_fetch_user, c.cur_addr, Access.FETCH)
-            with m.Else():
-                m.d.sync += [blk[pos].eq(c.cur_fetch_data), blk_mask.eq(blk_mask | (1 << pos)),
-                             wd_addr.eq(Mux(no_incr, wd_addr, wd_addr + 4)), rem.eq(rem - 1)]
-                with m.If(blk_mask == 0):
-                    m.d.sync += blk_addr.eq(wd_addr)
-                with m.If(((pos == BLOCK_DWORDS - 1) & ~no_incr) | (rem == 1)):
-                    # the block is complete with this dword: write it now
-                    c.write_block(Mux(blk_mask == 0, wd_addr, blk_addr), blk_mask | (1 << pos),
-                                  [Mux(pos == i, c.cur_fetch_data, blk[i]) for i in range(BLOCK_DWORDS)],
-                                  "WD_WRITE", "WD_WAIT", defer=c.oob)
+                c.fail(c.bus_code(c.cur_fetch_resp, c.cur_fetch_user))  # at the dword
+            with m.Elif(((pos == BLOCK_DWORDS - 1) & ~no_incr) | c.rem_is1):
+                # the block is complete with this dword (in the block buffer next cycle)
+                with m.If(c.oob):
+                    m.next = "WD_WRITE"  # (which answers DECERR)
+                with m.Else():
+                    m.d.sync += c.wr_req.eq(1)
+                    m.next = "WD_WAIT"
     with state("WD_WRITE"):
         c.request_write("WD_WAIT", check_oob=True)
     with state("WD_WAIT"):
@@ -54,8 +64,8 @@ def states(c):
         with m.If(writer.done):
             m.d.sync += blk_mask.eq(0)
             with m.If(writer.resp != RESP_OKAY):
-                c.write_failed()
-            with m.Elif(rem == 0):
+                c.write_failed()  # at blk_addr
+            with m.Elif(c.rem_is0):
                 m.next = "DONE"
             with m.Else():
                 m.next = "WD_COLLECT"

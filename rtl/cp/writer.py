@@ -2,23 +2,37 @@
 
 Every CP write (WRITE_DATA dwords, RELEASE_MEM fences, rptr/wptr write-back, IH entries)
 fits in an aligned 32-byte block, which can never cross a 4 KiB boundary. The requester
-places dwords at their block positions and says which to write (`req_mask`), and holds
-them (`req_data`) until the write is answered, as the writer reads them beat by beat; the writer
-issues one INCR burst covering the touched beats with byte strobes, waits for the write
-response and reports it. One write at a time: the CP waits for every response anyway
-(errors are then exact, and a fence is never visible before the data it follows); the
-next request is taken in the cycle the response arrives.
+places dwords at their block positions and says which to write (`req_mask`); it raises
+`req_valid` from a register and holds it, with the block, mask and data, until `done`
+(the writer asks for the data beat by beat while it writes: `beat_data` is the block's
+beat `beat`). The writer issues one INCR burst covering the touched beats with byte
+strobes, offering AW and the first W beat in the same cycle, waits for the write response
+and reports it. One write at a time: the CP waits for
+every response anyway (errors are then exact, and a fence is never visible before the
+data it follows); a request raised in the cycle of `done` is the next write.
 
-With `user_width`, a request carries AxUSER (`req_user`: the MMU's VMID and access kind),
-and the response's BUSER comes with `done` as `user`.
+Every AXI VALID comes from a register and every address, length and strobe from the
+requester's registers through a few LUTs, so no path runs from the CP's state machine
+to the bus in one cycle (issue 14: that path set the front end's Fmax).
+
+With `req_user`, a request carries AxUSER (`req_user`: the MMU's VMID and access kind,
+held with the request), and with `resp_user` the response's BUSER comes with `done` as
+`user`.
 """
 
-from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 BLOCK_DWORDS = 8
+
+
+class WriteSource:
+    """Where the CP keeps the block it asks the writer to write (rtl/cp/processor.py)."""
+    BLOCK = 0  # the block buffer (WRITE_DATA)
+    VALUE = 1  # `wval`: 64 bits over every pair of dwords (fences, rptr/wptr write-back)
+    IH = 2  # the IH entry's registers
 
 
 class BlockWriter(wiring.Component):
@@ -34,12 +48,13 @@ class BlockWriter(wiring.Component):
         if resp_user:
             user.update(buser=In(resp_user), user=Out(resp_user))
         super().__init__(user | {
-            "req_valid": In(1), "req_ready": Out(1),
+            # held from the request until `done` (the CP's block buffer)
+            "req_valid": In(1),
             "req_block": In(addr_width - 5),  # address bits [47:5]
             "req_mask": In(BLOCK_DWORDS),  # dwords of the block to write
-            # dword i at bits [32i+31:32i]; read while the write goes out, so the requester
-            # holds it from the cycle after the request until `done` (the CP's block buffer)
-            "req_data": In(32 * BLOCK_DWORDS),
+            "beat": Out(max(1, ceil_log2(BLOCK_DWORDS * 32 // data_width))),  # the beat being written
+            "beat_data": In(data_width),  # the block's dwords of that beat, lowest first
+            "req_ready": Out(1),  # no write under way: a request raised now starts next cycle
             "done": Out(1), "resp": Out(2),  # pulse when the write response arrives
             "awvalid": Out(1), "awready": In(1), "awaddr": Out(addr_width), "awlen": Out(8),
             "wvalid": Out(1), "wready": In(1), "wdata": Out(data_width),
@@ -53,96 +68,56 @@ class BlockWriter(wiring.Component):
         dpb = self.data_width // 32
         nbeats = max(1, BLOCK_DWORDS // dpb)  # beats per block
         bw = max(1, ceil_log2(nbeats))
+        shift = ceil_log2(dpb)
+        mask = self.req_mask
 
-        block = Signal(self.addr_width - 5)
-        mask = Signal(BLOCK_DWORDS)
-        user = Signal(max(1, self.req_user_width))
-        data = self.req_data
-        first_beat = Signal(bw)
-        last_beat = Signal(bw)
+        aw_sent = Signal()  # AW of the current request accepted
+        w_sent = Signal()  # its last W beat accepted
+        w_started = Signal()  # a W beat of it accepted: `beat` holds the next one
         beat = Signal(bw)
-        aw_pending = Signal()
-        w_pending = Signal()
 
-        # first and last touched dword of the request → first and last beat
+        # first and last touched dword → first and last beat (from the requester's registers)
         lo = Signal(3)
         hi = Signal(3)
         for i in reversed(range(BLOCK_DWORDS)):
-            with m.If(self.req_mask[i]):
+            with m.If(mask[i]):
                 m.d.comb += lo.eq(i)
         for i in range(BLOCK_DWORDS):
-            with m.If(self.req_mask[i]):
+            with m.If(mask[i]):
                 m.d.comb += hi.eq(i)
-        shift = ceil_log2(dpb)
+        first = Signal(bw)
+        last = Signal(bw)
+        m.d.comb += [first.eq(lo >> shift), last.eq(hi >> shift)]
+        cur = Signal(bw)
+        m.d.comb += cur.eq(Mux(w_started, beat, first))
 
-        m.d.comb += self.busy.eq(aw_pending | w_pending)  # and in BURST/RESP (below)
-
-        def accept():
-            with m.If(self.req_valid):
-                if self.req_user_width:
-                    m.d.sync += user.eq(self.req_user)
-                m.d.sync += [
-                    block.eq(self.req_block), mask.eq(self.req_mask),
-                    first_beat.eq(lo >> shift), last_beat.eq(hi >> shift), beat.eq(lo >> shift),
-                    aw_pending.eq(~self.awready), w_pending.eq(1),  # AW goes out at once
-                ]
-                m.next = "BURST"
-
-        with m.FSM():
-            with m.State("IDLE"):
-                m.d.comb += self.req_ready.eq(1)
-                accept()
-            with m.State("BURST"):
-                m.d.comb += self.busy.eq(1)
-                with m.If(~aw_pending & ~w_pending):
-                    m.next = "RESP"
-            with m.State("RESP"):
-                m.d.comb += self.busy.eq(1)
-                with m.If(self.bvalid):
-                    # the next request may come in the cycle this one is answered (an IH
-                    # entry right after its fence write is confirmed)
-                    m.d.comb += [self.done.eq(1), self.resp.eq(self.bresp), self.req_ready.eq(1)]
-                    if self.resp_user_width:
-                        m.d.comb += self.user.eq(self.buser)
-                    m.next = "IDLE"
-                    accept()
-
-        # The address goes out in the cycle the request is taken (straight from the request),
-        # or from the registers while it waits for AWREADY: either way it is stable.
-        with m.If(self.req_ready):
-            m.d.comb += [
-                self.awvalid.eq(self.req_valid),
-                self.awaddr.eq(Cat(Const(0, 5), self.req_block) |
-                               ((lo >> shift) << (shift + 2) if nbeats > 1 else 0)),
-                self.awlen.eq((hi >> shift) - (lo >> shift)),
-            ]
-            if self.req_user_width:
-                m.d.comb += self.awuser.eq(self.req_user)
-        with m.Else():
-            m.d.comb += [
-                self.awvalid.eq(aw_pending),
-                self.awaddr.eq(Cat(Const(0, 5), block) | (first_beat << (shift + 2) if nbeats > 1 else 0)),
-                self.awlen.eq(last_beat - first_beat),
-            ]
-            if self.req_user_width:
-                m.d.comb += self.awuser.eq(user)
-        with m.If(aw_pending & self.awready):
-            m.d.sync += aw_pending.eq(0)
-
-        beat_data = data.word_select(beat, self.data_width) if nbeats > 1 else data[:self.data_width]
-        beat_mask = mask.word_select(beat, dpb) if nbeats > 1 else mask
-        if dpb >= BLOCK_DWORDS:
-            # a beat wider than the block (never at ≤ 256 bits): only the block's lanes
-            beat_data = data
-            beat_mask = mask
         m.d.comb += [
-            self.wvalid.eq(w_pending),
-            self.wdata.eq(beat_data),
-            self.wstrb.eq(Cat(b.replicate(4) for b in beat_mask)),
-            self.wlast.eq(beat == last_beat),
+            self.busy.eq(self.req_valid),
+            self.req_ready.eq(~self.req_valid | self.bvalid),
+            self.awvalid.eq(self.req_valid & ~aw_sent),
+            self.awaddr.eq(Cat(Const(0, 5), self.req_block) | (first << (shift + 2) if nbeats > 1 else 0)),
+            self.awlen.eq(last - first),
         ]
+        if self.req_user_width:
+            m.d.comb += self.awuser.eq(self.req_user)
+        beat_mask = mask.word_select(cur, dpb) if nbeats > 1 else mask
+        m.d.comb += [
+            self.beat.eq(cur),
+            self.wvalid.eq(self.req_valid & ~w_sent),
+            self.wdata.eq(self.beat_data),
+            self.wstrb.eq(Cat(b.replicate(4) for b in beat_mask)),
+            self.wlast.eq(cur == last),
+        ]
+        with m.If(self.awvalid & self.awready):
+            m.d.sync += aw_sent.eq(1)
         with m.If(self.wvalid & self.wready):
-            m.d.sync += beat.eq(beat + 1)
+            m.d.sync += [w_started.eq(1), beat.eq(cur + 1)]
             with m.If(self.wlast):
-                m.d.sync += w_pending.eq(0)
+                m.d.sync += w_sent.eq(1)
+        # (the only write in flight is this one: its B ends it)
+        with m.If(self.bvalid):
+            m.d.comb += [self.done.eq(1), self.resp.eq(self.bresp)]
+            if self.resp_user_width:
+                m.d.comb += self.user.eq(self.buser)
+            m.d.sync += [aw_sent.eq(0), w_sent.eq(0), w_started.eq(0)]
         return m
