@@ -23,11 +23,13 @@ def drive(c):
     quiet = Signal(name="quiet")
     m.d.comb += quiet.eq(~c.writer.busy & ~c.poll_pending & ~c.ar_valid &
                          ~Cat(*[f.busy for f in c.fetchers]).any())
-    # (a doorbell error is pending for a cycle while the parser still sits in RUN at the
-    # ring's end, before it drains to ERROR: not idle then, or a STATUS read in that cycle
-    # would show an idle CP whose error is on its way; `err_pending` is a register)
+    # Not idle in the cycle after a doorbell (it moves wptr, or raises an error, a cycle
+    # later: a STATUS read right after the write's response would show an idle CP with its
+    # work or its error on the way), nor while a doorbell error is pending in RUN at the
+    # ring's end, before the parser drains to ERROR. Both terms are registers.
     m.d.sync += idle.eq(quiet & ~c.dma_busy & (c.fsm.ongoing("ERROR") |
-                        (c.fsm.ongoing("RUN") & (c.level == 0) & (c.ring_pos == c.wptr) & ~c.err_pending)))
+                        (c.fsm.ongoing("RUN") & (c.level == 0) & (c.ring_pos == c.wptr) &
+                         ~c.err_pending & ~c.csr.rb_doorbell_swmod)))
     m.d.comb += cp.idle.eq(idle)
 
     status = {name: Signal(name=f"status_{name}") for name in ("halted", "rb_empty", "waiting")}
