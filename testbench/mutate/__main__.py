@@ -30,7 +30,7 @@ from .pymut import ROOT, PyCampaign
 from .report import Outcome, Report
 
 DEFAULT_SEED = 20240605
-DEFAULT_SAMPLE = 0.3
+DEFAULT_SAMPLE = 0.15
 
 
 def _fraction(text: str) -> float:

@@ -2,8 +2,8 @@
 
 The Python layers that carry the contract (issue 19): the KMD model's security boundary,
 fences, IH, ring, scheduler, ioctls, BOs, mappings, GPU virtual memory (page tables,
-VMIDs) and recovery path; the UMD's command buffers, transfers, runtime, VA allocator and
-pools; the packet table, its codec and the CP's rules. Each is
+VMIDs), contexts, the SDMA ring and the recovery path; the UMD's command buffers, transfers, runtime, VA allocator and
+pools; the packet tables (PM4 and SDMA), their codecs and the CP's rules. Each is
 paired with the fast, model-level tests that exercise it (no simulator): mutmut runs, per
 mutant, only those of these tests that call the mutated function (its coverage map).
 """
@@ -23,6 +23,8 @@ MODULES = (
     "kmd_model/kmd.py",
     "kmd_model/cp_error.py",
     "kmd_model/vm.py",
+    "kmd_model/ctx.py",
+    "kmd_model/sdma_ring.py",
     "umd/cmdbuf.py",
     "umd/transfer.py",
     "umd/runtime.py",
@@ -31,6 +33,8 @@ MODULES = (
     "spec/packets.py",
     "spec/pm4.py",
     "spec/rules.py",
+    "spec/sdma.py",
+    "spec/sdma_packets.py",
 )
 
 # The model-level tests (seconds in all): the KMD, the security boundary, the UMD, the
@@ -66,6 +70,9 @@ TESTS = (
     "tests/test_amd_conformance.py",
     "tests/test_pm4_edges.py",
     "tests/test_refmodel.py",
+    "tests/test_model_sdma.py",
+    "tests/test_model_cp_queues.py",
+    "tests/test_sdma_spec.py",
 )
 TEST_FILTER = "not verilator and not icarus and not rtl and not held_cp_flushes"
 
