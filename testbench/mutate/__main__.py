@@ -94,7 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.python:
         from .rtl import run_rtl
         rtl_deadline = deadline if args.rtl else t0 + 60 * args.budget / 2
-        meta = run_rtl(report, rtl_deadline, jobs=args.jobs)
+        try:
+            meta = run_rtl(report, rtl_deadline, jobs=args.jobs)
+        except ValueError as e:  # a hand-written mutant whose code moved
+            print(f"mutate: {e}", file=sys.stderr)
+            return 2
         report.meta["rtl"] = meta
         report.meta["seconds"]["rtl"] = round(time.monotonic() - t0, 1)
         _save(report, "rtl")
