@@ -236,6 +236,33 @@ def test_tracer_hook_sees_every_call():
     assert buf.u32[4:6].tolist() == [7, 7] and len(calls) == 6
 
 
+def test_a_closed_queue_or_device_refuses_every_call():
+    """After close() every entry point but close() raises ValueError naming the call, before
+    anything is recorded or reaches the KMD: a write into a closed queue used to be recorded
+    into freed memory and lost (the KMD's EINVAL came only at the next flush), and a device's
+    calls leaked the KMD's raw EBADF. An entry point used before close (cached) is refused
+    too; the device's close closes its queues."""
+    gpu = _gpu()
+    buf = gpu.alloc(0x100)
+    q, q2 = gpu.queue(), gpu.queue()
+    q.write(buf, 0, [1])
+    q.signal().wait()
+    q.close()
+    for name, args in (("write", (buf, 0, [2])), ("signal", ()), ("flush", ()), ("finish", ()),
+                       ("fill", (buf, 0, 4, 3)), ("copy", (buf, 0, buf, 4, 4)), ("emit_raw", ([0],)),
+                       ("timestamp", ()), ("wait_mem", (buf, 0, 1))):
+        _raises(ValueError, f"{name}: the queue is closed", getattr(q, name), *args)
+    q.close()  # still fine
+    assert buf.u32[0] == 1  # nothing after close reached memory
+    q2.write(buf, 0, [5])
+    q2.finish()
+    gpu.close()
+    for name, args in (("alloc", (0x10,)), ("queue", ()), ("memory", ()), ("counters", ()), ("info", ())):
+        _raises(ValueError, f"{name}: the device is closed", getattr(gpu, name), *args)
+    _raises(ValueError, "write: the queue is closed", q2.write, buf, 0, [6])
+    gpu.close()
+
+
 def test_device_and_queue_lifecycle(monkeypatch):
     gpu = _gpu()
     assert gpu.alloc(0x10, int(umd.runtime.Domain.VRAM)).domain == umd.runtime.Domain.VRAM

@@ -84,9 +84,12 @@ def _hooked(name: str, bound: Callable) -> Callable:
 # ---------------------------------------------------------------------------- dispatch
 
 class _Dispatched:
-    """Entry points come from the object's dispatch table (see umd/api.py)."""
+    """Entry points come from the object's dispatch table (see umd/api.py). Once the object
+    is closed, every entry point but close() raises ValueError naming the call (as Python's
+    files do): a command recorded into a closed queue would otherwise be lost silently."""
 
     _kind = ""
+    closed = False
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -95,15 +98,31 @@ class _Dispatched:
         fn = table.entries.get(f"{self._kind}.{name}")
         if fn is None:
             raise AttributeError(table.missing(self._kind, name))
+        if self.closed and fn is not table.entries.get(f"{self._kind}.close"):
+            return _closed_call(f"{name}: the {self._kind.lower()} is closed")
         bound = types.MethodType(fn, self)
         if api_hook is not None:
             bound = _hooked(f"{self._kind}.{name}", bound)
-        self.__dict__[name] = bound  # later calls skip the lookup
+        self.__dict__[name] = bound  # later calls skip the lookup (until close: _set_closed)
         return bound
+
+    def _set_closed(self) -> None:
+        """Closed from now on: the entry points cached so far are dropped, so each call
+        goes through __getattr__ again and is refused there."""
+        for k, v in list(self.__dict__.items()):
+            if isinstance(v, (types.MethodType, types.FunctionType)) and not k.startswith("_"):
+                del self.__dict__[k]
+        self.closed = True
 
     def __dir__(self) -> list[str]:
         own = [k.split(".", 1)[1] for k in self.__dict__["_table"].entries if k.startswith(self._kind + ".")]
         return sorted(set(super().__dir__()) | set(own))
+
+
+def _closed_call(message: str):
+    def refuse(*args, **kwargs):
+        raise ValueError(message)
+    return refuse
 
 
 # ---------------------------------------------------------------------------- Device
@@ -225,7 +244,7 @@ def device_close(self: Device) -> None:
         b.free()
     self.mm.close()
     self.ws.close()
-    self.closed = True
+    self._set_closed()
 
 
 # ---------------------------------------------------------------------------- Buffer
@@ -486,7 +505,7 @@ class Queue(_Dispatched):
         self.qbo.free()
         for b in self.pool.free:
             b.free()
-        self.closed = True
+        self._set_closed()
         if self in self.device.queues:
             self.device.queues.remove(self)
 
