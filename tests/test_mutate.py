@@ -108,6 +108,30 @@ def test_sample_is_stratified_and_stable():
     assert {m.key for m in choose_sample(renumbered[::-1], 0.25, 1)} == s1  # names and order do not matter
     assert {m.key for m in choose_sample(ms, 0.25, 2)} != s1
     assert len(choose_sample(ms, 1.0, 1)) == 30
+    chosen = choose_sample(ms, 0.25, 1)
+    assert sorted(m.rank for m in chosen) == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+
+
+def test_a_run_goes_equally_deep_into_every_function(monkeypatch, tmp_path):
+    """The chosen mutants run in waves by rank (each function's first, then each one's
+    second ...), a wave never split across mutmut runs: a deadline that cuts the run leaves
+    a smaller stratified sample, not the modules that sort last."""
+    from testbench.mutate.pymut import PyCampaign
+
+    ms = [Mutant(f"{mod}.f{i % 4}__mutmut_{i}", f"{mod}.py", f"f{i % 4}", [f"{i}"], [f"{i}!"])
+          for mod in ("a", "z") for i in range(40)]
+    for m in ms:
+        m.key = survivors.key_of(m.path, m.function, m.removed, m.added)
+    todo = choose_sample(ms, 0.5, 1)
+    runs = []
+    camp = PyCampaign(workers=2, modules=(), work=tmp_path)
+    monkeypatch.setattr(camp, "_mutmut_run", lambda names, deadline: runs.append(names))
+    monkeypatch.setattr(camp, "_read_codes", lambda: None)
+    camp.run(todo, deadline=1e12, batch=12)
+    rank = {m.name: m.rank for m in todo}
+    assert sorted(n for r in runs for n in r) == sorted(rank)
+    assert [sorted({rank[n] for n in r}) for r in runs] == [[0, 1], [2, 3], [4]]  # 8 per wave: 16, 16, 8
+    assert {n.split(".")[0] for n in runs[0]} == {"a", "z"}  # both modules from the first run on
 
 
 def test_report_scores(tmp_path):

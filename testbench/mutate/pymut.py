@@ -65,6 +65,7 @@ class Mutant:
     key: str = ""  # survivors.key_of: stable across edits elsewhere
     logging: bool = False  # every changed line lies in a logging call
     chosen: bool = False
+    rank: int = 0  # its place in its function's sample (choose_sample): the order it runs in
 
     @property
     def module(self) -> str:
@@ -177,18 +178,25 @@ class PyCampaign:
 
     # ------------------------------------------------------------------ 4. running
 
-    def run(self, todo: list[Mutant], deadline: float, batch: int = 10_000) -> None:
-        """`mutmut run` over `todo` in batches, cheapest first, until `deadline` (monotonic)."""
+    def run(self, todo: list[Mutant], deadline: float, batch: int = 200) -> None:
+        """`mutmut run` over `todo` until `deadline` (monotonic), in waves by rank: every
+        function's first sampled mutant, then every function's second, and so on (a mutmut
+        run per wave, or per few waves of at least `batch` mutants). A run the deadline cuts
+        short has then gone equally deep into every function (what it ran is a smaller
+        stratified sample, reported as such), where running module by module would leave
+        whole modules out."""
         t0 = time.monotonic()
-        todo = sorted(todo, key=lambda m: _natural(m.name))
+        todo = sorted(todo, key=lambda m: (m.rank, _natural(m.name)))
         done = 0
         while done < len(todo):
             left = deadline - time.monotonic()
             if left < 60:
                 break
-            names = [m.name for m in todo[done:done + batch]]
-            self._mutmut_run(names, deadline)
-            done += len(names)
+            end = min(done + batch, len(todo))
+            while end < len(todo) and todo[end].rank == todo[end - 1].rank:
+                end += 1  # a wave is never split
+            self._mutmut_run([m.name for m in todo[done:end]], deadline)
+            done = end
         self.seconds["run"] = time.monotonic() - t0
         self._read_codes()
 
@@ -234,7 +242,10 @@ def choose_sample(mutants: list[Mutant], sample: float, seed: int) -> list[Mutan
     chosen = []
     for ms in by_fn.values():
         ms = sorted(ms, key=lambda m: hashlib.sha256(f"{seed}|{m.key}".encode()).hexdigest())
-        chosen += ms if sample >= 1 else ms[:math.ceil(sample * len(ms))]
+        ms = ms if sample >= 1 else ms[:math.ceil(sample * len(ms))]
+        for rank, m in enumerate(ms):
+            m.rank = rank
+        chosen += ms
     return chosen
 
 
