@@ -226,7 +226,7 @@ class Vm:
         return {m.bo for m in self.maps if not m.bo.closed} | set(self.tables.values())
 
     def lookup_arrays(self) -> tuple:
-        """(starts, ends, owner, BOs, phys - va) of the mappings in address order: the CS
+        """(starts, ends, owner, phys - va) of the mappings in address order: the CS
         checker's view of what the file may name (owner is the file's fd for all)."""
         if self._arrays is None:
             fd = self.file.fd
@@ -234,7 +234,6 @@ class Vm:
                 np.array([m.va for m in self.maps], dtype=np.int64),
                 np.array([m.end for m in self.maps], dtype=np.int64),
                 np.full(len(self.maps), fd, dtype=np.int64),
-                [m.bo for m in self.maps],
                 np.array([m.phys - m.va for m in self.maps], dtype=np.int64))
         return self._arrays
 
