@@ -180,6 +180,8 @@ class Scheduler:
                 break  # every VMID is busy: the job waits for one (amdgpu_vmid_grab)
             job.vmid = vmid
             e.queue.popleft()
+            if not e.queue and self.entities.get(e.ctx.id) is not e:
+                self.rqs[e.priority].remove(e)  # a freed context's entity, its last job gone
             if not self.pending:
                 self.progress_at = self.kmd.dev.now()
                 self.progress_mark = ()
