@@ -95,7 +95,6 @@ class Vm:
         self._starts: list[int] = []
         self.vmid: int | None = None  # the VMID it holds (VmidManager)
         self.fault = None  # the last VM fault of its jobs (uapi.VmFaultInfo)
-        self.updates = 0  # page-table writes
         self.flushes = 0  # TLB invalidations it asked for
         self.closed = False
         self._arrays: tuple | None = None
@@ -126,7 +125,6 @@ class Vm:
     def _write(self, addr: int, entries: np.ndarray) -> None:
         i = addr >> 2
         self.kmd.mem32[i:i + 2 * len(entries)] = entries.astype("<u8").view("<u4")
-        self.updates += 1
 
     def set_ptes(self, va: int, size: int, phys: int | None, flags: int) -> None:
         """Point [va, va + size) at [phys, ...) with PTE `flags`, or clear it (phys None)."""
