@@ -20,7 +20,7 @@ from testbench.refmodel import RefModel
 from .test_kmd_ioctl import Client, expect
 from .test_kmd_queues import HANG, new_ctx, sdma_ib
 
-DMA, GFX = HwIp.DMA, HwIp.GFX
+DMA = HwIp.DMA
 
 
 class Recorder:
