@@ -145,7 +145,6 @@ class Segment:
 class CheckedJob:
     """What a successful check found and copied."""
 
-    bos: set  # the client's BOs the job uses (kept alive until it has finished)
     chunks: list[Segment]  # one per IB chunk, in order
     segments: list[Segment]  # every distinct copy
     dwords: int = 0  # dwords the CP will run (every IB each time it runs)
@@ -173,7 +172,6 @@ class _Walk:
         self.copied = 0  # dwords copied (distinct IBs)
         self.memo: dict[tuple[int, int, int], Segment] = {}
         self.segments: list[Segment] = []
-        self.bo_index: set[int] = set()  # indices into the BO lookup arrays
         self.packets = 0
 
     def over(self) -> KmdError:
@@ -207,15 +205,12 @@ class CsChecker:
             if i is None:
                 raise KmdError(errno.EFAULT, f"CS: IB at {addr:#x}+{4 * size_dw:#x} is outside "
                                f"every mapping of context {ctx.id}")
-            w.bo_index.add(i)
             seg = self._chain(w, addr, size_dw, 1, None)
             total += seg.runs
             if total > w.limit:
                 raise w.over()
             chunks.append(seg)
-        live = self._arrays[3]
-        bos = {live[i] for i in w.bo_index}
-        return CheckedJob(bos, chunks, w.segments, total, w.packets,
+        return CheckedJob(chunks, w.segments, total, w.packets,
                           self._layout(w.segments))
 
     @staticmethod
@@ -285,7 +280,7 @@ class CsChecker:
             if w.copied > w.limit:
                 raise w.over()
             k = self._owned_index(addr, 4 * size_dw)  # (checked by the caller)
-            i = (addr + int(self._arrays[4][k])) >> 2  # where the client's IB is in memory
+            i = (addr + int(self._arrays[3][k])) >> 2  # where the client's IB is in memory
             seg.words = self.mem32[i:i + size_dw].copy()  # the one read of client memory
             nxt = self._check_ib(w, seg)
             if nxt is None:
@@ -395,8 +390,7 @@ class CsChecker:
     # ------------------------------------------------------------------ address ranges
 
     def _owned(self, w: _Walk, addr: np.ndarray, size: np.ndarray) -> np.ndarray:
-        """Per range [addr, addr + size): it lies in one live BO of the submitting file. Records
-        the BOs used."""
+        """Per range [addr, addr + size): it lies in one live BO of the submitting file."""
         starts, ends = self._arrays[:2]
         # int64: an ADDR_HI above bit 30 wraps negative, which is refused like any address
         # at or above 2^48 (no BO lies there)
@@ -405,8 +399,6 @@ class CsChecker:
         ok = inmem & (i >= 0)
         i = np.where(ok, i, 0)
         ok &= self._mine[i] & (addr + size <= ends[i])
-        if ok.any():
-            w.bo_index.update(np.flatnonzero(np.bincount(i[ok])).tolist())
         return ok
 
     def _owned_index(self, addr: int, nbytes: int) -> int | None:

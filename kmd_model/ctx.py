@@ -31,7 +31,6 @@ class Context:
         self.reset_status = ResetStatus.NO_RESET
         self.resets = 0
         self.submitted = 0
-        self.freed = False
         self.priority = 2  # its entities' run queue (scheduler.Priority.NORMAL)
         self.ring_status: dict[str, ResetStatus] = {}  # ring name -> what resets of that ring did to it
         self.last_on: dict[str, int] = {}  # ring name -> seqno of its latest job there

@@ -128,8 +128,7 @@ class Kmd:
         self.stats = dict.fromkeys((
             "ioctls", "ioctl_errors", "cs", "cs_rejected", "jobs_retired", "jobs_cancelled",
             "interrupts", "spurious_interrupts", "fallback_polls", "resets", "job_timeouts",
-            "cp_errors", "vm_faults", "cs_shadow_bytes", "sdma_errors", "queue_resets",
-            "soft_recoveries"), 0)
+            "cp_errors", "vm_faults", "cs_shadow_bytes", "sdma_errors", "queue_resets"), 0)
         mem = dev.mem
         size = min(len(mem), 1 << self.info.addr_bits) if self.info.addr_bits else len(mem)
         self.mem32 = as_u32(mem)
@@ -363,7 +362,6 @@ class Kmd:
 
     def ctx_free(self, ctx: Context) -> None:
         """Queued and running jobs still complete (their BOs stay alive until then)."""
-        ctx.freed = True
         ctx.file.contexts.pop(ctx.id, None)
         self.contexts.pop(ctx.id, None)
         for s in self.scheds:
@@ -816,17 +814,13 @@ class Kmd:
         self.ring_recover(sched, job, info)
 
     def ring_recover(self, sched: Scheduler, guilty: Job | None, info: HwErrorInfo) -> None:
-        """amdgpu_job_timedout's ladder for one ring: soft recovery (if the ring has one) ->
-        reset of the queue alone (if it has one) -> the full reset only if that fails. The
-        other rings keep running through a queue reset."""
+        """amdgpu_job_timedout's ladder for one ring: reset of the queue alone (if it has one)
+        -> the full reset only if that fails. The other rings keep running through a queue
+        reset. (amdgpu's first step, soft recovery, kills the guilty job's waves: no engine
+        here has waves to kill, and sdma_v4_0 has none either, so the ladder starts below it.)"""
         ring = sched.ring
         sched.error = None
         self.recovery_log.append((ring.name, "timeout" if info.code == "TIMEOUT" else "error"))
-        if ring.soft_recovery is not None:  # no engine here has one (sdma_v4_0 neither)
-            self.recovery_log.append((ring.name, "soft_recovery"))
-            if ring.soft_recovery(guilty):
-                self.stats["soft_recoveries"] += 1
-                return
         if ring.has_queue_reset:
             self.recovery_log.append((ring.name, "queue_reset"))
             try:

@@ -38,9 +38,8 @@ class Ring:
     """The one gfx ring (amdgpu's ring 0): memory, pointers and the emit functions."""
 
     name = "gfx"
-    # amdgpu's ring funcs ->soft_recovery and ->reset: the CP kills no waves (it has none) and
-    # its one queue has no reset of its own yet, so a gfx hang goes to the full reset
-    soft_recovery = None
+    # amdgpu's ring funcs ->reset: queue 0 has no reset of its own, so a gfx hang goes to the
+    # full reset (no ring here has ->soft_recovery: the CP kills no waves, it has none)
     has_queue_reset = False
 
     def __init__(self, kmd: "Kmd", gpu_addr: int, log2_dw: int, align_dw: int,
@@ -220,7 +219,6 @@ class HqdRing(Ring):
     Unlike ring 0 it has a reset of its own (CP_QUEUE_RESET.Q1)."""
 
     name = "gfx_high"
-    soft_recovery = None
     has_queue_reset = True
     STATUS, RPTR, RPTR_SHIFT, POLL_PACKET = regs.CP_HQD1_STATUS, regs.CP_HQD1_RB_RPTR, 0, "WAIT_REG_MEM"
     PROGRESS = (regs.CP_HQD1_RB_RPTR, regs.PERF_DWORDS_FETCHED, regs.PERF_DMA_BYTES_WRITTEN)

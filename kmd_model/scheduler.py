@@ -134,11 +134,11 @@ class Scheduler:
         return e
 
     def remove_context(self, ctx: "Context") -> None:
+        """A freed context: its entity leaves the run queue now, or (its queued jobs still
+        run) once _select finds it empty."""
         e = self.entities.pop(ctx.id, None)
         if e is not None and not e.queue:
             self.rqs[e.priority].remove(e)
-        elif e is not None:
-            self.entities[ctx.id] = e  # its jobs still run; the entity goes when they have
 
     # ------------------------------------------------------------------ submission
 
@@ -153,15 +153,17 @@ class Scheduler:
         """drm_sched_select_entity: the first run queue (KERNEL first) with a ready entity,
         round robin within it. Jobs whose dependency failed are cancelled on the way."""
         for rq in self.rqs:
-            for k in range(len(rq)):
-                e = rq[k]
+            for e in list(rq):
                 while e.queue and any(d.finished and d.error is not None for d in e.queue[0].deps):
                     job = e.queue.popleft()
                     bad = next(d for d in job.deps if d.finished and d.error is not None)
                     self.cancel_job(job, KmdError(errno.ECANCELED, f"{job!r} on {self.name}: its dependency "
                                                   f"{bad!r} failed: {bad.error.message}", bad.error.info))
-                if e.queue and all(d.finished for d in e.queue[0].deps):
-                    rq.append(rq.pop(k))  # round robin: it goes to the back of its queue
+                if not e.queue and self.entities.get(e.ctx.id) is not e:
+                    rq.remove(e)  # a freed context's entity, its last job gone
+                elif e.queue and all(d.finished for d in e.queue[0].deps):
+                    rq.remove(e)
+                    rq.append(e)  # round robin: it goes to the back of its queue
                     return e
         return None
 
@@ -173,11 +175,13 @@ class Scheduler:
             if e is None or not self.ring.alloc(e.queue[0].ndw):
                 break
             job = e.queue[0]
-            vmid = self.kmd.vmids.grab(job.vm) if job.vm is not None else 0
+            vmid = self.kmd.vmids.grab(job.vm)
             if vmid is None:
                 break  # every VMID is busy: the job waits for one (amdgpu_vmid_grab)
             job.vmid = vmid
             e.queue.popleft()
+            if not e.queue and self.entities.get(e.ctx.id) is not e:
+                self.rqs[e.priority].remove(e)  # a freed context's entity, its last job gone
             if not self.pending:
                 self.progress_at = self.kmd.dev.now()
                 self.progress_mark = ()

@@ -34,7 +34,6 @@ class SdmaRing(Ring):
 
     name = "sdma0"
     # no soft recovery (sdma_v4_0 has none); a queue reset through SDMA_CNTL.QUEUE_RESET
-    soft_recovery = None
     has_queue_reset = True
     # what the KMD reads to recover it: status, rptr (bytes), progress marks, the poll packet
     STATUS, RPTR, RPTR_SHIFT, POLL_PACKET = regs.SDMA_STATUS, regs.SDMA_RB_RPTR, 2, "POLL_REGMEM"

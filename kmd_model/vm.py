@@ -95,7 +95,6 @@ class Vm:
         self._starts: list[int] = []
         self.vmid: int | None = None  # the VMID it holds (VmidManager)
         self.fault = None  # the last VM fault of its jobs (uapi.VmFaultInfo)
-        self.updates = 0  # page-table writes
         self.flushes = 0  # TLB invalidations it asked for
         self.closed = False
         self._arrays: tuple | None = None
@@ -126,7 +125,6 @@ class Vm:
     def _write(self, addr: int, entries: np.ndarray) -> None:
         i = addr >> 2
         self.kmd.mem32[i:i + 2 * len(entries)] = entries.astype("<u8").view("<u4")
-        self.updates += 1
 
     def set_ptes(self, va: int, size: int, phys: int | None, flags: int) -> None:
         """Point [va, va + size) at [phys, ...) with PTE `flags`, or clear it (phys None)."""
@@ -226,7 +224,7 @@ class Vm:
         return {m.bo for m in self.maps if not m.bo.closed} | set(self.tables.values())
 
     def lookup_arrays(self) -> tuple:
-        """(starts, ends, owner, BOs, phys - va) of the mappings in address order: the CS
+        """(starts, ends, owner, phys - va) of the mappings in address order: the CS
         checker's view of what the file may name (owner is the file's fd for all)."""
         if self._arrays is None:
             fd = self.file.fd
@@ -234,7 +232,6 @@ class Vm:
                 np.array([m.va for m in self.maps], dtype=np.int64),
                 np.array([m.end for m in self.maps], dtype=np.int64),
                 np.full(len(self.maps), fd, dtype=np.int64),
-                [m.bo for m in self.maps],
                 np.array([m.phys - m.va for m in self.maps], dtype=np.int64))
         return self._arrays
 

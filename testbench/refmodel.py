@@ -625,9 +625,14 @@ class RefModel(Device):
                 | c.TLB_LOG2.put(self.tlb_entries.bit_length() - 1))
 
     def _vm_fault_status(self, i: int) -> int:
-        if self._err_code != CpError.VM_FAULT:
+        """The CP's VM fault, of either queue (docs/hardware.md: it holds the last CP VM
+        fault; queue 1's error state is its own, in _hq1.s, while queue 0's is in place)."""
+        code, vm = self._err_code, self._err_vm
+        if code != CpError.VM_FAULT and self._hq1 is not None:
+            code, vm = self._hq1.s["_err_code"], self._hq1.s["_err_vm"]
+        if code != CpError.VM_FAULT:
             return 0
-        access, cause, level, vmid = self._err_vm
+        access, cause, level, vmid = vm
         c = regs.VM_FAULT_STATUS
         return c.VMID.put(vmid) | c.ACCESS.put(access) | c.LEVEL.put(level) | c.CAUSE.put(cause)
     def _caps(self, i: int) -> int:

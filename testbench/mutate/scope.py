@@ -54,6 +54,8 @@ TESTS = (
     "tests/test_kmd_bo.py",
     "tests/test_kmd_vm.py",
     "tests/test_kmd_queues.py",
+    "tests/test_kmd_rings.py",
+    "tests/test_kmd_ioctl_edges.py",
     "tests/test_vm_isolation.py",
     "tests/test_high_memory.py",
     "tests/test_security.py",

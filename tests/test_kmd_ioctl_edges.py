@@ -1,0 +1,100 @@
+"""Edges of the KMD's ioctls and GPU virtual memory that the happy paths and the error tables
+of tests/test_kmd_ioctl.py do not sit on: ranges that end exactly at a limit, mappings
+found among their neighbours, the names in messages and traces, what INFO reports of the
+driver's parameters."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+
+import kmd_model
+from kmd_model import ioctl, uapi
+from kmd_model.uapi import CsChunkDep, CsChunkIb, Domain, InfoQuery, Request, VaOp
+from spec import pm4
+from testbench.refmodel import RefModel
+
+from .test_kmd_ioctl import RWX, Client, expect
+
+
+def va(c: Client, handle: int, op: VaOp, addr: int, size: int, offset: int = 0):
+    return c.io(Request.GEM_VA, uapi.GemVaArgs(handle, op, addr, offset, size, RWX))
+
+
+def test_a_mapping_may_end_exactly_at_the_top_of_the_vms_range():
+    kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo(0x2000)
+    info = c.io(Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO))
+    va(c, bo.handle, VaOp.MAP, info.va_end - 0x2000, 0x2000)  # its last byte is the VM's last
+    expect(errno.EINVAL, f"GEM_VA: [{info.va_end - 0x1000:#x}, {info.va_end + 0x1000:#x}) is outside the VM's "
+           f"range [{info.va_start:#x}, {info.va_end:#x})", va, c, bo.handle, VaOp.MAP, info.va_end - 0x1000, 0x2000)
+    c.run(bo, pm4.write_data(info.va_end - 0x1000, [0x7E]))  # a job writes its last page
+    assert bo.u32[0x1000 // 4] == 0x7E
+
+
+def test_a_map_that_overlaps_the_next_mapping_but_not_the_one_before_is_refused():
+    """Three mappings side by side with holes between: a MAP that starts in a hole and runs
+    into a neighbour is found overlapping, whichever neighbour it is."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    bos = [c.bo(0x2000) for _ in range(3)]  # each 0x1000 apart: bo, hole, bo, hole, bo
+    spare = c.bo(0x4000)
+    for k in (1, 2):
+        hole = bos[k - 1].addr + 0x2000
+        expect(errno.EINVAL, f"GEM_VA: [{hole:#x}, {hole + 0x2000:#x}) overlaps the mapping "
+               f"[{bos[k].addr:#x}, {bos[k].addr + 0x2000:#x}) of fd{c.f.fd}:{bos[k].handle}",
+               va, c, spare.handle, VaOp.MAP, hole, 0x2000)
+    va(c, spare.handle, VaOp.MAP, bos[0].addr + 0x2000, 0x1000)  # the hole alone is free
+
+
+def test_an_ib_chunk_just_past_the_mapped_part_of_its_bo_is_refused():
+    """A BO mapped in part: an IB chunk at the first offset past the mapping names an
+    unmapped part of the BO, and is refused as such."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo(0x2000)
+    half = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x2000, 0, Domain.GTT, 0)).handle
+    va(c, half, VaOp.MAP, bo.addr + 0x10000, 0x1000)  # only its first page
+    expect(errno.EINVAL, f"CS: chunk 0: BO {half} is not mapped at offset 0x1000 in the file's VM (GEM_VA)",
+           c.submit, CsChunkIb(8, handle=half, offset=0x1000))
+
+
+def test_ring_choice_errors_name_the_field():
+    kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo()
+    expect(errno.EINVAL, "CS: chunk 0: ip_instance must be an int, not 'x'",
+           c.submit, CsChunkIb(8, bo.handle, 0, ip_instance="x"))
+
+
+def test_traces_print_unknown_hw_ip_types_as_given():
+    assert ioctl._fmt_value(CsChunkIb(8, 1, 0, ip_type=2, ring=1)) == "Ib(bo 1+0x0, 8 dw, DMA 1)"
+    assert ioctl._fmt_value(CsChunkIb(8, 1, 0, ip_type=77)) == "Ib(bo 1+0x0, 8 dw, 77 0)"
+    assert ioctl._fmt_value(CsChunkDep("gfx", 0, 1, 2)) == "Dep('gfx' 0, ctx 1, seq 2)"
+
+
+def test_dev_info_reports_the_drivers_limits():
+    kmd_model.bind(RefModel(), max_ib_chunks=7)
+    c = Client()
+    info = c.io(Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO))
+    assert info.max_ib_chunks == 7
+
+
+def test_a_page_table_that_does_not_fit_names_the_ioctl_that_needed_it():
+    """GEM_VA needs a new page table in VRAM; when VRAM is full its ENOMEM says GEM_VA."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo(0x1000)
+    size = 1 << 26
+    while size >= 0x1000:  # fill VRAM
+        try:
+            c.io(Request.GEM_CREATE, uapi.GemCreateArgs(size, 0, Domain.VRAM, 0))
+        except uapi.KmdError:
+            size >>= 1
+    far = bo.addr + (64 << 20)  # a 2 MiB range no table covers yet
+    with pytest.raises(uapi.KmdError) as ei:
+        va(c, bo.handle, VaOp.MAP, far, 0x1000)
+    e = ei.value
+    assert e.errno == errno.ENOMEM and e.message.startswith("GEM_VA: no 0x1000 bytes free in VRAM")
