@@ -331,3 +331,23 @@ def test_alloc_alignment_must_be_a_power_of_two(alignment):
         gpu.alloc(0x100, alignment=alignment)
     assert gpu.alloc(0x100, alignment=1).gpu_addr % 4096 == 0 and gpu.alloc(0x100, alignment=0x2000).gpu_addr % 0x2000 == 0
     gpu.close()
+
+
+def test_exit_report_counts_only_the_apps_buffers_as_leaks():
+    """A queue's own buffers (its fence page, IBs, upload staging) are the runtime's, not the
+    app's: the exit report's LEAK line names only what the app allocated and kept."""
+    from gpucosim.crash import exit_report
+
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open()
+    gfx, copy = gpu.queue(), gpu.queue(engine="copy")
+    keep, a = gpu.alloc(100), gpu.alloc(4096)
+    copy.upload(a, 0, bytes(range(64)))  # a staging buffer, live until the flush
+    gfx.write(a, 64, [1, 2])  # an IB
+    own = [b for b in gpu.buffers if b not in (keep, a)]
+    assert len(own) >= 4  # two fence pages, an IB of each queue, the staging buffer
+    text, _ = exit_report(kmd, [], {}, devices=[gpu])
+    leak = next(ln for ln in text.splitlines() if "of the app" in ln)
+    shown = leak.split("never freed: ", 1)[1]
+    assert leak.startswith("  LEAK: 2 buffer(s) of the app, 4 KiB, never freed: ") and \
+        sorted(shown.split(", ")) == sorted([repr(keep), repr(a)]), leak
