@@ -225,3 +225,21 @@ def test_timestamp_on_a_copy_queue_says_why_and_where_to_take_it():
         q.timestamp()
     assert str(e.value) == ("timestamp: the copy engine has no timestamp packet here (SDMA TIMESTAMP is not "
                             "implemented): take it on a gfx queue")
+
+
+def test_copy_engine_transfers_past_one_packets_limit_split_into_contiguous_packets():
+    """Uploads, copies and downloads longer than one COPY_LINEAR moves (4 MiB) are split into
+    packets that each continue where the last ended, in source and destination alike: every
+    byte lands where it belongs, at odd offsets too."""
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open()
+    q = gpu.queue(engine="copy")
+    n = sdma_packets.MAX_COPY_BYTES + 4099
+    data = np.random.default_rng(19).integers(0, 256, n, dtype=np.uint8)
+    a, b = gpu.alloc(n + 16, "vram"), gpu.alloc(n + 16, "vram")
+    q.upload(a, 3, data)
+    q.copy(b, 13, a, 3, n)
+    q.finish()  # (the upload's staging buffer is free for the download's: GTT holds one)
+    got = q.download(b, 13, n)
+    assert np.array_equal(got, data)
+    assert kmd.mmio.read(regs.PERF_SDMA_PACKETS, sdma_packets.COPY_LINEAR.index) == 3 * 2
