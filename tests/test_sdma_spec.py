@@ -269,3 +269,20 @@ def test_disassemble_and_listing_count_addresses_from_base_zero_by_default():
     assert sdma.listing(words) == "\n".join(lines)
     assert sdma.listing(words, 0x2000).splitlines() == ["0x2000: " + lines[0][8:], "0x2010: " + lines[1][8:]]
     assert sdma.listing(words, 0x100, verbose=True).splitlines()[1].startswith("0x0110: 00000006  TRAP")
+
+
+def test_pad_fills_exactly_with_the_fewest_burst_nops():
+    most = (1 << 14)  # a NOP's COUNT [29:16] covers 16383 dwords after its header
+    assert [p.max_tail for p in sp.SDMA_PACKETS] == [
+        most - 1 if p.name == "NOP" else (1 << 20) if p.name == "WRITE_LINEAR" else 0 for p in sp.SDMA_PACKETS]
+    assert sdma.pad(0) == []
+    for n, heads in ((most, [0]), (most + 1, [0, most]), (2 * most + 3, [0, most, 2 * most])):
+        words = sdma.pad(n)
+        items = list(sdma.decode_stream(words))
+        assert len(words) == n and [i.offset for i in items] == heads and all(i.name == "NOP" for i in items)
+    with pytest.raises(ValueError) as e:
+        sdma.pad(-1)
+    assert str(e.value) == "pad: n_dwords must be >= 0, not -1"
+    with pytest.raises(TypeError) as e:
+        sdma.pad(2.0)
+    assert str(e.value) == "pad: n_dwords must be an int, not 2.0"
