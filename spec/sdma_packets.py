@@ -66,10 +66,6 @@ class SdmaPacketDef(Layout):
         return self.field(self.length_field).max + self.length_bias  # type: ignore[arg-type]
 
 
-def _bit(name: str, dword: int, lsb: int, doc: str) -> Field:
-    return Field(name, dword, lsb, 1, doc, default=0)
-
-
 def _off(name: str, dword: int, lsb: int, doc: str, on: str, width: int = 1) -> Field:
     """A field AMD defines whose only value here is 0 (the others are refused)."""
     return Field(name, dword, lsb, width, doc, enum=(

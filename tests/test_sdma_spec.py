@@ -119,3 +119,170 @@ def test_listing_and_cli():
                          capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == ["0x0000: 00000005  FENCE  addr=0x00000040 data=0x5",
                                 "0x0010: 00000006  TRAP  int_context=0x9"]
+
+
+# ---------------------------------------------------------------------------- the codec's own edges
+# (mutation campaign, issue 19: each test pins a class of behaviour the golden dwords above
+# leave open: raw headers, encode_fields, the truncated-packet report, stream windows, listings)
+
+def test_header_places_op_sub_op_and_upper_bits_at_their_widest():
+    assert sdma.header(0xFF, 0xFF, 0xFFFF) == 0xFFFF_FFFF
+    assert sdma.header(0x12, 0x34, 0x5678) == 0x5678_3412
+    assert sdma.header(0x3D) == 0x3D and sdma.header(0x3D, upper=0x8001) == 0x8001_003D  # sub_op, upper: 0
+    assert sdma.header(0, 0xCD) == 0xCD00
+    for p in sp.SDMA_PACKETS:  # the table's own headers are the packet's (op, sub_op) with no field set
+        assert sdma.header(p.op, p.sub_op) == p.header == sdma.encode_fields(p.name, data=[0] if p.tail else ())[0] \
+            & p.HEADER_BITS
+    m = sdma.decode([sdma.header(0x3D, 0xCD, 0x23DE)])  # igt's corrupted header, rebuilt
+    assert (m.problem, m.op, m.sub_op, m.header) == (sdma.Problem.UNKNOWN_OPCODE, 0x3D, 0xCD, 0x23DECD3D)
+
+
+@pytest.mark.parametrize("args, msg", [
+    ((0x100,), "header: op must fit in 8 bits, not 0x100"),
+    ((0, 0x100), "header: sub_op must fit in 8 bits, not 0x100"),
+    ((0, 0, 0x10000), "header: upper must fit in 16 bits, not 0x10000"),
+    ((-1,), "header: op must fit in 8 bits, not -0x1"),
+])
+def test_header_refuses_a_field_one_past_its_width(args, msg):
+    with pytest.raises(ValueError) as e:
+        sdma.header(*args)
+    assert str(e.value) == msg
+
+
+def test_header_refuses_a_non_integer_naming_the_argument():
+    with pytest.raises(TypeError) as e:
+        sdma.header(1, "2")
+    assert str(e.value) == "header: sub_op must be an int, not '2'"
+
+
+def _distinct(p, seed):
+    """Every field of `p` but its length field at a distinct non-zero value within its width."""
+    out = {}
+    for i, f in enumerate(p.fields):
+        if f.name != p.length_field:
+            v = ((0x9E3779B9 * (i + 1 + seed)) >> 3) & f.mask >> f.lsb
+            out[f.name] = v or 1
+    return out
+
+
+@pytest.mark.parametrize("name", [p.name for p in sp.SDMA_PACKETS])
+def test_encode_fields_places_every_field_where_decode_reads_it(name):
+    """Raw fields at their widest and at distinct non-zero values land in their own dword and
+    bits: decode (which reads each field from its own position) gives them all back, the length
+    field says exactly how many tail dwords were given, and nothing lands anywhere else."""
+    p = sp.by_name[name]
+    data = [0xA0000001, 0xA0000002, 0xA0000003] if p.tail else []
+    widest = {f.name: f.max for f in p.fields if f.name != p.length_field}
+    for fields in (widest, _distinct(p, 0), _distinct(p, 7)):
+        words = sdma.encode_fields(name, fields, data)
+        assert len(words) == 1 + p.fixed + len(data)
+        item = sdma.decode(words)
+        assert item.ok and item.name == name and item.length == len(words), item
+        want = dict.fromkeys((f.name for f in p.fields), 0) | fields
+        if p.tail:
+            want[p.length_field] = len(data) - p.length_bias
+            assert list(item.data) == data
+        assert item.fields == want
+        assert item.reserved == {}
+
+
+def test_encode_fields_matches_amds_encodings_and_refuses_what_does_not_fit():
+    # the same COPY_LINEAR and WRITE_LINEAR as the golden builders' (sdma_v4_0's copy, ring test)
+    assert sdma.encode_fields("COPY_LINEAR", {"COUNT": 0xFFF, "SRC_ADDR_LO": 0x23456784, "SRC_ADDR_HI": 1,
+                                              "DST_ADDR_LO": 0xBCDEF008, "DST_ADDR_HI": 0xA}) == \
+        [0x00000001, 0x00000FFF, 0, 0x23456784, 0x00000001, 0xBCDEF008, 0x0000000A]
+    assert sdma.encode_fields("WRITE_LINEAR", {"DST_ADDR_LO": 0x12345678 >> 2, "DST_ADDR_HI": 3},
+                              [0xDEADBEEF, 0xCAFEF00D]) == \
+        [0x00000002, 0x12345678, 0x00000003, 0x00000001, 0xDEADBEEF, 0xCAFEF00D]
+    assert sdma.encode_fields("NOP", data=[0, 0, 0]) == [0x00030000, 0, 0, 0]
+    assert sdma.encode_fields("NOP", {"COUNT": 5}) == [0x00050000]  # a given length field is kept
+    with pytest.raises(ValueError) as e:
+        sdma.encode_fields("POLL_REGMEM", {"RETRY_COUNT": 0x1000})
+    assert str(e.value) == "POLL_REGMEM: RETRY_COUNT must fit in RETRY_COUNT[27:16] (12 bits), not 0x1000"
+    with pytest.raises(ValueError) as e:
+        sdma.encode_fields("FENCE", {"DATA": 1}, [5])
+    assert str(e.value) == "encode_fields: SDMA FENCE has no variable tail"
+
+
+def _shortest(p):
+    """Dwords of the shortest packet of its kind (a variable tail as short as its length field allows)."""
+    return len(sdma.encode_fields(p.name, data=[0] * p.length_bias if p.tail else ()))
+
+
+@pytest.mark.parametrize("name", [p.name for p in sp.SDMA_PACKETS])
+def test_decode_reports_a_truncated_packets_offset_and_needed_length_exactly(name):
+    """A packet cut short anywhere, at any offset in the stream: TRUNCATED at its own offset,
+    with the dwords it needs (its whole length once the dword holding its length is there,
+    else the shortest packet of its kind) and the dwords left."""
+    p = sp.by_name[name]
+    full = sdma.encode_fields(name, _distinct(p, 3), [1, 2] if p.tail else ())
+    for lead in (0, 3):
+        for cut in range(1, len(full)):
+            words = [sdma.NOP_PAD] * lead + full[:cut]
+            m = sdma.decode(words, lead)
+            knows_length = p.tail is None or 1 + p.field(p.length_field).dword < cut
+            assert not m.ok and m.problem is sdma.Problem.TRUNCATED, (cut, m)
+            assert (m.offset, m.name, m.length, m.available) == (lead, name, cut, cut)
+            assert m.needed == (len(full) if knows_length else _shortest(p)), (cut, m)
+            assert m.message == sdma.describe(m) == f"TRUNCATED {name}: needs {m.needed} dwords, {cut} left"
+            assert [(i.offset, i.ok) for i in sdma.decode_stream(words)] == [*((k, True) for k in range(lead)),
+                                                                             (lead, False)]
+
+
+def test_write_linear_without_its_count_dword_needs_the_shortest_write():
+    w = sdma.write_linear(0x10, [7])  # the shortest WRITE_LINEAR: header, dst lo/hi, COUNT, one dword
+    assert len(w) == 5
+    m = sdma.decode(w[:3])
+    assert (m.needed, m.available) == (5, 3)
+
+
+def test_decode_refuses_an_offset_outside_the_stream():
+    words = sdma.trap() + sdma.pad(1)
+    assert sdma.decode(words, 2).name == "NOP"
+    for off in (3, 4, -1):
+        with pytest.raises(IndexError) as e:
+            sdma.decode(words, off)
+        assert str(e.value) == f"decode: offset {off} is outside a stream of 3 dwords"
+
+
+def test_decode_stream_window_reports_offsets_in_the_whole_stream():
+    a, b, c = sdma.fence(0x40, 1), sdma.trap(int_context=2), sdma.copy_linear(0x100, 0x200, 8)
+    words = a + b + c + sdma.pad(2)
+    got = [(i.offset, i.name) for i in sdma.decode_stream(words, len(a), len(a) + len(b) + len(c))]
+    assert got == [(4, "TRAP"), (6, "COPY_LINEAR")]
+    assert [(i.offset, i.name) for i in sdma.decode_stream(words, 4, 1000)] == \
+        [(4, "TRAP"), (6, "COPY_LINEAR"), (13, "NOP")]
+    cut = list(sdma.decode_stream(words, 4, 10))  # the window ends inside the copy
+    assert [(i.offset, i.ok) for i in cut] == [(4, True), (6, False)] and cut[1].available == 4
+
+
+def test_reserved_bits_are_shown_by_dword_header_included():
+    r = sdma.decode([sdma.header(6, 0, 0x0010), 0xF000_0009])  # TRAP: no header field, INT_CONTEXT [27:0]
+    assert r.ok and r.reserved == {-1: 0x0010_0000, 0: 0xF000_0000}
+    assert sdma.describe(r) == "TRAP  int_context=0x9 RESERVED[hdr]=0x00100000 RESERVED[dw0]=0xf0000000"
+
+
+def test_disassemble_and_listing_count_addresses_from_base_zero_by_default():
+    words = sdma.fence(0x40, 5) + sdma.trap(int_context=9)
+    lines = ["0x0000: 00000005  FENCE  addr=0x00000040 data=0x5", "0x0010: 00000006  TRAP  int_context=0x9"]
+    assert sdma.disassemble(words) == lines
+    assert sdma.listing(words) == "\n".join(lines)
+    assert sdma.listing(words, 0x2000).splitlines() == ["0x2000: " + lines[0][8:], "0x2010: " + lines[1][8:]]
+    assert sdma.listing(words, 0x100, verbose=True).splitlines()[1].startswith("0x0110: 00000006  TRAP")
+
+
+def test_pad_fills_exactly_with_the_fewest_burst_nops():
+    most = (1 << 14)  # a NOP's COUNT [29:16] covers 16383 dwords after its header
+    assert [p.max_tail for p in sp.SDMA_PACKETS] == [
+        most - 1 if p.name == "NOP" else (1 << 20) if p.name == "WRITE_LINEAR" else 0 for p in sp.SDMA_PACKETS]
+    assert sdma.pad(0) == []
+    for n, heads in ((most, [0]), (most + 1, [0, most]), (2 * most + 3, [0, most, 2 * most])):
+        words = sdma.pad(n)
+        items = list(sdma.decode_stream(words))
+        assert len(words) == n and [i.offset for i in items] == heads and all(i.name == "NOP" for i in items)
+    with pytest.raises(ValueError) as e:
+        sdma.pad(-1)
+    assert str(e.value) == "pad: n_dwords must be >= 0, not -1"
+    with pytest.raises(TypeError) as e:
+        sdma.pad(2.0)
+    assert str(e.value) == "pad: n_dwords must be an int, not 2.0"

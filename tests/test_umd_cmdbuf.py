@@ -145,3 +145,38 @@ CHECKS = [check_chaining_on_device]
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
 def test_on_model(check):
     check(RefModel())
+
+
+def test_sdma_cmdbuf_closes_full_ibs_padded_with_sdma_nops_and_loses_nothing():
+    """A copy queue's stream over several IBs: SDMA IBs do not chain, so each full IB is
+    closed, padded to the alignment with SDMA NOPs only, written to its memory with every
+    packet it took, whole and in order, each packet's label at its own address."""
+    from spec import sdma
+
+    bufs = []
+
+    def get():
+        bufs.append(FakeBuf(0x10000 * (len(bufs) + 1), 64))
+        return bufs[-1]
+
+    cb = CmdBuf(get, ib_size_dw=64, align_dw=8, sdma=True)
+    sent = []
+    for i in range(40):  # 4 + 1..7 dwords each: IBs end at every residue of the alignment
+        pkt = sdma.write_linear(0x1000 + 64 * i, [i] * (1 + i % 7)) if i % 3 else sdma.fence(0x2000, i)
+        cb.emit(pkt, f"call #{i}")
+        sent.append(pkt)
+    first = cb.end()
+    assert first is cb.ibs[0] and len(cb.ibs) > 3 and cb.chains == 0
+    got, labels = [], {}
+    for ib in cb.ibs:
+        assert ib.chain_at is None and 0 < ib.size_dw <= 64 and ib.size_dw % 8 == 0, ib
+        for item in sdma.decode_stream(ib.buf.u32[:ib.size_dw].tolist()):
+            assert item.ok, sdma.describe(item)
+            if item.name == "NOP":
+                assert not any(item.payload)
+            else:
+                got.append(item.dwords)
+                labels[ib.gpu_addr + 4 * item.offset] = len(labels)
+    assert got == sent
+    assert {a: cb.labels[a] for a in labels} == {a: f"call #{i}" for a, i in labels.items()} \
+        and len(cb.labels) == len(sent)

@@ -331,3 +331,78 @@ def test_alloc_alignment_must_be_a_power_of_two(alignment):
         gpu.alloc(0x100, alignment=alignment)
     assert gpu.alloc(0x100, alignment=1).gpu_addr % 4096 == 0 and gpu.alloc(0x100, alignment=0x2000).gpu_addr % 0x2000 == 0
     gpu.close()
+
+
+def test_exit_report_counts_only_the_apps_buffers_as_leaks():
+    """A queue's own buffers (its fence page, IBs, upload staging) are the runtime's, not the
+    app's: the exit report's LEAK line names only what the app allocated and kept."""
+    from gpucosim.crash import exit_report
+
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open()
+    gfx, copy = gpu.queue(), gpu.queue(engine="copy")
+    keep, a = gpu.alloc(100), gpu.alloc(4096)
+    copy.upload(a, 0, bytes(range(64)))  # a staging buffer, live until the flush
+    gfx.write(a, 64, [1, 2])  # an IB
+    own = [b for b in gpu.buffers if b not in (keep, a)]
+    assert len(own) >= 4  # two fence pages, an IB of each queue, the staging buffer
+    text, _ = exit_report(kmd, [], {}, devices=[gpu])
+    leak = next(ln for ln in text.splitlines() if "of the app" in ln)
+    shown = leak.split("never freed: ", 1)[1]
+    assert leak.startswith("  LEAK: 2 buffer(s) of the app, 4 KiB, never freed: ") and \
+        sorted(shown.split(", ")) == sorted([repr(keep), repr(a)]), leak
+
+
+def test_a_slab_goes_back_to_the_cache_only_once_its_last_entry_is_free():
+    """A slab whose entries are all free again returns to the BO cache, unless it is the only
+    slab of its size class; one that still has a live entry stays, whatever else was freed."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    per_slab = SLAB_BYTES // 256
+    bufs = [gpu.alloc(256) for _ in range(per_slab + 2)]  # the first slab full, two in a second
+    second = bufs[-1].backing
+    assert bufs[-2].backing is second and bufs[0].backing is not second
+    st = gpu.mm.stats()
+    assert (st.slabs, st.cached) == (2, 0)
+    bufs[-1].free()  # one entry of the second slab still live: it stays
+    assert (gpu.mm.stats().slabs, gpu.mm.stats().cached) == (2, 0)
+    assert gpu.alloc(256).backing is second  # and its free entry is handed out again
+    for b in bufs[1:per_slab]:  # the first slab down to one live entry: it stays too
+        b.free()
+    assert (gpu.mm.stats().slabs, gpu.mm.stats().cached) == (2, 0)
+    bufs[0].free()  # the first slab empty, the second not: the first goes to the cache
+    st = gpu.mm.stats()
+    assert (st.slabs, st.cached, st.cached_bytes) == (1, 1, SLAB_BYTES)
+    gpu.close()
+
+
+def test_new_memory_from_the_kernel_is_handed_out_zero_without_a_cpu_write():
+    """The kernel zeroes a new BO: a zeroed allocation carved from a new slab needs no CPU
+    mapping and no memset; only an entry handed out before is zeroed by the CPU."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    x, y = gpu.alloc(256), gpu.alloc(1024)  # two slabs, both new
+    assert x.backing is not y.backing and x.backing.view is None and y.backing.view is None
+    w = gpu.alloc(256)  # a second entry of x's slab, never used: still no CPU write
+    assert w.backing is x.backing and x.backing.view is None
+    assert not x.map().any() and not w.map().any()
+    x.map()[:] = 0xAB
+    x.free()
+    z = gpu.alloc(256, zero=True)  # x's entry again: the CPU zeroes what the app left there
+    assert z.bo_offset == x.bo_offset and not z.map().any()
+    gpu.close()
+
+
+@pytest.mark.parametrize("guard_pages", [0, 1])
+def test_a_full_va_range_reports_nothing_free(guard_pages):
+    """Once the range is used up there is no hole: nothing free, no free range, the largest
+    allocation that fits is 0 bytes (with or without guard pages); a freed range is that again."""
+    va = VaAllocator(0x10000, 0x10000 + 4 * P, guard_pages=guard_pages)
+    a = va.alloc(4 * P - guard_pages * P)
+    st = va.stats()
+    assert (st.free, st.free_ranges, st.largest_free, st.allocations) == (0, 0, 0, 1)
+    with pytest.raises(umd.OutOfMemory):
+        va.alloc(1)
+    va.free(a)
+    st = va.stats()
+    assert (st.free, st.free_ranges, st.largest_free) == (4 * P, 1, 4 * P - guard_pages * P)

@@ -7,6 +7,9 @@ copy engine yet: `engine="copy"` is refused there, and on a model built without 
 
 from __future__ import annotations
 
+import errno
+import re
+
 import numpy as np
 import pytest
 
@@ -108,3 +111,136 @@ def test_copy_engine_in_the_trace(tmp_path):
     assert any(n.startswith("doorbell sdma0 wptr=") for n in names)
     sdma_track = [e["name"] for e in ev if e.get("cat") == "sdma"]
     assert "CONSTANT_FILL" in sdma_track and "COPY_LINEAR" in sdma_track and "INDIRECT_BUFFER" in sdma_track
+
+
+def test_copy_queue_wait_mem_polls_memory_with_every_argument_in_its_packet():
+    """wait_mem on the copy engine is one POLL_REGMEM naming the dword, the reference, the
+    mask and the compare as given, its interval the poll interval in units of 16 clocks,
+    rounded up; and the queue does stop there until memory says so."""
+    from spec import sdma
+
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open()
+    q = gpu.queue(engine="copy")
+    gate, dst = gpu.alloc(4096), gpu.alloc(4096)
+    for interval, units in ((1, 1), (16, 1), (17, 2), (40, 3), (160, 10)):
+        q.wait_mem(gate, 8, 0x5, mask=0xF0F, compare=">=", poll_interval=interval)
+        item = sdma.decode(q.cmdbuf.cur[-6:])
+        assert item.name == "POLL_REGMEM" and item.length == 6, item
+        assert item.args == {"addr": gate.gpu_addr + 8, "value": 5, "mask": 0xF0F, "func": 5, "hdp_flush": 0,
+                             "mem_poll": 1, "interval": units, "retry_count": 0xFFF}
+    q.write(dst, 0, [0xD0D0])
+    q.flush()
+    kmd.service()
+    assert dst.u32[0] == 0  # held by the polls: gate & 0xF0F = 0 < 5
+    gate.u32[2] = 0x1F4  # & 0xF0F = 0x104 >= 5
+    q.finish()
+    assert dst.u32[0] == 0xD0D0
+
+
+def test_queue_repr_names_the_engine_only_off_gfx():
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    g, c = gpu.queue(), gpu.queue(engine="copy")
+    assert re.fullmatch(rf"<umd\.Queue ctx {g.ctx_id} api v\d+>", repr(g)), repr(g)
+    assert re.fullmatch(rf"<umd\.Queue copy ctx {c.ctx_id} api v\d+>", repr(c)), repr(c)
+
+
+@pytest.mark.parametrize("engine", ["gfx", "copy"])
+def test_a_wait_with_nothing_after_it_is_carried_by_a_nop_job_of_the_queues_own_packets(engine):
+    """flush() right after wait_event: an 8-dword NOP job of the queue's engine (PM4 NOPs on
+    gfx, SDMA NOPs on copy) carries the dependency, and runs once the event is signalled."""
+    from spec import pm4, sdma
+
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open()
+    other = gpu.queue(engine="copy" if engine == "gfx" else "gfx")
+    q = gpu.queue(engine=engine)
+    gate = gpu.alloc(4096)
+    other.wait_mem(gate, 0, 1)
+    ev = other.signal()
+    q.wait_event(ev)
+    seq = q.flush()
+    assert seq is not None and q.flush() is None
+    sub = q.inflight[-1]
+    assert [b.u32[:8].tolist() for b in sub.ibs] == [sdma.pad(8) if engine == "copy" else pm4.pad(8)]
+    kmd.service()
+    assert not q.seq_done(seq)  # held for the other queue's event
+    gate.u32[0] = 1
+    q.finish()
+    assert ev.signalled() and q.seq_done(seq)
+
+
+def test_a_copy_flush_of_many_ibs_submits_them_in_order_max_ib_chunks_per_cs():
+    """SDMA IBs do not chain: a flush names every IB as a chunk of its own, in order, in as
+    few CS calls as the KMD's max_ib_chunks allows; dependencies go with the first only."""
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open()
+    step = gpu.dev_info.max_ib_chunks
+    producer, q = gpu.queue(), gpu.queue(engine="copy", ib_size_dw=64, flush_threshold=1000)
+    dst = gpu.alloc(1 << 16)
+    ev = producer.signal()
+    q.wait_event(ev)
+    calls = []
+    submit = q.ws.cs_submit
+
+    def spy(ctx, chunks):
+        calls.append(chunks)
+        return submit(ctx, chunks)
+
+    q.ws.cs_submit = spy
+    for i in range(60):
+        q.write(dst, 64 * i, [i + 1] * 9)
+    ibs = [ib.gpu_addr for ib in q.cmdbuf.ibs]
+    assert len(ibs) > 2 * step
+    q.finish()
+    assert len(calls) == -(-len(ibs) // step)
+    named = [c.gpu_addr for cs in calls for c in cs if type(c).__name__ == "CsChunkIb"]
+    assert named == ibs and all(sum(type(c).__name__ == "CsChunkIb" for c in cs) <= step for cs in calls)
+    assert [sum(type(c).__name__ == "CsChunkDep" for c in cs) for cs in calls] == [1] + [0] * (len(calls) - 1)
+    assert all(dst.u32[16 * i:16 * i + 9].tolist() == [i + 1] * 9 for i in range(60))
+
+
+def test_wait_event_refusals_name_the_reason():
+    kmd_model.bind(RefModel())
+    gpu, other_gpu = umd.open(), umd.open()
+    q = gpu.queue()
+    with pytest.raises(ValueError) as e:
+        q.wait_event(other_gpu.queue().signal())
+    assert str(e.value) == "wait_event: the event belongs to another device"
+    bad = gpu.queue()
+    lost = bad.signal()
+    bad.emit_raw([0xFFFF_FFFF])  # refused by the KMD's checker: the event never runs
+    with pytest.raises(umd.SubmitError):
+        bad.flush()
+    with pytest.raises(umd.SubmitError) as e:
+        q.wait_event(lost)
+    assert e.value.errno == errno.ECANCELED
+    assert str(e.value) == "wait_event: the submission carrying this event was refused"
+
+
+def test_timestamp_on_a_copy_queue_says_why_and_where_to_take_it():
+    kmd_model.bind(RefModel())
+    q = umd.open().queue(engine="copy")
+    with pytest.raises(ValueError) as e:
+        q.timestamp()
+    assert str(e.value) == ("timestamp: the copy engine has no timestamp packet here (SDMA TIMESTAMP is not "
+                            "implemented): take it on a gfx queue")
+
+
+def test_copy_engine_transfers_past_one_packets_limit_split_into_contiguous_packets():
+    """Uploads, copies and downloads longer than one COPY_LINEAR moves (4 MiB) are split into
+    packets that each continue where the last ended, in source and destination alike: every
+    byte lands where it belongs, at odd offsets too."""
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open()
+    q = gpu.queue(engine="copy")
+    n = sdma_packets.MAX_COPY_BYTES + 4099
+    data = np.random.default_rng(19).integers(0, 256, n, dtype=np.uint8)
+    a, b = gpu.alloc(n + 16, "vram"), gpu.alloc(n + 16, "vram")
+    q.upload(a, 3, data)
+    q.copy(b, 13, a, 3, n)
+    q.finish()  # (the upload's staging buffer is free for the download's: GTT holds one)
+    got = q.download(b, 13, n)
+    assert np.array_equal(got, data)
+    assert kmd.mmio.read(regs.PERF_SDMA_PACKETS, sdma_packets.COPY_LINEAR.index) == 3 * 2
