@@ -110,7 +110,7 @@ class _Dispatched:
         """Closed from now on: the entry points cached so far are dropped, so each call
         goes through __getattr__ again and is refused there."""
         for k, v in list(self.__dict__.items()):
-            if isinstance(v, (types.MethodType, types.FunctionType)) and not k.startswith("_"):
+            if isinstance(v, (types.MethodType, types.FunctionType)):  # (private attributes are data)
                 del self.__dict__[k]
         self.closed = True
 
