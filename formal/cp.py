@@ -618,6 +618,15 @@ class CPHarness(Harness):
         p_w = Signal(W, name="pot_writer")
         m.d.comb += p_w.eq(Mux(req, aw_w + b_part + 1, 0))
         p_w_max = (nbeats + 1) * (L + 1) + 1
+        # a write of AWLEN + 1 beats is answered within (AWLEN + 2)(L + 1) cycles of its request:
+        # its work bound when it starts is at most (AWLEN + 2)(L + 1) + 1 and drops every cycle
+        start = self.writer_start()
+        w_len = Signal(8, name="ghost_w_len")
+        w_age = Signal(range(p_w_max + 2), name="ghost_w_age")
+        cur_len = Mux(start, bus.awlen, w_len)
+        cur_age = Mux(start, 0, w_age)
+        m.d.sync += [w_len.eq(cur_len), w_age.eq(Mux(cur_age <= p_w_max, cur_age + 1, cur_age))]
+        self.prove("writer_bound", ~req | (cur_age < (cur_len + 2) * (L + 1)))
 
         # ---- the poll's: in the slice's slot, or queued in the memory behind earlier reads
         live = [Signal(name=f"mem_live{k}") for k in range(D)]
@@ -663,6 +672,8 @@ class CPHarness(Harness):
         pot = Mux(p_w > p_p, p_w, p_p)
         self.invariant(~(in_reset & ~soft & self.started) | ((since >= 1) & (since + pot <= bound)))
         self.invariant((p_w <= p_w_max) & (p_p <= p_p_max))
+        self.invariant(~req | (cur_age + p_w <= (cur_len + 2) * (L + 1) + 1))
+        self.invariant(~req | (cur_len == last - b("first", "writer")))
         # the writer's beat lies in the burst until its last is sent
         self.invariant(~req | w_sent | ((cur >= b("first", "writer")) & (cur <= last)))
         # one poll at a time: pending while in the slot or queued (exactly one of them), and
@@ -673,7 +684,8 @@ class CPHarness(Harness):
         for k in range(D):
             self.invariant(~live[k] | (ent_len[k] < fb) & (~ent_poll[k] | (ent_len[k] == 0)))
         self.invariant(~b("ar_valid") | (b("ar_len") < fb) & ((b("ar_id") != ID_POLL) | (b("ar_len") == 0)))
-        self.invariant((mem.count == 0) | (mem.beat <= ent_len[0]))
+        self.invariant(Mux(mem.count == 0, mem.beat == 0, mem.beat <= ent_len[0]))
+        self.invariant(~b("resetting") | in_reset)
         self.invariant(mem.count <= D)
 
         self.cover("reset_waits_for_write", in_reset & ~soft & req & (since >= 2))

@@ -8,7 +8,7 @@ and answers a write burst with B once its AW and last W beat are in, held until 
 Ghost FIFOs of the accepted AW lengths follow the W channel.
 """
 
-from amaranth.hdl import Array, Cat, Signal
+from amaranth.hdl import Array, Cat, Mux, Signal
 
 from rtl.bus import BURST_INCR, RESP_OKAY
 from rtl.dma import DMAEngine
@@ -166,7 +166,7 @@ class DMAHarness(Harness):
         self.invariant(g.wcount <= Q)
         wq_rows = box.rows("wq")
         qbits = max(1, Q.bit_length() - 1)
-        self.invariant((g.wcount != 0) | (g.wbeat == 0))
+        self.invariant(Mux(g.wcount == 0, g.wbeat == 0, g.wbeat <= g.wq[g.wrp[:len(g.wrp) - 1]]))
         for k in range(Q):
             row = self.pick(wq_rows, (wq_rp + k)[:qbits])
             self.invariant((k >= g.wcount) | (row.len == g.wq[(g.wrp + k)[:len(g.wrp) - 1]]))

@@ -296,7 +296,10 @@ MUTANTS: list[Mutant] = [
       "m.d.sync += c.wr_req.eq(1)", "failed_packet_writes_nothing",
       "a RELEASE_MEM that fails its checks still asks for its fence write", depth=20),
 
-    # ---------------------------------------------------------------- SOFT_RESET in cycles (rtl/cp/processor.py)
+    # ---------------------------------------------------------------- SOFT_RESET and the writer in cycles (rtl/cp/)
+    M("writer_w_after_aw", "cp_reset", "rtl.cp.writer", "self.wvalid.eq(self.req_valid & ~w_sent),",
+      "self.wvalid.eq(self.req_valid & ~w_sent & aw_sent),", "writer_bound",
+      "the writer offers W only once AW is accepted: a write takes an AW wait longer", depth=16),
     M("reset_ignores_writer", "cp_reset", "rtl.cp.processor",
       "with m.If(~writer.busy & ~poll_pending & ~dma_busy_r & ~csr.control_soft_reset):",
       "with m.If(~poll_pending & ~dma_busy_r & ~csr.control_soft_reset):", "reset_idle",

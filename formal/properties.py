@@ -371,7 +371,8 @@ def _reset_bound(data_width=64, latency=1, ar_queue=2, fetch_burst=2):
 
 
 _group(Group(
-    "cp_reset", "rtl/cp/processor.py: SOFT_RESET in cycles", "formal.cp:CPHarness", "prove", 3, 20,
+    "cp_reset", "rtl/cp/processor.py and writer.py: SOFT_RESET and the block writer in cycles",
+    "formal.cp:CPHarness", "prove", 3, 20,
     config=_CP_CONFIG.replace("a 32-bit bus", "a 64-bit bus") + "; a memory that queues 2 reads",
     assumes=_CP_ASSUMES + "; and memory takes every request and gives every response within 1 "
             "cycle of waiting (L = 1: each AR, AW, W beat, R beat and B waits at most one cycle); "
@@ -388,6 +389,11 @@ _group(Group(
           "without a request or a write outstanding, no poll asked for or in flight, every fetcher "
           "stopped and the ring fetcher not running", "the reset is complete: nothing of the old "
           "work reaches memory or the parser afterwards"),
+        A("writer_bound", "a block write of AWLEN + 1 beats is answered (B) within (AWLEN + 2)(L + 1) "
+          "cycles of its request: AW and the W beats go out side by side, each waiting at most L "
+          "cycles, and B at most L after both", "liveness where bounded: every write the CP "
+          "waits for (a fence, WRITE_DATA, a write-back, an IH entry) ends within a bound, so a "
+          "packet's time is its memory latency, not a hang"),
         C("reset_waits_for_write", "RESET waiting two cycles or more for a block write"),
         C("reset_waits_for_poll", "RESET waiting for a WAIT_REG_MEM poll"),
     ],
