@@ -65,8 +65,10 @@ def free_csr(h):
 
 
 class CPHarness(Harness):
-    def __init__(self, group, data_width=32, fetch_depth=2, ring_log2_max=3, latency=0, ar_queue=4):
+    def __init__(self, group, data_width=32, fetch_depth=2, ring_log2_max=3, latency=0, ar_queue=4,
+                 live_bound=0):
         super().__init__()
+        self.live_bound = live_bound
         self.group = group
         self.data_width = data_width
         self.fetch_depth = fetch_depth
@@ -690,3 +692,29 @@ class CPHarness(Harness):
 
         self.cover("reset_waits_for_write", in_reset & ~soft & req & (since >= 2))
         self.cover("reset_waits_for_poll", in_reset & ~soft & b("poll_pending"))
+
+    # ------------------------------------------------------------------ cp_live
+    def group_live(self, m, b, csr, cp):
+        """Liveness with a bound, for a small configuration, by BMC: with a memory that answers
+        within `latency` cycles and a ring of two dwords (so a doorbell's work is at most two
+        dwords: fillers, a two-dword NOP, or a packet the parser refuses), the driver neither
+        halting, disabling nor resetting the CP, a doorbell's work is done (STATUS.IDLE with
+        RB_RPTR at its wptr) or an error is latched within `bound` cycles of the doorbell."""
+        assert self.latency, "cp_live needs a memory latency"
+        bound = self.live_bound
+        self.assume(~csr.control_halt & csr.rb_cntl_enable & ~csr.control_soft_reset)
+        look, v = self.doorbell()
+        ok = look & ~(v - b("wptr"))[31] & ((v - b("rptr"))[:32] <= b("ring_mask") + 1)
+        tracked = Signal(name="live_tracked")
+        target = Signal(32, name="live_target")
+        r0 = Signal(32, name="live_rptr0")
+        age = Signal(range(bound + 2), name="live_age")
+        with m.If(~tracked & ok):
+            m.d.sync += [tracked.eq(1), target.eq(v), r0.eq(b("rptr")), age.eq(1)]
+        with m.Elif(tracked & (age <= bound)):
+            m.d.sync += age.eq(age + 1)
+        # (later doorbells may add work: RB_RPTR reaching the doorbell's wptr, or passing it
+        # with a packet that a later doorbell completed, is this doorbell's work done)
+        reached = (b("rptr") - r0)[:32] >= (target - r0)[:32]
+        self.prove("doorbell_finishes", ~(tracked & (age > bound)) | reached | b("err"))
+        self.cover("doorbell_work_done", tracked & reached & ~b("err") & (target != r0))

@@ -309,6 +309,10 @@ MUTANTS: list[Mutant] = [
       "with m.If(~writer.busy & ~poll_pending & ~dma_busy_r & ~csr.control_soft_reset & ~csr.control_halt):",
       "reset_bound", "RESET also waits for HALT to clear: a halted CP never finishes its reset", depth=18),
 
+    M("ring_done_keeps_rptr", "cp_live", "rtl.cp.processor", "m.d.sync += [rptr.eq(ring_pos), limit",
+      "m.d.sync += [rptr.eq(rptr), limit", "doorbell_finishes",
+      "a finished ring packet does not move RB_RPTR: the work never shows done"),
+
     # ---------------------------------------------------------------- the MMU (rtl/mmu.py)
     M("tlb_ignores_vmid", "mmu", "rtl.mmu", "match[i].eq(t_valid[i] & (t_vmid[i] == r.user.vmid) & ",
       "match[i].eq(t_valid[i] & ", "no_foreign_page",
