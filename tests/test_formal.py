@@ -54,6 +54,21 @@ def test_unknown_property_is_a_precise_error():
         properties.find("axil", "nope")
 
 
+def test_memory_rows_are_read_by_name():
+    """A harness reads a queue's rows by the memory's name; a renamed memory is a precise error."""
+    from formal.harness import HarnessError, WhiteBox
+    from rtl.dma import DMAEngine
+    box = WhiteBox(DMAEngine(32, 48, 4, max_burst_beats=4, max_reads=2, max_writes=2, fifo_depth=16,
+                             cmd_depth=2, bytes_width=10), "DMAEngine")
+    box.module._MustUse__used = True  # (only looked into, never built)
+    rows = box.rows("wq")
+    assert len(rows) == 2 and hasattr(rows[0], "len")  # the W queue's layout, field by field
+    with pytest.raises(HarnessError, match=r"no submodule 'nope' in DMAEngine: did the RTL rename it\?"):
+        box.rows("nope")
+    with pytest.raises(HarnessError, match=r"DMAEngine: 'aw_ptr' is not a memory|no submodule"):
+        box.rows("aw_ptr")
+
+
 def test_unknown_group_is_one_line(capsys):
     assert run.main(["--groups", "axil,nope"]) == 2
     assert capsys.readouterr().err.strip() == f"formal: no group nope (groups: {', '.join(properties.GROUPS)})"
