@@ -534,6 +534,7 @@ class CPHarness(Harness):
 
         # ---- a write is one burst inside one aligned 32-byte block, of legal shape
         self.prove("aw_in_block", ~bus.awvalid | ((bus.awaddr[:lb] == 0) &
+                                                  (bus.awaddr[5:] == b("req_block", "writer")) &
                                                   (bus.awaddr[:5] + (bus.awlen + 1) * B <= 32)))
         self.prove("aw_legal", ~bus.awvalid | ((bus.awsize == lb) & (bus.awburst == 1) & (bus.awlen < nbeats)))
 

@@ -339,7 +339,8 @@ _group(Group(
           "responses routed to the ID that asked: each fetcher counts its own beats"),
         *_handshake("aw", "AWVALID", "AWREADY", "the AW payload (address, length, size, burst, ID, AxUSER)"),
         *_handshake("w", "WVALID", "WREADY", "WDATA, WSTRB, WLAST"),
-        A("aw_in_block", "a write burst lies inside one aligned 32-byte block, bus-aligned",
+        A("aw_in_block", "a write burst lies inside the aligned 32-byte block the CP asked the writer "
+          "to write, bus-aligned",
           "AXI A3.4.1: no burst crosses 4 KiB (a 32-byte block never does)"),
         A("aw_legal", "AWSIZE is the bus width, AWBURST INCR, at most a block's beats",
           "burst length and size legal for the data width"),
