@@ -566,6 +566,11 @@ class CPHarness(Harness):
         ih_write = (b("wr_src") == WriteSource.IH) & (block == slot[5:]) | \
             (b("wr_src") == WriteSource.VALUE) & (block == wb_addr[5:])
         self.prove("failed_packet_writes_nothing", ~(failed & start) | ih_write)
+        # (after a parser error: the cycle of `failed` that undoes the step, then the drain, the
+        # CP_ERROR entry and ERROR; the error is captured or latched meanwhile)
+        reporting = Cat(*(self.state(st) for st in b.states("cp") if st.startswith("IH_"))).any() & b("ih_err")
+        self.invariant(~failed | in_reset | (b("err_any") & (b("failed") | self.state("ERR_DRAIN") |
+                                                             self.state("ERROR") | reporting)))
 
         # ---- induction strengthening: the writer's beat against the ghost count, and its
         # request (block, mask, data source) held from the request to the response
@@ -574,7 +579,7 @@ class CPHarness(Harness):
         req = b("req_valid", "writer")
         self.invariant(~(req & ~start) | ((len_q == last - first) &
                                           (beats_q == Mux(w_sent, last - first + 1, cur - first)) &
-                                          (w_started | (beats_q == 0)) & (cur >= first) & (w_sent | (cur <= last))))
+                                          (w_started | (beats_q == 0)) & (w_sent | (cur >= first) & (cur <= last))))
         self.invariant(g_full == b("ar_valid"))
 
         # covers
