@@ -689,6 +689,10 @@ class CPHarness(Harness):
         n_polls = sum(ent_poll) + in_slot
         self.invariant(n_polls == b("poll_pending"))
         self.invariant(~b("poll_pending") | ~b("poll_req"))
+        # (a poll is in flight only while WAIT_REG_MEM waits for it, or the CP drains or resets)
+        self.invariant(~b("poll_pending") | self.state("WRM_RESP") | self.state("ERR_DRAIN") | in_reset)
+        self.invariant(~b("poll_req") | (self.state("WRM_READ") & ~b("oob")))
+        self.invariant(~(self.state("WRM_RESP") | self.state("WRM_SLEEP")) | ~b("oob"))
         for k in range(D):
             self.invariant(~live[k] | (ent_len[k] < fb) & (~ent_poll[k] | (ent_len[k] == 0)))
         self.invariant(~b("ar_valid") | (b("ar_len") < fb) & ((b("ar_id") != ID_POLL) | (b("ar_len") == 0)))
