@@ -405,12 +405,13 @@ _LIVE_BOUND = 16  # cycles; checked by the BMC (depth: the bound, the first door
 
 _group(Group(
     "cp_live", "rtl/cp/ CommandProcessor: a doorbell's work in cycles (small configuration)",
-    "formal.cp:CPHarness", "bmc", _LIVE_BOUND + 5, _LIVE_BOUND + 5,
+    "formal.cp:CPHarness", "bmc", _LIVE_BOUND + 5, 14,
     config=_CP_CONFIG.replace("rings of up to 16 dwords (RB_SIZE <= 3)", "a ring of 2 dwords (RB_SIZE 0: "
                               "fillers, a two-dword NOP or a refused header; no IB, WAIT_REG_MEM or write "
                               "fits, so the work is bounded)"),
     assumes=_CP_ASSUMES + "; memory takes every request and gives every response within 1 cycle of "
-            "waiting; the driver never halts, disables or soft-resets the CP",
+            "waiting; the driver never halts, disables or soft-resets the CP, and rings no other doorbell "
+            "until the work is done",
     args={"group": "cp_live", "latency": 1, "ring_log2_max": 0, "live_bound": _LIVE_BOUND},
     props=[
         A("doorbell_finishes", f"a doorbell's work is done (RB_RPTR at the doorbell's wptr, or past "
