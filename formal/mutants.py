@@ -294,7 +294,7 @@ MUTANTS: list[Mutant] = [
       "after the last W beat the AW is offered again before the B", depth=12),
     M("cp_failed_fence_written", "cp_bus", "rtl.cp.release_mem", "m.d.sync += c.wr_req.eq(ok)",
       "m.d.sync += c.wr_req.eq(1)", "failed_packet_writes_nothing",
-      "a RELEASE_MEM that fails its checks still asks for its fence write", depth=18),
+      "a RELEASE_MEM that fails its checks still asks for its fence write", depth=18, keep_going=False),
 
     # ---------------------------------------------------------------- SOFT_RESET and the writer in cycles (rtl/cp/)
     M("writer_w_after_aw", "cp_reset", "rtl.cp.writer", "self.wvalid.eq(self.req_valid & ~w_sent),",
@@ -307,11 +307,11 @@ MUTANTS: list[Mutant] = [
     M("reset_held_by_halt", "cp_reset", "rtl.cp.processor",
       "with m.If(~writer.busy & ~poll_pending & ~dma_busy_r & ~csr.control_soft_reset):",
       "with m.If(~writer.busy & ~poll_pending & ~dma_busy_r & ~csr.control_soft_reset & ~csr.control_halt):",
-      "reset_bound", "RESET also waits for HALT to clear: a halted CP never finishes its reset", depth=17),
+      "reset_bound", "RESET also waits for HALT to clear: a halted CP never finishes its reset", depth=17, keep_going=False),
 
     M("ring_done_keeps_rptr", "cp_live", "rtl.cp.processor", "m.d.sync += [rptr.eq(ring_pos), limit",
       "m.d.sync += [rptr.eq(rptr), limit", "doorbell_finishes",
-      "a finished ring packet does not move RB_RPTR: the work never shows done"),
+      "a finished ring packet does not move RB_RPTR: the work never shows done", depth=21, keep_going=False),
 
     # ---------------------------------------------------------------- the MMU (rtl/mmu.py)
     M("tlb_ignores_vmid", "mmu", "rtl.mmu", "match[i].eq(t_valid[i] & (t_vmid[i] == r.user.vmid) & ",
