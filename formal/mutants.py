@@ -311,7 +311,7 @@ MUTANTS: list[Mutant] = [
 
     M("ring_done_keeps_rptr", "cp_live", "rtl.cp.processor", "m.d.sync += [rptr.eq(ring_pos), limit",
       "m.d.sync += [rptr.eq(rptr), limit", "doorbell_finishes",
-      "a finished ring packet does not move RB_RPTR: the work never shows done", depth=21, keep_going=False),
+      "a finished ring packet does not move RB_RPTR: the work never shows done", depth=21),
 
     # ---------------------------------------------------------------- the MMU (rtl/mmu.py)
     M("tlb_ignores_vmid", "mmu", "rtl.mmu", "match[i].eq(t_valid[i] & (t_vmid[i] == r.user.vmid) & ",
