@@ -65,8 +65,10 @@ def free_csr(h):
 
 
 class CPHarness(Harness):
-    def __init__(self, group, data_width=32, fetch_depth=2, ring_log2_max=3, latency=0, ar_queue=4):
+    def __init__(self, group, data_width=32, fetch_depth=2, ring_log2_max=3, latency=0, ar_queue=4,
+                 live_bound=0):
         super().__init__()
+        self.live_bound = live_bound
         self.group = group
         self.data_width = data_width
         self.fetch_depth = fetch_depth
@@ -112,13 +114,15 @@ class CPHarness(Harness):
         m.d.comb += [bus.bvalid.eq(self.free(1, "mem_bvalid") & can_b), bus.bid.eq(0),
                      bus.bresp.eq(self.free(2, "mem_bresp")), bus.buser.eq(self.free(len(bus.buser), "mem_buser"))]
         m.d.sync += [aw_n.eq(aw_n + aw_hs - b_hs), wl_n.eq(wl_n + wl_hs - b_hs)]
-        self.mem = SimpleNamespace(count=count, aw_n=aw_n, wl_n=wl_n, beat=beat, q_len=q_len, rp=rp, qb=qb)
+        self.mem = SimpleNamespace(count=count, aw_n=aw_n, wl_n=wl_n, beat=beat, q_len=q_len, q_id=q_id,
+                                   rp=rp, qb=qb, D=D, waits={})
         if self.latency:
             L = self.latency
             for name, waiting, answer in (
                     ("ar", bus.arvalid, bus.arready), ("aw", bus.awvalid, bus.awready),
                     ("w", bus.wvalid, bus.wready), ("r", count != 0, bus.rvalid), ("b", can_b, bus.bvalid)):
                 t = Signal(range(L + 2), name=f"mem_wait_{name}")
+                self.mem.waits[name] = t
                 with m.If(waiting & ~answer):
                     m.d.sync += t.eq(t + 1)
                 with m.Else():
@@ -476,3 +480,255 @@ class CPHarness(Harness):
         for code in properties._cp_error_codes():
             self.cover(f"error_{code.name.lower()}", err & (b("err_code") == code))
         self.cover("reset_after_error", left & was(drained))
+
+    # ------------------------------------------------------------------ cp_bus
+    def group_bus(self, m, b, csr, cp):
+        """The CP's AXI master side: the AR slice (rtl/cp/bus_port.py) and the block writer
+        (rtl/cp/writer.py) as the memory sees them, and the failing packet's writes."""
+        from rtl.cp.bus_port import ID_POLL
+        bus = cp.bus
+        was = self.past
+        B = self.data_width // 8
+        lb = B.bit_length() - 1
+        nbeats = 32 // B
+        in_reset = self.state("RESET")
+
+        # ---- AR: VALID held and the payload stable until ARREADY
+        ar_payload = Cat(bus.araddr, bus.arlen, bus.arsize, bus.arburst, bus.arid, bus.aruser)
+        waited, old = self.held(bus.arvalid, bus.arready, ar_payload)
+        self.prove("ar_held", ~waited | bus.arvalid)
+        self.prove("ar_stable", ~waited | (ar_payload == old))
+        # every AR is a client's request as the slice took it (address, length, the client's ID),
+        # one per take: the fetchers' own proofs (fetch.*: window, 4 KiB, lengths) then hold
+        # on the CP's AR channel
+        takes = [(b("arvalid", f"fetch{i}") & b("arready", f"fetch{i}"), b("araddr", f"fetch{i}"),
+                  b("arlen", f"fetch{i}"), i) for i in range(1 + cp.ib_levels)]
+        poll_addr = b("poll_addr")
+        takes.append((b("poll_taken"), Cat(Const(0, lb), poll_addr[lb:]), Const(0, 8), ID_POLL))
+        g_full = Signal(name="ghost_ar_full")
+        g_addr, g_len, g_id = Signal(48, name="ghost_ar_addr"), Signal(8, name="ghost_ar_len"), \
+            Signal(4, name="ghost_ar_id")
+        n_takes = sum(t for t, *_ in takes)
+        with m.If(bus.arvalid & bus.arready):
+            m.d.sync += g_full.eq(0)
+        for take, addr, length, cid in takes:
+            with m.If(take):
+                m.d.sync += [g_full.eq(1), g_addr.eq(addr), g_len.eq(length), g_id.eq(cid)]
+        self.prove("ar_from_client", (n_takes <= 1) & ~(g_full & (n_takes != 0)) &
+                   (bus.arvalid == g_full) &
+                   (~bus.arvalid | ((bus.araddr == g_addr) & (bus.arlen == g_len) & (bus.arid == g_id))))
+        self.prove("ar_legal", ~bus.arvalid | ((bus.arsize == lb) & (bus.arburst == 1) &
+                                               ((bus.arid != ID_POLL) | (bus.arlen == 0))))
+        routed = Cat(*(b("rvalid", f"fetch{i}") == (bus.rvalid & (bus.rid == i)) for i in range(1 + cp.ib_levels)))
+        self.prove("r_routed", routed.all() & (b("poll_rvalid") == (bus.rvalid & (bus.rid == ID_POLL))) &
+                   bus.rready)
+
+        # ---- AW and W: VALID held and the payload stable until READY
+        for ch, valid, ready, payload in (
+                ("aw", bus.awvalid, bus.awready,
+                 Cat(bus.awaddr, bus.awlen, bus.awsize, bus.awburst, bus.awid, bus.awuser)),
+                ("w", bus.wvalid, bus.wready, Cat(bus.wdata, bus.wstrb, bus.wlast))):
+            waited, old = self.held(valid, ready, payload)
+            self.prove(f"{ch}_held", ~waited | valid)
+            self.prove(f"{ch}_stable", ~waited | (payload == old))
+
+        # ---- a write is one burst inside one aligned 32-byte block, of legal shape
+        self.prove("aw_in_block", ~bus.awvalid | ((bus.awaddr[:lb] == 0) &
+                                                  (bus.awaddr[5:] == b("req_block", "writer")) &
+                                                  (bus.awaddr[:5] + (bus.awlen + 1) * B <= 32)))
+        self.prove("aw_legal", ~bus.awvalid | ((bus.awsize == lb) & (bus.awburst == 1) & (bus.awlen < nbeats)))
+
+        # ---- W: AWLEN + 1 beats, WLAST on the last; only for the write under way, whose AW is
+        # offered or accepted (W may go first: AXI allows it, and the mux holds it for its AW)
+        start = self.writer_start()
+        len_q = Signal(8, name="ghost_w_len")
+        beats_q = Signal(8, name="ghost_w_beats")
+        cur_len = Mux(start, bus.awlen, len_q)
+        cur_beats = Mux(start, 0, beats_q)
+        w_hs = bus.wvalid & bus.wready
+        m.d.sync += [len_q.eq(cur_len), beats_q.eq(cur_beats + w_hs)]
+        self.prove("wlast_beat", ~bus.wvalid | ((cur_beats <= cur_len) & (bus.wlast == (cur_beats == cur_len))))
+        aw_sent = b("aw_sent", "writer")
+        self.prove("w_with_aw", ~bus.wvalid | (b("req_valid", "writer") & (bus.awvalid | aw_sent)))
+        # one write at a time: no AW and no last W beat before the previous write's B
+        self.prove("one_write", (self.mem.aw_n <= 1) & (self.mem.wl_n <= 1))
+
+        # ---- a packet whose check fails writes nothing: from the parser's error on, the only
+        # writes requested (until soft reset) are the CP_ERROR IH entry and its IH_WPTR write-back
+        failed = Signal(name="ghost_parser_failed")
+        with m.If(b("fsm_err") & ~self.state("RESET")):
+            m.d.sync += failed.eq(1)
+        with m.If(in_reset):
+            m.d.sync += failed.eq(0)
+        slot = (b("ih_base") + (b("ih_wptr") & (b("ih_bytes") - 1)))[:48]
+        wb_addr = Cat(csr.ih_wptr_addr_lo, csr.ih_wptr_addr_hi)
+        block = b("req_block", "writer")
+        ih_write = (b("wr_src") == WriteSource.IH) & (block == slot[5:]) | \
+            (b("wr_src") == WriteSource.VALUE) & (block == wb_addr[5:])
+        self.prove("failed_packet_writes_nothing", ~(failed & start) | ih_write)
+        # (after a parser error: the cycle of `failed` that undoes the step, then the drain, the
+        # CP_ERROR entry and ERROR; the error is captured or latched meanwhile)
+        reporting = Cat(*(self.state(st) for st in b.states("cp") if st.startswith("IH_"))).any() & b("ih_err")
+        self.invariant(~failed | in_reset | (b("err_any") & (b("failed") | self.state("ERR_DRAIN") |
+                                                             self.state("ERROR") | reporting)))
+
+        # ---- induction strengthening: the writer's beat against the ghost count, and its
+        # request (block, mask, data source) held from the request to the response
+        w_started, w_sent = b("w_started", "writer"), b("w_sent", "writer")
+        first, last, cur = b("first", "writer"), b("last", "writer"), b("cur", "writer")
+        req = b("req_valid", "writer")
+        self.invariant(~(req & ~start) | ((len_q == last - first) &
+                                          (beats_q == Mux(w_sent, last - first + 1, cur - first)) &
+                                          (w_started | (beats_q == 0)) & (w_sent | (cur >= first) & (cur <= last))))
+        self.invariant(g_full == b("ar_valid"))
+
+        # covers
+        self.cover("w_before_aw", w_hs & bus.awvalid & ~bus.awready)
+        self.cover("whole_block", w_hs & bus.wlast & (cur_len == nbeats - 1))
+        self.cover("poll_waits_for_slot", b("poll_req") & bus.arvalid & ~bus.arready)
+        self.cover("parser_error_entry", failed & start & ih_write)
+
+    # ------------------------------------------------------------------ cp_reset
+    def group_reset(self, m, b, csr, cp):
+        """SOFT_RESET in cycles: with a memory that takes every request and gives every
+        response within `latency` cycles, RESET ends within a bound worked out from what can be
+        outstanding when the pulse comes (one block write, one poll behind the queued reads).
+        Proved by k-induction with a potential: the cycles since the pulse plus an upper bound
+        of the cycles the outstanding work still needs never exceed the bound, and the work's
+        bound drops by at least one every cycle (each pending handshake either waits, which
+        the memory's wait counter counts, or happens)."""
+        from rtl.cp.bus_port import ID_POLL
+        L = self.latency
+        assert L, "cp_reset needs a memory latency"
+        bus = cp.bus
+        mem = self.mem
+        t = mem.waits
+        soft = csr.control_soft_reset
+        in_reset = self.state("RESET")
+        B = self.data_width // 8
+        nbeats = 32 // B
+        fb = min(8, self.fetch_depth)  # the fetchers' longest burst (fetch.burst_legal)
+        D = mem.D
+
+        # the fetchers' bursts are at most their longest (proved by fetch.burst_legal)
+        for i in range(1 + cp.ib_levels):
+            self.assume(~b("arvalid", f"fetch{i}") | (b("arlen", f"fetch{i}") < fb))
+
+        # ---- the writer's outstanding work (cycles, at most)
+        req = b("req_valid", "writer")
+        aw_sent, w_sent = b("aw_sent", "writer"), b("w_sent", "writer")
+        last, cur = b("last", "writer"), b("cur", "writer")
+        W = 16
+        a_part = Mux(aw_sent, 0, L + 1 - t["aw"])
+        w_part = Mux(w_sent, 0, (last - cur + 1) * (L + 1) - t["w"])
+        aw_w = Mux(a_part > w_part, a_part, w_part)
+        b_part = Mux(aw_sent & w_sent, L + 1 - t["b"], L + 1)
+        p_w = Signal(W, name="pot_writer")
+        m.d.comb += p_w.eq(Mux(req, aw_w + b_part + 1, 0))
+        p_w_max = (nbeats + 1) * (L + 1) + 1
+        # a write of AWLEN + 1 beats is answered within (AWLEN + 2)(L + 1) cycles of its request:
+        # its work bound when it starts is at most (AWLEN + 2)(L + 1) + 1 and drops every cycle
+        start = self.writer_start()
+        w_len = Signal(8, name="ghost_w_len")
+        w_age = Signal(range(p_w_max + 2), name="ghost_w_age")
+        cur_len = Mux(start, bus.awlen, w_len)
+        cur_age = Mux(start, 0, w_age)
+        m.d.sync += [w_len.eq(cur_len), w_age.eq(Mux(cur_age <= p_w_max, cur_age + 1, cur_age))]
+        self.prove("writer_bound", ~req | (cur_age < (cur_len + 2) * (L + 1)))
+
+        # ---- the poll's: in the slice's slot, or queued in the memory behind earlier reads
+        live = [Signal(name=f"mem_live{k}") for k in range(D)]
+        ent_len = [Signal(8, name=f"mem_len_at{k}") for k in range(D)]
+        ent_poll = [Signal(name=f"mem_poll_at{k}") for k in range(D)]
+        for k in range(D):
+            idx = (mem.rp + k)[:mem.qb]
+            m.d.comb += [live[k].eq(k < mem.count), ent_len[k].eq(mem.q_len[idx]),
+                         ent_poll[k].eq(live[k] & (mem.q_id[idx] == ID_POLL))]
+        beats = [Mux(live[k], ent_len[k] + 1, 0) for k in range(D)]
+        s_all = sum(beats) - mem.beat
+        upto = []
+        seen = Const(0)
+        for k in range(D):
+            upto.append(Mux(seen, 0, beats[k]))
+            seen = seen | ent_poll[k]
+        s_upto = sum(upto) - mem.beat
+        in_slot = b("ar_valid") & (b("ar_id") == ID_POLL)
+        p_p = Signal(W, name="pot_poll")
+        m.d.comb += p_p.eq(Mux(~b("poll_pending"), 0,
+                               Mux(in_slot, L + 1 - t["ar"] + (s_all + 1) * (L + 1) - t["r"],
+                                   s_upto * (L + 1) - t["r"])))
+        p_p_max = (L + 1) + (D * fb + 1) * (L + 1)
+        bound = 1 + max(p_w_max, p_p_max)
+        assert bound == properties._reset_bound(self.data_width, L, D, fb), "formal/properties.py says another bound"
+
+        # cycles since the last SOFT_RESET pulse, while RESET lasts
+        since = Signal(range(bound + 2), name="reset_cycles")
+        with m.If(soft):
+            m.d.sync += since.eq(1)
+        with m.Elif(in_reset & (since <= bound)):
+            m.d.sync += since.eq(since + 1)
+        self.prove("reset_bound", ~(in_reset & ~soft) | (since <= bound))
+        left = self.past(in_reset) & ~in_reset
+        fetchers_stopped = ~Cat(*(b("active", f"fetch{i}") for i in range(1 + cp.ib_levels))).any()
+        self.prove("reset_idle", ~(self.started & left) |
+                   (self.state("RUN") & ~req & ~aw_sent & ~w_sent & ~b("poll_pending") & ~b("poll_req") &
+                    fetchers_stopped & ~b("ring_running") & (mem.aw_n == 0) & (mem.wl_n == 0)))
+
+        # ---- induction strengthening
+        for name, tw in t.items():
+            self.invariant(tw <= L)
+        pot = Mux(p_w > p_p, p_w, p_p)
+        self.invariant(~(in_reset & ~soft & self.started) | ((since >= 1) & (since + pot <= bound)))
+        self.invariant((p_w <= p_w_max) & (p_p <= p_p_max))
+        self.invariant(~req | (cur_age + p_w <= (cur_len + 2) * (L + 1) + 1))
+        self.invariant(~req | (cur_len == last - b("first", "writer")))
+        # the writer's beat lies in the burst until its last is sent
+        self.invariant(~req | w_sent | ((cur >= b("first", "writer")) & (cur <= last)))
+        # one poll at a time: pending while in the slot or queued (exactly one of them), and
+        # not asked for again meanwhile; queued bursts as long as their clients' longest
+        n_polls = sum(ent_poll) + in_slot
+        self.invariant(n_polls == b("poll_pending"))
+        self.invariant(~b("poll_pending") | ~b("poll_req"))
+        # (a poll is in flight only while WAIT_REG_MEM waits for it, or the CP drains or resets)
+        self.invariant(~b("poll_pending") | self.state("WRM_RESP") | self.state("ERR_DRAIN") | in_reset)
+        self.invariant(~b("poll_req") | (self.state("WRM_READ") & ~b("oob")))
+        self.invariant(~(self.state("WRM_RESP") | self.state("WRM_SLEEP")) | ~b("oob"))
+        for k in range(D):
+            self.invariant(~live[k] | (ent_len[k] < fb) & (~ent_poll[k] | (ent_len[k] == 0)))
+        self.invariant(~b("ar_valid") | (b("ar_len") < fb) & ((b("ar_id") != ID_POLL) | (b("ar_len") == 0)))
+        self.invariant(Mux(mem.count == 0, mem.beat == 0, mem.beat <= ent_len[0]))
+        self.invariant(~b("resetting") | in_reset)
+        self.invariant(mem.count <= D)
+
+        self.cover("reset_waits_for_write", in_reset & ~soft & req & (since >= 2))
+        self.cover("reset_waits_for_poll", in_reset & ~soft & b("poll_pending"))
+
+    # ------------------------------------------------------------------ cp_live
+    def group_live(self, m, b, csr, cp):
+        """Liveness with a bound, for a small configuration, by BMC: with a memory that answers
+        within `latency` cycles and a ring of two dwords (so a doorbell's work is at most two
+        dwords: fillers, a two-dword NOP, or a packet the parser refuses), the driver neither
+        halting, disabling nor resetting the CP and ringing no other doorbell meanwhile, a doorbell's work is done (STATUS.IDLE with
+        RB_RPTR at its wptr) or an error is latched within `bound` cycles of the doorbell."""
+        assert self.latency, "cp_live needs a memory latency"
+        bound = self.live_bound
+        self.assume(~csr.control_halt & csr.rb_cntl_enable & ~csr.control_soft_reset)
+        look, v = self.doorbell()
+        ok = look & ~(v - b("wptr"))[31] & ((v - b("rptr"))[:32] <= b("ring_mask") + 1)
+        tracked = Signal(name="live_tracked")
+        target = Signal(32, name="live_target")
+        r0 = Signal(32, name="live_rptr0")
+        age = Signal(range(bound + 2), name="live_age")
+        with m.If(~tracked & ok):
+            m.d.sync += [tracked.eq(1), target.eq(v), r0.eq(b("rptr")), age.eq(1)]
+        with m.Elif(tracked & (age <= bound)):
+            m.d.sync += age.eq(age + 1)
+        # (later doorbells may add work: RB_RPTR reaching the doorbell's wptr, or passing it
+        # with a packet that a later doorbell completed, is this doorbell's work done)
+        reached = (b("rptr") - r0)[:32] >= (target - r0)[:32]
+        # the driver rings once and waits: no later doorbell adds to the work meanwhile (a
+        # header before the doorbell's wptr whose packet a later doorbell completes would make
+        # its work depend on that doorbell)
+        self.assume(~(tracked & ~reached & ~b("err") & csr.rb_doorbell_swmod))
+        self.prove("doorbell_finishes", ~(tracked & (age > bound)) | reached | b("err"))
+        self.cover("doorbell_work_done", tracked & reached & ~b("err") & (target != r0))

@@ -8,12 +8,12 @@ and answers a write burst with B once its AW and last W beat are in, held until 
 Ghost FIFOs of the accepted AW lengths follow the W channel.
 """
 
-from amaranth.hdl import Array, Cat, Signal
+from amaranth.hdl import Array, Cat, Mux, Signal
 
 from rtl.bus import BURST_INCR, RESP_OKAY
 from rtl.dma import DMAEngine
 
-from .harness import Harness
+from .harness import Harness, WhiteBox
 
 
 class DMAHarness(Harness):
@@ -40,7 +40,8 @@ class DMAHarness(Harness):
         dut = DMAEngine(self.dw, 48, 4, read_id=0, write_id=0, max_burst_beats=self.mb,
                         max_reads=self.max_reads, max_writes=self.max_writes, fifo_depth=fifo_depth,
                         cmd_depth=2, bytes_width=self.bw)
-        m.submodules.dut = dut
+        box = WhiteBox(dut, "DMAEngine")
+        m.submodules.dut = box.module
         self.no_reset()
         bus = dut.bus
         for f in ("cmd_valid", "cmd_src", "cmd_dst", "cmd_bytes", "cmd_fill", "cmd_raw_wait", "abort"):
@@ -112,18 +113,92 @@ class DMAHarness(Harness):
         self.prove("w_after_aw", ~bus.wvalid | (wcount != 0))
         self.prove("reads_limit", rcount <= self.max_reads)
         self.prove("writes_limit", (wcount + b_owed) <= self.max_writes)
-        cmds = Signal(8)
-        dones = Signal(8)
+        # `done` against the commands accepted: `owed` counts accepted commands without
+        # their `done`. Checked until the first error or abort (`aborted`): after it the engine
+        # reports the drained commands from its error pointer, whose validity needs the
+        # realigner's progress tied to the write side (not stated; only tested and, to the
+        # BMC depth of the old harness, checked)
+        owed = Signal(range(2 * 2 + 2))
         aborted = Signal()
-        with m.If(dut.cmd_valid & dut.cmd_ready):
-            m.d.sync += cmds.eq(cmds + 1)
-        with m.If(dut.done):
-            m.d.sync += dones.eq(dones + 1)
-        with m.If(dut.abort):
+        aborting = box("aborting")
+        m.d.sync += owed.eq(owed + (dut.cmd_valid & dut.cmd_ready) - dut.done)
+        with m.If(dut.abort | aborting):  # (an error starts `aborting`, an abort `silent` too)
             m.d.sync += aborted.eq(1)
-        self.prove("done_per_command", aborted | (dones <= cmds))
+        self.prove("done_per_command", aborted | aborting | ~dut.done | (owed != 0))
+
+        self.strengthen(m, box, dict(rcount=rcount, wq=wq, wwp=wwp, wrp=wrp, wbeat=wbeat, wcount=wcount,
+                                     b_owed=b_owed, owed=owed, aborted=aborted))
 
         self.cover("split_at_4k", ar_hs & (bus.araddr[:12] + (bus.arlen + 1) * B == 4096))
         self.cover("copy_done", dut.done & (dut.resp == RESP_OKAY) & ~dut.cmd_fill)
         self.cover("error_done", dut.done & (dut.resp != RESP_OKAY))
         self.cover("abort_in_flight", dut.abort & (rcount != 0))
+
+    def strengthen(self, m, box, g):
+        """The invariants k-induction needs: the engine's own state tied to the ghost state
+        (each follows from the RTL's update rules in one step; see each comment)."""
+        g = type("G", (), g)
+        B = self.dw // 8
+        bnd = min(self.mb, 4096 // B)       # bursts end at bnd-beat boundaries (rtl/dma.py)
+        bnd_bits = bnd.bit_length() - 1
+        Q = self.max_writes
+        qpw = Q.bit_length()                # the B/W queues' pointers carry a wrap bit
+        cpw = 2                             # command pointers: cmd_depth 2 and a wrap bit
+
+        def count(wp, rp, bits):
+            return (wp - rp)[:bits]
+
+        # the read walker: a valid AR belongs to an active command; a burst lies inside one
+        # bnd-beat block and, unless it is the command's last, runs to the block's end (so the
+        # next one starts on a boundary); the read count is the ghost's and has room
+        for p, valid in (("r", "ar_valid"), ("a", "aw_valid")):
+            act, n, last, addr = box(f"{p}_act"), box(f"{p}_n"), box(f"{p}_last"), box(f"{p}_addr")
+            lo = addr[:bnd_bits] if bnd_bits else 0
+            self.invariant(~box(valid) | act)
+            self.invariant(~act | ((n >= 1) & (n <= bnd) & (lo + n <= bnd) & (last | (lo + n == bnd))))
+        self.invariant(box("ar_out") == g.rcount)
+        self.invariant(~box("ar_valid") | (box("ar_out") < self.max_reads))
+
+        # the W queue is the ghost FIFO of AW lengths: the same pointers (the ghost's are a
+        # bit wider), the same lengths, the same beat
+        wq_wp, wq_rp = box("wq_wp"), box("wq_rp")
+        self.invariant((wq_wp == g.wwp[:qpw]) & (wq_rp == g.wrp[:qpw]) & (box("w_beat") == g.wbeat))
+        self.invariant(g.wcount <= Q)
+        wq_rows = box.rows("wq")
+        qbits = max(1, Q.bit_length() - 1)
+        self.invariant(Mux(g.wcount == 0, g.wbeat == 0, g.wbeat <= g.wq[g.wrp[:len(g.wrp) - 1]]))
+        for k in range(Q):
+            row = self.pick(wq_rows, (wq_rp + k)[:qbits])
+            self.invariant((k >= g.wcount) | (row.len == g.wq[(g.wrp + k)[:len(g.wrp) - 1]]))
+
+        # the B queue: an entry per AW sent (and per zero-length command, `nob`, which is a
+        # command's last): its non-`nob` entries are the bursts whose W is to come or whose B
+        # is owed, so the W queue never holds more than it; a valid AW has a free entry
+        bq_wp, bq_rp = box("bq_wp"), box("bq_rp")
+        bq_count = count(bq_wp, bq_rp, qpw)
+        self.invariant(bq_count <= Q)
+        bq_rows = box.rows("bq")
+        live = [Signal(name=f"bq_live{k}") for k in range(Q)]
+        rows_k = [self.pick(bq_rows, (bq_rp + k)[:qbits]) for k in range(Q)]
+        for k in range(Q):
+            m.d.comb += live[k].eq(k < bq_count)
+            self.invariant(~live[k] | ~rows_k[k].nob | rows_k[k].last)
+        nonnob = sum(live[k] & ~rows_k[k].nob for k in range(Q))
+        lasts = sum(live[k] & rows_k[k].last for k in range(Q))
+        self.invariant(nonnob == g.wcount + g.b_owed)
+        self.invariant(~box("aw_valid") | (bq_count < Q))
+
+        # commands (until the first error or abort): done <= aw <= wr in queue order, and
+        # every command with a `last` entry in the B queue lies in [done, aw)
+        wr, aw, done = box("wr_ptr"), box("aw_ptr"), box("done_ptr")
+        d_wr, d_aw = count(wr, done, cpw), count(aw, done, cpw)
+        gone = g.aborted | box("aborting")
+        self.invariant(gone | ~box("silent"))
+        self.invariant(gone | ((d_wr <= 2) & (g.owed == d_wr) & (d_aw <= d_wr) & (~box("a_act") | (d_aw < d_wr)) &
+                                    (lasts <= d_aw)))
+
+    @staticmethod
+    def pick(rows, index):
+        """rows[index] for a signal index (the rows are Views of one layout)."""
+        from amaranth.lib import data
+        return data.View(rows[0].shape(), Array(r.as_value() for r in rows)[index])

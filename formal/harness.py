@@ -74,6 +74,38 @@ class WhiteBox:
             raise HarnessError(f"no signal {name!r} is driven in {where}: did the RTL rename it?")
         return sig
 
+    def rows(self, name: str, path: str = "") -> list:
+        """Every row of the memory `name` (a submodule of the block, or of its submodule
+        `path`), each as a signal read through a read port of its own (added here: the block
+        never sees it). Induction needs a queue's contents tied to the harness's ghost queue,
+        and a memory's rows are no signals of the RTL (amaranth's MemoryData rows exist for
+        simulation only). Each row is a View of the memory's shape."""
+        from amaranth.hdl import Const
+        from amaranth.hdl._mem import MemoryInstance
+        from amaranth.lib import data
+        from amaranth.utils import ceil_log2
+        frag = self.fragment
+        for part in [p for p in path.split(".") if p] + [name]:
+            for sub, sub_name, _ in frag.subfragments:
+                if sub_name == part:
+                    frag = sub
+                    break
+            else:
+                where = f"{self.label}.{path}" if path else self.label
+                raise HarnessError(f"no submodule {part!r} in {where}: did the RTL rename it?")
+        if not isinstance(frag, MemoryInstance):
+            raise HarnessError(f"{self.label}: {name!r} is not a memory")
+        shape = frag._data.shape
+        from amaranth.hdl import Shape
+        width = Shape.cast(shape).width
+        out = []
+        for i in range(frag._data.depth):
+            sig = Signal(width, name=f"{name}_row{i}")
+            frag.read_port(domain="comb", addr=Const(i, ceil_log2(frag._data.depth)), data=sig,
+                           en=Const(1, 1), transparent_for=())
+            out.append(data.View(shape, sig) if isinstance(shape, data.Layout) else sig)
+        return out
+
     def state(self, fsm: str, name: str, path: str = "") -> Value:
         """True while the FSM `fsm` (its `<fsm>_state` signal) is in state `name`."""
         sig = self(f"{fsm}_state", path)

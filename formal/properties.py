@@ -155,7 +155,7 @@ _group(Group(
 
 # ------------------------------------------------------------------------- the DMA engine
 _group(Group(
-    "dma", "rtl/dma.py DMAEngine (its AXI4 master port)", "formal.dma:DMAHarness", "bmc", 12, 12,
+    "dma", "rtl/dma.py DMAEngine (its AXI4 master port)", "formal.dma:DMAHarness", "prove", 3, 12,
     config="a 32-bit bus (the device: 64); bursts of up to 4 beats (16), 2 reads and 2 writes in "
            "flight (8 and 8), a 16-beat data FIFO, 2 commands queued, transfers of up to 512 bytes "
            "(2^20): the burst splitting is the same min(bursts, 4 KiB) arithmetic at every size, and "
@@ -184,7 +184,8 @@ _group(Group(
           "the configured limit: the data FIFO has room for every beat in flight"),
         A("writes_limit", "at most 2 write bursts without their B (max_writes)",
           "nothing outstanding beyond the configured limit"),
-        A("done_per_command", "`done` never pulses more often than commands were accepted",
+        A("done_per_command", "`done` never pulses more often than commands were accepted (until the "
+          "first error response or abort: the error drain's reports are tested, not proved)",
           "the CP counts completions per DMA_DATA packet"),
         C("split_at_4k", "a read burst ending exactly at a 4 KiB boundary"),
         C("copy_done", "a copy completing OKAY"),
@@ -319,6 +320,106 @@ _group(Group(
           "the bus is quiet: the KMD's reset never hangs on the CP"),
     ] + [C(f"error_{c.name.lower()}", f"CP_ERROR {c.name} latched")
          for c in _cp_error_codes()] + [C("reset_after_error", "a soft reset that clears an error")],
+))
+
+
+_group(Group(
+    "cp_bus", "rtl/cp/ the CP's AXI4 master side: the AR slice (bus_port.py) and the block writer "
+    "(writer.py)", "formal.cp:CPHarness", "prove", 3, 16,
+    config=_CP_CONFIG, assumes=_CP_ASSUMES, args={"group": "cp_bus"},
+    props=[
+        *_handshake("ar", "ARVALID", "ARREADY", "the AR payload (address, length, size, burst, ID, AxUSER)"),
+        A("ar_from_client", "every AR is the request a read client (a fetcher, the poll) offered when "
+          "the slice took it: its address, its length, the client's ID; one AR per take, a take only "
+          "into an empty slot", "the fetchers' proofs (fetch.*: the window, 4 KiB, burst lengths) "
+          "then hold on the CP's AR channel; a lost or duplicated read hangs a fetcher"),
+        A("ar_legal", "ARSIZE is the bus width, ARBURST INCR; a poll is one beat",
+          "burst size and type legal for the data width"),
+        A("r_routed", "an R beat reaches exactly the client its ID names; RREADY is always high",
+          "responses routed to the ID that asked: each fetcher counts its own beats"),
+        *_handshake("aw", "AWVALID", "AWREADY", "the AW payload (address, length, size, burst, ID, AxUSER)"),
+        *_handshake("w", "WVALID", "WREADY", "WDATA, WSTRB, WLAST"),
+        A("aw_in_block", "a write burst lies inside the aligned 32-byte block the CP asked the writer "
+          "to write, bus-aligned",
+          "AXI A3.4.1: no burst crosses 4 KiB (a 32-byte block never does)"),
+        A("aw_legal", "AWSIZE is the bus width, AWBURST INCR, at most a block's beats",
+          "burst length and size legal for the data width"),
+        A("wlast_beat", "each write has exactly AWLEN + 1 W beats, WLAST on the last",
+          "a slave counts beats by AWLEN or by WLAST: they must agree"),
+        A("w_with_aw", "a W beat is offered only for the write under way, whose AW is offered or "
+          "accepted (W may go first, as AXI allows: the mux holds it until its AW is forwarded, "
+          "mux.w_after_aw)", "write data never without its address"),
+        A("one_write", "no AW and no last W beat before the previous write's B: one write outstanding",
+          "nothing outstanding beyond the limit: errors are exact and a fence is never visible "
+          "before the data it follows"),
+        A("failed_packet_writes_nothing", "once the parser flags an error (a failed check, a bad "
+          "response), the only writes requested until soft reset are the CP_ERROR IH entry and its "
+          "IH_WPTR write-back: the failing packet's speculative first step asks for none",
+          "errors are terminal and precise: a packet that fails its checks writes nothing (a DMA or "
+          "doorbell error stops the parser at the packet boundary: cp_errors.no_packet_after_error)"),
+        C("w_before_aw", "a W beat accepted while its AW waits"),
+        C("whole_block", "a write of a whole 32-byte block (every beat)"),
+        C("poll_waits_for_slot", "the poll waiting while the slice holds another read"),
+        C("parser_error_entry", "the CP_ERROR IH entry requested after a parser error"),
+    ],
+))
+
+
+def _reset_bound(data_width=64, latency=1, ar_queue=2, fetch_burst=2):
+    """cp_reset's bound in cycles (formal/cp.py group_reset works it out the same way)."""
+    L, nbeats = latency, 32 // (data_width // 8)
+    return 1 + max((nbeats + 1) * (L + 1) + 1, (L + 1) + (ar_queue * fetch_burst + 1) * (L + 1))
+
+
+_group(Group(
+    "cp_reset", "rtl/cp/processor.py and writer.py: SOFT_RESET and the block writer in cycles",
+    "formal.cp:CPHarness", "prove", 3, 20,
+    config=_CP_CONFIG.replace("a 32-bit bus", "a 64-bit bus") + "; a memory that queues 2 reads",
+    assumes=_CP_ASSUMES + "; and memory takes every request and gives every response within 1 "
+            "cycle of waiting (L = 1: each AR, AW, W beat, R beat and B waits at most one cycle); "
+            "the fetchers' bursts are at most 2 beats (fetch.burst_legal)",
+    args={"group": "cp_reset", "data_width": 64, "latency": 1, "ar_queue": 2},
+    props=[
+        A("reset_bound", f"RESET ends within {_reset_bound()} cycles of the last SOFT_RESET pulse: "
+          "1 + max((B + 1)(L + 1) + 1, (L + 1)(Q F + 2)) with B = 4 beats a block, L = 1 cycle of "
+          "memory latency, Q = 2 reads queued in memory, F = 2 beats a fetch burst (the one block "
+          "write that may be under way, or the one poll behind every queued read)",
+          "SOFT_RESET returns every state machine to idle within a bounded number of cycles: the "
+          "KMD's reset (kmd_model) waits for it with a timeout"),
+        A("reset_idle", "when RESET ends every state machine is idle: the parser in RUN, the writer "
+          "without a request or a write outstanding, no poll asked for or in flight, every fetcher "
+          "stopped and the ring fetcher not running", "the reset is complete: nothing of the old "
+          "work reaches memory or the parser afterwards"),
+        A("writer_bound", "a block write of AWLEN + 1 beats is answered (B) within (AWLEN + 2)(L + 1) "
+          "cycles of its request: AW and the W beats go out side by side, each waiting at most L "
+          "cycles, and B at most L after both", "liveness where bounded: every write the CP "
+          "waits for (a fence, WRITE_DATA, a write-back, an IH entry) ends within a bound, so a "
+          "packet's time is its memory latency, not a hang"),
+        C("reset_waits_for_write", "RESET waiting two cycles or more for a block write"),
+        C("reset_waits_for_poll", "RESET waiting for a WAIT_REG_MEM poll"),
+    ],
+))
+
+
+_LIVE_BOUND = 16  # cycles; checked by the BMC (depth: the bound, the first doorbell's two cycles and margin)
+
+_group(Group(
+    "cp_live", "rtl/cp/ CommandProcessor: a doorbell's work in cycles (small configuration)",
+    "formal.cp:CPHarness", "bmc", _LIVE_BOUND + 5, 14,
+    config=_CP_CONFIG.replace("rings of up to 16 dwords (RB_SIZE <= 3)", "a ring of 2 dwords (RB_SIZE 0: "
+                              "fillers, a two-dword NOP or a refused header; no IB, WAIT_REG_MEM or write "
+                              "fits, so the work is bounded)"),
+    assumes=_CP_ASSUMES + "; memory takes every request and gives every response within 1 cycle of "
+            "waiting; the driver never halts, disables or soft-resets the CP, and rings no other doorbell "
+            "until the work is done",
+    args={"group": "cp_live", "latency": 1, "ring_log2_max": 0, "live_bound": _LIVE_BOUND},
+    props=[
+        A("doorbell_finishes", f"a doorbell's work is done (RB_RPTR at the doorbell's wptr, or past "
+          f"it) or CP_ERROR is latched within {_LIVE_BOUND} cycles of the doorbell",
+          "liveness where bounded: accepted work finishes or errors; a CP that stalls with work "
+          "in its ring fails it"),
+        C("doorbell_work_done", "a doorbell's work done without error"),
+    ],
 ))
 
 
