@@ -1,8 +1,8 @@
 """Many rings: the SDMA ring beside the gfx ring, the drm_sched-like scheduler (entities,
 priorities, dependencies from any ring, hw_submission_limit), CS ring choice and dependency
 chunks with their errnos, and recovery per ring, in the shapes of igt's amd_queue_reset,
-gem_reset_stats and gem_exec_whisper (reference-model backend: the RTL has no copy engine
-yet; `check_copy_ring_on_this_backend` runs on the RTL too and pins its refusal)."""
+gem_reset_stats and gem_exec_whisper (reference-model backend; `check_copy_ring_on_this_backend`
+runs on the RTL's copy engine too, tests/test_rtl_drivers.py)."""
 
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ HANG = lambda addr: sdma.poll_regmem(addr, 0, 0xFFFFFFFF, "NE", interval=4)  # n
 # ------------------------------------------------------------------------------ both backends
 
 def check_copy_ring_on_this_backend(dev):
-    """The DMA ring runs on a device with an SDMA engine, and is refused with EINVAL naming
-    the backend where there is none (the RTL today): never run anywhere else."""
+    """The DMA ring runs on a device with an SDMA engine (the RTL has one), and is refused with
+    EINVAL naming the backend where there is none: never run anywhere else."""
     kmd = kmd_model.bind(dev)
     c = Client()
     bo = c.bo()
@@ -53,8 +53,8 @@ def check_copy_ring_on_this_backend(dev):
     chunk = sdma_ib(bo, sdma.copy_linear(bo.addr + 0x1000, bo.addr, 256), 0x800)
     if kmd.sdma_sched is None:
         rings_before = kmd.ring.doorbells
-        expect(errno.EINVAL, f"CS: chunk 0: HW IP DMA ring 0: this device has no SDMA engine (QUEUE_CAPS "
-               f"answers DECERR on the {dev.name} backend: the RTL has no copy engine yet)", c.submit, chunk)
+        expect(errno.EINVAL, f"CS: chunk 0: HW IP DMA ring 0: this device has no SDMA engine (QUEUE_CAPS.SDMA "
+               f"is 0 on the {dev.name} backend)", c.submit, chunk)
         assert kmd.ring.doorbells == rings_before and not bo.u32[0x400:0x440].any()
         assert c.io(Request.INFO, uapi.InfoArgs(uapi.InfoQuery.DEV_INFO)).sdma_rings == 0
     else:
@@ -69,7 +69,7 @@ CHECKS = [check_copy_ring_on_this_backend]
 
 @pytest.mark.parametrize("sdma_engine", [True, False], ids=["sdma", "no_sdma"])
 def test_copy_ring_on_model(sdma_engine):
-    check_copy_ring_on_this_backend(RefModel(queues=sdma_engine))
+    check_copy_ring_on_this_backend(RefModel(sdma=sdma_engine))
 
 
 # ------------------------------------------------------------------------------ CS and CTX errors

@@ -2,8 +2,9 @@
 fill, copy, upload, download and events as SDMA packets on the copy engine's ring;
 `Queue.wait_event` makes one queue wait for another's event on the GPU's side (a CS
 dependency the KMD's scheduler holds the job for), so a producer/consumer pipeline across
-the copy and gfx queues needs no CPU round trip. Reference-model backend (the RTL has no
-copy engine yet: `engine="copy"` is refused there, and on a model built without one)."""
+the copy and gfx queues needs no CPU round trip. Reference-model backend (`engine="copy"`
+is refused on a model built without a copy engine); the RTL's copy engine runs the KMD's
+SDMA ring in tests/test_rtl_drivers.py and its packets in tests/test_rtl_sdma.py."""
 
 from __future__ import annotations
 
@@ -81,10 +82,10 @@ def test_queue_arguments_and_backends_without_a_copy_engine():
         gpu.queue(priority=9)
     with pytest.raises(TypeError, match=r"^wait_event: event must be a umd Event, not 3$"):
         gpu.queue().wait_event(3)
-    kmd_model.bind(RefModel(queues=False))
+    kmd_model.bind(RefModel(sdma=False))
     gpu = umd.open()
     with pytest.raises(ValueError, match=r"^queue: engine='copy' needs an SDMA engine, and the model backend has "
-                       r"none \(the RTL does not implement the copy engine yet\): use engine='gfx'$"):
+                       r"none \(QUEUE_CAPS.SDMA is 0\): use engine='gfx'$"):
         gpu.queue(engine="copy")
 
 
