@@ -1430,7 +1430,7 @@ class RefModel(Device):
 # ---------------------------------------------------------------------------- snapshots (issue 5)
 
 # Registers that count cycles or time differ between backends by nature.
-SNAPSHOT_SKIP = {"TIMESTAMP_LO", "TIMESTAMP_HI", "PERF_BUSY_CYCLES", "PERF_STALL_CYCLES",
+SNAPSHOT_SKIP = {"TIMESTAMP_LO", "TIMESTAMP_HI", "PERF_BUSY_CYCLES", "PERF_STALL_CYCLES", "PERF_SDMA_BUSY_CYCLES",
                  "PERF_DMA_BUSY_CYCLES", "PERF_TLB_HITS", "PERF_TLB_MISSES", "PERF_WALK_CYCLES"}
 
 

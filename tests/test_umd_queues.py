@@ -18,8 +18,8 @@ from spec import sdma_packets
 from testbench.refmodel import RefModel
 
 
-def test_copy_queue_runs_on_the_copy_engine():
-    kmd = kmd_model.bind(RefModel())
+def check_copy_queue_runs_on_the_copy_engine(dev):
+    kmd = kmd_model.bind(dev)
     gpu = umd.open()
     q = gpu.queue(engine="copy")
     assert repr(q).startswith("<umd.Queue copy ctx")
@@ -46,11 +46,11 @@ def test_copy_queue_runs_on_the_copy_engine():
         q.timestamp()
 
 
-def test_pipeline_across_queues_waits_gpu_side():
+def check_pipeline_across_queues_waits_gpu_side(dev):
     """gfx produces (after a gate the CPU opens), the copy queue moves the result once the
     gfx event is signalled, gfx consumes once the copy's event is: all three submitted before
     the gate opens; the scheduler holds the later two back."""
-    kmd = kmd_model.bind(RefModel())
+    kmd = kmd_model.bind(dev)
     gpu = umd.open()
     gfx, copy = gpu.queue(), gpu.queue(engine="copy", priority="high")
     gate, src, dst = gpu.alloc(4096), gpu.alloc(4096), gpu.alloc(4096)
@@ -71,6 +71,15 @@ def test_pipeline_across_queues_waits_gpu_side():
     gate.u32[0] = 1  # the only CPU action
     assert consumed.wait()
     assert dst.u32[:5].tolist() == [0xA, 0xB, 0xC, 0xD, 0xE] and moved.signalled()
+
+
+# (on the RTL too: tests/test_rtl_drivers.py runs every check here on each simulator)
+CHECKS = [check_copy_queue_runs_on_the_copy_engine, check_pipeline_across_queues_waits_gpu_side]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
+def test_on_model(check):
+    check(RefModel())
 
 
 def test_queue_arguments_and_backends_without_a_copy_engine():
