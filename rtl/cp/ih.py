@@ -138,10 +138,11 @@ def states(c):
             with m.Else():
                 m.next = "IH_DONE"
     with state("IH_DONE"):
-        with m.If(c.ih_ext):
-            _ext_finish(c)
-        with m.Elif(c.ih_err):
+        with m.If(c.ih_err):
             m.next = "ERROR"
         with m.Else():
             m.d.comb += c.eop_set.eq(1)
             m.next = "DONE"
+        with m.If(c.ih_ext):  # another engine's entry: no EOP; back where it came from
+            m.d.comb += c.eop_set.eq(0)
+            _ext_finish(c)

@@ -826,12 +826,11 @@ class CommandProcessor(wiring.Component):
         # WRITE_DATA data dword. (A consumed IB or an empty ring has no dword on offer.)
         take_hdr = Signal()
         take_any = Signal()
-        m.d.comb += [take_hdr.eq(fsm.ongoing("RUN") & ~err_pending_any & ~csr.control_halt & ~failed
-                                 & ~self.ext_ih_valid),
+        m.d.comb += [take_hdr.eq(fsm.ongoing("RUN") & ~err_pending_any & ~csr.control_halt & ~failed),
                      take_any.eq(((fsm.ongoing("PAYLOAD") & ~bad_count) | fsm.ongoing("WD_COLLECT")) & ~failed)]
         for i, f in enumerate(fetchers):
             m.d.comb += pops[i].eq(lvl[i] & offered[i] & ~csr.control_soft_reset &
-                                   ((take_hdr & (~dma_busy_r | f.dw_tag.is_dma)) | take_any))
+                                   ((take_hdr & ~self.ext_ih_valid & (~dma_busy_r | f.dw_tag.is_dma)) | take_any))
             m.d.comb += f.dw_ready.eq(pops[i])
         m.d.comb += pop.eq(pops.any())
 
