@@ -216,6 +216,15 @@ class SdmaEngine(wiring.Component):
         f_opz = Signal()  # ... whose OP is not readable (a bad fetch)
         db_err = Signal()
         db_code = Signal(8)
+        # a transfer's error (copy_fill.py): its packet's place comes from the transfer's record
+        x_err = Signal()
+        x_code = Signal(8)
+        x_addr = Signal(aw)
+        x_off = Signal(32)
+        x_level = Signal()
+        x_op = Signal(8)
+        x_vmid = Signal(4)
+        transfers = Signal()  # COPY_LINEAR / CONSTANT_FILL transfers queued or running
 
         def bus_code(resp, user):
             code = Mux(resp == 0b11, CpError.BUS_DECERR, CpError.BUS_SLVERR)
@@ -236,7 +245,11 @@ class SdmaEngine(wiring.Component):
             m.d.sync += soft.eq(1)
 
         with m.If(~err & ~resetting):
-            with m.If(f_err):
+            # (a transfer's error first: its packet came before the one the parser holds)
+            with m.If(x_err):
+                m.d.sync += [err.eq(1), err_code.eq(x_code), err_level.eq(x_level), err_addr.eq(x_addr),
+                             err_vmid.eq(x_vmid), err_op.eq(x_op), err_sub.eq(0), err_offset.eq(x_off)]
+            with m.Elif(f_err):
                 m.d.sync += [err.eq(1), err_code.eq(f_code), err_level.eq(in_ib), err_addr.eq(f_addr),
                              err_vmid.eq(cur_vmid),
                              err_op.eq(Mux(f_opz, 0, Mux(f_hdr, cur_data[:8], cur_op))),
@@ -353,6 +366,8 @@ class SdmaEngine(wiring.Component):
                     m.next = "RING_DONE"
                 with m.Elif(csr.sdma_cntl_halt | ~enable):
                     pass
+                with m.Elif(transfers & ~(known & (cur_resp == RESP_OKAY) & copy_fill.is_transfer(knd))):
+                    pass  # only a COPY_LINEAR or CONSTANT_FILL starts while transfers run
                 with m.Elif(cur_valid):
                     m.d.comb += pop.eq(1)
                     m.d.sync += [hdr.eq(cur_data), hdr_off.eq(cur_off), hdr_addr.eq(cur_addr),
@@ -399,9 +414,17 @@ class SdmaEngine(wiring.Component):
                         if pk.has_alignment(x):
                             checks.append((pk.misaligned(hdr, p, x), CpError.IB_MISALIGNED
                                            if x is sp.INDIRECT_BUFFER else CpError.FENCE_MISALIGNED))
+                        if x in (sp.COPY_LINEAR, sp.CONSTANT_FILL):
+                            # a failing check waits for the transfers in flight: an earlier
+                            # packet's error comes first
+                            bad = Cat(*(cond for cond, _ in checks)).any()
+                            checks = [(err, None), (bad & transfers, None)] + checks
                         for i, (cond, code) in enumerate(checks):
                             with (m.Elif if i else m.If)(cond):
-                                fail(code, hdr_addr)
+                                if code is not None:
+                                    fail(code, hdr_addr)
+                                elif cond is err:
+                                    m.next = "ERR_DRAIN"
                         with m.Else():
                             EXECUTORS[x.name].start(c, x)
 
@@ -460,7 +483,7 @@ class SdmaEngine(wiring.Component):
         idle = Signal(init=1)
         m.d.sync += idle.eq(fsm.ongoing("ERROR") |
                             (fsm.ongoing("RUN") & ~in_ib & (rpos == wdw) & ~err & ~csr.sdma_doorbell_swmod
-                             & ~resetting))
+                             & ~resetting & ~transfers))
         m.d.comb += self.idle.eq(idle)
         st_halted = Signal()
         st_waiting = Signal()

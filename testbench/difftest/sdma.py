@@ -246,7 +246,10 @@ def _decerr(g: _Gen, r: random.Random):
                                                    "IB_SIZE": 8})
     else:
         w = sdma.indirect_buffer(far & ~31, r.randrange(1, 20))
-    timing = ("PERF_SDMA_BYTES_READ", "PERF_SDMA_BYTES_WRITTEN") if k.startswith(("copy", "fill")) else ()
+    timing: tuple[str, ...] = ()
+    if k.startswith(("copy", "fill")):  # a transfer's error: the packet was done when it was queued
+        timing = ("PERF_SDMA_BYTES_READ", "PERF_SDMA_BYTES_WRITTEN", "SDMA_RB_RPTR")
+        undefined.append((L.RPTR_WB, L.RPTR_WB + 4))
     return w, "BUS_DECERR", undefined, timing
 
 
