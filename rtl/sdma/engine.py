@@ -105,10 +105,12 @@ class SdmaEngine(wiring.Component):
         m.d.comb += ring_base.eq(Cat(Const(0, 8), csr.sdma_rb_base_lo, csr.sdma_rb_base_hi))
         log2 = Signal(5)
         rs = csr.sdma_rb_cntl_rb_size
-        m.d.sync += log2.eq(Mux(rs < MIN_LOG2, MIN_LOG2, Mux(rs > MAX_LOG2, MAX_LOG2, rs)))
-        mask = Signal(32)  # ring size in dwords − 1 (a cycle after RB_SIZE, as the CP's)
+        m.d.comb += log2.eq(Mux(rs < MIN_LOG2, MIN_LOG2, Mux(rs > MAX_LOG2, MAX_LOG2, rs)))
+        # (from RB_SIZE at once: amdgpu writes it with RB_ENABLE, and the ring fetcher takes the
+        # mask when it starts, in the cycle after that write)
+        mask = Signal(32)  # ring size in dwords − 1
         size_bytes = Signal(MAX_LOG2 + 3)
-        m.d.sync += [mask.eq((Const(1, 33) << log2) - 1), size_bytes.eq(Const(4, MAX_LOG2 + 3) << log2)]
+        m.d.comb += [mask.eq((Const(1, 33) << log2) - 1), size_bytes.eq(Const(4, MAX_LOG2 + 3) << log2)]
         enable = csr.sdma_rb_cntl_rb_enable
 
         # ---------------------------------------------------------------- state
