@@ -356,34 +356,37 @@ async def _sdma_copies(dut, dev, words, cp_words=None):
     wptr = await _read(dev, regs.SDMA_RB_WPTR) // 4
     for i, d in enumerate(words):
         _put(dev, SDMA_RING + 4 * ((wptr + i) % 1024), [d])
-    ids = (SDMA_DMA_ID,)
+    ids = (SDMA_DMA_ID,) if cp_words is None else (SDMA_DMA_ID, DMA_ID)
+    seen = {"first": None, "last": None}
+
+    async def watch():
+        cycle = 0
+        while True:
+            await FallingEdge(dut.clk)  # mid-cycle: this cycle's handshakes are settled
+            cycle += 1
+            if seen["first"] is None and (
+                    (int(dut.arvalid.value) and int(dut.arready.value) and int(dut.arid.value) in ids)
+                    or (int(dut.awvalid.value) and int(dut.awready.value) and int(dut.awid.value) in ids)):
+                seen["first"] = cycle
+            if int(dut.bvalid.value) and int(dut.bready.value) and int(dut.bid.value) in ids:
+                seen["last"] = cycle
+            if (seen["first"] is not None and seen["last"] is not None and int(dut.gpu.sdma.idle.value)
+                    and int(dut.gpu.cp.idle.value)):
+                return
+            if cycle > 2_000_000:
+                raise RuntimeError(f"SDMA bench did not finish: {seen}")
+
+    task = cocotb.start_soon(watch())
     if cp_words is not None:
         _put(dev, IB, cp_words)
         ring = pm4.indirect_buffer(IB, len(cp_words))
         cp_wptr = await _read(dev, regs.RB_WPTR)
         for i, d in enumerate(ring):
             _put(dev, RING + 4 * ((cp_wptr + i) % 1024), [d])
-        cocotb.start_soon(_wr(dev, regs.RB_DOORBELL, cp_wptr + len(ring)))
-        ids = (SDMA_DMA_ID, DMA_ID)
-    cocotb.start_soon(_wr(dev, regs.SDMA_DOORBELL, 4 * (wptr + len(words))))
-    first = last = None
-    cycle = 0
-    await ClockCycles(dut.clk, 4)  # (the doorbells are on their way)
-    while True:
-        await FallingEdge(dut.clk)
-        cycle += 1
-        if first is None and (
-                (int(dut.arvalid.value) and int(dut.arready.value) and int(dut.arid.value) in ids)
-                or (int(dut.awvalid.value) and int(dut.awready.value) and int(dut.awid.value) in ids)):
-            first = cycle
-        if int(dut.bvalid.value) and int(dut.bready.value) and int(dut.bid.value) in ids:
-            last = cycle
-        if (first is not None and last is not None and int(dut.gpu.sdma.idle.value)
-                and int(dut.gpu.cp.idle.value)):
-            break
-        if cycle > 2_000_000:
-            raise RuntimeError(f"SDMA bench did not finish: first {first} last {last}")
-    return last - first + 1
+        await _wr(dev, regs.RB_DOORBELL, cp_wptr + len(ring))
+    await _wr(dev, regs.SDMA_DOORBELL, 4 * (wptr + len(words)))
+    await task
+    return seen["last"] - seen["first"] + 1
 
 
 @cocotb.test()
