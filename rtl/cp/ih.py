@@ -64,6 +64,12 @@ def start_ext(c, ret):
     request(c)
 
 
+def _ext(c):
+    """The entry in hand is another engine's: its request holds until it is answered (a soft
+    reset drops it, and resets the CP too), so the flag counts only while it does."""
+    return c.ih_ext & c.cp.ext_ih_valid
+
+
 def _ext_finish(c, resp=None, user=None):
     """The other engine's entry is written (or dropped): answer it, go back."""
     m, cp = c.m, c.cp
@@ -109,7 +115,7 @@ def states(c):
         m.d.comb += c.stall.eq(1)
         with m.If(writer.done):
             with m.If(writer.resp != RESP_OKAY):
-                with m.If(c.ih_ext):
+                with m.If(_ext(c)):
                     _ext_finish(c, writer.resp, writer.user)
                 with m.Elif(c.ih_err):
                     m.next = "ERROR"  # reporting an error failed: the entry is lost
@@ -129,7 +135,7 @@ def states(c):
     with state("IH_WB_WAIT"):
         m.d.comb += c.stall.eq(1)
         with m.If(writer.done):
-            with m.If((writer.resp != RESP_OKAY) & c.ih_ext):
+            with m.If((writer.resp != RESP_OKAY) & _ext(c)):
                 _ext_finish(c, writer.resp, writer.user)
             with m.Elif((writer.resp != RESP_OKAY) & ~c.ih_err):
                 c.write_failed()  # at blk_addr
@@ -143,6 +149,6 @@ def states(c):
         with m.Else():
             m.d.comb += c.eop_set.eq(1)
             m.next = "DONE"
-        with m.If(c.ih_ext):  # another engine's entry: no EOP; back where it came from
+        with m.If(_ext(c)):  # another engine's entry: no EOP; back where it came from
             m.d.comb += c.eop_set.eq(0)
             _ext_finish(c)
