@@ -22,6 +22,7 @@ from rtl.cp import CommandProcessor
 from rtl.csr import CSRBlock
 from rtl.dma import DMAEngine
 from rtl.mmu import MMU, REQ_USER, RESP_USER
+from rtl.sdma import SDMA_BYTES_WIDTH, SdmaEngine
 
 WIDTHS = (32, 64)
 
@@ -73,6 +74,34 @@ class CpBlock(wiring.Component):
         return m
 
 
+class SdmaBlock(wiring.Component):
+    """The SDMA engine with its own DMA engine (what the copy engine adds to the top): its
+    CSR fields and the CP's IH port are ports, and its two memory ports."""
+
+    def __init__(self, data_width: int):
+        self.data_width = data_width
+        sdma_fields = ("sdma_", "perf_sdma_", "control_soft_reset", "control_perf_clear")
+        csr_sig = _signature_of(CSRBlock())
+        members = {k: v for k, v in _flipped_members(csr_sig, skip=("bus",)).items() if k.startswith(sdma_fields)}
+        bus = AXI4Signature(rtl_top.ADDR_WIDTH, data_width, rtl_top.ID_WIDTH, REQ_USER.size, RESP_USER.size)
+        members.update({"bus": Out(bus), "dma_bus": Out(bus), "ih_valid": Out(1), "ih_src": Out(8),
+                        "ih_vmid": Out(4), "ih_data": Out(128), "ih_done": In(1), "ih_resp": In(2),
+                        "ih_user": In(RESP_USER.size), "ih_addr": In(rtl_top.ADDR_WIDTH)})
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dma = dma = DMAEngine(self.data_width, rtl_top.ADDR_WIDTH, rtl_top.ID_WIDTH, vm=True,
+                                           bytes_width=SDMA_BYTES_WIDTH)
+        m.submodules.sdma = sdma = SdmaEngine(self, dma, self.data_width, rtl_top.ADDR_WIDTH)
+        wiring.connect(m, sdma.bus, wiring.flipped(self.bus))
+        wiring.connect(m, dma.bus, wiring.flipped(self.dma_bus))
+        m.d.comb += [self.ih_valid.eq(sdma.ih_valid), self.ih_src.eq(sdma.ih_src), self.ih_vmid.eq(sdma.ih_vmid),
+                     self.ih_data.eq(sdma.ih_data), sdma.ih_done.eq(self.ih_done), sdma.ih_resp.eq(self.ih_resp),
+                     sdma.ih_user.eq(self.ih_user), sdma.ih_addr.eq(self.ih_addr)]
+        return m
+
+
 @dataclass(frozen=True)
 class Block:
     name: str            # e.g. dma_32
@@ -109,14 +138,16 @@ def block(kind: str, width: int | None = None, fetch_depth: int = 8, **dma_kwarg
     if kind == "mmu":
         return Block(name, "mmu", width, lambda: MMU(width, rtl_top.ADDR_WIDTH, rtl_top.ID_WIDTH,
                                                      tlb_entries=rtl_top.TLB_ENTRIES, walk_id=rtl_top.WALK_ID))
+    if kind == "sdma":
+        return Block(name, "sdma", width, lambda: SdmaBlock(width))
     if kind == "top":
         return Block(name, "top", width, lambda: rtl_top.GpuTop(width), parts=True)
     if kind == "top_nommu":  # the same top without the MMU: what the MMU costs
         return Block(name, "top", width, lambda: rtl_top.GpuTop(width, mmu=False))
-    raise ValueError(f"unknown block {kind!r}: choose csr, cp, dma, mux, mmu, top or top_nommu")
+    raise ValueError(f"unknown block {kind!r}: choose csr, cp, dma, mux, mmu, sdma, top or top_nommu")
 
 
-KINDS = ("csr", "mux", "dma", "cp", "mmu", "top", "top_nommu")
+KINDS = ("csr", "mux", "dma", "cp", "mmu", "sdma", "top", "top_nommu")
 NOMMU_WIDTHS = (32,)  # the width of the FPGA goals: enough to see what the MMU costs
 
 

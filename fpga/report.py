@@ -55,6 +55,9 @@ def derived(fpga: dict, bench: dict) -> dict:
     eff = bench.get("dma_copy_eff_4k_32b")
     if eff is not None:
         out["dma_copy_mb_s_32b"] = round(eff * 4 * fmax, 1)
+    both = bench.get("cp_plus_sdma_bytes_per_cycle_32b")
+    if both is not None:  # the CP's DMA_DATA and the SDMA's COPY_LINEAR at once
+        out["cp_plus_sdma_mb_s"] = round(both * fmax, 1)
     return out
 
 

@@ -80,8 +80,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-dma", action="store_true",
                    help="a reference model without the DMA engine (--sim model; the RTL always has one)")
     p.add_argument("--rtl-engines", action="store_true",
-                   help="a reference model with only the engines the RTL has (--sim model): no SDMA copy "
-                        "engine, one CP queue")
+                   help="a reference model with only the engines the RTL has (--sim model): the SDMA copy "
+                        "engine and one CP queue (no CP_HQD1)")
     p.add_argument("--data-width", type=_data_width, default=64, metavar="{32,64,128,256}",
                    help="memory bus width in bits (default 64)")
 

@@ -38,9 +38,10 @@ from .timeline import Timeline, wave_time
 
 log = get_logger("cp")
 
-# AXI IDs: rtl/axi_mux.py puts the master's index in the top ID bit (ID_WIDTH 4, two
-# masters): the CP is master 0 (IDs 0-7), the DMA engine master 1 (IDs 8-15).
+# AXI IDs: rtl/axi_mux.py puts the master's index in the top two ID bits (ID_WIDTH 4, four
+# masters): the CP 0-3, the SDMA 4-6 (7 is the MMU's walks), the DMA engine 8, the SDMA's 12.
 DMA_ID_MIN = 8
+SDMA_IDS = frozenset((4, 5, 6, 12, 13, 14, 15))
 
 # FSM states that are a phase of the packet in hand (a nested slice of it)
 PHASES = {
@@ -364,7 +365,7 @@ class BusMonitor:
     def _emit(self, kind: str, e: tuple, t: int) -> None:
         t0, ident, addr, length, size = e
         nbytes = (length + 1) << size
-        track = "dma" if ident >= DMA_ID_MIN else "bus"
+        track = "sdma" if ident in SDMA_IDS else "dma" if ident >= DMA_ID_MIN else "bus"
         self.bursts += 1
         self.tl.span(track, f"{kind} {nbytes}B id{ident}", t0, t, {
             "addr": f"{addr:#x}", "beats": length + 1, "bytes": nbytes, "id": ident,

@@ -335,8 +335,8 @@ def _ring(kmd: "Kmd", who: str, ip_type, ip_instance, ring):
     name = HwIp(ip).name
     n = sum(1 for (i, _) in kmd.rings if i == ip)
     if ip == HwIp.DMA and not n:
-        raise KmdError(errno.EINVAL, f"{who}: HW IP DMA ring {r}: this device has no SDMA engine (QUEUE_CAPS "
-                       f"answers DECERR on the {kmd.dev.name} backend: the RTL has no copy engine yet)")
+        raise KmdError(errno.EINVAL, f"{who}: HW IP DMA ring {r}: this device has no SDMA engine (QUEUE_CAPS.SDMA "
+                       f"is 0 on the {kmd.dev.name} backend)")
     if not n:
         raise KmdError(errno.EINVAL, f"{who}: HW IP {name} has no rings on this device")
     raise KmdError(errno.EINVAL, f"{who}: HW IP {name} has {n} ring(s) (0..{n - 1}), not ring {r}")

@@ -553,7 +553,7 @@ class VM_CONTEXT_PT_BASE_HI(Register):
 
 
 class QUEUE_CAPS(Register):
-    """Queue capabilities. Which queues besides the CP's ring this device has. Reads DECERR on the RTL backends, which have none yet (issue 16)."""
+    """Queue capabilities. Which queues besides the CP's ring this device has (the RTL: one SDMA engine, one CP queue)."""
     NAME = "QUEUE_CAPS"
     ADDR = 0x400
     RESET = 0x00000000
@@ -955,11 +955,6 @@ REGISTERS: tuple[type[Register], ...] = (
     VM_CONTEXT_CNTL,
     VM_CONTEXT_PT_BASE_LO,
     VM_CONTEXT_PT_BASE_HI,
-)
-
-# Registers of engines only the reference model has so far (their offsets answer DECERR on
-# the RTL backends): spec/regs.rdl's model_only registers.
-MODEL_ONLY_REGISTERS: tuple[type[Register], ...] = (
     QUEUE_CAPS,
     SDMA_RB_BASE_LO,
     SDMA_RB_BASE_HI,
@@ -980,6 +975,11 @@ MODEL_ONLY_REGISTERS: tuple[type[Register], ...] = (
     PERF_SDMA_BYTES_READ,
     PERF_SDMA_BYTES_WRITTEN,
     PERF_SDMA_PACKETS,
+)
+
+# Registers of engines only the reference model has so far (their offsets answer DECERR on
+# the RTL backends): spec/regs.rdl's model_only registers.
+MODEL_ONLY_REGISTERS: tuple[type[Register], ...] = (
     CP_HQD1_RB_BASE_LO,
     CP_HQD1_RB_BASE_HI,
     CP_HQD1_RB_SIZE,

@@ -105,6 +105,26 @@ REG_FIELDS = {
     'VM_CONTEXT_CNTL': {'ENABLE': (0, 1)},
     'VM_CONTEXT_PT_BASE_LO': {'ADDRESS': (12, 20)},
     'VM_CONTEXT_PT_BASE_HI': {'ADDRESS': (0, 16)},
+    'QUEUE_CAPS': {'SDMA': (0, 4), 'CP_QUEUES': (4, 4)},
+    'SDMA_RB_BASE_LO': {'ADDRESS': (0, 32)},
+    'SDMA_RB_BASE_HI': {'ADDRESS': (0, 8)},
+    'SDMA_RB_CNTL': {'RB_ENABLE': (0, 1), 'RB_SIZE': (1, 5), 'RPTR_WRITEBACK_ENABLE': (12, 1)},
+    'SDMA_RB_RPTR': {'RPTR': (0, 32)},
+    'SDMA_RB_WPTR': {'WPTR': (0, 32)},
+    'SDMA_RB_RPTR_ADDR_LO': {'ADDRESS': (0, 32)},
+    'SDMA_RB_RPTR_ADDR_HI': {'ADDRESS': (0, 16)},
+    'SDMA_DOORBELL': {'WPTR': (0, 32)},
+    'SDMA_CNTL': {'TRAP_ENABLE': (0, 1), 'HALT': (1, 1), 'QUEUE_RESET': (2, 1)},
+    'SDMA_STATUS': {'IDLE': (0, 1), 'HALTED': (1, 1), 'ERROR': (2, 1), 'RB_EMPTY': (3, 1), 'WAITING': (5, 1), 'LEVEL': (8, 2)},
+    'SDMA_ERROR': {'CODE': (0, 8), 'LEVEL': (8, 2), 'OP': (16, 8), 'SUB_OP': (24, 8)},
+    'SDMA_ERROR_ADDR_LO': {'ADDRESS': (0, 32)},
+    'SDMA_ERROR_ADDR_HI': {'ADDRESS': (0, 16)},
+    'SDMA_ERROR_OFFSET': {'OFFSET': (0, 32)},
+    'PERF_SDMA_BUSY_CYCLES': {'COUNT': (0, 32)},
+    'PERF_SDMA_DWORDS_FETCHED': {'COUNT': (0, 32)},
+    'PERF_SDMA_BYTES_READ': {'COUNT': (0, 32)},
+    'PERF_SDMA_BYTES_WRITTEN': {'COUNT': (0, 32)},
+    'PERF_SDMA_PACKETS': {'COUNT': (0, 32)},
 }
 
 
@@ -223,6 +243,47 @@ class CSRBlock(wiring.Component):
             "vm_context_pt_base_lo": Out(20),
             "vm_context_pt_base_hi_index": In(4),
             "vm_context_pt_base_hi": Out(16),
+            "queue_caps_sdma": In(4),
+            "queue_caps_cp_queues": In(4),
+            "sdma_rb_base_lo": Out(32),
+            "sdma_rb_base_hi": Out(8),
+            "sdma_rb_cntl_rb_enable": Out(1),
+            "sdma_rb_cntl_rb_size": Out(5),
+            "sdma_rb_cntl_rptr_writeback_enable": Out(1),
+            "sdma_rb_rptr": In(32),
+            "sdma_rb_wptr": In(32),
+            "sdma_rb_rptr_addr_lo": Out(32),
+            "sdma_rb_rptr_addr_hi": Out(16),
+            "sdma_doorbell": Out(32),
+            "sdma_doorbell_swmod": Out(1),
+            "sdma_cntl_trap_enable": Out(1),
+            "sdma_cntl_halt": Out(1),
+            "sdma_cntl_queue_reset": Out(1),
+            "sdma_status_idle": In(1),
+            "sdma_status_halted": In(1),
+            "sdma_status_error": In(1),
+            "sdma_status_rb_empty": In(1),
+            "sdma_status_waiting": In(1),
+            "sdma_status_level": In(2),
+            "sdma_error_code": In(8),
+            "sdma_error_level": In(2),
+            "sdma_error_op": In(8),
+            "sdma_error_sub_op": In(8),
+            "sdma_error_addr_lo": In(32),
+            "sdma_error_addr_hi": In(16),
+            "sdma_error_offset": In(32),
+            "perf_sdma_busy_cycles": In(32),
+            "perf_sdma_dwords_fetched": In(32),
+            "perf_sdma_bytes_read": In(32),
+            "perf_sdma_bytes_written": In(32),
+            "perf_sdma_packets_0": In(32),
+            "perf_sdma_packets_1": In(32),
+            "perf_sdma_packets_2": In(32),
+            "perf_sdma_packets_3": In(32),
+            "perf_sdma_packets_4": In(32),
+            "perf_sdma_packets_5": In(32),
+            "perf_sdma_packets_6": In(32),
+            "perf_sdma_packets_7": In(32),
         })
 
     def elaborate(self, platform):
@@ -831,14 +892,168 @@ class CSRBlock(wiring.Component):
         wr_hits.append(0x3b8)
         wr_hits.append(0x3bc)
 
+        # QUEUE_CAPS @ 0x400: Queue capabilities
+        wr_hits.append(0x400)
+
+        # SDMA_RB_BASE_LO @ 0x404: SDMA ring base, low
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x101)
+        sdma_rb_base_lo = Signal(32, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += sdma_rb_base_lo[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += sdma_rb_base_lo[8:16].eq(bridge.wr_data[8:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += sdma_rb_base_lo[16:24].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += sdma_rb_base_lo[24:32].eq(bridge.wr_data[24:32])
+        m.d.comb += self.sdma_rb_base_lo.eq(sdma_rb_base_lo)
+        wr_hits.append(0x404)
+
+        # SDMA_RB_BASE_HI @ 0x408: SDMA ring base, high
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x102)
+        sdma_rb_base_hi = Signal(8, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += sdma_rb_base_hi[0:8].eq(bridge.wr_data[0:8])
+        m.d.comb += self.sdma_rb_base_hi.eq(sdma_rb_base_hi)
+        wr_hits.append(0x408)
+
+        # SDMA_RB_CNTL @ 0x40c: SDMA ring control
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x103)
+        sdma_rb_cntl_rb_enable = Signal(1, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += sdma_rb_cntl_rb_enable[0:1].eq(bridge.wr_data[0:1])
+        m.d.comb += self.sdma_rb_cntl_rb_enable.eq(sdma_rb_cntl_rb_enable)
+        sdma_rb_cntl_rb_size = Signal(5, init=0x4)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += sdma_rb_cntl_rb_size[0:5].eq(bridge.wr_data[1:6])
+        m.d.comb += self.sdma_rb_cntl_rb_size.eq(sdma_rb_cntl_rb_size)
+        sdma_rb_cntl_rptr_writeback_enable = Signal(1, init=0x0)
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += sdma_rb_cntl_rptr_writeback_enable[0:1].eq(bridge.wr_data[12:13])
+        m.d.comb += self.sdma_rb_cntl_rptr_writeback_enable.eq(sdma_rb_cntl_rptr_writeback_enable)
+        wr_hits.append(0x40c)
+
+        # SDMA_RB_RPTR @ 0x410: SDMA ring read pointer
+        wr_hits.append(0x410)
+
+        # SDMA_RB_WPTR @ 0x414: SDMA ring write pointer
+        wr_hits.append(0x414)
+
+        # SDMA_RB_RPTR_ADDR_LO @ 0x418: SDMA rptr write-back address, low
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x106)
+        sdma_rb_rptr_addr_lo = Signal(32, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += sdma_rb_rptr_addr_lo[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += sdma_rb_rptr_addr_lo[8:16].eq(bridge.wr_data[8:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += sdma_rb_rptr_addr_lo[16:24].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += sdma_rb_rptr_addr_lo[24:32].eq(bridge.wr_data[24:32])
+        m.d.comb += self.sdma_rb_rptr_addr_lo.eq(sdma_rb_rptr_addr_lo)
+        wr_hits.append(0x418)
+
+        # SDMA_RB_RPTR_ADDR_HI @ 0x41c: SDMA rptr write-back address, high
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x107)
+        sdma_rb_rptr_addr_hi = Signal(16, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += sdma_rb_rptr_addr_hi[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += sdma_rb_rptr_addr_hi[8:16].eq(bridge.wr_data[8:16])
+        m.d.comb += self.sdma_rb_rptr_addr_hi.eq(sdma_rb_rptr_addr_hi)
+        wr_hits.append(0x41c)
+
+        # SDMA_DOORBELL @ 0x420: SDMA doorbell
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x108)
+        sdma_doorbell = Signal(32, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += sdma_doorbell[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += sdma_doorbell[8:16].eq(bridge.wr_data[8:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += sdma_doorbell[16:24].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += sdma_doorbell[24:32].eq(bridge.wr_data[24:32])
+        m.d.comb += self.sdma_doorbell.eq(sdma_doorbell)
+        sdma_doorbell_swmod = Signal()
+        m.d.sync += sdma_doorbell_swmod.eq(wr & wmask[0:32].any())  # with the new value
+        m.d.comb += self.sdma_doorbell_swmod.eq(sdma_doorbell_swmod)
+        wr_hits.append(0x420)
+
+        # SDMA_CNTL @ 0x424: SDMA control
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x109)
+        sdma_cntl_trap_enable = Signal(1, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += sdma_cntl_trap_enable[0:1].eq(bridge.wr_data[0:1])
+        m.d.comb += self.sdma_cntl_trap_enable.eq(sdma_cntl_trap_enable)
+        sdma_cntl_halt = Signal(1, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += sdma_cntl_halt[0:1].eq(bridge.wr_data[1:2])
+        m.d.comb += self.sdma_cntl_halt.eq(sdma_cntl_halt)
+        sdma_cntl_queue_reset = Signal(1)
+        m.d.sync += sdma_cntl_queue_reset.eq(Mux(wr, bridge.wr_data[2:3] & wmask[2:3], 0))  # one-cycle pulse
+        m.d.comb += self.sdma_cntl_queue_reset.eq(sdma_cntl_queue_reset)
+        wr_hits.append(0x424)
+
+        # SDMA_STATUS @ 0x428: SDMA status
+        wr_hits.append(0x428)
+
+        # SDMA_ERROR @ 0x42c: SDMA error
+        wr_hits.append(0x42c)
+
+        # SDMA_ERROR_ADDR_LO @ 0x430: SDMA error address, low
+        wr_hits.append(0x430)
+
+        # SDMA_ERROR_ADDR_HI @ 0x434: SDMA error address, high
+        wr_hits.append(0x434)
+
+        # SDMA_ERROR_OFFSET @ 0x438: SDMA error packet offset
+        wr_hits.append(0x438)
+
+        # PERF_SDMA_BUSY_CYCLES @ 0x440: SDMA busy cycles
+        wr_hits.append(0x440)
+
+        # PERF_SDMA_DWORDS_FETCHED @ 0x444: SDMA dwords fetched
+        wr_hits.append(0x444)
+
+        # PERF_SDMA_BYTES_READ @ 0x448: SDMA bytes read
+        wr_hits.append(0x448)
+
+        # PERF_SDMA_BYTES_WRITTEN @ 0x44c: SDMA bytes written
+        wr_hits.append(0x44c)
+
+        # PERF_SDMA_PACKETS[0] @ 0x460: SDMA packets executed, by kind
+        wr_hits.append(0x460)
+
+        # PERF_SDMA_PACKETS[1] @ 0x464: SDMA packets executed, by kind
+        wr_hits.append(0x464)
+
+        # PERF_SDMA_PACKETS[2] @ 0x468: SDMA packets executed, by kind
+        wr_hits.append(0x468)
+
+        # PERF_SDMA_PACKETS[3] @ 0x46c: SDMA packets executed, by kind
+        wr_hits.append(0x46c)
+
+        # PERF_SDMA_PACKETS[4] @ 0x470: SDMA packets executed, by kind
+        wr_hits.append(0x470)
+
+        # PERF_SDMA_PACKETS[5] @ 0x474: SDMA packets executed, by kind
+        wr_hits.append(0x474)
+
+        # PERF_SDMA_PACKETS[6] @ 0x478: SDMA packets executed, by kind
+        wr_hits.append(0x478)
+
+        # PERF_SDMA_PACKETS[7] @ 0x47c: SDMA packets executed, by kind
+        wr_hits.append(0x47c)
+
         # address decode: a miss answers DECERR
         with m.Switch(bridge.wr_addr[2:]):
             with m.Case(*[a >> 2 for a in wr_hits]):
                 m.d.comb += bridge.wr_hit.eq(1)
             with m.Default():
                 m.d.comb += bridge.wr_hit.eq(0)
-        rd_index = bridge.rd_addr[2:10]
-        rd_inside = bridge.rd_addr[10:] == 0
+        rd_index = bridge.rd_addr[2:11]
+        rd_inside = bridge.rd_addr[11:] == 0
         rd_table = Array([
             C(0x47505543, 32),  # 0x000
             Cat(C(0x0, 16), C(0x2, 8), C(0x0, 8)),  # 0x004
@@ -1096,8 +1311,264 @@ class CSRBlock(wiring.Component):
             C(0, 32),  # 0x3f4
             C(0, 32),  # 0x3f8
             C(0, 32),  # 0x3fc
+            Cat(self.queue_caps_sdma, self.queue_caps_cp_queues, C(0, 24)),  # 0x400
+            sdma_rb_base_lo,  # 0x404
+            Cat(sdma_rb_base_hi, C(0, 24)),  # 0x408
+            Cat(sdma_rb_cntl_rb_enable, sdma_rb_cntl_rb_size, C(0, 6), sdma_rb_cntl_rptr_writeback_enable, C(0, 19)),  # 0x40c
+            self.sdma_rb_rptr,  # 0x410
+            self.sdma_rb_wptr,  # 0x414
+            sdma_rb_rptr_addr_lo,  # 0x418
+            Cat(sdma_rb_rptr_addr_hi, C(0, 16)),  # 0x41c
+            0,  # 0x420
+            Cat(sdma_cntl_trap_enable, sdma_cntl_halt, C(0, 30)),  # 0x424
+            Cat(self.sdma_status_idle, self.sdma_status_halted, self.sdma_status_error, self.sdma_status_rb_empty, C(0, 1), self.sdma_status_waiting, C(0, 2), self.sdma_status_level, C(0, 22)),  # 0x428
+            Cat(self.sdma_error_code, self.sdma_error_level, C(0, 6), self.sdma_error_op, self.sdma_error_sub_op),  # 0x42c
+            self.sdma_error_addr_lo,  # 0x430
+            Cat(self.sdma_error_addr_hi, C(0, 16)),  # 0x434
+            self.sdma_error_offset,  # 0x438
+            C(0, 32),  # 0x43c
+            self.perf_sdma_busy_cycles,  # 0x440
+            self.perf_sdma_dwords_fetched,  # 0x444
+            self.perf_sdma_bytes_read,  # 0x448
+            self.perf_sdma_bytes_written,  # 0x44c
+            C(0, 32),  # 0x450
+            C(0, 32),  # 0x454
+            C(0, 32),  # 0x458
+            C(0, 32),  # 0x45c
+            self.perf_sdma_packets_0,  # 0x460
+            self.perf_sdma_packets_1,  # 0x464
+            self.perf_sdma_packets_2,  # 0x468
+            self.perf_sdma_packets_3,  # 0x46c
+            self.perf_sdma_packets_4,  # 0x470
+            self.perf_sdma_packets_5,  # 0x474
+            self.perf_sdma_packets_6,  # 0x478
+            self.perf_sdma_packets_7,  # 0x47c
+            C(0, 32),  # 0x480
+            C(0, 32),  # 0x484
+            C(0, 32),  # 0x488
+            C(0, 32),  # 0x48c
+            C(0, 32),  # 0x490
+            C(0, 32),  # 0x494
+            C(0, 32),  # 0x498
+            C(0, 32),  # 0x49c
+            C(0, 32),  # 0x4a0
+            C(0, 32),  # 0x4a4
+            C(0, 32),  # 0x4a8
+            C(0, 32),  # 0x4ac
+            C(0, 32),  # 0x4b0
+            C(0, 32),  # 0x4b4
+            C(0, 32),  # 0x4b8
+            C(0, 32),  # 0x4bc
+            C(0, 32),  # 0x4c0
+            C(0, 32),  # 0x4c4
+            C(0, 32),  # 0x4c8
+            C(0, 32),  # 0x4cc
+            C(0, 32),  # 0x4d0
+            C(0, 32),  # 0x4d4
+            C(0, 32),  # 0x4d8
+            C(0, 32),  # 0x4dc
+            C(0, 32),  # 0x4e0
+            C(0, 32),  # 0x4e4
+            C(0, 32),  # 0x4e8
+            C(0, 32),  # 0x4ec
+            C(0, 32),  # 0x4f0
+            C(0, 32),  # 0x4f4
+            C(0, 32),  # 0x4f8
+            C(0, 32),  # 0x4fc
+            C(0, 32),  # 0x500
+            C(0, 32),  # 0x504
+            C(0, 32),  # 0x508
+            C(0, 32),  # 0x50c
+            C(0, 32),  # 0x510
+            C(0, 32),  # 0x514
+            C(0, 32),  # 0x518
+            C(0, 32),  # 0x51c
+            C(0, 32),  # 0x520
+            C(0, 32),  # 0x524
+            C(0, 32),  # 0x528
+            C(0, 32),  # 0x52c
+            C(0, 32),  # 0x530
+            C(0, 32),  # 0x534
+            C(0, 32),  # 0x538
+            C(0, 32),  # 0x53c
+            C(0, 32),  # 0x540
+            C(0, 32),  # 0x544
+            C(0, 32),  # 0x548
+            C(0, 32),  # 0x54c
+            C(0, 32),  # 0x550
+            C(0, 32),  # 0x554
+            C(0, 32),  # 0x558
+            C(0, 32),  # 0x55c
+            C(0, 32),  # 0x560
+            C(0, 32),  # 0x564
+            C(0, 32),  # 0x568
+            C(0, 32),  # 0x56c
+            C(0, 32),  # 0x570
+            C(0, 32),  # 0x574
+            C(0, 32),  # 0x578
+            C(0, 32),  # 0x57c
+            C(0, 32),  # 0x580
+            C(0, 32),  # 0x584
+            C(0, 32),  # 0x588
+            C(0, 32),  # 0x58c
+            C(0, 32),  # 0x590
+            C(0, 32),  # 0x594
+            C(0, 32),  # 0x598
+            C(0, 32),  # 0x59c
+            C(0, 32),  # 0x5a0
+            C(0, 32),  # 0x5a4
+            C(0, 32),  # 0x5a8
+            C(0, 32),  # 0x5ac
+            C(0, 32),  # 0x5b0
+            C(0, 32),  # 0x5b4
+            C(0, 32),  # 0x5b8
+            C(0, 32),  # 0x5bc
+            C(0, 32),  # 0x5c0
+            C(0, 32),  # 0x5c4
+            C(0, 32),  # 0x5c8
+            C(0, 32),  # 0x5cc
+            C(0, 32),  # 0x5d0
+            C(0, 32),  # 0x5d4
+            C(0, 32),  # 0x5d8
+            C(0, 32),  # 0x5dc
+            C(0, 32),  # 0x5e0
+            C(0, 32),  # 0x5e4
+            C(0, 32),  # 0x5e8
+            C(0, 32),  # 0x5ec
+            C(0, 32),  # 0x5f0
+            C(0, 32),  # 0x5f4
+            C(0, 32),  # 0x5f8
+            C(0, 32),  # 0x5fc
+            C(0, 32),  # 0x600
+            C(0, 32),  # 0x604
+            C(0, 32),  # 0x608
+            C(0, 32),  # 0x60c
+            C(0, 32),  # 0x610
+            C(0, 32),  # 0x614
+            C(0, 32),  # 0x618
+            C(0, 32),  # 0x61c
+            C(0, 32),  # 0x620
+            C(0, 32),  # 0x624
+            C(0, 32),  # 0x628
+            C(0, 32),  # 0x62c
+            C(0, 32),  # 0x630
+            C(0, 32),  # 0x634
+            C(0, 32),  # 0x638
+            C(0, 32),  # 0x63c
+            C(0, 32),  # 0x640
+            C(0, 32),  # 0x644
+            C(0, 32),  # 0x648
+            C(0, 32),  # 0x64c
+            C(0, 32),  # 0x650
+            C(0, 32),  # 0x654
+            C(0, 32),  # 0x658
+            C(0, 32),  # 0x65c
+            C(0, 32),  # 0x660
+            C(0, 32),  # 0x664
+            C(0, 32),  # 0x668
+            C(0, 32),  # 0x66c
+            C(0, 32),  # 0x670
+            C(0, 32),  # 0x674
+            C(0, 32),  # 0x678
+            C(0, 32),  # 0x67c
+            C(0, 32),  # 0x680
+            C(0, 32),  # 0x684
+            C(0, 32),  # 0x688
+            C(0, 32),  # 0x68c
+            C(0, 32),  # 0x690
+            C(0, 32),  # 0x694
+            C(0, 32),  # 0x698
+            C(0, 32),  # 0x69c
+            C(0, 32),  # 0x6a0
+            C(0, 32),  # 0x6a4
+            C(0, 32),  # 0x6a8
+            C(0, 32),  # 0x6ac
+            C(0, 32),  # 0x6b0
+            C(0, 32),  # 0x6b4
+            C(0, 32),  # 0x6b8
+            C(0, 32),  # 0x6bc
+            C(0, 32),  # 0x6c0
+            C(0, 32),  # 0x6c4
+            C(0, 32),  # 0x6c8
+            C(0, 32),  # 0x6cc
+            C(0, 32),  # 0x6d0
+            C(0, 32),  # 0x6d4
+            C(0, 32),  # 0x6d8
+            C(0, 32),  # 0x6dc
+            C(0, 32),  # 0x6e0
+            C(0, 32),  # 0x6e4
+            C(0, 32),  # 0x6e8
+            C(0, 32),  # 0x6ec
+            C(0, 32),  # 0x6f0
+            C(0, 32),  # 0x6f4
+            C(0, 32),  # 0x6f8
+            C(0, 32),  # 0x6fc
+            C(0, 32),  # 0x700
+            C(0, 32),  # 0x704
+            C(0, 32),  # 0x708
+            C(0, 32),  # 0x70c
+            C(0, 32),  # 0x710
+            C(0, 32),  # 0x714
+            C(0, 32),  # 0x718
+            C(0, 32),  # 0x71c
+            C(0, 32),  # 0x720
+            C(0, 32),  # 0x724
+            C(0, 32),  # 0x728
+            C(0, 32),  # 0x72c
+            C(0, 32),  # 0x730
+            C(0, 32),  # 0x734
+            C(0, 32),  # 0x738
+            C(0, 32),  # 0x73c
+            C(0, 32),  # 0x740
+            C(0, 32),  # 0x744
+            C(0, 32),  # 0x748
+            C(0, 32),  # 0x74c
+            C(0, 32),  # 0x750
+            C(0, 32),  # 0x754
+            C(0, 32),  # 0x758
+            C(0, 32),  # 0x75c
+            C(0, 32),  # 0x760
+            C(0, 32),  # 0x764
+            C(0, 32),  # 0x768
+            C(0, 32),  # 0x76c
+            C(0, 32),  # 0x770
+            C(0, 32),  # 0x774
+            C(0, 32),  # 0x778
+            C(0, 32),  # 0x77c
+            C(0, 32),  # 0x780
+            C(0, 32),  # 0x784
+            C(0, 32),  # 0x788
+            C(0, 32),  # 0x78c
+            C(0, 32),  # 0x790
+            C(0, 32),  # 0x794
+            C(0, 32),  # 0x798
+            C(0, 32),  # 0x79c
+            C(0, 32),  # 0x7a0
+            C(0, 32),  # 0x7a4
+            C(0, 32),  # 0x7a8
+            C(0, 32),  # 0x7ac
+            C(0, 32),  # 0x7b0
+            C(0, 32),  # 0x7b4
+            C(0, 32),  # 0x7b8
+            C(0, 32),  # 0x7bc
+            C(0, 32),  # 0x7c0
+            C(0, 32),  # 0x7c4
+            C(0, 32),  # 0x7c8
+            C(0, 32),  # 0x7cc
+            C(0, 32),  # 0x7d0
+            C(0, 32),  # 0x7d4
+            C(0, 32),  # 0x7d8
+            C(0, 32),  # 0x7dc
+            C(0, 32),  # 0x7e0
+            C(0, 32),  # 0x7e4
+            C(0, 32),  # 0x7e8
+            C(0, 32),  # 0x7ec
+            C(0, 32),  # 0x7f0
+            C(0, 32),  # 0x7f4
+            C(0, 32),  # 0x7f8
+            C(0, 32),  # 0x7fc
         ])
-        rd_hits = C(0xffffffffffff000000000000771f000000000000ff3f030f01ff00ff073f, 256)
+        rd_hits = C(0xff0f7fff0000ffffffffffff000000000000771f000000000000ff3f030f01ff00ff073f, 512)
         m.d.comb += [bridge.rd_hit.eq(rd_inside & rd_hits.bit_select(rd_index, 1)),
                      bridge.rd_data.eq(Mux(rd_inside, rd_table[rd_index], 0))]
         return m

@@ -26,6 +26,7 @@ from .cp import CommandProcessor
 from .dma import DMAEngine
 from .csr import MMIO_ADDR_WIDTH, CSRBlock
 from .mmu import MMU, REQ_USER, RESP_USER
+from .sdma import SDMA_BYTES_WIDTH, SdmaEngine
 
 ADDR_WIDTH = 48  # memory addresses, as a GPU virtual address space (amdgpu: 48 bits)
 ID_WIDTH = 4
@@ -33,7 +34,7 @@ IB_LEVELS = 2  # ring → IB1 → IB2
 TIMESTAMP_WIDTH = 48
 DMA_MAX_LOG2 = 20  # DMA_DATA moves at most 1 MiB (BYTE_COUNT has room for 2 MiB - 1)
 TLB_ENTRIES = 16
-WALK_ID = 7  # the MMU's page-table reads: CP IDs are 0-3, the DMA's 8
+WALK_ID = 7  # the MMU's page-table reads: CP IDs are 0-3, the SDMA's 4-6, the DMA's 8, the SDMA's DMA 12
 
 
 class GpuTop(wiring.Component):
@@ -68,6 +69,7 @@ class GpuTop(wiring.Component):
             csr.caps_dma_max_log2.eq(DMA_MAX_LOG2),
             csr.caps_ih.eq(1),
             csr.caps_vm.eq(int(self.mmu)),
+            csr.queue_caps_sdma.eq(1), csr.queue_caps_cp_queues.eq(1),
         ]
 
         # The GPU clock: stamps RELEASE_MEM timestamps and IH entries.
@@ -75,16 +77,30 @@ class GpuTop(wiring.Component):
         m.d.sync += timestamp.eq(timestamp + 1)
         m.d.comb += [csr.timestamp_lo.eq(timestamp[:32]), csr.timestamp_hi.eq(timestamp[32:])]
 
-        # The CP and the DMA engine share the memory master through a mux, which puts the
-        # master's index in the top AXI ID bit (the CP uses IDs 0-3, the DMA 8 on m_axi).
+        # The CP, the DMA engine and the SDMA (below) share the memory master through a mux,
+        # which puts the master's index in the top AXI ID bits.
         m.submodules.dma = dma = DMAEngine(self.data_width, ADDR_WIDTH, ID_WIDTH, vm=True)
         m.submodules.cp = cp = CommandProcessor(csr, self.data_width, ADDR_WIDTH, IB_LEVELS,
                                                 TIMESTAMP_WIDTH, dma=dma, dma_max_log2=DMA_MAX_LOG2,
                                                 fetch_depth=self.fetch_depth)
-        m.submodules.mux = mux = AXI4Mux(2, ADDR_WIDTH, self.data_width, ID_WIDTH,
+        # The SDMA copy engine (rtl/sdma/) with a DMA engine of its own (docs/hardware.md says
+        # why it does not share the CP's); its IH entries go through the CP's IH writer. On the
+        # mux: CP 0-3, SDMA 4-6, DMA 8 (as before), the SDMA's DMA 12 (parked: the last master).
+        m.submodules.sdma_dma = sdma_dma = DMAEngine(self.data_width, ADDR_WIDTH, ID_WIDTH, vm=True,
+                                                     bytes_width=SDMA_BYTES_WIDTH)
+        m.submodules.sdma = sdma = SdmaEngine(csr, sdma_dma, self.data_width, ADDR_WIDTH)
+        m.d.comb += [
+            cp.ext_ih_valid.eq(sdma.ih_valid), cp.ext_ih_src.eq(sdma.ih_src), cp.ext_ih_client.eq(sdma.ih_client),
+            cp.ext_ih_vmid.eq(sdma.ih_vmid), cp.ext_ih_data.eq(sdma.ih_data),
+            sdma.ih_done.eq(cp.ext_ih_done), sdma.ih_resp.eq(cp.ext_ih_resp), sdma.ih_user.eq(cp.ext_ih_user),
+            sdma.ih_addr.eq(cp.ext_ih_addr),
+        ]
+        m.submodules.mux = mux = AXI4Mux(4, ADDR_WIDTH, self.data_width, ID_WIDTH,
                                          req_user=REQ_USER.size, resp_user=RESP_USER.size)
         wiring.connect(m, cp.bus, mux.s[0])
-        wiring.connect(m, dma.bus, mux.s[1])
+        wiring.connect(m, sdma.bus, mux.s[1])
+        wiring.connect(m, dma.bus, mux.s[2])
+        wiring.connect(m, sdma_dma.bus, mux.s[3])
         if self.mmu:
             self._mmu(m, csr, mux)
         else:

@@ -117,8 +117,8 @@ NOP = SdmaPacketDef(
 
 COPY_LINEAR = SdmaPacketDef(
     "COPY_LINEAR", 1, 0,
-    "Copies COUNT + 1 bytes from src to dst (as memmove: overlapping ranges copy as if through "
-    "a buffer). Any alignment.",
+    "Copies COUNT + 1 bytes from src to dst. Any alignment; the ranges must not overlap (as "
+    "DMA_DATA's: the RTL's DMA engine reads ahead; the reference model copies as memmove).",
     fields=(
         _ENCRYPT(), _TMZ(),
         _off("BROADCAST", -1, 27, "The 9-dword form writing two destinations (AMD).", "BROADCAST"),

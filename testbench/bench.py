@@ -28,6 +28,14 @@ GOALS = {
     "dma_copy_eff_4k": (">= 0.99 (Xilinx DataMover 0.9775, open AXI CDMA 0.939)", lambda v: v >= 0.99),
     "dma_copy_eff_4k_lat64": (">= 0.90", lambda v: v >= 0.90),
     "dma_fill_eff_4k": ("", None),
+    # the SDMA copy engine (issue 16): COPY_LINEAR on its own DMA engine
+    "sdma_copy_eff_4k": (">= 0.99", lambda v: v >= 0.99),
+    "sdma_copy_eff_4k_single": ("", None),
+    "cp_plus_sdma_bytes_per_cycle": ("", None),
+    "cp_plus_sdma_vs_alone": ("", None),
+    "sdma_copy_eff_4k_32b": (">= 0.99", lambda v: v >= 0.99),
+    "cp_plus_sdma_bytes_per_cycle_32b": ("", None),
+    "cp_plus_sdma_mb_s": ("both engines at once, bytes_per_cycle_32b x Fmax of top_32 (make fpga)", None),
     "dma_16b_copy_cycles": ("<= 11 (open AXI CDMA 15)", lambda v: v <= 11),
     "cp_doorbell_to_fetch_cycles": ("<= 4", lambda v: v <= 4),
     "cp_submit_to_irq_cycles": ("<= 32", lambda v: v <= 32),
@@ -73,8 +81,9 @@ GOALS = {
 }
 
 
-WIDTH_32_TESTS = ["cp_latency", "dma_throughput", "dma_small_copy"]
-WIDTH_32_FIGURES = ("cp_submit_to_irq_cycles", "dma_copy_eff_4k", "dma_16b_copy_cycles")
+WIDTH_32_TESTS = ["cp_latency", "dma_throughput", "dma_small_copy", "sdma_throughput"]
+WIDTH_32_FIGURES = ("cp_submit_to_irq_cycles", "dma_copy_eff_4k", "dma_16b_copy_cycles", "sdma_copy_eff_4k",
+                    "cp_plus_sdma_bytes_per_cycle")
 
 
 def _fmt(v) -> str:

@@ -119,11 +119,14 @@ class _RegSlot:
         return bool(self.rw | self.w1c | self.const | self.hw)
 
 
-def _slots(model_only: bool = False) -> dict[int, _RegSlot]:
+def _slots(model_only: bool = False, sdma: bool = True) -> dict[int, _RegSlot]:
     """The register map: every backend's registers, and with `model_only` those of engines only
-    the model has so far (the SDMA queue: spec/regs.rdl's model_only registers)."""
+    the model has so far (the CP's second queue: spec/regs.rdl's model_only registers);
+    without `sdma`, none of the SDMA engine's (a device without one)."""
     out = {}
     for reg in (*regs.REGISTERS, *(regs.MODEL_ONLY_REGISTERS if model_only else ())):
+        if not sdma and reg.NAME.startswith(("SDMA_", "PERF_SDMA_")):
+            continue
         masks = dict(rw=0, w1c=0, wo=0, pulse=0, swmod=0, const=0, hw=0)
         reset = 0
         for f in reg.FIELDS:
@@ -303,10 +306,12 @@ class RefModel(Device):
     vm: an MMU translates (CAPS.VM); tlb_entries: what VM_CAPS.TLB_LOG2 reports (the model
     has no TLB size: it keeps every translation until an invalidation names it); vm_levels:
     VM_CAPS.LEVELS, page-table levels (1 to 4: virtual addresses of 21 to 48 bits).
-    queues: the engines the RTL does not have yet (QUEUE_CAPS): an SDMA copy engine with its
-    queue (testbench/model_sdma.py) and the CP's second hardware queue, CP_HQD1_*, with
-    priorities and per-queue reset (testbench/model_cp_queues.py); without them the
-    model_only registers answer DECERR, as on the RTL backends.
+    queues: the engine the RTL does not have yet (QUEUE_CAPS.CP_QUEUES): the CP's second
+    hardware queue, CP_HQD1_*, with priorities and per-queue reset
+    (testbench/model_cp_queues.py); without it its model_only registers answer DECERR, as on
+    the RTL backends. sdma: the SDMA copy engine (testbench/model_sdma.py), as the RTL has
+    one; without it QUEUE_CAPS.SDMA reads 0 and its registers answer DECERR (a device
+    without a copy engine, for the drivers' refusals).
     ib_levels: CAPS.IB_LEVELS. dma_max_bytes: BYTE_COUNT limit (DMA_BYTE_COUNT above it).
     mmio_cycles: model cycles one MMIO access costs.
     trace: called with one line per packet the CP starts (see the module docstring).
@@ -317,7 +322,7 @@ class RefModel(Device):
     def __init__(self, mem_size: int = DEFAULT_MEM_SIZE, *, mem: np.ndarray | None = None,
                  data_width: int = 64, dma: bool = True, ih: bool = True, ib_levels: int = 2,
                  vm: bool = True, tlb_entries: int = 16, vm_levels: int = vm_spec.LEVELS,
-                 queues: bool = True,
+                 queues: bool = True, sdma: bool = True,
                  dma_max_bytes: int = DMA_MAX_BYTES, mmio_cycles: int = DEFAULT_MMIO_CYCLES,
                  trace: Callable[[str], None] | None = None):
         if mem is None:
@@ -350,7 +355,7 @@ class RefModel(Device):
         self._bus_bytes = data_width // 8
         self._wb = self._wl = 0  # error window [wb, wl), empty
         self._wresp = OKAY
-        self._slots = _slots(model_only=bool(queues))
+        self._slots = _slots(model_only=bool(queues), sdma=bool(sdma))
         self._fault_type = _Fault
         self._hw_read: dict[str, Callable[[int], int]] = {
             "CAPS": self._caps, "STATUS": self._status, "INT_STATUS": self._int_pending,
@@ -375,14 +380,16 @@ class RefModel(Device):
             "PERF_TLB_HITS": lambda i: 0, "PERF_TLB_MISSES": lambda i: 0, "PERF_WALK_CYCLES": lambda i: 0,
         }
         self._store = {off: s.reset for off, s in self._slots.items()}
-        self.sdma: SdmaEngine | None = None
+        self.sdma: SdmaEngine | None = SdmaEngine(self) if sdma else None
         self._hq1: CpQueue1 | None = None
         self._ring_id = 0  # the IH RING_ID of the CP queue whose state is in these attributes
+        caps = regs.QUEUE_CAPS.SDMA.put(int(bool(sdma))) | regs.QUEUE_CAPS.CP_QUEUES.put(2 if queues else 1)
+        self._hw_read["QUEUE_CAPS"] = lambda i: caps
+        if self.sdma is not None:
+            self._hw_read.update(self.sdma.hw_read())
         if queues:
-            self.sdma = SdmaEngine(self)
             self._hq1 = CpQueue1(self)
-            self._hw_read.update(self.sdma.hw_read(), **self._hq1.hw_read(),
-                                 QUEUE_CAPS=lambda i: regs.QUEUE_CAPS.SDMA.put(1) | regs.QUEUE_CAPS.CP_QUEUES.put(2))
+            self._hw_read.update(self._hq1.hw_read())
         missing = {s.reg.NAME for s in self._slots.values() if s.hw} - set(self._hw_read)
         if missing:
             raise NotImplementedError(f"the reference model does not drive {sorted(missing)}")
@@ -1428,7 +1435,7 @@ class RefModel(Device):
 # ---------------------------------------------------------------------------- snapshots (issue 5)
 
 # Registers that count cycles or time differ between backends by nature.
-SNAPSHOT_SKIP = {"TIMESTAMP_LO", "TIMESTAMP_HI", "PERF_BUSY_CYCLES", "PERF_STALL_CYCLES",
+SNAPSHOT_SKIP = {"TIMESTAMP_LO", "TIMESTAMP_HI", "PERF_BUSY_CYCLES", "PERF_STALL_CYCLES", "PERF_SDMA_BUSY_CYCLES",
                  "PERF_DMA_BUSY_CYCLES", "PERF_TLB_HITS", "PERF_TLB_MISSES", "PERF_WALK_CYCLES"}
 
 

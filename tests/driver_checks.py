@@ -3,7 +3,7 @@ turn one into a cocotb test that runs it on the RTL."""
 
 import importlib
 
-MODULES = ("test_kmd_ioctl", "test_kmd_fence", "test_kmd_reset", "test_kmd_vm", "test_kmd_queues",
+MODULES = ("test_kmd_ioctl", "test_kmd_fence", "test_kmd_reset", "test_kmd_vm", "test_kmd_queues", "test_umd_queues",
            "test_umd_api", "test_umd_batching", "test_umd_cmdbuf", "test_umd_memory", "test_umd_runtime",
            "test_umd_transfer",
            "test_security", "test_amd_conformance", "test_vm_isolation")

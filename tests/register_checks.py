@@ -32,6 +32,10 @@ def expected_reset(reg, data_width: int) -> dict[str, int]:
         ("VM_CAPS", "TLB_LOG2"): 4,
         ("STATUS", "IDLE"): 1,
         ("STATUS", "RB_EMPTY"): 1,
+        ("QUEUE_CAPS", "SDMA"): 1,
+        ("QUEUE_CAPS", "CP_QUEUES"): 1,  # (the RTL's; the model's is 1 when built as it)
+        ("SDMA_STATUS", "IDLE"): 1,
+        ("SDMA_STATUS", "RB_EMPTY"): 1,
     }
     out = {}
     for f in reg.FIELDS:
@@ -65,8 +69,8 @@ def check_reset_values(dev, data_width: int) -> None:
 
 def _storage(reg) -> bool:
     """A register of plain storage: every field RW, no pulse, no W1C, and nothing the CP or
-    the interrupt line acts on (so writing it anything starts nothing)."""
-    return (reg not in (regs.CONTROL, regs.RB_CNTL, regs.IH_CNTL, regs.INT_ENABLE)
+    the interrupt line acts on, nor the SDMA ring's enable (so writing it anything starts nothing)."""
+    return (reg not in (regs.CONTROL, regs.RB_CNTL, regs.IH_CNTL, regs.INT_ENABLE, regs.SDMA_RB_CNTL)
             and all(f.sw == "rw" and not f.onwrite and not f.swmod for f in reg.FIELDS))
 
 

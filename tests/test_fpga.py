@@ -34,7 +34,7 @@ def test_synthesis_error_names_block_and_step(tmp_path):
 
 
 def test_unknown_block_is_a_usage_error():
-    with pytest.raises(ValueError, match=r"^unknown block 'gpu': choose csr, cp, dma, mux, mmu, top or top_nommu$"):
+    with pytest.raises(ValueError, match=r"^unknown block 'gpu': choose csr, cp, dma, mux, mmu, sdma, top or top_nommu$"):
         block("gpu", 32)
     with pytest.raises(ValueError, match=r"^dma: data width must be 32, 64, 128 or 256, not 48$"):
         block("dma", 48)

@@ -1,8 +1,8 @@
 """Many rings: the SDMA ring beside the gfx ring, the drm_sched-like scheduler (entities,
 priorities, dependencies from any ring, hw_submission_limit), CS ring choice and dependency
 chunks with their errnos, and recovery per ring, in the shapes of igt's amd_queue_reset,
-gem_reset_stats and gem_exec_whisper (reference-model backend: the RTL has no copy engine
-yet; `check_copy_ring_on_this_backend` runs on the RTL too and pins its refusal)."""
+gem_reset_stats and gem_exec_whisper (reference-model backend; `check_copy_ring_on_this_backend`
+runs on the RTL's copy engine too, tests/test_rtl_drivers.py)."""
 
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ HANG = lambda addr: sdma.poll_regmem(addr, 0, 0xFFFFFFFF, "NE", interval=4)  # n
 # ------------------------------------------------------------------------------ both backends
 
 def check_copy_ring_on_this_backend(dev):
-    """The DMA ring runs on a device with an SDMA engine, and is refused with EINVAL naming
-    the backend where there is none (the RTL today): never run anywhere else."""
+    """The DMA ring runs on a device with an SDMA engine (the RTL has one), and is refused with
+    EINVAL naming the backend where there is none: never run anywhere else."""
     kmd = kmd_model.bind(dev)
     c = Client()
     bo = c.bo()
@@ -53,8 +53,8 @@ def check_copy_ring_on_this_backend(dev):
     chunk = sdma_ib(bo, sdma.copy_linear(bo.addr + 0x1000, bo.addr, 256), 0x800)
     if kmd.sdma_sched is None:
         rings_before = kmd.ring.doorbells
-        expect(errno.EINVAL, f"CS: chunk 0: HW IP DMA ring 0: this device has no SDMA engine (QUEUE_CAPS "
-               f"answers DECERR on the {dev.name} backend: the RTL has no copy engine yet)", c.submit, chunk)
+        expect(errno.EINVAL, f"CS: chunk 0: HW IP DMA ring 0: this device has no SDMA engine (QUEUE_CAPS.SDMA "
+               f"is 0 on the {dev.name} backend)", c.submit, chunk)
         assert kmd.ring.doorbells == rings_before and not bo.u32[0x400:0x440].any()
         assert c.io(Request.INFO, uapi.InfoArgs(uapi.InfoQuery.DEV_INFO)).sdma_rings == 0
     else:
@@ -64,12 +64,69 @@ def check_copy_ring_on_this_backend(dev):
     assert c.wait(c.run(bo, pm4.write_data(bo.addr + 0x2000, [5]), 0xC00))  # gfx runs either way
 
 
-CHECKS = [check_copy_ring_on_this_backend]
+def check_amd_queue_reset_malformed(dev):
+    amd_queue_reset(dev, "malformed")
+
+
+def check_amd_queue_reset_hang(dev):
+    amd_queue_reset(dev, "hang")
+
+
+def check_amd_queue_reset_bus_error(dev):
+    amd_queue_reset(dev, "bus_error")
+
+
+def check_dependencies_bounce_between_rings_gpu_side(dev):
+    """A copy on SDMA waits for a gfx job's fence and a gfx job for the copy, without the
+    client waiting in between: the scheduler holds each job until its dependency finished."""
+    kmd = kmd_model.bind(dev)
+    c = Client()
+    bo = c.bo(0x8000)
+    gate = bo.addr + 0x7000
+    # gfx job 1 waits for the CPU, then writes 0x1234 at +0x1000
+    g1 = c.submit(c.ib(bo, pm4.wait_reg_mem(gate, 1, 1, "EQ") + pm4.write_data(bo.addr + 0x1000, [0x1234])))
+    # SDMA copies it to +0x2000 once g1 is done; gfx then adds a marker after the copy
+    s1 = c.submit(CsChunkDep(GFX, 0, c.ctx, g1), sdma_ib(bo, sdma.copy_linear(bo.addr + 0x2000, bo.addr + 0x1000, 4),
+                                                       0x400))
+    g2 = c.submit(CsChunkDep(DMA, 0, c.ctx, 0xFFFFFFFF),
+                  c.ib(bo, pm4.write_data(bo.addr + 0x2004, [0x5678]), 0x800))
+    kmd.service()
+    assert kmd.sdma_sched.queue and kmd.sched.queue  # both held back, not in a ring yet
+    assert bo.u32[0x800] == 0
+    bo.u32[0x7000 // 4] = 1  # release g1
+    assert c.wait(g2)
+    assert bo.u32[0x800:0x802].tolist() == [0x1234, 0x5678] and c.wait(s1, 0) and c.wait(g1, 0)
+
+
+def check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted(dev):
+    """gem_reset_stats: only the guilty context reads guilty; another context's job queued on
+    the same SDMA ring is innocent, resubmitted, and completes with its data."""
+    kmd = kmd_model.bind(dev, job_timeout=20_000)
+    a, b, idle = Client(), Client(), Client()
+    abo, bbo = a.bo(), b.bo()
+    bad = a.submit(sdma_ib(abo, HANG(abo.addr + 0x3000)))
+    nice = b.submit(sdma_ib(bbo, sdma.constant_fill(bbo.addr + 0x1000, 0xAB, 64)))
+    assert b.wait(nice, 1_000_000)
+    assert bytes(bbo.u32[0x400:0x410].view("u1")) == bytes([0xAB, 0, 0, 0] * 16)
+    with pytest.raises(uapi.KmdError):
+        a.wait(bad)
+    qa, qb, qi = query(a), query(b), query(idle)
+    assert (qa.ring_status, qb.ring_status, qi.ring_status) == (
+        {"sdma0": ResetStatus.GUILTY}, {"sdma0": ResetStatus.INNOCENT}, {})
+    assert (qa.reset_status, qb.reset_status, qi.reset_status) == (
+        ResetStatus.GUILTY, ResetStatus.INNOCENT, ResetStatus.NO_RESET)
+    assert qa.resets == qb.resets == qi.resets == 1 and kmd.stats["queue_resets"] == 1
+
+
+# (on the RTL too: tests/test_rtl_drivers.py runs every check here on each simulator)
+CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rings_gpu_side,
+          check_amd_queue_reset_malformed, check_amd_queue_reset_hang, check_amd_queue_reset_bus_error,
+          check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted]
 
 
 @pytest.mark.parametrize("sdma_engine", [True, False], ids=["sdma", "no_sdma"])
 def test_copy_ring_on_model(sdma_engine):
-    check_copy_ring_on_this_backend(RefModel(queues=sdma_engine))
+    check_copy_ring_on_this_backend(RefModel(sdma=sdma_engine))
 
 
 # ------------------------------------------------------------------------------ CS and CTX errors
@@ -124,26 +181,9 @@ def test_cs_ring_and_dependency_errors():
 
 # ------------------------------------------------------------------------------ scheduler
 
-def test_dependencies_bounce_between_rings_gpu_side():
-    """A copy on SDMA waits for a gfx job's fence and a gfx job for the copy, without the
-    client waiting in between: the scheduler holds each job until its dependency finished."""
-    kmd = kmd_model.bind(RefModel())
-    c = Client()
-    bo = c.bo(0x8000)
-    gate = bo.addr + 0x7000
-    # gfx job 1 waits for the CPU, then writes 0x1234 at +0x1000
-    g1 = c.submit(c.ib(bo, pm4.wait_reg_mem(gate, 1, 1, "EQ") + pm4.write_data(bo.addr + 0x1000, [0x1234])))
-    # SDMA copies it to +0x2000 once g1 is done; gfx then adds a marker after the copy
-    s1 = c.submit(CsChunkDep(GFX, 0, c.ctx, g1), sdma_ib(bo, sdma.copy_linear(bo.addr + 0x2000, bo.addr + 0x1000, 4),
-                                                       0x400))
-    g2 = c.submit(CsChunkDep(DMA, 0, c.ctx, 0xFFFFFFFF),
-                  c.ib(bo, pm4.write_data(bo.addr + 0x2004, [0x5678]), 0x800))
-    kmd.service()
-    assert kmd.sdma_sched.queue and kmd.sched.queue  # both held back, not in a ring yet
-    assert bo.u32[0x800] == 0
-    bo.u32[0x7000 // 4] = 1  # release g1
-    assert c.wait(g2)
-    assert bo.u32[0x800:0x802].tolist() == [0x1234, 0x5678] and c.wait(s1, 0) and c.wait(g1, 0)
+@pytest.mark.parametrize("check", CHECKS[1:], ids=lambda f: f.__name__[6:])
+def test_on_model(check):
+    check(RefModel())
 
 
 def test_priorities_and_hw_submission_limit():
@@ -174,12 +214,11 @@ def test_priorities_and_hw_submission_limit():
 
 # ------------------------------------------------------------------------------ recovery (igt shapes)
 
-@pytest.mark.parametrize("bad", ["malformed", "hang", "bus_error"])
-def test_amd_queue_reset_bad_sdma_job_good_gfx_job(bad):
+def amd_queue_reset(dev, bad):
     """amd_queue_reset: a bad job on the SDMA ring, good jobs on the gfx ring (another
     context) before, during and after: the SDMA queue alone is reset (no full reset), the
     guilty job fails with ECANCELED, the gfx jobs complete, the SDMA ring works again."""
-    kmd = kmd_model.bind(RefModel(), job_timeout=20_000)
+    kmd = kmd_model.bind(dev, job_timeout=20_000)
     good, evil = Client(), Client()
     gbo, ebo = good.bo(0x8000), evil.bo()
     g1 = good.submit(good.ib(gbo, pm4.wait_reg_mem(gbo.addr + 0x7000, 1, 1, "EQ")
@@ -209,26 +248,6 @@ def test_amd_queue_reset_bad_sdma_job_good_gfx_job(bad):
     qe, qg = query(evil), query(good)
     assert qe.reset_status == ResetStatus.GUILTY and qe.ring_status == {"sdma0": ResetStatus.GUILTY}
     assert qg.reset_status == ResetStatus.NO_RESET and qg.ring_status == {}
-
-
-def test_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted():
-    """gem_reset_stats: only the guilty context reads guilty; another context's job queued on
-    the same SDMA ring is innocent, resubmitted, and completes with its data."""
-    kmd = kmd_model.bind(RefModel(), job_timeout=20_000)
-    a, b, idle = Client(), Client(), Client()
-    abo, bbo = a.bo(), b.bo()
-    bad = a.submit(sdma_ib(abo, HANG(abo.addr + 0x3000)))
-    nice = b.submit(sdma_ib(bbo, sdma.constant_fill(bbo.addr + 0x1000, 0xAB, 64)))
-    assert b.wait(nice, 1_000_000)
-    assert bytes(bbo.u32[0x400:0x410].view("u1")) == bytes([0xAB, 0, 0, 0] * 16)
-    with pytest.raises(uapi.KmdError):
-        a.wait(bad)
-    qa, qb, qi = query(a), query(b), query(idle)
-    assert (qa.ring_status, qb.ring_status, qi.ring_status) == (
-        {"sdma0": ResetStatus.GUILTY}, {"sdma0": ResetStatus.INNOCENT}, {})
-    assert (qa.reset_status, qb.reset_status, qi.reset_status) == (
-        ResetStatus.GUILTY, ResetStatus.INNOCENT, ResetStatus.NO_RESET)
-    assert qa.resets == qb.resets == qi.resets == 1 and kmd.stats["queue_resets"] == 1
 
 
 def test_context_banned_after_repeated_hangs():

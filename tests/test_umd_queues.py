@@ -2,8 +2,9 @@
 fill, copy, upload, download and events as SDMA packets on the copy engine's ring;
 `Queue.wait_event` makes one queue wait for another's event on the GPU's side (a CS
 dependency the KMD's scheduler holds the job for), so a producer/consumer pipeline across
-the copy and gfx queues needs no CPU round trip. Reference-model backend (the RTL has no
-copy engine yet: `engine="copy"` is refused there, and on a model built without one)."""
+the copy and gfx queues needs no CPU round trip. Reference-model backend (`engine="copy"`
+is refused on a model built without a copy engine); the RTL's copy engine runs the KMD's
+SDMA ring in tests/test_rtl_drivers.py and its packets in tests/test_rtl_sdma.py."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ from spec import sdma_packets
 from testbench.refmodel import RefModel
 
 
-def test_copy_queue_runs_on_the_copy_engine():
-    kmd = kmd_model.bind(RefModel())
+def check_copy_queue_runs_on_the_copy_engine(dev):
+    kmd = kmd_model.bind(dev)
     gpu = umd.open()
     q = gpu.queue(engine="copy")
     assert repr(q).startswith("<umd.Queue copy ctx")
@@ -48,11 +49,11 @@ def test_copy_queue_runs_on_the_copy_engine():
         q.timestamp()
 
 
-def test_pipeline_across_queues_waits_gpu_side():
+def check_pipeline_across_queues_waits_gpu_side(dev):
     """gfx produces (after a gate the CPU opens), the copy queue moves the result once the
     gfx event is signalled, gfx consumes once the copy's event is: all three submitted before
     the gate opens; the scheduler holds the later two back."""
-    kmd = kmd_model.bind(RefModel())
+    kmd = kmd_model.bind(dev)
     gpu = umd.open()
     gfx, copy = gpu.queue(), gpu.queue(engine="copy", priority="high")
     gate, src, dst = gpu.alloc(4096), gpu.alloc(4096), gpu.alloc(4096)
@@ -75,6 +76,15 @@ def test_pipeline_across_queues_waits_gpu_side():
     assert dst.u32[:5].tolist() == [0xA, 0xB, 0xC, 0xD, 0xE] and moved.signalled()
 
 
+# (on the RTL too: tests/test_rtl_drivers.py runs every check here on each simulator)
+CHECKS = [check_copy_queue_runs_on_the_copy_engine, check_pipeline_across_queues_waits_gpu_side]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
+def test_on_model(check):
+    check(RefModel())
+
+
 def test_queue_arguments_and_backends_without_a_copy_engine():
     kmd_model.bind(RefModel())
     gpu = umd.open()
@@ -84,10 +94,10 @@ def test_queue_arguments_and_backends_without_a_copy_engine():
         gpu.queue(priority=9)
     with pytest.raises(TypeError, match=r"^wait_event: event must be a umd Event, not 3$"):
         gpu.queue().wait_event(3)
-    kmd_model.bind(RefModel(queues=False))
+    kmd_model.bind(RefModel(sdma=False))
     gpu = umd.open()
     with pytest.raises(ValueError, match=r"^queue: engine='copy' needs an SDMA engine, and the model backend has "
-                       r"none \(the RTL does not implement the copy engine yet\): use engine='gfx'$"):
+                       r"none \(QUEUE_CAPS.SDMA is 0\): use engine='gfx'$"):
         gpu.queue(engine="copy")
 
 

@@ -201,7 +201,7 @@ def device_queue(self: Device, *, flush_threshold: int | None = None, flush_dwor
         raise ValueError(f"queue: priority must be one of {', '.join(map(repr, PRIORITIES))}, not {priority!r}")
     if engine == "copy" and not self.dev_info.sdma_rings:
         raise ValueError(f"queue: engine='copy' needs an SDMA engine, and the {self.name} backend has none "
-                         "(the RTL does not implement the copy engine yet): use engine='gfx'")
+                         "(QUEUE_CAPS.SDMA is 0): use engine='gfx'")
     q = Queue(self, flush_threshold if flush_threshold is not None else self._table.flush_threshold,
               ib_size_dw, flush_dwords, max_inflight, engine, priority)
     self.queues.append(q)

@@ -12,6 +12,9 @@ from ..bus import RESP_OKAY
 from .writer import BLOCK_DWORDS, WriteSource
 
 FULL = Const((1 << BLOCK_DWORDS) - 1, BLOCK_DWORDS)  # an entry is a whole block
+# where another engine's entry (ext_ih_*) returns to: the states the CP appends them in
+RET_RUN, RET_ERROR, RET_WRM = 0, 1, 2
+_RET_STATES = {RET_RUN: "RUN", RET_ERROR: "ERROR", RET_WRM: "WRM_SLEEP"}
 
 
 def load(c, src, data, client=ih_spec.Client.GRBM_CP, vmid=None, err=False):
@@ -50,6 +53,35 @@ def start(c, src, data, **kw):
     request(c)
 
 
+def start_ext(c, ret):
+    """Append the entry another engine requests (ext_ih_*: the SDMA's), in this cycle's FSM
+    transition from state `ret` (RET_*), which it returns to; its write's response goes back
+    with `ext_ih_done`. A failed write is the other engine's error, not the CP's."""
+    cp = c.cp
+    load(c, cp.ext_ih_src, [cp.ext_ih_data[32 * i:32 * (i + 1)] for i in range(4)], client=cp.ext_ih_client,
+         vmid=cp.ext_ih_vmid)
+    c.m.d.sync += [c.ih_ext.eq(1), c.ih_ret.eq(ret)]
+    request(c)
+
+
+def _ext(c):
+    """The entry in hand is another engine's: its request holds until it is answered (a soft
+    reset drops it, and resets the CP too), so the flag counts only while it does."""
+    return c.ih_ext & c.cp.ext_ih_valid
+
+
+def _ext_finish(c, resp=None, user=None):
+    """The other engine's entry is written (or dropped): answer it, go back."""
+    m, cp = c.m, c.cp
+    m.d.comb += cp.ext_ih_done.eq(1)
+    if resp is not None:
+        m.d.comb += [cp.ext_ih_resp.eq(resp), cp.ext_ih_user.eq(user)]
+    m.d.sync += c.ih_ext.eq(0)
+    for ret, name in _RET_STATES.items():
+        with m.If(c.ih_ret == ret):
+            m.next = name
+
+
 def entry(client, src, vmid, ts, data):
     """The entry's eight dwords from its registers, at the positions spec/ih.py gives
     (fields this front end does not drive, such as PASID, are 0)."""
@@ -76,13 +108,16 @@ def entry(client, src, vmid, ts, data):
 def states(c):
     """Append an entry (EOP or CP_ERROR), then write back the wptr."""
     m, state, writer = c.m, c.state, c.writer
+    m.d.comb += c.cp.ext_ih_addr.eq(c.blk_addr)  # (a failed write's address, with ext_ih_done)
     with state("IH_ENTRY_WRITE"):
         c.request_write("IH_ENTRY_WAIT")
     with state("IH_ENTRY_WAIT"):
         m.d.comb += c.stall.eq(1)
         with m.If(writer.done):
             with m.If(writer.resp != RESP_OKAY):
-                with m.If(c.ih_err):
+                with m.If(_ext(c)):
+                    _ext_finish(c, writer.resp, writer.user)
+                with m.Elif(c.ih_err):
                     m.next = "ERROR"  # reporting an error failed: the entry is lost
                 with m.Else():
                     c.write_failed()  # at blk_addr
@@ -100,7 +135,9 @@ def states(c):
     with state("IH_WB_WAIT"):
         m.d.comb += c.stall.eq(1)
         with m.If(writer.done):
-            with m.If((writer.resp != RESP_OKAY) & ~c.ih_err):
+            with m.If((writer.resp != RESP_OKAY) & _ext(c)):
+                _ext_finish(c, writer.resp, writer.user)
+            with m.Elif((writer.resp != RESP_OKAY) & ~c.ih_err):
                 c.write_failed()  # at blk_addr
             with m.Elif(c.ih_err):
                 m.next = "ERROR"
@@ -112,3 +149,6 @@ def states(c):
         with m.Else():
             m.d.comb += c.eop_set.eq(1)
             m.next = "DONE"
+        with m.If(_ext(c)):  # another engine's entry: no EOP; back where it came from
+            m.d.comb += c.eop_set.eq(0)
+            _ext_finish(c)

@@ -120,6 +120,12 @@ class CommandProcessor(wiring.Component):
             "bus": Out(AXI4Signature(addr_width, data_width, 4, REQ_USER.size, RESP_USER.size)),
             "timestamp": In(ts_width),
             "idle": Out(1),
+            # IH entries of another engine (the SDMA, rtl/sdma/): appended between packets, while
+            # stopped by an error and between WAIT_REG_MEM polls; the request holds until `done`
+            "ext_ih_valid": In(1), "ext_ih_src": In(8), "ext_ih_client": In(8), "ext_ih_vmid": In(4),
+            "ext_ih_data": In(128),
+            "ext_ih_done": Out(1), "ext_ih_resp": Out(2), "ext_ih_user": Out(RESP_USER.size),
+            "ext_ih_addr": Out(addr_width),
         })
 
     def elaborate(self, platform):
@@ -253,6 +259,8 @@ class CommandProcessor(wiring.Component):
         ih_client = Signal(8)
         ih_vmid = Signal(4)
         ih_err = Signal()  # the entry reports the error that stopped the CP
+        ih_ext = Signal()  # the entry is another engine's (ext_ih_*): IH_DONE returns to ih_ret
+        ih_ret = Signal(2)  # ih.RET_*: the state that entry interrupted
         wr_src = Signal(2)  # WriteSource of the block to write
         wval = [Signal(32, name=f"wval{i}") for i in range(2)]
 
@@ -688,6 +696,8 @@ class CommandProcessor(wiring.Component):
                     m.d.sync += [hdr_opcode.eq(saved_opcode[level - 1]), hdr_off.eq(saved_off[level - 1])]
                     with m.If(level == 1):
                         m.next = "RING_DONE"
+                with m.Elif(self.ext_ih_valid):
+                    ih.start_ext(c, ih.RET_RUN)  # (no header is taken: take_hdr)
                 with m.Elif(csr.control_halt):
                     m.d.comb += halted.eq(1)
                 with m.Elif(~cur_fetch_valid):
@@ -782,7 +792,8 @@ class CommandProcessor(wiring.Component):
                         Mux(vmf, cp_error, err_offset)],
                         client=Mux(vmf, ih_spec.Client.UTCL2, ih_spec.Client.GRBM_CP), vmid=err_vmid, err=True)
             with state("ERROR"):
-                pass
+                with m.If(self.ext_ih_valid):
+                    ih.start_ext(c, ih.RET_ERROR)
 
             # ---- soft reset: let the bus go quiet, then clear everything
             with state("RESET"):
@@ -793,7 +804,7 @@ class CommandProcessor(wiring.Component):
                         err_opcode.eq(0), err_addr.eq(0), err_offset.eq(0), vmid.eq(0), err_vmid.eq(0),
                         err_user.eq(0), err_access.eq(0),
                         ring_pos.eq(0), rptr.eq(0), limit.eq(ring_size), wptr.eq(0), ih_wptr.eq(0),
-                        blk_mask.eq(0), dma_failed.eq(0),
+                        blk_mask.eq(0), dma_failed.eq(0), ih_ext.eq(0),
                     ]
                     m.d.comb += ih_clear.eq(1)
                     m.d.sync += [v.eq(0) for v in captures]
@@ -819,7 +830,7 @@ class CommandProcessor(wiring.Component):
                      take_any.eq(((fsm.ongoing("PAYLOAD") & ~bad_count) | fsm.ongoing("WD_COLLECT")) & ~failed)]
         for i, f in enumerate(fetchers):
             m.d.comb += pops[i].eq(lvl[i] & offered[i] & ~csr.control_soft_reset &
-                                   ((take_hdr & (~dma_busy_r | f.dw_tag.is_dma)) | take_any))
+                                   ((take_hdr & ~self.ext_ih_valid & (~dma_busy_r | f.dw_tag.is_dma)) | take_any))
             m.d.comb += f.dw_ready.eq(pops[i])
         m.d.comb += pop.eq(pops.any())
 

@@ -11,6 +11,7 @@ from spec import packets as pk
 
 from ..bus import RESP_OKAY
 from ..csr import CpError
+from . import ih
 from .packets import field, value
 
 WRM = pk.WAIT_REG_MEM
@@ -60,6 +61,8 @@ def states(c):
         m.d.sync += c.poll_timer.eq(c.poll_timer - 1)
         with m.If(c.err_pending_any):
             m.next = "ERR_DRAIN"
+        with m.Elif(c.cp.ext_ih_valid):
+            ih.start_ext(c, ih.RET_WRM)  # (the SDMA's entry: a CP poll may wait forever)
         with m.Elif(c.poll_timer <= 1):
             m.d.sync += c.poll_req.eq(1)
             m.next = "WRM_READ"

@@ -1,0 +1,528 @@
+"""The SDMA engine: its ring and doorbell, the parser, errors, queue reset, status.
+
+docs/hardware.md ("The SDMA copy engine") is the contract; testbench/model_sdma.py is the
+reference model this follows check by check. The pieces:
+
+- two Fetchers (rtl/cp/fetch.py: the ring's, wrapping, and the IB's) read ahead; the parser
+  pops one dword per cycle from the current level's (an SDMA IB does not nest);
+- the parser FSM (here) reads a header, looks its (OP, SUB_OP) up (packets.py), checks that
+  the packet lies inside its buffer, collects the fixed payload into registers, checks the
+  fields in a CHECK cycle and starts the packet's executor (one module per family);
+- one BlockWriter (rtl/cp/writer.py) makes every memory write of the engine (WRITE_LINEAR,
+  FENCE, the rptr write-back), one aligned 32-byte block at a time, each waited for;
+- COPY_LINEAR and CONSTANT_FILL run on the engine's own DMA engine (rtl/dma.py, given as
+  `dma`), one transfer at a time: a packet finishes when its transfer is answered;
+- IH entries (TRAP, POLL_REGMEM's timeout, the error entry) are requested from the CP,
+  whose IH writer owns the IH ring (rtl/cp/ih.py: it appends them between packets, while
+  stopped by an error and between WAIT_REG_MEM polls), and answered with the write's
+  response.
+
+Pointers: the registers count bytes (AMD's units); inside, `rdw` (ring packets finished),
+`rpos` (ring dwords consumed) and `wdw` (the doorbell's write pointer) count dwords, 32
+bits free running, so the byte pointers are these << 2.
+
+The VMID sideband (rtl/mmu.py): the ring's fetches and the rptr write-back are VMID 0; an
+IB fetches with the VMID its ring INDIRECT_BUFFER names, and its packets read and write
+with it.
+
+Errors latch SDMA_ERROR* once (the parser's first, or a doorbell's), stop the parser at
+its next step, drain the engine's bus traffic (a transfer under way completes), then
+request an SDMA_ERROR IH entry and wait in ERROR. SDMA_CNTL.QUEUE_RESET (and
+CONTROL.SOFT_RESET) drains the same way (transfers are aborted) and returns the queue to
+idle; the CP is not involved.
+"""
+
+from contextlib import contextmanager
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from spec import ih as ih_spec
+from spec import sdma_packets as sp
+from spec import vm as vm_spec
+
+from ..bus import AXI4Signature, BURST_INCR, RESP_OKAY
+from ..cp.fetch import Fetcher
+from ..cp.writer import BLOCK_DWORDS, BlockWriter
+from ..csr import REG_FIELDS, CpError, IbLevel
+from ..mmu import REQ_USER, RESP_USER, req_user
+from . import copy_fill, indirect_buffer, poll_regmem, read_port, trap, write
+from . import packets as pk
+
+SDMA_BYTES_WIDTH = 23  # COPY_LINEAR / CONSTANT_FILL move up to 4 MiB (COUNT + 1)
+MIN_LOG2, MAX_LOG2 = 4, 20  # SDMA_RB_CNTL.RB_SIZE range (the model clamps to it)
+
+
+class _Context:
+    """The engine's signals and helpers by name, for the executor modules."""
+
+    def __init__(self, names: dict):
+        self.update(names)
+
+    def update(self, names: dict) -> None:
+        self.__dict__.update((k, v) for k, v in names.items() if k not in ("self", "c"))
+
+
+def pack_fields(layout, **values):
+    word = Const(0, 32)
+    for name, v in values.items():
+        lsb, width = layout[name]
+        word = word | (Value.cast(v)[:width] << lsb)
+    return word[:32]
+
+
+class SdmaEngine(wiring.Component):
+    """`csr`: the CSR block (SDMA_* configuration in, status and counters out). `dma`: the
+    engine's own DMAEngine (bytes_width ≥ SDMA_BYTES_WIDTH, vm=True), whose bus the top
+    connects to the memory mux beside `bus`."""
+
+    def __init__(self, csr, dma, data_width: int = 64, addr_width: int = 48, fetch_depth: int = 8):
+        self.csr = csr
+        self.dma = dma
+        self.data_width = data_width
+        self.addr_width = addr_width
+        self.fetch_depth = fetch_depth
+        super().__init__({
+            "bus": Out(AXI4Signature(addr_width, data_width, 4, REQ_USER.size, RESP_USER.size)),
+            # IH entries, appended by the CP's IH writer: the request holds until `ih_done`
+            "ih_valid": Out(1), "ih_src": Out(8), "ih_client": Out(8), "ih_vmid": Out(4),
+            "ih_data": Out(128),
+            "ih_done": In(1), "ih_resp": In(2), "ih_user": In(RESP_USER), "ih_addr": In(addr_width),
+            "idle": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        csr, dma, bus = self.csr, self.dma, self.bus
+        aw = self.addr_width
+        DW = self.data_width
+        dpb = DW // 32
+
+        # ---------------------------------------------------------------- configuration
+        ring_base = Signal(aw)
+        m.d.comb += ring_base.eq(Cat(Const(0, 8), csr.sdma_rb_base_lo, csr.sdma_rb_base_hi))
+        log2 = Signal(5)
+        rs = csr.sdma_rb_cntl_rb_size
+        m.d.comb += log2.eq(Mux(rs < MIN_LOG2, MIN_LOG2, Mux(rs > MAX_LOG2, MAX_LOG2, rs)))
+        # (from RB_SIZE at once: amdgpu writes it with RB_ENABLE, and the ring fetcher takes the
+        # mask when it starts, in the cycle after that write)
+        mask = Signal(32)  # ring size in dwords − 1
+        size_bytes = Signal(MAX_LOG2 + 3)
+        m.d.comb += [mask.eq((Const(1, 33) << log2) - 1), size_bytes.eq(Const(4, MAX_LOG2 + 3) << log2)]
+        enable = csr.sdma_rb_cntl_rb_enable
+
+        # ---------------------------------------------------------------- state
+        wdw = Signal(32)  # write pointer (dwords)
+        rdw = Signal(32)  # read pointer: ring packets finished (dwords)
+        rpos = Signal(32)  # ring dwords consumed by the parser
+        in_ib = Signal()
+        ib_base = Signal(aw)
+        ib_size = Signal(20)
+        ib_pos = Signal(20)
+        ib_vmid = Signal(4)
+        ib_hdr_off = Signal(32)  # the ring offset of the INDIRECT_BUFFER whose IB runs
+        cur_vmid = Signal(4)
+        m.d.comb += cur_vmid.eq(Mux(in_ib, ib_vmid, 0))
+
+        # the packet in hand
+        hdr = Signal(32)
+        hdr_off = Signal(32)
+        hdr_addr = Signal(aw)
+        cur_op = Signal(8)
+        cur_sub = Signal(8)
+        kind = Signal(range(len(pk.PACKETS)))
+        left = Signal(32)  # dwords after the header in its buffer
+        p = [Signal(32, name=f"p{i}") for i in range(pk.MAX_FIXED)]
+        p_arr = Array(p)
+        pidx = Signal(range(pk.MAX_FIXED + 1))
+        rem = Signal(22)  # dwords still to pop (payload, NOP's skip, WRITE_LINEAR's data)
+
+        # error latch
+        err = Signal()
+        err_code = Signal(8)
+        err_level = Signal(2)
+        err_op = Signal(8)
+        err_sub = Signal(8)
+        err_addr = Signal(aw)
+        err_offset = Signal(32)
+        err_vmid = Signal(4)
+
+        # ---------------------------------------------------------------- fetchers and the bus
+        fr = Fetcher(DW, aw, depth_beats=self.fetch_depth, max_burst_beats=min(8, self.fetch_depth),
+                     wraps=True, user_width=RESP_USER.size)
+        fi = Fetcher(DW, aw, depth_beats=self.fetch_depth, max_burst_beats=min(8, self.fetch_depth),
+                     wraps=False, user_width=RESP_USER.size)
+        m.submodules.fetch_ring = fr
+        m.submodules.fetch_ib = fi
+        poll_req, poll_addr, poll_taken, poll_pending, poll_rvalid, ar_valid = read_port.reads(
+            m, bus, fr, fi, DW, req_user(0, vm_spec.Access.FETCH), req_user(ib_vmid, vm_spec.Access.FETCH),
+            req_user(cur_vmid, vm_spec.Access.READ))
+
+        m.submodules.writer = writer = BlockWriter(DW, aw, REQ_USER.size, RESP_USER.size)
+        m.d.comb += [
+            bus.awvalid.eq(writer.awvalid), writer.awready.eq(bus.awready),
+            bus.awaddr.eq(writer.awaddr), bus.awlen.eq(writer.awlen), bus.awid.eq(0),
+            bus.awsize.eq(ceil_log2(DW // 8)), bus.awburst.eq(BURST_INCR),
+            bus.wvalid.eq(writer.wvalid), writer.wready.eq(bus.wready),
+            bus.wdata.eq(writer.wdata), bus.wstrb.eq(writer.wstrb), bus.wlast.eq(writer.wlast),
+            writer.bvalid.eq(bus.bvalid), writer.bresp.eq(bus.bresp), bus.bready.eq(1),
+            bus.awuser.eq(writer.awuser), writer.buser.eq(bus.buser),
+        ]
+        blk = [Signal(32, name=f"blk{i}") for i in range(BLOCK_DWORDS)]
+        blk_mask = Signal(BLOCK_DWORDS)
+        blk_addr = Signal(aw)  # the first written dword's address (errors name it)
+        blk_user = Signal(REQ_USER)
+        wr_req = Signal()
+        with m.If(writer.done):
+            m.d.sync += wr_req.eq(0)
+        nbeats = BLOCK_DWORDS // dpb
+        block = Cat(*blk)
+        m.d.comb += [
+            writer.req_valid.eq(wr_req), writer.req_block.eq(blk_addr[5:]), writer.req_mask.eq(blk_mask),
+            writer.req_user.eq(blk_user),
+            writer.beat_data.eq(block.word_select(writer.beat, DW) if nbeats > 1 else block),
+        ]
+
+        # ---------------------------------------------------------------- the current dword
+        cur_valid = Signal()
+        cur_data = Signal(32)
+        cur_resp = Signal(2)
+        cur_user = Signal(RESP_USER)
+        m.d.comb += [
+            cur_valid.eq(Mux(in_ib, fi.dw_valid, fr.dw_valid & enable)),
+            cur_data.eq(Mux(in_ib, fi.dw_data, fr.dw_data)),
+            cur_resp.eq(Mux(in_ib, fi.dw_resp, fr.dw_resp)),
+            cur_user.eq(Mux(in_ib, fi.dw_user, fr.dw_user)),
+        ]
+        cur_off = Signal(32)  # the offset of the dword on offer in its buffer
+        m.d.comb += cur_off.eq(Mux(in_ib, ib_pos, rpos & mask))
+        cur_addr = Signal(aw)
+        m.d.comb += cur_addr.eq(Mux(in_ib, ib_base, ring_base) + Cat(Const(0, 2), cur_off))
+        avail = Signal(32)  # dwords from the one on offer to the end of its buffer
+        m.d.comb += avail.eq(Mux(in_ib, ib_size - ib_pos, wdw - rpos))
+        pop = Signal()
+        m.d.comb += [fr.dw_ready.eq(pop & ~in_ib), fi.dw_ready.eq(pop & in_ib)]
+        with m.If(pop):
+            with m.If(in_ib):
+                m.d.sync += ib_pos.eq(ib_pos + 1)
+            with m.Else():
+                m.d.sync += rpos.eq(rpos + 1)
+
+        # ---------------------------------------------------------------- errors
+        f_err = Signal()  # the parser's error this cycle (fail())
+        f_code = Signal(8)
+        f_addr = Signal(aw)
+        f_hdr = Signal()  # ... in the header cycle: its OP/SUB_OP and offset are the dword's
+        f_opz = Signal()  # ... whose OP is not readable (a bad fetch)
+        db_err = Signal()
+        db_code = Signal(8)
+        # a transfer's error (copy_fill.py): its packet's place comes from the transfer's record
+        x_err = Signal()
+        x_code = Signal(8)
+        x_addr = Signal(aw)
+        x_off = Signal(32)
+        x_level = Signal()
+        x_op = Signal(8)
+        x_vmid = Signal(4)
+        transfers = Signal()  # COPY_LINEAR / CONSTANT_FILL transfers queued or running
+
+        def bus_code(resp, user):
+            code = Mux(resp == 0b11, CpError.BUS_DECERR, CpError.BUS_SLVERR)
+            return Mux(RESP_USER(Value.cast(user)).fault, CpError.VM_FAULT, code)
+
+        def fail(code, addr, header=False, opz=False):
+            m.d.comb += [f_err.eq(1), f_code.eq(code), f_addr.eq(addr), f_hdr.eq(header), f_opz.eq(opz)]
+            m.next = "ERR_DRAIN"
+
+        # reset: SDMA_CNTL.QUEUE_RESET or CONTROL.SOFT_RESET
+        reset_pulse = Signal()
+        m.d.comb += reset_pulse.eq(csr.sdma_cntl_queue_reset | csr.control_soft_reset)
+        resetting = Signal()
+        soft = Signal()  # the reset is the device's (the CP drops IH requests too)
+        with m.If(reset_pulse):
+            m.d.sync += resetting.eq(1)
+        with m.If(csr.control_soft_reset):
+            m.d.sync += soft.eq(1)
+
+        with m.If(~err & ~resetting):
+            # (a transfer's error first: its packet came before the one the parser holds)
+            with m.If(x_err):
+                m.d.sync += [err.eq(1), err_code.eq(x_code), err_level.eq(x_level), err_addr.eq(x_addr),
+                             err_vmid.eq(x_vmid), err_op.eq(x_op), err_sub.eq(0), err_offset.eq(x_off)]
+            with m.Elif(f_err):
+                m.d.sync += [err.eq(1), err_code.eq(f_code), err_level.eq(in_ib), err_addr.eq(f_addr),
+                             err_vmid.eq(cur_vmid),
+                             err_op.eq(Mux(f_opz, 0, Mux(f_hdr, cur_data[:8], cur_op))),
+                             err_sub.eq(Mux(f_opz, 0, Mux(f_hdr, cur_data[8:16], cur_sub))),
+                             err_offset.eq(Mux(f_hdr, cur_off, hdr_off))]
+            with m.Elif(db_err):
+                m.d.sync += [err.eq(1), err_code.eq(db_code), err_level.eq(IbLevel.RING),
+                             err_addr.eq(Cat(Const(0, 2), csr.sdma_doorbell[2:])), err_vmid.eq(cur_vmid),
+                             err_op.eq(0), err_sub.eq(0), err_offset.eq(rdw & mask)]
+
+        # ---------------------------------------------------------------- doorbell
+        # (int32)(v − wptr) < 0 → BACKWARDS; (uint32)(v − rptr) > 4·size → OVERFLOW; bits 1:0
+        # of v are ignored. Ignored while RB_ENABLE is clear, after an error, during a reset.
+        dbv = Signal(32)
+        m.d.comb += dbv.eq(Cat(Const(0, 2), csr.sdma_doorbell[2:]))
+        ahead = Signal(32)
+        over = Signal(32)
+        m.d.comb += [ahead.eq(dbv - Cat(Const(0, 2), wdw[:30])), over.eq(dbv - Cat(Const(0, 2), rdw[:30]))]
+        with m.If(csr.sdma_doorbell_swmod & enable & ~err & ~resetting):
+            with m.If(ahead[31]):
+                m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_BACKWARDS)]
+            with m.Elif(over > size_bytes):
+                m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_OVERFLOW)]
+            with m.Else():
+                m.d.sync += wdw.eq(wdw + ahead[2:])
+
+        # ---------------------------------------------------------------- the fetchers' control
+        flush_all = Signal()
+        ring_running = Signal()
+        ring_start = Signal()
+        m.d.comb += [fr.load.eq(ring_start), fr.start.eq(ring_start), fr.base.eq(ring_base),
+                     fr.mask.eq(mask), fr.ptr.eq(rpos), fr.end.eq(wdw),
+                     fr.flush.eq(flush_all | (ring_running & ~enable))]
+        with m.If(flush_all):
+            m.d.sync += ring_running.eq(0)
+        with m.Elif(~ring_running & enable & ~err & ~resetting):
+            m.d.comb += ring_start.eq(1)
+            m.d.sync += ring_running.eq(1)
+        with m.Elif(~enable):
+            m.d.sync += ring_running.eq(0)
+        ib_start = Signal()
+        m.d.comb += [fi.load.eq(ib_start), fi.start.eq(ib_start), fi.mask.eq(0xFFFF_FFFF), fi.ptr.eq(0),
+                     fi.flush.eq(flush_all | ib_start)]
+
+        # ---------------------------------------------------------------- IH requests to the CP
+        ih_valid = Signal()
+        ih_src = Signal(8)
+        ih_vmid = Signal(4)
+        ih_data = [Signal(32, name=f"ih_data{i}") for i in range(4)]
+        m.d.comb += [self.ih_valid.eq(ih_valid), self.ih_src.eq(ih_src), self.ih_client.eq(ih_spec.Client.SDMA0),
+                     self.ih_vmid.eq(ih_vmid), self.ih_data.eq(Cat(*ih_data))]
+        with m.If(self.ih_done):
+            m.d.sync += ih_valid.eq(0)
+        with m.If(csr.control_soft_reset):
+            m.d.sync += ih_valid.eq(0)  # (the CP's IH writer is being reset too)
+
+        def ih_request(src, data, vmid):
+            m.d.sync += [ih_valid.eq(1), ih_src.eq(src), ih_vmid.eq(vmid)]
+            m.d.sync += [d.eq(v) for d, v in zip(ih_data, data)]
+
+        def write_block(addr, mask_, vmid, wait_state):
+            """Write the block registers under `mask_` (addr: the first written dword's)."""
+            m.d.sync += [blk_addr.eq(addr), blk_mask.eq(mask_), wr_req.eq(1),
+                         blk_user.eq(req_user(vmid, vm_spec.Access.WRITE))]
+            m.next = wait_state
+
+        def write_dword(addr, value, vmid, wait_state):
+            m.d.sync += [b.eq(value) for b in blk]
+            write_block(addr, Const(1, BLOCK_DWORDS) << addr[2:5], vmid, wait_state)
+
+        # ---------------------------------------------------------------- counters' pulses
+        count = Signal()  # a packet of kind `count_kind` starts executing
+        count_kind = Signal(range(len(pk.PACKETS)))
+
+        def count_packet(k):
+            m.d.comb += [count.eq(1), count_kind.eq(k)]
+
+        def write_user(vmid):
+            return req_user(vmid, vm_spec.Access.WRITE)
+        waiting = Signal()
+        halted = Signal()
+        m.d.comb += halted.eq(csr.sdma_cntl_halt & ~err)
+
+        # ---------------------------------------------------------------- the parser FSM
+        @contextmanager
+        def state(name):
+            """A state that a reset preempts (RESET itself drains the bus first)."""
+            with m.State(name):
+                yield
+                if name != "RESET":
+                    with m.If(reset_pulse):
+                        m.next = "RESET"
+
+        ih_done, ih_resp, ih_user, ih_addr = self.ih_done, self.ih_resp, self.ih_user, self.ih_addr
+        data_width = DW
+        c = _Context(locals())
+        for mod in (copy_fill, write, poll_regmem, indirect_buffer, trap):
+            mod.setup(c)
+        with m.FSM(name="sdma") as fsm:
+            c.fsm = fsm
+            with state("RUN"):
+                known, knd = pk.lookup(cur_data)
+                need = Signal(22)  # dwords the packet needs after its header (NOP: its COUNT)
+                fixed = Array(Const(x.fixed, 8) for x in pk.PACKETS)[knd]
+                nop_count = sp.NOP.field("COUNT")
+                m.d.comb += need.eq(Mux(knd == sp.NOP.index, cur_data[nop_count.lsb:nop_count.lsb + nop_count.width],
+                                        fixed))
+                with m.If(err):
+                    m.next = "ERR_DRAIN"
+                with m.Elif(in_ib & (ib_pos == ib_size)):
+                    # the IB is done: so is its ring packet
+                    m.d.sync += [in_ib.eq(0), hdr_off.eq(ib_hdr_off), cur_op.eq(sp.INDIRECT_BUFFER.op),
+                                 cur_sub.eq(sp.INDIRECT_BUFFER.sub_op)]
+                    m.next = "RING_DONE"
+                with m.Elif(csr.sdma_cntl_halt | ~enable):
+                    pass
+                with m.Elif(transfers & ~(known & (cur_resp == RESP_OKAY) & copy_fill.is_transfer(knd))):
+                    pass  # only a COPY_LINEAR or CONSTANT_FILL starts while transfers run
+                with m.Elif(cur_valid):
+                    m.d.comb += pop.eq(1)
+                    m.d.sync += [hdr.eq(cur_data), hdr_off.eq(cur_off), hdr_addr.eq(cur_addr),
+                                 cur_op.eq(cur_data[:8]), cur_sub.eq(cur_data[8:16]), kind.eq(knd),
+                                 left.eq(avail - 1), pidx.eq(0), rem.eq(need)]
+                    with m.If(cur_resp != RESP_OKAY):
+                        fail(bus_code(cur_resp, cur_user), cur_addr, header=True, opz=True)
+                    with m.Elif(~known):
+                        fail(CpError.ILLEGAL_OPCODE, cur_addr, header=True)
+                    with m.Elif(need > avail - 1):
+                        fail(CpError.BAD_COUNT, cur_addr, header=True)
+                    with m.Elif(need == 0):  # a one-dword NOP
+                        count_packet(sp.NOP.index)
+                        m.next = "DONE"
+                    with m.Else():
+                        m.next = "PAYLOAD"
+
+            with state("PAYLOAD"):
+                with m.If(cur_valid):
+                    m.d.comb += pop.eq(1)
+                    m.d.sync += [rem.eq(rem - 1), pidx.eq(pidx + 1)]
+                    with m.If(kind != sp.NOP.index):
+                        m.d.sync += p_arr[pidx].eq(cur_data)
+                    with m.If(cur_resp != RESP_OKAY):
+                        fail(bus_code(cur_resp, cur_user), cur_addr)
+                    with m.Elif(rem == 1):
+                        with m.If(kind == sp.NOP.index):
+                            count_packet(sp.NOP.index)
+                            m.next = "DONE"
+                        with m.Else():
+                            m.next = "CHECK"
+
+            with state("CHECK"):
+                # the packet's fixed dwords are in p: the field checks, then its first step
+                for x in pk.PACKETS:
+                    if x is sp.NOP:
+                        continue
+                    with m.If(kind == x.index):
+                        checks = []  # (condition, error), the first failing one wins
+                        if x.tail is not None:  # WRITE_LINEAR: its data must lie in the buffer too
+                            n_tail = pk.field(hdr, p, x, x.length_field) + x.length_bias
+                            checks.append((n_tail > left - x.fixed, CpError.BAD_COUNT))
+                        checks.append((pk.unsupported(hdr, p, x), CpError.UNSUPPORTED))
+                        if pk.has_alignment(x):
+                            checks.append((pk.misaligned(hdr, p, x), CpError.IB_MISALIGNED
+                                           if x is sp.INDIRECT_BUFFER else CpError.FENCE_MISALIGNED))
+                        if x in (sp.COPY_LINEAR, sp.CONSTANT_FILL):
+                            # a failing check waits for the transfers in flight: an earlier
+                            # packet's error comes first
+                            bad = Cat(*(cond for cond, _ in checks)).any()
+                            checks = [(err, None), (bad & transfers, None)] + checks
+                        for i, (cond, code) in enumerate(checks):
+                            with (m.Elif if i else m.If)(cond):
+                                if code is not None:
+                                    fail(code, hdr_addr)
+                                elif cond is err:
+                                    m.next = "ERR_DRAIN"
+                        with m.Else():
+                            EXECUTORS[x.name].start(c, x)
+
+            for mod in (copy_fill, write, poll_regmem, indirect_buffer, trap):
+                mod.states(c)
+
+            with state("DONE"):
+                with m.If(in_ib):
+                    m.next = "RUN"
+                with m.Else():
+                    m.next = "RING_DONE"
+            with state("RING_DONE"):
+                m.d.sync += rdw.eq(rpos)
+                with m.If(csr.sdma_rb_cntl_rptr_writeback_enable):
+                    addr = Cat(Const(0, 2), csr.sdma_rb_rptr_addr_lo[2:], csr.sdma_rb_rptr_addr_hi)
+                    write_dword(addr, Cat(Const(0, 2), rpos[:30]), 0, "RPTR_WAIT")
+                with m.Else():
+                    m.next = "RUN"
+            with state("RPTR_WAIT"):
+                with m.If(writer.done):
+                    with m.If(writer.resp != RESP_OKAY):
+                        fail(bus_code(writer.resp, writer.user), blk_addr)
+                    with m.Else():
+                        m.next = "RUN"
+
+            # ---- errors: stop, drain, report
+            with state("ERR_DRAIN"):
+                m.d.comb += flush_all.eq(1)
+                with m.If(~wr_req & ~poll_pending & ~ar_valid & ~fr.busy & ~fi.busy & ~dma.busy & ~ih_valid):
+                    e = pack_fields(REG_FIELDS["SDMA_ERROR"], CODE=err_code, LEVEL=err_level, OP=err_op,
+                                    SUB_OP=err_sub)
+                    ih_request(ih_spec.Source.SDMA_ERROR, [e, err_addr[:32], err_addr[32:], err_offset], err_vmid)
+                    m.next = "ERR_IH"
+            with state("ERR_IH"):
+                with m.If(~ih_valid):  # (answered: whatever the answer, the queue is stopped)
+                    m.next = "ERROR"
+            with state("ERROR"):
+                pass
+
+            # ---- queue reset: let the engine's traffic end, then clear everything
+            with m.State("RESET"):
+                m.d.comb += flush_all.eq(1)
+                with m.If(~wr_req & ~poll_pending & ~ar_valid & ~fr.busy & ~fi.busy & ~dma.busy & ~ih_valid
+                          & ~reset_pulse):
+                    m.d.sync += [resetting.eq(0), soft.eq(0), err.eq(0), err_code.eq(0), err_level.eq(0),
+                                 err_op.eq(0), err_sub.eq(0), err_addr.eq(0), err_offset.eq(0), err_vmid.eq(0),
+                                 wdw.eq(0), rdw.eq(0), rpos.eq(0), in_ib.eq(0), ib_vmid.eq(0), poll_req.eq(0),
+                                 c.dma_go.eq(0)]
+                    m.next = "RUN"
+
+        with m.If(poll_taken | resetting):
+            m.d.sync += poll_req.eq(0)
+        m.d.comb += dma.abort.eq(reset_pulse)
+
+        # ---------------------------------------------------------------- status and counters
+        idle = Signal(init=1)
+        m.d.sync += idle.eq(fsm.ongoing("ERROR") |
+                            (fsm.ongoing("RUN") & ~in_ib & (rpos == wdw) & ~err & ~csr.sdma_doorbell_swmod
+                             & ~resetting & ~transfers))
+        m.d.comb += self.idle.eq(idle)
+        st_halted = Signal()
+        st_waiting = Signal()
+        m.d.sync += [st_halted.eq(halted & ~waiting), st_waiting.eq(waiting)]
+        m.d.comb += [
+            csr.sdma_rb_rptr.eq(Cat(Const(0, 2), rdw[:30])), csr.sdma_rb_wptr.eq(Cat(Const(0, 2), wdw[:30])),
+            csr.sdma_status_idle.eq(idle), csr.sdma_status_halted.eq(st_halted), csr.sdma_status_error.eq(err),
+            csr.sdma_status_rb_empty.eq(rdw == wdw), csr.sdma_status_waiting.eq(st_waiting),
+            csr.sdma_status_level.eq(in_ib),
+            csr.sdma_error_code.eq(err_code), csr.sdma_error_level.eq(err_level),
+            csr.sdma_error_op.eq(err_op), csr.sdma_error_sub_op.eq(err_sub),
+            csr.sdma_error_addr_lo.eq(err_addr[:32]), csr.sdma_error_addr_hi.eq(err_addr[32:48]),
+            csr.sdma_error_offset.eq(err_offset),
+        ]
+        clear = csr.control_perf_clear
+        busy_cycles = Signal(32)
+        fetched = Signal(32)
+        rd_bytes = Signal(32)
+        wr_bytes = Signal(32)
+        packets = [Signal(32, name=f"sdma_packets{i}") for i in range(len(pk.PACKETS))]
+        with m.If(clear):
+            m.d.sync += [busy_cycles.eq(0), fetched.eq(0), rd_bytes.eq(0), wr_bytes.eq(0)]
+            m.d.sync += [n.eq(0) for n in packets]
+        with m.Else():
+            m.d.sync += [busy_cycles.eq(busy_cycles + ~idle), fetched.eq(fetched + pop),
+                         rd_bytes.eq(rd_bytes + dma.perf_rd_bytes), wr_bytes.eq(wr_bytes + dma.perf_wr_bytes)]
+            for i, n in enumerate(packets):
+                with m.If(count & (count_kind == i)):
+                    m.d.sync += n.eq(n + 1)
+        m.d.comb += [csr.perf_sdma_busy_cycles.eq(busy_cycles), csr.perf_sdma_dwords_fetched.eq(fetched),
+                     csr.perf_sdma_bytes_read.eq(rd_bytes), csr.perf_sdma_bytes_written.eq(wr_bytes)]
+        for i, n in enumerate(packets):
+            m.d.comb += getattr(csr, f"perf_sdma_packets_{i}").eq(n)
+        return m
+
+
+EXECUTORS = {
+    "COPY_LINEAR": copy_fill, "CONSTANT_FILL": copy_fill, "WRITE_LINEAR": write, "FENCE": write,
+    "POLL_REGMEM": poll_regmem, "INDIRECT_BUFFER": indirect_buffer, "TRAP": trap,
+}

@@ -1,0 +1,42 @@
+"""INDIRECT_BUFFER: after the table's checks, IB_SIZE = 0 is IB_SIZE_ZERO, one inside an IB
+IB_NESTING (SDMA IBs do not nest), a base beyond the bus BUS_DECERR at its low 48 bits;
+otherwise the IB's fetcher starts at its base with the packet's VMID, and the ring packet
+finishes when the IB's last packet has (engine.py, RUN).
+
+`c` is the engine's context (rtl/sdma/engine.py): its signals and helpers by name."""
+
+from amaranth.hdl import Cat
+
+from spec import sdma_packets as sp
+
+from ..csr import CpError
+from . import packets as pk
+
+IB = sp.INDIRECT_BUFFER
+
+
+def setup(c):
+    m, fi, h, p = c.m, c.fi, c.hdr, c.p
+    m.d.comb += [fi.base.eq(pk.address(h, p, IB, "base", c.aw)), fi.end.eq(c.ib_size)]
+
+
+def start(c, pkt):
+    m, h, p = c.m, c.hdr, c.p
+    size = pk.field(h, p, IB, "IB_SIZE")
+    hi = pk.field(h, p, IB, "IB_BASE_HI")
+    with m.If(size == 0):
+        c.fail(CpError.IB_SIZE_ZERO, c.hdr_addr)
+    with m.Elif(c.in_ib):
+        c.fail(CpError.IB_NESTING, c.hdr_addr)
+    with m.Elif(hi[c.aw - 32:].any()):
+        c.fail(CpError.BUS_DECERR, Cat(p[IB.field("IB_BASE_LO").dword], hi)[:c.aw])
+    with m.Else():
+        c.count_packet(pkt.index)
+        m.d.comb += c.ib_start.eq(1)
+        m.d.sync += [c.in_ib.eq(1), c.ib_base.eq(pk.address(h, p, IB, "base", c.aw)), c.ib_size.eq(size),
+                     c.ib_pos.eq(0), c.ib_vmid.eq(pk.field(h, p, IB, "VMID")), c.ib_hdr_off.eq(c.hdr_off)]
+        m.next = "RUN"
+
+
+def states(c):
+    pass

@@ -1,0 +1,66 @@
+"""The SDMA parser's checks, derived from spec/sdma_packets.py: no opcode or bit position
+is written here. The parser holds the header (`h`) and the fixed payload dwords (`p`) in
+registers; these functions turn them into the packet's kind and its check results."""
+
+from amaranth.hdl import Cat, Const, Value
+
+from spec import sdma_packets as sp
+
+PACKETS = sp.SDMA_PACKETS
+MAX_FIXED = max(p.fixed for p in PACKETS)
+KIND = {p.name: p.index for p in PACKETS}
+
+
+def word(h, p, dword: int) -> Value:
+    return h if dword == -1 else p[dword]
+
+
+def field(h, p, pkt: sp.SdmaPacketDef, name: str) -> Value:
+    f = pkt.field(name)
+    return word(h, p, f.dword)[f.lsb:f.lsb + f.width]
+
+
+def address(h, p, pkt: sp.SdmaPacketDef, value: str, aw: int) -> Value:
+    """A 64-bit address value (lo, hi dwords as they are) cut to the bus's `aw` bits, as the
+    engine drops the bits above (testbench/model_sdma.py masks them)."""
+    v = pkt.values[[x.name for x in pkt.values].index(value)]
+    lo, hi = (pkt.field(n) for n in v.fields)
+    return Cat(word(h, p, lo.dword), word(h, p, hi.dword))[:aw]
+
+
+def lookup(hdr) -> tuple[Value, Value]:
+    """(known, kind index) of a header dword: (OP, SUB_OP) in the table."""
+    op = hdr[sp.SDMA_OP.lsb:sp.SDMA_OP.lsb + 8]
+    sub = hdr[sp.SDMA_SUB_OP.lsb:sp.SDMA_SUB_OP.lsb + 8]
+    known = Const(0)
+    kind = Const(0, range(len(PACKETS)))
+    for pkt in PACKETS:
+        hit = (op == pkt.op) & (sub == pkt.sub_op)
+        known = known | hit
+        kind = kind | (hit.replicate(kind.shape().width) & pkt.index)
+    return known, kind
+
+
+def unsupported(h, p, pkt: sp.SdmaPacketDef) -> Value:
+    """A closed-enum field holds a value the table marks unsupported (check 3)."""
+    bad = Const(0)
+    for f in pkt.fields:
+        if f.enum and not f.open_enum:
+            ok = [e.value for e in f.enum if e.supported]
+            v = word(h, p, f.dword)[f.lsb:f.lsb + f.width]
+            bad = bad | ~Cat(*(v == x for x in ok)).any()
+    return bad
+
+
+def misaligned(h, p, pkt: sp.SdmaPacketDef) -> Value:
+    """Bits below an address's low field are set (check 4)."""
+    bad = Const(0)
+    for v in pkt.values:
+        lo = pkt.field(v.fields[0])
+        if lo.lsb:
+            bad = bad | word(h, p, lo.dword)[:lo.lsb].any()
+    return bad
+
+
+def has_alignment(pkt: sp.SdmaPacketDef) -> bool:
+    return any(pkt.field(v.fields[0]).lsb for v in pkt.values)

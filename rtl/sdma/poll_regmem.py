@@ -1,0 +1,82 @@
+"""POLL_REGMEM: read the dword at addr at once, then every max(1, 16 · INTERVAL) cycles
+(counted from each read's request) until (value & MASK) FUNC VALUE holds; with
+RETRY_COUNT < 0xFFF give up at the (RETRY_COUNT + 1)-th failing read, append a
+SDMA_POLL_TIMEOUT IH entry and move on. SDMA_STATUS.WAITING shows a poll in progress; a
+doorbell error stops the queue between reads.
+
+`c` is the engine's context (rtl/sdma/engine.py): its signals and helpers by name."""
+
+from amaranth.hdl import Cat, Const, Mux, Signal
+from amaranth.utils import ceil_log2
+
+from spec import ih as ih_spec
+from spec import sdma_packets as sp
+
+from ..bus import RESP_OKAY
+from . import packets as pk
+
+PR = sp.POLL_REGMEM
+UNIT_LOG2 = 4  # INTERVAL counts 16 clocks
+
+
+def setup(c):
+    c.poll_timer = Signal(16 + UNIT_LOG2, name="poll_timer")
+    c.poll_retries = Signal(12, name="poll_retries")
+
+
+def start(c, pkt):
+    m, h, p = c.m, c.hdr, c.p
+    c.count_packet(pkt.index)
+    m.d.sync += [c.poll_addr.eq(pk.address(h, p, PR, "addr", c.aw)), c.poll_req.eq(1),
+                 c.poll_retries.eq(pk.field(h, p, PR, "RETRY_COUNT"))]
+    m.next = "POLL_READ"
+
+
+def states(c):
+    m, state, bus, h, p = c.m, c.state, c.bus, c.hdr, c.p
+    interval = Cat(Const(0, UNIT_LOG2), pk.field(h, p, PR, "INTERVAL"))
+    with state("POLL_READ"):
+        m.d.comb += c.waiting.eq(1)
+        # the next read is due max(1, interval) cycles after this one is requested
+        m.d.sync += c.poll_timer.eq(Mux(interval == 0, 0, interval - 1))
+        with m.If(c.poll_taken):
+            m.next = "POLL_RESP"
+    with state("POLL_RESP"):
+        m.d.comb += c.waiting.eq(1)
+        with m.If(c.poll_timer != 0):
+            m.d.sync += c.poll_timer.eq(c.poll_timer - 1)
+        dpb = c.data_width // 32
+        word = bus.rdata.word_select(c.poll_addr[2:2 + ceil_log2(dpb)], 32) if dpb > 1 else bus.rdata
+        masked = Signal(32)
+        m.d.comb += masked.eq(word & pk.field(h, p, PR, "MASK"))
+        ref = pk.field(h, p, PR, "VALUE")
+        fn = pk.field(h, p, PR, "FUNC")
+        ok = Signal()
+        # (If chains, not Switch: Yosys writes an empty `case` Icarus cannot parse)
+        tests = {"ALWAYS": Const(1), "LT": masked < ref, "LE": masked <= ref, "EQ": masked == ref,
+                 "NE": masked != ref, "GE": masked >= ref, "GT": masked > ref}
+        for name, v in PR.field("FUNC").values.items():
+            with m.If(fn == v):
+                m.d.comb += ok.eq(tests[name])
+        with m.If(c.poll_rvalid):
+            with m.If(bus.rresp != RESP_OKAY):
+                c.fail(c.bus_code(bus.rresp, bus.ruser), c.poll_addr)
+            with m.Elif(ok):
+                m.next = "DONE"
+            with m.Elif((c.poll_retries == 0) & (pk.field(h, p, PR, "RETRY_COUNT") != sp.RETRY_FOREVER)):
+                # the retries ran out: AMD's engine raises POLL_TIMEOUT and moves on
+                c.ih_request(ih_spec.Source.SDMA_POLL_TIMEOUT,
+                             [c.poll_addr[:32], c.poll_addr[32:], word, 0], c.cur_vmid)
+                m.next = "IH_WAIT"
+            with m.Else():
+                with m.If(pk.field(h, p, PR, "RETRY_COUNT") != sp.RETRY_FOREVER):
+                    m.d.sync += c.poll_retries.eq(c.poll_retries - 1)
+                m.next = "POLL_SLEEP"
+    with state("POLL_SLEEP"):
+        m.d.comb += c.waiting.eq(1)
+        m.d.sync += c.poll_timer.eq(c.poll_timer - 1)
+        with m.If(c.err):
+            m.next = "ERR_DRAIN"  # a doorbell error stops the queue between reads
+        with m.Elif(c.poll_timer <= 1):
+            m.d.sync += c.poll_req.eq(1)
+            m.next = "POLL_READ"

@@ -1,0 +1,63 @@
+"""WRITE_LINEAR and FENCE: memory writes through the engine's BlockWriter.
+
+WRITE_LINEAR collects its data dwords block by block (an aligned 32-byte block each), each
+block written in the cycle after its last dword arrives and answered before the next is
+collected; FENCE writes its one dword. A write's error response is the packet's, at the
+block's first written address.
+
+`c` is the engine's context (rtl/sdma/engine.py): its signals and helpers by name."""
+
+from amaranth.hdl import Array, Signal
+
+from spec import sdma_packets as sp
+
+from ..bus import RESP_OKAY
+from ..cp.writer import BLOCK_DWORDS
+from . import packets as pk
+
+WL, FE = sp.WRITE_LINEAR, sp.FENCE
+
+
+def setup(c):
+    c.wl_addr = Signal(c.aw, name="wl_addr")
+
+
+def start(c, pkt):
+    m, h, p = c.m, c.hdr, c.p
+    if pkt is FE:
+        c.count_packet(pkt.index)
+        c.write_dword(pk.address(h, p, FE, "addr", c.aw), pk.field(h, p, FE, "DATA"), c.cur_vmid, "WRITE_WAIT")
+        m.d.sync += c.rem.eq(0)
+    else:
+        m.d.sync += [c.wl_addr.eq(pk.address(h, p, WL, "dst", c.aw)), c.blk_mask.eq(0),
+                     c.rem.eq(pk.field(h, p, WL, "COUNT") + 1)]
+        m.next = "WL_COLLECT"
+
+
+def states(c):
+    m, state, writer = c.m, c.state, c.writer
+    with state("WL_COLLECT"):
+        pos = c.wl_addr[2:5]
+        with m.If(c.blk_mask == 0):
+            m.d.sync += c.blk_addr.eq(c.wl_addr)
+        with m.If(c.cur_valid):
+            m.d.comb += c.pop.eq(1)
+            m.d.sync += [Array(c.blk)[pos].eq(c.cur_data), c.blk_mask.eq(c.blk_mask | (1 << pos)),
+                         c.wl_addr.eq(c.wl_addr + 4), c.rem.eq(c.rem - 1),
+                         c.blk_user.eq(c.write_user(c.cur_vmid))]
+            with m.If(c.cur_resp != RESP_OKAY):
+                c.fail(c.bus_code(c.cur_resp, c.cur_user), c.cur_addr)
+            with m.Elif((pos == BLOCK_DWORDS - 1) | (c.rem == 1)):
+                with m.If(c.rem == 1):
+                    c.count_packet(WL.index)  # (the model counts it once its data is read)
+                m.d.sync += c.wr_req.eq(1)
+                m.next = "WRITE_WAIT"
+    with state("WRITE_WAIT"):
+        with m.If(writer.done):
+            m.d.sync += c.blk_mask.eq(0)
+            with m.If(writer.resp != RESP_OKAY):
+                c.fail(c.bus_code(writer.resp, writer.user), c.blk_addr)
+            with m.Elif(c.rem == 0):
+                m.next = "DONE"
+            with m.Else():
+                m.next = "WL_COLLECT"
