@@ -129,6 +129,22 @@ class MMU(wiring.Component):
                          aw_h.burst.eq(s.awburst), aw_h.id.eq(s.awid), aw_h.user.eq(s.awuser)]
         release_ar = Signal()
         release_aw = Signal()
+
+        def untranslated(vmid):
+            """`vmid` has no page tables (its VM_CONTEXT_CNTL.ENABLE is clear): its address is physical."""
+            return ~self.ctx_enable.bit_select(vmid, 1)
+
+        # Whether each holding register's VMID is translated, looked up a cycle ahead: from the
+        # VMID on offer while the register is empty (what it takes), else from the one it holds.
+        # IDLE then decides from a register, not through the 16-way multiplexer of the enables
+        # by the picked request's VMID (issue 14: that was the top's critical path). An enable
+        # written while a request is held counts a cycle later.
+        ar_phys = Signal()
+        aw_phys = Signal()
+        m.d.sync += [
+            ar_phys.eq(untranslated(Mux(ar_full, ar_h.user.vmid, data.View(REQ_USER, s.aruser).vmid))),
+            aw_phys.eq(untranslated(Mux(aw_full, aw_h.user.vmid, data.View(REQ_USER, s.awuser).vmid))),
+        ]
         with m.If(release_ar):
             m.d.sync += ar_full.eq(0)
         with m.If(release_aw):
@@ -277,7 +293,7 @@ class MMU(wiring.Component):
             """Latch request `r` (AW when `pick_w`) and its compare; CHECK uses them next cycle."""
             m.d.sync += [t.eq(r), hits.eq(Mux(pick_w, match_aw, match_ar)),
                          hit_any.eq(Mux(pick_w, match_aw.any(), match_ar.any())), hit_ok.eq(Mux(pick_w, ok_aw, ok_ar)),
-                         bypass.eq(~self.ctx_enable.bit_select(r.user.vmid, 1)),
+                         bypass.eq(Mux(pick_w, aw_phys, ar_phys)),
                          beyond.eq(r.addr[VA:] != 0), need.eq(Mux(pick_w, needs(r, True), needs(r, False)))]
             m.next = "CHECK"
 
@@ -350,7 +366,7 @@ class MMU(wiring.Component):
                     with m.If(pick_w & aw_free):
                         m.d.sync += aw_o.eq(aw_h)
                     phys_now = Signal()
-                    m.d.comb += phys_now.eq(~self.ctx_enable.bit_select(pick.user.vmid, 1))
+                    m.d.comb += phys_now.eq(Mux(pick_w, aw_phys, ar_phys))
                     with m.If(phys_now & ~pick_w & ar_free & rd_room):
                         m.d.comb += release_ar.eq(1)
                         m.d.sync += ar_o_valid.eq(1)
