@@ -253,6 +253,7 @@ class CommandProcessor(wiring.Component):
         ih_client = Signal(8)
         ih_vmid = Signal(4)
         ih_err = Signal()  # the entry reports the error that stopped the CP
+        ih_written = Signal()  # the entry in hand is in the IH ring (its EOP was set with IH_WPTR)
         wr_src = Signal(2)  # WriteSource of the block to write
         wval = [Signal(32, name=f"wval{i}") for i in range(2)]
 
@@ -260,6 +261,7 @@ class CommandProcessor(wiring.Component):
         cur_fetch_valid = Signal()
         cur_fetch_data = Signal(32)
         cur_fetch_resp = Signal(2)
+        cur_fetch_bad = Signal()  # cur_fetch_resp is not OKAY (from one register bit per fetcher)
         cur_fetch_user = Signal(RESP_USER)
         cur_tag = Signal(dtag.layout)
         cur_short = Signal()  # the header's packet runs past the end of its buffer
@@ -277,6 +279,7 @@ class CommandProcessor(wiring.Component):
             cur_fetch_valid.eq(Cat(*(lvl[i] & offered[i] for i in range(len(fetchers)))).any()),
             cur_fetch_data.eq(_one_hot_mux(lvl, [f.dw_data for f in fetchers])),
             cur_fetch_resp.eq(_one_hot_mux(lvl, [f.dw_resp for f in fetchers])),
+            cur_fetch_bad.eq(Cat(*(lvl[i] & f.dw_bad for i, f in enumerate(fetchers))).any()),
             cur_fetch_user.eq(_one_hot_mux(lvl, [f.dw_user for f in fetchers])),
             cur_tag.eq(_one_hot_mux(lvl, [f.dw_tag.as_value() for f in fetchers])),
             cur_short.eq(_one_hot_mux(lvl, [f.dw_tag.need > avail[i] for i, f in enumerate(fetchers)])),
@@ -596,7 +599,7 @@ class CommandProcessor(wiring.Component):
                     if any(not isinstance(checks.checks_at(p, pkt, k, aw)[1], Const) for k in earlier):
                         misaligned = misaligned | acc_misal
                     # (a bad response of the dword itself: PAYLOAD raised it already)
-                    with m.If(cur_fetch_resp != RESP_OKAY):
+                    with m.If(cur_fetch_bad):
                         pass
                     with m.Elif(unsupported):
                         flag(CpError.UNSUPPORTED)
@@ -624,7 +627,7 @@ class CommandProcessor(wiring.Component):
                         # (they are all flags: RELEASE_MEM has none on its last dword)
                         assert isinstance(dtag.check(cur_tag, "unsupported", pkt), Const)
                         assert isinstance(dtag.check(cur_tag, "misaligned", pkt), Const)
-                        rm_ok = ~(unsupported | misaligned | (cur_fetch_resp != RESP_OKAY))
+                        rm_ok = ~(unsupported | misaligned | cur_fetch_bad)
                         release_mem.start(c, p_now, ok=rm_ok)
                     elif pkt is ib:
                         indirect_buffer.start(c, p_now)
@@ -698,7 +701,7 @@ class CommandProcessor(wiring.Component):
                     m.d.comb += stall.eq(1)
                 with m.Else():
                     # (the header is taken: `pops`, below)
-                    with m.If(cur_fetch_resp != RESP_OKAY):
+                    with m.If(cur_fetch_bad):
                         fail(bus_code(cur_fetch_resp, cur_fetch_user))
                     with m.Elif(cur_tag.filler):
                         m.d.comb += perf_count_nop.eq(1)
@@ -725,10 +728,10 @@ class CommandProcessor(wiring.Component):
                     with m.If(last_fixed & (kind != pk.NOP.index)):
                         # (a bad response of the last fixed dword: raised here, and its packet's
                         # first step is stopped next cycle like a failed check's)
-                        with m.If(cur_fetch_resp != RESP_OKAY):
+                        with m.If(cur_fetch_bad):
                             flag(bus_code(cur_fetch_resp, cur_fetch_user))  # at the dword
                         check_and_start()
-                    with m.Elif(cur_fetch_resp != RESP_OKAY):
+                    with m.Elif(cur_fetch_bad):
                         fail(bus_code(cur_fetch_resp, cur_fetch_user))  # at the dword
                     with m.Elif(kind == pk.NOP.index):
                         with m.If(rem_is1):
@@ -829,7 +832,7 @@ class CommandProcessor(wiring.Component):
         # the payload: the dword (dw_off has its offset next cycle); any other error in the
         # payload (BAD_COUNT too): the packet; a poll: the polled address; a write: the written
         # one; an IB beyond the bus: its base (errors.py works the address out).
-        resp_err = cur_fetch_resp != RESP_OKAY
+        resp_err = cur_fetch_bad
         W = errors.Where
         with m.If(fsm.ongoing("RUN")):
             m.d.comb += [fsm_err_where.eq(W.HEADER),
