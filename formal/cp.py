@@ -204,6 +204,8 @@ class CPHarness(Harness):
             self.assume(Cat(*(t == dtag(m, src.data[32 * k:32 * (k + 1)]).as_value()
                               for k, t in enumerate(tags))).all())
             self.invariant(~box("out_valid", f) | (box("out_tag", f) == dtag(m, box("out_data", f)).as_value()))
+            # (and its response's not-OKAY bit, a register of its own, is its response's)
+            self.invariant(~box("out_valid", f) | (box("out_bad", f) == (box("out_resp", f) != 0)))
 
         # the ring's fetcher offers a dword only below wptr: it requests dwords in [ring_pos,
         # wptr) and delivers them in order (the fetch group proves its reads stay in that

@@ -48,7 +48,7 @@ def states(c):
             m.d.sync += [blk_mask.eq(blk_mask | (1 << pos)), c.wr_src.eq(WriteSource.BLOCK),
                          wd_addr.eq(Mux(no_incr, wd_addr, wd_addr + 4)), rem.eq(rem - 1),
                          c.rem_is1.eq(rem == 2), c.rem_is0.eq(c.rem_is1)]
-            with m.If(c.cur_fetch_resp != RESP_OKAY):
+            with m.If(c.cur_fetch_bad):
                 c.fail(c.bus_code(c.cur_fetch_resp, c.cur_fetch_user))  # at the dword
             with m.Elif(((pos == BLOCK_DWORDS - 1) & ~no_incr) | c.rem_is1):
                 # the block is complete with this dword (in the block buffer next cycle)
