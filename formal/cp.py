@@ -343,6 +343,12 @@ class CPHarness(Harness):
                        ((b("fixed") == fixed_of[kind]) & (b("last_fixed") == (pidx + 1 == b("fixed"))) &
                         (b("rem_is1") == (rem == 1))))
         self.invariant(~wd_states | (b("rem_is1") == (rem == 1)))
+        # (and WRITE_DATA's "the next dword ends a block": its position is a block's last, or
+        # it is the packet's last)
+        wd = pk.WRITE_DATA
+        no_incr = cp_packets.field([b(f"p{i}") for i in range(wd.fixed)], wd, "ADDR_INCR") == \
+            wd.field("ADDR_INCR").values["NO_INCREMENT"]
+        self.invariant(~wd_states | (b("wd_ends") == (((b("wd_addr")[2:5] == 7) & ~no_incr) | (rem == 1))))
         self.invariant(~(self.state("WD_WAIT") | self.state("WD_WRITE")) | (b("rem_is0") == (rem == 0)))
         # (a packet's kind comes from its header's tag: the tag function's, a packet's index)
         self.invariant(~self.state("PAYLOAD") | (kind < len(pk.PACKETS)))

@@ -241,6 +241,7 @@ class CommandProcessor(wiring.Component):
         blk_addr = Signal(aw)  # byte address of the first dword being written (for errors)
         blk_user = Signal(REQ_USER)  # AxUSER of the block to write
         wd_addr = Signal(aw)
+        wd_ends = Signal()  # WRITE_DATA: the next data dword completes a block (a cycle ahead)
         poll_timer = Signal(16)
 
         # IH
@@ -724,6 +725,7 @@ class CommandProcessor(wiring.Component):
                     # (the dword is taken: `pops`, below)
                     m.d.sync += [rem.eq(rem - 1), pidx.eq(pidx + 1), p_arr[pidx].eq(cur_fetch_data),
                                  rem_is1.eq(rem == 2), last_fixed.eq(pidx + 2 == fixed)]
+                    write_data.payload_taken(c)
                     accumulate_checks()
                     with m.If(last_fixed & (kind != pk.NOP.index)):
                         # (a bad response of the last fixed dword: raised here, and its packet's
