@@ -349,6 +349,12 @@ class CPHarness(Harness):
         no_incr = cp_packets.field([b(f"p{i}") for i in range(wd.fixed)], wd, "ADDR_INCR") == \
             wd.field("ADDR_INCR").values["NO_INCREMENT"]
         self.invariant(~wd_states | (b("wd_ends") == (((b("wd_addr")[2:5] == 7) & ~no_incr) | (rem == 1))))
+        # (RELEASE_MEM's first step reads "beyond the bus" from `oob`, which PAYLOAD loads every
+        # cycle from ADDR_HI: right from the cycle after the dword after ADDR_HI was taken)
+        rm = pk.RELEASE_MEM
+        hi = rm.field(rm.value("addr").fields[1]).dword
+        self.invariant(~(self.state("PAYLOAD") & (kind == rm.index) & (pidx >= hi + 2)) |
+                       (b("oob") == (b(f"p{hi}")[cp.addr_width - 32:] != 0)))
         self.invariant(~(self.state("WD_WAIT") | self.state("WD_WRITE")) | (b("rem_is0") == (rem == 0)))
         # (a packet's kind comes from its header's tag: the tag function's, a packet's index)
         self.invariant(~self.state("PAYLOAD") | (kind < len(pk.PACKETS)))
