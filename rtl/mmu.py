@@ -192,20 +192,33 @@ class MMU(wiring.Component):
         wq_wp = Signal(qb + 1)
         wq_rp = Signal(qb + 1)
         wq_full = Signal()
-        wq_ne = Signal()
-        m.d.comb += [wq_full.eq((wq_wp - wq_rp)[:qb + 1] == Dw), wq_ne.eq(wq_wp != wq_rp)]
+        wq_n = Signal(qb + 1)
+        m.d.comb += [wq_n.eq(wq_wp - wq_rp), wq_full.eq(wq_n == Dw)]
         wq_push = Signal()
         wq_push_fwd = Signal()
         with m.If(wq_push):
             m.d.sync += [wq.bit_select(wq_wp[:qb], 1).eq(wq_push_fwd), wq_wp.eq(wq_wp + 1)]
+        # Whether the queue has a head and whether it is forwarded are registers, worked out
+        # from the next pointers and the slot a push fills: W's READY and VALID then start from
+        # flip-flops (issue 14: through the mux they reach the masters' W logic, and the DMA
+        # engine's FIFO, in the same cycle).
+        wq_ne = Signal()
         head_fwd = Signal()
-        m.d.comb += head_fwd.eq(wq.bit_select(wq_rp[:qb], 1))
+        w_pop = Signal()  # a burst's last W beat goes (or is swallowed) now
+        m.d.comb += w_pop.eq(s.wvalid & s.wready & s.wlast)
+        head_is_push = Signal()  # the push fills the slot that is the head next cycle
+        m.d.comb += head_is_push.eq(wq_push & Mux(w_pop, wq_n == 1, wq_n == 0))
+        m.d.sync += [
+            wq_ne.eq(wq_push | Mux(w_pop, wq_n != 1, wq_n != 0)),
+            head_fwd.eq(Mux(head_is_push, wq_push_fwd,
+                            Mux(w_pop, wq.bit_select((wq_rp + 1)[:qb], 1), wq.bit_select(wq_rp[:qb], 1)))),
+        ]
         m.d.comb += [
             out.wvalid.eq(s.wvalid & wq_ne & head_fwd),
             out.wdata.eq(s.wdata), out.wstrb.eq(s.wstrb), out.wlast.eq(s.wlast),
             s.wready.eq(wq_ne & (out.wready | ~head_fwd)),
         ]
-        with m.If(s.wvalid & s.wready & s.wlast):
+        with m.If(w_pop):
             m.d.sync += wq_rp.eq(wq_rp + 1)
 
         # ------------------------------------------------------------ R and B: passed back, or a fault
