@@ -228,9 +228,10 @@ class MMU(wiring.Component):
         t = Signal(req)  # the request being translated
         m.d.comb += self.ctx_vmid.eq(t.user.vmid)  # (its page-table base: ctx_base)
         inj_beat = Signal(8)
+        inj_last = Signal()  # inj_beat == t.len, kept a beat ahead (RLAST from a register)
         with m.If(inj_r):
             m.d.comb += [s.rvalid.eq(1), s.rid.eq(t.id), s.rresp.eq(RESP_SLVERR), s.ruser.eq(f_user),
-                         s.rlast.eq(inj_beat == t.len), s.rdata.eq(0)]
+                         s.rlast.eq(inj_last), s.rdata.eq(0)]
         with m.Else():
             m.d.comb += [s.rvalid.eq(out.rvalid & ~r_mine), s.rid.eq(out.rid), s.rresp.eq(out.rresp),
                          s.rlast.eq(out.rlast), s.rdata.eq(out.rdata),
@@ -353,7 +354,7 @@ class MMU(wiring.Component):
         walk_r = Signal()
         m.d.comb += walk_r.eq(out.rvalid & r_mine)
 
-        with m.FSM(name="mmu"):
+        with m.FSM(name="mmu") as fsm:
             with m.State("IDLE"):
                 m.d.sync += walked.eq(0)
                 pick_w = Signal()
@@ -469,7 +470,7 @@ class MMU(wiring.Component):
             with m.State("FAULT_WAIT"):
                 # everything forwarded before it is answered first
                 with m.If(~t_write & (rd_out == 0) & ~ar_o_valid):
-                    m.d.sync += inj_beat.eq(0)
+                    m.d.sync += [inj_beat.eq(0), inj_last.eq(t.len == 0)]
                     m.next = "FAULT_R"
                 with m.If(t_write & (wr_out == 0) & ~aw_o_valid & ~wq_ne):
                     m.next = "FAULT_B"
@@ -477,8 +478,8 @@ class MMU(wiring.Component):
             with m.State("FAULT_R"):
                 m.d.comb += inj_r.eq(1)
                 with m.If(s.rready):
-                    m.d.sync += inj_beat.eq(inj_beat + 1)
-                    with m.If(inj_beat == t.len):
+                    m.d.sync += [inj_beat.eq(inj_beat + 1), inj_last.eq(inj_beat + 1 == t.len)]
+                    with m.If(inj_last):
                         m.d.comb += release_ar.eq(1)
                         m.next = "IDLE"
 
@@ -491,4 +492,7 @@ class MMU(wiring.Component):
         with m.If(self.inv_req):
             m.d.sync += [inv_pending.eq(1), inv_vmids.eq(self.inv_vmids), inv_all.eq(self.inv_all),
                          inv_page.eq(self.inv_page), self.inv_ack.eq(0)]
+        # one flip-flop per state on an FPGA (as the CP's): paths that start from the state
+        # (the fault responder's R and B, the next state) start from a register, not a decoder
+        fsm.state.attrs["fsm_encoding"] = "one-hot"
         return m
