@@ -208,6 +208,8 @@ class CPHarness(Harness):
             self.assume(Cat(*(t == dtag(m, src.data[32 * k:32 * (k + 1)]).as_value()
                               for k, t in enumerate(tags))).all())
             self.invariant(~box("out_valid", f) | (box("out_tag", f) == dtag(m, box("out_data", f)).as_value()))
+            # (and its response's not-OKAY bit, a register of its own, is its response's)
+            self.invariant(~box("out_valid", f) | (box("out_bad", f) == (box("out_resp", f) != 0)))
 
         # the ring's fetcher offers a dword only below wptr: it requests dwords in [ring_pos,
         # wptr) and delivers them in order (the fetch group proves its reads stay in that
@@ -345,6 +347,18 @@ class CPHarness(Harness):
                        ((b("fixed") == fixed_of[kind]) & (b("last_fixed") == (pidx + 1 == b("fixed"))) &
                         (b("rem_is1") == (rem == 1))))
         self.invariant(~wd_states | (b("rem_is1") == (rem == 1)))
+        # (and WRITE_DATA's "the next dword ends a block": its position is a block's last, or
+        # it is the packet's last)
+        wd = pk.WRITE_DATA
+        no_incr = cp_packets.field([b(f"p{i}") for i in range(wd.fixed)], wd, "ADDR_INCR") == \
+            wd.field("ADDR_INCR").values["NO_INCREMENT"]
+        self.invariant(~wd_states | (b("wd_ends") == (((b("wd_addr")[2:5] == 7) & ~no_incr) | (rem == 1))))
+        # (RELEASE_MEM's first step reads "beyond the bus" from `oob`, which PAYLOAD loads every
+        # cycle from ADDR_HI: right from the cycle after the dword after ADDR_HI was taken)
+        rm = pk.RELEASE_MEM
+        hi = rm.field(rm.value("addr").fields[1]).dword
+        self.invariant(~(self.state("PAYLOAD") & (kind == rm.index) & (pidx >= hi + 2)) |
+                       (b("oob") == (b(f"p{hi}")[cp.addr_width - 32:] != 0)))
         self.invariant(~(self.state("WD_WAIT") | self.state("WD_WRITE")) | (b("rem_is0") == (rem == 0)))
         # (a packet's kind comes from its header's tag: the tag function's, a packet's index)
         self.invariant(~self.state("PAYLOAD") | (kind < len(pk.PACKETS)))

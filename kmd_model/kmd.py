@@ -461,7 +461,8 @@ class Kmd:
             self._check_int_status()
 
     def _check_int_status(self) -> None:
-        """The line is high but the IH ring had nothing: an overflow, or no IH ring at all."""
+        """The line is high but the IH ring had nothing: an overflow, no IH ring at all, or an
+        entry whose wptr write-back has not landed yet (its EOP is set all the same)."""
         m = self.mmio
         st = m.read(regs.INT_STATUS)
         events = st & _INT_EVENTS
@@ -476,6 +477,10 @@ class Kmd:
                 self._check_ring_status(self.sdma_sched)
             if self.ih is None or regs.INT_STATUS.IH_OVERFLOW.get(st) or regs.INT_STATUS.CP_ERROR.get(st):
                 self._check_status()
+        elif self.ih is not None and regs.INT_STATUS.IH_PENDING.get(st):
+            # an entry is in the IH ring, but the line rose with IH_WPTR, a few cycles before
+            # the wptr write-back lands: look again soon (not a spurious interrupt)
+            self.dev.delay(2)
         else:
             self.stats["spurious_interrupts"] += 1
             self.dev.delay(16)  # let time pass, or a line that stays high would spin us

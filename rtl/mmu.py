@@ -129,6 +129,22 @@ class MMU(wiring.Component):
                          aw_h.burst.eq(s.awburst), aw_h.id.eq(s.awid), aw_h.user.eq(s.awuser)]
         release_ar = Signal()
         release_aw = Signal()
+
+        def untranslated(vmid):
+            """`vmid` has no page tables (its VM_CONTEXT_CNTL.ENABLE is clear): its address is physical."""
+            return ~self.ctx_enable.bit_select(vmid, 1)
+
+        # Whether each holding register's VMID is translated, looked up a cycle ahead: from the
+        # VMID on offer while the register is empty (what it takes), else from the one it holds.
+        # IDLE then decides from a register, not through the 16-way multiplexer of the enables
+        # by the picked request's VMID (issue 14: that was the top's critical path). An enable
+        # written while a request is held counts a cycle later.
+        ar_phys = Signal()
+        aw_phys = Signal()
+        m.d.sync += [
+            ar_phys.eq(untranslated(Mux(ar_full, ar_h.user.vmid, data.View(REQ_USER, s.aruser).vmid))),
+            aw_phys.eq(untranslated(Mux(aw_full, aw_h.user.vmid, data.View(REQ_USER, s.awuser).vmid))),
+        ]
         with m.If(release_ar):
             m.d.sync += ar_full.eq(0)
         with m.If(release_aw):
@@ -176,20 +192,33 @@ class MMU(wiring.Component):
         wq_wp = Signal(qb + 1)
         wq_rp = Signal(qb + 1)
         wq_full = Signal()
-        wq_ne = Signal()
-        m.d.comb += [wq_full.eq((wq_wp - wq_rp)[:qb + 1] == Dw), wq_ne.eq(wq_wp != wq_rp)]
+        wq_n = Signal(qb + 1)
+        m.d.comb += [wq_n.eq(wq_wp - wq_rp), wq_full.eq(wq_n == Dw)]
         wq_push = Signal()
         wq_push_fwd = Signal()
         with m.If(wq_push):
             m.d.sync += [wq.bit_select(wq_wp[:qb], 1).eq(wq_push_fwd), wq_wp.eq(wq_wp + 1)]
+        # Whether the queue has a head and whether it is forwarded are registers, worked out
+        # from the next pointers and the slot a push fills: W's READY and VALID then start from
+        # flip-flops (issue 14: through the mux they reach the masters' W logic, and the DMA
+        # engine's FIFO, in the same cycle).
+        wq_ne = Signal()
         head_fwd = Signal()
-        m.d.comb += head_fwd.eq(wq.bit_select(wq_rp[:qb], 1))
+        w_pop = Signal()  # a burst's last W beat goes (or is swallowed) now
+        m.d.comb += w_pop.eq(s.wvalid & s.wready & s.wlast)
+        head_is_push = Signal()  # the push fills the slot that is the head next cycle
+        m.d.comb += head_is_push.eq(wq_push & Mux(w_pop, wq_n == 1, wq_n == 0))
+        m.d.sync += [
+            wq_ne.eq(wq_push | Mux(w_pop, wq_n != 1, wq_n != 0)),
+            head_fwd.eq(Mux(head_is_push, wq_push_fwd,
+                            Mux(w_pop, wq.bit_select((wq_rp + 1)[:qb], 1), wq.bit_select(wq_rp[:qb], 1)))),
+        ]
         m.d.comb += [
             out.wvalid.eq(s.wvalid & wq_ne & head_fwd),
             out.wdata.eq(s.wdata), out.wstrb.eq(s.wstrb), out.wlast.eq(s.wlast),
             s.wready.eq(wq_ne & (out.wready | ~head_fwd)),
         ]
-        with m.If(s.wvalid & s.wready & s.wlast):
+        with m.If(w_pop):
             m.d.sync += wq_rp.eq(wq_rp + 1)
 
         # ------------------------------------------------------------ R and B: passed back, or a fault
@@ -199,9 +228,10 @@ class MMU(wiring.Component):
         t = Signal(req)  # the request being translated
         m.d.comb += self.ctx_vmid.eq(t.user.vmid)  # (its page-table base: ctx_base)
         inj_beat = Signal(8)
+        inj_last = Signal()  # inj_beat == t.len, kept a beat ahead (RLAST from a register)
         with m.If(inj_r):
             m.d.comb += [s.rvalid.eq(1), s.rid.eq(t.id), s.rresp.eq(RESP_SLVERR), s.ruser.eq(f_user),
-                         s.rlast.eq(inj_beat == t.len), s.rdata.eq(0)]
+                         s.rlast.eq(inj_last), s.rdata.eq(0)]
         with m.Else():
             m.d.comb += [s.rvalid.eq(out.rvalid & ~r_mine), s.rid.eq(out.rid), s.rresp.eq(out.rresp),
                          s.rlast.eq(out.rlast), s.rdata.eq(out.rdata),
@@ -277,7 +307,7 @@ class MMU(wiring.Component):
             """Latch request `r` (AW when `pick_w`) and its compare; CHECK uses them next cycle."""
             m.d.sync += [t.eq(r), hits.eq(Mux(pick_w, match_aw, match_ar)),
                          hit_any.eq(Mux(pick_w, match_aw.any(), match_ar.any())), hit_ok.eq(Mux(pick_w, ok_aw, ok_ar)),
-                         bypass.eq(~self.ctx_enable.bit_select(r.user.vmid, 1)),
+                         bypass.eq(Mux(pick_w, aw_phys, ar_phys)),
                          beyond.eq(r.addr[VA:] != 0), need.eq(Mux(pick_w, needs(r, True), needs(r, False)))]
             m.next = "CHECK"
 
@@ -324,7 +354,7 @@ class MMU(wiring.Component):
         walk_r = Signal()
         m.d.comb += walk_r.eq(out.rvalid & r_mine)
 
-        with m.FSM(name="mmu"):
+        with m.FSM(name="mmu") as fsm:
             with m.State("IDLE"):
                 m.d.sync += walked.eq(0)
                 pick_w = Signal()
@@ -350,7 +380,7 @@ class MMU(wiring.Component):
                     with m.If(pick_w & aw_free):
                         m.d.sync += aw_o.eq(aw_h)
                     phys_now = Signal()
-                    m.d.comb += phys_now.eq(~self.ctx_enable.bit_select(pick.user.vmid, 1))
+                    m.d.comb += phys_now.eq(Mux(pick_w, aw_phys, ar_phys))
                     with m.If(phys_now & ~pick_w & ar_free & rd_room):
                         m.d.comb += release_ar.eq(1)
                         m.d.sync += ar_o_valid.eq(1)
@@ -440,7 +470,7 @@ class MMU(wiring.Component):
             with m.State("FAULT_WAIT"):
                 # everything forwarded before it is answered first
                 with m.If(~t_write & (rd_out == 0) & ~ar_o_valid):
-                    m.d.sync += inj_beat.eq(0)
+                    m.d.sync += [inj_beat.eq(0), inj_last.eq(t.len == 0)]
                     m.next = "FAULT_R"
                 with m.If(t_write & (wr_out == 0) & ~aw_o_valid & ~wq_ne):
                     m.next = "FAULT_B"
@@ -448,8 +478,8 @@ class MMU(wiring.Component):
             with m.State("FAULT_R"):
                 m.d.comb += inj_r.eq(1)
                 with m.If(s.rready):
-                    m.d.sync += inj_beat.eq(inj_beat + 1)
-                    with m.If(inj_beat == t.len):
+                    m.d.sync += [inj_beat.eq(inj_beat + 1), inj_last.eq(inj_beat + 1 == t.len)]
+                    with m.If(inj_last):
                         m.d.comb += release_ar.eq(1)
                         m.next = "IDLE"
 
@@ -462,4 +492,7 @@ class MMU(wiring.Component):
         with m.If(self.inv_req):
             m.d.sync += [inv_pending.eq(1), inv_vmids.eq(self.inv_vmids), inv_all.eq(self.inv_all),
                          inv_page.eq(self.inv_page), self.inv_ack.eq(0)]
+        # one flip-flop per state on an FPGA (as the CP's): paths that start from the state
+        # (the fault responder's R and B, the next state) start from a register, not a decoder
+        fsm.state.attrs["fsm_encoding"] = "one-hot"
         return m

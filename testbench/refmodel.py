@@ -1003,8 +1003,10 @@ class RefModel(Device):
             pass  # the error entry itself could not be written; the CP is stopped already
 
     def _ih_append(self, source: int, d0: int, d1: int, d2: int, d3: int,
-                   client: int = ih_spec.Client.GRBM_CP, vmid: int = 0) -> None:
-        """One interrupt's IH entry; raises _Fault when its write (or the wptr write-back) fails."""
+                   client: int = ih_spec.Client.GRBM_CP, vmid: int = 0, event: int = 0) -> None:
+        """One interrupt's IH entry; raises _Fault when its write (or the wptr write-back) fails.
+        `event`: INT_STATUS bits set once the entry is in the ring, before the wptr write-back
+        (as the RTL sets EOP with IH_PENDING: rtl/cp/ih.py)."""
         if not self._ih_enable:
             return
         wptr, size = self._ih_wptr, self._ih_bytes
@@ -1018,6 +1020,7 @@ class RefModel(Device):
                                TIMESTAMP_HI=ts >> 32, DATA0=d0, DATA1=d1, DATA2=d2, DATA3=d3)
         self._cp_write(self._ih_base + (wptr & (size - 1)), entry, 0)
         self._ih_wptr = (wptr + ih_spec.ENTRY_BYTES) & M32
+        self._store[self._off["INT_STATUS"]] |= event
         if self._ih_wptr_wb:
             self._cp_write(self._ih_wptr_addr, [self._ih_wptr], 0)
 
@@ -1311,8 +1314,9 @@ class RefModel(Device):
             ts = self._t & _TS_MASK
             self._cp_write(addr, [ts & M32, ts >> 32], vmid)
         if _get(p, _RM_INT) in _RM_INTERRUPTS:
-            self._ih_append(ih_spec.Source.EOP, _get(p, _RM_CTX), lo, hi, p[_RM_ADDR[0]], vmid=vmid)
-            self._store[self._off["INT_STATUS"]] |= regs.INT_STATUS.EOP.mask
+            eop = regs.INT_STATUS.EOP.mask
+            self._ih_append(ih_spec.Source.EOP, _get(p, _RM_CTX), lo, hi, p[_RM_ADDR[0]], vmid=vmid, event=eop)
+            self._store[self._off["INT_STATUS"]] |= eop  # (also with no entry: IH off, or full)
         self._complete(level, n)
 
     def _op_dma_data(self, kind, level, base, mask, pos, ha, n) -> None:

@@ -70,6 +70,7 @@ class Fetcher(wiring.Component):
             "rvalid": In(1), "rdata": In(data_width), "rresp": In(2), "rlast": In(1),
             # dword stream to the parser
             "dw_valid": Out(1), "dw_data": Out(32), "dw_resp": Out(2), "dw_ready": In(1),
+            "dw_bad": Out(1),  # dw_resp is not OKAY (a register of its own: one bit for the consumer)
             "dw_tag": Out(self.tag_layout),
             # reads still in flight (including ones being dropped after a flush)
             "busy": Out(1),
@@ -218,6 +219,7 @@ class Fetcher(wiring.Component):
         out_valid = Signal()
         out_data = Signal(32)
         out_resp = Signal(2)
+        out_bad = Signal()
         out_tag = Signal(self.tag_layout)
         out_user = Signal(max(1, self.user_width))
         sub = Signal(idx_w)
@@ -245,7 +247,7 @@ class Fetcher(wiring.Component):
         with m.If(load):
             m.d.sync += [out_valid.eq(have),
                          out_data.eq(src.data.word_select(cur, 32) if dpb > 1 else src.data),
-                         out_resp.eq(src.resp),
+                         out_resp.eq(src.resp), out_bad.eq(src.resp != 0),
                          out_tag.eq(src.tags.word_select(cur, tag_w) if dpb > 1 else src.tags)]
             if self.user_width:
                 m.d.sync += out_user.eq(src.user)
@@ -256,7 +258,7 @@ class Fetcher(wiring.Component):
         m.d.sync += [level.eq(Mux(load, lvl_adv, lvl_keep)),
                      buffered.eq(Mux(load, lvl_adv != 0, lvl_keep != 0))]
         m.d.comb += [self.dw_valid.eq(out_valid), self.dw_data.eq(out_data),
-                     self.dw_resp.eq(out_resp), self.dw_tag.eq(out_tag)]
+                     self.dw_resp.eq(out_resp), self.dw_bad.eq(out_bad), self.dw_tag.eq(out_tag)]
         if self.user_width:
             m.d.comb += self.dw_user.eq(out_user)
 

@@ -1,6 +1,7 @@
 """IH writer: an interrupt becomes an 8-dword entry (spec/ih.py) in the IH ring, written as
 one 32-byte block from the entry's own registers (not through the CP's block buffer),
-then IH_WPTR moves (and is written back with IH_CNTL.WPTR_WB).
+then IH_WPTR moves, INT_STATUS.EOP is set for an EOP entry (with IH_PENDING, in the same
+cycle), and IH_WPTR is written back with IH_CNTL.WPTR_WB.
 
 `c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
 
@@ -34,6 +35,7 @@ def request(c, prepared=None):
     says whether to ask for the write (a speculative first step asks only if its checks pass).
     The entry is written with VMID 0 (the kernel's IH ring)."""
     m = c.m
+    m.d.sync += c.ih_written.eq(0)
     with m.If(~c.csr.ih_cntl_enable):
         m.next = "IH_DONE"
     with m.Elif(c.ih_entry_full):
@@ -122,7 +124,11 @@ def states(c):
                 with m.Else():
                     c.write_failed()  # at blk_addr
             with m.Else():
-                m.d.comb += c.ih_advance.eq(1)
+                # INT_STATUS.EOP rises with IH_PENDING (the irq line), not after the wptr
+                # write-back: a handler woken by the line before the write-back lands finds
+                # no entry, and then reads INT_STATUS for the event (kmd_model/kmd.py)
+                m.d.comb += [c.ih_advance.eq(1), c.eop_set.eq(~c.ih_err & ~_ext(c))]  # (not another engine's)
+                m.d.sync += c.ih_written.eq(1)
                 m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_BYTES)  # AMD: bytes
                 with m.If(c.csr.ih_cntl_wptr_wb):
                     addr = Cat(Const(0, 2), c.csr.ih_wptr_addr_lo[2:], c.csr.ih_wptr_addr_hi)
@@ -147,7 +153,7 @@ def states(c):
         with m.If(c.ih_err):
             m.next = "ERROR"
         with m.Else():
-            m.d.comb += c.eop_set.eq(1)
+            m.d.comb += c.eop_set.eq(~c.ih_written)  # (no entry: IH disabled, or full)
             m.next = "DONE"
         with m.If(_ext(c)):  # another engine's entry: no EOP; back where it came from
             m.d.comb += c.eop_set.eq(0)

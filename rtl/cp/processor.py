@@ -247,6 +247,7 @@ class CommandProcessor(wiring.Component):
         blk_addr = Signal(aw)  # byte address of the first dword being written (for errors)
         blk_user = Signal(REQ_USER)  # AxUSER of the block to write
         wd_addr = Signal(aw)
+        wd_ends = Signal()  # WRITE_DATA: the next data dword completes a block (a cycle ahead)
         poll_timer = Signal(16)
 
         # IH
@@ -261,6 +262,7 @@ class CommandProcessor(wiring.Component):
         ih_err = Signal()  # the entry reports the error that stopped the CP
         ih_ext = Signal()  # the entry is another engine's (ext_ih_*): IH_DONE returns to ih_ret
         ih_ret = Signal(2)  # ih.RET_*: the state that entry interrupted
+        ih_written = Signal()  # the entry in hand is in the IH ring (its EOP was set with IH_WPTR)
         wr_src = Signal(2)  # WriteSource of the block to write
         wval = [Signal(32, name=f"wval{i}") for i in range(2)]
 
@@ -268,6 +270,7 @@ class CommandProcessor(wiring.Component):
         cur_fetch_valid = Signal()
         cur_fetch_data = Signal(32)
         cur_fetch_resp = Signal(2)
+        cur_fetch_bad = Signal()  # cur_fetch_resp is not OKAY (from one register bit per fetcher)
         cur_fetch_user = Signal(RESP_USER)
         cur_tag = Signal(dtag.layout)
         cur_short = Signal()  # the header's packet runs past the end of its buffer
@@ -285,6 +288,7 @@ class CommandProcessor(wiring.Component):
             cur_fetch_valid.eq(Cat(*(lvl[i] & offered[i] for i in range(len(fetchers)))).any()),
             cur_fetch_data.eq(_one_hot_mux(lvl, [f.dw_data for f in fetchers])),
             cur_fetch_resp.eq(_one_hot_mux(lvl, [f.dw_resp for f in fetchers])),
+            cur_fetch_bad.eq(Cat(*(lvl[i] & f.dw_bad for i, f in enumerate(fetchers))).any()),
             cur_fetch_user.eq(_one_hot_mux(lvl, [f.dw_user for f in fetchers])),
             cur_tag.eq(_one_hot_mux(lvl, [f.dw_tag.as_value() for f in fetchers])),
             cur_short.eq(_one_hot_mux(lvl, [f.dw_tag.need > avail[i] for i, f in enumerate(fetchers)])),
@@ -604,7 +608,7 @@ class CommandProcessor(wiring.Component):
                     if any(not isinstance(checks.checks_at(p, pkt, k, aw)[1], Const) for k in earlier):
                         misaligned = misaligned | acc_misal
                     # (a bad response of the dword itself: PAYLOAD raised it already)
-                    with m.If(cur_fetch_resp != RESP_OKAY):
+                    with m.If(cur_fetch_bad):
                         pass
                     with m.Elif(unsupported):
                         flag(CpError.UNSUPPORTED)
@@ -632,7 +636,7 @@ class CommandProcessor(wiring.Component):
                         # (they are all flags: RELEASE_MEM has none on its last dword)
                         assert isinstance(dtag.check(cur_tag, "unsupported", pkt), Const)
                         assert isinstance(dtag.check(cur_tag, "misaligned", pkt), Const)
-                        rm_ok = ~(unsupported | misaligned | (cur_fetch_resp != RESP_OKAY))
+                        rm_ok = ~(unsupported | misaligned | cur_fetch_bad)
                         release_mem.start(c, p_now, ok=rm_ok)
                     elif pkt is ib:
                         indirect_buffer.start(c, p_now)
@@ -708,7 +712,7 @@ class CommandProcessor(wiring.Component):
                     m.d.comb += stall.eq(1)
                 with m.Else():
                     # (the header is taken: `pops`, below)
-                    with m.If(cur_fetch_resp != RESP_OKAY):
+                    with m.If(cur_fetch_bad):
                         fail(bus_code(cur_fetch_resp, cur_fetch_user))
                     with m.Elif(cur_tag.filler):
                         m.d.comb += perf_count_nop.eq(1)
@@ -731,14 +735,15 @@ class CommandProcessor(wiring.Component):
                     # (the dword is taken: `pops`, below)
                     m.d.sync += [rem.eq(rem - 1), pidx.eq(pidx + 1), p_arr[pidx].eq(cur_fetch_data),
                                  rem_is1.eq(rem == 2), last_fixed.eq(pidx + 2 == fixed)]
+                    write_data.payload_taken(c)
                     accumulate_checks()
                     with m.If(last_fixed & (kind != pk.NOP.index)):
                         # (a bad response of the last fixed dword: raised here, and its packet's
                         # first step is stopped next cycle like a failed check's)
-                        with m.If(cur_fetch_resp != RESP_OKAY):
+                        with m.If(cur_fetch_bad):
                             flag(bus_code(cur_fetch_resp, cur_fetch_user))  # at the dword
                         check_and_start()
-                    with m.Elif(cur_fetch_resp != RESP_OKAY):
+                    with m.Elif(cur_fetch_bad):
                         fail(bus_code(cur_fetch_resp, cur_fetch_user))  # at the dword
                     with m.Elif(kind == pk.NOP.index):
                         with m.If(rem_is1):
@@ -840,7 +845,7 @@ class CommandProcessor(wiring.Component):
         # the payload: the dword (dw_off has its offset next cycle); any other error in the
         # payload (BAD_COUNT too): the packet; a poll: the polled address; a write: the written
         # one; an IB beyond the bus: its base (errors.py works the address out).
-        resp_err = cur_fetch_resp != RESP_OKAY
+        resp_err = cur_fetch_bad
         W = errors.Where
         with m.If(fsm.ongoing("RUN")):
             m.d.comb += [fsm_err_where.eq(W.HEADER),

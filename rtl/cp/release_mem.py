@@ -9,7 +9,7 @@ from spec import ih as ih_spec
 from spec import packets as pk
 
 from . import ih
-from .packets import beyond_bus, field, value
+from .packets import field, value
 from .writer import WriteSource
 
 RM = pk.RELEASE_MEM
@@ -63,7 +63,10 @@ def start(c, p, ok):
     request is the one thing that is not speculative: `ok` says the checks pass (RELEASE_MEM's
     all come from registers, so this costs no depth), so a failing packet never asks."""
     m = c.m
-    beyond = beyond_bus(p, RM, c.aw)  # RM_WRITE answers DECERR
+    # the address beyond the bus (RM_WRITE answers DECERR): prepare() loaded `oob` from
+    # ADDR_HI, an earlier dword than the last, so the 16-bit compare is off this cycle's path
+    assert RM.field(RM.value("addr").fields[1]).dword < RM.fixed - 1
+    beyond = c.oob
     with m.If(writes(p)):
         with m.If(beyond):
             m.next = "RM_WRITE"

@@ -24,6 +24,22 @@ def prepare(c, p):
                    c.blk_user.eq(c.write_user(c.cur_vmid))]  # (the packet's VMID)
 
 
+def ends(next_pos_last, no_incr, rem):
+    """Whether the data dword after the one taken now completes its block: it goes to the
+    block's last dword (`next_pos_last`, unless every dword goes to one address), or it is
+    the packet's last (`rem` counts the dword taken now). Kept in `wd_ends`, so the collect
+    decision reads one register instead of the position, the mode and the count."""
+    return (next_pos_last & ~no_incr) | (rem == 2)
+
+
+def payload_taken(c):
+    """In every payload cycle that takes a dword (the last fixed one counts: the address's
+    low dword and the control dword are in p by then): `wd_ends` for the first data dword."""
+    no_incr = field(c.p, WD, "ADDR_INCR") == WD.field("ADDR_INCR").values["NO_INCREMENT"]
+    addr_lo = c.p[WD.field("ADDR_LO").dword]
+    c.m.d.sync += c.wd_ends.eq(ends(addr_lo[2:5] == BLOCK_DWORDS - 1, no_incr, c.rem))
+
+
 def start(c, p):
     """Once the checks pass: collecting starts in the next cycle."""
     c.m.next = "WD_COLLECT"
@@ -47,11 +63,12 @@ def states(c):
             m.d.comb += [c.blk_we.eq(1), c.blk_pos.eq(pos), c.blk_wdata.eq(c.cur_fetch_data)]
             m.d.sync += [blk_mask.eq(blk_mask | (1 << pos)), c.wr_src.eq(WriteSource.BLOCK),
                          wd_addr.eq(Mux(no_incr, wd_addr, wd_addr + 4)), rem.eq(rem - 1),
-                         c.rem_is1.eq(rem == 2), c.rem_is0.eq(c.rem_is1)]
-            with m.If(c.cur_fetch_resp != RESP_OKAY):
+                         c.rem_is1.eq(rem == 2), c.rem_is0.eq(c.rem_is1), c.wd_ends.eq(ends(pos == BLOCK_DWORDS - 2, no_incr, rem))]
+            with m.If(c.cur_fetch_bad):
                 c.fail(c.bus_code(c.cur_fetch_resp, c.cur_fetch_user))  # at the dword
-            with m.Elif(((pos == BLOCK_DWORDS - 1) & ~no_incr) | c.rem_is1):
-                # the block is complete with this dword (in the block buffer next cycle)
+            with m.Elif(c.wd_ends):
+                # the block is complete with this dword (in the block buffer next cycle;
+                # `wd_ends`: its position is the block's last, or it is the packet's last)
                 with m.If(c.oob):
                     m.next = "WD_WRITE"  # (which answers DECERR)
                 with m.Else():
