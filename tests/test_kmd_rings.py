@@ -137,7 +137,7 @@ def test_a_device_without_ih_ring_polls_every_engine(queues):
     poll read every engine's fences and status themselves, with or without the extra rings;
     an SDMA error and an error on the CP's second queue are found by polling and reset
     that queue alone."""
-    kmd = kmd_model.bind(RefModel(ih=False, queues=queues), job_timeout=50_000, cs_check=False)
+    kmd = kmd_model.bind(RefModel(ih=False, queues=queues, sdma=queues), job_timeout=50_000, cs_check=False)
     c = Client()
     bo = c.bo(0x8000)
     c.run(bo, pm4.write_data(bo.addr + 0x100, [7]))

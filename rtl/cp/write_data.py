@@ -32,10 +32,15 @@ def ends(next_pos_last, no_incr, rem):
     return (next_pos_last & ~no_incr) | (rem == 2)
 
 
+def no_increment(p):
+    """ADDR_INCR says every data dword goes to the one address (amdgpu's WR_ONE_ADDR)."""
+    return field(p, WD, "ADDR_INCR") == WD.field("ADDR_INCR").values["NO_INCREMENT"]
+
+
 def payload_taken(c):
     """In every payload cycle that takes a dword (the last fixed one counts: the address's
     low dword and the control dword are in p by then): `wd_ends` for the first data dword."""
-    no_incr = field(c.p, WD, "ADDR_INCR") == WD.field("ADDR_INCR").values["NO_INCREMENT"]
+    no_incr = no_increment(c.p)
     addr_lo = c.p[WD.field("ADDR_LO").dword]
     c.m.d.sync += c.wd_ends.eq(ends(addr_lo[2:5] == BLOCK_DWORDS - 1, no_incr, c.rem))
 
@@ -50,7 +55,7 @@ def states(c):
     blk_mask, blk_addr, wd_addr, rem = c.blk_mask, c.blk_addr, c.wd_addr, c.rem
     with state("WD_COLLECT"):
         pos = wd_addr[2:5]
-        no_incr = field(c.p, WD, "ADDR_INCR") == WD.field("ADDR_INCR").values["NO_INCREMENT"]
+        no_incr = no_increment(c.p)
         # the block's first written address (errors name it): wd_addr until a dword is in
         with m.If(blk_mask == 0):
             m.d.sync += blk_addr.eq(wd_addr)
