@@ -35,3 +35,33 @@ def cocotb_test(name: str, check):
         await run_driver(dut, body)
     test.__name__ = test.__qualname__ = name
     return cocotb.test()(test)
+
+
+# Seconds each check takes on Icarus (quiet machine, 2026-12), only to balance the shards
+# below: Icarus simulates about 20x slower than Verilator, so one Icarus session of every
+# check took 4-6 minutes and held a whole xdist worker. A check not listed counts 1 s.
+ICARUS_SECONDS = {
+    "umd_runtime__check_events_across_wrap": 76, "kmd_fence__check_fence_wrap": 69,
+    "umd_transfer__check_random_transfers": 31, "security__check_held_cp_flushes": 27,
+    "vm_isolation__check_hostile_reach_faults": 19, "umd_batching__check_batching": 17,
+    "umd_transfer__check_transfers_under_backpressure": 14, "kmd_reset__check_timeout_recovery": 13,
+    "kmd_queues__check_amd_queue_reset_hang": 9, "vm_isolation__check_invalidation_races_dma": 9,
+    "kmd_queues__check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted": 7,
+    "umd_memory__check_pools_example": 7, "umd_transfer__check_fence_after_dma_sees_the_data": 5,
+}
+SHARDS = {"verilator": 1, "icarus": 4}  # simulator sessions per simulator
+
+
+def shards(simulator: str) -> list[list[str]]:
+    """Every check, split into SHARDS[simulator] lists of about equal Icarus time (longest
+    first, each to the lightest shard), each list in all_checks() order. Deterministic, so
+    every xdist worker computes the same split."""
+    names = list(all_checks())
+    n = SHARDS.get(simulator, 1)
+    load, out = [0] * n, [[] for _ in range(n)]
+    for name in sorted(names, key=lambda c: -ICARUS_SECONDS.get(c, 1)):
+        k = load.index(min(load))
+        out[k].append(name)
+        load[k] += ICARUS_SECONDS.get(name, 1)
+    order = {c: i for i, c in enumerate(names)}
+    return [sorted(s, key=order.__getitem__) for s in out if s]

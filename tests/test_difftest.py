@@ -46,6 +46,9 @@ DMA, NO_DMA = Caps(dma=True), Caps(dma=False)
 # CI: stream index ranges per simulator. 1250 streams = 50 cases of every error class.
 CI_PLAN = {"verilator": (0, 1000), "icarus": (1000, 250)}
 CI_ALONE = {"verilator": (0, 1250), "icarus": (1000, 250)}  # when the other simulator is not selected
+# Each simulator's range runs as this many parts, one simulator session each and each its own
+# xdist group, so the two workers share Icarus's slow part instead of one of them waiting.
+CI_PARTS = {"verilator": 2, "icarus": 2}
 
 
 def pair(stream: Stream, caps: Caps):
@@ -289,46 +292,67 @@ def _session() -> str:
 
 
 def _merge_report() -> dict:
-    """Fold this session's per-simulator parts into build/difftest.json (+ .txt)."""
+    """Fold this session's parts (per simulator and range) into build/difftest.json (+ .txt)."""
     with sim._locked(sim.BUILD / ".lock-difftest"):
-        rep = cp.Report(SEED)
+        rep, parts = cp.Report(SEED), 0
         for part in sorted(sim.BUILD.glob("difftest-part-*.json")):
             d = json.loads(part.read_text())
             if d["session"] != _session() or d["seed"] != SEED:
                 continue
+            parts += 1
             rep.add(d["records"])
-            rep.seconds[d["sim"]] = d["seconds"]
+            rep.seconds[d["sim"]] = rep.seconds.get(d["sim"], 0.0) + d["seconds"]  # simulator-seconds
             rep.caps[d["sim"]] = Caps(**d["caps"]) if d["caps"] else Caps()
             rep.notes += d["problems"]
         data = rep.write(sim.BUILD / "difftest.json")
         text = rep.text()
         (sim.BUILD / "difftest.txt").write_text(text + "\n")
-    return {"data": data, "text": text}
+    return {"data": data, "text": text, "parts": parts}
 
 
-@pytest.mark.parametrize("simulator", [
-    pytest.param(s, marks=pytest.mark.xdist_group(f"difftest-{s}")) for s in sim.selected_simulators()])
-def test_rtl_matches_model(simulator):
+def _both() -> bool:
+    return {"verilator", "icarus"} <= set(sim.selected_simulators()) and all(
+        sim.unavailable_reason(s) is None for s in ("verilator", "icarus"))
+
+
+def ci_parts(simulator: str, both: bool) -> list[tuple[int, int]]:
+    """The (first, count) stream ranges `simulator` runs in make test, one per part."""
+    first, count = (CI_PLAN if both else CI_ALONE)[simulator]
+    return split(first, count, CI_PARTS[simulator])
+
+
+def test_ci_parts_cover_the_plan_once():
+    for both, plan in ((True, CI_PLAN), (False, CI_ALONE)):
+        for s, (first, count) in plan.items():
+            parts = ci_parts(s, both)
+            assert len(parts) == CI_PARTS[s]
+            assert [i for a, n in parts for i in range(a, a + n)] == list(range(first, first + count))
+
+
+@pytest.mark.parametrize("simulator, part", [
+    pytest.param(s, k, marks=pytest.mark.xdist_group(f"difftest-{s}-{k}"), id=f"{s}-{k}")
+    for s in sim.selected_simulators() for k in range(CI_PARTS[s])])
+def test_rtl_matches_model(simulator, part):
     reason = sim.unavailable_reason(simulator)
     if reason:
         pytest.skip(reason)
-    both = {"verilator", "icarus"} <= set(sim.selected_simulators()) and all(
-        sim.unavailable_reason(s) is None for s in ("verilator", "icarus"))
-    first, count = (CI_PLAN if both else CI_ALONE)[simulator]
+    both = _both()
+    first, count = ci_parts(simulator, both)[part]
     recs, seconds, problems = run_rtl(simulator, SEED, first, count)
     caps = next((r["caps"] for r in recs if "caps" in r), None)
-    part = sim.BUILD / f"difftest-part-{simulator}.json"
-    part.write_text(json.dumps({"session": _session(), "seed": SEED, "sim": simulator, "seconds": seconds,
-                                "caps": caps, "problems": problems, "records": recs}))
+    out = sim.BUILD / f"difftest-part-{simulator}-{part}.json"
+    out.write_text(json.dumps({"session": _session(), "seed": SEED, "sim": simulator, "seconds": seconds,
+                               "caps": caps, "problems": problems, "records": recs}))
     merged = _merge_report()
-    if not both or len(merged["data"]["simulators"]) == 2:  # the last part in: show the whole run
+    whole = merged["parts"] == sum(CI_PARTS[s] for s in (("verilator", "icarus") if both else (simulator,)))
+    if whole:  # the last part in: show the whole run
         warnings.warn(DifftestReport("\n" + merged["text"] + "\n(build/difftest.json, build/difftest.txt)"))
     bad = [r for r in recs if not r["ok"]]
     assert len(recs) >= count and not problems, "\n".join(problems)
     assert not bad, f"{len(bad)} of {count} streams differ on {simulator} (seed {SEED}):\n" + "\n".join(
         f"stream {r['index']} {r['kind']} {r['class']} {r['variant']}: {r['first_packet']}\n    "
         + "\n    ".join(r["diffs"][:6]) + f"\n    replay: {r['replay']}" for r in bad[:10])
-    if not both or len(merged["data"]["simulators"]) == 2:  # the whole CI plan has run
+    if whole:  # the whole CI plan has run
         for name, c in merged["data"]["error_classes"].items():
             assert c["cases"] >= 50 or "skipped" in c, f"{name}: only {c['cases']} cases"
 
