@@ -24,6 +24,22 @@ def simulator(request) -> str:
     return request.param
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (loadgroup)
+def pytest_collection_modifyitems(config, items):
+    """A group's simulator session is per simulator (shared_run keys name it), so a test
+    run on a simulator joins "<group>-<simulator>": Icarus's and Verilator's sessions of
+    one group go to whichever workers are free instead of queueing on one."""
+    for item in items:
+        mark = item.get_closest_marker("xdist_group")
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        simulator = params.get("simulator")
+        if mark is None or simulator not in sim.SIMULATORS:
+            continue
+        group = mark.args[0] if mark.args else mark.kwargs.get("name", "default")
+        if not group.endswith(f"-{simulator}"):
+            item.add_marker(pytest.mark.xdist_group(f"{group}-{simulator}"), append=False)
+
+
 def shared_run(key: str, run: Callable[[], T]) -> T:
     """`run()` once per pytest run, for every test that asks by `key`: one simulator session
     serves a whole group of tests. pytest-xdist's loadgroup still hands a group's first

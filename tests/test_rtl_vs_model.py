@@ -54,3 +54,9 @@ def test_rtl_matches_model(simulator, name, tmp_path_factory):
         blocked = name != "wait_always"
         assert rtl["scratch"] == (0 if blocked else 0x5EE), "the wait did not hold the marker back"
         assert rtl["mem"][0] == 0x5EE, "the wait was never released"
+
+
+def test_the_group_is_per_simulator(simulator, request):
+    """tests/conftest.py splits this module's xdist group by simulator, so the Icarus and
+    Verilator sessions can run on both workers at once."""
+    assert request.node.get_closest_marker("xdist_group").args[0] == f"rtl_vs_model-{simulator}"

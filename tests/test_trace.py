@@ -24,6 +24,8 @@ from gpucosim.hwtrace import CpMonitor, fsm_states
 from gpucosim.timeline import NS_PER_CYCLE, Timeline, overlaps
 from testbench import sim
 
+from .conftest import shared_run
+
 ROOT = Path(__file__).resolve().parents[1]
 SOFTWARE_TRACKS = {"UMD API", "ioctl", "KMD ring + doorbell", "fences", "interrupts", "CP packets"}
 
@@ -111,19 +113,23 @@ def test_crash_report_on_the_model(tmp_path):
 
 @pytest.fixture(scope="module")
 def verilator_run(tmp_path_factory):
-    """examples/gpu_error.py on Verilator with the timeline, a waveform and crash reports."""
+    """examples/gpu_error.py on Verilator with the timeline, a waveform and crash reports:
+    run once per pytest run (shared_run), however the workers and module order fall."""
     reason = sim.unavailable_reason("verilator")
     if reason:
         pytest.skip(reason)
     from gpucosim.waves import unavailable_reason as waves_reason
 
-    d = tmp_path_factory.mktemp("verilator")
-    args = ["examples/gpu_error.py", "--sim", "verilator", "--trace", str(d / "trace.json"),
-            "--crash-dir", str(d / "crash"), "--stats", "--stats-json", str(d / "figures.json")]
-    waves = None if waves_reason("verilator") else d / "waves.fst"
-    if waves is not None:
-        args += ["--waves", "--waves-file", str(waves)]
-    r = run(*args, timeout=600)
+    def once():
+        d = tmp_path_factory.mktemp("verilator")
+        args = ["examples/gpu_error.py", "--sim", "verilator", "--trace", str(d / "trace.json"),
+                "--crash-dir", str(d / "crash"), "--stats", "--stats-json", str(d / "figures.json")]
+        waves = None if waves_reason("verilator") else d / "waves.fst"
+        if waves is not None:
+            args += ["--waves", "--waves-file", str(waves)]
+        return d, run(*args, timeout=600), waves
+
+    d, r, waves = shared_run("trace-verilator", once)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return d, r, waves
 
