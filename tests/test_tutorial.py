@@ -126,7 +126,8 @@ def test_every_listing_is_real_output(ran):
     text = TUTORIAL.read_text()
     first_run = next(c for c in commands(text) if c.startswith("gpucosim run examples/hello.py"))
     error_run = next(c for c in commands(text) if c.startswith("gpucosim run examples/gpu_error.py"))
-    sources = {"hello": ran[first_run][1], "gpu_error": ran[error_run][1],
+    pipeline_run = next(c for c in commands(text) if c.startswith("gpucosim run examples/copy_pipeline.py"))
+    sources = {"hello": ran[first_run][1], "gpu_error": ran[error_run][1], "copy_pipeline": ran[pipeline_run][1],
                "gpu_error crash report": ran["crash report"].read_text()}
     checked = 0
     for lang, body, source in blocks(text):

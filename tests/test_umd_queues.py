@@ -77,12 +77,44 @@ def check_pipeline_across_queues_waits_gpu_side(dev):
 
 
 # (on the RTL too: tests/test_rtl_drivers.py runs every check here on each simulator)
-CHECKS = [check_copy_queue_runs_on_the_copy_engine, check_pipeline_across_queues_waits_gpu_side]
+def check_copy_pipeline_example(dev):
+    """examples/copy_pipeline.py (the tutorial's section 8), small: every chunk arrives
+    intact, in order, through one slot reused by both engines."""
+    from examples import copy_pipeline
+
+    kmd_model.bind(dev)
+    assert copy_pipeline.main(["--chunks", "4", "--slots", "1", "--chunk-bytes", "260"]) == 0
+
+
+CHECKS = [check_copy_queue_runs_on_the_copy_engine, check_pipeline_across_queues_waits_gpu_side,
+          check_copy_pipeline_example]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
 def test_on_model(check):
     check(RefModel())
+
+
+def test_copy_pipeline_example_reports_and_refuses(capsys):
+    from examples import copy_pipeline
+
+    kmd_model.bind(RefModel())
+    assert copy_pipeline.main(["--chunks", "5", "--slots", "2", "--chunk-bytes", "4096"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == ("copy pipeline on model: 5 chunks of 4096 bytes through 2 staging slots, copy engine -> "
+                      "gfx queue, GPU-side waits only")
+    assert out[-1] == "copy_pipeline: OK on model — 5 chunks, 2 slots"
+    for model, why in ((RefModel(sdma=False), "no copy engine (QUEUE_CAPS.SDMA = 0)"),
+                       (RefModel(dma=False), "no DMA engine")):
+        kmd_model.bind(model)
+        assert copy_pipeline.main([]) == 1
+        assert capsys.readouterr().out == f"copy_pipeline: the model backend has {why}; this example needs both\n"
+    for argv, msg in ((["--chunks", "0"], "--chunks must be in 1..256, not 0"),
+                      (["--slots", "17"], "--slots must be in 1..16, not 17"),
+                      (["--chunk-bytes", "6"], "--chunk-bytes must be a multiple of 4, not 6")):
+        with pytest.raises(SystemExit) as exc:
+            copy_pipeline.main(argv)
+        assert exc.value.code == 2 and capsys.readouterr().err.splitlines()[-1] == f"copy_pipeline: error: {msg}"
 
 
 def test_queue_arguments_and_backends_without_a_copy_engine():
