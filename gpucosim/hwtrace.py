@@ -58,15 +58,16 @@ ERROR_STATES = ("ERR_DRAIN", "ERROR")
 
 # ------------------------------------------------------------------------------ FSM encoding
 
-def fsm_states(data_width: int = 64, cache_dir: Path | None = None) -> dict[int, str]:
-    """{encoding: state name} of the CP's parser FSM, from the Amaranth design.
+def fsm_states(data_width: int = 64, cache_dir: Path | None = None, block: str = "cp") -> dict[int, str]:
+    """{encoding: state name} of a parser FSM (`block`: "cp", or "sdma" for the copy
+    engine's; the state signal is `<block>_state`), from the Amaranth design.
 
     Amaranth numbers FSM states in the order the source first names them; the state
     signal's decoder knows the mapping. Cached beside the design's Verilog."""
     cache = None
     if cache_dir is not None:
         from testbench.design import gpu_verilog
-        cache = Path(cache_dir) / (gpu_verilog(data_width).stem + ".cp_states.json")
+        cache = Path(cache_dir) / (gpu_verilog(data_width).stem + f".{block}_states.json")
         if cache.exists():
             return {int(k): v for k, v in json.loads(cache.read_text()).items()}
     from amaranth.hdl import Fragment, Signal
@@ -81,10 +82,10 @@ def fsm_states(data_width: int = 64, cache_dir: Path | None = None) -> dict[int,
     found: dict[int, str] = {}
 
     def walk(f, path: tuple) -> None:
-        if path[-1:] == ("cp",):
+        if path[-1:] == (block,):
             for stmts in f.statements.values():
                 for s in stmts:
-                    if isinstance(s, Switch) and isinstance(s.test, Signal) and s.test.name == "cp_state":
+                    if isinstance(s, Switch) and isinstance(s.test, Signal) and s.test.name == f"{block}_state":
                         sig = s.test
                         for n in range(1 << len(sig)):
                             try:
@@ -96,7 +97,7 @@ def fsm_states(data_width: int = 64, cache_dir: Path | None = None) -> dict[int,
 
     walk(frag, ("top",))
     if not found or "RUN" not in found.values():
-        raise RuntimeError("cannot find the CP's FSM (cp_state) in rtl.top.GpuTop")
+        raise RuntimeError(f"cannot find the {block} FSM ({block}_state) in rtl.top.GpuTop")
     if cache is not None:
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps(found))
@@ -365,7 +366,7 @@ class BusMonitor:
     def _emit(self, kind: str, e: tuple, t: int) -> None:
         t0, ident, addr, length, size = e
         nbytes = (length + 1) << size
-        track = "sdma" if ident in SDMA_IDS else "dma" if ident >= DMA_ID_MIN else "bus"
+        track = "sdma_bus" if ident in SDMA_IDS else "dma" if ident >= DMA_ID_MIN else "bus"
         self.bursts += 1
         self.tl.span(track, f"{kind} {nbytes}B id{ident}", t0, t, {
             "addr": f"{addr:#x}", "beats": length + 1, "bytes": nbytes, "id": ident,
@@ -425,7 +426,7 @@ class HwMonitors:
         self.monitors: list = []
         self.tasks: list = []
         # which monitors feed the timeline: $GPUCOSIM_HWTRACE, a comma list (default all)
-        which = os.environ.get("GPUCOSIM_HWTRACE", "cp,bus,irq").split(",")
+        which = os.environ.get("GPUCOSIM_HWTRACE", "cp,sdma,bus,irq").split(",")
         self.cp = None
         cp_timeline = timeline if "cp" in which else None
         if cp_timeline is not None or log.isEnabledFor(logging.INFO):
@@ -433,6 +434,11 @@ class HwMonitors:
                                 self._read if mem32 is not None else None)
             self.monitors.append(self.cp)
         if timeline is not None:
+            if "sdma" in which and hasattr(dut.gpu, "sdma"):
+                from .sdma_monitor import SdmaMonitor
+
+                self.monitors.append(SdmaMonitor(dut.gpu.sdma, fsm_states(data_width, cache_dir, "sdma"),
+                                                 timeline, now))
             if "bus" in which:
                 self.monitors.append(BusMonitor(dut.mem, timeline, now))
             if "irq" in which:

@@ -182,6 +182,32 @@ def test_busy_timelines_do_not_lose_slices(tmp_path, app):
     assert (lanes & {"DMA bursts (2)", "fences (2)"}), sorted(lanes)  # the concurrency was there
 
 
+@pytest.mark.xdist_group("verilator_trace_apps")
+def test_sdma_packets_on_the_rtl_timeline(tmp_path):
+    """The copy engine's packets are slices on their own track, read from the SDMA
+    parser's state machine, each COPY_LINEAR inside its INDIRECT_BUFFER; the engine's
+    bursts are on the SDMA memory-bus track, not mixed in with its packets."""
+    reason = sim.unavailable_reason("verilator")
+    if reason:
+        pytest.skip(reason)
+    out = tmp_path / "t.json"
+    r = run("examples/copy_pipeline.py", "--sim", "verilator", "--trace", str(out), "--", "--chunks", "3",
+            timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    trace = json.loads(out.read_text())
+    assert overlaps(trace) == []
+    spans = [e for e in events(trace) if e.get("cat") == "sdma" and e["ph"] == "X"]
+    names = [e["name"] for e in spans]
+    assert names.count("COPY_LINEAR") == 3 and "FENCE" in names, names
+    assert not [n for n in names if n.startswith(("read", "write"))], names  # no bursts on the packet track
+    ibs = [e for e in spans if e["name"] == "INDIRECT_BUFFER"]
+    for copy in (e for e in spans if e["name"] == "COPY_LINEAR"):
+        assert copy["args"]["where"].startswith("IB+"), copy
+        assert any(ib["ts"] <= copy["ts"] and copy["ts"] + copy["dur"] <= ib["ts"] + ib["dur"] for ib in ibs), copy
+    bursts = [e for e in events(trace) if e.get("cat") == "sdma_bus"]
+    assert any(e["name"].startswith("read") for e in bursts) and any(e["name"].startswith("write") for e in bursts)
+
+
 @pytestmark_verilator
 def test_crash_report_on_verilator(verilator_run):
     d, r, _ = verilator_run
