@@ -119,8 +119,9 @@ def run(names_file: str, workers: int) -> None:
     setup_source_paths()
     if not load_stats():
         raise SystemExit("run: no mutants/mutmut-stats.json (run prepare first)")
-    found, _ = collect_source_file_mutation_data(mutant_names=names)
-    data_of = {name: m for m, name, _ in found}
+    wanted = set(names)
+    found, _ = collect_source_file_mutation_data(mutant_names=[])  # all (its filter fnmatches each pair)
+    data_of = {name: m for m, name, _ in found if name in wanted}
     missing = [n for n in names if n not in data_of]
     if missing:
         raise SystemExit(f"run: {len(missing)} unknown mutants, e.g. {missing[0]}")
