@@ -115,6 +115,11 @@ def run(names_file: str, workers: int) -> None:
     from mutmut.utils.format_utils import mangled_name_from_mutant_name
     from mutmut.workers.isolation import get_mutant_runner
 
+    import signal
+
+    # the campaign stops this step with SIGINT at its deadline; a shell that starts it in the
+    # background (make mutate &) hands it SIGINT ignored, and Python then raises nothing
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     names = [n for n in Path(names_file).read_text().split() if n]
     setup_source_paths()
     if not load_stats():
