@@ -66,7 +66,7 @@ soak: $(STAMP)
 	$(PY) -m testbench.difftest --streams $(or $(N),10000) --sim $(or $(SIM),verilator) --jobs $(JOBS) \
 		$(if $(GPUCOSIM_SEED),--seed $(GPUCOSIM_SEED))
 
-## The mutation campaign: make mutate [SAMPLE=0.15] [PART=python|rtl] -> build/mutate.json (docs/verification.md)
+## The mutation campaign: make mutate [SAMPLE=0.1] [PART=python|rtl] -> build/mutate.json (docs/verification.md)
 mutate: $(STAMP)
 	$(PY) -m testbench.mutate $(if $(SAMPLE),--sample $(SAMPLE)) $(if $(PART),--$(PART)) --jobs $(JOBS)
 

@@ -40,7 +40,8 @@ Handler = Callable[["Kmd", "File", Any], Any]
 
 @dataclass(frozen=True)
 class IoctlDesc:
-    request: Request
+    """What IOCTLS holds per request (its key): the argument type and the handler."""
+
     args: type
     handler: Handler
 
@@ -77,7 +78,7 @@ IOCTLS: dict[Request, IoctlDesc] = {}
 
 def ioctl_def(request: Request) -> Callable[[Handler], Handler]:
     def reg(fn: Handler) -> Handler:
-        IOCTLS[request] = IoctlDesc(request, uapi.ARGS[request], fn)
+        IOCTLS[request] = IoctlDesc(uapi.ARGS[request], fn)
         return fn
     return reg
 

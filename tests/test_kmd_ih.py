@@ -160,6 +160,35 @@ def test_a_corrupt_wptr_write_back_resyncs_at_the_hardware_wptr():
     assert kmd.ih.entries == handled + 3 and kmd.stats["spurious_interrupts"] == 0
 
 
+def test_an_entry_whose_wptr_write_back_has_not_landed_is_looked_at_again_soon():
+    """The line rises with IH_WPTR a few cycles before the hardware's wptr write-back lands
+    (rtl/cp/ih.py writes the entry, moves IH_WPTR, then writes the pointer back), and a
+    level-triggered line calls the handler again after it cleared the EOP event: it finds no
+    entry and no event, but IH_PENDING. That is no spurious interrupt (not counted, not the
+    16-cycle back-off of one): the handler looks again a couple of cycles later, and handles
+    the entry once the write-back is there."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo()
+    c.run(bo, pm4.write_data(bo.addr + 0x100, [1]))
+    handled = kmd.ih.entries
+    seq = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x104, [2]), offset=0x100))
+    kmd.dev.delay(2_000)  # the job's EOP entry is written, the line is high, nobody has looked
+    landed = kmd.ih.get_wptr()
+    assert kmd.dev.irq_level() and landed != kmd.ih.rptr
+    kmd.wb32[kmd.ih.wptr_wb_index] = kmd.ih.rptr  # the write-back has not landed yet
+    kmd.mmio.write(regs.INT_STATUS, regs.INT_STATUS.EOP.mask)  # (W1C) the first call took the event
+    spurious, t0 = kmd.stats["spurious_interrupts"], kmd.dev.now()
+    kmd.irq_handler()
+    assert kmd.stats["spurious_interrupts"] == spurious
+    assert 2 <= kmd.dev.now() - t0 < 16  # looked again soon: a short delay, not a spurious one's
+    assert kmd.ih.entries == handled and kmd.dev.irq_level()  # the entry is still to handle
+    kmd.wb32[kmd.ih.wptr_wb_index] = landed  # the write-back lands
+    assert c.wait(seq) and bo.u32[0x41] == 2
+    assert kmd.ih.entries == handled + 1 and kmd.ih.rptr == kmd.mmio.read(regs.IH_WPTR)
+    assert not kmd.dev.irq_level() and kmd.stats["spurious_interrupts"] == spurious
+
+
 def test_observers_see_each_ih_entry():
     """"ih_entry" (gpucosim's timeline and crash reports): the source by name, the decoded
     entry and its raw dwords, once per entry handled."""

@@ -5,11 +5,15 @@ backend whose memory is not a file. test_security.py has the attacks on stale on
 
 from __future__ import annotations
 
+import errno
+import tempfile
+
 import numpy as np
 import pytest
 
 import kmd_model
-from kmd_model.mapping import CpuMapping, map_bo
+from kmd_model import mapping
+from kmd_model.mapping import CpuMapping, Mapping, map_bo
 from kmd_model.uapi import MappingRevoked
 from testbench.refmodel import RefModel
 
@@ -91,3 +95,18 @@ def test_mapping_without_a_memory_file():
     with pytest.raises(MappingRevoked, match="^gone$"):
         m.array[:4] = 0
     assert mem[0x1000:0x1004].tolist() == [1, 2, 3, 4]  # the memory itself is the device's still
+
+
+def test_a_revocation_the_kernel_refuses_raises_its_errno():
+    """Revoking maps anonymous pages over the mapping (mmap with MAP_FIXED); should the kernel
+    refuse, the OSError carries the kernel's errno (read through ctypes' use_errno), not 0.
+    Here the mapping is a view one byte into the pages: MAP_FIXED at an address that is not
+    page aligned is EINVAL."""
+    assert mapping._mmap is not None  # Linux: libc's mmap
+    with tempfile.TemporaryFile() as f:
+        f.truncate(0x2000)
+        m = map_bo(np.zeros(1, np.uint8), (f.fileno(), 0), 0x1000, 0x1000)
+        assert m.mm is not None
+        with pytest.raises(OSError, match="revoking a BO mapping failed") as ei:
+            Mapping(m.array[1:], m.mm).revoke("gone")
+        assert ei.value.errno == errno.EINVAL

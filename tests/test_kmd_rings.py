@@ -132,6 +132,27 @@ def test_an_sdma_fence_is_signalled_by_its_trap_interrupt():
 
 
 @pytest.mark.parametrize("queues", [True, False], ids=["queues", "no_queues"])
+def test_a_gfx_fence_is_signalled_by_its_eop_interrupt(queues):
+    """A gfx job's fence, on the CP's second queue (a HIGH-priority context) as on the
+    first, is signalled by its EOP interrupt the moment the handler runs, not only later by
+    a poll; on a device with an IH ring but no second queue, EOP entries are handled too."""
+    kmd = kmd_model.bind(RefModel(queues=queues, sdma=queues), cs_check=False)
+    c = Client()
+    bo = c.bo()
+    ctx = new_ctx(c, CtxPriority.HIGH)
+    sched = kmd.hqd_sched if queues else kmd.sched
+    assert (kmd.hqd_sched is not None) == queues and kmd.ih is not None
+    drv, eops = sched.fence_drv, kmd.ih.by_source.get("EOP", 0)
+    before = drv.signalled
+    seq = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x100, [5])), ctx=ctx)
+    assert kmd.dev.wait_irq(200_000)  # the line goes up
+    kmd.irq_handler()  # no service(), no fallback poll
+    assert kmd.ih.by_source.get("EOP", 0) == eops + 1
+    assert drv.signalled == before + 1 and not drv.pending and not sched.pending
+    assert c.wait(seq, 0, ctx=ctx) and bo.u32[0x40] == 5
+
+
+@pytest.mark.parametrize("queues", [True, False], ids=["queues", "no_queues"])
 def test_a_device_without_ih_ring_polls_every_engine(queues):
     """Without an IH ring the interrupt says only EOP/CP_ERROR: the handler and the fallback
     poll read every engine's fences and status themselves, with or without the extra rings;

@@ -114,8 +114,10 @@ def test_sample_is_stratified_and_stable():
 
 def test_a_run_goes_equally_deep_into_every_function(monkeypatch, tmp_path):
     """The chosen mutants run in waves by rank (each function's first, then each one's
-    second ...), a wave never split across mutmut runs: a deadline that cuts the run leaves
-    a smaller stratified sample, not the modules that sort last."""
+    second ...), in one run: a deadline that cuts it leaves a smaller stratified sample,
+    not the modules that sort last."""
+    from pathlib import Path
+
     from testbench.mutate.pymut import PyCampaign
 
     ms = [Mutant(f"{mod}.f{i % 4}__mutmut_{i}", f"{mod}.py", f"f{i % 4}", [f"{i}"], [f"{i}!"])
@@ -125,13 +127,19 @@ def test_a_run_goes_equally_deep_into_every_function(monkeypatch, tmp_path):
     todo = choose_sample(ms, 0.5, 1)
     runs = []
     camp = PyCampaign(workers=2, modules=(), work=tmp_path)
-    monkeypatch.setattr(camp, "_mutmut_run", lambda names, deadline: runs.append(names))
+    monkeypatch.setattr(camp, "_inwork_until", lambda deadline, *args: runs.append(
+        (args[0], Path(args[1]).read_text().split(), args[2])))
     monkeypatch.setattr(camp, "_read_codes", lambda: None)
-    camp.run(todo, deadline=1e12, batch=12)
+    camp.run(todo, deadline=1e12)
+    assert len(runs) == 1 and runs[0][0] == "run" and runs[0][2] == "2"
+    order = runs[0][1]
     rank = {m.name: m.rank for m in todo}
-    assert sorted(n for r in runs for n in r) == sorted(rank)
-    assert [sorted({rank[n] for n in r}) for r in runs] == [[0, 1], [2, 3], [4]]  # 8 per wave: 16, 16, 8
-    assert {n.split(".")[0] for n in runs[0]} == {"a", "z"}  # both modules from the first run on
+    assert sorted(order) == sorted(rank)
+    assert [rank[n] for n in order] == sorted(rank[n] for n in order)  # wave after wave
+    assert {n.split(".")[0] for n in order[:8]} == {"a", "z"}  # the first wave: every function of both modules
+    runs.clear()
+    camp.run(todo, deadline=0)  # no time left: nothing starts
+    assert runs == []
 
 
 def test_report_scores(tmp_path):

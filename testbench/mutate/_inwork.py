@@ -7,10 +7,15 @@ configuration from ./pyproject.toml and keeps everything under ./mutants/):
                                      (which tests call which function) with N workers
     python _inwork.py import-hits    functions that run while the mutated modules import
     python _inwork.py list           every mutant: name, file, function, diff, exit code (JSON)
+    python _inwork.py run FILE N     run the mutants named in FILE (one a line), in that
+                                     order, N at a time
 
-`mutmut run NAME...` (its command line) then runs the chosen mutants. These helpers use
-mutmut 3.8's internals (pinned in pyproject.toml): `mutmut run` has no way to generate
-the mutants and the map without running every mutant.
+These helpers use mutmut 3.8's internals (pinned in pyproject.toml): `mutmut run` has no
+way to generate the mutants and the map without running every mutant, and each `mutmut
+run NAME...` first lists every test and runs the mutants' tests unmutated (the clean run)
+and a forced failure: 30 to 100 s per call, spent again for every wave, where prepare's
+coverage pass has already run every test clean. `run` skips those, and keeps our order
+(waves by rank) where `mutmut run` would sort by estimated time.
 """
 
 from __future__ import annotations
@@ -95,6 +100,78 @@ def _diff(name: str, func: str, spans, lines: list[str]) -> tuple[list[str], lis
     return [d[1:] for d in diff if d.startswith("-")], [d[1:] for d in diff if d.startswith("+")]
 
 
+def run(names_file: str, workers: int) -> None:
+    """mutmut's own loop (mutmut.__main__._run) over the named mutants in the given order:
+    same runner (fork server), same time limits, results saved per mutant as they come
+    (mutants/<module>.meta: exit code and seconds), so a run stopped by SIGINT keeps them."""
+    from math import ceil
+
+    from mutmut.__main__ import _register_mutant_result, collect_source_file_mutation_data
+    from mutmut.configuration import config
+    from mutmut.mutation.trampoline import set_mutant_under_test
+    from mutmut.state import state
+    from mutmut.stats import load_stats
+    from mutmut.utils.file_utils import setup_source_paths
+    from mutmut.utils.format_utils import mangled_name_from_mutant_name
+    from mutmut.workers.isolation import get_mutant_runner
+
+    import signal
+
+    # the campaign stops this step with SIGINT at its deadline; a shell that starts it in the
+    # background (make mutate &) hands it SIGINT ignored, and Python then raises nothing
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    names = [n for n in Path(names_file).read_text().split() if n]
+    setup_source_paths()
+    if not load_stats():
+        raise SystemExit("run: no mutants/mutmut-stats.json (run prepare first)")
+    wanted = set(names)
+    found, _ = collect_source_file_mutation_data(mutant_names=[])  # all (its filter fnmatches each pair)
+    data_of = {name: m for m, name, _ in found if name in wanted}
+    missing = [n for n in names if n not in data_of]
+    if missing:
+        raise SystemExit(f"run: {len(missing)} unknown mutants, e.g. {missing[0]}")
+    set_mutant_under_test("")
+    cfg = config()
+    runner = get_mutant_runner(workers)
+    by_name = {}
+    done = 0
+
+    def drain_one() -> None:
+        nonlocal done
+        _register_mutant_result(runner.wait_for_result(), by_name)
+        done += 1
+        if done % 50 == 0:
+            print(f"run: {done} of {len(names)} done", flush=True)
+
+    runner.startup()
+    try:
+        for name in names:
+            m = data_of[name]
+            tests = state().tests_by_mangled_function_name.get(mangled_name_from_mutant_name(name), set())
+            if not tests:
+                m.exit_code_by_key[name] = 33  # mutmut's "no tests"
+                m.save()
+                continue
+            est = sum(state().duration_by_test[t] for t in tests)
+            m.estimated_time_of_tests_by_mutant[name] = est
+            cpu_limit = ceil((est + cfg.timeout_constant) * cfg.timeout_multiplier * 2)
+            while not runner.has_capacity():
+                drain_one()
+            by_name[name] = m
+            runner.submit(name, list(tests), cpu_limit, est)
+        runner.signal_work_complete()
+        while runner.pending_count() > 0:
+            drain_one()
+    except KeyboardInterrupt:
+        print("run: stopped (out of time)", flush=True)
+        runner.stop_all_workers()
+    except ChildProcessError:
+        pass
+    finally:
+        runner.shutdown()
+    print(f"run: {done} of {len(names)} done", flush=True)
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "prepare":
@@ -103,5 +180,7 @@ if __name__ == "__main__":
         import_hits(sys.argv[2:])
     elif cmd == "list":
         list_mutants()
+    elif cmd == "run":
+        run(sys.argv[2], int(sys.argv[3]))
     else:
         raise SystemExit(f"unknown step {cmd!r}")

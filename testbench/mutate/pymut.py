@@ -12,7 +12,7 @@ Steps (each in build/mutate/py/, never in the repository's own tree):
    function, the mutants ranked by a hash of (seed, mutation content), the first
    ceil(sample * n) of each, so every function is represented and the choice does not
    move when code elsewhere changes; mutations inside logging calls are left out;
-4. run them (`mutmut run NAME...`) in batches until the time budget is spent;
+4. run them (mutmut's runner, _inwork.py run) in waves by rank until the time budget is spent;
 5. read the verdicts back, each mutant with its content key (survivors.key).
 
 Each mutant runs in a process forked from a server that has imported only third-party
@@ -48,9 +48,13 @@ PRELOAD = ("numpy", "hypothesis", "hypothesis.strategies", "pytest", "_pytest.py
            "dataclasses", "enum", "errno", "logging", "collections", "struct", "array", "random", "re")
 
 # mutmut exit codes (mutmut.stats.status_by_exit_code) and what they mean here
+# (255: the test run raised, e.g. a mutated packet table failing its own check at import;
+# mutmut's status table calls it "timeout", but it is mutmut's exit code -1, and fast)
 KILLED_CODES = {1: "killed", 3: "killed (pytest internal error)", 2: "killed (collection error)",
-                -24: "killed (timeout)", 24: "killed (timeout)", 152: "killed (timeout)", 255: "killed (timeout)",
-                36: "killed (timeout)", -11: "killed (crash)", -9: "killed (crash)"}
+                -24: "killed (timeout)", 24: "killed (timeout)", 152: "killed (timeout)",
+                255: "killed (the test run raised)", 36: "killed (timeout)", -11: "killed (crash)",
+                -9: "killed (crash)"}
+TIMEOUT_CODES = {-24, 24, 152, 36}
 SURVIVED_CODES = {0: "survived", 33: "survived (no test calls it)", 5: "survived (no test calls it)"}
 
 
@@ -178,43 +182,39 @@ class PyCampaign:
 
     # ------------------------------------------------------------------ 4. running
 
-    def run(self, todo: list[Mutant], deadline: float, batch: int = 200) -> None:
-        """`mutmut run` over `todo` until `deadline` (monotonic), in waves by rank: every
-        function's first sampled mutant, then every function's second, and so on (a mutmut
-        run per wave, or per few waves of at least `batch` mutants). A run the deadline cuts
-        short has then gone equally deep into every function (what it ran is a smaller
-        stratified sample, reported as such), where running module by module would leave
-        whole modules out."""
+    def run(self, todo: list[Mutant], deadline: float) -> None:
+        """Run `todo` until `deadline` (monotonic), in waves by rank: every function's first
+        sampled mutant, then every function's second, and so on, in one process (_inwork.py
+        run: mutmut's runner without the clean run `mutmut run` repeats per call). A run the
+        deadline cuts short has then gone equally deep into every function (what it ran is
+        a smaller stratified sample, reported as such), where running module by module
+        would leave whole modules out."""
         t0 = time.monotonic()
         todo = sorted(todo, key=lambda m: (m.rank, _natural(m.name)))
-        done = 0
-        while done < len(todo):
-            left = deadline - time.monotonic()
-            if left < 60:
-                break
-            end = min(done + batch, len(todo))
-            while end < len(todo) and todo[end].rank == todo[end - 1].rank:
-                end += 1  # a wave is never split
-            self._mutmut_run([m.name for m in todo[done:end]], deadline)
-            done = end
-        self.seconds["run"] = time.monotonic() - t0
+        names = self.work / "run_names.txt"
+        names.write_text("".join(m.name + "\n" for m in todo))
+        if todo and deadline - time.monotonic() >= 60:
+            self._inwork_until(deadline, "run", str(names), str(self.workers))
+        self.seconds["run"] = round(time.monotonic() - t0, 1)
         self._read_codes()
 
-    def _mutmut_run(self, names: list[str], deadline: float) -> None:
-        cmd = [str(Path(sys.executable).with_name("mutmut")), "run", "--max-children", str(self.workers), *names]
+    def _inwork_until(self, deadline: float, *args: str) -> None:
+        """An _inwork.py step stopped by SIGINT at `deadline` (it stops its workers and keeps
+        the verdicts so far), killed with its process group if it does not end 30 s later."""
         with open(self._log_path(), "a") as log:
-            p = subprocess.Popen(cmd, cwd=self.work, stdout=log, stderr=subprocess.STDOUT, env=_env(),
-                                 start_new_session=True)
+            p = subprocess.Popen([sys.executable, str(INWORK), *args], cwd=self.work, stdout=log,
+                                 stderr=subprocess.STDOUT, env=_env(), start_new_session=True)
             try:
                 p.wait(timeout=max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                # out of time: stop it; results of the finished mutants are saved as they come
-                os.killpg(p.pid, signal.SIGINT)
+                p.send_signal(signal.SIGINT)  # the step itself, not its test processes
                 try:
                     p.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     os.killpg(p.pid, signal.SIGKILL)
                     p.wait()
+        if p.returncode not in (0, -signal.SIGINT, -signal.SIGKILL):
+            raise RuntimeError(f"mutate: step {args[0]!r} failed (exit {p.returncode}); see {self._log_path()}")
 
     # ------------------------------------------------------------------ helpers
 
@@ -324,7 +324,10 @@ def _mutmut_config(modules, tests) -> str:
         'preload_modules_file = "mutate_preload.txt"',
         "use_git_change_detection = false",
         # a mutant that loops is cut off after 3x (its tests' time + 5 s), not mutmut's 15x:
-        # one such mutant would otherwise hold a worker for minutes
+        # one such mutant would otherwise hold a worker for minutes. Not less: the times are
+        # measured once (prepare), and on a loaded machine a survivor that runs all 708
+        # tests took 2.9x their measured 31 s (load 10, 2 cores); cut off, it would count
+        # as killed. Real timeouts are rare (4 of 1,221 in a default run, 21 to 79 s each).
         "timeout_multiplier = 3.0",
         "timeout_constant = 5.0",
         "",
