@@ -367,16 +367,7 @@ class DMAEngine(wiring.Component):
         ]
         if self.vm:
             m.d.comb += bus.aruser.eq(req_user(r_vmid, Access.DMA_READ))
-        # (the handshake steps the walk under `r_act`, the load under its absence: each walk
-        # register's next value is then chosen by `r_act`, a flip-flop, and the late ARREADY
-        # reaches only its enable, not the multiplexer behind the LUTRAM and the adder)
-        with m.If(r_act):
-            with m.If(ar_fire):
-                m.d.sync += ar_valid.eq(0)
-                rw.step()
-                with m.If(rw.last):
-                    m.d.sync += [r_act.eq(0), rd_ptr.eq(rd_ptr + 1)]
-        with m.Elif((rd_ptr != wr_ptr) & ~aborting):
+        with m.If(~r_act & (rd_ptr != wr_ptr) & ~aborting):
             with m.If(qah.skip):
                 m.d.sync += rd_ptr.eq(rd_ptr + 1)
             with m.Else():
@@ -387,8 +378,13 @@ class DMAEngine(wiring.Component):
                 # the first burst is offered at once when nothing holds it back
                 with m.If(r_room & ~(qah.raw & (done_ptr != rd_ptr))):
                     m.d.sync += ar_valid.eq(1)
-        with m.If(r_issue):  # (r_issue needs ~ar_valid, ar_fire needs ar_valid: never both)
+        with m.If(r_issue):
             m.d.sync += ar_valid.eq(1)
+        with m.If(ar_fire):
+            m.d.sync += ar_valid.eq(0)
+            rw.step()
+            with m.If(rw.last):
+                m.d.sync += [r_act.eq(0), rd_ptr.eq(rd_ptr + 1)]
         m.d.sync += ar_out.eq(ar_out + ar_fire - rlast_fire)
 
         # ------------------------------------------------------------ R realigner
@@ -475,22 +471,7 @@ class DMAEngine(wiring.Component):
         ]
         if self.vm:
             m.d.comb += bus.awuser.eq(req_user(a_vmid, Access.DMA_WRITE))
-        # (as the AR issuer: the walk's registers are chosen by `a_act`, AWREADY reaches
-        # only their enables; AWVALID is only ever high with `a_act`)
-        with m.If(a_act):
-            with m.If(aw_fire):
-                m.d.comb += [
-                    bq.w.en.eq(1), bq.w.data.last.eq(aw.last), bq.w.data.nob.eq(0),
-                    bq.w.data.addr.eq(Cat(Mux(a_first, a_lane, 0), aw.addr)),
-                    wq.w.en.eq(1), wq.w.data.len.eq(aw.n - 1), wq.w.data.first.eq(a_first),
-                    wq.w.data.last.eq(aw.last), wq.w.data.lane.eq(a_lane), wq.w.data.end_lane.eq(a_end_lane),
-                    wq.w.data.fill.eq(a_fill), wq.w.data.pattern.eq(a_pattern),
-                ]
-                m.d.sync += [aw_valid.eq(0), a_first.eq(0)]
-                aw.step()
-                with m.If(aw.last):
-                    m.d.sync += [a_act.eq(0), aw_ptr.eq(aw_ptr + 1)]
-        with m.Elif((aw_ptr != wr_ptr) & ~a_scope & bq_room):
+        with m.If(~a_act & (aw_ptr != wr_ptr) & ~a_scope & bq_room):
             with m.If(qwh.zero):
                 # a zero-length command: no bursts, but a B queue entry keeps it in order
                 m.d.comb += [bq.w.en.eq(1), bq.w.data.last.eq(1), bq.w.data.nob.eq(1)]
@@ -503,6 +484,18 @@ class DMAEngine(wiring.Component):
                 aw.load(qwh.addr, qwh.last)
         with m.If(a_issue):
             m.d.sync += aw_valid.eq(1)
+        with m.If(aw_fire):
+            m.d.comb += [
+                bq.w.en.eq(1), bq.w.data.last.eq(aw.last), bq.w.data.nob.eq(0),
+                bq.w.data.addr.eq(Cat(Mux(a_first, a_lane, 0), aw.addr)),
+                wq.w.en.eq(1), wq.w.data.len.eq(aw.n - 1), wq.w.data.first.eq(a_first),
+                wq.w.data.last.eq(aw.last), wq.w.data.lane.eq(a_lane), wq.w.data.end_lane.eq(a_end_lane),
+                wq.w.data.fill.eq(a_fill), wq.w.data.pattern.eq(a_pattern),
+            ]
+            m.d.sync += [aw_valid.eq(0), a_first.eq(0)]
+            aw.step()
+            with m.If(aw.last):
+                m.d.sync += [a_act.eq(0), aw_ptr.eq(aw_ptr + 1)]
         m.d.sync += [
             avail.eq(avail + push - Mux(a_issue & ~a_fill, aw.n, 0)),
             res.eq(res + Mux(ar_fire, r_res, 0) - pop),
