@@ -148,9 +148,13 @@ class AXI4Mux(wiring.Component):
         wq = Array(Signal(range(n), name=f"wq{i}") for i in range(Dw))
         wq_wp = Signal(qb + 1)
         wq_rp = Signal(qb + 1)
+        # full, as a register: AWREADY goes to every master's AW logic (the DMA engines' next
+        # burst) in the cycle it is decided, so it starts from a flip-flop, not from a compare
+        # of the pointers. It is worked out for the next cycle from the late push and pop: a
+        # push alone fills the queue if one entry was free, a pop empties a slot.
         wq_full = Signal()
-        # (full: the same entry with the wrap bits apart; no subtraction on AW's path)
-        m.d.comb += wq_full.eq((wq_wp[:qb] == wq_rp[:qb]) & (wq_wp[qb] != wq_rp[qb]))
+        wq_one_free = Signal()
+        m.d.comb += wq_one_free.eq((wq_wp + 1)[:qb + 1] == (wq_rp ^ (1 << qb)))
 
         def wq_index(p):
             return p[:qb] if qb else Const(0, 1)
@@ -200,6 +204,10 @@ class AXI4Mux(wiring.Component):
                          w_sel.eq(Mux(last_entry, aw_sel, wq[wq_index(rp1)]))]
         with m.Else():
             m.d.sync += [w_ok.eq(w_ok | aw_push), w_sel.eq(Mux(w_ok, w_sel, aw_sel))]
+        with m.If(aw_push & ~w_done):
+            m.d.sync += wq_full.eq(wq_one_free)
+        with m.Elif(w_done & ~aw_push):
+            m.d.sync += wq_full.eq(0)
 
         # ---- R and B: by the top ID bits. An ID naming no master is taken and dropped.
         r_sel = out.rid[low:]
