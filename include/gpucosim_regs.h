@@ -697,7 +697,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_VM_CONTEXT_PT_BASE_HI_ADDRESS_GET(v) (((v) & GPUCOSIM_VM_CONTEXT_PT_BASE_HI_ADDRESS_MASK) >> GPUCOSIM_VM_CONTEXT_PT_BASE_HI_ADDRESS_SHIFT)
 #define GPUCOSIM_VM_CONTEXT_PT_BASE_HI_ADDRESS_SET(x) (((uint32_t)(x) << GPUCOSIM_VM_CONTEXT_PT_BASE_HI_ADDRESS_SHIFT) & GPUCOSIM_VM_CONTEXT_PT_BASE_HI_ADDRESS_MASK)
 
-/* QUEUE_CAPS: Queue capabilities. Which queues besides the CP's ring this device has (the RTL: one SDMA engine, one CP queue) */
+/* QUEUE_CAPS: Queue capabilities. Which queues besides the CP's ring this device has (the RTL: one SDMA engine, two CP queues) */
 #define GPUCOSIM_QUEUE_CAPS                      0x400u
 #define GPUCOSIM_QUEUE_CAPS_RESET                0x00000000u
 #define GPUCOSIM_QUEUE_CAPS_SDMA_SHIFT           0  /* [3:0] R */

@@ -553,7 +553,7 @@ class VM_CONTEXT_PT_BASE_HI(Register):
 
 
 class QUEUE_CAPS(Register):
-    """Queue capabilities. Which queues besides the CP's ring this device has (the RTL: one SDMA engine, one CP queue)."""
+    """Queue capabilities. Which queues besides the CP's ring this device has (the RTL: one SDMA engine, two CP queues)."""
     NAME = "QUEUE_CAPS"
     ADDR = 0x400
     RESET = 0x00000000
@@ -975,11 +975,6 @@ REGISTERS: tuple[type[Register], ...] = (
     PERF_SDMA_BYTES_READ,
     PERF_SDMA_BYTES_WRITTEN,
     PERF_SDMA_PACKETS,
-)
-
-# Registers of engines only the reference model has so far (their offsets answer DECERR on
-# the RTL backends): spec/regs.rdl's model_only registers.
-MODEL_ONLY_REGISTERS: tuple[type[Register], ...] = (
     CP_HQD1_RB_BASE_LO,
     CP_HQD1_RB_BASE_HI,
     CP_HQD1_RB_SIZE,
@@ -996,4 +991,9 @@ MODEL_ONLY_REGISTERS: tuple[type[Register], ...] = (
     CP_HQD1_ERROR_OFFSET,
     CP_QUEUE_PRIORITY,
     CP_QUEUE_RESET,
+)
+
+# Registers of engines only the reference model has so far (their offsets answer DECERR on
+# the RTL backends): spec/regs.rdl's model_only registers.
+MODEL_ONLY_REGISTERS: tuple[type[Register], ...] = (
 )
