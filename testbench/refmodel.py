@@ -679,6 +679,7 @@ class RefModel(Device):
             self.sdma.reset()
         if self._hq1 is not None:
             self._hq1.reset()
+            self._hq1.last = 0  # (turns start over: queue 1 first at equal priority, as the RTL)
         self._ih_wptr = 0
         self._reset_queue0()
 

@@ -186,7 +186,8 @@ class CommandProcessor(wiring.Component):
         m.d.comb += reparse.eq(Mux(q, reparse_q[1], reparse_q[0]))
         want_switch = Signal()  # (queues.arbiter)
         other_can = Signal()
-        took = Signal()  # a header was taken since the last switch (turns at equal priority)
+        took = Signal(init=1)  # a header was taken since the last switch (turns at equal priority; queue 0
+        # has had its turn after a reset, as the model's arbiter starts)
         swapping = Signal()  # in SWAP
         # AMD's units: RB_BASE holds the address >> 8.
         ring_base = Signal(aw)
@@ -851,7 +852,7 @@ class CommandProcessor(wiring.Component):
                         err_user.eq(0), err_access.eq(0),
                         ring_pos.eq(0), ih_wptr.eq(0),
                         blk_mask.eq(0), dma_failed.eq(0), ih_ext.eq(0),
-                        q.eq(0), took.eq(0), qr_wait.eq(0),
+                        q.eq(0), took.eq(1), qr_wait.eq(0),
                     ]
                     for i in range(queues.N):  # both queues
                         m.d.sync += [rptr_q[i].eq(0), wptr_q[i].eq(0), limit_q[i].eq(ring_size_q[i])]
