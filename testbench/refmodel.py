@@ -306,10 +306,9 @@ class RefModel(Device):
     vm: an MMU translates (CAPS.VM); tlb_entries: what VM_CAPS.TLB_LOG2 reports (the model
     has no TLB size: it keeps every translation until an invalidation names it); vm_levels:
     VM_CAPS.LEVELS, page-table levels (1 to 4: virtual addresses of 21 to 48 bits).
-    queues: the engine the RTL does not have yet (QUEUE_CAPS.CP_QUEUES): the CP's second
-    hardware queue, CP_HQD1_*, with priorities and per-queue reset
-    (testbench/model_cp_queues.py); without it its model_only registers answer DECERR, as on
-    the RTL backends. sdma: the SDMA copy engine (testbench/model_sdma.py), as the RTL has
+    queues: the CP's second hardware queue (QUEUE_CAPS.CP_QUEUES), CP_HQD1_*, with priorities
+    and per-queue reset (testbench/model_cp_queues.py), as the RTL has (rtl/cp/queues.py);
+    without it its registers answer DECERR (a device with one CP queue, for the drivers). sdma: the SDMA copy engine (testbench/model_sdma.py), as the RTL has
     one; without it QUEUE_CAPS.SDMA reads 0 and its registers answer DECERR (a device
     without a copy engine, for the drivers' refusals).
     ib_levels: CAPS.IB_LEVELS. dma_max_bytes: BYTE_COUNT limit (DMA_BYTE_COUNT above it).

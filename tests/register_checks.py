@@ -33,7 +33,9 @@ def expected_reset(reg, data_width: int) -> dict[str, int]:
         ("STATUS", "IDLE"): 1,
         ("STATUS", "RB_EMPTY"): 1,
         ("QUEUE_CAPS", "SDMA"): 1,
-        ("QUEUE_CAPS", "CP_QUEUES"): 1,  # (the RTL's; the model's is 1 when built as it)
+        ("QUEUE_CAPS", "CP_QUEUES"): 2,  # (the model's is 1 when built without queue 1)
+        ("CP_HQD1_STATUS", "IDLE"): 1,
+        ("CP_HQD1_STATUS", "RB_EMPTY"): 1,
         ("SDMA_STATUS", "IDLE"): 1,
         ("SDMA_STATUS", "RB_EMPTY"): 1,
     }

@@ -793,6 +793,8 @@ class CommandProcessor(wiring.Component):
                 # CP_ERROR is latched the cycle after its capture (errors.py)
                 with m.If(err & ~writer.busy & ~poll_pending & ~dma_busy_r):
                     m.d.comb += cperr_set.eq(1)
+                    # (every transfer is answered: the other queue's DMA_DATA may run, queues.py)
+                    m.d.sync += dma_failed.eq(0)
                     # a VM fault is reported as AMD's UTCL2 fault (src_data as gmc_v9_0 reads it)
                     vmf = err_code == CpError.VM_FAULT
                     cp_error = pack_fields(REG_FIELDS["CP_ERROR"], CODE=err_code, LEVEL=err_level, OPCODE=err_opcode)

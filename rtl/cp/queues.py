@@ -42,7 +42,7 @@ N = 2
 
 # the parser's registers that belong to the queue it runs (swapped at a switch)
 SWAPPED = ("ring_pos", "level", "lvl", "vmid", "ib_base", "ib_size", "ib_pos", "saved_opcode", "saved_off",
-           "err", "err_code", "err_level", "err_opcode", "err_addr", "err_offset", "err_vmid", "err_user",
+           "err", "err_pending", "err_code", "err_level", "err_opcode", "err_addr", "err_offset", "err_vmid", "err_user",
            "err_access")
 
 
@@ -195,12 +195,12 @@ def swap(c):
 
 
 def resume(c):
-    """SWAP1: the new queue's doorbell error, if one waits; its parked poll is over."""
+    """SWAP1: the new queue's doorbell error, if one waits. (A parked poll shows WAITING
+    until its packet, parsed again, polls: wait_reg_mem.py clears `park_q`.)"""
     m, q = c.m, c.q
     with m.If(Array(c.dbpend_q)[q]):
         m.d.comb += [c.db_err.eq(1), c.db_code.eq(Array(c.dbpend_code_q)[q])]
         m.d.sync += [c.db_value.eq(Array(c.dbpend_val_q)[q]), Array(c.dbpend_q)[q].eq(0)]
-    m.d.sync += Array(c.park_q)[q].eq(0)
 
 
 def clear_queue_flags(c, i):

@@ -42,7 +42,7 @@ def drive(c):
         sh_idle = sh["err"][0] | ((sh["level"][0] == 0) & (sh["ring_pos"][0] == c.wptr_q[i]) & ~c.park_q[i] &
                                   ~o.swmod)
         m.d.sync += [qidle[i].eq(Mux(q == i, act_idle, sh_idle) & ~c.qr_pend_q[i] & ~c.dbpend_q[i]),
-                     qwait[i].eq(Mux(q == i, c.waiting, c.park_q[i]))]
+                     qwait[i].eq(Mux(q == i, c.waiting, 0) | c.park_q[i])]
     idle = Signal(name="idle")  # both queues (PERF_BUSY_CYCLES counts cycles either is busy)
     m.d.comb += [idle.eq(qidle[0] & qidle[1]), cp.idle.eq(idle)]
 

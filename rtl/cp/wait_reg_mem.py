@@ -24,7 +24,7 @@ def states(c):
     # the read is taken, or by a soft reset: processor.py)
     with state("EXEC_WAIT_REG_MEM"):
         m.d.sync += [c.poll_addr.eq(value(p, WRM, "addr", c.aw)), c.poll_req.eq(~c.oob),
-                     Array(c.reparse_q)[c.q].eq(0)]  # (a parked poll's packet is parsed again: queues.py)
+                     Array(c.reparse_q)[c.q].eq(0), Array(c.park_q)[c.q].eq(0)]  # (a parked poll: queues.py)
         m.next = "WRM_READ"
     with state("WRM_READ"):
         with m.If(c.oob):
