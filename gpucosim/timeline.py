@@ -45,6 +45,7 @@ TRACKS: dict[str, Track] = {t.key: t for t in (
     Track("dma", GPU, 3, "DMA bursts"),
     Track("irq", GPU, 4, "interrupts"),
     Track("sdma", GPU, 5, "SDMA packets (copy engine)"),
+    Track("cp.hqd1", GPU, 6, "CP packets, queue 1 (CP_HQD1)"),
 )}
 
 
