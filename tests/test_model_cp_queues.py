@@ -257,10 +257,80 @@ def check_amd_queue_reset_a_hung_queue_alone(dev):
     assert g.m32[(DATA + 0x48) // 4] == 0x99 and g.r(regs.IH_WPTR) == 0  # no error was raised
 
 
+def check_random_interleavings_of_both_queues(dev):
+    """Random jobs on both queues (WRITE_DATA, RELEASE_MEM, NOPs, satisfied WAIT_REG_MEMs,
+    IBs with IB2s inside), doorbells in random pieces at random times, random priorities:
+    every packet runs once, on its queue's pointers, whatever the switches (a preempted IB
+    resumes where it stopped), and the packet counters count each once."""
+    import random
+
+    for seed in range(3):
+        rng = random.Random(seed)
+        g = Rig(dev)
+        g.dev.mmio_write32(P.addr(), P.Q0.put(rng.randrange(4)) | P.Q1.put(rng.randrange(4)))
+        want: dict[int, int] = {}
+        counts = {"WRITE_DATA": 0, "RELEASE_MEM": 0, "INDIRECT_BUFFER": 0, "WAIT_REG_MEM": 0}
+        ib_next = [0x50000, 0x58000]
+        slot = [0]
+        g.m32[(DATA + 0xF00) // 4] = 1  # what the WAIT_REG_MEMs wait for: already there
+
+        def packet(q, depth):
+            k = rng.randrange(10 if depth < 2 else 8)
+            a = DATA + 4 * slot[0]
+            if k < 4:
+                vals = [rng.getrandbits(32) for _ in range(rng.randrange(1, 5))]
+                slot[0] += len(vals)
+                want.update({a + 4 * i: v for i, v in enumerate(vals)})
+                counts["WRITE_DATA"] += 1
+                return pm4.write_data(a, vals)
+            if k < 6:
+                v = rng.getrandbits(32)
+                slot[0] += 1
+                want[a] = v
+                counts["RELEASE_MEM"] += 1
+                return pm4.release_mem(a, v)
+            if k == 6:
+                counts["WAIT_REG_MEM"] += 1
+                return pm4.wait_reg_mem(DATA + 0xF00, 1, 1, "EQ", poll_interval=1)
+            if k == 7:
+                return pm4.nop(rng.randrange(1, 4))
+            body = sum((packet(q, depth + 1) for _ in range(rng.randrange(1, 8))), [])
+            base = ib_next[q]
+            ib_next[q] += 4 * len(body) + 64 & ~31
+            g.m32[base // 4: base // 4 + len(body)] = body
+            counts["INDIRECT_BUFFER"] += 1
+            return pm4.indirect_buffer(base, len(body))
+
+        jobs = [[], []]
+        for _ in range(24):
+            q = rng.randrange(2)
+            jobs[q].append(packet(q, 0))
+        assert all(len(sum(j, [])) < 256 for j in jobs)
+        sent = [0, 0]
+        while sent != [len(j) for j in jobs]:  # (a doorbell never cuts a packet: BAD_COUNT)
+            q = rng.randrange(2)
+            n = min(len(jobs[q]) - sent[q], rng.randrange(1, 5))
+            g.submit(q, sum(jobs[q][sent[q]:sent[q] + n], []))
+            sent[q] += n
+            g.dev.delay(rng.randrange(0, 60))
+        g.settle()
+        for q, (rptr, wptr, err) in enumerate(((regs.RB_RPTR, regs.RB_WPTR, regs.CP_ERROR),
+                                               (regs.CP_HQD1_RB_RPTR, regs.CP_HQD1_RB_WPTR, regs.CP_HQD1_ERROR))):
+            assert (g.r(rptr), g.r(wptr), g.r(err)) == (g.wptr[q], g.wptr[q], 0), (seed, q)
+        got = {a: int(g.m32[a // 4]) for a in want}
+        assert got == want, (seed, [hex(a) for a in want if got[a] != want[a]][:8])
+        for name, n in counts.items():
+            assert g.dev.mmio_read32(regs.PERF_PACKETS.addr(getattr(pk, name).index)) == n, (seed, name)
+        g.dev.mmio_write32(regs.CONTROL.addr(), regs.CONTROL.SOFT_RESET.mask | regs.CONTROL.PERF_CLEAR.mask)
+        g.until(lambda: g.idle(0) and g.r(regs.RB_RPTR) == 0, "the soft reset")
+        g.m32[DATA // 4: DATA // 4 + slot[0] + 1] = 0
+
+
 CHECKS = [check_queue1_runs_with_its_own_pointers, check_priority_picks_the_queue_at_every_packet_boundary,
           check_high_priority_job_does_not_wait_behind_a_long_ib,
           check_an_error_stops_one_queue_and_the_queue_reset_brings_it_back,
-          check_a_doorbell_error_stops_its_queue_alone, check_amd_queue_reset_a_hung_queue_alone]
+          check_a_doorbell_error_stops_its_queue_alone, check_amd_queue_reset_a_hung_queue_alone,
+          check_random_interleavings_of_both_queues]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
