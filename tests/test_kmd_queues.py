@@ -144,11 +144,33 @@ def check_high_priority_context_runs_on_the_cps_second_queue(dev):
     assert query(c, hi).ring_status == {"gfx_high": ResetStatus.GUILTY} and query(c).ring_status == {}
 
 
+def check_a_vm_fault_on_the_cps_second_queue_resets_that_queue_and_is_reported(dev):
+    """A high-priority job that writes where its VM maps nothing: the UTCL2 entry names
+    queue 1, so that queue alone is reset, and the fault (address, VMID, access) is kept for
+    INFO VM_FAULT and the file's VM as any fault is."""
+    kmd = kmd_model.bind(dev, cs_check=False)
+    c = Client()
+    bo = c.bo()
+    hi = new_ctx(c, CtxPriority.HIGH)
+    hole = 0x3F00_0000
+    bad = c.submit(c.ib(bo, pm4.write_data(hole, [1])), ctx=hi)
+    with pytest.raises(uapi.KmdError) as ei:
+        c.wait(bad, 1_000_000, ctx=hi)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT"
+    assert "gfx_high" in ei.value.message
+    assert kmd.recovery_log == [("gfx_high", "error"), ("gfx_high", "queue_reset")]
+    assert kmd.stats["resets"] == 0 and kmd.stats["vm_faults"] == 1 and kmd.stats["cp_errors"] == 1
+    f = c.io(Request.INFO, uapi.InfoArgs(uapi.InfoQuery.VM_FAULT))
+    assert (f.addr, f.vmid, f.access) == (hole, c.f.vm.vmid, "WRITE") and kmd.last_vm_fault == f
+    assert kmd.ih.by_source.get("VM_FAULT", 0) >= 1
+
+
 # (on the RTL too: tests/test_rtl_drivers.py runs every check here on each simulator)
 CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rings_gpu_side,
           check_amd_queue_reset_malformed, check_amd_queue_reset_hang, check_amd_queue_reset_bus_error,
           check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted,
-          check_high_priority_context_runs_on_the_cps_second_queue]
+          check_high_priority_context_runs_on_the_cps_second_queue,
+          check_a_vm_fault_on_the_cps_second_queue_resets_that_queue_and_is_reported]
 
 
 @pytest.mark.parametrize("sdma_engine", [True, False], ids=["sdma", "no_sdma"])
