@@ -251,7 +251,7 @@ class CpMonitor:
     def _start(self, t: int, error: bool = False) -> None:
         cp = self.cp
         hdr, off, addr, lvl = _int(cp.hdr), _int(cp.hdr_taken_off), _int(cp.hdr_addr), _int(cp.level)
-        where = f"{_level_name(lvl)}+{4 * off:#06x}"
+        where = ("HQD1 " if self.q else "") + f"{_level_name(lvl)}+{4 * off:#06x}"  # (as the model's trace)
         if _is_pad(hdr):
             self._pad(t)
             self.stack.append(_Open("filler", lvl, t, {}, filler=True))  # (closed when RUN is back)
@@ -282,7 +282,7 @@ class CpMonitor:
         hdr, off, lvl = _int(cp.hdr), _int(cp.hdr_taken_off), _int(cp.level)
         if not _is_pad(hdr):
             return
-        where = f"{_level_name(lvl)}+{4 * off:#06x}"
+        where = ("HQD1 " if self.q else "") + f"{_level_name(lvl)}+{4 * off:#06x}"  # (as the model's trace)
         if log.isEnabledFor(logging.INFO):
             log.info("%s: %s", where, _describe((hdr,)))
         if self.filler and self.filler[3] == lvl and t - self.filler[1] <= 2:
