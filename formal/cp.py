@@ -45,6 +45,11 @@ CONFIG = ("rb_base_lo", "rb_base_hi", "rb_size", "rb_rptr_addr_lo", "rb_rptr_add
           "int_enable_cp_error", "int_enable_ih_overflow")
 
 
+# The CP's second hardware queue (rtl/cp/queues.py) stays off in these proofs: its enable, its
+# doorbell and the queue resets are held at 0, so queue 0 runs alone, as before it existed.
+QUEUE1_OFF = ("cp_hqd1_rb_cntl_enable", "cp_hqd1_rb_doorbell_swmod", "cp_queue_reset_q0", "cp_queue_reset_q1")
+
+
 def free_csr(h):
     """A stand-in for the CSR block with its exact ports: what the hardware reads is free,
     what it drives is a plain signal."""
@@ -57,7 +62,9 @@ def free_csr(h):
         sig = Signal(member.shape, name=f"csr_{name}")
         ports[name] = sig
         if member.flow == wiring.Out:  # the register block drives it: the driver's choice
-            if name in CONFIG:
+            if name in QUEUE1_OFF:
+                h.m.d.comb += sig.eq(0)
+            elif name in CONFIG:
                 h.m.d.comb += sig.eq(h.const(len(sig), f"cfg_{name}"))
             elif name != "ih_rptr":
                 h.m.d.comb += sig.eq(h.free(len(sig), f"drv_{name}"))
@@ -176,7 +183,7 @@ class CPHarness(Harness):
         log2 = Mux(csr.ih_size < ih_spec.MIN_LOG2_DWORDS, ih_spec.MIN_LOG2_DWORDS, csr.ih_size) + 2
         size = (Const(1, 34) << (csr.rb_size + 1))
         self.invariant((age < 1) | ((box("ih_log2_bytes") == log2) & (box("ring_size") == size) &
-                                    (box("ring_mask") == size - 1) & (box("ring_huge") == (csr.rb_size == 31))))
+                                    (box("ring_mask") == size - 1) & (box("ring_huge_q0") == (csr.rb_size == 31))))
         self.invariant((age < 2) | ((box("ih_bytes") == (Const(1, 35) << log2)) &
                                     (box("ih_bytes_m1") == (Const(1, 35) << log2) - 1) &
                                     (box("limit") == (box("rptr") + size)[:32])))
@@ -226,6 +233,13 @@ class CPHarness(Harness):
 
         states = box.states("cp")
         self.invariant(box("cp_state") < len(states))
+        # with queue 1 off (QUEUE1_OFF) queue 0 is always the one running: nothing switches,
+        # parks or waits for a queue reset, and queue 1's state is its reset state
+        for n in ("q", "other_can", "want_switch", "qr_pend_q0", "qr_pend_q1", "dbpend_q0", "dbpend_q1", "park_q0",
+                  "park_q1", "reparse_q0", "reparse_q1", "sh_level", "sh_err", "sh_err_pending", "sh_ring_pos",
+                  "rptr_q1", "wptr_q1"):
+            self.invariant(box(n) == 0)
+        self.invariant(~box.state("cp", "SWAP") & ~box.state("cp", "SWAP1") & ~box.state("cp", "QRESET"))
         self.invariant(~box("err_pending") | box("err_any"))  # (err latches a cycle after the capture)
         self.invariant(~box.state("cp", "RESET") | box("resetting"))
         # the block buffer says whose data the writer reads: the IH entry's only for it

@@ -80,8 +80,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-dma", action="store_true",
                    help="a reference model without the DMA engine (--sim model; the RTL always has one)")
     p.add_argument("--rtl-engines", action="store_true",
-                   help="a reference model with only the engines the RTL has (--sim model): the SDMA copy "
-                        "engine and one CP queue (no CP_HQD1)")
+                   help="a reference model with only the engines the RTL has (--sim model): today every "
+                        "engine the model has (the SDMA copy engine, both CP queues), so the default")
     p.add_argument("--data-width", type=_data_width, default=64, metavar="{32,64,128,256}",
                    help="memory bus width in bits (default 64)")
 
@@ -234,7 +234,7 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
             p.error(f"{e} (in the environment)")
     return RunOptions(app=app, backend=args.sim, args=app_args, trace=args.trace, waves=waves, log=args.log,
                       stats=args.stats, stats_json=args.stats_json, crash_dir=args.crash_dir, kmd=_kmd_params(p, args.kmd),
-                      dma=not args.no_dma, data_width=args.data_width, queues=not args.rtl_engines)
+                      dma=not args.no_dma, data_width=args.data_width, queues=True)
 
 
 def cmd_run(p, args, app_args: list[str]) -> int:

@@ -54,6 +54,7 @@ PHASES = {
     "EXEC_DMA_DATA": "DMA queue", "DMA_SYNC": "DMA wait (CP_SYNC)",
 }
 ERROR_STATES = ("ERR_DRAIN", "ERROR")
+SWAP_STATES = ("SWAP", "SWAP1")  # the CP switches hardware queues (rtl/cp/queues.py)
 
 
 # ------------------------------------------------------------------------------ FSM encoding
@@ -160,6 +161,11 @@ class CpMonitor:
         self.filler: list | None = None  # [start, end, count, level, offset] of a run of fillers
         self.packets = 0
         self.stopped = False
+        # the CP's two hardware queues (rtl/cp/queues.py): each has its own stack of open
+        # packets and its own track ("cp", "cp.hqd1"); SWAP parks one and resumes the other
+        self.track = "cp"
+        self.q = 0  # the queue in hand: every SWAP flips it, a soft reset returns to queue 0
+        self.parked: dict[int, list] = {}
 
     def tasks(self) -> list:
         """One waiter per watched register: a single trigger each is far cheaper than
@@ -185,8 +191,21 @@ class CpMonitor:
     # -- the state machine of the watcher
     def step(self, ps: str, s: str, pl: int, lvl: int) -> None:
         t = self.now()
+        if s in SWAP_STATES or ps in SWAP_STATES:
+            if s == "SWAP" and ps not in SWAP_STATES:
+                self._swap(t, ps)
+            return
+        if s == "QRESET":  # CP_QUEUE_RESET of the queue in hand
+            if ps != "QRESET":
+                self._close_all(t, "queue reset")
+                self._instant("queue reset", t)
+            return
         if s == "RESET" and ps != "RESET":
             self._close_all(t, "soft reset")
+            for stack in self.parked.values():
+                self.stack = stack
+                self._close_all(t, "soft reset")
+            self.parked, self.q, self.track = {}, 0, "cp"
             self._instant("soft reset", t)
             return
         if s in ERROR_STATES:
@@ -217,10 +236,23 @@ class CpMonitor:
             if top.level == lvl and (not top.ib or top.returning or (ps == "EXEC_INDIRECT_BUFFER" and lvl == pl)):
                 self._close(t)
 
+    def _swap(self, t: int, ps: str) -> None:
+        """The CP switches queues: a packet in hand (a WAIT_REG_MEM that yields) ends here
+        (the queue parses it again when it resumes); the open IBs wait with their queue."""
+        q, self.q = self.q, 1 - self.q
+        if self.phase is not None:
+            self._end_phase(t)
+        self._flush_filler()
+        if ps != "RUN" and self.stack and not self.stack[-1].ib:
+            self._close(t, "yielded to the other queue")
+        self.parked[q] = self.stack
+        self.stack = self.parked.pop(1 - q, [])
+        self.track = "cp" if q else "cp.hqd1"
+
     def _start(self, t: int, error: bool = False) -> None:
         cp = self.cp
         hdr, off, addr, lvl = _int(cp.hdr), _int(cp.hdr_taken_off), _int(cp.hdr_addr), _int(cp.level)
-        where = f"{_level_name(lvl)}+{4 * off:#06x}"
+        where = ("HQD1 " if self.q else "") + f"{_level_name(lvl)}+{4 * off:#06x}"  # (as the model's trace)
         if _is_pad(hdr):
             self._pad(t)
             self.stack.append(_Open("filler", lvl, t, {}, filler=True))  # (closed when RUN is back)
@@ -251,7 +283,7 @@ class CpMonitor:
         hdr, off, lvl = _int(cp.hdr), _int(cp.hdr_taken_off), _int(cp.level)
         if not _is_pad(hdr):
             return
-        where = f"{_level_name(lvl)}+{4 * off:#06x}"
+        where = ("HQD1 " if self.q else "") + f"{_level_name(lvl)}+{4 * off:#06x}"  # (as the model's trace)
         if log.isEnabledFor(logging.INFO):
             log.info("%s: %s", where, _describe((hdr,)))
         if self.filler and self.filler[3] == lvl and t - self.filler[1] <= 2:
@@ -272,7 +304,7 @@ class CpMonitor:
         if why:
             o.args["ended_by"] = why
         if self.tl is not None:
-            self.tl.span("cp", o.name, o.start, t, o.args)
+            self.tl.span(self.track, o.name, o.start, t, o.args)
 
     def _close_all(self, t: int, why: str) -> None:
         while self.stack:
@@ -283,7 +315,7 @@ class CpMonitor:
         name, t0 = self.phase
         self.phase = None
         if self.tl is not None:
-            self.tl.span("cp", name, t0, t)
+            self.tl.span(self.track, name, t0, t)
 
     def _flush_filler(self) -> None:
         if self.filler is None:
@@ -291,11 +323,11 @@ class CpMonitor:
         t0, t1, n, _, where = self.filler
         self.filler = None
         if self.tl is not None:
-            self.tl.span("cp", "pad" if n == 1 else f"pad x{n}", t0, t1, {"where": where})
+            self.tl.span(self.track, "pad" if n == 1 else f"pad x{n}", t0, t1, {"where": where})
 
     def _instant(self, name: str, t: int, args: dict | None = None) -> None:
         if self.tl is not None:
-            self.tl.instant("cp", name, t, args)
+            self.tl.instant(self.track, name, t, args)
 
     def finish(self) -> None:
         self._close_all(self.now(), "end of run")

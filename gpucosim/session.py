@@ -47,7 +47,7 @@ class RunOptions:
     kmd: dict[str, Any] = field(default_factory=dict)  # KmdParams for bind()
     dma: bool = True  # the reference model with its DMA engine, as the RTL has
     data_width: int = 64
-    queues: bool = True  # the reference model with the engine the RTL lacks (CP queue 1)
+    queues: bool = True  # the reference model with CP queue 1, as the RTL has
     status_file: str | None = None  # where the simulator's process reports progress
     cwd: str = field(default_factory=os.getcwd)  # the user's, where paths are shown from
 

@@ -41,11 +41,12 @@ TRACKS: dict[str, Track] = {t.key: t for t in (
     Track("kmd", CPU, 3, "KMD ring + doorbell"),
     Track("fence", CPU, 4, "fences"),
     Track("cp", GPU, 1, "CP packets"),
-    Track("bus", GPU, 2, "memory bus (CP)"),
-    Track("dma", GPU, 3, "DMA bursts"),
-    Track("irq", GPU, 4, "interrupts"),
-    Track("sdma", GPU, 5, "SDMA packets (copy engine)"),
-    Track("sdma_bus", GPU, 6, "memory bus (SDMA)"),
+    Track("cp.hqd1", GPU, 2, "CP packets, queue 1 (CP_HQD1)"),
+    Track("bus", GPU, 3, "memory bus (CP)"),
+    Track("dma", GPU, 4, "DMA bursts"),
+    Track("irq", GPU, 5, "interrupts"),
+    Track("sdma", GPU, 6, "SDMA packets (copy engine)"),
+    Track("sdma_bus", GPU, 7, "memory bus (SDMA)"),
 )}
 
 

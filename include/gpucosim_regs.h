@@ -406,7 +406,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_RB_CNTL_RPTR_WB_GET(v)          (((v) & GPUCOSIM_RB_CNTL_RPTR_WB_MASK) >> GPUCOSIM_RB_CNTL_RPTR_WB_SHIFT)
 #define GPUCOSIM_RB_CNTL_RPTR_WB_SET(x)          (((uint32_t)(x) << GPUCOSIM_RB_CNTL_RPTR_WB_SHIFT) & GPUCOSIM_RB_CNTL_RPTR_WB_MASK)
 
-/* CP_ERROR: CP error. What stopped the CP; latched at the first error, cleared by CONTROL.SOFT_RESET */
+/* CP_ERROR: CP error. What stopped the CP's queue 0 (RB_*); latched at its first error, cleared by CP_QUEUE_RESET.Q0 or CONTROL.SOFT_RESET */
 #define GPUCOSIM_CP_ERROR                        0x0c0u
 #define GPUCOSIM_CP_ERROR_RESET                  0x00000000u
 #define GPUCOSIM_CP_ERROR_CODE_SHIFT             0  /* [7:0] R, enum gpucosim_cp_error */
@@ -697,7 +697,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_VM_CONTEXT_PT_BASE_HI_ADDRESS_GET(v) (((v) & GPUCOSIM_VM_CONTEXT_PT_BASE_HI_ADDRESS_MASK) >> GPUCOSIM_VM_CONTEXT_PT_BASE_HI_ADDRESS_SHIFT)
 #define GPUCOSIM_VM_CONTEXT_PT_BASE_HI_ADDRESS_SET(x) (((uint32_t)(x) << GPUCOSIM_VM_CONTEXT_PT_BASE_HI_ADDRESS_SHIFT) & GPUCOSIM_VM_CONTEXT_PT_BASE_HI_ADDRESS_MASK)
 
-/* QUEUE_CAPS: Queue capabilities. Which queues besides the CP's ring this device has (the RTL: one SDMA engine, one CP queue) */
+/* QUEUE_CAPS: Queue capabilities. Which queues besides the CP's ring this device has (the RTL: one SDMA engine, two CP queues) */
 #define GPUCOSIM_QUEUE_CAPS                      0x400u
 #define GPUCOSIM_QUEUE_CAPS_RESET                0x00000000u
 #define GPUCOSIM_QUEUE_CAPS_SDMA_SHIFT           0  /* [3:0] R */

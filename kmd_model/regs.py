@@ -95,7 +95,7 @@ class STATUS(Register):
     RESET = 0x00000000
     IDLE = Field('IDLE', 0, 1, 'r', 'w', desc='Nothing to do: ring empty, no packet in flight, DMA idle.')
     HALTED = Field('HALTED', 1, 1, 'r', 'w', desc='Stopped by CONTROL.HALT.')
-    ERROR = Field('ERROR', 2, 1, 'r', 'w', desc='Stopped by an error (see CP_ERROR_*); cleared by CONTROL.SOFT_RESET.')
+    ERROR = Field('ERROR', 2, 1, 'r', 'w', desc="Stopped by an error (see CP_ERROR_*); cleared by CP_QUEUE_RESET.Q0 or CONTROL.SOFT_RESET (queue 0, RB_*: CP_HQD1_STATUS is queue 1's).")
     RB_EMPTY = Field('RB_EMPTY', 3, 1, 'r', 'w', desc='Read pointer equals write pointer.')
     DMA_BUSY = Field('DMA_BUSY', 4, 1, 'r', 'w', desc='The DMA engine is moving data.')
     WAITING = Field('WAITING', 5, 1, 'r', 'w', desc='A WAIT_REG_MEM is polling.')
@@ -294,7 +294,7 @@ class RB_CNTL(Register):
 
 
 class CP_ERROR(Register):
-    """CP error. What stopped the CP; latched at the first error, cleared by CONTROL.SOFT_RESET."""
+    """CP error. What stopped the CP's queue 0 (RB_*); latched at its first error, cleared by CP_QUEUE_RESET.Q0 or CONTROL.SOFT_RESET."""
     NAME = "CP_ERROR"
     ADDR = 0x0c0
     RESET = 0x00000000
@@ -553,7 +553,7 @@ class VM_CONTEXT_PT_BASE_HI(Register):
 
 
 class QUEUE_CAPS(Register):
-    """Queue capabilities. Which queues besides the CP's ring this device has (the RTL: one SDMA engine, one CP queue)."""
+    """Queue capabilities. Which queues besides the CP's ring this device has (the RTL: one SDMA engine, two CP queues)."""
     NAME = "QUEUE_CAPS"
     ADDR = 0x400
     RESET = 0x00000000
@@ -975,11 +975,6 @@ REGISTERS: tuple[type[Register], ...] = (
     PERF_SDMA_BYTES_READ,
     PERF_SDMA_BYTES_WRITTEN,
     PERF_SDMA_PACKETS,
-)
-
-# Registers of engines only the reference model has so far (their offsets answer DECERR on
-# the RTL backends): spec/regs.rdl's model_only registers.
-MODEL_ONLY_REGISTERS: tuple[type[Register], ...] = (
     CP_HQD1_RB_BASE_LO,
     CP_HQD1_RB_BASE_HI,
     CP_HQD1_RB_SIZE,
@@ -996,4 +991,9 @@ MODEL_ONLY_REGISTERS: tuple[type[Register], ...] = (
     CP_HQD1_ERROR_OFFSET,
     CP_QUEUE_PRIORITY,
     CP_QUEUE_RESET,
+)
+
+# Registers of engines only the reference model has so far (their offsets answer DECERR on
+# the RTL backends): spec/regs.rdl's model_only registers.
+MODEL_ONLY_REGISTERS: tuple[type[Register], ...] = (
 )

@@ -125,6 +125,22 @@ REG_FIELDS = {
     'PERF_SDMA_BYTES_READ': {'COUNT': (0, 32)},
     'PERF_SDMA_BYTES_WRITTEN': {'COUNT': (0, 32)},
     'PERF_SDMA_PACKETS': {'COUNT': (0, 32)},
+    'CP_HQD1_RB_BASE_LO': {'ADDRESS': (0, 32)},
+    'CP_HQD1_RB_BASE_HI': {'ADDRESS': (0, 8)},
+    'CP_HQD1_RB_SIZE': {'LOG2_QWORDS': (0, 5)},
+    'CP_HQD1_RB_RPTR': {'RPTR': (0, 32)},
+    'CP_HQD1_RB_RPTR_ADDR_LO': {'ADDRESS': (0, 32)},
+    'CP_HQD1_RB_RPTR_ADDR_HI': {'ADDRESS': (0, 16)},
+    'CP_HQD1_RB_DOORBELL': {'WPTR': (0, 32)},
+    'CP_HQD1_RB_WPTR': {'WPTR': (0, 32)},
+    'CP_HQD1_RB_CNTL': {'ENABLE': (0, 1), 'RPTR_WB': (1, 1)},
+    'CP_HQD1_STATUS': {'IDLE': (0, 1), 'ERROR': (2, 1), 'RB_EMPTY': (3, 1), 'WAITING': (5, 1), 'LEVEL': (8, 2)},
+    'CP_HQD1_ERROR': {'CODE': (0, 8), 'LEVEL': (8, 2), 'OPCODE': (16, 8)},
+    'CP_HQD1_ERROR_ADDR_LO': {'ADDRESS': (0, 32)},
+    'CP_HQD1_ERROR_ADDR_HI': {'ADDRESS': (0, 16)},
+    'CP_HQD1_ERROR_OFFSET': {'OFFSET': (0, 32)},
+    'CP_QUEUE_PRIORITY': {'Q0': (0, 2), 'Q1': (2, 2)},
+    'CP_QUEUE_RESET': {'Q0': (0, 1), 'Q1': (1, 1)},
 }
 
 
@@ -284,6 +300,32 @@ class CSRBlock(wiring.Component):
             "perf_sdma_packets_5": In(32),
             "perf_sdma_packets_6": In(32),
             "perf_sdma_packets_7": In(32),
+            "cp_hqd1_rb_base_lo": Out(32),
+            "cp_hqd1_rb_base_hi": Out(8),
+            "cp_hqd1_rb_size": Out(5),
+            "cp_hqd1_rb_rptr": In(32),
+            "cp_hqd1_rb_rptr_addr_lo": Out(32),
+            "cp_hqd1_rb_rptr_addr_hi": Out(16),
+            "cp_hqd1_rb_doorbell": Out(32),
+            "cp_hqd1_rb_doorbell_swmod": Out(1),
+            "cp_hqd1_rb_wptr": In(32),
+            "cp_hqd1_rb_cntl_enable": Out(1),
+            "cp_hqd1_rb_cntl_rptr_wb": Out(1),
+            "cp_hqd1_status_idle": In(1),
+            "cp_hqd1_status_error": In(1),
+            "cp_hqd1_status_rb_empty": In(1),
+            "cp_hqd1_status_waiting": In(1),
+            "cp_hqd1_status_level": In(2),
+            "cp_hqd1_error_code": In(8),
+            "cp_hqd1_error_level": In(2),
+            "cp_hqd1_error_opcode": In(8),
+            "cp_hqd1_error_addr_lo": In(32),
+            "cp_hqd1_error_addr_hi": In(16),
+            "cp_hqd1_error_offset": In(32),
+            "cp_queue_priority_q0": Out(2),
+            "cp_queue_priority_q1": Out(2),
+            "cp_queue_reset_q0": Out(1),
+            "cp_queue_reset_q1": Out(1),
         })
 
     def elaborate(self, platform):
@@ -1046,6 +1088,132 @@ class CSRBlock(wiring.Component):
         # PERF_SDMA_PACKETS[7] @ 0x47c: SDMA packets executed, by kind
         wr_hits.append(0x47c)
 
+        # CP_HQD1_RB_BASE_LO @ 0x480: HQD1 ring base, low
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x120)
+        cp_hqd1_rb_base_lo = Signal(32, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += cp_hqd1_rb_base_lo[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += cp_hqd1_rb_base_lo[8:16].eq(bridge.wr_data[8:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += cp_hqd1_rb_base_lo[16:24].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += cp_hqd1_rb_base_lo[24:32].eq(bridge.wr_data[24:32])
+        m.d.comb += self.cp_hqd1_rb_base_lo.eq(cp_hqd1_rb_base_lo)
+        wr_hits.append(0x480)
+
+        # CP_HQD1_RB_BASE_HI @ 0x484: HQD1 ring base, high
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x121)
+        cp_hqd1_rb_base_hi = Signal(8, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += cp_hqd1_rb_base_hi[0:8].eq(bridge.wr_data[0:8])
+        m.d.comb += self.cp_hqd1_rb_base_hi.eq(cp_hqd1_rb_base_hi)
+        wr_hits.append(0x484)
+
+        # CP_HQD1_RB_SIZE @ 0x488: HQD1 ring size
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x122)
+        cp_hqd1_rb_size = Signal(5, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += cp_hqd1_rb_size[0:5].eq(bridge.wr_data[0:5])
+        m.d.comb += self.cp_hqd1_rb_size.eq(cp_hqd1_rb_size)
+        wr_hits.append(0x488)
+
+        # CP_HQD1_RB_RPTR @ 0x48c: HQD1 read pointer
+        wr_hits.append(0x48c)
+
+        # CP_HQD1_RB_RPTR_ADDR_LO @ 0x490: HQD1 rptr write-back address, low
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x124)
+        cp_hqd1_rb_rptr_addr_lo = Signal(32, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += cp_hqd1_rb_rptr_addr_lo[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += cp_hqd1_rb_rptr_addr_lo[8:16].eq(bridge.wr_data[8:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += cp_hqd1_rb_rptr_addr_lo[16:24].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += cp_hqd1_rb_rptr_addr_lo[24:32].eq(bridge.wr_data[24:32])
+        m.d.comb += self.cp_hqd1_rb_rptr_addr_lo.eq(cp_hqd1_rb_rptr_addr_lo)
+        wr_hits.append(0x490)
+
+        # CP_HQD1_RB_RPTR_ADDR_HI @ 0x494: HQD1 rptr write-back address, high
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x125)
+        cp_hqd1_rb_rptr_addr_hi = Signal(16, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += cp_hqd1_rb_rptr_addr_hi[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += cp_hqd1_rb_rptr_addr_hi[8:16].eq(bridge.wr_data[8:16])
+        m.d.comb += self.cp_hqd1_rb_rptr_addr_hi.eq(cp_hqd1_rb_rptr_addr_hi)
+        wr_hits.append(0x494)
+
+        # CP_HQD1_RB_DOORBELL @ 0x498: HQD1 doorbell
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x126)
+        cp_hqd1_rb_doorbell = Signal(32, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += cp_hqd1_rb_doorbell[0:8].eq(bridge.wr_data[0:8])
+        with m.If(wr & bridge.wr_strb[1]):
+            m.d.sync += cp_hqd1_rb_doorbell[8:16].eq(bridge.wr_data[8:16])
+        with m.If(wr & bridge.wr_strb[2]):
+            m.d.sync += cp_hqd1_rb_doorbell[16:24].eq(bridge.wr_data[16:24])
+        with m.If(wr & bridge.wr_strb[3]):
+            m.d.sync += cp_hqd1_rb_doorbell[24:32].eq(bridge.wr_data[24:32])
+        m.d.comb += self.cp_hqd1_rb_doorbell.eq(cp_hqd1_rb_doorbell)
+        cp_hqd1_rb_doorbell_swmod = Signal()
+        m.d.sync += cp_hqd1_rb_doorbell_swmod.eq(wr & wmask[0:32].any())  # with the new value
+        m.d.comb += self.cp_hqd1_rb_doorbell_swmod.eq(cp_hqd1_rb_doorbell_swmod)
+        wr_hits.append(0x498)
+
+        # CP_HQD1_RB_WPTR @ 0x49c: HQD1 write pointer
+        wr_hits.append(0x49c)
+
+        # CP_HQD1_RB_CNTL @ 0x4a0: HQD1 ring control
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x128)
+        cp_hqd1_rb_cntl_enable = Signal(1, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += cp_hqd1_rb_cntl_enable[0:1].eq(bridge.wr_data[0:1])
+        m.d.comb += self.cp_hqd1_rb_cntl_enable.eq(cp_hqd1_rb_cntl_enable)
+        cp_hqd1_rb_cntl_rptr_wb = Signal(1, init=0x0)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += cp_hqd1_rb_cntl_rptr_wb[0:1].eq(bridge.wr_data[1:2])
+        m.d.comb += self.cp_hqd1_rb_cntl_rptr_wb.eq(cp_hqd1_rb_cntl_rptr_wb)
+        wr_hits.append(0x4a0)
+
+        # CP_HQD1_STATUS @ 0x4a4: HQD1 status
+        wr_hits.append(0x4a4)
+
+        # CP_HQD1_ERROR @ 0x4c0: HQD1 error
+        wr_hits.append(0x4c0)
+
+        # CP_HQD1_ERROR_ADDR_LO @ 0x4c4: HQD1 error address, low
+        wr_hits.append(0x4c4)
+
+        # CP_HQD1_ERROR_ADDR_HI @ 0x4c8: HQD1 error address, high
+        wr_hits.append(0x4c8)
+
+        # CP_HQD1_ERROR_OFFSET @ 0x4cc: HQD1 error packet offset
+        wr_hits.append(0x4cc)
+
+        # CP_QUEUE_PRIORITY @ 0x4d0: CP queue priorities
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x134)
+        cp_queue_priority_q0 = Signal(2, init=0x1)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += cp_queue_priority_q0[0:2].eq(bridge.wr_data[0:2])
+        m.d.comb += self.cp_queue_priority_q0.eq(cp_queue_priority_q0)
+        cp_queue_priority_q1 = Signal(2, init=0x2)
+        with m.If(wr & bridge.wr_strb[0]):
+            m.d.sync += cp_queue_priority_q1[0:2].eq(bridge.wr_data[2:4])
+        m.d.comb += self.cp_queue_priority_q1.eq(cp_queue_priority_q1)
+        wr_hits.append(0x4d0)
+
+        # CP_QUEUE_RESET @ 0x4d4: CP queue reset
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x135)
+        cp_queue_reset_q0 = Signal(1)
+        m.d.sync += cp_queue_reset_q0.eq(Mux(wr, bridge.wr_data[0:1] & wmask[0:1], 0))  # one-cycle pulse
+        m.d.comb += self.cp_queue_reset_q0.eq(cp_queue_reset_q0)
+        cp_queue_reset_q1 = Signal(1)
+        m.d.sync += cp_queue_reset_q1.eq(Mux(wr, bridge.wr_data[1:2] & wmask[1:2], 0))  # one-cycle pulse
+        m.d.comb += self.cp_queue_reset_q1.eq(cp_queue_reset_q1)
+        wr_hits.append(0x4d4)
+
         # address decode: a miss answers DECERR
         with m.Switch(bridge.wr_addr[2:]):
             with m.Case(*[a >> 2 for a in wr_hits]):
@@ -1343,28 +1511,28 @@ class CSRBlock(wiring.Component):
             self.perf_sdma_packets_5,  # 0x474
             self.perf_sdma_packets_6,  # 0x478
             self.perf_sdma_packets_7,  # 0x47c
-            C(0, 32),  # 0x480
-            C(0, 32),  # 0x484
-            C(0, 32),  # 0x488
-            C(0, 32),  # 0x48c
-            C(0, 32),  # 0x490
-            C(0, 32),  # 0x494
-            C(0, 32),  # 0x498
-            C(0, 32),  # 0x49c
-            C(0, 32),  # 0x4a0
-            C(0, 32),  # 0x4a4
+            cp_hqd1_rb_base_lo,  # 0x480
+            Cat(cp_hqd1_rb_base_hi, C(0, 24)),  # 0x484
+            Cat(cp_hqd1_rb_size, C(0, 27)),  # 0x488
+            self.cp_hqd1_rb_rptr,  # 0x48c
+            cp_hqd1_rb_rptr_addr_lo,  # 0x490
+            Cat(cp_hqd1_rb_rptr_addr_hi, C(0, 16)),  # 0x494
+            0,  # 0x498
+            self.cp_hqd1_rb_wptr,  # 0x49c
+            Cat(cp_hqd1_rb_cntl_enable, cp_hqd1_rb_cntl_rptr_wb, C(0, 30)),  # 0x4a0
+            Cat(self.cp_hqd1_status_idle, C(0, 1), self.cp_hqd1_status_error, self.cp_hqd1_status_rb_empty, C(0, 1), self.cp_hqd1_status_waiting, C(0, 2), self.cp_hqd1_status_level, C(0, 22)),  # 0x4a4
             C(0, 32),  # 0x4a8
             C(0, 32),  # 0x4ac
             C(0, 32),  # 0x4b0
             C(0, 32),  # 0x4b4
             C(0, 32),  # 0x4b8
             C(0, 32),  # 0x4bc
-            C(0, 32),  # 0x4c0
-            C(0, 32),  # 0x4c4
-            C(0, 32),  # 0x4c8
-            C(0, 32),  # 0x4cc
-            C(0, 32),  # 0x4d0
-            C(0, 32),  # 0x4d4
+            Cat(self.cp_hqd1_error_code, self.cp_hqd1_error_level, C(0, 6), self.cp_hqd1_error_opcode, C(0, 8)),  # 0x4c0
+            self.cp_hqd1_error_addr_lo,  # 0x4c4
+            Cat(self.cp_hqd1_error_addr_hi, C(0, 16)),  # 0x4c8
+            self.cp_hqd1_error_offset,  # 0x4cc
+            Cat(cp_queue_priority_q0, cp_queue_priority_q1, C(0, 28)),  # 0x4d0
+            0,  # 0x4d4
             C(0, 32),  # 0x4d8
             C(0, 32),  # 0x4dc
             C(0, 32),  # 0x4e0
@@ -1568,7 +1736,7 @@ class CSRBlock(wiring.Component):
             C(0, 32),  # 0x7f8
             C(0, 32),  # 0x7fc
         ])
-        rd_hits = C(0xff0f7fff0000ffffffffffff000000000000771f000000000000ff3f030f01ff00ff073f, 512)
+        rd_hits = C(0x3f03ffff0f7fff0000ffffffffffff000000000000771f000000000000ff3f030f01ff00ff073f, 512)
         m.d.comb += [bridge.rd_hit.eq(rd_inside & rd_hits.bit_select(rd_index, 1)),
                      bridge.rd_data.eq(Mux(rd_inside, rd_table[rd_index], 0))]
         return m

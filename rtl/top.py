@@ -69,7 +69,7 @@ class GpuTop(wiring.Component):
             csr.caps_dma_max_log2.eq(DMA_MAX_LOG2),
             csr.caps_ih.eq(1),
             csr.caps_vm.eq(int(self.mmu)),
-            csr.queue_caps_sdma.eq(1), csr.queue_caps_cp_queues.eq(1),
+            csr.queue_caps_sdma.eq(1), csr.queue_caps_cp_queues.eq(2),
         ]
 
         # The GPU clock: stamps RELEASE_MEM timestamps and IH entries.

@@ -76,6 +76,57 @@ async def cp_latency(dut):
     _save()
 
 
+HQ_RING, HQ_RPTR_WB = 0x64000, 0x8080  # the CP's second queue's ring (256 dwords)
+LOAD_IB_PACKETS = 400  # queue 0's long IB: WRITE_DATA packets of 8 dwords
+
+
+async def _hp_latency(dut, load: bool) -> int:
+    """Doorbell (its AXI4-Lite write accepted) → irq of a one-packet job on the CP's second
+    queue (CP_HQD1_*, high priority by default): a RELEASE_MEM with its interrupt. With
+    `load`, queue 0 is running a long IB of WRITE_DATA packets when the doorbell comes (the
+    arbiter preempts it at the next packet boundary, docs/hardware.md "CP hardware queues")."""
+    dev = await _setup(dut)
+    await _wr(dev, regs.CP_HQD1_RB_BASE_LO, HQ_RING >> 8)
+    await _wr(dev, regs.CP_HQD1_RB_SIZE, 7)
+    await _wr(dev, regs.CP_HQD1_RB_RPTR_ADDR_LO, HQ_RPTR_WB)
+    await _wr(dev, regs.CP_HQD1_RB_CNTL, regs.CP_HQD1_RB_CNTL.ENABLE.put(1) | regs.CP_HQD1_RB_CNTL.RPTR_WB.put(1))
+    job = pm4.release_mem(OUT, 1, data_sel="DATA_32", int_sel="SEND_INT_ON_CONFIRM")
+    _put(dev, HQ_RING, job)
+    if load:
+        ib = sum((pm4.write_data(DST + 32 * (i % 64), list(range(8))) for i in range(LOAD_IB_PACKETS)), [])
+        _put(dev, IB, ib)
+        _put(dev, RING, pm4.indirect_buffer(IB, len(ib)))
+        await _wr(dev, regs.RB_DOORBELL, 4)
+        await ClockCycles(dut.clk, 300)  # well inside the IB
+        assert regs.STATUS.LEVEL.get(await _read(dev, regs.STATUS)) == 1, "queue 0 is not in its IB"
+    await ClockCycles(dut.clk, 10)
+    cocotb.start_soon(_wr(dev, regs.CP_HQD1_RB_DOORBELL, len(job)))
+    accepted = None
+    for cycle in range(1, 5000):
+        await FallingEdge(dut.clk)  # mid-cycle: this cycle's handshakes are settled
+        if accepted is None and int(dut.s_axil_wvalid.value) and int(dut.s_axil_wready.value):
+            accepted = cycle
+        if accepted is not None and int(dut.irq.value):
+            if load:
+                assert regs.STATUS.LEVEL.get(await _read(dev, regs.STATUS)) == 1, "queue 0 left its IB"
+            return cycle - accepted
+    raise RuntimeError("no interrupt from the high-priority job")
+
+
+@cocotb.test()
+async def hp_latency_idle(dut):
+    """The high-priority queue's latency on an idle device."""
+    RESULTS["hp_latency_idle_cycles"] = await _hp_latency(dut, load=False)
+    _save()
+
+
+@cocotb.test()
+async def hp_latency_under_load(dut):
+    """... and while queue 0 runs a long IB."""
+    RESULTS["hp_latency_under_load_cycles"] = await _hp_latency(dut, load=True)
+    _save()
+
+
 @cocotb.test()
 async def driver_batching(dut):
     """1024 small WRITE_DATA commands through the UMD at batch sizes 1, 8 and 64."""

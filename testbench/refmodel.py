@@ -119,13 +119,16 @@ class _RegSlot:
         return bool(self.rw | self.w1c | self.const | self.hw)
 
 
-def _slots(model_only: bool = False, sdma: bool = True) -> dict[int, _RegSlot]:
-    """The register map: every backend's registers, and with `model_only` those of engines only
-    the model has so far (the CP's second queue: spec/regs.rdl's model_only registers);
-    without `sdma`, none of the SDMA engine's (a device without one)."""
+def _slots(queues: bool = True, sdma: bool = True) -> dict[int, _RegSlot]:
+    """The register map: every backend's registers (and those of engines only the model has
+    so far: spec/regs.rdl's model_only registers, none today); without `queues`, none of the
+    CP's second queue's (a device with one CP queue); without `sdma`, none of the SDMA
+    engine's (a device without one)."""
     out = {}
-    for reg in (*regs.REGISTERS, *(regs.MODEL_ONLY_REGISTERS if model_only else ())):
+    for reg in (*regs.REGISTERS, *regs.MODEL_ONLY_REGISTERS):
         if not sdma and reg.NAME.startswith(("SDMA_", "PERF_SDMA_")):
+            continue
+        if not queues and reg.NAME.startswith(("CP_HQD1_", "CP_QUEUE_")):
             continue
         masks = dict(rw=0, w1c=0, wo=0, pulse=0, swmod=0, const=0, hw=0)
         reset = 0
@@ -306,10 +309,9 @@ class RefModel(Device):
     vm: an MMU translates (CAPS.VM); tlb_entries: what VM_CAPS.TLB_LOG2 reports (the model
     has no TLB size: it keeps every translation until an invalidation names it); vm_levels:
     VM_CAPS.LEVELS, page-table levels (1 to 4: virtual addresses of 21 to 48 bits).
-    queues: the engine the RTL does not have yet (QUEUE_CAPS.CP_QUEUES): the CP's second
-    hardware queue, CP_HQD1_*, with priorities and per-queue reset
-    (testbench/model_cp_queues.py); without it its model_only registers answer DECERR, as on
-    the RTL backends. sdma: the SDMA copy engine (testbench/model_sdma.py), as the RTL has
+    queues: the CP's second hardware queue (QUEUE_CAPS.CP_QUEUES), CP_HQD1_*, with priorities
+    and per-queue reset (testbench/model_cp_queues.py), as the RTL has (rtl/cp/queues.py);
+    without it its registers answer DECERR (a device with one CP queue, for the drivers). sdma: the SDMA copy engine (testbench/model_sdma.py), as the RTL has
     one; without it QUEUE_CAPS.SDMA reads 0 and its registers answer DECERR (a device
     without a copy engine, for the drivers' refusals).
     ib_levels: CAPS.IB_LEVELS. dma_max_bytes: BYTE_COUNT limit (DMA_BYTE_COUNT above it).
@@ -355,7 +357,7 @@ class RefModel(Device):
         self._bus_bytes = data_width // 8
         self._wb = self._wl = 0  # error window [wb, wl), empty
         self._wresp = OKAY
-        self._slots = _slots(model_only=bool(queues), sdma=bool(sdma))
+        self._slots = _slots(queues=bool(queues), sdma=bool(sdma))
         self._fault_type = _Fault
         self._hw_read: dict[str, Callable[[int], int]] = {
             "CAPS": self._caps, "STATUS": self._status, "INT_STATUS": self._int_pending,
@@ -679,6 +681,7 @@ class RefModel(Device):
             self.sdma.reset()
         if self._hq1 is not None:
             self._hq1.reset()
+            self._hq1.last = 0  # (turns start over: queue 1 first at equal priority, as the RTL)
         self._ih_wptr = 0
         self._reset_queue0()
 
@@ -1456,7 +1459,8 @@ def snapshot(dev: Device, *, memory: bool = True, exclude: Iterable[tuple[int, i
     """
     read = read or dev.mmio_read32
     out: dict[str, Any] = {"regs": {}}
-    for off, s in sorted(_slots().items()):
+    queues = regs.QUEUE_CAPS.CP_QUEUES.get(read(regs.QUEUE_CAPS.addr())) >= 2  # (CP_HQD1_* exist)
+    for off, s in sorted(_slots(queues=queues).items()):
         if s.readable and s.reg.NAME not in SNAPSHOT_SKIP:
             out["regs"][s.label] = read(off)
     r = out["regs"]

@@ -33,7 +33,9 @@ def expected_reset(reg, data_width: int) -> dict[str, int]:
         ("STATUS", "IDLE"): 1,
         ("STATUS", "RB_EMPTY"): 1,
         ("QUEUE_CAPS", "SDMA"): 1,
-        ("QUEUE_CAPS", "CP_QUEUES"): 1,  # (the RTL's; the model's is 1 when built as it)
+        ("QUEUE_CAPS", "CP_QUEUES"): 2,  # (the model's is 1 when built without queue 1)
+        ("CP_HQD1_STATUS", "IDLE"): 1,
+        ("CP_HQD1_STATUS", "RB_EMPTY"): 1,
         ("SDMA_STATUS", "IDLE"): 1,
         ("SDMA_STATUS", "RB_EMPTY"): 1,
     }
@@ -69,8 +71,10 @@ def check_reset_values(dev, data_width: int) -> None:
 
 def _storage(reg) -> bool:
     """A register of plain storage: every field RW, no pulse, no W1C, and nothing the CP or
-    the interrupt line acts on, nor the SDMA ring's enable (so writing it anything starts nothing)."""
-    return (reg not in (regs.CONTROL, regs.RB_CNTL, regs.IH_CNTL, regs.INT_ENABLE, regs.SDMA_RB_CNTL)
+    the interrupt line acts on, nor the SDMA ring's or the CP's second queue's enable (so
+    writing it anything starts nothing)."""
+    return (reg not in (regs.CONTROL, regs.RB_CNTL, regs.IH_CNTL, regs.INT_ENABLE, regs.SDMA_RB_CNTL,
+                        regs.CP_HQD1_RB_CNTL)
             and all(f.sw == "rw" and not f.onwrite and not f.swmod for f in reg.FIELDS))
 
 
@@ -86,6 +90,8 @@ def fill_storage(dev, seed: int) -> None:
         for i in range(reg.ARRAY_LEN):
             reset = sum(f.put(f.reset or 0) for f in reg.FIELDS)
             value = rng.getrandbits(32) | sum(f.put((1 << f.width) - 1) for f in reg.FIELDS if not f.reset)
+            while value & sum(f.mask for f in reg.FIELDS) == reset:  # (a draw may hit it)
+                value = rng.getrandbits(32)
             io.write(reg, value, i)
             assert io.read(reg, i) != reset, f"{reg.NAME}[{i}] still reads its reset value"
 

@@ -199,7 +199,7 @@ def test_sim_shows_the_whole_journey(backend):
     seen = {ln[1:ln.index("]")] for ln in lines if ln.startswith("[") and "]" in ln}
     assert set(LAYERS) <= seen, sorted(set(LAYERS) - seen)
     cp = [ln for ln in lines if ln.startswith("[cp] ")]
-    # the model built with the RTL's engines only (no SDMA, one CP queue): the same device
+    # the model built with the RTL's engines only (today all of them): the same device
     model_cp = [ln for ln in _demo("model", "--rtl-engines") if ln.startswith("[cp] ")]
     assert len(model_cp) > 20 and cp == model_cp
     assert max(map(len, lines)) <= 170, max(lines, key=len)

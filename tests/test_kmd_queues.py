@@ -118,10 +118,59 @@ def check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted(dev):
     assert qa.resets == qb.resets == qi.resets == 1 and kmd.stats["queue_resets"] == 1
 
 
+def check_high_priority_context_runs_on_the_cps_second_queue(dev):
+    """A HIGH-priority context's gfx jobs go to the CP's high-priority hardware queue: one
+    finishes while a normal job sits in a long IB (stopped in a WAIT_REG_MEM); a bad job
+    there is reset on that queue alone (CP_QUEUE_RESET.Q1, no device reset) while the
+    normal gfx ring keeps its job."""
+    kmd = kmd_model.bind(dev, cs_check=False)
+    c = Client()
+    bo = c.bo(0x8000)
+    hi = new_ctx(c, CtxPriority.HIGH)
+    long_ib = pm4.wait_reg_mem(bo.addr + 0x7000, 1, 1, "EQ") + sum(
+        (pm4.write_data(bo.addr + 0x1000 + 4 * k, [k]) for k in range(40)), [])
+    slow = c.submit(c.ib(bo, long_ib, 0x2000))
+    fast = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x100, [0xF]), 0x4000), ctx=hi)
+    assert c.wait(fast, ctx=hi) and bo.u32[0x40] == 0xF
+    assert not c.wait(slow, 0)
+    assert kmd.hqd_sched.fence_drv.signalled >= 1 and kmd.sched.pending
+    bad = c.submit(c.ib(bo, [pm4.header(0x7B, 0), 0], 0x5000), ctx=hi)
+    with pytest.raises(uapi.KmdError) as ei:
+        c.wait(bad, ctx=hi)
+    assert ei.value.errno == errno.ECANCELED and "gfx_high" in ei.value.message
+    assert [s for r, s in kmd.recovery_log] == ["error", "queue_reset"] and kmd.stats["resets"] == 0
+    bo.u32[0x7000 // 4] = 1
+    assert c.wait(slow) and bo.u32[0x400:0x428].tolist() == list(range(40))
+    assert query(c, hi).ring_status == {"gfx_high": ResetStatus.GUILTY} and query(c).ring_status == {}
+
+
+def check_a_vm_fault_on_the_cps_second_queue_resets_that_queue_and_is_reported(dev):
+    """A high-priority job that writes where its VM maps nothing: the UTCL2 entry names
+    queue 1, so that queue alone is reset, and the fault (address, VMID, access) is kept for
+    INFO VM_FAULT and the file's VM as any fault is."""
+    kmd = kmd_model.bind(dev, cs_check=False)
+    c = Client()
+    bo = c.bo()
+    hi = new_ctx(c, CtxPriority.HIGH)
+    hole = 0x3F00_0000
+    bad = c.submit(c.ib(bo, pm4.write_data(hole, [1])), ctx=hi)
+    with pytest.raises(uapi.KmdError) as ei:
+        c.wait(bad, 1_000_000, ctx=hi)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT"
+    assert "gfx_high" in ei.value.message
+    assert kmd.recovery_log == [("gfx_high", "error"), ("gfx_high", "queue_reset")]
+    assert kmd.stats["resets"] == 0 and kmd.stats["vm_faults"] == 1 and kmd.stats["cp_errors"] == 1
+    f = c.io(Request.INFO, uapi.InfoArgs(uapi.InfoQuery.VM_FAULT))
+    assert (f.addr, f.vmid, f.access) == (hole, c.f.vm.vmid, "WRITE") and kmd.last_vm_fault == f
+    assert kmd.ih.by_source.get("VM_FAULT", 0) >= 1
+
+
 # (on the RTL too: tests/test_rtl_drivers.py runs every check here on each simulator)
 CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rings_gpu_side,
           check_amd_queue_reset_malformed, check_amd_queue_reset_hang, check_amd_queue_reset_bus_error,
-          check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted]
+          check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted,
+          check_high_priority_context_runs_on_the_cps_second_queue,
+          check_a_vm_fault_on_the_cps_second_queue_resets_that_queue_and_is_reported]
 
 
 @pytest.mark.parametrize("sdma_engine", [True, False], ids=["sdma", "no_sdma"])
@@ -347,28 +396,3 @@ def test_whisper_chain_across_rings_and_contexts_with_hangs():
             assert ei.value.errno == errno.ECANCELED
     assert kmd.stats["queue_resets"] == 3 and kmd.stats["resets"] == 0
     assert all(query(c, x).reset_status != ResetStatus.GUILTY for x in ctxs)
-
-
-def test_high_priority_context_runs_on_the_cps_second_queue():
-    """A HIGH-priority context's gfx jobs go to the CP's high-priority hardware queue: one
-    finishes while a normal job sits in a long IB (stopped in a WAIT_REG_MEM); a bad job
-    there is reset on that queue alone while the normal gfx ring keeps its job."""
-    kmd = kmd_model.bind(RefModel(), cs_check=False)
-    c = Client()
-    bo = c.bo(0x8000)
-    hi = new_ctx(c, CtxPriority.HIGH)
-    long_ib = pm4.wait_reg_mem(bo.addr + 0x7000, 1, 1, "EQ") + sum(
-        (pm4.write_data(bo.addr + 0x1000 + 4 * k, [k]) for k in range(40)), [])
-    slow = c.submit(c.ib(bo, long_ib, 0x2000))
-    fast = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x100, [0xF]), 0x4000), ctx=hi)
-    assert c.wait(fast, ctx=hi) and bo.u32[0x40] == 0xF
-    assert not c.wait(slow, 0)
-    assert kmd.hqd_sched.fence_drv.signalled >= 1 and kmd.sched.pending
-    bad = c.submit(c.ib(bo, [pm4.header(0x7B, 0), 0], 0x5000), ctx=hi)
-    with pytest.raises(uapi.KmdError) as ei:
-        c.wait(bad, ctx=hi)
-    assert ei.value.errno == errno.ECANCELED and "gfx_high" in ei.value.message
-    assert [s for r, s in kmd.recovery_log] == ["error", "queue_reset"] and kmd.stats["resets"] == 0
-    bo.u32[0x7000 // 4] = 1
-    assert c.wait(slow) and bo.u32[0x400:0x428].tolist() == list(range(40))
-    assert query(c, hi).ring_status == {"gfx_high": ResetStatus.GUILTY} and query(c).ring_status == {}

@@ -235,27 +235,6 @@ def test_errors_are_counted_per_engine():
     assert kmd.stats["queue_resets"] == 2 and kmd.stats["resets"] == 0
 
 
-def test_a_vm_fault_on_the_cps_second_queue_resets_that_queue_and_is_reported():
-    """A high-priority job that writes where its VM maps nothing: the UTCL2 entry names
-    queue 1, so that queue alone is reset, and the fault (address, VMID, access) is kept for
-    INFO VM_FAULT and the file's VM as any fault is."""
-    kmd = kmd_model.bind(RefModel(), cs_check=False)
-    c = Client()
-    bo = c.bo()
-    hi = new_ctx(c, CtxPriority.HIGH)
-    hole = 0x3F00_0000
-    bad = c.submit(c.ib(bo, pm4.write_data(hole, [1])), ctx=hi)
-    with pytest.raises(uapi.KmdError) as ei:
-        c.wait(bad, 1_000_000, ctx=hi)
-    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT"
-    assert "gfx_high" in ei.value.message
-    assert kmd.recovery_log == [("gfx_high", "error"), ("gfx_high", "queue_reset")]
-    assert kmd.stats["resets"] == 0 and kmd.stats["vm_faults"] == 1 and kmd.stats["cp_errors"] == 1
-    f = c.io(Request.INFO, uapi.InfoArgs(uapi.InfoQuery.VM_FAULT))
-    assert (f.addr, f.vmid, f.access) == (hole, c.f.vm.vmid, "WRITE") and kmd.last_vm_fault == f
-    assert kmd.ih.by_source.get("VM_FAULT", 0) >= 1
-
-
 def test_a_queue_reset_spares_the_guilty_contexts_work_on_other_rings():
     """After a queue reset only the guilty context's jobs of that ring fail: its gfx job,
     held in the CP meanwhile, completes."""

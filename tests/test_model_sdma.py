@@ -266,7 +266,7 @@ def test_on_model(check):
     check(RefModel(1 << 20))
 
 
-def test_without_hqd1_only_its_registers_answer_decerr_as_on_the_rtl():
+def test_without_hqd1_only_its_registers_answer_decerr():
     d = RefModel(1 << 20, queues=False)
     assert regs.QUEUE_CAPS.decode(d.mmio_read32(regs.QUEUE_CAPS.addr())) == {"SDMA": 1, "CP_QUEUES": 1}
     assert regs.QUEUE_CAPS.decode(RefModel(1 << 20).mmio_read32(regs.QUEUE_CAPS.addr())) == {"SDMA": 1, "CP_QUEUES": 2}

@@ -132,7 +132,7 @@ def drv():
 
 @pytest.mark.parametrize("data_width", [32, 64, 256])
 def test_reset_values(data_width):
-    dev = RefModel(data_width=data_width, queues=False)  # (the engines the RTL has: one CP queue)
+    dev = RefModel(data_width=data_width)  # (the engines the RTL has: two CP queues, the SDMA)
     rc.check_reset_values(dev, data_width)
     t0 = dev.mmio_read32(regs.TIMESTAMP_LO.addr())
     dev.delay(10)

@@ -42,7 +42,7 @@ def test_rtl_matches_model(simulator, name, tmp_path_factory):
     got = rtl_observations(simulator, tmp_path_factory)
     rtl = got["obs"][name]
     assert rtl is not None, f"scenario {name} did not finish on {simulator}:\n" + got["res"].explain()
-    model = json.loads(json.dumps(scenarios.run(name, RefModel(queues=False))))
+    model = json.loads(json.dumps(scenarios.run(name, RefModel())))
     diffs = {k: (model[k], rtl[k]) for k in model if model[k] != rtl[k]}
     assert not diffs, "\n".join(f"{k}: model {m!r}\n{' ' * len(k)}  rtl   {r!r}" for k, (m, r) in diffs.items())
     # and what must hold whatever the model says

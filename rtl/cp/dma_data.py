@@ -25,7 +25,7 @@ def port(c):
     wr_bytes = Signal(32, name="dma_wr_bytes")
     cycles = Signal(32, name="dma_cycles")
     if c.cp.has_dma:
-        m.d.comb += [c.dma_busy.eq(dma.busy), dma.abort.eq(csr.control_soft_reset)]
+        m.d.comb += [c.dma_busy.eq(dma.busy), dma.abort.eq(csr.control_soft_reset | c.q_abort)]
         # (a small memory: LUTRAM on an FPGA)
         m.submodules.dma_meta = meta = Memory(shape=data.StructLayout({"off": 32, "level": 2, "vmid": 4}),
                                               depth=META_DEPTH, init=[])
@@ -49,7 +49,7 @@ def port(c):
                      c.dma_err_level.eq(meta_r.data.level), c.dma_err_vmid.eq(meta_r.data.vmid),
                      c.dma_err_user.eq(dma.err_user),
                      c.dma_err_access.eq(Mux(dma.err_write, Access.DMA_WRITE, Access.DMA_READ))]
-        with m.If(csr.control_soft_reset):
+        with m.If(csr.control_soft_reset | c.q_abort):
             m.d.sync += [mw.eq(0), mr.eq(0)]
         # the engine's pulses a cycle late (as status.py's counters; PERF_CLEAR drops them)
         rd_inc, wr_inc, busy_inc = (Signal.like(v, name=f"dma_{n}_inc") for n, v in (
@@ -69,7 +69,7 @@ def port(c):
         # stops: the engine's handshake starts from flip-flops.
         fill = field(p, DD, "SRC_SEL") == DD.field("SRC_SEL").values["DATA"]
         m.d.comb += [
-            dma.cmd_valid.eq(c.dma_cmd_go & ~c.err_pending_any & ~c.failed),
+            dma.cmd_valid.eq(c.dma_cmd_go & ~c.err_pending_any & ~c.failed & ~c.q_abort),
             dma.cmd_src.eq(value(p, DD, "src", c.aw)),
             dma.cmd_dst.eq(value(p, DD, "dst", c.aw)),
             dma.cmd_bytes.eq(field(p, DD, "BYTE_COUNT")),
@@ -77,7 +77,7 @@ def port(c):
             dma.cmd_raw_wait.eq(field(p, DD, "RAW_WAIT")),
             dma.cmd_vmid.eq(c.cur_vmid),
         ]
-        with m.If((dma.cmd_valid & dma.cmd_ready) | c.err_pending_any | c.failed | c.stopped):
+        with m.If((dma.cmd_valid & dma.cmd_ready) | c.err_pending_any | c.failed | c.stopped | c.q_abort):
             m.d.sync += c.dma_cmd_go.eq(0)
     m.d.comb += [csr.perf_dma_bytes_read.eq(rd_bytes), csr.perf_dma_bytes_written.eq(wr_bytes),
                  csr.perf_dma_busy_cycles.eq(cycles), csr.status_dma_busy.eq(c.dma_busy)]

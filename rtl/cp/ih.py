@@ -24,7 +24,7 @@ def load(c, src, data, client=ih_spec.Client.GRBM_CP, vmid=None, err=False):
     one 32-byte block. `err`: the entry reports the error that stopped the CP (after it, the
     CP stays stopped)."""
     m = c.m
-    m.d.sync += [c.ih_src.eq(src), c.ih_ts.eq(c.cp.timestamp), c.ih_client.eq(client),
+    m.d.sync += [c.ih_src.eq(src), c.ih_ts.eq(c.cp.timestamp), c.ih_client.eq(client), c.ih_ring.eq(c.q),
                  c.ih_vmid.eq(c.cur_vmid if vmid is None else vmid), c.ih_err.eq(err)]
     m.d.sync += [c.ih_data[i].eq(d) for i, d in enumerate(data)]
 
@@ -62,6 +62,7 @@ def start_ext(c, ret):
     cp = c.cp
     load(c, cp.ext_ih_src, [cp.ext_ih_data[32 * i:32 * (i + 1)] for i in range(4)], client=cp.ext_ih_client,
          vmid=cp.ext_ih_vmid)
+    c.m.d.sync += c.ih_ring.eq(0)  # (RING_ID is the CP queue's: 0 for another engine)
     c.m.d.sync += [c.ih_ext.eq(1), c.ih_ret.eq(ret)]
     request(c)
 
@@ -84,11 +85,11 @@ def _ext_finish(c, resp=None, user=None):
             m.next = name
 
 
-def entry(client, src, vmid, ts, data):
+def entry(client, src, vmid, ts, data, ring=0):
     """The entry's eight dwords from its registers, at the positions spec/ih.py gives
     (fields this front end does not drive, such as PASID, are 0)."""
     values = {
-        "CLIENT_ID": client, "SOURCE_ID": src, "VMID": vmid,
+        "CLIENT_ID": client, "SOURCE_ID": src, "VMID": vmid, "RING_ID": Const(0, 8) | ring,
         "TIMESTAMP_LO": ts[:32], "TIMESTAMP_HI": ts[32:48],
         "DATA0": data[0], "DATA1": data[1], "DATA2": data[2], "DATA3": data[3],
     }

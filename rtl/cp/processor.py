@@ -52,7 +52,7 @@ from spec import vm as vm_spec
 from ..bus import AXI4Signature, BURST_INCR, RESP_OKAY
 from ..mmu import REQ_USER, RESP_USER, req_user
 from ..csr import REG_FIELDS, CpError, IbLevel
-from . import bus_port, dma_data, errors, ih, indirect_buffer, release_mem, status, wait_reg_mem, write_data
+from . import bus_port, dma_data, errors, ih, indirect_buffer, queues, release_mem, status, wait_reg_mem, write_data
 from . import packets as checks
 from .bus_port import ID_IB1, ID_IB2, ID_POLL, ID_RING, ID_WRITE  # noqa: F401 (re-exported)
 from .fetch import Fetcher
@@ -169,18 +169,33 @@ class CommandProcessor(wiring.Component):
         ]
 
         # ---------------------------------------------------------------- state
-        ring_mask = Signal(32)
-        # AMD's units: RB_SIZE counts qwords (log2), RB_BASE holds the address >> 8. (The mask
-        # follows RB_SIZE a cycle late: the ring starts at least two cycles after that write.)
-        m.d.sync += ring_mask.eq((Const(1, 34) << (csr.rb_size + 1)) - 1)
+        # The two hardware queues (queues.py): `q` is the one the parser runs; its ring's
+        # configuration is `qc`, and rptr, wptr, limit, ring_size and ring_mask are its view
+        # of the per-queue registers (rptr_q, ...).
+        q = Signal()
+        qd = queues.pointers(m, csr, q)
+        ports, qc = qd["ports"], qd["qc"]
+        rptr_q, wptr_q, limit_q, ring_size_q, ring_huge_q = (qd[n] for n in ("rptr_q", "wptr_q", "limit_q",
+                                                                               "ring_size_q", "ring_huge_q"))
+        rptr, wptr, limit, ring_size, ring_mask = (qd[n] for n in ("rptr", "wptr", "limit", "ring_size", "ring_mask"))
+        qf = queues.flags(m)
+        park_q, park_timer_q, reparse_q, dbpend_q, dbpend_code_q, dbpend_val_q, qr_pend_q = (
+            qf[n] for n in ("park_q", "park_timer_q", "reparse_q", "dbpend_q", "dbpend_code_q", "dbpend_val_q",
+                            "qr_pend_q"))
+        reparse = Signal()  # the active queue parses a parked WAIT_REG_MEM again (not counted twice)
+        m.d.comb += reparse.eq(Mux(q, reparse_q[1], reparse_q[0]))
+        want_switch = Signal()  # (queues.arbiter)
+        other_can = Signal()
+        took = Signal(init=1)  # a header was taken since the last switch (turns at equal priority; queue 0
+        # has had its turn after a reset, as the model's arbiter starts)
+        swapping = Signal()  # in SWAP
+        # AMD's units: RB_BASE holds the address >> 8.
         ring_base = Signal(aw)
-        m.d.comb += ring_base.eq(Cat(Const(0, 8), csr.rb_base_lo, csr.rb_base_hi))
+        m.d.comb += ring_base.eq(Cat(Const(0, 8), qc.base_lo, qc.base_hi))
 
         def set_level(v):
             m.d.sync += [level.eq(v)] + [lvl[i].eq(v == i) for i in range(1 + self.ib_levels)]
-        ring_pos = Signal(32)  # dwords of the ring the parser has consumed
-        rptr = Signal(32)  # ring packets finished
-        wptr = Signal(32)
+        ring_pos = Signal(32)  # dwords of the ring the parser has consumed (rptr: ring packets finished)
         ib_base = Array(Signal(aw, name=f"ib_base{i}") for i in range(1 + self.ib_levels))
         ib_size = Array(Signal(20, name=f"ib_size{i}") for i in range(1 + self.ib_levels))
         ib_pos = Array(Signal(20, name=f"ib_pos{i}") for i in range(1 + self.ib_levels))
@@ -258,6 +273,7 @@ class CommandProcessor(wiring.Component):
         ih_data = [Signal(32, name=f"ih_data{i}") for i in range(4)]
         ih_ts = Signal(self.ts_width)
         ih_client = Signal(8)
+        ih_ring = Signal()  # RING_ID: the CP queue the entry is of (0 for another engine's)
         ih_vmid = Signal(4)
         ih_err = Signal()  # the entry reports the error that stopped the CP
         ih_ext = Signal()  # the entry is another engine's (ext_ih_*): IH_DONE returns to ih_ret
@@ -283,7 +299,7 @@ class CommandProcessor(wiring.Component):
         ring_empty = Signal()  # avail[0] == 0 (for STALL_CYCLES only)
         # (a dword of the ring is not on offer while the ring is disabled: its fetcher is being
         # flushed; the IB fetchers are flushed only in states that take no dword)
-        offered = [f.dw_valid & (csr.rb_cntl_enable if i == 0 else 1) for i, f in enumerate(fetchers)]
+        offered = [f.dw_valid & (qc.enable if i == 0 else 1) for i, f in enumerate(fetchers)]
         m.d.comb += [
             cur_fetch_valid.eq(Cat(*(lvl[i] & offered[i] for i in range(len(fetchers)))).any()),
             cur_fetch_data.eq(_one_hot_mux(lvl, [f.dw_data for f in fetchers])),
@@ -379,32 +395,11 @@ class CommandProcessor(wiring.Component):
         dma_err_access = Signal(3)
         perf_count_dma = Signal()
 
-        # doorbell (runs beside the FSM). BACKWARDS is v − wptr < 0; OVERFLOW is v − rptr > the
-        # ring's size, worked out as v − limit − 1 ≥ 0 with limit = rptr + size kept in a
-        # register: each is the sign of one carry chain. (v − rptr < 2^31 + size whenever v
-        # is not backwards, so the sign decides; v = rptr is never an overflow, and a ring of
-        # 2^32 dwords never overflows; a doorbell that does not move wptr never does either,
-        # which also covers v = rptr.)
+        # doorbells (queues.py, beside the FSM): an error of the active queue is `db_err`
         db_err = Signal()
         db_code = Signal(8)
-        db_value = csr.rb_doorbell
+        db_value = Signal(32)  # the doorbell value an error names (a register: errors.py latches it)
         stopped = Signal()  # being reset: doorbells are ignored (as after an error)
-        ring_size = Signal(33)
-        ring_huge = Signal()  # 2^32 dwords: no doorbell overflows it
-        m.d.sync += [ring_size.eq(Const(1, 34) << (csr.rb_size + 1)), ring_huge.eq(csr.rb_size == 31)]
-        limit = Signal(32)  # rptr + size (RING_DONE and RESET set it with rptr)
-        m.d.sync += limit.eq(rptr + ring_size)
-        ahead = Signal(32)
-        ahead_m1 = Signal(32)  # v − wptr − 1 ≥ 0: the doorbell moves wptr forward
-        over_m1 = Signal(32)
-        m.d.comb += [ahead.eq(db_value - wptr), ahead_m1.eq(db_value + ~wptr), over_m1.eq(db_value + ~limit)]
-        with m.If(csr.rb_doorbell_swmod & csr.rb_cntl_enable & ~stopped & ~err_any):
-            with m.If(ahead[31]):
-                m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_BACKWARDS)]
-            with m.Elif(~ahead_m1[31] & ~ring_huge & ~over_m1[31]):
-                m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_OVERFLOW)]
-            with m.Else():
-                m.d.sync += wptr.eq(db_value)
 
         # ---------------------------------------------------------------- write requests
         # The block to write is in registers (WriteSource) and `wr_req` asks for it: write_block
@@ -419,7 +414,7 @@ class CommandProcessor(wiring.Component):
         for _, r in blk_banks:
             m.d.comb += r.addr.eq(beat if nbeats > 1 else 0)
         blk_beat = Cat(*(r.data for _, r in blk_banks))
-        ih_entry = ih.entry(ih_client, ih_src, ih_vmid, ih_ts, ih_data)
+        ih_entry = ih.entry(ih_client, ih_src, ih_vmid, ih_ts, ih_data, ih_ring)
         ih_beat = ih_entry.word_select(beat, DW) if nbeats > 1 else ih_entry
         # two dwords start 8-aligned: the first in an even slot, the second in the odd one after
         val_beat = Mux(beat[0], wval[1], wval[0]) if dpb == 1 else Cat(*wval).replicate(dpb // 2)
@@ -462,6 +457,7 @@ class CommandProcessor(wiring.Component):
         with m.If(csr.control_soft_reset):
             m.d.sync += resetting.eq(1)
         m.d.comb += stopped.eq(resetting | csr.control_soft_reset)
+        resume = Signal()  # SWAP1: the new queue's IB fetchers restart where it stands
 
         # an IB level's fetcher is loaded (base, from dword 0) while its packet is parsed and
         # started once the packet's checks pass (indirect_buffer.py)
@@ -474,6 +470,9 @@ class CommandProcessor(wiring.Component):
                 f.load.eq(load_ib & (load_level == i)), f.start.eq(start_ib & (start_level == i)),
                 f.base.eq(value(p, ib, "base", aw)), f.mask.eq(0xFFFF_FFFF), f.ptr.eq(0), f.end.eq(ib_size[i]),
             ]
+            with m.If(resume):
+                m.d.comb += [f.load.eq(level >= i), f.start.eq(level >= i), f.base.eq(ib_base[i]),
+                             f.ptr.eq(ib_pos[i])]
         ring_start = Signal()
         m.d.comb += [
             fetchers[0].load.eq(ring_start), fetchers[0].start.eq(ring_start), fetchers[0].base.eq(ring_base),
@@ -489,10 +488,10 @@ class CommandProcessor(wiring.Component):
         ring_running = Signal()
         with m.If(csr.control_soft_reset | flush_all):
             m.d.sync += ring_running.eq(0)
-        with m.Elif(~ring_running & csr.rb_cntl_enable & ~err_any & ~resetting):
+        with m.Elif(~ring_running & qc.enable & ~err_any & ~resetting):
             m.d.comb += ring_start.eq(1)
             m.d.sync += ring_running.eq(1)
-        with m.If(~csr.rb_cntl_enable & ring_running):
+        with m.If(~qc.enable & ring_running):
             m.d.comb += flush_level[0].eq(1)
             m.d.sync += ring_running.eq(0)
 
@@ -536,9 +535,15 @@ class CommandProcessor(wiring.Component):
         dma_sync_new = Signal()
         dma_cmd_go = Signal()  # in EXEC_DMA_DATA until its command is taken (dma_data.py)
         meta_push = Signal()
+        q_abort = Signal()  # the active queue's reset aborts the DMA engine's transfers (QRESET)
+        qr_wait = Signal(2)  # QRESET's cycles (the engine's busy shows two cycles after the abort)
         c = _Context(self, locals())
         dma_data.port(c)
         captures = errors.latch(c)
+        sh = queues.shadows(c)  # the inactive queue's copy of the parser's registers
+        c.update(locals())
+        queues.doorbells(c)
+        queues.arbiter(c)
 
         # ---------------------------------------------------------------- the parser FSM
 
@@ -559,6 +564,10 @@ class CommandProcessor(wiring.Component):
                         m.next = "ERR_DRAIN"
                     with m.If(stopped):
                         m.next = "RESET"
+                    if not name.startswith("IH_") and name not in ("SWAP", "QRESET"):
+                        # the active queue's reset (an IH entry in hand is finished first)
+                        with m.Elif(Mux(q, qr_pend_q[1], qr_pend_q[0])):
+                            m.next = "QRESET"
 
         def request_write(wait_state, check_oob=False):
             """A *_WRITE state: hand the block to the writer (DECERR first when the packet's
@@ -704,6 +713,9 @@ class CommandProcessor(wiring.Component):
                     ih.start_ext(c, ih.RET_RUN)  # (no header is taken: take_hdr)
                 with m.Elif(csr.control_halt):
                     m.d.comb += halted.eq(1)
+                with m.Elif(want_switch & ~dma_busy_r):
+                    # a packet boundary: the other queue's turn (queues.py)
+                    m.next = "SWAP"
                 with m.Elif(~cur_fetch_valid):
                     m.d.comb += stall.eq(~(lvl[0] & ring_empty))  # (an empty ring is no stall)
                 with m.Elif(dma_busy_r & ~cur_tag.is_dma):
@@ -762,9 +774,9 @@ class CommandProcessor(wiring.Component):
                 with m.Else():
                     m.next = "RUN"
             with state("RING_DONE"):
-                m.d.sync += [rptr.eq(ring_pos), limit.eq(ring_pos + ring_size)]
-                with m.If(csr.rb_cntl_rptr_wb):
-                    addr = Cat(Const(0, 2), csr.rb_rptr_addr_lo[2:], csr.rb_rptr_addr_hi)
+                m.d.sync += [Array(rptr_q)[q].eq(ring_pos), Array(limit_q)[q].eq(ring_pos + ring_size)]
+                with m.If(qc.rptr_wb):
+                    addr = Cat(Const(0, 2), qc.rptr_addr_lo[2:], qc.rptr_addr_hi)
                     write_dwords(addr, ring_pos, None, "RPTR_WRITE", "RPTR_WAIT", vmid=0)
                 with m.Else():
                     m.next = "RUN"
@@ -781,6 +793,8 @@ class CommandProcessor(wiring.Component):
                 # CP_ERROR is latched the cycle after its capture (errors.py)
                 with m.If(err & ~writer.busy & ~poll_pending & ~dma_busy_r):
                     m.d.comb += cperr_set.eq(1)
+                    # (every transfer is answered: the other queue's DMA_DATA may run, queues.py)
+                    m.d.sync += dma_failed.eq(0)
                     # a VM fault is reported as AMD's UTCL2 fault (src_data as gmc_v9_0 reads it)
                     vmf = err_code == CpError.VM_FAULT
                     cp_error = pack_fields(REG_FIELDS["CP_ERROR"], CODE=err_code, LEVEL=err_level, OPCODE=err_opcode)
@@ -799,6 +813,36 @@ class CommandProcessor(wiring.Component):
             with state("ERROR"):
                 with m.If(self.ext_ih_valid):
                     ih.start_ext(c, ih.RET_ERROR)
+                with m.Elif(want_switch & ~dma_busy_r):
+                    m.next = "SWAP"  # this queue is stopped; the other runs on
+
+            # ---- the queues (queues.py): switch at a packet boundary, reset one queue
+            with state("SWAP"):
+                queues.swap(c)
+                m.next = "SWAP1"
+            with state("SWAP1"):
+                # (the ring's fetcher restarts by itself: the flush stopped it)
+                m.d.comb += resume.eq(1)
+                queues.resume(c)
+                m.next = "RUN"
+            with state("QRESET"):
+                # abort the DMA engine's transfers, let the bus go quiet (two cycles for the
+                # engine's busy to show), then clear the active queue alone
+                m.d.sync += qr_wait.eq(Mux(qr_wait == 3, 3, qr_wait + 1))
+                m.d.comb += q_abort.eq(qr_wait == 0)
+                with m.If((qr_wait == 3) & ~writer.busy & ~poll_pending & ~dma_busy_r):
+                    m.d.sync += [
+                        qr_wait.eq(0), err.eq(0), err_pending.eq(0), err_code.eq(0), err_level.eq(0),
+                        err_opcode.eq(0), err_addr.eq(0), err_offset.eq(0), vmid.eq(0), err_vmid.eq(0),
+                        err_user.eq(0), err_access.eq(0), ring_pos.eq(0), dma_failed.eq(0),
+                        Array(rptr_q)[q].eq(0), Array(wptr_q)[q].eq(0), Array(limit_q)[q].eq(ring_size),
+                    ]
+                    for i in range(queues.N):
+                        with m.If(q == i):
+                            queues.clear_queue_flags(c, i)
+                    m.d.sync += [v.eq(0) for v in captures]
+                    set_level(0)
+                    m.next = "RUN"
 
             # ---- soft reset: let the bus go quiet, then clear everything
             with state("RESET"):
@@ -808,20 +852,28 @@ class CommandProcessor(wiring.Component):
                         resetting.eq(0), err.eq(0), err_pending.eq(0), err_code.eq(0), err_level.eq(0),
                         err_opcode.eq(0), err_addr.eq(0), err_offset.eq(0), vmid.eq(0), err_vmid.eq(0),
                         err_user.eq(0), err_access.eq(0),
-                        ring_pos.eq(0), rptr.eq(0), limit.eq(ring_size), wptr.eq(0), ih_wptr.eq(0),
+                        ring_pos.eq(0), ih_wptr.eq(0),
                         blk_mask.eq(0), dma_failed.eq(0), ih_ext.eq(0),
+                        q.eq(0), took.eq(1), qr_wait.eq(0),
                     ]
+                    for i in range(queues.N):  # both queues
+                        m.d.sync += [rptr_q[i].eq(0), wptr_q[i].eq(0), limit_q[i].eq(ring_size_q[i])]
+                        queues.clear_queue_flags(c, i)
+                    queues.clear_shadow(c)
                     m.d.comb += ih_clear.eq(1)
                     m.d.sync += [v.eq(0) for v in captures]
                     set_level(0)
                     m.next = "RUN"
 
-        with m.If(poll_taken | stopped):
+        with m.If(poll_taken | stopped | fsm.ongoing("QRESET")):
             m.d.sync += poll_req.eq(0)
+        m.d.comb += swapping.eq(fsm.ongoing("SWAP"))
+        queues.queue_resets(c)
 
         # the fetchers are flushed while the CP drains or resets, and in the cycle after a
         # failed check (from the state bits and `failed`, outside the state machine)
-        m.d.comb += flush_all.eq(fsm.ongoing("ERR_DRAIN") | fsm.ongoing("RESET") | failed)
+        m.d.comb += flush_all.eq(fsm.ongoing("ERR_DRAIN") | fsm.ongoing("RESET") | fsm.ongoing("SWAP") |
+                                 fsm.ongoing("QRESET") | failed)
 
         # ---------------------------------------------------------------- which dword is taken
         # The FSM's own conditions, as one flat expression per level from registers, so the
@@ -831,7 +883,8 @@ class CommandProcessor(wiring.Component):
         # WRITE_DATA data dword. (A consumed IB or an empty ring has no dword on offer.)
         take_hdr = Signal()
         take_any = Signal()
-        m.d.comb += [take_hdr.eq(fsm.ongoing("RUN") & ~err_pending_any & ~csr.control_halt & ~failed),
+        m.d.comb += [take_hdr.eq(fsm.ongoing("RUN") & ~err_pending_any & ~csr.control_halt & ~failed &
+                                 ~(want_switch & ~dma_busy_r)),
                      take_any.eq(((fsm.ongoing("PAYLOAD") & ~bad_count) | fsm.ongoing("WD_COLLECT")) & ~failed)]
         for i, f in enumerate(fetchers):
             m.d.comb += pops[i].eq(lvl[i] & offered[i] & ~csr.control_soft_reset &
@@ -866,7 +919,7 @@ class CommandProcessor(wiring.Component):
                      fsm_err_hdr.eq(loc_base + Cat(Const(0, 2), hdr_off)),
                      hdr_addr.eq(loc_base + Cat(Const(0, 2), hdr_taken_off))]
         with m.If(fsm.ongoing("RUN") & pop):
-            m.d.sync += [hdr.eq(cur_fetch_data), hdr_taken_off.eq(cur_off)]
+            m.d.sync += [hdr.eq(cur_fetch_data), hdr_taken_off.eq(cur_off), took.eq(1)]
         # a VM fault's details, by where the error happened (they matter only when the code is
         # VM_FAULT, which only a response the MMU tagged gives): the fetched dword's RUSER, the
         # poll's, the write's BUSER; the VMID is the work's, a faulting write's its own (an IH

@@ -15,11 +15,11 @@ from spec import ih as ih_spec
 from spec import packets as pk
 
 from ..csr import CpError
+from ..mmu import RESP_USER
 
 
 def drive(c):
     m, csr, cp = c.m, c.csr, c.cp
-    idle = Signal(name="idle", init=1)
     quiet = Signal(name="quiet")
     m.d.comb += quiet.eq(~c.writer.busy & ~c.poll_pending & ~c.ar_valid &
                          ~Cat(*[f.busy for f in c.fetchers]).any())
@@ -27,14 +27,27 @@ def drive(c):
     # later: a STATUS read right after the write's response would show an idle CP with its
     # work or its error on the way), nor while a doorbell error is pending in RUN at the
     # ring's end, before the parser drains to ERROR. Both terms are registers.
-    m.d.sync += idle.eq(quiet & ~c.dma_busy & (c.fsm.ongoing("ERROR") |
-                        (c.fsm.ongoing("RUN") & (c.level == 0) & (c.ring_pos == c.wptr) &
-                         ~c.err_pending & ~c.csr.rb_doorbell_swmod)))
-    m.d.comb += cp.idle.eq(idle)
+    # Each queue's (queues.py): the active one's from the state machine, the other's from
+    # its shadow registers (idle at a packet boundary of the ring with nothing to do, or
+    # stopped by an error); neither is idle while its reset or a doorbell error waits.
+    q, sh = c.q, c.sh
+    act_idle = Signal(name="act_idle")
+    m.d.comb += act_idle.eq(quiet & ~c.dma_busy & (c.fsm.ongoing("ERROR") |
+                            (c.fsm.ongoing("RUN") & (c.level == 0) & (c.ring_pos == c.wptr) &
+                             ~c.err_pending & ~c.qc.swmod)))
+    qidle = [Signal(name=f"idle_q{i}", init=1) for i in range(2)]
+    qwait = [Signal(name=f"waiting_q{i}") for i in range(2)]
+    for i in range(2):
+        o = c.ports[i]
+        sh_idle = sh["err"][0] | ((sh["level"][0] == 0) & (sh["ring_pos"][0] == c.wptr_q[i]) & ~c.park_q[i] &
+                                  ~o.swmod)
+        m.d.sync += [qidle[i].eq(Mux(q == i, act_idle, sh_idle) & ~c.qr_pend_q[i] & ~c.dbpend_q[i]),
+                     qwait[i].eq(Mux(q == i, c.waiting, 0) | c.park_q[i])]
+    idle = Signal(name="idle")  # both queues (PERF_BUSY_CYCLES counts cycles either is busy)
+    m.d.comb += [idle.eq(qidle[0] & qidle[1]), cp.idle.eq(idle)]
 
-    status = {name: Signal(name=f"status_{name}") for name in ("halted", "rb_empty", "waiting")}
-    m.d.sync += [status["halted"].eq(c.halted), status["rb_empty"].eq(c.rptr == c.wptr),
-                 status["waiting"].eq(c.waiting)]
+    status = {name: Signal(name=f"status_{name}") for name in ("halted",)}
+    m.d.sync += status["halted"].eq(c.halted)
     # IH_WPTR != IH_RPTR as it is next cycle: IH_WPTR moves by an entry when one is written
     ih_pending = Signal(name="ih_pending")
     m.d.sync += ih_pending.eq(Mux(c.ih_clear, csr.ih_rptr != 0,
@@ -44,15 +57,29 @@ def drive(c):
     ovf_r = Signal(name="ovf_r")
     m.d.sync += ovf_r.eq(c.ovf_set)
     ovf = ovf_r & ~c.failed
+    # each queue's error latch and level: the active registers or the shadow
+    def of(i, name):
+        return Mux(q == i, getattr(c, name), sh[name][0])
+    rb_empty = [Signal(name=f"rb_empty_q{i}") for i in range(2)]
+    m.d.sync += [rb_empty[i].eq(c.rptr_q[i] == c.wptr_q[i]) for i in range(2)]
     m.d.comb += [
-        csr.rb_rptr.eq(c.rptr), csr.rb_wptr.eq(c.wptr), csr.ih_wptr.eq(c.ih_wptr),
-        csr.status_idle.eq(idle), csr.status_halted.eq(status["halted"]), csr.status_error.eq(c.err),
-        csr.status_rb_empty.eq(status["rb_empty"]), csr.status_waiting.eq(status["waiting"]),
-        csr.status_level.eq(c.level),
-        csr.cp_error_code.eq(Mux(c.err, c.err_code, 0)), csr.cp_error_level.eq(c.err_level),
-        csr.cp_error_opcode.eq(c.err_opcode),
-        csr.cp_error_addr_lo.eq(c.err_addr[:32]), csr.cp_error_addr_hi.eq(c.err_addr[32:48]),
-        csr.cp_error_offset.eq(c.err_offset),
+        csr.rb_rptr.eq(c.rptr_q[0]), csr.rb_wptr.eq(c.wptr_q[0]), csr.ih_wptr.eq(c.ih_wptr),
+        csr.status_idle.eq(qidle[0]), csr.status_halted.eq(status["halted"]), csr.status_error.eq(of(0, "err")),
+        csr.status_rb_empty.eq(rb_empty[0]), csr.status_waiting.eq(qwait[0]),
+        csr.status_level.eq(of(0, "level")),
+        csr.cp_error_code.eq(Mux(of(0, "err"), of(0, "err_code"), 0)), csr.cp_error_level.eq(of(0, "err_level")),
+        csr.cp_error_opcode.eq(of(0, "err_opcode")),
+        csr.cp_error_addr_lo.eq(of(0, "err_addr")[:32]), csr.cp_error_addr_hi.eq(of(0, "err_addr")[32:48]),
+        csr.cp_error_offset.eq(of(0, "err_offset")),
+        csr.cp_hqd1_rb_rptr.eq(c.rptr_q[1]), csr.cp_hqd1_rb_wptr.eq(c.wptr_q[1]),
+        csr.cp_hqd1_status_idle.eq(qidle[1]), csr.cp_hqd1_status_error.eq(of(1, "err")),
+        csr.cp_hqd1_status_rb_empty.eq(rb_empty[1]), csr.cp_hqd1_status_waiting.eq(qwait[1]),
+        csr.cp_hqd1_status_level.eq(of(1, "level")),
+        csr.cp_hqd1_error_code.eq(Mux(of(1, "err"), of(1, "err_code"), 0)),
+        csr.cp_hqd1_error_level.eq(of(1, "err_level")), csr.cp_hqd1_error_opcode.eq(of(1, "err_opcode")),
+        csr.cp_hqd1_error_addr_lo.eq(of(1, "err_addr")[:32]),
+        csr.cp_hqd1_error_addr_hi.eq(of(1, "err_addr")[32:48]),
+        csr.cp_hqd1_error_offset.eq(of(1, "err_offset")),
         csr.int_status_ih_pending.eq(ih_pending),
         csr.int_status_eop_set.eq(c.eop_set | csr.int_force_eop),
         csr.int_status_cp_error_set.eq(c.cperr_set | csr.int_force_cp_error),
@@ -60,15 +87,23 @@ def drive(c):
     ]
 
     # VM_FAULT_*: the latched error's fault details, while that error is a VM fault
+    # (of the queue it stopped; queue 0's when both are)
+    vmfq = [Signal(name=f"vm_fault_q{i}") for i in range(2)]
+    m.d.comb += [vmfq[i].eq(of(i, "err") & (of(i, "err_code") == CpError.VM_FAULT)) for i in range(2)]
     vmf = Signal(name="vm_fault")
-    m.d.comb += vmf.eq(c.err & (c.err_code == CpError.VM_FAULT))
+    m.d.comb += vmf.eq(vmfq[0] | vmfq[1])
+    fq = Signal(name="vm_fault_q")  # the queue whose fault VM_FAULT_* show
+    m.d.comb += fq.eq(~vmfq[0])
+    from_fq = Signal(name="vm_fault_from_active")
+    m.d.comb += from_fq.eq(fq == q)
+    user = Mux(from_fq, c.err_user, sh["err_user"][0])
     m.d.comb += [
-        csr.vm_fault_status_vmid.eq(Mux(vmf, c.err_vmid, 0)),
-        csr.vm_fault_status_access.eq(Mux(vmf, c.err_access, 0)),
-        csr.vm_fault_status_level.eq(Mux(vmf, c.err_user.level, 0)),
-        csr.vm_fault_status_cause.eq(Mux(vmf, c.err_user.cause, 0)),
-        csr.vm_fault_addr_lo.eq(Mux(vmf, c.err_addr[:32], 0)),
-        csr.vm_fault_addr_hi.eq(Mux(vmf, c.err_addr[32:48], 0)),
+        csr.vm_fault_status_vmid.eq(Mux(vmf, Mux(from_fq, c.err_vmid, sh["err_vmid"][0]), 0)),
+        csr.vm_fault_status_access.eq(Mux(vmf, Mux(from_fq, c.err_access, sh["err_access"][0]), 0)),
+        csr.vm_fault_status_level.eq(Mux(vmf, RESP_USER(user).level, 0)),
+        csr.vm_fault_status_cause.eq(Mux(vmf, RESP_USER(user).cause, 0)),
+        csr.vm_fault_addr_lo.eq(Mux(vmf, Mux(from_fq, c.err_addr, sh["err_addr"][0])[:32], 0)),
+        csr.vm_fault_addr_hi.eq(Mux(vmf, Mux(from_fq, c.err_addr, sh["err_addr"][0])[32:48], 0)),
     ]
 
     # the counters' increments, a cycle late (and dropped by PERF_CLEAR, as events before it are)
@@ -82,12 +117,12 @@ def drive(c):
     dwords = Signal(32, name="dwords")
     packets = [Signal(32, name=f"packets{i}") for i in range(len(pk.PACKETS))]
     stalled = late(c.stall, "stalled")
-    popped = late(c.pop, "popped")
+    popped = late(c.pop & ~c.reparse, "popped")  # (a parked poll's packet counts once: queues.py)
     counted = []
     for i in range(len(pk.PACKETS)):
         # each counter its own increment (no multiplexer of eight counters by `kind`); a packet
         # whose checks failed was counted as it started and is dropped here (`failed`)
-        inc = late(c.perf_count_kind & (c.kind == i), f"counted{i}") & ~c.failed
+        inc = late(c.perf_count_kind & ~c.reparse & (c.kind == i), f"counted{i}") & ~c.failed
         if i == pk.NOP.index:
             inc = inc | late(c.perf_count_nop, "counted_nop")
         if i == pk.DMA_DATA.index:

@@ -4,7 +4,7 @@ shares the AR channel with the fetchers (rtl/cp/processor.py).
 
 `c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
 
-from amaranth.hdl import Const, Signal
+from amaranth.hdl import Array, Const, Signal
 from amaranth.utils import ceil_log2
 
 from spec import packets as pk
@@ -23,7 +23,8 @@ def states(c):
     # (the read is requested from a register, set on the way into WRM_READ and cleared once
     # the read is taken, or by a soft reset: processor.py)
     with state("EXEC_WAIT_REG_MEM"):
-        m.d.sync += [c.poll_addr.eq(value(p, WRM, "addr", c.aw)), c.poll_req.eq(~c.oob)]
+        m.d.sync += [c.poll_addr.eq(value(p, WRM, "addr", c.aw)), c.poll_req.eq(~c.oob),
+                     Array(c.reparse_q)[c.q].eq(0), Array(c.park_q)[c.q].eq(0)]  # (a parked poll: queues.py)
         m.next = "WRM_READ"
     with state("WRM_READ"):
         with m.If(c.oob):
@@ -63,6 +64,16 @@ def states(c):
             m.next = "ERR_DRAIN"
         with m.Elif(c.cp.ext_ih_valid):
             ih.start_ext(c, ih.RET_WRM)  # (the SDMA's entry: a CP poll may wait forever)
+        with m.Elif(c.other_can):
+            # the other CP queue can run: this one yields, rewound to the packet's header
+            # (at the ring level its rptr), parked for POLL_INTERVAL cycles (queues.py)
+            with m.If(c.level == 0):
+                m.d.sync += c.ring_pos.eq(c.rptr)
+            with m.Else():
+                m.d.sync += c.ib_pos[c.level].eq(c.hdr_off)
+            m.d.sync += [Array(c.park_q)[c.q].eq(1), Array(c.reparse_q)[c.q].eq(1),
+                         Array(c.park_timer_q)[c.q].eq(field(p, WRM, "POLL_INTERVAL"))]
+            m.next = "SWAP"
         with m.Elif(c.poll_timer <= 1):
             m.d.sync += c.poll_req.eq(1)
             m.next = "WRM_READ"

@@ -67,9 +67,9 @@ def make_stream(seed: int, index: int, caps: Caps) -> Stream:
 
 def new_model(caps: Caps, trace=None, mmio_cycles: int | None = None) -> RefModel:
     kw = {} if mmio_cycles is None else {"mmio_cycles": mmio_cycles}
-    # (queues=False: the engines the RTL has, so QUEUE_CAPS and the register map agree)
+    # (the engines the RTL has, both CP queues and the SDMA, so QUEUE_CAPS and the register map agree)
     return RefModel(L.MEM_SIZE, ib_levels=caps.ib_levels, dma=caps.dma, dma_max_bytes=caps.dma_max_bytes,
-                    data_width=8 * caps.bus_bytes, trace=trace, queues=False, **kw)
+                    data_width=8 * caps.bus_bytes, trace=trace, **kw)
 
 
 def run_model(stream: Stream, caps: Caps, *, step: bool = False, mmio_cycles: int | None = None,

@@ -867,7 +867,7 @@ def raw_stream(rng: random.Random, index: int, seed: int, caps: Caps) -> Stream:
         s = b.finish()
         trace: list[str] = []
         model = RefModel(L.MEM_SIZE, ib_levels=caps.ib_levels, dma=caps.dma, dma_max_bytes=caps.dma_max_bytes,
-                         data_width=8 * caps.bus_bytes, trace=trace.append, queues=False)
+                         data_width=8 * caps.bus_bytes, trace=trace.append)
         obs = execute(s, model)
         acc = executed_accesses(trace)
         bad = any(k == "dma" for _, k, _, _ in acc) or any(

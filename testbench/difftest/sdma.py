@@ -426,7 +426,7 @@ def compare(s: SdmaStream, rtl: dict, model: dict) -> list[str]:
 
 def run_model(s: SdmaStream, mmio_cycles: int | None = None) -> tuple[dict, RefModel]:
     kw = {} if mmio_cycles is None else {"mmio_cycles": mmio_cycles}
-    m = RefModel(L.MEM_SIZE, queues=False, **kw)
+    m = RefModel(L.MEM_SIZE, **kw)
     return drive(s, m), m
 
 
