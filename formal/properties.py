@@ -366,7 +366,7 @@ _group(Group(
 
 
 def _reset_bound(data_width=64, latency=1, ar_queue=2, fetch_burst=2):
-    """cp_reset's bound in cycles (formal/cp.py group_reset works it out the same way)."""
+    """cp_reset's bound in cycles (formal/cp/reset.py works it out the same way)."""
     L, nbeats = latency, 32 // (data_width // 8)
     return 1 + max((nbeats + 1) * (L + 1) + 1, (L + 1) + (ar_queue * fetch_burst + 1) * (L + 1))
 
