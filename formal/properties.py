@@ -426,7 +426,7 @@ _group(Group(
 # ------------------------------------------------------------------------- GPU MMU
 _group(Group(
     "mmu", "rtl/mmu.py MMU (translation, TLB, permissions, invalidation, faults)", "formal.mmu:MMUHarness",
-    "bmc", 20, 16,
+    "prove", 3, 16,
     config="a 64-bit bus (an entry in one beat), two levels (4 KiB pages and 2 MiB leaves), a TLB "
            "of 2 entries (the device: 16; the compare, the permissions and the round-robin victim "
            "are the same logic per entry, and 2 entries are filled, evicted and invalidated within "

@@ -78,7 +78,9 @@ _ELABORATE = threading.Lock()  # a mutant patches modules while it elaborates: o
 def build_rtlil(group: properties.Group, mutant=None):
     """The group's harness as RTLIL text (with `mutant` applied to the RTL while it
     elaborates), and the harness (what it emitted)."""
-    h = harness_class(group)(**group.args)
+    args = {**group.args, **dict(mutant.args)} if mutant is not None else group.args
+    h = harness_class(group)(**args)
+    h.strengthen = mutant is None  # a mutant's BMC checks the table's rows alone
     with _ELABORATE:
         if mutant is not None:
             with mutant.applied():

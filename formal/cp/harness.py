@@ -21,9 +21,13 @@ BUILDERS = {"cp_ring": ring.build, "cp_ih": ih.build, "cp_errors": errors.build,
 
 class CPHarness(Harness):
     def __init__(self, group, data_width=32, fetch_depth=2, ring_log2_max=3, latency=0, ar_queue=4,
-                 live_bound=0):
+                 live_bound=0, steady=False):
         super().__init__()
         self.live_bound = live_bound
+        # `steady`: the driver never halts, disables or soft-resets the CP. Fewer traces, so a
+        # mutant's counterexample that needs a long one (a whole packet parsed) is found sooner;
+        # a counterexample under more assumptions is one under the group's too
+        self.steady = steady
         self.group = group
         self.data_width = data_width
         self.fetch_depth = fetch_depth
@@ -45,6 +49,8 @@ class CPHarness(Harness):
         m.d.comb += cp.timestamp.eq(self.free(48, "timestamp"))
         self.csr, self.cp = csr, cp
 
+        if self.steady:
+            self.assume(~csr.control_halt & csr.rb_cntl_enable & ~csr.control_soft_reset)
         # ring within the harness's size; IH_RPTR: the driver consumes forward only
         self.assume(csr.rb_size <= self.ring_log2_max)
         self.assume(csr.ih_size <= self.ring_log2_max + 1)
