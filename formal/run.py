@@ -80,7 +80,7 @@ def build_rtlil(group: properties.Group, mutant=None):
     elaborates), and the harness (what it emitted)."""
     args = {**group.args, **dict(mutant.args)} if mutant is not None else group.args
     h = harness_class(group)(**args)
-    h.strengthen = mutant is None  # a mutant's BMC checks the table's rows alone
+    h.with_invariants = mutant is None  # a mutant's BMC checks the table's rows alone
     with _ELABORATE:
         if mutant is not None:
             with mutant.applied():
