@@ -36,7 +36,8 @@ def build(h, m, b, csr, cp):
     reporting = Cat(*(h.state(st) for st in h.box.states("cp") if st.startswith("IH_"))).any() & \
         b("ih_err")
     stopping = h.state("ERR_DRAIN") | reporting | h.state("ERROR")
-    h.invariant(~stopping | err)
+    # (a parser error is captured a cycle before it latches, since issue 14: err_any has both)
+    h.invariant(~stopping | b("err_any"))
     h.invariant(~err | stopping | in_reset | b("err_pending"))
     h.invariant(~drained | stopping | in_reset)
     quiet_fetch = ~Cat(*(b("active", f"fetch{i}") for i in range(3))).any() & ~b("ring_running")
