@@ -93,7 +93,7 @@ MUTANTS: list[Mutant] = [
     M("bridge_b_drops", "axil", "rtl.bus",
       "with m.If(b_valid & bus.bready):\n            m.d.sync += b_valid.eq(0)",
       "with m.If(b_valid):\n            m.d.sync += b_valid.eq(0)",
-      "b_held", "BVALID drops after one cycle whether or not BREADY was high", fast=True),
+      "b_held", "BVALID drops after one cycle whether or not BREADY was high"),
     M("bridge_bresp_late", "axil", "rtl.bus", "bus.bresp.eq(b_resp),",
       "bus.bresp.eq(b_resp & bus.bready.replicate(2)),",
       "b_stable", "BRESP shows OKAY until BREADY, then the real response"),
