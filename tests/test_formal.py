@@ -100,3 +100,16 @@ def test_fast_mutant_is_caught(mutant, tmp_path):
         assert name in r.failed, (name, r.failed)
         step, trace = r.failed[name]
         assert trace.endswith(".vcd") and (run.ROOT / trace).exists()  # (absolute: "/" wins)
+
+
+def test_mutant_runs_in_its_own_configuration_without_invariants():
+    """A mutant's BMC checks the table's rows alone (the induction's invariants are left out),
+    in its group's harness with the arguments it changes."""
+    import dataclasses
+    group = properties.GROUPS["mmu"]
+    _, h = run.build_rtlil(group)
+    assert h.invariants > 0
+    mu = dataclasses.replace(mutants.by_name("faulted_w_forwarded"), args=(("tlb_entries", 4),))
+    _, hm = run.build_rtlil(group, mu)
+    assert hm.invariants == 0 and hm.tlb_entries == 4
+    assert set(hm.emitted) == {p.name for p in group.props}
