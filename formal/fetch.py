@@ -11,7 +11,7 @@ slave, and lets their inputs be free within those rules,
 ([rptr, wptr] holds the parser), these properties give "the CP never fetches beyond wptr".
 """
 
-from amaranth.hdl import Array, Cat, Const, Signal
+from amaranth.hdl import Array, Cat, Const, Mux, Signal
 
 from rtl.cp.fetch import Fetcher
 
@@ -60,11 +60,15 @@ class FetchHarness(Harness):
             self.assume(base[:8] == 0)
         else:
             m.d.comb += mask.eq(0xFFFF_FFFF)
+        ptr_free = free(32, "ptr")
+        # (an IB's fetcher starts at index 0, as the CP loads it: its window [0, IB_SIZE) never
+        # wraps the 32-bit index)
+        ptr = ptr_free if wraps else Const(0, 32)
         self.assume(base + 4 * (mask + 1) <= (1 << 48))  # the buffer lies on the bus
         # (the CP loads and starts a fetcher together, or loads it first: a start follows a
         # load, with nothing else between)
         start, flush = free(1, "start"), free(1, "flush")
-        ptr, end = free(32, "ptr"), free(32, "end")
+        end = free(32, "end")
         m.d.comb += [dut.load.eq(start), dut.start.eq(start), dut.flush.eq(flush), dut.base.eq(base),
                      dut.mask.eq(mask), dut.ptr.eq(ptr), dut.end.eq(end), dut.dw_ready.eq(free(1, "dw_ready"))]
         lo = Signal(32, name=f"{tag}_lo")  # where the fetcher was started
@@ -103,7 +107,11 @@ class FetchHarness(Harness):
         fptr, n = b("fptr"), b("n_next")
         active = b("active")
         t = {}
-        t["in_window"] = ~ar_hs | ((((fptr - lo)[:32] + n) <= window) & (n != 0))
+        # (a burst offered from the registers as a redirect comes is the old window's: measured
+        # against `end` as it was, since the redirect may change `end` in its own cycle)
+        end_q = self.past(end, f"{tag}_end_q")
+        ar_window = Mux(start & self.started, (end_q - lo)[:32], window)
+        t["in_window"] = ~ar_hs | ((((fptr - lo)[:32] + n) <= ar_window) & (n != 0))
         idx = fptr & mask
         addr = (base + Cat(Const(0, 2), idx))[:48]
         t["address"] = ~ar_hs | (dut.araddr == (addr & ~Const(B - 1, 48)))
@@ -130,6 +138,28 @@ class FetchHarness(Harness):
             self.invariant(~used[i] | (q_len[i] < self.max_burst))
         self.invariant(outstanding == in_flight)
         self.invariant(drop <= outstanding)
+        # (the credits, free beats as they were a cycle ago less a burst issued then, never
+        # exceed the free beats now; an offered burst fits in them: it was worked out when it did)
+        credits = b("credits")
+        self.invariant(credits + level + outstanding <= self.depth)
+        self.invariant(~dut.arvalid | (b("beats_next") <= credits))
+        # (the block: `tb` is the dwords from fptr to the end of its aligned block; the offered
+        # burst, worked out a cycle before from the registers that hold still while it waits, is
+        # the one they give)
+        dpb = self.data_width // 32
+        lane_bits = (dpb - 1).bit_length()
+        k = (self.max_burst * dpb - 1).bit_length()
+        tb = b("tb")
+        bmask = mask[:k] if wraps else Const((1 << k) - 1, k)
+        pos = fptr[:k] if wraps else (base[2:2 + k] + fptr[:k])[:k]
+        self.invariant(~active | (tb == (bmask & ~pos) + 1))
+        n_next, first_next = b("n_next"), b("first_next")
+        if not wraps:
+            self.invariant(lo == 0)  # (an IB's fetcher starts at 0)
+        self.invariant(~dut.arvalid | ((n_next != 0) & (n_next <= tb) &
+                                       (b("addr_next") == (addr & ~Const(B - 1, 48))) &
+                                       (b("beats_next") == (first_next + n_next + dpb - 1) >> lane_bits) &
+                                       ((first_next == first) if dpb > 1 else Const(1))))
 
         t["wraps"] = ar_hs & (idx + n == mask + 1) & Const(int(wraps))
         t["at_4k"] = ar_hs & (dut.araddr[:12] + beats * B == 4096)

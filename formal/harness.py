@@ -132,6 +132,7 @@ class Harness(Elaboratable):
     """Subclasses set `group` (a key of properties.GROUPS) and write `build(m)`."""
 
     group: str = ""
+    with_invariants: bool = True  # emit the induction's invariants (run.build_rtlil clears it for mutants)
 
     def __init__(self):
         self.emitted: dict[str, str] = {}  # property name → kind, as elaborated
@@ -160,7 +161,10 @@ class Harness(Elaboratable):
     def invariant(self, test) -> None:
         """An assert that strengthens the induction (the block's state agrees with the
         harness's ghost state). Proved like every assert; reported as `<group>.invariant`,
-        not as a row of the table."""
+        not as a row of the table. Left out where only the table's rows are checked (a
+        mutant's BMC: the rows must catch it, and invariants would only slow the search)."""
+        if not self.with_invariants:
+            return
         stmt = Assert(test)
         stmt.src_loc = (f"{self.group}.invariant", sys._getframe(1).f_lineno)
         self.invariants += 1

@@ -19,7 +19,7 @@ invariants of the other groups do); every other VMID's tables are free, so a TLB
 of another VMID may well name `foreign`, which is what makes a VMID mix-up visible.
 """
 
-from amaranth.hdl import Cat, Mux, Signal
+from amaranth.hdl import Cat, Const, Mux, Signal
 from amaranth.lib import data
 
 from rtl.mmu import MMU, REQ_USER
@@ -155,6 +155,78 @@ class MMUHarness(Harness):
         self.prove("unmap_takes_effect", ~(ar_v & ar_o_new & (ar_region == unmapped)) &
                    ~(aw_v & aw_o_new & (aw_region == unmapped)))
         self.prove("faulted_w_swallowed", ~out.wvalid | (w_due != 0) | aw_new)
+
+        # ---- induction strengthening: what the MMU holds for v agrees with v's page tables
+        N = self.tlb_entries
+        PS, VA = vm_spec.PAGE_SHIFT, vm_spec.va_bits(L)
+        st = lambda name: box.state("mmu", name)  # noqa: E731
+        rows = box.rows("tlb")  # each entry's physical page (a memory: read by name)
+        t_valid = box("t_valid")
+        t_vmid = [box(f"tlb_vmid{i}") for i in range(N)]
+        t_vpn = [box(f"tlb_vpn{i}") for i in range(N)]
+        t_perm = [box(f"tlb_perm{i}") for i in range(N)]  # R, W, X
+        inv_ack_v = dut.inv_ack.bit_select(v, 1)
+        # (the invalidation of all of v's pages is done: the acknowledgement shows, or was seen)
+        unmapped_safe = unmapped_done | (inv_all_v & inv_ack_v)
+        region_of = lambda ppn: ppn[REGION - vm_spec.PAGE_SHIFT:]  # noqa: E731
+        for i in range(N):
+            r = region_of(rows[i].ppn)
+            self.invariant(~(t_valid[i] & (t_vmid[i] == v)) |
+                           ((r != foreign) & (~t_perm[i][1] | (r != readonly)) & (~t_perm[i][2] | (r != noexec)) &
+                            (~unmapped_safe | (r != unmapped))))
+            for j in range(i + 1, N):  # (a request hits one entry at most)
+                self.invariant(~(t_valid[i] & t_valid[j] & (t_vmid[i] == t_vmid[j]) & (t_vpn[i] == t_vpn[j])))
+        # the ghost invalidation state is the MMU's: the pending request's, its acknowledgement
+        inv_pending, inv_vmids_r, inv_all_r = box("inv_pending"), box("inv_vmids"), box("inv_all")
+        self.invariant(inv_all_v == (inv_all_r & inv_vmids_r.bit_select(v, 1)))
+        self.invariant(~inv_pending | (dut.inv_ack == 0))
+        self.invariant((dut.inv_ack == 0) | (dut.inv_ack == inv_vmids_r))
+        # (the acknowledgement is seen the cycle after it shows: meanwhile the translator is idle)
+        self.invariant(~(inv_all_v & inv_ack_v & ~unmapped_done) | st("IDLE"))
+        # the request in hand is the holding register it came from, with its VMID's bypass
+        ar_h, aw_h = data.View(req, box("ar_h")), data.View(req, box("aw_h"))
+        ar_full, aw_full = box("ar_full"), box("aw_full")
+        t_write = box("t_write")
+        busy = ~st("IDLE")
+        self.invariant(~busy | Mux(t_write, aw_full & (t.as_value() == aw_h.as_value()),
+                                   ar_full & (t.as_value() == ar_h.as_value())))
+        self.invariant(~ar_full | (box("ar_phys") == ~enable.bit_select(ar_h.user.vmid, 1)))
+        self.invariant(~aw_full | (box("aw_phys") == ~enable.bit_select(aw_h.user.vmid, 1)))
+        self.invariant(~busy | (box("bypass") == ~enable.bit_select(t.user.vmid, 1)))
+        x = t.user.access == vm_spec.Access.FETCH
+        self.invariant(~busy | (box("need") == Mux(t_write, 0b010, Cat(~x, Const(0, 1), x))))
+        # in CHECK the hits are entries of the request's VMID and page, and hit_ok their permission
+        hits, hit_any, hit_ok = box("hits"), box("hit_any"), box("hit_ok")
+        walking = st("WALK_AR") | st("WALK_R")
+        for i in range(N):
+            match = t_valid[i] & (t_vmid[i] == t.user.vmid) & (t_vpn[i] == t.addr[PS:VA])
+            self.invariant(~st("CHECK") | ((hits[i] == match) & (~hits[i] | (hit_ok == (box("need") & t_perm[i]).any()))))
+            self.invariant(~walking | ~match)  # (a walk follows a miss; nothing installs meanwhile)
+        self.invariant(~st("CHECK") | (hit_any == hits.any()))
+        self.invariant(~walking | ~box("bypass"))
+        # v's requests flagged "after the unmap" came after it
+        self.invariant(~ar_h_new | unmapped_done)
+        self.invariant(~aw_h_new | unmapped_done)
+        self.invariant(~ar_o_new | unmapped_done)
+        self.invariant(~aw_o_new | unmapped_done)
+        # what waits in the output registers already meets the properties (they hold it)
+        ar_o_valid, aw_o_valid = box("ar_o_valid"), box("aw_o_valid")
+        self.invariant(~ar_o_walk | (ar_o.id == walk_id))
+        # (a fault is answered once everything forwarded before it is: no request waits in the
+        # output register then, so a fault's release flags nothing that goes out)
+        self.invariant(~st("FAULT_R") | ~ar_o_valid)
+        self.invariant(~st("FAULT_B") | ~aw_o_valid)
+        # ... and the W order queue: its forwarded bursts are the write addresses put out
+        wq, wq_wp, wq_rp = box("wq"), box("wq_wp"), box("wq_rp")
+        Dw = self.w_order_depth
+        qb = (Dw - 1).bit_length()
+        wq_n = (wq_wp - wq_rp)[:qb + 1]
+        self.invariant(wq_n <= Dw)
+        self.invariant(box("wq_ne") == (wq_n != 0))
+        self.invariant(~box("wq_ne") | (box("head_fwd") == wq.bit_select(wq_rp[:qb], 1)))
+        fwd = sum(((Const(k, qb + 1) < wq_n) & wq.bit_select((wq_rp + k)[:qb], 1)) for k in range(Dw))
+        self.invariant(fwd == w_due + aw_new)
+        self.invariant(~aw_new | (w_due < Dw))
 
         # ---- covers
         walked = box("walked")

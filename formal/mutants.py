@@ -41,6 +41,9 @@ class Mutant:
     # for a single-kill mutant whose remaining checks in its failing step take the solver
     # minutes: the MMU's TLB permissions)
     keep_going: bool = True
+    # the group's harness arguments this mutant changes (a configuration that reaches the
+    # bug sooner; the group's proof is run in it too, so a failure there is the mutant's)
+    args: tuple = ()
 
     def source(self) -> str:
         orig = importlib.import_module(self.module)
@@ -80,6 +83,8 @@ class Mutant:
 
 
 def M(name, group, module, old, new, kills, says, **kw):
+    if "args" in kw:
+        kw["args"] = tuple(sorted(kw["args"].items()))
     return Mutant(name, group, module, old, new, tuple(kills.split()), says, **kw)
 
 
@@ -88,7 +93,7 @@ MUTANTS: list[Mutant] = [
     M("bridge_b_drops", "axil", "rtl.bus",
       "with m.If(b_valid & bus.bready):\n            m.d.sync += b_valid.eq(0)",
       "with m.If(b_valid):\n            m.d.sync += b_valid.eq(0)",
-      "b_held", "BVALID drops after one cycle whether or not BREADY was high", fast=True),
+      "b_held", "BVALID drops after one cycle whether or not BREADY was high"),
     M("bridge_bresp_late", "axil", "rtl.bus", "bus.bresp.eq(b_resp),",
       "bus.bresp.eq(b_resp & bus.bready.replicate(2)),",
       "b_stable", "BRESP shows OKAY until BREADY, then the real response"),

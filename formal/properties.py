@@ -164,7 +164,7 @@ _group(Group(
     assumes="commands free (any source, destination, length, fill, RAW_WAIT) and abort any cycle; "
             "the slave keeps AXI's rules (in-order R with RLAST, R and B held until READY, B after "
             "the last W beat)",
-    args={"data_width": 32, "bytes_width": 10}, solver="boolector",
+    args={"data_width": 32, "bytes_width": 10}, solver="boolector", fast=True,
     props=[
         *_handshake("ar", "ARVALID", "ARREADY", "the AR payload"),
         *_handshake("aw", "AWVALID", "AWREADY", "the AW payload"),
@@ -210,7 +210,7 @@ _CP_ASSUMES = ("the CSR block's ports are free (configuration fixed, doorbells, 
 
 _group(Group(
     "cp_ring", "rtl/cp/ CommandProcessor: ring, doorbell, rptr", "formal.cp:CPHarness", "prove", 3, 22,
-    config=_CP_CONFIG, assumes=_CP_ASSUMES, fast=True, args={"group": "cp_ring"},
+    config=_CP_CONFIG, assumes=_CP_ASSUMES, args={"group": "cp_ring"},
     props=[
         A("rptr_forward", "RB_RPTR only moves forward, by at most wptr - rptr (to 0 only at soft reset)",
           "the driver reuses ring space up to RB_RPTR: a backwards or overshooting rptr frees "
@@ -366,7 +366,7 @@ _group(Group(
 
 
 def _reset_bound(data_width=64, latency=1, ar_queue=2, fetch_burst=2):
-    """cp_reset's bound in cycles (formal/cp.py group_reset works it out the same way)."""
+    """cp_reset's bound in cycles (formal/cp/reset.py works it out the same way)."""
     L, nbeats = latency, 32 // (data_width // 8)
     return 1 + max((nbeats + 1) * (L + 1) + 1, (L + 1) + (ar_queue * fetch_burst + 1) * (L + 1))
 
@@ -426,7 +426,7 @@ _group(Group(
 # ------------------------------------------------------------------------- GPU MMU
 _group(Group(
     "mmu", "rtl/mmu.py MMU (translation, TLB, permissions, invalidation, faults)", "formal.mmu:MMUHarness",
-    "bmc", 20, 16,
+    "prove", 3, 16,
     config="a 64-bit bus (an entry in one beat), two levels (4 KiB pages and 2 MiB leaves), a TLB "
            "of 2 entries (the device: 16; the compare, the permissions and the round-robin victim "
            "are the same logic per entry, and 2 entries are filled, evicted and invalidated within "
@@ -437,6 +437,7 @@ _group(Group(
             "R and B held until READY), page-table bases, enables of the other VMIDs and "
             "invalidation requests free any cycle; the watched VMID translated, and its page "
             "tables as the module docstring of formal/mmu.py says",
+    fast=True,
     props=[
         A("no_foreign_page", "no read or write of the watched VMID reaches a 2 MiB region that "
           "none of its page-table entries names (whatever other VMIDs' entries name)",

@@ -78,7 +78,9 @@ _ELABORATE = threading.Lock()  # a mutant patches modules while it elaborates: o
 def build_rtlil(group: properties.Group, mutant=None):
     """The group's harness as RTLIL text (with `mutant` applied to the RTL while it
     elaborates), and the harness (what it emitted)."""
-    h = harness_class(group)(**group.args)
+    args = {**group.args, **dict(mutant.args)} if mutant is not None else group.args
+    h = harness_class(group)(**args)
+    h.with_invariants = mutant is None  # a mutant's BMC checks the table's rows alone
     with _ELABORATE:
         if mutant is not None:
             with mutant.applied():
@@ -332,6 +334,7 @@ def main(argv=None) -> int:
                     help="for every group (default: each group's own, the fastest measured)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--no-covers", action="store_true", help="asserts only")
+    ap.add_argument("--no-proofs", action="store_true", help="covers (and mutants) only")
     ap.add_argument("--no-mutants", action="store_true", help="skip the mutants")
     ap.add_argument("--report", action="store_true",
                     help="run nothing: the table and the JSON from the last run's logs")
@@ -347,7 +350,8 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     jobs = []
     for n in names:
-        jobs.append(("proof", n))
+        if not args.no_proofs:
+            jobs.append(("proof", n))
         if not args.no_covers:
             jobs.append(("cover", n))
     muts = [] if args.no_mutants else [mu for mu in mutants_mod.MUTANTS if mu.group in names]

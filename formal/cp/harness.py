@@ -1,0 +1,177 @@
+"""CPHarness: the real CommandProcessor in the free world of env.py, the invariants every
+CP group's induction needs (the configuration's registers, the writer against memory, the
+fetchers' tags, the level, the state machine), then the group's own rows (one module each)."""
+
+from amaranth.hdl import Cat, Const, Mux, Signal
+from amaranth.lib import data
+
+from rtl.cp import packets as cp_packets
+from rtl.cp import processor as cp_mod
+from rtl.cp.writer import WriteSource
+from rtl.mmu import RESP_USER
+from spec import ih as ih_spec
+
+from ..harness import Harness, WhiteBox
+from . import bus, env, errors, ih, live, reset, ring
+from .env import free_csr
+
+BUILDERS = {"cp_ring": ring.build, "cp_ih": ih.build, "cp_errors": errors.build, "cp_bus": bus.build,
+            "cp_reset": reset.build, "cp_live": live.build}
+
+
+class CPHarness(Harness):
+    def __init__(self, group, data_width=32, fetch_depth=2, ring_log2_max=3, latency=0, ar_queue=4,
+                 live_bound=0, steady=False):
+        super().__init__()
+        self.live_bound = live_bound
+        # `steady`: the driver never halts, disables or soft-resets the CP. Fewer traces, so a
+        # mutant's counterexample that needs a long one (a whole packet parsed) is found sooner;
+        # a counterexample under more assumptions is one under the group's too
+        self.steady = steady
+        self.group = group
+        self.data_width = data_width
+        self.fetch_depth = fetch_depth
+        self.ring_log2_max = ring_log2_max
+        self.latency = latency
+        self.ar_queue = ar_queue
+
+    def memory(self, m, bus):
+        env.memory(self, m, bus)
+
+    def build(self, m):
+        csr = free_csr(self)
+        cp = cp_mod.CommandProcessor(csr, self.data_width, 48, 2, 48, dma=None,
+                                     fetch_depth=self.fetch_depth)
+        box = self.box = WhiteBox(cp, "CommandProcessor")
+        m.submodules.cp = box.module
+        self.no_reset()
+        self.memory(m, cp.bus)
+        m.d.comb += cp.timestamp.eq(self.free(48, "timestamp"))
+        self.csr, self.cp = csr, cp
+
+        if self.steady:
+            self.assume(~csr.control_halt & csr.rb_cntl_enable & ~csr.control_soft_reset)
+        # ring within the harness's size; IH_RPTR: the driver consumes forward only
+        self.assume(csr.rb_size <= self.ring_log2_max)
+        self.assume(csr.ih_size <= self.ring_log2_max + 1)
+        # RB_DOORBELL is a register: it changes only with a write (RB_DOORBELL's swmod pulse,
+        # in the cycle the new value shows), and two MMIO writes are never in consecutive
+        # cycles (the AXI4-Lite bridge answers each with B first). The CP reads the value a
+        # cycle after the pulse when it reports a bad doorbell (rtl/cp/errors.py).
+        was_db = self.past(csr.rb_doorbell, "drv_rb_doorbell_q")
+        was_swmod = self.past(csr.rb_doorbell_swmod, "drv_rb_doorbell_swmod_q")
+        self.assume(~self.started | csr.rb_doorbell_swmod | (csr.rb_doorbell == was_db))
+        self.assume(~(csr.rb_doorbell_swmod & was_swmod))
+        # (and the first doorbell comes two cycles after reset at the earliest: the ring's size
+        # and rptr + size are registers that follow RB_SIZE a cycle late)
+        self.assume(~csr.rb_doorbell_swmod | (self.started & self.past(self.started, "started_q")))
+        ih_wptr = box("ih_wptr")
+        rptr_next = self.free(32, "drv_ih_rptr")
+        ih_rptr = Signal(32, name="drv_ih_rptr_q")
+        m.d.sync += ih_rptr.eq(rptr_next)
+        m.d.comb += csr.ih_rptr.eq(ih_rptr)
+        self.assume(((rptr_next - ih_rptr)[:32] <= (ih_wptr - ih_rptr)[:32]) | (rptr_next == ih_wptr))
+
+        # registers that follow the (fixed) configuration a cycle or two late: they are what it
+        # says once `age` cycles have passed (and the IH slot register follows IH_WPTR a cycle
+        # late), so an induction step never starts from a slot or size nothing could produce
+        age = Signal(2, name="age", reset_less=True)
+        with m.If(age != 3):
+            m.d.sync += age.eq(age + 1)
+        self.invariant((age != 0) | ~self.started)
+        # (nothing has happened yet in the first cycles: no doorbell has come)
+        self.invariant((age == 3) | ((box.state("cp", "RUN") | box.state("cp", "RESET")) & ~box("wr_req") & ~box("err_any") &
+                                     (box("wptr") == 0) & (box("rptr") == 0) & (box("ring_pos") == 0) &
+                                     (box("ih_wptr") == 0) & (box("level") == 0) & ~box("err_pending")))
+        log2 = Mux(csr.ih_size < ih_spec.MIN_LOG2_DWORDS, ih_spec.MIN_LOG2_DWORDS, csr.ih_size) + 2
+        size = (Const(1, 34) << (csr.rb_size + 1))
+        self.invariant((age < 1) | ((box("ih_log2_bytes") == log2) & (box("ring_size") == size) &
+                                    (box("ring_mask") == size - 1) & (box("ring_huge_q0") == (csr.rb_size == 31))))
+        self.invariant((age < 2) | ((box("ih_bytes") == (Const(1, 35) << log2)) &
+                                    (box("ih_bytes_m1") == (Const(1, 35) << log2) - 1) &
+                                    (box("limit") == (box("rptr") + size)[:32])))
+        was_slot = self.past((box("ih_base") + (box("ih_wptr") & box("ih_bytes_m1")))[:48], "ih_slot_q")
+        self.invariant((age < 3) | (box("ih_entry_addr") == was_slot))
+
+        # the writer's one write against the memory's counts: B comes once, after its AW and
+        # its last W beat
+        aw_sent, w_sent = box("aw_sent", "writer"), box("w_sent", "writer")
+        self.invariant((self.mem.aw_n == aw_sent) & (self.mem.wl_n == w_sent))
+        self.invariant(~(aw_sent | w_sent | box("w_started", "writer")) | box("req_valid", "writer"))
+        # a write is asked for only while the CP waits for it (or drains, or resets)
+        waits = [st for st in box.states("cp") if st.endswith("_WAIT")] + ["ERR_DRAIN", "RESET"]
+        self.invariant(~box("wr_req") | Cat(*(box.state("cp", st) for st in waits)).any())
+
+        # each fetcher's dword tags are the tag function's of their dwords: every beat is written
+        # to the buffer with its tags worked out from it (rtl/cp/fetch.py), so a beat read back,
+        # or taken as it arrives, has them (assumed of the buffer, whose contents an induction
+        # step does not know), and the output register keeps the pair
+        dtag = cp_packets.DwordTag(cp.dma_max_log2, cp.addr_width)
+        dpb = self.data_width // 32
+        idx_w = max(1, (dpb - 1).bit_length())
+        beat = data.StructLayout({"data": self.data_width, "resp": 2, "first": idx_w, "last": idx_w,
+                                  "tags": dtag.layout.size * dpb, "user": RESP_USER.size})
+        for i in range(1 + cp.ib_levels):
+            f = f"fetch{i}"
+            src = data.View(beat, box("src", f))
+            tags = [src.tags[k * dtag.layout.size:(k + 1) * dtag.layout.size] for k in range(dpb)]
+            self.assume(Cat(*(t == dtag(m, src.data[32 * k:32 * (k + 1)]).as_value()
+                              for k, t in enumerate(tags))).all())
+            self.invariant(~box("out_valid", f) | (box("out_tag", f) == dtag(m, box("out_data", f)).as_value()))
+            # (and its response's not-OKAY bit, a register of its own, is its response's)
+            self.invariant(~box("out_valid", f) | (box("out_bad", f) == (box("out_resp", f) != 0)))
+
+        # the ring's fetcher offers a dword only below wptr: it requests dwords in [ring_pos,
+        # wptr) and delivers them in order (the fetch group proves its reads stay in that
+        # window); assumed here, where an induction step cannot count the dwords it holds
+        self.assume(~box("out_valid", "fetch0") | (box("ring_pos") != box("wptr")))
+
+        # the level kept one-hot too (for the fast multiplexers) is the level
+        # (an IB2's INDIRECT_BUFFER, refused for IB_NESTING, starts a level deeper for the one
+        # cycle its failed check takes to stop it: `failed` restores the level, or a soft reset
+        # that came meanwhile sets it to 0)
+        self.invariant(((box("level") <= cp.ib_levels) | box("failed") | box.state("cp", "RESET")) &
+                       (box("lvl") == (Const(1, 1 + cp.ib_levels) << box("level"))[:1 + cp.ib_levels]))
+        self.invariant(~box("failed") | (box("level_d") <= cp.ib_levels))  # (the level it restores)
+
+        states = box.states("cp")
+        self.invariant(box("cp_state") < len(states))
+        # with queue 1 off (QUEUE1_OFF) queue 0 is always the one running: nothing switches,
+        # parks or waits for a queue reset, and queue 1's state is its reset state
+        for n in ("q", "other_can", "want_switch", "qr_pend_q0", "qr_pend_q1", "dbpend_q0", "dbpend_q1", "park_q0",
+                  "park_q1", "reparse_q0", "reparse_q1", "sh_level", "sh_err", "sh_err_pending", "sh_ring_pos",
+                  "rptr_q1", "wptr_q1"):
+            self.invariant(box(n) == 0)
+        self.invariant(~box.state("cp", "SWAP") & ~box.state("cp", "SWAP1") & ~box.state("cp", "QRESET"))
+        self.invariant(~box("err_pending") | box("err_any"))  # (err latches a cycle after the capture)
+        self.invariant(~box.state("cp", "RESET") | box("resetting"))
+        # the block buffer says whose data the writer reads: the IH entry's only for it
+        for st in ("RPTR_WRITE", "WD_WRITE", "RM_WRITE", "IH_WB_WRITE", "RPTR_WAIT", "WD_WAIT", "RM_WAIT",
+                   "IH_WB_WAIT"):
+            self.invariant(~box.state("cp", st) | (box("wr_src") != WriteSource.IH))
+        for st in ("IH_ENTRY_WRITE", "IH_ENTRY_WAIT"):
+            self.invariant(~box.state("cp", st) | (box("wr_src") == WriteSource.IH))
+        # a block waiting in the buffer for its *_WRITE state is where its packet said
+        slot = (box("ih_base") + (box("ih_wptr") & (box("ih_bytes") - 1)))[:48]
+        self.invariant(~box.state("cp", "IH_ENTRY_WRITE") | ((box("blk_addr")[5:] == slot[5:]) &
+                                                             (box("blk_mask") == 0xFF)))
+        wb = Cat(Const(0, 2), csr.ih_wptr_addr_lo[2:], csr.ih_wptr_addr_hi)
+        self.invariant(~box.state("cp", "IH_WB_WRITE") | (box("blk_addr") == wb))
+        BUILDERS[self.group](self, m, box, csr, cp)
+
+    # ------------------------------------------------------------------ shared views
+    def state(self, name):
+        return self.box.state("cp", name)
+
+    def writer_start(self):
+        """A write starts: the writer's request is raised (from the CP's registers, which hold
+        its block, mask and data until `done`), or raised again in the cycle of `done`."""
+        b = self.box
+        valid = b("req_valid", "writer")
+        return valid & (~self.past(valid) | self.past(b("done", "writer")))
+
+    def doorbell(self):
+        """(accepted-or-flagged doorbell this cycle, value): the CP looks at it."""
+        b = self.box
+        look = self.csr.rb_doorbell_swmod & self.csr.rb_cntl_enable & ~b("stopped") & ~b("err_any")
+        return look, self.csr.rb_doorbell
