@@ -146,8 +146,8 @@ MUTANTS: list[Mutant] = [
     M("mux_w_before_aw", "mux", "rtl.axi_mux", "out.wvalid.eq(w_ok & Array(p.wvalid for p in s)[w_sel])",
       "out.wvalid.eq(Array(p.wvalid for p in s)[w_sel])", "w_after_aw",
       "W goes downstream with no AW waiting for it"),
-    M("mux_queue_unbounded", "mux", "rtl.axi_mux", "wq_full.eq((wq_wp[:qb] == wq_rp[:qb]) & (wq_wp[qb] != wq_rp[qb]))",
-      "wq_full.eq(0)", "aw_limit", "AW is accepted with the order queue full"),
+    M("mux_queue_unbounded", "mux", "rtl.axi_mux", "m.d.sync += wq_full.eq(wq_one_free)",
+      "m.d.sync += wq_full.eq(0)", "aw_limit", "AW is accepted with the order queue full"),
     M("mux_fixed_priority", "mux", "rtl.axi_mux", "m.d.sync += turn.eq(~others)", "m.d.sync += turn.eq(1)",
       "ar_round_robin", "fixed priority: the parked (last) master always wins"),
 

@@ -121,6 +121,7 @@ class MuxHarness(Harness):
         self.invariant((wq_wp == gw) & (wq_rp == gr))
         # (the head is kept in a register: w_ok says the queue is not empty, w_sel is its head)
         self.invariant(box("w_ok") == (count != 0))
+        self.invariant(box("wq_full") == (count == D))  # (a register worked out a cycle ahead)
         self.invariant((count == 0) | (box("w_sel") == head))
         for i in range(D):
             self.invariant(((Const(i, len(gr)) - gr)[:len(gr) - 1] >= count) |
