@@ -60,3 +60,7 @@ def test_the_group_is_per_simulator(simulator, request):
     """tests/conftest.py splits this module's xdist group by simulator, so the Icarus and
     Verilator sessions can run on both workers at once."""
     assert request.node.get_closest_marker("xdist_group").args[0] == f"rtl_vs_model-{simulator}"
+    if getattr(request.config.option, "loadgroup", False):  # a worker of make test's `-n 2 --dist loadgroup`
+        # pytest-xdist puts the group into the node ID, which is what its scheduler groups by;
+        # pytest 9.2 silently drops that (pytest-dev/pytest-xdist#1386: see pyproject.toml)
+        assert request.node.nodeid.endswith(f"-{simulator}"), request.node.nodeid
