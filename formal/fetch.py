@@ -154,6 +154,12 @@ class FetchHarness(Harness):
         pos = fptr[:k] if wraps else (base[2:2 + k] + fptr[:k])[:k]
         self.invariant(~active | (tb == (bmask & ~pos) + 1))
         n_next, first_next = b("n_next"), b("first_next")
+        # (the burst worked out for the registers, once it holds (`n_ok`), lies in the window as
+        # it was a cycle ago: it was worked out from `end` then, which only grows; in_window's
+        # step needs it, the redirect's cycle measuring against that window too)
+        n_ok = b("n_ok")
+        self.invariant(~n_ok | active)
+        self.invariant(~n_ok | ((fptr - lo)[:32] + n_next <= (end_q - lo)[:32]))
         if not wraps:
             self.invariant(lo == 0)  # (an IB's fetcher starts at 0)
         self.invariant(~dut.arvalid | ((n_next != 0) & (n_next <= tb) &

@@ -197,9 +197,10 @@ MUTANTS: list[Mutant] = [
     # ---------------------------------------------------------------- ring and doorbell (rtl/cp/processor.py, queues.py)
     M("rptr_overshoots", "cp_ring", "rtl.cp.processor", "m.d.sync += [Array(rptr_q)[q].eq(ring_pos), Array",
       "m.d.sync += [Array(rptr_q)[q].eq(ring_pos + 1), Array", "rptr_whole_packets",
-      "rptr moves one dword past the packet"),
+      "rptr moves one dword past the packet", depth=12),
     M("rptr_backwards", "cp_ring", "rtl.cp.processor", "m.d.sync += [Array(rptr_q)[q].eq(ring_pos), Array",
-      "m.d.sync += [Array(rptr_q)[q].eq(ring_pos - 2), Array", "rptr_forward", "rptr is set behind the finished packet"),
+      "m.d.sync += [Array(rptr_q)[q].eq(ring_pos - 2), Array", "rptr_forward", "rptr is set behind the finished packet",
+      depth=12),  # (the first packet ends after step 7 since issue 14's pipelining)
     M("doorbell_backwards_missed", "cp_ring", "rtl.cp.queues", "back = ahead[31]",
       "back = ahead[31] & ahead[30]", "doorbell_backwards",
       "a doorbell far behind wptr is taken for one ahead of it"),

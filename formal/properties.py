@@ -270,7 +270,7 @@ _group(Group(
 
 
 _group(Group(
-    "cp_ih", "rtl/cp/ih.py and the CP's IH pointers", "formal.cp:CPHarness", "prove", 3, 18,
+    "cp_ih", "rtl/cp/ih.py and the CP's IH pointers", "formal.cp:CPHarness", "prove", 3, 22,
     config=_CP_CONFIG.replace("a 32-bit bus", "a 64-bit bus (an IH entry in 4 beats, so two "
                               "entries fit the cover depth)"),
     assumes=_CP_ASSUMES, fast=True, args={"group": "cp_ih", "data_width": 64},
@@ -373,7 +373,7 @@ def _reset_bound(data_width=64, latency=1, ar_queue=2, fetch_burst=2):
 
 _group(Group(
     "cp_reset", "rtl/cp/processor.py and writer.py: SOFT_RESET and the block writer in cycles",
-    "formal.cp:CPHarness", "prove", 3, 20,
+    "formal.cp:CPHarness", "prove", 3, 22,
     config=_CP_CONFIG.replace("a 32-bit bus", "a 64-bit bus") + "; a memory that queues 2 reads",
     assumes=_CP_ASSUMES + "; and memory takes every request and gives every response within 1 "
             "cycle of waiting (L = 1: each AR, AW, W beat, R beat and B waits at most one cycle); "

@@ -8,6 +8,7 @@ from rtl.cp.writer import WriteSource
 from spec import ih as ih_spec
 
 from .. import properties
+from . import reset
 
 
 def build(h, m, b, csr, cp):
@@ -33,6 +34,9 @@ def build(h, m, b, csr, cp):
     reads = Cat(*(b("arvalid", f"fetch{i}") & b("arready", f"fetch{i}") for i in range(3))).any() | \
         b("poll_taken")
     h.prove("only_ih_after_error", ~drained | ((~writer_take | ih_write) & ~reads))
+    # (its step needs the poll request tied to WRM_READ, which needs the poll's place in the
+    # memory's queue: cp_reset's invariants of the poll)
+    reset.poll_invariants(h, m, b, cp)
     reporting = Cat(*(h.state(st) for st in h.box.states("cp") if st.startswith("IH_"))).any() & \
         b("ih_err")
     stopping = h.state("ERR_DRAIN") | reporting | h.state("ERROR")

@@ -14,7 +14,6 @@ def build(h, m, b, csr, cp):
     of the cycles the outstanding work still needs never exceed the bound, and the work's
     bound drops by at least one every cycle (each pending handshake either waits, which
     the memory's wait counter counts, or happens)."""
-    from rtl.cp.bus_port import ID_POLL
     L = h.latency
     assert L, "cp_reset needs a memory latency"
     bus = cp.bus
@@ -26,10 +25,6 @@ def build(h, m, b, csr, cp):
     nbeats = 32 // B
     fb = min(8, h.fetch_depth)  # the fetchers' longest burst (fetch.burst_legal)
     D = mem.D
-
-    # the fetchers' bursts are at most their longest (proved by fetch.burst_legal)
-    for i in range(1 + cp.ib_levels):
-        h.assume(~b("arvalid", f"fetch{i}") | (b("arlen", f"fetch{i}") < fb))
 
     # ---- the writer's outstanding work (cycles, at most)
     req = b("req_valid", "writer")
@@ -54,13 +49,7 @@ def build(h, m, b, csr, cp):
     h.prove("writer_bound", ~req | (cur_age < (cur_len + 2) * (L + 1)))
 
     # ---- the poll's: in the slice's slot, or queued in the memory behind earlier reads
-    live = [Signal(name=f"mem_live{k}") for k in range(D)]
-    ent_len = [Signal(8, name=f"mem_len_at{k}") for k in range(D)]
-    ent_poll = [Signal(name=f"mem_poll_at{k}") for k in range(D)]
-    for k in range(D):
-        idx = (mem.rp + k)[:mem.qb]
-        m.d.comb += [live[k].eq(k < mem.count), ent_len[k].eq(mem.q_len[idx]),
-                     ent_poll[k].eq(live[k] & (mem.q_id[idx] == ID_POLL))]
+    live, ent_len, ent_poll, in_slot = poll_invariants(h, m, b, cp)
     beats = [Mux(live[k], ent_len[k] + 1, 0) for k in range(D)]
     s_all = sum(beats) - mem.beat
     upto = []
@@ -69,7 +58,6 @@ def build(h, m, b, csr, cp):
         upto.append(Mux(seen, 0, beats[k]))
         seen = seen | ent_poll[k]
     s_upto = sum(upto) - mem.beat
-    in_slot = b("ar_valid") & (b("ar_id") == ID_POLL)
     p_p = Signal(W, name="pot_poll")
     m.d.comb += p_p.eq(Mux(~b("poll_pending"), 0,
                            Mux(in_slot, L + 1 - t["ar"] + (s_all + 1) * (L + 1) - t["r"],
@@ -101,6 +89,35 @@ def build(h, m, b, csr, cp):
     h.invariant(~req | (cur_len == last - b("first", "writer")))
     # the writer's beat lies in the burst until its last is sent
     h.invariant(~req | w_sent | ((cur >= b("first", "writer")) & (cur <= last)))
+    h.invariant(~b("resetting") | in_reset)
+
+    h.cover("reset_waits_for_write", in_reset & ~soft & req & (since >= 2))
+    h.cover("reset_waits_for_poll", in_reset & ~soft & b("poll_pending"))
+
+
+
+def poll_invariants(h, m, b, cp):
+    """The WAIT_REG_MEM poll against the memory's read queue, for any CP group whose induction
+    needs the poll tied to its state (cp_reset's potential, cp_errors' "reads nothing after
+    the drain"): one poll at a time, in the AR slice's slot or queued in memory, asked for
+    only in WRM_READ. Returns (live, ent_len, ent_poll, in_slot): per queued read (oldest
+    first) whether it is there, its AXI length, whether it is the poll; the poll in the slot."""
+    from rtl.cp.bus_port import ID_POLL
+    mem = h.mem
+    D = mem.D
+    in_reset = h.state("RESET")
+    fb = min(8, h.fetch_depth)  # the fetchers' longest burst (fetch.burst_legal)
+    # the fetchers' bursts are at most their longest (proved by fetch.burst_legal)
+    for i in range(1 + cp.ib_levels):
+        h.assume(~b("arvalid", f"fetch{i}") | (b("arlen", f"fetch{i}") < fb))
+    live = [Signal(name=f"mem_live{k}") for k in range(D)]
+    ent_len = [Signal(8, name=f"mem_len_at{k}") for k in range(D)]
+    ent_poll = [Signal(name=f"mem_poll_at{k}") for k in range(D)]
+    for k in range(D):
+        idx = (mem.rp + k)[:mem.qb]
+        m.d.comb += [live[k].eq(k < mem.count), ent_len[k].eq(mem.q_len[idx]),
+                     ent_poll[k].eq(live[k] & (mem.q_id[idx] == ID_POLL))]
+    in_slot = b("ar_valid") & (b("ar_id") == ID_POLL)
     # one poll at a time: pending while in the slot or queued (exactly one of them), and
     # not asked for again meanwhile; queued bursts as long as their clients' longest
     n_polls = sum(ent_poll) + in_slot
@@ -114,9 +131,5 @@ def build(h, m, b, csr, cp):
         h.invariant(~live[k] | (ent_len[k] < fb) & (~ent_poll[k] | (ent_len[k] == 0)))
     h.invariant(~b("ar_valid") | (b("ar_len") < fb) & ((b("ar_id") != ID_POLL) | (b("ar_len") == 0)))
     h.invariant(Mux(mem.count == 0, mem.beat == 0, mem.beat <= ent_len[0]))
-    h.invariant(~b("resetting") | in_reset)
     h.invariant(mem.count <= D)
-
-    h.cover("reset_waits_for_write", in_reset & ~soft & req & (since >= 2))
-    h.cover("reset_waits_for_poll", in_reset & ~soft & b("poll_pending"))
-
+    return live, ent_len, ent_poll, in_slot
