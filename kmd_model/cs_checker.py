@@ -47,7 +47,6 @@ from .log import get_logger
 from .uapi import KmdError
 
 if TYPE_CHECKING:
-    from .bo import Bo, BoManager
     from .ctx import Context
 
 log = get_logger("cs")
@@ -180,9 +179,7 @@ class _Walk:
 
 
 class CsChecker:
-    def __init__(self, bo_mgr: "BoManager", mem32: np.ndarray, caps: rules.Caps, max_job_dw: int,
-                 max_job_ibs: int):
-        self.bo_mgr = bo_mgr
+    def __init__(self, mem32: np.ndarray, caps: rules.Caps, max_job_dw: int, max_job_ibs: int):
         self.mem32 = mem32
         self.caps = caps
         self.max_job_dw = max_job_dw

@@ -195,8 +195,8 @@ class Kmd:
         if self.sdma_sched is not None:
             self.rings[(HwIp.DMA, 0)] = self.sdma_sched
         i = self.info
-        self.checker = CsChecker(self.bo, self.mem32, rules.Caps(i.ib_levels, i.has_dma, i.dma_max_bytes,
-                                                                 i.addr_bits), self.max_job_dw, p.max_job_ibs)
+        self.checker = CsChecker(self.mem32, rules.Caps(i.ib_levels, i.has_dma, i.dma_max_bytes, i.addr_bits),
+                                 self.max_job_dw, p.max_job_ibs)
         self._mem_file = dev.mem_file()
         self.files: dict[int, File] = {}
         self.next_fd = 3

@@ -152,6 +152,7 @@ def check_a_vm_fault_on_the_cps_second_queue_resets_that_queue_and_is_reported(d
     c = Client()
     bo = c.bo()
     hi = new_ctx(c, CtxPriority.HIGH)
+    assert kmd.last_vm_fault is None and kmd.stats["vm_faults"] == 0  # nothing kept before a fault
     hole = 0x3F00_0000
     bad = c.submit(c.ib(bo, pm4.write_data(hole, [1])), ctx=hi)
     with pytest.raises(uapi.KmdError) as ei:
@@ -226,6 +227,28 @@ def test_cs_ring_and_dependency_errors():
     expect(errno.EACCES, "CTX ALLOC: priority HIGH needs CAP_SYS_NICE (amdgpu_ctx_priority_permit)",
            c.io, Request.CTX, uapi.CtxArgs(CtxOp.ALLOC, priority=CtxPriority.HIGH))
     assert new_ctx(c, CtxPriority.LOW)
+
+
+
+def test_a_device_without_queue_caps_binds_with_one_gfx_queue_and_no_copy_engine():
+    """A device from before QUEUE_CAPS answers its read with DECERR: the KMD then assumes the
+    first hardware's engines (one CP queue, no SDMA) and takes no rings for the rest: a CS
+    to the copy ring gets its errno, and a HIGH-priority context's gfx job runs on the one
+    gfx queue."""
+    from kmd_model import regs
+    model = RefModel()
+    del model._slots[regs.QUEUE_CAPS.addr()]  # the register is not decoded: DECERR
+    kmd = kmd_model.bind(model)
+    assert (kmd.sdma_engines, kmd.sdma_ring, kmd.hqd_ring, sorted(kmd.rings)) == (0, None, None, [(GFX, 0)])
+    c = Client()
+    bo = c.bo()
+    expect(errno.EINVAL, "CS: chunk 0: HW IP DMA ring 0: this device has no SDMA engine (QUEUE_CAPS.SDMA is 0 on "
+           f"the {model.name} backend)", c.submit, sdma_ib(bo, sdma.fence(bo.addr + 0x100, 1)))
+    hi = new_ctx(c, CtxPriority.HIGH)
+    w = pm4.write_data(bo.addr + 0x40, [0x600DF00D]) + pm4.pad(6)
+    bo.u32[0x100:0x100 + len(w)] = w
+    assert c.wait(c.submit(CsChunkIb(len(w), bo.handle, 0x400), ctx=hi), ctx=hi)  # on the one gfx queue
+    assert bo.u32[0x10] == 0x600DF00D
 
 
 # ------------------------------------------------------------------------------ scheduler

@@ -286,3 +286,46 @@ def test_pad_fills_exactly_with_the_fewest_burst_nops():
     with pytest.raises(TypeError) as e:
         sdma.pad(2.0)
     assert str(e.value) == "pad: n_dwords must be an int, not 2.0"
+
+
+# A valid call of every builder; each argument is then broken one at a time.
+_VALID = {"n_payload": 0, "dst": 0x1000, "src": 0x2000, "byte_count": 4, "data": [1, 2],
+          "base": 0x1000, "size_dw": 8, "addr": 0x1000, "value": 0, "mask": 0xFFFFFFFF, "func": 3}
+
+
+def _valid_args(name):
+    import inspect
+    sig = inspect.signature(sdma.BUILDERS[name])
+    args = {a: _VALID[a] for a, prm in sig.parameters.items() if prm.default is inspect.Parameter.empty}
+    if name == "FENCE":
+        args["data"] = 7  # FENCE's data is the one dword written, not a tail
+    return args
+
+
+@pytest.mark.parametrize("name", sorted(sdma.BUILDERS))
+def test_every_builder_argument_of_the_wrong_type_is_named_with_its_packet(name):
+    """The class: a user who passes a string, None or a float to any argument of any SDMA
+    builder reads which packet and which argument, not a traceback from deep inside."""
+    import inspect
+    build = sdma.BUILDERS[name]
+    assert build(**_valid_args(name))  # the valid call builds
+    for arg in inspect.signature(build).parameters:
+        kwargs = {**_valid_args(name), arg: "x"}
+        with pytest.raises((TypeError, ValueError)) as e:
+            build(**kwargs)
+        assert str(e.value).startswith(f"SDMA {name}: {arg} "), (arg, str(e.value))
+
+
+def test_tail_errors_name_the_argument_and_the_element():
+    with pytest.raises(ValueError) as e:
+        sdma.nop(sp.NOP.max_tail + 1)
+    assert str(e.value) == f"SDMA NOP: n_payload must be 0 to {sp.NOP.max_tail}, not {sp.NOP.max_tail + 1}"
+    with pytest.raises(ValueError) as e:
+        sdma.nop(-1)
+    assert str(e.value) == f"SDMA NOP: n_payload must be 0 to {sp.NOP.max_tail}, not -1"
+    with pytest.raises(TypeError) as e:
+        sdma.write_linear(0x1000, [1, "a"])
+    assert str(e.value) == "SDMA WRITE_LINEAR: data[1] must be an int, not 'a'"
+    with pytest.raises(ValueError) as e:
+        sdma.write_linear(0x1000, [1, 2, 1 << 32])
+    assert str(e.value) == "SDMA WRITE_LINEAR: data[2] must fit in 32 bits, not 0x100000000"
