@@ -41,14 +41,13 @@ def seq_passed(seq: int, value: int) -> bool:
 class Fence:
     """One hardware fence: a seqno, the job it ends, and how it ended."""
 
-    __slots__ = ("seq", "job", "signalled", "error", "signalled_at")
+    __slots__ = ("seq", "job", "signalled", "error")
 
     def __init__(self, seq: int, job: Any = None):
         self.seq = seq
         self.job = job
         self.signalled = False
         self.error: Exception | None = None  # set when cancelled by a reset
-        self.signalled_at: int | None = None
 
     def __repr__(self) -> str:
         state = "error" if self.error else "signalled" if self.signalled else "pending"
@@ -59,11 +58,10 @@ class FenceDriver:
     """Fence memory (a dword in the kernel's write-back page) and the pending fences."""
 
     def __init__(self, mem32: np.ndarray, index: int, gpu_addr: int, initial_seq: int,
-                 now: Callable[[], int], on_signal: Callable[[Fence], None] | None = None):
+                 on_signal: Callable[[Fence], None] | None = None):
         if not 0 <= initial_seq <= SEQ_MASK:
             raise ValueError(f"initial seqno must fit in 32 bits, not {initial_seq!r}")
         self.mem32, self.index, self.gpu_addr = mem32, index, gpu_addr
-        self.now = now
         self.on_signal = on_signal
         self.sync_seq = (initial_seq - 1) & SEQ_MASK  # last seqno emitted
         self.last_seq = self.sync_seq  # last seqno seen in fence memory
@@ -96,11 +94,10 @@ class FenceDriver:
             return 0
         self.last_seq = value
         n = 0
-        now = self.now()
         while self.pending and seq_passed(self.pending[0].seq, value):
             f = self.pending.popleft()
             if not f.signalled:
-                f.signalled, f.signalled_at = True, now
+                f.signalled = True
                 n += 1
                 if self.on_signal:
                     self.on_signal(f)

@@ -23,7 +23,7 @@ from . import uapi
 from .fence import SEQ_MASK
 from .kmd import MAX_IB_DW
 from .log import get_logger
-from .scheduler import Job
+from .scheduler import Job, ring_dw
 from .scheduler import Priority
 from .uapi import (HW_IP_NUM, CsChunkDep, CsChunkFence, CsChunkIb, CtxOp, CtxPriority, Domain, GemFlags, HwIp,
                    InfoQuery, KmdError, Request, VaOp, VmFlags)
@@ -438,6 +438,14 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
                            "CsChunkDep")
     if not ibs:
         raise KmdError(errno.EINVAL, "CS: no IB chunk")
+    # A job that cannot fit even an empty ring is refused here, before it is queued: queued,
+    # it would wait for space forever, in front of every job behind it.
+    ring = sched.ring
+    need = ring_dw(ring, len(ibs), user_fence is not None)
+    if not ring.ever_fits(need):
+        raise KmdError(errno.EINVAL, f"CS: the job takes {need} dwords of the {ring.name} ring ({len(ibs)} IB "
+                       f"chunk(s){' and a user fence' if user_fence is not None else ''}), more than its "
+                       f"{ring.size_dw}: use fewer IB chunks or a larger ring")
     checked = None
     ring_ibs = ibs
     vm = file.vm

@@ -168,7 +168,7 @@ class Kmd:
         # device the limit shrinks to a power of two that does (DEV_INFO.max_job_dw says which).
         self.max_job_dw = min(p.max_job_dw, 1 << ((self.shadow.size // 8).bit_length() - 1))
         self.fence_drv = FenceDriver(self.wb32, Wb.FENCE, self.wb_addr(Wb.FENCE), p.initial_seq,
-                                     dev.now, self._fence_signalled)
+                                     self._fence_signalled)
         self.sched = Scheduler(self, p.job_timeout, hw_submission_limit=p.hw_submission_limit)
         # The copy engine, when the device has one: its ring, fence driver and scheduler.
         self.sdma_ring: SdmaRing | None = None
@@ -178,7 +178,7 @@ class Kmd:
         if self.sdma_engines:
             self.sdma_ring = SdmaRing(self, sbo.gpu_addr, p.sdma_ring_log2_dw, Wb.SDMA_RPTR, Wb.SDMA_SCRATCH)
             self.sdma_fence_drv = FenceDriver(self.wb32, Wb.SDMA_FENCE, self.wb_addr(Wb.SDMA_FENCE), p.initial_seq,
-                                              dev.now, self._fence_signalled)
+                                              self._fence_signalled)
             self.sdma_sched = Scheduler(self, p.job_timeout, self.sdma_ring, self.sdma_fence_drv,
                                         p.hw_submission_limit)
         # The CP's second hardware queue, when there is one: where HIGH-priority contexts' gfx
@@ -187,7 +187,7 @@ class Kmd:
         self.hqd_sched: Scheduler | None = None
         if hbo is not None:
             self.hqd_ring = HqdRing(self, hbo.gpu_addr, p.ring_log2_dw, p.ib_align_dw, Wb.HQD1_RPTR, Wb.HQD1_SCRATCH)
-            hfd = FenceDriver(self.wb32, Wb.HQD1_FENCE, self.wb_addr(Wb.HQD1_FENCE), p.initial_seq, dev.now,
+            hfd = FenceDriver(self.wb32, Wb.HQD1_FENCE, self.wb_addr(Wb.HQD1_FENCE), p.initial_seq,
                               self._fence_signalled)
             self.hqd_sched = Scheduler(self, p.job_timeout, self.hqd_ring, hfd, p.hw_submission_limit)
         # (HW IP type, ring index) -> scheduler, as amdgpu_ctx_get_entity resolves a CS chunk

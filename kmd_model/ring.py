@@ -89,10 +89,17 @@ class Ring:
     # ------------------------------------------------------------------ writing
 
     def alloc(self, ndw: int) -> bool:
-        """Is there room for `ndw` dwords plus the commit's padding?"""
-        if ndw + self.align_dw > self.size_dw:
-            raise KmdError(errno.EINVAL, f"ring: {ndw} dwords never fit in a ring of {self.size_dw}")
-        return self.space() >= ndw + self.align_dw - 1
+        """Is there room for `ndw` dwords plus the padding the commit will add after them?
+        Exactly that padding, from where they start (a batch's jobs are written back to back
+        and padded once): a reserve of the worst case (align_dw - 1) would keep a job that
+        fits exactly waiting. (`ndw` may be an upper bound, as the SDMA ring's IB_DW is:
+        rounding a larger end up never needs less.)"""
+        assert self.ever_fits(ndw), ndw  # (CS refuses a job that never fits)
+        return self.space() >= ndw + (-(self.wptr + ndw) % self.align_dw)
+
+    def ever_fits(self, ndw: int) -> bool:
+        """Do `ndw` dwords and their padding fit the ring when it is empty (wptr aligned)?"""
+        return ndw + (-ndw % self.align_dw) <= self.size_dw
 
     def write(self, dwords: list[int]) -> None:
         n = len(dwords)

@@ -60,6 +60,12 @@ class Entity:
         return f"Entity(ctx {self.ctx.id}, {self.priority.name})"
 
 
+def ring_dw(ring: "Ring | type[Ring]", n_ibs: int, user_fence: bool) -> int:
+    """Ring dwords a job of `n_ibs` IB chunks writes (run_job: its IB packets, its fence and
+    the user fence's), before the commit's padding."""
+    return n_ibs * ring.IB_DW + ring.FENCE_DW * (2 if user_fence else 1)
+
+
 @dataclass(eq=False)
 class Job:
     ctx: "Context"
@@ -87,8 +93,7 @@ class Job:
     @property
     def ndw(self) -> int:
         """Ring dwords run_job writes (before padding)."""
-        r = self.ring or Ring
-        return len(self.ibs) * r.IB_DW + r.FENCE_DW * (2 if self.user_fence is not None else 1)
+        return ring_dw(self.ring or Ring, len(self.ibs), self.user_fence is not None)
 
     def __repr__(self) -> str:
         return f"Job(ctx {self.ctx.id} seq {self.seq:#x})"

@@ -118,6 +118,38 @@ def test_shadow_pool_limits():
 
 
 
+def test_a_cs_waiting_for_the_shadow_pool_takes_a_hole_of_exactly_its_size_at_once():
+    """A CS waits for room in the pool until a hole as large as its copies opens, and goes
+    on as soon as one does, even when the hole is exactly its size: here another client's
+    held job ahead of it is reset, freeing its 2 KiB beside a third client's held 2 KiB, and
+    the CS of 2 KiB gets in then, not at the end of its wait (2 * job_timeout)."""
+    jt = 5_000
+    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=4, job_timeout=jt, fallback_poll=1_000)
+    assert kmd.shadow.size == 0x1000 and kmd.max_job_dw == 512
+    a, b, c = Client(), Client(), Client()
+
+    def ib512(cl, tail):  # an IB of 512 dwords: 2 KiB of checked copies
+        bo = cl.bo(0x2000)
+        bo.u32[:0x200] = [pm4.TYPE2_FILLER] * (0x200 - len(tail)) + tail
+        return bo, CsChunkIb(0x200, bo.handle, 0)
+
+    abo, a_ib = ib512(a, pm4.wait_reg_mem(a.next_va + 0x1000, 1, 1, "EQ"))  # flags: in the BO's 2nd page
+    bbo, b_ib = ib512(b, pm4.wait_reg_mem(b.next_va + 0x1000, 1, 1, "EQ"))
+    cbo, c_ib = ib512(c, pm4.write_data(c.next_va + 0x1000, [0xC]))
+    held_a, held_b = a.submit(a_ib), b.submit(b_ib)  # A until its timer resets it, B until the end
+    assert kmd.shadow.used == 0x1000  # the pool is full
+    kmd.dev.delay(jt)
+    t0 = kmd.dev.now()
+    seq = c.submit(c_ib)
+    waited = kmd.dev.now() - t0
+    assert kmd.stats["job_timeouts"] == 1 and kmd.shadow.used == 0x1000  # A's 2 KiB went to C
+    assert waited < 3 * jt // 2, waited  # at A's reset, not at the end of the wait
+    with pytest.raises(kmd_model.uapi.KmdError):
+        a.wait(held_a)
+    bbo.u32[0x400] = 1  # B may end now, and C after it
+    assert c.wait(seq) and b.wait(held_b) and cbo.u32[0x400] == 0xC
+
+
 def test_kernel_buffers_at_bind():
     """bind makes the kernel's own BOs in GTT, named as the crash report lists them, sized by
     the parameters; on a device too small for them it says which did not fit."""

@@ -11,7 +11,7 @@ import pytest
 import kmd_model
 from kmd_model import regs, uapi
 from kmd_model.fence import seq_after, seq_diff, seq_passed
-from kmd_model.uapi import CsChunkFence, Request
+from kmd_model.uapi import CsChunkFence, CsChunkIb, Request
 from spec import pm4
 from testbench.refmodel import RefModel
 
@@ -229,3 +229,82 @@ def test_ring_commits_are_aligned_and_a_job_that_fits_exactly_enters():
     assert kmd.ring.space() == 0 and not kmd.sched.queue and len(kmd.sched.pending) == 4
     hold.release()
     assert c.wait(last) and bo.u32[:3].tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("align", [1, 2, 4, 8, 16])
+def test_a_job_that_fits_exactly_enters_at_every_alignment(align):
+    """The ring reserves a job's dwords and exactly the padding its commit adds (none when
+    the job ends aligned), not the worst case: at every ring alignment a job that needs
+    exactly the space left enters the ring at once, and the next one waits for space."""
+    from .test_security import Holder
+
+    kmd = kmd_model.bind(RefModel(), ring_log2_dw=6, ib_align_dw=align)
+    r, up = kmd.ring, (lambda n: -(-n // align) * align)  # noqa: E731
+    plain, fenced = r.IB_DW + r.FENCE_DW, r.IB_DW + 2 * r.FENCE_DW  # 12 and 20 dwords
+    hold = Holder()
+    # jobs with a user fence (True) or without: what they take, padded, is all that is left
+    jobs = {1: [True, True, False], 2: [True, True, False], 4: [True, True, False], 8: [True, True],
+            16: [True, False]}[align]
+    assert sum(up(fenced) if f else up(plain) for f in jobs) == r.size_dw - up(plain)
+    c = Client()
+    bo = c.bo()
+    seqs = [c.submit(c.ib(bo, pm4.write_data(bo.addr + 4 * i, [i + 1]), offset=0x40 * i),
+                     *([CsChunkFence(bo.handle, 0x1F00)] if f else [])) for i, f in enumerate(jobs)]
+    assert r.space() == 0 and not kmd.sched.queue and len(kmd.sched.pending) == 1 + len(jobs)
+    waits = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x100, [9]), offset=0x800))
+    assert len(kmd.sched.queue) == 1 and len(kmd.sched.pending) == 1 + len(jobs)  # no room: it waits
+    hold.release()
+    assert c.wait(waits) and all(c.wait(s, 0) for s in seqs)
+    assert bo.u32[:len(jobs)].tolist() == list(range(1, len(jobs) + 1)) and bo.u32[0x40] == 9
+
+
+def test_a_job_too_large_for_the_ring_is_refused_and_hurts_no_one():
+    """A CS whose ring packets (its IB chunks' INDIRECT_BUFFERs and fences) cannot fit even an
+    empty ring gets EINVAL at once, before it takes a seqno; queued, it would wait forever
+    in front of every other client's job. The file and the device go on."""
+    from .test_security import Holder
+
+    kmd = kmd_model.bind(RefModel(), ring_log2_dw=6, max_ib_chunks=64)
+    r = kmd.ring
+    hold = Holder()
+    c = Client()
+    bo = c.bo()
+    bo.u32[:8] = pm4.write_data(bo.addr + 0x800, [1]) + pm4.pad(3)
+    most = (r.size_dw - r.FENCE_DW) // r.IB_DW  # IB chunks that fit an empty ring
+    n = most + 1
+    expect(errno.EINVAL, f"CS: the job takes {n * r.IB_DW + r.FENCE_DW} dwords of the gfx ring ({n} IB chunk(s)), "
+           f"more than its {r.size_dw}: use fewer IB chunks or a larger ring",
+           c.submit, *[CsChunkIb(8, bo.handle, 0) for _ in range(n)])
+    expect(errno.EINVAL, f"CS: the job takes {most * r.IB_DW + 2 * r.FENCE_DW} dwords of the gfx ring ({most} IB "
+           f"chunk(s) and a user fence), more than its {r.size_dw}: use fewer IB chunks or a larger ring",
+           c.submit, *[CsChunkIb(8, bo.handle, 0) for _ in range(most)], CsChunkFence(bo.handle, 0x1F00))
+    hold.release()  # the other client's wait runs the scheduler: nothing of the refused job is queued
+    seq = c.submit(*[CsChunkIb(8, bo.handle, 0) for _ in range(most)])  # the largest that fits
+    assert seq == 1 and c.wait(seq) and bo.u32[0x200] == 1
+
+
+def test_jobs_moved_in_one_batch_share_one_commits_padding():
+    """Jobs that enter the ring together are written back to back and padded once, at the
+    end: each reserves only the padding from where it ends, so with a 16-dword alignment
+    three 20-dword jobs fill a 64-dword ring in one doorbell (each alone would take 32)."""
+    from .test_security import Holder
+
+    kmd = kmd_model.bind(RefModel(), ring_log2_dw=6, ib_align_dw=16)
+    r = kmd.ring
+    fenced = r.IB_DW + 2 * r.FENCE_DW
+    assert (fenced, r.size_dw) == (20, 64)
+    bells = []
+    kmd.observers.append(lambda event, f: bells.append((f["wptr"] - f["start"]) & 0xFFFF_FFFF)
+                         if event == "doorbell" and f["ring"] is r else None)
+    hold = Holder()  # 12 dwords, padded to 16
+    c = Client()
+    bo = c.bo()
+    sub = lambda i: c.submit(c.ib(bo, pm4.write_data(bo.addr + 4 * i, [i + 1]), offset=0x40 * i),  # noqa: E731
+                             CsChunkFence(bo.handle, 0x1F00))
+    seqs = [sub(0)]  # 20, padded to 32: 16 left, too few for the next ones
+    seqs += [sub(i) for i in (1, 2, 3)]
+    assert len(kmd.sched.queue) == 3
+    bells.clear()
+    hold.release()  # the ring empties; the three queued jobs go in together
+    assert all(c.wait(s) for s in seqs) and bo.u32[:4].tolist() == [1, 2, 3, 4]
+    assert bells[0] == 3 * fenced + 4, bells  # one commit: 60 dwords and 4 of padding

@@ -205,6 +205,25 @@ def test_a_lost_error_interrupt_is_found_by_the_job_timer_with_nobody_waiting():
     assert kmd.stats["job_timeouts"] == 0 and kmd.stats["cp_errors"] == 1 and kmd.stats["resets"] == 1
 
 
+def test_a_long_gfx_job_that_moves_is_not_timed_out():
+    """The gfx ring's job timer restarts while the CP makes progress (its rptr, the dwords it
+    fetches, DMA bytes): a job that runs longer than twice job_timeout, moving on every so
+    often (polls released one after another), runs to its end; only a stretch of
+    job_timeout without progress counts. (The model runs an unblocked job at once, so the
+    polls make it long; check_progress_resets_job_timeout does it with fetching on the RTL.)"""
+    kmd = kmd_model.bind(RefModel(), job_timeout=20_000)
+    c = Client()
+    bo = c.bo()
+    flags = [bo.addr + 0x3000 + 4 * k for k in range(3)]
+    words = sum((pm4.wait_reg_mem(a, 1, 0xFFFFFFFF, "EQ") for a in flags), []) + pm4.write_data(bo.addr + 0x100, [8])
+    seq = c.submit(c.ib(bo, words))
+    for k in range(3):  # 15,000 cycles per step: 45,000 in all, > 2 * job_timeout
+        assert not kmd.wait_for(lambda: False, 15_000)
+        bo.u32[0x3000 // 4 + k] = 1
+    assert c.wait(seq) and bo.u32[0x40] == 8
+    assert kmd.stats["job_timeouts"] == 0 and kmd.stats["resets"] == 0
+
+
 def test_timeouts_say_what_the_cp_was_doing():
     """A job stuck in a WAIT_REG_MEM: the message names the wait and how long nothing moved
     (at least job_timeout, at most twice that: the timer is checked when it runs out), the
@@ -466,6 +485,23 @@ def test_a_wait_returns_at_its_timeout():
     assert e.value.errno == errno.ETIME and 5_000 <= kmd.dev.now() - t0 < 5_100
     bo.u32[0x200] = 1
     assert c.wait(seq)
+
+
+def test_a_wait_keeps_its_deadline_to_the_cycle_while_a_job_timer_runs():
+    """With a job's timer running, the KMD waits in steps up to the timer or the deadline,
+    whichever is first: a wait of T cycles ends T cycles later plus the same MMIO of its
+    last look at the hardware, for a deadline of 1 cycle as for 5 (no step longer than
+    what is left)."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 20, fallback_poll=20_000)
+    c = Client()
+    bo = c.bo()
+    c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))  # a job whose timer runs
+    over = []
+    for t in (1, 2, 3, 5):
+        t0 = kmd.dev.now()
+        assert not kmd.wait_for(lambda: False, t)
+        over.append(kmd.dev.now() - t0 - t)
+    assert len(set(over)) == 1 and over[0] >= 0, over
 
 
 def test_rebinding_clears_the_counters_and_bind_says_what_it_takes():

@@ -309,3 +309,85 @@ def test_a_mapping_at_an_offset_in_its_bo():
     view[0x400:0x408] = pm4.write_data(va + 0x20, [0x5A]) + pm4.pad(3)  # an IB in the mapped page
     assert c.wait(c.submit(CsChunkIb(8, gpu_addr=va)))
     assert int(view[0x408]) == 0x5A and not view[:0x400].any()
+
+
+class _TlbSpy(RefModel):
+    """The model, with a record of the KMD's TLB invalidation requests (VMID mask, one page
+    or all) and an MMU that acknowledges `ack_after` reads of VM_INVALIDATE_ACK late, as the
+    RTL's MMU answers after some cycles (the model's at once)."""
+
+    def __init__(self, ack_after: int = 0, **kw):
+        super().__init__(**kw)
+        self.ack_after, self.requests, self.ack_reads, self._late = ack_after, [], [], 0
+
+    def mmio_write32(self, offset, value):
+        if offset == regs.VM_INVALIDATE_REQ.addr():
+            r = regs.VM_INVALIDATE_REQ.decode(value)
+            page = self.mmio_read32(regs.VM_INVALIDATE_ADDR_LO.addr()) if not r["ALL_ADDR"] else None
+            self.requests.append((r["PER_VMID"], page))
+            self.ack_reads.append(0)
+            self._late = self.ack_after
+        super().mmio_write32(offset, value)
+
+    def mmio_read32(self, offset):
+        v = super().mmio_read32(offset)
+        if offset == regs.VM_INVALIDATE_ACK.addr() and self.ack_reads:
+            self.ack_reads[-1] += 1
+            if self._late:
+                self._late -= 1
+                return 0
+        return v
+
+
+def test_unmap_invalidates_one_page_by_its_address_and_more_pages_by_the_whole_vmid():
+    """The invalidation request names what went: GEM_VA UNMAP of one page asks the MMU for
+    that page of the file's VMID (its address, not its size or 0), of two pages for the whole
+    VMID (the MMU takes one address or all); a VMID not yet used needs none."""
+    dev = _TlbSpy()
+    kmd_model.bind(dev)
+    c = Client()
+    ib, one, two = c.bo(0x1000), c.bo(0x1000), c.bo(0x2000)
+    quiet = c.bo(0x1000)
+    _va(c, quiet.handle, VaOp.UNMAP, quiet.addr)
+    assert dev.requests == []  # no VMID yet: nothing to invalidate
+    c.run(ib, pm4.write_data(one.addr, [1]))
+    vmid = c.f.vm.vmid
+    dev.requests.clear()
+    _va(c, one.handle, VaOp.UNMAP, one.addr)
+    assert dev.requests == [(1 << vmid, one.addr >> vm_spec.PAGE_SHIFT)]
+    dev.requests.clear()
+    _va(c, two.handle, VaOp.UNMAP, two.addr, 0x2000)
+    assert dev.requests == [(1 << vmid, None)]
+
+
+@pytest.mark.parametrize("late", [0, 3])
+def test_a_tlb_flush_waits_for_the_mmus_acknowledge(late):
+    """The KMD reads VM_INVALIDATE_ACK until the MMU sets its VMID's bit, however many reads
+    that takes (the RTL's MMU answers cycles later), and only then goes on; an MMU that never
+    answers is an EIO naming the VMID after hw_timeout cycles."""
+    dev = _TlbSpy(ack_after=late)
+    kmd = kmd_model.bind(dev)
+    c = Client()
+    ib, bo = c.bo(0x1000), c.bo(0x1000)
+    c.run(ib, pm4.write_data(bo.addr, [1]))
+    _va(c, bo.handle, VaOp.UNMAP, bo.addr)
+    assert dev.requests and dev.ack_reads == [late + 1] * len(dev.requests)
+    dev.ack_after = 1 << 30  # from now on the MMU never answers
+    bo2 = c.bo(0x1000)
+    expect(errno.EIO, f"TLB flush of VMID {c.f.vm.vmid}: no acknowledge after {kmd.params.hw_timeout} cycles",
+           _va, c, bo2.handle, VaOp.UNMAP, bo2.addr)
+
+
+def test_a_vmid_grab_programs_the_roots_whole_address():
+    """VM_CONTEXT_PT_BASE_LO/HI carry all of the root table's address (48 bits, split at bit
+    32), though every device built here keeps page tables in VRAM below 4 GiB: a VM whose
+    root lies above it (a larger VRAM) reaches the MMU whole."""
+    import types
+
+    kmd = kmd_model.bind(dev := RefModel())
+    root = 0x8765_4321_F000
+    vm = types.SimpleNamespace(vmid=None, root=types.SimpleNamespace(gpu_addr=root))
+    n = kmd.vmids.grab(vm)
+    read = lambda reg: dev.mmio_read32(reg.addr(n))  # noqa: E731
+    assert (read(regs.VM_CONTEXT_PT_BASE_HI), read(regs.VM_CONTEXT_PT_BASE_LO)) == (root >> 32, root & 0xFFFF_FFFF)
+    assert regs.VM_CONTEXT_CNTL.ENABLE.get(read(regs.VM_CONTEXT_CNTL))
