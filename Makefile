@@ -30,7 +30,7 @@ sim: $(STAMP)
 
 ## All tests, on every available simulator (SIM=verilator or SIM=icarus to pick one).
 test: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) --dist loadgroup tests
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup --no-loadscope-reorder tests
 
 ## Regenerate everything derived from spec/ (register map, headers, docs).
 gen: $(STAMP)

@@ -3,8 +3,10 @@ group of tests."""
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
+from pathlib import Path
 from typing import Callable, TypeVar
 
 import pytest
@@ -38,6 +40,77 @@ def pytest_collection_modifyitems(config, items):
         group = mark.args[0] if mark.args else mark.kwargs.get("name", "default")
         if not group.endswith(f"-{simulator}"):
             item.add_marker(pytest.mark.xdist_group(f"{group}-{simulator}"), append=False)
+    if getattr(config.option, "loadgroup", False):  # a worker of `--dist loadgroup` (xdist sets it)
+        items[:] = longest_first(items)
+
+
+# ------------------------------------------------------------------ the order of the work
+# xdist hands the work units (a group, or one test) to the two workers in the order of
+# the collection (`--no-loadscope-reorder`; its own order is by test count, not time). The
+# longest units go first, so a long simulator session never ends the run alone while the
+# other worker idles, and the many short model tests fill the end. The times are the
+# last run's (build/test-durations.json, written at the end of every run), else the ones
+# measured for the repository (tests/durations.json), else a guess by simulator.
+DURATIONS = (sim.BUILD / "test-durations.json", Path(__file__).with_name("durations.json"))
+_GUESS = {"icarus": 5.0, "verilator": 1.0}
+
+
+def _known_durations() -> dict[str, float]:
+    for path in DURATIONS:
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+    return {}
+
+
+def _unit(item) -> str:
+    """The work unit xdist's loadgroup makes of a test: its groups, else the test alone."""
+    names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                    for m in item.iter_markers("xdist_group")})
+    return "@" + "_".join(names) if names else item.nodeid
+
+
+def longest_first(items: list) -> list:
+    """`items` with their work units in order of expected time, longest first (a stable
+    order: every worker computes the same, as xdist requires)."""
+    known = _known_durations()
+    units: dict[str, list] = {}
+    for item in items:
+        units.setdefault(_unit(item), []).append(item)
+
+    def cost(tests) -> float:
+        total = 0.0
+        for t in tests:
+            sim_name = getattr(getattr(t, "callspec", None), "params", {}).get("simulator")
+            total += known.get(t.nodeid.split("@")[0], _GUESS.get(sim_name, 0.2))
+        return total
+
+    order = sorted(units.values(), key=cost, reverse=True)
+    return [t for tests in order for t in tests]
+
+
+_times: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report) -> None:
+    """Each test's time (setup, call, teardown), keyed by its node ID without xdist's group."""
+    nodeid = report.nodeid.split("@")[0]
+    _times[nodeid] = _times.get(nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """The controller keeps this run's times, over the last run's, for the next run's order."""
+    if hasattr(session.config, "workerinput") or not _times:
+        return
+    path = DURATIONS[0]
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        known = {}
+    known.update({k: round(v, 2) for k, v in _times.items()})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(known, indent=0, sort_keys=True))
 
 
 def shared_run(key: str, run: Callable[[], T]) -> T:
