@@ -128,7 +128,7 @@ class MemoryManager:
         (the submission in the making counts as the next one)."""
         out = []
         for q in self.device.queues:
-            n = q.submitted + (1 if q.cmdbuf.ibs else 0)
+            n = q.submitted + len(q.pending) + (1 if q.cmdbuf.ibs else 0)  # (pending: async flushes queued)
             if n and not q.closed:
                 out.append((q, n))
         return tuple(out)

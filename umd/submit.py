@@ -1,0 +1,175 @@
+"""The asynchronous submission thread (`Device.queue(async_submit=True)`, API v3; or every
+queue with GPUCOSIM_ASYNC_SUBMIT=1): the app's thread records and flushes, a thread of the
+device submits (the CS ioctls: the KMD's checker, shadow IBs, ring and doorbell), so a
+flush returns without waiting for the ioctl. Mesa's u_threaded_context and radeonsi's
+submission thread have the same shape.
+
+One thread per Device, serving the device's async queues in the order they flushed (a
+FIFO), so a queue's submissions keep their order, and a `wait_event` on another async
+queue's event can be resolved by the thread itself: the submission carrying the event is
+ahead of it in the FIFO.
+
+Who may enter the KMD. The KMD model is not thread-safe, so every ioctl of the process
+runs under one lock (winsys.KMD_LOCK). On the reference model that is all: the thread runs
+its ioctls itself. On the RTL the simulator belongs to the thread cocotb bridged (the
+app's: `cocotb.task.resume` refuses any other thread), and an ioctl drives it (MMIO,
+interrupt waits), so there the thread hands each ioctl to the owner (the thread that
+opened the device) through a request queue, which the owner serves whenever it enters the
+driver: at each of its own ioctls, and while it waits for the submission thread (`drain`,
+before every wait on a fence). We chose this proxy over making the submission thread the
+owner because the owner is where the app, its crash reports and its timeline already run;
+the app thread only ever runs whole ioctls, never half of one, so the KMD is never entered
+twice at once. The price: on the RTL a submission reaches the GPU at the app thread's
+next driver call, not earlier; a wait never deadlocks on one still queued, because every
+wait first drains the FIFO (docs/architecture.md, "The asynchronous submission thread").
+
+Errors: the thread never raises. A refused CS is stored in its PendingCs and handed to the
+queue (Queue._collect), which raises it at the app's next flush(), finish(), Event.wait()
+or close() of that queue.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+ENV = "GPUCOSIM_ASYNC_SUBMIT"  # "1": every queue submits asynchronously (the default of async_submit)
+
+
+@dataclass(eq=False)
+class PendingCs:
+    """One flush of an async queue, waiting for (or back from) the submission thread.
+    `submit(ws)` runs on that thread; the app's thread reads the outcome (`seq` or `error`)
+    once `done`, in Queue._collect."""
+
+    queue: Any
+    submit_fn: Callable[[], int]  # the CS ioctl(s); returns the last seqno
+    ibs: list
+    labels: dict
+    events: list
+    staging: list
+    number: int  # the queue's n-th async flush, for messages
+    done: bool = False
+    seq: int | None = None
+    error: BaseException | None = None
+    extra: dict = field(default_factory=dict)
+
+
+class _Request:
+    """One ioctl the submission thread asks the owner thread to run (RTL)."""
+
+    __slots__ = ("fn", "args", "done", "value", "error")
+
+    def __init__(self, fn: Callable, args: tuple):
+        self.fn, self.args = fn, args
+        self.done = False
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.value = self.fn(*self.args)
+        except BaseException as e:  # noqa: BLE001  (handed back to the submission thread)
+            self.error = e
+
+
+class Submitter:
+    """The device's submission thread and the owner's side of its ioctl proxy."""
+
+    def __init__(self, owner: int, marshal: bool):
+        self.owner = owner  # thread id of the app thread that opened the device
+        self.marshal = marshal  # ioctls must run on the owner (a cocotb-bridged simulator)
+        self.cond = threading.Condition()
+        self.jobs: deque[PendingCs] = deque()  # flushed, not yet submitted, in flush order
+        self.requests: deque[_Request] = deque()  # ioctls for the owner (marshal mode)
+        self.closed = False
+        self.submitted = 0
+        self.thread = threading.Thread(target=self._run, name="umd-submit", daemon=True)
+        self.thread.start()
+
+    # ---------------------------------------------------------------- app thread
+
+    def push(self, job: PendingCs) -> None:
+        with self.cond:
+            if self.closed:
+                raise ValueError("flush: the device's submission thread has stopped (the device is closed)")
+            self.jobs.append(job)
+            self.cond.notify_all()
+
+    def drain(self) -> None:
+        """Wait until every job pushed so far has been submitted (or refused), running the
+        thread's ioctls meanwhile when they must run here."""
+        with self.cond:
+            if not self.jobs:
+                return
+            last = self.jobs[-1]
+        while True:
+            self.serve()
+            with self.cond:
+                while not last.done and not self.requests:
+                    self.cond.wait()
+                if last.done and not self.requests:
+                    return
+
+    def serve(self) -> None:
+        """Run the ioctls the submission thread has handed over (owner thread only)."""
+        while True:
+            with self.cond:
+                if not self.requests:
+                    return
+                req = self.requests.popleft()
+            req.run()
+            with self.cond:
+                req.done = True
+                self.cond.notify_all()
+
+    def close(self) -> None:
+        """Submit what is queued, then stop the thread."""
+        self.drain()
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+        self.thread.join()
+
+    # ---------------------------------------------------------------- any thread
+
+    def ioctl(self, fn: Callable, *args: Any) -> Any:
+        """Run one ioctl `fn(*args)` from whichever thread asks (Winsys.ioctl comes here
+        while the device has a submission thread)."""
+        me = threading.get_ident()
+        if me == self.owner:
+            self.serve()  # the thread's requests first: they were flushed before this call
+            return fn(*args)
+        if not self.marshal or me != self.thread.ident:
+            return fn(*args)
+        req = _Request(fn, args)
+        with self.cond:
+            self.requests.append(req)
+            self.cond.notify_all()
+            while not req.done:
+                self.cond.wait()
+        if req.error is not None:
+            raise req.error
+        return req.value
+
+    # ---------------------------------------------------------------- the thread
+
+    def _run(self) -> None:
+        while True:
+            with self.cond:
+                while not self.jobs and not self.closed:
+                    self.cond.wait()
+                if not self.jobs:
+                    return
+                job = self.jobs[0]  # stays queued until done, so drain() sees it
+            try:
+                job.seq = job.submit_fn()
+            except BaseException as e:  # noqa: BLE001  (a refused CS, or a bug: the app gets it)
+                job.error = e
+            with self.cond:
+                self.jobs.popleft()
+                job.done = True
+                self.submitted += 1
+                self.cond.notify_all()
