@@ -176,6 +176,23 @@ def check_wait_on_never_flushed_event(dev):
     gpu.close()
 
 
+def check_a_wait_submits_every_queued_flush_first(dev):
+    """A sync queue's job waits (WAIT_REG_MEM) for a flag an async queue's job writes, that
+    flush still queued: waiting on the sync queue's event submits it first (no deadlock)."""
+    kmd_model.bind(dev)
+    gpu = umd.open(api_version=3)
+    waiter, setter = gpu.queue(async_submit=False), gpu.queue(engine="copy", async_submit=True)  # (another ring)
+    flag, out = gpu.alloc(4096), gpu.alloc(4096)
+    waiter.wait_mem(flag, 0, 1)
+    waiter.write(out, 0, 0x5A)
+    ev = waiter.signal()
+    waiter.flush()  # submitted now: the GPU waits for the flag
+    setter.write(flag, 0, 1)
+    setter.flush()  # queued for the thread
+    assert ev.wait(200_000) and out.u32[0] == 0x5A
+    gpu.close()
+
+
 def check_close_with_pending_work(dev):
     """Device.close submits what is queued and recorded, waits for it, stops the thread;
     a refusal nobody was told of is raised by close, after everything is closed."""
@@ -237,7 +254,7 @@ def check_ioctls_run_on_the_right_thread(dev):
 
 
 CHECKS = [check_same_results, check_refused_cs_reaches_the_app, check_wait_on_never_flushed_event,
-          check_close_with_pending_work, check_use_after_close, check_ioctls_run_on_the_right_thread]
+          check_a_wait_submits_every_queued_flush_first, check_close_with_pending_work, check_use_after_close, check_ioctls_run_on_the_right_thread]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
