@@ -31,11 +31,26 @@ or close() of that queue.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 ENV = "GPUCOSIM_ASYNC_SUBMIT"  # "1": every queue submits asynchronously (the default of async_submit)
+
+_live: "weakref.WeakSet[Submitter]" = weakref.WeakSet()  # every running submission thread
+
+
+def drain_all() -> int:
+    """Submit every flush still queued on a device this thread opened; how many were.
+    For the end of an app that never closed its device (gpucosim's Session calls it):
+    on the RTL nobody else would run the thread's ioctls."""
+    n = 0
+    for s in list(_live):
+        if not s.closed and s.owner == threading.get_ident():
+            n += len(s.jobs)
+            s.drain()
+    return n
 
 
 @dataclass(eq=False)
@@ -88,6 +103,7 @@ class Submitter:
         self.submitted = 0
         self.thread = threading.Thread(target=self._run, name="umd-submit", daemon=True)
         self.thread.start()
+        _live.add(self)
 
     # ---------------------------------------------------------------- app thread
 
