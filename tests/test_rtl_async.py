@@ -1,6 +1,7 @@
 """Asynchronous submission on the RTL (tests/cocotb_async.py): on Verilator every check of
 tests/test_umd_async.py, each app of the sync/async comparison its own test; on Icarus
-(about 20x slower) one small app, the gated gfx -> copy -> gfx pipeline, sync and async.
+(about 20x slower) one small app, the gated gfx -> copy -> gfx pipeline, sync and async, and
+the check that the CS ioctls run on the bridged thread.
 One simulator session per simulator."""
 
 import pytest
@@ -13,7 +14,7 @@ from .conftest import shared_run
 
 VERILATOR = [f"same_results_{a}" for a in test_umd_async.APPS] + \
     [c.__name__[6:] for c in test_umd_async.CHECKS if c is not test_umd_async.check_same_results]
-ICARUS = ["same_results_gated_pipeline"]
+ICARUS = ["same_results_gated_pipeline", "ioctls_run_on_the_right_thread"]
 
 
 def _params():
