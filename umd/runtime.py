@@ -29,6 +29,7 @@ from spec import pm4, sdma
 from .cmdbuf import CmdBuf
 from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, SubmitError, UmdError
 from .pool import Backing, MemoryManager, PoolStats
+from . import submit
 from .submit import ENV as ASYNC_ENV
 from .submit import PendingCs, Submitter
 from .va import VaStats
@@ -137,6 +138,15 @@ class Device(_Dispatched):
     _kind = "Device"
 
     def __init__(self, table: "DispatchTable", winsys: Winsys | None = None, pools: bool = True):
+        # asynchronous submission (umd/submit.py): the default of every queue's async_submit
+        # (GPUCOSIM_ASYNC_SUBMIT, a driver setting as Mesa's GALLIUM_THREAD), and the thread,
+        # started with the first async queue; the thread that opened the device owns the KMD
+        env = os.environ.get(ASYNC_ENV, "0")
+        if env not in ("0", "1"):
+            raise ValueError(f"open: {ASYNC_ENV} must be 0 or 1, not {env!r}")
+        self.async_default = env == "1"
+        self.owner_thread = threading.get_ident()
+        self.submitter: Submitter | None = None
         self._table = table
         self.api_version = table.version
         self.ws = winsys or Winsys()
@@ -150,15 +160,6 @@ class Device(_Dispatched):
         self.buffers: set[Buffer] = set()
         # the VA range and the BOs behind Buffers (umd/va.py, umd/pool.py)
         self.mm = MemoryManager(self, i.va_start, i.va_end, i.va_alignment, pools)
-        # asynchronous submission (umd/submit.py): the default of every queue's async_submit
-        # (GPUCOSIM_ASYNC_SUBMIT, a driver setting as Mesa's GALLIUM_THREAD), and the thread,
-        # started with the first async queue; the thread that opened the device owns the KMD
-        env = os.environ.get(ASYNC_ENV, "0")
-        if env not in ("0", "1"):
-            raise ValueError(f"open: {ASYNC_ENV} must be 0 or 1, not {env!r}")
-        self.async_default = env == "1"
-        self.owner_thread = threading.get_ident()
-        self.submitter: Submitter | None = None
         self.closed = False
 
     def __repr__(self) -> str:
@@ -487,61 +488,15 @@ class Queue(_Dispatched):
             self.fence_trusted = True
         return seq_passed(seq, v)
 
-    # -- asynchronous submission (umd/submit.py)
+    # -- asynchronous submission (the bodies are in umd/submit.py)
     def _collect(self) -> None:
-        """Take in what the submission thread has done with this queue's flushes, in order:
-        a submitted one is in flight from now on (as a synchronous flush leaves it), a refused
-        one frees its IBs, loses its events and waits in `async_errors` to be raised."""
-        while self.pending and self.pending[0].done:
-            job = self.pending.popleft()
-            if job.error is not None:
-                self.pool.free.extend(job.ibs)  # never ran
-                for ev in job.events:
-                    ev.lost, ev.pending = True, None
-                for b in job.staging:
-                    b.free()
-                self.async_errors.append(self._async_error(job))
-                continue
-            seq = job.seq
-            if self.first_seq is None:
-                self.first_seq = seq
-            self.last_seq = seq
-            self.submitted += 1
-            self.inflight.append(Submission(seq, job.ibs, job.labels))
-            for ev in job.events:
-                ev.seq, ev.pending = seq, None
-            for b in job.staging:
-                b.free()
-            self.device.mm.flushed()
-
-    def _async_error(self, job: PendingCs) -> BaseException:
-        """The exception a synchronous flush would have raised for the refused `job`."""
-        e = job.error
-        if not isinstance(e, KmdError):
-            return e  # not the KMD's answer: a bug, handed over as it is
-        try:
-            self._raise_from(e, f"flush (asynchronous submission #{job.number} of queue context {self.ctx_id})")
-        except UmdError as u:
-            return u
-        return e  # unreachable: _raise_from always raises
+        submit.collect(self)
 
     def _report(self) -> None:
-        """Raise the oldest refused submission the app has not been told of (each once)."""
-        if self.pending:
-            self._collect()
-        if self.async_errors and not self._closing:
-            raise self.async_errors.pop(0)
+        submit.report(self)
 
     def _drain(self, report: bool = True) -> None:
-        """Wait until the submission thread has handled every flush so far (this queue's and
-        the other async queues': a GPU-side wait of ours may need theirs), then take them in."""
-        s = self.device.submitter
-        if s is not None:
-            s.drain()
-        if self.pending:
-            self._collect()
-        if report:
-            self._report()
+        submit.drain(self, report)
 
     def _throttle(self, what: str) -> None:
         """Reclaim what finished, then wait for the oldest submission while `max_inflight`
@@ -609,11 +564,10 @@ class Queue(_Dispatched):
     def _wait_seq(self, seq: int, timeout: int, what: str) -> bool:
         if self.seq_done(seq):
             return True
-        s = self.device.submitter
-        if s is not None and s.jobs:
+        if submit.any_queued():
             # A job of ours may wait (WAIT_REG_MEM, a dependency) for a flush still queued,
             # of any async queue: submit all of them before blocking, as sync flushes were.
-            s.drain()
+            submit.drain_all()
         try:
             done = self.ws.wait_cs(self.ctx_id, seq, timeout)
             if done:
@@ -722,7 +676,7 @@ def queue_wait_event(self: Queue, event: "Event") -> None:
         if self.async_submit:
             # that thread submits it before this queue's next flush (one FIFO per device)
             # and names the dependency then
-            self.deps.append(_EventDep(q, event.pending))
+            self.deps.append(submit.EventDep(q, event.pending))
             self._label("wait_event")
             self._end_command()
             return
@@ -804,24 +758,10 @@ def queue_flush(self: Queue) -> int | None:
     return seq
 
 
-class _EventDep:
-    """A wait_event on an event whose flush is still queued for the submission thread:
-    named (a CsChunkDep) by that thread, which has submitted the event's flush by then."""
-
-    def __init__(self, queue: Queue, job: PendingCs):
-        self.queue, self.job = queue, job
-
-    def chunk(self) -> CsChunkDep:
-        job, q = self.job, self.queue
-        if job.error is not None or job.seq is None:
-            raise KmdError(errno.ECANCELED, "CS: wait_event: the submission carrying the event was refused")
-        return CsChunkDep(q.ip_type, 0, q.ctx_id, job.seq)
-
-
 def _cs_submit(q: Queue, first_ib: tuple[int, int], ibs: list, sizes: list, deps: list, fence: CsChunkFence) -> int:
     """The CS ioctl(s) of one flush; its last seqno. On the app's thread (a synchronous
     queue) or the device's submission thread (an async one): it touches no queue state."""
-    deps = [d.chunk() if isinstance(d, _EventDep) else d for d in deps]
+    deps = [d.chunk() if isinstance(d, submit.EventDep) else d for d in deps]
     if not q.copy_engine:
         return q.ws.cs_submit(q.ctx_id, [*deps, CsChunkIb(first_ib[1], gpu_addr=first_ib[0]), fence])
     # SDMA IBs do not chain: every IB is a chunk, max_ib_chunks per CS, in order

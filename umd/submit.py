@@ -24,21 +24,32 @@ next driver call, not earlier; a wait never deadlocks on one still queued, becau
 wait first drains the FIFO (docs/architecture.md, "The asynchronous submission thread").
 
 Errors: the thread never raises. A refused CS is stored in its PendingCs and handed to the
-queue (Queue._collect), which raises it at the app's next flush(), finish(), Event.wait()
+queue (`collect`), which raises it at the app's next flush(), finish(), Event.wait()
 or close() of that queue.
 """
 
 from __future__ import annotations
 
+import errno
 import threading
 import weakref
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
+
+from kmd_model.uapi import CsChunkDep, KmdError
+
+from .errors import UmdError
 
 ENV = "GPUCOSIM_ASYNC_SUBMIT"  # "1": every queue submits asynchronously (the default of async_submit)
 
 _live: "weakref.WeakSet[Submitter]" = weakref.WeakSet()  # every running submission thread
+
+
+def any_queued() -> bool:
+    """Has a device opened by this thread flushes queued for its submission thread?"""
+    me = threading.get_ident()
+    return any(s.jobs and s.owner == me for s in list(_live))
 
 
 def drain_all() -> int:
@@ -57,7 +68,7 @@ def drain_all() -> int:
 class PendingCs:
     """One flush of an async queue, waiting for (or back from) the submission thread.
     `submit(ws)` runs on that thread; the app's thread reads the outcome (`seq` or `error`)
-    once `done`, in Queue._collect."""
+    once `done`, in `collect`."""
 
     queue: Any
     submit_fn: Callable[[], int]  # the CS ioctl(s); returns the last seqno
@@ -69,7 +80,6 @@ class PendingCs:
     done: bool = False
     seq: int | None = None
     error: BaseException | None = None
-    extra: dict = field(default_factory=dict)
 
 
 class _Request:
@@ -189,3 +199,81 @@ class Submitter:
                 job.done = True
                 self.submitted += 1
                 self.cond.notify_all()
+
+
+# ---------------------------------------------------------------------------- a queue's side
+# (Queue._collect, _report and _drain: what the app's thread does with its async flushes)
+
+def collect(q) -> None:
+    """Take in what the submission thread has done with queue `q`'s flushes, in order: a
+    submitted one is in flight from now on (as a synchronous flush leaves it), a refused
+    one frees its IBs, loses its events and waits in `q.async_errors` to be raised."""
+    from .runtime import Submission
+
+    while q.pending and q.pending[0].done:
+        job = q.pending.popleft()
+        if job.error is not None:
+            q.pool.free.extend(job.ibs)  # never ran
+            for ev in job.events:
+                ev.lost, ev.pending = True, None
+            for b in job.staging:
+                b.free()
+            q.async_errors.append(_error(q, job))
+            continue
+        seq = job.seq
+        if q.first_seq is None:
+            q.first_seq = seq
+        q.last_seq = seq
+        q.submitted += 1
+        q.inflight.append(Submission(seq, job.ibs, job.labels))
+        for ev in job.events:
+            ev.seq, ev.pending = seq, None
+        for b in job.staging:
+            b.free()
+        q.device.mm.flushed()
+
+
+def _error(q, job: PendingCs) -> BaseException:
+    """The exception a synchronous flush would have raised for the refused `job`."""
+    e = job.error
+    if not isinstance(e, KmdError):
+        return e  # not the KMD's answer: a bug, handed over as it is
+    try:
+        q._raise_from(e, f"flush (asynchronous submission #{job.number} of queue context {q.ctx_id})")
+    except UmdError as u:
+        return u
+    return e  # unreachable: _raise_from always raises
+
+
+def report(q) -> None:
+    """Raise the oldest refused submission of `q` the app has not been told of (each once)."""
+    if q.pending:
+        collect(q)
+    if q.async_errors and not q._closing:
+        raise q.async_errors.pop(0)
+
+
+def drain(q, report_errors: bool = True) -> None:
+    """Wait until the submission thread has handled every flush so far (`q`'s and the other
+    async queues': a GPU-side wait of ours may need theirs), then take `q`'s in."""
+    s = q.device.submitter
+    if s is not None:
+        s.drain()
+    if q.pending:
+        collect(q)
+    if report_errors:
+        report(q)
+
+
+class EventDep:
+    """A wait_event on an event whose flush is still queued for the submission thread:
+    named (a CsChunkDep) by that thread, which has submitted the event's flush by then."""
+
+    def __init__(self, queue, job: PendingCs):
+        self.queue, self.job = queue, job
+
+    def chunk(self) -> CsChunkDep:
+        job, q = self.job, self.queue
+        if job.error is not None or job.seq is None:
+            raise KmdError(errno.ECANCELED, "CS: wait_event: the submission carrying the event was refused")
+        return CsChunkDep(q.ip_type, 0, q.ctx_id, job.seq)
