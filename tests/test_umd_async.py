@@ -323,3 +323,22 @@ def test_a_bad_setting_is_refused_at_open(monkeypatch):
     kmd_model.bind(RefModel())
     with pytest.raises(ValueError, match=rf"^open: {ENV} must be 0 or 1, not 'yes'$"):
         umd.open()
+
+
+def _async_too():
+    from tests import test_umd_memory, test_umd_transfer
+
+    for mod in (test_umd_transfer, test_umd_memory):
+        for check in mod.CHECKS:
+            yield pytest.param(lambda c=check: c(RefModel()), id=f"{mod.__name__[11:]}-{check.__name__[6:]}")
+    # the pools, out of memory, wait for the queues' last submissions: queued ones first
+    yield pytest.param(test_umd_memory.test_out_of_memory_gives_the_cache_back_and_waits_for_the_queues,
+                       id="memory-out_of_memory_waits_for_queued_flushes")
+
+
+@pytest.mark.parametrize("run", list(_async_too()))
+def test_umd_checks_pass_with_every_queue_async(monkeypatch, run):
+    """The transfer and memory checks (their asserts look only after waits) with
+    GPUCOSIM_ASYNC_SUBMIT=1."""
+    monkeypatch.setenv(ENV, "1")
+    run()

@@ -171,6 +171,8 @@ class MemoryManager:
                 self._release(bucket.popleft()[0])
         self.cached_bytes = 0
         for q in list(self.device.queues):
+            if q.pending:  # an async queue's flushes still queued: submitted first, their seqnos known
+                q._drain(report=False)
             if not q.closed and q.last_seq is not None:
                 q._wait_seq(q.last_seq, q.timeout, "alloc")
         self._reclaim_slabs()
