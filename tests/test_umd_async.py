@@ -301,8 +301,10 @@ def test_async_submit_argument_and_setting():
     assert not gpu.queue().async_submit and gpu.submitter is None  # no thread until an async queue
     assert gpu.queue(async_submit=True).async_submit and gpu.submitter.thread.is_alive()
     gpu.close()
-    with pytest.raises(TypeError, match="async_submit"):
+    with pytest.raises(TypeError, match=r"^queue: async_submit= is not in API version 2 \(it is in version 3\)$"):
         umd.open(api_version=2).queue(async_submit=True)  # a v3 argument
+    with pytest.raises(TypeError, match=r"^queue\(\) got an unexpected keyword argument 'frobnicate'$"):
+        umd.open(api_version=1).queue(frobnicate=True)
 
 
 @pytest.mark.parametrize("value, expect", [("1", True), ("0", False)])

@@ -200,7 +200,7 @@ def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignmen
 
 def device_queue(self: Device, *, flush_threshold: int | None = None, flush_dwords: int | None = None,
                  ib_size_dw: int = 1024, max_inflight: int = MAX_INFLIGHT, engine: str = "gfx",
-                 priority: str = "normal") -> "Queue":
+                 priority: str = "normal", **v3: Any) -> "Queue":
     """A queue (a KMD context) recording commands into chained IBs. `engine`: "gfx" (the
     CP's ring, PM4) or "copy" (the SDMA copy engine's ring: write, fill, copy, upload,
     download, signal, wait_mem run as SDMA packets beside the gfx queues); `priority`: "low",
@@ -209,6 +209,10 @@ def device_queue(self: Device, *, flush_threshold: int | None = None, flush_dwor
     `flush_dwords` dwords are recorded; `ib_size_dw` is the size of each chained IB. At most
     `max_inflight` submissions are in flight: past that a flush (or a new IB) waits for the
     oldest to finish, so memory stays bounded however fast the app records."""
+    for name in v3:  # (the arguments later versions added are named as missing entry points are)
+        if name == "async_submit":
+            raise TypeError(f"queue: async_submit= is not in API version {self.api_version} (it is in version 3)")
+        raise TypeError(f"queue() got an unexpected keyword argument {name!r}")
     return _new_queue(self, flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority,
                       self.async_default)
 
