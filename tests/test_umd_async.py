@@ -344,3 +344,20 @@ def test_umd_checks_pass_with_every_queue_async(monkeypatch, run):
     GPUCOSIM_ASYNC_SUBMIT=1."""
     monkeypatch.setenv(ENV, "1")
     run()
+
+
+def test_the_async_submit_example(capsys):
+    from examples import async_submit
+
+    kmd_model.bind(RefModel())
+    assert async_submit.main(["--submits", "12", "--writes", "3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "async_submit on model: 12 flushes of 3 writes, then one wait"
+    assert re.fullmatch(r"  async_submit=False  app thread per flush: +[\d.]+ us wall, +[\d.]+ us CPU;  "
+                        r"to the end of the wait: +[\d.]+ ms", out[1]), out[1]
+    assert out[2].startswith("  async_submit=True   app thread per flush:")
+    assert out[3] == "async_submit: OK — the same memory and seqnos in both modes"
+    with pytest.raises(SystemExit):
+        async_submit.main(["--submits", "0"])
+    assert capsys.readouterr().err.splitlines()[-1] == \
+        "async_submit: error: --submits must be in 1..10000 and --writes in 1..64"
