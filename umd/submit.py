@@ -24,8 +24,11 @@ next driver call, not earlier; a wait never deadlocks on one still queued, becau
 wait first drains the FIFO (docs/architecture.md, "The asynchronous submission thread").
 
 Errors: the thread never raises. A refused CS is stored in its PendingCs and handed to the
-queue (`collect`), which raises it at the app's next flush(), finish(), Event.wait()
-or close() of that queue.
+queue (`collect`), which raises it at the app's next flush() of that queue if the thread is
+done with it by then, else at the latest at its finish(), Event.wait() or close().
+
+Only ioctls are serialised: code that reaches into the KMD directly (tests calling
+`kmd.service()`) must first let the queued flushes through (`Queue.finish`, a wait).
 """
 
 from __future__ import annotations
@@ -67,8 +70,8 @@ def drain_all() -> int:
 @dataclass(eq=False)
 class PendingCs:
     """One flush of an async queue, waiting for (or back from) the submission thread.
-    `submit(ws)` runs on that thread; the app's thread reads the outcome (`seq` or `error`)
-    once `done`, in `collect`."""
+    `submit_fn()` runs on that thread; the app's thread reads the outcome (`seq` or
+    `error`) once `done`, in `collect`."""
 
     queue: Any
     submit_fn: Callable[[], int]  # the CS ioctl(s); returns the last seqno
