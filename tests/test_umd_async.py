@@ -320,6 +320,22 @@ def test_the_setting_makes_every_queue_async(monkeypatch, value, expect):
     gpu.close()
 
 
+def test_the_thread_of_a_device_never_closed_ends_with_it():
+    import gc
+
+    kmd_model.bind(RefModel())
+    gpu = umd.open(api_version=3)
+    q = gpu.queue(async_submit=True)
+    buf = gpu.alloc(4096)
+    q.write(buf, 0, 1)
+    q.finish()  # (a flush still queued keeps its Device alive until the thread has submitted it)
+    thread = gpu.submitter.thread
+    del gpu, q, buf
+    gc.collect()
+    thread.join(30)
+    assert not thread.is_alive()
+
+
 def test_a_bad_setting_is_refused_at_open(monkeypatch):
     monkeypatch.setenv(ENV, "yes")
     kmd_model.bind(RefModel())

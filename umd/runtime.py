@@ -15,6 +15,7 @@ import operator
 import os
 import threading
 import types
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
@@ -246,6 +247,7 @@ def _new_queue(self: Device, flush_threshold, flush_dwords, ib_size_dw, max_infl
     if async_submit:
         if self.submitter is None:
             self.submitter = self.ws.submitter = Submitter(self.owner_thread, self.ws.thread_bound())
+            weakref.finalize(self, self.submitter.stop)  # (an app that never closes its device)
         q.async_submit = True
     self.queues.append(q)
     return q

@@ -157,10 +157,15 @@ class Submitter:
     def close(self) -> None:
         """Submit what is queued, then stop the thread."""
         self.drain()
+        self.stop()
+        self.thread.join()
+
+    def stop(self) -> None:
+        """Let the thread end once nothing is queued (also when its Device is collected
+        unclosed: the queued flushes keep the Device alive until they are submitted)."""
         with self.cond:
             self.closed = True
             self.cond.notify_all()
-        self.thread.join()
 
     # ---------------------------------------------------------------- any thread
 
@@ -202,6 +207,7 @@ class Submitter:
                 job.done = True
                 self.submitted += 1
                 self.cond.notify_all()
+            job = None  # (while it waits, the thread holds no queue: an unclosed Device can be collected)
 
 
 # ---------------------------------------------------------------------------- a queue's side
