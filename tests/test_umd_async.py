@@ -156,6 +156,39 @@ def check_refused_cs_reaches_the_app(dev):
     gpu.close()
 
 
+def check_refusals_of_a_guilty_context_and_of_a_dependency(dev):
+    """After a GPU error the context is guilty: its next async flush is refused by the KMD
+    (ECANCELED with the decoded error), raised as the same GpuError a sync flush raises. A
+    queue waiting on an event of a refused async flush has its own flush refused
+    (ECANCELED), which it raises itself; the innocent queue's work runs."""
+    kmd_model.bind(dev, cs_check=False)
+    gpu = umd.open(api_version=3)
+    buf = gpu.alloc(4096)
+    bad, other = gpu.queue(async_submit=True), gpu.queue(async_submit=True)
+    bad.write(buf, 0, 1)
+    bad.emit_raw([pm4.header(0x7B, 0), 0])
+    with pytest.raises(umd.GpuError, match="illegal opcode 0x7b"):
+        bad.finish()  # the GPU's error, through WAIT_CS, as in sync mode
+    bad.write(buf, 64, 5)
+    ev = bad.signal()
+    assert bad.flush() is None  # queued; the KMD will refuse it: the context is guilty
+    other.wait_event(ev)
+    other.write(buf, 128, 6)
+    other.flush()
+    with pytest.raises(umd.GpuError, match="illegal opcode 0x7b") as ei:
+        bad.finish()
+    assert ei.value.code == "ILLEGAL_OPCODE"
+    with pytest.raises(umd.SubmitError, match=r"^flush \(asynchronous submission #1 of queue context \d+\): "
+                                              r"ECANCELED: CS: wait_event: the submission carrying the event "
+                                              r"was refused$") as ei:
+        other.finish()
+    assert ei.value.errno == errno.ECANCELED
+    other.write(buf, 192, 7)
+    other.finish()
+    assert buf.u32[[16, 32, 48]].tolist() == [0, 0, 7]
+    gpu.close()
+
+
 def check_wait_on_never_flushed_event(dev):
     """Event.wait on an event still being recorded flushes it, waits for the thread to
     submit it, then for the GPU; a dependent queue's wait_event on such an event too."""
@@ -253,7 +286,8 @@ def check_ioctls_run_on_the_right_thread(dev):
     gpu.close()
 
 
-CHECKS = [check_same_results, check_refused_cs_reaches_the_app, check_wait_on_never_flushed_event,
+CHECKS = [check_same_results, check_refused_cs_reaches_the_app,
+          check_refusals_of_a_guilty_context_and_of_a_dependency, check_wait_on_never_flushed_event,
           check_a_wait_submits_every_queued_flush_first, check_close_with_pending_work, check_use_after_close, check_ioctls_run_on_the_right_thread]
 
 
