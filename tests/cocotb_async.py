@@ -16,3 +16,62 @@ for _check in test_umd_async.CHECKS:
     else:
         _name = _check.__name__[6:]
         globals()[_name] = driver_checks.cocotb_test(_name, _check)
+
+
+def _flush_then_ioctl(dev):
+    """Flushes each followed by an ioctl of the app thread's (INFO COUNTERS reads registers:
+    simulated time passes in it)."""
+    import time
+
+    import kmd_model
+    import umd
+
+    kmd_model.bind(dev)
+    gpu = umd.open(api_version=3)
+    q = gpu.queue(async_submit=True)
+    buf = gpu.alloc(4096)
+    for i in range(4):
+        q.write(buf, 4 * i, i + 1)
+        q.flush()
+        time.sleep(0.02)  # app work: time for a quick thread to hand its CS over, not a slow one
+        gpu.counters()
+    q.finish()
+    assert buf.u32[:4].tolist() == [1, 2, 3, 4]
+    gpu.close()
+
+
+def check_cycles_repeat(dev):
+    """On the RTL the app thread runs the thread's ioctls of every queued flush before its
+    own, so each CS reaches the simulator at the same cycle however the threads run: the
+    same cycles with a submission thread slowed down (50 ms before each CS) as without,
+    and run after run."""
+    import time
+
+    from tests.async_compare import observe
+    from umd import runtime
+
+    assert dev.thread_bound
+
+    def cycles(app, slow=False):
+        real = runtime._cs_submit
+
+        def late(*args):
+            time.sleep(0.05)
+            return real(*args)
+
+        runtime._cs_submit = late if slow else real
+        try:
+            t0 = dev.now()
+            observe(lambda: app(dev), True)
+            return dev.now() - t0
+        finally:
+            runtime._cs_submit = real
+
+    fast, slow = cycles(_flush_then_ioctl), cycles(_flush_then_ioctl, slow=True)
+    assert fast == slow, (fast, slow)
+    for name in ("mixed", "copy_pipeline"):
+        runs = [cycles(test_umd_async.APPS[name]) for _ in range(3)]
+        assert runs[0] == runs[1] == runs[2], (name, runs)
+
+
+cycles_repeat = driver_checks.cocotb_test("cycles_repeat", check_cycles_repeat)

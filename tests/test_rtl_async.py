@@ -13,7 +13,8 @@ from tests import test_umd_async
 from .conftest import shared_run
 
 VERILATOR = [f"same_results_{a}" for a in test_umd_async.APPS] + \
-    [c.__name__[6:] for c in test_umd_async.CHECKS if c is not test_umd_async.check_same_results]
+    [c.__name__[6:] for c in test_umd_async.CHECKS if c is not test_umd_async.check_same_results] + \
+    ["cycles_repeat"]  # (RTL only: tests/cocotb_async.py)
 ICARUS = ["same_results_gated_pipeline", "ioctls_run_on_the_right_thread"]
 
 

@@ -15,8 +15,9 @@ its ioctls itself. On the RTL the simulator belongs to the thread cocotb bridged
 app's: `cocotb.task.resume` refuses any other thread), and an ioctl drives it (MMIO,
 interrupt waits), so there the thread hands each ioctl to the owner (the thread that
 opened the device) through a request queue, which the owner serves whenever it enters the
-driver: at each of its own ioctls, and while it waits for the submission thread (`drain`,
-before every wait on a fence). We chose this proxy over making the submission thread the
+driver: before each of its own ioctls it runs those of every flush queued so far (so a
+CS reaches the simulator at the same cycle run after run), and it runs them while it
+waits for the submission thread (`drain`, before every wait on a fence). We chose this proxy over making the submission thread the
 owner because the owner is where the app, its crash reports and its timeline already run;
 the app thread only ever runs whole ioctls, never half of one, so the KMD is never entered
 twice at once. The price: on the RTL a submission reaches the GPU at the app thread's
@@ -174,7 +175,11 @@ class Submitter:
         while the device has a submission thread)."""
         me = threading.get_ident()
         if me == self.owner:
-            self.serve()  # the thread's requests first: they were flushed before this call
+            if self.marshal:
+                # Every queued flush first: they were made before this call, and so the
+                # simulated cycle of each CS does not depend on how the threads were
+                # scheduled (the same cycles run after run, as in sync mode).
+                self.drain()
             return fn(*args)
         if not self.marshal or me != self.thread.ident:
             return fn(*args)
