@@ -27,10 +27,10 @@ from kmd_model.log import get_logger
 from kmd_model.uapi import CsChunkDep, CsChunkFence, CsChunkIb, CtxPriority, Domain, HwIp, InfoQuery, KmdError
 from spec import pm4, sdma
 
+from . import submit
 from .cmdbuf import CmdBuf
 from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, SubmitError, UmdError
 from .pool import Backing, MemoryManager, PoolStats
-from . import submit
 from .submit import ENV as ASYNC_ENV
 from .submit import PendingCs, Submitter
 from .va import VaStats
@@ -730,19 +730,19 @@ def queue_flush(self: Queue) -> int | None:
     cb.reset()
     deps, self.deps = self.deps, []
     fence = CsChunkFence(self.qbo.handle, self.qbo.bo_offset + 4 * QBO_USER_FENCE)
-    submit = functools.partial(_cs_submit, self, first_ib, ibs, sizes, deps, fence)
+    do_cs = functools.partial(_cs_submit, self, first_ib, ibs, sizes, deps, fence)
     if self.async_submit:  # the device's submission thread makes the ioctl (umd/submit.py)
         self.async_flushes += 1
         self.flushes += 1
-        job = PendingCs(self, submit, ibs, labels, events, self.staging, self.async_flushes)
-        self.staging = []  # freed once the CS is in (Queue._collect)
+        job = PendingCs(self, do_cs, ibs, labels, events, self.staging, self.async_flushes)
+        self.staging = []  # freed once the CS is in (submit.collect)
         for ev in events:
             ev.pending = job
         self.pending.append(job)
         self.device.submitter.push(job)  # type: ignore[union-attr]
         return None
     try:
-        seq = submit()
+        seq = do_cs()
     except KmdError as e:
         self.pool.free.extend(ibs)  # never ran
         for ev in events:
