@@ -75,3 +75,30 @@ def check_cycles_repeat(dev):
 
 
 cycles_repeat = driver_checks.cocotb_test("cycles_repeat", check_cycles_repeat)
+
+
+def check_drain_all_submits_what_an_unclosed_device_left(dev):
+    """An app that flushes and returns without a wait or close: on the RTL nothing reaches
+    the KMD until the app thread enters the driver again; umd.submit.drain_all() (what
+    gpucosim's Session calls after main()) submits it all."""
+    import kmd_model
+    import umd
+    from umd import submit
+
+    kmd = kmd_model.bind(dev)
+    gpu = umd.open(api_version=3)
+    q = gpu.queue(async_submit=True, flush_threshold=1)
+    buf = gpu.alloc(4096)
+    cs0 = kmd.stats["cs"]
+    for i in range(5):
+        q.write(buf, 4 * i, i + 1)  # a flush each
+    assert kmd.stats["cs"] == cs0 and len(gpu.submitter.jobs) == 5  # all queued: the thread waits for us
+    assert submit.drain_all() == 5
+    assert kmd.stats["cs"] == cs0 + 5 and not gpu.submitter.jobs
+    kmd.wait_for(lambda: buf.u32[4] == 5, 100_000)
+    assert buf.u32[:5].tolist() == [1, 2, 3, 4, 5]
+    gpu.close()
+
+
+drain_all_submits_what_an_unclosed_device_left = driver_checks.cocotb_test(
+    "drain_all_submits_what_an_unclosed_device_left", check_drain_all_submits_what_an_unclosed_device_left)

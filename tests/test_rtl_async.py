@@ -14,7 +14,7 @@ from .conftest import shared_run
 
 VERILATOR = [f"same_results_{a}" for a in test_umd_async.APPS] + \
     [c.__name__[6:] for c in test_umd_async.CHECKS if c is not test_umd_async.check_same_results] + \
-    ["cycles_repeat"]  # (RTL only: tests/cocotb_async.py)
+    ["cycles_repeat", "drain_all_submits_what_an_unclosed_device_left"]  # (RTL only: tests/cocotb_async.py)
 ICARUS = ["same_results_gated_pipeline", "ioctls_run_on_the_right_thread"]
 
 

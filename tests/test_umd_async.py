@@ -226,6 +226,22 @@ def check_a_wait_submits_every_queued_flush_first(dev):
     gpu.close()
 
 
+def check_max_inflight_counts_queued_flushes(dev):
+    """Flushes queued for the thread count against max_inflight as submitted ones do: a
+    queue of 2 never holds more than 3 IBs, however many commands it records."""
+    kmd_model.bind(dev)
+    gpu = umd.open(api_version=3)
+    q = gpu.queue(async_submit=True, flush_threshold=1, max_inflight=2, ib_size_dw=64)
+    buf = gpu.alloc(4096)
+    for i in range(24):
+        q.write(buf, 4 * i, i + 1)
+        assert len(q.inflight) + len(q.pending) <= 2
+    q.finish()
+    assert q.pool.created <= 3 and q.submitted == 24
+    assert buf.u32[:24].tolist() == list(range(1, 25))
+    gpu.close()
+
+
 def check_close_with_pending_work(dev):
     """Device.close submits what is queued and recorded, waits for it, stops the thread;
     a refusal nobody was told of is raised by close, after everything is closed."""
@@ -288,7 +304,8 @@ def check_ioctls_run_on_the_right_thread(dev):
 
 CHECKS = [check_same_results, check_refused_cs_reaches_the_app,
           check_refusals_of_a_guilty_context_and_of_a_dependency, check_wait_on_never_flushed_event,
-          check_a_wait_submits_every_queued_flush_first, check_close_with_pending_work, check_use_after_close, check_ioctls_run_on_the_right_thread]
+          check_a_wait_submits_every_queued_flush_first, check_max_inflight_counts_queued_flushes,
+          check_close_with_pending_work, check_use_after_close, check_ioctls_run_on_the_right_thread]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])

@@ -507,8 +507,8 @@ class Queue(_Dispatched):
     def _throttle(self, what: str) -> None:
         """Reclaim what finished, then wait for the oldest submission while `max_inflight`
         are in flight (Mesa's throttling, drm_sched's hw_submission_limit)."""
-        if self.pending:  # (its refusals are raised at the next flush or wait, not mid-command)
-            self._drain(report=False)
+        if self.pending and len(self.inflight) + len(self.pending) >= self.max_inflight:
+            self._drain(report=False)  # (refusals are raised at the next flush or wait, not mid-command)
         self._reclaim()
         while len(self.inflight) >= self.max_inflight:
             oldest = self.inflight[0].seq
