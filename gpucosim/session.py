@@ -169,6 +169,7 @@ class Session:
         global _current
         import kmd_model
         import umd.runtime as umd_rt
+        import umd.submit as umd_submit
         from kmd_model import log as kmd_log
         from kmd_model.uapi import KmdError
 
@@ -221,6 +222,9 @@ class Session:
                 code = 1
             finally:
                 self.app_wall = time.perf_counter() - t_app
+                # flushes an async queue (umd/submit.py) still has queued, of a device the
+                # app did not close, are submitted as a synchronous flush's would have been
+                umd_submit.drain_all()
                 umd_rt.api_hook = None
                 sys.argv = saved_argv
             kmd = self.kmd = crash.kmd  # the app may have reloaded the driver (kmd_model.rebind)

@@ -35,6 +35,9 @@ class Device(abc.ABC):
 
     #: short name of the backend, e.g. "verilator", "icarus", "model"
     name: str = "device"
+    #: only the thread that bound the KMD may call in (the RTL under cocotb: a `bridge`d
+    #: thread); the UMD's submission thread then hands its ioctls to that thread
+    thread_bound: bool = False
 
     @abc.abstractmethod
     def mmio_read32(self, offset: int) -> int:

@@ -82,6 +82,10 @@ GOALS = {
     "cs_submit_us_per_kdw": ("<= 200 (before shadow IBs: ~480 for the check alone)", lambda v: v <= 200),
     "cs_submit_us_per_kdw_one_ib": ("", None),
     "cs_shadow_bytes_per_submit": ("", None),
+    # the app thread's own CPU time per flush, model, 300 flushes of 4 writes (examples/async_submit.py)
+    "umd_flush_app_cpu_us_sync": ("", None),
+    "umd_flush_app_cpu_us_async": ("<= 1/5 of sync (the CS ioctl is the submission thread's)", None),
+    "umd_flush_async_vs_sync": ("<= 0.2", lambda v: v <= 0.2),
 }
 
 
@@ -193,6 +197,21 @@ def alloc_ioctls(n: int = 1000) -> dict:
     return out
 
 
+def async_flush_cpu(submits: int = 300) -> dict:
+    """The app thread's CPU time per flush, sync and async submission, on the model."""
+    import kmd_model
+    from examples import async_submit
+    from testbench.refmodel import RefModel
+
+    kmd_model.bind(RefModel())
+    try:
+        sync, asy = (async_submit.run(submits, 4, mode)["flush_cpu_us"] for mode in (False, True))
+    finally:
+        kmd_model.unbind()
+    return {"umd_flush_app_cpu_us_sync": sync, "umd_flush_app_cpu_us_async": asy,
+            "umd_flush_async_vs_sync": asy / sync}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-width", type=int, default=64, choices=(32, 64, 128, 256))
@@ -249,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     from testbench import cs_bench
 
     r.update(cs_bench.measure())
+    r.update(async_flush_cpu())
     r["alloc_ioctls_per_1k_small"] = alloc_ioctls()
     if sims:
         from testbench import model_speed

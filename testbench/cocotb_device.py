@@ -99,6 +99,8 @@ def _to_edge(cycles: int) -> int:
 class CocotbDevice(Device):
     """The tb_top toplevel (gpu_top + memory model + AXI checker) behind the Device API."""
 
+    thread_bound = True  # cocotb.task.resume works only in the thread run_driver bridged
+
     def __init__(self, dut, memory: SharedMemory):
         self.dut = dut
         self.name = os.environ.get("GPUCOSIM_SIM", cocotb.SIM_NAME.split()[0].lower())

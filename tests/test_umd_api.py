@@ -30,7 +30,7 @@ def check_versions(dev):
     q2.finish()
     assert b2.u32[0] == 0x22
     # calls a version does not have are not there, with a message saying where they are
-    with pytest.raises(AttributeError, match=r"^Queue.fill\(\) is not in API version 1 \(it is in version 2\)$"):
+    with pytest.raises(AttributeError, match=r"^Queue.fill\(\) is not in API version 1 \(it is in version 2, 3\)$"):
         q1.fill(b1, 0, 16, 0)
     with pytest.raises(AttributeError, match=r"^Queue has no entry point 'frobnicate' in API version 2 \(it has "
                        r"close, copy, download, emit_raw, fill, finish, flush, signal, timestamp, upload, wait_event, wait_mem, "
@@ -64,7 +64,7 @@ def check_defaults_and_help(dev):
 
     kmd_model.bind(dev)
     gpu = umd.open()
-    assert gpu.api_version == umd.LATEST == 2
+    assert gpu.api_version == umd.LATEST == 3
     assert umd.open(api_version=1).api_version == 1
     q = gpu.queue()
     saved = runtime.api_hook

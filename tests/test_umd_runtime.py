@@ -90,7 +90,7 @@ def check_argument_errors(dev):
         (ValueError, "wait_mem: compare must be one of always, <, <=, ==, !=, >=, >, not '=>'",
          q.wait_mem, buf, 0, 1, ), 
         (ValueError, "queue: flush_threshold must be >= 1, not 0", gpu.queue),
-        (ValueError, "open: API version 3 is not supported (this UMD serves 1, 2)", umd.open, 3),
+        (ValueError, "open: API version 4 is not supported (this UMD serves 1, 2, 3)", umd.open, 4),
     ]
     cases[8] = (ValueError, cases[8][1], lambda: q.wait_mem(buf, 0, 1, compare="=>"))
     cases[9] = (ValueError, cases[9][1], lambda: gpu.queue(flush_threshold=0))

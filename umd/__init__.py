@@ -10,7 +10,8 @@
     q.flush(); q.finish()
 
 Layers: api (versions and dispatch tables), runtime (Device, Buffer, Queue, Event),
-cmdbuf (chained IBs), winsys (the ioctls), errors. The UMD reaches the GPU only through
+cmdbuf (chained IBs), winsys (the ioctls), submit (the asynchronous submission
+thread), errors. The UMD reaches the GPU only through
 the KMD's ioctls (kmd_model.open_render_node()).
 """
 

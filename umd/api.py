@@ -16,6 +16,9 @@ Version 2 (batching by default, fills and timestamps)
     the flush threshold; the default threshold is 64 commands;
     new calls: Queue.fill, Queue.timestamp, Queue.copy/upload/download, Queue.wait_event
     (GPU-side waits on another queue's event); Device.queue(engine="gfx"|"copy", priority=...).
+Version 3 (asynchronous submission)
+    Device.queue(..., async_submit=True): the queue's flushes are submitted by the
+    device's submission thread (umd/submit.py); everything else as version 2.
 """
 
 from __future__ import annotations
@@ -85,7 +88,11 @@ V2 = V1.derive(2, flush_threshold=64, add={
 }, notes="write() is batched; fill(), timestamp(), copy(), upload(), download(), wait_event(); "
          "queue(engine='copy')")
 
-TABLES: dict[int, DispatchTable] = {1: V1, 2: V2}
+V3 = V2.derive(3, add={
+    "Device.queue": rt.device_queue_v3,
+}, notes="queue(async_submit=True): a submission thread makes the CS ioctls")
+
+TABLES: dict[int, DispatchTable] = {1: V1, 2: V2, 3: V3}
 LATEST = max(TABLES)
 
 # The names other runtimes give these calls (the C library's, CUDA's, OpenCL's): a call by

@@ -128,7 +128,7 @@ class MemoryManager:
         (the submission in the making counts as the next one)."""
         out = []
         for q in self.device.queues:
-            n = q.submitted + (1 if q.cmdbuf.ibs else 0)
+            n = q.submitted + len(q.pending) + (1 if q.cmdbuf.ibs else 0)  # (pending: async flushes queued)
             if n and not q.closed:
                 out.append((q, n))
         return tuple(out)
@@ -171,6 +171,8 @@ class MemoryManager:
                 self._release(bucket.popleft()[0])
         self.cached_bytes = 0
         for q in list(self.device.queues):
+            if q.pending:  # an async queue's flushes still queued: submitted first, their seqnos known
+                q._drain(report=False)
             if not q.closed and q.last_seq is not None:
                 q._wait_seq(q.last_seq, q.timeout, "alloc")
         self._reclaim_slabs()

@@ -12,7 +12,10 @@ import errno
 import functools
 import logging
 import operator
+import os
+import threading
 import types
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
@@ -24,9 +27,12 @@ from kmd_model.log import get_logger
 from kmd_model.uapi import CsChunkDep, CsChunkFence, CsChunkIb, CtxPriority, Domain, HwIp, InfoQuery, KmdError
 from spec import pm4, sdma
 
+from . import submit
 from .cmdbuf import CmdBuf
-from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, SubmitError
+from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, SubmitError, UmdError
 from .pool import Backing, MemoryManager, PoolStats
+from .submit import ENV as ASYNC_ENV
+from .submit import PendingCs, Submitter
 from .va import VaStats
 from .winsys import Winsys
 
@@ -133,6 +139,15 @@ class Device(_Dispatched):
     _kind = "Device"
 
     def __init__(self, table: "DispatchTable", winsys: Winsys | None = None, pools: bool = True):
+        # asynchronous submission (umd/submit.py): the default of every queue's async_submit
+        # (GPUCOSIM_ASYNC_SUBMIT, a driver setting as Mesa's GALLIUM_THREAD), and the thread,
+        # started with the first async queue; the thread that opened the device owns the KMD
+        env = os.environ.get(ASYNC_ENV, "0")
+        if env not in ("0", "1"):
+            raise ValueError(f"open: {ASYNC_ENV} must be 0 or 1, not {env!r}")
+        self.async_default = env == "1"
+        self.owner_thread = threading.get_ident()
+        self.submitter: Submitter | None = None
         self._table = table
         self.api_version = table.version
         self.ws = winsys or Winsys()
@@ -186,7 +201,7 @@ def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignmen
 
 def device_queue(self: Device, *, flush_threshold: int | None = None, flush_dwords: int | None = None,
                  ib_size_dw: int = 1024, max_inflight: int = MAX_INFLIGHT, engine: str = "gfx",
-                 priority: str = "normal") -> "Queue":
+                 priority: str = "normal", **v3: Any) -> "Queue":
     """A queue (a KMD context) recording commands into chained IBs. `engine`: "gfx" (the
     CP's ring, PM4) or "copy" (the SDMA copy engine's ring: write, fill, copy, upload,
     download, signal, wait_mem run as SDMA packets beside the gfx queues); `priority`: "low",
@@ -195,6 +210,31 @@ def device_queue(self: Device, *, flush_threshold: int | None = None, flush_dwor
     `flush_dwords` dwords are recorded; `ib_size_dw` is the size of each chained IB. At most
     `max_inflight` submissions are in flight: past that a flush (or a new IB) waits for the
     oldest to finish, so memory stays bounded however fast the app records."""
+    for name in v3:  # (the arguments later versions added are named as missing entry points are)
+        if name == "async_submit":
+            raise TypeError(f"queue: async_submit= is not in API version {self.api_version} (it is in version 3)")
+        raise TypeError(f"queue() got an unexpected keyword argument {name!r}")
+    return _new_queue(self, flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority,
+                      self.async_default)
+
+
+def device_queue_v3(self: Device, *, flush_threshold: int | None = None, flush_dwords: int | None = None,
+                    ib_size_dw: int = 1024, max_inflight: int = MAX_INFLIGHT, engine: str = "gfx",
+                    priority: str = "normal", async_submit: bool | None = None) -> "Queue":
+    """API v3: Device.queue as in v2, plus `async_submit`: True, the queue's flushes are
+    submitted by the device's submission thread (the CS ioctl no longer runs inside flush();
+    umd/submit.py); False, by flush() itself; None, as GPUCOSIM_ASYNC_SUBMIT says (default 0).
+    Events, fences, results and the order of the queue's jobs are the same either way; a
+    refused submission is raised by the queue's next flush(), finish(), Event.wait() or
+    close() (docs/architecture.md, "The asynchronous submission thread")."""
+    if async_submit is not None and not isinstance(async_submit, bool):
+        raise TypeError(f"queue: async_submit must be True, False or None, not {async_submit!r}")
+    return _new_queue(self, flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority,
+                      self.async_default if async_submit is None else async_submit)
+
+
+def _new_queue(self: Device, flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority,
+               async_submit: bool) -> "Queue":
     if engine not in ENGINES:
         raise ValueError(f"queue: engine must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
     if priority not in PRIORITIES:
@@ -204,6 +244,11 @@ def device_queue(self: Device, *, flush_threshold: int | None = None, flush_dwor
                          "(QUEUE_CAPS.SDMA is 0): use engine='gfx'")
     q = Queue(self, flush_threshold if flush_threshold is not None else self._table.flush_threshold,
               ib_size_dw, flush_dwords, max_inflight, engine, priority)
+    if async_submit:
+        if self.submitter is None:
+            self.submitter = self.ws.submitter = Submitter(self.owner_thread, self.ws.thread_bound())
+            weakref.finalize(self, self.submitter.stop)  # (an app that never closes its device)
+        q.async_submit = True
     self.queues.append(q)
     return q
 
@@ -236,15 +281,34 @@ def device_memory(self: Device) -> MemoryReport:
 
 
 def device_close(self: Device) -> None:
+    """Close every queue (each submits and finishes what it has), free every buffer, close
+    the render node. A submission of an async queue that the KMD refused and the app was
+    not told of yet is raised here, once everything is closed (as a file's close() raises
+    what its last flush could not write)."""
     if self.closed:
         return
+    errors = []
     for q in list(self.queues):
-        q._close()
+        try:
+            q._close()
+        except UmdError as e:  # (only unreported async refusals: _close swallows the rest)
+            errors.append(e)
     for b in list(self.buffers):
         b.free()
     self.mm.close()
+    if self.submitter is not None:
+        self.submitter.close()  # nothing is queued any more: the queues are closed
+        self.ws.submitter = None
     self.ws.close()
     self._set_closed()
+    _raise_first(errors)
+
+
+def _raise_first(errors: list) -> None:
+    if errors:
+        for e in errors[1:]:
+            errors[0].add_note(f"and: {type(e).__name__}: {e}")
+        raise errors[0]
 
 
 # ---------------------------------------------------------------------------- Buffer
@@ -382,6 +446,13 @@ class Queue(_Dispatched):
         self.calls = 0
         self.flushes = 0
         self.closed = False
+        # asynchronous submission (umd/submit.py; set by Device.queue): flushes waiting for
+        # the device's submission thread, in order, and the refusals not yet raised
+        self.async_submit = False
+        self.pending: deque[PendingCs] = deque()
+        self.async_errors: list[UmdError] = []
+        self.async_flushes = 0
+        self._closing = False
         # WRITE_DATA payload per packet: what fits in one IB beside its 3 header dwords
         self.max_write_dw = min(pm4.MAX_PAYLOAD - 2, self.cmdbuf.max_packet_dw - 4)
 
@@ -423,9 +494,21 @@ class Queue(_Dispatched):
             self.fence_trusted = True
         return seq_passed(seq, v)
 
+    # -- asynchronous submission (the bodies are in umd/submit.py)
+    def _collect(self) -> None:
+        submit.collect(self)
+
+    def _report(self) -> None:
+        submit.report(self)
+
+    def _drain(self, report: bool = True) -> None:
+        submit.drain(self, report)
+
     def _throttle(self, what: str) -> None:
         """Reclaim what finished, then wait for the oldest submission while `max_inflight`
         are in flight (Mesa's throttling, drm_sched's hw_submission_limit)."""
+        if self.pending and len(self.inflight) + len(self.pending) >= self.max_inflight:
+            self._drain(report=False)  # (refusals are raised at the next flush or wait, not mid-command)
         self._reclaim()
         while len(self.inflight) >= self.max_inflight:
             oldest = self.inflight[0].seq
@@ -444,6 +527,10 @@ class Queue(_Dispatched):
             except KmdError as e:
                 if e.errno != errno.ENOMEM:
                     raise
+                if self.pending:  # flushes still queued hold IBs and staging: let them go
+                    self._drain(report=False)
+                    self._reclaim()
+                    continue
                 if not self.inflight:
                     raise OutOfMemory(f"{what}: no memory for {size:#x} bytes on queue (context {self.ctx_id}), "
                                       f"with nothing of its own in flight (max_inflight={self.max_inflight}): "
@@ -483,6 +570,10 @@ class Queue(_Dispatched):
     def _wait_seq(self, seq: int, timeout: int, what: str) -> bool:
         if self.seq_done(seq):
             return True
+        if submit.any_queued():
+            # A job of ours may wait (WAIT_REG_MEM, a dependency) for a flush still queued,
+            # of any async queue: submit all of them before blocking, as sync flushes were.
+            submit.drain_all()
         try:
             done = self.ws.wait_cs(self.ctx_id, seq, timeout)
             if done:
@@ -495,12 +586,18 @@ class Queue(_Dispatched):
             raise  # unreachable
 
     def _close(self) -> None:
+        """Submit and finish what the queue has, release its context; an async queue's
+        refused submissions the app was not told of are raised after that."""
         if self.closed:
             return
+        self._closing = True  # the refusals wait until the queue is released
         try:
             queue_finish(self)
         except Exception:  # a dead queue still releases its context
             pass
+        if self.async_submit:
+            self._drain(report=False)
+        errors, self.async_errors = self.async_errors, []
         self.ws.ctx_free(self.ctx_id)
         self.qbo.free()
         for b in self.pool.free:
@@ -508,6 +605,7 @@ class Queue(_Dispatched):
         self._set_closed()
         if self in self.device.queues:
             self.device.queues.remove(self)
+        _raise_first(errors)
 
 
 # -- entry points (the dispatch tables name these)
@@ -578,8 +676,19 @@ def queue_wait_event(self: Queue, event: "Event") -> None:
         return
     if event.lost:
         raise SubmitError(errno.ECANCELED, "wait_event: the submission carrying this event was refused")
-    if event.seq is None:
+    if event.seq is None and event.pending is None:
         queue_flush(q)  # the event must be submitted before anything can depend on it
+    if event.pending is not None:  # flushed, queued for the submission thread
+        if self.async_submit:
+            # that thread submits it before this queue's next flush (one FIFO per device)
+            # and names the dependency then
+            self.deps.append(submit.EventDep(q, event.pending))
+            self._label("wait_event")
+            self._end_command()
+            return
+        q._drain(report=False)
+        if event.lost:
+            raise SubmitError(errno.ECANCELED, "wait_event: the submission carrying this event was refused")
     self.deps.append(CsChunkDep(q.ip_type, 0, q.ctx_id, event.seq))  # type: ignore[arg-type]
     self._label("wait_event")
     self._end_command()
@@ -597,12 +706,14 @@ def queue_flush(self: Queue) -> int | None:
     """Submit what was recorded (one CS ioctl); returns the submission's seqno, or None
     when there was nothing to submit. With `max_inflight` submissions in flight it first
     waits for the oldest; if that times out (GpuTimeout) the commands stay recorded."""
+    if self.async_submit:
+        self._report()  # a refused earlier flush first (when the thread is done with it)
     cb = self.cmdbuf
     if not cb.ibs and self.deps:  # a wait with nothing after it yet: a NOP job carries it
         cb.emit(sdma.pad(8) if self.copy_engine else pm4.pad(8), "wait_event")
     if not cb.ibs:
         return None
-    if len(self.inflight) >= self.max_inflight:
+    if len(self.inflight) + len(self.pending) >= self.max_inflight:
         self._throttle("flush")
     first = cb.end()
     ibs = [ib.buf for ib in cb.ibs]
@@ -615,18 +726,23 @@ def queue_flush(self: Queue) -> int | None:
             log.debug("IB at %#x, %d dwords:\n%s", ib.gpu_addr, ib.size_dw, "\n".join(
                 "  " + line for line in pm4.disassemble(ib.buf.u32[:ib.size_dw].tolist(), ib.gpu_addr)))
     sizes = [ib.size_dw for ib in cb.ibs]
+    first_ib = (first.buf.gpu_addr, first.size_dw)
     cb.reset()
     deps, self.deps = self.deps, []
     fence = CsChunkFence(self.qbo.handle, self.qbo.bo_offset + 4 * QBO_USER_FENCE)
+    do_cs = functools.partial(_cs_submit, self, first_ib, ibs, sizes, deps, fence)
+    if self.async_submit:  # the device's submission thread makes the ioctl (umd/submit.py)
+        self.async_flushes += 1
+        self.flushes += 1
+        job = PendingCs(self, do_cs, ibs, labels, events, self.staging, self.async_flushes)
+        self.staging = []  # freed once the CS is in (submit.collect)
+        for ev in events:
+            ev.pending = job
+        self.pending.append(job)
+        self.device.submitter.push(job)  # type: ignore[union-attr]
+        return None
     try:
-        if not self.copy_engine:
-            seq = self.ws.cs_submit(self.ctx_id, [*deps, CsChunkIb(first.size_dw, gpu_addr=first.buf.gpu_addr), fence])
-        else:  # SDMA IBs do not chain: every IB is a chunk, max_ib_chunks per CS, in order
-            step = self.device.dev_info.max_ib_chunks
-            for k in range(0, len(ibs), step):
-                chunks = [CsChunkIb(n, gpu_addr=b.gpu_addr, ip_type=self.ip_type)
-                          for b, n in zip(ibs[k:k + step], sizes[k:k + step])]
-                seq = self.ws.cs_submit(self.ctx_id, [*(deps if k == 0 else ()), *chunks, fence])
+        seq = do_cs()
     except KmdError as e:
         self.pool.free.extend(ibs)  # never ran
         for ev in events:
@@ -648,9 +764,27 @@ def queue_flush(self: Queue) -> int | None:
     return seq
 
 
+def _cs_submit(q: Queue, first_ib: tuple[int, int], ibs: list, sizes: list, deps: list, fence: CsChunkFence) -> int:
+    """The CS ioctl(s) of one flush; its last seqno. On the app's thread (a synchronous
+    queue) or the device's submission thread (an async one): it touches no queue state."""
+    deps = [d.chunk() if isinstance(d, submit.EventDep) else d for d in deps]
+    if not q.copy_engine:
+        return q.ws.cs_submit(q.ctx_id, [*deps, CsChunkIb(first_ib[1], gpu_addr=first_ib[0]), fence])
+    # SDMA IBs do not chain: every IB is a chunk, max_ib_chunks per CS, in order
+    step = q.device.dev_info.max_ib_chunks
+    for k in range(0, len(ibs), step):
+        chunks = [CsChunkIb(n, gpu_addr=b.gpu_addr, ip_type=q.ip_type)
+                  for b, n in zip(ibs[k:k + step], sizes[k:k + step])]
+        seq = q.ws.cs_submit(q.ctx_id, [*(deps if k == 0 else ()), *chunks, fence])
+    return seq
+
+
 def queue_finish(self: Queue, timeout: int = DEFAULT_TIMEOUT) -> None:
-    """Flush, then wait until the GPU has done everything submitted on this queue."""
+    """Flush, then wait until the GPU has done everything submitted on this queue (an
+    async queue's flushes included: a refused one is raised here at the latest)."""
     queue_flush(self)
+    if self.async_submit:
+        self._drain()
     if self.last_seq is not None and not self._wait_seq(self.last_seq, timeout, "finish"):
         raise GpuTimeout(f"finish: queue (context {self.ctx_id}) not idle after {timeout} cycles")
     self._reclaim()
@@ -719,6 +853,7 @@ class Event:
         self.queue = queue
         self.value = value
         self.seq: int | None = None  # the submission carrying it, once flushed
+        self.pending: PendingCs | None = None  # its flush, while queued for the submission thread
         self.lost = False  # its submission was refused
 
     def signalled(self) -> bool:
@@ -736,6 +871,12 @@ class Event:
         q = self.queue
         if self.lost:
             raise SubmitError(errno.ECANCELED, "wait: the submission carrying this event was refused")
+        if self.seq is None and q.async_submit:
+            if self.pending is None:
+                queue_flush(q)  # never flushed
+            q._drain()  # its submission first (and a refused one of the queue's is raised here)
+            if self.lost:
+                raise SubmitError(errno.ECANCELED, "wait: the submission carrying this event was refused")
         if self.seq is None:
             queue_flush(q)
         if not q._wait_seq(self.seq, timeout_cycles, "wait"):  # type: ignore[arg-type]

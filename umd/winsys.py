@@ -7,21 +7,40 @@ measured from the UMD side too.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import kmd_model
 from kmd_model import uapi
 from kmd_model.uapi import Request
 
+# The KMD model is one per process and not thread-safe: every ioctl runs under this lock,
+# so a device's submission thread (umd/submit.py) and the app's thread never are in it at once.
+KMD_LOCK = threading.RLock()  # (re-entrant: a hook inside an ioctl may make another)
+
 
 class Winsys:
     def __init__(self, file: Any = None):
         self.file = file if file is not None else kmd_model.open_render_node()
         self.ioctls = 0
+        self.submitter = None  # the device's submission thread, once it has an async queue
 
     def ioctl(self, request: Request, args: Any) -> Any:
-        self.ioctls += 1
-        return self.file.ioctl(request, args)
+        s = self.submitter
+        if s is not None:  # it decides which thread runs the ioctl (umd/submit.py)
+            return s.ioctl(self._ioctl, request, args)
+        return self._ioctl(request, args)
+
+    def _ioctl(self, request: Request, args: Any) -> Any:
+        with KMD_LOCK:
+            self.ioctls += 1
+            return self.file.ioctl(request, args)
+
+    def thread_bound(self) -> bool:
+        """Must the KMD run on the thread that opened the device? True on a backend that
+        only one thread may drive (the RTL under cocotb: `Device.thread_bound`)."""
+        kmd = getattr(self.file, "kmd", None)
+        return bool(getattr(getattr(kmd, "dev", None), "thread_bound", False))
 
     # -- GEM
     def gem_create(self, size: int, domain: int, alignment: int = 0, flags: int = 0) -> uapi.GemCreateOut:

@@ -1,0 +1,293 @@
+"""The asynchronous submission thread (`Device.queue(async_submit=True)`, API v3; or every
+queue with GPUCOSIM_ASYNC_SUBMIT=1): the app's thread records and flushes, a thread of the
+device submits (the CS ioctls: the KMD's checker, shadow IBs, ring and doorbell), so a
+flush returns without waiting for the ioctl. Mesa's u_threaded_context and radeonsi's
+submission thread have the same shape.
+
+One thread per Device, serving the device's async queues in the order they flushed (a
+FIFO), so a queue's submissions keep their order, and a `wait_event` on another async
+queue's event can be resolved by the thread itself: the submission carrying the event is
+ahead of it in the FIFO.
+
+Who may enter the KMD. The KMD model is not thread-safe, so every ioctl of the process
+runs under one lock (winsys.KMD_LOCK). On the reference model that is all: the thread runs
+its ioctls itself. On the RTL the simulator belongs to the thread cocotb bridged (the
+app's: `cocotb.task.resume` refuses any other thread), and an ioctl drives it (MMIO,
+interrupt waits), so there the thread hands each ioctl to the owner (the thread that
+opened the device) through a request queue, which the owner serves whenever it enters the
+driver: before each of its own ioctls it runs those of every flush queued so far (so a
+CS reaches the simulator at the same cycle run after run), and it runs them while it
+waits for the submission thread (`drain`, before every wait on a fence). We chose this proxy over making the submission thread the
+owner because the owner is where the app, its crash reports and its timeline already run;
+the app thread only ever runs whole ioctls, never half of one, so the KMD is never entered
+twice at once. The price: on the RTL a submission reaches the GPU at the app thread's
+next driver call, not earlier; a wait never deadlocks on one still queued, because every
+wait first drains the FIFO (docs/architecture.md, "The asynchronous submission thread").
+
+Errors: the thread never raises. A refused CS is stored in its PendingCs and handed to the
+queue (`collect`), which raises it at the app's next flush() of that queue if the thread is
+done with it by then, else at the latest at its finish(), Event.wait() or close().
+
+Only ioctls are serialised: code that reaches into the KMD directly (tests calling
+`kmd.service()`) must first let the queued flushes through (`Queue.finish`, a wait).
+"""
+
+from __future__ import annotations
+
+import errno
+import threading
+import weakref
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kmd_model.uapi import CsChunkDep, KmdError
+
+from .errors import UmdError
+
+ENV = "GPUCOSIM_ASYNC_SUBMIT"  # "1": every queue submits asynchronously (the default of async_submit)
+
+_live: "weakref.WeakSet[Submitter]" = weakref.WeakSet()  # every running submission thread
+
+
+def any_queued() -> bool:
+    """Has a device opened by this thread flushes queued for its submission thread?"""
+    me = threading.get_ident()
+    return any(s.jobs and s.owner == me for s in list(_live))
+
+
+def drain_all() -> int:
+    """Submit every flush still queued on a device this thread opened; how many were.
+    For the end of an app that never closed its device (gpucosim's Session calls it):
+    on the RTL nobody else would run the thread's ioctls."""
+    n = 0
+    for s in list(_live):
+        if not s.closed and s.owner == threading.get_ident():
+            n += len(s.jobs)
+            s.drain()
+    return n
+
+
+@dataclass(eq=False)
+class PendingCs:
+    """One flush of an async queue, waiting for (or back from) the submission thread.
+    `submit_fn()` runs on that thread; the app's thread reads the outcome (`seq` or
+    `error`) once `done`, in `collect`."""
+
+    queue: Any
+    submit_fn: Callable[[], int]  # the CS ioctl(s); returns the last seqno
+    ibs: list
+    labels: dict
+    events: list
+    staging: list
+    number: int  # the queue's n-th async flush, for messages
+    done: bool = False
+    seq: int | None = None
+    error: BaseException | None = None
+
+
+class _Request:
+    """One ioctl the submission thread asks the owner thread to run (RTL)."""
+
+    __slots__ = ("fn", "args", "done", "value", "error")
+
+    def __init__(self, fn: Callable, args: tuple):
+        self.fn, self.args = fn, args
+        self.done = False
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.value = self.fn(*self.args)
+        except BaseException as e:  # noqa: BLE001  (handed back to the submission thread)
+            self.error = e
+
+
+class Submitter:
+    """The device's submission thread and the owner's side of its ioctl proxy."""
+
+    def __init__(self, owner: int, marshal: bool):
+        self.owner = owner  # thread id of the app thread that opened the device
+        self.marshal = marshal  # ioctls must run on the owner (a cocotb-bridged simulator)
+        self.cond = threading.Condition()
+        self.jobs: deque[PendingCs] = deque()  # flushed, not yet submitted, in flush order
+        self.requests: deque[_Request] = deque()  # ioctls for the owner (marshal mode)
+        self.closed = False
+        self.submitted = 0
+        self.thread = threading.Thread(target=self._run, name="umd-submit", daemon=True)
+        self.thread.start()
+        _live.add(self)
+
+    # ---------------------------------------------------------------- app thread
+
+    def push(self, job: PendingCs) -> None:
+        with self.cond:
+            if self.closed:
+                raise ValueError("flush: the device's submission thread has stopped (the device is closed)")
+            self.jobs.append(job)
+            self.cond.notify_all()
+
+    def drain(self) -> None:
+        """Wait until every job pushed so far has been submitted (or refused), running the
+        thread's ioctls meanwhile when they must run here."""
+        with self.cond:
+            if not self.jobs:
+                return
+            last = self.jobs[-1]
+        while True:
+            self.serve()
+            with self.cond:
+                while not last.done and not self.requests:
+                    self.cond.wait()
+                if last.done and not self.requests:
+                    return
+
+    def serve(self) -> None:
+        """Run the ioctls the submission thread has handed over (owner thread only)."""
+        while True:
+            with self.cond:
+                if not self.requests:
+                    return
+                req = self.requests.popleft()
+            req.run()
+            with self.cond:
+                req.done = True
+                self.cond.notify_all()
+
+    def close(self) -> None:
+        """Submit what is queued, then stop the thread."""
+        self.drain()
+        self.stop()
+        self.thread.join()
+
+    def stop(self) -> None:
+        """Let the thread end once nothing is queued (also when its Device is collected
+        unclosed: the queued flushes keep the Device alive until they are submitted)."""
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+
+    # ---------------------------------------------------------------- any thread
+
+    def ioctl(self, fn: Callable, *args: Any) -> Any:
+        """Run one ioctl `fn(*args)` from whichever thread asks (Winsys.ioctl comes here
+        while the device has a submission thread)."""
+        me = threading.get_ident()
+        if me == self.owner:
+            if self.marshal:
+                # Every queued flush first: they were made before this call, and so the
+                # simulated cycle of each CS does not depend on how the threads were
+                # scheduled (the same cycles run after run, as in sync mode).
+                self.drain()
+            return fn(*args)
+        if not self.marshal or me != self.thread.ident:
+            return fn(*args)
+        req = _Request(fn, args)
+        with self.cond:
+            self.requests.append(req)
+            self.cond.notify_all()
+            while not req.done:
+                self.cond.wait()
+        if req.error is not None:
+            raise req.error
+        return req.value
+
+    # ---------------------------------------------------------------- the thread
+
+    def _run(self) -> None:
+        while True:
+            with self.cond:
+                while not self.jobs and not self.closed:
+                    self.cond.wait()
+                if not self.jobs:
+                    return
+                job = self.jobs[0]  # stays queued until done, so drain() sees it
+            try:
+                job.seq = job.submit_fn()
+            except BaseException as e:  # noqa: BLE001  (a refused CS, or a bug: the app gets it)
+                job.error = e
+            with self.cond:
+                self.jobs.popleft()
+                job.done = True
+                self.submitted += 1
+                self.cond.notify_all()
+            job = None  # (while it waits, the thread holds no queue: an unclosed Device can be collected)
+
+
+# ---------------------------------------------------------------------------- a queue's side
+# (Queue._collect, _report and _drain: what the app's thread does with its async flushes)
+
+def collect(q) -> None:
+    """Take in what the submission thread has done with queue `q`'s flushes, in order: a
+    submitted one is in flight from now on (as a synchronous flush leaves it), a refused
+    one frees its IBs, loses its events and waits in `q.async_errors` to be raised."""
+    from .runtime import Submission
+
+    while q.pending and q.pending[0].done:
+        job = q.pending.popleft()
+        if job.error is not None:
+            q.pool.free.extend(job.ibs)  # never ran
+            for ev in job.events:
+                ev.lost, ev.pending = True, None
+            for b in job.staging:
+                b.free()
+            q.async_errors.append(_error(q, job))
+            continue
+        seq = job.seq
+        if q.first_seq is None:
+            q.first_seq = seq
+        q.last_seq = seq
+        q.submitted += 1
+        q.inflight.append(Submission(seq, job.ibs, job.labels))
+        for ev in job.events:
+            ev.seq, ev.pending = seq, None
+        for b in job.staging:
+            b.free()
+        q.device.mm.flushed()
+
+
+def _error(q, job: PendingCs) -> BaseException:
+    """The exception a synchronous flush would have raised for the refused `job`."""
+    e = job.error
+    if not isinstance(e, KmdError):
+        return e  # not the KMD's answer: a bug, handed over as it is
+    try:
+        q._raise_from(e, f"flush (asynchronous submission #{job.number} of queue context {q.ctx_id})")
+    except UmdError as u:
+        return u
+    return e  # unreachable: _raise_from always raises
+
+
+def report(q) -> None:
+    """Raise the oldest refused submission of `q` the app has not been told of (each once)."""
+    if q.pending:
+        collect(q)
+    if q.async_errors and not q._closing:
+        raise q.async_errors.pop(0)
+
+
+def drain(q, report_errors: bool = True) -> None:
+    """Wait until the submission thread has handled every flush so far (`q`'s and the other
+    async queues': a GPU-side wait of ours may need theirs), then take `q`'s in."""
+    s = q.device.submitter
+    if s is not None:
+        s.drain()
+    if q.pending:
+        collect(q)
+    if report_errors:
+        report(q)
+
+
+class EventDep:
+    """A wait_event on an event whose flush is still queued for the submission thread:
+    named (a CsChunkDep) by that thread, which has submitted the event's flush by then."""
+
+    def __init__(self, queue, job: PendingCs):
+        self.queue, self.job = queue, job
+
+    def chunk(self) -> CsChunkDep:
+        job, q = self.job, self.queue
+        if job.error is not None or job.seq is None:
+            raise KmdError(errno.ECANCELED, "CS: wait_event: the submission carrying the event was refused")
+        return CsChunkDep(q.ip_type, 0, q.ctx_id, job.seq)
