@@ -286,3 +286,31 @@ def test_copy_engine_transfers_past_one_packets_limit_split_into_contiguous_pack
     got = q.download(b, 13, n)
     assert np.array_equal(got, data)
     assert kmd.mmio.read(regs.PERF_SDMA_PACKETS, sdma_packets.COPY_LINEAR.index) == 3 * 2
+
+
+@pytest.mark.parametrize("async_submit", [False, True])
+def test_a_buffer_freed_after_a_split_copy_flush_waits_for_its_last_cs(async_submit):
+    """A copy queue's flush of more IBs than max_ib_chunks takes several CS ioctls (several
+    seqnos). A buffer its last CS still writes, freed by the app, is not handed out again
+    until that CS is done: the pools look for the flush's last seqno, not the first."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    step = gpu.dev_info.max_ib_chunks
+    q = gpu.queue(engine="copy", ib_size_dw=64, flush_threshold=1000, async_submit=async_submit)
+    gate, junk, buf = gpu.alloc(4096), gpu.alloc(1 << 16), gpu.alloc(4096)
+    q.write(junk, 0, [1])
+    q.finish()  # a first flush of one CS: the split one below is the second
+    for i in range(60):  # the first CS's IBs
+        q.write(junk, 64 * i, [i + 1] * 9)
+    assert len(q.cmdbuf.ibs) > step
+    q.wait_mem(gate, 0, 1)  # the last CS waits for the CPU...
+    q.write(buf, 0, [0xDEAD] * 16)  # ...then writes the buffer
+    q.flush()
+    q._drain()  # (async: until the submission thread has made the CS ioctls)
+    assert not q.seq_done(q.last_seq)  # its last CS waits for the gate
+    buf.free()
+    again = gpu.alloc(4096)
+    again.u32[:16] = 0x5A5A
+    gate.u32[0] = 1
+    q.finish()
+    assert again.u32[:16].tolist() == [0x5A5A] * 16  # the late write went to the freed buffer, not here

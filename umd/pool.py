@@ -50,7 +50,7 @@ M32 = 0xFFFF_FFFF
 
 def fence_idle(fence) -> bool:
     """Has each queue finished its n-th submission? ((queue, n) pairs, n counted from 1.)"""
-    return all(q.closed or (n <= q.submitted and q.seq_done((q.first_seq + n - 1) & M32)) for q, n in fence)
+    return all(q.closed or (n <= q.submitted and q.seq_done(q.seq_of(n))) for q, n in fence)
 
 
 @dataclass(eq=False)

@@ -8,6 +8,7 @@ here, named `<class>_<call>[_v<N>]`, are what the tables point at.
 
 from __future__ import annotations
 
+import bisect
 import errno
 import functools
 import logging
@@ -442,7 +443,10 @@ class Queue(_Dispatched):
         self.first_seq: int | None = None
         self.last_seq: int | None = None
         self.fence_trusted = False  # the user fence dword holds a seqno of ours (seq_done)
-        self.submitted = 0  # jobs submitted (umd/pool.py's fences count in these)
+        self.submitted = 0  # flushes submitted (umd/pool.py's fences count in these)
+        # flushes that took more than one CS (a copy queue's, past max_ib_chunks IBs): (flush,
+        # CS ioctls beyond one per flush up to it), so seq_of(n) finds the n-th flush's last seqno
+        self._extra_cs: list[tuple[int, int]] = []
         self.calls = 0
         self.flushes = 0
         self.closed = False
@@ -472,6 +476,21 @@ class Queue(_Dispatched):
             queue_flush(self)
 
     # -- completion
+    def _submitted(self, seq: int, ncs: int) -> None:
+        """A flush is in: its CS ioctls took `ncs` seqnos, the last `seq`."""
+        if self.first_seq is None:
+            self.first_seq = (seq - ncs + 1) & M32
+        self.last_seq = seq
+        self.submitted += 1
+        if ncs > 1:
+            self._extra_cs.append((self.submitted, (self._extra_cs[-1][1] if self._extra_cs else 0) + ncs - 1))
+
+    def seq_of(self, n: int) -> int:
+        """The last seqno of the queue's n-th submitted flush (n from 1): the one whose end
+        means the whole flush has run."""
+        k = bisect.bisect_right(self._extra_cs, (n, M32)) - 1
+        return (self.first_seq + n - 1 + (self._extra_cs[k][1] if k >= 0 else 0)) & M32
+
     def seq_done(self, seq: int) -> bool:
         """The cheap check: has the user fence (written by the GPU after each job) passed seq?
         Seqnos are 32-bit and compared wrap-safely. Until the GPU has written the dword once
@@ -742,16 +761,13 @@ def queue_flush(self: Queue) -> int | None:
         self.device.submitter.push(job)  # type: ignore[union-attr]
         return None
     try:
-        seq = do_cs()
+        seq, ncs = do_cs()
     except KmdError as e:
         self.pool.free.extend(ibs)  # never ran
         for ev in events:
             ev.lost = True
         self._raise_from(e, "flush")
-    if self.first_seq is None:
-        self.first_seq = seq
-    self.last_seq = seq
-    self.submitted += 1
+    self._submitted(seq, ncs)
     self.flushes += 1
     self.inflight.append(Submission(seq, ibs, labels))
     for ev in events:
@@ -764,19 +780,23 @@ def queue_flush(self: Queue) -> int | None:
     return seq
 
 
-def _cs_submit(q: Queue, first_ib: tuple[int, int], ibs: list, sizes: list, deps: list, fence: CsChunkFence) -> int:
-    """The CS ioctl(s) of one flush; its last seqno. On the app's thread (a synchronous
-    queue) or the device's submission thread (an async one): it touches no queue state."""
+def _cs_submit(q: Queue, first_ib: tuple[int, int], ibs: list, sizes: list, deps: list,
+               fence: CsChunkFence) -> tuple[int, int]:
+    """The CS ioctl(s) of one flush: its last seqno and how many it took. On the app's
+    thread (a synchronous queue) or the device's submission thread (an async one): it
+    touches no queue state."""
     deps = [d.chunk() if isinstance(d, submit.EventDep) else d for d in deps]
     if not q.copy_engine:
-        return q.ws.cs_submit(q.ctx_id, [*deps, CsChunkIb(first_ib[1], gpu_addr=first_ib[0]), fence])
+        return q.ws.cs_submit(q.ctx_id, [*deps, CsChunkIb(first_ib[1], gpu_addr=first_ib[0]), fence]), 1
     # SDMA IBs do not chain: every IB is a chunk, max_ib_chunks per CS, in order
     step = q.device.dev_info.max_ib_chunks
+    ncs = 0
     for k in range(0, len(ibs), step):
         chunks = [CsChunkIb(n, gpu_addr=b.gpu_addr, ip_type=q.ip_type)
                   for b, n in zip(ibs[k:k + step], sizes[k:k + step])]
         seq = q.ws.cs_submit(q.ctx_id, [*(deps if k == 0 else ()), *chunks, fence])
-    return seq
+        ncs += 1
+    return seq, ncs
 
 
 def queue_finish(self: Queue, timeout: int = DEFAULT_TIMEOUT) -> None:

@@ -75,7 +75,7 @@ class PendingCs:
     `error`) once `done`, in `collect`."""
 
     queue: Any
-    submit_fn: Callable[[], int]  # the CS ioctl(s); returns the last seqno
+    submit_fn: Callable[[], tuple[int, int]]  # the CS ioctl(s); returns the last seqno and how many
     ibs: list
     labels: dict
     events: list
@@ -83,6 +83,7 @@ class PendingCs:
     number: int  # the queue's n-th async flush, for messages
     done: bool = False
     seq: int | None = None
+    ncs: int = 1  # CS ioctls it took (a copy queue splits a flush at max_ib_chunks IBs)
     error: BaseException | None = None
 
 
@@ -204,7 +205,7 @@ class Submitter:
                     return
                 job = self.jobs[0]  # stays queued until done, so drain() sees it
             try:
-                job.seq = job.submit_fn()
+                job.seq, job.ncs = job.submit_fn()
             except BaseException as e:  # noqa: BLE001  (a refused CS, or a bug: the app gets it)
                 job.error = e
             with self.cond:
@@ -235,10 +236,7 @@ def collect(q) -> None:
             q.async_errors.append(_error(q, job))
             continue
         seq = job.seq
-        if q.first_seq is None:
-            q.first_seq = seq
-        q.last_seq = seq
-        q.submitted += 1
+        q._submitted(seq, job.ncs)
         q.inflight.append(Submission(seq, job.ibs, job.labels))
         for ev in job.events:
             ev.seq, ev.pending = seq, None
