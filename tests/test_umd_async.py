@@ -308,9 +308,48 @@ CHECKS = [check_same_results, check_refused_cs_reaches_the_app,
           check_close_with_pending_work, check_use_after_close, check_ioctls_run_on_the_right_thread]
 
 
+class ThreadBoundModel(RefModel):
+    """The model as a thread-bound backend (as the RTL under cocotb is): the UMD must hand
+    every ioctl of its submission thread to the thread that opened the device, and this
+    device counts any access from another thread."""
+
+    thread_bound = True
+
+    def __init__(self):
+        super().__init__()
+        self.owner, self.strays = threading.get_ident(), 0
+
+    def mmio_read32(self, offset):
+        self.strays += threading.get_ident() != self.owner
+        return super().mmio_read32(offset)
+
+    def mmio_write32(self, offset, value):
+        self.strays += threading.get_ident() != self.owner
+        super().mmio_write32(offset, value)
+
+
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
 def test_on_model(check):
     check(RefModel())
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
+def test_on_a_thread_bound_model(check):
+    """The RTL's marshalled path, on the model: the same checks, and no device access from
+    the submission thread."""
+    dev = ThreadBoundModel()
+    check(dev)
+    assert dev.strays == 0
+
+
+def test_a_closed_submitter_takes_no_more_flushes():
+    from umd.submit import Submitter
+
+    s = Submitter(threading.get_ident(), marshal=False)
+    s.close()
+    with pytest.raises(ValueError, match=r"^flush: the device's submission thread has stopped \(the device is "
+                       r"closed\)$"):
+        s.push(object())
 
 
 # ---------------------------------------------------------------------------- model only

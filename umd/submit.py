@@ -115,7 +115,6 @@ class Submitter:
         self.jobs: deque[PendingCs] = deque()  # flushed, not yet submitted, in flush order
         self.requests: deque[_Request] = deque()  # ioctls for the owner (marshal mode)
         self.closed = False
-        self.submitted = 0
         self.thread = threading.Thread(target=self._run, name="umd-submit", daemon=True)
         self.thread.start()
         _live.add(self)
@@ -211,7 +210,6 @@ class Submitter:
             with self.cond:
                 self.jobs.popleft()
                 job.done = True
-                self.submitted += 1
                 self.cond.notify_all()
             job = None  # (while it waits, the thread holds no queue: an unclosed Device can be collected)
 
