@@ -58,6 +58,11 @@ ENGINES = ("q0", "q1", "sdma")
 SETTLE = 200_000  # cycles an engine may take to go idle before the stream calls it a hang
 KMD_TIMEOUT = 400  # cycles a queue must sit in a poll that never holds before it is reset
 IH_LOG2_DW = 11  # 256 entries: a stream never fills it between observations
+COMPARED = ("registers at every observation (all readable ones at the end; time and cycle counters aside), each "
+            "queue's error registers included; IH entries in order per producer (q0, q1, SDMA), and in order across "
+            "producers in the ordered phase; memory except the IH ring's slots and what a stream declares undefined; "
+            "how each engine stands at every observation (idle, the planted error code, stuck)")
+ORDERED = ("ordered phase",)  # observations whose IH entries are compared in order across producers
 RPTR_WB = {"q0": L.RPTR_WB, "q1": L.RPTR_WB + 0x10, "sdma": L.RPTR_WB + 0x20}
 SHARED = L.DATA_REGION[0] + 0x60000  # cells both CP queues write in the ordered phase
 # each engine's own slices of the layout's regions (index: ENGINES.index)
@@ -209,7 +214,7 @@ class _Gen:
         r, sp = self.r, self.space[q]
         choices = ["write"] * 4 + ["fence"] * 3 + ["nop", "wait"] + (["ib"] * 2 if depth < 2 else [])
         choices += ["dma"] if self.dma else []
-        choices += ["shared"] * 3 if ordered else []
+        choices += ["shared"] * 3 + ["fence"] * 4 if ordered else []
         k = r.choice(choices)
         if k == "write":
             vals = [r.getrandbits(32) for _ in range(r.choice([1, 1, 2, 3, 5, 9, 16]))]
@@ -219,7 +224,9 @@ class _Gen:
             return pm4.write_data(SHARED + 4 * r.randrange(8), [(ENGINES.index(q) << 28) | self.shared_seq])
         if k == "fence":
             sel = r.choice(["DATA_32", "DATA_64"])
-            intr = r.choice(["NONE", "NONE", "SEND_INT", "SEND_INT_ON_CONFIRM"])
+            # (in the ordered phase the interrupts' order across queues is fixed: a log of it)
+            intr = r.choice(["SEND_INT", "SEND_INT_ON_CONFIRM"] if ordered else
+                            ["NONE", "NONE", "SEND_INT", "SEND_INT_ON_CONFIRM"])
             self.irqs += intr != "NONE"
             return pm4.release_mem(sp.data_addr(2, 8), r.getrandbits(32), data_sel=sel, int_sel=intr,
                                    int_ctxid=r.getrandbits(32))
@@ -395,7 +402,7 @@ def make(seed: int, index: int, dma: bool = True) -> MultiStream:
         # the ordered phase: both queues loaded while halted, the last writer of each shared cell compared
         steps.append(("halt", 1))
         for q in ("q0", "q1"):
-            w, _ = job(q, r.randrange(2, 8), ordered=True)
+            w, _ = job(q, r.randrange(3, 9), ordered=True)
             steps.append(("submit", q, w))
         steps.append(("delay", r.randrange(0, 50)))
         steps.append(("halt", 0))
@@ -625,7 +632,7 @@ class Driver:
         self.m32 = dev.mem.view("<u4")
         self.wptr = {e: 0 for e in ENGINES}  # CP: dwords; SDMA: bytes
         self.ih_rptr = 0
-        self.out = {"events": [], "ih": [], "checks": [], "status": {}}
+        self.out = {"events": [], "ih": [], "ih_at": [], "checks": [], "status": {}}
         self.max_poll = 32 if getattr(dev, "name", "") == "icarus" else 128
 
     def w(self, reg, value, i: int = 0) -> None:
@@ -765,6 +772,7 @@ class Driver:
             e = ih_spec.decode(self.m32[a >> 2:(a >> 2) + 8].tolist())
             e["TIMESTAMP_LO"] = e["TIMESTAMP_HI"] = 0
             self.out["ih"].append(e)
+            self.out["ih_at"].append(label)
         if wptr != self.ih_rptr:
             self.ih_rptr = wptr
             self.w(regs.IH_RPTR, wptr)
@@ -816,6 +824,12 @@ def compare(s: MultiStream, rtl: dict, model: dict, rtl_mem: np.ndarray | None =
         if model.get("status", {}).get(label) != rtl.get("status", {}).get(label):
             diffs.append(f"{label}: engines ended model {model['status'].get(label)}, "
                          f"rtl {rtl.get('status', {}).get(label)}")
+    for label in ORDERED:  # there the order across producers is the contract's too
+        xa = [e for e, at in zip(model.get("ih", []), model.get("ih_at", [])) if at == label]
+        xb = [e for e, at in zip(rtl.get("ih", []), rtl.get("ih_at", [])) if at == label]
+        if [(producer(e), e) for e in xa] != [(producer(e), e) for e in xb]:
+            diffs.append(f"{label}: IH entries in order: model {[producer(e) for e in xa]}, "
+                         f"rtl {[producer(e) for e in xb]}")
     pa, pb = by_producer(model.get("ih", [])), by_producer(rtl.get("ih", []))
     for p in sorted(set(pa) | set(pb)):
         xa, xb = pa.get(p, []), pb.get(p, [])
@@ -867,9 +881,28 @@ def record(s: MultiStream, diffs: list[str], sim: str, wall: float, model: dict)
     return {"index": s.index, "sim": sim, "family": "multi", "kind": s.kind, "class": s.error_class,
             "variant": s.variant, "ok": not diffs, "diffs": diffs[:20], "wall": round(wall, 4),
             "outcome": model.get("status", {}).get("final", {}),
-            "replay": "" if not diffs else f"python -m testbench.difftest.multi --sim {sim} --seed {s.seed} "
-                                           f"--replay {s.index}",
+            "codes": {label: {e: f"{e} {v.removeprefix('error ')}" for e, v in st.items()}
+                      for label, st in s.expect_at.items()},
+            "replay": "" if not diffs else replay_command(sim, s.seed, s.index),
             "listing": s.listing() if diffs else []}
+
+
+def replay_command(sim: str, seed: int, index: int) -> str:
+    return f"python -m testbench.difftest --multi --sim {sim} --seed {seed} --replay {index}"
+
+
+def explain(s: MultiStream, diffs: list[str], rtl: dict, model: dict, sim: str) -> str:
+    """The long story of one stream: listing, how each engine ended, differences."""
+    out = s.listing()
+    for label, st in model.get("status", {}).items():
+        out.append(f"{label}: model {st}, {sim} {rtl.get('status', {}).get(label)}")
+    if diffs:
+        out.append(f"MISMATCH between {sim} and the model:")
+        out += [f"  {d}" for d in diffs]
+        out.append(f"replay: {replay_command(sim, s.seed, s.index)}")
+    else:
+        out.append(f"{sim} and the model agree.")
+    return "\n".join(out)
 
 
 async def campaign(dut) -> None:
@@ -885,12 +918,13 @@ async def campaign(dut) -> None:
     from .rtl import FastDevice
 
     env = os.environ
-    seed, first, count = int(env["MULTI_SEED"]), int(env["MULTI_FIRST"]), int(env["MULTI_COUNT"])
+    seed, first, count = int(env["DIFFTEST_SEED"]), int(env["DIFFTEST_FIRST"]), int(env["DIFFTEST_COUNT"])
+    report = env.get("DIFFTEST_REPORT")
     dev = await FastDevice.start(dut, mem_size=L.MEM_SIZE)
     dev.checker.stop()
     checker = ProtocolChecker(dut, fail=False)
     dma = bool(regs.CAPS.DMA.get(await cocotb.task.bridge(dev.mmio_read32)(regs.CAPS.addr())))
-    with open(env["MULTI_OUT"], "a") as out:
+    with open(env["DIFFTEST_OUT"], "a") as out:
         for index in range(first, first + count):
             t0 = time.perf_counter()
             s = make(seed, index, dma)
@@ -918,5 +952,8 @@ async def campaign(dut) -> None:
             rec["cycles"] = cycles
             out.write(json.dumps(rec) + "\n")
             out.flush()
+            if report:
+                with open(report, "a") as f:
+                    f.write(explain(s, diffs, rtl, model, dev.name) + "\n\n")
     checker.stop()
     dev.close()
