@@ -1,0 +1,246 @@
+"""Multi-queue difftest streams (testbench/difftest/multi.py): both CP queues and the SDMA at
+once, per-queue errors and resets, on the RTL against the reference model.
+
+The model-only tests check the family itself: every stream is timing-independent (two
+models with different MMIO timing agree) and ends each engine the way its kind plants
+(exact codes); 50 cases of each error class walk every variant on both queues; the
+ordered phase really observes the arbitration; the IH comparison is free exactly where
+the contract leaves the interleaving to timing. `test_multi_rtl_matches_model[sim]` is the
+quick part `make test` runs (a block of every kind on Verilator, two streams on Icarus);
+the full classes run with `python -m testbench.difftest --multi --streams 500`
+(docs/verification.md). Its part joins build/difftest.json's `multi_queue` section.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import Counter
+
+import pytest
+
+from kmd_model import regs
+from testbench import sim
+from testbench.difftest import campaign as cp
+from testbench.difftest import multi as M
+from testbench.difftest import sdma as S
+from testbench.difftest.runner import run_rtl
+
+SEED = cp.master_seed()
+BLOCK = len(M.PLAN)
+# make test's quick part: one block of every kind on Verilator, the two cheapest kinds on Icarus
+CI_PLAN = {"verilator": (0, BLOCK), "icarus": (BLOCK + M.PLAN.index("cp_error_sdma_runs"), 2)}
+
+
+def test_multi_streams_are_timing_independent():
+    kinds = Counter()
+    for i in range(3 * BLOCK):
+        s = M.make(SEED, i)
+        assert not M.check_pair(s), (i, s.label, M.check_pair(s), "\n".join(s.listing()))
+        kinds[s.kind] += 1
+    assert set(kinds) == set(M.PLAN)
+    assert M.make(SEED, 5).listing() == M.make(SEED, 5).listing()
+    assert M.make(SEED, 5).listing() != M.make(SEED + 1, 5).listing()
+
+
+def test_fifty_cases_walk_every_variant():
+    """The planted codes of 50 cases per error class: every CP fault on both queues, both
+    doorbell errors on both queues, a hang on each queue, every SDMA error class."""
+    codes: dict[str, set] = {k: set() for k in M.ERROR_CLASSES}
+    for i in range(50 * BLOCK):
+        if M.PLAN[i % BLOCK] in M.ERROR_CLASSES:
+            s = M.make(SEED, i)
+            for st in s.expect_at.values():
+                codes[s.kind] |= {f"{e} {v}" for e, v in st.items()}
+    cp_codes = {"ILLEGAL_OPCODE", "IB_SIZE_ZERO", "IB_MISALIGNED", "FENCE_MISALIGNED", "BUS_DECERR", "BAD_COUNT"}
+    for kind in ("mq_packet_error", "cp_error_sdma_runs"):
+        assert codes[kind] == {f"{q} error {c}" for q in ("q0", "q1") for c in cp_codes}, kind
+    assert codes["mq_doorbell_error"] == {f"{q} error DOORBELL_{d}" for q in ("q0", "q1")
+                                          for d in ("BACKWARDS", "OVERFLOW")}
+    assert codes["mq_hang_reset"] == {"q0 stuck", "q1 stuck"}
+    sdma_codes = {"ILLEGAL_OPCODE", "BAD_COUNT", "UNSUPPORTED", "FENCE_MISALIGNED", "IB_MISALIGNED", "IB_SIZE_ZERO",
+                  "IB_NESTING", "BUS_DECERR", "DOORBELL_BACKWARDS", "DOORBELL_OVERFLOW"}
+    assert len(S.CLASSES) == len(sdma_codes)
+    assert codes["sdma_error_cp_runs"] == {f"sdma error {c}" for c in sdma_codes}
+
+
+def test_the_ordered_phase_observes_the_arbitration():
+    """Flip the priorities of an ordered stream (equal ones to q0 first): the model's
+    results must change for most of them, or the phase would not test the arbiter."""
+    P = regs.CP_QUEUE_PRIORITY
+    n = changed = 0
+    for i in range(6 * BLOCK):
+        s = M.make(SEED, i)
+        if s.kind not in ("mq_priority", "mq_turns"):
+            continue
+        a, ma = M.run_model(s)
+        t = copy.deepcopy(s)
+        p0, p1 = P.Q0.get(s.prio), P.Q1.get(s.prio)
+        t.prio = P.Q0.put(p1) | P.Q1.put(p0) if s.kind == "mq_priority" else P.Q0.put(2) | P.Q1.put(0)
+        b, mb = M.run_model(t)
+        diffs = [d for d in M.compare(s, b, a, mb.mem, ma.mem) if "CP_QUEUE_PRIORITY" not in d]
+        n += 1
+        changed += bool(diffs)
+    assert n == 12 and changed >= n // 2, (n, changed)
+
+
+def _two_producers(label: str | None) -> tuple[M.MultiStream, dict]:
+    for i in range(20 * BLOCK):
+        s = M.make(SEED, i)
+        obs, _ = M.run_model(s)
+        at = [k for k, x in enumerate(obs["ih_at"]) if label is None or x == label]
+        prods = [M.producer(obs["ih"][k]) for k in at]
+        if len(set(prods)) >= 2 and len(prods) > len(set(prods)):
+            return s, obs
+    raise AssertionError("no stream with two producers' entries")  # pragma: no cover
+
+
+def test_ih_entries_interleave_freely_but_keep_each_producers_order():
+    s, obs = _two_producers(None)
+    ih, at = obs["ih"], obs["ih_at"]
+    # move one entry of another producer in front of the first: allowed outside the ordered phase
+    first = M.producer(ih[0])
+    k = next(k for k, e in enumerate(ih) if M.producer(e) != first and at[k] not in M.ORDERED)
+    if at[0] not in M.ORDERED:
+        other = copy.deepcopy(obs)
+        other["ih"].insert(0, other["ih"].pop(k))
+        other["ih_at"].insert(0, other["ih_at"].pop(k))
+        assert not M.compare(s, other, obs)
+    # two entries of one producer swapped: a difference, named by producer
+    p = Counter(M.producer(e) for e in ih).most_common(1)[0][0]
+    i, j = [k for k, e in enumerate(ih) if M.producer(e) == p][:2]
+    if ih[i] != ih[j]:
+        other = copy.deepcopy(obs)
+        other["ih"][i], other["ih"][j] = other["ih"][j], other["ih"][i]
+        assert any(d.startswith(f"IH entry 0 of {p}") for d in M.compare(s, other, obs))
+    other = copy.deepcopy(obs)  # one entry lost
+    other["ih"].pop(j)
+    other["ih_at"].pop(j)
+    n = sum(M.producer(e) == p for e in ih)
+    assert f"IH entries of {p}: model {n}, rtl {n - 1}" in M.compare(s, other, obs)
+
+
+def test_the_ordered_phase_compares_the_order_across_queues():
+    s, obs = _two_producers("ordered phase")
+    idx = [k for k, x in enumerate(obs["ih_at"]) if x == "ordered phase"]
+    a = idx[0]
+    b = next(k for k in idx if M.producer(obs["ih"][k]) != M.producer(obs["ih"][a]))
+    other = copy.deepcopy(obs)
+    other["ih"].insert(a, other["ih"].pop(b))
+    assert any(d.startswith("ordered phase: IH entries in order") for d in M.compare(s, other, obs))
+
+
+def test_a_queue_that_stops_differently_is_a_mismatch():
+    s = next(s for i in range(BLOCK, 4 * BLOCK) if (s := M.make(SEED, i)).kind == "mq_packet_error")
+    obs, m = M.run_model(s)
+    q = next(iter(s.expect_at["error"]))
+    reg = "CP_ERROR" if q == "q0" else "CP_HQD1_ERROR"
+    other = copy.deepcopy(obs)
+    ev = dict(other["events"][0][1])
+    ev[reg] ^= regs.CP_ERROR.CODE.put(1)
+    other["events"][0] = ("error", ev)
+    other["status"]["error"] = {**other["status"]["error"], q: "error X"}
+    d = M.compare(s, other, obs, m.mem, m.mem)
+    assert any(x.startswith(f"error: {reg}: model") for x in d) and any("engines ended" in x for x in d)
+    # and the model's own outcome is held to the planted code
+    assert M.expected(s, obs) == []
+    assert M.expected(s, other) == [f"model: at 'error' {q} ended error X, the stream plants "
+                                    f"{s.expect_at['error'][q]}"]
+
+
+def test_report_counts_the_multi_queue_family():
+    rep = cp.Report(SEED)
+    for i in range(BLOCK):
+        s = M.make(SEED, i)
+        obs, _ = M.run_model(s)
+        rep.add([M.record(s, [] if i else ["x"], "model", 0.1, obs)])
+    rep.multi_seconds["model"] = 1.0
+    d = rep.to_json()
+    mq = d["multi_queue"]
+    assert mq["streams"] == BLOCK and mq["mismatches"] == 1 and d["mismatches"] == 1 and d["streams"] == 0
+    assert set(mq["error_classes"]) == set(M.ERROR_CLASSES)
+    assert all(v["cases"] == 1 for v in mq["kinds"].values())
+    assert sum(mq["error_classes"]["sdma_error_cp_runs"]["codes"].values()) == 1
+    assert mq["simulators"]["model"]["streams_per_second"] == BLOCK
+    text = rep.text()
+    assert f"multi-queue streams: {BLOCK}, 1 mismatch(es)" in text and "--multi --sim model" in text
+    json.dumps(d)
+
+
+@pytest.mark.parametrize("simulator", [
+    pytest.param(s, marks=pytest.mark.xdist_group(f"multi-difftest-{s}")) for s in sim.selected_simulators()])
+def test_multi_rtl_matches_model(simulator):
+    reason = sim.unavailable_reason(simulator)
+    if reason:
+        pytest.skip(reason)
+    from tests.test_difftest import _merge_report, _session
+
+    first, count = CI_PLAN[simulator]
+    recs, seconds, problems = run_rtl(simulator, SEED, first, count, family="multi")
+    out = sim.BUILD / f"difftest-part-multi-{simulator}.json"
+    out.write_text(json.dumps({"session": _session(), "seed": SEED, "sim": simulator, "family": "multi",
+                               "seconds": seconds, "caps": None, "problems": problems, "records": recs}))
+    _merge_report()
+    assert len(recs) == count and not problems, "\n".join(problems)
+    bad = [r for r in recs if not r["ok"]]
+    assert not bad, "\n".join(f"multi stream {r['index']} {r['kind']} ({r['variant']}): " + "; ".join(r["diffs"][:6])
+                              + f"\n    replay: {r['replay']}\n    " + "\n    ".join(r["listing"][:40])
+                              for r in bad[:5])
+    assert {r["kind"] for r in recs} == set(M.PLAN[first % BLOCK:first % BLOCK + count])
+
+
+def parked_poll(hung: str, interval: int, latency: int, in_ib: bool, index: int = 0) -> M.MultiStream:
+    """Queue `hung` (the higher priority) polls a WAIT_REG_MEM that never holds, POLL_INTERVAL
+    `interval`; the other queue has eight packets to run (memory latency `latency`)."""
+    from spec import pm4
+
+    P = regs.CP_QUEUE_PRIORITY
+    s = M.MultiStream(index, 0, "mq_hang_reset", f"{hung} polls (interval {interval}, latency {latency}"
+                      f"{', in an IB' if in_ib else ''}), the other runs")
+    for k, e in enumerate(M.ENGINES):
+        s.rings[e], s.rptr_wb[e] = (0x10000 + 0x4000 * k, 8), True
+    s.prio = P.Q0.put(2) | P.Q1.put(0) if hung == "q0" else P.Q0.put(0) | P.Q1.put(2)
+    s.mem = dict(rd_latency=latency, wr_latency=latency, stall={}, seed=1)
+    other = "q1" if hung == "q0" else "q0"
+    sem = 0x240000 + 0x4000 * M.ENGINES.index(hung)
+    s.preload.append((sem, (5).to_bytes(4, "little")))
+    poll = pm4.wait_reg_mem(sem, 6, M.M32, "EQ", poll_interval=interval)
+    if in_ib:
+        ib = 0x40000 + 0x28000 * M.ENGINES.index(hung)
+        s.preload.append((ib, b"".join(x.to_bytes(4, "little") for x in poll)))
+        poll = pm4.indirect_buffer(ib, len(poll))
+    data = 0x100000 + 0x20000 * M.ENGINES.index(other)
+    work = [w for k in range(8) for w in pm4.write_data(data + 4 * k, [0x1000 + k])]
+    s.steps = [("submit", hung, poll), ("until", hung, "waiting"), ("submit", other, work), ("settle", (other,)),
+               ("until", hung, "stuck"), ("observe", "hung"), ("reset", hung), ("settle", tuple(M.ENGINES)),
+               ("observe", "final")]
+    s.expect = {e: "idle" for e in M.ENGINES}
+    s.expect_at = {"hung": {hung: "stuck"}}
+    return s
+
+
+PARKED = [(hung, interval, latency, in_ib) for hung in ("q0", "q1") for interval in (0, 1, 7, 40)
+          for latency in (0, 24) for in_ib in (False, True)]
+
+
+def test_a_parked_poll_does_not_starve_the_other_queue(tmp_path):
+    """Found by this family (streams 397 and 487 of the default seed, mq_hang_reset): a
+    higher-priority queue polling a WAIT_REG_MEM that never holds took the CP back at every
+    packet boundary once its POLL_INTERVAL ran out, before the other queue had taken a
+    packet after the refetch its switch needs, so the other queue never ran again (a
+    polling queue must never block the other: docs/hardware.md). Fixed in rtl/cp/queues.py:
+    the parked queue preempts only after the other has taken a packet since the switch."""
+    import pickle
+
+    simulator = next((s for s in sim.selected_simulators() if sim.unavailable_reason(s) is None), None)
+    if simulator is None:
+        pytest.skip("no simulator available")
+    streams = [parked_poll(*c, index=i) for i, c in enumerate(PARKED)]
+    for s in streams:
+        assert not M.check_pair(s), s.variant
+    f = tmp_path / "streams.pkl"
+    f.write_bytes(pickle.dumps(streams))
+    recs, _, problems = run_rtl(simulator, 0, 0, 0, streams_file=f, workdir=tmp_path, family="multi")
+    assert not problems and len(recs) == len(streams)
+    bad = [f"{streams[r['index']].variant}: {r['diffs'][:2]}" for r in recs if not r["ok"]]
+    assert not bad, "\n".join(bad)
