@@ -1,5 +1,5 @@
 """cocotb side of tests/test_multi_difftest.py and `python -m testbench.difftest.multi`: a range
-of multi-queue difftest streams (testbench/difftest/multi.py) on the RTL and the model in one
+of multi-queue difftest streams (testbench/difftest/multi/) on the RTL and the model in one
 simulator process."""
 
 import cocotb

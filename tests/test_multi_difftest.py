@@ -1,4 +1,4 @@
-"""Multi-queue difftest streams (testbench/difftest/multi.py): both CP queues and the SDMA at
+"""Multi-queue difftest streams (testbench/difftest/multi/): both CP queues and the SDMA at
 once, per-queue errors and resets, on the RTL against the reference model.
 
 The model-only tests check the family itself: every stream is timing-independent (two

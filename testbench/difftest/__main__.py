@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--streams-file", default=None, metavar="PICKLE",
                     help="run hand-made Streams (a pickled list) instead of generated ones, with the full story")
     ap.add_argument("--multi", action="store_true",
-                    help="the multi-queue streams (both CP queues and the SDMA at once: testbench/difftest/multi.py)")
+                    help="the multi-queue streams (both CP queues and the SDMA at once: testbench/difftest/multi/)")
     args = ap.parse_args(argv)
     seed = master_seed(args.seed)
     sims = [s.strip() for s in args.sim.split(",") if s.strip()]
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def main_multi(args, seed: int, sims: list[str]) -> int:
-    """--multi: the same commands for testbench/difftest/multi.py's streams."""
+    """--multi: the same commands for testbench/difftest/multi/'s streams."""
     from testbench import sim as simmod
 
     from . import multi

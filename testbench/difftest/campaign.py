@@ -168,7 +168,7 @@ class Report:
     seconds: dict[str, float] = field(default_factory=dict)
     records: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    multi: list[dict] = field(default_factory=list)  # multi-queue streams (testbench/difftest/multi.py)
+    multi: list[dict] = field(default_factory=list)  # multi-queue streams (testbench/difftest/multi/)
     multi_seconds: dict[str, float] = field(default_factory=dict)
 
     def add(self, recs: Iterable[dict]) -> None:

@@ -48,7 +48,7 @@ def run_rtl(simulator: str, seed: int, first: int, count: int, *, jobs: int = 1,
             workdir: Path | None = None, streams_file: Path | None = None,
             clock: str | None = None, family: str = "cp") -> tuple[list[dict], float, list[str]]:
     """Run indices [first, first + count) of `family` ("cp": the CP campaign, "multi":
-    testbench/difftest/multi.py) on `simulator` in `jobs` simulator processes.
+    testbench/difftest/multi/) on `simulator` in `jobs` simulator processes.
     Returns (records, seconds, problems); a stream the simulator never finished becomes a
     failed record naming it. `clock` overrides $GPUCOSIM_CLOCK (testbench.sim.build)."""
     from testbench import sim
