@@ -87,6 +87,12 @@ class MultiStream:
                 out.append(f"  mem {st[1]:#x} <- {[hex(x) for x in st[2]]}")
             else:
                 out.append("  " + " ".join(str(x) for x in st))
+        for a, b in sorted(self.preload):  # the IBs, by the engine whose slice holds them
+            if L.IB_REGION[0] <= a < L.IB_REGION[1]:
+                e = ENGINES[min((a - L.IB_REGION[0]) // _SLICE["ib"], 2)]
+                words = np.frombuffer(b, dtype="<u4").tolist()
+                dis = sdma_codec.disassemble(words, a) if e == "sdma" else pm4.disassemble(words, a)
+                out.append(f"  IB of {e} at {a:#x}, {len(words)} dwords: " + "\n      ".join(dis))
         return out
 
 
