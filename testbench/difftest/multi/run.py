@@ -100,9 +100,8 @@ class Driver:
     def run(self) -> dict:
         self.setup()
         for st in self.s.steps:
-            if not getattr(self, "do_" + st[0])(*st[1:]) is False:
-                continue
-            break  # a hang: the stream stops here (the check says so)
+            if getattr(self, "do_" + st[0])(*st[1:]) is False:
+                break  # a hang: the stream stops here (the check says so)
         return self.out
 
     def do_submit(self, e: str, words: list[int]) -> None:
