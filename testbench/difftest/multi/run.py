@@ -324,7 +324,7 @@ async def campaign(dut) -> None:
 
     from testbench.memory import ProtocolChecker
 
-    from .rtl import FastDevice
+    from ..rtl import FastDevice
 
     env = os.environ
     seed, first, count = int(env["DIFFTEST_SEED"]), int(env["DIFFTEST_FIRST"]), int(env["DIFFTEST_COUNT"])
