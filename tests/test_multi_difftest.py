@@ -244,3 +244,57 @@ def test_a_parked_poll_does_not_starve_the_other_queue(tmp_path):
     assert not problems and len(recs) == len(streams)
     bad = [f"{streams[r['index']].variant}: {r['diffs'][:2]}" for r in recs if not r["ok"]]
     assert not bad, "\n".join(bad)
+
+
+def filler_turns(filler: list[int], q: str, index: int) -> M.MultiStream:
+    """Equal priorities, both queues loaded while the CP is halted: queue `q` runs an IB that
+    starts with `filler`, then three interrupting fences; the other queue four fences in its
+    ring. The IH entries' order is the turns' order (an ordered phase)."""
+    from spec import pm4
+
+    P = regs.CP_QUEUE_PRIORITY
+    s = M.MultiStream(index, 0, "mq_turns", f"{[hex(x) for x in filler]} first in {q}'s IB")
+    for k, e in enumerate(M.ENGINES):
+        s.rings[e], s.rptr_wb[e] = (0x10000 + 0x4000 * k, 9), False
+    s.prio = P.Q0.put(1) | P.Q1.put(1)
+    s.mem = dict(rd_latency=0, wr_latency=0, stall={}, seed=1)
+
+    def fence(tag):
+        return pm4.release_mem(0x100000 + 8 * tag, tag, int_sel="SEND_INT", int_ctxid=tag)
+
+    other = "q1" if q == "q0" else "q0"
+    ib = 0x40000 + 0x28000 * M.ENGINES.index(q)
+    body = filler + fence(0x11) + fence(0x12) + fence(0x13)
+    s.preload.append((ib, b"".join(x.to_bytes(4, "little") for x in body)))
+    s.steps = [("halt", 1), ("submit", q, pm4.indirect_buffer(ib, len(body))),
+               ("submit", other, fence(1) + fence(2) + fence(3) + fence(4)), ("delay", 10), ("halt", 0),
+               ("settle", ("q0", "q1")), ("observe", "ordered phase"), ("observe", "final")]
+    s.expect = {e: "idle" for e in M.ENGINES}
+    return s
+
+
+def test_a_one_dword_filler_takes_its_turn(tmp_path):
+    """Found by this family (stream 871 of seed 1515, mq_turns): at equal priority a
+    one-dword filler in an IB (the header-only NOP 0xFFFF1000, a type-2 dword) is a packet
+    and ends its queue's turn on the model, but on the RTL the queue took its next header
+    the cycle after, before the registered `want_switch` had seen the filler, so the turns
+    went off by one (and only without read stalls: timing-dependent). Fixed in
+    rtl/cp/queues.py (`turn_due`: the turn ends at the header after it)."""
+    import pickle
+
+    simulator = next((s for s in sim.selected_simulators() if sim.unavailable_reason(s) is None), None)
+    if simulator is None:
+        pytest.skip("no simulator available")
+    cases = [(f, q) for f in ([0xFFFF1000], [0x80000000], [0xFFFF1000, 0x80000000]) for q in ("q0", "q1")]
+    streams = [filler_turns(f, q, i) for i, (f, q) in enumerate(cases)]
+    for (f, _), s in zip(cases, streams):
+        assert not M.check_pair(s), s.variant
+        obs, _ = M.run_model(s)
+        changes = sum(M.producer(a) != M.producer(b) for a, b in zip(obs["ih"], obs["ih"][1:]))
+        assert changes >= (3 if len(f) == 1 else 1), s.variant  # the turns interleave the fences
+    f = tmp_path / "streams.pkl"
+    f.write_bytes(pickle.dumps(streams))
+    recs, _, problems = run_rtl(simulator, 0, 0, 0, streams_file=f, workdir=tmp_path, family="multi")
+    assert not problems and len(recs) == len(streams)
+    bad = [f"{streams[r['index']].variant}: {r['diffs'][:1]}" for r in recs if not r["ok"]]
+    assert not bad, "\n".join(bad)

@@ -308,6 +308,10 @@ def explain(s: MultiStream, diffs: list[str], rtl: dict, model: dict, sim: str) 
     if diffs:
         out.append(f"MISMATCH between {sim} and the model:")
         out += [f"  {d}" for d in diffs]
+        for name, obs in (("model", model), (sim, rtl)):  # the IH entries as each side consumed them
+            out.append(f"IH entries on the {name} (observation: producer, SOURCE_ID, DATA0): " + "; ".join(
+                f"{at}: {producer(e)} {e['SOURCE_ID']} {e['DATA0']:#x}" for e, at in zip(obs.get("ih", []),
+                                                                               obs.get("ih_at", []))))
         out.append(f"replay: {replay_command(sim, s.seed, s.index)}")
     else:
         out.append(f"{sim} and the model agree.")
