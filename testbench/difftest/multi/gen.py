@@ -254,7 +254,7 @@ class _Gen:
         bad, code, ib_ok = self.cp_fault(q, variant)
         pre = self.cp_job(q, r.randrange(0, 3))
         if ib_ok and r.random() < 0.4:
-            body = self.cp_job(q, r.randrange(0, 2)) + bad + sp.canary_packet()
+            body = self.cp_job(q, r.randrange(0, 2), depth=1) + bad + sp.canary_packet()  # (in IB1: no IB3)
             return pre + pm4.indirect_buffer(sp.new_ib(body, self), len(body)) + sp.canary_packet(), code
         return pre + bad + sp.canary_packet(), code
 
