@@ -298,3 +298,14 @@ def test_a_one_dword_filler_takes_its_turn(tmp_path):
     assert not problems and len(recs) == len(streams)
     bad = [f"{streams[r['index']].variant}: {r['diffs'][:1]}" for r in recs if not r["ok"]]
     assert not bad, "\n".join(bad)
+
+
+def test_cli_runs_the_family_into_the_report(tmp_path, capsys):
+    from testbench.difftest.__main__ import main
+
+    out = tmp_path / "d.json"
+    assert main(["--sim", "model", "--streams", "0", "--multi-streams", str(BLOCK), "--json", str(out)]) == 0
+    d = json.loads(out.read_text())
+    assert d["multi_queue"]["streams"] == BLOCK and d["multi_queue"]["mismatches"] == 0 and d["streams"] == 0
+    assert main(["--multi", "--list", "3"]) == 0
+    assert capsys.readouterr().out.count("multi stream 3 (seed") == 1
