@@ -9,6 +9,10 @@ the contract leaves the interleaving to timing. `test_multi_rtl_matches_model[si
 quick part `make test` runs (a block of every kind on Verilator, two streams on Icarus);
 the full classes run with `python -m testbench.difftest --multi --streams 500`
 (docs/verification.md). Its part joins build/difftest.json's `multi_queue` section.
+
+Two RTL bugs the family found are kept as hand-made streams on the first simulator:
+`test_a_parked_poll_does_not_starve_the_other_queue` and
+`test_a_one_dword_filler_takes_its_turn`.
 """
 
 from __future__ import annotations
