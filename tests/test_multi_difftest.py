@@ -223,33 +223,6 @@ def parked_poll(hung: str, interval: int, latency: int, in_ib: bool, index: int 
     return s
 
 
-PARKED = [(hung, interval, latency, in_ib) for hung in ("q0", "q1") for interval in (0, 1, 7, 40)
-          for latency in (0, 24) for in_ib in (False, True)]
-
-
-def test_a_parked_poll_does_not_starve_the_other_queue(tmp_path):
-    """Found by this family (streams 397 and 487 of the default seed, mq_hang_reset): a
-    higher-priority queue polling a WAIT_REG_MEM that never holds took the CP back at every
-    packet boundary once its POLL_INTERVAL ran out, before the other queue had taken a
-    packet after the refetch its switch needs, so the other queue never ran again (a
-    polling queue must never block the other: docs/hardware.md). Fixed in rtl/cp/queues.py:
-    the parked queue preempts only after the other has taken a packet since the switch."""
-    import pickle
-
-    simulator = next((s for s in sim.selected_simulators() if sim.unavailable_reason(s) is None), None)
-    if simulator is None:
-        pytest.skip("no simulator available")
-    streams = [parked_poll(*c, index=i) for i, c in enumerate(PARKED)]
-    for s in streams:
-        assert not M.check_pair(s), s.variant
-    f = tmp_path / "streams.pkl"
-    f.write_bytes(pickle.dumps(streams))
-    recs, _, problems = run_rtl(simulator, 0, 0, 0, streams_file=f, workdir=tmp_path, family="multi")
-    assert not problems and len(recs) == len(streams)
-    bad = [f"{streams[r['index']].variant}: {r['diffs'][:2]}" for r in recs if not r["ok"]]
-    assert not bad, "\n".join(bad)
-
-
 def filler_turns(filler: list[int], q: str, index: int) -> M.MultiStream:
     """Equal priorities, both queues loaded while the CP is halted: queue `q` runs an IB that
     starts with `filler`, then three interrupting fences; the other queue four fences in its
@@ -277,30 +250,75 @@ def filler_turns(filler: list[int], q: str, index: int) -> M.MultiStream:
     return s
 
 
-def test_a_one_dword_filler_takes_its_turn(tmp_path):
+PARKED = [(hung, interval, latency, in_ib) for hung in ("q0", "q1") for interval in (0, 7)
+          for latency in (0, 24) for in_ib in (False, True)]
+FILLERS = [(f, q) for f in ([0xFFFF1000], [0x80000000], [0xFFFF1000, 0x80000000]) for q in ("q0", "q1")]
+
+
+def _regressions() -> tuple[list[M.MultiStream], list[dict]]:
+    """The hand-made streams of both regressions, in one simulator session (the first
+    simulator available): the streams and the records, by index."""
+    import pickle
+    import tempfile
+    from pathlib import Path
+
+    from .conftest import shared_run
+
+    simulator = next((s for s in sim.selected_simulators() if sim.unavailable_reason(s) is None), None)
+    if simulator is None:
+        pytest.skip("no simulator available")
+    streams = [parked_poll(*c) for c in PARKED] + [filler_turns(f, q, 0) for f, q in FILLERS]
+    for i, s in enumerate(streams):
+        s.index = i
+
+    def run():
+        with tempfile.TemporaryDirectory(dir=sim.BUILD) as d:
+            f = Path(d) / "streams.pkl"
+            f.write_bytes(pickle.dumps(streams))
+            recs, _, problems = run_rtl(simulator, 0, 0, 0, streams_file=f, workdir=Path(d), family="multi")
+        assert not problems, problems
+        return sorted(recs, key=lambda r: r["index"])
+    recs = shared_run(f"multi-regressions-{simulator}", run)
+    assert len(recs) == len(streams)
+    return streams, recs
+
+
+@pytest.mark.xdist_group("multi-regressions")
+def test_a_parked_poll_does_not_starve_the_other_queue():
+    """Found by this family (streams 397 and 487 of the default seed, mq_hang_reset): a
+    higher-priority queue polling a WAIT_REG_MEM that never holds took the CP back at every
+    packet boundary once its POLL_INTERVAL ran out, before the other queue had taken a
+    packet after the refetch its switch needs, so the other queue never ran again (a
+    polling queue must never block the other: docs/hardware.md). Fixed in rtl/cp/queues.py:
+    the parked queue preempts only after the other has taken a packet since the switch.
+    (All 16 streams hung before the fix; a POLL_INTERVAL of 40 did not.)"""
+    streams, recs = _regressions()
+    mine = [(s, r) for s, r in zip(streams, recs) if s.kind == "mq_hang_reset"]
+    assert len(mine) == len(PARKED)
+    for s, _ in mine:
+        assert not M.check_pair(s), s.variant
+    bad = [f"{s.variant}: {r['diffs'][:2]}" for s, r in mine if not r["ok"]]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.xdist_group("multi-regressions")
+def test_a_one_dword_filler_takes_its_turn():
     """Found by this family (stream 871 of seed 1515, mq_turns): at equal priority a
     one-dword filler in an IB (the header-only NOP 0xFFFF1000, a type-2 dword) is a packet
     and ends its queue's turn on the model, but on the RTL the queue took its next header
     the cycle after, before the registered `want_switch` had seen the filler, so the turns
     went off by one (and only without read stalls: timing-dependent). Fixed in
-    rtl/cp/queues.py (`turn_due`: the turn ends at the header after it)."""
-    import pickle
-
-    simulator = next((s for s in sim.selected_simulators() if sim.unavailable_reason(s) is None), None)
-    if simulator is None:
-        pytest.skip("no simulator available")
-    cases = [(f, q) for f in ([0xFFFF1000], [0x80000000], [0xFFFF1000, 0x80000000]) for q in ("q0", "q1")]
-    streams = [filler_turns(f, q, i) for i, (f, q) in enumerate(cases)]
-    for (f, _), s in zip(cases, streams):
+    rtl/cp/queues.py (`turn_due`: the turn ends at the header after it). (All 6 streams
+    differed before the fix.)"""
+    streams, recs = _regressions()
+    mine = [(s, r) for s, r in zip(streams, recs) if s.kind == "mq_turns"]
+    assert len(mine) == len(FILLERS)
+    for (f, _), (s, _) in zip(FILLERS, mine):
         assert not M.check_pair(s), s.variant
         obs, _ = M.run_model(s)
         changes = sum(M.producer(a) != M.producer(b) for a, b in zip(obs["ih"], obs["ih"][1:]))
         assert changes >= (3 if len(f) == 1 else 1), s.variant  # the turns interleave the fences
-    f = tmp_path / "streams.pkl"
-    f.write_bytes(pickle.dumps(streams))
-    recs, _, problems = run_rtl(simulator, 0, 0, 0, streams_file=f, workdir=tmp_path, family="multi")
-    assert not problems and len(recs) == len(streams)
-    bad = [f"{streams[r['index']].variant}: {r['diffs'][:1]}" for r in recs if not r["ok"]]
+    bad = [f"{s.variant}: {r['diffs'][:1]}" for s, r in mine if not r["ok"]]
     assert not bad, "\n".join(bad)
 
 
