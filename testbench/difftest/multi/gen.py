@@ -197,8 +197,8 @@ class _Gen:
             self.irqs += intr != "NONE"
             return pm4.release_mem(sp.data_addr(2, 8), r.getrandbits(32), data_sel=sel, int_sel=intr,
                                    int_ctxid=r.getrandbits(32))
-        if k == "nop":
-            return pm4.nop(r.randrange(0, 6))
+        if k == "nop":  # (one-dword fillers too: each is a packet, a turn at equal priority)
+            return r.choice([pm4.nop(r.randrange(0, 6)), [0x8000_0000 | r.getrandbits(16)], pm4.nop(0)])
         if k == "wait":
             v = r.getrandbits(32)
             if ordered or releases is None or r.random() < 0.5:  # holds at once
