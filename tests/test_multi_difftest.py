@@ -92,7 +92,7 @@ def _two_producers(label: str | None) -> tuple[M.MultiStream, dict]:
     for i in range(20 * BLOCK):
         s = M.make(SEED, i)
         obs, _ = M.run_model(s)
-        at = [k for k, x in enumerate(obs["ih_at"]) if label is None or x == label]
+        at = [k for k, x in enumerate(obs["ih_at"]) if (x not in M.ORDERED if label is None else x == label)]
         prods = [M.producer(obs["ih"][k]) for k in at]
         if len(set(prods)) >= 2 and len(prods) > len(set(prods)):
             return s, obs
@@ -100,23 +100,25 @@ def _two_producers(label: str | None) -> tuple[M.MultiStream, dict]:
 
 
 def test_ih_entries_interleave_freely_but_keep_each_producers_order():
-    s, obs = _two_producers(None)
+    s, obs = _two_producers(None)  # (outside the ordered phase)
     ih, at = obs["ih"], obs["ih_at"]
+    free = [k for k in range(len(ih)) if at[k] not in M.ORDERED]
     # move one entry of another producer in front of the first: allowed outside the ordered phase
-    first = M.producer(ih[0])
-    k = next(k for k, e in enumerate(ih) if M.producer(e) != first and at[k] not in M.ORDERED)
-    if at[0] not in M.ORDERED:
-        other = copy.deepcopy(obs)
-        other["ih"].insert(0, other["ih"].pop(k))
-        other["ih_at"].insert(0, other["ih_at"].pop(k))
-        assert not M.compare(s, other, obs)
+    f0 = free[0]
+    k = next(k for k in free if M.producer(ih[k]) != M.producer(ih[f0]))
+    other = copy.deepcopy(obs)
+    other["ih"].insert(f0, other["ih"].pop(k))
+    other["ih_at"].insert(f0, other["ih_at"].pop(k))
+    other["ih_at"][f0] = at[f0]  # (consumed at the same observation)
+    assert not M.compare(s, other, obs)
     # two entries of one producer swapped: a difference, named by producer
-    p = Counter(M.producer(e) for e in ih).most_common(1)[0][0]
-    i, j = [k for k, e in enumerate(ih) if M.producer(e) == p][:2]
+    p = Counter(M.producer(ih[k]) for k in free).most_common(1)[0][0]
+    i, j = [k for k in free if M.producer(ih[k]) == p][:2]
     if ih[i] != ih[j]:
         other = copy.deepcopy(obs)
         other["ih"][i], other["ih"][j] = other["ih"][j], other["ih"][i]
-        assert any(d.startswith(f"IH entry 0 of {p}") for d in M.compare(s, other, obs))
+        pos = sum(M.producer(e) == p for e in ih[:i])  # (its index among p's entries)
+        assert any(d.startswith(f"IH entry {pos} of {p}") for d in M.compare(s, other, obs))
     other = copy.deepcopy(obs)  # one entry lost
     other["ih"].pop(j)
     other["ih_at"].pop(j)
