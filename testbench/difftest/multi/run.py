@@ -138,16 +138,20 @@ class Driver:
             return self.poll(lambda: self.status(e)["ERROR"] and self.status(e)["IDLE"], f"{e} stopped by an error")
         if what == "waiting":
             return self.poll(lambda: self.status(e)["WAITING"] or self.status(e)["IDLE"], f"{e} polling")
-        # stuck: in a poll, and still there (same rptr, same level) a KMD timeout later
+        # stuck: in a poll, and still in that one (the same rptr, level and dwords parsed: the
+        # only engine left running, a re-poll parses nothing new) a KMD timeout later. (Two
+        # polls of one IB, KMD_TIMEOUT apart, share the rptr and the level.)
         rptr = {"q0": regs.RB_RPTR, "q1": regs.CP_HQD1_RB_RPTR, "sdma": regs.SDMA_RB_RPTR}[e]
+        parsed = regs.PERF_SDMA_DWORDS_FETCHED if e == "sdma" else regs.PERF_DWORDS_FETCHED
 
         def stuck():
-            st, p = self.status(e), self.rd(rptr)
+            st, p, n = self.status(e), self.rd(rptr), self.rd(parsed)
             if not st["WAITING"]:
                 return False
             self.dev.delay(KMD_TIMEOUT)
             st2 = self.status(e)
-            return bool(st2["WAITING"]) and st2["LEVEL"] == st["LEVEL"] and self.rd(rptr) == p
+            return (bool(st2["WAITING"]) and st2["LEVEL"] == st["LEVEL"] and self.rd(rptr) == p
+                    and self.rd(parsed) == n)
         return self.poll(stuck, f"{e} stuck in a poll")
 
     def do_reset(self, e: str) -> bool:
