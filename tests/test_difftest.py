@@ -294,18 +294,22 @@ def _session() -> str:
 
 
 def _merge_report() -> dict:
-    """Fold this session's parts (per simulator and range) into build/difftest.json (+ .txt)."""
+    """Fold this session's parts (per simulator and range, the multi-queue streams' too) into
+    build/difftest.json (+ .txt); `parts` counts the CP campaign's."""
     with sim._locked(sim.BUILD / ".lock-difftest"):
         rep, parts = cp.Report(SEED), 0
         for part in sorted(sim.BUILD.glob("difftest-part-*.json")):
             d = json.loads(part.read_text())
             if d["session"] != _session() or d["seed"] != SEED:
                 continue
-            parts += 1
             rep.add(d["records"])
+            rep.notes += d["problems"]
+            if d.get("family") == "multi":  # tests/test_multi_difftest.py's part
+                rep.multi_seconds[d["sim"]] = rep.multi_seconds.get(d["sim"], 0.0) + d["seconds"]
+                continue
+            parts += 1
             rep.seconds[d["sim"]] = rep.seconds.get(d["sim"], 0.0) + d["seconds"]  # simulator-seconds
             rep.caps[d["sim"]] = Caps(**d["caps"]) if d["caps"] else Caps()
-            rep.notes += d["problems"]
         data = rep.write(sim.BUILD / "difftest.json")
         text = rep.text()
         (sim.BUILD / "difftest.txt").write_text(text + "\n")

@@ -185,6 +185,8 @@ class CommandProcessor(wiring.Component):
         reparse = Signal()  # the active queue parses a parked WAIT_REG_MEM again (not counted twice)
         m.d.comb += reparse.eq(Mux(q, reparse_q[1], reparse_q[0]))
         want_switch = Signal()  # (queues.arbiter)
+        turn_due = Signal()  # the turn ends now: a header taken since the switch (queues.arbiter)
+        prio_eq = Signal()
         other_can = Signal()
         took = Signal(init=1)  # a header was taken since the last switch (turns at equal priority; queue 0
         # has had its turn after a reset, as the model's arbiter starts)
@@ -713,7 +715,7 @@ class CommandProcessor(wiring.Component):
                     ih.start_ext(c, ih.RET_RUN)  # (no header is taken: take_hdr)
                 with m.Elif(csr.control_halt):
                     m.d.comb += halted.eq(1)
-                with m.Elif(want_switch & ~dma_busy_r):
+                with m.Elif((want_switch | turn_due) & ~dma_busy_r):
                     # a packet boundary: the other queue's turn (queues.py)
                     m.next = "SWAP"
                 with m.Elif(~cur_fetch_valid):
@@ -884,7 +886,7 @@ class CommandProcessor(wiring.Component):
         take_hdr = Signal()
         take_any = Signal()
         m.d.comb += [take_hdr.eq(fsm.ongoing("RUN") & ~err_pending_any & ~csr.control_halt & ~failed &
-                                 ~(want_switch & ~dma_busy_r)),
+                                 ~((want_switch | turn_due) & ~dma_busy_r)),
                      take_any.eq(((fsm.ongoing("PAYLOAD") & ~bad_count) | fsm.ongoing("WD_COLLECT")) & ~failed)]
         for i, f in enumerate(fetchers):
             m.d.comb += pops[i].eq(lvl[i] & offered[i] & ~csr.control_soft_reset &

@@ -17,8 +17,11 @@ queue is in two kinds of registers:
 Arbitration (`want_switch`, a register: the parser's paths start from flip-flops): the
 other queue can run (work pending, no error, not polling, or a doorbell error to report)
 and the active one cannot, or has a lower CP_QUEUE_PRIORITY, or the same one and has run a
-packet since the last switch (turns). The switch waits for the DMA engine to answer every
-transfer (so a transfer's error is always the active queue's).
+packet since the last switch (turns; `turn_due` ends a turn the cycle after its header, for
+a one-cycle filler in an IB). A higher-priority queue back from a parked poll also
+waits until the active one has run a packet since the switch (progress for the queue a
+poll yielded to). The switch waits for the DMA engine to answer every transfer (so a
+transfer's error is always the active queue's).
 
 A WAIT_REG_MEM whose poll fails while the other queue can run yields: its queue is rewound
 to the packet's header and parked for POLL_INTERVAL cycles; swapped back in, it parses the
@@ -175,8 +178,17 @@ def arbiter(c):
         return Mux(p == 3, 2, p)
     p_self = prio(Mux(q, c.ports[1].prio, c.ports[0].prio))
     p_other = prio(Mux(q, c.ports[0].prio, c.ports[1].prio))
+    # A parked poll takes the CP back only once this queue has taken a packet since the
+    # switch: else a short POLL_INTERVAL runs out during the refetch every switch needs and
+    # the polling queue starves the other (a polling queue never blocks the other).
+    # At equal priority the turn ends with the packet whose header was taken, however short:
+    # `want_switch`, a register, sees a one-cycle packet (a filler in an IB) only after the
+    # next header is taken, so the turn is also ended from flip-flops at once (`turn_due`).
+    m.d.sync += c.prio_eq.eq(p_other == p_self)
+    m.d.comb += c.turn_due.eq(c.other_can & c.took & c.prio_eq)
     m.d.sync += [c.other_can.eq(o_can),
-                 c.want_switch.eq(o_can & (~s_can | o_db | (p_other > p_self) | ((p_other == p_self) & c.took)))]
+                 c.want_switch.eq(o_can & (~s_can | o_db | ((p_other > p_self) & (~o_park | c.took))
+                                           | ((p_other == p_self) & c.took)))]
     del other
 
     # a parked queue's poll interval runs out while the other queue runs

@@ -6,7 +6,8 @@
 See docs/verification.md. Modules: layout (memory map), stream (the driver program),
 gen (valid streams), malformed (error classes, raw dword streams), driver (runs a stream
 on any Device), compare (RTL vs model, the first differing packet), coverage, campaign
-(seeds, plan, report, progress), runner (simulator processes), rtl (the cocotb side).
+(seeds, plan, report, progress), runner (simulator processes), rtl (the cocotb side);
+sdma (the SDMA engine's streams), multi (both CP queues and the SDMA at once).
 """
 
 from .campaign import CYCLE, Report, make_stream, master_seed, plan, replay_command, run_model, run_model_pair

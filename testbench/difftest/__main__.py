@@ -7,6 +7,9 @@
     python -m testbench.difftest --list 17                                 # the stream only, no simulator
     python -m testbench.difftest --sim model --streams 5000                # generator self-check, no simulator
     python -m testbench.difftest --sim verilator --streams-file cut.pkl    # hand-made Streams (pickled list)
+    python -m testbench.difftest --multi --sim verilator --streams 500     # multi-queue streams (multi.py)
+    python -m testbench.difftest --multi --sim verilator --replay 17       # one of them, the whole story
+    python -m testbench.difftest --sim verilator --streams 10000 --multi-streams 1000   # both families
 
 A campaign prints a progress bar, the summary, every mismatch with its first differing
 packet and replay command, and the coverage table; it writes build/difftest.json. The
@@ -42,10 +45,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="report file (default build/difftest.json)")
     ap.add_argument("--streams-file", default=None, metavar="PICKLE",
                     help="run hand-made Streams (a pickled list) instead of generated ones, with the full story")
+    ap.add_argument("--multi", action="store_true",
+                    help="the multi-queue streams (both CP queues and the SDMA at once: testbench/difftest/multi/)")
+    ap.add_argument("--multi-streams", type=int, default=0, metavar="M",
+                    help="after a CP campaign, also M multi-queue streams from --first, in the same report")
     args = ap.parse_args(argv)
     seed = master_seed(args.seed)
     sims = [s.strip() for s in args.sim.split(",") if s.strip()]
     mcaps = model_caps(False if args.no_dma else None, args.data_width)
+
+    if args.multi:
+        return main_multi(args, seed, sims)
 
     if args.list is not None:
         print(make_stream(seed, args.list, mcaps).listing(max_data=64))
@@ -124,6 +134,79 @@ def main(argv: list[str] | None = None) -> int:
             prog.update(len(recs), sum(not r["ok"] for r in recs))
         prog.close()
         report.add(recs)
+    if args.multi_streams:  # the multi-queue family after the CP's, into the same report
+        run_multi(report, args, seed, sims, args.first, args.multi_streams)
+    path = Path(args.json) if args.json else simmod.BUILD / "difftest.json"
+    report.write(path)
+    print(report.text())
+    print(f"report: {path}")
+    return 1 if report.failures else 0
+
+
+def run_multi(report: Report, args, seed: int, sims: list[str], first: int, count: int, replay: bool = False) -> bool:
+    """Multi-queue streams [first, first + count) on `sims` into `report` (a replay prints
+    each stream's story); True when any mismatched."""
+    from . import multi
+
+    dma = not args.no_dma
+    bad = False
+    plan = [(s, first, count) for s in sims] if replay or len(sims) == 1 else \
+        split_sims(sims, first, count)
+    for s, a, n in plan:
+        if n <= 0:
+            continue
+        prog = Progress(n, f"{s:9s}") if not replay else None
+        if s == "model":
+            t0, recs = time.monotonic(), []
+            for i in range(a, a + n):
+                stream = multi.make(seed, i, dma)
+                x, mx = multi.run_model(stream, dma=dma)
+                y, my = multi.run_model(stream, mmio_cycles=3, dma=dma)
+                diffs = multi.compare(stream, y, x, my.mem, mx.mem) + multi.expected(stream, x)
+                if replay:
+                    print(multi.explain(stream, diffs, y, x, "model2"))
+                recs.append(multi.record(stream, diffs, "model", 0.0, x))
+                if prog:
+                    prog.update(len(recs), sum(not r["ok"] for r in recs))
+            secs = time.monotonic() - t0
+        else:
+            with tempfile.TemporaryDirectory() as d:
+                story = Path(d) / "story.txt"
+                recs, secs, problems = run_rtl(s, seed, a, n, jobs=args.jobs, data_width=args.data_width,
+                                               progress=prog.update if prog else None, family="multi",
+                                               report_file=story if replay else None,
+                                               workdir=Path(d))
+                if story.exists():
+                    print(story.read_text())
+            report.notes += problems
+        if prog:
+            prog.close()
+        report.multi_seconds[s] = secs
+        report.add(recs)
+        bad |= any(not r["ok"] for r in recs)
+    return bad
+
+
+def main_multi(args, seed: int, sims: list[str]) -> int:
+    """--multi: the same commands for testbench/difftest/multi/'s streams."""
+    from testbench import sim as simmod
+
+    from . import multi
+
+    dma = not args.no_dma
+    if args.list is not None:
+        print("\n".join(multi.make(seed, args.list, dma).listing()))
+        return 0
+    for s in sims:
+        reason = simmod.unavailable_reason(s) if s != "model" else None
+        if reason:
+            print(f"difftest: {reason}", file=sys.stderr)
+            return 2
+    first, count = (args.replay, 1) if args.replay is not None else (args.first, args.streams)
+    report = Report(seed)
+    bad = run_multi(report, args, seed, sims, first, count, replay=args.replay is not None)
+    if args.replay is not None:
+        return 1 if bad else 0
     path = Path(args.json) if args.json else simmod.BUILD / "difftest.json"
     report.write(path)
     print(report.text())

@@ -168,13 +168,46 @@ class Report:
     seconds: dict[str, float] = field(default_factory=dict)
     records: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    multi: list[dict] = field(default_factory=list)  # multi-queue streams (testbench/difftest/multi/)
+    multi_seconds: dict[str, float] = field(default_factory=dict)
 
     def add(self, recs: Iterable[dict]) -> None:
-        self.records.extend(recs)
+        for r in recs:
+            (self.multi if r.get("family") == "multi" else self.records).append(r)
 
     @property
     def failures(self) -> list[dict]:
-        return [r for r in self.records if not r["ok"]]
+        return [r for r in self.records + self.multi if not r["ok"]]
+
+    def multi_json(self) -> dict | None:
+        """The multi-queue streams: cases and mismatches per kind, the codes each error
+        class planted (and the model and RTL both stopped with), per simulator."""
+        from . import multi
+
+        recs = self.multi
+        if not recs:
+            return None
+        kinds = {}
+        for kind in multi.PLAN:
+            mine = [r for r in recs if r["kind"] == kind]
+            e = {"cases": len(mine), "mismatches": sum(not r["ok"] for r in mine)}
+            if kind in multi.ERROR_CLASSES:
+                codes = Counter(v for r in mine for st in r.get("codes", {}).values() for v in st.values())
+                e["codes"] = dict(sorted(codes.items()))
+                e["doc"] = multi.ERROR_CLASSES[kind]
+            kinds[kind] = e
+        sims = {}
+        for sim in sorted({r["sim"] for r in recs}):
+            mine = [r for r in recs if r["sim"] == sim]
+            secs = self.multi_seconds.get(sim)
+            sims[sim] = {"streams": len(mine), "mismatches": sum(not r["ok"] for r in mine),
+                         "seconds": round(secs, 1) if secs else None,
+                         "streams_per_second": round(len(mine) / secs, 2) if secs else None,
+                         "cycles": sum(r.get("cycles", 0) for r in mine),
+                         "indices": [min(r["index"] for r in mine), max(r["index"] for r in mine)]}
+        return {"streams": len(recs), "mismatches": sum(not r["ok"] for r in recs), "kinds": kinds,
+                "error_classes": {k: v for k, v in kinds.items() if k in multi.ERROR_CLASSES},
+                "simulators": sims, "compared": multi.COMPARED}
 
     def hits(self) -> Counter:
         c: Counter = Counter()
@@ -221,9 +254,10 @@ class Report:
             "max_idle_after_error": max((r["idle_after"] for r in recs if r["idle_after"] is not None), default=None),
             "dma": "generated" if caps.dma else "skipped: the device reports CAPS.DMA = 0, so DMA_DATA streams "
                                                 "and the dma_byte_count class are not run",
-            "failures": [{k: r[k] for k in ("sim", "index", "kind", "class", "variant", "first_packet", "diffs",
-                                            "replay")} for r in self.failures[:100]],
+            "failures": [{k: r.get(k, "") for k in ("sim", "index", "kind", "class", "variant", "first_packet",
+                                                    "diffs", "replay")} for r in self.failures[:100]],
             "coverage": cov,
+            "multi_queue": self.multi_json(),
             "notes": self.notes,
         }
 
@@ -238,6 +272,20 @@ class Report:
     def text(self) -> str:
         d = self.to_json()
         lines = [f"difftest: seed {self.seed}, {d['streams']} streams, {d['mismatches']} mismatch(es)"]
+        mq = d["multi_queue"]
+        if mq:
+            lines.append(f"  multi-queue streams: {mq['streams']}, {mq['mismatches']} mismatch(es); " + ", ".join(
+                f"{k} {v['cases']}" + (f" ({v['mismatches']} bad)" if v["mismatches"] else "")
+                for k, v in mq["kinds"].items()))
+            for sim, s in mq["simulators"].items():
+                rate = f", {s['seconds']} s ({s['streams_per_second']} streams/s)" if s["seconds"] else ""
+                lines.append(f"    {sim}: {s['streams']} multi-queue streams, {s['cycles']} cycles{rate}")
+            lines.append("    codes: " + "; ".join(f"{k} " + ", ".join(f"{c} {n}" for c, n in v["codes"].items())
+                                                 for k, v in mq["error_classes"].items()))
+        if not self.records:  # a multi-queue campaign alone: nothing of the CP campaign to show
+            lines += [f"  MISMATCH {f['sim']} multi stream {f['index']} ({f['kind']} {f['variant']}): "
+                      + "; ".join(f["diffs"][:4]) + f"\n    replay: {f['replay']}" for f in self.failures[:20]]
+            return "\n".join(lines + self.notes)
         for sim, s in d["simulators"].items():
             rate = f", {s['seconds']} s ({s['streams_per_second']} streams/s)" if s["seconds"] else ""
             lines.append(f"  {sim}: {s['streams']} streams (indices {s['indices'][0]}..{s['indices'][1]}){rate}")
@@ -253,7 +301,8 @@ class Report:
             lines.append("  DMA: " + d["dma"])
         for f in self.failures[:20]:
             lines.append(f"  MISMATCH {f['sim']} stream {f['index']} ({f['kind']} {f['class']} {f['variant']})".rstrip())
-            lines.append(f"    first differing packet: {f['first_packet']}")
+            if f.get("first_packet"):
+                lines.append(f"    first differing packet: {f['first_packet']}")
             for x in f["diffs"][:6]:
                 lines.append(f"    {x}")
             lines.append(f"    replay: {f['replay']}")

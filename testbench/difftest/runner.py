@@ -39,11 +39,16 @@ def split_sims(sims: list[str], first: int, count: int) -> list[tuple[str, int, 
     return out
 
 
+# the cocotb module that runs each family of streams (tests/cocotb_*.py)
+FAMILIES = {"cp": "tests.cocotb_difftest", "multi": "tests.cocotb_multi_difftest"}
+
+
 def run_rtl(simulator: str, seed: int, first: int, count: int, *, jobs: int = 1, step: bool = False,
             data_width: int = 64, report_file: Path | None = None, progress=None,
             workdir: Path | None = None, streams_file: Path | None = None,
-            clock: str | None = None) -> tuple[list[dict], float, list[str]]:
-    """Run indices [first, first + count) on `simulator` in `jobs` simulator processes.
+            clock: str | None = None, family: str = "cp") -> tuple[list[dict], float, list[str]]:
+    """Run indices [first, first + count) of `family` ("cp": the CP campaign, "multi":
+    testbench/difftest/multi/) on `simulator` in `jobs` simulator processes.
     Returns (records, seconds, problems); a stream the simulator never finished becomes a
     failed record naming it. `clock` overrides $GPUCOSIM_CLOCK (testbench.sim.build)."""
     from testbench import sim
@@ -52,7 +57,7 @@ def run_rtl(simulator: str, seed: int, first: int, count: int, *, jobs: int = 1,
     design = gpu_design(data_width)
     sim.build(design, simulator, clock=clock)
     own = workdir is None
-    tmp = Path(workdir or tempfile.mkdtemp(prefix=f"difftest-{simulator}-", dir=sim.BUILD))
+    tmp = Path(workdir or tempfile.mkdtemp(prefix=f"difftest-{family}-{simulator}-", dir=sim.BUILD))
     tmp.mkdir(parents=True, exist_ok=True)
     if streams_file is not None:  # the file decides how many streams there are
         import pickle
@@ -72,7 +77,7 @@ def run_rtl(simulator: str, seed: int, first: int, count: int, *, jobs: int = 1,
             env["DIFFTEST_REPORT"] = str(report_file)
         if streams_file is not None:
             env["DIFFTEST_STREAMS_FILE"] = str(streams_file)
-        results[k] = sim.run(design, simulator, "tests.cocotb_difftest", tag=f"difftest{k}", extra_env=env,
+        results[k] = sim.run(design, simulator, FAMILIES[family], tag=f"{family}difftest{k}", extra_env=env,
                              clock=clock)
 
     def read(path: Path) -> list[dict]:
@@ -103,11 +108,13 @@ def run_rtl(simulator: str, seed: int, first: int, count: int, *, jobs: int = 1,
             i = missing[0]
             why = res.explain()[-1500:] if res is not None else "the simulator did not start"
             problems.append(f"{simulator} stopped at stream {i} ({len(missing)} stream(s) not run): {why}")
-            recs.append({"index": i, "sim": simulator, "kind": "?", "class": "", "variant": "", "skipped": "",
+            recs.append({"index": i, "sim": simulator, "family": family, "kind": "?", "class": "", "variant": "",
+                         "skipped": "",
                          "ok": False, "outcome": "", "rtl_outcome": "crash", "bins": [], "wall": 0,
                          "idle_after": None, "first_packet": "the simulator stopped while running this stream",
                          "diffs": [why.splitlines()[-1] if why else "crash"],
-                         "replay": f"python -m testbench.difftest --sim {simulator} --seed {seed} --replay {i}"})
+                         "replay": f"python -m testbench.difftest{' --multi' if family == 'multi' else ''} --sim "
+                                   f"{simulator} --seed {seed} --replay {i}"})
     if own:
         shutil.rmtree(tmp, ignore_errors=True)
     return recs, seconds, problems
