@@ -64,7 +64,7 @@ formal: $(STAMP)
 ## The long RTL-vs-model campaign: make soak N=10000 [SIM=verilator,icarus] [GPUCOSIM_SEED=1234] [JOBS=2]
 soak: $(STAMP)
 	$(PY) -m testbench.difftest --streams $(or $(N),10000) --sim $(or $(SIM),verilator) --jobs $(JOBS) \
-		$(if $(GPUCOSIM_SEED),--seed $(GPUCOSIM_SEED))
+		--multi-streams $(or $(M),2000) $(if $(GPUCOSIM_SEED),--seed $(GPUCOSIM_SEED))
 
 ## The mutation campaign: make mutate [SAMPLE=0.1] [PART=python|rtl] -> build/mutate.json (docs/verification.md)
 mutate: $(STAMP)
