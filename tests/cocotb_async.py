@@ -48,24 +48,24 @@ def check_cycles_repeat(dev):
     import time
 
     from tests.async_compare import observe
-    from umd import runtime
+    from umd import queue as umd_queue
 
     assert dev.thread_bound
 
     def cycles(app, slow=False):
-        real = runtime._cs_submit
+        real = umd_queue._cs_submit
 
         def late(*args):
             time.sleep(0.05)
             return real(*args)
 
-        runtime._cs_submit = late if slow else real
+        umd_queue._cs_submit = late if slow else real
         try:
             t0 = dev.now()
             observe(lambda: app(dev), True)
             return dev.now() - t0
         finally:
-            runtime._cs_submit = real
+            umd_queue._cs_submit = real
 
     fast, slow = cycles(_flush_then_ioctl), cycles(_flush_then_ioctl, slow=True)
     assert fast == slow, (fast, slow)

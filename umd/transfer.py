@@ -3,7 +3,7 @@
     device → device   Queue.copy(dst, dst_off, src, src_off, size)
     host → device     Queue.upload(dst, dst_off, data)
     device → host     Queue.download(src, src_off, size) -> numpy uint8 array
-    memset            Queue.fill(buf, off, size, value)          (umd/runtime.py)
+    memset            Queue.fill(buf, off, size, value)          (umd/queue.py)
 
 Any byte offset and size. A transfer larger than one DMA_DATA packet can move
 (2^CAPS.DMA_MAX_LOG2 bytes, DevInfo.dma_max_bytes) is split into several packets.
@@ -27,7 +27,8 @@ import numpy as np
 
 from spec import pm4, sdma
 
-from .runtime import Buffer, Queue, _index, queue_finish
+from .queue import Queue, queue_finish
+from .runtime import Buffer, _index
 
 
 def _bytes_range(buf: Buffer, call: str, offset: Any, size: Any) -> tuple[int, int]:

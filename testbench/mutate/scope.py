@@ -28,6 +28,8 @@ MODULES = (
     "umd/cmdbuf.py",
     "umd/transfer.py",
     "umd/runtime.py",
+    "umd/queue.py",
+    "umd/events.py",
     "umd/submit.py",
     "umd/va.py",
     "umd/pool.py",
