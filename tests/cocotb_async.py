@@ -52,10 +52,13 @@ def check_cycles_repeat(dev):
 
     assert dev.thread_bound
 
+    slowed = []  # the CS ioctls the slowed run delayed: none would mean the patch missed flush()
+
     def cycles(app, slow=False):
         real = umd_queue._cs_submit
 
         def late(*args):
+            slowed.append(args)
             time.sleep(0.05)
             return real(*args)
 
@@ -68,7 +71,7 @@ def check_cycles_repeat(dev):
             umd_queue._cs_submit = real
 
     fast, slow = cycles(_flush_then_ioctl), cycles(_flush_then_ioctl, slow=True)
-    assert fast == slow, (fast, slow)
+    assert len(slowed) == 4 and fast == slow, (len(slowed), fast, slow)
     for name in ("mixed", "copy_pipeline"):
         runs = [cycles(test_umd_async.APPS[name]) for _ in range(3)]
         assert runs[0] == runs[1] == runs[2], (name, runs)
