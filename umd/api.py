@@ -79,7 +79,7 @@ V1 = DispatchTable(1, flush_threshold=16, entries={
 
 V2 = V1.derive(2, flush_threshold=64, add={
     "Queue.write": queue.queue_write_batched,
-    "Queue.fill": queue.queue_fill,
+    "Queue.fill": transfer.queue_fill,
     "Queue.timestamp": events.queue_timestamp,
     "Queue.copy": transfer.queue_copy,
     "Queue.upload": transfer.queue_upload,

@@ -1,8 +1,9 @@
 """The Queue: a KMD context recording commands into chained IBs (umd/cmdbuf.py) and
 submitting them (flush: one CS ioctl, or the device's submission thread's, umd/submit.py),
 with its throttling, reclaim and error mapping; Device.queue, which makes one; and the
-Queue entry points that record and submit commands (write, wait_mem, emit_raw, fill,
-flush, finish, close). Events, timestamps and waits on them are in umd/events.py.
+Queue entry points that record and submit commands (write, wait_mem, emit_raw, flush,
+finish, close). Events, timestamps and waits on them are in umd/events.py; fill, copy,
+upload and download in umd/transfer.py.
 """
 
 from __future__ import annotations
@@ -495,42 +496,6 @@ def queue_finish(self: Queue, timeout: int = DEFAULT_TIMEOUT) -> None:
     if self.last_seq is not None and not self._wait_seq(self.last_seq, timeout, "finish"):
         raise GpuTimeout(f"finish: queue (context {self.ctx_id}) not idle after {timeout} cycles")
     self._reclaim()
-
-
-def queue_fill(self: Queue, buf: Buffer, offset: int, size: int, value: int) -> None:
-    """API v2 (memset): fill `size` bytes with a 32-bit value; the byte at address a gets
-    byte (a mod 4) of the value. With a DMA engine any offset and size (DMA_DATA fills,
-    split at the engine's limit); without one, dword-aligned WRITE_DATA."""
-    if not 0 <= _index("fill", "value", value) <= M32:
-        raise ValueError(f"fill: value must fit in 32 bits, not {value:#x}")
-    label = self._label("fill")
-    if self.copy_engine:
-        from .transfer import _bytes_range
-
-        addr, size = _bytes_range(buf, "fill", offset, size)
-        for i in range(0, size, self.dma_chunk):
-            self.cmdbuf.emit(sdma.constant_fill(addr + i, value, min(self.dma_chunk, size - i)), label)
-    elif self.has_dma:
-        from .transfer import _bytes_range
-
-        addr, size = _bytes_range(buf, "fill", offset, size)
-        step = self.dma_chunk
-        for i in range(0, size, step):
-            self.cmdbuf.emit(pm4.dma_data(addr + i, value, min(step, size - i), src_sel="DATA"), label)
-        if size:
-            from .transfer import _written
-
-            _written(self).append((addr, addr + size))
-    else:
-        size = _index("fill", "size", size)
-        if size <= 0 or size & 3:
-            raise ValueError(f"fill: size must be a positive multiple of 4, not {size}")
-        addr = buf._range("fill", offset, size)
-        n = size // 4
-        step = self.max_write_dw
-        for i in range(0, n, step):
-            self.cmdbuf.emit(pm4.write_data(addr + 4 * i, [value] * min(step, n - i), wr_confirm=1), label)
-    self._end_command()
 
 
 def queue_close(self: Queue) -> None:

@@ -6,7 +6,8 @@ classes: they are looked up in the dispatch table of the API version the applica
 asked for (umd/api.py), so one UMD serves every version side by side. The functions
 named `<class>_<call>[_v<N>]` are what the tables point at: the Device's here (but
 Device.queue, beside the Queue it makes, in umd/queue.py), the Queue's recording and
-flushing in umd/queue.py, its events, timestamps and GPU-side waits in umd/events.py.
+flushing in umd/queue.py, its events, timestamps and GPU-side waits in umd/events.py,
+its transfers (fill, copy, upload, download) in umd/transfer.py.
 """
 
 from __future__ import annotations
