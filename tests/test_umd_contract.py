@@ -319,7 +319,7 @@ def test_timestamp_slots_are_reused():
     q = gpu.queue(flush_threshold=1 << 20)
     ts = [q.timestamp() for _ in range(505)]
     q.finish()
-    assert ts[0].slot == ts[504].slot == umd.runtime.QBO_TS_FIRST and ts[503].slot == 511
+    assert ts[0].slot == ts[504].slot == umd.queue.QBO_TS_FIRST and ts[503].slot == 511
     assert ts[504].cycles >= ts[503].cycles > 0
     gpu.close()
 

@@ -9,12 +9,14 @@
     ev = q.signal()                        # RELEASE_MEM; ev.wait(timeout_cycles)
     q.flush(); q.finish()
 
-Layers: api (versions and dispatch tables), runtime (Device, Buffer, Queue, Event),
-cmdbuf (chained IBs), winsys (the ioctls), submit (the asynchronous submission
-thread), errors. The UMD reaches the GPU only through
-the KMD's ioctls (kmd_model.open_render_node()).
+Layers: api (versions and dispatch tables), runtime (Device, Buffer), queue (Queue:
+recording, flush), events (Event, Timestamp, waits), cmdbuf (chained IBs), winsys (the
+ioctls), submit (the asynchronous submission thread), errors. The UMD reaches the GPU
+only through the KMD's ioctls (kmd_model.open_render_node()).
 """
 
 from .api import LATEST, TABLES, DispatchTable, open  # noqa: F401
 from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, SubmitError, UmdError  # noqa: F401
-from .runtime import DEFAULT_TIMEOUT, Buffer, Device, Event, Queue, Timestamp  # noqa: F401
+from .events import Event, Timestamp  # noqa: F401
+from .queue import Queue  # noqa: F401
+from .runtime import DEFAULT_TIMEOUT, Buffer, Device  # noqa: F401

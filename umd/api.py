@@ -27,8 +27,8 @@ import difflib
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from . import events, queue, transfer
 from . import runtime as rt
-from . import transfer
 
 
 @dataclass(frozen=True)
@@ -63,33 +63,33 @@ class DispatchTable:
 
 V1 = DispatchTable(1, flush_threshold=16, entries={
     "Device.alloc": rt.device_alloc,
-    "Device.queue": rt.device_queue,
+    "Device.queue": queue.device_queue,
     "Device.info": rt.device_info,
     "Device.counters": rt.device_counters,
     "Device.memory": rt.device_memory,
     "Device.close": rt.device_close,
-    "Queue.write": rt.queue_write_now,
-    "Queue.wait_mem": rt.queue_wait_mem,
-    "Queue.signal": rt.queue_signal,
-    "Queue.emit_raw": rt.queue_emit_raw,
-    "Queue.flush": rt.queue_flush,
-    "Queue.finish": rt.queue_finish,
-    "Queue.close": rt.queue_close,
+    "Queue.write": queue.queue_write_now,
+    "Queue.wait_mem": queue.queue_wait_mem,
+    "Queue.signal": events.queue_signal,
+    "Queue.emit_raw": queue.queue_emit_raw,
+    "Queue.flush": queue.queue_flush,
+    "Queue.finish": queue.queue_finish,
+    "Queue.close": queue.queue_close,
 }, notes="write() submits at once")
 
 V2 = V1.derive(2, flush_threshold=64, add={
-    "Queue.write": rt.queue_write_batched,
-    "Queue.fill": rt.queue_fill,
-    "Queue.timestamp": rt.queue_timestamp,
+    "Queue.write": queue.queue_write_batched,
+    "Queue.fill": transfer.queue_fill,
+    "Queue.timestamp": events.queue_timestamp,
     "Queue.copy": transfer.queue_copy,
     "Queue.upload": transfer.queue_upload,
     "Queue.download": transfer.queue_download,
-    "Queue.wait_event": rt.queue_wait_event,
+    "Queue.wait_event": events.queue_wait_event,
 }, notes="write() is batched; fill(), timestamp(), copy(), upload(), download(), wait_event(); "
          "queue(engine='copy')")
 
 V3 = V2.derive(3, add={
-    "Device.queue": rt.device_queue_v3,
+    "Device.queue": queue.device_queue_v3,
 }, notes="queue(async_submit=True): a submission thread makes the CS ioctls")
 
 TABLES: dict[int, DispatchTable] = {1: V1, 2: V2, 3: V3}

@@ -221,7 +221,7 @@ def collect(q) -> None:
     """Take in what the submission thread has done with queue `q`'s flushes, in order: a
     submitted one is in flight from now on (as a synchronous flush leaves it), a refused
     one frees its IBs, loses its events and waits in `q.async_errors` to be raised."""
-    from .runtime import Submission
+    from .queue import Submission
 
     while q.pending and q.pending[0].done:
         job = q.pending.popleft()

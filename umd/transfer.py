@@ -3,7 +3,7 @@
     device → device   Queue.copy(dst, dst_off, src, src_off, size)
     host → device     Queue.upload(dst, dst_off, data)
     device → host     Queue.download(src, src_off, size) -> numpy uint8 array
-    memset            Queue.fill(buf, off, size, value)          (umd/runtime.py)
+    memset            Queue.fill(buf, off, size, value)
 
 Any byte offset and size. A transfer larger than one DMA_DATA packet can move
 (2^CAPS.DMA_MAX_LOG2 bytes, DevInfo.dma_max_bytes) is split into several packets.
@@ -27,7 +27,8 @@ import numpy as np
 
 from spec import pm4, sdma
 
-from .runtime import Buffer, Queue, _index, queue_finish
+from .queue import Queue, queue_finish
+from .runtime import M32, Buffer, _index
 
 
 def _bytes_range(buf: Buffer, call: str, offset: Any, size: Any) -> tuple[int, int]:
@@ -135,3 +136,33 @@ def queue_download(self: Queue, src: Buffer, src_offset: int, size: int, *, time
         return np.array(view[:size])
     finally:
         stage.free()
+
+
+def queue_fill(self: Queue, buf: Buffer, offset: int, size: int, value: int) -> None:
+    """API v2 (memset): fill `size` bytes with a 32-bit value; the byte at address a gets
+    byte (a mod 4) of the value. With a DMA engine any offset and size (DMA_DATA fills,
+    split at the engine's limit); without one, dword-aligned WRITE_DATA."""
+    if not 0 <= _index("fill", "value", value) <= M32:
+        raise ValueError(f"fill: value must fit in 32 bits, not {value:#x}")
+    label = self._label("fill")
+    if self.copy_engine:
+        addr, size = _bytes_range(buf, "fill", offset, size)
+        for i in range(0, size, self.dma_chunk):
+            self.cmdbuf.emit(sdma.constant_fill(addr + i, value, min(self.dma_chunk, size - i)), label)
+    elif self.has_dma:
+        addr, size = _bytes_range(buf, "fill", offset, size)
+        step = self.dma_chunk
+        for i in range(0, size, step):
+            self.cmdbuf.emit(pm4.dma_data(addr + i, value, min(step, size - i), src_sel="DATA"), label)
+        if size:
+            _written(self).append((addr, addr + size))
+    else:
+        size = _index("fill", "size", size)
+        if size <= 0 or size & 3:
+            raise ValueError(f"fill: size must be a positive multiple of 4, not {size}")
+        addr = buf._range("fill", offset, size)
+        n = size // 4
+        step = self.max_write_dw
+        for i in range(0, n, step):
+            self.cmdbuf.emit(pm4.write_data(addr + 4 * i, [value] * min(step, n - i), wr_confirm=1), label)
+    self._end_command()

@@ -2,10 +2,11 @@
 
 The Python layers that carry the contract (issue 19): the KMD model's security boundary,
 fences, IH, ring, scheduler, ioctls, BOs, mappings, GPU virtual memory (page tables,
-VMIDs), contexts, the SDMA ring and the recovery path; the UMD's command buffers, transfers, runtime, VA allocator and
-pools; the packet tables (PM4 and SDMA), their codecs and the CP's rules. Each is
-paired with the fast, model-level tests that exercise it (no simulator): mutmut runs, per
-mutant, only those of these tests that call the mutated function (its coverage map).
+VMIDs), contexts, the SDMA ring and the recovery path; the UMD's command buffers,
+transfers, runtime (device, buffers), queues, events, VA allocator and pools; the packet
+tables (PM4 and SDMA), their codecs and the CP's rules. Each is paired with the fast,
+model-level tests that exercise it (no simulator): mutmut runs, per mutant, only those of
+these tests that call the mutated function (its coverage map).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ MODULES = (
     "umd/cmdbuf.py",
     "umd/transfer.py",
     "umd/runtime.py",
+    "umd/queue.py",
+    "umd/events.py",
     "umd/submit.py",
     "umd/va.py",
     "umd/pool.py",

@@ -1,0 +1,159 @@
+"""Events and timestamps: what a queue's GPU signals (RELEASE_MEM of a timeline value or
+of the GPU clock into the queue's page) and the waits on them: Event.wait on the CPU (memory
+first, the user fence, the kernel last) and Queue.wait_event on the GPU (a CS dependency).
+"""
+
+from __future__ import annotations
+
+import errno
+
+from kmd_model.fence import seq_passed
+from kmd_model.uapi import CsChunkDep
+from spec import pm4, sdma
+
+from . import submit
+from .errors import SubmitError
+from .queue import QBO_TIMELINE, QBO_TS_FIRST, QBO_TS_SLOTS, Queue, queue_flush
+from .runtime import DEFAULT_TIMEOUT, M32, api_call
+from .submit import PendingCs
+
+
+# ---------------------------------------------------------------------------- Event
+
+class Event:
+    """Signalled when the GPU has executed the queue up to the `signal()` that made it."""
+
+    def __init__(self, queue: Queue, value: int):
+        self.queue = queue
+        self.value = value
+        self.seq: int | None = None  # the submission carrying it, once flushed
+        self.pending: PendingCs | None = None  # its flush, while queued for the submission thread
+        self.lost = False  # its submission was refused
+
+    def signalled(self) -> bool:
+        """Memory only: no ioctl."""
+        # timeline values start at 1 over a zeroed dword, and are compared wrap-safely
+        return seq_passed(self.value, int(self.queue.q32[QBO_TIMELINE]))
+
+    @api_call("Event.wait")
+    def wait(self, timeout_cycles: int = DEFAULT_TIMEOUT) -> bool:
+        """True once signalled, False if `timeout_cycles` pass first. Checks memory first,
+        then the user fence, and asks the kernel (WAIT_CS) last; raises GpuError when the
+        GPU failed on this queue."""
+        if self.signalled():
+            return True
+        q = self.queue
+        if self.lost:
+            raise SubmitError(errno.ECANCELED, "wait: the submission carrying this event was refused")
+        if self.seq is None and q.async_submit:
+            if self.pending is None:
+                queue_flush(q)  # never flushed
+            q._drain()  # its submission first (and a refused one of the queue's is raised here)
+            if self.lost:
+                raise SubmitError(errno.ECANCELED, "wait: the submission carrying this event was refused")
+        if self.seq is None:
+            queue_flush(q)
+        if not q._wait_seq(self.seq, timeout_cycles, "wait"):  # type: ignore[arg-type]
+            return False
+        q._reclaim()
+        return self._done()
+
+    def _done(self) -> bool:
+        return self.signalled()
+
+    def __repr__(self) -> str:
+        return f"<umd.Event {self.value} {'signalled' if self.signalled() else 'pending'}>"
+
+
+class Timestamp(Event):
+    """A GPU clock sample (RELEASE_MEM TIMESTAMP): `wait()` for it, then `value` (or its
+    alias `cycles`) is the 48-bit GPU clock, in cycles, when the queue got there."""
+
+    def __init__(self, queue: Queue, slot: int):
+        super().__init__(queue, 0)
+        self.slot = slot
+
+    @property  # type: ignore[override]
+    def value(self) -> int:
+        return self.cycles
+
+    @value.setter
+    def value(self, _v: int) -> None:
+        pass  # Event.__init__ sets a timeline value; a timestamp has none
+
+    def __repr__(self) -> str:
+        return f"<umd.Timestamp {self.cycles} cycles>" if self.signalled() else "<umd.Timestamp pending>"
+
+    def signalled(self) -> bool:
+        return self.seq is not None and self.queue.seq_done(self.seq)
+
+    def _done(self) -> bool:
+        return True
+
+    @property
+    def cycles(self) -> int:
+        if not self.signalled():
+            raise ValueError("timestamp: not written yet: wait() for it first")
+        lo, hi = self.queue.q32[2 * self.slot: 2 * self.slot + 2].tolist()
+        return lo | hi << 32
+
+
+# -- entry points (the dispatch tables name these)
+
+def queue_signal(self: Queue) -> "Event":
+    """An event the GPU signals when it gets here (RELEASE_MEM of a timeline value)."""
+    self.timeline = (self.timeline + 1) & M32
+    ev = Event(self, self.timeline)
+    addr = self.qbo.gpu_addr + 4 * QBO_TIMELINE
+    self.cmdbuf.emit(sdma.fence(addr, ev.value) if self.copy_engine else
+                     pm4.release_mem(addr, ev.value, data_sel="DATA_32"), self._label("signal"))
+    self.unflushed_events.append(ev)
+    self._end_command()
+    return ev
+
+
+def queue_timestamp(self: Queue) -> "Timestamp":
+    """API v2: the GPU clock when the queue gets here (RELEASE_MEM TIMESTAMP)."""
+    if self.copy_engine:
+        raise ValueError("timestamp: the copy engine has no timestamp packet here (SDMA TIMESTAMP is not "
+                         "implemented): take it on a gfx queue")
+    slot = QBO_TS_FIRST + self.ts_next % QBO_TS_SLOTS
+    self.ts_next += 1
+    ts = Timestamp(self, slot)  # (read only once its job has ended: the GPU wrote the slot by then)
+    self.cmdbuf.emit(pm4.release_mem(self.qbo.gpu_addr + 8 * slot, 0, data_sel="TIMESTAMP"), self._label("timestamp"))
+    self.unflushed_events.append(ts)
+    self._end_command()
+    return ts
+
+
+def queue_wait_event(self: Queue, event: "Event") -> None:
+    """API v2: the queue's next submission starts only once `event` (of another queue,
+    gfx or copy, of this device) is signalled: a dependency the KMD's scheduler holds the
+    job back for (a CS dependency chunk), so the CPU never waits. The wait covers the whole
+    submission that carries the event. An event of this same queue needs no wait (the
+    queue runs in order)."""
+    if not isinstance(event, Event):
+        raise TypeError(f"wait_event: event must be a umd Event, not {event!r}")
+    q = event.queue
+    if q.device is not self.device:
+        raise ValueError("wait_event: the event belongs to another device")
+    if q is self:
+        return
+    if event.lost:
+        raise SubmitError(errno.ECANCELED, "wait_event: the submission carrying this event was refused")
+    if event.seq is None and event.pending is None:
+        queue_flush(q)  # the event must be submitted before anything can depend on it
+    if event.pending is not None:  # flushed, queued for the submission thread
+        if self.async_submit:
+            # that thread submits it before this queue's next flush (one FIFO per device)
+            # and names the dependency then
+            self.deps.append(submit.EventDep(q, event.pending))
+            self._label("wait_event")
+            self._end_command()
+            return
+        q._drain(report=False)
+        if event.lost:
+            raise SubmitError(errno.ECANCELED, "wait_event: the submission carrying this event was refused")
+    self.deps.append(CsChunkDep(q.ip_type, 0, q.ctx_id, event.seq))  # type: ignore[arg-type]
+    self._label("wait_event")
+    self._end_command()

@@ -1,0 +1,502 @@
+"""The Queue: a KMD context recording commands into chained IBs (umd/cmdbuf.py) and
+submitting them (flush: one CS ioctl, or the device's submission thread's, umd/submit.py),
+with its throttling, reclaim and error mapping; Device.queue, which makes one; and the
+Queue entry points that record and submit commands (write, wait_mem, emit_raw, flush,
+finish, close). Events, timestamps and waits on them are in umd/events.py; fill, copy,
+upload and download in umd/transfer.py.
+"""
+
+from __future__ import annotations
+
+import bisect
+import errno
+import functools
+import logging
+import weakref
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kmd_model.fence import seq_passed
+from kmd_model.log import get_logger
+from kmd_model.uapi import CsChunkDep, CsChunkFence, CsChunkIb, CtxPriority, HwIp, KmdError
+from spec import pm4, sdma
+
+from . import submit
+from .cmdbuf import CmdBuf
+from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, SubmitError, UmdError
+from .runtime import DEFAULT_TIMEOUT, M32, Buffer, Device, _Dispatched, _dwords, _index, _raise_first, device_alloc
+from .submit import PendingCs, Submitter
+
+if TYPE_CHECKING:
+    from .events import Event
+
+log = get_logger("umd")
+
+MAX_INFLIGHT = 32  # submissions a queue has in flight before a flush waits for the oldest
+COMPARE = {"always": "ALWAYS", "<": "LT", "<=": "LE", "==": "EQ", "!=": "NE", ">=": "GE", ">": "GT"}
+# A queue's engine: the CS ring it submits to (HW IP type, ring 0)
+ENGINES = {"gfx": HwIp.GFX, "copy": HwIp.DMA}
+PRIORITIES = {"low": CtxPriority.LOW, "normal": CtxPriority.NORMAL, "high": CtxPriority.HIGH}
+
+# The queue's own page: user fence, event timeline, timestamp slots.
+QBO_BYTES = 4096
+QBO_USER_FENCE = 0
+QBO_TIMELINE = 1
+QBO_TS_FIRST = 8  # qword index of the first timestamp slot (byte 64)
+QBO_TS_SLOTS = QBO_BYTES // 8 - QBO_TS_FIRST  # reused in turn: a Timestamp is read before 504 more are taken
+
+
+# ---------------------------------------------------------------------------- Device.queue
+
+def device_queue(self: Device, *, flush_threshold: int | None = None, flush_dwords: int | None = None,
+                 ib_size_dw: int = 1024, max_inflight: int = MAX_INFLIGHT, engine: str = "gfx",
+                 priority: str = "normal", **v3: Any) -> "Queue":
+    """A queue (a KMD context) recording commands into chained IBs. `engine`: "gfx" (the
+    CP's ring, PM4) or "copy" (the SDMA copy engine's ring: write, fill, copy, upload,
+    download, signal, wait_mem run as SDMA packets beside the gfx queues); `priority`: "low",
+    "normal" or "high", the context's scheduler run queue. It flushes by itself
+    after `flush_threshold` commands (the API version's default) or, when given, once
+    `flush_dwords` dwords are recorded; `ib_size_dw` is the size of each chained IB. At most
+    `max_inflight` submissions are in flight: past that a flush (or a new IB) waits for the
+    oldest to finish, so memory stays bounded however fast the app records."""
+    for name in v3:  # (the arguments later versions added are named as missing entry points are)
+        if name == "async_submit":
+            raise TypeError(f"queue: async_submit= is not in API version {self.api_version} (it is in version 3)")
+        raise TypeError(f"queue() got an unexpected keyword argument {name!r}")
+    return _new_queue(self, flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority,
+                      self.async_default)
+
+
+def device_queue_v3(self: Device, *, flush_threshold: int | None = None, flush_dwords: int | None = None,
+                    ib_size_dw: int = 1024, max_inflight: int = MAX_INFLIGHT, engine: str = "gfx",
+                    priority: str = "normal", async_submit: bool | None = None) -> "Queue":
+    """API v3: Device.queue as in v2, plus `async_submit`: True, the queue's flushes are
+    submitted by the device's submission thread (the CS ioctl no longer runs inside flush();
+    umd/submit.py); False, by flush() itself; None, as GPUCOSIM_ASYNC_SUBMIT says (default 0).
+    Events, fences, results and the order of the queue's jobs are the same either way; a
+    refused submission is raised by the queue's next flush(), finish(), Event.wait() or
+    close() (docs/architecture.md, "The asynchronous submission thread")."""
+    if async_submit is not None and not isinstance(async_submit, bool):
+        raise TypeError(f"queue: async_submit must be True, False or None, not {async_submit!r}")
+    return _new_queue(self, flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority,
+                      self.async_default if async_submit is None else async_submit)
+
+
+def _new_queue(self: Device, flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority,
+               async_submit: bool) -> "Queue":
+    if engine not in ENGINES:
+        raise ValueError(f"queue: engine must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
+    if priority not in PRIORITIES:
+        raise ValueError(f"queue: priority must be one of {', '.join(map(repr, PRIORITIES))}, not {priority!r}")
+    if engine == "copy" and not self.dev_info.sdma_rings:
+        raise ValueError(f"queue: engine='copy' needs an SDMA engine, and the {self.name} backend has none "
+                         "(QUEUE_CAPS.SDMA is 0): use engine='gfx'")
+    q = Queue(self, flush_threshold if flush_threshold is not None else self._table.flush_threshold,
+              ib_size_dw, flush_dwords, max_inflight, engine, priority)
+    if async_submit:
+        if self.submitter is None:
+            self.submitter = self.ws.submitter = Submitter(self.owner_thread, self.ws.thread_bound())
+            weakref.finalize(self, self.submitter.stop)  # (an app that never closes its device)
+        q.async_submit = True
+    self.queues.append(q)
+    return q
+
+
+# ---------------------------------------------------------------------------- Queue
+
+@dataclass(eq=False)
+class Submission:
+    seq: int
+    ibs: list  # umd Buffers used as IBs
+    labels: dict  # packet address -> API call
+
+
+class IbPool:
+    """IB buffers, reused once the submission that used them has finished (pb_cache's
+    idea, with reclaim only after the fence is idle). A new one is made only when none is
+    free after reclaiming and throttling (Queue._throttle), so the pool stays bounded."""
+
+    def __init__(self, queue: "Queue", size_dw: int):
+        self.queue = queue
+        self.size_dw = size_dw
+        self.free: list[Buffer] = []
+        self.created = 0
+
+    def get(self) -> Buffer:
+        q = self.queue
+        if not self.free:
+            q._throttle("new IB")
+        if self.free:
+            return self.free.pop()
+        buf = q._alloc_or_wait(4 * self.size_dw, "new IB")
+        self.created += 1
+        return buf
+
+
+class Queue(_Dispatched):
+    _kind = "Queue"
+
+    def __init__(self, device: Device, flush_threshold: int, ib_size_dw: int, flush_dwords: int | None = None,
+                 max_inflight: int = MAX_INFLIGHT, engine: str = "gfx", priority: str = "normal"):
+        flush_threshold = _index("queue", "flush_threshold", flush_threshold)
+        if flush_threshold < 1:
+            raise ValueError(f"queue: flush_threshold must be >= 1, not {flush_threshold}")
+        if flush_dwords is not None and _index("queue", "flush_dwords", flush_dwords) < 1:
+            raise ValueError(f"queue: flush_dwords must be >= 1, not {flush_dwords}")
+        max_inflight = _index("queue", "max_inflight", max_inflight)
+        if max_inflight < 1:
+            raise ValueError(f"queue: max_inflight must be >= 1, not {max_inflight}")
+        self.max_inflight = max_inflight
+        self.timeout = DEFAULT_TIMEOUT  # how long a throttled flush waits for the oldest submission
+        self.flush_dwords = flush_dwords
+        self._table = device._table
+        self.device = device
+        self.ws = device.ws
+        self.flush_threshold = flush_threshold
+        self.engine = engine
+        self.priority = priority
+        self.copy_engine = engine == "copy"
+        self.ip_type = ENGINES[engine]
+        self.ctx_id = self.ws.ctx_alloc(PRIORITIES[priority])
+        self.deps: list[CsChunkDep] = []  # events of other queues the next submission waits for
+        info = device.dev_info
+        self.qbo = device_alloc(device, QBO_BYTES, "gtt", _owner=self)
+        self.q32 = self.qbo.u32
+        self.timeline = 0  # last event value handed out
+        self.ts_next = 0
+        self.pool = IbPool(self, ib_size_dw)
+        self.cmdbuf = CmdBuf(self.pool.get, ib_size_dw, info.ib_align_dw, sdma=self.copy_engine)
+        self.has_dma = info.has_dma or self.copy_engine
+        # one DMA_DATA (or SDMA COPY_LINEAR / CONSTANT_FILL) moves at most this much
+        self.dma_chunk = sdma.MAX_COPY_BYTES if self.copy_engine else info.dma_max_bytes
+        self.staging: list = []  # (seq, Buffer) staging buffers of uploads/downloads in flight
+        self.inflight: deque[Submission] = deque()
+        self.unflushed_events: list[Event] = []
+        self.first_seq: int | None = None
+        self.last_seq: int | None = None
+        self.fence_trusted = False  # the user fence dword holds a seqno of ours (seq_done)
+        self.submitted = 0  # flushes submitted (umd/pool.py's fences count in these)
+        # flushes that took more than one CS (a copy queue's, past max_ib_chunks IBs): (flush,
+        # CS ioctls beyond one per flush up to it), so seq_of(n) finds the n-th flush's last seqno
+        self._extra_cs: list[tuple[int, int]] = []
+        self.calls = 0
+        self.flushes = 0
+        self.closed = False
+        # asynchronous submission (umd/submit.py; set by Device.queue): flushes waiting for
+        # the device's submission thread, in order, and the refusals not yet raised
+        self.async_submit = False
+        self.pending: deque[PendingCs] = deque()
+        self.async_errors: list[UmdError] = []
+        self.async_flushes = 0
+        self._closing = False
+        # WRITE_DATA payload per packet: what fits in one IB beside its 3 header dwords
+        self.max_write_dw = min(pm4.MAX_PAYLOAD - 2, self.cmdbuf.max_packet_dw - 4)
+
+    def __repr__(self) -> str:
+        eng = "" if self.engine == "gfx" else f" {self.engine}"
+        return f"<umd.Queue{eng} ctx {self.ctx_id} api v{self._table.version}>"
+
+    # -- recording helpers
+    def _label(self, call: str) -> str:
+        self.calls += 1
+        return f"Queue.{call}() #{self.calls}"
+
+    def _end_command(self) -> None:
+        cb = self.cmdbuf
+        cb.command()
+        if cb.commands >= self.flush_threshold or (self.flush_dwords and cb.dwords >= self.flush_dwords):
+            queue_flush(self)
+
+    # -- completion
+    def _submitted(self, seq: int, ncs: int) -> None:
+        """A flush is in: its CS ioctls took `ncs` seqnos, the last `seq`."""
+        if self.first_seq is None:
+            self.first_seq = (seq - ncs + 1) & M32
+        self.last_seq = seq
+        self.submitted += 1
+        if ncs > 1:
+            self._extra_cs.append((self.submitted, (self._extra_cs[-1][1] if self._extra_cs else 0) + ncs - 1))
+
+    def seq_of(self, n: int) -> int:
+        """The last seqno of the queue's n-th submitted flush (n from 1): the one whose end
+        means the whole flush has run."""
+        k = bisect.bisect_right(self._extra_cs, (n, M32)) - 1
+        return (self.first_seq + n - 1 + (self._extra_cs[k][1] if k >= 0 else 0)) & M32
+
+    def seq_done(self, seq: int) -> bool:
+        """The cheap check: has the user fence (written by the GPU after each job) passed seq?
+        Seqnos are 32-bit and compared wrap-safely. Until the GPU has written the dword once
+        it holds 0 (the BO was zero-filled); 0 can be a seqno too when the queue's seqnos pass
+        through it (near the wrap, or starting there), and only then is the kernel asked about
+        the queue's first job (one WAIT_CS that does not wait). Jobs end in order, so once a
+        seqno of ours is there the dword always holds the last job that ended."""
+        if self.last_seq is None:
+            return False
+        v = int(self.q32[QBO_USER_FENCE])
+        if not self.fence_trusted:
+            if v == 0 and ((0 - self.first_seq) & M32) <= ((self.last_seq - self.first_seq) & M32):
+                try:  # 0 may be ours: ask whether the first job has ended
+                    if not self.ws.wait_cs(self.ctx_id, self.first_seq, 0):
+                        return False
+                except KmdError:
+                    return False  # the context was reset: the caller's own wait reports it
+            elif v == 0:
+                return False  # nothing written yet
+            self.fence_trusted = True
+        return seq_passed(seq, v)
+
+    # -- asynchronous submission (the bodies are in umd/submit.py)
+    def _collect(self) -> None:
+        submit.collect(self)
+
+    def _report(self) -> None:
+        submit.report(self)
+
+    def _drain(self, report: bool = True) -> None:
+        submit.drain(self, report)
+
+    def _throttle(self, what: str) -> None:
+        """Reclaim what finished, then wait for the oldest submission while `max_inflight`
+        are in flight (Mesa's throttling, drm_sched's hw_submission_limit)."""
+        if self.pending and len(self.inflight) + len(self.pending) >= self.max_inflight:
+            self._drain(report=False)  # (refusals are raised at the next flush or wait, not mid-command)
+        self._reclaim()
+        while len(self.inflight) >= self.max_inflight:
+            oldest = self.inflight[0].seq
+            if not self._wait_seq(oldest, self.timeout, what):
+                raise GpuTimeout(f"{what}: queue (context {self.ctx_id}) has {len(self.inflight)} submissions "
+                                 f"in flight, its limit (max_inflight={self.max_inflight}), and the oldest "
+                                 f"(seqno {oldest:#x}) has not finished after {self.timeout} cycles")
+            self._reclaim()
+
+    def _alloc_or_wait(self, size: int, what: str) -> Buffer:
+        """A GTT buffer for the queue's own use; when memory is short, wait for the queue's
+        submissions to finish (their IBs and staging buffers come back) and try again."""
+        while True:
+            try:
+                return device_alloc(self.device, size, "gtt", zero=False, _owner=self)
+            except KmdError as e:
+                if e.errno != errno.ENOMEM:
+                    raise
+                if self.pending:  # flushes still queued hold IBs and staging: let them go
+                    self._drain(report=False)
+                    self._reclaim()
+                    continue
+                if not self.inflight:
+                    raise OutOfMemory(f"{what}: no memory for {size:#x} bytes on queue (context {self.ctx_id}), "
+                                      f"with nothing of its own in flight (max_inflight={self.max_inflight}): "
+                                      f"{e}") from e
+                oldest = self.inflight[0].seq
+                if not self._wait_seq(oldest, self.timeout, what):
+                    raise OutOfMemory(f"{what}: no memory for {size:#x} bytes on queue (context {self.ctx_id}), "
+                                      f"and its oldest submission (seqno {oldest:#x}) has not finished after "
+                                      f"{self.timeout} cycles ({len(self.inflight)} in flight, "
+                                      f"max_inflight={self.max_inflight}): {e}") from e
+                self._reclaim()
+
+    def _reclaim(self) -> None:
+        while self.inflight and self.seq_done(self.inflight[0].seq):
+            self.pool.free.extend(self.inflight.popleft().ibs)
+
+    def _find_command(self, addr: int) -> str | None:
+        for sub in self.inflight:
+            if addr in sub.labels:
+                return sub.labels[addr]
+        return None
+
+    def _raise_from(self, e: KmdError, what: str) -> None:
+        """Turn a KMD error into the UMD's exception (a WAIT_CS's ETIME never comes here:
+        _wait_seq answers it with False, and the caller says what timed out)."""
+        if e.errno == errno.ECANCELED and e.info is not None:
+            # the KMD's ECANCELED carries the context's decoded error (what CTX QUERY_STATE
+            # would return): no need to ask again
+            raise GpuError(e.info, self._find_command(e.info.addr)) from e
+        if e.errno == errno.EIO:
+            raise DeviceLost(f"{what}: {e.message}") from e
+        if e.errno == errno.ENOMEM:
+            raise OutOfMemory(f"{what}: queue (context {self.ctx_id}), {len(self.inflight)} submissions in flight "
+                              f"(max_inflight={self.max_inflight}): {e.message}") from e
+        raise SubmitError(e.errno, f"{what}: {e}") from e
+
+    def _wait_seq(self, seq: int, timeout: int, what: str) -> bool:
+        if self.seq_done(seq):
+            return True
+        if submit.any_queued():
+            # A job of ours may wait (WAIT_REG_MEM, a dependency) for a flush still queued,
+            # of any async queue: submit all of them before blocking, as sync flushes were.
+            submit.drain_all()
+        try:
+            done = self.ws.wait_cs(self.ctx_id, seq, timeout)
+            if done:
+                self.fence_trusted = True  # seq and every job before it ended, the first included
+            return done
+        except KmdError as e:
+            if e.errno == errno.ETIME:
+                return False
+            self._raise_from(e, what)
+            raise  # unreachable
+
+    def _close(self) -> None:
+        """Submit and finish what the queue has, release its context; an async queue's
+        refused submissions the app was not told of are raised after that."""
+        if self.closed:
+            return
+        self._closing = True  # the refusals wait until the queue is released
+        try:
+            queue_finish(self)
+        except Exception:  # a dead queue still releases its context
+            pass
+        if self.async_submit:
+            self._drain(report=False)
+        errors, self.async_errors = self.async_errors, []
+        self.ws.ctx_free(self.ctx_id)
+        self.qbo.free()
+        for b in self.pool.free:
+            b.free()
+        self._set_closed()
+        if self in self.device.queues:
+            self.device.queues.remove(self)
+        _raise_first(errors)
+
+
+# -- entry points (the dispatch tables name these)
+
+def queue_write_now(self: Queue, buf: Buffer, offset: int, data: Any) -> None:
+    """API v1: write dwords through the GPU (WRITE_DATA) and submit at once."""
+    queue_write_batched(self, buf, offset, data)
+    queue_flush(self)
+
+
+def queue_write_batched(self: Queue, buf: Buffer, offset: int, data: Any) -> None:
+    """Record WRITE_DATA packets writing `data` (an int, dwords, a uint32 array or bytes)
+    at buf+offset; they are submitted at the next flush."""
+    words = _dwords("write", data)
+    addr = buf._range("write", offset, 4 * len(words))
+    label = self._label("write")
+    step = self.max_write_dw
+    for i in range(0, len(words), step):
+        chunk = words[i:i + step]
+        self.cmdbuf.emit(sdma.write_linear(addr + 4 * i, chunk) if self.copy_engine
+                         else pm4.write_data(addr + 4 * i, chunk, wr_confirm=1), label)
+    self._end_command()
+
+
+def queue_wait_mem(self: Queue, buf: Buffer, offset: int, ref: int, *, mask: int = M32,
+                   compare: str = "==", poll_interval: int = 16) -> None:
+    """GPU-side wait: the queue stops until (dword at buf+offset & mask) <compare> ref
+    (WAIT_REG_MEM; unsigned compare: always, <, <=, ==, !=, >=, >)."""
+    addr = buf._range("wait_mem", offset, 4)
+    fn = COMPARE.get(compare, compare)
+    if fn not in COMPARE.values():
+        raise ValueError(f"wait_mem: compare must be one of {', '.join(COMPARE)}, not {compare!r}")
+    for name, v in (("ref", ref), ("mask", mask)):
+        if not 0 <= _index("wait_mem", name, v) <= M32:
+            raise ValueError(f"wait_mem: {name} must fit in 32 bits, not {v:#x}")
+    if self.copy_engine:  # POLL_REGMEM's interval counts 16 clocks
+        pkt = sdma.poll_regmem(addr, ref, mask, fn, interval=max(1, -(-poll_interval // 16)))
+    else:
+        pkt = pm4.wait_reg_mem(addr, ref, mask, fn, poll_interval=poll_interval)
+    self.cmdbuf.emit(pkt, self._label("wait_mem"))
+    self._end_command()
+
+
+def queue_emit_raw(self: Queue, dwords: Any) -> None:
+    """Raw dwords, for experiments (PM4, or SDMA packets on a copy queue): the KMD's
+    checker still sees a gfx queue's."""
+    words = _dwords("emit_raw", dwords)
+    self.cmdbuf.emit(words, self._label("emit_raw"))
+    self._end_command()
+
+
+def queue_flush(self: Queue) -> int | None:
+    """Submit what was recorded (one CS ioctl); returns the submission's seqno, or None
+    when there was nothing to submit. With `max_inflight` submissions in flight it first
+    waits for the oldest; if that times out (GpuTimeout) the commands stay recorded."""
+    if self.async_submit:
+        self._report()  # a refused earlier flush first (when the thread is done with it)
+    cb = self.cmdbuf
+    if not cb.ibs and self.deps:  # a wait with nothing after it yet: a NOP job carries it
+        cb.emit(sdma.pad(8) if self.copy_engine else pm4.pad(8), "wait_event")
+    if not cb.ibs:
+        return None
+    if len(self.inflight) + len(self.pending) >= self.max_inflight:
+        self._throttle("flush")
+    first = cb.end()
+    ibs = [ib.buf for ib in cb.ibs]
+    labels = cb.labels
+    events, self.unflushed_events = self.unflushed_events, []
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("flush ctx %d: %d command(s), %d dwords in %d IB(s)", self.ctx_id, cb.commands,
+                  sum(ib.size_dw for ib in cb.ibs), len(cb.ibs))
+        for ib in cb.ibs:
+            log.debug("IB at %#x, %d dwords:\n%s", ib.gpu_addr, ib.size_dw, "\n".join(
+                "  " + line for line in pm4.disassemble(ib.buf.u32[:ib.size_dw].tolist(), ib.gpu_addr)))
+    sizes = [ib.size_dw for ib in cb.ibs]
+    first_ib = (first.buf.gpu_addr, first.size_dw)
+    cb.reset()
+    deps, self.deps = self.deps, []
+    fence = CsChunkFence(self.qbo.handle, self.qbo.bo_offset + 4 * QBO_USER_FENCE)
+    do_cs = functools.partial(_cs_submit, self, first_ib, ibs, sizes, deps, fence)
+    if self.async_submit:  # the device's submission thread makes the ioctl (umd/submit.py)
+        self.async_flushes += 1
+        self.flushes += 1
+        job = PendingCs(self, do_cs, ibs, labels, events, self.staging, self.async_flushes)
+        self.staging = []  # freed once the CS is in (submit.collect)
+        for ev in events:
+            ev.pending = job
+        self.pending.append(job)
+        self.device.submitter.push(job)  # type: ignore[union-attr]
+        return None
+    try:
+        seq, ncs = do_cs()
+    except KmdError as e:
+        self.pool.free.extend(ibs)  # never ran
+        for ev in events:
+            ev.lost = True
+        self._raise_from(e, "flush")
+    self._submitted(seq, ncs)
+    self.flushes += 1
+    self.inflight.append(Submission(seq, ibs, labels))
+    for ev in events:
+        ev.seq = seq
+    for b in self.staging:  # upload/download staging: the KMD keeps them until the job is done
+        b.free()
+    self.staging.clear()
+    self.device.mm.flushed()
+    self._reclaim()
+    return seq
+
+
+def _cs_submit(q: Queue, first_ib: tuple[int, int], ibs: list, sizes: list, deps: list,
+               fence: CsChunkFence) -> tuple[int, int]:
+    """The CS ioctl(s) of one flush: its last seqno and how many it took. On the app's
+    thread (a synchronous queue) or the device's submission thread (an async one): it
+    touches no queue state."""
+    deps = [d.chunk() if isinstance(d, submit.EventDep) else d for d in deps]
+    if not q.copy_engine:
+        return q.ws.cs_submit(q.ctx_id, [*deps, CsChunkIb(first_ib[1], gpu_addr=first_ib[0]), fence]), 1
+    # SDMA IBs do not chain: every IB is a chunk, max_ib_chunks per CS, in order
+    step = q.device.dev_info.max_ib_chunks
+    ncs = 0
+    for k in range(0, len(ibs), step):
+        chunks = [CsChunkIb(n, gpu_addr=b.gpu_addr, ip_type=q.ip_type)
+                  for b, n in zip(ibs[k:k + step], sizes[k:k + step])]
+        seq = q.ws.cs_submit(q.ctx_id, [*(deps if k == 0 else ()), *chunks, fence])
+        ncs += 1
+    return seq, ncs
+
+
+def queue_finish(self: Queue, timeout: int = DEFAULT_TIMEOUT) -> None:
+    """Flush, then wait until the GPU has done everything submitted on this queue (an
+    async queue's flushes included: a refused one is raised here at the latest)."""
+    queue_flush(self)
+    if self.async_submit:
+        self._drain()
+    if self.last_seq is not None and not self._wait_seq(self.last_seq, timeout, "finish"):
+        raise GpuTimeout(f"finish: queue (context {self.ctx_id}) not idle after {timeout} cycles")
+    self._reclaim()
+
+
+def queue_close(self: Queue) -> None:
+    self._close()
