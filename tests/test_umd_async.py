@@ -142,6 +142,11 @@ def check_refused_cs_reaches_the_app(dev):
     with pytest.raises(umd.SubmitError, match="^wait: the submission carrying this event was refused$") as ei:
         ev.wait()
     assert ei.value.errno == errno.ECANCELED
+    other = gpu.queue()
+    with pytest.raises(umd.SubmitError, match="^wait_event: the submission carrying this event was refused$") as ei:
+        other.wait_event(ev)  # a GPU-side wait on it is refused the same way
+    assert ei.value.errno == errno.ECANCELED
+    other.close()
     buf = gpu.alloc(4096)
     q.write(buf, 0, 7)
     ev2 = q.signal()

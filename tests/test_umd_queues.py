@@ -314,3 +314,9 @@ def test_a_buffer_freed_after_a_split_copy_flush_waits_for_its_last_cs(async_sub
     gate.u32[0] = 1
     q.finish()
     assert again.u32[:16].tolist() == [0x5A5A] * 16  # the late write went to the freed buffer, not here
+    # ...and once that flush has ended, the buffer is idle: the next request reuses it
+    # (the third flush's seqno is found past the split one, not beyond it)
+    q.write(junk, 0, [2])
+    q.finish()
+    gone = buf.gpu_addr
+    assert gpu.alloc(4096).gpu_addr == gone

@@ -189,3 +189,25 @@ def test_on_model(check):
 
 def test_fill_with_dma():
     check_timestamp_and_fill(RefModel(dma=True))
+
+
+def test_a_reset_context_whose_seqnos_cross_zero_is_not_taken_for_done():
+    """The user fence dword reads 0 both before the GPU wrote it and when seqno 0 (ours,
+    near the wrap) has ended; then the queue asks the kernel about its first job. Once the
+    context has been reset that question fails, and the answer is "not done": finish()
+    reports the GPU error instead of returning as if the work had run."""
+    kmd = kmd_model.bind(RefModel(), initial_seq=2**32 - 1, job_timeout=5_000)
+    gpu = umd.open()
+    q = gpu.queue()
+    flag, buf = gpu.alloc(4096), gpu.alloc(4096)
+    q.wait_mem(flag, 0, 1)  # never satisfied: the job timer resets the context
+    q.flush()
+    q.write(buf, 0, 1)
+    q.flush()
+    assert (q.first_seq, q.last_seq) == (2**32 - 1, 0)
+    kmd.wait_for(lambda: False, 4 * 5_000)  # someone else's wait: the reset happens there
+    assert kmd.stats["resets"] == 1 and int(q.q32[umd.queue.QBO_USER_FENCE]) == 0
+    assert not q.seq_done(0)
+    with pytest.raises(umd.GpuError, match="timed out"):
+        q.finish()
+    assert buf.u32[0] == 0

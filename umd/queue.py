@@ -247,9 +247,6 @@ class Queue(_Dispatched):
         return seq_passed(seq, v)
 
     # -- asynchronous submission (the bodies are in umd/submit.py)
-    def _collect(self) -> None:
-        submit.collect(self)
-
     def _report(self) -> None:
         submit.report(self)
 

@@ -215,7 +215,7 @@ class Submitter:
 
 
 # ---------------------------------------------------------------------------- a queue's side
-# (Queue._collect, _report and _drain: what the app's thread does with its async flushes)
+# (Queue._report and _drain, and collect: what the app's thread does with its async flushes)
 
 def collect(q) -> None:
     """Take in what the submission thread has done with queue `q`'s flushes, in order: a
