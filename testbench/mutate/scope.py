@@ -31,7 +31,6 @@ MODULES = (
     "umd/runtime.py",
     "umd/queue.py",
     "umd/events.py",
-    "umd/submit.py",
     "umd/va.py",
     "umd/pool.py",
     "spec/packets.py",
@@ -72,7 +71,6 @@ TESTS = (
     "tests/test_umd_contract.py",
     "tests/test_umd_memory.py",
     "tests/test_umd_queues.py",
-    "tests/test_umd_async.py",
     "tests/test_pm4.py",
     "tests/test_amd_conformance.py",
     "tests/test_pm4_edges.py",
@@ -81,6 +79,11 @@ TESTS = (
     "tests/test_model_cp_queues.py",
     "tests/test_sdma_spec.py",
 )
+# The asynchronous submission thread (umd/submit.py, tests/test_umd_async.py) is left out:
+# mutmut's trampolines keep their call stack in a ContextVar, and with every module mutated
+# a trampoline on the submission thread fails to reset it (LookupError), which stops the
+# campaign's coverage step. `--modules umd/submit.py` alone, with that test file added
+# here, works: it was run so (9 survivors, since killed or argued: docs/verification.md).
 TEST_FILTER = "not verilator and not icarus and not rtl and not held_cp_flushes"
 
 # Source folders mutmut copies into its mutants/ tree (MODULES are mutated, the rest of
