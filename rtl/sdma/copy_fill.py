@@ -54,14 +54,14 @@ def setup(c):
     m.d.comb += raw.eq(~is_fill & dma.busy & (src < hi) & (src + nbytes > lo))
     # the command straight from the packet's registers; VALID from a register
     m.d.comb += [
-        dma.cmd_valid.eq(dma_go & ~c.err),
+        dma.cmd_valid.eq(dma_go & ~c.err_any),
         dma.cmd_src.eq(Mux(is_fill, pk.field(h, p, CF, "SRC_DATA"), src)),
         dma.cmd_dst.eq(dst), dma.cmd_bytes.eq(nbytes),
         dma.cmd_fill.eq(is_fill), dma.cmd_raw_wait.eq(raw), dma.cmd_vmid.eq(c.cur_vmid),
     ]
     taken = Signal(name="dma_taken")
     m.d.comb += taken.eq(dma_go & dma.cmd_ready)
-    with m.If(c.err):
+    with m.If(c.err_any):
         m.d.sync += dma_go.eq(0)  # (a queued packet's transfer never starts after an error)
     with m.If(taken):
         m.d.sync += [dma_go.eq(0), lo.eq(Mux(dma.busy & (lo < dst), lo, dst)),
@@ -99,7 +99,7 @@ def start(c, pkt):
 def states(c):
     m, state = c.m, c.state
     with state("DMA_QUEUE"):
-        with m.If(c.err):
+        with m.If(c.err_any):
             m.next = "ERR_DRAIN"
         with m.Elif(~c.dma_go):  # (taken: the packet is done, its transfer runs on)
             m.next = "DONE"

@@ -75,7 +75,7 @@ def states(c):
     with state("POLL_SLEEP"):
         m.d.comb += c.waiting.eq(1)
         m.d.sync += c.poll_timer.eq(c.poll_timer - 1)
-        with m.If(c.err):
+        with m.If(c.err_any):
             m.next = "ERR_DRAIN"  # a doorbell error stops the queue between reads
         with m.Elif(c.poll_timer <= 1):
             m.d.sync += c.poll_req.eq(1)
