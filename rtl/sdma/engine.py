@@ -268,6 +268,10 @@ class SdmaEngine(wiring.Component):
         x_op = Signal(8)
         x_vmid = Signal(4)
         transfers = Signal()  # COPY_LINEAR / CONSTANT_FILL transfers queued or running
+        # ... as a cycle ago (a register for the header's decision, whose pop is late; it covers
+        # every transfer RUN can see: one starts in DMA_QUEUE, and holds a cycle longer at the end)
+        transfers_d = Signal()
+        m.d.sync += transfers_d.eq(transfers)
 
         def bus_code(resp, user):
             code = Mux(resp == 0b11, CpError.BUS_DECERR, CpError.BUS_SLVERR)
@@ -435,7 +439,7 @@ class SdmaEngine(wiring.Component):
                     m.next = "RING_DONE"
                 with m.Elif(csr.sdma_cntl_halt | ~enable):
                     pass
-                with m.Elif(transfers & ~(cur_tag.xfer & ~cur_bad)):
+                with m.Elif(transfers_d & ~(cur_tag.xfer & ~cur_bad)):
                     pass  # only a COPY_LINEAR or CONSTANT_FILL starts while transfers run
                 with m.Elif(cur_valid):
                     m.d.comb += pop.eq(1)
