@@ -30,7 +30,6 @@ CL, CF = sp.COPY_LINEAR, sp.CONSTANT_FILL
 META_DEPTH = 8  # transfers whose packet is kept (≥ the DMA engine's command queue)
 
 
-
 def setup(c):
     m, dma, h, p, aw = c.m, c.dma, c.hdr, c.p, c.aw
     c.dma_go = dma_go = Signal(name="dma_go")
