@@ -23,6 +23,7 @@ def setup(c):
     c.poll_timer = Signal(16 + UNIT_LOG2, name="poll_timer")
     c.poll_retries = Signal(12, name="poll_retries")
     c.poll_word = Signal(32, name="poll_word")  # the read's answer: its dword, response and RUSER
+    c.poll_masked = Signal(32, name="poll_masked")  # ... and the dword & MASK
     c.poll_rresp = Signal(2, name="poll_rresp")
     c.poll_ruser = Signal(len(c.bus.ruser), name="poll_ruser")
 
@@ -53,15 +54,19 @@ def states(c):
         # the answer goes into registers and is tested in the next cycle (POLL_TEST), so the
         # test and the next state start from flip-flops, not from the memory port's R channel
         with m.If(c.poll_rvalid):
-            m.d.sync += [c.poll_word.eq(word), c.poll_rresp.eq(bus.rresp), c.poll_ruser.eq(bus.ruser)]
+            m.d.sync += [c.poll_word.eq(word), c.poll_masked.eq(word & pk.field(h, p, PR, "MASK")),
+                         c.poll_rresp.eq(bus.rresp), c.poll_ruser.eq(bus.ruser)]
             m.next = "POLL_TEST"
     with state("POLL_TEST"):
         m.d.comb += c.waiting.eq(1)
         with m.If(c.poll_timer != 0):
             m.d.sync += c.poll_timer.eq(c.poll_timer - 1)
-        word = c.poll_word
-        masked = Signal(32)
-        m.d.comb += masked.eq(word & pk.field(h, p, PR, "MASK"))
+        word, masked = c.poll_word, c.poll_masked
+        # the timeout's IH entry is loaded whatever the test says (no request is pending in
+        # this state: TRAP's and an earlier timeout's were answered), so only `ih_valid`
+        # waits for the test
+        c.ih_request(ih_spec.Source.SDMA_POLL_TIMEOUT, [c.poll_addr[:32], c.poll_addr[32:], word, 0], c.cur_vmid)
+        m.d.sync += c.ih_valid.eq(0)
         ref = pk.field(h, p, PR, "VALUE")
         fn = pk.field(h, p, PR, "FUNC")
         ok = Signal()
@@ -77,8 +82,7 @@ def states(c):
             m.next = "DONE"
         with m.Elif((c.poll_retries == 0) & (pk.field(h, p, PR, "RETRY_COUNT") != sp.RETRY_FOREVER)):
             # the retries ran out: AMD's engine raises POLL_TIMEOUT and moves on
-            c.ih_request(ih_spec.Source.SDMA_POLL_TIMEOUT,
-                         [c.poll_addr[:32], c.poll_addr[32:], word, 0], c.cur_vmid)
+            m.d.sync += c.ih_valid.eq(1)
             m.next = "IH_WAIT"
         with m.Else():
             with m.If(pk.field(h, p, PR, "RETRY_COUNT") != sp.RETRY_FOREVER):
