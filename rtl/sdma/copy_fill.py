@@ -30,42 +30,42 @@ CL, CF = sp.COPY_LINEAR, sp.CONSTANT_FILL
 META_DEPTH = 8  # transfers whose packet is kept (≥ the DMA engine's command queue)
 
 
-def is_transfer(kind):
-    return (kind == CL.index) | (kind == CF.index)
-
-
 def setup(c):
     m, dma, h, p, aw = c.m, c.dma, c.hdr, c.p, c.aw
     c.dma_go = dma_go = Signal(name="dma_go")
-    is_fill = c.kind == CF.index
+    # What the command needs beyond the payload registers is worked out in registers when
+    # the packet starts (start(), in CHECK), so the command and its RAW check reach the DMA
+    # engine's queues from registers, not through the byte count's and range's adders.
+    c.dma_fill = is_fill = Signal(name="dma_fill")
+    c.dma_bytes = nbytes = Signal(dma.cmd_bytes.shape().width, name="dma_bytes")
+    c.dma_src_last = src_last = Signal(aw + 1, name="dma_src_last")  # a copy's last source byte
+    c.dma_dst_end = dst_end = Signal(aw + 1, name="dma_dst_end")  # the byte after its destination
     src = Signal(aw, name="dma_src")
     dst = Signal(aw, name="dma_dst")
-    nbytes = Signal(dma.cmd_bytes.shape().width, name="dma_bytes")
     m.d.comb += [
         src.eq(pk.address(h, p, CL, "src", aw)),
         dst.eq(Mux(is_fill, pk.address(h, p, CF, "dst", aw), pk.address(h, p, CL, "dst", aw))),
-        nbytes.eq(Mux(is_fill, pk.field(h, p, CF, "COUNT"), pk.field(h, p, CL, "COUNT")) + 1),
     ]
     # the destinations of the transfers in flight, as one range [lo, hi): a copy reading from it
     # waits for them (RAW)
     lo = Signal(aw + 1, name="dma_dst_lo")
     hi = Signal(aw + 1, name="dma_dst_hi")
     raw = Signal(name="dma_raw")
-    m.d.comb += raw.eq(~is_fill & dma.busy & (src < hi) & (src + nbytes > lo))
-    # the command straight from the packet's registers; VALID from a register
+    m.d.comb += raw.eq(~is_fill & dma.busy & (src < hi) & (src_last >= lo))
+    # the command from the packet's registers; VALID from a register
     m.d.comb += [
-        dma.cmd_valid.eq(dma_go & ~c.err),
+        dma.cmd_valid.eq(dma_go & ~c.err_any),
         dma.cmd_src.eq(Mux(is_fill, pk.field(h, p, CF, "SRC_DATA"), src)),
         dma.cmd_dst.eq(dst), dma.cmd_bytes.eq(nbytes),
         dma.cmd_fill.eq(is_fill), dma.cmd_raw_wait.eq(raw), dma.cmd_vmid.eq(c.cur_vmid),
     ]
     taken = Signal(name="dma_taken")
     m.d.comb += taken.eq(dma_go & dma.cmd_ready)
-    with m.If(c.err):
+    with m.If(c.err_any):
         m.d.sync += dma_go.eq(0)  # (a queued packet's transfer never starts after an error)
     with m.If(taken):
         m.d.sync += [dma_go.eq(0), lo.eq(Mux(dma.busy & (lo < dst), lo, dst)),
-                     hi.eq(Mux(dma.busy & (hi > dst + nbytes), hi, dst + nbytes))]
+                     hi.eq(Mux(dma.busy & (hi > dst_end), hi, dst_end))]
 
     # where each queued transfer's packet was (a small memory: LUTRAM on an FPGA)
     meta = Memory(shape=data.StructLayout({"off": 32, "level": 1, "op": 8, "vmid": 4}), depth=META_DEPTH, init=[])
@@ -91,15 +91,20 @@ def setup(c):
 
 
 def start(c, pkt):
+    m, h, p, aw = c.m, c.hdr, c.p, c.aw
     c.count_packet(pkt.index)  # (counted as it starts, as the model counts it)
-    c.m.d.sync += c.dma_go.eq(1)
+    count = pk.field(h, p, pkt, "COUNT")
+    m.d.sync += [c.dma_go.eq(1), c.dma_fill.eq(pkt is CF), c.dma_bytes.eq(count + 1),
+                 c.dma_dst_end.eq(pk.address(h, p, pkt, "dst", aw) + count + 1)]
+    if pkt is CL:  # (src + bytes > lo: src + COUNT >= lo)
+        m.d.sync += c.dma_src_last.eq(pk.address(h, p, CL, "src", aw) + count)
     c.m.next = "DMA_QUEUE"
 
 
 def states(c):
     m, state = c.m, c.state
     with state("DMA_QUEUE"):
-        with m.If(c.err):
+        with m.If(c.err_any):
             m.next = "ERR_DRAIN"
         with m.Elif(~c.dma_go):  # (taken: the packet is done, its transfer runs on)
             m.next = "DONE"

@@ -53,6 +53,16 @@ from . import packets as pk
 
 SDMA_BYTES_WIDTH = 23  # COPY_LINEAR / CONSTANT_FILL move up to 4 MiB (COUNT + 1)
 MIN_LOG2, MAX_LOG2 = 4, 20  # SDMA_RB_CNTL.RB_SIZE range (the model clamps to it)
+# the addresses a parser's error names (engine.py fail()): the dword's on offer, the packet's,
+# the block written, the polled one, the IH writer's (answering a TRAP or timeout entry),
+# an INDIRECT_BUFFER's base
+_WHERE = ("cur", "hdr", "blk", "poll", "ih", "ib_base")
+AVAIL_BITS = 23  # the dwords left in a buffer, saturated: more than a packet can need
+assert 1 << AVAIL_BITS > (1 << sp.WRITE_LINEAR.field("COUNT").width) + sp.WRITE_LINEAR.fixed + 1
+
+
+def _saturate(v):
+    return Mux(v[AVAIL_BITS:] != 0, (1 << AVAIL_BITS) - 1, v[:AVAIL_BITS])
 
 
 class _Context:
@@ -133,7 +143,7 @@ class SdmaEngine(wiring.Component):
         cur_op = Signal(8)
         cur_sub = Signal(8)
         kind = Signal(range(len(pk.PACKETS)))
-        left = Signal(32)  # dwords after the header in its buffer
+        left = Signal(AVAIL_BITS)  # dwords after the header in its buffer (saturated)
         p = [Signal(32, name=f"p{i}") for i in range(pk.MAX_FIXED)]
         p_arr = Array(p)
         pidx = Signal(range(pk.MAX_FIXED + 1))
@@ -151,9 +161,9 @@ class SdmaEngine(wiring.Component):
 
         # ---------------------------------------------------------------- fetchers and the bus
         fr = Fetcher(DW, aw, depth_beats=self.fetch_depth, max_burst_beats=min(8, self.fetch_depth),
-                     wraps=True, user_width=RESP_USER.size)
+                     tag=(pk.TAG, pk.header_tag), wraps=True, user_width=RESP_USER.size)
         fi = Fetcher(DW, aw, depth_beats=self.fetch_depth, max_burst_beats=min(8, self.fetch_depth),
-                     wraps=False, user_width=RESP_USER.size)
+                     tag=(pk.TAG, pk.header_tag), wraps=False, user_width=RESP_USER.size)
         m.submodules.fetch_ring = fr
         m.submodules.fetch_ib = fi
         poll_req, poll_addr, poll_taken, poll_pending, poll_rvalid, ar_valid = read_port.reads(
@@ -190,18 +200,20 @@ class SdmaEngine(wiring.Component):
         cur_data = Signal(32)
         cur_resp = Signal(2)
         cur_user = Signal(RESP_USER)
+        cur_bad = Signal()  # cur_resp is not OKAY (one register bit per fetcher)
+        cur_tag = Signal(pk.TAG)  # the dword's decode as a header (packets.py header_tag)
         m.d.comb += [
             cur_valid.eq(Mux(in_ib, fi.dw_valid, fr.dw_valid & enable)),
             cur_data.eq(Mux(in_ib, fi.dw_data, fr.dw_data)),
             cur_resp.eq(Mux(in_ib, fi.dw_resp, fr.dw_resp)),
             cur_user.eq(Mux(in_ib, fi.dw_user, fr.dw_user)),
+            cur_bad.eq(Mux(in_ib, fi.dw_bad, fr.dw_bad)),
+            cur_tag.eq(Mux(in_ib, fi.dw_tag.as_value(), fr.dw_tag.as_value())),
         ]
         cur_off = Signal(32)  # the offset of the dword on offer in its buffer
         m.d.comb += cur_off.eq(Mux(in_ib, ib_pos, rpos & mask))
         cur_addr = Signal(aw)
         m.d.comb += cur_addr.eq(Mux(in_ib, ib_base, ring_base) + Cat(Const(0, 2), cur_off))
-        avail = Signal(32)  # dwords from the one on offer to the end of its buffer
-        m.d.comb += avail.eq(Mux(in_ib, ib_size - ib_pos, wdw - rpos))
         pop = Signal()
         m.d.comb += [fr.dw_ready.eq(pop & ~in_ib), fi.dw_ready.eq(pop & in_ib)]
         with m.If(pop):
@@ -209,12 +221,41 @@ class SdmaEngine(wiring.Component):
                 m.d.sync += ib_pos.eq(ib_pos + 1)
             with m.Else():
                 m.d.sync += rpos.eq(rpos + 1)
+        # Dwords from the one on offer to the end of its buffer (the IB's end, the ring's
+        # written space), saturated, kept in a register per level and worked out a cycle
+        # ahead (both outcomes of the late `pop` at once), so the header's BAD_COUNT check is
+        # one compare of two registers. They lag a cycle behind a change that is not a pop: a
+        # doorbell's wptr counts from the cycle after (a ring dword it brings cannot be on
+        # offer sooner), an IB's start sets ib_size and ib_pos (its first dword comes later
+        # still), and `ib_empty` is set by the IB's start itself (indirect_buffer.py).
+        avail_ring = Signal(AVAIL_BITS)
+        avail_ib = Signal(AVAIL_BITS)
+        ib_empty = Signal()  # ib_pos == ib_size
+        for av, end, pos, popped in ((avail_ring, wdw, rpos, pop & ~in_ib), (avail_ib, ib_size, ib_pos, pop & in_ib)):
+            end32, pos32 = Signal(32, name=f"{av.name}_end"), Signal(32, name=f"{av.name}_pos")
+            n0, n1 = Signal(32, name=f"{av.name}_n0"), Signal(32, name=f"{av.name}_n1")
+            m.d.comb += [end32.eq(end), pos32.eq(pos), n0.eq(end32 - pos32), n1.eq(end32 + ~pos32)]
+            m.d.sync += av.eq(Mux(popped, _saturate(n1), _saturate(n0)))
+        m.d.sync += ib_empty.eq(Mux(pop & in_ib, ib_pos + 1 == ib_size, ib_pos == ib_size))
+        avail = Signal(AVAIL_BITS)
+        m.d.comb += avail.eq(Mux(in_ib, avail_ib, avail_ring))
+        short = Signal()  # the header on offer's packet runs past its buffer's end (BAD_COUNT)
+        m.d.comb += short.eq(Mux(in_ib, fi.dw_tag.need >= avail_ib, fr.dw_tag.need >= avail_ring))
 
         # ---------------------------------------------------------------- errors
+        # The latch takes an error in two steps (as the CP's, rtl/cp/errors.py), so that no
+        # path runs from an error's cause through the priority between the sources into
+        # SDMA_ERROR*: each source's error is captured in registers of its own (which follow
+        # their source until an error is captured or latched), and in the next cycle the
+        # first capture by priority (a transfer's, the parser's, a doorbell's: the order of
+        # one cycle's errors) is latched. Whatever asks "has an error happened" reads
+        # `err_any`, which includes the captures, so only SDMA_STATUS.ERROR and SDMA_ERROR*
+        # show the step: they are set a cycle later, and the SDMA_ERROR IH entry of a
+        # parser's error is requested a cycle later.
+        err_any = Signal()
         f_err = Signal()  # the parser's error this cycle (fail())
         f_code = Signal(8)
-        f_addr = Signal(aw)
-        f_hdr = Signal()  # ... in the header cycle: its OP/SUB_OP and offset are the dword's
+        f_where = Signal(range(len(_WHERE)))  # which address it names (fail())
         f_opz = Signal()  # ... whose OP is not readable (a bad fetch)
         db_err = Signal()
         db_code = Signal(8)
@@ -227,13 +268,25 @@ class SdmaEngine(wiring.Component):
         x_op = Signal(8)
         x_vmid = Signal(4)
         transfers = Signal()  # COPY_LINEAR / CONSTANT_FILL transfers queued or running
+        # ... as a cycle ago (a register for the header's decision, whose pop is late; it covers
+        # every transfer RUN can see: one starts in DMA_QUEUE, and holds a cycle longer at the end)
+        transfers_d = Signal()
+        m.d.sync += transfers_d.eq(transfers)
 
         def bus_code(resp, user):
             code = Mux(resp == 0b11, CpError.BUS_DECERR, CpError.BUS_SLVERR)
             return Mux(RESP_USER(Value.cast(user)).fault, CpError.VM_FAULT, code)
 
-        def fail(code, addr, header=False, opz=False):
-            m.d.comb += [f_err.eq(1), f_code.eq(code), f_addr.eq(addr), f_hdr.eq(header), f_opz.eq(opz)]
+        ib_base_p = Signal(aw)  # an INDIRECT_BUFFER's base, as its payload registers hold it
+        m.d.comb += ib_base_p.eq(pk.address(hdr, p, sp.INDIRECT_BUFFER, "base", aw))
+
+        def fail(code, addr, opz=False):
+            """The parser's error: `addr` is one of the registers (or the dword's address) that
+            _WHERE names, which the latch reads a cycle later (the dword's, and the IH
+            writer's answer, from captures)."""
+            where = {id(cur_addr): "cur", id(hdr_addr): "hdr", id(blk_addr): "blk", id(poll_addr): "poll",
+                     id(self.ih_addr): "ih", id(ib_base_p): "ib_base"}[id(addr)]
+            m.d.comb += [f_err.eq(1), f_code.eq(code), f_where.eq(_WHERE.index(where)), f_opz.eq(opz)]
             m.next = "ERR_DRAIN"
 
         # reset: SDMA_CNTL.QUEUE_RESET or CONTROL.SOFT_RESET
@@ -246,21 +299,43 @@ class SdmaEngine(wiring.Component):
         with m.If(csr.control_soft_reset):
             m.d.sync += soft.eq(1)
 
+        # the captures: valid bits, and what the sources show only in their error's cycle
+        fv, xv, dv = Signal(name="f_err_valid"), Signal(name="x_err_valid"), Signal(name="db_err_valid")
+        m.d.comb += err_any.eq(err | fv | xv | dv)
+        fc_code, fc_where, fc_opz = Signal(8, name="f_code_r"), Signal.like(f_where, name="f_where_r"), Signal()
+        fc_addr = Signal(aw, name="f_addr_r")  # the dword's address, or the IH writer's answer's (below)
+        xc_code, xc_addr, xc_off = Signal(8, name="x_code_r"), Signal(aw, name="x_addr_r"), Signal(32, name="x_off_r")
+        xc_level, xc_op, xc_vmid = Signal(name="x_level_r"), Signal(8, name="x_op_r"), Signal(4, name="x_vmid_r")
+        dc_code, dc_off = Signal(8, name="db_code_r"), Signal(MAX_LOG2, name="db_off_r")
+        dc_addr = Signal(30, name="db_addr_r")
+        with m.If(~err_any & ~resetting):
+            m.d.sync += [fv.eq(f_err), xv.eq(x_err), dv.eq(db_err)]
+        with m.Else():
+            m.d.sync += [fv.eq(0), xv.eq(0), dv.eq(0)]
+        with m.If(~err_any):
+            m.d.sync += [fc_code.eq(f_code), fc_where.eq(f_where), fc_opz.eq(f_opz),
+                         xc_code.eq(x_code), xc_addr.eq(x_addr), xc_off.eq(x_off), xc_level.eq(x_level),
+                         xc_op.eq(x_op), xc_vmid.eq(x_vmid),
+                         dc_code.eq(db_code), dc_off.eq(rdw & mask), dc_addr.eq(csr.sdma_doorbell[2:])]
+            # (fc_addr: after the FSM, which says whose address it follows)
+        # the latch: the parser's place (level, VMID, the packet's offset, OP and SUB_OP) is
+        # still in its registers a cycle after its error (the header's cycle loads them)
+        f_addr = Signal(aw)
+        m.d.comb += f_addr.eq(Array([fc_addr, hdr_addr, blk_addr, poll_addr, fc_addr, ib_base_p])[fc_where])
+        assert _WHERE == ("cur", "hdr", "blk", "poll", "ih", "ib_base")
         with m.If(~err & ~resetting):
             # (a transfer's error first: its packet came before the one the parser holds)
-            with m.If(x_err):
-                m.d.sync += [err.eq(1), err_code.eq(x_code), err_level.eq(x_level), err_addr.eq(x_addr),
-                             err_vmid.eq(x_vmid), err_op.eq(x_op), err_sub.eq(0), err_offset.eq(x_off)]
-            with m.Elif(f_err):
-                m.d.sync += [err.eq(1), err_code.eq(f_code), err_level.eq(in_ib), err_addr.eq(f_addr),
-                             err_vmid.eq(cur_vmid),
-                             err_op.eq(Mux(f_opz, 0, Mux(f_hdr, cur_data[:8], cur_op))),
-                             err_sub.eq(Mux(f_opz, 0, Mux(f_hdr, cur_data[8:16], cur_sub))),
-                             err_offset.eq(Mux(f_hdr, cur_off, hdr_off))]
-            with m.Elif(db_err):
-                m.d.sync += [err.eq(1), err_code.eq(db_code), err_level.eq(IbLevel.RING),
-                             err_addr.eq(Cat(Const(0, 2), csr.sdma_doorbell[2:])), err_vmid.eq(cur_vmid),
-                             err_op.eq(0), err_sub.eq(0), err_offset.eq(rdw & mask)]
+            with m.If(xv):
+                m.d.sync += [err.eq(1), err_code.eq(xc_code), err_level.eq(xc_level), err_addr.eq(xc_addr),
+                             err_vmid.eq(xc_vmid), err_op.eq(xc_op), err_sub.eq(0), err_offset.eq(xc_off)]
+            with m.Elif(fv):
+                m.d.sync += [err.eq(1), err_code.eq(fc_code), err_level.eq(in_ib), err_addr.eq(f_addr),
+                             err_vmid.eq(cur_vmid), err_op.eq(Mux(fc_opz, 0, cur_op)),
+                             err_sub.eq(Mux(fc_opz, 0, cur_sub)), err_offset.eq(hdr_off)]
+            with m.Elif(dv):
+                m.d.sync += [err.eq(1), err_code.eq(dc_code), err_level.eq(IbLevel.RING),
+                             err_addr.eq(Cat(Const(0, 2), dc_addr)), err_vmid.eq(cur_vmid),
+                             err_op.eq(0), err_sub.eq(0), err_offset.eq(dc_off)]
 
         # ---------------------------------------------------------------- doorbell
         # (int32)(v − wptr) < 0 → BACKWARDS; (uint32)(v − rptr) > 4·size → OVERFLOW; bits 1:0
@@ -270,7 +345,7 @@ class SdmaEngine(wiring.Component):
         ahead = Signal(32)
         over = Signal(32)
         m.d.comb += [ahead.eq(dbv - Cat(Const(0, 2), wdw[:30])), over.eq(dbv - Cat(Const(0, 2), rdw[:30]))]
-        with m.If(csr.sdma_doorbell_swmod & enable & ~err & ~resetting):
+        with m.If(csr.sdma_doorbell_swmod & enable & ~err_any & ~resetting):
             with m.If(ahead[31]):
                 m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_BACKWARDS)]
             with m.Elif(over > size_bytes):
@@ -287,7 +362,7 @@ class SdmaEngine(wiring.Component):
                      fr.flush.eq(flush_all | (ring_running & ~enable))]
         with m.If(flush_all):
             m.d.sync += ring_running.eq(0)
-        with m.Elif(~ring_running & enable & ~err & ~resetting):
+        with m.Elif(~ring_running & enable & ~err_any & ~resetting):
             m.d.comb += ring_start.eq(1)
             m.d.sync += ring_running.eq(1)
         with m.Elif(~enable):
@@ -353,34 +428,30 @@ class SdmaEngine(wiring.Component):
         with m.FSM(name="sdma") as fsm:
             c.fsm = fsm
             with state("RUN"):
-                known, knd = pk.lookup(cur_data)
-                need = Signal(22)  # dwords the packet needs after its header (NOP: its COUNT)
-                fixed = Array(Const(x.fixed, 8) for x in pk.PACKETS)[knd]
-                nop_count = sp.NOP.field("COUNT")
-                m.d.comb += need.eq(Mux(knd == sp.NOP.index, cur_data[nop_count.lsb:nop_count.lsb + nop_count.width],
-                                        fixed))
-                with m.If(err):
+                # (the header's decode comes with the dword: packets.py header_tag)
+                known, knd, need = cur_tag.known, cur_tag.kind, cur_tag.need
+                with m.If(err_any):
                     m.next = "ERR_DRAIN"
-                with m.Elif(in_ib & (ib_pos == ib_size)):
+                with m.Elif(in_ib & ib_empty):
                     # the IB is done: so is its ring packet
                     m.d.sync += [in_ib.eq(0), hdr_off.eq(ib_hdr_off), cur_op.eq(sp.INDIRECT_BUFFER.op),
                                  cur_sub.eq(sp.INDIRECT_BUFFER.sub_op)]
                     m.next = "RING_DONE"
                 with m.Elif(csr.sdma_cntl_halt | ~enable):
                     pass
-                with m.Elif(transfers & ~(known & (cur_resp == RESP_OKAY) & copy_fill.is_transfer(knd))):
+                with m.Elif(transfers_d & ~(cur_tag.xfer & ~cur_bad)):
                     pass  # only a COPY_LINEAR or CONSTANT_FILL starts while transfers run
                 with m.Elif(cur_valid):
                     m.d.comb += pop.eq(1)
                     m.d.sync += [hdr.eq(cur_data), hdr_off.eq(cur_off), hdr_addr.eq(cur_addr),
                                  cur_op.eq(cur_data[:8]), cur_sub.eq(cur_data[8:16]), kind.eq(knd),
                                  left.eq(avail - 1), pidx.eq(0), rem.eq(need)]
-                    with m.If(cur_resp != RESP_OKAY):
-                        fail(bus_code(cur_resp, cur_user), cur_addr, header=True, opz=True)
+                    with m.If(cur_bad):
+                        fail(bus_code(cur_resp, cur_user), cur_addr, opz=True)
                     with m.Elif(~known):
-                        fail(CpError.ILLEGAL_OPCODE, cur_addr, header=True)
-                    with m.Elif(need > avail - 1):
-                        fail(CpError.BAD_COUNT, cur_addr, header=True)
+                        fail(CpError.ILLEGAL_OPCODE, cur_addr)
+                    with m.Elif(short):
+                        fail(CpError.BAD_COUNT, cur_addr)
                     with m.Elif(need == 0):  # a one-dword NOP
                         count_packet(sp.NOP.index)
                         m.next = "DONE"
@@ -393,7 +464,7 @@ class SdmaEngine(wiring.Component):
                     m.d.sync += [rem.eq(rem - 1), pidx.eq(pidx + 1)]
                     with m.If(kind != sp.NOP.index):
                         m.d.sync += p_arr[pidx].eq(cur_data)
-                    with m.If(cur_resp != RESP_OKAY):
+                    with m.If(cur_bad):
                         fail(bus_code(cur_resp, cur_user), cur_addr)
                     with m.Elif(rem == 1):
                         with m.If(kind == sp.NOP.index):
@@ -420,12 +491,12 @@ class SdmaEngine(wiring.Component):
                             # a failing check waits for the transfers in flight: an earlier
                             # packet's error comes first
                             bad = Cat(*(cond for cond, _ in checks)).any()
-                            checks = [(err, None), (bad & transfers, None)] + checks
+                            checks = [(err_any, None), (bad & transfers, None)] + checks
                         for i, (cond, code) in enumerate(checks):
                             with (m.Elif if i else m.If)(cond):
                                 if code is not None:
                                     fail(code, hdr_addr)
-                                elif cond is err:
+                                elif cond is err_any:
                                     m.next = "ERR_DRAIN"
                         with m.Else():
                             EXECUTORS[x.name].start(c, x)
@@ -455,7 +526,8 @@ class SdmaEngine(wiring.Component):
             # ---- errors: stop, drain, report
             with state("ERR_DRAIN"):
                 m.d.comb += flush_all.eq(1)
-                with m.If(~wr_req & ~poll_pending & ~ar_valid & ~fr.busy & ~fi.busy & ~dma.busy & ~ih_valid):
+                # (`err`: a parser's error is latched a cycle after it stopped the parser)
+                with m.If(err & ~wr_req & ~poll_pending & ~ar_valid & ~fr.busy & ~fi.busy & ~dma.busy & ~ih_valid):
                     e = pack_fields(REG_FIELDS["SDMA_ERROR"], CODE=err_code, LEVEL=err_level, OP=err_op,
                                     SUB_OP=err_sub)
                     ih_request(ih_spec.Source.SDMA_ERROR, [e, err_addr[:32], err_addr[32:], err_offset], err_vmid)
@@ -479,12 +551,15 @@ class SdmaEngine(wiring.Component):
 
         with m.If(poll_taken | resetting):
             m.d.sync += poll_req.eq(0)
+        with m.If(~err_any):
+            # the address a parser's error in this cycle names, if it is not in a register
+            m.d.sync += fc_addr.eq(Mux(fsm.ongoing("IH_WAIT"), self.ih_addr, cur_addr))
         m.d.comb += dma.abort.eq(reset_pulse)
 
         # ---------------------------------------------------------------- status and counters
         idle = Signal(init=1)
         m.d.sync += idle.eq(fsm.ongoing("ERROR") |
-                            (fsm.ongoing("RUN") & ~in_ib & (rpos == wdw) & ~err & ~csr.sdma_doorbell_swmod
+                            (fsm.ongoing("RUN") & ~in_ib & (rpos == wdw) & ~err_any & ~csr.sdma_doorbell_swmod
                              & ~resetting & ~transfers))
         m.d.comb += self.idle.eq(idle)
         st_halted = Signal()

@@ -5,8 +5,6 @@ finishes when the IB's last packet has (engine.py, RUN).
 
 `c` is the engine's context (rtl/sdma/engine.py): its signals and helpers by name."""
 
-from amaranth.hdl import Cat
-
 from spec import sdma_packets as sp
 
 from ..csr import CpError
@@ -29,12 +27,13 @@ def start(c, pkt):
     with m.Elif(c.in_ib):
         c.fail(CpError.IB_NESTING, c.hdr_addr)
     with m.Elif(hi[c.aw - 32:].any()):
-        c.fail(CpError.BUS_DECERR, Cat(p[IB.field("IB_BASE_LO").dword], hi)[:c.aw])
+        c.fail(CpError.BUS_DECERR, c.ib_base_p)  # (the base's low 48 bits)
     with m.Else():
         c.count_packet(pkt.index)
         m.d.comb += c.ib_start.eq(1)
         m.d.sync += [c.in_ib.eq(1), c.ib_base.eq(pk.address(h, p, IB, "base", c.aw)), c.ib_size.eq(size),
-                     c.ib_pos.eq(0), c.ib_vmid.eq(pk.field(h, p, IB, "VMID")), c.ib_hdr_off.eq(c.hdr_off)]
+                     c.ib_pos.eq(0), c.ib_vmid.eq(pk.field(h, p, IB, "VMID")), c.ib_hdr_off.eq(c.hdr_off),
+                     c.ib_empty.eq(0)]  # (IB_SIZE is not 0; engine.py's register follows from here)
         m.next = "RUN"
 
 

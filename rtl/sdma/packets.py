@@ -2,7 +2,8 @@
 is written here. The parser holds the header (`h`) and the fixed payload dwords (`p`) in
 registers; these functions turn them into the packet's kind and its check results."""
 
-from amaranth.hdl import Cat, Const, Value
+from amaranth.hdl import Array, Cat, Const, Mux, Signal, Value
+from amaranth.lib import data
 
 from spec import sdma_packets as sp
 
@@ -39,6 +40,31 @@ def lookup(hdr) -> tuple[Value, Value]:
         known = known | hit
         kind = kind | (hit.replicate(kind.shape().width) & pkt.index)
     return known, kind
+
+
+_NOP_COUNT = sp.NOP.field("COUNT")
+# What the parser needs to know of a dword if it is a header, worked out as the dword enters
+# a fetcher's output register (rtl/cp/fetch.py `tag`), so the header's cycle in the parser
+# starts from registers (as the CP's header decode, rtl/cp/packets.py DwordTag).
+TAG = data.StructLayout({
+    "known": 1,  # (OP, SUB_OP) is in the table
+    "kind": range(len(PACKETS)),  # its index there
+    "need": _NOP_COUNT.width,  # dwords the packet needs after its header (NOP: its COUNT)
+    "xfer": 1,  # a COPY_LINEAR or CONSTANT_FILL header (it may start while transfers run)
+})
+assert all(p.fixed < 1 << _NOP_COUNT.width for p in PACKETS)
+
+
+def header_tag(m, dword) -> Value:
+    """The TAG of a 32-bit dword, as comb logic in `m`."""
+    tag = Signal(TAG)
+    known, kind = lookup(dword)
+    fixed = Array(Const(x.fixed, _NOP_COUNT.width) for x in PACKETS)[kind]
+    nop = sp.NOP.index
+    m.d.comb += [tag.known.eq(known), tag.kind.eq(kind),
+                 tag.need.eq(Mux(kind == nop, dword[_NOP_COUNT.lsb:_NOP_COUNT.lsb + _NOP_COUNT.width], fixed)),
+                 tag.xfer.eq(known & ((kind == KIND["COPY_LINEAR"]) | (kind == KIND["CONSTANT_FILL"])))]
+    return tag
 
 
 def unsupported(h, p, pkt: sp.SdmaPacketDef) -> Value:

@@ -1,7 +1,7 @@
 """POLL_REGMEM: read the dword at addr at once, then every max(1, 16 · INTERVAL) cycles
-(counted from each read's request) until (value & MASK) FUNC VALUE holds; with
-RETRY_COUNT < 0xFFF give up at the (RETRY_COUNT + 1)-th failing read, append a
-SDMA_POLL_TIMEOUT IH entry and move on. SDMA_STATUS.WAITING shows a poll in progress; a
+(counted from each read's request; an answer is tested the cycle after it arrives) until
+(value & MASK) FUNC VALUE holds; with RETRY_COUNT < 0xFFF give up at the (RETRY_COUNT + 1)-th
+failing read, append a SDMA_POLL_TIMEOUT IH entry and move on. SDMA_STATUS.WAITING shows a poll in progress; a
 doorbell error stops the queue between reads.
 
 `c` is the engine's context (rtl/sdma/engine.py): its signals and helpers by name."""
@@ -22,6 +22,10 @@ UNIT_LOG2 = 4  # INTERVAL counts 16 clocks
 def setup(c):
     c.poll_timer = Signal(16 + UNIT_LOG2, name="poll_timer")
     c.poll_retries = Signal(12, name="poll_retries")
+    c.poll_word = Signal(32, name="poll_word")  # the read's answer: its dword, response and RUSER
+    c.poll_masked = Signal(32, name="poll_masked")  # ... and the dword & MASK
+    c.poll_rresp = Signal(2, name="poll_rresp")
+    c.poll_ruser = Signal(len(c.bus.ruser), name="poll_ruser")
 
 
 def start(c, pkt):
@@ -47,8 +51,22 @@ def states(c):
             m.d.sync += c.poll_timer.eq(c.poll_timer - 1)
         dpb = c.data_width // 32
         word = bus.rdata.word_select(c.poll_addr[2:2 + ceil_log2(dpb)], 32) if dpb > 1 else bus.rdata
-        masked = Signal(32)
-        m.d.comb += masked.eq(word & pk.field(h, p, PR, "MASK"))
+        # the answer goes into registers and is tested in the next cycle (POLL_TEST), so the
+        # test and the next state start from flip-flops, not from the memory port's R channel
+        with m.If(c.poll_rvalid):
+            m.d.sync += [c.poll_word.eq(word), c.poll_masked.eq(word & pk.field(h, p, PR, "MASK")),
+                         c.poll_rresp.eq(bus.rresp), c.poll_ruser.eq(bus.ruser)]
+            m.next = "POLL_TEST"
+    with state("POLL_TEST"):
+        m.d.comb += c.waiting.eq(1)
+        with m.If(c.poll_timer != 0):
+            m.d.sync += c.poll_timer.eq(c.poll_timer - 1)
+        word, masked = c.poll_word, c.poll_masked
+        # the timeout's IH entry is loaded whatever the test says (no request is pending in
+        # this state: TRAP's and an earlier timeout's were answered), so only `ih_valid`
+        # waits for the test
+        c.ih_request(ih_spec.Source.SDMA_POLL_TIMEOUT, [c.poll_addr[:32], c.poll_addr[32:], word, 0], c.cur_vmid)
+        m.d.sync += c.ih_valid.eq(0)
         ref = pk.field(h, p, PR, "VALUE")
         fn = pk.field(h, p, PR, "FUNC")
         ok = Signal()
@@ -58,24 +76,22 @@ def states(c):
         for name, v in PR.field("FUNC").values.items():
             with m.If(fn == v):
                 m.d.comb += ok.eq(tests[name])
-        with m.If(c.poll_rvalid):
-            with m.If(bus.rresp != RESP_OKAY):
-                c.fail(c.bus_code(bus.rresp, bus.ruser), c.poll_addr)
-            with m.Elif(ok):
-                m.next = "DONE"
-            with m.Elif((c.poll_retries == 0) & (pk.field(h, p, PR, "RETRY_COUNT") != sp.RETRY_FOREVER)):
-                # the retries ran out: AMD's engine raises POLL_TIMEOUT and moves on
-                c.ih_request(ih_spec.Source.SDMA_POLL_TIMEOUT,
-                             [c.poll_addr[:32], c.poll_addr[32:], word, 0], c.cur_vmid)
-                m.next = "IH_WAIT"
-            with m.Else():
-                with m.If(pk.field(h, p, PR, "RETRY_COUNT") != sp.RETRY_FOREVER):
-                    m.d.sync += c.poll_retries.eq(c.poll_retries - 1)
-                m.next = "POLL_SLEEP"
+        with m.If(c.poll_rresp != RESP_OKAY):
+            c.fail(c.bus_code(c.poll_rresp, c.poll_ruser), c.poll_addr)
+        with m.Elif(ok):
+            m.next = "DONE"
+        with m.Elif((c.poll_retries == 0) & (pk.field(h, p, PR, "RETRY_COUNT") != sp.RETRY_FOREVER)):
+            # the retries ran out: AMD's engine raises POLL_TIMEOUT and moves on
+            m.d.sync += c.ih_valid.eq(1)
+            m.next = "IH_WAIT"
+        with m.Else():
+            with m.If(pk.field(h, p, PR, "RETRY_COUNT") != sp.RETRY_FOREVER):
+                m.d.sync += c.poll_retries.eq(c.poll_retries - 1)
+            m.next = "POLL_SLEEP"
     with state("POLL_SLEEP"):
         m.d.comb += c.waiting.eq(1)
         m.d.sync += c.poll_timer.eq(c.poll_timer - 1)
-        with m.If(c.err):
+        with m.If(c.err_any):
             m.next = "ERR_DRAIN"  # a doorbell error stops the queue between reads
         with m.Elif(c.poll_timer <= 1):
             m.d.sync += c.poll_req.eq(1)
