@@ -209,7 +209,7 @@ _CP_ASSUMES = ("the CSR block's ports are free (configuration fixed, doorbells, 
                "answers in order with free data and responses, keeping AXI's rules")
 
 _group(Group(
-    "cp_ring", "rtl/cp/ CommandProcessor: ring, doorbell, rptr", "formal.cp:CPHarness", "prove", 3, 22,
+    "cp_ring", "rtl/cp/ CommandProcessor: ring, doorbell, rptr", "formal.cp:CPHarness", "prove", 3, 24,
     config=_CP_CONFIG, assumes=_CP_ASSUMES, args={"group": "cp_ring"},
     props=[
         A("rptr_forward", "RB_RPTR only moves forward, by at most wptr - rptr (to 0 only at soft reset)",
@@ -425,12 +425,13 @@ _group(Group(
 
 _group(Group(
     "cp_queues", "rtl/cp/queues.py and processor.py: the CP's two hardware queues (switch, per-queue "
-    "pointers, errors and reset)", "formal.cp:CPHarness", "bmc", 20, 28,
-    config=_CP_CONFIG + "; both queues on, each ring of up to 16 dwords, priorities chosen once",
+    "pointers, errors and reset)", "formal.cp:CPHarness", "bmc", 16, 22,
+    config=_CP_CONFIG + "; both queues on, each ring of up to 16 dwords, priorities chosen once; a "
+           "memory that queues 2 reads",
     assumes=_CP_ASSUMES + "; queue 1's registers as queue 0's (its doorbell a register that changes "
             "with its write pulse, its enable free); CP_QUEUE_RESET.Qn a write pulse like the doorbells: "
             "one MMIO write a cycle at most, never two in consecutive cycles",
-    args={"group": "cp_queues", "queues": True},
+    args={"group": "cp_queues", "queues": True, "ar_queue": 2},
     props=[
         A("fetch_in_own_window", "every read of the ring fetcher lies inside the ring of the queue it "
           "was started for and inside that queue's [rptr, wptr): never past its own wptr, never in "

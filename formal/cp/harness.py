@@ -81,6 +81,11 @@ class CPHarness(Harness):
             self.assume(sum(writes) <= 1)
             self.assume(~(any_write & self.past(any_write, "drv_mmio_write_q")))
             self.assume(~any_write | (self.started & self.past(self.started, "started_q1")))
+            # and the rings are enabled after their size is written (an MMIO write each): the ring
+            # masks follow RB_SIZE a cycle late, so a ring fetcher started in cycle 0 or 1 would
+            # read with the reset mask (cp_ring states nothing about the fetcher's addresses)
+            self.assume((self.started & self.past(self.started, "started_q1")) |
+                        ~(csr.rb_cntl_enable | csr.cp_hqd1_rb_cntl_enable))
         ih_wptr = box("ih_wptr")
         rptr_next = self.free(32, "drv_ih_rptr")
         ih_rptr = Signal(32, name="drv_ih_rptr_q")

@@ -79,6 +79,9 @@ def build(h, m, b, csr, cp):
             for k in range(2):
                 with m.If(level == k + 1):
                     m.d.sync += [ib_start[i][k].eq(ib_pos[k]), ib_end[i][k].eq(ib_pos[k] + length)]
+        for k in range(2):  # (an IB set up at a level starts at its dword 0: prepare(), a CHAIN)
+            with m.If(b("load_ib") & (b("load_level") == k + 1) & (q == i)):
+                m.d.sync += [ib_start[i][k].eq(0), ib_end[i][k].eq(0)]
         with m.If(in_reset):
             m.d.sync += ring_end[i].eq(0)
     ok_rptr = []
