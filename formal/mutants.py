@@ -322,19 +322,19 @@ MUTANTS: list[Mutant] = [
     # ---------------------------------------------------------------- the two CP queues (rtl/cp/queues.py, processor.py)
     M("ring_fetch_other_wptr", "cp_queues", "rtl.cp.processor", "fetchers[0].end.eq(wptr),",
       "fetchers[0].end.eq(wptr_q[0]),", "fetch_in_own_window",
-      "the ring fetcher reads up to queue 0's wptr whichever queue runs", depth=14),
+      "the ring fetcher reads up to queue 0's wptr whichever queue runs", depth=12),
     M("rptr_to_queue0", "cp_queues", "rtl.cp.processor", "m.d.sync += [Array(rptr_q)[q].eq(ring_pos), Array",
       "m.d.sync += [rptr_q[0].eq(ring_pos), Array", "rptr_whole_packets",
-      "a finished ring packet of queue 1 moves queue 0's rptr", depth=20),
+      "a finished ring packet of queue 1 moves queue 0's rptr", depth=14),
     M("failed_check_runs_on", "cp_queues", "rtl.cp.processor",
       'set_level(level_d)  # (and the fetchers are flushed: flush_all)\n                        m.next = "ERR_DRAIN"',
       'set_level(level_d)  # (and the fetchers are flushed: flush_all)\n                        m.next = "RUN"',
       "errored_queue_stops", "after a failed check the queue goes back to RUN and takes the next header "
-      "with its error latched", depth=14),
+      "with its error latched", depth=12),
     M("error_keeps_cp", "cp_queues", "rtl.cp.processor",
       'with m.Elif(want_switch & ~dma_busy_r):\n                    m.next = "SWAP"  # this queue is stopped',
       'with m.Elif(0):\n                    m.next = "SWAP"  # this queue is stopped', "error_yields",
-      "a queue stopped by an error never hands the CP to the other queue", depth=20),
+      "a queue stopped by an error never hands the CP to the other queue", depth=16),
     M("queue_reset_keeps_wptr", "cp_queues", "rtl.cp.queues",
       "m.d.sync += [c.rptr_q[i].eq(0), c.wptr_q[i].eq(0), c.limit_q[i].eq(c.ring_size_q[i])]",
       "m.d.sync += [c.rptr_q[i].eq(0), c.limit_q[i].eq(c.ring_size_q[i])]", "queue_reset_clears",
@@ -349,12 +349,16 @@ MUTANTS: list[Mutant] = [
       "                with m.Elif(~cur_fetch_valid):\n                    m.d.comb += stall.eq(1)\n"
       "                    with m.If(want_switch):\n                        m.next = \"SWAP\"\n"
       "                with m.Else():\n                    # (the dword is taken",
-      "switch_at_boundary", "a packet waiting for its payload is switched out in the middle", depth=14),
+      "switch_at_boundary", "a packet waiting for its payload is switched out in the middle", depth=12),
     M("shadow_without_level", "cp_queues", "rtl.cp.queues", 'init=1 if name == "lvl" else 0', "init=0",
       "position_kept", "queue 1 is first swapped in with no IB level selected (the one-hot level's reset "
       "value lost)", depth=12),
+    M("ring_resumes_at_start", "cp_queues", "rtl.cp.processor", "fetchers[0].ptr.eq(ring_pos),",
+      "fetchers[0].ptr.eq(0),", "resume_fetch",
+      "the ring's fetcher restarts at the ring's start, not at the queue's position", depth=14),
     M("ib_resumes_at_start", "cp_queues", "rtl.cp.processor", "f.ptr.eq(ib_pos[i])]", "f.ptr.eq(0)]",
-      "resume_fetch", "a preempted IB is fetched again from its start, not from its next packet"),
+      "resume_fetch", "a preempted IB is fetched again from its start, not from its next packet",
+      depth=30, keep_going=False),
 
     # ---------------------------------------------------------------- the MMU (rtl/mmu.py)
     M("tlb_ignores_vmid", "mmu", "rtl.mmu", "match[i].eq(t_valid[i] & (t_vmid[i] == r.user.vmid) & ",

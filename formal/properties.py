@@ -460,9 +460,10 @@ _group(Group(
         A("position_kept", "a queue swapped in has the ring position, IB stack (bases, sizes, "
           "positions), level, VMID and error latch it had when swapped out (or a reset's values)",
           "a preempted queue resumes where it stood, at any IB level"),
-        A("resume_fetch", "after a queue is swapped in, each IB level's first read starts at that "
-          "IB's base + 4 x its position", "a preempted IB resumes at its next packet, not at its "
-          "start (nor anywhere else)"),
+        A("resume_fetch", "after a queue is swapped in, the ring's first read starts at its ring "
+          "position and each IB level's at that IB's base + 4 x its position",
+          "a preempted queue resumes at its next packet, in its ring and in a preempted IB, not at "
+          "the start (nor anywhere else)"),
         C("switch_to_q1", "a switch from queue 0 to queue 1"),
         C("switch_to_q0", "a switch from queue 1 to queue 0"),
         C("ib_resumed", "a preempted IB fetched again from its next packet (not its start)"),

@@ -171,6 +171,16 @@ def build(h, m, b, csr, cp):
         resumed.append(~(take & fresh) | (b("araddr", f) == exp))
         if k == 0:
             h.cover("ib_resumed", take & fresh & (exp != ib_base[k]))
+    # (and the ring's fetcher, restarted by itself after the flush, at the queue's ring position)
+    r_fresh = Signal(name="ghost_ring_fresh")
+    r_exp = Signal(48, name="ghost_ring_resume_addr")
+    q_base = Mux(q, ports[1]["base"], ports[0]["base"])
+    q_mask = Mux(q, ports[1]["dwords"], ports[0]["dwords"])[:32] - 1
+    with m.If(take0 | flushed):
+        m.d.sync += r_fresh.eq(0)
+    with m.If(h.state("SWAP1")):
+        m.d.sync += [r_fresh.eq(1), r_exp.eq(q_base + Cat(Const(0, 2), ring_pos & q_mask))]
+    resumed.append(~(take0 & r_fresh) | (addr0 == r_exp))
     h.prove("resume_fetch", Cat(*resumed).all())
 
     # covers
