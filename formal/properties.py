@@ -209,7 +209,7 @@ _CP_ASSUMES = ("the CSR block's ports are free (configuration fixed, doorbells, 
                "answers in order with free data and responses, keeping AXI's rules")
 
 _group(Group(
-    "cp_ring", "rtl/cp/ CommandProcessor: ring, doorbell, rptr", "formal.cp:CPHarness", "prove", 3, 24,
+    "cp_ring", "rtl/cp/ CommandProcessor: ring, doorbell, rptr", "formal.cp:CPHarness", "prove", 3, 27,
     config=_CP_CONFIG, assumes=_CP_ASSUMES, args={"group": "cp_ring"},
     props=[
         A("rptr_forward", "RB_RPTR only moves forward, by at most wptr - rptr (to 0 only at soft reset)",
