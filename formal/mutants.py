@@ -326,11 +326,12 @@ MUTANTS: list[Mutant] = [
     M("rptr_to_queue0", "cp_queues", "rtl.cp.processor", "m.d.sync += [Array(rptr_q)[q].eq(ring_pos), Array",
       "m.d.sync += [rptr_q[0].eq(ring_pos), Array", "rptr_whole_packets",
       "a finished ring packet of queue 1 moves queue 0's rptr", depth=14, keep_going=False),
-    M("failed_check_runs_on", "cp_queues", "rtl.cp.processor",
-      'set_level(level_d)  # (and the fetchers are flushed: flush_all)\n                        m.next = "ERR_DRAIN"',
-      'set_level(level_d)  # (and the fetchers are flushed: flush_all)\n                        m.next = "RUN"',
-      "errored_queue_stops", "after a failed check the queue goes back to RUN and takes the next header "
-      "with its error latched", depth=12, keep_going=False),
+    # (a failed check that goes back to RUN instead of draining takes no header: with the error
+    # latched the ring's fetcher does not restart, so `failed_check_runs_on` passed a BMC to 12)
+    M("swap_drops_error", "cp_queues", "rtl.cp.queues", "            m.d.sync += [a.eq(s), s.eq(a)]",
+      '            m.d.sync += [a.eq(s), s.eq(0 if name == "err" else a)]', "errored_queue_stops",
+      "a queue stopped by its error loses the error when it is switched out, and runs again when it "
+      "is switched back in", depth=22),
     M("error_keeps_cp", "cp_queues", "rtl.cp.processor",
       'with m.Elif(want_switch & ~dma_busy_r):\n                    m.next = "SWAP"  # this queue is stopped',
       'with m.Elif(0):\n                    m.next = "SWAP"  # this queue is stopped', "error_yields",
