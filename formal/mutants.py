@@ -319,6 +319,47 @@ MUTANTS: list[Mutant] = [
       "m.d.sync += [Array(rptr_q)[q].eq(rptr), Array", "doorbell_finishes",
       "a finished ring packet does not move RB_RPTR: the work never shows done", depth=21),
 
+    # ---------------------------------------------------------------- the two CP queues (rtl/cp/queues.py, processor.py)
+    M("ring_fetch_other_wptr", "cp_queues", "rtl.cp.processor", "fetchers[0].end.eq(wptr),",
+      "fetchers[0].end.eq(wptr_q[0]),", "fetch_in_own_window",
+      "the ring fetcher reads up to queue 0's wptr whichever queue runs", depth=12),
+    M("rptr_to_queue0", "cp_queues", "rtl.cp.processor", "m.d.sync += [Array(rptr_q)[q].eq(ring_pos), Array",
+      "m.d.sync += [rptr_q[0].eq(ring_pos), Array", "rptr_whole_packets",
+      "a finished ring packet of queue 1 moves queue 0's rptr", depth=14, keep_going=False),
+    # (a failed check that goes back to RUN instead of draining takes no header: with the error
+    # latched the ring's fetcher does not restart, so `failed_check_runs_on` passed a BMC to 12)
+    M("swap_drops_error", "cp_queues", "rtl.cp.queues", "            m.d.sync += [a.eq(s), s.eq(a)]",
+      '            m.d.sync += [a.eq(s), s.eq(0 if name == "err" else a)]', "errored_queue_stops",
+      "a queue stopped by its error loses the error when it is switched out, and runs again when it "
+      "is switched back in", depth=22),
+    M("error_keeps_cp", "cp_queues", "rtl.cp.processor",
+      'with m.Elif(want_switch & ~dma_busy_r):\n                    m.next = "SWAP"  # this queue is stopped',
+      'with m.Elif(0):\n                    m.next = "SWAP"  # this queue is stopped', "error_yields",
+      "a queue stopped by an error never hands the CP to the other queue", depth=16, keep_going=False),
+    M("queue_reset_keeps_wptr", "cp_queues", "rtl.cp.queues",
+      "m.d.sync += [c.rptr_q[i].eq(0), c.wptr_q[i].eq(0), c.limit_q[i].eq(c.ring_size_q[i])]",
+      "m.d.sync += [c.rptr_q[i].eq(0), c.limit_q[i].eq(c.ring_size_q[i])]", "queue_reset_clears",
+      "CP_QUEUE_RESET of the queue not running leaves its wptr", depth=10, keep_going=False),
+    M("queue_reset_hits_other", "cp_queues", "rtl.cp.queues",
+      "m.d.sync += [c.rptr_q[i].eq(0), c.wptr_q[i].eq(0), c.limit_q[i].eq(c.ring_size_q[i])]",
+      "m.d.sync += [c.rptr_q[i].eq(0), c.wptr_q[i].eq(0), c.wptr_q[1 - i].eq(0), c.limit_q[i].eq(c.ring_size_q[i])]",
+      "reset_alone", "CP_QUEUE_RESET of the queue not running also clears the running queue's wptr", depth=10, keep_going=False),
+    M("switch_mid_packet", "cp_queues", "rtl.cp.processor",
+      "                with m.Elif(~cur_fetch_valid):\n                    m.d.comb += stall.eq(1)\n"
+      "                with m.Else():\n                    # (the dword is taken",
+      "                with m.Elif(~cur_fetch_valid):\n                    m.d.comb += stall.eq(1)\n"
+      "                    with m.If(want_switch):\n                        m.next = \"SWAP\"\n"
+      "                with m.Else():\n                    # (the dword is taken",
+      "switch_at_boundary", "a packet waiting for its payload is switched out in the middle", depth=12, keep_going=False),
+    M("shadow_without_level", "cp_queues", "rtl.cp.queues", 'init=1 if name == "lvl" else 0', "init=0",
+      "position_kept", "queue 1 is first swapped in with no IB level selected (the one-hot level's reset "
+      "value lost)", depth=12, keep_going=False),
+    M("ring_resumes_at_start", "cp_queues", "rtl.cp.processor", "fetchers[0].ptr.eq(ring_pos),",
+      "fetchers[0].ptr.eq(0),", "resume_fetch",
+      "the ring's fetcher restarts at the ring's start, not at the queue's position", depth=14),
+    # (an IB fetched again from its start after a switch, `f.ptr.eq(0)` for `f.ptr.eq(ib_pos[i])`,
+    # needs a 28-cycle BMC: the first preempted IB resumes in step 27, cp_queues.ib_resumed; not run)
+
     # ---------------------------------------------------------------- the MMU (rtl/mmu.py)
     M("tlb_ignores_vmid", "mmu", "rtl.mmu", "match[i].eq(t_valid[i] & (t_vmid[i] == r.user.vmid) & ",
       "match[i].eq(t_valid[i] & ", "no_foreign_page",

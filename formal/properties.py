@@ -209,7 +209,7 @@ _CP_ASSUMES = ("the CSR block's ports are free (configuration fixed, doorbells, 
                "answers in order with free data and responses, keeping AXI's rules")
 
 _group(Group(
-    "cp_ring", "rtl/cp/ CommandProcessor: ring, doorbell, rptr", "formal.cp:CPHarness", "prove", 3, 22,
+    "cp_ring", "rtl/cp/ CommandProcessor: ring, doorbell, rptr", "formal.cp:CPHarness", "prove", 3, 27,
     config=_CP_CONFIG, assumes=_CP_ASSUMES, args={"group": "cp_ring"},
     props=[
         A("rptr_forward", "RB_RPTR only moves forward, by at most wptr - rptr (to 0 only at soft reset)",
@@ -325,7 +325,7 @@ _group(Group(
 
 _group(Group(
     "cp_bus", "rtl/cp/ the CP's AXI4 master side: the AR slice (bus_port.py) and the block writer "
-    "(writer.py)", "formal.cp:CPHarness", "prove", 3, 16,
+    "(writer.py)", "formal.cp:CPHarness", "prove", 3, 28,
     config=_CP_CONFIG, assumes=_CP_ASSUMES, args={"group": "cp_bus"},
     props=[
         *_handshake("ar", "ARVALID", "ARREADY", "the AR payload (address, length, size, burst, ID, AxUSER)"),
@@ -419,6 +419,56 @@ _group(Group(
           "liveness where bounded: accepted work finishes or errors; a CP that stalls with work "
           "in its ring fails it"),
         C("doorbell_work_done", "a doorbell's work done without error"),
+    ],
+))
+
+
+_group(Group(
+    "cp_queues", "rtl/cp/queues.py and processor.py: the CP's two hardware queues (switch, per-queue "
+    "pointers, errors and reset)", "formal.cp:CPHarness", "bmc", 14, 28,
+    config=_CP_CONFIG + "; both queues on, each ring of up to 16 dwords, priorities chosen once; a "
+           "memory that queues 2 reads",
+    assumes=_CP_ASSUMES + "; queue 1's registers as queue 0's (its doorbell a register that changes "
+            "with its write pulse, its enable free); CP_QUEUE_RESET.Qn a write pulse like the doorbells: "
+            "one MMIO write a cycle at most, never two in consecutive cycles",
+    args={"group": "cp_queues", "queues": True, "ar_queue": 2},
+    props=[
+        A("fetch_in_own_window", "every read of the ring fetcher lies inside the ring of the queue it "
+          "was started for and inside that queue's [rptr, wptr): never past its own wptr, never in "
+          "the other queue's ring", "a queue's dwords past its wptr may be half-written by the "
+          "driver; the other queue's ring is another client's"),
+        A("rptr_whole_packets", "each queue's rptr moves only forward, to the end of its own ring "
+          "packet just finished, by at most its wptr - rptr (to 0 only by its CP_QUEUE_RESET or a "
+          "soft reset)", "each driver reuses its ring up to its rptr: one queue's progress must "
+          "never move the other's"),
+        A("errored_queue_stops", "a queue whose error is latched takes no header until its reset "
+          "(or a soft reset)", "errors are terminal per queue: the errored queue executes nothing more"),
+        A("error_yields", "a queue stopped by its error (ERROR) hands the CP to the other queue within "
+          "3 cycles once that one can run (enabled, work pending, no error, not parked, no reset "
+          "pending)", "an error on one queue does not stop the other queue's packets"),
+        A("queue_reset_clears", "when CP_QUEUE_RESET.Qi is done, queue i's rptr and wptr are 0, its "
+          "position at the ring's start, its level the ring's and its error clear",
+          "the driver restarts the queue from a known state"),
+        A("reset_alone", "each queue's wptr changes only by its own doorbell (to its value) or its own "
+          "reset or a soft reset (to 0), and its error clears only by its own reset or a soft reset",
+          "CP_QUEUE_RESET.Qi clears that queue alone: the other queue's work and error stand"),
+        A("switch_at_boundary", "the CP switches queues only at a packet boundary of the queue it "
+          "leaves (at the ring: its position is its rptr; in an IB: at the end of the packet in "
+          "hand, or at its start for a WAIT_REG_MEM that yields), or when that queue is stopped by "
+          "an error", "a packet is never half executed by one queue while the other runs: a "
+          "packet boundary is the only point where no state is half done"),
+        A("position_kept", "a queue swapped in has the ring position, IB stack (bases, sizes, "
+          "positions), level, VMID and error latch it had when swapped out (or a reset's values)",
+          "a preempted queue resumes where it stood, at any IB level"),
+        A("resume_fetch", "after a queue is swapped in, the ring's first read starts at its ring "
+          "position and each IB level's at that IB's base + 4 x its position",
+          "a preempted queue resumes at its next packet, in its ring and in a preempted IB, not at "
+          "the start (nor anywhere else)"),
+        C("switch_to_q1", "a switch from queue 0 to queue 1"),
+        C("switch_to_q0", "a switch from queue 1 to queue 0"),
+        C("ib_resumed", "a preempted IB fetched again from its next packet (not its start)"),
+        C("reset_while_other_runs", "CP_QUEUE_RESET of one queue done while the other has work"),
+        C("other_runs_after_error", "a header taken on one queue while the other's error is latched"),
     ],
 ))
 

@@ -23,9 +23,16 @@ CONFIG = ("rb_base_lo", "rb_base_hi", "rb_size", "rb_rptr_addr_lo", "rb_rptr_add
 QUEUE1_OFF = ("cp_hqd1_rb_cntl_enable", "cp_hqd1_rb_doorbell_swmod", "cp_queue_reset_q0", "cp_queue_reset_q1")
 
 
-def free_csr(h):
+# with both queues on (cp_queues): queue 1's configuration and the priorities, chosen once
+CONFIG_QUEUE1 = ("cp_hqd1_rb_base_lo", "cp_hqd1_rb_base_hi", "cp_hqd1_rb_size", "cp_hqd1_rb_rptr_addr_lo",
+                 "cp_hqd1_rb_rptr_addr_hi", "cp_hqd1_rb_cntl_rptr_wb", "cp_queue_priority_q0",
+                 "cp_queue_priority_q1")
+
+
+def free_csr(h, queues=False):
     """A stand-in for the CSR block with its exact ports: what the hardware reads is free,
-    what it drives is a plain signal."""
+    what it drives is a plain signal. `queues`: queue 1 on (its enable, doorbell and the
+    queue resets free like queue 0's), else held off (QUEUE1_OFF)."""
     dut = csr_mod.CSRBlock()
     dut._MustUse__used = True  # only its signature is used
     ports = {}
@@ -35,9 +42,9 @@ def free_csr(h):
         sig = Signal(member.shape, name=f"csr_{name}")
         ports[name] = sig
         if member.flow == wiring.Out:  # the register block drives it: the driver's choice
-            if name in QUEUE1_OFF:
+            if name in QUEUE1_OFF and not queues:
                 h.m.d.comb += sig.eq(0)
-            elif name in CONFIG:
+            elif name in CONFIG or (queues and name in CONFIG_QUEUE1):
                 h.m.d.comb += sig.eq(h.const(len(sig), f"cfg_{name}"))
             elif name != "ih_rptr":
                 h.m.d.comb += sig.eq(h.free(len(sig), f"drv_{name}"))

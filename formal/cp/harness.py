@@ -12,17 +12,20 @@ from rtl.mmu import RESP_USER
 from spec import ih as ih_spec
 
 from ..harness import Harness, WhiteBox
-from . import bus, env, errors, ih, live, reset, ring
+from . import bus, env, errors, ih, live, queues, reset, ring
 from .env import free_csr
 
 BUILDERS = {"cp_ring": ring.build, "cp_ih": ih.build, "cp_errors": errors.build, "cp_bus": bus.build,
-            "cp_reset": reset.build, "cp_live": live.build}
+            "cp_reset": reset.build, "cp_live": live.build, "cp_queues": queues.build}
 
 
 class CPHarness(Harness):
     def __init__(self, group, data_width=32, fetch_depth=2, ring_log2_max=3, latency=0, ar_queue=4,
-                 live_bound=0, steady=False):
+                 live_bound=0, steady=False, queues=False):
         super().__init__()
+        # `queues`: the CP's second hardware queue on (cp_queues, a BMC: the shared invariants
+        # below are queue 0's, stated with queue 1 off, so none is emitted)
+        self.queues = queues
         self.live_bound = live_bound
         # `steady`: the driver never halts, disables or soft-resets the CP. Fewer traces, so a
         # mutant's counterexample that needs a long one (a whole packet parsed) is found sooner;
@@ -39,7 +42,7 @@ class CPHarness(Harness):
         env.memory(self, m, bus)
 
     def build(self, m):
-        csr = free_csr(self)
+        csr = free_csr(self, self.queues)
         cp = cp_mod.CommandProcessor(csr, self.data_width, 48, 2, 48, dma=None,
                                      fetch_depth=self.fetch_depth)
         box = self.box = WhiteBox(cp, "CommandProcessor")
@@ -53,6 +56,8 @@ class CPHarness(Harness):
             self.assume(~csr.control_halt & csr.rb_cntl_enable & ~csr.control_soft_reset)
         # ring within the harness's size; IH_RPTR: the driver consumes forward only
         self.assume(csr.rb_size <= self.ring_log2_max)
+        if self.queues:
+            self.assume(csr.cp_hqd1_rb_size <= self.ring_log2_max)
         self.assume(csr.ih_size <= self.ring_log2_max + 1)
         # RB_DOORBELL is a register: it changes only with a write (RB_DOORBELL's swmod pulse,
         # in the cycle the new value shows), and two MMIO writes are never in consecutive
@@ -65,6 +70,22 @@ class CPHarness(Harness):
         # (and the first doorbell comes two cycles after reset at the earliest: the ring's size
         # and rptr + size are registers that follow RB_SIZE a cycle late)
         self.assume(~csr.rb_doorbell_swmod | (self.started & self.past(self.started, "started_q")))
+        if self.queues:
+            # the same for queue 1's doorbell, and CP_QUEUE_RESET is an MMIO write too: one
+            # write a cycle at most, never two in consecutive cycles, none before cycle 2
+            was_db1 = self.past(csr.cp_hqd1_rb_doorbell, "drv_hqd1_doorbell_q")
+            self.assume(~self.started | csr.cp_hqd1_rb_doorbell_swmod | (csr.cp_hqd1_rb_doorbell == was_db1))
+            writes = [csr.rb_doorbell_swmod, csr.cp_hqd1_rb_doorbell_swmod, csr.cp_queue_reset_q0,
+                      csr.cp_queue_reset_q1]
+            any_write = Cat(*writes).any()
+            self.assume(sum(writes) <= 1)
+            self.assume(~(any_write & self.past(any_write, "drv_mmio_write_q")))
+            self.assume(~any_write | (self.started & self.past(self.started, "started_q1")))
+            # and the rings are enabled after their size is written (an MMIO write each): the ring
+            # masks follow RB_SIZE a cycle late, so a ring fetcher started in cycle 0 or 1 would
+            # read with the reset mask (cp_ring states nothing about the fetcher's addresses)
+            self.assume((self.started & self.past(self.started, "started_q1")) |
+                        ~(csr.rb_cntl_enable | csr.cp_hqd1_rb_cntl_enable))
         ih_wptr = box("ih_wptr")
         rptr_next = self.free(32, "drv_ih_rptr")
         ih_rptr = Signal(32, name="drv_ih_rptr_q")
@@ -124,7 +145,9 @@ class CPHarness(Harness):
         # the ring's fetcher offers a dword only below wptr: it requests dwords in [ring_pos,
         # wptr) and delivers them in order (the fetch group proves its reads stay in that
         # window); assumed here, where an induction step cannot count the dwords it holds
-        self.assume(~box("out_valid", "fetch0") | (box("ring_pos") != box("wptr")))
+        # (with two queues the BMC starts from reset and needs no such assumption)
+        if not self.queues:
+            self.assume(~box("out_valid", "fetch0") | (box("ring_pos") != box("wptr")))
 
         # the level kept one-hot too (for the fast multiplexers) is the level
         # (an IB2's INDIRECT_BUFFER, refused for IB_NESTING, starts a level deeper for the one
@@ -158,6 +181,10 @@ class CPHarness(Harness):
         wb = Cat(Const(0, 2), csr.ih_wptr_addr_lo[2:], csr.ih_wptr_addr_hi)
         self.invariant(~box.state("cp", "IH_WB_WRITE") | (box("blk_addr") == wb))
         BUILDERS[self.group](self, m, box, csr, cp)
+
+    def invariant(self, test) -> None:
+        if not self.queues:  # (cp_queues: see __init__)
+            super().invariant(test)
 
     # ------------------------------------------------------------------ shared views
     def state(self, name):

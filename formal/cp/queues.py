@@ -1,0 +1,191 @@
+"""cp_queues: the CP's two hardware queues (rtl/cp/queues.py) with both on: each queue's
+fetches and rptr are its own, an error stops its queue alone, CP_QUEUE_RESET clears one
+queue, switches happen at packet boundaries and a preempted queue resumes where it stood.
+
+A BMC from reset (the shared invariants of harness.py are queue 0's, stated with queue 1
+off; none is emitted here). Ghost state per queue: the end of the ring packet in hand
+(as cp_ring's), the start and end of the packet in hand at each IB level, whether the
+queue's error is latched, and the queue's parser registers as they were swapped out (or as
+a reset leaves them), which they must be again when it is swapped in."""
+
+from amaranth.hdl import Cat, Const, Mux, Signal
+from amaranth.lib import data
+
+from rtl.cp import packets as cp_packets
+
+from .env import COUNT
+
+N = 2
+# the parser's registers a queue keeps across a switch (rtl/cp/queues.py SWAPPED), as
+# position_kept compares them: the ring position, the IB stack, the VMID, the error latch
+KEPT = ("ring_pos", "level", "lvl", "vmid", "ib_base1", "ib_base2", "ib_size1", "ib_size2", "ib_pos1",
+        "ib_pos2", "err", "err_code")
+
+
+def build(h, m, b, csr, cp):
+    was = h.past
+    q = b("q")
+    in_reset = h.state("RESET")
+    run_pop = h.state("RUN") & b("pop")
+    level, ring_pos, err = b("level"), b("ring_pos"), b("err")
+    rptr_q = [b(f"rptr_q{i}") for i in range(N)]
+    wptr_q = [b(f"wptr_q{i}") for i in range(N)]
+    qr_pend = [b(f"qr_pend_q{i}") for i in range(N)]
+    ports = [dict(base=Cat(Const(0, 8), csr.rb_base_lo, csr.rb_base_hi), size=csr.rb_size,
+                  enable=csr.rb_cntl_enable, swmod=csr.rb_doorbell_swmod, doorbell=csr.rb_doorbell),
+             dict(base=Cat(Const(0, 8), csr.cp_hqd1_rb_base_lo, csr.cp_hqd1_rb_base_hi), size=csr.cp_hqd1_rb_size,
+                  enable=csr.cp_hqd1_rb_cntl_enable, swmod=csr.cp_hqd1_rb_doorbell_swmod,
+                  doorbell=csr.cp_hqd1_rb_doorbell)]
+    for pt in ports:
+        pt["dwords"] = Const(1, 34) << (pt["size"] + 1)
+
+    def mine(i, name):
+        """Queue i's copy of a swapped register: the parser's while it runs, else the shadow's."""
+        return Mux(q == i, b(name), b(f"sh_{name}"))
+
+    # a queue's reset is done (CP_QUEUE_RESET: its request, pending, clears with the queue)
+    qdone = [was(qr_pend[i]) & ~qr_pend[i] for i in range(N)]
+    reset_of = [was(in_reset) | was(qr_pend[i]) for i in range(N)]
+
+    # ---- each queue's ring fetches: inside its ring, inside [its rptr, its wptr)
+    fq = Signal(name="ghost_fetch_queue")  # the queue the ring fetcher was started for
+    with m.If(b("ring_start")):
+        m.d.sync += fq.eq(q)
+    take0 = b("arvalid", "fetch0") & b("arready", "fetch0")
+    addr0, len0 = b("araddr", "fetch0"), b("arlen", "fetch0")
+    base = Mux(fq, ports[1]["base"], ports[0]["base"])
+    dwords = Mux(fq, ports[1]["dwords"], ports[0]["dwords"])
+    rp, wp = Mux(fq, rptr_q[1], rptr_q[0]), Mux(fq, wptr_q[1], wptr_q[0])
+    off = Signal(48, name="ghost_fetch_off")
+    m.d.comb += off.eq(addr0 - base)
+    d = off[2:]
+    rel = Signal(32, name="ghost_fetch_rel")  # the burst's first dword, counted from rptr
+    m.d.comb += rel.eq((d[:32] - rp) & (dwords - 1)[:32])
+    h.prove("fetch_in_own_window", ~take0 | ((addr0 >= base) & (off[:2] == 0) & (d + len0 + 1 <= dwords) &
+                                            (rel + len0 + 1 <= (wp - rp)[:32])))
+
+    # ---- each queue's rptr: forward, to the end of its ring packet just finished, never past
+    # its wptr (0 only by its reset or a soft reset)
+    tag = data.View(cp_packets.DwordTag(cp.dma_max_log2, cp.addr_width).layout, b("cur_tag"))
+    length = Mux(tag.filler, 1, b("cur_fetch_data")[COUNT.bits] + 2)
+    ring_end = [Signal(32, name=f"ghost_ring_end{i}") for i in range(N)]
+    ib_start = [[Signal(20, name=f"ghost_ib{lv}_start{i}") for lv in (1, 2)] for i in range(N)]
+    ib_end = [[Signal(20, name=f"ghost_ib{lv}_end{i}") for lv in (1, 2)] for i in range(N)]
+    ib_pos = [b("ib_pos1"), b("ib_pos2")]
+    for i in range(N):
+        with m.If(run_pop & ~b("fsm_err") & (q == i)):
+            with m.If(level == 0):
+                m.d.sync += ring_end[i].eq(ring_pos + length)
+            for k in range(2):
+                with m.If(level == k + 1):
+                    m.d.sync += [ib_start[i][k].eq(ib_pos[k]), ib_end[i][k].eq(ib_pos[k] + length)]
+        for k in range(2):  # (an IB set up at a level starts at its dword 0: prepare(), a CHAIN)
+            with m.If(b("load_ib") & (b("load_level") == k + 1) & (q == i)):
+                m.d.sync += [ib_start[i][k].eq(0), ib_end[i][k].eq(0)]
+        with m.If(in_reset):
+            m.d.sync += ring_end[i].eq(0)
+    ok_rptr = []
+    for i in range(N):
+        r = rptr_q[i]
+        fwd = (r - was(r))[:32]
+        ok_rptr.append(~(h.started & (r != was(r))) | (reset_of[i] & (r == 0)) |
+                       ((r == was(ring_end[i])) & (fwd != 0) & (fwd <= (was(wptr_q[i]) - was(r))[:32])))
+    h.prove("rptr_whole_packets", Cat(*ok_rptr).all())
+
+    # ---- errors: the errored queue takes no header until its reset; the other runs on
+    errd = [Signal(name=f"ghost_errored{i}") for i in range(N)]
+    for i in range(N):
+        with m.If((q == i) & err):
+            m.d.sync += errd[i].eq(1)
+        with m.If(in_reset | qdone[i]):
+            m.d.sync += errd[i].eq(0)
+    errd_active = Mux(q, errd[1], errd[0]) | err
+    h.prove("errored_queue_stops", ~(run_pop & errd_active))
+    # the stopped queue hands over within 3 cycles once the other can run (work, no error,
+    # not parked for a poll, no reset pending); a cycle for each registered decision
+    o_ok = Signal(name="ghost_other_runnable")
+    m.d.comb += o_ok.eq(Mux(q, ports[0]["enable"], ports[1]["enable"]) &
+                        (Mux(q, wptr_q[0], wptr_q[1]) != Mux(q, rptr_q[0], rptr_q[1])) &
+                        ~b("sh_err") & ~Mux(q, b("park_q0"), b("park_q1")) & ~Mux(q, qr_pend[0], qr_pend[1]))
+    stuck = Signal(3, name="ghost_error_stuck")
+    with m.If(h.state("ERROR") & o_ok & ~in_reset):
+        m.d.sync += stuck.eq(Mux(stuck == 7, 7, stuck + 1))
+    with m.Else():
+        m.d.sync += stuck.eq(0)
+    h.prove("error_yields", ~(h.state("ERROR") & o_ok) | (stuck <= 2))
+
+    # ---- CP_QUEUE_RESET.Qi: queue i clean (pointers, position, level, error); the other's own
+    kept = {n: [mine(i, n) for i in range(N)] for n in KEPT}
+    ok_clear = []
+    for i in range(N):
+        ok_clear.append(~qdone[i] | ((rptr_q[i] == 0) & (wptr_q[i] == 0) & (kept["ring_pos"][i] == 0) &
+                                     (kept["level"][i] == 0) & ~kept["err"][i]))
+    h.prove("queue_reset_clears", Cat(*ok_clear).all())
+    ok_alone = []
+    for i in range(N):
+        w, pt = wptr_q[i], ports[i]
+        ok_alone.append(~(h.started & (w != was(w))) | (was(pt["swmod"]) & (w == was(pt["doorbell"]))) |
+                        (reset_of[i] & (w == 0)))
+        e = kept["err"][i]
+        ok_alone.append(~(h.started & was(e) & ~e) | reset_of[i])
+    h.prove("reset_alone", Cat(*ok_alone).all())
+
+    # ---- switches: at packet boundaries; the queue swapped in is where it was swapped out
+    from_sleep = was(h.state("WRM_SLEEP"))
+    swap = h.state("SWAP")
+    at_ib_end = Cat(*((level == k + 1) & ((ib_pos[k] == Mux(q, ib_end[1][k], ib_end[0][k])) |
+                                         (from_sleep & (ib_pos[k] == Mux(q, ib_start[1][k], ib_start[0][k]))))
+                      for k in range(2))).any()
+    boundary = ((level == 0) & (ring_pos == Mux(q, rptr_q[1], rptr_q[0]))) | \
+        ((level != 0) & (ring_pos == Mux(q, ring_end[1], ring_end[0])) & at_ib_end)
+    h.prove("switch_at_boundary", ~swap | b("err_any") | boundary)
+
+    now = Cat(*(b(n) for n in KEPT))
+    clean_v, at = 0, 0
+    for n in KEPT:  # the reset values: the ring level (lvl one-hot at 0), nothing else
+        clean_v |= (1 if n == "lvl" else 0) << at
+        at += len(b(n))
+    clean = Const(clean_v, len(now))
+    saved = [Signal(len(now), name=f"ghost_saved{i}", init=clean_v) for i in range(N)]
+    for i in range(N):
+        with m.If(swap & (q == i)):
+            m.d.sync += saved[i].eq(now)
+        with m.If(in_reset | (qdone[i] & (q != i))):
+            m.d.sync += saved[i].eq(clean)
+    h.prove("position_kept", ~h.state("SWAP1") | (now == Mux(q, saved[1], saved[0])))
+
+    # a preempted IB is fetched again from where it stands: the first read of each IB level
+    # after the queue is swapped in starts at that level's base + 4 * position
+    flushed = Cat(*(h.state(s) for s in ("ERR_DRAIN", "RESET", "SWAP", "QRESET"))).any() | b("failed")
+    ib_base = [b("ib_base1"), b("ib_base2")]
+    resumed = []
+    for k in range(2):
+        f = f"fetch{k + 1}"
+        fresh = Signal(name=f"ghost_ib{k + 1}_fresh")
+        exp = Signal(48, name=f"ghost_ib{k + 1}_resume_addr")
+        take = b("arvalid", f) & b("arready", f)
+        with m.If(take | flushed | (level <= k) | (b("load_ib") & (b("load_level") == k + 1))):
+            m.d.sync += fresh.eq(0)
+        with m.If(h.state("SWAP1") & (level > k)):
+            m.d.sync += [fresh.eq(1), exp.eq(ib_base[k] + Cat(Const(0, 2), ib_pos[k]))]
+        resumed.append(~(take & fresh) | (b("araddr", f) == exp))
+        if k == 0:
+            h.cover("ib_resumed", take & fresh & (exp != ib_base[k]))
+    # (and the ring's fetcher, restarted by itself after the flush, at the queue's ring position)
+    r_fresh = Signal(name="ghost_ring_fresh")
+    r_exp = Signal(48, name="ghost_ring_resume_addr")
+    q_base = Mux(q, ports[1]["base"], ports[0]["base"])
+    q_mask = Mux(q, ports[1]["dwords"], ports[0]["dwords"])[:32] - 1
+    with m.If(take0 | flushed):
+        m.d.sync += r_fresh.eq(0)
+    with m.If(h.state("SWAP1")):
+        m.d.sync += [r_fresh.eq(1), r_exp.eq(q_base + Cat(Const(0, 2), ring_pos & q_mask))]
+    resumed.append(~(take0 & r_fresh) | (addr0 == r_exp))
+    h.prove("resume_fetch", Cat(*resumed).all())
+
+    # covers
+    h.cover("switch_to_q1", h.started & swap & (q == 0))
+    h.cover("switch_to_q0", h.started & swap & (q == 1))
+    h.cover("reset_while_other_runs", Cat(*(qdone[i] & (q != i) for i in range(N))).any() &
+            (Mux(q, wptr_q[1], wptr_q[0]) != Mux(q, rptr_q[1], rptr_q[0])) & ~err)
+    h.cover("other_runs_after_error", run_pop & ~err & Mux(q, errd[0], errd[1]))
