@@ -41,7 +41,7 @@ def cocotb_test(name: str, check):
 # below: Icarus simulates about 20x slower than Verilator, so one Icarus session of every
 # check took 4-6 minutes and held a whole xdist worker. A check not listed counts 1 s.
 ICARUS_SECONDS = {
-    "umd_runtime__check_events_across_wrap": 76, "kmd_fence__check_fence_wrap": 69,
+    "umd_runtime__check_events_across_wrap": 42, "kmd_fence__check_fence_wrap": 38,
     "umd_transfer__check_random_transfers": 31, "security__check_held_cp_flushes": 27,
     "vm_isolation__check_hostile_reach_faults": 19, "umd_batching__check_batching": 17,
     "umd_transfer__check_transfers_under_backpressure": 14, "kmd_reset__check_timeout_recovery": 13,

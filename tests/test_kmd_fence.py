@@ -17,7 +17,21 @@ from testbench.refmodel import RefModel
 
 from .test_kmd_ioctl import Client, expect
 
-WRAP_START = 2**32 - 500
+# Jobs across the wrap: enough that the seqnos cross 2^32 in the middle, the 4096-dword ring
+# wraps three times and the 256-entry IH ring twice (each check asserts its own wraps, from
+# the KMD's counters, so a smaller N cannot quietly stop covering them). 600 jobs, not the
+# 1,100 once used: the wrap checks were Icarus's longest (issue 13).
+WRAP_JOBS = 600
+WRAP_BEFORE = WRAP_JOBS // 2  # jobs before seqno 0
+WRAP_START = 2**32 - WRAP_BEFORE
+
+
+def assert_rings_wrapped(kmd, times: int = 2) -> None:
+    """The kernel ring and the IH ring each went round at least `times` times."""
+    s = kmd.kmd_stats()
+    ring_dw, ih_entries = 1 << kmd.params.ring_log2_dw, 1 << kmd.params.ih_log2_entries
+    assert s["ring_dwords"] >= times * ring_dw, (s["ring_dwords"], ring_dw)
+    assert s["ih_entries"] >= times * ih_entries, (s["ih_entries"], ih_entries)
 
 
 def test_seq_compare():
@@ -29,12 +43,12 @@ def test_seq_compare():
 
 
 def check_fence_wrap(dev):
-    """1100 jobs whose ring and context seqnos start 500 below 2^32."""
+    """WRAP_JOBS jobs whose ring and context seqnos start WRAP_BEFORE below 2^32."""
     kmd = kmd_model.bind(dev, initial_seq=WRAP_START)
     c = Client()
     bo = c.bo(0x10000)
     uf = 0xF000
-    n = 1100
+    n, last = WRAP_JOBS, WRAP_JOBS - WRAP_BEFORE - 1  # the last job's seqno, past the wrap
     seqs = []
     # a ring of 4096 dwords holds ~170 jobs: submit in bursts, waiting on the last of each
     for i in range(n):
@@ -44,16 +58,18 @@ def check_fence_wrap(dev):
             assert c.wait(seqs[-1])
             assert bo.u32[uf // 4] == seqs[-1]
     assert c.wait(seqs[-1])
-    assert seqs[0] == WRAP_START and seqs[499] == 0xFFFF_FFFF and seqs[500] == 0 and seqs[-1] == 599
+    assert seqs[0] == WRAP_START and seqs[WRAP_BEFORE - 1] == 0xFFFF_FFFF and seqs[WRAP_BEFORE] == 0
+    assert seqs[-1] == last
     assert bo.u32[0x2000:0x2000 + n].tolist() == list(range(n))
-    assert bo.u32[uf // 4] == 599
-    assert c.wait(seqs[0], 0) and c.wait(seqs[499], 0)  # from before the wrap: long signalled
-    expect(errno.EINVAL, "WAIT_CS: context 1 never submitted seqno 0x258 (last is 0x257)", c.io,
-           Request.WAIT_CS, uapi.WaitCsArgs(c.ctx, 600, 10))
+    assert bo.u32[uf // 4] == last
+    assert c.wait(seqs[0], 0) and c.wait(seqs[WRAP_BEFORE - 1], 0)  # from before the wrap: long signalled
+    expect(errno.EINVAL, f"WAIT_CS: context 1 never submitted seqno {last + 1:#x} (last is {last:#x})", c.io,
+           Request.WAIT_CS, uapi.WaitCsArgs(c.ctx, last + 1, 10))
     s = kmd.kmd_stats()
     # the hardware fences wrapped too (the IB test used WRAP_START)
     assert s["fences_emitted"] == n + 1 and s["last_fence"] == (WRAP_START + n) & 0xFFFF_FFFF
     assert s["fences_signalled"] == n + 1 and s["jobs_retired"] == n and s["resets"] == 0
+    assert_rings_wrapped(kmd)
 
 
 def check_fence_wrap_in_one_interrupt(dev):

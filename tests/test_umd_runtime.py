@@ -14,6 +14,8 @@ import umd
 from spec import pm4
 from testbench.refmodel import RefModel
 
+from .test_kmd_fence import WRAP_BEFORE, WRAP_JOBS, WRAP_START, assert_rings_wrapped
+
 
 def check_buffers_and_writes(dev):
     kmd_model.bind(dev)
@@ -161,21 +163,24 @@ def check_timestamp_and_fill(dev):
 
 
 def check_events_across_wrap(dev):
-    """1000 submissions whose seqnos cross 2^32: user fences and events stay in order."""
-    kmd = kmd_model.bind(dev, initial_seq=2**32 - 500)
+    """WRAP_JOBS submissions whose seqnos cross 2^32 in the middle: user fences and events
+    stay in order while the ring and the IH ring wrap too."""
+    kmd = kmd_model.bind(dev, initial_seq=WRAP_START)
     gpu = umd.open(api_version=2)
     buf = gpu.alloc(4096)
     q = gpu.queue(flush_threshold=2)
     evs = []
-    for i in range(1000):
+    for i in range(WRAP_JOBS):
         q.write(buf, 4 * (i % 1024), i)
         evs.append(q.signal())  # the 2nd command: flushes
         if i % 50 == 49:
             assert evs[-1].wait()
     q.finish()
-    assert all(e.signalled() for e in evs) and buf.u32[:1000].tolist() == list(range(1000))
-    assert q.last_seq == 499 and q.seq_done(2**32 - 500) and q.seq_done(499)
-    assert kmd.fence_drv.sync_seq == (2**32 - 500 + 1000) & 0xFFFF_FFFF  # + the IB test's
+    assert all(e.signalled() for e in evs) and buf.u32[:WRAP_JOBS].tolist() == list(range(WRAP_JOBS))
+    last = WRAP_JOBS - WRAP_BEFORE - 1
+    assert q.last_seq == last and q.seq_done(WRAP_START) and q.seq_done(last)
+    assert kmd.fence_drv.sync_seq == (WRAP_START + WRAP_JOBS) & 0xFFFF_FFFF  # + the IB test's
+    assert_rings_wrapped(kmd)
 
 
 CHECKS = [check_buffers_and_writes, check_events_across_wrap, check_wait_mem_released_later, check_events_check_memory_first,
