@@ -102,7 +102,10 @@ def dispatch(file: "File", request: int, args: Any) -> Any:
         if not isinstance(args, desc.args):
             raise KmdError(errno.EINVAL, f"{name}: arguments must be a {desc.args.__name__}, "
                            f"not {type(args).__name__}")
-        out = desc.handler(kmd, file, args)
+        try:
+            out = desc.handler(kmd, file, args)
+        except KmdError as e:
+            raise e.within(name)
         return out
     except KmdError as e:
         err = e

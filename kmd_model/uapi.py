@@ -38,6 +38,16 @@ class KmdError(Exception):
         self.info = info  # e.g. the HwError behind an ECANCELED
         super().__init__(f"{errno_name(err)}: {message}")
 
+    def __str__(self) -> str:
+        return f"{errno_name(self.errno)}: {self.message}"
+
+    def within(self, ioctl: str) -> "KmdError":
+        """Name `ioctl` first in the message of an error raised below it that does not (a TLB
+        flush in GEM_VA, a failed reset in WAIT_CS), as every other ioctl error does."""
+        if not self.message.startswith((f"{ioctl}:", f"{ioctl} ")):
+            self.message = f"{ioctl}: {self.message}"
+        return self
+
     @property
     def name(self) -> str:
         return errno_name(self.errno)

@@ -4,7 +4,7 @@ docs/hardware.md ("Packets") lists the checks the CP makes on every packet, in o
 module derives each of them from the packet table (spec/packets.py), so every consumer
 applies the same rules and none can drift from the others:
 
-- the reference model (testbench/refmodel.py) executes them as the CP does;
+- the reference model (testbench/refmodel/) executes them as the CP does;
 - the KMD's command-stream checker (kmd_model/cs_checker.py) makes every one of them
   first, on its shadow copy of the job, so a stream it accepts never stops the CP with a
   packet error;

@@ -4,7 +4,7 @@ The copy engine (SDMA) reads its own packet format from its own ring, not PM4. L
 and numbers are AMD's SDMA v4 (vega10: amdgpu's vega10_sdma_pkt_open.h, the ring code
 of sdma_v4_0.c, Mesa's sid.h and ac_cmdbuf_sdma.c), cut down to the packets and fields
 this engine gives a meaning to. spec/sdma.py builds, decodes and disassembles from this
-table; the reference model's engine (testbench/model_sdma.py), the KMD's SDMA ring and
+table; the reference model's engine (testbench/refmodel/sdma.py), the KMD's SDMA ring and
 docs/packets.md read it too. No SDMA opcode or bit position is written anywhere else.
 
 An SDMA packet has no length field in general: dword 0 holds OP [7:0] and SUB_OP [15:8],

@@ -22,7 +22,7 @@ requester that consumes it (the CP, or the DMA engine through it) stops with CP_
 VM_FAULT, latching VM_FAULT_STATUS and VM_FAULT_ADDR and appending a VM_FAULT IH entry
 (client UTCL2, source 0, as gmc_v9_0_process_interrupt reads it).
 
-The RTL, the reference model (testbench/refmodel.py), the KMD's page-table code
+The RTL, the reference model (testbench/refmodel/), the KMD's page-table code
 (kmd_model/vm.py) and docs/hardware.md all read this module.
 """
 

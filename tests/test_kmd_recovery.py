@@ -74,7 +74,9 @@ def test_a_reset_that_fails_wedges_the_device():
         a.wait(bad)
     except kmd_model.uapi.KmdError as x:
         e = x
-    assert e is not None and e.errno == errno.EIO and e.message.startswith(why), e
+    # the reset ran inside A's WAIT_CS: the message names that ioctl, as every ioctl error does
+    assert e is not None and e.errno == errno.EIO and e.message.startswith(f"WAIT_CS: {why}"), e
+    assert str(e).startswith(f"EIO: WAIT_CS: {why}")
     assert kmd.wedged.startswith(f"GPU reset failed: {why}")
     # the job that had finished stays finished; every one still in flight was cancelled,
     # whoever it belonged to

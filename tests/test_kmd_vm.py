@@ -374,7 +374,7 @@ def test_a_tlb_flush_waits_for_the_mmus_acknowledge(late):
     assert dev.requests and dev.ack_reads == [late + 1] * len(dev.requests)
     dev.ack_after = 1 << 30  # from now on the MMU never answers
     bo2 = c.bo(0x1000)
-    expect(errno.EIO, f"TLB flush of VMID {c.f.vm.vmid}: no acknowledge after {kmd.params.hw_timeout} cycles",
+    expect(errno.EIO, f"GEM_VA: TLB flush of VMID {c.f.vm.vmid}: no acknowledge after {kmd.params.hw_timeout} cycles",
            _va, c, bo2.handle, VaOp.UNMAP, bo2.addr)
 
 

@@ -1,4 +1,4 @@
-"""The reference model (testbench/refmodel.py) through the Device API only.
+"""The reference model (testbench/refmodel/) through the Device API only.
 
 Everything is driven as a driver would: registers by their kmd_model.regs names, packets
 from the spec.pm4 builders (spec.pm4.encode_fields for the malformed ones), results read

@@ -472,7 +472,7 @@ def test_waits_on_a_lost_device_say_what_waited():
     thr.write(buf, 4, 2)  # recorded in thr's second pooled IB, not flushed
     dev.stuck = True
     hold.bo.u32[0x200] = 1  # the CP runs into the bad packet; its reset will not take
-    with pytest.raises(umd.DeviceLost, match=r"^finish: soft reset: CP not idle after 2000 cycles"):
+    with pytest.raises(umd.DeviceLost, match=r"^finish: WAIT_CS: soft reset: CP not idle after 2000 cycles"):
         fin.finish()  # (its WAIT_CS ran the failed reset)
     lost = re.escape(f"WAIT_CS: {kmd.wedged}")
     with pytest.raises(umd.DeviceLost, match=f"^flush: {lost}$"):

@@ -1,6 +1,6 @@
 """The SDMA engine: its ring and doorbell, the parser, errors, queue reset, status.
 
-docs/hardware.md ("The SDMA copy engine") is the contract; testbench/model_sdma.py is the
+docs/hardware.md ("The SDMA copy engine") is the contract; testbench/refmodel/sdma.py is the
 reference model this follows check by check. The pieces:
 
 - two Fetchers (rtl/cp/fetch.py: the ring's, wrapping, and the IB's) read ahead; the parser

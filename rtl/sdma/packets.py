@@ -23,7 +23,7 @@ def field(h, p, pkt: sp.SdmaPacketDef, name: str) -> Value:
 
 def address(h, p, pkt: sp.SdmaPacketDef, value: str, aw: int) -> Value:
     """A 64-bit address value (lo, hi dwords as they are) cut to the bus's `aw` bits, as the
-    engine drops the bits above (testbench/model_sdma.py masks them)."""
+    engine drops the bits above (testbench/refmodel/sdma.py masks them)."""
     v = pkt.values[[x.name for x in pkt.values].index(value)]
     lo, hi = (pkt.field(n) for n in v.fields)
     return Cat(word(h, p, lo.dword), word(h, p, hi.dword))[:aw]

@@ -1,5 +1,5 @@
 """Differential streams for the SDMA copy engine: the RTL (rtl/sdma/) against the reference
-model (testbench/model_sdma.py), stream by stream, as the CP's campaign does.
+model (testbench/refmodel/sdma.py), stream by stream, as the CP's campaign does.
 
 Stream `index` of master seed `seed` is determined by (seed, index): its kind comes from
 `PLAN` (every SDMA error class and four valid streams in each block), its contents from a

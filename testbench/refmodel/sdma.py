@@ -1,7 +1,7 @@
 """The reference model's SDMA copy engine: one queue with its own ring, doorbell, rptr
 write-back, trap interrupt, error state and reset (docs/hardware.md, "The SDMA copy engine").
 
-It runs inside testbench/refmodel.py's RefModel, whose memory, MMU, DMA datapath and IH
+It runs inside testbench/refmodel/'s RefModel, whose memory, MMU, DMA datapath and IH
 writer it uses (the engine owns none of them, as AMD's SDMA shares the memory hub and the
 IH). Packets come from spec/sdma_packets.py; the checks, in the engine's order:
 
@@ -31,7 +31,7 @@ from spec import sdma_packets as sp
 from spec import vm as vm_spec
 
 if TYPE_CHECKING:
-    from .refmodel import RefModel
+    from .device import RefModel
 
 M32 = 0xFFFF_FFFF
 _ADDR_MASK = (1 << 48) - 1

@@ -1,0 +1,115 @@
+"""Snapshots of a device's state that two backends must agree on (issue 5), and memory
+diffs: for the difftest campaign and the RTL-vs-model tests."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from kmd_model import regs
+from kmd_model.device import Device
+from spec import ih as ih_spec
+
+from .regmap import _slots
+
+
+# Registers that count cycles or time differ between backends by nature.
+SNAPSHOT_SKIP = {"TIMESTAMP_LO", "TIMESTAMP_HI", "PERF_BUSY_CYCLES", "PERF_STALL_CYCLES", "PERF_SDMA_BUSY_CYCLES",
+                 "PERF_DMA_BUSY_CYCLES", "PERF_TLB_HITS", "PERF_TLB_MISSES", "PERF_WALK_CYCLES"}
+
+
+def snapshot(dev: Device, *, memory: bool = True, exclude: Iterable[tuple[int, int]] = (),
+             read: Callable[[int], int] | None = None) -> dict:
+    """State two backends must agree on after the same command stream, via the Device API:
+
+    regs: every readable register (label -> value) except time and cycle counters;
+    ih: the IH entries still in the IH ring (oldest first, at most the ring's size, the
+        ones before IH_WPTR), decoded by spec/ih.py, timestamps set to 0;
+    mem: digest of memory with the `exclude` byte ranges [start, end) zeroed (e.g. a
+        RELEASE_MEM TIMESTAMP destination) and the timestamps of those IH entries too,
+        when `memory`.
+    """
+    read = read or dev.mmio_read32
+    out: dict[str, Any] = {"regs": {}}
+    queues = regs.QUEUE_CAPS.CP_QUEUES.get(read(regs.QUEUE_CAPS.addr())) >= 2  # (CP_HQD1_* exist)
+    for off, s in sorted(_slots(queues=queues).items()):
+        if s.readable and s.reg.NAME not in SNAPSHOT_SKIP:
+            out["regs"][s.label] = read(off)
+    r = out["regs"]
+    base = (r["IH_BASE_HI"] << 32 | r["IH_BASE_LO"]) << 8
+    size = ih_spec.ring_bytes(regs.IH_SIZE.LOG2_DWORDS.get(r["IH_SIZE"]))
+    wptr = r["IH_WPTR"]
+    n = min(wptr, size) // ih_spec.ENTRY_BYTES
+    mem32 = dev.mem.view("<u4")
+    entries = []
+    exclude = list(exclude)
+    ts = ih_spec.BY_NAME["TIMESTAMP_LO"].dword, ih_spec.BY_NAME["TIMESTAMP_HI"].dword
+    for k in range(n, 0, -1):
+        a = base + ((wptr - ih_spec.ENTRY_BYTES * k) & (size - 1))
+        if a + ih_spec.ENTRY_BYTES > dev.mem.size:
+            break
+        e = ih_spec.decode(mem32[a >> 2:(a >> 2) + ih_spec.ENTRY_DWORDS].tolist())
+        e["TIMESTAMP_LO"] = e["TIMESTAMP_HI"] = 0
+        entries.append(e)
+        exclude += [(a + 4 * d, a + 4 * d + 4) for d in ts]
+    out["ih"] = entries
+    if memory:
+        out["mem"] = mem_digest(dev.mem, exclude)
+    return out
+
+
+def _masked(mem: np.ndarray, exclude: Iterable[tuple[int, int]]) -> np.ndarray:
+    exclude = list(exclude)
+    if not exclude:
+        return mem
+    m = np.array(mem, copy=True)
+    for a, b in exclude:
+        m[a:b] = 0
+    return m
+
+
+def mem_digest(mem: np.ndarray, exclude: Iterable[tuple[int, int]] = ()) -> str:
+    """sha256 of memory, with the byte ranges [start, end) in `exclude` read as 0."""
+    return hashlib.sha256(memoryview(np.ascontiguousarray(_masked(mem, exclude)))).hexdigest()
+
+
+def mem_diff(a: np.ndarray, b: np.ndarray, exclude: Iterable[tuple[int, int]] = (),
+             limit: int = 16) -> list[tuple[int, int]]:
+    """The byte ranges [start, end) where two memories differ outside `exclude` (the
+    first `limit`). Only the differing bytes are filtered: no copy of either memory."""
+    if a.size != b.size:
+        raise ValueError(f"memories differ in size: {a.size:#x} and {b.size:#x} bytes")
+    idx = np.flatnonzero(a != b)
+    if idx.size and exclude:
+        keep = np.ones(idx.size, dtype=bool)
+        for x, y in exclude:
+            keep &= (idx < x) | (idx >= y)
+        idx = idx[keep]
+    if not idx.size:
+        return []
+    breaks = np.flatnonzero(np.diff(idx) > 1)
+    starts = np.concatenate(([idx[0]], idx[breaks + 1]))
+    ends = np.concatenate((idx[breaks], [idx[-1]])) + 1
+    return [(int(s), int(e)) for s, e in zip(starts[:limit], ends[:limit])]
+
+
+def diff_snapshots(a: dict, b: dict, names: tuple[str, str] = ("a", "b")) -> list[str]:
+    """Readable differences between two snapshots; empty when they agree."""
+    na, nb = names
+    out = []
+    for k in sorted(set(a["regs"]) | set(b["regs"])):
+        va, vb = a["regs"].get(k), b["regs"].get(k)
+        if va != vb:
+            out.append(f"{k}: {na} {va if va is None else hex(va)}, {nb} {vb if vb is None else hex(vb)}")
+    ea, eb = a.get("ih", []), b.get("ih", [])
+    if len(ea) != len(eb):
+        out.append(f"IH entries: {na} has {len(ea)}, {nb} has {len(eb)}")
+    for i, (x, y) in enumerate(zip(ea, eb)):
+        if x != y:
+            fields = ", ".join(f"{f} {x[f]:#x}/{y[f]:#x}" for f in x if x[f] != y.get(f))
+            out.append(f"IH entry {i}: {fields}")
+    if "mem" in a and "mem" in b and a["mem"] != b["mem"]:
+        out.append(f"memory digests differ ({na} {a['mem'][:12]}, {nb} {b['mem'][:12]}); use mem_diff")
+    return out
