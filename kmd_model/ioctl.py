@@ -422,6 +422,9 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
                     raise KmdError(errno.EINVAL, f"{who}: gpu_addr must be dword aligned, not {addr:#x}")
             else:
                 raise KmdError(errno.EINVAL, f"{who}: an IB chunk needs a BO handle or a gpu_addr")
+            if addr % s.ring.IB_ALIGN:  # (an SDMA IB's base has no bits below 5)
+                raise KmdError(errno.EINVAL, f"{who}: an IB on the {s.ring.name} ring must start "
+                               f"{s.ring.IB_ALIGN}-byte aligned, not at {addr:#x}")
             ibs.append((addr, n))
         elif isinstance(ch, CsChunkFence):
             if user_fence is not None:

@@ -165,6 +165,8 @@ class Ring:
 
     FENCE_DW = len(pm4.release_mem(0, 0))
     IB_DW = len(pm4.indirect_buffer(0, 1))
+    # an IB's base alignment in bytes: the bits below INDIRECT_BUFFER's IB_BASE_LO field
+    IB_ALIGN = 1 << packets.INDIRECT_BUFFER.field("IB_BASE_LO").lsb
 
     # ------------------------------------------------------------------ hardware
 

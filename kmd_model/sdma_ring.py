@@ -15,7 +15,7 @@ import errno
 import logging
 from typing import TYPE_CHECKING
 
-from spec import sdma
+from spec import sdma, sdma_packets
 
 from . import regs
 from .cp_error import CpErrorState
@@ -101,6 +101,7 @@ class SdmaRing(Ring):
 
     FENCE_DW = len(sdma.fence(0, 0)) + len(sdma.trap())
     IB_DW = 7 + len(sdma.indirect_buffer(0, 1))  # emit_ib_size: up to 7 NOPs, then the packet
+    IB_ALIGN = 1 << sdma_packets.INDIRECT_BUFFER.field("IB_BASE_LO").lsb  # 32 (amdgpu: "base must be 32 byte aligned")
 
     # ------------------------------------------------------------------ hardware
 

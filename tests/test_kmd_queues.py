@@ -230,6 +230,29 @@ def test_cs_ring_and_dependency_errors():
 
 
 
+def test_an_sdma_ib_off_its_32_byte_alignment_is_refused_at_cs():
+    """SDMA's INDIRECT_BUFFER has no address bits below 5: an IB there that starts off a
+    32-byte boundary is refused at CS (by BO offset or by address, every misalignment), before
+    it takes a seqno, where it once reached the ring writer and raised a ValueError from the
+    packet builder inside the ioctl. The gfx ring keeps taking dword-aligned IBs."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo()
+    first = c.submit(sdma_ib(bo, sdma.fence(bo.addr + 0x100, 1)))
+    for off in (4, 8, 16, 28, 0x204):
+        ib = sdma_ib(bo, sdma.fence(bo.addr + 0x100, 2), offset=off)
+        expect(errno.EINVAL, f"CS: chunk 0: an IB on the sdma0 ring must start 32-byte aligned, not at "
+               f"{bo.addr + off:#x}", c.submit, ib)
+        expect(errno.EINVAL, f"CS: chunk 0: an IB on the sdma0 ring must start 32-byte aligned, not at "
+               f"{bo.addr + off:#x}", c.submit, CsChunkIb(ib.size_dw, gpu_addr=bo.addr + off, ip_type=DMA))
+    last = c.submit(sdma_ib(bo, sdma.fence(bo.addr + 0x104, 3), offset=0x220))
+    assert last == first + 1  # the refused ones took no seqno
+    assert c.wait(last) and bo.u32[0x41] == 3
+    gfx = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x108, [4]), offset=0x404))  # 4-byte aligned: fine
+    assert c.wait(gfx) and bo.u32[0x42] == 4
+    assert kmd.stats["resets"] == 0
+
+
 def test_a_device_without_queue_caps_binds_with_one_gfx_queue_and_no_copy_engine():
     """A device from before QUEUE_CAPS answers its read with DECERR: the KMD then assumes the
     first hardware's engines (one CP queue, no SDMA) and takes no rings for the rest: a CS
