@@ -507,7 +507,7 @@ def test_a_queue_short_of_memory_waits_for_its_oldest_submission():
 def test_waits_on_a_lost_device_say_what_waited():
     """A GPU reset that fails (the CP never goes idle) loses the device: every wait of the
     UMD on a submission in flight then raises DeviceLost, naming the call that waited:
-    finish, a flush held back by max_inflight, a new IB waiting for memory."""
+    finish, an event's wait, a flush held back by max_inflight, a new IB waiting for memory."""
     from .test_kmd_recovery import StuckResetModel
 
     dev = StuckResetModel()
@@ -527,6 +527,8 @@ def test_waits_on_a_lost_device_say_what_waited():
     for q in (fin, thr, mem):  # one submission each, behind the holder and the bad packet
         q.write(buf, 0, 1)
         q.flush()
+    ev = fin.signal()
+    fin.flush()
     thr.write(buf, 4, 2)  # recorded in thr's second pooled IB, not flushed
     dev.stuck = True
     hold.bo.u32[0x200] = 1  # the CP runs into the bad packet; its reset will not take
@@ -535,6 +537,8 @@ def test_waits_on_a_lost_device_say_what_waited():
     lost = re.escape(f"WAIT_CS: {kmd.wedged}")
     with pytest.raises(umd.DeviceLost, match=f"^flush: {lost}$"):
         thr.flush()  # max_inflight=1: waits for the one in flight first
+    with pytest.raises(umd.DeviceLost, match=f"^wait: {lost}$"):
+        ev.wait()
     hog = _hog_gtt(gpu, kmd)
     with pytest.raises(umd.DeviceLost, match=f"^new IB: {lost}$"):
         for i in range(5000):  # a new IB, no memory: waits for its submission in flight
