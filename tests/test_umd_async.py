@@ -398,10 +398,11 @@ def test_a_closed_submitter_takes_no_more_flushes():
     from umd.submit import Submitter
 
     s = Submitter(threading.get_ident(), marshal=False)
-    s.close()
+    s.stop()  # (refused from here on: checked before the join, which a thread not told to stop would hang)
     with pytest.raises(ValueError, match=r"^flush: the device's submission thread has stopped \(the device is "
                        r"closed\)$"):
         s.push(object())
+    s.thread.join()
 
 
 # ---------------------------------------------------------------------------- model only
