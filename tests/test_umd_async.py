@@ -468,25 +468,14 @@ def test_out_of_memory_leaves_a_queued_refusal_to_its_queue():
     wait for the queues (test_umd_memory's out-of-memory test, with an async queue whose
     flush the KMD refuses still queued): the refusal is not the allocation's error (the
     allocation succeeds) and stays its queue's to raise, at its next finish."""
-    from kmd_model.uapi import Domain, GemCreateArgs, Request
-
-    from tests.test_kmd_ioctl import Client
-    from tests.test_security import Holder
+    from tests.test_umd_memory import fill_gtt_behind_a_held_submission
 
     kmd = kmd_model.bind(RefModel())
     gpu = umd.open(api_version=3)
     q = gpu.queue(flush_threshold=1 << 20)
-    hold = Holder()  # the CP waits in its job: q's submission stays in flight behind it
-    big = gpu.alloc(0x20_0000, "gtt")
-    q.write(big, 0, 1)
-    q.flush()
-    big.free()  # into the BO cache, fenced by q's submission
     refused = _refusing_queue(gpu)
     refused.flush()  # queued; the thread's CS is refused, which nobody has looked at yet
-    hog = Client()
-    gtt = kmd.bo.heaps[Domain.GTT]
-    while gtt.largest_free >= 0x1000:
-        hog.io(Request.GEM_CREATE, GemCreateArgs(gtt.largest_free, 0, Domain.GTT))
+    hold = fill_gtt_behind_a_held_submission(kmd, gpu, q)
     hold.bo.u32[0x200] = 1
     assert refused.pending
     released = gpu.mm.n["released"]
