@@ -199,7 +199,11 @@ def run(names_file: str, workers: int) -> None:
             while not runner.has_capacity():
                 drain_one()
             by_name[name] = m
-            runner.submit(name, list(tests), cpu_limit, est)
+            # fastest first, as mutmut's fork runner orders them (its fork server runs them
+            # in the order given: a set's, which moves with the hash seed): a killed mutant
+            # stops at its first failing test, so the quick ones should come first
+            ordered = sorted(tests, key=lambda t: (state().duration_by_test[t], t))
+            runner.submit(name, ordered, cpu_limit, est)
         runner.signal_work_complete()
         while runner.pending_count() > 0:
             drain_one()
