@@ -164,3 +164,52 @@ def test_report_scores(tmp_path):
     assert d["unused_arguments"] == []  # both entries match a mutant: f's by function, g's exactly
     r.outcomes = [o for o in r.outcomes if "::g: " not in o.key]
     assert r.unused_arguments() == ["a.py::g: x -> y"] and "match no mutant any more" in r.table()
+
+
+# What mutmut's trampoline does with its call stack in the coverage pass, and a cycle whose
+# finalizer reaches a trampoline (as umd's Device does: weakref.finalize(device,
+# submitter.stop)), collected by the GC at every allocation threshold from 1 to 29.
+_REENTRY = '''
+import gc, sys, weakref
+from mutmut.core import MutmutCallStack as S
+from testbench.mutate._inwork import per_thread_call_stack
+per_thread_call_stack()
+
+def trampoline(name, fn):
+    caller, depth = S.get()
+    token = S.set((name, depth + 1))
+    try:
+        return fn()
+    finally:
+        S.reset(token)
+
+class Device:
+    def __init__(self):
+        self.me = self
+        weakref.finalize(self, trampoline, "stop", lambda: None)
+
+wrong = 0
+for threshold in range(1, 30):
+    gc.set_threshold(threshold, 1, 1)
+    for _ in range(1000):
+        Device()
+        trampoline("outer", lambda: trampoline("inner", Device))
+        wrong += S.get() != (None, 0)
+print("wrong", wrong)
+'''
+
+
+def test_the_coverage_pass_call_stack_survives_a_finalizer_reentering_it():
+    """The coverage pass's call stack (testbench/mutate/_inwork.py per_thread_call_stack)
+    stays balanced when the GC runs a finalizer that reaches a trampoline in the middle of
+    a set or reset. mutmut's own ContextVar does not on CPython < 3.12 (gh-148891: the
+    interpreter crashed on this very loop, 3 runs of 3 on 3.11, in 0.2 s), which is what
+    failed the coverage pass once tests/test_umd_async.py was in it. Run in a child, as
+    the ContextVar's failure is a crash."""
+    import subprocess
+    import sys
+
+    from testbench.mutate.pymut import ROOT
+
+    r = subprocess.run([sys.executable, "-c", _REENTRY], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout.strip()) == (0, "wrong 0"), r.stderr[-2000:]

@@ -194,6 +194,52 @@ def check_refusals_of_a_guilty_context_and_of_a_dependency(dev):
     gpu.close()
 
 
+def check_a_sync_wait_event_on_a_queued_refused_flush(dev):
+    """A sync queue's wait_event on an event whose async flush is still queued waits for the
+    submission thread to submit it; the KMD refused it, so the wait_event is refused
+    (ECANCELED), and the refusal itself stays its own queue's to raise (its next finish)."""
+    kmd_model.bind(dev)
+    gpu = umd.open(api_version=3)
+    q = _refusing_queue(gpu)
+    ev = q.signal()
+    q.flush()  # queued for the thread
+    assert ev.pending is not None and not ev.lost
+    other = gpu.queue(async_submit=False)
+    with pytest.raises(umd.SubmitError, match="^wait_event: the submission carrying this event was refused$") as ei:
+        other.wait_event(ev)
+    assert ei.value.errno == errno.ECANCELED and ev.lost
+    with pytest.raises(umd.SubmitError, match=REFUSED):
+        q.finish()
+    gpu.close()
+
+
+def check_wait_event_flushes_the_events_queue_only_while_recording(dev):
+    """wait_event flushes the event's queue only while the event is still being recorded
+    (check_wait_on_never_flushed_event): once the event's flush is made, queued for the
+    thread or submitted, what its queue recorded since stays recorded for the queue's own
+    flush, for a sync and an async waiter alike."""
+    kmd_model.bind(dev)
+    gpu = umd.open(api_version=3)
+    buf = gpu.alloc(4096)
+    for events_async in (True, False):
+        for waiter_async in (True, False):
+            q = gpu.queue(async_submit=events_async, flush_threshold=1000)
+            waiter = gpu.queue(async_submit=waiter_async, flush_threshold=1000)
+            q.write(buf, 0, 1)
+            ev = q.signal()
+            q.flush()
+            q.write(buf, 4, 2)  # recorded after the event's flush
+            waiter.wait_event(ev)
+            assert q.cmdbuf.ibs, (events_async, waiter_async)  # not flushed by the wait_event
+            waiter.finish()
+            q.finish()
+            assert buf.u32[:2].tolist() == [1, 2]
+            buf.u32[:2] = 0
+            q.close()
+            waiter.close()
+    gpu.close()
+
+
 def check_wait_on_never_flushed_event(dev):
     """Event.wait on an event still being recorded flushes it, waits for the thread to
     submit it, then for the GPU; a dependent queue's wait_event on such an event too."""
@@ -308,7 +354,8 @@ def check_ioctls_run_on_the_right_thread(dev):
 
 
 CHECKS = [check_same_results, check_refused_cs_reaches_the_app,
-          check_refusals_of_a_guilty_context_and_of_a_dependency, check_wait_on_never_flushed_event,
+          check_refusals_of_a_guilty_context_and_of_a_dependency, check_a_sync_wait_event_on_a_queued_refused_flush,
+          check_wait_event_flushes_the_events_queue_only_while_recording, check_wait_on_never_flushed_event,
           check_a_wait_submits_every_queued_flush_first, check_max_inflight_counts_queued_flushes,
           check_close_with_pending_work, check_use_after_close, check_ioctls_run_on_the_right_thread]
 
@@ -351,10 +398,11 @@ def test_a_closed_submitter_takes_no_more_flushes():
     from umd.submit import Submitter
 
     s = Submitter(threading.get_ident(), marshal=False)
-    s.close()
+    s.stop()  # (refused from here on: checked before the join, which a thread not told to stop would hang)
     with pytest.raises(ValueError, match=r"^flush: the device's submission thread has stopped \(the device is "
                        r"closed\)$"):
         s.push(object())
+    s.thread.join()
 
 
 # ---------------------------------------------------------------------------- model only
@@ -412,6 +460,30 @@ def test_the_setting_makes_every_queue_async(monkeypatch, value, expect):
         gpu.close()
     gpu = umd.open()
     assert gpu.queue(async_submit=not expect).async_submit is (not expect)  # the argument wins
+    gpu.close()
+
+
+def test_out_of_memory_leaves_a_queued_refusal_to_its_queue():
+    """The pools, out of memory, let the async queues' queued flushes through before they
+    wait for the queues (test_umd_memory's out-of-memory test, with an async queue whose
+    flush the KMD refuses still queued): the refusal is not the allocation's error (the
+    allocation succeeds) and stays its queue's to raise, at its next finish."""
+    from tests.test_umd_memory import fill_gtt_behind_a_held_submission
+
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open(api_version=3)
+    q = gpu.queue(flush_threshold=1 << 20)
+    refused = _refusing_queue(gpu)
+    refused.flush()  # queued; the thread's CS is refused, which nobody has looked at yet
+    hold = fill_gtt_behind_a_held_submission(kmd, gpu, q)
+    hold.bo.u32[0x200] = 1
+    assert refused.pending
+    released = gpu.mm.n["released"]
+    again = gpu.alloc(0x20_0000, "gtt")  # ENOMEM, the drain (the refused flush taken in), a retry
+    assert gpu.mm.n["released"] > released and not refused.pending and refused.async_errors
+    again.u32[0] = 5
+    with pytest.raises(umd.SubmitError, match=REFUSED):
+        refused.finish()
     gpu.close()
 
 

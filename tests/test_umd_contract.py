@@ -6,6 +6,7 @@ WRITE_DATA split to fit its IBs."""
 
 from __future__ import annotations
 
+import errno
 import re
 
 import numpy as np
@@ -61,6 +62,10 @@ def test_argument_errors():
     _raises(ValueError, "write: offset must be a non-negative multiple of 4, not -4", q.write, buf, -4, 1)
     _raises(TypeError, "write: offset must be an int, not 1.5", q.write, buf, 1.5, 1)
     _raises(ValueError, "write: [0xfc, 0x104) is outside the 0x100-byte buffer", q.write, buf, 0xFC, [1, 2])
+    # emit_raw takes its dwords as write does, and names itself
+    _raises(ValueError, "emit_raw: data is empty", q.emit_raw, [])
+    _raises(ValueError, "emit_raw: data[1] must fit in 32 bits, not 0x100000000", q.emit_raw, [0, 1 << 32])
+    _raises(TypeError, "emit_raw: data must be an int, not 'x'", q.emit_raw, "x")
     # wait_mem: 32-bit ref and mask, boundaries included
     _raises(ValueError, "wait_mem: compare must be one of always, <, <=, ==, !=, >=, >, not '~'",
             q.wait_mem, buf, 0, 1, compare="~")
@@ -127,6 +132,59 @@ def test_each_packet_remembers_its_call():
     q.finish()
     assert ev.signalled() and repr(ev) == "<umd.Event 1 signalled>"
     assert repr(ts) == f"<umd.Timestamp {ts.cycles} cycles>" and ts.cycles > 0
+    gpu.close()
+
+
+@pytest.mark.parametrize("engine, dma", [("gfx", False), ("copy", True)], ids=["gfx_without_dma", "copy"])
+def test_each_packet_remembers_its_call_on_every_engine(engine, dma):
+    """As above where the packets differ: a device without a DMA engine (fill is WRITE_DATA,
+    split to fit the packet) and a copy queue (SDMA packets). Every packet a call records,
+    each piece of a split fill included, carries the call's label. A gate the queue waits
+    on keeps the submission in flight, so the queue still knows its labels."""
+    gpu = _gpu(RefModel(dma=dma))
+    q = gpu.queue(engine=engine, flush_threshold=100)
+    gate, a = gpu.alloc(0x1000), gpu.alloc(0x4000)
+    q.wait_mem(gate, 0, 1)
+    q.write(a, 0, [1, 2])
+    q.fill(a, 0x100, 0x2000, 7)
+    q.flush()
+    pieces = 1 if q.has_dma else -(-0x2000 // 4 // q.max_write_dw)
+    assert q.has_dma is dma and pieces == (1 if dma else 3)
+    labels = [v for _, v in sorted(q.inflight[-1].labels.items())]
+    assert labels == ["Queue.wait_mem() #1", "Queue.write() #2"] + ["Queue.fill() #3"] * pieces
+    gate.u32[0] = 1
+    q.finish()
+    assert a.u32[0x40:0x840].tolist() == [7] * 0x800 and a.u32[0x840] == 0
+    gpu.close()
+
+
+@pytest.mark.parametrize("async_submit", [False, True], ids=["sync", "async"])
+def test_a_cs_refused_for_memory_is_out_of_memory(async_submit):
+    """The KMD refuses a CS with ENOMEM when its checked copies find no room in the shadow
+    pool in time (test_kmd_bo.py's setup: a held job and three of 1 KiB in a 4 KiB pool):
+    the flush raises OutOfMemory naming the call, the queue, what it has in flight and its
+    limit, then the KMD's own message (for an async queue, at the finish after the flush)."""
+    from kmd_model.uapi import CsChunkIb
+
+    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=4, job_timeout=5_000, fallback_poll=1_000)
+    gpu = umd.open(api_version=3)
+    q = gpu.queue(async_submit=async_submit, flush_threshold=1000)
+    c, other = Client(), Client()
+    bo, obo = c.bo(0x8000), other.bo()
+    bo.u32[0x400:0x500] = [pm4.TYPE2_FILLER] * 0x100
+    other.submit(other.ib(obo, pm4.wait_reg_mem(obo.addr + 0x800, 1, 1, "EQ")))
+    for _ in range(3):
+        c.submit(CsChunkIb(0x100, bo.handle, 0x1000))
+    free = kmd.shadow.size - kmd.shadow.used
+    q.emit_raw(pm4.nop(free // 4 + 1))  # checked copies larger than what is free
+    with pytest.raises(umd.OutOfMemory) as ei:
+        q.flush()
+        q.finish()
+    kmd_error = ei.value.__cause__
+    assert kmd_error.errno == errno.ENOMEM and kmd_error.message.startswith("CS: no room for the job's ")
+    what = f"flush (asynchronous submission #1 of queue context {q.ctx_id})" if async_submit else "flush"
+    assert str(ei.value) == (f"{what}: queue (context {q.ctx_id}), 0 submissions in flight "
+                             f"(max_inflight={q.max_inflight}): {kmd_error.message}")
     gpu.close()
 
 
@@ -449,7 +507,7 @@ def test_a_queue_short_of_memory_waits_for_its_oldest_submission():
 def test_waits_on_a_lost_device_say_what_waited():
     """A GPU reset that fails (the CP never goes idle) loses the device: every wait of the
     UMD on a submission in flight then raises DeviceLost, naming the call that waited:
-    finish, a flush held back by max_inflight, a new IB waiting for memory."""
+    finish, an event's wait, a flush held back by max_inflight, a new IB waiting for memory."""
     from .test_kmd_recovery import StuckResetModel
 
     dev = StuckResetModel()
@@ -469,6 +527,8 @@ def test_waits_on_a_lost_device_say_what_waited():
     for q in (fin, thr, mem):  # one submission each, behind the holder and the bad packet
         q.write(buf, 0, 1)
         q.flush()
+    ev = fin.signal()
+    fin.flush()
     thr.write(buf, 4, 2)  # recorded in thr's second pooled IB, not flushed
     dev.stuck = True
     hold.bo.u32[0x200] = 1  # the CP runs into the bad packet; its reset will not take
@@ -477,6 +537,8 @@ def test_waits_on_a_lost_device_say_what_waited():
     lost = re.escape(f"WAIT_CS: {kmd.wedged}")
     with pytest.raises(umd.DeviceLost, match=f"^flush: {lost}$"):
         thr.flush()  # max_inflight=1: waits for the one in flight first
+    with pytest.raises(umd.DeviceLost, match=f"^wait: {lost}$"):
+        ev.wait()
     hog = _hog_gtt(gpu, kmd)
     with pytest.raises(umd.DeviceLost, match=f"^new IB: {lost}$"):
         for i in range(5000):  # a new IB, no memory: waits for its submission in flight

@@ -246,19 +246,15 @@ def test_pools_example_argument_errors(capsys):
     kmd_model.unbind()
 
 
-def test_out_of_memory_gives_the_cache_back_and_waits_for_the_queues():
-    """GTT full, and the BO the app freed is still in use by a submission in flight (so the
-    cache cannot hand it out): a new BO of its size fails with ENOMEM once; the pools then
-    give the whole cache back to the kernel, wait for every queue's last submission (the
-    freed BO's memory comes back when that job retires) and try again, which succeeds."""
+def fill_gtt_behind_a_held_submission(kmd, gpu, q):
+    """GTT full, and a 2 MiB BO the app freed still in use by q's submission, which a job
+    holding the CP keeps in flight (so the BO cache cannot hand the BO out); returns the
+    holder (`hold.bo.u32[0x200] = 1` lets the CP go on)."""
     from kmd_model.uapi import Domain
 
     from .test_kmd_ioctl import Client
     from .test_security import Holder
 
-    kmd = kmd_model.bind(RefModel())
-    gpu = umd.open(api_version=2)
-    q = gpu.queue(flush_threshold=1 << 20)
     hold = Holder()  # the CP waits in its job: q's submission stays in flight behind it
     big = gpu.alloc(0x20_0000, "gtt")
     q.write(big, 0, 1)
@@ -268,6 +264,18 @@ def test_out_of_memory_gives_the_cache_back_and_waits_for_the_queues():
     gtt = kmd.bo.heaps[Domain.GTT]
     while gtt.largest_free >= 0x1000:
         hog.io(Request.GEM_CREATE, kmd_model.uapi.GemCreateArgs(gtt.largest_free, 0, Domain.GTT))
+    return hold
+
+
+def test_out_of_memory_gives_the_cache_back_and_waits_for_the_queues():
+    """GTT full, and the BO the app freed is still in use by a submission in flight (so the
+    cache cannot hand it out): a new BO of its size fails with ENOMEM once; the pools then
+    give the whole cache back to the kernel, wait for every queue's last submission (the
+    freed BO's memory comes back when that job retires) and try again, which succeeds."""
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open(api_version=2)
+    q = gpu.queue(flush_threshold=1 << 20)
+    hold = fill_gtt_behind_a_held_submission(kmd, gpu, q)
     hold.bo.u32[0x200] = 1  # the CP may go on: q's job ends the next time the KMD looks
     n0 = dict(gpu.mm.n)
     again = gpu.alloc(0x20_0000, "gtt")  # a cache miss (not idle), ENOMEM, the drain, a retry

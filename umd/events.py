@@ -43,14 +43,12 @@ class Event:
         if self.signalled():
             return True
         q = self.queue
-        if self.lost:
-            raise SubmitError(errno.ECANCELED, "wait: the submission carrying this event was refused")
-        if self.seq is None and q.async_submit:
+        if self.seq is None and not self.lost and q.async_submit:
             if self.pending is None:
                 queue_flush(q)  # never flushed
             q._drain()  # its submission first (and a refused one of the queue's is raised here)
-            if self.lost:
-                raise SubmitError(errno.ECANCELED, "wait: the submission carrying this event was refused")
+        if self.lost:  # refused: reported before, or (the queue closing) not by the drain
+            raise SubmitError(errno.ECANCELED, "wait: the submission carrying this event was refused")
         if self.seq is None:
             queue_flush(q)
         if not q._wait_seq(self.seq, timeout_cycles, "wait"):  # type: ignore[arg-type]
@@ -139,9 +137,7 @@ def queue_wait_event(self: Queue, event: "Event") -> None:
         raise ValueError("wait_event: the event belongs to another device")
     if q is self:
         return
-    if event.lost:
-        raise SubmitError(errno.ECANCELED, "wait_event: the submission carrying this event was refused")
-    if event.seq is None and event.pending is None:
+    if event.seq is None and event.pending is None and not event.lost:
         queue_flush(q)  # the event must be submitted before anything can depend on it
     if event.pending is not None:  # flushed, queued for the submission thread
         if self.async_submit:
@@ -151,9 +147,9 @@ def queue_wait_event(self: Queue, event: "Event") -> None:
             self._label("wait_event")
             self._end_command()
             return
-        q._drain(report=False)
-        if event.lost:
-            raise SubmitError(errno.ECANCELED, "wait_event: the submission carrying this event was refused")
+        q._drain(report=False)  # (the refusal, if any, stays its queue's to raise)
+    if event.lost:  # refused: known before, or found by the drain
+        raise SubmitError(errno.ECANCELED, "wait_event: the submission carrying this event was refused")
     self.deps.append(CsChunkDep(q.ip_type, 0, q.ctx_id, event.seq))  # type: ignore[arg-type]
     self._label("wait_event")
     self._end_command()

@@ -26,7 +26,46 @@ import json
 import os
 import sys
 import textwrap
+import threading
 from pathlib import Path
+
+
+def per_thread_call_stack() -> None:
+    """Keep mutmut's call stack (the caller of each trampoline hit, in the coverage pass:
+    MutmutCallStack) per thread in a dict, not in its ContextVar.
+
+    Why: every trampoline sets and resets that ContextVar. On CPython before 3.12 the
+    cyclic GC can run inside ContextVar.set/reset (a HAMT node allocation), and a
+    finalizer that reaches a trampoline sets the same variable re-entrantly, freeing the
+    HAMT the outer call is still copying (CPython gh-148891): the context then loses the
+    variable (LookupError at the next reset, which fails the test and stops the coverage
+    pass) or the process crashes. The UMD has such a finalizer, `weakref.finalize(device,
+    submitter.stop)` for a device never closed, and tests/test_umd_async.py collects such
+    devices; with umd/ mutated it failed the coverage pass 3 runs of 3 (and it is not
+    the submission thread: the failing resets were all on the main thread). A dict keyed
+    by thread id allocates nothing the GC tracks while it is updated, and a re-entrant
+    set/reset pair between its two statements leaves it as it found it. Our tests run
+    no asyncio, so the ContextVar's per-task stacks are not needed; mutant runs never
+    touch the stack (only the coverage pass does)."""
+    from mutmut.core import MutmutCallStack
+
+    tops: dict[int, tuple] = {}
+    root = (None, 0)
+
+    def get(cls) -> tuple:
+        return tops.get(threading.get_ident(), root)
+
+    def set_(cls, value: tuple) -> tuple:
+        me = threading.get_ident()
+        old = tops.get(me, root)
+        tops[me] = value
+        return old  # the token: what reset puts back
+
+    def reset(cls, token: tuple) -> None:
+        tops[threading.get_ident()] = token
+
+    MutmutCallStack.get, MutmutCallStack.set, MutmutCallStack.reset = (classmethod(get), classmethod(set_),
+                                                                       classmethod(reset))
 
 
 def prepare(workers: int) -> None:
@@ -35,6 +74,7 @@ def prepare(workers: int) -> None:
     from mutmut.mutation.trampoline import set_mutant_under_test
     from mutmut.workers.isolation import get_mutant_runner
 
+    per_thread_call_stack()  # (the coverage pass runs in a process forked from this one)
     set_mutant_under_test("mutant_generation")
     os.makedirs("mutants", exist_ok=True)
     copy_src_dir()
@@ -52,6 +92,7 @@ def import_hits(modules: list[str]) -> None:
     from mutmut.mutation.trampoline import set_mutant_under_test
     from mutmut.state import state
 
+    per_thread_call_stack()
     sys.path.insert(0, str(Path("mutants").resolve()))
     set_mutant_under_test("stats")
     for m in modules:
@@ -158,7 +199,11 @@ def run(names_file: str, workers: int) -> None:
             while not runner.has_capacity():
                 drain_one()
             by_name[name] = m
-            runner.submit(name, list(tests), cpu_limit, est)
+            # fastest first, as mutmut's fork runner orders them (its fork server runs them
+            # in the order given: a set's, which moves with the hash seed): a killed mutant
+            # stops at its first failing test, so the quick ones should come first
+            ordered = sorted(tests, key=lambda t: (state().duration_by_test[t], t))
+            runner.submit(name, ordered, cpu_limit, est)
         runner.signal_work_complete()
         while runner.pending_count() > 0:
             drain_one()
