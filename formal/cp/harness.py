@@ -21,7 +21,7 @@ BUILDERS = {"cp_ring": ring.build, "cp_ih": ih.build, "cp_errors": errors.build,
 
 class CPHarness(Harness):
     def __init__(self, group, data_width=32, fetch_depth=2, ring_log2_max=3, latency=0, ar_queue=4,
-                 live_bound=0, steady=False, queues=False):
+                 live_bound=0, steady=False, queues=False, image=()):
         super().__init__()
         # `queues`: the CP's second hardware queue on (cp_queues, a BMC: the shared invariants
         # below are queue 0's, stated with queue 1 off, so none is emitted)
@@ -31,6 +31,10 @@ class CPHarness(Harness):
         # mutant's counterexample that needs a long one (a whole packet parsed) is found sooner;
         # a counterexample under more assumptions is one under the group's too
         self.steady = steady
+        # `image`: memory holds these dwords (formal/cp/env.py), repeated: a mutant's
+        # configuration that fixes the ring's packets (a counterexample with the ring so is one
+        # with any ring: the group's memory returns free data)
+        self.image = tuple(image)
         self.group = group
         self.data_width = data_width
         self.fetch_depth = fetch_depth
