@@ -113,3 +113,38 @@ def test_mutant_runs_in_its_own_configuration_without_invariants():
     _, hm = run.build_rtlil(group, mu)
     assert hm.invariants == 0 and hm.tlb_entries == 4
     assert set(hm.emitted) == {p.name for p in group.props}
+
+
+def test_fence_mutant_reads_a_failing_release_mem():
+    """The fence mutant's ring image is one RELEASE_MEM that the device refuses (its 64-bit
+    fence address is not 8-byte aligned), so the failing packet the mutant writes is the one
+    its BMC parses; and a bad image is refused in one line."""
+    from formal.cp.harness import CPHarness
+    from formal.harness import HarnessError
+    from spec import pm4, rules
+    mu = mutants.by_name("cp_failed_fence_written")
+    image = dict(mu.args)["image"]
+    pkt = pm4.decode(image)
+    assert pkt.name == "RELEASE_MEM" and pkt.fields["DATA_SEL"] != 0  # (a fence write asked for)
+    assert rules.packet_error(rules.BY_OPCODE[pkt.opcode], pkt.payload, 0, rules.Caps())[0] == "FENCE_MISALIGNED"
+    with pytest.raises(HarnessError, match=r"^CPHarness image: 3 dwords; it must be a power of two from 2 to 64$"):
+        Fragment.get(CPHarness("cp_bus", image=(0, 0, 0)), None)
+
+
+def test_report_rows_carry_their_run(tmp_path):
+    """A report built from logs says when and on which commit each row ran (the stamp written
+    beside the log), or the log's time without a commit for a log from before stamps."""
+    import json
+    import os
+    log = "SBY 1:00:00 [proof] summary: Elapsed clock time [H:MM:SS (secs)]: 0:00:07 (7)\nDONE (PASS, rc=0)\n"
+    (tmp_path / "proof.log").write_text(log)
+    (tmp_path / "cover.log").write_text(log)
+    os.utime(tmp_path / "cover.log", (1_800_000_000, 1_800_000_000))
+    (tmp_path / "proof.stamp.json").write_text(json.dumps({"ran_at": "2026-12-02T14:00:00Z", "commit": "abc123"}))
+    proof = run.result_from_log(tmp_path, "proof", "prove", 3)
+    cover = run.result_from_log(tmp_path, "cover", "cover", 10)
+    assert (proof.ran_at, proof.commit, proof.seconds) == ("2026-12-02T14:00:00Z", "abc123", 7.0)
+    assert (cover.ran_at, cover.commit) == ("2027-01-15T08:00:00Z", None)
+    rows = run._prop_rows(properties.GROUPS["cp_ih"], proof, cover)
+    assert {(r["kind"], r["ran_at"], r["commit"]) for r in rows} == {
+        ("assert", "2026-12-02T14:00:00Z", "abc123"), ("cover", "2027-01-15T08:00:00Z", None)}

@@ -9,6 +9,8 @@ from amaranth.lib import wiring
 from rtl import csr as csr_mod
 from spec import packets as pk
 
+from ..harness import HarnessError
+
 COUNT = pk.HEADER.field("COUNT")
 
 # the registers the driver programs before enabling: chosen once, then held
@@ -81,7 +83,8 @@ def memory(h, m, bus):
         # that size at any 256-byte-aligned base holds it): a mutant's counterexample that needs
         # a whole packet parsed is then a search over timing alone, not over its dwords too
         n = len(h.image)
-        assert 2 <= n <= 64 and n & (n - 1) == 0, "image: a power of two of dwords, 2 to 64"
+        if not (2 <= n <= 64 and n & (n - 1) == 0):
+            raise HarnessError(f"CPHarness image: {n} dwords; it must be a power of two from 2 to 64")
         dpb, lb, log2n = h.data_width // 32, (h.data_width // 8).bit_length() - 1, n.bit_length() - 1
         words = Array(Const(w, 32) for w in h.image)
         first = (q_addr[rp[:qb]][lb:] + beat) * dpb  # the beat's first dword
