@@ -57,7 +57,11 @@ class CPHarness(Harness):
         self.csr, self.cp = csr, cp
 
         if self.steady:
-            self.assume(~csr.control_halt & csr.rb_cntl_enable & ~csr.control_soft_reset)
+            # (enabled from cycle 2 on, after its size: a ring enabled in cycle 0 or 1 starts its
+            # fetcher with the reset mask, and one never disabled keeps it, so that no packet
+            # longer than the reset ring parses: `steady` once made every such trace impossible)
+            self.assume(~csr.control_halt & ~csr.control_soft_reset)
+            self.assume(csr.rb_cntl_enable == (self.started & self.past(self.started, "steady_q")))
         # ring within the harness's size; IH_RPTR: the driver consumes forward only
         self.assume(csr.rb_size <= self.ring_log2_max)
         if self.queues:
