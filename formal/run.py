@@ -237,7 +237,9 @@ def result_from_log(workdir: Path, task: str, mode: str, depth: int) -> TaskResu
     else:  # (a log from before runs were stamped: its time, no commit)
         stamp = {"ran_at": datetime.fromtimestamp(log.stat().st_mtime, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                  "commit": None}
-    return result_from_text(text, workdir, task, mode, depth, float(m.group(1)) if m else 0.0, stamp)
+    # (the depth the log's run searched, which may not be today's table's)
+    return result_from_text(text, workdir, task, stamp.get("mode", mode), stamp.get("depth", depth),
+                            float(m.group(1)) if m else 0.0, stamp)
 
 
 def result_from_text(text: str, workdir: Path, task: str, mode: str, depth: int, seconds: float,
@@ -274,14 +276,14 @@ def _prop_rows(group: properties.Group, proof: TaskResult | None, cover: TaskRes
                 status, depth = "failed", step
             elif proof.status == "PASS":
                 status = "proven" if group.mode == "prove" else "passed"
-                depth, trace = group.depth, None
+                depth, trace = proof.depth, None
             elif p.name in proof.induction_failed:
-                status, depth = "unknown", group.depth
+                status, depth = "unknown", proof.depth
                 trace = proof.induction_failed[p.name][1]
             else:
                 status, depth, trace = ("unknown" if proof.status == "UNKNOWN" else proof.status.lower(),
-                                        group.depth, proof.induction_trace)
-            row.update(status=status, mode=group.mode, depth=depth, seconds=round(proof.seconds, 1),
+                                        proof.depth, proof.induction_trace)
+            row.update(status=status, mode=proof.mode, depth=depth, seconds=round(proof.seconds, 1),
                        trace=trace, ran_at=proof.ran_at, commit=proof.commit)
         elif p.kind == "cover" and cover is not None:
             if p.name in cover.reached:
@@ -290,7 +292,7 @@ def _prop_rows(group: properties.Group, proof: TaskResult | None, cover: TaskRes
             else:
                 status = "unreached" if p.name in cover.unreached or cover.status in ("PASS", "FAIL") \
                     else cover.status.lower()
-                row.update(status=status, depth=group.cover_depth, trace=None)
+                row.update(status=status, depth=cover.depth, trace=None)
             row.update(mode="cover", seconds=round(cover.seconds, 1), ran_at=cover.ran_at, commit=cover.commit)
         else:
             continue
@@ -327,6 +329,7 @@ def run_mutant(mutant, solver: str, timeout=1800, from_logs=False) -> dict:
     depth = mutant.depth or group.depth + 4
     if from_logs:
         r = result_from_log(BUILD / group.name, f"mutant_{mutant.name}", "bmc", depth)
+        depth = r.depth if r is not None else depth
         if r is None:
             return {"name": mutant.name, "group": mutant.group, "says": mutant.says, "kills": list(mutant.kills),
                     "failed": [], "killed": False, "depth": depth, "seconds": 0.0, "trace": None,
