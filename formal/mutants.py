@@ -21,7 +21,7 @@ import sys
 import types
 from dataclasses import dataclass
 
-from spec import pm4
+from .images import FAILING_FENCE
 
 
 class MutantError(RuntimeError):
@@ -82,12 +82,6 @@ class Mutant:
         finally:
             for mod, k, v in saved:
                 setattr(mod, k, v)
-
-
-# a ring image for the fence mutant: a RELEASE_MEM whose 64-bit fence address is not 8-byte
-# aligned (FENCE_MISALIGNED: the check fails in the cycle of its first step), then fillers
-_FAILING_FENCE = tuple(pm4.encode_fields("RELEASE_MEM", {
-    "EVENT_TYPE": 0x14, "EVENT_INDEX": 5, "DATA_SEL": 2, "ADDR_LO": 1}) + pm4.pad(8))
 
 
 def M(name, group, module, old, new, kills, says, **kw):
@@ -313,7 +307,7 @@ MUTANTS: list[Mutant] = [
     M("cp_failed_fence_written", "cp_bus", "rtl.cp.release_mem", "m.d.sync += c.wr_req.eq(ok)",
       "m.d.sync += c.wr_req.eq(1)", "failed_packet_writes_nothing",
       "a RELEASE_MEM that fails its checks still asks for its fence write", depth=17, keep_going=False,
-      args={"image": _FAILING_FENCE, "data_width": 64, "fetch_depth": 8}),
+      args={"image": FAILING_FENCE, "data_width": 64, "fetch_depth": 8}),
 
     # ---------------------------------------------------------------- SOFT_RESET and the writer in cycles (rtl/cp/)
     M("writer_w_after_aw", "cp_reset", "rtl.cp.writer", "self.wvalid.eq(self.req_valid & ~w_sent),",

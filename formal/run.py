@@ -77,10 +77,11 @@ def harness_class(group: properties.Group):
 _ELABORATE = threading.Lock()  # a mutant patches modules while it elaborates: one at a time
 
 
-def build_rtlil(group: properties.Group, mutant=None):
+def build_rtlil(group: properties.Group, mutant=None, args=None):
     """The group's harness as RTLIL text (with `mutant` applied to the RTL while it
-    elaborates), and the harness (what it emitted)."""
-    args = {**group.args, **dict(mutant.args)} if mutant is not None else group.args
+    elaborates; with `args` changing its arguments: a CoverRun's), and the harness (what it
+    emitted)."""
+    args = {**group.args, **(dict(mutant.args) if mutant is not None else {}), **(args or {})}
     h = harness_class(group)(**args)
     h.with_invariants = mutant is None  # a mutant's BMC checks the table's rows alone
     with _ELABORATE:
@@ -266,7 +267,10 @@ def result_from_text(text: str, workdir: Path, task: str, mode: str, depth: int,
 
 # ---------------------------------------------------------------------------- a whole run
 
-def _prop_rows(group: properties.Group, proof: TaskResult | None, cover: TaskResult | None) -> list[dict]:
+def _prop_rows(group: properties.Group, proof: TaskResult | None, cover: TaskResult | None,
+               further: dict | None = None) -> list[dict]:
+    """The table's rows with their results; `further`: name → (result, CoverRun) of the covers
+    searched again in a configuration of their own."""
     rows = []
     for p in group.props:
         row = {"group": group.name, "name": p.name, "kind": p.kind, "says": p.says, "why": p.why}
@@ -286,14 +290,19 @@ def _prop_rows(group: properties.Group, proof: TaskResult | None, cover: TaskRes
             row.update(status=status, mode=proof.mode, depth=depth, seconds=round(proof.seconds, 1),
                        trace=trace, ran_at=proof.ran_at, commit=proof.commit)
         elif p.kind == "cover" and cover is not None:
-            if p.name in cover.reached:
-                step, trace = cover.reached[p.name]
+            cover_of = cover
+            if p.name in (further or {}):
+                cover_of, cr = further[p.name]
+                row["config"] = cr.why
+            if p.name in cover_of.reached:
+                step, trace = cover_of.reached[p.name]
                 row.update(status="reached", depth=step, trace=trace)
             else:
-                status = "unreached" if p.name in cover.unreached or cover.status in ("PASS", "FAIL") \
-                    else cover.status.lower()
-                row.update(status=status, depth=cover.depth, trace=None)
-            row.update(mode="cover", seconds=round(cover.seconds, 1), ran_at=cover.ran_at, commit=cover.commit)
+                status = "unreached" if p.name in cover_of.unreached or cover_of.status in ("PASS", "FAIL") \
+                    else cover_of.status.lower()
+                row.update(status=status, depth=cover_of.depth, trace=None)
+            row.update(mode="cover", seconds=round(cover_of.seconds, 1), ran_at=cover_of.ran_at,
+                       commit=cover_of.commit)
         else:
             continue
         rows.append(row)
@@ -313,6 +322,19 @@ def run_group(group: properties.Group, solver: str, proofs=True, covers=True, ti
     else:
         proof = run_sby(work, text, group.mode, group.depth, solver, "proof", timeout) if proofs else None
         cover = run_sby(work, text, "cover", group.cover_depth, solver, "cover", timeout) if covers else None
+    # the further cover searches (properties.CoverRun), for what the group's did not reach
+    further = {}
+    for i, cr in enumerate(group.cover_runs if covers else ()):
+        task = f"cover_{i + 1}"
+        if from_logs:
+            r = read(task, "cover", cr.depth)
+        elif all(n in cover.reached for n in cr.covers):
+            continue
+        else:
+            r = run_sby(work, build_rtlil(group, args=cr.args)[0], "cover", cr.depth, solver, task, timeout)
+        for n in cr.covers:
+            if n not in cover.reached:
+                further[n] = (r, cr)
     extra = {"group": group.name, "invariants": h.invariants}
     if proof is not None:
         extra.update(proof_status=proof.status, proof_seconds=round(proof.seconds, 1),
@@ -320,7 +342,7 @@ def run_group(group: properties.Group, solver: str, proofs=True, covers=True, ti
                      proof_ran_at=proof.ran_at, proof_commit=proof.commit)
     if cover is not None:
         extra.update(cover_seconds=round(cover.seconds, 1), cover_ran_at=cover.ran_at, cover_commit=cover.commit)
-    return _prop_rows(group, proof, cover), extra
+    return _prop_rows(group, proof, cover, further), extra
 
 
 def run_mutant(mutant, solver: str, timeout=1800, from_logs=False) -> dict:
