@@ -21,10 +21,13 @@ def test_every_group_builds_its_table():
     Elaborated only (a fifth of the cost of RTLIL): a signal the RTL renamed fails here; the
     RTLIL of every group is built by `make formal`, of the fast ones by their proofs."""
     for g in properties.GROUPS.values():
-        h = run.harness_class(g)(**g.args)
-        Fragment.get(h, None)
-        assert set(h.emitted) == {p.name for p in g.props}, g.name
-        assert all(h.emitted[p.name] == p.kind for p in g.props), g.name
+        for args in [{}] + [cr.args for cr in g.cover_runs]:  # (and each further cover search's)
+            h = run.harness_class(g)(**{**g.args, **args})
+            Fragment.get(h, None)
+            assert set(h.emitted) == {p.name for p in g.props}, g.name
+            assert all(h.emitted[p.name] == p.kind for p in g.props), g.name
+        for cr in g.cover_runs:
+            assert set(cr.covers) <= {p.name for p in g.props if p.kind == "cover"}, g.name
 
 
 def test_table_meets_the_issue():
@@ -148,3 +151,20 @@ def test_report_rows_carry_their_run(tmp_path):
     rows = run._prop_rows(properties.GROUPS["cp_ih"], proof, cover)
     assert {(r["kind"], r["ran_at"], r["commit"]) for r in rows} == {
         ("assert", "2026-12-02T14:00:00Z", "abc123"), ("cover", "2027-01-15T08:00:00Z", None)}
+
+
+def test_a_cover_reached_by_a_further_search_says_so():
+    """A cover that the group's search leaves unreached and a CoverRun reaches is reported
+    reached, with that run's step, trace, time and configuration."""
+    g = properties.GROUPS["cp_ring"]
+    cr = g.cover_runs[0]
+    plain = run.TaskResult("cover", "cover", g.cover_depth, "PASS", 300.0, run.BUILD, unreached={"ib2"},
+                           reached={n: (5, "a.vcd") for n in ("ring_wrap", "ib1", "chain", "doorbell_ignored")},
+                           ran_at="2026-12-02T14:00:00Z", commit="abc")
+    deeper = run.TaskResult("cover_1", "cover", cr.depth, "PASS", 60.0, run.BUILD, reached={"ib2": (17, "b.vcd")},
+                            ran_at="2026-12-02T14:10:00Z", commit="abc")
+    rows = {r["name"]: r for r in run._prop_rows(g, None, plain, {"ib2": (deeper, cr)})}
+    assert {k: rows["ib2"][k] for k in ("status", "depth", "trace", "seconds", "ran_at", "config")} == {
+        "status": "reached", "depth": 17, "trace": "b.vcd", "seconds": 60.0, "ran_at": "2026-12-02T14:10:00Z",
+        "config": cr.why}
+    assert rows["ib1"]["status"] == "reached" and "config" not in rows["ib1"]
