@@ -228,7 +228,7 @@ _group(Group(
     config=_CP_CONFIG, assumes=_CP_ASSUMES, args={"group": "cp_ring"},
     # (an IB2 starts about step 26 on the 32-bit bus: each IB's 4 dwords come in 2-dword bursts,
     # parsed a dword a cycle, then checked; the IB stack is the same at either width)
-    cover_runs=(CoverRun(("ib2",), {"image": images.NESTED_IBS, "data_width": 64}, 20,
+    cover_runs=(CoverRun(("ib2",), {"image": images.NESTED_IBS, "data_width": 64}, 22,
                          "a 64-bit bus and the ring holding an IB whose IB is an IB (formal/images.py)"),),
     props=[
         A("rptr_forward", "RB_RPTR only moves forward, by at most wptr - rptr (to 0 only at soft reset)",
@@ -348,7 +348,7 @@ _group(Group(
     config=_CP_CONFIG, assumes=_CP_ASSUMES, args={"group": "cp_bus"},
     # (the 7-dword WAIT_REG_MEM's poll comes past step 22 on the 32-bit bus; the AR slot's
     # arbitration between the poll and the fetchers is the same at either width)
-    cover_runs=(CoverRun(("poll_waits_for_slot",), {"image": images.POLL, "data_width": 64}, 20,
+    cover_runs=(CoverRun(("poll_waits_for_slot",), {"image": images.POLL, "data_width": 64}, 22,
                          "a 64-bit bus and the ring holding a WAIT_REG_MEM (formal/images.py)"),),
     props=[
         *_handshake("ar", "ARVALID", "ARREADY", "the AR payload (address, length, size, burst, ID, AxUSER)"),

@@ -77,13 +77,16 @@ def harness_class(group: properties.Group):
 _ELABORATE = threading.Lock()  # a mutant patches modules while it elaborates: one at a time
 
 
-def build_rtlil(group: properties.Group, mutant=None, args=None):
+def build_rtlil(group: properties.Group, mutant=None, cover_run=None):
     """The group's harness as RTLIL text (with `mutant` applied to the RTL while it
-    elaborates; with `args` changing its arguments: a CoverRun's), and the harness (what it
-    emitted)."""
-    args = {**group.args, **(dict(mutant.args) if mutant is not None else {}), **(args or {})}
+    elaborates; as `cover_run`, a properties.CoverRun, configures it), and the harness (what
+    it emitted)."""
+    args = {**group.args, **(dict(mutant.args) if mutant is not None else {}),
+            **(cover_run.args if cover_run is not None else {})}
     h = harness_class(group)(**args)
     h.with_invariants = mutant is None  # a mutant's BMC checks the table's rows alone
+    if cover_run is not None:
+        h.covers_only = frozenset(cover_run.covers)
     with _ELABORATE:
         if mutant is not None:
             with mutant.applied():
@@ -331,7 +334,7 @@ def run_group(group: properties.Group, solver: str, proofs=True, covers=True, ti
         elif all(n in cover.reached for n in cr.covers):
             continue
         else:
-            r = run_sby(work, build_rtlil(group, args=cr.args)[0], "cover", cr.depth, solver, task, timeout)
+            r = run_sby(work, build_rtlil(group, cover_run=cr)[0], "cover", cr.depth, solver, task, timeout)
         for n in cr.covers:
             if n not in cover.reached:
                 further[n] = (r, cr)
