@@ -25,10 +25,10 @@ FAILING_FENCE = _image(pm4.encode_fields("RELEASE_MEM", {
 """A RELEASE_MEM whose 64-bit fence address (4) is not 8-byte aligned: FENCE_MISALIGNED, checked
 in the cycle of its first step (the fence write), then fillers."""
 
-NESTED_IBS = _image(pm4.encode_fields("INDIRECT_BUFFER", {"IB_BASE_LO": 4, "IB_SIZE": 4, "VALID": 1}),
-                    pm4.encode_fields("INDIRECT_BUFFER", {"IB_BASE_LO": 8, "IB_SIZE": 4, "VALID": 1}))
-"""In the ring (dword 0) an IB of the 4 dwords at byte 16 of the image, which are an IB of the
-4 at byte 32 (fillers): an IB2 inside the IB1."""
+NESTED_IBS = _image(*(pm4.encode_fields("INDIRECT_BUFFER", {"IB_BASE_LO": 4 * (i + 1), "IB_SIZE": 4, "VALID": 1})
+                       for i in range(3)))
+"""In the ring (dword 0) an IB of the image's next 4 dwords, which are an IB of the 4 after
+them, which are an IB too: an IB2 inside the IB1, and an IB inside the IB2, refused (IB_NESTING)."""
 
 POLL = _image(pm4.encode_fields("WAIT_REG_MEM", {
     "FUNCTION": 3, "MEM_SPACE": 1, "ADDR_LO": 16, "REFERENCE": 0, "MASK": 0, "POLL_INTERVAL": 16}))
