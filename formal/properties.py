@@ -320,8 +320,8 @@ _group(Group(
     "cp_errors", "rtl/cp/processor.py: the error latch, the drain and SOFT_RESET", "formal.cp:CPHarness",
     "prove", 3, 20, config=_CP_CONFIG,
     assumes=_CP_ASSUMES, args={"group": "cp_errors"},
-    # (an IB inside an IB2 is refused after three IB packets parsed: past step 25)
-    cover_runs=(CoverRun(("error_ib_nesting",), {"image": images.NESTED_IBS, "data_width": 64}, 28,
+    # (an IB inside an IB2 is refused after three IB packets parsed, each about 8 cycles)
+    cover_runs=(CoverRun(("error_ib_nesting",), {"image": images.NESTED_IBS, "data_width": 64}, 32,
                          "a 64-bit bus and the ring holding nested IBs (formal/images.py)"),),
     props=[
         A("no_packet_after_error", "once an error is latched the parser consumes no header",
