@@ -21,6 +21,8 @@ import sys
 import types
 from dataclasses import dataclass
 
+from .images import FAILING_FENCE
+
 
 class MutantError(RuntimeError):
     pass
@@ -298,9 +300,14 @@ MUTANTS: list[Mutant] = [
     M("cp_aw_again_before_b", "cp_bus", "rtl.cp.writer", "                m.d.sync += w_sent.eq(1)",
       "                m.d.sync += [w_sent.eq(1), aw_sent.eq(0)]", "one_write",
       "after the last W beat the AW is offered again before the B", depth=12),
+    # (its counterexample parses a whole RELEASE_MEM, eight dwords: with free memory data and
+    # the group's 32-bit bus the search to that depth did not end in half an hour; in the
+    # device's fetch configuration, a 64-bit bus with 8-beat-deep fetchers, and the ring holding
+    # one failing RELEASE_MEM, it is a search over timing alone: failed in step 15, 86 s)
     M("cp_failed_fence_written", "cp_bus", "rtl.cp.release_mem", "m.d.sync += c.wr_req.eq(ok)",
       "m.d.sync += c.wr_req.eq(1)", "failed_packet_writes_nothing",
-      "a RELEASE_MEM that fails its checks still asks for its fence write", depth=18, keep_going=False),
+      "a RELEASE_MEM that fails its checks still asks for its fence write", depth=17, keep_going=False,
+      args={"image": FAILING_FENCE, "data_width": 64, "fetch_depth": 8}),
 
     # ---------------------------------------------------------------- SOFT_RESET and the writer in cycles (rtl/cp/)
     M("writer_w_after_aw", "cp_reset", "rtl.cp.writer", "self.wvalid.eq(self.req_valid & ~w_sent),",
@@ -354,9 +361,18 @@ MUTANTS: list[Mutant] = [
     M("shadow_without_level", "cp_queues", "rtl.cp.queues", 'init=1 if name == "lvl" else 0', "init=0",
       "position_kept", "queue 1 is first swapped in with no IB level selected (the one-hot level's reset "
       "value lost)", depth=12, keep_going=False),
+    # (run 2 December: its first failure is not after a switch but a ring re-enabled, RB_CNTL.ENABLE
+    # cleared and set again once the queue has taken a filler, refetched from dword 0, behind rptr:
+    # fetch_in_own_window in step 11; resume_fetch, which needs a queue swapped back in with its
+    # position past 0, does not fail within the 14 cycles)
     M("ring_resumes_at_start", "cp_queues", "rtl.cp.processor", "fetchers[0].ptr.eq(ring_pos),",
-      "fetchers[0].ptr.eq(0),", "resume_fetch",
+      "fetchers[0].ptr.eq(0),", "fetch_in_own_window",
       "the ring's fetcher restarts at the ring's start, not at the queue's position", depth=14),
+    M("ring_resumes_in_other_ring", "cp_queues", "rtl.cp.processor",
+      "m.d.comb += ring_base.eq(Cat(Const(0, 8), qc.base_lo, qc.base_hi))",
+      "m.d.comb += ring_base.eq(Cat(Const(0, 8), csr.rb_base_lo, csr.rb_base_hi))", "resume_fetch fetch_in_own_window",
+      "the ring's fetcher takes queue 0's ring base whatever queue runs: after a switch to queue 1 it "
+      "resumes in queue 0's ring", depth=10),
     # (an IB fetched again from its start after a switch, `f.ptr.eq(0)` for `f.ptr.eq(ib_pos[i])`,
     # needs a 28-cycle BMC: the first preempted IB resumes in step 27, cp_queues.ib_resumed; not run)
 

@@ -13,6 +13,7 @@ docs/formal.md for the measured comparison). Work directories live under build/f
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import re
 import shutil
@@ -21,6 +22,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 from amaranth.back import rtlil
@@ -75,12 +77,16 @@ def harness_class(group: properties.Group):
 _ELABORATE = threading.Lock()  # a mutant patches modules while it elaborates: one at a time
 
 
-def build_rtlil(group: properties.Group, mutant=None):
+def build_rtlil(group: properties.Group, mutant=None, cover_run=None):
     """The group's harness as RTLIL text (with `mutant` applied to the RTL while it
-    elaborates), and the harness (what it emitted)."""
-    args = {**group.args, **dict(mutant.args)} if mutant is not None else group.args
+    elaborates; as `cover_run`, a properties.CoverRun, configures it), and the harness (what
+    it emitted)."""
+    args = {**group.args, **(dict(mutant.args) if mutant is not None else {}),
+            **(cover_run.args if cover_run is not None else {})}
     h = harness_class(group)(**args)
     h.with_invariants = mutant is None  # a mutant's BMC checks the table's rows alone
+    if cover_run is not None:
+        h.covers_only = frozenset(cover_run.covers)
     with _ELABORATE:
         if mutant is not None:
             with mutant.applied():
@@ -104,6 +110,8 @@ class TaskResult:
     induction_trace: str | None = None
     induction_failed: dict = field(default_factory=dict)
     log_tail: str = ""
+    ran_at: str | None = None    # when the run ended (UTC)
+    commit: str | None = None    # the checkout it ran on (`-dirty`: with changes to rtl/, formal/, spec/)
 
 
 _PROP = re.compile(r"(?:at|in) top: (\w+)\.(\w+):(\d+)")
@@ -171,6 +179,23 @@ def sby_config(il_name: str, mode: str, depth: int, solver: str, timeout: int,
             f"[files]\n{il_name}\n")
 
 
+def checkout() -> str | None:
+    """The commit the harness and the RTL come from, `-dirty` when rtl/, formal/ or spec/
+    differ from it (a run's result then belongs to no commit), or None outside git."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "rtl", "formal", "spec"],
+                               cwd=ROOT).returncode != 0
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("-dirty" if dirty else "")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def run_sby(workdir: Path, il_text: str, mode: str, depth: int, solver: str, task: str,
             timeout: int = 1200, keep_going: bool = False) -> TaskResult:
     """One sby run in `workdir/<task>` (replaced)."""
@@ -183,6 +208,7 @@ def run_sby(workdir: Path, il_text: str, mode: str, depth: int, solver: str, tas
     out_dir = workdir / task
     if out_dir.exists():
         shutil.rmtree(out_dir)
+    commit = checkout()
     t0 = time.monotonic()
     try:
         r = subprocess.run([_bin("yowasp-sby"), "-f", sby.name], cwd=workdir, env=tool_env(BUILD),
@@ -196,7 +222,10 @@ def run_sby(workdir: Path, il_text: str, mode: str, depth: int, solver: str, tas
         text += "\nDONE (TIMEOUT, rc=-1)"
     seconds = time.monotonic() - t0
     (workdir / f"{task}.log").write_text(text)
-    return result_from_text(text, workdir, task, mode, depth, seconds)
+    # (stamped, so that a report built from the logs of several runs says which is which)
+    stamp = {"ran_at": _now(), "commit": commit, "mode": mode, "depth": depth, "solver": solver}
+    (workdir / f"{task}.stamp.json").write_text(json.dumps(stamp) + "\n")
+    return result_from_text(text, workdir, task, mode, depth, seconds, stamp)
 
 
 def result_from_log(workdir: Path, task: str, mode: str, depth: int) -> TaskResult | None:
@@ -206,10 +235,19 @@ def result_from_log(workdir: Path, task: str, mode: str, depth: int) -> TaskResu
         return None
     text = log.read_text()
     m = re.search(r"Elapsed clock time \[H:MM:SS \(secs\)\]: \S+ \((\d+)\)", text)
-    return result_from_text(text, workdir, task, mode, depth, float(m.group(1)) if m else 0.0)
+    stamp_file = workdir / f"{task}.stamp.json"
+    if stamp_file.exists():
+        stamp = json.loads(stamp_file.read_text())
+    else:  # (a log from before runs were stamped: its time, no commit)
+        stamp = {"ran_at": datetime.fromtimestamp(log.stat().st_mtime, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                 "commit": None}
+    # (the depth the log's run searched, which may not be today's table's)
+    return result_from_text(text, workdir, task, stamp.get("mode", mode), stamp.get("depth", depth),
+                            float(m.group(1)) if m else 0.0, stamp)
 
 
-def result_from_text(text: str, workdir: Path, task: str, mode: str, depth: int, seconds: float) -> TaskResult:
+def result_from_text(text: str, workdir: Path, task: str, mode: str, depth: int, seconds: float,
+                     stamp: dict | None = None) -> TaskResult:
     p = parse_log(text)
     out_dir = workdir / task
 
@@ -226,12 +264,16 @@ def result_from_text(text: str, workdir: Path, task: str, mode: str, depth: int,
         reached={k: (s, rel(t)) for k, (s, t) in p["reached"].items()},
         unreached=p["unreached"], induction_trace=rel(p["induction_trace"]),
         induction_failed={k: (s, rel(t)) for k, (s, t) in p["induction_failed"].items()},
-        log_tail="\n".join(text.splitlines()[-12:]))
+        log_tail="\n".join(text.splitlines()[-12:]), ran_at=(stamp or {}).get("ran_at"),
+        commit=(stamp or {}).get("commit"))
 
 
 # ---------------------------------------------------------------------------- a whole run
 
-def _prop_rows(group: properties.Group, proof: TaskResult | None, cover: TaskResult | None) -> list[dict]:
+def _prop_rows(group: properties.Group, proof: TaskResult | None, cover: TaskResult | None,
+               further: dict | None = None) -> list[dict]:
+    """The table's rows with their results; `further`: name → (result, CoverRun) of the covers
+    searched again in a configuration of their own."""
     rows = []
     for p in group.props:
         row = {"group": group.name, "name": p.name, "kind": p.kind, "says": p.says, "why": p.why}
@@ -241,24 +283,29 @@ def _prop_rows(group: properties.Group, proof: TaskResult | None, cover: TaskRes
                 status, depth = "failed", step
             elif proof.status == "PASS":
                 status = "proven" if group.mode == "prove" else "passed"
-                depth, trace = group.depth, None
+                depth, trace = proof.depth, None
             elif p.name in proof.induction_failed:
-                status, depth = "unknown", group.depth
+                status, depth = "unknown", proof.depth
                 trace = proof.induction_failed[p.name][1]
             else:
                 status, depth, trace = ("unknown" if proof.status == "UNKNOWN" else proof.status.lower(),
-                                        group.depth, proof.induction_trace)
-            row.update(status=status, mode=group.mode, depth=depth, seconds=round(proof.seconds, 1),
-                       trace=trace)
+                                        proof.depth, proof.induction_trace)
+            row.update(status=status, mode=proof.mode, depth=depth, seconds=round(proof.seconds, 1),
+                       trace=trace, ran_at=proof.ran_at, commit=proof.commit)
         elif p.kind == "cover" and cover is not None:
-            if p.name in cover.reached:
-                step, trace = cover.reached[p.name]
+            cover_of = cover
+            if p.name in (further or {}):
+                cover_of, cr = further[p.name]
+                row["config"] = cr.why
+            if p.name in cover_of.reached:
+                step, trace = cover_of.reached[p.name]
                 row.update(status="reached", depth=step, trace=trace)
             else:
-                status = "unreached" if p.name in cover.unreached or cover.status in ("PASS", "FAIL") \
-                    else cover.status.lower()
-                row.update(status=status, depth=group.cover_depth, trace=None)
-            row.update(mode="cover", seconds=round(cover.seconds, 1))
+                status = "unreached" if p.name in cover_of.unreached or cover_of.status in ("PASS", "FAIL") \
+                    else cover_of.status.lower()
+                row.update(status=status, depth=cover_of.depth, trace=None)
+            row.update(mode="cover", seconds=round(cover_of.seconds, 1), ran_at=cover_of.ran_at,
+                       commit=cover_of.commit)
         else:
             continue
         rows.append(row)
@@ -278,13 +325,27 @@ def run_group(group: properties.Group, solver: str, proofs=True, covers=True, ti
     else:
         proof = run_sby(work, text, group.mode, group.depth, solver, "proof", timeout) if proofs else None
         cover = run_sby(work, text, "cover", group.cover_depth, solver, "cover", timeout) if covers else None
+    # the further cover searches (properties.CoverRun), for what the group's did not reach
+    further = {}
+    for i, cr in enumerate(group.cover_runs if covers else ()):
+        task = f"cover_{i + 1}"
+        if from_logs:
+            r = read(task, "cover", cr.depth)
+        elif all(n in cover.reached for n in cr.covers):
+            continue
+        else:
+            r = run_sby(work, build_rtlil(group, cover_run=cr)[0], "cover", cr.depth, solver, task, timeout)
+        for n in cr.covers:
+            if n not in cover.reached:
+                further[n] = (r, cr)
     extra = {"group": group.name, "invariants": h.invariants}
     if proof is not None:
         extra.update(proof_status=proof.status, proof_seconds=round(proof.seconds, 1),
-                     invariants_failed=sorted(k for k in proof.failed if k.startswith("invariant")))
+                     invariants_failed=sorted(k for k in proof.failed if k.startswith("invariant")),
+                     proof_ran_at=proof.ran_at, proof_commit=proof.commit)
     if cover is not None:
-        extra.update(cover_seconds=round(cover.seconds, 1))
-    return _prop_rows(group, proof, cover), extra
+        extra.update(cover_seconds=round(cover.seconds, 1), cover_ran_at=cover.ran_at, cover_commit=cover.commit)
+    return _prop_rows(group, proof, cover, further), extra
 
 
 def run_mutant(mutant, solver: str, timeout=1800, from_logs=False) -> dict:
@@ -293,10 +354,11 @@ def run_mutant(mutant, solver: str, timeout=1800, from_logs=False) -> dict:
     depth = mutant.depth or group.depth + 4
     if from_logs:
         r = result_from_log(BUILD / group.name, f"mutant_{mutant.name}", "bmc", depth)
+        depth = r.depth if r is not None else depth
         if r is None:
             return {"name": mutant.name, "group": mutant.group, "says": mutant.says, "kills": list(mutant.kills),
                     "failed": [], "killed": False, "depth": depth, "seconds": 0.0, "trace": None,
-                    "status": "NOT RUN"}
+                    "status": "NOT RUN", "ran_at": None, "commit": None}
     else:
         text, _ = build_rtlil(group, mutant)
         r = run_sby(BUILD / group.name, text, "bmc", depth, solver, f"mutant_{mutant.name}", timeout,
@@ -306,15 +368,16 @@ def run_mutant(mutant, solver: str, timeout=1800, from_logs=False) -> dict:
     return {"name": mutant.name, "group": mutant.group, "says": mutant.says, "kills": list(mutant.kills),
             "failed": failed, "killed": killed, "depth": depth, "seconds": round(r.seconds, 1),
             "trace": next((r.failed[k][1] for k in mutant.kills if k in r.failed), None),
-            "status": r.status}
+            "status": r.status, "ran_at": r.ran_at, "commit": r.commit}
 
 
 def table(rows: list[dict]) -> str:
-    head = f"{'property':42s} {'kind':7s} {'mode':6s} {'depth':>5s} {'result':10s} {'seconds':>8s}"
+    head = f"{'property':42s} {'kind':7s} {'mode':6s} {'depth':>5s} {'result':10s} {'seconds':>8s}  ran (UTC), commit"
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(f"{r['group'] + '.' + r['name']:42s} {r['kind']:7s} {r['mode']:6s} "
-                     f"{r['depth'] if r['depth'] is not None else '':>5} {r['status']:10s} {r['seconds']:8.1f}")
+                     f"{r['depth'] if r['depth'] is not None else '':>5} {r['status']:10s} {r['seconds']:8.1f}  "
+                     f"{(r.get('ran_at') or '-')[:16].replace('T', ' ')} {r.get('commit') or '-'}")
         if r["status"] in ("failed",) and r.get("trace"):
             lines.append(f"    counterexample: {r['trace']}")
     return "\n".join(lines)
@@ -322,7 +385,6 @@ def table(rows: list[dict]) -> str:
 
 def main(argv=None) -> int:
     import argparse
-    import json
     from concurrent.futures import ThreadPoolExecutor
 
     from . import mutants as mutants_mod
@@ -407,7 +469,14 @@ def main(argv=None) -> int:
     for g in groups:
         if g.get("invariants_failed"):
             print(f"  {g['group']}: strengthening invariants failed: {', '.join(g['invariants_failed'])}")
-    report = {"solver": args.solver or "per group", "seconds": round(time.monotonic() - t0, 1), "groups": groups,
+    # each row, group and mutant carries its run's time and commit (`ran_at`, `commit`): a report
+    # from the logs (--report), or after runs of some groups, mixes runs, and says so
+    runs = sorted({(x.get("ran_at") or "")[:10] + " " + (x.get("commit") or "?") for x in rows + mutants_out
+                   if x.get("ran_at")})
+    if len(runs) > 1:
+        print(f"  (rows from {len(runs)} runs by day and commit: {'; '.join(runs)})")
+    report = {"solver": args.solver or "per group", "seconds": round(time.monotonic() - t0, 1),
+              "written_at": _now(), "commit": checkout(), "from_logs": args.report, "groups": groups,
               "properties": rows, "mutants": mutants_out,
               "summary": {"asserts": len(asserts), "asserts_hold": len(ok_asserts),
                           "proven": sum(r["status"] == "proven" for r in asserts),

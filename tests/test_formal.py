@@ -21,10 +21,13 @@ def test_every_group_builds_its_table():
     Elaborated only (a fifth of the cost of RTLIL): a signal the RTL renamed fails here; the
     RTLIL of every group is built by `make formal`, of the fast ones by their proofs."""
     for g in properties.GROUPS.values():
-        h = run.harness_class(g)(**g.args)
-        Fragment.get(h, None)
-        assert set(h.emitted) == {p.name for p in g.props}, g.name
-        assert all(h.emitted[p.name] == p.kind for p in g.props), g.name
+        for args in [{}] + [cr.args for cr in g.cover_runs]:  # (and each further cover search's)
+            h = run.harness_class(g)(**{**g.args, **args})
+            Fragment.get(h, None)
+            assert set(h.emitted) == {p.name for p in g.props}, g.name
+            assert all(h.emitted[p.name] == p.kind for p in g.props), g.name
+        for cr in g.cover_runs:
+            assert set(cr.covers) <= {p.name for p in g.props if p.kind == "cover"}, g.name
 
 
 def test_table_meets_the_issue():
@@ -113,3 +116,55 @@ def test_mutant_runs_in_its_own_configuration_without_invariants():
     _, hm = run.build_rtlil(group, mu)
     assert hm.invariants == 0 and hm.tlb_entries == 4
     assert set(hm.emitted) == {p.name for p in group.props}
+
+
+def test_fence_mutant_reads_a_failing_release_mem():
+    """The fence mutant's ring image is one RELEASE_MEM that the device refuses (its 64-bit
+    fence address is not 8-byte aligned), so the failing packet the mutant writes is the one
+    its BMC parses; and a bad image is refused in one line."""
+    from formal.cp.harness import CPHarness
+    from formal.harness import HarnessError
+    from spec import pm4, rules
+    mu = mutants.by_name("cp_failed_fence_written")
+    image = dict(mu.args)["image"]
+    pkt = pm4.decode(image)
+    assert pkt.name == "RELEASE_MEM" and pkt.fields["DATA_SEL"] != 0  # (a fence write asked for)
+    assert rules.packet_error(rules.BY_OPCODE[pkt.opcode], pkt.payload, 0, rules.Caps())[0] == "FENCE_MISALIGNED"
+    with pytest.raises(HarnessError, match=r"^CPHarness image: 3 dwords; it must be a power of two from 2 to 64$"):
+        Fragment.get(CPHarness("cp_bus", image=(0, 0, 0)), None)
+
+
+def test_report_rows_carry_their_run(tmp_path):
+    """A report built from logs says when and on which commit each row ran (the stamp written
+    beside the log), or the log's time without a commit for a log from before stamps."""
+    import json
+    import os
+    log = "SBY 1:00:00 [proof] summary: Elapsed clock time [H:MM:SS (secs)]: 0:00:07 (7)\nDONE (PASS, rc=0)\n"
+    (tmp_path / "proof.log").write_text(log)
+    (tmp_path / "cover.log").write_text(log)
+    os.utime(tmp_path / "cover.log", (1_800_000_000, 1_800_000_000))
+    (tmp_path / "proof.stamp.json").write_text(json.dumps({"ran_at": "2026-12-02T14:00:00Z", "commit": "abc123"}))
+    proof = run.result_from_log(tmp_path, "proof", "prove", 3)
+    cover = run.result_from_log(tmp_path, "cover", "cover", 10)
+    assert (proof.ran_at, proof.commit, proof.seconds) == ("2026-12-02T14:00:00Z", "abc123", 7.0)
+    assert (cover.ran_at, cover.commit) == ("2027-01-15T08:00:00Z", None)
+    rows = run._prop_rows(properties.GROUPS["cp_ih"], proof, cover)
+    assert {(r["kind"], r["ran_at"], r["commit"]) for r in rows} == {
+        ("assert", "2026-12-02T14:00:00Z", "abc123"), ("cover", "2027-01-15T08:00:00Z", None)}
+
+
+def test_a_cover_reached_by_a_further_search_says_so():
+    """A cover that the group's search leaves unreached and a CoverRun reaches is reported
+    reached, with that run's step, trace, time and configuration."""
+    g = properties.GROUPS["cp_ring"]
+    cr = g.cover_runs[0]
+    plain = run.TaskResult("cover", "cover", g.cover_depth, "PASS", 300.0, run.BUILD, unreached={"ib2"},
+                           reached={n: (5, "a.vcd") for n in ("ring_wrap", "ib1", "chain", "doorbell_ignored")},
+                           ran_at="2026-12-02T14:00:00Z", commit="abc")
+    deeper = run.TaskResult("cover_1", "cover", cr.depth, "PASS", 60.0, run.BUILD, reached={"ib2": (17, "b.vcd")},
+                            ran_at="2026-12-02T14:10:00Z", commit="abc")
+    rows = {r["name"]: r for r in run._prop_rows(g, None, plain, {"ib2": (deeper, cr)})}
+    assert {k: rows["ib2"][k] for k in ("status", "depth", "trace", "seconds", "ran_at", "config")} == {
+        "status": "reached", "depth": 17, "trace": "b.vcd", "seconds": 60.0, "ran_at": "2026-12-02T14:10:00Z",
+        "config": cr.why}
+    assert rows["ib1"]["status"] == "reached" and "config" not in rows["ib1"]

@@ -3,11 +3,13 @@ free memory that answers in order within AXI's rules (and within `latency` cycle
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Signal
+from amaranth.hdl import Array, Cat, Const, Signal
 from amaranth.lib import wiring
 
 from rtl import csr as csr_mod
 from spec import packets as pk
+
+from ..harness import HarnessError
 
 COUNT = pk.HEADER.field("COUNT")
 
@@ -53,10 +55,12 @@ def free_csr(h, queues=False):
 
 
 def memory(h, m, bus):
-    """A free slave, in order, within AXI's rules (and `latency` when non-zero)."""
+    """A free slave, in order, within AXI's rules (and `latency` when non-zero; holding
+    `image` when given)."""
     D = h.ar_queue
     q_id = Array(Signal(4, name=f"mem_ar_id{i}") for i in range(D))
     q_len = Array(Signal(8, name=f"mem_ar_len{i}") for i in range(D))
+    q_addr = Array(Signal(len(bus.araddr) if h.image else 0, name=f"mem_ar_addr{i}") for i in range(D))
     wp = Signal(range(2 * D))
     rp = Signal(range(2 * D))
     qb = len(wp) - 1
@@ -65,7 +69,8 @@ def memory(h, m, bus):
     beat = Signal(8)
     m.d.comb += bus.arready.eq(h.free(1, "mem_arready") & (count < D))
     with m.If(bus.arvalid & bus.arready):
-        m.d.sync += [q_id[wp[:qb]].eq(bus.arid), q_len[wp[:qb]].eq(bus.arlen), wp.eq(wp + 1)]
+        m.d.sync += [q_id[wp[:qb]].eq(bus.arid), q_len[wp[:qb]].eq(bus.arlen), q_addr[wp[:qb]].eq(bus.araddr),
+                     wp.eq(wp + 1)]
     rvalid = h.free(1, "mem_rvalid")
     m.d.comb += [
         bus.rvalid.eq(rvalid & (count != 0)), bus.rid.eq(q_id[rp[:qb]]),
@@ -73,6 +78,17 @@ def memory(h, m, bus):
         bus.rresp.eq(h.free(2, "mem_rresp")),
         bus.ruser.eq(h.free(len(bus.ruser), "mem_ruser")),  # an MMU's fault details
     ]
+    if h.image:
+        # every read returns the image's dwords, repeated every len(image) dwords (a ring of
+        # that size at any 256-byte-aligned base holds it): a mutant's counterexample that needs
+        # a whole packet parsed is then a search over timing alone, not over its dwords too
+        n = len(h.image)
+        if not (2 <= n <= 64 and n & (n - 1) == 0):
+            raise HarnessError(f"CPHarness image: {n} dwords; it must be a power of two from 2 to 64")
+        dpb, lb, log2n = h.data_width // 32, (h.data_width // 8).bit_length() - 1, n.bit_length() - 1
+        words = Array(Const(w, 32) for w in h.image)
+        first = (q_addr[rp[:qb]][lb:] + beat) * dpb  # the beat's first dword
+        h.assume(bus.rdata == Cat(*(words[(first + k)[:log2n]] for k in range(dpb))))
     with m.If(bus.rvalid & bus.rready):
         m.d.sync += beat.eq(beat + 1)
         with m.If(bus.rlast):

@@ -21,7 +21,7 @@ BUILDERS = {"cp_ring": ring.build, "cp_ih": ih.build, "cp_errors": errors.build,
 
 class CPHarness(Harness):
     def __init__(self, group, data_width=32, fetch_depth=2, ring_log2_max=3, latency=0, ar_queue=4,
-                 live_bound=0, steady=False, queues=False):
+                 live_bound=0, steady=False, queues=False, image=()):
         super().__init__()
         # `queues`: the CP's second hardware queue on (cp_queues, a BMC: the shared invariants
         # below are queue 0's, stated with queue 1 off, so none is emitted)
@@ -31,6 +31,10 @@ class CPHarness(Harness):
         # mutant's counterexample that needs a long one (a whole packet parsed) is found sooner;
         # a counterexample under more assumptions is one under the group's too
         self.steady = steady
+        # `image`: memory holds these dwords (formal/cp/env.py), repeated: a mutant's
+        # configuration that fixes the ring's packets (a counterexample with the ring so is one
+        # with any ring: the group's memory returns free data)
+        self.image = tuple(image)
         self.group = group
         self.data_width = data_width
         self.fetch_depth = fetch_depth
@@ -53,7 +57,11 @@ class CPHarness(Harness):
         self.csr, self.cp = csr, cp
 
         if self.steady:
-            self.assume(~csr.control_halt & csr.rb_cntl_enable & ~csr.control_soft_reset)
+            # (enabled from cycle 2 on, after its size: a ring enabled in cycle 0 or 1 starts its
+            # fetcher with the reset mask, and one never disabled keeps it, so that no packet
+            # longer than the reset ring parses: `steady` once made every such trace impossible)
+            self.assume(~csr.control_halt & ~csr.control_soft_reset)
+            self.assume(csr.rb_cntl_enable == (self.started & self.past(self.started, "steady_q")))
         # ring within the harness's size; IH_RPTR: the driver consumes forward only
         self.assume(csr.rb_size <= self.ring_log2_max)
         if self.queues:
