@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the repository (testbench/bench/model_speed.py)
 
 WORKLOADS = {
     "hello": "examples/hello.py",
