@@ -8,7 +8,7 @@ back-to-back 4 KiB copies on Verilator (tests/cocotb_dma.py test_sweep_point) at
 at SWEEP_LATENCY cycles of read latency. Throughput = bus efficiency × bus bytes × Fmax.
 The CP points: the CP alone through the same flow, and a Verilator run of the 32-bit top
 built with that fetch depth parsing a 4,096-dword IB of NOPs at CP_LATENCY cycles of read
-latency (testbench/cocotb_bench.py cp_fetch_stream): dwords per busy cycle × Fmax.
+latency (testbench/bench/cocotb_bench.py cp_fetch_stream): dwords per busy cycle × Fmax.
 Writes build/sweep.json, build/sweep.txt (the tables) and build/sweep.png (the Pareto
 front — no other point is both smaller and faster — drawn as steps).
 
@@ -86,7 +86,7 @@ def measure_cp(depth: int, width: int = 32, log=print) -> dict:
     out = OUT / f"cp-fd{depth}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
-    res = sim.run(cp_design(width, depth), "verilator", "testbench.cocotb_bench", ["cp_fetch_stream"],
+    res = sim.run(cp_design(width, depth), "verilator", "testbench.bench.cocotb_bench", ["cp_fetch_stream"],
                   tag="sweep-cp", extra_env={"GPUCOSIM_BENCH_OUT": str(out), "CP_STREAM_LATENCY": str(CP_LATENCY)})
     if not res.ok or not out.exists():
         raise FlowError(f"cp fetch_depth {depth}: bench run (Verilator) failed:\n{res.explain()}")

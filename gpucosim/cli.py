@@ -256,7 +256,7 @@ def cmd_bench(p, args) -> int:
     except ImportError:
         found = False
     if not found:
-        print("gpucosim bench: error: the benchmarks (testbench/bench.py) are not there yet", file=sys.stderr)
+        print("gpucosim bench: error: the benchmarks (testbench/bench/) are not there yet", file=sys.stderr)
         return 2
     return subprocess.call([sys.executable, "-m", "testbench.bench", *args.bench_args])
 

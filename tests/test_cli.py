@@ -370,7 +370,7 @@ def test_bench_without_the_benchmarks(monkeypatch, capsys):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     assert cli.main(["bench"]) == 2
     assert capsys.readouterr().err.strip() == \
-        "gpucosim bench: error: the benchmarks (testbench/bench.py) are not there yet"
+        "gpucosim bench: error: the benchmarks (testbench/bench/) are not there yet"
 
 
 def test_plot_errors(capsys, tmp_path):

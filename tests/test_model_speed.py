@@ -1,4 +1,4 @@
-"""The model-vs-RTL speed comparison (testbench/model_speed.py) and the figures it reads
+"""The model-vs-RTL speed comparison (testbench/bench/model_speed.py) and the figures it reads
 (`gpucosim run --stats-json`): what they contain, and that a failing workload is refused."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from testbench import model_speed, sim
+from testbench import sim
+from testbench.bench import model_speed
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -108,3 +109,15 @@ def test_unknown_simulators_are_usage_errors(capsys):
         assert exc.value.code == 2
         assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
             f"error: {flag}: 'spice' is not a simulator: choose verilator and/or icarus")
+
+
+def test_the_cs_bench_runs_the_checker_as_the_kmd_does():
+    """`make bench`'s CS figures (testbench/bench/cs.py) call the checker and the shadow pool
+    directly: they must follow the KMD's calls (they once lagged behind a new argument and
+    crashed make bench at its last step). Every figure is there and positive; their values
+    are make bench's business."""
+    from testbench.bench import cs
+
+    out = cs.measure()
+    assert set(out) == {"cs_submit_us_per_kdw", "cs_submit_us_per_kdw_one_ib", "cs_shadow_bytes_per_submit"}
+    assert all(v > 0 for v in out.values()), out

@@ -1,4 +1,4 @@
-// tb_raw: the raw baseline of `make bench` (testbench/raw_bench.py). The same tb_top
+// tb_raw: the raw baseline of `make bench` (testbench/bench/raw.py). The same tb_top
 // (gpu_top, the shared-file memory model, the AXI checker, the HDL clock and
 // mmio_master), driven by an HDL stimulus instead of cocotb: no Python, no VPI, no
 // public signals. It runs the same work as the co-simulation measures, so the two speeds

@@ -1,9 +1,9 @@
 """`make bench`: performance figures of the RTL and the driver, on Verilator, and how much
-faster the reference model is than the RTL on the same apps (testbench/model_speed.py).
+faster the reference model is than the RTL on the same apps (testbench/bench/model_speed.py).
 
 The co-simulation's own speed (issue 13) is measured against two references in the same
 run, so a loaded machine shows in both: the raw baseline (the same design and memory
-model under an HDL stimulus, no cocotb: testbench/raw_bench.py), and the path before
+model under an HDL stimulus, no cocotb: testbench/bench/raw.py), and the path before
 (GPUCOSIM_CLOCK=cocotb: cocotb drives the clock, cocotbext-axi the MMIO) on the same
 apps and difftest streams.
 
@@ -73,12 +73,12 @@ GOALS = {
     "difftest_streams_per_s": ("", None),
     "difftest_streams_per_s_before": ("", None),
     "difftest_speedup_vs_before": (">= 3 (issue 13)", lambda v: v >= 3),
-    # the least ratio over testbench.model_speed.WORKLOADS (per app: build/bench.json "model_speedup")
+    # the least ratio over testbench.bench.model_speed.WORKLOADS (per app: build/bench.json "model_speedup")
     "model_speedup_device_min_verilator": (">= 100 (issue 5)", lambda v: v >= 100),
     "model_speedup_app_min_verilator": (">= 100 (issue 5)", lambda v: v >= 100),
     "model_speedup_device_min_icarus": (">= 100 (issue 5)", lambda v: v >= 100),
     "model_speedup_app_min_icarus": (">= 100 (issue 5)", lambda v: v >= 100),
-    # testbench/cs_bench.py: the CS checker + shadow copies, CPU time per 1,024 dwords submitted
+    # testbench/bench/cs.py: the CS checker + shadow copies, CPU time per 1,024 dwords submitted
     "cs_submit_us_per_kdw": ("<= 200 (before shadow IBs: ~480 for the check alone)", lambda v: v <= 200),
     "cs_submit_us_per_kdw_one_ib": ("", None),
     "cs_shadow_bytes_per_submit": ("", None),
@@ -122,7 +122,7 @@ DIFFTEST_STREAMS = 240
 
 def raw_figures(data_width: int) -> dict:
     """The raw baseline on Verilator, best of 3 of each work."""
-    from testbench import raw_bench
+    from testbench.bench import raw as raw_bench
 
     out = {}
     for key, work in (("idle", raw_bench.idle_work(raw_bench.IDLE_CYCLES)),
@@ -136,7 +136,7 @@ def raw_figures(data_width: int) -> dict:
 def before_and_now_apps(log=print) -> dict:
     """Device and app time of GPU-bound and small apps on the path before (cocotb clock)
     and now (HDL clock), each run in a process of its own, alternating."""
-    from testbench import model_speed
+    from testbench.bench import model_speed
 
     apps = {}
     for name in SPEEDUP_APPS + REPORT_APPS:
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     sims = [x for x in args.speed_sims.split(",") if x and x != "none"]
     if sims:
-        from testbench.model_speed import sims_problem
+        from testbench.bench.model_speed import sims_problem
 
         problem = sims_problem(sims)
         if problem:
@@ -231,22 +231,22 @@ def main(argv: list[str] | None = None) -> int:
     out.unlink(missing_ok=True)
     design = gpu_design(args.data_width)
     env = {"GPUCOSIM_BENCH_OUT": str(out.resolve())}
-    res = sim.run(design, "verilator", "testbench.cocotb_bench", tag="bench", extra_env=env, clock="hdl")
+    res = sim.run(design, "verilator", "testbench.bench.cocotb_bench", tag="bench", extra_env=env, clock="hdl")
     # the path before issue 13, on a tenth of the work (its cycles per second do not depend on it)
-    before = sim.run(design, "verilator", "testbench.cocotb_bench", "sim_speed", tag="bench-before",
+    before = sim.run(design, "verilator", "testbench.bench.cocotb_bench", "sim_speed", tag="bench-before",
                      extra_env={**env, "GPUCOSIM_BENCH_SCALE": "0.1"}, clock="cocotb")
     results = json.loads(out.read_text()) if out.exists() else {}
     # The same cycle figures on the 32-bit top (the width of the FPGA goals).
     out32 = out.with_name(out.stem + "-32b.json")
     out32.unlink(missing_ok=True)
-    res32 = sim.run(gpu_design(32), "verilator", "testbench.cocotb_bench", WIDTH_32_TESTS, tag="bench32",
+    res32 = sim.run(gpu_design(32), "verilator", "testbench.bench.cocotb_bench", WIDTH_32_TESTS, tag="bench32",
                     extra_env={"GPUCOSIM_BENCH_OUT": str(out32.resolve())})
     if out32.exists():
         for k, v in json.loads(out32.read_text()).items():
             if k in WIDTH_32_FIGURES:
                 results[f"{k}_32b"] = v
         out32.unlink()
-    print("raw baseline (testbench/raw_bench.py) ...")
+    print("raw baseline (testbench/bench/raw.py) ...")
     results.update(raw_figures(args.data_width))
     r = results
     if "hp_latency_idle_cycles" in r and "hp_latency_under_load_cycles" in r:
@@ -265,15 +265,15 @@ def main(argv: list[str] | None = None) -> int:
     r["cosim_speedup_vs_before"] = min(apps[a]["device_x"] for a in SPEEDUP_APPS)
     r.update(difftest_figures(args.data_width))
     r["difftest_speedup_vs_before"] = r["difftest_streams_per_s"] / r["difftest_streams_per_s_before"]
-    from testbench import cs_bench
+    from testbench.bench import cs as cs_bench
 
     r.update(cs_bench.measure())
     r.update(async_flush_cpu())
     r["alloc_ioctls_per_1k_small"] = alloc_ioctls()
     if sims:
-        from testbench import model_speed
+        from testbench.bench import model_speed
 
-        print("model vs RTL, seconds inside the device and in the app (testbench/model_speed.py):")
+        print("model vs RTL, seconds inside the device and in the app (testbench/bench/model_speed.py):")
         speed = model_speed.compare(sims, model_speed.WORKLOADS)
         results["model_speedup"] = speed
         results.update(model_speed.summary(speed, sims))
@@ -289,6 +289,3 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -12,7 +12,7 @@ copies, measured on the reference model (the checker is the same Python on every
     cs_shadow_bytes_per_submit  shadow-pool bytes per CS of the batching example's default
                                 configuration (flush threshold 64, IB alignment 8)
 
-    python -m testbench.cs_bench
+    python -m testbench.bench.cs
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import time
 
 import kmd_model
 import umd
-from kmd_model.uapi import CsChunkIb
 from testbench.refmodel import RefModel
 
 JOB_DW = 64 * 1024
@@ -43,9 +42,9 @@ def _time_cs(kmd, ctx, ibs: list[tuple[int, int]], runs: int = 7) -> float:
     times = []
     for _ in range(runs):
         t0 = time.process_time()
-        job = kmd.checker.check(ctx, ibs)
+        job = kmd.checker.check(ctx, ibs, ctx.file.vm)
         addr = kmd.shadow_alloc(job)
-        kmd.checker.place(job, addr)
+        kmd.checker.place(job, addr, kmd.shadow_va(addr))
         times.append(time.process_time() - t0)
         kmd.shadow.free(addr, job.shadow_bytes)
     return statistics.median(times)

@@ -1,9 +1,9 @@
-"""cocotb side of `make bench` (testbench/bench.py): cycle-exact measurements on the RTL,
+"""cocotb side of `make bench` (testbench/bench/): cycle-exact measurements on the RTL,
 and the co-simulation's speed.
 
 Each cycle measurement watches the bus signals of tb_top from cocotb, mid-cycle, on
 every edge of the few thousand cycles it needs. The speed measurement runs the raw
-baseline's work (testbench/raw_bench.py) with Python woken only by its events. Results
+baseline's work (testbench/bench/raw.py) with Python woken only by its events. Results
 go to the JSON file named by $GPUCOSIM_BENCH_OUT; timing figures are reported, never
 asserted.
 """
@@ -19,9 +19,9 @@ from cocotb.triggers import ClockCycles, FallingEdge
 from kmd_model import regs
 from spec import pm4
 from spec import vm
-from testbench import raw_bench
+from testbench.bench import raw as raw_bench
 from testbench.cocotb_device import CocotbDevice, design_params, run_driver
-from testbench.raw_bench import DST, IB, OUT, RING, RPTR_WB, SRC
+from testbench.bench.raw import DST, IB, OUT, RING, RPTR_WB, SRC
 
 RESULTS: dict = {}
 

@@ -5,8 +5,8 @@ backend, so they show what a user waits for but little of what the backend itsel
 These two keep the device busy with few ioctls, so the backend's cost dominates. Each
 checks its result and returns 1 when it is wrong, so a fast wrong answer is not counted.
 
-    gpucosim run testbench.speed_apps:long_ib --sim model --stats
-    gpucosim run testbench.speed_apps:big_copy --sim verilator --stats
+    gpucosim run testbench.bench.speed_apps:long_ib --sim model --stats
+    gpucosim run testbench.bench.speed_apps:big_copy --sim verilator --stats
 """
 
 from __future__ import annotations

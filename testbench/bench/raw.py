@@ -7,7 +7,7 @@ module. Both harnesses run the same `Work`, a memory image and a list of operati
 
     work = dma_work(rounds=40)
     raw = run_raw(work, "verilator")        # {"cycles": ..., "seconds": ...}
-    # testbench/cocotb_bench.py runs the same work on the co-simulated device
+    # testbench/bench/cocotb_bench.py runs the same work on the co-simulated device
 
 so `make bench` reports co-simulation ÷ raw cycles per second measured side by side.
 """
@@ -28,9 +28,9 @@ import numpy as np
 from kmd_model import regs
 from spec import pm4
 
-from . import sim
-from .design import gpu_verilog, memory_sources
-from .memory import SharedMemory
+from .. import sim
+from ..design import gpu_verilog, memory_sources
+from ..memory import SharedMemory
 
 RING, RPTR_WB, IH_RING, IH_WB, IB, OUT = 0x10000, 0x8000, 0x20000, 0x8040, 0x30000, 0x40000
 RING_LOG2_DW, IH_LOG2 = 10, 6

@@ -11,7 +11,7 @@ the session writes (gpucosim/session.py, Session.figures):
   process has started. Driver-heavy apps are bounded here by that shared Python.
 
 A workload counts only when it passed (exit code 0) on every backend. Part of
-`make bench`; on its own: `python -m testbench.model_speed [--sims verilator,icarus]`.
+`make bench`; on its own: `python -m testbench.bench.model_speed [--sims verilator,icarus]`.
 """
 
 from __future__ import annotations
@@ -19,13 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the repository (testbench/bench/model_speed.py)
 
 WORKLOADS = {
     "hello": "examples/hello.py",
@@ -34,8 +33,8 @@ WORKLOADS = {
     "fill": "examples/fill.py",
     "producer_consumer": "examples/producer_consumer.py",
     "batching": "examples/batching.py",
-    "long_ib": "testbench.speed_apps:long_ib",
-    "big_copy": "testbench.speed_apps:big_copy",
+    "long_ib": "testbench.bench.speed_apps:long_ib",
+    "big_copy": "testbench.bench.speed_apps:big_copy",
 }
 GOAL = 100  # issue 5: the model runs at least 100x faster than the RTL
 

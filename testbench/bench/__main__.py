@@ -1,0 +1,7 @@
+"""`python -m testbench.bench` (what `make bench` runs)."""
+
+import sys
+
+from . import main
+
+sys.exit(main())
