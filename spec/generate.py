@@ -295,22 +295,24 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
     emit("        m.d.comb += bridge.wr_hit.eq(1)")
     emit("    with m.Default():")
     emit("        m.d.comb += bridge.wr_hit.eq(0)")
-    # Reads: a table indexed by the address bits that name a register, so the read
-    # multiplexer is a balanced tree (Switch over the whole address makes a decoder and a
-    # wide OR, which is deeper and, mapped for speed, larger); holes read 0 and miss.
+    # Reads: a table indexed by the address bits that name a register, read through a
+    # balanced tree of 2:1 multiplexers (bus.mux_tree; an Array would be a case statement,
+    # which yosys makes a decoder and a wide OR: 230 LUT4 more); holes (None) and registers
+    # that read 0 miss or read 0.
     top = max(a for a, _ in reads) >> 2
     sel_bits = max(1, top.bit_length())
     table = {a >> 2: v for a, v in reads}
     emit(f"rd_index = bridge.rd_addr[2:{2 + sel_bits}]")
     emit(f"rd_inside = bridge.rd_addr[{2 + sel_bits}:] == 0")
-    emit("rd_table = Array([")
+    emit("rd_table = [")
     for i in range(1 << sel_bits):
-        emit(f"    {table[i] if i in table else 'C(0, 32)'},  # {4 * i:#05x}")
-    emit("])")
+        v = table.get(i)
+        emit(f"    {'None' if v in (None, '0', 'C(0, 32)') else v},  # {4 * i:#05x}")
+    emit("]")
     hits = sum(1 << i for i in table)
     emit(f"rd_hits = C({hits:#x}, {1 << sel_bits})")
     emit("m.d.comb += [bridge.rd_hit.eq(rd_inside & rd_hits.bit_select(rd_index, 1)),")
-    emit("             bridge.rd_data.eq(Mux(rd_inside, rd_table[rd_index], 0))]")
+    emit("             bridge.rd_data.eq(Mux(rd_inside, mux_tree(rd_index, rd_table), 0))]")
 
     src = [
         f'"""The CSR block: every register of spec/regs.rdl behind an AXI4-Lite slave.',
@@ -325,12 +327,12 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
         "",
         "from enum import IntEnum",
         "",
-        "from amaranth.hdl import Array, C, Cat, Module, Mux, Signal",
+        "from amaranth.hdl import C, Cat, Module, Mux, Signal",
         "from amaranth.lib import wiring",
         "from amaranth.lib.memory import Memory",
         "from amaranth.lib.wiring import In, Out",
         "",
-        "from .bus import AXI4LiteRegBridge, AXI4LiteSignature",
+        "from .bus import AXI4LiteRegBridge, AXI4LiteSignature, mux_tree",
         "",
         f"MMIO_ADDR_WIDTH = {MMIO_ADDR_WIDTH}",
         "",
