@@ -213,14 +213,8 @@ class CSRBlock(wiring.Component):
             "perf_dma_bytes_read": In(32),
             "perf_dma_bytes_written": In(32),
             "perf_dma_busy_cycles": In(32),
-            "perf_packets_0": In(32),
-            "perf_packets_1": In(32),
-            "perf_packets_2": In(32),
-            "perf_packets_3": In(32),
-            "perf_packets_4": In(32),
-            "perf_packets_5": In(32),
-            "perf_packets_6": In(32),
-            "perf_packets_7": In(32),
+            "perf_packets_index": Out(3),
+            "perf_packets": In(32),
             "vm_caps_levels": In(4),
             "vm_caps_vmids": In(5),
             "vm_caps_tlb_log2": In(4),
@@ -292,14 +286,8 @@ class CSRBlock(wiring.Component):
             "perf_sdma_dwords_fetched": In(32),
             "perf_sdma_bytes_read": In(32),
             "perf_sdma_bytes_written": In(32),
-            "perf_sdma_packets_0": In(32),
-            "perf_sdma_packets_1": In(32),
-            "perf_sdma_packets_2": In(32),
-            "perf_sdma_packets_3": In(32),
-            "perf_sdma_packets_4": In(32),
-            "perf_sdma_packets_5": In(32),
-            "perf_sdma_packets_6": In(32),
-            "perf_sdma_packets_7": In(32),
+            "perf_sdma_packets_index": Out(3),
+            "perf_sdma_packets": In(32),
             "cp_hqd1_rb_base_lo": Out(32),
             "cp_hqd1_rb_base_hi": Out(8),
             "cp_hqd1_rb_size": Out(5),
@@ -641,29 +629,19 @@ class CSRBlock(wiring.Component):
         # PERF_DMA_BUSY_CYCLES @ 0x114: DMA busy cycles
         wr_hits.append(0x114)
 
-        # PERF_PACKETS[0] @ 0x120: Packets executed, by kind
-        wr_hits.append(0x120)
-
-        # PERF_PACKETS[1] @ 0x124: Packets executed, by kind
-        wr_hits.append(0x124)
-
-        # PERF_PACKETS[2] @ 0x128: Packets executed, by kind
-        wr_hits.append(0x128)
-
-        # PERF_PACKETS[3] @ 0x12c: Packets executed, by kind
-        wr_hits.append(0x12c)
-
-        # PERF_PACKETS[4] @ 0x130: Packets executed, by kind
-        wr_hits.append(0x130)
-
-        # PERF_PACKETS[5] @ 0x134: Packets executed, by kind
-        wr_hits.append(0x134)
-
-        # PERF_PACKETS[6] @ 0x138: Packets executed, by kind
-        wr_hits.append(0x138)
-
-        # PERF_PACKETS[7] @ 0x13c: Packets executed, by kind
-        wr_hits.append(0x13c)
+        # PERF_PACKETS[0..7] @ 0x120: Packets executed, by kind (kept by the hardware, which
+        # answers the entry at perf_packets_index)
+        m.d.comb += self.perf_packets_index.eq(bridge.rd_addr[2:5])
+        perf_packets_rd = Signal(32)
+        m.d.comb += perf_packets_rd.eq(self.perf_packets)
+        wr_hits.append(0x120)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x124)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x128)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x12c)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x130)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x134)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x138)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x13c)  # (read-only: a write is ignored, as any register's)
 
         # VM_CAPS @ 0x200: VM capabilities
         wr_hits.append(0x200)
@@ -1064,29 +1042,19 @@ class CSRBlock(wiring.Component):
         # PERF_SDMA_BYTES_WRITTEN @ 0x44c: SDMA bytes written
         wr_hits.append(0x44c)
 
-        # PERF_SDMA_PACKETS[0] @ 0x460: SDMA packets executed, by kind
-        wr_hits.append(0x460)
-
-        # PERF_SDMA_PACKETS[1] @ 0x464: SDMA packets executed, by kind
-        wr_hits.append(0x464)
-
-        # PERF_SDMA_PACKETS[2] @ 0x468: SDMA packets executed, by kind
-        wr_hits.append(0x468)
-
-        # PERF_SDMA_PACKETS[3] @ 0x46c: SDMA packets executed, by kind
-        wr_hits.append(0x46c)
-
-        # PERF_SDMA_PACKETS[4] @ 0x470: SDMA packets executed, by kind
-        wr_hits.append(0x470)
-
-        # PERF_SDMA_PACKETS[5] @ 0x474: SDMA packets executed, by kind
-        wr_hits.append(0x474)
-
-        # PERF_SDMA_PACKETS[6] @ 0x478: SDMA packets executed, by kind
-        wr_hits.append(0x478)
-
-        # PERF_SDMA_PACKETS[7] @ 0x47c: SDMA packets executed, by kind
-        wr_hits.append(0x47c)
+        # PERF_SDMA_PACKETS[0..7] @ 0x460: SDMA packets executed, by kind (kept by the hardware, which
+        # answers the entry at perf_sdma_packets_index)
+        m.d.comb += self.perf_sdma_packets_index.eq(bridge.rd_addr[2:5])
+        perf_sdma_packets_rd = Signal(32)
+        m.d.comb += perf_sdma_packets_rd.eq(self.perf_sdma_packets)
+        wr_hits.append(0x460)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x464)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x468)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x46c)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x470)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x474)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x478)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x47c)  # (read-only: a write is ignored, as any register's)
 
         # CP_HQD1_RB_BASE_LO @ 0x480: HQD1 ring base, low
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x120)
@@ -1295,14 +1263,14 @@ class CSRBlock(wiring.Component):
             self.perf_dma_busy_cycles,  # 0x114
             None,  # 0x118
             None,  # 0x11c
-            self.perf_packets_0,  # 0x120
-            self.perf_packets_1,  # 0x124
-            self.perf_packets_2,  # 0x128
-            self.perf_packets_3,  # 0x12c
-            self.perf_packets_4,  # 0x130
-            self.perf_packets_5,  # 0x134
-            self.perf_packets_6,  # 0x138
-            self.perf_packets_7,  # 0x13c
+            perf_packets_rd,  # 0x120
+            perf_packets_rd,  # 0x124
+            perf_packets_rd,  # 0x128
+            perf_packets_rd,  # 0x12c
+            perf_packets_rd,  # 0x130
+            perf_packets_rd,  # 0x134
+            perf_packets_rd,  # 0x138
+            perf_packets_rd,  # 0x13c
             None,  # 0x140
             None,  # 0x144
             None,  # 0x148
@@ -1503,14 +1471,14 @@ class CSRBlock(wiring.Component):
             None,  # 0x454
             None,  # 0x458
             None,  # 0x45c
-            self.perf_sdma_packets_0,  # 0x460
-            self.perf_sdma_packets_1,  # 0x464
-            self.perf_sdma_packets_2,  # 0x468
-            self.perf_sdma_packets_3,  # 0x46c
-            self.perf_sdma_packets_4,  # 0x470
-            self.perf_sdma_packets_5,  # 0x474
-            self.perf_sdma_packets_6,  # 0x478
-            self.perf_sdma_packets_7,  # 0x47c
+            perf_sdma_packets_rd,  # 0x460
+            perf_sdma_packets_rd,  # 0x464
+            perf_sdma_packets_rd,  # 0x468
+            perf_sdma_packets_rd,  # 0x46c
+            perf_sdma_packets_rd,  # 0x470
+            perf_sdma_packets_rd,  # 0x474
+            perf_sdma_packets_rd,  # 0x478
+            perf_sdma_packets_rd,  # 0x47c
             cp_hqd1_rb_base_lo,  # 0x480
             Cat(cp_hqd1_rb_base_hi, C(0, 24)),  # 0x484
             Cat(cp_hqd1_rb_size, C(0, 27)),  # 0x488

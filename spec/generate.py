@@ -213,6 +213,19 @@ def in_lutram(r: RegInfo) -> bool:
                     for f in r.fields))
 
 
+def read_through(r: RegInfo) -> bool:
+    """A register array the hardware keeps itself and answers by index (e.g. the packet
+    counters, a memory in the engine that counts): long (LUTRAM_MIN entries or more, a
+    power of two, aligned so that its index is address bits) and read-only (sw=r, hw=w).
+    The CSR block stores nothing: it gives the hardware the MMIO read's index
+    (`<reg>_index`, an Out) and reads the entry there (the fields' ports, In), so the read
+    multiplexer sees one entry instead of every one."""
+    return (r.count >= LUTRAM_MIN and r.stride == 4 and r.count & (r.count - 1) == 0
+            and r.addr % (4 * r.count) == 0
+            and all((f.sw, f.hw) == ("r", "w") and not (f.swmod or f.singlepulse or f.onwrite or f.hwset)
+                    for f in r.fields))
+
+
 def hw_port(r: RegInfo, f: FieldInfo) -> str:
     """The hardware's port of field `f` of a register array kept in LUTRAM (in_lutram)."""
     base = r.name.lower()
@@ -231,6 +244,9 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
     for r in regs:
         if in_lutram(r):
             _render_lutram(r, emit, ports, reads)
+            continue
+        if read_through(r):
+            _render_read_through(r, emit, ports, reads)
             continue
         for idx in range(r.count) if r.count > 1 else [None]:
             addr = r.addr + (idx or 0) * r.stride
@@ -371,6 +387,29 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
         "",
     ]
     return "\n".join(src)
+
+
+def _render_read_through(r: RegInfo, emit, ports: list[str], reads: list[tuple[int, str]]) -> None:
+    """A register array the hardware answers by index (read_through): the MMIO read's index
+    out, the entry at that index in (one Value for every entry: mux_tree reads it once)."""
+    name = r.name.lower()
+    k = (r.count - 1).bit_length()
+    emit(f"# {r.name}[0..{r.count - 1}] @ {r.addr:#05x}: {r.title} (kept by the hardware, which")
+    emit(f"# answers the entry at {name}_index)")
+    ports.append(f'"{name}_index": Out({k}),')
+    emit(f"m.d.comb += self.{name}_index.eq(bridge.rd_addr[2:{2 + k}])")
+    parts: list[tuple[int, int, str]] = []
+    for f in r.fields:
+        p = hw_port(r, f)
+        ports.append(f'"{p}": In({f.width}),')
+        parts.append((f.lsb, f.width, f"self.{p}"))
+    emit(f"{name}_rd = Signal(32)")
+    emit(f"m.d.comb += {name}_rd.eq({_cat_expr(parts)})")
+    for idx in range(r.count):
+        addr = r.addr + idx * r.stride
+        emit(f"wr_hits.append({addr:#05x})  # (read-only: a write is ignored, as any register's)")
+        reads.append((addr, f"{name}_rd"))
+    emit()
 
 
 def _render_lutram(r: RegInfo, emit, ports: list[str], reads: list[tuple[int, str]]) -> None:
