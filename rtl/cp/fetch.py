@@ -28,9 +28,9 @@ counted down and thrown away as they arrive, so a redirect never sees stale data
 Dwords come out one per cycle from a register (`dw_data`, with the AXI response of their
 beat: an error response poisons the dwords of that beat; the parser reports it only if it
 consumes one), with `dw_tag`: what the consumer's `tag` function says of the dword,
-worked out as the dword moves into that register (from the buffer or the arriving beat).
-An R beat that arrives while the buffer is empty goes straight into that register, so the
-register costs no cycle. `dw_ready` (the consumer's pop, which comes late in the cycle) only picks between
+worked out as its beat arrives and kept with it in the buffer. An R beat that arrives
+while the buffer is empty goes straight into that register, so the register costs no
+cycle. `dw_ready` (the consumer's pop, which comes late in the cycle) only picks between
 two next states worked out beforehand, so it passes one LUT inside the fetcher.
 `dw_valid` is the register itself: a consumer never pops while it flushes the fetcher.
 With `user_width`, the beat's RUSER (the MMU's fault report) comes with its dwords as
@@ -95,9 +95,9 @@ class Fetcher(wiring.Component):
         tb = Signal(nb_w)  # dwords from fptr to the end of its block (1 .. maxd)
 
         # ---- beat buffer (LUTRAM): data, response, first and last valid dword index in the
-        # beat (the tags are worked out as a dword leaves it: see the output register)
-        beat = data.StructLayout({"data": self.data_width, "resp": 2, "first": idx_w, "last": idx_w}
-                                 | ({"user": self.user_width} if self.user_width else {}))
+        # beat, and each dword's tag
+        beat = data.StructLayout({"data": self.data_width, "resp": 2, "first": idx_w, "last": idx_w,
+                                  "tags": tag_w * dpb} | ({"user": self.user_width} if self.user_width else {}))
         m.submodules.beats = beats = Memory(shape=beat, depth=1 << ptr_w, init=[])
         bw = beats.write_port()
         br = beats.read_port(domain="comb")
@@ -145,8 +145,13 @@ class Fetcher(wiring.Component):
             m.d.comb += first.eq(addr[2:2 + idx_w])
         remaining = Signal(32)
         m.d.comb += remaining.eq(self.end - fptr)
+        # (`remaining` against the small `tb` and `room`: its high bits zero and a compare of
+        # the low ones, instead of two 32-bit compares, each a carry chain of 16 CCU2C)
+        rw = max(nb_w, cnt_w + 2 + lane_bits)  # (the width of `room`, below)
+        rem_small = Signal()
+        m.d.comb += rem_small.eq(remaining[rw:] == 0)
         few = Signal()  # the buffer ends before the block
-        m.d.comb += few.eq(remaining < tb)
+        m.d.comb += few.eq(rem_small & (remaining[:rw] < tb))
         n = Signal(nb_w)
         m.d.comb += n.eq(Mux(few, remaining[:nb_w], tb))
         # free buffer beats, as they were a cycle ago (less a burst issued in that cycle)
@@ -157,7 +162,7 @@ class Fetcher(wiring.Component):
         room = Signal(cnt_w + 1 + lane_bits + 1)
         m.d.comb += room.eq((credits << lane_bits) - first)
         fits = Signal()
-        m.d.comb += fits.eq((credits != 0) & Mux(few, remaining <= room, tb <= room))
+        m.d.comb += fits.eq((credits != 0) & Mux(few, remaining[:rw] <= room, tb <= room))
         n_next = Signal(nb_w)  # the next burst: dwords, beats, first dword, address
         beats_next = Signal(range(self.max_burst + 1))
         first_next = Signal(idx_w)
@@ -187,7 +192,7 @@ class Fetcher(wiring.Component):
             m.d.sync += [n_ok.eq(0), fptr.eq(fptr + n_next), cwr.eq(cwr + 1),
                          tb.eq(Mux(n_next == tb, bmask + 1, tb - n_next))]
 
-        # ---- receive: attach the dword range to each beat
+        # ---- receive: attach dword range and tags to each beat
         r_keep = Signal()
         m.d.comb += r_keep.eq(self.rvalid & (drop == 0))
         head_first = Signal(idx_w)
@@ -196,9 +201,12 @@ class Fetcher(wiring.Component):
         m.d.comb += head_left.eq(Mux(cur_started, cur_left, cr_.data.n))
         take = Signal(nb_w)
         m.d.comb += take.eq(Mux(head_left < dpb - head_first, head_left, dpb - head_first))
+        in_tags = [self.tag_fn(m, self.rdata[32 * i:32 * (i + 1)]) if self.tag_fn else Const(0, tag_w)
+                   for i in range(dpb)]
         m.d.comb += [
             bw.en.eq(r_keep), bw.data.data.eq(self.rdata), bw.data.resp.eq(self.rresp),
             bw.data.first.eq(head_first), bw.data.last.eq(head_first + take - 1),
+            bw.data.tags.eq(Cat(*in_tags)),
         ]
         if self.user_width:
             m.d.comb += bw.data.user.eq(self.ruser)
@@ -241,16 +249,11 @@ class Fetcher(wiring.Component):
         # dw_ready only picks (one LUT: dw_ready, out_valid and the two candidates)
         load = Signal()
         m.d.comb += load.eq(~out_valid | self.dw_ready)
-        # The tag of the dword that moves in, worked out here rather than as its beat arrives:
-        # one tag per fetcher (not one per dword of a beat), no tag bits in the LUTRAM, and the
-        # R channel (fanned out to every fetcher) reaches a register through it instead of the
-        # buffer's write port.
-        next_dw = Signal(32)
-        m.d.comb += next_dw.eq(src.data.word_select(cur, 32) if dpb > 1 else src.data)
-        next_tag = self.tag_fn(m, next_dw) if self.tag_fn else Const(0, tag_w)
         with m.If(load):
-            m.d.sync += [out_valid.eq(have), out_data.eq(next_dw),
-                         out_resp.eq(src.resp), out_bad.eq(src.resp != 0), out_tag.eq(next_tag)]
+            m.d.sync += [out_valid.eq(have),
+                         out_data.eq(src.data.word_select(cur, 32) if dpb > 1 else src.data),
+                         out_resp.eq(src.resp), out_bad.eq(src.resp != 0),
+                         out_tag.eq(src.tags.word_select(cur, tag_w) if dpb > 1 else src.tags)]
             if self.user_width:
                 m.d.sync += out_user.eq(src.user)
         with m.If(load & adv):
