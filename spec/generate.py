@@ -403,13 +403,7 @@ def _render_read_through(r: RegInfo, emit, ports: list[str], reads: list[tuple[i
         p = hw_port(r, f)
         ports.append(f'"{p}": In({f.width}),')
         parts.append((f.lsb, f.width, f"self.{p}"))
-    emit(f"{name}_rd = Signal(32)")
-    emit(f"m.d.comb += {name}_rd.eq({_cat_expr(parts)})")
-    for idx in range(r.count):
-        addr = r.addr + idx * r.stride
-        emit(f"wr_hits.append({addr:#05x})  # (read-only: a write is ignored, as any register's)")
-        reads.append((addr, f"{name}_rd"))
-    emit()
+    _array_reads(r, parts, emit, reads, "  # (read-only: a write is ignored, as any register's)")
 
 
 def _render_lutram(r: RegInfo, emit, ports: list[str], reads: list[tuple[int, str]]) -> None:
@@ -455,11 +449,19 @@ def _render_lutram(r: RegInfo, emit, ports: list[str], reads: list[tuple[int, st
         sl = f"[{f.lsb - base}:{f.lsb - base + f.width}]"
         emit(f"m.d.comb += self.{p}.eq({name}_hd{sl})")
         parts.append((f.lsb, f.width, f"{name}_rdd{sl}"))
+    _array_reads(r, parts, emit, reads)
+
+
+def _array_reads(r: RegInfo, parts: list[tuple[int, int, str]], emit, reads: list[tuple[int, str]],
+                 note: str = "") -> None:
+    """An array's read value (one Signal for every entry, so mux_tree reads it once), and its
+    entries' addresses as hits."""
+    name = r.name.lower()
     emit(f"{name}_rd = Signal(32)")
     emit(f"m.d.comb += {name}_rd.eq({_cat_expr(parts)})")
     for idx in range(r.count):
         addr = r.addr + idx * r.stride
-        emit(f"wr_hits.append({addr:#05x})")
+        emit(f"wr_hits.append({addr:#05x}){note}")
         reads.append((addr, f"{name}_rd"))
     emit()
 
