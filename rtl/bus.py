@@ -6,7 +6,7 @@ as amaranth-soc does; a slave port is `In(signature)`. Amaranth names the ports
 `AxiLiteBus.from_prefix(dut, "s_axil", bus_separator="__")`-style prefixes.
 """
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -17,6 +17,29 @@ RESP_SLVERR = 0b10
 RESP_DECERR = 0b11
 
 BURST_INCR = 0b01
+
+
+def mux_tree(index: Value, table: list) -> Value:
+    """`table[index]` as a balanced tree of 2:1 multiplexers, one level per index bit, the
+    top bit at the root; `None` entries read 0, and halves that read the same (the same
+    Value, or both 0) collapse into one. An `Array` indexed by a signal becomes a case
+    statement, which yosys turns into a decoder of every index and a wide OR (the CSR
+    read multiplexer: 2,900 LUT4 that way, against about half as a tree)."""
+    n = len(table)
+    if n & (n - 1) or n > 1 << len(index):
+        raise ValueError(f"mux_tree: {n} entries for a {len(index)}-bit index (a power of two, at most 2**bits)")
+
+    def build(entries: list, bit: int):
+        if len(entries) == 1:
+            return entries[0]
+        half = len(entries) // 2
+        lo, hi = build(entries[:half], bit - 1), build(entries[half:], bit - 1)
+        if lo is hi:
+            return lo
+        return Mux(index[bit], 0 if hi is None else hi, 0 if lo is None else lo)
+
+    out = build(list(table), n.bit_length() - 2)
+    return Const(0, 32) if out is None else out
 
 
 class AXI4LiteSignature(wiring.Signature):

@@ -10,12 +10,12 @@ swmod fields add a `<port>_swmod` pulse in the cycle the new value appears.
 
 from enum import IntEnum
 
-from amaranth.hdl import Array, C, Cat, Module, Mux, Signal
+from amaranth.hdl import C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .bus import AXI4LiteRegBridge, AXI4LiteSignature
+from .bus import AXI4LiteRegBridge, AXI4LiteSignature, mux_tree
 
 MMIO_ADDR_WIDTH = 16
 
@@ -213,14 +213,8 @@ class CSRBlock(wiring.Component):
             "perf_dma_bytes_read": In(32),
             "perf_dma_bytes_written": In(32),
             "perf_dma_busy_cycles": In(32),
-            "perf_packets_0": In(32),
-            "perf_packets_1": In(32),
-            "perf_packets_2": In(32),
-            "perf_packets_3": In(32),
-            "perf_packets_4": In(32),
-            "perf_packets_5": In(32),
-            "perf_packets_6": In(32),
-            "perf_packets_7": In(32),
+            "perf_packets_index": Out(3),
+            "perf_packets": In(32),
             "vm_caps_levels": In(4),
             "vm_caps_vmids": In(5),
             "vm_caps_tlb_log2": In(4),
@@ -292,14 +286,8 @@ class CSRBlock(wiring.Component):
             "perf_sdma_dwords_fetched": In(32),
             "perf_sdma_bytes_read": In(32),
             "perf_sdma_bytes_written": In(32),
-            "perf_sdma_packets_0": In(32),
-            "perf_sdma_packets_1": In(32),
-            "perf_sdma_packets_2": In(32),
-            "perf_sdma_packets_3": In(32),
-            "perf_sdma_packets_4": In(32),
-            "perf_sdma_packets_5": In(32),
-            "perf_sdma_packets_6": In(32),
-            "perf_sdma_packets_7": In(32),
+            "perf_sdma_packets_index": Out(3),
+            "perf_sdma_packets": In(32),
             "cp_hqd1_rb_base_lo": Out(32),
             "cp_hqd1_rb_base_hi": Out(8),
             "cp_hqd1_rb_size": Out(5),
@@ -641,29 +629,19 @@ class CSRBlock(wiring.Component):
         # PERF_DMA_BUSY_CYCLES @ 0x114: DMA busy cycles
         wr_hits.append(0x114)
 
-        # PERF_PACKETS[0] @ 0x120: Packets executed, by kind
-        wr_hits.append(0x120)
-
-        # PERF_PACKETS[1] @ 0x124: Packets executed, by kind
-        wr_hits.append(0x124)
-
-        # PERF_PACKETS[2] @ 0x128: Packets executed, by kind
-        wr_hits.append(0x128)
-
-        # PERF_PACKETS[3] @ 0x12c: Packets executed, by kind
-        wr_hits.append(0x12c)
-
-        # PERF_PACKETS[4] @ 0x130: Packets executed, by kind
-        wr_hits.append(0x130)
-
-        # PERF_PACKETS[5] @ 0x134: Packets executed, by kind
-        wr_hits.append(0x134)
-
-        # PERF_PACKETS[6] @ 0x138: Packets executed, by kind
-        wr_hits.append(0x138)
-
-        # PERF_PACKETS[7] @ 0x13c: Packets executed, by kind
-        wr_hits.append(0x13c)
+        # PERF_PACKETS[0..7] @ 0x120: Packets executed, by kind (kept by the hardware, which
+        # answers the entry at perf_packets_index)
+        m.d.comb += self.perf_packets_index.eq(bridge.rd_addr[2:5])
+        perf_packets_rd = Signal(32)
+        m.d.comb += perf_packets_rd.eq(self.perf_packets)
+        wr_hits.append(0x120)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x124)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x128)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x12c)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x130)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x134)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x138)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x13c)  # (read-only: a write is ignored, as any register's)
 
         # VM_CAPS @ 0x200: VM capabilities
         wr_hits.append(0x200)
@@ -1064,29 +1042,19 @@ class CSRBlock(wiring.Component):
         # PERF_SDMA_BYTES_WRITTEN @ 0x44c: SDMA bytes written
         wr_hits.append(0x44c)
 
-        # PERF_SDMA_PACKETS[0] @ 0x460: SDMA packets executed, by kind
-        wr_hits.append(0x460)
-
-        # PERF_SDMA_PACKETS[1] @ 0x464: SDMA packets executed, by kind
-        wr_hits.append(0x464)
-
-        # PERF_SDMA_PACKETS[2] @ 0x468: SDMA packets executed, by kind
-        wr_hits.append(0x468)
-
-        # PERF_SDMA_PACKETS[3] @ 0x46c: SDMA packets executed, by kind
-        wr_hits.append(0x46c)
-
-        # PERF_SDMA_PACKETS[4] @ 0x470: SDMA packets executed, by kind
-        wr_hits.append(0x470)
-
-        # PERF_SDMA_PACKETS[5] @ 0x474: SDMA packets executed, by kind
-        wr_hits.append(0x474)
-
-        # PERF_SDMA_PACKETS[6] @ 0x478: SDMA packets executed, by kind
-        wr_hits.append(0x478)
-
-        # PERF_SDMA_PACKETS[7] @ 0x47c: SDMA packets executed, by kind
-        wr_hits.append(0x47c)
+        # PERF_SDMA_PACKETS[0..7] @ 0x460: SDMA packets executed, by kind (kept by the hardware, which
+        # answers the entry at perf_sdma_packets_index)
+        m.d.comb += self.perf_sdma_packets_index.eq(bridge.rd_addr[2:5])
+        perf_sdma_packets_rd = Signal(32)
+        m.d.comb += perf_sdma_packets_rd.eq(self.perf_sdma_packets)
+        wr_hits.append(0x460)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x464)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x468)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x46c)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x470)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x474)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x478)  # (read-only: a write is ignored, as any register's)
+        wr_hits.append(0x47c)  # (read-only: a write is ignored, as any register's)
 
         # CP_HQD1_RB_BASE_LO @ 0x480: HQD1 ring base, low
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x120)
@@ -1222,23 +1190,23 @@ class CSRBlock(wiring.Component):
                 m.d.comb += bridge.wr_hit.eq(0)
         rd_index = bridge.rd_addr[2:11]
         rd_inside = bridge.rd_addr[11:] == 0
-        rd_table = Array([
+        rd_table = [
             C(0x47505543, 32),  # 0x000
             Cat(C(0x0, 16), C(0x2, 8), C(0x0, 8)),  # 0x004
             Cat(self.caps_bus_bytes_log2, self.caps_addr_bits, self.caps_ib_levels, self.caps_dma, self.caps_ih, self.caps_dma_max_log2, self.caps_vm, C(0, 8)),  # 0x008
             scratch,  # 0x00c
             Cat(control_halt, C(0, 31)),  # 0x010
             Cat(self.status_idle, self.status_halted, self.status_error, self.status_rb_empty, self.status_dma_busy, self.status_waiting, C(0, 2), self.status_level, C(0, 22)),  # 0x014
-            C(0, 32),  # 0x018
-            C(0, 32),  # 0x01c
+            None,  # 0x018
+            None,  # 0x01c
             Cat(self.int_status_ih_pending, int_status_eop, int_status_cp_error, int_status_ih_overflow, C(0, 28)),  # 0x020
             Cat(int_enable_ih_pending, int_enable_eop, int_enable_cp_error, int_enable_ih_overflow, C(0, 28)),  # 0x024
-            0,  # 0x028
-            C(0, 32),  # 0x02c
-            C(0, 32),  # 0x030
-            C(0, 32),  # 0x034
-            C(0, 32),  # 0x038
-            C(0, 32),  # 0x03c
+            None,  # 0x028
+            None,  # 0x02c
+            None,  # 0x030
+            None,  # 0x034
+            None,  # 0x038
+            None,  # 0x03c
             ih_base_lo,  # 0x040
             Cat(ih_base_hi, C(0, 24)),  # 0x044
             Cat(ih_size, C(0, 27)),  # 0x048
@@ -1247,174 +1215,174 @@ class CSRBlock(wiring.Component):
             ih_wptr_addr_lo,  # 0x054
             Cat(ih_wptr_addr_hi, C(0, 16)),  # 0x058
             Cat(ih_cntl_enable, ih_cntl_wptr_wb, C(0, 30)),  # 0x05c
-            C(0, 32),  # 0x060
-            C(0, 32),  # 0x064
-            C(0, 32),  # 0x068
-            C(0, 32),  # 0x06c
-            C(0, 32),  # 0x070
-            C(0, 32),  # 0x074
-            C(0, 32),  # 0x078
-            C(0, 32),  # 0x07c
+            None,  # 0x060
+            None,  # 0x064
+            None,  # 0x068
+            None,  # 0x06c
+            None,  # 0x070
+            None,  # 0x074
+            None,  # 0x078
+            None,  # 0x07c
             rb_base_lo,  # 0x080
             Cat(rb_base_hi, C(0, 24)),  # 0x084
             Cat(rb_size, C(0, 27)),  # 0x088
             self.rb_rptr,  # 0x08c
             rb_rptr_addr_lo,  # 0x090
             Cat(rb_rptr_addr_hi, C(0, 16)),  # 0x094
-            0,  # 0x098
+            None,  # 0x098
             self.rb_wptr,  # 0x09c
             Cat(rb_cntl_enable, rb_cntl_rptr_wb, C(0, 30)),  # 0x0a0
-            C(0, 32),  # 0x0a4
-            C(0, 32),  # 0x0a8
-            C(0, 32),  # 0x0ac
-            C(0, 32),  # 0x0b0
-            C(0, 32),  # 0x0b4
-            C(0, 32),  # 0x0b8
-            C(0, 32),  # 0x0bc
+            None,  # 0x0a4
+            None,  # 0x0a8
+            None,  # 0x0ac
+            None,  # 0x0b0
+            None,  # 0x0b4
+            None,  # 0x0b8
+            None,  # 0x0bc
             Cat(self.cp_error_code, self.cp_error_level, C(0, 6), self.cp_error_opcode, C(0, 8)),  # 0x0c0
             self.cp_error_addr_lo,  # 0x0c4
             Cat(self.cp_error_addr_hi, C(0, 16)),  # 0x0c8
             self.cp_error_offset,  # 0x0cc
-            C(0, 32),  # 0x0d0
-            C(0, 32),  # 0x0d4
-            C(0, 32),  # 0x0d8
-            C(0, 32),  # 0x0dc
+            None,  # 0x0d0
+            None,  # 0x0d4
+            None,  # 0x0d8
+            None,  # 0x0dc
             self.timestamp_lo,  # 0x0e0
             Cat(self.timestamp_hi, C(0, 16)),  # 0x0e4
-            C(0, 32),  # 0x0e8
-            C(0, 32),  # 0x0ec
-            C(0, 32),  # 0x0f0
-            C(0, 32),  # 0x0f4
-            C(0, 32),  # 0x0f8
-            C(0, 32),  # 0x0fc
+            None,  # 0x0e8
+            None,  # 0x0ec
+            None,  # 0x0f0
+            None,  # 0x0f4
+            None,  # 0x0f8
+            None,  # 0x0fc
             self.perf_busy_cycles,  # 0x100
             self.perf_stall_cycles,  # 0x104
             self.perf_dwords_fetched,  # 0x108
             self.perf_dma_bytes_read,  # 0x10c
             self.perf_dma_bytes_written,  # 0x110
             self.perf_dma_busy_cycles,  # 0x114
-            C(0, 32),  # 0x118
-            C(0, 32),  # 0x11c
-            self.perf_packets_0,  # 0x120
-            self.perf_packets_1,  # 0x124
-            self.perf_packets_2,  # 0x128
-            self.perf_packets_3,  # 0x12c
-            self.perf_packets_4,  # 0x130
-            self.perf_packets_5,  # 0x134
-            self.perf_packets_6,  # 0x138
-            self.perf_packets_7,  # 0x13c
-            C(0, 32),  # 0x140
-            C(0, 32),  # 0x144
-            C(0, 32),  # 0x148
-            C(0, 32),  # 0x14c
-            C(0, 32),  # 0x150
-            C(0, 32),  # 0x154
-            C(0, 32),  # 0x158
-            C(0, 32),  # 0x15c
-            C(0, 32),  # 0x160
-            C(0, 32),  # 0x164
-            C(0, 32),  # 0x168
-            C(0, 32),  # 0x16c
-            C(0, 32),  # 0x170
-            C(0, 32),  # 0x174
-            C(0, 32),  # 0x178
-            C(0, 32),  # 0x17c
-            C(0, 32),  # 0x180
-            C(0, 32),  # 0x184
-            C(0, 32),  # 0x188
-            C(0, 32),  # 0x18c
-            C(0, 32),  # 0x190
-            C(0, 32),  # 0x194
-            C(0, 32),  # 0x198
-            C(0, 32),  # 0x19c
-            C(0, 32),  # 0x1a0
-            C(0, 32),  # 0x1a4
-            C(0, 32),  # 0x1a8
-            C(0, 32),  # 0x1ac
-            C(0, 32),  # 0x1b0
-            C(0, 32),  # 0x1b4
-            C(0, 32),  # 0x1b8
-            C(0, 32),  # 0x1bc
-            C(0, 32),  # 0x1c0
-            C(0, 32),  # 0x1c4
-            C(0, 32),  # 0x1c8
-            C(0, 32),  # 0x1cc
-            C(0, 32),  # 0x1d0
-            C(0, 32),  # 0x1d4
-            C(0, 32),  # 0x1d8
-            C(0, 32),  # 0x1dc
-            C(0, 32),  # 0x1e0
-            C(0, 32),  # 0x1e4
-            C(0, 32),  # 0x1e8
-            C(0, 32),  # 0x1ec
-            C(0, 32),  # 0x1f0
-            C(0, 32),  # 0x1f4
-            C(0, 32),  # 0x1f8
-            C(0, 32),  # 0x1fc
+            None,  # 0x118
+            None,  # 0x11c
+            perf_packets_rd,  # 0x120
+            perf_packets_rd,  # 0x124
+            perf_packets_rd,  # 0x128
+            perf_packets_rd,  # 0x12c
+            perf_packets_rd,  # 0x130
+            perf_packets_rd,  # 0x134
+            perf_packets_rd,  # 0x138
+            perf_packets_rd,  # 0x13c
+            None,  # 0x140
+            None,  # 0x144
+            None,  # 0x148
+            None,  # 0x14c
+            None,  # 0x150
+            None,  # 0x154
+            None,  # 0x158
+            None,  # 0x15c
+            None,  # 0x160
+            None,  # 0x164
+            None,  # 0x168
+            None,  # 0x16c
+            None,  # 0x170
+            None,  # 0x174
+            None,  # 0x178
+            None,  # 0x17c
+            None,  # 0x180
+            None,  # 0x184
+            None,  # 0x188
+            None,  # 0x18c
+            None,  # 0x190
+            None,  # 0x194
+            None,  # 0x198
+            None,  # 0x19c
+            None,  # 0x1a0
+            None,  # 0x1a4
+            None,  # 0x1a8
+            None,  # 0x1ac
+            None,  # 0x1b0
+            None,  # 0x1b4
+            None,  # 0x1b8
+            None,  # 0x1bc
+            None,  # 0x1c0
+            None,  # 0x1c4
+            None,  # 0x1c8
+            None,  # 0x1cc
+            None,  # 0x1d0
+            None,  # 0x1d4
+            None,  # 0x1d8
+            None,  # 0x1dc
+            None,  # 0x1e0
+            None,  # 0x1e4
+            None,  # 0x1e8
+            None,  # 0x1ec
+            None,  # 0x1f0
+            None,  # 0x1f4
+            None,  # 0x1f8
+            None,  # 0x1fc
             Cat(self.vm_caps_levels, self.vm_caps_vmids, C(0, 3), self.vm_caps_tlb_log2, C(0, 16)),  # 0x200
-            0,  # 0x204
+            None,  # 0x204
             vm_invalidate_addr_lo,  # 0x208
             Cat(vm_invalidate_addr_hi, C(0, 28)),  # 0x20c
             Cat(self.vm_invalidate_ack, C(0, 16)),  # 0x210
-            C(0, 32),  # 0x214
-            C(0, 32),  # 0x218
-            C(0, 32),  # 0x21c
+            None,  # 0x214
+            None,  # 0x218
+            None,  # 0x21c
             Cat(self.vm_fault_status_vmid, self.vm_fault_status_access, C(0, 1), self.vm_fault_status_level, C(0, 2), self.vm_fault_status_cause, C(0, 18)),  # 0x220
             self.vm_fault_addr_lo,  # 0x224
             Cat(self.vm_fault_addr_hi, C(0, 16)),  # 0x228
-            C(0, 32),  # 0x22c
+            None,  # 0x22c
             self.perf_tlb_hits,  # 0x230
             self.perf_tlb_misses,  # 0x234
             self.perf_walk_cycles,  # 0x238
-            C(0, 32),  # 0x23c
-            C(0, 32),  # 0x240
-            C(0, 32),  # 0x244
-            C(0, 32),  # 0x248
-            C(0, 32),  # 0x24c
-            C(0, 32),  # 0x250
-            C(0, 32),  # 0x254
-            C(0, 32),  # 0x258
-            C(0, 32),  # 0x25c
-            C(0, 32),  # 0x260
-            C(0, 32),  # 0x264
-            C(0, 32),  # 0x268
-            C(0, 32),  # 0x26c
-            C(0, 32),  # 0x270
-            C(0, 32),  # 0x274
-            C(0, 32),  # 0x278
-            C(0, 32),  # 0x27c
-            C(0, 32),  # 0x280
-            C(0, 32),  # 0x284
-            C(0, 32),  # 0x288
-            C(0, 32),  # 0x28c
-            C(0, 32),  # 0x290
-            C(0, 32),  # 0x294
-            C(0, 32),  # 0x298
-            C(0, 32),  # 0x29c
-            C(0, 32),  # 0x2a0
-            C(0, 32),  # 0x2a4
-            C(0, 32),  # 0x2a8
-            C(0, 32),  # 0x2ac
-            C(0, 32),  # 0x2b0
-            C(0, 32),  # 0x2b4
-            C(0, 32),  # 0x2b8
-            C(0, 32),  # 0x2bc
-            C(0, 32),  # 0x2c0
-            C(0, 32),  # 0x2c4
-            C(0, 32),  # 0x2c8
-            C(0, 32),  # 0x2cc
-            C(0, 32),  # 0x2d0
-            C(0, 32),  # 0x2d4
-            C(0, 32),  # 0x2d8
-            C(0, 32),  # 0x2dc
-            C(0, 32),  # 0x2e0
-            C(0, 32),  # 0x2e4
-            C(0, 32),  # 0x2e8
-            C(0, 32),  # 0x2ec
-            C(0, 32),  # 0x2f0
-            C(0, 32),  # 0x2f4
-            C(0, 32),  # 0x2f8
-            C(0, 32),  # 0x2fc
+            None,  # 0x23c
+            None,  # 0x240
+            None,  # 0x244
+            None,  # 0x248
+            None,  # 0x24c
+            None,  # 0x250
+            None,  # 0x254
+            None,  # 0x258
+            None,  # 0x25c
+            None,  # 0x260
+            None,  # 0x264
+            None,  # 0x268
+            None,  # 0x26c
+            None,  # 0x270
+            None,  # 0x274
+            None,  # 0x278
+            None,  # 0x27c
+            None,  # 0x280
+            None,  # 0x284
+            None,  # 0x288
+            None,  # 0x28c
+            None,  # 0x290
+            None,  # 0x294
+            None,  # 0x298
+            None,  # 0x29c
+            None,  # 0x2a0
+            None,  # 0x2a4
+            None,  # 0x2a8
+            None,  # 0x2ac
+            None,  # 0x2b0
+            None,  # 0x2b4
+            None,  # 0x2b8
+            None,  # 0x2bc
+            None,  # 0x2c0
+            None,  # 0x2c4
+            None,  # 0x2c8
+            None,  # 0x2cc
+            None,  # 0x2d0
+            None,  # 0x2d4
+            None,  # 0x2d8
+            None,  # 0x2dc
+            None,  # 0x2e0
+            None,  # 0x2e4
+            None,  # 0x2e8
+            None,  # 0x2ec
+            None,  # 0x2f0
+            None,  # 0x2f4
+            None,  # 0x2f8
+            None,  # 0x2fc
             Cat(vm_context_cntl_0, C(0, 31)),  # 0x300
             Cat(vm_context_cntl_1, C(0, 31)),  # 0x304
             Cat(vm_context_cntl_2, C(0, 31)),  # 0x308
@@ -1463,22 +1431,22 @@ class CSRBlock(wiring.Component):
             vm_context_pt_base_hi_rd,  # 0x3b4
             vm_context_pt_base_hi_rd,  # 0x3b8
             vm_context_pt_base_hi_rd,  # 0x3bc
-            C(0, 32),  # 0x3c0
-            C(0, 32),  # 0x3c4
-            C(0, 32),  # 0x3c8
-            C(0, 32),  # 0x3cc
-            C(0, 32),  # 0x3d0
-            C(0, 32),  # 0x3d4
-            C(0, 32),  # 0x3d8
-            C(0, 32),  # 0x3dc
-            C(0, 32),  # 0x3e0
-            C(0, 32),  # 0x3e4
-            C(0, 32),  # 0x3e8
-            C(0, 32),  # 0x3ec
-            C(0, 32),  # 0x3f0
-            C(0, 32),  # 0x3f4
-            C(0, 32),  # 0x3f8
-            C(0, 32),  # 0x3fc
+            None,  # 0x3c0
+            None,  # 0x3c4
+            None,  # 0x3c8
+            None,  # 0x3cc
+            None,  # 0x3d0
+            None,  # 0x3d4
+            None,  # 0x3d8
+            None,  # 0x3dc
+            None,  # 0x3e0
+            None,  # 0x3e4
+            None,  # 0x3e8
+            None,  # 0x3ec
+            None,  # 0x3f0
+            None,  # 0x3f4
+            None,  # 0x3f8
+            None,  # 0x3fc
             Cat(self.queue_caps_sdma, self.queue_caps_cp_queues, C(0, 24)),  # 0x400
             sdma_rb_base_lo,  # 0x404
             Cat(sdma_rb_base_hi, C(0, 24)),  # 0x408
@@ -1487,256 +1455,256 @@ class CSRBlock(wiring.Component):
             self.sdma_rb_wptr,  # 0x414
             sdma_rb_rptr_addr_lo,  # 0x418
             Cat(sdma_rb_rptr_addr_hi, C(0, 16)),  # 0x41c
-            0,  # 0x420
+            None,  # 0x420
             Cat(sdma_cntl_trap_enable, sdma_cntl_halt, C(0, 30)),  # 0x424
             Cat(self.sdma_status_idle, self.sdma_status_halted, self.sdma_status_error, self.sdma_status_rb_empty, C(0, 1), self.sdma_status_waiting, C(0, 2), self.sdma_status_level, C(0, 22)),  # 0x428
             Cat(self.sdma_error_code, self.sdma_error_level, C(0, 6), self.sdma_error_op, self.sdma_error_sub_op),  # 0x42c
             self.sdma_error_addr_lo,  # 0x430
             Cat(self.sdma_error_addr_hi, C(0, 16)),  # 0x434
             self.sdma_error_offset,  # 0x438
-            C(0, 32),  # 0x43c
+            None,  # 0x43c
             self.perf_sdma_busy_cycles,  # 0x440
             self.perf_sdma_dwords_fetched,  # 0x444
             self.perf_sdma_bytes_read,  # 0x448
             self.perf_sdma_bytes_written,  # 0x44c
-            C(0, 32),  # 0x450
-            C(0, 32),  # 0x454
-            C(0, 32),  # 0x458
-            C(0, 32),  # 0x45c
-            self.perf_sdma_packets_0,  # 0x460
-            self.perf_sdma_packets_1,  # 0x464
-            self.perf_sdma_packets_2,  # 0x468
-            self.perf_sdma_packets_3,  # 0x46c
-            self.perf_sdma_packets_4,  # 0x470
-            self.perf_sdma_packets_5,  # 0x474
-            self.perf_sdma_packets_6,  # 0x478
-            self.perf_sdma_packets_7,  # 0x47c
+            None,  # 0x450
+            None,  # 0x454
+            None,  # 0x458
+            None,  # 0x45c
+            perf_sdma_packets_rd,  # 0x460
+            perf_sdma_packets_rd,  # 0x464
+            perf_sdma_packets_rd,  # 0x468
+            perf_sdma_packets_rd,  # 0x46c
+            perf_sdma_packets_rd,  # 0x470
+            perf_sdma_packets_rd,  # 0x474
+            perf_sdma_packets_rd,  # 0x478
+            perf_sdma_packets_rd,  # 0x47c
             cp_hqd1_rb_base_lo,  # 0x480
             Cat(cp_hqd1_rb_base_hi, C(0, 24)),  # 0x484
             Cat(cp_hqd1_rb_size, C(0, 27)),  # 0x488
             self.cp_hqd1_rb_rptr,  # 0x48c
             cp_hqd1_rb_rptr_addr_lo,  # 0x490
             Cat(cp_hqd1_rb_rptr_addr_hi, C(0, 16)),  # 0x494
-            0,  # 0x498
+            None,  # 0x498
             self.cp_hqd1_rb_wptr,  # 0x49c
             Cat(cp_hqd1_rb_cntl_enable, cp_hqd1_rb_cntl_rptr_wb, C(0, 30)),  # 0x4a0
             Cat(self.cp_hqd1_status_idle, C(0, 1), self.cp_hqd1_status_error, self.cp_hqd1_status_rb_empty, C(0, 1), self.cp_hqd1_status_waiting, C(0, 2), self.cp_hqd1_status_level, C(0, 22)),  # 0x4a4
-            C(0, 32),  # 0x4a8
-            C(0, 32),  # 0x4ac
-            C(0, 32),  # 0x4b0
-            C(0, 32),  # 0x4b4
-            C(0, 32),  # 0x4b8
-            C(0, 32),  # 0x4bc
+            None,  # 0x4a8
+            None,  # 0x4ac
+            None,  # 0x4b0
+            None,  # 0x4b4
+            None,  # 0x4b8
+            None,  # 0x4bc
             Cat(self.cp_hqd1_error_code, self.cp_hqd1_error_level, C(0, 6), self.cp_hqd1_error_opcode, C(0, 8)),  # 0x4c0
             self.cp_hqd1_error_addr_lo,  # 0x4c4
             Cat(self.cp_hqd1_error_addr_hi, C(0, 16)),  # 0x4c8
             self.cp_hqd1_error_offset,  # 0x4cc
             Cat(cp_queue_priority_q0, cp_queue_priority_q1, C(0, 28)),  # 0x4d0
-            0,  # 0x4d4
-            C(0, 32),  # 0x4d8
-            C(0, 32),  # 0x4dc
-            C(0, 32),  # 0x4e0
-            C(0, 32),  # 0x4e4
-            C(0, 32),  # 0x4e8
-            C(0, 32),  # 0x4ec
-            C(0, 32),  # 0x4f0
-            C(0, 32),  # 0x4f4
-            C(0, 32),  # 0x4f8
-            C(0, 32),  # 0x4fc
-            C(0, 32),  # 0x500
-            C(0, 32),  # 0x504
-            C(0, 32),  # 0x508
-            C(0, 32),  # 0x50c
-            C(0, 32),  # 0x510
-            C(0, 32),  # 0x514
-            C(0, 32),  # 0x518
-            C(0, 32),  # 0x51c
-            C(0, 32),  # 0x520
-            C(0, 32),  # 0x524
-            C(0, 32),  # 0x528
-            C(0, 32),  # 0x52c
-            C(0, 32),  # 0x530
-            C(0, 32),  # 0x534
-            C(0, 32),  # 0x538
-            C(0, 32),  # 0x53c
-            C(0, 32),  # 0x540
-            C(0, 32),  # 0x544
-            C(0, 32),  # 0x548
-            C(0, 32),  # 0x54c
-            C(0, 32),  # 0x550
-            C(0, 32),  # 0x554
-            C(0, 32),  # 0x558
-            C(0, 32),  # 0x55c
-            C(0, 32),  # 0x560
-            C(0, 32),  # 0x564
-            C(0, 32),  # 0x568
-            C(0, 32),  # 0x56c
-            C(0, 32),  # 0x570
-            C(0, 32),  # 0x574
-            C(0, 32),  # 0x578
-            C(0, 32),  # 0x57c
-            C(0, 32),  # 0x580
-            C(0, 32),  # 0x584
-            C(0, 32),  # 0x588
-            C(0, 32),  # 0x58c
-            C(0, 32),  # 0x590
-            C(0, 32),  # 0x594
-            C(0, 32),  # 0x598
-            C(0, 32),  # 0x59c
-            C(0, 32),  # 0x5a0
-            C(0, 32),  # 0x5a4
-            C(0, 32),  # 0x5a8
-            C(0, 32),  # 0x5ac
-            C(0, 32),  # 0x5b0
-            C(0, 32),  # 0x5b4
-            C(0, 32),  # 0x5b8
-            C(0, 32),  # 0x5bc
-            C(0, 32),  # 0x5c0
-            C(0, 32),  # 0x5c4
-            C(0, 32),  # 0x5c8
-            C(0, 32),  # 0x5cc
-            C(0, 32),  # 0x5d0
-            C(0, 32),  # 0x5d4
-            C(0, 32),  # 0x5d8
-            C(0, 32),  # 0x5dc
-            C(0, 32),  # 0x5e0
-            C(0, 32),  # 0x5e4
-            C(0, 32),  # 0x5e8
-            C(0, 32),  # 0x5ec
-            C(0, 32),  # 0x5f0
-            C(0, 32),  # 0x5f4
-            C(0, 32),  # 0x5f8
-            C(0, 32),  # 0x5fc
-            C(0, 32),  # 0x600
-            C(0, 32),  # 0x604
-            C(0, 32),  # 0x608
-            C(0, 32),  # 0x60c
-            C(0, 32),  # 0x610
-            C(0, 32),  # 0x614
-            C(0, 32),  # 0x618
-            C(0, 32),  # 0x61c
-            C(0, 32),  # 0x620
-            C(0, 32),  # 0x624
-            C(0, 32),  # 0x628
-            C(0, 32),  # 0x62c
-            C(0, 32),  # 0x630
-            C(0, 32),  # 0x634
-            C(0, 32),  # 0x638
-            C(0, 32),  # 0x63c
-            C(0, 32),  # 0x640
-            C(0, 32),  # 0x644
-            C(0, 32),  # 0x648
-            C(0, 32),  # 0x64c
-            C(0, 32),  # 0x650
-            C(0, 32),  # 0x654
-            C(0, 32),  # 0x658
-            C(0, 32),  # 0x65c
-            C(0, 32),  # 0x660
-            C(0, 32),  # 0x664
-            C(0, 32),  # 0x668
-            C(0, 32),  # 0x66c
-            C(0, 32),  # 0x670
-            C(0, 32),  # 0x674
-            C(0, 32),  # 0x678
-            C(0, 32),  # 0x67c
-            C(0, 32),  # 0x680
-            C(0, 32),  # 0x684
-            C(0, 32),  # 0x688
-            C(0, 32),  # 0x68c
-            C(0, 32),  # 0x690
-            C(0, 32),  # 0x694
-            C(0, 32),  # 0x698
-            C(0, 32),  # 0x69c
-            C(0, 32),  # 0x6a0
-            C(0, 32),  # 0x6a4
-            C(0, 32),  # 0x6a8
-            C(0, 32),  # 0x6ac
-            C(0, 32),  # 0x6b0
-            C(0, 32),  # 0x6b4
-            C(0, 32),  # 0x6b8
-            C(0, 32),  # 0x6bc
-            C(0, 32),  # 0x6c0
-            C(0, 32),  # 0x6c4
-            C(0, 32),  # 0x6c8
-            C(0, 32),  # 0x6cc
-            C(0, 32),  # 0x6d0
-            C(0, 32),  # 0x6d4
-            C(0, 32),  # 0x6d8
-            C(0, 32),  # 0x6dc
-            C(0, 32),  # 0x6e0
-            C(0, 32),  # 0x6e4
-            C(0, 32),  # 0x6e8
-            C(0, 32),  # 0x6ec
-            C(0, 32),  # 0x6f0
-            C(0, 32),  # 0x6f4
-            C(0, 32),  # 0x6f8
-            C(0, 32),  # 0x6fc
-            C(0, 32),  # 0x700
-            C(0, 32),  # 0x704
-            C(0, 32),  # 0x708
-            C(0, 32),  # 0x70c
-            C(0, 32),  # 0x710
-            C(0, 32),  # 0x714
-            C(0, 32),  # 0x718
-            C(0, 32),  # 0x71c
-            C(0, 32),  # 0x720
-            C(0, 32),  # 0x724
-            C(0, 32),  # 0x728
-            C(0, 32),  # 0x72c
-            C(0, 32),  # 0x730
-            C(0, 32),  # 0x734
-            C(0, 32),  # 0x738
-            C(0, 32),  # 0x73c
-            C(0, 32),  # 0x740
-            C(0, 32),  # 0x744
-            C(0, 32),  # 0x748
-            C(0, 32),  # 0x74c
-            C(0, 32),  # 0x750
-            C(0, 32),  # 0x754
-            C(0, 32),  # 0x758
-            C(0, 32),  # 0x75c
-            C(0, 32),  # 0x760
-            C(0, 32),  # 0x764
-            C(0, 32),  # 0x768
-            C(0, 32),  # 0x76c
-            C(0, 32),  # 0x770
-            C(0, 32),  # 0x774
-            C(0, 32),  # 0x778
-            C(0, 32),  # 0x77c
-            C(0, 32),  # 0x780
-            C(0, 32),  # 0x784
-            C(0, 32),  # 0x788
-            C(0, 32),  # 0x78c
-            C(0, 32),  # 0x790
-            C(0, 32),  # 0x794
-            C(0, 32),  # 0x798
-            C(0, 32),  # 0x79c
-            C(0, 32),  # 0x7a0
-            C(0, 32),  # 0x7a4
-            C(0, 32),  # 0x7a8
-            C(0, 32),  # 0x7ac
-            C(0, 32),  # 0x7b0
-            C(0, 32),  # 0x7b4
-            C(0, 32),  # 0x7b8
-            C(0, 32),  # 0x7bc
-            C(0, 32),  # 0x7c0
-            C(0, 32),  # 0x7c4
-            C(0, 32),  # 0x7c8
-            C(0, 32),  # 0x7cc
-            C(0, 32),  # 0x7d0
-            C(0, 32),  # 0x7d4
-            C(0, 32),  # 0x7d8
-            C(0, 32),  # 0x7dc
-            C(0, 32),  # 0x7e0
-            C(0, 32),  # 0x7e4
-            C(0, 32),  # 0x7e8
-            C(0, 32),  # 0x7ec
-            C(0, 32),  # 0x7f0
-            C(0, 32),  # 0x7f4
-            C(0, 32),  # 0x7f8
-            C(0, 32),  # 0x7fc
-        ])
+            None,  # 0x4d4
+            None,  # 0x4d8
+            None,  # 0x4dc
+            None,  # 0x4e0
+            None,  # 0x4e4
+            None,  # 0x4e8
+            None,  # 0x4ec
+            None,  # 0x4f0
+            None,  # 0x4f4
+            None,  # 0x4f8
+            None,  # 0x4fc
+            None,  # 0x500
+            None,  # 0x504
+            None,  # 0x508
+            None,  # 0x50c
+            None,  # 0x510
+            None,  # 0x514
+            None,  # 0x518
+            None,  # 0x51c
+            None,  # 0x520
+            None,  # 0x524
+            None,  # 0x528
+            None,  # 0x52c
+            None,  # 0x530
+            None,  # 0x534
+            None,  # 0x538
+            None,  # 0x53c
+            None,  # 0x540
+            None,  # 0x544
+            None,  # 0x548
+            None,  # 0x54c
+            None,  # 0x550
+            None,  # 0x554
+            None,  # 0x558
+            None,  # 0x55c
+            None,  # 0x560
+            None,  # 0x564
+            None,  # 0x568
+            None,  # 0x56c
+            None,  # 0x570
+            None,  # 0x574
+            None,  # 0x578
+            None,  # 0x57c
+            None,  # 0x580
+            None,  # 0x584
+            None,  # 0x588
+            None,  # 0x58c
+            None,  # 0x590
+            None,  # 0x594
+            None,  # 0x598
+            None,  # 0x59c
+            None,  # 0x5a0
+            None,  # 0x5a4
+            None,  # 0x5a8
+            None,  # 0x5ac
+            None,  # 0x5b0
+            None,  # 0x5b4
+            None,  # 0x5b8
+            None,  # 0x5bc
+            None,  # 0x5c0
+            None,  # 0x5c4
+            None,  # 0x5c8
+            None,  # 0x5cc
+            None,  # 0x5d0
+            None,  # 0x5d4
+            None,  # 0x5d8
+            None,  # 0x5dc
+            None,  # 0x5e0
+            None,  # 0x5e4
+            None,  # 0x5e8
+            None,  # 0x5ec
+            None,  # 0x5f0
+            None,  # 0x5f4
+            None,  # 0x5f8
+            None,  # 0x5fc
+            None,  # 0x600
+            None,  # 0x604
+            None,  # 0x608
+            None,  # 0x60c
+            None,  # 0x610
+            None,  # 0x614
+            None,  # 0x618
+            None,  # 0x61c
+            None,  # 0x620
+            None,  # 0x624
+            None,  # 0x628
+            None,  # 0x62c
+            None,  # 0x630
+            None,  # 0x634
+            None,  # 0x638
+            None,  # 0x63c
+            None,  # 0x640
+            None,  # 0x644
+            None,  # 0x648
+            None,  # 0x64c
+            None,  # 0x650
+            None,  # 0x654
+            None,  # 0x658
+            None,  # 0x65c
+            None,  # 0x660
+            None,  # 0x664
+            None,  # 0x668
+            None,  # 0x66c
+            None,  # 0x670
+            None,  # 0x674
+            None,  # 0x678
+            None,  # 0x67c
+            None,  # 0x680
+            None,  # 0x684
+            None,  # 0x688
+            None,  # 0x68c
+            None,  # 0x690
+            None,  # 0x694
+            None,  # 0x698
+            None,  # 0x69c
+            None,  # 0x6a0
+            None,  # 0x6a4
+            None,  # 0x6a8
+            None,  # 0x6ac
+            None,  # 0x6b0
+            None,  # 0x6b4
+            None,  # 0x6b8
+            None,  # 0x6bc
+            None,  # 0x6c0
+            None,  # 0x6c4
+            None,  # 0x6c8
+            None,  # 0x6cc
+            None,  # 0x6d0
+            None,  # 0x6d4
+            None,  # 0x6d8
+            None,  # 0x6dc
+            None,  # 0x6e0
+            None,  # 0x6e4
+            None,  # 0x6e8
+            None,  # 0x6ec
+            None,  # 0x6f0
+            None,  # 0x6f4
+            None,  # 0x6f8
+            None,  # 0x6fc
+            None,  # 0x700
+            None,  # 0x704
+            None,  # 0x708
+            None,  # 0x70c
+            None,  # 0x710
+            None,  # 0x714
+            None,  # 0x718
+            None,  # 0x71c
+            None,  # 0x720
+            None,  # 0x724
+            None,  # 0x728
+            None,  # 0x72c
+            None,  # 0x730
+            None,  # 0x734
+            None,  # 0x738
+            None,  # 0x73c
+            None,  # 0x740
+            None,  # 0x744
+            None,  # 0x748
+            None,  # 0x74c
+            None,  # 0x750
+            None,  # 0x754
+            None,  # 0x758
+            None,  # 0x75c
+            None,  # 0x760
+            None,  # 0x764
+            None,  # 0x768
+            None,  # 0x76c
+            None,  # 0x770
+            None,  # 0x774
+            None,  # 0x778
+            None,  # 0x77c
+            None,  # 0x780
+            None,  # 0x784
+            None,  # 0x788
+            None,  # 0x78c
+            None,  # 0x790
+            None,  # 0x794
+            None,  # 0x798
+            None,  # 0x79c
+            None,  # 0x7a0
+            None,  # 0x7a4
+            None,  # 0x7a8
+            None,  # 0x7ac
+            None,  # 0x7b0
+            None,  # 0x7b4
+            None,  # 0x7b8
+            None,  # 0x7bc
+            None,  # 0x7c0
+            None,  # 0x7c4
+            None,  # 0x7c8
+            None,  # 0x7cc
+            None,  # 0x7d0
+            None,  # 0x7d4
+            None,  # 0x7d8
+            None,  # 0x7dc
+            None,  # 0x7e0
+            None,  # 0x7e4
+            None,  # 0x7e8
+            None,  # 0x7ec
+            None,  # 0x7f0
+            None,  # 0x7f4
+            None,  # 0x7f8
+            None,  # 0x7fc
+        ]
         rd_hits = C(0x3f03ffff0f7fff0000ffffffffffff000000000000771f000000000000ff3f030f01ff00ff073f, 512)
         m.d.comb += [bridge.rd_hit.eq(rd_inside & rd_hits.bit_select(rd_index, 1)),
-                     bridge.rd_data.eq(Mux(rd_inside, rd_table[rd_index], 0))]
+                     bridge.rd_data.eq(Mux(rd_inside, mux_tree(rd_index, rd_table), 0))]
         return m

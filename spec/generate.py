@@ -213,6 +213,19 @@ def in_lutram(r: RegInfo) -> bool:
                     for f in r.fields))
 
 
+def read_through(r: RegInfo) -> bool:
+    """A register array the hardware keeps itself and answers by index (e.g. the packet
+    counters, a memory in the engine that counts): long (LUTRAM_MIN entries or more, a
+    power of two, aligned so that its index is address bits) and read-only (sw=r, hw=w).
+    The CSR block stores nothing: it gives the hardware the MMIO read's index
+    (`<reg>_index`, an Out) and reads the entry there (the fields' ports, In), so the read
+    multiplexer sees one entry instead of every one."""
+    return (r.count >= LUTRAM_MIN and r.stride == 4 and r.count & (r.count - 1) == 0
+            and r.addr % (4 * r.count) == 0
+            and all((f.sw, f.hw) == ("r", "w") and not (f.swmod or f.singlepulse or f.onwrite or f.hwset)
+                    for f in r.fields))
+
+
 def hw_port(r: RegInfo, f: FieldInfo) -> str:
     """The hardware's port of field `f` of a register array kept in LUTRAM (in_lutram)."""
     base = r.name.lower()
@@ -231,6 +244,9 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
     for r in regs:
         if in_lutram(r):
             _render_lutram(r, emit, ports, reads)
+            continue
+        if read_through(r):
+            _render_read_through(r, emit, ports, reads)
             continue
         for idx in range(r.count) if r.count > 1 else [None]:
             addr = r.addr + (idx or 0) * r.stride
@@ -295,22 +311,24 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
     emit("        m.d.comb += bridge.wr_hit.eq(1)")
     emit("    with m.Default():")
     emit("        m.d.comb += bridge.wr_hit.eq(0)")
-    # Reads: a table indexed by the address bits that name a register, so the read
-    # multiplexer is a balanced tree (Switch over the whole address makes a decoder and a
-    # wide OR, which is deeper and, mapped for speed, larger); holes read 0 and miss.
+    # Reads: a table indexed by the address bits that name a register, read through a
+    # balanced tree of 2:1 multiplexers (bus.mux_tree; an Array would be a case statement,
+    # which yosys makes a decoder and a wide OR: 230 LUT4 more); holes (None) and registers
+    # that read 0 miss or read 0.
     top = max(a for a, _ in reads) >> 2
     sel_bits = max(1, top.bit_length())
     table = {a >> 2: v for a, v in reads}
     emit(f"rd_index = bridge.rd_addr[2:{2 + sel_bits}]")
     emit(f"rd_inside = bridge.rd_addr[{2 + sel_bits}:] == 0")
-    emit("rd_table = Array([")
+    emit("rd_table = [")
     for i in range(1 << sel_bits):
-        emit(f"    {table[i] if i in table else 'C(0, 32)'},  # {4 * i:#05x}")
-    emit("])")
+        v = table.get(i)
+        emit(f"    {'None' if v in (None, '0', 'C(0, 32)') else v},  # {4 * i:#05x}")
+    emit("]")
     hits = sum(1 << i for i in table)
     emit(f"rd_hits = C({hits:#x}, {1 << sel_bits})")
     emit("m.d.comb += [bridge.rd_hit.eq(rd_inside & rd_hits.bit_select(rd_index, 1)),")
-    emit("             bridge.rd_data.eq(Mux(rd_inside, rd_table[rd_index], 0))]")
+    emit("             bridge.rd_data.eq(Mux(rd_inside, mux_tree(rd_index, rd_table), 0))]")
 
     src = [
         f'"""The CSR block: every register of spec/regs.rdl behind an AXI4-Lite slave.',
@@ -325,12 +343,12 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
         "",
         "from enum import IntEnum",
         "",
-        "from amaranth.hdl import Array, C, Cat, Module, Mux, Signal",
+        "from amaranth.hdl import C, Cat, Module, Mux, Signal",
         "from amaranth.lib import wiring",
         "from amaranth.lib.memory import Memory",
         "from amaranth.lib.wiring import In, Out",
         "",
-        "from .bus import AXI4LiteRegBridge, AXI4LiteSignature",
+        "from .bus import AXI4LiteRegBridge, AXI4LiteSignature, mux_tree",
         "",
         f"MMIO_ADDR_WIDTH = {MMIO_ADDR_WIDTH}",
         "",
@@ -369,6 +387,23 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
         "",
     ]
     return "\n".join(src)
+
+
+def _render_read_through(r: RegInfo, emit, ports: list[str], reads: list[tuple[int, str]]) -> None:
+    """A register array the hardware answers by index (read_through): the MMIO read's index
+    out, the entry at that index in (one Value for every entry: mux_tree reads it once)."""
+    name = r.name.lower()
+    k = (r.count - 1).bit_length()
+    emit(f"# {r.name}[0..{r.count - 1}] @ {r.addr:#05x}: {r.title} (kept by the hardware, which")
+    emit(f"# answers the entry at {name}_index)")
+    ports.append(f'"{name}_index": Out({k}),')
+    emit(f"m.d.comb += self.{name}_index.eq(bridge.rd_addr[2:{2 + k}])")
+    parts: list[tuple[int, int, str]] = []
+    for f in r.fields:
+        p = hw_port(r, f)
+        ports.append(f'"{p}": In({f.width}),')
+        parts.append((f.lsb, f.width, f"self.{p}"))
+    _array_reads(r, parts, emit, reads, "  # (read-only: a write is ignored, as any register's)")
 
 
 def _render_lutram(r: RegInfo, emit, ports: list[str], reads: list[tuple[int, str]]) -> None:
@@ -414,11 +449,19 @@ def _render_lutram(r: RegInfo, emit, ports: list[str], reads: list[tuple[int, st
         sl = f"[{f.lsb - base}:{f.lsb - base + f.width}]"
         emit(f"m.d.comb += self.{p}.eq({name}_hd{sl})")
         parts.append((f.lsb, f.width, f"{name}_rdd{sl}"))
+    _array_reads(r, parts, emit, reads)
+
+
+def _array_reads(r: RegInfo, parts: list[tuple[int, int, str]], emit, reads: list[tuple[int, str]],
+                 note: str = "") -> None:
+    """An array's read value (one Signal for every entry, so mux_tree reads it once), and its
+    entries' addresses as hits."""
+    name = r.name.lower()
     emit(f"{name}_rd = Signal(32)")
     emit(f"m.d.comb += {name}_rd.eq({_cat_expr(parts)})")
     for idx in range(r.count):
         addr = r.addr + idx * r.stride
-        emit(f"wr_hits.append({addr:#05x})")
+        emit(f"wr_hits.append({addr:#05x}){note}")
         reads.append((addr, f"{name}_rd"))
     emit()
 

@@ -45,6 +45,13 @@ def check_copy_queue_runs_on_the_copy_engine(dev):
     assert copies == 3 and m.read(regs.PERF_SDMA_PACKETS, sdma_packets.CONSTANT_FILL.index) == 1
     assert m.read(regs.PERF_DMA_BYTES_WRITTEN) == 0
     assert kmd.ring.doorbells == gfx_doorbells and kmd.sdma_ring.doorbells > sdma_doorbells
+    # PERF_CLEAR zeroes both engines' packet counters (kept in a memory on the RTL: a valid
+    # bit per entry) and they count again from 0
+    m.write_fields(regs.CONTROL, PERF_CLEAR=1)
+    assert [m.read(regs.PERF_SDMA_PACKETS, i) for i in range(8)] == [0] * 8
+    assert [m.read(regs.PERF_PACKETS, i) for i in range(8)] == [0] * 8
+    q.copy(b, 3, a, 5, 8)
+    assert q.signal().wait() and m.read(regs.PERF_SDMA_PACKETS, sdma_packets.COPY_LINEAR.index) == 1
     with pytest.raises(ValueError, match=r"^timestamp: the copy engine has no timestamp packet here"):
         q.timestamp()
 

@@ -145,8 +145,13 @@ class Fetcher(wiring.Component):
             m.d.comb += first.eq(addr[2:2 + idx_w])
         remaining = Signal(32)
         m.d.comb += remaining.eq(self.end - fptr)
+        # (`remaining` against the small `tb` and `room`: its high bits zero and a compare of
+        # the low ones, instead of two 32-bit compares, each a carry chain of 16 CCU2C)
+        rw = max(nb_w, cnt_w + 2 + lane_bits)  # (the width of `room`, below)
+        rem_small = Signal()
+        m.d.comb += rem_small.eq(remaining[rw:] == 0)
         few = Signal()  # the buffer ends before the block
-        m.d.comb += few.eq(remaining < tb)
+        m.d.comb += few.eq(rem_small & (remaining[:rw] < tb))
         n = Signal(nb_w)
         m.d.comb += n.eq(Mux(few, remaining[:nb_w], tb))
         # free buffer beats, as they were a cycle ago (less a burst issued in that cycle)
@@ -157,7 +162,7 @@ class Fetcher(wiring.Component):
         room = Signal(cnt_w + 1 + lane_bits + 1)
         m.d.comb += room.eq((credits << lane_bits) - first)
         fits = Signal()
-        m.d.comb += fits.eq((credits != 0) & Mux(few, remaining <= room, tb <= room))
+        m.d.comb += fits.eq((credits != 0) & Mux(few, remaining[:rw] <= room, tb <= room))
         n_next = Signal(nb_w)  # the next burst: dwords, beats, first dword, address
         beats_next = Signal(range(self.max_burst + 1))
         first_next = Signal(idx_w)

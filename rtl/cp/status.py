@@ -16,6 +16,7 @@ from spec import packets as pk
 
 from ..csr import CpError
 from ..mmu import RESP_USER
+from ..perf import CounterBank
 
 
 def drive(c):
@@ -115,32 +116,34 @@ def drive(c):
     busy_cycles = Signal(32, name="busy_cycles")
     stall_cycles = Signal(32, name="stall_cycles")
     dwords = Signal(32, name="dwords")
-    packets = [Signal(32, name=f"packets{i}") for i in range(len(pk.PACKETS))]
     stalled = late(c.stall, "stalled")
     popped = late(c.pop & ~c.reparse, "popped")  # (a parked poll's packet counts once: queues.py)
-    counted = []
-    for i in range(len(pk.PACKETS)):
-        # each counter its own increment (no multiplexer of eight counters by `kind`); a packet
-        # whose checks failed was counted as it started and is dropped here (`failed`)
-        inc = late(c.perf_count_kind & ~c.reparse & (c.kind == i), f"counted{i}") & ~c.failed
-        if i == pk.NOP.index:
-            inc = inc | late(c.perf_count_nop, "counted_nop")
-        if i == pk.DMA_DATA.index:
-            inc = inc | late(c.perf_count_dma, "counted_dma")
-        counted.append(inc)
+    # PERF_PACKETS: a bank in LUTRAM (rtl/perf.py) for the kinds counted as they start, at
+    # most one a cycle (a packet's first step and a filler NOP are states of the one FSM); a
+    # packet whose checks failed was counted as it started and is dropped here (`failed`).
+    # DMA_DATA counts when its transfer is answered, which may be in the same cycle as
+    # another packet's start: it keeps a register of its own.
+    counted_kind = late(c.perf_count_kind & ~c.reparse, "counted_kind")
+    counted_nop = late(c.perf_count_nop, "counted_nop")
+    counted_dma = late(c.perf_count_dma, "counted_dma")
+    kind_d = Signal(len(c.kind), name="counted_kind_of")
+    m.d.sync += kind_d.eq(c.kind)
+    m.submodules.perf_packets = bank = CounterBank(1 << (len(pk.PACKETS) - 1).bit_length())
+    dma_packets = Signal(32, name="dma_packets")
+    m.d.comb += [bank.inc.eq((counted_kind & ~c.failed) | counted_nop),
+                 bank.idx.eq(Mux(counted_nop, pk.NOP.index, kind_d)), bank.clear.eq(csr.control_perf_clear),
+                 bank.rd_idx.eq(csr.perf_packets_index),
+                 csr.perf_packets.eq(Mux(csr.perf_packets_index == pk.DMA_DATA.index, dma_packets, bank.rd_data))]
     with m.If(csr.control_perf_clear):
-        m.d.sync += [busy_cycles.eq(0), stall_cycles.eq(0), dwords.eq(0)]
-        m.d.sync += [n.eq(0) for n in packets]
+        m.d.sync += [busy_cycles.eq(0), stall_cycles.eq(0), dwords.eq(0), dma_packets.eq(0)]
     with m.Else():
         m.d.sync += [
             busy_cycles.eq(busy_cycles + ~idle),
             stall_cycles.eq(stall_cycles + (stalled & ~idle)),
             dwords.eq(dwords + popped),
+            dma_packets.eq(dma_packets + counted_dma),
         ]
-        m.d.sync += [packets[i].eq(packets[i] + counted[i]) for i in range(len(pk.PACKETS))]
     m.d.comb += [
         csr.perf_busy_cycles.eq(busy_cycles), csr.perf_stall_cycles.eq(stall_cycles),
         csr.perf_dwords_fetched.eq(dwords),
     ]
-    for i in range(len(pk.PACKETS)):
-        m.d.comb += getattr(csr, f"perf_packets_{i}").eq(packets[i])

@@ -48,6 +48,7 @@ from ..cp.fetch import Fetcher
 from ..cp.writer import BLOCK_DWORDS, BlockWriter
 from ..csr import REG_FIELDS, CpError, IbLevel
 from ..mmu import REQ_USER, RESP_USER, req_user
+from ..perf import CounterBank
 from . import copy_fill, indirect_buffer, poll_regmem, read_port, trap, write
 from . import packets as pk
 
@@ -580,20 +581,23 @@ class SdmaEngine(wiring.Component):
         fetched = Signal(32)
         rd_bytes = Signal(32)
         wr_bytes = Signal(32)
-        packets = [Signal(32, name=f"sdma_packets{i}") for i in range(len(pk.PACKETS))]
         with m.If(clear):
             m.d.sync += [busy_cycles.eq(0), fetched.eq(0), rd_bytes.eq(0), wr_bytes.eq(0)]
-            m.d.sync += [n.eq(0) for n in packets]
         with m.Else():
             m.d.sync += [busy_cycles.eq(busy_cycles + ~idle), fetched.eq(fetched + pop),
                          rd_bytes.eq(rd_bytes + dma.perf_rd_bytes), wr_bytes.eq(wr_bytes + dma.perf_wr_bytes)]
-            for i, n in enumerate(packets):
-                with m.If(count & (count_kind == i)):
-                    m.d.sync += n.eq(n + 1)
         m.d.comb += [csr.perf_sdma_busy_cycles.eq(busy_cycles), csr.perf_sdma_dwords_fetched.eq(fetched),
                      csr.perf_sdma_bytes_read.eq(rd_bytes), csr.perf_sdma_bytes_written.eq(wr_bytes)]
-        for i, n in enumerate(packets):
-            m.d.comb += getattr(csr, f"perf_sdma_packets_{i}").eq(n)
+        # PERF_SDMA_PACKETS: one packet starts in a cycle at most, so the counters are a bank
+        # in LUTRAM with one incrementer (rtl/perf.py), counting a cycle late as the CP's
+        # (status.py): `count_kind` comes from the state machine's decision, and through the
+        # bank's read, increment and write it was the top's worst path (14.82 ns)
+        m.submodules.perf_packets = bank = CounterBank(1 << (len(pk.PACKETS) - 1).bit_length())
+        count_d = Signal()
+        count_kind_d = Signal.like(count_kind)
+        m.d.sync += [count_d.eq(count & ~clear), count_kind_d.eq(count_kind)]
+        m.d.comb += [bank.inc.eq(count_d), bank.idx.eq(count_kind_d), bank.clear.eq(clear),
+                     bank.rd_idx.eq(csr.perf_sdma_packets_index), csr.perf_sdma_packets.eq(bank.rd_data)]
         return m
 
 
