@@ -82,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         consumed.append(gfx_q.signal())
         gfx_q.flush()
         gpucosim.progress(i + 1, n, "chunks recorded")
-    print(f"copy pipeline on {gpu.name}: {n} chunks of {size} bytes through {slots} staging slots, "
-          "copy engine -> gfx queue, GPU-side waits only")
+    print(f"copy pipeline on {gpu.name}: {n} chunk{'s' * (n != 1)} of {size} bytes "
+          f"through {slots} staging slot{'s' * (slots != 1)}, copy engine -> gfx queue, GPU-side waits only")
 
     try:
         done = consumed[-1].wait(umd.DEFAULT_TIMEOUT)
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     if order != list(range(n)):
         print(f"copy_pipeline: FAILED — the CP consumed chunks in the order {order}")
         return 1
-    print(f"copy_pipeline: OK on {gpu.name} — {n} chunks, {slots} slots")
+    print(f"copy_pipeline: OK on {gpu.name} — {n} chunk{'s' * (n != 1)}, {slots} slot{'s' * (slots != 1)}")
     return 0
 
 

@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.one_submission:
             q.flush()
     q.flush()
-    print(f"producer/consumer on {gpu.name}: {n} items through {slots} slots, consumer "
-          f"{'copies with DMA_DATA' if dma else 'acknowledges with WRITE_DATA (no DMA engine)'}")
+    print(f"producer/consumer on {gpu.name}: {n} item{'s' * (n != 1)} through {slots} slot{'s' * (slots != 1)}, "
+          f"consumer {'copies with DMA_DATA' if dma else 'acknowledges with WRITE_DATA (no DMA engine)'}")
 
     # The producer.
     rng = np.random.default_rng(7)
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         print(f"producer/consumer: FAILED — {len(bad)} items wrong, first {bad[0]}")
         return 1
-    print(f"producer/consumer: OK on {gpu.name} — {n} items, {slots} slots")
+    print(f"producer/consumer: OK on {gpu.name} — {n} item{'s' * (n != 1)}, {slots} slot{'s' * (slots != 1)}")
     return 0
 
 
