@@ -370,12 +370,15 @@ def _writable_file(p: argparse.ArgumentParser, what: str, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .console import PipeSafe
+
+    # `gpucosim run APP | head`: the reader may go away at any time; what is printed after that
+    # is lost, never a traceback (in the app, in the simulator log's echo, at exit)
+    saved, sys.stdout = sys.stdout, PipeSafe(sys.stdout)
     try:
         return _main(argv)
-    except BrokenPipeError:  # `gpucosim disasm ... | head`
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
+    finally:
+        sys.stdout = saved
 
 
 def _main(argv: list[str] | None = None) -> int:

@@ -254,6 +254,45 @@ def test_run_writes_a_crash_report_on_an_exception(tmp_path):
         assert section in text
 
 
+@pytest.mark.parametrize("backend", ["model", pytest.param("verilator", marks=pytest.mark.xdist_group("demo_rtl"))])
+def test_a_reader_that_goes_away_ends_the_output_not_the_run(tmp_path, backend):
+    """`gpucosim run APP | head`: once the pipe's reader has gone, output is dropped, and the
+    app, the exit code and the reports are the run's (before: the app died of a
+    BrokenPipeError on the model, with a traceback and a crash report; on a simulator the
+    log's echo thread printed a traceback)."""
+    if backend != "model":
+        from testbench import sim
+
+        if sim.unavailable_reason(backend):
+            pytest.skip(sim.unavailable_reason(backend))
+    app = tmp_path / "chatty.py"
+    done = tmp_path / "done"
+    app.write_text("import umd\n"
+                   "def main():\n"
+                   "    gpu = umd.open(api_version=2)\n"
+                   "    buf = gpu.alloc(4096)\n"
+                   "    for i in range(20000):\n"
+                   "        print('line', i, 'of the app, long enough to fill a pipe quickly', flush=i % 100 == 0)\n"
+                   "    q = gpu.queue()\n"
+                   "    q.write(buf, 0, 7)\n"
+                   "    q.finish()\n"
+                   f"    open({str(done)!r}, 'w').write(str(int(buf.u32[0])))\n"
+                   "    gpu.close()\n"
+                   "    return 5\n")
+    e = dict(os.environ, GPUCOSIM_PROGRESS="0")
+    e.pop("GPUCOSIM_LOG", None)
+    p = subprocess.Popen([sys.executable, "-m", "gpucosim", "run", str(app), "--sim", backend, "--crash-dir",
+                          str(tmp_path / "crash")], cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    assert p.stdout.readline().startswith("line 0 ")
+    p.stdout.close()  # the reader goes away, as `head -1` does
+    err = p.stderr.read()
+    assert p.wait(timeout=600) == 5, err[-3000:]
+    assert "Traceback" not in err and "BrokenPipe" not in err, err[-3000:]
+    assert done.read_text() == "7"  # the app ran to its end: the GPU wrote the buffer after the output was gone
+    assert not list((tmp_path / "crash").glob("crash-*"))
+
+
 def test_run_reports_an_app_that_cannot_load(tmp_path):
     app = tmp_path / "nomain.py"
     app.write_text("x = 1\n")
