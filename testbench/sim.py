@@ -45,7 +45,9 @@ PUBLIC_VLT = HDL_DIR / "public.vlt"  # what Python may read or write on the fast
 # it changes no value, and it is 10% faster), the C++ optimised for speed (the runner's
 # make leaves it at -Os) while the one-off construction code stays small.
 # docs/architecture.md has the figures of what was tried.
-VERILATOR_FAST_ARGS = ("--timing", "--x-assign", "fast", "--x-initial", "0", "-O3")
+# +define+GPUCOSIM_RST_REG: tb_top gives the design its reset through a register (tb_top.v
+# says why).
+VERILATOR_FAST_ARGS = ("--timing", "--x-assign", "fast", "--x-initial", "0", "-O3", "+define+GPUCOSIM_RST_REG=1")
 VERILATOR_FAST_MAKE = ("OPT_FAST=-O2", "OPT_GLOBAL=-O2", "OPT_SLOW=-Os")
 # A waves build (--trace-fst) at -O1: its C++ is about twice as large, and -O1 compiles it in
 # ~12 % less CPU than -O2 (76 s against 86 s, gpu-dw64 with gpu_error.py, ccache off) while

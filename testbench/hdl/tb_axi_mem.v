@@ -113,6 +113,7 @@ module tb_axi_mem #(
     assign s_axi_rlast   = rlast;
     assign s_axi_rvalid  = rvalid  && !bench_en;
 
+    wire mem_rst = rst;
     `include "tb_mem_checker.vh"
 
     // ---------------------------------------------------------------- bench bookkeeping

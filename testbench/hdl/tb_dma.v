@@ -84,6 +84,7 @@ module tb_dma #(
         .m_axi__rlast(rlast), .m_axi__rvalid(rvalid), .m_axi__rready(rready)
     );
 
+    wire mem_rst = rst;
     `include "tb_mem_checker.vh"
 
     always @(posedge clk) begin

@@ -1,7 +1,8 @@
 // The shared-file memory model as the slave of the bus named awid ... rready, and the
-// protocol checker watching it; wired to the tb_mem_ports.vh ports.
+// protocol checker watching it; wired to the tb_mem_ports.vh ports. Their reset is the
+// including module's `mem_rst`.
     axi_mem #(.DATA_WIDTH(DATA_WIDTH), .ADDR_WIDTH(ADDR_WIDTH), .ID_WIDTH(ID_WIDTH)) mem (
-        .clk(clk), .rst(rst),
+        .clk(clk), .rst(mem_rst),
         .s_axi_awid(awid), .s_axi_awaddr(awaddr), .s_axi_awlen(awlen), .s_axi_awsize(awsize),
         .s_axi_awburst(awburst), .s_axi_awvalid(awvalid), .s_axi_awready(awready),
         .s_axi_wdata(wdata), .s_axi_wstrb(wstrb), .s_axi_wlast(wlast), .s_axi_wvalid(wvalid),
@@ -18,7 +19,7 @@
     );
 
     axi_checker #(.DATA_WIDTH(DATA_WIDTH), .ADDR_WIDTH(ADDR_WIDTH), .ID_WIDTH(ID_WIDTH)) chk (
-        .clk(clk), .rst(rst),
+        .clk(clk), .rst(mem_rst),
         .axi_awid(awid), .axi_awaddr(awaddr), .axi_awlen(awlen), .axi_awsize(awsize),
         .axi_awburst(awburst), .axi_awvalid(awvalid), .axi_awready(awready),
         .axi_wdata(wdata), .axi_wstrb(wstrb), .axi_wlast(wlast), .axi_wvalid(wvalid),

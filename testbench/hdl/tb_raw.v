@@ -50,7 +50,8 @@ module tb_raw #(
     task mmio_write(input [15:0] addr, input [31:0] data);
         begin
             cmd = {~cmd[53], 1'b1, 4'hf, addr, data};
-            @(posedge resp_valid);
+            @(negedge dut.clk);  // the earliest a response can come: not the last one's
+            while (!resp_valid) @(negedge dut.clk);
             @(posedge dut.clk);
             if (resp[33:32] != 2'd0) begin
                 $display("raw: MMIO write at 0x%04h answered %0d", addr, resp[33:32]);
@@ -73,7 +74,7 @@ module tb_raw #(
         while (script[pc] != 32'd0) begin
             case (script[pc])
                 32'd1: begin mmio_write(script[pc + 1][15:0], script[pc + 2]); pc = pc + 3; end
-                32'd2: begin if (!irq) @(posedge irq); pc = pc + 1; end
+                32'd2: begin while (!irq) @(negedge dut.clk); pc = pc + 1; end
                 32'd3: begin #(script[pc + 1] * 2 * `GPUCOSIM_HDL_CLOCK); pc = pc + 2; end
                 32'd4: begin
                     $display("cycle %0d", $time / (2 * `GPUCOSIM_HDL_CLOCK));

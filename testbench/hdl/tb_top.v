@@ -54,6 +54,22 @@ module tb_top #(
         #0 clk = 1'b1;
         forever #(`GPUCOSIM_HDL_CLOCK) clk = ~clk;
     end
+`endif
+`ifdef GPUCOSIM_RST_REG
+    // Each time the model is evaluated (twice per cycle), Verilator's generated code
+    // evaluates again every combinational cone that reads a top-level input (its "ico"
+    // region), and every register's next-state logic reads the reset. So the design gets
+    // the reset through a register loaded at the falling edge: Python writes `rst` after
+    // a rising edge has been evaluated, so the design sees the new value at the next
+    // rising edge, as it did when it read the input directly. (testbench/sim.py defines
+    // this on Verilator's fast build.)
+    reg dut_rst = 1'b1;
+    always @(negedge clk) dut_rst <= rst;
+`else
+    wire dut_rst = rst;
+`endif
+    wire mem_rst = dut_rst;
+`ifdef GPUCOSIM_HDL_CLOCK
 
     // The MMIO port, driven by mmio_master; same names as the ports cocotbext-axi drives.
     wire [15:0] s_axil_awaddr, s_axil_araddr;
@@ -64,7 +80,7 @@ module tb_top #(
     wire        s_axil_arvalid, s_axil_arready, s_axil_rvalid, s_axil_rready;
 
     mmio_master mmio (
-        .clk(clk), .rst(rst),
+        .clk(clk), .rst(dut_rst),
         .cmd(mmio_cmd), .resp_valid(mmio_resp_valid), .resp(mmio_resp),
         .awaddr(s_axil_awaddr), .awvalid(s_axil_awvalid), .awready(s_axil_awready),
         .axi_wdata(s_axil_wdata), .axi_wstrb(s_axil_wstrb), .wvalid(s_axil_wvalid), .wready(s_axil_wready),
@@ -76,7 +92,7 @@ module tb_top #(
     `include "tb_axi_bus.vh"
 
     gpu_top gpu (
-        .clk(clk), .rst(rst),
+        .clk(clk), .rst(dut_rst),
         .s_axil__awaddr(s_axil_awaddr), .s_axil__awvalid(s_axil_awvalid), .s_axil__awready(s_axil_awready),
         .s_axil__wdata(s_axil_wdata), .s_axil__wstrb(s_axil_wstrb), .s_axil__wvalid(s_axil_wvalid),
         .s_axil__wready(s_axil_wready),
