@@ -163,6 +163,9 @@ def build_raw(simulator: str, data_width: int = 64) -> Path:
     return build_dir
 
 
+RAW_TIMEOUT_S = 900
+
+
 def run_raw(work: Work, simulator: str = "verilator", data_width: int = 64) -> dict:
     """Run `work` on the raw harness: {"cycles", "seconds", "cycles_per_s"} between its marks.
     Verilator stamps the marks with the wall clock; on Icarus the seconds are the process's
@@ -192,7 +195,14 @@ def _run(work: Work, simulator: str, data_width: int) -> tuple[int, list[int], f
                    "-none", *args]
         env = {**os.environ, "GPUCOSIM_MEM_FILE": str(mem.path)}
         t0 = time.perf_counter()
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=d)
+        try:
+            # a harness that never reaches its last mark (a broken build, a hung design) must not
+            # spin forever: the longest work takes about a minute on a loaded machine
+            p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=d, timeout=RAW_TIMEOUT_S)
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            raise RuntimeError(f"raw {simulator} run of {work.name} did not finish in {RAW_TIMEOUT_S} s "
+                               f"(a hang: its last output follows)\n{out[-2000:]}") from None
         wall = time.perf_counter() - t0
         out = p.stdout + p.stderr
         cycles = [int(line.split()[1]) for line in out.splitlines() if line.startswith("cycle ")]
