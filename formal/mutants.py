@@ -21,7 +21,7 @@ import sys
 import types
 from dataclasses import dataclass
 
-from .images import FAILING_FENCE
+from .images import FAILING_FENCE, FILLERS, IB_OF_FILLERS
 
 
 class MutantError(RuntimeError):
@@ -46,6 +46,9 @@ class Mutant:
     # the group's harness arguments this mutant changes (a configuration that reaches the
     # bug sooner; the group's proof is run in it too, so a failure there is the mutant's)
     args: tuple = ()
+    # check its `kills` alone (the group's other asserts are dropped: the traces are the same,
+    # and a BMC step that needs no proof of them is much cheaper, for a counterexample past 20)
+    alone: bool = False
 
     def source(self) -> str:
         orig = importlib.import_module(self.module)
@@ -335,10 +338,14 @@ MUTANTS: list[Mutant] = [
       "a finished ring packet of queue 1 moves queue 0's rptr", depth=14, keep_going=False),
     # (a failed check that goes back to RUN instead of draining takes no header: with the error
     # latched the ring's fetcher does not restart, so `failed_check_runs_on` passed a BMC to 12)
+    # (its target needs the errored queue swapped out, the other queue's packet, and the errored
+    # queue swapped back in and its header taken: past 14 cycles, where the group's free memory
+    # makes each step minutes; with the rings holding fillers alone, the error a bus error or a
+    # doorbell's, and the driver never halting or resetting the CP, it is a search over timing)
     M("swap_drops_error", "cp_queues", "rtl.cp.queues", "            m.d.sync += [a.eq(s), s.eq(a)]",
       '            m.d.sync += [a.eq(s), s.eq(0 if name == "err" else a)]', "errored_queue_stops",
       "a queue stopped by its error loses the error when it is switched out, and runs again when it "
-      "is switched back in", depth=22),
+      "is switched back in", depth=36, alone=True, args={"image": FILLERS, "fetch_depth": 8, "steady": True}),
     M("error_keeps_cp", "cp_queues", "rtl.cp.processor",
       'with m.Elif(want_switch & ~dma_busy_r):\n                    m.next = "SWAP"  # this queue is stopped',
       'with m.Elif(0):\n                    m.next = "SWAP"  # this queue is stopped', "error_yields",
@@ -373,8 +380,12 @@ MUTANTS: list[Mutant] = [
       "m.d.comb += ring_base.eq(Cat(Const(0, 8), csr.rb_base_lo, csr.rb_base_hi))", "resume_fetch fetch_in_own_window",
       "the ring's fetcher takes queue 0's ring base whatever queue runs: after a switch to queue 1 it "
       "resumes in queue 0's ring", depth=10),
-    # (an IB fetched again from its start after a switch, `f.ptr.eq(0)` for `f.ptr.eq(ib_pos[i])`,
-    # needs a 28-cycle BMC: the first preempted IB resumes in step 27, cp_queues.ib_resumed; not run)
+    # (with free memory the first preempted IB resumes in step 27, cp_queues.ib_resumed: a BMC of
+    # hours; here the ring holds an IB of fillers, every one a boundary, and the fetchers are 8
+    # beats deep, so the IB's packet comes in one burst)
+    M("ib_resumes_at_start", "cp_queues", "rtl.cp.processor", "f.ptr.eq(ib_pos[i])]", "f.ptr.eq(0)]",
+      "resume_fetch", "a preempted IB is fetched again from its start, not from its next packet",
+      depth=28, alone=True, args={"image": IB_OF_FILLERS, "fetch_depth": 8, "steady": True, "okay": True}),
 
     # ---------------------------------------------------------------- the MMU (rtl/mmu.py)
     M("tlb_ignores_vmid", "mmu", "rtl.mmu", "match[i].eq(t_valid[i] & (t_vmid[i] == r.user.vmid) & ",

@@ -13,6 +13,8 @@ from amaranth.lib import data
 
 from rtl.cp import packets as cp_packets
 
+from . import ring
+from ..fetch import burst_invariants
 from .env import COUNT
 
 N = 2
@@ -73,6 +75,8 @@ def build(h, m, b, csr, cp):
     ib_end = [[Signal(20, name=f"ghost_ib{lv}_end{i}") for lv in (1, 2)] for i in range(N)]
     ib_pos = [b("ib_pos1"), b("ib_pos2")]
     for i in range(N):
+        with m.If(in_reset | qdone[i]):  # (ring_end_now: 0 in the cycle of qdone)
+            m.d.sync += ring_end[i].eq(0)
         with m.If(run_pop & ~b("fsm_err") & (q == i)):
             with m.If(level == 0):
                 m.d.sync += ring_end[i].eq(ring_pos + length)
@@ -82,8 +86,8 @@ def build(h, m, b, csr, cp):
         for k in range(2):  # (an IB set up at a level starts at its dword 0: prepare(), a CHAIN)
             with m.If(b("load_ib") & (b("load_level") == k + 1) & (q == i)):
                 m.d.sync += [ib_start[i][k].eq(0), ib_end[i][k].eq(0)]
-        with m.If(in_reset):
-            m.d.sync += ring_end[i].eq(0)
+    # (the ghost as it is now: 0 from the cycle after the queue's reset, when the register follows)
+    end_now = [Mux(qdone[i], 0, ring_end[i]) for i in range(N)]
     ok_rptr = []
     for i in range(N):
         r = rptr_q[i]
@@ -182,6 +186,61 @@ def build(h, m, b, csr, cp):
         m.d.sync += [r_fresh.eq(1), r_exp.eq(q_base + Cat(Const(0, 2), ring_pos & q_mask))]
     resumed.append(~(take0 & r_fresh) | (addr0 == r_exp))
     h.prove("resume_fetch", Cat(*resumed).all())
+
+    # ---- the induction's invariants: the running queue's as cp_ring's (on the parser's registers),
+    # the other queue's on its shadow registers, and the ghosts against both
+    swapping = h.state("SWAP") | h.state("SWAP1") | h.state("QRESET")
+    ring.parser_invariants(h, b, cp, Mux(q, end_now[1], end_now[0]), b("rptr"), b("wptr"), away=swapping)
+    sizes = [b(f"ring_size_q{i}") for i in range(N)]
+    for i in range(N):
+        r, w, used = rptr_q[i], wptr_q[i], (wptr_q[i] - rptr_q[i])[:32]
+        pos, lev = kept["ring_pos"][i], kept["level"][i]
+        # each queue's occupancy, and its position inside [rptr, wptr] (cp_ring.occupancy)
+        h.invariant((used <= sizes[i]) & ((pos - r)[:32] <= used))
+        # the queue not running stands at a packet boundary: at its rptr in the ring, or inside
+        # its ring packet (an IB) whose end is its ghost's
+        idle = (q != i)
+        h.invariant(~idle | (lev != 0) | (pos == r))
+        h.invariant(~idle | (lev == 0) | ((pos == end_now[i]) & ((end_now[i] - r)[:32] <= used)))
+        # its one-hot level is its level, one of the IB stack's
+        h.invariant(~idle | ((lev <= cp.ib_levels) &
+                             (b("sh_lvl") == (Const(1, 1 + cp.ib_levels) << lev)[:1 + cp.ib_levels])))
+        # the ghosts: "errored" is its latch (set a cycle after it latches), its saved registers are
+        # its shadows
+        e = kept["err"][i]
+        h.invariant(~errd[i] | e)
+        h.invariant(~idle | (errd[i] == e))
+        h.invariant(~idle | qdone[i] | (Cat(*(b(f"sh_{n}") for n in KEPT)) == saved[i]))
+    # errors (cp_errors' invariants, with the switch): a latched error stops the running queue
+    # (draining, reporting, stopped, switched out of ERROR or reset), and the queue switched in
+    # has none: the arbiter picks a queue with an error only for its waiting doorbell error
+    reporting = Cat(*(h.state(st) for st in h.box.states("cp") if st.startswith("IH_"))).any() & b("ih_err")
+    stopping = h.state("ERR_DRAIN") | reporting | h.state("ERROR")
+    h.invariant(~stopping | b("err_any"))
+    h.invariant(~err | stopping | in_reset | b("err_pending") | h.state("SWAP") | h.state("QRESET"))
+    o_db = Mux(q, b("dbpend_q0"), b("dbpend_q1"))
+    for n in ("other_can", "want_switch"):
+        h.invariant(~b(n) | ~b("sh_err") | o_db)
+    h.invariant(~(b("sh_err") & o_db))
+    h.invariant(~h.state("SWAP1") | ~err)
+
+    # the ring's fetcher runs for the queue that runs, loaded with its ring, and its pointer and
+    # the burst it works out lie in that queue's [ring position, wptr] (the fetch group's burst
+    # invariants, for the running queue's ring)
+    def f0(n):
+        return b(n, "fetch0")
+    fa, fptr, rp_a, wp_a = f0("active"), f0("fptr"), b("rptr"), b("wptr")
+    h.invariant(~fa | (fq == q))
+    h.invariant(~f0("out_valid") | fa)
+    burst_invariants(h, f0, Mux(q, ports[1]["base"], ports[0]["base"]), b("ring_mask"), True, h.data_width,
+                     min(8, h.fetch_depth))
+    h.invariant(~fa | (((ring_pos - rp_a)[:32] <= (fptr - rp_a)[:32]) &
+                       ((fptr - rp_a)[:32] <= (wp_a - rp_a)[:32])))
+    h.invariant(~f0("n_ok") | ((fptr - rp_a)[:32] + f0("n_next") <= (was(wp_a) - rp_a)[:32]))
+    # (assumed, as cp_ring assumes that the dword on offer is below wptr: the fetcher offers only
+    # dwords it requested, in order, so the ring's dword on offer lies below its pointer)
+    if h.with_invariants:  # (not in a mutant's BMC, which starts from reset)
+        h.assume(~f0("out_valid") | ((ring_pos - rp_a)[:32] < (fptr - rp_a)[:32]))
 
     # covers
     h.cover("switch_to_q1", h.started & swap & (q == 0))
