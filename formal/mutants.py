@@ -385,7 +385,8 @@ MUTANTS: list[Mutant] = [
     # beats deep, so the IB's packet comes in one burst)
     M("ib_resumes_at_start", "cp_queues", "rtl.cp.processor", "f.ptr.eq(ib_pos[i])]", "f.ptr.eq(0)]",
       "resume_fetch", "a preempted IB is fetched again from its start, not from its next packet",
-      depth=28, alone=True, args={"image": IB_OF_FILLERS, "fetch_depth": 8, "steady": True, "okay": True}),
+      depth=28, alone=True,
+      args={"image": IB_OF_FILLERS, "fetch_depth": 8, "steady": True, "okay": True}),
 
     # ---------------------------------------------------------------- the MMU (rtl/mmu.py)
     M("tlb_ignores_vmid", "mmu", "rtl.mmu", "match[i].eq(t_valid[i] & (t_vmid[i] == r.user.vmid) & ",

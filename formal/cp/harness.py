@@ -133,7 +133,9 @@ class CPHarness(Harness):
         self.invariant((self.mem.aw_n == aw_sent) & (self.mem.wl_n == w_sent))
         self.invariant(~(aw_sent | w_sent | box("w_started", "writer")) | box("req_valid", "writer"))
         # a write is asked for only while the CP waits for it (or drains, or resets)
-        waits = [st for st in box.states("cp") if st.endswith("_WAIT")] + ["ERR_DRAIN", "RESET"]
+        # (or a queue reset, which waits for it too)
+        waits = [st for st in box.states("cp") if st.endswith("_WAIT")] + ["ERR_DRAIN", "RESET"] + \
+            (["QRESET"] if self.queues else [])
         self.invariant(~box("wr_req") | Cat(*(box.state("cp", st) for st in waits)).any())
 
         # each fetcher's dword tags are the tag function's of their dwords: every beat is written
@@ -182,7 +184,10 @@ class CPHarness(Harness):
                       "sh_ring_pos", "rptr_q1", "wptr_q1"):
                 self.invariant(box(n) == 0)
             self.invariant(~box.state("cp", "SWAP") & ~box.state("cp", "SWAP1") & ~box.state("cp", "QRESET"))
-        self.invariant(~box("err_pending") | box("err_any"))  # (err latches a cycle after the capture)
+        # (err latches a cycle after the capture; with two queues a doorbell error of the running
+        # queue in the cycle RUN picks SWAP is left pending without its latch, queues.py)
+        if not self.queues:
+            self.invariant(~box("err_pending") | box("err_any"))
         self.invariant(~box.state("cp", "RESET") | box("resetting"))
         # the block buffer says whose data the writer reads: the IH entry's only for it
         for st in ("RPTR_WRITE", "WD_WRITE", "RM_WRITE", "IH_WB_WRITE", "RPTR_WAIT", "WD_WAIT", "RM_WAIT",

@@ -47,6 +47,14 @@ def build(h, m, b, csr, cp):
 
     # a queue's reset is done (CP_QUEUE_RESET: its request, pending, clears with the queue)
     qdone = [was(qr_pend[i]) & ~qr_pend[i] for i in range(N)]
+    # (the ghosts follow the clearing itself, the cycle after it: a second CP_QUEUE_RESET write in
+    # the clearing cycle keeps the request pending, so qdone may come a reset later)
+    clearing = [Signal(name=f"ghost_queue_clear{i}") for i in range(N)]
+    for i in range(N):
+        m.d.comb += clearing[i].eq(Mux(q == i, h.state("QRESET") & ~b("failed") & (b("qr_wait") == 3) &
+                                       ~b("busy", "writer") & ~b("poll_pending") & ~b("dma_busy_r"),
+                                       qr_pend[i] & ~h.state("SWAP") & ~b("stopped")))
+    qclr = [was(clearing[i]) for i in range(N)]
     reset_of = [was(in_reset) | was(qr_pend[i]) for i in range(N)]
 
     # ---- each queue's ring fetches: inside its ring, inside [its rptr, its wptr)
@@ -75,7 +83,7 @@ def build(h, m, b, csr, cp):
     ib_end = [[Signal(20, name=f"ghost_ib{lv}_end{i}") for lv in (1, 2)] for i in range(N)]
     ib_pos = [b("ib_pos1"), b("ib_pos2")]
     for i in range(N):
-        with m.If(in_reset | qdone[i]):  # (ring_end_now: 0 in the cycle of qdone)
+        with m.If(in_reset | qclr[i]):  # (end_now: 0 in that cycle)
             m.d.sync += ring_end[i].eq(0)
         with m.If(run_pop & ~b("fsm_err") & (q == i)):
             with m.If(level == 0):
@@ -87,7 +95,7 @@ def build(h, m, b, csr, cp):
             with m.If(b("load_ib") & (b("load_level") == k + 1) & (q == i)):
                 m.d.sync += [ib_start[i][k].eq(0), ib_end[i][k].eq(0)]
     # (the ghost as it is now: 0 from the cycle after the queue's reset, when the register follows)
-    end_now = [Mux(qdone[i], 0, ring_end[i]) for i in range(N)]
+    end_now = [Mux(qclr[i], 0, ring_end[i]) for i in range(N)]
     ok_rptr = []
     for i in range(N):
         r = rptr_q[i]
@@ -101,7 +109,7 @@ def build(h, m, b, csr, cp):
     for i in range(N):
         with m.If((q == i) & err):
             m.d.sync += errd[i].eq(1)
-        with m.If(in_reset | qdone[i]):
+        with m.If(in_reset | qclr[i]):
             m.d.sync += errd[i].eq(0)
     errd_active = Mux(q, errd[1], errd[0]) | err
     h.prove("errored_queue_stops", ~(run_pop & errd_active))
@@ -154,7 +162,7 @@ def build(h, m, b, csr, cp):
     for i in range(N):
         with m.If(swap & (q == i)):
             m.d.sync += saved[i].eq(now)
-        with m.If(in_reset | (qdone[i] & (q != i))):
+        with m.If(in_reset | (qclr[i] & (q != i))):
             m.d.sync += saved[i].eq(clean)
     h.prove("position_kept", ~h.state("SWAP1") | (now == Mux(q, saved[1], saved[0])))
 
@@ -173,6 +181,12 @@ def build(h, m, b, csr, cp):
         with m.If(h.state("SWAP1") & (level > k)):
             m.d.sync += [fresh.eq(1), exp.eq(ib_base[k] + Cat(Const(0, 2), ib_pos[k]))]
         resumed.append(~(take & fresh) | (b("araddr", f) == exp))
+        # (induction: until its first read the resumed level stands where it was swapped in, and
+        # its fetcher, once started, has requested nothing yet)
+        h.invariant(~fresh | (level <= k) | (exp == (ib_base[k] + Cat(Const(0, 2), ib_pos[k]))[:48]))
+        h.invariant(~(fresh & b("active", f)) | ((b("fptr", f) == ib_pos[k]) & (b("base", f) == ib_base[k])))
+        burst_invariants(h, lambda n, f=f: b(n, f), b("base", f), Const(0xFFFF_FFFF, 32), False, h.data_width,
+                         min(8, h.fetch_depth))
         if k == 0:
             h.cover("ib_resumed", take & fresh & (exp != ib_base[k]))
     # (and the ring's fetcher, restarted by itself after the flush, at the queue's ring position)
@@ -185,6 +199,14 @@ def build(h, m, b, csr, cp):
     with m.If(h.state("SWAP1")):
         m.d.sync += [r_fresh.eq(1), r_exp.eq(q_base + Cat(Const(0, 2), ring_pos & q_mask))]
     resumed.append(~(take0 & r_fresh) | (addr0 == r_exp))
+    h.invariant(~r_fresh | (r_exp == (q_base + Cat(Const(0, 2), ring_pos & q_mask))[:48]))
+    h.invariant(~(r_fresh & b("active", "fetch0")) | (b("fptr", "fetch0") == ring_pos))
+    # (and at the ring level no ring packet is parsed before that read: the parser is between
+    # ring packets, writing another engine's IH entry, or flushing, which ends the wait)
+    between = Cat(*(h.state(st) for st in ("RUN", "SWAP1", "RING_DONE", "RPTR_WRITE", "RPTR_WAIT",
+                                            "RESET", "ERR_DRAIN", "QRESET", "SWAP"))).any() | \
+        (Cat(*(h.state(st) for st in h.box.states("cp") if st.startswith("IH_"))).any() & b("ih_ext"))
+    h.invariant(~(r_fresh & (level == 0)) | between)
     h.prove("resume_fetch", Cat(*resumed).all())
 
     # ---- the induction's invariants: the running queue's as cp_ring's (on the parser's registers),
@@ -197,31 +219,49 @@ def build(h, m, b, csr, cp):
         pos, lev = kept["ring_pos"][i], kept["level"][i]
         # each queue's occupancy, and its position inside [rptr, wptr] (cp_ring.occupancy)
         h.invariant((used <= sizes[i]) & ((pos - r)[:32] <= used))
-        # the queue not running stands at a packet boundary: at its rptr in the ring, or inside
-        # its ring packet (an IB) whose end is its ghost's
-        idle = (q != i)
-        h.invariant(~idle | (lev != 0) | (pos == r))
-        h.invariant(~idle | (lev == 0) | ((pos == end_now[i]) & ((end_now[i] - r)[:32] <= used)))
+        # the queue not running (and not errored: it stopped where its error came) stands at a
+        # packet boundary: at its rptr in the ring, or inside its ring packet (an IB) whose end is
+        # its ghost's; the ghost end lies in its window (at the ring level it is its rptr, or the
+        # end of a WAIT_REG_MEM it yielded from, rewound to its header). (Not in RESET, which
+        # clears every queue.)
+        idle = (q != i) & ~in_reset
+        e = kept["err"][i]
+        h.invariant(~idle | e | (lev != 0) | (pos == r))
+        h.invariant(~idle | e | (((lev == 0) | (pos == end_now[i])) & ((end_now[i] - r)[:32] <= used)))
         # its one-hot level is its level, one of the IB stack's
         h.invariant(~idle | ((lev <= cp.ib_levels) &
                              (b("sh_lvl") == (Const(1, 1 + cp.ib_levels) << lev)[:1 + cp.ib_levels])))
         # the ghosts: "errored" is its latch (set a cycle after it latches), its saved registers are
         # its shadows
-        e = kept["err"][i]
-        h.invariant(~errd[i] | e)
-        h.invariant(~idle | (errd[i] == e))
-        h.invariant(~idle | qdone[i] | (Cat(*(b(f"sh_{n}") for n in KEPT)) == saved[i]))
+        h.invariant(~errd[i] | e | qclr[i])  # (cleared the cycle after its reset)
+        h.invariant(~idle | qclr[i] | (errd[i] == e))
+        # (not `~sh_err_pending | e`: a doorbell error of the running queue in the cycle RUN picks
+        # SWAP is captured as the swap takes its registers away, so the queue switched out has the
+        # error pending and none latched, and swapped back in it waits in ERR_DRAIN for a latch
+        # that never comes, holding the CP: reached from reset in 6 and 14 cycles, docs/formal.md)
+        h.invariant(~idle | qclr[i] | (Cat(*(b(f"sh_{n}") for n in KEPT)) == saved[i]))
+    # every IB's base is a dword's (IB_BASE_LO holds address bits [31:2]), swapped out or not
+    for k in range(1, 1 + cp.ib_levels):
+        h.invariant((b(f"ib_base{k}")[:2] == 0) & (b(f"sh_ib_base{k}")[:2] == 0))
+    # a queue reset in hand is the running queue's, pending until it is done
+    h.invariant(~h.state("QRESET") | Mux(q, qr_pend[1], qr_pend[0]))
     # errors (cp_errors' invariants, with the switch): a latched error stops the running queue
     # (draining, reporting, stopped, switched out of ERROR or reset), and the queue switched in
     # has none: the arbiter picks a queue with an error only for its waiting doorbell error
     reporting = Cat(*(h.state(st) for st in h.box.states("cp") if st.startswith("IH_"))).any() & b("ih_err")
     stopping = h.state("ERR_DRAIN") | reporting | h.state("ERROR")
-    h.invariant(~stopping | b("err_any"))
+    # (or the lost doorbell error above: an error pending and none latched, held in ERR_DRAIN)
+    lost = b("err_pending") & ~b("err_any")
+    h.invariant(~stopping | b("err_any") | (h.state("ERR_DRAIN") & lost))
     h.invariant(~err | stopping | in_reset | b("err_pending") | h.state("SWAP") | h.state("QRESET"))
     o_db = Mux(q, b("dbpend_q0"), b("dbpend_q1"))
+    # (not in RESET, which clears both queues; the arbiter's registers in SWAP1 are still the
+    # queue's swapped out)
     for n in ("other_can", "want_switch"):
-        h.invariant(~b(n) | ~b("sh_err") | o_db)
-    h.invariant(~(b("sh_err") & o_db))
+        h.invariant(h.state("SWAP1") | in_reset | ~b(n) | ~b("sh_err") | o_db)
+    h.invariant(in_reset | ~(b("sh_err") & o_db))
+    # (a doorbell error waits only for a queue not running: the one swapped in reports it in SWAP1)
+    h.invariant(h.state("SWAP1") | in_reset | ~Mux(q, b("dbpend_q1"), b("dbpend_q0")))
     h.invariant(~h.state("SWAP1") | ~err)
 
     # the ring's fetcher runs for the queue that runs, loaded with its ring, and its pointer and
@@ -231,16 +271,17 @@ def build(h, m, b, csr, cp):
         return b(n, "fetch0")
     fa, fptr, rp_a, wp_a = f0("active"), f0("fptr"), b("rptr"), b("wptr")
     h.invariant(~fa | (fq == q))
-    h.invariant(~f0("out_valid") | fa)
     burst_invariants(h, f0, Mux(q, ports[1]["base"], ports[0]["base"]), b("ring_mask"), True, h.data_width,
                      min(8, h.fetch_depth))
     h.invariant(~fa | (((ring_pos - rp_a)[:32] <= (fptr - rp_a)[:32]) &
                        ((fptr - rp_a)[:32] <= (wp_a - rp_a)[:32])))
     h.invariant(~f0("n_ok") | ((fptr - rp_a)[:32] + f0("n_next") <= (was(wp_a) - rp_a)[:32]))
     # (assumed, as cp_ring assumes that the dword on offer is below wptr: the fetcher offers only
-    # dwords it requested, in order, so the ring's dword on offer lies below its pointer)
+    # dwords it requested since it was started, in order, so the ring's dword on offer lies below
+    # its pointer; what it held or had in flight when flushed it drops. Its beat accounting against
+    # the shared memory is not tied here: the fetch group proves its reads, its delivery is tested)
     if h.with_invariants:  # (not in a mutant's BMC, which starts from reset)
-        h.assume(~f0("out_valid") | ((ring_pos - rp_a)[:32] < (fptr - rp_a)[:32]))
+        h.assume(~f0("out_valid") | (fa & ((ring_pos - rp_a)[:32] < (fptr - rp_a)[:32])))
 
     # covers
     h.cover("switch_to_q1", h.started & swap & (q == 0))
