@@ -12,6 +12,8 @@ from amaranth.hdl import Cat, Const, Mux, Signal
 from amaranth.lib import data
 
 from rtl.cp import packets as cp_packets
+from rtl.cp.packets import value as cp_value
+from spec import packets as pk
 
 from . import ring
 from ..fetch import burst_invariants
@@ -187,6 +189,8 @@ def build(h, m, b, csr, cp):
         h.invariant(~(fresh & b("active", f)) | ((b("fptr", f) == ib_pos[k]) & (b("base", f) == ib_base[k])))
         burst_invariants(h, lambda n, f=f: b(n, f), b("base", f), Const(0xFFFF_FFFF, 32), False, h.data_width,
                          min(8, h.fetch_depth))
+        if h.with_invariants:  # (as the ring's, below: a flushed fetcher offers nothing it did not read since)
+            h.assume(~(fresh & b("out_valid", f)))
         if k == 0:
             h.cover("ib_resumed", take & fresh & (exp != ib_base[k]))
     # (and the ring's fetcher, restarted by itself after the flush, at the queue's ring position)
@@ -201,6 +205,8 @@ def build(h, m, b, csr, cp):
     resumed.append(~(take0 & r_fresh) | (addr0 == r_exp))
     h.invariant(~r_fresh | (r_exp == (q_base + Cat(Const(0, 2), ring_pos & q_mask))[:48]))
     h.invariant(~(r_fresh & b("active", "fetch0")) | (b("fptr", "fetch0") == ring_pos))
+    if h.with_invariants:
+        h.assume(~(r_fresh & b("out_valid", "fetch0")))
     # (and at the ring level no ring packet is parsed before that read: the parser is between
     # ring packets, writing another engine's IH entry, or flushing, which ends the wait)
     between = Cat(*(h.state(st) for st in ("RUN", "SWAP1", "RING_DONE", "RPTR_WRITE", "RPTR_WAIT",
@@ -212,7 +218,30 @@ def build(h, m, b, csr, cp):
     # ---- the induction's invariants: the running queue's as cp_ring's (on the parser's registers),
     # the other queue's on its shadow registers, and the ghosts against both
     swapping = h.state("SWAP") | h.state("SWAP1") | h.state("QRESET")
-    ring.parser_invariants(h, b, cp, Mux(q, end_now[1], end_now[0]), b("rptr"), b("wptr"), away=swapping)
+    outside = ring.parser_invariants(h, b, cp, Mux(q, end_now[1], end_now[0]), b("rptr"), b("wptr"),
+                                     away=swapping)
+    # the same in an IB (level k): the packet in hand ends at its ghost end, its header's offset is
+    # its ghost start; the IB packet of each level above is finished; between packets the level
+    # stands at the last one's end, or at its start (a WAIT_REG_MEM rewound when it yielded)
+    for k in range(cp.ib_levels):
+        lv = level == k + 1
+        start_k, end_k = Mux(q, ib_start[1][k], ib_start[0][k]), Mux(q, ib_end[1][k], ib_end[0][k])
+        h.invariant(~(lv & ~outside) | (((ib_pos[k] + b("rem"))[:20] == end_k) & (b("hdr_off") == start_k)))
+        h.invariant(~(level > k + 1) | in_reset | b("failed") | (ib_pos[k] == end_k))
+        h.invariant(~(lv & h.state("RUN")) | (ib_pos[k] == end_k) | (ib_pos[k] == start_k))
+    # (in PAYLOAD the checks gathered so far are those of the dwords taken, as packets.checks_at
+    # gives them: an IB whose checks pass has a dword's base)
+    pregs = [b(f"p{i}") for i in range(max(p_.fixed for p_ in pk.PACKETS))]
+    for pkt in pk.PACKETS:
+        acc = {"unsup": Const(0), "misal": Const(0), "beyond": Const(0)}
+        for k in range(pkt.fixed - 1):
+            for name, v in zip(acc, cp_packets.checks_at(pregs[:k + 1], pkt, k, cp.addr_width)):
+                acc[name] = acc[name] | ((b("pidx") > k) & v)
+        h.invariant(~(h.state("PAYLOAD") & ~b("bad_count") & (b("kind") == pkt.index)) |
+                    Cat(*(b(f"acc_{n}") == v for n, v in acc.items())).all())
+    # (the WAIT_REG_MEM states are that packet's)
+    wrm = [st for st in h.box.states("cp") if st.startswith("WRM_") or st == "EXEC_WAIT_REG_MEM"]
+    h.invariant(~Cat(*(h.state(st) for st in wrm)).any() | (b("kind") == pk.WAIT_REG_MEM.index))
     sizes = [b(f"ring_size_q{i}") for i in range(N)]
     for i in range(N):
         r, w, used = rptr_q[i], wptr_q[i], (wptr_q[i] - rptr_q[i])[:32]
@@ -228,6 +257,11 @@ def build(h, m, b, csr, cp):
         e = kept["err"][i]
         h.invariant(~idle | e | (lev != 0) | (pos == r))
         h.invariant(~idle | e | (((lev == 0) | (pos == end_now[i])) & ((end_now[i] - r)[:32] <= used)))
+        # (and in each IB it is in, at the end of that level's packet, or at the current level at
+        # the start of a WAIT_REG_MEM that yielded)
+        for k in range(cp.ib_levels):
+            sp = b(f"sh_ib_pos{k + 1}")
+            h.invariant(~idle | e | (lev < k + 1) | (sp == ib_end[i][k]) | ((lev == k + 1) & (sp == ib_start[i][k])))
         # its one-hot level is its level, one of the IB stack's
         h.invariant(~idle | ((lev <= cp.ib_levels) &
                              (b("sh_lvl") == (Const(1, 1 + cp.ib_levels) << lev)[:1 + cp.ib_levels])))
@@ -240,9 +274,15 @@ def build(h, m, b, csr, cp):
         # error pending and none latched, and swapped back in it waits in ERR_DRAIN for a latch
         # that never comes, holding the CP: reached from reset in 6 and 14 cycles, docs/formal.md)
         h.invariant(~idle | qclr[i] | (Cat(*(b(f"sh_{n}") for n in KEPT)) == saved[i]))
-    # every IB's base is a dword's (IB_BASE_LO holds address bits [31:2]), swapped out or not
+    # every IB a queue is in has a dword's base (a misaligned one fails its checks before it runs),
+    # swapped out or not
+    # (a check that fails stops the IB the cycle after it started it: `failed`; a CHAIN's new base,
+    # checked, is in the payload until EXEC_INDIRECT_BUFFER loads it)
     for k in range(1, 1 + cp.ib_levels):
-        h.invariant((b(f"ib_base{k}")[:2] == 0) & (b(f"sh_ib_base{k}")[:2] == 0))
+        h.invariant((b("failed") | in_reset | (level < k) | (b(f"ib_base{k}")[:2] == 0)) &
+                    ((b("sh_level") < k) | (b(f"sh_ib_base{k}")[:2] == 0)))
+    chain_base = cp_value([b(f"p{i}") for i in range(pk.INDIRECT_BUFFER.fixed)], pk.INDIRECT_BUFFER, "base", 48)
+    h.invariant(~h.state("EXEC_INDIRECT_BUFFER") | b("failed") | (chain_base[:2] == 0))
     # a queue reset in hand is the running queue's, pending until it is done
     h.invariant(~h.state("QRESET") | Mux(q, qr_pend[1], qr_pend[0]))
     # errors (cp_errors' invariants, with the switch): a latched error stops the running queue
@@ -270,7 +310,7 @@ def build(h, m, b, csr, cp):
     def f0(n):
         return b(n, "fetch0")
     fa, fptr, rp_a, wp_a = f0("active"), f0("fptr"), b("rptr"), b("wptr")
-    h.invariant(~fa | (fq == q))
+    h.invariant(~fa | ((fq == q) & b("ring_running")))
     burst_invariants(h, f0, Mux(q, ports[1]["base"], ports[0]["base"]), b("ring_mask"), True, h.data_width,
                      min(8, h.fetch_depth))
     h.invariant(~fa | (((ring_pos - rp_a)[:32] <= (fptr - rp_a)[:32]) &

@@ -90,7 +90,7 @@ def parser_invariants(h, b, cp, pkt_end, rptr, wptr, away=0):
     """The parser's invariants against the end of the ring packet in hand (`pkt_end`, a ghost)
     and the running queue's rptr and wptr: cp_ring's, and cp_queues' for the queue that runs.
     `away`: states in which the parser is not in a packet of the ring (cp_queues: a switch, a
-    queue reset), besides cp_ring's."""
+    queue reset), besides cp_ring's. Returns the test "the parser is between packets"."""
     ring_pos = b("ring_pos")
     in_reset = h.state("RESET")
     # induction strengthening: a ring packet's end is where the parser will be when it
@@ -152,3 +152,4 @@ def parser_invariants(h, b, cp, pkt_end, rptr, wptr, away=0):
     h.invariant(~(h.state("RUN") & (level == 0)) | (ring_pos == rptr))
     after_ring = h.state("RPTR_WRITE") | h.state("RPTR_WAIT")
     h.invariant(~after_ring | ((level == 0) & (ring_pos == rptr) & (pkt_end == rptr)))
+    return outside
