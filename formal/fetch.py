@@ -181,4 +181,4 @@ def burst_invariants(h, b, base, mask, wraps, data_width, max_burst):
     h.invariant(~b("arvalid") | ((n_next != 0) & (n_next <= tb) &
                                  (b("addr_next") == (addr & ~Const(B - 1, 48))) &
                                  (b("beats_next") == (first_next + n_next + dpb - 1) >> lane_bits) &
-                                 ((first_next == first) if dpb > 1 else Const(1))))
+                                 (first_next == (first if dpb > 1 else 0))))

@@ -35,6 +35,7 @@ def build(h, m, b, csr, cp):
     rptr_q = [b(f"rptr_q{i}") for i in range(N)]
     wptr_q = [b(f"wptr_q{i}") for i in range(N)]
     qr_pend = [b(f"qr_pend_q{i}") for i in range(N)]
+    reparse_q = [b(f"reparse_q{i}") for i in range(N)]
     ports = [dict(base=Cat(Const(0, 8), csr.rb_base_lo, csr.rb_base_hi), size=csr.rb_size,
                   enable=csr.rb_cntl_enable, swmod=csr.rb_doorbell_swmod, doorbell=csr.rb_doorbell),
              dict(base=Cat(Const(0, 8), csr.cp_hqd1_rb_base_lo, csr.cp_hqd1_rb_base_hi), size=csr.cp_hqd1_rb_size,
@@ -145,10 +146,12 @@ def build(h, m, b, csr, cp):
     h.prove("reset_alone", Cat(*ok_alone).all())
 
     # ---- switches: at packet boundaries; the queue swapped in is where it was swapped out
-    from_sleep = was(h.state("WRM_SLEEP"))
+    # (a WAIT_REG_MEM that yields is rewound to its header, and stays there, `reparse`, until it is
+    # parsed again: a queue swapped back in may be switched out again before that)
+    rewound = was(h.state("WRM_SLEEP")) | b("reparse")
     swap = h.state("SWAP")
     at_ib_end = Cat(*((level == k + 1) & ((ib_pos[k] == Mux(q, ib_end[1][k], ib_end[0][k])) |
-                                         (from_sleep & (ib_pos[k] == Mux(q, ib_start[1][k], ib_start[0][k]))))
+                                         (rewound & (ib_pos[k] == Mux(q, ib_start[1][k], ib_start[0][k]))))
                       for k in range(2))).any()
     boundary = ((level == 0) & (ring_pos == Mux(q, rptr_q[1], rptr_q[0]))) | \
         ((level != 0) & (ring_pos == Mux(q, ring_end[1], ring_end[0])) & at_ib_end)
@@ -208,10 +211,10 @@ def build(h, m, b, csr, cp):
     if h.with_invariants:
         h.assume(~(r_fresh & b("out_valid", "fetch0")))
     # (and at the ring level no ring packet is parsed before that read: the parser is between
-    # ring packets, writing another engine's IH entry, or flushing, which ends the wait)
-    between = Cat(*(h.state(st) for st in ("RUN", "SWAP1", "RING_DONE", "RPTR_WRITE", "RPTR_WAIT",
-                                            "RESET", "ERR_DRAIN", "QRESET", "SWAP"))).any() | \
-        (Cat(*(h.state(st) for st in h.box.states("cp") if st.startswith("IH_"))).any() & b("ih_ext"))
+    # ring packets, writing an IH entry, stopped, or flushing, which ends the wait)
+    between = Cat(*(h.state(st) for st in h.box.states("cp") if st.startswith("IH_") or st in (
+        "RUN", "SWAP1", "RING_DONE", "RPTR_WRITE", "RPTR_WAIT", "RESET", "ERR_DRAIN", "ERROR", "QRESET",
+        "SWAP"))).any()
     h.invariant(~(r_fresh & (level == 0)) | between)
     h.prove("resume_fetch", Cat(*resumed).all())
 
@@ -228,7 +231,7 @@ def build(h, m, b, csr, cp):
         start_k, end_k = Mux(q, ib_start[1][k], ib_start[0][k]), Mux(q, ib_end[1][k], ib_end[0][k])
         h.invariant(~(lv & ~outside) | (((ib_pos[k] + b("rem"))[:20] == end_k) & (b("hdr_off") == start_k)))
         h.invariant(~(level > k + 1) | in_reset | b("failed") | (ib_pos[k] == end_k))
-        h.invariant(~(lv & h.state("RUN")) | (ib_pos[k] == end_k) | (ib_pos[k] == start_k))
+        h.invariant(~(lv & h.state("RUN")) | (ib_pos[k] == end_k) | (b("reparse") & (ib_pos[k] == start_k)))
     # (in PAYLOAD the checks gathered so far are those of the dwords taken, as packets.checks_at
     # gives them: an IB whose checks pass has a dword's base)
     pregs = [b(f"p{i}") for i in range(max(p_.fixed for p_ in pk.PACKETS))]
@@ -261,7 +264,8 @@ def build(h, m, b, csr, cp):
         # the start of a WAIT_REG_MEM that yielded)
         for k in range(cp.ib_levels):
             sp = b(f"sh_ib_pos{k + 1}")
-            h.invariant(~idle | e | (lev < k + 1) | (sp == ib_end[i][k]) | ((lev == k + 1) & (sp == ib_start[i][k])))
+            h.invariant(~idle | e | (lev < k + 1) | (sp == ib_end[i][k]) |
+                        ((lev == k + 1) & reparse_q[i] & (sp == ib_start[i][k])))
         # its one-hot level is its level, one of the IB stack's
         h.invariant(~idle | ((lev <= cp.ib_levels) &
                              (b("sh_lvl") == (Const(1, 1 + cp.ib_levels) << lev)[:1 + cp.ib_levels])))
