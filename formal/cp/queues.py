@@ -175,6 +175,11 @@ def build(h, m, b, csr, cp):
     # after the queue is swapped in starts at that level's base + 4 * position
     flushed = Cat(*(h.state(s) for s in ("ERR_DRAIN", "RESET", "SWAP", "QRESET"))).any() | b("failed")
     ib_base = [b("ib_base1"), b("ib_base2")]
+    # (until a resumed level's first read no packet of it is parsed: the parser is between packets,
+    # writing another engine's IH entry or an error's, stopped, or flushing, which ends the wait)
+    between = Cat(*(h.state(st) for st in ("RUN", "SWAP1", "RING_DONE", "RPTR_WRITE", "RPTR_WAIT", "RESET",
+                                            "ERR_DRAIN", "ERROR", "QRESET", "SWAP"))).any() | \
+        (Cat(*(h.state(st) for st in h.box.states("cp") if st.startswith("IH_"))).any() & (b("ih_ext") | b("ih_err")))
     resumed = []
     for k in range(2):
         f = f"fetch{k + 1}"
@@ -190,6 +195,7 @@ def build(h, m, b, csr, cp):
         # its fetcher, once started, has requested nothing yet)
         h.invariant(~fresh | (level <= k) | (exp == (ib_base[k] + Cat(Const(0, 2), ib_pos[k]))[:48]))
         h.invariant(~(fresh & b("active", f)) | ((b("fptr", f) == ib_pos[k]) & (b("base", f) == ib_base[k])))
+        h.invariant(~(fresh & (level == k + 1)) | between)
         burst_invariants(h, lambda n, f=f: b(n, f), b("base", f), Const(0xFFFF_FFFF, 32), False, h.data_width,
                          min(8, h.fetch_depth))
         if h.with_invariants:  # (as the ring's, below: a flushed fetcher offers nothing it did not read since)
@@ -210,11 +216,7 @@ def build(h, m, b, csr, cp):
     h.invariant(~(r_fresh & b("active", "fetch0")) | (b("fptr", "fetch0") == ring_pos))
     if h.with_invariants:
         h.assume(~(r_fresh & b("out_valid", "fetch0")))
-    # (and at the ring level no ring packet is parsed before that read: the parser is between
-    # ring packets, writing an IH entry, stopped, or flushing, which ends the wait)
-    between = Cat(*(h.state(st) for st in h.box.states("cp") if st.startswith("IH_") or st in (
-        "RUN", "SWAP1", "RING_DONE", "RPTR_WRITE", "RPTR_WAIT", "RESET", "ERR_DRAIN", "ERROR", "QRESET",
-        "SWAP"))).any()
+    # (and at the ring level no ring packet is parsed before that read)
     h.invariant(~(r_fresh & (level == 0)) | between)
     h.prove("resume_fetch", Cat(*resumed).all())
 
@@ -287,6 +289,8 @@ def build(h, m, b, csr, cp):
                     ((b("sh_level") < k) | (b(f"sh_ib_base{k}")[:2] == 0)))
     chain_base = cp_value([b(f"p{i}") for i in range(pk.INDIRECT_BUFFER.fixed)], pk.INDIRECT_BUFFER, "base", 48)
     h.invariant(~h.state("EXEC_INDIRECT_BUFFER") | b("failed") | (chain_base[:2] == 0))
+    # (no other engine's IH entry: the harness has no SDMA, its ext_ih_valid is 0)
+    h.invariant(~b("ih_ext"))
     # a queue reset in hand is the running queue's, pending until it is done
     h.invariant(~h.state("QRESET") | Mux(q, qr_pend[1], qr_pend[0]))
     # errors (cp_errors' invariants, with the switch): a latched error stops the running queue

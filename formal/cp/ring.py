@@ -104,7 +104,7 @@ def parser_invariants(h, b, cp, pkt_end, rptr, wptr, away=0):
     h.invariant(~((level == 0) & ~outside) | ((ring_pos + rem)[:32] == pkt_end))
     h.invariant((level == 0) | in_reset | (ring_pos == pkt_end))
     # (a header whose COUNT runs past wptr is refused a cycle after it is taken: bad_count)
-    h.invariant(in_reset | b("err_any") | (h.state("PAYLOAD") & b("bad_count")) |
+    h.invariant(in_reset | b("err_any") | (h.state("PAYLOAD") & b("bad_count")) | away |
                    ((pkt_end - rptr)[:32] <= (wptr - rptr)[:32]))
     h.invariant(~(h.state("PAYLOAD") | h.state("WD_COLLECT")) | (rem != 0))
     # in PAYLOAD the dwords read (pidx) and still to read (rem) add up to the COUNT the
