@@ -2,11 +2,19 @@
 fetches and rptr are its own, an error stops its queue alone, CP_QUEUE_RESET clears one
 queue, switches happen at packet boundaries and a preempted queue resumes where it stood.
 
-A BMC from reset (the shared invariants of harness.py are queue 0's, stated with queue 1
-off; none is emitted here). Ghost state per queue: the end of the ring packet in hand
-(as cp_ring's), the start and end of the packet in hand at each IB level, whether the
-queue's error is latched, and the queue's parser registers as they were swapped out (or as
-a reset leaves them), which they must be again when it is swapped in."""
+A BMC from reset. Ghost state per queue: the end of the ring packet in hand (as cp_ring's),
+the start and end of the packet in hand at each IB level, whether the queue's error is
+latched, and the queue's parser registers as they were swapped out (or as a reset leaves
+them), which they must be again when it is swapped in.
+
+The induction's invariants (end of build(), with the shared ones of harness.py, which hold
+for the running queue): cp_ring's parser invariants for the running queue
+(ring.parser_invariants) and their IB-level analogues, each queue's occupancy, the queue not
+running at a packet boundary on its shadow registers, the ghosts against both (`errd`
+against each queue's latch, `saved` against the shadows, the ring fetcher's queue against
+`q`), the ring fetcher's burst registers (fetch.burst_invariants) inside the running queue's
+window, and the resumed levels' first reads. The k = 3 step does not close yet
+(docs/formal.md)."""
 
 from amaranth.hdl import Cat, Const, Mux, Signal
 from amaranth.lib import data
