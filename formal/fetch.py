@@ -126,9 +126,6 @@ class FetchHarness(Harness):
 
         # ---- induction: the fetcher's window, its beat counts against the slave's
         self.invariant(~active | start | ((fptr - lo)[:32] <= window))
-        self.invariant(~active | (b("base") == base))
-        if wraps:
-            self.invariant(~active | (b("mask") == mask))
         in_flight = Signal(range(D * 256 + 1), name=f"{tag}_in_flight")
         used = [((Const(i, qb + 1) - rp[:qb])[:qb] < count) for i in range(D)]  # slot i holds a burst
         m.d.comb += in_flight.eq(sum(Cat(q_len[i] + 1, Const(0, 4)) * used[i] for i in range(D)) - beat)
@@ -143,29 +140,13 @@ class FetchHarness(Harness):
         credits = b("credits")
         self.invariant(credits + level + outstanding <= self.depth)
         self.invariant(~dut.arvalid | (b("beats_next") <= credits))
-        # (the block: `tb` is the dwords from fptr to the end of its aligned block; the offered
-        # burst, worked out a cycle before from the registers that hold still while it waits, is
-        # the one they give)
-        dpb = self.data_width // 32
-        lane_bits = (dpb - 1).bit_length()
-        k = (self.max_burst * dpb - 1).bit_length()
-        tb = b("tb")
-        bmask = mask[:k] if wraps else Const((1 << k) - 1, k)
-        pos = fptr[:k] if wraps else (base[2:2 + k] + fptr[:k])[:k]
-        self.invariant(~active | (tb == (bmask & ~pos) + 1))
-        n_next, first_next = b("n_next"), b("first_next")
+        burst_invariants(self, b, base, mask, wraps, self.data_width, self.max_burst)
         # (the burst worked out for the registers, once it holds (`n_ok`), lies in the window as
         # it was a cycle ago: it was worked out from `end` then, which only grows; in_window's
         # step needs it, the redirect's cycle measuring against that window too)
-        n_ok = b("n_ok")
-        self.invariant(~n_ok | active)
-        self.invariant(~n_ok | ((fptr - lo)[:32] + n_next <= (end_q - lo)[:32]))
+        self.invariant(~b("n_ok") | ((fptr - lo)[:32] + b("n_next") <= (end_q - lo)[:32]))
         if not wraps:
             self.invariant(lo == 0)  # (an IB's fetcher starts at 0)
-        self.invariant(~dut.arvalid | ((n_next != 0) & (n_next <= tb) &
-                                       (b("addr_next") == (addr & ~Const(B - 1, 48))) &
-                                       (b("beats_next") == (first_next + n_next + dpb - 1) >> lane_bits) &
-                                       ((first_next == first) if dpb > 1 else Const(1))))
 
         t["wraps"] = ar_hs & (idx + n == mask + 1) & Const(int(wraps))
         t["at_4k"] = ar_hs & (dut.araddr[:12] + beats * B == 4096)
@@ -175,3 +156,29 @@ class FetchHarness(Harness):
 
 
 COVERS = ("wraps", "at_4k", "full_buffer", "redirect_in_flight")
+
+
+def burst_invariants(h, b, base, mask, wraps, data_width, max_burst):
+    """A running fetcher's registers against what it was loaded with (`base`, `mask`) and its
+    pointer: the dwords `tb` to the end of fptr's aligned block, and the burst it offers, worked
+    out a cycle before from registers that hold still while it waits. fetch's induction, and
+    cp_queues' for the ring's fetcher inside the CP; `b(name)` reads the fetcher's signals."""
+    B, dpb = data_width // 8, data_width // 32
+    lane_bits = (dpb - 1).bit_length()
+    k = (max_burst * dpb - 1).bit_length()
+    fptr, active = b("fptr"), b("active")
+    h.invariant(~active | (b("base") == base))
+    if wraps:
+        h.invariant(~active | (b("mask") == mask))
+    tb = b("tb")
+    bmask = mask[:k] if wraps else Const((1 << k) - 1, k)
+    pos = fptr[:k] if wraps else (base[2:2 + k] + fptr[:k])[:k]
+    h.invariant(~active | (tb == (bmask & ~pos) + 1))
+    n_next, first_next = b("n_next"), b("first_next")
+    h.invariant(~b("n_ok") | active)
+    addr = (base + Cat(Const(0, 2), fptr & mask))[:48]
+    first = addr[2:2 + max(1, (B // 4).bit_length() - 1)] if B > 4 else Const(0, 1)
+    h.invariant(~b("arvalid") | ((n_next != 0) & (n_next <= tb) &
+                                 (b("addr_next") == (addr & ~Const(B - 1, 48))) &
+                                 (b("beats_next") == (first_next + n_next + dpb - 1) >> lane_bits) &
+                                 (first_next == (first if dpb > 1 else 0))))

@@ -34,3 +34,11 @@ POLL = _image(pm4.encode_fields("WAIT_REG_MEM", {
     "FUNCTION": 3, "MEM_SPACE": 1, "ADDR_LO": 16, "REFERENCE": 0, "MASK": 0, "POLL_INTERVAL": 16}))
 """A WAIT_REG_MEM polling memory at byte 64 (EQ 0 under mask 0: met at the first poll), then
 fillers, which the ring's fetcher reads ahead while the poll is asked for."""
+
+IB_OF_FILLERS = _image(pm4.encode_fields("INDIRECT_BUFFER", {"IB_BASE_LO": 4, "IB_SIZE": 8, "VALID": 1}))
+"""In the ring (dword 0) an IB of 8 fillers (the image's dwords 4 to 11), then fillers: an IB
+whose every packet is a boundary, so a queue is preempted inside it as soon as the other has work."""
+
+FILLERS = _image()
+"""Fillers alone: every ring packet is one dword, and the only errors are the bus's (a free
+RRESP) and the doorbells'."""

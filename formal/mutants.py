@@ -21,7 +21,7 @@ import sys
 import types
 from dataclasses import dataclass
 
-from .images import FAILING_FENCE
+from .images import FAILING_FENCE, FILLERS, IB_OF_FILLERS
 
 
 class MutantError(RuntimeError):
@@ -46,6 +46,9 @@ class Mutant:
     # the group's harness arguments this mutant changes (a configuration that reaches the
     # bug sooner; the group's proof is run in it too, so a failure there is the mutant's)
     args: tuple = ()
+    # check its `kills` alone (the group's other asserts are dropped: the traces are the same,
+    # and a BMC step that needs no proof of them is much cheaper, for a counterexample past 20)
+    alone: bool = False
 
     def source(self) -> str:
         orig = importlib.import_module(self.module)
@@ -104,7 +107,8 @@ MUTANTS: list[Mutant] = [
       "r_held", "RVALID drops after one cycle whether or not RREADY was high"),
     M("bridge_rdata_live", "axil", "rtl.bus", "bus.rdata.eq(r_data),", "bus.rdata.eq(self.rd_data),",
       "r_stable", "RDATA follows the register port instead of the captured value"),
-    M("bridge_b_without_w", "axil", "rtl.bus", "self.wr_en.eq((aw_full | bus.awvalid) & (w_full | bus.wvalid) & ~b_valid),",
+    M("bridge_b_without_w", "axil", "rtl.bus",
+      "self.wr_en.eq((aw_full | bus.awvalid) & (w_full | bus.wvalid) & ~b_valid),",
       "self.wr_en.eq((aw_full | bus.awvalid | w_full | bus.wvalid) & ~b_valid),",
       "b_needs_aw_and_w", "the register write (and B) goes once AW or W has arrived"),
     M("bridge_r_without_ar", "axil", "rtl.bus", "with m.If(bus.arvalid & bus.arready):",
@@ -113,7 +117,8 @@ MUTANTS: list[Mutant] = [
       "bus.awready.eq(~b_valid),", "one_at_a_time", "a second AW is accepted before the first is answered"),
     M("bridge_write_twice", "axil", "rtl.bus", "aw_full.eq(0), w_full.eq(0), b_valid.eq(1),",
       "b_valid.eq(1),", "one_reg_write", "the request is not cleared after its register write: it writes again"),
-    M("bridge_b_waits_ready", "axil", "rtl.bus", "self.wr_en.eq((aw_full | bus.awvalid) & (w_full | bus.wvalid) & ~b_valid),",
+    M("bridge_b_waits_ready", "axil", "rtl.bus",
+      "self.wr_en.eq((aw_full | bus.awvalid) & (w_full | bus.wvalid) & ~b_valid),",
       "self.wr_en.eq((aw_full | bus.awvalid) & (w_full | bus.wvalid) & ~b_valid & ~bus.bready),",
       "b_bound", "a write is performed only while BREADY is low: with BREADY high it never answers"),
     M("bridge_r_waits_ready", "axil", "rtl.bus", "r_valid.eq(1),", "r_valid.eq(bus.rready),",
@@ -196,7 +201,7 @@ MUTANTS: list[Mutant] = [
     M("fetch_no_credit", "fetch", "rtl.cp.fetch", "free.eq(depth - level - outstanding)",
       "free.eq(depth - level)", "room_for_beats", "beats in flight are not counted against the buffer"),
 
-    # ---------------------------------------------------------------- ring and doorbell (rtl/cp/processor.py, queues.py)
+    # ------------------------------------------------------ ring and doorbell (rtl/cp/processor.py, queues.py)
     M("rptr_overshoots", "cp_ring", "rtl.cp.processor", "m.d.sync += [Array(rptr_q)[q].eq(ring_pos), Array",
       "m.d.sync += [Array(rptr_q)[q].eq(ring_pos + 1), Array", "rptr_whole_packets",
       "rptr moves one dword past the packet", depth=12),
@@ -220,7 +225,7 @@ MUTANTS: list[Mutant] = [
       "write_dwords(addr, rptr, None, \"RPTR_WRITE\", \"RPTR_WAIT\", vmid=0)", "rptr_writeback",
       "the write-back carries the rptr before the packet", depth=16),
 
-    # ---------------------------------------------------------------- errors and soft reset (rtl/cp/processor.py, ih.py)
+    # ------------------------------------------------------ errors and soft reset (rtl/cp/processor.py, ih.py)
     M("error_ignored_by_pops", "cp_errors", "rtl.cp.processor",
       "take_hdr.eq(fsm.ongoing(\"RUN\") & ~err_pending_any & ~csr.control_halt & ~failed &",
       "take_hdr.eq(fsm.ongoing(\"RUN\") & ~csr.control_halt & ~failed &", "no_packet_after_error",
@@ -262,7 +267,8 @@ MUTANTS: list[Mutant] = [
     M("ih_wptr_in_dwords", "cp_ih", "rtl.cp.ih", "m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_BYTES)",
       "m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_BYTES // 4)", "wptr_step",
       "IH_WPTR counts dwords instead of bytes", depth=14),
-    M("ih_pending_compare", "cp_ih", "rtl.cp.status", "                                      c.ih_wptr != csr.ih_rptr)))",
+    M("ih_pending_compare", "cp_ih", "rtl.cp.status",
+      "                                      c.ih_wptr != csr.ih_rptr)))",
       "                                      c.ih_wptr != 0)))", "pending_level",
       "IH_PENDING stays set once an entry was written, even when the driver consumed it", depth=14),
 
@@ -270,7 +276,8 @@ MUTANTS: list[Mutant] = [
     M("cp_ar_slot_overwritten", "cp_bus", "rtl.cp.bus_port", "m.d.comb += slot_free.eq(~ar_valid)",
       "m.d.comb += slot_free.eq(1)", "ar_stable ar_from_client",
       "the AR slice takes a new request while it still offers the last one", depth=9),
-    M("cp_ar_valid_drops", "cp_bus", "rtl.cp.bus_port", "    with m.If(bus.arready):\n        m.d.sync += ar_valid.eq(0)",
+    M("cp_ar_valid_drops", "cp_bus", "rtl.cp.bus_port",
+      "    with m.If(bus.arready):\n        m.d.sync += ar_valid.eq(0)",
       "    with m.If(1):\n        m.d.sync += ar_valid.eq(0)", "ar_held",
       "ARVALID drops after one cycle whether or not ARREADY was high", depth=8),
     M("cp_ar_len_off", "cp_bus", "rtl.cp.bus_port", "ar_len.eq(length)", "ar_len.eq(length + 1)",
@@ -320,13 +327,14 @@ MUTANTS: list[Mutant] = [
     M("reset_held_by_halt", "cp_reset", "rtl.cp.processor",
       "with m.If(~writer.busy & ~poll_pending & ~dma_busy_r & ~csr.control_soft_reset):",
       "with m.If(~writer.busy & ~poll_pending & ~dma_busy_r & ~csr.control_soft_reset & ~csr.control_halt):",
-      "reset_bound", "RESET also waits for HALT to clear: a halted CP never finishes its reset", depth=17, keep_going=False),
+      "reset_bound", "RESET also waits for HALT to clear: a halted CP never finishes its reset", depth=17,
+      keep_going=False),
 
     M("ring_done_keeps_rptr", "cp_live", "rtl.cp.processor", "m.d.sync += [Array(rptr_q)[q].eq(ring_pos), Array",
       "m.d.sync += [Array(rptr_q)[q].eq(rptr), Array", "doorbell_finishes",
       "a finished ring packet does not move RB_RPTR: the work never shows done", depth=21),
 
-    # ---------------------------------------------------------------- the two CP queues (rtl/cp/queues.py, processor.py)
+    # ------------------------------------------------------ the two CP queues (rtl/cp/queues.py, processor.py)
     M("ring_fetch_other_wptr", "cp_queues", "rtl.cp.processor", "fetchers[0].end.eq(wptr),",
       "fetchers[0].end.eq(wptr_q[0]),", "fetch_in_own_window",
       "the ring fetcher reads up to queue 0's wptr whichever queue runs", depth=12),
@@ -335,10 +343,16 @@ MUTANTS: list[Mutant] = [
       "a finished ring packet of queue 1 moves queue 0's rptr", depth=14, keep_going=False),
     # (a failed check that goes back to RUN instead of draining takes no header: with the error
     # latched the ring's fetcher does not restart, so `failed_check_runs_on` passed a BMC to 12)
+    # (its target needs the errored queue swapped out and back in and its header taken: about 20
+    # cycles at the least (a doorbell error at cycle 4, ERR_DRAIN, ERROR, a switch to queue 1
+    # disabled at once, a switch back, the ring refetched), where the group's free memory makes
+    # each step minutes; here the rings hold fillers alone (the error a bus error's or a doorbell's),
+    # the driver never halts or resets the CP, and the target alone is checked. Its first run,
+    # 2 December, held through step 18 and timed out in step 19: docs/formal.md)
     M("swap_drops_error", "cp_queues", "rtl.cp.queues", "            m.d.sync += [a.eq(s), s.eq(a)]",
       '            m.d.sync += [a.eq(s), s.eq(0 if name == "err" else a)]', "errored_queue_stops",
       "a queue stopped by its error loses the error when it is switched out, and runs again when it "
-      "is switched back in", depth=22),
+      "is switched back in", depth=24, alone=True, args={"image": FILLERS, "fetch_depth": 8, "steady": True}),
     M("error_keeps_cp", "cp_queues", "rtl.cp.processor",
       'with m.Elif(want_switch & ~dma_busy_r):\n                    m.next = "SWAP"  # this queue is stopped',
       'with m.Elif(0):\n                    m.next = "SWAP"  # this queue is stopped', "error_yields",
@@ -350,14 +364,16 @@ MUTANTS: list[Mutant] = [
     M("queue_reset_hits_other", "cp_queues", "rtl.cp.queues",
       "m.d.sync += [c.rptr_q[i].eq(0), c.wptr_q[i].eq(0), c.limit_q[i].eq(c.ring_size_q[i])]",
       "m.d.sync += [c.rptr_q[i].eq(0), c.wptr_q[i].eq(0), c.wptr_q[1 - i].eq(0), c.limit_q[i].eq(c.ring_size_q[i])]",
-      "reset_alone", "CP_QUEUE_RESET of the queue not running also clears the running queue's wptr", depth=10, keep_going=False),
+      "reset_alone", "CP_QUEUE_RESET of the queue not running also clears the running queue's wptr", depth=10,
+      keep_going=False),
     M("switch_mid_packet", "cp_queues", "rtl.cp.processor",
       "                with m.Elif(~cur_fetch_valid):\n                    m.d.comb += stall.eq(1)\n"
       "                with m.Else():\n                    # (the dword is taken",
       "                with m.Elif(~cur_fetch_valid):\n                    m.d.comb += stall.eq(1)\n"
       "                    with m.If(want_switch):\n                        m.next = \"SWAP\"\n"
       "                with m.Else():\n                    # (the dword is taken",
-      "switch_at_boundary", "a packet waiting for its payload is switched out in the middle", depth=12, keep_going=False),
+      "switch_at_boundary", "a packet waiting for its payload is switched out in the middle", depth=12,
+      keep_going=False),
     M("shadow_without_level", "cp_queues", "rtl.cp.queues", 'init=1 if name == "lvl" else 0', "init=0",
       "position_kept", "queue 1 is first swapped in with no IB level selected (the one-hot level's reset "
       "value lost)", depth=12, keep_going=False),
@@ -373,15 +389,22 @@ MUTANTS: list[Mutant] = [
       "m.d.comb += ring_base.eq(Cat(Const(0, 8), csr.rb_base_lo, csr.rb_base_hi))", "resume_fetch fetch_in_own_window",
       "the ring's fetcher takes queue 0's ring base whatever queue runs: after a switch to queue 1 it "
       "resumes in queue 0's ring", depth=10),
-    # (an IB fetched again from its start after a switch, `f.ptr.eq(0)` for `f.ptr.eq(ib_pos[i])`,
-    # needs a 28-cycle BMC: the first preempted IB resumes in step 27, cp_queues.ib_resumed; not run)
+    # (with free memory the first preempted IB resumes in step 27, cp_queues.ib_resumed: a BMC of
+    # hours; here the ring holds an IB of fillers, every one a boundary, and the fetchers are 8
+    # beats deep, so the IB's packet comes in one burst. Its path is about 21 cycles; its first
+    # run, 2 December, held through step 19 and was stopped in step 20: docs/formal.md)
+    M("ib_resumes_at_start", "cp_queues", "rtl.cp.processor", "f.ptr.eq(ib_pos[i])]", "f.ptr.eq(0)]",
+      "resume_fetch", "a preempted IB is fetched again from its start, not from its next packet",
+      depth=28, alone=True,
+      args={"image": IB_OF_FILLERS, "fetch_depth": 8, "steady": True, "okay": True}),
 
     # ---------------------------------------------------------------- the MMU (rtl/mmu.py)
     M("tlb_ignores_vmid", "mmu", "rtl.mmu", "match[i].eq(t_valid[i] & (t_vmid[i] == r.user.vmid) & ",
       "match[i].eq(t_valid[i] & ", "no_foreign_page",
       "the TLB compare leaves out the VMID: a client hits another client's entry", depth=14),
     M("translation_skipped", "mmu", "rtl.mmu", "return ~self.ctx_enable.bit_select(vmid, 1)",
-      "return Const(1, 1)", "no_foreign_page", "every request goes out untranslated, as if its VMID had no page tables", depth=8),
+      "return Const(1, 1)", "no_foreign_page", "every request goes out untranslated, as if its VMID had no page "
+      "tables", depth=8),
     M("walk_permission_skipped", "mmu", "rtl.mmu", "hit_ok.eq((need & perm).any())", "hit_ok.eq(1)",
       "write_needs_w fetch_needs_x", "a freshly walked entry is used without checking its permissions", depth=12),
     M("tlb_permission_skipped", "mmu", "rtl.mmu", "permit[i].eq((need_r & t_perm[i]).any())", "permit[i].eq(1)",

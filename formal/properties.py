@@ -219,7 +219,8 @@ _CP_CONFIG = ("the CommandProcessor itself (every fetcher, the parser, the write
               "wrap within the cover depth")
 _CP_ASSUMES = ("the CSR block's ports are free (configuration fixed, doorbells, enable, HALT and "
                "SOFT_RESET any cycle; RB_DOORBELL changes only with its write pulse, two MMIO "
-               "writes are never in consecutive cycles, and the first comes two cycles after reset); the driver moves IH_RPTR forward, never past "
+               "writes are never in consecutive cycles, and the first comes two cycles after reset); the driver "
+               "moves IH_RPTR forward, never past "
                "IH_WPTR; memory "
                "answers in order with free data and responses, keeping AXI's rules")
 
@@ -240,7 +241,8 @@ _group(Group(
         A("occupancy", "wptr - rptr <= ring size, and the parser's position lies in [rptr, wptr]",
           "the ring never holds more than it can, whatever the doorbells"),
         A("doorbell_backwards", "a doorbell moving wptr backwards latches DOORBELL_BACKWARDS (two "
-          "cycles on: captured, then latched) with the rejected value and leaves wptr unchanged", "a driver bug is flagged, not executed"),
+          "cycles on: captured, then latched) with the rejected value and leaves wptr unchanged",
+          "a driver bug is flagged, not executed"),
         A("doorbell_overflow", "a doorbell more than the ring size ahead of rptr latches "
           "DOORBELL_OVERFLOW with the rejected value and leaves wptr unchanged",
           "an overfull ring would overwrite packets not yet executed"),
@@ -480,9 +482,10 @@ _group(Group(
           "CP_QUEUE_RESET.Qi clears that queue alone: the other queue's work and error stand"),
         A("switch_at_boundary", "the CP switches queues only at a packet boundary of the queue it "
           "leaves (at the ring: its position is its rptr; in an IB: at the end of the packet in "
-          "hand, or at its start for a WAIT_REG_MEM that yields), or when that queue is stopped by "
-          "an error", "a packet is never half executed by one queue while the other runs: a "
-          "packet boundary is the only point where no state is half done"),
+          "hand, or at its start for a WAIT_REG_MEM that yields or that yielded and is not parsed "
+          "again yet), or when that queue is stopped by an error", "a packet is never half executed "
+          "by one queue while the other runs: a packet boundary is the only point where no state is "
+          "half done"),
         A("position_kept", "a queue swapped in has the ring position, IB stack (bases, sizes, "
           "positions), level, VMID and error latch it had when swapped out (or a reset's values)",
           "a preempted queue resumes where it stood, at any IB level"),

@@ -85,6 +85,8 @@ def build_rtlil(group: properties.Group, mutant=None, cover_run=None):
             **(cover_run.args if cover_run is not None else {})}
     h = harness_class(group)(**args)
     h.with_invariants = mutant is None  # a mutant's BMC checks the table's rows alone
+    if mutant is not None and mutant.alone:
+        h.asserts_only = frozenset(mutant.kills)
     if cover_run is not None:
         h.covers_only = frozenset(cover_run.covers)
     with _ELABORATE:

@@ -118,6 +118,37 @@ def test_mutant_runs_in_its_own_configuration_without_invariants():
     assert set(hm.emitted) == {p.name for p in group.props}
 
 
+def test_a_mutant_alone_checks_only_its_targets():
+    """A mutant marked `alone` is checked on the properties it must kill (the others are stated as
+    true: the traces are the same, the deep BMC cheaper); the others are checked on every row."""
+    from amaranth.hdl import Const
+    from amaranth.hdl._ast import Property
+    group = properties.GROUPS["cp_queues"]
+    for mu, alone in ((mutants.by_name("ib_resumes_at_start"), True), (mutants.by_name("rptr_to_queue0"), False)):
+        _, hm = run.build_rtlil(group, mu)
+        assert hm.asserts_only == (frozenset(mu.kills) if alone else None), mu.name
+        checked = {s.src_loc[0].split(".")[1] for s in hm.m._statements.get("comb", [])
+                   if isinstance(s, Property) and s.kind == Property.Kind.Assert
+                   and not (isinstance(s.test, Const) and s.test.value == 1)}
+        asserts = {p.name for p in group.props if p.kind == "assert"}
+        assert checked == (set(mu.kills) if alone else asserts), mu.name
+
+
+def test_ib_mutant_image_is_an_ib_of_fillers():
+    """The image of `ib_resumes_at_start` is a ring IB whose dwords, inside the image, are all
+    fillers: every packet of the IB is a boundary, so the queue can be preempted after its first."""
+    from formal import images
+    from spec import pm4
+    image = dict(mutants.by_name("ib_resumes_at_start").args)["image"]
+    assert image == images.IB_OF_FILLERS
+    ib = pm4.decode(image)
+    assert ib.name == "INDIRECT_BUFFER" and ib.fields["CHAIN"] == 0
+    start, size = ib.fields["IB_BASE_LO"], ib.fields["IB_SIZE"]
+    assert 4 <= start and start + size <= len(image) and size >= 2
+    assert all(d == images.FILL for d in image[start:start + size])
+    assert all(d == images.FILL for d in images.FILLERS)
+
+
 def test_fence_mutant_reads_a_failing_release_mem():
     """The fence mutant's ring image is one RELEASE_MEM that the device refuses (its 64-bit
     fence address is not 8-byte aligned), so the failing packet the mutant writes is the one

@@ -69,6 +69,30 @@ def build(h, m, b, csr, cp):
     idle = b("idle")
     h.prove("rptr_writeback", ~(idle & ~b("err") & csr.rb_cntl_rptr_wb & wb_seen) | (wb_val == rptr))
 
+    parser_invariants(h, b, cp, pkt_end, rptr, wptr)
+
+    in_wb = h.state("RPTR_WRITE") | h.state("RPTR_WAIT")
+    h.invariant(~(wb_seen & ~b("err_any") & ~in_wb & ~in_reset & csr.rb_cntl_rptr_wb) | (wb_val == rptr))
+    h.invariant(~(in_wb & csr.rb_cntl_rptr_wb) | ((written == rptr) & (b("wr_src") == WriteSource.VALUE) &
+                                                      b("blk_mask").bit_select(csr.rb_rptr_addr_lo[2:5], 1)))
+
+    # covers
+    level = b("level")
+    h.cover("ring_wrap", h.started & changed & ((rptr & b("ring_mask")) < (was(rptr) & b("ring_mask"))) &
+               (rptr & b("ring_mask") != 0))
+    h.cover("ib1", level == 1)
+    h.cover("ib2", level == 2)
+    h.cover("chain", h.state("EXEC_INDIRECT_BUFFER"))
+    h.cover("doorbell_ignored", csr.rb_doorbell_swmod & ~csr.rb_cntl_enable & (csr.rb_doorbell != wptr))
+
+
+def parser_invariants(h, b, cp, pkt_end, rptr, wptr, away=0):
+    """The parser's invariants against the end of the ring packet in hand (`pkt_end`, a ghost)
+    and the running queue's rptr and wptr: cp_ring's, and cp_queues' for the queue that runs.
+    `away`: states in which the parser is not in a packet of the ring (cp_queues: a switch, a
+    queue reset), besides cp_ring's. Returns the test "the parser is between packets"."""
+    ring_pos = b("ring_pos")
+    in_reset = h.state("RESET")
     # induction strengthening: a ring packet's end is where the parser will be when it
     # finishes (the payload still to read, `rem`, counts down to it)
     level = b("level")
@@ -76,11 +100,11 @@ def build(h, m, b, csr, cp):
     reporting = Cat(*(h.state(s) for s in h.box.states("cp") if s.startswith("IH_"))).any() & \
         b("ih_err")
     outside = Cat(*(h.state(s) for s in ("RUN", "ERR_DRAIN", "ERROR", "RESET", "RPTR_WRITE",
-                                            "RPTR_WAIT", "RING_DONE"))).any() | reporting
+                                            "RPTR_WAIT", "RING_DONE"))).any() | reporting | away
     h.invariant(~((level == 0) & ~outside) | ((ring_pos + rem)[:32] == pkt_end))
     h.invariant((level == 0) | in_reset | (ring_pos == pkt_end))
     # (a header whose COUNT runs past wptr is refused a cycle after it is taken: bad_count)
-    h.invariant(in_reset | b("err_any") | (h.state("PAYLOAD") & b("bad_count")) |
+    h.invariant(in_reset | b("err_any") | (h.state("PAYLOAD") & b("bad_count")) | away |
                    ((pkt_end - rptr)[:32] <= (wptr - rptr)[:32]))
     h.invariant(~(h.state("PAYLOAD") | h.state("WD_COLLECT")) | (rem != 0))
     # in PAYLOAD the dwords read (pidx) and still to read (rem) add up to the COUNT the
@@ -128,17 +152,4 @@ def build(h, m, b, csr, cp):
     h.invariant(~(h.state("RUN") & (level == 0)) | (ring_pos == rptr))
     after_ring = h.state("RPTR_WRITE") | h.state("RPTR_WAIT")
     h.invariant(~after_ring | ((level == 0) & (ring_pos == rptr) & (pkt_end == rptr)))
-
-    in_wb = h.state("RPTR_WRITE") | h.state("RPTR_WAIT")
-    h.invariant(~(wb_seen & ~b("err_any") & ~in_wb & ~in_reset & csr.rb_cntl_rptr_wb) | (wb_val == rptr))
-    h.invariant(~(in_wb & csr.rb_cntl_rptr_wb) | ((written == rptr) & (b("wr_src") == WriteSource.VALUE) &
-                                                      b("blk_mask").bit_select(csr.rb_rptr_addr_lo[2:5], 1)))
-
-    # covers
-    h.cover("ring_wrap", h.started & changed & ((rptr & b("ring_mask")) < (was(rptr) & b("ring_mask"))) &
-               (rptr & b("ring_mask") != 0))
-    h.cover("ib1", level == 1)
-    h.cover("ib2", level == 2)
-    h.cover("chain", h.state("EXEC_INDIRECT_BUFFER"))
-    h.cover("doorbell_ignored", csr.rb_doorbell_swmod & ~csr.rb_cntl_enable & (csr.rb_doorbell != wptr))
-
+    return outside
