@@ -150,13 +150,22 @@ def doorbells(c):
         back = ahead[31]
         over = ~ahead_m1[31] & ~c.ring_huge_q[i] & ~over_m1[31]
         code = Mux(back, CpError.DOORBELL_BACKWARDS, CpError.DOORBELL_OVERFLOW)
+        # The value and code an error names are loaded on every write, not only on an error:
+        # `db_value` is read only the cycle after `db_err` (errors.py), a pending error's only
+        # while `dbpend_q` holds it (set in the same cycle, and no load while it is set). So
+        # the 32 flip-flops' enables do not wait for the carry chains (issue 14g: the CP's
+        # critical path was `wptr` -> `back`/`over` -> `db_value`).
+        with m.If(pt.swmod):
+            with m.If(is_active):
+                m.d.sync += c.db_value.eq(dbv)
+            with m.Elif(~c.dbpend_q[i]):
+                m.d.sync += [c.dbpend_code_q[i].eq(code), c.dbpend_val_q[i].eq(dbv)]
         with m.If(pt.swmod & pt.enable & ~c.stopped & ~q_err):
             with m.If(back | over):
                 with m.If(is_active):
                     m.d.comb += [c.db_err.eq(1), c.db_code.eq(code)]
-                    m.d.sync += c.db_value.eq(dbv)
                 with m.Else():
-                    m.d.sync += [c.dbpend_q[i].eq(1), c.dbpend_code_q[i].eq(code), c.dbpend_val_q[i].eq(dbv)]
+                    m.d.sync += c.dbpend_q[i].eq(1)
             with m.Else():
                 m.d.sync += wp.eq(dbv)
 
@@ -216,9 +225,11 @@ def resume(c):
 
 
 def clear_queue_flags(c, i):
+    # (not `park_timer_q`: it is read only while `park_q` is set, and WRM_SLEEP loads it as it
+    # sets `park_q`. Clearing it here put the resets' bus-quiet conditions on the timer's 16
+    # enables: the top's critical path, issue 14g)
     m = c.m
-    m.d.sync += [c.park_q[i].eq(0), c.park_timer_q[i].eq(0), c.reparse_q[i].eq(0), c.dbpend_q[i].eq(0),
-                 c.qr_pend_q[i].eq(0)]
+    m.d.sync += [c.park_q[i].eq(0), c.reparse_q[i].eq(0), c.dbpend_q[i].eq(0), c.qr_pend_q[i].eq(0)]
 
 
 def queue_resets(c):
