@@ -150,22 +150,19 @@ def doorbells(c):
         back = ahead[31]
         over = ~ahead_m1[31] & ~c.ring_huge_q[i] & ~over_m1[31]
         code = Mux(back, CpError.DOORBELL_BACKWARDS, CpError.DOORBELL_OVERFLOW)
-        # The value and code an error names are loaded on every write, not only on an error:
-        # `db_value` is read only the cycle after `db_err` (errors.py), a pending error's only
-        # while `dbpend_q` holds it (set in the same cycle, and no load while it is set). So
-        # the 32 flip-flops' enables do not wait for the carry chains (issue 14g: the CP's
-        # critical path was `wptr` -> `back`/`over` -> `db_value`).
-        with m.If(pt.swmod):
-            with m.If(is_active):
-                m.d.sync += c.db_value.eq(dbv)
-            with m.Elif(~c.dbpend_q[i]):
-                m.d.sync += [c.dbpend_code_q[i].eq(code), c.dbpend_val_q[i].eq(dbv)]
+        # The active queue's value is loaded on every write, not only on an error: `db_value`
+        # is read only the cycle after `db_err` (errors.py), so its 32 enables do not wait for
+        # the carry chains (issue 14g: `cp_32`'s critical path was `wptr` -> `back` ->
+        # `db_value`). (The same for the inactive queue's `dbpend_val_q`, loaded unless an
+        # error waits, cost about 100 LUT4 in `cp_32` and is not done.)
+        with m.If(pt.swmod & is_active):
+            m.d.sync += c.db_value.eq(dbv)
         with m.If(pt.swmod & pt.enable & ~c.stopped & ~q_err):
             with m.If(back | over):
                 with m.If(is_active):
                     m.d.comb += [c.db_err.eq(1), c.db_code.eq(code)]
                 with m.Else():
-                    m.d.sync += c.dbpend_q[i].eq(1)
+                    m.d.sync += [c.dbpend_q[i].eq(1), c.dbpend_code_q[i].eq(code), c.dbpend_val_q[i].eq(dbv)]
             with m.Else():
                 m.d.sync += wp.eq(dbv)
 
