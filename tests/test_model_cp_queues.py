@@ -206,6 +206,9 @@ def check_a_doorbell_error_stops_its_queue_alone(dev):
     g.submit(1, pm4.nop(4))
     g.until(lambda: g.idle(1), "queue 1 idle")
     g.dev.mmio_write32(regs.CP_HQD1_RB_DOORBELL.addr(), 2)
+    # a second write while the error waits for its queue is ignored: the error names the first
+    # (the RTL keeps a write's value for the error it may raise: rtl/cp/queues.py doorbells)
+    g.dev.mmio_write32(regs.CP_HQD1_RB_DOORBELL.addr(), g.wptr[1] + 4)
     g.until(lambda: regs.CP_HQD1_STATUS.ERROR.get(g.r(regs.CP_HQD1_STATUS)), "queue 1 stopped")
     e = regs.CP_HQD1_ERROR.decode(g.r(regs.CP_HQD1_ERROR))
     assert CpError(e["CODE"]).name == "DOORBELL_BACKWARDS" and g.r(regs.CP_HQD1_ERROR_ADDR_LO) == 2

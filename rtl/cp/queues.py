@@ -150,11 +150,17 @@ def doorbells(c):
         back = ahead[31]
         over = ~ahead_m1[31] & ~c.ring_huge_q[i] & ~over_m1[31]
         code = Mux(back, CpError.DOORBELL_BACKWARDS, CpError.DOORBELL_OVERFLOW)
+        # The active queue's value is loaded on every write, not only on an error: `db_value`
+        # is read only the cycle after `db_err` (errors.py), so its 32 enables do not wait for
+        # the carry chains (issue 14g: `cp_32`'s critical path was `wptr` -> `back` ->
+        # `db_value`). (The same for the inactive queue's `dbpend_val_q`, loaded unless an
+        # error waits, cost about 100 LUT4 in `cp_32` and is not done.)
+        with m.If(pt.swmod & is_active):
+            m.d.sync += c.db_value.eq(dbv)
         with m.If(pt.swmod & pt.enable & ~c.stopped & ~q_err):
             with m.If(back | over):
                 with m.If(is_active):
                     m.d.comb += [c.db_err.eq(1), c.db_code.eq(code)]
-                    m.d.sync += c.db_value.eq(dbv)
                 with m.Else():
                     m.d.sync += [c.dbpend_q[i].eq(1), c.dbpend_code_q[i].eq(code), c.dbpend_val_q[i].eq(dbv)]
             with m.Else():
@@ -216,9 +222,11 @@ def resume(c):
 
 
 def clear_queue_flags(c, i):
+    # (not `park_timer_q`: it is read only while `park_q` is set, and WRM_SLEEP loads it as it
+    # sets `park_q`. Clearing it here put the resets' bus-quiet conditions on the timer's 16
+    # enables: the top's critical path, issue 14g)
     m = c.m
-    m.d.sync += [c.park_q[i].eq(0), c.park_timer_q[i].eq(0), c.reparse_q[i].eq(0), c.dbpend_q[i].eq(0),
-                 c.qr_pend_q[i].eq(0)]
+    m.d.sync += [c.park_q[i].eq(0), c.reparse_q[i].eq(0), c.dbpend_q[i].eq(0), c.qr_pend_q[i].eq(0)]
 
 
 def queue_resets(c):
