@@ -471,6 +471,10 @@ _group(Group(
           "never move the other's"),
         A("errored_queue_stops", "a queue whose error is latched takes no header until its reset "
           "(or a soft reset)", "errors are terminal per queue: the errored queue executes nothing more"),
+        A("doorbell_error_kept", "no queue is swapped out with an error pending and none latched, and "
+          "ERR_DRAIN never waits two cycles with no error captured or latched", "a doorbell error in "
+          "the cycle RUN picks SWAP was lost that way, and the queue, swapped back in, held the whole "
+          "CP in ERR_DRAIN (found by this group's induction): every error reaches CP_ERROR and the IH"),
         A("error_yields", "a queue stopped by its error (ERROR) hands the CP to the other queue within "
           "3 cycles once that one can run (enabled, work pending, no error, not parked, no reset "
           "pending)", "an error on one queue does not stop the other queue's packets"),

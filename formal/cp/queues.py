@@ -124,6 +124,9 @@ def build(h, m, b, csr, cp):
             m.d.sync += errd[i].eq(0)
     errd_active = Mux(q, errd[1], errd[0]) | err
     h.prove("errored_queue_stops", ~(run_pop & errd_active))
+    drain_empty = h.state("ERR_DRAIN") & ~b("err_any")
+    h.prove("doorbell_error_kept", ~(h.state("SWAP1") & b("sh_err_pending") & ~b("sh_err")) &
+            ~(drain_empty & was(drain_empty)))
     # the stopped queue hands over within 3 cycles once the other can run (work, no error,
     # not parked for a poll, no reset pending); a cycle for each registered decision
     o_ok = Signal(name="ghost_other_runnable")

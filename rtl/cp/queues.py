@@ -210,6 +210,15 @@ def swap(c):
         for a, s in zip(_flat(c, name), c.sh[name]):
             m.d.sync += [a.eq(s), s.eq(a)]
     m.d.sync += [c.q.eq(~c.q), c.took.eq(0)]
+    # A doorbell error of this queue in the cycle RUN picked SWAP is captured now, and its latch
+    # (errors.py) would write the registers the swap takes away: the error was lost, and the
+    # queue, swapped back in with `err_pending` and nothing latched, held the whole CP in
+    # ERR_DRAIN (found by cp_queues' induction, docs/formal.md). It waits for its queue instead,
+    # as an inactive queue's doorbell error does (SWAP1 reports it); these writes win over the
+    # swap's above.
+    with m.If(c.db_capture):
+        m.d.sync += [Array(c.dbpend_q)[c.q].eq(1), Array(c.dbpend_code_q)[c.q].eq(c.db_capture_code),
+                     Array(c.dbpend_val_q)[c.q].eq(c.db_value), c.sh["err_pending"][0].eq(0)]
 
 
 def resume(c):
