@@ -393,10 +393,11 @@ MUTANTS: list[Mutant] = [
     # hours; here the ring holds an IB of fillers, every one a boundary, and the fetchers are 8
     # beats deep, so the IB's packet comes in one burst. Its path is about 21 cycles; its first
     # run, 2 December, held through step 19 and was stopped in step 20: docs/formal.md)
-    M("doorbell_error_lost", "cp_queues", "rtl.cp.queues", "    with m.If(c.db_capture):",
-      "    with m.If(0):", "doorbell_error_kept",
-      "a doorbell error in the cycle RUN picks SWAP is latched into the registers the swap takes away "
-      "(the RTL before the fix: reached from reset in 6 cycles)", depth=8, fast=True, alone=True),
+    M("doorbell_error_lost", "cp_queues", "rtl.cp.queues", "            m.d.comb += c.db_write_active.eq(1)",
+      "            pass", "doorbell_error_kept",
+      "a doorbell write of the running queue does not hold the switch: an error in the cycle RUN picks "
+      "SWAP is latched into the registers the swap takes away (the RTL before the fix: reached from "
+      "reset in 6 cycles)", depth=8, fast=True, alone=True),
     M("ib_resumes_at_start", "cp_queues", "rtl.cp.processor", "f.ptr.eq(ib_pos[i])]", "f.ptr.eq(0)]",
       "resume_fetch", "a preempted IB is fetched again from its start, not from its next packet",
       depth=28, alone=True,

@@ -108,8 +108,5 @@ def latch(c):
         m.d.sync += [c.err.eq(1), c.err_code.eq(be_code), c.err_level.eq(IbLevel.RING),
                      c.err_opcode.eq(0), c.err_offset.eq(be_rptr & c.ring_mask),
                      c.err_addr.eq(c.db_value), c.err_vmid.eq(0), c.err_user.eq(0), c.err_access.eq(0)]
-    # (queues.swap hands a doorbell capture to its queue's pending error when a swap would take
-    # the registers it latches into away)
-    c.db_capture, c.db_capture_code = valid["db"], be_code
     return list(valid.values())
 

@@ -400,6 +400,8 @@ class CommandProcessor(wiring.Component):
         # doorbells (queues.py, beside the FSM): an error of the active queue is `db_err`
         db_err = Signal()
         db_code = Signal(8)
+        # a doorbell write of the running queue this cycle: no switch now (see queues.doorbells)
+        db_write_active = Signal()
         db_value = Signal(32)  # the doorbell value an error names (a register: errors.py latches it)
         stopped = Signal()  # being reset: doorbells are ignored (as after an error)
 
@@ -716,8 +718,10 @@ class CommandProcessor(wiring.Component):
                 with m.Elif(csr.control_halt):
                     m.d.comb += halted.eq(1)
                 with m.Elif((want_switch | turn_due) & ~dma_busy_r):
-                    # a packet boundary: the other queue's turn (queues.py)
-                    m.next = "SWAP"
+                    # a packet boundary: the other queue's turn (queues.py), a cycle later if the
+                    # running queue's doorbell is written now (its error latches first)
+                    with m.If(~db_write_active):
+                        m.next = "SWAP"
                 with m.Elif(~cur_fetch_valid):
                     m.d.comb += stall.eq(~(lvl[0] & ring_empty))  # (an empty ring is no stall)
                 with m.Elif(dma_busy_r & ~cur_tag.is_dma):

@@ -157,6 +157,13 @@ def doorbells(c):
         # error waits, cost about 100 LUT4 in `cp_32` and is not done.)
         with m.If(pt.swmod & is_active):
             m.d.sync += c.db_value.eq(dbv)
+            # A bad doorbell of the running queue in the cycle RUN picked SWAP was captured as
+            # the swap took away the registers its latch writes: the error was lost, and the
+            # queue, swapped back in with `err_pending` and nothing latched, held the whole CP
+            # in ERR_DRAIN (found by cp_queues' induction, docs/formal.md). A doorbell write of
+            # the running queue (a pulse from the CSR: no carry chain on this path) holds the
+            # switch for that cycle, so its error latches first and stops the queue as usual.
+            m.d.comb += c.db_write_active.eq(1)
         with m.If(pt.swmod & pt.enable & ~c.stopped & ~q_err):
             with m.If(back | over):
                 with m.If(is_active):
@@ -210,15 +217,6 @@ def swap(c):
         for a, s in zip(_flat(c, name), c.sh[name]):
             m.d.sync += [a.eq(s), s.eq(a)]
     m.d.sync += [c.q.eq(~c.q), c.took.eq(0)]
-    # A doorbell error of this queue in the cycle RUN picked SWAP is captured now, and its latch
-    # (errors.py) would write the registers the swap takes away: the error was lost, and the
-    # queue, swapped back in with `err_pending` and nothing latched, held the whole CP in
-    # ERR_DRAIN (found by cp_queues' induction, docs/formal.md). It waits for its queue instead,
-    # as an inactive queue's doorbell error does (SWAP1 reports it); these writes win over the
-    # swap's above.
-    with m.If(c.db_capture):
-        m.d.sync += [Array(c.dbpend_q)[c.q].eq(1), Array(c.dbpend_code_q)[c.q].eq(c.db_capture_code),
-                     Array(c.dbpend_val_q)[c.q].eq(c.db_value), c.sh["err_pending"][0].eq(0)]
 
 
 def resume(c):

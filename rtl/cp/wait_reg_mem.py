@@ -66,14 +66,16 @@ def states(c):
             ih.start_ext(c, ih.RET_WRM)  # (the SDMA's entry: a CP poll may wait forever)
         with m.Elif(c.other_can):
             # the other CP queue can run: this one yields, rewound to the packet's header
-            # (at the ring level its rptr), parked for POLL_INTERVAL cycles (queues.py)
-            with m.If(c.level == 0):
-                m.d.sync += c.ring_pos.eq(c.rptr)
-            with m.Else():
-                m.d.sync += c.ib_pos[c.level].eq(c.hdr_off)
-            m.d.sync += [Array(c.park_q)[c.q].eq(1), Array(c.reparse_q)[c.q].eq(1),
-                         Array(c.park_timer_q)[c.q].eq(field(p, WRM, "POLL_INTERVAL"))]
-            m.next = "SWAP"
+            # (at the ring level its rptr), parked for POLL_INTERVAL cycles (queues.py); a cycle
+            # later if its doorbell is written now (an error of it latches first)
+            with m.If(~c.db_write_active):
+                with m.If(c.level == 0):
+                    m.d.sync += c.ring_pos.eq(c.rptr)
+                with m.Else():
+                    m.d.sync += c.ib_pos[c.level].eq(c.hdr_off)
+                m.d.sync += [Array(c.park_q)[c.q].eq(1), Array(c.reparse_q)[c.q].eq(1),
+                             Array(c.park_timer_q)[c.q].eq(field(p, WRM, "POLL_INTERVAL"))]
+                m.next = "SWAP"
         with m.Elif(c.poll_timer <= 1):
             m.d.sync += c.poll_req.eq(1)
             m.next = "WRM_READ"
