@@ -286,10 +286,11 @@ def build(h, m, b, csr, cp):
         # its shadows
         h.invariant(~errd[i] | e | qclr[i])  # (cleared the cycle after its reset)
         h.invariant(~idle | qclr[i] | (errd[i] == e))
-        # (not `~sh_err_pending | e`: a doorbell error of the running queue in the cycle RUN picks
-        # SWAP is captured as the swap takes its registers away, so the queue switched out has the
-        # error pending and none latched, and swapped back in it waits in ERR_DRAIN for a latch
-        # that never comes, holding the CP: reached from reset in 6 and 14 cycles, docs/formal.md)
+        # a queue switched out has no error pending without its latch (before the doorbell hold,
+        # a doorbell error of the running queue in the cycle RUN picked SWAP was captured as the
+        # swap took its registers away, and the queue swapped back in waited in ERR_DRAIN for a
+        # latch that never came: docs/formal.md)
+        h.invariant(~idle | ~b("sh_err_pending") | e)
         h.invariant(~idle | qclr[i] | (Cat(*(b(f"sh_{n}") for n in KEPT)) == saved[i]))
     # every IB a queue is in has a dword's base (a misaligned one fails its checks before it runs),
     # swapped out or not
@@ -309,9 +310,7 @@ def build(h, m, b, csr, cp):
     # has none: the arbiter picks a queue with an error only for its waiting doorbell error
     reporting = Cat(*(h.state(st) for st in h.box.states("cp") if st.startswith("IH_"))).any() & b("ih_err")
     stopping = h.state("ERR_DRAIN") | reporting | h.state("ERROR")
-    # (or the lost doorbell error above: an error pending and none latched, held in ERR_DRAIN)
-    lost = b("err_pending") & ~b("err_any")
-    h.invariant(~stopping | b("err_any") | (h.state("ERR_DRAIN") & lost))
+    h.invariant(~stopping | b("err_any"))
     h.invariant(~err | stopping | in_reset | b("err_pending") | h.state("SWAP") | h.state("QRESET"))
     o_db = Mux(q, b("dbpend_q0"), b("dbpend_q1"))
     # (not in RESET, which clears both queues; the arbiter's registers in SWAP1 are still the
