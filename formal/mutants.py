@@ -201,12 +201,12 @@ MUTANTS: list[Mutant] = [
     M("fetch_no_credit", "fetch", "rtl.cp.fetch", "free.eq(depth - level - outstanding)",
       "free.eq(depth - level)", "room_for_beats", "beats in flight are not counted against the buffer"),
 
-    # ------------------------------------------------------ ring and doorbell (rtl/cp/processor.py, queues.py)
-    M("rptr_overshoots", "cp_ring", "rtl.cp.processor", "m.d.sync += [Array(rptr_q)[q].eq(ring_pos), Array",
-      "m.d.sync += [Array(rptr_q)[q].eq(ring_pos + 1), Array", "rptr_whole_packets",
+    # ------------------------------------------------------ ring and doorbell (rtl/cp/parser.py, processor.py, queues.py)
+    M("rptr_overshoots", "cp_ring", "rtl.cp.parser", "m.d.sync += [Array(c.rptr_q)[c.q].eq(c.ring_pos), Array",
+      "m.d.sync += [Array(c.rptr_q)[c.q].eq(c.ring_pos + 1), Array", "rptr_whole_packets",
       "rptr moves one dword past the packet", depth=12),
-    M("rptr_backwards", "cp_ring", "rtl.cp.processor", "m.d.sync += [Array(rptr_q)[q].eq(ring_pos), Array",
-      "m.d.sync += [Array(rptr_q)[q].eq(ring_pos - 2), Array", "rptr_forward", "rptr is set behind the finished packet",
+    M("rptr_backwards", "cp_ring", "rtl.cp.parser", "m.d.sync += [Array(c.rptr_q)[c.q].eq(c.ring_pos), Array",
+      "m.d.sync += [Array(c.rptr_q)[c.q].eq(c.ring_pos - 2), Array", "rptr_forward", "rptr is set behind the finished packet",
       depth=12),  # (the first packet ends after step 7 since issue 14's pipelining)
     M("doorbell_backwards_missed", "cp_ring", "rtl.cp.queues", "back = ahead[31]",
       "back = ahead[31] & ahead[30]", "doorbell_backwards",
@@ -220,19 +220,19 @@ MUTANTS: list[Mutant] = [
       "with m.If(pt.swmod & pt.enable & ~c.stopped & ~q_err):",
       "with m.If(pt.swmod & ~c.stopped & ~q_err):",
       "wptr_only_doorbell", "a doorbell written while RB_CNTL.ENABLE is clear moves wptr"),
-    M("rptr_writeback_stale", "cp_ring", "rtl.cp.processor",
-      "write_dwords(addr, ring_pos, None, \"RPTR_WRITE\", \"RPTR_WAIT\", vmid=0)",
-      "write_dwords(addr, rptr, None, \"RPTR_WRITE\", \"RPTR_WAIT\", vmid=0)", "rptr_writeback",
+    M("rptr_writeback_stale", "cp_ring", "rtl.cp.parser",
+      "c.write_dwords(addr, c.ring_pos, None, \"RPTR_WRITE\", \"RPTR_WAIT\", vmid=0)",
+      "c.write_dwords(addr, c.rptr, None, \"RPTR_WRITE\", \"RPTR_WAIT\", vmid=0)", "rptr_writeback",
       "the write-back carries the rptr before the packet", depth=16),
 
-    # ------------------------------------------------------ errors and soft reset (rtl/cp/processor.py, ih.py)
-    M("error_ignored_by_pops", "cp_errors", "rtl.cp.processor",
-      "take_hdr.eq(fsm.ongoing(\"RUN\") & ~err_pending_any & ~csr.control_halt & ~failed &",
-      "take_hdr.eq(fsm.ongoing(\"RUN\") & ~csr.control_halt & ~failed &", "no_packet_after_error",
+    # ------------------------------------------------------ errors and soft reset (rtl/cp/parser.py, ih.py)
+    M("error_ignored_by_pops", "cp_errors", "rtl.cp.parser",
+      "take_hdr.eq(fsm.ongoing(\"RUN\") & ~c.err_pending_any & ~csr.control_halt & ~c.failed &",
+      "take_hdr.eq(fsm.ongoing(\"RUN\") & ~csr.control_halt & ~c.failed &", "no_packet_after_error",
       "a pending doorbell or DMA error does not stop the parser taking headers", depth=12),
-    M("fetch_after_error", "cp_errors", "rtl.cp.processor",
-      'flush_all.eq(fsm.ongoing("ERR_DRAIN") | fsm.ongoing("RESET") | fsm.ongoing("SWAP") |',
-      'flush_all.eq(fsm.ongoing("RESET") | fsm.ongoing("SWAP") |', "only_ih_after_error",
+    M("fetch_after_error", "cp_errors", "rtl.cp.parser",
+      'c.flush_all.eq(fsm.ongoing("ERR_DRAIN") | fsm.ongoing("RESET") | fsm.ongoing("SWAP") |',
+      'c.flush_all.eq(fsm.ongoing("RESET") | fsm.ongoing("SWAP") |', "only_ih_after_error",
       "the fetchers are not stopped after an error: they keep reading", depth=12),
     M("error_entry_repeats", "cp_errors", "rtl.cp.ih",
       '    with state("IH_DONE"):\n        with m.If(c.ih_err):\n            m.next = "ERROR"',
@@ -241,11 +241,11 @@ MUTANTS: list[Mutant] = [
     M("latch_overwritten", "cp_errors", "rtl.cp.errors", "    with m.If(~err_any):\n        m.d.sync += [valid",
       "    with m.If(1):\n        m.d.sync += [valid",
       "latch_holds", "a later error overwrites the first one in CP_ERROR", depth=12),
-    M("reset_keeps_error", "cp_errors", "rtl.cp.processor", "resetting.eq(0), err.eq(0), err_pending.eq(0),",
-      "resetting.eq(0), err_pending.eq(0),", "reset_clears", "SOFT_RESET leaves the error latched", depth=12),
-    M("reset_waits_for_halt", "cp_errors", "rtl.cp.processor",
-      "with m.If(~writer.busy & ~poll_pending & ~dma_busy_r & ~csr.control_soft_reset):",
-      "with m.If(~writer.busy & ~poll_pending & ~dma_busy_r & ~csr.control_soft_reset & ~csr.control_halt):",
+    M("reset_keeps_error", "cp_errors", "rtl.cp.parser", "c.resetting.eq(0), c.err.eq(0), c.err_pending.eq(0),",
+      "c.resetting.eq(0), c.err_pending.eq(0),", "reset_clears", "SOFT_RESET leaves the error latched", depth=12),
+    M("reset_waits_for_halt", "cp_errors", "rtl.cp.parser",
+      "with m.If(~writer.busy & ~c.poll_pending & ~c.dma_busy_r & ~csr.control_soft_reset):",
+      "with m.If(~writer.busy & ~c.poll_pending & ~c.dma_busy_r & ~csr.control_soft_reset & ~csr.control_halt):",
       "reset_bounded", "RESET also waits for HALT to clear: a halted CP never finishes its reset",
       depth=8),
 
@@ -320,26 +320,26 @@ MUTANTS: list[Mutant] = [
     M("writer_w_after_aw", "cp_reset", "rtl.cp.writer", "self.wvalid.eq(self.req_valid & ~w_sent),",
       "self.wvalid.eq(self.req_valid & ~w_sent & aw_sent),", "writer_bound",
       "the writer offers W only once AW is accepted: a write takes an AW wait longer", depth=14),
-    M("reset_ignores_writer", "cp_reset", "rtl.cp.processor",
-      "with m.If(~writer.busy & ~poll_pending & ~dma_busy_r & ~csr.control_soft_reset):",
-      "with m.If(~poll_pending & ~dma_busy_r & ~csr.control_soft_reset):", "reset_idle",
+    M("reset_ignores_writer", "cp_reset", "rtl.cp.parser",
+      "with m.If(~writer.busy & ~c.poll_pending & ~c.dma_busy_r & ~csr.control_soft_reset):",
+      "with m.If(~c.poll_pending & ~c.dma_busy_r & ~csr.control_soft_reset):", "reset_idle",
       "RESET ends while a block write is still under way", depth=8),
-    M("reset_held_by_halt", "cp_reset", "rtl.cp.processor",
-      "with m.If(~writer.busy & ~poll_pending & ~dma_busy_r & ~csr.control_soft_reset):",
-      "with m.If(~writer.busy & ~poll_pending & ~dma_busy_r & ~csr.control_soft_reset & ~csr.control_halt):",
+    M("reset_held_by_halt", "cp_reset", "rtl.cp.parser",
+      "with m.If(~writer.busy & ~c.poll_pending & ~c.dma_busy_r & ~csr.control_soft_reset):",
+      "with m.If(~writer.busy & ~c.poll_pending & ~c.dma_busy_r & ~csr.control_soft_reset & ~csr.control_halt):",
       "reset_bound", "RESET also waits for HALT to clear: a halted CP never finishes its reset", depth=17,
       keep_going=False),
 
-    M("ring_done_keeps_rptr", "cp_live", "rtl.cp.processor", "m.d.sync += [Array(rptr_q)[q].eq(ring_pos), Array",
-      "m.d.sync += [Array(rptr_q)[q].eq(rptr), Array", "doorbell_finishes",
+    M("ring_done_keeps_rptr", "cp_live", "rtl.cp.parser", "m.d.sync += [Array(c.rptr_q)[c.q].eq(c.ring_pos), Array",
+      "m.d.sync += [Array(c.rptr_q)[c.q].eq(c.rptr), Array", "doorbell_finishes",
       "a finished ring packet does not move RB_RPTR: the work never shows done", depth=21),
 
     # ------------------------------------------------------ the two CP queues (rtl/cp/queues.py, processor.py)
     M("ring_fetch_other_wptr", "cp_queues", "rtl.cp.processor", "fetchers[0].end.eq(wptr),",
       "fetchers[0].end.eq(wptr_q[0]),", "fetch_in_own_window",
       "the ring fetcher reads up to queue 0's wptr whichever queue runs", depth=12),
-    M("rptr_to_queue0", "cp_queues", "rtl.cp.processor", "m.d.sync += [Array(rptr_q)[q].eq(ring_pos), Array",
-      "m.d.sync += [rptr_q[0].eq(ring_pos), Array", "rptr_whole_packets",
+    M("rptr_to_queue0", "cp_queues", "rtl.cp.parser", "m.d.sync += [Array(c.rptr_q)[c.q].eq(c.ring_pos), Array",
+      "m.d.sync += [c.rptr_q[0].eq(c.ring_pos), Array", "rptr_whole_packets",
       "a finished ring packet of queue 1 moves queue 0's rptr", depth=14, keep_going=False),
     # (a failed check that goes back to RUN instead of draining takes no header: with the error
     # latched the ring's fetcher does not restart, so `failed_check_runs_on` passed a BMC to 12)
@@ -353,9 +353,9 @@ MUTANTS: list[Mutant] = [
       '            m.d.sync += [a.eq(s), s.eq(0 if name == "err" else a)]', "errored_queue_stops",
       "a queue stopped by its error loses the error when it is switched out, and runs again when it "
       "is switched back in", depth=24, alone=True, args={"image": FILLERS, "fetch_depth": 8, "steady": True}),
-    M("error_keeps_cp", "cp_queues", "rtl.cp.processor",
-      'with m.Elif(want_switch & ~dma_busy_r):\n                    m.next = "SWAP"  # this queue is stopped',
-      'with m.Elif(0):\n                    m.next = "SWAP"  # this queue is stopped', "error_yields",
+    M("error_keeps_cp", "cp_queues", "rtl.cp.parser",
+      'with m.Elif(c.want_switch & ~c.dma_busy_r):\n                m.next = "SWAP"  # this queue is stopped',
+      'with m.Elif(0):\n                m.next = "SWAP"  # this queue is stopped', "error_yields",
       "a queue stopped by an error never hands the CP to the other queue", depth=16, keep_going=False),
     M("queue_reset_keeps_wptr", "cp_queues", "rtl.cp.queues",
       "m.d.sync += [c.rptr_q[i].eq(0), c.wptr_q[i].eq(0), c.limit_q[i].eq(c.ring_size_q[i])]",
@@ -366,12 +366,12 @@ MUTANTS: list[Mutant] = [
       "m.d.sync += [c.rptr_q[i].eq(0), c.wptr_q[i].eq(0), c.wptr_q[1 - i].eq(0), c.limit_q[i].eq(c.ring_size_q[i])]",
       "reset_alone", "CP_QUEUE_RESET of the queue not running also clears the running queue's wptr", depth=10,
       keep_going=False),
-    M("switch_mid_packet", "cp_queues", "rtl.cp.processor",
-      "                with m.Elif(~cur_fetch_valid):\n                    m.d.comb += stall.eq(1)\n"
-      "                with m.Else():\n                    # (the dword is taken",
-      "                with m.Elif(~cur_fetch_valid):\n                    m.d.comb += stall.eq(1)\n"
-      "                    with m.If(want_switch):\n                        m.next = \"SWAP\"\n"
-      "                with m.Else():\n                    # (the dword is taken",
+    M("switch_mid_packet", "cp_queues", "rtl.cp.parser",
+      "            with m.Elif(~c.cur_fetch_valid):\n                m.d.comb += c.stall.eq(1)\n"
+      "            with m.Else():\n                # (the dword is taken",
+      "            with m.Elif(~c.cur_fetch_valid):\n                m.d.comb += c.stall.eq(1)\n"
+      "                with m.If(c.want_switch):\n                    m.next = \"SWAP\"\n"
+      "            with m.Else():\n                # (the dword is taken",
       "switch_at_boundary", "a packet waiting for its payload is switched out in the middle", depth=12,
       keep_going=False),
     M("shadow_without_level", "cp_queues", "rtl.cp.queues", 'init=1 if name == "lvl" else 0', "init=0",

@@ -319,7 +319,7 @@ _group(Group(
 
 
 _group(Group(
-    "cp_errors", "rtl/cp/processor.py: the error latch, the drain and SOFT_RESET", "formal.cp:CPHarness",
+    "cp_errors", "rtl/cp/errors.py and parser.py: the error latch, the drain and SOFT_RESET", "formal.cp:CPHarness",
     "prove", 3, 20, config=_CP_CONFIG,
     assumes=_CP_ASSUMES, args={"group": "cp_errors"},
     # (an IB inside an IB2 is refused after three IB packets parsed, each about 8 cycles)
@@ -400,7 +400,7 @@ def _reset_bound(data_width=64, latency=1, ar_queue=2, fetch_burst=2):
 
 
 _group(Group(
-    "cp_reset", "rtl/cp/processor.py and writer.py: SOFT_RESET and the block writer in cycles",
+    "cp_reset", "rtl/cp/parser.py and writer.py: SOFT_RESET and the block writer in cycles",
     "formal.cp:CPHarness", "prove", 3, 22,
     config=_CP_CONFIG.replace("a 32-bit bus", "a 64-bit bus") + "; a memory that queues 2 reads",
     assumes=_CP_ASSUMES + "; and memory takes every request and gives every response within 1 "

@@ -1,4 +1,4 @@
-"""cp_errors: errors are terminal and precise (rtl/cp/processor.py, errors.py, ih.py): no
+"""cp_errors: errors are terminal and precise (rtl/cp/parser.py, errors.py, ih.py): no
 packet after an error, only the CP_ERROR entry written, once; the latch holds; SOFT_RESET
 clears it and ends once the bus is quiet."""
 

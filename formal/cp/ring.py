@@ -1,4 +1,4 @@
-"""cp_ring: the ring, the doorbell and RB_RPTR (rtl/cp/processor.py): rptr moves forward by
+"""cp_ring: the ring, the doorbell and RB_RPTR (rtl/cp/parser.py, queues.py): rptr moves forward by
 whole ring packets, never past wptr; a bad doorbell is flagged and changes nothing; the rptr
 write-back equals RB_RPTR when idle. Its invariants tie the parser's position and payload
 counters to the end of the ring packet in hand (a ghost register)."""

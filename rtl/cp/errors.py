@@ -27,10 +27,13 @@ import enum
 from amaranth.hdl import Cat, Const, Mux, Signal
 
 from spec import packets as pk
+from spec import vm as vm_spec
 
 from ..csr import IbLevel
 from ..mmu import RESP_USER
 from .packets import value
+
+_TYPE = pk.HEADER.field("TYPE")
 
 
 class Where(enum.IntEnum):
@@ -110,3 +113,47 @@ def latch(c):
                      c.err_addr.eq(c.db_value), c.err_vmid.eq(0), c.err_user.eq(0), c.err_access.eq(0)]
     return list(valid.values())
 
+
+def locate(c, fsm):
+    """Where a parser error happens, from the state `fsm` is in, and a VM fault's details."""
+    m, writer, level = c.m, c.writer, c.level
+    # In the header cycle: the header (whose offset and opcode the header registers take
+    # in RUN), with opcode 0 unless it is a readable type-3 header. A bad fetch response in
+    # the payload: the dword (dw_off has its offset next cycle); any other error in the
+    # payload (BAD_COUNT too): the packet; a poll: the polled address; a write: the written
+    # one; an IB beyond the bus: its base (errors.py works the address out).
+    resp_err = c.cur_fetch_bad
+    W = Where
+    with m.If(fsm.ongoing("RUN")):
+        m.d.comb += [c.fsm_err_where.eq(W.HEADER),
+                     c.fsm_err_opz.eq(resp_err | (c.cur_fetch_data[_TYPE.bits] != pk.PACKET_TYPE3))]
+    with m.Elif((fsm.ongoing("PAYLOAD") & ~c.bad_count | fsm.ongoing("WD_COLLECT")) & resp_err):
+        m.d.comb += c.fsm_err_where.eq(W.DWORD)
+    with m.Elif(fsm.ongoing("PAYLOAD")):
+        m.d.comb += c.fsm_err_where.eq(W.PACKET)
+    with m.Elif(fsm.ongoing("WRM_READ") | fsm.ongoing("WRM_RESP")):
+        m.d.comb += c.fsm_err_where.eq(W.POLL)
+    with m.Else():
+        m.d.comb += c.fsm_err_where.eq(W.WRITE)
+    # the addresses of the dword in hand and of the packet: the buffer's base + 4 · offset,
+    # worked out every cycle beside the parser (errors.py picks one)
+    loc_base = Signal(c.aw)
+    m.d.comb += loc_base.eq(Mux(level == 0, c.ring_base, c.ib_base[level]))
+    m.d.comb += [c.fsm_err_cur.eq(loc_base + Cat(Const(0, 2), c.cur_off)),
+                 c.fsm_err_hdr.eq(loc_base + Cat(Const(0, 2), c.hdr_off)),
+                 c.hdr_addr.eq(loc_base + Cat(Const(0, 2), c.hdr_taken_off))]
+    with m.If(fsm.ongoing("RUN") & c.pop):
+        m.d.sync += [c.hdr.eq(c.cur_fetch_data), c.hdr_taken_off.eq(c.cur_off), c.took.eq(1)]
+    # a VM fault's details, by where the error happened (they matter only when the code is
+    # VM_FAULT, which only a response the MMU tagged gives): the fetched dword's RUSER, the
+    # poll's, the write's BUSER; the VMID is the work's, a faulting write's its own (an IH
+    # entry or rptr write-back is the kernel's)
+    with m.Switch(c.fsm_err_where):
+        with m.Case(W.HEADER, W.DWORD):
+            m.d.comb += [c.fsm_err_user.eq(c.cur_fetch_user), c.fsm_err_access.eq(vm_spec.Access.FETCH)]
+        with m.Case(W.POLL):
+            m.d.comb += [c.fsm_err_user.eq(c.bus.ruser), c.fsm_err_access.eq(vm_spec.Access.READ)]
+        with m.Case(W.WRITE):
+            m.d.comb += [c.fsm_err_user.eq(writer.user), c.fsm_err_access.eq(vm_spec.Access.WRITE)]
+    m.d.comb += c.fsm_err_vmid.eq(Mux((c.fsm_err_where == W.WRITE) & RESP_USER(writer.user).fault,
+                                      c.blk_user.vmid, c.cur_vmid))

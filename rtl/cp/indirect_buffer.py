@@ -1,6 +1,6 @@
 """INDIRECT_BUFFER: run IB_SIZE dwords at base one level deeper (ring → IB1 → IB2); with
 CHAIN the current IB ends and the new one runs at the same level. The return to the
-parent level when an IB is consumed is the parser's (rtl/cp/processor.py, RUN).
+parent level when an IB is consumed is the parser's (rtl/cp/parser.py, RUN).
 
 `c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
 

@@ -3,11 +3,13 @@ fields and address values as the payload registers hold them, and the UNSUPPORTE
 beyond-the-bus and alignment rules of docs/hardware.md. `p` is the payload as a list of
 32-bit Values (dword i of the packet's payload at p[i])."""
 
-from amaranth.hdl import Cat, Const, Signal
+from amaranth.hdl import Cat, Const, Signal, Value
 from amaranth.lib import data
 from amaranth.utils import ceil_log2
 
 from spec import packets as pk
+
+MAX_FIXED = max(p.fixed for p in pk.PACKETS)  # the longest fixed payload: the parser's registers
 
 
 def field(p, pkt, name):
@@ -57,7 +59,7 @@ def beyond_bus(p, pkt, addr_width, tag=None):
 def checks_at(p, pkt, k, addr_width):
     """The checks (unsupported, misaligned, IB beyond the bus) that can be made once payload
     dword k is in, and not before: those whose latest dword is k. The parser ORs them up
-    dword by dword (rtl/cp/processor.py), so the cycle of the last fixed dword only combines
+    dword by dword (rtl/cp/parser.py), so the cycle of the last fixed dword only combines
     flags."""
     unsup = unsupported(p, pkt, {k})
     misal = Const(0)
@@ -203,3 +205,13 @@ class DwordTag:
         ]
         m.d.comb += [getattr(tag, n).eq(fn(dword)) for n, fn in self.checks.items()]
         return tag
+
+
+def pack_fields(layout, **values):
+    """A 32-bit register word from field values at the positions `layout` gives
+    ({name: (lsb, width)}, csr.REG_FIELDS): CP_ERROR, VM_FAULT_STATUS, SDMA_ERROR in IH entries."""
+    word = Const(0, 32)
+    for name, v in values.items():
+        lsb, width = layout[name]
+        word = word | (Value.cast(v)[:width] << lsb)
+    return word[:32]

@@ -6,12 +6,12 @@ docs/hardware.md is the contract this implements. The pieces:
   from a register, with what the parser needs to know of it as a header (packets.py
   `header_tag`), and the parser pops one dword per cycle from the fetcher of the current
   level;
-- the parser FSM (here) reads a header, checks it, collects the fixed payload into
+- the parser FSM (parser.py) reads a header, checks it, collects the fixed payload into
   registers, checks fields (packets.py: every check derives from spec/packets.py) in the
   cycle the last fixed dword arrives, and starts executing in that same cycle; each
   packet's own states are in its module (write_data, indirect_buffer, wait_reg_mem,
-  release_mem, dma_data), IH entries in ih.py, which see this FSM's signals through
-  `_Context`;
+  release_mem, dma_data), IH entries in ih.py, which see the CP's signals (declared here)
+  through `_Context`; where an error happened and the error latch are errors.py's;
 - one BlockWriter (writer.py) performs every memory write (WRITE_DATA, fences, rptr/wptr
   write-back, IH entries), one aligned 32-byte block at a time, each waited for; a block
   formed in a cycle is requested from registers (the block buffer, a 64-bit value
@@ -37,8 +37,6 @@ CP with VM_FAULT (instead of BUS_SLVERR) when the CP uses it, latching the fault
 cause, level, access kind and VMID (VM_FAULT_STATUS).
 """
 
-from contextlib import contextmanager
-
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
@@ -49,22 +47,20 @@ from spec import ih as ih_spec
 from spec import packets as pk
 from spec import vm as vm_spec
 
-from ..bus import AXI4Signature, BURST_INCR, RESP_OKAY
+from ..bus import AXI4Signature, BURST_INCR
 from ..mmu import REQ_USER, RESP_USER, req_user
-from ..csr import REG_FIELDS, CpError, IbLevel
-from . import bus_port, dma_data, errors, ih, indirect_buffer, queues, release_mem, status, wait_reg_mem, write_data
+from ..csr import CpError
+from . import bus_port, dma_data, errors, ih, parser, queues, status
 from . import packets as checks
 from .bus_port import ID_IB1, ID_IB2, ID_POLL, ID_RING, ID_WRITE  # noqa: F401 (re-exported)
 from .fetch import Fetcher
-from .packets import beyond_bus, field, value
+from .packets import MAX_FIXED, pack_fields, value  # noqa: F401 (pack_fields: re-exported)
 from .writer import BLOCK_DWORDS, BlockWriter, WriteSource
 
-_TYPE = pk.HEADER.field("TYPE")
 _OPCODE = pk.HEADER.field("OPCODE")
 _COUNT = pk.HEADER.field("COUNT")
 
-MAX_FIXED = max(p.fixed for p in pk.PACKETS)
-wd, ib, rm = pk.WRITE_DATA, pk.INDIRECT_BUFFER, pk.RELEASE_MEM
+ib = pk.INDIRECT_BUFFER
 AVAIL_BITS = _COUNT.width + 2  # dwords left in a buffer, saturated: more than any packet needs
 
 
@@ -86,15 +82,6 @@ def _one_hot_mux(sel, values):
     for i, v in enumerate(values):
         out = out | Mux(sel[i], v, 0)
     return out
-
-
-def pack_fields(layout, **values):
-    """A 32-bit word from field values at the positions `layout` gives ({name: (lsb, width)})."""
-    word = Const(0, 32)
-    for name, v in values.items():
-        lsb, width = layout[name]
-        word = word | (v[:width] << lsb)
-    return word[:32]
 
 
 class CommandProcessor(wiring.Component):
@@ -550,394 +537,10 @@ class CommandProcessor(wiring.Component):
         queues.arbiter(c)
 
         # ---------------------------------------------------------------- the parser FSM
-
-        @contextmanager
-        def state(name):
-            """An FSM state that SOFT_RESET preempts (RESET waits for the bus to go quiet), and
-            that does nothing in the cycle after a failed check but stop: the speculative first
-            step is undone (fetchers flushed, the level it left; it asked for no write) and
-            the CP drains."""
-            with m.State(name):
-                if name == "RESET":
-                    yield
-                else:
-                    with m.If(~failed):
-                        yield
-                    with m.Else():
-                        set_level(level_d)  # (and the fetchers are flushed: flush_all)
-                        m.next = "ERR_DRAIN"
-                    with m.If(stopped):
-                        m.next = "RESET"
-                    if not name.startswith("IH_") and name not in ("SWAP", "QRESET"):
-                        # the active queue's reset (an IH entry in hand is finished first)
-                        with m.Elif(Mux(q, qr_pend_q[1], qr_pend_q[0])):
-                            m.next = "QRESET"
-
-        def request_write(wait_state, check_oob=False):
-            """A *_WRITE state: hand the block to the writer (DECERR first when the packet's
-            address is beyond the bus), then wait for its response in `wait_state`."""
-            def body():
-                m.d.sync += wr_req.eq(1)
-                m.next = wait_state
-            if check_oob:
-                with m.If(oob):
-                    fail(CpError.BUS_DECERR)  # at blk_addr
-                with m.Else():
-                    body()
-            else:
-                body()
-
-        @contextmanager
-        def write_answered():
-            """A *_WAIT state: stall until the write response; an error response stops the
-            CP at the written address; the body runs when the write went through."""
-            m.d.comb += stall.eq(1)
-            with m.If(writer.done):
-                with m.If(writer.resp != RESP_OKAY):
-                    write_failed()  # at blk_addr
-                with m.Else():
-                    yield
-
-        def check_and_start():
-            """The packet's field checks (spec/packets.py) in the cycle its last fixed payload
-            dword arrives, beside its first step, which starts whatever they say (a failing
-            check stops it next cycle: `failed`): a fence goes straight to its write, a
-            WRITE_DATA to its data and a non-CHAIN IB starts its fetcher now; the other
-            packets have an EXEC state. The checks read flags gathered dword by dword
-            (accumulate_checks) and the last dword's tag, so no CHECK cycle is spent."""
-            for pkt in pk.PACKETS:
-                if pkt is pk.NOP:
-                    continue
-                p_now = payload_now(pkt)
-                earlier = range(pkt.fixed - 1)  # dwords in p; the last one's checks are in its tag
-                with m.If(kind == pkt.index):
-                    if pkt is pk.DMA_DATA and not self.has_dma:
-                        fail(CpError.UNSUPPORTED)  # no DMA engine in this build
-                        continue
-                    unsupported = acc_unsup | dtag.check(cur_tag, "unsupported", pkt)
-                    if pkt is ib:
-                        unsupported = unsupported | (lvl[0] & field(p_now, ib, "CHAIN"))
-                    misaligned = dtag.check(cur_tag, "misaligned", pkt)
-                    if any(not isinstance(checks.checks_at(p, pkt, k, aw)[1], Const) for k in earlier):
-                        misaligned = misaligned | acc_misal
-                    # (a bad response of the dword itself: PAYLOAD raised it already)
-                    with m.If(cur_fetch_bad):
-                        pass
-                    with m.Elif(unsupported):
-                        flag(CpError.UNSUPPORTED)
-                    if not isinstance(misaligned, Const):  # DMA_DATA has no alignment rule
-                        with m.Elif(misaligned):
-                            flag(CpError.IB_MISALIGNED if pkt is ib else CpError.FENCE_MISALIGNED)
-                    if pkt is ib:
-                        chain = field(p_now, ib, "CHAIN")
-                        with m.Elif(dtag.check(cur_tag, "ib_size_zero")):
-                            flag(CpError.IB_SIZE_ZERO)
-                        with m.Elif(~chain & lvl[self.ib_levels]):
-                            flag(CpError.IB_NESTING)
-                        with m.Elif(acc_beyond):
-                            flag(CpError.BUS_DECERR, at_ib_base=True)
-                    if pkt is pk.DMA_DATA:
-                        with m.Elif(dtag.check(cur_tag, "dma_too_big")):
-                            flag(CpError.DMA_BYTE_COUNT)
-                    # the first step, whatever the checks say
-                    if pkt is not pk.DMA_DATA:  # a transfer counts when it is answered
-                        m.d.comb += perf_count_kind.eq(1)  # (status.py drops it if `failed`)
-                    if pkt is wd:
-                        write_data.start(c, p_now)
-                    elif pkt is rm:
-                        # straight to the fence write, asked for only if the checks pass
-                        # (they are all flags: RELEASE_MEM has none on its last dword)
-                        assert isinstance(dtag.check(cur_tag, "unsupported", pkt), Const)
-                        assert isinstance(dtag.check(cur_tag, "misaligned", pkt), Const)
-                        rm_ok = ~(unsupported | misaligned | cur_fetch_bad)
-                        release_mem.start(c, p_now, ok=rm_ok)
-                    elif pkt is ib:
-                        indirect_buffer.start(c, p_now)
-                    else:
-                        if pkt is pk.DMA_DATA:
-                            m.d.sync += dma_cmd_go.eq(1)
-                        m.next = f"EXEC_{pkt.name}"
-
-        def accumulate_checks():
-            """OR the checks that the dword taken now completes into acc_* (a bad dword stops
-            the CP, so what this adds then does not matter)."""
-            found = {"unsup": Const(0), "misal": Const(0), "beyond": Const(0)}
-            for pkt in pk.PACKETS:
-                for k in range(pkt.fixed - 1):
-                    now = p[:k] + [cur_fetch_data]
-                    here = (kind == pkt.index) & (pidx == k)
-                    for name, v in zip(found, checks.checks_at(now, pkt, k, aw)):
-                        if not isinstance(v, Const):
-                            found[name] = found[name] | (here & v)
-            m.d.sync += [acc_unsup.eq(acc_unsup | found["unsup"]), acc_misal.eq(acc_misal | found["misal"]),
-                         acc_beyond.eq(acc_beyond | found["beyond"])]
-
-        def payload_now(pkt):
-            """The payload as it stands in the cycle its last fixed dword arrives: dwords
-            0..fixed-2 are in p already, the last is the fetcher's."""
-            return p[:pkt.fixed - 1] + [cur_fetch_data]
-
-        def prepare():
-            """What the packet's first step loads that does not depend on its checks, loaded in
-            every payload cycle (the last one counts), so it waits for none of them."""
-            for pkt in pk.PACKETS:
-                if pkt is pk.NOP:
-                    continue
-                with m.If(kind == pkt.index):
-                    p_now = payload_now(pkt)
-                    m.d.sync += oob.eq(beyond_bus(p_now, pkt, aw, tag=cur_tag))
-                    if pkt is wd:
-                        write_data.prepare(c, p_now)
-                    elif pkt is rm:
-                        release_mem.prepare(c, p_now)
-                    elif pkt is ib:
-                        indirect_buffer.prepare(c, p_now)
-
-        c.update(locals())
-        with m.FSM(name="cp") as fsm:
-            with state("RUN"):
-                # the header's registers follow the dword on offer (the popped one stays);
-                # returning from an IB (below) restores its packet's instead
-                new_fixed = Array(Const(pkt.fixed, range(MAX_FIXED + 1)) for pkt in pk.PACKETS)[cur_tag.kind]
-                m.d.sync += [hdr_opcode.eq(opcode), hdr_off.eq(cur_off),
-                             kind.eq(cur_tag.kind), pidx.eq(0), rem.eq(count + 1),
-                             fixed.eq(new_fixed), last_fixed.eq(new_fixed == 1), rem_is1.eq(cur_tag.count0),
-                             bad_count.eq(~cur_tag.count_ok | cur_short),
-                             acc_unsup.eq(0), acc_misal.eq(0), acc_beyond.eq(0)]
-                ib_done = Cat(*(lvl[i] & ib_empty[i] for i in range(1, 1 + self.ib_levels))).any()
-                with m.If(err_pending_any):
-                    m.next = "ERR_DRAIN"
-                with m.Elif(ib_done):
-                    # back to the level that issued the IB; a ring packet finishes with it
-                    set_level(level - 1)
-                    m.d.sync += [hdr_opcode.eq(saved_opcode[level - 1]), hdr_off.eq(saved_off[level - 1])]
-                    with m.If(level == 1):
-                        m.next = "RING_DONE"
-                with m.Elif(self.ext_ih_valid):
-                    ih.start_ext(c, ih.RET_RUN)  # (no header is taken: take_hdr)
-                with m.Elif(csr.control_halt):
-                    m.d.comb += halted.eq(1)
-                with m.Elif((want_switch | turn_due) & ~dma_busy_r):
-                    # a packet boundary: the other queue's turn (queues.py), a cycle later if the
-                    # running queue's doorbell is written now (its error latches first)
-                    with m.If(~db_write_active):
-                        m.next = "SWAP"
-                with m.Elif(~cur_fetch_valid):
-                    m.d.comb += stall.eq(~(lvl[0] & ring_empty))  # (an empty ring is no stall)
-                with m.Elif(dma_busy_r & ~cur_tag.is_dma):
-                    # only DMA_DATA overlaps the DMA engine: any other packet (a RELEASE_MEM
-                    # above all) waits until every earlier transfer is answered
-                    m.d.comb += stall.eq(1)
-                with m.Else():
-                    # (the header is taken: `pops`, below)
-                    with m.If(cur_fetch_bad):
-                        fail(bus_code(cur_fetch_resp, cur_fetch_user))
-                    with m.Elif(cur_tag.filler):
-                        m.d.comb += perf_count_nop.eq(1)
-                        with m.If(level == 0):
-                            m.next = "RING_DONE"
-                    with m.Elif(cur_tag.illegal):
-                        fail(CpError.ILLEGAL_OPCODE)
-                    with m.Else():
-                        m.next = "PAYLOAD"  # (which answers BAD_COUNT first)
-
-            with state("PAYLOAD"):
-                prepare()
-                with m.If(bad_count):
-                    # the header's COUNT, checked a cycle after the header was taken: nothing
-                    # else is taken meanwhile, so the error is the same
-                    fail(CpError.BAD_COUNT)
-                with m.Elif(~cur_fetch_valid):
-                    m.d.comb += stall.eq(1)
-                with m.Else():
-                    # (the dword is taken: `pops`, below)
-                    m.d.sync += [rem.eq(rem - 1), pidx.eq(pidx + 1), p_arr[pidx].eq(cur_fetch_data),
-                                 rem_is1.eq(rem == 2), last_fixed.eq(pidx + 2 == fixed)]
-                    write_data.payload_taken(c)
-                    accumulate_checks()
-                    with m.If(last_fixed & (kind != pk.NOP.index)):
-                        # (a bad response of the last fixed dword: raised here, and its packet's
-                        # first step is stopped next cycle like a failed check's)
-                        with m.If(cur_fetch_bad):
-                            flag(bus_code(cur_fetch_resp, cur_fetch_user))  # at the dword
-                        check_and_start()
-                    with m.Elif(cur_fetch_bad):
-                        fail(bus_code(cur_fetch_resp, cur_fetch_user))  # at the dword
-                    with m.Elif(kind == pk.NOP.index):
-                        with m.If(rem_is1):
-                            m.d.comb += perf_count_kind.eq(1)
-                            m.next = "DONE"
-
-            # ---- the packets' own states, one module each (no EXEC state for WRITE_DATA,
-            # RELEASE_MEM and a non-CHAIN INDIRECT_BUFFER: see check_and_start)
-            for executor in (write_data, indirect_buffer, wait_reg_mem, release_mem, dma_data):
-                executor.states(c)
-
-            # ---- a packet finished
-            with state("DONE"):
-                with m.If(level == 0):
-                    m.next = "RING_DONE"
-                with m.Else():
-                    m.next = "RUN"
-            with state("RING_DONE"):
-                m.d.sync += [Array(rptr_q)[q].eq(ring_pos), Array(limit_q)[q].eq(ring_pos + ring_size)]
-                with m.If(qc.rptr_wb):
-                    addr = Cat(Const(0, 2), qc.rptr_addr_lo[2:], qc.rptr_addr_hi)
-                    write_dwords(addr, ring_pos, None, "RPTR_WRITE", "RPTR_WAIT", vmid=0)
-                with m.Else():
-                    m.next = "RUN"
-            with state("RPTR_WRITE"):
-                request_write("RPTR_WAIT")
-            with state("RPTR_WAIT"), write_answered():
-                m.next = "RUN"
-
-            ih.states(c)
-
-            # ---- errors: stop, drain, report
-            with state("ERR_DRAIN"):
-                # transfers already queued finish (or are cancelled by the DMA's own error);
-                # CP_ERROR is latched the cycle after its capture (errors.py)
-                with m.If(err & ~writer.busy & ~poll_pending & ~dma_busy_r):
-                    m.d.comb += cperr_set.eq(1)
-                    # (every transfer is answered: the other queue's DMA_DATA may run, queues.py)
-                    m.d.sync += dma_failed.eq(0)
-                    # a VM fault is reported as AMD's UTCL2 fault (src_data as gmc_v9_0 reads it)
-                    vmf = err_code == CpError.VM_FAULT
-                    cp_error = pack_fields(REG_FIELDS["CP_ERROR"], CODE=err_code, LEVEL=err_level, OPCODE=err_opcode)
-                    hint = Signal(8)
-                    for a, h in vm_spec.HINTS.items():
-                        with m.If(err_access == a):
-                            m.d.comb += hint.eq(h)
-                    vm_status = pack_fields(REG_FIELDS["VM_FAULT_STATUS"], VMID=err_vmid, ACCESS=err_access,
-                                            LEVEL=err_user.level, CAUSE=err_user.cause)
-                    ih.start(c, Mux(vmf, ih_spec.Source.VM_FAULT, ih_spec.Source.CP_ERROR), [
-                        Mux(vmf, err_addr[vm_spec.PAGE_SHIFT:44], cp_error),
-                        Mux(vmf, Cat(err_addr[44:48], Const(0, 4)) | hint, err_addr[:32]),
-                        Mux(vmf, vm_status, err_addr[32:]),
-                        Mux(vmf, cp_error, err_offset)],
-                        client=Mux(vmf, ih_spec.Client.UTCL2, ih_spec.Client.GRBM_CP), vmid=err_vmid, err=True)
-            with state("ERROR"):
-                with m.If(self.ext_ih_valid):
-                    ih.start_ext(c, ih.RET_ERROR)
-                with m.Elif(want_switch & ~dma_busy_r):
-                    m.next = "SWAP"  # this queue is stopped; the other runs on
-
-            # ---- the queues (queues.py): switch at a packet boundary, reset one queue
-            with state("SWAP"):
-                queues.swap(c)
-                m.next = "SWAP1"
-            with state("SWAP1"):
-                # (the ring's fetcher restarts by itself: the flush stopped it)
-                m.d.comb += resume.eq(1)
-                queues.resume(c)
-                m.next = "RUN"
-            with state("QRESET"):
-                # abort the DMA engine's transfers, let the bus go quiet (two cycles for the
-                # engine's busy to show), then clear the active queue alone
-                m.d.sync += qr_wait.eq(Mux(qr_wait == 3, 3, qr_wait + 1))
-                m.d.comb += q_abort.eq(qr_wait == 0)
-                with m.If((qr_wait == 3) & ~writer.busy & ~poll_pending & ~dma_busy_r):
-                    m.d.sync += [
-                        qr_wait.eq(0), err.eq(0), err_pending.eq(0), err_code.eq(0), err_level.eq(0),
-                        err_opcode.eq(0), err_addr.eq(0), err_offset.eq(0), vmid.eq(0), err_vmid.eq(0),
-                        err_user.eq(0), err_access.eq(0), ring_pos.eq(0), dma_failed.eq(0),
-                        Array(rptr_q)[q].eq(0), Array(wptr_q)[q].eq(0), Array(limit_q)[q].eq(ring_size),
-                    ]
-                    for i in range(queues.N):
-                        with m.If(q == i):
-                            queues.clear_queue_flags(c, i)
-                    m.d.sync += [v.eq(0) for v in captures]
-                    set_level(0)
-                    m.next = "RUN"
-
-            # ---- soft reset: let the bus go quiet, then clear everything
-            with state("RESET"):
-                # (flush_all; the DMA engine was aborted by the reset pulse)
-                with m.If(~writer.busy & ~poll_pending & ~dma_busy_r & ~csr.control_soft_reset):
-                    m.d.sync += [
-                        resetting.eq(0), err.eq(0), err_pending.eq(0), err_code.eq(0), err_level.eq(0),
-                        err_opcode.eq(0), err_addr.eq(0), err_offset.eq(0), vmid.eq(0), err_vmid.eq(0),
-                        err_user.eq(0), err_access.eq(0),
-                        ring_pos.eq(0), ih_wptr.eq(0),
-                        blk_mask.eq(0), dma_failed.eq(0), ih_ext.eq(0),
-                        q.eq(0), took.eq(1), qr_wait.eq(0),
-                    ]
-                    for i in range(queues.N):  # both queues
-                        m.d.sync += [rptr_q[i].eq(0), wptr_q[i].eq(0), limit_q[i].eq(ring_size_q[i])]
-                        queues.clear_queue_flags(c, i)
-                    queues.clear_shadow(c)
-                    m.d.comb += ih_clear.eq(1)
-                    m.d.sync += [v.eq(0) for v in captures]
-                    set_level(0)
-                    m.next = "RUN"
-
-        with m.If(poll_taken | stopped | fsm.ongoing("QRESET")):
-            m.d.sync += poll_req.eq(0)
-        m.d.comb += swapping.eq(fsm.ongoing("SWAP"))
-        queues.queue_resets(c)
-
-        # the fetchers are flushed while the CP drains or resets, and in the cycle after a
-        # failed check (from the state bits and `failed`, outside the state machine)
-        m.d.comb += flush_all.eq(fsm.ongoing("ERR_DRAIN") | fsm.ongoing("RESET") | fsm.ongoing("SWAP") |
-                                 fsm.ongoing("QRESET") | failed)
-
-        # ---------------------------------------------------------------- which dword is taken
-        # The FSM's own conditions, as one flat expression per level from registers, so the
-        # fetchers see their `dw_ready` a few LUTs after the clock: a header in RUN unless an
-        # error waits, HALT holds or DMA transfers run (the fetcher's own tag says whether its
-        # dword is a DMA_DATA); every payload dword unless the header's COUNT was wrong; every
-        # WRITE_DATA data dword. (A consumed IB or an empty ring has no dword on offer.)
-        take_hdr = Signal()
-        take_any = Signal()
-        m.d.comb += [take_hdr.eq(fsm.ongoing("RUN") & ~err_pending_any & ~csr.control_halt & ~failed &
-                                 ~((want_switch | turn_due) & ~dma_busy_r)),
-                     take_any.eq(((fsm.ongoing("PAYLOAD") & ~bad_count) | fsm.ongoing("WD_COLLECT")) & ~failed)]
-        for i, f in enumerate(fetchers):
-            m.d.comb += pops[i].eq(lvl[i] & offered[i] & ~csr.control_soft_reset &
-                                   ((take_hdr & ~self.ext_ih_valid & (~dma_busy_r | f.dw_tag.is_dma)) | take_any))
-            m.d.comb += f.dw_ready.eq(pops[i])
-        m.d.comb += pop.eq(pops.any())
+        fsm = parser.build(c)  # (parser.py; it also decides which dword each level gives up)
 
         # ---------------------------------------------------------------- where an error happened
-        # In the header cycle: the header (whose offset and opcode the header registers take
-        # in RUN), with opcode 0 unless it is a readable type-3 header. A bad fetch response in
-        # the payload: the dword (dw_off has its offset next cycle); any other error in the
-        # payload (BAD_COUNT too): the packet; a poll: the polled address; a write: the written
-        # one; an IB beyond the bus: its base (errors.py works the address out).
-        resp_err = cur_fetch_bad
-        W = errors.Where
-        with m.If(fsm.ongoing("RUN")):
-            m.d.comb += [fsm_err_where.eq(W.HEADER),
-                         fsm_err_opz.eq(resp_err | (cur_fetch_data[_TYPE.bits] != pk.PACKET_TYPE3))]
-        with m.Elif((fsm.ongoing("PAYLOAD") & ~bad_count | fsm.ongoing("WD_COLLECT")) & resp_err):
-            m.d.comb += fsm_err_where.eq(W.DWORD)
-        with m.Elif(fsm.ongoing("PAYLOAD")):
-            m.d.comb += fsm_err_where.eq(W.PACKET)
-        with m.Elif(fsm.ongoing("WRM_READ") | fsm.ongoing("WRM_RESP")):
-            m.d.comb += fsm_err_where.eq(W.POLL)
-        with m.Else():
-            m.d.comb += fsm_err_where.eq(W.WRITE)
-        # the addresses of the dword in hand and of the packet: the buffer's base + 4 · offset,
-        # worked out every cycle beside the parser (errors.py picks one)
-        loc_base = Signal(aw)
-        m.d.comb += loc_base.eq(Mux(level == 0, ring_base, ib_base[level]))
-        m.d.comb += [fsm_err_cur.eq(loc_base + Cat(Const(0, 2), cur_off)),
-                     fsm_err_hdr.eq(loc_base + Cat(Const(0, 2), hdr_off)),
-                     hdr_addr.eq(loc_base + Cat(Const(0, 2), hdr_taken_off))]
-        with m.If(fsm.ongoing("RUN") & pop):
-            m.d.sync += [hdr.eq(cur_fetch_data), hdr_taken_off.eq(cur_off), took.eq(1)]
-        # a VM fault's details, by where the error happened (they matter only when the code is
-        # VM_FAULT, which only a response the MMU tagged gives): the fetched dword's RUSER, the
-        # poll's, the write's BUSER; the VMID is the work's, a faulting write's its own (an IH
-        # entry or rptr write-back is the kernel's)
-        with m.Switch(fsm_err_where):
-            with m.Case(W.HEADER, W.DWORD):
-                m.d.comb += [fsm_err_user.eq(cur_fetch_user), fsm_err_access.eq(vm_spec.Access.FETCH)]
-            with m.Case(W.POLL):
-                m.d.comb += [fsm_err_user.eq(bus.ruser), fsm_err_access.eq(vm_spec.Access.READ)]
-            with m.Case(W.WRITE):
-                m.d.comb += [fsm_err_user.eq(writer.user), fsm_err_access.eq(vm_spec.Access.WRITE)]
-        m.d.comb += fsm_err_vmid.eq(Mux((fsm_err_where == W.WRITE) & RESP_USER(writer.user).fault, blk_user.vmid, cur_vmid))
+        errors.locate(c, fsm)
 
         # ---------------------------------------------------------------- status, counters, interrupts
         c.update(locals())

@@ -23,7 +23,6 @@ from amaranth.lib.memory import Memory
 from spec import sdma_packets as sp
 
 from ..bus import RESP_OKAY
-from ..mmu import RESP_USER
 from . import packets as pk
 
 CL, CF = sp.COPY_LINEAR, sp.CONSTANT_FILL

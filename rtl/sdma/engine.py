@@ -45,6 +45,7 @@ from spec import vm as vm_spec
 
 from ..bus import AXI4Signature, BURST_INCR, RESP_OKAY
 from ..cp.fetch import Fetcher
+from ..cp.packets import pack_fields
 from ..cp.writer import BLOCK_DWORDS, BlockWriter
 from ..csr import REG_FIELDS, CpError, IbLevel
 from ..mmu import REQ_USER, RESP_USER, req_user
@@ -74,14 +75,6 @@ class _Context:
 
     def update(self, names: dict) -> None:
         self.__dict__.update((k, v) for k, v in names.items() if k not in ("self", "c"))
-
-
-def pack_fields(layout, **values):
-    word = Const(0, 32)
-    for name, v in values.items():
-        lsb, width = layout[name]
-        word = word | (Value.cast(v)[:width] << lsb)
-    return word[:32]
 
 
 class SdmaEngine(wiring.Component):

@@ -1,0 +1,381 @@
+"""The CP's parser: the state machine that takes a header, collects the fixed payload,
+checks it and starts the packet in one cycle, and the states between packets (a packet or
+ring packet finished, the rptr write-back, the error drain, the queue switch and reset,
+SOFT_RESET); each packet's own states are in its module (write_data, indirect_buffer,
+wait_reg_mem, release_mem, dma_data), IH entries in ih.py. And which dword each fetcher
+gives up this cycle (`pops`), from registers, beside the state machine.
+
+`c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
+
+from contextlib import contextmanager
+
+from amaranth.hdl import Array, Cat, Const, Mux, Signal
+
+from spec import ih as ih_spec
+from spec import packets as pk
+from spec import vm as vm_spec
+
+from ..bus import RESP_OKAY
+from ..csr import REG_FIELDS, CpError
+from . import dma_data, ih, indirect_buffer, queues, release_mem, wait_reg_mem, write_data
+from . import packets as checks
+from .packets import MAX_FIXED, beyond_bus, field, pack_fields
+
+wd, ib, rm = pk.WRITE_DATA, pk.INDIRECT_BUFFER, pk.RELEASE_MEM
+
+
+def build(c):
+    """The parser's states and the packets' (each executor module adds its own), and which
+    dword each level gives up this cycle; returns the FSM (status.py and errors.locate read
+    its states)."""
+    m, cp, csr, writer, dtag, cur_tag = c.m, c.cp, c.csr, c.writer, c.dtag, c.cur_tag
+    kind, pidx, p, level, lvl, fail = c.kind, c.pidx, c.p, c.level, c.lvl, c.fail
+    flag = c.flag
+
+    @contextmanager
+    def state(name):
+        """An FSM state that SOFT_RESET preempts (RESET waits for the bus to go quiet), and
+        that does nothing in the cycle after a failed check but stop: the speculative first
+        step is undone (fetchers flushed, the level it left; it asked for no write) and
+        the CP drains."""
+        with m.State(name):
+            if name == "RESET":
+                yield
+            else:
+                with m.If(~c.failed):
+                    yield
+                with m.Else():
+                    c.set_level(c.level_d)  # (and the fetchers are flushed: flush_all)
+                    m.next = "ERR_DRAIN"
+                with m.If(c.stopped):
+                    m.next = "RESET"
+                if not name.startswith("IH_") and name not in ("SWAP", "QRESET"):
+                    # the active queue's reset (an IH entry in hand is finished first)
+                    with m.Elif(Mux(c.q, c.qr_pend_q[1], c.qr_pend_q[0])):
+                        m.next = "QRESET"
+
+    def request_write(wait_state, check_oob=False):
+        """A *_WRITE state: hand the block to the writer (DECERR first when the packet's
+        address is beyond the bus), then wait for its response in `wait_state`."""
+        def body():
+            m.d.sync += c.wr_req.eq(1)
+            m.next = wait_state
+        if check_oob:
+            with m.If(c.oob):
+                fail(CpError.BUS_DECERR)  # at blk_addr
+            with m.Else():
+                body()
+        else:
+            body()
+
+    @contextmanager
+    def write_answered():
+        """A *_WAIT state: stall until the write response; an error response stops the
+        CP at the written address; the body runs when the write went through."""
+        m.d.comb += c.stall.eq(1)
+        with m.If(writer.done):
+            with m.If(writer.resp != RESP_OKAY):
+                c.write_failed()  # at blk_addr
+            with m.Else():
+                yield
+
+    def check_and_start():
+        """The packet's field checks (spec/packets.py) in the cycle its last fixed payload
+        dword arrives, beside its first step, which starts whatever they say (a failing
+        check stops it next cycle: `failed`): a fence goes straight to its write, a
+        WRITE_DATA to its data and a non-CHAIN IB starts its fetcher now; the other
+        packets have an EXEC state. The checks read flags gathered dword by dword
+        (accumulate_checks) and the last dword's tag, so no CHECK cycle is spent."""
+        for pkt in pk.PACKETS:
+            if pkt is pk.NOP:
+                continue
+            p_now = payload_now(pkt)
+            earlier = range(pkt.fixed - 1)  # dwords in p; the last one's checks are in its tag
+            with m.If(kind == pkt.index):
+                if pkt is pk.DMA_DATA and not cp.has_dma:
+                    fail(CpError.UNSUPPORTED)  # no DMA engine in this build
+                    continue
+                unsupported = c.acc_unsup | dtag.check(cur_tag, "unsupported", pkt)
+                if pkt is ib:
+                    unsupported = unsupported | (lvl[0] & field(p_now, ib, "CHAIN"))
+                misaligned = dtag.check(cur_tag, "misaligned", pkt)
+                if any(not isinstance(checks.checks_at(p, pkt, k, c.aw)[1], Const) for k in earlier):
+                    misaligned = misaligned | c.acc_misal
+                # (a bad response of the dword itself: PAYLOAD raised it already)
+                with m.If(c.cur_fetch_bad):
+                    pass
+                with m.Elif(unsupported):
+                    flag(CpError.UNSUPPORTED)
+                if not isinstance(misaligned, Const):  # DMA_DATA has no alignment rule
+                    with m.Elif(misaligned):
+                        flag(CpError.IB_MISALIGNED if pkt is ib else CpError.FENCE_MISALIGNED)
+                if pkt is ib:
+                    chain = field(p_now, ib, "CHAIN")
+                    with m.Elif(dtag.check(cur_tag, "ib_size_zero")):
+                        flag(CpError.IB_SIZE_ZERO)
+                    with m.Elif(~chain & lvl[cp.ib_levels]):
+                        flag(CpError.IB_NESTING)
+                    with m.Elif(c.acc_beyond):
+                        flag(CpError.BUS_DECERR, at_ib_base=True)
+                if pkt is pk.DMA_DATA:
+                    with m.Elif(dtag.check(cur_tag, "dma_too_big")):
+                        flag(CpError.DMA_BYTE_COUNT)
+                # the first step, whatever the checks say
+                if pkt is not pk.DMA_DATA:  # a transfer counts when it is answered
+                    m.d.comb += c.perf_count_kind.eq(1)  # (status.py drops it if `failed`)
+                if pkt is wd:
+                    write_data.start(c, p_now)
+                elif pkt is rm:
+                    # straight to the fence write, asked for only if the checks pass
+                    # (they are all flags: RELEASE_MEM has none on its last dword)
+                    assert isinstance(dtag.check(cur_tag, "unsupported", pkt), Const)
+                    assert isinstance(dtag.check(cur_tag, "misaligned", pkt), Const)
+                    rm_ok = ~(unsupported | misaligned | c.cur_fetch_bad)
+                    release_mem.start(c, p_now, ok=rm_ok)
+                elif pkt is ib:
+                    indirect_buffer.start(c, p_now)
+                else:
+                    if pkt is pk.DMA_DATA:
+                        m.d.sync += c.dma_cmd_go.eq(1)
+                    m.next = f"EXEC_{pkt.name}"
+
+    def accumulate_checks():
+        """OR the checks that the dword taken now completes into acc_* (a bad dword stops
+        the CP, so what this adds then does not matter)."""
+        found = {"unsup": Const(0), "misal": Const(0), "beyond": Const(0)}
+        for pkt in pk.PACKETS:
+            for k in range(pkt.fixed - 1):
+                now = p[:k] + [c.cur_fetch_data]
+                here = (kind == pkt.index) & (pidx == k)
+                for name, v in zip(found, checks.checks_at(now, pkt, k, c.aw)):
+                    if not isinstance(v, Const):
+                        found[name] = found[name] | (here & v)
+        m.d.sync += [c.acc_unsup.eq(c.acc_unsup | found["unsup"]), c.acc_misal.eq(c.acc_misal | found["misal"]),
+                     c.acc_beyond.eq(c.acc_beyond | found["beyond"])]
+
+    def payload_now(pkt):
+        """The payload as it stands in the cycle its last fixed dword arrives: dwords
+        0..fixed-2 are in p already, the last is the fetcher's."""
+        return p[:pkt.fixed - 1] + [c.cur_fetch_data]
+
+    def prepare():
+        """What the packet's first step loads that does not depend on its checks, loaded in
+        every payload cycle (the last one counts), so it waits for none of them."""
+        for pkt in pk.PACKETS:
+            if pkt is pk.NOP:
+                continue
+            with m.If(kind == pkt.index):
+                p_now = payload_now(pkt)
+                m.d.sync += c.oob.eq(beyond_bus(p_now, pkt, c.aw, tag=cur_tag))
+                if pkt is wd:
+                    write_data.prepare(c, p_now)
+                elif pkt is rm:
+                    release_mem.prepare(c, p_now)
+                elif pkt is ib:
+                    indirect_buffer.prepare(c, p_now)
+
+    c.update(dict(state=state, request_write=request_write, write_answered=write_answered))
+    with m.FSM(name="cp") as fsm:
+        with state("RUN"):
+            # the header's registers follow the dword on offer (the popped one stays);
+            # returning from an IB (below) restores its packet's instead
+            new_fixed = Array(Const(pkt.fixed, range(MAX_FIXED + 1)) for pkt in pk.PACKETS)[cur_tag.kind]
+            m.d.sync += [c.hdr_opcode.eq(c.opcode), c.hdr_off.eq(c.cur_off),
+                         kind.eq(cur_tag.kind), pidx.eq(0), c.rem.eq(c.count + 1),
+                         c.fixed.eq(new_fixed), c.last_fixed.eq(new_fixed == 1), c.rem_is1.eq(cur_tag.count0),
+                         c.bad_count.eq(~cur_tag.count_ok | c.cur_short),
+                         c.acc_unsup.eq(0), c.acc_misal.eq(0), c.acc_beyond.eq(0)]
+            ib_done = Cat(*(lvl[i] & c.ib_empty[i] for i in range(1, 1 + cp.ib_levels))).any()
+            with m.If(c.err_pending_any):
+                m.next = "ERR_DRAIN"
+            with m.Elif(ib_done):
+                # back to the level that issued the IB; a ring packet finishes with it
+                c.set_level(level - 1)
+                m.d.sync += [c.hdr_opcode.eq(c.saved_opcode[level - 1]), c.hdr_off.eq(c.saved_off[level - 1])]
+                with m.If(level == 1):
+                    m.next = "RING_DONE"
+            with m.Elif(cp.ext_ih_valid):
+                ih.start_ext(c, ih.RET_RUN)  # (no header is taken: take_hdr)
+            with m.Elif(csr.control_halt):
+                m.d.comb += c.halted.eq(1)
+            with m.Elif((c.want_switch | c.turn_due) & ~c.dma_busy_r):
+                # a packet boundary: the other queue's turn (queues.py), a cycle later if the
+                # running queue's doorbell is written now (its error latches first)
+                with m.If(~c.db_write_active):
+                    m.next = "SWAP"
+            with m.Elif(~c.cur_fetch_valid):
+                m.d.comb += c.stall.eq(~(lvl[0] & c.ring_empty))  # (an empty ring is no stall)
+            with m.Elif(c.dma_busy_r & ~cur_tag.is_dma):
+                # only DMA_DATA overlaps the DMA engine: any other packet (a RELEASE_MEM
+                # above all) waits until every earlier transfer is answered
+                m.d.comb += c.stall.eq(1)
+            with m.Else():
+                # (the header is taken: `pops`, below)
+                with m.If(c.cur_fetch_bad):
+                    fail(c.bus_code(c.cur_fetch_resp, c.cur_fetch_user))
+                with m.Elif(cur_tag.filler):
+                    m.d.comb += c.perf_count_nop.eq(1)
+                    with m.If(level == 0):
+                        m.next = "RING_DONE"
+                with m.Elif(cur_tag.illegal):
+                    fail(CpError.ILLEGAL_OPCODE)
+                with m.Else():
+                    m.next = "PAYLOAD"  # (which answers BAD_COUNT first)
+
+        with state("PAYLOAD"):
+            prepare()
+            with m.If(c.bad_count):
+                # the header's COUNT, checked a cycle after the header was taken: nothing
+                # else is taken meanwhile, so the error is the same
+                fail(CpError.BAD_COUNT)
+            with m.Elif(~c.cur_fetch_valid):
+                m.d.comb += c.stall.eq(1)
+            with m.Else():
+                # (the dword is taken: `pops`, below)
+                m.d.sync += [c.rem.eq(c.rem - 1), pidx.eq(pidx + 1), c.p_arr[pidx].eq(c.cur_fetch_data),
+                             c.rem_is1.eq(c.rem == 2), c.last_fixed.eq(pidx + 2 == c.fixed)]
+                write_data.payload_taken(c)
+                accumulate_checks()
+                with m.If(c.last_fixed & (kind != pk.NOP.index)):
+                    # (a bad response of the last fixed dword: raised here, and its packet's
+                    # first step is stopped next cycle like a failed check's)
+                    with m.If(c.cur_fetch_bad):
+                        flag(c.bus_code(c.cur_fetch_resp, c.cur_fetch_user))  # at the dword
+                    check_and_start()
+                with m.Elif(c.cur_fetch_bad):
+                    fail(c.bus_code(c.cur_fetch_resp, c.cur_fetch_user))  # at the dword
+                with m.Elif(kind == pk.NOP.index):
+                    with m.If(c.rem_is1):
+                        m.d.comb += c.perf_count_kind.eq(1)
+                        m.next = "DONE"
+
+        # ---- the packets' own states, one module each (no EXEC state for WRITE_DATA,
+        # RELEASE_MEM and a non-CHAIN INDIRECT_BUFFER: see check_and_start)
+        for executor in (write_data, indirect_buffer, wait_reg_mem, release_mem, dma_data):
+            executor.states(c)
+
+        # ---- a packet finished
+        with state("DONE"):
+            with m.If(level == 0):
+                m.next = "RING_DONE"
+            with m.Else():
+                m.next = "RUN"
+        with state("RING_DONE"):
+            m.d.sync += [Array(c.rptr_q)[c.q].eq(c.ring_pos), Array(c.limit_q)[c.q].eq(c.ring_pos + c.ring_size)]
+            with m.If(c.qc.rptr_wb):
+                addr = Cat(Const(0, 2), c.qc.rptr_addr_lo[2:], c.qc.rptr_addr_hi)
+                c.write_dwords(addr, c.ring_pos, None, "RPTR_WRITE", "RPTR_WAIT", vmid=0)
+            with m.Else():
+                m.next = "RUN"
+        with state("RPTR_WRITE"):
+            request_write("RPTR_WAIT")
+        with state("RPTR_WAIT"), write_answered():
+            m.next = "RUN"
+
+        ih.states(c)
+
+        # ---- errors: stop, drain, report
+        with state("ERR_DRAIN"):
+            # transfers already queued finish (or are cancelled by the DMA's own error);
+            # CP_ERROR is latched the cycle after its capture (errors.py)
+            with m.If(c.err & ~writer.busy & ~c.poll_pending & ~c.dma_busy_r):
+                m.d.comb += c.cperr_set.eq(1)
+                # (every transfer is answered: the other queue's DMA_DATA may run, queues.py)
+                m.d.sync += c.dma_failed.eq(0)
+                # a VM fault is reported as AMD's UTCL2 fault (src_data as gmc_v9_0 reads it)
+                vmf = c.err_code == CpError.VM_FAULT
+                cp_error = pack_fields(REG_FIELDS["CP_ERROR"], CODE=c.err_code, LEVEL=c.err_level, OPCODE=c.err_opcode)
+                hint = Signal(8)
+                for a, h in vm_spec.HINTS.items():
+                    with m.If(c.err_access == a):
+                        m.d.comb += hint.eq(h)
+                vm_status = pack_fields(REG_FIELDS["VM_FAULT_STATUS"], VMID=c.err_vmid, ACCESS=c.err_access,
+                                        LEVEL=c.err_user.level, CAUSE=c.err_user.cause)
+                ih.start(c, Mux(vmf, ih_spec.Source.VM_FAULT, ih_spec.Source.CP_ERROR), [
+                    Mux(vmf, c.err_addr[vm_spec.PAGE_SHIFT:44], cp_error),
+                    Mux(vmf, Cat(c.err_addr[44:48], Const(0, 4)) | hint, c.err_addr[:32]),
+                    Mux(vmf, vm_status, c.err_addr[32:]),
+                    Mux(vmf, cp_error, c.err_offset)],
+                    client=Mux(vmf, ih_spec.Client.UTCL2, ih_spec.Client.GRBM_CP), vmid=c.err_vmid, err=True)
+        with state("ERROR"):
+            with m.If(cp.ext_ih_valid):
+                ih.start_ext(c, ih.RET_ERROR)
+            with m.Elif(c.want_switch & ~c.dma_busy_r):
+                m.next = "SWAP"  # this queue is stopped; the other runs on
+
+        # ---- the queues (queues.py): switch at a packet boundary, reset one queue
+        with state("SWAP"):
+            queues.swap(c)
+            m.next = "SWAP1"
+        with state("SWAP1"):
+            # (the ring's fetcher restarts by itself: the flush stopped it)
+            m.d.comb += c.resume.eq(1)
+            queues.resume(c)
+            m.next = "RUN"
+        with state("QRESET"):
+            # abort the DMA engine's transfers, let the bus go quiet (two cycles for the
+            # engine's busy to show), then clear the active queue alone
+            m.d.sync += c.qr_wait.eq(Mux(c.qr_wait == 3, 3, c.qr_wait + 1))
+            m.d.comb += c.q_abort.eq(c.qr_wait == 0)
+            with m.If((c.qr_wait == 3) & ~writer.busy & ~c.poll_pending & ~c.dma_busy_r):
+                m.d.sync += [
+                    c.qr_wait.eq(0), c.err.eq(0), c.err_pending.eq(0), c.err_code.eq(0), c.err_level.eq(0),
+                    c.err_opcode.eq(0), c.err_addr.eq(0), c.err_offset.eq(0), c.vmid.eq(0), c.err_vmid.eq(0),
+                    c.err_user.eq(0), c.err_access.eq(0), c.ring_pos.eq(0), c.dma_failed.eq(0),
+                    Array(c.rptr_q)[c.q].eq(0), Array(c.wptr_q)[c.q].eq(0), Array(c.limit_q)[c.q].eq(c.ring_size),
+                ]
+                for i in range(queues.N):
+                    with m.If(c.q == i):
+                        queues.clear_queue_flags(c, i)
+                m.d.sync += [v.eq(0) for v in c.captures]
+                c.set_level(0)
+                m.next = "RUN"
+
+        # ---- soft reset: let the bus go quiet, then clear everything
+        with state("RESET"):
+            # (flush_all; the DMA engine was aborted by the reset pulse)
+            with m.If(~writer.busy & ~c.poll_pending & ~c.dma_busy_r & ~csr.control_soft_reset):
+                m.d.sync += [
+                    c.resetting.eq(0), c.err.eq(0), c.err_pending.eq(0), c.err_code.eq(0), c.err_level.eq(0),
+                    c.err_opcode.eq(0), c.err_addr.eq(0), c.err_offset.eq(0), c.vmid.eq(0), c.err_vmid.eq(0),
+                    c.err_user.eq(0), c.err_access.eq(0),
+                    c.ring_pos.eq(0), c.ih_wptr.eq(0),
+                    c.blk_mask.eq(0), c.dma_failed.eq(0), c.ih_ext.eq(0),
+                    c.q.eq(0), c.took.eq(1), c.qr_wait.eq(0),
+                ]
+                for i in range(queues.N):  # both queues
+                    m.d.sync += [c.rptr_q[i].eq(0), c.wptr_q[i].eq(0), c.limit_q[i].eq(c.ring_size_q[i])]
+                    queues.clear_queue_flags(c, i)
+                queues.clear_shadow(c)
+                m.d.comb += c.ih_clear.eq(1)
+                m.d.sync += [v.eq(0) for v in c.captures]
+                c.set_level(0)
+                m.next = "RUN"
+
+    with m.If(c.poll_taken | c.stopped | fsm.ongoing("QRESET")):
+        m.d.sync += c.poll_req.eq(0)
+    m.d.comb += c.swapping.eq(fsm.ongoing("SWAP"))
+    queues.queue_resets(c)
+
+    # the fetchers are flushed while the CP drains or resets, and in the cycle after a
+    # failed check (from the state bits and `failed`, outside the state machine)
+    m.d.comb += c.flush_all.eq(fsm.ongoing("ERR_DRAIN") | fsm.ongoing("RESET") | fsm.ongoing("SWAP") |
+                               fsm.ongoing("QRESET") | c.failed)
+
+    # ---------------------------------------------------------------- which dword is taken
+    # The FSM's own conditions, as one flat expression per level from registers, so the
+    # fetchers see their `dw_ready` a few LUTs after the clock: a header in RUN unless an
+    # error waits, HALT holds or DMA transfers run (the fetcher's own tag says whether its
+    # dword is a DMA_DATA); every payload dword unless the header's COUNT was wrong; every
+    # WRITE_DATA data dword. (A consumed IB or an empty ring has no dword on offer.)
+    take_hdr = Signal()
+    take_any = Signal()
+    m.d.comb += [take_hdr.eq(fsm.ongoing("RUN") & ~c.err_pending_any & ~csr.control_halt & ~c.failed &
+                             ~((c.want_switch | c.turn_due) & ~c.dma_busy_r)),
+                 take_any.eq(((fsm.ongoing("PAYLOAD") & ~c.bad_count) | fsm.ongoing("WD_COLLECT")) & ~c.failed)]
+    for i, f in enumerate(c.fetchers):
+        m.d.comb += c.pops[i].eq(lvl[i] & c.offered[i] & ~csr.control_soft_reset &
+                                 ((take_hdr & ~cp.ext_ih_valid & (~c.dma_busy_r | f.dw_tag.is_dma)) | take_any))
+        m.d.comb += f.dw_ready.eq(c.pops[i])
+    m.d.comb += c.pop.eq(c.pops.any())
+    return fsm
