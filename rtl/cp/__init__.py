@@ -6,8 +6,8 @@
 - writer.py: the BlockWriter, every CP memory write as one aligned 32-byte block;
 - bus_port.py: the AR slice shared by the fetchers and polls, R routing by ID;
 - status.py: STATUS, CP_ERROR and the performance counters;
-- one executor per packet family: write_data.py, indirect_buffer.py, wait_reg_mem.py,
-  release_mem.py, dma_data.py (the DMA engine's port), and ih.py (IH entries).
+- one module per packet family in pm4/: write_data.py, indirect_buffer.py, wait_reg_mem.py,
+  release_mem.py, dma_data.py (the DMA engine's port); and ih.py (IH entries).
 """
 
 from .processor import ID_IB1, ID_IB2, ID_POLL, ID_RING, ID_WRITE, CommandProcessor, pack_fields

@@ -1,7 +1,7 @@
 """The CP's parser: the state machine that takes a header, collects the fixed payload,
 checks it and starts the packet in one cycle, and the states between packets (a packet or
 ring packet finished, the rptr write-back, the error drain, the queue switch and reset,
-SOFT_RESET); each packet's own states are in its module (write_data, indirect_buffer,
+SOFT_RESET); each packet's own states are in its module (pm4/: write_data, indirect_buffer,
 wait_reg_mem, release_mem, dma_data), IH entries in ih.py. And which dword each fetcher
 gives up this cycle (`pops`), from registers, beside the state machine.
 
@@ -17,7 +17,8 @@ from spec import vm as vm_spec
 
 from ..bus import RESP_OKAY
 from ..csr import REG_FIELDS, CpError
-from . import dma_data, ih, indirect_buffer, queues, release_mem, wait_reg_mem, write_data
+from . import ih, queues
+from .pm4 import dma_data, indirect_buffer, release_mem, wait_reg_mem, write_data
 from . import packets as checks
 from .packets import MAX_FIXED, beyond_bus, field, pack_fields
 

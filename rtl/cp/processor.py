@@ -9,7 +9,7 @@ docs/hardware.md is the contract this implements. The pieces:
 - the parser FSM (parser.py) reads a header, checks it, collects the fixed payload into
   registers, checks fields (packets.py: every check derives from spec/packets.py) in the
   cycle the last fixed dword arrives, and starts executing in that same cycle; each
-  packet's own states are in its module (write_data, indirect_buffer, wait_reg_mem,
+  packet's own states are in its module (pm4/: write_data, indirect_buffer, wait_reg_mem,
   release_mem, dma_data), IH entries in ih.py, which see the CP's signals (declared here)
   through `_Context`; where an error happened and the error latch are errors.py's;
 - one BlockWriter (writer.py) performs every memory write (WRITE_DATA, fences, rptr/wptr
@@ -50,7 +50,8 @@ from spec import vm as vm_spec
 from ..bus import AXI4Signature, BURST_INCR
 from ..mmu import REQ_USER, RESP_USER, req_user
 from ..csr import CpError
-from . import bus_port, dma_data, errors, ih, parser, queues, status
+from . import bus_port, errors, ih, parser, queues, status
+from .pm4 import dma_data
 from . import packets as checks
 from .bus_port import ID_IB1, ID_IB2, ID_POLL, ID_RING, ID_WRITE  # noqa: F401 (re-exported)
 from .fetch import Fetcher
@@ -451,7 +452,7 @@ class CommandProcessor(wiring.Component):
         resume = Signal()  # SWAP1: the new queue's IB fetchers restart where it stands
 
         # an IB level's fetcher is loaded (base, from dword 0) while its packet is parsed and
-        # started once the packet's checks pass (indirect_buffer.py)
+        # started once the packet's checks pass (pm4/indirect_buffer.py)
         load_ib = Signal()
         load_level = Signal(2)
         start_ib = Signal()
@@ -524,7 +525,7 @@ class CommandProcessor(wiring.Component):
         dma_busy_r = Signal()
         m.d.sync += dma_busy_r.eq(dma_busy)
         dma_sync_new = Signal()
-        dma_cmd_go = Signal()  # in EXEC_DMA_DATA until its command is taken (dma_data.py)
+        dma_cmd_go = Signal()  # in EXEC_DMA_DATA until its command is taken (pm4/dma_data.py)
         meta_push = Signal()
         q_abort = Signal()  # the active queue's reset aborts the DMA engine's transfers (QRESET)
         qr_wait = Signal(2)  # QRESET's cycles (the engine's busy shows two cycles after the abort)

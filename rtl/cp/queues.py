@@ -221,7 +221,7 @@ def swap(c):
 
 def resume(c):
     """SWAP1: the new queue's doorbell error, if one waits. (A parked poll shows WAITING
-    until its packet, parsed again, polls: wait_reg_mem.py clears `park_q`.)"""
+    until its packet, parsed again, polls: pm4/wait_reg_mem.py clears `park_q`.)"""
     m, q = c.m, c.q
     with m.If(Array(c.dbpend_q)[q]):
         m.d.comb += [c.db_err.eq(1), c.db_code.eq(Array(c.dbpend_code_q)[q])]

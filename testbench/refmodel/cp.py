@@ -259,7 +259,7 @@ class CommandProcessor:
         count = n - 1 - fixed
         vmid = self._vmid if level else 0
         if _get(p, _WD_INCR) == _WD_NO_INCREMENT:
-            # every dword to addr: the last one stays, and only it is written (rtl/cp/write_data.py)
+            # every dword to addr: the last one stays, and only it is written (rtl/cp/pm4/write_data.py)
             data, f = self._fetch(base, mask, pos + 1 + fixed, count)
             self._fetched += len(data) + (f is not None)
             if f is not None:

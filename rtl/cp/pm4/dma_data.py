@@ -11,8 +11,8 @@ from amaranth.lib.memory import Memory
 from spec import packets as pk
 from spec.vm import Access
 
-from ..bus import RESP_OKAY
-from .packets import field, value
+from ...bus import RESP_OKAY
+from ..packets import field, value
 
 DD = pk.DMA_DATA
 META_DEPTH = 8  # transfers whose packet location is kept (≥ the engine's command queue)

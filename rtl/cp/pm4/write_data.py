@@ -11,9 +11,9 @@ from amaranth.hdl import Mux
 
 from spec import packets as pk
 
-from ..bus import RESP_OKAY
-from .packets import field, value
-from .writer import BLOCK_DWORDS, WriteSource
+from ...bus import RESP_OKAY
+from ..packets import field, value
+from ..writer import BLOCK_DWORDS, WriteSource
 
 WD = pk.WRITE_DATA
 

@@ -8,9 +8,9 @@ from amaranth.hdl import Cat, Const, Mux
 from spec import ih as ih_spec
 from spec import packets as pk
 
-from . import ih
-from .packets import field, value
-from .writer import WriteSource
+from .. import ih
+from ..packets import field, value
+from ..writer import WriteSource
 
 RM = pk.RELEASE_MEM
 

@@ -9,10 +9,10 @@ from amaranth.utils import ceil_log2
 
 from spec import packets as pk
 
-from ..bus import RESP_OKAY
-from ..csr import CpError
-from . import ih
-from .packets import field, value
+from ...bus import RESP_OKAY
+from ...csr import CpError
+from .. import ih
+from ..packets import field, value
 
 WRM = pk.WAIT_REG_MEM
 

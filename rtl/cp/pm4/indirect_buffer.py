@@ -6,7 +6,7 @@ parent level when an IB is consumed is the parser's (rtl/cp/parser.py, RUN).
 
 from spec import packets as pk
 
-from .packets import field, value
+from ..packets import field, value
 
 IB = pk.INDIRECT_BUFFER
 
