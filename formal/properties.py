@@ -453,7 +453,7 @@ _group(Group(
 
 _group(Group(
     "cp_queues", "rtl/cp/queues.py and processor.py: the CP's two hardware queues (switch, per-queue "
-    "pointers, errors and reset)", "formal.cp:CPHarness", "bmc", 14, 28,
+    "pointers, errors and reset)", "formal.cp:CPHarness", "bmc", 20, 28,
     config=_CP_CONFIG + "; both queues on, each ring of up to 16 dwords, priorities chosen once; a "
            "memory that queues 2 reads",
     assumes=_CP_ASSUMES + "; queue 1's registers as queue 0's (its doorbell a register that changes "
