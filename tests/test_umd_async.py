@@ -20,6 +20,7 @@ import umd
 from spec import pm4
 from testbench.refmodel import RefModel
 from tests.async_compare import assert_same
+from tests.test_umd_queues import submit_gated_pipeline
 from umd.submit import ENV
 
 
@@ -54,19 +55,7 @@ def _gated_pipeline(dev):
     which with async submission the thread may not have reached yet)."""
     kmd_model.bind(dev)
     gpu = umd.open()
-    gfx, copy = gpu.queue(), gpu.queue(engine="copy", priority="high")
-    gate, src, dst = gpu.alloc(4096), gpu.alloc(4096), gpu.alloc(4096)
-    gfx.wait_mem(gate, 0, 1)
-    gfx.write(src, 0, [0xA, 0xB, 0xC, 0xD])
-    produced = gfx.signal()
-    copy.wait_event(produced)
-    copy.copy(dst, 0, src, 0, 16)
-    moved = copy.signal()
-    copy.flush()
-    gfx.wait_event(moved)
-    gfx.write(dst, 16, [0xE])
-    consumed = gfx.signal()
-    gfx.flush()
+    gate, dst, moved, consumed = submit_gated_pipeline(gpu)
     assert not dst.u32[:5].any() and not moved.signalled()
     gate.u32[0] = 1  # the only CPU action
     assert consumed.wait()

@@ -56,12 +56,10 @@ def check_copy_queue_runs_on_the_copy_engine(dev):
         q.timestamp()
 
 
-def check_pipeline_across_queues_waits_gpu_side(dev):
+def submit_gated_pipeline(gpu):
     """gfx produces (after a gate the CPU opens), the copy queue moves the result once the
-    gfx event is signalled, gfx consumes once the copy's event is: all three submitted before
-    the gate opens; the scheduler holds the later two back."""
-    kmd = kmd_model.bind(dev)
-    gpu = umd.open()
+    gfx event is signalled, gfx consumes once the copy's event is: all three submitted and
+    flushed, the gate still closed. Returns (gate, dst, moved, consumed)."""
     gfx, copy = gpu.queue(), gpu.queue(engine="copy", priority="high")
     gate, src, dst = gpu.alloc(4096), gpu.alloc(4096), gpu.alloc(4096)
     gfx.wait_mem(gate, 0, 1)
@@ -75,6 +73,15 @@ def check_pipeline_across_queues_waits_gpu_side(dev):
     gfx.write(dst, 16, [0xE])
     consumed = gfx.signal()
     gfx.flush()
+    return gate, dst, moved, consumed
+
+
+def check_pipeline_across_queues_waits_gpu_side(dev):
+    """The gated pipeline (submit_gated_pipeline) waits on the GPU side: the scheduler holds
+    the later two jobs back until the gate opens."""
+    kmd = kmd_model.bind(dev)
+    gpu = umd.open()
+    gate, dst, moved, consumed = submit_gated_pipeline(gpu)
     kmd.service()
     assert kmd.sdma_sched.queue and kmd.sched.queue  # held for their dependencies
     assert not dst.u32[:5].any() and not moved.signalled()
