@@ -10,13 +10,11 @@ goes to $GPUCOSIM_APP_RESULT for the launcher.
 
 import logging
 import os
-import sys
-import traceback
 import warnings
 
 import cocotb
 
-from gpucosim.session import RunOptions, Session, apply_app_log, load_main
+from gpucosim.session import RunOptions, Session, apply_app_log, load_main, report_load_error
 from kmd_model.log import get_logger
 from testbench.cocotb_device import run_driver
 
@@ -57,8 +55,7 @@ async def app(dut):
     try:
         main = load_main(opts.app)
     except Exception as e:
-        traceback.print_exc()
-        print(f"gpucosim: cannot load app {opts.app!r}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        report_load_error(opts.app, e)
         _result(2)
         return
     apply_app_log(main, opts)  # before the monitors below look at `cp`

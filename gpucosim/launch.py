@@ -21,7 +21,8 @@ from pathlib import Path
 
 from .console import Console, file_status
 from .console import enabled as console_enabled
-from .session import RunOptions, Session, apply_app_log, default_build_dir, load_main
+from .session import (AppNotFound, RunOptions, Session, apply_app_log, default_build_dir, find_app, load_main,
+                      report_load_error)
 
 BACKENDS = ("verilator", "icarus", "model")
 # Lines of the simulator's log that are not the app's
@@ -37,11 +38,13 @@ class LaunchError(RuntimeError):
 
 
 def check_app(target: str) -> None:
-    if target.endswith(".py"):
-        if not Path(target).is_file():
-            raise LaunchError(f"no app at {target}")
-    elif not target or target.startswith("-"):
+    """Before any backend starts (a simulator build takes a while): the app is there."""
+    if not target.endswith(".py") and (not target or target.startswith("-")):
         raise LaunchError(f"{target!r} is not an app: give a .py file, a module or module:function")
+    try:
+        find_app(target)
+    except AppNotFound as e:
+        raise LaunchError(str(e)) from None
 
 
 def _build_times() -> Path:
@@ -123,8 +126,9 @@ def _load(target: str):
     try:
         return load_main(target)
     except Exception as e:
-        print(f"gpucosim: cannot load app {target!r}: {type(e).__name__}: {e}", file=sys.stderr)
+        report_load_error(target, e)
         return None
+
 
 
 # ------------------------------------------------------------------------------ RTL

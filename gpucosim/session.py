@@ -318,18 +318,43 @@ def apply_app_log(main: Callable[[], Any], opts: RunOptions) -> None:
         log.configure(spec, stream=sys.stdout)
 
 
-def load_main(target: str) -> Callable[[], Any]:
-    """`pkg.module` or `pkg.module:function` or a path to a .py file -> its main function."""
-    import importlib
+class AppNotFound(LookupError):
+    """The app a target names is not there (no file, no module, no such function): the
+    user's mistake, told in one line. An error raised by the app's own code is not this."""
+
+
+def find_app(target: str) -> None:
+    """Check that `target` names an app without running any of it (a module's parent
+    packages are imported, as Python's own lookup does): AppNotFound says what is wrong."""
     import importlib.util
 
     if target.endswith(".py"):
+        if not Path(target).is_file():
+            raise AppNotFound(f"no app at {target}")
+        return
+    name = target.partition(":")[0]
+    if not name or "/" in name or os.sep in name or Path(name).is_file():
+        raise AppNotFound(f"{target!r} is not an app: give APP.py, a module (examples.demo) or module:function")
+    try:
+        found = importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a parent package that is missing, or a name like "a..b"
+        found = False
+    if not found:
+        raise AppNotFound(f"no module named {name!r} (APP is APP.py, a module or module:function)")
+
+
+def load_main(target: str) -> Callable[[], Any]:
+    """`pkg.module` or `pkg.module:function` or a path to a .py file -> its main function.
+    AppNotFound when the target is not there; whatever the app's own code raises otherwise."""
+    import importlib
+    import importlib.util
+
+    find_app(target)
+    if target.endswith(".py"):
         path = Path(target)
-        if not path.is_file():
-            raise FileNotFoundError(f"no app at {target}")
         spec = importlib.util.spec_from_file_location("gpucosim_app", path)
         if spec is None or spec.loader is None:
-            raise FileNotFoundError(f"cannot load app {target!r}")
+            raise AppNotFound(f"cannot load app {target!r}")
         mod = importlib.util.module_from_spec(spec)
         sys.modules["gpucosim_app"] = mod
         d = str(path.resolve().parent)
@@ -343,5 +368,14 @@ def load_main(target: str) -> Callable[[], Any]:
         func = func or "main"
     fn = getattr(mod, func, None)
     if not callable(fn):
-        raise AttributeError(f"app {target!r} has no callable {func}()")
+        raise AppNotFound(f"app {target!r} has no callable {func}()")
     return fn
+
+def report_load_error(target: str, e: BaseException) -> None:
+    """One line for an app that is not there; the traceback first when the app's own code
+    raised while it was imported (its bug, and where it is)."""
+    if isinstance(e, AppNotFound):
+        print(f"gpucosim: cannot load app {target!r}: {e}", file=sys.stderr, flush=True)
+        return
+    traceback.print_exc()
+    print(f"gpucosim: cannot load app {target!r}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)

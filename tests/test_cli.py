@@ -298,7 +298,34 @@ def test_run_reports_an_app_that_cannot_load(tmp_path):
     app.write_text("x = 1\n")
     r = gpucosim("run", str(app), "--sim", "model")
     assert r.returncode == 2
-    assert f"gpucosim: cannot load app '{app}': AttributeError: app '{app}' has no callable main()" in r.stderr
+    assert f"gpucosim: cannot load app '{app}': app '{app}' has no callable main()" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("sim", ["model", "verilator"])
+@pytest.mark.parametrize("target, says", [
+    ("/etc/passwd", "'/etc/passwd' is not an app: give APP.py, a module (examples.demo) or module:function"),
+    ("examples.nosuch", "no module named 'examples.nosuch' (APP is APP.py, a module or module:function)"),
+    ("nosuchpkg.mod:main", "no module named 'nosuchpkg.mod' (APP is APP.py, a module or module:function)"),
+])
+def test_run_names_an_app_that_is_not_there(sim, target, says):
+    """A target that is no app (a file that is not Python, a module that does not exist) is
+    one line of usage error before any backend starts: no traceback, no simulator build."""
+    r = gpucosim("run", "--sim", sim, target)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert r.stderr.strip().splitlines()[-1] == f"gpucosim run: error: {says}"
+    assert "Traceback" not in r.stderr and "cocotb" not in r.stderr + r.stdout
+
+
+def test_run_shows_where_an_app_fails_to_import(tmp_path):
+    """The app's own error while it is imported is its bug: the traceback says where."""
+    app = tmp_path / "broken.py"
+    app.write_text("import no_such_module_anywhere\n\ndef main():\n    pass\n")
+    r = gpucosim("run", str(app), "--sim", "model")
+    assert r.returncode == 2
+    assert "Traceback" in r.stderr and f'File "{app}", line 1' in r.stderr
+    assert (f"gpucosim: cannot load app '{app}': ModuleNotFoundError: No module named 'no_such_module_anywhere'"
+            in r.stderr)
 
 
 # ------------------------------------------------------------------------------ regs
