@@ -470,7 +470,7 @@ _group(Group(
           "soft reset)", "each driver reuses its ring up to its rptr: one queue's progress must "
           "never move the other's"),
         A("errored_queue_stops", "a queue whose error is latched takes no header until its reset "
-          "(or a soft reset)", "errors are terminal per queue: the errored queue executes nothing more"),
+          "(or a soft reset), and keeps the latch while it is switched out", "errors are terminal per queue: the errored queue executes nothing more"),
         A("doorbell_error_kept", "no queue is swapped out with an error pending and none latched, and "
           "ERR_DRAIN never waits two cycles with no error captured or latched", "a doorbell error in "
           "the cycle RUN picks SWAP was lost that way, and the queue, swapped back in, held the whole "

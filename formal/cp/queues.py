@@ -123,7 +123,12 @@ def build(h, m, b, csr, cp):
         with m.If(in_reset | qclr[i]):
             m.d.sync += errd[i].eq(0)
     errd_active = Mux(q, errd[1], errd[0]) | err
-    h.prove("errored_queue_stops", ~(run_pop & errd_active))
+    # ... and a queue switched out keeps its latch (in its shadow) until its reset: a swap that
+    # dropped it would let the queue run again when it is switched back in, 20-odd cycles later
+    # (the shadows are read as the queue's own registers: `mine`)
+    kept = {n: [mine(i, n) for i in range(N)] for n in KEPT}
+    kept_err = Cat(*[~((q != i) & ~in_reset) | qclr[i] | ~errd[i] | kept["err"][i] for i in range(N)]).all()
+    h.prove("errored_queue_stops", ~(run_pop & errd_active) & kept_err)
     drain_empty = h.state("ERR_DRAIN") & ~b("err_any")
     h.prove("doorbell_error_kept", ~(h.state("SWAP1") & b("sh_err_pending") & ~b("sh_err")) &
             ~(drain_empty & was(drain_empty)))
@@ -141,7 +146,6 @@ def build(h, m, b, csr, cp):
     h.prove("error_yields", ~(h.state("ERROR") & o_ok) | (stuck <= 2))
 
     # ---- CP_QUEUE_RESET.Qi: queue i clean (pointers, position, level, error); the other's own
-    kept = {n: [mine(i, n) for i in range(N)] for n in KEPT}
     ok_clear = []
     for i in range(N):
         ok_clear.append(~qdone[i] | ((rptr_q[i] == 0) & (wptr_q[i] == 0) & (kept["ring_pos"][i] == 0) &
