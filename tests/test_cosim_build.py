@@ -67,3 +67,20 @@ def test_the_design_logic_runs_once_per_cycle():
         pytest.skip(reason)
     d = sim.build(gpu_design(64), "verilator", clock="hdl")
     assert comb_triggers(d) == {"@(posedge tb_top.clk)", "@(edge tb_top.rst)"}, d
+
+
+def test_the_fast_build_runs_our_main_loop_derived_from_the_installed_cocotb():
+    """testbench/csrc/verilator_main.cpp is cocotb's main loop with less work per time step;
+    an upgraded cocotb's main must be looked at again (it may have fixed or added something)."""
+    import hashlib
+
+    reason = sim.unavailable_reason("verilator")
+    if reason:
+        pytest.skip(reason)
+    stock = sim.cocotb_main()
+    assert hashlib.sha256(stock.read_bytes()).hexdigest() == sim.COCOTB_MAIN_SHA256, (
+        f"cocotb's Verilator main loop ({stock}) is not the one {sim.VERILATOR_MAIN} was derived from: "
+        "carry its changes over, then update testbench.sim.COCOTB_MAIN_SHA256")
+    d = sim.build(gpu_design(64), "verilator", clock="hdl")
+    mk = (d / "Vtop.mk").read_text()
+    assert sim.VERILATOR_MAIN.name in mk and "verilator/verilator.cpp" not in mk, d
