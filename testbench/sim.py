@@ -11,8 +11,9 @@ The clock (issue 13): a design whose toplevel can make its own clock (`Design.hd
 tb_top) gets it in HDL, so no Python and no VPI callback runs per edge: Python is woken
 only by what it waits for (an MMIO transaction's edges, the irq line, a timer). On
 Verilator that build also makes public only what Python reads (`PUBLIC_VLT`) instead of
-every signal, and compiles the C++ with optimisation. $GPUCOSIM_CLOCK=cocotb selects the
-path before that (cocotb's Clock, every signal public, `-Os`), kept to measure against.
+every signal, compiles the C++ with optimisation and runs a leaner copy of cocotb's main
+loop (VERILATOR_MAIN). $GPUCOSIM_CLOCK=cocotb selects the path before that (cocotb's
+Clock, every signal public, `-Os`, cocotb's main), kept to measure against.
 """
 
 from __future__ import annotations
@@ -40,6 +41,12 @@ CLOCK_PERIOD_NS = 10  # 100 MHz: the cycle is the unit everywhere; ns only matte
 CLOCK_MODES = ("hdl", "cocotb")
 CLOCK_ENV = "GPUCOSIM_CLOCK"
 PUBLIC_VLT = HDL_DIR / "public.vlt"  # what Python may read or write on the fast Verilator build
+# The fast build's main loop: cocotb's (`cocotb_main()`), with less work per time step
+# (the file says what changed and why). COCOTB_MAIN_SHA256 is the cocotb main it was
+# derived from: tests/test_cosim_build.py says when an upgraded cocotb's differs.
+VERILATOR_MAIN = CSRC_DIR / "verilator_main.cpp"
+COCOTB_MAIN_SHA256 = "95d2661a31cec21f37e82135bbd4f9c809be1e823e36b094064ad271d4850a88"
+
 
 # The fast Verilator build: --x-assign fast (our HDL and Amaranth's output assign no X, so
 # it changes no value, and it is 10% faster), the C++ optimised for speed (the runner's
@@ -211,8 +218,9 @@ def _build_vpi_module(design: Design, build_dir: Path) -> None:
 
 def _runner(sim: str, fast: bool, waves: bool = False):
     """cocotb's runner for `sim`; on Verilator with `fast`, one whose build makes public
-    only what PUBLIC_VLT names and optimises the C++ (the stock one adds --public-flat-rw,
-    which keeps Verilator from optimising any signal, and leaves the C++ at -Os)."""
+    only what PUBLIC_VLT names, optimises the C++ (the stock one adds --public-flat-rw,
+    which keeps Verilator from optimising any signal, and leaves the C++ at -Os) and runs
+    VERILATOR_MAIN's main loop."""
     from cocotb_tools.runner import Verilator, get_runner
 
     if sim != "verilator" or not fast:
@@ -223,10 +231,22 @@ def _runner(sim: str, fast: bool, waves: bool = False):
             verilate, make = super()._build_command()
             verilate = [a for a in verilate if a != "--public-flat-rw"]
             verilate.insert(verilate.index("--vpi") + 1, str(PUBLIC_VLT))
+            stock = str(cocotb_main())
+            if stock not in verilate:
+                raise RuntimeError(f"cocotb's runner no longer builds {stock}: testbench/sim.py cannot put "
+                                   f"{VERILATOR_MAIN.name} in its place (cocotb upgraded?)")
+            verilate[verilate.index(stock)] = str(VERILATOR_MAIN)
             opt = VERILATOR_WAVES_MAKE if waves else VERILATOR_FAST_MAKE
             return [verilate, [*make, *opt, *_coroutine_flags()]]
 
     return FastVerilator()
+
+
+def cocotb_main() -> Path:
+    """cocotb's Verilator main loop, which its runner compiles into every Verilator build."""
+    import cocotb_tools.config
+
+    return Path(cocotb_tools.config.share_dir) / "lib" / "verilator" / "verilator.cpp"
 
 
 def _coroutine_flags() -> list[str]:

@@ -59,12 +59,15 @@ module tb_top #(
     // Each time the model is evaluated (twice per cycle), Verilator's generated code
     // evaluates again every combinational cone that reads a top-level input (its "ico"
     // region), and every register's next-state logic reads the reset. So the design gets
-    // the reset through a register loaded at the falling edge: Python writes `rst` after
-    // a rising edge has been evaluated, so the design sees the new value at the next
-    // rising edge, as it did when it read the input directly. (testbench/sim.py defines
-    // this on Verilator's fast build.)
+    // the reset through a register, loaded when `rst` changes: Python writes `rst` after a
+    // rising edge has been evaluated, so the design sees the new value at the next rising
+    // edge, as it did when it read the input directly. Loaded on `rst`'s own edges, not on
+    // the clock's falling edge: Verilator re-runs the design's whole combinational logic
+    // after every event its inputs depend on, so a falling-edge register made it run twice
+    // per cycle (13% of the CPU time; docs/architecture.md). (testbench/sim.py defines this
+    // on Verilator's fast build.)
     reg dut_rst = 1'b1;
-    always @(negedge clk) dut_rst <= rst;
+    always @(posedge rst or negedge rst) dut_rst <= rst;
 `else
     wire dut_rst = rst;
 `endif
