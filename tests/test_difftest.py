@@ -15,11 +15,14 @@ build/difftest.txt. GPUCOSIM_SEED picks the master seed (the default is fixed).
 from __future__ import annotations
 
 import copy
+import dataclasses
+import hashlib
 import json
 import os
 import warnings
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from kmd_model import regs
@@ -34,6 +37,7 @@ from testbench.difftest.driver import execute, outside
 from testbench.difftest.gen import Caps
 from testbench.difftest.malformed import ERROR_CLASSES
 from testbench.difftest.stream import Config, Stream
+from testbench.refmodel.snapshot import mem_digest
 
 SEED = cp.master_seed()
 
@@ -66,6 +70,45 @@ def test_streams_are_reproducible():
         a, b = cp.make_stream(SEED, i, DMA), cp.make_stream(SEED, i, DMA)
         assert a.listing() == b.listing() and a.bins == b.bins
     assert cp.make_stream(1, 30, DMA).listing() != cp.make_stream(2, 30, DMA).listing()
+
+
+def _canon(x):
+    """`x` as JSON-able data with a fixed order (sets sorted, arrays as lists with their dtype)."""
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return {f.name: _canon(getattr(x, f.name)) for f in dataclasses.fields(x)}
+    if isinstance(x, np.ndarray):
+        return [str(x.dtype)] + x.tolist()
+    if isinstance(x, (list, tuple)):
+        return [_canon(y) for y in x]
+    if isinstance(x, (set, frozenset)):
+        return sorted((_canon(y) for y in x), key=repr)
+    if isinstance(x, dict):
+        return sorted(([_canon(k), _canon(v)] for k, v in x.items()), key=repr)
+    if x is None or isinstance(x, (int, str)):
+        return x
+    raise TypeError(f"no canonical form for {type(x).__name__}")
+
+
+# sha256 over indices 0..47 of each (seed, DMA): every Stream field, the model's whole
+# Observation and its memory's digest. Recorded on main at a68094e, before the campaign's
+# speed-ups (issue 13): they must change nothing the campaign generates or checks. A change
+# meant to alter streams or the model updates these (print them with the test's body).
+STREAM_DIGESTS = {
+    (cp.DEFAULT_SEED, True): "be6665c9cead3833e54adc23909525aad0f3c923d6b183ec0511adbab3010e82",
+    (cp.DEFAULT_SEED, False): "7a8148fd371e111ceb05052943de38596d49b98f0db5073585f9ed64bd5845cc",
+    (1515, True): "a0c9869a3064f0af1480527e7c5e4e74210a171c5854e014b28b7671456e4e64",
+}
+
+
+@pytest.mark.parametrize("seed, dma", list(STREAM_DIGESTS), ids=lambda v: str(v))
+def test_streams_and_model_runs_are_as_recorded(seed, dma):
+    caps = DMA if dma else NO_DMA
+    h = hashlib.sha256()
+    for i in range(2 * len(cp.CYCLE)):
+        s = cp.make_stream(seed, i, caps)
+        obs, m = cp.run_model(s, caps)
+        h.update(json.dumps([_canon(s), _canon(obs), mem_digest(m.mem)]).encode())
+    assert h.hexdigest() == STREAM_DIGESTS[seed, dma]
 
 
 def test_plan_visits_every_kind():
