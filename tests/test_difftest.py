@@ -28,6 +28,7 @@ import pytest
 from kmd_model import regs
 from spec import ih
 from testbench import sim
+from testbench.design import gpu_design
 from testbench.difftest import campaign as cp
 from testbench.difftest import layout as L
 from testbench.difftest.runner import run_rtl, split, split_sims
@@ -407,6 +408,16 @@ def test_rtl_matches_model(simulator, part):
     if whole:  # the whole CI plan has run
         for name, c in merged["data"]["error_classes"].items():
             assert c["cases"] >= 50 or "skipped" in c, f"{name}: only {c['cases']} cases"
+
+
+def test_a_hung_mmio_access_fails_with_a_timeout():
+    """The campaign's MMIO watchdog (testbench/difftest/rtl.py) turns an access nobody
+    answers into MmioTimeout, one stream's failure, within 1.25 x MMIO_TIMEOUT cycles."""
+    reason = sim.unavailable_reason("verilator")
+    if reason:
+        pytest.skip(reason)
+    res = sim.run(gpu_design(64), "verilator", "tests.cocotb_mmio_timeout", tag="mmio-timeout")
+    assert res.ok, res.explain()
 
 
 def test_vm_streams_rewrite_addresses_not_fence_values():
