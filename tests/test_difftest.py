@@ -112,6 +112,48 @@ def test_streams_and_model_runs_are_as_recorded(seed, dma):
     assert h.hexdigest() == STREAM_DIGESTS[seed, dma]
 
 
+def test_prefetched_streams_are_the_ones_made_here(monkeypatch):
+    """The prefetch server (testbench/difftest/prefetch.py) hands the simulator the same
+    stream, model observation and model memory it would make itself; an answer not there
+    in time is computed here and dropped when it comes; no server, no prefetcher."""
+    import time
+
+    from testbench.difftest import prefetch
+
+    monkeypatch.delenv(prefetch.ADDRESS_ENV, raising=False)
+    assert prefetch.Prefetcher.connect(DMA, False, 10) is None
+    server = prefetch.Server(SEED)
+    try:
+        for k, v in server.env().items():
+            monkeypatch.setenv(k, v)
+        end = 2 * len(cp.CYCLE)
+        pre = prefetch.Prefetcher.connect(DMA, False, end, 1)  # one ahead
+        assert pre.take(0, L.MEM_SIZE) is None  # nothing asked yet: made here
+        pre.start(0)
+        got = []
+        for i in range(1, end):
+            if i == 5:  # the simulator made stream 5 itself (its answer late) ...
+                time.sleep(0.3)
+                assert pre.conn.poll(0), "no answer for stream 5"
+                pre.start(i)
+                continue
+            deadline = time.monotonic() + 30
+            while (ready := pre.take(i, L.MEM_SIZE)) is None and time.monotonic() < deadline:
+                time.sleep(0.01)  # (the simulator would run stream i - 1 meanwhile)
+            assert ready is not None, f"stream {i} not prefetched"
+            stream, obs, mem = ready  # ... and its answer dropped here, at stream 6
+            s = cp.make_stream(SEED, i, DMA)
+            local, m = cp.run_model(s, DMA)
+            assert _canon(stream) == _canon(s) and _canon(obs) == _canon(local), i
+            assert np.array_equal(mem, m.mem), i
+            got.append(i)
+            pre.start(i)
+        pre.close()
+        assert got == [i for i in range(1, end) if i != 5]
+    finally:
+        server.close()
+
+
 def test_plan_visits_every_kind():
     kinds = Counter(cp.plan(i)[0] for i in range(len(cp.CYCLE)))
     assert set(kinds) == set(ERROR_CLASSES) | {"valid", "raw"}

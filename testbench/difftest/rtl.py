@@ -4,12 +4,15 @@
 starts the device once, and for each stream: sets the memory model's back-pressure,
 pulses the hardware reset (a clean device: registers, counters, the AXI checker),
 zeroes memory, runs the stream's driver program on the RTL in a bridge thread, runs it
-on a fresh reference model, compares, and appends one JSON line to $DIFFTEST_OUT.
+on a fresh reference model, compares, and appends one JSON line to $DIFFTEST_OUT. The
+stream and its model run are usually made ahead, in the process that started this one
+(testbench/difftest/prefetch.py), from the same inputs by the same code.
 
 Environment: DIFFTEST_SEED, DIFFTEST_FIRST, DIFFTEST_COUNT, DIFFTEST_OUT (JSON lines),
 DIFFTEST_STEP=1 (lockstep: observe after every ring packet), DIFFTEST_REPORT (a file for
 the long story of every stream, for replays), DIFFTEST_STREAMS_FILE (a pickled list of
-hand-made Streams to run instead of generated ones: for cutting a failure down).
+hand-made Streams to run instead of generated ones: for cutting a failure down),
+DIFFTEST_PREFETCH and DIFFTEST_PREFETCH_KEY (the prefetch server's socket and key).
 """
 
 from __future__ import annotations
@@ -31,9 +34,11 @@ from . import layout as L
 from .campaign import explain, make_stream, read_caps, record, run_model
 from .compare import compare
 from .driver import Observation, execute
+from .prefetch import Prefetcher
 
 
 MMIO_TIMEOUT = 10_000  # cycles: an MMIO access that takes longer fails its stream
+AHEAD = 2  # streams asked of the prefetch server ahead of the one running
 WATCH_PERIOD = MMIO_TIMEOUT // 4  # cycles between the watchdog's looks: a hang is caught within 1.25 x MMIO_TIMEOUT
 
 
@@ -169,10 +174,22 @@ async def campaign(dut) -> None:
         with open(env["DIFFTEST_STREAMS_FILE"], "rb") as f:
             given = pickle.load(f)
         first, count = 0, len(given)
+    end = first + count
+    # the model's side of each stream, made ahead by the process that started this one
+    # (testbench/difftest/prefetch.py): two streams ahead, so it has a stream's RTL time
+    pre = Prefetcher.connect(caps, step, end, AHEAD) if given is None else None
     with open(env["DIFFTEST_OUT"], "a") as out:
-        for index in range(first, first + count):
+        for index in range(first, end):
             t0 = time.perf_counter()
-            stream = given[index] if given is not None else make_stream(seed, index, caps)
+            ready = pre.take(index, L.MEM_SIZE) if pre is not None else None
+            if pre is not None:
+                pre.start(index)
+            if given is not None:
+                stream = given[index]
+            elif ready is not None:
+                stream = ready[0]
+            else:
+                stream = make_stream(seed, index, caps)
             t1 = time.perf_counter()
             dev.mem_model.configure(**stream.config.mem)  # the seed takes effect at the reset
             await dev.reset()
@@ -192,16 +209,25 @@ async def campaign(dut) -> None:
             v = checker.read()
             if v is not None:
                 obs.checks.append(f"AXI protocol checker: {v.message}")
-            model, m = run_model(stream, caps, step=step)
-            verdict = compare(stream, obs, model, dev.mem, m.mem)
+            if ready is not None:
+                model, model_mem = ready[1], ready[2]
+            else:
+                model, m = run_model(stream, caps, step=step)
+                model_mem = m.mem
+            verdict = compare(stream, obs, model, dev.mem, model_mem)
             rec = record(stream, verdict, sim, time.perf_counter() - t0, obs, model)
             rec["caps"] = caps.__dict__
             rec["mmio"], rec["cycles"] = dev.mmio_ops - ops0, dev.now() - cyc0
-            rec["t"] = [round(t1 - t0, 4), round(t2 - t1, 4), round(time.perf_counter() - t2, 4)]  # gen, rtl, model
+            # seconds to get the stream (made here or made ahead), on the RTL, on the model
+            # (or only compared, when made ahead)
+            rec["t"] = [round(t1 - t0, 4), round(t2 - t1, 4), round(time.perf_counter() - t2, 4)]
+            rec["ahead"] = ready is not None
             out.write(json.dumps(rec) + "\n")
             out.flush()
             if report:
                 with open(report, "a") as f:
                     f.write(explain(stream, verdict, obs, model, sim) + "\n\n")
+    if pre is not None:
+        pre.close()
     checker.stop()
     dev.close()

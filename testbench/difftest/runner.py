@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+from . import prefetch
 from .gen import Caps
 
 SPEED = {"verilator": 4.0, "icarus": 1.0}  # relative streams/s, to split a campaign across simulators
@@ -68,6 +69,8 @@ def run_rtl(simulator: str, seed: int, first: int, count: int, *, jobs: int = 1,
     for o in outs:
         o.unlink(missing_ok=True)
     results: list = [None] * len(chunks)
+    # generated CP streams are made and run on the model here, ahead of the simulators
+    server = prefetch.Server(seed) if family == "cp" and streams_file is None else None
 
     def work(k: int, a: int, n: int) -> None:
         env = {"DIFFTEST_SEED": str(seed), "DIFFTEST_FIRST": str(a), "DIFFTEST_COUNT": str(n),
@@ -81,6 +84,8 @@ def run_rtl(simulator: str, seed: int, first: int, count: int, *, jobs: int = 1,
             env["DIFFTEST_REPORT"] = str(report_file)
         if streams_file is not None:
             env["DIFFTEST_STREAMS_FILE"] = str(streams_file)
+        if server is not None:
+            env.update(server.env())
         results[k] = sim.run(design, simulator, FAMILIES[family], tag=f"{family}difftest{k}", extra_env=env,
                              clock=clock)
 
@@ -101,6 +106,8 @@ def run_rtl(simulator: str, seed: int, first: int, count: int, *, jobs: int = 1,
     for t in threads:
         t.join()
     seconds = time.monotonic() - t0
+    if server is not None:
+        server.close()
     recs, problems = [], []
     for k, (a, n) in enumerate(chunks):
         got = read(outs[k])
