@@ -131,6 +131,15 @@ class StreamDriver:
     def status(self) -> dict:
         return self.io.fields(regs.STATUS)
 
+    def status_after(self, cycles: int) -> dict:
+        """STATUS read `cycles` from now: in one trip to the scheduler where the device
+        offers it (the cocotb backend's delay_read), at the cycles of a delay and a read."""
+        delay_read = getattr(self.dev, "delay_read", None)
+        if delay_read is None:
+            self.dev.delay(cycles)
+            return self.status()
+        return regs.STATUS.decode(delay_read(cycles, regs.STATUS.addr()))
+
     def write_mem(self, addr: int, dwords) -> None:
         a = np.asarray(dwords, dtype=np.uint32)
         self.dev.mem[addr:addr + 4 * a.size] = a.view(np.uint8)
@@ -189,8 +198,8 @@ class StreamDriver:
             return bool(self.status()["IDLE"])
         t0 = self.dev.now()
         d = 8
+        st = self.status()
         while True:
-            st = self.status()
             if st["IDLE"]:
                 return True
             if self.dev.now() - t0 > budget:
@@ -200,7 +209,7 @@ class StreamDriver:
                     f"RB_RPTR {self.io.read(regs.RB_RPTR):#x}, RB_WPTR {self.io.read(regs.RB_WPTR):#x})")
                 self.obs.status = "hang"
                 return False
-            self.dev.delay(d)
+            st = self.status_after(d)
             d = min(2 * d, self.max_poll)
 
     def consume_ih(self) -> None:
@@ -306,8 +315,8 @@ class StreamDriver:
                                    f"ranges: {shown}{' ...' if len(bad) > 4 else ''}")
 
     def _idle_within(self, t0: int, what: str) -> None:
+        st = self.status()
         while True:
-            st = self.status()
             dt = self.dev.now() - t0
             if st["IDLE"]:
                 self.obs.idle_after.append(dt)
@@ -318,7 +327,7 @@ class StreamDriver:
                 self.obs.checks.append(f"CP not idle {dt} cycles after {what} (STATUS {self.io.read(regs.STATUS):#x})")
                 self.hung = True
                 return
-            self.dev.delay(4)
+            st = self.status_after(4)
 
     def do_expect_error(self) -> None:
         if not self.dev.wait_irq(ERROR_BUDGET):
@@ -335,8 +344,8 @@ class StreamDriver:
         """Wait until the CP is idle or has been in one WAIT_REG_MEM for the KMD's timeout."""
         t0 = self.dev.now()
         d = 4
+        st = self.status()
         while True:
-            st = self.status()
             if st["IDLE"]:
                 code = self.io.fields(regs.CP_ERROR)["CODE"]
                 self.obs.status = "idle" if not st["ERROR"] else \
@@ -344,8 +353,7 @@ class StreamDriver:
                 return
             if st["WAITING"]:
                 rptr = self.io.read(regs.RB_RPTR)
-                self.dev.delay(KMD_TIMEOUT)
-                st2 = self.status()
+                st2 = self.status_after(KMD_TIMEOUT)
                 if st2["WAITING"] and st2["LEVEL"] == st["LEVEL"] and self.io.read(regs.RB_RPTR) == rptr:
                     self.obs.status = "stuck"
                     return
@@ -355,7 +363,7 @@ class StreamDriver:
                 self.obs.checks.append(f"hang: CP neither idle nor waiting {SETTLE_BUDGET} cycles after the "
                                        f"submission (STATUS {self.io.read(regs.STATUS):#x})")
                 return
-            self.dev.delay(d)
+            st = self.status_after(d)
             d = min(2 * d, self.max_poll)
 
     def do_observe(self, label: str) -> None:

@@ -151,6 +151,17 @@ class FastDevice(CocotbDevice):
         for offset, value in writes:
             await self._timed_write(offset, value)
 
+    def delay_read(self, cycles: int, offset: int) -> int:
+        """delay(cycles), then mmio_read32(offset), in one trip (a poll's two)."""
+        self._check_offset(offset)
+        self.mmio_ops += 1
+        return cocotb.task.resume(self._adelay_read)(cycles, offset)
+
+    async def _adelay_read(self, cycles: int, offset: int) -> int:
+        if cycles > 0:
+            await self._cycles(cycles)
+        return await self._guarded(self._timed_read(offset))
+
     def _cycles(self, cycles: int):
         return super()._cycles(cycles) if self.hdl_clock else Timer(cycles * CLOCK_PERIOD_NS, unit="ns")
 
