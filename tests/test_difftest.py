@@ -152,6 +152,9 @@ def test_prefetched_streams_are_the_ones_made_here(monkeypatch):
         assert got == [i for i in range(1, end) if i != 5]
     finally:
         server.close()
+    # (a thread left in accept() could take the next server's socket, reusing the file
+    # descriptor, and turn its simulator away with the old key)
+    assert not server.acceptor.is_alive()
 
 
 def test_plan_visits_every_kind():

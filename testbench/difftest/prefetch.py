@@ -24,6 +24,7 @@ import secrets
 import shutil
 import tempfile
 import threading
+from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection, Listener
 from pathlib import Path
 
@@ -78,7 +79,9 @@ class Server:
         self.key = secrets.token_bytes(16)
         self.listener = Listener(self.address, family="AF_UNIX", authkey=self.key)
         self.threads: list[threading.Thread] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.closing = False
+        self.acceptor = threading.Thread(target=self._accept, daemon=True)
+        self.acceptor.start()
 
     def env(self) -> dict[str, str]:
         return {ADDRESS_ENV: self.address, KEY_ENV: self.key.hex()}
@@ -91,6 +94,9 @@ class Server:
                 return
             except Exception:  # noqa: BLE001 - a client that failed the handshake
                 continue
+            if self.closing:  # close()'s own connection
+                conn.close()
+                return
             t = threading.Thread(target=self._serve, args=(conn,), daemon=True)
             t.start()
             self.threads.append(t)
@@ -117,6 +123,16 @@ class Server:
                 return
 
     def close(self) -> None:
+        # The acceptor must be gone before the socket closes: a thread still in accept()
+        # could take the next Server's socket, given the same file descriptor, and greet
+        # its simulator with this key ("digest sent was rejected"). So wake it with a
+        # connection of our own and wait for it.
+        self.closing = True
+        try:
+            Client(self.address, family="AF_UNIX", authkey=self.key).close()
+        except (OSError, EOFError, AuthenticationError):
+            pass
+        self.acceptor.join(5)
         self.listener.close()
         for t in self.threads:
             t.join(5)
@@ -142,8 +158,8 @@ class Prefetcher:
             return None
         try:
             return cls(Client(address, family="AF_UNIX", authkey=bytes.fromhex(key)), caps, step, end, ahead)
-        except (OSError, EOFError, ValueError):
-            return None
+        except (OSError, EOFError, ValueError, AuthenticationError):
+            return None  # the campaign runs without it (its records say ahead: false)
 
     def start(self, index: int) -> None:
         try:
