@@ -3,18 +3,19 @@
 A stream's generation and its run on the reference model depend on (seed, index, caps)
 alone, so they need not wait for the simulator: while the simulator runs stream i on
 the RTL, the process that launched it (testbench/difftest/runner.py, otherwise idle
-until the simulator ends) makes stream i + 1 and runs it on the model, on the other
-core. What the simulator gets is what it would have computed itself: the same Stream,
-the model's Observation and memory, made by the same code from the same inputs.
+until the simulator ends) makes the next streams and runs them on the model, on the
+other core. What the simulator gets is what it would have computed itself: the same
+Stream, the model's Observation and memory, made by the same code from the same inputs.
 
 Protocol, over a multiprocessing connection (a Unix socket with an authentication key
 that runner.py passes in the environment): the simulator side sends its caps, the
-lockstep flag, its last index and how far ahead to work, once; then, as it starts each
-stream i, i. The server answers every index from i + 1 to i + ahead it has not answered
-yet, in order, with (index, stream, observation, the model's memory as the qwords where
-it differs from the stream's own CPU writes), or (index, None) when the model raised; it skips indices the simulator
-has passed. A simulator that finds no answer ready when it needs one computes the stream
-itself and drops the late answer, so a slow or missing server only costs time.
+lockstep flag, the end of its range of indices and how far ahead to work, once; then,
+as it starts each stream i, i. The server answers every index from i + 1 to i + ahead it
+has not answered yet, in order, with (index, stream, observation, the model's memory as
+the qwords where it differs from the stream's own CPU writes), or (index, None) when the
+model raised; it skips indices the simulator has passed. A simulator that finds no
+answer ready when it needs one computes the stream itself and drops the late answer, so
+a slow or missing server only costs time.
 """
 
 from __future__ import annotations

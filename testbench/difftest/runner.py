@@ -96,18 +96,18 @@ def run_rtl(simulator: str, seed: int, first: int, count: int, *, jobs: int = 1,
 
     t0 = time.monotonic()
     threads = [threading.Thread(target=work, args=(k, a, n), daemon=True) for k, (a, n) in enumerate(chunks)]
-    for t in threads:
-        t.start()
-    while alive := [t for t in threads if t.is_alive()]:
-        alive[0].join(0.5)  # (not a sleep: the campaign's time ends when its last simulator does)
-        if progress is not None:
-            recs = [r for o in outs for r in read(o)]
-            progress(len(recs), sum(not r["ok"] for r in recs))
-    for t in threads:
-        t.join()
-    seconds = time.monotonic() - t0
-    if server is not None:
-        server.close()
+    try:
+        for t in threads:
+            t.start()
+        while alive := [t for t in threads if t.is_alive()]:
+            alive[0].join(0.5)  # (not a sleep: the campaign's time ends when its last simulator does)
+            if progress is not None:
+                recs = [r for o in outs for r in read(o)]
+                progress(len(recs), sum(not r["ok"] for r in recs))
+        seconds = time.monotonic() - t0
+    finally:
+        if server is not None:
+            server.close()
     recs, problems = [], []
     for k, (a, n) in enumerate(chunks):
         got = read(outs[k])
