@@ -167,13 +167,23 @@ class StreamDriver:
         # every VMID untranslated, nothing left in the TLB from an earlier stream
         for i in range(regs.VM_CONTEXT_CNTL.ARRAY_LEN):
             io.write(regs.VM_CONTEXT_CNTL, 0, i)
+        self.write_all(rec.writes)
+        self.invalidate((1 << regs.VM_CONTEXT_CNTL.ARRAY_LEN) - 1)
+
+    def read_all(self, offsets: list[int]) -> list[int]:
+        """Register reads, in order: one trip to the scheduler where the device offers it
+        (the cocotb backend's read_many, at the cycles of the reads one by one)."""
+        many = getattr(self.dev, "read_many", None)
+        return many(offsets) if many else [self.dev.mmio_read32(o) for o in offsets]
+
+    def write_all(self, writes: list[tuple[int, int]]) -> None:
+        """Register writes (offset, value), in order, as read_all (write_many)."""
         many = getattr(self.dev, "write_many", None)
         if many:
-            many(rec.writes)
+            many(writes)
         else:
-            for offset, value in rec.writes:
+            for offset, value in writes:
                 self.dev.mmio_write32(offset, value)
-        self.invalidate((1 << regs.VM_CONTEXT_CNTL.ARRAY_LEN) - 1)
 
     def invalidate(self, vmids: int) -> None:
         """VM_INVALIDATE_REQ for every address of `vmids`; wait for the acknowledge."""
@@ -212,11 +222,13 @@ class StreamDriver:
             st = self.status_after(d)
             d = min(2 * d, self.max_poll)
 
-    def consume_ih(self) -> None:
+    def consume_ih(self, w: int | None = None) -> None:
+        """Take the IH entries up to IH_WPTR (read here, or `w`: read just before)."""
         c = self.c
         if not c.ih_enable:
             return
-        w = self.io.read(regs.IH_WPTR)  # bytes, as amdgpu's
+        if w is None:
+            w = self.io.read(regs.IH_WPTR)  # bytes, as amdgpu's
         size = ih_spec.ENTRY_BYTES << c.ih_log2
         n = ((w - self.ih_rptr) & M32) // ih_spec.ENTRY_BYTES
         if ih_spec.ENTRY_BYTES * n > size or (w - self.ih_rptr) % ih_spec.ENTRY_BYTES:
@@ -232,15 +244,16 @@ class StreamDriver:
             self.ih_rptr = w
             self.io.write(regs.IH_RPTR, w)
 
-    def regs_now(self, full: bool) -> dict:
-        """Every register the spec defines (`full`), or those the hardware drives."""
+    def regs_now(self, full: bool, then: tuple[int, ...] = ()) -> tuple[dict, list[int]]:
+        """Every register the spec defines (`full`), or those the hardware drives; and the
+        registers at offsets `then`, read right after them in the same trip (the model,
+        read without spending time, reads none of them: [])."""
         if isinstance(self.dev, RefModel):
             r = self.dev.snapshot(memory=False)["regs"]
-            return r if full else {k: v for k, v in r.items() if k in HW_DRIVEN}
+            return (r if full else {k: v for k, v in r.items() if k in HW_DRIVEN}), []
         which = [(label, reg.addr(i)) for label, reg, i in OBSERVED if full or label in HW_DRIVEN]
-        many = getattr(self.dev, "read_many", None)  # one round trip on the cocotb backend
-        values = many([o for _, o in which]) if many else [self.dev.mmio_read32(o) for _, o in which]
-        return {label: v for (label, _), v in zip(which, values)}
+        values = self.read_all([o for _, o in which] + list(then))
+        return {label: v for (label, _), v in zip(which, values)}, values[len(which):]
 
     # ------------------------------------------------------------------ actions
 
@@ -367,9 +380,11 @@ class StreamDriver:
             d = min(2 * d, self.max_poll)
 
     def do_observe(self, label: str) -> None:
-        self.obs.events.append((label, self.regs_now(full=label == "final")))
+        # consume_ih's IH_WPTR read goes with the observation's
+        r, then = self.regs_now(full=label == "final", then=(regs.IH_WPTR.addr(),) if self.c.ih_enable else ())
+        self.obs.events.append((label, r))
         self.obs.marks.append(len(self.obs.trace))
-        self.consume_ih()
+        self.consume_ih(then[0] if then else None)
 
     def do_recover(self) -> None:
         """Soft reset; the CP must be idle and clean, and then run a good submission."""
@@ -378,9 +393,8 @@ class StreamDriver:
         t0 = self.dev.now()
         io.write_fields(regs.CONTROL, SOFT_RESET=1)
         self._idle_within(t0, "the soft reset")
-        after = {"CP_ERROR": io.read(regs.CP_ERROR), "STATUS": io.read(regs.STATUS),
-                 "RB_RPTR": io.read(regs.RB_RPTR), "RB_WPTR": io.read(regs.RB_WPTR),
-                 "IH_WPTR": io.read(regs.IH_WPTR)}
+        names = ("CP_ERROR", "STATUS", "RB_RPTR", "RB_WPTR", "IH_WPTR")
+        after = dict(zip(names, self.read_all([getattr(regs, n).addr() for n in names])))
         self.obs.events.append(("after soft reset", after))
         self.obs.marks.append(len(self.obs.trace))
         st = regs.STATUS.decode(after["STATUS"])
@@ -388,8 +402,7 @@ class StreamDriver:
                 or after["IH_WPTR"]:
             self.obs.checks.append("soft reset did not return the CP to a clean idle state: "
                                    + ", ".join(f"{k} {v:#x}" for k, v in after.items()))
-        io.write(regs.INT_STATUS, _INT_EVENTS)
-        io.write(regs.IH_RPTR, 0)
+        self.write_all([(regs.INT_STATUS.addr(), _INT_EVENTS), (regs.IH_RPTR.addr(), 0)])
         self.ih_rptr = self.wptr = 0
         v = (0x600D_0000 | self.s.index & 0xFFFF)
         self.ring_write(pm4.write_data(L.RECOVERY, [v])
