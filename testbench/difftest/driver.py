@@ -101,6 +101,37 @@ def outside(diffs: list[tuple[int, int]], allowed: list[tuple[int, int]]) -> lis
     return out
 
 
+_STATUS = regs.STATUS.addr()
+
+
+def _poll_idle(now, t0: int, limit: int, delay: int, longest: int):
+    """A STATUS poll as a program for run_reads: read now, then after `delay` cycles,
+    doubling up to `longest`, until IDLE or more than `limit` cycles after `t0`. Returns
+    (STATUS, cycles since t0 at that read, idle)."""
+    st = yield 0
+    while True:
+        dt = now() - t0
+        if st & regs.STATUS.IDLE.mask:
+            return st, dt, True
+        if dt > limit:
+            return st, dt, False
+        st = yield delay
+        delay = min(2 * delay, longest)
+
+
+def run_reads(program, dev: Device, offset: int):
+    """Run `program`, a generator that yields the cycles to wait before each read of the
+    register at `offset` and is sent what it read; return what it returns. (The cocotb
+    backend's run_reads does the same in one trip to the scheduler.)"""
+    try:
+        cycles = next(program)
+        while True:
+            dev.delay(cycles)
+            cycles = program.send(dev.mmio_read32(offset))
+    except StopIteration as e:
+        return e.value
+
+
 class _Writes:
     """Stands for a device under kmd_model's Mmio helpers: keeps the register writes they
     make, (offset, value) in order, to be sent as one batch."""
@@ -139,6 +170,13 @@ class StreamDriver:
             self.dev.delay(cycles)
             return self.status()
         return regs.STATUS.decode(delay_read(cycles, regs.STATUS.addr()))
+
+    def poll_idle(self, t0: int, limit: int, delay: int, longest: int) -> tuple[dict, int, bool]:
+        """_poll_idle, run in one trip where the device offers it."""
+        program = _poll_idle(self.dev.now, t0, limit, delay, longest)
+        run = getattr(self.dev, "run_reads", None)
+        st, dt, idle = run(program, _STATUS) if run else run_reads(program, self.dev, _STATUS)
+        return regs.STATUS.decode(st), dt, idle
 
     def write_mem(self, addr: int, dwords) -> None:
         a = np.asarray(dwords, dtype=np.uint32)
@@ -206,21 +244,15 @@ class StreamDriver:
         """Poll STATUS until IDLE; False (and a check) after `budget` cycles."""
         if self.hung:
             return bool(self.status()["IDLE"])
-        t0 = self.dev.now()
-        d = 8
-        st = self.status()
-        while True:
-            if st["IDLE"]:
-                return True
-            if self.dev.now() - t0 > budget:
-                self.hung = True
-                self.obs.checks.append(
-                    f"hang: CP not idle {budget} cycles into {what} (STATUS {self.io.read(regs.STATUS):#x}, "
-                    f"RB_RPTR {self.io.read(regs.RB_RPTR):#x}, RB_WPTR {self.io.read(regs.RB_WPTR):#x})")
-                self.obs.status = "hang"
-                return False
-            st = self.status_after(d)
-            d = min(2 * d, self.max_poll)
+        _, _, idle = self.poll_idle(self.dev.now(), budget, 8, self.max_poll)
+        if idle:
+            return True
+        self.hung = True
+        self.obs.checks.append(
+            f"hang: CP not idle {budget} cycles into {what} (STATUS {self.io.read(regs.STATUS):#x}, "
+            f"RB_RPTR {self.io.read(regs.RB_RPTR):#x}, RB_WPTR {self.io.read(regs.RB_WPTR):#x})")
+        self.obs.status = "hang"
+        return False
 
     def consume_ih(self, w: int | None = None) -> None:
         """Take the IH entries up to IH_WPTR (read here, or `w`: read just before)."""
@@ -328,19 +360,14 @@ class StreamDriver:
                                    f"ranges: {shown}{' ...' if len(bad) > 4 else ''}")
 
     def _idle_within(self, t0: int, what: str) -> None:
-        st = self.status()
-        while True:
-            dt = self.dev.now() - t0
-            if st["IDLE"]:
-                self.obs.idle_after.append(dt)
-                if dt > IDLE_AFTER_ERROR:
-                    self.obs.checks.append(f"CP idle only {dt} cycles after {what} (limit {IDLE_AFTER_ERROR})")
-                return
-            if dt > 20 * IDLE_AFTER_ERROR:
-                self.obs.checks.append(f"CP not idle {dt} cycles after {what} (STATUS {self.io.read(regs.STATUS):#x})")
-                self.hung = True
-                return
-            st = self.status_after(4)
+        _, dt, idle = self.poll_idle(t0, 20 * IDLE_AFTER_ERROR, 4, 4)
+        if idle:
+            self.obs.idle_after.append(dt)
+            if dt > IDLE_AFTER_ERROR:
+                self.obs.checks.append(f"CP idle only {dt} cycles after {what} (limit {IDLE_AFTER_ERROR})")
+            return
+        self.obs.checks.append(f"CP not idle {dt} cycles after {what} (STATUS {self.io.read(regs.STATUS):#x})")
+        self.hung = True
 
     def do_expect_error(self) -> None:
         if not self.dev.wait_irq(ERROR_BUDGET):

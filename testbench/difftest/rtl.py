@@ -162,6 +162,22 @@ class FastDevice(CocotbDevice):
             await self._cycles(cycles)
         return await self._guarded(self._timed_read(offset))
 
+    def run_reads(self, program, offset: int):
+        """driver.run_reads in one trip: a whole poll, however many reads it takes."""
+        self._check_offset(offset)
+        return cocotb.task.resume(self._arun_reads)(program, offset)
+
+    async def _arun_reads(self, program, offset: int):
+        try:
+            cycles = next(program)
+            while True:
+                if cycles > 0:
+                    await self._cycles(cycles)
+                self.mmio_ops += 1
+                cycles = program.send(await self._guarded(self._timed_read(offset)))
+        except StopIteration as e:
+            return e.value
+
     def _cycles(self, cycles: int):
         return super()._cycles(cycles) if self.hdl_clock else Timer(cycles * CLOCK_PERIOD_NS, unit="ns")
 
