@@ -15,16 +15,20 @@ build/difftest.txt. GPUCOSIM_SEED picks the master seed (the default is fixed).
 from __future__ import annotations
 
 import copy
+import dataclasses
+import hashlib
 import json
 import os
 import warnings
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from kmd_model import regs
 from spec import ih
 from testbench import sim
+from testbench.design import gpu_design
 from testbench.difftest import campaign as cp
 from testbench.difftest import layout as L
 from testbench.difftest.runner import run_rtl, split, split_sims
@@ -34,6 +38,7 @@ from testbench.difftest.driver import execute, outside
 from testbench.difftest.gen import Caps
 from testbench.difftest.malformed import ERROR_CLASSES
 from testbench.difftest.stream import Config, Stream
+from testbench.refmodel.snapshot import mem_digest
 
 SEED = cp.master_seed()
 
@@ -66,6 +71,90 @@ def test_streams_are_reproducible():
         a, b = cp.make_stream(SEED, i, DMA), cp.make_stream(SEED, i, DMA)
         assert a.listing() == b.listing() and a.bins == b.bins
     assert cp.make_stream(1, 30, DMA).listing() != cp.make_stream(2, 30, DMA).listing()
+
+
+def _canon(x):
+    """`x` as JSON-able data with a fixed order (sets sorted, arrays as lists with their dtype)."""
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return {f.name: _canon(getattr(x, f.name)) for f in dataclasses.fields(x)}
+    if isinstance(x, np.ndarray):
+        return [str(x.dtype)] + x.tolist()
+    if isinstance(x, (list, tuple)):
+        return [_canon(y) for y in x]
+    if isinstance(x, (set, frozenset)):
+        return sorted((_canon(y) for y in x), key=repr)
+    if isinstance(x, dict):
+        return sorted(([_canon(k), _canon(v)] for k, v in x.items()), key=repr)
+    if x is None or isinstance(x, (int, str)):
+        return x
+    raise TypeError(f"no canonical form for {type(x).__name__}")
+
+
+# sha256 over indices 0..47 of each (seed, DMA): every Stream field, the model's whole
+# Observation and its memory's digest. Recorded on main at a68094e, before the campaign's
+# speed-ups (issue 13): they must change nothing the campaign generates or checks. A change
+# meant to alter streams or the model updates these (print them with the test's body).
+STREAM_DIGESTS = {
+    (cp.DEFAULT_SEED, True): "be6665c9cead3833e54adc23909525aad0f3c923d6b183ec0511adbab3010e82",
+    (cp.DEFAULT_SEED, False): "7a8148fd371e111ceb05052943de38596d49b98f0db5073585f9ed64bd5845cc",
+    (1515, True): "a0c9869a3064f0af1480527e7c5e4e74210a171c5854e014b28b7671456e4e64",
+}
+
+
+@pytest.mark.parametrize("seed, dma", list(STREAM_DIGESTS), ids=lambda v: str(v))
+def test_streams_and_model_runs_are_as_recorded(seed, dma):
+    caps = DMA if dma else NO_DMA
+    h = hashlib.sha256()
+    for i in range(2 * len(cp.CYCLE)):
+        s = cp.make_stream(seed, i, caps)
+        obs, m = cp.run_model(s, caps)
+        h.update(json.dumps([_canon(s), _canon(obs), mem_digest(m.mem)]).encode())
+    assert h.hexdigest() == STREAM_DIGESTS[seed, dma]
+
+
+def test_prefetched_streams_are_the_ones_made_here(monkeypatch):
+    """The prefetch server (testbench/difftest/prefetch.py) hands the simulator the same
+    stream, model observation and model memory it would make itself; an answer not there
+    in time is computed here and dropped when it comes; no server, no prefetcher."""
+    import time
+
+    from testbench.difftest import prefetch
+
+    monkeypatch.delenv(prefetch.ADDRESS_ENV, raising=False)
+    assert prefetch.Prefetcher.connect(DMA, False, 10) is None
+    server = prefetch.Server(SEED)
+    try:
+        for k, v in server.env().items():
+            monkeypatch.setenv(k, v)
+        end = 2 * len(cp.CYCLE)
+        pre = prefetch.Prefetcher.connect(DMA, False, end, 1)  # one ahead
+        assert pre.take(0, L.MEM_SIZE) is None  # nothing asked yet: made here
+        pre.start(0)
+        got = []
+        for i in range(1, end):
+            if i == 5:  # the simulator made stream 5 itself (its answer late) ...
+                time.sleep(0.3)
+                assert pre.conn.poll(0), "no answer for stream 5"
+                pre.start(i)
+                continue
+            deadline = time.monotonic() + 30
+            while (ready := pre.take(i, L.MEM_SIZE)) is None and time.monotonic() < deadline:
+                time.sleep(0.01)  # (the simulator would run stream i - 1 meanwhile)
+            assert ready is not None, f"stream {i} not prefetched"
+            stream, obs, mem = ready  # ... and its answer dropped here, at stream 6
+            s = cp.make_stream(SEED, i, DMA)
+            local, m = cp.run_model(s, DMA)
+            assert _canon(stream) == _canon(s) and _canon(obs) == _canon(local), i
+            assert np.array_equal(mem, m.mem), i
+            got.append(i)
+            pre.start(i)
+        pre.close()
+        assert got == [i for i in range(1, end) if i != 5]
+    finally:
+        server.close()
+    # (a thread left in accept() could take the next server's socket, reusing the file
+    # descriptor, and turn its simulator away with the old key)
+    assert not server.acceptor.is_alive()
 
 
 def test_plan_visits_every_kind():
@@ -364,6 +453,16 @@ def test_rtl_matches_model(simulator, part):
     if whole:  # the whole CI plan has run
         for name, c in merged["data"]["error_classes"].items():
             assert c["cases"] >= 50 or "skipped" in c, f"{name}: only {c['cases']} cases"
+
+
+def test_a_hung_mmio_access_fails_with_a_timeout():
+    """The campaign's MMIO watchdog (testbench/difftest/rtl.py) turns an access nobody
+    answers into MmioTimeout, one stream's failure, within 1.25 x MMIO_TIMEOUT cycles."""
+    reason = sim.unavailable_reason("verilator")
+    if reason:
+        pytest.skip(reason)
+    res = sim.run(gpu_design(64), "verilator", "tests.cocotb_mmio_timeout", tag="mmio-timeout")
+    assert res.ok, res.explain()
 
 
 def test_vm_streams_rewrite_addresses_not_fence_values():

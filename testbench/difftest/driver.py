@@ -10,6 +10,7 @@ compares it before the next stream reuses the device.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,6 +50,7 @@ def _observed() -> tuple[list[tuple[str, type, int]], set[str]]:
 
 
 OBSERVED, HW_DRIVEN = _observed()
+_scratch = threading.local()  # StreamDriver.do_mark's buffer
 
 
 @dataclass
@@ -99,6 +101,48 @@ def outside(diffs: list[tuple[int, int]], allowed: list[tuple[int, int]]) -> lis
     return out
 
 
+_STATUS = regs.STATUS.addr()
+
+
+def _poll_idle(now, t0: int, limit: int, delay: int, longest: int):
+    """A STATUS poll as a program for run_reads: read now, then after `delay` cycles,
+    doubling up to `longest`, until IDLE or more than `limit` cycles after `t0`. Returns
+    (STATUS, cycles since t0 at that read, idle)."""
+    st = yield 0
+    while True:
+        dt = now() - t0
+        if st & regs.STATUS.IDLE.mask:
+            return st, dt, True
+        if dt > limit:
+            return st, dt, False
+        st = yield delay
+        delay = min(2 * delay, longest)
+
+
+def run_reads(program, dev: Device, offset: int):
+    """Run `program`, a generator that yields the cycles to wait before each read of the
+    register at `offset` and is sent what it read; return what it returns. (The cocotb
+    backend's run_reads does the same in one trip to the scheduler.)"""
+    try:
+        cycles = next(program)
+        while True:
+            dev.delay(cycles)
+            cycles = program.send(dev.mmio_read32(offset))
+    except StopIteration as e:
+        return e.value
+
+
+class _Writes:
+    """Stands for a device under kmd_model's Mmio helpers: keeps the register writes they
+    make, (offset, value) in order, to be sent as one batch."""
+
+    def __init__(self):
+        self.writes: list[tuple[int, int]] = []
+
+    def mmio_write32(self, offset: int, value: int) -> None:
+        self.writes.append((offset, value))
+
+
 class StreamDriver:
     def __init__(self, stream: Stream, dev: Device, obs: Observation, step: bool = False):
         self.s, self.dev, self.obs, self.step = stream, dev, obs, step
@@ -118,6 +162,22 @@ class StreamDriver:
     def status(self) -> dict:
         return self.io.fields(regs.STATUS)
 
+    def status_after(self, cycles: int) -> dict:
+        """STATUS read `cycles` from now: in one trip to the scheduler where the device
+        offers it (the cocotb backend's delay_read), at the cycles of a delay and a read."""
+        delay_read = getattr(self.dev, "delay_read", None)
+        if delay_read is None:
+            self.dev.delay(cycles)
+            return self.status()
+        return regs.STATUS.decode(delay_read(cycles, regs.STATUS.addr()))
+
+    def poll_idle(self, t0: int, limit: int, delay: int, longest: int) -> tuple[dict, int, bool]:
+        """_poll_idle, run in one trip where the device offers it."""
+        program = _poll_idle(self.dev.now, t0, limit, delay, longest)
+        run = getattr(self.dev, "run_reads", None)
+        st, dt, idle = run(program, _STATUS) if run else run_reads(program, self.dev, _STATUS)
+        return regs.STATUS.decode(st), dt, idle
+
     def write_mem(self, addr: int, dwords) -> None:
         a = np.asarray(dwords, dtype=np.uint32)
         self.dev.mem[addr:addr + 4 * a.size] = a.view(np.uint8)
@@ -126,8 +186,12 @@ class StreamDriver:
         self.dev.mem_model.configure(error_window=window, **self.c.mem)
 
     def setup(self) -> None:
-        io, c = self.io, self.c
+        c = self.c
         self.configure()
+        # About 30 writes with nothing to decide between them: one batch where the device
+        # takes one (the cocotb backend: one trip to the scheduler, the same bus cycles).
+        rec = _Writes()
+        io = Mmio(rec)
         # AMD's units: bases >> 8, the ring in log2 qwords, the IH ring in log2 dwords
         io.write64(regs.RB_BASE_LO, regs.RB_BASE_HI, c.ring_base >> 8)
         io.write_fields(regs.RB_SIZE, LOG2_QWORDS=c.ring_log2 - 1)
@@ -141,7 +205,23 @@ class StreamDriver:
         # every VMID untranslated, nothing left in the TLB from an earlier stream
         for i in range(regs.VM_CONTEXT_CNTL.ARRAY_LEN):
             io.write(regs.VM_CONTEXT_CNTL, 0, i)
+        self.write_all(rec.writes)
         self.invalidate((1 << regs.VM_CONTEXT_CNTL.ARRAY_LEN) - 1)
+
+    def read_all(self, offsets: list[int]) -> list[int]:
+        """Register reads, in order: one trip to the scheduler where the device offers it
+        (the cocotb backend's read_many, at the cycles of the reads one by one)."""
+        many = getattr(self.dev, "read_many", None)
+        return many(offsets) if many else [self.dev.mmio_read32(o) for o in offsets]
+
+    def write_all(self, writes: list[tuple[int, int]]) -> None:
+        """Register writes (offset, value), in order, as read_all (write_many)."""
+        many = getattr(self.dev, "write_many", None)
+        if many:
+            many(writes)
+        else:
+            for offset, value in writes:
+                self.dev.mmio_write32(offset, value)
 
     def invalidate(self, vmids: int) -> None:
         """VM_INVALIDATE_REQ for every address of `vmids`; wait for the acknowledge."""
@@ -164,27 +244,23 @@ class StreamDriver:
         """Poll STATUS until IDLE; False (and a check) after `budget` cycles."""
         if self.hung:
             return bool(self.status()["IDLE"])
-        t0 = self.dev.now()
-        d = 8
-        while True:
-            st = self.status()
-            if st["IDLE"]:
-                return True
-            if self.dev.now() - t0 > budget:
-                self.hung = True
-                self.obs.checks.append(
-                    f"hang: CP not idle {budget} cycles into {what} (STATUS {self.io.read(regs.STATUS):#x}, "
-                    f"RB_RPTR {self.io.read(regs.RB_RPTR):#x}, RB_WPTR {self.io.read(regs.RB_WPTR):#x})")
-                self.obs.status = "hang"
-                return False
-            self.dev.delay(d)
-            d = min(2 * d, self.max_poll)
+        _, _, idle = self.poll_idle(self.dev.now(), budget, 8, self.max_poll)
+        if idle:
+            return True
+        self.hung = True
+        self.obs.checks.append(
+            f"hang: CP not idle {budget} cycles into {what} (STATUS {self.io.read(regs.STATUS):#x}, "
+            f"RB_RPTR {self.io.read(regs.RB_RPTR):#x}, RB_WPTR {self.io.read(regs.RB_WPTR):#x})")
+        self.obs.status = "hang"
+        return False
 
-    def consume_ih(self) -> None:
+    def consume_ih(self, w: int | None = None) -> None:
+        """Take the IH entries up to IH_WPTR (read here, or `w`: read just before)."""
         c = self.c
         if not c.ih_enable:
             return
-        w = self.io.read(regs.IH_WPTR)  # bytes, as amdgpu's
+        if w is None:
+            w = self.io.read(regs.IH_WPTR)  # bytes, as amdgpu's
         size = ih_spec.ENTRY_BYTES << c.ih_log2
         n = ((w - self.ih_rptr) & M32) // ih_spec.ENTRY_BYTES
         if ih_spec.ENTRY_BYTES * n > size or (w - self.ih_rptr) % ih_spec.ENTRY_BYTES:
@@ -200,15 +276,16 @@ class StreamDriver:
             self.ih_rptr = w
             self.io.write(regs.IH_RPTR, w)
 
-    def regs_now(self, full: bool) -> dict:
-        """Every register the spec defines (`full`), or those the hardware drives."""
+    def regs_now(self, full: bool, then: tuple[int, ...] = ()) -> tuple[dict, list[int]]:
+        """Every register the spec defines (`full`), or those the hardware drives; and the
+        registers at offsets `then`, read right after them in the same trip (the model,
+        read without spending time, reads none of them: [])."""
         if isinstance(self.dev, RefModel):
             r = self.dev.snapshot(memory=False)["regs"]
-            return r if full else {k: v for k, v in r.items() if k in HW_DRIVEN}
+            return (r if full else {k: v for k, v in r.items() if k in HW_DRIVEN}), []
         which = [(label, reg.addr(i)) for label, reg, i in OBSERVED if full or label in HW_DRIVEN]
-        many = getattr(self.dev, "read_many", None)  # one round trip on the cocotb backend
-        values = many([o for _, o in which]) if many else [self.dev.mmio_read32(o) for _, o in which]
-        return {label: v for (label, _), v in zip(which, values)}
+        values = self.read_all([o for _, o in which] + list(then))
+        return {label: v for (label, _), v in zip(which, values)}, values[len(which):]
 
     # ------------------------------------------------------------------ actions
 
@@ -266,7 +343,13 @@ class StreamDriver:
         self.consume_ih()
 
     def do_mark(self) -> None:
-        self.mark = np.array(self.dev.mem, copy=True)
+        # Into this thread's one buffer: a fresh 4 MiB copy costs its page faults, ~1.5 ms
+        # a stream (a driver runs to its end in one thread before the next starts there).
+        buf = getattr(_scratch, "mark", None)
+        if buf is None or buf.size != self.dev.mem.size:
+            buf = _scratch.mark = np.empty(self.dev.mem.size, dtype=np.uint8)
+        np.copyto(buf, self.dev.mem)
+        self.mark = buf
 
     def do_check(self, allowed: list[tuple[int, int]]) -> None:
         diffs = mem_diff(self.mark, self.dev.mem, limit=1 << 20)
@@ -277,19 +360,14 @@ class StreamDriver:
                                    f"ranges: {shown}{' ...' if len(bad) > 4 else ''}")
 
     def _idle_within(self, t0: int, what: str) -> None:
-        while True:
-            st = self.status()
-            dt = self.dev.now() - t0
-            if st["IDLE"]:
-                self.obs.idle_after.append(dt)
-                if dt > IDLE_AFTER_ERROR:
-                    self.obs.checks.append(f"CP idle only {dt} cycles after {what} (limit {IDLE_AFTER_ERROR})")
-                return
-            if dt > 20 * IDLE_AFTER_ERROR:
-                self.obs.checks.append(f"CP not idle {dt} cycles after {what} (STATUS {self.io.read(regs.STATUS):#x})")
-                self.hung = True
-                return
-            self.dev.delay(4)
+        _, dt, idle = self.poll_idle(t0, 20 * IDLE_AFTER_ERROR, 4, 4)
+        if idle:
+            self.obs.idle_after.append(dt)
+            if dt > IDLE_AFTER_ERROR:
+                self.obs.checks.append(f"CP idle only {dt} cycles after {what} (limit {IDLE_AFTER_ERROR})")
+            return
+        self.obs.checks.append(f"CP not idle {dt} cycles after {what} (STATUS {self.io.read(regs.STATUS):#x})")
+        self.hung = True
 
     def do_expect_error(self) -> None:
         if not self.dev.wait_irq(ERROR_BUDGET):
@@ -306,8 +384,8 @@ class StreamDriver:
         """Wait until the CP is idle or has been in one WAIT_REG_MEM for the KMD's timeout."""
         t0 = self.dev.now()
         d = 4
+        st = self.status()
         while True:
-            st = self.status()
             if st["IDLE"]:
                 code = self.io.fields(regs.CP_ERROR)["CODE"]
                 self.obs.status = "idle" if not st["ERROR"] else \
@@ -315,8 +393,7 @@ class StreamDriver:
                 return
             if st["WAITING"]:
                 rptr = self.io.read(regs.RB_RPTR)
-                self.dev.delay(KMD_TIMEOUT)
-                st2 = self.status()
+                st2 = self.status_after(KMD_TIMEOUT)
                 if st2["WAITING"] and st2["LEVEL"] == st["LEVEL"] and self.io.read(regs.RB_RPTR) == rptr:
                     self.obs.status = "stuck"
                     return
@@ -326,13 +403,15 @@ class StreamDriver:
                 self.obs.checks.append(f"hang: CP neither idle nor waiting {SETTLE_BUDGET} cycles after the "
                                        f"submission (STATUS {self.io.read(regs.STATUS):#x})")
                 return
-            self.dev.delay(d)
+            st = self.status_after(d)
             d = min(2 * d, self.max_poll)
 
     def do_observe(self, label: str) -> None:
-        self.obs.events.append((label, self.regs_now(full=label == "final")))
+        # consume_ih's IH_WPTR read goes with the observation's
+        r, then = self.regs_now(full=label == "final", then=(regs.IH_WPTR.addr(),) if self.c.ih_enable else ())
+        self.obs.events.append((label, r))
         self.obs.marks.append(len(self.obs.trace))
-        self.consume_ih()
+        self.consume_ih(then[0] if then else None)
 
     def do_recover(self) -> None:
         """Soft reset; the CP must be idle and clean, and then run a good submission."""
@@ -341,9 +420,8 @@ class StreamDriver:
         t0 = self.dev.now()
         io.write_fields(regs.CONTROL, SOFT_RESET=1)
         self._idle_within(t0, "the soft reset")
-        after = {"CP_ERROR": io.read(regs.CP_ERROR), "STATUS": io.read(regs.STATUS),
-                 "RB_RPTR": io.read(regs.RB_RPTR), "RB_WPTR": io.read(regs.RB_WPTR),
-                 "IH_WPTR": io.read(regs.IH_WPTR)}
+        names = ("CP_ERROR", "STATUS", "RB_RPTR", "RB_WPTR", "IH_WPTR")
+        after = dict(zip(names, self.read_all([getattr(regs, n).addr() for n in names])))
         self.obs.events.append(("after soft reset", after))
         self.obs.marks.append(len(self.obs.trace))
         st = regs.STATUS.decode(after["STATUS"])
@@ -351,8 +429,7 @@ class StreamDriver:
                 or after["IH_WPTR"]:
             self.obs.checks.append("soft reset did not return the CP to a clean idle state: "
                                    + ", ".join(f"{k} {v:#x}" for k, v in after.items()))
-        io.write(regs.INT_STATUS, _INT_EVENTS)
-        io.write(regs.IH_RPTR, 0)
+        self.write_all([(regs.INT_STATUS.addr(), _INT_EVENTS), (regs.IH_RPTR.addr(), 0)])
         self.ih_rptr = self.wptr = 0
         v = (0x600D_0000 | self.s.index & 0xFFFF)
         self.ring_write(pm4.write_data(L.RECOVERY, [v])

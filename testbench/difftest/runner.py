@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+from . import prefetch
 from .gen import Caps
 
 SPEED = {"verilator": 4.0, "icarus": 1.0}  # relative streams/s, to split a campaign across simulators
@@ -68,15 +69,23 @@ def run_rtl(simulator: str, seed: int, first: int, count: int, *, jobs: int = 1,
     for o in outs:
         o.unlink(missing_ok=True)
     results: list = [None] * len(chunks)
+    # generated CP streams are made and run on the model here, ahead of the simulators
+    server = prefetch.Server(seed) if family == "cp" and streams_file is None else None
 
     def work(k: int, a: int, n: int) -> None:
         env = {"DIFFTEST_SEED": str(seed), "DIFFTEST_FIRST": str(a), "DIFFTEST_COUNT": str(n),
                "DIFFTEST_OUT": str(outs[k]), "DIFFTEST_STEP": "1" if step else "0",
-               "COCOTB_LOG_LEVEL": "WARNING"}
+               "COCOTB_LOG_LEVEL": "WARNING",
+               # pytest's assertion rewriting for the cocotb test module only: by default
+               # cocotb has it rewrite every module imported after it (the model, the
+               # driver, the generator), 0.5-1 s of each simulator's start
+               "COCOTB_REWRITE_ASSERTION_FILES": "cocotb_*.py"}
         if report_file is not None:
             env["DIFFTEST_REPORT"] = str(report_file)
         if streams_file is not None:
             env["DIFFTEST_STREAMS_FILE"] = str(streams_file)
+        if server is not None:
+            env.update(server.env())
         results[k] = sim.run(design, simulator, FAMILIES[family], tag=f"{family}difftest{k}", extra_env=env,
                              clock=clock)
 
@@ -87,16 +96,18 @@ def run_rtl(simulator: str, seed: int, first: int, count: int, *, jobs: int = 1,
 
     t0 = time.monotonic()
     threads = [threading.Thread(target=work, args=(k, a, n), daemon=True) for k, (a, n) in enumerate(chunks)]
-    for t in threads:
-        t.start()
-    while any(t.is_alive() for t in threads):
-        time.sleep(0.5)
-        if progress is not None:
-            recs = [r for o in outs for r in read(o)]
-            progress(len(recs), sum(not r["ok"] for r in recs))
-    for t in threads:
-        t.join()
-    seconds = time.monotonic() - t0
+    try:
+        for t in threads:
+            t.start()
+        while alive := [t for t in threads if t.is_alive()]:
+            alive[0].join(0.5)  # (not a sleep: the campaign's time ends when its last simulator does)
+            if progress is not None:
+                recs = [r for o in outs for r in read(o)]
+                progress(len(recs), sum(not r["ok"] for r in recs))
+        seconds = time.monotonic() - t0
+    finally:
+        if server is not None:
+            server.close()
     recs, problems = [], []
     for k, (a, n) in enumerate(chunks):
         got = read(outs[k])

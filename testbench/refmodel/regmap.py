@@ -3,6 +3,7 @@ the constants every part of the model shares."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 
@@ -50,11 +51,13 @@ class _RegSlot:
         return bool(self.rw | self.w1c | self.const | self.hw)
 
 
+@functools.cache
 def _slots(queues: bool = True, sdma: bool = True) -> dict[int, _RegSlot]:
     """The register map: every backend's registers (and those of engines only the model has
     so far: spec/regs.rdl's model_only registers, none today); without `queues`, none of the
     CP's second queue's (a device with one CP queue); without `sdma`, none of the SDMA
-    engine's (a device without one)."""
+    engine's (a device without one). Built once per argument pair (about 1 ms each time:
+    every RefModel and every snapshot asks), so callers must not change it."""
     out = {}
     for reg in (*regs.REGISTERS, *regs.MODEL_ONLY_REGISTERS):
         if not sdma and reg.NAME.startswith(("SDMA_", "PERF_SDMA_")):

@@ -81,7 +81,15 @@ def mem_diff(a: np.ndarray, b: np.ndarray, exclude: Iterable[tuple[int, int]] = 
     first `limit`). Only the differing bytes are filtered: no copy of either memory."""
     if a.size != b.size:
         raise ValueError(f"memories differ in size: {a.size:#x} and {b.size:#x} bytes")
-    idx = np.flatnonzero(a != b)
+    if a.size % 8 == 0 and a.flags.c_contiguous and b.flags.c_contiguous:
+        # Compared 8 bytes at a time, then byte by byte inside the differing qwords only:
+        # a 4 MiB memory in about half the time of a byte compare (the difftest compares
+        # two or three per stream).
+        q = np.flatnonzero(a.view(np.uint64) != b.view(np.uint64))
+        idx = (8 * q[:, None] + np.arange(8)).ravel()
+        idx = idx[a[idx] != b[idx]]
+    else:
+        idx = np.flatnonzero(a != b)
     if idx.size and exclude:
         keep = np.ones(idx.size, dtype=bool)
         for x, y in exclude:
