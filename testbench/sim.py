@@ -390,6 +390,11 @@ def run(design: Design, sim: str, test_module: str, testcase: str | Sequence[str
            "GPUCOSIM_SIM": sim,
            CLOCK_ENV: clock,
            "GPUCOSIM_PARAMS": json.dumps(dict(design.parameters))}
+    if test_module.startswith("tests.") and "COCOTB_REWRITE_ASSERTION_FILES" not in os.environ:
+        # cocotb has pytest rewrite the asserts of every module imported after it (its
+        # default, "*.py": the drivers, the model, cocotbext-axi...), about 0.4 s of each
+        # simulator's start; the tests' own modules keep their detailed assert messages
+        env["COCOTB_REWRITE_ASSERTION_FILES"] = "*/tests/*.py"
     env.update(extra_env or {})
     saved = os.environ.pop("PYTEST_CURRENT_TEST", None)  # we parse results ourselves
     try:
