@@ -139,6 +139,23 @@ def test_reset_values(data_width):
     assert dev.mmio_read32(regs.TIMESTAMP_LO.addr()) - t0 == 10 + DEFAULT_MMIO_CYCLES  # the delay and one read
 
 
+def test_the_shared_register_map_is_read_only():
+    """Every model shares one register map per configuration (built once): a model that
+    decodes fewer registers must take a copy, and the map refuses a change, which would
+    reach every later model (a deleted QUEUE_CAPS made later models answer DECERR)."""
+    from testbench.refmodel.regmap import _slots
+
+    shared = RefModel()._slots
+    assert shared is _slots(queues=True, sdma=True)
+    with pytest.raises(TypeError):
+        del shared[regs.QUEUE_CAPS.addr()]
+    narrowed = RefModel()
+    narrowed._slots = {off: s for off, s in narrowed._slots.items() if off != regs.QUEUE_CAPS.addr()}
+    with pytest.raises(Exception, match="DECERR"):
+        narrowed.mmio_read32(regs.QUEUE_CAPS.addr())
+    assert RefModel().mmio_read32(regs.QUEUE_CAPS.addr()) != 0
+
+
 def test_access_types():
     rc.check_access_types(RefModel(), 1234)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping
 
 
 from kmd_model import regs
@@ -52,12 +54,13 @@ class _RegSlot:
 
 
 @functools.cache
-def _slots(queues: bool = True, sdma: bool = True) -> dict[int, _RegSlot]:
+def _slots(queues: bool = True, sdma: bool = True) -> Mapping[int, _RegSlot]:
     """The register map: every backend's registers (and those of engines only the model has
     so far: spec/regs.rdl's model_only registers, none today); without `queues`, none of the
     CP's second queue's (a device with one CP queue); without `sdma`, none of the SDMA
     engine's (a device without one). Built once per argument pair (about 1 ms each time:
-    every RefModel and every snapshot asks), so callers must not change it."""
+    every RefModel and every snapshot asks) and shared, so it is read-only: a model that
+    decodes fewer registers takes a copy (a change here reached every later model)."""
     out = {}
     for reg in (*regs.REGISTERS, *regs.MODEL_ONLY_REGISTERS):
         if not sdma and reg.NAME.startswith(("SDMA_", "PERF_SDMA_")):
@@ -86,7 +89,7 @@ def _slots(queues: bool = True, sdma: bool = True) -> dict[int, _RegSlot]:
         for i in range(reg.ARRAY_LEN):
             label = f"{reg.NAME}[{i}]" if reg.ARRAY_LEN > 1 else reg.NAME
             out[reg.addr(i)] = _RegSlot(reg, i, label, reset=reset, **masks)
-    return out
+    return MappingProxyType(out)
 
 
 # Registers whose value RefModel._sync caches for the CP.
