@@ -8,6 +8,11 @@ STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 SIM    ?=
 export SIM
+# Python's bytecode cache on, even where the environment turns it off: every simulator run
+# starts a Python that imports the drivers, the model and the tests (about 0.6 s of
+# compiling each time without the cache; `make test` starts some 150). The caches are the
+# usual __pycache__ folders, which git ignores.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: all venv sim test gen check-gen lint bench fpga sweep clean soak formal mutate
 
