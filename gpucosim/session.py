@@ -250,12 +250,13 @@ class Session:
         `device_s` the part of the whole run (driver bring-up included) spent inside the
         device's methods: MMIO, waits and delays, i.e. what the backend costs. The driver and
         the app are the same code on every backend, so `device_s` is what to compare when
-        asking how much faster one backend is than another (`make bench`, model_speedup)."""
+        asking how much faster one backend is than another (`make bench`, model_speedup);
+        `device_cpu_s` is the same calls' CPU time, which a loaded machine does not inflate."""
         dc = self.device_clock
         return {"app": self.opts.app, "backend": self.opts.backend, "exit_code": code,
                 "cycles": self.cycles, "ioctls": self.ioctls,
                 "app_s": self.app_wall, "device_s": dc.seconds if dc else None,
-                "device_calls": dc.calls if dc else 0}
+                "device_cpu_s": dc.cpu_seconds if dc else None, "device_calls": dc.calls if dc else 0}
 
     def write_figures(self, path: str, code: int | None) -> None:
         p = Path(path)
@@ -278,12 +279,16 @@ class Session:
 class DeviceClock:
     """Wall time spent inside the device's methods (MMIO, waits, delays): the part of a run
     the backend pays for, as opposed to the driver and the app, which run the same code on
-    every backend. Wraps the methods of this one device object."""
+    every backend. Wraps the methods of this one device object. `cpu_seconds` is the
+    process's CPU time in the same calls: the simulator runs in this process, so it counts
+    the simulation too, and unlike the wall time it does not grow when other jobs share
+    the machine's cores."""
 
     METHODS = ("mmio_read32", "mmio_write32", "wait_irq", "delay", "read_many", "mmio_write_bytes")
 
     def __init__(self, dev):
         self.seconds = 0.0
+        self.cpu_seconds = 0.0
         self.calls = 0
         for name in self.METHODS:
             fn = getattr(dev, name, None)
@@ -291,14 +296,15 @@ class DeviceClock:
                 setattr(dev, name, self._timed(fn))
 
     def _timed(self, fn):
-        clock = time.perf_counter
+        clock, cpu = time.perf_counter, time.process_time
 
         def timed(*args, **kwargs):
-            t0 = clock()
+            t0, c0 = clock(), cpu()
             try:
                 return fn(*args, **kwargs)
             finally:
                 self.seconds += clock() - t0
+                self.cpu_seconds += cpu() - c0
                 self.calls += 1
 
         return timed

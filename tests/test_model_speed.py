@@ -39,6 +39,8 @@ def test_stats_json_agrees_with_the_exit_report(tmp_path):
     assert fig["ioctls"] == int(ioctls[1]) > 0
     assert round(fig["app_s"] * 1e3, 1) == float(head[2]) and fig["app_s"] > 0
     assert round(fig["device_s"] * 1e3, 1) == float(head[3]) and fig["device_s"] > 0
+    # the same calls' CPU time: the model is Python in this one thread, so no more than the wall time
+    assert 0 < fig["device_cpu_s"] <= fig["device_s"] + 1e-3
     # bring-up alone reads and writes ~20 registers
     assert fig["device_calls"] == int(head[4]) >= 20
 

@@ -231,6 +231,7 @@ def test_stats_json_on_verilator(verilator_run):
     assert fig["backend"] == "verilator" and fig["exit_code"] == 0
     assert fig["cycles"] > 100 and fig["ioctls"] > 10 and fig["device_calls"] >= 20
     assert 0 < fig["device_s"] and 0 < fig["app_s"]
+    assert 0 < fig["device_cpu_s"]  # (the simulator's CPU time in the device calls, in this process)
 
 
 @pytestmark_verilator

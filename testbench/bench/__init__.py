@@ -70,6 +70,8 @@ GOALS = {
     "sim_cycles_per_s_dma_before": ("", None),
     # device time before ÷ now, the smaller of long_ib and big_copy (per app: "cosim_apps")
     "cosim_speedup_vs_before": (">= 10 (issue 13)", lambda v: v >= 10),
+    # the same in the simulator process's CPU time, which other jobs on the machine do not move
+    "cosim_speedup_vs_before_cpu": (">= 10 (issue 13)", lambda v: v >= 10),
     "difftest_streams_per_s": ("", None),
     "difftest_streams_per_s_before": ("", None),
     "difftest_speedup_vs_before": (">= 3 (issue 13)", lambda v: v >= 3),
@@ -147,9 +149,14 @@ def before_and_now_apps(log=print) -> dict:
                "before_app_ms": round(before["app_s"] * 1e3, 2), "now_app_ms": round(now["app_s"] * 1e3, 2),
                "cycles": now["cycles"], "cycles_before": before["cycles"]}
         row["device_x"] = round(before["device_s"] / now["device_s"], 2)
+        # the same in CPU time: what the machine's other jobs do not move
+        row["before_device_cpu_ms"] = round(before["device_cpu_s"] * 1e3, 2)
+        row["now_device_cpu_ms"] = round(now["device_cpu_s"] * 1e3, 2)
+        row["device_cpu_x"] = round(before["device_cpu_s"] / now["device_cpu_s"], 2)
         row["app_x"] = round(before["app_s"] / now["app_s"], 2)
         apps[name] = row
-        log(f"  {name:10s} device {row['before_device_ms']:9.1f} -> {row['now_device_ms']:8.1f} ms ({row['device_x']}x)"
+        log(f"  {name:10s} device {row['before_device_ms']:9.1f} -> {row['now_device_ms']:8.1f} ms ({row['device_x']}x,"
+            f" CPU {row['device_cpu_x']}x)"
             f"  app {row['before_app_ms']:9.1f} -> {row['now_app_ms']:8.1f} ms ({row['app_x']}x)"
             f"  cycles {row['cycles_before']} / {row['cycles']}")
     return apps
@@ -263,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     apps = before_and_now_apps()
     r["cosim_apps"] = apps
     r["cosim_speedup_vs_before"] = min(apps[a]["device_x"] for a in SPEEDUP_APPS)
+    r["cosim_speedup_vs_before_cpu"] = min(apps[a]["device_cpu_x"] for a in SPEEDUP_APPS)
     r.update(difftest_figures(args.data_width))
     r["difftest_speedup_vs_before"] = r["difftest_streams_per_s"] / r["difftest_streams_per_s_before"]
     from testbench.bench import cs as cs_bench
