@@ -63,8 +63,10 @@ sweep: $(STAMP)
 
 ## Formal proofs with SymbiYosys (PyPI tools): every property of formal/properties.py, its
 ## covers and its mutants; a table and build/formal.json. make formal [GROUPS=axil,cp_ring] [SOLVER=z3]
+## [DEEP=1: also the mutants whose counterexample takes hours]
 formal: $(STAMP)
-	$(PY) -m formal --jobs $(JOBS) $(if $(GROUPS),--groups $(GROUPS)) $(if $(SOLVER),--solver $(SOLVER))
+	$(PY) -m formal --jobs $(JOBS) $(if $(GROUPS),--groups $(GROUPS)) $(if $(SOLVER),--solver $(SOLVER)) \
+		$(if $(DEEP),--deep)
 
 ## The long RTL-vs-model campaign: make soak N=10000 [SIM=verilator,icarus] [GPUCOSIM_SEED=1234] [JOBS=2]
 soak: $(STAMP)

@@ -49,6 +49,9 @@ class Mutant:
     # check its `kills` alone (the group's other asserts are dropped: the traces are the same,
     # and a BMC step that needs no proof of them is much cheaper, for a counterexample past 20)
     alone: bool = False
+    # its counterexample is so long that its BMC takes hours: run only when asked
+    # (`python -m formal --deep`, `make formal DEEP=1`); its targets are other mutants' too
+    deep: bool = False
 
     def source(self) -> str:
         orig = importlib.import_module(self.module)
@@ -400,7 +403,7 @@ MUTANTS: list[Mutant] = [
       "reset in 6 cycles)", depth=8, fast=True, alone=True),
     M("ib_resumes_at_start", "cp_queues", "rtl.cp.processor", "f.ptr.eq(ib_pos[i])]", "f.ptr.eq(0)]",
       "resume_fetch", "a preempted IB is fetched again from its start, not from its next packet",
-      depth=28, alone=True,
+      depth=28, alone=True, deep=True,
       args={"image": IB_OF_FILLERS, "fetch_depth": 8, "steady": True, "okay": True}),
 
     # ---------------------------------------------------------------- the MMU (rtl/mmu.py)

@@ -400,6 +400,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-covers", action="store_true", help="asserts only")
     ap.add_argument("--no-proofs", action="store_true", help="covers (and mutants) only")
     ap.add_argument("--no-mutants", action="store_true", help="skip the mutants")
+    ap.add_argument("--deep", action="store_true",
+                    help="also the mutants whose counterexample takes hours (formal/mutants.py `deep`)")
     ap.add_argument("--report", action="store_true",
                     help="run nothing: the table and the JSON from the last run's logs")
     ap.add_argument("--json", default=str(ROOT / "build" / "formal.json"))
@@ -418,7 +420,8 @@ def main(argv=None) -> int:
             jobs.append(("proof", n))
         if not args.no_covers:
             jobs.append(("cover", n))
-    muts = [] if args.no_mutants else [mu for mu in mutants_mod.MUTANTS if mu.group in names]
+    muts = [] if args.no_mutants else [mu for mu in mutants_mod.MUTANTS
+                                         if mu.group in names and (args.deep or not mu.deep)]
 
     def solver(group_name):
         return args.solver or properties.GROUPS[group_name].solver

@@ -40,8 +40,9 @@ def test_table_meets_the_issue():
 
 
 def test_every_assert_has_a_mutant():
-    """No property is left without a bug that it must catch."""
-    killed = {(mu.group, k) for mu in mutants.MUTANTS for k in mu.kills}
+    """No property is left without a bug that it must catch, in the default `make formal`
+    (a `deep` mutant, run only with --deep, does not count)."""
+    killed = {(mu.group, k) for mu in mutants.MUTANTS if not mu.deep for k in mu.kills}
     missing = [f"{g.name}.{p.name}" for g, p in properties.all_props()
                if p.kind == "assert" and (g.name, p.name) not in killed]
     assert missing == []
