@@ -14,4 +14,12 @@ dump (dword dumps), regmap (registers for people), console (output and the statu
 
 __version__ = "0.1.0"
 
+import os as _os
+
+# numpy's OpenBLAS starts a worker thread per core at import, and each spins for ~0.1 s
+# of CPU before it sleeps; nothing here does linear algebra. One thread keeps the run's
+# CPU time its own (DeviceClock.cpu_seconds) and leaves the other core to other work.
+# Set before anything imports numpy; processes started from here inherit it.
+_os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 from .session import progress  # noqa: E402,F401  (the API apps use)

@@ -45,6 +45,23 @@ def test_stats_json_agrees_with_the_exit_report(tmp_path):
     assert fig["device_calls"] == int(head[4]) >= 20
 
 
+def test_a_model_run_is_one_thread(tmp_path):
+    """CPU time of device calls is bounded by their wall time only if nothing else runs in the
+    process: numpy's OpenBLAS used to start a thread per core that spun at import (CI once saw
+    75 ms CPU in 44 ms of device calls). The launcher turns that off, even from a bare shell."""
+    app = tmp_path / "threads.py"
+    app.write_text("import os, numpy, umd\n"
+                   "def main():\n"
+                   "    umd.open(api_version=2).close()\n"
+                   "    print('threads', len(os.listdir('/proc/self/task')))\n")
+    e = dict(os.environ, GPUCOSIM_PROGRESS="0")
+    e.pop("OPENBLAS_NUM_THREADS", None)  # as a user's shell has it
+    r = subprocess.run([sys.executable, "-m", "gpucosim", "run", str(app), "--sim", "model"], cwd=ROOT, env=e,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "threads 1" in r.stdout.splitlines()
+
+
 def test_stats_json_keeps_the_apps_exit_code(tmp_path):
     app = tmp_path / "three.py"
     app.write_text("import umd\ndef main():\n    umd.open(api_version=2).close()\n    return 3\n")
