@@ -22,15 +22,42 @@ def _color(name: str, cmap) -> tuple:
     return cmap((zlib.crc32(key.encode()) % 20) / 20)
 
 
-def _events(data: dict) -> tuple[dict[tuple[int, int], str], list[dict]]:
+def _events(data, trace) -> tuple[dict[tuple[int, int], str], list[dict]]:
+    """The thread names and the drawable events (slices, instants) of a loaded trace. A file
+    that is JSON but not a trace is refused by the first event that does not fit, by index."""
+    events = data.get("traceEvents") if isinstance(data, dict) else None
+    if not isinstance(events, list):
+        raise PlotError(f"{trace}: not a Chrome trace (no traceEvents list)")
     names = {}
     evs = []
-    for e in data.get("traceEvents", []):
-        if e.get("ph") == "M" and e.get("name") == "thread_name":
-            names[(e["pid"], e["tid"])] = e["args"]["name"]
-        elif e.get("ph") in ("X", "i", "I"):
+    for i, e in enumerate(events):
+        if not isinstance(e, dict):
+            raise PlotError(f"{trace}: event {i} is not an object: {str(e)[:60]}")
+        ph = e.get("ph")
+        if ph == "M" and e.get("name") == "thread_name":
+            name = e.get("args", {}).get("name") if isinstance(e.get("args"), dict) else None
+            if not (_int(e.get("pid")) and _int(e.get("tid")) and isinstance(name, str)):
+                raise PlotError(f"{trace}: event {i}: a thread_name needs integer pid, tid and args.name")
+            names[(e["pid"], e["tid"])] = name
+        elif ph in ("X", "i", "I"):
+            need = ("ts", "dur") if ph == "X" else ("ts",)
+            bad = [k for k in need if not _number(e.get(k))] + [k for k in ("pid", "tid") if not _int(e.get(k))]
+            if not isinstance(e.get("name"), str):
+                bad.append("name")
+            if bad:
+                raise PlotError(f"{trace}: event {i} ({ph!r}) lacks a valid {', '.join(bad)}")
+            if ph == "X" and e["dur"] < 0:
+                raise PlotError(f"{trace}: event {i} ('X') lasts {e['dur']} (a negative dur)")
             evs.append(e)
     return names, evs
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+
+
+def _int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def plot(trace: str | Path, output: str | Path, *, start: float | None = None, end: float | None = None,
@@ -46,7 +73,7 @@ def plot(trace: str | Path, output: str | Path, *, start: float | None = None, e
         data = load(trace)
     except (OSError, ValueError) as e:
         raise PlotError(f"cannot read {trace}: {e}") from None
-    names, evs = _events(data)
+    names, evs = _events(data, trace)
     if not evs:
         raise PlotError(f"{trace}: no events to draw")
     us_per_cycle = NS_PER_CYCLE / 1000
@@ -123,7 +150,8 @@ def plot(trace: str | Path, output: str | Path, *, start: float | None = None, e
     ax.set_yticklabels(labels, fontsize=8)
     ax.set_xlim(lo, hi)
     ax.set_xlabel(f"simulated time (cycles; 1 cycle = {NS_PER_CYCLE} ns)")
-    other = data.get("otherData", {})
+    other = data.get("otherData")
+    other = other if isinstance(other, dict) else {}
     app = Path(other.get("app", "")).name  # the script's name, not where it was checked out
     ax.set_title(title or f"{app} on {other.get('backend', '?')}", fontsize=10)
     fig.tight_layout()

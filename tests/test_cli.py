@@ -450,6 +450,26 @@ def test_plot_errors(capsys, tmp_path):
         "gpucosim plot: error: the following arguments are required: -o/--output"
 
 
+
+@pytest.mark.parametrize("text, message", [
+    ("5", "not a Chrome trace (no traceEvents list)"),
+    ('{"traceEvents": 5}', "not a Chrome trace (no traceEvents list)"),
+    ('{"traceEvents": [7]}', "event 0 is not an object: 7"),
+    ('[{"ph": "X"}]', "event 0 ('X') lacks a valid ts, dur, pid, tid, name"),
+    ('[{"ph": "i", "ts": "soon", "pid": 1, "tid": 1, "name": "a"}]', "event 0 ('i') lacks a valid ts"),
+    ('[{"ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1, "name": "a"}, '
+     '{"ph": "X", "ts": 1, "dur": -3, "pid": 1, "tid": 1, "name": "b"}]', "event 1 ('X') lasts -3 (a negative dur)"),
+    ('[{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": []}]',
+     "event 0: a thread_name needs integer pid, tid and args.name"),
+])
+def test_plot_refuses_json_that_is_not_a_trace(capsys, tmp_path, text, message):
+    """A hostile or hand-edited trace file is one error line naming the event, not a traceback."""
+    bad = tmp_path / "t.json"
+    bad.write_text(text)
+    assert usage_error(capsys, "plot", str(bad), "-o", str(tmp_path / "x.png")) == \
+        f"gpucosim plot: error: {bad}: {message}"
+    assert not (tmp_path / "x.png").exists()
+
 def test_a_build_says_so_once_off_a_terminal(tmp_path):
     """Off a terminal (CI, a pipe) there is no progress line: a run that must build the
     simulator says so in its first line, and a run that reuses the build says nothing."""
