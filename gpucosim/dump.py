@@ -97,7 +97,21 @@ def parse_trace(data: dict, source: str) -> list[Dump]:
     if not raw:
         raise DumpError(f"{source}: a JSON file without gpucosim dumps (write one with "
                         f"`gpucosim run APP --trace FILE`)")
-    return [Dump(d["name"], int(d["base"]), [int(x) for x in d["dwords"]]) for d in raw]
+    if not isinstance(raw, list):
+        raise DumpError(f"{source}: otherData.dumps is not a list of dumps")
+    dumps = []
+    for i, d in enumerate(raw):
+        # (as `gpucosim run --trace` writes them: a name, a base address, dwords of 32 bits)
+        ok = (isinstance(d, dict) and isinstance(d.get("name"), str) and _u(d.get("base"), 64)
+              and isinstance(d.get("dwords"), list) and all(_u(x, 32) for x in d["dwords"]))
+        if not ok:
+            raise DumpError(f"{source}: dump {i} needs a name, an integer base and a list of 32-bit dwords")
+        dumps.append(Dump(d["name"], d["base"], list(d["dwords"])))
+    return dumps
+
+
+def _u(v, bits: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << bits
 
 
 def parse(data: bytes, source: str = "input", base: int = 0) -> list[Dump]:

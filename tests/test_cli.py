@@ -420,6 +420,15 @@ def test_disasm_errors(capsys, tmp_path):
     assert usage_error(capsys, "disasm", str(js)) == (
         f"gpucosim disasm: error: {js}: a JSON file without gpucosim dumps (write one with "
         f"`gpucosim run APP --trace FILE`)")
+    # a trace whose dumps were edited by hand (or by a hostile program) is refused by index
+    for dumps, message in [("5", "otherData.dumps is not a list of dumps"),
+                           ('[{"dwords": [1, "x"]}]', "dump 0 needs a name, an integer base and a list of 32-bit dwords"),
+                           ('[{"name": "r", "base": 0, "dwords": [1]}, {"name": "s", "base": -4, "dwords": [1]}]',
+                            "dump 1 needs a name, an integer base and a list of 32-bit dwords"),
+                           ('[{"name": "r", "base": 0, "dwords": [4294967296]}]',
+                            "dump 0 needs a name, an integer base and a list of 32-bit dwords")]:
+        js.write_text('{"otherData": {"dumps": %s}}' % dumps)
+        assert usage_error(capsys, "disasm", str(js)) == f"gpucosim disasm: error: {js}: {message}"
 
 
 # ------------------------------------------------------------------------------ bench, plot
