@@ -63,6 +63,42 @@ def test_each_extra_ring_wraps_many_times(ring):
     assert kmd.stats["resets"] == kmd.stats["queue_resets"] == kmd.stats["job_timeouts"] == 0
 
 
+def test_seqnos_wrap_on_every_ring():
+    """Issue 16's "seqno wrap on each ring": every ring's fences and every context's seqnos
+    start just below 2^32, and jobs on gfx, gfx_high and sdma0, interleaved, cross it. Each
+    wait returns, every job's data lands, each ring's hardware fence wrapped, nothing resets.
+    A ring comparing seqnos without wrap arithmetic would call a job past 0 signalled early
+    (its data then missing) or never signalled (its wait timing out)."""
+    start = 2**32 - 12
+    kmd = kmd_model.bind(RefModel(), initial_seq=start, cs_check=False)
+    c = Client()
+    hi = new_ctx(c, CtxPriority.HIGH)
+    cp_ctx, sdma_ctx = c.ctx, new_ctx(c)
+    bo = c.bo(0x20000)
+    rings = {"gfx": (cp_ctx, kmd.sched), "gfx_high": (hi, kmd.hqd_sched), "sdma0": (sdma_ctx, kmd.sdma_sched)}
+    seqs: dict[str, list[int]] = {r: [] for r in rings}
+    jobs = 30
+    for k in range(jobs):
+        for j, (ring, (ctx, _)) in enumerate(rings.items()):
+            addr, off = bo.addr + 0x10000 + 4 * (j * jobs + k), 0x40 * (j * jobs + k)
+            ib = (sdma_ib(bo, sdma.write_linear(addr, [k + 1]), off) if ring == "sdma0"
+                  else c.ib(bo, pm4.write_data(addr, [k + 1]), off))
+            seqs[ring].append(c.submit(ib, ctx=ctx))
+        if k % 5 == 4:  # wait on one ring's job at a time, across the wrap
+            ring = list(rings)[k % 3]
+            assert c.wait(seqs[ring][-1], 1_000_000, ctx=rings[ring][0]), (ring, k)
+    for ring, (ctx, sched) in rings.items():
+        assert c.wait(seqs[ring][-1], 1_000_000, ctx=ctx), ring
+        # each context's seqnos crossed 2^32 (1 is the IB test's on a ring, not a context's)
+        assert seqs[ring][0] == start and 0 in seqs[ring] and seqs[ring][-1] == (start + jobs - 1) % 2**32
+        assert c.wait(seqs[ring][0], 0, ctx=ctx)  # from before the wrap: long signalled
+        # the ring's own fence went past 0 too
+        fd = sched.fence_drv
+        assert fd.sync_seq < start and fd.read() == fd.last_seq == fd.sync_seq and fd.signalled == fd.emitted, ring
+    got = bo.u32[0x4000:0x4000 + 3 * jobs].tolist()
+    assert got == list(range(1, jobs + 1)) * 3
+    assert kmd.stats["resets"] == kmd.stats["queue_resets"] == kmd.stats["job_timeouts"] == 0
+
 def test_sdma_ib_packets_end_on_an_8_dword_boundary_and_ibs_pad_with_sdma_nops():
     """sdma_v4_0's rules: every INDIRECT_BUFFER in the SDMA ring ends on an 8-dword boundary
     whatever the ring's wptr before it, and an IB is padded to 8 dwords with the copy engine's
