@@ -65,39 +65,49 @@ def test_each_extra_ring_wraps_many_times(ring):
 
 def test_seqnos_wrap_on_every_ring():
     """Issue 16's "seqno wrap on each ring": every ring's fences and every context's seqnos
-    start just below 2^32, and jobs on gfx, gfx_high and sdma0, interleaved, cross it. Each
-    wait returns, every job's data lands, each ring's hardware fence wrapped, nothing resets.
-    A ring comparing seqnos without wrap arithmetic would call a job past 0 signalled early
-    (its data then missing) or never signalled (its wait timing out)."""
+    start just below 2^32. On gfx, gfx_high and sdma0 a job waits on a flag and 30 more queue
+    behind it, their seqnos crossing 2^32; released, they all finish before the driver looks,
+    so one read of each ring's fence memory (past 0) must signal the fences from before the
+    wrap too. Each wait returns, every job's data lands, nothing resets. (Submitted one at a
+    time, each job would finish before the next CS on the model, and a compare that is not
+    wrap-safe would still see fence == memory each time: test_kmd_fence's reasoning.)"""
     start = 2**32 - 12
     kmd = kmd_model.bind(RefModel(), initial_seq=start, cs_check=False)
     c = Client()
-    hi = new_ctx(c, CtxPriority.HIGH)
-    cp_ctx, sdma_ctx = c.ctx, new_ctx(c)
+    rings = {"gfx": (c.ctx, kmd.sched), "gfx_high": (new_ctx(c, CtxPriority.HIGH), kmd.hqd_sched),
+             "sdma0": (new_ctx(c), kmd.sdma_sched)}
     bo = c.bo(0x20000)
-    rings = {"gfx": (cp_ctx, kmd.sched), "gfx_high": (hi, kmd.hqd_sched), "sdma0": (sdma_ctx, kmd.sdma_sched)}
+    flag, jobs = bo.addr + 0x1F000, 30
+
+    def ib(ring, words, off):
+        return sdma_ib(bo, words(sdma), off) if ring == "sdma0" else c.ib(bo, words(pm4), off)
+
+    holds = {}
+    for j, (ring, (ctx, _)) in enumerate(rings.items()):
+        wait = (lambda e: e.poll_regmem(flag, 0, 0xFFFFFFFF, "NE")) if ring == "sdma0" else \
+            (lambda e: e.wait_reg_mem(flag, 1, 1, "EQ"))
+        holds[ring] = c.submit(ib(ring, wait, 0x100 * j), ctx=ctx)
     seqs: dict[str, list[int]] = {r: [] for r in rings}
-    jobs = 30
     for k in range(jobs):
         for j, (ring, (ctx, _)) in enumerate(rings.items()):
-            addr, off = bo.addr + 0x10000 + 4 * (j * jobs + k), 0x40 * (j * jobs + k)
-            ib = (sdma_ib(bo, sdma.write_linear(addr, [k + 1]), off) if ring == "sdma0"
-                  else c.ib(bo, pm4.write_data(addr, [k + 1]), off))
-            seqs[ring].append(c.submit(ib, ctx=ctx))
-        if k % 5 == 4:  # wait on one ring's job at a time, across the wrap
-            ring = list(rings)[k % 3]
-            assert c.wait(seqs[ring][-1], 1_000_000, ctx=rings[ring][0]), (ring, k)
+            addr, off = bo.addr + 0x10000 + 4 * (j * jobs + k), 0x400 + 0x40 * (j * jobs + k)
+            write = (lambda e: e.write_linear(addr, [k + 1])) if ring == "sdma0" else \
+                (lambda e: e.write_data(addr, [k + 1]))
+            seqs[ring].append(c.submit(ib(ring, write, off), ctx=ctx))
+    for ring, (_, sched) in rings.items():
+        hw = [f.seq for f in sched.fence_drv.pending]
+        assert hw[0] > hw[-1], ring  # the hardware fences wrap inside the held burst
+    bo.u32[(flag - bo.addr) // 4] = 1
     for ring, (ctx, sched) in rings.items():
         assert c.wait(seqs[ring][-1], 1_000_000, ctx=ctx), ring
-        # each context's seqnos crossed 2^32 (1 is the IB test's on a ring, not a context's)
-        assert seqs[ring][0] == start and 0 in seqs[ring] and seqs[ring][-1] == (start + jobs - 1) % 2**32
-        assert c.wait(seqs[ring][0], 0, ctx=ctx)  # from before the wrap: long signalled
-        # the ring's own fence went past 0 too
+        assert all(c.wait(s, 0, ctx=ctx) for s in [holds[ring]] + seqs[ring]), ring
+        # each context's seqnos crossed 2^32 (a context's first is `start`)
+        assert 0 in seqs[ring] and seqs[ring][-1] == (holds[ring] + jobs) % 2**32
         fd = sched.fence_drv
-        assert fd.sync_seq < start and fd.read() == fd.last_seq == fd.sync_seq and fd.signalled == fd.emitted, ring
-    got = bo.u32[0x4000:0x4000 + 3 * jobs].tolist()
-    assert got == list(range(1, jobs + 1)) * 3
+        assert fd.sync_seq < start and not fd.pending and fd.signalled == fd.emitted, ring
+    assert bo.u32[0x4000:0x4000 + 3 * jobs].tolist() == list(range(1, jobs + 1)) * 3
     assert kmd.stats["resets"] == kmd.stats["queue_resets"] == kmd.stats["job_timeouts"] == 0
+
 
 def test_sdma_ib_packets_end_on_an_8_dword_boundary_and_ibs_pad_with_sdma_nops():
     """sdma_v4_0's rules: every INDIRECT_BUFFER in the SDMA ring ends on an 8-dword boundary
