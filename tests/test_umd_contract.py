@@ -62,6 +62,18 @@ def test_argument_errors():
     _raises(ValueError, "write: offset must be a non-negative multiple of 4, not -4", q.write, buf, -4, 1)
     _raises(TypeError, "write: offset must be an int, not 1.5", q.write, buf, 1.5, 1)
     _raises(ValueError, "write: [0xfc, 0x104) is outside the 0x100-byte buffer", q.write, buf, 0xFC, [1, 2])
+    # a wait's bound, checked whatever the wait would find (an event already signalled too),
+    # as the caller's error rather than the kernel's EINVAL
+    ev = q.signal()
+    q.finish()
+    for fn, name, what in ((ev.wait, "wait", "timeout_cycles"), (q.finish, "finish", "timeout")):
+        _raises(ValueError, f"{name}: {what} must be in [0, 2**64), not -1", fn, -1)
+        _raises(ValueError, f"{name}: {what} must be in [0, 2**64), not {1 << 64}", fn, 1 << 64)
+        _raises(TypeError, f"{name}: {what} must be an int, not 1.5", fn, 1.5)
+        _raises(TypeError, f"{name}: {what} must be an int, not '9'", fn, "9")
+        _raises(TypeError, f"{name}: {what} must be an int, not True", fn, True)
+    _raises(ValueError, "download: timeout must be in [0, 2**64), not -1", q.download, buf, 0, 4, timeout=-1)
+    assert ev.wait(0) and ev.wait((1 << 64) - 1)
     # emit_raw takes its dwords as write does, and names itself
     _raises(ValueError, "emit_raw: data is empty", q.emit_raw, [])
     _raises(ValueError, "emit_raw: data[1] must fit in 32 bits, not 0x100000000", q.emit_raw, [0, 1 << 32])

@@ -14,7 +14,7 @@ from spec import pm4, sdma
 from . import submit
 from .errors import SubmitError
 from .queue import QBO_TIMELINE, QBO_TS_FIRST, QBO_TS_SLOTS, Queue, queue_flush
-from .runtime import DEFAULT_TIMEOUT, M32, api_call
+from .runtime import DEFAULT_TIMEOUT, M32, _timeout, api_call
 from .submit import PendingCs
 
 
@@ -40,6 +40,7 @@ class Event:
         """True once signalled, False if `timeout_cycles` pass first. Checks memory first,
         then the user fence, and asks the kernel (WAIT_CS) last; raises GpuError when the
         GPU failed on this queue."""
+        timeout_cycles = _timeout("wait", timeout_cycles)
         if self.signalled():
             return True
         q = self.queue

@@ -25,7 +25,8 @@ from spec import pm4, sdma
 from . import submit
 from .cmdbuf import CmdBuf
 from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, SubmitError, UmdError
-from .runtime import DEFAULT_TIMEOUT, M32, Buffer, Device, _Dispatched, _dwords, _index, _raise_first, device_alloc
+from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _Dispatched, _dwords, _index, _raise_first, _timeout,
+                      device_alloc)
 from .submit import PendingCs, Submitter
 
 if TYPE_CHECKING:
@@ -487,6 +488,7 @@ def _cs_submit(q: Queue, first_ib: tuple[int, int], ibs: list, sizes: list, deps
 def queue_finish(self: Queue, timeout: int = DEFAULT_TIMEOUT) -> None:
     """Flush, then wait until the GPU has done everything submitted on this queue (an
     async queue's flushes included: a refused one is raised here at the latest)."""
+    timeout = _timeout("finish", timeout, "timeout")
     queue_flush(self)
     if self.async_submit:
         self._drain()

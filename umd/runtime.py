@@ -308,6 +308,15 @@ def _index(call: str, name: str, v: Any) -> int:
         raise TypeError(f"{call}: {name} must be an int, not {v!r}") from None
 
 
+def _timeout(call: str, v: Any, name: str = "timeout_cycles") -> int:
+    """A wait's bound in GPU cycles, checked here whatever the wait would find (an event
+    already signalled too), so a bad value is the caller's error, not the kernel's EINVAL."""
+    v = _index(call, name, v)
+    if not 0 <= v < 1 << 64:
+        raise ValueError(f"{call}: {name} must be in [0, 2**64), not {v}")
+    return v
+
+
 def _dwords(call: str, data: Any) -> list[int]:
     if isinstance(data, (bytes, bytearray, memoryview)):
         b = bytes(data)

@@ -28,7 +28,7 @@ import numpy as np
 from spec import pm4, sdma
 
 from .queue import Queue, queue_finish
-from .runtime import M32, Buffer, _index
+from .runtime import M32, Buffer, _index, _timeout
 
 
 def _bytes_range(buf: Buffer, call: str, offset: Any, size: Any) -> tuple[int, int]:
@@ -118,6 +118,8 @@ def queue_download(self: Queue, src: Buffer, src_offset: int, size: int, *, time
     """Device → host: copy `size` bytes into a staging buffer, wait for the queue, return
     a copy of the bytes (this flushes and waits, as any read-back does)."""
     _need_dma(self, "download")
+    if timeout is not None:
+        timeout = _timeout("download", timeout, "timeout")
     s, size = _bytes_range(src, "download", src_offset, size)
     if not size:
         return np.zeros(0, dtype=np.uint8)
