@@ -130,6 +130,22 @@ def test_unknown_simulators_are_usage_errors(capsys):
             f"error: {flag}: 'spice' is not a simulator: choose verilator and/or icarus")
 
 
+
+def test_a_bench_output_that_cannot_be_written_is_refused_before_the_run(capsys, tmp_path):
+    """`make bench -o` (or `gpucosim bench -o`) that cannot be written is one usage line at the
+    start, not a traceback after minutes of benchmarks."""
+    from testbench import bench
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for out, message in ((tmp_path, f"-o: {tmp_path} is a folder; name the JSON file to write"),
+                         (blocker / "b.json", f"-o: {blocker} is a file, not a folder"),
+                         (blocker / "sub" / "b.json", f"-o: {blocker} is a file, not a folder")):
+        with pytest.raises(SystemExit) as exc:
+            bench.main(["--speed-sims", "none", "-o", str(out)])
+        assert exc.value.code == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1] == f"python -m testbench.bench: error: {message}"
+
 def test_the_cs_bench_runs_the_checker_as_the_kmd_does():
     """`make bench`'s CS figures (testbench/bench/cs.py) call the checker and the shadow pool
     directly: they must follow the KMD's calls (they once lagged behind a new argument and

@@ -220,7 +220,7 @@ def async_flush_cpu(submits: int = 300) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m testbench.bench", description=__doc__.splitlines()[0])
     ap.add_argument("--data-width", type=int, default=64, choices=(32, 64, 128, 256))
     ap.add_argument("-o", "--output", default=str(sim.BUILD / "bench.json"))
     ap.add_argument("--speed-sims", default="verilator", metavar="SIMS",
@@ -234,8 +234,16 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             ap.error(f"--speed-sims: {problem}")
     out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.unlink(missing_ok=True)
+    if out.is_dir():
+        ap.error(f"-o: {out} is a folder; name the JSON file to write")
+    blocker = next((d for d in out.parents if d.exists() and not d.is_dir()), None)
+    if blocker is not None:
+        ap.error(f"-o: {blocker} is a file, not a folder")
+    try:  # (before minutes of benchmarks, not after)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.unlink(missing_ok=True)
+    except OSError as e:
+        ap.error(f"-o: cannot write {out}: {e.strerror}")
     design = gpu_design(args.data_width)
     env = {"GPUCOSIM_BENCH_OUT": str(out.resolve())}
     res = sim.run(design, "verilator", "testbench.bench.cocotb_bench", tag="bench", extra_env=env, clock="hdl")
