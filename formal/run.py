@@ -12,6 +12,7 @@ docs/formal.md for the measured comparison). Work directories live under build/f
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import os
@@ -26,6 +27,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from amaranth.back import rtlil
+
+from testbench.argtypes import int_at_least
 
 from . import properties
 
@@ -386,7 +389,6 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    import argparse
     from concurrent.futures import ThreadPoolExecutor
 
     from . import mutants as mutants_mod
@@ -396,7 +398,7 @@ def main(argv=None) -> int:
     ap.add_argument("--groups", help="comma-separated groups (default: all): " + ", ".join(properties.GROUPS))
     ap.add_argument("--solver", choices=SOLVERS,
                     help="for every group (default: each group's own, the fastest measured)")
-    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--jobs", type=int_at_least(1), default=2, help="solver runs at once (default 2)")
     ap.add_argument("--no-covers", action="store_true", help="asserts only")
     ap.add_argument("--no-proofs", action="store_true", help="covers (and mutants) only")
     ap.add_argument("--no-mutants", action="store_true", help="skip the mutants")

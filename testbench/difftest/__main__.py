@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..argtypes import int_at_least
 from .campaign import (Caps, Progress, Report, explain, make_stream, master_seed, model_caps, run_model,
                        run_model_pair)
 from .compare import compare
@@ -34,12 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sim", default="verilator",
                     help="verilator, icarus, model (model vs model: a generator self-check), or a comma list")
     ap.add_argument("--seed", default=None, help="master seed (default $GPUCOSIM_SEED, else a fixed one)")
-    ap.add_argument("--streams", type=int, default=500, help="number of streams in the campaign")
-    ap.add_argument("--first", type=int, default=0, help="index of the first stream")
-    ap.add_argument("--replay", type=int, default=None, metavar="INDEX", help="run one stream and tell all")
+    ap.add_argument("--streams", type=int_at_least(0), default=500, help="number of streams in the campaign")
+    ap.add_argument("--first", type=int_at_least(0), default=0, help="index of the first stream")
+    ap.add_argument("--replay", type=int_at_least(0), default=None, metavar="INDEX", help="run one stream and tell all")
     ap.add_argument("--step", action="store_true", help="lockstep: observe after every ring packet")
-    ap.add_argument("--list", type=int, default=None, metavar="INDEX", help="print one stream and exit")
-    ap.add_argument("--jobs", type=int, default=1, help="simulator processes per simulator")
+    ap.add_argument("--list", type=int_at_least(0), default=None, metavar="INDEX", help="print one stream and exit")
+    ap.add_argument("--jobs", type=int_at_least(1), default=1, help="simulator processes per simulator")
     ap.add_argument("--data-width", type=int, default=64, choices=(32, 64, 128, 256))
     ap.add_argument("--no-dma", action="store_true", help="with --sim model / --list: a model without DMA engine")
     ap.add_argument("--json", default=None, help="report file (default build/difftest.json)")
@@ -47,9 +48,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="run hand-made Streams (a pickled list) instead of generated ones, with the full story")
     ap.add_argument("--multi", action="store_true",
                     help="the multi-queue streams (both CP queues and the SDMA at once: testbench/difftest/multi/)")
-    ap.add_argument("--multi-streams", type=int, default=0, metavar="M",
+    ap.add_argument("--multi-streams", type=int_at_least(0), default=0, metavar="M",
                     help="after a CP campaign, also M multi-queue streams from --first, in the same report")
     args = ap.parse_args(argv)
+    one = args.replay is not None or args.list is not None or args.streams_file is not None
+    if not one and args.streams == 0 and (args.multi or args.multi_streams == 0):
+        ap.error("--streams 0: nothing to run (give a count, or --multi-streams M for the multi-queue streams alone)")
     seed = master_seed(args.seed)
     sims = [s.strip() for s in args.sim.split(",") if s.strip()]
     mcaps = model_caps(False if args.no_dma else None, args.data_width)

@@ -25,19 +25,13 @@ from importlib.metadata import version
 from dataclasses import asdict
 from pathlib import Path
 
+from ..argtypes import fraction, int_at_least, positive_float
 from . import scope, survivors
 from .pymut import ROOT, TIMEOUT_CODES, PyCampaign
 from .report import Outcome, Report
 
 DEFAULT_SEED = 20240605
 DEFAULT_SAMPLE = 0.10  # the whole chosen set runs in the 30-minute budget on a quiet machine
-
-
-def _fraction(text: str) -> float:
-    v = float(text)
-    if not 0 < v <= 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], not {text}")
-    return v
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,12 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     part.add_argument("--fast", action="store_true", help="the fast subset (a handful of mutants, < 60 s)")
     part.add_argument("--report", action="store_true",
                       help="no run: rebuild the report from the last run's results and survivors.toml as it is now")
-    ap.add_argument("--sample", type=_fraction, default=DEFAULT_SAMPLE,
+    ap.add_argument("--sample", type=fraction, default=DEFAULT_SAMPLE,
                     help=f"share of each function's Python mutants to run (default {DEFAULT_SAMPLE})")
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the sample")
     ap.add_argument("--modules", default=None, help="comma list of Python modules (default: scope.MODULES)")
-    ap.add_argument("--budget", type=float, default=30.0, help="minutes for the whole campaign (default 30)")
-    ap.add_argument("--jobs", type=int, default=2, help="mutants run at once (default 2)")
+    ap.add_argument("--budget", type=positive_float, default=30.0, help="minutes for the whole campaign (default 30)")
+    ap.add_argument("--jobs", type=int_at_least(1), default=2, help="mutants run at once (default 2)")
     ap.add_argument("--recheck", action="store_true", help="run the argued survivors too (are they still?)")
     ap.add_argument("--resume", action="store_true",
                     help="Python: reuse the last run's mutants and verdicts (build/mutate/py), run only the "
