@@ -32,7 +32,9 @@ def run_bound(dev, main) -> int:
         code = main()
     finally:
         kmd_model.unbind()
-    return 0 if code is None else int(code)
+    from .session import exit_code
+
+    return exit_code(code)
 
 
 def _result(code: int) -> None:

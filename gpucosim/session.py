@@ -209,12 +209,9 @@ class Session:
             sys.argv = [opts.app, *opts.args]
             t_app = time.perf_counter()
             try:
-                result = main()
-                code = 0 if result is None else int(result)
+                code = exit_code(main())
             except SystemExit as e:
-                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-                if not isinstance(e.code, int) and e.code is not None:
-                    print(e.code, file=sys.stderr)
+                code = exit_code(e.code)
             except Exception as e:
                 traceback.print_exc()
                 sys.stderr.flush()
@@ -274,6 +271,18 @@ class Session:
         print(f"gpucosim: timeline written to {self.opts.shown(path)} ({len(self.timeline)} events): "
               f"open it at https://ui.perfetto.dev", file=sys.stderr, flush=True)
         return path
+
+
+def exit_code(value: Any) -> int:
+    """What main()'s return value (or a SystemExit's code) means as an exit status, as
+    `sys.exit(value)` has it: None is 0, an int is itself, anything else is printed to stderr
+    and is 1 (`return "no GPU"` is a message, not a crash of the launcher)."""
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return int(value)
+    print(value, file=sys.stderr, flush=True)
+    return 1
 
 
 class DeviceClock:

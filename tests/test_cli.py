@@ -216,6 +216,19 @@ def test_python_m_gpucosim_run_works():
     assert r.stdout.strip().splitlines()[-1].startswith("demo: OK on model")
 
 
+@pytest.mark.parametrize("ret, code, last", [("'no GPU here'", 1, "no GPU here"), ("True", 1, None), ("7", 7, None),
+                                             ("None", 0, None), ("3.5", 1, "3.5"), ("raise SystemExit('bye')", 1, "bye")])
+def test_what_main_returns_is_an_exit_status_as_sys_exit_has_it(tmp_path, ret, code, last):
+    """main()'s return value means what `sys.exit(value)` would: a string is a message and
+    status 1, not a crash report of the launcher's own int() (as it once was)."""
+    app = tmp_path / "app.py"
+    app.write_text("def main():\n    " + (ret if ret.startswith("raise") else f"return {ret}") + "\n")
+    r = gpucosim("run", str(app), "--sim", "model")
+    assert r.returncode == code, r.stderr
+    assert "crash report" not in r.stderr and "Traceback" not in r.stderr
+    if last is not None:
+        assert r.stderr.strip().splitlines()[-1] == last
+
 def test_run_exit_code_args_and_exit_report(tmp_path):
     app = tmp_path / "app.py"
     app.write_text("import sys, umd\n"
