@@ -23,23 +23,20 @@ def int_at_least(lo: int) -> Callable[[str], int]:
     return parse
 
 
-def fraction(text: str) -> float:
-    """A share in (0, 1]."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], not {text!r}") from None
-    if not 0 < v <= 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], not {text}")
-    return v
+def real_in(ok: Callable[[float], bool], what: str) -> Callable[[str], float]:
+    """A number for which `ok` holds; `what` says which ("a number in (0, 1]")."""
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            v = float("nan")
+        if v != v or not ok(v):  # (NaN: not a number, or a "nan" typed in)
+            raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}")
+        return v
+
+    return parse
 
 
-def positive_float(text: str) -> float:
-    """A positive number (minutes, a budget)."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, not {text!r}") from None
-    if not v > 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, not {text}")
-    return v
+fraction = real_in(lambda v: 0 < v <= 1, "a number in (0, 1]")  # a share
+positive_float = real_in(lambda v: 0 < v < float("inf"), "a positive number")  # minutes, a budget
