@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
+from . import icarus_verilog
+
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = Path(os.environ.get("GPUCOSIM_BUILD", ROOT / "build"))
 HDL_DIR = Path(__file__).resolve().parent / "hdl"
@@ -199,6 +201,8 @@ class Design:
                  VERILATOR_WAIVERS, self.vpi_name, clock, VERILATOR_FAST_ARGS, VERILATOR_FAST_MAKE]
         # Include files and C headers beside the sources count too.
         extra = sorted(p for d in (HDL_DIR, CSRC_DIR) if d.exists() for p in d.iterdir() if p.is_file())
+        if sim == "icarus":  # Icarus compiles Amaranth's Verilog as icarus_verilog rewrites it
+            extra.append(Path(icarus_verilog.__file__))
         files = list(self.sources) + list(self.c_sources) + list(self.vpi_sources) + extra
         return _digest(parts, files)
 
@@ -301,12 +305,14 @@ def build(design: Design, sim: str, waves: bool = False, clock: str | None = Non
             if waves:
                 # FST: Verilator's writer needs lz4.h (Debian: liblz4-dev; gpucosim/waves.py says so)
                 build_args += ["--trace-fst", "--trace-structs"]
+        sources = list(design.sources)
         if sim == "icarus":
             _build_vpi_module(design, build_dir)
+            sources = icarus_verilog.icarus_sources(sources, build_dir)
         log_file = build_dir / "build.log"
         try:
             runner.build(
-                sources=list(design.sources),
+                sources=sources,
                 hdl_toplevel=design.toplevel,
                 parameters=dict(design.parameters),
                 defines=defines,
