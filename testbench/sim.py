@@ -200,7 +200,8 @@ class Design:
 
     def key(self, sim: str, clock: str) -> str:
         parts = [sim, self.toplevel, sorted(self.parameters.items()), sorted(self.defines.items()),
-                 VERILATOR_WAIVERS, self.vpi_name, clock, VERILATOR_FAST_ARGS, VERILATOR_FAST_MAKE]
+                 VERILATOR_WAIVERS, self.vpi_name, clock, VERILATOR_FAST_ARGS, VERILATOR_FAST_MAKE,
+                 VERILATOR_WAVES_MAKE]
         # Include files and C headers beside the sources count too.
         extra = sorted(p for d in (HDL_DIR, CSRC_DIR) if d.exists() for p in d.iterdir() if p.is_file())
         if sim == "icarus":  # Icarus compiles Amaranth's Verilog as icarus_verilog rewrites it
