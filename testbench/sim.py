@@ -54,8 +54,8 @@ COCOTB_MAIN_SHA256 = "95d2661a31cec21f37e82135bbd4f9c809be1e823e36b094064ad271d4
 # it changes no value, and it is 10% faster), the C++ optimised for speed (the runner's
 # make leaves it at -Os). The "slow" files (construction, initial values, the first settle,
 # the waves' declarations and first full dump: code that runs once) are not optimised:
-# -O0 compiles them in about a fifth of -Os's CPU (gpu-dw64: 5 s against 10 s; its waves
-# build 5 s against 24 s). docs/architecture.md has the figures of what was tried.
+# -O0 compiles them in a half to a fifth of -Os's CPU (gpu-dw64: 5 s against 10 s; its
+# waves build 5 s against 24 s). docs/architecture.md has the figures of what was tried.
 # +define+GPUCOSIM_RST_REG: tb_top gives the design its reset through a register (tb_top.v
 # says why).
 VERILATOR_FAST_ARGS = ("--timing", "--x-assign", "fast", "--x-initial", "0", "-O3", "+define+GPUCOSIM_RST_REG=1")
@@ -63,7 +63,8 @@ VERILATOR_FAST_MAKE = ("OPT_FAST=-O2", "OPT_GLOBAL=-O2", "OPT_SLOW=-O0")
 # A waves build (--trace-fst) at -O1: its C++ is about twice as large, and -O1 compiles it in
 # ~12 % less CPU than -O2 (76 s against 86 s, gpu-dw64 with gpu_error.py, ccache off) while
 # memcpy.py with waves ran as fast (1.2 s of CPU at both; -O0 builds in 66 s but runs 1.8x
-# slower). A waves build is compiled once per configuration and machine; make test pays it.
+# slower; with the run-once files at -O0 already, a whole -O0 waves build saves 9 s of 39).
+# A waves build is compiled once per configuration and machine; make test pays it.
 VERILATOR_WAVES_MAKE = ("OPT_FAST=-O1", "OPT_GLOBAL=-O1", "OPT_SLOW=-O0")
 
 # Verilator treats warnings as fatal. The only waivers, all artefacts of Amaranth's
