@@ -23,7 +23,9 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || { echo "gpucosim: creating $(VENV) ($(PYTHON) -m venv: 10-40 s)"; $(PYTHON) -m venv $(VENV); }
 	@echo "gpucosim: installing the packages with pip (its last step, \"Installing collected packages\", is 1-2 minutes with no output)"
 	@# (not --quiet: the packages pip collects are the progress of the first minutes)
-	$(PY) -m pip install --disable-pip-version-check --progress-bar off -e .
+	@# --no-compile: pip would byte-compile every installed module (yowasp, peakrdl, all of
+	@# hypothesis...), 8 of its 21 s here; Python compiles what is imported on first use.
+	$(PY) -m pip install --disable-pip-version-check --progress-bar off --no-compile -e .
 	@touch $@
 	@echo "gpucosim: $(VENV) is ready"
 

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
+from . import icarus_verilog
+
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = Path(os.environ.get("GPUCOSIM_BUILD", ROOT / "build"))
 HDL_DIR = Path(__file__).resolve().parent / "hdl"
@@ -50,17 +52,20 @@ COCOTB_MAIN_SHA256 = "95d2661a31cec21f37e82135bbd4f9c809be1e823e36b094064ad271d4
 
 # The fast Verilator build: --x-assign fast (our HDL and Amaranth's output assign no X, so
 # it changes no value, and it is 10% faster), the C++ optimised for speed (the runner's
-# make leaves it at -Os) while the one-off construction code stays small.
-# docs/architecture.md has the figures of what was tried.
+# make leaves it at -Os). The "slow" files (construction, initial values, the first settle,
+# the waves' declarations and first full dump: code that runs once) are not optimised:
+# -O0 compiles them in a half to a fifth of -Os's CPU (gpu-dw64: 5 s against 10 s; its
+# waves build 5 s against 24 s). docs/architecture.md has the figures of what was tried.
 # +define+GPUCOSIM_RST_REG: tb_top gives the design its reset through a register (tb_top.v
 # says why).
 VERILATOR_FAST_ARGS = ("--timing", "--x-assign", "fast", "--x-initial", "0", "-O3", "+define+GPUCOSIM_RST_REG=1")
-VERILATOR_FAST_MAKE = ("OPT_FAST=-O2", "OPT_GLOBAL=-O2", "OPT_SLOW=-Os")
+VERILATOR_FAST_MAKE = ("OPT_FAST=-O2", "OPT_GLOBAL=-O2", "OPT_SLOW=-O0")
 # A waves build (--trace-fst) at -O1: its C++ is about twice as large, and -O1 compiles it in
 # ~12 % less CPU than -O2 (76 s against 86 s, gpu-dw64 with gpu_error.py, ccache off) while
 # memcpy.py with waves ran as fast (1.2 s of CPU at both; -O0 builds in 66 s but runs 1.8x
-# slower). A waves build is compiled once per configuration and machine; make test pays it.
-VERILATOR_WAVES_MAKE = ("OPT_FAST=-O1", "OPT_GLOBAL=-O1", "OPT_SLOW=-Os")
+# slower; with the run-once files at -O0 already, a whole -O0 waves build saves 9 s of 39).
+# A waves build is compiled once per configuration and machine; make test pays it.
+VERILATOR_WAVES_MAKE = ("OPT_FAST=-O1", "OPT_GLOBAL=-O1", "OPT_SLOW=-O0")
 
 # Verilator treats warnings as fatal. The only waivers, all artefacts of Amaranth's
 # Verilog output: Yosys emits minimal-width constants (WIDTHEXPAND/WIDTHTRUNC), and
@@ -196,9 +201,12 @@ class Design:
 
     def key(self, sim: str, clock: str) -> str:
         parts = [sim, self.toplevel, sorted(self.parameters.items()), sorted(self.defines.items()),
-                 VERILATOR_WAIVERS, self.vpi_name, clock, VERILATOR_FAST_ARGS, VERILATOR_FAST_MAKE]
+                 VERILATOR_WAIVERS, self.vpi_name, clock, VERILATOR_FAST_ARGS, VERILATOR_FAST_MAKE,
+                 VERILATOR_WAVES_MAKE]
         # Include files and C headers beside the sources count too.
         extra = sorted(p for d in (HDL_DIR, CSRC_DIR) if d.exists() for p in d.iterdir() if p.is_file())
+        if sim == "icarus":  # Icarus compiles Amaranth's Verilog as icarus_verilog rewrites it
+            extra.append(Path(icarus_verilog.__file__))
         files = list(self.sources) + list(self.c_sources) + list(self.vpi_sources) + extra
         return _digest(parts, files)
 
@@ -301,12 +309,14 @@ def build(design: Design, sim: str, waves: bool = False, clock: str | None = Non
             if waves:
                 # FST: Verilator's writer needs lz4.h (Debian: liblz4-dev; gpucosim/waves.py says so)
                 build_args += ["--trace-fst", "--trace-structs"]
+        sources = list(design.sources)
         if sim == "icarus":
             _build_vpi_module(design, build_dir)
+            sources = icarus_verilog.icarus_sources(sources, build_dir)
         log_file = build_dir / "build.log"
         try:
             runner.build(
-                sources=list(design.sources),
+                sources=sources,
                 hdl_toplevel=design.toplevel,
                 parameters=dict(design.parameters),
                 defines=defines,
@@ -395,6 +405,9 @@ def run(design: Design, sim: str, test_module: str, testcase: str | Sequence[str
         # default, "*.py": the drivers, the model, cocotbext-axi...), about 0.4 s of each
         # simulator's start; the tests' own modules keep their detailed assert messages
         env["COCOTB_REWRITE_ASSERTION_FILES"] = "*/tests/*.py"
+        # and the rewriting needs no pytest plugin: loading every installed one (xdist,
+        # hypothesis's...) for the config it builds was another 40 ms of CPU per start
+        env.setdefault("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     env.update(extra_env or {})
     saved = os.environ.pop("PYTEST_CURRENT_TEST", None)  # we parse results ourselves
     try:

@@ -28,7 +28,7 @@ import numpy as np
 from kmd_model import regs
 from spec import pm4
 
-from .. import sim
+from .. import icarus_verilog, sim
 from ..design import gpu_verilog, memory_sources
 from ..memory import SharedMemory
 
@@ -130,8 +130,10 @@ def build_raw(simulator: str, data_width: int = 64) -> Path:
     mem = memory_sources()
     half = sim.CLOCK_PERIOD_NS // 2
     c_sources = list(mem["c_sources"] if simulator == "verilator" else mem["vpi_sources"])
+    # Icarus compiles Amaranth's Verilog as the co-simulation's build does (icarus_verilog)
+    rewrite = [Path(icarus_verilog.__file__)] if simulator == "icarus" else []
     key = sim._digest([simulator, "raw", data_width, half, sim.VERILATOR_WAIVERS, sim.VERILATOR_FAST_ARGS,
-                       sim.VERILATOR_FAST_MAKE], _sources(data_width) + c_sources)
+                       sim.VERILATOR_FAST_MAKE], _sources(data_width) + c_sources + rewrite)
     build_dir = sim.BUILD / "sim" / f"{simulator}-raw-dw{data_width}-{key}"
     stamp = build_dir / ".built"
     with sim._locked(sim.BUILD / "sim" / f".lock-{simulator}-raw-dw{data_width}-{key}"):
@@ -152,7 +154,7 @@ def build_raw(simulator: str, data_width: int = 64) -> Path:
             cmds = [["iverilog-vpi", f"--name={mem['vpi_name']}", *map(str, c_sources)],
                     ["iverilog", "-g2012", "-o", str(build_dir / "tb_raw.vvp"), "-s", "tb_raw",
                      f"-Ptb_raw.DATA_WIDTH={data_width}", *defines, "-f", str(build_dir / "cmds.f"),
-                     *map(str, _sources(data_width))]]
+                     *map(str, icarus_verilog.icarus_sources(_sources(data_width), build_dir))]]
         log = build_dir / "build.log"
         with open(log, "w") as f:
             for c in cmds:

@@ -21,7 +21,8 @@ SNAPSHOT_SKIP = {"TIMESTAMP_LO", "TIMESTAMP_HI", "PERF_BUSY_CYCLES", "PERF_STALL
 
 
 def snapshot(dev: Device, *, memory: bool = True, exclude: Iterable[tuple[int, int]] = (),
-             read: Callable[[int], int] | None = None) -> dict:
+             read: Callable[[int], int] | None = None,
+             read_many: Callable[[list[int]], list[int]] | None = None) -> dict:
     """State two backends must agree on after the same command stream, via the Device API:
 
     regs: every readable register (label -> value) except time and cycle counters;
@@ -30,13 +31,18 @@ def snapshot(dev: Device, *, memory: bool = True, exclude: Iterable[tuple[int, i
     mem: digest of memory with the `exclude` byte ranges [start, end) zeroed (e.g. a
         RELEASE_MEM TIMESTAMP destination) and the timestamps of those IH entries too,
         when `memory`.
+
+    `read_many` reads a list of registers in order (a co-simulated device's one trip to the
+    simulator for all of them, at the cycles of the reads one by one).
     """
     read = read or dev.mmio_read32
     out: dict[str, Any] = {"regs": {}}
     queues = regs.QUEUE_CAPS.CP_QUEUES.get(read(regs.QUEUE_CAPS.addr())) >= 2  # (CP_HQD1_* exist)
-    for off, s in sorted(_slots(queues=queues).items()):
-        if s.readable and s.reg.NAME not in SNAPSHOT_SKIP:
-            out["regs"][s.label] = read(off)
+    wanted = [(off, s.label) for off, s in sorted(_slots(queues=queues).items())
+              if s.readable and s.reg.NAME not in SNAPSHOT_SKIP]
+    offsets = [off for off, _ in wanted]
+    values = read_many(offsets) if read_many else [read(off) for off in offsets]
+    out["regs"] = {label: v for (_, label), v in zip(wanted, values)}
     r = out["regs"]
     base = (r["IH_BASE_HI"] << 32 | r["IH_BASE_LO"]) << 8
     size = ih_spec.ring_bytes(regs.IH_SIZE.LOG2_DWORDS.get(r["IH_SIZE"]))
