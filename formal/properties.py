@@ -283,6 +283,8 @@ _group(Group(
         A("room_for_beats", "buffered beats plus beats in flight never exceed the buffer",
           "R is always accepted (RREADY is tied high): a beat with no room would be lost"),
         C("wraps", "a ring burst ending exactly at the wrap point"),
+        C("second_lap", "a ring burst a whole ring size or more past where the fetcher was started "
+          "(the ring's later laps are in the proofs' state space)"),
         C("at_4k", "a burst ending exactly at a 4 KiB boundary"),
         C("full_buffer", "the beat buffer full"),
         C("redirect_in_flight", "a redirect (flush and start) with beats still in flight"),
