@@ -266,12 +266,14 @@ _group(Group(
     config="the Fetchers as the CP builds them (64-bit bus, 8 beats deep, bursts of up to 8): the "
            "ring's (any power-of-two size from 2 dwords to 2^32) and an IB's (all-ones mask, bursts "
            "in aligned address blocks), each checked with its own slave, at any base",
-    assumes="as the CP drives it: a 4-byte aligned base (256 for a ring) on the bus, `end` at most "
-            "a buffer ahead of the start and only growing (wptr), start and flush any cycle; a free "
-            "slave answers the fetcher's bursts in order with RLAST on the last beat",
+    assumes="as the CP drives it: a 4-byte aligned base (256 for a ring) on the bus; `end` only "
+            "growing, for an IB at most IB_SIZE from its start, for the ring (wptr, over any number "
+            "of laps) at most a ring size ahead of the fetcher's position (wptr - rptr <= size, and "
+            "rptr is behind what the fetcher asked for); start and flush any cycle; a free slave "
+            "answers the fetcher's bursts in order with RLAST on the last beat",
     props=[
-        A("in_window", "every burst requests dwords inside [start pointer, end) (for the ring: "
-          "[parser position, wptr)), at least one",
+        A("in_window", "every burst requests at least one dword and none at or past `end` (the "
+          "ring: from the fetcher's position to wptr, on any lap; an IB: inside [0, IB_SIZE))",
           "the CP never fetches beyond wptr (or past IB_SIZE): dwords past it may be half-written"),
         A("address", "a burst starts at base + 4 * (index mod size), rounded down to the bus width",
           "modular addressing: the ring wraps instead of reading past its end"),
