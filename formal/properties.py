@@ -298,7 +298,7 @@ _group(Group(
     "cp_ih", "rtl/cp/ih.py and the CP's IH pointers", "formal.cp:CPHarness", "prove", 3, 22,
     config=_CP_CONFIG.replace("a 32-bit bus", "a 64-bit bus (an IH entry in 4 beats, so two "
                               "entries fit the cover depth)"),
-    assumes=_CP_ASSUMES, fast=True, args={"group": "cp_ih", "data_width": 64},
+    assumes=_CP_ASSUMES, fast=True, args={"group": "cp_ih", "data_width": 64, "ext_ih": True},
     props=[
         A("no_overwrite", "an IH entry is written only while the IH ring has a free slot "
           "(IH_WPTR - IH_RPTR < ring bytes)", "the writer never overwrites entries the driver has "
@@ -318,6 +318,8 @@ _group(Group(
           "INT_ENABLE, rtl/top.py): no entry is left unsignalled, none signalled twice"),
         C("overflow", "an interrupt dropped on a full IH ring"),
         C("eop", "an EOP interrupt raised by a RELEASE_MEM"),
+        C("ext_entry", "another engine's IH entry (ext_ih_*, the SDMA's in the device) written and "
+          "answered"),
     ],
 ))
 
