@@ -223,6 +223,10 @@ _CP_ASSUMES = ("the CSR block's ports are free (configuration fixed, doorbells, 
                "moves IH_RPTR forward, never past "
                "IH_WPTR; memory "
                "answers in order with free data and responses, keeping AXI's rules")
+# (the groups whose properties an IH entry of another engine's touches: formal/cp/harness.py)
+_EXT_IH = ("; another engine (the SDMA) asks for IH entries (ext_ih_*) from cycle 3 on, its "
+           "request and payload held until the CP answers it or a soft reset drops it, and none "
+           "in the CP's first cycle out of RESET (a known RTL bug: docs/formal.md)")
 
 _group(Group(
     "cp_ring", "rtl/cp/ CommandProcessor: ring, doorbell, rptr", "formal.cp:CPHarness", "prove", 3, 21,
@@ -298,9 +302,7 @@ _group(Group(
     "cp_ih", "rtl/cp/ih.py and the CP's IH pointers", "formal.cp:CPHarness", "prove", 3, 22,
     config=_CP_CONFIG.replace("a 32-bit bus", "a 64-bit bus (an IH entry in 4 beats, so two "
                               "entries fit the cover depth)"),
-    assumes=_CP_ASSUMES + "; another engine (the SDMA) asks for IH entries (ext_ih_*) from cycle 3 "
-            "on, its request and payload held until the CP answers it or a soft reset drops it, "
-            "and none in the CP's first cycle out of RESET (a known RTL bug: docs/formal.md)",
+    assumes=_CP_ASSUMES + _EXT_IH,
     fast=True, args={"group": "cp_ih", "data_width": 64, "ext_ih": True},
     props=[
         A("no_overwrite", "an IH entry is written only while the IH ring has a free slot "
@@ -330,7 +332,7 @@ _group(Group(
 _group(Group(
     "cp_errors", "rtl/cp/errors.py and parser.py: the error latch, the drain and SOFT_RESET", "formal.cp:CPHarness",
     "prove", 3, 20, config=_CP_CONFIG,
-    assumes=_CP_ASSUMES, args={"group": "cp_errors"},
+    assumes=_CP_ASSUMES + _EXT_IH, args={"group": "cp_errors", "ext_ih": True},
     # (an IB inside an IB2 is refused after three IB packets parsed, each about 8 cycles)
     cover_runs=(CoverRun(("error_ib_nesting",), {"image": images.NESTED_IBS, "data_width": 64}, 32,
                          "a 64-bit bus and the ring holding nested IBs (formal/images.py)"),),
@@ -414,8 +416,8 @@ _group(Group(
     config=_CP_CONFIG.replace("a 32-bit bus", "a 64-bit bus") + "; a memory that queues 2 reads",
     assumes=_CP_ASSUMES + "; and memory takes every request and gives every response within 1 "
             "cycle of waiting (L = 1: each AR, AW, W beat, R beat and B waits at most one cycle); "
-            "the fetchers' bursts are at most 2 beats (fetch.burst_legal)",
-    args={"group": "cp_reset", "data_width": 64, "latency": 1, "ar_queue": 2},
+            "the fetchers' bursts are at most 2 beats (fetch.burst_legal)" + _EXT_IH,
+    args={"group": "cp_reset", "data_width": 64, "latency": 1, "ar_queue": 2, "ext_ih": True},
     props=[
         A("reset_bound", f"RESET ends within {_reset_bound()} cycles of the last SOFT_RESET pulse: "
           "1 + max((B + 1)(L + 1) + 1, (L + 1)(Q F + 2)) with B = 4 beats a block, L = 1 cycle of "
