@@ -74,15 +74,34 @@ class FetchHarness(Harness):
         lo = Signal(32, name=f"{tag}_lo")  # where the fetcher was started
         with m.If(start):
             m.d.sync += lo.eq(ptr)
-        window = (end - lo)[:32]
-        # a start redirects a flushed or idle fetcher; `end` may take its new value (an IB's
-        # size) in the next cycle, and only grows afterwards (a doorbell)
+        # a start redirects a flushed or idle fetcher
         self.assume(~start | flush | ~b("active"))
         just_started = self.past(start)
-        with m.If(~start):
-            self.assume(window <= mask + 1)
-            with m.If(self.started & ~just_started):
-                self.assume(window >= self.past(window))
+        fptr, active = b("fptr"), b("active")
+        end_q = self.past(end, f"{tag}_end_q")
+        if wraps:
+            # The ring's fetcher is started once and then runs for ever: `end` (wptr) grows
+            # without bound, and what holds is only wptr - rptr <= size, with rptr behind the
+            # dwords the fetcher has delivered, which are behind fptr. The fetcher sees `end`
+            # only through `end - fptr`, so measuring the window from fptr (a consumer that has
+            # taken everything asked for) admits every trace the CP can make, over any number
+            # of laps, and stays exact in 32-bit arithmetic (fptr is never far behind `end`).
+            # A window measured from the start pointer allowed one lap only (issue 17).
+            window = (end - fptr)[:32]
+            fptr_q = self.past(fptr, f"{tag}_fptr_q")
+            with m.If(active & ~start):
+                self.assume(window <= mask + 1)
+                # `end` only grows (the previous cycle's window was measured from fptr then)
+                with m.If(self.started & ~just_started):
+                    self.assume((end - fptr_q)[:32] >= (end_q - fptr_q)[:32])
+        else:
+            # an IB's window is fixed: [0, IB_SIZE) from its start; `end` may take its new
+            # value in the cycle after the start, and only grows afterwards
+            window = (end - lo)[:32]
+            with m.If(~start):
+                self.assume(window <= mask + 1)
+                with m.If(self.started & ~just_started):
+                    self.assume(window >= self.past(window))
         # ---- a free slave, in order
         D = self.depth
         q_len = Array(Signal(8, name=f"{tag}_q_len{i}") for i in range(D))
@@ -104,14 +123,16 @@ class FetchHarness(Harness):
                 m.d.sync += [beat.eq(0), rp.eq(rp + 1)]
 
         # ---- what it reads (a burst is issued from registers: `n_next` dwords from fptr)
-        fptr, n = b("fptr"), b("n_next")
-        active = b("active")
+        n = b("n_next")
         t = {}
         # (a burst offered from the registers as a redirect comes is the old window's: measured
         # against `end` as it was, since the redirect may change `end` in its own cycle)
-        end_q = self.past(end, f"{tag}_end_q")
-        ar_window = Mux(start & self.started, (end_q - lo)[:32], window)
-        t["in_window"] = ~ar_hs | ((((fptr - lo)[:32] + n) <= ar_window) & (n != 0))
+        if wraps:
+            ar_window = Mux(start & self.started, (end_q - fptr)[:32], window)
+            t["in_window"] = ~ar_hs | ((n <= ar_window) & (n != 0))
+        else:
+            ar_window = Mux(start & self.started, (end_q - lo)[:32], window)
+            t["in_window"] = ~ar_hs | ((((fptr - lo)[:32] + n) <= ar_window) & (n != 0))
         idx = fptr & mask
         addr = (base + Cat(Const(0, 2), idx))[:48]
         t["address"] = ~ar_hs | (dut.araddr == (addr & ~Const(B - 1, 48)))
@@ -125,7 +146,11 @@ class FetchHarness(Harness):
         t["room_for_beats"] = level + outstanding <= self.depth
 
         # ---- induction: the fetcher's window, its beat counts against the slave's
-        self.invariant(~active | start | ((fptr - lo)[:32] <= window))
+        if wraps:
+            # (fptr never passes `end` as it was a cycle ago: a burst is worked out from it)
+            self.invariant(~active | ~self.started | just_started | ((end_q - fptr)[:32] <= mask + 1))
+        else:
+            self.invariant(~active | start | ((fptr - lo)[:32] <= window))
         in_flight = Signal(range(D * 256 + 1), name=f"{tag}_in_flight")
         used = [((Const(i, qb + 1) - rp[:qb])[:qb] < count) for i in range(D)]  # slot i holds a burst
         m.d.comb += in_flight.eq(sum(Cat(q_len[i] + 1, Const(0, 4)) * used[i] for i in range(D)) - beat)
@@ -144,18 +169,22 @@ class FetchHarness(Harness):
         # (the burst worked out for the registers, once it holds (`n_ok`), lies in the window as
         # it was a cycle ago: it was worked out from `end` then, which only grows; in_window's
         # step needs it, the redirect's cycle measuring against that window too)
-        self.invariant(~b("n_ok") | ((fptr - lo)[:32] + b("n_next") <= (end_q - lo)[:32]))
-        if not wraps:
+        if wraps:
+            self.invariant(~b("n_ok") | (b("n_next") <= (end_q - fptr)[:32]))
+        else:
+            self.invariant(~b("n_ok") | ((fptr - lo)[:32] + b("n_next") <= (end_q - lo)[:32]))
             self.invariant(lo == 0)  # (an IB's fetcher starts at 0)
 
         t["wraps"] = ar_hs & (idx + n == mask + 1) & Const(int(wraps))
+        # (a ring burst a whole ring past where the fetcher started: beyond the first lap)
+        t["second_lap"] = ar_hs & ((fptr - lo)[:32] >= mask + 1) & Const(int(wraps))
         t["at_4k"] = ar_hs & (dut.araddr[:12] + beats * B == 4096)
         t["full_buffer"] = level == self.depth
         t["redirect_in_flight"] = flush & start & (outstanding != 0)
         return t
 
 
-COVERS = ("wraps", "at_4k", "full_buffer", "redirect_in_flight")
+COVERS = ("wraps", "second_lap", "at_4k", "full_buffer", "redirect_in_flight")
 
 
 def burst_invariants(h, b, base, mask, wraps, data_width, max_burst):

@@ -223,6 +223,10 @@ _CP_ASSUMES = ("the CSR block's ports are free (configuration fixed, doorbells, 
                "moves IH_RPTR forward, never past "
                "IH_WPTR; memory "
                "answers in order with free data and responses, keeping AXI's rules")
+# (the groups whose properties an IH entry of another engine's touches: formal/cp/harness.py)
+_EXT_IH = ("; another engine (the SDMA) asks for IH entries (ext_ih_*) from cycle 3 on, its "
+           "request and payload held until the CP answers it or a soft reset drops it, and none "
+           "in the CP's first cycle out of RESET (a known RTL bug: docs/formal.md)")
 
 _group(Group(
     "cp_ring", "rtl/cp/ CommandProcessor: ring, doorbell, rptr", "formal.cp:CPHarness", "prove", 3, 21,
@@ -266,12 +270,14 @@ _group(Group(
     config="the Fetchers as the CP builds them (64-bit bus, 8 beats deep, bursts of up to 8): the "
            "ring's (any power-of-two size from 2 dwords to 2^32) and an IB's (all-ones mask, bursts "
            "in aligned address blocks), each checked with its own slave, at any base",
-    assumes="as the CP drives it: a 4-byte aligned base (256 for a ring) on the bus, `end` at most "
-            "a buffer ahead of the start and only growing (wptr), start and flush any cycle; a free "
-            "slave answers the fetcher's bursts in order with RLAST on the last beat",
+    assumes="as the CP drives it: a 4-byte aligned base (256 for a ring) on the bus; `end` only "
+            "growing, for an IB at most IB_SIZE from its start, for the ring (wptr, over any number "
+            "of laps) at most a ring size ahead of the fetcher's position (wptr - rptr <= size, and "
+            "rptr is behind what the fetcher asked for); start and flush any cycle; a free slave "
+            "answers the fetcher's bursts in order with RLAST on the last beat",
     props=[
-        A("in_window", "every burst requests dwords inside [start pointer, end) (for the ring: "
-          "[parser position, wptr)), at least one",
+        A("in_window", "every burst requests at least one dword and none at or past `end` (the "
+          "ring: from the fetcher's position to wptr, on any lap; an IB: inside [0, IB_SIZE))",
           "the CP never fetches beyond wptr (or past IB_SIZE): dwords past it may be half-written"),
         A("address", "a burst starts at base + 4 * (index mod size), rounded down to the bus width",
           "modular addressing: the ring wraps instead of reading past its end"),
@@ -283,6 +289,8 @@ _group(Group(
         A("room_for_beats", "buffered beats plus beats in flight never exceed the buffer",
           "R is always accepted (RREADY is tied high): a beat with no room would be lost"),
         C("wraps", "a ring burst ending exactly at the wrap point"),
+        C("second_lap", "a ring burst a whole ring size or more past where the fetcher was started "
+          "(the ring's later laps are in the proofs' state space)"),
         C("at_4k", "a burst ending exactly at a 4 KiB boundary"),
         C("full_buffer", "the beat buffer full"),
         C("redirect_in_flight", "a redirect (flush and start) with beats still in flight"),
@@ -294,7 +302,8 @@ _group(Group(
     "cp_ih", "rtl/cp/ih.py and the CP's IH pointers", "formal.cp:CPHarness", "prove", 3, 22,
     config=_CP_CONFIG.replace("a 32-bit bus", "a 64-bit bus (an IH entry in 4 beats, so two "
                               "entries fit the cover depth)"),
-    assumes=_CP_ASSUMES, fast=True, args={"group": "cp_ih", "data_width": 64},
+    assumes=_CP_ASSUMES + _EXT_IH,
+    fast=True, args={"group": "cp_ih", "data_width": 64, "ext_ih": True},
     props=[
         A("no_overwrite", "an IH entry is written only while the IH ring has a free slot "
           "(IH_WPTR - IH_RPTR < ring bytes)", "the writer never overwrites entries the driver has "
@@ -314,6 +323,8 @@ _group(Group(
           "INT_ENABLE, rtl/top.py): no entry is left unsignalled, none signalled twice"),
         C("overflow", "an interrupt dropped on a full IH ring"),
         C("eop", "an EOP interrupt raised by a RELEASE_MEM"),
+        C("ext_entry", "another engine's IH entry (ext_ih_*, the SDMA's in the device) written and "
+          "answered"),
     ],
 ))
 
@@ -321,7 +332,7 @@ _group(Group(
 _group(Group(
     "cp_errors", "rtl/cp/errors.py and parser.py: the error latch, the drain and SOFT_RESET", "formal.cp:CPHarness",
     "prove", 3, 20, config=_CP_CONFIG,
-    assumes=_CP_ASSUMES, args={"group": "cp_errors"},
+    assumes=_CP_ASSUMES + _EXT_IH, args={"group": "cp_errors", "ext_ih": True},
     # (an IB inside an IB2 is refused after three IB packets parsed, each about 8 cycles)
     cover_runs=(CoverRun(("error_ib_nesting",), {"image": images.NESTED_IBS, "data_width": 64}, 32,
                          "a 64-bit bus and the ring holding nested IBs (formal/images.py)"),),
@@ -405,8 +416,8 @@ _group(Group(
     config=_CP_CONFIG.replace("a 32-bit bus", "a 64-bit bus") + "; a memory that queues 2 reads",
     assumes=_CP_ASSUMES + "; and memory takes every request and gives every response within 1 "
             "cycle of waiting (L = 1: each AR, AW, W beat, R beat and B waits at most one cycle); "
-            "the fetchers' bursts are at most 2 beats (fetch.burst_legal)",
-    args={"group": "cp_reset", "data_width": 64, "latency": 1, "ar_queue": 2},
+            "the fetchers' bursts are at most 2 beats (fetch.burst_legal)" + _EXT_IH,
+    args={"group": "cp_reset", "data_width": 64, "latency": 1, "ar_queue": 2, "ext_ih": True},
     props=[
         A("reset_bound", f"RESET ends within {_reset_bound()} cycles of the last SOFT_RESET pulse: "
           "1 + max((B + 1)(L + 1) + 1, (L + 1)(Q F + 2)) with B = 4 beats a block, L = 1 cycle of "

@@ -4,6 +4,7 @@ clears it and ends once the bus is quiet."""
 
 from amaranth.hdl import Cat, Signal
 
+from rtl.cp import ih as cp_ih
 from rtl.cp.writer import WriteSource
 from spec import ih as ih_spec
 
@@ -37,8 +38,9 @@ def build(h, m, b, csr, cp):
     # (its step needs the poll request tied to WRM_READ, which needs the poll's place in the
     # memory's queue: cp_reset's invariants of the poll)
     reset.poll_invariants(h, m, b, cp)
+    # (an entry of the error's, or another engine's taken in ERROR, which returns there)
     reporting = Cat(*(h.state(st) for st in h.box.states("cp") if st.startswith("IH_"))).any() & \
-        b("ih_err")
+        (b("ih_err") | (b("ih_ext") & (b("ih_ret") == cp_ih.RET_ERROR)))
     stopping = h.state("ERR_DRAIN") | reporting | h.state("ERROR")
     # (a parser error is captured a cycle before it latches, since issue 14: err_any has both)
     h.invariant(~stopping | b("err_any"))
@@ -57,12 +59,15 @@ def build(h, m, b, csr, cp):
     h.prove("one_error_entry", entries <= 1)
     after_entry = Cat(*(h.state(st) for st in ("IH_ENTRY_WAIT", "IH_WB_WRITE", "IH_WB_WAIT",
                                                   "IH_DONE", "ERROR"))).any()
-    h.invariant((entries == 0) | in_reset | (after_entry & b("ih_err")))
-    h.invariant((b("ih_src") == ih_spec.Source.CP_ERROR) | (b("ih_src") == ih_spec.Source.EOP) |
-                   (b("ih_src") == ih_spec.Source.VM_FAULT))
     in_ih = Cat(*(h.state(st) for st in h.box.states("cp") if st.startswith("IH_"))).any()
-    h.invariant(~in_ih | (b("ih_err") == (b("ih_src") != ih_spec.Source.EOP)))
-    h.invariant(~h.state("IH_ENTRY_WRITE") | ~b("err") | b("ih_err") |
+    # (another engine's entry, taken in ERROR, returns there; its source is the engine's)
+    ext, ext_in_error = b("ih_ext"), b("ih_ext") & (b("ih_ret") == cp_ih.RET_ERROR)
+    h.invariant((entries == 0) | in_reset | (after_entry & b("ih_err")) | h.state("ERROR") |
+                (in_ih & ext_in_error))
+    h.invariant(~in_ih | ext | (b("ih_src") == ih_spec.Source.CP_ERROR) | (b("ih_src") == ih_spec.Source.EOP) |
+                (b("ih_src") == ih_spec.Source.VM_FAULT))
+    h.invariant(~in_ih | ext | (b("ih_err") == (b("ih_src") != ih_spec.Source.EOP)))
+    h.invariant(~h.state("IH_ENTRY_WRITE") | ~b("err") | b("ih_err") | ext_in_error |
                    ~drained)
 
     # the first error is the one reported: the latch holds until soft reset

@@ -40,4 +40,6 @@ def build(h, m, b, csr, cp):
 
     h.cover("overflow", ovf)
     h.cover("eop", b("eop_set"))
+    # (answered after its entry was written, not dropped)
+    h.cover("ext_entry", cp.ext_ih_done & b("ih_written"))
 

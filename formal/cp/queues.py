@@ -305,8 +305,6 @@ def build(h, m, b, csr, cp):
                     ((b("sh_level") < k) | (b(f"sh_ib_base{k}")[:2] == 0)))
     chain_base = cp_value([b(f"p{i}") for i in range(pk.INDIRECT_BUFFER.fixed)], pk.INDIRECT_BUFFER, "base", 48)
     h.invariant(~h.state("EXEC_INDIRECT_BUFFER") | b("failed") | (chain_base[:2] == 0))
-    # (no other engine's IH entry: the harness has no SDMA, its ext_ih_valid is 0)
-    h.invariant(~b("ih_ext"))
     # a queue reset in hand is the running queue's, pending until it is done
     h.invariant(~h.state("QRESET") | Mux(q, qr_pend[1], qr_pend[0]))
     # errors (cp_errors' invariants, with the switch): a latched error stops the running queue

@@ -3,6 +3,8 @@
 
 from amaranth.hdl import Cat, Const, Mux, Signal
 
+from rtl.cp import ih as cp_ih
+
 from .. import properties
 
 
@@ -126,7 +128,10 @@ def poll_invariants(h, m, b, cp):
     # (a poll is in flight only while WAIT_REG_MEM waits for it, or the CP drains or resets)
     h.invariant(~b("poll_pending") | h.state("WRM_RESP") | h.state("ERR_DRAIN") | in_reset)
     h.invariant(~b("poll_req") | (h.state("WRM_READ") & ~b("oob")))
-    h.invariant(~(h.state("WRM_RESP") | h.state("WRM_SLEEP")) | ~b("oob"))
+    # (another engine's IH entry taken while WAIT_REG_MEM sleeps returns to WRM_SLEEP)
+    in_ih = Cat(*(h.state(st) for st in h.box.states("cp") if st.startswith("IH_"))).any()
+    ext_in_wrm = in_ih & b("ih_ext") & (b("ih_ret") == cp_ih.RET_WRM)
+    h.invariant(~(h.state("WRM_RESP") | h.state("WRM_SLEEP") | ext_in_wrm) | ~b("oob"))
     for k in range(D):
         h.invariant(~live[k] | (ent_len[k] < fb) & (~ent_poll[k] | (ent_len[k] == 0)))
     h.invariant(~b("ar_valid") | (b("ar_len") < fb) & ((b("ar_id") != ID_POLL) | (b("ar_len") == 0)))
