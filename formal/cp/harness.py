@@ -100,7 +100,9 @@ class CPHarness(Harness):
             # read with the reset mask (cp_ring states nothing about the fetcher's addresses)
             self.assume((self.started & self.past(self.started, "started_q1")) |
                         ~(csr.rb_cntl_enable | csr.cp_hqd1_rb_cntl_enable))
-        ih_wptr = box("ih_wptr")
+        # (IH_WPTR as it is after this edge: a soft reset's end sets it to 0 while the driver's
+        # IH_RPTR write may land in the same cycle; a driver moves IH_RPTR towards that 0)
+        ih_wptr = box("ih_wptr_at")
         rptr_next = self.free(32, "drv_ih_rptr")
         ih_rptr = Signal(32, name="drv_ih_rptr_q")
         m.d.sync += ih_rptr.eq(rptr_next)
@@ -133,14 +135,6 @@ class CPHarness(Harness):
             self.invariant(~box("ih_ext") | in_ih | box.state("cp", "RESET"))  # (RESET clears it)
             self.invariant(~box("ih_ext") | (box("ih_ret") <= max(cp_ih.RET_RUN, cp_ih.RET_ERROR, cp_ih.RET_WRM)))
             self.invariant(~(box("ih_ext") & box("ih_err")))  # (another engine's entry is no error's)
-            # KNOWN RTL BUG, excluded here so that the rest of the path is proved: in the first
-            # cycle out of RESET, IH_WPTR is 0 but the entry's slot register (ih_entry_addr, and
-            # ih_entry_full) still follows IH_WPTR from before the reset, and RUN takes a request
-            # at once: the entry goes to the old slot (cp_ih.entry_slot fails in step 11 without
-            # this line). The CP's own entries start later; an engine rung while the CP waits in
-            # RESET can ask in that cycle. Remove this when the RTL waits a cycle.
-            self.assume(~cp.ext_ih_valid | ~(box.state("cp", "RUN") & self.past(box.state("cp", "RESET"),
-                                                                                "drv_was_reset")))
         else:
             self.invariant(~box("ih_ext"))  # (no other engine's IH entry: ext_ih_valid is 0)
         # (nothing has happened yet in the first cycles: no doorbell has come)
@@ -157,8 +151,10 @@ class CPHarness(Harness):
             self.invariant((age < 1) | ((box(f"ring_size_q{i}") == size) & (box(f"ring_mask_q{i}") == size - 1) &
                                         (box(f"ring_huge_q{i}") == (rb_size == 31))))
             self.invariant((age < 2) | (box(f"limit_q{i}") == (box(f"rptr_q{i}") + size)[:32]))
-        was_slot = self.past((box("ih_base") + (box("ih_wptr") & box("ih_bytes_m1")))[:48], "ih_slot_q")
+        was_slot = self.past((box("ih_base") + (box("ih_wptr_at") & box("ih_bytes_m1")))[:48], "ih_slot_q")
         self.invariant((age < 3) | (box("ih_entry_addr") == was_slot))
+        was_full = self.past((box("ih_wptr_at") - csr.ih_rptr)[:32] >= box("ih_bytes"), "ih_full_q")
+        self.invariant((age < 3) | (box("ih_entry_full") == was_full))
 
         # the writer's one write against the memory's counts: B comes once, after its AW and
         # its last W beat
