@@ -126,6 +126,14 @@ class Vm:
         i = addr >> 2
         self.kmd.mem32[i:i + 2 * len(entries)] = entries.astype("<u8").view("<u4")
 
+    def reserve(self, va: int, size: int) -> None:
+        """Make every page table [va, va + size) needs, before a GEM_VA changes anything: a
+        table that does not fit (ENOMEM) then fails the ioctl with the VM as it was, not
+        half mapped. Tables made for nothing stay, empty, as amdgpu's do."""
+        span = 1 << vm_spec.leaf_bits(self.levels - 2, self.levels)  # what one page table covers
+        for a in range(va & -span, va + size, span):
+            self._table(self.levels - 1, a, True)
+
     def set_ptes(self, va: int, size: int, phys: int | None, flags: int) -> None:
         """Point [va, va + size) at [phys, ...) with PTE `flags`, or clear it (phys None)."""
         last = self.levels - 1

@@ -98,3 +98,36 @@ def test_a_page_table_that_does_not_fit_names_the_ioctl_that_needed_it():
         va(c, bo.handle, VaOp.MAP, far, 0x1000)
     e = ei.value
     assert e.errno == errno.ENOMEM and e.message.startswith("GEM_VA: no 0x1000 bytes free in VRAM")
+
+
+def _fill_vram(c: Client) -> None:
+    size = 1 << 26
+    while size >= 0x1000:
+        try:
+            c.io(Request.GEM_CREATE, uapi.GemCreateArgs(size, 0, Domain.VRAM, 0))
+        except uapi.KmdError:
+            size >>= 1
+
+
+@pytest.mark.parametrize("op", [VaOp.MAP, VaOp.REPLACE])
+def test_a_map_whose_second_page_table_does_not_fit_changes_nothing(op):
+    """A range across two page tables, the first there already and no VRAM for the second:
+    the ENOMEM leaves the VM as it was (no mapping, no valid entry, REPLACE's old mapping
+    kept), so the range can be mapped once memory is back."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo(0x1000)  # at the bottom of the VM: its page table (2 MiB) exists
+    edge = (bo.addr | 0x1F_FFFF) + 1  # where the next page table would start
+    old, new = (c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x2000, 0, Domain.GTT, 0)).handle for _ in range(2))
+    if op == VaOp.REPLACE:
+        va(c, old, VaOp.MAP, edge - 0x1000, 0x1000)
+    vm = c.f.vm
+    before = list(vm.maps)
+    table = vm._table(vm.levels - 1, edge - 0x1000, False)
+    pte_at = table.gpu_addr // 4 + 2 * ((edge - 0x1000) >> 12 & 511)
+    pte = int(kmd_model.bound().mem32[pte_at])
+    _fill_vram(c)
+    with pytest.raises(uapi.KmdError) as ei:
+        va(c, new, op, edge - 0x1000, 0x2000)
+    assert ei.value.errno == errno.ENOMEM
+    assert vm.maps == before and int(kmd_model.bound().mem32[pte_at]) == pte
