@@ -214,7 +214,7 @@ def gem_create(kmd: "Kmd", file: "File", a: uapi.GemCreateArgs) -> uapi.GemCreat
 @ioctl_def(Request.GEM_CLOSE)
 def gem_close(kmd: "Kmd", file: "File", a: uapi.GemCloseArgs) -> None:
     bo = file.bo(a.handle, "GEM_CLOSE", errno.EINVAL)  # Linux's drm_gem_handle_delete: EINVAL
-    del file.handles[a.handle]
+    del file.handles[int(a.handle)]
     if bo.busy:
         kmd.service()  # it may have become idle without the KMD hearing of it yet
     kmd.bo_close(bo)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 
+import numpy as np
 import pytest
 
 import kmd_model
@@ -131,3 +132,22 @@ def test_a_map_whose_second_page_table_does_not_fit_changes_nothing(op):
         va(c, new, op, edge - 0x1000, 0x2000)
     assert ei.value.errno == errno.ENOMEM
     assert vm.maps == before and int(kmd_model.bound().mem32[pte_at]) == pte
+
+
+def test_handles_and_context_ids_may_be_numpy_integers_as_every_other_integer_field():
+    """Every integer argument takes a numpy integer (a handle read back from an array);
+    the handle and context lookups did too little: `no BO with handle np.int64(1)`."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo()
+    h, ctx = np.int64(bo.handle), np.uint32(c.ctx)
+    assert c.io(Request.GEM_MMAP, uapi.GemMmapArgs(h)).size == bo.size
+    chunk = c.ib(bo, pm4.pad(8))
+    chunk.handle = np.int32(bo.handle)
+    seq = c.submit(chunk, ctx=ctx)
+    assert c.wait(seq, ctx=ctx)
+    assert c.io(Request.CTX, uapi.CtxArgs(uapi.CtxOp.QUERY_STATE, ctx)).ctx_id == c.ctx
+    c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(h))
+    expect(errno.EINVAL, f"GEM_CLOSE: no BO with handle {bo.handle}", c.io, Request.GEM_CLOSE,
+           uapi.GemCloseArgs(bo.handle))
+
