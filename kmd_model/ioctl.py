@@ -517,7 +517,7 @@ def wait_cs(kmd: "Kmd", file: "File", a: uapi.WaitCsArgs) -> uapi.WaitCsOut:
 
 @ioctl_def(Request.INFO)
 def info(kmd: "Kmd", file: "File", a: uapi.InfoArgs) -> Any:
-    q = a.query
+    q = _int("INFO", "query", a.query, 0, 0xFFFF_FFFF)  # drm_amdgpu_info.query: a u32
     i = kmd.info
     if q == InfoQuery.FW_VERSION:
         return uapi.FwVersionInfo(uapi.KMD_NAME, uapi.KMD_VERSION, i.version)
@@ -544,6 +544,6 @@ def info(kmd: "Kmd", file: "File", a: uapi.InfoArgs) -> Any:
         kmd.service()
         c = kmd.counters()
         return uapi.Counters(c["hw"], c["packets"], kmd.kmd_stats())
-    raise KmdError(errno.EINVAL, f"INFO: unknown query {q!r} (known: "
+    raise KmdError(errno.EINVAL, f"INFO: unknown query {q} (known: "
                    f"{', '.join(f'{x.name} ({x.value:#x})' for x in InfoQuery)})")
 

@@ -151,3 +151,13 @@ def test_handles_and_context_ids_may_be_numpy_integers_as_every_other_integer_fi
     expect(errno.EINVAL, f"GEM_CLOSE: no BO with handle {bo.handle}", c.io, Request.GEM_CLOSE,
            uapi.GemCloseArgs(bo.handle))
 
+
+@pytest.mark.parametrize("query, shown", [(22.0, "22.0"), (np.array([0x16, 0x0E]), "array([22, 14])"),
+                                          (True, "True"), ("DEV_INFO", "'DEV_INFO'")])
+def test_an_info_query_that_is_not_an_int_is_einval(query, shown):
+    """drm_amdgpu_info.query is a u32: a float equal to a known query is not one, and an
+    array is refused with EINVAL, not a numpy ValueError from comparing it."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    expect(errno.EINVAL, f"INFO: query must be an int, not {shown}", c.io, Request.INFO, uapi.InfoArgs(query))
+
