@@ -88,15 +88,19 @@ def dispatch(file: "File", request: int, args: Any) -> Any:
     dev = kmd.dev
     kmd.stats["ioctls"] += 1
     t0, c0 = time.perf_counter_ns(), dev.now()
-    try:
-        name = Request(request).name
-    except ValueError:
-        name = f"{request:#x}" if isinstance(request, int) else repr(request)
+    # an ioctl number is an integer (a numpy one too, as for every integer argument); a
+    # float or bool equal to one is not, and is named as given, not as the ioctl it equals
+    is_int = isinstance(request, (int, np.integer)) and not isinstance(request, bool)
+    if is_int:
+        request = int(request)
+        name = Request(request).name if request in Request._value2member_map_ else f"{request:#x}"
+    else:
+        name = repr(request)
     out, err = None, None
     try:
         if file.closed:
             raise KmdError(errno.EBADF, f"{name}: the file is closed")
-        desc = IOCTLS.get(request) if isinstance(request, int) else None
+        desc = IOCTLS.get(request) if is_int else None
         if desc is None:
             raise KmdError(errno.EINVAL, f"unknown ioctl request {name}")
         if not isinstance(args, desc.args):

@@ -161,3 +161,13 @@ def test_an_info_query_that_is_not_an_int_is_einval(query, shown):
     c = Client()
     expect(errno.EINVAL, f"INFO: query must be an int, not {shown}", c.io, Request.INFO, uapi.InfoArgs(query))
 
+
+
+def test_a_request_number_is_an_integer_and_only_an_integer():
+    """A numpy integer request number is the ioctl it names; a float or a bool that equals
+    one is not a request, and the message does not call a known ioctl unknown."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    assert c.io(np.uint32(Request.INFO), uapi.InfoArgs(InfoQuery.DEV_INFO)).va_start
+    expect(errno.EINVAL, "unknown ioctl request 64.0", c.io, float(Request.GEM_CREATE), uapi.GemCreateArgs(0x1000))
+    expect(errno.EINVAL, "unknown ioctl request True", c.io, True, None)
