@@ -232,15 +232,17 @@ class Vm:
         return {m.bo for m in self.maps if not m.bo.closed} | set(self.tables.values())
 
     def lookup_arrays(self) -> tuple:
-        """(starts, ends, owner, phys - va) of the mappings in address order: the CS
-        checker's view of what the file may name (owner is the file's fd for all)."""
+        """(starts, ends, owner, phys - va, flags) of the mappings in address order: the CS
+        checker's view of what the file may name and how (owner is the file's fd for all;
+        flags are each mapping's VmFlags)."""
         if self._arrays is None:
             fd = self.file.fd
             self._arrays = (
                 np.array([m.va for m in self.maps], dtype=np.int64),
                 np.array([m.end for m in self.maps], dtype=np.int64),
                 np.full(len(self.maps), fd, dtype=np.int64),
-                np.array([m.phys - m.va for m in self.maps], dtype=np.int64))
+                np.array([m.phys - m.va for m in self.maps], dtype=np.int64),
+                np.array([m.flags for m in self.maps], dtype=np.int64))
         return self._arrays
 
     def translate(self, va: int, size: int = 1) -> int | None:

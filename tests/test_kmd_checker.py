@@ -433,3 +433,40 @@ def test_a_write_to_one_address_is_one_dword():
     assert bo.u32[-1] == 3
     expect(errno.EFAULT, _outside("writes", "WRITE_DATA", bo.addr, vbo.addr, 4, c.ctx), c.submit,
            c.ib(bo, pm4.write_data(vbo.addr, [1, 2, 3], addr_incr="NO_INCREMENT")))
+
+
+# ------------------------------------------------------------------------------ permissions
+
+def _perm(verb: str, where: str, m: int, a: int, n: int, need: str, ctx: int) -> str:
+    return (f"CS: {where} at IB+0x0 ({m:#x}) {verb} [{a:#x}, {a + n:#x}), in a mapping of context {ctx} "
+            f"without {need}")
+
+
+def test_an_access_its_mapping_does_not_permit_is_refused_at_cs():
+    """docs/architecture.md, "The security boundary": a range whose mapping does not permit
+    the access is refused at CS (what the MMU would stop never costs a reset), for every
+    packet that names memory, and an IB must be in an EXECUTABLE mapping (the CP would
+    fetch it; the shadow copy must not run what the client said is not code)."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    R, W, X = uapi.VmFlags.READABLE, uapi.VmFlags.WRITEABLE, uapi.VmFlags.EXECUTABLE
+    bo = c.bo(0x1000)  # RWX: the IBs
+    ro, wo, rw = c.bo(0x1000, vm_flags=R), c.bo(0x1000, vm_flags=W), c.bo(0x1000, vm_flags=R | W)
+    m = bo.addr
+    before = hw_state(kmd)
+    cases = [
+        ("writes", "WRITE_DATA", pm4.write_data(ro.addr, [1]), ro.addr, 4, "WRITEABLE"),
+        ("polls", "WAIT_REG_MEM", pm4.wait_reg_mem(wo.addr, 0, 0xFFFF_FFFF, "EQ"), wo.addr, 4, "READABLE"),
+        ("writes", "RELEASE_MEM", pm4.release_mem(ro.addr, 1), ro.addr, 4, "WRITEABLE"),
+        ("writes", "DMA_DATA", pm4.dma_data(ro.addr, rw.addr, 16), ro.addr, 16, "WRITEABLE"),
+        ("reads", "DMA_DATA", pm4.dma_data(rw.addr, wo.addr, 16), wo.addr, 16, "READABLE"),
+        ("runs", "INDIRECT_BUFFER", pm4.indirect_buffer(rw.addr, 8), rw.addr, 32, "EXECUTABLE"),
+    ]
+    for verb, name, words, a, n, need in cases:
+        expect(errno.EFAULT, _perm(verb, name, m, a, n, need, c.ctx), c.submit, c.ib(bo, words))
+    rw.u32[:8] = pm4.pad(8)
+    expect(errno.EFAULT, f"CS: IB at {rw.addr:#x}+0x20 is in a mapping of context {c.ctx} without EXECUTABLE",
+           c.submit, CsChunkIb(8, handle=rw.handle))
+    assert hw_state(kmd) == before and kmd.stats["resets"] == 0
+    c.run(bo, pm4.dma_data(wo.addr, ro.addr, 16))  # what each mapping permits runs
+    c.run(bo, pm4.write_data(rw.addr, [7]) + pm4.wait_reg_mem(rw.addr, 7, 0xFFFF_FFFF, "EQ"))
