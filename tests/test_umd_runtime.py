@@ -216,3 +216,31 @@ def test_a_reset_context_whose_seqnos_cross_zero_is_not_taken_for_done():
     with pytest.raises(umd.GpuError, match="timed out"):
         q.finish()
     assert buf.u32[0] == 0
+
+
+def test_a_buffer_of_another_device_is_refused_by_every_call():
+    """A Buffer's gpu_addr is a VA in its own device's VM: recorded on another device's
+    queue it names whatever that device has at the same VA (two devices start their VA
+    ranges at the same place). Every call taking a buffer refuses it; a non-Buffer is a
+    TypeError naming the call and the argument, not an AttributeError from inside."""
+    kmd_model.bind(RefModel())
+    gpu, other = umd.open(), umd.open()
+    mine, theirs = gpu.alloc(4096), other.alloc(4096)
+    assert mine.gpu_addr == theirs.gpu_addr  # the same VA, each in its own VM
+    q = gpu.queue()
+    calls = [("write", "buf", lambda b: q.write(b, 0, 0xBAD)),
+             ("wait_mem", "buf", lambda b: q.wait_mem(b, 0, 0)),
+             ("fill", "buf", lambda b: q.fill(b, 0, 4, 0xBAD)),
+             ("copy", "dst", lambda b: q.copy(b, 0, mine, 64, 4)),
+             ("copy", "src", lambda b: q.copy(mine, 64, b, 0, 4)),
+             ("upload", "dst", lambda b: q.upload(b, 0, b"\xad\x0b\x00\x00")),
+             ("download", "src", lambda b: q.download(b, 0, 4))]
+    for call, name, fn in calls:
+        with pytest.raises(ValueError, match=re.escape(f"{call}: {name} {theirs!r} belongs to another device")):
+            fn(theirs)
+        with pytest.raises(TypeError, match=re.escape(f"{call}: {name} must be a umd Buffer, not None")):
+            fn(None)
+    q.finish()
+    assert not mine.u32.any() and not theirs.u32.any()
+    gpu.close()
+    other.close()

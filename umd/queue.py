@@ -25,8 +25,8 @@ from spec import pm4, sdma
 from . import submit
 from .cmdbuf import CmdBuf
 from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, SubmitError, UmdError
-from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _Dispatched, _dwords, _index, _raise_first, _timeout,
-                      device_alloc)
+from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _Dispatched, _dwords, _index, _own_buffer, _raise_first,
+                      _timeout, device_alloc)
 from .submit import PendingCs, Submitter
 
 if TYPE_CHECKING:
@@ -370,7 +370,7 @@ def queue_write_batched(self: Queue, buf: Buffer, offset: int, data: Any) -> Non
     """Record WRITE_DATA packets writing `data` (an int, dwords, a uint32 array or bytes)
     at buf+offset; they are submitted at the next flush."""
     words = _dwords("write", data)
-    addr = buf._range("write", offset, 4 * len(words))
+    addr = _own_buffer(self.device, "write", "buf", buf)._range("write", offset, 4 * len(words))
     label = self._label("write")
     step = self.max_write_dw
     for i in range(0, len(words), step):
@@ -384,7 +384,7 @@ def queue_wait_mem(self: Queue, buf: Buffer, offset: int, ref: int, *, mask: int
                    compare: str = "==", poll_interval: int = 16) -> None:
     """GPU-side wait: the queue stops until (dword at buf+offset & mask) <compare> ref
     (WAIT_REG_MEM; unsigned compare: always, <, <=, ==, !=, >=, >)."""
-    addr = buf._range("wait_mem", offset, 4)
+    addr = _own_buffer(self.device, "wait_mem", "buf", buf)._range("wait_mem", offset, 4)
     fn = COMPARE.get(compare, compare)
     if fn not in COMPARE.values():
         raise ValueError(f"wait_mem: compare must be one of {', '.join(COMPARE)}, not {compare!r}")
