@@ -244,3 +244,33 @@ def test_a_buffer_of_another_device_is_refused_by_every_call():
     assert not mine.u32.any() and not theirs.u32.any()
     gpu.close()
     other.close()
+
+
+def test_events_and_timestamps_outlive_their_queue_and_device():
+    """close() finishes the queue, then frees its page (user fence, timeline, timestamp
+    slots): its events and timestamps keep answering from what the page held at close, not
+    from the freed memory (which the next buffer gets, zero-filled) nor from a revoked
+    mapping once the device is closed too."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    q = gpu.queue()
+    buf = gpu.alloc(4096)
+    q.write(buf, 0, 1)
+    ev, ts = q.signal(), q.timestamp()
+    late = q.signal()  # never waited for: close() submits and finishes it
+    assert ev.wait() and ts.wait()
+    cycles = ts.cycles
+    page = q.qbo.gpu_addr
+    q.close()
+    reused = [gpu.alloc(4096) for _ in range(4)]  # the queue's page among them
+    assert page in [b.gpu_addr for b in reused]
+    for b in reused:
+        b.u32[:] = 0xFFFF_FFFF
+    assert ev.signalled() and late.signalled() and ev.wait() and late.wait(0)
+    assert ts.signalled() and ts.cycles == cycles
+    q2 = gpu.queue()
+    ev2 = q2.signal()
+    gpu.close()
+    assert ev2.wait() and ev.wait() and ts.cycles == cycles
+    assert repr(ev2) == f"<umd.Event {ev2.value} signalled>"
+

@@ -349,6 +349,9 @@ class Queue(_Dispatched):
             self._drain(report=False)
         errors, self.async_errors = self.async_errors, []
         self.ws.ctx_free(self.ctx_id)
+        # the page goes back to the pools (the next buffer may get it): the queue's events
+        # and timestamps answer from what it held now, the queue having finished
+        self.q32 = self.q32.copy()
         self.qbo.free()
         for b in self.pool.free:
             b.free()
