@@ -274,3 +274,21 @@ def test_events_and_timestamps_outlive_their_queue_and_device():
     assert ev2.wait() and ev.wait() and ts.cycles == cycles
     assert repr(ev2) == f"<umd.Event {ev2.value} signalled>"
 
+
+def test_waiting_on_an_event_its_closed_queue_never_signalled_says_so():
+    """close() gave up on the queue's work (the GPU failed it): waiting on its event later is
+    a ValueError naming the wait and why, not the KMD's EINVAL/EBADF for the context or
+    file the queue released."""
+    kmd_model.bind(RefModel(), job_timeout=5_000)
+    gpu = umd.open()
+    q = gpu.queue()
+    q.wait_mem(gpu.alloc(4096), 0, 1)  # never satisfied: the job is reset
+    ev = q.signal()
+    q.close()
+    message = "wait: the queue of this event was closed before the GPU signalled it"
+    with pytest.raises(ValueError, match=message):
+        ev.wait()
+    gpu.close()
+    assert not ev.signalled()
+    with pytest.raises(ValueError, match=message):
+        ev.wait(0)

@@ -44,6 +44,9 @@ class Event:
         if self.signalled():
             return True
         q = self.queue
+        if q.closed:  # its close() finished what it could: this will never be signalled
+            raise ValueError("wait: the queue of this event was closed before the GPU signalled it (its "
+                             "work failed or was cancelled)")
         if self.seq is None and not self.lost and q.async_submit:
             if self.pending is None:
                 queue_flush(q)  # never flushed
