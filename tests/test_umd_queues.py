@@ -140,6 +140,13 @@ def test_queue_arguments_and_backends_without_a_copy_engine():
         gpu.queue(priority=9)
     with pytest.raises(TypeError, match=r"^wait_event: event must be a umd Event, not 3$"):
         gpu.queue().wait_event(3)
+    # an unhashable choice is answered as any other wrong one, not with "unhashable type"
+    with pytest.raises(ValueError, match=r"^queue: engine must be one of 'gfx', 'copy', not \['gfx'\]$"):
+        gpu.queue(engine=["gfx"])
+    with pytest.raises(ValueError, match=r"^queue: priority must be one of 'low', 'normal', 'high', not \{\}$"):
+        gpu.queue(priority={})
+    with pytest.raises(ValueError, match=r"^wait_mem: compare must be one of always, <, <=, ==, !=, >=, >, not \['<'\]$"):
+        gpu.queue().wait_mem(gpu.alloc(64), 0, 0, compare=["<"])
     kmd_model.bind(RefModel(sdma=False))
     gpu = umd.open()
     with pytest.raises(ValueError, match=r"^queue: engine='copy' needs an SDMA engine, and the model backend has "

@@ -86,9 +86,9 @@ def device_queue_v3(self: Device, *, flush_threshold: int | None = None, flush_d
 
 def _new_queue(self: Device, flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority,
                async_submit: bool) -> "Queue":
-    if engine not in ENGINES:
+    if not isinstance(engine, str) or engine not in ENGINES:  # (a list is no engine: not "unhashable")
         raise ValueError(f"queue: engine must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
-    if priority not in PRIORITIES:
+    if not isinstance(priority, str) or priority not in PRIORITIES:
         raise ValueError(f"queue: priority must be one of {', '.join(map(repr, PRIORITIES))}, not {priority!r}")
     if engine == "copy" and not self.dev_info.sdma_rings:
         raise ValueError(f"queue: engine='copy' needs an SDMA engine, and the {self.name} backend has none "
@@ -388,7 +388,7 @@ def queue_wait_mem(self: Queue, buf: Buffer, offset: int, ref: int, *, mask: int
     """GPU-side wait: the queue stops until (dword at buf+offset & mask) <compare> ref
     (WAIT_REG_MEM; unsigned compare: always, <, <=, ==, !=, >=, >)."""
     addr = _own_buffer(self.device, "wait_mem", "buf", buf)._range("wait_mem", offset, 4)
-    fn = COMPARE.get(compare, compare)
+    fn = COMPARE.get(compare, compare) if isinstance(compare, str) else None
     if fn not in COMPARE.values():
         raise ValueError(f"wait_mem: compare must be one of {', '.join(COMPARE)}, not {compare!r}")
     for name, v in (("ref", ref), ("mask", mask)):
