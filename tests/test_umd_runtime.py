@@ -292,3 +292,21 @@ def test_waiting_on_an_event_its_closed_queue_never_signalled_says_so():
     assert not ev.signalled()
     with pytest.raises(ValueError, match=message):
         ev.wait(0)
+
+
+@pytest.mark.parametrize("dma", [True, False])
+def test_a_write_longer_than_one_write_data_in_large_ibs(dma):
+    """With IBs larger than the biggest WRITE_DATA (16,381 data dwords: COUNT's 14 bits less
+    the packet's 3 fixed dwords), a long write (and a fill without a DMA engine, made of
+    WRITE_DATAs too) is split at the packet's limit, not one dword past it."""
+    kmd_model.bind(RefModel(dma=dma))
+    gpu = umd.open()
+    n = 20_000
+    buf = gpu.alloc(4 * n)
+    q = gpu.queue(ib_size_dw=1 << 15)
+    q.write(buf, 0, np.arange(n, dtype=np.uint32))
+    q.finish()
+    assert buf.u32.tolist() == list(range(n))
+    q.fill(buf, 0, 4 * n, 7)
+    q.finish()
+    assert (buf.u32 == 7).all()

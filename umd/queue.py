@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from kmd_model.fence import seq_passed
 from kmd_model.log import get_logger
 from kmd_model.uapi import CsChunkDep, CsChunkFence, CsChunkIb, CtxPriority, HwIp, KmdError
-from spec import pm4, sdma
+from spec import packets, pm4, sdma
 
 from . import submit
 from .cmdbuf import CmdBuf
@@ -191,8 +191,12 @@ class Queue(_Dispatched):
         self.async_errors: list[UmdError] = []
         self.async_flushes = 0
         self._closing = False
-        # WRITE_DATA payload per packet: what fits in one IB beside its 3 header dwords
-        self.max_write_dw = min(pm4.MAX_PAYLOAD - 2, self.cmdbuf.max_packet_dw - 4)
+        # data dwords per write packet: the packet's own limit (WRITE_DATA: COUNT's range less
+        # its 3 fixed dwords; SDMA WRITE_LINEAR: its count field) and what fits in one IB
+        # beside the packet's 4 other dwords
+        wd = packets.WRITE_DATA
+        limit = sdma.MAX_WRITE_DW if self.copy_engine else wd.max_payload - wd.fixed
+        self.max_write_dw = min(limit, self.cmdbuf.max_packet_dw - 4)
 
     def __repr__(self) -> str:
         eng = "" if self.engine == "gfx" else f" {self.engine}"
