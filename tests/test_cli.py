@@ -462,8 +462,15 @@ def test_bench_without_the_benchmarks(monkeypatch, capsys):
 
 
 def test_plot_errors(capsys, tmp_path):
-    assert usage_error(capsys, "plot", "nosuch.json", "-o", str(tmp_path / "x.png")).startswith(
-        "gpucosim plot: error: cannot read nosuch.json: ")
+    # one readable line, as disasm's: the OS's reason, not Python's "[Errno 2] ...: 'path'"
+    assert usage_error(capsys, "plot", "nosuch.json", "-o", str(tmp_path / "x.png")) == \
+        "gpucosim plot: error: cannot read nosuch.json: No such file or directory"
+    assert usage_error(capsys, "plot", str(tmp_path), "-o", str(tmp_path / "x.png")) == \
+        f"gpucosim plot: error: cannot read {tmp_path}: Is a directory"
+    text = tmp_path / "notes.txt"
+    text.write_text("not a trace\n")
+    assert usage_error(capsys, "plot", str(text), "-o", str(tmp_path / "x.png")) == \
+        f"gpucosim plot: error: {text} is not a JSON trace (line 1, column 1: Expecting value)"
     empty = tmp_path / "t.json"
     empty.write_text('{"traceEvents": []}')
     assert usage_error(capsys, "plot", str(empty), "-o", str(tmp_path / "x.png")) == \
