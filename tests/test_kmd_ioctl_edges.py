@@ -171,3 +171,14 @@ def test_a_request_number_is_an_integer_and_only_an_integer():
     assert c.io(np.uint32(Request.INFO), uapi.InfoArgs(InfoQuery.DEV_INFO)).va_start
     expect(errno.EINVAL, "unknown ioctl request 64.0", c.io, float(Request.GEM_CREATE), uapi.GemCreateArgs(0x1000))
     expect(errno.EINVAL, "unknown ioctl request True", c.io, True, None)
+
+
+def test_an_alignment_no_heap_can_meet_is_named_in_the_enomem():
+    """The heap has room, but not at that alignment: the message says which, rather than
+    claiming there are not 0x1000 bytes free."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    with pytest.raises(uapi.KmdError) as ei:
+        c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000, 1 << 40, Domain.GTT, 0))
+    assert ei.value.errno == errno.ENOMEM
+    assert ei.value.message.startswith("GEM_CREATE: no 0x1000 bytes aligned to 0x10000000000 free in GTT (")
