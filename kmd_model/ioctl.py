@@ -23,7 +23,7 @@ from . import uapi
 from .fence import SEQ_MASK
 from .kmd import MAX_IB_DW
 from .log import get_logger
-from .scheduler import Job, ring_dw
+from .scheduler import FailedDep, Job, ring_dw
 from .scheduler import Priority
 from .uapi import (HW_IP_NUM, CsChunkDep, CsChunkFence, CsChunkIb, CtxOp, CtxPriority, Domain, GemFlags, HwIp,
                    InfoQuery, KmdError, Request, VaOp, VmFlags)
@@ -367,7 +367,8 @@ def _dependency(kmd: "Kmd", file: "File", who: str, ch: CsChunkDep):
         raise KmdError(errno.EINVAL, f"{who}: context {dctx.id} never submitted seqno {seq:#x} ({last})")
     job = dctx.jobs.get(seq)
     if job is None:
-        return None  # finished: nothing to wait for
+        e = dctx.failed.get(seq)  # failed and gone already: the job is cancelled as if it were queued
+        return None if e is None else FailedDep(dctx.id, seq, e)  # (finished well: nothing to wait for)
     if job.ring is not sched.ring:
         raise KmdError(errno.EINVAL, f"{who}: seqno {seq:#x} of context {dctx.id} runs on {job.ring.name}, "
                        f"not on {sched.name}")
