@@ -182,3 +182,23 @@ def test_an_alignment_no_heap_can_meet_is_named_in_the_enomem():
         c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000, 1 << 40, Domain.GTT, 0))
     assert ei.value.errno == errno.ENOMEM
     assert ei.value.message.startswith("GEM_CREATE: no 0x1000 bytes aligned to 0x10000000000 free in GTT (")
+
+
+def test_binding_a_bound_device_again_closes_the_old_drivers_files():
+    """A second bind() of the same device replaces its driver (as rebind() does): the old
+    driver's files are closed (EBADF) and their CPU mappings revoked, instead of living on
+    with jobs that never finish and BOs whose memory the new driver hands out again."""
+    dev = RefModel()
+    kmd_model.bind(dev)
+    old = Client()
+    bo = old.bo()
+    kmd_model.bind(dev)
+    new = Client()
+    nbo = new.bo()
+    expect(errno.EBADF, "INFO: the file is closed", old.io, Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO))
+    with pytest.raises(uapi.MappingRevoked):
+        bo.u32[0] = 0xBAD
+    new.run(nbo, pm4.write_data(nbo.addr, [7]))
+    assert nbo.u32[0] == 7
+    kmd_model.bind(RefModel())  # another device: its own driver, the first one's files stay open
+    assert new.io(Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO)).va_start
