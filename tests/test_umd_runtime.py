@@ -310,3 +310,31 @@ def test_a_write_longer_than_one_write_data_in_large_ibs(dma):
     q.fill(buf, 0, 4 * n, 7)
     q.finish()
     assert (buf.u32 == 7).all()
+
+
+def test_a_gpu_side_wait_on_an_event_of_a_closed_queue():
+    """wait_event on an event whose queue is closed: close() finished that queue, so a
+    signalled event needs no wait (the closed queue's context is gone: naming it in a CS
+    dependency failed the waiting queue's flush with EINVAL), and one it never signalled
+    is refused at once, as Event.wait refuses it."""
+    kmd_model.bind(RefModel(), job_timeout=5_000)
+    gpu = umd.open()
+    a, b = gpu.queue(), gpu.queue()
+    buf = gpu.alloc(64)
+    a.write(buf, 0, 1)
+    ev = a.signal()
+    a.close()
+    b.wait_event(ev)
+    b.write(buf, 4, 2)
+    b.finish()
+    assert buf.u32[:2].tolist() == [1, 2]
+    c = gpu.queue()
+    c.wait_mem(buf, 8, 1)  # never satisfied: the job is reset
+    lost = c.signal()
+    c.close()
+    with pytest.raises(ValueError, match="^wait_event: the queue of this event was closed before the GPU "
+                                         "signalled it"):
+        b.wait_event(lost)
+    b.write(buf, 12, 3)
+    b.finish()
+    assert buf.u32[3] == 3

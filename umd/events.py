@@ -20,6 +20,8 @@ from .submit import PendingCs
 
 # ---------------------------------------------------------------------------- Event
 
+_NEVER = "the queue of this event was closed before the GPU signalled it (its work failed or was cancelled)"
+
 class Event:
     """Signalled when the GPU has executed the queue up to the `signal()` that made it."""
 
@@ -45,8 +47,7 @@ class Event:
             return True
         q = self.queue
         if q.closed:  # its close() finished what it could: this will never be signalled
-            raise ValueError("wait: the queue of this event was closed before the GPU signalled it (its "
-                             "work failed or was cancelled)")
+            raise ValueError(f"wait: {_NEVER}")
         if self.seq is None and not self.lost and q.async_submit:
             if self.pending is None:
                 queue_flush(q)  # never flushed
@@ -141,6 +142,10 @@ def queue_wait_event(self: Queue, event: "Event") -> None:
         raise ValueError("wait_event: the event belongs to another device")
     if q is self:
         return
+    if q.closed:  # close() finished it, and its context is gone: nothing for a CS to name
+        if event.signalled():
+            return
+        raise ValueError(f"wait_event: {_NEVER}")
     if event.seq is None and event.pending is None and not event.lost:
         queue_flush(q)  # the event must be submitted before anything can depend on it
     if event.pending is not None:  # flushed, queued for the submission thread
