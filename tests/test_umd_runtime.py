@@ -338,3 +338,26 @@ def test_a_gpu_side_wait_on_an_event_of_a_closed_queue():
     b.write(buf, 12, 3)
     b.finish()
     assert buf.u32[3] == 3
+
+
+def test_a_timestamp_whose_slot_was_taken_again_is_refused_not_misread():
+    """A queue keeps its last 504 timestamps (slots in its page, reused in turn): reading an
+    older one after more were taken is a ValueError saying so, not the later sample that
+    now sits in its slot (which read as earlier timestamps later than later ones)."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    q = gpu.queue()
+    buf = gpu.alloc(64)
+    ts = []
+    for i in range(umd.queue.QBO_TS_SLOTS + 1):
+        q.write(buf, 0, i)
+        ts.append(q.timestamp())
+        if i == 100:
+            q.flush()  # the later ones run later
+    q.finish()
+    values = [t.cycles for t in ts[1:]]
+    assert values == sorted(values) and values[0] < values[-1]
+    with pytest.raises(ValueError, match=r"^timestamp: its slot was taken again by a later timestamp \(a queue "
+                                         r"keeps its last 504\): read it before taking more$"):
+        ts[0].cycles
+    assert repr(ts[0]) == "<umd.Timestamp (its slot was taken again)>" and ts[0].wait()

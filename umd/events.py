@@ -72,9 +72,10 @@ class Timestamp(Event):
     """A GPU clock sample (RELEASE_MEM TIMESTAMP): `wait()` for it, then `value` (or its
     alias `cycles`) is the 48-bit GPU clock, in cycles, when the queue got there."""
 
-    def __init__(self, queue: Queue, slot: int):
+    def __init__(self, queue: Queue, slot: int, index: int):
         super().__init__(queue, 0)
         self.slot = slot
+        self.index = index  # the queue's how-manieth timestamp: its slot is taken again QBO_TS_SLOTS later
 
     @property  # type: ignore[override]
     def value(self) -> int:
@@ -84,7 +85,14 @@ class Timestamp(Event):
     def value(self, _v: int) -> None:
         pass  # Event.__init__ sets a timeline value; a timestamp has none
 
+    @property
+    def _reused(self) -> bool:
+        """QBO_TS_SLOTS more timestamps were taken on the queue: its slot may hold a later sample."""
+        return self.queue.ts_next - self.index > QBO_TS_SLOTS
+
     def __repr__(self) -> str:
+        if self._reused:
+            return "<umd.Timestamp (its slot was taken again)>"
         return f"<umd.Timestamp {self.cycles} cycles>" if self.signalled() else "<umd.Timestamp pending>"
 
     def signalled(self) -> bool:
@@ -95,6 +103,9 @@ class Timestamp(Event):
 
     @property
     def cycles(self) -> int:
+        if self._reused:
+            raise ValueError(f"timestamp: its slot was taken again by a later timestamp (a queue keeps its "
+                             f"last {QBO_TS_SLOTS}): read it before taking more")
         if not self.signalled():
             raise ValueError("timestamp: not written yet: wait() for it first")
         lo, hi = self.queue.q32[2 * self.slot: 2 * self.slot + 2].tolist()
@@ -121,8 +132,8 @@ def queue_timestamp(self: Queue) -> "Timestamp":
         raise ValueError("timestamp: the copy engine has no timestamp packet here (SDMA TIMESTAMP is not "
                          "implemented): take it on a gfx queue")
     slot = QBO_TS_FIRST + self.ts_next % QBO_TS_SLOTS
-    self.ts_next += 1
-    ts = Timestamp(self, slot)  # (read only once its job has ended: the GPU wrote the slot by then)
+    ts = Timestamp(self, slot, self.ts_next)
+    self.ts_next += 1  # (read only once its job has ended: the GPU wrote the slot by then)
     self.cmdbuf.emit(pm4.release_mem(self.qbo.gpu_addr + 8 * slot, 0, data_sel="TIMESTAMP"), self._label("timestamp"))
     self.unflushed_events.append(ts)
     self._end_command()
