@@ -361,3 +361,24 @@ def test_a_timestamp_whose_slot_was_taken_again_is_refused_not_misread():
                                          r"keeps its last 504\): read it before taking more$"):
         ts[0].cycles
     assert repr(ts[0]) == "<umd.Timestamp (its slot was taken again)>" and ts[0].wait()
+
+
+def test_an_event_of_a_refused_flush_stays_lost_after_later_events_signal():
+    """Event values are a queue's timeline, compared wrap-safely: once a later event of the
+    queue is signalled, a refused flush's event compared as passed too, and its wait()
+    returned True for work that never ran. It stays lost: signalled() is False and wait()
+    raises ECANCELED (docs/architecture.md: "the refused flush's events are lost")."""
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open()
+    q = gpu.queue()
+    buf = gpu.alloc(64)
+    q.emit_raw(pm4.write_data(kmd.fence_addr, [0]))  # refused by the checker
+    lost = q.signal()
+    with pytest.raises(umd.SubmitError):
+        q.flush()
+    q.write(buf, 0, 1)
+    assert q.signal().wait() and buf.u32[0] == 1
+    assert not lost.signalled()
+    with pytest.raises(umd.SubmitError, match="^wait: the submission carrying this event was refused$") as ei:
+        lost.wait()
+    assert ei.value.errno == errno.ECANCELED

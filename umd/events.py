@@ -34,6 +34,8 @@ class Event:
 
     def signalled(self) -> bool:
         """Memory only: no ioctl."""
+        if self.lost:  # never written: a later event's value passes it, but it did not run
+            return False
         # timeline values start at 1 over a zeroed dword, and are compared wrap-safely
         return seq_passed(self.value, int(self.queue.q32[QBO_TIMELINE]))
 
@@ -65,7 +67,7 @@ class Event:
         return self.signalled()
 
     def __repr__(self) -> str:
-        return f"<umd.Event {self.value} {'signalled' if self.signalled() else 'pending'}>"
+        return f"<umd.Event {self.value} {'lost' if self.lost else 'signalled' if self.signalled() else 'pending'}>"
 
 
 class Timestamp(Event):
