@@ -143,7 +143,11 @@ class MemoryManager:
         except OutOfMemory:
             self._drain()
             va = self.va.alloc(size, alignment)
-        out = self.ws.gem_create(size, domain, alignment, 0)
+        try:
+            out = self.ws.gem_create(size, domain, alignment, 0)
+        except KmdError:  # (ENOMEM: the range goes back, or failed allocations use up the VA space)
+            self.va.free(va)
+            raise
         try:
             self.ws.gem_va(out.handle, VaOp.MAP, va, size, VM_FLAGS)
         except KmdError:
