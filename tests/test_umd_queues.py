@@ -131,6 +131,29 @@ def test_copy_pipeline_example_reports_and_refuses(capsys):
         assert exc.value.code == 2 and capsys.readouterr().err.splitlines()[-1] == f"copy_pipeline: error: {msg}"
 
 
+def test_a_bad_ib_size_is_the_queue_calls_error_and_costs_nothing():
+    """ib_size_dw is checked by queue() before it takes a context and its page (a bad one
+    raised from inside, naming CmdBuf, after both were taken: each failed call leaked
+    them), and it is at most what one IB may hold (DEV_INFO.max_ib_dw): larger IBs were
+    accepted and every flush longer than that refused by the KMD."""
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open()
+    top = gpu.info().max_ib_dw & ~7
+    msg = f"queue: ib_size_dw must be a multiple of 8 from 48 to {top}"
+    contexts, buffers = len(kmd.contexts), len(gpu.buffers)
+    for bad in (7, 40, 1 << 21, top + 8):
+        with pytest.raises(ValueError, match=f"^{msg}, not {bad}$"):
+            gpu.queue(ib_size_dw=bad)
+    for bad in (True, 64.0, None):
+        with pytest.raises(TypeError, match=f"^queue: ib_size_dw must be an int, not {bad}$"):
+            gpu.queue(ib_size_dw=bad)
+    assert (len(kmd.contexts), len(gpu.buffers)) == (contexts, buffers)
+    q = gpu.queue(ib_size_dw=top)
+    buf = gpu.alloc(4 << 20)
+    q.write(buf, 0, np.arange(top, dtype=np.uint32))  # more than fits in one IB: it chains
+    q.finish()
+    assert buf.u32[top - 1] == top - 1
+
 def test_queue_arguments_and_backends_without_a_copy_engine():
     kmd_model.bind(RefModel())
     gpu = umd.open()

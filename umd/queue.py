@@ -148,6 +148,13 @@ class Queue(_Dispatched):
         max_inflight = _index("queue", "max_inflight", max_inflight)
         if max_inflight < 1:
             raise ValueError(f"queue: max_inflight must be >= 1, not {max_inflight}")
+        # (before the context and the page are taken: a bad size must cost nothing) an IB
+        # holds at most DEV_INFO.max_ib_dw dwords: a larger one every CS would refuse
+        ib_size_dw = _index("queue", "ib_size_dw", ib_size_dw)
+        align = device.dev_info.ib_align_dw
+        lo, hi = CmdBuf.min_ib_dw(align), device.dev_info.max_ib_dw // align * align
+        if not lo <= ib_size_dw <= hi or ib_size_dw % align:
+            raise ValueError(f"queue: ib_size_dw must be a multiple of {align} from {lo} to {hi}, not {ib_size_dw}")
         self.max_inflight = max_inflight
         self.timeout = DEFAULT_TIMEOUT  # how long a throttled flush waits for the oldest submission
         self.flush_dwords = flush_dwords
