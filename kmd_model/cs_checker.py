@@ -65,6 +65,7 @@ _DMA_FILL = _DMA.field("SRC_SEL").values["DATA"]
 # what each access needs of its mapping: the MMU's rule (spec/vm.py), checked at CS so a
 # job never faults on it; an IB needs EXECUTABLE although the CP runs its checked copy
 _R, _W, _X = VmFlags.READABLE, VmFlags.WRITEABLE, VmFlags.EXECUTABLE
+_NEED = {"reads": _R, "polls": _R, "writes": _W, "runs": _X}  # _reach's verbs
 
 # opcode -> (min COUNT, max COUNT) for the header checks, as 256-entry tables
 _KNOWN = np.zeros(256, dtype=bool)
@@ -363,7 +364,7 @@ class CsChecker:
             one = plan.field(pay, "ADDR_INCR") == _WD_NO_INCREMENT  # every dword to addr
             bad |= ~self._owned(w, plan.value(pay, "addr"), np.where(one, 4, 4 * (cnt + 1 - plan.fixed)), _W)
         elif p is packets.WAIT_REG_MEM:
-            bad |= ~self._owned(w, plan.value(pay, "addr"), 4, _R)
+            bad |= ~self._owned(w, plan.value(pay, "addr"), 4)
         elif p is packets.RELEASE_MEM:
             n = _RM_NBYTES[plan.field(pay, "DATA_SEL")]
             some = n > 0
@@ -378,7 +379,7 @@ class CsChecker:
             bad |= ~self._owned(w, plan.value(pay, "dst"), n, _W)
             copy = plan.field(pay, "SRC_SEL") != _DMA_FILL
             if copy.any():
-                bad[copy] |= ~self._owned(w, plan.value(pay, "src")[copy], n[copy], _R)
+                bad[copy] |= ~self._owned(w, plan.value(pay, "src")[copy], n[copy])
         elif p is _IB:
             size = plan.field(pay, "IB_SIZE")
             chain = plan.field(pay, "CHAIN") != 0
@@ -392,9 +393,9 @@ class CsChecker:
 
     # ------------------------------------------------------------------ address ranges
 
-    def _owned(self, w: _Walk, addr: np.ndarray, size: np.ndarray, need: int) -> np.ndarray:
+    def _owned(self, w: _Walk, addr: np.ndarray, size: np.ndarray, need: int = _R) -> np.ndarray:
         """Per range [addr, addr + size): it lies in one mapping of the submitting file, and
-        that mapping permits `need` (VmFlags)."""
+        that mapping permits `need` (VmFlags; a read unless said)."""
         starts, ends = self._arrays[:2]
         # int64: an ADDR_HI above bit 30 wraps negative, which is refused like any address
         # at or above 2^48 (no BO lies there)
@@ -442,7 +443,8 @@ class CsChecker:
                 return KmdError(errno.EINVAL, f"CS: {item.name} at {where}: reserved bits "
                                 f"{payload[d] & mask:#x} of payload dword {d} are set (the CP ignores "
                                 "them; this KMD refuses them)")
-        for verb, a, n, need in _reach(item):
+        for verb, a, n in _reach(item):
+            need = _NEED[verb]
             k = self._owned_index(a, n)
             if k is None:
                 return KmdError(errno.EFAULT, f"CS: {item.name} at {where} {verb} [{a:#x}, {a + n:#x}), "
@@ -454,26 +456,26 @@ class CsChecker:
                              "the per-packet checks did not")  # pragma: no cover - a checker bug
 
 
-def _reach(item: pm4.Packet) -> list[tuple[str, int, int, VmFlags]]:
-    """(verb, address, bytes, the permission it needs) of every memory range a packet uses."""
+def _reach(item: pm4.Packet) -> list[tuple[str, int, int]]:
+    """(verb, address, bytes) of every memory range a packet uses (_NEED: the permission)."""
     f = item.fields
     p = item.defn
     if p is packets.WRITE_DATA:
         one = f["ADDR_INCR"] == _WD_NO_INCREMENT
-        return [("writes", rules.addr_of(p, "addr", item.payload), 4 if one else 4 * len(item.data), _W)]
+        return [("writes", rules.addr_of(p, "addr", item.payload), 4 if one else 4 * len(item.data))]
     if p is packets.WAIT_REG_MEM:
-        return [("polls", rules.addr_of(p, "addr", item.payload), 4, _R)]
+        return [("polls", rules.addr_of(p, "addr", item.payload), 4)]
     if p is packets.RELEASE_MEM:
         n = _RM_BYTES[p.field("DATA_SEL").names[f["DATA_SEL"]]]
-        return [("writes", rules.addr_of(p, "addr", item.payload), n, _W)] if n else []
+        return [("writes", rules.addr_of(p, "addr", item.payload), n)] if n else []
     if p is _DMA:
         n = f["BYTE_COUNT"]
-        out = [("writes", rules.addr_of(p, "dst", item.payload), n, _W)]
+        out = [("writes", rules.addr_of(p, "dst", item.payload), n)]
         if f["SRC_SEL"] != _DMA_FILL:
-            out.append(("reads", rules.addr_of(p, "src", item.payload), n, _R))
+            out.append(("reads", rules.addr_of(p, "src", item.payload), n))
         return out
     if p is _IB:
-        return [("runs", rules.addr_of(p, "base", item.payload), 4 * f["IB_SIZE"], _X)]
+        return [("runs", rules.addr_of(p, "base", item.payload), 4 * f["IB_SIZE"])]
     return []
 
 
