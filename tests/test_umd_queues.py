@@ -364,3 +364,24 @@ def test_a_buffer_freed_after_a_split_copy_flush_waits_for_its_last_cs(async_sub
     q.finish()
     gone = buf.gpu_addr
     assert gpu.alloc(4096).gpu_addr == gone
+
+
+@pytest.mark.parametrize("engine", ["gfx", "copy"])
+def test_wait_mem_and_upload_arguments_name_the_call(engine):
+    """poll_interval is checked by wait_mem itself on both engines (it was the packet
+    builder's message on gfx, naming WAIT_REG_MEM, and Python's own TypeError from the
+    interval arithmetic on copy); an upload of an object array says what upload takes."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    q = gpu.queue(engine=engine)
+    buf = gpu.alloc(64)
+    for bad in (-1, 1 << 16):
+        with pytest.raises(ValueError, match=f"^wait_mem: poll_interval must be in \\[0, 65535\\], not {bad}$"):
+            q.wait_mem(buf, 0, 0, poll_interval=bad)
+    with pytest.raises(TypeError, match="^wait_mem: poll_interval must be an int, not None$"):
+        q.wait_mem(buf, 0, 0, poll_interval=None)
+    with pytest.raises(TypeError, match="^upload: data must be bytes-like or a numpy array of numbers, not an "
+                                        "array of object$"):
+        q.upload(buf, 0, np.array([object()]))
+    q.wait_mem(buf, 0, 0, poll_interval=0xFFFF)
+    q.finish()

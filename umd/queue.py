@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 log = get_logger("umd")
 
 MAX_INFLIGHT = 32  # submissions a queue has in flight before a flush waits for the oldest
+_POLL_INTERVAL = packets.WAIT_REG_MEM.field("POLL_INTERVAL")
 COMPARE = {"always": "ALWAYS", "<": "LT", "<=": "LE", "==": "EQ", "!=": "NE", ">=": "GE", ">": "GT"}
 # A queue's engine: the CS ring it submits to (HW IP type, ring 0)
 ENGINES = {"gfx": HwIp.GFX, "copy": HwIp.DMA}
@@ -405,6 +406,9 @@ def queue_wait_mem(self: Queue, buf: Buffer, offset: int, ref: int, *, mask: int
     for name, v in (("ref", ref), ("mask", mask)):
         if not 0 <= _index("wait_mem", name, v) <= M32:
             raise ValueError(f"wait_mem: {name} must fit in 32 bits, not {v:#x}")
+    top = _POLL_INTERVAL.max  # (a copy queue takes it in 16-clock units: it fits there too)
+    if not 0 <= _index("wait_mem", "poll_interval", poll_interval) <= top:
+        raise ValueError(f"wait_mem: poll_interval must be in [0, {top}], not {poll_interval}")
     if self.copy_engine:  # POLL_REGMEM's interval counts 16 clocks
         pkt = sdma.poll_regmem(addr, ref, mask, fn, interval=max(1, -(-poll_interval // 16)))
     else:

@@ -101,6 +101,9 @@ def queue_upload(self: Queue, dst: Buffer, dst_offset: int, data: Any) -> None:
     the DMA engine copies it to dst+dst_offset when the queue runs."""
     _need_dma(self, "upload")
     if isinstance(data, np.ndarray):
+        if data.dtype.hasobject:  # (references, not bytes: numpy cannot view them as bytes)
+            raise TypeError(f"upload: data must be bytes-like or a numpy array of numbers, not an array of "
+                            f"{data.dtype}")
         raw = np.ascontiguousarray(data).view(np.uint8).ravel()
     else:
         try:
