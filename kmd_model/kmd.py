@@ -401,6 +401,8 @@ class Kmd:
                      "its CPU mapping is gone, as after munmap")
         bo.mappings.clear()
         bo.closed = True
+        if bo.owner is not None and not bo.owner.vm.closed:
+            bo.owner.vm.bo_closed()
         if not bo.busy:
             self.bo_release(bo)
 

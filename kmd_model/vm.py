@@ -233,17 +233,22 @@ class Vm:
 
     def lookup_arrays(self) -> tuple:
         """(starts, ends, owner, phys - va, flags) of the mappings in address order: the CS
-        checker's view of what the file may name and how (owner is the file's fd for all;
-        flags are each mapping's VmFlags)."""
+        checker's view of what the file may name and how. owner: the file's fd, or -1 for a
+        closed BO's mapping, which stays only for the jobs submitted before its GEM_CLOSE
+        (bos()); flags: each mapping's VmFlags."""
         if self._arrays is None:
             fd = self.file.fd
             self._arrays = (
                 np.array([m.va for m in self.maps], dtype=np.int64),
                 np.array([m.end for m in self.maps], dtype=np.int64),
-                np.full(len(self.maps), fd, dtype=np.int64),
+                np.array([-1 if m.bo.closed else fd for m in self.maps], dtype=np.int64),
                 np.array([m.phys - m.va for m in self.maps], dtype=np.int64),
                 np.array([m.flags for m in self.maps], dtype=np.int64))
         return self._arrays
+
+    def bo_closed(self) -> None:
+        """One of its BOs lost its handle (GEM_CLOSE): the checker's view changes."""
+        self._arrays = None
 
     def translate(self, va: int, size: int = 1) -> int | None:
         """The physical address of [va, va + size) when it lies in one mapping, else None."""

@@ -470,3 +470,19 @@ def test_an_access_its_mapping_does_not_permit_is_refused_at_cs():
     assert hw_state(kmd) == before and kmd.stats["resets"] == 0
     c.run(bo, pm4.dma_data(wo.addr, ro.addr, 16))  # what each mapping permits runs
     c.run(bo, pm4.write_data(rw.addr, [7]) + pm4.wait_reg_mem(rw.addr, 7, 0xFFFF_FFFF, "EQ"))
+
+
+def test_a_closed_bo_still_mapped_for_older_jobs_is_not_the_new_jobs():
+    """GEM_CLOSE of a BO a job still uses keeps its mapping for that job only (Vm.bos: the
+    jobs submitted after it do not hold it, so it is freed and unmapped when the old job
+    retires). A job submitted after the close that names it is refused at CS, instead of
+    being accepted and then faulting, or not, depending on when the old job retires."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=50_000)
+    c = Client()
+    ib, x, flag = c.bo(), c.bo(), c.bo()
+    old = c.submit(c.ib(ib, pm4.wait_reg_mem(flag.addr, 1, 0xFFFF_FFFF, "EQ") + pm4.write_data(x.addr, [1])))
+    c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(x.handle))
+    expect(errno.EFAULT, _outside("writes", "WRITE_DATA", ib.addr + 0x400, x.addr + 4, 4, c.ctx),
+           c.submit, c.ib(ib, pm4.write_data(x.addr + 4, [2]), 0x400))
+    flag.u32[0] = 1
+    assert c.wait(old) and kmd.stats["resets"] == 0  # the older job had it to the end
