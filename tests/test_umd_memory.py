@@ -426,7 +426,8 @@ def test_an_allocation_the_kernel_refuses_gives_its_va_range_back(pools):
     gpu = umd.open(pools=pools)
     free = gpu.memory().va.free
     for _ in range(6):
-        with pytest.raises(kmd_model.uapi.KmdError, match="^ENOMEM: GEM_CREATE: no 0xc800000 bytes free in VRAM"):
+        with pytest.raises(umd.OutOfMemory, match=r"^alloc: no device memory for 0xc800000 bytes "
+                                                  r"\(ENOMEM: GEM_CREATE: no 0xc800000 bytes free in VRAM"):
             gpu.alloc(200 << 20, "vram")
     assert gpu.memory().va.free == free
     assert gpu.alloc(16 << 20, "vram").size == 16 << 20  # more than the leak had left

@@ -222,12 +222,19 @@ class MemoryManager:
             if b is not None:
                 return b
         try:
-            return self._create(size, domain, alignment)
+            try:
+                return self._create(size, domain, alignment)
+            except KmdError as e:
+                if e.errno != errno.ENOMEM or not self.pools:
+                    raise
+                self._drain()
+                return self._create(size, domain, alignment)
         except KmdError as e:
-            if e.errno != errno.ENOMEM or not self.pools:
-                raise
-            self._drain()
-            return self._create(size, domain, alignment)
+            # (the app asked the UMD, not the kernel: no memory is the UMD's OutOfMemory, as an
+            # exhausted VA range is; the kernel's errno and words stay in the message)
+            if e.errno == errno.ENOMEM:
+                raise OutOfMemory(f"alloc: no device memory for {size:#x} bytes ({e})") from e
+            raise
 
     # ------------------------------------------------------------------ slabs
 

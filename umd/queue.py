@@ -286,9 +286,10 @@ class Queue(_Dispatched):
         while True:
             try:
                 return device_alloc(self.device, size, "gtt", zero=False, _owner=self)
-            except KmdError as e:
-                if e.errno != errno.ENOMEM:
+            except (KmdError, OutOfMemory) as e:  # (the pools' OutOfMemory: the kernel's ENOMEM)
+                if isinstance(e, KmdError) and e.errno != errno.ENOMEM:
                     raise
+                why = e.__cause__ if isinstance(e.__cause__, KmdError) else e  # (the kernel's words)
                 if self.pending:  # flushes still queued hold IBs and staging: let them go
                     self._drain(report=False)
                     self._reclaim()
@@ -296,13 +297,13 @@ class Queue(_Dispatched):
                 if not self.inflight:
                     raise OutOfMemory(f"{what}: no memory for {size:#x} bytes on queue (context {self.ctx_id}), "
                                       f"with nothing of its own in flight (max_inflight={self.max_inflight}): "
-                                      f"{e}") from e
+                                      f"{why}") from e
                 oldest = self.inflight[0].seq
                 if not self._wait_seq(oldest, self.timeout, what):
                     raise OutOfMemory(f"{what}: no memory for {size:#x} bytes on queue (context {self.ctx_id}), "
                                       f"and its oldest submission (seqno {oldest:#x}) has not finished after "
                                       f"{self.timeout} cycles ({len(self.inflight)} in flight, "
-                                      f"max_inflight={self.max_inflight}): {e}") from e
+                                      f"max_inflight={self.max_inflight}): {why}") from e
                 self._reclaim()
 
     def _reclaim(self) -> None:
