@@ -502,17 +502,19 @@ class CommandProcessor(wiring.Component):
         ih_bytes = Signal(35)  # (from IH_SIZE a cycle late, like the ring's mask)
         ih_bytes_m1 = Signal(35)
         m.d.sync += [ih_bytes.eq(Const(1, 35) << ih_log2_bytes), ih_bytes_m1.eq((Const(1, 35) << ih_log2_bytes) - 1)]
-        # (the end of a soft reset sets IH_WPTR to 0 in this edge, and RUN may take another
-        # engine's entry in its very next cycle: the slot follows the 0 at once, not a cycle late)
-        ih_wptr_at = Signal(32)
-        m.d.comb += ih_wptr_at.eq(Mux(ih_clear, 0, ih_wptr))
         ih_used = Signal(32)
-        m.d.comb += ih_used.eq(ih_wptr_at - csr.ih_rptr)
+        m.d.comb += ih_used.eq(ih_wptr - csr.ih_rptr)
+        ih_used0 = Signal(32)  # ... as it is when a soft reset ends (IH_WPTR 0)
+        m.d.comb += ih_used0.eq(-csr.ih_rptr)
         ih_base = Signal(aw)
         m.d.comb += ih_base.eq(Cat(Const(0, 8), csr.ih_base_lo, csr.ih_base_hi))
         ih_entry_addr = Signal(aw)
-        m.d.sync += [ih_entry_full.eq(ih_used >= ih_bytes),
-                     ih_entry_addr.eq(ih_base + (ih_wptr_at & ih_bytes_m1))]
+        # the end of a soft reset sets IH_WPTR to 0 in this edge, and RUN may take another
+        # engine's entry in its very next cycle: the slot and the fullness follow the 0 at once,
+        # not a cycle late. (Both sides are computed from registers and picked last: the reset's
+        # end, which waits on the bus going quiet, only selects.)
+        m.d.sync += [ih_entry_full.eq(Mux(ih_clear, ih_used0 >= ih_bytes, ih_used >= ih_bytes)),
+                     ih_entry_addr.eq(Mux(ih_clear, ih_base, ih_base + (ih_wptr & ih_bytes_m1)))]
 
         eop_set = Signal()
         cperr_set = Signal()
