@@ -82,7 +82,7 @@ VERILATOR_WAVES_MAKE = ("OPT_FAST=-O1", "OPT_GLOBAL=-O2", "OPT_SLOW=-O0")
 # The nine block-bench builds of a fresh clone: 43.4 s of CPU against 73.0, about 36 s
 # after a fast build. The path before issue 13 (gpu_top under cocotb's clock, what the
 # bench measures the fast path against) keeps cocotb's build unchanged.
-VERILATOR_STOCK_MAKE = ("VM_PARALLEL_BUILDS=0", "OPT_FAST=-O1", "OPT_GLOBAL=-O2", "USER_CPPFLAGS=-fcoroutines")
+VERILATOR_STOCK_MAKE = ("VM_PARALLEL_BUILDS=0", "OPT_FAST=-O1", "OPT_GLOBAL=-O2")
 
 # The fast and waves builds compile the model as two C++ files (the makefile says why): a
 # fresh clone's gpu-dw64 build 27.1 s of CPU against 36.1, its waves build 23.8 against
@@ -262,7 +262,9 @@ def _runner(sim: str, fast: bool, waves: bool = False, reference: bool = False):
         class StockVerilator(Verilator):
             def _build_command(self):
                 verilate, make = super()._build_command()
-                return [verilate, [*make, *VERILATOR_STOCK_MAKE]]
+                # the fast build's coroutine flag, where its --timing puts it (after the -D's)
+                same = [f"USER_CPPFLAGS={f.split('=', 1)[1]}" for f in _coroutine_flags()]
+                return [verilate, [*make, *VERILATOR_STOCK_MAKE, *same]]
 
         return StockVerilator()
 
