@@ -7,6 +7,7 @@ as ticks; the x axis is simulated time in cycles. Needs matplotlib (Agg, no disp
 
 from __future__ import annotations
 
+import json
 import zlib
 from pathlib import Path
 
@@ -71,7 +72,11 @@ def plot(trace: str | Path, output: str | Path, *, start: float | None = None, e
         raise PlotError("plotting needs matplotlib: pip install matplotlib") from None
     try:
         data = load(trace)
-    except (OSError, ValueError) as e:
+    except OSError as e:
+        raise PlotError(f"cannot read {trace}: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise PlotError(f"{trace} is not a JSON trace (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    except ValueError as e:
         raise PlotError(f"cannot read {trace}: {e}") from None
     names, evs = _events(data, trace)
     if not evs:

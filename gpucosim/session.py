@@ -392,5 +392,12 @@ def report_load_error(target: str, e: BaseException) -> None:
     if isinstance(e, AppNotFound):
         print(f"gpucosim: cannot load app {target!r}: {e}", file=sys.stderr, flush=True)
         return
-    traceback.print_exc()
+    # the launcher's frames and importlib's are not the app's bug: the traceback starts at the
+    # app's own code (a SyntaxError has none: its file, line and caret say where)
+    here = str(Path(__file__).resolve().parent)
+    tb = e.__traceback__
+    while tb is not None and (tb.tb_frame.f_code.co_filename.startswith(("<frozen", here))):
+        tb = tb.tb_next
+    lines = traceback.format_exception(type(e), e, tb) if tb is not None else traceback.format_exception_only(type(e), e)
+    print("".join(lines), end="", file=sys.stderr)
     print(f"gpucosim: cannot load app {target!r}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)

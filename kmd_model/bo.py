@@ -117,7 +117,8 @@ class BoManager:
         heap = self.heaps[domain]
         addr = heap.alloc(size, align)
         if addr is None:
-            raise KmdError(errno.ENOMEM, f"{who}: no {size:#x} bytes free in {heap.name} "
+            aligned = f" aligned to {align:#x}" if align > PAGE else ""
+            raise KmdError(errno.ENOMEM, f"{who}: no {size:#x} bytes{aligned} free in {heap.name} "
                            f"({heap.size - heap.used:#x} free, largest hole {heap.largest_free:#x})")
         bo = Bo(addr, size, domain, flags, owner, name)
         i = bisect.bisect_left(self._starts, addr)

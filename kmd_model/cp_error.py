@@ -30,10 +30,10 @@ class CpErrorState:
     opcode: int
     addr: int
     offset_dw: int
-    vm_status: int = 0  # VM_FAULT_STATUS, for CODE = VM_FAULT
+    vm_status: int | None = 0  # VM_FAULT_STATUS, for CODE = VM_FAULT; None: not latched (SDMA)
 
     @classmethod
-    def from_regs(cls, value: int, addr: int, offset: int, vm_status: int = 0) -> "CpErrorState":
+    def from_regs(cls, value: int, addr: int, offset: int, vm_status: int | None = 0) -> "CpErrorState":
         f = regs.CP_ERROR.decode(value)
         return cls(f["CODE"], f["LEVEL"], f["OPCODE"], addr, offset, vm_status)
 
@@ -85,6 +85,9 @@ class CpErrorState:
             return "DMA_DATA byte count over the engine's limit"
         if code == CpError.UNSUPPORTED:
             return f"unsupported field value in {name}"
+        if code == CpError.VM_FAULT and self.vm_status is None:  # (a status of 0 would read as a fault of VMID 0)
+            pkt = f" in {self.opcode_name}" if self.opcode_name else ""
+            return f"VM fault at {self.addr:#x}{pkt} (the SDMA engine latches no access, VMID or cause)"
         if code == CpError.VM_FAULT:
             f = regs.VM_FAULT_STATUS.decode(self.vm_status)
             why = {vm_spec.Cause.INVALID: f"no valid entry at page-table level {f['LEVEL']}",

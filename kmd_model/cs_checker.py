@@ -44,7 +44,7 @@ from spec.packets import HEADER
 
 from .cp_error import LEVEL_TEXT
 from .log import get_logger
-from .uapi import KmdError
+from .uapi import KmdError, VmFlags
 
 if TYPE_CHECKING:
     from .ctx import Context
@@ -62,6 +62,10 @@ _IB_SIZE, _IB_CHAIN = (_IB.field(n) for n in ("IB_SIZE", "CHAIN"))
 _RM_BYTES = {"NONE": 0, "DATA_32": 4, "DATA_64": 8, "TIMESTAMP": 8}
 _DMA = packets.DMA_DATA
 _DMA_FILL = _DMA.field("SRC_SEL").values["DATA"]
+# what each access needs of its mapping: the MMU's rule (spec/vm.py), checked at CS so a
+# job never faults on it; an IB needs EXECUTABLE although the CP runs its checked copy
+_R, _W, _X = VmFlags.READABLE, VmFlags.WRITEABLE, VmFlags.EXECUTABLE
+_NEED = {"reads": _R, "polls": _R, "writes": _W, "runs": _X}  # _reach's verbs
 
 # opcode -> (min COUNT, max COUNT) for the header checks, as 256-entry tables
 _KNOWN = np.zeros(256, dtype=bool)
@@ -202,6 +206,9 @@ class CsChecker:
             if i is None:
                 raise KmdError(errno.EFAULT, f"CS: IB at {addr:#x}+{4 * size_dw:#x} is outside "
                                f"every mapping of context {ctx.id}")
+            if not self._permits(i, _X):
+                raise KmdError(errno.EFAULT, f"CS: IB at {addr:#x}+{4 * size_dw:#x} is in a mapping of "
+                               f"context {ctx.id} without EXECUTABLE")
             seg = self._chain(w, addr, size_dw, 1, None)
             total += seg.runs
             if total > w.limit:
@@ -355,21 +362,21 @@ class CsChecker:
             bad |= mis
         if p is packets.WRITE_DATA:
             one = plan.field(pay, "ADDR_INCR") == _WD_NO_INCREMENT  # every dword to addr
-            bad |= ~self._owned(w, plan.value(pay, "addr"), np.where(one, 4, 4 * (cnt + 1 - plan.fixed)))
+            bad |= ~self._owned(w, plan.value(pay, "addr"), np.where(one, 4, 4 * (cnt + 1 - plan.fixed)), _W)
         elif p is packets.WAIT_REG_MEM:
             bad |= ~self._owned(w, plan.value(pay, "addr"), 4)
         elif p is packets.RELEASE_MEM:
             n = _RM_NBYTES[plan.field(pay, "DATA_SEL")]
             some = n > 0
             if some.any():
-                bad[some] |= ~self._owned(w, plan.value(pay, "addr")[some], n[some])
+                bad[some] |= ~self._owned(w, plan.value(pay, "addr")[some], n[some], _W)
         elif p is _DMA:
             if not caps.has_dma:
                 bad[:] = True
             count = plan.field(pay, "BYTE_COUNT")
             bad |= count > caps.dma_max_bytes  # check 7
             n = np.maximum(count, 1)
-            bad |= ~self._owned(w, plan.value(pay, "dst"), n)
+            bad |= ~self._owned(w, plan.value(pay, "dst"), n, _W)
             copy = plan.field(pay, "SRC_SEL") != _DMA_FILL
             if copy.any():
                 bad[copy] |= ~self._owned(w, plan.value(pay, "src")[copy], n[copy])
@@ -381,13 +388,14 @@ class CsChecker:
                 bad |= chain
             if level + 1 > caps.ib_levels:
                 bad |= ~chain
-            bad |= ~self._owned(w, plan.value(pay, "base"), 4 * np.maximum(size, 1))
+            bad |= ~self._owned(w, plan.value(pay, "base"), 4 * np.maximum(size, 1), _X)
         return bad
 
     # ------------------------------------------------------------------ address ranges
 
-    def _owned(self, w: _Walk, addr: np.ndarray, size: np.ndarray) -> np.ndarray:
-        """Per range [addr, addr + size): it lies in one live BO of the submitting file."""
+    def _owned(self, w: _Walk, addr: np.ndarray, size: np.ndarray, need: int = _R) -> np.ndarray:
+        """Per range [addr, addr + size): it lies in one mapping of the submitting file, and
+        that mapping permits `need` (VmFlags; a read unless said)."""
         starts, ends = self._arrays[:2]
         # int64: an ADDR_HI above bit 30 wraps negative, which is refused like any address
         # at or above 2^48 (no BO lies there)
@@ -395,8 +403,12 @@ class CsChecker:
         i = np.searchsorted(starts, np.where(inmem, addr, 0), side="right") - 1
         ok = inmem & (i >= 0)
         i = np.where(ok, i, 0)
-        ok &= self._mine[i] & (addr + size <= ends[i])
+        ok &= self._mine[i] & (addr + size <= ends[i]) & ((self._arrays[4][i] & need) == need)
         return ok
+
+    def _permits(self, i: int, need: int) -> bool:
+        """Mapping `i` (of lookup_arrays) allows the access `need` (VmFlags)."""
+        return int(self._arrays[4][i]) & need == need
 
     def _owned_index(self, addr: int, nbytes: int) -> int | None:
         """The index of the submitting file's live BO holding [addr, addr + nbytes), if any."""
@@ -432,15 +444,20 @@ class CsChecker:
                                 f"{payload[d] & mask:#x} of payload dword {d} are set (the CP ignores "
                                 "them; this KMD refuses them)")
         for verb, a, n in _reach(item):
-            if self._owned_index(a, n) is None:
+            need = _NEED[verb]
+            k = self._owned_index(a, n)
+            if k is None:
                 return KmdError(errno.EFAULT, f"CS: {item.name} at {where} {verb} [{a:#x}, {a + n:#x}), "
                                 f"outside every mapping of context {ctx.id}")
+            if not self._permits(k, need):
+                return KmdError(errno.EFAULT, f"CS: {item.name} at {where} {verb} [{a:#x}, {a + n:#x}), "
+                                f"in a mapping of context {ctx.id} without {need.name}")
         raise AssertionError(f"CS checker: the vectorised checks refused {item.name} at {where}, "
                              "the per-packet checks did not")  # pragma: no cover - a checker bug
 
 
 def _reach(item: pm4.Packet) -> list[tuple[str, int, int]]:
-    """(verb, address, bytes) of every memory range a packet uses."""
+    """(verb, address, bytes) of every memory range a packet uses (_NEED: the permission)."""
     f = item.fields
     p = item.defn
     if p is packets.WRITE_DATA:

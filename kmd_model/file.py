@@ -9,6 +9,8 @@ from __future__ import annotations
 import errno
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from .uapi import KmdError
 
 if TYPE_CHECKING:
@@ -16,6 +18,12 @@ if TYPE_CHECKING:
     from .ctx import Context
     from .kmd import Kmd
     from .vm import Vm
+
+
+def _is_int(v: Any) -> bool:
+    """What the ioctls take as an integer argument (ioctl._int's rule): a Python or numpy
+    integer, not a bool."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
 class File:
@@ -45,13 +53,13 @@ class File:
     def bo(self, handle: Any, who: str, err: int = errno.ENOENT) -> "Bo":
         """The BO behind `handle`; an unknown handle is `err` (ENOENT, as drm_gem_object_lookup
         callers answer; GEM_CLOSE and amdgpu's CS fence chunk answer EINVAL)."""
-        bo = self.handles.get(handle) if isinstance(handle, int) and not isinstance(handle, bool) else None
+        bo = self.handles.get(int(handle)) if _is_int(handle) else None
         if bo is None:
             raise KmdError(err, f"{who}: no BO with handle {handle!r}")
         return bo
 
     def ctx(self, ctx_id: Any, who: str) -> "Context":
-        ctx = self.contexts.get(ctx_id) if isinstance(ctx_id, int) and not isinstance(ctx_id, bool) else None
+        ctx = self.contexts.get(int(ctx_id)) if _is_int(ctx_id) else None
         if ctx is None:
             raise KmdError(errno.EINVAL, f"{who}: no context {ctx_id!r} on this file")
         return ctx

@@ -23,7 +23,7 @@ from . import uapi
 from .fence import SEQ_MASK
 from .kmd import MAX_IB_DW
 from .log import get_logger
-from .scheduler import Job, ring_dw
+from .scheduler import FailedDep, Job, ring_dw
 from .scheduler import Priority
 from .uapi import (HW_IP_NUM, CsChunkDep, CsChunkFence, CsChunkIb, CtxOp, CtxPriority, Domain, GemFlags, HwIp,
                    InfoQuery, KmdError, Request, VaOp, VmFlags)
@@ -88,15 +88,19 @@ def dispatch(file: "File", request: int, args: Any) -> Any:
     dev = kmd.dev
     kmd.stats["ioctls"] += 1
     t0, c0 = time.perf_counter_ns(), dev.now()
-    try:
-        name = Request(request).name
-    except ValueError:
-        name = f"{request:#x}" if isinstance(request, int) else repr(request)
+    # an ioctl number is an integer (a numpy one too, as for every integer argument); a
+    # float or bool equal to one is not, and is named as given, not as the ioctl it equals
+    is_int = isinstance(request, (int, np.integer)) and not isinstance(request, bool)
+    if is_int:
+        request = int(request)
+        name = Request(request).name if request in Request._value2member_map_ else f"{request:#x}"
+    else:
+        name = repr(request)
     out, err = None, None
     try:
         if file.closed:
             raise KmdError(errno.EBADF, f"{name}: the file is closed")
-        desc = IOCTLS.get(request) if isinstance(request, int) else None
+        desc = IOCTLS.get(request) if is_int else None
         if desc is None:
             raise KmdError(errno.EINVAL, f"unknown ioctl request {name}")
         if not isinstance(args, desc.args):
@@ -214,7 +218,7 @@ def gem_create(kmd: "Kmd", file: "File", a: uapi.GemCreateArgs) -> uapi.GemCreat
 @ioctl_def(Request.GEM_CLOSE)
 def gem_close(kmd: "Kmd", file: "File", a: uapi.GemCloseArgs) -> None:
     bo = file.bo(a.handle, "GEM_CLOSE", errno.EINVAL)  # Linux's drm_gem_handle_delete: EINVAL
-    del file.handles[a.handle]
+    del file.handles[int(a.handle)]
     if bo.busy:
         kmd.service()  # it may have become idle without the KMD hearing of it yet
     kmd.bo_close(bo)
@@ -277,6 +281,8 @@ def gem_va(kmd: "Kmd", file: "File", a: uapi.GemVaArgs) -> None:
             t = taken[0]
             raise KmdError(errno.EINVAL, f"{who}: [{va:#x}, {va + size:#x}) overlaps the mapping "
                            f"[{t.va:#x}, {t.end:#x}) of {t.bo.name or 'a BO'}")
+    if op in (VaOp.MAP, VaOp.REPLACE):
+        vm.reserve(va, size)  # the last thing that can fail: nothing has changed yet
     if op in (VaOp.CLEAR, VaOp.REPLACE) and vm.clear(va, size):
         kmd.vmids.flush_vm(vm, va, size)
     if op in (VaOp.MAP, VaOp.REPLACE):
@@ -361,7 +367,8 @@ def _dependency(kmd: "Kmd", file: "File", who: str, ch: CsChunkDep):
         raise KmdError(errno.EINVAL, f"{who}: context {dctx.id} never submitted seqno {seq:#x} ({last})")
     job = dctx.jobs.get(seq)
     if job is None:
-        return None  # finished: nothing to wait for
+        e = dctx.failed.get(seq)  # failed and gone already: the job is cancelled as if it were queued
+        return None if e is None else FailedDep(dctx.id, seq, e)  # (finished well: nothing to wait for)
     if job.ring is not sched.ring:
         raise KmdError(errno.EINVAL, f"{who}: seqno {seq:#x} of context {dctx.id} runs on {job.ring.name}, "
                        f"not on {sched.name}")
@@ -515,7 +522,7 @@ def wait_cs(kmd: "Kmd", file: "File", a: uapi.WaitCsArgs) -> uapi.WaitCsOut:
 
 @ioctl_def(Request.INFO)
 def info(kmd: "Kmd", file: "File", a: uapi.InfoArgs) -> Any:
-    q = a.query
+    q = _int("INFO", "query", a.query, 0, 0xFFFF_FFFF)  # drm_amdgpu_info.query: a u32
     i = kmd.info
     if q == InfoQuery.FW_VERSION:
         return uapi.FwVersionInfo(uapi.KMD_NAME, uapi.KMD_VERSION, i.version)
@@ -542,6 +549,6 @@ def info(kmd: "Kmd", file: "File", a: uapi.InfoArgs) -> Any:
         kmd.service()
         c = kmd.counters()
         return uapi.Counters(c["hw"], c["packets"], kmd.kmd_stats())
-    raise KmdError(errno.EINVAL, f"INFO: unknown query {q!r} (known: "
+    raise KmdError(errno.EINVAL, f"INFO: unknown query {q} (known: "
                    f"{', '.join(f'{x.name} ({x.value:#x})' for x in InfoQuery)})")
 

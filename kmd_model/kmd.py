@@ -380,6 +380,18 @@ class Kmd:
         file.vm.destroy()
         self.files.pop(file.fd, None)
 
+    def detach(self) -> None:
+        """The device is bound again (bind()): this driver is gone without touching the
+        hardware, which the new one resets. Its files answer EBADF from now on and its
+        BOs' CPU mappings are revoked (their memory is the new driver's to hand out)."""
+        for f in list(self.files.values()):
+            for bo in f.handles.values():
+                for m in bo.mappings:
+                    m.revoke(f"BO {bo.name or '?'}: its driver was replaced (the device was bound again)")
+                bo.mappings.clear()
+            f.closed = True
+        self.files.clear()
+
     def bo_close(self, bo) -> None:
         """The BO's last handle is gone: its CPU mappings are revoked now; its GPU mappings
         and its memory go once no job uses it (jobs submitted before still find it mapped,
@@ -389,6 +401,8 @@ class Kmd:
                      "its CPU mapping is gone, as after munmap")
         bo.mappings.clear()
         bo.closed = True
+        if bo.owner is not None and not bo.owner.vm.closed:
+            bo.owner.vm.bo_closed()
         if not bo.busy:
             self.bo_release(bo)
 
@@ -899,7 +913,12 @@ def bind(dev: Device, params: KmdParams | None = None, *, observers=(), **kw) ->
     global _bound
     if params is not None and kw:
         raise TypeError("bind: give either params or keyword parameters, not both")
-    kmd = Kmd(dev, params or params_from(kw), observers)
+    params = params or params_from(kw)
+    if _bound is not None and _bound.dev is dev:
+        # one driver per device: the old one's files would keep BOs in memory the new one
+        # hands out again, and wait for jobs its rings no longer run
+        _bound.detach()
+    kmd = Kmd(dev, params, observers)
     _bound = kmd
     return kmd
 

@@ -99,6 +99,20 @@ class Job:
         return f"Job(ctx {self.ctx.id} seq {self.seq:#x})"
 
 
+@dataclass(frozen=True)
+class FailedDep:
+    """A CS dependency on a job that had already failed (its error kept in Context.failed):
+    finished with that error, so the scheduler cancels the dependent job as for a Job."""
+
+    ctx_id: int
+    seq: int
+    error: KmdError
+    finished: bool = True
+
+    def __repr__(self) -> str:
+        return f"Job(ctx {self.ctx_id} seq {self.seq:#x})"
+
+
 class Scheduler:
     """drm_gpu_scheduler for one ring: run queues of entities, the jobs in flight, the timer."""
 

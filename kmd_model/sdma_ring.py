@@ -47,7 +47,7 @@ class SdmaRing(Ring):
         return CpErrorState.from_regs(regs.CP_ERROR.CODE.put(e["CODE"]) | regs.CP_ERROR.LEVEL.put(e["LEVEL"])
                                       | regs.CP_ERROR.OPCODE.put(e["OP"]),
                                       m.read64(regs.SDMA_ERROR_ADDR_LO, regs.SDMA_ERROR_ADDR_HI),
-                                      m.read(regs.SDMA_ERROR_OFFSET), 0)
+                                      m.read(regs.SDMA_ERROR_OFFSET), None)  # (VM_FAULT_STATUS is the CP's)
 
     def __init__(self, kmd: "Kmd", gpu_addr: int, log2_dw: int, rptr_wb_index: int, scratch_index: int):
         super().__init__(kmd, gpu_addr, log2_dw, 16, rptr_wb_index, scratch_index)

@@ -126,6 +126,14 @@ class Vm:
         i = addr >> 2
         self.kmd.mem32[i:i + 2 * len(entries)] = entries.astype("<u8").view("<u4")
 
+    def reserve(self, va: int, size: int) -> None:
+        """Make every page table [va, va + size) needs, before a GEM_VA changes anything: a
+        table that does not fit (ENOMEM) then fails the ioctl with the VM as it was, not
+        half mapped. Tables made for nothing stay, empty, as amdgpu's do."""
+        span = 1 << vm_spec.leaf_bits(self.levels - 2, self.levels)  # what one page table covers
+        for a in range(va & -span, va + size, span):
+            self._table(self.levels - 1, a, True)
+
     def set_ptes(self, va: int, size: int, phys: int | None, flags: int) -> None:
         """Point [va, va + size) at [phys, ...) with PTE `flags`, or clear it (phys None)."""
         last = self.levels - 1
@@ -224,16 +232,23 @@ class Vm:
         return {m.bo for m in self.maps if not m.bo.closed} | set(self.tables.values())
 
     def lookup_arrays(self) -> tuple:
-        """(starts, ends, owner, phys - va) of the mappings in address order: the CS
-        checker's view of what the file may name (owner is the file's fd for all)."""
+        """(starts, ends, owner, phys - va, flags) of the mappings in address order: the CS
+        checker's view of what the file may name and how. owner: the file's fd, or -1 for a
+        closed BO's mapping, which stays only for the jobs submitted before its GEM_CLOSE
+        (bos()); flags: each mapping's VmFlags."""
         if self._arrays is None:
             fd = self.file.fd
             self._arrays = (
                 np.array([m.va for m in self.maps], dtype=np.int64),
                 np.array([m.end for m in self.maps], dtype=np.int64),
-                np.full(len(self.maps), fd, dtype=np.int64),
-                np.array([m.phys - m.va for m in self.maps], dtype=np.int64))
+                np.array([-1 if m.bo.closed else fd for m in self.maps], dtype=np.int64),
+                np.array([m.phys - m.va for m in self.maps], dtype=np.int64),
+                np.array([m.flags for m in self.maps], dtype=np.int64))
         return self._arrays
+
+    def bo_closed(self) -> None:
+        """One of its BOs lost its handle (GEM_CLOSE): the checker's view changes."""
+        self._arrays = None
 
     def translate(self, va: int, size: int = 1) -> int | None:
         """The physical address of [va, va + size) when it lies in one mapping, else None."""

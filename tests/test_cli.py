@@ -339,6 +339,21 @@ def test_run_shows_where_an_app_fails_to_import(tmp_path):
     assert "Traceback" in r.stderr and f'File "{app}", line 1' in r.stderr
     assert (f"gpucosim: cannot load app '{app}': ModuleNotFoundError: No module named 'no_such_module_anywhere'"
             in r.stderr)
+    assert "gpucosim/" not in r.stderr and "importlib" not in r.stderr  # (the app's frames only)
+
+
+def test_run_shows_where_an_app_has_a_syntax_error(tmp_path):
+    """A syntax error in the app: its file, line and caret, and the one-line summary; none of
+    the launcher's frames."""
+    app = tmp_path / "typo.py"
+    app.write_text("def main(:\n    pass\n")
+    r = gpucosim("run", str(app), "--sim", "model")
+    assert r.returncode == 2
+    lines = r.stderr.rstrip().splitlines()
+    assert lines[0] == f'  File "{app}", line 1', r.stderr
+    assert lines[-2].startswith("SyntaxError:")
+    assert lines[-1].startswith(f"gpucosim: cannot load app '{app}': SyntaxError: ")
+    assert "Traceback" not in r.stderr and "gpucosim/" not in r.stderr
 
 
 # ------------------------------------------------------------------------------ regs
@@ -462,8 +477,15 @@ def test_bench_without_the_benchmarks(monkeypatch, capsys):
 
 
 def test_plot_errors(capsys, tmp_path):
-    assert usage_error(capsys, "plot", "nosuch.json", "-o", str(tmp_path / "x.png")).startswith(
-        "gpucosim plot: error: cannot read nosuch.json: ")
+    # one readable line, as disasm's: the OS's reason, not Python's "[Errno 2] ...: 'path'"
+    assert usage_error(capsys, "plot", "nosuch.json", "-o", str(tmp_path / "x.png")) == \
+        "gpucosim plot: error: cannot read nosuch.json: No such file or directory"
+    assert usage_error(capsys, "plot", str(tmp_path), "-o", str(tmp_path / "x.png")) == \
+        f"gpucosim plot: error: cannot read {tmp_path}: Is a directory"
+    text = tmp_path / "notes.txt"
+    text.write_text("not a trace\n")
+    assert usage_error(capsys, "plot", str(text), "-o", str(tmp_path / "x.png")) == \
+        f"gpucosim plot: error: {text} is not a JSON trace (line 1, column 1: Expecting value)"
     empty = tmp_path / "t.json"
     empty.write_text('{"traceEvents": []}')
     assert usage_error(capsys, "plot", str(empty), "-o", str(tmp_path / "x.png")) == \

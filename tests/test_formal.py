@@ -163,7 +163,7 @@ def test_fence_mutant_reads_a_failing_release_mem():
     assert pkt.name == "RELEASE_MEM" and pkt.fields["DATA_SEL"] != 0  # (a fence write asked for)
     assert rules.packet_error(rules.BY_OPCODE[pkt.opcode], pkt.payload, 0, rules.Caps())[0] == "FENCE_MISALIGNED"
     with pytest.raises(HarnessError, match=r"^CPHarness image: 3 dwords; it must be a power of two from 2 to 64$"):
-        Fragment.get(CPHarness("cp_bus", image=(0, 0, 0)), None)
+        CPHarness("cp_bus", image=(0, 0, 0))
 
 
 def test_report_rows_carry_their_run(tmp_path):

@@ -433,3 +433,56 @@ def test_a_write_to_one_address_is_one_dword():
     assert bo.u32[-1] == 3
     expect(errno.EFAULT, _outside("writes", "WRITE_DATA", bo.addr, vbo.addr, 4, c.ctx), c.submit,
            c.ib(bo, pm4.write_data(vbo.addr, [1, 2, 3], addr_incr="NO_INCREMENT")))
+
+
+# ------------------------------------------------------------------------------ permissions
+
+def _perm(verb: str, where: str, m: int, a: int, n: int, need: str, ctx: int) -> str:
+    return (f"CS: {where} at IB+0x0 ({m:#x}) {verb} [{a:#x}, {a + n:#x}), in a mapping of context {ctx} "
+            f"without {need}")
+
+
+def test_an_access_its_mapping_does_not_permit_is_refused_at_cs():
+    """docs/architecture.md, "The security boundary": a range whose mapping does not permit
+    the access is refused at CS (what the MMU would stop never costs a reset), for every
+    packet that names memory, and an IB must be in an EXECUTABLE mapping (the CP would
+    fetch it; the shadow copy must not run what the client said is not code)."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    R, W, X = uapi.VmFlags.READABLE, uapi.VmFlags.WRITEABLE, uapi.VmFlags.EXECUTABLE
+    bo = c.bo(0x1000)  # RWX: the IBs
+    ro, wo, rw = c.bo(0x1000, vm_flags=R), c.bo(0x1000, vm_flags=W), c.bo(0x1000, vm_flags=R | W)
+    m = bo.addr
+    before = hw_state(kmd)
+    cases = [
+        ("writes", "WRITE_DATA", pm4.write_data(ro.addr, [1]), ro.addr, 4, "WRITEABLE"),
+        ("polls", "WAIT_REG_MEM", pm4.wait_reg_mem(wo.addr, 0, 0xFFFF_FFFF, "EQ"), wo.addr, 4, "READABLE"),
+        ("writes", "RELEASE_MEM", pm4.release_mem(ro.addr, 1), ro.addr, 4, "WRITEABLE"),
+        ("writes", "DMA_DATA", pm4.dma_data(ro.addr, rw.addr, 16), ro.addr, 16, "WRITEABLE"),
+        ("reads", "DMA_DATA", pm4.dma_data(rw.addr, wo.addr, 16), wo.addr, 16, "READABLE"),
+        ("runs", "INDIRECT_BUFFER", pm4.indirect_buffer(rw.addr, 8), rw.addr, 32, "EXECUTABLE"),
+    ]
+    for verb, name, words, a, n, need in cases:
+        expect(errno.EFAULT, _perm(verb, name, m, a, n, need, c.ctx), c.submit, c.ib(bo, words))
+    rw.u32[:8] = pm4.pad(8)
+    expect(errno.EFAULT, f"CS: IB at {rw.addr:#x}+0x20 is in a mapping of context {c.ctx} without EXECUTABLE",
+           c.submit, CsChunkIb(8, handle=rw.handle))
+    assert hw_state(kmd) == before and kmd.stats["resets"] == 0
+    c.run(bo, pm4.dma_data(wo.addr, ro.addr, 16))  # what each mapping permits runs
+    c.run(bo, pm4.write_data(rw.addr, [7]) + pm4.wait_reg_mem(rw.addr, 7, 0xFFFF_FFFF, "EQ"))
+
+
+def test_a_closed_bo_still_mapped_for_older_jobs_is_not_the_new_jobs():
+    """GEM_CLOSE of a BO a job still uses keeps its mapping for that job only (Vm.bos: the
+    jobs submitted after it do not hold it, so it is freed and unmapped when the old job
+    retires). A job submitted after the close that names it is refused at CS, instead of
+    being accepted and then faulting, or not, depending on when the old job retires."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=50_000)
+    c = Client()
+    ib, x, flag = c.bo(), c.bo(), c.bo()
+    old = c.submit(c.ib(ib, pm4.wait_reg_mem(flag.addr, 1, 0xFFFF_FFFF, "EQ") + pm4.write_data(x.addr, [1])))
+    c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(x.handle))
+    expect(errno.EFAULT, _outside("writes", "WRITE_DATA", ib.addr + 0x400, x.addr + 4, 4, c.ctx),
+           c.submit, c.ib(ib, pm4.write_data(x.addr + 4, [2]), 0x400))
+    flag.u32[0] = 1
+    assert c.wait(old) and kmd.stats["resets"] == 0  # the older job had it to the end

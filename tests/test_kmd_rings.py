@@ -399,17 +399,26 @@ def test_a_failed_queue_reset_says_which_queue_did_not_come_back(caplog):
 
 # ------------------------------------------------------------------------------ scheduler
 
-def test_a_job_whose_dependency_fails_later_is_cancelled_with_its_reason():
+@pytest.mark.parametrize("failed_first", [False, True], ids=["fails_later", "failed_before_its_cs"])
+def test_a_job_whose_dependency_fails_is_cancelled_with_its_reason(failed_first):
     """A job queued behind a dependency on another ring that then fails is cancelled with
-    ECANCELED naming the dependency and its error, without running."""
+    ECANCELED naming the dependency and its error, without running; so is one whose
+    dependency had failed before its CS (gone from the scheduler by then: it must not run
+    as if the dependency had succeeded). Its context carries on."""
     kmd_model.bind(RefModel(), job_timeout=20_000)
     c = Client()
     bo = c.bo()
     b = new_ctx(c)
     bad = c.submit(sdma_ib(bo, HANG(bo.addr + 0x3000)))
+
+    def wait_bad():
+        with pytest.raises(uapi.KmdError):
+            c.wait(bad, 1_000_000)
+    if failed_first:
+        wait_bad()
     dep = c.submit(CsChunkDep(DMA, 0, c.ctx, bad), c.ib(bo, pm4.write_data(bo.addr + 0x100, [1]), 0x400), ctx=b)
-    with pytest.raises(uapi.KmdError):
-        c.wait(bad, 1_000_000)
+    if not failed_first:
+        wait_bad()
     with pytest.raises(uapi.KmdError) as ei:
         c.wait(dep, 1_000_000, ctx=b)
     e = ei.value
@@ -417,6 +426,8 @@ def test_a_job_whose_dependency_fails_later_is_cancelled_with_its_reason():
     assert e.message.startswith(f"WAIT_CS: Job(ctx {b} seq {dep:#x}) on gfx: its dependency "
                                 f"Job(ctx {c.ctx} seq {bad:#x}) failed: job {bad:#x} timed out on sdma0")
     assert bo.u32[0x40] == 0
+    good = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x100, [2]), 0x800), ctx=b)
+    assert c.wait(good, ctx=b) and bo.u32[0x40] == 2
 
 
 def test_a_freed_contexts_entity_leaves_the_run_queue_once_its_jobs_ran():
@@ -466,3 +477,19 @@ def test_a_context_keeps_the_errors_of_its_latest_failed_jobs_only():
     for seq in range(5):
         ctx.job_failed(seq, uapi.KmdError(errno.ECANCELED, f"job {seq}"))
     assert list(ctx.failed) == [2, 3, 4] and ctx.failed[4].message == "job 4"
+
+
+def test_an_sdma_vm_fault_is_described_by_what_the_engine_latches():
+    """The SDMA latches a VM fault's code and address, not VM_FAULT_STATUS (that register
+    stays the CP's, docs/hardware.md): the error names the address and says the rest is
+    unknown, instead of decoding a status of 0 as "READ ... (VMID 0, no valid entry at
+    page-table level 0)" for what was an IB fetch from a page without EXECUTABLE."""
+    kmd_model.bind(RefModel(), job_timeout=20_000)
+    c = Client()
+    bo = c.bo()
+    rw = c.bo(vm_flags=uapi.VmFlags.READABLE | uapi.VmFlags.WRITEABLE)  # not EXECUTABLE
+    rw.u32[:8] = sdma.write_linear(bo.addr, [5]) + sdma.pad(3)
+    seq = c.submit(uapi.CsChunkIb(8, rw.handle, ip_type=DMA))
+    e = expect(errno.ECANCELED, f"WAIT_CS: VM fault at {rw.addr:#x} (the SDMA engine latches no access, VMID "
+               f"or cause) at IB+0x0, sdma0, context {c.ctx}", c.wait, seq, 1_000_000)
+    assert e.info.code == "VM_FAULT" and bo.u32[0] == 0

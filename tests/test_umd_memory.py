@@ -414,3 +414,20 @@ def test_a_full_va_range_reports_nothing_free(guard_pages):
     va.free(a)
     st = va.stats()
     assert (st.free, st.free_ranges, st.largest_free) == (4 * P, 1, 4 * P - guard_pages * P)
+
+
+@pytest.mark.parametrize("pools", [True, False])
+def test_an_allocation_the_kernel_refuses_gives_its_va_range_back(pools):
+    """The UMD takes the VA range first, then asks GEM_CREATE for the memory: when the
+    kernel has none (ENOMEM), the range is free again. It was kept, twice per failed
+    alloc (the pools retry once): a few failed 200 MiB allocations used up the whole VA
+    range, and nothing larger than a few MiB could be allocated afterwards."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open(pools=pools)
+    free = gpu.memory().va.free
+    for _ in range(6):
+        with pytest.raises(umd.OutOfMemory, match=r"^alloc: no device memory for 0xc800000 bytes "
+                                                  r"\(ENOMEM: GEM_CREATE: no 0xc800000 bytes free in VRAM"):
+            gpu.alloc(200 << 20, "vram")
+    assert gpu.memory().va.free == free
+    assert gpu.alloc(16 << 20, "vram").size == 16 << 20  # more than the leak had left

@@ -131,6 +131,29 @@ def test_copy_pipeline_example_reports_and_refuses(capsys):
         assert exc.value.code == 2 and capsys.readouterr().err.splitlines()[-1] == f"copy_pipeline: error: {msg}"
 
 
+def test_a_bad_ib_size_is_the_queue_calls_error_and_costs_nothing():
+    """ib_size_dw is checked by queue() before it takes a context and its page (a bad one
+    raised from inside, naming CmdBuf, after both were taken: each failed call leaked
+    them), and it is at most what one IB may hold (DEV_INFO.max_ib_dw): larger IBs were
+    accepted and every flush longer than that refused by the KMD."""
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open()
+    top = gpu.info().max_ib_dw & ~7
+    msg = f"queue: ib_size_dw must be a multiple of 8 from 48 to {top}"
+    contexts, buffers = len(kmd.contexts), len(gpu.buffers)
+    for bad in (7, 40, 1 << 21, top + 8):
+        with pytest.raises(ValueError, match=f"^{msg}, not {bad}$"):
+            gpu.queue(ib_size_dw=bad)
+    for bad in (True, 64.0, None):
+        with pytest.raises(TypeError, match=f"^queue: ib_size_dw must be an int, not {bad}$"):
+            gpu.queue(ib_size_dw=bad)
+    assert (len(kmd.contexts), len(gpu.buffers)) == (contexts, buffers)
+    q = gpu.queue(ib_size_dw=top)
+    buf = gpu.alloc(4 << 20)
+    q.write(buf, 0, np.arange(top, dtype=np.uint32))  # more than fits in one IB: it chains
+    q.finish()
+    assert buf.u32[top - 1] == top - 1
+
 def test_queue_arguments_and_backends_without_a_copy_engine():
     kmd_model.bind(RefModel())
     gpu = umd.open()
@@ -140,6 +163,13 @@ def test_queue_arguments_and_backends_without_a_copy_engine():
         gpu.queue(priority=9)
     with pytest.raises(TypeError, match=r"^wait_event: event must be a umd Event, not 3$"):
         gpu.queue().wait_event(3)
+    # an unhashable choice is answered as any other wrong one, not with "unhashable type"
+    with pytest.raises(ValueError, match=r"^queue: engine must be one of 'gfx', 'copy', not \['gfx'\]$"):
+        gpu.queue(engine=["gfx"])
+    with pytest.raises(ValueError, match=r"^queue: priority must be one of 'low', 'normal', 'high', not \{\}$"):
+        gpu.queue(priority={})
+    with pytest.raises(ValueError, match=r"^wait_mem: compare must be one of always, <, <=, ==, !=, >=, >, not \['<'\]$"):
+        gpu.queue().wait_mem(gpu.alloc(64), 0, 0, compare=["<"])
     kmd_model.bind(RefModel(sdma=False))
     gpu = umd.open()
     with pytest.raises(ValueError, match=r"^queue: engine='copy' needs an SDMA engine, and the model backend has "
@@ -334,3 +364,24 @@ def test_a_buffer_freed_after_a_split_copy_flush_waits_for_its_last_cs(async_sub
     q.finish()
     gone = buf.gpu_addr
     assert gpu.alloc(4096).gpu_addr == gone
+
+
+@pytest.mark.parametrize("engine", ["gfx", "copy"])
+def test_wait_mem_and_upload_arguments_name_the_call(engine):
+    """poll_interval is checked by wait_mem itself on both engines (it was the packet
+    builder's message on gfx, naming WAIT_REG_MEM, and Python's own TypeError from the
+    interval arithmetic on copy); an upload of an object array says what upload takes."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    q = gpu.queue(engine=engine)
+    buf = gpu.alloc(64)
+    for bad in (-1, 1 << 16):
+        with pytest.raises(ValueError, match=f"^wait_mem: poll_interval must be in \\[0, 65535\\], not {bad}$"):
+            q.wait_mem(buf, 0, 0, poll_interval=bad)
+    with pytest.raises(TypeError, match="^wait_mem: poll_interval must be an int, not None$"):
+        q.wait_mem(buf, 0, 0, poll_interval=None)
+    with pytest.raises(TypeError, match="^upload: data must be bytes-like or a numpy array of numbers, not an "
+                                        "array of object$"):
+        q.upload(buf, 0, np.array([object()]))
+    q.wait_mem(buf, 0, 0, poll_interval=0xFFFF)
+    q.finish()

@@ -216,3 +216,169 @@ def test_a_reset_context_whose_seqnos_cross_zero_is_not_taken_for_done():
     with pytest.raises(umd.GpuError, match="timed out"):
         q.finish()
     assert buf.u32[0] == 0
+
+
+def test_a_buffer_of_another_device_is_refused_by_every_call():
+    """A Buffer's gpu_addr is a VA in its own device's VM: recorded on another device's
+    queue it names whatever that device has at the same VA (two devices start their VA
+    ranges at the same place). Every call taking a buffer refuses it; a non-Buffer is a
+    TypeError naming the call and the argument, not an AttributeError from inside."""
+    kmd_model.bind(RefModel())
+    gpu, other = umd.open(), umd.open()
+    mine, theirs = gpu.alloc(4096), other.alloc(4096)
+    assert mine.gpu_addr == theirs.gpu_addr  # the same VA, each in its own VM
+    q = gpu.queue()
+    calls = [("write", "buf", lambda b: q.write(b, 0, 0xBAD)),
+             ("wait_mem", "buf", lambda b: q.wait_mem(b, 0, 0)),
+             ("fill", "buf", lambda b: q.fill(b, 0, 4, 0xBAD)),
+             ("copy", "dst", lambda b: q.copy(b, 0, mine, 64, 4)),
+             ("copy", "src", lambda b: q.copy(mine, 64, b, 0, 4)),
+             ("upload", "dst", lambda b: q.upload(b, 0, b"\xad\x0b\x00\x00")),
+             ("download", "src", lambda b: q.download(b, 0, 4))]
+    for call, name, fn in calls:
+        with pytest.raises(ValueError, match=re.escape(f"{call}: {name} {theirs!r} belongs to another device")):
+            fn(theirs)
+        with pytest.raises(TypeError, match=re.escape(f"{call}: {name} must be a umd Buffer, not None")):
+            fn(None)
+    q.finish()
+    assert not mine.u32.any() and not theirs.u32.any()
+    gpu.close()
+    other.close()
+
+
+def test_events_and_timestamps_outlive_their_queue_and_device():
+    """close() finishes the queue, then frees its page (user fence, timeline, timestamp
+    slots): its events and timestamps keep answering from what the page held at close, not
+    from the freed memory (which the next buffer gets, zero-filled) nor from a revoked
+    mapping once the device is closed too."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    q = gpu.queue()
+    buf = gpu.alloc(4096)
+    q.write(buf, 0, 1)
+    ev, ts = q.signal(), q.timestamp()
+    late = q.signal()  # never waited for: close() submits and finishes it
+    assert ev.wait() and ts.wait()
+    cycles = ts.cycles
+    page = q.qbo.gpu_addr
+    q.close()
+    reused = [gpu.alloc(4096) for _ in range(4)]  # the queue's page among them
+    assert page in [b.gpu_addr for b in reused]
+    for b in reused:
+        b.u32[:] = 0xFFFF_FFFF
+    assert ev.signalled() and late.signalled() and ev.wait() and late.wait(0)
+    assert ts.signalled() and ts.cycles == cycles
+    q2 = gpu.queue()
+    ev2 = q2.signal()
+    gpu.close()
+    assert ev2.wait() and ev.wait() and ts.cycles == cycles
+    assert repr(ev2) == f"<umd.Event {ev2.value} signalled>"
+
+
+def test_waiting_on_an_event_its_closed_queue_never_signalled_says_so():
+    """close() gave up on the queue's work (the GPU failed it): waiting on its event later is
+    a ValueError naming the wait and why, not the KMD's EINVAL/EBADF for the context or
+    file the queue released."""
+    kmd_model.bind(RefModel(), job_timeout=5_000)
+    gpu = umd.open()
+    q = gpu.queue()
+    q.wait_mem(gpu.alloc(4096), 0, 1)  # never satisfied: the job is reset
+    ev = q.signal()
+    q.close()
+    message = "wait: the queue of this event was closed before the GPU signalled it"
+    with pytest.raises(ValueError, match=message):
+        ev.wait()
+    gpu.close()
+    assert not ev.signalled()
+    with pytest.raises(ValueError, match=message):
+        ev.wait(0)
+
+
+@pytest.mark.parametrize("dma", [True, False])
+def test_a_write_longer_than_one_write_data_in_large_ibs(dma):
+    """With IBs larger than the biggest WRITE_DATA (16,381 data dwords: COUNT's 14 bits less
+    the packet's 3 fixed dwords), a long write (and a fill without a DMA engine, made of
+    WRITE_DATAs too) is split at the packet's limit, not one dword past it."""
+    kmd_model.bind(RefModel(dma=dma))
+    gpu = umd.open()
+    n = 20_000
+    buf = gpu.alloc(4 * n)
+    q = gpu.queue(ib_size_dw=1 << 15)
+    q.write(buf, 0, np.arange(n, dtype=np.uint32))
+    q.finish()
+    assert buf.u32.tolist() == list(range(n))
+    q.fill(buf, 0, 4 * n, 7)
+    q.finish()
+    assert (buf.u32 == 7).all()
+
+
+def test_a_gpu_side_wait_on_an_event_of_a_closed_queue():
+    """wait_event on an event whose queue is closed: close() finished that queue, so a
+    signalled event needs no wait (the closed queue's context is gone: naming it in a CS
+    dependency failed the waiting queue's flush with EINVAL), and one it never signalled
+    is refused at once, as Event.wait refuses it."""
+    kmd_model.bind(RefModel(), job_timeout=5_000)
+    gpu = umd.open()
+    a, b = gpu.queue(), gpu.queue()
+    buf = gpu.alloc(64)
+    a.write(buf, 0, 1)
+    ev = a.signal()
+    a.close()
+    b.wait_event(ev)
+    b.write(buf, 4, 2)
+    b.finish()
+    assert buf.u32[:2].tolist() == [1, 2]
+    c = gpu.queue()
+    c.wait_mem(buf, 8, 1)  # never satisfied: the job is reset
+    lost = c.signal()
+    c.close()
+    with pytest.raises(ValueError, match="^wait_event: the queue of this event was closed before the GPU "
+                                         "signalled it"):
+        b.wait_event(lost)
+    b.write(buf, 12, 3)
+    b.finish()
+    assert buf.u32[3] == 3
+
+
+def test_a_timestamp_whose_slot_was_taken_again_is_refused_not_misread():
+    """A queue keeps its last 504 timestamps (slots in its page, reused in turn): reading an
+    older one after more were taken is a ValueError saying so, not the later sample that
+    now sits in its slot (which read as earlier timestamps later than later ones)."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    q = gpu.queue()
+    buf = gpu.alloc(64)
+    ts = []
+    for i in range(umd.queue.QBO_TS_SLOTS + 1):
+        q.write(buf, 0, i)
+        ts.append(q.timestamp())
+        if i == 100:
+            q.flush()  # the later ones run later
+    q.finish()
+    values = [t.cycles for t in ts[1:]]
+    assert values == sorted(values) and values[0] < values[-1]
+    with pytest.raises(ValueError, match=r"^timestamp: its slot was taken again by a later timestamp \(a queue "
+                                         r"keeps its last 504\): read it before taking more$"):
+        ts[0].cycles
+    assert repr(ts[0]) == "<umd.Timestamp (its slot was taken again)>" and ts[0].wait()
+
+
+def test_an_event_of_a_refused_flush_stays_lost_after_later_events_signal():
+    """Event values are a queue's timeline, compared wrap-safely: once a later event of the
+    queue is signalled, a refused flush's event compared as passed too, and its wait()
+    returned True for work that never ran. It stays lost: signalled() is False and wait()
+    raises ECANCELED (docs/architecture.md: "the refused flush's events are lost")."""
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open()
+    q = gpu.queue()
+    buf = gpu.alloc(64)
+    q.emit_raw(pm4.write_data(kmd.fence_addr, [0]))  # refused by the checker
+    lost = q.signal()
+    with pytest.raises(umd.SubmitError):
+        q.flush()
+    q.write(buf, 0, 1)
+    assert q.signal().wait() and buf.u32[0] == 1
+    assert not lost.signalled()
+    with pytest.raises(umd.SubmitError, match="^wait: the submission carrying this event was refused$") as ei:
+        lost.wait()
+    assert ei.value.errno == errno.ECANCELED

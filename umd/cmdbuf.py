@@ -45,9 +45,9 @@ class CmdBuf:
     def __init__(self, get_ib: Callable[[], Any], ib_size_dw: int, align_dw: int = 8, sdma: bool = False):
         if align_dw < 1 or align_dw & (align_dw - 1):
             raise ValueError(f"CmdBuf: align_dw must be a power of two, not {align_dw!r}")
-        if ib_size_dw < 4 * (CHAIN_DW + align_dw) or ib_size_dw % align_dw:
+        if ib_size_dw < self.min_ib_dw(align_dw) or ib_size_dw % align_dw:
             raise ValueError(f"CmdBuf: ib_size_dw must be a multiple of {align_dw} and at least "
-                             f"{4 * (CHAIN_DW + align_dw)}, not {ib_size_dw!r}")
+                             f"{self.min_ib_dw(align_dw)}, not {ib_size_dw!r}")
         self.get_ib = get_ib
         self.ib_size_dw = ib_size_dw
         self.align_dw = align_dw
@@ -57,6 +57,11 @@ class CmdBuf:
         self.max_packet_dw = ib_size_dw - (0 if sdma else CHAIN_DW) - (align_dw - 1)
         self.chains = 0
         self.reset()
+
+    @staticmethod
+    def min_ib_dw(align_dw: int) -> int:
+        """The smallest IB a stream may use: room for a packet beside the padding and CHAIN."""
+        return 4 * (CHAIN_DW + align_dw)
 
     def reset(self) -> None:
         """Start a new stream (the IBs of the previous one belong to its submission now). The

@@ -20,6 +20,8 @@ from .submit import PendingCs
 
 # ---------------------------------------------------------------------------- Event
 
+_NEVER = "the queue of this event was closed before the GPU signalled it (its work failed or was cancelled)"
+
 class Event:
     """Signalled when the GPU has executed the queue up to the `signal()` that made it."""
 
@@ -32,6 +34,8 @@ class Event:
 
     def signalled(self) -> bool:
         """Memory only: no ioctl."""
+        if self.lost:  # never written: a later event's value passes it, but it did not run
+            return False
         # timeline values start at 1 over a zeroed dword, and are compared wrap-safely
         return seq_passed(self.value, int(self.queue.q32[QBO_TIMELINE]))
 
@@ -44,6 +48,8 @@ class Event:
         if self.signalled():
             return True
         q = self.queue
+        if q.closed:  # its close() finished what it could: this will never be signalled
+            raise ValueError(f"wait: {_NEVER}")
         if self.seq is None and not self.lost and q.async_submit:
             if self.pending is None:
                 queue_flush(q)  # never flushed
@@ -61,16 +67,17 @@ class Event:
         return self.signalled()
 
     def __repr__(self) -> str:
-        return f"<umd.Event {self.value} {'signalled' if self.signalled() else 'pending'}>"
+        return f"<umd.Event {self.value} {'lost' if self.lost else 'signalled' if self.signalled() else 'pending'}>"
 
 
 class Timestamp(Event):
     """A GPU clock sample (RELEASE_MEM TIMESTAMP): `wait()` for it, then `value` (or its
     alias `cycles`) is the 48-bit GPU clock, in cycles, when the queue got there."""
 
-    def __init__(self, queue: Queue, slot: int):
+    def __init__(self, queue: Queue, slot: int, index: int):
         super().__init__(queue, 0)
         self.slot = slot
+        self.index = index  # the queue's how-manieth timestamp: its slot is taken again QBO_TS_SLOTS later
 
     @property  # type: ignore[override]
     def value(self) -> int:
@@ -80,7 +87,14 @@ class Timestamp(Event):
     def value(self, _v: int) -> None:
         pass  # Event.__init__ sets a timeline value; a timestamp has none
 
+    @property
+    def _reused(self) -> bool:
+        """QBO_TS_SLOTS more timestamps were taken on the queue: its slot may hold a later sample."""
+        return self.queue.ts_next - self.index > QBO_TS_SLOTS
+
     def __repr__(self) -> str:
+        if self._reused:
+            return "<umd.Timestamp (its slot was taken again)>"
         return f"<umd.Timestamp {self.cycles} cycles>" if self.signalled() else "<umd.Timestamp pending>"
 
     def signalled(self) -> bool:
@@ -91,6 +105,9 @@ class Timestamp(Event):
 
     @property
     def cycles(self) -> int:
+        if self._reused:
+            raise ValueError(f"timestamp: its slot was taken again by a later timestamp (a queue keeps its "
+                             f"last {QBO_TS_SLOTS}): read it before taking more")
         if not self.signalled():
             raise ValueError("timestamp: not written yet: wait() for it first")
         lo, hi = self.queue.q32[2 * self.slot: 2 * self.slot + 2].tolist()
@@ -117,8 +134,8 @@ def queue_timestamp(self: Queue) -> "Timestamp":
         raise ValueError("timestamp: the copy engine has no timestamp packet here (SDMA TIMESTAMP is not "
                          "implemented): take it on a gfx queue")
     slot = QBO_TS_FIRST + self.ts_next % QBO_TS_SLOTS
-    self.ts_next += 1
-    ts = Timestamp(self, slot)  # (read only once its job has ended: the GPU wrote the slot by then)
+    ts = Timestamp(self, slot, self.ts_next)
+    self.ts_next += 1  # (read only once its job has ended: the GPU wrote the slot by then)
     self.cmdbuf.emit(pm4.release_mem(self.qbo.gpu_addr + 8 * slot, 0, data_sel="TIMESTAMP"), self._label("timestamp"))
     self.unflushed_events.append(ts)
     self._end_command()
@@ -138,6 +155,10 @@ def queue_wait_event(self: Queue, event: "Event") -> None:
         raise ValueError("wait_event: the event belongs to another device")
     if q is self:
         return
+    if q.closed:  # close() finished it, and its context is gone: nothing for a CS to name
+        if event.signalled():
+            return
+        raise ValueError(f"wait_event: {_NEVER}")
     if event.seq is None and event.pending is None and not event.lost:
         queue_flush(q)  # the event must be submitted before anything can depend on it
     if event.pending is not None:  # flushed, queued for the submission thread

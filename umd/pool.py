@@ -143,7 +143,11 @@ class MemoryManager:
         except OutOfMemory:
             self._drain()
             va = self.va.alloc(size, alignment)
-        out = self.ws.gem_create(size, domain, alignment, 0)
+        try:
+            out = self.ws.gem_create(size, domain, alignment, 0)
+        except KmdError:  # (ENOMEM: the range goes back, or failed allocations use up the VA space)
+            self.va.free(va)
+            raise
         try:
             self.ws.gem_va(out.handle, VaOp.MAP, va, size, VM_FLAGS)
         except KmdError:
@@ -218,12 +222,19 @@ class MemoryManager:
             if b is not None:
                 return b
         try:
-            return self._create(size, domain, alignment)
+            try:
+                return self._create(size, domain, alignment)
+            except KmdError as e:
+                if e.errno != errno.ENOMEM or not self.pools:
+                    raise
+                self._drain()
+                return self._create(size, domain, alignment)
         except KmdError as e:
-            if e.errno != errno.ENOMEM or not self.pools:
-                raise
-            self._drain()
-            return self._create(size, domain, alignment)
+            # (the app asked the UMD, not the kernel: no memory is the UMD's OutOfMemory, as an
+            # exhausted VA range is; the kernel's errno and words stay in the message)
+            if e.errno == errno.ENOMEM:
+                raise OutOfMemory(f"alloc: no device memory for {size:#x} bytes ({e})") from e
+            raise
 
     # ------------------------------------------------------------------ slabs
 

@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 from kmd_model.fence import seq_passed
 from kmd_model.log import get_logger
 from kmd_model.uapi import CsChunkDep, CsChunkFence, CsChunkIb, CtxPriority, HwIp, KmdError
-from spec import pm4, sdma
+from spec import packets, pm4, sdma
 
 from . import submit
 from .cmdbuf import CmdBuf
 from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, SubmitError, UmdError
-from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _Dispatched, _dwords, _index, _raise_first, _timeout,
-                      device_alloc)
+from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _Dispatched, _dwords, _index, _own_buffer, _raise_first,
+                      _timeout, device_alloc)
 from .submit import PendingCs, Submitter
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 log = get_logger("umd")
 
 MAX_INFLIGHT = 32  # submissions a queue has in flight before a flush waits for the oldest
+_POLL_INTERVAL = packets.WAIT_REG_MEM.field("POLL_INTERVAL")
 COMPARE = {"always": "ALWAYS", "<": "LT", "<=": "LE", "==": "EQ", "!=": "NE", ">=": "GE", ">": "GT"}
 # A queue's engine: the CS ring it submits to (HW IP type, ring 0)
 ENGINES = {"gfx": HwIp.GFX, "copy": HwIp.DMA}
@@ -86,9 +87,9 @@ def device_queue_v3(self: Device, *, flush_threshold: int | None = None, flush_d
 
 def _new_queue(self: Device, flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority,
                async_submit: bool) -> "Queue":
-    if engine not in ENGINES:
+    if not isinstance(engine, str) or engine not in ENGINES:  # (a list is no engine: not "unhashable")
         raise ValueError(f"queue: engine must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
-    if priority not in PRIORITIES:
+    if not isinstance(priority, str) or priority not in PRIORITIES:
         raise ValueError(f"queue: priority must be one of {', '.join(map(repr, PRIORITIES))}, not {priority!r}")
     if engine == "copy" and not self.dev_info.sdma_rings:
         raise ValueError(f"queue: engine='copy' needs an SDMA engine, and the {self.name} backend has none "
@@ -148,6 +149,13 @@ class Queue(_Dispatched):
         max_inflight = _index("queue", "max_inflight", max_inflight)
         if max_inflight < 1:
             raise ValueError(f"queue: max_inflight must be >= 1, not {max_inflight}")
+        # (before the context and the page are taken: a bad size must cost nothing) an IB
+        # holds at most DEV_INFO.max_ib_dw dwords: a larger one every CS would refuse
+        ib_size_dw = _index("queue", "ib_size_dw", ib_size_dw)
+        align = device.dev_info.ib_align_dw
+        lo, hi = CmdBuf.min_ib_dw(align), device.dev_info.max_ib_dw // align * align
+        if not lo <= ib_size_dw <= hi or ib_size_dw % align:
+            raise ValueError(f"queue: ib_size_dw must be a multiple of {align} from {lo} to {hi}, not {ib_size_dw}")
         self.max_inflight = max_inflight
         self.timeout = DEFAULT_TIMEOUT  # how long a throttled flush waits for the oldest submission
         self.flush_dwords = flush_dwords
@@ -191,8 +199,12 @@ class Queue(_Dispatched):
         self.async_errors: list[UmdError] = []
         self.async_flushes = 0
         self._closing = False
-        # WRITE_DATA payload per packet: what fits in one IB beside its 3 header dwords
-        self.max_write_dw = min(pm4.MAX_PAYLOAD - 2, self.cmdbuf.max_packet_dw - 4)
+        # data dwords per write packet: the packet's own limit (WRITE_DATA: COUNT's range less
+        # its 3 fixed dwords; SDMA WRITE_LINEAR: its count field) and what fits in one IB
+        # beside the packet's 4 other dwords
+        wd = packets.WRITE_DATA
+        limit = sdma.MAX_WRITE_DW if self.copy_engine else wd.max_payload - wd.fixed
+        self.max_write_dw = min(limit, self.cmdbuf.max_packet_dw - 4)
 
     def __repr__(self) -> str:
         eng = "" if self.engine == "gfx" else f" {self.engine}"
@@ -274,9 +286,10 @@ class Queue(_Dispatched):
         while True:
             try:
                 return device_alloc(self.device, size, "gtt", zero=False, _owner=self)
-            except KmdError as e:
-                if e.errno != errno.ENOMEM:
+            except (KmdError, OutOfMemory) as e:  # (the pools' OutOfMemory: the kernel's ENOMEM)
+                if isinstance(e, KmdError) and e.errno != errno.ENOMEM:
                     raise
+                why = e.__cause__ if isinstance(e.__cause__, KmdError) else e  # (the kernel's words)
                 if self.pending:  # flushes still queued hold IBs and staging: let them go
                     self._drain(report=False)
                     self._reclaim()
@@ -284,13 +297,13 @@ class Queue(_Dispatched):
                 if not self.inflight:
                     raise OutOfMemory(f"{what}: no memory for {size:#x} bytes on queue (context {self.ctx_id}), "
                                       f"with nothing of its own in flight (max_inflight={self.max_inflight}): "
-                                      f"{e}") from e
+                                      f"{why}") from e
                 oldest = self.inflight[0].seq
                 if not self._wait_seq(oldest, self.timeout, what):
                     raise OutOfMemory(f"{what}: no memory for {size:#x} bytes on queue (context {self.ctx_id}), "
                                       f"and its oldest submission (seqno {oldest:#x}) has not finished after "
                                       f"{self.timeout} cycles ({len(self.inflight)} in flight, "
-                                      f"max_inflight={self.max_inflight}): {e}") from e
+                                      f"max_inflight={self.max_inflight}): {why}") from e
                 self._reclaim()
 
     def _reclaim(self) -> None:
@@ -349,6 +362,9 @@ class Queue(_Dispatched):
             self._drain(report=False)
         errors, self.async_errors = self.async_errors, []
         self.ws.ctx_free(self.ctx_id)
+        # the page goes back to the pools (the next buffer may get it): the queue's events
+        # and timestamps answer from what it held now, the queue having finished
+        self.q32 = self.q32.copy()
         self.qbo.free()
         for b in self.pool.free:
             b.free()
@@ -370,7 +386,7 @@ def queue_write_batched(self: Queue, buf: Buffer, offset: int, data: Any) -> Non
     """Record WRITE_DATA packets writing `data` (an int, dwords, a uint32 array or bytes)
     at buf+offset; they are submitted at the next flush."""
     words = _dwords("write", data)
-    addr = buf._range("write", offset, 4 * len(words))
+    addr = _own_buffer(self.device, "write", "buf", buf)._range("write", offset, 4 * len(words))
     label = self._label("write")
     step = self.max_write_dw
     for i in range(0, len(words), step):
@@ -384,13 +400,16 @@ def queue_wait_mem(self: Queue, buf: Buffer, offset: int, ref: int, *, mask: int
                    compare: str = "==", poll_interval: int = 16) -> None:
     """GPU-side wait: the queue stops until (dword at buf+offset & mask) <compare> ref
     (WAIT_REG_MEM; unsigned compare: always, <, <=, ==, !=, >=, >)."""
-    addr = buf._range("wait_mem", offset, 4)
-    fn = COMPARE.get(compare, compare)
+    addr = _own_buffer(self.device, "wait_mem", "buf", buf)._range("wait_mem", offset, 4)
+    fn = COMPARE.get(compare, compare) if isinstance(compare, str) else None
     if fn not in COMPARE.values():
         raise ValueError(f"wait_mem: compare must be one of {', '.join(COMPARE)}, not {compare!r}")
     for name, v in (("ref", ref), ("mask", mask)):
         if not 0 <= _index("wait_mem", name, v) <= M32:
             raise ValueError(f"wait_mem: {name} must fit in 32 bits, not {v:#x}")
+    top = _POLL_INTERVAL.max  # (a copy queue takes it in 16-clock units: it fits there too)
+    if not 0 <= _index("wait_mem", "poll_interval", poll_interval) <= top:
+        raise ValueError(f"wait_mem: poll_interval must be in [0, {top}], not {poll_interval}")
     if self.copy_engine:  # POLL_REGMEM's interval counts 16 clocks
         pkt = sdma.poll_regmem(addr, ref, mask, fn, interval=max(1, -(-poll_interval // 16)))
     else:

@@ -308,6 +308,17 @@ def _index(call: str, name: str, v: Any) -> int:
         raise TypeError(f"{call}: {name} must be an int, not {v!r}") from None
 
 
+def _own_buffer(device: Device, call: str, name: str, buf: Any) -> "Buffer":
+    """`buf` as a buffer argument of `device`'s calls: a Buffer of another device holds a VA
+    of that device's VM, which here names whatever this device has at the same address."""
+    if not isinstance(buf, Buffer):
+        raise TypeError(f"{call}: {name} must be a umd Buffer, not {buf!r}")
+    if buf.device is not device:
+        raise ValueError(f"{call}: {name} {buf!r} belongs to another device (its gpu_addr is an address "
+                         "in that device's own address space)")
+    return buf
+
+
 def _timeout(call: str, v: Any, name: str = "timeout_cycles") -> int:
     """A wait's bound in GPU cycles, checked here whatever the wait would find (an event
     already signalled too), so a bad value is the caller's error, not the kernel's EINVAL."""

@@ -28,11 +28,13 @@ import numpy as np
 from spec import pm4, sdma
 
 from .queue import Queue, queue_finish
-from .runtime import M32, Buffer, _index, _timeout
+from .runtime import M32, Buffer, _index, _own_buffer, _timeout
 
 
-def _bytes_range(buf: Buffer, call: str, offset: Any, size: Any) -> tuple[int, int]:
-    """(gpu address, size) of [offset, offset + size) of `buf`, any byte alignment."""
+def _bytes_range(q: Queue, call: str, name: str, buf: Buffer, offset: Any, size: Any) -> tuple[int, int]:
+    """(gpu address, size) of [offset, offset + size) of `buf` (argument `name` of `call`
+    on queue `q`), any byte alignment."""
+    buf = _own_buffer(q.device, call, name, buf)
     offset = _index(call, "offset", offset)
     size = _index(call, "size", size)
     if offset < 0 or size < 0:
@@ -76,8 +78,8 @@ def queue_copy(self: Queue, dst: Buffer, dst_offset: int, src: Buffer, src_offse
     """Device → device: copy `size` bytes (any alignment); source and destination must not
     overlap (as memcpy)."""
     _need_dma(self, "copy")
-    d, size = _bytes_range(dst, "copy", dst_offset, size)
-    s, _ = _bytes_range(src, "copy", src_offset, size)
+    d, size = _bytes_range(self, "copy", "dst", dst, dst_offset, size)
+    s, _ = _bytes_range(self, "copy", "src", src, src_offset, size)
     if s < d + size and d < s + size:
         raise ValueError(f"copy: source [{s:#x}, {s + size:#x}) and destination [{d:#x}, {d + size:#x}) "
                          "overlap")
@@ -99,6 +101,9 @@ def queue_upload(self: Queue, dst: Buffer, dst_offset: int, data: Any) -> None:
     the DMA engine copies it to dst+dst_offset when the queue runs."""
     _need_dma(self, "upload")
     if isinstance(data, np.ndarray):
+        if data.dtype.hasobject:  # (references, not bytes: numpy cannot view them as bytes)
+            raise TypeError(f"upload: data must be bytes-like or a numpy array of numbers, not an array of "
+                            f"{data.dtype}")
         raw = np.ascontiguousarray(data).view(np.uint8).ravel()
     else:
         try:
@@ -106,7 +111,7 @@ def queue_upload(self: Queue, dst: Buffer, dst_offset: int, data: Any) -> None:
         except TypeError:
             raise TypeError(f"upload: data must be bytes-like or a numpy array, not {type(data).__name__}") \
                 from None
-    d, size = _bytes_range(dst, "upload", dst_offset, raw.size)
+    d, size = _bytes_range(self, "upload", "dst", dst, dst_offset, raw.size)
     if size:
         stage = _staging(self, size)
         stage.map()[:size] = raw
@@ -120,7 +125,7 @@ def queue_download(self: Queue, src: Buffer, src_offset: int, size: int, *, time
     _need_dma(self, "download")
     if timeout is not None:
         timeout = _timeout("download", timeout, "timeout")
-    s, size = _bytes_range(src, "download", src_offset, size)
+    s, size = _bytes_range(self, "download", "src", src, src_offset, size)
     if not size:
         return np.zeros(0, dtype=np.uint8)
     from .runtime import device_alloc
@@ -148,11 +153,11 @@ def queue_fill(self: Queue, buf: Buffer, offset: int, size: int, value: int) -> 
         raise ValueError(f"fill: value must fit in 32 bits, not {value:#x}")
     label = self._label("fill")
     if self.copy_engine:
-        addr, size = _bytes_range(buf, "fill", offset, size)
+        addr, size = _bytes_range(self, "fill", "buf", buf, offset, size)
         for i in range(0, size, self.dma_chunk):
             self.cmdbuf.emit(sdma.constant_fill(addr + i, value, min(self.dma_chunk, size - i)), label)
     elif self.has_dma:
-        addr, size = _bytes_range(buf, "fill", offset, size)
+        addr, size = _bytes_range(self, "fill", "buf", buf, offset, size)
         step = self.dma_chunk
         for i in range(0, size, step):
             self.cmdbuf.emit(pm4.dma_data(addr + i, value, min(step, size - i), src_sel="DATA"), label)
@@ -162,7 +167,7 @@ def queue_fill(self: Queue, buf: Buffer, offset: int, size: int, value: int) -> 
         size = _index("fill", "size", size)
         if size <= 0 or size & 3:
             raise ValueError(f"fill: size must be a positive multiple of 4, not {size}")
-        addr = buf._range("fill", offset, size)
+        addr = _own_buffer(self.device, "fill", "buf", buf)._range("fill", offset, size)
         n = size // 4
         step = self.max_write_dw
         for i in range(0, n, step):

@@ -12,7 +12,7 @@ from rtl.cp.writer import WriteSource
 from rtl.mmu import RESP_USER
 from spec import ih as ih_spec
 
-from ..harness import Harness, WhiteBox
+from ..harness import Harness, HarnessError, WhiteBox
 from . import bus, env, errors, ih, live, queues, reset, ring
 from .env import free_csr
 
@@ -39,6 +39,10 @@ class CPHarness(Harness):
         # configuration that fixes the ring's packets (a counterexample with the ring so is one
         # with any ring: the group's memory returns free data)
         self.image = tuple(image)
+        n = len(self.image)
+        if n and not (2 <= n <= 64 and n & (n - 1) == 0):  # (refused here, before anything is built)
+            self._MustUse__silence = True  # (a refused harness is no unused one)
+            raise HarnessError(f"CPHarness image: {n} dwords; it must be a power of two from 2 to 64")
         # `okay`: memory answers every request OKAY (formal/cp/env.py)
         self.okay = okay
         self.group = group
