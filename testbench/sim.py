@@ -79,7 +79,7 @@ VERILATOR_WAVES_MAKE = ("OPT_FAST=-O1", "OPT_GLOBAL=-O2", "OPT_SLOW=-O0")
 # of CPU at both). The runtime library is compiled with the fast build's flags (-O2, and
 # -fcoroutines where the fast build's --timing puts it; no code here uses coroutines), so
 # ccache compiles it once per clone for every build, not once per set of flags (8 s).
-# The nine block-bench builds of a fresh clone: 43.4 s of CPU against 73.0, about 36 s
+# The nine block-bench builds of a fresh clone: 43.4 s of CPU against 73.0, 33.7 s
 # after a fast build. The path before issue 13 (gpu_top under cocotb's clock, what the
 # bench measures the fast path against) keeps cocotb's build unchanged.
 VERILATOR_STOCK_MAKE = ("VM_PARALLEL_BUILDS=0", "OPT_FAST=-O1", "OPT_GLOBAL=-O2")
