@@ -15,11 +15,10 @@ import warnings
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, with_timeout
 
 from testbench.memory import (CHECKER_BY_NAME, ProtocolChecker, SharedMemory, checker_message,
-                              configure)
+                              configure, start_bench_clock)
 
 warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"cocotbext\..*")
 from cocotbext.axi import AxiBus, AxiMaster, AxiResp  # noqa: E402
@@ -40,7 +39,7 @@ def max_size(dut) -> int:
 
 async def start(dut, mem_size: int = MEM_SIZE, checker_fails: bool = True, **cfg):
     """Clock, fresh shared memory, settings, reset; returns (memory, checker)."""
-    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    start_bench_clock(dut.clk)
     mem = SharedMemory(mem_size)
     mem.export_env()
     configure(dut, **cfg)
@@ -459,7 +458,7 @@ CHECKER_SCENARIOS = {
 @cocotb.test()
 async def test_checker_unit(dut):
     """axi_checker alone (toplevel), both sides driven by hand: legal and illegal cases."""
-    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    start_bench_clock(dut.clk)
     checker = ProtocolChecker(dut, fail=False)
     for title, (cycles, expect) in CHECKER_SCENARIOS.items():
         dut.rst.value = 1

@@ -21,10 +21,9 @@ from dataclasses import dataclass
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, with_timeout
 
-from testbench.memory import ProtocolChecker, SharedMemory, configure
+from testbench.memory import ProtocolChecker, SharedMemory, configure, start_bench_clock
 
 MEM_SIZE = 2 << 20
 ENGINE_AREA = 1 << 20           # engine e owns [e·1 MiB, (e+1)·1 MiB)
@@ -118,7 +117,7 @@ class Engine:
 
 async def start(dut, **cfg):
     """Clock, fresh shared memory (random contents), settings, reset."""
-    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    start_bench_clock(dut.clk)
     mem = SharedMemory(MEM_SIZE)
     mem.export_env()
     mem.view[:] = np.random.default_rng(12345).integers(0, 256, mem.size, dtype=np.uint8)
