@@ -253,16 +253,16 @@ MUTANTS: list[Mutant] = [
       depth=8),
 
     # ---------------------------------------------------------------- IH ring (rtl/cp/processor.py, ih.py, status.py)
-    M("ih_full_unchecked", "cp_ih", "rtl.cp.processor", "ih_entry_full.eq(Mux(ih_clear, ih_used0 >= ih_bytes, ih_used >= ih_bytes))",
+    M("ih_full_unchecked", "cp_ih", "rtl.cp.processor", "ih_entry_full.eq(ih_used >= ih_bytes)",
       "ih_entry_full.eq(0)", "no_overwrite",
       "the full check is missing: an entry is written over the oldest unread one", depth=16),
-    M("ih_slot_off_by_one", "cp_ih", "rtl.cp.processor", "ih_base + (ih_wptr & ih_bytes_m1)))]",
-      "ih_base + ((ih_wptr + 32) & ih_bytes_m1)))]", "entry_slot",
+    M("ih_slot_off_by_one", "cp_ih", "rtl.cp.processor", "ih_entry_addr.eq(ih_base + (ih_wptr & ih_bytes_m1))",
+      "ih_entry_addr.eq(ih_base + ((ih_wptr + 32) & ih_bytes_m1))", "entry_slot",
       "the entry goes one slot ahead of IH_WPTR", depth=14),
-    M("ih_slot_late_after_reset", "cp_ih", "rtl.cp.processor", "ih_entry_addr.eq(Mux(ih_clear, ih_base, ih_base",
-      "ih_entry_addr.eq(Mux(0, ih_base, ih_base", "entry_slot",
-      "the slot follows IH_WPTR a cycle late after a soft reset: another engine's entry asked for "
-      "in the CP's first cycle out of RESET goes to the slot from before the reset (the bug of 2 December)",
+    M("ih_slot_late_after_reset", "cp_ih", "rtl.cp.parser", "with m.If(~c.ih_stale):",
+      "with m.If(1):", "entry_slot",
+      "RUN takes another engine's entry in the CP's first cycle out of RESET, while the slot "
+      "register still follows IH_WPTR from before the reset: the entry goes there (the bug of 2 December)",
       depth=14),
     M("ih_overflow_when_disabled", "cp_ih", "rtl.cp.ih",
       "with m.If(~c.csr.ih_cntl_enable):\n        m.next = \"IH_DONE\"",

@@ -221,7 +221,7 @@ _CP_ASSUMES = ("the CSR block's ports are free (configuration fixed, doorbells, 
                "SOFT_RESET any cycle; RB_DOORBELL changes only with its write pulse, two MMIO "
                "writes are never in consecutive cycles, and the first comes two cycles after reset); the driver "
                "moves IH_RPTR forward, never past "
-               "IH_WPTR (as it is after the edge: a soft reset's end sets it to 0); memory "
+               "IH_WPTR; memory "
                "answers in order with free data and responses, keeping AXI's rules")
 # (the groups whose properties an IH entry of another engine's touches: formal/cp/harness.py)
 _EXT_IH = ("; another engine (the SDMA) asks for IH entries (ext_ih_*) from cycle 3 on, its "

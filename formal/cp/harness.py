@@ -104,10 +104,7 @@ class CPHarness(Harness):
             # read with the reset mask (cp_ring states nothing about the fetcher's addresses)
             self.assume((self.started & self.past(self.started, "started_q1")) |
                         ~(csr.rb_cntl_enable | csr.cp_hqd1_rb_cntl_enable))
-        # (IH_WPTR as it is after this edge: a soft reset's end sets it to 0 while the driver's
-        # IH_RPTR write may land in the same cycle; a driver moves IH_RPTR towards that 0)
-        self.ih_wptr_at = Mux(box("ih_clear"), 0, box("ih_wptr"))[:32]
-        ih_wptr = self.ih_wptr_at
+        ih_wptr = box("ih_wptr")
         rptr_next = self.free(32, "drv_ih_rptr")
         ih_rptr = Signal(32, name="drv_ih_rptr_q")
         m.d.sync += ih_rptr.eq(rptr_next)
@@ -156,9 +153,9 @@ class CPHarness(Harness):
             self.invariant((age < 1) | ((box(f"ring_size_q{i}") == size) & (box(f"ring_mask_q{i}") == size - 1) &
                                         (box(f"ring_huge_q{i}") == (rb_size == 31))))
             self.invariant((age < 2) | (box(f"limit_q{i}") == (box(f"rptr_q{i}") + size)[:32]))
-        was_slot = self.past((box("ih_base") + (self.ih_wptr_at & box("ih_bytes_m1")))[:48], "ih_slot_q")
+        was_slot = self.past((box("ih_base") + (box("ih_wptr") & box("ih_bytes_m1")))[:48], "ih_slot_q")
         self.invariant((age < 3) | (box("ih_entry_addr") == was_slot))
-        was_full = self.past((self.ih_wptr_at - csr.ih_rptr)[:32] >= box("ih_bytes"), "ih_full_q")
+        was_full = self.past((box("ih_wptr") - csr.ih_rptr)[:32] >= box("ih_bytes"), "ih_full_q")
         self.invariant((age < 3) | (box("ih_entry_full") == was_full))
 
         # the writer's one write against the memory's counts: B comes once, after its AW and

@@ -28,11 +28,9 @@ def build(h, m, b, csr, cp):
     h.invariant(~h.state("IH_ENTRY_WAIT") | ((used < nbytes) & (b("blk_addr")[5:] == slot[5:]) &
                                                    (b("blk_mask") == 0xFF) &
                                                    (b("wr_src") == WriteSource.IH)))
-    # (whether the ring is full is kept a cycle ahead: it was full a cycle ago, with IH_WPTR
-    # as it was after that cycle's edge: 0 at the end of a soft reset, the harness's `ih_wptr_at`)
+    # (whether the ring is full is kept a cycle ahead: it was full a cycle ago)
     ovf = b("ovf_set")
-    used_at = (h.ih_wptr_at - ih_rptr)[:32]
-    h.prove("overflow_drops", ~ovf | (h.started & was(used_at >= nbytes) & ~writer_start))
+    h.prove("overflow_drops", ~ovf | (h.started & was(used >= nbytes) & ~writer_start))
     h.prove("overflow_keeps_wptr", ~(h.started & was(ovf)) | (ih_wptr == was(ih_wptr)) | was(in_reset))
     step = (ih_wptr - was(ih_wptr))[:32]
     h.prove("wptr_step", ~(h.started & (ih_wptr != was(ih_wptr))) |

@@ -196,7 +196,8 @@ def build(c):
                 with m.If(level == 1):
                     m.next = "RING_DONE"
             with m.Elif(cp.ext_ih_valid):
-                ih.start_ext(c, ih.RET_RUN)  # (no header is taken: take_hdr)
+                with m.If(~c.ih_stale):  # (the first cycle out of a soft reset: the slot is stale)
+                    ih.start_ext(c, ih.RET_RUN)  # (no header is taken: take_hdr)
             with m.Elif(csr.control_halt):
                 m.d.comb += c.halted.eq(1)
             with m.Elif((c.want_switch | c.turn_due) & ~c.dma_busy_r):

@@ -259,6 +259,7 @@ class CommandProcessor(wiring.Component):
         ih_wptr = Signal(32)
         ih_advance = Signal()  # IH_WPTR moves past an entry this cycle
         ih_clear = Signal()  # ... or to 0 (the end of a soft reset)
+        ih_stale = Signal()  # the cycle after ih_clear: the IH slot registers follow a cycle late
         ih_src = Signal(8)
         ih_data = [Signal(32, name=f"ih_data{i}") for i in range(4)]
         ih_ts = Signal(self.ts_width)
@@ -504,17 +505,15 @@ class CommandProcessor(wiring.Component):
         m.d.sync += [ih_bytes.eq(Const(1, 35) << ih_log2_bytes), ih_bytes_m1.eq((Const(1, 35) << ih_log2_bytes) - 1)]
         ih_used = Signal(32)
         m.d.comb += ih_used.eq(ih_wptr - csr.ih_rptr)
-        ih_used0 = Signal(32)  # ... as it is when a soft reset ends (IH_WPTR 0)
-        m.d.comb += ih_used0.eq(-csr.ih_rptr)
         ih_base = Signal(aw)
         m.d.comb += ih_base.eq(Cat(Const(0, 8), csr.ih_base_lo, csr.ih_base_hi))
         ih_entry_addr = Signal(aw)
-        # the end of a soft reset sets IH_WPTR to 0 in this edge, and RUN may take another
-        # engine's entry in its very next cycle: the slot and the fullness follow the 0 at once,
-        # not a cycle late. (Both sides are computed from registers and picked last: the reset's
-        # end, which waits on the bus going quiet, only selects.)
-        m.d.sync += [ih_entry_full.eq(Mux(ih_clear, ih_used0 >= ih_bytes, ih_used >= ih_bytes)),
-                     ih_entry_addr.eq(Mux(ih_clear, ih_base, ih_base + (ih_wptr & ih_bytes_m1)))]
+        m.d.sync += [ih_entry_full.eq(ih_used >= ih_bytes),
+                     ih_entry_addr.eq(ih_base + (ih_wptr & ih_bytes_m1))]
+        # ... so in the first cycle out of a soft reset (IH_WPTR just set to 0) they are a cycle
+        # stale: RUN takes no other engine's entry in that cycle (a register, not the reset's
+        # end fed into the subtraction, which was top_32's critical path)
+        m.d.sync += ih_stale.eq(ih_clear)
 
         eop_set = Signal()
         cperr_set = Signal()
