@@ -38,3 +38,32 @@ def test_this_run_is_in_that_order(request):
     assert request.config.getoption("loadscopereorder") is False, "make test must pass --no-loadscope-reorder"
     items = request.session.items
     assert [i.nodeid for i in conftest.longest_first(items)] == [i.nodeid for i in items]
+
+
+def test_a_short_test_left_out_of_the_durations_is_not_guessed_long(monkeypatch):
+    """tests/durations.json keeps only the tests of 0.3 s or more: a test it leaves out of a
+    file it measured is short, not an unknown Icarus test (5 s). Guessed at 5 s, the 65
+    one-check tests of an Icarus session group made it look like 5 minutes and go first."""
+    monkeypatch.setattr(conftest, "_known_durations", lambda: {"tests/t_a.py::long": 6.0, "tests/t_b.py::x": 1.0})
+    items = [_Item(f"tests/t_a.py::short{k}", "icarus_group-icarus", simulator="icarus") for k in range(12)]
+    items += [_Item("tests/t_b.py::x"), _Item("tests/t_a.py::long")]
+    got = [i.nodeid for i in conftest.longest_first(items)]
+    assert got[0] == "tests/t_a.py::long" and got[1] == "tests/t_a.py::short0", got  # 6 s, then 12 x 0.1 s, then 1 s
+    # a file with no measured test: its Icarus tests are guessed as before
+    items = [_Item("tests/t_new.py::n", simulator="icarus"), _Item("tests/t_b.py::x")]
+    assert [i.nodeid for i in conftest.longest_first(items)] == ["tests/t_new.py::n", "tests/t_b.py::x"]
+
+
+def test_the_second_unit_does_not_wait_for_the_first_verilator_build(monkeypatch):
+    """When the longest unit runs on Verilator (it builds the GPU model on a fresh clone),
+    the next unit, which xdist starts at once on the other worker, is the longest that needs
+    no Verilator: it would only wait for that build."""
+    monkeypatch.setattr(conftest, "_known_durations",
+                        lambda: {"v1": 40.0, "v2": 30.0, "i1": 25.0, "m": 1.0, "i2": 20.0})
+    items = [_Item("m"), _Item("i2", "drivers-icarus-1", simulator="icarus"),
+             _Item("v2", "scenarios-verilator", simulator="verilator"),
+             _Item("i1", "drivers-icarus-0", simulator="icarus"), _Item("v1", "sdma-verilator", simulator="verilator")]
+    assert [i.nodeid for i in conftest.longest_first(items)] == ["v1", "i1", "v2", "i2", "m"]
+    # the longest first on Icarus: plain longest first
+    monkeypatch.setattr(conftest, "_known_durations", lambda: {"v1": 20.0, "v2": 30.0, "i1": 45.0, "m": 1.0, "i2": 20.0})
+    assert [i.nodeid for i in conftest.longest_first(items)] == ["i1", "v2", "i2", "v1", "m"]
