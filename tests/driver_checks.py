@@ -37,17 +37,20 @@ def cocotb_test(name: str, check):
     return cocotb.test()(test)
 
 
-# Seconds each check takes on Icarus (quiet machine, 2026-12), only to balance the shards
-# below: Icarus simulates about 20x slower than Verilator, so one Icarus session of every
-# check took 4-6 minutes and held a whole xdist worker. A check not listed counts 1 s.
+# Seconds each check takes on Icarus (the lead's quiet fresh-clone make test of 3 December
+# 2026; check_events_across_wrap measured alone after it moved to quarter-size rings), only
+# to balance the shards below: Icarus simulates about 20x slower than Verilator, so one
+# Icarus session of every check took 4-6 minutes and held a whole xdist worker. A check
+# not listed counts 1 s.
 ICARUS_SECONDS = {
-    "umd_runtime__check_events_across_wrap": 42, "kmd_fence__check_fence_wrap": 38,
-    "umd_transfer__check_random_transfers": 31, "security__check_held_cp_flushes": 27,
-    "vm_isolation__check_hostile_reach_faults": 19, "umd_batching__check_batching": 17,
-    "umd_transfer__check_transfers_under_backpressure": 14, "kmd_reset__check_timeout_recovery": 13,
-    "kmd_queues__check_amd_queue_reset_hang": 9, "vm_isolation__check_invalidation_races_dma": 9,
-    "kmd_queues__check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted": 7,
-    "umd_memory__check_pools_example": 7, "umd_transfer__check_fence_after_dma_sees_the_data": 5,
+    "kmd_fence__check_fence_wrap": 13.8, "umd_transfer__check_random_transfers": 12.3,
+    "vm_isolation__check_hostile_reach_faults": 10.8, "security__check_held_cp_flushes": 10.5,
+    "umd_batching__check_batching": 6.9, "umd_transfer__check_transfers_under_backpressure": 4.9,
+    "kmd_reset__check_timeout_recovery": 4.4, "umd_runtime__check_events_across_wrap": 3.9,
+    "vm_isolation__check_invalidation_races_dma": 3.3, "umd_memory__check_pools_example": 2.8,
+    "umd_transfer__check_fence_after_dma_sees_the_data": 2.5, "kmd_queues__check_amd_queue_reset_hang": 2.2,
+    "kmd_queues__check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted": 2.2,
+    "security__check_fake_fence": 1.5, "umd_cmdbuf__check_chaining_on_device": 1.4,
 }
 SHARDS = {"verilator": 1, "icarus": 4}  # simulator sessions per simulator
 

@@ -2,7 +2,7 @@
 
 tests/test_kmd_*.py and tests/test_umd_*.py run their `check_*(dev)` bodies on the
 reference model; here the same bodies run against the command processor under cocotb:
-ioctls, CS checker, fences across the 2^32 wrap (1100 jobs), WAIT_REG_MEM released by a
+ioctls, CS checker, fences across the 2^32 wrap (600 jobs), WAIT_REG_MEM released by a
 later write, hardware errors with recovery, IB chaining, batching, API versions.
 
 Every check runs on every selected simulator. The checks of one simulator are split into
