@@ -8,6 +8,15 @@ holding all those assignments, does the same work with one wake-up: every right-
 is still read at the edge and every register is still written in the nonblocking region,
 so no value and no cycle changes (both simulators are held to the reference model).
 
+Amaranth's combinational logic reaches the file as `always @*` blocks too (975 in gpu_top):
+Yosys writes each process as a block that assigns its variables through if/case
+statements. Icarus runs every such block as a thread, woken whenever an input changes, and
+each read of a signal in it is a `%load` (whose type check ends in a `strcmp`). Those
+blocks only ever assign signals, slices and constants (a Yosys process holds no
+operators), so each variable a block drives is one continuous assignment of nested
+conditionals, which Icarus evaluates as a net of functors, with no thread
+(`comb_blocks_to_assigns`; a block it cannot read stays as it is).
+
 Verilator compiles the file Amaranth wrote, unchanged (it orders processes itself; its C++
 would differ and `make bench` measures that build), so the rewritten copy lives in the
 Icarus build folder only. docs/architecture.md has the figures.
@@ -53,13 +62,306 @@ def merge_register_blocks(verilog: str) -> str:
 
 def icarus_sources(sources: Iterable[Path], build_dir: Path) -> list[Path]:
     """`sources` as Icarus should compile them: each file Amaranth wrote is replaced by its
-    merged copy in `build_dir`; hand-written HDL is passed as it is."""
+    rewritten copy in `build_dir` (registers merged, combinational blocks as continuous
+    assignments); hand-written HDL is passed as it is."""
     out = []
     for src in sources:
         text = src.read_text()
         if text.startswith(AMARANTH_HEADER):
             merged = build_dir / f"{src.stem}.icarus.v"
-            merged.write_text(merge_register_blocks(text))
+            merged.write_text(comb_blocks_to_assigns(merge_register_blocks(text)))
             src = merged
         out.append(src)
     return out
+
+
+# ------------------------------------------------------------ combinational blocks
+
+_COMB_BLOCK = re.compile(r"^  always @\* begin\n(.*?)^  end\n", re.M | re.S)
+# Yosys's time-zero wake-up line (design.kick_time_zero): an assignment needs none
+_KICK_LINE = re.compile(r"^[ \t]*if \(\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+ \) begin end\n", re.M)
+_FULL_CASE = re.compile(r"^[ \t]*\(\*[^\n]*\bfull_case\b[^\n]*\*\)[ \t]*\n", re.M)
+_ATTRIBUTE = re.compile(r"^[ \t]*\(\*[^\n]*\*\)[ \t]*\n", re.M)
+_COMMENT = re.compile(r"/\*.*?\*/", re.S)
+# a variable a block may drive: declared without an initial value, whole vector from bit 0
+_REG_DECL = re.compile(r"^  reg (\[(\d+):0\] )?(\\\S+ |[A-Za-z_][\w$]*);\n", re.M)
+_TOKEN = re.compile(r"\s*(\\\S+(?:\s|$)|@full_case|\d+'[bhdo][0-9a-fA-F_?xzXZ]+|[A-Za-z_][\w$]*|\d+|"
+                    r"[?:;,()\[\]{}=]|[^\s\w])")
+_LABEL = re.compile(r"(\d+)'([bh])([0-9a-fA-F_?]+)")
+
+
+class _Unsupported(Exception):
+    """A block outside the form this rewrite reads: it is left as Yosys wrote it."""
+
+
+def _tokens(text: str) -> list[str]:
+    """Verilog tokens; an escaped name keeps the one space that ends it."""
+    out, at, end = [], 0, len(text.rstrip())
+    while at < end:
+        mo = _TOKEN.match(text, at)
+        if mo is None:
+            raise _Unsupported(text[at:at + 40])
+        tok = mo.group(1)
+        out.append(tok.rstrip() + " " if tok.startswith("\\") else tok)
+        at = mo.end()
+    return out
+
+
+class _Parser:
+    """Statements of a Yosys process: `x = sig;`, `if (sig) stmt [else stmt]`,
+    `casez (sig) label[, label]: stmt ... endcase`, `begin ... end`; signals are names,
+    slices, constants and concatenations, kept as text."""
+
+    def __init__(self, tokens: list[str]):
+        self.t, self.i = tokens, 0
+
+    def peek(self) -> str | None:
+        return self.t[self.i] if self.i < len(self.t) else None
+
+    def take(self, want: str | None = None) -> str:
+        tok = self.peek()
+        if tok is None or (want is not None and tok != want):
+            raise _Unsupported(f"expected {want}, found {tok}")
+        self.i += 1
+        return tok
+
+    def text_until(self, stops: tuple[str, ...]) -> str:
+        depth, out = 0, []
+        while depth or self.peek() not in stops:
+            tok = self.take()
+            depth += (tok in "([{") - (tok in ")]}")
+            out.append(tok)
+        return " ".join(out)
+
+    def block(self) -> list:
+        out = []
+        while self.peek() is not None:
+            out.append(self.stmt())
+        return out
+
+    def stmt(self) -> tuple:
+        full = self.peek() == "@full_case"
+        if full:
+            self.take()
+        tok = self.peek()
+        if tok == "begin":
+            self.take()
+            body = []
+            while self.peek() != "end":
+                body.append(self.stmt())
+            self.take("end")
+            return ("seq", body)
+        if tok == ";":
+            self.take()
+            return ("seq", [])
+        if tok == "if":
+            self.take()
+            self.take("(")
+            cond = self.text_until((")",))
+            self.take(")")
+            then = self.stmt()
+            other = None
+            if self.peek() == "else":
+                self.take()
+                other = self.stmt()
+            return ("if", cond, then, other)
+        if tok in ("case", "casez"):
+            kind = self.take()
+            self.take("(")
+            sel = self.text_until((")",))
+            self.take(")")
+            items = []
+            while self.peek() != "endcase":
+                labels = []
+                while True:
+                    if self.peek() == "default":
+                        self.take()
+                        labels.append(None)
+                    else:
+                        labels.append(self.text_until((",", ":")))
+                    if self.take() == ":":
+                        break
+                items.append((labels, self.stmt()))
+            self.take("endcase")
+            return ("case", kind, sel, items, full)
+        lhs = self.text_until(("=",))
+        self.take("=")
+        rhs = self.text_until((";",))
+        self.take(";")
+        return ("set", lhs, rhs)
+
+
+def _label_match(kind: str, sel: str, label: str) -> str:
+    """The condition under which `casez (sel)` takes `label`."""
+    mo = _LABEL.fullmatch(label.replace(" ", ""))
+    if mo is None or "?" not in mo.group(3):
+        return f"({sel}) == {label}"
+    if kind != "casez":
+        raise _Unsupported("? in a case label")
+    width, base, digits = int(mo.group(1)), mo.group(2), mo.group(3).replace("_", "")
+    bits = "".join("????" if c == "?" else f"{int(c, 16):04b}" for c in digits) if base == "h" else digits
+    bits = bits.rjust(width, "0")[-width:]
+    care = "".join("0" if c == "?" else "1" for c in bits)
+    value = "".join("0" if c == "?" else c for c in bits)
+    return f"(({sel}) & {width}'b{care}) == {width}'b{value}"
+
+
+_NAME = re.compile(r"\(?(\\\S+ |[A-Za-z_][\w$]*)\)?")
+# a value as cheap to repeat as a wire's name: a name, a constant slice of one, a constant
+_CHEAP = re.compile(r"\(?\s*(?:(?:\\\S+ |[A-Za-z_][\w$]*)\s*(?:\[ \d+ (?:: \d+ )?\])?|\d+'[bhd][0-9a-fA-F_]+)\s*\)?")
+
+
+class _Target:
+    """One variable of a block: its value as an expression, statement by statement (None:
+    not assigned yet on this path)."""
+
+    def __init__(self, name: str, width: int, wires: list, names):
+        self.name, self.width, self.wires, self.names = name, width, wires, names
+
+    def wire(self, expr: str, width: int, sliced: bool = False) -> str:
+        """`expr` as a wire's name (for a value used more than once), or as it is when it
+        is as cheap; `sliced`: a name that can be indexed."""
+        mo = (_NAME if sliced else _CHEAP).fullmatch(expr.strip())
+        if mo:
+            return (mo.group(1) if sliced else expr.strip()) + " "
+        name = next(self.names)
+        self.wires.append((name, width, expr))
+        return name
+
+    def run(self, st: tuple, cur: str | None) -> str | None:
+        kind = st[0]
+        if kind == "seq":
+            for s in st[1]:
+                cur = self.run(s, cur)
+            return cur
+        if kind == "set":
+            lhs = _tokens(st[1])
+            if lhs[0].strip() != self.name:
+                return cur
+            if len(lhs) == 1:
+                return f"({st[2]})"
+            # a slice: the other bits as they are
+            if cur is None:
+                raise _Unsupported("a slice of a variable with no value yet")
+            index = "".join(lhs[1:])
+            mo = re.fullmatch(r"\[(\d+)(?::(\d+))?\]", index)
+            if mo is None:
+                raise _Unsupported(f"slice {index}")
+            hi = int(mo.group(1))
+            lo = int(mo.group(2)) if mo.group(2) is not None else hi
+            old = self.wire(cur, self.width, sliced=True)
+            parts = []
+            if hi < self.width - 1:
+                parts.append(f"{old}[{self.width - 1}:{hi + 1}]")
+            parts.append(self.wire(f"({st[2]})", hi - lo + 1))
+            if lo > 0:
+                parts.append(f"{old}[{lo - 1}:0]")
+            return "{" + ", ".join(parts) + "}"
+        if kind == "if":
+            cur = cur if cur is None else self.wire(cur, self.width)
+            a = self.run(st[2], cur)
+            b = self.run(st[3], cur) if st[3] is not None else cur
+            if a == b:
+                return a
+            if a is None or b is None:
+                raise _Unsupported("a latch")
+            return f"(({st[1]}) ? {a} : {b})"
+        _, kind, sel, items, full = st
+        cur = cur if cur is None else self.wire(cur, self.width)
+        default, arms = cur, []
+        for labels, body in items:
+            value = self.run(body, cur)
+            if None in labels:
+                default = value
+            else:
+                arms.append((" || ".join(f"({_label_match(kind, sel, lab)})" for lab in labels), value))
+        if default is None and full and arms:  # full_case: one of the labels always matches
+            default = arms.pop()[1]
+        if default is None or any(v is None for _, v in arms):
+            raise _Unsupported("a latch")
+        out = default
+        for cond, value in reversed(arms):
+            if value != out:
+                out = f"(({cond}) ? {value} : {out})"
+        return out
+
+
+def _walk(st: tuple, sets: list, reads: list) -> None:
+    if st[0] == "seq":
+        for s in st[1]:
+            _walk(s, sets, reads)
+    elif st[0] == "set":
+        sets.append(st[1])
+        reads.append(st[2])
+    elif st[0] == "if":
+        reads.append(st[1])
+        _walk(st[2], sets, reads)
+        if st[3] is not None:
+            _walk(st[3], sets, reads)
+    else:
+        reads.append(st[2])
+        for labels, body in st[3]:
+            _walk(body, sets, reads)
+
+
+def _block_as_assigns(body: str, widths: dict[str, int], names) -> tuple[list[str], str]:
+    """(variables, Verilog of their continuous assignments) for one `always @*` body."""
+    body = _KICK_LINE.sub("", body)
+    body = _FULL_CASE.sub(" @full_case\n", body)
+    body = _ATTRIBUTE.sub("", _COMMENT.sub("", body))
+    tree = _Parser(_tokens(body)).block()
+    sets: list[str] = []
+    reads: list[str] = []
+    for st in tree:
+        _walk(st, sets, reads)
+    targets = list(dict.fromkeys(_tokens(lhs)[0].strip() for lhs in sets))
+    if not targets or any(t not in widths for t in targets):
+        raise _Unsupported("a variable declared otherwise")
+    # a block that reads what it drives sees its value mid-block: not a pure function
+    read = {tok.strip() for r in reads for tok in _tokens(r)}
+    if read & set(targets):
+        raise _Unsupported("reads its own variable")
+    text = []
+    for name in targets:
+        wires: list = []
+        t = _Target(name, widths[name], wires, names)
+        expr = None
+        for st in tree:
+            expr = t.run(st, expr)
+        if expr is None:
+            raise _Unsupported("never assigned")
+        text += [f"  wire [{w - 1}:0] {n}= {e};\n" for n, w, e in wires]
+        text.append(f"  assign {name} = {expr};\n")
+    return targets, "".join(text)
+
+
+def comb_blocks_to_assigns(verilog: str) -> str:
+    """`verilog` with each `always @*` block that Yosys wrote for a process replaced by one
+    continuous assignment per variable it drives (the variable becomes a wire)."""
+    out, start = [], 0
+    for end in _MODULE_END.finditer(verilog):
+        out.append(_module_comb_as_assigns(verilog[start:end.start()]))
+        start = end.start()
+    out.append(verilog[start:])
+    return "".join(out)
+
+
+def _module_comb_as_assigns(module: str) -> str:
+    widths = {mo.group(3).strip(): int(mo.group(2) or 0) + 1 for mo in _REG_DECL.finditer(module)}
+    counter = iter(range(1 << 30))
+    names = (f"\\icarus$comb${k} " for k in counter)
+    driven: set[str] = set()
+
+    def rewrite(mo: re.Match) -> str:
+        try:
+            targets, text = _block_as_assigns(mo.group(1), widths, names)
+        except _Unsupported:
+            return mo.group(0)
+        driven.update(targets)
+        return text
+
+    module = _COMB_BLOCK.sub(rewrite, module)
+
+    def declare(mo: re.Match) -> str:
+        return f"  wire {mo.group(1) or ''}{mo.group(3)};\n" if mo.group(3).strip() in driven else mo.group(0)
+    return _REG_DECL.sub(declare, module)

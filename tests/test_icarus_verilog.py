@@ -8,10 +8,11 @@ import shutil
 import subprocess
 
 import pytest
-from amaranth import ClockDomain, ClockSignal, Elaboratable, Module, ResetSignal, Signal
+from amaranth import Array, ClockDomain, ClockSignal, Elaboratable, Module, ResetSignal, Signal
 from amaranth.back import verilog
 
-from testbench.icarus_verilog import AMARANTH_HEADER, icarus_sources, merge_register_blocks
+from testbench.design import kick_time_zero
+from testbench.icarus_verilog import AMARANTH_HEADER, comb_blocks_to_assigns, icarus_sources, merge_register_blocks
 
 _ASSIGN = re.compile(r"<=[^;]*;")
 _ONE_REGISTER = re.compile(r"always @\(posedge [\w$]+\)\n[ \t]*[^\n;]*<=")
@@ -134,4 +135,142 @@ def test_icarus_compiles_the_merged_copy_of_amaranth_output_only(tmp_path):
     build.mkdir()
     out = icarus_sources([amaranth, hand], build)
     assert out == [build / "gen.icarus.v", hand]
-    assert out[0].read_text() == merge_register_blocks(amaranth.read_text())
+    assert out[0].read_text() == comb_blocks_to_assigns(merge_register_blocks(amaranth.read_text()))
+
+
+class _Comb(Elaboratable):
+    """Combinational logic of every shape Yosys writes as an `always @*` block: If/Elif/Else,
+    a Switch with wildcard patterns, several patterns per case and a default, a signal
+    assigned in slices, a process driving several signals, an FSM, and a register fed
+    from them all."""
+
+    def __init__(self):
+        self.a = Signal(8)
+        self.b = Signal(8)
+        self.sel = Signal(4)
+        self.en = Signal()
+        self.o1 = Signal(8)
+        self.o2 = Signal(8, init=0x3C)
+        self.o3 = Signal(6)
+        self.st = Signal(2)
+        self.o4 = Signal(8)
+        self.acc = Signal(16)
+
+    def elaborate(self, platform):
+        m = Module()
+        # an index into an Array: a full case with no value before it (Yosys's full_case)
+        m.d.comb += self.o4.eq(Array([self.a, self.b])[self.sel[2]])
+        with m.If(self.en):
+            m.d.comb += self.o1.eq(self.a)
+        with m.Elif(self.sel[0]):
+            m.d.comb += [self.o1.eq(self.b), self.o3[4:6].eq(self.a[0:2])]
+        with m.Else():
+            m.d.comb += [self.o1.eq(self.a ^ self.b), self.o3.eq(self.b[2:8])]
+        with m.Switch(self.sel):
+            with m.Case("1-0-"):
+                m.d.comb += [self.o2.eq(self.a + 1), self.o3[1:3].eq(self.sel[2:4])]
+            with m.Case(3, 6):
+                m.d.comb += self.o2.eq(self.b)
+            with m.Case("0--1"):
+                m.d.comb += self.o3.eq(self.a[2:8])
+            with m.Default():
+                m.d.comb += self.o3[0].eq(1)
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.st.eq(0)
+                with m.If(self.en & self.a[7]):
+                    m.next = "RUN"
+            with m.State("RUN"):
+                m.d.comb += self.st.eq(1)
+                with m.If(self.sel == 9):
+                    m.next = "DONE"
+                with m.Elif(~self.en):
+                    m.next = "IDLE"
+            with m.State("DONE"):
+                m.d.comb += self.st.eq(2)
+                m.next = "IDLE"
+        m.d.sync += self.acc.eq(self.acc + self.o1 + self.o2 + self.o3 + self.st + self.o4)
+        return m
+
+
+def _convert_comb(name: str) -> str:
+    """As gpu_verilog writes it: with the time-zero wake-up of the `always @*` blocks."""
+    top = _Comb()
+    return kick_time_zero(verilog.convert(top, name=name, emit_src=False, ports=[
+        top.a, top.b, top.sel, top.en, top.o1, top.o2, top.o3, top.st, top.o4, top.acc]))
+
+
+def test_combinational_blocks_become_continuous_assignments():
+    text = merge_register_blocks(_convert_comb("top"))
+    out = comb_blocks_to_assigns(text)
+    blocks = text.count("always @*")
+    assert blocks >= 5 and out.count("always @*") == 0, out
+    assert "full_case" in text
+    assert out.count("\n  assign ") >= text.count("\n  assign ") + blocks
+    # every variable a block drove is declared a wire now, none is left a reg without a driver
+    driven = set(re.findall(r"^  assign (\S+) =", out, re.M)) - set(re.findall(r"^  assign (\S+) =", text, re.M))
+    assert len(driven) >= blocks
+    for name in driven:
+        assert re.search(rf"^  wire (\[\d+:0\] )?{re.escape(name)} ?;", out, re.M), name
+        assert not re.search(rf"^  reg (\[\d+:0\] )?{re.escape(name)} ?;", out, re.M), name
+
+
+def test_blocks_the_rewrite_cannot_read_stay_as_they_are():
+    # a latch (x not assigned when en is low), a block reading what it drives, a slice of
+    # a variable with no value yet: each kept as it was, its variable still a reg
+    text = ("module m(input en, input [3:0] d, output [3:0] q, output [3:0] r, output [3:0] s);\n"
+            "  reg [3:0] x;\n  reg [3:0] y;\n  reg [3:0] z;\n"
+            "  always @* begin\n    if (en) begin\n      x = d;\n    end\n  end\n"
+            "  always @* begin\n    y = d;\n    if (en) begin\n      y = y;\n    end\n  end\n"
+            "  always @* begin\n    z[1:0] = d[1:0];\n  end\n"
+            "  assign q = x;\n  assign r = y;\n  assign s = z;\nendmodule\n")
+    assert comb_blocks_to_assigns(text) == text
+
+
+@pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog not found: apt-get install iverilog")
+def test_assignments_hold_the_same_values_every_cycle(tmp_path):
+    """The design above as Amaranth wrote it and with its blocks as assignments, side by
+    side under Icarus on random inputs: every output equal after every change."""
+    (tmp_path / "orig.v").write_text(merge_register_blocks(_convert_comb("orig")))
+    rewritten = comb_blocks_to_assigns(merge_register_blocks(_convert_comb("rewritten")))
+    assert "always @*" not in rewritten
+    (tmp_path / "rewritten.v").write_text(rewritten)
+
+    def inst(module: str, x: str) -> str:
+        return (f"  {module} {module}_i (.clk(clk), .rst(rst), .a(a), .b(b), .sel(sel), .en(en), "
+                f".o1(o1_{x}), .o2(o2_{x}), .o3(o3_{x}), .st(st_{x}), .o4(o4_{x}), .acc(acc_{x}));\n")
+
+    (tmp_path / "tb.v").write_text(f"""
+module tb;
+  reg clk = 0, rst = 1, en = 0;
+  reg [7:0] a = 0, b = 0;
+  reg [3:0] sel = 0;
+  wire [7:0] o1_a, o1_b, o2_a, o2_b, o4_a, o4_b;
+  wire [5:0] o3_a, o3_b;
+  wire [1:0] st_a, st_b;
+  wire [15:0] acc_a, acc_b;
+  reg [3:0] seen = 0;
+{inst("orig", "a")}{inst("rewritten", "b")}  integer i;
+  initial begin
+    for (i = 0; i < 2000; i = i + 1) begin
+      #5 clk = ~clk;
+      if (i == 6) rst = 0;
+      #1 a = $random; b = $random; sel = $random; en = ($random % 4) == 0;
+      #1 if ({{o1_a, o2_a, o3_a, st_a, o4_a, acc_a}} !== {{o1_b, o2_b, o3_b, st_b, o4_b, acc_b}}) begin
+        $display("MISMATCH at %0d: %h %h %h %h %h %h vs %h %h %h %h %h %h", i, o1_a, o2_a, o3_a, st_a,
+                 o4_a, acc_a, o1_b, o2_b, o3_b, st_b, o4_b, acc_b);
+        $finish;
+      end
+      seen[st_a] = 1;
+    end
+    $display("SAME %h states %b", acc_a, seen);
+    $finish;
+  end
+endmodule
+""")
+    vvp = tmp_path / "tb.vvp"
+    subprocess.run(["iverilog", "-g2012", "-o", str(vvp), "-s", "tb", *(str(tmp_path / f) for f in
+                    ("tb.v", "orig.v", "rewritten.v"))], check=True, capture_output=True, text=True)
+    out = subprocess.run(["vvp", "-n", str(vvp)], capture_output=True, text=True, check=True).stdout
+    assert "SAME" in out and "MISMATCH" not in out, out
+    assert "states 0111" in out, f"the FSM did not visit all of its states: {out}"
