@@ -103,6 +103,9 @@ def longest_first(items: list) -> list:
         units.setdefault(_unit(item), []).append(item)
 
     def cost(tests) -> float:
+        # A session's cost lands on whichever of its tests runs first: when the tests of a
+        # group change (the driver checks' shards are rebalanced), the group's own total
+        # from the last run still says how long it is.
         total = 0.0
         for t in tests:
             nodeid = t.nodeid.split("@")[0]
@@ -112,7 +115,7 @@ def longest_first(items: list) -> list:
                 total += _SHORT
             else:
                 total += _GUESS.get(_simulator(t), 0.2)
-        return total
+        return max(total, known.get(_unit(tests[0]), 0.0))
 
     order = sorted(units.values(), key=cost, reverse=True)
     if order and any(_simulator(t) == "verilator" for t in order[0]):
@@ -126,9 +129,11 @@ _times: dict[str, float] = {}
 
 
 def pytest_runtest_logreport(report) -> None:
-    """Each test's time (setup, call, teardown), keyed by its node ID without xdist's group."""
-    nodeid = report.nodeid.split("@")[0]
-    _times[nodeid] = _times.get(nodeid, 0.0) + report.duration
+    """Each test's time (setup, call, teardown), keyed by its node ID without xdist's group,
+    and each group's total, keyed "@<group>" (xdist appends the group to the node ID)."""
+    nodeid, _, group = report.nodeid.partition("@")
+    for key in (nodeid, "@" + group) if group else (nodeid,):
+        _times[key] = _times.get(key, 0.0) + report.duration
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:

@@ -67,3 +67,23 @@ def test_the_second_unit_does_not_wait_for_the_first_verilator_build(monkeypatch
     # the longest first on Icarus: plain longest first
     monkeypatch.setattr(conftest, "_known_durations", lambda: {"v1": 20.0, "v2": 30.0, "i1": 45.0, "m": 1.0, "i2": 20.0})
     assert [i.nodeid for i in conftest.longest_first(items)] == ["i1", "v2", "i2", "v1", "m"]
+
+
+def test_a_group_keeps_its_measured_total_when_its_tests_change(monkeypatch):
+    """The session's cost lands on whichever test of a group runs first. When the groups
+    are redrawn (the driver checks' shards rebalanced), that test may now be in another
+    group: each group's recorded total ("@<group>") still ranks it. Without it, two
+    25-second Icarus shards of a fresh clone counted 2 s and started last."""
+    monkeypatch.setattr(conftest, "_known_durations", lambda: {"tests/t.py::a": 25.0, "tests/t.py::m": 5.0,
+                                                               "@shard-1": 24.0, "@shard-0": 26.0})
+    items = [_Item("tests/t.py::m"), _Item("tests/t.py::b", "shard-1"), _Item("tests/t.py::c", "shard-1"),
+             _Item("tests/t.py::a", "shard-0")]
+    assert [i.nodeid for i in conftest.longest_first(items)] == ["tests/t.py::a", "tests/t.py::b", "tests/t.py::c",
+                                                                 "tests/t.py::m"]
+
+
+def test_the_times_kept_include_each_groups_total(monkeypatch):
+    monkeypatch.setattr(conftest, "_times", {})
+    for nodeid, d in (("tests/t.py::x[1]@g-icarus", 3.0), ("tests/t.py::x[2]@g-icarus", 0.5), ("tests/t.py::y", 1.0)):
+        conftest.pytest_runtest_logreport(type("R", (), {"nodeid": nodeid, "duration": d})())
+    assert conftest._times == {"tests/t.py::x[1]": 3.0, "tests/t.py::x[2]": 0.5, "@g-icarus": 3.5, "tests/t.py::y": 1.0}
