@@ -65,7 +65,8 @@ def test_the_second_unit_does_not_wait_for_the_first_verilator_build(monkeypatch
              _Item("i1", "drivers-icarus-0", simulator="icarus"), _Item("v1", "sdma-verilator", simulator="verilator")]
     assert [i.nodeid for i in conftest.longest_first(items)] == ["v1", "i1", "v2", "i2", "m"]
     # the longest first on Icarus: plain longest first
-    monkeypatch.setattr(conftest, "_known_durations", lambda: {"v1": 20.0, "v2": 30.0, "i1": 45.0, "m": 1.0, "i2": 20.0})
+    monkeypatch.setattr(conftest, "_known_durations",
+                        lambda: {"v1": 20.0, "v2": 30.0, "i1": 45.0, "m": 1.0, "i2": 20.0})
     assert [i.nodeid for i in conftest.longest_first(items)] == ["i1", "v2", "i2", "v1", "m"]
 
 
