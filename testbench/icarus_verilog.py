@@ -15,7 +15,10 @@ each read of a signal in it is a `%load` (whose type check ends in a `strcmp`). 
 blocks only ever assign signals, slices and constants (a Yosys process holds no
 operators), so each variable a block drives is one continuous assignment of nested
 conditionals, which Icarus evaluates as a net of functors, with no thread
-(`comb_blocks_to_assigns`; a block it cannot read stays as it is).
+(`comb_blocks_to_assigns`; a block it cannot read stays as it is). The two forms differ
+only on an unknown (X) condition: `if` takes its else branch, a conditional merges both
+values. Amaranth gives every register an initial value, so no condition is X after time
+zero; tests/test_icarus_verilog.py compares both forms from time zero.
 
 Verilator compiles the file Amaranth wrote, unchanged (it orders processes itself; its C++
 would differ and `make bench` measures that build), so the rewritten copy lives in the
@@ -193,6 +196,8 @@ class _Parser:
 
 def _label_match(kind: str, sel: str, label: str) -> str:
     """The condition under which `casez (sel)` takes `label`."""
+    if re.search(r"'[bhdo][^\s]*[xXzZ]", label):
+        raise _Unsupported("x or z in a case label")
     mo = _LABEL.fullmatch(label.replace(" ", ""))
     if mo is None or "?" not in mo.group(3):
         return f"({sel}) == {label}"
