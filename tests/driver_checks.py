@@ -37,21 +37,23 @@ def cocotb_test(name: str, check):
     return cocotb.test()(test)
 
 
-# Seconds each check takes on Icarus (the lead's quiet fresh-clone make test of 3 December
-# 2026; check_events_across_wrap measured alone after it moved to quarter-size rings), only
-# to balance the shards below: Icarus simulates about 20x slower than Verilator, so one
-# Icarus session of every check took 4-6 minutes and held a whole xdist worker. A check
-# not listed counts 1 s.
+# Seconds each check takes on Icarus (the mean of three fresh-clone make test runs on 3
+# December 2026, the second session), only to balance the shards below: Icarus simulates
+# about 20x slower than Verilator, so one Icarus session of every check took 4-6 minutes
+# and held a whole xdist worker. A check not listed counts SHORT_CHECK_SECONDS (the mean
+# of the 65 that took under a second).
 ICARUS_SECONDS = {
-    "kmd_fence__check_fence_wrap": 13.8, "umd_transfer__check_random_transfers": 12.3,
-    "vm_isolation__check_hostile_reach_faults": 10.8, "security__check_held_cp_flushes": 10.5,
-    "umd_batching__check_batching": 6.9, "umd_transfer__check_transfers_under_backpressure": 4.9,
-    "kmd_reset__check_timeout_recovery": 4.4, "umd_runtime__check_events_across_wrap": 3.9,
-    "vm_isolation__check_invalidation_races_dma": 3.3, "umd_memory__check_pools_example": 2.8,
-    "umd_transfer__check_fence_after_dma_sees_the_data": 2.5, "kmd_queues__check_amd_queue_reset_hang": 2.2,
-    "kmd_queues__check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted": 2.2,
-    "security__check_fake_fence": 1.5, "umd_cmdbuf__check_chaining_on_device": 1.4,
+    "kmd_fence__check_fence_wrap": 16.4, "umd_transfer__check_random_transfers": 13.0,
+    "security__check_held_cp_flushes": 10.1, "umd_batching__check_batching": 7.7,
+    "vm_isolation__check_hostile_reach_faults": 7.4, "kmd_reset__check_timeout_recovery": 6.7,
+    "umd_transfer__check_transfers_under_backpressure": 5.2, "umd_memory__check_pools_example": 5.0,
+    "umd_runtime__check_events_across_wrap": 4.4, "vm_isolation__check_invalidation_races_dma": 3.6,
+    "umd_transfer__check_fence_after_dma_sees_the_data": 2.7, "kmd_queues__check_amd_queue_reset_hang": 2.4,
+    "kmd_queues__check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted": 2.5,
+    "security__check_fake_fence": 1.6, "umd_cmdbuf__check_chaining_on_device": 1.5,
+    "kmd_fence__check_fallback_poll": 1.2, "kmd_vm__check_vmids": 1.0,
 }
+SHORT_CHECK_SECONDS = 0.25
 SHARDS = {"verilator": 1, "icarus": 4}  # simulator sessions per simulator
 
 
@@ -62,9 +64,9 @@ def shards(simulator: str) -> list[list[str]]:
     names = list(all_checks())
     n = SHARDS.get(simulator, 1)
     load, out = [0] * n, [[] for _ in range(n)]
-    for name in sorted(names, key=lambda c: -ICARUS_SECONDS.get(c, 1)):
+    for name in sorted(names, key=lambda c: -ICARUS_SECONDS.get(c, SHORT_CHECK_SECONDS)):
         k = load.index(min(load))
         out[k].append(name)
-        load[k] += ICARUS_SECONDS.get(name, 1)
+        load[k] += ICARUS_SECONDS.get(name, SHORT_CHECK_SECONDS)
     order = {c: i for i, c in enumerate(names)}
     return [sorted(s, key=order.__getitem__) for s in out if s]
