@@ -16,6 +16,7 @@ import cocotb
 
 from gpucosim.session import RunOptions, Session, apply_app_log, load_main, report_load_error
 from kmd_model.log import get_logger
+from testbench import bridge
 from testbench.cocotb_device import run_driver
 
 # cocotb shows every DeprecationWarning in a test; cocotbext-axi's are not the app's to fix.
@@ -76,7 +77,7 @@ async def app(dut):
     async def _probe():
         return cp_probe(dut)
 
-    session.probe = cocotb.task.resume(_probe)
+    session.probe = bridge.resume(_probe)
 
     def driver(dev):
         if monitors is not None:

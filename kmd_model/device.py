@@ -5,9 +5,9 @@ model. The KMD sees only this: 32-bit MMIO, the CPU's view of memory, a way to w
 the interrupt, and the simulated clock. It never imports cocotb.
 
 Everything is synchronous, as a kernel driver is. The cocotb backend runs driver code in
-a thread started with `cocotb.task.bridge` and turns each MMIO access or wait into a
-`cocotb.task.resume` call, so the simulator and the driver never run at the same time
-(docs/architecture.md, "Driver code and the cocotb scheduler").
+a greenlet of the simulator's thread (testbench/bridge.py) and turns each MMIO access or
+wait into a switch to the coroutine that awaits it, so the simulator and the driver never
+run at the same time (docs/architecture.md, "Driver code and the cocotb scheduler").
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ class Device(abc.ABC):
 
     #: short name of the backend, e.g. "verilator", "icarus", "model"
     name: str = "device"
-    #: only the thread that bound the KMD may call in (the RTL under cocotb: a `bridge`d
-    #: thread); the UMD's submission thread then hands its ioctls to that thread
+    #: only the thread that bound the KMD may call in (the RTL under cocotb: the simulator's,
+    #: where the driver runs in a bridged greenlet); the UMD's submission thread then hands
+    #: its ioctls to that thread
     thread_bound: bool = False
 
     @abc.abstractmethod

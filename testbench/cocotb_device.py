@@ -1,10 +1,10 @@
 """The RTL under cocotb as a `kmd_model.device.Device`.
 
-Driver code is ordinary blocking Python. `run_driver(dut, fn)` starts it in a thread with
-`cocotb.task.bridge`; each MMIO access or wait inside it becomes a `cocotb.task.resume`
-call that runs a coroutine in the scheduler and blocks the driver thread until it
-finishes. cocotb never lets the two run at once, so the driver may read and write the
-shared memory view freely between calls: the simulator is stopped while it does.
+Driver code is ordinary blocking Python. `run_driver(dut, fn)` starts it in a greenlet of
+the simulator's thread (testbench/bridge.py); each MMIO access or wait inside it switches
+to the coroutine that runs it in the scheduler and back when it finishes. The two never
+run at once, so the driver may read and write the shared memory view freely between
+calls: the simulator is stopped while it does.
 
 Memory traffic never goes through Python: the memory model's storage is a shared file
 mapped by the simulator's C side (testbench/csrc) and by numpy here.
@@ -33,6 +33,7 @@ from cocotb.utils import get_sim_time
 
 from kmd_model.device import BusError, Device
 
+from . import bridge
 from .memory import MemoryModel, ProtocolChecker, SharedMemory
 from .sim import CLOCK_ENV, CLOCK_PERIOD_NS
 
@@ -99,7 +100,7 @@ def _to_edge(cycles: int) -> int:
 class CocotbDevice(Device):
     """The tb_top toplevel (gpu_top + memory model + AXI checker) behind the Device API."""
 
-    thread_bound = True  # cocotb.task.resume works only in the thread run_driver bridged
+    thread_bound = True  # bridge.resume works only in the greenlet run_driver bridged
 
     def __init__(self, dut, memory: SharedMemory):
         self.dut = dut
@@ -110,10 +111,10 @@ class CocotbDevice(Device):
         self.mem_model = MemoryModel(dut, memory)
         self.checker: ProtocolChecker | None = None  # started after reset
         self.mmio = PortMmio(dut) if self.hdl_clock else AxiLiteMmio(dut)
-        self._read = cocotb.task.resume(self._aread)
-        self._write = cocotb.task.resume(self._awrite)
-        self._wait_irq = cocotb.task.resume(self._await_irq)
-        self._delay = cocotb.task.resume(self._adelay)
+        self._read = bridge.resume(self._aread)
+        self._write = bridge.resume(self._awrite)
+        self._wait_irq = bridge.resume(self._await_irq)
+        self._delay = bridge.resume(self._adelay)
 
     @classmethod
     async def start(cls, dut, mem_size: int = 64 << 20, **mem_config) -> "CocotbDevice":
@@ -161,7 +162,7 @@ class CocotbDevice(Device):
         Bytes in several registers are written one register at a time."""
         if offset < 0 or not data:
             raise ValueError(f"a narrow write needs bytes at a non-negative offset, not {offset!r}, {data!r}")
-        cocotb.task.resume(self._awrite_bytes)(offset, bytes(data))
+        bridge.resume(self._awrite_bytes)(offset, bytes(data))
 
     def now(self) -> int:
         """The simulator's own time in cycles (its clock has a fixed period from time 0)."""
@@ -218,7 +219,7 @@ async def run_driver(dut, fn: Callable[[CocotbDevice], T], **start_kwargs) -> T:
     """Start the device, run blocking driver code `fn(dev)` against it, return its result."""
     dev = await CocotbDevice.start(dut, **start_kwargs)
     try:
-        result = await cocotb.task.bridge(fn)(dev)
+        result = await bridge.bridge(fn)(dev)
         dev.checker.check()
         return result
     finally:

@@ -6,6 +6,7 @@ import cocotb
 from cocotb.triggers import ClockCycles
 
 from kmd_model import regs
+from testbench import bridge
 from testbench.difftest import layout as L
 from testbench.difftest.campaign import read_caps
 from testbench.difftest.rtl import MMIO_TIMEOUT, WATCH_PERIOD, FastDevice, MmioTimeout
@@ -28,13 +29,13 @@ async def mmio_timeout(dut):
             return d.now() - t0, str(e)
         return None
 
-    got = await cocotb.task.bridge(hang)(dev)
+    got = await bridge.bridge(hang)(dev)
     assert got is not None, "a read nobody answers returned"
     waited, msg = got
     assert MMIO_TIMEOUT <= waited <= MMIO_TIMEOUT + WATCH_PERIOD, waited
     assert msg == f"MMIO read at {regs.CAPS.addr():#06x} not answered in {MMIO_TIMEOUT} cycles"
     dut.rst.value = 0
     await dev.reset()
-    caps = await cocotb.task.bridge(read_caps)(dev)  # probes the device: registers answer again
+    caps = await bridge.bridge(read_caps)(dev)  # probes the device: registers answer again
     assert caps.ib_levels >= 1
     dev.close()

@@ -11,8 +11,8 @@ ahead of it in the FIFO.
 
 Who may enter the KMD. The KMD model is not thread-safe, so every ioctl of the process
 runs under one lock (winsys.KMD_LOCK). On the reference model that is all: the thread runs
-its ioctls itself. On the RTL the simulator belongs to the thread cocotb bridged (the
-app's: `cocotb.task.resume` refuses any other thread), and an ioctl drives it (MMIO,
+its ioctls itself. On the RTL the simulator belongs to the app's thread (the app runs in a
+greenlet of the simulator's thread: testbench/bridge.py refuses any other), and an ioctl drives it (MMIO,
 interrupt waits), so there the thread hands each ioctl to the owner (the thread that
 opened the device) through a request queue, which the owner serves whenever it enters the
 driver: before each of its own ioctls it runs those of every flush queued so far (so a
@@ -110,7 +110,7 @@ class Submitter:
 
     def __init__(self, owner: int, marshal: bool):
         self.owner = owner  # thread id of the app thread that opened the device
-        self.marshal = marshal  # ioctls must run on the owner (a cocotb-bridged simulator)
+        self.marshal = marshal  # ioctls must run on the owner (a bridged simulator)
         self.cond = threading.Condition()
         self.jobs: deque[PendingCs] = deque()  # flushed, not yet submitted, in flush order
         self.requests: deque[_Request] = deque()  # ioctls for the owner (marshal mode)

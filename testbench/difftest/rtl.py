@@ -27,6 +27,7 @@ import cocotb
 from cocotb.task import Task
 from cocotb.triggers import Timer
 
+from testbench import bridge
 from testbench.cocotb_device import CLOCK_PERIOD_NS, CocotbDevice
 from testbench.memory import ProtocolChecker
 
@@ -128,7 +129,7 @@ class FastDevice(CocotbDevice):
         AXI4-Lite read, in order, at the cycles it would have one by one): half the cost
         of reading them one by one."""
         self.mmio_ops += len(offsets)
-        return cocotb.task.resume(self._aread_many)(list(offsets))
+        return bridge.resume(self._aread_many)(list(offsets))
 
     async def _aread_many(self, offsets: list[int]) -> list[int]:
         return await self._guarded(self._reads(offsets))
@@ -142,7 +143,7 @@ class FastDevice(CocotbDevice):
             self._check_offset(offset)
             self._check_value(value)
         self.mmio_ops += len(writes)
-        cocotb.task.resume(self._awrite_many)(list(writes))
+        bridge.resume(self._awrite_many)(list(writes))
 
     async def _awrite_many(self, writes: list[tuple[int, int]]) -> None:
         await self._guarded(self._writes(writes))
@@ -155,7 +156,7 @@ class FastDevice(CocotbDevice):
         """delay(cycles), then mmio_read32(offset), in one trip (a poll's two)."""
         self._check_offset(offset)
         self.mmio_ops += 1
-        return cocotb.task.resume(self._adelay_read)(cycles, offset)
+        return bridge.resume(self._adelay_read)(cycles, offset)
 
     async def _adelay_read(self, cycles: int, offset: int) -> int:
         if cycles > 0:
@@ -165,7 +166,7 @@ class FastDevice(CocotbDevice):
     def run_reads(self, program, offset: int):
         """driver.run_reads in one trip: a whole poll, however many reads it takes."""
         self._check_offset(offset)
-        return cocotb.task.resume(self._arun_reads)(program, offset)
+        return bridge.resume(self._arun_reads)(program, offset)
 
     async def _arun_reads(self, program, offset: int):
         try:
@@ -192,7 +193,7 @@ async def campaign(dut) -> None:
     dev = await FastDevice.start(dut, mem_size=L.MEM_SIZE)
     dev.checker.stop()
     checker = ProtocolChecker(dut, fail=False)  # a violation is a mismatch of its stream, not a crash
-    caps = await cocotb.task.bridge(read_caps)(dev)
+    caps = await bridge.bridge(read_caps)(dev)
     sim = dev.name
     given = None
     if env.get("DIFFTEST_STREAMS_FILE"):
@@ -231,7 +232,7 @@ async def campaign(dut) -> None:
                     obs.checks.append(f"driver stopped: {e!r}")
                     obs.checks.append(traceback.format_exc(limit=3).replace("\n", " | "))
 
-            await cocotb.task.bridge(drive)(dev)
+            await bridge.bridge(drive)(dev)
             t2 = time.perf_counter()
             v = checker.read()
             if v is not None:

@@ -444,7 +444,7 @@ async def campaign(dut) -> None:
     import json
     import os
 
-    import cocotb
+    from testbench import bridge
 
     from .rtl import FastDevice
 
@@ -465,7 +465,7 @@ async def campaign(dut) -> None:
                 except Exception as e:  # a driver-visible failure
                     box["obs"] = {"checks": [f"driver stopped: {e!r}"]}
 
-            await cocotb.task.bridge(body)(dev)
+            await bridge.bridge(body)(dev)
             rtl = box["obs"]
             model, m = run_model(s)
             diffs = compare(s, rtl, model) if "end" in rtl else rtl["checks"]

@@ -328,8 +328,7 @@ async def campaign(dut) -> None:
     import os
     import time
 
-    import cocotb
-
+    from testbench import bridge
     from testbench.memory import ProtocolChecker
 
     from ..rtl import FastDevice
@@ -340,7 +339,7 @@ async def campaign(dut) -> None:
     dev = await FastDevice.start(dut, mem_size=L.MEM_SIZE)
     dev.checker.stop()
     checker = ProtocolChecker(dut, fail=False)
-    dma = bool(regs.CAPS.DMA.get(await cocotb.task.bridge(dev.mmio_read32)(regs.CAPS.addr())))
+    dma = bool(regs.CAPS.DMA.get(await bridge.bridge(dev.mmio_read32)(regs.CAPS.addr())))
     given = None
     if env.get("DIFFTEST_STREAMS_FILE"):  # hand-made MultiStreams (a pickled list), as the CP campaign's
         import pickle
@@ -364,7 +363,7 @@ async def campaign(dut) -> None:
                     box["obs"] = {"checks": [f"driver stopped: {e!r}"]}
 
             c0 = dev.now()
-            await cocotb.task.bridge(body)(dev)
+            await bridge.bridge(body)(dev)
             cycles = dev.now() - c0
             rtl = box["obs"]
             v = checker.read()
