@@ -20,6 +20,21 @@ only on an unknown (X) condition: `if` takes its else branch, a conditional merg
 values. Amaranth gives every register an initial value, so no condition is X after time
 zero; tests/test_icarus_verilog.py compares both forms from time zero.
 
+Even merged, a register costs Icarus a `%load` and a scheduled assignment every cycle,
+changed or not: with 825 of them an idle gpu_top took 43 us a cycle, while only its
+timestamp moved. So the merged process tests, for each group of GATE_GROUP registers, a
+continuous `|` of `(q !== next)` (a net of functors, re-evaluated only when a register or
+its next value changes) and runs the group's assignments only when one differs. A group
+it skips would have assigned each register its own value; `!==` counts an X or Z next
+value as a change, so unknown values propagate as before. Only whole, unsigned registers
+of their next value's width are gated (then `q === next` means the assignment changes
+nothing); any other runs every cycle.
+
+A wire Amaranth assigns in parts (a `data.Struct` signal, field by field: `assign x[7:4]
+= a; assign x[3:0] = b;`) has several drivers, which Icarus resolves through a
+strength-aware concatenation converting the whole vector bit by bit on every change
+(`merge_part_assigns` assigns it whole instead).
+
 Verilator compiles the file Amaranth wrote, unchanged (it orders processes itself; its C++
 would differ and `make bench` measures that build), so the rewritten copy lives in the
 Icarus build folder only. docs/architecture.md has the figures.
@@ -41,9 +56,56 @@ _REGISTER = re.compile(r"^[ \t]*always @\(posedge ([\w$]+)\)\n[ \t]*([^\n;]*<=[^
 _MODULE_END = re.compile(r"^endmodule\b", re.M)
 
 
-def merge_register_blocks(verilog: str) -> str:
+# A declaration's name, signedness and width (Yosys writes one per line, as `reg`/`wire`,
+# an optional `signed`, an optional [msb:lsb], an escaped or plain name, an initial value)
+_DECL = re.compile(r"^  (?:reg|wire|input|output|inout) (signed )?(?:\[(\d+):(\d+)\] )?(\\\S+ |[A-Za-z_][\w$]*)[ ;=]",
+                   re.M)
+# a register assignment this rewrite may gate: a whole declared vector from a whole one
+_WHOLE = re.compile(r"^(\\\S+ |[A-Za-z_][\w$]*)\s*<=\s*(\\\S+ |[A-Za-z_][\w$]*)\s*;$")
+GATE_GROUP = 8  # registers that share one "has any changed" test (docs/architecture.md has the figures)
+
+
+def _declared(module: str) -> dict[str, tuple[int, bool]]:
+    """name -> (width, signed) of every declaration in `module` (names keep their space)."""
+    out = {}
+    for mo in _DECL.finditer(module):
+        signed, msb, lsb, name = mo.groups()
+        width = abs(int(msb) - int(lsb)) + 1 if msb is not None else 1
+        out[name if name.startswith("\\") else name.strip()] = (width, bool(signed))
+    return out
+
+
+def _gated(assigns: list[str], decls: dict[str, tuple[int, bool]], clock: str, tag: str) -> tuple[str, str]:
+    """(declarations, process) for one clock's register assignments, in groups of
+    GATE_GROUP: a group's assignments run only when one of its registers' next values
+    differs (`!==`, so an X or Z next value counts too) from the register."""
+    plain, groups, decl_text = [], [], []
+    for a in assigns:
+        mo = _WHOLE.match(a.strip())
+        q, d = (mo.group(1), mo.group(2)) if mo else (None, None)
+        wq, wd = decls.get(q or ""), decls.get(d or "")
+        # Only equal widths, neither signed: then `q <= d` leaves q as it is exactly when
+        # q === d. Anything else runs every cycle, as before.
+        if wq is None or wq != wd or wq[1]:
+            plain.append(a)
+        elif groups and len(groups[-1]) < GATE_GROUP:
+            groups[-1].append((q, d, a))
+        else:
+            groups.append([(q, d, a)])
+    body = "".join(f"    {a}\n" for a in plain)
+    for k, group in enumerate(groups):
+        flag = f"\\icarus$changed${tag}${k} "
+        test = " | ".join(f"({q} !== {d})" for q, d, _ in group)
+        decl_text.append(f"  wire {flag} = {test};\n")
+        body += f"    if ({flag}) begin\n" + "".join(f"      {a}\n" for _, _, a in group) + "    end\n"
+    return "".join(decl_text), f"  always @(posedge {clock}) begin\n{body}  end\n"
+
+
+def merge_register_blocks(verilog: str, gate: bool = True) -> str:
     """`verilog` with each module's one-assignment `always @(posedge clk)` processes merged
-    into one process per clock, placed at the end of the module (after every declaration)."""
+    into one process per clock, placed at the end of the module (after every declaration).
+    With `gate`, the assignments are grouped, and a group runs only when one of its
+    registers is about to change (`_gated`)."""
     out, start = [], 0
     for end in _MODULE_END.finditer(verilog):
         module = verilog[start:end.start()]
@@ -54,9 +116,14 @@ def merge_register_blocks(verilog: str) -> str:
             return ""
 
         module = _REGISTER.sub(take, module)
-        for clock, assigns in by_clock.items():
-            body = "".join(f"    {a}\n" for a in assigns)
-            module += f"  always @(posedge {clock}) begin\n{body}  end\n"
+        decls = _declared(module) if gate else {}
+        for n, (clock, assigns) in enumerate(by_clock.items()):
+            if gate:
+                wires, process = _gated(assigns, decls, clock, str(n))
+                module += wires + process
+            else:
+                body = "".join(f"    {a}\n" for a in assigns)
+                module += f"  always @(posedge {clock}) begin\n{body}  end\n"
         out.append(module)
         start = end.start()
     out.append(verilog[start:])
@@ -65,14 +132,15 @@ def merge_register_blocks(verilog: str) -> str:
 
 def icarus_sources(sources: Iterable[Path], build_dir: Path) -> list[Path]:
     """`sources` as Icarus should compile them: each file Amaranth wrote is replaced by its
-    rewritten copy in `build_dir` (registers merged, combinational blocks as continuous
-    assignments); hand-written HDL is passed as it is."""
+    rewritten copy in `build_dir` (registers merged and gated, combinational blocks as
+    continuous assignments, wires assigned in parts assigned whole); hand-written HDL is
+    passed as it is."""
     out = []
     for src in sources:
         text = src.read_text()
         if text.startswith(AMARANTH_HEADER):
             merged = build_dir / f"{src.stem}.icarus.v"
-            merged.write_text(comb_blocks_to_assigns(merge_register_blocks(text)))
+            merged.write_text(merge_part_assigns(comb_blocks_to_assigns(merge_register_blocks(text))))
             src = merged
         out.append(src)
     return out
@@ -370,3 +438,93 @@ def _module_comb_as_assigns(module: str) -> str:
     def declare(mo: re.Match) -> str:
         return f"  wire {mo.group(1) or ''}{mo.group(3)};\n" if mo.group(3).strip() in driven else mo.group(0)
     return _REG_DECL.sub(declare, module)
+
+
+# ------------------------------------------------------------ nets assigned by parts
+
+# `assign x[hi:lo] = expr;` (or `x[i]`): Yosys writes a struct-shaped wire one field at a time
+_PART_ASSIGN = re.compile(r"^  assign (\\\S+ |[A-Za-z_][\w$]*)\[(\d+)(?::(\d+))?\] = ([^;\n]+);\n", re.M)
+_SIZED = re.compile(r"(\d+)'[bhdo][0-9a-fA-F_xzXZ]+")
+
+
+def _width(expr: str, decls: dict[str, tuple[int, bool]]) -> int | None:
+    """The self-determined width of `expr` when it is a name, a bit or slice of one, a sized
+    constant, or a concatenation of those; None for anything else."""
+    toks = [t.strip() for t in _tokens(expr)]
+    if toks and toks[0] == "{" and toks[-1] == "}":
+        total, part = 0, []
+        for t in toks[1:-1] + [","]:
+            if t != ",":
+                part.append(t)
+                continue
+            w = _width(" ".join(p + " " if p.startswith("\\") else p for p in part), decls)
+            if w is None:
+                return None
+            total, part = total + w, []
+        return total
+    if len(toks) == 1:
+        mo = _SIZED.fullmatch(toks[0])
+        if mo:
+            return int(mo.group(1))
+        d = decls.get(toks[0] + " " if toks[0].startswith("\\") else toks[0])
+        return d[0] if d is not None and not d[1] else None
+    if len(toks) == 4 and toks[1] == "[" and toks[3] == "]" and toks[2].isdigit():
+        return 1 if _width(toks[0] + (" " if toks[0].startswith("\\") else ""), decls) else None
+    if len(toks) == 6 and toks[1] == "[" and toks[3] == ":" and toks[5] == "]" and toks[2].isdigit() \
+            and toks[4].isdigit():
+        return int(toks[2]) - int(toks[4]) + 1 if _width(toks[0] + (" " if toks[0].startswith("\\") else ""),
+                                                      decls) else None
+    return None
+
+
+def merge_part_assigns(verilog: str) -> str:
+    """`verilog` with every wire that is assigned in parts (`assign x[7:4] = a; assign
+    x[3:0] = b;`) assigned whole, as one concatenation (`assign x = { a, b };`), when the
+    parts cover it exactly and each part's value has the part's width.
+
+    Icarus resolves a net with several drivers through a strength-aware concatenation
+    (`.concat8`), which converts the whole vector bit by bit on every change of any part:
+    the DMA engine's 127-bit read-beat record alone was about a quarter of a DMA cycle's
+    time. One driver of a plain concatenation carries the same value with no conversion."""
+    out, start = [], 0
+    for end in _MODULE_END.finditer(verilog):
+        out.append(_module_part_assigns(verilog[start:end.start()]))
+        start = end.start()
+    out.append(verilog[start:])
+    return "".join(out)
+
+
+def _module_part_assigns(module: str) -> str:
+    decls = _declared(module)
+    parts: dict[str, list[tuple[int, int, str]]] = {}
+    for mo in _PART_ASSIGN.finditer(module):
+        hi = int(mo.group(2))
+        lo = int(mo.group(3)) if mo.group(3) is not None else hi
+        # (a space after each: an escaped name ends at one)
+        parts.setdefault(mo.group(1), []).append((hi, lo, mo.group(4).strip() + " "))
+    whole: dict[str, str] = {}
+    for name, ps in parts.items():
+        d = decls.get(name)
+        if d is None or d[1] or re.search(rf"^  assign {re.escape(name)} *=", module, re.M):
+            continue
+        ps.sort(key=lambda p: -p[0])
+        bits = [b for hi, lo, _ in ps for b in range(hi, lo - 1, -1)]
+        if bits != list(range(d[0] - 1, -1, -1)):
+            continue  # a gap, an overlap or a range not from bit 0: left as it is
+        if any(_width(e, decls) != hi - lo + 1 for hi, lo, e in ps):
+            continue
+        whole[name] = "{ " + ", ".join(e for _, _, e in ps) + "}"
+    if not whole:
+        return module
+    done: set[str] = set()
+
+    def rewrite(mo: re.Match) -> str:
+        name = mo.group(1)
+        if name not in whole:
+            return mo.group(0)
+        if name in done:
+            return ""
+        done.add(name)
+        return f"  assign {name} = {whole[name]};\n"
+
+    return _PART_ASSIGN.sub(rewrite, module)

@@ -1,5 +1,7 @@
 """What Icarus compiles of Amaranth's Verilog (testbench/icarus_verilog.py): each module's
-register processes merged into one per clock, with the same values cycle by cycle."""
+register processes merged into one per clock (their assignments in groups that run only
+when one of the group's registers changes), combinational blocks as continuous assignments,
+wires assigned in parts assigned whole: with the same values cycle by cycle."""
 
 from __future__ import annotations
 
@@ -10,16 +12,22 @@ import subprocess
 import pytest
 from amaranth import Array, ClockDomain, ClockSignal, Elaboratable, Module, ResetSignal, Signal
 from amaranth.back import verilog
+from amaranth.lib import data
 
 from testbench.design import kick_time_zero
-from testbench.icarus_verilog import AMARANTH_HEADER, comb_blocks_to_assigns, icarus_sources, merge_register_blocks
+from testbench.icarus_verilog import (AMARANTH_HEADER, GATE_GROUP, comb_blocks_to_assigns, icarus_sources,
+                                     merge_part_assigns, merge_register_blocks)
 
 _ASSIGN = re.compile(r"<=[^;]*;")
 _ONE_REGISTER = re.compile(r"always @\(posedge [\w$]+\)\n[ \t]*[^\n;]*<=")
 
 
+_BEAT = data.StructLayout({"data": 8, "first": 1, "tag": 3})
+
+
 class _Sub(Elaboratable):
-    """A shift register and a register loaded on an enable: NBAs whose order matters."""
+    """A shift register and a register loaded on an enable: NBAs whose order matters; a
+    struct assigned field by field (Yosys: one `assign` per field) and registered."""
 
     def __init__(self):
         self.d = Signal(8)
@@ -29,9 +37,11 @@ class _Sub(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         a, b, held = Signal(8), Signal(8), Signal(8, init=0x5A)
-        m.d.sync += [a.eq(self.d), b.eq(a), self.q.eq(b ^ held)]
+        beat, kept = Signal(_BEAT), Signal(_BEAT)
+        m.d.comb += [beat.data.eq(a ^ self.d), beat.first.eq(self.en), beat.tag.eq(b[1:4])]
+        m.d.sync += [a.eq(self.d), b.eq(a), self.q.eq(b ^ held ^ kept.data ^ kept.tag ^ kept.first)]
         with m.If(self.en):
-            m.d.sync += held.eq(a + b)
+            m.d.sync += [held.eq(a + b), kept.eq(beat)]
         return m
 
 
@@ -74,6 +84,34 @@ def test_register_processes_become_one_per_module_and_clock():
         assert len(clocks) == len(set(clocks))
 
 
+def test_register_assignments_are_gated_in_groups():
+    text = _convert("top")
+    gated = merge_register_blocks(text)
+    flags = re.findall(r"^  wire (\\icarus\$changed\$\S+ ) = (.*);$", gated, re.M)
+    assert flags, gated
+    for flag, test in flags:
+        assert 1 <= test.count("!==") <= GATE_GROUP  # `!==`: a next value of X or Z counts as a change
+        assert f"if ({flag}) begin" in gated
+    # without gating: the same assignments, none behind a test
+    plain = merge_register_blocks(text, gate=False)
+    assert "icarus$changed" not in plain and not re.search(r"^\s*if \(\\icarus", plain, re.M)
+    assert sorted(_ASSIGN.findall(plain)) == sorted(_ASSIGN.findall(gated))
+
+
+def test_registers_of_other_widths_or_signed_run_every_cycle():
+    text = ("module m(input clk, input [7:0] d, input signed [3:0] s);\n"
+            "  reg [7:0] q = 8'h00;\n  reg [3:0] r = 4'h0;\n  reg signed [3:0] t = 4'sh0;\n"
+            "  wire [3:0] \\n$1 ;\n  wire [7:0] \\n$2 ;\n"
+            "  always @(posedge clk)\n    q <= \\n$2 ;\n"
+            "  always @(posedge clk)\n    r <= d;\n"
+            "  always @(posedge clk)\n    t <= s;\n"
+            "endmodule\n")
+    out = merge_register_blocks(text)
+    assert "(q !== \\n$2 )" in out  # same width, unsigned: gated
+    body = out[out.index("always @(posedge clk) begin"):]
+    assert body.index("r <= d;") < body.index("if (") and body.index("t <= s;") < body.index("if (")
+
+
 def test_other_processes_are_left_as_they_are():
     text = ("module m(input clk, input en, input [1:0] a, input [7:0] d);\n"
             "  reg [7:0] mem [0:3];\n"
@@ -88,7 +126,9 @@ def test_merged_registers_hold_the_same_values_every_cycle(tmp_path):
     """Amaranth's Verilog and its merged copy side by side under Icarus, on random inputs:
     every output equal at every edge of both clocks."""
     (tmp_path / "orig.v").write_text(_convert("orig"))
-    (tmp_path / "merged.v").write_text(merge_register_blocks(_convert("merged")))
+    merged = merge_part_assigns(merge_register_blocks(_convert("merged")))
+    assert "icarus$changed" in merged and re.search(r"assign \S+ +=\s*\{", merged)
+    (tmp_path / "merged.v").write_text(merged)
 
     def inst(module: str, x: str) -> str:
         return (f"  {module} {module}_i (.clk(clk), .rst(rst), .oclk(oclk), .d(d), .en(en), "
@@ -98,6 +138,7 @@ def test_merged_registers_hold_the_same_values_every_cycle(tmp_path):
 module tb;
   reg clk = 0, oclk = 0, rst = 1, en = 0;
   reg [7:0] d = 0;
+  reg [3:0] flip = 0;
   wire [7:0] out_a, out_b, slow_a, slow_b;
   wire [15:0] count_a, count_b;
 {inst("orig", "a")}{inst("merged", "b")}  integer i;
@@ -107,6 +148,7 @@ module tb;
       if (i % 3 == 0) oclk = ~oclk;
       if (i == 6) rst = 0;
       #1 d = $random; en = $random;
+      if (i % 37 == 20) d = 8'bx0z1_x01z;  // an unknown next value is a change, as ungated
       if ({{out_a, count_a, slow_a}} !== {{out_b, count_b, slow_b}}) begin
         $display("MISMATCH at %0d: %h %h %h vs %h %h %h", i, out_a, count_a, slow_a, out_b, count_b, slow_b);
         $finish;
@@ -135,7 +177,7 @@ def test_icarus_compiles_the_merged_copy_of_amaranth_output_only(tmp_path):
     build.mkdir()
     out = icarus_sources([amaranth, hand], build)
     assert out == [build / "gen.icarus.v", hand]
-    assert out[0].read_text() == comb_blocks_to_assigns(merge_register_blocks(amaranth.read_text()))
+    assert out[0].read_text() == merge_part_assigns(comb_blocks_to_assigns(merge_register_blocks(amaranth.read_text())))
 
 
 class _Comb(Elaboratable):
@@ -274,3 +316,49 @@ endmodule
     out = subprocess.run(["vvp", "-n", str(vvp)], capture_output=True, text=True, check=True).stdout
     assert "SAME" in out and "MISMATCH" not in out, out
     assert "states 0111" in out, f"the FSM did not visit all of its states: {out}"
+
+
+def test_wires_assigned_in_parts_are_assigned_whole():
+    text = ("module m(a, b, c);\n  input [7:0] a;\n  input [2:0] b;\n  input c;\n"
+            "  wire [11:0] s;\n  wire [11:0] \\t$1 ;\n  wire [7:0] gap;\n  wire [7:0] wide;\n  wire [3:0] e;\n"
+            "  assign s[11:9] = b;\n  assign s[8] = a[0];\n  assign s[7:0] = a;\n"
+            "  assign \\t$1 [11:4] = a;\n  assign \\t$1 [3:0] = { c, b };\n"
+            "  assign gap[7:4] = a[7:4];\n  assign gap[2:0] = b;\n"     # bit 3 undriven
+            "  assign wide[7:4] = a;\n  assign wide[3:0] = b;\n"        # 8 bits into 4, 3 into 4
+            "  assign e[3:2] = a[1:0] + b;\n  assign e[1:0] = b[1:0];\n"  # an expression: width unknown
+            "endmodule\n")
+    out = merge_part_assigns(text)
+    assert "  assign s = { b , a[0] , a };\n" in out
+    assert "  assign \\t$1  = { a , { c, b } };\n" in out
+    for name in ("gap", "wide", "e"):  # left as they were
+        assert not re.search(rf"assign {name} =", out) and f"assign {name}[" in out
+    assert out.count("assign s") == 1
+
+
+@pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog not found: apt-get install iverilog")
+def test_whole_assignment_matches_the_parts(tmp_path):
+    text = ("module m(a, b, c, o);\n  input [7:0] a;\n  input [2:0] b;\n  input c;\n  output [11:0] o;\n"
+            "  wire [11:0] s;\n"
+            "  assign s[11:9] = b;\n  assign s[8] = c;\n  assign s[7:0] = a;\n  assign o = s;\nendmodule\n")
+    (tmp_path / "parts.v").write_text(text.replace("module m", "module parts"))
+    (tmp_path / "whole.v").write_text(merge_part_assigns(text).replace("module m", "module whole"))
+    (tmp_path / "tb.v").write_text("""
+module tb;
+  reg [7:0] a = 0; reg [2:0] b = 0; reg c = 0; wire [11:0] x, y; integer i;
+  parts p (.a(a), .b(b), .c(c), .o(x));
+  whole w (.a(a), .b(b), .c(c), .o(y));
+  initial begin
+    for (i = 0; i < 300; i = i + 1) begin
+      #1 a = $random; b = $random; c = $random;
+      if (i % 50 == 7) a = 8'bx1z0_1010;
+      #1 if (x !== y) begin $display("MISMATCH %b %b", x, y); $finish; end
+    end
+    $display("SAME %h", x);
+  end
+endmodule
+""")
+    vvp = tmp_path / "tb.vvp"
+    subprocess.run(["iverilog", "-g2012", "-o", str(vvp), "-s", "tb", *(str(tmp_path / f) for f in
+                    ("tb.v", "parts.v", "whole.v"))], check=True, capture_output=True, text=True)
+    out = subprocess.run(["vvp", "-n", str(vvp)], capture_output=True, text=True, check=True).stdout
+    assert "SAME" in out and "MISMATCH" not in out, out
