@@ -12,20 +12,31 @@ cocotb's own `cocotb.task.bridge` / `cocotb.task.resume` do the same with a thre
 bridge and a new task, an event and two thread hand-overs per call: measured on gpu_top
 (20,000 register reads, process CPU time), 143 us a read on Verilator and 288 us on Icarus,
 against 20 and 152 us here and 19 and 147 us awaiting the coroutine directly
-(docs/architecture.md, "Issue 13's sixth round"). The semantics are the ones the drivers
+(docs/architecture.md, "Issue 13's greenlet round"). The semantics are the ones the drivers
 were written for: the simulator never runs while driver code does, the driver may touch
 the shared memory view freely between calls, and a call from anywhere but a bridged
 greenlet (another thread, or a coroutine) is refused with RuntimeError.
+
+The path before issue 13 (GPUCOSIM_CLOCK=cocotb: cocotb's clock, ClockCycles), which
+`make bench` measures the new one against, keeps cocotb's thread bridge as it had it.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any, Awaitable, Callable, Coroutine, TypeVar
 
 import greenlet
 
+from .sim import CLOCK_ENV
+
 R = TypeVar("R")
+
+
+def _threads() -> bool:
+    """Whether this simulator process runs the path before issue 13 (cocotb's bridge)."""
+    return os.environ.get(CLOCK_ENV) == "cocotb"
 
 
 class _Driver(greenlet.greenlet):
@@ -51,6 +62,11 @@ async def bridge_call(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
 def bridge(fn: Callable[..., R]) -> Callable[..., Coroutine[Any, Any, R]]:
     """`fn` as a coroutine function: `await bridge(fn)(*args)` (as cocotb.task.bridge)."""
 
+    if _threads():
+        import cocotb.task
+
+        return cocotb.task.bridge(fn)
+
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> R:
         return await bridge_call(fn, *args, **kwargs)
@@ -73,6 +89,11 @@ def run(awaitable: Awaitable[R]) -> R:
 
 def resume(func: Callable[..., Awaitable[R]]) -> Callable[..., R]:
     """Coroutine function `func` as a blocking function for bridged code (as cocotb.task.resume)."""
+
+    if _threads():
+        import cocotb.task
+
+        return cocotb.task.resume(func)
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> R:
