@@ -794,3 +794,34 @@ def test_mem_diff_by_qwords_is_the_byte_compare():
             limit = rng.choice([1, 4, 16, 1 << 20])
             assert mem_diff(a, b, exclude, limit) == by_bytes(a, b, exclude, limit)
             assert mem_diff(a[::2], b[::2], exclude, limit) == by_bytes(a[::2], b[::2], exclude, limit)
+
+
+def test_sparse_memory_digest_is_exact():
+    """snapshot()'s memory digest (sparse_digest: the nonzero qwords only) is equal exactly
+    when the memories are, outside the excluded byte ranges, as a full hash would be."""
+    from testbench.refmodel.snapshot import _masked, sparse_digest
+
+    rng = np.random.default_rng(7)
+    size = 64 << 10
+    outcomes = set()
+    for _ in range(400):
+        a = np.zeros(size, np.uint8)
+        for _ in range(int(rng.integers(0, 5))):
+            at, n = int(rng.integers(0, size - 64)), int(rng.integers(1, 64))
+            a[at:at + n] = rng.integers(0, 256, n, dtype=np.uint8)
+        b = a.copy()
+        if rng.random() < 0.6:  # one bit flipped somewhere, perhaps inside an excluded range
+            k = int(rng.integers(0, size))
+            b[k] ^= np.uint8(1 << int(rng.integers(0, 8)))
+        ex = [(int(x), int(x) + int(rng.integers(1, 20))) for x in rng.integers(0, size - 20, int(rng.integers(0, 3)))]
+        same = np.array_equal(_masked(a, ex), _masked(b, ex))
+        assert (sparse_digest(a, ex) == sparse_digest(b, ex)) == same, (ex, np.flatnonzero(a != b))
+        outcomes.add(same)
+    assert outcomes == {True, False}
+    # a value only inside an excluded range reads as zero memory; a byte beside it does not
+    z, m = np.zeros(size, np.uint8), np.zeros(size, np.uint8)
+    m[0x1005:0x1009] = 0xAB
+    assert sparse_digest(m, [(0x1005, 0x1009)]) == sparse_digest(z) != sparse_digest(m, [(0x1006, 0x1009)])
+    assert sparse_digest(z) != sparse_digest(np.zeros(2 * size, np.uint8))  # the size counts
+    odd = np.zeros(size + 3, np.uint8)  # not whole 4 KiB blocks: the full hash
+    assert sparse_digest(odd).startswith("full:")

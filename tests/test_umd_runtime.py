@@ -14,18 +14,7 @@ import umd
 from spec import pm4
 from testbench.refmodel import RefModel
 
-from .test_kmd_fence import assert_rings_wrapped
-
-# The UMD's wrap check runs on a quarter-size kernel ring (1,024 dwords) and IH ring (64
-# entries), KMD parameters as amdgpu's ring sizes are: its question is whether user fences
-# and events stay in order while seqnos cross 2^32 and the rings wrap, which a quarter of
-# the jobs answers as well (the rings still go round 3.5 and 2.3 times, as
-# test_kmd_fence's check_fence_wrap does on the default sizes). The 600 jobs it ran on the
-# default sizes were the longest check of make test on Icarus (16 s).
-WRAP_RINGS = {"ring_log2_dw": 10, "ih_log2_entries": 6}
-WRAP_JOBS = 150
-WRAP_BEFORE = WRAP_JOBS // 2  # jobs before seqno 0
-WRAP_START = 2**32 - WRAP_BEFORE
+from .test_kmd_fence import WRAP_BEFORE, WRAP_JOBS, WRAP_START, assert_rings_wrapped
 
 
 def check_buffers_and_writes(dev):
@@ -176,7 +165,7 @@ def check_timestamp_and_fill(dev):
 def check_events_across_wrap(dev):
     """WRAP_JOBS submissions whose seqnos cross 2^32 in the middle: user fences and events
     stay in order while the ring and the IH ring wrap too."""
-    kmd = kmd_model.bind(dev, initial_seq=WRAP_START, **WRAP_RINGS)
+    kmd = kmd_model.bind(dev, initial_seq=WRAP_START)
     gpu = umd.open(api_version=2)
     buf = gpu.alloc(4096)
     q = gpu.queue(flush_threshold=2)
@@ -184,7 +173,7 @@ def check_events_across_wrap(dev):
     for i in range(WRAP_JOBS):
         q.write(buf, 4 * (i % 1024), i)
         evs.append(q.signal())  # the 2nd command: flushes
-        if i % 25 == 24:  # the ring holds about 42 jobs
+        if i % 50 == 49:
             assert evs[-1].wait()
     q.finish()
     assert all(e.signalled() for e in evs) and buf.u32[:WRAP_JOBS].tolist() == list(range(WRAP_JOBS))

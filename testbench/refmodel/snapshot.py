@@ -30,7 +30,7 @@ def snapshot(dev: Device, *, memory: bool = True, exclude: Iterable[tuple[int, i
         ones before IH_WPTR), decoded by spec/ih.py, timestamps set to 0;
     mem: digest of memory with the `exclude` byte ranges [start, end) zeroed (e.g. a
         RELEASE_MEM TIMESTAMP destination) and the timestamps of those IH entries too,
-        when `memory`.
+        when `memory` (`sparse_digest`: equal exactly when the memories are).
 
     `read_many` reads a list of registers in order (a co-simulated device's one trip to the
     simulator for all of them, at the cycles of the reads one by one).
@@ -62,7 +62,7 @@ def snapshot(dev: Device, *, memory: bool = True, exclude: Iterable[tuple[int, i
         exclude += [(a + 4 * d, a + 4 * d + 4) for d in ts]
     out["ih"] = entries
     if memory:
-        out["mem"] = mem_digest(dev.mem, exclude)
+        out["mem"] = sparse_digest(dev.mem, exclude)
     return out
 
 
@@ -79,6 +79,42 @@ def _masked(mem: np.ndarray, exclude: Iterable[tuple[int, int]]) -> np.ndarray:
 def mem_digest(mem: np.ndarray, exclude: Iterable[tuple[int, int]] = ()) -> str:
     """sha256 of memory, with the byte ranges [start, end) in `exclude` read as 0."""
     return hashlib.sha256(memoryview(np.ascontiguousarray(_masked(mem, exclude)))).hexdigest()
+
+
+_CHUNK = 512  # qwords (4 KiB) per block that sparse_digest skips when all zero
+
+
+def sparse_digest(mem: np.ndarray, exclude: Iterable[tuple[int, int]] = ()) -> str:
+    """A digest of memory, with the byte ranges [start, end) in `exclude` read as 0, that two
+    memories share exactly when they hold the same bytes (up to sha256's collisions, as
+    mem_digest): sha256 of the size and of every nonzero qword's index and value.
+
+    A difftest memory is zeroed before each stream and a stream writes a few KiB of it:
+    finding the nonzero 4 KiB blocks reads memory once (0.1 ms for 4 MiB), where hashing
+    all of it took 2.4 ms and a masked copy 1 ms more. The SDMA difftest takes about 3.4
+    snapshots a stream: on Verilator 7.5 of its 19.8 s were spent in mem_digest."""
+    exclude = list(exclude)
+    if mem.size % (8 * _CHUNK) or not mem.flags.c_contiguous:
+        return "full:" + mem_digest(mem, exclude)  # (not a difftest memory)
+    rows = mem.view(np.uint64).reshape(-1, _CHUNK)
+    live = np.flatnonzero(rows.max(axis=1))
+    block = rows[live]
+    r, c = np.nonzero(block)
+    idx = live[r] * _CHUNK + c
+    vals = block[r, c]
+    if exclude and idx.size:
+        lanes = vals.view(np.uint8).reshape(-1, 8)
+        for a, b in exclude:
+            lo, hi = np.searchsorted(idx, [a // 8, (b + 7) // 8])
+            if lo < hi:
+                byte = 8 * idx[lo:hi, None] + np.arange(8)
+                lanes[lo:hi][(byte >= a) & (byte < b)] = 0
+        keep = vals != 0
+        idx, vals = idx[keep], vals[keep]
+    h = hashlib.sha256(np.int64(mem.size).tobytes())
+    h.update(idx.astype(np.int64).tobytes())
+    h.update(vals.astype("<u8").tobytes())
+    return h.hexdigest()
 
 
 def mem_diff(a: np.ndarray, b: np.ndarray, exclude: Iterable[tuple[int, int]] = (),
