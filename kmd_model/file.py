@@ -38,9 +38,11 @@ class File:
         self.cap_sys_nice = True  # may ask for above-NORMAL priorities (CTX ALLOC)
 
     def ioctl(self, request: int, args: Any = None) -> Any:
-        """Run one ioctl; returns its out-structure, raises KmdError on failure."""
+        """Run one ioctl; returns its out-structure, raises KmdError on failure. Under the
+        driver's lock (Kmd.lock): a client may call from any number of threads."""
         from .ioctl import dispatch
-        return dispatch(self, request, args)
+        with self.kmd.lock:
+            return dispatch(self, request, args)
 
     # --------------------------------------------------------------- handles
 
@@ -68,10 +70,11 @@ class File:
 
     def close(self) -> None:
         """Release every handle and context (the kernel does this when the fd closes)."""
-        if self.closed:
-            return
-        self.kmd.file_closed(self)
-        self.closed = True
+        with self.kmd.lock:
+            if self.closed:
+                return
+            self.kmd.file_closed(self)
+            self.closed = True
 
     def __enter__(self) -> "File":
         return self

@@ -25,6 +25,7 @@ copies with the job's VMID while the client can neither read nor write them.
 from __future__ import annotations
 
 import errno
+import threading
 from dataclasses import dataclass, fields, replace
 from enum import IntEnum
 
@@ -116,6 +117,12 @@ class Wb(IntEnum):
 class Kmd:
     def __init__(self, dev: Device, params: KmdParams | None = None, observers=()):
         self.dev = dev
+        # The driver's own lock, as a kernel driver serialises what its state needs: every
+        # ioctl and every close of a file holds it (File.ioctl), whichever thread makes it.
+        # The CS checker, for one, keeps the walk's lookup tables on itself; two threads
+        # checking at once read each other's. Re-entrant: a hook inside an ioctl may make
+        # another (the UMD's KMD_LOCK is taken outside it, never inside).
+        self.lock = threading.RLock()
         # Observers see the driver's events as they happen (gpucosim's timeline and crash
         # reports): `observer(event, fields)`, see `notify`. Set before bring-up, so the
         # ring test's doorbell is seen too.
@@ -318,6 +325,10 @@ class Kmd:
     # ------------------------------------------------------------------ files and contexts
 
     def open(self) -> File:
+        with self.lock:
+            return self._open()
+
+    def _open(self) -> File:
         f = File(self, self.next_fd)
         f.vm = Vm(self, f, self.vm_levels)
         self.files[f.fd] = f

@@ -430,3 +430,49 @@ def test_log_spec(monkeypatch):
             root.removeHandler(h)
         root.setLevel(logging.NOTSET)
         root.propagate = True
+
+
+def test_ioctls_from_two_threads_are_serialised(monkeypatch):
+    """A client may make ioctls from several threads with no lock of its own: the driver
+    holds its own (Kmd.lock), as a kernel driver does. Here one thread's CS is paused in
+    the middle of the checker's walk while another client's CS is offered: without the
+    driver's lock the second check ran at once and replaced the lookup tables the first
+    was reading (its IB then seemed unmapped; make test once failed this way, in
+    test_umd_async). With it, the second waits, and both jobs run."""
+    import threading
+
+    from kmd_model.cs_checker import CsChecker
+
+    kmd_model.bind(RefModel())
+    a, b = Client(), Client()
+    bo_a, bo_b = a.bo(), b.bo()
+    paused, second_done = threading.Event(), threading.Event()
+    real = CsChecker._chain
+
+    def chain(self, w, addr, *rest):
+        if threading.current_thread().name == "first" and not paused.is_set():
+            paused.set()
+            second_done.wait(0.5)  # the second CS, if it can run now, runs meanwhile
+        return real(self, w, addr, *rest)
+
+    monkeypatch.setattr(CsChecker, "_chain", chain)
+    results = {}
+
+    def first():
+        try:
+            results["a"] = a.run(bo_a, pm4.write_data(bo_a.addr + 0x100, [0xA]), offset=0)
+        except Exception as e:  # noqa: BLE001 (the failure to report)
+            results["a"] = e
+
+    t = threading.Thread(target=first, name="first")
+    t.start()
+    assert paused.wait(10)
+    try:
+        results["b"] = b.run(bo_b, pm4.write_data(bo_b.addr + 0x100, [0xB]), offset=0)
+    except Exception as e:  # noqa: BLE001
+        results["b"] = e
+    second_done.set()
+    t.join(10)
+    assert not t.is_alive()
+    assert not any(isinstance(v, Exception) for v in results.values()), results
+    assert bo_a.u32[0x40] == 0xA and bo_b.u32[0x40] == 0xB

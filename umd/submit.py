@@ -9,8 +9,8 @@ FIFO), so a queue's submissions keep their order, and a `wait_event` on another 
 queue's event can be resolved by the thread itself: the submission carrying the event is
 ahead of it in the FIFO.
 
-Who may enter the KMD. The KMD model is not thread-safe, so every ioctl of the process
-runs under one lock (winsys.KMD_LOCK). On the reference model that is all: the thread runs
+Who may enter the KMD. The KMD model serialises its ioctls itself (Kmd.lock), and the UMD's
+run under one lock of its own too (winsys.KMD_LOCK). On the reference model that is all: the thread runs
 its ioctls itself. On the RTL the simulator belongs to the app's thread (the app runs in a
 greenlet of the simulator's thread: testbench/bridge.py refuses any other), and an ioctl drives it (MMIO,
 interrupt waits), so there the thread hands each ioctl to the owner (the thread that

@@ -14,8 +14,9 @@ import kmd_model
 from kmd_model import uapi
 from kmd_model.uapi import Request
 
-# The KMD model is one per process and not thread-safe: every ioctl runs under this lock,
-# so a device's submission thread (umd/submit.py) and the app's thread never are in it at once.
+# The KMD model is one per process. It serialises its own ioctls (Kmd.lock, as a kernel
+# driver does for any client); the UMD's ioctls also run under this lock, which keeps its
+# count of them and lets a test hold the KMD from the UMD's side (tests/test_umd_async.py).
 KMD_LOCK = threading.RLock()  # (re-entrant: a hook inside an ioctl may make another)
 
 
