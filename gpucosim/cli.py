@@ -206,7 +206,7 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
     if app.endswith(".py") and not Path(app).is_file():
         p.error(f"no app at {app}")
     if args.stats_json and Path(args.stats_json).is_dir():
-        p.error(f"--stats-json wants a file, not the directory {args.stats_json}")
+        p.error(f"--stats-json wants a file, not the folder {args.stats_json}")
     # everything the run will write is checked now, not after the run
     for opt, path in (("--trace", args.trace), ("--stats-json", args.stats_json), ("--waves-file", args.waves_file)):
         if path:

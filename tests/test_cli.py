@@ -91,7 +91,7 @@ def test_run_errors(capsys, tmp_path):
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--data-width", "48") == (
         "gpucosim run: error: argument --data-width: '48' is not a bus width: choose 32, 64, 128 or 256")
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--stats-json", str(tmp_path)) == (
-        f"gpucosim run: error: --stats-json wants a file, not the directory {tmp_path}")
+        f"gpucosim run: error: --stats-json wants a file, not the folder {tmp_path}")
 
 
 def test_run_refuses_what_it_would_find_out_too_late(capsys, tmp_path, monkeypatch):

@@ -218,6 +218,8 @@ def test_alloc_argument_errors():
         (TypeError, "alloc: alignment must be an int, not 1.5", dict(size=64, alignment=1.5)),
         (ValueError, "alloc: domain must be 'gtt' or 'vram', not 7", dict(size=64, domain=7)),
         (ValueError, "alloc: domain must be 'gtt' or 'vram', not None", dict(size=64, domain=None)),
+        (ValueError, "alloc: domain must be 'gtt' or 'vram', not 2.0", dict(size=64, domain=2.0)),
+        (ValueError, "alloc: domain must be 'gtt' or 'vram', not True", dict(size=64, domain=True)),
         (TypeError, "alloc: zero must be True or False, not 'yes'", dict(size=64, zero="yes")),
         (umd.OutOfMemory, "GPU virtual address space exhausted: no free range of 0x40001000 bytes aligned to 0x1000 "
          f"(0x{gpu.memory().va.free:x} bytes free in 1 ranges, the largest 0x{gpu.memory().va.largest_free:x})",
@@ -229,6 +231,9 @@ def test_alloc_argument_errors():
         assert str(ei.value) == msg, kw
     assert gpu.ws.ioctls == n + 2 and gpu.memory().va.allocations == 0  # (the two memory() INFOs)
     assert gpu.alloc(64, 2).domain == gpu.alloc(64, "gtt").domain  # a Domain value is fine
+    import numpy as np
+
+    assert gpu.alloc(64, np.int64(4)).domain == gpu.alloc(64, "vram").domain  # numpy's integers too
     gpu.close()
 
 

@@ -93,6 +93,8 @@ def check_argument_errors(dev):
          q.wait_mem, buf, 0, 1, ), 
         (ValueError, "queue: flush_threshold must be >= 1, not 0", gpu.queue),
         (ValueError, "open: API version 4 is not supported (this UMD serves 1, 2, 3)", umd.open, 4),
+        (ValueError, "open: API version 2.0 is not supported (this UMD serves 1, 2, 3)", umd.open, 2.0),
+        (ValueError, "open: API version True is not supported (this UMD serves 1, 2, 3)", umd.open, True),
     ]
     cases[8] = (ValueError, cases[8][1], lambda: q.wait_mem(buf, 0, 1, compare="=>"))
     cases[9] = (ValueError, cases[9][1], lambda: gpu.queue(flush_threshold=0))
@@ -382,3 +384,12 @@ def test_an_event_of_a_refused_flush_stays_lost_after_later_events_signal():
     with pytest.raises(umd.SubmitError, match="^wait: the submission carrying this event was refused$") as ei:
         lost.wait()
     assert ei.value.errno == errno.ECANCELED
+
+
+def test_open_takes_numpy_integers():
+    """An API version held in a numpy integer (read from an array, a config) is a version,
+    as numpy integers are for every other integer argument."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open(api_version=np.int64(2))
+    assert gpu.api_version == 2 and type(gpu.api_version) is int
+    gpu.close()

@@ -24,6 +24,7 @@ Version 3 (asynchronous submission)
 from __future__ import annotations
 
 import difflib
+import operator
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -109,9 +110,13 @@ def open(api_version: int = LATEST, *, winsys=None, pools: bool = True) -> rt.De
     (default: the newest, LATEST; older versions stay selectable and keep their behaviour).
     `pools=False`: every buffer is a BO of its own, made and freed by ioctls (no BO cache,
     no slabs), to measure what the pools save."""
-    if isinstance(api_version, bool) or not isinstance(api_version, int) or api_version not in TABLES:
+    try:  # an integer, numpy's too (as every other integer argument); not a bool or a float
+        version = operator.index(api_version) if not isinstance(api_version, bool) else None
+    except TypeError:
+        version = None
+    if version not in TABLES:
         raise ValueError(f"open: API version {api_version!r} is not supported (this UMD serves "
                          f"{', '.join(map(str, TABLES))})")
     if not isinstance(pools, bool):
         raise TypeError(f"open: pools must be True or False, not {pools!r}")
-    return rt.Device(TABLES[api_version], winsys, pools)
+    return rt.Device(TABLES[version], winsys, pools)

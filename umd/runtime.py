@@ -166,8 +166,14 @@ def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignmen
     alignment = _index("alloc", "alignment", alignment)
     if alignment < 0 or alignment & (alignment - 1):
         raise ValueError(f"alloc: alignment must be 0 or a power of two, not {alignment:#x}")
-    dom = DOMAINS.get(domain.lower()) if isinstance(domain, str) else \
-        domain if type(domain) in (int, Domain) and domain in DOMAINS.values() else None
+    if isinstance(domain, str):
+        dom = DOMAINS.get(domain.lower())
+    else:  # an integer, numpy's too (as every other integer argument); not a bool or a float
+        try:
+            n = operator.index(domain) if not isinstance(domain, bool) else None
+        except TypeError:
+            n = None
+        dom = Domain(n) if n in DOMAINS.values() else None
     if dom is None:
         raise ValueError(f"alloc: domain must be 'gtt' or 'vram', not {domain!r}")
     if not isinstance(zero, bool):
