@@ -436,3 +436,35 @@ def test_an_allocation_the_kernel_refuses_gives_its_va_range_back(pools):
             gpu.alloc(200 << 20, "vram")
     assert gpu.memory().va.free == free
     assert gpu.alloc(16 << 20, "vram").size == 16 << 20  # more than the leak had left
+
+
+def test_a_queue_closed_with_its_job_still_running_keeps_what_the_job_uses():
+    """close() waits DEFAULT_TIMEOUT cycles, then gives up and frees the context; the kernel
+    lets the job finish. Until it has, neither the buffers it writes nor the queue's fence
+    page (where it writes its fence) may go to a new allocation: the pools used to treat a
+    closed queue as idle and hand both out at once, for the running job to overwrite."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 40)  # the held job is slow, not hung
+    gpu = umd.open()
+    flag = gpu.alloc(4096)
+    q = gpu.queue()
+    data = gpu.alloc(256)  # a slab entry
+    q.wait_mem(flag, 0, 1)  # the job holds here until the app lets it go
+    q.write(data, 0, [0xDEAD] * 64)
+    q.flush()
+    data.free()
+    page = q.qbo.gpu_addr
+    q.close()  # gives up after DEFAULT_TIMEOUT cycles: the job still runs
+    assert q.closed
+    fresh = [gpu.alloc(256) for _ in range(64)] + [gpu.alloc(4096) for _ in range(8)]
+    spans = [(b.gpu_addr, b.gpu_addr + b.size) for b in fresh]
+    for addr, end in ((data.gpu_addr, data.gpu_addr + 256), (page, page + 4096)):
+        assert not any(a < end and addr < e for a, e in spans), "memory of the running job handed out"
+    flag.u32[0] = 1  # the job goes on: it writes data and its fence
+    other = gpu.queue()
+    other.write(flag, 4, 1)
+    other.finish()  # (the model runs; the held job ends first: one CP)
+    kmd.service()
+    assert all(int(v) == 0 for b in fresh for v in b.u32[:4])  # nothing of the job landed in them
+    # the job over, its buffer comes back to the pools
+    assert any(gpu.alloc(256).gpu_addr == data.gpu_addr for _ in range(64))
+    gpu.close()

@@ -50,7 +50,8 @@ M32 = 0xFFFF_FFFF
 
 def fence_idle(fence) -> bool:
     """Has each queue finished its n-th submission? ((queue, n) pairs, n counted from 1.)"""
-    return all(q.closed or (n <= q.submitted and q.seq_done(q.seq_of(n))) for q, n in fence)
+    return all((q.closed and not q.abandoned) or (n <= q.submitted and q.seq_done(q.seq_of(n)))
+               for q, n in fence)
 
 
 @dataclass(eq=False)
@@ -129,7 +130,7 @@ class MemoryManager:
         out = []
         for q in self.device.queues:
             n = q.submitted + len(q.pending) + (1 if q.cmdbuf.ibs else 0)  # (pending: async flushes queued)
-            if n and not q.closed:
+            if n and (not q.closed or q.abandoned):
                 out.append((q, n))
         return tuple(out)
 

@@ -192,6 +192,10 @@ class Queue(_Dispatched):
         self.calls = 0
         self.flushes = 0
         self.closed = False
+        # closed with jobs still running (close() gave up waiting; the kernel lets them
+        # finish): the queue keeps its fence page, and what they may use stays busy until
+        # the page says they ended (umd/pool.py fence_idle)
+        self.abandoned = False
         # asynchronous submission (umd/submit.py; set by Device.queue): flushes waiting for
         # the device's submission thread, in order, and the refusals not yet raised
         self.async_submit = False
@@ -348,6 +352,16 @@ class Queue(_Dispatched):
             self._raise_from(e, what)
             raise  # unreachable
 
+    def _still_running(self) -> bool:
+        """After a finish that failed: may the queue's last job still run? Not when its
+        fence has passed, nor when the kernel has cancelled it (its context was reset)."""
+        if self.last_seq is None or self.seq_done(self.last_seq):
+            return False
+        try:
+            return not self.ws.wait_cs(self.ctx_id, self.last_seq, 0)
+        except KmdError:
+            return False  # reset: the kernel will not run it
+
     def _close(self) -> None:
         """Submit and finish what the queue has, release its context; an async queue's
         refused submissions the app was not told of are raised after that."""
@@ -361,15 +375,19 @@ class Queue(_Dispatched):
         if self.async_submit:
             self._drain(report=False)
         errors, self.async_errors = self.async_errors, []
+        self.abandoned = self._still_running()
         self.ws.ctx_free(self.ctx_id)
-        # the page goes back to the pools (the next buffer may get it): the queue's events
-        # and timestamps answer from what it held now, the queue having finished
-        self.q32 = self.q32.copy()
-        self.qbo.free()
+        if not self.abandoned:
+            # the page goes back to the pools (the next buffer may get it): the queue's events
+            # and timestamps answer from what it held now, the queue having finished
+            self.q32 = self.q32.copy()
+            self.qbo.free()
+        # else the jobs still write their fences into the page: it stays the queue's (freed
+        # with the device), and the pools read it to learn when the buffers they use are free
         for b in self.pool.free:
             b.free()
         self._set_closed()
-        if self in self.device.queues:
+        if self in self.device.queues and not self.abandoned:  # (an abandoned one still fences buffers)
             self.device.queues.remove(self)
         _raise_first(errors)
 

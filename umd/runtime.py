@@ -228,6 +228,9 @@ def device_close(self: Device) -> None:
         except UmdError as e:  # (only unreported async refusals: _close swallows the rest)
             errors.append(e)
     for b in list(self.buffers):
+        q = b.owner
+        if q is not None and getattr(q, "abandoned", False) and b is q.qbo:
+            q.q32 = q.q32.copy()  # its events answer from the page as it was at the device's close
         b.free()
     self.mm.close()
     if self.submitter is not None:
