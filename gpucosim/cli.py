@@ -377,6 +377,10 @@ def main(argv: list[str] | None = None) -> int:
     saved, sys.stdout = sys.stdout, PipeSafe(sys.stdout)
     try:
         return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C: the user's choice, not a crash (a simulator child is
+        # killed by the subprocess call it was waited on in)
+        print("gpucosim: interrupted", file=sys.stderr)
+        return 130  # as a shell reports SIGINT
     finally:
         sys.stdout = saved
 

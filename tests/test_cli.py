@@ -576,3 +576,24 @@ def test_exit_report_shows_va_fragmentation_and_pools(tmp_path):
     assert "  pools: BO cache 1 hits, 3 misses, 0 expired, 1 cached (64 KiB); slabs 42 entries handed out, " \
            "2 slabs (192 KiB), 0 frees deferred to their fence, 0 bytes wasted by rounding up (at most 6 KiB)" in err
     assert "buffer(s) of the app" not in err  # the queue's page and IB were left to it, not leaked by the app
+
+
+def test_ctrl_c_is_one_line_not_a_traceback(tmp_path):
+    """SIGINT while an app runs (Ctrl-C): `gpucosim: interrupted`, exit status 130, no traceback."""
+    import signal
+    import time
+
+    app = tmp_path / "forever.py"
+    app.write_text("import time\n\ndef main():\n    print('running', flush=True)\n    while True:\n"
+                   "        time.sleep(0.05)\n")
+    p = subprocess.Popen([sys.executable, "-m", "gpucosim", "run", str(app), "--sim", "model"], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "running"
+        time.sleep(0.2)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert p.returncode == 130, (out, err)
+    assert err.strip().splitlines()[-1] == "gpucosim: interrupted" and "Traceback" not in err, err
