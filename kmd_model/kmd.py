@@ -524,8 +524,11 @@ class Kmd:
         """An extra ring stopped with an error: recovered once the IH handler is done."""
         if sched.error is None:
             self.stats["sdma_errors" if sched is self.sdma_sched else "cp_errors"] += 1
-            if state.code == CpError.VM_FAULT and sched is not self.sdma_sched:
-                self._record_vm_fault(state)
+            if state.code == CpError.VM_FAULT:
+                if sched is self.sdma_sched:
+                    self._record_sdma_vm_fault(sched, state)
+                else:
+                    self._record_vm_fault(state)
             sched.error = state
 
     def read_cp_error(self) -> CpErrorState:
@@ -586,6 +589,21 @@ class Kmd:
         self.last_vm_fault = info
         if f["VMID"]:
             owner = self.vmids.ids[f["VMID"] - 1].owner
+            if owner is not None:
+                owner.fault = info
+
+    def _record_sdma_vm_fault(self, sched: Scheduler, state: CpErrorState) -> None:
+        """An SDMA queue's VM fault, kept as a CP fault is (INFO VM_FAULT, the statistics). The
+        engine latches the address (SDMA_ERROR_ADDR) but no VM_FAULT_STATUS: the VMID is the
+        one its head job (the job it stopped in) ran with; status, access, cause and level
+        stay 0 and empty: not known, rather than decoded from a status of 0."""
+        self.stats["vm_faults"] += 1
+        job = sched.head_job()
+        vmid = job.vmid if job is not None and job.vmid else 0
+        info = VmFaultInfo(state.addr, 0, vmid, "", "", 0)
+        self.last_vm_fault = info
+        if vmid:
+            owner = self.vmids.ids[vmid - 1].owner
             if owner is not None:
                 owner.fault = info
 

@@ -493,3 +493,8 @@ def test_an_sdma_vm_fault_is_described_by_what_the_engine_latches():
     e = expect(errno.ECANCELED, f"WAIT_CS: VM fault at {rw.addr:#x} (the SDMA engine latches no access, VMID "
                f"or cause) at IB+0x0, sdma0, context {c.ctx}", c.wait, seq, 1_000_000)
     assert e.info.code == "VM_FAULT" and bo.u32[0] == 0
+    # INFO VM_FAULT keeps it as it keeps the CP's: the address, and the VMID the job ran with;
+    # what the engine does not latch stays empty
+    f = c.io(Request.INFO, uapi.InfoArgs(uapi.InfoQuery.VM_FAULT))
+    assert f == uapi.VmFaultInfo(rw.addr, 0, c.f.vm.vmid, "", "", 0) and c.f.vm.vmid != 0
+    assert kmd_model.bound().stats["vm_faults"] == 1 and kmd_model.bound().last_vm_fault == f
