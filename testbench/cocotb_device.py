@@ -55,6 +55,10 @@ class PortMmio:
         self.cmd = dut.mmio_cmd
         self.resp = dut.mmio_resp
         self.resp_valid = RisingEdge(dut.mmio_resp_valid)
+        # mmio_master's registers change at rising edges, so the next edge is always one
+        # period away: one Timer, made once (2 of an access's 17 us on Verilator went to
+        # making one per access and reading the time for it)
+        self.next_edge = Timer(PERIOD_PS, unit="ps")
         self.req = 0
         self.cmd.value = 0  # not X (Icarus): the master takes the request bit's value in reset
 
@@ -65,7 +69,7 @@ class PortMmio:
         await self.resp_valid
         # The response is taken at the next rising edge: the driver resumes there, before
         # that edge is evaluated, where cocotbext-axi's transaction ended.
-        await Timer(_to_edge(1), unit="ps")
+        await self.next_edge
         r = self.resp.value.to_unsigned()
         return r >> 32, r & 0xFFFF_FFFF
 
