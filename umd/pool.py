@@ -129,8 +129,13 @@ class MemoryManager:
         (the submission in the making counts as the next one)."""
         out = []
         for q in self.device.queues:
-            n = q.submitted + len(q.pending) + (1 if q.cmdbuf.ibs else 0)  # (pending: async flushes queued)
-            if n and (not q.closed or q.abandoned):
+            if q.abandoned:  # closed: only what it submitted can still run
+                n = q.submitted
+            elif q.closed:
+                continue
+            else:
+                n = q.submitted + len(q.pending) + (1 if q.cmdbuf.ibs else 0)  # (pending: async flushes queued)
+            if n:
                 out.append((q, n))
         return tuple(out)
 
