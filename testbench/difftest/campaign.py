@@ -29,7 +29,8 @@ from . import layout as L
 from .compare import Verdict, compare
 from .driver import Observation, execute
 from .gen import Caps, valid_stream
-from .malformed import ERROR_CLASSES, malformed_stream, raw_stream
+from .malformed import ERROR_CLASSES, malformed_stream
+from .raw import raw_stream
 from .stream import Stream
 
 CYCLE: tuple[str, ...] = tuple(ERROR_CLASSES) + ("raw", "raw") + ("valid",) * 8

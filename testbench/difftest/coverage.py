@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections import Counter
 
 from .gen import Caps, dma_bins, valid_bins
-from .malformed import ERROR_CLASSES, RAW_OUTCOMES, class_bins
+from .malformed import ERROR_CLASSES, class_bins
+from .raw import RAW_OUTCOMES
 
 Bin = tuple[str, str, str]
 
