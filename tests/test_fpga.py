@@ -49,6 +49,22 @@ def test_median_of_seeds_and_derived_figures():
     assert report.derived({}, {"cp_submit_to_irq_cycles_32b": 36}) == {}
 
 
+def test_merge_drops_derived_figures_it_cannot_work_out_again(tmp_path, monkeypatch):
+    """A merge with a new top_32 Fmax and a bench report without the 32-bit cycles must not
+    keep the nanoseconds an earlier merge worked out from the old Fmax."""
+    out, bench = tmp_path / "fpga.json", tmp_path / "bench.json"
+    monkeypatch.setattr(report, "BENCH_JSON", bench)
+    bench.write_text(json.dumps({"cp_submit_to_irq_cycles_32b": 47, "dma_copy_eff_4k_32b": 0.99,
+                                 "cp_plus_sdma_bytes_per_cycle_32b": 3.9}))
+    first = report.merge(out, {"top_32": {"fmax_mhz": 77.25}})
+    assert first["cp_submit_to_irq_ns"] == 608.4 and first["cp_plus_sdma_mb_s"] == 301.3
+    bench.write_text(json.dumps({"dma_copy_eff_4k_32b": 0.99}))  # a partial bench run
+    data = report.merge(out, {"top_32": {"fmax_mhz": 78.9}})
+    assert "cp_submit_to_irq_ns" not in data and "cp_plus_sdma_mb_s" not in data
+    assert data["dma_copy_mb_s_32b"] == round(0.99 * 4 * 78.9, 1)
+    assert json.loads(out.read_text()) == data
+
+
 def test_cli_rejects_bad_arguments(capsys):
     from fpga.__main__ import main
 
