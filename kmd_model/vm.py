@@ -258,9 +258,22 @@ class Vm:
         return m.phys + va - m.va
 
     def destroy(self) -> None:
-        """The file is gone: its page tables go once its jobs are done (they hold them)."""
+        """The file is gone: its page tables, and the BOs still mapped, go once all of its
+        jobs are done. Each job holds what the VM had at its CS, but it runs with the root,
+        which links every table made since, and those tables hold the entries of every BO
+        mapped since: freed under a job still queued or running, a table's page went to
+        another client, whose data the job's walk then took for PTEs. So every unfinished
+        job of the VM now holds all of it (the BOs mapped at the close are busy ones: the
+        idle ones were unmapped and freed before)."""
         self.closed = True
         self.kmd.vmids.release(self)
+        held = set(self.tables.values()) | {m.bo for m in self.maps if not m.bo.freed}
+        for s in self.kmd.scheds:
+            for job in (*s.pending, *s.queue):
+                if job.vm is self and not job.finished:
+                    for bo in held - job.bos:
+                        job.bos.add(bo)
+                        bo.busy_jobs += 1
         for bo in self.tables.values():
             self.kmd.bo.close(bo)
 
