@@ -15,8 +15,8 @@ it was submitted), so an unmapped page is never reused while a job may still rea
 New entries need no invalidation: the TLB never keeps a fault.
 
 The `VmidManager` gives jobs VMIDs 1..15 as amdgpu_vmid_grab does: a VM keeps the VMID it
-has while it owns it; otherwise it takes an idle one (whose last job has finished),
-least recently used first, stealing it from its previous VM: the page-table base and
+has while it owns it; otherwise it takes an idle one (no job of any ring runs with
+it), least recently used first, stealing it from its previous VM: the page-table base and
 enable are programmed and the VMID's TLB entries invalidated before the job's
 INDIRECT_BUFFER names it. With no idle VMID the job waits in the scheduler's queue.
 """
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import bisect
 import errno
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -285,7 +285,7 @@ class Vm:
 class _Vmid:
     n: int
     owner: Vm | None = None
-    last_job: "Job | None" = None
+    jobs: list = field(default_factory=list)  # jobs emitted with it, unfinished when last looked
     used_at: int = 0
 
 
@@ -299,7 +299,10 @@ class VmidManager:
         self.grabs = self.steals = self.flushes = 0
 
     def _idle(self, v: _Vmid) -> bool:
-        return v.last_job is None or v.last_job.finished
+        """No job runs with it. Every job, not the latest: a VM's jobs on different rings
+        end out of order, and one still running would walk the next owner's tables."""
+        v.jobs = [j for j in v.jobs if not j.finished]
+        return not v.jobs
 
     def grab(self, vm: Vm) -> int | None:
         """The VMID `vm`'s next job runs with, or None when every VMID is busy (the job waits)."""
@@ -325,7 +328,8 @@ class VmidManager:
 
     def used(self, vmid: int, job: "Job") -> None:
         v = self.ids[vmid - 1]
-        v.last_job = job
+        v.jobs = [j for j in v.jobs if not j.finished]  # (a VM that keeps its VMID never asks _idle)
+        v.jobs.append(job)
         self.clock += 1
         v.used_at = self.clock
 
