@@ -379,16 +379,21 @@ def _guilty(who: str, ctx) -> KmdError:
     return KmdError(errno.ECANCELED, f"{who}: context {ctx.id} was reset: {ctx.guilty.message}", ctx.guilty)
 
 
-@ioctl_def(Request.CS)
-def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
-    ctx = file.ctx(a.ctx_id, "CS")
-    kmd.service()
+def _may_submit(kmd: "Kmd", ctx) -> None:
+    """A guilty context's CS is ECANCELED; a banned one's, or any on a wedged device, EIO."""
     if ctx.guilty:
         raise _guilty("CS", ctx)
     if kmd.wedged:
         raise KmdError(errno.EIO, f"CS: {kmd.wedged}")
     if ctx.banned:
         raise KmdError(errno.EIO, f"CS: {ctx.banned}")
+
+
+@ioctl_def(Request.CS)
+def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
+    ctx = file.ctx(a.ctx_id, "CS")
+    kmd.service()
+    _may_submit(kmd, ctx)
     if not isinstance(a.chunks, (list, tuple)):
         raise KmdError(errno.EINVAL, f"CS: chunks must be a list, not {type(a.chunks).__name__}")
     ibs: list[tuple[int, int]] = []
@@ -470,6 +475,11 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
             addr = kmd.shadow_alloc(checked)
         except KmdError:
             kmd.stats["cs_rejected"] += 1
+            raise
+        try:  # waiting for room, the driver may have recovered a hang: asked again
+            _may_submit(kmd, ctx)
+        except KmdError:
+            kmd.shadow.free(addr, checked.shadow_bytes)
             raise
         ring_ibs = kmd.checker.place(checked, addr, kmd.shadow_va(addr))
         kmd.stats["cs_shadow_bytes"] += checked.shadow_bytes
