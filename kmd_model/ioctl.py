@@ -219,9 +219,11 @@ def gem_create(kmd: "Kmd", file: "File", a: uapi.GemCreateArgs) -> uapi.GemCreat
 def gem_close(kmd: "Kmd", file: "File", a: uapi.GemCloseArgs) -> None:
     bo = file.bo(a.handle, "GEM_CLOSE", errno.EINVAL)  # Linux's drm_gem_handle_delete: EINVAL
     del file.handles[int(a.handle)]
-    if bo.busy:
-        kmd.service()  # it may have become idle without the KMD hearing of it yet
-    kmd.bo_close(bo)
+    try:
+        if bo.busy:
+            kmd.service()  # it may have become idle without the KMD hearing of it yet
+    finally:  # (a recovery run in there that fails is raised, but the BO is closed, as close(2) does)
+        kmd.bo_close(bo)
 
 
 @ioctl_def(Request.GEM_MMAP)

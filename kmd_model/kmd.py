@@ -379,7 +379,12 @@ class Kmd:
             s.remove_context(ctx)
 
     def file_closed(self, file: File) -> None:
-        self.service()  # retire what finished, so idle BOs are freed now
+        try:
+            self.service()  # retire what finished, so idle BOs are freed now
+        finally:  # (a recovery run in there that fails is raised, after the file is released)
+            self._release_file(file)
+
+    def _release_file(self, file: File) -> None:
         for ctx in list(file.contexts.values()):
             self.ctx_free(ctx)
         leaked = list(file.handles.values())

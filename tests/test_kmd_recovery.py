@@ -563,3 +563,39 @@ def test_a_ring_test_that_never_completes_fails_the_bind():
         kmd_model.bind(DeafModel(), hw_timeout=2_000)
     assert e.value.errno == errno.ETIMEDOUT
     assert e.value.message == "ring test failed: scratch 0xcafedead after 2000 cycles (rptr 0x0, wptr 0x8)"
+
+
+@pytest.mark.parametrize("how", ["gem_close", "file_close"])
+def test_a_reset_that_fails_inside_a_close_still_closes(how):
+    """A GEM_CLOSE (of a busy BO) or a file's close folds in what the hardware did first,
+    and that may run a recovery whose reset fails. The error is the caller's to see, but the
+    close happens all the same, as close(2) releases the fd when it reports EIO: the BO (the
+    file) is gone and its memory freed once no job holds it. Before, GEM_CLOSE dropped the
+    handle and raised before closing the BO, which then stayed allocated for good, and a
+    file's close raised before releasing anything."""
+    dev = StuckResetModel()
+    kmd = kmd_model.bind(dev, hw_timeout=2000, job_timeout=5000)
+    a, b = Client(), Client()
+    abo, bbo = a.bo(), b.bo()
+    a.submit(a.ib(abo, pm4.wait_reg_mem(abo.addr + 0x800, 1, 1, "EQ")))  # hangs
+    queued = b.submit(b.ib(bbo, pm4.nop(2)))  # behind it: b's BO is busy
+    dev.stuck = True
+    dev.delay(20_000)
+    kmd.service()  # the job timer has seen the hang once
+    dev.delay(20_000)
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:  # the recovery runs, and fails, in here
+        if how == "gem_close":
+            b.io(Request.GEM_CLOSE, kmd_model.uapi.GemCloseArgs(bbo.handle))
+        else:
+            b.f.close()
+    assert ei.value.errno == errno.EIO and "soft reset: CP not idle" in ei.value.message
+    assert kmd.wedged
+    if how == "gem_close":
+        assert bbo.handle not in b.f.handles
+        expect(errno.EIO, f"WAIT_CS: {kmd.wedged}", b.wait, queued)
+    else:
+        assert b.f.closed and b.f.fd not in kmd.files and not b.f.contexts
+    assert not kmd.live_bos(b.f)  # freed: the wedge cancelled the job that held it
+    b.f.close()
+    a.f.close()
+    assert not kmd.live_bos()
