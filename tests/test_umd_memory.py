@@ -468,3 +468,23 @@ def test_a_queue_closed_with_its_job_still_running_keeps_what_the_job_uses():
     # the job over, its buffer comes back to the pools
     assert any(gpu.alloc(256).gpu_addr == data.gpu_addr for _ in range(64))
     gpu.close()
+
+
+def test_over_the_cache_limit_the_oldest_cached_bo_goes_first():
+    """Over max_cache_bytes the cache gives back its oldest BOs first, whatever their size
+    class. It gave back whichever bucket was made first instead: here the BO just freed,
+    keeping one that had waited longer."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    mm = gpu.mm
+    gpu.alloc(64 << 10).free()
+    gpu.alloc(64 << 10).free()  # (a hit: the 64 KiB bucket is there, empty for a moment)
+    old = gpu.alloc(128 << 10)
+    young = gpu.alloc(64 << 10)
+    old_va, young_va = old.gpu_addr, young.gpu_addr
+    mm.max_cache_bytes = (192 << 10) - 1  # the two do not both fit
+    old.free()
+    young.free()
+    cached = [b.va for bucket in mm.cache.values() for b, _, _ in bucket]
+    assert cached == [young_va] and old_va not in cached
+    gpu.close()

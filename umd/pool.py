@@ -213,13 +213,19 @@ class MemoryManager:
         self._expire()
 
     def _expire(self) -> None:
-        """Cached BOs older than `expiry` operations, then the oldest while over the limit, go."""
+        """Cached BOs older than `expiry` operations, then the oldest while over the limit, go
+        (the oldest of every bucket: each bucket is in put order)."""
         for bucket in self.cache.values():
-            while bucket and (self.clock - bucket[0][1] > self.expiry or self.cached_bytes > self.max_cache_bytes):
-                old = bucket.popleft()[0]
-                self.cached_bytes -= old.size
-                self.n["expired"] += 1
-                self._release(old)
+            while bucket and self.clock - bucket[0][1] > self.expiry:
+                self._evict(bucket)
+        while self.cached_bytes > self.max_cache_bytes:
+            self._evict(min((b for b in self.cache.values() if b), key=lambda b: b[0][1]))
+
+    def _evict(self, bucket: deque) -> None:
+        old = bucket.popleft()[0]
+        self.cached_bytes -= old.size
+        self.n["expired"] += 1
+        self._release(old)
 
     def bo(self, size: int, domain: int, alignment: int) -> Backing:
         """A whole BO of at least `size` bytes: from the cache, else made."""
