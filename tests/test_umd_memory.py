@@ -488,3 +488,16 @@ def test_over_the_cache_limit_the_oldest_cached_bo_goes_first():
     cached = [b.va for bucket in mm.cache.values() for b, _, _ in bucket]
     assert cached == [young_va] and old_va not in cached
     gpu.close()
+
+
+def test_va_peaks_are_never_below_the_present():
+    """peak_used and peak_free_ranges are the worst so far, the present included: a new
+    range has one free range (its peak said 0 until the first allocation)."""
+    va = VaAllocator(0x100000, 0x200000)
+    st = va.stats()
+    assert (st.free_ranges, st.peak_free_ranges, st.used, st.peak_used) == (1, 1, 0, 0)
+    a = va.alloc(P, alignment=0x100000)  # the whole first page: no hole below it
+    st = va.stats()
+    assert (st.free_ranges, st.peak_free_ranges) == (1, 1)
+    va.free(a)
+    assert va.stats().peak_free_ranges == 1
