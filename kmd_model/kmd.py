@@ -79,7 +79,7 @@ class KmdParams:
     shadow_pool_kib: int = 16 << 10  # kernel memory for checked copies of IBs (at most half of GTT)
     sdma_ring_log2_dw: int = 10  # the SDMA ring: 1024 dwords (when the device has the engine)
     hw_submission_limit: int = 64  # jobs in flight per ring (amdgpu_sched_hw_submission, 2 on amdgpu)
-    ban_after_hangs: int = 3  # a file whose contexts caused this many resets is banned (EIO)
+    ban_after_hangs: int = 3  # a context that caused this many resets is banned (its CS: EIO)
 
     def __post_init__(self) -> None:
         for name, lo, hi in (("ring_log2_dw", 6, 20), ("ih_log2_entries", 2, 16),
