@@ -300,7 +300,14 @@ class Scheduler:
         for rq in self.rqs:
             for e in rq:
                 e.queue = deque(j for j in e.queue if not j.finished)
+        self._drop_emptied()
         return dropped
+
+    def _drop_emptied(self) -> None:
+        """A freed context's entity leaves the run queue once its last job is gone: here,
+        for jobs cancelled outside _select and kick, which only see the entities they reach."""
+        for rq in self.rqs:
+            rq[:] = [e for e in rq if e.queue or self.entities.get(e.ctx.id) is e]
 
     def resubmit_and_start(self) -> list[Job]:
         """Put the unfinished jobs that were in the ring back at the head of their entities
@@ -328,4 +335,5 @@ class Scheduler:
         for rq in self.rqs:
             for e in rq:
                 e.queue.clear()
+        self._drop_emptied()
 

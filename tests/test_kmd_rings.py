@@ -477,6 +477,26 @@ def test_a_freed_contexts_jobs_keep_their_order_across_a_reset():
     assert not any(kmd.sdma_sched.rqs) and not kmd.sdma_sched.entities
 
 
+def test_a_freed_contexts_entity_leaves_the_run_queue_when_a_reset_drops_its_jobs():
+    """CTX FREE with a job in the ring and one queued, then the job in the ring fails: the
+    reset cancels the queued one too, and the freed context's entity, empty now, leaves the
+    run queue then (it stayed until some later job was scheduled on that ring)."""
+    kmd = kmd_model.bind(RefModel(), hw_submission_limit=1, cs_check=False)
+    c = Client()
+    bo = c.bo()
+    x = new_ctx(c, CtxPriority.LOW)
+    c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x3000, 1, 1, "EQ") + [pm4.header(0x7B, 0), 0]), ctx=x)
+    c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x3100, [1]), 0x100), ctx=x)  # queued behind it
+    good = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x3200, [2]), 0x200))  # NORMAL: first after the reset
+    c.io(Request.CTX, uapi.CtxArgs(uapi.CtxOp.FREE, x))
+    assert len(kmd.sched.pending) == 1 and len(kmd.sched.queue) == 2
+    bo.u32[0x3000 // 4] = 1
+    assert c.wait(good) and kmd.stats["resets"] == 1
+    assert not kmd.sched.pending and not kmd.sched.queue and bo.u32[0x3100 // 4] == 0 and bo.u32[0x3200 // 4] == 2
+    assert [[repr(e) for e in rq] for rq in kmd.sched.rqs if rq] == [[f"Entity(ctx {c.ctx}, NORMAL)"]]
+    assert set(kmd.sched.entities) == {c.ctx}
+
+
 def test_ctx_query_names_the_context_and_waits_are_checked_against_what_it_submitted():
     kmd = kmd_model.bind(RefModel(), initial_seq=100)
     c = Client()
