@@ -501,3 +501,32 @@ def test_va_peaks_are_never_below_the_present():
     assert (st.free_ranges, st.peak_free_ranges) == (1, 1)
     va.free(a)
     assert va.stats().peak_free_ranges == 1
+
+
+@pytest.mark.parametrize("evicted_by", ["limit", "expiry"])
+def test_a_freed_bo_the_cache_gives_back_waits_for_the_flush_of_commands_naming_it(evicted_by):
+    """A buffer freed with a write to it recorded and not flushed yet: the BO cache may give
+    it back at once (over max_cache_bytes) or before the flush (expired), but the kernel
+    must keep it until the CS that names it is in, as with pools off. It closed the BO
+    at once: the flush failed with EFAULT, the write to a buffer the app had freed
+    correctly refused as outside every mapping."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    q = gpu.queue()
+    mm = gpu.mm
+    if evicted_by == "limit":
+        mm.max_cache_bytes = 64 << 10
+    else:
+        mm.expiry = 2
+    b = gpu.alloc(100_000)
+    handle = b.handle
+    q.write(b, 0, [1])
+    b.free()
+    if evicted_by == "expiry":
+        for _ in range(3):
+            gpu.alloc(300_000).free()  # cache operations go by: the freed BO expires
+    assert mm.stats().cache_expired >= 1 and handle in gpu.ws.file.handles  # not closed yet
+    q.flush()
+    q.finish()
+    assert handle not in gpu.ws.file.handles  # closed once the CS was in
+    gpu.close()

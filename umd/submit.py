@@ -232,6 +232,7 @@ def collect(q) -> None:
             for b in job.staging:
                 b.free()
             q.async_errors.append(_error(q, job))
+            q.device.mm.flushed()  # BOs closed after it: nothing of it will name them now
             continue
         seq = job.seq
         q._submitted(seq, job.ncs)
