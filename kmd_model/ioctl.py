@@ -439,6 +439,13 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
             if addr % s.ring.IB_ALIGN:  # (an SDMA IB's base has no bits below 5)
                 raise KmdError(errno.EINVAL, f"{who}: an IB on the {s.ring.name} ring must start "
                                f"{s.ring.IB_ALIGN}-byte aligned, not at {addr:#x}")
+            kva = kmd.kernel_va
+            if kmd.kernel_va_size and addr < kva + kmd.kernel_va_size and addr + 4 * n > kva:
+                # the shadow pool, executable in every VM: other clients' checked copies. The
+                # checker refuses it as outside the client's mappings; an unchecked ring (SDMA)
+                # would run them as its packets under this client's VMID
+                raise KmdError(errno.EFAULT, f"{who}: an IB at {addr:#x}+{4 * n:#x} reaches into the kernel's "
+                               f"range [{kva:#x}, {kva + kmd.kernel_va_size:#x}) of context {ctx.id}'s VM")
             ibs.append((addr, n))
         elif isinstance(ch, CsChunkFence):
             if user_fence is not None:
