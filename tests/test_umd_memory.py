@@ -530,3 +530,54 @@ def test_a_freed_bo_the_cache_gives_back_waits_for_the_flush_of_commands_naming_
     q.finish()
     assert handle not in gpu.ws.file.handles  # closed once the CS was in
     gpu.close()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_va_stats_match_a_page_by_page_model(seed):
+    """Random allocations (sizes around page edges, alignments up to beyond the range) and
+    frees against a model that keeps every page: no two ranges or guards share a page, an
+    allocation fails only when no aligned run of free pages fits it, and every figure of
+    stats() (used, ranges, holes, the largest allocation that fits, the peaks) is the
+    model's."""
+    import random
+
+    rng = random.Random(seed)
+    start, end, guard = P * rng.randint(1, 3), P * rng.randint(40, 120), rng.choice([0, 1, 2])
+    end += start
+    va = VaAllocator(start, end, P, guard_pages=guard)
+    live: dict[int, int] = {}  # va -> bytes (guard included)
+    peak_used, peak_holes = 0, 1
+    for _ in range(250):
+        if live and rng.random() < 0.45:
+            a = rng.choice(list(live))
+            va.free(a)
+            del live[a]
+        else:
+            size = rng.choice([1, P - 1, P, P + 1, 3 * P, rng.randint(1, 16 * P)])
+            align = rng.choice([0, P, 2 * P, 8 * P, 1 << 40])
+            need, al = -(-size // P) * P + guard * P, max(align, P)
+            taken = {p for a, n in live.items() for p in range(a, a + n, P)}
+            fits = any(taken.isdisjoint(range(x, x + need, P))
+                       for x in range(-(-start // al) * al, end - need + 1, al))
+            try:
+                a = va.alloc(size, align)
+            except umd.OutOfMemory:
+                assert not fits
+                continue
+            assert fits and a % al == 0 and start <= a and a + need <= end
+            assert taken.isdisjoint(range(a, a + need, P))
+            live[a] = need
+        taken = {p for a, n in live.items() for p in range(a, a + n, P)}
+        holes: list[list[int]] = []
+        for p in range(start, end, P):
+            if p in taken:
+                continue
+            if holes and holes[-1][1] == p:
+                holes[-1][1] += P
+            else:
+                holes.append([p, p + P])
+        peak_used, peak_holes = max(peak_used, sum(live.values())), max(peak_holes, len(holes))
+        st = va.stats()
+        largest = max((e - s for s, e in holes), default=0)
+        assert (st.used, st.allocations, st.free_ranges, st.largest_free, st.peak_used, st.peak_free_ranges) == (
+            sum(live.values()), len(live), len(holes), max(0, largest - guard * P), peak_used, peak_holes)
