@@ -305,6 +305,53 @@ def test_wait_event_refusals_name_the_reason():
     assert str(e.value) == "wait_event: the submission carrying this event was refused"
 
 
+@pytest.mark.parametrize("waiter_async, signaller_async", [(False, False), (False, True), (True, False),
+                                                          (True, True)])
+def test_a_wait_event_on_a_queue_closed_before_the_flush(waiter_async, signaller_async):
+    """q2.wait_event(an event of q1), then q1.close() (which finishes the event's work and
+    frees q1's context), then q2's flush: the wait is met, so the flush needs no dependency.
+    It named q1's freed context: the KMD refused the flush with EINVAL ("no context")."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open(api_version=3)
+    q1, q2 = gpu.queue(async_submit=signaller_async), gpu.queue(async_submit=waiter_async)
+    buf = gpu.alloc(4096)
+    q1.write(buf, 0, [1])
+    ev = q1.signal()
+    q1.flush()
+    q2.wait_event(ev)
+    q2.write(buf, 4, [2])
+    q1.close()
+    q2.flush()
+    q2.finish()
+    assert buf.u32[:2].tolist() == [1, 2]
+    gpu.close()
+
+
+def test_a_wait_event_on_a_queue_abandoned_with_the_event_still_running():
+    """The event's queue was closed giving up on its job (it still runs, its context is
+    freed): a wait on it can no longer be named, and the waiting flush is refused with
+    ECANCELED saying so (its commands dropped), and the queue goes on."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 40)  # the held job is slow, not hung
+    gpu = umd.open(api_version=3)
+    q1, q2 = gpu.queue(), gpu.queue(engine="copy")  # (another ring: the copy runs beside the held job)
+    flag, buf = gpu.alloc(4096), gpu.alloc(4096)
+    q1.wait_mem(flag, 0, 1)
+    ev = q1.signal()
+    q1.flush()
+    q2.wait_event(ev)
+    q2.write(buf, 0, [7])
+    q1.close()  # gives up after DEFAULT_TIMEOUT cycles: the job still runs
+    assert q1.abandoned
+    with pytest.raises(umd.SubmitError) as e:
+        q2.flush()
+    assert e.value.errno == errno.ECANCELED and "the event's queue was closed while the job carrying" in str(e.value)
+    flag.u32[0] = 1  # the held job ends (the next ioctl sees it): q2 goes on
+    q2.write(buf, 0, [8])
+    q2.finish()
+    assert buf.u32[0] == 8 and kmd.wait_for(ev.signalled, 1_000_000)  # (the held job's page: still the queue's)
+    gpu.close()
+
+
 def test_timestamp_on_a_copy_queue_says_why_and_where_to_take_it():
     kmd_model.bind(RefModel())
     q = umd.open().queue(engine="copy")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from kmd_model.fence import seq_passed
 from kmd_model.log import get_logger
-from kmd_model.uapi import CsChunkDep, CsChunkFence, CsChunkIb, CtxPriority, HwIp, KmdError
+from kmd_model.uapi import CsChunkFence, CsChunkIb, CtxPriority, HwIp, KmdError
 from spec import packets, pm4, sdma
 
 from . import submit
@@ -168,7 +168,7 @@ class Queue(_Dispatched):
         self.copy_engine = engine == "copy"
         self.ip_type = ENGINES[engine]
         self.ctx_id = self.ws.ctx_alloc(PRIORITIES[priority])
-        self.deps: list[CsChunkDep] = []  # events of other queues the next submission waits for
+        self.deps: list = []  # events of other queues the next submission waits for (submit.SeqDep, EventDep)
         info = device.dev_info
         self.qbo = device_alloc(device, QBO_BYTES, "gtt", _owner=self)
         self.q32 = self.qbo.u32
@@ -508,7 +508,7 @@ def _cs_submit(q: Queue, first_ib: tuple[int, int], ibs: list, sizes: list, deps
     """The CS ioctl(s) of one flush: its last seqno and how many it took. On the app's
     thread (a synchronous queue) or the device's submission thread (an async one): it
     touches no queue state."""
-    deps = [d.chunk() if isinstance(d, submit.EventDep) else d for d in deps]
+    deps = [c for c in (d.chunk() for d in deps) if c is not None]
     if not q.copy_engine:
         return q.ws.cs_submit(q.ctx_id, [*deps, CsChunkIb(first_ib[1], gpu_addr=first_ib[0]), fence]), 1
     # SDMA IBs do not chain: every IB is a chunk, max_ib_chunks per CS, in order
