@@ -327,6 +327,25 @@ def test_a_wait_event_on_a_queue_closed_before_the_flush(waiter_async, signaller
     gpu.close()
 
 
+def test_device_close_runs_a_later_queues_commands_that_wait_on_an_earlier_queue():
+    """Device.close() closes the queues in order, each submitting what it recorded: q1 first
+    (its context freed), then q2, whose recorded commands wait on q1's event. q2's last
+    flush named q1's freed context and was refused, and close() swallowed it: the app's
+    last writes were lost without a word."""
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open(api_version=3)
+    q1, q2 = gpu.queue(), gpu.queue()
+    buf = gpu.alloc(4096)
+    phys = gpu.ws.file.handles[buf.handle].gpu_addr + buf.bo_offset
+    q1.write(buf, 0, [1])
+    ev = q1.signal()
+    q1.flush()
+    q2.wait_event(ev)
+    q2.write(buf, 4, [2])
+    gpu.close()
+    assert kmd.dev.mem[phys:phys + 8].view("<u4").tolist() == [1, 2]
+
+
 def test_a_wait_event_on_a_queue_abandoned_with_the_event_still_running():
     """The event's queue was closed giving up on its job (it still runs, its context is
     freed): a wait on it can no longer be named, and the waiting flush is refused with
