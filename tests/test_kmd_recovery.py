@@ -599,3 +599,31 @@ def test_a_reset_that_fails_inside_a_close_still_closes(how):
     b.f.close()
     a.f.close()
     assert not kmd.live_bos()
+
+
+def test_a_reset_that_fails_still_tells_each_context_what_it_did_to_it():
+    """The device wedges (its reset fails): every context has seen a reset (`resets` 1);
+    the one whose job caused it reads GUILTY, one with work in flight INNOCENT, an idle one
+    NO_RESET, as after a reset that works; every unfinished job and CS stays EIO. Every
+    context read NO_RESET and 0 resets, as if nothing had happened."""
+    dev = StuckResetModel()
+    kmd = kmd_model.bind(dev, cs_check=False, hw_timeout=2000)
+    a, b, idle = Client(), Client(), Client()
+    abo, bbo = a.bo(), b.bo()
+    hold = b.submit(b.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x800, 1, 1, "EQ")))
+    bad = a.submit(a.ib(abo, [pm4.header(0x7B, 0), 0]))
+    queued = b.submit(b.ib(bbo, pm4.write_data(bbo.addr + 0x900, [1]), offset=0x100))
+    dev.stuck = True
+    bbo.u32[0x200] = 1  # let the CP run into A's bad packet
+    with pytest.raises(kmd_model.uapi.KmdError):
+        a.wait(bad)
+    assert kmd.wedged and b.wait(hold, 0)
+    got = {name: c.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, c.ctx)) for name, c in
+           (("a", a), ("b", b), ("idle", idle))}
+    assert {n: (s.reset_status, s.resets, s.ring_status) for n, s in got.items()} == {
+        "a": (ResetStatus.GUILTY, 1, {"gfx": ResetStatus.GUILTY}),
+        "b": (ResetStatus.INNOCENT, 1, {"gfx": ResetStatus.INNOCENT}),
+        "idle": (ResetStatus.NO_RESET, 1, {})}
+    for c, s in ((a, bad), (b, queued)):
+        expect(errno.EIO, f"WAIT_CS: {kmd.wedged}", c.wait, s)
+        expect(errno.EIO, f"CS: {kmd.wedged}", c.submit, c.ib(abo if c is a else bbo, pm4.nop(2), offset=0x200))
