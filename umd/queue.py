@@ -363,18 +363,27 @@ class Queue(_Dispatched):
             return False  # reset: the kernel will not run it
 
     def _close(self) -> None:
-        """Submit and finish what the queue has, release its context; an async queue's
-        refused submissions the app was not told of are raised after that."""
+        """Submit and finish what the queue has, release its context; refused submissions
+        the app was not told of (an async queue's, or the flush of what it had recorded) are
+        raised after that."""
         if self.closed:
             return
         self._closing = True  # the refusals wait until the queue is released
+        refused = []
+        if not self.async_submit:
+            try:  # what is recorded: refused, it is raised after the release, as an async queue's is
+                queue_flush(self)
+            except GpuTimeout:
+                pass  # (its commands stay recorded: the finish below tries again)
+            except UmdError as e:
+                refused.append(e)
         try:
             queue_finish(self)
         except Exception:  # a dead queue still releases its context
             pass
         if self.async_submit:
             self._drain(report=False)
-        errors, self.async_errors = self.async_errors, []
+        errors, self.async_errors = refused + self.async_errors, []
         self.abandoned = self._still_running()
         self.ws.ctx_free(self.ctx_id)
         if not self.abandoned:
