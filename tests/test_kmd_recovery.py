@@ -58,7 +58,9 @@ def test_stray_doorbell_blames_the_kernel():
     assert kmd.stats["cp_errors"] == kmd.stats["resets"] == 1
 
 
-def test_a_reset_that_fails_wedges_the_device():
+def _reset_that_fails():
+    """B holds the CP, A's bad packet is next, B has a job queued behind it; every reset
+    from now on fails. Returns (kmd, a, b, abo, bbo, hold, bad, queued)."""
     dev = StuckResetModel()
     kmd = kmd_model.bind(dev, cs_check=False, hw_timeout=2000)
     a, b = Client(), Client()
@@ -68,6 +70,11 @@ def test_a_reset_that_fails_wedges_the_device():
     queued = b.submit(b.ib(bbo, pm4.write_data(bbo.addr + 0x900, [1]), offset=0x100))
     dev.stuck = True
     bbo.u32[0x200] = 1  # let the CP run into A's bad packet
+    return kmd, a, b, abo, bbo, hold, bad, queued
+
+
+def test_a_reset_that_fails_wedges_the_device():
+    kmd, a, b, abo, bbo, hold, bad, queued = _reset_that_fails()
     why = "soft reset: CP not idle after 2000 cycles"
     e = None
     try:
@@ -606,15 +613,8 @@ def test_a_reset_that_fails_still_tells_each_context_what_it_did_to_it():
     the one whose job caused it reads GUILTY, one with work in flight INNOCENT, an idle one
     NO_RESET, as after a reset that works; every unfinished job and CS stays EIO. Every
     context read NO_RESET and 0 resets, as if nothing had happened."""
-    dev = StuckResetModel()
-    kmd = kmd_model.bind(dev, cs_check=False, hw_timeout=2000)
-    a, b, idle = Client(), Client(), Client()
-    abo, bbo = a.bo(), b.bo()
-    hold = b.submit(b.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x800, 1, 1, "EQ")))
-    bad = a.submit(a.ib(abo, [pm4.header(0x7B, 0), 0]))
-    queued = b.submit(b.ib(bbo, pm4.write_data(bbo.addr + 0x900, [1]), offset=0x100))
-    dev.stuck = True
-    bbo.u32[0x200] = 1  # let the CP run into A's bad packet
+    kmd, a, b, abo, bbo, hold, bad, queued = _reset_that_fails()
+    idle = Client()
     with pytest.raises(kmd_model.uapi.KmdError):
         a.wait(bad)
     assert kmd.wedged and b.wait(hold, 0)

@@ -305,6 +305,19 @@ def test_wait_event_refusals_name_the_reason():
     assert str(e.value) == "wait_event: the submission carrying this event was refused"
 
 
+def _q2_waits_for_q1(gpu, q1_async: bool, q2_async: bool):
+    """q1 writes 1 and signals (flushed); q2 waits for that event and writes 2 after it
+    (recorded). Returns q1, q2 and the buffer."""
+    q1, q2 = gpu.queue(async_submit=q1_async), gpu.queue(async_submit=q2_async)
+    buf = gpu.alloc(4096)
+    q1.write(buf, 0, [1])
+    ev = q1.signal()
+    q1.flush()
+    q2.wait_event(ev)
+    q2.write(buf, 4, [2])
+    return q1, q2, buf
+
+
 @pytest.mark.parametrize("waiter_async, signaller_async", [(False, False), (False, True), (True, False),
                                                           (True, True)])
 def test_a_wait_event_on_a_queue_closed_before_the_flush(waiter_async, signaller_async):
@@ -313,13 +326,7 @@ def test_a_wait_event_on_a_queue_closed_before_the_flush(waiter_async, signaller
     It named q1's freed context: the KMD refused the flush with EINVAL ("no context")."""
     kmd_model.bind(RefModel())
     gpu = umd.open(api_version=3)
-    q1, q2 = gpu.queue(async_submit=signaller_async), gpu.queue(async_submit=waiter_async)
-    buf = gpu.alloc(4096)
-    q1.write(buf, 0, [1])
-    ev = q1.signal()
-    q1.flush()
-    q2.wait_event(ev)
-    q2.write(buf, 4, [2])
+    q1, q2, buf = _q2_waits_for_q1(gpu, signaller_async, waiter_async)
     q1.close()
     q2.flush()
     q2.finish()
@@ -334,14 +341,8 @@ def test_device_close_runs_a_later_queues_commands_that_wait_on_an_earlier_queue
     last writes were lost without a word."""
     kmd = kmd_model.bind(RefModel())
     gpu = umd.open(api_version=3)
-    q1, q2 = gpu.queue(), gpu.queue()
-    buf = gpu.alloc(4096)
+    _, _, buf = _q2_waits_for_q1(gpu, False, False)
     phys = gpu.ws.file.handles[buf.handle].gpu_addr + buf.bo_offset
-    q1.write(buf, 0, [1])
-    ev = q1.signal()
-    q1.flush()
-    q2.wait_event(ev)
-    q2.write(buf, 4, [2])
     gpu.close()
     assert kmd.dev.mem[phys:phys + 8].view("<u4").tolist() == [1, 2]
 
