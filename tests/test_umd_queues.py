@@ -347,6 +347,28 @@ def test_device_close_runs_a_later_queues_commands_that_wait_on_an_earlier_queue
     assert kmd.dev.mem[phys:phys + 8].view("<u4").tolist() == [1, 2]
 
 
+def test_a_wait_event_on_a_failed_job_of_a_queue_closed_since():
+    """The event's job failed on the GPU (its context reset), then its queue was closed:
+    the waiting flush is cancelled (ECANCELED), as the KMD cancels a job whose dependency
+    failed, and does not run. It named the freed context (EINVAL)."""
+    kmd_model.bind(RefModel(), cs_check=False)
+    gpu = umd.open(api_version=3)
+    q1, q2 = gpu.queue(), gpu.queue()
+    buf = gpu.alloc(4096)
+    q1.emit_raw([0xC0007B00, 0])  # an illegal opcode: the CP stops, the context is reset
+    ev = q1.signal()
+    q1.flush()
+    q2.wait_event(ev)
+    q2.write(buf, 0, [7])
+    q1.close()
+    with pytest.raises(umd.SubmitError) as e:
+        q2.flush()
+    assert e.value.errno == errno.ECANCELED and "it failed, or still runs" in str(e.value)
+    q2.finish()
+    assert buf.u32[0] == 0
+    gpu.close()
+
+
 def test_a_wait_event_on_a_queue_abandoned_with_the_event_still_running():
     """The event's queue was closed giving up on its job (it still runs, its context is
     freed): a wait on it can no longer be named, and the waiting flush is refused with
@@ -364,7 +386,7 @@ def test_a_wait_event_on_a_queue_abandoned_with_the_event_still_running():
     assert q1.abandoned
     with pytest.raises(umd.SubmitError) as e:
         q2.flush()
-    assert e.value.errno == errno.ECANCELED and "the event's queue was closed while the job carrying" in str(e.value)
+    assert e.value.errno == errno.ECANCELED and "the event's queue was closed before the job carrying" in str(e.value)
     flag.u32[0] = 1  # the held job ends (the next ioctl sees it): q2 goes on
     q2.write(buf, 0, [8])
     q2.finish()

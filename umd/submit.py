@@ -279,14 +279,15 @@ def drain(q, report_errors: bool = True) -> None:
 def dep_chunk(q, seq: int) -> CsChunkDep | None:
     """The dependency chunk on seqno `seq` of queue `q`, named when the CS is made: `q` may
     have been closed since the wait_event, and its context, which a CS can no longer name,
-    freed. Its close() finished its work (None: nothing to wait for), unless it gave up
-    waiting (abandoned): then only a job that has ended needs no wait."""
+    freed. Then a job whose fence has passed needs no wait (None); one that failed, or
+    still runs (close() gave up waiting), is ECANCELED, as the KMD cancels a job whose
+    dependency failed."""
     if not q.closed:
         return CsChunkDep(q.ip_type, 0, q.ctx_id, seq)
-    if not q.abandoned or q.seq_done(seq):
+    if q.seq_done(seq):
         return None
-    raise KmdError(errno.ECANCELED, "CS: wait_event: the event's queue was closed while the job carrying the event "
-                   "still ran, so it can no longer be named")
+    raise KmdError(errno.ECANCELED, "CS: wait_event: the event's queue was closed before the job carrying the event "
+                   "ended well (it failed, or still runs): it can no longer be named")
 
 
 class SeqDep:
