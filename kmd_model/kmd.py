@@ -837,7 +837,8 @@ class Kmd:
 
     def _ring_progressed(self, sched: Scheduler) -> bool:
         """As _progressed, for an extra ring: its rptr and its engine's fetch and byte counters
-        (the CP's second queue shares queue 0's: a busy queue 0 can only delay the verdict)."""
+        (the CP's second queue shares queue 0's fetch and DMA counters, which have no per-queue
+        copy: while the other queue keeps moving them, a hang on either is never found)."""
         mark = tuple(self.mmio.read(r) for r in sched.ring.PROGRESS)
         moved = mark != sched.progress_mark
         sched.progress_mark = mark
