@@ -369,6 +369,34 @@ def test_a_wait_event_on_a_failed_job_of_a_queue_closed_since():
     gpu.close()
 
 
+def test_a_queue_whose_wait_event_failed_says_so():
+    """q2 waits for q1's event and q1's job fails: q2's job is cancelled, and q2's finish
+    raises a GpuError that says the failure was in a job it waited for (another context's).
+    It read as if q2's own work had stopped the GPU."""
+    from .test_security import Holder
+
+    kmd_model.bind(RefModel(), cs_check=False)
+    gpu = umd.open(api_version=3)
+    q1, q2 = gpu.queue(), gpu.queue(engine="copy")
+    buf = gpu.alloc(4096)
+    hold = Holder()  # both flushes are in before q1's job runs
+    q1.emit_raw([0xC0007B00, 0])  # an illegal opcode
+    ev = q1.signal()
+    q1.flush()
+    q2.wait_event(ev)
+    q2.write(buf, 0, [7])
+    q2.flush()
+    hold.release()
+    with pytest.raises(umd.GpuError) as own:
+        q1.finish()
+    with pytest.raises(umd.GpuError) as waited:
+        q2.finish()
+    assert not own.value.waited_for and own.value.context == q1.ctx_id
+    assert waited.value.waited_for and waited.value.context == q1.ctx_id and buf.u32[0] == 0
+    assert str(waited.value).startswith("GPU error in a job this queue waited for (wait_event): illegal opcode 0x7b")
+    gpu.close()
+
+
 def test_a_wait_event_on_a_queue_abandoned_with_the_event_still_running():
     """The event's queue was closed giving up on its job (it still runs, its context is
     freed): a wait on it can no longer be named, and the waiting flush is refused with

@@ -326,6 +326,8 @@ class Queue(_Dispatched):
         if e.errno == errno.ECANCELED and e.info is not None:
             # the KMD's ECANCELED carries the context's decoded error (what CTX QUERY_STATE
             # would return): no need to ask again
+            if e.info.ctx_id and e.info.ctx_id != self.ctx_id:  # a dependency's error: its job was cancelled
+                raise GpuError(e.info, None, waited_for=True) from e
             raise GpuError(e.info, self._find_command(e.info.addr)) from e
         if e.errno == errno.EIO:
             raise DeviceLost(f"{what}: {e.message}") from e
