@@ -73,8 +73,10 @@ class File:
         with self.kmd.lock:
             if self.closed:
                 return
-            self.kmd.file_closed(self)
-            self.closed = True
+            try:
+                self.kmd.file_closed(self)
+            finally:
+                self.closed = True
 
     def __enter__(self) -> "File":
         return self

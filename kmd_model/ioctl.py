@@ -219,9 +219,11 @@ def gem_create(kmd: "Kmd", file: "File", a: uapi.GemCreateArgs) -> uapi.GemCreat
 def gem_close(kmd: "Kmd", file: "File", a: uapi.GemCloseArgs) -> None:
     bo = file.bo(a.handle, "GEM_CLOSE", errno.EINVAL)  # Linux's drm_gem_handle_delete: EINVAL
     del file.handles[int(a.handle)]
-    if bo.busy:
-        kmd.service()  # it may have become idle without the KMD hearing of it yet
-    kmd.bo_close(bo)
+    try:
+        if bo.busy:
+            kmd.service()  # it may have become idle without the KMD hearing of it yet
+    finally:  # (a recovery run in there that fails is raised, but the BO is closed, as close(2) does)
+        kmd.bo_close(bo)
 
 
 @ioctl_def(Request.GEM_MMAP)
@@ -379,16 +381,21 @@ def _guilty(who: str, ctx) -> KmdError:
     return KmdError(errno.ECANCELED, f"{who}: context {ctx.id} was reset: {ctx.guilty.message}", ctx.guilty)
 
 
-@ioctl_def(Request.CS)
-def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
-    ctx = file.ctx(a.ctx_id, "CS")
-    kmd.service()
+def _may_submit(kmd: "Kmd", ctx) -> None:
+    """A guilty context's CS is ECANCELED; a banned one's, or any on a wedged device, EIO."""
     if ctx.guilty:
         raise _guilty("CS", ctx)
     if kmd.wedged:
         raise KmdError(errno.EIO, f"CS: {kmd.wedged}")
     if ctx.banned:
         raise KmdError(errno.EIO, f"CS: {ctx.banned}")
+
+
+@ioctl_def(Request.CS)
+def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
+    ctx = file.ctx(a.ctx_id, "CS")
+    kmd.service()
+    _may_submit(kmd, ctx)
     if not isinstance(a.chunks, (list, tuple)):
         raise KmdError(errno.EINVAL, f"CS: chunks must be a list, not {type(a.chunks).__name__}")
     ibs: list[tuple[int, int]] = []
@@ -432,6 +439,13 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
             if addr % s.ring.IB_ALIGN:  # (an SDMA IB's base has no bits below 5)
                 raise KmdError(errno.EINVAL, f"{who}: an IB on the {s.ring.name} ring must start "
                                f"{s.ring.IB_ALIGN}-byte aligned, not at {addr:#x}")
+            kva = kmd.kernel_va
+            if kmd.kernel_va_size and addr < kva + kmd.kernel_va_size and addr + 4 * n > kva:
+                # the shadow pool, executable in every VM: other clients' checked copies. The
+                # checker refuses it as outside the client's mappings; an unchecked ring (SDMA)
+                # would run them as its packets under this client's VMID
+                raise KmdError(errno.EFAULT, f"{who}: an IB at {addr:#x}+{4 * n:#x} reaches into the kernel's "
+                               f"range [{kva:#x}, {kva + kmd.kernel_va_size:#x}) of context {ctx.id}'s VM")
             ibs.append((addr, n))
         elif isinstance(ch, CsChunkFence):
             if user_fence is not None:
@@ -470,6 +484,11 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
             addr = kmd.shadow_alloc(checked)
         except KmdError:
             kmd.stats["cs_rejected"] += 1
+            raise
+        try:  # waiting for room, the driver may have recovered a hang: asked again
+            _may_submit(kmd, ctx)
+        except KmdError:
+            kmd.shadow.free(addr, checked.shadow_bytes)
             raise
         ring_ibs = kmd.checker.place(checked, addr, kmd.shadow_va(addr))
         kmd.stats["cs_shadow_bytes"] += checked.shadow_bytes

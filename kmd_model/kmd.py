@@ -79,7 +79,7 @@ class KmdParams:
     shadow_pool_kib: int = 16 << 10  # kernel memory for checked copies of IBs (at most half of GTT)
     sdma_ring_log2_dw: int = 10  # the SDMA ring: 1024 dwords (when the device has the engine)
     hw_submission_limit: int = 64  # jobs in flight per ring (amdgpu_sched_hw_submission, 2 on amdgpu)
-    ban_after_hangs: int = 3  # a file whose contexts caused this many resets is banned (EIO)
+    ban_after_hangs: int = 3  # a context that caused this many resets is banned (its CS: EIO)
 
     def __post_init__(self) -> None:
         for name, lo, hi in (("ring_log2_dw", 6, 20), ("ih_log2_entries", 2, 16),
@@ -379,7 +379,12 @@ class Kmd:
             s.remove_context(ctx)
 
     def file_closed(self, file: File) -> None:
-        self.service()  # retire what finished, so idle BOs are freed now
+        try:
+            self.service()  # retire what finished, so idle BOs are freed now
+        finally:  # (a recovery run in there that fails is raised, after the file is released)
+            self._release_file(file)
+
+    def _release_file(self, file: File) -> None:
         for ctx in list(file.contexts.values()):
             self.ctx_free(ctx)
         leaked = list(file.handles.values())
@@ -749,30 +754,36 @@ class Kmd:
         self.gpu_recover(job, info)
 
     def _mark_guilty(self, guilty: Job | None, info: HwErrorInfo, scheds: tuple[Scheduler, ...],
-                     full: bool = True) -> None:
+                     full: bool = True, cancel: bool = True) -> None:
         """The guilty context's unfinished jobs fail with ECANCELED. After a full reset the
         context stays guilty (amdgpu's ctx->guilty: its CS and WAIT_CS fail with ECANCELED from
         then on) and its jobs go from every ring; after a queue reset only its jobs of that
         ring go, as amdgpu's per-queue reset cancels the guilty context's other fences there,
         and the context carries on until it has caused `ban_after_hangs` resets: then it is
         banned (its CS fails with EIO, as i915 bans). Contexts with work on the reset rings
-        are innocent there."""
+        are innocent there. Without `cancel` (a reset that failed: the wedge fails every job
+        with EIO) only what the contexts read is marked."""
+        # (not innocent anywhere after a full reset: its jobs are gone, or fail with EIO)
+        gctx = guilty.ctx if guilty is not None and not guilty.finished and full else None
         if guilty is not None and not guilty.finished:
             ctx = guilty.ctx
             ctx.hangs += 1
-            if full:
+            if full and cancel:
                 ctx.guilty = info
             ctx.reset_status = ResetStatus.GUILTY
             ctx.ring_status[guilty.ring.name if guilty.ring is not None else "gfx"] = ResetStatus.GUILTY
-            err = KmdError(errno.ECANCELED, info.message, info)
-            dropped = [j for s in (self.scheds if full else scheds) for j in s.drop_context(ctx, err)]
-            log.warning("context %d is guilty: %d job(s) cancelled", ctx.id, len(dropped))
+            if cancel:
+                err = KmdError(errno.ECANCELED, info.message, info)
+                dropped = [j for s in (self.scheds if full else scheds) for j in s.drop_context(ctx, err)]
+                log.warning("context %d is guilty: %d job(s) cancelled", ctx.id, len(dropped))
             if ctx.hangs >= self.params.ban_after_hangs and not ctx.banned:
                 ctx.banned = (f"context {ctx.id} is banned: it caused {ctx.hangs} resets "
                               f"(ban_after_hangs {self.params.ban_after_hangs})")
                 log.error(ctx.banned)
         for s in scheds:
             for job in (*s.pending, *s.queue):
+                if job.ctx is gctx:
+                    continue
                 if job.ctx.ring_status.get(s.name, ResetStatus.NO_RESET) == ResetStatus.NO_RESET:
                     job.ctx.ring_status[s.name] = ResetStatus.INNOCENT
                 if job.ctx.reset_status == ResetStatus.NO_RESET:
@@ -788,6 +799,7 @@ class Kmd:
         scheds = self.scheds
         for s in scheds:
             s.error = None
+        marked = False
         try:
             for s in scheds:
                 s.stop()
@@ -795,6 +807,7 @@ class Kmd:
             for s in scheds:
                 s.fence_drv.process()  # work that finished before the error stays finished
             self._mark_guilty(guilty, info, scheds)
+            marked = True
             redo = []
             for s in scheds:
                 # nothing will ever write the hardware fences of the lost ring contents
@@ -807,6 +820,8 @@ class Kmd:
             if self.observers:
                 self.notify("reset", resubmitted=len(redo))
         except KmdError as e:
+            if not marked:  # the contexts still learn of the reset, and who caused it
+                self._mark_guilty(guilty, info, scheds, cancel=False)
             self.wedge(f"GPU reset failed: {e.message}")
             raise
 
@@ -822,7 +837,8 @@ class Kmd:
 
     def _ring_progressed(self, sched: Scheduler) -> bool:
         """As _progressed, for an extra ring: its rptr and its engine's fetch and byte counters
-        (the CP's second queue shares queue 0's: a busy queue 0 can only delay the verdict)."""
+        (the CP's second queue shares queue 0's fetch and DMA counters, which have no per-queue
+        copy: while the other queue keeps moving them, a hang on either is never found)."""
         mark = tuple(self.mmio.read(r) for r in sched.ring.PROGRESS)
         moved = mark != sched.progress_mark
         sched.progress_mark = mark

@@ -85,6 +85,7 @@ class Job:
     vmid: int = 0
     ring: Ring | None = None  # the ring it runs on (its scheduler's)
     deps: list = field(default_factory=list)  # jobs (of any ring) that must finish first
+    entity: Entity | None = None  # its context's entity on its ring (push_job)
 
     def client_addr(self, addr: int) -> int:
         """An address in the job's shadow copies as the client knows it (error reports)."""
@@ -164,7 +165,8 @@ class Scheduler:
     def push_job(self, job: Job) -> None:
         job.queued_at = self.kmd.dev.now()
         job.ring = self.ring
-        self.entity(job.ctx).queue.append(job)
+        job.entity = self.entity(job.ctx)
+        job.entity.queue.append(job)
         job.ctx.jobs[job.seq] = job
         self.kick()
 
@@ -298,7 +300,14 @@ class Scheduler:
         for rq in self.rqs:
             for e in rq:
                 e.queue = deque(j for j in e.queue if not j.finished)
+        self._drop_emptied()
         return dropped
+
+    def _drop_emptied(self) -> None:
+        """A freed context's entity leaves the run queue once its last job is gone: here,
+        for jobs cancelled outside _select and kick, which only see the entities they reach."""
+        for rq in self.rqs:
+            rq[:] = [e for e in rq if e.queue or self.entities.get(e.ctx.id) is e]
 
     def resubmit_and_start(self) -> list[Job]:
         """Put the unfinished jobs that were in the ring back at the head of their entities
@@ -306,7 +315,12 @@ class Scheduler:
         redo = [j for j in self.pending if not j.finished]
         self.pending.clear()
         for j in reversed(redo):
-            self.entity(j.ctx).queue.appendleft(j)
+            # back into the entity it came from, ahead of its later jobs: a freed context's
+            # too (its entity has left `entities`; a new one would run the later jobs first)
+            e = j.entity or self.entity(j.ctx)
+            e.queue.appendleft(j)
+            if e not in self.rqs[e.priority]:
+                self.rqs[e.priority].append(e)
         self.stopped = False
         self.progress_at = self.kmd.dev.now()
         self.progress_mark = ()
@@ -321,4 +335,5 @@ class Scheduler:
         for rq in self.rqs:
             for e in rq:
                 e.queue.clear()
+        self._drop_emptied()
 

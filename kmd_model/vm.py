@@ -15,8 +15,8 @@ it was submitted), so an unmapped page is never reused while a job may still rea
 New entries need no invalidation: the TLB never keeps a fault.
 
 The `VmidManager` gives jobs VMIDs 1..15 as amdgpu_vmid_grab does: a VM keeps the VMID it
-has while it owns it; otherwise it takes an idle one (whose last job has finished),
-least recently used first, stealing it from its previous VM: the page-table base and
+has while it owns it; otherwise it takes an idle one (no job of any ring runs with
+it), least recently used first, stealing it from its previous VM: the page-table base and
 enable are programmed and the VMID's TLB entries invalidated before the job's
 INDIRECT_BUFFER names it. With no idle VMID the job waits in the scheduler's queue.
 """
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import bisect
 import errno
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -258,9 +258,22 @@ class Vm:
         return m.phys + va - m.va
 
     def destroy(self) -> None:
-        """The file is gone: its page tables go once its jobs are done (they hold them)."""
+        """The file is gone: its page tables, and the BOs still mapped, go once all of its
+        jobs are done. Each job holds what the VM had at its CS, but it runs with the root,
+        which links every table made since, and those tables hold the entries of every BO
+        mapped since: freed under a job still queued or running, a table's page went to
+        another client, whose data the job's walk then took for PTEs. So every unfinished
+        job of the VM now holds all of it (the BOs mapped at the close are busy ones: the
+        idle ones were unmapped and freed before)."""
         self.closed = True
         self.kmd.vmids.release(self)
+        held = set(self.tables.values()) | {m.bo for m in self.maps if not m.bo.freed}
+        for s in self.kmd.scheds:
+            for job in (*s.pending, *s.queue):
+                if job.vm is self and not job.finished:
+                    for bo in held - job.bos:
+                        job.bos.add(bo)
+                        bo.busy_jobs += 1
         for bo in self.tables.values():
             self.kmd.bo.close(bo)
 
@@ -272,7 +285,7 @@ class Vm:
 class _Vmid:
     n: int
     owner: Vm | None = None
-    last_job: "Job | None" = None
+    jobs: list = field(default_factory=list)  # jobs emitted with it, unfinished when last looked
     used_at: int = 0
 
 
@@ -286,7 +299,10 @@ class VmidManager:
         self.grabs = self.steals = self.flushes = 0
 
     def _idle(self, v: _Vmid) -> bool:
-        return v.last_job is None or v.last_job.finished
+        """No job runs with it. Every job, not the latest: a VM's jobs on different rings
+        end out of order, and one still running would walk the next owner's tables."""
+        v.jobs = [j for j in v.jobs if not j.finished]
+        return not v.jobs
 
     def grab(self, vm: Vm) -> int | None:
         """The VMID `vm`'s next job runs with, or None when every VMID is busy (the job waits)."""
@@ -312,7 +328,8 @@ class VmidManager:
 
     def used(self, vmid: int, job: "Job") -> None:
         v = self.ids[vmid - 1]
-        v.last_job = job
+        v.jobs = [j for j in v.jobs if not j.finished]  # (a VM that keeps its VMID never asks _idle)
+        v.jobs.append(job)
         self.clock += 1
         v.used_at = self.clock
 

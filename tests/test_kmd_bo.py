@@ -178,3 +178,31 @@ def test_heaps_split_the_memory():
         assert v.size > 0 and g.size > 0 and g.base % PAGE == 0
     with pytest.raises(ValueError, match=r"^device memory of 0x3fff bytes is too small \(need >= 0x4000\)$"):
         BoManager(4 * PAGE - 1)
+
+
+def test_a_cs_whose_context_is_reset_while_it_waits_for_the_shadow_pool_is_refused():
+    """A CS waiting for room in the shadow pool lets the driver recover a hang meanwhile. If
+    that recovery made the CS's own context guilty (its held job was the hang), the CS
+    fails with ECANCELED, as any later CS of the context does. It was accepted instead,
+    and the guilty context's job ran after all."""
+    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=4, job_timeout=5_000, fallback_poll=1_000)
+    c = Client()
+    bo = c.bo(0x8000)
+    bo.u32[0x400:0x500] = [pm4.TYPE2_FILLER] * 0x100
+    held = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x7000, 1, 1, "EQ")))  # its hang
+    seqs = [c.submit(CsChunkIb(0x100, bo.handle, 0x1000)) for _ in range(3)]  # the pool is full
+    kmd.dev.delay(3_000)  # the held job's timer runs out during the next CS's wait
+    wd = pm4.write_data(bo.addr + 0x7100, [7])
+    bo.u32[0x800:0x900] = [pm4.TYPE2_FILLER] * (0x100 - len(wd)) + wd  # 1 KiB: no room beside them
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        c.submit(CsChunkIb(0x100, bo.handle, 0x2000))
+    assert ei.value.errno == errno.ECANCELED and ei.value.message.startswith(f"CS: context {c.ctx} was reset: "), ei.value
+    assert ei.value.info.code == "TIMEOUT"
+    kmd.dev.delay(1_000)
+    kmd.service()
+    assert bo.u32[0x7100 // 4] == 0  # it never ran
+    assert kmd.shadow.used == 0 and not kmd.sched.queue and not kmd.sched.pending
+    assert c.f.contexts[c.ctx].submitted == 4  # (the refused CS took no seqno)
+    for s in (held, *seqs):
+        with pytest.raises(kmd_model.uapi.KmdError):
+            c.wait(s)

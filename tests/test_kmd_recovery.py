@@ -58,7 +58,9 @@ def test_stray_doorbell_blames_the_kernel():
     assert kmd.stats["cp_errors"] == kmd.stats["resets"] == 1
 
 
-def test_a_reset_that_fails_wedges_the_device():
+def _reset_that_fails():
+    """B holds the CP, A's bad packet is next, B has a job queued behind it; every reset
+    from now on fails. Returns (kmd, a, b, abo, bbo, hold, bad, queued)."""
     dev = StuckResetModel()
     kmd = kmd_model.bind(dev, cs_check=False, hw_timeout=2000)
     a, b = Client(), Client()
@@ -68,6 +70,11 @@ def test_a_reset_that_fails_wedges_the_device():
     queued = b.submit(b.ib(bbo, pm4.write_data(bbo.addr + 0x900, [1]), offset=0x100))
     dev.stuck = True
     bbo.u32[0x200] = 1  # let the CP run into A's bad packet
+    return kmd, a, b, abo, bbo, hold, bad, queued
+
+
+def test_a_reset_that_fails_wedges_the_device():
+    kmd, a, b, abo, bbo, hold, bad, queued = _reset_that_fails()
     why = "soft reset: CP not idle after 2000 cycles"
     e = None
     try:
@@ -563,3 +570,60 @@ def test_a_ring_test_that_never_completes_fails_the_bind():
         kmd_model.bind(DeafModel(), hw_timeout=2_000)
     assert e.value.errno == errno.ETIMEDOUT
     assert e.value.message == "ring test failed: scratch 0xcafedead after 2000 cycles (rptr 0x0, wptr 0x8)"
+
+
+@pytest.mark.parametrize("how", ["gem_close", "file_close"])
+def test_a_reset_that_fails_inside_a_close_still_closes(how):
+    """A GEM_CLOSE (of a busy BO) or a file's close folds in what the hardware did first,
+    and that may run a recovery whose reset fails. The error is the caller's to see, but the
+    close happens all the same, as close(2) releases the fd when it reports EIO: the BO (the
+    file) is gone and its memory freed once no job holds it. Before, GEM_CLOSE dropped the
+    handle and raised before closing the BO, which then stayed allocated for good, and a
+    file's close raised before releasing anything."""
+    dev = StuckResetModel()
+    kmd = kmd_model.bind(dev, hw_timeout=2000, job_timeout=5000)
+    a, b = Client(), Client()
+    abo, bbo = a.bo(), b.bo()
+    a.submit(a.ib(abo, pm4.wait_reg_mem(abo.addr + 0x800, 1, 1, "EQ")))  # hangs
+    queued = b.submit(b.ib(bbo, pm4.nop(2)))  # behind it: b's BO is busy
+    dev.stuck = True
+    dev.delay(20_000)
+    kmd.service()  # the job timer has seen the hang once
+    dev.delay(20_000)
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:  # the recovery runs, and fails, in here
+        if how == "gem_close":
+            b.io(Request.GEM_CLOSE, kmd_model.uapi.GemCloseArgs(bbo.handle))
+        else:
+            b.f.close()
+    assert ei.value.errno == errno.EIO and "soft reset: CP not idle" in ei.value.message
+    assert kmd.wedged
+    if how == "gem_close":
+        assert bbo.handle not in b.f.handles
+        expect(errno.EIO, f"WAIT_CS: {kmd.wedged}", b.wait, queued)
+    else:
+        assert b.f.closed and b.f.fd not in kmd.files and not b.f.contexts
+    assert not kmd.live_bos(b.f)  # freed: the wedge cancelled the job that held it
+    b.f.close()
+    a.f.close()
+    assert not kmd.live_bos()
+
+
+def test_a_reset_that_fails_still_tells_each_context_what_it_did_to_it():
+    """The device wedges (its reset fails): every context has seen a reset (`resets` 1);
+    the one whose job caused it reads GUILTY, one with work in flight INNOCENT, an idle one
+    NO_RESET, as after a reset that works; every unfinished job and CS stays EIO. Every
+    context read NO_RESET and 0 resets, as if nothing had happened."""
+    kmd, a, b, abo, bbo, hold, bad, queued = _reset_that_fails()
+    idle = Client()
+    with pytest.raises(kmd_model.uapi.KmdError):
+        a.wait(bad)
+    assert kmd.wedged and b.wait(hold, 0)
+    got = {name: c.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, c.ctx)) for name, c in
+           (("a", a), ("b", b), ("idle", idle))}
+    assert {n: (s.reset_status, s.resets, s.ring_status) for n, s in got.items()} == {
+        "a": (ResetStatus.GUILTY, 1, {"gfx": ResetStatus.GUILTY}),
+        "b": (ResetStatus.INNOCENT, 1, {"gfx": ResetStatus.INNOCENT}),
+        "idle": (ResetStatus.NO_RESET, 1, {})}
+    for c, s in ((a, bad), (b, queued)):
+        expect(errno.EIO, f"WAIT_CS: {kmd.wedged}", c.wait, s)
+        expect(errno.EIO, f"CS: {kmd.wedged}", c.submit, c.ib(abo if c is a else bbo, pm4.nop(2), offset=0x200))

@@ -451,6 +451,52 @@ def test_a_freed_contexts_entity_leaves_the_run_queue_once_its_jobs_ran():
     assert set(kmd.sched.entities) == {c.ctx}
 
 
+def test_a_freed_contexts_jobs_keep_their_order_across_a_reset():
+    """CTX FREE with one job in the SDMA ring and one queued behind it, then another
+    client's error resets the device: the job in the ring is resubmitted ahead of the
+    queued one, in the entity they share. It went to a new entity made for the freed
+    context at the end of the run queue instead, so the later job ran first (its copy read
+    what the earlier one had not written yet), and that entity stayed for good."""
+    kmd = kmd_model.bind(RefModel(), hw_submission_limit=1, cs_check=False)
+    x, g = Client(), Client()
+    xbo, gbo = x.bo(), g.bo()
+    first = sdma.poll_regmem(xbo.addr + 0x3000, 1, 0xFFFF_FFFF, "EQ", interval=4) + sdma.write_linear(
+        xbo.addr + 0x3100, [1])
+    x.submit(sdma_ib(xbo, first))
+    x.submit(sdma_ib(xbo, sdma.copy_linear(xbo.addr + 0x3200, xbo.addr + 0x3100, 4), 0x400))  # queued
+    assert len(kmd.sdma_sched.pending) == 1 and len(kmd.sdma_sched.queue) == 1
+    x.io(Request.CTX, uapi.CtxArgs(uapi.CtxOp.FREE, x.ctx))
+    runs = []
+    kmd.observers.append(lambda ev, f: ev == "run_job" and runs.append(f["job"].seq))
+    bad = g.submit(g.ib(gbo, [pm4.header(0x7B, 0), 0]))  # an illegal opcode: a full reset
+    with pytest.raises(uapi.KmdError):
+        g.wait(bad)
+    xbo.u32[0x3000 // 4] = 1
+    assert kmd.wait_for(lambda: not kmd.sdma_sched.pending and not kmd.sdma_sched.queue, 1_000_000)
+    assert runs == [bad, 1, 2] and xbo.u32[0x3200 // 4] == 1
+    assert not any(kmd.sdma_sched.rqs) and not kmd.sdma_sched.entities
+
+
+def test_a_freed_contexts_entity_leaves_the_run_queue_when_a_reset_drops_its_jobs():
+    """CTX FREE with a job in the ring and one queued, then the job in the ring fails: the
+    reset cancels the queued one too, and the freed context's entity, empty now, leaves the
+    run queue then (it stayed until some later job was scheduled on that ring)."""
+    kmd = kmd_model.bind(RefModel(), hw_submission_limit=1, cs_check=False)
+    c = Client()
+    bo = c.bo()
+    x = new_ctx(c, CtxPriority.LOW)
+    c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x3000, 1, 1, "EQ") + [pm4.header(0x7B, 0), 0]), ctx=x)
+    c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x3100, [1]), 0x100), ctx=x)  # queued behind it
+    good = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x3200, [2]), 0x200))  # NORMAL: first after the reset
+    c.io(Request.CTX, uapi.CtxArgs(uapi.CtxOp.FREE, x))
+    assert len(kmd.sched.pending) == 1 and len(kmd.sched.queue) == 2
+    bo.u32[0x3000 // 4] = 1
+    assert c.wait(good) and kmd.stats["resets"] == 1
+    assert not kmd.sched.pending and not kmd.sched.queue and bo.u32[0x3100 // 4] == 0 and bo.u32[0x3200 // 4] == 2
+    assert [[repr(e) for e in rq] for rq in kmd.sched.rqs if rq] == [[f"Entity(ctx {c.ctx}, NORMAL)"]]
+    assert set(kmd.sched.entities) == {c.ctx}
+
+
 def test_ctx_query_names_the_context_and_waits_are_checked_against_what_it_submitted():
     kmd = kmd_model.bind(RefModel(), initial_seq=100)
     c = Client()

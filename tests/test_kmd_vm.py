@@ -195,6 +195,34 @@ def test_jobs_wait_for_a_free_vmid():
     assert clients[15].wait(last) and bos[15].u32[0x240] == 5
 
 
+def test_a_vmid_is_not_stolen_while_an_older_job_on_another_ring_runs_with_it():
+    """A VM's SDMA job polls while its later gfx job ends: the VMID is still in use (the
+    SDMA job runs with it), so a 16th VM must not take it. It did (the VMID counted only
+    its latest job): the VMID was reprogrammed with the thief's page tables under the
+    running job, which then ran in the thief's address space and faulted (its owner
+    blamed, its queue reset), or read and wrote the thief's pages at its own addresses."""
+    from spec import sdma
+
+    from .test_kmd_queues import sdma_ib
+    kmd = kmd_model.bind(RefModel())
+    x = Client()
+    xbo, out = x.bo(), x.bo(0x1000)
+    slow = x.submit(sdma_ib(xbo, sdma.poll_regmem(xbo.addr + 0x3000, 1, 0xFFFF_FFFF, "EQ", interval=4)
+                            + sdma.write_linear(out.addr + 0x10, [0x600D])))
+    assert x.wait(x.submit(x.ib(xbo, pm4.nop(2), 0x1000)))  # its latest job, on gfx, has ended
+    vmid = x.f.vm.vmid
+    others = [Client() for _ in range(len(kmd.vmids.ids) - 1)]  # every other VMID taken, later
+    for c in others:
+        c.run(c.bo(0x1000), pm4.nop(2))
+    thief = Client()
+    tbo = thief.bo(0x1000)
+    thief.run(tbo, pm4.write_data(tbo.addr + 0x10, [1]))
+    assert thief.f.vm.vmid != vmid and x.f.vm.vmid == vmid
+    xbo.u32[0x3000 // 4] = 1
+    assert x.wait(slow) and out.u32[4] == 0x600D
+    assert kmd.stats["vm_faults"] == 0 and not kmd.recovery_log
+
+
 @pytest.mark.parametrize("lo, hi", [(1, 2), (0, 1), (3, 4), (1, 3)])
 def test_clear_inside_a_mapping_keeps_both_ends(lo, hi):
     """GEM_VA CLEAR of pages [lo, hi) of a 4-page mapping: what lies below and above stays

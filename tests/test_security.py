@@ -712,6 +712,29 @@ def test_on_model_with_dma():
         check(RefModel(dma=True))
 
 
+def test_an_sdma_ib_in_the_kernels_range_is_refused():
+    """The shadow pool is mapped executable in every VM, at the top (the CP fetches the
+    checked copies from there with the job's VMID). The SDMA ring has no checker, so an
+    SDMA IB chunk naming that range had its engine run another client's checked copies as
+    SDMA packets under the hostile client's VMID, the error report giving back bits of
+    them. A chunk that reaches into the kernel's range is EFAULT at CS, as a CP chunk
+    outside the client's mappings is."""
+    from kmd_model.uapi import HwIp
+
+    kmd = kmd_model.bind(RefModel())
+    held = Holder()  # its job, and its checked copies, stay in the pool
+    b = Client()
+    copy, n = kmd.contexts[held.c.ctx].jobs[held.seq].ibs[0]
+    assert copy == kmd.kernel_va  # the first copy in the pool
+    before = hw_state(kmd)
+    for addr, size in ((copy, n), (copy + 32, 8), (copy - 32, 16)):  # inside it, or running into it
+        expect(errno.EFAULT, f"CS: chunk 0: an IB at {addr:#x}+{4 * size:#x} reaches into the kernel's range "
+               f"[{kmd.kernel_va:#x}, {kmd.kernel_va + kmd.kernel_va_size:#x}) of context {b.ctx}'s VM",
+               b.submit, CsChunkIb(size, gpu_addr=addr, ip_type=HwIp.DMA))
+    assert hw_state(kmd) == before and kmd.stats["sdma_errors"] == 0
+    held.release()
+
+
 # ------------------------------------------------------------------------------ long runs (RTL: tests/test_rtl_security.py)
 
 def check_race_with_running_cp(dev):

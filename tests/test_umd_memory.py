@@ -468,3 +468,116 @@ def test_a_queue_closed_with_its_job_still_running_keeps_what_the_job_uses():
     # the job over, its buffer comes back to the pools
     assert any(gpu.alloc(256).gpu_addr == data.gpu_addr for _ in range(64))
     gpu.close()
+
+
+def test_over_the_cache_limit_the_oldest_cached_bo_goes_first():
+    """Over max_cache_bytes the cache gives back its oldest BOs first, whatever their size
+    class. It gave back whichever bucket was made first instead: here the BO just freed,
+    keeping one that had waited longer."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    mm = gpu.mm
+    gpu.alloc(64 << 10).free()
+    gpu.alloc(64 << 10).free()  # (a hit: the 64 KiB bucket is there, empty for a moment)
+    old = gpu.alloc(128 << 10)
+    young = gpu.alloc(64 << 10)
+    old_va, young_va = old.gpu_addr, young.gpu_addr
+    mm.max_cache_bytes = (192 << 10) - 1  # the two do not both fit
+    old.free()
+    young.free()
+    cached = [b.va for bucket in mm.cache.values() for b, _, _ in bucket]
+    assert cached == [young_va] and old_va not in cached
+    gpu.close()
+
+
+def test_va_peaks_are_never_below_the_present():
+    """peak_used and peak_free_ranges are the worst so far, the present included: a new
+    range has one free range (its peak said 0 until the first allocation)."""
+    va = VaAllocator(0x100000, 0x200000)
+    st = va.stats()
+    assert (st.free_ranges, st.peak_free_ranges, st.used, st.peak_used) == (1, 1, 0, 0)
+    a = va.alloc(P, alignment=0x100000)  # the whole first page: no hole below it
+    st = va.stats()
+    assert (st.free_ranges, st.peak_free_ranges) == (1, 1)
+    va.free(a)
+    assert va.stats().peak_free_ranges == 1
+
+
+@pytest.mark.parametrize("evicted_by", ["limit", "expiry"])
+def test_a_freed_bo_the_cache_gives_back_waits_for_the_flush_of_commands_naming_it(evicted_by):
+    """A buffer freed with a write to it recorded and not flushed yet: the BO cache may give
+    it back at once (over max_cache_bytes) or before the flush (expired), but the kernel
+    must keep it until the CS that names it is in, as with pools off. It closed the BO
+    at once: the flush failed with EFAULT, the write to a buffer the app had freed
+    correctly refused as outside every mapping."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    q = gpu.queue()
+    mm = gpu.mm
+    if evicted_by == "limit":
+        mm.max_cache_bytes = 64 << 10
+    else:
+        mm.expiry = 2
+    b = gpu.alloc(100_000)
+    handle = b.handle
+    q.write(b, 0, [1])
+    b.free()
+    if evicted_by == "expiry":
+        for _ in range(3):
+            gpu.alloc(300_000).free()  # cache operations go by: the freed BO expires
+    assert mm.stats().cache_expired >= 1 and handle in gpu.ws.file.handles  # not closed yet
+    q.flush()
+    q.finish()
+    assert handle not in gpu.ws.file.handles  # closed once the CS was in
+    gpu.close()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_va_stats_match_a_page_by_page_model(seed):
+    """Random allocations (sizes around page edges, alignments up to beyond the range) and
+    frees against a model that keeps every page: no two ranges or guards share a page, an
+    allocation fails only when no aligned run of free pages fits it, and every figure of
+    stats() (used, ranges, holes, the largest allocation that fits, the peaks) is the
+    model's."""
+    import random
+
+    rng = random.Random(seed)
+    start, end, guard = P * rng.randint(1, 3), P * rng.randint(40, 120), rng.choice([0, 1, 2])
+    end += start
+    va = VaAllocator(start, end, P, guard_pages=guard)
+    live: dict[int, int] = {}  # va -> bytes (guard included)
+    peak_used, peak_holes = 0, 1
+    for _ in range(250):
+        if live and rng.random() < 0.45:
+            a = rng.choice(list(live))
+            va.free(a)
+            del live[a]
+        else:
+            size = rng.choice([1, P - 1, P, P + 1, 3 * P, rng.randint(1, 16 * P)])
+            align = rng.choice([0, P, 2 * P, 8 * P, 1 << 40])
+            need, al = -(-size // P) * P + guard * P, max(align, P)
+            taken = {p for a, n in live.items() for p in range(a, a + n, P)}
+            fits = any(taken.isdisjoint(range(x, x + need, P))
+                       for x in range(-(-start // al) * al, end - need + 1, al))
+            try:
+                a = va.alloc(size, align)
+            except umd.OutOfMemory:
+                assert not fits
+                continue
+            assert fits and a % al == 0 and start <= a and a + need <= end
+            assert taken.isdisjoint(range(a, a + need, P))
+            live[a] = need
+        taken = {p for a, n in live.items() for p in range(a, a + n, P)}
+        holes: list[list[int]] = []
+        for p in range(start, end, P):
+            if p in taken:
+                continue
+            if holes and holes[-1][1] == p:
+                holes[-1][1] += P
+            else:
+                holes.append([p, p + P])
+        peak_used, peak_holes = max(peak_used, sum(live.values())), max(peak_holes, len(holes))
+        st = va.stats()
+        largest = max((e - s for s, e in holes), default=0)
+        assert (st.used, st.allocations, st.free_ranges, st.largest_free, st.peak_used, st.peak_free_ranges) == (
+            sum(live.values()), len(live), len(holes), max(0, largest - guard * P), peak_used, peak_holes)

@@ -305,6 +305,140 @@ def test_wait_event_refusals_name_the_reason():
     assert str(e.value) == "wait_event: the submission carrying this event was refused"
 
 
+def _q2_waits_for_q1(gpu, q1_async: bool, q2_async: bool):
+    """q1 writes 1 and signals (flushed); q2 waits for that event and writes 2 after it
+    (recorded). Returns q1, q2 and the buffer."""
+    q1, q2 = gpu.queue(async_submit=q1_async), gpu.queue(async_submit=q2_async)
+    buf = gpu.alloc(4096)
+    q1.write(buf, 0, [1])
+    ev = q1.signal()
+    q1.flush()
+    q2.wait_event(ev)
+    q2.write(buf, 4, [2])
+    return q1, q2, buf
+
+
+@pytest.mark.parametrize("waiter_async, signaller_async", [(False, False), (False, True), (True, False),
+                                                          (True, True)])
+def test_a_wait_event_on_a_queue_closed_before_the_flush(waiter_async, signaller_async):
+    """q2.wait_event(an event of q1), then q1.close() (which finishes the event's work and
+    frees q1's context), then q2's flush: the wait is met, so the flush needs no dependency.
+    It named q1's freed context: the KMD refused the flush with EINVAL ("no context")."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open(api_version=3)
+    q1, q2, buf = _q2_waits_for_q1(gpu, signaller_async, waiter_async)
+    q1.close()
+    q2.flush()
+    q2.finish()
+    assert buf.u32[:2].tolist() == [1, 2]
+    gpu.close()
+
+
+def test_device_close_runs_a_later_queues_commands_that_wait_on_an_earlier_queue():
+    """Device.close() closes the queues in order, each submitting what it recorded: q1 first
+    (its context freed), then q2, whose recorded commands wait on q1's event. q2's last
+    flush named q1's freed context and was refused, and close() swallowed it: the app's
+    last writes were lost without a word."""
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open(api_version=3)
+    _, _, buf = _q2_waits_for_q1(gpu, False, False)
+    phys = gpu.ws.file.handles[buf.handle].gpu_addr + buf.bo_offset
+    gpu.close()
+    assert kmd.dev.mem[phys:phys + 8].view("<u4").tolist() == [1, 2]
+
+
+def test_a_wait_event_on_a_failed_job_of_a_queue_closed_since():
+    """The event's job failed on the GPU (its context reset), then its queue was closed:
+    the waiting flush is cancelled (ECANCELED), as the KMD cancels a job whose dependency
+    failed, and does not run. It named the freed context (EINVAL)."""
+    kmd_model.bind(RefModel(), cs_check=False)
+    gpu = umd.open(api_version=3)
+    q1, q2 = gpu.queue(), gpu.queue()
+    buf = gpu.alloc(4096)
+    q1.emit_raw([0xC0007B00, 0])  # an illegal opcode: the CP stops, the context is reset
+    ev = q1.signal()
+    q1.flush()
+    q2.wait_event(ev)
+    q2.write(buf, 0, [7])
+    q1.close()
+    with pytest.raises(umd.SubmitError) as e:
+        q2.flush()
+    assert e.value.errno == errno.ECANCELED and "it failed, or still runs" in str(e.value)
+    q2.finish()
+    assert buf.u32[0] == 0
+    gpu.close()
+
+
+def test_a_queue_whose_wait_event_failed_says_so():
+    """q2 waits for q1's event and q1's job fails: q2's job is cancelled, and q2's finish
+    raises a GpuError that says the failure was in a job it waited for (another context's).
+    It read as if q2's own work had stopped the GPU."""
+    from .test_security import Holder
+
+    kmd_model.bind(RefModel(), cs_check=False)
+    gpu = umd.open(api_version=3)
+    q1, q2 = gpu.queue(), gpu.queue(engine="copy")
+    buf = gpu.alloc(4096)
+    hold = Holder()  # both flushes are in before q1's job runs
+    q1.emit_raw([0xC0007B00, 0])  # an illegal opcode
+    ev = q1.signal()
+    q1.flush()
+    q2.wait_event(ev)
+    q2.write(buf, 0, [7])
+    q2.flush()
+    hold.release()
+    with pytest.raises(umd.GpuError) as own:
+        q1.finish()
+    with pytest.raises(umd.GpuError) as waited:
+        q2.finish()
+    assert not own.value.waited_for and own.value.context == q1.ctx_id
+    assert waited.value.waited_for and waited.value.context == q1.ctx_id and buf.u32[0] == 0
+    assert str(waited.value).startswith("GPU error in a job this queue waited for (wait_event): illegal opcode 0x7b")
+    gpu.close()
+
+
+def test_a_wait_event_on_a_queue_abandoned_with_the_event_still_running():
+    """The event's queue was closed giving up on its job (it still runs, its context is
+    freed): a wait on it can no longer be named, and the waiting flush is refused with
+    ECANCELED saying so (its commands dropped), and the queue goes on."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 40)  # the held job is slow, not hung
+    gpu = umd.open(api_version=3)
+    q1, q2 = gpu.queue(), gpu.queue(engine="copy")  # (another ring: the copy runs beside the held job)
+    flag, buf = gpu.alloc(4096), gpu.alloc(4096)
+    q1.wait_mem(flag, 0, 1)
+    ev = q1.signal()
+    q1.flush()
+    q2.wait_event(ev)
+    q2.write(buf, 0, [7])
+    q1.close()  # gives up after DEFAULT_TIMEOUT cycles: the job still runs
+    assert q1.abandoned
+    with pytest.raises(umd.SubmitError) as e:
+        q2.flush()
+    assert e.value.errno == errno.ECANCELED and "the event's queue was closed before the job carrying" in str(e.value)
+    flag.u32[0] = 1  # the held job ends (the next ioctl sees it): q2 goes on
+    q2.write(buf, 0, [8])
+    q2.finish()
+    assert buf.u32[0] == 8 and kmd.wait_for(ev.signalled, 1_000_000)  # (the held job's page: still the queue's)
+    gpu.close()
+
+
+@pytest.mark.parametrize("closing", ["queue", "device"])
+def test_closing_a_sync_queue_raises_the_refusal_of_what_it_had_recorded(closing):
+    """close() submits what the queue recorded; the KMD refusing it is raised once the queue
+    is released, as an async queue's refusal is (the same class, errno and message a flush
+    raises). A sync queue's close swallowed it: the app's last commands silently did not run."""
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open(api_version=3)
+    q = gpu.queue()
+    q.emit_raw([0xFFFF_FFFF])  # refused by the KMD's checker
+    with pytest.raises(umd.SubmitError) as e:
+        q.close() if closing == "queue" else gpu.close()
+    assert e.value.errno == errno.EINVAL and str(e.value).startswith("flush: EINVAL: CS: ")
+    assert q.closed and q.ctx_id not in gpu.ws.file.contexts  # released all the same
+    gpu.close()
+    assert not kmd.live_bos()
+
+
 def test_timestamp_on_a_copy_queue_says_why_and_where_to_take_it():
     kmd_model.bind(RefModel())
     q = umd.open().queue(engine="copy")

@@ -268,3 +268,86 @@ def test_hostile_reach_with_checker_on_is_refused_first():
             bad.submit(bad.ib(abo, pkt(vbo.addr)))
         assert ei.value.errno == errno.EFAULT and "outside every mapping" in ei.value.message, (name, ei.value)
     assert kmd.stats["resets"] == 0
+
+
+def _take_page(c: Client, phys: int) -> np.ndarray | None:
+    """A VRAM BO of `c`'s at physical page `phys`, if the allocator hands that page out (a
+    hostile client allocates until it lands on memory it wants): its dwords as u64."""
+    for _ in range(64):
+        out = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000, 0, uapi.Domain.VRAM, 0))
+        if c.f.handles[out.handle].gpu_addr == phys:
+            return c.io(Request.GEM_MMAP, uapi.GemMmapArgs(out.handle)).view.view("<u8")
+    return None
+
+
+def test_a_closed_files_page_tables_outlive_its_queued_jobs():
+    """A file closed while one of its jobs waits in the ring: a page table it made after that
+    job's CS (a GEM_VA into a new 2 MiB range) is linked from the root the job runs with, so
+    it stays allocated until the job ends. Freed at the close, its page went to another
+    client, whose data the job's walk then read as PTEs: the job (an SDMA one, which no
+    checker reads) wrote into a third client's BO through a PTE the second one wrote."""
+    from spec import sdma
+
+    from .test_kmd_queues import sdma_ib
+    kmd = kmd_model.bind(RefModel())
+    holder, evil, victim = Client(), Client(), Client()
+    hbo, ebo, vbo = holder.bo(), evil.bo(), victim.bo(0x1000)
+    # the holder's job keeps the SDMA ring busy until released: the evil job waits behind it
+    hold = holder.submit(sdma_ib(hbo, sdma.poll_regmem(hbo.addr + 0x3000, 1, 0xFFFF_FFFF, "EQ", interval=4)))
+    far = 0x2000_0000  # a 2 MiB range with no page table yet
+    evil.submit(sdma_ib(ebo, sdma.write_linear(far + 0x10, [EVIL])))
+    q = evil.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000, 0, uapi.Domain.VRAM, 0))
+    evil.io(Request.GEM_VA, uapi.GemVaArgs(q.handle, VaOp.MAP, far, 0, 0x1000, RWX))
+    vm = evil.f.vm
+    table = vm.tables[(vm.levels - 1, far >> vm_spec.leaf_bits(vm.levels - 2, vm.levels))]
+    evil.f.close()
+    freed_at_close = table.freed
+    page = _take_page(holder, table.gpu_addr)
+    if page is not None:  # (not reached with the fix: the page is not free)
+        page[vm_spec.index(far, vm.levels - 1, vm.levels)] = vm_spec.pte(
+            victim.phys(vbo), vm_spec.READABLE | vm_spec.WRITEABLE)
+    hbo.u32[0x3000 // 4] = 1
+    assert holder.wait(hold)
+    kmd.service()
+    assert int(vbo.u32[4]) != EVIL
+    assert not freed_at_close  # the queued job's root still pointed at it
+    assert kmd.stats["vm_faults"] == 1  # the evil job faulted on the entry its GEM_CLOSE cleared
+    assert table.freed and not kmd.live_bos(evil.f)  # everything goes once the job has ended
+
+
+def test_a_closed_files_bo_stays_while_any_of_its_jobs_may_reach_it():
+    """The same close, on two rings: a BO mapped after an SDMA job's CS, in a range whose
+    page table that job holds, is held by a later gfx job only. That job ends first; the BO
+    must not be freed then, since its entries are still in the table the SDMA job walks
+    (they went to the next client's BO, which the SDMA job then wrote)."""
+    from spec import sdma
+
+    from .test_kmd_queues import sdma_ib
+    kmd = kmd_model.bind(RefModel())
+    holder, evil = Client(), Client()
+    hbo, ebo = holder.bo(), evil.bo()
+    # one job of the holder's keeps each ring busy until it is released
+    hold_sdma = holder.submit(sdma_ib(hbo, sdma.poll_regmem(hbo.addr + 0x3000, 1, 0xFFFF_FFFF, "EQ", interval=4)))
+    hold_gfx = holder.submit(holder.ib(hbo, pm4.wait_reg_mem(hbo.addr + 0x3800, 1, 1, "EQ"), 0x1000))
+    near = ebo.addr + ebo.size + 0x10000  # beside its BO: the page table is there already
+    evil.submit(sdma_ib(ebo, sdma.write_linear(near + 0x10, [EVIL])))
+    q = evil.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000, 0, uapi.Domain.GTT, 0))
+    evil.io(Request.GEM_VA, uapi.GemVaArgs(q.handle, VaOp.MAP, near, 0, 0x1000, RWX))
+    qbo = evil.f.handles[q.handle]
+    evil.submit(evil.ib(ebo, pm4.nop(2), 0x2000))  # a gfx job: it holds the new BO
+    evil.f.close()
+    hbo.u32[0x3800 // 4] = 1
+    assert holder.wait(hold_gfx)  # the gfx job has ended; the SDMA job waits still
+    freed_early = qbo.freed
+    late = None
+    for _ in range(64):  # the holder allocates until it lands on the BO's page, if it is free
+        out = holder.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000, 0, uapi.Domain.GTT, 0))
+        if holder.f.handles[out.handle].gpu_addr == qbo.gpu_addr:
+            late = holder.io(Request.GEM_MMAP, uapi.GemMmapArgs(out.handle)).view.view("<u4")
+            break
+    hbo.u32[0x3000 // 4] = 1
+    assert holder.wait(hold_sdma)
+    kmd.service()
+    assert late is None or int(late[4]) != EVIL
+    assert not freed_early
+    assert qbo.freed and not kmd.live_bos(evil.f)

@@ -12,7 +12,8 @@ class UmdError(RuntimeError):
 
 
 class GpuError(UmdError):
-    """The GPU stopped on this queue's work (a CP error or a hang the KMD reset).
+    """The GPU stopped on this queue's work (a CP error or a hang the KMD reset), or on a
+    job of another queue that this queue's waited for (`waited_for`: its job was cancelled).
 
     The message names what the hardware reported: "illegal opcode 0x7b at IB+0x40
     (0x201040), context 3", plus the API call that recorded the packet when the UMD still
@@ -20,7 +21,7 @@ class GpuError(UmdError):
     opcode_name, offset, addr, ctx_id, seq), `command` (e.g. "Queue.emit_raw() #3") or None.
     """
 
-    def __init__(self, info: HwErrorInfo, command: str | None = None):
+    def __init__(self, info: HwErrorInfo, command: str | None = None, waited_for: bool = False):
         self.info = info
         self.command = command
         self.code = info.code
@@ -28,7 +29,8 @@ class GpuError(UmdError):
         self.opcode_name = info.opcode_name
         self.ib_offset = info.offset
         self.context = info.ctx_id
-        msg = f"GPU error: {info.message}"
+        self.waited_for = waited_for  # it was another context's job, which this queue's waited for
+        msg = f"GPU error{' in a job this queue waited for (wait_event)' if waited_for else ''}: {info.message}"
         if command:
             msg += f" (recorded by {command})"
         super().__init__(msg)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import errno
 
 from kmd_model.fence import seq_passed
-from kmd_model.uapi import CsChunkDep
 from spec import pm4, sdma
 
 from . import submit
@@ -172,6 +171,6 @@ def queue_wait_event(self: Queue, event: "Event") -> None:
         q._drain(report=False)  # (the refusal, if any, stays its queue's to raise)
     if event.lost:  # refused: known before, or found by the drain
         raise SubmitError(errno.ECANCELED, "wait_event: the submission carrying this event was refused")
-    self.deps.append(CsChunkDep(q.ip_type, 0, q.ctx_id, event.seq))  # type: ignore[arg-type]
+    self.deps.append(submit.SeqDep(q, event.seq))  # (named at the CS: q may be closed by then)
     self._label("wait_event")
     self._end_command()

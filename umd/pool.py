@@ -48,6 +48,12 @@ VM_FLAGS = VmFlags.READABLE | VmFlags.WRITEABLE | VmFlags.EXECUTABLE  # as radeo
 M32 = 0xFFFF_FFFF
 
 
+def _unsubmitted(q, n: int) -> bool:
+    """May queue `q` still submit work up to its n-th flush? Not once it has submitted n, nor
+    once nothing is left to submit (its queued or recorded work was refused or dropped)."""
+    return n > q.submitted and not q.closed and bool(q.pending or q.cmdbuf.ibs)
+
+
 def fence_idle(fence) -> bool:
     """Has each queue finished its n-th submission? ((queue, n) pairs, n counted from 1.)"""
     return all((q.closed and not q.abandoned) or (n <= q.submitted and q.seq_done(q.seq_of(n)))
@@ -178,13 +184,15 @@ class MemoryManager:
         """Out of VA or memory: give the cache back and wait for what is pending."""
         for bucket in self.cache.values():
             while bucket:
-                self._release(bucket.popleft()[0])
+                b, _, fence = bucket.popleft()
+                self._give_back(b, fence)
         self.cached_bytes = 0
         for q in list(self.device.queues):
             if q.pending:  # an async queue's flushes still queued: submitted first, their seqnos known
                 q._drain(report=False)
             if not q.closed and q.last_seq is not None:
                 q._wait_seq(q.last_seq, q.timeout, "alloc")
+        self.flushed()  # what waited for the queued flushes just taken in
         self._reclaim_slabs()
         self._reclaim_va()
 
@@ -213,13 +221,28 @@ class MemoryManager:
         self._expire()
 
     def _expire(self) -> None:
-        """Cached BOs older than `expiry` operations, then the oldest while over the limit, go."""
+        """Cached BOs older than `expiry` operations, then the oldest while over the limit, go
+        (the oldest of every bucket: each bucket is in put order)."""
         for bucket in self.cache.values():
-            while bucket and (self.clock - bucket[0][1] > self.expiry or self.cached_bytes > self.max_cache_bytes):
-                old = bucket.popleft()[0]
-                self.cached_bytes -= old.size
-                self.n["expired"] += 1
-                self._release(old)
+            while bucket and self.clock - bucket[0][1] > self.expiry:
+                self._evict(bucket)
+        while self.cached_bytes > self.max_cache_bytes:
+            self._evict(min((b for b in self.cache.values() if b), key=lambda b: b[0][1]))
+
+    def _evict(self, bucket: deque) -> None:
+        old, _, fence = bucket.popleft()
+        self.cached_bytes -= old.size
+        self.n["expired"] += 1
+        self._give_back(old, fence)
+
+    def _give_back(self, b: Backing, fence: tuple) -> None:
+        """Back to the kernel now, or (commands recorded but not submitted may name it) once
+        their CS is in (flushed): closed before, the CS would be refused (as a CS's buffer
+        list keeps a BO alive in Mesa)."""
+        if any(_unsubmitted(q, n) for q, n in fence):
+            self.closing.append((b, fence))
+        else:
+            self._release(b)
 
     def bo(self, size: int, domain: int, alignment: int) -> Backing:
         """A whole BO of at least `size` bytes: from the cache, else made."""
@@ -307,18 +330,14 @@ class MemoryManager:
         self.waste -= buf.backing.size - buf.size
         if self.pools:
             self._cache_put(buf.backing, fence)
-        elif any(n > q.submitted for q, n in fence):
-            # commands recorded but not submitted may name it: close it after their CS (as a
-            # CS's buffer list keeps a BO alive in Mesa), or the KMD would refuse them
-            self.closing.append((buf.backing, fence))
         else:
-            self._release(buf.backing)
+            self._give_back(buf.backing, fence)
 
     def flushed(self) -> None:
         """A queue submitted: close the BOs whose last possible user is in the kernel's hands now."""
         keep = []
         for b, fence in self.closing:
-            if any(n > q.submitted and not q.closed for q, n in fence):
+            if any(_unsubmitted(q, n) for q, n in fence):
                 keep.append((b, fence))
             else:
                 self._release(b)

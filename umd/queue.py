@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from kmd_model.fence import seq_passed
 from kmd_model.log import get_logger
-from kmd_model.uapi import CsChunkDep, CsChunkFence, CsChunkIb, CtxPriority, HwIp, KmdError
+from kmd_model.uapi import CsChunkFence, CsChunkIb, CtxPriority, HwIp, KmdError
 from spec import packets, pm4, sdma
 
 from . import submit
@@ -168,7 +168,7 @@ class Queue(_Dispatched):
         self.copy_engine = engine == "copy"
         self.ip_type = ENGINES[engine]
         self.ctx_id = self.ws.ctx_alloc(PRIORITIES[priority])
-        self.deps: list[CsChunkDep] = []  # events of other queues the next submission waits for
+        self.deps: list = []  # events of other queues the next submission waits for (submit.SeqDep, EventDep)
         info = device.dev_info
         self.qbo = device_alloc(device, QBO_BYTES, "gtt", _owner=self)
         self.q32 = self.qbo.u32
@@ -326,6 +326,8 @@ class Queue(_Dispatched):
         if e.errno == errno.ECANCELED and e.info is not None:
             # the KMD's ECANCELED carries the context's decoded error (what CTX QUERY_STATE
             # would return): no need to ask again
+            if e.info.ctx_id and e.info.ctx_id != self.ctx_id:  # a dependency's error: its job was cancelled
+                raise GpuError(e.info, None, waited_for=True) from e
             raise GpuError(e.info, self._find_command(e.info.addr)) from e
         if e.errno == errno.EIO:
             raise DeviceLost(f"{what}: {e.message}") from e
@@ -363,18 +365,27 @@ class Queue(_Dispatched):
             return False  # reset: the kernel will not run it
 
     def _close(self) -> None:
-        """Submit and finish what the queue has, release its context; an async queue's
-        refused submissions the app was not told of are raised after that."""
+        """Submit and finish what the queue has, release its context; refused submissions
+        the app was not told of (an async queue's, or the flush of what it had recorded) are
+        raised after that."""
         if self.closed:
             return
         self._closing = True  # the refusals wait until the queue is released
+        refused = []
+        if not self.async_submit:
+            try:  # what is recorded: refused, it is raised after the release, as an async queue's is
+                queue_flush(self)
+            except GpuTimeout:
+                pass  # (its commands stay recorded: the finish below tries again)
+            except UmdError as e:
+                refused.append(e)
         try:
             queue_finish(self)
         except Exception:  # a dead queue still releases its context
             pass
         if self.async_submit:
             self._drain(report=False)
-        errors, self.async_errors = self.async_errors, []
+        errors, self.async_errors = refused + self.async_errors, []
         self.abandoned = self._still_running()
         self.ws.ctx_free(self.ctx_id)
         if not self.abandoned:
@@ -508,7 +519,7 @@ def _cs_submit(q: Queue, first_ib: tuple[int, int], ibs: list, sizes: list, deps
     """The CS ioctl(s) of one flush: its last seqno and how many it took. On the app's
     thread (a synchronous queue) or the device's submission thread (an async one): it
     touches no queue state."""
-    deps = [d.chunk() if isinstance(d, submit.EventDep) else d for d in deps]
+    deps = [c for c in (d.chunk() for d in deps) if c is not None]
     if not q.copy_engine:
         return q.ws.cs_submit(q.ctx_id, [*deps, CsChunkIb(first_ib[1], gpu_addr=first_ib[0]), fence]), 1
     # SDMA IBs do not chain: every IB is a chunk, max_ib_chunks per CS, in order

@@ -216,16 +216,16 @@ def device_memory(self: Device) -> MemoryReport:
 
 def device_close(self: Device) -> None:
     """Close every queue (each submits and finishes what it has), free every buffer, close
-    the render node. A submission of an async queue that the KMD refused and the app was
-    not told of yet is raised here, once everything is closed (as a file's close() raises
-    what its last flush could not write)."""
+    the render node. A submission the KMD refused and the app was not told of yet (an async
+    queue's, or what a queue had recorded) is raised here, once everything is closed (as a
+    file's close() raises what its last flush could not write)."""
     if self.closed:
         return
     errors = []
     for q in list(self.queues):
         try:
             q._close()
-        except UmdError as e:  # (only unreported async refusals: _close swallows the rest)
+        except UmdError as e:  # (only refusals nobody was told of: _close swallows the rest)
             errors.append(e)
     for b in list(self.buffers):
         q = b.owner

@@ -232,6 +232,7 @@ def collect(q) -> None:
             for b in job.staging:
                 b.free()
             q.async_errors.append(_error(q, job))
+            q.device.mm.flushed()  # BOs closed after it: nothing of it will name them now
             continue
         seq = job.seq
         q._submitted(seq, job.ncs)
@@ -275,15 +276,39 @@ def drain(q, report_errors: bool = True) -> None:
         report(q)
 
 
+def dep_chunk(q, seq: int) -> CsChunkDep | None:
+    """The dependency chunk on seqno `seq` of queue `q`, named when the CS is made: `q` may
+    have been closed since the wait_event, and its context, which a CS can no longer name,
+    freed. Then a job whose fence has passed needs no wait (None); one that failed, or
+    still runs (close() gave up waiting), is ECANCELED, as the KMD cancels a job whose
+    dependency failed."""
+    if not q.closed:
+        return CsChunkDep(q.ip_type, 0, q.ctx_id, seq)
+    if q.seq_done(seq):
+        return None
+    raise KmdError(errno.ECANCELED, "CS: wait_event: the event's queue was closed before the job carrying the event "
+                   "ended well (it failed, or still runs): it can no longer be named")
+
+
+class SeqDep:
+    """A wait_event on an event submitted already: its queue and seqno (dep_chunk)."""
+
+    def __init__(self, queue, seq: int):
+        self.queue, self.seq = queue, seq
+
+    def chunk(self) -> CsChunkDep | None:
+        return dep_chunk(self.queue, self.seq)
+
+
 class EventDep:
     """A wait_event on an event whose flush is still queued for the submission thread:
-    named (a CsChunkDep) by that thread, which has submitted the event's flush by then."""
+    named (dep_chunk) by that thread, which has submitted the event's flush by then."""
 
     def __init__(self, queue, job: PendingCs):
         self.queue, self.job = queue, job
 
-    def chunk(self) -> CsChunkDep:
+    def chunk(self) -> CsChunkDep | None:
         job, q = self.job, self.queue
         if job.error is not None or job.seq is None:
             raise KmdError(errno.ECANCELED, "CS: wait_event: the submission carrying the event was refused")
-        return CsChunkDep(q.ip_type, 0, q.ctx_id, job.seq)
+        return dep_chunk(q, job.seq)

@@ -39,7 +39,7 @@ class VaAllocator:
         self._holes: list[list[int]] = [[start, end]]  # [start, end), sorted, never adjacent
         self.used = 0
         self.live: dict[int, int] = {}  # va -> bytes reserved (guard included)
-        self.peak_used = self.peak_free_ranges = 0
+        self.peak_used, self.peak_free_ranges = 0, len(self._holes)
 
     def span(self, size: int) -> int:
         """Bytes an allocation of `size` takes: whole pages and its guard."""
