@@ -62,6 +62,7 @@ TESTS = (
     "tests/test_kmd_rings.py",
     "tests/test_kmd_ioctl_edges.py",
     "tests/test_vm_isolation.py",
+    "tests/test_kmd_hostile.py",
     "tests/test_high_memory.py",
     "tests/test_security.py",
     "tests/test_umd_api.py",
