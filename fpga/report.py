@@ -78,8 +78,10 @@ def table(data: dict) -> str:
         seeds = "/".join(f"{x:.0f}" for x in v.get("fmax_seeds_mhz", {}).values())
         cp = v.get("critical_path")
         path = f"{cp['from']} -> {cp['to']} ({cp['ns']} ns)" if cp else ""
+        if v.get("does_not_fit"):
+            path = f"does not fit the ECP5-25F: {v['does_not_fit']}"
         rows.append((name, v["lut4"], v["ff"], v["ccu2c"], v["bram"], v["lutram"], v.get("comb_cells", ""),
-                     v.get("fmax_mhz", ""), seeds, path))
+                     v.get("fmax_mhz", "-" if v.get("does_not_fit") else ""), seeds, path))
     text = [_cols(rows)]
     for name in sorted(k for k, v in data.items() if isinstance(v, dict) and v.get("parts")):
         parts = data[name]["parts"]
@@ -91,6 +93,9 @@ def table(data: dict) -> str:
     goals = [("goal (32-bit, ECP5-25F)", "value", "target", "")]
     for (blk, key), (target, ok) in GOALS.items():
         v = data.get(blk, {}).get(key)
+        if v is None and data.get(blk, {}).get("does_not_fit"):
+            goals.append((f"{blk}.{key}", "does not fit", target, "MISSED"))
+            continue
         goals.append((f"{blk}.{key}", "not measured" if v is None else v, target,
                       "" if v is None else ("met" if ok(v) else "MISSED")))
     for key, (target, ok) in DERIVED_GOALS.items():

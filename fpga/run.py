@@ -10,7 +10,7 @@ from pathlib import Path
 from testbench.sim import BUILD
 
 from .blocks import Block
-from .flow import FlowError, pnr, summary, synth
+from .flow import DoesNotFit, FlowError, pnr, summary, synth
 
 FPGA_BUILD = BUILD / "fpga"
 
@@ -25,16 +25,34 @@ def run_block(b: Block, seeds, jobs: int = 2, log=lambda *_: None, workdir: Path
     if b.parts:
         s.parts = synth(b.name + "-hier", text, b.module, workdir, parts=True).parts
     t1 = time.monotonic()
-    with ThreadPoolExecutor(max(1, min(jobs, len(seeds)))) as ex:
-        runs = list(ex.map(lambda seed: pnr(b.name, s.netlist, seed), seeds))
+    try:
+        # (the part's size does not depend on the seed: the first seed that cannot place
+        # the block is the answer for all)
+        with ThreadPoolExecutor(max(1, min(jobs, len(seeds)))) as ex:
+            runs = list(ex.map(lambda seed: pnr(b.name, s.netlist, seed), seeds))
+    except DoesNotFit as e:
+        out = summary(s, [], e.why)
+        log(f"{b.name}: {out['lut4']} LUT4, {out['ff']} FF, does not fit the ECP5-25F: {e.why} "
+            f"(synthesis {t1 - t0:.0f} s, place and route {time.monotonic() - t1:.0f} s)")
+        return out
     out = summary(s, runs)
     log(f"{b.name}: {out['lut4']} LUT4, {out['ff']} FF, {out.get('fmax_mhz', '?')} MHz "
         f"(synthesis {t1 - t0:.0f} s, place and route {time.monotonic() - t1:.0f} s)")
     return out
 
 
-def run_blocks(blocks: list[Block], seeds, jobs: int = 2, log=lambda *_: None) -> dict:
-    return {b.name: run_block(b, seeds, jobs, log) for b in blocks}
+def run_blocks(blocks: list[Block], seeds, jobs: int = 2, log=lambda *_: None,
+               workdir: Path = FPGA_BUILD) -> dict:
+    """Every block's record. A FlowError carries the records of the blocks done before it
+    (`results`), so a failure late in a long run loses none of them."""
+    results: dict = {}
+    for b in blocks:
+        try:
+            results[b.name] = run_block(b, seeds, jobs, log, workdir)
+        except FlowError as e:
+            e.results = results
+            raise
+    return results
 
 
-__all__ = ["run_block", "run_blocks", "FlowError"]
+__all__ = ["run_block", "run_blocks", "DoesNotFit", "FlowError"]

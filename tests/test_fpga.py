@@ -65,6 +65,63 @@ def test_merge_drops_derived_figures_it_cannot_work_out_again(tmp_path, monkeypa
     assert json.loads(out.read_text()) == data
 
 
+# 64 Ki x 18 bits: 64 of the 25F's 56 block RAMs (synthesis and the failed placement: 2 s)
+_TOO_BIG = """module big(input clk, input [15:0] a, input [17:0] d, input we, output reg [17:0] q);
+  reg [17:0] mem[0:65535];
+  always @(posedge clk) begin if (we) mem[a] <= d; q <= mem[a]; end
+endmodule
+"""
+
+
+def test_a_block_that_does_not_fit_is_reported_not_failed(tmp_path):
+    """nextpnr cannot place a design that needs more block RAM than the 25F has: the flow
+    says which resource and by how much, caches that outcome, and the block's record keeps
+    its synthesis figures (the whole `make fpga` run does not fail on it)."""
+    from fpga import flow
+    from fpga.flow import DoesNotFit, pnr
+
+    s = synth("big", _TOO_BIG, "big", tmp_path)
+    assert s.cells["bram"] == 64
+    with pytest.raises(DoesNotFit, match=r"^big: does not fit the ECP5-25F: DP16KD 64 of 56 \(114 %\)$") as e:
+        pnr("big", s.netlist, 1)
+    assert e.value.why == "DP16KD 64 of 56 (114 %)"
+    log = s.netlist.parent / "pnr-seed1" / "nextpnr.log"
+    before = log.stat().st_mtime_ns
+    with pytest.raises(DoesNotFit):  # from the cache: nextpnr does not run again
+        pnr("big", s.netlist, 1)
+    assert log.stat().st_mtime_ns == before
+    rec = flow.summary(s, [], e.value.why)
+    assert rec["does_not_fit"] == "DP16KD 64 of 56 (114 %)" and rec["bram"] == 64 and "fmax_mhz" not in rec
+    text = report.table({"big": rec})
+    assert "does not fit the ECP5-25F: DP16KD 64 of 56 (114 %)" in text
+
+
+def test_does_not_fit_reads_nextpnr_utilisation():
+    from fpga.flow import _does_not_fit
+
+    log = ("Info: Device utilisation:\nInfo: \t          TRELLIS_IO:       0/    197     0%\n"
+           "Info: \t        TRELLIS_COMB:   24441/  24288   100%\nInfo: \t              DP16KD:       2/     56     3%\n")
+    assert _does_not_fit(log + "ERROR: Unable to find legal placement for all cells\n") == "TRELLIS_COMB 24,441 of 24,288 (101 %)"
+    at_limit = log.replace("24441/", "24200/")
+    assert _does_not_fit(at_limit + "ERROR: Unable to find legal placement for all cells\n") == \
+        "TRELLIS_COMB 24,200 of 24,288 (100 %): no legal placement"
+    assert _does_not_fit(at_limit + "ERROR: something else\n") is None  # another failure stays a FlowError
+
+
+def test_a_failure_keeps_the_blocks_measured_before_it(tmp_path):
+    """A block that fails late in a long run does not lose the records of those before it."""
+    from fpga.blocks import Block
+    from fpga.run import run_blocks
+
+    def broken():
+        raise RuntimeError("elaboration bug")
+
+    blocks = [block("mux", 32), Block("broken_32", "dma", 32, broken)]
+    with pytest.raises(FlowError, match=r"^broken_32: Verilog conversion failed: RuntimeError: elaboration bug$") as e:
+        run_blocks(blocks, [1], 1, workdir=tmp_path)
+    assert list(e.value.results) == ["mux_32"] and e.value.results["mux_32"]["fmax_mhz"] > 0
+
+
 def test_cli_rejects_bad_arguments(capsys):
     from fpga.__main__ import main
 
