@@ -260,12 +260,17 @@ class Kmd:
         m = self.mmio
         m.write(regs.INT_ENABLE, 0)
         m.write_fields(regs.CONTROL, SOFT_RESET=1)
+        # Each engine's part of the reset ends when its own bus traffic has, and until then
+        # it ignores its doorbells: wait for every queue's IDLE, as amdgpu waits for each IP
+        # block to go idle (docs/hardware.md, Errors), before the ring tests ring them.
         deadline = self.dev.now() + self.params.hw_timeout
-        while not regs.STATUS.IDLE.get(m.read(regs.STATUS)):
-            if self.dev.now() >= deadline:
-                raise KmdError(errno.EIO, f"soft reset: CP not idle after {self.params.hw_timeout} cycles "
-                               f"(STATUS {m.read(regs.STATUS):#x})")
-            self.dev.delay(8)
+        for status in [regs.STATUS] + [r.STATUS for r in (self.hqd_ring, self.sdma_ring) if r is not None]:
+            while not status.IDLE.get(m.read(status)):
+                if self.dev.now() >= deadline:
+                    what = "CP" if status is regs.STATUS else status.NAME[:-len("_STATUS")]
+                    raise KmdError(errno.EIO, f"soft reset: {what} not idle after {self.params.hw_timeout} cycles "
+                                   f"({status.NAME} {m.read(status):#x})")
+                self.dev.delay(8)
 
     @property
     def scheds(self) -> tuple[Scheduler, ...]:

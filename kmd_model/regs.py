@@ -83,7 +83,7 @@ class CONTROL(Register):
     ADDR = 0x010
     RESET = 0x00000000
     HALT = Field('HALT', 0, 1, 'rw', 'r', reset=0x0, desc='Stop the command processor at the next packet boundary.')
-    SOFT_RESET = Field('SOFT_RESET', 1, 1, 'w', 'r', reset=0x0, singlepulse=True, desc='Write 1: reset the CP, DMA, SDMA and IH engines (pointers, error state) to a clean idle state. Configuration registers keep their values.')
+    SOFT_RESET = Field('SOFT_RESET', 1, 1, 'w', 'r', reset=0x0, singlepulse=True, desc='Write 1: reset the CP, DMA, SDMA and IH engines (pointers, error state) to a clean idle state. Configuration registers keep their values. Done once STATUS, CP_HQD1_STATUS and SDMA_STATUS all read IDLE; doorbells before that are ignored.')
     PERF_CLEAR = Field('PERF_CLEAR', 2, 1, 'w', 'r', reset=0x0, singlepulse=True, desc='Write 1: clear all performance counters.')
     FIELDS = (HALT, SOFT_RESET, PERF_CLEAR,)
 

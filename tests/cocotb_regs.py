@@ -56,3 +56,8 @@ async def unmapped_access(dut):
 @cocotb.test()
 async def irq_line(dut):
     await run_driver(dut, rc.check_irq_line)
+
+
+@cocotb.test()
+async def soft_reset_per_engine(dut):
+    await run_driver(dut, rc.check_soft_reset_ends_per_engine)

@@ -265,3 +265,53 @@ def check_pt_base_reset_reaches_mmu(dev) -> None:
 def io_fault(d) -> tuple[int, int]:
     """The VMID and address VM_FAULT_* latched."""
     return d.fields(regs.VM_FAULT_STATUS)["VMID"], d.io.read64(regs.VM_FAULT_ADDR_LO, regs.VM_FAULT_ADDR_HI)
+
+
+def check_soft_reset_ends_per_engine(dev) -> None:
+    """CONTROL.SOFT_RESET while the CP's second queue and the SDMA are mid-copy: each
+    engine's part ends when its own bursts have, ignoring its doorbells until then, so the
+    driver waits for the IDLE of all three queues (docs/hardware.md, Errors); once they all
+    read 1, each queue takes its doorbell and runs from a clean ring."""
+    from spec import pm4, sdma
+    from tests.test_refmodel import r32, w32
+
+    io = Mmio(dev)
+    ring0, ring1, sring, out, src, dst, sdst = 0x10000, 0x11000, 0x12000, 0x13000, 0x100000, 0x200000, 0x300000
+    io.write(regs.RB_BASE_LO, ring0 >> 8)
+    io.write(regs.RB_SIZE, 7)
+    io.write_fields(regs.RB_CNTL, ENABLE=1)
+    io.write(regs.CP_HQD1_RB_BASE_LO, ring1 >> 8)
+    io.write(regs.CP_HQD1_RB_SIZE, 7)
+    io.write_fields(regs.CP_HQD1_RB_CNTL, ENABLE=1)
+    io.write(regs.SDMA_RB_BASE_LO, sring >> 8)
+    io.write_fields(regs.SDMA_RB_CNTL, RB_SIZE=8, RB_ENABLE=1)
+    copy = pm4.dma_data(dst, src, 0x10000, cp_sync=1)
+    w32(dev, ring1, copy)
+    io.write(regs.CP_HQD1_RB_DOORBELL, len(copy))
+    scopy = sdma.copy_linear(sdst, src, 0x10000)
+    w32(dev, sring, scopy)
+    io.write(regs.SDMA_DOORBELL, 4 * len(scopy))
+    dev.delay(200)
+    io.write_fields(regs.CONTROL, SOFT_RESET=1)
+    statuses = (regs.STATUS, regs.CP_HQD1_STATUS, regs.SDMA_STATUS)
+    for _ in range(200):
+        if all(io.fields(s)["IDLE"] for s in statuses):
+            break
+        dev.delay(10)
+    got = {s.NAME: io.read(s) for s in statuses}
+    assert all(s.decode(got[s.NAME])["IDLE"] and not s.decode(got[s.NAME])["ERROR"] for s in statuses), got
+    pointers = (regs.RB_RPTR, regs.RB_WPTR, regs.CP_HQD1_RB_RPTR, regs.CP_HQD1_RB_WPTR, regs.SDMA_RB_RPTR,
+                regs.SDMA_RB_WPTR)
+    assert [io.read(p) for p in pointers] == [0] * 6
+    for ring, doorbell, tag in ((ring0, regs.RB_DOORBELL, 0xA0), (ring1, regs.CP_HQD1_RB_DOORBELL, 0xA1)):
+        p = pm4.write_data(out + 4 * (tag & 3), [tag])
+        w32(dev, ring, p)
+        io.write(doorbell, len(p))
+    f = sdma.fence(out + 8, 0xA2)
+    w32(dev, sring, f)
+    io.write(regs.SDMA_DOORBELL, 4 * len(f))
+    for _ in range(100):
+        if r32(dev, out, 3) == [0xA0, 0xA1, 0xA2]:
+            break
+        dev.delay(10)
+    assert r32(dev, out, 3) == [0xA0, 0xA1, 0xA2], "a doorbell taken after the reset was lost"

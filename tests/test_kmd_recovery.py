@@ -627,3 +627,48 @@ def test_a_reset_that_fails_still_tells_each_context_what_it_did_to_it():
     for c, s in ((a, bad), (b, queued)):
         expect(errno.EIO, f"WAIT_CS: {kmd.wedged}", c.wait, s)
         expect(errno.EIO, f"CS: {kmd.wedged}", c.submit, c.ib(abo if c is a else bbo, pm4.nop(2), offset=0x200))
+
+
+class SlowResetModel(RefModel):
+    """The RTL's soft reset seen from the driver: each engine's part ends when its own bus
+    traffic has, so after SOFT_RESET the SDMA queue and the CP's second queue read IDLE 0
+    and ignore their doorbells for a while after STATUS.IDLE already reads 1 (docs/hardware.md,
+    Errors). Here that while is `busy` cycles."""
+
+    busy = 3000
+    until = 0
+
+    def _resetting(self, offset: int) -> bool:
+        return self.now() < self.until and offset in (regs.SDMA_STATUS.ADDR, regs.SDMA_DOORBELL.ADDR,
+                                                      regs.CP_HQD1_STATUS.ADDR, regs.CP_HQD1_RB_DOORBELL.ADDR)
+
+    def mmio_read32(self, offset: int) -> int:
+        v = super().mmio_read32(offset)
+        return v & ~regs.SDMA_STATUS.IDLE.mask if self._resetting(offset) else v
+
+    def mmio_write32(self, offset: int, value: int) -> None:
+        if offset == regs.CONTROL.ADDR and regs.CONTROL.SOFT_RESET.get(value):
+            self.until = self.now() + self.busy
+        if not self._resetting(offset):
+            super().mmio_write32(offset, value)
+
+
+def test_a_soft_reset_waits_for_every_queue_to_go_idle():
+    """A doorbell an engine ignores while its reset runs would fail that ring's test: the KMD
+    waits for every queue's IDLE after SOFT_RESET, not the CP's queue 0 alone, at bind and
+    at a full reset; an engine that never comes back is named."""
+    assert regs.SDMA_STATUS.IDLE.mask == regs.CP_HQD1_STATUS.IDLE.mask
+    dev = SlowResetModel()
+    kmd = kmd_model.bind(dev, hw_timeout=5000)
+    c = Client()
+    bo = c.bo()
+    kmd.gpu_recover(None, kmd.describe_error(kmd.read_cp_error(), None))
+    assert not kmd.wedged and kmd.stats["resets"] == 1
+    c.run(bo, pm4.write_data(bo.addr + 0x800, [1]))
+    assert bo.u32[0x200] == 1
+    dev.busy = 10_000
+    with pytest.raises(kmd_model.uapi.KmdError) as e:
+        kmd_model.bind(dev, hw_timeout=5000)
+    assert e.value.errno == errno.EIO
+    st = dev.mmio_read32(regs.CP_HQD1_STATUS.ADDR)
+    assert e.value.message == f"soft reset: CP_HQD1 not idle after 5000 cycles (CP_HQD1_STATUS {st:#x})"
