@@ -97,8 +97,8 @@ def build_parser() -> Parser:
     run = sub.add_parser("run", help="run an app (a Python program using the UMD) on a backend",
                          description="Run an app: APP.py with a main(), a module (examples.demo) or "
                                      "module:function. Arguments gpucosim does not know are the app's "
-                                     "sys.argv[1:] (`APP --items 8`); after `--` every argument is the "
-                                     "app's, for one whose name gpucosim uses too (`-- --trace x`).",
+                                     "sys.argv[1:] (`APP --items 8`; an app that reads none of them fails with "
+                                     "exit status 2); after `--` every argument is the app's, for one whose name gpucosim uses too (`-- --trace x`).",
                          formatter_class=argparse.RawDescriptionHelpFormatter, epilog=RUN_EPILOG)
     run.add_argument("app", metavar="APP", help="APP.py, a module, or module:function")
     _add_run_options(run)

@@ -33,6 +33,30 @@ def default_build_dir() -> Path:
     return Path(os.environ.get("GPUCOSIM_BUILD", Path(__file__).resolve().parents[1] / "build"))
 
 
+class _AppArgv(list):
+    """The app's sys.argv, which remembers whether the app looked past argv[0] (argparse
+    names its program after argv[0] alone)."""
+
+    read = False
+
+    def __getitem__(self, i):
+        if i != 0:
+            self.read = True
+        return super().__getitem__(i)
+
+    def __iter__(self):
+        self.read = True
+        return super().__iter__()
+
+    def __len__(self):
+        self.read = True
+        return super().__len__()
+
+    def __contains__(self, x):
+        self.read = True
+        return super().__contains__(x)
+
+
 @dataclass
 class RunOptions:
     app: str
@@ -206,7 +230,7 @@ class Session:
             if self.tracer is not None:
                 self.tracer.attach(kmd)
             umd_rt.api_hook = recorder
-            sys.argv = [opts.app, *opts.args]
+            sys.argv = argv = _AppArgv([opts.app, *opts.args])
             t_app = time.perf_counter()
             try:
                 code = exit_code(main())
@@ -224,6 +248,13 @@ class Session:
                 umd_submit.drain_all()
                 umd_rt.api_hook = None
                 sys.argv = saved_argv
+            if opts.args and not argv.read:
+                # what gpucosim does not know goes to the app: one that never looks at its
+                # arguments would let a mistyped option (--trce, --simm) pass unnoticed
+                print(f"gpucosim run: error: neither gpucosim nor the app knows {' '.join(opts.args)} "
+                      f"({opts.shown(opts.app)} reads no arguments; gpucosim run --help lists the options)",
+                      file=sys.stderr, flush=True)
+                code = code or 2
             kmd = self.kmd = crash.kmd  # the app may have reloaded the driver (kmd_model.rebind)
             self.exit_text, self.leaks = exit_report(kmd, recorder.queues, stats.by_request,
                                                      devices=recorder.devices)

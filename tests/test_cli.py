@@ -146,6 +146,12 @@ def test_app_arguments_without_dashes(capsys):
         "gpucosim run: error: unrecognized arguments before APP: --frob")
     r = gpucosim("run", "examples/producer_consumer.py", "--sim", "model", "--bogus")
     assert r.returncode == 2 and "producer_consumer: error: unrecognized arguments: --bogus" in r.stderr
+    # an app that reads no arguments: a mistyped gpucosim option must not pass unnoticed
+    r = gpucosim("run", "examples/hello.py", "--sim", "model", "--trce", "build/t.json")
+    assert r.returncode == 2 and "hello: OK on model" in r.stdout, r.stderr
+    assert r.stderr.splitlines()[-1] == (
+        "gpucosim run: error: neither gpucosim nor the app knows --trce build/t.json (examples/hello.py reads no "
+        "arguments; gpucosim run --help lists the options)")
 
 
 def test_help_examples_decode_to_valid_values():
