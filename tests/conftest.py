@@ -17,7 +17,22 @@ T = TypeVar("T")
 _shared: dict[str, object] = {}
 
 
-@pytest.fixture(params=sim.selected_simulators())
+def _simulators() -> list[str]:
+    try:
+        return sim.selected_simulators()
+    except ValueError:
+        return list(sim.SIMULATORS)  # pytest_configure reports the bad $SIM in one line
+
+
+def pytest_configure(config):
+    """A $SIM that names no simulator (`make test SIM=vcs`) is a usage error, one line."""
+    try:
+        sim.selected_simulators()
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
+
+
+@pytest.fixture(params=_simulators())
 def simulator(request) -> str:
     """Each simulator test runs on Verilator and Icarus ($SIM narrows it)."""
     reason = sim.unavailable_reason(request.param)

@@ -606,3 +606,13 @@ def test_ctrl_c_is_one_line_not_a_traceback(tmp_path):
         p.kill()
     assert p.returncode == 130, (out, err)
     assert err.strip().splitlines()[-1] == "gpucosim: interrupted" and "Traceback" not in err, err
+
+
+def test_make_test_with_an_unknown_simulator_is_one_line():
+    """`make test SIM=vcs`: one line naming the simulators, not a conftest traceback."""
+    e = dict(os.environ, SIM="vcs")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_docs.py"],
+                       cwd=ROOT, env=e, capture_output=True, text=True, timeout=120)
+    lines = [x for x in (r.stdout + r.stderr).splitlines() if x.strip()]
+    assert r.returncode == 4 and lines == ["ERROR: SIM='vcs': unknown simulator 'vcs'; choose from verilator, icarus"], (
+        r.returncode, lines)
