@@ -374,7 +374,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_RB_RPTR_ADDR_HI_ADDRESS_GET(v)  (((v) & GPUCOSIM_RB_RPTR_ADDR_HI_ADDRESS_MASK) >> GPUCOSIM_RB_RPTR_ADDR_HI_ADDRESS_SHIFT)
 #define GPUCOSIM_RB_RPTR_ADDR_HI_ADDRESS_SET(x)  (((uint32_t)(x) << GPUCOSIM_RB_RPTR_ADDR_HI_ADDRESS_SHIFT) & GPUCOSIM_RB_RPTR_ADDR_HI_ADDRESS_MASK)
 
-/* RB_DOORBELL: Ring doorbell. Write the new write pointer (dwords, free running) to tell the CP there is work. Write-only; reads return 0. A value behind the current one, or more than the ring size ahead of the read pointer, stops the CP with a DOORBELL_* error */
+/* RB_DOORBELL: Ring doorbell. Write the new write pointer (dwords, free running) to tell the CP there is work. Write-only; reads return 0. A value behind the current one, or more than the ring size ahead of the read pointer, stops the CP with a DOORBELL_* error. Ignored while RB_CNTL.ENABLE is clear, the queue is stopped by an error or it is being reset */
 #define GPUCOSIM_RB_DOORBELL                     0x098u
 #define GPUCOSIM_RB_DOORBELL_RESET               0x00000000u
 #define GPUCOSIM_RB_DOORBELL_WPTR_SHIFT          0  /* [31:0] W */

@@ -266,7 +266,7 @@ class RB_RPTR_ADDR_HI(Register):
 
 
 class RB_DOORBELL(Register):
-    """Ring doorbell. Write the new write pointer (dwords, free running) to tell the CP there is work. Write-only; reads return 0. A value behind the current one, or more than the ring size ahead of the read pointer, stops the CP with a DOORBELL_* error."""
+    """Ring doorbell. Write the new write pointer (dwords, free running) to tell the CP there is work. Write-only; reads return 0. A value behind the current one, or more than the ring size ahead of the read pointer, stops the CP with a DOORBELL_* error. Ignored while RB_CNTL.ENABLE is clear, the queue is stopped by an error or it is being reset."""
     NAME = "RB_DOORBELL"
     ADDR = 0x098
     RESET = 0x00000000
