@@ -174,6 +174,16 @@ def test_the_app_listing_is_the_app():
         assert line in app, line
 
 
+def test_the_app_listing_runs_as_the_tutorial_says():
+    """§0's snippet, pasted into python after the line the tutorial gives for it, runs."""
+    text = TUTORIAL.read_text()
+    (body,) = [b for lang, b, _ in blocks(text) if lang == "python"]
+    (prelude,) = re.findall(r"as the file does when run by itself:\s*`([^`]+)`", text)
+    code = f"{prelude}\n{body}\nassert ok and int(buf.u32[0]) == 0xC0FFEE\ngpu.close()\n"
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+
+
 def test_listing_check_bites():
     """The comparison itself: a changed word, a changed cycle count, a dropped line
     without `...`, reordered lines all fail; wall-clock microseconds, a crash report's
