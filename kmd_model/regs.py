@@ -586,7 +586,7 @@ class SDMA_RB_CNTL(Register):
     ADDR = 0x40c
     RESET = 0x00000008
     RB_ENABLE = Field('RB_ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc='Fetch from the ring; doorbells are ignored while clear.')
-    RB_SIZE = Field('RB_SIZE', 1, 5, 'rw', 'r', reset=0x4, desc='The ring holds 2^RB_SIZE dwords (amdgpu: order_base_2(ring_size / 4)): 4 to 20.')
+    RB_SIZE = Field('RB_SIZE', 1, 5, 'rw', 'r', reset=0x4, desc='The ring holds 2^RB_SIZE dwords (amdgpu: order_base_2(ring_size / 4)): 4 to 20; below 4 acts as 4, above 20 as 20.')
     RPTR_WRITEBACK_ENABLE = Field('RPTR_WRITEBACK_ENABLE', 12, 1, 'rw', 'r', reset=0x0, desc='Write SDMA_RB_RPTR (bytes) to SDMA_RB_RPTR_ADDR as packets complete.')
     FIELDS = (RB_ENABLE, RB_SIZE, RPTR_WRITEBACK_ENABLE,)
 

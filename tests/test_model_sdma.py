@@ -253,12 +253,34 @@ def check_sdma_trap_while_the_cp_polls(dev):
     assert g.r(regs.RB_RPTR) == 7
 
 
+def check_sdma_ring_size_outside_4_to_20_acts_as_the_nearest(dev):
+    """SDMA_RB_CNTL.RB_SIZE below 4 acts as 4 (16 dwords) and above 20 as 20, while the
+    register reads back what was written: the doorbell's overflow limit shows the size (the
+    engine halted, so the ring's contents do not matter)."""
+    g = Rig(dev)
+    halt = regs.SDMA_CNTL.HALT.mask
+    for written, acts in ((2, 4), (25, 20)):
+        g.dev.mmio_write32(regs.SDMA_CNTL.addr(), halt)
+        cntl = regs.SDMA_RB_CNTL.RB_ENABLE.put(1) | regs.SDMA_RB_CNTL.RB_SIZE.put(written)
+        g.dev.mmio_write32(regs.SDMA_RB_CNTL.addr(), cntl)
+        assert g.r(regs.SDMA_RB_CNTL) == cntl
+        limit = 4 << acts  # bytes
+        g.dev.mmio_write32(regs.SDMA_DOORBELL.addr(), limit)
+        g.dev.delay(16)
+        assert (g.r(regs.SDMA_ERROR), g.r(regs.SDMA_RB_WPTR)) == (0, limit), written
+        g.dev.mmio_write32(regs.SDMA_DOORBELL.addr(), limit + 4)
+        g.dev.delay(16)
+        assert g.error() == ("DOORBELL_OVERFLOW", 0, 0, limit + 4, 0), (written, g.error())
+        g.dev.mmio_write32(regs.SDMA_CNTL.addr(), regs.SDMA_CNTL.QUEUE_RESET.mask)
+        g.settle()
+
+
 CHECKS = [check_sdma_packets_copy_write_fill_fence_trap,
           check_sdma_trap_disabled_writes_no_entry_and_ib_runs_with_its_vmid,
           check_sdma_long_write_and_copy_cross_blocks_and_pages,
           check_sdma_poll_waits_for_the_cp_and_times_out_with_finite_retries,
           *ERROR_CHECKS, check_sdma_ib_nesting_and_doorbell_errors, check_a_cp_error_leaves_the_sdma_queue_running,
-          check_sdma_trap_while_the_cp_polls]
+          check_sdma_trap_while_the_cp_polls, check_sdma_ring_size_outside_4_to_20_acts_as_the_nearest]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
