@@ -31,7 +31,7 @@ enum gpucosim_cp_error {
     GPUCOSIM_CP_ERROR_BAD_COUNT = 2,             /* Packet COUNT too small for its opcode, or running past the end of the ring/IB. */
     GPUCOSIM_CP_ERROR_IB_NESTING = 3,            /* INDIRECT_BUFFER nested deeper than CAPS.IB_LEVELS. */
     GPUCOSIM_CP_ERROR_IB_SIZE_ZERO = 4,          /* INDIRECT_BUFFER with IB_SIZE = 0. */
-    GPUCOSIM_CP_ERROR_IB_MISALIGNED = 5,         /* INDIRECT_BUFFER base not dword aligned. */
+    GPUCOSIM_CP_ERROR_IB_MISALIGNED = 5,         /* INDIRECT_BUFFER base misaligned: not dword aligned (CP), not 32-byte aligned (SDMA). */
     GPUCOSIM_CP_ERROR_BUS_SLVERR = 6,            /* A memory access answered SLVERR. */
     GPUCOSIM_CP_ERROR_BUS_DECERR = 7,            /* A memory access answered DECERR. */
     GPUCOSIM_CP_ERROR_DOORBELL_BACKWARDS = 8,    /* A doorbell moved the write pointer backwards. */
@@ -288,7 +288,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_IH_RPTR_RPTR_GET(v)             (((v) & GPUCOSIM_IH_RPTR_RPTR_MASK) >> GPUCOSIM_IH_RPTR_RPTR_SHIFT)
 #define GPUCOSIM_IH_RPTR_RPTR_SET(x)             (((uint32_t)(x) << GPUCOSIM_IH_RPTR_RPTR_SHIFT) & GPUCOSIM_IH_RPTR_RPTR_MASK)
 
-/* IH_WPTR_ADDR_LO: IH wptr write-back address, low. The hardware writes IH_WPTR here after each entry; dword aligned */
+/* IH_WPTR_ADDR_LO: IH wptr write-back address, low. The hardware writes IH_WPTR here after each entry; dword aligned (bits 1:0 are ignored) */
 #define GPUCOSIM_IH_WPTR_ADDR_LO                 0x054u
 #define GPUCOSIM_IH_WPTR_ADDR_LO_RESET           0x00000000u
 #define GPUCOSIM_IH_WPTR_ADDR_LO_ADDRESS_SHIFT   0  /* [31:0] RW */
@@ -356,7 +356,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_RB_RPTR_RPTR_GET(v)             (((v) & GPUCOSIM_RB_RPTR_RPTR_MASK) >> GPUCOSIM_RB_RPTR_RPTR_SHIFT)
 #define GPUCOSIM_RB_RPTR_RPTR_SET(x)             (((uint32_t)(x) << GPUCOSIM_RB_RPTR_RPTR_SHIFT) & GPUCOSIM_RB_RPTR_RPTR_MASK)
 
-/* RB_RPTR_ADDR_LO: Ring rptr write-back address, low. The CP writes RB_RPTR here as it consumes; dword aligned */
+/* RB_RPTR_ADDR_LO: Ring rptr write-back address, low. The CP writes RB_RPTR here as it consumes (queue 1: CP_HQD1_RB_RPTR_ADDR); dword aligned (bits 1:0 are ignored) */
 #define GPUCOSIM_RB_RPTR_ADDR_LO                 0x090u
 #define GPUCOSIM_RB_RPTR_ADDR_LO_RESET           0x00000000u
 #define GPUCOSIM_RB_RPTR_ADDR_LO_ADDRESS_SHIFT   0  /* [31:0] RW */
@@ -766,7 +766,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_SDMA_RB_WPTR_WPTR_GET(v)        (((v) & GPUCOSIM_SDMA_RB_WPTR_WPTR_MASK) >> GPUCOSIM_SDMA_RB_WPTR_WPTR_SHIFT)
 #define GPUCOSIM_SDMA_RB_WPTR_WPTR_SET(x)        (((uint32_t)(x) << GPUCOSIM_SDMA_RB_WPTR_WPTR_SHIFT) & GPUCOSIM_SDMA_RB_WPTR_WPTR_MASK)
 
-/* SDMA_RB_RPTR_ADDR_LO: SDMA rptr write-back address, low. Where the engine writes SDMA_RB_RPTR; dword aligned (AMD's SDMA0_GFX_RB_RPTR_ADDR_LO) */
+/* SDMA_RB_RPTR_ADDR_LO: SDMA rptr write-back address, low. Where the engine writes SDMA_RB_RPTR; dword aligned, bits 1:0 ignored (AMD's SDMA0_GFX_RB_RPTR_ADDR_LO) */
 #define GPUCOSIM_SDMA_RB_RPTR_ADDR_LO            0x418u
 #define GPUCOSIM_SDMA_RB_RPTR_ADDR_LO_RESET      0x00000000u
 #define GPUCOSIM_SDMA_RB_RPTR_ADDR_LO_ADDRESS_SHIFT 0  /* [31:0] RW */

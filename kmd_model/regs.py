@@ -22,7 +22,7 @@ class CpError(IntEnum):
     BAD_COUNT = 2  # Packet COUNT too small for its opcode, or running past the end of the ring/IB.
     IB_NESTING = 3  # INDIRECT_BUFFER nested deeper than CAPS.IB_LEVELS.
     IB_SIZE_ZERO = 4  # INDIRECT_BUFFER with IB_SIZE = 0.
-    IB_MISALIGNED = 5  # INDIRECT_BUFFER base not dword aligned.
+    IB_MISALIGNED = 5  # INDIRECT_BUFFER base misaligned: not dword aligned (CP), not 32-byte aligned (SDMA).
     BUS_SLVERR = 6  # A memory access answered SLVERR.
     BUS_DECERR = 7  # A memory access answered DECERR.
     DOORBELL_BACKWARDS = 8  # A doorbell moved the write pointer backwards.
@@ -184,7 +184,7 @@ class IH_RPTR(Register):
 
 
 class IH_WPTR_ADDR_LO(Register):
-    """IH wptr write-back address, low. The hardware writes IH_WPTR here after each entry; dword aligned."""
+    """IH wptr write-back address, low. The hardware writes IH_WPTR here after each entry; dword aligned (bits 1:0 are ignored)."""
     NAME = "IH_WPTR_ADDR_LO"
     ADDR = 0x054
     RESET = 0x00000000
@@ -248,7 +248,7 @@ class RB_RPTR(Register):
 
 
 class RB_RPTR_ADDR_LO(Register):
-    """Ring rptr write-back address, low. The CP writes RB_RPTR here as it consumes; dword aligned."""
+    """Ring rptr write-back address, low. The CP writes RB_RPTR here as it consumes (queue 1: CP_HQD1_RB_RPTR_ADDR); dword aligned (bits 1:0 are ignored)."""
     NAME = "RB_RPTR_ADDR_LO"
     ADDR = 0x090
     RESET = 0x00000000
@@ -610,7 +610,7 @@ class SDMA_RB_WPTR(Register):
 
 
 class SDMA_RB_RPTR_ADDR_LO(Register):
-    """SDMA rptr write-back address, low. Where the engine writes SDMA_RB_RPTR; dword aligned (AMD's SDMA0_GFX_RB_RPTR_ADDR_LO)."""
+    """SDMA rptr write-back address, low. Where the engine writes SDMA_RB_RPTR; dword aligned, bits 1:0 ignored (AMD's SDMA0_GFX_RB_RPTR_ADDR_LO)."""
     NAME = "SDMA_RB_RPTR_ADDR_LO"
     ADDR = 0x418
     RESET = 0x00000000
