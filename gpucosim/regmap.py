@@ -104,11 +104,22 @@ def decode(reg: type[Register], value: int, index: int = 0) -> str:
     return "\n".join(lines)
 
 
+def _reset_text(reg: type[Register]) -> str:
+    """The reset value as docs/registers.md gives it: fields the hardware drives (no reset
+    of their own) read the device's state, not RESET's bits."""
+    driven = reg.hw_driven()
+    if len(driven) == len(reg.FIELDS):
+        return "reset: the device's state (driven by the hardware)"
+    if driven:
+        return f"reset {reg.RESET:#010x} but for {', '.join(driven)} (the device's state)"
+    return f"reset {reg.RESET:#010x}"
+
+
 def describe(reg: type[Register]) -> str:
     """One register: offset, reset value, description and fields."""
     title = (reg.__doc__ or "").strip()
     arr = f", array of {reg.ARRAY_LEN} ({reg.ARRAY_STRIDE}-byte stride)" if reg.ARRAY_LEN > 1 else ""
-    lines = [f"{reg.NAME} @ {reg.ADDR:#05x}, reset {reg.RESET:#010x}{arr}"]
+    lines = [f"{reg.NAME} @ {reg.ADDR:#05x}, {_reset_text(reg)}{arr}"]
     if title:
         lines.append(f"  {title}")
     for f in reg.FIELDS:
@@ -125,5 +136,6 @@ def table() -> str:
     for r in regs.REGISTERS:
         name = r.NAME + (f"[{r.ARRAY_LEN}]" if r.ARRAY_LEN > 1 else "")
         fields = " ".join(f.name if f.width == 1 else f"{f.name}[{f.msb}:{f.lsb}]" for f in r.FIELDS)
-        lines.append(f"{r.ADDR:#06x}   {name:<20} {r.RESET:#010x}  {fields}")
+        reset = "—" if len(r.hw_driven()) == len(r.FIELDS) else f"{r.RESET:#010x}"  # —: the device's state
+        lines.append(f"{r.ADDR:#06x}   {name:<20} {reset:<10}  {fields}")
     return "\n".join(lines)

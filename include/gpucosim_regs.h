@@ -4,7 +4,9 @@
  * For register R and its field F:
  *   GPUCOSIM_R               byte offset in the MMIO aperture (arrays: GPUCOSIM_R(i),
  *                            GPUCOSIM_R_COUNT, GPUCOSIM_R_STRIDE)
- *   GPUCOSIM_R_RESET         value after reset
+ *   GPUCOSIM_R_RESET         value after reset of the fields software stores; a field
+ *                            the hardware drives (STATUS.IDLE, CAPS ...) reads the
+ *                            device's state instead (its _RESET bits are 0)
  *   GPUCOSIM_R_F_SHIFT / _MASK (in place) / _WIDTH
  *   GPUCOSIM_R_F_GET(v)      the field from a register value
  *   GPUCOSIM_R_F_SET(x)      x placed as the field
@@ -72,7 +74,7 @@ enum gpucosim_cp_error {
 
 /* CAPS: Capabilities. What this instance of the hardware was built with (elaboration parameters) */
 #define GPUCOSIM_CAPS                            0x008u
-#define GPUCOSIM_CAPS_RESET                      0x00000000u
+#define GPUCOSIM_CAPS_RESET                      0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_CAPS_BUS_BYTES_LOG2_SHIFT       0  /* [3:0] R */
 #define GPUCOSIM_CAPS_BUS_BYTES_LOG2_MASK        0x0000000fu
 #define GPUCOSIM_CAPS_BUS_BYTES_LOG2_WIDTH       4
@@ -139,7 +141,7 @@ enum gpucosim_cp_error {
 
 /* STATUS: CP status */
 #define GPUCOSIM_STATUS                          0x014u
-#define GPUCOSIM_STATUS_RESET                    0x00000000u
+#define GPUCOSIM_STATUS_RESET                    0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_STATUS_IDLE_SHIFT               0  /* [0:0] R */
 #define GPUCOSIM_STATUS_IDLE_MASK                0x00000001u
 #define GPUCOSIM_STATUS_IDLE_WIDTH               1
@@ -178,7 +180,7 @@ enum gpucosim_cp_error {
 
 /* INT_STATUS: Interrupt status. The irq line is high while any bit here is set and enabled in INT_ENABLE. Event bits are sticky, write 1 to clear; IH_PENDING follows the IH ring */
 #define GPUCOSIM_INT_STATUS                      0x020u
-#define GPUCOSIM_INT_STATUS_RESET                0x00000000u
+#define GPUCOSIM_INT_STATUS_RESET                0x00000000u  /* but IH_PENDING: the device's state */
 #define GPUCOSIM_INT_STATUS_IH_PENDING_SHIFT     0  /* [0:0] R */
 #define GPUCOSIM_INT_STATUS_IH_PENDING_MASK      0x00000001u
 #define GPUCOSIM_INT_STATUS_IH_PENDING_WIDTH     1
@@ -272,7 +274,7 @@ enum gpucosim_cp_error {
 
 /* IH_WPTR: IH write pointer. Bytes written by the hardware, free running (32 per entry), as amdgpu's IH pointers count */
 #define GPUCOSIM_IH_WPTR                         0x04cu
-#define GPUCOSIM_IH_WPTR_RESET                   0x00000000u
+#define GPUCOSIM_IH_WPTR_RESET                   0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_IH_WPTR_WPTR_SHIFT              0  /* [31:0] R */
 #define GPUCOSIM_IH_WPTR_WPTR_MASK               0xffffffffu
 #define GPUCOSIM_IH_WPTR_WPTR_WIDTH              32
@@ -349,7 +351,7 @@ enum gpucosim_cp_error {
 
 /* RB_RPTR: Ring read pointer. Dwords consumed by the CP, free running */
 #define GPUCOSIM_RB_RPTR                         0x08cu
-#define GPUCOSIM_RB_RPTR_RESET                   0x00000000u
+#define GPUCOSIM_RB_RPTR_RESET                   0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_RB_RPTR_RPTR_SHIFT              0  /* [31:0] R */
 #define GPUCOSIM_RB_RPTR_RPTR_MASK               0xffffffffu
 #define GPUCOSIM_RB_RPTR_RPTR_WIDTH              32
@@ -385,7 +387,7 @@ enum gpucosim_cp_error {
 
 /* RB_WPTR: Ring write pointer. The last write pointer the CP accepted from the doorbell */
 #define GPUCOSIM_RB_WPTR                         0x09cu
-#define GPUCOSIM_RB_WPTR_RESET                   0x00000000u
+#define GPUCOSIM_RB_WPTR_RESET                   0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_RB_WPTR_WPTR_SHIFT              0  /* [31:0] R */
 #define GPUCOSIM_RB_WPTR_WPTR_MASK               0xffffffffu
 #define GPUCOSIM_RB_WPTR_WPTR_WIDTH              32
@@ -408,7 +410,7 @@ enum gpucosim_cp_error {
 
 /* CP_ERROR: CP error. What stopped the CP's queue 0 (RB_*); latched at its first error, cleared by CP_QUEUE_RESET.Q0 or CONTROL.SOFT_RESET */
 #define GPUCOSIM_CP_ERROR                        0x0c0u
-#define GPUCOSIM_CP_ERROR_RESET                  0x00000000u
+#define GPUCOSIM_CP_ERROR_RESET                  0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_CP_ERROR_CODE_SHIFT             0  /* [7:0] R, enum gpucosim_cp_error */
 #define GPUCOSIM_CP_ERROR_CODE_MASK              0x000000ffu
 #define GPUCOSIM_CP_ERROR_CODE_WIDTH             8
@@ -427,7 +429,7 @@ enum gpucosim_cp_error {
 
 /* CP_ERROR_ADDR_LO: CP error address, low. Memory address of the faulting access or packet */
 #define GPUCOSIM_CP_ERROR_ADDR_LO                0x0c4u
-#define GPUCOSIM_CP_ERROR_ADDR_LO_RESET          0x00000000u
+#define GPUCOSIM_CP_ERROR_ADDR_LO_RESET          0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_CP_ERROR_ADDR_LO_ADDRESS_SHIFT  0  /* [31:0] R */
 #define GPUCOSIM_CP_ERROR_ADDR_LO_ADDRESS_MASK   0xffffffffu
 #define GPUCOSIM_CP_ERROR_ADDR_LO_ADDRESS_WIDTH  32
@@ -436,7 +438,7 @@ enum gpucosim_cp_error {
 
 /* CP_ERROR_ADDR_HI: CP error address, high */
 #define GPUCOSIM_CP_ERROR_ADDR_HI                0x0c8u
-#define GPUCOSIM_CP_ERROR_ADDR_HI_RESET          0x00000000u
+#define GPUCOSIM_CP_ERROR_ADDR_HI_RESET          0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_CP_ERROR_ADDR_HI_ADDRESS_SHIFT  0  /* [15:0] R */
 #define GPUCOSIM_CP_ERROR_ADDR_HI_ADDRESS_MASK   0x0000ffffu
 #define GPUCOSIM_CP_ERROR_ADDR_HI_ADDRESS_WIDTH  16
@@ -445,7 +447,7 @@ enum gpucosim_cp_error {
 
 /* CP_ERROR_OFFSET: CP error packet offset. Offset in dwords of the faulting packet's header from the start of its ring or IB */
 #define GPUCOSIM_CP_ERROR_OFFSET                 0x0ccu
-#define GPUCOSIM_CP_ERROR_OFFSET_RESET           0x00000000u
+#define GPUCOSIM_CP_ERROR_OFFSET_RESET           0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_CP_ERROR_OFFSET_OFFSET_SHIFT    0  /* [31:0] R */
 #define GPUCOSIM_CP_ERROR_OFFSET_OFFSET_MASK     0xffffffffu
 #define GPUCOSIM_CP_ERROR_OFFSET_OFFSET_WIDTH    32
@@ -454,7 +456,7 @@ enum gpucosim_cp_error {
 
 /* TIMESTAMP_LO: Timestamp, low. Free-running 48-bit cycle counter (the GPU clock of RELEASE_MEM and IH entries), low half */
 #define GPUCOSIM_TIMESTAMP_LO                    0x0e0u
-#define GPUCOSIM_TIMESTAMP_LO_RESET              0x00000000u
+#define GPUCOSIM_TIMESTAMP_LO_RESET              0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_TIMESTAMP_LO_COUNT_SHIFT        0  /* [31:0] R */
 #define GPUCOSIM_TIMESTAMP_LO_COUNT_MASK         0xffffffffu
 #define GPUCOSIM_TIMESTAMP_LO_COUNT_WIDTH        32
@@ -463,7 +465,7 @@ enum gpucosim_cp_error {
 
 /* TIMESTAMP_HI: Timestamp, high */
 #define GPUCOSIM_TIMESTAMP_HI                    0x0e4u
-#define GPUCOSIM_TIMESTAMP_HI_RESET              0x00000000u
+#define GPUCOSIM_TIMESTAMP_HI_RESET              0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_TIMESTAMP_HI_COUNT_SHIFT        0  /* [15:0] R */
 #define GPUCOSIM_TIMESTAMP_HI_COUNT_MASK         0x0000ffffu
 #define GPUCOSIM_TIMESTAMP_HI_COUNT_WIDTH        16
@@ -472,7 +474,7 @@ enum gpucosim_cp_error {
 
 /* PERF_BUSY_CYCLES: CP busy cycles. Cycles the CP was not idle */
 #define GPUCOSIM_PERF_BUSY_CYCLES                0x100u
-#define GPUCOSIM_PERF_BUSY_CYCLES_RESET          0x00000000u
+#define GPUCOSIM_PERF_BUSY_CYCLES_RESET          0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_BUSY_CYCLES_COUNT_SHIFT    0  /* [31:0] R */
 #define GPUCOSIM_PERF_BUSY_CYCLES_COUNT_MASK     0xffffffffu
 #define GPUCOSIM_PERF_BUSY_CYCLES_COUNT_WIDTH    32
@@ -481,7 +483,7 @@ enum gpucosim_cp_error {
 
 /* PERF_STALL_CYCLES: CP stall cycles. Busy cycles the CP waited on memory (fetch, write response, poll) */
 #define GPUCOSIM_PERF_STALL_CYCLES               0x104u
-#define GPUCOSIM_PERF_STALL_CYCLES_RESET         0x00000000u
+#define GPUCOSIM_PERF_STALL_CYCLES_RESET         0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_STALL_CYCLES_COUNT_SHIFT   0  /* [31:0] R */
 #define GPUCOSIM_PERF_STALL_CYCLES_COUNT_MASK    0xffffffffu
 #define GPUCOSIM_PERF_STALL_CYCLES_COUNT_WIDTH   32
@@ -490,7 +492,7 @@ enum gpucosim_cp_error {
 
 /* PERF_DWORDS_FETCHED: Dwords fetched. Ring and IB dwords the CP fetched */
 #define GPUCOSIM_PERF_DWORDS_FETCHED             0x108u
-#define GPUCOSIM_PERF_DWORDS_FETCHED_RESET       0x00000000u
+#define GPUCOSIM_PERF_DWORDS_FETCHED_RESET       0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_DWORDS_FETCHED_COUNT_SHIFT 0  /* [31:0] R */
 #define GPUCOSIM_PERF_DWORDS_FETCHED_COUNT_MASK  0xffffffffu
 #define GPUCOSIM_PERF_DWORDS_FETCHED_COUNT_WIDTH 32
@@ -499,7 +501,7 @@ enum gpucosim_cp_error {
 
 /* PERF_DMA_BYTES_READ: DMA bytes read. Bytes the DMA engine read, in whole bus beats: every beat counts the bus width in bytes, so a 3-byte copy on a 64-bit bus counts 8 */
 #define GPUCOSIM_PERF_DMA_BYTES_READ             0x10cu
-#define GPUCOSIM_PERF_DMA_BYTES_READ_RESET       0x00000000u
+#define GPUCOSIM_PERF_DMA_BYTES_READ_RESET       0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_DMA_BYTES_READ_COUNT_SHIFT 0  /* [31:0] R */
 #define GPUCOSIM_PERF_DMA_BYTES_READ_COUNT_MASK  0xffffffffu
 #define GPUCOSIM_PERF_DMA_BYTES_READ_COUNT_WIDTH 32
@@ -508,7 +510,7 @@ enum gpucosim_cp_error {
 
 /* PERF_DMA_BYTES_WRITTEN: DMA bytes written. Bytes the DMA engine wrote */
 #define GPUCOSIM_PERF_DMA_BYTES_WRITTEN          0x110u
-#define GPUCOSIM_PERF_DMA_BYTES_WRITTEN_RESET    0x00000000u
+#define GPUCOSIM_PERF_DMA_BYTES_WRITTEN_RESET    0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_DMA_BYTES_WRITTEN_COUNT_SHIFT 0  /* [31:0] R */
 #define GPUCOSIM_PERF_DMA_BYTES_WRITTEN_COUNT_MASK 0xffffffffu
 #define GPUCOSIM_PERF_DMA_BYTES_WRITTEN_COUNT_WIDTH 32
@@ -517,7 +519,7 @@ enum gpucosim_cp_error {
 
 /* PERF_DMA_BUSY_CYCLES: DMA busy cycles. Cycles the DMA engine was busy */
 #define GPUCOSIM_PERF_DMA_BUSY_CYCLES            0x114u
-#define GPUCOSIM_PERF_DMA_BUSY_CYCLES_RESET      0x00000000u
+#define GPUCOSIM_PERF_DMA_BUSY_CYCLES_RESET      0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_DMA_BUSY_CYCLES_COUNT_SHIFT 0  /* [31:0] R */
 #define GPUCOSIM_PERF_DMA_BUSY_CYCLES_COUNT_MASK 0xffffffffu
 #define GPUCOSIM_PERF_DMA_BUSY_CYCLES_COUNT_WIDTH 32
@@ -528,7 +530,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_PERF_PACKETS(i)                 (0x120u + 4u * (i))
 #define GPUCOSIM_PERF_PACKETS_COUNT              8  /* elements */
 #define GPUCOSIM_PERF_PACKETS_STRIDE             4u  /* bytes between elements */
-#define GPUCOSIM_PERF_PACKETS_RESET              0x00000000u
+#define GPUCOSIM_PERF_PACKETS_RESET              0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_PACKETS_COUNT_SHIFT        0  /* [31:0] R */
 #define GPUCOSIM_PERF_PACKETS_COUNT_MASK         0xffffffffu
 #define GPUCOSIM_PERF_PACKETS_COUNT_WIDTH        32
@@ -537,7 +539,7 @@ enum gpucosim_cp_error {
 
 /* VM_CAPS: VM capabilities. How this instance's MMU was built (spec/vm.py, docs/hardware.md "Virtual memory") */
 #define GPUCOSIM_VM_CAPS                         0x200u
-#define GPUCOSIM_VM_CAPS_RESET                   0x00000000u
+#define GPUCOSIM_VM_CAPS_RESET                   0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_VM_CAPS_LEVELS_SHIFT            0  /* [3:0] R */
 #define GPUCOSIM_VM_CAPS_LEVELS_MASK             0x0000000fu
 #define GPUCOSIM_VM_CAPS_LEVELS_WIDTH            4
@@ -588,7 +590,7 @@ enum gpucosim_cp_error {
 
 /* VM_INVALIDATE_ACK: TLB invalidate acknowledge. The VMIDs whose invalidation is done (amdgpu polls VM_INVALIDATE_ENG*_ACK for its VMID's bit); a new request clears it. Translations that start after the bit is set use the page tables as they are in memory then */
 #define GPUCOSIM_VM_INVALIDATE_ACK               0x210u
-#define GPUCOSIM_VM_INVALIDATE_ACK_RESET         0x00000000u
+#define GPUCOSIM_VM_INVALIDATE_ACK_RESET         0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_VM_INVALIDATE_ACK_PER_VMID_SHIFT 0  /* [15:0] R */
 #define GPUCOSIM_VM_INVALIDATE_ACK_PER_VMID_MASK 0x0000ffffu
 #define GPUCOSIM_VM_INVALIDATE_ACK_PER_VMID_WIDTH 16
@@ -597,7 +599,7 @@ enum gpucosim_cp_error {
 
 /* VM_FAULT_STATUS: VM fault status. The fault that stopped the CP (CP_ERROR.CODE = VM_FAULT); 0 otherwise. Cleared by CONTROL.SOFT_RESET */
 #define GPUCOSIM_VM_FAULT_STATUS                 0x220u
-#define GPUCOSIM_VM_FAULT_STATUS_RESET           0x00000000u
+#define GPUCOSIM_VM_FAULT_STATUS_RESET           0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_VM_FAULT_STATUS_VMID_SHIFT      0  /* [3:0] R */
 #define GPUCOSIM_VM_FAULT_STATUS_VMID_MASK       0x0000000fu
 #define GPUCOSIM_VM_FAULT_STATUS_VMID_WIDTH      4
@@ -621,7 +623,7 @@ enum gpucosim_cp_error {
 
 /* VM_FAULT_ADDR_LO: VM fault address, low. The faulting virtual address (the byte CP_ERROR_ADDR names), when CP_ERROR.CODE = VM_FAULT */
 #define GPUCOSIM_VM_FAULT_ADDR_LO                0x224u
-#define GPUCOSIM_VM_FAULT_ADDR_LO_RESET          0x00000000u
+#define GPUCOSIM_VM_FAULT_ADDR_LO_RESET          0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_VM_FAULT_ADDR_LO_ADDRESS_SHIFT  0  /* [31:0] R */
 #define GPUCOSIM_VM_FAULT_ADDR_LO_ADDRESS_MASK   0xffffffffu
 #define GPUCOSIM_VM_FAULT_ADDR_LO_ADDRESS_WIDTH  32
@@ -630,7 +632,7 @@ enum gpucosim_cp_error {
 
 /* VM_FAULT_ADDR_HI: VM fault address, high */
 #define GPUCOSIM_VM_FAULT_ADDR_HI                0x228u
-#define GPUCOSIM_VM_FAULT_ADDR_HI_RESET          0x00000000u
+#define GPUCOSIM_VM_FAULT_ADDR_HI_RESET          0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_VM_FAULT_ADDR_HI_ADDRESS_SHIFT  0  /* [15:0] R */
 #define GPUCOSIM_VM_FAULT_ADDR_HI_ADDRESS_MASK   0x0000ffffu
 #define GPUCOSIM_VM_FAULT_ADDR_HI_ADDRESS_WIDTH  16
@@ -639,7 +641,7 @@ enum gpucosim_cp_error {
 
 /* PERF_TLB_HITS: TLB hits. Translations the TLB answered (VMIDs with translation enabled) */
 #define GPUCOSIM_PERF_TLB_HITS                   0x230u
-#define GPUCOSIM_PERF_TLB_HITS_RESET             0x00000000u
+#define GPUCOSIM_PERF_TLB_HITS_RESET             0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_TLB_HITS_COUNT_SHIFT       0  /* [31:0] R */
 #define GPUCOSIM_PERF_TLB_HITS_COUNT_MASK        0xffffffffu
 #define GPUCOSIM_PERF_TLB_HITS_COUNT_WIDTH       32
@@ -648,7 +650,7 @@ enum gpucosim_cp_error {
 
 /* PERF_TLB_MISSES: TLB misses. Translations that walked the page tables */
 #define GPUCOSIM_PERF_TLB_MISSES                 0x234u
-#define GPUCOSIM_PERF_TLB_MISSES_RESET           0x00000000u
+#define GPUCOSIM_PERF_TLB_MISSES_RESET           0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_TLB_MISSES_COUNT_SHIFT     0  /* [31:0] R */
 #define GPUCOSIM_PERF_TLB_MISSES_COUNT_MASK      0xffffffffu
 #define GPUCOSIM_PERF_TLB_MISSES_COUNT_WIDTH     32
@@ -657,7 +659,7 @@ enum gpucosim_cp_error {
 
 /* PERF_WALK_CYCLES: Page-walk cycles. Cycles the MMU spent walking page tables */
 #define GPUCOSIM_PERF_WALK_CYCLES                0x238u
-#define GPUCOSIM_PERF_WALK_CYCLES_RESET          0x00000000u
+#define GPUCOSIM_PERF_WALK_CYCLES_RESET          0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_WALK_CYCLES_COUNT_SHIFT    0  /* [31:0] R */
 #define GPUCOSIM_PERF_WALK_CYCLES_COUNT_MASK     0xffffffffu
 #define GPUCOSIM_PERF_WALK_CYCLES_COUNT_WIDTH    32
@@ -699,7 +701,7 @@ enum gpucosim_cp_error {
 
 /* QUEUE_CAPS: Queue capabilities. Which queues besides the CP's ring this device has (the RTL: one SDMA engine, two CP queues) */
 #define GPUCOSIM_QUEUE_CAPS                      0x400u
-#define GPUCOSIM_QUEUE_CAPS_RESET                0x00000000u
+#define GPUCOSIM_QUEUE_CAPS_RESET                0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_QUEUE_CAPS_SDMA_SHIFT           0  /* [3:0] R */
 #define GPUCOSIM_QUEUE_CAPS_SDMA_MASK            0x0000000fu
 #define GPUCOSIM_QUEUE_CAPS_SDMA_WIDTH           4
@@ -750,7 +752,7 @@ enum gpucosim_cp_error {
 
 /* SDMA_RB_RPTR: SDMA ring read pointer. Bytes consumed by the engine, free running (a multiple of 4) */
 #define GPUCOSIM_SDMA_RB_RPTR                    0x410u
-#define GPUCOSIM_SDMA_RB_RPTR_RESET              0x00000000u
+#define GPUCOSIM_SDMA_RB_RPTR_RESET              0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_SDMA_RB_RPTR_RPTR_SHIFT         0  /* [31:0] R */
 #define GPUCOSIM_SDMA_RB_RPTR_RPTR_MASK          0xffffffffu
 #define GPUCOSIM_SDMA_RB_RPTR_RPTR_WIDTH         32
@@ -759,7 +761,7 @@ enum gpucosim_cp_error {
 
 /* SDMA_RB_WPTR: SDMA ring write pointer. The last write pointer (bytes) the engine accepted from its doorbell */
 #define GPUCOSIM_SDMA_RB_WPTR                    0x414u
-#define GPUCOSIM_SDMA_RB_WPTR_RESET              0x00000000u
+#define GPUCOSIM_SDMA_RB_WPTR_RESET              0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_SDMA_RB_WPTR_WPTR_SHIFT         0  /* [31:0] R */
 #define GPUCOSIM_SDMA_RB_WPTR_WPTR_MASK          0xffffffffu
 #define GPUCOSIM_SDMA_RB_WPTR_WPTR_WIDTH         32
@@ -814,7 +816,7 @@ enum gpucosim_cp_error {
 
 /* SDMA_STATUS: SDMA status */
 #define GPUCOSIM_SDMA_STATUS                     0x428u
-#define GPUCOSIM_SDMA_STATUS_RESET               0x00000000u
+#define GPUCOSIM_SDMA_STATUS_RESET               0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_SDMA_STATUS_IDLE_SHIFT          0  /* [0:0] R */
 #define GPUCOSIM_SDMA_STATUS_IDLE_MASK           0x00000001u
 #define GPUCOSIM_SDMA_STATUS_IDLE_WIDTH          1
@@ -848,7 +850,7 @@ enum gpucosim_cp_error {
 
 /* SDMA_ERROR: SDMA error. What stopped the SDMA queue; latched at its first error, cleared by SDMA_CNTL.QUEUE_RESET or CONTROL.SOFT_RESET. The codes are the CP's */
 #define GPUCOSIM_SDMA_ERROR                      0x42cu
-#define GPUCOSIM_SDMA_ERROR_RESET                0x00000000u
+#define GPUCOSIM_SDMA_ERROR_RESET                0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_SDMA_ERROR_CODE_SHIFT           0  /* [7:0] R, enum gpucosim_cp_error */
 #define GPUCOSIM_SDMA_ERROR_CODE_MASK            0x000000ffu
 #define GPUCOSIM_SDMA_ERROR_CODE_WIDTH           8
@@ -872,7 +874,7 @@ enum gpucosim_cp_error {
 
 /* SDMA_ERROR_ADDR_LO: SDMA error address, low. Memory address of the faulting access or packet */
 #define GPUCOSIM_SDMA_ERROR_ADDR_LO              0x430u
-#define GPUCOSIM_SDMA_ERROR_ADDR_LO_RESET        0x00000000u
+#define GPUCOSIM_SDMA_ERROR_ADDR_LO_RESET        0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_SDMA_ERROR_ADDR_LO_ADDRESS_SHIFT 0  /* [31:0] R */
 #define GPUCOSIM_SDMA_ERROR_ADDR_LO_ADDRESS_MASK 0xffffffffu
 #define GPUCOSIM_SDMA_ERROR_ADDR_LO_ADDRESS_WIDTH 32
@@ -881,7 +883,7 @@ enum gpucosim_cp_error {
 
 /* SDMA_ERROR_ADDR_HI: SDMA error address, high */
 #define GPUCOSIM_SDMA_ERROR_ADDR_HI              0x434u
-#define GPUCOSIM_SDMA_ERROR_ADDR_HI_RESET        0x00000000u
+#define GPUCOSIM_SDMA_ERROR_ADDR_HI_RESET        0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_SDMA_ERROR_ADDR_HI_ADDRESS_SHIFT 0  /* [15:0] R */
 #define GPUCOSIM_SDMA_ERROR_ADDR_HI_ADDRESS_MASK 0x0000ffffu
 #define GPUCOSIM_SDMA_ERROR_ADDR_HI_ADDRESS_WIDTH 16
@@ -890,7 +892,7 @@ enum gpucosim_cp_error {
 
 /* SDMA_ERROR_OFFSET: SDMA error packet offset. Offset in dwords of the faulting packet's header from the start of its ring or IB */
 #define GPUCOSIM_SDMA_ERROR_OFFSET               0x438u
-#define GPUCOSIM_SDMA_ERROR_OFFSET_RESET         0x00000000u
+#define GPUCOSIM_SDMA_ERROR_OFFSET_RESET         0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_SDMA_ERROR_OFFSET_OFFSET_SHIFT  0  /* [31:0] R */
 #define GPUCOSIM_SDMA_ERROR_OFFSET_OFFSET_MASK   0xffffffffu
 #define GPUCOSIM_SDMA_ERROR_OFFSET_OFFSET_WIDTH  32
@@ -899,7 +901,7 @@ enum gpucosim_cp_error {
 
 /* PERF_SDMA_BUSY_CYCLES: SDMA busy cycles. Cycles the SDMA queue was not idle */
 #define GPUCOSIM_PERF_SDMA_BUSY_CYCLES           0x440u
-#define GPUCOSIM_PERF_SDMA_BUSY_CYCLES_RESET     0x00000000u
+#define GPUCOSIM_PERF_SDMA_BUSY_CYCLES_RESET     0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_SDMA_BUSY_CYCLES_COUNT_SHIFT 0  /* [31:0] R */
 #define GPUCOSIM_PERF_SDMA_BUSY_CYCLES_COUNT_MASK 0xffffffffu
 #define GPUCOSIM_PERF_SDMA_BUSY_CYCLES_COUNT_WIDTH 32
@@ -908,7 +910,7 @@ enum gpucosim_cp_error {
 
 /* PERF_SDMA_DWORDS_FETCHED: SDMA dwords fetched. Ring and IB dwords the SDMA engine consumed */
 #define GPUCOSIM_PERF_SDMA_DWORDS_FETCHED        0x444u
-#define GPUCOSIM_PERF_SDMA_DWORDS_FETCHED_RESET  0x00000000u
+#define GPUCOSIM_PERF_SDMA_DWORDS_FETCHED_RESET  0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_SDMA_DWORDS_FETCHED_COUNT_SHIFT 0  /* [31:0] R */
 #define GPUCOSIM_PERF_SDMA_DWORDS_FETCHED_COUNT_MASK 0xffffffffu
 #define GPUCOSIM_PERF_SDMA_DWORDS_FETCHED_COUNT_WIDTH 32
@@ -917,7 +919,7 @@ enum gpucosim_cp_error {
 
 /* PERF_SDMA_BYTES_READ: SDMA bytes read. Bytes COPY_LINEAR read */
 #define GPUCOSIM_PERF_SDMA_BYTES_READ            0x448u
-#define GPUCOSIM_PERF_SDMA_BYTES_READ_RESET      0x00000000u
+#define GPUCOSIM_PERF_SDMA_BYTES_READ_RESET      0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_SDMA_BYTES_READ_COUNT_SHIFT 0  /* [31:0] R */
 #define GPUCOSIM_PERF_SDMA_BYTES_READ_COUNT_MASK 0xffffffffu
 #define GPUCOSIM_PERF_SDMA_BYTES_READ_COUNT_WIDTH 32
@@ -926,7 +928,7 @@ enum gpucosim_cp_error {
 
 /* PERF_SDMA_BYTES_WRITTEN: SDMA bytes written. Bytes COPY_LINEAR and CONSTANT_FILL wrote */
 #define GPUCOSIM_PERF_SDMA_BYTES_WRITTEN         0x44cu
-#define GPUCOSIM_PERF_SDMA_BYTES_WRITTEN_RESET   0x00000000u
+#define GPUCOSIM_PERF_SDMA_BYTES_WRITTEN_RESET   0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_SDMA_BYTES_WRITTEN_COUNT_SHIFT 0  /* [31:0] R */
 #define GPUCOSIM_PERF_SDMA_BYTES_WRITTEN_COUNT_MASK 0xffffffffu
 #define GPUCOSIM_PERF_SDMA_BYTES_WRITTEN_COUNT_WIDTH 32
@@ -937,7 +939,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_PERF_SDMA_PACKETS(i)            (0x460u + 4u * (i))
 #define GPUCOSIM_PERF_SDMA_PACKETS_COUNT         8  /* elements */
 #define GPUCOSIM_PERF_SDMA_PACKETS_STRIDE        4u  /* bytes between elements */
-#define GPUCOSIM_PERF_SDMA_PACKETS_RESET         0x00000000u
+#define GPUCOSIM_PERF_SDMA_PACKETS_RESET         0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_SDMA_PACKETS_COUNT_SHIFT   0  /* [31:0] R */
 #define GPUCOSIM_PERF_SDMA_PACKETS_COUNT_MASK    0xffffffffu
 #define GPUCOSIM_PERF_SDMA_PACKETS_COUNT_WIDTH   32
@@ -973,7 +975,7 @@ enum gpucosim_cp_error {
 
 /* CP_HQD1_RB_RPTR: HQD1 read pointer. Dwords consumed, free running */
 #define GPUCOSIM_CP_HQD1_RB_RPTR                 0x48cu
-#define GPUCOSIM_CP_HQD1_RB_RPTR_RESET           0x00000000u
+#define GPUCOSIM_CP_HQD1_RB_RPTR_RESET           0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_CP_HQD1_RB_RPTR_RPTR_SHIFT      0  /* [31:0] R */
 #define GPUCOSIM_CP_HQD1_RB_RPTR_RPTR_MASK       0xffffffffu
 #define GPUCOSIM_CP_HQD1_RB_RPTR_RPTR_WIDTH      32
@@ -1009,7 +1011,7 @@ enum gpucosim_cp_error {
 
 /* CP_HQD1_RB_WPTR: HQD1 write pointer */
 #define GPUCOSIM_CP_HQD1_RB_WPTR                 0x49cu
-#define GPUCOSIM_CP_HQD1_RB_WPTR_RESET           0x00000000u
+#define GPUCOSIM_CP_HQD1_RB_WPTR_RESET           0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_CP_HQD1_RB_WPTR_WPTR_SHIFT      0  /* [31:0] R */
 #define GPUCOSIM_CP_HQD1_RB_WPTR_WPTR_MASK       0xffffffffu
 #define GPUCOSIM_CP_HQD1_RB_WPTR_WPTR_WIDTH      32
@@ -1032,7 +1034,7 @@ enum gpucosim_cp_error {
 
 /* CP_HQD1_STATUS: HQD1 status */
 #define GPUCOSIM_CP_HQD1_STATUS                  0x4a4u
-#define GPUCOSIM_CP_HQD1_STATUS_RESET            0x00000000u
+#define GPUCOSIM_CP_HQD1_STATUS_RESET            0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_CP_HQD1_STATUS_IDLE_SHIFT       0  /* [0:0] R */
 #define GPUCOSIM_CP_HQD1_STATUS_IDLE_MASK        0x00000001u
 #define GPUCOSIM_CP_HQD1_STATUS_IDLE_WIDTH       1
@@ -1061,7 +1063,7 @@ enum gpucosim_cp_error {
 
 /* CP_HQD1_ERROR: HQD1 error. What stopped queue 1, as CP_ERROR for queue 0; cleared by CP_QUEUE_RESET.Q1 or CONTROL.SOFT_RESET */
 #define GPUCOSIM_CP_HQD1_ERROR                   0x4c0u
-#define GPUCOSIM_CP_HQD1_ERROR_RESET             0x00000000u
+#define GPUCOSIM_CP_HQD1_ERROR_RESET             0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_CP_HQD1_ERROR_CODE_SHIFT        0  /* [7:0] R, enum gpucosim_cp_error */
 #define GPUCOSIM_CP_HQD1_ERROR_CODE_MASK         0x000000ffu
 #define GPUCOSIM_CP_HQD1_ERROR_CODE_WIDTH        8
@@ -1080,7 +1082,7 @@ enum gpucosim_cp_error {
 
 /* CP_HQD1_ERROR_ADDR_LO: HQD1 error address, low */
 #define GPUCOSIM_CP_HQD1_ERROR_ADDR_LO           0x4c4u
-#define GPUCOSIM_CP_HQD1_ERROR_ADDR_LO_RESET     0x00000000u
+#define GPUCOSIM_CP_HQD1_ERROR_ADDR_LO_RESET     0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_CP_HQD1_ERROR_ADDR_LO_ADDRESS_SHIFT 0  /* [31:0] R */
 #define GPUCOSIM_CP_HQD1_ERROR_ADDR_LO_ADDRESS_MASK 0xffffffffu
 #define GPUCOSIM_CP_HQD1_ERROR_ADDR_LO_ADDRESS_WIDTH 32
@@ -1089,7 +1091,7 @@ enum gpucosim_cp_error {
 
 /* CP_HQD1_ERROR_ADDR_HI: HQD1 error address, high */
 #define GPUCOSIM_CP_HQD1_ERROR_ADDR_HI           0x4c8u
-#define GPUCOSIM_CP_HQD1_ERROR_ADDR_HI_RESET     0x00000000u
+#define GPUCOSIM_CP_HQD1_ERROR_ADDR_HI_RESET     0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_CP_HQD1_ERROR_ADDR_HI_ADDRESS_SHIFT 0  /* [15:0] R */
 #define GPUCOSIM_CP_HQD1_ERROR_ADDR_HI_ADDRESS_MASK 0x0000ffffu
 #define GPUCOSIM_CP_HQD1_ERROR_ADDR_HI_ADDRESS_WIDTH 16
@@ -1098,7 +1100,7 @@ enum gpucosim_cp_error {
 
 /* CP_HQD1_ERROR_OFFSET: HQD1 error packet offset */
 #define GPUCOSIM_CP_HQD1_ERROR_OFFSET            0x4ccu
-#define GPUCOSIM_CP_HQD1_ERROR_OFFSET_RESET      0x00000000u
+#define GPUCOSIM_CP_HQD1_ERROR_OFFSET_RESET      0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_CP_HQD1_ERROR_OFFSET_OFFSET_SHIFT 0  /* [31:0] R */
 #define GPUCOSIM_CP_HQD1_ERROR_OFFSET_OFFSET_MASK 0xffffffffu
 #define GPUCOSIM_CP_HQD1_ERROR_OFFSET_OFFSET_WIDTH 32

@@ -77,6 +77,12 @@ class Register:
         return cls.ADDR + index * cls.ARRAY_STRIDE
 
     @classmethod
+    def hw_driven(cls) -> list[str]:
+        """Fields the hardware drives (no reset of their own): after a reset they read the
+        device's state, not RESET's bits (docs/registers.md says which)."""
+        return [f.name for f in cls.FIELDS if f.reset is None and f.sw != "w"]
+
+    @classmethod
     def decode(cls, value: int) -> dict[str, int]:
         """All fields of a register value, by name."""
         return {f.name: f.get(value) for f in cls.FIELDS}

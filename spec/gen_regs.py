@@ -9,7 +9,7 @@ C names, for register R, field F of R, enum E with value V:
 
     GPUCOSIM_R                  byte offset of R in the MMIO aperture
     GPUCOSIM_R(i)               ... of element i of an array R; GPUCOSIM_R_COUNT, _STRIDE
-    GPUCOSIM_R_RESET            R's value after reset
+    GPUCOSIM_R_RESET            R's value after reset, but for fields the hardware drives
     GPUCOSIM_R_F_SHIFT          F's lowest bit
     GPUCOSIM_R_F_MASK           F's bits in place
     GPUCOSIM_R_F_WIDTH          F's width in bits
@@ -58,7 +58,9 @@ def render_c_header(regs: list["RegInfo"], enums: dict, header: str, mmio_addr_w
            " * For register R and its field F:",
            " *   GPUCOSIM_R               byte offset in the MMIO aperture (arrays: GPUCOSIM_R(i),",
            " *                            GPUCOSIM_R_COUNT, GPUCOSIM_R_STRIDE)",
-           " *   GPUCOSIM_R_RESET         value after reset",
+           " *   GPUCOSIM_R_RESET         value after reset of the fields software stores; a field",
+           " *                            the hardware drives (STATUS.IDLE, CAPS ...) reads the",
+           " *                            device's state instead (its _RESET bits are 0)",
            " *   GPUCOSIM_R_F_SHIFT / _MASK (in place) / _WIDTH",
            " *   GPUCOSIM_R_F_GET(v)      the field from a register value",
            " *   GPUCOSIM_R_F_SET(x)      x placed as the field",
@@ -96,7 +98,9 @@ def render_c_header(regs: list["RegInfo"], enums: dict, header: str, mmio_addr_w
             out.append(define(f"{base}_STRIDE", f"{r.stride}u", f"{r.name} stride", "bytes between elements"))
         else:
             out.append(define(base, f"{r.addr:#05x}u", f"register {r.name}"))
-        out.append(define(f"{base}_RESET", f"{r.reset:#010x}u", f"{r.name} reset"))
+        driven = ("every field the hardware drives: reads the device's state" if len(r.hw_driven) == len(r.fields)
+                  else f"but {', '.join(r.hw_driven)}: the device's state" if r.hw_driven else "")
+        out.append(define(f"{base}_RESET", f"{r.reset:#010x}u", f"{r.name} reset", driven))
         for f in r.fields:
             fb = f"{base}_{f.name}"
             mask = ((1 << f.width) - 1) << f.lsb
@@ -123,7 +127,10 @@ def render_markdown(regs: list["RegInfo"], enums: dict, header: str, title: str,
     out = [f"<!-- {header} -->", "", f"# {title}", "", desc, "",
            "Offsets are bytes in the MMIO aperture; every register is 32 bits wide and read and "
            "written whole (byte strobes honoured). Access: R read-only, W write-only (reads return "
-           "0), RW read/write, RW1C write 1 to clear, *(pulse)* acts once per write. An offset not "
+           "0), RW read/write, RW1C write 1 to clear, *(pulse)* acts once per write. A field whose "
+           "reset is — is driven by the hardware: after a reset it reads the device's state (an "
+           "idle device's STATUS.IDLE and RB_EMPTY read 1, CAPS its build parameters), and a "
+           "register's reset value counts only the other fields. An offset not "
            "listed answers DECERR. The C header `include/gpucosim_regs.h` names all of it "
            "(`GPUCOSIM_<REG>`, `GPUCOSIM_<REG>_<FIELD>_SHIFT/_MASK`, enums).", "",
            "| offset | register | name |", "|---|---|---|"]
@@ -137,7 +144,13 @@ def render_markdown(regs: list["RegInfo"], enums: dict, header: str, title: str,
     out.append("")
     for r in regs:
         where = (f"{r.addr:#05x} + {r.stride}·i, i = 0 … {r.count - 1}" if r.count > 1 else f"{r.addr:#05x}")
-        out += [f"## {r.name}", "", f"**{r.title}** — offset {where}, reset {r.reset:#010x}.", ""]
+        if len(r.hw_driven) == len(r.fields):
+            reset = "driven by the hardware (after a reset it reads the device's state)"
+        elif r.hw_driven:
+            reset = f"reset {r.reset:#010x} but for {', '.join(r.hw_driven)} (the device's state)"
+        else:
+            reset = f"reset {r.reset:#010x}"
+        out += [f"## {r.name}", "", f"**{r.title}** — offset {where}, {reset}.", ""]
         if r.model_only:
             out += ["*Reference model only*: the RTL does not implement this engine yet, so on the "
                     "Verilator and Icarus backends this offset answers DECERR (issue 16).", ""]

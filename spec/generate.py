@@ -72,6 +72,12 @@ class RegInfo:
     def reset(self) -> int:
         return sum((f.reset or 0) << f.lsb for f in self.fields)
 
+    @property
+    def hw_driven(self) -> list[str]:
+        """Fields the hardware drives, with no reset value of their own: after a reset they
+        read the device's state (an idle CP's STATUS.IDLE is 1), not `reset`'s bits."""
+        return [f.name for f in self.fields if f.reset is None and f.sw != "w"]
+
 
 def _access(prop) -> str:
     return str(prop).split(".")[-1]

@@ -59,5 +59,10 @@ async def irq_line(dut):
 
 
 @cocotb.test()
+async def registers_md_reset_values(dut):
+    await run_driver(dut, rc.check_registers_md_reset_values)
+
+
+@cocotb.test()
 async def soft_reset_per_engine(dut):
     await run_driver(dut, rc.check_soft_reset_ends_per_engine)

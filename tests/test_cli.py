@@ -371,7 +371,10 @@ def test_regs_table_register_and_decode(capsys):
     assert any(line.split()[1] == "RB_DOORBELL" for line in out[1:])
     assert cli.main(["regs", "cp_error"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("CP_ERROR @ 0x0c0, reset 0x00000000")
+    assert out.startswith("CP_ERROR @ 0x0c0, reset: the device's state (driven by the hardware)")
+    assert cli.main(["regs", "INT_STATUS"]) == 0
+    assert capsys.readouterr().out.startswith(
+        "INT_STATUS @ 0x020, reset 0x00000000 but for IH_PENDING (the device's state)")
     assert "values: NONE=0, ILLEGAL_OPCODE=1" in out
     assert cli.main(["regs", "CP_ERROR", "0x7b0101"]) == 0
     assert capsys.readouterr().out.splitlines() == [

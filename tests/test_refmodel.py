@@ -176,6 +176,10 @@ def test_probe_and_scratch():
     assert (other.has_dma, other.has_ih, other.dma_max_bytes) == (False, False, 0)
 
 
+def test_registers_md_reset_values():
+    rc.check_registers_md_reset_values(RefModel())
+
+
 def test_soft_reset_per_engine():
     rc.check_soft_reset_ends_per_engine(RefModel())
 

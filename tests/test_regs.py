@@ -8,7 +8,7 @@ from testbench.design import gpu_design
 from .conftest import shared_run
 
 CASES = ["reset_values", "reset_after_writes", "pt_base_reset_reaches_mmu", "access_types", "kmd_probe_and_scratch", "unmapped_access", "irq_line",
-         "soft_reset_per_engine"]
+         "registers_md_reset_values", "soft_reset_per_engine"]
 
 pytestmark = pytest.mark.xdist_group("rtl_regs")  # all cases in one simulator process per simulator
 
