@@ -597,7 +597,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_VM_INVALIDATE_ACK_PER_VMID_GET(v) (((v) & GPUCOSIM_VM_INVALIDATE_ACK_PER_VMID_MASK) >> GPUCOSIM_VM_INVALIDATE_ACK_PER_VMID_SHIFT)
 #define GPUCOSIM_VM_INVALIDATE_ACK_PER_VMID_SET(x) (((uint32_t)(x) << GPUCOSIM_VM_INVALIDATE_ACK_PER_VMID_SHIFT) & GPUCOSIM_VM_INVALIDATE_ACK_PER_VMID_MASK)
 
-/* VM_FAULT_STATUS: VM fault status. The fault that stopped the CP (CP_ERROR.CODE = VM_FAULT); 0 otherwise. Cleared by CONTROL.SOFT_RESET */
+/* VM_FAULT_STATUS: VM fault status. The fault that stopped a CP queue (its CP_ERROR / CP_HQD1_ERROR CODE = VM_FAULT; queue 0's when both queues are stopped by one); 0 once neither is: cleared by that queue's CP_QUEUE_RESET or by CONTROL.SOFT_RESET */
 #define GPUCOSIM_VM_FAULT_STATUS                 0x220u
 #define GPUCOSIM_VM_FAULT_STATUS_RESET           0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_VM_FAULT_STATUS_VMID_SHIFT      0  /* [3:0] R */
@@ -621,7 +621,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_VM_FAULT_STATUS_CAUSE_GET(v)    (((v) & GPUCOSIM_VM_FAULT_STATUS_CAUSE_MASK) >> GPUCOSIM_VM_FAULT_STATUS_CAUSE_SHIFT)
 #define GPUCOSIM_VM_FAULT_STATUS_CAUSE_SET(x)    (((uint32_t)(x) << GPUCOSIM_VM_FAULT_STATUS_CAUSE_SHIFT) & GPUCOSIM_VM_FAULT_STATUS_CAUSE_MASK)
 
-/* VM_FAULT_ADDR_LO: VM fault address, low. The faulting virtual address (the byte CP_ERROR_ADDR names), when CP_ERROR.CODE = VM_FAULT */
+/* VM_FAULT_ADDR_LO: VM fault address, low. The faulting virtual address (the byte the stopped queue's error address names), with VM_FAULT_STATUS; 0 once no queue is stopped by a fault */
 #define GPUCOSIM_VM_FAULT_ADDR_LO                0x224u
 #define GPUCOSIM_VM_FAULT_ADDR_LO_RESET          0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_VM_FAULT_ADDR_LO_ADDRESS_SHIFT  0  /* [31:0] R */

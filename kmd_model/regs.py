@@ -463,7 +463,7 @@ class VM_INVALIDATE_ACK(Register):
 
 
 class VM_FAULT_STATUS(Register):
-    """VM fault status. The fault that stopped the CP (CP_ERROR.CODE = VM_FAULT); 0 otherwise. Cleared by CONTROL.SOFT_RESET."""
+    """VM fault status. The fault that stopped a CP queue (its CP_ERROR / CP_HQD1_ERROR CODE = VM_FAULT; queue 0's when both queues are stopped by one); 0 once neither is: cleared by that queue's CP_QUEUE_RESET or by CONTROL.SOFT_RESET."""
     NAME = "VM_FAULT_STATUS"
     ADDR = 0x220
     RESET = 0x00000000
@@ -475,7 +475,7 @@ class VM_FAULT_STATUS(Register):
 
 
 class VM_FAULT_ADDR_LO(Register):
-    """VM fault address, low. The faulting virtual address (the byte CP_ERROR_ADDR names), when CP_ERROR.CODE = VM_FAULT."""
+    """VM fault address, low. The faulting virtual address (the byte the stopped queue's error address names), with VM_FAULT_STATUS; 0 once no queue is stopped by a fault."""
     NAME = "VM_FAULT_ADDR_LO"
     ADDR = 0x224
     RESET = 0x00000000
