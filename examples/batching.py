@@ -113,7 +113,7 @@ def plot(rows: list[Row], path: str, backend: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="batching", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="batching", description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--commands", type=int, default=256, help="writes per configuration (default 256)")
     ap.add_argument("--thresholds", default=",".join(map(str, THRESHOLDS)), help="flush thresholds, comma list")
     ap.add_argument("--aligns", default=",".join(map(str, ALIGNS)), help="IB alignments in dwords, comma list")

@@ -33,7 +33,7 @@ import umd
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="copy_pipeline", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="copy_pipeline", description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--chunks", type=int, default=8, help="chunks through the pipeline (1-256)")
     ap.add_argument("--slots", type=int, default=2, help="staging slots between the engines (1-16)")
     ap.add_argument("--chunk-bytes", type=int, default=4096, help="bytes per chunk, a multiple of 4 (4-65536)")

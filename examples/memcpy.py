@@ -43,7 +43,7 @@ def record_copy(q, dst, dst_off: int, src, src_off: int, n: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="memcpy", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="memcpy", description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     rng = np.random.default_rng(args.seed)

@@ -115,7 +115,7 @@ def plot(runs: list[Run], path: str, backend: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="pools", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="pools", description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--allocs", type=int, default=10_000, help="allocations per run (default 10,000)")
     ap.add_argument("--live", type=int, default=256, help="buffers alive at most (default 256)")
     ap.add_argument("--seed", type=int, default=1)

@@ -37,7 +37,7 @@ SLOT_BYTES = 64
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="producer_consumer", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="producer_consumer", description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--items", type=int, default=24)
     ap.add_argument("--slots", type=int, default=4)
     ap.add_argument("--poll-interval", type=int, default=16, help="cycles between the CP's polls")

@@ -619,3 +619,15 @@ def test_make_test_with_an_unknown_simulator_is_one_line():
     lines = [x for x in (r.stdout + r.stderr).splitlines() if x.strip()]
     assert r.returncode == 4 and lines == ["ERROR: SIM='vcs': unknown simulator 'vcs'; choose from verilator, icarus"], (
         r.returncode, lines)
+
+
+@pytest.mark.parametrize("app", ["async_submit", "batching", "copy_pipeline", "memcpy", "pools", "producer_consumer"])
+def test_every_example_help_says_what_it_is_in_whole_sentences(app, capsys):
+    """An example's --help shows its docstring's first paragraph, not a line cut mid-sentence."""
+    mod = importlib.import_module(f"examples.{app}")
+    with pytest.raises(SystemExit) as exc:
+        mod.main(["--help"])
+    assert exc.value.code == 0
+    first = " ".join(mod.__doc__.split("\n\n")[0].split())
+    out = " ".join(capsys.readouterr().out.split())
+    assert first in out and first.endswith((".", ":")), first
