@@ -220,7 +220,7 @@ def async_flush_cpu(submits: int = 300) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m testbench.bench", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m testbench.bench", description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--data-width", type=int, default=64, choices=(32, 64, 128, 256))
     ap.add_argument("-o", "--output", default=str(sim.BUILD / "bench.json"))
     ap.add_argument("--speed-sims", default="verilator", metavar="SIMS",
