@@ -113,7 +113,7 @@ def render_c_header(regs: list["RegInfo"], enums: dict, header: str, mmio_addr_w
             out.append(define(f"{fb}_SET(x)", f"(((uint32_t)(x) << {fb}_SHIFT) & {fb}_MASK)",
                               f"{r.name}.{f.name} set"))
         out.append("")
-    out += [render_vm_c(), "#endif /* GPUCOSIM_REGS_H */", ""]
+    out += [render_vm_c(), render_ih_c(), "#endif /* GPUCOSIM_REGS_H */", ""]
     return "\n".join(out)
 
 
@@ -257,6 +257,26 @@ def render_vm_c() -> str:
     out += [f"    {PREFIX}_VM_ACCESS_{a.name} = {int(a)}," for a in vm.Access]
     out += ["};", "", "enum gpucosim_vm_cause {"]
     out += [f"    {PREFIX}_VM_CAUSE_{c.name} = {int(c)}," for c in vm.Cause]
+    out += ["};", ""]
+    return "\n".join(out)
+
+
+def render_ih_c() -> str:
+    """spec/ih.py's entry for the C header: its size, each field's dword, shift and mask (in
+    its dword), the client and source ids; docs/hardware.md says what DATA0-3 hold."""
+    from spec import ih
+
+    out = ["/* The IH ring entry (spec/ih.py, docs/hardware.md \"The IH entry\"): AMD's soc15 layout */",
+           f"#define {PREFIX}_IH_ENTRY_DWORDS {ih.ENTRY_DWORDS}",
+           f"#define {PREFIX}_IH_ENTRY_BYTES {ih.ENTRY_BYTES}"]
+    for f in ih.FIELDS:
+        n = f"{PREFIX}_IH_{f.name}"
+        out += [f"#define {n}_DWORD {f.dword}", f"#define {n}_SHIFT {f.lsb}", f"#define {n}_MASK {f.mask:#010x}u",
+                f"#define {n}_GET(e) ((((const uint32_t *)(e))[{n}_DWORD] & {n}_MASK) >> {n}_SHIFT)"]
+    out += ["", "enum gpucosim_ih_client {"]
+    out += [f"    {PREFIX}_IH_CLIENT_{c.name} = {int(c):#04x}," for c in ih.Client]
+    out += ["};", "", "enum gpucosim_ih_source {"]
+    out += [f"    {PREFIX}_IH_SOURCE_{s.name} = {int(s)},  /* client {ih.CLIENT[s].name} */" for s in ih.Source]
     out += ["};", ""]
     return "\n".join(out)
 

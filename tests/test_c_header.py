@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kmd_model import regs
+from spec import ih
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = ROOT / "include" / "gpucosim_regs.h"
@@ -51,6 +52,22 @@ def _program() -> tuple[str, int]:
         for m in enum:
             eq(f"GPUCOSIM_{cname}_{m.name}", m.value, f"enum {cname}.{m.name}")
         checks.append(f"    {{ enum gpucosim_{cname.lower()} e = GPUCOSIM_{cname}_{next(iter(enum)).name}; (void)e; }}")
+    # the IH entry: a sample entry with every field at a distinct value, read back by GET
+    eq("GPUCOSIM_IH_ENTRY_DWORDS", ih.ENTRY_DWORDS, "IH entry dwords")
+    eq("GPUCOSIM_IH_ENTRY_BYTES", ih.ENTRY_BYTES, "IH entry bytes")
+    values = {f.name: (0x9E3779B9 * (i + 1)) & ((1 << f.width) - 1) for i, f in enumerate(ih.FIELDS)}
+    entry = ", ".join(f"{w:#010x}u" for w in ih.encode(**values))
+    checks.append(f"    {{ static const uint32_t ih_entry[{ih.ENTRY_DWORDS}] = {{{entry}}};")
+    for f in ih.FIELDS:
+        n = f"GPUCOSIM_IH_{f.name}"
+        eq(f"{n}_DWORD", f.dword, f"IH {f.name} dword")
+        eq(f"{n}_SHIFT", f.lsb, f"IH {f.name} shift")
+        eq(f"{n}_MASK", f.mask, f"IH {f.name} mask")
+        eq(f"{n}_GET(ih_entry)", values[f.name], f"IH {f.name} GET")
+    checks.append("    }")
+    for enum, cname in ((ih.Client, "IH_CLIENT"), (ih.Source, "IH_SOURCE")):
+        for m in enum:
+            eq(f"GPUCOSIM_{cname}_{m.name}", int(m), f"enum {cname}.{m.name}")
     src = "\n".join(["#include <stdio.h>", '#include "gpucosim_regs.h"', "", "int main(void) {",
                      "    int bad = 0;", *checks,
                      f'    if (!bad) printf("ok {len(checks)}\\n");', "    return bad != 0;", "}", ""])
