@@ -6,7 +6,12 @@ tests/test_generated.py: `make check-gen`.)"""
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -82,3 +87,42 @@ def test_the_check_bites():
         "CP_ERROR.OPCOD: CP_ERROR has no field OPCOD", "STATUS.EOP: STATUS has no field EOP",
         "RB_DOORBEL.WPTR: no register or packet RB_DOORBEL",
         "`RB_DOORBEL`: not a register, field, enum value, packet or IH field, nor a name in the code"]
+
+
+def _readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    out = []
+    for body in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
+        out += [line.split("#")[0].strip() for line in body.splitlines() if line.split("#")[0].strip()]
+    return out
+
+
+def test_readme_commands_name_what_exists():
+    """Every command in the README's sh blocks: a `make` target the Makefile has (with the
+    variables it reads), a gpucosim command that runs (on the model: the simulators' runs
+    are the tutorial's, tests/test_tutorial.py), an app or file that is there."""
+    makefile = (ROOT / "Makefile").read_text()
+    cmds = _readme_commands()
+    assert any(c.startswith("make ") for c in cmds) and any(c.startswith("gpucosim ") for c in cmds)
+    with tempfile.TemporaryDirectory() as tmp:
+        for cmd in cmds:
+            argv = shlex.split(cmd)
+            if argv[0] == "make":
+                target = argv[1] if len(argv) > 1 and "=" not in argv[1] else "all"
+                assert re.search(rf"^{re.escape(target)}:", makefile, flags=re.M), f"{cmd}: no target {target}"
+                for var in (a.split("=")[0] for a in argv[2:] if "=" in a):
+                    reads = f"$({var})" in makefile or f"{var} ?=" in makefile
+                    assert reads, f"{cmd}: the Makefile reads no {var}"
+                continue
+            if argv[:3] == ["python", "-m", "gpucosim"]:
+                argv = argv[2:]
+            assert argv[0] == "gpucosim", cmd
+            if any("<" in a for a in argv) or "--waves" in argv:  # a placeholder; a waveform needs a simulator
+                assert (ROOT / argv[2]).exists() if argv[1] == "run" else True, cmd
+                argv = argv[:2] + ["--help"]
+            if argv[1] == "run" and "--help" not in argv:
+                argv = [a for i, a in enumerate(argv) if a != "--sim" and argv[i - 1] != "--sim"] + ["--sim", "model"]
+            argv = [a.replace("build/", f"{tmp}/") for a in argv]
+            r = subprocess.run([sys.executable, "-m", *argv], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                               env={**os.environ, "GPUCOSIM_PROGRESS": "0"})
+            assert r.returncode == 0, f"{cmd}: exit {r.returncode}\n{r.stderr[-2000:]}"
