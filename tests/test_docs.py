@@ -89,8 +89,9 @@ def test_the_check_bites():
         "`RB_DOORBEL`: not a register, field, enum value, packet or IH field, nor a name in the code"]
 
 
-def _readme_commands() -> list[str]:
-    text = (ROOT / "README.md").read_text()
+def _sh_commands(path: str) -> list[str]:
+    """The commands of a doc's sh blocks, comments dropped."""
+    text = (ROOT / path).read_text()
     out = []
     for body in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
         out += [line.split("#")[0].strip() for line in body.splitlines() if line.split("#")[0].strip()]
@@ -102,7 +103,7 @@ def test_readme_commands_name_what_exists():
     variables it reads), a gpucosim command that runs (on the model: the simulators' runs
     are the tutorial's, tests/test_tutorial.py), an app or file that is there."""
     makefile = (ROOT / "Makefile").read_text()
-    cmds = _readme_commands()
+    cmds = _sh_commands("README.md")
     assert any(c.startswith("make ") for c in cmds) and any(c.startswith("gpucosim ") for c in cmds)
     with tempfile.TemporaryDirectory() as tmp:
         for cmd in cmds:
@@ -126,3 +127,31 @@ def test_readme_commands_name_what_exists():
             r = subprocess.run([sys.executable, "-m", *argv], cwd=ROOT, capture_output=True, text=True, timeout=300,
                                env={**os.environ, "GPUCOSIM_PROGRESS": "0"})
             assert r.returncode == 0, f"{cmd}: exit {r.returncode}\n{r.stderr[-2000:]}"
+
+
+@pytest.mark.parametrize("path", ["docs/verification.md", "docs/formal.md", "docs/fpga.md"])
+def test_doc_commands_name_targets_and_options_that_exist(path):
+    """The sh blocks of the other docs: each `make` target and variable is the Makefile's,
+    each `python -m MODULE --option` an option MODULE's --help lists (nothing heavy runs)."""
+    makefile = (ROOT / "Makefile").read_text()
+    helps: dict[str, str] = {}
+    cmds = _sh_commands(path)
+    assert cmds
+    for cmd in cmds:
+        argv = shlex.split(cmd)
+        if argv[0] == "make":
+            target = argv[1] if len(argv) > 1 and "=" not in argv[1] else "all"
+            assert re.search(rf"^{re.escape(target)}:", makefile, flags=re.M), f"{path}: {cmd}: no target {target}"
+            for var in (a.split("=")[0] for a in argv[2:] if "=" in a):
+                reads = f"$({var})" in makefile or f"{var} ?=" in makefile
+                assert reads, f"{path}: {cmd}: the Makefile reads no {var}"
+            continue
+        assert argv[:2] == ["python", "-m"], f"{path}: {cmd}"
+        module = argv[2]
+        if module not in helps:
+            r = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True,
+                               timeout=120)
+            assert r.returncode == 0, f"{path}: python -m {module} --help: exit {r.returncode}\n{r.stderr[-1000:]}"
+            helps[module] = r.stdout
+        for opt in (a.split("=")[0] for a in argv[3:] if a.startswith("--")):
+            assert re.search(rf"{re.escape(opt)}\b", helps[module]), f"{path}: {cmd}: python -m {module} has no {opt}"

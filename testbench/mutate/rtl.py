@@ -13,6 +13,7 @@ unmutated copy runs everything first: if it fails, no mutant result would mean a
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import time
@@ -255,11 +256,16 @@ def run_rtl(report, deadline: float, jobs: int = 2, names: list[str] | None = No
 
 
 def main(argv: list[str]) -> int:
-    names = argv or [m.patch.name for m in MUTANTS]
-    unknown = sorted(set(names) - {m.patch.name for m in MUTANTS} - {"baseline"})
+    known = [m.patch.name for m in MUTANTS]
+    ap = argparse.ArgumentParser(prog="python -m testbench.mutate.rtl",
+                                 description="Run RTL mutants one by one, each with its tests' output "
+                                             "(all of them without NAME; `baseline` is the unmutated RTL).",
+                                 epilog=f"mutants: {', '.join(known)}")
+    ap.add_argument("names", nargs="*", metavar="NAME", help="a mutant's name, or baseline")
+    names = ap.parse_args(argv).names or known
+    unknown = sorted(set(names) - set(known) - {"baseline"})
     if unknown:
-        print(f"unknown RTL mutant(s) {', '.join(unknown)}; known: {', '.join(m.patch.name for m in MUTANTS)}",
-              file=sys.stderr)
+        print(f"unknown RTL mutant(s) {', '.join(unknown)}; known: {', '.join(known)}", file=sys.stderr)
         return 2
     work = ROOT / "build" / "mutate" / "rtl"
     for n in names:
