@@ -83,6 +83,7 @@ soak: $(STAMP)
 
 ## The mutation campaign: make mutate [SAMPLE=0.1] [PART=python|rtl] -> build/mutate.json (docs/verification.md)
 mutate: $(STAMP)
+	@$(if $(filter-out python rtl,$(PART)),echo "make mutate: PART=$(PART): choose python or rtl" >&2; exit 2)
 	$(PY) -m testbench.mutate $(if $(SAMPLE),--sample $(SAMPLE)) $(if $(PART),--$(PART)) --jobs $(JOBS)
 
 clean:

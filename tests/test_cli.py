@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -631,3 +632,13 @@ def test_every_example_help_says_what_it_is_in_whole_sentences(app, capsys):
     first = " ".join(mod.__doc__.split("\n\n")[0].split())
     out = " ".join(capsys.readouterr().out.split())
     assert first in out and first.endswith((".", ":")), first
+
+
+def test_make_mutate_names_a_bad_part_in_one_line():
+    """`make mutate PART=bogus` said "unrecognized arguments: --bogus" (the option PART makes)."""
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    # (STAMP= : no virtualenv refresh from a test, whatever pyproject.toml's time)
+    r = subprocess.run(["make", "-s", "mutate", "PART=bogus", "STAMP=", f"PY={sys.executable}"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.splitlines()[0] == "make mutate: PART=bogus: choose python or rtl", r.stderr
