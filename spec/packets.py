@@ -427,7 +427,7 @@ WAIT_REG_MEM = PacketDef(
     "Polls until (*addr & mask) FUNCTION ref holds, re-reading every POLL_INTERVAL clocks.",
     fields=(
         Field("FUNCTION", 0, 0, 3, "Comparison of the masked value with ref.", enum=(
-            EnumValue("ALWAYS", 0, "Always true: no wait."),
+            EnumValue("ALWAYS", 0, "Always true: one read (which can still fault), no wait."),
             EnumValue("LT", 1, "value < ref"),
             EnumValue("LE", 2, "value <= ref"),
             EnumValue("EQ", 3, "value == ref"),

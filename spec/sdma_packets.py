@@ -196,7 +196,7 @@ POLL_REGMEM = SdmaPacketDef(
         _off("HDP_FLUSH", -1, 26, "Flush the host data path before polling (AMD).", "FLUSH"),
         Field("FUNC", -1, 28, 3, "Comparison of the masked value with value (amdgpu: 3 is ==; igt: "
               "4 is !=; the others as the CP's WAIT_REG_MEM).", enum=(
-                  EnumValue("ALWAYS", 0, "Always true: no wait."),
+                  EnumValue("ALWAYS", 0, "Always true: one read (which can still fault), no wait."),
                   EnumValue("LT", 1, "masked < value"),
                   EnumValue("LE", 2, "masked <= value"),
                   EnumValue("EQ", 3, "masked == value"),

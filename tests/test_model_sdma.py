@@ -275,12 +275,41 @@ def check_sdma_ring_size_outside_4_to_20_acts_as_the_nearest(dev):
         g.settle()
 
 
+def check_sdma_addresses_above_47_bits_and_an_always_poll_reads(dev):
+    """The SDMA's poll, fence, write and copy addresses drop their bits above 47 (as the DMA
+    engine does); an IB base beyond the bus is BUS_DECERR at its low 48 bits (as the CP's);
+    a POLL_REGMEM with FUNC ALWAYS still reads once, so a bus error there stops the queue."""
+    g = Rig(dev)
+    hi = 1 << 16  # address bit 48, in an *_HI dword
+    g.m32[DATA // 4] = 7
+    # each packet's header from its builder, its *_HI address dword with bit 48 set
+    g.submit([sdma.poll_regmem(DATA, 7, 0xFF, "EQ")[0], DATA, hi, 7, 0xFF, (0xFFF << 16) | 1])
+    g.submit([sdma.fence(DATA, 0)[0], DATA + 0x10, hi, 0x55])
+    g.submit([sdma.write_linear(DATA, [0])[0], DATA + 0x20, hi, 0, 0x66])
+    g.submit([sdma.copy_linear(DATA, DATA, 4)[0], 3, 0, DATA, hi, DATA + 0x40, hi << 1])
+    assert g.r(regs.SDMA_ERROR) == 0, g.error()
+    assert g.m32[(DATA + 0x10) // 4] == 0x55 and g.m32[(DATA + 0x20) // 4] == 0x66 and g.m32[(DATA + 0x40) // 4] == 7
+    ib = sdma.fence(DATA + 0x80, 1) + sdma.pad(4)
+    g.m32[IB // 4:IB // 4 + len(ib)] = ib
+    at = g.wptr // 4
+    g.submit([sdma.indirect_buffer(IB, len(ib))[0], IB, hi, len(ib), 0, 0])
+    assert g.error() == ("BUS_DECERR", 0, 4, IB, at) and g.m32[(DATA + 0x80) // 4] == 0
+    g.dev.mmio_write32(regs.SDMA_CNTL.addr(), regs.SDMA_CNTL.QUEUE_RESET.mask)
+    g.settle()
+    g.wptr = 0
+    g.dev.mem_model.configure(error_window=(DATA + 0x100, DATA + 0x104, "SLVERR"))
+    g.submit(sdma.poll_regmem(DATA + 0x100, 0, 0, "ALWAYS"))
+    assert g.error() == ("BUS_SLVERR", 0, 8, DATA + 0x100, 0)
+    g.dev.mem_model.configure(error_window=None)
+
+
 CHECKS = [check_sdma_packets_copy_write_fill_fence_trap,
           check_sdma_trap_disabled_writes_no_entry_and_ib_runs_with_its_vmid,
           check_sdma_long_write_and_copy_cross_blocks_and_pages,
           check_sdma_poll_waits_for_the_cp_and_times_out_with_finite_retries,
           *ERROR_CHECKS, check_sdma_ib_nesting_and_doorbell_errors, check_a_cp_error_leaves_the_sdma_queue_running,
-          check_sdma_trap_while_the_cp_polls, check_sdma_ring_size_outside_4_to_20_acts_as_the_nearest]
+          check_sdma_trap_while_the_cp_polls, check_sdma_ring_size_outside_4_to_20_acts_as_the_nearest,
+          check_sdma_addresses_above_47_bits_and_an_always_poll_reads]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
