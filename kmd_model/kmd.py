@@ -650,14 +650,14 @@ class Kmd:
                 self.hqd_sched.fence_drv.process()
         if self.reset_pending is not None:
             self._recover_pending()
-        elif self.sched.timed_out(self.dev.now()) and not self._progressed():
+        elif self.sched.timed_out(self.dev.now()) and not self._progressed(self.sched):
             self.timedout_job()
         for s in (self.hqd_sched, self.sdma_sched):
             if s is None or self.wedged is not None:
                 continue
             if s.error is not None:
                 self._ring_recover_pending(s)
-            elif s.timed_out(self.dev.now()) and not self._ring_progressed(s):
+            elif s.timed_out(self.dev.now()) and not self._progressed(s):
                 self.ring_timedout_job(s)
         for s in self.scheds:
             if s.queue:
@@ -711,21 +711,40 @@ class Kmd:
                            seq=guilty.seq if guilty else 0, ctx_id=guilty.ctx.id if guilty else 0,
                            message=msg)
 
-    def _progressed(self) -> bool:
-        """The job timer ran out: has the CP moved since it last looked? Progress is the
-        ring's rptr, the dwords the CP fetched (the IB offset advancing) or the DMA engine's
-        bytes moving; a WAIT_REG_MEM that polls moves none of them. When it has moved, the
-        timer starts again: a long legal job runs to its end, and a stuck one is caught
-        between job_timeout and 2 * job_timeout cycles after its last step (the counters are
-        read when the timer runs out, not at every job start, which would cost MMIO reads
-        per job)."""
-        m = self.mmio
-        mark = (m.read(regs.RB_RPTR), m.read(regs.PERF_DWORDS_FETCHED), m.read(regs.PERF_DMA_BYTES_READ),
-                m.read(regs.PERF_DMA_BYTES_WRITTEN))
-        moved = mark != self.sched.progress_mark
-        self.sched.progress_mark = mark
+    def _progressed(self, sched: Scheduler) -> bool:
+        """The job timer of `sched`'s ring ran out: has its queue moved since it last looked?
+        When it has, the timer starts again: a long legal job runs to its end, and a stuck
+        one is caught between job_timeout and 2 * job_timeout cycles after its last step (the
+        registers are read when the timer runs out, not at every job start, which would cost
+        MMIO reads per job).
+
+        Progress is the queue's own registers moving (ring.PROGRESS: its rptr; the SDMA
+        engine's counters too), or the counters it shares with the CP's other queue
+        (ring.SHARED_PROGRESS: dwords fetched, DMA bytes) moving while they can only be its
+        own: the queue is not polling (STATUS.WAITING) nor stopped (STATUS.ERROR), or the
+        other queue had no job in the ring since the last look. A queue stuck in a
+        WAIT_REG_MEM moves nothing of its own (a poll fetches nothing): the other queue's
+        traffic no longer hides it. A queue that is neither is running or waiting for the
+        CP, which the other queue holds only by running (the arbiter skips a polling queue).
+        The price: a legal job that is polling at two looks job_timeout apart, with the same
+        rptr, while the other queue works, is taken for stuck (amdgpu's job timer does not
+        restart for progress at all)."""
+        m, ring, now = self.mmio, sched.ring, self.dev.now()
+        own = tuple(m.read(r) for r in ring.PROGRESS)
+        shared = tuple(m.read(r) for r in ring.SHARED_PROGRESS)
+        before, since = sched.progress_mark, sched.marked_at
+        sched.progress_mark, sched.marked_at = (own, shared), now
+        if not before or own != before[0]:
+            moved = True
+        elif shared == before[1]:
+            moved = False
+        else:
+            st = m.read(ring.STATUS)
+            moved = not (ring.STATUS.WAITING.get(st) or ring.STATUS.ERROR.get(st)) or not any(
+                s.pending or s.busy_at >= since for s in self.scheds
+                if s is not sched and s.ring.SHARED_PROGRESS == ring.SHARED_PROGRESS)
         if moved:
-            self.sched.progress_at = self.dev.now()
+            sched.progress_at = now
         return moved
 
     def timedout_job(self) -> None:
@@ -839,17 +858,6 @@ class Kmd:
             s.cancel_all(KmdError(errno.EIO, self.wedged))
 
     # ------------------------------------------------------------------ the SDMA ring's recovery
-
-    def _ring_progressed(self, sched: Scheduler) -> bool:
-        """As _progressed, for an extra ring: its rptr and its engine's fetch and byte counters
-        (the CP's second queue shares queue 0's fetch and DMA counters, which have no per-queue
-        copy: while the other queue keeps moving them, a hang on either is never found)."""
-        mark = tuple(self.mmio.read(r) for r in sched.ring.PROGRESS)
-        moved = mark != sched.progress_mark
-        sched.progress_mark = mark
-        if moved:
-            sched.progress_at = self.dev.now()
-        return moved
 
     def _ring_recover_pending(self, sched: Scheduler) -> None:
         state, ring = sched.error, sched.ring

@@ -41,6 +41,14 @@ class Ring:
     # amdgpu's ring funcs ->reset: queue 0 has no reset of its own, so a gfx hang goes to the
     # full reset (no ring here has ->soft_recovery: the CP kills no waves, it has none)
     has_queue_reset = False
+    # what the KMD reads of this queue: its status, its rptr (RPTR_SHIFT: bytes to dwords),
+    # the packet a polling queue is in, and its progress (Kmd._progressed): PROGRESS is the
+    # queue's own; SHARED_PROGRESS is moved by both CP queues (the CP has one fetch and DMA
+    # counter set, no per-queue copy), so it says the queue moved only when the other
+    # cannot have moved it
+    STATUS, RPTR, RPTR_SHIFT, POLL_PACKET = regs.STATUS, regs.RB_RPTR, 0, "WAIT_REG_MEM"
+    PROGRESS: tuple = (regs.RB_RPTR,)
+    SHARED_PROGRESS: tuple = (regs.PERF_DWORDS_FETCHED, regs.PERF_DMA_BYTES_READ, regs.PERF_DMA_BYTES_WRITTEN)
 
     def __init__(self, kmd: "Kmd", gpu_addr: int, log2_dw: int, align_dw: int,
                  rptr_wb_index: int, scratch_index: int):
@@ -229,8 +237,8 @@ class HqdRing(Ring):
 
     name = "gfx_high"
     has_queue_reset = True
-    STATUS, RPTR, RPTR_SHIFT, POLL_PACKET = regs.CP_HQD1_STATUS, regs.CP_HQD1_RB_RPTR, 0, "WAIT_REG_MEM"
-    PROGRESS = (regs.CP_HQD1_RB_RPTR, regs.PERF_DWORDS_FETCHED, regs.PERF_DMA_BYTES_WRITTEN)
+    STATUS, RPTR = regs.CP_HQD1_STATUS, regs.CP_HQD1_RB_RPTR
+    PROGRESS = (regs.CP_HQD1_RB_RPTR,)
 
     def read_error(self) -> CpErrorState:
         m = self.kmd.mmio

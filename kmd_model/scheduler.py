@@ -130,6 +130,11 @@ class Scheduler:
         self.stopped = False
         self.progress_at = 0  # when the head job started, the last job finished, or the CP last moved
         self.progress_mark: tuple = ()  # what the engine had done then (Kmd._progressed)
+        self.marked_at = 0  # when progress_mark was read
+        # the last time a job entered or left the ring (`pending` changed): with `pending`
+        # empty, the queue had nothing to run since then (Kmd._progressed asks it of the
+        # other CP queue)
+        self.busy_at = 0
         self.error: Any = None  # an extra ring's CpErrorState, until Kmd recovers the ring
 
     @property
@@ -216,6 +221,7 @@ class Scheduler:
         """Emit the job into the ring (committed by the caller); return its hardware fence."""
         ring, kmd = self.ring, self.kmd
         job.runs += 1
+        self.busy_at = kmd.dev.now()
         job.ring_start = ring.wptr
         for addr, size_dw in job.ibs:
             ring.emit_ib(addr, size_dw, vmid=job.vmid)
@@ -255,11 +261,12 @@ class Scheduler:
             except ValueError:
                 pass
         job.ctx.jobs.pop(job.seq, None)
-        self.progress_at = self.kmd.dev.now()
+        self.progress_at = self.busy_at = self.kmd.dev.now()
         self.progress_mark = ()
         self.kmd.job_retired(job)
 
     def cancel_job(self, job: Job, error: KmdError) -> None:
+        self.busy_at = self.kmd.dev.now()
         job.error = error
         job.finished = True
         job.ctx.jobs.pop(job.seq, None)
@@ -322,7 +329,8 @@ class Scheduler:
             if e not in self.rqs[e.priority]:
                 self.rqs[e.priority].append(e)
         self.stopped = False
-        self.progress_at = self.kmd.dev.now()
+        # (the ring test after the reset ran packets on this queue with nothing pending)
+        self.progress_at = self.busy_at = self.kmd.dev.now()
         self.progress_mark = ()
         self.kick()
         return redo

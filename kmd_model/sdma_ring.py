@@ -39,6 +39,7 @@ class SdmaRing(Ring):
     STATUS, RPTR, RPTR_SHIFT, POLL_PACKET = regs.SDMA_STATUS, regs.SDMA_RB_RPTR, 2, "POLL_REGMEM"
     PROGRESS = (regs.SDMA_RB_RPTR, regs.PERF_SDMA_DWORDS_FETCHED, regs.PERF_SDMA_BYTES_READ,
                 regs.PERF_SDMA_BYTES_WRITTEN)
+    SHARED_PROGRESS = ()  # the engine's counters are its own
 
     def read_error(self) -> CpErrorState:
         """SDMA_ERROR* as the CP's error state (the codes are the CP's; OP in OPCODE)."""

@@ -166,12 +166,49 @@ def check_a_vm_fault_on_the_cps_second_queue_resets_that_queue_and_is_reported(d
     assert kmd.ih.by_source.get("VM_FAULT", 0) >= 1
 
 
+def check_a_hang_on_one_cp_queue_is_found_while_the_other_queue_works(dev):
+    """The CP's two queues share the fetch and DMA counters: a job stuck in a WAIT_REG_MEM
+    on one queue is still timed out while another client keeps the other queue busy (a job
+    every 2,000 cycles), between job_timeout and twice that after it started, and only its
+    own queue's recovery runs (queue 1: its queue reset; queue 0: the full reset): the
+    worker's jobs all complete. Both ways, gfx_high hung first. (Before the KMD read the
+    queue's own STATUS.WAITING, neither hang was found in 10 job timeouts.)"""
+    t_out = 20_000
+    kmd = kmd_model.bind(dev, job_timeout=t_out)
+    bad_c, work_c = Client(), Client()
+    bbo, wbo = bad_c.bo(), work_c.bo(0x8000)
+    for n, hung in enumerate(("gfx_high", "gfx")):
+        bad_ctx = new_ctx(bad_c, CtxPriority.HIGH) if hung == "gfx_high" else bad_c.ctx
+        work_ctx = work_c.ctx if hung == "gfx_high" else new_ctx(work_c, CtxPriority.HIGH)
+        start = kmd.dev.now()
+        bad = bad_c.submit(bad_c.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ"), 0x100 * n), ctx=bad_ctx)
+        done, failed = 0, None
+        while failed is None and kmd.dev.now() - start < 10 * t_out:
+            words = sum((pm4.write_data(wbo.addr + 0x4000 + 4 * i, [done]) for i in range(16)), [])
+            seq = work_c.submit(work_c.ib(wbo, words, 0x400 * (done % 8)), ctx=work_ctx)
+            assert work_c.wait(seq, ctx=work_ctx)
+            assert wbo.u32[0x100F] == done
+            done += 1
+            kmd.dev.delay(2_000)
+            try:
+                bad_c.wait(bad, 0, ctx=bad_ctx)
+            except uapi.KmdError as e:
+                failed = (e, kmd.dev.now() - start)
+        assert failed is not None, f"the hang on {hung} was not found in {kmd.dev.now() - start} cycles"
+        e, when = failed
+        assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT" and t_out <= when <= 2 * t_out + 5_000, when
+        assert (hung == "gfx_high") == ("gfx_high" in e.message), e.message
+        assert kmd.stats["job_timeouts"] == n + 1 and done >= 10
+        assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, n)
+
+
 # (on the RTL too: tests/test_rtl_drivers.py runs every check here on each simulator)
 CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rings_gpu_side,
           check_amd_queue_reset_malformed, check_amd_queue_reset_hang, check_amd_queue_reset_bus_error,
           check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted,
           check_high_priority_context_runs_on_the_cps_second_queue,
-          check_a_vm_fault_on_the_cps_second_queue_resets_that_queue_and_is_reported]
+          check_a_vm_fault_on_the_cps_second_queue_resets_that_queue_and_is_reported,
+          check_a_hang_on_one_cp_queue_is_found_while_the_other_queue_works]
 
 
 @pytest.mark.parametrize("sdma_engine", [True, False], ids=["sdma", "no_sdma"])
@@ -443,3 +480,4 @@ def test_whisper_chain_across_rings_and_contexts_with_hangs():
             assert ei.value.errno == errno.ECANCELED
     assert kmd.stats["queue_resets"] == 3 and kmd.stats["resets"] == 0
     assert all(query(c, x).reset_status != ResetStatus.GUILTY for x in ctxs)
+

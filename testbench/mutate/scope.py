@@ -73,6 +73,7 @@ TESTS = (
     "tests/test_umd_transfer_packets.py",
     "tests/test_umd_contract.py",
     "tests/test_umd_memory.py",
+    "tests/test_umd_va.py",
     "tests/test_umd_queues.py",
     "tests/test_umd_async.py",
     "tests/test_pm4.py",
