@@ -6,6 +6,10 @@ of its jobs the context is guilty: every later CS or WAIT_CS on it fails with
 ECANCELED and the decoded error, as amdgpu refuses a guilty context. Contexts whose
 work was merely in flight during someone else's reset are innocent: their jobs are
 resubmitted and they carry on.
+
+A file holds at most MAX_CONTEXTS: amdgpu gives a file's contexts the ids idr_alloc finds
+in [1, AMDGPU_VM_MAX_NUM_CTX), so a client allocating in a loop gets ENOSPC, not the
+driver's memory.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from typing import TYPE_CHECKING
 
 from .fence import SEQ_MASK, seq_after
 from .uapi import HwErrorInfo, ResetStatus
+
+MAX_CONTEXTS = 4096 - 1  # contexts per file (amdgpu: AMDGPU_VM_MAX_NUM_CTX, ids from 1)
 
 if TYPE_CHECKING:
     from .file import File

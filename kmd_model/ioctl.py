@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from . import uapi
+from .ctx import MAX_CONTEXTS
 from .fence import SEQ_MASK
 from .kmd import MAX_IB_DW
 from .log import get_logger
@@ -316,6 +317,9 @@ def ctx_ioctl(kmd: "Kmd", file: "File", a: uapi.CtxArgs) -> uapi.CtxOut:
         if prio > CtxPriority.NORMAL and not file.cap_sys_nice:
             raise KmdError(errno.EACCES, f"CTX ALLOC: priority {CtxPriority(prio).name} needs CAP_SYS_NICE "
                            "(amdgpu_ctx_priority_permit)")
+        if len(file.contexts) >= MAX_CONTEXTS:  # amdgpu's idr_alloc answer
+            raise KmdError(errno.ENOSPC, f"CTX ALLOC: this file has {MAX_CONTEXTS} contexts, the most one file "
+                           "may have (free one first)")
         run_queue = Priority.LOW if prio < 0 else Priority.NORMAL if prio == 0 else Priority.HIGH
         return uapi.CtxOut(kmd.ctx_alloc(file, run_queue).id)
     if op == CtxOp.FREE:

@@ -63,6 +63,7 @@ TESTS = (
     "tests/test_kmd_ioctl_edges.py",
     "tests/test_vm_isolation.py",
     "tests/test_kmd_hostile.py",
+    "tests/test_kmd_ctx.py",
     "tests/test_high_memory.py",
     "tests/test_security.py",
     "tests/test_umd_api.py",
