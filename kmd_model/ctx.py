@@ -44,8 +44,18 @@ class Context:
         self.failed: dict[int, "KmdError"] = {}  # seqno -> why, for jobs that ended with an error
         # (the latest FAILED_KEPT of them: WAIT_CS reports their error after they are gone)
         self.banned: str | None = None  # why its CS fails with EIO (too many hangs)
+        # seqno -> ring name of its latest RING_KEPT jobs: a dependency names a job on the
+        # ring it ran on, finished or not (older ones have finished: taken as they are)
+        self.ring_of: dict[int, str] = {}
 
     FAILED_KEPT = 1024
+    RING_KEPT = 1024
+
+    def submitted_on(self, seq: int, ring: str) -> None:
+        self.last_on[ring] = seq
+        self.ring_of[seq] = ring
+        if len(self.ring_of) > self.RING_KEPT:
+            del self.ring_of[next(iter(self.ring_of))]
 
     def job_failed(self, seq: int, error: "KmdError") -> None:
         self.failed[seq] = error

@@ -364,7 +364,9 @@ def _dependency(kmd: "Kmd", file: "File", who: str, ch: CsChunkDep):
     dctx = file.ctx(ch.ctx_id, who)  # amdgpu: an unknown context is EINVAL
     sched = kmd.sched_for(sched, dctx)  # its gfx jobs may run on the high-priority queue
     seq = _int(who, "handle", ch.handle, 0, SEQ_MASK)
-    if seq == SEQ_MASK:  # the context's latest job on that ring (amdgpu's ~0)
+    # amdgpu's ~0 is the context's latest job on that ring; seqnos here are 32 bits and
+    # wrap, so once the context has handed out 0xffffffff itself it names that job
+    if seq == SEQ_MASK and not dctx.submitted_seq(seq):
         seq = dctx.last_on.get(sched.name)
         if seq is None:
             return None
@@ -372,12 +374,14 @@ def _dependency(kmd: "Kmd", file: "File", who: str, ch: CsChunkDep):
         last = f"last is {dctx.last_seq:#x}" if dctx.submitted else "nothing submitted yet"
         raise KmdError(errno.EINVAL, f"{who}: context {dctx.id} never submitted seqno {seq:#x} ({last})")
     job = dctx.jobs.get(seq)
+    # on another ring it is not that job, running or not (amdgpu numbers jobs per ring)
+    ran_on = job.ring.name if job is not None else dctx.ring_of.get(seq)
+    if ran_on is not None and ran_on != sched.ring.name:
+        raise KmdError(errno.EINVAL, f"{who}: seqno {seq:#x} of context {dctx.id} "
+                       f"{'runs' if job is not None else 'ran'} on {ran_on}, not on {sched.name}")
     if job is None:
         e = dctx.failed.get(seq)  # failed and gone already: the job is cancelled as if it were queued
         return None if e is None else FailedDep(dctx.id, seq, e)  # (finished well: nothing to wait for)
-    if job.ring is not sched.ring:
-        raise KmdError(errno.EINVAL, f"{who}: seqno {seq:#x} of context {dctx.id} runs on {job.ring.name}, "
-                       f"not on {sched.name}")
     return job
 
 
@@ -506,7 +510,7 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
         bo.busy_jobs += 1
     job.deps = deps
     kmd.stats["cs"] += 1
-    ctx.last_on[sched.name] = job.seq
+    ctx.submitted_on(job.seq, sched.ring.name)
     sched.push_job(job)
     return uapi.CsOut(job.seq)
 
