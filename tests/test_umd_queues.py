@@ -519,3 +519,27 @@ def test_wait_mem_and_upload_arguments_name_the_call(engine):
         q.upload(buf, 0, np.array([object()]))
     q.wait_mem(buf, 0, 0, poll_interval=0xFFFF)
     q.finish()
+
+
+def test_a_wait_event_on_a_job_whose_seqno_is_0xffffffff_waits_for_that_job_alone():
+    """Seqnos wrap at 32 bits, so a queue's job may have seqno 0xffffffff, which a CS
+    dependency also uses for "the context's latest job there". The KMD took it as that:
+    a wait_event on a finished event waited for the event's queue's later job, held here
+    by the CPU, and the waiting queue's work never ran."""
+    kmd_model.bind(RefModel(), initial_seq=2**32 - 1)
+    gpu = umd.open()
+    copy, gfx = gpu.queue(engine="copy"), gpu.queue()
+    gate, buf = gpu.alloc(4096), gpu.alloc(4096)
+    copy.write(buf, 0, [1])
+    ev = copy.signal()
+    copy.flush()
+    assert ev.seq == 0xFFFF_FFFF and ev.wait()
+    copy.wait_mem(gate, 0, 1)  # its next job: held until the CPU opens the gate
+    copy.flush()
+    gfx.wait_event(ev)
+    gfx.write(buf, 4, [2])
+    done = gfx.signal()
+    gfx.flush()
+    assert done.wait(100_000) and buf.u32[1] == 2
+    gate.u32[0] = 1
+    gpu.close()
