@@ -69,10 +69,14 @@ class Heap:
     def __post_init__(self) -> None:
         self.holes = [[self.base, self.base + self.size]] if self.size > 0 else []
 
-    def alloc(self, size: int, align: int) -> int | None:
-        for i, (start, end) in enumerate(self.holes):
-            addr = (start + align - 1) & ~(align - 1)
-            if addr + size > end:
+    def alloc(self, size: int, align: int, top_down: bool = False) -> int | None:
+        """First fit from the bottom, or (`top_down`) last fit from the top: long-lived kernel
+        BOs kept at the top leave the holes user BOs free behind them whole."""
+        order = range(len(self.holes) - 1, -1, -1) if top_down else range(len(self.holes))
+        for i in order:
+            start, end = self.holes[i]
+            addr = (end - size) & ~(align - 1) if top_down else (start + align - 1) & ~(align - 1)
+            if addr < start or addr + size > end:
                 continue
             # split the hole into what is left before and after the allocation
             parts = [p for p in ([start, addr], [addr + size, end]) if p[1] > p[0]]
@@ -111,11 +115,11 @@ class BoManager:
         self._starts: list[int] = []
 
     def create(self, size: int, align: int, domain: Domain, flags: int, owner: "File | None",
-               name: str = "", *, who: str) -> Bo:
+               name: str = "", *, who: str, top_down: bool = False) -> Bo:
         size = (size + PAGE - 1) & ~(PAGE - 1)
         align = max(align, PAGE)
         heap = self.heaps[domain]
-        addr = heap.alloc(size, align)
+        addr = heap.alloc(size, align, top_down)
         if addr is None:
             aligned = f" aligned to {align:#x}" if align > PAGE else ""
             raise KmdError(errno.ENOMEM, f"{who}: no {size:#x} bytes{aligned} free in {heap.name} "

@@ -103,8 +103,10 @@ class Vm:
     # ------------------------------------------------------------------ page tables
 
     def _new_table(self, level: int, key: int, who: str = "") -> "Bo":
+        # from the top of VRAM (amdgpu: TTM_PL_FLAG_TOPDOWN for VRAM the CPU need not reach):
+        # a table lives as long as its VM, and among user BOs it would split the holes they leave
         bo = self.kmd.bo.create(vm_spec.TABLE_BYTES, vm_spec.TABLE_BYTES, Domain.VRAM, 0, None,
-                                f"{who or 'vm'} L{level} table", who="GEM_VA")
+                                f"{who or 'vm'} L{level} table", who="GEM_VA", top_down=True)
         self.kmd.dev.mem[bo.gpu_addr:bo.end] = 0
         self.tables[(level, key)] = bo
         return bo

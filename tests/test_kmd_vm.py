@@ -261,7 +261,8 @@ def test_reprs_name_the_range_the_bo_and_the_vmid():
     s = kmd.kmd_stats()
     assert (s["vmid_grabs"], s["vmid_steals"]) == (1, 0)
     # the crash report lists the VM's page tables among the kernel's BOs by these names
-    assert [b.name for b in kmd.bo.live_bos(None) if "table" in b.name] == [f"vm fd{c.f.fd} L0 table", "vm L1 table"]
+    assert sorted(b.name for b in kmd.bo.live_bos(None) if "table" in b.name) == ["vm L1 table",
+                                                                                  f"vm fd{c.f.fd} L0 table"]
 
 
 def test_find_and_translate_at_every_edge():
@@ -419,3 +420,30 @@ def test_a_vmid_grab_programs_the_roots_whole_address():
     read = lambda reg: dev.mmio_read32(reg.addr(n))  # noqa: E731
     assert (read(regs.VM_CONTEXT_PT_BASE_HI), read(regs.VM_CONTEXT_PT_BASE_LO)) == (root >> 32, root & 0xFFFF_FFFF)
     assert regs.VM_CONTEXT_CNTL.ENABLE.get(read(regs.VM_CONTEXT_CNTL))
+
+
+def _vram(c: Client):
+    return c.io(Request.INFO, uapi.InfoArgs(InfoQuery.MEMORY)).vram
+
+
+def test_page_tables_do_not_strand_vram_between_user_bos():
+    """A page table is a 4 KiB kernel BO in VRAM that lives as long as its VM. Placed first
+    fit among user BOs, each one a client's map needed stayed between two of them when they
+    were freed: 8 BOs of 64 KiB mapped 2 MiB apart, then closed, left 512 KiB of VRAM in
+    8 holes of 64 KiB, outside the largest. Tables come from the top of VRAM (as amdgpu places VRAM
+    BOs the CPU need not reach, TTM_PL_FLAG_TOPDOWN), so the BOs' memory is whole again."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    v0 = _vram(c)
+    handles = []
+    for k in range(8):
+        h = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(64 << 10, 0, uapi.Domain.VRAM)).handle
+        _va(c, h, VaOp.MAP, 0x1000_0000 + k * (2 << 20), 64 << 10)  # a new page table each
+        handles.append(h)
+    assert _vram(c).used - v0.used == 8 * ((64 << 10) + vm_spec.TABLE_BYTES)
+    for h in handles:
+        c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(h))
+    v1 = _vram(c)
+    assert v1.used - v0.used == 8 * vm_spec.TABLE_BYTES  # the tables stay, as amdgpu's do
+    assert v0.largest_free - v1.largest_free == 8 * vm_spec.TABLE_BYTES  # and no more is lost
+    assert v1.total - v1.used - v1.largest_free == v0.total - v0.used - v0.largest_free
