@@ -1,7 +1,8 @@
 """Buffer objects and the memory manager under them (amdgpu_bo / TTM's role, much smaller).
 
 Device memory (the backend's `mem`, GPU address == index) is split into two heaps, VRAM
-and GTT, each a first-fit allocator over a sorted free list with coalescing. The first
+and GTT, each a first-fit allocator over a sorted free list with coalescing (page tables,
+long-lived, are taken last fit from the top of VRAM instead). The first
 page is never handed out, so GPU address 0 always means "no buffer". Kernel BOs (the
 ring, the IH ring, write-back slots) come from the GTT heap like amdgpu's do and have
 no owner; user BOs belong to the File that created them.
