@@ -947,6 +947,7 @@ class Kmd:
             fences_emitted=self.fence_drv.emitted, fences_signalled=self.fence_drv.signalled,
             last_fence=self.fence_drv.last_seq, live_bos=len(self.live_bos()),
             vmid_grabs=self.vmids.grabs, vmid_steals=self.vmids.steals, tlb_flushes=self.vmids.flushes,
+            tlb_flush_failures=self.vmids.flush_failures,
             kernel_bos=len(self.bo.live_bos(None)), files=len(self.files), contexts=len(self.contexts),
         )
         return s

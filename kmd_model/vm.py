@@ -299,6 +299,7 @@ class VmidManager:
         self.ids = [_Vmid(n) for n in range(1, vmids)]
         self.clock = 0
         self.grabs = self.steals = self.flushes = 0
+        self.flush_failures = 0  # flushes not acknowledged (the VMID went to no VM)
 
     def _idle(self, v: _Vmid) -> bool:
         """No job runs with it. Every job, not the latest: a VM's jobs on different rings
@@ -316,15 +317,24 @@ class VmidManager:
         v = min(idle, key=lambda v: (v.owner is not None, v.used_at))  # unowned first, then LRU
         if v.owner is not None:
             v.owner.vmid = None
+            v.owner = None
             self.steals += 1
-        v.owner = vm
-        vm.vmid = v.n
-        self.grabs += 1
         m = self.kmd.mmio
         m.write(regs.VM_CONTEXT_PT_BASE_LO, vm.root.gpu_addr & 0xFFFF_F000, v.n)
         m.write(regs.VM_CONTEXT_PT_BASE_HI, vm.root.gpu_addr >> 32, v.n)
         m.write(regs.VM_CONTEXT_CNTL, regs.VM_CONTEXT_CNTL.ENABLE.mask, v.n)
-        self.flush(v.n)  # the previous owner's entries go
+        try:
+            self.flush(v.n)  # the previous owner's entries go
+        except KmdError as e:
+            # Given to the VM anyway, its jobs would run with the previous owner's entries
+            # (reading and writing its memory at its VAs): no VM owns it until a flush of it
+            # is acknowledged, and the job waits as for a busy VMID (amdgpu only logs it).
+            self.flush_failures += 1
+            log.error("VMID %d not given to %r: %s", v.n, vm, e.message)
+            return None
+        v.owner = vm
+        vm.vmid = v.n
+        self.grabs += 1
         log.debug("VMID %d -> %r", v.n, vm)
         return v.n
 
@@ -360,4 +370,10 @@ class VmidManager:
         (else the next grab invalidates)."""
         if vm.vmid is not None:
             vm.flushes += 1
-            self.flush(vm.vmid, va if va is not None and size == PAGE else None)
+            try:
+                self.flush(vm.vmid, va if va is not None and size == PAGE else None)
+            except KmdError:
+                # its TLB may still hold what went: the VM's next job grabs (and flushes) anew
+                self.ids[vm.vmid - 1].owner, vm.vmid = None, None
+                self.flush_failures += 1
+                raise

@@ -447,3 +447,73 @@ def test_page_tables_do_not_strand_vram_between_user_bos():
     assert v1.used - v0.used == 8 * vm_spec.TABLE_BYTES  # the tables stay, as amdgpu's do
     assert v0.largest_free - v1.largest_free == 8 * vm_spec.TABLE_BYTES  # and no more is lost
     assert v1.total - v1.used - v1.largest_free == v0.total - v0.used - v0.largest_free
+
+
+class _LostFlush(RefModel):
+    """The model, with an MMU that (while `lost`) drops TLB invalidation requests and never
+    acknowledges them: its TLB keeps every entry."""
+
+    lost = False
+
+    def mmio_write32(self, offset, value):
+        if self.lost and offset == regs.VM_INVALIDATE_REQ.addr():
+            return
+        super().mmio_write32(offset, value)
+
+    def mmio_read32(self, offset):
+        v = super().mmio_read32(offset)
+        return 0 if self.lost and offset == regs.VM_INVALIDATE_ACK.addr() else v
+
+
+def test_no_job_runs_with_a_vmid_whose_tlb_flush_was_not_acknowledged():
+    """A VMID stolen from a victim's VM is invalidated before the thief's job runs with it.
+    When that invalidation was not acknowledged the grab raised EIO (out of the thief's
+    CS, whose job was queued all the same) but the thief's VM kept the VMID: its next jobs
+    ran with the victim's TLB entries and wrote the victim's memory at the victim's VA.
+    Now the VMID is given to no VM until a flush of it is acknowledged: the job waits, as
+    for a busy VMID, and runs with its own translations once the MMU answers."""
+    dev = _LostFlush()
+    kmd = kmd_model.bind(dev, hw_timeout=2_000)
+    victim = Client()
+    vbo = victim.bo(0x1000)
+    victim.run(vbo, pm4.write_data(vbo.addr + 0x100, [1]))  # its translation is in the TLB
+    for _ in range(len(kmd.vmids.ids) - 1):  # every other VMID owned, each used after the victim's
+        o = Client()
+        o.run(o.bo(0x1000), pm4.nop(2))
+    thief = Client()
+    ib = thief.bo(0x1000)
+    own = thief.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000)).handle
+    _va(thief, own, VaOp.MAP, vbo.addr)  # its own page at the victim's VA
+    dev.lost = True
+    seq = thief.submit(thief.ib(ib, pm4.write_data(vbo.addr + 0x100, [0xBAD])))  # the grab steals the victim's
+    assert thief.f.vm.vmid is None and victim.f.vm.vmid is None
+    expect(errno.ETIME, f"WAIT_CS: seqno {seq:#x} of context {thief.ctx} not signalled after 10000 cycles",
+           thief.wait, seq, 10_000)
+    assert vbo.u32[0x40] == 1  # the job waits: it never ran with the victim's entries
+    dev.lost = False
+    assert thief.wait(seq)
+    assert vbo.u32[0x40] == 1
+    assert thief.f.handles[own].gpu_addr != victim.phys(vbo)
+    assert int(kmd.dev.mem[thief.f.handles[own].gpu_addr + 0x100]) == 0xAD  # (its own page, little-endian)
+
+
+def test_a_vm_whose_unmap_flush_was_not_acknowledged_flushes_again_before_its_next_job():
+    """An UNMAP whose invalidation is not acknowledged is EIO, and the entry is gone from
+    the table but maybe not from the TLB. The VM kept its VMID: its next job, writing a BO
+    mapped since at the same VA, wrote the unmapped BO through the old entry. Now the VM
+    gives up its VMID, and the next grab flushes first."""
+    dev = _LostFlush()
+    kmd = kmd_model.bind(dev, hw_timeout=2_000)
+    c = Client()
+    ib, old = c.bo(0x1000), c.bo(0x1000)
+    c.run(ib, pm4.write_data(old.addr, [1]))  # old's translation is in the TLB
+    dev.lost = True
+    vmid = c.f.vm.vmid
+    expect(errno.EIO, f"GEM_VA: TLB flush of VMID {vmid}: no acknowledge after 2000 cycles",
+           _va, c, old.handle, VaOp.UNMAP, old.addr)
+    assert c.f.vm.vmid is None and kmd.kmd_stats()["tlb_flush_failures"] == 1
+    dev.lost = False
+    new = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000)).handle
+    _va(c, new, VaOp.MAP, old.addr)
+    c.run(ib, pm4.write_data(old.addr, [2]), 0x100)
+    assert old.u32[0] == 1 and int(kmd.dev.mem[c.f.handles[new].gpu_addr]) == 2
