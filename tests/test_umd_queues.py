@@ -543,3 +543,34 @@ def test_a_wait_event_on_a_job_whose_seqno_is_0xffffffff_waits_for_that_job_alon
     assert done.wait(100_000) and buf.u32[1] == 2
     gate.u32[0] = 1
     gpu.close()
+
+
+def test_a_queue_the_kernel_has_no_context_or_memory_for_costs_nothing():
+    """A file holds at most MAX_CONTEXTS contexts: past that, queue() is the UMD's
+    OutOfMemory naming the kernel's answer (it was the KMD's bare ENOSPC). A queue whose page
+    could not be had gives its context back: each failed queue() kept one, so retrying
+    under memory pressure used up the file's contexts."""
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open(pools=False)
+    taken = [gpu.ws.ctx_alloc() for _ in range(kmd_model.ctx.MAX_CONTEXTS)]
+    with pytest.raises(umd.OutOfMemory, match=r"^queue: no context for it \(ENOSPC: CTX ALLOC: this file has 4095 "
+                                              r"contexts, the most one file may have \(free one first\)\)$"):
+        gpu.queue()
+    for ctx in taken:
+        gpu.ws.ctx_free(ctx)
+    gtt = kmd.bo.heaps[kmd_model.uapi.Domain.GTT]
+    hog = []
+    while gtt.largest_free >= 0x1000:
+        hog.append(gpu.alloc(gtt.largest_free, "gtt"))
+    contexts = len(kmd.contexts)
+    for _ in range(3):
+        with pytest.raises(umd.OutOfMemory):
+            gpu.queue()
+    assert len(kmd.contexts) == contexts and not gpu.queues
+    for b in hog:
+        b.free()
+    q, buf = gpu.queue(), gpu.alloc(0x100)
+    q.write(buf, 0, [1])
+    q.finish()
+    assert buf.u32[0] == 1
+    gpu.close()

@@ -52,7 +52,8 @@ class SubmitError(UmdError):
 class OutOfMemory(UmdError, MemoryError):
     """No memory: for a buffer the app allocates (the kernel's VRAM or GTT is full, even after
     the pools gave their cache back, or the GPU virtual address range has no hole), or for
-    what a queue needs now (a new IB, a staging buffer, the
+    what a queue needs now (its context, when the file has the most the kernel allows; a
+    new IB, a staging buffer, the
     KMD's room for a submission), even after waiting for the queue's own work to finish.
     The message names the queue and its limit on submissions in flight. The queue stays
     usable once memory is free again: a command whose IB could not be had was not recorded

@@ -167,10 +167,19 @@ class Queue(_Dispatched):
         self.priority = priority
         self.copy_engine = engine == "copy"
         self.ip_type = ENGINES[engine]
-        self.ctx_id = self.ws.ctx_alloc(PRIORITIES[priority])
+        try:
+            self.ctx_id = self.ws.ctx_alloc(PRIORITIES[priority])
+        except KmdError as e:
+            if e.errno == errno.ENOSPC:  # the file's contexts are all taken (kmd_model/ctx.py)
+                raise OutOfMemory(f"queue: no context for it ({e})") from e
+            raise
         self.deps: list = []  # events of other queues the next submission waits for (submit.SeqDep, EventDep)
         info = device.dev_info
-        self.qbo = device_alloc(device, QBO_BYTES, "gtt", _owner=self)
+        try:
+            self.qbo = device_alloc(device, QBO_BYTES, "gtt", _owner=self)
+        except BaseException:
+            self.ws.ctx_free(self.ctx_id)  # (kept, each failed queue() would use up the file's contexts)
+            raise
         self.q32 = self.qbo.u32
         self.timeline = 0  # last event value handed out
         self.ts_next = 0
