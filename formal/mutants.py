@@ -418,7 +418,7 @@ MUTANTS: list[Mutant] = [
     M("translation_skipped", "mmu", "rtl.mmu", "return ~self.ctx_enable.bit_select(vmid, 1)",
       "return Const(1, 1)", "no_foreign_page", "every request goes out untranslated, as if its VMID had no page "
       "tables", depth=8),
-    M("walk_permission_skipped", "mmu", "rtl.mmu", "hit_ok.eq((need & perm).any())", "hit_ok.eq(1)",
+    M("walk_permission_skipped", "mmu", "rtl.mmu", "walk_ok.eq((need & perm).any())", "walk_ok.eq(1)",
       "write_needs_w fetch_needs_x", "a freshly walked entry is used without checking its permissions", depth=12),
     M("tlb_permission_skipped", "mmu", "rtl.mmu", "permit[i].eq((need_r & t_perm[i]).any())", "permit[i].eq(1)",
       "write_needs_w", "a TLB hit is used without checking the entry's permissions", depth=15,

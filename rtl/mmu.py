@@ -274,8 +274,9 @@ class MMU(wiring.Component):
         m.d.comb += [f_user.fault.eq(1), f_user.cause.eq(f_cause), f_user.level.eq(f_level)]
 
         # The tag compare and the permission check of both holding registers, side by side
-        # (no multiplexer in front of the compare): IDLE latches the picked one's results, so
-        # CHECK decides from registers alone; the TLB's memory gives only the physical page.
+        # (no multiplexer in front of the compare): IDLE latches both verdicts and the picked
+        # one's hits, so CHECK decides from registers alone; the TLB's memory gives only the
+        # physical page.
         t_perm = Array(Signal(3, name=f"tlb_perm{i}") for i in range(N))  # R, W, X
 
         def needs(r, write):
@@ -300,13 +301,20 @@ class MMU(wiring.Component):
         match_ar, ok_ar = compare(ar_h, "ar")
         match_aw, ok_aw = compare(aw_h, "aw")
         need = Signal(3)  # the permission the request in hand needs
-        hit_any = Signal()  # it hit in the TLB
-        hit_ok = Signal()  # and the entry permits the access
+        # each holding register's verdict is latched apart: a multiplexer on the picked side
+        # after the compares was the MMU's critical path (aw_h.addr → hit_ok, 10.24 ns); in
+        # CHECK the side is a register (t_write), so the choice is one more LUT input there
+        hit_any_ar, hit_any_aw = Signal(), Signal()  # it hit in the TLB
+        hit_ok_ar, hit_ok_aw = Signal(), Signal()  # and the entry permits the access
+        hit_any = Signal()
+        hit_ok = Signal()
+        m.d.comb += [hit_any.eq(Mux(t_write, hit_any_aw, hit_any_ar)), hit_ok.eq(Mux(t_write, hit_ok_aw, hit_ok_ar))]
 
         def lookup(pick_w, r):
             """Latch request `r` (AW when `pick_w`) and its compare; CHECK uses them next cycle."""
             m.d.sync += [t.eq(r), hits.eq(Mux(pick_w, match_aw, match_ar)),
-                         hit_any.eq(Mux(pick_w, match_aw.any(), match_ar.any())), hit_ok.eq(Mux(pick_w, ok_aw, ok_ar)),
+                         hit_any_ar.eq(match_ar.any()), hit_any_aw.eq(match_aw.any()),
+                         hit_ok_ar.eq(ok_ar), hit_ok_aw.eq(ok_aw),
                          bypass.eq(Mux(pick_w, aw_phys, ar_phys)),
                          beyond.eq(r.addr[VA:] != 0), need.eq(Mux(pick_w, needs(r, True), needs(r, False)))]
             m.next = "CHECK"
@@ -447,12 +455,15 @@ class MMU(wiring.Component):
                             # install, and check the request again with the new entry as its hit
                             perm = Cat(pte[vm_spec.BIT["READABLE"].bit], pte[vm_spec.BIT["WRITEABLE"].bit],
                                        pte[vm_spec.BIT["EXECUTABLE"].bit])
+                            walk_ok = Signal()  # the new entry permits the access
+                            m.d.comb += walk_ok.eq((need & perm).any())
                             m.d.comb += [tlb_w.en.eq(1), tlb_w.addr.eq(victim), tlb_w.data.ppn.eq(leaf_ppn),
                                          tlb_w.data.level.eq(level)]
                             m.d.sync += [t_valid.bit_select(victim, 1).eq(1), t_vmid[victim].eq(t.user.vmid),
                                          t_vpn[victim].eq(t.addr[PS:VA]), t_perm[victim].eq(perm),
                                          victim.eq(victim + 1), walked.eq(1),
-                                         hits.eq(Const(1, N) << victim), hit_any.eq(1), hit_ok.eq((need & perm).any())]
+                                         hits.eq(Const(1, N) << victim), hit_any_ar.eq(1), hit_any_aw.eq(1),
+                                         hit_ok_ar.eq(walk_ok), hit_ok_aw.eq(walk_ok)]
                             m.next = "CHECK"
                         with m.Else():
                             m.d.sync += [table.eq(pte_addr), level.eq(level + 1)]
