@@ -304,8 +304,8 @@ class MMU(wiring.Component):
         # each holding register's verdict is latched apart: a multiplexer on the picked side
         # after the compares was the MMU's critical path (aw_h.addr → hit_ok, 10.24 ns); in
         # CHECK the side is a register (t_write), so the choice is one more LUT input there
-        hit_any_ar, hit_any_aw = Signal(), Signal()  # it hit in the TLB
-        hit_ok_ar, hit_ok_aw = Signal(), Signal()  # and the entry permits the access
+        hit_any_ar, hit_any_aw = Signal(name="hit_any_ar"), Signal(name="hit_any_aw")  # it hit in the TLB
+        hit_ok_ar, hit_ok_aw = Signal(name="hit_ok_ar"), Signal(name="hit_ok_aw")  # and the entry permits the access
         hit_any = Signal()
         hit_ok = Signal()
         m.d.comb += [hit_any.eq(Mux(t_write, hit_any_aw, hit_any_ar)), hit_ok.eq(Mux(t_write, hit_ok_aw, hit_ok_ar))]
