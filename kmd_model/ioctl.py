@@ -21,11 +21,11 @@ import numpy as np
 
 from . import uapi
 from .ctx import MAX_CONTEXTS
-from .fence import SEQ_MASK
 from .kmd import MAX_IB_DW
 from .log import get_logger
-from .scheduler import FailedDep, Job, ring_dw
-from .scheduler import Priority
+from .sched.fence import SEQ_MASK
+from .sched.scheduler import FailedDep, Job, ring_dw
+from .sched.scheduler import Priority
 from .uapi import (HW_IP_NUM, CsChunkDep, CsChunkFence, CsChunkIb, CtxOp, CtxPriority, Domain, GemFlags, HwIp,
                    InfoQuery, KmdError, Request, VaOp, VmFlags)
 from .vm import PAGE

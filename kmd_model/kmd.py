@@ -39,15 +39,15 @@ from .cp_error import CpError, CpErrorState
 from .cs_checker import CheckedJob, CsChecker, find_unsatisfied_wait
 from .ctx import Context
 from .device import BusError, Device
-from .fence import Fence, FenceDriver
 from .file import File
 from .ih import IhRing
 from .log import get_logger
 from .mapping import Mapping, map_bo
 from .mmio import Mmio
-from .ring import HqdRing, Ring, as_u32
-from .scheduler import Job, Scheduler
-from .sdma_ring import SdmaRing
+from .sched.fence import Fence, FenceDriver
+from .sched.ring import HqdRing, Ring, as_u32
+from .sched.scheduler import Job, Scheduler
+from .sched.sdma_ring import SdmaRing
 from .shadow import ShadowPool
 from .uapi import Domain, HwErrorInfo, HwIp, KmdError, ResetStatus, VmFaultInfo
 from .vm import HUGE, Vm, VmidManager

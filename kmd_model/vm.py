@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from .bo import Bo
     from .file import File
     from .kmd import Kmd
-    from .scheduler import Job
+    from .sched.scheduler import Job
 
 log = get_logger("vm")
 

@@ -146,7 +146,7 @@ def test_rebind_keeps_observers_and_trace_hooks():
 
 def test_idle_waits_return_at_once_and_counters_read_the_hardware():
     dev = RefModel()
-    kmd = kmd_model.bind(dev)
+    kmd_model.bind(dev)
     c = Client()
     bo = c.bo(0x4000)
     c.run(bo, pm4.write_data(bo.addr + 0x2000, [1, 2, 3]) + pm4.dma_data(bo.addr + 0x3000, bo.addr + 0x2000, 12))
@@ -323,7 +323,7 @@ def test_every_doorbell_brings_new_work():
 
 
 def test_fence_repr():
-    from kmd_model.fence import Fence
+    from kmd_model.sched.fence import Fence
     f = Fence(0x12)
     assert repr(f) == "Fence(0x00000012 pending)"
     f.signalled = True

@@ -1,4 +1,4 @@
-"""The extra rings' driver side (kmd_model/sdma_ring.py, ring.HqdRing, their paths through
+"""The extra rings' driver side (kmd_model/sched/sdma_ring.py, ring.HqdRing, their paths through
 kmd.py): how each ring is programmed and wraps, how its fences signal (from its own
 interrupt, or by polling where the interrupt cannot say), how its errors are counted,
 attributed and recovered, and what observers and logs are told. Reference-model backend:

@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kmd_model.fence import seq_passed
+from kmd_model.sched.fence import seq_passed
 from kmd_model.log import get_logger
 from kmd_model.uapi import CsChunkFence, CsChunkIb, CtxPriority, HwIp, KmdError
 from spec import packets, pm4, sdma

@@ -36,7 +36,7 @@ FAST = (
         "the checker forgets where a DMA_DATA reads from: one client copies another's memory"),
         ("tests/test_kmd_checker.py",)),
     FastMutant(Patch(
-        "fence-not-wrap-safe", "kmd_model/fence.py",
+        "fence-not-wrap-safe", "kmd_model/sched/fence.py",
         "while self.pending and seq_passed(self.pending[0].seq, value):",
         "while self.pending and self.pending[0].seq <= value:",
         "fence processing compares seqnos as plain numbers: nothing signals past 2^32"),

@@ -27,14 +27,14 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
+from ..log import get_logger
+from ..uapi import KmdError
 from .fence import Fence, FenceDriver
-from .log import get_logger
 from .ring import Ring
-from .uapi import KmdError
 
 if TYPE_CHECKING:
-    from .ctx import Context
-    from .kmd import Kmd
+    from ..ctx import Context
+    from ..kmd import Kmd
 
 log = get_logger("sched")
 
