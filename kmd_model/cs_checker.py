@@ -1,6 +1,6 @@
 """The command-stream checker and its shadow copies: a second line of defence behind the MMU.
 
-The MMU (kmd_model/vm.py) already keeps a job inside its file's mappings; on top of that
+The MMU (kmd_model/mm/vm.py) already keeps a job inside its file's mappings; on top of that
 the KMD does what i915's command parser does: at CS it copies every IB the job can reach
 (the chunks, the IB2s they call, the IBs they CHAIN to) out of the client's memory,
 checks the copies, points the copied INDIRECT_BUFFER packets at the copies of their

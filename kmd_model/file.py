@@ -14,10 +14,10 @@ import numpy as np
 from .uapi import KmdError
 
 if TYPE_CHECKING:
-    from .bo import Bo
     from .ctx import Context
     from .kmd import Kmd
-    from .vm import Vm
+    from .mm.bo import Bo
+    from .mm.vm import Vm
 
 
 def _is_int(v: Any) -> bool:

@@ -23,12 +23,12 @@ from . import uapi
 from .ctx import MAX_CONTEXTS
 from .kmd import MAX_IB_DW
 from .log import get_logger
+from .mm.vm import PAGE
 from .sched.fence import SEQ_MASK
 from .sched.scheduler import FailedDep, Job, ring_dw
 from .sched.scheduler import Priority
 from .uapi import (HW_IP_NUM, CsChunkDep, CsChunkFence, CsChunkIb, CtxOp, CtxPriority, Domain, GemFlags, HwIp,
                    InfoQuery, KmdError, Request, VaOp, VmFlags)
-from .vm import PAGE
 
 if TYPE_CHECKING:
     from .file import File

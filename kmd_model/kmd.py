@@ -16,7 +16,7 @@ stop -> reset -> resubmit -> start. A VM fault (its UTCL2 entry) goes the same w
 the fault is recorded in the faulting VM (INFO VM_FAULT). A job with no progress for
 `job_timeout` cycles goes the same way through `timedout_job`.
 
-Virtual memory (kmd_model/vm.py): every file has a VM; jobs run with the VMID the
+Virtual memory (kmd_model/mm/vm.py): every file has a VM; jobs run with the VMID the
 VmidManager grants their VM. With the CS checker on, the shadow pool is mapped in every
 VM at the top of the address space, executable only, so the CP can fetch the checked
 copies with the job's VMID while the client can neither read nor write them.
@@ -34,7 +34,6 @@ from spec import packets, pm4, rules
 from spec import vm as vm_spec
 
 from . import regs
-from .bo import PAGE, Bo, BoManager
 from .cp_error import CpError, CpErrorState
 from .cs_checker import CheckedJob, CsChecker, find_unsatisfied_wait
 from .ctx import Context
@@ -42,7 +41,10 @@ from .device import BusError, Device
 from .file import File
 from .ih import IhRing
 from .log import get_logger
-from .mapping import Mapping, map_bo
+from .mm.bo import PAGE, Bo, BoManager
+from .mm.mapping import Mapping, map_bo
+from .mm.vm import HUGE, Vm
+from .mm.vmid import VmidManager
 from .mmio import Mmio
 from .sched.fence import Fence, FenceDriver
 from .sched.ring import HqdRing, Ring, as_u32
@@ -50,7 +52,6 @@ from .sched.scheduler import Job, Scheduler
 from .sched.sdma_ring import SdmaRing
 from .shadow import ShadowPool
 from .uapi import Domain, HwErrorInfo, HwIp, KmdError, ResetStatus, VmFaultInfo
-from .vm import HUGE, Vm, VmidManager
 
 log = get_logger("kmd")
 

@@ -12,7 +12,7 @@ ring space; a job whose copies are larger than the whole pool is refused (E2BIG)
 
 from __future__ import annotations
 
-from .bo import Bo, Heap
+from .mm.bo import Bo, Heap
 
 
 class ShadowPool:
