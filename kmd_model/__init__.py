@@ -7,7 +7,7 @@
 
 Modules: uapi (requests, argument structures, KmdError), ioctl (the table and trace),
 kmd (bring-up, interrupts, waits, reset), sched/ (scheduler, ring, sdma_ring, fence), ih,
-cs_checker (shadow IBs and the checks on them) with shadow (their pool), cp_error, mm/ (bo,
+cs/ (checker: shadow IBs and the checks on them; shadow: their pool), cp_error, mm/ (bo,
 mapping: CPU mappings, revoked at GEM_CLOSE; vm, vmid), ctx, file, mmio/regs (registers), log
 (GPUCOSIM_LOG). The KMD never
 imports the UMD, cocotb or amaranth; it reaches the hardware only through `Device`.

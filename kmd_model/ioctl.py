@@ -486,7 +486,7 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
     vm = file.vm
     if kmd.params.cs_check and sched is not kmd.sdma_sched:  # PM4 rings: the checker and its shadow IBs
         # The checked copies are what the CP runs: nothing the client writes from now on
-        # reaches it (kmd_model/cs_checker.py).
+        # reaches it (kmd_model/cs/checker.py).
         try:
             checked = kmd.checker.check(ctx, ibs, vm)
             addr = kmd.shadow_alloc(checked)

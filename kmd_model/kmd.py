@@ -35,7 +35,8 @@ from spec import vm as vm_spec
 
 from . import regs
 from .cp_error import CpError, CpErrorState
-from .cs_checker import CheckedJob, CsChecker, find_unsatisfied_wait
+from .cs.checker import CheckedJob, CsChecker, find_unsatisfied_wait
+from .cs.shadow import ShadowPool
 from .ctx import Context
 from .device import BusError, Device
 from .file import File
@@ -50,7 +51,6 @@ from .sched.fence import Fence, FenceDriver
 from .sched.ring import HqdRing, Ring, as_u32
 from .sched.scheduler import Job, Scheduler
 from .sched.sdma_ring import SdmaRing
-from .shadow import ShadowPool
 from .uapi import Domain, HwErrorInfo, HwIp, KmdError, ResetStatus, VmFaultInfo
 
 log = get_logger("kmd")

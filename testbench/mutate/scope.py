@@ -13,8 +13,8 @@ map).
 from __future__ import annotations
 
 MODULES = (
-    "kmd_model/cs_checker.py",
-    "kmd_model/shadow.py",
+    "kmd_model/cs/checker.py",
+    "kmd_model/cs/shadow.py",
     "kmd_model/sched/fence.py",
     "kmd_model/ih.py",
     "kmd_model/sched/ring.py",
