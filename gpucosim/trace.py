@@ -23,7 +23,7 @@ from .timeline import Timeline, wave_time
 
 if TYPE_CHECKING:
     from kmd_model.ioctl import IoctlRecord
-    from kmd_model.kmd import Kmd
+    from kmd_model.core.kmd import Kmd
 
 M32 = 0xFFFF_FFFF
 MAX_LISTING = 48  # packets shown in one event's disassembly

@@ -5,14 +5,24 @@
     f = kmd_model.open_render_node()           # like open("/dev/dri/renderD128")
     bo = f.ioctl(kmd_model.Request.GEM_CREATE, kmd_model.GemCreateArgs(4096))
 
-Modules: uapi (requests, argument structures, KmdError), ioctl (the table and trace),
-kmd (bring-up, interrupts, waits, reset), sched/ (scheduler, ring, sdma_ring, fence), ih,
-cs/ (checker: shadow IBs and the checks on them; shadow: their pool), cp_error, mm/ (bo,
-mapping: CPU mappings, revoked at GEM_CLOSE; vm, vmid), ctx, file, mmio/regs (registers), log
-(GPUCOSIM_LOG). The KMD never
-imports the UMD, cocotb or amaranth; it reaches the hardware only through `Device`.
+Where things are (the path tells the layer):
+
+    uapi.py     the user API: requests, argument structures, KmdError (amdgpu_drm.h)
+    ioctl.py    the ioctl table, argument checks, the strace-like trace
+    core/       the driver instance: kmd (bring-up, interrupts, waits, reset), clients
+                (files, contexts, BO lifetimes), bind (bind, open_render_node), file, ctx
+    sched/      submission: scheduler (drm_sched), ring, sdma_ring, fence
+    mm/         memory: bo, mapping (CPU mappings, revoked at GEM_CLOSE), vm, vmid
+    cs/         the CS checker (shadow IBs and the checks on them) and its shadow pool
+    ih.py, cp_error.py   the IH ring; CP error latches decoded
+    device.py   the one interface to the hardware; mmio.py, regs.py (generated), regfield.py
+    log.py      GPUCOSIM_LOG
+
+The KMD never imports the UMD, cocotb or amaranth; it reaches the hardware only through
+`Device`.
 """
 
 from . import ioctl  # noqa: F401  (fills the ioctl table)
-from .kmd import Kmd, KmdParams, bind, bound, open_render_node, rebind, unbind  # noqa: F401
+from .core.bind import bind, bound, open_render_node, rebind, unbind  # noqa: F401
+from .core.kmd import Kmd, KmdParams  # noqa: F401
 from .uapi import *  # noqa: F401,F403  (the uapi is the public surface, as amdgpu_drm.h is)

@@ -19,7 +19,7 @@ from . import regs
 from .log import get_logger
 
 if TYPE_CHECKING:
-    from .kmd import Kmd
+    from .core.kmd import Kmd
 
 log = get_logger("ih")
 

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from . import uapi
-from .ctx import MAX_CONTEXTS
-from .kmd import MAX_IB_DW
+from .core.ctx import MAX_CONTEXTS
+from .core.kmd import MAX_IB_DW
 from .log import get_logger
 from .mm.vm import PAGE
 from .sched.fence import SEQ_MASK
@@ -31,8 +31,8 @@ from .uapi import (HW_IP_NUM, CsChunkDep, CsChunkFence, CsChunkIb, CtxOp, CtxPri
                    InfoQuery, KmdError, Request, VaOp, VmFlags)
 
 if TYPE_CHECKING:
-    from .file import File
-    from .kmd import Kmd
+    from .core.file import File
+    from .core.kmd import Kmd
 
 log = get_logger("ioctl")
 

@@ -170,7 +170,7 @@ class Queue(_Dispatched):
         try:
             self.ctx_id = self.ws.ctx_alloc(PRIORITIES[priority])
         except KmdError as e:
-            if e.errno == errno.ENOSPC:  # the file's contexts are all taken (kmd_model/ctx.py)
+            if e.errno == errno.ENOSPC:  # the file's contexts are all taken (kmd_model/core/ctx.py)
                 raise OutOfMemory(f"queue: no context for it ({e})") from e
             raise
         self.deps: list = []  # events of other queues the next submission waits for (submit.SeqDep, EventDep)

@@ -47,7 +47,7 @@ from ..log import get_logger
 from ..uapi import KmdError, VmFlags
 
 if TYPE_CHECKING:
-    from ..ctx import Context
+    from ..core.ctx import Context
 
 log = get_logger("cs")
 

@@ -23,7 +23,7 @@ from ..log import get_logger
 from ..uapi import Domain, KmdError
 
 if TYPE_CHECKING:
-    from ..file import File
+    from ..core.file import File
 
 log = get_logger("bo")
 

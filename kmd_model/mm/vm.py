@@ -29,8 +29,8 @@ from ..log import get_logger
 from ..uapi import Domain, VmFlags
 
 if TYPE_CHECKING:
-    from ..file import File
-    from ..kmd import Kmd
+    from ..core.file import File
+    from ..core.kmd import Kmd
     from .bo import Bo
 
 log = get_logger("vm")

@@ -24,7 +24,7 @@ from ..uapi import KmdError
 from .vm import PAGE
 
 if TYPE_CHECKING:
-    from ..kmd import Kmd
+    from ..core.kmd import Kmd
     from ..sched.scheduler import Job
     from .vm import Vm
 

@@ -26,7 +26,7 @@ from ..log import get_logger
 from ..uapi import KmdError
 
 if TYPE_CHECKING:
-    from ..kmd import Kmd
+    from ..core.kmd import Kmd
 
 log = get_logger("ring")
 

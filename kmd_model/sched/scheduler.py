@@ -33,8 +33,8 @@ from .fence import Fence, FenceDriver
 from .ring import Ring
 
 if TYPE_CHECKING:
-    from ..ctx import Context
-    from ..kmd import Kmd
+    from ..core.ctx import Context
+    from ..core.kmd import Kmd
 
 log = get_logger("sched")
 

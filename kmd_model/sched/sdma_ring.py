@@ -22,7 +22,7 @@ from ..log import get_logger
 from .ring import MASK32, Ring, queue_reset
 
 if TYPE_CHECKING:
-    from ..kmd import Kmd
+    from ..core.kmd import Kmd
 
 log = get_logger("ring")
 

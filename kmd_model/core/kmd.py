@@ -26,32 +26,32 @@ from __future__ import annotations
 
 import errno
 import threading
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from enum import IntEnum
 
 from spec import ih as ih_spec
 from spec import packets, pm4, rules
 from spec import vm as vm_spec
 
-from . import regs
-from .cp_error import CpError, CpErrorState
-from .cs.checker import CheckedJob, CsChecker, find_unsatisfied_wait
-from .cs.shadow import ShadowPool
+from .. import regs
+from ..cp_error import CpError, CpErrorState
+from ..cs.checker import CsChecker, find_unsatisfied_wait
+from ..cs.shadow import ShadowPool
+from ..device import BusError, Device
+from ..ih import IhRing
+from ..log import get_logger
+from ..mm.bo import PAGE, Bo, BoManager
+from ..mm.vm import HUGE
+from ..mm.vmid import VmidManager
+from ..mmio import Mmio
+from ..sched.fence import Fence, FenceDriver
+from ..sched.ring import HqdRing, Ring, as_u32
+from ..sched.scheduler import Job, Scheduler
+from ..sched.sdma_ring import SdmaRing
+from ..uapi import Domain, HwErrorInfo, HwIp, KmdError, ResetStatus, VmFaultInfo
+from .clients import ClientsMixin
 from .ctx import Context
-from .device import BusError, Device
 from .file import File
-from .ih import IhRing
-from .log import get_logger
-from .mm.bo import PAGE, Bo, BoManager
-from .mm.mapping import Mapping, map_bo
-from .mm.vm import HUGE, Vm
-from .mm.vmid import VmidManager
-from .mmio import Mmio
-from .sched.fence import Fence, FenceDriver
-from .sched.ring import HqdRing, Ring, as_u32
-from .sched.scheduler import Job, Scheduler
-from .sched.sdma_ring import SdmaRing
-from .uapi import Domain, HwErrorInfo, HwIp, KmdError, ResetStatus, VmFaultInfo
 
 log = get_logger("kmd")
 
@@ -115,7 +115,7 @@ class Wb(IntEnum):
     HQD1_SCRATCH = 10  # its ring test
 
 
-class Kmd:
+class Kmd(ClientsMixin):
     def __init__(self, dev: Device, params: KmdParams | None = None, observers=()):
         self.dev = dev
         # The driver's own lock, as a kernel driver serialises what its state needs: every
@@ -328,141 +328,6 @@ class Kmd:
         log.info("IB test passed, fence %#010x signalled by %s", fence.seq,
                  "interrupt" if self.stats["interrupts"] > irqs else "polling (no interrupt seen)")
 
-    # ------------------------------------------------------------------ files and contexts
-
-    def open(self) -> File:
-        with self.lock:
-            return self._open()
-
-    def _open(self) -> File:
-        f = File(self, self.next_fd)
-        f.vm = Vm(self, f, self.vm_levels)
-        self.files[f.fd] = f
-        self.next_fd += 1
-        return f
-
-    def map_kernel_ranges(self, vm: Vm) -> None:
-        """What the kernel puts in every VM: with the CS checker, the shadow pool at the top
-        of the address space, executable only (the CP fetches the checked copies from it)."""
-        if not self.kernel_va_size:
-            return
-        bo = self.shadow.bo
-        if bo.gpu_addr % HUGE == 0 and bo.size % HUGE == 0:
-            for off in range(0, bo.size, HUGE):
-                vm.set_huge(self.kernel_va + off, bo.gpu_addr + off, vm_spec.EXECUTABLE)
-        else:
-            vm.set_ptes(self.kernel_va, bo.size, bo.gpu_addr, vm_spec.EXECUTABLE)
-
-    def shadow_va(self, addr: int) -> int:
-        """Where a shadow-pool address is in every VM."""
-        return self.kernel_va + addr - self.shadow.bo.gpu_addr
-
-    def job_translate(self, job: Job):
-        """va, nbytes -> where a job's address is in memory (its VM's mappings, or the
-        shadow pool's kernel range), None when it is nowhere: for the KMD's own reads of
-        what a job runs (timeout diagnosis, crash reports)."""
-        vm = job.vm
-
-        def translate(va: int, n: int) -> int | None:
-            if self.kernel_va_size and self.kernel_va <= va and va + n <= self.kernel_va + self.shadow.size:
-                return self.shadow.bo.gpu_addr + va - self.kernel_va
-            return vm.translate(va, n) if vm is not None else va
-        return translate
-
-    def ctx_alloc(self, file: File, priority: int = 2) -> Context:
-        ctx = Context(self.next_ctx_id, file, self.params.initial_seq)
-        ctx.priority = priority
-        self.next_ctx_id += 1
-        self.contexts[ctx.id] = ctx
-        file.contexts[ctx.id] = ctx
-        return ctx
-
-    def ctx_free(self, ctx: Context) -> None:
-        """Queued and running jobs still complete (their BOs stay alive until then)."""
-        ctx.file.contexts.pop(ctx.id, None)
-        self.contexts.pop(ctx.id, None)
-        for s in self.scheds:
-            s.remove_context(ctx)
-
-    def file_closed(self, file: File) -> None:
-        try:
-            self.service()  # retire what finished, so idle BOs are freed now
-        finally:  # (a recovery run in there that fails is raised, after the file is released)
-            self._release_file(file)
-
-    def _release_file(self, file: File) -> None:
-        for ctx in list(file.contexts.values()):
-            self.ctx_free(ctx)
-        leaked = list(file.handles.values())
-        if leaked:
-            log.debug("fd %d closed with %d BO(s) open: %s", file.fd, len(leaked), leaked)
-        for bo in leaked:
-            self.bo_close(bo)
-        file.handles.clear()
-        file.vm.destroy()
-        self.files.pop(file.fd, None)
-
-    def detach(self) -> None:
-        """The device is bound again (bind()): this driver is gone without touching the
-        hardware, which the new one resets. Its files answer EBADF from now on and its
-        BOs' CPU mappings are revoked (their memory is the new driver's to hand out)."""
-        for f in list(self.files.values()):
-            for bo in f.handles.values():
-                for m in bo.mappings:
-                    m.revoke(f"BO {bo.name or '?'}: its driver was replaced (the device was bound again)")
-                bo.mappings.clear()
-            f.closed = True
-        self.files.clear()
-
-    def bo_close(self, bo) -> None:
-        """The BO's last handle is gone: its CPU mappings are revoked now; its GPU mappings
-        and its memory go once no job uses it (jobs submitted before still find it mapped,
-        as amdgpu's page-table updates wait for the BO's fences)."""
-        for m in bo.mappings:
-            m.revoke(f"BO {bo.name or '?'} [{bo.gpu_addr:#x}, {bo.end:#x}) was closed (GEM_CLOSE): "
-                     "its CPU mapping is gone, as after munmap")
-        bo.mappings.clear()
-        bo.closed = True
-        if bo.owner is not None and not bo.owner.vm.closed:
-            bo.owner.vm.bo_closed()
-        if not bo.busy:
-            self.bo_release(bo)
-
-    def bo_release(self, bo) -> None:
-        """A closed BO is idle: out of its file's VM (the TLB invalidated), then freed."""
-        vm = bo.owner.vm if bo.owner is not None else None
-        if vm is not None and not vm.closed and vm.bo_removed(bo):
-            self.vmids.flush_vm(vm)
-        self.bo.close(bo)
-
-    def map_bo(self, bo) -> Mapping:
-        """A CPU mapping of a BO for its owner (GEM_MMAP), revoked at GEM_CLOSE."""
-        m = map_bo(self.dev.mem, self._mem_file, bo.gpu_addr, bo.size)
-        bo.mappings.append(m)
-        return m
-
-    def shadow_alloc(self, job: CheckedJob) -> int:
-        """Room in the shadow pool for a checked job's copies, waiting for older jobs to
-        retire when the pool is short (as for ring space)."""
-        n = job.shadow_bytes
-        if n > self.shadow.size:
-            raise KmdError(errno.E2BIG, f"CS: the job's checked copies take {n:#x} bytes, more than the "
-                           f"whole shadow pool ({self.shadow.size:#x} bytes)")
-        addr = self.shadow.alloc(n)
-        if addr is None:
-            self.wait_for(lambda: self.shadow.fits(n), 2 * self.params.job_timeout)
-            addr = self.shadow.alloc(n)
-        if addr is None:
-            raise KmdError(errno.ENOMEM, f"CS: no room for the job's {n:#x} bytes of checked copies in "
-                           f"the shadow pool ({self.shadow.size - self.shadow.used:#x} of "
-                           f"{self.shadow.size:#x} bytes free, {len(self.sched.pending) + len(self.sched.queue)} "
-                           "jobs in flight)")
-        return addr
-
-    def live_bos(self, file: File | None = None) -> list:
-        """User BOs still allocated (all, or one File's): for leak reports."""
-        return [b for b in self.bo.live if b.owner is not None and (file is None or b.owner is file)]
-
     # ------------------------------------------------------------------ job completion
 
     def _fence_signalled(self, fence: Fence) -> None:
@@ -472,19 +337,6 @@ class Kmd:
         ring = job.ring if job is not None else None
         sched = next((s for s in self.scheds if s.ring is ring), self.sched)
         sched.fence_signalled(fence)
-
-    def job_retired(self, job: Job) -> None:
-        if job.error is not None:
-            self.stats["jobs_cancelled"] += 1
-        else:
-            self.stats["jobs_retired"] += 1
-        for bo in job.bos:
-            bo.busy_jobs -= 1
-            if bo.closed and not bo.busy:
-                self.bo_release(bo)
-        if job.checked is not None:  # the CP is done with the copies
-            self.shadow.free(job.checked.shadow_mem, job.checked.shadow_bytes)
-            job.checked = None
 
     # ------------------------------------------------------------------ interrupts
 
@@ -952,66 +804,3 @@ class Kmd:
             kernel_bos=len(self.bo.live_bos(None)), files=len(self.files), contexts=len(self.contexts),
         )
         return s
-
-
-def params_from(kw: dict) -> KmdParams:
-    names = {f.name for f in fields(KmdParams)}
-    bad = sorted(set(kw) - names)
-    if bad:
-        raise TypeError(f"unknown KMD parameter(s) {', '.join(bad)}; known: {', '.join(sorted(names))}")
-    return KmdParams(**kw)
-
-
-# The bound device, as a render node exists once a driver has bound a GPU.
-_bound: Kmd | None = None
-
-
-def bind(dev: Device, params: KmdParams | None = None, *, observers=(), **kw) -> Kmd:
-    """Probe and initialise `dev`; later `open_render_node()` calls open this device.
-    Keyword arguments are KmdParams fields: `bind(dev, initial_seq=2**32 - 500)`;
-    `observers` see the driver's events from bring-up on (Kmd.notify)."""
-    global _bound
-    if params is not None and kw:
-        raise TypeError("bind: give either params or keyword parameters, not both")
-    params = params or params_from(kw)
-    if _bound is not None and _bound.dev is dev:
-        # one driver per device: the old one's files would keep BOs in memory the new one
-        # hands out again, and wait for jobs its rings no longer run
-        _bound.detach()
-    kmd = Kmd(dev, params, observers)
-    _bound = kmd
-    return kmd
-
-
-def rebind(**kw) -> Kmd:
-    """Reload the driver on the bound device with new parameters, as `modprobe -r amdgpu;
-    modprobe amdgpu param=...` does: open files are closed, the hardware is brought up
-    again. Observers and trace hooks stay (they are told with a "bind" event)."""
-    old = bound()
-    observers, hooks = list(old.observers), list(old.trace_hooks)
-    unbind()
-    kmd = bind(old.dev, observers=observers, **kw)
-    kmd.trace_hooks[:0] = hooks
-    if kmd.observers:
-        kmd.notify("bind", kmd=kmd)
-    return kmd
-
-
-def unbind() -> None:
-    global _bound
-    if _bound is not None:
-        for f in list(_bound.files.values()):
-            f.close()
-    _bound = None
-
-
-def bound() -> Kmd:
-    if _bound is None:
-        raise KmdError(errno.ENODEV, "no device bound: call kmd_model.bind(dev) first")
-    return _bound
-
-
-def open_render_node() -> File:
-    """Open the bound device, as opening /dev/dri/renderD128 does."""
-    return bound().open()
-

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .uapi import KmdError
+from ..uapi import KmdError
 
 if TYPE_CHECKING:
+    from ..mm.bo import Bo
+    from ..mm.vm import Vm
     from .ctx import Context
     from .kmd import Kmd
-    from .mm.bo import Bo
-    from .mm.vm import Vm
 
 
 def _is_int(v: Any) -> bool:
@@ -40,7 +40,7 @@ class File:
     def ioctl(self, request: int, args: Any = None) -> Any:
         """Run one ioctl; returns its out-structure, raises KmdError on failure. Under the
         driver's lock (Kmd.lock): a client may call from any number of threads."""
-        from .ioctl import dispatch
+        from ..ioctl import dispatch
         with self.kmd.lock:
             return dispatch(self, request, args)
 
