@@ -9,12 +9,13 @@ Where things are (the path tells the layer):
 
     uapi.py     the user API: requests, argument structures, KmdError (amdgpu_drm.h)
     ioctl.py    the ioctl table, argument checks, the strace-like trace
-    core/       the driver instance: kmd (bring-up, interrupts, waits, reset), clients
-                (files, contexts, BO lifetimes), bind (bind, open_render_node), file, ctx
+    core/       the driver instance: kmd (its state, bring-up, reset), clients (files,
+                contexts, BO lifetimes), bind (bind, open_render_node), file, ctx
+    irq/        ih (the IH ring), handler (interrupt handler, fallback poll, waits)
     sched/      submission: scheduler (drm_sched), ring, sdma_ring, fence
     mm/         memory: bo, mapping (CPU mappings, revoked at GEM_CLOSE), vm, vmid
     cs/         the CS checker (shadow IBs and the checks on them) and its shadow pool
-    ih.py, cp_error.py   the IH ring; CP error latches decoded
+    cp_error.py the CP's error latches, decoded
     device.py   the one interface to the hardware; mmio.py, regs.py (generated), regfield.py
     log.py      GPUCOSIM_LOG
 

@@ -42,7 +42,7 @@ FAST = (
         "fence processing compares seqnos as plain numbers: nothing signals past 2^32"),
         ("tests/test_kmd_fence.py",)),
     FastMutant(Patch(
-        "ih-rptr-write-back", "kmd_model/ih.py",
+        "ih-rptr-write-back", "kmd_model/irq/ih.py",
         "self.kmd.mmio.write(regs.IH_RPTR, self.rptr)",
         "self.kmd.mmio.write(regs.IH_RPTR, self.rptr & self.mask)",
         "the IH read pointer is written back wrapped: IH_PENDING stays high, entries are redone"),
