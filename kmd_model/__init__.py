@@ -9,13 +9,14 @@ Where things are (the path tells the layer):
 
     uapi.py     the user API: requests, argument structures, KmdError (amdgpu_drm.h)
     ioctl.py    the ioctl table, argument checks, the strace-like trace
-    core/       the driver instance: kmd (its state, bring-up, reset), clients (files,
+    core/       the driver instance: kmd (its state, bring-up, self-tests), clients (files,
                 contexts, BO lifetimes), bind (bind, open_render_node), file, ctx
     irq/        ih (the IH ring), handler (interrupt handler, fallback poll, waits)
     sched/      submission: scheduler (drm_sched), ring, sdma_ring, fence
     mm/         memory: bo, mapping (CPU mappings, revoked at GEM_CLOSE), vm, vmid
     cs/         the CS checker (shadow IBs and the checks on them) and its shadow pool
-    cp_error.py the CP's error latches, decoded
+    reset/      cp_error (the CP's error latches, decoded), recovery (the reset ladder),
+                job_timer (drm_sched's timeout)
     device.py   the one interface to the hardware; mmio.py, regs.py (generated), regfield.py
     log.py      GPUCOSIM_LOG
 

@@ -5,23 +5,22 @@ own buffers (write-back page, ring, IH ring), brings the hardware up (soft reset
 IH, interrupts) and runs amdgpu's self-tests: the ring test (a WRITE_DATA from the ring)
 and the IB test (an IB and a fence, signalled through the interrupt path).
 
-Errors: a CP_ERROR entry (or STATUS.ERROR found by polling) is decoded into a message,
-the job at the CP's read pointer is guilty, and `gpu_recover` runs drm_sched's
-stop -> reset -> resubmit -> start. A VM fault (its UTCL2 entry) goes the same way, after
-the fault is recorded in the faulting VM (INFO VM_FAULT). A job with no progress for
-`job_timeout` cycles goes the same way through `timedout_job`.
-
-Virtual memory (kmd_model/mm/vm.py): every file has a VM; jobs run with the VMID the
+Virtual memory (kmd_model/mm/): every file has a VM; jobs run with the VMID the
 VmidManager grants their VM. With the CS checker on, the shadow pool is mapped in every
 VM at the top of the address space, executable only, so the CP can fetch the checked
 copies with the job's VMID while the client can neither read nor write them.
+
+`Kmd` is one object, as amdgpu_device is; its methods are written by concept, each set
+in its own module and mixed in here: files, contexts and BO lifetimes (core/clients.py),
+interrupts and waits (irq/handler.py), recovery (reset/recovery.py) and the job timer
+(reset/job_timer.py). This module keeps its state, bring-up, self-tests and statistics.
 """
 
 from __future__ import annotations
 
 import errno
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import IntEnum
 
 from spec import ih as ih_spec
@@ -29,8 +28,7 @@ from spec import packets, pm4, rules
 from spec import vm as vm_spec
 
 from .. import regs
-from ..cp_error import CpError, CpErrorState
-from ..cs.checker import CsChecker, find_unsatisfied_wait
+from ..cs.checker import CsChecker
 from ..cs.shadow import ShadowPool
 from ..device import BusError, Device
 from ..irq.handler import INT_EVENTS, IrqMixin
@@ -40,11 +38,14 @@ from ..mm.bo import PAGE, Bo, BoManager
 from ..mm.vm import HUGE
 from ..mm.vmid import VmidManager
 from ..mmio import Mmio
+from ..reset.cp_error import CpErrorState
+from ..reset.job_timer import JobTimerMixin
+from ..reset.recovery import RecoveryMixin
 from ..sched.fence import Fence, FenceDriver
 from ..sched.ring import HqdRing, Ring, as_u32
-from ..sched.scheduler import Job, Scheduler
+from ..sched.scheduler import Scheduler
 from ..sched.sdma_ring import SdmaRing
-from ..uapi import Domain, HwErrorInfo, HwIp, KmdError, ResetStatus, VmFaultInfo
+from ..uapi import Domain, HwIp, KmdError, VmFaultInfo
 from .clients import ClientsMixin
 from .ctx import Context
 from .file import File
@@ -110,7 +111,7 @@ class Wb(IntEnum):
     HQD1_SCRATCH = 10  # its ring test
 
 
-class Kmd(ClientsMixin, IrqMixin):
+class Kmd(ClientsMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
     def __init__(self, dev: Device, params: KmdParams | None = None, observers=()):
         self.dev = dev
         # The driver's own lock, as a kernel driver serialises what its state needs: every
@@ -322,241 +323,6 @@ class Kmd(ClientsMixin, IrqMixin):
                            f"expected {IB_TEST_MAGIC:#010x}")
         log.info("IB test passed, fence %#010x signalled by %s", fence.seq,
                  "interrupt" if self.stats["interrupts"] > irqs else "polling (no interrupt seen)")
-
-    # ------------------------------------------------------------------ errors and recovery
-
-    def _recover_pending(self) -> None:
-        kind, state = self.reset_pending  # type: ignore[misc]
-        assert state is not None
-        rptr = self.mmio.read(regs.RB_RPTR)
-        guilty = self.sched.job_at_ring(rptr) or self.sched.head_job()
-        info = self.describe_error(state, guilty)
-        log.error("CP error: %s", info.message)
-        if self.observers:
-            self.notify("gpu_error", info=info, state=state, job=guilty)
-        self.gpu_recover(guilty, info)
-
-    def describe_error(self, state: CpErrorState, guilty: Job | None, ring: str = "gfx") -> HwErrorInfo:
-        owner = f"context {guilty.ctx.id}" if guilty else "kernel"
-        if ring != "gfx":
-            owner = f"{ring}, {owner}"
-        if guilty is not None and state.code not in (CpError.DOORBELL_BACKWARDS, CpError.DOORBELL_OVERFLOW):
-            # the CP ran the checked copy; the client knows its packets by its own addresses
-            state = replace(state, addr=guilty.client_addr(state.addr))
-        msg = f"{state.what(self.info.ib_levels)} at {state.where()}, {owner}"
-        return HwErrorInfo(code=state.code_name, level=state.level_name, opcode=state.opcode,
-                           opcode_name=state.opcode_name, offset=4 * state.offset_dw, addr=state.addr,
-                           seq=guilty.seq if guilty else 0, ctx_id=guilty.ctx.id if guilty else 0,
-                           message=msg)
-
-    def _progressed(self, sched: Scheduler) -> bool:
-        """The job timer of `sched`'s ring ran out: has its queue moved since it last looked?
-        When it has, the timer starts again: a long legal job runs to its end, and a stuck
-        one is caught between job_timeout and 2 * job_timeout cycles after its last step (the
-        registers are read when the timer runs out, not at every job start, which would cost
-        MMIO reads per job).
-
-        Progress is the queue's own registers moving (ring.PROGRESS: its rptr; the SDMA
-        engine's counters too), or the counters it shares with the CP's other queue
-        (ring.SHARED_PROGRESS: dwords fetched, DMA bytes) moving while they can only be its
-        own: the queue is not polling (STATUS.WAITING) nor stopped (STATUS.ERROR), or the
-        other queue had no job in the ring since the last look. A queue stuck in a
-        WAIT_REG_MEM moves nothing of its own (a poll fetches nothing): the other queue's
-        traffic no longer hides it. A queue that is neither is running or waiting for the
-        CP, which the other queue holds only by running (the arbiter skips a polling queue).
-        The price: a legal job that is polling at two looks job_timeout apart, with the same
-        rptr, while the other queue works, is taken for stuck (amdgpu's job timer does not
-        restart for progress at all)."""
-        m, ring, now = self.mmio, sched.ring, self.dev.now()
-        own = tuple(m.read(r) for r in ring.PROGRESS)
-        shared = tuple(m.read(r) for r in ring.SHARED_PROGRESS)
-        before, since = sched.progress_mark, sched.marked_at
-        sched.progress_mark, sched.marked_at = (own, shared), now
-        if not before or own != before[0]:
-            moved = True
-        elif shared == before[1]:
-            moved = False
-        else:
-            st = m.read(ring.STATUS)
-            moved = not (ring.STATUS.WAITING.get(st) or ring.STATUS.ERROR.get(st)) or not any(
-                s.pending or s.busy_at >= since for s in self.scheds
-                if s is not sched and s.ring.SHARED_PROGRESS == ring.SHARED_PROGRESS)
-        if moved:
-            sched.progress_at = now
-        return moved
-
-    def timedout_job(self) -> None:
-        """drm_sched's timedout_job: the head job made no progress for job_timeout cycles."""
-        job = self.sched.head_job()
-        if job is None:
-            return
-        st = self.mmio.read(regs.STATUS)
-        if regs.STATUS.ERROR.get(st):  # stopped by an error whose interrupt we never saw
-            self._cp_error(self.read_cp_error())
-            self._recover_pending()
-            return
-        self.stats["job_timeouts"] += 1
-        waited = self.dev.now() - self.sched.progress_at
-        stuck = find_unsatisfied_wait(self.mem32, job.ibs, self.info.ib_levels, client_addr=job.client_addr,
-                                      translate=self.job_translate(job))
-        if stuck:
-            doing = f"stuck in {stuck}"
-        elif regs.STATUS.WAITING.get(st):
-            doing = "CP polling in a WAIT_REG_MEM"
-        else:
-            doing = f"CP busy at {regs.IbLevel(regs.STATUS.LEVEL.get(st)).name} (STATUS {st:#x})"
-        msg = f"job {job.seq:#x} timed out: no progress for {waited} cycles, {doing}, context {job.ctx.id}"
-        info = HwErrorInfo(code="TIMEOUT", level=regs.IbLevel(regs.STATUS.LEVEL.get(st)).name,
-                           opcode=packets.WAIT_REG_MEM.opcode if stuck or regs.STATUS.WAITING.get(st) else 0,
-                           opcode_name="WAIT_REG_MEM" if stuck or regs.STATUS.WAITING.get(st) else None,
-                           offset=0, addr=0, seq=job.seq, ctx_id=job.ctx.id, message=msg)
-        log.error("timeout: %s", msg)
-        if self.observers:
-            self.notify("gpu_error", info=info, state=None, job=job)
-        self.gpu_recover(job, info)
-
-    def _mark_guilty(self, guilty: Job | None, info: HwErrorInfo, scheds: tuple[Scheduler, ...],
-                     full: bool = True, cancel: bool = True) -> None:
-        """The guilty context's unfinished jobs fail with ECANCELED. After a full reset the
-        context stays guilty (amdgpu's ctx->guilty: its CS and WAIT_CS fail with ECANCELED from
-        then on) and its jobs go from every ring; after a queue reset only its jobs of that
-        ring go, as amdgpu's per-queue reset cancels the guilty context's other fences there,
-        and the context carries on until it has caused `ban_after_hangs` resets: then it is
-        banned (its CS fails with EIO, as i915 bans). Contexts with work on the reset rings
-        are innocent there. Without `cancel` (a reset that failed: the wedge fails every job
-        with EIO) only what the contexts read is marked."""
-        # (not innocent anywhere after a full reset: its jobs are gone, or fail with EIO)
-        gctx = guilty.ctx if guilty is not None and not guilty.finished and full else None
-        if guilty is not None and not guilty.finished:
-            ctx = guilty.ctx
-            ctx.hangs += 1
-            if full and cancel:
-                ctx.guilty = info
-            ctx.reset_status = ResetStatus.GUILTY
-            ctx.ring_status[guilty.ring.name if guilty.ring is not None else "gfx"] = ResetStatus.GUILTY
-            if cancel:
-                err = KmdError(errno.ECANCELED, info.message, info)
-                dropped = [j for s in (self.scheds if full else scheds) for j in s.drop_context(ctx, err)]
-                log.warning("context %d is guilty: %d job(s) cancelled", ctx.id, len(dropped))
-            if ctx.hangs >= self.params.ban_after_hangs and not ctx.banned:
-                ctx.banned = (f"context {ctx.id} is banned: it caused {ctx.hangs} resets "
-                              f"(ban_after_hangs {self.params.ban_after_hangs})")
-                log.error(ctx.banned)
-        for s in scheds:
-            for job in (*s.pending, *s.queue):
-                if job.ctx is gctx:
-                    continue
-                if job.ctx.ring_status.get(s.name, ResetStatus.NO_RESET) == ResetStatus.NO_RESET:
-                    job.ctx.ring_status[s.name] = ResetStatus.INNOCENT
-                if job.ctx.reset_status == ResetStatus.NO_RESET:
-                    job.ctx.reset_status = ResetStatus.INNOCENT
-        for ctx in self.contexts.values():
-            ctx.resets += 1
-
-    def gpu_recover(self, guilty: Job | None, info: HwErrorInfo) -> None:
-        """The full reset, the last step of the ladder: stop every ring -> reset the device ->
-        drop the guilty context's jobs -> resubmit the rest -> start."""
-        self.stats["resets"] += 1
-        self.reset_pending = None
-        scheds = self.scheds
-        for s in scheds:
-            s.error = None
-        marked = False
-        try:
-            for s in scheds:
-                s.stop()
-            self._soft_reset()
-            for s in scheds:
-                s.fence_drv.process()  # work that finished before the error stays finished
-            self._mark_guilty(guilty, info, scheds)
-            marked = True
-            redo = []
-            for s in scheds:
-                # nothing will ever write the hardware fences of the lost ring contents
-                s.fence_drv.pending.clear()
-                s.fence_drv.force_completion()
-            self._hw_reinit()
-            for s in scheds:
-                redo += s.resubmit_and_start()
-            log.warning("GPU reset done: %d job(s) resubmitted", len(redo))
-            if self.observers:
-                self.notify("reset", resubmitted=len(redo))
-        except KmdError as e:
-            if not marked:  # the contexts still learn of the reset, and who caused it
-                self._mark_guilty(guilty, info, scheds, cancel=False)
-            self.wedge(f"GPU reset failed: {e.message}")
-            raise
-
-    def wedge(self, why: str) -> None:
-        """Recovery failed: the device is wedged; every job fails with EIO, and so does every CS."""
-        self.wedged = why
-        log.critical(self.wedged)
-        for s in self.scheds:
-            s.stopped = True
-            s.cancel_all(KmdError(errno.EIO, self.wedged))
-
-    # ------------------------------------------------------------------ the SDMA ring's recovery
-
-    def _ring_recover_pending(self, sched: Scheduler) -> None:
-        state, ring = sched.error, sched.ring
-        assert state is not None
-        guilty = sched.job_at_ring(self.mmio.read(ring.RPTR) >> ring.RPTR_SHIFT) or sched.head_job()
-        info = self.describe_error(state, guilty, ring.name)
-        log.error("%s error: %s", ring.name, info.message)
-        if self.observers:
-            self.notify("gpu_error", info=info, state=state, job=guilty)
-        self.ring_recover(sched, guilty, info)
-
-    def ring_timedout_job(self, sched: Scheduler) -> None:
-        """drm_sched's timedout_job for an extra ring."""
-        job, ring = sched.head_job(), sched.ring
-        if job is None:
-            return
-        st = ring.STATUS.decode(self.mmio.read(ring.STATUS))
-        if st["ERROR"]:
-            self._ring_error(sched, ring.read_error())
-            self._ring_recover_pending(sched)
-            return
-        self.stats["job_timeouts"] += 1
-        doing = f"polling in a {ring.POLL_PACKET}" if st["WAITING"] else f"busy at {regs.IbLevel(st['LEVEL']).name}"
-        msg = (f"job {job.seq:#x} timed out on {ring.name}: no progress for {self.dev.now() - sched.progress_at} "
-               f"cycles, {doing}, context {job.ctx.id}")
-        info = HwErrorInfo(code="TIMEOUT", level=regs.IbLevel(st["LEVEL"]).name, opcode=0, opcode_name=None,
-                           offset=0, addr=0, seq=job.seq, ctx_id=job.ctx.id, message=msg)
-        log.error("timeout: %s", msg)
-        if self.observers:
-            self.notify("gpu_error", info=info, state=None, job=job)
-        self.ring_recover(sched, job, info)
-
-    def ring_recover(self, sched: Scheduler, guilty: Job | None, info: HwErrorInfo) -> None:
-        """amdgpu_job_timedout's ladder for one ring: reset of the queue alone (if it has one)
-        -> the full reset only if that fails. The other rings keep running through a queue
-        reset. (amdgpu's first step, soft recovery, kills the guilty job's waves: no engine
-        here has waves to kill, and sdma_v4_0 has none either, so the ladder starts below it.)"""
-        ring = sched.ring
-        sched.error = None
-        self.recovery_log.append((ring.name, "timeout" if info.code == "TIMEOUT" else "error"))
-        if ring.has_queue_reset:
-            self.recovery_log.append((ring.name, "queue_reset"))
-            try:
-                sched.stop()
-                ring.queue_reset(self.params.hw_timeout)  # type: ignore[attr-defined]
-                sched.fence_drv.process()  # what finished before the error stays finished
-                self._mark_guilty(guilty, info, (sched,), full=False)
-                sched.fence_drv.pending.clear()
-                sched.fence_drv.force_completion()
-                ring.init_hw()
-                ring.test_ring(self.params.hw_timeout)
-                redo = sched.resubmit_and_start()
-                self.stats["queue_resets"] += 1
-                log.warning("%s queue reset done: %d job(s) resubmitted, the other rings ran on", ring.name, len(redo))
-                if self.observers:
-                    self.notify("reset", resubmitted=len(redo), ring=ring.name)
-                return
-            except KmdError as e:
-                log.error("%s queue reset failed (%s): resetting the device", ring.name, e.message)
-        self.recovery_log.append((ring.name, "full_reset"))
-        self.gpu_recover(guilty if guilty is None or not guilty.finished else None, info)
 
     # ------------------------------------------------------------------ INFO
 

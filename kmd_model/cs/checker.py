@@ -42,8 +42,8 @@ import numpy as np
 from spec import packets, pm4, rules
 from spec.packets import HEADER
 
-from ..cp_error import LEVEL_TEXT
 from ..log import get_logger
+from ..reset.cp_error import LEVEL_TEXT
 from ..uapi import KmdError, VmFlags
 
 if TYPE_CHECKING:

@@ -19,8 +19,8 @@ from __future__ import annotations
 from spec import vm as vm_spec
 
 from .. import regs
-from ..cp_error import CpError, CpErrorState
 from ..log import get_logger
+from ..reset.cp_error import CpError, CpErrorState
 from ..sched.fence import Fence
 from ..sched.scheduler import Scheduler
 from ..uapi import VmFaultInfo

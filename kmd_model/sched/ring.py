@@ -21,8 +21,8 @@ import numpy as np
 from spec import packets, pm4
 
 from .. import regs
-from ..cp_error import CpErrorState
 from ..log import get_logger
+from ..reset.cp_error import CpErrorState
 from ..uapi import KmdError
 
 if TYPE_CHECKING:

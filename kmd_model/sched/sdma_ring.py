@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from spec import sdma, sdma_packets
 
 from .. import regs
-from ..cp_error import CpErrorState
 from ..log import get_logger
+from ..reset.cp_error import CpErrorState
 from .ring import MASK32, Ring, queue_reset
 
 if TYPE_CHECKING:
