@@ -8,7 +8,8 @@
 Where things are (the path tells the layer):
 
     uapi.py     the user API: requests, argument structures, KmdError (amdgpu_drm.h)
-    ioctl.py    the ioctl table, argument checks, the strace-like trace
+    ioctl/      the entry points, one module per family (gem, va, ctx, cs, wait, info),
+                the table and argument checks (dispatch), the strace-like trace (trace)
     core/       the driver instance: kmd (its state, bring-up, self-tests), clients (files,
                 contexts, BO lifetimes), bind (bind, open_render_node), file, ctx
     irq/        ih (the IH ring), handler (interrupt handler, fallback poll, waits)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def _is_int(v: Any) -> bool:
-    """What the ioctls take as an integer argument (ioctl._int's rule): a Python or numpy
+    """What the ioctls take as an integer argument (ioctl.dispatch._int's rule): a Python or numpy
     integer, not a bool."""
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
@@ -40,7 +40,7 @@ class File:
     def ioctl(self, request: int, args: Any = None) -> Any:
         """Run one ioctl; returns its out-structure, raises KmdError on failure. Under the
         driver's lock (Kmd.lock): a client may call from any number of threads."""
-        from ..ioctl import dispatch
+        from ..ioctl.dispatch import dispatch
         with self.kmd.lock:
             return dispatch(self, request, args)
 

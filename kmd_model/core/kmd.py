@@ -210,7 +210,7 @@ class Kmd(ClientsMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
         self.last_vm_fault: VmFaultInfo | None = None
         self.wedged: str | None = None
         self.recovery_log: list[tuple[str, str]] = []  # (ring, step) of every recovery, in order
-        self.trace_hooks: list = []  # callables taking an ioctl.IoctlRecord
+        self.trace_hooks: list = []  # callables taking an ioctl.trace.IoctlRecord
         self.hw_init()
 
     # ------------------------------------------------------------------ helpers
