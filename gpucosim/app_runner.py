@@ -81,7 +81,7 @@ async def app(dut):
 
     def driver(dev):
         if monitors is not None:
-            from kmd_model.ring import as_u32
+            from kmd_model.sched.ring import as_u32
 
             monitors.set_memory(as_u32(dev.mem))
         # the app's relative paths (its own arguments) are the caller's, as on the model

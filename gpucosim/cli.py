@@ -155,7 +155,7 @@ def build_parser() -> Parser:
 # ------------------------------------------------------------------------------ subcommands
 
 def _kmd_params(p: argparse.ArgumentParser, items: list[str]) -> dict:
-    from kmd_model.kmd import KmdParams
+    from kmd_model.core.kmd import KmdParams
 
     known = {f.name: f for f in dataclasses.fields(KmdParams)}
     out = {}

@@ -38,7 +38,7 @@ from .timeline import wave_time
 from .trace import ring_dwords
 
 if TYPE_CHECKING:
-    from kmd_model.kmd import Kmd
+    from kmd_model.core.kmd import Kmd
 
 M32 = 0xFFFF_FFFF
 LAST_IOCTLS = 24

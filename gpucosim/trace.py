@@ -15,15 +15,15 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from kmd_model.ioctl import fmt as fmt_ioctl
+from kmd_model.ioctl.trace import fmt as fmt_ioctl
 from kmd_model.uapi import CsChunkIb, HwIp
 from spec import pm4, sdma
 
 from .timeline import Timeline, wave_time
 
 if TYPE_CHECKING:
-    from kmd_model.ioctl import IoctlRecord
-    from kmd_model.kmd import Kmd
+    from kmd_model.ioctl.trace import IoctlRecord
+    from kmd_model.core.kmd import Kmd
 
 M32 = 0xFFFF_FFFF
 MAX_LISTING = 48  # packets shown in one event's disassembly

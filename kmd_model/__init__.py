@@ -5,13 +5,27 @@
     f = kmd_model.open_render_node()           # like open("/dev/dri/renderD128")
     bo = f.ioctl(kmd_model.Request.GEM_CREATE, kmd_model.GemCreateArgs(4096))
 
-Modules: uapi (requests, argument structures, KmdError), ioctl (the table and trace),
-kmd (bring-up, interrupts, waits, reset), ring, fence, ih, scheduler, cs_checker (shadow
-IBs and the checks on them) with shadow (their pool), cp_error, bo, mapping (CPU
-mappings, revoked at GEM_CLOSE), ctx, file, mmio/regs (registers), log (GPUCOSIM_LOG). The KMD never
-imports the UMD, cocotb or amaranth; it reaches the hardware only through `Device`.
+Where things are (the path tells the layer):
+
+    uapi.py     the user API: requests, argument structures, KmdError (amdgpu_drm.h)
+    ioctl/      the entry points, one module per family (gem, va, ctx, cs, wait, info),
+                the table and argument checks (dispatch), the strace-like trace (trace)
+    core/       the driver instance: kmd (its state, bring-up, self-tests), clients (files,
+                contexts, BO lifetimes), bind (bind, open_render_node), file, ctx
+    irq/        ih (the IH ring), handler (interrupt handler, fallback poll, waits)
+    sched/      submission: scheduler (drm_sched), ring, sdma_ring, fence
+    mm/         memory: bo, mapping (CPU mappings, revoked at GEM_CLOSE), vm, vmid
+    cs/         the CS checker (shadow IBs and the checks on them) and its shadow pool
+    reset/      cp_error (the CP's error latches, decoded), recovery (the reset ladder),
+                job_timer (drm_sched's timeout)
+    device.py   the one interface to the hardware; mmio.py, regs.py (generated), regfield.py
+    log.py      GPUCOSIM_LOG
+
+The KMD never imports the UMD, cocotb or amaranth; it reaches the hardware only through
+`Device`.
 """
 
 from . import ioctl  # noqa: F401  (fills the ioctl table)
-from .kmd import Kmd, KmdParams, bind, bound, open_render_node, rebind, unbind  # noqa: F401
+from .core.bind import bind, bound, open_render_node, rebind, unbind  # noqa: F401
+from .core.kmd import Kmd, KmdParams  # noqa: F401
 from .uapi import *  # noqa: F401,F403  (the uapi is the public surface, as amdgpu_drm.h is)

@@ -68,7 +68,7 @@ class Device(abc.ABC):
     def mem_file(self) -> tuple[int, int] | None:
         """(file descriptor, byte offset) of a file whose bytes from that offset are `mem`, so
         the KMD can give each CPU mapping of a buffer an OS mapping of its own, which it can
-        revoke (kmd_model/mapping.py); None when `mem` is plain process memory. The default
+        revoke (kmd_model/mm/mapping.py); None when `mem` is plain process memory. The default
         finds the file of a `numpy.memmap`."""
         m = self.mem
         while m is not None and not isinstance(m, np.memmap):

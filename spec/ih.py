@@ -10,7 +10,7 @@ source ids are AMD's: the CP is client GRBM_CP (0x14), its end-of-pipe interrupt
 (0x1b), source 0 (UTCL2_1_0__SRCID__FAULT, as gmc_v9_0 registers it), its source data as
 gmc_v9_0_process_interrupt reads it (spec/vm.py).
 
-The RTL (rtl/cp/ih.py), the KMD's handler (kmd_model/ih.py) and the reference model all
+The RTL (rtl/cp/ih.py), the KMD's handler (kmd_model/irq/ih.py) and the reference model all
 read this table; docs/hardware.md shows it.
 """
 

@@ -5,7 +5,7 @@ module derives each of them from the packet table (spec/packets.py), so every co
 applies the same rules and none can drift from the others:
 
 - the reference model (testbench/refmodel/) executes them as the CP does;
-- the KMD's command-stream checker (kmd_model/cs_checker.py) makes every one of them
+- the KMD's command-stream checker (kmd_model/cs/checker.py) makes every one of them
   first, on its shadow copy of the job, so a stream it accepts never stops the CP with a
   packet error;
 - the RTL (rtl/cp.py) builds its decode logic from the same table, and the RTL-vs-model

@@ -23,7 +23,7 @@ VM_FAULT, latching VM_FAULT_STATUS and VM_FAULT_ADDR and appending a VM_FAULT IH
 (client UTCL2, source 0, as gmc_v9_0_process_interrupt reads it).
 
 The RTL, the reference model (testbench/refmodel/), the KMD's page-table code
-(kmd_model/vm.py) and docs/hardware.md all read this module.
+(kmd_model/mm/vm.py) and docs/hardware.md all read this module.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from kmd_model import kmd as kmd_mod
+from kmd_model.core import kmd as kmd_mod
 from umd import runtime
 from umd.submit import ENV
 

@@ -24,7 +24,7 @@ import importlib
 import pytest
 
 import kmd_model
-from kmd_model import vm as kmd_vm
+from kmd_model.mm import vm as kmd_vm
 from kmd_model.uapi import Domain
 from testbench.refmodel import RefModel
 

@@ -10,7 +10,7 @@ import errno
 import pytest
 
 import kmd_model
-from kmd_model.bo import Heap
+from kmd_model.mm.bo import Heap
 from kmd_model.uapi import CsChunkIb, Domain, GemCloseArgs, GemCreateArgs, InfoArgs, InfoQuery, Request
 from spec import pm4
 from testbench.refmodel import RefModel
@@ -45,7 +45,7 @@ def test_memory_info_when_a_heap_is_full():
     v = mem.vram
     assert (v.base, v.total, v.used, v.largest_free) == (vram.base, vram.size, vram.size, 0)
     assert 0 < mem.gtt.largest_free <= mem.gtt.total - mem.gtt.used
-    expect(errno.ENOMEM, f"GEM_CREATE: no 0x1000 bytes free in VRAM (0x0 free, largest hole 0x0)", c.io,
+    expect(errno.ENOMEM, "GEM_CREATE: no 0x1000 bytes free in VRAM (0x0 free, largest hole 0x0)", c.io,
            Request.GEM_CREATE, GemCreateArgs(1, 0, Domain.VRAM))
 
 
@@ -170,7 +170,7 @@ def test_kernel_buffers_at_bind():
 def test_heaps_split_the_memory():
     """VRAM from the second page up to the split, GTT from there to the last whole page: no
     overlap, no gap; four pages is the smallest memory taken, one byte less is refused."""
-    from kmd_model.bo import PAGE, BoManager
+    from kmd_model.mm.bo import PAGE, BoManager
 
     for size, fraction in ((4 * PAGE, 0.5), (0x100_0000 + 0x123, 0.25), (64 << 20, 0.5)):
         v, g = (BoManager(size, fraction).heaps[d] for d in (Domain.VRAM, Domain.GTT))

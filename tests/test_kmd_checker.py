@@ -19,7 +19,7 @@ import pytest
 
 import kmd_model
 from kmd_model import uapi
-from kmd_model.cs_checker import find_unsatisfied_wait
+from kmd_model.cs.checker import find_unsatisfied_wait
 from kmd_model.uapi import CsChunkIb, Domain, KmdError, Request
 from spec import pm4
 from testbench.refmodel import RefModel
@@ -221,7 +221,7 @@ def check_deepest_level_chain_rules(dev):
     """In the deepest IB (IB2 of 2) only a CHAIN is allowed, and it is checked like any
     INDIRECT_BUFFER: IB_SIZE 0 is refused there too; VALID is not looked at (AMD's gfx
     ring leaves it 0), so a chain with VALID 0 or 1 runs."""
-    kmd = kmd_model.bind(dev)
+    kmd_model.bind(dev)
     c = Client()
     bo = c.bo(0x4000)
     m = bo.addr
@@ -449,7 +449,7 @@ def test_an_access_its_mapping_does_not_permit_is_refused_at_cs():
     fetch it; the shadow copy must not run what the client said is not code)."""
     kmd = kmd_model.bind(RefModel())
     c = Client()
-    R, W, X = uapi.VmFlags.READABLE, uapi.VmFlags.WRITEABLE, uapi.VmFlags.EXECUTABLE
+    R, W = uapi.VmFlags.READABLE, uapi.VmFlags.WRITEABLE
     bo = c.bo(0x1000)  # RWX: the IBs
     ro, wo, rw = c.bo(0x1000, vm_flags=R), c.bo(0x1000, vm_flags=W), c.bo(0x1000, vm_flags=R | W)
     m = bo.addr

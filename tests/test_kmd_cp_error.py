@@ -1,4 +1,4 @@
-"""The CP's error latches turned into sentences (kmd_model/cp_error.py): every code, with
+"""The CP's error latches turned into sentences (kmd_model/reset/cp_error.py): every code, with
 and without a known packet, at every level, and the places that carry no packet address
 (doorbells, bus errors). The KMD prints these in WAIT_CS errors and crash reports; the
 end-to-end cases are in test_kmd_reset.py."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from kmd_model import regs
-from kmd_model.cp_error import CpErrorState
+from kmd_model.reset.cp_error import CpErrorState
 from kmd_model.regs import CpError
 from spec import packets
 from spec import vm as vm_spec

@@ -1,4 +1,4 @@
-"""Submission contexts as a hostile client uses them (kmd_model/ctx.py): how many one file
+"""Submission contexts as a hostile client uses them (kmd_model/core/ctx.py): how many one file
 may hold, and what a dependency on another context's or ring's seqno means."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import errno
 import pytest
 
 import kmd_model
-from kmd_model.ctx import MAX_CONTEXTS
+from kmd_model.core.ctx import MAX_CONTEXTS
 from kmd_model.uapi import CsChunkDep, CtxArgs, CtxOp, KmdError, Request
 from spec import pm4, sdma
 from testbench.refmodel import RefModel

@@ -10,7 +10,7 @@ import pytest
 
 import kmd_model
 from kmd_model import regs, uapi
-from kmd_model.fence import seq_after, seq_diff, seq_passed
+from kmd_model.sched.fence import seq_after, seq_diff, seq_passed
 from kmd_model.uapi import CsChunkFence, CsChunkIb, Request
 from spec import pm4
 from testbench.refmodel import RefModel

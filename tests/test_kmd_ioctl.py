@@ -441,7 +441,7 @@ def test_ioctls_from_two_threads_are_serialised(monkeypatch):
     test_umd_async). With it, the second waits, and both jobs run."""
     import threading
 
-    from kmd_model.cs_checker import CsChecker
+    from kmd_model.cs.checker import CsChecker
 
     kmd_model.bind(RefModel())
     a, b = Client(), Client()

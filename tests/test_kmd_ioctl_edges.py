@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import kmd_model
-from kmd_model import ioctl, uapi
+from kmd_model import uapi
+from kmd_model.ioctl import trace as ioctl_trace
 from kmd_model.uapi import CsChunkDep, CsChunkIb, Domain, InfoQuery, Request, VaOp
 from spec import pm4
 from testbench.refmodel import RefModel
@@ -71,9 +72,9 @@ def test_ring_choice_errors_name_the_field():
 
 
 def test_traces_print_unknown_hw_ip_types_as_given():
-    assert ioctl._fmt_value(CsChunkIb(8, 1, 0, ip_type=2, ring=1)) == "Ib(bo 1+0x0, 8 dw, DMA 1)"
-    assert ioctl._fmt_value(CsChunkIb(8, 1, 0, ip_type=77)) == "Ib(bo 1+0x0, 8 dw, 77 0)"
-    assert ioctl._fmt_value(CsChunkDep("gfx", 0, 1, 2)) == "Dep('gfx' 0, ctx 1, seq 2)"
+    assert ioctl_trace._fmt_value(CsChunkIb(8, 1, 0, ip_type=2, ring=1)) == "Ib(bo 1+0x0, 8 dw, DMA 1)"
+    assert ioctl_trace._fmt_value(CsChunkIb(8, 1, 0, ip_type=77)) == "Ib(bo 1+0x0, 8 dw, 77 0)"
+    assert ioctl_trace._fmt_value(CsChunkDep("gfx", 0, 1, 2)) == "Dep('gfx' 0, ctx 1, seq 2)"
 
 
 def test_dev_info_reports_the_drivers_limits():

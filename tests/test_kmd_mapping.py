@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import kmd_model
-from kmd_model import mapping
-from kmd_model.mapping import CpuMapping, Mapping, map_bo
+from kmd_model.mm import mapping
+from kmd_model.mm.mapping import CpuMapping, Mapping, map_bo
 from kmd_model.uapi import MappingRevoked
 from testbench.refmodel import RefModel
 

@@ -146,7 +146,7 @@ def test_rebind_keeps_observers_and_trace_hooks():
 
 def test_idle_waits_return_at_once_and_counters_read_the_hardware():
     dev = RefModel()
-    kmd = kmd_model.bind(dev)
+    kmd_model.bind(dev)
     c = Client()
     bo = c.bo(0x4000)
     c.run(bo, pm4.write_data(bo.addr + 0x2000, [1, 2, 3]) + pm4.dma_data(bo.addr + 0x3000, bo.addr + 0x2000, 12))
@@ -323,7 +323,7 @@ def test_every_doorbell_brings_new_work():
 
 
 def test_fence_repr():
-    from kmd_model.fence import Fence
+    from kmd_model.sched.fence import Fence
     f = Fence(0x12)
     assert repr(f) == "Fence(0x00000012 pending)"
     f.signalled = True
@@ -434,7 +434,7 @@ def test_kmd_parameters_at_their_bounds():
     """Each KMD parameter (`bind(dev, name=...)`, `gpucosim run --kmd name=...`) takes its
     smallest value and its largest (the cycle counts' 2^62 is only a sanity bound) and
     refuses one past either, in one line naming the parameter and its range."""
-    from kmd_model.kmd import KmdParams
+    from kmd_model.core.kmd import KmdParams
 
     smallest = {"ring_log2_dw": 6, "ih_log2_entries": 2, "ib_align_dw": 1, "initial_seq": 0, "job_timeout": 1,
                 "fallback_poll": 1, "hw_timeout": 1, "max_ib_chunks": 1, "max_job_dw": 1, "max_job_ibs": 1,
@@ -517,7 +517,7 @@ def test_rebinding_clears_the_counters_and_bind_says_what_it_takes():
     """A driver bound to a device that has run work starts its counters afresh (CONTROL.
     PERF_CLEAR): INFO COUNTERS shows its own ring and IB tests only; unknown parameters,
     and params given twice, are refused in one line."""
-    from kmd_model.kmd import KmdParams
+    from kmd_model.core.kmd import KmdParams
 
     dev = RefModel()
     kmd_model.bind(dev)
@@ -540,7 +540,7 @@ class CorruptingModel(RefModel):
 
     def _op_write_data(self, *args) -> None:
         super()._op_write_data(*args)
-        from kmd_model.kmd import IB_TEST_MAGIC
+        from kmd_model.core.kmd import IB_TEST_MAGIC
 
         m32 = self.mem.view("<u4")
         m32[m32 == IB_TEST_MAGIC] ^= 1
@@ -549,7 +549,7 @@ class CorruptingModel(RefModel):
 def test_an_ib_test_that_reads_back_wrong_fails_the_bind():
     """amdgpu's IB test at bind: its fence signals but the magic it wrote reads back wrong:
     the bind fails with EIO saying what it read and what it expected."""
-    from kmd_model.kmd import IB_TEST_MAGIC
+    from kmd_model.core.kmd import IB_TEST_MAGIC
 
     with pytest.raises(kmd_model.uapi.KmdError) as e:
         kmd_model.bind(CorruptingModel())

@@ -1,4 +1,4 @@
-"""The extra rings' driver side (kmd_model/sdma_ring.py, ring.HqdRing, their paths through
+"""The extra rings' driver side (kmd_model/sched/sdma_ring.py, ring.HqdRing, their paths through
 kmd.py): how each ring is programmed and wraps, how its fences signal (from its own
 interrupt, or by polling where the interrupt cannot say), how its errors are counted,
 attributed and recovered, and what observers and logs are told. Reference-model backend:
@@ -515,7 +515,7 @@ def test_ctx_query_names_the_context_and_waits_are_checked_against_what_it_submi
 
 
 def test_a_context_keeps_the_errors_of_its_latest_failed_jobs_only():
-    from kmd_model.ctx import Context
+    from kmd_model.core.ctx import Context
     kmd_model.bind(RefModel())
     c = Client()
     ctx = Context(99, c.f, 0)

@@ -1,4 +1,4 @@
-"""The KMD's GPU virtual memory (kmd_model/vm.py): GEM_VA with every bad argument's errno
+"""The KMD's GPU virtual memory (kmd_model/mm/vm.py): GEM_VA with every bad argument's errno
 and message, page tables in memory as spec/vm.py defines them, the VMID manager (grab,
 reuse, steal with a TLB flush, waiting when every VMID is busy), INFO VM_FAULT and the
 reset path a VM fault takes. `check_*(dev)` bodies run on the model here and on the RTL
@@ -328,7 +328,7 @@ def test_a_mapping_at_an_offset_in_its_bo():
     checker's copies and in translate), not the first."""
     kmd_model.bind(RefModel())
     c = Client()
-    ib = c.bo(0x1000)
+    c.bo(0x1000)
     bo = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x2000))
     view = c.io(Request.GEM_MMAP, uapi.GemMmapArgs(bo.handle)).view.view("<u4")
     va = c.next_va

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import kmd_model
 import umd
 from kmd_model import uapi
-from kmd_model.kmd import Wb
+from kmd_model.core.kmd import Wb
 from kmd_model.uapi import CsChunkIb, Domain, KmdError, MappingRevoked, Request
 from spec import packets, pm4, rules
 from testbench.refmodel import RefModel
@@ -556,7 +556,7 @@ def _nops(n: int) -> list[int]:
 def max_ib(kmd, c: Client, two_levels: bool) -> None:
     """A legal maximum-size IB (2^20 - 1 dwords), called from the ring or from an IB1, runs
     to its end on every backend (the job timeout counts time without progress)."""
-    n = kmd_model.kmd.MAX_IB_DW
+    n = kmd_model.core.kmd.MAX_IB_DW
     big = c.bo(4 * n + 0x1000)
     m = big.addr
     body = _nops(n - 5) + pm4.write_data(m + 4 * n + 0x10, [0x600D], wr_confirm=1)

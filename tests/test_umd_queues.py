@@ -260,7 +260,7 @@ def test_a_wait_with_nothing_after_it_is_carried_by_a_nop_job_of_the_queues_own_
 def test_a_copy_flush_of_many_ibs_submits_them_in_order_max_ib_chunks_per_cs():
     """SDMA IBs do not chain: a flush names every IB as a chunk of its own, in order, in as
     few CS calls as the KMD's max_ib_chunks allows; dependencies go with the first only."""
-    kmd = kmd_model.bind(RefModel())
+    kmd_model.bind(RefModel())
     gpu = umd.open()
     step = gpu.dev_info.max_ib_chunks
     producer, q = gpu.queue(), gpu.queue(engine="copy", ib_size_dw=64, flush_threshold=1000)
@@ -552,7 +552,7 @@ def test_a_queue_the_kernel_has_no_context_or_memory_for_costs_nothing():
     under memory pressure used up the file's contexts."""
     kmd = kmd_model.bind(RefModel())
     gpu = umd.open(pools=False)
-    taken = [gpu.ws.ctx_alloc() for _ in range(kmd_model.ctx.MAX_CONTEXTS)]
+    taken = [gpu.ws.ctx_alloc() for _ in range(kmd_model.core.ctx.MAX_CONTEXTS)]
     with pytest.raises(umd.OutOfMemory, match=r"^queue: no context for it \(ENOSPC: CTX ALLOC: this file has 4095 "
                                               r"contexts, the most one file may have \(free one first\)\)$"):
         gpu.queue()

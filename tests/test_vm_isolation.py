@@ -29,8 +29,8 @@ import pytest
 
 import kmd_model
 from kmd_model import uapi
-from kmd_model.kmd import Wb
-from kmd_model.uapi import CsChunkIb, CtxOp, KmdError, Request, VaOp
+from kmd_model.core.kmd import Wb
+from kmd_model.uapi import CtxOp, KmdError, Request, VaOp
 from spec import pm4
 from spec import vm as vm_spec
 from testbench.refmodel import RefModel

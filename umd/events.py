@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import errno
 
-from kmd_model.fence import seq_passed
+from kmd_model.sched.fence import seq_passed
 from spec import pm4, sdma
 
 from . import submit

@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kmd_model.fence import seq_passed
+from kmd_model.sched.fence import seq_passed
 from kmd_model.log import get_logger
 from kmd_model.uapi import CsChunkFence, CsChunkIb, CtxPriority, HwIp, KmdError
 from spec import packets, pm4, sdma
@@ -170,7 +170,7 @@ class Queue(_Dispatched):
         try:
             self.ctx_id = self.ws.ctx_alloc(PRIORITIES[priority])
         except KmdError as e:
-            if e.errno == errno.ENOSPC:  # the file's contexts are all taken (kmd_model/ctx.py)
+            if e.errno == errno.ENOSPC:  # the file's contexts are all taken (kmd_model/core/ctx.py)
                 raise OutOfMemory(f"queue: no context for it ({e})") from e
             raise
         self.deps: list = []  # events of other queues the next submission waits for (submit.SeqDep, EventDep)

@@ -127,7 +127,7 @@ def states(c):
             with m.Else():
                 # INT_STATUS.EOP rises with IH_PENDING (the irq line), not after the wptr
                 # write-back: a handler woken by the line before the write-back lands finds
-                # no entry, and then reads INT_STATUS for the event (kmd_model/kmd.py)
+                # no entry, and then reads INT_STATUS for the event (kmd_model/irq/handler.py)
                 m.d.comb += [c.ih_advance.eq(1), c.eop_set.eq(~c.ih_err & ~_ext(c))]  # (not another engine's)
                 m.d.sync += c.ih_written.eq(1)
                 m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_BYTES)  # AMD: bytes

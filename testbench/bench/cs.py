@@ -1,4 +1,4 @@
-"""What the security boundary costs (kmd_model/cs_checker.py): the CS checker and its shadow
+"""What the security boundary costs (kmd_model/cs/checker.py): the CS checker and its shadow
 copies, measured on the reference model (the checker is the same Python on every backend).
 
     cs_submit_us_per_kdw        CPU time (process time, so other load on the machine hardly

@@ -4,7 +4,7 @@
     python -m testbench.mutate --python           # the Python layers only
     python -m testbench.mutate --rtl              # the curated RTL mutants only
     python -m testbench.mutate --sample 1         # every Python mutant (hours on 2 cores)
-    python -m testbench.mutate --modules kmd_model/fence.py,kmd_model/ih.py --sample 1
+    python -m testbench.mutate --modules kmd_model/sched/fence.py,kmd_model/irq/ih.py --sample 1
     python -m testbench.mutate --recheck          # also run the survivors argued in survivors.toml
     python -m testbench.mutate --python --resume  # go on where the last run's budget stopped it
     python -m testbench.mutate --fast             # the handful make test runs (tests/test_mutate.py)

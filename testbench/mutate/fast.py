@@ -30,25 +30,25 @@ class FastMutant:
 
 FAST = (
     FastMutant(Patch(
-        "checker-read-side", "kmd_model/cs_checker.py",
+        "checker-read-side", "kmd_model/cs/checker.py",
         'bad[copy] |= ~self._owned(w, plan.value(pay, "src")[copy], n[copy])',
         "bad[copy] |= False",
         "the checker forgets where a DMA_DATA reads from: one client copies another's memory"),
         ("tests/test_kmd_checker.py",)),
     FastMutant(Patch(
-        "fence-not-wrap-safe", "kmd_model/fence.py",
+        "fence-not-wrap-safe", "kmd_model/sched/fence.py",
         "while self.pending and seq_passed(self.pending[0].seq, value):",
         "while self.pending and self.pending[0].seq <= value:",
         "fence processing compares seqnos as plain numbers: nothing signals past 2^32"),
         ("tests/test_kmd_fence.py",)),
     FastMutant(Patch(
-        "ih-rptr-write-back", "kmd_model/ih.py",
+        "ih-rptr-write-back", "kmd_model/irq/ih.py",
         "self.kmd.mmio.write(regs.IH_RPTR, self.rptr)",
         "self.kmd.mmio.write(regs.IH_RPTR, self.rptr & self.mask)",
         "the IH read pointer is written back wrapped: IH_PENDING stays high, entries are redone"),
         ("tests/test_kmd_ih.py",)),
     FastMutant(Patch(
-        "diagnosis-skips-ib2", "kmd_model/cs_checker.py",
+        "diagnosis-skips-ib2", "kmd_model/cs/checker.py",
         'hit = walk(base, f["IB_SIZE"], level + 1)',
         "hit = None",
         "the timeout diagnosis does not look into IB2s"),
@@ -72,7 +72,7 @@ FAST = (
         "a packet field moves in the table: builders, decoder, RTL, model and checker move with it"),
         ("tests/test_amd_conformance.py",)),
     FastMutant(Patch(
-        "address-high-dword", "kmd_model/cs_checker.py",
+        "address-high-dword", "kmd_model/cs/checker.py",
         'a = f["ADDR_LO"] << 2 | f["ADDR_HI"] << 32',
         'a = f["ADDR_LO"] << 2 | f["ADDR_HI"] << 33',
         "an address's high dword put in the wrong place: invisible while every buffer lies below 4 GiB"),

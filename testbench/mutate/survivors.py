@@ -3,7 +3,7 @@
 survivors.toml lists them, one table each:
 
     [[survivor]]
-    module = "kmd_model/cs_checker.py"
+    module = "kmd_model/cs/checker.py"
     function = "find_unsatisfied_wait"
     before = "if a // 4 >= len(mem32):"
     after = "if a / 4 >= len(mem32):"

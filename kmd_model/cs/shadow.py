@@ -1,4 +1,4 @@
-"""The shadow pool: kernel memory for the checked copies of jobs' IBs (kmd_model/cs_checker.py).
+"""The shadow pool: kernel memory for the checked copies of jobs' IBs (kmd_model/cs/checker.py).
 
 One kernel BO in GTT, carved up per job like amdgpu's suballocator (amdgpu_sa) carves its
 IB pool: a job's copies take one range, which goes back to the pool when the job's fence
@@ -12,7 +12,7 @@ ring space; a job whose copies are larger than the whole pool is refused (E2BIG)
 
 from __future__ import annotations
 
-from .bo import Bo, Heap
+from ..mm.bo import Bo, Heap
 
 
 class ShadowPool:

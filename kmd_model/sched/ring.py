@@ -20,13 +20,13 @@ import numpy as np
 
 from spec import packets, pm4
 
-from . import regs
-from .cp_error import CpErrorState
-from .log import get_logger
-from .uapi import KmdError
+from .. import regs
+from ..log import get_logger
+from ..reset.cp_error import CpErrorState
+from ..uapi import KmdError
 
 if TYPE_CHECKING:
-    from .kmd import Kmd
+    from ..core.kmd import Kmd
 
 log = get_logger("ring")
 

@@ -1,6 +1,6 @@
 """The command-stream checker and its shadow copies: a second line of defence behind the MMU.
 
-The MMU (kmd_model/vm.py) already keeps a job inside its file's mappings; on top of that
+The MMU (kmd_model/mm/vm.py) already keeps a job inside its file's mappings; on top of that
 the KMD does what i915's command parser does: at CS it copies every IB the job can reach
 (the chunks, the IB2s they call, the IBs they CHAIN to) out of the client's memory,
 checks the copies, points the copied INDIRECT_BUFFER packets at the copies of their
@@ -8,7 +8,7 @@ targets, and gives the ring the copies. The CP never fetches a command from clie
 memory, so nothing a client writes after the CS ioctl returns (from the CPU, or from the
 GPU with WRITE_DATA or DMA_DATA into its own IBs) reaches the CP unchecked, and a stream
 the KMD accepts never stops the CP with a packet error. The copies live in the kernel's
-shadow pool (kmd_model/shadow.py), mapped executable-only at the top of every VM, and are
+shadow pool (kmd_model/cs/shadow.py), mapped executable-only at the top of every VM, and are
 freed when the job's fence signals. Addresses are the file's virtual addresses: "in one
 BO of the client" below means inside one of its VM's mappings.
 
@@ -42,12 +42,12 @@ import numpy as np
 from spec import packets, pm4, rules
 from spec.packets import HEADER
 
-from .cp_error import LEVEL_TEXT
-from .log import get_logger
-from .uapi import KmdError, VmFlags
+from ..log import get_logger
+from ..reset.cp_error import LEVEL_TEXT
+from ..uapi import KmdError, VmFlags
 
 if TYPE_CHECKING:
-    from .ctx import Context
+    from ..core.ctx import Context
 
 log = get_logger("cs")
 

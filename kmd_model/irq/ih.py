@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 
 from spec import ih as ih_spec
 
-from . import regs
-from .log import get_logger
+from .. import regs
+from ..log import get_logger
 
 if TYPE_CHECKING:
-    from .kmd import Kmd
+    from ..core.kmd import Kmd
 
 log = get_logger("ih")
 

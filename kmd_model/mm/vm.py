@@ -1,5 +1,5 @@
-"""GPU virtual memory in the KMD: a VM per open file (amdgpu_vm) and the VMID manager
-(amdgpu_vmid).
+"""GPU virtual memory in the KMD: a VM per open file (amdgpu_vm); the VMIDs its jobs run
+with are vmid.py's (amdgpu_vmid).
 
 A `Vm` is one client's address space: its page tables are kernel BOs in VRAM (the root
 directory, page tables made on demand), written by the CPU in spec/vm.py's format; its
@@ -13,34 +13,25 @@ VM's VMID before the ioctl returns; the BOs behind the old entries stay allocate
 every job that may use them has finished (each job holds every BO mapped in its VM when
 it was submitted), so an unmapped page is never reused while a job may still reach it.
 New entries need no invalidation: the TLB never keeps a fault.
-
-The `VmidManager` gives jobs VMIDs 1..15 as amdgpu_vmid_grab does: a VM keeps the VMID it
-has while it owns it; otherwise it takes an idle one (no job of any ring runs with
-it), least recently used first, stealing it from its previous VM: the page-table base and
-enable are programmed and the VMID's TLB entries invalidated before the job's
-INDIRECT_BUFFER names it. With no idle VMID the job waits in the scheduler's queue.
 """
 
 from __future__ import annotations
 
 import bisect
-import errno
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from spec import vm as vm_spec
 
-from . import regs
-from .log import get_logger
-from .uapi import Domain, KmdError, VmFlags
+from ..log import get_logger
+from ..uapi import Domain, VmFlags
 
 if TYPE_CHECKING:
+    from ..core.file import File
+    from ..core.kmd import Kmd
     from .bo import Bo
-    from .file import File
-    from .kmd import Kmd
-    from .scheduler import Job
 
 log = get_logger("vm")
 
@@ -281,99 +272,3 @@ class Vm:
 
     def __repr__(self) -> str:
         return f"Vm(fd {self.file.fd}, {len(self.maps)} mappings, VMID {self.vmid})"
-
-
-@dataclass
-class _Vmid:
-    n: int
-    owner: Vm | None = None
-    jobs: list = field(default_factory=list)  # jobs emitted with it, unfinished when last looked
-    used_at: int = 0
-
-
-class VmidManager:
-    """VMIDs 1..vmids-1 for jobs; 0 is the kernel's."""
-
-    def __init__(self, kmd: "Kmd", vmids: int):
-        self.kmd = kmd
-        self.ids = [_Vmid(n) for n in range(1, vmids)]
-        self.clock = 0
-        self.grabs = self.steals = self.flushes = 0
-        self.flush_failures = 0  # flushes not acknowledged (the VMID went to no VM)
-
-    def _idle(self, v: _Vmid) -> bool:
-        """No job runs with it. Every job, not the latest: a VM's jobs on different rings
-        end out of order, and one still running would walk the next owner's tables."""
-        v.jobs = [j for j in v.jobs if not j.finished]
-        return not v.jobs
-
-    def grab(self, vm: Vm) -> int | None:
-        """The VMID `vm`'s next job runs with, or None when every VMID is busy (the job waits)."""
-        if vm.vmid is not None:
-            return vm.vmid
-        idle = [v for v in self.ids if self._idle(v)]
-        if not idle:
-            return None
-        v = min(idle, key=lambda v: (v.owner is not None, v.used_at))  # unowned first, then LRU
-        if v.owner is not None:
-            v.owner.vmid = None
-            v.owner = None
-            self.steals += 1
-        m = self.kmd.mmio
-        m.write(regs.VM_CONTEXT_PT_BASE_LO, vm.root.gpu_addr & 0xFFFF_F000, v.n)
-        m.write(regs.VM_CONTEXT_PT_BASE_HI, vm.root.gpu_addr >> 32, v.n)
-        m.write(regs.VM_CONTEXT_CNTL, regs.VM_CONTEXT_CNTL.ENABLE.mask, v.n)
-        try:
-            self.flush(v.n)  # the previous owner's entries go
-        except KmdError as e:
-            # Given to the VM anyway, its jobs would run with the previous owner's entries
-            # (reading and writing its memory at its VAs): no VM owns it until a flush of it
-            # is acknowledged, and the job waits as for a busy VMID (amdgpu only logs it).
-            self.flush_failures += 1
-            log.error("VMID %d not given to %r: %s", v.n, vm, e.message)
-            return None
-        v.owner = vm
-        vm.vmid = v.n
-        self.grabs += 1
-        log.debug("VMID %d -> %r", v.n, vm)
-        return v.n
-
-    def used(self, vmid: int, job: "Job") -> None:
-        v = self.ids[vmid - 1]
-        v.jobs = [j for j in v.jobs if not j.finished]  # (a VM that keeps its VMID never asks _idle)
-        v.jobs.append(job)
-        self.clock += 1
-        v.used_at = self.clock
-
-    def release(self, vm: Vm) -> None:
-        if vm.vmid is not None:
-            self.ids[vm.vmid - 1].owner = None
-            vm.vmid = None
-
-    def flush(self, vmid: int, page: int | None = None) -> None:
-        """Invalidate the TLB entries of `vmid` (one page or all) and wait for the MMU's
-        acknowledge, as amdgpu's gmc_v9_0_flush_gpu_tlb."""
-        m = self.kmd.mmio
-        self.flushes += 1
-        if page is not None:
-            m.write64(regs.VM_INVALIDATE_ADDR_LO, regs.VM_INVALIDATE_ADDR_HI, page >> vm_spec.PAGE_SHIFT)
-        m.write_fields(regs.VM_INVALIDATE_REQ, PER_VMID=1 << vmid, ALL_ADDR=int(page is None))
-        deadline = self.kmd.dev.now() + self.kmd.params.hw_timeout
-        while not m.read(regs.VM_INVALIDATE_ACK) >> vmid & 1:
-            if self.kmd.dev.now() >= deadline:
-                raise KmdError(errno.EIO, f"TLB flush of VMID {vmid}: no acknowledge after "
-                               f"{self.kmd.params.hw_timeout} cycles")
-            self.kmd.dev.delay(4)
-
-    def flush_vm(self, vm: Vm, va: int | None = None, size: int = 0) -> None:
-        """After `vm`'s tables lost or changed entries: invalidate its VMID, if it holds one
-        (else the next grab invalidates)."""
-        if vm.vmid is not None:
-            vm.flushes += 1
-            try:
-                self.flush(vm.vmid, va if va is not None and size == PAGE else None)
-            except KmdError:
-                # its TLB may still hold what went: the VM's next job grabs (and flushes) anew
-                self.ids[vm.vmid - 1].owner, vm.vmid = None, None
-                self.flush_failures += 1
-                raise

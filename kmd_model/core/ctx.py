@@ -16,15 +16,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .fence import SEQ_MASK, seq_after
-from .uapi import HwErrorInfo, ResetStatus
+from ..sched.fence import SEQ_MASK, seq_after
+from ..uapi import HwErrorInfo, ResetStatus
 
 MAX_CONTEXTS = 4096 - 1  # contexts per file (amdgpu: AMDGPU_VM_MAX_NUM_CTX, ids from 1)
 
 if TYPE_CHECKING:
+    from ..sched.scheduler import Job
+    from ..uapi import KmdError
     from .file import File
-    from .uapi import KmdError
-    from .scheduler import Job
 
 
 class Context:

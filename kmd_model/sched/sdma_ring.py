@@ -1,6 +1,6 @@
 """The SDMA ring: amdgpu's sdma_v4_0 ring functions over the copy engine's own ring.
 
-The same shape as the gfx ring (kmd_model/ring.py: alloc, emit_*, commit, set_wptr), with
+The same shape as the gfx ring (kmd_model/sched/ring.py: alloc, emit_*, commit, set_wptr), with
 the copy engine's packets (spec/sdma.py) and units: the hardware's rptr and wptr count
 bytes, the driver's dwords (`wptr << 2` on the doorbell, `>> 2` on the write-back), as
 sdma_v4_0_ring_get_rptr / set_wptr do. Commits are padded to 16 dwords (amdgpu's
@@ -11,20 +11,18 @@ TRAP (sdma_v4_0_ring_emit_fence); the ring test (Ring.test_ring) writes 0xDEADBE
 
 from __future__ import annotations
 
-import errno
 import logging
 from typing import TYPE_CHECKING
 
 from spec import sdma, sdma_packets
 
-from . import regs
-from .cp_error import CpErrorState
-from .log import get_logger
+from .. import regs
+from ..log import get_logger
+from ..reset.cp_error import CpErrorState
 from .ring import MASK32, Ring, queue_reset
-from .uapi import KmdError
 
 if TYPE_CHECKING:
-    from .kmd import Kmd
+    from ..core.kmd import Kmd
 
 log = get_logger("ring")
 

@@ -11,17 +11,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .uapi import KmdError
+from ..uapi import KmdError
 
 if TYPE_CHECKING:
-    from .bo import Bo
+    from ..mm.bo import Bo
+    from ..mm.vm import Vm
     from .ctx import Context
     from .kmd import Kmd
-    from .vm import Vm
 
 
 def _is_int(v: Any) -> bool:
-    """What the ioctls take as an integer argument (ioctl._int's rule): a Python or numpy
+    """What the ioctls take as an integer argument (ioctl.dispatch._int's rule): a Python or numpy
     integer, not a bool."""
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
@@ -40,7 +40,7 @@ class File:
     def ioctl(self, request: int, args: Any = None) -> Any:
         """Run one ioctl; returns its out-structure, raises KmdError on failure. Under the
         driver's lock (Kmd.lock): a client may call from any number of threads."""
-        from .ioctl import dispatch
+        from ..ioctl.dispatch import dispatch
         with self.kmd.lock:
             return dispatch(self, request, args)
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .uapi import MappingRevoked
+from ..uapi import MappingRevoked
 
 _MAP_FIXED = 0x10  # Linux
 

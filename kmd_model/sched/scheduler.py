@@ -27,14 +27,14 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
+from ..log import get_logger
+from ..uapi import KmdError
 from .fence import Fence, FenceDriver
-from .log import get_logger
 from .ring import Ring
-from .uapi import KmdError
 
 if TYPE_CHECKING:
-    from .ctx import Context
-    from .kmd import Kmd
+    from ..core.ctx import Context
+    from ..core.kmd import Kmd
 
 log = get_logger("sched")
 
@@ -81,7 +81,7 @@ class Job:
     ring_end: int = 0
     runs: int = 0  # 1 + resubmissions
     checked: Any = None  # the CheckedJob whose shadow copies `ibs` name (None: cs_check off)
-    vm: Any = None  # the file's Vm (kmd_model/vm.py): its IBs run with the VMID it holds
+    vm: Any = None  # the file's Vm (kmd_model/mm/vm.py): its IBs run with the VMID it holds
     vmid: int = 0
     ring: Ring | None = None  # the ring it runs on (its scheduler's)
     deps: list = field(default_factory=list)  # jobs (of any ring) that must finish first

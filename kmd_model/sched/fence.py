@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .log import get_logger
+from ..log import get_logger
 
 log = get_logger("fence")
 

@@ -19,11 +19,11 @@ import errno
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .log import get_logger
-from .uapi import Domain, KmdError
+from ..log import get_logger
+from ..uapi import Domain, KmdError
 
 if TYPE_CHECKING:
-    from .file import File
+    from ..core.file import File
 
 log = get_logger("bo")
 
@@ -41,7 +41,7 @@ class Bo:
     busy_jobs: int = 0  # unfinished jobs that reference it
     closed: bool = False  # its handle is gone; freed once idle
     freed: bool = False
-    mappings: list = field(default_factory=list)  # its owner's CPU mappings (kmd_model/mapping.py)
+    mappings: list = field(default_factory=list)  # its owner's CPU mappings (kmd_model/mm/mapping.py)
 
     @property
     def busy(self) -> bool:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from spec import packets
 from spec import vm as vm_spec
 
-from . import regs
+from .. import regs
 
 CpError = regs.CpError
 IbLevel = regs.IbLevel

@@ -1,0 +1,77 @@
+"""Binding the driver to a device and opening it (amdgpu_drv's probe and remove; the render
+node): one driver per device, `bind(dev)` probes and initialises it, `open_render_node()`
+opens it as opening /dev/dri/renderD128 does, `rebind(...)` reloads it with new
+parameters as `modprobe -r amdgpu; modprobe amdgpu param=...` does.
+"""
+
+from __future__ import annotations
+
+import errno
+from dataclasses import fields
+
+from ..device import Device
+from ..uapi import KmdError
+from .file import File
+from .kmd import Kmd, KmdParams
+
+
+def params_from(kw: dict) -> KmdParams:
+    names = {f.name for f in fields(KmdParams)}
+    bad = sorted(set(kw) - names)
+    if bad:
+        raise TypeError(f"unknown KMD parameter(s) {', '.join(bad)}; known: {', '.join(sorted(names))}")
+    return KmdParams(**kw)
+
+
+# The bound device, as a render node exists once a driver has bound a GPU.
+_bound: Kmd | None = None
+
+
+def bind(dev: Device, params: KmdParams | None = None, *, observers=(), **kw) -> Kmd:
+    """Probe and initialise `dev`; later `open_render_node()` calls open this device.
+    Keyword arguments are KmdParams fields: `bind(dev, initial_seq=2**32 - 500)`;
+    `observers` see the driver's events from bring-up on (Kmd.notify)."""
+    global _bound
+    if params is not None and kw:
+        raise TypeError("bind: give either params or keyword parameters, not both")
+    params = params or params_from(kw)
+    if _bound is not None and _bound.dev is dev:
+        # one driver per device: the old one's files would keep BOs in memory the new one
+        # hands out again, and wait for jobs its rings no longer run
+        _bound.detach()
+    kmd = Kmd(dev, params, observers)
+    _bound = kmd
+    return kmd
+
+
+def rebind(**kw) -> Kmd:
+    """Reload the driver on the bound device with new parameters, as `modprobe -r amdgpu;
+    modprobe amdgpu param=...` does: open files are closed, the hardware is brought up
+    again. Observers and trace hooks stay (they are told with a "bind" event)."""
+    old = bound()
+    observers, hooks = list(old.observers), list(old.trace_hooks)
+    unbind()
+    kmd = bind(old.dev, observers=observers, **kw)
+    kmd.trace_hooks[:0] = hooks
+    if kmd.observers:
+        kmd.notify("bind", kmd=kmd)
+    return kmd
+
+
+def unbind() -> None:
+    global _bound
+    if _bound is not None:
+        for f in list(_bound.files.values()):
+            f.close()
+    _bound = None
+
+
+def bound() -> Kmd:
+    if _bound is None:
+        raise KmdError(errno.ENODEV, "no device bound: call kmd_model.bind(dev) first")
+    return _bound
+
+
+def open_render_node() -> File:
+    """Open the bound device, as opening /dev/dri/renderD128 does."""
+    return bound().open()

@@ -1,0 +1,179 @@
+"""What clients own, on the driver's side (Kmd's part, mixed into core/kmd.py's Kmd): open
+files and their contexts (drm_file, amdgpu_ctx), the kernel's range in every file's VM (the
+shadow pool, where the checked copies run), and the lifetime of BOs: a closed BO's CPU
+mappings are revoked at once, its GPU mappings and memory go once no job uses it
+(`job_retired` lets go of what a finished job held).
+"""
+
+from __future__ import annotations
+
+import errno
+
+from spec import vm as vm_spec
+
+from ..cs.checker import CheckedJob
+from ..log import get_logger
+from ..mm.mapping import Mapping, map_bo
+from ..mm.vm import HUGE, Vm
+from ..sched.scheduler import Job
+from ..uapi import KmdError
+from .ctx import Context
+from .file import File
+
+log = get_logger("kmd")
+
+
+class ClientsMixin:
+    """Kmd's methods for files, contexts, the kernel's VA range and BO lifetimes."""
+
+    # ------------------------------------------------------------------ files and contexts
+
+    def open(self) -> File:
+        with self.lock:
+            return self._open()
+
+    def _open(self) -> File:
+        f = File(self, self.next_fd)
+        f.vm = Vm(self, f, self.vm_levels)
+        self.files[f.fd] = f
+        self.next_fd += 1
+        return f
+
+    def ctx_alloc(self, file: File, priority: int = 2) -> Context:
+        ctx = Context(self.next_ctx_id, file, self.params.initial_seq)
+        ctx.priority = priority
+        self.next_ctx_id += 1
+        self.contexts[ctx.id] = ctx
+        file.contexts[ctx.id] = ctx
+        return ctx
+
+    def ctx_free(self, ctx: Context) -> None:
+        """Queued and running jobs still complete (their BOs stay alive until then)."""
+        ctx.file.contexts.pop(ctx.id, None)
+        self.contexts.pop(ctx.id, None)
+        for s in self.scheds:
+            s.remove_context(ctx)
+
+    def file_closed(self, file: File) -> None:
+        try:
+            self.service()  # retire what finished, so idle BOs are freed now
+        finally:  # (a recovery run in there that fails is raised, after the file is released)
+            self._release_file(file)
+
+    def _release_file(self, file: File) -> None:
+        for ctx in list(file.contexts.values()):
+            self.ctx_free(ctx)
+        leaked = list(file.handles.values())
+        if leaked:
+            log.debug("fd %d closed with %d BO(s) open: %s", file.fd, len(leaked), leaked)
+        for bo in leaked:
+            self.bo_close(bo)
+        file.handles.clear()
+        file.vm.destroy()
+        self.files.pop(file.fd, None)
+
+    def detach(self) -> None:
+        """The device is bound again (bind()): this driver is gone without touching the
+        hardware, which the new one resets. Its files answer EBADF from now on and its
+        BOs' CPU mappings are revoked (their memory is the new driver's to hand out)."""
+        for f in list(self.files.values()):
+            for bo in f.handles.values():
+                for m in bo.mappings:
+                    m.revoke(f"BO {bo.name or '?'}: its driver was replaced (the device was bound again)")
+                bo.mappings.clear()
+            f.closed = True
+        self.files.clear()
+
+    # ------------------------------------------------------------------ the kernel's range in every VM
+
+    def map_kernel_ranges(self, vm: Vm) -> None:
+        """What the kernel puts in every VM: with the CS checker, the shadow pool at the top
+        of the address space, executable only (the CP fetches the checked copies from it)."""
+        if not self.kernel_va_size:
+            return
+        bo = self.shadow.bo
+        if bo.gpu_addr % HUGE == 0 and bo.size % HUGE == 0:
+            for off in range(0, bo.size, HUGE):
+                vm.set_huge(self.kernel_va + off, bo.gpu_addr + off, vm_spec.EXECUTABLE)
+        else:
+            vm.set_ptes(self.kernel_va, bo.size, bo.gpu_addr, vm_spec.EXECUTABLE)
+
+    def shadow_va(self, addr: int) -> int:
+        """Where a shadow-pool address is in every VM."""
+        return self.kernel_va + addr - self.shadow.bo.gpu_addr
+
+    def job_translate(self, job: Job):
+        """va, nbytes -> where a job's address is in memory (its VM's mappings, or the
+        shadow pool's kernel range), None when it is nowhere: for the KMD's own reads of
+        what a job runs (timeout diagnosis, crash reports)."""
+        vm = job.vm
+
+        def translate(va: int, n: int) -> int | None:
+            if self.kernel_va_size and self.kernel_va <= va and va + n <= self.kernel_va + self.shadow.size:
+                return self.shadow.bo.gpu_addr + va - self.kernel_va
+            return vm.translate(va, n) if vm is not None else va
+        return translate
+
+    def shadow_alloc(self, job: CheckedJob) -> int:
+        """Room in the shadow pool for a checked job's copies, waiting for older jobs to
+        retire when the pool is short (as for ring space)."""
+        n = job.shadow_bytes
+        if n > self.shadow.size:
+            raise KmdError(errno.E2BIG, f"CS: the job's checked copies take {n:#x} bytes, more than the "
+                           f"whole shadow pool ({self.shadow.size:#x} bytes)")
+        addr = self.shadow.alloc(n)
+        if addr is None:
+            self.wait_for(lambda: self.shadow.fits(n), 2 * self.params.job_timeout)
+            addr = self.shadow.alloc(n)
+        if addr is None:
+            raise KmdError(errno.ENOMEM, f"CS: no room for the job's {n:#x} bytes of checked copies in "
+                           f"the shadow pool ({self.shadow.size - self.shadow.used:#x} of "
+                           f"{self.shadow.size:#x} bytes free, {len(self.sched.pending) + len(self.sched.queue)} "
+                           "jobs in flight)")
+        return addr
+
+    # ------------------------------------------------------------------ BO lifetimes
+
+    def bo_close(self, bo) -> None:
+        """The BO's last handle is gone: its CPU mappings are revoked now; its GPU mappings
+        and its memory go once no job uses it (jobs submitted before still find it mapped,
+        as amdgpu's page-table updates wait for the BO's fences)."""
+        for m in bo.mappings:
+            m.revoke(f"BO {bo.name or '?'} [{bo.gpu_addr:#x}, {bo.end:#x}) was closed (GEM_CLOSE): "
+                     "its CPU mapping is gone, as after munmap")
+        bo.mappings.clear()
+        bo.closed = True
+        if bo.owner is not None and not bo.owner.vm.closed:
+            bo.owner.vm.bo_closed()
+        if not bo.busy:
+            self.bo_release(bo)
+
+    def bo_release(self, bo) -> None:
+        """A closed BO is idle: out of its file's VM (the TLB invalidated), then freed."""
+        vm = bo.owner.vm if bo.owner is not None else None
+        if vm is not None and not vm.closed and vm.bo_removed(bo):
+            self.vmids.flush_vm(vm)
+        self.bo.close(bo)
+
+    def map_bo(self, bo) -> Mapping:
+        """A CPU mapping of a BO for its owner (GEM_MMAP), revoked at GEM_CLOSE."""
+        m = map_bo(self.dev.mem, self._mem_file, bo.gpu_addr, bo.size)
+        bo.mappings.append(m)
+        return m
+
+    def live_bos(self, file: File | None = None) -> list:
+        """User BOs still allocated (all, or one File's): for leak reports."""
+        return [b for b in self.bo.live if b.owner is not None and (file is None or b.owner is file)]
+
+    def job_retired(self, job: Job) -> None:
+        if job.error is not None:
+            self.stats["jobs_cancelled"] += 1
+        else:
+            self.stats["jobs_retired"] += 1
+        for bo in job.bos:
+            bo.busy_jobs -= 1
+            if bo.closed and not bo.busy:
+                self.bo_release(bo)
+        if job.checked is not None:  # the CP is done with the copies
+            self.shadow.free(job.checked.shadow_mem, job.checked.shadow_bytes)
+            job.checked = None

@@ -1,0 +1,3 @@
+"""The command-stream checker (checker, as i915's command parser) and the shadow pool its
+checked copies live in (shadow, as amdgpu_sa): the security boundary behind the MMU.
+"""

@@ -1,0 +1,195 @@
+"""CS: a submission (amdgpu_cs_ioctl): its chunks checked, the job checked and copied (cs/), queued
+on its ring's scheduler."""
+
+from __future__ import annotations
+
+import errno
+from typing import TYPE_CHECKING
+
+from .. import uapi
+from ..core.kmd import MAX_IB_DW
+from ..sched.fence import SEQ_MASK
+from ..sched.scheduler import FailedDep, Job, ring_dw
+from ..uapi import HW_IP_NUM, CsChunkDep, CsChunkFence, CsChunkIb, HwIp, KmdError, Request
+from .ctx import _guilty
+from .dispatch import _int, ioctl_def
+
+if TYPE_CHECKING:
+    from ..core.file import File
+    from ..core.kmd import Kmd
+
+
+def _ring(kmd: "Kmd", who: str, ip_type, ip_instance, ring):
+    """The scheduler a (HW IP type, instance, ring) names (amdgpu_ctx_get_entity); EINVAL
+    for anything this device does not have."""
+    ip = _int(who, "ip_type", ip_type, 0)
+    if ip >= HW_IP_NUM:
+        raise KmdError(errno.EINVAL, f"{who}: ip_type {ip} is not a HW IP type (0..{HW_IP_NUM - 1})")
+    inst = _int(who, "ip_instance", ip_instance, 0)
+    if inst:  # amdgpu: "Right now all IPs have only one instance"
+        raise KmdError(errno.EINVAL, f"{who}: ip_instance must be 0 (every HW IP has one instance), not {inst}")
+    r = _int(who, "ring", ring, 0)
+    sched = kmd.rings.get((ip, r))
+    if sched is not None:
+        return sched
+    name = HwIp(ip).name
+    n = sum(1 for (i, _) in kmd.rings if i == ip)
+    if ip == HwIp.DMA and not n:
+        raise KmdError(errno.EINVAL, f"{who}: HW IP DMA ring {r}: this device has no SDMA engine (QUEUE_CAPS.SDMA "
+                       f"is 0 on the {kmd.dev.name} backend)")
+    if not n:
+        raise KmdError(errno.EINVAL, f"{who}: HW IP {name} has no rings on this device")
+    raise KmdError(errno.EINVAL, f"{who}: HW IP {name} has {n} ring(s) (0..{n - 1}), not ring {r}")
+
+
+def _dependency(kmd: "Kmd", file: "File", who: str, ch: CsChunkDep):
+    """The unfinished job a dependency chunk names, or None when it has finished already."""
+    sched = _ring(kmd, who, ch.ip_type, ch.ip_instance, ch.ring)
+    dctx = file.ctx(ch.ctx_id, who)  # amdgpu: an unknown context is EINVAL
+    sched = kmd.sched_for(sched, dctx)  # its gfx jobs may run on the high-priority queue
+    seq = _int(who, "handle", ch.handle, 0, SEQ_MASK)
+    # amdgpu's ~0 is the context's latest job on that ring; seqnos here are 32 bits and
+    # wrap, so once the context has handed out 0xffffffff itself it names that job
+    if seq == SEQ_MASK and not dctx.submitted_seq(seq):
+        seq = dctx.last_on.get(sched.name)
+        if seq is None:
+            return None
+    if not dctx.submitted_seq(seq):
+        last = f"last is {dctx.last_seq:#x}" if dctx.submitted else "nothing submitted yet"
+        raise KmdError(errno.EINVAL, f"{who}: context {dctx.id} never submitted seqno {seq:#x} ({last})")
+    job = dctx.jobs.get(seq)
+    # on another ring it is not that job, running or not (amdgpu numbers jobs per ring)
+    ran_on = job.ring.name if job is not None else dctx.ring_of.get(seq)
+    if ran_on is not None and ran_on != sched.ring.name:
+        raise KmdError(errno.EINVAL, f"{who}: seqno {seq:#x} of context {dctx.id} "
+                       f"{'runs' if job is not None else 'ran'} on {ran_on}, not on {sched.name}")
+    if job is None:
+        e = dctx.failed.get(seq)  # failed and gone already: the job is cancelled as if it were queued
+        return None if e is None else FailedDep(dctx.id, seq, e)  # (finished well: nothing to wait for)
+    return job
+
+
+def _may_submit(kmd: "Kmd", ctx) -> None:
+    """A guilty context's CS is ECANCELED; a banned one's, or any on a wedged device, EIO."""
+    if ctx.guilty:
+        raise _guilty("CS", ctx)
+    if kmd.wedged:
+        raise KmdError(errno.EIO, f"CS: {kmd.wedged}")
+    if ctx.banned:
+        raise KmdError(errno.EIO, f"CS: {ctx.banned}")
+
+
+@ioctl_def(Request.CS)
+def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
+    ctx = file.ctx(a.ctx_id, "CS")
+    kmd.service()
+    _may_submit(kmd, ctx)
+    if not isinstance(a.chunks, (list, tuple)):
+        raise KmdError(errno.EINVAL, f"CS: chunks must be a list, not {type(a.chunks).__name__}")
+    ibs: list[tuple[int, int]] = []
+    user_fence = None
+    uf_bo = None
+    sched = None
+    deps = []
+    for i, ch in enumerate(a.chunks):
+        who = f"CS: chunk {i}"
+        if isinstance(ch, CsChunkIb):
+            if len(ibs) == kmd.params.max_ib_chunks:  # before any more work on a long list
+                raise KmdError(errno.EINVAL, f"CS: more than {kmd.params.max_ib_chunks} IB chunks")
+            n = _int(who, "size_dw", ch.size_dw, 1, MAX_IB_DW)
+            _int(who, "flags", ch.flags, 0, 0)  # none defined yet
+            s = kmd.sched_for(_ring(kmd, who, ch.ip_type, ch.ip_instance, ch.ring), ctx)
+            if sched is not None and s is not sched:
+                raise KmdError(errno.EINVAL, f"{who}: the IB chunks aim at different rings ({sched.name} and "
+                               f"{s.name}): one CS runs on one ring")
+            sched = s
+            if ch.handle and ch.gpu_addr is not None:
+                raise KmdError(errno.EINVAL, f"{who}: give a BO handle or a gpu_addr, not both")
+            if ch.handle:
+                bo = file.bo(ch.handle, who)
+                off = _int(who, "offset", ch.offset)
+                if off & 3:
+                    raise KmdError(errno.EINVAL, f"{who}: offset must be dword aligned, not {off:#x}")
+                if off + 4 * n > bo.size:
+                    raise KmdError(errno.EINVAL, f"{who}: IB at offset {off:#x}+{4 * n:#x} runs past the "
+                                   f"end of BO {ch.handle} ({bo.size:#x} bytes)")
+                m = next((m for m in file.vm.maps if m.bo is bo and m.offset <= off < m.offset + m.size), None)
+                if m is None:
+                    raise KmdError(errno.EINVAL, f"{who}: BO {ch.handle} is not mapped at offset {off:#x} "
+                                   "in the file's VM (GEM_VA)")
+                addr = m.va + off - m.offset
+            elif ch.gpu_addr is not None:
+                addr = _int(who, "gpu_addr", ch.gpu_addr, 0, (1 << kmd.info.addr_bits) - 1)  # the bus's
+                if addr & 3:
+                    raise KmdError(errno.EINVAL, f"{who}: gpu_addr must be dword aligned, not {addr:#x}")
+            else:
+                raise KmdError(errno.EINVAL, f"{who}: an IB chunk needs a BO handle or a gpu_addr")
+            if addr % s.ring.IB_ALIGN:  # (an SDMA IB's base has no bits below 5)
+                raise KmdError(errno.EINVAL, f"{who}: an IB on the {s.ring.name} ring must start "
+                               f"{s.ring.IB_ALIGN}-byte aligned, not at {addr:#x}")
+            kva = kmd.kernel_va
+            if kmd.kernel_va_size and addr < kva + kmd.kernel_va_size and addr + 4 * n > kva:
+                # the shadow pool, executable in every VM: other clients' checked copies. The
+                # checker refuses it as outside the client's mappings; an unchecked ring (SDMA)
+                # would run them as its packets under this client's VMID
+                raise KmdError(errno.EFAULT, f"{who}: an IB at {addr:#x}+{4 * n:#x} reaches into the kernel's "
+                               f"range [{kva:#x}, {kva + kmd.kernel_va_size:#x}) of context {ctx.id}'s VM")
+            ibs.append((addr, n))
+        elif isinstance(ch, CsChunkFence):
+            if user_fence is not None:
+                raise KmdError(errno.EINVAL, f"{who}: only one fence chunk per CS")
+            uf_bo = file.bo(ch.handle, who, errno.EINVAL)  # as amdgpu_cs's user fence lookup
+            off = _int(who, "offset", ch.offset)
+            if off & 3 or off + 4 > uf_bo.size:
+                raise KmdError(errno.EINVAL, f"{who}: user fence offset {off:#x} must be dword aligned "
+                               f"and inside BO {ch.handle} ({uf_bo.size:#x} bytes)")
+            user_fence = uf_bo.gpu_addr + off
+        elif isinstance(ch, CsChunkDep):
+            dep = _dependency(kmd, file, who, ch)
+            if dep is not None:
+                deps.append(dep)
+        else:
+            raise KmdError(errno.EINVAL, f"{who} is a {type(ch).__name__}, not a CsChunkIb, CsChunkFence or "
+                           "CsChunkDep")
+    if not ibs:
+        raise KmdError(errno.EINVAL, "CS: no IB chunk")
+    # A job that cannot fit even an empty ring is refused here, before it is queued: queued,
+    # it would wait for space forever, in front of every job behind it.
+    ring = sched.ring
+    need = ring_dw(ring, len(ibs), user_fence is not None)
+    if not ring.ever_fits(need):
+        raise KmdError(errno.EINVAL, f"CS: the job takes {need} dwords of the {ring.name} ring ({len(ibs)} IB "
+                       f"chunk(s){' and a user fence' if user_fence is not None else ''}), more than its "
+                       f"{ring.size_dw}: use fewer IB chunks or a larger ring")
+    checked = None
+    ring_ibs = ibs
+    vm = file.vm
+    if kmd.params.cs_check and sched is not kmd.sdma_sched:  # PM4 rings: the checker and its shadow IBs
+        # The checked copies are what the CP runs: nothing the client writes from now on
+        # reaches it (kmd_model/cs/checker.py).
+        try:
+            checked = kmd.checker.check(ctx, ibs, vm)
+            addr = kmd.shadow_alloc(checked)
+        except KmdError:
+            kmd.stats["cs_rejected"] += 1
+            raise
+        try:  # waiting for room, the driver may have recovered a hang: asked again
+            _may_submit(kmd, ctx)
+        except KmdError:
+            kmd.shadow.free(addr, checked.shadow_bytes)
+            raise
+        ring_ibs = kmd.checker.place(checked, addr, kmd.shadow_va(addr))
+        kmd.stats["cs_shadow_bytes"] += checked.shadow_bytes
+    # Every BO mapped in the VM (and its page tables) stays allocated while the job may run:
+    # the job can reach all of them (amdgpu's VM reservation holds the job's fence).
+    bos = vm.bos()
+    if uf_bo is not None:
+        bos.add(uf_bo)
+    job = Job(ctx, ctx.next_seq(), ring_ibs, user_fence, bos, checked=checked, vm=vm)
+    for bo in bos:
+        bo.busy_jobs += 1
+    job.deps = deps
+    kmd.stats["cs"] += 1
+    ctx.submitted_on(job.seq, sched.ring.name)
+    sched.push_job(job)
+    return uapi.CsOut(job.seq)

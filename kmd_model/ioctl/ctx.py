@@ -1,0 +1,50 @@
+"""CTX: submission contexts (amdgpu_ctx_ioctl): ALLOC, FREE, QUERY_STATE."""
+
+from __future__ import annotations
+
+import errno
+from typing import TYPE_CHECKING
+
+from .. import uapi
+from ..core.ctx import MAX_CONTEXTS
+from ..sched.scheduler import Priority
+from ..uapi import CtxOp, CtxPriority, KmdError, Request
+from .dispatch import _int, ioctl_def
+
+if TYPE_CHECKING:
+    from ..core.file import File
+    from ..core.kmd import Kmd
+
+
+@ioctl_def(Request.CTX)
+def ctx_ioctl(kmd: "Kmd", file: "File", a: uapi.CtxArgs) -> uapi.CtxOut:
+    op = _int("CTX", "op", a.op)
+    _int("CTX", "flags", a.flags, 0, 0)  # no flags are defined for any op
+    prio = _int("CTX", "priority", a.priority, -(1 << 31), (1 << 31) - 1)  # an int32, as in drm_amdgpu_ctx_in
+    if op != CtxOp.ALLOC and prio:
+        raise KmdError(errno.EINVAL, f"CTX: priority is for ALLOC only, not {prio}")
+    if op == CtxOp.ALLOC:
+        if prio not in CtxPriority._value2member_map_:
+            raise KmdError(errno.EINVAL, f"CTX ALLOC: priority must be one of "
+                           f"{', '.join(f'{p.name} ({p.value})' for p in CtxPriority)}, not {prio}")
+        if prio > CtxPriority.NORMAL and not file.cap_sys_nice:
+            raise KmdError(errno.EACCES, f"CTX ALLOC: priority {CtxPriority(prio).name} needs CAP_SYS_NICE "
+                           "(amdgpu_ctx_priority_permit)")
+        if len(file.contexts) >= MAX_CONTEXTS:  # amdgpu's idr_alloc answer
+            raise KmdError(errno.ENOSPC, f"CTX ALLOC: this file has {MAX_CONTEXTS} contexts, the most one file "
+                           "may have (free one first)")
+        run_queue = Priority.LOW if prio < 0 else Priority.NORMAL if prio == 0 else Priority.HIGH
+        return uapi.CtxOut(kmd.ctx_alloc(file, run_queue).id)
+    if op == CtxOp.FREE:
+        ctx = file.ctx(a.ctx_id, "CTX FREE")
+        kmd.ctx_free(ctx)
+        return uapi.CtxOut(ctx.id)
+    if op == CtxOp.QUERY_STATE:
+        ctx = file.ctx(a.ctx_id, "CTX QUERY_STATE")
+        kmd.service()
+        return uapi.CtxOut(ctx.id, ctx.reset_status, ctx.resets, ctx.guilty, dict(ctx.ring_status))
+    raise KmdError(errno.EINVAL, f"CTX: op must be ALLOC (1), FREE (2) or QUERY_STATE (3), not {op!r}")
+
+
+def _guilty(who: str, ctx) -> KmdError:
+    return KmdError(errno.ECANCELED, f"{who}: context {ctx.id} was reset: {ctx.guilty.message}", ctx.guilty)

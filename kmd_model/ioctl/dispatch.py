@@ -1,0 +1,107 @@
+"""The ioctl table (request -> argument type and handler), the call that runs one, and the
+argument checks every handler shares.
+
+Each handler validates its arguments completely before it changes anything, so a
+failed ioctl has no effect, and fails with `KmdError(errno, "<IOCTL>: what was wrong")`.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from .. import uapi
+from ..log import get_logger
+from ..uapi import KmdError, Request
+from .trace import IoctlRecord
+
+if TYPE_CHECKING:
+    from ..core.file import File
+    from ..core.kmd import Kmd
+
+log = get_logger("ioctl")
+
+Handler = Callable[["Kmd", "File", Any], Any]
+
+
+@dataclass(frozen=True)
+class IoctlDesc:
+    """What IOCTLS holds per request (its key): the argument type and the handler."""
+
+    args: type
+    handler: Handler
+
+
+IOCTLS: dict[Request, IoctlDesc] = {}
+
+
+def ioctl_def(request: Request) -> Callable[[Handler], Handler]:
+    def reg(fn: Handler) -> Handler:
+        IOCTLS[request] = IoctlDesc(uapi.ARGS[request], fn)
+        return fn
+    return reg
+
+
+def dispatch(file: "File", request: int, args: Any) -> Any:
+    kmd = file.kmd
+    dev = kmd.dev
+    kmd.stats["ioctls"] += 1
+    t0, c0 = time.perf_counter_ns(), dev.now()
+    # an ioctl number is an integer (a numpy one too, as for every integer argument); a
+    # float or bool equal to one is not, and is named as given, not as the ioctl it equals
+    is_int = isinstance(request, (int, np.integer)) and not isinstance(request, bool)
+    if is_int:
+        request = int(request)
+        name = Request(request).name if request in Request._value2member_map_ else f"{request:#x}"
+    else:
+        name = repr(request)
+    out, err = None, None
+    try:
+        if file.closed:
+            raise KmdError(errno.EBADF, f"{name}: the file is closed")
+        desc = IOCTLS.get(request) if is_int else None
+        if desc is None:
+            raise KmdError(errno.EINVAL, f"unknown ioctl request {name}")
+        if not isinstance(args, desc.args):
+            raise KmdError(errno.EINVAL, f"{name}: arguments must be a {desc.args.__name__}, "
+                           f"not {type(args).__name__}")
+        try:
+            out = desc.handler(kmd, file, args)
+        except KmdError as e:
+            raise e.within(name)
+        return out
+    except KmdError as e:
+        err = e
+        kmd.stats["ioctl_errors"] += 1
+        raise
+    finally:
+        if kmd.trace_hooks or log.isEnabledFor(logging.INFO):
+            rec = IoctlRecord(file.fd, name, args, out, err, dev.now() - c0,
+                              (time.perf_counter_ns() - t0) / 1000)
+            if log.isEnabledFor(logging.INFO):
+                log.info("%s", rec)
+            for hook in kmd.trace_hooks:
+                hook(rec)
+
+
+# ------------------------------------------------------------------------------ argument checks
+
+def _int(who: str, name: str, v: Any, lo: int = 0, hi: int | None = None, bits: int = 64) -> int:
+    """An integer argument, as the C structure's field would hold it (`bits` wide)."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise KmdError(errno.EINVAL, f"{who}: {name} must be an int, not {v!r}")
+    v = int(v)
+    if v >> bits and v > 0:
+        raise KmdError(errno.EINVAL, f"{who}: {name} must fit in {bits} bits, not {v:#x}")
+    if v < lo or (hi is not None and v > hi):
+        rng = f">= {lo:#x}" if hi is None else f"{lo:#x} to {hi:#x}" if hi != lo else f"{lo}"
+        if hi is None and lo in (0, 1):
+            rng = f">= {lo}" if lo == 0 else "> 0"
+        raise KmdError(errno.EINVAL, f"{who}: {name} must be {rng}, not {v:#x}" if v > 9 or v < -9
+                       else f"{who}: {name} must be {rng}, not {v}")
+    return v

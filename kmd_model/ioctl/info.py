@@ -1,0 +1,49 @@
+"""INFO: what the driver and the device tell a client (amdgpu_info_ioctl)."""
+
+from __future__ import annotations
+
+import errno
+from typing import TYPE_CHECKING, Any
+
+from .. import uapi
+from ..core.kmd import MAX_IB_DW
+from ..mm.vm import PAGE
+from ..uapi import Domain, InfoQuery, KmdError, Request
+from .dispatch import _int, ioctl_def
+
+if TYPE_CHECKING:
+    from ..core.file import File
+    from ..core.kmd import Kmd
+
+
+@ioctl_def(Request.INFO)
+def info(kmd: "Kmd", file: "File", a: uapi.InfoArgs) -> Any:
+    q = _int("INFO", "query", a.query, 0, 0xFFFF_FFFF)  # drm_amdgpu_info.query: a u32
+    i = kmd.info
+    if q == InfoQuery.FW_VERSION:
+        return uapi.FwVersionInfo(uapi.KMD_NAME, uapi.KMD_VERSION, i.version)
+    if q == InfoQuery.DEV_INFO:
+        from spec import packets
+        return uapi.DevInfo(
+            backend=kmd.dev.name, hw_version=i.version, bus_bytes=i.bus_bytes, addr_bits=i.addr_bits,
+            ib_levels=i.ib_levels, has_dma=i.has_dma, has_ih=i.has_ih, dma_max_bytes=i.dma_max_bytes,
+            ring_size_dw=kmd.ring.size_dw, sdma_rings=1 if kmd.sdma_sched is not None else 0,
+            max_ib_chunks=kmd.params.max_ib_chunks,
+            ib_align_dw=kmd.params.ib_align_dw, max_ib_dw=MAX_IB_DW, max_job_dw=kmd.max_job_dw,
+            max_job_ibs=kmd.params.max_job_ibs,
+            packets=tuple(p.name for p in packets.PACKETS),
+            va_start=file.vm.va_start, va_end=file.vm.va_end, va_alignment=PAGE, vm_levels=file.vm.levels)
+    if q == InfoQuery.MEMORY:
+        def heap(d: Domain) -> uapi.HeapInfo:
+            h = kmd.bo.heaps[d]
+            return uapi.HeapInfo(h.base, h.size, h.used, h.largest_free)
+        return uapi.MemoryInfo(heap(Domain.VRAM), heap(Domain.GTT))
+    if q == InfoQuery.VM_FAULT:
+        kmd.service()  # a fault the interrupt has not been handled for yet
+        return file.vm.fault or uapi.VmFaultInfo()
+    if q == InfoQuery.COUNTERS:
+        kmd.service()
+        c = kmd.counters()
+        return uapi.Counters(c["hw"], c["packets"], kmd.kmd_stats())
+    raise KmdError(errno.EINVAL, f"INFO: unknown query {q} (known: "
+                   f"{', '.join(f'{x.name} ({x.value:#x})' for x in InfoQuery)})")

@@ -1,0 +1,73 @@
+"""GEM_VA: a file's GPU address space (amdgpu_gem_va_ioctl): MAP, UNMAP, CLEAR, REPLACE."""
+
+from __future__ import annotations
+
+import errno
+from typing import TYPE_CHECKING
+
+from .. import uapi
+from ..mm.vm import PAGE
+from ..uapi import KmdError, Request, VaOp, VmFlags
+from .dispatch import _int, ioctl_def
+
+if TYPE_CHECKING:
+    from ..core.file import File
+    from ..core.kmd import Kmd
+
+
+@ioctl_def(Request.GEM_VA)
+def gem_va(kmd: "Kmd", file: "File", a: uapi.GemVaArgs) -> None:
+    """amdgpu_gem_va_ioctl: map a range of a BO into the file's VM, or unmap. Every argument
+    is checked before anything changes; a range that loses or changes entries has the TLB
+    invalidated before the ioctl returns (the BOs stay allocated while jobs may use them)."""
+    who = "GEM_VA"
+    op = _int(who, "operation", a.operation, 0)
+    if op not in set(VaOp):
+        raise KmdError(errno.EINVAL, f"{who}: operation must be MAP (1), UNMAP (2), CLEAR (3) or REPLACE (4), "
+                       f"not {op}")
+    op = VaOp(op)
+    flags = _int(who, "flags", a.flags, 0)
+    unknown = flags & ~sum(VmFlags)
+    if unknown:
+        raise KmdError(errno.EINVAL, f"{who}: unknown flags {unknown:#x}")
+    vm = file.vm
+    va = _int(who, "va_address", a.va_address, 0)
+    if op == VaOp.UNMAP:
+        bo = file.bo(a.handle, who)
+        m = vm.find(va)
+        if m is None or m.va != va or m.bo is not bo:
+            raise KmdError(errno.ENOENT, f"{who}: no mapping of BO {a.handle} starts at {va:#x}")
+        vm.unmap(m)
+        kmd.vmids.flush_vm(vm, m.va, m.size)
+        return None
+    size = _int(who, "map_size", a.map_size, 1)
+    offset = _int(who, "offset_in_bo", a.offset_in_bo, 0) if op != VaOp.CLEAR else 0
+    bo = file.bo(a.handle, who) if op != VaOp.CLEAR else None
+    if (va | size | offset) & (PAGE - 1):
+        raise KmdError(errno.EINVAL, f"{who}: va_address {va:#x}, offset_in_bo {offset:#x} and map_size {size:#x} "
+                       f"must be multiples of the page size ({PAGE:#x})")
+    if va < vm.va_start or va + size > vm.va_end:
+        raise KmdError(errno.EINVAL, f"{who}: [{va:#x}, {va + size:#x}) is outside the VM's range "
+                       f"[{vm.va_start:#x}, {vm.va_end:#x})")
+    if bo is not None and offset + size > bo.size:
+        raise KmdError(errno.EINVAL, f"{who}: offset_in_bo {offset:#x} + map_size {size:#x} runs past the end of "
+                       f"BO {a.handle} ({bo.size:#x} bytes)")
+    if op in (VaOp.MAP, VaOp.REPLACE):
+        # BOs closed while jobs used them keep their mappings until those jobs are done;
+        # a client reusing the range waits for that, as amdgpu's implicit sync would
+        gone = [m.bo for m in vm.overlapping(va, size) if m.bo.closed]
+        if gone:
+            kmd.wait_for(lambda: all(b.freed for b in gone), 2 * kmd.params.job_timeout)
+    if op == VaOp.MAP:
+        taken = vm.overlapping(va, size)
+        if taken:
+            t = taken[0]
+            raise KmdError(errno.EINVAL, f"{who}: [{va:#x}, {va + size:#x}) overlaps the mapping "
+                           f"[{t.va:#x}, {t.end:#x}) of {t.bo.name or 'a BO'}")
+    if op in (VaOp.MAP, VaOp.REPLACE):
+        vm.reserve(va, size)  # the last thing that can fail: nothing has changed yet
+    if op in (VaOp.CLEAR, VaOp.REPLACE) and vm.clear(va, size):
+        kmd.vmids.flush_vm(vm, va, size)
+    if op in (VaOp.MAP, VaOp.REPLACE):
+        vm.map(bo, offset, va, size, flags)
+    return None

@@ -1,0 +1,243 @@
+"""The interrupt handler and the waits (Kmd's part, mixed into core/kmd.py's Kmd; amdgpu_irq
+and amdgpu_fence's waits).
+
+The IH ring (irq/ih.py) hands each entry to its source's handler here: EOP and the SDMA
+trap -> fence processing (which retires jobs), CP_ERROR, VM_FAULT and SDMA errors ->
+the error is recorded (a VM fault in the faulting VM, for INFO VM_FAULT) and recovery
+runs once the handler is done with the IH ring. A line that is high with
+nothing in the IH ring is an overflow, a device without an IH ring, or an entry whose
+wptr write-back has not landed yet: INT_STATUS says which.
+
+Waiting is amdgpu's: check fence memory (cheap); sleep on the interrupt for at most the
+fallback period; run the IH handler when it fires, else poll fences and STATUS (the
+fallback timer, which also catches a lost CP_ERROR interrupt); give up at the deadline.
+All times are simulated cycles (`Device.now()`), so runs are repeatable.
+"""
+
+from __future__ import annotations
+
+from spec import vm as vm_spec
+
+from .. import regs
+from ..log import get_logger
+from ..reset.cp_error import CpError, CpErrorState
+from ..sched.fence import Fence
+from ..sched.scheduler import Scheduler
+from ..uapi import VmFaultInfo
+
+log = get_logger("kmd")
+
+INT_EVENTS = regs.INT_STATUS.EOP.mask | regs.INT_STATUS.CP_ERROR.mask | regs.INT_STATUS.IH_OVERFLOW.mask
+"""The INT_STATUS events the driver handles (W1C: cleared after a reset, and when seen)."""
+
+
+class IrqMixin:
+    """Kmd's interrupt handler, IH source handlers, fallback poll and waits."""
+
+    # ------------------------------------------------------------------ interrupts
+
+    def _fence_signalled(self, fence: Fence) -> None:
+        if self.observers:
+            self.notify("fence", fence=fence)
+        job = fence.job
+        ring = job.ring if job is not None else None
+        sched = next((s for s in self.scheds if s.ring is ring), self.sched)
+        sched.fence_signalled(fence)
+
+    def irq_handler(self) -> None:
+        self.stats["interrupts"] += 1
+        if self.observers:
+            self.notify("irq")
+        n = self.ih.process() if self.ih else 0
+        if n == 0:
+            self._check_int_status()
+
+    def _check_int_status(self) -> None:
+        """The line is high but the IH ring had nothing: an overflow, no IH ring at all, or an
+        entry whose wptr write-back has not landed yet (its EOP is set all the same)."""
+        m = self.mmio
+        st = m.read(regs.INT_STATUS)
+        events = st & INT_EVENTS
+        if events:
+            m.write(regs.INT_STATUS, events)
+        if regs.INT_STATUS.IH_OVERFLOW.get(st):
+            log.warning("IH ring overflowed: entries were dropped; polling fences and STATUS")
+        if events:
+            self.fence_drv.process()
+            if self.sdma_fence_drv is not None:
+                self.sdma_fence_drv.process()
+                self._check_ring_status(self.sdma_sched)
+            if self.ih is None or regs.INT_STATUS.IH_OVERFLOW.get(st) or regs.INT_STATUS.CP_ERROR.get(st):
+                self._check_status()
+        elif self.ih is not None and regs.INT_STATUS.IH_PENDING.get(st):
+            # an entry is in the IH ring, but the line rose with IH_WPTR, a few cycles before
+            # the wptr write-back lands: look again soon (not a spurious interrupt)
+            self.dev.delay(2)
+        else:
+            self.stats["spurious_interrupts"] += 1
+            self.dev.delay(16)  # let time pass, or a line that stays high would spin us
+
+    def _check_status(self) -> None:
+        if self.reset_pending is None and regs.STATUS.ERROR.get(self.mmio.read(regs.STATUS)):
+            self._cp_error(self.read_cp_error())
+        self._check_ring_status(self.hqd_sched)
+
+    def _check_ring_status(self, sched: Scheduler | None) -> None:
+        """An extra ring's STATUS.ERROR found by polling (its error entry lost or not read yet)."""
+        if sched is not None and sched.error is None and sched.ring.STATUS.ERROR.get(self.mmio.read(sched.ring.STATUS)):
+            self._ring_error(sched, sched.ring.read_error())
+
+    def _ring_error(self, sched: Scheduler, state: CpErrorState) -> None:
+        """An extra ring stopped with an error: recovered once the IH handler is done."""
+        if sched.error is None:
+            self.stats["sdma_errors" if sched is self.sdma_sched else "cp_errors"] += 1
+            if state.code == CpError.VM_FAULT:
+                if sched is self.sdma_sched:
+                    self._record_sdma_vm_fault(sched, state)
+                else:
+                    self._record_vm_fault(state)
+            sched.error = state
+
+    def read_cp_error(self) -> CpErrorState:
+        m = self.mmio
+        return CpErrorState.from_regs(m.read(regs.CP_ERROR), m.read64(regs.CP_ERROR_ADDR_LO, regs.CP_ERROR_ADDR_HI),
+                                      m.read(regs.CP_ERROR_OFFSET), m.read(regs.VM_FAULT_STATUS))
+
+    # IH source handlers (kmd_model/irq/ih.py)
+    def on_eop(self, entry: dict) -> None:
+        self.fence_drv.process()
+        if self.hqd_sched is not None:
+            self.hqd_sched.fence_drv.process()
+
+    def on_sdma_trap(self, entry: dict) -> None:
+        """sdma_v4_0_process_trap_irq: the fence value is re-read from memory."""
+        if self.sdma_fence_drv is not None:
+            self.sdma_fence_drv.process()
+
+    def on_sdma_error_entry(self, entry: dict) -> None:
+        self._ring_error(self.sdma_sched, self.sdma_ring.read_error())  # type: ignore[arg-type, union-attr]
+
+    def on_sdma_poll_timeout(self, entry: dict) -> None:
+        """sdma_v4_0_process_pool_timeout_irq only logs: the engine moved on by itself."""
+        log.warning("sdma0: a POLL_REGMEM at %#x gave up (last read %#010x)", entry["DATA0"] | entry["DATA1"] << 32,
+                    entry["DATA2"])
+
+    def on_cp_error_entry(self, entry: dict) -> None:
+        if entry.get("RING_ID") == 1 and self.hqd_sched is not None:  # the CP's second queue
+            self._ring_error(self.hqd_sched, self.hqd_ring.read_error())  # type: ignore[union-attr]
+            return
+        self._cp_error(CpErrorState.from_regs(entry["DATA0"], entry["DATA1"] | entry["DATA2"] << 32,
+                                              entry["DATA3"]))
+
+    def on_vm_fault_entry(self, entry: dict) -> None:
+        """A UTCL2 fault entry: the CP stopped with VM_FAULT; the registers hold the exact
+        address (the entry has its page) and the status."""
+        if entry.get("RING_ID") == 1 and self.hqd_sched is not None:
+            self._ring_error(self.hqd_sched, self.hqd_ring.read_error())  # type: ignore[union-attr]
+            return
+        self._cp_error(self.read_cp_error())
+
+    def _cp_error(self, state: CpErrorState) -> None:
+        # One error can be seen twice (STATUS.ERROR by a poll, then its IH entry, which the
+        # CP writes a few cycles later): count and recover it once.
+        if self.reset_pending is None:  # recovery runs once the handler is done with the IH ring
+            self.stats["cp_errors"] += 1
+            if state.code == CpError.VM_FAULT:
+                self._record_vm_fault(state)
+            self.reset_pending = ("cp_error", state)
+
+    def _record_vm_fault(self, state: CpErrorState) -> None:
+        """Keep the fault for INFO VM_FAULT in the VM that holds the faulting VMID
+        (amdgpu_vm_update_fault_cache), and in the KMD's statistics."""
+        self.stats["vm_faults"] += 1
+        f = regs.VM_FAULT_STATUS.decode(state.vm_status)
+        info = VmFaultInfo(state.addr, state.vm_status, f["VMID"], vm_spec.Access(f["ACCESS"]).name,
+                           vm_spec.Cause(f["CAUSE"]).name, f["LEVEL"])
+        self.last_vm_fault = info
+        if f["VMID"]:
+            owner = self.vmids.ids[f["VMID"] - 1].owner
+            if owner is not None:
+                owner.fault = info
+
+    def _record_sdma_vm_fault(self, sched: Scheduler, state: CpErrorState) -> None:
+        """An SDMA queue's VM fault, kept as a CP fault is (INFO VM_FAULT, the statistics). The
+        engine latches the address (SDMA_ERROR_ADDR) but no VM_FAULT_STATUS: the VMID is the
+        one its head job (the job it stopped in) ran with; status, access, cause and level
+        stay 0 and empty: not known, rather than decoded from a status of 0."""
+        self.stats["vm_faults"] += 1
+        job = sched.head_job()
+        vmid = job.vmid if job is not None and job.vmid else 0
+        info = VmFaultInfo(state.addr, 0, vmid, "", "", 0)
+        self.last_vm_fault = info
+        if vmid:
+            owner = self.vmids.ids[vmid - 1].owner
+            if owner is not None:
+                owner.fault = info
+
+    def fallback_poll(self) -> None:
+        """amdgpu's fence fallback timer: a lost interrupt only costs time."""
+        self.stats["fallback_polls"] += 1
+        if self.fence_drv.pending and self.fence_drv.process():
+            log.debug("fallback poll signalled fences (interrupt late or lost)")
+        if self.sched.pending or self.fence_drv.pending:
+            self._check_status()
+        if self.hqd_sched is not None:
+            self.hqd_sched.fence_drv.process()
+            if self.hqd_sched.pending and not (self.sched.pending or self.fence_drv.pending):
+                self._check_status()
+        if self.sdma_sched is not None:
+            if self.sdma_fence_drv.pending:  # type: ignore[union-attr]
+                self.sdma_fence_drv.process()  # type: ignore[union-attr]
+            if self.sdma_sched.pending:
+                self._check_ring_status(self.sdma_sched)
+
+    # ------------------------------------------------------------------ waiting
+
+    def service(self) -> None:
+        """Fold in whatever the hardware did: fences, interrupts, a pending reset, timeouts;
+        then feed the ring. Every ioctl that depends on GPU state calls this first."""
+        if self.dev.irq_level():
+            self.irq_handler()
+        else:
+            if self.fence_drv.pending:
+                self.fence_drv.process()
+            if self.sdma_fence_drv is not None and self.sdma_fence_drv.pending:
+                self.sdma_fence_drv.process()
+            if self.hqd_sched is not None and self.hqd_sched.fence_drv.pending:
+                self.hqd_sched.fence_drv.process()
+        if self.reset_pending is not None:
+            self._recover_pending()
+        elif self.sched.timed_out(self.dev.now()) and not self._progressed(self.sched):
+            self.timedout_job()
+        for s in (self.hqd_sched, self.sdma_sched):
+            if s is None or self.wedged is not None:
+                continue
+            if s.error is not None:
+                self._ring_recover_pending(s)
+            elif s.timed_out(self.dev.now()) and not self._progressed(s):
+                self.ring_timedout_job(s)
+        for s in self.scheds:
+            if s.queue:
+                s.kick()
+
+    def wait_for(self, done, timeout: int) -> bool:
+        """Wait until `done()` or `timeout` cycles pass; interrupts, fallback polls, resets
+        and timeouts are handled on the way."""
+        dev = self.dev
+        deadline = dev.now() + timeout
+        while True:
+            self.service()
+            if done():
+                return True
+            now = dev.now()
+            if now >= deadline:
+                return False
+            step = min(deadline - now, self.params.fallback_poll)
+            for s in self.scheds:
+                t = s.next_timeout(now)
+                if t is not None:
+                    step = max(1, min(step, t))
+            if dev.wait_irq(step):
+                self.irq_handler()
+            else:
+                self.fallback_poll()

@@ -1,0 +1,109 @@
+"""The job timer (Kmd's part, mixed into core/kmd.py's Kmd; drm_sched's timeout and
+amdgpu_job_timedout): a ring whose head job made no progress for `job_timeout` cycles
+goes through `timedout_job`, which diagnoses what the job is stuck in and recovers with
+it as the guilty one (reset/recovery.py). Progress restarts the timer, so a long legal job
+runs to its end.
+"""
+
+from __future__ import annotations
+
+from spec import packets
+
+from .. import regs
+from ..cs.checker import find_unsatisfied_wait
+from ..log import get_logger
+from ..sched.scheduler import Scheduler
+from ..uapi import HwErrorInfo
+
+log = get_logger("kmd")
+
+
+class JobTimerMixin:
+    """Kmd's job timer: has a ring moved, and what to do when it has not."""
+
+    def _progressed(self, sched: Scheduler) -> bool:
+        """The job timer of `sched`'s ring ran out: has its queue moved since it last looked?
+        When it has, the timer starts again: a long legal job runs to its end, and a stuck
+        one is caught between job_timeout and 2 * job_timeout cycles after its last step (the
+        registers are read when the timer runs out, not at every job start, which would cost
+        MMIO reads per job).
+
+        Progress is the queue's own registers moving (ring.PROGRESS: its rptr; the SDMA
+        engine's counters too), or the counters it shares with the CP's other queue
+        (ring.SHARED_PROGRESS: dwords fetched, DMA bytes) moving while they can only be its
+        own: the queue is not polling (STATUS.WAITING) nor stopped (STATUS.ERROR), or the
+        other queue had no job in the ring since the last look. A queue stuck in a
+        WAIT_REG_MEM moves nothing of its own (a poll fetches nothing): the other queue's
+        traffic no longer hides it. A queue that is neither is running or waiting for the
+        CP, which the other queue holds only by running (the arbiter skips a polling queue).
+        The price: a legal job that is polling at two looks job_timeout apart, with the same
+        rptr, while the other queue works, is taken for stuck (amdgpu's job timer does not
+        restart for progress at all)."""
+        m, ring, now = self.mmio, sched.ring, self.dev.now()
+        own = tuple(m.read(r) for r in ring.PROGRESS)
+        shared = tuple(m.read(r) for r in ring.SHARED_PROGRESS)
+        before, since = sched.progress_mark, sched.marked_at
+        sched.progress_mark, sched.marked_at = (own, shared), now
+        if not before or own != before[0]:
+            moved = True
+        elif shared == before[1]:
+            moved = False
+        else:
+            st = m.read(ring.STATUS)
+            moved = not (ring.STATUS.WAITING.get(st) or ring.STATUS.ERROR.get(st)) or not any(
+                s.pending or s.busy_at >= since for s in self.scheds
+                if s is not sched and s.ring.SHARED_PROGRESS == ring.SHARED_PROGRESS)
+        if moved:
+            sched.progress_at = now
+        return moved
+
+    def timedout_job(self) -> None:
+        """drm_sched's timedout_job: the head job made no progress for job_timeout cycles."""
+        job = self.sched.head_job()
+        if job is None:
+            return
+        st = self.mmio.read(regs.STATUS)
+        if regs.STATUS.ERROR.get(st):  # stopped by an error whose interrupt we never saw
+            self._cp_error(self.read_cp_error())
+            self._recover_pending()
+            return
+        self.stats["job_timeouts"] += 1
+        waited = self.dev.now() - self.sched.progress_at
+        stuck = find_unsatisfied_wait(self.mem32, job.ibs, self.info.ib_levels, client_addr=job.client_addr,
+                                      translate=self.job_translate(job))
+        if stuck:
+            doing = f"stuck in {stuck}"
+        elif regs.STATUS.WAITING.get(st):
+            doing = "CP polling in a WAIT_REG_MEM"
+        else:
+            doing = f"CP busy at {regs.IbLevel(regs.STATUS.LEVEL.get(st)).name} (STATUS {st:#x})"
+        msg = f"job {job.seq:#x} timed out: no progress for {waited} cycles, {doing}, context {job.ctx.id}"
+        info = HwErrorInfo(code="TIMEOUT", level=regs.IbLevel(regs.STATUS.LEVEL.get(st)).name,
+                           opcode=packets.WAIT_REG_MEM.opcode if stuck or regs.STATUS.WAITING.get(st) else 0,
+                           opcode_name="WAIT_REG_MEM" if stuck or regs.STATUS.WAITING.get(st) else None,
+                           offset=0, addr=0, seq=job.seq, ctx_id=job.ctx.id, message=msg)
+        log.error("timeout: %s", msg)
+        if self.observers:
+            self.notify("gpu_error", info=info, state=None, job=job)
+        self.gpu_recover(job, info)
+
+    def ring_timedout_job(self, sched: Scheduler) -> None:
+        """drm_sched's timedout_job for an extra ring."""
+        job, ring = sched.head_job(), sched.ring
+        if job is None:
+            return
+        st = ring.STATUS.decode(self.mmio.read(ring.STATUS))
+        if st["ERROR"]:
+            self._ring_error(sched, ring.read_error())
+            self._ring_recover_pending(sched)
+            return
+        self.stats["job_timeouts"] += 1
+        doing = f"polling in a {ring.POLL_PACKET}" if st["WAITING"] else f"busy at {regs.IbLevel(st['LEVEL']).name}"
+        msg = (f"job {job.seq:#x} timed out on {ring.name}: no progress for {self.dev.now() - sched.progress_at} "
+               f"cycles, {doing}, context {job.ctx.id}")
+        info = HwErrorInfo(code="TIMEOUT", level=regs.IbLevel(st["LEVEL"]).name, opcode=0, opcode_name=None,
+                           offset=0, addr=0, seq=job.seq, ctx_id=job.ctx.id, message=msg)
+        log.error("timeout: %s", msg)
+        if self.observers:
+            self.notify("gpu_error", info=info, state=None, job=job)
+        self.ring_recover(sched, job, info)

@@ -1,0 +1,179 @@
+"""Recovery (Kmd's part, mixed into core/kmd.py's Kmd; amdgpu_device_gpu_recover and
+amdgpu_job_timedout's ladder).
+
+Errors: a CP_ERROR entry (or STATUS.ERROR found by polling) is decoded into a message,
+the job at the CP's read pointer is guilty, and `gpu_recover` runs drm_sched's
+stop -> reset -> resubmit -> start. A VM fault (its UTCL2 entry) goes the same way, after
+the fault is recorded in the faulting VM (INFO VM_FAULT). A job with no progress for
+`job_timeout` cycles goes the same way through `timedout_job`.
+
+An extra ring (the SDMA ring, the CP's second queue) climbs amdgpu's ladder: a reset of
+its queue alone, the other rings running on, and the full reset only if that fails. The
+guilty context's jobs are cancelled (ECANCELED); after `ban_after_hangs` resets it is
+banned (EIO); a reset that fails wedges the device (every job and CS: EIO).
+"""
+
+from __future__ import annotations
+
+import errno
+from dataclasses import replace
+
+from .. import regs
+from ..log import get_logger
+from ..sched.scheduler import Job, Scheduler
+from ..uapi import HwErrorInfo, KmdError, ResetStatus
+from .cp_error import CpError, CpErrorState
+
+log = get_logger("kmd")
+
+
+class RecoveryMixin:
+    """Kmd's recovery: the full reset, the ring reset ladder, guilt, wedging."""
+
+    # ------------------------------------------------------------------ errors and recovery
+
+    def _recover_pending(self) -> None:
+        kind, state = self.reset_pending  # type: ignore[misc]
+        assert state is not None
+        rptr = self.mmio.read(regs.RB_RPTR)
+        guilty = self.sched.job_at_ring(rptr) or self.sched.head_job()
+        info = self.describe_error(state, guilty)
+        log.error("CP error: %s", info.message)
+        if self.observers:
+            self.notify("gpu_error", info=info, state=state, job=guilty)
+        self.gpu_recover(guilty, info)
+
+    def describe_error(self, state: CpErrorState, guilty: Job | None, ring: str = "gfx") -> HwErrorInfo:
+        owner = f"context {guilty.ctx.id}" if guilty else "kernel"
+        if ring != "gfx":
+            owner = f"{ring}, {owner}"
+        if guilty is not None and state.code not in (CpError.DOORBELL_BACKWARDS, CpError.DOORBELL_OVERFLOW):
+            # the CP ran the checked copy; the client knows its packets by its own addresses
+            state = replace(state, addr=guilty.client_addr(state.addr))
+        msg = f"{state.what(self.info.ib_levels)} at {state.where()}, {owner}"
+        return HwErrorInfo(code=state.code_name, level=state.level_name, opcode=state.opcode,
+                           opcode_name=state.opcode_name, offset=4 * state.offset_dw, addr=state.addr,
+                           seq=guilty.seq if guilty else 0, ctx_id=guilty.ctx.id if guilty else 0,
+                           message=msg)
+
+    def _mark_guilty(self, guilty: Job | None, info: HwErrorInfo, scheds: tuple[Scheduler, ...],
+                     full: bool = True, cancel: bool = True) -> None:
+        """The guilty context's unfinished jobs fail with ECANCELED. After a full reset the
+        context stays guilty (amdgpu's ctx->guilty: its CS and WAIT_CS fail with ECANCELED from
+        then on) and its jobs go from every ring; after a queue reset only its jobs of that
+        ring go, as amdgpu's per-queue reset cancels the guilty context's other fences there,
+        and the context carries on until it has caused `ban_after_hangs` resets: then it is
+        banned (its CS fails with EIO, as i915 bans). Contexts with work on the reset rings
+        are innocent there. Without `cancel` (a reset that failed: the wedge fails every job
+        with EIO) only what the contexts read is marked."""
+        # (not innocent anywhere after a full reset: its jobs are gone, or fail with EIO)
+        gctx = guilty.ctx if guilty is not None and not guilty.finished and full else None
+        if guilty is not None and not guilty.finished:
+            ctx = guilty.ctx
+            ctx.hangs += 1
+            if full and cancel:
+                ctx.guilty = info
+            ctx.reset_status = ResetStatus.GUILTY
+            ctx.ring_status[guilty.ring.name if guilty.ring is not None else "gfx"] = ResetStatus.GUILTY
+            if cancel:
+                err = KmdError(errno.ECANCELED, info.message, info)
+                dropped = [j for s in (self.scheds if full else scheds) for j in s.drop_context(ctx, err)]
+                log.warning("context %d is guilty: %d job(s) cancelled", ctx.id, len(dropped))
+            if ctx.hangs >= self.params.ban_after_hangs and not ctx.banned:
+                ctx.banned = (f"context {ctx.id} is banned: it caused {ctx.hangs} resets "
+                              f"(ban_after_hangs {self.params.ban_after_hangs})")
+                log.error(ctx.banned)
+        for s in scheds:
+            for job in (*s.pending, *s.queue):
+                if job.ctx is gctx:
+                    continue
+                if job.ctx.ring_status.get(s.name, ResetStatus.NO_RESET) == ResetStatus.NO_RESET:
+                    job.ctx.ring_status[s.name] = ResetStatus.INNOCENT
+                if job.ctx.reset_status == ResetStatus.NO_RESET:
+                    job.ctx.reset_status = ResetStatus.INNOCENT
+        for ctx in self.contexts.values():
+            ctx.resets += 1
+
+    def gpu_recover(self, guilty: Job | None, info: HwErrorInfo) -> None:
+        """The full reset, the last step of the ladder: stop every ring -> reset the device ->
+        drop the guilty context's jobs -> resubmit the rest -> start."""
+        self.stats["resets"] += 1
+        self.reset_pending = None
+        scheds = self.scheds
+        for s in scheds:
+            s.error = None
+        marked = False
+        try:
+            for s in scheds:
+                s.stop()
+            self._soft_reset()
+            for s in scheds:
+                s.fence_drv.process()  # work that finished before the error stays finished
+            self._mark_guilty(guilty, info, scheds)
+            marked = True
+            redo = []
+            for s in scheds:
+                # nothing will ever write the hardware fences of the lost ring contents
+                s.fence_drv.pending.clear()
+                s.fence_drv.force_completion()
+            self._hw_reinit()
+            for s in scheds:
+                redo += s.resubmit_and_start()
+            log.warning("GPU reset done: %d job(s) resubmitted", len(redo))
+            if self.observers:
+                self.notify("reset", resubmitted=len(redo))
+        except KmdError as e:
+            if not marked:  # the contexts still learn of the reset, and who caused it
+                self._mark_guilty(guilty, info, scheds, cancel=False)
+            self.wedge(f"GPU reset failed: {e.message}")
+            raise
+
+    def wedge(self, why: str) -> None:
+        """Recovery failed: the device is wedged; every job fails with EIO, and so does every CS."""
+        self.wedged = why
+        log.critical(self.wedged)
+        for s in self.scheds:
+            s.stopped = True
+            s.cancel_all(KmdError(errno.EIO, self.wedged))
+
+    # ------------------------------------------------------------------ an extra ring's recovery
+
+    def _ring_recover_pending(self, sched: Scheduler) -> None:
+        state, ring = sched.error, sched.ring
+        assert state is not None
+        guilty = sched.job_at_ring(self.mmio.read(ring.RPTR) >> ring.RPTR_SHIFT) or sched.head_job()
+        info = self.describe_error(state, guilty, ring.name)
+        log.error("%s error: %s", ring.name, info.message)
+        if self.observers:
+            self.notify("gpu_error", info=info, state=state, job=guilty)
+        self.ring_recover(sched, guilty, info)
+
+    def ring_recover(self, sched: Scheduler, guilty: Job | None, info: HwErrorInfo) -> None:
+        """amdgpu_job_timedout's ladder for one ring: reset of the queue alone (if it has one)
+        -> the full reset only if that fails. The other rings keep running through a queue
+        reset. (amdgpu's first step, soft recovery, kills the guilty job's waves: no engine
+        here has waves to kill, and sdma_v4_0 has none either, so the ladder starts below it.)"""
+        ring = sched.ring
+        sched.error = None
+        self.recovery_log.append((ring.name, "timeout" if info.code == "TIMEOUT" else "error"))
+        if ring.has_queue_reset:
+            self.recovery_log.append((ring.name, "queue_reset"))
+            try:
+                sched.stop()
+                ring.queue_reset(self.params.hw_timeout)  # type: ignore[attr-defined]
+                sched.fence_drv.process()  # what finished before the error stays finished
+                self._mark_guilty(guilty, info, (sched,), full=False)
+                sched.fence_drv.pending.clear()
+                sched.fence_drv.force_completion()
+                ring.init_hw()
+                ring.test_ring(self.params.hw_timeout)
+                redo = sched.resubmit_and_start()
+                self.stats["queue_resets"] += 1
+                log.warning("%s queue reset done: %d job(s) resubmitted, the other rings ran on", ring.name, len(redo))
+                if self.observers:
+                    self.notify("reset", resubmitted=len(redo), ring=ring.name)
+                return
+            except KmdError as e:
+                log.error("%s queue reset failed (%s): resetting the device", ring.name, e.message)
+        self.recovery_log.append((ring.name, "full_reset"))
+        self.gpu_recover(guilty if guilty is None or not guilty.finished else None, info)
