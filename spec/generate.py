@@ -275,10 +275,10 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
                     ports.append(f'"{p}": Out({f.width}),')
                     ports.append(f'"{p}_set": In({f.width}),')
                     emit(f"{p} = Signal({f.width}, init={f.reset or 0:#x})")
-                    emit(f"# write 1 to clear; a hardware set in the same cycle wins, so no event is lost")
-                    emit(f"with m.If(wr):")
+                    emit("# write 1 to clear; a hardware set in the same cycle wins, so no event is lost")
+                    emit("with m.If(wr):")
                     emit(f"    m.d.sync += {p}.eq(({p} & ~({wd} & {wm})) | self.{p}_set)")
-                    emit(f"with m.Else():")
+                    emit("with m.Else():")
                     emit(f"    m.d.sync += {p}.eq({p} | self.{p}_set)")
                     emit(f"m.d.comb += self.{p}.eq({p})")
                     parts.append((f.lsb, f.width, p))
@@ -337,7 +337,7 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
     emit("             bridge.rd_data.eq(Mux(rd_inside, mux_tree(rd_index, rd_table), 0))]")
 
     src = [
-        f'"""The CSR block: every register of spec/regs.rdl behind an AXI4-Lite slave.',
+        '"""The CSR block: every register of spec/regs.rdl behind an AXI4-Lite slave.',
         "",
         HEADER.format(src="spec/regs.rdl"),
         "",
