@@ -27,6 +27,7 @@ from pathlib import Path
 
 from rtl.cp import CommandProcessor
 from testbench import sim
+from testbench.design import gpu_design
 from testbench.dma_design import dma_design
 
 from .blocks import block
@@ -63,30 +64,13 @@ CP_DEPTHS = (2, 4, 8, 16)
 CP_LATENCY = 16
 
 
-def cp_design(width: int, fetch_depth: int):
-    """The tb_top design of testbench/design.py, with the CP's fetchers at `fetch_depth`."""
-    from testbench.design import HDL_DIR, _rtl_digest, kick_time_zero, memory_sources
-    from testbench.sim import Design, _locked
-    from rtl.top import to_verilog
-
-    out = sim.BUILD / "rtl" / f"gpu_top-dw{width}-fd{fetch_depth}-{_rtl_digest()}.v"
-    with _locked(sim.BUILD / "rtl" / f".lock-dw{width}-fd{fetch_depth}"):
-        if not out.exists():
-            tmp = out.with_suffix(".tmp")
-            tmp.write_text(kick_time_zero(to_verilog(width, fetch_depth=fetch_depth)))
-            tmp.rename(out)
-    return Design(name=f"gpu-dw{width}-fd{fetch_depth}", toplevel="tb_top",
-                  sources=(out, HDL_DIR / "axi_mem.v", HDL_DIR / "axi_checker.v", HDL_DIR / "tb_top.v"),
-                  parameters={"DATA_WIDTH": width}, **memory_sources())
-
-
 def measure_cp(depth: int, width: int = 32, log=print) -> dict:
     b = block("cp", width, fetch_depth=depth)
     fig = run_block(b, (1,), jobs=1, log=log)
     out = OUT / f"cp-fd{depth}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
-    res = sim.run(cp_design(width, depth), "verilator", "testbench.bench.cocotb_bench", ["cp_fetch_stream"],
+    res = sim.run(gpu_design(width, depth), "verilator", "testbench.bench.cocotb_bench", ["cp_fetch_stream"],
                   tag="sweep-cp", extra_env={"GPUCOSIM_BENCH_OUT": str(out), "CP_STREAM_LATENCY": str(CP_LATENCY)})
     if not res.ok or not out.exists():
         raise FlowError(f"cp fetch_depth {depth}: bench run (Verilator) failed:\n{res.explain()}")

@@ -44,15 +44,18 @@ def kick_time_zero(verilog: str) -> str:
     return _DUMP_REG.sub(repl, verilog)
 
 
-def gpu_verilog(data_width: int = 64) -> Path:
-    """Verilog of rtl.top.GpuTop for one data width, regenerated only when rtl/ or spec/ change."""
-    out = BUILD / "rtl" / f"gpu_top-dw{data_width}-{_rtl_digest()}.v"
-    with _locked(BUILD / "rtl" / f".lock-dw{data_width}"):
+def gpu_verilog(data_width: int = 64, fetch_depth: int | None = None) -> Path:
+    """Verilog of rtl.top.GpuTop for one data width (and, for `make sweep`, one CP fetch
+    depth; None is the top's default), regenerated only when rtl/ or spec/ change."""
+    fd = "" if fetch_depth is None else f"-fd{fetch_depth}"
+    out = BUILD / "rtl" / f"gpu_top-dw{data_width}{fd}-{_rtl_digest()}.v"
+    with _locked(BUILD / "rtl" / f".lock-dw{data_width}{fd}"):
         if not out.exists():
             from rtl.top import to_verilog
 
+            kw = {} if fetch_depth is None else {"fetch_depth": fetch_depth}
             tmp = out.with_suffix(".tmp")
-            tmp.write_text(kick_time_zero(to_verilog(data_width)))
+            tmp.write_text(kick_time_zero(to_verilog(data_width, **kw)))
             tmp.rename(out)
     return out
 
@@ -66,11 +69,12 @@ def memory_sources() -> dict:
     )
 
 
-def gpu_design(data_width: int = 64) -> Design:
+def gpu_design(data_width: int = 64, fetch_depth: int | None = None) -> Design:
+    fd = "" if fetch_depth is None else f"-fd{fetch_depth}"
     return Design(
-        name=f"gpu-dw{data_width}",
+        name=f"gpu-dw{data_width}{fd}",
         toplevel="tb_top",
-        sources=(gpu_verilog(data_width), HDL_DIR / "axi_mem.v", HDL_DIR / "axi_checker.v",
+        sources=(gpu_verilog(data_width, fetch_depth), HDL_DIR / "axi_mem.v", HDL_DIR / "axi_checker.v",
                  HDL_DIR / "mmio_master.v", HDL_DIR / "tb_top.v"),
         parameters={"DATA_WIDTH": data_width},
         hdl_clock=True,
