@@ -156,7 +156,12 @@ def _signal(cell: str) -> str:
     return _CELL_SUFFIX.sub("", cell) or cell
 
 
-def pnr(block: str, netlist: Path, seed: int, freq: int = TARGET_MHZ, timeout: float = 3600) -> PnR:
+# The whole front end fills 99 % of the 25F: nextpnr's router took 36-60 minutes a seed on
+# 2 loaded cores (3 December), so an hour could cut off a run that was about to finish.
+PNR_TIMEOUT_S = 7200
+
+
+def pnr(block: str, netlist: Path, seed: int, freq: int = TARGET_MHZ, timeout: float = PNR_TIMEOUT_S) -> PnR:
     d = netlist.parent / f"pnr-seed{seed}"
     report = d / "report.json"
     unplaceable = d / "does-not-fit.txt"  # the outcome is cached as a success is
