@@ -104,6 +104,7 @@ def check_hw_errors_decoded(dev):
             expect(errno.ECANCELED, f"WAIT_CS: {what}, context {ctx}", c.wait, seq, 100_000, ctx)
         assert query(c, ctx).reset_status == ResetStatus.GUILTY
         assert kmd.stats["resets"] == i + 1
+        assert query(c, c.ctx).resets == i + 1  # the innocent context counts every reset it lived through
     c.run(bo, pm4.write_data(bo.addr + 0x3000, [0x600D]))
     assert bo.u32[0xC00] == 0x600D
 

@@ -126,6 +126,8 @@ def check_vm_fault_reported(dev):
     kmd = kmd_model.bind(dev, cs_check=False)
     a, b = Client(), Client()
     abo, bbo = a.bo(0x2000), b.bo(0x1000)
+    seen = []
+    kmd.observers.append(lambda event, fields: seen.append((event, fields)))
     hole = abo.addr + 0x2000 + 0x40  # the guard page after the BO
     seq = a.submit(a.ib(abo, pm4.nop(2) + pm4.release_mem(hole, 1)))
     e = expect(errno.ECANCELED, f"WAIT_CS: VM fault: WRITE at {hole:#x} in RELEASE_MEM (VMID {a.f.vm.vmid}, "
@@ -140,6 +142,10 @@ def check_vm_fault_reported(dev):
     assert bbo.u32[0x40] == 0xB
     s = kmd.kmd_stats()
     assert s["vm_faults"] == 1 and s["resets"] == 1
+    # the gfx ring's fault, recovered once by the full reset: not an error of the CP's second queue
+    assert s["cp_errors"] == 1 and s["queue_resets"] == 0 and not kmd.recovery_log
+    errors = [f for ev, f in seen if ev == "gpu_error"]  # observers are told the guilty job
+    assert [(f["job"].seq, f["job"].ctx.id, f["info"].code) for f in errors] == [(seq, a.ctx, "VM_FAULT")]
     if kmd.ih:
         assert s["ih_by_source"].get("VM_FAULT") == 1 and "CP_ERROR" not in s["ih_by_source"]
     expect(errno.ECANCELED, f"CS: context {a.ctx} was reset: {e.info.message}", a.submit, CsChunkIb(8, abo.handle))
