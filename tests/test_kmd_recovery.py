@@ -629,6 +629,22 @@ def test_a_reset_that_fails_still_tells_each_context_what_it_did_to_it():
         expect(errno.EIO, f"CS: {kmd.wedged}", c.submit, c.ib(abo if c is a else bbo, pm4.nop(2), offset=0x200))
 
 
+def test_a_reset_that_fails_does_not_call_the_guilty_context_innocent_on_its_other_rings():
+    """The guilty context also has a copy in flight on the SDMA ring when the reset fails:
+    that ring did not find it innocent (its work there fails with EIO like the rest): it
+    reads GUILTY for gfx and nothing for sdma0, as after a full reset that works."""
+    from .test_kmd_queues import HANG, sdma_ib
+
+    kmd, a, b, abo, bbo, hold, bad, queued = _reset_that_fails()
+    copy = a.submit(sdma_ib(abo, HANG(abo.addr + 0x3000), 0x400))  # polls until the wedge
+    with pytest.raises(kmd_model.uapi.KmdError):
+        a.wait(bad)
+    assert kmd.wedged
+    st = a.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, a.ctx))
+    assert (st.reset_status, st.ring_status) == (ResetStatus.GUILTY, {"gfx": ResetStatus.GUILTY})
+    expect(errno.EIO, f"WAIT_CS: {kmd.wedged}", a.wait, copy)
+
+
 class SlowResetModel(RefModel):
     """The RTL's soft reset seen from the driver: each engine's part ends when its own bus
     traffic has, so after SOFT_RESET the SDMA queue and the CP's second queue read IDLE 0
