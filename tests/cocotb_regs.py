@@ -1,6 +1,6 @@
 """cocotb tests: the register map through the real AXI4-Lite bus (driven by tests/test_regs.py).
 
-The bodies are tests/register_checks.py, which tests/test_refmodel.py runs on the model.
+The bodies are tests/register_checks.py, which tests/test_refmodel_registers.py runs on the model.
 """
 
 import cocotb

@@ -40,7 +40,7 @@ from testbench.refmodel import RefModel
 
 from .scenarios import settle
 from .test_kmd_ioctl import Client, expect
-from .test_refmodel import IB1, IB1B, IB2, IB2B, IH_RING, OUT, RING, Driver, r32, w32
+from .refmodel_helpers import IB1, IB1B, IB2, IB2B, IH_RING, OUT, RING, Driver, r32, w32
 
 NOP_PAD = 0xFFFF1000  # PACKET3(PACKET3_NOP, 0x3FFF): gfx_v9_0.c `.nop`, Mesa PKT3_NOP_PAD
 

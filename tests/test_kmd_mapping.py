@@ -1,7 +1,7 @@
 """CPU mappings (GEM_MMAP) while they are valid: numpy arithmetic, comparisons and
 out= arguments on them compute on the device's bytes (not on something vacuous that
 compares equal to anything); copies are plain arrays; and revocation, twice or on a
-backend whose memory is not a file. test_security.py has the attacks on stale ones."""
+backend whose memory is not a file. test_security_mappings.py has the attacks on stale ones."""
 
 from __future__ import annotations
 

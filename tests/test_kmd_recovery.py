@@ -19,7 +19,7 @@ from spec import pm4
 from testbench.refmodel import RefModel
 
 from .test_kmd_ioctl import Client, expect
-from .test_security import Holder
+from .security_helpers import Holder
 
 
 class StuckResetModel(RefModel):

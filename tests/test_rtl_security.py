@@ -1,20 +1,20 @@
-"""The long malicious-client checks of tests/test_security.py on the RTL, on Verilator: a plain
+"""The long malicious-client checks of tests/test_security_long.py on the RTL, on Verilator: a plain
 race with the running CP, a maximum-size IB from the ring and from an IB1 (about a million
 cycles each), a job timeout that progress keeps from firing. (Minutes on Icarus: there the
-same code runs as tests/test_security.py's shorter checks.)"""
+same code runs as tests/test_security_*.py's shorter checks.)"""
 
 import pytest
 
 from testbench import sim
 from testbench.design import gpu_design
-from tests import test_security
+from tests import test_security_long
 
 from .conftest import shared_run
 
 pytestmark = pytest.mark.xdist_group("rtl_security")
 
 
-@pytest.mark.parametrize("name", [c.__name__ for c in test_security.LONG_CHECKS])
+@pytest.mark.parametrize("name", [c.__name__ for c in test_security_long.LONG_CHECKS])
 def test_long_check_on_verilator(name):
     reason = sim.unavailable_reason("verilator")
     if reason:
@@ -28,7 +28,7 @@ def test_long_check_on_verilator(name):
 
 def test_long_checks_on_model():
     from testbench.refmodel import RefModel
-    for check in test_security.LONG_CHECKS:
-        if check is test_security.check_progress_resets_job_timeout:
+    for check in test_security_long.LONG_CHECKS:
+        if check is test_security_long.check_progress_resets_job_timeout:
             continue  # the model runs a job in no time: nothing to time out (the RTL run above)
         check(RefModel())

@@ -18,7 +18,7 @@ from spec import pm4
 from testbench.refmodel import RefModel
 
 from .test_kmd_ioctl import Client
-from .test_security import Holder
+from .security_helpers import Holder
 
 
 def _gpu(dev=None, pools: bool = True, **kw):

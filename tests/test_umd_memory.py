@@ -219,7 +219,7 @@ def fill_gtt_behind_a_held_submission(kmd, gpu, q):
     from kmd_model.uapi import Domain
 
     from .test_kmd_ioctl import Client
-    from .test_security import Holder
+    from .security_helpers import Holder
 
     hold = Holder()  # the CP waits in its job: q's submission stays in flight behind it
     big = gpu.alloc(0x20_0000, "gtt")

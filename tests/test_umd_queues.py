@@ -373,7 +373,7 @@ def test_a_queue_whose_wait_event_failed_says_so():
     """q2 waits for q1's event and q1's job fails: q2's job is cancelled, and q2's finish
     raises a GpuError that says the failure was in a job it waited for (another context's).
     It read as if q2's own work had stopped the GPU."""
-    from .test_security import Holder
+    from .security_helpers import Holder
 
     kmd_model.bind(RefModel(), cs_check=False)
     gpu = umd.open(api_version=3)

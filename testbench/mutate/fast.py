@@ -58,7 +58,7 @@ FAST = (
         '"LT": int.__lt__,',
         '"LT": int.__le__,',
         "WAIT_REG_MEM LT read as LE: only a wait on the boundary tells them apart"),
-        ("tests/test_refmodel.py", "-k", "wait_reg_mem")),
+        ("tests/test_refmodel_packets.py", "-k", "wait_reg_mem")),
     FastMutant(Patch(
         "raw-wait-never-set", "umd/transfer.py",
         "raw = any(s < src + size and src < e for s, e in _written(q))",
