@@ -1,9 +1,9 @@
 """cocotb side of tests/test_difftest.py and `python -m testbench.difftest`: one test
-that runs a range of difftest streams on the RTL and the model (testbench/difftest/rtl.py)."""
+that runs a range of difftest streams on the RTL and the model (testbench/difftest/simulator/rtl.py)."""
 
 import cocotb
 
-from testbench.difftest.rtl import campaign
+from testbench.difftest.simulator.rtl import campaign
 
 
 @cocotb.test()

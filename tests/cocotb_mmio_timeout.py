@@ -1,5 +1,5 @@
 """cocotb side of tests/test_difftest.py's test of the campaign's MMIO watchdog
-(testbench/difftest/rtl.py): an access nobody answers fails with MmioTimeout after
+(testbench/difftest/simulator/rtl.py): an access nobody answers fails with MmioTimeout after
 MMIO_TIMEOUT cycles, and the device works again after a reset."""
 
 import cocotb
@@ -7,9 +7,9 @@ from cocotb.triggers import ClockCycles
 
 from kmd_model import regs
 from testbench import bridge
-from testbench.difftest import layout as L
+from testbench.difftest.streams import layout as L
 from testbench.difftest.campaign import read_caps
-from testbench.difftest.rtl import MMIO_TIMEOUT, WATCH_PERIOD, FastDevice, MmioTimeout
+from testbench.difftest.simulator.rtl import MMIO_TIMEOUT, WATCH_PERIOD, FastDevice, MmioTimeout
 
 
 # a broken watchdog fails here instead of simulating forever

@@ -30,14 +30,14 @@ from spec import ih
 from testbench import sim
 from testbench.design import gpu_design
 from testbench.difftest import campaign as cp
-from testbench.difftest import layout as L
-from testbench.difftest.runner import run_rtl, split, split_sims
 from testbench.difftest.compare import compare, executed
 from testbench.difftest.coverage import planned
 from testbench.difftest.driver import execute, outside
-from testbench.difftest.gen import Caps
-from testbench.difftest.malformed import ERROR_CLASSES
-from testbench.difftest.stream import Config, Stream
+from testbench.difftest.simulator.runner import run_rtl, split, split_sims
+from testbench.difftest.streams import layout as L
+from testbench.difftest.streams.gen import Caps
+from testbench.difftest.streams.malformed import ERROR_CLASSES
+from testbench.difftest.streams.stream import Config, Stream
 from testbench.refmodel.snapshot import mem_digest
 
 SEED = cp.master_seed()
@@ -113,12 +113,12 @@ def test_streams_and_model_runs_are_as_recorded(seed, dma):
 
 
 def test_prefetched_streams_are_the_ones_made_here(monkeypatch):
-    """The prefetch server (testbench/difftest/prefetch.py) hands the simulator the same
+    """The prefetch server (testbench/difftest/simulator/prefetch.py) hands the simulator the same
     stream, model observation and model memory it would make itself; an answer not there
     in time is computed here and dropped when it comes; no server, no prefetcher."""
     import time
 
-    from testbench.difftest import prefetch
+    from testbench.difftest.simulator import prefetch
 
     monkeypatch.delenv(prefetch.ADDRESS_ENV, raising=False)
     assert prefetch.Prefetcher.connect(DMA, False, 10) is None
@@ -456,7 +456,7 @@ def test_rtl_matches_model(simulator, part):
 
 
 def test_a_hung_mmio_access_fails_with_a_timeout():
-    """The campaign's MMIO watchdog (testbench/difftest/rtl.py) turns an access nobody
+    """The campaign's MMIO watchdog (testbench/difftest/simulator/rtl.py) turns an access nobody
     answers into MmioTimeout, one stream's failure, within 1.25 x MMIO_TIMEOUT cycles."""
     reason = sim.unavailable_reason("verilator")
     if reason:
@@ -470,7 +470,7 @@ def test_vm_streams_rewrite_addresses_not_fence_values():
     region was rewritten as one, so a later poll on the fence never ended (seed 1515,
     stream 4317 of a 5,000-stream soak: 'a valid stream ended with hang' on both sides)."""
     from spec import pm4
-    from testbench.difftest.vm import retarget
+    from testbench.difftest.streams.vm import retarget
 
     p = retarget(pm4.release_mem(0x100000, 0x0010_4245), lambda a: a + 0x1000_0000)
     assert p == pm4.release_mem(0x1010_0000, 0x0010_4245)

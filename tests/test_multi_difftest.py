@@ -28,7 +28,7 @@ from testbench import sim
 from testbench.difftest import campaign as cp
 from testbench.difftest import multi as M
 from testbench.difftest import sdma as S
-from testbench.difftest.runner import run_rtl
+from testbench.difftest.simulator.runner import run_rtl
 
 SEED = cp.master_seed()
 BLOCK = len(M.PLAN)

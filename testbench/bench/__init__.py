@@ -165,7 +165,7 @@ def before_and_now_apps(log=print) -> dict:
 def difftest_figures(data_width: int, log=print) -> dict:
     """The same difftest streams on the path before and now: streams per second."""
     from testbench.difftest.campaign import DEFAULT_SEED
-    from testbench.difftest.runner import run_rtl
+    from testbench.difftest.simulator.runner import run_rtl
 
     out = {}
     for clock, key in (("cocotb", "difftest_streams_per_s_before"), ("hdl", "difftest_streams_per_s")):

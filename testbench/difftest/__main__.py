@@ -7,7 +7,7 @@
     python -m testbench.difftest --list 17                                 # the stream only, no simulator
     python -m testbench.difftest --sim model --streams 5000                # generator self-check, no simulator
     python -m testbench.difftest --sim verilator --streams-file cut.pkl    # hand-made Streams (pickled list)
-    python -m testbench.difftest --multi --sim verilator --streams 500     # multi-queue streams (multi.py)
+    python -m testbench.difftest --multi --sim verilator --streams 500     # multi-queue streams (multi/)
     python -m testbench.difftest --multi --sim verilator --replay 17       # one of them, the whole story
     python -m testbench.difftest --sim verilator --streams 10000 --multi-streams 1000   # both families
 
@@ -28,7 +28,7 @@ from ..argtypes import int_at_least
 from .campaign import (Caps, Progress, Report, explain, make_stream, master_seed, model_caps, run_model,
                        run_model_pair)
 from .compare import compare
-from .runner import caps_of, run_rtl, split_sims
+from .simulator.runner import caps_of, run_rtl, split_sims
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m testbench.difftest", description=__doc__.splitlines()[0])

@@ -4,7 +4,7 @@ Stream `index` of master seed `seed` is fully determined by (seed, index): its k
 comes from `CYCLE` (every error class, two raw streams and eight valid streams in each
 block of 24 indices, so any long enough range covers everything), its contents from a
 random generator seeded with "seed/index". The RTL runs under cocotb
-(testbench/difftest/rtl.py) and writes one JSON line per stream; `Report` turns those
+(testbench/difftest/simulator/rtl.py) and writes one JSON line per stream; `Report` turns those
 lines into build/difftest.json and the coverage table.
 """
 
@@ -25,13 +25,13 @@ import numpy as np
 from testbench.refmodel import DMA_MAX_BYTES, RefModel
 
 from . import coverage
-from . import layout as L
 from .compare import Verdict, compare
 from .driver import Observation, execute
-from .gen import Caps, valid_stream
-from .malformed import ERROR_CLASSES, malformed_stream
-from .raw import raw_stream
-from .stream import Stream
+from .streams import layout as L
+from .streams.gen import Caps, valid_stream
+from .streams.malformed import ERROR_CLASSES, malformed_stream
+from .streams.raw import raw_stream
+from .streams.stream import Stream
 
 CYCLE: tuple[str, ...] = tuple(ERROR_CLASSES) + ("raw", "raw") + ("valid",) * 8
 DEFAULT_SEED = 20240605

@@ -26,9 +26,9 @@ from spec import ih as ih_spec
 from spec import packets
 from testbench.refmodel import mem_diff
 
-from . import layout as L
 from .driver import Observation, ih_timestamp_ranges
-from .stream import Stream
+from .streams import layout as L
+from .streams.stream import Stream
 
 _ADDR = re.compile(r"\baddr=(0x[0-9a-f]+)")
 _DST = re.compile(r"\bdst=(0x[0-9a-f]+)")

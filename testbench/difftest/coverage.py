@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .gen import Caps, dma_bins, valid_bins
-from .malformed import ERROR_CLASSES, class_bins
-from .raw import RAW_OUTCOMES
+from .streams.gen import Caps, dma_bins, valid_bins
+from .streams.malformed import ERROR_CLASSES, class_bins
+from .streams.raw import RAW_OUTCOMES
 
 Bin = tuple[str, str, str]
 

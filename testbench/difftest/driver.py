@@ -22,8 +22,8 @@ from spec import ih as ih_spec
 from spec import pm4
 from testbench.refmodel import SNAPSHOT_SKIP, RefModel, mem_diff
 
-from . import layout as L
-from .stream import IDLE_AFTER_ERROR, KMD_TIMEOUT, Stream
+from .streams import layout as L
+from .streams.stream import IDLE_AFTER_ERROR, KMD_TIMEOUT, Stream
 
 M32 = 0xFFFF_FFFF
 SETTLE_BUDGET = 200_000  # cycles a settle may take before the driver calls it a hang

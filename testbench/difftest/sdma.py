@@ -28,7 +28,7 @@ from kmd_model.regs import CpError, IbLevel
 from spec import sdma, sdma_packets as sp
 from testbench.refmodel import RefModel, snapshot
 
-from . import layout as L
+from .streams import layout as L
 
 M32 = 0xFFFF_FFFF
 SETTLE = 100_000  # cycles a submission may take before the stream calls it a hang
@@ -446,7 +446,7 @@ async def campaign(dut) -> None:
 
     from testbench import bridge
 
-    from .rtl import FastDevice
+    from .simulator.rtl import FastDevice
 
     env = os.environ
     seed, first, count = int(env["SDMA_SEED"]), int(env["SDMA_FIRST"]), int(env["SDMA_COUNT"])

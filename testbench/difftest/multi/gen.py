@@ -14,9 +14,9 @@ from spec import packets as pk
 from spec import pm4
 from spec import sdma as sdma_codec
 
-from .. import layout as L
 from .. import sdma as S
-from ..malformed import KNOWN_OPCODES, _lo_dword
+from ..streams import layout as L
+from ..streams.malformed import KNOWN_OPCODES, _lo_dword
 
 M32 = 0xFFFF_FFFF
 ENGINES = ("q0", "q1", "sdma")

@@ -11,8 +11,8 @@ from kmd_model.regs import CpError
 from spec import ih as ih_spec
 from testbench.refmodel import RefModel, mem_diff
 
-from .. import layout as L
 from ..driver import HW_DRIVEN, OBSERVED
+from ..streams import layout as L
 from .gen import ENGINES, IH_LOG2_DW, KMD_TIMEOUT, M32, ORDERED, RPTR_WB, SETTLE, MultiStream, make
 
 COMPARED = ("registers at every observation (all readable ones at the end; time and cycle counters aside), each "
@@ -331,7 +331,7 @@ async def campaign(dut) -> None:
     from testbench import bridge
     from testbench.memory import ProtocolChecker
 
-    from ..rtl import FastDevice
+    from ..simulator.rtl import FastDevice
 
     env = os.environ
     seed, first, count = int(env["DIFFTEST_SEED"]), int(env["DIFFTEST_FIRST"]), int(env["DIFFTEST_COUNT"])

@@ -1,5 +1,5 @@
 """Running a range of streams on a simulator: one or more simulator processes, each
-running tests/cocotb_difftest.py (testbench/difftest/rtl.py) over a contiguous range of
+running tests/cocotb_difftest.py (testbench/difftest/simulator/rtl.py) over a contiguous range of
 indices and writing one JSON line per stream, which is read back here (and polled for
 the progress bar). A stream a simulator never finished becomes a failed record naming it.
 """
@@ -13,8 +13,8 @@ import threading
 import time
 from pathlib import Path
 
+from ..streams.gen import Caps
 from . import prefetch
-from .gen import Caps
 
 SPEED = {"verilator": 4.0, "icarus": 1.0}  # relative streams/s, to split a campaign across simulators
 

@@ -19,7 +19,7 @@ every result determined by packet order alone:
 - the driver only waits for the CP at `settle` points (and consumes IH entries there),
   so IH overflow and ring occupancy are the same on both backends.
 
-The `Builder` is shared with testbench/difftest/malformed.py.
+The `Builder` is shared with malformed.py, access_faults.py and raw.py beside it.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ RM_DST_SELS = _supported(pk.RELEASE_MEM, "DST_SEL")
 # RELEASE_MEM's cache-action bits (gfx9; amdgpu's fence sets four): no-ops here
 RM_CACHE_BITS = [f.name for f in pk.RELEASE_MEM.fields if f.name.endswith("_ACTION_EN")]
 LEVEL_BIN = {0: "@ring", 1: "@ib1", 2: "@ib2"}
-VM_SHARE = 0.4  # valid streams whose IBs run under a VMID, translated (testbench/difftest/vm.py)
+VM_SHARE = 0.4  # valid streams whose IBs run under a VMID, translated (testbench/difftest/streams/vm.py)
 
 
 @dataclass(frozen=True)

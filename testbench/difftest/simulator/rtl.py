@@ -6,7 +6,7 @@ pulses the hardware reset (a clean device: registers, counters, the AXI checker)
 zeroes memory, runs the stream's driver program on the RTL in a bridge thread, runs it
 on a fresh reference model, compares, and appends one JSON line to $DIFFTEST_OUT. The
 stream and its model run are usually made ahead, in the process that started this one
-(testbench/difftest/prefetch.py), from the same inputs by the same code.
+(testbench/difftest/simulator/prefetch.py), from the same inputs by the same code.
 
 Environment: DIFFTEST_SEED, DIFFTEST_FIRST, DIFFTEST_COUNT, DIFFTEST_OUT (JSON lines),
 DIFFTEST_STEP=1 (lockstep: observe after every ring packet), DIFFTEST_REPORT (a file for
@@ -31,10 +31,10 @@ from testbench import bridge
 from testbench.cocotb_device import CLOCK_PERIOD_NS, CocotbDevice
 from testbench.memory import ProtocolChecker
 
-from . import layout as L
-from .campaign import explain, make_stream, read_caps, record, run_model
-from .compare import compare
-from .driver import Observation, execute
+from ..campaign import explain, make_stream, read_caps, record, run_model
+from ..compare import compare
+from ..driver import Observation, execute
+from ..streams import layout as L
 from .prefetch import Prefetcher
 
 
@@ -204,7 +204,7 @@ async def campaign(dut) -> None:
         first, count = 0, len(given)
     end = first + count
     # the model's side of each stream, made ahead by the process that started this one
-    # (testbench/difftest/prefetch.py): two streams ahead, so it has a stream's RTL time
+    # (testbench/difftest/simulator/prefetch.py): two streams ahead, so it has a stream's RTL time
     pre = Prefetcher.connect(caps, step, end, AHEAD) if given is None else None
     with open(env["DIFFTEST_OUT"], "a") as out:
         for index in range(first, end):

@@ -31,7 +31,7 @@ Actions (first element is the verb):
     ("recover",)                   soft reset (idle within IDLE_AFTER_ERROR cycles), then a
                                    good submission must complete
     ("vm", vmid, root)             translate VMID `vmid` through the tables at `root`
-                                   (testbench/difftest/vm.py); every other VMID is off
+                                   (testbench/difftest/streams/vm.py); every other VMID is off
     ("pte", addr, vmid)            clear the page-table entry at `addr`, invalidate the VMID's
                                    TLB entries and wait for the acknowledge
 """
@@ -122,7 +122,7 @@ class Stream:
     # and register bits not compared (label -> mask of ignored bits).
     undefined: list[tuple[int, int]] = field(default_factory=list)
     timing_regs: dict[str, int] = field(default_factory=dict)
-    vm: Any = None  # the VmPlan when the IBs run under a VMID (testbench/difftest/vm.py)
+    vm: Any = None  # the VmPlan when the IBs run under a VMID (testbench/difftest/streams/vm.py)
 
     @property
     def label(self) -> str:

@@ -1,6 +1,6 @@
 """Streams under a VMID: page tables, and the packets' addresses made virtual.
 
-`to_vm(stream, rng)` turns a stream built in physical addresses (testbench/difftest/gen.py,
+`to_vm(stream, rng)` turns a stream built in physical addresses (testbench/difftest/streams/gen.py,
 malformed.py) into one whose IBs run under a VMID with translation on:
 
 - every job region of layout.py (IBs, data, DMA destinations and sources, semaphores,

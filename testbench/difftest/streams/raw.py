@@ -138,8 +138,8 @@ def raw_stream(rng: random.Random, index: int, seed: int, caps: Caps) -> Stream:
     """Random dwords in the ring or an IB. The candidate is run on the model first and
     redrawn while it would touch the command buffers (self-modifying streams are
     timing-dependent on any prefetching CP) or run a DMA_DATA (asynchronous)."""
-    from .compare import executed_accesses
-    from .driver import execute
+    from ..compare import executed_accesses
+    from ..driver import execute
     from testbench.refmodel import RefModel
 
     for _attempt in range(20):

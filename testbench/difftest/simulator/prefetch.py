@@ -2,7 +2,7 @@
 
 A stream's generation and its run on the reference model depend on (seed, index, caps)
 alone, so they need not wait for the simulator: while the simulator runs stream i on
-the RTL, the process that launched it (testbench/difftest/runner.py, otherwise idle
+the RTL, the process that launched it (testbench/difftest/simulator/runner.py, otherwise idle
 until the simulator ends) makes the next streams and runs them on the model, on the
 other core. What the simulator gets is what it would have computed itself: the same
 Stream, the model's Observation and memory, made by the same code from the same inputs.
@@ -31,10 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .campaign import make_stream, run_model
-from .driver import Observation
-from .gen import Caps
-from .stream import Stream
+from ..campaign import make_stream, run_model
+from ..driver import Observation
+from ..streams.gen import Caps
+from ..streams.stream import Stream
 
 ADDRESS_ENV = "DIFFTEST_PREFETCH"
 KEY_ENV = "DIFFTEST_PREFETCH_KEY"
