@@ -13,7 +13,7 @@ import pytest
 
 import kmd_model
 from kmd_model import uapi
-from kmd_model.uapi import (CsChunkDep, CsChunkFence, CsChunkIb, CtxOp, CtxPriority, HwIp, Request,
+from kmd_model.uapi import (CsChunkDep, CsChunkIb, CtxOp, CtxPriority, HwIp, Request,
                             ResetStatus)
 from spec import pm4, sdma
 from testbench.refmodel import RefModel
