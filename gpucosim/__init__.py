@@ -6,10 +6,13 @@ timeline (Chrome trace JSON for Perfetto), crash reports, dumps, the register ma
 An app may report how far it is, for the launcher's progress bar:
 `gpucosim.progress(done, total, label)` (a no-op outside `gpucosim run`).
 
-Modules: cli (the subcommands), launch (starting a run on a backend), session (one run
-inside the app's process), timeline (the trace format), trace (the drivers' half of the
-timeline), hwtrace (the hardware's half, from cocotb), crash (crash and exit reports),
-dump (dword dumps), regmap (registers for people), console (output and the status line), plot.
+Here: cli (the subcommands) and what they read back: crash (crash and exit reports), dump
+(dword dumps), regmap (registers for people). Beside them, a folder per concept:
+- run/: running an app: launch (starting a run on a backend), app_runner (its cocotb
+  side), session (one run inside the app's process), console (output and the status line);
+- trace/: what the drivers and the hardware did, on one timeline: timeline (the trace
+  format), swtrace (the drivers' half), hwtrace and sdma_monitor (the hardware's half, from
+  cocotb), waves (waveforms), plot (a timeline drawn).
 """
 
 __version__ = "0.1.0"
@@ -22,4 +25,4 @@ import os as _os
 # Set before anything imports numpy; processes started from here inherit it.
 _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from .session import progress  # noqa: E402,F401  (the API apps use)
+from .run.session import progress  # noqa: E402,F401  (the API apps use)

@@ -189,7 +189,7 @@ def _kmd_params(p: argparse.ArgumentParser, items: list[str]) -> dict:
 
 
 def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]):
-    from .session import RunOptions, default_build_dir
+    from .run.session import RunOptions, default_build_dir
 
     if args.sim is None:
         env = os.environ.get("SIM", "").strip()
@@ -238,7 +238,7 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
 
 
 def cmd_run(p, args, app_args: list[str]) -> int:
-    from .launch import LaunchError, run_app
+    from .run.launch import LaunchError, run_app
 
     opts = _run_options(p, args, getattr(args, "app", DEMO), app_args)
     try:
@@ -331,7 +331,7 @@ def cmd_regs(p, args) -> int:
 
 
 def cmd_plot(p, args) -> int:
-    from .plot import PlotError, plot
+    from .trace.plot import PlotError, plot
 
     _writable_file(p, "-o", Path(args.output))
     try:
@@ -370,7 +370,7 @@ def _writable_file(p: argparse.ArgumentParser, what: str, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .console import PipeSafe
+    from .run.console import PipeSafe
 
     # `gpucosim run APP | head`: the reader may go away at any time; what is printed after that
     # is lost, never a traceback (in the app, in the simulator log's echo, at exit)

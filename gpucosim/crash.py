@@ -34,8 +34,8 @@ from spec import pm4
 
 from . import regmap
 from .dump import format_dump
-from .timeline import wave_time
-from .trace import ring_dwords
+from .trace.timeline import wave_time
+from .trace.swtrace import ring_dwords
 
 if TYPE_CHECKING:
     from kmd_model.core.kmd import Kmd

@@ -343,7 +343,7 @@ def build(design: Design, sim: str, waves: bool = False, clock: str | None = Non
                            *(VERILATOR_FAST_ARGS if fast else ("--x-assign", "0", "--x-initial", "0", "-O3")),
                            *[str(c) for c in design.c_sources]]
             if waves:
-                # FST: Verilator's writer needs lz4.h (Debian: liblz4-dev; gpucosim/waves.py says so)
+                # FST: Verilator's writer needs lz4.h (Debian: liblz4-dev; gpucosim/trace/waves.py says so)
                 build_args += ["--trace-fst", "--trace-structs"]
         sources = list(design.sources)
         if sim == "icarus":

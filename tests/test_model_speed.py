@@ -80,7 +80,7 @@ def test_stats_json_that_cannot_be_written_is_reported(tmp_path, capsys):
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip().splitlines()[-1] == f"gpucosim run: error: --stats-json: {blocker} is a file, not a folder"
     # ... and a run whose figures cannot be written when it ends keeps its exit code, and says so
-    from gpucosim.session import RunOptions, Session
+    from gpucosim.run.session import RunOptions, Session
 
     Session(RunOptions(app="examples/hello.py", backend="model")).write_figures(str(target), 0)
     assert f"gpucosim: cannot write the run's figures to {target}: " in capsys.readouterr().err

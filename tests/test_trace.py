@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from gpucosim import timeline as tl
+from gpucosim.trace import timeline as tl
 from gpucosim.dump import parse
-from gpucosim.hwtrace import CpMonitor, fsm_states
-from gpucosim.timeline import NS_PER_CYCLE, Timeline, overlaps
+from gpucosim.trace.hwtrace import CpMonitor, fsm_states
+from gpucosim.trace.timeline import NS_PER_CYCLE, Timeline, overlaps
 from testbench import sim
 
 from .conftest import shared_run
@@ -118,7 +118,7 @@ def verilator_run(tmp_path_factory):
     reason = sim.unavailable_reason("verilator")
     if reason:
         pytest.skip(reason)
-    from gpucosim.waves import unavailable_reason as waves_reason
+    from gpucosim.trace.waves import unavailable_reason as waves_reason
 
     def once():
         d = tmp_path_factory.mktemp("verilator")
@@ -238,7 +238,7 @@ def test_stats_json_on_verilator(verilator_run):
 def test_waves_on_verilator(verilator_run):
     d, r, waves = verilator_run
     if waves is None:
-        from gpucosim.waves import unavailable_reason as waves_reason
+        from gpucosim.trace.waves import unavailable_reason as waves_reason
 
         pytest.skip(waves_reason("verilator"))
     assert waves.exists() and waves.read_bytes()[:1] == b"\x00"  # an FST header block
@@ -251,7 +251,7 @@ def check_gtkw_names(waves):
     """Every signal of the save file is in the waveform under that very name, so GTKWave
     opens on them (a name the file lacks shows an empty view); none was dropped."""
     import pywellen
-    from gpucosim.waves import SIGNALS, gtkw_signals
+    from gpucosim.trace.waves import SIGNALS, gtkw_signals
 
     in_file = {v.full_name for v in pywellen.Waveform(str(waves)).all_vars()}
     saved = gtkw_signals(waves.with_suffix(".gtkw"))
@@ -394,7 +394,7 @@ def test_cp_monitor_sees_pads_inside_an_ib(caplog):
 def test_timeline_slices_never_partly_overlap_on_a_track():
     """Perfetto draws one track's slices as a stack and drops slices that partly overlap:
     concurrent work goes to extra lanes of its track, nesting stays on its lane."""
-    from gpucosim.timeline import Timeline, overlaps
+    from gpucosim.trace.timeline import Timeline, overlaps
 
     tl = Timeline("model")
     tl.span("dma", "burst a", 0, 10)

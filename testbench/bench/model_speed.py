@@ -2,7 +2,7 @@
 
 Each workload is run by `gpucosim run APP --sim S --stats-json F` in a process of its own,
 on the model and on the simulators asked for, and two ratios are taken from the figures
-the session writes (gpucosim/session.py, Session.figures):
+the session writes (gpucosim/run/session.py, Session.figures):
 
 - device: seconds inside the device's methods (MMIO, waits, delays), driver bring-up
   included. This is what the backend costs: the UMD, KMD and app are the same Python on

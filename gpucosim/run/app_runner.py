@@ -1,9 +1,9 @@
 """cocotb side of the launcher: run one app against the RTL.
 
-`gpucosim run` (gpucosim/launch.py) starts the simulator with this module as the cocotb
+`gpucosim run` (launch.py) starts the simulator with this module as the cocotb
 test and the run's options in $GPUCOSIM_RUN. The app's main() runs in a bridge thread on
-a CocotbDevice inside a `gpucosim.session.Session` (crash reports, exit report, the
-timeline's software half); the hardware monitors (`gpucosim.hwtrace`) watch the CP, the
+a CocotbDevice inside a `session.Session` (crash reports, exit report, the
+timeline's software half); the hardware monitors (`gpucosim.trace.hwtrace`) watch the CP, the
 memory bus and the irq line when a timeline or the `cp` log was asked for. The exit code
 goes to $GPUCOSIM_APP_RESULT for the launcher.
 """
@@ -14,7 +14,7 @@ import warnings
 
 import cocotb
 
-from gpucosim.session import RunOptions, Session, apply_app_log, load_main, report_load_error
+from gpucosim.run.session import RunOptions, Session, apply_app_log, load_main, report_load_error
 from kmd_model.log import get_logger
 from testbench import bridge
 from testbench.cocotb_device import run_driver
@@ -65,14 +65,14 @@ async def app(dut):
     session = Session(opts)
     monitors = None
     if session.timeline is not None or get_logger("cp").isEnabledFor(logging.INFO):
-        from gpucosim.hwtrace import HwMonitors
+        from gpucosim.trace.hwtrace import HwMonitors
         from testbench.sim import BUILD
 
         monitors = HwMonitors(dut, session.timeline, data_width=opts.data_width,
                               cache_dir=BUILD / "rtl").start()
 
     # A crash report asks the CP where it is; its signals are read in the scheduler.
-    from gpucosim.hwtrace import cp_probe
+    from gpucosim.trace.hwtrace import cp_probe
 
     async def _probe():
         return cp_probe(dut)

@@ -6,8 +6,8 @@ interrupts and fences, from the drivers' own hooks.
 - `Kmd.observers` sees doorbells (with the ring dwords they publish, disassembled),
   jobs entering the ring, interrupts, IH entries, fences and GPU errors.
 
-The hardware half (CP packets, bus bursts, the irq line) is `gpucosim.hwtrace`. Nothing
-here runs unless a timeline was asked for (`gpucosim run --trace FILE`).
+The hardware half (CP packets, bus bursts, the irq line) is `hwtrace` beside this module.
+Nothing here runs unless a timeline was asked for (`gpucosim run --trace FILE`).
 """
 
 from __future__ import annotations

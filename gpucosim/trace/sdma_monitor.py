@@ -4,7 +4,7 @@ The reference model emits one instant per SDMA packet (it has no time to spend);
 RTL the SDMA parser's state machine (rtl/sdma/engine.py, FSM "sdma") says when a packet
 starts and ends, so each packet is a slice from its header leaving RUN to DONE, with an
 INDIRECT_BUFFER's slice holding the packets of its IB. The engine's memory traffic is on
-its own track ("memory bus (SDMA)", gpucosim/hwtrace.py's BusMonitor).
+its own track ("memory bus (SDMA)", hwtrace.py's BusMonitor).
 
 A COPY_LINEAR or CONSTANT_FILL slice ends when the packet hands its transfer to the
 SDMA's DMA engine, not when the last byte lands: the parser may take the next packet

@@ -4,7 +4,7 @@ RTL under cocotb (Verilator or Icarus) in the simulator's process.
     code = run_app(RunOptions("examples/memcpy.py", backend="model", dma=True, trace="t.json"))
 
 For the RTL: the design is built once per configuration (cached, a waves build apart),
-then the simulator runs `gpucosim.app_runner`, which recreates the `Session` from the
+then the simulator runs `gpucosim.run.app_runner`, which recreates the `Session` from the
 options in $GPUCOSIM_RUN. The simulator's log is copied to stdout as it grows, minus
 the simulator's own chatter, so the app's output reads as its own; the app's exit code
 comes back through a file.
@@ -27,7 +27,7 @@ from .session import (AppNotFound, RunOptions, Session, apply_app_log, default_b
 BACKENDS = ("verilator", "icarus", "model")
 # Lines of the simulator's log that are not the app's
 SIM_NOISE = ("Verilog $finish", "VPI: ", "Simulation Report", "cocotb.regression", "** TEST", "*****",
-             "** TESTS=", "gpucosim.app_runner.app", "Running on ", "Running tests", "Seeding Python",
+             "** TESTS=", "gpucosim.run.app_runner.app", "Running on ", "Running tests", "Seeding Python",
              "Initialized cocotb", "- :0: ", "cocotb.regression",
              # Icarus with waves: its FST writer says hello, cocotb finds no vpiInstance to list
              "FST info: dumpfile", "vpi_iterate returned NULL")
@@ -95,7 +95,7 @@ def _run_model(opts: RunOptions) -> int:
     from kmd_model.log import get_logger
     from testbench.refmodel import RefModel
 
-    from .trace import model_cp_hook
+    from ..trace.swtrace import model_cp_hook
 
     main = _load(opts.app)
     if main is None:
@@ -155,7 +155,7 @@ def _run_rtl(opts: RunOptions) -> int:
             setattr(opts, attr, str(Path(v).resolve()))
     waves = bool(opts.waves)
     if waves:
-        from .waves import unavailable_reason as waves_unavailable
+        from ..trace.waves import unavailable_reason as waves_unavailable
 
         why = waves_unavailable(opts.backend)
         if why:
@@ -195,7 +195,7 @@ def _run_rtl(opts: RunOptions) -> int:
         log = sim.BUILD / "runs" / f"{opts.backend}-{design.name}" / f"app-{os.getpid()}" / "sim.log"
         with Console(f"{opts.backend}: {Path(app).stem}", status=file_status(status), echo=log,
                      noise=SIM_NOISE):
-            res = sim.run(design, opts.backend, "gpucosim.app_runner", tag="app", extra_env=env,
+            res = sim.run(design, opts.backend, "gpucosim.run.app_runner", tag="app", extra_env=env,
                           waves=waves, plusargs=plusargs)
         if waves:
             _report_waves(opts)
@@ -207,7 +207,7 @@ def _run_rtl(opts: RunOptions) -> int:
 
 
 def _report_waves(opts: RunOptions) -> None:
-    from .waves import write_gtkw
+    from ..trace.waves import write_gtkw
 
     p = Path(opts.waves)
     if p.exists():

@@ -30,7 +30,7 @@ ENV = "GPUCOSIM_RUN"
 
 
 def default_build_dir() -> Path:
-    return Path(os.environ.get("GPUCOSIM_BUILD", Path(__file__).resolve().parents[1] / "build"))
+    return Path(os.environ.get("GPUCOSIM_BUILD", Path(__file__).resolve().parents[2] / "build"))
 
 
 class _AppArgv(list):
@@ -139,7 +139,7 @@ class _Recorder:
 
 class Session:
     def __init__(self, opts: RunOptions, *, probe: Callable[[], dict] | None = None):
-        from .timeline import Timeline
+        from ..trace.timeline import Timeline
 
         self.opts = opts
         self.probe = probe
@@ -197,8 +197,8 @@ class Session:
         from kmd_model import log as kmd_log
         from kmd_model.uapi import KmdError
 
-        from .crash import CrashReporter, IoctlStats, exit_report
-        from .trace import Tracer
+        from ..crash import CrashReporter, IoctlStats, exit_report
+        from ..trace.swtrace import Tracer
 
         opts = self.opts
         self.dev = dev
@@ -425,7 +425,7 @@ def report_load_error(target: str, e: BaseException) -> None:
         return
     # the launcher's frames and importlib's are not the app's bug: the traceback starts at the
     # app's own code (a SyntaxError has none: its file, line and caret say where)
-    here = str(Path(__file__).resolve().parent)
+    here = str(Path(__file__).resolve().parents[1])  # the gpucosim package, not only run/
     tb = e.__traceback__
     while tb is not None and (tb.tb_frame.f_code.co_filename.startswith(("<frozen", here))):
         tb = tb.tb_next

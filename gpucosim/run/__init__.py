@@ -1,0 +1,5 @@
+"""Running an app on a backend: `launch` starts the run (the reference model in this
+process, or the RTL under a simulator, where `app_runner` is the cocotb side); `session`
+is one run inside the app's process (observers, crash reports, the exit report);
+`console` is the launcher's terminal (output and the status line).
+"""
