@@ -25,4 +25,6 @@ import os as _os
 # Set before anything imports numpy; processes started from here inherit it.
 _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from .run.session import progress  # noqa: E402,F401  (the API apps use)
+from .run.session import progress  # noqa: E402  (the API apps use)
+
+__all__ = ["progress"]
