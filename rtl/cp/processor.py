@@ -193,7 +193,7 @@ class CommandProcessor(wiring.Component):
         # the packet being parsed, for CP_ERROR: its header's opcode and its offset in its
         # buffer (its address is worked out from the offset when an error is latched)
         hdr_opcode = Signal(8)
-        # for the simulators' monitors only (gpucosim/hwtrace.py: the timeline, crash reports;
+        # for the simulators' monitors only (gpucosim/trace/hwtrace.py: the timeline, crash reports;
         # nothing reads them, so synthesis drops them): the last header taken, its offset and
         # its address (hdr_off follows the dword on offer, taken or not)
         hdr = Signal(32)
