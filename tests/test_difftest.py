@@ -478,3 +478,18 @@ def test_vm_streams_rewrite_addresses_not_fence_values():
     assert s.kind == "valid" and s.vm is not None
     obs, _ = cp.run_model(s, DMA)
     assert obs.status == "idle"
+
+
+def test_a_malformed_builders_vm_fault_method_is_not_hidden_by_its_plan():
+    """Malformed kept the vm_fault class's plan in `self.vm_fault`, which hid the method
+    of that name on every instance (ERROR_CLASSES only worked by calling it through the
+    class): the plan is `vm_fault_plan`."""
+    import random
+
+    from testbench.difftest.streams.gen import Builder
+    from testbench.difftest.streams.malformed import Malformed
+
+    m = Malformed(Builder(random.Random(3), 0, 0, "malformed", DMA), "vm_fault")
+    m.vm_fault()  # (was: 'NoneType' object is not callable)
+    assert m.vm_fault_plan is not None and m.vm_fault_plan.kind in ("pte", "pde", "perm", "walk", "range",
+                                                                     "invalidated")
