@@ -377,6 +377,24 @@ def test_dma_error_after_seven_transfers(tmp_path):
     assert not bad, "\n".join(bad)
 
 
+def test_a_hand_made_stream_that_cannot_run_is_a_failed_record(tmp_path):
+    """A --streams-file stream the driver or the model cannot run (here an action verb
+    with a typo) stopped the simulator process: the streams after it never ran and the
+    report was a traceback's tail. It is a failed record naming it, and the next runs."""
+    simulator = next((s for s in sim.selected_simulators() if sim.unavailable_reason(s) is None), None)
+    if simulator is None:
+        pytest.skip("no simulator available")
+    streams = [cp.make_stream(SEED, i, DMA) for i in range(3)]
+    streams[1] = dataclasses.replace(streams[1], actions=[("doorbel", 1)])
+    f = tmp_path / "streams.pkl"
+    f.write_bytes(__import__("pickle").dumps(streams))
+    recs, _, problems = run_rtl(simulator, 0, 0, 0, streams_file=f, workdir=tmp_path)
+    assert not problems
+    assert [(r["index"], r["ok"]) for r in sorted(recs, key=lambda r: r["index"])] == [(0, True), (1, False), (2, True)]
+    assert recs[1]["diffs"] == ["item 1 of the streams file cannot run: AttributeError(\"'StreamDriver' object has "
+                                "no attribute 'do_doorbel'\")"]
+
+
 def _session() -> str:
     """Parts of the same pytest run (all xdist workers share the run id) merge."""
     return os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())
