@@ -24,6 +24,11 @@ CASES = [
     (difftest_main, "python -m testbench.difftest", ["--first", "x"], "argument --first: must be an integer, not 'x'"),
     (difftest_main, "python -m testbench.difftest", ["--multi-streams", "-1"],
      "argument --multi-streams: must be at least 0, not -1"),
+    (difftest_main, "python -m testbench.difftest", ["--seed", "abc"], "argument --seed: must be an integer, not 'abc'"),
+    (difftest_main, "python -m testbench.difftest", ["--sim", ","],
+     "argument --sim: no simulator in ',' (verilator, icarus, model, or a comma list)"),
+    (difftest_main, "python -m testbench.difftest", ["--sim", "model", "--json", "."],
+     "argument --json: . is a directory (give the report's file name)"),
     (mutate_main, "python -m testbench.mutate", ["--jobs", "0"], "argument --jobs: must be at least 1, not 0"),
     (mutate_main, "python -m testbench.mutate", ["--budget", "-3"], "argument --budget: must be a positive number, not '-3'"),
     (mutate_main, "python -m testbench.mutate", ["--budget", "inf"], "argument --budget: must be a positive number, not 'inf'"),
@@ -233,3 +238,18 @@ def test_run_rtl_checks_a_streams_file_before_building(tmp_path, monkeypatch):
     monkeypatch.setattr(sim, "build", lambda *a, **k: pytest.fail("built before the file was checked"))
     with pytest.raises(StreamsFileError, match=f"^{f}: an empty file, not a pickled list of MultiStreams$"):
         run_rtl("verilator", 0, 0, 0, streams_file=f, workdir=tmp_path, family="multi")
+
+
+def test_a_bad_seed_in_the_environment_is_a_usage_error(capsys, monkeypatch):
+    monkeypatch.setenv("GPUCOSIM_SEED", "x12")
+    assert _usage_error(capsys, ["--list", "1"]) == \
+        "python -m testbench.difftest: error: $GPUCOSIM_SEED: must be an integer, not 'x12'"
+
+
+def test_a_report_that_cannot_be_written_is_one_line_after_the_summary(tmp_path, capsys):
+    (tmp_path / "a-file").write_text("")
+    path = tmp_path / "a-file" / "difftest.json"
+    assert difftest_main(["--sim", "model", "--streams", "1", "--json", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert "difftest: seed " in out and "1 streams, 0 mismatch(es)" in out
+    assert err.strip().splitlines()[-1] == f"difftest: cannot write the report {path}: File exists ({path.parent})"

@@ -21,6 +21,7 @@ exit code is 1 when any stream mismatched.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -67,8 +68,17 @@ def main(argv: list[str] | None = None) -> int:
             given = load(args.streams_file, "multi" if args.multi else "cp")
         except StreamsFileError as e:
             ap.error(f"--streams-file {e}")
-    seed = master_seed(args.seed)
+    try:
+        seed = master_seed(args.seed)
+    except ValueError:  # (--seed, else $GPUCOSIM_SEED)
+        where, text = ("argument --seed", args.seed) if args.seed is not None else \
+            ("$GPUCOSIM_SEED", os.environ.get("GPUCOSIM_SEED"))
+        ap.error(f"{where}: must be an integer, not {text!r}")
     sims = [s.strip() for s in args.sim.split(",") if s.strip()]
+    if not sims:
+        ap.error(f"argument --sim: no simulator in {args.sim!r} (verilator, icarus, model, or a comma list)")
+    if args.json is not None and Path(args.json).is_dir():  # (found after the campaign, it lost the report)
+        ap.error(f"argument --json: {args.json} is a directory (give the report's file name)")
     mcaps = model_caps(False if args.no_dma else None, args.data_width)
 
     if args.multi:
@@ -142,8 +152,19 @@ def main(argv: list[str] | None = None) -> int:
         report.add(recs)
     if args.multi_streams:  # the multi-queue family after the CP's, into the same report
         run_multi(report, args, seed, sims, args.first, args.multi_streams)
-    path = Path(args.json) if args.json else simmod.BUILD / "difftest.json"
-    report.write(path)
+    return finish(report, Path(args.json) if args.json else simmod.BUILD / "difftest.json")
+
+
+def finish(report: Report, path: Path) -> int:
+    """Write the report to `path` and print it: 1 when any stream mismatched, 2 when the
+    report could not be written (its summary is printed all the same)."""
+    try:
+        report.write(path)
+    except OSError as e:
+        print(report.text())
+        at = f" ({e.filename})" if e.filename and str(e.filename) != str(path) else ""
+        print(f"difftest: cannot write the report {path}: {e.strerror or e}{at}", file=sys.stderr)
+        return 2
     print(report.text())
     print(f"report: {path}")
     return 1 if report.failures else 0
@@ -259,11 +280,7 @@ def main_multi(args, seed: int, sims: list[str], given: list | None = None) -> i
     bad = run_multi(report, args, seed, sims, first, count, replay=args.replay is not None)
     if args.replay is not None:
         return 1 if bad else 0
-    path = Path(args.json) if args.json else simmod.BUILD / "difftest.json"
-    report.write(path)
-    print(report.text())
-    print(f"report: {path}")
-    return 1 if report.failures else 0
+    return finish(report, Path(args.json) if args.json else simmod.BUILD / "difftest.json")
 
 
 if __name__ == "__main__":
