@@ -24,6 +24,11 @@ CASES = [
     (difftest_main, "python -m testbench.difftest", ["--first", "x"], "argument --first: must be an integer, not 'x'"),
     (difftest_main, "python -m testbench.difftest", ["--multi-streams", "-1"],
      "argument --multi-streams: must be at least 0, not -1"),
+    (difftest_main, "python -m testbench.difftest", ["--seed", "abc"], "argument --seed: must be an integer, not 'abc'"),
+    (difftest_main, "python -m testbench.difftest", ["--sim", ","],
+     "argument --sim: no simulator in ',' (verilator, icarus, model, or a comma list)"),
+    (difftest_main, "python -m testbench.difftest", ["--sim", "model", "--json", "."],
+     "argument --json: . is a directory (give the report's file name)"),
     (mutate_main, "python -m testbench.mutate", ["--jobs", "0"], "argument --jobs: must be at least 1, not 0"),
     (mutate_main, "python -m testbench.mutate", ["--budget", "-3"], "argument --budget: must be a positive number, not '-3'"),
     (mutate_main, "python -m testbench.mutate", ["--budget", "inf"], "argument --budget: must be a positive number, not 'inf'"),
@@ -46,3 +51,205 @@ def test_counts_take_the_usual_spellings():
     from testbench.argtypes import int_at_least
 
     assert int_at_least(0)("0x10") == 16 and int_at_least(1)("7") == 7
+
+
+# --streams-file: hand-made streams, a pickled list (testbench/difftest/streams/file.py).
+# Each bad file is one usage line naming the file and what is wrong with it, before any
+# simulator is built; they were tracebacks (UnpicklingError, EOFError, TypeError ...).
+
+def _streams(n: int = 3) -> list:
+    from testbench.difftest.campaign import make_stream, model_caps
+
+    return [make_stream(7, i, model_caps(None, 64)) for i in range(n)]
+
+
+class _RunsOnLoad:
+    """A pickle that calls os.mkdir when loaded: a hostile file must not run it."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        import os
+
+        return os.mkdir, (str(self.path),)
+
+
+def _bad_files(tmp_path) -> dict:
+    """name -> (file contents, the error after "FILE: ", extra arguments)"""
+    import dataclasses
+    import os
+    import pickle
+
+    from testbench.difftest import multi
+
+    s = _streams(1)[0]
+    good = pickle.dumps([s])
+    return {
+        "text": (b"ring 0: WRITE_DATA 0x1000\n", "not a pickled list of Streams (UnpicklingError: "
+                 "unpickling stack underflow)", []),
+        "empty": (b"", "an empty file, not a pickled list of Streams", []),
+        "truncated": (good[:len(good) // 2], "not a pickled list of Streams (UnpicklingError: "
+                      "pickle data was truncated)", []),
+        "dict": (pickle.dumps({"streams": [s]}), "a pickled dict, not a list of Streams", []),
+        "empty-list": (pickle.dumps([]), "an empty list: no streams to run", []),
+        "wrong-item": (pickle.dumps([s, "stream 2"]), "item 1 is a str, not a Stream", []),
+        "wrong-field": (pickle.dumps([dataclasses.replace(s, config=None)]),
+                        "item 0: Stream.config is a NoneType, not a Config", []),
+        "multi-in-cp": (pickle.dumps([multi.make(7, 0, True)]),
+                        "item 0 is a MultiStream, not a Stream (a multi-queue stream: run it with --multi)", []),
+        "cp-in-multi": (good, "item 0 is a Stream, not a MultiStream (a CP stream: run it without --multi)",
+                        ["--multi"]),
+        "runs-code": (pickle.dumps([_RunsOnLoad(tmp_path / "ran")]),
+                      f"names {os.mkdir.__module__}.mkdir, which is not part of a stream (not loaded)", []),
+        "unknown-class": (pickle.dumps([s], protocol=0).replace(b"streams.stream\n", b"streams.streem\n"),
+                          "names testbench.difftest.streams.streem.Stream, which does not exist here: re-create "
+                          "the file from streams made by this checkout", []),
+    }
+
+
+BAD_FILES = ["text", "empty", "truncated", "dict", "empty-list", "wrong-item", "wrong-field", "multi-in-cp",
+             "cp-in-multi", "runs-code", "unknown-class"]
+
+
+def _usage_error(capsys, argv: list[str]) -> str:
+    with pytest.raises(SystemExit) as exc:
+        difftest_main(argv)
+    assert exc.value.code == 2
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("name", BAD_FILES)
+def test_a_bad_streams_file_is_one_usage_line(capsys, tmp_path, name):
+    data, message, extra = _bad_files(tmp_path)[name]
+    f = tmp_path / f"{name}.pkl"
+    f.write_bytes(data)
+    line = _usage_error(capsys, ["--sim", "verilator", "--streams-file", str(f)] + extra)
+    assert line == f"python -m testbench.difftest: error: --streams-file {f}: {message}"
+    assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("name, message", [("missing", "cannot read it: No such file or directory"),
+                                           ("a-directory", "cannot read it: Is a directory"),
+                                           ("unreadable", "cannot read it: Permission denied")])
+def test_a_streams_file_that_cannot_be_read_is_one_usage_line(capsys, tmp_path, monkeypatch, name, message):
+    from pathlib import Path
+
+    f = tmp_path / name
+    if name == "a-directory":
+        f.mkdir()
+    elif name == "unreadable":  # (a chmod does not stop root, who runs the CI)
+        f.write_bytes(b"")
+        read = Path.read_bytes
+
+        def refuse(self):
+            if self == f:
+                raise PermissionError(13, "Permission denied", str(self))
+            return read(self)
+        monkeypatch.setattr(Path, "read_bytes", refuse)
+    line = _usage_error(capsys, ["--sim", "icarus", "--streams-file", str(f)])
+    assert line == f"python -m testbench.difftest: error: --streams-file {f}: {message}"
+
+
+@pytest.mark.parametrize("option", [["--replay", "3"], ["--list", "0"], ["--multi-streams", "5"]])
+def test_streams_file_options_that_do_not_apply(capsys, tmp_path, option):
+    line = _usage_error(capsys, ["--streams-file", str(tmp_path / "x.pkl")] + option)
+    assert line == f"python -m testbench.difftest: error: --streams-file runs the file's streams: {option[0]} " \
+                   "does not apply"
+
+
+def _old_pickle(monkeypatch, streams: list) -> bytes:
+    """`streams` pickled as the difftest package before its split (7c84d77) did: the
+    classes under testbench.difftest.stream, .vm ... (the old modules, faked for the dump)."""
+    import pickle
+    import sys
+
+    from testbench.difftest.streams import stream, vm
+
+    for mod, classes in ((stream, (stream.Stream, stream.Config, stream.PacketInfo)), (vm, (vm.VmPlan, vm.VmFault))):
+        old = mod.__name__.replace(".streams.", ".")
+        monkeypatch.setitem(sys.modules, old, mod)
+        for c in classes:
+            monkeypatch.setattr(c, "__module__", old)
+    data = pickle.dumps(streams)
+    monkeypatch.undo()
+    return data
+
+
+def test_a_streams_file_from_before_the_package_split_loads(monkeypatch, tmp_path, capsys):
+    import pickle
+
+    from testbench.difftest.streams.file import load
+
+    streams = _streams(3)
+    assert any(s.vm is not None for s in streams)  # (a VmPlan too: testbench.difftest.vm)
+    data = _old_pickle(monkeypatch, streams)
+    assert b"testbench.difftest.stream\x94" in data and b"testbench.difftest.vm\x94" in data
+    with pytest.raises(ModuleNotFoundError, match="testbench.difftest.stream"):
+        pickle.loads(data)
+    f = tmp_path / "old.pkl"
+    f.write_bytes(data)
+    assert pickle.dumps(load(f)) == pickle.dumps(pickle.loads(pickle.dumps(streams)))  # (a round trip shares more)
+    assert difftest_main(["--sim", "model", "--streams-file", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert all(f"stream {i} (seed 7): {s.label}" in out for i, s in enumerate(streams))
+
+
+def test_streams_file_on_the_model(tmp_path, capsys):
+    """--sim model --streams-file runs the model against itself (as --replay does); it
+    raised SimulatorUnavailable. With --multi it ran 500 generated streams instead of
+    the file's."""
+    import pickle
+
+    from testbench.difftest import multi
+
+    f = tmp_path / "cp.pkl"
+    f.write_bytes(pickle.dumps(_streams(2)))
+    assert difftest_main(["--sim", "model", "--streams-file", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "stream 0 (seed 7)" in out and "stream 1 (seed 7)" in out
+    m = tmp_path / "multi.pkl"
+    m.write_bytes(pickle.dumps([multi.make(7, 4, True)]))
+    assert difftest_main(["--multi", "--sim", "model", "--streams-file", str(m)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("multi stream 4 (seed 7)") and "multi stream 0 " not in out
+
+
+def test_a_stream_the_model_cannot_run_is_one_line(tmp_path, capsys):
+    import dataclasses
+    import pickle
+
+    s = dataclasses.replace(_streams(1)[0], actions=[("doorbel", 1)])
+    f = tmp_path / "typo.pkl"
+    f.write_bytes(pickle.dumps([s]))
+    assert difftest_main(["--sim", "model", "--streams-file", str(f)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"difftest: item 0 of {f} cannot run: AttributeError(\"'StreamDriver' object has no "
+                   "attribute 'do_doorbel'\")"]
+
+
+def test_run_rtl_checks_a_streams_file_before_building(tmp_path, monkeypatch):
+    from testbench import sim
+    from testbench.difftest.simulator.runner import run_rtl
+    from testbench.difftest.streams.file import StreamsFileError
+
+    f = tmp_path / "cut.pkl"
+    f.write_bytes(b"")
+    monkeypatch.setattr(sim, "build", lambda *a, **k: pytest.fail("built before the file was checked"))
+    with pytest.raises(StreamsFileError, match=f"^{f}: an empty file, not a pickled list of MultiStreams$"):
+        run_rtl("verilator", 0, 0, 0, streams_file=f, workdir=tmp_path, family="multi")
+
+
+def test_a_bad_seed_in_the_environment_is_a_usage_error(capsys, monkeypatch):
+    monkeypatch.setenv("GPUCOSIM_SEED", "x12")
+    assert _usage_error(capsys, ["--list", "1"]) == \
+        "python -m testbench.difftest: error: $GPUCOSIM_SEED: must be an integer, not 'x12'"
+
+
+def test_a_report_that_cannot_be_written_is_one_line_after_the_summary(tmp_path, capsys):
+    (tmp_path / "a-file").write_text("")
+    path = tmp_path / "a-file" / "difftest.json"
+    assert difftest_main(["--sim", "model", "--streams", "1", "--json", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert "difftest: seed " in out and "1 streams, 0 mismatch(es)" in out
+    assert err.strip().splitlines()[-1] == f"difftest: cannot write the report {path}: File exists ({path.parent})"

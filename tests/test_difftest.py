@@ -377,6 +377,24 @@ def test_dma_error_after_seven_transfers(tmp_path):
     assert not bad, "\n".join(bad)
 
 
+def test_a_hand_made_stream_that_cannot_run_is_a_failed_record(tmp_path):
+    """A --streams-file stream the driver or the model cannot run (here an action verb
+    with a typo) stopped the simulator process: the streams after it never ran and the
+    report was a traceback's tail. It is a failed record naming it, and the next runs."""
+    simulator = next((s for s in sim.selected_simulators() if sim.unavailable_reason(s) is None), None)
+    if simulator is None:
+        pytest.skip("no simulator available")
+    streams = [cp.make_stream(SEED, i, DMA) for i in range(3)]
+    streams[1] = dataclasses.replace(streams[1], actions=[("doorbel", 1)])
+    f = tmp_path / "streams.pkl"
+    f.write_bytes(__import__("pickle").dumps(streams))
+    recs, _, problems = run_rtl(simulator, 0, 0, 0, streams_file=f, workdir=tmp_path)
+    assert not problems
+    assert [(r["index"], r["ok"]) for r in sorted(recs, key=lambda r: r["index"])] == [(0, True), (1, False), (2, True)]
+    assert recs[1]["diffs"] == ["item 1 of the streams file cannot run: AttributeError(\"'StreamDriver' object has "
+                                "no attribute 'do_doorbel'\")"]
+
+
 def _session() -> str:
     """Parts of the same pytest run (all xdist workers share the run id) merge."""
     return os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())
@@ -478,3 +496,18 @@ def test_vm_streams_rewrite_addresses_not_fence_values():
     assert s.kind == "valid" and s.vm is not None
     obs, _ = cp.run_model(s, DMA)
     assert obs.status == "idle"
+
+
+def test_a_malformed_builders_vm_fault_method_is_not_hidden_by_its_plan():
+    """Malformed kept the vm_fault class's plan in `self.vm_fault`, which hid the method
+    of that name on every instance (ERROR_CLASSES only worked by calling it through the
+    class): the plan is `vm_fault_plan`."""
+    import random
+
+    from testbench.difftest.streams.gen import Builder
+    from testbench.difftest.streams.malformed import Malformed
+
+    m = Malformed(Builder(random.Random(3), 0, 0, "malformed", DMA), "vm_fault")
+    m.vm_fault()  # (was: 'NoneType' object is not callable)
+    assert m.vm_fault_plan is not None and m.vm_fault_plan.kind in ("pte", "pde", "perm", "walk", "range",
+                                                                     "invalidated")

@@ -5,7 +5,7 @@
 
 See docs/verification.md. The layers:
 - streams/: what the CP's streams are and how they are made (layout, stream, gen,
-  malformed, access_faults, raw, vm);
+  malformed, access_faults, raw, vm; file reads --streams-file);
 - driver (runs a stream on any Device), compare (RTL vs model, the first differing
   packet), coverage, campaign (seeds, plan, report, progress);
 - simulator/: the campaign in simulator processes (runner starts them, rtl is the cocotb

@@ -7,6 +7,8 @@
     python -m testbench.difftest --list 17                                 # the stream only, no simulator
     python -m testbench.difftest --sim model --streams 5000                # generator self-check, no simulator
     python -m testbench.difftest --sim verilator --streams-file cut.pkl    # hand-made Streams (pickled list)
+    python -m testbench.difftest --sim model --streams-file cut.pkl        # the same on the model, twice
+    python -m testbench.difftest --multi --sim verilator --streams-file m.pkl   # hand-made MultiStreams
     python -m testbench.difftest --multi --sim verilator --streams 500     # multi-queue streams (multi/)
     python -m testbench.difftest --multi --sim verilator --replay 17       # one of them, the whole story
     python -m testbench.difftest --sim verilator --streams 10000 --multi-streams 1000   # both families
@@ -19,6 +21,7 @@ exit code is 1 when any stream mismatched.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -29,6 +32,7 @@ from .campaign import (Caps, Progress, Report, explain, make_stream, master_seed
                        run_model_pair)
 from .compare import compare
 from .simulator.runner import caps_of, run_rtl, split_sims
+from .streams.file import StreamsFileError, load, unrunnable
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m testbench.difftest", description=__doc__.splitlines()[0])
@@ -54,12 +58,31 @@ def main(argv: list[str] | None = None) -> int:
     one = args.replay is not None or args.list is not None or args.streams_file is not None
     if not one and args.streams == 0 and (args.multi or args.multi_streams == 0):
         ap.error("--streams 0: nothing to run (give a count, or --multi-streams M for the multi-queue streams alone)")
-    seed = master_seed(args.seed)
+    given = None
+    if args.streams_file is not None:  # checked before anything is built: one line names what is wrong
+        for opt, given_too in (("--replay", args.replay is not None), ("--list", args.list is not None),
+                               ("--multi-streams", args.multi_streams > 0)):
+            if given_too:
+                ap.error(f"--streams-file runs the file's streams: {opt} does not apply")
+        try:
+            given = load(args.streams_file, "multi" if args.multi else "cp")
+        except StreamsFileError as e:
+            ap.error(f"--streams-file {e}")
+    try:
+        seed = master_seed(args.seed)
+    except ValueError:  # (--seed, else $GPUCOSIM_SEED)
+        where, text = ("argument --seed", args.seed) if args.seed is not None else \
+            ("$GPUCOSIM_SEED", os.environ.get("GPUCOSIM_SEED"))
+        ap.error(f"{where}: must be an integer, not {text!r}")
     sims = [s.strip() for s in args.sim.split(",") if s.strip()]
+    if not sims:
+        ap.error(f"argument --sim: no simulator in {args.sim!r} (verilator, icarus, model, or a comma list)")
+    if args.json is not None and Path(args.json).is_dir():  # (found after the campaign, it lost the report)
+        ap.error(f"argument --json: {args.json} is a directory (give the report's file name)")
     mcaps = model_caps(False if args.no_dma else None, args.data_width)
 
     if args.multi:
-        return main_multi(args, seed, sims)
+        return main_multi(args, seed, sims, given)
 
     if args.list is not None:
         print(make_stream(seed, args.list, mcaps).listing(max_data=64))
@@ -74,19 +97,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"difftest: {reason}", file=sys.stderr)
                 return 2
 
-    if args.streams_file is not None:
-        bad = False
-        for s in sims:
-            with tempfile.TemporaryDirectory() as d:
-                rep = Path(d) / "story.txt"
-                recs, _, problems = run_rtl(s, seed, 0, 0, data_width=args.data_width, report_file=rep,
-                                            workdir=Path(d), streams_file=Path(args.streams_file))
-                if rep.exists():
-                    print(rep.read_text())
-                for p in problems:
-                    print(p)
-                bad |= any(not r["ok"] for r in recs) or bool(problems)
-        return 1 if bad else 0
+    if given is not None:
+        return run_given(args, seed, sims, given, "cp", mcaps)
 
     if args.replay is not None:
         print(f"difftest: seed {seed}, stream {args.replay}", file=sys.stderr)
@@ -140,8 +152,19 @@ def main(argv: list[str] | None = None) -> int:
         report.add(recs)
     if args.multi_streams:  # the multi-queue family after the CP's, into the same report
         run_multi(report, args, seed, sims, args.first, args.multi_streams)
-    path = Path(args.json) if args.json else simmod.BUILD / "difftest.json"
-    report.write(path)
+    return finish(report, Path(args.json) if args.json else simmod.BUILD / "difftest.json")
+
+
+def finish(report: Report, path: Path) -> int:
+    """Write the report to `path` and print it: 1 when any stream mismatched, 2 when the
+    report could not be written (its summary is printed all the same)."""
+    try:
+        report.write(path)
+    except OSError as e:
+        print(report.text())
+        at = f" ({e.filename})" if e.filename and str(e.filename) != str(path) else ""
+        print(f"difftest: cannot write the report {path}: {e.strerror or e}{at}", file=sys.stderr)
+        return 2
     print(report.text())
     print(f"report: {path}")
     return 1 if report.failures else 0
@@ -191,7 +214,51 @@ def run_multi(report: Report, args, seed: int, sims: list[str], first: int, coun
     return bad
 
 
-def main_multi(args, seed: int, sims: list[str]) -> int:
+def run_given(args, seed: int, sims: list[str], given: list, family: str, mcaps: Caps | None = None) -> int:
+    """--streams-file: the file's streams (`given`, loaded and checked) on each of `sims`,
+    with the full story; on "model", the model against itself with slower MMIO (as
+    --replay's). 1 when any mismatched, 2 when the file changed into a bad one meanwhile."""
+    from . import multi
+
+    bad = False
+    for s in sims:
+        if s == "model":
+            for k, stream in enumerate(given):
+                try:
+                    if family == "multi":
+                        x, mx = multi.run_model(stream, dma=not args.no_dma)
+                        y, my = multi.run_model(stream, mmio_cycles=3, dma=not args.no_dma)
+                        diffs = multi.compare(stream, y, x, my.mem, mx.mem) + multi.expected(stream, x)
+                        print(multi.explain(stream, diffs, y, x, "model2"))
+                        bad |= bool(diffs)
+                    else:
+                        a, ma = run_model(stream, mcaps, step=args.step)
+                        b, mb = run_model(stream, mcaps, step=args.step, mmio_cycles=3, name="model2")
+                        v = compare(stream, b, a, mb.mem, ma.mem)
+                        print(explain(stream, v, b, a, "model2"))
+                        bad |= not v.ok
+                except Exception as e:  # a stream the generator could never make: one line, not a traceback
+                    print(f"difftest: {unrunnable(stream, k, s, family, e, args.streams_file)[1]}", file=sys.stderr)
+                    bad = True
+            continue
+        with tempfile.TemporaryDirectory() as d:
+            rep = Path(d) / "story.txt"
+            try:
+                recs, _, problems = run_rtl(s, seed, 0, 0, step=args.step, data_width=args.data_width,
+                                            report_file=rep, workdir=Path(d), streams_file=Path(args.streams_file),
+                                            family=family)
+            except StreamsFileError as e:
+                print(f"difftest: --streams-file {e}", file=sys.stderr)
+                return 2
+            if rep.exists():
+                print(rep.read_text())
+            for p in problems:
+                print(p)
+            bad |= any(not r["ok"] for r in recs) or bool(problems)
+    return 1 if bad else 0
+
+
+def main_multi(args, seed: int, sims: list[str], given: list | None = None) -> int:
     """--multi: the same commands for testbench/difftest/multi/'s streams."""
     from testbench import sim as simmod
 
@@ -206,16 +273,14 @@ def main_multi(args, seed: int, sims: list[str]) -> int:
         if reason:
             print(f"difftest: {reason}", file=sys.stderr)
             return 2
+    if given is not None:
+        return run_given(args, seed, sims, given, "multi")
     first, count = (args.replay, 1) if args.replay is not None else (args.first, args.streams)
     report = Report(seed)
     bad = run_multi(report, args, seed, sims, first, count, replay=args.replay is not None)
     if args.replay is not None:
         return 1 if bad else 0
-    path = Path(args.json) if args.json else simmod.BUILD / "difftest.json"
-    report.write(path)
-    print(report.text())
-    print(f"report: {path}")
-    return 1 if report.failures else 0
+    return finish(report, Path(args.json) if args.json else simmod.BUILD / "difftest.json")
 
 
 if __name__ == "__main__":

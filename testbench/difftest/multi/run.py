@@ -342,41 +342,50 @@ async def campaign(dut) -> None:
     dma = bool(regs.CAPS.DMA.get(await bridge.bridge(dev.mmio_read32)(regs.CAPS.addr())))
     given = None
     if env.get("DIFFTEST_STREAMS_FILE"):  # hand-made MultiStreams (a pickled list), as the CP campaign's
-        import pickle
+        from ..streams import file
 
-        with open(env["DIFFTEST_STREAMS_FILE"], "rb") as f:
-            given = pickle.load(f)
+        given = file.load(env["DIFFTEST_STREAMS_FILE"], "multi")
         first, count = 0, len(given)
+    async def one(index: int) -> tuple[dict, str]:
+        """Stream `index` on the RTL and the model: its record and (for the report) its story."""
+        t0 = time.perf_counter()
+        s = given[index] if given is not None else make(seed, index, dma)
+        dev.mem_model.configure(**s.mem)
+        await dev.reset()
+        dev.mem[:] = 0
+        box: dict = {}
+
+        def body(d, s=s, box=box):
+            try:
+                box["obs"] = drive(s, d)
+            except Exception as e:  # a driver-visible failure
+                box["obs"] = {"checks": [f"driver stopped: {e!r}"]}
+
+        c0 = dev.now()
+        await bridge.bridge(body)(dev)
+        cycles = dev.now() - c0
+        rtl = box["obs"]
+        v = checker.read()
+        if v is not None:
+            rtl.setdefault("checks", []).append(f"AXI protocol checker: {v.message}")
+        model, m = run_model(s, dma=dma)
+        diffs = compare(s, rtl, model, dev.mem, m.mem) + expected(s, model)
+        rec = record(s, diffs, dev.name, time.perf_counter() - t0, model)
+        rec["cycles"] = cycles
+        return rec, explain(s, diffs, rtl, model, dev.name) if report else ""
+
     with open(env["DIFFTEST_OUT"], "a") as out:
         for index in range(first, first + count):
-            t0 = time.perf_counter()
-            s = given[index] if given is not None else make(seed, index, dma)
-            dev.mem_model.configure(**s.mem)
-            await dev.reset()
-            dev.mem[:] = 0
-            box: dict = {}
-
-            def body(d, s=s, box=box):
-                try:
-                    box["obs"] = drive(s, d)
-                except Exception as e:  # a driver-visible failure
-                    box["obs"] = {"checks": [f"driver stopped: {e!r}"]}
-
-            c0 = dev.now()
-            await bridge.bridge(body)(dev)
-            cycles = dev.now() - c0
-            rtl = box["obs"]
-            v = checker.read()
-            if v is not None:
-                rtl.setdefault("checks", []).append(f"AXI protocol checker: {v.message}")
-            model, m = run_model(s, dma=dma)
-            diffs = compare(s, rtl, model, dev.mem, m.mem) + expected(s, model)
-            rec = record(s, diffs, dev.name, time.perf_counter() - t0, model)
-            rec["cycles"] = cycles
+            try:
+                rec, story = await one(index)
+            except Exception as e:
+                if given is None:
+                    raise  # a generated stream that cannot run is the generator's bug: loudly
+                rec, story = file.unrunnable(given[index], index, dev.name, "multi", e)  # (as the CP's)
             out.write(json.dumps(rec) + "\n")
             out.flush()
             if report:
                 with open(report, "a") as f:
-                    f.write(explain(s, diffs, rtl, model, dev.name) + "\n\n")
+                    f.write(story + "\n\n")
     checker.stop()
     dev.close()

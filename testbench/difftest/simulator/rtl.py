@@ -197,64 +197,76 @@ async def campaign(dut) -> None:
     sim = dev.name
     given = None
     if env.get("DIFFTEST_STREAMS_FILE"):
-        import pickle
+        from ..streams import file
 
-        with open(env["DIFFTEST_STREAMS_FILE"], "rb") as f:
-            given = pickle.load(f)
+        given = file.load(env["DIFFTEST_STREAMS_FILE"], "cp")
         first, count = 0, len(given)
     end = first + count
     # the model's side of each stream, made ahead by the process that started this one
     # (testbench/difftest/simulator/prefetch.py): two streams ahead, so it has a stream's RTL time
     pre = Prefetcher.connect(caps, step, end, AHEAD) if given is None else None
+
+    async def one(index: int) -> tuple[dict, str]:
+        """Stream `index` on the RTL and the model: its record and (for the report) its story."""
+        t0 = time.perf_counter()
+        ready = pre.take(index, L.MEM_SIZE) if pre is not None else None
+        if pre is not None:
+            pre.start(index)
+        if given is not None:
+            stream = given[index]
+        elif ready is not None:
+            stream = ready[0]
+        else:
+            stream = make_stream(seed, index, caps)
+        t1 = time.perf_counter()
+        dev.mem_model.configure(**stream.config.mem)  # the seed takes effect at the reset
+        await dev.reset()
+        dev.mem[:] = 0
+        obs = Observation(sim)
+        ops0, cyc0 = dev.mmio_ops, dev.now()
+
+        def drive(d, stream=stream, obs=obs):
+            try:
+                execute(stream, d, step=step, obs=obs)
+            except Exception as e:  # a driver-visible failure (e.g. an MMIO error response)
+                obs.checks.append(f"driver stopped: {e!r}")
+                obs.checks.append(traceback.format_exc(limit=3).replace("\n", " | "))
+
+        await bridge.bridge(drive)(dev)
+        t2 = time.perf_counter()
+        v = checker.read()
+        if v is not None:
+            obs.checks.append(f"AXI protocol checker: {v.message}")
+        if ready is not None:
+            model, model_mem = ready[1], ready[2]
+        else:
+            model, m = run_model(stream, caps, step=step)
+            model_mem = m.mem
+        verdict = compare(stream, obs, model, dev.mem, model_mem)
+        rec = record(stream, verdict, sim, time.perf_counter() - t0, obs, model)
+        rec["caps"] = caps.__dict__
+        rec["mmio"], rec["cycles"] = dev.mmio_ops - ops0, dev.now() - cyc0
+        # seconds to get the stream (made here or made ahead), on the RTL, on the model
+        # (or only compared, when made ahead)
+        rec["t"] = [round(t1 - t0, 4), round(t2 - t1, 4), round(time.perf_counter() - t2, 4)]
+        rec["ahead"] = ready is not None
+        return rec, explain(stream, verdict, obs, model, sim) if report else ""
+
     with open(env["DIFFTEST_OUT"], "a") as out:
         for index in range(first, end):
-            t0 = time.perf_counter()
-            ready = pre.take(index, L.MEM_SIZE) if pre is not None else None
-            if pre is not None:
-                pre.start(index)
-            if given is not None:
-                stream = given[index]
-            elif ready is not None:
-                stream = ready[0]
-            else:
-                stream = make_stream(seed, index, caps)
-            t1 = time.perf_counter()
-            dev.mem_model.configure(**stream.config.mem)  # the seed takes effect at the reset
-            await dev.reset()
-            dev.mem[:] = 0
-            obs = Observation(sim)
-            ops0, cyc0 = dev.mmio_ops, dev.now()
-
-            def drive(d, stream=stream, obs=obs):
-                try:
-                    execute(stream, d, step=step, obs=obs)
-                except Exception as e:  # a driver-visible failure (e.g. an MMIO error response)
-                    obs.checks.append(f"driver stopped: {e!r}")
-                    obs.checks.append(traceback.format_exc(limit=3).replace("\n", " | "))
-
-            await bridge.bridge(drive)(dev)
-            t2 = time.perf_counter()
-            v = checker.read()
-            if v is not None:
-                obs.checks.append(f"AXI protocol checker: {v.message}")
-            if ready is not None:
-                model, model_mem = ready[1], ready[2]
-            else:
-                model, m = run_model(stream, caps, step=step)
-                model_mem = m.mem
-            verdict = compare(stream, obs, model, dev.mem, model_mem)
-            rec = record(stream, verdict, sim, time.perf_counter() - t0, obs, model)
-            rec["caps"] = caps.__dict__
-            rec["mmio"], rec["cycles"] = dev.mmio_ops - ops0, dev.now() - cyc0
-            # seconds to get the stream (made here or made ahead), on the RTL, on the model
-            # (or only compared, when made ahead)
-            rec["t"] = [round(t1 - t0, 4), round(t2 - t1, 4), round(time.perf_counter() - t2, 4)]
-            rec["ahead"] = ready is not None
+            try:
+                rec, story = await one(index)
+            except Exception as e:
+                if given is None:
+                    raise  # a generated stream that cannot run is the generator's bug: loudly
+                # a hand-made one (an unknown action, a memory setting the model has not):
+                # a failed record naming it, and on to the next
+                rec, story = file.unrunnable(given[index], index, sim, "cp", e)
             out.write(json.dumps(rec) + "\n")
             out.flush()
             if report:
                 with open(report, "a") as f:
-                    f.write(explain(stream, verdict, obs, model, sim) + "\n\n")
+                    f.write(story + "\n\n")
     if pre is not None:
         pre.close()
     checker.stop()

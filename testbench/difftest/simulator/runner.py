@@ -51,19 +51,30 @@ def run_rtl(simulator: str, seed: int, first: int, count: int, *, jobs: int = 1,
     """Run indices [first, first + count) of `family` ("cp": the CP campaign, "multi":
     testbench/difftest/multi/) on `simulator` in `jobs` simulator processes.
     Returns (records, seconds, problems); a stream the simulator never finished becomes a
-    failed record naming it. `clock` overrides $GPUCOSIM_CLOCK (testbench.sim.build)."""
+    failed record naming it. `clock` overrides $GPUCOSIM_CLOCK (testbench.sim.build).
+    `streams_file`: run its streams instead (testbench/difftest/streams/file.py; raises
+    StreamsFileError, before anything is built, when it cannot)."""
     from testbench import sim
     from testbench.design import gpu_design
 
+    given = None
+    if streams_file is not None:  # checked first (a StreamsFileError names what is wrong)
+        from ..streams import file
+
+        given = file.load(streams_file, family)
     design = gpu_design(data_width)
     sim.build(design, simulator, clock=clock)
     own = workdir is None
     tmp = Path(workdir or tempfile.mkdtemp(prefix=f"difftest-{family}-{simulator}-", dir=sim.BUILD))
     tmp.mkdir(parents=True, exist_ok=True)
-    if streams_file is not None:  # the file decides how many streams there are
+    if given is not None:  # the file decides how many streams there are
         import pickle
 
-        first, count = 0, len(pickle.loads(Path(streams_file).read_bytes()))
+        # the simulators read this copy of what was checked: the file may change while
+        # they start, and an old one names old modules
+        first, count = 0, len(given)
+        streams_file = tmp / f"{family}-streams.pickle"
+        streams_file.write_bytes(pickle.dumps(given))
     chunks = split(first, count, jobs)
     outs = [tmp / f"{simulator}-{k}.jsonl" for k in range(len(chunks))]
     for o in outs:

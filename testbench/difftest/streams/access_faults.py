@@ -214,7 +214,7 @@ class AccessFaults:
         lo, hi = L.VM_FAULT_REGION
         page = r.randrange((hi - lo) // 4096)
         bit = {"R": vm_spec.READABLE, "W": vm_spec.WRITEABLE, "X": vm_spec.EXECUTABLE}[VM_FAULT_ACCESSES[access]]
-        self.vm_fault = VmFault(kind, page, missing=bit if kind == "perm" else 0)
+        self.vm_fault_plan = VmFault(kind, page, missing=bit if kind == "perm" else 0)
         target = lo + 4096 * page + 8 * r.randrange(0, 500)
         if kind == "walk":
             b.actions.append(("vm_errwin",))  # (vm.to_vm puts the window on the region's table)

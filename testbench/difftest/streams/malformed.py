@@ -87,7 +87,7 @@ class Malformed(AccessFaults):
         self.b, self.r, self.cls = b, b.rng, cls
         self.rot = rot
         self.cut = 0  # dwords of the faulty packet left outside its buffer (count_past_end)
-        self.vm_fault: VmFault | None = None  # the vm_fault class's plan for its region
+        self.vm_fault_plan: VmFault | None = None  # the vm_fault class's plan for its region (set by vm_fault())
 
     def pick(self, options):
         options = list(options)
@@ -468,5 +468,5 @@ def malformed_stream(rng: random.Random, index: int, seed: int, caps: Caps, cls:
                   ("recover",), ("observe", "final")]
     s = b.finish()
     if cls == "vm_fault" or cls in VM_CLASSES and rng.random() < 0.3:
-        to_vm(s, rng, m.vm_fault)
+        to_vm(s, rng, m.vm_fault_plan)
     return s
