@@ -1,5 +1,5 @@
 """What the UMD's buffer pools are worth: 10,000 small allocations with the pools on
-(Mesa's pb_cache and pb_slab: umd/pool.py) and off (every buffer a BO of its own).
+(Mesa's pb_cache and pb_slab: umd/winsys/pool.py) and off (every buffer a BO of its own).
 
 The workload is an app's temporary buffers: ALLOCS buffers of 64 B .. 4 KiB, each written
 by the GPU once (WRITE_DATA, batched 64 to a submission), at most LIVE of them alive at a

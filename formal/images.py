@@ -1,4 +1,4 @@
-"""Fixed memory contents for the CP harness (`CPHarness(image=…)`, formal/cp/env.py: every
+"""Fixed memory contents for the CP harness (`CPHarness(image=…)`, formal/blocks/cp/env.py: every
 read returns these dwords, repeated every len(image) dwords, so a ring or an IB at any
 address holds them from that address's offset).
 

@@ -154,7 +154,7 @@ def test_fence_mutant_reads_a_failing_release_mem():
     """The fence mutant's ring image is one RELEASE_MEM that the device refuses (its 64-bit
     fence address is not 8-byte aligned), so the failing packet the mutant writes is the one
     its BMC parses; and a bad image is refused in one line."""
-    from formal.cp.harness import CPHarness
+    from formal.blocks.cp.harness import CPHarness
     from formal.harness import HarnessError
     from spec import pm4, rules
     mu = mutants.by_name("cp_failed_fence_written")

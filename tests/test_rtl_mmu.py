@@ -395,7 +395,7 @@ def test_invalidation_written_as_one_completes_replaces_it():
     """VM_INVALIDATE_REQ written in the very cycle the pending request completes replaces it
     (hardware.md: "a request written while one is pending replaces it"). It used to be
     dropped: VM_INVALIDATE_ACK showed the first request's VMIDs and the second request's
-    entries stayed (found by formal/mmu.py's unmap_takes_effect)."""
+    entries stayed (found by formal/blocks/mmu.py's unmap_takes_effect)."""
     t, _ = _tables(7)
     va = 0x0012_3000
     t.map(1, va, 0x91000, vm.READABLE)

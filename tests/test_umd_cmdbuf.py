@@ -10,7 +10,7 @@ import kmd_model
 import umd
 from spec import pm4
 from testbench.refmodel import RefModel
-from umd.cmdbuf import CHAIN_DW, CmdBuf
+from umd.winsys.cmdbuf import CHAIN_DW, CmdBuf
 
 
 class FakeBuf:

@@ -1,4 +1,4 @@
-"""The UMD's memory: the pools (umd/pool.py) over the VA allocator (umd/va.py, its unit
+"""The UMD's memory: the pools (umd/winsys/pool.py) over the VA allocator (umd/winsys/va.py, its unit
 tests in tests/test_umd_va.py).
 
 `check_*(dev)` bodies (the model here, the RTL in tests/test_rtl_drivers.py): every Buffer is at a GPU virtual address the KMD maps; small
@@ -15,7 +15,7 @@ import kmd_model
 import umd
 from kmd_model.uapi import Request
 from testbench.refmodel import RefModel
-from umd.pool import SLAB_BYTES
+from umd.winsys.pool import SLAB_BYTES
 
 
 

@@ -1,4 +1,4 @@
-"""The UMD's GPU virtual address allocator (umd/va.py): best fit, alignment, guard pages,
+"""The UMD's GPU virtual address allocator (umd/winsys/va.py): best fit, alignment, guard pages,
 coalescing, and the figures of stats() against a page-by-page model. (The pools that use
 it: tests/test_umd_memory.py.)"""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import umd
-from umd.va import VaAllocator
+from umd.winsys.va import VaAllocator
 
 P = 0x1000
 

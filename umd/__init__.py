@@ -10,9 +10,10 @@
     q.flush(); q.finish()
 
 Layers: api (versions and dispatch tables), runtime (Device, Buffer), queue (Queue:
-recording, flush), events (Event, Timestamp, waits), cmdbuf (chained IBs), winsys (the
-ioctls), submit (the asynchronous submission thread), errors. The UMD reaches the GPU
-only through the KMD's ioctls (kmd_model.open_render_node()).
+recording, flush), events (Event, Timestamp, waits), transfer (copies and fills), submit
+(the asynchronous submission thread), errors; below them winsys/ (the ioctls, the VA
+allocator, the buffer pools, chained IBs). The UMD reaches the GPU only through the KMD's
+ioctls (kmd_model.open_render_node()).
 """
 
 from .api import LATEST, TABLES, DispatchTable, open  # noqa: F401
@@ -20,3 +21,6 @@ from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, SubmitError, 
 from .events import Event, Timestamp  # noqa: F401
 from .queue import Queue  # noqa: F401
 from .runtime import DEFAULT_TIMEOUT, Buffer, Device  # noqa: F401
+
+__all__ = ["LATEST", "TABLES", "DispatchTable", "open", "DeviceLost", "GpuError", "GpuTimeout", "OutOfMemory",
+           "SubmitError", "UmdError", "Event", "Timestamp", "Queue", "DEFAULT_TIMEOUT", "Buffer", "Device"]

@@ -1,4 +1,4 @@
-"""The Queue: a KMD context recording commands into chained IBs (umd/cmdbuf.py) and
+"""The Queue: a KMD context recording commands into chained IBs (umd/winsys/cmdbuf.py) and
 submitting them (flush: one CS ioctl, or the device's submission thread's, umd/submit.py),
 with its throttling, reclaim and error mapping; Device.queue, which makes one; and the
 Queue entry points that record and submit commands (write, wait_mem, emit_raw, flush,
@@ -23,11 +23,11 @@ from kmd_model.uapi import CsChunkFence, CsChunkIb, CtxPriority, HwIp, KmdError
 from spec import packets, pm4, sdma
 
 from . import submit
-from .cmdbuf import CmdBuf
 from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, SubmitError, UmdError
 from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _Dispatched, _dwords, _index, _own_buffer, _raise_first,
                       _timeout, device_alloc)
 from .submit import PendingCs, Submitter
+from .winsys.cmdbuf import CmdBuf
 
 if TYPE_CHECKING:
     from .events import Event
@@ -194,7 +194,7 @@ class Queue(_Dispatched):
         self.first_seq: int | None = None
         self.last_seq: int | None = None
         self.fence_trusted = False  # the user fence dword holds a seqno of ours (seq_done)
-        self.submitted = 0  # flushes submitted (umd/pool.py's fences count in these)
+        self.submitted = 0  # flushes submitted (umd/winsys/pool.py's fences count in these)
         # flushes that took more than one CS (a copy queue's, past max_ib_chunks IBs): (flush,
         # CS ioctls beyond one per flush up to it), so seq_of(n) finds the n-th flush's last seqno
         self._extra_cs: list[tuple[int, int]] = []
@@ -203,7 +203,7 @@ class Queue(_Dispatched):
         self.closed = False
         # closed with jobs still running (close() gave up waiting; the kernel lets them
         # finish): the queue keeps its fence page, and what they may use stays busy until
-        # the page says they ended (umd/pool.py fence_idle)
+        # the page says they ended (umd/winsys/pool.py fence_idle)
         self.abandoned = False
         # asynchronous submission (umd/submit.py; set by Device.queue): flushes waiting for
         # the device's submission thread, in order, and the refusals not yet raised

@@ -25,10 +25,10 @@ import numpy as np
 from kmd_model.uapi import Domain, InfoQuery
 
 from .errors import DeviceLost, UmdError
-from .pool import Backing, MemoryManager, PoolStats
 from .submit import ENV as ASYNC_ENV
-from .va import VaStats
 from .winsys import Winsys
+from .winsys.pool import Backing, MemoryManager, PoolStats
+from .winsys.va import VaStats
 
 if TYPE_CHECKING:
     from .api import DispatchTable
@@ -141,7 +141,7 @@ class Device(_Dispatched):
         self.name = i.backend
         self.queues: list[Queue] = []
         self.buffers: set[Buffer] = set()
-        # the VA range and the BOs behind Buffers (umd/va.py, umd/pool.py)
+        # the VA range and the BOs behind Buffers (umd/winsys/va.py, umd/winsys/pool.py)
         self.mm = MemoryManager(self, i.va_start, i.va_end, i.va_alignment, pools)
         self.closed = False
 
@@ -159,7 +159,7 @@ def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignmen
                  zero: bool = True, _owner: Any = None) -> "Buffer":
     """A buffer of `size` bytes in "gtt" or "vram" at a GPU virtual address (`gpu_addr`),
     zero-filled unless zero=False. Small buffers are carved from slabs and freed ones are
-    reused (umd/pool.py) unless the device was opened with pools=False."""
+    reused (umd/winsys/pool.py) unless the device was opened with pools=False."""
     size = _index("alloc", "size", size)
     if size <= 0:
         raise ValueError(f"alloc: size must be > 0, not {size}")

@@ -1,4 +1,4 @@
-"""The winsys: thin wrappers over the KMD's ioctls (Mesa's amdgpu winsys + libdrm_amdgpu).
+"""The winsys's ioctls: thin wrappers over the KMD's (Mesa's amdgpu winsys + libdrm_amdgpu).
 
 Everything the UMD asks of the kernel goes through here, as one `File.ioctl` call each;
 the UMD never touches MMIO or the Device. `ioctls` counts the calls, so batching can be

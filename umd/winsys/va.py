@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from .errors import OutOfMemory
+from ..errors import OutOfMemory
 
 
 @dataclass(frozen=True)

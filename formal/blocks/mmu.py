@@ -25,7 +25,7 @@ from amaranth.lib import data
 from rtl.mmu import MMU, REQ_USER
 from spec import vm as vm_spec
 
-from .harness import Harness, WhiteBox
+from ..harness import Harness, WhiteBox
 
 
 class MMUHarness(Harness):

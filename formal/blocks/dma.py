@@ -13,7 +13,7 @@ from amaranth.hdl import Array, Cat, Mux, Signal
 from rtl.bus import BURST_INCR, RESP_OKAY
 from rtl.dma import DMAEngine
 
-from .harness import Harness, WhiteBox
+from ..harness import Harness, WhiteBox
 
 
 class DMAHarness(Harness):

@@ -12,7 +12,7 @@ from amaranth.hdl import Array, Cat, Const, Signal
 
 from rtl.axi_mux import AR_FIELDS, AW_FIELDS, W_FIELDS, AXI4Mux
 
-from .harness import Harness, WhiteBox
+from ..harness import Harness, WhiteBox
 
 
 class MuxHarness(Harness):

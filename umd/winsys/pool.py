@@ -2,7 +2,7 @@
 reused through Mesa's two pools.
 
 - `Backing`: one KMD BO (GEM_CREATE), mapped with GEM_VA at an address from the device's
-  VaAllocator (umd/va.py), its CPU mapping made on first use (GEM_MMAP).
+  VaAllocator (umd/winsys/va.py), its CPU mapping made on first use (GEM_MMAP).
 - `BoCache` (Mesa's pb_cache): a freed BO is kept in a bucket by size and handed to the
   next request of a compatible size once it is idle (the fences of the submissions that
   used it have passed); entries not reused within `expiry` cache operations, or beyond
@@ -31,11 +31,11 @@ import numpy as np
 
 from kmd_model.uapi import KmdError, VaOp, VmFlags
 
-from .errors import OutOfMemory
+from ..errors import OutOfMemory
 from .va import VaAllocator
 
 if TYPE_CHECKING:
-    from .runtime import Device
+    from ..runtime import Device
 
 PAGE = 4096
 SLAB_MIN_ORDER = 8  # 256-byte entries

@@ -8,7 +8,7 @@ from rtl.cp import ih as cp_ih
 from rtl.cp.writer import WriteSource
 from spec import ih as ih_spec
 
-from .. import properties
+from ... import properties
 from . import reset
 
 

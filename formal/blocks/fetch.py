@@ -15,7 +15,7 @@ from amaranth.hdl import Array, Cat, Const, Mux, Signal
 
 from rtl.cp.fetch import Fetcher
 
-from .harness import Harness, WhiteBox
+from ..harness import Harness, WhiteBox
 
 
 class FetchHarness(Harness):

@@ -5,7 +5,7 @@ from amaranth.hdl import Cat, Const, Mux, Signal
 
 from rtl.cp import ih as cp_ih
 
-from .. import properties
+from ... import properties
 
 
 def build(h, m, b, csr, cp):

@@ -11,7 +11,7 @@ from amaranth.lib import wiring
 from rtl import csr as csr_mod
 from rtl.bus import RESP_OKAY
 
-from .harness import Harness, WhiteBox
+from ..harness import Harness, WhiteBox
 
 
 def drive_inputs_free(h, component):

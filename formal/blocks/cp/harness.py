@@ -12,7 +12,7 @@ from rtl.cp.writer import WriteSource
 from rtl.mmu import RESP_USER
 from spec import ih as ih_spec
 
-from ..harness import Harness, HarnessError, WhiteBox
+from ...harness import Harness, HarnessError, WhiteBox
 from . import bus, env, errors, ih, live, queues, reset, ring
 from .env import free_csr
 
@@ -35,7 +35,7 @@ class CPHarness(Harness):
         # mutant's counterexample that needs a long one (a whole packet parsed) is found sooner;
         # a counterexample under more assumptions is one under the group's too
         self.steady = steady
-        # `image`: memory holds these dwords (formal/cp/env.py), repeated: a mutant's
+        # `image`: memory holds these dwords (formal/blocks/cp/env.py), repeated: a mutant's
         # configuration that fixes the ring's packets (a counterexample with the ring so is one
         # with any ring: the group's memory returns free data)
         self.image = tuple(image)
@@ -43,7 +43,7 @@ class CPHarness(Harness):
         if n and not (2 <= n <= 64 and n & (n - 1) == 0):  # (refused here, before anything is built)
             self._MustUse__silence = True  # (a refused harness is no unused one)
             raise HarnessError(f"CPHarness image: {n} dwords; it must be a power of two from 2 to 64")
-        # `okay`: memory answers every request OKAY (formal/cp/env.py)
+        # `okay`: memory answers every request OKAY (formal/blocks/cp/env.py)
         self.okay = okay
         self.group = group
         self.data_width = data_width
