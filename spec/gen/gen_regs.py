@@ -1,6 +1,6 @@
 """The register map's reference forms for people: the C header and docs/registers.md.
 
-Both come from what spec/generate.py collects from spec/regs.rdl (registers, fields,
+Both come from what spec/gen/generate.py collects from spec/regs.rdl (registers, fields,
 enums), so the offsets, masks and enum values a C driver compiles in are the ones the
 RTL decodes and the KMD uses. (PeakRDL's exporters were used before; their header had
 no offsets, no enums and hash names for arrays, and their Markdown dropped enums.)
@@ -24,7 +24,7 @@ import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from spec.generate import FieldInfo, RegInfo
+    from spec.gen.generate import FieldInfo, RegInfo
 
 PREFIX = "GPUCOSIM"
 
