@@ -47,10 +47,10 @@ test: $(STAMP)
 
 ## Regenerate everything derived from spec/ (register map, headers, docs).
 gen: $(STAMP)
-	$(PY) -m spec.generate
+	$(PY) -m spec.gen.generate
 
 check-gen: $(STAMP)
-	$(PY) -m spec.generate --check
+	$(PY) -m spec.gen.generate --check
 
 ## Verilator lint of the generated Verilog.
 lint: $(STAMP)

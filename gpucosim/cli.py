@@ -301,7 +301,7 @@ def cmd_disasm(p, args) -> int:
                 print()
             print(d.name if "dwords" in d.name else f"{d.name} ({len(d.dwords)} dwords)" if "0x" in d.name
                   else f"{d.name} ({len(d.dwords)} dwords at {d.base:#x})")
-        # the copy engine's ring and IBs hold SDMA packets, not PM4 (spec/sdma.py)
+        # the copy engine's ring and IBs hold SDMA packets, not PM4 (spec/sdma/codec.py)
         codec = sdma if args.sdma or "sdma" in d.name.lower() else pm4
         print(codec.listing(d.dwords, d.base, verbose=args.verbose, max_data=args.max_data))
     return 0

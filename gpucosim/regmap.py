@@ -23,7 +23,7 @@ class RegisterLookupError(LookupError):
 def field_enums() -> dict[tuple[str, str], type[IntEnum]]:
     """(register, field) -> the IntEnum of kmd_model.regs its values name (SystemRDL `encode`)."""
     try:
-        from spec.generate import _camel, collect, compile_rdl
+        from spec.gen.generate import _camel, collect, compile_rdl
 
         infos, _ = collect(compile_rdl())
     except Exception:  # no compiler: values print as numbers

@@ -3,7 +3,7 @@ most one counts in a cycle: the packets executed, by kind (PERF_PACKETS, PERF_SD
 
 Eight 32-bit counters in flip-flops cost eight carry chains (128 CCU2C, 256 logic cells)
 and 256 inputs of the CSR read multiplexer; here one incrementer serves the bank. The CSR
-block reads the entry at `rd_idx` (its MMIO read's index, spec/generate.py `read_through`)
+block reads the entry at `rd_idx` (its MMIO read's index, spec/gen/generate.py `read_through`)
 on a second read port. A memory has no reset: a valid bit per entry, cleared by `clear`
 (and reset), tells the entries counted since; one that was not reads 0. An increment in the
 cycle of `clear` is dropped, as a register's would be.

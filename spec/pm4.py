@@ -21,7 +21,8 @@ the other fields keyword-only with their defaults; 64-bit values split into lo/h
 Enum arguments take an int, a `pm4.<PACKET>_<FIELD>` IntEnum member or its name
 ("EQ"). Builders refuse what the device would reject (out-of-range, misaligned,
 values the table marks unsupported) with a ValueError naming packet, argument and
-field; `encode_fields` builds any bit pattern, for malformed-stream tests.
+field (the checks and their wording: spec/builder_args.py); `encode_fields` builds any
+bit pattern, for malformed-stream tests.
 
 Reading: `decode(dwords, offset)` -> Packet | Filler | Malformed, never raising on
 32-bit input; `decode_stream` walks a buffer; `disassemble` / `listing` print it.
@@ -30,12 +31,13 @@ Reading: `decode(dwords, offset)` -> Packet | Filler | Malformed, never raising 
 from __future__ import annotations
 
 import enum as _enum
-import operator as _operator
 from array import array as _array
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from spec import packets as _packets
+from spec.builder_args import (_choices, _dwords, _enum_arg, _int, _misaligned, _out_of_range, _rule_error,
+                               _seq, _tail_len, _too_wide)
 from spec.packets import HEADER, MAX_PAYLOAD, PACKETS, TYPE2_FILLER, Field, PacketDef
 
 __all__ = [
@@ -58,98 +60,9 @@ _SHADER_TYPE = HEADER.field("SHADER_TYPE")
 _HDR_MASK = sum(f.mask for f in HEADER.fields)  # declared header bits; the rest are reserved
 _TYPE3_BITS = _packets.PACKET_TYPE3 << _TYPE.lsb
 
-
-# ---------------------------------------------------------------------------- error messages
-# Cold paths only: the generated builders call these after a cheap test failed.
-
-def _hex(v: int) -> str:
-    return f"{v:#x}"
-
-
-def _bits(n: int) -> str:
-    return f"{n} bit" if n == 1 else f"{n} bits"
-
-
-def _int(pkt: str, arg: str, v: object) -> int:
-    """Turn a bool / numpy integer / IntEnum into a plain int; refuse anything else."""
-    try:
-        return _operator.index(v)
-    except TypeError:
-        raise TypeError(f"{pkt}: {arg} must be an int, not {v!r}") from None
-
-
-def _too_wide(pkt: str, arg: str, f: Field | None, width: int, v: int) -> ValueError:
-    where = f"{f.name}{f.span} ({_bits(width)})" if f is not None else _bits(width)
-    return ValueError(f"{pkt}: {arg} must fit in {where}, not {_hex(v)}")
-
-
-def _misaligned(pkt: str, arg: str, align: int, v: int) -> ValueError:
-    return ValueError(f"{pkt}: {arg} must be {_packets.aligned_text(align)}, not {_hex(v)}")
-
-
-def _choices(f: Field) -> str:
-    return ", ".join(f"{e.name}({e.value})" for e in f.enum if e.supported)
-
-
-def _enum_arg(pkt: str, arg: str, f: Field, v: object) -> int:
-    """Resolve an enum argument given as a name, IntEnum, bool or numpy int, and refuse
-    values outside the field, outside a closed enum, or marked unsupported."""
-    if isinstance(v, str):
-        if v not in f.values:
-            raise ValueError(f"{pkt}: {arg} must be one of {_choices(f)}, not {v!r}")
-        v = f.values[v]
-    v = _int(pkt, arg, v)
-    if f.open_enum:
-        if v >> f.width:
-            raise _too_wide(pkt, arg, f, f.width, v)
-        return v
-    name = f.names.get(v)
-    if name is None:
-        raise ValueError(f"{pkt}: {arg} must be one of {_choices(f)}, not {v}")
-    if not next(e for e in f.enum if e.value == v).supported:
-        raise ValueError(f"{pkt}: {arg}={name} is not supported by this device")
-    return v
-
-
-def _seq(pkt: str, arg: str, v: object) -> list:
-    """Any iterable of dwords (tuple, array, numpy array, generator) as a list."""
-    if hasattr(v, "tolist"):
-        return v.tolist()
-    if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
-        raise TypeError(f"{pkt}: {arg} must be a sequence of dwords, not {v!r}")
-    return list(v)
-
-
-def _tail_len(pkt: str, arg: str, lo: int, hi: int, n: int) -> ValueError:
-    return ValueError(f"{pkt}: {arg} must have {lo} to {hi} dwords, not {n}")
-
-
-def _out_of_range(pkt: str, arg: str, lo: int, hi: int, n: int) -> ValueError:
-    return ValueError(f"{pkt}: {arg} must be {lo} to {hi}, not {n}")
-
-
-def _dwords(pkt: str, arg: str, data: list) -> list[int]:
-    """Check every element is a 32-bit unsigned int; return them as plain ints."""
-    try:
-        return _array("I", data).tolist()  # checks type and range in C
-    except (TypeError, OverflowError):
-        pass
-    for i, d in enumerate(data):
-        try:
-            d = _operator.index(d)
-        except TypeError:
-            raise TypeError(f"{pkt}: {arg}[{i}] must be an int, not {d!r}") from None
-        if d >> 32:
-            raise ValueError(f"{pkt}: {arg}[{i}] must fit in 32 bits, not {_hex(d)}")
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _rule_error(pkt: str, arg: str, rule: _packets.Rule, sel: int, f: Field, v: int) -> ValueError:
-    if v & (rule.align - 1):  # (align 1: a width rule)
-        need = "be " + _packets.aligned_text(rule.align)
-    else:
-        need = f"fit in {_bits(rule.width or 0)}"
-    return ValueError(f"{pkt}: {arg} must {need} when {f.name}={f.names[sel]}, not {_hex(v)}")
+# The generated builders call these by name in this module's namespace (_generate execs
+# them here); naming them keeps the imports visibly used.
+_CALLED_BY_GENERATED = (_enum_arg, _misaligned, _out_of_range, _rule_error, _seq, _tail_len)
 
 
 # ---------------------------------------------------------------------------- code generation

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from kmd_model import regs
-from spec import ih, packets, sdma_packets
+from spec import ih, packets
+from spec.sdma import packets as sdma_packets
 
 ROOT = Path(__file__).resolve().parents[1]
 PROSE = ["README.md", "docs/hardware.md", "docs/architecture.md", "docs/tutorial.md", "docs/verification.md"]

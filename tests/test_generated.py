@@ -2,7 +2,7 @@
 
 import pytest
 
-from spec import generate
+from spec.gen import generate
 from testbench import lint
 
 

@@ -14,7 +14,8 @@ from kmd_model import regs
 from kmd_model.device import BusError
 from kmd_model.regs import CpError
 from spec import ih as ih_spec
-from spec import pm4, sdma, sdma_packets
+from spec import pm4, sdma
+from spec.sdma import packets as sdma_packets
 from testbench.refmodel import RefModel
 
 RING, RPTR_WB, IH, DATA, CP_RING, IB = 0x10000, 0x8000, 0x20000, 0x40000, 0x30000, 0x50000

@@ -16,8 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spec import gen_packets, packets, pm4
-from spec import sdma_packets as sp
+from spec import packets, pm4
+from spec.gen import gen_packets
+from spec.sdma import packets as sp
 from spec.packets import PACKETS, PacketDef
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -370,10 +371,11 @@ def test_bool_and_intenum_arguments():
 # ---------------------------------------------------------------------------- single source, deps, doc
 
 def test_no_opcode_number_outside_the_table():
-    """pm4.py and gen_packets.py derive every number from packets.py: their code (not
-    their docstrings, which show examples) has no hex literal equal to an opcode."""
+    """pm4.py (with builder_args.py, its argument checks) and gen_packets.py derive every
+    number from packets.py: their code (not their docstrings, which show examples) has no
+    hex literal equal to an opcode."""
     opcodes = {p.opcode for p in PACKETS}
-    for path in ("spec/pm4.py", "spec/gen_packets.py"):
+    for path in ("spec/pm4.py", "spec/builder_args.py", "spec/gen/gen_packets.py"):
         with tokenize.open(ROOT / path) as f:
             for tok in tokenize.generate_tokens(f.readline):
                 if tok.type == tokenize.NUMBER and tok.string.lower().startswith("0x"):
@@ -381,7 +383,7 @@ def test_no_opcode_number_outside_the_table():
 
 
 def test_stdlib_only():
-    code = ("import sys, spec.pm4, spec.packets, spec.gen_packets; "
+    code = ("import sys, spec.pm4, spec.packets, spec.gen.gen_packets; "
             "bad = [m for m in ('numpy', 'amaranth', 'cocotb') if m in sys.modules]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
@@ -402,10 +404,10 @@ def test_the_checked_in_packet_reference_is_the_tables():
     """docs/packets.md is what the tables (PM4 and SDMA) render to now: a field's doc or an
     enum value's support changed in spec/ without `make gen` reads wrong there (the same check
     as test_generated.py's, here where the packet modules' mutants are run)."""
-    from spec import generate
+    from spec.gen import generate
 
     stale = (ROOT / "docs" / "packets.md").read_text() != generate.render_packets_markdown()
-    assert not stale, "docs/packets.md differs from spec/packets.py and spec/sdma_packets.py (run `make gen`)"
+    assert not stale, "docs/packets.md differs from spec/packets.py and spec/sdma/packets.py (run `make gen`)"
 
 
 def test_builder_docs_say_what_each_argument_takes():

@@ -1,4 +1,4 @@
-"""The SDMA packet table (spec/sdma_packets.py) and its codec (spec/sdma.py) against AMD's
+"""The SDMA packet table (spec/sdma/packets.py) and its codec (spec/sdma/codec.py) against AMD's
 published encodings: amdgpu's sdma_v4_0.c and vega10_sdma_pkt_open.h, Mesa's sid.h and
 ac_cmdbuf_sdma.c, igt's amd_deadlock. Golden dwords have every field non-zero where the
 device allows it, so a field at the wrong position cannot pass."""
@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from spec import sdma
-from spec import sdma_packets as sp
+from spec.sdma import packets as sp
 
 
 def test_opcodes_are_amdgpus():

@@ -17,7 +17,7 @@ import pytest
 import kmd_model
 import umd
 from kmd_model import regs
-from spec import sdma_packets
+from spec.sdma import packets as sdma_packets
 from testbench.refmodel import RefModel
 
 

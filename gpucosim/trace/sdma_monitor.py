@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from spec import sdma_packets as sp
+from spec.sdma import packets as sp
 
 from .timeline import Timeline, wave_time
 

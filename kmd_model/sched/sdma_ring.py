@@ -1,7 +1,7 @@
 """The SDMA ring: amdgpu's sdma_v4_0 ring functions over the copy engine's own ring.
 
 The same shape as the gfx ring (kmd_model/sched/ring.py: alloc, emit_*, commit, set_wptr), with
-the copy engine's packets (spec/sdma.py) and units: the hardware's rptr and wptr count
+the copy engine's packets (spec/sdma/codec.py) and units: the hardware's rptr and wptr count
 bytes, the driver's dwords (`wptr << 2` on the doorbell, `>> 2` on the write-back), as
 sdma_v4_0_ring_get_rptr / set_wptr do. Commits are padded to 16 dwords (amdgpu's
 align_mask 0xf) with burst NOPs; `emit_ib` first pads so the 6-dword INDIRECT_BUFFER ends on
@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from spec import sdma, sdma_packets
+from spec import sdma
+from spec.sdma import packets as sdma_packets
 
 from .. import regs
 from ..log import get_logger

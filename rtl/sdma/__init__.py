@@ -2,7 +2,7 @@
 
 - engine.py: the SdmaEngine component — its ring and doorbell, the ring and IB fetchers
   (rtl/cp/fetch.py's Fetcher), the parser FSM, errors, queue reset, status and counters;
-- packets.py: what the parser checks, derived from spec/sdma_packets.py (kind, length,
+- packets.py: what the parser checks, derived from spec/sdma/packets.py (kind, length,
   unsupported values, alignment);
 - read_port.py: the AR slice shared by the fetchers and POLL_REGMEM's reads;
 - one executor per packet family: copy_fill.py (COPY_LINEAR and CONSTANT_FILL on the

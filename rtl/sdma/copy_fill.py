@@ -20,7 +20,7 @@ from amaranth.hdl import Mux, Signal
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
-from spec import sdma_packets as sp
+from spec.sdma import packets as sp
 
 from ..bus import RESP_OKAY
 from . import packets as pk

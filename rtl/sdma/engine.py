@@ -40,7 +40,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from spec import ih as ih_spec
-from spec import sdma_packets as sp
+from spec.sdma import packets as sp
 from spec import vm as vm_spec
 
 from ..bus import AXI4Signature, BURST_INCR, RESP_OKAY

@@ -5,7 +5,7 @@ finishes when the IB's last packet has (engine.py, RUN).
 
 `c` is the engine's context (rtl/sdma/engine.py): its signals and helpers by name."""
 
-from spec import sdma_packets as sp
+from spec.sdma import packets as sp
 
 from ..csr import CpError
 from . import packets as pk

@@ -1,11 +1,11 @@
-"""The SDMA parser's checks, derived from spec/sdma_packets.py: no opcode or bit position
+"""The SDMA parser's checks, derived from spec/sdma/packets.py: no opcode or bit position
 is written here. The parser holds the header (`h`) and the fixed payload dwords (`p`) in
 registers; these functions turn them into the packet's kind and its check results."""
 
 from amaranth.hdl import Array, Cat, Const, Mux, Signal, Value
 from amaranth.lib import data
 
-from spec import sdma_packets as sp
+from spec.sdma import packets as sp
 
 PACKETS = sp.SDMA_PACKETS
 MAX_FIXED = max(p.fixed for p in PACKETS)

@@ -10,7 +10,7 @@ from amaranth.hdl import Cat, Const, Mux, Signal
 from amaranth.utils import ceil_log2
 
 from spec import ih as ih_spec
-from spec import sdma_packets as sp
+from spec.sdma import packets as sp
 
 from ..bus import RESP_OKAY
 from . import packets as pk

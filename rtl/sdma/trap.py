@@ -6,7 +6,7 @@ write's response, whose error is the packet's (at the address the IH writer wrot
 `c` is the engine's context (rtl/sdma/engine.py): its signals and helpers by name."""
 
 from spec import ih as ih_spec
-from spec import sdma_packets as sp
+from spec.sdma import packets as sp
 
 from ..bus import RESP_OKAY
 from . import packets as pk

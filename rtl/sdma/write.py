@@ -9,7 +9,7 @@ block's first written address.
 
 from amaranth.hdl import Array, Signal
 
-from spec import sdma_packets as sp
+from spec.sdma import packets as sp
 
 from ..bus import RESP_OKAY
 from ..cp.writer import BLOCK_DWORDS

@@ -25,7 +25,8 @@ import numpy as np
 
 from kmd_model import regs
 from kmd_model.regs import CpError, IbLevel
-from spec import sdma, sdma_packets as sp
+from spec import sdma
+from spec.sdma import packets as sp
 from testbench.refmodel import RefModel, snapshot
 
 from .streams import layout as L

@@ -48,11 +48,13 @@ MODULES = (
     "umd/submit.py",
     "umd/winsys/va.py",
     "umd/winsys/pool.py",
+    "spec/layout.py",
     "spec/packets.py",
+    "spec/builder_args.py",
     "spec/pm4.py",
     "spec/rules.py",
-    "spec/sdma.py",
-    "spec/sdma_packets.py",
+    "spec/sdma/codec.py",
+    "spec/sdma/packets.py",
 )
 
 # The model-level tests (seconds in all): the KMD, the security boundary, the UMD, the

@@ -3,7 +3,7 @@ write-back, trap interrupt, error state and reset (docs/hardware.md, "The SDMA c
 
 It runs inside testbench/refmodel/'s RefModel, whose memory, MMU, DMA datapath and IH
 writer it uses (the engine owns none of them, as AMD's SDMA shares the memory hub and the
-IH). Packets come from spec/sdma_packets.py; the checks, in the engine's order:
+IH). Packets come from spec/sdma/packets.py; the checks, in the engine's order:
 
  1. ILLEGAL_OPCODE   (OP, SUB_OP) not in the table
  2. BAD_COUNT        the packet (its length from the table, NOP's or WRITE_LINEAR's COUNT)
@@ -27,7 +27,7 @@ from kmd_model import regs
 from kmd_model.regs import CpError, IbLevel
 from spec import ih as ih_spec
 from spec import sdma as sdma_codec
-from spec import sdma_packets as sp
+from spec.sdma import packets as sp
 from spec import vm as vm_spec
 
 if TYPE_CHECKING:

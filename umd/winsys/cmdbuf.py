@@ -13,7 +13,7 @@ a submission names: the CP follows the chain.
     first = cb.end()            # (Ib, size_dw) of the first IB, or None when empty
     ... submit ..., then cb.ibs are the IBs this stream used; cb.reset() starts anew.
 
-With `sdma=True` the stream holds the copy engine's packets (spec/sdma.py): SDMA IBs do
+With `sdma=True` the stream holds the copy engine's packets (spec/sdma/codec.py): SDMA IBs do
 not chain, so a full IB is simply closed (padded with SDMA NOPs) and the submission names
 every IB as a chunk of its own, in order.
 """

@@ -1,6 +1,6 @@
 """The register map's reference forms for people: the C header and docs/registers.md.
 
-Both come from what spec/generate.py collects from spec/regs.rdl (registers, fields,
+Both come from what spec/gen/generate.py collects from spec/regs.rdl (registers, fields,
 enums), so the offsets, masks and enum values a C driver compiles in are the ones the
 RTL decodes and the KMD uses. (PeakRDL's exporters were used before; their header had
 no offsets, no enums and hash names for arrays, and their Markdown dropped enums.)
@@ -24,7 +24,7 @@ import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from spec.generate import FieldInfo, RegInfo
+    from spec.gen.generate import FieldInfo, RegInfo
 
 PREFIX = "GPUCOSIM"
 
@@ -232,7 +232,7 @@ def render_vm_section() -> str:
     out += ["", "The MMU takes what a request needs from its channel as well: every write address needs "
             "WRITEABLE and a read needs READABLE (EXECUTABLE for a FETCH), whatever else its access kind "
             "says, so a request mislabelled by a master cannot pass a page the table protects "
-            "(formal/mmu.py proves it with any label)."]
+            "(formal/blocks/mmu.py proves it with any label)."]
     why = {vm.Cause.INVALID: "the entry at LEVEL is not VALID",
            vm.Cause.PERMISSION: "the leaf (a PTE, or a huge page's directory entry, at LEVEL) lacks what the "
                                 "access needs",

@@ -1,6 +1,6 @@
 """Render docs/packets.md, the packet reference, from spec/packets.py.
 
-`render_markdown()` returns the text; spec/generate.py adds its "generated" banner
+`render_markdown()` returns the text; spec/gen/generate.py adds its "generated" banner
 and writes the file (so the staleness check covers it like the register docs).
 """
 
@@ -181,8 +181,8 @@ def _sdma_signature(p) -> str:
 
 
 def _sdma_sections() -> list[str]:
-    """The SDMA copy engine's packets (spec/sdma_packets.py), after the PM4 ones."""
-    from spec.sdma_packets import SDMA_OP, SDMA_PACKETS, SDMA_SUB_OP, NOP_PAD
+    """The SDMA copy engine's packets (spec/sdma/packets.py), after the PM4 ones."""
+    from spec.sdma.packets import SDMA_OP, SDMA_PACKETS, SDMA_SUB_OP, NOP_PAD
 
     out = ["## SDMA packets", "",
            "The copy engine (SDMA) reads AMD's SDMA v4 packets from its own ring and IBs "
@@ -191,7 +191,7 @@ def _sdma_sections() -> list[str]:
            "NOP (its COUNT dwords follow) and WRITE_LINEAR (COUNT + 1 data dwords follow). An unknown pair "
            "stops the queue with ILLEGAL_OPCODE. The one-dword NOP is "
            f"`{NOP_PAD:#010x}`; `sdma.pad(n)` pads with one burst NOP as amdgpu does. Byte counts are "
-           "AMD's bytes − 1; the builders (`spec/sdma.py`) take bytes. "
+           "AMD's bytes − 1; the builders (`spec/sdma/codec.py`) take bytes. "
            "*dword* counts the dwords after the header; `hdr` is the header's bits [31:16].", "",
            "| index | packet | op, sub_op | length (dwords) | description |", "|---|---|---|---|---|"]
     for p in SDMA_PACKETS:

@@ -3,7 +3,7 @@
 The copy engine (SDMA) reads its own packet format from its own ring, not PM4. Layouts
 and numbers are AMD's SDMA v4 (vega10: amdgpu's vega10_sdma_pkt_open.h, the ring code
 of sdma_v4_0.c, Mesa's sid.h and ac_cmdbuf_sdma.c), cut down to the packets and fields
-this engine gives a meaning to. spec/sdma.py builds, decodes and disassembles from this
+this engine gives a meaning to. spec/sdma/codec.py builds, decodes and disassembles from this
 table; the reference model's engine (testbench/refmodel/sdma.py), the KMD's SDMA ring and
 docs/packets.md read it too. No SDMA opcode or bit position is written anywhere else.
 
@@ -13,14 +13,14 @@ many dwords follow) and WRITE_LINEAR (its COUNT says how many data dwords follow
 
 Indexing is spec/packets.py's: `Field.dword` counts the dwords after the header, the
 header's packet-specific bits [31:16] use dword -1. The Field, Value, Tail and Rule
-shapes are spec/packets.py's own.
+shapes are the PM4 table's own (spec/layout.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field as _dc_field, replace
 
-from spec.packets import EnumValue, Field, Layout, Rule, Tail, Value
+from spec.layout import EnumValue, Field, Layout, Rule, Tail, Value
 
 __all__ = ["SDMA_OP", "SDMA_SUB_OP", "SdmaPacketDef", "SDMA_PACKETS", "by_name", "by_op",
            "MAX_WRITE_DW", "MAX_COPY_BYTES", "NOP_PAD", "RETRY_FOREVER"]
@@ -257,7 +257,7 @@ NOP_PAD = NOP.header
 
 def _check() -> None:
     def fail(msg: str) -> None:
-        raise AssertionError(f"spec/sdma_packets.py: {msg}")
+        raise AssertionError(f"spec/sdma/packets.py: {msg}")
 
     if len(by_name) != len(SDMA_PACKETS) or len(by_op) != len(SDMA_PACKETS):
         fail("duplicate packet name or (op, sub_op)")

@@ -1,4 +1,4 @@
-"""SDMA builders, decoder and disassembler, all derived from spec/sdma_packets.py.
+"""SDMA builders, decoder and disassembler, all derived from spec/sdma/packets.py.
 
 Pure stdlib, as spec/pm4.py, whose argument checks and error messages it shares. One
 builder per packet, positional arguments as in the table's `args`, the other fields
@@ -26,11 +26,11 @@ import inspect as _inspect
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from spec import sdma_packets as _sp
-from spec.packets import Field
-from spec.pm4 import (_dwords, _enum_arg, _int, _misaligned, _out_of_range, _seq,
-                      _tail_len, _too_wide, _show_dwords, _show_field, _usual)
-from spec.sdma_packets import MAX_COPY_BYTES, MAX_WRITE_DW, SDMA_OP, SDMA_PACKETS, SDMA_SUB_OP, SdmaPacketDef
+from spec.builder_args import _dwords, _enum_arg, _int, _misaligned, _out_of_range, _seq, _tail_len, _too_wide
+from spec.layout import Field
+from spec.pm4 import _show_dwords, _show_field, _usual
+from spec.sdma import packets as _sp
+from spec.sdma.packets import MAX_COPY_BYTES, MAX_WRITE_DW, SDMA_OP, SDMA_PACKETS, SDMA_SUB_OP, SdmaPacketDef
 
 __all__ = ["BUILDERS", "NOP_PAD", "MAX_COPY_BYTES", "MAX_WRITE_DW", "Packet", "Malformed", "Problem", "pad", "encode_fields",
            "decode", "decode_stream", "describe", "disassemble", "listing", "header"]
