@@ -8,6 +8,7 @@ reset path a VM fault takes. `check_*(dev)` bodies run on the model here and on 
 from __future__ import annotations
 
 import errno
+import re
 
 import pytest
 
@@ -523,3 +524,27 @@ def test_a_vm_whose_unmap_flush_was_not_acknowledged_flushes_again_before_its_ne
     _va(c, new, VaOp.MAP, old.addr)
     c.run(ib, pm4.write_data(old.addr, [2]), 0x100)
     assert old.u32[0] == 1 and int(kmd.dev.mem[c.f.handles[new].gpu_addr]) == 2
+
+
+def test_an_mmu_that_never_acknowledges_a_flush_wedges_the_device_after_a_job_timeout():
+    """A job that cannot get a VMID because the MMU acknowledges no invalidation waited
+    forever (no job timer runs for a job not on the hardware, and a soft reset leaves the
+    MMU as it is), each scheduling pass paying `hw_timeout` for the flush. Now, once jobs
+    have waited on such flushes for `job_timeout` cycles, the device is wedged: the job, and
+    every later CS, fail with EIO naming why."""
+    dev = _LostFlush()
+    kmd = kmd_model.bind(dev, hw_timeout=2_000, job_timeout=50_000)
+    c = Client()
+    ib = c.bo(0x1000)
+    dev.lost = True  # from bring-up on: the first grab of this VM flushes, and never hears back
+    seq = c.submit(c.ib(ib, pm4.write_data(ib.addr + 0x100, [1])))
+    assert c.f.vm.vmid is None and not kmd.wedged
+    t0 = dev.now()
+    with pytest.raises(uapi.KmdError) as ei:
+        c.wait(seq, 10_000_000)
+    assert ei.value.errno == errno.EIO and kmd.wedged
+    assert re.fullmatch(r"WAIT_CS: the MMU acknowledged no TLB flush for \d+ cycles, jobs waiting for a VMID "
+                        r"\(TLB flush of VMID \d+: no acknowledge after 2000 cycles\)", ei.value.message), ei.value.message
+    assert 50_000 <= dev.now() - t0 < 200_000  # a job timeout and a few passes, not the 10 M the wait allowed
+    assert ib.u32[0x40] == 0  # it never ran
+    expect(errno.EIO, f"CS: {kmd.wedged}", c.submit, c.ib(ib, pm4.nop(2), 0x100))

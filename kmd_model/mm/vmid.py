@@ -7,7 +7,10 @@ enable are programmed and the VMID's TLB entries invalidated before the job's
 INDIRECT_BUFFER names it. With no idle VMID the job waits in the scheduler's queue.
 
 A flush the MMU does not acknowledge gives the VMID to no VM: the job waits as for a busy
-VMID, and the next grab flushes first.
+VMID, and the next grab flushes first. `stuck_since` is when grabs began to fail that way
+(None once a flush is acknowledged): the KMD wedges the device when a job has waited on
+it for `job_timeout` cycles (a soft reset does not reset the MMU, so nothing else would
+end the wait).
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ class VmidManager:
         self.clock = 0
         self.grabs = self.steals = self.flushes = 0
         self.flush_failures = 0  # flushes not acknowledged (the VMID went to no VM)
+        self.stuck_since: int | None = None  # the first of the grabs failing since the last acknowledge
+        self.stuck_why = ""  # the last failure's message
 
     def _idle(self, v: _Vmid) -> bool:
         """No job runs with it. Every job, not the latest: a VM's jobs on different rings
@@ -79,6 +84,9 @@ class VmidManager:
             # is acknowledged, and the job waits as for a busy VMID (amdgpu only logs it).
             self.flush_failures += 1
             log.error("VMID %d not given to %r: %s", v.n, vm, e.message)
+            if self.stuck_since is None:
+                self.stuck_since = self.kmd.dev.now()
+            self.stuck_why = e.message
             return None
         v.owner = vm
         vm.vmid = v.n
@@ -112,6 +120,7 @@ class VmidManager:
                 raise KmdError(errno.EIO, f"TLB flush of VMID {vmid}: no acknowledge after "
                                f"{self.kmd.params.hw_timeout} cycles")
             self.kmd.dev.delay(4)
+        self.stuck_since = None
 
     def flush_vm(self, vm: Vm, va: int | None = None, size: int = 0) -> None:
         """After `vm`'s tables lost or changed entries: invalidate its VMID, if it holds one
