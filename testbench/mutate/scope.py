@@ -71,6 +71,8 @@ TESTS = (
     "tests/test_kmd_trace_format.py",
     "tests/test_kmd_mapping.py",
     "tests/test_kmd_recovery.py",
+    "tests/test_kmd_timeouts.py",
+    "tests/test_kmd_bind.py",
     "tests/test_kmd_bo.py",
     "tests/test_kmd_vm.py",
     "tests/test_kmd_queues.py",

@@ -1,0 +1,383 @@
+"""`gpucosim run` and `gpucosim sim`: argument errors, an app's exit status, arguments and
+exit report, crash reports, an app that cannot load, a reader that goes away, Ctrl-C, the
+simulator build's one line, and the demo's whole journey on the model and the RTL (pinned:
+the messages are the interface a user reads)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from .cli_helpers import ROOT, gpucosim, usage_error
+
+
+# ------------------------------------------------------------------------------ run: argument errors
+
+def test_run_errors(capsys, tmp_path):
+    assert usage_error(capsys, "run") == "gpucosim run: error: the following arguments are required: APP"
+    assert usage_error(capsys, "run", "nosuch.py", "--sim", "model") == "gpucosim run: error: no app at nosuch.py"
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "spice") == (
+        "gpucosim run: error: argument --sim: 'spice' is not a backend: choose verilator, icarus, model")
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--waves") == (
+        "gpucosim run: error: --waves needs a simulator: use --sim verilator or --sim icarus")
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "verilator", "--rtl-engines") == (
+        "gpucosim run: error: --rtl-engines applies to the reference model (--sim model): the RTL has only its "
+        "own engines")
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--kmd", "job_timeout") == (
+        "gpucosim run: error: --kmd wants KEY=VALUE, not 'job_timeout'")
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--kmd", "speed=3").startswith(
+        "gpucosim run: error: --kmd: unknown KMD parameter 'speed' (known: ban_after_hangs, cs_check, fallback_poll, ")
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--kmd", "job_timeout=soon") == (
+        "gpucosim run: error: --kmd job_timeout: 'soon' is not an integer")
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--kmd", "cs_check=maybe") == (
+        "gpucosim run: error: --kmd cs_check: 'maybe' is not a boolean (1/0, true/false)")
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--kmd", "job_timeout=0") == (
+        "gpucosim run: error: --kmd: KMD parameter job_timeout must be an int in [1, 4611686018427387904], not 0")
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--log", "ioctl=loud") == (
+        "gpucosim run: error: --log: unknown log level 'loud' (use debug, info, warning, error)")
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--data-width", "48") == (
+        "gpucosim run: error: argument --data-width: '48' is not a bus width: choose 32, 64, 128 or 256")
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--stats-json", str(tmp_path)) == (
+        f"gpucosim run: error: --stats-json wants a file, not the folder {tmp_path}")
+
+
+def test_run_refuses_what_it_would_find_out_too_late(capsys, tmp_path, monkeypatch):
+    """Bad settings that used to be ignored, or to fail with a traceback (some only after the
+    whole run), are one line before anything runs."""
+    monkeypatch.delenv("GPUCOSIM_LOG", raising=False)
+    monkeypatch.delenv("SIM", raising=False)
+    model = ("run", "examples/demo.py", "--sim", "model")
+    assert usage_error(capsys, *model, "--log", "nosuchmod=info") == (
+        "gpucosim run: error: --log: unknown module 'nosuchmod' (modules: umd, ioctl, kmd, cs, ring, fence, ih, "
+        "sched, bo, vm, bus, cp, sdma, or all)")
+    a_file = tmp_path / "f"
+    a_file.write_text("")
+    assert usage_error(capsys, *model, "--trace", str(a_file / "t.json")) == (
+        f"gpucosim run: error: --trace: {a_file} is a file, not a folder")
+    assert usage_error(capsys, *model, "--trace", "/proc/no/t.json") == (
+        "gpucosim run: error: --trace: cannot create /proc/no: No such file or directory")
+    assert usage_error(capsys, *model, "--crash-dir", str(a_file)) == (
+        f"gpucosim run: error: --crash-dir: {a_file} is a file, not a folder")
+    assert usage_error(capsys, *model, "--stats-json", "/proc/no/s.json") == (
+        "gpucosim run: error: --stats-json: cannot create /proc/no: No such file or directory")
+    monkeypatch.setenv("GPUCOSIM_LOG", "bogus")
+    assert usage_error(capsys, *model) == ("gpucosim run: error: GPUCOSIM_LOG: unknown log level 'bogus' "
+                                           "(use debug, info, warning, error) (in the environment)")
+    monkeypatch.setenv("GPUCOSIM_LOG", "kmd=info,nosuch=debug")
+    assert usage_error(capsys, *model).startswith("gpucosim run: error: GPUCOSIM_LOG: unknown module 'nosuch'")
+    monkeypatch.delenv("GPUCOSIM_LOG")
+    monkeypatch.setenv("SIM", "spice")
+    assert usage_error(capsys, "run", "examples/demo.py") == (
+        "gpucosim run: error: SIM=spice (from the environment) is not a backend: choose verilator, icarus, model, "
+        "or give --sim")
+    monkeypatch.delenv("SIM")
+    monkeypatch.setenv("GPUCOSIM_BUILD", str(a_file))
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "verilator") == (
+        f"gpucosim run: error: GPUCOSIM_BUILD: {a_file} is a file, not a folder")
+    assert usage_error(capsys, "plot", "build/x.json", "-o", str(a_file / "p.png")) == (
+        f"gpucosim plot: error: -o: {a_file} is a file, not a folder")
+    # a folder that exists but takes no files (os.access says yes to root): /proc
+    assert usage_error(capsys, *model, "--trace", "/proc/t.json") == (
+        "gpucosim run: error: --trace: cannot write in /proc: No such file or directory")
+    assert usage_error(capsys, *model, "--crash-dir", "/proc") == (
+        "gpucosim run: error: --crash-dir: cannot write in /proc: No such file or directory")
+    assert usage_error(capsys, "plot", "build/x.json", "-o", "/proc/p.png") == (
+        "gpucosim plot: error: -o: cannot write in /proc: No such file or directory")
+
+
+def test_app_arguments_without_dashes(capsys):
+    """Options gpucosim does not know, after APP, are the app's; before APP they are an error."""
+    r = gpucosim("run", "examples/producer_consumer.py", "--sim", "model", "--items", "6")
+    assert r.returncode == 0 and "producer/consumer: OK on model — 6 items, 4 slots" in r.stdout, r.stderr
+    assert usage_error(capsys, "run", "--frob", "examples/producer_consumer.py", "--sim", "model") == (
+        "gpucosim run: error: unrecognized arguments before APP: --frob")
+    r = gpucosim("run", "examples/producer_consumer.py", "--sim", "model", "--bogus")
+    assert r.returncode == 2 and "producer_consumer: error: unrecognized arguments: --bogus" in r.stderr
+    # an app that reads no arguments: a mistyped gpucosim option must not pass unnoticed
+    r = gpucosim("run", "examples/hello.py", "--sim", "model", "--trce", "build/t.json")
+    assert r.returncode == 2 and "hello: OK on model" in r.stdout, r.stderr
+    assert r.stderr.splitlines()[-1] == (
+        "gpucosim run: error: neither gpucosim nor the app knows --trce build/t.json (examples/hello.py reads no "
+        "arguments; gpucosim run --help lists the options)")
+
+
+# ------------------------------------------------------------------------------ run / sim on the model
+
+def test_sim_runs_the_demo_on_the_model():
+    r = gpucosim("sim", "--sim", "model")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1].startswith("demo: OK on model — 24 packets")
+
+
+LAYERS = ("app", "umd", "ioctl", "cs", "sched", "ring", "cp", "ih", "fence", "kmd")
+
+
+def _demo(backend: str, *extra: str) -> list[str]:
+    if backend != "model":
+        from testbench import sim
+
+        reason = sim.unavailable_reason(backend)
+        if reason:
+            pytest.skip(reason)
+    r = gpucosim("sim", "--sim", backend, *extra, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return r.stdout.splitlines()
+
+
+@pytest.mark.parametrize("backend", ["icarus", "verilator"])
+@pytest.mark.xdist_group("demo_rtl")
+def test_sim_shows_the_whole_journey(backend):
+    """`make sim` is the journey at a glance: every layer appears, the CP's own lines
+    among them (the app's trace is on before the hardware monitors start), the packets the
+    CP started are those the reference model ran, and the lines fit a terminal."""
+    lines = _demo(backend)
+    seen = {ln[1:ln.index("]")] for ln in lines if ln.startswith("[") and "]" in ln}
+    assert set(LAYERS) <= seen, sorted(set(LAYERS) - seen)
+    cp = [ln for ln in lines if ln.startswith("[cp] ")]
+    # the model built with the RTL's engines only (today all of them): the same device
+    model_cp = [ln for ln in _demo("model", "--rtl-engines") if ln.startswith("[cp] ")]
+    assert len(model_cp) > 20 and cp == model_cp
+    assert max(map(len, lines)) <= 170, max(lines, key=len)
+    assert lines[-1].startswith(f"demo: OK on {backend} — 24 packets")
+
+
+def test_python_m_gpucosim_run_works():
+    """`python -m gpucosim run` (what `make sim` runs) without the installed script; it
+    replaced `python -m testbench.run`, which imported the launcher from below it."""
+    e = dict(os.environ, GPUCOSIM_PROGRESS="0")
+    r = subprocess.run([sys.executable, "-m", "gpucosim", "run", "examples.demo", "--sim", "model"], cwd=ROOT,
+                       env=e, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1].startswith("demo: OK on model")
+
+
+@pytest.mark.parametrize("ret, code, last", [("'no GPU here'", 1, "no GPU here"), ("True", 1, None), ("7", 7, None),
+                                             ("None", 0, None), ("3.5", 1, "3.5"), ("raise SystemExit('bye')", 1, "bye")])
+def test_what_main_returns_is_an_exit_status_as_sys_exit_has_it(tmp_path, ret, code, last):
+    """main()'s return value means what `sys.exit(value)` would: a string is a message and
+    status 1, not a crash report of the launcher's own int() (as it once was)."""
+    app = tmp_path / "app.py"
+    app.write_text("def main():\n    " + (ret if ret.startswith("raise") else f"return {ret}") + "\n")
+    r = gpucosim("run", str(app), "--sim", "model")
+    assert r.returncode == code, r.stderr
+    assert "crash report" not in r.stderr and "Traceback" not in r.stderr
+    if last is not None:
+        assert r.stderr.strip().splitlines()[-1] == last
+
+
+def test_run_exit_code_args_and_exit_report(tmp_path):
+    app = tmp_path / "app.py"
+    app.write_text("import sys, umd\n"
+                   "def main():\n"
+                   "    gpu = umd.open(api_version=2)\n"
+                   "    gpu.alloc(8192)  # never freed: a leak\n"
+                   "    print('args', sys.argv[1:])\n"
+                   "    return 3\n")
+    r = gpucosim("run", str(app), "--sim", "model", "--stats", "--", "--size", "5")
+    assert r.returncode == 3
+    assert "args ['--size', '5']" in r.stdout
+    assert "gpucosim: exit report (model, " in r.stderr
+    assert "LEAK: 1 buffer(s) of the app, 8 KiB, never freed: <umd.Buffer GTT " in r.stderr
+    assert "LEAK: 1 buffer object(s), 256 KiB still allocated at exit" in r.stderr  # its slab: 32 entries
+    assert "fences: " in r.stderr and "ioctls: " in r.stderr
+
+
+def test_run_writes_a_crash_report_on_an_exception(tmp_path):
+    app = tmp_path / "boom.py"
+    app.write_text("import umd\n"
+                   "def main():\n"
+                   "    gpu = umd.open(api_version=2)\n"
+                   "    q = gpu.queue()\n"
+                   "    q.write(gpu.alloc(4096), 0, [1, 2])\n"
+                   "    q.finish()\n"
+                   "    raise RuntimeError('the app gave up')\n")
+    r = gpucosim("run", str(app), "--sim", "model", "--crash-dir", str(tmp_path / "crash"))
+    assert r.returncode == 1
+    assert "RuntimeError: the app gave up" in r.stderr
+    assert "gpucosim: exception in the app: RuntimeError: the app gave up" in r.stderr
+    reports = list((tmp_path / "crash").glob("crash-boom-model-*.txt"))
+    assert len(reports) == 1 and f"crash report written to {reports[0]}" in r.stderr
+    text = reports[0].read_text()
+    for section in ("== exception in the app ==", "== registers ==", "== ring ==", "== last ioctls ==",
+                    "== counters ==", "ioctl(fd 3, CS, "):
+        assert section in text
+
+
+@pytest.mark.parametrize("backend", ["model", pytest.param("verilator", marks=pytest.mark.xdist_group("demo_rtl"))])
+def test_a_reader_that_goes_away_ends_the_output_not_the_run(tmp_path, backend):
+    """`gpucosim run APP | head`: once the pipe's reader has gone, output is dropped, and the
+    app, the exit code and the reports are the run's (before: the app died of a
+    BrokenPipeError on the model, with a traceback and a crash report; on a simulator the
+    log's echo thread printed a traceback)."""
+    if backend != "model":
+        from testbench import sim
+
+        if sim.unavailable_reason(backend):
+            pytest.skip(sim.unavailable_reason(backend))
+    app = tmp_path / "chatty.py"
+    done = tmp_path / "done"
+    app.write_text("import umd\n"
+                   "def main():\n"
+                   "    gpu = umd.open(api_version=2)\n"
+                   "    buf = gpu.alloc(4096)\n"
+                   "    for i in range(20000):\n"
+                   "        print('line', i, 'of the app, long enough to fill a pipe quickly', flush=i % 100 == 0)\n"
+                   "    q = gpu.queue()\n"
+                   "    q.write(buf, 0, 7)\n"
+                   "    q.finish()\n"
+                   f"    open({str(done)!r}, 'w').write(str(int(buf.u32[0])))\n"
+                   "    gpu.close()\n"
+                   "    return 5\n")
+    e = dict(os.environ, GPUCOSIM_PROGRESS="0")
+    e.pop("GPUCOSIM_LOG", None)
+    p = subprocess.Popen([sys.executable, "-m", "gpucosim", "run", str(app), "--sim", backend, "--crash-dir",
+                          str(tmp_path / "crash")], cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    assert p.stdout.readline().startswith("line 0 ")
+    p.stdout.close()  # the reader goes away, as `head -1` does
+    err = p.stderr.read()
+    assert p.wait(timeout=600) == 5, err[-3000:]
+    assert "Traceback" not in err and "BrokenPipe" not in err, err[-3000:]
+    assert done.read_text() == "7"  # the app ran to its end: the GPU wrote the buffer after the output was gone
+    assert not list((tmp_path / "crash").glob("crash-*"))
+
+
+def test_run_reports_an_app_that_cannot_load(tmp_path):
+    app = tmp_path / "nomain.py"
+    app.write_text("x = 1\n")
+    r = gpucosim("run", str(app), "--sim", "model")
+    assert r.returncode == 2
+    assert f"gpucosim: cannot load app '{app}': app '{app}' has no callable main()" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("sim", ["model", "verilator"])
+@pytest.mark.parametrize("target, says", [
+    ("/etc/passwd", "'/etc/passwd' is not an app: give APP.py, a module (examples.demo) or module:function"),
+    ("examples.nosuch", "no module named 'examples.nosuch' (APP is APP.py, a module or module:function)"),
+    ("nosuchpkg.mod:main", "no module named 'nosuchpkg.mod' (APP is APP.py, a module or module:function)"),
+])
+def test_run_names_an_app_that_is_not_there(sim, target, says):
+    """A target that is no app (a file that is not Python, a module that does not exist) is
+    one line of usage error before any backend starts: no traceback, no simulator build."""
+    r = gpucosim("run", "--sim", sim, target)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert r.stderr.strip().splitlines()[-1] == f"gpucosim run: error: {says}"
+    assert "Traceback" not in r.stderr and "cocotb" not in r.stderr + r.stdout
+
+
+def test_run_shows_where_an_app_fails_to_import(tmp_path):
+    """The app's own error while it is imported is its bug: the traceback says where."""
+    app = tmp_path / "broken.py"
+    app.write_text("import no_such_module_anywhere\n\ndef main():\n    pass\n")
+    r = gpucosim("run", str(app), "--sim", "model")
+    assert r.returncode == 2
+    assert "Traceback" in r.stderr and f'File "{app}", line 1' in r.stderr
+    assert (f"gpucosim: cannot load app '{app}': ModuleNotFoundError: No module named 'no_such_module_anywhere'"
+            in r.stderr)
+    assert "gpucosim/" not in r.stderr and "importlib" not in r.stderr  # (the app's frames only)
+
+
+def test_run_shows_where_an_app_has_a_syntax_error(tmp_path):
+    """A syntax error in the app: its file, line and caret, and the one-line summary; none of
+    the launcher's frames."""
+    app = tmp_path / "typo.py"
+    app.write_text("def main(:\n    pass\n")
+    r = gpucosim("run", str(app), "--sim", "model")
+    assert r.returncode == 2
+    lines = r.stderr.rstrip().splitlines()
+    assert lines[0] == f'  File "{app}", line 1', r.stderr
+    assert lines[-2].startswith("SyntaxError:")
+    assert lines[-1].startswith(f"gpucosim: cannot load app '{app}': SyntaxError: ")
+    assert "Traceback" not in r.stderr and "gpucosim/" not in r.stderr
+
+
+def test_a_build_says_so_once_off_a_terminal(tmp_path):
+    """Off a terminal (CI, a pipe) there is no progress line: a run that must build the
+    simulator says so in its first line, and a run that reuses the build says nothing."""
+    from testbench import sim
+
+    reason = sim.unavailable_reason("icarus")
+    if reason:
+        pytest.skip(reason)
+    env = {"GPUCOSIM_BUILD": str(tmp_path / "build")}
+    import shutil
+
+    if (sim.BUILD / "rtl").is_dir():  # (the generated Verilog: only the simulator build is new)
+        shutil.copytree(sim.BUILD / "rtl", tmp_path / "build" / "rtl")
+    first = gpucosim("run", "examples/hello.py", "--sim", "icarus", env=env, timeout=600)
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.splitlines()[0] == ("gpucosim: building icarus gpu-dw64, once for this configuration "
+                                            "(under a minute)")
+    again = gpucosim("run", "examples/hello.py", "--sim", "icarus", env=env, timeout=600)
+    assert again.returncode == 0 and "building" not in again.stderr, again.stderr
+
+
+def test_exit_report_shows_va_fragmentation_and_pools(tmp_path):
+    """The exit report gives each device's VA use and fragmentation (now and at worst) and
+    its pools' counters (BO cache hits and misses, slab entries, waste now and at most); a
+    queue's own page and IBs are not the app's leaks."""
+    app = tmp_path / "frag.py"
+    app.write_text("import umd\n"
+                   "def main():\n"
+                   "    plain = umd.open(pools=False)\n"
+                   "    bufs = [plain.alloc(8192) for _ in range(8)]\n"
+                   "    for b in bufs[1::2]:\n"
+                   "        b.free()  # 4 holes between the 4 left\n"
+                   "    m = plain.memory().va\n"
+                   "    i = plain.info()\n"
+                   "    print('memory', i.va_start, i.va_end, m.allocations, m.free_ranges, m.largest_free, "
+                   "m.peak_free_ranges)\n"
+                   "    for b in bufs[::2]:\n"
+                   "        b.free()\n"
+                   "    gpu = umd.open()\n"
+                   "    q = gpu.queue()\n"
+                   "    small = [gpu.alloc(100) for _ in range(40)]  # 128-byte slab entries\n"
+                   "    for b in small[:30]:\n"
+                   "        b.free()\n"
+                   "    gpu.alloc(64 << 10).free()\n"
+                   "    gpu.alloc(60 << 10).free()  # the cached 64 KiB BO\n"
+                   "    q.write(small[35], 0, [1])\n"
+                   "    q.finish()\n"
+                   "    for b in small[30:]:\n"
+                   "        b.free()\n"
+                   "    return 0  # (the queue and the pools' BOs left to the exit)\n")
+    r = gpucosim("run", str(app), "--sim", "model", "--stats")
+    assert r.returncode == 0, r.stderr
+    va_start, va_end, *got = map(int, r.stdout.split("memory ")[1].split())
+    # 8 buffers of 8 KiB + a guard page each from va_start, every other one freed: 4 holes,
+    # the last merged with the rest of the range (less one guard page)
+    assert got == [4, 4, va_end - va_start - 7 * 0x3000 - 0x1000, 4], got
+    err = r.stderr
+    assert f"  VA (model, fd 3): 0 bytes in 0 ranges, 1 free range(s), the largest {(va_end - va_start) // 1024 - 4} " \
+           "KiB; at most 96 KiB used, 4 free ranges\n  pools: off (8 BOs created, 8 released)\n" in err
+    assert "  pools: BO cache 1 hits, 3 misses, 0 expired, 1 cached (64 KiB); slabs 42 entries handed out, " \
+           "2 slabs (192 KiB), 0 frees deferred to their fence, 0 bytes wasted by rounding up (at most 6 KiB)" in err
+    assert "buffer(s) of the app" not in err  # the queue's page and IB were left to it, not leaked by the app
+
+
+def test_ctrl_c_is_one_line_not_a_traceback(tmp_path):
+    """SIGINT while an app runs (Ctrl-C): `gpucosim: interrupted`, exit status 130, no traceback."""
+    import signal
+    import time
+
+    app = tmp_path / "forever.py"
+    app.write_text("import time\n\ndef main():\n    print('running', flush=True)\n    while True:\n"
+                   "        time.sleep(0.05)\n")
+    # (SIGINT as a terminal leaves it: an xdist worker ignores it, and a child inherits that,
+    # where Python then never raises KeyboardInterrupt)
+    p = subprocess.Popen([sys.executable, "-m", "gpucosim", "run", str(app), "--sim", "model"], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        assert p.stdout.readline().strip() == "running"
+        time.sleep(0.2)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    assert p.returncode == 130, (out, err)
+    assert err.strip().splitlines()[-1] == "gpucosim: interrupted" and "Traceback" not in err, err

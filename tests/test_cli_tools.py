@@ -1,0 +1,178 @@
+"""The `gpucosim` tools that run no app: regs (the register table, one register, a decoded
+value), disasm (words, text, binary and dumps), bench and plot, with their outputs and
+error messages (pinned: they are the interface a user reads)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+import pytest
+
+from gpucosim import cli
+from gpucosim.dump import format_dump
+from spec import pm4
+
+from .cli_helpers import usage_error
+
+
+# ------------------------------------------------------------------------------ regs
+
+def test_regs_table_register_and_decode(capsys):
+    assert cli.main(["regs"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["offset", "register", "reset", "fields"]
+    assert any(line.split()[1] == "RB_DOORBELL" for line in out[1:])
+    assert cli.main(["regs", "cp_error"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("CP_ERROR @ 0x0c0, reset: the device's state (driven by the hardware)")
+    assert cli.main(["regs", "INT_STATUS"]) == 0
+    assert capsys.readouterr().out.startswith(
+        "INT_STATUS @ 0x020, reset 0x00000000 but for IH_PENDING (the device's state)")
+    assert "values: NONE=0, ILLEGAL_OPCODE=1" in out
+    assert cli.main(["regs", "CP_ERROR", "0x7b0101"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "CP_ERROR @ 0x0c0 = 0x007b0101",
+        "  CODE             [7:0]    RO          ILLEGAL_OPCODE (1)",
+        "  LEVEL            [9:8]    RO          IB1 (1)",
+        "  OPCODE           [23:16]  RO          0x7b",
+    ]
+    assert cli.main(["regs", "0x14", "0x105"]) == 0  # by offset: STATUS
+    assert capsys.readouterr().out.splitlines()[0] == "STATUS @ 0x014 = 0x00000105"
+    assert cli.main(["regs", "PERF_PACKETS[2]", "7"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "PERF_PACKETS[2] @ 0x128 = 0x00000007"
+
+
+def test_regs_errors(capsys):
+    assert usage_error(capsys, "regs", "STATSU") == \
+        "gpucosim regs: error: no register named 'STATSU' (did you mean STATUS, INT_STATUS?)"
+    assert usage_error(capsys, "regs", "0x3") == "gpucosim regs: error: no register at offset 0x3"
+    assert usage_error(capsys, "regs", "PERF_PACKETS[9]") == \
+        "gpucosim regs: error: PERF_PACKETS[9] is out of range: the array has 8 registers"
+    assert usage_error(capsys, "regs", "STATUS", "lots") == \
+        "gpucosim regs: error: VALUE must be a number (0x... or decimal), not 'lots'"
+    assert usage_error(capsys, "regs", "STATUS", "0x100000000") == \
+        "gpucosim regs: error: VALUE 0x100000000 does not fit in 32 bits"
+
+
+# ------------------------------------------------------------------------------ disasm
+
+WD = pm4.write_data(0x2000000, [0x12345678], wr_confirm=1)
+
+
+def test_disasm_words_text_binary_and_dumps(capsys, tmp_path):
+    assert cli.main(["disasm", "-x", *(f"{w:08x}" for w in WD)]) == 0
+    assert capsys.readouterr().out == "0x0000: c0033700  WRITE_DATA  wr_confirm=1 addr=0x02000000 data=[0x12345678]\n"
+    text = tmp_path / "ib.txt"
+    text.write_text("# an IB\n0x1000: " + " ".join(f"0x{w:x}" for w in WD) + "\n" + "80000000\n")
+    assert cli.main(["disasm", str(text)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("0x1000: c0033700  WRITE_DATA") and out[1] == "0x1014: 80000000  TYPE2 FILLER"
+    binary = tmp_path / "ib.bin"
+    binary.write_bytes(b"".join(w.to_bytes(4, "little") for w in WD))
+    assert cli.main(["disasm", str(binary), "--base", "0x2000"]) == 0
+    assert capsys.readouterr().out.startswith("0x2000: c0033700  WRITE_DATA")
+    report = tmp_path / "crash.txt"  # prose around named dumps, as a crash report has
+    report.write_text("gpucosim crash report\nreason: x\n== dumps ==\n" + format_dump("IB1 at 0x3000", 0x3000, WD)
+                      + "\n" + format_dump("ring", 0x100, pm4.pad(3)) + "\n")
+    assert cli.main(["disasm", str(report)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "IB1 at 0x3000 (5 dwords)" and out[1].startswith("0x3000: c0033700  WRITE_DATA")
+    assert out[3] == "ring (3 dwords at 0x100)"
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"traceEvents": [], "otherData": {"dumps": [
+        {"name": "CS seq 1 IB at 0x4000 (5 dwords)", "base": 0x4000, "dwords": WD}]}}))
+    assert cli.main(["disasm", str(trace), "--only", "CS"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith("0x4000: c0033700  WRITE_DATA")
+
+
+def test_disasm_errors(capsys, tmp_path):
+    assert usage_error(capsys, "disasm") == \
+        "gpucosim disasm: error: nothing to disassemble: give FILE, - for stdin, or --dwords HEX..."
+    assert usage_error(capsys, "disasm", "nosuch.txt") == \
+        "gpucosim disasm: error: cannot read nosuch.txt: No such file or directory"
+    bad = tmp_path / "bad.txt"
+    bad.write_text("c0033700 zz\n")
+    assert usage_error(capsys, "disasm", str(bad)) == f"gpucosim disasm: error: {bad}:1: 'zz' is not a hex dword"
+    assert usage_error(capsys, "disasm", "-x", "123456789") == \
+        "gpucosim disasm: error: --dwords:1: '123456789' does not fit in 32 bits"
+    assert usage_error(capsys, "disasm", "-x", "0", "--base", "0x2") == \
+        "gpucosim disasm: error: --base must be a non-negative multiple of 4, not 0x2"
+    assert usage_error(capsys, "disasm", str(bad), "-x", "0") == "gpucosim disasm: error: give FILE or --dwords, not both"
+    empty = tmp_path / "empty.txt"
+    empty.write_text("# nothing\n")
+    assert usage_error(capsys, "disasm", str(empty)) == f"gpucosim disasm: error: {empty}: no dwords found"
+    odd = tmp_path / "odd.bin"
+    odd.write_bytes(b"\x00\x01\x02\xff\xfe")
+    assert usage_error(capsys, "disasm", str(odd)) == \
+        f"gpucosim disasm: error: {odd}: 5 bytes is not a whole number of dwords"
+    js = tmp_path / "other.json"
+    js.write_text('{"traceEvents": []}')
+    assert usage_error(capsys, "disasm", str(js)) == (
+        f"gpucosim disasm: error: {js}: a JSON file without gpucosim dumps (write one with "
+        f"`gpucosim run APP --trace FILE`)")
+    # a trace whose dumps were edited by hand (or by a hostile program) is refused by index
+    for dumps, message in [("5", "otherData.dumps is not a list of dumps"),
+                           ('[{"dwords": [1, "x"]}]', "dump 0 needs a name, an integer base and a list of 32-bit dwords"),
+                           ('[{"name": "r", "base": 0, "dwords": [1]}, {"name": "s", "base": -4, "dwords": [1]}]',
+                            "dump 1 needs a name, an integer base and a list of 32-bit dwords"),
+                           ('[{"name": "r", "base": 0, "dwords": [4294967296]}]',
+                            "dump 0 needs a name, an integer base and a list of 32-bit dwords")]:
+        js.write_text('{"otherData": {"dumps": %s}}' % dumps)
+        assert usage_error(capsys, "disasm", str(js)) == f"gpucosim disasm: error: {js}: {message}"
+
+
+# ------------------------------------------------------------------------------ bench, plot
+
+def test_bench_calls_testbench_bench(monkeypatch):
+    calls = []
+    monkeypatch.setattr(cli.subprocess, "call", lambda cmd: calls.append(cmd) or 0)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())
+    assert cli.main(["bench", "--quick", "x"]) == 0
+    assert calls == [[sys.executable, "-m", "testbench.bench", "--quick", "x"]]
+
+
+def test_bench_without_the_benchmarks(monkeypatch, capsys):
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert cli.main(["bench"]) == 2
+    assert capsys.readouterr().err.strip() == \
+        "gpucosim bench: error: the benchmarks (testbench/bench/) are not there yet"
+
+
+def test_plot_errors(capsys, tmp_path):
+    # one readable line, as disasm's: the OS's reason, not Python's "[Errno 2] ...: 'path'"
+    assert usage_error(capsys, "plot", "nosuch.json", "-o", str(tmp_path / "x.png")) == \
+        "gpucosim plot: error: cannot read nosuch.json: No such file or directory"
+    assert usage_error(capsys, "plot", str(tmp_path), "-o", str(tmp_path / "x.png")) == \
+        f"gpucosim plot: error: cannot read {tmp_path}: Is a directory"
+    text = tmp_path / "notes.txt"
+    text.write_text("not a trace\n")
+    assert usage_error(capsys, "plot", str(text), "-o", str(tmp_path / "x.png")) == \
+        f"gpucosim plot: error: {text} is not a JSON trace (line 1, column 1: Expecting value)"
+    empty = tmp_path / "t.json"
+    empty.write_text('{"traceEvents": []}')
+    assert usage_error(capsys, "plot", str(empty), "-o", str(tmp_path / "x.png")) == \
+        f"gpucosim plot: error: {empty}: no events to draw"
+    assert usage_error(capsys, "plot", str(empty)) == \
+        "gpucosim plot: error: the following arguments are required: -o/--output"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("5", "not a Chrome trace (no traceEvents list)"),
+    ('{"traceEvents": 5}', "not a Chrome trace (no traceEvents list)"),
+    ('{"traceEvents": [7]}', "event 0 is not an object: 7"),
+    ('[{"ph": "X"}]', "event 0 ('X') lacks a valid ts, dur, pid, tid, name"),
+    ('[{"ph": "i", "ts": "soon", "pid": 1, "tid": 1, "name": "a"}]', "event 0 ('i') lacks a valid ts"),
+    ('[{"ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1, "name": "a"}, '
+     '{"ph": "X", "ts": 1, "dur": -3, "pid": 1, "tid": 1, "name": "b"}]', "event 1 ('X') lasts -3 (a negative dur)"),
+    ('[{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": []}]',
+     "event 0: a thread_name needs integer pid, tid and args.name"),
+])
+def test_plot_refuses_json_that_is_not_a_trace(capsys, tmp_path, text, message):
+    """A hostile or hand-edited trace file is one error line naming the event, not a traceback."""
+    bad = tmp_path / "t.json"
+    bad.write_text(text)
+    assert usage_error(capsys, "plot", str(bad), "-o", str(tmp_path / "x.png")) == \
+        f"gpucosim plot: error: {bad}: {message}"
+    assert not (tmp_path / "x.png").exists()
