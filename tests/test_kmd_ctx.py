@@ -100,3 +100,17 @@ def test_seqno_0xffffffff_is_a_job_once_the_context_has_handed_it_out():
            c.submit, CsChunkDep(GFX, 0, c.ctx, 1), c.ib(bo, pm4.nop(2), 0x600))
     bo.u32[0x3000 // 4] = 1
     assert c.wait(held, 1_000_000)
+
+
+@pytest.mark.parametrize("prio, why", [
+    ((1 << 31) - 1, "CTX ALLOC: priority must be one of VERY_LOW (-1023), LOW (-512), NORMAL (0), HIGH (512), "
+                    "VERY_HIGH (1023), not 2147483647"),
+    (1 << 31, "CTX: priority must be -0x80000000 to 0x7fffffff, not 0x80000000"),
+    (-(1 << 31) - 1, "CTX: priority must be -0x80000000 to 0x7fffffff, not -0x80000001"),
+])
+def test_ctx_priority_is_an_int32_first_then_one_of_the_levels(prio, why):
+    """drm_amdgpu_ctx_in's priority is an int32: a value outside it is refused as such (it
+    could not have come through the real ioctl), one inside it by the list of levels."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    expect(errno.EINVAL, why, c.io, Request.CTX, CtxArgs(CtxOp.ALLOC, priority=prio))

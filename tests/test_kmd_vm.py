@@ -494,6 +494,7 @@ def test_no_job_runs_with_a_vmid_whose_tlb_flush_was_not_acknowledged():
     dev.lost = True
     seq = thief.submit(thief.ib(ib, pm4.write_data(vbo.addr + 0x100, [0xBAD])))  # the grab steals the victim's
     assert thief.f.vm.vmid is None and victim.f.vm.vmid is None
+    assert kmd.kmd_stats()["tlb_flush_failures"] == 1  # the CS's one grab
     expect(errno.ETIME, f"WAIT_CS: seqno {seq:#x} of context {thief.ctx} not signalled after 10000 cycles",
            thief.wait, seq, 10_000)
     assert vbo.u32[0x40] == 1  # the job waits: it never ran with the victim's entries
