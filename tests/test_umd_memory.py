@@ -481,3 +481,30 @@ def test_a_va_alignment_does_not_align_the_memory_behind_it():
     q.finish()
     assert [int(b.map().view("<u4")[-1]) for b in bufs] == list(range(1, 9))
     gpu.close()
+
+
+def test_a_buffer_freed_after_its_queue_gave_up_waits_for_the_queues_running_job():
+    """The app frees a buffer the job of an abandoned queue (closed with its job still
+    running) writes, after that close: the pools must still count the abandoned queue's
+    submitted work as the buffer's fence, and keep the memory until the job is over."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 40)  # the held job is slow, not hung
+    gpu = umd.open()
+    flag = gpu.alloc(4096)
+    q = gpu.queue()
+    data = gpu.alloc(256)  # a slab entry
+    q.wait_mem(flag, 0, 1)  # the job holds here until the app lets it go
+    q.write(data, 0, [0xDEAD] * 64)
+    q.flush()
+    q.close()  # gives up after DEFAULT_TIMEOUT cycles: the job still runs
+    assert q.closed and q.abandoned
+    data.free()  # after the close
+    fresh = [gpu.alloc(256) for _ in range(64)]
+    assert not any(b.gpu_addr < data.gpu_addr + 256 and data.gpu_addr < b.gpu_addr + b.size for b in fresh), \
+        "memory of the running job handed out"
+    flag.u32[0] = 1  # the job goes on and ends
+    other = gpu.queue()
+    other.write(flag, 4, 1)
+    other.finish()
+    kmd.service()
+    assert all(int(v) == 0 for b in fresh for v in b.u32[:4])  # nothing of the job landed in them
+    gpu.close()
