@@ -574,3 +574,17 @@ def test_a_queue_the_kernel_has_no_context_or_memory_for_costs_nothing():
     q.finish()
     assert buf.u32[0] == 1
     gpu.close()
+
+
+def test_a_closed_queue_leaves_the_device():
+    """An app that opens and closes queues in a loop must not grow the device: a queue whose
+    work is done leaves `gpu.queues` when it closes (an abandoned one, its job still
+    running, stays until the device closes: its page fences buffers)."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    for _ in range(3):
+        q = gpu.queue()
+        q.write(gpu.alloc(16), 0, [1])
+        q.close()
+    assert gpu.queues == []
+    gpu.close()
