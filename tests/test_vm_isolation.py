@@ -351,3 +351,24 @@ def test_a_closed_files_bo_stays_while_any_of_its_jobs_may_reach_it():
     assert late is None or int(late[4]) != EVIL
     assert not freed_early
     assert qbo.freed and not kmd.live_bos(evil.f)
+
+
+def test_a_closed_files_tables_stay_while_its_own_job_runs_and_nothing_else_does():
+    """Closing a file whose job still runs, with no other client's work in flight: a page
+    table made after the job's CS (a GEM_VA into a new 2 MiB range) is linked from the
+    root the job walks, so the job must hold it too until it ends."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 40)  # the held job is slow, not hung
+    evil = Client()
+    ebo = evil.bo()
+    flag = evil.phys(ebo) + 0x3000
+    seq = evil.submit(evil.ib(ebo, pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ")))
+    far = 0x2000_0000  # a 2 MiB range with no page table yet
+    q = evil.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000, 0, uapi.Domain.VRAM, 0))
+    evil.io(Request.GEM_VA, uapi.GemVaArgs(q.handle, VaOp.MAP, far, 0, 0x1000, RWX))
+    vm = evil.f.vm
+    table = vm.tables[(vm.levels - 1, far >> vm_spec.leaf_bits(vm.levels - 2, vm.levels))]
+    assert [j.seq for j in kmd.sched.pending] == [seq] and not kmd.sdma_sched.pending
+    evil.f.close()
+    assert not table.freed  # the running job's root links it
+    kmd.mem32[flag // 4] = 1  # the job goes on and ends
+    assert kmd.wait_for(lambda: table.freed, 100_000)  # then it goes
