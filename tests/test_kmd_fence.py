@@ -324,3 +324,15 @@ def test_jobs_moved_in_one_batch_share_one_commits_padding():
     hold.release()  # the ring empties; the three queued jobs go in together
     assert all(c.wait(s) for s in seqs) and bo.u32[:4].tolist() == [1, 2, 3, 4]
     assert bells[0] == 3 * fenced + 4, bells  # one commit: 60 dwords and 4 of padding
+
+
+def test_a_user_fence_in_the_bos_last_dword_is_written_and_one_past_it_is_einval():
+    """The user fence chunk's offset: the BO's last dword is inside it (the fence lands
+    there); the next one is outside (EINVAL naming the BO's size)."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    bo, fb = c.bo(0x1000), c.bo(0x1000)
+    seq = c.submit(c.ib(bo, pm4.nop(2)), CsChunkFence(fb.handle, 0xFFC))
+    assert c.wait(seq) and fb.u32[0x3FF] == seq
+    expect(errno.EINVAL, f"CS: chunk 1: user fence offset 0x1000 must be dword aligned and inside BO {fb.handle} "
+           "(0x1000 bytes)", c.submit, c.ib(bo, pm4.nop(2), 0x100), CsChunkFence(fb.handle, 0x1000))
