@@ -10,7 +10,8 @@ import errno
 import pytest
 
 import kmd_model
-from kmd_model.mm.bo import Heap
+from kmd_model.cs.shadow import ShadowPool
+from kmd_model.mm.bo import Bo, Heap
 from kmd_model.uapi import CsChunkIb, Domain, GemCloseArgs, GemCreateArgs, InfoArgs, InfoQuery, Request
 from spec import pm4
 from testbench.refmodel import RefModel
@@ -31,6 +32,9 @@ def test_heap_coalesces_with_both_neighbours():
     h.free(c, 0x1000)  # joins both at once
     assert h.holes == [[0x1000, 0x6000]] and h.used == 0 and h.largest_free == 0x5000
     assert h.alloc(0x2000, 0x2000) == 0x2000 and h.holes == [[0x1000, 0x2000], [0x4000, 0x6000]]
+    # first fit: the lowest hole that fits, though a higher one does too; top down, the highest
+    assert h.alloc(0x1000, 0x1000, top_down=True) == 0x5000 and h.alloc(0x1000, 0x1000) == 0x1000
+    assert h.holes == [[0x4000, 0x5000]]
     full = Heap("full", 0, 0x2000)
     assert full.alloc(0x2000, 0x1000) == 0 and full.holes == [] and full.largest_free == 0
     assert full.alloc(1, 1) is None
@@ -116,6 +120,30 @@ def test_shadow_pool_limits():
     assert all(c.wait(s) for s in seqs)
     assert kmd.shadow.used == 0 and kmd.shadow.high_water == 32 + 3 * 0x400
 
+
+
+def test_the_shadow_pool_packs_copies_back_to_back():
+    """The pool's ranges are 32-byte aligned and follow one another with no gap, so copies
+    that add up to the pool's size all fit; a freed range is taken again whole."""
+    pool = ShadowPool(Bo(0x10000, 0x1000, Domain.GTT, 0, None, "shadow IBs"))
+    assert [pool.alloc(n) for n in (0x20, 0x60, 0xF80)] == [0x10000, 0x10020, 0x10080]
+    assert pool.used == pool.high_water == pool.size and not pool.fits(0x20) and pool.alloc(0x20) is None
+    pool.free(0x10020, 0x60)
+    assert pool.fits(0x60) and not pool.fits(0x80) and pool.alloc(0x60) == 0x10020
+
+
+def test_a_job_whose_copies_take_the_whole_shadow_pool_is_taken():
+    """The E2BIG limit is the pool's size itself: a job whose checked copies take exactly the
+    4 KiB pool (an IB of 384 dwords calling 80 one-dword IB2s: 0x600 + 80 * 0x20 bytes)
+    runs."""
+    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=4)
+    c = Client()
+    bo = c.bo(0x8000)
+    bo.u32[0x1000:0x1050] = pm4.TYPE2_FILLER
+    calls = sum((pm4.indirect_buffer(bo.addr + 0x4000 + 4 * i, 1) for i in range(80)), [])
+    bo.u32[:384] = calls + pm4.pad(384 - len(calls))
+    seq = c.submit(CsChunkIb(384, bo.handle))
+    assert kmd.shadow.high_water == kmd.shadow.size == 0x1000 and c.wait(seq)
 
 
 def test_a_cs_waiting_for_the_shadow_pool_takes_a_hole_of_exactly_its_size_at_once():

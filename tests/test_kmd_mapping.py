@@ -14,7 +14,7 @@ import pytest
 import kmd_model
 from kmd_model.mm import mapping
 from kmd_model.mm.mapping import CpuMapping, Mapping, map_bo
-from kmd_model.uapi import MappingRevoked
+from kmd_model.uapi import GemCloseArgs, MappingRevoked, Request
 from testbench.refmodel import RefModel
 
 from .test_kmd_ioctl import Client
@@ -56,6 +56,14 @@ def test_copies_are_plain_arrays():
     assert bo.u32[0] == 7
     f = bo.u32[:4].reshape(2, 2).copy(order="F")
     assert f.flags.f_contiguous and f.tolist() == [[7, 8], [9, 0]]
+    # numpy's other copying methods keep the subclass (a CpuMapping that owns its data):
+    # those copies are the client's memory too, and outlive the BO's GEM_CLOSE
+    owned = [bo.u32[:3].astype(np.uint64), bo.u32[:4].reshape(2, 2).flatten(), bo.u32[:3].repeat(2)]
+    assert all(isinstance(a, CpuMapping) and a.base is None for a in owned)
+    c.io(Request.GEM_CLOSE, GemCloseArgs(bo.handle))
+    with pytest.raises(MappingRevoked):
+        bo.u32[0]
+    assert [a.tolist() for a in owned] == [[7, 8, 9], [7, 8, 9, 0], [7, 7, 8, 8, 9, 9]]
 
 
 def test_revoke_keeps_the_first_reason_and_repr_says_so():

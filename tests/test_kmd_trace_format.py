@@ -11,7 +11,7 @@ import pytest
 
 from kmd_model.ioctl import trace as ioctl_trace
 from kmd_model.uapi import (CsArgs, CsChunkFence, CsChunkIb, CtxArgs, CtxOp, CtxOut, Domain, GemCreateArgs,
-                            GemFlags, GemMmapOut, InfoArgs, InfoQuery, KmdError, ResetStatus)
+                            GemFlags, GemMmapOut, HwErrorInfo, InfoArgs, InfoQuery, KmdError, ResetStatus)
 
 
 @pytest.mark.parametrize("value, text", [
@@ -44,6 +44,11 @@ def test_structures_leave_out_defaults():
     assert ioctl_trace.fmt(CsArgs(1, [CsChunkIb(8, 2), CsChunkFence(2, 4)])) == \
         "{ctx_id=1, chunks=[Ib(bo 2+0x0, 8 dw), Fence(bo 2+0x4)]}"
     assert ioctl_trace.fmt(7) == "7"  # not a structure: the value
+    # a structure inside one (QUERY_STATE's error) prints the same way, not as its repr
+    err = HwErrorInfo("ILLEGAL_OPCODE", "IB1", 0x7B, None, 0x40, 0, 2, 5, "illegal opcode")
+    assert ioctl_trace.fmt(CtxOut(5, ResetStatus.GUILTY, 1, err)) == (
+        "{ctx_id=5, reset_status=GUILTY, resets=1, error={code='ILLEGAL_OPCODE', level='IB1', opcode=0x7b, "
+        "offset=0x40, addr=0, seq=2, ctx_id=5, message='illegal opcode'}}")
 
 
 def test_long_lines_are_cut_at_the_limit():

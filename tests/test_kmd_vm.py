@@ -45,7 +45,9 @@ def check_gem_va_errors(dev):
     # handles are per file: another file's BO is not there to map
     expect(errno.ENOENT, f"{V}: no BO with handle {theirs + 1}", _va, a, theirs + 1, VaOp.MAP, va)
     expect(errno.ENOENT, f"{V}: no BO with handle 2", _va, a, 2, VaOp.MAP, va)
-    for bad_va, size, off in ((va + 4, 0x1000, 0), (va, 0x1800, 0), (va, 0x1000, 0x10)):
+    # each off by a page's lowest byte too (a mask that left out bit 0 would let them through)
+    for bad_va, size, off in ((va + 4, 0x1000, 0), (va, 0x1800, 0), (va, 0x1000, 0x10),
+                              (va + 1, 0x1000, 0), (va, 0x1001, 0), (va, 0x1000, 1)):
         expect(errno.EINVAL, f"{V}: va_address {bad_va:#x}, offset_in_bo {off:#x} and map_size {size:#x} must be "
                "multiples of the page size (0x1000)", _va, a, bo, VaOp.MAP, bad_va, size, off)
     expect(errno.EINVAL, f"{V}: map_size must be > 0, not 0", _va, a, bo, VaOp.MAP, va, 0)
