@@ -278,6 +278,13 @@ def check_amd_differences_refused(dev):
 def check_kmd_programs_like_amdgpu(dev):
     """The KMD's ring, IH ring, fences and IBs, dword for dword as amdgpu's gfx9 code."""
     kmd = kmd_model.bind(dev)
+    # the bring-up's IB test: gfx_v9_0_ring_test_ib's WRITE_DATA (DST_SEL 5, WR_CONFIRM: the
+    # CP waits for the write before the fence after it) of the KMD's magic to its wb slot
+    from kmd_model.core.kmd import IB_TEST_MAGIC, Wb
+
+    dst = kmd.wb_addr(Wb.IB_TEST)
+    assert kmd.mem32[kmd.ib_test_bo.gpu_addr // 4:][:5].tolist() == [
+        *AMD["test_ib"].dwords[:2], dst & 0xFFFF_FFFF, dst >> 32, IB_TEST_MAGIC]
     m = kmd.mmio
     assert m.read(regs.RB_BASE_LO) == kmd.ring.gpu_addr >> 8  # gfx_v9_0_cp_gfx_resume
     assert 2 << m.read(regs.RB_SIZE) == kmd.ring.size_dw  # RB_BUFSZ: log2 qwords

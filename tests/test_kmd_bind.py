@@ -268,3 +268,25 @@ def test_a_ring_test_that_never_completes_fails_the_bind():
         kmd_model.bind(DeafModel(), hw_timeout=2_000)
     assert e.value.errno == errno.ETIMEDOUT
     assert e.value.message == "ring test failed: scratch 0xcafedead after 2000 cycles (rptr 0x0, wptr 0x8)"
+
+
+class DeafAfterOneDoorbell(RefModel):
+    """A CP that hears the gfx ring's first doorbell (the ring test's) and no other."""
+
+    heard = 0
+
+    def mmio_write32(self, offset: int, value: int) -> None:
+        if offset == regs.RB_DOORBELL.ADDR:
+            self.heard += 1
+            if self.heard > 1:
+                return
+        super().mmio_write32(offset, value)
+
+
+def test_an_ib_test_whose_fence_never_signals_fails_the_bind():
+    """The ring test passes, then the IB test's doorbell goes unheard: the bind fails with
+    ETIMEDOUT naming the fence, the cycles waited and what fence memory holds."""
+    with pytest.raises(kmd_model.uapi.KmdError) as e:
+        kmd_model.bind(DeafAfterOneDoorbell(), hw_timeout=2_000, initial_seq=0x100)
+    assert e.value.errno == errno.ETIMEDOUT
+    assert e.value.message == "IB test failed: fence 0x00000100 not signalled after 2000 cycles (fence memory 0x000000ff)"

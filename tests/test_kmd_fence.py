@@ -299,6 +299,21 @@ def test_a_job_too_large_for_the_ring_is_refused_and_hurts_no_one():
     assert seq == 1 and c.wait(seq) and bo.u32[0x200] == 1
 
 
+def test_a_job_whose_padding_fills_the_ring_exactly_is_taken():
+    """What a job never fits is its dwords plus the padding up to the next alignment: with a
+    16-dword alignment, 13 IB chunks and a fence take 60 dwords, and with their 4 dwords of
+    padding fill the 64-dword ring exactly: the job is taken and runs."""
+    kmd = kmd_model.bind(RefModel(), ring_log2_dw=6, ib_align_dw=16, max_ib_chunks=64)
+    r = kmd.ring
+    n = 13
+    assert n * r.IB_DW + r.FENCE_DW == r.size_dw - 4
+    c = Client()
+    bo = c.bo()
+    bo.u32[:8] = pm4.write_data(bo.addr + 0x800, [1]) + pm4.pad(3)
+    seq = c.submit(*[CsChunkIb(8, bo.handle, 0) for _ in range(n)])
+    assert c.wait(seq) and bo.u32[0x200] == 1
+
+
 def test_jobs_moved_in_one_batch_share_one_commits_padding():
     """Jobs that enter the ring together are written back to back and padded once, at the
     end: each reserves only the padding from where it ends, so with a 16-dword alignment

@@ -345,6 +345,21 @@ def test_priorities_and_hw_submission_limit():
     assert c.wait(hold)
 
 
+def test_hw_submission_limit_holds_on_the_high_priority_queue():
+    """hw_submission_limit is per ring, the CP's second queue (gfx_high) included: with a
+    limit of 1, a HIGH context's second job waits in its entity while the first polls, and
+    enters the ring when the first is done."""
+    kmd = kmd_model.bind(RefModel(), hw_submission_limit=1)
+    c = Client()
+    bo = c.bo()
+    hi = new_ctx(c, CtxPriority.HIGH)
+    held = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")), ctx=hi)
+    nxt = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x100, [5]), 0x400), ctx=hi)
+    assert (len(kmd.hqd_sched.pending), len(kmd.hqd_sched.queue), len(kmd.sched.pending)) == (1, 1, 0)
+    bo.u32[0x200] = 1
+    assert c.wait(nxt, ctx=hi) and c.wait(held, 0, ctx=hi) and bo.u32[0x40] == 5
+
+
 # ------------------------------------------------------------------------------ recovery (igt shapes)
 
 def amd_queue_reset(dev, bad):
