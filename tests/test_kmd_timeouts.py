@@ -55,6 +55,30 @@ def test_a_lost_error_interrupt_is_found_by_the_job_timer_with_nobody_waiting():
     assert kmd.stats["job_timeouts"] == 0 and kmd.stats["cp_errors"] == 1 and kmd.stats["resets"] == 1
 
 
+def test_a_lost_sdma_error_interrupt_is_found_by_the_job_timer():
+    """The same on the SDMA ring: its engine stopped on a bad header, no interrupt seen and
+    nobody polling; the ring's job timer finds SDMA_STATUS.ERROR when it runs out and
+    recovers that error (a queue reset), not a timeout."""
+    from .test_kmd_queues import sdma_ib
+
+    t_out = 2_000
+    kmd = kmd_model.bind(RefModel(), job_timeout=t_out, fallback_poll=1 << 40)
+    c = Client()
+    bo = c.bo()
+    kmd.mmio.write(regs.INT_ENABLE, 0)
+    seq = c.submit(sdma_ib(bo, [0x23DECD3D]))  # amd_deadlock's corrupted SDMA header
+    states = []
+    for _ in range(3):
+        kmd.dev.delay(t_out + 500)
+        states.append(c.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, c.ctx)))
+    assert [(s.resets, s.ring_status) for s in states] == [(0, {})] + [(1, {"sdma0": ResetStatus.GUILTY})] * 2
+    assert kmd.recovery_log == [("sdma0", "error"), ("sdma0", "queue_reset")]
+    assert kmd.stats["job_timeouts"] == 0 and kmd.stats["sdma_errors"] == 1 and kmd.stats["resets"] == 0
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        c.wait(seq)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "ILLEGAL_OPCODE", ei.value
+
+
 def test_a_long_gfx_job_that_moves_is_not_timed_out():
     """The gfx ring's job timer restarts while the CP makes progress (its rptr, the dwords it
     fetches, DMA bytes): a job that runs longer than twice job_timeout, moving on every so
@@ -72,6 +96,27 @@ def test_a_long_gfx_job_that_moves_is_not_timed_out():
         bo.u32[0x3000 // 4 + k] = 1
     assert c.wait(seq) and bo.u32[0x40] == 8
     assert kmd.stats["job_timeouts"] == 0 and kmd.stats["resets"] == 0
+
+
+def test_jobs_entering_the_ring_behind_a_stuck_job_do_not_restart_its_timer():
+    """The job timer starts when a job enters an idle ring, not whenever one enters: a stuck
+    job is reset within 2 * job_timeout though another client puts a job behind it every
+    job_timeout / 2 (were each entry to restart the timer, the stuck job would hold the
+    ring for as long as jobs kept coming)."""
+    t_out = 5_000
+    kmd = kmd_model.bind(RefModel(), job_timeout=t_out)
+    a, b = Client(), Client()
+    abo, bbo = a.bo(), b.bo()
+    stuck = a.submit(a.ib(abo, pm4.wait_reg_mem(abo.addr + 0x800, 1, 1, "EQ")))
+    seqs = []
+    for k in range(6):  # 3 * job_timeout in all
+        kmd.dev.delay(t_out // 2)
+        seqs.append(b.submit(b.ib(bbo, pm4.write_data(bbo.addr + 0x100 + 4 * k, [k + 1]), 0x400 + 0x40 * k)))
+    assert kmd.stats["job_timeouts"] == 1
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        a.wait(stuck, 0)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "TIMEOUT"
+    assert all(b.wait(s) for s in seqs) and bbo.u32[0x40:0x46].tolist() == [1, 2, 3, 4, 5, 6]
 
 
 def test_timeouts_say_what_the_cp_was_doing():
