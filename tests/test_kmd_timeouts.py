@@ -98,6 +98,32 @@ def test_a_long_gfx_job_that_moves_is_not_timed_out():
     assert kmd.stats["job_timeouts"] == 0 and kmd.stats["resets"] == 0
 
 
+def test_the_job_timer_runs_out_after_job_timeout_cycles_to_the_cycle():
+    """"No progress for job_timeout cycles" counts to the cycle: an ioctl one cycle short of
+    it leaves the timer alone; at it, the timer has run out (the first time it only marks
+    where the CP is and starts again; the second, with nothing moved, the job times out)."""
+    t_out = 5_000
+    kmd = kmd_model.bind(RefModel(), job_timeout=t_out, fallback_poll=1 << 40)
+    c = Client()
+    bo = c.bo()
+    c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))
+    sched = kmd.sched
+
+    def ioctl_at(cycles: int) -> None:  # one that folds in the hardware's state, timer + cycles
+        kmd.dev.delay(sched.progress_at + cycles - kmd.dev.now())
+        c.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, c.ctx))
+
+    start = sched.progress_at
+    ioctl_at(t_out - 1)
+    assert sched.progress_at == start
+    ioctl_at(t_out)
+    assert sched.progress_at == start + t_out and kmd.stats["job_timeouts"] == 0  # marked, started again
+    ioctl_at(t_out - 1)
+    assert kmd.stats["job_timeouts"] == 0
+    ioctl_at(t_out)
+    assert kmd.stats["job_timeouts"] == 1
+
+
 def test_jobs_entering_the_ring_behind_a_stuck_job_do_not_restart_its_timer():
     """The job timer starts when a job enters an idle ring, not whenever one enters: a stuck
     job is reset within 2 * job_timeout though another client puts a job behind it every
