@@ -289,4 +289,5 @@ def test_an_ib_test_whose_fence_never_signals_fails_the_bind():
     with pytest.raises(kmd_model.uapi.KmdError) as e:
         kmd_model.bind(DeafAfterOneDoorbell(), hw_timeout=2_000, initial_seq=0x100)
     assert e.value.errno == errno.ETIMEDOUT
-    assert e.value.message == "IB test failed: fence 0x00000100 not signalled after 2000 cycles (fence memory 0x000000ff)"
+    assert e.value.message == ("IB test failed: fence 0x00000100 not signalled after 2000 cycles "
+                               "(fence memory 0x000000ff)")

@@ -12,11 +12,12 @@ import pytest
 
 import kmd_model
 from kmd_model import regs
-from kmd_model.uapi import CtxArgs, CtxOp, Request, ResetStatus
+from kmd_model.uapi import (CsChunkIb, CtxArgs, CtxOp, GemCreateArgs, GemMmapArgs, GemVaArgs, Request, ResetStatus,
+                            VaOp)
 from spec import pm4
 from testbench.refmodel import RefModel
 
-from .test_kmd_ioctl import Client, expect
+from .test_kmd_ioctl import RWX, Client, expect
 
 
 def test_a_lost_error_interrupt_is_found_by_the_job_timer():
@@ -195,6 +196,31 @@ def test_timeouts_say_what_the_cp_was_doing():
     assert re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out: no progress for \d+ cycles, CP busy at RING \(STATUS "
                         rf"{st:#x}\), context {ctx3}", ei.value.message), ei.value.message
     assert (ei.value.info.opcode, ei.value.info.opcode_name, ei.value.info.level) == (0, None, "RING")
+
+
+def test_a_timeout_diagnosis_reads_only_what_the_job_has_mapped():
+    """The diagnosis decodes a stuck job's IBs from memory: only where the job's VM maps
+    them whole. With the checker off, an IB here runs from the last 8 dwords of one BO into
+    a second BO mapped right after it in the VM; in memory, what follows the first BO is
+    another client's. Had the diagnosis looked up only the IB's first bytes and read on,
+    it would have decoded that client's words as the job's packets and put their values
+    in the error message; it names no packet instead."""
+    kmd_model.bind(RefModel(), cs_check=False, job_timeout=5_000)
+    a, b = Client(), Client()
+    x, theirs = a.bo(0x1000), b.bo(0x1000)
+    y = a.io(Request.GEM_CREATE, GemCreateArgs(0x1000)).handle
+    a.io(Request.GEM_VA, GemVaArgs(y, VaOp.MAP, x.addr + 0x1000, 0, 0x1000, RWX))  # (Client's guard page)
+    assert b.phys(theirs) == a.phys(x) + 0x1000
+    secret = 0x5EC12E7
+    theirs.u32[:8] = pm4.wait_reg_mem(x.addr + 0x100, secret, secret, "EQ") + pm4.pad(1)
+    x.u32[0x3F8:0x400] = pm4.pad(8)
+    ywords = a.io(Request.GEM_MMAP, GemMmapArgs(y)).view.view("<u4")
+    ywords[:8] = pm4.wait_reg_mem(x.addr + 0x200, 1, 1, "EQ") + pm4.pad(1)  # where the CP is stuck
+    seq = a.submit(CsChunkIb(16, gpu_addr=x.addr + 0xFE0))
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        a.wait(seq, 1_000_000)
+    assert re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out: no progress for \d+ cycles, CP polling in a "
+                        rf"WAIT_REG_MEM, context {a.ctx}", ei.value.message), ei.value.message
 
 
 def test_a_long_wait_wakes_at_the_fallback_poll_interval():
