@@ -1,7 +1,8 @@
 """Buffer memory: the first-fit heap's free list (coalescing with either neighbour, a heap
-filled to the last byte), a BO the CP still runs from after its handle is gone (with the
-checker off, the KMD finds it by address), and the shadow pool for checked IB copies
-(a job larger than the pool, and one that waits for room)."""
+filled to the last byte, the lowest hole first), a BO the CP still runs from after its
+handle is gone (with the checker off, the KMD finds it by address), and the shadow pool
+for checked IB copies (packed back to back; a job larger than the pool, one that takes it
+exactly, and one that waits for room)."""
 
 from __future__ import annotations
 

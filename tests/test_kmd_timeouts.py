@@ -1,7 +1,9 @@
-"""The KMD's clocks: the job timer (a lost error interrupt is found by it, with or without
-a waiter; a long job that moves is not timed out; a timeout says what the CP was doing) and
-the waits (a wait returns at its timeout, keeps its deadline to the cycle while a job timer
-runs, and wakes at the fallback poll interval when no interrupt comes)."""
+"""The KMD's clocks: the job timer (a lost error interrupt is found by it, on the gfx ring
+with or without a waiter and on the SDMA ring; it runs out after job_timeout cycles to the
+cycle, and jobs entering the ring behind a stuck one do not restart it; a long job that
+moves is not timed out; a timeout says what the CP was doing, from what the job has mapped
+only) and the waits (a wait returns at its timeout, keeps its deadline to the cycle while a
+job timer runs, and wakes at the fallback poll interval when no interrupt comes)."""
 
 from __future__ import annotations
 
