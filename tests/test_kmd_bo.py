@@ -123,6 +123,14 @@ def test_shadow_pool_limits():
 
 
 
+def test_the_shadow_pool_is_the_size_asked_for():
+    """shadow_pool_kib in whole pages, each page counted (12 KiB is 0x3000, not 0x2000), and
+    the per-job limit follows from it: half the pool in dwords, rounded down to a power of 2."""
+    for kib, size, max_dw in ((4, 0x1000, 512), (12, 0x3000, 1024), (20, 0x5000, 2048)):
+        kmd = kmd_model.bind(RefModel(), shadow_pool_kib=kib)
+        assert (kmd.shadow.size, kmd.max_job_dw) == (size, max_dw)
+
+
 def test_the_shadow_pool_packs_copies_back_to_back():
     """The pool's ranges are 32-byte aligned and follow one another with no gap, so copies
     that add up to the pool's size all fit; a freed range is taken again whole."""

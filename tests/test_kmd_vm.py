@@ -332,6 +332,23 @@ def test_map_over_a_closed_bo_still_in_use_waits_for_it():
     assert kmd.dev.mem[pa + 8:pa + 16].view("<u4").tolist() == [0, 9]  # the old BO took the 7
 
 
+def test_map_over_a_closed_bo_whose_job_hangs_waits_for_the_reset():
+    """The same with a job that never ends by itself: the MAP waits (up to 2 * job_timeout)
+    while the job timer catches the hang and the reset cancels the job, which frees the old
+    BO; then it maps the new BO there, rather than refusing the range as taken."""
+    t_out = 5_000
+    kmd = kmd_model.bind(RefModel(), job_timeout=t_out)
+    c = Client()
+    ib, flag, old = c.bo(0x1000), c.bo(0x1000), c.bo(0x1000)
+    va = old.addr
+    c.submit(c.ib(ib, pm4.wait_reg_mem(flag.addr, 1, 1, "EQ") + pm4.write_data(va + 8, [7])))
+    c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(old.handle))
+    new = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000))
+    kmd.dev.delay(t_out // 2)
+    c.io(Request.GEM_VA, uapi.GemVaArgs(new.handle, VaOp.MAP, va, 0, 0x1000, RWX))
+    assert kmd.stats["job_timeouts"] == 1 and c.f.vm.find(va).bo is c.f.handles[new.handle]
+
+
 def test_a_mapping_at_an_offset_in_its_bo():
     """GEM_VA MAP of a BO's second page: the VA reaches that page (in the page tables, in the
     checker's copies and in translate), not the first."""
