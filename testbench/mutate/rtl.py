@@ -120,14 +120,14 @@ MUTANTS = (
     _m("int-status-not-w1c", "rtl/csr.py", "~(bridge.wr_data[1:2] & wmask[1:2])",
        "~(bridge.wr_data[1:2] & wmask[1:2] & 0)", "INT_STATUS.EOP cannot be cleared by writing 1",
        tests=CP_TESTS + REG_TESTS),
-    # ---- the DMA engine (rtl/dma.py) and the AXI mux
-    _m("burst-clamp-removed", "rtl/dma.py", "bnd_beats = min(self.max_burst_beats, 4096 // B)",
+    # ---- the DMA engine (rtl/dma/) and the AXI mux
+    _m("burst-clamp-removed", "rtl/dma/engine.py", "bnd_beats = min(self.max_burst_beats, 4096 // B)",
        "bnd_beats = self.max_burst_beats", "bursts longer than 4 KiB cross 4 KiB boundaries",
        tests=DMA_TESTS, difftest=0),
-    _m("dma-raw-ignored", "rtl/dma.py", "qa.w.data.raw.eq(self.cmd_raw_wait)", "qa.w.data.raw.eq(0)",
+    _m("dma-raw-ignored", "rtl/dma/commands.py", "qa.w.data.raw.eq(dma.cmd_raw_wait)", "qa.w.data.raw.eq(0)",
        "the engine starts a RAW_WAIT read before the earlier writes are answered",
        tests=DMA_TESTS, difftest=0),
-    _m("dma-first-strobe", "rtl/dma.py", "Mux(wqh.first & (w_beat == 0), first_mask, all_lanes)",
+    _m("dma-first-strobe", "rtl/dma/write.py", "Mux(wqh.first & (w_beat == 0), first_mask, all_lanes)",
        "Mux(wqh.first & (w_beat == 0), all_lanes, all_lanes)",
        "an unaligned transfer writes the bytes before its destination in its first beat", tests=DMA_TESTS),
     _m("mux-w-to-first-master", "rtl/axi_mux.py", "m.d.sync += wq[wq_index(wq_wp)].eq(aw_sel)",
