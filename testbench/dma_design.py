@@ -1,7 +1,7 @@
 """The DMA test bench's DUT: two DMA engines sharing one AXI4 port through an AXI4Mux.
 
 `dma_design(data_width)` converts `DmaBench` to Verilog (cached under build/rtl/, keyed
-by the content of rtl/ and this file) and wraps it in testbench/hdl/tb_dma.v with the
+by the content of rtl/, spec/ and this file) and wraps it in testbench/hdl/tb_dma.v with the
 shared-file memory model and the AXI checker. Engine 0 uses read ID 1 / write ID 2 and
 sits on mux port 0; engine 1 uses IDs 0 / 0 on port 1 (so it appears as IDs 8 / 8).
 
@@ -25,8 +25,8 @@ from rtl.axi_mux import AXI4Mux
 from rtl.bus import AXI4Signature
 from rtl.dma import DMAEngine
 
-from .design import kick_time_zero, memory_sources
-from .sim import BUILD, HDL_DIR, ROOT, Design, _locked
+from .design import _rtl_digest, kick_time_zero, memory_sources
+from .sim import BUILD, HDL_DIR, Design, _locked
 
 ADDR_WIDTH = 48
 ID_WIDTH = 4
@@ -91,10 +91,11 @@ class DmaBench(wiring.Component):
 
 
 def _digest(extra: str) -> str:
+    # every file of rtl/ and spec/, as the top's key (the engine is the package rtl/dma/,
+    # and spec/vm.py sets its AxUSER): a key from rtl/*.py alone would keep a stale build
     h = hashlib.sha256(extra.encode())
-    for p in [Path(__file__), ROOT / "testbench" / "design.py", *sorted((ROOT / "rtl").glob("*.py"))]:
-        h.update(p.name.encode())
-        h.update(p.read_bytes())
+    h.update(Path(__file__).read_bytes())
+    h.update(_rtl_digest().encode())
     return h.hexdigest()[:16]
 
 

@@ -68,3 +68,24 @@ def test_dma_bursts_longer_than_4k(simulator):
                   extra_env={"DMA_MAX_BURST": "256", "DMA_SCALE": "0.5", "DMA_SEED": "4096"})
     assert res.ok, res.explain()
     assert res.tests == 3, res.explain()
+
+
+def test_dma_bench_cache_key_follows_every_rtl_file(tmp_path, monkeypatch):
+    """The DMA bench's cached Verilog is keyed by every source of the engine: an edit to
+    rtl/dma/write.py or spec/vm.py (its AxUSER) gives a new key, so no stale build runs."""
+    import shutil
+
+    from testbench import design, dma_design as dd
+
+    for folder in ("rtl", "spec"):
+        shutil.copytree(sim.ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "testbench").mkdir()
+    shutil.copy(design.__file__, tmp_path / "testbench")
+    monkeypatch.setattr(design, "ROOT", tmp_path)
+    monkeypatch.setattr(dd, "ROOT", tmp_path, raising=False)  # (where it kept its own)
+    keys = [dd._digest("dw64")]
+    for edited in ("rtl/dma/write.py", "spec/vm.py", "rtl/bus.py"):
+        with open(tmp_path / edited, "a") as f:
+            f.write("\n# edited\n")
+        keys.append(dd._digest("dw64"))
+    assert len(set(keys)) == len(keys), keys
