@@ -27,8 +27,8 @@ from pathlib import Path
 
 from rtl.cp import CommandProcessor
 from testbench import sim
-from testbench.design import gpu_design
-from testbench.dma_design import dma_design
+from testbench.sim.design import gpu_design
+from testbench.sim.dma_design import dma_design
 
 from .blocks import block
 from .flow import FlowError

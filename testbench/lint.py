@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from .design import gpu_verilog
+from .sim.design import gpu_verilog
 from .sim import VERILATOR_WAIVERS, setup_env, verilator_root
 
 DATA_WIDTHS = (32, 64, 128, 256)

@@ -1,4 +1,4 @@
-"""cocotb tests of the DMA engine and the AXI4 mux (testbench/hdl/tb_dma.v).
+"""cocotb tests of the DMA engine and the AXI4 mux (testbench/sim/hdl/tb_dma.v).
 
 Two engines share the memory model's port through the mux; the protocol checker
 watches that port. Commands are driven from Python, but everything per cycle and per

@@ -6,7 +6,7 @@ import cocotb
 from cocotb.triggers import ClockCycles
 
 from kmd_model import regs
-from testbench import bridge
+from testbench.sim import bridge
 from testbench.difftest.streams import layout as L
 from testbench.difftest.campaign import read_caps
 from testbench.difftest.simulator.rtl import MMIO_TIMEOUT, WATCH_PERIOD, FastDevice, MmioTimeout

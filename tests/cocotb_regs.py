@@ -5,7 +5,7 @@ The bodies are tests/register_checks.py, which tests/test_refmodel_registers.py 
 
 import cocotb
 
-from testbench.cocotb_device import design_params, run_driver
+from testbench.sim.cocotb_device import design_params, run_driver
 from tests import register_checks as rc
 
 

@@ -9,7 +9,7 @@ import os
 
 import cocotb
 
-from testbench.cocotb_device import run_driver
+from testbench.sim.cocotb_device import run_driver
 from tests import scenarios
 
 

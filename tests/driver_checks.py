@@ -32,7 +32,7 @@ def cocotb_test(name: str, check):
     import cocotb
 
     import kmd_model
-    from testbench.cocotb_device import run_driver
+    from testbench.sim.cocotb_device import run_driver
 
     async def test(dut):
         def body(dev):
@@ -46,7 +46,7 @@ def cocotb_test(name: str, check):
 
 
 # Seconds each check takes on Icarus (the mean of two fresh-clone make test runs on 3
-# December 2026, the third session, with the gated registers of testbench/icarus_verilog.py;
+# December 2026, the third session, with the gated registers of testbench/sim/icarus_verilog.py;
 # inside make test a check takes up to 1.7x its time alone, as builds share the cores),
 # only to balance the shards below: Icarus simulates about 10x slower than Verilator, so
 # one Icarus session of every check held a whole xdist worker. A check not listed counts

@@ -1,4 +1,4 @@
-"""testbench/bridge.py: blocking driver code in a greenlet, its waits awaited by the
+"""testbench/sim/bridge.py: blocking driver code in a greenlet, its waits awaited by the
 coroutine that runs it. Checked here under asyncio (any awaitable works); every RTL test
 runs its drivers through it under cocotb."""
 
@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 
-from testbench import bridge
+from testbench.sim import bridge
 
 
 async def _double(x: int, log: list) -> int:
@@ -62,7 +62,7 @@ def test_calls_from_outside_a_bridged_driver_are_refused():
     async def from_a_coroutine():
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # the refused coroutine is closed, not left un-awaited
-            with pytest.raises(RuntimeError, match="driver code started with testbench.bridge.bridge"):
+            with pytest.raises(RuntimeError, match="driver code started with testbench.sim.bridge.bridge"):
                 bridge.run(_double(1, []))
 
     asyncio.run(from_a_coroutine())

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from testbench import sim
-from testbench.design import gpu_design
+from testbench.sim.design import gpu_design
 
 ICO_FUNCTION = re.compile(r"^void \w+___ico_(?:sequent|comb)__\w+\([^)]*\) \{\n(.*?)^\}", re.S | re.M)
 
@@ -70,7 +70,7 @@ def test_the_design_logic_runs_once_per_cycle():
 
 
 def test_the_fast_build_runs_our_main_loop_derived_from_the_installed_cocotb():
-    """testbench/csrc/verilator_main.cpp is cocotb's main loop with less work per time step;
+    """testbench/sim/csrc/verilator_main.cpp is cocotb's main loop with less work per time step;
     an upgraded cocotb's main must be looked at again (it may have fixed or added something)."""
     import hashlib
 
@@ -107,7 +107,7 @@ def test_the_fast_build_compiles_its_model_as_two_files():
 def test_a_block_bench_build_compiles_its_model_as_one_file():
     """The block benches (cocotb's clock) compile their small model as Verilator's one file,
     without precompiled headers (about 40 % of such a build)."""
-    from testbench.dma_design import dma_design
+    from testbench.sim.dma_design import dma_design
 
     reason = sim.unavailable_reason("verilator")
     if reason:

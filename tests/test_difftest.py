@@ -28,7 +28,7 @@ import pytest
 from kmd_model import regs
 from spec import ih
 from testbench import sim
-from testbench.design import gpu_design
+from testbench.sim.design import gpu_design
 from testbench.difftest import campaign as cp
 from testbench.difftest.compare import compare, executed
 from testbench.difftest.coverage import planned

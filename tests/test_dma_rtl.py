@@ -1,7 +1,7 @@
 """The DMA engine and the AXI4 mux on the RTL simulators (cocotb tests in tests/cocotb_dma.py).
 
-Two engines share the memory model's port through an AXI4Mux (testbench/dma_design.py,
-testbench/hdl/tb_dma.v); axi_checker watches that port, so every test also checks the
+Two engines share the memory model's port through an AXI4Mux (testbench/sim/dma_design.py,
+testbench/sim/hdl/tb_dma.v); axi_checker watches that port, so every test also checks the
 protocol (bursts within 4 KiB, WLAST, handshake stability, W in AW order, IDs).
 """
 
@@ -12,7 +12,7 @@ import json
 import pytest
 
 from testbench import sim
-from testbench.dma_design import dma_design
+from testbench.sim.dma_design import dma_design
 
 MODULE = "tests.cocotb_dma"
 DATA_TESTS = ["test_alignments", "test_random", "test_zero_length_and_4k", "test_raw_wait"]
@@ -75,12 +75,10 @@ def test_dma_bench_cache_key_follows_every_rtl_file(tmp_path, monkeypatch):
     rtl/dma/write.py or spec/vm.py (its AxUSER) gives a new key, so no stale build runs."""
     import shutil
 
-    from testbench import design, dma_design as dd
+    from testbench.sim import design, dma_design as dd
 
     for folder in ("rtl", "spec"):
         shutil.copytree(sim.ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    (tmp_path / "testbench").mkdir()
-    shutil.copy(design.__file__, tmp_path / "testbench")
     monkeypatch.setattr(design, "ROOT", tmp_path)
     monkeypatch.setattr(dd, "ROOT", tmp_path, raising=False)  # (where it kept its own)
     keys = [dd._digest("dw64")]

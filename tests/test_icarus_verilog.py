@@ -1,4 +1,4 @@
-"""What Icarus compiles of Amaranth's Verilog (testbench/icarus_verilog.py): each module's
+"""What Icarus compiles of Amaranth's Verilog (testbench/sim/icarus_verilog.py): each module's
 register processes merged into one per clock (their assignments in groups that run only
 when one of the group's registers changes), combinational blocks as continuous assignments,
 wires assigned in parts assigned whole: with the same values cycle by cycle."""
@@ -14,8 +14,8 @@ from amaranth import Array, ClockDomain, ClockSignal, Elaboratable, Module, Rese
 from amaranth.back import verilog
 from amaranth.lib import data
 
-from testbench.design import kick_time_zero
-from testbench.icarus_verilog import (AMARANTH_HEADER, GATE_GROUP, comb_blocks_to_assigns, icarus_sources,
+from testbench.sim.design import kick_time_zero
+from testbench.sim.icarus_verilog import (AMARANTH_HEADER, GATE_GROUP, comb_blocks_to_assigns, icarus_sources,
                                      merge_part_assigns, merge_register_blocks)
 
 _ASSIGN = re.compile(r"<=[^;]*;")

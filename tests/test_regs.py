@@ -3,7 +3,7 @@
 import pytest
 
 from testbench import sim
-from testbench.design import gpu_design
+from testbench.sim.design import gpu_design
 
 from .conftest import shared_run
 

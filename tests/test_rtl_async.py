@@ -7,7 +7,7 @@ One simulator session per simulator."""
 import pytest
 
 from testbench import sim
-from testbench.design import gpu_design
+from testbench.sim.design import gpu_design
 from tests import test_umd_async
 
 from .conftest import shared_run

@@ -5,7 +5,7 @@ simulator session per simulator."""
 import pytest
 
 from testbench import sim
-from testbench.design import gpu_design
+from testbench.sim.design import gpu_design
 from tests import test_model_cp_queues
 
 from .conftest import shared_run

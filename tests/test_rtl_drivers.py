@@ -13,7 +13,7 @@ group, so Icarus's slow sessions run on both workers at once instead of holding 
 import pytest
 
 from testbench import sim
-from testbench.design import gpu_design
+from testbench.sim.design import gpu_design
 from tests import driver_checks
 
 from .conftest import shared_run

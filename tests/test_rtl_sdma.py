@@ -5,7 +5,7 @@ session per simulator."""
 import pytest
 
 from testbench import sim
-from testbench.design import gpu_design
+from testbench.sim.design import gpu_design
 from tests import test_model_sdma
 
 from .conftest import shared_run

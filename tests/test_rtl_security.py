@@ -6,7 +6,7 @@ same code runs as tests/test_security_*.py's shorter checks.)"""
 import pytest
 
 from testbench import sim
-from testbench.design import gpu_design
+from testbench.sim.design import gpu_design
 from tests import test_security_long
 
 from .conftest import shared_run

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from testbench import sim
-from testbench.design import gpu_design
+from testbench.sim.design import gpu_design
 from testbench.refmodel import RefModel
 from tests import scenarios
 

@@ -17,7 +17,7 @@ from collections import Counter
 import pytest
 
 from testbench import sim
-from testbench.design import gpu_design
+from testbench.sim.design import gpu_design
 from testbench.difftest import campaign as cp
 from testbench.difftest import sdma as S
 

@@ -275,7 +275,7 @@ def test_waves_on_icarus(tmp_path):
 # ------------------------------------------------------------------------------ units
 
 def test_clock_matches_the_testbench():
-    from testbench.cocotb_device import CLOCK_PERIOD_NS
+    from testbench.sim.cocotb_device import CLOCK_PERIOD_NS
 
     assert NS_PER_CYCLE == CLOCK_PERIOD_NS
     assert tl.cycles_to_us(1234) == 12.34

@@ -67,7 +67,7 @@ def fsm_states(data_width: int = 64, cache_dir: Path | None = None, block: str =
     signal's decoder knows the mapping. Cached beside the design's Verilog."""
     cache = None
     if cache_dir is not None:
-        from testbench.design import gpu_verilog
+        from testbench.sim.design import gpu_verilog
         cache = Path(cache_dir) / (gpu_verilog(data_width).stem + f".{block}_states.json")
         if cache.exists():
             return {int(k): v for k, v in json.loads(cache.read_text()).items()}

@@ -162,7 +162,7 @@ class Result:
 def _cocotb(work: Path, module: str, testcase, timeout: float) -> tuple[int, str]:
     """cocotb testcase(s) of `module` on the whole front end: 0 when every one ran and passed."""
     names = [testcase] if isinstance(testcase, str) else list(testcase)
-    code = (f"import sys; from testbench import sim; from testbench.design import gpu_design; "
+    code = (f"import sys; from testbench import sim; from testbench.sim.design import gpu_design; "
             f"r = sim.run(gpu_design(64), {SIM!r}, {module!r}, {names!r}, tag='mutate'); "
             f"print(r.explain()); sys.exit(0 if r.ok and set({names!r}) <= set(r.passed) else 1)")
     return _run(work, [sys.executable, "-c", code], timeout)

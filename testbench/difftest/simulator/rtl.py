@@ -27,8 +27,8 @@ import cocotb
 from cocotb.task import Task
 from cocotb.triggers import Timer
 
-from testbench import bridge
-from testbench.cocotb_device import CLOCK_PERIOD_NS, CocotbDevice
+from testbench.sim import bridge
+from testbench.sim.cocotb_device import CLOCK_PERIOD_NS, CocotbDevice
 from testbench.memory import ProtocolChecker
 
 from ..campaign import explain, make_stream, read_caps, record, run_model

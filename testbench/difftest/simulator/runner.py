@@ -55,7 +55,7 @@ def run_rtl(simulator: str, seed: int, first: int, count: int, *, jobs: int = 1,
     `streams_file`: run its streams instead (testbench/difftest/streams/file.py; raises
     StreamsFileError, before anything is built, when it cannot)."""
     from testbench import sim
-    from testbench.design import gpu_design
+    from testbench.sim.design import gpu_design
 
     given = None
     if streams_file is not None:  # checked first (a StreamsFileError names what is wrong)

@@ -66,7 +66,7 @@ module tb_raw #(
             $finish;
         end
         $readmemh(script_file, script);
-        // reset as testbench/cocotb_device.py does it: 4 cycles in, 2 to come out
+        // reset as testbench/sim/cocotb_device.py does it: 4 cycles in, 2 to come out
         repeat (4) @(posedge dut.clk);
         rst = 1'b0;
         repeat (2) @(posedge dut.clk);

@@ -1,4 +1,4 @@
-# Read after Verilator's Vtop.mk by the fast and waves builds (testbench/sim.py, whose make
+# Read after Verilator's Vtop.mk by the fast and waves builds (testbench/sim/__init__.py, whose make
 # line also sets VK_OBJS to the two objects below): the model's C++ compiled as two files,
 # its per-cycle classes at OPT_FAST and its run-once classes at OPT_SLOW, instead of one
 # file per class through two precompiled headers. Each 70 MB header cost about 1.6 s of

@@ -1,7 +1,7 @@
 // axi_mem: AXI4 slave memory model whose storage is a shared file.
 //
 // The bytes live in the file named by $GPUCOSIM_MEM_FILE, mapped by C code inside
-// the simulator (DPI-C on Verilator, VPI system tasks on Icarus: testbench/csrc/)
+// the simulator (DPI-C on Verilator, VPI system tasks on Icarus: testbench/sim/csrc/)
 // and by Python as a numpy memmap (testbench/memory.py). No Python runs per beat.
 //
 // Behaviour (settable at run time through the cfg_* inputs):

@@ -1,16 +1,16 @@
 """The RTL under cocotb as a `kmd_model.device.Device`.
 
 Driver code is ordinary blocking Python. `run_driver(dut, fn)` starts it in a greenlet of
-the simulator's thread (testbench/bridge.py); each MMIO access or wait inside it switches
+the simulator's thread (testbench/sim/bridge.py); each MMIO access or wait inside it switches
 to the coroutine that runs it in the scheduler and back when it finishes. The two never
 run at once, so the driver may read and write the shared memory view freely between
 calls: the simulator is stopped while it does.
 
 Memory traffic never goes through Python: the memory model's storage is a shared file
-mapped by the simulator's C side (testbench/csrc) and by numpy here.
+mapped by the simulator's C side (testbench/sim/csrc) and by numpy here.
 
 Nor does the clock (issue 13): the HDL testbench makes it, and an MMIO access runs in
-HDL too (testbench/hdl/mmio_master.v), so between the driver's calls the simulator runs
+HDL too (testbench/sim/hdl/mmio_master.v), so between the driver's calls the simulator runs
 at its own speed. A delay is one timer, an interrupt wait a timer and the irq line's edge,
 an MMIO access one signal write and one wake; each wakes Python at the rising edge where
 cocotb's ClockCycles and cocotbext-axi did, before that edge is evaluated, so every cycle
@@ -33,9 +33,8 @@ from cocotb.utils import get_sim_time
 
 from kmd_model.device import BusError, Device
 
-from . import bridge
-from .memory import MemoryModel, ProtocolChecker, SharedMemory
-from .sim import CLOCK_ENV, CLOCK_PERIOD_NS
+from ..memory import MemoryModel, ProtocolChecker, SharedMemory
+from . import CLOCK_ENV, CLOCK_PERIOD_NS, bridge
 
 T = TypeVar("T")
 
@@ -48,7 +47,7 @@ def design_params() -> dict:
 
 
 class PortMmio:
-    """MMIO through testbench/hdl/mmio_master.v: one signal write per access, one wake at
+    """MMIO through testbench/sim/hdl/mmio_master.v: one signal write per access, one wake at
     its end (the HDL clock's path)."""
 
     def __init__(self, dut):

@@ -14,6 +14,12 @@ Verilator that build also makes public only what Python reads (`PUBLIC_VLT`) ins
 every signal, compiles the C++ with optimisation and runs a leaner copy of cocotb's main
 loop (VERILATOR_MAIN). $GPUCOSIM_CLOCK=cocotb selects the path before that (cocotb's
 Clock, every signal public, `-Os`, cocotb's main), kept to measure against.
+
+The package: this module builds and runs a design; design.py and dma_design.py are the
+designs (the GPU top in tb_top.v, the DMA bench in tb_dma.v), icarus_verilog.py rewrites
+Amaranth's Verilog for Icarus, hdl/ and csrc/ hold the testbench's HDL and the memory
+model's C side, and cocotb_device.py with bridge.py is the cocotb side that runs inside
+the simulator.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from typing import Iterator, Mapping, Sequence
 
 from . import icarus_verilog
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("GPUCOSIM_BUILD", ROOT / "build"))
 HDL_DIR = Path(__file__).resolve().parent / "hdl"
 CSRC_DIR = Path(__file__).resolve().parent / "csrc"
@@ -275,7 +281,7 @@ def _runner(sim: str, fast: bool, waves: bool = False, reference: bool = False):
             verilate.insert(verilate.index("--vpi") + 1, str(PUBLIC_VLT))
             stock = str(cocotb_main())
             if stock not in verilate:
-                raise RuntimeError(f"cocotb's runner no longer builds {stock}: testbench/sim.py cannot put "
+                raise RuntimeError(f"cocotb's runner no longer builds {stock}: testbench/sim/__init__.py cannot put "
                                    f"{VERILATOR_MAIN.name} in its place (cocotb upgraded?)")
             verilate[verilate.index(stock)] = str(VERILATOR_MAIN)
             opt = VERILATOR_WAVES_MAKE if waves else VERILATOR_FAST_MAKE

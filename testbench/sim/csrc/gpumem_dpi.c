@@ -1,4 +1,4 @@
-/* DPI-C exports of the shared-file memory for Verilator (see testbench/hdl/axi_mem.v).
+/* DPI-C exports of the shared-file memory for Verilator (see testbench/sim/hdl/axi_mem.v).
  *
  * The types follow Verilator's DPI mapping: longint -> long long, int -> int.
  * Verilator's make rules compile this file (and gpumem.c) with the C++ compiler, so

@@ -2,7 +2,7 @@
 
 `gpu_design(data_width)` converts the Amaranth top (rtl/) to Verilog once per
 configuration (cached under build/rtl/, keyed by the content of rtl/ and spec/) and
-wraps it in testbench/hdl/tb_top.v with the shared-file memory model and the AXI checker.
+wraps it in testbench/sim/hdl/tb_top.v with the shared-file memory model and the AXI checker.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import hashlib
 import re
 from pathlib import Path
 
-from .sim import BUILD, CSRC_DIR, HDL_DIR, ROOT, Design, _locked
+from . import BUILD, CSRC_DIR, HDL_DIR, ROOT, Design, _locked
 
 VPI_NAME = "gpumem"
 

@@ -1,7 +1,7 @@
 """The DMA test bench's DUT: two DMA engines sharing one AXI4 port through an AXI4Mux.
 
 `dma_design(data_width)` converts `DmaBench` to Verilog (cached under build/rtl/, keyed
-by the content of rtl/, spec/ and this file) and wraps it in testbench/hdl/tb_dma.v with the
+by the content of rtl/, spec/ and this file) and wraps it in testbench/sim/hdl/tb_dma.v with the
 shared-file memory model and the AXI checker. Engine 0 uses read ID 1 / write ID 2 and
 sits on mux port 0; engine 1 uses IDs 0 / 0 on port 1 (so it appears as IDs 8 / 8).
 
@@ -26,7 +26,7 @@ from rtl.bus import AXI4Signature
 from rtl.dma import DMAEngine
 
 from .design import _rtl_digest, kick_time_zero, memory_sources
-from .sim import BUILD, HDL_DIR, Design, _locked
+from . import BUILD, HDL_DIR, Design, _locked
 
 ADDR_WIDTH = 48
 ID_WIDTH = 4

@@ -1,4 +1,4 @@
-/* gpumem: the storage core of the AXI memory model (testbench/hdl/axi_mem.v).
+/* gpumem: the storage core of the AXI memory model (testbench/sim/hdl/axi_mem.v).
  *
  * The memory is a file mapped MAP_SHARED both here (inside the simulator, through
  * DPI-C on Verilator or VPI on Icarus) and by Python (testbench/memory.py, a numpy

@@ -1,5 +1,5 @@
 // mmio_master: the AXI4-Lite master that performs the driver's MMIO when the clock lives
-// in HDL (tb_top with GPUCOSIM_HDL_CLOCK; testbench/cocotb_device.py drives it).
+// in HDL (tb_top with GPUCOSIM_HDL_CLOCK; testbench/sim/cocotb_device.py drives it).
 //
 // Python asks with one write per access: `cmd` = {req, we, wstrb[3:0], addr[15:0],
 // wdata[31:0]}, where `req` toggles once per access. The transaction then runs here, edge

@@ -29,7 +29,7 @@ from typing import Any, Awaitable, Callable, Coroutine, TypeVar
 
 import greenlet
 
-from .sim import CLOCK_ENV
+from . import CLOCK_ENV
 
 R = TypeVar("R")
 
@@ -82,7 +82,7 @@ def run(awaitable: Awaitable[R]) -> R:
         if close is not None:
             close()  # never awaited: no "coroutine was never awaited" warning on top
         raise RuntimeError("the simulator can only be driven from driver code started with "
-                           "testbench.bridge.bridge (the thread and greenlet of its simulator), "
+                           "testbench.sim.bridge.bridge (the thread and greenlet of its simulator), "
                            "not from another thread or a coroutine")
     return me.parent.switch(awaitable)
 

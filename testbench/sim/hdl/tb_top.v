@@ -3,7 +3,7 @@
 // cocotb drives s_axil_* (MMIO) with cocotbext-axi, watches irq, sets the memory
 // model's cfg_* inputs and fails a test when chk_error rises.
 //
-// The clock: with GPUCOSIM_HDL_CLOCK defined (to the half period in ns; testbench/sim.py
+// The clock: with GPUCOSIM_HDL_CLOCK defined (to the half period in ns; testbench/sim/__init__.py
 // does that by default) it is generated here and MMIO runs in mmio_master.v, so no Python
 // or VPI callback runs per edge: Python is woken only by the events it waits for. Without
 // it `clk` is an input that cocotb drives and cocotbext-axi drives s_axil_* (the path
@@ -16,7 +16,7 @@ module tb_top #(
     parameter ID_WIDTH   = 4
 ) (
 `ifdef GPUCOSIM_HDL_CLOCK
-    // MMIO requests for mmio_master (testbench/cocotb_device.py)
+    // MMIO requests for mmio_master (testbench/sim/cocotb_device.py)
     input  wire [53:0]           mmio_cmd,
     output wire                  mmio_resp_valid,
     output wire [33:0]           mmio_resp,
@@ -64,7 +64,7 @@ module tb_top #(
     // edge, as it did when it read the input directly. Loaded on `rst`'s own edges, not on
     // the clock's falling edge: Verilator re-runs the design's whole combinational logic
     // after every event its inputs depend on, so a falling-edge register made it run twice
-    // per cycle (13% of the CPU time; docs/architecture.md). (testbench/sim.py defines this
+    // per cycle (13% of the CPU time; docs/architecture.md). (testbench/sim/__init__.py defines this
     // on Verilator's fast build.)
     reg dut_rst = 1'b1;
     always @(posedge rst or negedge rst) dut_rst <= rst;

@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
 // cocotb's Verilator main loop (cocotb 2.1, share/lib/verilator/verilator.cpp), used by
-// the fast Verilator build (testbench/sim.py) instead of cocotb's own. Two changes, which
+// the fast Verilator build (testbench/sim/__init__.py) instead of cocotb's own. Two changes, which
 // call the same callbacks at the same points, with less work per time step (two per
 // cycle, most of them with no Python to run):
 // - the value-change callbacks are checked after each evaluation of the model, as before,
