@@ -54,7 +54,7 @@ FAST = (
         "the timeout diagnosis does not look into IB2s"),
         ("tests/test_kmd_checker.py",)),
     FastMutant(Patch(
-        "wait-lt-as-le", "testbench/refmodel/packets.py",
+        "wait-lt-as-le", "testbench/refmodel/cp/packets.py",
         '"LT": int.__lt__,',
         '"LT": int.__le__,',
         "WAIT_REG_MEM LT read as LE: only a wait on the boundary tells them apart"),

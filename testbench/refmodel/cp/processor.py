@@ -18,7 +18,7 @@ from .packets import (
     _WD_NO_INCREMENT, _WRM_ADDR, _WRM_COMPARE, _WRM_FUNC, _WRM_MASK, _WRM_POLL, _WRM_REF, _Wait, _addr_of,
     _get, _vm_fault,
 )
-from .regmap import ADDR_BITS, M32, _ADDR_MASK, _BUS_ERROR, _FETCH, _READ, _TS_MASK, _WRITE
+from ..regmap import ADDR_BITS, M32, _ADDR_MASK, _BUS_ERROR, _FETCH, _READ, _TS_MASK, _WRITE
 
 
 class CommandProcessor:
@@ -92,7 +92,7 @@ class CommandProcessor:
     def _run_cp(self) -> None:
         """Execute packets until the ring is empty, or the CP is halted, stopped by an
         error, or waiting in a WAIT_REG_MEM; with queue 1 in use, the arbiter picks the
-        queue of each packet (cp_queues.py)."""
+        queue of each packet (queues.py)."""
         h = self._hq1
         if h is not None and (h.s["_rb_enable"] or h.s["_frames"]):
             runnable = h.runnable

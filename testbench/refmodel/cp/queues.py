@@ -1,7 +1,7 @@
 """The reference model's second CP hardware queue (CP_HQD1_*), its priority and per-queue
 reset (docs/hardware.md, "CP hardware queues").
 
-The CP (testbench/refmodel/) keeps queue 0's state in its own attributes, as it always
+The CP (processor.py) keeps queue 0's state in its own attributes, as it always
 has; queue 1's lives here. To run a packet of queue 1, the CP swaps the two sets of
 attributes (`active`), so one parser serves both queues exactly alike, and swaps back at
 the packet boundary: between Device calls the CP's attributes are always queue 0's. The
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Iterator
 from kmd_model import regs
 
 if TYPE_CHECKING:
-    from .device import RefModel
+    from ..device import RefModel
 
 M32 = 0xFFFF_FFFF
 
