@@ -20,7 +20,6 @@ its signal names and its hierarchy are those of one block):
   (both cut commands into bursts with burst.py);
 - completion.py: B, the first error's drain and report, abort, the counters.
 
-
 Every AXI VALID and address comes from a register; no queue is read through a
 multiplexer of registers. Reads and writes use one ID each (`read_id`, `write_id`), so
 both come back in order.
