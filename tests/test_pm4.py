@@ -354,6 +354,23 @@ def test_table_lookups_name_the_packet_and_what_it_lacks(call, message):
     assert info.value.args == (message,)
 
 
+def test_value_width_and_align_follow_the_top_and_bottom_fields_for_any_number_of_parts():
+    """Layout.value_width is 32 bits per dword below the top field plus the top field's msb + 1,
+    value_align the low field's lsb. Every value in today's tables has two parts (LO, HI),
+    where the last field and the second are the same: a one-part and a three-part value
+    (as a table may declare) pin the rule itself."""
+    from spec.layout import Field, Layout, Value
+
+    class Shape(Layout):
+        name = "SHAPE"
+        fields = (Field("COUNT", 0, 0, 14, "one dword"), Field("ADDR_LO", 1, 3, 29, "low"),
+                  Field("ADDR_MID", 2, 0, 32, "middle"), Field("ADDR_HI", 3, 0, 16, "top"))
+        values = (Value("count", ("COUNT",), "one part"), Value("addr", ("ADDR_LO", "ADDR_MID", "ADDR_HI"), "three parts"))
+
+    s = Shape()
+    assert [(s.value_width(v), s.value_align(v)) for v in s.values] == [(14, 1), (32 * 2 + 16, 8)]
+
+
 def test_tail_limits():
     p = packets.by_name["WRITE_DATA"]
     most = pm4.MAX_PAYLOAD - p.fixed

@@ -87,6 +87,11 @@ def test_lengths_come_from_the_header_or_count():
     (lambda: sdma.copy_linear(0, 0, 4, tmz=1), "SDMA COPY_LINEAR: tmz=SECURE is not supported by this device"),
     (lambda: sdma.constant_fill(0, 1, 4, fillsize=1), "SDMA CONSTANT_FILL: fillsize=WORDS is not supported by this device"),
     (lambda: sdma.write_linear(1 << 64, [1]), "SDMA WRITE_LINEAR: dst must fit in 64 bits, not 0x10000000000000000"),
+    # a plain field one past its width: the message names the packet, argument and field
+    (lambda: sdma.trap(int_context=1 << 28), "SDMA TRAP: int_context must fit in INT_CONTEXT[27:0] (28 bits), not 0x10000000"),
+    (lambda: sdma.poll_regmem(0, 0, 0, "EQ", interval=1 << 16),
+     "SDMA POLL_REGMEM: interval must fit in INTERVAL[15:0] (16 bits), not 0x10000"),
+    (lambda: sdma.indirect_buffer(0x1000, 8, vmid=16), "SDMA INDIRECT_BUFFER: vmid must fit in VMID[19:16] (4 bits), not 0x10"),
 ])
 def test_builders_refuse_what_the_engine_rejects(call, msg):
     with pytest.raises(ValueError) as e:
@@ -269,6 +274,22 @@ def test_disassemble_and_listing_count_addresses_from_base_zero_by_default():
     assert sdma.listing(words) == "\n".join(lines)
     assert sdma.listing(words, 0x2000).splitlines() == ["0x2000: " + lines[0][8:], "0x2010: " + lines[1][8:]]
     assert sdma.listing(words, 0x100, verbose=True).splitlines()[1].startswith("0x0110: 00000006  TRAP")
+
+
+def test_listing_shows_every_positional_argument_and_verbose_every_field():
+    """A builder's positional arguments are listed even at 0 (FENCE data=0, POLL_REGMEM
+    func=ALWAYS), so the line rebuilds the packet; keyword fields only when off their
+    default, unless verbose=True, which disassemble/listing pass on to describe."""
+    words = sdma.fence(0x40, 0) + sdma.poll_regmem(0x80, 1, 0xFF, "ALWAYS") + sdma.trap()
+    assert sdma.disassemble(words) == [
+        "0x0000: 00000005  FENCE  addr=0x00000040 data=0x0",
+        "0x0010: 80000008  POLL_REGMEM  func=ALWAYS addr=0x00000080 value=0x1 mask=0xff",
+        "0x0028: 00000006  TRAP"]
+    assert sdma.listing(words, verbose=True).splitlines() == [
+        "0x0000: 00000005  FENCE  mtype=0 addr=0x00000040 data=0x0",
+        "0x0010: 80000008  POLL_REGMEM  hdp_flush=OFF func=ALWAYS mem_poll=MEMORY addr=0x00000080 value=0x1 "
+        "mask=0xff interval=10 retry_count=0xfff",
+        "0x0028: 00000006  TRAP  int_context=0x0"]
 
 
 def test_pad_fills_exactly_with_the_fewest_burst_nops():

@@ -180,3 +180,28 @@ def test_sdma_cmdbuf_closes_full_ibs_padded_with_sdma_nops_and_loses_nothing():
     assert got == sent
     assert {a: cb.labels[a] for a in labels} == {a: f"call #{i}" for a, i in labels.items()} \
         and len(cb.labels) == len(sent)
+
+
+def test_cmdbuf_chain_packet_ends_an_ib_on_a_wider_alignment():
+    """The KMD may ask for IBs padded to 16 dwords (ib_align_dw is a KMD parameter): the
+    padding before a CHAIN packet makes the IB, chain packet included, end on the
+    alignment. (With 8 dwords and a 4-dword chain packet, padding for the packet's length
+    added or subtracted comes to the same: only a wider alignment tells them apart.)"""
+    bufs = {}
+
+    def get():
+        b = FakeBuf(0x10000 * (len(bufs) + 1), 128)
+        bufs[b.gpu_addr] = b
+        return b
+
+    cb = CmdBuf(get, ib_size_dw=128, align_dw=16)
+    for i in range(60):
+        cb.emit(pm4.write_data(0x1000 + 4 * i, [i]), f"write #{i}")  # 5 dwords each
+    first = cb.end()
+    assert cb.chains >= 2
+    ibs = walk_chain(first.gpu_addr, first.size_dw, lambda a, n: bufs[a].u32[:n].tolist())
+    assert [a for a, _ in ibs] == [ib.gpu_addr for ib in cb.ibs]
+    assert [size % 16 for _, size in ibs] == [0] * len(ibs), ibs
+    assert all(ib.chain_at == ib.size_dw - CHAIN_DW for ib in cb.ibs[:-1])
+    packets = [p for a, n in ibs for p in pm4.decode_stream(bufs[a].u32[:n].tolist()) if p.name == "WRITE_DATA"]
+    assert [p.data[0] for p in packets] == list(range(60))

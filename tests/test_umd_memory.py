@@ -114,6 +114,13 @@ def check_zeroed_unless_asked(dev):
     y.free()
     z = gpu.alloc(512, zero=False)
     assert z.gpu_addr == addr and (z.u32 == 7).all()  # the app's own old bytes, as asked
+    # a whole BO (over 16 KiB) the cache hands out again is not new from the kernel either
+    big = gpu.alloc(64 << 10)
+    big.u32[:] = 0xFFFF_FFFF
+    addr, hits = big.gpu_addr, gpu.memory().pools.cache_hits
+    big.free()
+    again = gpu.alloc(64 << 10)
+    assert again.gpu_addr == addr and gpu.memory().pools.cache_hits == hits + 1 and not again.u32.any()
     gpu.close()
 
 
@@ -254,16 +261,21 @@ def test_out_of_memory_gives_the_cache_back_and_waits_for_the_queues():
     gpu.close()
 
 
-def test_a_cached_bo_lives_exactly_expiry_operations():
+@pytest.mark.parametrize("expiry", [4, None])
+def test_a_cached_bo_lives_exactly_expiry_operations(expiry):
     """The BO cache's clock counts operations (each get and each put): a cached BO survives
-    `expiry` of them after its own put and goes back to the kernel at the next."""
+    `expiry` of them after its own put and goes back to the kernel at the next. None: the
+    default, 256 (docs/architecture.md)."""
     kmd_model.bind(RefModel())
     gpu = umd.open()
     mm = gpu.mm
-    mm.expiry = 4
+    if expiry is None:
+        expiry = 256  # (not read from mm: the test pins the documented default)
+    else:
+        mm.expiry = expiry
     gpu.alloc(64 << 10).free()  # put: cached
     e0 = mm.stats().cache_expired
-    for _ in range(2):  # 4 operations: a get (a miss, then a hit) and a put of another size class
+    for _ in range(expiry // 2):  # 2 operations each: a get (a miss, then hits) and a put of another size class
         gpu.alloc(128 << 10).free()
     assert (mm.stats().cached, mm.stats().cache_expired) == (2, e0)  # both still there
     keep = gpu.alloc(128 << 10)  # the 5th operation: the first BO has waited too long
@@ -507,4 +519,39 @@ def test_a_buffer_freed_after_its_queue_gave_up_waits_for_the_queues_running_job
     other.finish()
     kmd.service()
     assert all(int(v) == 0 for b in fresh for v in b.u32[:4])  # nothing of the job landed in them
+    gpu.close()
+
+
+def test_a_slab_is_64_kib_or_32_entries_up_to_256_kib():
+    """Slab sizes by entry size (docs/architecture.md): 64 KiB while that holds 32 entries, then
+    32 entries (4 and 8 KiB entries: 128 and 256 KiB), never over 256 KiB (16 KiB entries:
+    16 of them); memory().pools counts the slabs and their bytes."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    sizes = {}
+    for n in (200, 2048, 4096, 8192, 16384):
+        b = gpu.alloc(n)
+        sizes[b.slab.entry] = b.backing.size
+    assert sizes == {256: 64 << 10, 2048: 64 << 10, 4096: 128 << 10, 8192: 256 << 10, 16384: 256 << 10}
+    st = gpu.memory().pools
+    assert (st.slabs, st.slab_bytes) == (5, sum(sizes.values()))
+    gpu.close()
+
+
+def test_waste_counts_only_live_buffers():
+    """waste_bytes (the exit report's rounding waste) is what live buffers were given beyond
+    their size: a freed slab entry or BO takes its share back, and waste_peak_bytes keeps
+    the most it has been."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    w0 = gpu.memory().pools.waste_bytes
+    small, mid, big = gpu.alloc(200), gpu.alloc(3000), gpu.alloc(40000)  # 256 and 4096-byte entries, a 40 KiB BO
+    grown = 56 + 1096 + (40960 - 40000)
+    assert gpu.memory().pools.waste_bytes == w0 + grown
+    small.free()
+    assert gpu.memory().pools.waste_bytes == w0 + grown - 56
+    mid.free()
+    big.free()
+    st = gpu.memory().pools
+    assert (st.waste_bytes, st.waste_peak_bytes) == (w0, w0 + grown)
     gpu.close()

@@ -127,6 +127,26 @@ def test_raw_wait_on_every_packet_of_a_split_copy():
     gpu.close()
 
 
+def test_a_gfx_queue_splits_transfers_at_the_devices_dma_limit():
+    """A graphics queue's DMA_DATA moves at most DevInfo.dma_max_bytes (CAPS.DMA_MAX_LOG2, 1 MiB
+    on the model), not the copy engine's 4 MiB COPY_LINEAR limit: one byte over is a second
+    packet, and the CS checker would refuse a larger BYTE_COUNT."""
+    kmd = kmd_model.bind(RefModel(dma=True))
+    seen = Submitted(kmd)
+    gpu = umd.open(api_version=2)
+    lim = gpu.info().dma_max_bytes
+    assert lim == 1 << 20
+    q = gpu.queue()
+    a, b = gpu.alloc(lim + 0x1000, "gtt"), gpu.alloc(lim + 0x1000, "gtt")
+    q.fill(a, 0, lim + 0x100, 0x5A5A5A5A)
+    q.copy(b, 0, a, 0, lim + 4)
+    q.finish()
+    got = [(n, fill) for cs in seen.cs for _, _, n, fill, _ in cs]
+    assert got == [(lim, 1), (0x100, 1), (lim, 0), (4, 0)], got
+    assert (b.u32[:(lim + 4) // 4] == 0x5A5A5A5A).all()
+    gpu.close()
+
+
 def test_the_umds_own_packets_are_amds():
     """What the UMD records besides transfers, as AMD's drivers emit it: WRITE_DATA to
     memory with WR_CONFIRM (amdgpu's IB test, Mesa's si_cp_write_data: AMD's CP moves on
