@@ -1,11 +1,12 @@
-"""cocotb side of tests/test_rtl_async.py: the asynchronous submission checks of
-tests/test_umd_async.py on the RTL, where the submission thread cannot drive the simulator
+"""cocotb side of tests/cosim/test_rtl_async.py: the asynchronous submission checks of
+tests/umd/test_umd_async.py on the RTL, where the submission thread cannot drive the simulator
 and hands its ioctls to the bridged thread (umd/submit.py). One cocotb test per check, and
 one per app of the sync/async comparison."""
 
 import functools
 
-from tests import driver_checks, test_umd_async
+from tests.cosim import driver_checks
+from tests.umd import test_umd_async
 
 for _check in test_umd_async.CHECKS:
     if _check is test_umd_async.check_same_results:
@@ -47,7 +48,7 @@ def check_cycles_repeat(dev):
     and run after run."""
     import time
 
-    from tests.async_compare import observe
+    from tests.umd.async_compare import observe
     from umd import queue as umd_queue
 
     assert dev.thread_bound

@@ -3,18 +3,23 @@ turn one into a cocotb test that runs it on the RTL."""
 
 import importlib
 
-MODULES = ("test_kmd_ioctl", "test_kmd_fence", "test_kmd_reset", "test_kmd_vm", "test_kmd_queues", "test_umd_queues",
-           "test_umd_api", "test_umd_batching", "test_umd_cmdbuf", "test_umd_memory", "test_umd_runtime",
-           "test_umd_transfer",
-           "test_security_toctou", "test_security_checker", "test_security_mappings", "test_security_umd",
-           "test_security_ioctl", "test_amd_conformance", "test_vm_isolation")
+# "<folder of tests/>.<module>": a check goes by its module's name alone (below), wherever
+# the module lives, so the cocotb tests' names stay put when a file moves between folders
+MODULES = ("kmd.test_kmd_ioctl", "kmd_sched.test_kmd_fence", "kmd_sched.test_kmd_reset", "kmd.test_kmd_vm",
+           "kmd_sched.test_kmd_queues", "umd.test_umd_queues",
+           "umd.test_umd_api", "umd.test_umd_batching", "umd.test_umd_cmdbuf", "umd.test_umd_memory",
+           "umd.test_umd_runtime", "umd.test_umd_transfer",
+           "security.test_security_toctou", "security.test_security_checker", "security.test_security_mappings",
+           "security.test_security_umd", "security.test_security_ioctl", "spec.test_amd_conformance",
+           "security.test_vm_isolation")
 
 
 def _group(mod_name: str) -> str:
     """The name a module's checks go by: its own, except the security suite's, which is one
     file split by concept and keeps one name (security__check_*: the cocotb tests, the
-    Icarus times below and tests/test_high_memory.py's lists name them so)."""
-    return "security" if mod_name.startswith("test_security_") else mod_name[5:]
+    Icarus times below and tests/kmd/test_high_memory.py's lists name them so)."""
+    name = mod_name.rpartition(".")[2]
+    return "security" if name.startswith("test_security_") else name[5:]
 
 
 def all_checks() -> dict:

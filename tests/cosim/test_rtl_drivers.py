@@ -1,12 +1,12 @@
 """The KMD and UMD checks, run on the RTL under each simulator.
 
-tests/test_kmd_*.py and tests/test_umd_*.py run their `check_*(dev)` bodies on the
+tests/kmd*/test_kmd_*.py and tests/umd/test_umd_*.py run their `check_*(dev)` bodies on the
 reference model; here the same bodies run against the command processor under cocotb:
 ioctls, CS checker, fences across the 2^32 wrap (600 jobs), WAIT_REG_MEM released by a
 later write, hardware errors with recovery, IB chaining, batching, API versions.
 
 Every check runs on every selected simulator. The checks of one simulator are split into
-shards (tests/driver_checks.py): one simulator session per shard, each its own xdist
+shards (tests/cosim/driver_checks.py): one simulator session per shard, each its own xdist
 group, so Icarus's slow sessions run on both workers at once instead of holding one.
 """
 
@@ -14,9 +14,9 @@ import pytest
 
 from testbench import sim
 from testbench.design import gpu_design
-from tests import driver_checks
+from tests.cosim import driver_checks
 
-from .conftest import shared_run
+from tests.conftest import shared_run
 
 
 def _params():
@@ -33,7 +33,7 @@ def test_driver_check_on_rtl(simulator_name, shard, names, name):
     if reason:
         pytest.skip(reason)
     res = shared_run(f"drivers-{simulator_name}-{shard}",
-                     lambda: sim.run(gpu_design(64), simulator_name, "tests.cocotb_drivers", testcase=names,
+                     lambda: sim.run(gpu_design(64), simulator_name, "tests.cosim.cocotb_drivers", testcase=names,
                                      tag=f"drivers{shard}"))
     failed = [msg for n, msg in res.failures if n == name]
     assert not failed, f"{name} on {simulator_name}: {failed[0]}\n" + res.explain()

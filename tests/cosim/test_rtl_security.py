@@ -1,15 +1,15 @@
-"""The long malicious-client checks of tests/test_security_long.py on the RTL, on Verilator: a plain
+"""The long malicious-client checks of tests/security/test_security_long.py on the RTL, on Verilator: a plain
 race with the running CP, a maximum-size IB from the ring and from an IB1 (about a million
 cycles each), a job timeout that progress keeps from firing. (Minutes on Icarus: there the
-same code runs as tests/test_security_*.py's shorter checks.)"""
+same code runs as tests/security/test_security_*.py's shorter checks.)"""
 
 import pytest
 
 from testbench import sim
 from testbench.design import gpu_design
-from tests import test_security_long
+from tests.security import test_security_long
 
-from .conftest import shared_run
+from tests.conftest import shared_run
 
 pytestmark = pytest.mark.xdist_group("rtl_security")
 
@@ -20,7 +20,7 @@ def test_long_check_on_verilator(name):
     if reason:
         pytest.skip(reason)
     res = shared_run("security-verilator",
-                     lambda: sim.run(gpu_design(64), "verilator", "tests.cocotb_security", tag="security"))
+                     lambda: sim.run(gpu_design(64), "verilator", "tests.cosim.cocotb_security", tag="security"))
     failed = [msg for n, msg in res.failures if n == name]
     assert not failed, f"{name} on verilator: {failed[0]}\n" + res.explain()
     assert name in res.passed, f"{name} did not run on verilator\n" + res.explain()

@@ -1,4 +1,4 @@
-"""cocotb side of tests/test_difftest.py and `python -m testbench.difftest`: one test
+"""cocotb side of tests/difftest/test_difftest.py and `python -m testbench.difftest`: one test
 that runs a range of difftest streams on the RTL and the model (testbench/difftest/simulator/rtl.py)."""
 
 import cocotb

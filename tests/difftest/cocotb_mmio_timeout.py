@@ -1,4 +1,4 @@
-"""cocotb side of tests/test_difftest.py's test of the campaign's MMIO watchdog
+"""cocotb side of tests/difftest/test_difftest.py's test of the campaign's MMIO watchdog
 (testbench/difftest/simulator/rtl.py): an access nobody answers fails with MmioTimeout after
 MMIO_TIMEOUT cycles, and the device works again after a reset."""
 

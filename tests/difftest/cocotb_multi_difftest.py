@@ -1,4 +1,4 @@
-"""cocotb side of tests/test_multi_difftest.py and `python -m testbench.difftest --multi`: a range
+"""cocotb side of tests/difftest/test_multi_difftest.py and `python -m testbench.difftest --multi`: a range
 of multi-queue difftest streams (testbench/difftest/multi/) on the RTL and the model in one
 simulator process."""
 

@@ -1,4 +1,4 @@
-"""cocotb side of tests/test_rtl_vs_model.py: every scenario of tests/scenarios.py on the RTL.
+"""cocotb side of tests/difftest/test_rtl_vs_model.py: every scenario of tests/difftest/scenarios.py on the RTL.
 
 Each scenario is one cocotb test on a freshly reset device; its observation is written as
 JSON to $SCENARIO_OUT for the pytest side to compare with the reference model.
@@ -10,7 +10,7 @@ import os
 import cocotb
 
 from testbench.cocotb_device import run_driver
-from tests import scenarios
+from tests.difftest import scenarios
 
 
 def _make(name):

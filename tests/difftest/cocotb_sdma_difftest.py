@@ -1,4 +1,4 @@
-"""cocotb side of tests/test_sdma_difftest.py: a range of SDMA difftest streams on the RTL and
+"""cocotb side of tests/difftest/test_sdma_difftest.py: a range of SDMA difftest streams on the RTL and
 the model (testbench/difftest/sdma.py) in one simulator process."""
 
 import cocotb

@@ -1,13 +1,13 @@
 """Command-stream scenarios run on the reference model and on the RTL; each returns what a
 driver can observe (errors, status, pointers, counters, IH entries, memory), so
-tests/test_rtl_vs_model.py can compare the two. Scenarios drive the device only through
-the Device API, as a driver would (tests/refmodel_helpers.py:Driver)."""
+tests/difftest/test_rtl_vs_model.py can compare the two. Scenarios drive the device only through
+the Device API, as a driver would (tests/model/refmodel_helpers.py:Driver)."""
 from kmd_model import regs
 from kmd_model.regs import CpError
 
 from spec import pm4
-from tests.refmodel_helpers import Driver, submit_ibs_and_chains, r32, w32, OUT, IB1, IB2, RPTR_WB, IH_RING, OP
-from tests.test_refmodel_errors import RING_ERRORS
+from tests.model.refmodel_helpers import Driver, submit_ibs_and_chains, r32, w32, OUT, IB1, IB2, RPTR_WB, IH_RING, OP
+from tests.model.test_refmodel_errors import RING_ERRORS
 
 
 def settle(d, n=400):

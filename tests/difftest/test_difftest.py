@@ -411,7 +411,7 @@ def _merge_report() -> dict:
                 continue
             rep.add(d["records"])
             rep.notes += d["problems"]
-            if d.get("family") == "multi":  # tests/test_multi_difftest.py's part
+            if d.get("family") == "multi":  # tests/difftest/test_multi_difftest.py's part
                 rep.multi_seconds[d["sim"]] = rep.multi_seconds.get(d["sim"], 0.0) + d["seconds"]
                 continue
             parts += 1
@@ -479,7 +479,7 @@ def test_a_hung_mmio_access_fails_with_a_timeout():
     reason = sim.unavailable_reason("verilator")
     if reason:
         pytest.skip(reason)
-    res = sim.run(gpu_design(64), "verilator", "tests.cocotb_mmio_timeout", tag="mmio-timeout")
+    res = sim.run(gpu_design(64), "verilator", "tests.difftest.cocotb_mmio_timeout", tag="mmio-timeout")
     assert res.ok, res.explain()
 
 

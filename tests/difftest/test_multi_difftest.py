@@ -179,7 +179,7 @@ def test_multi_rtl_matches_model(simulator):
     reason = sim.unavailable_reason(simulator)
     if reason:
         pytest.skip(reason)
-    from tests.test_difftest import _merge_report, _session
+    from tests.difftest.test_difftest import _merge_report, _session
 
     first, count = CI_PLAN[simulator]
     recs, seconds, problems = run_rtl(simulator, SEED, first, count, family="multi")
@@ -264,7 +264,7 @@ def _regressions() -> tuple[list[M.MultiStream], list[dict]]:
     import tempfile
     from pathlib import Path
 
-    from .conftest import shared_run
+    from tests.conftest import shared_run
 
     simulator = next((s for s in sim.selected_simulators() if sim.unavailable_reason(s) is None), None)
     if simulator is None:

@@ -1,6 +1,6 @@
-"""The RTL and the reference model agree on every scenario of tests/scenarios.py.
+"""The RTL and the reference model agree on every scenario of tests/difftest/scenarios.py.
 
-The model's behaviour is pinned value by value in tests/test_refmodel_*.py; here each
+The model's behaviour is pinned value by value in tests/model/test_refmodel_*.py; here each
 scenario (every packet kind, IB nesting and CHAIN, a ring wrap with a straddling packet,
 WAIT_REG_MEM released by a later write, every error class with its IH entry, bus errors
 on fetch/write/poll/fence/write-back/IH) runs on the RTL under each simulator, and every
@@ -14,9 +14,9 @@ import pytest
 from testbench import sim
 from testbench.design import gpu_design
 from testbench.refmodel import RefModel
-from tests import scenarios
+from tests.difftest import scenarios
 
-from .conftest import shared_run
+from tests.conftest import shared_run
 
 # all scenarios of a simulator run in one simulator process: keep them on one xdist worker
 pytestmark = pytest.mark.xdist_group("rtl_vs_model")
@@ -26,7 +26,7 @@ def rtl_observations(simulator: str, tmp_path_factory) -> dict:
     """Run all scenarios once per simulator (one simulator process) and per pytest run."""
     def run() -> dict:
         out = tmp_path_factory.mktemp(f"scenarios-{simulator}")
-        res = sim.run(gpu_design(64), simulator, "tests.cocotb_scenarios", tag="scenarios",
+        res = sim.run(gpu_design(64), simulator, "tests.difftest.cocotb_scenarios", tag="scenarios",
                       extra_env={"SCENARIO_OUT": str(out)})
         obs = {}
         for name in scenarios.SCEN:

@@ -21,7 +21,7 @@ from testbench.design import gpu_design
 from testbench.difftest import campaign as cp
 from testbench.difftest import sdma as S
 
-from .conftest import shared_run
+from tests.conftest import shared_run
 
 SEED = cp.master_seed()
 CASES_PER_CLASS = 50
@@ -51,7 +51,7 @@ def run_range(simulator: str, first: int, count: int) -> list[dict]:
     out.unlink(missing_ok=True)
     env = {"SDMA_SEED": str(SEED), "SDMA_FIRST": str(first), "SDMA_COUNT": str(count), "SDMA_OUT": str(out),
            "COCOTB_LOG_LEVEL": "WARNING"}
-    res = sim.run(gpu_design(64), simulator, "tests.cocotb_sdma_difftest", tag="sdma-difftest", extra_env=env)
+    res = sim.run(gpu_design(64), simulator, "tests.difftest.cocotb_sdma_difftest", tag="sdma-difftest", extra_env=env)
     recs = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
     return recs, res
 

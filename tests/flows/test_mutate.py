@@ -204,7 +204,7 @@ def test_the_coverage_pass_call_stack_survives_a_finalizer_reentering_it():
     stays balanced when the GC runs a finalizer that reaches a trampoline in the middle of
     a set or reset. mutmut's own ContextVar does not on CPython < 3.12 (gh-148891: the
     interpreter crashed on this very loop, 3 runs of 3 on 3.11, in 0.2 s), which is what
-    failed the coverage pass once tests/test_umd_async.py was in it. Run in a child, as
+    failed the coverage pass once tests/umd/test_umd_async.py was in it. Run in a child, as
     the ContextVar's failure is a crash."""
     import subprocess
     import sys

@@ -28,7 +28,7 @@ from kmd_model.mm import vm as kmd_vm
 from kmd_model.uapi import Domain
 from testbench.refmodel import RefModel
 
-from . import driver_checks
+from tests.cosim import driver_checks
 from .test_kmd_ioctl import Client
 
 MEM_SIZE = 8 << 30
@@ -51,9 +51,9 @@ LAYOUT = ("kmd_ioctl__check_bind_and_info", "kmd_ioctl__check_trace", "kmd_vm__c
 
 def _checks() -> dict:
     out = {n: c for n, c in driver_checks.all_checks().items() if n not in SLOW + LAYOUT}
-    for mod_name in ("test_kmd_checker", "test_kmd_ih"):  # model-only check lists
+    for mod_name in ("kmd.test_kmd_checker", "kmd_sched.test_kmd_ih"):  # model-only check lists
         mod = importlib.import_module(f"tests.{mod_name}")
-        out.update({f"{mod_name[5:]}__{c.__name__}": c for c in mod.CHECKS})
+        out.update({f"{driver_checks._group(mod_name)}__{c.__name__}": c for c in mod.CHECKS})
     return out
 
 

@@ -18,7 +18,7 @@ from spec import pm4
 from testbench.refmodel import RefModel
 
 from .test_kmd_ioctl import Client
-from .security_helpers import Holder
+from tests.security.security_helpers import Holder
 
 
 class SpuriousModel(RefModel):

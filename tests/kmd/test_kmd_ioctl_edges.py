@@ -1,5 +1,5 @@
 """Edges of the KMD's ioctls and GPU virtual memory that the happy paths and the error tables
-of tests/test_kmd_ioctl.py do not sit on: ranges that end exactly at a limit, mappings
+of tests/kmd/test_kmd_ioctl.py do not sit on: ranges that end exactly at a limit, mappings
 found among their neighbours, the names in messages and traces, what INFO reports of the
 driver's parameters."""
 

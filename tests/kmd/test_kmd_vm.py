@@ -2,7 +2,7 @@
 and message, page tables in memory as spec/vm.py defines them, the VMID manager (grab,
 reuse, steal with a TLB flush, waiting when every VMID is busy), INFO VM_FAULT and the
 reset path a VM fault takes. `check_*(dev)` bodies run on the model here and on the RTL
-(tests/test_rtl_drivers.py).
+(tests/cosim/test_rtl_drivers.py).
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ def test_a_vmid_is_not_stolen_while_an_older_job_on_another_ring_runs_with_it():
     blamed, its queue reset), or read and wrote the thief's pages at its own addresses."""
     from spec import sdma
 
-    from .test_kmd_queues import sdma_ib
+    from tests.kmd_sched.test_kmd_queues import sdma_ib
     kmd = kmd_model.bind(RefModel())
     x = Client()
     xbo, out = x.bo(), x.bo(0x1000)
@@ -294,7 +294,7 @@ def test_unmap_of_many_pages_invalidates_every_page():
     """The TLB holds translations of both pages of a 2-page BO; after GEM_VA UNMAP a job
     that writes to the second page faults (the invalidation covered the whole range, not
     its first page) and the BO's memory is untouched."""
-    from .test_vm_isolation import _run_guilty
+    from tests.security.test_vm_isolation import _run_guilty
 
     kmd_model.bind(RefModel(), cs_check=False)
     c = Client()

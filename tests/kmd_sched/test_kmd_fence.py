@@ -15,7 +15,7 @@ from kmd_model.uapi import CsChunkFence, CsChunkIb, Request
 from spec import pm4
 from testbench.refmodel import RefModel
 
-from .test_kmd_ioctl import Client, expect
+from tests.kmd.test_kmd_ioctl import Client, expect
 
 # Jobs across the wrap: enough that the seqnos cross 2^32 in the middle, the 4096-dword ring
 # wraps three times and the 256-entry IH ring twice (each check asserts its own wraps, from
@@ -188,7 +188,7 @@ def test_on_model(check):
 
 def test_without_ih_ring():
     """No IH ring (CAPS.IH = 0): the KMD takes EOP / CP_ERROR from INT_STATUS."""
-    from .test_kmd_ioctl import check_cs_and_wait
+    from tests.kmd.test_kmd_ioctl import check_cs_and_wait
     check_cs_and_wait(RefModel(ih=False))
     kmd = kmd_model.bound()
     assert kmd.ih is None and kmd.stats["interrupts"] >= 2
@@ -199,7 +199,7 @@ def test_jobs_with_user_fences_never_overrun_a_small_ring():
     job takes its IB packet and two fences (the user fence and the kernel's), and a job
     enters the ring only when all of it fits, so nothing the CP has not read is written
     over (a doorbell more than the ring ahead would stop the CP) and every fence runs."""
-    from .security_helpers import Holder
+    from tests.security.security_helpers import Holder
 
     kmd = kmd_model.bind(RefModel(), ring_log2_dw=6, ib_align_dw=1)
     fences = kmd.counters()["packets"]["RELEASE_MEM"]
@@ -233,7 +233,7 @@ def test_ring_commits_are_aligned_and_a_job_that_fits_exactly_enters():
     assert len(seen) == 3 and all(r and w % 8 == 0 and s % 8 == 0 for r, s, w in seen)
     ibs = [i for i in pm4.decode_stream(kmd.ring.ring32.tolist()) if i.ok and i.name == "INDIRECT_BUFFER"]
     assert ibs[0].fields["IB_BASE_LO"] << 2 == kmd.ib_test_bo.gpu_addr and ibs[0].fields["IB_SIZE"] == 8
-    from .security_helpers import Holder
+    from tests.security.security_helpers import Holder
 
     kmd = kmd_model.bind(RefModel(), ring_log2_dw=6, ib_align_dw=1)
     hold = Holder()  # 12 dwords: its IB packet and its fence; 52 left
@@ -252,7 +252,7 @@ def test_a_job_that_fits_exactly_enters_at_every_alignment(align):
     """The ring reserves a job's dwords and exactly the padding its commit adds (none when
     the job ends aligned), not the worst case: at every ring alignment a job that needs
     exactly the space left enters the ring at once, and the next one waits for space."""
-    from .security_helpers import Holder
+    from tests.security.security_helpers import Holder
 
     kmd = kmd_model.bind(RefModel(), ring_log2_dw=6, ib_align_dw=align)
     r, up = kmd.ring, (lambda n: -(-n // align) * align)  # noqa: E731
@@ -278,7 +278,7 @@ def test_a_job_too_large_for_the_ring_is_refused_and_hurts_no_one():
     """A CS whose ring packets (its IB chunks' INDIRECT_BUFFERs and fences) cannot fit even an
     empty ring gets EINVAL at once, before it takes a seqno; queued, it would wait forever
     in front of every other client's job. The file and the device go on."""
-    from .security_helpers import Holder
+    from tests.security.security_helpers import Holder
 
     kmd = kmd_model.bind(RefModel(), ring_log2_dw=6, max_ib_chunks=64)
     r = kmd.ring
@@ -303,7 +303,7 @@ def test_jobs_moved_in_one_batch_share_one_commits_padding():
     """Jobs that enter the ring together are written back to back and padded once, at the
     end: each reserves only the padding from where it ends, so with a 16-dword alignment
     three 20-dword jobs fill a 64-dword ring in one doorbell (each alone would take 32)."""
-    from .security_helpers import Holder
+    from tests.security.security_helpers import Holder
 
     kmd = kmd_model.bind(RefModel(), ring_log2_dw=6, ib_align_dw=16)
     r = kmd.ring

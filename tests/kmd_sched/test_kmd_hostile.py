@@ -23,7 +23,7 @@ from kmd_model.uapi import (CsChunkDep, CtxArgs, CtxOp, Domain, GemCloseArgs, Ge
 from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
-from .test_kmd_ioctl import RWX, Client
+from tests.kmd.test_kmd_ioctl import RWX, Client
 from .test_kmd_queues import sdma_ib
 
 EVIL = 0xBAD0_0BAD

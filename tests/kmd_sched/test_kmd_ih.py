@@ -18,7 +18,7 @@ from kmd_model.uapi import CsChunkFence, CtxArgs, CtxOp, Request
 from spec import ih, pm4
 from testbench.refmodel import RefModel
 
-from .test_kmd_ioctl import Client
+from tests.kmd.test_kmd_ioctl import Client
 
 M32 = 0xFFFF_FFFF
 

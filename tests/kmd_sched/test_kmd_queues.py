@@ -2,7 +2,7 @@
 priorities, dependencies from any ring, hw_submission_limit), CS ring choice and dependency
 chunks with their errnos, and recovery per ring, in the shapes of igt's amd_queue_reset,
 gem_reset_stats and gem_exec_whisper (reference-model backend; `check_copy_ring_on_this_backend`
-runs on the RTL's copy engine too, tests/test_rtl_drivers.py)."""
+runs on the RTL's copy engine too, tests/cosim/test_rtl_drivers.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from kmd_model.uapi import (CsChunkDep, CsChunkIb, CtxOp, CtxPriority, HwIp, Req
 from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
-from .test_kmd_ioctl import Client, expect
+from tests.kmd.test_kmd_ioctl import Client, expect
 
 DMA, GFX = HwIp.DMA, HwIp.GFX
 
@@ -202,7 +202,7 @@ def check_a_hang_on_one_cp_queue_is_found_while_the_other_queue_works(dev):
         assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, n)
 
 
-# (on the RTL too: tests/test_rtl_drivers.py runs every check here on each simulator)
+# (on the RTL too: tests/cosim/test_rtl_drivers.py runs every check here on each simulator)
 CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rings_gpu_side,
           check_amd_queue_reset_malformed, check_amd_queue_reset_hang, check_amd_queue_reset_bus_error,
           check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted,

@@ -17,8 +17,8 @@ from kmd_model.uapi import CtxArgs, CtxOp, Request, ResetStatus
 from spec import pm4
 from testbench.refmodel import RefModel
 
-from .test_kmd_ioctl import Client, expect
-from .security_helpers import Holder
+from tests.kmd.test_kmd_ioctl import Client, expect
+from tests.security.security_helpers import Holder
 
 
 class StuckResetModel(RefModel):

@@ -15,7 +15,7 @@ from kmd_model.uapi import CsChunkFence, CsChunkIb, CtxOp, Request, ResetStatus
 from spec import pm4
 from testbench.refmodel import RefModel
 
-from .test_kmd_ioctl import Client, addr_fields, expect
+from tests.kmd.test_kmd_ioctl import Client, addr_fields, expect
 
 
 def query(c: Client, ctx: int | None = None) -> uapi.CtxOut:

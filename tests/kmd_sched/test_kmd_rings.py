@@ -2,7 +2,7 @@
 kmd.py): how each ring is programmed and wraps, how its fences signal (from its own
 interrupt, or by polling where the interrupt cannot say), how its errors are counted,
 attributed and recovered, and what observers and logs are told. Reference-model backend:
-the RTL has neither engine yet (tests/test_kmd_queues.py holds the igt-shaped scenarios)."""
+the RTL has neither engine yet (tests/kmd_sched/test_kmd_queues.py holds the igt-shaped scenarios)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from kmd_model.uapi import CsChunkDep, CtxPriority, HwIp, Request
 from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
-from .test_kmd_ioctl import Client, expect
+from tests.kmd.test_kmd_ioctl import Client, expect
 from .test_kmd_queues import HANG, new_ctx, sdma_ib
 
 DMA = HwIp.DMA

@@ -16,7 +16,7 @@ from kmd_model.uapi import CtxArgs, CtxOp, Request, ResetStatus
 from spec import pm4
 from testbench.refmodel import RefModel
 
-from .test_kmd_ioctl import Client, expect
+from tests.kmd.test_kmd_ioctl import Client, expect
 
 
 def test_a_lost_error_interrupt_is_found_by_the_job_timer():

@@ -3,8 +3,8 @@ at, and `Driver`, which programs the ring and the IH ring as the KMD does and su
 packets, all through the Device API only (registers by their kmd_model.regs names,
 results read back through MMIO and the memory view).
 
-tests/test_refmodel_*.py use it, and so do tests/scenarios.py, tests/register_checks.py
-and tests/test_amd_conformance.py.
+tests/model/test_refmodel_*.py use it, and so do tests/difftest/scenarios.py, tests/model/register_checks.py
+and tests/spec/test_amd_conformance.py.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ class Driver:
 
 def submit_ibs_and_chains(drv) -> None:
     """IB1 calls IB2, then CHAINs to IB1B, which calls IB2B, which CHAINs to IB2C; each
-    writes its dword of OUT[0:8] in order (also a tests/scenarios.py scenario)."""
+    writes its dword of OUT[0:8] in order (also a tests/difftest/scenarios.py scenario)."""
     ib2c = pm4.write_data(OUT + 0x18, [6])
     ib2b = pm4.write_data(OUT + 0x14, [5]) + pm4.indirect_buffer(IB2C, len(ib2c), chain=1)
     ib1b = pm4.write_data(OUT + 0x10, [4]) + pm4.indirect_buffer(IB2B, len(ib2b))

@@ -1,6 +1,6 @@
 """The register map's behaviour through the Device API, on any backend.
 
-tests/cocotb_regs.py runs these on the RTL under each simulator, tests/test_refmodel_registers.py
+tests/rtl/cocotb_regs.py runs these on the RTL under each simulator, tests/model/test_refmodel_registers.py
 on the reference model: the same assertions, so the two cannot drift apart.
 """
 
@@ -238,7 +238,7 @@ def check_pt_base_reset_reaches_mmu(dev) -> None:
     IB, yet the IB faults on its fetch (the root at 0 is all zeros) and never runs."""
     from spec import pm4
     from spec import vm as vm_spec
-    from tests.refmodel_helpers import OUT, Driver, r32, w32
+    from tests.model.refmodel_helpers import OUT, Driver, r32, w32
 
     assert vm_spec.index(OUT, 0) == vm_spec.index(PT_VA, 0)
     def put64(addr, v):
@@ -273,7 +273,7 @@ def check_soft_reset_ends_per_engine(dev) -> None:
     driver waits for the IDLE of all three queues (docs/hardware.md, Errors); once they all
     read 1, each queue takes its doorbell and runs from a clean ring."""
     from spec import pm4, sdma
-    from tests.refmodel_helpers import r32, w32
+    from tests.model.refmodel_helpers import r32, w32
 
     io = Mmio(dev)
     ring0, ring1, sring, out, src, dst, sdst = 0x10000, 0x11000, 0x12000, 0x13000, 0x100000, 0x200000, 0x300000

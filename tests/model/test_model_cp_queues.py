@@ -4,7 +4,7 @@ errors (a doorbell error of either queue included) and CP_QUEUE_RESET (docs/hard
 "CP hardware queues").
 
 Each `check_*(dev)` runs on the reference model here and on the RTL (rtl/cp/queues.py)
-under each simulator in tests/test_rtl_cp_queues.py: the same bodies, programming the
+under each simulator in tests/cosim/test_rtl_cp_queues.py: the same bodies, programming the
 device over MMIO directly (no KMD), waiting for the queues by their STATUS registers. The
 order in which packets ran is the model's trace on the model and the GPU clock each
 packet's RELEASE_MEM wrote on the RTL."""

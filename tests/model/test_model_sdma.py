@@ -3,7 +3,7 @@ interrupt, polls, every error class with its exact registers, queue reset, and t
 independence of the CP and SDMA queues.
 
 Each `check_*(dev)` runs on the reference model here and on the RTL (rtl/sdma/) under each
-simulator in tests/test_rtl_sdma.py: the same bodies, programming the device over MMIO
+simulator in tests/cosim/test_rtl_sdma.py: the same bodies, programming the device over MMIO
 directly (no KMD), waiting for the engines by their STATUS registers."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 then a soft reset that makes the ring work again): malformed packets in the ring and in
 IBs, the order the checks are made in, doorbells backwards or past the ring, and bus
 errors on every access the CP and the DMA engine make. RING_ERRORS is also a
-tests/scenarios.py scenario, run on the RTL.
+tests/difftest/scenarios.py scenario, run on the RTL.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The reference model's CP running well-formed packets, driven as a driver would
-(tests/refmodel_helpers.py: Driver): NOP and fillers, WRITE_DATA, the ring's wrap, IBs
+(tests/model/refmodel_helpers.py: Driver): NOP and fillers, WRITE_DATA, the ring's wrap, IBs
 and CHAIN, WAIT_REG_MEM, RELEASE_MEM and the IH ring, HALT, the performance counters,
 the trace, and DMA_DATA on the DMA engine. What stops the CP is in
-tests/test_refmodel_errors.py.
+tests/model/test_refmodel_errors.py.
 """
 
 from __future__ import annotations

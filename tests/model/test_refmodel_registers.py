@@ -1,7 +1,7 @@
 """The reference model's register file through the Device API: reset values, access
 types, storage, probe, soft reset per engine, unmapped access, the IRQ line and the MMIO
-time costs. The register checks are those of tests/register_checks.py, which
-tests/cocotb_regs.py runs on the RTL.
+time costs. The register checks are those of tests/model/register_checks.py, which
+tests/rtl/cocotb_regs.py runs on the RTL.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pytest
 
 from kmd_model import regs
 from kmd_model.mmio import Mmio
-from tests import register_checks as rc
+from tests.model import register_checks as rc
 from testbench.refmodel import DEFAULT_MMIO_CYCLES, RefModel
 
 
-# ---------------------------------------------------------------------------- registers (tests/register_checks.py)
+# ---------------------------------------------------------------------------- registers (tests/model/register_checks.py)
 
 @pytest.mark.parametrize("data_width", [32, 64, 256])
 def test_reset_values(data_width):

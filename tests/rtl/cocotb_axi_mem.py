@@ -1,6 +1,6 @@
 """cocotb tests of the AXI memory model and the AXI protocol checker (tb_axi_mem.v).
 
-Started by tests/test_axi_mem.py through testbench.sim.run; each test brings its own
+Started by tests/rtl/test_axi_mem.py through testbench.sim.run; each test brings its own
 shared memory file and resets the bench, so any subset runs in one simulator process.
 """
 

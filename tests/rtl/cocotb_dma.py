@@ -4,7 +4,7 @@ Two engines share the memory model's port through the mux; the protocol checker
 watches that port. Commands are driven from Python, but everything per cycle and per
 beat (counting completions, latching results, the memory itself) happens in hardware,
 so a test wakes Python once per command. Results are checked against numpy on the
-shared memory view. Started by tests/test_dma_rtl.py; each test resets the bench and
+shared memory view. Started by tests/rtl/test_dma_rtl.py; each test resets the bench and
 brings its own memory file, so any subset runs in one simulator process.
 
 Environment knobs (set by the pytest side): DMA_SCALE (fraction of the default amount

@@ -1,12 +1,12 @@
-"""cocotb tests: the register map through the real AXI4-Lite bus (driven by tests/test_regs.py).
+"""cocotb tests: the register map through the real AXI4-Lite bus (driven by tests/rtl/test_regs.py).
 
-The bodies are tests/register_checks.py, which tests/test_refmodel_registers.py runs on the model.
+The bodies are tests/model/register_checks.py, which tests/model/test_refmodel_registers.py runs on the model.
 """
 
 import cocotb
 
 from testbench.cocotb_device import design_params, run_driver
-from tests import register_checks as rc
+from tests.model import register_checks as rc
 
 
 def _width() -> int:

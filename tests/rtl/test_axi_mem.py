@@ -1,6 +1,6 @@
 """The AXI memory model (shared-file storage) and the AXI protocol checker.
 
-The cocotb tests live in tests/cocotb_axi_mem.py; each pytest test here runs a group of
+The cocotb tests live in tests/rtl/cocotb_axi_mem.py; each pytest test here runs a group of
 them in one simulator process on a cached build (build/sim/).
 """
 
@@ -18,7 +18,7 @@ from testbench.memory import (CHECKER_CODES, MEM_ENV, SharedMemory, checker_mess
 
 HDL = sim.HDL_DIR
 CSRC = sim.CSRC_DIR
-MODULE = "tests.cocotb_axi_mem"
+MODULE = "tests.rtl.cocotb_axi_mem"
 
 
 def design(data_width: int = 64) -> sim.Design:

@@ -1,4 +1,4 @@
-"""The DMA engine and the AXI4 mux on the RTL simulators (cocotb tests in tests/cocotb_dma.py).
+"""The DMA engine and the AXI4 mux on the RTL simulators (cocotb tests in tests/rtl/cocotb_dma.py).
 
 Two engines share the memory model's port through an AXI4Mux (testbench/dma_design.py,
 testbench/hdl/tb_dma.v); axi_checker watches that port, so every test also checks the
@@ -14,7 +14,7 @@ import pytest
 from testbench import sim
 from testbench.dma_design import dma_design
 
-MODULE = "tests.cocotb_dma"
+MODULE = "tests.rtl.cocotb_dma"
 DATA_TESTS = ["test_alignments", "test_random", "test_zero_length_and_4k", "test_raw_wait"]
 ERROR_TESTS = ["test_read_errors", "test_write_errors", "test_error_cancels_queue", "test_abort"]
 

@@ -2,7 +2,7 @@
 needed): copies at several alignments, fills, zero length, and a read and a write
 error, with random stalls on every channel. The thorough tests (every alignment, 64 KiB
 transfers, back-pressure, both simulators, the protocol checker) are in
-tests/test_dma_rtl.py; this one gives quick feedback when rtl/dma.py changes.
+tests/rtl/test_dma_rtl.py; this one gives quick feedback when rtl/dma.py changes.
 """
 
 from __future__ import annotations

@@ -3,17 +3,17 @@ ioctls and the UMD's API: it cannot reach memory that is not its own, force a GP
 fake another client's fence, get an innocent client blamed, read what an earlier client
 left behind, or write through a mapping it gave back. By concept:
 
-- tests/test_security_toctou.py: memory rewritten after CS, from the CPU or by the job;
-- tests/test_security_checker.py: what the CP would stop on is refused at CS;
-- tests/test_security_mappings.py: mappings after GEM_CLOSE, stale data in new BOs;
-- tests/test_security_umd.py: the UMD's fences, IBs in flight and memory behind a held CP;
-- tests/test_security_ioctl.py: the exact limits of CS, every ioctl argument of a wrong
+- tests/security/test_security_toctou.py: memory rewritten after CS, from the CPU or by the job;
+- tests/security/test_security_checker.py: what the CP would stop on is refused at CS;
+- tests/security/test_security_mappings.py: mappings after GEM_CLOSE, stale data in new BOs;
+- tests/security/test_security_umd.py: the UMD's fences, IBs in flight and memory behind a held CP;
+- tests/security/test_security_ioctl.py: the exact limits of CS, every ioctl argument of a wrong
   kind, an SDMA IB in the kernel's range;
-- tests/test_security_long.py: the long runs (a maximum-size IB, a race with the running
-  CP, a job longer than its timeout), on the RTL in tests/test_rtl_security.py.
+- tests/security/test_security_long.py: the long runs (a maximum-size IB, a race with the running
+  CP, a job longer than its timeout), on the RTL in tests/cosim/test_rtl_security.py.
 
 Each `check_*(dev)` of their `CHECKS` runs on the reference model there and on the RTL
-under both simulators (tests/test_rtl_drivers.py, which names them security__check_*).
+under both simulators (tests/cosim/test_rtl_drivers.py, which names them security__check_*).
 The time-of-check-to-time-of-use attacks need the CP to be held (a job waiting in
 WAIT_REG_MEM: `Holder`) so the rewrite lands before the CP fetches.
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from spec import pm4
 
-from .test_kmd_ioctl import Client
+from tests.kmd.test_kmd_ioctl import Client
 
 EVIL = 0xBAD0_0BAD
 

@@ -19,7 +19,7 @@ from spec import packets, pm4, rules
 from testbench.refmodel import RefModel
 
 from .security_helpers import quiet
-from .test_kmd_ioctl import Client, addr_fields, expect, hw_state
+from tests.kmd.test_kmd_ioctl import Client, addr_fields, expect, hw_state
 from .test_security_toctou import check_toctou_gpu_rewrite
 
 

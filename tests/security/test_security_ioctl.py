@@ -18,7 +18,7 @@ from spec import pm4
 from testbench.refmodel import RefModel
 
 from .security_helpers import Holder, _nops, quiet
-from .test_kmd_ioctl import Client, expect, hw_state
+from tests.kmd.test_kmd_ioctl import Client, expect, hw_state
 
 
 # ------------------------------------------------------------------------------ limits

@@ -1,5 +1,5 @@
 """The long runs, short on the model here and long on the RTL (Verilator) in
-tests/test_rtl_security.py, through `LONG_CHECKS`: a maximum-size IB (2^20 - 1 dwords)
+tests/cosim/test_rtl_security.py, through `LONG_CHECKS`: a maximum-size IB (2^20 - 1 dwords)
 from the ring and from an IB1, a plain race with the running CP, and a job that runs
 longer than the job timeout while it moves.
 """
@@ -16,10 +16,10 @@ from spec import pm4
 from testbench.refmodel import RefModel
 
 from .security_helpers import EVIL, _nops, quiet
-from .test_kmd_ioctl import Client
+from tests.kmd.test_kmd_ioctl import Client
 
 
-# ------------------------------------------------------------------------------ long runs (RTL: tests/test_rtl_security.py)
+# ------------------------------------------------------------------------------ long runs (RTL: tests/cosim/test_rtl_security.py)
 
 def max_ib(kmd, c: Client, two_levels: bool) -> None:
     """A legal maximum-size IB (2^20 - 1 dwords), called from the ring or from an IB1, runs
@@ -42,7 +42,7 @@ def max_ib(kmd, c: Client, two_levels: bool) -> None:
 
 
 def test_max_ib_on_model():
-    """(The RTL runs the same in tests/test_rtl_security.py, on Verilator: minutes on Icarus.)"""
+    """(The RTL runs the same in tests/cosim/test_rtl_security.py, on Verilator: minutes on Icarus.)"""
     kmd = kmd_model.bind(RefModel())
     c = Client()
     max_ib(kmd, c, False)

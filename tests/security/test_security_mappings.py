@@ -15,7 +15,7 @@ from kmd_model.uapi import Domain, MappingRevoked, Request
 from testbench.refmodel import RefModel
 
 from .security_helpers import EVIL, quiet
-from .test_kmd_ioctl import Client
+from tests.kmd.test_kmd_ioctl import Client
 
 
 # ------------------------------------------------------------------------------ mappings and stale data

@@ -2,7 +2,7 @@
 by its own job on the GPU, fakes an innocent job's fence, or aims an illegal packet at
 an innocent job's slot in the kernel ring. The CP runs the checked copies; nothing
 happens to anyone else. The CP is held (security_helpers.Holder) so the rewrite lands
-before the CP fetches; the plain race with a running CP is in tests/test_security_long.py.
+before the CP fetches; the plain race with a running CP is in tests/security/test_security_long.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from spec import pm4
 from testbench.refmodel import RefModel
 
 from .security_helpers import EVIL, Holder, quiet
-from .test_kmd_ioctl import Client, expect
+from tests.kmd.test_kmd_ioctl import Client, expect
 
 
 # ------------------------------------------------------------------------------ time of check, time of use

@@ -17,7 +17,7 @@ so a hostile client's packets reach the CP as it wrote them.
   must), or after the copy, never elsewhere.
 
 Each `check_*(dev)` runs on the reference model here and on the RTL under both simulators
-(tests/test_rtl_drivers.py).
+(tests/cosim/test_rtl_drivers.py).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from spec import pm4
 from spec import vm as vm_spec
 from testbench.refmodel import RefModel
 
-from .test_kmd_ioctl import RWX, Client
+from tests.kmd.test_kmd_ioctl import RWX, Client
 
 EVIL = 0xBAD0_0BAD
 
@@ -288,7 +288,7 @@ def test_a_closed_files_page_tables_outlive_its_queued_jobs():
     checker reads) wrote into a third client's BO through a PTE the second one wrote."""
     from spec import sdma
 
-    from .test_kmd_queues import sdma_ib
+    from tests.kmd_sched.test_kmd_queues import sdma_ib
     kmd = kmd_model.bind(RefModel())
     holder, evil, victim = Client(), Client(), Client()
     hbo, ebo, vbo = holder.bo(), evil.bo(), victim.bo(0x1000)
@@ -322,7 +322,7 @@ def test_a_closed_files_bo_stays_while_any_of_its_jobs_may_reach_it():
     (they went to the next client's BO, which the SDMA job then wrote)."""
     from spec import sdma
 
-    from .test_kmd_queues import sdma_ib
+    from tests.kmd_sched.test_kmd_queues import sdma_ib
     kmd = kmd_model.bind(RefModel())
     holder, evil = Client(), Client()
     hbo, ebo = holder.bo(), evil.bo()

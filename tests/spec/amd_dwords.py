@@ -1,5 +1,5 @@
 """AMD's own encodings of every packet this front end implements, as gfx9 emits them: the
-table tests/test_amd_conformance.py runs through every layer.
+table tests/spec/test_amd_conformance.py runs through every layer.
 
 The dwords below are what Linux amdgpu and Mesa emit on gfx9 (Vega, soc15), each quoted
 with the source that builds it and its arguments (the arithmetic is AMD's macros:

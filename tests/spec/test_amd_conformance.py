@@ -1,6 +1,6 @@
 """AMD's own encodings, run through every layer: conformance with gfx9.
 
-The dwords, in tests/amd_dwords.py, are what Linux amdgpu and Mesa emit on gfx9 (Vega,
+The dwords, in tests/spec/amd_dwords.py, are what Linux amdgpu and Mesa emit on gfx9 (Vega,
 soc15), each quoted with the source that builds it and its arguments. For every one:
 
 - our builder, called with the same arguments, produces exactly these dwords;
@@ -9,7 +9,7 @@ soc15), each quoted with the source that builds it and its arguments. For every 
 - the KMD's command-stream checker accepts them in a client IB (addresses moved into the
   client's BO; every control dword stays AMD's);
 - the CP, the reference model and the RTL under each simulator (`CHECKS`, run on the RTL
-  by tests/test_rtl_drivers.py), executes them as AMD's CP does: the fence value lands,
+  by tests/cosim/test_rtl_drivers.py), executes them as AMD's CP does: the fence value lands,
   the interrupt arrives as AMD's IH entry, a VALID = 0 IB runs, the header-only NOP is
   one dword.
 
@@ -29,9 +29,9 @@ from kmd_model.regs import CpError, IbLevel
 from spec import ih, packets, pm4
 from testbench.refmodel import RefModel
 
-from .scenarios import settle
-from .test_kmd_ioctl import Client, expect
-from .refmodel_helpers import IB1, IB1B, IB2, IB2B, IH_RING, OUT, RING, Driver, r32, w32
+from tests.difftest.scenarios import settle
+from tests.kmd.test_kmd_ioctl import Client, expect
+from tests.model.refmodel_helpers import IB1, IB1B, IB2, IB2B, IH_RING, OUT, RING, Driver, r32, w32
 from .amd_dwords import AMD, NOP_PAD, Amd
 
 
@@ -152,7 +152,7 @@ def test_amd_register_units():
 
 # ------------------------------------------------------------------------------ the CP runs them
 # (`CHECKS`: on the reference model here, on the RTL under each simulator in
-# tests/test_rtl_drivers.py)
+# tests/cosim/test_rtl_drivers.py)
 
 FENCE = OUT + 0x100
 

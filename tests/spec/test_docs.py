@@ -2,7 +2,7 @@
 that exist: every `REG.FIELD` and every backquoted register-style NAME in the prose is
 checked against the register map (spec/regs.rdl, via kmd_model.regs), the packet table
 and the IH entry. (The generated references and sections are checked by
-tests/test_generated.py: `make check-gen`.)"""
+tests/spec/test_generated.py: `make check-gen`.)"""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def _sh_commands(path: str) -> list[str]:
 def test_readme_commands_name_what_exists():
     """Every command in the README's sh blocks: a `make` target the Makefile has (with the
     variables it reads), a gpucosim command that runs (on the model: the simulators' runs
-    are the tutorial's, tests/test_tutorial.py), an app or file that is there."""
+    are the tutorial's, tests/tools/test_tutorial.py), an app or file that is there."""
     makefile = (ROOT / "Makefile").read_text()
     cmds = _sh_commands("README.md")
     assert any(c.startswith("make ") for c in cmds) and any(c.startswith("gpucosim ") for c in cmds)

@@ -66,7 +66,7 @@ def test_bad_log_environment_is_one_line_not_a_traceback():
 def test_make_test_with_an_unknown_simulator_is_one_line():
     """`make test SIM=vcs`: one line naming the simulators, not a conftest traceback."""
     e = dict(os.environ, SIM="vcs")
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_docs.py"],
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/spec/test_docs.py"],
                        cwd=ROOT, env=e, capture_output=True, text=True, timeout=120)
     lines = [x for x in (r.stdout + r.stderr).splitlines() if x.strip()]
     assert r.returncode == 4 and lines == ["ERROR: SIM='vcs': unknown simulator 'vcs'; choose from verilator, icarus"], (

@@ -24,7 +24,7 @@ from gpucosim.trace.hwtrace import CpMonitor, fsm_states
 from gpucosim.trace.timeline import NS_PER_CYCLE, Timeline, overlaps
 from testbench import sim
 
-from .conftest import shared_run
+from tests.conftest import shared_run
 
 ROOT = Path(__file__).resolve().parents[1]
 SOFTWARE_TRACKS = {"UMD API", "ioctl", "KMD ring + doorbell", "fences", "interrupts", "CP packets"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from . import conftest
+from tests import conftest
 
 
 class _Item:

@@ -12,7 +12,7 @@ What is recorded, per run:
 - the API's answers: Event.wait / finish / flush (None for async flush: its seqno is
   the thread's to know) results, downloads' bytes, and the exceptions raised (class, errno).
 
-Used on the model (tests/test_umd_async.py) and on the RTL (tests/cocotb_async.py).
+Used on the model (tests/umd/test_umd_async.py) and on the RTL (tests/cosim/cocotb_async.py).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Asynchronous submission (API v3 `Device.queue(async_submit=True)`, or every queue with
 GPUCOSIM_ASYNC_SUBMIT=1; umd/submit.py): the same apps give the same observable results
 sync and async (memory, fence values, the order of fence interrupts per queue, the API's
-answers; tests/async_compare.py), and the error paths: a refused CS reaches the app at the
+answers; tests/umd/async_compare.py), and the error paths: a refused CS reaches the app at the
 next flush/finish/wait/close, a wait on a never-flushed event, close with pending work, use
 after close. The `CHECKS` run on the model here and on the RTL (Verilator, and one on
-Icarus) in tests/test_rtl_async.py, where the thread hands its ioctls to the cocotb-bridged
+Icarus) in tests/cosim/test_rtl_async.py, where the thread hands its ioctls to the cocotb-bridged
 thread."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import kmd_model
 import umd
 from spec import pm4
 from testbench.refmodel import RefModel
-from tests.async_compare import assert_same
-from tests.test_umd_queues import submit_gated_pipeline
+from tests.umd.async_compare import assert_same
+from tests.umd.test_umd_queues import submit_gated_pipeline
 from umd.submit import ENV
 
 
@@ -42,7 +42,7 @@ def _batching(dev):
 
 def _queue_checks(dev):
     """Driver checks of queues that look only after a wait (the KMD's counters, doorbells)."""
-    from tests import test_umd_batching, test_umd_queues
+    from tests.umd import test_umd_batching, test_umd_queues
 
     test_umd_queues.check_copy_queue_runs_on_the_copy_engine(dev)
     test_umd_batching.check_batching(dev)
@@ -457,7 +457,7 @@ def test_out_of_memory_leaves_a_queued_refusal_to_its_queue():
     wait for the queues (test_umd_memory's out-of-memory test, with an async queue whose
     flush the KMD refuses still queued): the refusal is not the allocation's error (the
     allocation succeeds) and stays its queue's to raise, at its next finish."""
-    from tests.test_umd_memory import fill_gtt_behind_a_held_submission
+    from tests.umd.test_umd_memory import fill_gtt_behind_a_held_submission
 
     kmd = kmd_model.bind(RefModel())
     gpu = umd.open(api_version=3)
@@ -500,11 +500,11 @@ def test_a_bad_setting_is_refused_at_open(monkeypatch):
 
 
 def _async_too():
-    from tests import test_umd_memory, test_umd_transfer
+    from tests.umd import test_umd_memory, test_umd_transfer
 
     for mod in (test_umd_transfer, test_umd_memory):
         for check in mod.CHECKS:
-            yield pytest.param(lambda c=check: c(RefModel()), id=f"{mod.__name__[11:]}-{check.__name__[6:]}")
+            yield pytest.param(lambda c=check: c(RefModel()), id=f"{mod.__name__.rpartition('.')[2][5:]}-{check.__name__[6:]}")
     # the pools, out of memory, wait for the queues' last submissions: queued ones first
     yield pytest.param(test_umd_memory.test_out_of_memory_gives_the_cache_back_and_waits_for_the_queues,
                        id="memory-out_of_memory_waits_for_queued_flushes")

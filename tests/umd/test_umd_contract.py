@@ -17,8 +17,8 @@ import umd
 from spec import pm4
 from testbench.refmodel import RefModel
 
-from .test_kmd_ioctl import Client
-from .security_helpers import Holder
+from tests.kmd.test_kmd_ioctl import Client
+from tests.security.security_helpers import Holder
 
 
 def _gpu(dev=None, pools: bool = True, **kw):
@@ -520,7 +520,7 @@ def test_waits_on_a_lost_device_say_what_waited():
     """A GPU reset that fails (the CP never goes idle) loses the device: every wait of the
     UMD on a submission in flight then raises DeviceLost, naming the call that waited:
     finish, an event's wait, a flush held back by max_inflight, a new IB waiting for memory."""
-    from .test_kmd_recovery import StuckResetModel
+    from tests.kmd_sched.test_kmd_recovery import StuckResetModel
 
     dev = StuckResetModel()
     gpu = _gpu(dev, cs_check=False, hw_timeout=2000, pools=False)

@@ -1,7 +1,7 @@
 """The UMD's memory: the pools (umd/winsys/pool.py) over the VA allocator (umd/winsys/va.py, its unit
-tests in tests/test_umd_va.py).
+tests in tests/umd/test_umd_va.py).
 
-`check_*(dev)` bodies (the model here, the RTL in tests/test_rtl_drivers.py): every Buffer is at a GPU virtual address the KMD maps; small
+`check_*(dev)` bodies (the model here, the RTL in tests/cosim/test_rtl_drivers.py): every Buffer is at a GPU virtual address the KMD maps; small
 buffers come from slabs and freed ones are reused only once the work that may use them is
 done; the BO cache reuses freed BOs by size and gives expired ones back; memory() and the
 counters say so; with pools off each buffer costs its ioctls.
@@ -218,8 +218,8 @@ def fill_gtt_behind_a_held_submission(kmd, gpu, q):
     holder (`hold.bo.u32[0x200] = 1` lets the CP go on)."""
     from kmd_model.uapi import Domain
 
-    from .test_kmd_ioctl import Client
-    from .security_helpers import Holder
+    from tests.kmd.test_kmd_ioctl import Client
+    from tests.security.security_helpers import Holder
 
     hold = Holder()  # the CP waits in its job: q's submission stays in flight behind it
     big = gpu.alloc(0x20_0000, "gtt")

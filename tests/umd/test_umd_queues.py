@@ -4,7 +4,7 @@ fill, copy, upload, download and events as SDMA packets on the copy engine's rin
 dependency the KMD's scheduler holds the job for), so a producer/consumer pipeline across
 the copy and gfx queues needs no CPU round trip. Reference-model backend (`engine="copy"`
 is refused on a model built without a copy engine); the RTL's copy engine runs the KMD's
-SDMA ring in tests/test_rtl_drivers.py and its packets in tests/test_rtl_sdma.py."""
+SDMA ring in tests/cosim/test_rtl_drivers.py and its packets in tests/cosim/test_rtl_sdma.py."""
 
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def check_pipeline_across_queues_waits_gpu_side(dev):
     assert dst.u32[:5].tolist() == [0xA, 0xB, 0xC, 0xD, 0xE] and moved.signalled()
 
 
-# (on the RTL too: tests/test_rtl_drivers.py runs every check here on each simulator)
+# (on the RTL too: tests/cosim/test_rtl_drivers.py runs every check here on each simulator)
 def check_copy_pipeline_example(dev):
     """examples/copy_pipeline.py (the tutorial's section 8), small: every chunk arrives
     intact, in order, through one slot reused by both engines."""
@@ -373,7 +373,7 @@ def test_a_queue_whose_wait_event_failed_says_so():
     """q2 waits for q1's event and q1's job fails: q2's job is cancelled, and q2's finish
     raises a GpuError that says the failure was in a job it waited for (another context's).
     It read as if q2's own work had stopped the GPU."""
-    from .security_helpers import Holder
+    from tests.security.security_helpers import Holder
 
     kmd_model.bind(RefModel(), cs_check=False)
     gpu = umd.open(api_version=3)

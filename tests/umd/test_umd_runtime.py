@@ -14,7 +14,7 @@ import umd
 from spec import pm4
 from testbench.refmodel import RefModel
 
-from .test_kmd_fence import WRAP_BEFORE, WRAP_JOBS, WRAP_START, assert_rings_wrapped
+from tests.kmd_sched.test_kmd_fence import WRAP_BEFORE, WRAP_JOBS, WRAP_START, assert_rings_wrapped
 
 
 def check_buffers_and_writes(dev):

@@ -1,7 +1,7 @@
 """memcpy in every direction and memset through the DMA engine (umd/transfer.py), checked
 against numpy: random sizes 0 … 64 KiB at every alignment, transfers split into several
 packets, read-after-write between transfers, and the argument errors. Bodies are
-`check_*(dev)` so tests/test_rtl_drivers.py runs them on the RTL too."""
+`check_*(dev)` so tests/cosim/test_rtl_drivers.py runs them on the RTL too."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def check_fence_after_dma_sees_the_data(dev):
     """An event signalled after a copy (a RELEASE_MEM behind the DMA_DATA) is written only
     after the copy's last write is answered: whoever sees the event sees the data. On the
     reference model a copy is done before the next packet starts, so this holds there by
-    construction; it bites on the RTL (tests/test_rtl_drivers.py), where the engine runs
+    construction; it bites on the RTL (tests/cosim/test_rtl_drivers.py), where the engine runs
     alongside the CP and only the CP's wait for it orders the fence after the data."""
     gpu = _open(dev)
     q = gpu.queue(flush_threshold=64)
@@ -139,8 +139,8 @@ def check_raw_chain_under_write_latency(dev):
     UMD sets RAW_WAIT and the CP hands it to the engine, which holds the read until the
     earlier writes are answered. On the reference model a transfer is done before the next
     packet starts and memory settings are ignored, so this passes there whatever RAW_WAIT
-    says (tests/test_umd_transfer_packets.py checks the bits); it bites on the RTL
-    (tests/test_rtl_drivers.py)."""
+    says (tests/umd/test_umd_transfer_packets.py checks the bits); it bites on the RTL
+    (tests/cosim/test_rtl_drivers.py)."""
     dev.mem_model.configure(rd_latency=40, wr_latency=40, seed=11, stall={"w": 0.5, "aw": 0.3})
     gpu = _open(dev)
     q = gpu.queue(flush_threshold=64)

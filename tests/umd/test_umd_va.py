@@ -1,6 +1,6 @@
 """The UMD's GPU virtual address allocator (umd/winsys/va.py): best fit, alignment, guard pages,
 coalescing, and the figures of stats() against a page-by-page model. (The pools that use
-it: tests/test_umd_memory.py.)"""
+it: tests/umd/test_umd_memory.py.)"""
 
 from __future__ import annotations
 
