@@ -325,7 +325,7 @@ def check_registers_md_reset_values(dev) -> None:
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "registers.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "registers.md").read_text()
     io = Mmio(dev)
     bad, checked = [], 0
     for m in re.finditer(r"^## (\w+)\n\n\*\*[^*]+\*\* — offset 0x[0-9a-f]+(?: \+ \d+·i, i = 0 … \d+)?, (.*)\.$", text, flags=re.M):

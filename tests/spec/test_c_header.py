@@ -16,7 +16,7 @@ import pytest
 from kmd_model import regs
 from spec import ih
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HEADER = ROOT / "include" / "gpucosim_regs.h"
 
 

@@ -20,7 +20,7 @@ from kmd_model import regs
 from spec import ih, packets
 from spec.sdma import packets as sdma_packets
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROSE = ["README.md", "docs/hardware.md", "docs/architecture.md", "docs/tutorial.md", "docs/verification.md"]
 
 REGISTERS = {c.NAME: {f.name for f in c.FIELDS} for c in (*regs.REGISTERS, *regs.MODEL_ONLY_REGISTERS)}

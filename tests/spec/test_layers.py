@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OURS = {"spec", "rtl", "kmd_model", "umd", "testbench", "gpucosim", "formal", "fpga", "examples", "tests"}
 THIRD_PARTY_SIMULATION = {"cocotb", "cocotb_tools", "cocotbext", "amaranth"}
 

@@ -21,7 +21,7 @@ from spec.gen import gen_packets
 from spec.sdma import packets as sp
 from spec.packets import PACKETS, PacketDef
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NAMES = [p.name for p in PACKETS]
 
 

@@ -13,7 +13,7 @@ import pytest
 from gpucosim import cli
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 SUBCOMMANDS = ("run", "sim", "bench", "disasm", "regs", "plot")

@@ -15,7 +15,7 @@ import pytest
 from testbench import sim
 from testbench.bench import model_speed
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def gpucosim(*argv: str):

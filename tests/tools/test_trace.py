@@ -26,7 +26,7 @@ from testbench import sim
 
 from tests.conftest import shared_run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOFTWARE_TRACKS = {"UMD API", "ioctl", "KMD ring + doorbell", "fences", "interrupts", "CP packets"}
 
 

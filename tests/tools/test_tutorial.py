@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TUTORIAL = ROOT / "docs" / "tutorial.md"
 # the apps the tutorial shows failing on purpose, and their exit codes
 EXPECTED_EXIT = {"examples/producer_consumer.py": 1}
