@@ -8,7 +8,7 @@ changes so that `old` no longer matches, the mutant fails with its name: update 
 
 `make formal` runs every mutant (a BMC of its group at the group's depth) and requires
 that each one fails and that the properties it `kills` are among the failures;
-tests/test_formal.py runs a few of them in `make test`, and checks that every assert of
+tests/flows/test_formal.py runs a few of them in `make test`, and checks that every assert of
 the table is killed by some mutant.
 """
 

@@ -1,6 +1,6 @@
 """`verilator --lint-only` on the generated Verilog, for every supported bus width.
 
-Run by `make lint` and by tests/test_generated.py. The only waivers are the two width
+Run by `make lint` and by tests/spec/test_generated.py. The only waivers are the two width
 warnings Yosys's minimal-width constants cause (testbench.sim.VERILATOR_WAIVERS).
 """
 

@@ -51,7 +51,7 @@ CLOCK_ENV = "GPUCOSIM_CLOCK"
 PUBLIC_VLT = HDL_DIR / "public.vlt"  # what Python may read or write on the fast Verilator build
 # The fast build's main loop: cocotb's (`cocotb_main()`), with less work per time step
 # (the file says what changed and why). COCOTB_MAIN_SHA256 is the cocotb main it was
-# derived from: tests/test_cosim_build.py says when an upgraded cocotb's differs.
+# derived from: tests/flows/test_cosim_build.py says when an upgraded cocotb's differs.
 VERILATOR_MAIN = CSRC_DIR / "verilator_main.cpp"
 COCOTB_MAIN_SHA256 = "95d2661a31cec21f37e82135bbd4f9c809be1e823e36b094064ad271d4850a88"
 

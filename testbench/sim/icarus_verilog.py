@@ -18,7 +18,7 @@ conditionals, which Icarus evaluates as a net of functors, with no thread
 (`comb_blocks_to_assigns`; a block it cannot read stays as it is). The two forms differ
 only on an unknown (X) condition: `if` takes its else branch, a conditional merges both
 values. Amaranth gives every register an initial value, so no condition is X after time
-zero; tests/test_icarus_verilog.py compares both forms from time zero.
+zero; tests/flows/test_icarus_verilog.py compares both forms from time zero.
 
 Even merged, a register costs Icarus a `%load` and a scheduled assignment every cycle,
 changed or not: with 825 of them an idle gpu_top took 43 us a cycle, while only its

@@ -1,6 +1,6 @@
 """The cocotb side of a campaign: many streams in one simulator process.
 
-`campaign(dut)` (started by tests/cocotb_difftest.py) reads its job from the environment,
+`campaign(dut)` (started by tests/difftest/cocotb_difftest.py) reads its job from the environment,
 starts the device once, and for each stream: sets the memory model's back-pressure,
 pulses the hardware reset (a clean device: registers, counters, the AXI checker),
 zeroes memory, runs the stream's driver program on the RTL in a bridge thread, runs it

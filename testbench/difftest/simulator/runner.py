@@ -1,5 +1,5 @@
 """Running a range of streams on a simulator: one or more simulator processes, each
-running tests/cocotb_difftest.py (testbench/difftest/simulator/rtl.py) over a contiguous range of
+running tests/difftest/cocotb_difftest.py (testbench/difftest/simulator/rtl.py) over a contiguous range of
 indices and writing one JSON line per stream, which is read back here (and polled for
 the progress bar). A stream a simulator never finished becomes a failed record naming it.
 """
@@ -40,8 +40,8 @@ def split_sims(sims: list[str], first: int, count: int) -> list[tuple[str, int, 
     return out
 
 
-# the cocotb module that runs each family of streams (tests/cocotb_*.py)
-FAMILIES = {"cp": "tests.cocotb_difftest", "multi": "tests.cocotb_multi_difftest"}
+# the cocotb module that runs each family of streams (tests/*/cocotb_*.py)
+FAMILIES = {"cp": "tests.difftest.cocotb_difftest", "multi": "tests.difftest.cocotb_multi_difftest"}
 
 
 def run_rtl(simulator: str, seed: int, first: int, count: int, *, jobs: int = 1, step: bool = False,

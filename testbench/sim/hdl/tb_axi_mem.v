@@ -1,4 +1,4 @@
-// tb_axi_mem: axi_mem and axi_checker on one AXI4 bus, for tests/cocotb_axi_mem.py.
+// tb_axi_mem: axi_mem and axi_checker on one AXI4 bus, for tests/rtl/cocotb_axi_mem.py.
 //
 // The bus is driven either from the s_axi_* ports (cocotbext-axi's AxiMaster, or
 // cocotb by hand) or, while bench_en is high, by a small HDL read master that streams

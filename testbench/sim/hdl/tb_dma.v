@@ -1,6 +1,6 @@
 // tb_dma: two DMA engines behind an AXI4 mux (Amaranth `dma_bench`, testbench/sim/dma_design.py)
 // on the shared-file memory model, with the protocol checker on the shared port.
-// cocotb (tests/cocotb_dma.py) drives the engines' command inputs, sets the memory
+// cocotb (tests/rtl/cocotb_dma.py) drives the engines' command inputs, sets the memory
 // model's cfg_* inputs and reads the per-engine bookkeeping counters; bus_w_beats /
 // bus_r_beats count W / R handshakes on the shared port.
 `default_nettype none
