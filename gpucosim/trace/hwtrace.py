@@ -8,7 +8,7 @@ wakes only when the hardware does something.
   ends when the FSM is back in RUN at the packet's level (an INDIRECT_BUFFER ends when
   its IB has returned). Inside a packet, phases (data write, poll, fence write, IH
   entry, rptr write-back) are nested slices. State names come from the Amaranth FSM
-  itself (`fsm_states`), so a change to rtl/cp.py cannot silently shift them.
+  itself (`fsm_states`), so a change to rtl/cp/ cannot silently shift them.
 - Memory bursts: the memory model's request queues (`mem.arq_wp`/`arq_rp` for reads,
   `awq_wp`/`bq_rp` for writes) move once per AR/AW handshake and once per finished
   burst; the queue entries hold ID, address and length. Bursts with a DMA ID go on the
