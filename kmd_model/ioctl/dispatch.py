@@ -18,6 +18,7 @@ import numpy as np
 from .. import uapi
 from ..log import get_logger
 from ..uapi import KmdError, Request
+from .copyin import Opaque, copy_in, kernel_int, shown
 from .trace import IoctlRecord
 
 if TYPE_CHECKING:
@@ -54,13 +55,15 @@ def dispatch(file: "File", request: int, args: Any) -> Any:
     t0, c0 = time.perf_counter_ns(), dev.now()
     # an ioctl number is an integer (a numpy one too, as for every integer argument); a
     # float or bool equal to one is not, and is named as given, not as the ioctl it equals
-    is_int = isinstance(request, (int, np.integer)) and not isinstance(request, bool)
+    request = kernel_int(request)  # read once: an int subclass's __int__ may run client code
+    is_int = isinstance(request, int) and not isinstance(request, bool)  # a plain int or a uapi enum now
     if is_int:
         request = int(request)
         name = Request(request).name if request in Request._value2member_map_ else f"{request:#x}"
     else:
-        name = repr(request)
+        name = shown(request)
     out, err = None, None
+    shown_args: Any = None  # the kernel's copy of the arguments, once made
     try:
         if file.closed:
             raise KmdError(errno.EBADF, f"{name}: the file is closed")
@@ -70,6 +73,8 @@ def dispatch(file: "File", request: int, args: Any) -> Any:
         if not isinstance(args, desc.args):
             raise KmdError(errno.EINVAL, f"{name}: arguments must be a {desc.args.__name__}, "
                            f"not {type(args).__name__}")
+        # the handler sees the kernel's copy, never the client's objects (ioctl/copyin.py)
+        args = shown_args = copy_in(args, desc.args)
         try:
             out = desc.handler(kmd, file, args)
         except KmdError as e:
@@ -81,7 +86,8 @@ def dispatch(file: "File", request: int, args: Any) -> Any:
         raise
     finally:
         if kmd.trace_hooks or log.isEnabledFor(logging.INFO):
-            rec = IoctlRecord(file.fd, name, args, out, err, dev.now() - c0,
+            shown_args = Opaque(args) if shown_args is None else shown_args
+            rec = IoctlRecord(file.fd, name, shown_args, out, err, dev.now() - c0,
                               (time.perf_counter_ns() - t0) / 1000)
             if log.isEnabledFor(logging.INFO):
                 log.info("%s", rec)

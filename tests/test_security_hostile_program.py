@@ -1,0 +1,218 @@
+"""A hostile program against the KMD and the UMD, as an outside tester writes one: every value
+it hands the driver is client code. Arguments whose reading runs the client's code (an `int`
+subclass whose `__int__` answers differently each time or raises, a subclass of an argument
+class whose field is a property, a `__repr__` that raises, spans lines or is megabytes long)
+are read once, by the kernel's copy (kmd_model/ioctl/copyin.py), and refused in one line.
+"""
+
+from __future__ import annotations
+
+import errno
+
+import numpy as np
+import pytest
+
+import kmd_model
+from kmd_model import uapi
+from kmd_model.uapi import (CsArgs, CsChunkDep, CsChunkFence, CsChunkIb, CtxArgs, CtxOp, GemCloseArgs,
+                            GemCreateArgs, GemMmapArgs, GemVaArgs, GemWaitIdleArgs, InfoArgs, KmdError, Request,
+                            VaOp, WaitCsArgs)
+from spec import pm4
+from testbench.refmodel import RefModel
+
+from .security_helpers import quiet
+from .test_kmd_ioctl import Client
+
+SECRET = 0x5EC2_E7ED
+
+
+class Flip(int):
+    """An int whose int() answers the next of `values` each time it is asked."""
+
+    def __new__(cls, *values: int):
+        self = super().__new__(cls, values[0])
+        self.values, self.reads = values, 0
+        return self
+
+    def __int__(self) -> int:
+        self.reads += 1
+        return self.values[(self.reads - 1) % len(self.values)]
+
+    __index__ = __int__
+
+
+class Boom(int):
+    """An int whose int() raises."""
+
+    def __int__(self) -> int:
+        raise RuntimeError("boom")
+
+    __index__ = __int__
+
+
+def _close_flipping_property(a: int, b: int) -> GemCloseArgs:
+    class FlippingClose(GemCloseArgs):  # each read of .handle answers the other handle
+        reads = 0
+
+        @property
+        def handle(self):
+            FlippingClose.reads += 1
+            return (a, b)[(FlippingClose.reads - 1) % 2]
+
+        @handle.setter
+        def handle(self, v):
+            pass
+
+    return FlippingClose(0)
+
+
+@pytest.mark.parametrize("how", ["int subclass", "property"])
+def test_gem_close_with_a_handle_that_changes_between_reads_closes_one_bo_and_leaves_no_dangling_handle(how):
+    """GEM_CLOSE looked the handle up (BO A) and then removed the handle it read a second time
+    (BO B): A was freed with its handle still in the table, so GEM_MMAP of it mapped memory
+    the allocator then gave another client (whose data the hostile client read), and B lost
+    its handle without being freed. Now the handle is read once: A is closed, B is whole."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    a, b = c.bo(0x1000), c.bo(0x1000)
+    live = len(kmd.live_bos())
+    args = GemCloseArgs(Flip(a.handle, b.handle)) if how == "int subclass" else \
+        _close_flipping_property(a.handle, b.handle)
+    c.io(Request.GEM_CLOSE, args)
+    assert len(kmd.live_bos()) == live - 1  # exactly one BO closed and freed
+    assert all(not bo.closed and not bo.freed for bo in c.f.handles.values())  # no handle to a freed BO
+    assert sorted(c.f.handles) == [b.handle]
+    # the other client's new BO takes the freed memory: nothing the hostile file still holds reaches it
+    victim = Client()
+    v = victim.bo(0x1000)
+    victim.run(v, pm4.write_data(v.addr + 0x800, [SECRET] * 8), 0x100)
+    for h in list(c.f.handles):
+        view = c.io(Request.GEM_MMAP, GemMmapArgs(h)).view.view("<u4")
+        assert SECRET not in view.tolist()
+    c.f.close()
+    victim.f.close()
+    assert not kmd.live_bos(victim.f) and not kmd.live_bos(c.f)
+    quiet(kmd)
+
+
+def _every_integer_field(c: Client, bo) -> list[tuple[Request, object]]:
+    """(request, a function of v giving its arguments with one integer field set to v) for every
+    integer field of every ioctl, the chunks' fields included."""
+    ib = CsChunkIb(8, bo.handle)
+    mk = [
+        (Request.GEM_CREATE, lambda v: GemCreateArgs(v)),
+        (Request.GEM_CREATE, lambda v: GemCreateArgs(0x1000, v)),
+        (Request.GEM_CREATE, lambda v: GemCreateArgs(0x1000, 0, v)),
+        (Request.GEM_CREATE, lambda v: GemCreateArgs(0x1000, 0, uapi.Domain.GTT, v)),
+        (Request.GEM_CLOSE, lambda v: GemCloseArgs(v)),
+        (Request.GEM_MMAP, lambda v: GemMmapArgs(v)),
+        (Request.GEM_WAIT_IDLE, lambda v: GemWaitIdleArgs(v, 0)),
+        (Request.GEM_WAIT_IDLE, lambda v: GemWaitIdleArgs(bo.handle, v)),
+        (Request.CTX, lambda v: CtxArgs(v)),
+        (Request.CTX, lambda v: CtxArgs(CtxOp.FREE, v)),
+        (Request.CTX, lambda v: CtxArgs(CtxOp.ALLOC, 0, v)),
+        (Request.CTX, lambda v: CtxArgs(CtxOp.ALLOC, 0, 0, v)),
+        (Request.INFO, lambda v: InfoArgs(v)),
+        (Request.WAIT_CS, lambda v: WaitCsArgs(v, 1, 0)),
+        (Request.WAIT_CS, lambda v: WaitCsArgs(c.ctx, v, 0)),
+        (Request.WAIT_CS, lambda v: WaitCsArgs(c.ctx, 1, v)),
+        (Request.CS, lambda v: CsArgs(v, [ib])),
+    ]
+    for i, name in enumerate(("handle", "operation", "va_address", "offset_in_bo", "map_size", "flags")):
+        good = [bo.handle, VaOp.MAP, 0x3000_0000, 0, 0x1000, 2]
+        mk.append((Request.GEM_VA, lambda v, i=i, good=good: GemVaArgs(*good[:i], v, *good[i + 1:])))
+    for name in ("size_dw", "handle", "offset", "flags", "ip_type", "ip_instance", "ring"):
+        mk.append((Request.CS, lambda v, name=name: CsArgs(c.ctx, [CsChunkIb(**{**vars(ib), name: v})])))
+    mk.append((Request.CS, lambda v: CsArgs(c.ctx, [CsChunkIb(8, gpu_addr=v)])))
+    for i in range(2):
+        mk.append((Request.CS, lambda v, i=i: CsArgs(c.ctx, [ib, CsChunkFence(*[bo.handle, 0][:i], v,
+                                                                               *[bo.handle, 0][i + 1:])])))
+    for i in range(5):
+        good = [0, 0, c.ctx, 1, 0]
+        mk.append((Request.CS, lambda v, i=i, good=good: CsArgs(c.ctx, [CsChunkDep(*good[:i], v, *good[i + 1:]), ib])))
+    return mk
+
+
+def test_an_integer_whose_int_raises_is_einval_in_every_field_of_every_ioctl():
+    """An int subclass whose __int__ raises was a RuntimeError out of the KMD (its int() ran
+    inside the handler); now it is one line, EINVAL (ENOENT for a BO handle), with no effect."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo(0x1000)
+    c.run(bo, pm4.pad(8))
+    cases = _every_integer_field(c, bo)
+    assert len(cases) == 38
+    for req, make in cases:
+        before = (len(kmd.live_bos()), kmd.stats["cs"], len(c.f.contexts), len(c.f.vm.maps))
+        with pytest.raises(KmdError) as ei:
+            c.io(req, make(Boom(1)))
+        e = ei.value
+        assert e.errno in (errno.EINVAL, errno.ENOENT), (req.name, e)
+        assert e.message.startswith(req.name.split("_")[0]) and "\n" not in e.message, e.message
+        assert "whose int() raised RuntimeError" in e.message, e.message
+        assert (len(kmd.live_bos()), kmd.stats["cs"], len(c.f.contexts), len(c.f.vm.maps)) == before
+    with pytest.raises(KmdError) as ei:
+        c.io(Boom(Request.INFO), InfoArgs(uapi.InfoQuery.DEV_INFO))
+    assert ei.value.message == "unknown ioctl request <Boom whose int() raised RuntimeError>"
+    c.run(bo, pm4.pad(8))  # the driver is whole
+    quiet(kmd)
+
+
+class _BadRepr:
+    def __repr__(self):
+        raise RuntimeError("repr")
+
+
+class _Lines:
+    def __repr__(self):
+        return "first\nsecond"
+
+
+class _Huge:
+    def __repr__(self):
+        return "x" * 1_000_000
+
+
+@pytest.mark.parametrize("value, shown", [
+    (_BadRepr(), "<_BadRepr whose repr raised RuntimeError>"),
+    (_Lines(), "first second"),
+    (_Huge(), "x" * 77 + "..."),
+    (np.zeros((2, 2)), "array([[0., 0.], [0., 0.]])"),
+])
+def test_a_value_of_the_wrong_kind_is_shown_on_one_short_line(value, shown):
+    """The message names the bad value by its repr: a repr that raised was a RuntimeError out of
+    the KMD, one with a newline broke the one-line error, a megabyte one made a megabyte
+    message. Traced, the call prints the same."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    seen = []
+    kmd.trace_hooks.append(lambda rec: seen.append(str(rec)))
+    with pytest.raises(KmdError) as ei:
+        c.io(Request.GEM_CREATE, GemCreateArgs(value))
+    assert ei.value.message == f"GEM_CREATE: size must be an int, not {shown}"
+    with pytest.raises(KmdError) as ei:
+        c.io(value, None)
+    assert ei.value.message == f"unknown ioctl request {shown}"
+    with pytest.raises(KmdError) as ei:
+        c.io(Request.CS, CsArgs(c.ctx, [value]))
+    assert ei.value.message == f"CS: chunk 0 is a {type(value).__name__}, not a CsChunkIb, CsChunkFence or CsChunkDep"
+    with pytest.raises(KmdError):
+        c.io(Request.GEM_MMAP, value)  # arguments of the wrong class altogether
+    assert len(seen) == 4 and all("\n" not in s and len(s) < 400 for s in seen), seen
+
+
+def test_a_chunk_list_is_copied_from_its_own_storage():
+    """A list subclass whose __iter__ never ends (or yields other chunks than it holds): the
+    kernel copies the list's elements, not what its __iter__ says."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo(0x1000)
+    bo.u32[:8] = pm4.pad(8)
+
+    class Endless(list):
+        def __iter__(self):
+            while True:
+                yield CsChunkIb(8, bo.handle, 0x800)
+
+    seq = c.io(Request.CS, CsArgs(c.ctx, Endless([CsChunkIb(8, bo.handle)]))).seq
+    assert c.wait(seq)
