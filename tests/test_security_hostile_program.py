@@ -216,3 +216,38 @@ def test_a_chunk_list_is_copied_from_its_own_storage():
 
     seq = c.io(Request.CS, CsArgs(c.ctx, Endless([CsChunkIb(8, bo.handle)]))).seq
     assert c.wait(seq)
+
+
+# ------------------------------------------------------------------------------ the UMD used wrongly
+
+@pytest.mark.parametrize("pools", [True, False])
+def test_a_view_kept_past_free_cannot_write_the_buffer_that_gets_its_memory_next(pools):
+    """An app keeps `buf.u32` (or `buf.map()`) and frees the buffer: the next buffer of that
+    size got the same memory (the slab's entry, the cached BO), and the stale view wrote it.
+    Now each buffer's view is a mapping of its own, revoked at free(): every use raises
+    MappingRevoked in one line, and the new buffer keeps what it holds."""
+    import umd
+
+    kmd_model.bind(RefModel())
+    with umd.open(pools=pools) as gpu:
+        a = gpu.alloc(64)
+        words, raw = a.u32, a.map()
+        half = words[8:]  # a view of the view
+        a.free()
+        a.free()  # a second free is a no-op
+        b = gpu.alloc(64)
+        if pools:
+            assert b.gpu_addr == a.gpu_addr  # the same memory, or the test proves nothing
+        q = gpu.queue()
+        q.write(b, 0, list(range(1, 17)))
+        q.finish()
+        for stale, op in ((words, lambda v: v.__setitem__(0, 0xBAD)), (raw, lambda v: v.fill(0xFF)),
+                          (half, lambda v: v.__setitem__(0, 0xBAD)), (words, lambda v: v.tolist()),
+                          (raw, lambda v: v.tobytes()), (words, lambda v: v.put(0, 1)),
+                          (words, lambda v: v.flat.__setitem__(0, 1))):
+            with pytest.raises(uapi.MappingRevoked) as ei:
+                op(stale)
+            assert str(ei.value) == f"{a!r} was freed (Buffer.free): its CPU mapping is gone"
+        assert b.u32.tolist() == list(range(1, 17))
+        with pytest.raises(ValueError, match=r"^map: <umd.Buffer .*> was freed$"):
+            a.map()

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from kmd_model.mm.mapping import sub_mapping
 from kmd_model.uapi import Domain, InfoQuery
 
 from .errors import DeviceLost, UmdError
@@ -265,6 +266,7 @@ class Buffer:
         self.slab = slab
         self.owner = None  # the Queue whose own buffer it is (its page, IBs, staging); None: the app's
         self._view: np.ndarray | None = None
+        self._revoke: Callable[[str], None] | None = None  # the CPU view's (sub_mapping), at free()
         self.freed = False
 
     def map(self) -> np.ndarray:
@@ -272,7 +274,10 @@ class Buffer:
         if self.freed:
             raise ValueError(f"map: {self!r} was freed")
         if self._view is None:
-            self._view = self.backing.map(self.device.ws)[self.bo_offset:self.bo_offset + self.size]
+            # a mapping of its own, revoked at free(): its bytes (a slab's entry, a cached BO)
+            # go to the next buffer, which a view kept past free() must not write
+            self._view, self._revoke = sub_mapping(self.backing.map(self.device.ws), self.bo_offset,
+                                                   self.bo_offset + self.size)
         return self._view
 
     @property
@@ -286,9 +291,11 @@ class Buffer:
         """Release the buffer; the KMD keeps the memory until the GPU is done with it."""
         if self.freed:
             return
+        if self._revoke is not None:
+            self._revoke(f"{self!r} was freed (Buffer.free): its CPU mapping is gone")
         self.device.mm.free(self)
         self.device.buffers.discard(self)
-        self._view = None
+        self._view = self._revoke = None
         self.freed = True
 
     def _range(self, call: str, offset: int, nbytes: int) -> int:
