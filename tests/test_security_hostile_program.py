@@ -251,3 +251,91 @@ def test_a_view_kept_past_free_cannot_write_the_buffer_that_gets_its_memory_next
         assert b.u32.tolist() == list(range(1, 17))
         with pytest.raises(ValueError, match=r"^map: <umd.Buffer .*> was freed$"):
             a.map()
+
+
+class _Index:
+    """Not an int, but an integer by __index__: answers each of `values` in turn."""
+
+    def __init__(self, *values: int):
+        self.values, self.reads = values, 0
+
+    def __index__(self) -> int:
+        self.reads += 1
+        return self.values[(self.reads - 1) % len(self.values)]
+
+
+class _IndexBoom:
+    def __index__(self) -> int:
+        raise RuntimeError("boom")
+
+
+# (call, argument name, good value, a bad value, the call made with v as that argument)
+_UMD_CALLS = [
+    ("alloc", "size", 64, -8, lambda g, q, c, b, v: g.alloc(v)),
+    ("alloc", "alignment", 64, 3, lambda g, q, c, b, v: g.alloc(64, alignment=v)),
+    ("write", "offset", 8, -8, lambda g, q, c, b, v: q.write(b, v, [1])),
+    ("write", "data[0]", 0x1234, 1 << 40, lambda g, q, c, b, v: q.write(b, 0x100, [v])),
+    ("write", "data", 0x1234, 1 << 40, lambda g, q, c, b, v: q.write(b, 0x104, v)),
+    ("emit_raw", "data[0]", 0x8000_0000, 1 << 40, lambda g, q, c, b, v: q.emit_raw([v])),
+    ("wait_mem", "offset", 0, -8, lambda g, q, c, b, v: q.wait_mem(b, v, 0, compare="always")),
+    ("wait_mem", "ref", 0, 1 << 40, lambda g, q, c, b, v: q.wait_mem(b, 0, v, compare="always")),
+    ("wait_mem", "mask", 0xFFFF_FFFF, 1 << 40, lambda g, q, c, b, v: q.wait_mem(b, 0, 0, mask=v, compare="always")),
+    ("wait_mem", "poll_interval", 16, 1 << 40, lambda g, q, c, b, v: q.wait_mem(b, 0, 0, poll_interval=v)),
+    ("wait_mem", "poll_interval", 16, 1 << 40, lambda g, q, c, b, v: c.wait_mem(b, 0, 0, poll_interval=v)),
+    ("fill", "value", 0x55, 1 << 40, lambda g, q, c, b, v: q.fill(b, 0x200, 8, v)),
+    ("fill", "size", 8, -8, lambda g, q, c, b, v: q.fill(b, 0x200, v, 0x55)),
+    ("copy", "size", 8, -8, lambda g, q, c, b, v: q.copy(b, 0x300, b, 0x100, v)),
+    ("download", "size", 8, -8, lambda g, q, c, b, v: q.download(b, 0x100, v)),
+    ("finish", "timeout", 1_000_000, -1, lambda g, q, c, b, v: q.finish(v)),
+    ("queue", "flush_threshold", 4, -1, lambda g, q, c, b, v: g.queue(flush_threshold=v)),
+    ("queue", "flush_dwords", 64, -1, lambda g, q, c, b, v: g.queue(flush_dwords=v)),
+    ("queue", "ib_size_dw", 64, -8, lambda g, q, c, b, v: g.queue(ib_size_dw=v)),
+    ("queue", "max_inflight", 2, -1, lambda g, q, c, b, v: g.queue(max_inflight=v)),
+]
+
+
+def test_every_umd_integer_argument_is_read_once():
+    """An app's integer whose __index__ answers a good value and then a bad one: the UMD checked
+    the first answer and then handed the object itself on (to the packet builders, to the
+    queue's settings), which read it again: a wait_mem or fill failed with the builder's
+    error, a write's or emit_raw's second answer reached the command buffer and the next
+    flush raised OverflowError, a queue's flush_dwords compared the object at every write.
+    Now each argument is read once and the value checked is the value used."""
+    import umd
+
+    kmd_model.bind(RefModel())
+    with umd.open() as gpu:
+        q, copy = gpu.queue(), gpu.queue(engine="copy")
+        b = gpu.alloc(0x1000)
+        for call, name, good, bad, make in _UMD_CALLS:
+            v = _Index(good, bad)
+            out = make(gpu, q, copy, b, v)
+            assert v.reads == 1, (call, name, v.reads)
+            if call == "queue":
+                out.write(b, 0x400, [1, 2])
+                out.finish()
+                out.close()
+        q.finish()
+        copy.finish()
+        assert b.u32[0x40:0x42].tolist() == [0x1234, 0x1234]  # the writes' data: the first answers
+        assert b.u32[0x80:0x82].tolist() == [0x55, 0x55]  # the fill's value
+
+
+def test_an_app_integer_whose_index_raises_is_the_calls_one_line_type_error():
+    """An __index__ that raises was that exception out of the UMD's call, from wherever the UMD
+    first converted it; now it is the call's TypeError naming the argument, and nothing is
+    recorded."""
+    import umd
+
+    kmd_model.bind(RefModel())
+    with umd.open() as gpu:
+        q, copy = gpu.queue(), gpu.queue(engine="copy")
+        b = gpu.alloc(0x1000)
+        for call, name, _good, _bad, make in _UMD_CALLS:
+            with pytest.raises(TypeError) as ei:
+                make(gpu, q, copy, b, _IndexBoom())
+            assert str(ei.value) == f"{call}: {name} must be an int, not a _IndexBoom whose __index__ raised " \
+                                    "RuntimeError", (call, name)
+        assert q.flush() is None and copy.flush() is None  # nothing was recorded
+        with pytest.raises(ValueError, match="^open: API version"):
+            umd.open(_IndexBoom())

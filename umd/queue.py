@@ -144,7 +144,7 @@ class Queue(_Dispatched):
         flush_threshold = _index("queue", "flush_threshold", flush_threshold)
         if flush_threshold < 1:
             raise ValueError(f"queue: flush_threshold must be >= 1, not {flush_threshold}")
-        if flush_dwords is not None and _index("queue", "flush_dwords", flush_dwords) < 1:
+        if flush_dwords is not None and (flush_dwords := _index("queue", "flush_dwords", flush_dwords)) < 1:
             raise ValueError(f"queue: flush_dwords must be >= 1, not {flush_dwords}")
         max_inflight = _index("queue", "max_inflight", max_inflight)
         if max_inflight < 1:
@@ -442,11 +442,12 @@ def queue_wait_mem(self: Queue, buf: Buffer, offset: int, ref: int, *, mask: int
     fn = COMPARE.get(compare, compare) if isinstance(compare, str) else None
     if fn not in COMPARE.values():
         raise ValueError(f"wait_mem: compare must be one of {', '.join(COMPARE)}, not {compare!r}")
+    ref, mask = (_index("wait_mem", name, v) for name, v in (("ref", ref), ("mask", mask)))
     for name, v in (("ref", ref), ("mask", mask)):
-        if not 0 <= _index("wait_mem", name, v) <= M32:
+        if not 0 <= v <= M32:
             raise ValueError(f"wait_mem: {name} must fit in 32 bits, not {v:#x}")
     top = _POLL_INTERVAL.max  # (a copy queue takes it in 16-clock units: it fits there too)
-    if not 0 <= _index("wait_mem", "poll_interval", poll_interval) <= top:
+    if not 0 <= (poll_interval := _index("wait_mem", "poll_interval", poll_interval)) <= top:
         raise ValueError(f"wait_mem: poll_interval must be in [0, {top}], not {poll_interval}")
     if self.copy_engine:  # POLL_REGMEM's interval counts 16 clocks
         pkt = sdma.poll_regmem(addr, ref, mask, fn, interval=max(1, -(-poll_interval // 16)))

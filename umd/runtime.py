@@ -172,7 +172,7 @@ def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignmen
     else:  # an integer, numpy's too (as every other integer argument); not a bool or a float
         try:
             n = operator.index(domain) if not isinstance(domain, bool) else None
-        except TypeError:
+        except Exception:  # (not an integer, or the app's __index__ raised)
             n = None
         dom = Domain(n) if n in DOMAINS.values() else None
     if dom is None:
@@ -316,12 +316,18 @@ class Buffer:
 # ---------------------------------------------------------------------------- argument helpers
 
 def _index(call: str, name: str, v: Any) -> int:
+    """An integer argument as a plain int, read once: callers use what this returns, never `v`
+    again (an app's __index__ may answer differently the next time, or raise)."""
     if isinstance(v, bool):
         raise TypeError(f"{call}: {name} must be an int, not {v!r}")
     try:
-        return operator.index(v)
+        n = operator.index(v)
     except TypeError:
         raise TypeError(f"{call}: {name} must be an int, not {v!r}") from None
+    except Exception as e:  # the app's own __index__ raised: still this call's one-line error
+        raise TypeError(f"{call}: {name} must be an int, not a {type(v).__name__} whose __index__ raised "
+                        f"{type(e).__name__}") from None
+    return n if type(n) is int else int.__index__(n)  # (an int subclass: its value, not its methods)
 
 
 def _own_buffer(device: Device, call: str, name: str, buf: Any) -> "Buffer":
@@ -361,7 +367,7 @@ def _dwords(call: str, data: Any) -> list[int]:
     if not words:
         raise ValueError(f"{call}: data is empty")
     for i, w in enumerate(words):
-        w = _index(call, f"data[{i}]", w)
+        words[i] = w = _index(call, f"data[{i}]", w)
         if not 0 <= w <= M32:
             raise ValueError(f"{call}: data[{i}] must fit in 32 bits, not {w:#x}")
     return words
