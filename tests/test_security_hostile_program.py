@@ -201,6 +201,30 @@ def test_a_value_of_the_wrong_kind_is_shown_on_one_short_line(value, shown):
     assert len(seen) == 4 and all("\n" not in s and len(s) < 400 for s in seen), seen
 
 
+def test_an_integer_too_wide_for_any_field_is_named_by_its_width():
+    """10**5000 as a handle or a context id: the message's repr of it raised ValueError (Python
+    converts at most 4,300 digits) out of the KMD, and a traced CS chunk naming it did too;
+    as a size it made a 4,200-character message. Now it is named by its width."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    seen = []
+    kmd.trace_hooks.append(lambda rec: seen.append(str(rec)))
+    huge = 10**5000
+    for req, args, message in [
+        (Request.GEM_MMAP, GemMmapArgs(huge), "GEM_MMAP: no BO with handle <an int of 16610 bits>"),
+        (Request.CTX, CtxArgs(CtxOp.FREE, huge), "CTX FREE: no context <an int of 16610 bits> on this file"),
+        (Request.GEM_CREATE, GemCreateArgs(-huge), "GEM_CREATE: size must be > 0, not <a negative int of 16610 bits>"),
+        (Request.CS, CsArgs(c.ctx, [CsChunkIb(8, huge)]), "CS: chunk 0: no BO with handle <an int of 16610 bits>"),
+        (Request.CS, CsArgs(c.ctx, [CsChunkIb(8, 1, "x", ip_type=huge)]),
+         "CS: chunk 0: ip_type must fit in 64 bits, not <an int of 16610 bits>"),
+        (huge, None, "unknown ioctl request <an int of 16610 bits>"),
+    ]:
+        with pytest.raises(KmdError) as ei:
+            c.io(req, args)
+        assert ei.value.message == message
+    assert len(seen) == 6 and all(len(s) < 300 for s in seen), seen
+
+
 def test_a_chunk_list_is_copied_from_its_own_storage():
     """A list subclass whose __iter__ never ends (or yields other chunks than it holds): the
     kernel copies the list's elements, not what its __iter__ says."""

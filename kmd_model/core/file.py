@@ -57,13 +57,15 @@ class File:
         callers answer; GEM_CLOSE and amdgpu's CS fence chunk answer EINVAL)."""
         bo = self.handles.get(int(handle)) if _is_int(handle) else None
         if bo is None:
-            raise KmdError(err, f"{who}: no BO with handle {handle!r}")
+            from ..ioctl.copyin import shown  # (a handle may be any value: shown safely)
+            raise KmdError(err, f"{who}: no BO with handle {shown(handle)}")
         return bo
 
     def ctx(self, ctx_id: Any, who: str) -> "Context":
         ctx = self.contexts.get(int(ctx_id)) if _is_int(ctx_id) else None
         if ctx is None:
-            raise KmdError(errno.EINVAL, f"{who}: no context {ctx_id!r} on this file")
+            from ..ioctl.copyin import shown
+            raise KmdError(errno.EINVAL, f"{who}: no context {shown(ctx_id)} on this file")
         return ctx
 
     # --------------------------------------------------------------- lifetime

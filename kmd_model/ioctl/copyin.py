@@ -21,6 +21,7 @@ from .. import uapi
 from ..uapi import CsChunkDep, CsChunkFence, CsChunkIb
 
 SHOWN = 80  # characters of a bad value's description kept in a message
+WIDEST = 128  # bits: an integer wider than this is shown by its width
 CHUNKS = (CsChunkIb, CsChunkFence, CsChunkDep)
 # the uAPI's own enums (VaOp.MAP, Domain.GTT ...): ints whose methods are ours, kept as they are
 # so traces name them
@@ -41,8 +42,19 @@ class Opaque:
         return self.text
 
 
+def hexed(v: int) -> str:
+    """`f"{v:#x}"` for a message; an int wider than any field (10**5000 as a handle) by its
+    width, not as 4,000 digits."""
+    n = int.bit_length(v)
+    if n > WIDEST:
+        return f"<{'a negative' if v < 0 else 'an'} int of {n} bits>"
+    return f"{v:#x}"
+
+
 def shown(v: Any) -> str:
     """`repr(v)` for a message: one line, at most SHOWN characters, never an exception."""
+    if isinstance(v, int) and int.bit_length(v) > WIDEST:  # (repr would raise past 4,300 digits)
+        return hexed(v)
     try:
         text = repr(v)
         if not isinstance(text, str):

@@ -18,7 +18,7 @@ import numpy as np
 from .. import uapi
 from ..log import get_logger
 from ..uapi import KmdError, Request
-from .copyin import Opaque, copy_in, kernel_int, shown
+from .copyin import Opaque, copy_in, hexed, kernel_int, shown
 from .trace import IoctlRecord
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def dispatch(file: "File", request: int, args: Any) -> Any:
     is_int = isinstance(request, int) and not isinstance(request, bool)  # a plain int or a uapi enum now
     if is_int:
         request = int(request)
-        name = Request(request).name if request in Request._value2member_map_ else f"{request:#x}"
+        name = Request(request).name if request in Request._value2member_map_ else hexed(request)
     else:
         name = shown(request)
     out, err = None, None
@@ -103,11 +103,11 @@ def _int(who: str, name: str, v: Any, lo: int = 0, hi: int | None = None, bits: 
         raise KmdError(errno.EINVAL, f"{who}: {name} must be an int, not {v!r}")
     v = int(v)
     if v >> bits and v > 0:
-        raise KmdError(errno.EINVAL, f"{who}: {name} must fit in {bits} bits, not {v:#x}")
+        raise KmdError(errno.EINVAL, f"{who}: {name} must fit in {bits} bits, not {hexed(v)}")
     if v < lo or (hi is not None and v > hi):
         rng = f">= {lo:#x}" if hi is None else f"{lo:#x} to {hi:#x}" if hi != lo else f"{lo}"
         if hi is None and lo in (0, 1):
             rng = f">= {lo}" if lo == 0 else "> 0"
-        raise KmdError(errno.EINVAL, f"{who}: {name} must be {rng}, not {v:#x}" if v > 9 or v < -9
+        raise KmdError(errno.EINVAL, f"{who}: {name} must be {rng}, not {hexed(v)}" if v > 9 or v < -9
                        else f"{who}: {name} must be {rng}, not {v}")
     return v
