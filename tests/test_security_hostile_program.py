@@ -363,3 +363,35 @@ def test_an_app_integer_whose_index_raises_is_the_calls_one_line_type_error():
         assert q.flush() is None and copy.flush() is None  # nothing was recorded
         with pytest.raises(ValueError, match="^open: API version"):
             umd.open(_IndexBoom())
+
+
+@pytest.mark.parametrize("value, shown", [(_BadRepr(), "<_BadRepr whose repr raised RuntimeError>"),
+                                          (_Lines(), "first second"), (10**5000, "<an int of 16610 bits>")],
+                         ids=["repr_raises", "repr_lines", "huge_int"])
+def test_the_umds_messages_show_an_apps_value_on_one_short_line(value, shown):
+    """The UMD named a bad argument by its repr: a repr that raised escaped as that exception,
+    a repr with a newline broke the one-line message, and 10**5000 raised ValueError (Python
+    converts at most 4,300 digits) or, as a size, printed 4,000 digits in an OutOfMemory."""
+    import umd
+
+    kmd_model.bind(RefModel())
+    with umd.open() as gpu:
+        q = gpu.queue()
+        b = gpu.alloc(64)
+        calls = [(lambda: gpu.alloc(64, value), f"alloc: domain must be 'gtt' or 'vram', not {shown}"),
+                 (lambda: gpu.alloc(64, zero=value), f"alloc: zero must be True or False, not {shown}"),
+                 (lambda: q.write(value, 0, [1]), f"write: buf must be a umd Buffer, not {shown}"),
+                 (lambda: q.wait_mem(b, 0, 0, compare=value),
+                  f"wait_mem: compare must be one of always, <, <=, ==, !=, >=, >, not {shown}"),
+                 (lambda: q.wait_event(value), f"wait_event: event must be a umd Event, not {shown}"),
+                 (lambda: gpu.queue(engine=value), f"queue: engine must be one of 'gfx', 'copy', not {shown}"),
+                 (lambda: umd.open(value), f"open: API version {shown} is not supported (this UMD serves 1, 2, 3)")]
+        if isinstance(value, int):
+            calls += [(lambda: gpu.alloc(value), f"alloc: size must fit in 64 bits, not {shown}"),
+                      (lambda: q.write(b, value, [1]), f"write: offset must fit in 64 bits, not {shown}")]
+        else:
+            calls += [(lambda: gpu.alloc(value), f"alloc: size must be an int, not {shown}")]
+        for call, message in calls:
+            with pytest.raises((TypeError, ValueError)) as ei:
+                call()
+            assert str(ei.value) == message

@@ -115,8 +115,8 @@ def open(api_version: int = LATEST, *, winsys=None, pools: bool = True) -> rt.De
     except Exception:  # (not an integer, or the app's __index__ raised)
         version = None
     if version not in TABLES:
-        raise ValueError(f"open: API version {api_version!r} is not supported (this UMD serves "
+        raise ValueError(f"open: API version {rt.shown(api_version)} is not supported (this UMD serves "
                          f"{', '.join(map(str, TABLES))})")
     if not isinstance(pools, bool):
-        raise TypeError(f"open: pools must be True or False, not {pools!r}")
+        raise TypeError(f"open: pools must be True or False, not {rt.shown(pools)}")
     return rt.Device(TABLES[version], winsys, pools)

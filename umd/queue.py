@@ -17,6 +17,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kmd_model.ioctl.copyin import shown
 from kmd_model.sched.fence import seq_passed
 from kmd_model.log import get_logger
 from kmd_model.uapi import CsChunkFence, CsChunkIb, CtxPriority, HwIp, KmdError
@@ -80,7 +81,7 @@ def device_queue_v3(self: Device, *, flush_threshold: int | None = None, flush_d
     refused submission is raised by the queue's next flush(), finish(), Event.wait() or
     close() (docs/architecture.md, "The asynchronous submission thread")."""
     if async_submit is not None and not isinstance(async_submit, bool):
-        raise TypeError(f"queue: async_submit must be True, False or None, not {async_submit!r}")
+        raise TypeError(f"queue: async_submit must be True, False or None, not {shown(async_submit)}")
     return _new_queue(self, flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority,
                       self.async_default if async_submit is None else async_submit)
 
@@ -88,9 +89,9 @@ def device_queue_v3(self: Device, *, flush_threshold: int | None = None, flush_d
 def _new_queue(self: Device, flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority,
                async_submit: bool) -> "Queue":
     if not isinstance(engine, str) or engine not in ENGINES:  # (a list is no engine: not "unhashable")
-        raise ValueError(f"queue: engine must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
+        raise ValueError(f"queue: engine must be one of {', '.join(map(repr, ENGINES))}, not {shown(engine)}")
     if not isinstance(priority, str) or priority not in PRIORITIES:
-        raise ValueError(f"queue: priority must be one of {', '.join(map(repr, PRIORITIES))}, not {priority!r}")
+        raise ValueError(f"queue: priority must be one of {', '.join(map(repr, PRIORITIES))}, not {shown(priority)}")
     if engine == "copy" and not self.dev_info.sdma_rings:
         raise ValueError(f"queue: engine='copy' needs an SDMA engine, and the {self.name} backend has none "
                          "(QUEUE_CAPS.SDMA is 0): use engine='gfx'")
@@ -441,7 +442,7 @@ def queue_wait_mem(self: Queue, buf: Buffer, offset: int, ref: int, *, mask: int
     addr = _own_buffer(self.device, "wait_mem", "buf", buf)._range("wait_mem", offset, 4)
     fn = COMPARE.get(compare, compare) if isinstance(compare, str) else None
     if fn not in COMPARE.values():
-        raise ValueError(f"wait_mem: compare must be one of {', '.join(COMPARE)}, not {compare!r}")
+        raise ValueError(f"wait_mem: compare must be one of {', '.join(COMPARE)}, not {shown(compare)}")
     ref, mask = (_index("wait_mem", name, v) for name, v in (("ref", ref), ("mask", mask)))
     for name, v in (("ref", ref), ("mask", mask)):
         if not 0 <= v <= M32:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from kmd_model.ioctl.copyin import shown  # (an app's value in a one-line message, never raising)
 from kmd_model.mm.mapping import sub_mapping
 from kmd_model.uapi import Domain, InfoQuery
 
@@ -176,9 +177,9 @@ def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignmen
             n = None
         dom = Domain(n) if n in DOMAINS.values() else None
     if dom is None:
-        raise ValueError(f"alloc: domain must be 'gtt' or 'vram', not {domain!r}")
+        raise ValueError(f"alloc: domain must be 'gtt' or 'vram', not {shown(domain)}")
     if not isinstance(zero, bool):
-        raise TypeError(f"alloc: zero must be True or False, not {zero!r}")
+        raise TypeError(f"alloc: zero must be True or False, not {shown(zero)}")
     backing, offset, slab, fresh = self.mm.alloc(size, Domain(dom), alignment)
     buf = Buffer(self, backing, offset, size, dom, slab)
     buf.owner = _owner
@@ -319,22 +320,25 @@ def _index(call: str, name: str, v: Any) -> int:
     """An integer argument as a plain int, read once: callers use what this returns, never `v`
     again (an app's __index__ may answer differently the next time, or raise)."""
     if isinstance(v, bool):
-        raise TypeError(f"{call}: {name} must be an int, not {v!r}")
+        raise TypeError(f"{call}: {name} must be an int, not {shown(v)}")
     try:
         n = operator.index(v)
     except TypeError:
-        raise TypeError(f"{call}: {name} must be an int, not {v!r}") from None
+        raise TypeError(f"{call}: {name} must be an int, not {shown(v)}") from None
     except Exception as e:  # the app's own __index__ raised: still this call's one-line error
         raise TypeError(f"{call}: {name} must be an int, not a {type(v).__name__} whose __index__ raised "
                         f"{type(e).__name__}") from None
-    return n if type(n) is int else int.__index__(n)  # (an int subclass: its value, not its methods)
+    n = n if type(n) is int else int.__index__(n)  # (an int subclass: its value, not its methods)
+    if n.bit_length() > 128:  # no argument is this wide: refused before a message prints 4,000 digits
+        raise ValueError(f"{call}: {name} must fit in 64 bits, not {shown(n)}")
+    return n
 
 
 def _own_buffer(device: Device, call: str, name: str, buf: Any) -> "Buffer":
     """`buf` as a buffer argument of `device`'s calls: a Buffer of another device holds a VA
     of that device's VM, which here names whatever this device has at the same address."""
     if not isinstance(buf, Buffer):
-        raise TypeError(f"{call}: {name} must be a umd Buffer, not {buf!r}")
+        raise TypeError(f"{call}: {name} must be a umd Buffer, not {shown(buf)}")
     if buf.device is not device:
         raise ValueError(f"{call}: {name} {buf!r} belongs to another device (its gpu_addr is an address "
                          "in that device's own address space)")
