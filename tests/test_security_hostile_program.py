@@ -95,6 +95,40 @@ def test_gem_close_with_a_handle_that_changes_between_reads_closes_one_bo_and_le
     quiet(kmd)
 
 
+def test_an_ioctl_made_from_inside_the_kmds_reading_of_an_argument_cannot_free_what_the_ioctl_uses():
+    """A user fence chunk's offset is an int whose int() closes the fence BO: the KMD had
+    looked the BO up already, then converted the offset (running the client's code, which
+    made a GEM_CLOSE: the BO was idle, so freed), and queued the job with its fence aimed
+    at the freed page. Another client got that page, and the job's seqno landed in it. Now
+    every argument is read before any lookup: the close comes first, and the CS is EINVAL."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    ib = c.bo(0x1000)
+    fence = c.io(Request.GEM_CREATE, GemCreateArgs(0x1000)).handle
+    phys = c.f.handles[fence].gpu_addr
+
+    class ClosesTheFence(int):
+        def __int__(self):
+            c.io(Request.GEM_CLOSE, GemCloseArgs(fence))
+            return int.__int__(self)
+
+    chunk = c.ib(ib, pm4.wait_reg_mem(ib.addr + 0x800, 1, 1, "EQ"))  # held until released
+    try:
+        seq = c.submit(chunk, CsChunkFence(fence, ClosesTheFence(0x10)))
+    except KmdError as e:
+        seq = None
+        assert e.errno == errno.EINVAL and e.message == f"CS: chunk 1: no BO with handle {fence}"
+    victim = Client()
+    v = victim.bo(0x1000)
+    assert victim.phys(v) == phys  # the freed page went to the other client
+    ib.u32[0x200] = 1
+    if seq is not None:
+        c.wait(seq)
+    victim.run(v, pm4.write_data(v.addr + 0x800, [SECRET]), 0x100)
+    assert v.u32[4] == 0, "the hostile job's fence wrote the other client's memory"
+    quiet(kmd)
+
+
 def _every_integer_field(c: Client, bo) -> list[tuple[Request, object]]:
     """(request, a function of v giving its arguments with one integer field set to v) for every
     integer field of every ioctl, the chunks' fields included."""
