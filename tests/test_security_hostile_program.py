@@ -129,6 +129,35 @@ def test_an_ioctl_made_from_inside_the_kmds_reading_of_an_argument_cannot_free_w
     quiet(kmd)
 
 
+@pytest.mark.parametrize("req", ["GEM_CREATE", "GEM_VA", "CTX", "CS"])
+def test_a_file_closed_by_the_clients_code_inside_an_ioctl_is_ebadf(req):
+    """An argument whose int() closes the file: the ioctl had checked the file was open before
+    reading its arguments, so GEM_CREATE made a BO on the closed file (leaked for good: the
+    close had released the file's BOs already), GEM_VA mapped into its destroyed VM. Now the
+    file is checked again once the arguments are read: EBADF, nothing made."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo(0x1000)
+    bo.u32[:8] = pm4.pad(8)
+    raw = c.io(Request.GEM_CREATE, GemCreateArgs(0x1000)).handle
+
+    class ClosesTheFile(int):
+        def __int__(self):
+            c.f.close()
+            return int.__int__(self)
+
+    v = ClosesTheFile
+    args = {"GEM_CREATE": GemCreateArgs(v(0x1000)),
+            "GEM_VA": GemVaArgs(raw, VaOp.MAP, 0x2000_0000, 0, v(0x1000)),
+            "CTX": CtxArgs(CtxOp.ALLOC, 0, v(0)),
+            "CS": CsArgs(c.ctx, [CsChunkIb(v(8), bo.handle)])}[req]
+    with pytest.raises(KmdError) as ei:
+        c.io(Request[req], args)
+    assert (ei.value.name, ei.value.message) == ("EBADF", f"{req}: the file is closed")
+    assert not kmd.live_bos() and kmd.stats["cs"] == 0
+    assert not c.f.contexts and not c.f.vm.maps
+
+
 def _every_integer_field(c: Client, bo) -> list[tuple[Request, object]]:
     """(request, a function of v giving its arguments with one integer field set to v) for every
     integer field of every ioctl, the chunks' fields included."""

@@ -75,6 +75,8 @@ def dispatch(file: "File", request: int, args: Any) -> Any:
                            f"not {type(args).__name__}")
         # the handler sees the kernel's copy, never the client's objects (ioctl/copyin.py)
         args = shown_args = copy_in(args, desc.args)
+        if file.closed:  # by the client's code the copy ran (a re-entrant close)
+            raise KmdError(errno.EBADF, f"{name}: the file is closed")
         try:
             out = desc.handler(kmd, file, args)
         except KmdError as e:
