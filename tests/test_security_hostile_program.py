@@ -458,3 +458,30 @@ def test_the_umds_messages_show_an_apps_value_on_one_short_line(value, shown):
             with pytest.raises((TypeError, ValueError)) as ei:
                 call()
             assert str(ei.value) == message
+
+
+def test_what_a_buffer_is_cannot_be_rewritten_by_the_app():
+    """`buf.size = 1 << 20` made every later call trust the new size: a write 4 KiB past the
+    64-byte buffer was recorded and ran, over the app's next buffer; `buf.freed = False`
+    gave a freed buffer its mapping back, over the memory of the buffer allocated there
+    since. A buffer's address, size, device and state are read-only."""
+    import umd
+
+    kmd_model.bind(RefModel())
+    with umd.open() as gpu:
+        q = gpu.queue()
+        a, b = gpu.alloc(64), gpu.alloc(64)
+        for name, value in (("size", 1 << 20), ("gpu_addr", b.gpu_addr), ("freed", True), ("device", None),
+                            ("handle", 1), ("bo_offset", 0), ("domain", 4), ("backing", None), ("slab", None)):
+            with pytest.raises(AttributeError, match=f"property '{name}' of 'Buffer' object has no setter"):
+                setattr(a, name, value)
+        off = b.gpu_addr - a.gpu_addr  # b's first dword, by a's offsets
+        with pytest.raises(ValueError, match=rf"^write: \[{off:#x}, {off + 4:#x}\) is outside the 0x40-byte buffer$"):
+            q.write(a, off, [0xBAD])
+        a.free()
+        with pytest.raises(AttributeError):
+            a.freed = False
+        with pytest.raises(ValueError, match="was freed"):
+            a.map()
+        q.finish()
+        assert not b.u32.any()

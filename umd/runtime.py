@@ -256,19 +256,31 @@ class Buffer:
     """Device memory: `gpu_addr` (a GPU virtual address), `size`, a CPU mapping (`map()`,
     `u32`). It lives in a BO of its own or in a slab's (`handle`, at `bo_offset`)."""
 
+    # What the buffer is (where, how big, whose) is read-only to the app: the UMD's checks of
+    # every call trust it, so `buf.size = 1 << 20` would let a write reach the next buffer, and
+    # `buf.freed = False` a freed buffer's memory, now another buffer's.
+    device = property(lambda self: self._device)
+    backing = property(lambda self: self._backing)
+    handle = property(lambda self: self._backing.handle)
+    bo_offset = property(lambda self: self._bo_offset)
+    gpu_addr = property(lambda self: self._gpu_addr)
+    size = property(lambda self: self._size)
+    domain = property(lambda self: self._domain)
+    slab = property(lambda self: self._slab)
+    freed = property(lambda self: self._freed)
+
     def __init__(self, device: Device, backing: Backing, bo_offset: int, size: int, domain: Domain, slab=None):
-        self.device = device
-        self.backing = backing
-        self.handle = backing.handle
-        self.bo_offset = bo_offset
-        self.gpu_addr = backing.va + bo_offset
-        self.size = size
-        self.domain = domain
-        self.slab = slab
+        self._device = device
+        self._backing = backing
+        self._bo_offset = bo_offset
+        self._gpu_addr = backing.va + bo_offset
+        self._size = size
+        self._domain = domain
+        self._slab = slab
         self.owner = None  # the Queue whose own buffer it is (its page, IBs, staging); None: the app's
         self._view: np.ndarray | None = None
         self._revoke: Callable[[str], None] | None = None  # the CPU view's (sub_mapping), at free()
-        self.freed = False
+        self._freed = False
 
     def map(self) -> np.ndarray:
         """The bytes as a numpy uint8 view of device memory (GEM_MMAP, once per BO)."""
@@ -297,7 +309,7 @@ class Buffer:
         self.device.mm.free(self)
         self.device.buffers.discard(self)
         self._view = self._revoke = None
-        self.freed = True
+        self._freed = True
 
     def _range(self, call: str, offset: int, nbytes: int) -> int:
         offset = _index(call, "offset", offset)
