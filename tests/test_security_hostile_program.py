@@ -485,3 +485,27 @@ def test_what_a_buffer_is_cannot_be_rewritten_by_the_app():
             a.map()
         q.finish()
         assert not b.u32.any()
+
+
+def test_a_closed_queue_or_device_cannot_be_reopened_by_the_app():
+    """`queue.closed = False` after close() took calls again: write() recorded into a queue
+    whose context was freed, and flush() came back as the KMD's EINVAL for the context. The
+    flag is read-only: the calls stay the queue's own one-line ValueError."""
+    import umd
+
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    q = gpu.queue()
+    b = gpu.alloc(64)
+    q.close()
+    for obj in (q, gpu):
+        with pytest.raises(AttributeError, match=f"property 'closed' of '{type(obj).__name__}' object has no setter"):
+            obj.closed = False
+        if obj is gpu:
+            gpu.close()
+            with pytest.raises(AttributeError):
+                gpu.closed = False
+    with pytest.raises(ValueError, match="^write: the queue is closed$"):
+        q.write(b, 0, [1])
+    with pytest.raises(ValueError, match="^alloc: the device is closed$"):
+        gpu.alloc(64)

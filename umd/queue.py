@@ -201,7 +201,6 @@ class Queue(_Dispatched):
         self._extra_cs: list[tuple[int, int]] = []
         self.calls = 0
         self.flushes = 0
-        self.closed = False
         # closed with jobs still running (close() gave up waiting; the kernel lets them
         # finish): the queue keeps its fence page, and what they may use stays busy until
         # the page says they ended (umd/winsys/pool.py fence_idle)

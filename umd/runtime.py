@@ -79,7 +79,10 @@ class _Dispatched:
     files do): a command recorded into a closed queue would otherwise be lost silently."""
 
     _kind = ""
-    closed = False
+    _closed = False
+    # read-only to the app: `queue.closed = False` would take calls again on a queue whose
+    # context is gone (the KMD then refuses them, as not the call's own one-line error)
+    closed = property(lambda self: self._closed)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -102,7 +105,7 @@ class _Dispatched:
         for k, v in list(self.__dict__.items()):
             if isinstance(v, (types.MethodType, types.FunctionType)):  # (private attributes are data)
                 del self.__dict__[k]
-        self.closed = True
+        self._closed = True
 
     def __dir__(self) -> list[str]:
         own = [k.split(".", 1)[1] for k in self.__dict__["_table"].entries if k.startswith(self._kind + ".")]
@@ -145,7 +148,6 @@ class Device(_Dispatched):
         self.buffers: set[Buffer] = set()
         # the VA range and the BOs behind Buffers (umd/winsys/va.py, umd/winsys/pool.py)
         self.mm = MemoryManager(self, i.va_start, i.va_end, i.va_alignment, pools)
-        self.closed = False
 
     def __repr__(self) -> str:
         return f"<umd.Device {self.name} api v{self.api_version}>"
