@@ -158,6 +158,41 @@ def test_a_file_closed_by_the_clients_code_inside_an_ioctl_is_ebadf(req):
     assert not c.f.contexts and not c.f.vm.maps
 
 
+def test_a_client_blocked_in_its_own_argument_code_does_not_stop_other_clients():
+    """The KMD read its arguments under the driver's lock, so a client whose int() blocked
+    (here: until another client's ioctl has run) held every other client's ioctls, its UMD's
+    submissions included, for as long as it liked: a hang of the whole driver. The
+    arguments are copied in before the lock is taken."""
+    import threading
+
+    kmd = kmd_model.bind(RefModel())
+    hostile, other = Client(), Client()
+    obo = other.bo(0x1000)
+    done = threading.Event()
+
+    class WaitsForTheOtherClient(int):
+        def __int__(self):
+            done.wait(120)  # (a guard, longer than the join below: with the old lock order nothing sets it)
+            return int.__int__(self)
+
+    result = []
+    t = threading.Thread(target=lambda: result.append(
+        hostile.io(Request.GEM_CREATE, GemCreateArgs(WaitsForTheOtherClient(0x1000)))))
+    t.start()
+    try:
+        worker = threading.Thread(target=lambda: other.run(obo, pm4.write_data(obo.addr + 0x800, [7])))
+        worker.start()
+        worker.join(30)
+        ran = not worker.is_alive() and obo.u32[0x200] == 7
+    finally:
+        done.set()
+        t.join()
+        worker.join()
+    assert ran, "the other client's ioctls waited for the hostile client's argument code"
+    assert result and result[0].size == 0x1000  # and the hostile call went through when it returned
+    quiet(kmd)
+
+
 def _every_integer_field(c: Client, bo) -> list[tuple[Request, object]]:
     """(request, a function of v giving its arguments with one integer field set to v) for every
     integer field of every ioctl, the chunks' fields included."""

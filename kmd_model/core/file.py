@@ -40,9 +40,10 @@ class File:
     def ioctl(self, request: int, args: Any = None) -> Any:
         """Run one ioctl; returns its out-structure, raises KmdError on failure. Under the
         driver's lock (Kmd.lock): a client may call from any number of threads."""
-        from ..ioctl.dispatch import dispatch
+        from ..ioctl.dispatch import copy_in_call, dispatch
+        call = copy_in_call(request, args)  # the client's code it may run runs outside the lock
         with self.kmd.lock:
-            return dispatch(self, request, args)
+            return dispatch(self, call)
 
     # --------------------------------------------------------------- handles
 
