@@ -1,8 +1,11 @@
 """A hostile program against the KMD and the UMD, as an outside tester writes one: every value
 it hands the driver is client code. Arguments whose reading runs the client's code (an `int`
-subclass whose `__int__` answers differently each time or raises, a subclass of an argument
-class whose field is a property, a `__repr__` that raises, spans lines or is megabytes long)
-are read once, by the kernel's copy (kmd_model/ioctl/copyin.py), and refused in one line.
+subclass whose `__int__` answers differently each time, raises, blocks, or makes ioctls of
+its own; a subclass of an argument class whose field is a property; a `__repr__` that
+raises, spans lines or is megabytes long; an int of 5,000 digits) are read once, by the
+kernel's copy (kmd_model/ioctl/copyin.py), before the driver's lock and before any lookup,
+and refused in one line. The UMD used wrongly: a view kept past free(), an `__index__` read
+twice or raising, a Buffer's size or a Queue's `closed` rewritten by the app.
 """
 
 from __future__ import annotations
