@@ -334,6 +334,8 @@ def cmd_plot(p, args) -> int:
     from .trace.plot import PlotError, plot
 
     _writable_file(p, "-o", Path(args.output))
+    if args.start is not None and args.end is not None and args.end <= args.start:
+        p.error(f"--to {args.end:g} is not after --from {args.start:g}")
     try:
         out = plot(args.trace, args.output, start=args.start, end=args.end, title=args.title)
     except PlotError as e:
