@@ -33,8 +33,8 @@ examples:
   gpucosim run examples/batching.py --sim model -- --plot build/batching.png
 
 --log takes module=level pairs (the GPUCOSIM_LOG syntax), modules: umd, ioctl, kmd, cs,
-ring, fence, ih, sched, bo, bus (every MMIO access), cp (packets the CP starts), sdma (the copy
-engine's, on the model); levels:
+ring, fence, ih, sched, bo, vm (mappings, VMIDs, TLB flushes), bus (every MMIO access), cp
+(packets the CP starts), sdma (the copy engine's, on the model); levels:
 debug, info, warning, error; a bare level applies to all.
 """
 

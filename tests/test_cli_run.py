@@ -44,6 +44,16 @@ def test_run_errors(capsys, tmp_path):
         f"gpucosim run: error: --stats-json wants a file, not the folder {tmp_path}")
 
 
+def test_run_help_names_every_log_module():
+    """`gpucosim run --help` lists the --log modules: it left out vm (mappings, VMIDs, TLB
+    flushes), which --log accepts and its error message names."""
+    from gpucosim import cli
+    from kmd_model.log import MODULES
+
+    listed = cli.RUN_EPILOG.split("modules:", 1)[1].split("levels:", 1)[0]
+    assert [m for m in MODULES if f" {m}" not in listed.replace(",", " ").replace("\n", " ")] == []
+
+
 def test_run_refuses_what_it_would_find_out_too_late(capsys, tmp_path, monkeypatch):
     """Bad settings that used to be ignored, or to fail with a traceback (some only after the
     whole run), are one line before anything runs."""
