@@ -232,6 +232,19 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
             kmd_log.parse(os.environ[kmd_log.ENV])
         except ValueError as e:
             p.error(f"{e} (in the environment)")
+    # the drivers' and the testbench's settings, read deep inside the run (the simulator's
+    # build, the app's umd.open): a bad one is a usage error now, not a traceback then
+    if args.sim != "model":
+        from testbench.sim import clock_mode
+
+        try:
+            clock_mode()
+        except ValueError as e:
+            p.error(f"{e} (in the environment)")
+    from umd.submit import ENV as ASYNC_ENV
+
+    if os.environ.get(ASYNC_ENV, "0") not in ("0", "1"):
+        p.error(f"{ASYNC_ENV}={os.environ[ASYNC_ENV]!r}: choose 0 or 1 (in the environment)")
     return RunOptions(app=app, backend=args.sim, args=app_args, trace=args.trace, waves=waves, log=args.log,
                       stats=args.stats, stats_json=args.stats_json, crash_dir=args.crash_dir, kmd=_kmd_params(p, args.kmd),
                       dma=not args.no_dma, data_width=args.data_width, queues=True)

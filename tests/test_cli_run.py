@@ -98,6 +98,19 @@ def test_run_refuses_what_it_would_find_out_too_late(capsys, tmp_path, monkeypat
         "gpucosim plot: error: -o: cannot write in /proc: No such file or directory")
 
 
+def test_run_refuses_bad_driver_settings_in_the_environment(capsys, monkeypatch):
+    """GPUCOSIM_CLOCK=bogus ended a simulator run in a 28-line traceback from the build;
+    GPUCOSIM_ASYNC_SUBMIT=maybe in the app's first umd.open(), a traceback and a crash
+    report. Both are one line before anything runs, as GPUCOSIM_LOG and SIM are."""
+    monkeypatch.setenv("GPUCOSIM_CLOCK", "bogus")
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "verilator") == (
+        "gpucosim run: error: GPUCOSIM_CLOCK='bogus': choose hdl or cocotb (in the environment)")
+    monkeypatch.delenv("GPUCOSIM_CLOCK")
+    monkeypatch.setenv("GPUCOSIM_ASYNC_SUBMIT", "maybe")
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model") == (
+        "gpucosim run: error: GPUCOSIM_ASYNC_SUBMIT='maybe': choose 0 or 1 (in the environment)")
+
+
 def test_app_arguments_without_dashes(capsys):
     """Options gpucosim does not know, after APP, are the app's; before APP they are an error."""
     r = gpucosim("run", "examples/producer_consumer.py", "--sim", "model", "--items", "6")
