@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -205,6 +206,8 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
         p.error("--rtl-engines applies to the reference model (--sim model): the RTL has only its own engines")
     if app.endswith(".py") and not Path(app).is_file():
         p.error(f"no app at {app}")
+    if app.endswith(".py"):
+        _python_text(p, app)
     if args.stats_json and Path(args.stats_json).is_dir():
         p.error(f"--stats-json wants a file, not the folder {args.stats_json}")
     # everything the run will write is checked now, not after the run
@@ -355,6 +358,23 @@ def cmd_plot(p, args) -> int:
         p.error(str(e))
     print(f"gpucosim: wrote {out}")
     return 0
+
+
+def _python_text(p: argparse.ArgumentParser, app: str) -> None:
+    """APP.py is Python source: text, UTF-8 unless a coding line says otherwise (a binary
+    file given by mistake was a SyntaxError whose excerpt printed its bytes)."""
+    try:
+        data = Path(app).read_bytes()
+    except OSError as e:
+        p.error(f"cannot read {app}: {e.strerror}")
+    if re.search(rb"^[ \t\f]*#.*?coding[:=]", b"\n".join(data.splitlines()[:2]), flags=re.M):
+        return  # (PEP 263: Python reads it in its own encoding)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        p.error(f"{app} is not a Python file: byte {e.start} is not UTF-8 text")
+    if "\0" in text:
+        p.error(f"{app} is not a Python file: it holds NUL bytes")
 
 
 def _writable_dir(p: argparse.ArgumentParser, what: str, path: Path) -> None:

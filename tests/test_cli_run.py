@@ -111,6 +111,18 @@ def test_run_refuses_bad_driver_settings_in_the_environment(capsys, monkeypatch)
         "gpucosim run: error: GPUCOSIM_ASYNC_SUBMIT='maybe': choose 0 or 1 (in the environment)")
 
 
+def test_run_names_an_app_file_that_is_not_text(capsys, tmp_path):
+    """A binary file named like an app (a build product, a mistyped name) was imported: a
+    SyntaxError whose excerpt wrote its raw bytes to the terminal."""
+    app = tmp_path / "blob.py"
+    app.write_bytes(bytes([0x7f, 0x45, 0x4c, 0x46, 0xe5, 0x80, 0x00, 0x01]))
+    assert usage_error(capsys, "run", str(app), "--sim", "model") == \
+        f"gpucosim run: error: {app} is not a Python file: byte 4 is not UTF-8 text"
+    app.write_bytes(b"def main():\n    return 0\n\0\0")
+    assert usage_error(capsys, "run", str(app), "--sim", "model") == \
+        f"gpucosim run: error: {app} is not a Python file: it holds NUL bytes"
+
+
 def test_app_arguments_without_dashes(capsys):
     """Options gpucosim does not know, after APP, are the app's; before APP they are an error."""
     r = gpucosim("run", "examples/producer_consumer.py", "--sim", "model", "--items", "6")
