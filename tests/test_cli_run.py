@@ -220,6 +220,20 @@ def test_run_exit_code_args_and_exit_report(tmp_path):
     assert "fences: " in r.stderr and "ioctls: " in r.stderr
 
 
+def test_run_names_a_device_the_app_never_closed(tmp_path):
+    """An app that opens a device and forgets gpu.close() (nothing allocated, so no BO is
+    left to report) ended without a word."""
+    app = tmp_path / "open_only.py"
+    app.write_text("import umd\n"
+                   "def main():\n"
+                   "    umd.open(api_version=2)\n"
+                   "    return 0\n")
+    r = gpucosim("run", str(app), "--sim", "model")
+    assert r.returncode == 0, r.stderr
+    assert "  LEAK: the app never closed its device (model, fd 3): gpu.close() frees its buffers, queues and " \
+           "pools" in r.stderr.splitlines()
+
+
 def test_run_writes_a_crash_report_on_an_exception(tmp_path):
     app = tmp_path / "boom.py"
     app.write_text("import umd\n"
