@@ -177,6 +177,10 @@ def test_plot_errors(capsys, tmp_path):
     assert usage_error(capsys, "plot", str(trace), "-o", str(tmp_path / "x.png"), "--from", "500", "--to", "100") == \
         "gpucosim plot: error: --to 100 is not after --from 500"
     assert not (tmp_path / "x.png").exists()
+    # a window with nothing in it (past the run; ns taken for cycles) drew an empty picture
+    assert usage_error(capsys, "plot", str(trace), "-o", str(tmp_path / "x.png"), "--from", "5000", "--to", "9000") == \
+        f"gpucosim plot: error: {trace}: no events between cycles 5000 and 9000 (the run spans cycles 100 to 300)"
+    assert not (tmp_path / "x.png").exists()
 
 
 @pytest.mark.parametrize("text, message", [
