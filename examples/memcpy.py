@@ -6,7 +6,7 @@ Each copy is one DMA_DATA packet (SRC_SEL = ADDRESS), recorded by the UMD's
 addresses must lie in this app's buffers). GPU timestamps around each copy give its cost
 in cycles; on the reference model, which takes no time to copy, they are 0.
 
-    gpucosim run examples/memcpy.py --sim verilator    # the RTL's DMA engine (rtl/dma.py)
+    gpucosim run examples/memcpy.py --sim verilator    # the RTL's DMA engine (rtl/dma/)
     gpucosim run examples/memcpy.py --sim model        # the reference model's
 
 A device without a DMA engine (CAPS.DMA = 0, e.g. `--sim model --no-dma`) cannot copy:

@@ -8,7 +8,7 @@ changes so that `old` no longer matches, the mutant fails with its name: update 
 
 `make formal` runs every mutant (a BMC of its group at the group's depth) and requires
 that each one fails and that the properties it `kills` are among the failures;
-tests/test_formal.py runs a few of them in `make test`, and checks that every assert of
+tests/flows/test_formal.py runs a few of them in `make test`, and checks that every assert of
 the table is killed by some mutant.
 """
 
@@ -161,31 +161,31 @@ MUTANTS: list[Mutant] = [
     M("mux_fixed_priority", "mux", "rtl.axi_mux", "m.d.sync += turn.eq(~others)", "m.d.sync += turn.eq(1)",
       "ar_round_robin", "fixed priority: the parked (last) master always wins"),
 
-    # ---------------------------------------------------------------- the DMA engine (rtl/dma.py)
-    M("dma_ar_drops_on_abort", "dma", "rtl.dma", "bus.arvalid.eq(ar_valid),", "bus.arvalid.eq(ar_valid & ~aborting),",
+    # ---------------------------------------------------------------- the DMA engine (rtl/dma/)
+    M("dma_ar_drops_on_abort", "dma", "rtl.dma.read", "bus.arvalid.eq(ar_valid),", "bus.arvalid.eq(ar_valid & ~aborting),",
       "ar_held", "ARVALID withdrawn when an abort or error starts", depth=12),
-    M("dma_ar_steps_early", "dma", "rtl.dma", "with m.If(ar_fire):", "with m.If(bus.arvalid):",
+    M("dma_ar_steps_early", "dma", "rtl.dma.read", "with m.If(ar_fire):", "with m.If(bus.arvalid):",
       "ar_stable", "the read walk moves on before ARREADY", depth=12),
-    M("dma_aw_steps_early", "dma", "rtl.dma", "with m.If(aw_fire):", "with m.If(bus.awvalid):",
+    M("dma_aw_steps_early", "dma", "rtl.dma.write", "with m.If(aw_fire):", "with m.If(bus.awvalid):",
       "aw_held aw_stable", "the write walk moves on before AWREADY", depth=12),
-    M("dma_w_ignores_ready", "dma", "rtl.dma", "w_fire.eq(bus.wvalid & bus.wready),", "w_fire.eq(bus.wvalid),",
+    M("dma_w_ignores_ready", "dma", "rtl.dma.write", "w_fire.eq(bus.wvalid & bus.wready),", "w_fire.eq(bus.wvalid),",
       "w_held w_stable", "W beats advance without WREADY", depth=12),
-    M("dma_first_burst_too_long", "dma", "rtl.dma", "self.n.eq(Mux(short, last[:bnd_bits + 1] + 1, bnd_beats - lo))",
+    M("dma_first_burst_too_long", "dma", "rtl.dma.burst", "self.n.eq(Mux(short, last[:bnd_bits + 1] + 1, bnd_beats - lo))",
       "self.n.eq(Mux(short, last[:bnd_bits + 1] + 1, bnd_beats))", "ar_4k aw_4k",
       "the first burst ignores its offset from the boundary: it runs into the next 4 KiB page", depth=12),
-    M("dma_arlen_plus_one", "dma", "rtl.dma", "bus.arlen.eq(rw.n - 1),", "bus.arlen.eq(rw.n),",
+    M("dma_arlen_plus_one", "dma", "rtl.dma.read", "bus.arlen.eq(rw.n - 1),", "bus.arlen.eq(rw.n),",
       "ar_legal", "ARLEN is the beat count, not the count less one", depth=12),
-    M("dma_awsize_half", "dma", "rtl.dma", "bus.awsize.eq(lb),", "bus.awsize.eq(lb - 1),",
+    M("dma_awsize_half", "dma", "rtl.dma.write", "bus.awsize.eq(lb),", "bus.awsize.eq(lb - 1),",
       "aw_legal", "AWSIZE half the bus width", depth=12),
-    M("dma_wlast_first", "dma", "rtl.dma", "bus.wlast.eq(w_lastbeat),", "bus.wlast.eq(w_beat == 0),",
+    M("dma_wlast_first", "dma", "rtl.dma.write", "bus.wlast.eq(w_lastbeat),", "bus.wlast.eq(w_beat == 0),",
       "wlast_beat", "WLAST on the first beat", depth=12),
-    M("dma_w_without_aw", "dma", "rtl.dma", "bus.wvalid.eq(wq_ne & (wqh.fill | f_hv)),",
+    M("dma_w_without_aw", "dma", "rtl.dma.write", "bus.wvalid.eq(wq_ne & (wqh.fill | f_hv)),",
       "bus.wvalid.eq(wqh.fill | f_hv),", "w_after_aw", "W offered before any AW", depth=12),
-    M("dma_reads_unlimited", "dma", "rtl.dma", "r_room.eq(space_ok & (ar_out < self.max_reads))",
+    M("dma_reads_unlimited", "dma", "rtl.dma.read", "r_room.eq(space_ok & (ar_out < dma.max_reads))",
       "r_room.eq(space_ok)", "reads_limit", "more reads in flight than max_reads", depth=12),
-    M("dma_writes_unlimited", "dma", "rtl.dma", "bq_room.eq((bq_wp - bq_rp)[:qpw] != Q)", "bq_room.eq(1)",
+    M("dma_writes_unlimited", "dma", "rtl.dma.write", "bq_room.eq((bq_wp - bq_rp)[:qpw] != Q)", "bq_room.eq(1)",
       "writes_limit", "more write bursts without B than max_writes", depth=12),
-    M("dma_done_per_burst", "dma", "rtl.dma", "done_ok.eq(((b_fire & bqh.last & ~b_err) | nob_pop) & ~head_scoped)",
+    M("dma_done_per_burst", "dma", "rtl.dma.completion", "done_ok.eq(((b_fire & bqh.last & ~b_err) | nob_pop) & ~head_scoped)",
       "done_ok.eq(((b_fire & ~b_err) | nob_pop) & ~head_scoped)", "done_per_command",
       "`done` for every write burst instead of every command", depth=8),
 

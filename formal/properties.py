@@ -170,7 +170,7 @@ _group(Group(
 
 # ------------------------------------------------------------------------- the DMA engine
 _group(Group(
-    "dma", "rtl/dma.py DMAEngine (its AXI4 master port)", "formal.blocks.dma:DMAHarness", "prove", 3, 12,
+    "dma", "rtl/dma/ DMAEngine (its AXI4 master port)", "formal.blocks.dma:DMAHarness", "prove", 3, 12,
     config="a 32-bit bus (the device: 64); bursts of up to 4 beats (16), 2 reads and 2 writes in "
            "flight (8 and 8), a 16-beat data FIFO, 2 commands queued, transfers of up to 512 bytes "
            "(2^20): the burst splitting is the same min(bursts, 4 KiB) arithmetic at every size, and "

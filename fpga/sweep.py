@@ -4,7 +4,7 @@ fetch-ahead depth, as parsing throughput (Mdwords/s at the CP's Fmax) against LU
 
 For each point: synthesis and place and route of the engine alone (fpga/flow.py, one
 seed: the sweep compares points, the goals use the median of three), and a cocotb run of
-back-to-back 4 KiB copies on Verilator (tests/cocotb_dma.py test_sweep_point) at 0 and
+back-to-back 4 KiB copies on Verilator (tests/rtl/cocotb_dma.py test_sweep_point) at 0 and
 at SWEEP_LATENCY cycles of read latency. Throughput = bus efficiency × bus bytes × Fmax.
 The CP points: the CP alone through the same flow, and a Verilator run of the 32-bit top
 built with that fetch depth parsing a 4,096-dword IB of NOPs at CP_LATENCY cycles of read
@@ -27,8 +27,8 @@ from pathlib import Path
 
 from rtl.cp import CommandProcessor
 from testbench import sim
-from testbench.design import gpu_design
-from testbench.dma_design import dma_design
+from testbench.sim.design import gpu_design
+from testbench.sim.dma_design import dma_design
 
 from .blocks import block
 from .flow import FlowError
@@ -101,7 +101,7 @@ def efficiency(p: Point, latency: int) -> float:
     out = OUT / f"{p.name.replace(':', '-')}-lat{latency}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
-    res = sim.run(dma_design(p.width, **p.dma_kwargs), "verilator", "tests.cocotb_dma", ["test_sweep_point"],
+    res = sim.run(dma_design(p.width, **p.dma_kwargs), "verilator", "tests.rtl.cocotb_dma", ["test_sweep_point"],
                   tag=f"sweep-lat{latency}", extra_env={"GPUCOSIM_BENCH_OUT": str(out), "SWEEP_LATENCY": str(latency)})
     if not res.ok or not out.exists():
         raise FlowError(f"dma {p.name}: bench run (Verilator, latency {latency}) failed:\n{res.explain()}")

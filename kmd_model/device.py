@@ -5,7 +5,7 @@ model. The KMD sees only this: 32-bit MMIO, the CPU's view of memory, a way to w
 the interrupt, and the simulated clock. It never imports cocotb.
 
 Everything is synchronous, as a kernel driver is. The cocotb backend runs driver code in
-a greenlet of the simulator's thread (testbench/bridge.py) and turns each MMIO access or
+a greenlet of the simulator's thread (testbench/sim/bridge.py) and turns each MMIO access or
 wait into a switch to the coroutine that awaits it, so the simulator and the driver never
 run at the same time (docs/architecture.md, "Driver code and the cocotb scheduler").
 """

@@ -8,7 +8,7 @@ applies the same rules and none can drift from the others:
 - the KMD's command-stream checker (kmd_model/cs/checker.py) makes every one of them
   first, on its shadow copy of the job, so a stream it accepts never stops the CP with a
   packet error;
-- the RTL (rtl/cp.py) builds its decode logic from the same table, and the RTL-vs-model
+- the RTL (rtl/cp/packets.py) builds its decode logic from the same table, and the RTL-vs-model
   campaign holds it to the model.
 
 The checks of one type-3 packet, in the CP's order (the first that fails is the error):

@@ -1,6 +1,6 @@
 """`verilator --lint-only` on the generated Verilog, for every supported bus width.
 
-Run by `make lint` and by tests/test_generated.py. The only waivers are the two width
+Run by `make lint` and by tests/spec/test_generated.py. The only waivers are the two width
 warnings Yosys's minimal-width constants cause (testbench.sim.VERILATOR_WAIVERS).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from .design import gpu_verilog
+from .sim.design import gpu_verilog
 from .sim import VERILATOR_WAIVERS, setup_env, verilator_root
 
 DATA_WIDTHS = (32, 64, 128, 256)

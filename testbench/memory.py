@@ -1,7 +1,7 @@
 """The AXI memory model's Python side: shared storage, run-time settings, protocol checker.
 
-The RTL memory model (`testbench/hdl/axi_mem.v`) keeps its bytes in a file that C code
-inside the simulator maps (DPI-C on Verilator, VPI on Icarus: `testbench/csrc/`). Python
+The RTL memory model (`testbench/sim/hdl/axi_mem.v`) keeps its bytes in a file that C code
+inside the simulator maps (DPI-C on Verilator, VPI on Icarus: `testbench/sim/csrc/`). Python
 maps the same file as a numpy array, so drivers and hardware share memory the way a GPU's
 GTT is shared, and no Python runs per bus beat::
 
@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 
 import numpy as np
 
-MEM_ENV = "GPUCOSIM_MEM_FILE"  # read by testbench/csrc/gpumem.c
+MEM_ENV = "GPUCOSIM_MEM_FILE"  # read by testbench/sim/csrc/gpumem.c
 DEFAULT_SIZE = 64 << 20
 
 RESP_NAMES = {"OKAY": 0, "EXOKAY": 1, "SLVERR": 2, "DECERR": 3}
@@ -310,7 +310,7 @@ def render_checker_codes() -> str:
     return "\n".join(lines) + "\n"
 
 
-CHECKER_SOURCE = Path(__file__).resolve().parent / "hdl" / "axi_checker.v"
+CHECKER_SOURCE = Path(__file__).resolve().parent / "sim" / "hdl" / "axi_checker.v"
 
 
 def _splice(text: str, block: str) -> str:

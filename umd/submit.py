@@ -12,7 +12,7 @@ ahead of it in the FIFO.
 Who may enter the KMD. The KMD model serialises its ioctls itself (Kmd.lock), and the UMD's
 run under one lock of its own too (winsys.KMD_LOCK). On the reference model that is all: the thread runs
 its ioctls itself. On the RTL the simulator belongs to the app's thread (the app runs in a
-greenlet of the simulator's thread: testbench/bridge.py refuses any other), and an ioctl drives it (MMIO,
+greenlet of the simulator's thread: testbench/sim/bridge.py refuses any other), and an ioctl drives it (MMIO,
 interrupt waits), so there the thread hands each ioctl to the owner (the thread that
 opened the device) through a request queue, which the owner serves whenever it enters the
 driver: before each of its own ioctls it runs those of every flush queued so far (so a

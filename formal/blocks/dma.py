@@ -1,4 +1,4 @@
-"""The DMA engine's AXI4 master port (rtl/dma.py): the rules a master owes, the 4 KiB rule,
+"""The DMA engine's AXI4 master port (rtl/dma/): the rules a master owes, the 4 KiB rule,
 burst shapes, WLAST, W after AW, and the outstanding limits.
 
 Free commands (any source, destination, length, fill or copy, RAW_WAIT) and a free abort
@@ -139,7 +139,7 @@ class DMAHarness(Harness):
         (each follows from the RTL's update rules in one step; see each comment)."""
         g = type("G", (), g)
         B = self.dw // 8
-        bnd = min(self.mb, 4096 // B)       # bursts end at bnd-beat boundaries (rtl/dma.py)
+        bnd = min(self.mb, 4096 // B)       # bursts end at bnd-beat boundaries (rtl/dma/burst.py)
         bnd_bits = bnd.bit_length() - 1
         Q = self.max_writes
         qpw = Q.bit_length()                # the B/W queues' pointers carry a wrap bit

@@ -16,8 +16,8 @@ import cocotb
 
 from gpucosim.run.session import RunOptions, Session, apply_app_log, load_main, report_load_error
 from kmd_model.log import get_logger
-from testbench import bridge
-from testbench.cocotb_device import run_driver
+from testbench.sim import bridge
+from testbench.sim.cocotb_device import run_driver
 
 # cocotb shows every DeprecationWarning in a test; cocotbext-axi's are not the app's to fix.
 warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"cocotbext\.")

@@ -134,7 +134,7 @@ def _load(target: str):
 # ------------------------------------------------------------------------------ RTL
 
 def _design(opts: RunOptions):
-    from testbench.design import gpu_design
+    from testbench.sim.design import gpu_design
 
     return gpu_design(opts.data_width)  # the RTL always has its DMA engine
 

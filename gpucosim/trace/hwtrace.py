@@ -8,7 +8,7 @@ wakes only when the hardware does something.
   ends when the FSM is back in RUN at the packet's level (an INDIRECT_BUFFER ends when
   its IB has returned). Inside a packet, phases (data write, poll, fence write, IH
   entry, rptr write-back) are nested slices. State names come from the Amaranth FSM
-  itself (`fsm_states`), so a change to rtl/cp.py cannot silently shift them.
+  itself (`fsm_states`), so a change to rtl/cp/ cannot silently shift them.
 - Memory bursts: the memory model's request queues (`mem.arq_wp`/`arq_rp` for reads,
   `awq_wp`/`bq_rp` for writes) move once per AR/AW handshake and once per finished
   burst; the queue entries hold ID, address and length. Bursts with a DMA ID go on the
@@ -67,7 +67,7 @@ def fsm_states(data_width: int = 64, cache_dir: Path | None = None, block: str =
     signal's decoder knows the mapping. Cached beside the design's Verilog."""
     cache = None
     if cache_dir is not None:
-        from testbench.design import gpu_verilog
+        from testbench.sim.design import gpu_verilog
         cache = Path(cache_dir) / (gpu_verilog(data_width).stem + f".{block}_states.json")
         if cache.exists():
             return {int(k): v for k, v in json.loads(cache.read_text()).items()}

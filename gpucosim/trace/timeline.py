@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-NS_PER_CYCLE = 10  # testbench.cocotb_device.CLOCK_PERIOD_NS (a test keeps them equal)
+NS_PER_CYCLE = 10  # testbench.sim.cocotb_device.CLOCK_PERIOD_NS (a test keeps them equal)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""COPY_LINEAR and CONSTANT_FILL: transfers on the engine's own DMA engine (rtl/dma.py).
+"""COPY_LINEAR and CONSTANT_FILL: transfers on the engine's own DMA engine (rtl/dma/).
 
 A transfer runs in the background, as the CP's DMA_DATA does: the packet finishes once
 its command is queued, and the parser goes on. Only COPY_LINEAR and CONSTANT_FILL start

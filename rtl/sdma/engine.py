@@ -10,7 +10,7 @@ reference model this follows check by check. The pieces:
   fields in a CHECK cycle and starts the packet's executor (one module per family);
 - one BlockWriter (rtl/cp/writer.py) makes every memory write of the engine (WRITE_LINEAR,
   FENCE, the rptr write-back), one aligned 32-byte block at a time, each waited for;
-- COPY_LINEAR and CONSTANT_FILL run on the engine's own DMA engine (rtl/dma.py, given as
+- COPY_LINEAR and CONSTANT_FILL run on the engine's own DMA engine (rtl/dma/, given as
   `dma`), one transfer at a time: a packet finishes when its transfer is answered;
 - IH entries (TRAP, POLL_REGMEM's timeout, the error entry) are requested from the CP,
   whose IH writer owns the IH ring (rtl/cp/ih.py: it appends them between packets, while
@@ -25,7 +25,8 @@ The VMID sideband (rtl/mmu.py): the ring's fetches and the rptr write-back are V
 IB fetches with the VMID its ring INDIRECT_BUFFER names, and its packets read and write
 with it.
 
-Errors latch SDMA_ERROR* once (the parser's first, or a doorbell's), stop the parser at
+Errors (errors.py: the latch and its captures, `fail()`, the reset request) latch
+SDMA_ERROR* once (a transfer's, the parser's first, or a doorbell's), stop the parser at
 its next step, drain the engine's bus traffic (a transfer under way completes), then
 request an SDMA_ERROR IH entry and wait in ERROR. SDMA_CNTL.QUEUE_RESET (and
 CONTROL.SOFT_RESET) drains the same way (transfers are aborted) and returns the queue to
@@ -34,7 +35,7 @@ idle; the CP is not involved.
 
 from contextlib import contextmanager
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -47,18 +48,15 @@ from ..bus import AXI4Signature, BURST_INCR, RESP_OKAY
 from ..cp.fetch import Fetcher
 from ..cp.packets import pack_fields
 from ..cp.writer import BLOCK_DWORDS, BlockWriter
-from ..csr import REG_FIELDS, CpError, IbLevel
+from ..csr import REG_FIELDS, CpError
 from ..mmu import REQ_USER, RESP_USER, req_user
 from ..perf import CounterBank
 from . import copy_fill, indirect_buffer, poll_regmem, read_port, trap, write
 from . import packets as pk
+from .errors import error_latch
 
 SDMA_BYTES_WIDTH = 23  # COPY_LINEAR / CONSTANT_FILL move up to 4 MiB (COUNT + 1)
 MIN_LOG2, MAX_LOG2 = 4, 20  # SDMA_RB_CNTL.RB_SIZE range (the model clamps to it)
-# the addresses a parser's error names (engine.py fail()): the dword's on offer, the packet's,
-# the block written, the polled one, the IH writer's (answering a TRAP or timeout entry),
-# an INDIRECT_BUFFER's base
-_WHERE = ("cur", "hdr", "blk", "poll", "ih", "ib_base")
 AVAIL_BITS = 23  # the dwords left in a buffer, saturated: more than a packet can need
 assert 1 << AVAIL_BITS > (1 << sp.WRITE_LINEAR.field("COUNT").width) + sp.WRITE_LINEAR.fixed + 1
 
@@ -68,13 +66,17 @@ def _saturate(v):
 
 
 class _Context:
-    """The engine's signals and helpers by name, for the executor modules."""
+    """The engine's signals and helpers by name, for the modules that build parts of it
+    (errors.py, status.py and the executors)."""
 
     def __init__(self, names: dict):
         self.update(names)
 
     def update(self, names: dict) -> None:
         self.__dict__.update((k, v) for k, v in names.items() if k not in ("self", "c"))
+
+    def take(self, names: str) -> tuple:
+        return tuple(getattr(self, n) for n in names.split())
 
 
 class SdmaEngine(wiring.Component):
@@ -236,100 +238,13 @@ class SdmaEngine(wiring.Component):
         short = Signal()  # the header on offer's packet runs past its buffer's end (BAD_COUNT)
         m.d.comb += short.eq(Mux(in_ib, fi.dw_tag.need >= avail_ib, fr.dw_tag.need >= avail_ring))
 
-        # ---------------------------------------------------------------- errors
-        # The latch takes an error in two steps (as the CP's, rtl/cp/errors.py), so that no
-        # path runs from an error's cause through the priority between the sources into
-        # SDMA_ERROR*: each source's error is captured in registers of its own (which follow
-        # their source until an error is captured or latched), and in the next cycle the
-        # first capture by priority (a transfer's, the parser's, a doorbell's: the order of
-        # one cycle's errors) is latched. Whatever asks "has an error happened" reads
-        # `err_any`, which includes the captures, so only SDMA_STATUS.ERROR and SDMA_ERROR*
-        # show the step: they are set a cycle later, and the SDMA_ERROR IH entry of a
-        # parser's error is requested a cycle later.
-        err_any = Signal()
-        f_err = Signal()  # the parser's error this cycle (fail())
-        f_code = Signal(8)
-        f_where = Signal(range(len(_WHERE)))  # which address it names (fail())
-        f_opz = Signal()  # ... whose OP is not readable (a bad fetch)
-        db_err = Signal()
-        db_code = Signal(8)
-        # a transfer's error (copy_fill.py): its packet's place comes from the transfer's record
-        x_err = Signal()
-        x_code = Signal(8)
-        x_addr = Signal(aw)
-        x_off = Signal(32)
-        x_level = Signal()
-        x_op = Signal(8)
-        x_vmid = Signal(4)
-        transfers = Signal()  # COPY_LINEAR / CONSTANT_FILL transfers queued or running
-        # ... as a cycle ago (a register for the header's decision, whose pop is late; it covers
-        # every transfer RUN can see: one starts in DMA_QUEUE, and holds a cycle longer at the end)
-        transfers_d = Signal()
-        m.d.sync += transfers_d.eq(transfers)
-
-        def bus_code(resp, user):
-            code = Mux(resp == 0b11, CpError.BUS_DECERR, CpError.BUS_SLVERR)
-            return Mux(RESP_USER(Value.cast(user)).fault, CpError.VM_FAULT, code)
-
-        ib_base_p = Signal(aw)  # an INDIRECT_BUFFER's base, as its payload registers hold it
-        m.d.comb += ib_base_p.eq(pk.address(hdr, p, sp.INDIRECT_BUFFER, "base", aw))
-
-        def fail(code, addr, opz=False):
-            """The parser's error: `addr` is one of the registers (or the dword's address) that
-            _WHERE names, which the latch reads a cycle later (the dword's, and the IH
-            writer's answer, from captures)."""
-            where = {id(cur_addr): "cur", id(hdr_addr): "hdr", id(blk_addr): "blk", id(poll_addr): "poll",
-                     id(self.ih_addr): "ih", id(ib_base_p): "ib_base"}[id(addr)]
-            m.d.comb += [f_err.eq(1), f_code.eq(code), f_where.eq(_WHERE.index(where)), f_opz.eq(opz)]
-            m.next = "ERR_DRAIN"
-
-        # reset: SDMA_CNTL.QUEUE_RESET or CONTROL.SOFT_RESET
-        reset_pulse = Signal()
-        m.d.comb += reset_pulse.eq(csr.sdma_cntl_queue_reset | csr.control_soft_reset)
-        resetting = Signal()
-        soft = Signal()  # the reset is the device's (the CP drops IH requests too)
-        with m.If(reset_pulse):
-            m.d.sync += resetting.eq(1)
-        with m.If(csr.control_soft_reset):
-            m.d.sync += soft.eq(1)
-
-        # the captures: valid bits, and what the sources show only in their error's cycle
-        fv, xv, dv = Signal(name="f_err_valid"), Signal(name="x_err_valid"), Signal(name="db_err_valid")
-        m.d.comb += err_any.eq(err | fv | xv | dv)
-        fc_code, fc_where, fc_opz = Signal(8, name="f_code_r"), Signal.like(f_where, name="f_where_r"), Signal()
-        fc_addr = Signal(aw, name="f_addr_r")  # the dword's address, or the IH writer's answer's (below)
-        xc_code, xc_addr, xc_off = Signal(8, name="x_code_r"), Signal(aw, name="x_addr_r"), Signal(32, name="x_off_r")
-        xc_level, xc_op, xc_vmid = Signal(name="x_level_r"), Signal(8, name="x_op_r"), Signal(4, name="x_vmid_r")
-        dc_code, dc_off = Signal(8, name="db_code_r"), Signal(MAX_LOG2, name="db_off_r")
-        dc_addr = Signal(30, name="db_addr_r")
-        with m.If(~err_any & ~resetting):
-            m.d.sync += [fv.eq(f_err), xv.eq(x_err), dv.eq(db_err)]
-        with m.Else():
-            m.d.sync += [fv.eq(0), xv.eq(0), dv.eq(0)]
-        with m.If(~err_any):
-            m.d.sync += [fc_code.eq(f_code), fc_where.eq(f_where), fc_opz.eq(f_opz),
-                         xc_code.eq(x_code), xc_addr.eq(x_addr), xc_off.eq(x_off), xc_level.eq(x_level),
-                         xc_op.eq(x_op), xc_vmid.eq(x_vmid),
-                         dc_code.eq(db_code), dc_off.eq(rdw & mask), dc_addr.eq(csr.sdma_doorbell[2:])]
-            # (fc_addr: after the FSM, which says whose address it follows)
-        # the latch: the parser's place (level, VMID, the packet's offset, OP and SUB_OP) is
-        # still in its registers a cycle after its error (the header's cycle loads them)
-        f_addr = Signal(aw)
-        m.d.comb += f_addr.eq(Array([fc_addr, hdr_addr, blk_addr, poll_addr, fc_addr, ib_base_p])[fc_where])
-        assert _WHERE == ("cur", "hdr", "blk", "poll", "ih", "ib_base")
-        with m.If(~err & ~resetting):
-            # (a transfer's error first: its packet came before the one the parser holds)
-            with m.If(xv):
-                m.d.sync += [err.eq(1), err_code.eq(xc_code), err_level.eq(xc_level), err_addr.eq(xc_addr),
-                             err_vmid.eq(xc_vmid), err_op.eq(xc_op), err_sub.eq(0), err_offset.eq(xc_off)]
-            with m.Elif(fv):
-                m.d.sync += [err.eq(1), err_code.eq(fc_code), err_level.eq(in_ib), err_addr.eq(f_addr),
-                             err_vmid.eq(cur_vmid), err_op.eq(Mux(fc_opz, 0, cur_op)),
-                             err_sub.eq(Mux(fc_opz, 0, cur_sub)), err_offset.eq(hdr_off)]
-            with m.Elif(dv):
-                m.d.sync += [err.eq(1), err_code.eq(dc_code), err_level.eq(IbLevel.RING),
-                             err_addr.eq(Cat(Const(0, 2), dc_addr)), err_vmid.eq(cur_vmid),
-                             err_op.eq(0), err_sub.eq(0), err_offset.eq(dc_off)]
+        # ---------------------------------------------------------------- errors (errors.py)
+        c = _Context(locals())
+        error_latch(m, self, c)
+        err_any, db_err, db_code, fail, bus_code = c.take("err_any db_err db_code fail bus_code")
+        reset_pulse, resetting, soft, transfers, transfers_d = c.take(
+            "reset_pulse resetting soft transfers transfers_d")
+        fc_addr = c.fc_addr
 
         # ---------------------------------------------------------------- doorbell
         # (int32)(v − wptr) < 0 → BACKWARDS; (uint32)(v − rptr) > 4·size → OVERFLOW; bits 1:0
@@ -416,7 +331,7 @@ class SdmaEngine(wiring.Component):
 
         ih_done, ih_resp, ih_user, ih_addr = self.ih_done, self.ih_resp, self.ih_user, self.ih_addr
         data_width = DW
-        c = _Context(locals())
+        c.update(locals())
         for mod in (copy_fill, write, poll_regmem, indirect_buffer, trap):
             mod.setup(c)
         with m.FSM(name="sdma") as fsm:

@@ -15,7 +15,7 @@ From spec/ih.py, spec/vm.py and spec/gfx9.py:
                            shows the last too; the C header gets spec/vm.py's constants
 
 Generated files are checked in so a reader sees them without running anything;
-tests/test_generated.py fails when one differs from what the spec gives.
+tests/spec/test_generated.py fails when one differs from what the spec gives.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from testbench import sim
-from testbench.design import gpu_design
+from testbench.sim.design import gpu_design
 
 # metric → (goal text, check on the value or None)
 GOALS = {

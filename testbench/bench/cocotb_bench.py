@@ -20,7 +20,7 @@ from kmd_model import regs
 from spec import pm4
 from spec import vm
 from testbench.bench import raw as raw_bench
-from testbench.cocotb_device import CocotbDevice, design_params, run_driver
+from testbench.sim.cocotb_device import CocotbDevice, design_params, run_driver
 from testbench.bench.raw import DST, IB, OUT, RING, RPTR_WB, SRC
 
 RESULTS: dict = {}

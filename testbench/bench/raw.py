@@ -1,7 +1,7 @@
 """The raw baseline of `make bench`: the co-simulation's speed against the simulator's own.
 
 The same design and memory model (tb_top: gpu_top, the shared-file memory, the AXI
-checker, the HDL clock, mmio_master) is driven by an HDL stimulus (testbench/hdl/tb_raw.v)
+checker, the HDL clock, mmio_master) is driven by an HDL stimulus (testbench/sim/hdl/tb_raw.v)
 with no cocotb: `verilator --binary --timing`, or plain Icarus with the memory's VPI
 module. Both harnesses run the same `Work`, a memory image and a list of operations:
 
@@ -28,8 +28,9 @@ import numpy as np
 from kmd_model import regs
 from spec import pm4
 
-from .. import icarus_verilog, sim
-from ..design import gpu_verilog, memory_sources
+from .. import sim
+from ..sim import icarus_verilog
+from ..sim.design import gpu_verilog, memory_sources
 from ..memory import SharedMemory
 
 RING, RPTR_WB, IH_RING, IH_WB, IB, OUT = 0x10000, 0x8000, 0x20000, 0x8040, 0x30000, 0x40000

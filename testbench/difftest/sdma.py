@@ -445,7 +445,7 @@ async def campaign(dut) -> None:
     import json
     import os
 
-    from testbench import bridge
+    from testbench.sim import bridge
 
     from .simulator.rtl import FastDevice
 

@@ -7,7 +7,7 @@
     python -m testbench.mutate --modules kmd_model/sched/fence.py,kmd_model/irq/ih.py --sample 1
     python -m testbench.mutate --recheck          # also run the survivors argued in survivors.toml
     python -m testbench.mutate --python --resume  # go on where the last run's budget stopped it
-    python -m testbench.mutate --fast             # the handful make test runs (tests/test_mutate.py)
+    python -m testbench.mutate --fast             # the handful make test runs (tests/flows/test_mutate.py)
 
 The Python part runs mutmut in a scratch copy (build/mutate/py); the RTL part applies
 each curated mutant to a scratch copy of the Amaranth source (build/mutate/rtl) and runs

@@ -1,5 +1,5 @@
 """The fast subset: a handful of mutants, one per class of hole issue 19 found, each of
-which the named tests must kill. `make test` runs them (tests/test_mutate.py), so a change
+which the named tests must kill. `make test` runs them (tests/flows/test_mutate.py), so a change
 that blinds the suite to one of these classes fails CI; `python -m testbench.mutate --fast`
 runs them by hand.
 
@@ -8,7 +8,7 @@ not one test: deleting or weakening the test that bites makes the subset fail.
 
 The packet table's bit positions have one too: moving a field in spec/packets.py changes
 builders, decoder, RTL, model and checker alike, so only an outside reference can see it:
-AMD's own encodings, with every field non-zero somewhere (tests/test_amd_conformance.py).
+AMD's own encodings, with every field non-zero somewhere (tests/spec/test_amd_conformance.py).
 """
 
 from __future__ import annotations
@@ -34,55 +34,55 @@ FAST = (
         'bad[copy] |= ~self._owned(w, plan.value(pay, "src")[copy], n[copy])',
         "bad[copy] |= False",
         "the checker forgets where a DMA_DATA reads from: one client copies another's memory"),
-        ("tests/test_kmd_checker.py",)),
+        ("tests/kmd/test_kmd_checker.py",)),
     FastMutant(Patch(
         "fence-not-wrap-safe", "kmd_model/sched/fence.py",
         "while self.pending and seq_passed(self.pending[0].seq, value):",
         "while self.pending and self.pending[0].seq <= value:",
         "fence processing compares seqnos as plain numbers: nothing signals past 2^32"),
-        ("tests/test_kmd_fence.py",)),
+        ("tests/kmd_sched/test_kmd_fence.py",)),
     FastMutant(Patch(
         "ih-rptr-write-back", "kmd_model/irq/ih.py",
         "self.kmd.mmio.write(regs.IH_RPTR, self.rptr)",
         "self.kmd.mmio.write(regs.IH_RPTR, self.rptr & self.mask)",
         "the IH read pointer is written back wrapped: IH_PENDING stays high, entries are redone"),
-        ("tests/test_kmd_ih.py",)),
+        ("tests/kmd_sched/test_kmd_ih.py",)),
     FastMutant(Patch(
         "diagnosis-skips-ib2", "kmd_model/cs/checker.py",
         'hit = walk(base, f["IB_SIZE"], level + 1)',
         "hit = None",
         "the timeout diagnosis does not look into IB2s"),
-        ("tests/test_kmd_checker.py",)),
+        ("tests/kmd/test_kmd_checker.py",)),
     FastMutant(Patch(
-        "wait-lt-as-le", "testbench/refmodel/packets.py",
+        "wait-lt-as-le", "testbench/refmodel/cp/packets.py",
         '"LT": int.__lt__,',
         '"LT": int.__le__,',
         "WAIT_REG_MEM LT read as LE: only a wait on the boundary tells them apart"),
-        ("tests/test_refmodel_packets.py", "-k", "wait_reg_mem")),
+        ("tests/model/test_refmodel_packets.py", "-k", "wait_reg_mem")),
     FastMutant(Patch(
         "raw-wait-never-set", "umd/transfer.py",
         "raw = any(s < src + size and src < e for s, e in _written(q))",
         "raw = False",
         "the UMD never sets RAW_WAIT: invisible in the data on the model, where transfers are instant"),
-        ("tests/test_umd_transfer_packets.py",)),
+        ("tests/umd/test_umd_transfer_packets.py",)),
     FastMutant(Patch(
         "packet-field-moved", "spec/packets.py",
         '_ignored("TC_WC_ACTION_EN", 0, 20,',
         '_ignored("TC_WC_ACTION_EN", 0, 18,',
         "a packet field moves in the table: builders, decoder, RTL, model and checker move with it"),
-        ("tests/test_amd_conformance.py",)),
+        ("tests/spec/test_amd_conformance.py",)),
     FastMutant(Patch(
         "address-high-dword", "kmd_model/cs/checker.py",
         'a = f["ADDR_LO"] << 2 | f["ADDR_HI"] << 32',
         'a = f["ADDR_LO"] << 2 | f["ADDR_HI"] << 33',
         "an address's high dword put in the wrong place: invisible while every buffer lies below 4 GiB"),
-        ("tests/test_high_memory.py",)),
+        ("tests/kmd/test_high_memory.py",)),
     FastMutant(Patch(
         "dump-line-address", "gpucosim/dump.py",
         'lines.append(f"{base + 4 * i:#010x}: {words}")',
         'lines.append(f"{base + i:#010x}: {words}")',
         "crash-report dumps address their lines wrongly past the first 8 dwords"),
-        ("tests/test_dump.py",)),
+        ("tests/tools/test_dump.py",)),
 )
 
 

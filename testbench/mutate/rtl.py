@@ -25,14 +25,14 @@ from .patch import ROOT, Patch, run_pytest, scratch_copy
 
 SIM = "icarus"
 DIFFTEST_STREAMS = 48  # two of every kind of stream (the generator's cycle is 24)
-CP_TESTS = (("tests/test_rtl_vs_model.py",),)
-DMA_TESTS = (("tests/test_dma_rtl.py", "-k", "dma_64 or small_config or longer_than_4k"),)
-MUX_TESTS = (("tests/test_rtl_axi_mux.py",), ("tests/test_dma_rtl.py", "-k", "dma_64"))
-REG_TESTS = (("tests/test_regs.py",),)
-MMU_TESTS = (("tests/test_rtl_mmu.py",),)  # the MMU alone against spec.vm.walk (Amaranth's simulator)
-RAW_CHECK = ("tests.cocotb_drivers", "umd_transfer__check_raw_chain_under_write_latency")
-# AMD's own packets on the RTL (tests/test_amd_conformance.py, run there by test_rtl_drivers.py)
-AMD_CHECKS = ("tests.cocotb_drivers", ("amd_conformance__check_amd_streams_run",
+CP_TESTS = (("tests/difftest/test_rtl_vs_model.py",),)
+DMA_TESTS = (("tests/rtl/test_dma_rtl.py", "-k", "dma_64 or small_config or longer_than_4k"),)
+MUX_TESTS = (("tests/rtl/test_rtl_axi_mux.py",), ("tests/rtl/test_dma_rtl.py", "-k", "dma_64"))
+REG_TESTS = (("tests/rtl/test_regs.py",),)
+MMU_TESTS = (("tests/rtl/test_rtl_mmu.py",),)  # the MMU alone against spec.vm.walk (Amaranth's simulator)
+RAW_CHECK = ("tests.cosim.cocotb_drivers", "umd_transfer__check_raw_chain_under_write_latency")
+# AMD's own packets on the RTL (tests/spec/test_amd_conformance.py, run there by test_rtl_drivers.py)
+AMD_CHECKS = ("tests.cosim.cocotb_drivers", ("amd_conformance__check_amd_streams_run",
                                        "amd_conformance__check_amd_differences_refused"))
 
 
@@ -120,14 +120,14 @@ MUTANTS = (
     _m("int-status-not-w1c", "rtl/csr.py", "~(bridge.wr_data[1:2] & wmask[1:2])",
        "~(bridge.wr_data[1:2] & wmask[1:2] & 0)", "INT_STATUS.EOP cannot be cleared by writing 1",
        tests=CP_TESTS + REG_TESTS),
-    # ---- the DMA engine (rtl/dma.py) and the AXI mux
-    _m("burst-clamp-removed", "rtl/dma.py", "bnd_beats = min(self.max_burst_beats, 4096 // B)",
+    # ---- the DMA engine (rtl/dma/) and the AXI mux
+    _m("burst-clamp-removed", "rtl/dma/engine.py", "bnd_beats = min(self.max_burst_beats, 4096 // B)",
        "bnd_beats = self.max_burst_beats", "bursts longer than 4 KiB cross 4 KiB boundaries",
        tests=DMA_TESTS, difftest=0),
-    _m("dma-raw-ignored", "rtl/dma.py", "qa.w.data.raw.eq(self.cmd_raw_wait)", "qa.w.data.raw.eq(0)",
+    _m("dma-raw-ignored", "rtl/dma/commands.py", "qa.w.data.raw.eq(dma.cmd_raw_wait)", "qa.w.data.raw.eq(0)",
        "the engine starts a RAW_WAIT read before the earlier writes are answered",
        tests=DMA_TESTS, difftest=0),
-    _m("dma-first-strobe", "rtl/dma.py", "Mux(wqh.first & (w_beat == 0), first_mask, all_lanes)",
+    _m("dma-first-strobe", "rtl/dma/write.py", "Mux(wqh.first & (w_beat == 0), first_mask, all_lanes)",
        "Mux(wqh.first & (w_beat == 0), all_lanes, all_lanes)",
        "an unaligned transfer writes the bytes before its destination in its first beat", tests=DMA_TESTS),
     _m("mux-w-to-first-master", "rtl/axi_mux.py", "m.d.sync += wq[wq_index(wq_wp)].eq(aw_sel)",
@@ -162,7 +162,7 @@ class Result:
 def _cocotb(work: Path, module: str, testcase, timeout: float) -> tuple[int, str]:
     """cocotb testcase(s) of `module` on the whole front end: 0 when every one ran and passed."""
     names = [testcase] if isinstance(testcase, str) else list(testcase)
-    code = (f"import sys; from testbench import sim; from testbench.design import gpu_design; "
+    code = (f"import sys; from testbench import sim; from testbench.sim.design import gpu_design; "
             f"r = sim.run(gpu_design(64), {SIM!r}, {module!r}, {names!r}, tag='mutate'); "
             f"print(r.explain()); sys.exit(0 if r.ok and set({names!r}) <= set(r.passed) else 1)")
     return _run(work, [sys.executable, "-c", code], timeout)

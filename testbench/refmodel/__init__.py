@@ -28,7 +28,7 @@ depend on timing and read 0 here.
 
 Bus errors. `configure(error_window=(base, limit, resp))`: every CP or DMA access whose
 bytes touch [base, limit) answers resp; bytes at or beyond the memory size answer DECERR
-(window first, as in testbench/hdl/axi_mem.v). The RTL's memory model decides per bus
+(window first, as in testbench/sim/hdl/axi_mem.v). The RTL's memory model decides per bus
 beat, so both agree exactly when the window is aligned to the bus width.
 
 Counters. Exact (they count events, not cycles):

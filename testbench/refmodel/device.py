@@ -19,12 +19,12 @@ from spec import packets as pk
 from spec import vm as vm_spec
 
 from .cp import CommandProcessor
-from .cp_queues import CONFIG as _HQD1_CONFIG
-from .cp_queues import CpQueue1
+from .cp.packets import _Fault, _Wait, _kind
+from .cp.queues import CONFIG as _HQD1_CONFIG
+from .cp.queues import CpQueue1
 from .dma import DmaDatapath
 from .memory import MemoryAccess
 from .mmu import ModelMmu
-from .packets import _Fault, _Wait, _kind
 from .regmap import (
     ADDR_BITS, DECERR, DEFAULT_MEM_SIZE, DEFAULT_MMIO_CYCLES, DMA_MAX_BYTES, M32, OKAY, SLVERR,
     _CONFIG_REGS, _RESP_CODES, _STALL_CHANNELS, _TS_MASK, _slots,
@@ -59,7 +59,7 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
     has no TLB size: it keeps every translation until an invalidation names it); vm_levels:
     VM_CAPS.LEVELS, page-table levels (1 to 4: virtual addresses of 21 to 48 bits).
     queues: the CP's second hardware queue (QUEUE_CAPS.CP_QUEUES), CP_HQD1_*, with priorities
-    and per-queue reset (testbench/refmodel/cp_queues.py), as the RTL has (rtl/cp/queues.py);
+    and per-queue reset (testbench/refmodel/cp/queues.py), as the RTL has (rtl/cp/queues.py);
     without it its registers answer DECERR (a device with one CP queue, for the drivers).
     sdma: the SDMA copy engine (testbench/refmodel/sdma.py), as the RTL has
     one; without it QUEUE_CAPS.SDMA reads 0 and its registers answer DECERR (a device

@@ -7,10 +7,10 @@ from __future__ import annotations
 from kmd_model.regs import CpError
 from spec import vm as vm_spec
 
-from .mmu import pages
-from .packets import (
+from .cp.packets import (
     _DMA_COUNT, _DMA_DST, _DMA_FILL, _DMA_SRC, _DMA_SRC_SEL, _Fault, _addr_of, _get, _vm_fault,
 )
+from .mmu import pages
 from .regmap import OKAY, _ADDR_MASK, _BUS_ERROR
 
 

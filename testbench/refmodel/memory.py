@@ -9,8 +9,8 @@ import numpy as np
 
 from spec import vm as vm_spec
 
+from .cp.packets import _Fault, _vm_fault
 from .mmu import pages
-from .packets import _Fault, _vm_fault
 from .regmap import DECERR, OKAY, _BUS_ERROR, _FETCH, _PAGE_MASK, _WRITE
 
 

@@ -16,7 +16,7 @@ from kmd_model.uapi import Request
 
 # The KMD model is one per process. It serialises its own ioctls (Kmd.lock, as a kernel
 # driver does for any client); the UMD's ioctls also run under this lock, which keeps its
-# count of them and lets a test hold the KMD from the UMD's side (tests/test_umd_async.py).
+# count of them and lets a test hold the KMD from the UMD's side (tests/umd/test_umd_async.py).
 KMD_LOCK = threading.RLock()  # (re-entrant: a hook inside an ioctl may make another)
 
 

@@ -12,7 +12,6 @@ def build(h, m, b, csr, cp):
     (rtl/cp/writer.py) as the memory sees them, and the failing packet's writes."""
     from rtl.cp.bus_port import ID_POLL
     bus = cp.bus
-    was = h.past
     B = h.data_width // 8
     lb = B.bit_length() - 1
     nbeats = 32 // B

@@ -1,4 +1,4 @@
-"""DMA_DATA: hand a copy or fill to the DMA engine (rtl/dma.py) and run on; with CP_SYNC
+"""DMA_DATA: hand a copy or fill to the DMA engine (rtl/dma/) and run on; with CP_SYNC
 wait for it. The port keeps, per queued transfer, where its packet was (offset, level),
 so a transfer's bus error is reported like that packet's, and sums the engine's counters.
 

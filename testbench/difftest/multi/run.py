@@ -328,7 +328,7 @@ async def campaign(dut) -> None:
     import os
     import time
 
-    from testbench import bridge
+    from testbench.sim import bridge
     from testbench.memory import ProtocolChecker
 
     from ..simulator.rtl import FastDevice

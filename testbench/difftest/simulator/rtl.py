@@ -1,6 +1,6 @@
 """The cocotb side of a campaign: many streams in one simulator process.
 
-`campaign(dut)` (started by tests/cocotb_difftest.py) reads its job from the environment,
+`campaign(dut)` (started by tests/difftest/cocotb_difftest.py) reads its job from the environment,
 starts the device once, and for each stream: sets the memory model's back-pressure,
 pulses the hardware reset (a clean device: registers, counters, the AXI checker),
 zeroes memory, runs the stream's driver program on the RTL in a bridge thread, runs it
@@ -27,8 +27,8 @@ import cocotb
 from cocotb.task import Task
 from cocotb.triggers import Timer
 
-from testbench import bridge
-from testbench.cocotb_device import CLOCK_PERIOD_NS, CocotbDevice
+from testbench.sim import bridge
+from testbench.sim.cocotb_device import CLOCK_PERIOD_NS, CocotbDevice
 from testbench.memory import ProtocolChecker
 
 from ..campaign import explain, make_stream, read_caps, record, run_model

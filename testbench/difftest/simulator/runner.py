@@ -1,5 +1,5 @@
 """Running a range of streams on a simulator: one or more simulator processes, each
-running tests/cocotb_difftest.py (testbench/difftest/simulator/rtl.py) over a contiguous range of
+running tests/difftest/cocotb_difftest.py (testbench/difftest/simulator/rtl.py) over a contiguous range of
 indices and writing one JSON line per stream, which is read back here (and polled for
 the progress bar). A stream a simulator never finished becomes a failed record naming it.
 """
@@ -40,8 +40,8 @@ def split_sims(sims: list[str], first: int, count: int) -> list[tuple[str, int, 
     return out
 
 
-# the cocotb module that runs each family of streams (tests/cocotb_*.py)
-FAMILIES = {"cp": "tests.cocotb_difftest", "multi": "tests.cocotb_multi_difftest"}
+# the cocotb module that runs each family of streams (tests/*/cocotb_*.py)
+FAMILIES = {"cp": "tests.difftest.cocotb_difftest", "multi": "tests.difftest.cocotb_multi_difftest"}
 
 
 def run_rtl(simulator: str, seed: int, first: int, count: int, *, jobs: int = 1, step: bool = False,
@@ -55,7 +55,7 @@ def run_rtl(simulator: str, seed: int, first: int, count: int, *, jobs: int = 1,
     `streams_file`: run its streams instead (testbench/difftest/streams/file.py; raises
     StreamsFileError, before anything is built, when it cannot)."""
     from testbench import sim
-    from testbench.design import gpu_design
+    from testbench.sim.design import gpu_design
 
     given = None
     if streams_file is not None:  # checked first (a StreamsFileError names what is wrong)

@@ -1,0 +1,52 @@
+"""A command cut into AXI bursts: the walk the AR issuer (read.py) and the AW issuer
+(write.py) each make over their side of a command.
+
+Bursts are INCR, bus-aligned, at most `max_burst_beats` long and split at
+min(max_burst_beats · bus bytes, 4 KiB)-aligned boundaries, so they never cross 4 KiB.
+The first burst of a command is worked out when the command is loaded; after it every
+burst starts on a boundary, so the next one is a subtraction of the boundary size."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Const, Module, Mux, Signal
+
+
+class BurstWalk:
+    """A command cut into bursts (AR or AW): the current burst's address (the
+    command's start plus an offset, so loading a command needs no multiplexer),
+    length and whether it is the command's last, and `left`, the beats after it − 1,
+    plus bnd_beats (so the first burst needs one addition and no subtraction).
+
+    Its signals are named `<prefix>_start` and so on, in the engine's own module."""
+
+    def __init__(self, m: Module, s, prefix: str):
+        self.m = m
+        self.bnd_beats, self.bnd_bits, self.cw = s.bnd_beats, s.bnd_bits, s.cw
+        AW, lb, cw, MB = s.take("AW lb cw MB")
+        self.start = Signal(AW - lb, name=f"{prefix}_start")
+        self.off = Signal(cw, name=f"{prefix}_off")
+        self.addr = Signal(AW - lb, name=f"{prefix}_addr")
+        m.d.comb += self.addr.eq(self.start + self.off)
+        self.n = Signal(range(MB + 1), name=f"{prefix}_n")
+        self.last = Signal(name=f"{prefix}_last")
+        self.left = Signal(cw + 1, name=f"{prefix}_left")
+
+    def load(self, addr, last):
+        """The first burst: from `addr` to its boundary, at most `last` + 1 beats."""
+        m, bnd_beats, bnd_bits, cw = self.m, self.bnd_beats, self.bnd_bits, self.cw
+        lo = addr[:bnd_bits] if bnd_bits else Const(0, 1)
+        total = Signal(cw + 1, name=f"{self.addr.name}_total")
+        m.d.comb += total.eq(last + lo)  # the last beat, counted from the boundary
+        short = total[bnd_bits:] == 0  # it lies before the boundary: one burst does it
+        m.d.sync += [self.start.eq(addr), self.off.eq(0), self.last.eq(short), self.left.eq(total),
+                     self.n.eq(Mux(short, last[:bnd_bits + 1] + 1, bnd_beats - lo))]
+
+    def step(self):
+        """After a burst: the next starts on a boundary, so it is bnd_beats long
+        unless fewer are left."""
+        m, bnd_beats, bnd_bits = self.m, self.bnd_beats, self.bnd_bits
+        hi = self.left[bnd_bits:]
+        short = hi == 1
+        m.d.sync += [self.off.eq(self.off + self.n), self.last.eq(short),
+                     self.n.eq(Mux(short, self.left[:bnd_bits] + 1, bnd_beats)),
+                     self.left[bnd_bits:].eq(hi - 1)]

@@ -1,0 +1,102 @@
+"""The DMA engine's command side: the command pointers and the three command queues.
+
+Each accepted command is written, with what each stage needs worked out once, into three
+small queues (LUTRAM, queue.py), one per stage that walks the commands in order: qa for
+the AR issuer, qx for the R realigner, qw for the AW issuer (read.py, write.py). The
+stages' command pointers double as the queues' read pointers; `done_ptr` (completion.py)
+frees an entry.
+
+On an error or an abort, `aborting` is set and `abort_ptr` names the first command in
+scope: the failing one and every command queued after it (`in_scope`)."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import data
+
+from .queue import LutramQueue
+
+
+def command_pointers(m: Module, dma, s) -> None:
+    """One pointer per stage, with a wrap bit; `cmd_ready` while the queues have room."""
+    AW, D, cpw = s.take("AW D cpw")
+    wr_ptr = Signal(cpw)    # commands accepted
+    rd_ptr = Signal(cpw)    # AR issuer
+    rx_ptr = Signal(cpw)    # R realigner / filler
+    aw_ptr = Signal(cpw)    # AW issuer
+    done_ptr = Signal(cpw)  # completion
+
+    aborting = Signal()
+    abort_ptr = Signal(cpw)
+    err_resp = Signal(2)
+    err_addr = Signal(AW)
+
+    def dist(p):
+        return (p - done_ptr)[:cpw]
+
+    def in_scope(p):
+        """The command at p is the failing one or queued after it."""
+        return aborting & (dist(p) >= dist(abort_ptr))
+
+    full = Signal()
+    m.d.comb += full.eq(dist(wr_ptr) == D)
+    m.d.comb += dma.cmd_ready.eq(~full & ~aborting)
+    push_cmd = Signal()
+    m.d.comb += push_cmd.eq(dma.cmd_valid & dma.cmd_ready)
+    with m.If(push_cmd):
+        m.d.sync += wr_ptr.eq(wr_ptr + 1)
+    s.give(wr_ptr=wr_ptr, rd_ptr=rd_ptr, rx_ptr=rx_ptr, aw_ptr=aw_ptr, done_ptr=done_ptr,
+           aborting=aborting, abort_ptr=abort_ptr, err_resp=err_resp, err_addr=err_addr,
+           in_scope=in_scope, push_cmd=push_cmd)
+
+
+def command_queues(m: Module, dma, s) -> None:
+    """An accepted command, worked out once into qa, qx and qw."""
+    AW, B, D, cw, lb, wr_ptr, rd_ptr, rx_ptr = s.take("AW B D cw lb wr_ptr rd_ptr rx_ptr")
+    aw_ptr, push_cmd = s.take("aw_ptr push_cmd")
+    # With m = bytes − 1, the last source beat is (s_off + m) >> lb, the last destination
+    # beat (d_off + m) >> lb: the two counts differ only by the carries out of the lanes.
+    s_off = dma.cmd_src[:lb]
+    d_off = dma.cmd_dst[:lb]
+    nm1 = Signal(dma.bytes_width)
+    cs = Signal()
+    cd = Signal()
+    end_lane = Signal(lb)
+    m.d.comb += [
+        nm1.eq(dma.cmd_bytes - 1),
+        cs.eq((s_off + nm1[:lb])[lb]) if lb else cs.eq(0),
+        Cat(end_lane, cd).eq(d_off + nm1[:lb]),
+    ]
+    rlast = Signal(cw)  # source beats − 1
+    wlast = Signal(cw)  # destination beats − 1
+    m.d.comb += [rlast.eq(nm1[lb:] + cs), wlast.eq(nm1[lb:] + cd)]
+    zero = dma.cmd_bytes == 0
+    e = s_off > d_off   # the first source beat only primes the realigner
+
+    vmid_field = {"vmid": 4} if dma.vm else {}
+    qa_layout = data.StructLayout({"addr": AW - lb, "last": cw, "skip": 1, "raw": 1, "up": 1, "dn": 1}
+                                  | vmid_field)
+    qx_layout = data.StructLayout({"src": AW, "last": cw, "sh": lb + 1, "e": 1, "flush": 1, "skip": 1})
+    qw_layout = data.StructLayout({"addr": AW - lb, "last": cw, "zero": 1, "lane": lb, "end_lane": lb,
+                                   "fill": 1, "pattern": 32} | vmid_field)
+    qa = LutramQueue(m, "qa", qa_layout, D, wr_ptr, rd_ptr)
+    qx = LutramQueue(m, "qx", qx_layout, D, wr_ptr, rx_ptr)
+    qw = LutramQueue(m, "qw", qw_layout, D, wr_ptr, aw_ptr)
+    for q in (qa, qx, qw):
+        m.d.comb += q.w.en.eq(push_cmd)
+    m.d.comb += [
+        qa.w.data.addr.eq(dma.cmd_src[lb:]), qa.w.data.last.eq(rlast),
+        qa.w.data.skip.eq(dma.cmd_fill | zero), qa.w.data.raw.eq(dma.cmd_raw_wait),
+        qa.w.data.up.eq(cd & ~cs), qa.w.data.dn.eq(cs & ~cd),
+
+        qx.w.data.src.eq(dma.cmd_src), qx.w.data.last.eq(rlast),
+        qx.w.data.sh.eq(Mux(s_off == d_off, B, (s_off - d_off)[:lb])), qx.w.data.e.eq(e),
+        qx.w.data.flush.eq(Mux(e, cd == cs, cd & ~cs)), qx.w.data.skip.eq(dma.cmd_fill | zero),
+
+        qw.w.data.addr.eq(dma.cmd_dst[lb:]), qw.w.data.last.eq(wlast), qw.w.data.zero.eq(zero),
+        qw.w.data.lane.eq(d_off), qw.w.data.end_lane.eq(end_lane),
+        qw.w.data.fill.eq(dma.cmd_fill), qw.w.data.pattern.eq(dma.cmd_src[:32]),
+    ]
+    if dma.vm:
+        m.d.comb += [qa.w.data.vmid.eq(dma.cmd_vmid), qw.w.data.vmid.eq(dma.cmd_vmid)]
+    s.give(qa=qa, qx=qx, qw=qw, qx_layout=qx_layout)

@@ -1,8 +1,0 @@
-"""cocotb side of tests/test_rtl_cp_queues.py: the CP queue checks (tests/test_model_cp_queues.py)
-on the RTL, each as one cocotb test on a freshly reset device."""
-
-from tests import test_model_cp_queues
-from tests.driver_checks import cocotb_test
-
-for _check in test_model_cp_queues.CHECKS:
-    globals()[_check.__name__] = cocotb_test(_check.__name__, _check)

@@ -1,0 +1,53 @@
+"""The KMD and UMD checks, run on the RTL under each simulator.
+
+tests/kmd*/test_kmd_*.py and tests/umd/test_umd_*.py run their `check_*(dev)` bodies on the
+reference model; here the same bodies run against the command processor under cocotb:
+ioctls, CS checker, fences across the 2^32 wrap (600 jobs), WAIT_REG_MEM released by a
+later write, hardware errors with recovery, IB chaining, batching, API versions.
+
+Every check runs on every selected simulator. The checks of one simulator are split into
+shards (tests/cosim/driver_checks.py): one simulator session per shard, each its own xdist
+group, so Icarus's slow sessions run on both workers at once instead of holding one.
+"""
+
+import pytest
+
+from testbench import sim
+from testbench.sim.design import gpu_design
+from tests.cosim import driver_checks
+
+from tests.conftest import shared_run
+
+
+def _params():
+    for s in sim.selected_simulators():
+        for k, names in enumerate(driver_checks.shards(s)):
+            for name in names:
+                yield pytest.param(s, k, names, name, id=f"{s}-{name}",
+                                   marks=pytest.mark.xdist_group(f"rtl_drivers-{s}-{k}"))
+
+
+@pytest.mark.parametrize("simulator_name, shard, names, name", list(_params()))
+def test_driver_check_on_rtl(simulator_name, shard, names, name):
+    reason = sim.unavailable_reason(simulator_name)
+    if reason:
+        pytest.skip(reason)
+    res = shared_run(f"drivers-{simulator_name}-{shard}",
+                     lambda: sim.run(gpu_design(64), simulator_name, "tests.cosim.cocotb_drivers", testcase=names,
+                                     tag=f"drivers{shard}"))
+    failed = [msg for n, msg in res.failures if n == name]
+    assert not failed, f"{name} on {simulator_name}: {failed[0]}\n" + res.explain()
+    assert name in res.passed, f"{name} did not run on {simulator_name}\n" + res.explain()
+
+
+def test_shards_hold_every_check_once():
+    every = list(driver_checks.all_checks())
+    for s in ("verilator", "icarus"):
+        split = driver_checks.shards(s)
+        assert len(split) == driver_checks.SHARDS[s]
+        assert sorted(c for part in split for c in part) == sorted(every)
+    heavy = [c for c in driver_checks.ICARUS_SECONDS if c in every]
+    assert len(heavy) >= 10, "the cost table names checks that no longer exist: update ICARUS_SECONDS"
+    two_longest = sorted(heavy, key=lambda c: -driver_checks.ICARUS_SECONDS[c])[:2]
+    a, b = ([k for k, part in enumerate(driver_checks.shards("icarus")) if c in part] for c in two_longest)
+    assert a != b, "the two longest checks share an Icarus shard"

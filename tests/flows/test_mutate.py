@@ -1,0 +1,215 @@
+"""The mutation campaign's fast subset, and the campaign's own parts.
+
+`test_fast_subset` applies each mutant of testbench/mutate/fast.py to a scratch copy of
+the tree and runs the test files that must kill it: a change that makes the suite blind
+to one of these classes (the checker's read side, wrap-safe fences, the IH read pointer,
+the timeout diagnosis, a compare on its boundary, RAW_WAIT, a packet field's position,
+an address's high dword, long dumps) fails here.
+The whole campaign is `make mutate` (docs/verification.md).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from testbench.mutate import survivors
+from testbench.mutate.fast import FAST, FastMutant, run_one
+from testbench.mutate.patch import Patch
+from testbench.mutate.pymut import Mutant, choose_sample, undecorate
+from testbench.mutate.report import Outcome, Report
+
+
+@pytest.mark.parametrize("m", FAST, ids=lambda m: m.patch.name)
+def test_fast_subset(m, tmp_path):
+    killed, secs, out = run_one(m, tmp_path / "tree")
+    assert killed, f"mutant {m.patch.name} ({m.patch.why}) survived {' '.join(m.tests)}:\n{out}"
+
+
+def test_only_failing_tests_kill(tmp_path):
+    """A mutant that breaks the import of the tests' module (a collection error, pytest's
+    exit 2) is reported as not killed: a broken tree must not pass for a suite that bites."""
+    m = FAST[-1]
+    broken = FastMutant(Patch("import-breaks", m.patch.path, m.patch.before, m.patch.before + " +", "syntax error"),
+                        m.tests)
+    killed, _, out = run_one(broken, tmp_path / "tree")
+    assert not killed and "SyntaxError" in out, out
+
+
+def test_a_patch_that_no_longer_applies_says_so(tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\nx = 1\n")
+    for text, n in (("x = 1\n", 2), ("y = 2\n", 0)):
+        with pytest.raises(ValueError, match=rf"^mutant m: a.py holds its text {n} times, not once: the code "
+                                             r"changed; update testbench/mutate"):
+            Patch("m", "a.py", text, "z", "why").apply(tmp_path)
+
+
+def test_every_hand_written_mutant_still_applies():
+    """Each RTL mutant and each of the fast subset names text that occurs once in today's
+    tree, and the mutated file still parses: a refactor that moves the code (the CP's
+    pipelining moved ten of them) fails here, in make test, rather than when a `make
+    mutate` is run, and no mutant is "killed" by a syntax error instead of a test."""
+    from testbench.mutate.rtl import MUTANTS
+
+    for m in [*MUTANTS, *FAST]:
+        text = m.patch.check()
+        compile(text.replace(m.patch.before, m.patch.after), m.patch.path, "exec")
+
+
+def test_survivor_list_is_well_formed():
+    args = survivors.load()
+    for a in args.entries:
+        assert a.kind in survivors.KINDS and a.why.strip(), a
+        assert "::" in a.key, a
+
+
+def test_survivor_keys_ignore_numbering_and_spacing(tmp_path):
+    k = survivors.key_of("m.py", "f", ["  if a // 4 >= n:  "], "if a  / 4 >= n:")
+    assert k == "m.py::f: if a // 4 >= n: -> if a / 4 >= n:"
+    toml = tmp_path / "s.toml"
+    toml.write_text('[[survivor]]\nmodule = "m.py"\nfunction = "f"\nbefore = "if a // 4 >= n:"\n'
+                    'after = "if a / 4 >= n:"\nkind = "equivalent"\nwhy = "a is a multiple of 4"\n'
+                    '[[survivor]]\nmodule = "m.py"\nfunction = "dead"\nkind = "equivalent"\nwhy = "never called"\n')
+    args = survivors.load(toml)
+    assert args.find(k).reason == "equivalent: a is a multiple of 4"
+    assert args.find("m.py::dead: return 1 -> return 2").why == "never called"  # the whole function
+    assert args.find("m.py::f: x -> y") is None
+    toml.write_text('[[survivor]]\nmodule = "m.py"\nfunction = "f"\nbefore = "x"\nkind = "maybe"\nwhy = "."\n')
+    with pytest.raises(ValueError, match=r"^s.toml: survivor #1: give both before and after"):
+        survivors.load(toml)
+
+
+def test_undecorate_keeps_behaviour():
+    src = ("import functools\n\ndef deco(tag):\n    def d(f):\n        @functools.wraps(f)\n"
+           "        def call(*a):\n            return (tag, f(*a))\n        return call\n    return d\n\n"
+           "class C:\n    def __init__(self):\n        self._v = 1\n\n    @property\n    def v(self):\n"
+           "        return self._v\n\n    @v.setter\n    def v(self, x):\n        self._v = x\n\n"
+           "    @staticmethod\n    def s():\n        return 5\n\n    @deco('m')\n    def m(self):\n"
+           "        return self._v\n\n@deco('f')\n@deco('g')\ndef f(x):\n    return x + 1\n")
+    out = undecorate(src)
+    assert "@" not in out.replace("@staticmethod", "")
+    a, b = {}, {}
+    exec(compile(src, "a", "exec"), a)
+    exec(compile(out, "b", "exec"), b)
+    for ns in (a, b):
+        c = ns["C"]()
+        c.v = 7
+        assert (c.v, ns["C"].s(), c.m(), ns["f"](1), ns["f"].__name__) == (7, 5, ("m", 7), ("f", ("g", 2)), "f")
+
+
+def test_sample_is_stratified_and_stable():
+    ms = [Mutant(f"n{i}", "m.py", f"f{i % 3}", [f"line {i}"], [f"line {i}!"]) for i in range(30)]
+    for m in ms:
+        m.key = survivors.key_of(m.path, m.function, m.removed, m.added)
+    s1 = {m.key for m in choose_sample(ms, 0.25, 1)}
+    assert len(s1) == 3 * 3  # ceil(0.25 * 10) of each function's ten
+    renumbered = [Mutant(f"other{i}", m.path, m.function, m.removed, m.added, key=m.key) for i, m in enumerate(ms)]
+    assert {m.key for m in choose_sample(renumbered[::-1], 0.25, 1)} == s1  # names and order do not matter
+    assert {m.key for m in choose_sample(ms, 0.25, 2)} != s1
+    assert len(choose_sample(ms, 1.0, 1)) == 30
+    chosen = choose_sample(ms, 0.25, 1)
+    assert sorted(m.rank for m in chosen) == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+
+
+def test_a_run_goes_equally_deep_into_every_function(monkeypatch, tmp_path):
+    """The chosen mutants run in waves by rank (each function's first, then each one's
+    second ...), in one run: a deadline that cuts it leaves a smaller stratified sample,
+    not the modules that sort last."""
+    from pathlib import Path
+
+    from testbench.mutate.pymut import PyCampaign
+
+    ms = [Mutant(f"{mod}.f{i % 4}__mutmut_{i}", f"{mod}.py", f"f{i % 4}", [f"{i}"], [f"{i}!"])
+          for mod in ("a", "z") for i in range(40)]
+    for m in ms:
+        m.key = survivors.key_of(m.path, m.function, m.removed, m.added)
+    todo = choose_sample(ms, 0.5, 1)
+    runs = []
+    camp = PyCampaign(workers=2, modules=(), work=tmp_path)
+    monkeypatch.setattr(camp, "_inwork_until", lambda deadline, *args: runs.append(
+        (args[0], Path(args[1]).read_text().split(), args[2])))
+    monkeypatch.setattr(camp, "_read_codes", lambda: None)
+    camp.run(todo, deadline=1e12)
+    assert len(runs) == 1 and runs[0][0] == "run" and runs[0][2] == "2"
+    order = runs[0][1]
+    rank = {m.name: m.rank for m in todo}
+    assert sorted(order) == sorted(rank)
+    assert [rank[n] for n in order] == sorted(rank[n] for n in order)  # wave after wave
+    assert {n.split(".")[0] for n in order[:8]} == {"a", "z"}  # the first wave: every function of both modules
+    runs.clear()
+    camp.run(todo, deadline=0)  # no time left: nothing starts
+    assert runs == []
+
+
+def test_report_scores(tmp_path):
+    toml = tmp_path / "s.toml"
+    toml.write_text('[[survivor]]\nmodule = "a.py"\nfunction = "f"\nkind = "equivalent"\nwhy = "dead"\n'
+                    '[[survivor]]\nmodule = "a.py"\nfunction = "g"\nbefore = "x"\nafter = "y"\n'
+                    'kind = "accepted"\nwhy = "text"\n')
+    r = Report(survivors.load(toml))
+    r.outcomes = [Outcome("python", "a.py", f"a.py::h: {i} -> {i}!", "", "killed") for i in range(7)] + [
+        Outcome("python", "a.py", "a.py::f: 1 -> 2", "", "survived"),
+        Outcome("python", "a.py", "a.py::g: x -> y", "", "survived"),
+        Outcome("python", "a.py", "a.py::h: p -> q", "", "survived"),
+        Outcome("python", "a.py", "a.py::h: r -> s", "", "skipped"),
+        Outcome("rtl", "rtl/cp.py", "rtl/cp.py::m1", "", "killed")]
+    d = r.as_dict()
+    assert d["modules"]["a.py"]["score"] == round(7 / 9, 4)  # the equivalent one leaves the denominator
+    assert d["python_score"] == round(7 / 9, 4) and d["rtl_score"] == 1.0 and d["score"] == round(8 / 10, 4)
+    assert [s["reason"] for s in d["survivors"]] == ["equivalent: dead", "accepted: text", "test to add"]
+    r.write(tmp_path / "m.json")
+    assert json.loads((tmp_path / "m.json").read_text())["layers"]["python"]["skipped"] == 1
+    assert "a.py::h: p -> q" in r.table()
+    assert d["unused_arguments"] == []  # both entries match a mutant: f's by function, g's exactly
+    r.outcomes = [o for o in r.outcomes if "::g: " not in o.key]
+    assert r.unused_arguments() == ["a.py::g: x -> y"] and "match no mutant any more" in r.table()
+
+
+# What mutmut's trampoline does with its call stack in the coverage pass, and a cycle whose
+# finalizer reaches a trampoline (as umd's Device does: weakref.finalize(device,
+# submitter.stop)), collected by the GC at every allocation threshold from 1 to 29.
+_REENTRY = '''
+import gc, sys, weakref
+from mutmut.core import MutmutCallStack as S
+from testbench.mutate._inwork import per_thread_call_stack
+per_thread_call_stack()
+
+def trampoline(name, fn):
+    caller, depth = S.get()
+    token = S.set((name, depth + 1))
+    try:
+        return fn()
+    finally:
+        S.reset(token)
+
+class Device:
+    def __init__(self):
+        self.me = self
+        weakref.finalize(self, trampoline, "stop", lambda: None)
+
+wrong = 0
+for threshold in range(1, 30):
+    gc.set_threshold(threshold, 1, 1)
+    for _ in range(1000):
+        Device()
+        trampoline("outer", lambda: trampoline("inner", Device))
+        wrong += S.get() != (None, 0)
+print("wrong", wrong)
+'''
+
+
+def test_the_coverage_pass_call_stack_survives_a_finalizer_reentering_it():
+    """The coverage pass's call stack (testbench/mutate/_inwork.py per_thread_call_stack)
+    stays balanced when the GC runs a finalizer that reaches a trampoline in the middle of
+    a set or reset. mutmut's own ContextVar does not on CPython < 3.12 (gh-148891: the
+    interpreter crashed on this very loop, 3 runs of 3 on 3.11, in 0.2 s), which is what
+    failed the coverage pass once tests/umd/test_umd_async.py was in it. Run in a child, as
+    the ContextVar's failure is a crash."""
+    import subprocess
+    import sys
+
+    from testbench.mutate.pymut import ROOT
+
+    r = subprocess.run([sys.executable, "-c", _REENTRY], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout.strip()) == (0, "wrong 0"), r.stderr[-2000:]

@@ -1,0 +1,77 @@
+"""The driver checks on a device whose addresses all have a high dword: 8 GiB of memory
+(GTT lies above 4 GiB) and a 3-level VM (39-bit virtual addresses) whose user range
+starts above 4 GiB.
+
+Every other model test runs on 64 MiB with a 2-level VM (1 GiB of virtual addresses),
+where every address's high dword is 0, so an address put together or taken apart wrongly
+(`hi << 33`, `hi >> 32`, a high dword dropped) goes unseen in the KMD's checker and
+timeout diagnosis, the UMD's packets, the page tables and the CP alike. Here the clients'
+virtual addresses (what their packets name), the shadow copies' kernel range and the
+physical memory behind them (what the kernel's own packets and the page tables name) all
+sit above 4 GiB, so ADDR_HI, IB_BASE_HI, SRC_ADDR_HI and DST_ADDR_HI are non-zero in every
+packet a check builds. The model's memory is sparse: 8 GiB costs only the pages touched.
+
+The three security checks about limits (held flushes, out of memory, exact limits) are
+left out: they are about counts, not addresses, and take seconds each; so are the checks
+that assert the default VM's layout (2 levels of page tables, the user range's bottom at
+1 MiB) or a trace line's width, which this device changes on purpose.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+import kmd_model
+from kmd_model.mm import vm as kmd_vm
+from kmd_model.uapi import Domain
+from testbench.refmodel import RefModel
+
+from tests.cosim import driver_checks
+from .test_kmd_ioctl import Client
+
+MEM_SIZE = 8 << 30
+VM_LEVELS = 3
+VA_BOTTOM = (4 << 30) + kmd_vm.VA_RESERVED_BOTTOM  # the VM's user range starts above 4 GiB
+
+
+@pytest.fixture(autouse=True)
+def _high_va(monkeypatch):
+    monkeypatch.setattr(kmd_vm, "VA_RESERVED_BOTTOM", VA_BOTTOM)
+
+
+def _device() -> RefModel:
+    return RefModel(mem_size=MEM_SIZE, vm_levels=VM_LEVELS)
+SLOW = ("security__check_held_cp_flushes", "security__check_out_of_memory", "security__check_limits_exact")
+LAYOUT = ("kmd_ioctl__check_bind_and_info", "kmd_ioctl__check_trace", "kmd_vm__check_page_tables_in_memory",
+          "kmd_vm__check_vm_fault_reported", "kmd_vm__check_close_releases_everything",
+          "vm_isolation__check_unmap_while_in_use")
+
+
+def _checks() -> dict:
+    out = {n: c for n, c in driver_checks.all_checks().items() if n not in SLOW + LAYOUT}
+    for mod_name in ("kmd.test_kmd_checker", "kmd_sched.test_kmd_ih"):  # model-only check lists
+        mod = importlib.import_module(f"tests.{mod_name}")
+        out.update({f"{driver_checks._group(mod_name)}__{c.__name__}": c for c in mod.CHECKS})
+    return out
+
+
+CHECKS = _checks()
+
+
+def test_addresses_lie_above_4_gib():
+    """The premise: a client's buffers have VAs with a non-zero high dword, and so have the
+    shadow copies' kernel range and the kernel's GTT buffers in memory; VRAM stays below
+    4 GiB (a page table's entry is 64 bits wherever it points)."""
+    kmd = kmd_model.bind(_device())
+    c = Client()
+    gtt, vram = c.bo(0x1000, Domain.GTT), c.bo(0x1000, Domain.VRAM)
+    assert gtt.addr >> 32 and vram.addr >> 32 and c.f.vm.va_start == VA_BOTTOM
+    assert c.phys(gtt) >> 32 and c.phys(gtt) + 0x1000 <= MEM_SIZE and not c.phys(vram) >> 32
+    assert kmd.kernel_va >> 32 and kmd.wb_bo.gpu_addr >> 32 and kmd.ring.gpu_addr >> 32
+
+
+@pytest.mark.parametrize("name", list(CHECKS))
+def test_check_above_4_gib(name):
+    CHECKS[name](_device())

@@ -1,0 +1,143 @@
+"""Hostile clients beside an innocent one, on every ring at once (reference model): random
+jobs that hang, break the packet rules, fault, reach for the innocent client's memory by its
+addresses and its physical ones, depend on each other's jobs, run at every priority; contexts
+freed and files closed with jobs queued or running; BOs mapped in new ranges, replaced,
+unmapped and closed under them; the checker on or off, one job in flight per ring or many.
+
+Whatever they do: every refusal is one of the errnos the docs give; the innocent client's
+jobs all complete (resubmitted through every reset), its memory holds exactly what they
+wrote and none of its values reach a hostile BO; every queue drains (nothing hangs);
+closing every file leaves no BO, nothing in the shadow pool, no entity in a run queue.
+"""
+
+from __future__ import annotations
+
+import errno
+import random
+
+import pytest
+
+import kmd_model
+from kmd_model.uapi import (CsChunkDep, CtxArgs, CtxOp, Domain, GemCloseArgs, GemCreateArgs, GemVaArgs, HwIp,
+                            KmdError, Request, VaOp)
+from spec import pm4, sdma
+from testbench.refmodel import RefModel
+
+from tests.kmd.test_kmd_ioctl import RWX, Client
+from .test_kmd_queues import sdma_ib
+
+EVIL = 0xBAD0_0BAD
+ANSWERS = {errno.EINVAL, errno.EFAULT, errno.ECANCELED, errno.EIO, errno.ETIME, errno.ENOMEM, errno.ENOENT}
+FLAGS = 0xF000  # 16 dwords each hostile client's waits poll (set to release them)
+
+
+class Hostile(Client):
+    def __init__(self):
+        super().__init__()
+        self.mem = self.bo(0x10000)
+        self.mem.u32[0xF800 // 4] = EVIL  # what its DMA copies spread
+        self.ctxs = [self.ctx]
+        self.seqs: list[tuple[int, int, int]] = []  # (context, ring, seqno)
+        self.extra: list[tuple[int, int]] = []  # (handle, va) of BOs mapped in far ranges
+
+    def release(self) -> None:
+        self.mem.u32[FLAGS // 4: FLAGS // 4 + 16] = 1
+
+
+def _hostile_step(rng: random.Random, c: Hostile, victim_addrs: list[int], step: int) -> None:
+    r = rng.random()
+    if r < 0.06:
+        c.f.close()
+    elif r < 0.10 and len(c.ctxs) > 1:
+        x = c.ctxs.pop(rng.randrange(len(c.ctxs)))
+        c.io(Request.CTX, CtxArgs(CtxOp.FREE, x))
+        c.seqs = [s for s in c.seqs if s[0] != x]
+    elif r < 0.14:
+        c.ctxs.append(c.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=rng.choice([0, 512, -512]))).ctx_id)
+    elif r < 0.20:
+        c.release()
+    elif r < 0.28:  # a BO mapped (or replacing what is there) in a range of its own, maybe a new table's
+        va = rng.choice([0x2000_0000, 0x1000_0000, 0x0800_0000]) + rng.randrange(64) * 0x1000
+        out = c.io(Request.GEM_CREATE, GemCreateArgs(0x1000, 0, rng.choice([Domain.GTT, Domain.VRAM]), 0))
+        c.io(Request.GEM_VA, GemVaArgs(out.handle, rng.choice([VaOp.MAP, VaOp.REPLACE]), va, 0, 0x1000, RWX))
+        c.extra.append((out.handle, va))
+    elif r < 0.34 and c.extra:
+        h, va = c.extra.pop(rng.randrange(len(c.extra)))
+        if rng.random() < 0.5:
+            c.io(Request.GEM_VA, GemVaArgs(h, VaOp.UNMAP, va))
+        c.io(Request.GEM_CLOSE, GemCloseArgs(h))
+    else:
+        ctx, ring = rng.choice(c.ctxs), rng.choice([HwIp.GFX, HwIp.DMA])
+        off = rng.randrange(0, 0xE000, 0x100)
+        flag = c.mem.addr + FLAGS + 4 * rng.randrange(16)
+        target = rng.choice(victim_addrs + [0x3000_0000, c.mem.addr + off + 0x40, 0x2000_0010]
+                            + [va + 0x10 for _, va in c.extra])
+        deps = []
+        if c.seqs and rng.random() < 0.4:
+            dctx, dring, dseq = rng.choice(c.seqs)
+            deps = [CsChunkDep(dring, 0, dctx, dseq)]
+        kind = rng.random()
+        if ring == HwIp.GFX:
+            words = ([pm4.header(0x7B, 0), 0] if kind < 0.1 else
+                     pm4.wait_reg_mem(flag, 1, 1, "EQ") + pm4.write_data(target, [EVIL]) if kind < 0.25 else
+                     pm4.dma_data(target, c.mem.addr + 0xF800, 4, cp_sync=1) if kind < 0.4 else
+                     pm4.dma_data(c.mem.addr + off + 0x80, rng.choice(victim_addrs), 64, cp_sync=1) if kind < 0.5 else
+                     pm4.write_data(target, [EVIL]))
+            ib = c.ib(c.mem, words, off)
+        else:
+            words = ([0x23DECD3D] if kind < 0.1 else
+                     sdma.poll_regmem(flag, 1, 0xFFFF_FFFF, "EQ", interval=4) + sdma.write_linear(target, [EVIL])
+                     if kind < 0.25 else sdma.write_linear(target, [EVIL]))
+            ib = sdma_ib(c.mem, words, off)
+        seq = c.submit(*deps, ib, ctx=ctx)
+        c.seqs.append((ctx, ring, seq))
+        if rng.random() < 0.3:
+            c.wait(seq, rng.choice([0, 5_000, 100_000]), ctx=ctx)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_hostile_clients_leave_the_innocent_one_and_the_driver_whole(seed):
+    rng = random.Random(seed)
+    kmd = kmd_model.bind(RefModel(), job_timeout=8_000, fallback_poll=1_000,
+                         hw_submission_limit=rng.choice([1, 2, 64]), ban_after_hangs=rng.choice([1, 3, 100]),
+                         cs_check=rng.random() < 0.5)
+    victim = Client()
+    vbo = victim.bo(0x10000)
+    vhigh = victim.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=512)).ctx_id
+    victim_addrs = [vbo.addr + 0xE000, victim.phys(vbo) + 0xE000]
+    wrote: dict[int, int] = {}  # dword index in vbo -> value
+    vjobs: list[tuple[int, int]] = []
+    hostiles = [Hostile() for _ in range(3)]
+    for step in range(80):
+        if rng.random() < 0.25:  # the innocent client: one write, on a ring and context of its choice
+            off = 0x100 * (len(vjobs) + 1)  # (its IBs never rewritten: the SDMA runs them from its memory)
+            at, val = 0xE000 + (off >> 4), rng.randrange(1, 1 << 32)
+            ring_ib = (victim.ib(vbo, pm4.write_data(vbo.addr + at, [val]), off) if rng.random() < 0.5
+                       else sdma_ib(vbo, sdma.write_linear(vbo.addr + at, [val]), off))
+            ctx = rng.choice([victim.ctx, vhigh])
+            vjobs.append((ctx, victim.submit(ring_ib, ctx=ctx)))
+            wrote[at // 4] = val
+            continue
+        live = [c for c in hostiles if not c.f.closed]
+        if not live:
+            hostiles.append(Hostile())
+            continue
+        try:
+            _hostile_step(rng, rng.choice(live), victim_addrs, step)
+        except KmdError as e:
+            assert e.errno in ANSWERS, e
+    for c in hostiles:
+        if not c.f.closed:
+            c.release()
+    for ctx, seq in vjobs:
+        assert victim.wait(seq, 3_000_000, ctx=ctx)  # never cancelled: innocent
+    assert {i: int(vbo.u32[i]) for i in wrote} == wrote and EVIL not in vbo.u32.tolist()
+    assert kmd.wait_for(lambda: all(not s.pending and not s.queue for s in kmd.scheds), 5_000_000)
+    assert EVIL not in vbo.u32.tolist()
+    for c in hostiles:
+        if not c.f.closed:
+            assert not set(wrote.values()) & set(c.mem.u32.tolist())  # nothing of the victim's came home
+    for c in (*hostiles, victim):
+        c.f.close()
+    assert not kmd.live_bos() and kmd.shadow.used == 0
+    assert not any(rq for s in kmd.scheds for rq in s.rqs) and not any(s.entities for s in kmd.scheds)

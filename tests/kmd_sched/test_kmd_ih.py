@@ -1,0 +1,208 @@
+"""The interrupt handler's bookkeeping, seen from the hardware's side.
+
+Fences signal by reading fence memory, so a job finishes even when the IH handler is
+wrong (a lost interrupt only costs a fallback poll). What a wrong handler leaves behind
+is in the registers: IH_RPTR behind IH_WPTR, INT_STATUS.IH_PENDING stuck high (the line
+never drops), entries never dispatched, events never cleared. These tests check those
+directly: every entry the hardware wrote was handled once, and the line is low after.
+Bodies are `check_*(dev)`, as in test_kmd_ioctl.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import kmd_model
+from kmd_model import regs
+from kmd_model.uapi import CsChunkFence, CtxArgs, CtxOp, Request
+from spec import ih, pm4
+from testbench.refmodel import RefModel
+
+from tests.kmd.test_kmd_ioctl import Client
+
+M32 = 0xFFFF_FFFF
+
+
+def ih_settled(kmd, entries: int) -> None:
+    """The hardware wrote `entries` IH entries since the bind, the driver handled every one
+    of them (and told the hardware so), and nothing is pending or latched. (One more
+    service() first: a line still high calls the handler again, as a level-triggered
+    interrupt would; it must then find a reason, not count a spurious interrupt.)"""
+    kmd.service()
+    m = kmd.mmio
+    wptr, rptr = m.read(regs.IH_WPTR), m.read(regs.IH_RPTR)
+    assert wptr == ih.ENTRY_BYTES * entries & M32, (wptr, entries)
+    assert rptr == wptr, f"IH_RPTR {rptr:#x} left behind IH_WPTR {wptr:#x}"
+    assert kmd.ih.rptr == wptr and kmd.ih.get_wptr() == wptr  # the driver's pointer and the write-back
+    assert kmd.ih.entries == entries
+    st = m.read(regs.INT_STATUS)  # (EOP is latched but not enabled: the IH ring reports it)
+    assert not regs.INT_STATUS.IH_PENDING.get(st) and not regs.INT_STATUS.IH_OVERFLOW.get(st), hex(st)
+    assert not kmd.dev.irq_level()
+    assert kmd.stats["spurious_interrupts"] == 0
+
+
+def check_ih_ring_wraps_many_times(dev):
+    """1,101 jobs, each ending in an interrupting fence, through a 4-entry IH ring (the
+    driver's rptr and the hardware's wptr wrap the ring 275 times): every EOP entry is
+    handled, IH_RPTR follows IH_WPTR, the line is low at the end."""
+    kmd = kmd_model.bind(dev, ih_log2_entries=2)
+    assert kmd.ih.size_dw == 32
+    c = Client()
+    bo = c.bo(0x2000)
+    n = 1101
+    last = 0
+    for i in range(n):
+        last = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x1000 + 4 * (i % 0x100), [i]), offset=0x40 * (i % 0x40)),
+                        CsChunkFence(bo.handle, 0x1F00))
+        if i % 3 == 2:  # some jobs complete before the next CS, some in bursts
+            assert c.wait(last)
+    assert c.wait(last)
+    s = kmd.kmd_stats()
+    assert s["fences_emitted"] == s["fences_signalled"] == n + 1  # and the IB test's
+    assert s["ih_by_source"] == {"EOP": n + 1}
+    assert s["spurious_interrupts"] == 0 and s["resets"] == 0
+    assert bo.u32[0x1F00 // 4] == last
+    ih_settled(kmd, n + 1)
+
+
+def check_ih_overflow(dev):
+    """Ten interrupting fences land while the driver is not looking, in a 4-entry IH ring:
+    the hardware drops six and latches IH_OVERFLOW; the driver handles the four entries,
+    clears the latch, finds the fences in fence memory, and the line drops."""
+    kmd = kmd_model.bind(dev, ih_log2_entries=2)
+    c = Client()
+    bo = c.bo(0x2000)
+    flag = bo.addr + 0x1800
+    hold = c.submit(c.ib(bo, pm4.wait_reg_mem(flag, 1, 1, "EQ")))
+    seqs = [c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x1000 + 4 * i, [i + 1]), offset=0x100 + 0x40 * i))
+            for i in range(10)]
+    before = kmd.mmio.read(regs.IH_WPTR)
+    irqs = kmd.stats["interrupts"]
+    bo.u32[flag // 4 - bo.addr // 4] = 1  # release: eleven fences in a row, nobody servicing the IH
+    kmd.dev.delay(20_000)
+    assert kmd.stats["interrupts"] == irqs
+    st = kmd.mmio.read(regs.INT_STATUS)
+    assert regs.INT_STATUS.IH_OVERFLOW.get(st) and regs.INT_STATUS.IH_PENDING.get(st)
+    wrote = (kmd.mmio.read(regs.IH_WPTR) - before) // ih.ENTRY_BYTES
+    assert wrote == 4  # the ring's size: the rest were dropped
+    assert c.wait(seqs[-1]) and c.wait(hold, 0)
+    assert bo.u32[0x400:0x40A].tolist() == list(range(1, 11))
+    s = kmd.kmd_stats()
+    assert s["fences_signalled"] == s["fences_emitted"] == 12
+    assert s["spurious_interrupts"] == 0
+    ih_settled(kmd, before // ih.ENTRY_BYTES + wrote)
+    # and the ring works on, every entry handled
+    c.run(bo, pm4.write_data(bo.addr + 0x1100, [7]), offset=0x800)
+    ih_settled(kmd, before // ih.ENTRY_BYTES + wrote + 1)
+
+
+def check_int_status_without_ih_ring(dev):
+    """No IH ring (CAPS.IH = 0): EOP and CP_ERROR come from INT_STATUS; each job's EOP is
+    cleared (W1C) by the handler, so the line drops after every interrupt, and a CP error
+    found there is recovered once."""
+    kmd = kmd_model.bind(dev, cs_check=False)
+    assert kmd.ih is None and not kmd.info.has_ih
+    c = Client()
+    bo = c.bo(0x2000)
+    for i in range(20):
+        c.run(bo, pm4.write_data(bo.addr + 0x1000 + 4 * i, [i + 1]), offset=0x40 * i)
+        assert kmd.mmio.read(regs.INT_STATUS) == 0 and not dev.irq_level()
+    s = kmd.kmd_stats()
+    assert s["fences_signalled"] == 21 and s["spurious_interrupts"] == 0 and s["interrupts"] >= 20
+    assert s["ih_entries"] == 0 and s["ih_by_source"] == {}
+    # a CP error: the interrupt names it through INT_STATUS.CP_ERROR and STATUS.ERROR
+    bad = c.submit(c.ib(bo, [pm4.header(0x7B, 0), 0], offset=0x800))
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        c.wait(bad)
+    assert ei.value.info.code == "ILLEGAL_OPCODE"
+    s = kmd.kmd_stats()
+    assert s["cp_errors"] == 1 and s["resets"] == 1
+    ctx = c.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+    assert c.wait(c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x1100, [9]), offset=0xC00), ctx=ctx), ctx=ctx)
+    assert bo.u32[0x440] == 9 and kmd.mmio.read(regs.INT_STATUS) == 0 and not dev.irq_level()
+
+
+CHECKS = [check_ih_ring_wraps_many_times, check_ih_overflow]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
+def test_on_model(check):
+    check(RefModel())
+
+
+def test_int_status_without_ih_ring():
+    check_int_status_without_ih_ring(RefModel(ih=False))
+
+
+def test_a_corrupt_wptr_write_back_resyncs_at_the_hardware_wptr():
+    """The IH wptr write-back reads as something that is not a whole number of entries
+    ahead (memory corrupted under the driver): the handler says so, starts again at the
+    hardware's IH_WPTR and tells the hardware (IH_RPTR), so IH_PENDING and the line drop;
+    the entry in between is lost, its fence still signals (fence memory), and the next
+    entries are handled as ever. (It used to resync to the corrupt value without writing
+    IH_RPTR: the line stayed high and every later entry was skipped.)"""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo()
+    c.run(bo, pm4.write_data(bo.addr + 0x100, [1]))
+    handled = kmd.ih.entries
+    seq = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x104, [2]), offset=0x100))
+    kmd.dev.delay(2_000)  # the job's EOP entry is written, the line is high, nobody has looked
+    assert kmd.dev.irq_level()
+    kmd.wb32[kmd.ih.wptr_wb_index] = kmd.ih.get_wptr() + 5
+    assert c.wait(seq) and bo.u32[0x41] == 2
+    assert kmd.ih.rptr == kmd.mmio.read(regs.IH_RPTR) == kmd.mmio.read(regs.IH_WPTR) and not kmd.dev.irq_level()
+    assert kmd.ih.entries == handled  # the one entry was skipped
+    for i in range(3):
+        c.run(bo, pm4.write_data(bo.addr + 0x108 + 4 * i, [3 + i]), offset=0x200 + 0x40 * i)
+    kmd.service()
+    assert kmd.ih.rptr == kmd.mmio.read(regs.IH_RPTR) == kmd.mmio.read(regs.IH_WPTR) and not kmd.dev.irq_level()
+    assert kmd.ih.entries == handled + 3 and kmd.stats["spurious_interrupts"] == 0
+
+
+def test_an_entry_whose_wptr_write_back_has_not_landed_is_looked_at_again_soon():
+    """The line rises with IH_WPTR a few cycles before the hardware's wptr write-back lands
+    (rtl/cp/ih.py writes the entry, moves IH_WPTR, then writes the pointer back), and a
+    level-triggered line calls the handler again after it cleared the EOP event: it finds no
+    entry and no event, but IH_PENDING. That is no spurious interrupt (not counted, not the
+    16-cycle back-off of one): the handler looks again a couple of cycles later, and handles
+    the entry once the write-back is there."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo()
+    c.run(bo, pm4.write_data(bo.addr + 0x100, [1]))
+    handled = kmd.ih.entries
+    seq = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x104, [2]), offset=0x100))
+    kmd.dev.delay(2_000)  # the job's EOP entry is written, the line is high, nobody has looked
+    landed = kmd.ih.get_wptr()
+    assert kmd.dev.irq_level() and landed != kmd.ih.rptr
+    kmd.wb32[kmd.ih.wptr_wb_index] = kmd.ih.rptr  # the write-back has not landed yet
+    kmd.mmio.write(regs.INT_STATUS, regs.INT_STATUS.EOP.mask)  # (W1C) the first call took the event
+    spurious, t0 = kmd.stats["spurious_interrupts"], kmd.dev.now()
+    kmd.irq_handler()
+    assert kmd.stats["spurious_interrupts"] == spurious
+    assert 2 <= kmd.dev.now() - t0 < 16  # looked again soon: a short delay, not a spurious one's
+    assert kmd.ih.entries == handled and kmd.dev.irq_level()  # the entry is still to handle
+    kmd.wb32[kmd.ih.wptr_wb_index] = landed  # the write-back lands
+    assert c.wait(seq) and bo.u32[0x41] == 2
+    assert kmd.ih.entries == handled + 1 and kmd.ih.rptr == kmd.mmio.read(regs.IH_WPTR)
+    assert not kmd.dev.irq_level() and kmd.stats["spurious_interrupts"] == spurious
+
+
+def test_observers_see_each_ih_entry():
+    """"ih_entry" (gpucosim's timeline and crash reports): the source by name, the decoded
+    entry and its raw dwords, once per entry handled."""
+    kmd = kmd_model.bind(RefModel(), cs_check=False)
+    seen = []
+    kmd.observers.append(lambda event, f: seen.append(f) if event == "ih_entry" else None)
+    c = Client()
+    bo = c.bo()
+    c.run(bo, pm4.write_data(bo.addr + 0x100, [1]))
+    fence = kmd.fence_drv.sync_seq  # the job's hardware fence, the last one emitted
+    c.submit(c.ib(bo, [pm4.header(0x7B, 0), 0], offset=0x100))  # a CP error: its entry too
+    kmd.dev.delay(1_000)
+    c.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, c.ctx))
+    assert [f["source"] for f in seen] == ["EOP", "CP_ERROR"]
+    eop, err = seen[0]["entry"], seen[1]["entry"]
+    assert (eop["SOURCE_ID"], eop["DATA1"], err["SOURCE_ID"]) == (ih.Source.EOP, fence, ih.Source.CP_ERROR)
+    assert all(len(f["raw"]) == ih.ENTRY_DWORDS and ih.decode(f["raw"]) == f["entry"] for f in seen)

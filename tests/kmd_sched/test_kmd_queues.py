@@ -1,0 +1,483 @@
+"""Many rings: the SDMA ring beside the gfx ring, the drm_sched-like scheduler (entities,
+priorities, dependencies from any ring, hw_submission_limit), CS ring choice and dependency
+chunks with their errnos, and recovery per ring, in the shapes of igt's amd_queue_reset,
+gem_reset_stats and gem_exec_whisper (reference-model backend; `check_copy_ring_on_this_backend`
+runs on the RTL's copy engine too, tests/cosim/test_rtl_drivers.py)."""
+
+from __future__ import annotations
+
+import errno
+import random
+
+import pytest
+
+import kmd_model
+from kmd_model import uapi
+from kmd_model.uapi import (CsChunkDep, CsChunkIb, CtxOp, CtxPriority, HwIp, Request,
+                            ResetStatus)
+from spec import pm4, sdma
+from testbench.refmodel import RefModel
+
+from tests.kmd.test_kmd_ioctl import Client, expect
+
+DMA, GFX = HwIp.DMA, HwIp.GFX
+
+
+def sdma_ib(bo, words, offset=0) -> CsChunkIb:
+    """SDMA packets padded to 8 dwords (sdma_v4_0_ring_pad_ib) in `bo` at `offset`, on the DMA ring."""
+    w = list(words) + sdma.pad(-len(words) % 8)
+    bo.u32[offset // 4: offset // 4 + len(w)] = w
+    return CsChunkIb(len(w), handle=bo.handle, offset=offset, ip_type=DMA)
+
+
+def query(c: Client, ctx: int | None = None) -> uapi.CtxOut:
+    return c.io(Request.CTX, uapi.CtxArgs(CtxOp.QUERY_STATE, c.ctx if ctx is None else ctx))
+
+
+def new_ctx(c: Client, priority: int = 0) -> int:
+    return c.io(Request.CTX, uapi.CtxArgs(CtxOp.ALLOC, priority=priority)).ctx_id
+
+
+HANG = lambda addr: sdma.poll_regmem(addr, 0, 0xFFFFFFFF, "NE", interval=4)  # noqa: E731 - igt's SDMA hang
+
+
+# ------------------------------------------------------------------------------ both backends
+
+def check_copy_ring_on_this_backend(dev):
+    """The DMA ring runs on a device with an SDMA engine (the RTL has one), and is refused with
+    EINVAL naming the backend where there is none: never run anywhere else."""
+    kmd = kmd_model.bind(dev)
+    c = Client()
+    bo = c.bo()
+    bo.u32[0:64] = range(1, 65)
+    chunk = sdma_ib(bo, sdma.copy_linear(bo.addr + 0x1000, bo.addr, 256), 0x800)
+    if kmd.sdma_sched is None:
+        rings_before = kmd.ring.doorbells
+        expect(errno.EINVAL, f"CS: chunk 0: HW IP DMA ring 0: this device has no SDMA engine (QUEUE_CAPS.SDMA "
+               f"is 0 on the {dev.name} backend)", c.submit, chunk)
+        assert kmd.ring.doorbells == rings_before and not bo.u32[0x400:0x440].any()
+        assert c.io(Request.INFO, uapi.InfoArgs(uapi.InfoQuery.DEV_INFO)).sdma_rings == 0
+    else:
+        assert c.wait(c.submit(chunk))
+        assert bo.u32[0x400:0x440].tolist() == list(range(1, 65))
+        assert c.io(Request.INFO, uapi.InfoArgs(uapi.InfoQuery.DEV_INFO)).sdma_rings == 1
+    assert c.wait(c.run(bo, pm4.write_data(bo.addr + 0x2000, [5]), 0xC00))  # gfx runs either way
+
+
+def check_amd_queue_reset_malformed(dev):
+    amd_queue_reset(dev, "malformed")
+
+
+def check_amd_queue_reset_hang(dev):
+    amd_queue_reset(dev, "hang")
+
+
+def check_amd_queue_reset_bus_error(dev):
+    amd_queue_reset(dev, "bus_error")
+
+
+def check_dependencies_bounce_between_rings_gpu_side(dev):
+    """A copy on SDMA waits for a gfx job's fence and a gfx job for the copy, without the
+    client waiting in between: the scheduler holds each job until its dependency finished."""
+    kmd = kmd_model.bind(dev)
+    c = Client()
+    bo = c.bo(0x8000)
+    gate = bo.addr + 0x7000
+    # gfx job 1 waits for the CPU, then writes 0x1234 at +0x1000
+    g1 = c.submit(c.ib(bo, pm4.wait_reg_mem(gate, 1, 1, "EQ") + pm4.write_data(bo.addr + 0x1000, [0x1234])))
+    # SDMA copies it to +0x2000 once g1 is done; gfx then adds a marker after the copy
+    s1 = c.submit(CsChunkDep(GFX, 0, c.ctx, g1), sdma_ib(bo, sdma.copy_linear(bo.addr + 0x2000, bo.addr + 0x1000, 4),
+                                                       0x400))
+    g2 = c.submit(CsChunkDep(DMA, 0, c.ctx, 0xFFFFFFFF),
+                  c.ib(bo, pm4.write_data(bo.addr + 0x2004, [0x5678]), 0x800))
+    kmd.service()
+    assert kmd.sdma_sched.queue and kmd.sched.queue  # both held back, not in a ring yet
+    assert bo.u32[0x800] == 0
+    bo.u32[0x7000 // 4] = 1  # release g1
+    assert c.wait(g2)
+    assert bo.u32[0x800:0x802].tolist() == [0x1234, 0x5678] and c.wait(s1, 0) and c.wait(g1, 0)
+
+
+def check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted(dev):
+    """gem_reset_stats: only the guilty context reads guilty; another context's job queued on
+    the same SDMA ring is innocent, resubmitted, and completes with its data."""
+    kmd = kmd_model.bind(dev, job_timeout=20_000)
+    a, b, idle = Client(), Client(), Client()
+    abo, bbo = a.bo(), b.bo()
+    bad = a.submit(sdma_ib(abo, HANG(abo.addr + 0x3000)))
+    nice = b.submit(sdma_ib(bbo, sdma.constant_fill(bbo.addr + 0x1000, 0xAB, 64)))
+    assert b.wait(nice, 1_000_000)
+    assert bytes(bbo.u32[0x400:0x410].view("u1")) == bytes([0xAB, 0, 0, 0] * 16)
+    with pytest.raises(uapi.KmdError):
+        a.wait(bad)
+    qa, qb, qi = query(a), query(b), query(idle)
+    assert (qa.ring_status, qb.ring_status, qi.ring_status) == (
+        {"sdma0": ResetStatus.GUILTY}, {"sdma0": ResetStatus.INNOCENT}, {})
+    assert (qa.reset_status, qb.reset_status, qi.reset_status) == (
+        ResetStatus.GUILTY, ResetStatus.INNOCENT, ResetStatus.NO_RESET)
+    assert qa.resets == qb.resets == qi.resets == 1 and kmd.stats["queue_resets"] == 1
+
+
+def check_high_priority_context_runs_on_the_cps_second_queue(dev):
+    """A HIGH-priority context's gfx jobs go to the CP's high-priority hardware queue: one
+    finishes while a normal job sits in a long IB (stopped in a WAIT_REG_MEM); a bad job
+    there is reset on that queue alone (CP_QUEUE_RESET.Q1, no device reset) while the
+    normal gfx ring keeps its job."""
+    kmd = kmd_model.bind(dev, cs_check=False)
+    c = Client()
+    bo = c.bo(0x8000)
+    hi = new_ctx(c, CtxPriority.HIGH)
+    long_ib = pm4.wait_reg_mem(bo.addr + 0x7000, 1, 1, "EQ") + sum(
+        (pm4.write_data(bo.addr + 0x1000 + 4 * k, [k]) for k in range(40)), [])
+    slow = c.submit(c.ib(bo, long_ib, 0x2000))
+    fast = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x100, [0xF]), 0x4000), ctx=hi)
+    assert c.wait(fast, ctx=hi) and bo.u32[0x40] == 0xF
+    assert not c.wait(slow, 0)
+    assert kmd.hqd_sched.fence_drv.signalled >= 1 and kmd.sched.pending
+    bad = c.submit(c.ib(bo, [pm4.header(0x7B, 0), 0], 0x5000), ctx=hi)
+    with pytest.raises(uapi.KmdError) as ei:
+        c.wait(bad, ctx=hi)
+    assert ei.value.errno == errno.ECANCELED and "gfx_high" in ei.value.message
+    assert [s for r, s in kmd.recovery_log] == ["error", "queue_reset"] and kmd.stats["resets"] == 0
+    bo.u32[0x7000 // 4] = 1
+    assert c.wait(slow) and bo.u32[0x400:0x428].tolist() == list(range(40))
+    assert query(c, hi).ring_status == {"gfx_high": ResetStatus.GUILTY} and query(c).ring_status == {}
+
+
+def check_a_vm_fault_on_the_cps_second_queue_resets_that_queue_and_is_reported(dev):
+    """A high-priority job that writes where its VM maps nothing: the UTCL2 entry names
+    queue 1, so that queue alone is reset, and the fault (address, VMID, access) is kept for
+    INFO VM_FAULT and the file's VM as any fault is."""
+    kmd = kmd_model.bind(dev, cs_check=False)
+    c = Client()
+    bo = c.bo()
+    hi = new_ctx(c, CtxPriority.HIGH)
+    assert kmd.last_vm_fault is None and kmd.stats["vm_faults"] == 0  # nothing kept before a fault
+    hole = 0x3F00_0000
+    bad = c.submit(c.ib(bo, pm4.write_data(hole, [1])), ctx=hi)
+    with pytest.raises(uapi.KmdError) as ei:
+        c.wait(bad, 1_000_000, ctx=hi)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT"
+    assert "gfx_high" in ei.value.message
+    assert kmd.recovery_log == [("gfx_high", "error"), ("gfx_high", "queue_reset")]
+    assert kmd.stats["resets"] == 0 and kmd.stats["vm_faults"] == 1 and kmd.stats["cp_errors"] == 1
+    f = c.io(Request.INFO, uapi.InfoArgs(uapi.InfoQuery.VM_FAULT))
+    assert (f.addr, f.vmid, f.access) == (hole, c.f.vm.vmid, "WRITE") and kmd.last_vm_fault == f
+    assert kmd.ih.by_source.get("VM_FAULT", 0) >= 1
+
+
+def check_a_hang_on_one_cp_queue_is_found_while_the_other_queue_works(dev):
+    """The CP's two queues share the fetch and DMA counters: a job stuck in a WAIT_REG_MEM
+    on one queue is still timed out while another client keeps the other queue busy (a job
+    every 2,000 cycles), between job_timeout and twice that after it started, and only its
+    own queue's recovery runs (queue 1: its queue reset; queue 0: the full reset): the
+    worker's jobs all complete. Both ways, gfx_high hung first. (Before the KMD read the
+    queue's own STATUS.WAITING, neither hang was found in 10 job timeouts.)"""
+    t_out = 20_000
+    kmd = kmd_model.bind(dev, job_timeout=t_out)
+    bad_c, work_c = Client(), Client()
+    bbo, wbo = bad_c.bo(), work_c.bo(0x8000)
+    for n, hung in enumerate(("gfx_high", "gfx")):
+        bad_ctx = new_ctx(bad_c, CtxPriority.HIGH) if hung == "gfx_high" else bad_c.ctx
+        work_ctx = work_c.ctx if hung == "gfx_high" else new_ctx(work_c, CtxPriority.HIGH)
+        start = kmd.dev.now()
+        bad = bad_c.submit(bad_c.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ"), 0x100 * n), ctx=bad_ctx)
+        done, failed = 0, None
+        while failed is None and kmd.dev.now() - start < 10 * t_out:
+            words = sum((pm4.write_data(wbo.addr + 0x4000 + 4 * i, [done]) for i in range(16)), [])
+            seq = work_c.submit(work_c.ib(wbo, words, 0x400 * (done % 8)), ctx=work_ctx)
+            assert work_c.wait(seq, ctx=work_ctx)
+            assert wbo.u32[0x100F] == done
+            done += 1
+            kmd.dev.delay(2_000)
+            try:
+                bad_c.wait(bad, 0, ctx=bad_ctx)
+            except uapi.KmdError as e:
+                failed = (e, kmd.dev.now() - start)
+        assert failed is not None, f"the hang on {hung} was not found in {kmd.dev.now() - start} cycles"
+        e, when = failed
+        assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT" and t_out <= when <= 2 * t_out + 5_000, when
+        assert (hung == "gfx_high") == ("gfx_high" in e.message), e.message
+        assert kmd.stats["job_timeouts"] == n + 1 and done >= 10
+        assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, n)
+
+
+# (on the RTL too: tests/cosim/test_rtl_drivers.py runs every check here on each simulator)
+CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rings_gpu_side,
+          check_amd_queue_reset_malformed, check_amd_queue_reset_hang, check_amd_queue_reset_bus_error,
+          check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted,
+          check_high_priority_context_runs_on_the_cps_second_queue,
+          check_a_vm_fault_on_the_cps_second_queue_resets_that_queue_and_is_reported,
+          check_a_hang_on_one_cp_queue_is_found_while_the_other_queue_works]
+
+
+@pytest.mark.parametrize("sdma_engine", [True, False], ids=["sdma", "no_sdma"])
+def test_copy_ring_on_model(sdma_engine):
+    check_copy_ring_on_this_backend(RefModel(sdma=sdma_engine))
+
+
+# ------------------------------------------------------------------------------ CS and CTX errors
+
+def test_cs_ring_and_dependency_errors():
+    kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo()
+    ok = sdma_ib(bo, sdma.fence(bo.addr + 0x100, 1))
+    w = "CS: chunk 0"
+    for kw, msg in [
+        (dict(ip_type=10), f"{w}: ip_type 10 is not a HW IP type (0..9)"),
+        (dict(ip_type=-1), f"{w}: ip_type must be >= 0, not -1"),
+        (dict(ip_type=DMA, ip_instance=1), f"{w}: ip_instance must be 0 (every HW IP has one instance), not 1"),
+        (dict(ip_type=DMA, ring=1), f"{w}: HW IP DMA has 1 ring(s) (0..0), not ring 1"),
+        (dict(ip_type=GFX, ring=2), f"{w}: HW IP GFX has 1 ring(s) (0..0), not ring 2"),
+        (dict(ip_type=HwIp.COMPUTE), f"{w}: HW IP COMPUTE has no rings on this device"),
+    ]:
+        expect(errno.EINVAL, msg, c.submit, CsChunkIb(8, bo.handle, 0, **kw))
+    expect(errno.EINVAL, "CS: chunk 1: the IB chunks aim at different rings (sdma0 and gfx): one CS runs on one ring",
+           c.submit, ok, CsChunkIb(8, bo.handle, 0x400))
+    first = c.submit(ok)
+    for dep, msg in [
+        (CsChunkDep(DMA, 0, 99, first), "CS: chunk 0: no context 99 on this file"),
+        (CsChunkDep(DMA, 0, c.ctx, first + 5), f"CS: chunk 0: context {c.ctx} never submitted seqno "
+                                                f"{first + 5:#x} (last is {first:#x})"),
+        (CsChunkDep(7, 0, c.ctx, first), "CS: chunk 0: HW IP VCN_ENC has no rings on this device"),
+        (CsChunkDep(DMA, 0, c.ctx, 1 << 32), "CS: chunk 0: handle must be 0x0 to 0xffffffff, not 0x100000000"),
+    ]:
+        expect(errno.EINVAL, msg, c.submit, dep, ok)
+    # a dependency named on the wrong ring, while it still runs
+    hold = c.submit(sdma_ib(bo, HANG(bo.addr + 0x3000), 0x200))  # polls until the CPU writes
+    expect(errno.EINVAL, f"CS: chunk 0: seqno {hold:#x} of context {c.ctx} runs on sdma0, not on gfx",
+           c.submit, CsChunkDep(GFX, 0, c.ctx, hold), ok)
+    bo.u32[0xC00] = 1
+    assert c.wait(hold)
+    for prio, err, msg in [
+        (5, errno.EINVAL, "CTX ALLOC: priority must be one of VERY_LOW (-1023), LOW (-512), NORMAL (0), "
+                          "HIGH (512), VERY_HIGH (1023), not 5"),
+        (2048, errno.EINVAL, "CTX ALLOC: priority must be one of VERY_LOW (-1023), LOW (-512), NORMAL (0), "
+                             "HIGH (512), VERY_HIGH (1023), not 2048"),
+        ("high", errno.EINVAL, "CTX: priority must be an int, not 'high'"),
+    ]:
+        expect(err, msg, c.io, Request.CTX, uapi.CtxArgs(CtxOp.ALLOC, priority=prio))
+    expect(errno.EINVAL, "CTX: priority is for ALLOC only, not 512", c.io, Request.CTX,
+           uapi.CtxArgs(CtxOp.QUERY_STATE, c.ctx, priority=512))
+    c.f.cap_sys_nice = False
+    expect(errno.EACCES, "CTX ALLOC: priority HIGH needs CAP_SYS_NICE (amdgpu_ctx_priority_permit)",
+           c.io, Request.CTX, uapi.CtxArgs(CtxOp.ALLOC, priority=CtxPriority.HIGH))
+    assert new_ctx(c, CtxPriority.LOW)
+
+
+
+def test_an_sdma_ib_off_its_32_byte_alignment_is_refused_at_cs():
+    """SDMA's INDIRECT_BUFFER has no address bits below 5: an IB there that starts off a
+    32-byte boundary is refused at CS (by BO offset or by address, every misalignment), before
+    it takes a seqno, where it once reached the ring writer and raised a ValueError from the
+    packet builder inside the ioctl. The gfx ring keeps taking dword-aligned IBs."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo()
+    first = c.submit(sdma_ib(bo, sdma.fence(bo.addr + 0x100, 1)))
+    for off in (4, 8, 16, 28, 0x204):
+        ib = sdma_ib(bo, sdma.fence(bo.addr + 0x100, 2), offset=off)
+        expect(errno.EINVAL, f"CS: chunk 0: an IB on the sdma0 ring must start 32-byte aligned, not at "
+               f"{bo.addr + off:#x}", c.submit, ib)
+        expect(errno.EINVAL, f"CS: chunk 0: an IB on the sdma0 ring must start 32-byte aligned, not at "
+               f"{bo.addr + off:#x}", c.submit, CsChunkIb(ib.size_dw, gpu_addr=bo.addr + off, ip_type=DMA))
+    last = c.submit(sdma_ib(bo, sdma.fence(bo.addr + 0x104, 3), offset=0x220))
+    assert last == first + 1  # the refused ones took no seqno
+    assert c.wait(last) and bo.u32[0x41] == 3
+    gfx = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x108, [4]), offset=0x404))  # 4-byte aligned: fine
+    assert c.wait(gfx) and bo.u32[0x42] == 4
+    assert kmd.stats["resets"] == 0
+
+
+def test_a_device_without_queue_caps_binds_with_one_gfx_queue_and_no_copy_engine():
+    """A device from before QUEUE_CAPS answers its read with DECERR: the KMD then assumes the
+    first hardware's engines (one CP queue, no SDMA) and takes no rings for the rest: a CS
+    to the copy ring gets its errno, and a HIGH-priority context's gfx job runs on the one
+    gfx queue."""
+    from kmd_model import regs
+    model = RefModel()
+    # the register is not decoded: DECERR (the model's map is shared and read-only: a copy)
+    model._slots = {off: s for off, s in model._slots.items() if off != regs.QUEUE_CAPS.addr()}
+    kmd = kmd_model.bind(model)
+    assert (kmd.sdma_engines, kmd.sdma_ring, kmd.hqd_ring, sorted(kmd.rings)) == (0, None, None, [(GFX, 0)])
+    c = Client()
+    bo = c.bo()
+    expect(errno.EINVAL, "CS: chunk 0: HW IP DMA ring 0: this device has no SDMA engine (QUEUE_CAPS.SDMA is 0 on "
+           f"the {model.name} backend)", c.submit, sdma_ib(bo, sdma.fence(bo.addr + 0x100, 1)))
+    hi = new_ctx(c, CtxPriority.HIGH)
+    w = pm4.write_data(bo.addr + 0x40, [0x600DF00D]) + pm4.pad(6)
+    bo.u32[0x100:0x100 + len(w)] = w
+    assert c.wait(c.submit(CsChunkIb(len(w), bo.handle, 0x400), ctx=hi), ctx=hi)  # on the one gfx queue
+    assert bo.u32[0x10] == 0x600DF00D
+
+
+# ------------------------------------------------------------------------------ scheduler
+
+@pytest.mark.parametrize("check", CHECKS[1:], ids=lambda f: f.__name__[6:])
+def test_on_model(check):
+    check(RefModel())
+
+
+def test_priorities_and_hw_submission_limit():
+    """With one job in flight per ring, queued jobs go HIGH before NORMAL before LOW, round
+    robin within a run queue; each entity's jobs in order."""
+    kmd = kmd_model.bind(RefModel(), hw_submission_limit=1)
+    c = Client()
+    bo = c.bo(0x8000)
+    order = bo.addr + 0x6000
+    hold = c.submit(sdma_ib(bo, HANG(bo.addr + 0x7000), 0))  # keeps the one slot busy
+    ctxs = {p: new_ctx(c, p) for p in (CtxPriority.LOW, CtxPriority.NORMAL, CtxPriority.HIGH)}
+    seqs, k = [], 0
+    for p in (CtxPriority.LOW, CtxPriority.NORMAL, CtxPriority.HIGH, CtxPriority.NORMAL, CtxPriority.LOW):
+        # each job appends its tag: a WRITE_LINEAR to a slot of its own, then a fence counter
+        seqs.append((p, c.submit(sdma_ib(bo, sdma.write_linear(order + 4 * k, [int(p) & 0xFFFF]), 0x100 + 0x40 * k),
+                                 ctx=ctxs[p])))
+        k += 1
+    assert len(kmd.sdma_sched.pending) == 1 and len(kmd.sdma_sched.queue) == 5
+    run = []
+    kmd.sdma_sched.ring.kmd.observers.append(lambda ev, f: ev == "run_job" and run.append(f["job"].ctx.id))
+    bo.u32[0x7000 // 4] = 1
+    for p, s in seqs:
+        assert c.wait(s, ctx=ctxs[p])
+    assert run == [ctxs[CtxPriority.HIGH], ctxs[CtxPriority.NORMAL], ctxs[CtxPriority.NORMAL],
+                   ctxs[CtxPriority.LOW], ctxs[CtxPriority.LOW]]
+    assert c.wait(hold)
+
+
+# ------------------------------------------------------------------------------ recovery (igt shapes)
+
+def amd_queue_reset(dev, bad):
+    """amd_queue_reset: a bad job on the SDMA ring, good jobs on the gfx ring (another
+    context) before, during and after: the SDMA queue alone is reset (no full reset), the
+    guilty job fails with ECANCELED, the gfx jobs complete, the SDMA ring works again."""
+    kmd = kmd_model.bind(dev, job_timeout=20_000)
+    good, evil = Client(), Client()
+    gbo, ebo = good.bo(0x8000), evil.bo()
+    g1 = good.submit(good.ib(gbo, pm4.wait_reg_mem(gbo.addr + 0x7000, 1, 1, "EQ")
+                             + pm4.write_data(gbo.addr + 0x1000, [1])))
+    stream = {"malformed": [0x23DECD3D],  # amd_deadlock's corrupted SDMA header
+              "hang": HANG(ebo.addr + 0x3000),  # never released
+              "bus_error": sdma.copy_linear(ebo.addr, 0x7F_0000_0000, 64)}[bad]  # unmapped: a VM fault
+    e0 = evil.submit(sdma_ib(ebo, HANG(ebo.addr + 0x3800), 0xC00))  # holds the SDMA ring until released
+    e1 = evil.submit(sdma_ib(ebo, stream))
+    e2 = evil.submit(sdma_ib(ebo, sdma.fence(ebo.addr + 0x2000, 0xE2), 0x400))
+    gbo.u32[0x7000 // 4] = 1
+    ebo.u32[0x3800 // 4] = 1
+    assert good.wait(g1) and evil.wait(e0)
+    with pytest.raises(uapi.KmdError) as ei:
+        evil.wait(e1, 1_000_000)
+    assert ei.value.errno == errno.ECANCELED
+    code = {"malformed": "ILLEGAL_OPCODE", "hang": "TIMEOUT", "bus_error": "VM_FAULT"}[bad]
+    assert ei.value.info.code == code and "sdma0" in ei.value.message
+    expect(errno.ECANCELED, ei.value.message, evil.wait, e2)  # same context, same ring: the same error
+    assert ebo.u32[0x800] == 0
+    assert kmd.stats["queue_resets"] == 1 and kmd.stats["resets"] == 0
+    assert [s for r, s in kmd.recovery_log] == ["timeout" if bad == "hang" else "error", "queue_reset"]
+    assert good.wait(good.run(gbo, pm4.write_data(gbo.addr + 0x1004, [2]), 0x800))
+    # the context was hit once: it may submit again (not banned), and its copy runs
+    e3 = evil.submit(sdma_ib(ebo, sdma.fence(ebo.addr + 0x2004, 0xE3), 0x600))
+    assert evil.wait(e3) and ebo.u32[0x801] == 0xE3
+    qe, qg = query(evil), query(good)
+    assert qe.reset_status == ResetStatus.GUILTY and qe.ring_status == {"sdma0": ResetStatus.GUILTY}
+    assert qg.reset_status == ResetStatus.NO_RESET and qg.ring_status == {}
+
+
+def test_context_banned_after_repeated_hangs():
+    """A context whose SDMA jobs hang ban_after_hangs times is banned: its CS fails with EIO;
+    other contexts of the same file carry on."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=10_000, ban_after_hangs=2)
+    c = Client()
+    bo = c.bo()
+    other = new_ctx(c)
+    for k in range(2):
+        s = c.submit(sdma_ib(bo, HANG(bo.addr + 0x3000), 0x100 * k))
+        with pytest.raises(uapi.KmdError) as ei:
+            c.wait(s, 1_000_000)
+        assert ei.value.errno == errno.ECANCELED
+    expect(errno.EIO, f"CS: context {c.ctx} is banned: it caused 2 resets (ban_after_hangs 2)",
+           c.submit, sdma_ib(bo, sdma.fence(bo.addr + 0x2000, 1), 0x400))
+    assert c.wait(c.submit(sdma_ib(bo, sdma.fence(bo.addr + 0x2000, 7), 0x400), ctx=other), ctx=other)
+    assert bo.u32[0x800] == 7 and kmd.stats["queue_resets"] == 2
+
+
+def test_failed_queue_reset_falls_back_to_full_reset_and_wedged_device_fails_everything():
+    """The ladder's last steps: a queue reset that does not bring the engine back goes to the
+    full reset; a full reset that fails wedges the device: every unfinished job fails with
+    EIO and so does every later CS."""
+
+    class StuckSdma(RefModel):
+        """Its SDMA queue ignores QUEUE_RESET (a queue that will not come back); with
+        `dead` set, CONTROL.SOFT_RESET leaves the CP busy too."""
+        dead = False
+
+        def _poke(self, offset, value, bytemask):
+            from kmd_model import regs
+            if offset == regs.SDMA_CNTL.addr():
+                value &= ~regs.SDMA_CNTL.QUEUE_RESET.mask
+            super()._poke(offset, value, bytemask)
+
+        def _idle(self):
+            return False if self.dead else super()._idle()
+
+    dev = StuckSdma()
+    kmd = kmd_model.bind(dev, job_timeout=10_000)
+    a, b = Client(), Client()
+    abo, bbo = a.bo(), b.bo()
+    bad = a.submit(sdma_ib(abo, HANG(abo.addr + 0x3000)))
+    with pytest.raises(uapi.KmdError) as ei:
+        a.wait(bad, 1_000_000)
+    assert ei.value.errno == errno.ECANCELED
+    assert [s for _, s in kmd.recovery_log] == ["timeout", "queue_reset", "full_reset"]
+    assert kmd.stats["resets"] == 1 and kmd.stats["queue_resets"] == 0
+    assert b.wait(b.submit(sdma_ib(bbo, sdma.fence(bbo.addr + 0x100, 3))))  # the device works after it
+    # now the full reset itself fails: wedged
+    dev.dead = True
+    held = b.submit(b.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ"), 0x400))
+    queued = b.submit(sdma_ib(bbo, HANG(bbo.addr + 0x3000), 0x800))
+    with pytest.raises(uapi.KmdError):
+        b.wait(queued, 2_000_000)
+    assert kmd.wedged and kmd.wedged.startswith("GPU reset failed")
+    for s in (held, queued):
+        with pytest.raises(uapi.KmdError) as ei:
+            b.wait(s)
+        assert ei.value.errno == errno.EIO
+    expect(errno.EIO, f"CS: {kmd.wedged}", b.submit, sdma_ib(bbo, sdma.fence(bbo.addr + 0x100, 4), 0xC00))
+
+
+def test_whisper_chain_across_rings_and_contexts_with_hangs():
+    """gem_exec_whisper, hang mode: a value is passed down a chain of 16 jobs, each on a
+    random ring (gfx or SDMA) of a random one of 4 contexts, each depending on the one
+    before; meanwhile a hanging context keeps resetting the SDMA queue. The result is exact
+    and only the hanging context's jobs carry errors."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=20_000, ban_after_hangs=100)
+    rng = random.Random(16)
+    c = Client()
+    ctxs = [c.ctx] + [new_ctx(c) for _ in range(3)]
+    bo = c.bo(0x10000)
+    evil = Client()
+    ebo = evil.bo()
+    slot = lambda i: bo.addr + 0x8000 + 4 * i  # noqa: E731
+    for p in range(3):  # passes
+        bo.u32[0x8000 // 4: 0x8000 // 4 + 17] = 0
+        bo.u32[0x8000 // 4] = 0x100 + p  # the value whispered down the chain
+        prev = None
+        bads = [evil.submit(sdma_ib(ebo, HANG(ebo.addr + 0x3000), 0x100 * p))]
+        for i in range(16):
+            ctx, ring = rng.choice(ctxs), rng.choice([GFX, DMA])
+            dep = [] if prev is None else [CsChunkDep(prev[1], 0, prev[0], prev[2])]
+            off = 0x200 * i
+            if ring == DMA:
+                ib = sdma_ib(bo, sdma.copy_linear(slot(i + 1), slot(i), 4), off)
+            else:  # the CP copies a dword with DMA_DATA
+                ib = c.ib(bo, pm4.dma_data(slot(i + 1), slot(i), 4, cp_sync=1, raw_wait=1), off)
+            prev = (ctx, ring, c.submit(*dep, ib, ctx=ctx))
+        assert c.wait(prev[2], 2_000_000, ctx=prev[0])
+        assert bo.u32[0x8000 // 4 + 16] == 0x100 + p, p
+        for s in bads:
+            with pytest.raises(uapi.KmdError) as ei:
+                evil.wait(s)
+            assert ei.value.errno == errno.ECANCELED
+    assert kmd.stats["queue_resets"] == 3 and kmd.stats["resets"] == 0
+    assert all(query(c, x).reset_status != ResetStatus.GUILTY for x in ctxs)
+

@@ -1,0 +1,285 @@
+"""The recovery path beyond the cases of test_kmd_reset.py: an error nobody's job caused
+(a stray doorbell: the kernel is named, no context is blamed), a guilty context's decoded
+error, the jobs of other contexts that survive a reset, and a reset that fails (the CP never
+goes idle): the device is wedged, every job in flight is cancelled with EIO, and every later
+CS says why. A job the timer finds stuck is in test_kmd_timeouts.py; what observers see, in
+test_kmd_bind.py."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+
+import kmd_model
+from kmd_model import regs
+from kmd_model.uapi import CtxArgs, CtxOp, Request, ResetStatus
+from spec import pm4
+from testbench.refmodel import RefModel
+
+from tests.kmd.test_kmd_ioctl import Client, expect
+from tests.security.security_helpers import Holder
+
+
+class StuckResetModel(RefModel):
+    """A model whose CP never reports idle once `stuck` is set (a reset that does not take)."""
+
+    stuck = False
+
+    def mmio_read32(self, offset: int) -> int:
+        v = super().mmio_read32(offset)
+        if self.stuck and offset == regs.STATUS.ADDR:
+            v &= ~regs.STATUS.IDLE.mask
+        return v
+
+
+def test_stray_doorbell_blames_the_kernel():
+    dev = RefModel()
+    kmd = kmd_model.bind(dev)
+    c = Client()
+    bo = c.bo()
+    c.run(bo, pm4.write_data(bo.addr + 0x800, [1]))
+    seen = []
+    kmd.observers.append(lambda event, fields: seen.append((event, fields)))
+    wptr = kmd.ring.committed + 5000
+    kmd.mmio.write(regs.RB_DOORBELL, wptr)  # a driver bug: more than the ring ahead
+    c.run(bo, pm4.write_data(bo.addr + 0x804, [2]), offset=0x100)  # the next ioctl finds and recovers it
+    errors = [f for e, f in seen if e == "gpu_error"]
+    assert len(errors) == 1 and errors[0]["job"] is None and errors[0]["state"].code == regs.CpError.DOORBELL_OVERFLOW
+    info = errors[0]["info"]
+    assert (info.code, info.level, info.ctx_id, info.seq, info.addr) == ("DOORBELL_OVERFLOW", "RING", 0, 0, wptr)
+    assert info.message == f"doorbell wptr {wptr:#x} more than the ring size ahead of rptr at ring+{info.offset:#x}, kernel"
+    assert [e for e, _ in seen].index("gpu_error") < [e for e, _ in seen].index("reset")
+    assert [f["resubmitted"] for e, f in seen if e == "reset"] == [0]
+    st = c.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, c.ctx))
+    assert st.reset_status == ResetStatus.NO_RESET and st.resets == 1  # seen, not blamed
+    assert bo.u32[0x200:0x202].tolist() == [1, 2]
+    assert kmd.stats["cp_errors"] == kmd.stats["resets"] == 1
+
+
+def _reset_that_fails():
+    """B holds the CP, A's bad packet is next, B has a job queued behind it; every reset
+    from now on fails. Returns (kmd, a, b, abo, bbo, hold, bad, queued)."""
+    dev = StuckResetModel()
+    kmd = kmd_model.bind(dev, cs_check=False, hw_timeout=2000)
+    a, b = Client(), Client()
+    abo, bbo = a.bo(), b.bo()
+    hold = b.submit(b.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x800, 1, 1, "EQ")))
+    bad = a.submit(a.ib(abo, [pm4.header(0x7B, 0), 0]))
+    queued = b.submit(b.ib(bbo, pm4.write_data(bbo.addr + 0x900, [1]), offset=0x100))
+    dev.stuck = True
+    bbo.u32[0x200] = 1  # let the CP run into A's bad packet
+    return kmd, a, b, abo, bbo, hold, bad, queued
+
+
+def test_a_reset_that_fails_wedges_the_device():
+    kmd, a, b, abo, bbo, hold, bad, queued = _reset_that_fails()
+    why = "soft reset: CP not idle after 2000 cycles"
+    e = None
+    try:
+        a.wait(bad)
+    except kmd_model.uapi.KmdError as x:
+        e = x
+    # the reset ran inside A's WAIT_CS: the message names that ioctl, as every ioctl error does
+    assert e is not None and e.errno == errno.EIO and e.message.startswith(f"WAIT_CS: {why}"), e
+    assert str(e).startswith(f"EIO: WAIT_CS: {why}")
+    assert kmd.wedged.startswith(f"GPU reset failed: {why}")
+    # the job that had finished stays finished; every one still in flight was cancelled,
+    # whoever it belonged to
+    assert b.wait(hold, 0)
+    expect(errno.EIO, f"WAIT_CS: {kmd.wedged}", b.wait, queued)
+    assert bbo.u32[0x240] == 0  # it never ran
+    assert not kmd.sched.pending and not kmd.sched.queue
+    expect(errno.EIO, f"CS: {kmd.wedged}", b.submit, b.ib(bbo, pm4.nop(2), offset=0x200))
+    assert kmd.stats["resets"] == 1 and kmd.stats["jobs_cancelled"] >= 2
+
+
+def test_a_guilty_context_reports_the_decoded_error():
+    kmd = kmd_model.bind(RefModel(), cs_check=False)
+    c = Client()
+    bo = c.bo()
+    bad = pm4.encode_fields("WRITE_DATA", {"DST_SEL": 0, "ADDR_LO": (bo.addr + 0x100) >> 2}, [1])
+    seq = c.submit(c.ib(bo, bad))
+    e = expect(errno.ECANCELED, f"WAIT_CS: unsupported field value in WRITE_DATA at IB+0x0 ({bo.addr:#x}), context "
+               f"{c.ctx}", c.wait, seq)
+    assert (e.info.code, e.info.opcode_name, e.info.offset, e.info.ctx_id, e.info.seq) == \
+        ("UNSUPPORTED", "WRITE_DATA", 0, c.ctx, seq)
+    again = expect(errno.ECANCELED, f"CS: context {c.ctx} was reset: {e.info.message}", c.submit, c.ib(bo, pm4.nop(2)))
+    assert again.info == e.info
+    assert kmd.stats["cp_errors"] == 1
+
+
+def test_waiting_on_a_job_that_finished_before_its_context_was_reset():
+    """J1 and J2 of one context run behind a held CP; J2 is bad. WAIT_CS on J1 (which did
+    finish) reports the context's reset, as amdgpu does for every wait on a guilty context."""
+    kmd = kmd_model.bind(RefModel(), cs_check=False)
+    c, h = Client(), Client()
+    bo, hbo = c.bo(), h.bo()
+    held = h.submit(h.ib(hbo, pm4.wait_reg_mem(hbo.addr + 0x800, 1, 1, "EQ")))
+    j1 = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x800, [1])))
+    j2 = c.submit(c.ib(bo, [pm4.header(0x7B, 0), 0], offset=0x100))
+    hbo.u32[0x200] = 1
+    e = expect(errno.ECANCELED, f"WAIT_CS: context {c.ctx} was reset: illegal opcode 0x7b at IB+0x0 "
+               f"({bo.addr + 0x100:#x}), context {c.ctx}", c.wait, j1)
+    assert e.info.seq == j2 and bo.u32[0x200] == 1 and h.wait(held, 0)
+    s = kmd.kmd_stats()
+    assert s["last_fence"] == kmd.fence_drv.sync_seq == kmd.fence_drv.read()  # the lost fences were completed
+    assert s["resets"] == 1 and not kmd.fence_drv.pending
+
+
+def test_a_bus_error_in_a_checked_copy_names_the_clients_ib():
+    """The CP runs the shadow copies; when fetching one fails (memory answers SLVERR there),
+    the error names the IB at the client's address, as the client wrote it."""
+    dev = RefModel()
+    kmd = kmd_model.bind(dev)
+    c = Client()
+    bo = c.bo()
+    shadow = kmd.shadow.bo.gpu_addr
+    dev.mem_model.configure(error_window=(shadow, shadow + kmd.shadow.size, "SLVERR"))
+    seq = c.submit(c.ib(bo, pm4.nop(6), offset=0x200))
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        c.wait(seq)
+    e = ei.value
+    assert e.info.code == "BUS_SLVERR" and e.info.addr == bo.addr + 0x200, e.message
+    assert e.message == f"WAIT_CS: bus error SLVERR at address {bo.addr + 0x200:#x} at IB+0x0, context {c.ctx}"
+
+
+def test_queued_jobs_of_other_contexts_survive_a_reset():
+    """A small ring (64 dwords): while a held CP has the guilty job in the ring, the
+    innocent context's later jobs wait in the scheduler's queue, not yet in the ring. The
+    reset drops the guilty context's jobs only: the queued ones run after it, in order."""
+    kmd = kmd_model.bind(RefModel(), cs_check=False, ring_log2_dw=6)
+    hold = Holder()
+    a, b = Client(), Client()
+    abo, bbo = a.bo(), b.bo()
+    bad = a.submit(a.ib(abo, [pm4.header(0x7B, 0), 0]))
+    seqs = [b.submit(b.ib(bbo, pm4.write_data(bbo.addr + 0x1000, [i + 1]) + pm4.write_data(bbo.addr + 0x1004 + 4 * i,
+                                                                                             [i + 1]), offset=0x40 * i))
+            for i in range(6)]
+    assert len(kmd.sched.queue) >= 3  # (the ring holds the holder, the guilty job and one of b's)
+    hold.release()
+    assert all(b.wait(s) for s in seqs)
+    assert bbo.u32[0x400] == 6 and bbo.u32[0x401:0x407].tolist() == [1, 2, 3, 4, 5, 6]  # all ran, the last last
+    expect(errno.ECANCELED, f"WAIT_CS: context {a.ctx} was reset: illegal opcode 0x7b at IB+0x0 ({abo.addr:#x}), "
+           f"context {a.ctx}", a.wait, bad)
+    st = b.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, b.ctx))
+    assert (st.reset_status, st.resets, st.error) == (ResetStatus.INNOCENT, 1, None)  # it had work in the ring
+    assert kmd.stats["resets"] == 1
+
+
+@pytest.mark.parametrize("how", ["gem_close", "file_close"])
+def test_a_reset_that_fails_inside_a_close_still_closes(how):
+    """A GEM_CLOSE (of a busy BO) or a file's close folds in what the hardware did first,
+    and that may run a recovery whose reset fails. The error is the caller's to see, but the
+    close happens all the same, as close(2) releases the fd when it reports EIO: the BO (the
+    file) is gone and its memory freed once no job holds it. Before, GEM_CLOSE dropped the
+    handle and raised before closing the BO, which then stayed allocated for good, and a
+    file's close raised before releasing anything."""
+    dev = StuckResetModel()
+    kmd = kmd_model.bind(dev, hw_timeout=2000, job_timeout=5000)
+    a, b = Client(), Client()
+    abo, bbo = a.bo(), b.bo()
+    a.submit(a.ib(abo, pm4.wait_reg_mem(abo.addr + 0x800, 1, 1, "EQ")))  # hangs
+    queued = b.submit(b.ib(bbo, pm4.nop(2)))  # behind it: b's BO is busy
+    dev.stuck = True
+    dev.delay(20_000)
+    kmd.service()  # the job timer has seen the hang once
+    dev.delay(20_000)
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:  # the recovery runs, and fails, in here
+        if how == "gem_close":
+            b.io(Request.GEM_CLOSE, kmd_model.uapi.GemCloseArgs(bbo.handle))
+        else:
+            b.f.close()
+    assert ei.value.errno == errno.EIO and "soft reset: CP not idle" in ei.value.message
+    assert kmd.wedged
+    if how == "gem_close":
+        assert bbo.handle not in b.f.handles
+        expect(errno.EIO, f"WAIT_CS: {kmd.wedged}", b.wait, queued)
+    else:
+        assert b.f.closed and b.f.fd not in kmd.files and not b.f.contexts
+    assert not kmd.live_bos(b.f)  # freed: the wedge cancelled the job that held it
+    b.f.close()
+    a.f.close()
+    assert not kmd.live_bos()
+
+
+def test_a_reset_that_fails_still_tells_each_context_what_it_did_to_it():
+    """The device wedges (its reset fails): every context has seen a reset (`resets` 1);
+    the one whose job caused it reads GUILTY, one with work in flight INNOCENT, an idle one
+    NO_RESET, as after a reset that works; every unfinished job and CS stays EIO. Every
+    context read NO_RESET and 0 resets, as if nothing had happened."""
+    kmd, a, b, abo, bbo, hold, bad, queued = _reset_that_fails()
+    idle = Client()
+    with pytest.raises(kmd_model.uapi.KmdError):
+        a.wait(bad)
+    assert kmd.wedged and b.wait(hold, 0)
+    got = {name: c.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, c.ctx)) for name, c in
+           (("a", a), ("b", b), ("idle", idle))}
+    assert {n: (s.reset_status, s.resets, s.ring_status) for n, s in got.items()} == {
+        "a": (ResetStatus.GUILTY, 1, {"gfx": ResetStatus.GUILTY}),
+        "b": (ResetStatus.INNOCENT, 1, {"gfx": ResetStatus.INNOCENT}),
+        "idle": (ResetStatus.NO_RESET, 1, {})}
+    for c, s in ((a, bad), (b, queued)):
+        expect(errno.EIO, f"WAIT_CS: {kmd.wedged}", c.wait, s)
+        expect(errno.EIO, f"CS: {kmd.wedged}", c.submit, c.ib(abo if c is a else bbo, pm4.nop(2), offset=0x200))
+
+
+def test_a_reset_that_fails_does_not_call_the_guilty_context_innocent_on_its_other_rings():
+    """The guilty context also has a copy in flight on the SDMA ring when the reset fails:
+    that ring did not find it innocent (its work there fails with EIO like the rest): it
+    reads GUILTY for gfx and nothing for sdma0, as after a full reset that works."""
+    from .test_kmd_queues import HANG, sdma_ib
+
+    kmd, a, b, abo, bbo, hold, bad, queued = _reset_that_fails()
+    copy = a.submit(sdma_ib(abo, HANG(abo.addr + 0x3000), 0x400))  # polls until the wedge
+    with pytest.raises(kmd_model.uapi.KmdError):
+        a.wait(bad)
+    assert kmd.wedged
+    st = a.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, a.ctx))
+    assert (st.reset_status, st.ring_status) == (ResetStatus.GUILTY, {"gfx": ResetStatus.GUILTY})
+    expect(errno.EIO, f"WAIT_CS: {kmd.wedged}", a.wait, copy)
+
+
+class SlowResetModel(RefModel):
+    """The RTL's soft reset seen from the driver: each engine's part ends when its own bus
+    traffic has, so after SOFT_RESET the SDMA queue and the CP's second queue read IDLE 0
+    and ignore their doorbells for a while after STATUS.IDLE already reads 1 (docs/hardware.md,
+    Errors). Here that while is `busy` cycles."""
+
+    busy = 3000
+    until = 0
+
+    def _resetting(self, offset: int) -> bool:
+        return self.now() < self.until and offset in (regs.SDMA_STATUS.ADDR, regs.SDMA_DOORBELL.ADDR,
+                                                      regs.CP_HQD1_STATUS.ADDR, regs.CP_HQD1_RB_DOORBELL.ADDR)
+
+    def mmio_read32(self, offset: int) -> int:
+        v = super().mmio_read32(offset)
+        return v & ~regs.SDMA_STATUS.IDLE.mask if self._resetting(offset) else v
+
+    def mmio_write32(self, offset: int, value: int) -> None:
+        if offset == regs.CONTROL.ADDR and regs.CONTROL.SOFT_RESET.get(value):
+            self.until = self.now() + self.busy
+        if not self._resetting(offset):
+            super().mmio_write32(offset, value)
+
+
+def test_a_soft_reset_waits_for_every_queue_to_go_idle():
+    """A doorbell an engine ignores while its reset runs would fail that ring's test: the KMD
+    waits for every queue's IDLE after SOFT_RESET, not the CP's queue 0 alone, at bind and
+    at a full reset; an engine that never comes back is named."""
+    assert regs.SDMA_STATUS.IDLE.mask == regs.CP_HQD1_STATUS.IDLE.mask
+    dev = SlowResetModel()
+    kmd = kmd_model.bind(dev, hw_timeout=5000)
+    c = Client()
+    bo = c.bo()
+    kmd.gpu_recover(None, kmd.describe_error(kmd.read_cp_error(), None))
+    assert not kmd.wedged and kmd.stats["resets"] == 1
+    c.run(bo, pm4.write_data(bo.addr + 0x800, [1]))
+    assert bo.u32[0x200] == 1
+    dev.busy = 10_000
+    with pytest.raises(kmd_model.uapi.KmdError) as e:
+        kmd_model.bind(dev, hw_timeout=5000)
+    assert e.value.errno == errno.EIO
+    st = dev.mmio_read32(regs.CP_HQD1_STATUS.ADDR)
+    assert e.value.message == f"soft reset: CP_HQD1 not idle after 5000 cycles (CP_HQD1_STATUS {st:#x})"

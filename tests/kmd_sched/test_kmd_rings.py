@@ -1,0 +1,546 @@
+"""The extra rings' driver side (kmd_model/sched/sdma_ring.py, ring.HqdRing, their paths through
+kmd.py): how each ring is programmed and wraps, how its fences signal (from its own
+interrupt, or by polling where the interrupt cannot say), how its errors are counted,
+attributed and recovered, and what observers and logs are told. Reference-model backend:
+the RTL has neither engine yet (tests/kmd_sched/test_kmd_queues.py holds the igt-shaped scenarios)."""
+
+from __future__ import annotations
+
+import errno
+import logging
+
+import pytest
+
+import kmd_model
+from kmd_model import regs, uapi
+from kmd_model.uapi import CsChunkDep, CtxPriority, HwIp, Request
+from spec import pm4, sdma
+from testbench.refmodel import RefModel
+
+from tests.kmd.test_kmd_ioctl import Client, expect
+from .test_kmd_queues import HANG, new_ctx, sdma_ib
+
+DMA = HwIp.DMA
+
+
+class Recorder:
+    """An observer: every (event, fields) the driver announced."""
+
+    def __init__(self):
+        self.events: list[tuple[str, dict]] = []
+
+    def __call__(self, event, fields):
+        self.events.append((event, dict(fields)))
+
+    def of(self, event: str) -> list[dict]:
+        return [f for e, f in self.events if e == event]
+
+
+# ------------------------------------------------------------------------------ programming, wrap
+
+@pytest.mark.parametrize("ring", ["sdma0", "gfx_high"])
+def test_each_extra_ring_wraps_many_times(ring):
+    """A small ring wrapped many times over: the engine reads the size the KMD programmed,
+    writes its rptr back where the KMD reads it (in the ring's own units), and every job's
+    data lands. A size or rptr the two sides disagree on stalls or corrupts the ring."""
+    kmd = kmd_model.bind(RefModel(), ring_log2_dw=6, sdma_ring_log2_dw=6, cs_check=False)
+    c = Client()
+    ctx = new_ctx(c, CtxPriority.HIGH) if ring == "gfx_high" else c.ctx
+    sched = kmd.sdma_sched if ring == "sdma0" else kmd.hqd_sched
+    bo = c.bo(0x10000)
+    seqs = []
+    for k in range(40):  # each job takes 16+ of the ring's 64 dwords: ~10 wraps
+        if ring == "sdma0":
+            ib = sdma_ib(bo, sdma.write_linear(bo.addr + 0x8000 + 4 * k, [0x100 + k]), 0x40 * k)
+        else:
+            ib = c.ib(bo, pm4.write_data(bo.addr + 0x8000 + 4 * k, [0x100 + k]), 0x40 * k)
+        seqs.append(c.submit(ib, ctx=ctx))
+    assert c.wait(seqs[-1], 1_000_000, ctx=ctx)
+    assert bo.u32[0x2000:0x2000 + 40].tolist() == [0x100 + k for k in range(40)]
+    r = sched.ring
+    assert r.committed > 8 * r.size_dw  # it did wrap
+    assert r.get_rptr() == r.get_wptr() == r.committed  # both pointers read in the driver's dwords
+    assert kmd.stats["resets"] == kmd.stats["queue_resets"] == kmd.stats["job_timeouts"] == 0
+
+
+def test_seqnos_wrap_on_every_ring():
+    """Issue 16's "seqno wrap on each ring": every ring's fences and every context's seqnos
+    start just below 2^32. On gfx, gfx_high and sdma0 a job waits on a flag and 30 more queue
+    behind it, their seqnos crossing 2^32; released, they all finish before the driver looks,
+    so one read of each ring's fence memory (past 0) must signal the fences from before the
+    wrap too. Each wait returns, every job's data lands, nothing resets. (Submitted one at a
+    time, each job would finish before the next CS on the model, and a compare that is not
+    wrap-safe would still see fence == memory each time: test_kmd_fence's reasoning.)"""
+    start = 2**32 - 12
+    kmd = kmd_model.bind(RefModel(), initial_seq=start, cs_check=False)
+    c = Client()
+    rings = {"gfx": (c.ctx, kmd.sched), "gfx_high": (new_ctx(c, CtxPriority.HIGH), kmd.hqd_sched),
+             "sdma0": (new_ctx(c), kmd.sdma_sched)}
+    bo = c.bo(0x20000)
+    flag, jobs = bo.addr + 0x1F000, 30
+
+    def ib(ring, words, off):
+        return sdma_ib(bo, words(sdma), off) if ring == "sdma0" else c.ib(bo, words(pm4), off)
+
+    holds = {}
+    for j, (ring, (ctx, _)) in enumerate(rings.items()):
+        wait = (lambda e: e.poll_regmem(flag, 0, 0xFFFFFFFF, "NE")) if ring == "sdma0" else \
+            (lambda e: e.wait_reg_mem(flag, 1, 1, "EQ"))
+        holds[ring] = c.submit(ib(ring, wait, 0x100 * j), ctx=ctx)
+    seqs: dict[str, list[int]] = {r: [] for r in rings}
+    for k in range(jobs):
+        for j, (ring, (ctx, _)) in enumerate(rings.items()):
+            addr, off = bo.addr + 0x10000 + 4 * (j * jobs + k), 0x400 + 0x40 * (j * jobs + k)
+            write = (lambda e: e.write_linear(addr, [k + 1])) if ring == "sdma0" else \
+                (lambda e: e.write_data(addr, [k + 1]))
+            seqs[ring].append(c.submit(ib(ring, write, off), ctx=ctx))
+    for ring, (_, sched) in rings.items():
+        hw = [f.seq for f in sched.fence_drv.pending]
+        assert hw[0] > hw[-1], ring  # the hardware fences wrap inside the held burst
+    bo.u32[(flag - bo.addr) // 4] = 1
+    for ring, (ctx, sched) in rings.items():
+        assert c.wait(seqs[ring][-1], 1_000_000, ctx=ctx), ring
+        assert all(c.wait(s, 0, ctx=ctx) for s in [holds[ring]] + seqs[ring]), ring
+        # each context's seqnos crossed 2^32 (a context's first is `start`)
+        assert 0 in seqs[ring] and seqs[ring][-1] == (holds[ring] + jobs) % 2**32
+        fd = sched.fence_drv
+        assert fd.sync_seq < start and not fd.pending and fd.signalled == fd.emitted, ring
+    assert bo.u32[0x4000:0x4000 + 3 * jobs].tolist() == list(range(1, jobs + 1)) * 3
+    assert kmd.stats["resets"] == kmd.stats["queue_resets"] == kmd.stats["job_timeouts"] == 0
+
+
+def test_sdma_ib_packets_end_on_an_8_dword_boundary_and_ibs_pad_with_sdma_nops():
+    """sdma_v4_0's rules: every INDIRECT_BUFFER in the SDMA ring ends on an 8-dword boundary
+    whatever the ring's wptr before it, and an IB is padded to 8 dwords with the copy engine's
+    NOPs (not the CP's)."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo(0x8000)
+    r = kmd.sdma_ring
+    for k in range(12):  # fences of 0..n extra dwords move the wptr to every residue
+        words = sdma.write_linear(bo.addr + 0x4000, list(range(k)) or [0])
+        assert c.wait(c.submit(sdma_ib(bo, words, 0x200 * k)))
+    ring = r.ring32[: r.committed].tolist()
+    ibs = [p for p in sdma.decode_stream(ring) if p.ok and p.name == "INDIRECT_BUFFER"]
+    assert len(ibs) == 12
+    assert [(p.offset + p.length) % 8 for p in ibs] == [0] * 12
+    for n in range(1, 17):
+        padded = r.pad_ib([sdma.header(0)] * n)
+        assert len(padded) % 8 == 0 and len(padded) - n < 8
+        assert all(p.ok and p.name == "NOP" for p in sdma.decode_stream(padded))
+
+
+def test_extra_rings_read_their_own_write_pointer():
+    """Each ring's get_wptr reads its own engine's WPTR register, in the driver's dwords."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo()
+    hi = new_ctx(c, CtxPriority.HIGH)
+    assert c.wait(c.submit(sdma_ib(bo, sdma.fence(bo.addr + 0x100, 1))))
+    assert c.wait(c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x200, [1]), 0x400), ctx=hi), ctx=hi)
+    for r in (kmd.sdma_ring, kmd.hqd_ring):
+        assert r.get_wptr() == r.committed > 16
+    assert kmd.mmio.read(regs.SDMA_RB_WPTR) == 4 * kmd.sdma_ring.committed  # the engine counts bytes
+
+
+def test_the_sdma_ring_listing_is_its_packets_in_order(caplog):
+    """The debug log's listing of an SDMA commit disassembles the ring's dwords in order."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo()
+    r = kmd.sdma_ring
+    start = r.committed
+    with caplog.at_level(logging.DEBUG, logger="gpucosim.ring"):
+        assert c.wait(c.submit(sdma_ib(bo, sdma.fence(bo.addr + 0x100, 1))))
+    text = "\n".join(m.getMessage() for m in caplog.records if m.getMessage().startswith("sdma ring writes"))
+    want = sdma.disassemble(r.ring32[start: r.committed].tolist(), r.gpu_addr + 4 * start)
+    assert text and all(line in text for line in want)
+    assert "INDIRECT_BUFFER" in text and "FENCE" in text and "TRAP" in text
+
+
+# ------------------------------------------------------------------------------ fences
+
+def test_an_sdma_fence_is_signalled_by_its_trap_interrupt():
+    """An SDMA job's fence is signalled by the engine's TRAP interrupt the moment the
+    handler runs, not only later by a poll reading fence memory."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo()
+    drv = kmd.sdma_fence_drv
+    before = drv.signalled, kmd.ih.by_source.get("SDMA0_TRAP", 0)
+    seq = c.submit(sdma_ib(bo, sdma.fence(bo.addr + 0x100, 5)))
+    assert kmd.dev.wait_irq(200_000)  # the line goes up
+    kmd.irq_handler()  # no service(), no fallback poll
+    assert drv.signalled == before[0] + 1 and not drv.pending and not kmd.sdma_sched.pending
+    assert sum(kmd.ih.by_source.values()) > 0
+    assert regs.SDMA_CNTL.TRAP_ENABLE.get(kmd.mmio.read(regs.SDMA_CNTL)) == 1
+    assert c.wait(seq, 0) and bo.u32[0x40] == 5
+
+
+@pytest.mark.parametrize("queues", [True, False], ids=["queues", "no_queues"])
+def test_a_gfx_fence_is_signalled_by_its_eop_interrupt(queues):
+    """A gfx job's fence, on the CP's second queue (a HIGH-priority context) as on the
+    first, is signalled by its EOP interrupt the moment the handler runs, not only later by
+    a poll; on a device with an IH ring but no second queue, EOP entries are handled too."""
+    kmd = kmd_model.bind(RefModel(queues=queues, sdma=queues), cs_check=False)
+    c = Client()
+    bo = c.bo()
+    ctx = new_ctx(c, CtxPriority.HIGH)
+    sched = kmd.hqd_sched if queues else kmd.sched
+    assert (kmd.hqd_sched is not None) == queues and kmd.ih is not None
+    drv, eops = sched.fence_drv, kmd.ih.by_source.get("EOP", 0)
+    before = drv.signalled
+    seq = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x100, [5])), ctx=ctx)
+    assert kmd.dev.wait_irq(200_000)  # the line goes up
+    kmd.irq_handler()  # no service(), no fallback poll
+    assert kmd.ih.by_source.get("EOP", 0) == eops + 1
+    assert drv.signalled == before + 1 and not drv.pending and not sched.pending
+    assert c.wait(seq, 0, ctx=ctx) and bo.u32[0x40] == 5
+
+
+@pytest.mark.parametrize("queues", [True, False], ids=["queues", "no_queues"])
+def test_a_device_without_ih_ring_polls_every_engine(queues):
+    """Without an IH ring the interrupt says only EOP/CP_ERROR: the handler and the fallback
+    poll read every engine's fences and status themselves, with or without the extra rings;
+    an SDMA error and an error on the CP's second queue are found by polling and reset
+    that queue alone."""
+    kmd = kmd_model.bind(RefModel(ih=False, queues=queues, sdma=queues), job_timeout=50_000, cs_check=False)
+    c = Client()
+    bo = c.bo(0x8000)
+    c.run(bo, pm4.write_data(bo.addr + 0x100, [7]))
+    assert bo.u32[0x40] == 7
+    held = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x7000, 1, 1, "EQ"), 0x400))
+    with pytest.raises(uapi.KmdError) as ei:
+        c.wait(held, 30_000)  # the fallback poll runs meanwhile
+    assert ei.value.errno == errno.ETIME
+    assert kmd.stats["fallback_polls"] > 0
+    bo.u32[0x7000 // 4] = 1
+    assert c.wait(held)
+    if not queues:
+        assert kmd.sdma_sched is None and kmd.hqd_sched is None
+        return
+    assert c.wait(c.submit(sdma_ib(bo, sdma.fence(bo.addr + 0x200, 9), 0x800))) and bo.u32[0x80] == 9
+    bad = c.submit(sdma_ib(bo, [0x23DECD3D], 0xC00))
+    with pytest.raises(uapi.KmdError) as ei:
+        c.wait(bad, 1_000_000)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "ILLEGAL_OPCODE"
+    hi = new_ctx(c, CtxPriority.HIGH)
+    badh = c.submit(c.ib(bo, [pm4.header(0x7B, 0), 0], 0x1000), ctx=hi)
+    with pytest.raises(uapi.KmdError) as ei:
+        c.wait(badh, 1_000_000, ctx=hi)
+    assert ei.value.errno == errno.ECANCELED and "gfx_high" in ei.value.message
+    assert [x for x in kmd.recovery_log] == [("sdma0", "error"), ("sdma0", "queue_reset"),
+                                             ("gfx_high", "error"), ("gfx_high", "queue_reset")]
+    assert kmd.stats["resets"] == 0
+
+
+def test_a_lost_interrupt_on_the_cps_second_queue_is_caught_by_the_fallback_poll():
+    """The high-priority queue's fences and errors are found by the fallback poll when their
+    interrupts never come, while queue 0 is idle (nothing else would look)."""
+
+    class Deaf(RefModel):
+        """Raises no interrupt line at all."""
+
+        def irq_level(self):
+            return False
+
+        def wait_irq(self, timeout_cycles):
+            self.delay(timeout_cycles)
+            return False
+
+    kmd = kmd_model.bind(Deaf(), job_timeout=10**9, cs_check=False)
+    c = Client()
+    bo = c.bo()
+    hi = new_ctx(c, CtxPriority.HIGH)
+    assert c.wait(c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x100, [3])), ctx=hi), 1_000_000, ctx=hi)
+    assert bo.u32[0x40] == 3 and not kmd.sched.pending
+    bad = c.submit(c.ib(bo, [pm4.header(0x7B, 0), 0], 0x400), ctx=hi)
+    with pytest.raises(uapi.KmdError) as ei:
+        c.wait(bad, 1_000_000, ctx=hi)
+    assert ei.value.errno == errno.ECANCELED and "gfx_high" in ei.value.message
+    assert kmd.recovery_log == [("gfx_high", "error"), ("gfx_high", "queue_reset")]
+
+
+# ------------------------------------------------------------------------------ errors, recovery
+
+def test_errors_are_counted_per_engine():
+    """An SDMA error counts in sdma_errors, an error of the CP's second queue in cp_errors;
+    neither is a VM fault unless it is one."""
+    kmd = kmd_model.bind(RefModel(), cs_check=False)
+    c = Client()
+    bo = c.bo()
+    bad = c.submit(sdma_ib(bo, [0x23DECD3D]))
+    with pytest.raises(uapi.KmdError):
+        c.wait(bad, 1_000_000)
+    assert (kmd.stats["sdma_errors"], kmd.stats["cp_errors"], kmd.stats["vm_faults"]) == (1, 0, 0)
+    hi = new_ctx(c, CtxPriority.HIGH)
+    bad = c.submit(c.ib(bo, [pm4.header(0x7B, 0), 0], 0x400), ctx=hi)
+    with pytest.raises(uapi.KmdError):
+        c.wait(bad, 1_000_000, ctx=hi)
+    assert (kmd.stats["sdma_errors"], kmd.stats["cp_errors"], kmd.stats["vm_faults"]) == (1, 1, 0)
+    assert kmd.stats["queue_resets"] == 2 and kmd.stats["resets"] == 0
+
+
+def test_a_queue_reset_spares_the_guilty_contexts_work_on_other_rings():
+    """After a queue reset only the guilty context's jobs of that ring fail: its gfx job,
+    held in the CP meanwhile, completes."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo(0x8000)
+    gfx = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x7000, 1, 1, "EQ")
+                        + pm4.write_data(bo.addr + 0x100, [0x61]), 0x400))
+    bad = c.submit(sdma_ib(bo, [0x23DECD3D]))
+    with pytest.raises(uapi.KmdError) as ei:
+        c.wait(bad, 1_000_000)
+    assert ei.value.errno == errno.ECANCELED and not c.wait(gfx, 0)
+    bo.u32[0x7000 // 4] = 1
+    assert c.wait(gfx) and bo.u32[0x40] == 0x61
+    assert kmd.stats["queue_resets"] == 1 and kmd.stats["resets"] == 0
+
+
+def test_an_sdma_timeout_is_counted_reported_and_announced():
+    """One hung SDMA job: one job timeout; the error it fails with has the timeout's fields
+    (no offset or address: nothing failed at a packet); observers see gpu_error with that
+    error before recovery, then the reset of that ring with what it resubmitted."""
+    rec = Recorder()
+    kmd = kmd_model.bind(RefModel(), job_timeout=20_000, observers=[rec])
+    a, b = Client(), Client()
+    abo, bbo = a.bo(), b.bo()
+    bad = a.submit(sdma_ib(abo, HANG(abo.addr + 0x3000)))
+    nice = b.submit(sdma_ib(bbo, sdma.fence(bbo.addr + 0x100, 4)))
+    with pytest.raises(uapi.KmdError) as ei:
+        a.wait(bad, 1_000_000)
+    info = ei.value.info
+    assert (info.code, info.offset, info.addr, info.seq, info.ctx_id) == ("TIMEOUT", 0, 0, bad, a.ctx)
+    assert "polling in a POLL_REGMEM" in info.message and "sdma0" in info.message
+    assert b.wait(nice) and bbo.u32[0x40] == 4
+    assert kmd.stats["job_timeouts"] == 1 and kmd.stats["queue_resets"] == 1
+    errs = rec.of("gpu_error")
+    assert len(errs) == 1 and errs[0]["info"] == info and errs[0]["state"] is None and errs[0]["job"].seq == bad
+    assert rec.of("reset") == [{"resubmitted": 1, "ring": "sdma0"}]
+
+
+def test_a_lost_doorbell_times_out_as_an_engine_that_is_not_polling():
+    """An SDMA job whose doorbell the engine never saw: no progress, no poll; the job timer
+    catches it, says the engine was not polling, and the queue reset runs it again."""
+
+    class DropsOneDoorbell(RefModel):
+        drop = False
+
+        def _poke(self, offset, value, bytemask):
+            if self.drop and offset == regs.SDMA_DOORBELL.addr():
+                self.drop = False
+                return
+            super()._poke(offset, value, bytemask)
+
+    dev = DropsOneDoorbell()
+    kmd = kmd_model.bind(dev, job_timeout=20_000)
+    c = Client()
+    bo = c.bo()
+    dev.drop = True
+    seq = c.submit(sdma_ib(bo, sdma.fence(bo.addr + 0x100, 6)))
+    with pytest.raises(uapi.KmdError) as ei:
+        c.wait(seq, 1_000_000)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "TIMEOUT"
+    assert "busy at RING" in ei.value.message and ei.value.info.level == "RING"
+    assert kmd.stats["job_timeouts"] == 1 and kmd.recovery_log == [("sdma0", "timeout"), ("sdma0", "queue_reset")]
+
+
+def test_a_long_sdma_job_that_moves_is_not_timed_out():
+    """The job timer restarts while the SDMA engine makes progress (its rptr, fetches or
+    bytes move): a job that runs longer than job_timeout, moving on every so often (polls
+    released one after another), runs to its end; only a stretch without progress counts."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=20_000)
+    c = Client()
+    bo = c.bo()
+    flags = [bo.addr + 0x3000 + 4 * k for k in range(3)]
+    words = sum((sdma.poll_regmem(a, 1, 0xFFFFFFFF, "EQ", interval=4) for a in flags), []) + sdma.fence(bo.addr + 0x100, 8)
+    seq = c.submit(sdma_ib(bo, words))
+    for k in range(3):  # 15,000 cycles per step: 45,000 in all, > 2 * job_timeout
+        assert not kmd.wait_for(lambda: False, 15_000)
+        bo.u32[0x3000 // 4 + k] = 1
+    assert c.wait(seq) and bo.u32[0x40] == 8
+    assert kmd.stats["job_timeouts"] == 0 and kmd.recovery_log == []
+
+
+def test_doorbells_of_every_ring_are_announced_with_their_ring_and_wptr():
+    rec = Recorder()
+    kmd = kmd_model.bind(RefModel(), observers=[rec])
+    c = Client()
+    bo = c.bo()
+    hi = new_ctx(c, CtxPriority.HIGH)
+    assert c.wait(c.submit(sdma_ib(bo, sdma.fence(bo.addr + 0x100, 1))))
+    assert c.wait(c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x200, [1]), 0x400), ctx=hi), ctx=hi)
+    for r in (kmd.sdma_ring, kmd.hqd_ring):
+        d = [f for f in rec.of("doorbell") if f["ring"] is r]
+        assert d and d[-1]["wptr"] == r.committed and d[-1]["start"] < d[-1]["wptr"]
+    assert all(f["ring"] is not None for f in rec.of("doorbell"))
+
+
+def test_a_failed_queue_reset_says_which_queue_did_not_come_back(caplog):
+    class StuckSdma(RefModel):
+        def _poke(self, offset, value, bytemask):
+            if offset == regs.SDMA_CNTL.addr():
+                value &= ~regs.SDMA_CNTL.QUEUE_RESET.mask
+            super()._poke(offset, value, bytemask)
+
+    kmd = kmd_model.bind(StuckSdma(), job_timeout=10_000)
+    c = Client()
+    bo = c.bo()
+    bad = c.submit(sdma_ib(bo, HANG(bo.addr + 0x3000)))
+    with caplog.at_level(logging.ERROR, logger="gpucosim"), pytest.raises(uapi.KmdError):
+        c.wait(bad, 1_000_000)
+    msgs = [r.getMessage() for r in caplog.records]
+    t = kmd.params.hw_timeout
+    assert any(f"sdma0 queue reset failed (sdma0 queue reset: not idle after {t} cycles (SDMA_STATUS 0x" in m
+               for m in msgs), msgs
+    assert kmd.stats["resets"] == 1
+
+
+# ------------------------------------------------------------------------------ scheduler
+
+@pytest.mark.parametrize("failed_first", [False, True], ids=["fails_later", "failed_before_its_cs"])
+def test_a_job_whose_dependency_fails_is_cancelled_with_its_reason(failed_first):
+    """A job queued behind a dependency on another ring that then fails is cancelled with
+    ECANCELED naming the dependency and its error, without running; so is one whose
+    dependency had failed before its CS (gone from the scheduler by then: it must not run
+    as if the dependency had succeeded). Its context carries on."""
+    kmd_model.bind(RefModel(), job_timeout=20_000)
+    c = Client()
+    bo = c.bo()
+    b = new_ctx(c)
+    bad = c.submit(sdma_ib(bo, HANG(bo.addr + 0x3000)))
+
+    def wait_bad():
+        with pytest.raises(uapi.KmdError):
+            c.wait(bad, 1_000_000)
+    if failed_first:
+        wait_bad()
+    dep = c.submit(CsChunkDep(DMA, 0, c.ctx, bad), c.ib(bo, pm4.write_data(bo.addr + 0x100, [1]), 0x400), ctx=b)
+    if not failed_first:
+        wait_bad()
+    with pytest.raises(uapi.KmdError) as ei:
+        c.wait(dep, 1_000_000, ctx=b)
+    e = ei.value
+    assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT"
+    assert e.message.startswith(f"WAIT_CS: Job(ctx {b} seq {dep:#x}) on gfx: its dependency "
+                                f"Job(ctx {c.ctx} seq {bad:#x}) failed: job {bad:#x} timed out on sdma0")
+    assert bo.u32[0x40] == 0
+    good = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x100, [2]), 0x800), ctx=b)
+    assert c.wait(good, ctx=b) and bo.u32[0x40] == 2
+
+
+def test_a_freed_contexts_entity_leaves_the_run_queue_once_its_jobs_ran():
+    """CTX FREE with jobs still queued: they run, then the context's entity is gone from
+    the scheduler (run queues do not grow with every context freed while busy)."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo(0x8000)
+    hold = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x7000, 1, 1, "EQ"), 0x400))
+    ctxs = [new_ctx(c) for _ in range(3)]
+    kmd.sched.hw_submission_limit = 1  # the others queue behind `hold`
+    for k, x in enumerate(ctxs):
+        c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x100 + 4 * k, [k + 1]), 0x800 + 0x100 * k), ctx=x)
+        c.io(Request.CTX, uapi.CtxArgs(uapi.CtxOp.FREE, x))
+    assert sum(len(rq) for rq in kmd.sched.rqs) == 4  # still queued: still there
+    bo.u32[0x7000 // 4] = 1
+    assert c.wait(hold)
+    assert kmd.wait_for(lambda: not kmd.sched.pending and not kmd.sched.queue, 1_000_000)
+    assert bo.u32[0x40:0x43].tolist() == [1, 2, 3]
+    assert [[repr(e) for e in rq] for rq in kmd.sched.rqs if rq] == [[f"Entity(ctx {c.ctx}, NORMAL)"]]
+    assert set(kmd.sched.entities) == {c.ctx}
+
+
+def test_a_freed_contexts_jobs_keep_their_order_across_a_reset():
+    """CTX FREE with one job in the SDMA ring and one queued behind it, then another
+    client's error resets the device: the job in the ring is resubmitted ahead of the
+    queued one, in the entity they share. It went to a new entity made for the freed
+    context at the end of the run queue instead, so the later job ran first (its copy read
+    what the earlier one had not written yet), and that entity stayed for good."""
+    kmd = kmd_model.bind(RefModel(), hw_submission_limit=1, cs_check=False)
+    x, g = Client(), Client()
+    xbo, gbo = x.bo(), g.bo()
+    first = sdma.poll_regmem(xbo.addr + 0x3000, 1, 0xFFFF_FFFF, "EQ", interval=4) + sdma.write_linear(
+        xbo.addr + 0x3100, [1])
+    x.submit(sdma_ib(xbo, first))
+    x.submit(sdma_ib(xbo, sdma.copy_linear(xbo.addr + 0x3200, xbo.addr + 0x3100, 4), 0x400))  # queued
+    assert len(kmd.sdma_sched.pending) == 1 and len(kmd.sdma_sched.queue) == 1
+    x.io(Request.CTX, uapi.CtxArgs(uapi.CtxOp.FREE, x.ctx))
+    runs = []
+    kmd.observers.append(lambda ev, f: ev == "run_job" and runs.append(f["job"].seq))
+    bad = g.submit(g.ib(gbo, [pm4.header(0x7B, 0), 0]))  # an illegal opcode: a full reset
+    with pytest.raises(uapi.KmdError):
+        g.wait(bad)
+    xbo.u32[0x3000 // 4] = 1
+    assert kmd.wait_for(lambda: not kmd.sdma_sched.pending and not kmd.sdma_sched.queue, 1_000_000)
+    assert runs == [bad, 1, 2] and xbo.u32[0x3200 // 4] == 1
+    assert not any(kmd.sdma_sched.rqs) and not kmd.sdma_sched.entities
+
+
+def test_a_freed_contexts_entity_leaves_the_run_queue_when_a_reset_drops_its_jobs():
+    """CTX FREE with a job in the ring and one queued, then the job in the ring fails: the
+    reset cancels the queued one too, and the freed context's entity, empty now, leaves the
+    run queue then (it stayed until some later job was scheduled on that ring)."""
+    kmd = kmd_model.bind(RefModel(), hw_submission_limit=1, cs_check=False)
+    c = Client()
+    bo = c.bo()
+    x = new_ctx(c, CtxPriority.LOW)
+    c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x3000, 1, 1, "EQ") + [pm4.header(0x7B, 0), 0]), ctx=x)
+    c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x3100, [1]), 0x100), ctx=x)  # queued behind it
+    good = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x3200, [2]), 0x200))  # NORMAL: first after the reset
+    c.io(Request.CTX, uapi.CtxArgs(uapi.CtxOp.FREE, x))
+    assert len(kmd.sched.pending) == 1 and len(kmd.sched.queue) == 2
+    bo.u32[0x3000 // 4] = 1
+    assert c.wait(good) and kmd.stats["resets"] == 1
+    assert not kmd.sched.pending and not kmd.sched.queue and bo.u32[0x3100 // 4] == 0 and bo.u32[0x3200 // 4] == 2
+    assert [[repr(e) for e in rq] for rq in kmd.sched.rqs if rq] == [[f"Entity(ctx {c.ctx}, NORMAL)"]]
+    assert set(kmd.sched.entities) == {c.ctx}
+
+
+def test_ctx_query_names_the_context_and_waits_are_checked_against_what_it_submitted():
+    kmd = kmd_model.bind(RefModel(), initial_seq=100)
+    c = Client()
+    bo = c.bo()
+    other = new_ctx(c)
+    out = c.io(Request.CTX, uapi.CtxArgs(uapi.CtxOp.QUERY_STATE, other))
+    assert out.ctx_id == other != c.ctx
+    s1 = c.run(bo, pm4.write_data(bo.addr + 0x100, [1]))
+    s2 = c.run(bo, pm4.write_data(bo.addr + 0x104, [2]), 0x100)
+    assert (s1, s2) == (100, 101)
+    expect(errno.EINVAL, f"WAIT_CS: context {c.ctx} never submitted seqno 0x63 (last is 0x65)", c.wait, 99)
+    ctx = kmd.contexts[c.ctx]
+    assert repr(ctx) == f"Context({c.ctx}, fd {c.f.fd})"
+    ctx.guilty = object()
+    assert repr(ctx) == f"Context({c.ctx}, fd {c.f.fd}, guilty)"
+
+
+def test_a_context_keeps_the_errors_of_its_latest_failed_jobs_only():
+    from kmd_model.core.ctx import Context
+    kmd_model.bind(RefModel())
+    c = Client()
+    ctx = Context(99, c.f, 0)
+    ctx.FAILED_KEPT = 3
+    for seq in range(5):
+        ctx.job_failed(seq, uapi.KmdError(errno.ECANCELED, f"job {seq}"))
+    assert list(ctx.failed) == [2, 3, 4] and ctx.failed[4].message == "job 4"
+
+
+def test_an_sdma_vm_fault_is_described_by_what_the_engine_latches():
+    """The SDMA latches a VM fault's code and address, not VM_FAULT_STATUS (that register
+    stays the CP's, docs/hardware.md): the error names the address and says the rest is
+    unknown, instead of decoding a status of 0 as "READ ... (VMID 0, no valid entry at
+    page-table level 0)" for what was an IB fetch from a page without EXECUTABLE."""
+    kmd_model.bind(RefModel(), job_timeout=20_000)
+    c = Client()
+    bo = c.bo()
+    rw = c.bo(vm_flags=uapi.VmFlags.READABLE | uapi.VmFlags.WRITEABLE)  # not EXECUTABLE
+    rw.u32[:8] = sdma.write_linear(bo.addr, [5]) + sdma.pad(3)
+    seq = c.submit(uapi.CsChunkIb(8, rw.handle, ip_type=DMA))
+    e = expect(errno.ECANCELED, f"WAIT_CS: VM fault at {rw.addr:#x} (the SDMA engine latches no access, VMID "
+               f"or cause) at IB+0x0, sdma0, context {c.ctx}", c.wait, seq, 1_000_000)
+    assert e.info.code == "VM_FAULT" and bo.u32[0] == 0
+    # INFO VM_FAULT keeps it as it keeps the CP's: the address, and the VMID the job ran with;
+    # what the engine does not latch stays empty
+    f = c.io(Request.INFO, uapi.InfoArgs(uapi.InfoQuery.VM_FAULT))
+    assert f == uapi.VmFaultInfo(rw.addr, 0, c.f.vm.vmid, "", "", 0) and c.f.vm.vmid != 0
+    assert kmd_model.bound().stats["vm_faults"] == 1 and kmd_model.bound().last_vm_fault == f

@@ -1,0 +1,174 @@
+"""The KMD's clocks: the job timer (a lost error interrupt is found by it, with or without
+a waiter; a long job that moves is not timed out; a timeout says what the CP was doing) and
+the waits (a wait returns at its timeout, keeps its deadline to the cycle while a job timer
+runs, and wakes at the fallback poll interval when no interrupt comes)."""
+
+from __future__ import annotations
+
+import errno
+import re
+
+import pytest
+
+import kmd_model
+from kmd_model import regs
+from kmd_model.uapi import CtxArgs, CtxOp, Request, ResetStatus
+from spec import pm4
+from testbench.refmodel import RefModel
+
+from tests.kmd.test_kmd_ioctl import Client, expect
+
+
+def test_a_lost_error_interrupt_is_found_by_the_job_timer():
+    """Interrupts masked and no fallback poll in sight: the job timer finds the CP stopped
+    on an error (STATUS.ERROR) and reports that error, not a timeout."""
+    kmd = kmd_model.bind(RefModel(), cs_check=False, job_timeout=2_000, fallback_poll=1 << 40)
+    c = Client()
+    bo = c.bo()
+    kmd.mmio.write(regs.INT_ENABLE, 0)
+    seq = c.submit(c.ib(bo, [pm4.header(0x7B, 0), 0]))
+    e = expect(errno.ECANCELED, f"WAIT_CS: illegal opcode 0x7b at IB+0x0 ({bo.addr:#x}), context {c.ctx}",
+               c.wait, seq, 100_000)
+    assert e.info.code == "ILLEGAL_OPCODE"
+    assert kmd.stats["job_timeouts"] == 0 and kmd.stats["cp_errors"] == 1 and kmd.stats["resets"] == 1
+
+
+def test_a_lost_error_interrupt_is_found_by_the_job_timer_with_nobody_waiting():
+    """The same with no WAIT_CS (whose fallback poll would find the error first): a client
+    that only asks for its context's state. The job timer runs in every ioctl that folds in
+    the hardware's state; when it runs out (twice: the first only marks where the CP is), it
+    finds the CP stopped on an error and reports that error, not a timeout."""
+    t_out = 2_000
+    kmd = kmd_model.bind(RefModel(), cs_check=False, job_timeout=t_out, fallback_poll=1 << 40)
+    c = Client()
+    bo = c.bo()
+    kmd.mmio.write(regs.INT_ENABLE, 0)
+    seq = c.submit(c.ib(bo, [pm4.header(0x7B, 0), 0]))
+    states = []
+    for _ in range(3):
+        kmd.dev.delay(t_out + 500)
+        states.append(c.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, c.ctx)))
+    assert [(s.reset_status, s.resets) for s in states] == [(ResetStatus.NO_RESET, 0)] + [(ResetStatus.GUILTY, 1)] * 2
+    info = states[-1].error
+    assert (info.code, info.opcode, info.seq, info.message) == (
+        "ILLEGAL_OPCODE", 0x7B, seq, f"illegal opcode 0x7b at IB+0x0 ({bo.addr:#x}), context {c.ctx}")
+    assert kmd.stats["job_timeouts"] == 0 and kmd.stats["cp_errors"] == 1 and kmd.stats["resets"] == 1
+
+
+def test_a_long_gfx_job_that_moves_is_not_timed_out():
+    """The gfx ring's job timer restarts while the CP makes progress (its rptr, the dwords it
+    fetches, DMA bytes): a job that runs longer than twice job_timeout, moving on every so
+    often (polls released one after another), runs to its end; only a stretch of
+    job_timeout without progress counts. (The model runs an unblocked job at once, so the
+    polls make it long; check_progress_resets_job_timeout does it with fetching on the RTL.)"""
+    kmd = kmd_model.bind(RefModel(), job_timeout=20_000)
+    c = Client()
+    bo = c.bo()
+    flags = [bo.addr + 0x3000 + 4 * k for k in range(3)]
+    words = sum((pm4.wait_reg_mem(a, 1, 0xFFFFFFFF, "EQ") for a in flags), []) + pm4.write_data(bo.addr + 0x100, [8])
+    seq = c.submit(c.ib(bo, words))
+    for k in range(3):  # 15,000 cycles per step: 45,000 in all, > 2 * job_timeout
+        assert not kmd.wait_for(lambda: False, 15_000)
+        bo.u32[0x3000 // 4 + k] = 1
+    assert c.wait(seq) and bo.u32[0x40] == 8
+    assert kmd.stats["job_timeouts"] == 0 and kmd.stats["resets"] == 0
+
+
+def test_timeouts_say_what_the_cp_was_doing():
+    """A job stuck in a WAIT_REG_MEM: the message names the wait and how long nothing moved
+    (at least job_timeout, at most twice that: the timer is checked when it runs out), the
+    observers see it, the decoded error carries the context and the packet."""
+    t_out = 5_000
+    kmd = kmd_model.bind(RefModel(), job_timeout=t_out, fallback_poll=1 << 40)
+    seen = []
+    kmd.observers.append(lambda e, f: seen.append((e, f, kmd.dev.now())))
+    c = Client()
+    bo = c.bo()
+    c.run(bo, pm4.write_data(bo.addr + 0x800, [1]))  # progress first: the timer starts at the stuck job
+    seq = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x900, 1, 1, "EQ"), offset=0x100))
+    start = kmd.dev.now()
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        c.wait(seq, 1_000_000)
+    e = ei.value
+    m = re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out: no progress for (\d+) cycles, stuck in WAIT_REG_MEM at "
+                     rf"IB\+0x0 \({bo.addr + 0x100:#x}\): \*{bo.addr + 0x900:#x} & 0x1 = 0x0, waits for == 0x1, "
+                     rf"context {c.ctx}", e.message)
+    assert m, e.message
+    assert t_out <= int(m.group(1)) <= 2 * t_out + 100
+    assert (e.info.code, e.info.opcode_name, e.info.ctx_id, e.info.seq, e.info.level) == \
+        ("TIMEOUT", "WAIT_REG_MEM", c.ctx, seq, "IB1")
+    errs = [(f, t) for ev, f, t in seen if ev == "gpu_error"]
+    assert len(errs) == 1 and errs[0][0]["info"] == e.info and errs[0][0]["state"] is None
+    assert errs[0][0]["job"].seq == seq and t_out <= errs[0][1] - start <= 2 * t_out + 100
+    # the wait's condition already holds but the CP sleeps out a long poll interval: not
+    # "stuck in" (nothing unsatisfied is found), but polling
+    seq = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0xA00, 1, 1, "EQ", poll_interval=0xFFFF), offset=0x200),
+                   ctx=c.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id)
+    ctx2 = c.f.contexts[max(c.f.contexts)].id
+    kmd.dev.delay(100)
+    bo.u32[0x280] = 1
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        c.wait(seq, 1_000_000, ctx2)
+    assert re.fullmatch(r"WAIT_CS: job 0x1 timed out: no progress for \d+ cycles, CP polling in a WAIT_REG_MEM, "
+                        rf"context {ctx2}", ei.value.message), ei.value.message
+    assert ei.value.info.opcode_name == "WAIT_REG_MEM"
+    # neither: a CP held by CONTROL.HALT before the job's IB; the message says where it is
+    # and the STATUS it read
+    kmd.mmio.write_fields(regs.CONTROL, HALT=1)
+    ctx3 = c.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+    seq = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0xB00, [3]), offset=0x300), ctx=ctx3)
+    st = kmd.mmio.read(regs.STATUS)
+    assert regs.STATUS.LEVEL.get(st) == regs.IbLevel.RING and not regs.STATUS.WAITING.get(st)
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        c.wait(seq, 1_000_000, ctx3)
+    assert re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out: no progress for \d+ cycles, CP busy at RING \(STATUS "
+                        rf"{st:#x}\), context {ctx3}", ei.value.message), ei.value.message
+    assert (ei.value.info.opcode, ei.value.info.opcode_name, ei.value.info.level) == (0, None, "RING")
+
+
+def test_a_long_wait_wakes_at_the_fallback_poll_interval():
+    """A WAIT_CS on a job that makes no progress (no interrupt, far from its timeout)
+    sleeps in steps of the fallback poll interval: 200,000 cycles cost ten polls, not a
+    poll a cycle (the job timer's own deadline is the other bound of a step)."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 20, fallback_poll=20_000)
+    c = Client()
+    bo = c.bo()
+    seq = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))
+    polls = kmd.stats["fallback_polls"]
+    with pytest.raises(kmd_model.uapi.KmdError) as e:
+        c.wait(seq, 200_000)
+    assert e.value.errno == errno.ETIME
+    assert kmd.stats["fallback_polls"] - polls == 200_000 // 20_000
+    bo.u32[0x200] = 1
+    assert c.wait(seq) and kmd.stats["job_timeouts"] == 0
+
+
+def test_a_wait_returns_at_its_timeout():
+    """A WAIT_CS that times out returns at its deadline, not at the next fallback poll."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 20, fallback_poll=20_000)
+    c = Client()
+    bo = c.bo()
+    seq = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))
+    t0 = kmd.dev.now()
+    with pytest.raises(kmd_model.uapi.KmdError) as e:
+        c.wait(seq, 5_000)
+    assert e.value.errno == errno.ETIME and 5_000 <= kmd.dev.now() - t0 < 5_100
+    bo.u32[0x200] = 1
+    assert c.wait(seq)
+
+
+def test_a_wait_keeps_its_deadline_to_the_cycle_while_a_job_timer_runs():
+    """With a job's timer running, the KMD waits in steps up to the timer or the deadline,
+    whichever is first: a wait of T cycles ends T cycles later plus the same MMIO of its
+    last look at the hardware, for a deadline of 1 cycle as for 5 (no step longer than
+    what is left)."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 20, fallback_poll=20_000)
+    c = Client()
+    bo = c.bo()
+    c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))  # a job whose timer runs
+    over = []
+    for t in (1, 2, 3, 5):
+        t0 = kmd.dev.now()
+        assert not kmd.wait_for(lambda: False, t)
+        over.append(kmd.dev.now() - t0 - t)
+    assert len(set(over)) == 1 and over[0] >= 0, over

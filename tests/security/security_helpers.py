@@ -1,0 +1,50 @@
+"""What the security suite's files share. The suite is a malicious client with only the
+ioctls and the UMD's API: it cannot reach memory that is not its own, force a GPU reset,
+fake another client's fence, get an innocent client blamed, read what an earlier client
+left behind, or write through a mapping it gave back. By concept:
+
+- tests/security/test_security_toctou.py: memory rewritten after CS, from the CPU or by the job;
+- tests/security/test_security_checker.py: what the CP would stop on is refused at CS;
+- tests/security/test_security_mappings.py: mappings after GEM_CLOSE, stale data in new BOs;
+- tests/security/test_security_umd.py: the UMD's fences, IBs in flight and memory behind a held CP;
+- tests/security/test_security_ioctl.py: the exact limits of CS, every ioctl argument of a wrong
+  kind, an SDMA IB in the kernel's range;
+- tests/security/test_security_long.py: the long runs (a maximum-size IB, a race with the running
+  CP, a job longer than its timeout), on the RTL in tests/cosim/test_rtl_security.py.
+
+Each `check_*(dev)` of their `CHECKS` runs on the reference model there and on the RTL
+under both simulators (tests/cosim/test_rtl_drivers.py, which names them security__check_*).
+The time-of-check-to-time-of-use attacks need the CP to be held (a job waiting in
+WAIT_REG_MEM: `Holder`) so the rewrite lands before the CP fetches.
+"""
+
+from __future__ import annotations
+
+from spec import pm4
+
+from tests.kmd.test_kmd_ioctl import Client
+
+EVIL = 0xBAD0_0BAD
+
+
+class Holder:
+    """A client whose job holds the CP in a WAIT_REG_MEM until `release()`."""
+
+    def __init__(self):
+        self.c = Client()
+        self.bo = self.c.bo(0x1000)
+        self.seq = self.c.submit(self.c.ib(self.bo, pm4.wait_reg_mem(self.bo.addr + 0x800, 1, 1, "EQ")))
+
+    def release(self) -> None:
+        self.bo.u32[0x200] = 1
+        assert self.c.wait(self.seq)
+
+
+def quiet(kmd) -> None:
+    """No GPU error, no reset, no timeout happened."""
+    s = kmd.kmd_stats()
+    assert (s["resets"], s["cp_errors"], s["job_timeouts"]) == (0, 0, 0), s
+
+
+def _nops(n: int) -> list[int]:
+    return pm4.pad(n)

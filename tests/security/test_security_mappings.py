@@ -1,0 +1,113 @@
+"""Memory a client gave back or gets: a mapping kept past GEM_CLOSE (or the file's close)
+is revoked, and nothing written through any alias of it reaches the next owner; every
+new BO reads as zeros, whatever its domain and flags, with or without the UMD's pools.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kmd_model
+import umd
+from kmd_model import uapi
+from kmd_model.uapi import Domain, MappingRevoked, Request
+from testbench.refmodel import RefModel
+
+from .security_helpers import EVIL, quiet
+from tests.kmd.test_kmd_ioctl import Client
+
+
+# ------------------------------------------------------------------------------ mappings and stale data
+
+def check_stale_mapping(dev):
+    """A mapping kept past GEM_CLOSE is revoked: using it says so, and nothing written
+    through any alias of it reaches the BO the next client gets at that address."""
+    kmd = kmd_model.bind(dev)
+    a, b = Client(), Client()
+    old = a.bo(0x2000)
+    view8 = a.io(Request.GEM_MMAP, uapi.GemMmapArgs(old.handle)).view
+    alias = np.frombuffer(memoryview(view8), dtype=np.uint8)  # past every Python-level check
+    phys = a.phys(old)
+    a.io(Request.GEM_CLOSE, uapi.GemCloseArgs(old.handle))
+    new = b.bo(0x2000)
+    assert b.phys(new) == phys  # first fit: the same memory
+    for use in (lambda: old.u32.__setitem__(0, EVIL), lambda: old.u32[0], lambda: old.u32.tolist(),
+                lambda: view8[:4], lambda: np.copyto(view8, 1), lambda: view8 + 1, lambda: bytes(view8.tobytes()),
+                lambda: old.u32.view("<u2"), lambda: old.u32.sum()):
+        with pytest.raises(MappingRevoked, match=rf"^BO fd{a.f.fd}:{old.handle} \[{phys:#x}, "
+                           rf"{phys + 0x2000:#x}\) was closed \(GEM_CLOSE\): its CPU mapping is gone, "
+                           r"as after munmap$"):
+            use()
+    alias[:] = 0xEE  # an alias made before the close writes nowhere
+    assert not new.u32.any()
+    assert not dev.mem[phys:phys + 0x2000].any()
+    # a copy made before the close is the client's own
+    a2 = a.bo(0x1000)
+    a2.u32[:4] = [1, 2, 3, 4]
+    mine = a2.u32[:4].copy()
+    a.io(Request.GEM_CLOSE, uapi.GemCloseArgs(a2.handle))
+    assert mine.tolist() == [1, 2, 3, 4]
+    # closing the file revokes too; the UMD's Buffer refuses its own use after free (without
+    # pools, whose freed memory stays the device's own, mapped, to be reused)
+    gpu = umd.open(api_version=2, pools=False)
+    buf = gpu.alloc(4096)
+    u = buf.u32
+    buf.free()
+    with pytest.raises(MappingRevoked):
+        u[0] = 1
+    with pytest.raises(ValueError, match="map: <umd.Buffer GTT .*> was freed"):
+        buf.map()
+    u2 = gpu.alloc(4096).u32
+    gpu.close()
+    with pytest.raises(MappingRevoked):
+        u2[0]
+    quiet(kmd)
+
+
+def check_no_stale_data(dev):
+    """Every new BO reads as zeros, whatever its domain and flags: nothing a previous owner
+    (another client, or the kernel) wrote is left in it."""
+    kmd = kmd_model.bind(dev)
+    for domain in (Domain.GTT, Domain.VRAM):
+        a = Client()
+        secret = a.bo(0x3000, domain)
+        secret.u32[:] = 0x5EC2E7
+        phys = a.phys(secret)
+        b = Client()  # (its page directory is made before the memory comes free)
+        a.io(Request.GEM_CLOSE, uapi.GemCloseArgs(secret.handle))
+        for flags in (0, uapi.GemFlags.CPU_ACCESS_REQUIRED):
+            out = b.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x3000, 0, domain, flags))
+            assert b.f.handles[out.handle].gpu_addr == phys  # the same memory
+            view = b.io(Request.GEM_MMAP, uapi.GemMmapArgs(out.handle)).view
+            assert not view.any(), f"{domain.name} BO with flags {flags} holds old data"
+            view[:] = 0x77
+            b.io(Request.GEM_CLOSE, uapi.GemCloseArgs(out.handle))
+    # what a UMD asks for without clearing (IBs, staging) is zeroed all the same when it
+    # comes from the kernel (without pools: every buffer is a new BO, here at the same address)
+    gpu = umd.open(api_version=2, pools=False)
+    x = gpu.alloc(0x1000, zero=False)
+    x.u32[:] = 0x5EC2E7
+    addr = x.gpu_addr
+    x.free()
+    y = gpu.alloc(0x1000, zero=False)
+    assert y.gpu_addr == addr and not y.u32.any()
+    gpu.close()
+    # with pools, reused memory is only ever the same device's own (its cache and slabs),
+    # and alloc() without zero=False clears it
+    gpu = umd.open(api_version=2)
+    x = gpu.alloc(0x1000, zero=False)
+    x.u32[:] = 0x5EC2E7
+    x.free()
+    y = gpu.alloc(0x1000)
+    assert y.backing is x.backing and not y.u32.any()
+    gpu.close()
+    quiet(kmd)
+
+
+CHECKS = [check_stale_mapping, check_no_stale_data]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
+def test_on_model(check):
+    check(RefModel())

@@ -1,0 +1,121 @@
+"""The `gpucosim` command line as a whole: the installed script, every subcommand's help,
+the help's examples, a bad log environment, the examples' --help, and the make targets'
+one-line errors (pinned: they are the interface a user reads). `run` and `sim` are in
+test_cli_run.py; regs, disasm, bench and plot in test_cli_tools.py."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpucosim import cli
+
+from .cli_helpers import ROOT, SUBCOMMANDS, gpucosim, usage_error
+
+
+# ------------------------------------------------------------------------------ the script
+
+def test_console_script_is_installed():
+    script = Path(sys.executable).parent / "gpucosim"
+    assert script.exists(), "pip install -e . creates the gpucosim script ([project.scripts])"
+    out = subprocess.run([str(script), "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("gpucosim ")
+
+
+@pytest.mark.parametrize("sub", SUBCOMMANDS)
+def test_every_subcommand_has_help(capsys, sub):
+    with pytest.raises(SystemExit) as exc:
+        cli.main([sub, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: gpucosim {sub}")
+
+
+def test_no_subcommand(capsys):
+    assert usage_error(capsys) == "gpucosim: error: the following arguments are required: SUBCOMMAND"
+
+
+def test_unknown_subcommand(capsys):
+    assert usage_error(capsys, "frobnicate").startswith("gpucosim: error: argument SUBCOMMAND: invalid choice: 'frobnicate'")
+
+
+def test_help_examples_decode_to_valid_values():
+    """The examples in `regs --help` decode to values every field defines."""
+    for line in cli.build_parser()._subparsers._group_actions[0].choices["regs"].epilog.splitlines():
+        words = line.split()
+        if words[:2] == ["gpucosim", "regs"] and len(words) == 4:
+            r = gpucosim(*words[1:])
+            assert r.returncode == 0 and "not a " not in r.stdout and "belong to no field" not in r.stdout, r.stdout
+
+
+def test_bad_log_environment_is_one_line_not_a_traceback():
+    """A library does not crash its program over GPUCOSIM_LOG: one line, then it carries on."""
+    r = subprocess.run([sys.executable, "-c", "import kmd_model, umd; print('imported')"], cwd=ROOT,
+                       env=dict(os.environ, GPUCOSIM_LOG="ring=loud"), capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout == "imported\n"
+    assert r.stderr == ("gpucosim: GPUCOSIM_LOG: unknown log level 'loud' (use debug, info, warning, error); "
+                        "GPUCOSIM_LOG is ignored\n")
+
+
+def test_make_test_with_an_unknown_simulator_is_one_line():
+    """`make test SIM=vcs`: one line naming the simulators, not a conftest traceback."""
+    e = dict(os.environ, SIM="vcs")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/spec/test_docs.py"],
+                       cwd=ROOT, env=e, capture_output=True, text=True, timeout=120)
+    lines = [x for x in (r.stdout + r.stderr).splitlines() if x.strip()]
+    assert r.returncode == 4 and lines == ["ERROR: SIM='vcs': unknown simulator 'vcs'; choose from verilator, icarus"], (
+        r.returncode, lines)
+
+
+@pytest.mark.parametrize("app", ["async_submit", "batching", "copy_pipeline", "memcpy", "pools", "producer_consumer"])
+def test_every_example_help_says_what_it_is_in_whole_sentences(app, capsys):
+    """An example's --help shows its docstring's first paragraph, not a line cut mid-sentence."""
+    mod = importlib.import_module(f"examples.{app}")
+    with pytest.raises(SystemExit) as exc:
+        mod.main(["--help"])
+    assert exc.value.code == 0
+    first = " ".join(mod.__doc__.split("\n\n")[0].split())
+    out = " ".join(capsys.readouterr().out.split())
+    assert first in out and first.endswith((".", ":")), first
+
+
+@pytest.mark.parametrize("app, argv, message", [
+    # each ran the whole experiment (or part of it) and ended in a traceback and a crash report
+    ("batching", ["--thresholds", "x"], "--thresholds: a comma list of integers, not 'x'"),
+    ("batching", ["--thresholds", "4,0"], "--thresholds: each must be at least 1, not 0"),
+    ("batching", ["--commands", "0"], "--commands must be in 1..65536, not 0"),
+    ("batching", ["--aligns", "8,3"], "--aligns: an IB alignment is a power of two in 1..256 dwords, not 3"),
+    ("producer_consumer", ["--items", "0"], "--items must be in 1..1024, not 0"),
+    ("producer_consumer", ["--poll-interval", "-1"], "--poll-interval must be in 0..65535, not -1"),
+    # a plot it cannot write, found after the run, or written where it does not say (PATH.png)
+    ("batching", ["--plot", "{tmp}"], "--plot {tmp}: a folder, not a file (give a name such as {tmp}/plot.png)"),
+    ("batching", ["--plot", "{tmp}/x.txt"], "--plot {tmp}/x.txt: give a .png, .svg or .pdf file"),
+    ("pools", ["--plot", "{tmp}"], "--plot {tmp}: a folder, not a file (give a name such as {tmp}/plot.png)"),
+    ("pools", ["--plot", "{tmp}/plot"], "--plot {tmp}/plot: give a .png, .svg or .pdf file"),
+])
+def test_example_arguments_are_checked_before_anything_runs(app, argv, message, capsys, tmp_path, monkeypatch):
+    mod = importlib.import_module(f"examples.{app}")
+    import kmd_model
+
+    # (no device bound: an argument error must come before the app opens one)
+    monkeypatch.setattr(kmd_model, "bound", lambda: pytest.fail("the app ran before checking its arguments"))
+    with pytest.raises(SystemExit) as exc:
+        mod.main([a.replace("{tmp}", str(tmp_path)) for a in argv])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"{app}: error: {message.replace('{tmp}', str(tmp_path))}"
+
+
+def test_make_mutate_names_a_bad_part_in_one_line():
+    """`make mutate PART=bogus` said "unrecognized arguments: --bogus" (the option PART makes)."""
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    # (STAMP= : no virtualenv refresh from a test, whatever pyproject.toml's time)
+    r = subprocess.run(["make", "-s", "mutate", "PART=bogus", "STAMP=", f"PY={sys.executable}"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.splitlines()[0] == "make mutate: PART=bogus: choose python or rtl", r.stderr

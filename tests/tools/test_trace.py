@@ -1,0 +1,417 @@
+"""The timeline (`--trace`), crash reports and waveforms, on the reference model and on
+Verilator (one Verilator run: examples/gpu_error.py with everything switched on; its
+build with waves is cached like any other).
+
+Structure, not timing: the tracks a request crosses are there, events are ordered on
+simulated time (1 cycle = 10 ns), spans nest, the doorbell and fence events carry
+their waveform time, and the crash report of the injected hardware error holds the
+registers, the IB stack with the bad packet marked, and the last ioctls.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpucosim.trace import timeline as tl
+from gpucosim.dump import parse
+from gpucosim.trace.hwtrace import CpMonitor, fsm_states
+from gpucosim.trace.timeline import NS_PER_CYCLE, Timeline, overlaps
+from testbench import sim
+
+from tests.conftest import shared_run
+
+ROOT = Path(__file__).resolve().parents[2]
+SOFTWARE_TRACKS = {"UMD API", "ioctl", "KMD ring + doorbell", "fences", "interrupts", "CP packets"}
+
+
+def run(*argv: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ, GPUCOSIM_PROGRESS="0")
+    env.pop("GPUCOSIM_LOG", None)
+    return subprocess.run([sys.executable, "-m", "gpucosim", "run", *argv], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def events(trace: dict) -> list[dict]:
+    return [e for e in trace["traceEvents"] if e["ph"] != "M"]
+
+
+def track_names(trace: dict) -> dict[tuple[int, int], str]:
+    return {(e["pid"], e["tid"]): e["args"]["name"] for e in trace["traceEvents"]
+            if e["ph"] == "M" and e["name"] == "thread_name"}
+
+
+def check_structure(trace: dict, backend: str) -> dict[str, list[dict]]:
+    """What every timeline must satisfy; returns the events by track name."""
+    assert trace["otherData"]["backend"] == backend
+    assert trace["otherData"]["ns_per_cycle"] == NS_PER_CYCLE
+    names = track_names(trace)
+    evs = events(trace)
+    assert evs, "no events"
+    ts = [e["ts"] for e in evs]
+    assert ts == sorted(ts), "events are not in time order"
+    by_track: dict[str, list[dict]] = {}
+    for e in evs:
+        assert e["ph"] in ("X", "i")
+        assert e["ts"] == pytest.approx(e["args"]["cycle"] * NS_PER_CYCLE / 1000, abs=1e-6), "ts is not sim time"
+        assert "wall_ms" in e["args"]
+        if e["ph"] == "X":
+            assert e["dur"] >= 0
+            assert e["dur"] == pytest.approx(e["args"]["cycles"] * NS_PER_CYCLE / 1000, abs=1e-6)
+        by_track.setdefault(names[(e["pid"], e["tid"])], []).append(e)
+    missing = SOFTWARE_TRACKS - set(by_track)
+    assert not missing, f"tracks without events: {missing}"
+    # one request's journey: the UMD call, its CS ioctl (with the IB disassembled), the doorbell
+    cs = [e for e in by_track["ioctl"] if e["name"] == "CS"]
+    assert cs and all("ibs" in e["args"] and "WRITE_DATA" in e["args"]["ibs"] for e in cs[:1])
+    bells = [e for e in by_track["KMD ring + doorbell"] if e["name"].startswith("doorbell")]
+    assert bells and all(e["args"]["wave_time"] == f"{e['args']['cycle'] * NS_PER_CYCLE} ns" for e in bells)
+    assert any("INDIRECT_BUFFER" in e["args"]["ring_writes"] for e in bells)
+    fences = by_track["fences"]
+    assert fences and all("wave_time" in e["args"] for e in fences)
+    assert any(e["name"].startswith("IH EOP") for e in by_track["interrupts"])
+    assert any(e["name"] == "Queue.write" for e in by_track["UMD API"])
+    # the dumps `gpucosim disasm` reads
+    dumps = trace["otherData"]["dumps"]
+    assert any(d["name"].startswith("ring") for d in dumps) and any(d["name"].startswith("CS seq") for d in dumps)
+    return by_track
+
+
+# ------------------------------------------------------------------------------ the model
+
+def test_timeline_on_the_model(tmp_path):
+    out = tmp_path / "demo.json"
+    r = run("examples/demo.py", "--sim", "model", "--trace", str(out))
+    assert r.returncode == 0, r.stderr
+    assert f"gpucosim: timeline written to {out}" in r.stderr
+    trace = json.loads(out.read_text())
+    by_track = check_structure(trace, "model")
+    cp = by_track["CP packets"]  # the model has no cycles: its packets are instants
+    assert {e["name"] for e in cp} >= {"WRITE_DATA", "INDIRECT_BUFFER", "RELEASE_MEM", "WAIT_REG_MEM"}
+    assert all(e["ph"] == "i" and "packet" in e["args"] for e in cp)
+    assert "exit_report" in trace["otherData"]
+
+
+def test_crash_report_on_the_model(tmp_path):
+    r = run("examples/gpu_error.py", "--sim", "model", "--crash-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    (report,) = tmp_path.glob("crash-gpu_error-model-*.txt")
+    text = report.read_text()
+    assert "reason:  GPU error: illegal opcode 0x7b at IB+0x14" in text
+    assert "CP_ERROR = 0x007b0101: CODE=ILLEGAL_OPCODE (1) LEVEL=IB1 (1) OPCODE=0x7b" in text
+    assert "UNKNOWN op=0x7b count=0   <-- the packet in hand" in text
+    names = [d.name for d in parse(report.read_bytes(), str(report))]
+    assert any(n.startswith("ring") for n in names) and any(n.startswith("IB1") for n in names)
+
+
+# ------------------------------------------------------------------------------ Verilator
+
+@pytest.fixture(scope="module")
+def verilator_run(tmp_path_factory):
+    """examples/gpu_error.py on Verilator with the timeline, a waveform and crash reports:
+    run once per pytest run (shared_run), however the workers and module order fall."""
+    reason = sim.unavailable_reason("verilator")
+    if reason:
+        pytest.skip(reason)
+    from gpucosim.trace.waves import unavailable_reason as waves_reason
+
+    def once():
+        d = tmp_path_factory.mktemp("verilator")
+        args = ["examples/gpu_error.py", "--sim", "verilator", "--trace", str(d / "trace.json"),
+                "--crash-dir", str(d / "crash"), "--stats", "--stats-json", str(d / "figures.json")]
+        waves = None if waves_reason("verilator") else d / "waves.fst"
+        if waves is not None:
+            args += ["--waves", "--waves-file", str(waves)]
+        return d, run(*args, timeout=600), waves
+
+    d, r, waves = shared_run("trace-verilator", once)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return d, r, waves
+
+
+pytestmark_verilator = pytest.mark.xdist_group("verilator_trace")
+
+
+@pytestmark_verilator
+def test_timeline_on_verilator(verilator_run):
+    d, r, _ = verilator_run
+    trace = json.loads((d / "trace.json").read_text())
+    by_track = check_structure(trace, "verilator")
+    cp = [e for e in by_track["CP packets"] if e["ph"] == "X"]
+    names = {e["name"] for e in cp}
+    assert names >= {"WRITE_DATA", "INDIRECT_BUFFER", "RELEASE_MEM", "fence write", "IH entry"}
+    assert all(e["dur"] > 0 for e in cp if e["name"] in ("WRITE_DATA", "INDIRECT_BUFFER"))
+    # packets of an IB lie inside its INDIRECT_BUFFER slice (start and end cycles from the RTL)
+    ibs = [e for e in cp if e["name"] == "INDIRECT_BUFFER" and e["args"]["where"].startswith("RING")]
+    inner = [e for e in cp if e["args"].get("where", "").startswith("IB1")]
+    assert inner and all(any(ib["ts"] <= e["ts"] and e["ts"] + e["dur"] <= ib["ts"] + ib["dur"] for ib in ibs)
+                         for e in inner)
+    # the injected error, as the CP saw it
+    assert any(e["name"] == "CP error" for e in by_track["CP packets"])
+    assert any(e["name"].startswith("IH CP_ERROR") for e in by_track["interrupts"])
+    assert any(e["name"] == "irq line high" and e["dur"] > 0 for e in by_track["interrupts"])
+    # memory bursts of the CP, with their IDs and addresses
+    bus = by_track["memory bus (CP)"]
+    assert any(e["name"].startswith("read ") for e in bus) and any(e["name"].startswith("write ") for e in bus)
+    assert all(e["args"]["id"] < 8 for e in bus)
+    # the UMD's wait spans the ioctl that blocks in the KMD while the GPU works
+    waits = [e for e in by_track["UMD API"] if e["name"] == "Event.wait"]
+    assert waits and waits[0]["dur"] > 0
+    assert overlaps(trace) == []
+
+
+@pytest.mark.xdist_group("verilator_trace_apps")
+@pytest.mark.parametrize("app", ["memcpy", "producer_consumer"])
+def test_busy_timelines_do_not_lose_slices(tmp_path, app):
+    """The apps with the most concurrent work (DMA bursts in flight, fences in flight): no
+    slice partly overlaps another on its track, so Perfetto shows every one."""
+    reason = sim.unavailable_reason("verilator")
+    if reason:
+        pytest.skip(reason)
+    out = tmp_path / "t.json"
+    r = run(f"examples/{app}.py", "--sim", "verilator", "--trace", str(out), timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    trace = json.loads(out.read_text())
+    assert overlaps(trace) == []
+    lanes = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
+    assert (lanes & {"DMA bursts (2)", "fences (2)"}), sorted(lanes)  # the concurrency was there
+
+
+@pytest.mark.xdist_group("verilator_trace_apps")
+def test_sdma_packets_on_the_rtl_timeline(tmp_path):
+    """The copy engine's packets are slices on their own track, read from the SDMA
+    parser's state machine, each COPY_LINEAR inside its INDIRECT_BUFFER; the engine's
+    bursts are on the SDMA memory-bus track, not mixed in with its packets."""
+    reason = sim.unavailable_reason("verilator")
+    if reason:
+        pytest.skip(reason)
+    out = tmp_path / "t.json"
+    r = run("examples/copy_pipeline.py", "--sim", "verilator", "--trace", str(out), "--", "--chunks", "3",
+            timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    trace = json.loads(out.read_text())
+    assert overlaps(trace) == []
+    spans = [e for e in events(trace) if e.get("cat") == "sdma" and e["ph"] == "X"]
+    names = [e["name"] for e in spans]
+    assert names.count("COPY_LINEAR") == 3 and "FENCE" in names, names
+    assert not [n for n in names if n.startswith(("read", "write"))], names  # no bursts on the packet track
+    ibs = [e for e in spans if e["name"] == "INDIRECT_BUFFER"]
+    for copy in (e for e in spans if e["name"] == "COPY_LINEAR"):
+        assert copy["args"]["where"].startswith("IB+"), copy
+        assert any(ib["ts"] <= copy["ts"] and copy["ts"] + copy["dur"] <= ib["ts"] + ib["dur"] for ib in ibs), copy
+    bursts = [e for e in events(trace) if e.get("cat") == "sdma_bus"]
+    assert any(e["name"].startswith("read") for e in bursts) and any(e["name"].startswith("write") for e in bursts)
+
+
+@pytestmark_verilator
+def test_crash_report_on_verilator(verilator_run):
+    d, r, _ = verilator_run
+    (report,) = (d / "crash").glob("crash-gpu_error-verilator-*.txt")
+    out = r.stdout + r.stderr  # the simulator's stderr reaches us through its log, on stdout
+    assert f"gpucosim: crash report written to {report}" in out
+    text = report.read_text()
+    for want in ("reason:  GPU error: illegal opcode 0x7b at IB+0x14",
+                 "STATUS = ", "ERROR=1", "CP_ERROR = 0x007b0101: CODE=ILLEGAL_OPCODE (1)",
+                 "<-- rptr: the CP is here", "-> IB1 at ", "UNKNOWN op=0x7b count=0   <-- the packet in hand",
+                 "== pending IH entries ==", "== jobs ==", "in the ring: context 1",
+                 "== last ioctls ==", "ioctl(fd 3, CS, ", "== counters ==", "-- dump: IB1 at "):
+        assert want in text, want
+    assert "gpucosim: exit report (verilator, " in out
+
+
+@pytestmark_verilator
+def test_stats_json_on_verilator(verilator_run):
+    d, r, _ = verilator_run
+    fig = json.loads((d / "figures.json").read_text())
+    assert fig["backend"] == "verilator" and fig["exit_code"] == 0
+    assert fig["cycles"] > 100 and fig["ioctls"] > 10 and fig["device_calls"] >= 20
+    assert 0 < fig["device_s"] and 0 < fig["app_s"]
+    assert 0 < fig["device_cpu_s"]  # (the simulator's CPU time in the device calls, in this process)
+
+
+@pytestmark_verilator
+def test_waves_on_verilator(verilator_run):
+    d, r, waves = verilator_run
+    if waves is None:
+        from gpucosim.trace.waves import unavailable_reason as waves_reason
+
+        pytest.skip(waves_reason("verilator"))
+    assert waves.exists() and waves.read_bytes()[:1] == b"\x00"  # an FST header block
+    assert waves.stat().st_size > 10_000
+    assert f"gpucosim: waveform written to {waves}" in r.stdout + r.stderr
+    check_gtkw_names(waves)
+
+
+def check_gtkw_names(waves):
+    """Every signal of the save file is in the waveform under that very name, so GTKWave
+    opens on them (a name the file lacks shows an empty view); none was dropped."""
+    import pywellen
+    from gpucosim.trace.waves import SIGNALS, gtkw_signals
+
+    in_file = {v.full_name for v in pywellen.Waveform(str(waves)).all_vars()}
+    saved = gtkw_signals(waves.with_suffix(".gtkw"))
+    assert len(saved) == sum(len(s) for _, s in SIGNALS)
+    assert [n for n in saved if n not in in_file] == []
+    assert "gpu.cp.cp_state" in " ".join(saved) and all(n.startswith("tb_top.") for n in saved), saved
+
+
+@pytest.mark.xdist_group("icarus_waves")
+def test_waves_on_icarus(tmp_path):
+    reason = sim.unavailable_reason("icarus")
+    if reason:
+        pytest.skip(reason)
+    waves = tmp_path / "hello.fst"
+    r = run("examples/hello.py", "--sim", "icarus", "--waves-file", str(waves), timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert f"gpucosim: waveform written to {waves}" in r.stdout + r.stderr
+    check_gtkw_names(waves)
+
+
+# ------------------------------------------------------------------------------ units
+
+def test_clock_matches_the_testbench():
+    from testbench.sim.cocotb_device import CLOCK_PERIOD_NS
+
+    assert NS_PER_CYCLE == CLOCK_PERIOD_NS
+    assert tl.cycles_to_us(1234) == 12.34
+    assert tl.wave_time(1234) == "12340 ns"
+
+
+class _Sig:
+    def __init__(self, v=0):
+        self.v = v
+
+    @property
+    def value(self):
+        return self.v
+
+
+class _Cp:
+    def __init__(self):
+        for n in ("cp_state", "level", "hdr", "hdr_taken_off", "hdr_addr"):
+            setattr(self, n, _Sig())
+
+
+def test_cp_monitor_nests_packets_from_fsm_changes():
+    """The watcher's rules on a hand-made sequence: a ring IB whose IB holds a WRITE_DATA
+    and a CHAIN, a filler, then an error."""
+    from spec import packets as pk
+    from spec import pm4
+
+    states = fsm_states(64)
+    code = {v: k for k, v in states.items()}
+    t = [0]
+    timeline = Timeline("test")
+    cp = _Cp()
+    mon = CpMonitor(cp, states, timeline, lambda: t[0])
+    mon._st, mon._lv, mon._off = cp.cp_state, cp.level, cp.hdr_taken_off
+    mon._ps, mon._pl, mon._po = "RUN", 0, 0
+
+    def go(at, state, level=None, hdr=None, off=0, addr=0):
+        t[0] = at
+        if hdr is not None:
+            cp.hdr.v, cp.hdr_taken_off.v, cp.hdr_addr.v = hdr, off, addr
+        cp.cp_state.v = code[state]
+        if level is not None:
+            cp.level.v = level
+        mon._wake()
+
+    ib_hdr = pm4.indirect_buffer(0x1000, 8)[0]
+    wd_hdr = pm4.write_data(0x2000, [1])[0]
+    chain_hdr = pm4.indirect_buffer(0x3000, 8, chain=1)[0]
+    go(10, "PAYLOAD", hdr=ib_hdr, off=0, addr=0x100)  # ring packet 0: INDIRECT_BUFFER
+    go(13, "RUN", level=1)  # its last payload dword starts the IB
+    go(20, "PAYLOAD", hdr=wd_hdr, off=0, addr=0x1000)  # IB1: WRITE_DATA
+    go(24, "WD_COLLECT")
+    go(26, "WD_WRITE")
+    go(27, "WD_WAIT")
+    go(31, "DONE")
+    go(32, "RUN")
+    go(33, "PAYLOAD", hdr=chain_hdr, off=3, addr=0x100c)  # IB1: a CHAIN to the next IB
+    go(36, "EXEC_INDIRECT_BUFFER")
+    go(37, "RUN")
+    go(40, "RING_DONE", level=0, hdr=ib_hdr, off=0, addr=0x100)  # the IB returns
+    go(41, "RPTR_WRITE")
+    go(42, "RPTR_WAIT")
+    go(46, "RUN")
+    go(50, "RING_DONE", hdr=pk.NOP_PAD, off=4, addr=0x110)  # two one-dword ring pads: AMD's nop
+    go(52, "RUN")
+    go(53, "RING_DONE", hdr=pk.TYPE2_FILLER | 5, off=5, addr=0x114)  # and a type-2 with PAD bits
+    go(55, "RUN")
+    go(60, "ERR_DRAIN", hdr=0xC0007B00, off=6, addr=0x118)  # a bad header
+    go(61, "IH_ENTRY_WRITE")
+    go(70, "ERROR")
+    mon.finish()
+    spans = [(name, s, e) for track, ph, name, s, e, _ in timeline.events if ph == "X"]
+    assert ("INDIRECT_BUFFER", 10, 46) in spans
+    assert ("WRITE_DATA", 20, 32) in spans
+    assert ("INDIRECT_BUFFER", 33, 37) in spans  # the CHAIN ends when the new IB starts
+    assert ("data write", 26, 31) in spans
+    assert ("rptr write-back", 41, 46) in spans
+    assert ("pad x2", 50, 55) in spans
+    instants = [name for track, ph, name, *_ in timeline.events if ph == "i"]
+    assert "bad header 0xc0007b00" in instants and "CP error" in instants
+
+
+def test_cp_monitor_sees_pads_inside_an_ib(caplog):
+    """Inside an IB the CP takes a one-dword pad without leaving RUN: only the header's
+    offset moves. Each pad is logged as the model logs it, a run of them is one slice."""
+    import logging
+
+    from spec import packets as pk
+    from spec import pm4
+
+    states = fsm_states(64)
+    code = {v: k for k, v in states.items()}
+    t = [0]
+    timeline = Timeline("test")
+    cp = _Cp()
+    cp.cp_state.v, cp.level.v = code["RUN"], 1
+    mon = CpMonitor(cp, states, timeline, lambda: t[0])
+    mon._st, mon._lv, mon._off = cp.cp_state, cp.level, cp.hdr_taken_off
+    mon._ps, mon._pl, mon._po = "RUN", 1, 0
+    with caplog.at_level(logging.INFO, logger="gpucosim.cp"):
+        for at, off, hdr in ((20, 5, pk.NOP_PAD), (21, 6, pk.NOP_PAD), (22, 7, pk.TYPE2_FILLER)):
+            t[0] = at
+            cp.hdr.v, cp.hdr_taken_off.v = hdr, off
+            mon._wake()
+        t[0] = 23
+        cp.hdr.v, cp.hdr_taken_off.v, cp.cp_state.v = 0xC0001000, 8, code["PAYLOAD"]  # a NOP with a payload
+        mon._wake()
+        mon.finish()
+    spans = [(name, s, e) for track, ph, name, s, e, _ in timeline.events if ph == "X"]
+    assert ("pad x3", 20, 23) in spans
+    pads = [r.getMessage() for r in caplog.records if r.name == "gpucosim.cp"]
+    assert pads[:3] == ["IB1+0x0014: NOP  n_payload=0", "IB1+0x0018: NOP  n_payload=0",
+                        "IB1+0x001c: " + pm4.describe(pm4.decode([pk.TYPE2_FILLER], 0))]
+
+
+def test_timeline_slices_never_partly_overlap_on_a_track():
+    """Perfetto draws one track's slices as a stack and drops slices that partly overlap:
+    concurrent work goes to extra lanes of its track, nesting stays on its lane."""
+    from gpucosim.trace.timeline import Timeline, overlaps
+
+    tl = Timeline("model")
+    tl.span("dma", "burst a", 0, 10)
+    tl.span("dma", "burst b", 5, 15)  # partly overlaps a
+    tl.span("dma", "burst c", 12, 20)  # partly overlaps b, not a
+    tl.span("cp", "IB", 0, 100)
+    tl.span("cp", "packet", 10, 20)  # nests in IB: same lane
+    tl.span("fence", "f1", 0, 50)
+    tl.span("fence", "f2", 40, 60)
+    j = tl.to_json()
+    assert overlaps(j) == []
+    tid = {e["name"]: e["tid"] for e in j["traceEvents"] if e.get("ph") == "X"}
+    assert tid["burst a"] == tid["burst c"] != tid["burst b"]
+    assert tid["IB"] == tid["packet"] and tid["f1"] != tid["f2"]
+    names = {e["tid"]: e["args"]["name"] for e in j["traceEvents"] if e.get("name") == "thread_name" and e["pid"] == 2}
+    assert names[tid["burst b"]] == "DMA bursts (2)"
+    # and the check itself finds a partial overlap
+    bad = {"traceEvents": [{"ph": "X", "pid": 1, "tid": 1, "ts": 0, "dur": 10, "name": "a"},
+                           {"ph": "X", "pid": 1, "tid": 1, "ts": 5, "dur": 10, "name": "b"}]}
+    assert overlaps(bad) == ["track (1, 1): b [5000, 15000) overlaps a [0, 10000)"]
