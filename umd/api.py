@@ -112,11 +112,11 @@ def open(api_version: int = LATEST, *, winsys=None, pools: bool = True) -> rt.De
     no slabs), to measure what the pools save."""
     try:  # an integer, numpy's too (as every other integer argument); not a bool or a float
         version = operator.index(api_version) if not isinstance(api_version, bool) else None
-    except TypeError:
+    except Exception:  # (not an integer, or the app's __index__ raised)
         version = None
     if version not in TABLES:
-        raise ValueError(f"open: API version {api_version!r} is not supported (this UMD serves "
+        raise ValueError(f"open: API version {rt.shown(api_version)} is not supported (this UMD serves "
                          f"{', '.join(map(str, TABLES))})")
     if not isinstance(pools, bool):
-        raise TypeError(f"open: pools must be True or False, not {pools!r}")
+        raise TypeError(f"open: pools must be True or False, not {rt.shown(pools)}")
     return rt.Device(TABLES[version], winsys, pools)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 
+from kmd_model.ioctl.copyin import shown
 from kmd_model.sched.fence import seq_passed
 from spec import pm4, sdma
 
@@ -148,7 +149,7 @@ def queue_wait_event(self: Queue, event: "Event") -> None:
     submission that carries the event. An event of this same queue needs no wait (the
     queue runs in order)."""
     if not isinstance(event, Event):
-        raise TypeError(f"wait_event: event must be a umd Event, not {event!r}")
+        raise TypeError(f"wait_event: event must be a umd Event, not {shown(event)}")
     q = event.queue
     if q.device is not self.device:
         raise ValueError("wait_event: the event belongs to another device")

@@ -17,6 +17,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kmd_model.ioctl.copyin import shown
 from kmd_model.sched.fence import seq_passed
 from kmd_model.log import get_logger
 from kmd_model.uapi import CsChunkFence, CsChunkIb, CtxPriority, HwIp, KmdError
@@ -80,7 +81,7 @@ def device_queue_v3(self: Device, *, flush_threshold: int | None = None, flush_d
     refused submission is raised by the queue's next flush(), finish(), Event.wait() or
     close() (docs/architecture.md, "The asynchronous submission thread")."""
     if async_submit is not None and not isinstance(async_submit, bool):
-        raise TypeError(f"queue: async_submit must be True, False or None, not {async_submit!r}")
+        raise TypeError(f"queue: async_submit must be True, False or None, not {shown(async_submit)}")
     return _new_queue(self, flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority,
                       self.async_default if async_submit is None else async_submit)
 
@@ -88,9 +89,9 @@ def device_queue_v3(self: Device, *, flush_threshold: int | None = None, flush_d
 def _new_queue(self: Device, flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority,
                async_submit: bool) -> "Queue":
     if not isinstance(engine, str) or engine not in ENGINES:  # (a list is no engine: not "unhashable")
-        raise ValueError(f"queue: engine must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
+        raise ValueError(f"queue: engine must be one of {', '.join(map(repr, ENGINES))}, not {shown(engine)}")
     if not isinstance(priority, str) or priority not in PRIORITIES:
-        raise ValueError(f"queue: priority must be one of {', '.join(map(repr, PRIORITIES))}, not {priority!r}")
+        raise ValueError(f"queue: priority must be one of {', '.join(map(repr, PRIORITIES))}, not {shown(priority)}")
     if engine == "copy" and not self.dev_info.sdma_rings:
         raise ValueError(f"queue: engine='copy' needs an SDMA engine, and the {self.name} backend has none "
                          "(QUEUE_CAPS.SDMA is 0): use engine='gfx'")
@@ -144,7 +145,7 @@ class Queue(_Dispatched):
         flush_threshold = _index("queue", "flush_threshold", flush_threshold)
         if flush_threshold < 1:
             raise ValueError(f"queue: flush_threshold must be >= 1, not {flush_threshold}")
-        if flush_dwords is not None and _index("queue", "flush_dwords", flush_dwords) < 1:
+        if flush_dwords is not None and (flush_dwords := _index("queue", "flush_dwords", flush_dwords)) < 1:
             raise ValueError(f"queue: flush_dwords must be >= 1, not {flush_dwords}")
         max_inflight = _index("queue", "max_inflight", max_inflight)
         if max_inflight < 1:
@@ -200,7 +201,6 @@ class Queue(_Dispatched):
         self._extra_cs: list[tuple[int, int]] = []
         self.calls = 0
         self.flushes = 0
-        self.closed = False
         # closed with jobs still running (close() gave up waiting; the kernel lets them
         # finish): the queue keeps its fence page, and what they may use stays busy until
         # the page says they ended (umd/winsys/pool.py fence_idle)
@@ -441,12 +441,13 @@ def queue_wait_mem(self: Queue, buf: Buffer, offset: int, ref: int, *, mask: int
     addr = _own_buffer(self.device, "wait_mem", "buf", buf)._range("wait_mem", offset, 4)
     fn = COMPARE.get(compare, compare) if isinstance(compare, str) else None
     if fn not in COMPARE.values():
-        raise ValueError(f"wait_mem: compare must be one of {', '.join(COMPARE)}, not {compare!r}")
+        raise ValueError(f"wait_mem: compare must be one of {', '.join(COMPARE)}, not {shown(compare)}")
+    ref, mask = (_index("wait_mem", name, v) for name, v in (("ref", ref), ("mask", mask)))
     for name, v in (("ref", ref), ("mask", mask)):
-        if not 0 <= _index("wait_mem", name, v) <= M32:
+        if not 0 <= v <= M32:
             raise ValueError(f"wait_mem: {name} must fit in 32 bits, not {v:#x}")
     top = _POLL_INTERVAL.max  # (a copy queue takes it in 16-clock units: it fits there too)
-    if not 0 <= _index("wait_mem", "poll_interval", poll_interval) <= top:
+    if not 0 <= (poll_interval := _index("wait_mem", "poll_interval", poll_interval)) <= top:
         raise ValueError(f"wait_mem: poll_interval must be in [0, {top}], not {poll_interval}")
     if self.copy_engine:  # POLL_REGMEM's interval counts 16 clocks
         pkt = sdma.poll_regmem(addr, ref, mask, fn, interval=max(1, -(-poll_interval // 16)))

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from kmd_model.ioctl.copyin import shown  # (an app's value in a one-line message, never raising)
+from kmd_model.mm.mapping import sub_mapping
 from kmd_model.uapi import Domain, InfoQuery
 
 from .errors import DeviceLost, UmdError
@@ -77,7 +79,10 @@ class _Dispatched:
     files do): a command recorded into a closed queue would otherwise be lost silently."""
 
     _kind = ""
-    closed = False
+    _closed = False
+    # read-only to the app: `queue.closed = False` would take calls again on a queue whose
+    # context is gone (the KMD then refuses them, as not the call's own one-line error)
+    closed = property(lambda self: self._closed)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -100,7 +105,7 @@ class _Dispatched:
         for k, v in list(self.__dict__.items()):
             if isinstance(v, (types.MethodType, types.FunctionType)):  # (private attributes are data)
                 del self.__dict__[k]
-        self.closed = True
+        self._closed = True
 
     def __dir__(self) -> list[str]:
         own = [k.split(".", 1)[1] for k in self.__dict__["_table"].entries if k.startswith(self._kind + ".")]
@@ -143,7 +148,6 @@ class Device(_Dispatched):
         self.buffers: set[Buffer] = set()
         # the VA range and the BOs behind Buffers (umd/winsys/va.py, umd/winsys/pool.py)
         self.mm = MemoryManager(self, i.va_start, i.va_end, i.va_alignment, pools)
-        self.closed = False
 
     def __repr__(self) -> str:
         return f"<umd.Device {self.name} api v{self.api_version}>"
@@ -171,13 +175,13 @@ def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignmen
     else:  # an integer, numpy's too (as every other integer argument); not a bool or a float
         try:
             n = operator.index(domain) if not isinstance(domain, bool) else None
-        except TypeError:
+        except Exception:  # (not an integer, or the app's __index__ raised)
             n = None
         dom = Domain(n) if n in DOMAINS.values() else None
     if dom is None:
-        raise ValueError(f"alloc: domain must be 'gtt' or 'vram', not {domain!r}")
+        raise ValueError(f"alloc: domain must be 'gtt' or 'vram', not {shown(domain)}")
     if not isinstance(zero, bool):
-        raise TypeError(f"alloc: zero must be True or False, not {zero!r}")
+        raise TypeError(f"alloc: zero must be True or False, not {shown(zero)}")
     backing, offset, slab, fresh = self.mm.alloc(size, Domain(dom), alignment)
     buf = Buffer(self, backing, offset, size, dom, slab)
     buf.owner = _owner
@@ -254,25 +258,41 @@ class Buffer:
     """Device memory: `gpu_addr` (a GPU virtual address), `size`, a CPU mapping (`map()`,
     `u32`). It lives in a BO of its own or in a slab's (`handle`, at `bo_offset`)."""
 
+    # What the buffer is (where, how big, whose) is read-only to the app: the UMD's checks of
+    # every call trust it, so `buf.size = 1 << 20` would let a write reach the next buffer, and
+    # `buf.freed = False` a freed buffer's memory, now another buffer's.
+    device = property(lambda self: self._device)
+    backing = property(lambda self: self._backing)
+    handle = property(lambda self: self._backing.handle)
+    bo_offset = property(lambda self: self._bo_offset)
+    gpu_addr = property(lambda self: self._gpu_addr)
+    size = property(lambda self: self._size)
+    domain = property(lambda self: self._domain)
+    slab = property(lambda self: self._slab)
+    freed = property(lambda self: self._freed)
+
     def __init__(self, device: Device, backing: Backing, bo_offset: int, size: int, domain: Domain, slab=None):
-        self.device = device
-        self.backing = backing
-        self.handle = backing.handle
-        self.bo_offset = bo_offset
-        self.gpu_addr = backing.va + bo_offset
-        self.size = size
-        self.domain = domain
-        self.slab = slab
+        self._device = device
+        self._backing = backing
+        self._bo_offset = bo_offset
+        self._gpu_addr = backing.va + bo_offset
+        self._size = size
+        self._domain = domain
+        self._slab = slab
         self.owner = None  # the Queue whose own buffer it is (its page, IBs, staging); None: the app's
         self._view: np.ndarray | None = None
-        self.freed = False
+        self._revoke: Callable[[str], None] | None = None  # the CPU view's (sub_mapping), at free()
+        self._freed = False
 
     def map(self) -> np.ndarray:
         """The bytes as a numpy uint8 view of device memory (GEM_MMAP, once per BO)."""
         if self.freed:
             raise ValueError(f"map: {self!r} was freed")
         if self._view is None:
-            self._view = self.backing.map(self.device.ws)[self.bo_offset:self.bo_offset + self.size]
+            # a mapping of its own, revoked at free(): its bytes (a slab's entry, a cached BO)
+            # go to the next buffer, which a view kept past free() must not write
+            self._view, self._revoke = sub_mapping(self.backing.map(self.device.ws), self.bo_offset,
+                                                   self.bo_offset + self.size)
         return self._view
 
     @property
@@ -286,10 +306,12 @@ class Buffer:
         """Release the buffer; the KMD keeps the memory until the GPU is done with it."""
         if self.freed:
             return
+        if self._revoke is not None:
+            self._revoke(f"{self!r} was freed (Buffer.free): its CPU mapping is gone")
         self.device.mm.free(self)
         self.device.buffers.discard(self)
-        self._view = None
-        self.freed = True
+        self._view = self._revoke = None
+        self._freed = True
 
     def _range(self, call: str, offset: int, nbytes: int) -> int:
         offset = _index(call, "offset", offset)
@@ -309,19 +331,28 @@ class Buffer:
 # ---------------------------------------------------------------------------- argument helpers
 
 def _index(call: str, name: str, v: Any) -> int:
+    """An integer argument as a plain int, read once: callers use what this returns, never `v`
+    again (an app's __index__ may answer differently the next time, or raise)."""
     if isinstance(v, bool):
-        raise TypeError(f"{call}: {name} must be an int, not {v!r}")
+        raise TypeError(f"{call}: {name} must be an int, not {shown(v)}")
     try:
-        return operator.index(v)
+        n = operator.index(v)
     except TypeError:
-        raise TypeError(f"{call}: {name} must be an int, not {v!r}") from None
+        raise TypeError(f"{call}: {name} must be an int, not {shown(v)}") from None
+    except Exception as e:  # the app's own __index__ raised: still this call's one-line error
+        raise TypeError(f"{call}: {name} must be an int, not a {type(v).__name__} whose __index__ raised "
+                        f"{type(e).__name__}") from None
+    n = n if type(n) is int else int.__index__(n)  # (an int subclass: its value, not its methods)
+    if n.bit_length() > 128:  # no argument is this wide: refused before a message prints 4,000 digits
+        raise ValueError(f"{call}: {name} must fit in 64 bits, not {shown(n)}")
+    return n
 
 
 def _own_buffer(device: Device, call: str, name: str, buf: Any) -> "Buffer":
     """`buf` as a buffer argument of `device`'s calls: a Buffer of another device holds a VA
     of that device's VM, which here names whatever this device has at the same address."""
     if not isinstance(buf, Buffer):
-        raise TypeError(f"{call}: {name} must be a umd Buffer, not {buf!r}")
+        raise TypeError(f"{call}: {name} must be a umd Buffer, not {shown(buf)}")
     if buf.device is not device:
         raise ValueError(f"{call}: {name} {buf!r} belongs to another device (its gpu_addr is an address "
                          "in that device's own address space)")
@@ -354,7 +385,7 @@ def _dwords(call: str, data: Any) -> list[int]:
     if not words:
         raise ValueError(f"{call}: data is empty")
     for i, w in enumerate(words):
-        w = _index(call, f"data[{i}]", w)
+        words[i] = w = _index(call, f"data[{i}]", w)
         if not 0 <= w <= M32:
             raise ValueError(f"{call}: data[{i}] must fit in 32 bits, not {w:#x}")
     return words

@@ -149,7 +149,7 @@ def queue_fill(self: Queue, buf: Buffer, offset: int, size: int, value: int) -> 
     """API v2 (memset): fill `size` bytes with a 32-bit value; the byte at address a gets
     byte (a mod 4) of the value. With a DMA engine any offset and size (DMA_DATA fills,
     split at the engine's limit); without one, dword-aligned WRITE_DATA."""
-    if not 0 <= _index("fill", "value", value) <= M32:
+    if not 0 <= (value := _index("fill", "value", value)) <= M32:
         raise ValueError(f"fill: value must fit in 32 bits, not {value:#x}")
     label = self._label("fill")
     if self.copy_engine:

@@ -40,9 +40,10 @@ class File:
     def ioctl(self, request: int, args: Any = None) -> Any:
         """Run one ioctl; returns its out-structure, raises KmdError on failure. Under the
         driver's lock (Kmd.lock): a client may call from any number of threads."""
-        from ..ioctl.dispatch import dispatch
+        from ..ioctl.dispatch import copy_in_call, dispatch
+        call = copy_in_call(request, args)  # the client's code it may run runs outside the lock
         with self.kmd.lock:
-            return dispatch(self, request, args)
+            return dispatch(self, call)
 
     # --------------------------------------------------------------- handles
 
@@ -57,13 +58,15 @@ class File:
         callers answer; GEM_CLOSE and amdgpu's CS fence chunk answer EINVAL)."""
         bo = self.handles.get(int(handle)) if _is_int(handle) else None
         if bo is None:
-            raise KmdError(err, f"{who}: no BO with handle {handle!r}")
+            from ..ioctl.copyin import shown  # (a handle may be any value: shown safely)
+            raise KmdError(err, f"{who}: no BO with handle {shown(handle)}")
         return bo
 
     def ctx(self, ctx_id: Any, who: str) -> "Context":
         ctx = self.contexts.get(int(ctx_id)) if _is_int(ctx_id) else None
         if ctx is None:
-            raise KmdError(errno.EINVAL, f"{who}: no context {ctx_id!r} on this file")
+            from ..ioctl.copyin import shown
+            raise KmdError(errno.EINVAL, f"{who}: no context {shown(ctx_id)} on this file")
         return ctx
 
     # --------------------------------------------------------------- lifetime

@@ -85,7 +85,7 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
     kmd.service()
     _may_submit(kmd, ctx)
     if not isinstance(a.chunks, (list, tuple)):
-        raise KmdError(errno.EINVAL, f"CS: chunks must be a list, not {type(a.chunks).__name__}")
+        raise KmdError(errno.EINVAL, f"CS: chunks must be a list, not {a.chunks.kind}")
     ibs: list[tuple[int, int]] = []
     user_fence = None
     uf_bo = None
@@ -149,7 +149,7 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
             if dep is not None:
                 deps.append(dep)
         else:
-            raise KmdError(errno.EINVAL, f"{who} is a {type(ch).__name__}, not a CsChunkIb, CsChunkFence or "
+            raise KmdError(errno.EINVAL, f"{who} is a {ch.kind}, not a CsChunkIb, CsChunkFence or "
                            "CsChunkDep")
     if not ibs:
         raise KmdError(errno.EINVAL, "CS: no IB chunk")

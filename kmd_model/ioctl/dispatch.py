@@ -18,6 +18,7 @@ import numpy as np
 from .. import uapi
 from ..log import get_logger
 from ..uapi import KmdError, Request
+from .copyin import Opaque, copy_in, hexed, kernel_int, shown
 from .trace import IoctlRecord
 
 if TYPE_CHECKING:
@@ -47,31 +48,56 @@ def ioctl_def(request: Request) -> Callable[[Handler], Handler]:
     return reg
 
 
-def dispatch(file: "File", request: int, args: Any) -> Any:
+@dataclass(frozen=True)
+class Call:
+    """An ioctl as the kernel copied it in (`copy_in_call`), before the driver's lock is taken."""
+
+    request: Any  # an int (or a uapi enum), else the value given, as an Opaque (or a bool)
+    name: str  # the request's name, for messages and traces
+    desc: IoctlDesc | None
+    args: Any  # the kernel's copy of the arguments, or an Opaque of what was given
+    error: KmdError | None  # the refusal the copy found, raised under the lock (after EBADF)
+
+
+def copy_in_call(request: Any, args: Any) -> Call:
+    """copy_from_user for one ioctl: the request number and every argument field read once
+    (ioctl/copyin.py). It takes no lock and touches nothing of the driver's: whatever client
+    code reading them runs (an `int` subclass's `__int__`, a property, a `__repr__`) runs here,
+    not under the driver's lock, where a client that blocked in it would stop every client."""
+    # an ioctl number is an integer (a numpy one too, as for every integer argument); a
+    # float or bool equal to one is not, and is named as given, not as the ioctl it equals
+    request = kernel_int(request)
+    is_int = isinstance(request, int) and not isinstance(request, bool)  # a plain int or a uapi enum now
+    if is_int:
+        request = int(request)
+        name = Request(request).name if request in Request._value2member_map_ else hexed(request)
+    else:
+        name = shown(request)
+    desc = IOCTLS.get(request) if is_int else None
+    if desc is None:
+        return Call(request, name, None, Opaque(args), KmdError(errno.EINVAL, f"unknown ioctl request {name}"))
+    if not isinstance(args, desc.args):
+        return Call(request, name, desc, Opaque(args), KmdError(
+            errno.EINVAL, f"{name}: arguments must be a {desc.args.__name__}, not {type(args).__name__}"))
+    # the handler sees the kernel's copy, never the client's objects
+    return Call(request, name, desc, copy_in(args, desc.args), None)
+
+
+def dispatch(file: "File", call: Call) -> Any:
+    """Run a copied-in ioctl on `file` (under the driver's lock: File.ioctl)."""
     kmd = file.kmd
     dev = kmd.dev
     kmd.stats["ioctls"] += 1
     t0, c0 = time.perf_counter_ns(), dev.now()
-    # an ioctl number is an integer (a numpy one too, as for every integer argument); a
-    # float or bool equal to one is not, and is named as given, not as the ioctl it equals
-    is_int = isinstance(request, (int, np.integer)) and not isinstance(request, bool)
-    if is_int:
-        request = int(request)
-        name = Request(request).name if request in Request._value2member_map_ else f"{request:#x}"
-    else:
-        name = repr(request)
+    name = call.name
     out, err = None, None
     try:
-        if file.closed:
+        if file.closed:  # (by the client's code the copy ran, too: a close from another thread or re-entrant)
             raise KmdError(errno.EBADF, f"{name}: the file is closed")
-        desc = IOCTLS.get(request) if is_int else None
-        if desc is None:
-            raise KmdError(errno.EINVAL, f"unknown ioctl request {name}")
-        if not isinstance(args, desc.args):
-            raise KmdError(errno.EINVAL, f"{name}: arguments must be a {desc.args.__name__}, "
-                           f"not {type(args).__name__}")
+        if call.error is not None:
+            raise call.error
         try:
-            out = desc.handler(kmd, file, args)
+            out = call.desc.handler(kmd, file, call.args)
         except KmdError as e:
             raise e.within(name)
         return out
@@ -81,7 +107,7 @@ def dispatch(file: "File", request: int, args: Any) -> Any:
         raise
     finally:
         if kmd.trace_hooks or log.isEnabledFor(logging.INFO):
-            rec = IoctlRecord(file.fd, name, args, out, err, dev.now() - c0,
+            rec = IoctlRecord(file.fd, name, call.args, out, err, dev.now() - c0,
                               (time.perf_counter_ns() - t0) / 1000)
             if log.isEnabledFor(logging.INFO):
                 log.info("%s", rec)
@@ -97,11 +123,11 @@ def _int(who: str, name: str, v: Any, lo: int = 0, hi: int | None = None, bits: 
         raise KmdError(errno.EINVAL, f"{who}: {name} must be an int, not {v!r}")
     v = int(v)
     if v >> bits and v > 0:
-        raise KmdError(errno.EINVAL, f"{who}: {name} must fit in {bits} bits, not {v:#x}")
+        raise KmdError(errno.EINVAL, f"{who}: {name} must fit in {bits} bits, not {hexed(v)}")
     if v < lo or (hi is not None and v > hi):
         rng = f">= {lo:#x}" if hi is None else f"{lo:#x} to {hi:#x}" if hi != lo else f"{lo}"
         if hi is None and lo in (0, 1):
             rng = f">= {lo}" if lo == 0 else "> 0"
-        raise KmdError(errno.EINVAL, f"{who}: {name} must be {rng}, not {v:#x}" if v > 9 or v < -9
+        raise KmdError(errno.EINVAL, f"{who}: {name} must be {rng}, not {hexed(v)}" if v > 9 or v < -9
                        else f"{who}: {name} must be {rng}, not {v}")
     return v

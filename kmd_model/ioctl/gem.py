@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import uapi
 from ..uapi import Domain, GemFlags, KmdError, Request
+from .copyin import hexed
 from .dispatch import _int, ioctl_def
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ def gem_create(kmd: "Kmd", file: "File", a: uapi.GemCreateArgs) -> uapi.GemCreat
     is_int = isinstance(d, (int, np.integer)) and not isinstance(d, bool)
     if not is_int or int(d) not in (Domain.VRAM, Domain.GTT):
         raise KmdError(errno.EINVAL, f"GEM_CREATE: domain must be VRAM ({Domain.VRAM:#x}) or GTT "
-                       f"({Domain.GTT:#x}), not {f'{d:#x}' if is_int else repr(d)}")
+                       f"({Domain.GTT:#x}), not {hexed(int(d)) if is_int else repr(d)}")
     flags = _int("GEM_CREATE", "flags", a.flags)
     unknown = flags & ~sum(GemFlags)
     if unknown:

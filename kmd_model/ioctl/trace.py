@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..uapi import CsChunkDep, CsChunkFence, CsChunkIb, HwIp, KmdError
+from .copyin import hexed, shown
 
 
 @dataclass(frozen=True)
@@ -48,17 +49,19 @@ def _fmt_value(v: Any) -> str:
     if isinstance(v, Enum):
         return v.name or str(v.value)
     if isinstance(v, int):
-        return str(v) if -10 < v < 10 else f"{v:#x}"
+        return str(v) if -10 < v < 10 else hexed(v)
     if isinstance(v, np.ndarray):
         return f"<{v.dtype}[{v.size}] view>"
+    # a chunk's fields are the kernel's copy: ints, or values of the wrong kind (Opaque)
     if isinstance(v, CsChunkIb):
-        where = f"bo {v.handle}+{v.offset:#x}" if v.handle else f"{v.gpu_addr:#x}" if v.gpu_addr is not None else "?"
-        ring = "" if (v.ip_type, v.ring) == (HwIp.GFX, 0) else f", {_ip_name(v.ip_type)} {v.ring}"
-        return f"Ib({where}, {v.size_dw} dw{ring})"
+        where = (f"bo {_dec(v.handle)}+{_hex(v.offset)}" if v.handle else _hex(v.gpu_addr) if v.gpu_addr is not None
+                 else "?")
+        ring = "" if (v.ip_type, v.ring) == (HwIp.GFX, 0) else f", {_ip_name(v.ip_type)} {_dec(v.ring)}"
+        return f"Ib({where}, {_dec(v.size_dw)} dw{ring})"
     if isinstance(v, CsChunkDep):
-        return f"Dep({_ip_name(v.ip_type)} {v.ring}, ctx {v.ctx_id}, seq {_fmt_value(v.handle)})"
+        return f"Dep({_ip_name(v.ip_type)} {_dec(v.ring)}, ctx {_dec(v.ctx_id)}, seq {_fmt_value(v.handle)})"
     if isinstance(v, CsChunkFence):
-        return f"Fence(bo {v.handle}+{v.offset:#x})"
+        return f"Fence(bo {_dec(v.handle)}+{_hex(v.offset)})"
     if is_dataclass(v):
         return fmt(v)
     if isinstance(v, (list, tuple)):
@@ -69,7 +72,15 @@ def _fmt_value(v: Any) -> str:
 
 
 def _ip_name(ip: Any) -> str:
-    return HwIp(ip).name if isinstance(ip, int) and ip in HwIp._value2member_map_ else repr(ip)
+    return HwIp(ip).name if isinstance(ip, int) and ip in HwIp._value2member_map_ else shown(ip)
+
+
+def _hex(v: Any) -> str:
+    return hexed(v) if isinstance(v, int) and not isinstance(v, bool) else shown(v)
+
+
+def _dec(v: Any) -> str:
+    return shown(v)  # (an int as str() gives it, up to copyin.WIDEST bits)
 
 
 def fmt(obj: Any) -> str:

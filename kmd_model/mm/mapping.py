@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import mmap
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -43,18 +43,30 @@ _mmap = _libc_mmap()
 
 
 class _Token:
-    """Shared by a mapping and every view made from it: None while valid, else why not."""
+    """Shared by a mapping and every view made from it: `revoked` None while valid, else why
+    not. A sub-mapping's token (`sub_mapping`) has the mapping's as `parent`: revoking either
+    revokes it."""
 
-    __slots__ = ("revoked",)
+    __slots__ = ("revoked", "parent")
 
-    def __init__(self) -> None:
+    def __init__(self, parent: "_Token | None" = None) -> None:
         self.revoked: str | None = None
+        self.parent = parent
+
+    def why(self) -> str | None:
+        t: _Token | None = self
+        while t is not None:
+            if t.revoked is not None:
+                return t.revoked
+            t = t.parent
+        return None
 
 
 def _check(a: "CpuMapping") -> None:
     t = a._token
-    if t is not None and t.revoked is not None:
-        raise MappingRevoked(t.revoked)
+    why = t.why() if t is not None else None
+    if why is not None:
+        raise MappingRevoked(why)
 
 
 class CpuMapping(np.ndarray):
@@ -105,7 +117,7 @@ class CpuMapping(np.ndarray):
 
     def __repr__(self) -> str:
         t = self._token
-        if t is not None and t.revoked is not None:
+        if t is not None and t.why() is not None:
             return "CpuMapping(<revoked>)"
         return super().__repr__()
 
@@ -124,8 +136,34 @@ def _guarded(name: str):
     return method
 
 
-for _name in ("tolist", "tobytes", "view", "__iter__", "__int__", "__index__", "__bool__", "__len__"):
-    setattr(CpuMapping, _name, _guarded(_name))
+# every public ndarray method (fill, put, item, sort, astype ...): one that reads or writes the
+# bytes, or makes something that does, must not reach them once revoked
+_METHODS = {n for n in dir(np.ndarray) if not n.startswith("_") and callable(getattr(np.ndarray, n))
+            and n not in ("copy",)}  # (copy: _copy below)
+for _name in sorted(_METHODS | {"__iter__", "__int__", "__index__", "__bool__", "__len__", "__float__",
+                                "__complex__", "__reduce__", "__reduce_ex__", "__copy__", "__deepcopy__",
+                                "__setstate__", "__contains__", "__buffer__", "__dlpack__"}):
+    if hasattr(np.ndarray, _name):
+        setattr(CpuMapping, _name, _guarded(_name))
+
+
+def _guarded_property(name: str) -> property:
+    """ndarray attribute `name` (flat, data, ctypes ...), refused once the mapping is revoked."""
+    prop = getattr(np.ndarray, name)
+
+    def get(self):
+        _check(self)
+        return prop.__get__(self)
+
+    def put(self, value):
+        _check(self)
+        prop.__set__(self, value)
+    return property(get, put)
+
+
+for _name in ("flat", "data", "ctypes", "real", "imag", "T", "mT"):
+    if hasattr(np.ndarray, _name):
+        setattr(CpuMapping, _name, _guarded_property(_name))
 
 
 def _copy(self, order="C"):
@@ -168,3 +206,20 @@ def map_bo(mem: np.ndarray, mem_file: tuple[int, int] | None, offset: int, size:
         arr = mem[offset:offset + size].view(CpuMapping)
     arr._token = _Token()
     return Mapping(arr, mm)
+
+
+def sub_mapping(array: np.ndarray, start: int, stop: int) -> tuple[CpuMapping, Callable[[str], None]]:
+    """Bytes [start, stop) of a CPU mapping as a mapping of their own, and the function that
+    revokes it alone (`revoke(why)`): the UMD hands each buffer of a slab one, so a view an
+    app keeps past `Buffer.free()` raises MappingRevoked instead of writing the buffer that
+    gets the same bytes next. Revoking the whole mapping (GEM_CLOSE) revokes it too."""
+    sub = array[start:stop]
+    if not isinstance(sub, CpuMapping):
+        sub = sub.view(CpuMapping)
+    tok = _Token(sub._token)
+    sub._token = tok
+
+    def revoke(why: str) -> None:
+        if tok.revoked is None:
+            tok.revoked = why
+    return sub, revoke

@@ -1,6 +1,6 @@
 """A hostile client's random ioctls: every request, every argument field given a good value,
-a value off by one page, a huge or negative int, a float, a string, None, a numpy scalar or
-a bare object, in random order across three open files, while the client scribbles over
+a value off by one page, a huge or negative int, a float, a string, None, a numpy scalar,
+a bare object, an int whose int() raises or an object whose repr spans lines, in random order across three open files, while the client scribbles over
 its own BOs (IBs included) between calls. The KMD must answer each with a KmdError whose
 message is one line naming the ioctl, never another exception; afterwards the device still
 runs a good job for a new client, and closing every file leaves no BO behind.
@@ -26,8 +26,23 @@ from testbench.refmodel import RefModel
 
 from .test_kmd_ioctl import Client
 
+
+class _IntRaises(int):
+    """An int whose int() raises (client code run by the KMD's conversion)."""
+
+    def __int__(self):
+        raise RuntimeError("client code")
+
+    __index__ = __int__
+
+
+class _ReprLines:
+    def __repr__(self):
+        return "one\ntwo"
+
+
 WEIRD = (None, -1, -2**63, 2**64, 2**32, 2**32 - 1, 0x7FFF_FFFF, 1.5, float("nan"), "1", b"\x01", [], {}, True,
-         np.int64(5), np.uint32(7), np.float32(1), object(), 10**30)
+         np.int64(5), np.uint32(7), np.float32(1), object(), 10**30, _IntRaises(1), _ReprLines())
 NAMES_BY_VALUE = {int(r): r.name for r in Request}
 
 

@@ -1,0 +1,112 @@
+"""copy_from_user for the ioctls: the handler works on the kernel's own copy of its arguments.
+
+A C driver copies the argument structure in once and never reads the client's memory for it
+again. Here the arguments are the client's Python objects, and reading one can run client
+code: a property of a subclass of the argument class, an `int` subclass whose `__int__`
+answers differently each time (the handle GEM_CLOSE looked up and the handle it removed
+were two different ones) or raises, a `__repr__` that raises or spans lines. So every field
+is read once, here: integers become plain `int`s, everything else becomes an `Opaque` with
+its one-line description taken once; the handlers only ever see those.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+from .. import uapi
+from ..uapi import CsChunkDep, CsChunkFence, CsChunkIb
+
+SHOWN = 80  # characters of a bad value's description kept in a message
+WIDEST = 128  # bits: an integer wider than this is shown by its width
+CHUNKS = (CsChunkIb, CsChunkFence, CsChunkDep)
+# the uAPI's own enums (VaOp.MAP, Domain.GTT ...): ints whose methods are ours, kept as they are
+# so traces name them
+ENUMS = frozenset(t for t in vars(uapi).values() if isinstance(t, type) and issubclass(t, Enum)
+                  and issubclass(t, int) and t.__module__ == uapi.__name__)
+
+
+class Opaque:
+    """A value of the wrong kind, as a message shows it: its repr read once, on one line."""
+
+    __slots__ = ("text", "kind")
+
+    def __init__(self, v: Any, text: str | None = None):
+        self.kind = type(v).__name__
+        self.text = shown(v) if text is None else text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def hexed(v: int) -> str:
+    """`f"{v:#x}"` for a message; an int wider than any field (10**5000 as a handle) by its
+    width, not as 4,000 digits."""
+    n = int.bit_length(v)
+    if n > WIDEST:
+        return f"<{'a negative' if v < 0 else 'an'} int of {n} bits>"
+    return f"{v:#x}"
+
+
+def shown(v: Any) -> str:
+    """`repr(v)` for a message: one line, at most SHOWN characters, never an exception."""
+    if isinstance(v, int) and int.bit_length(v) > WIDEST:  # (repr would raise past 4,300 digits)
+        return hexed(v)
+    try:
+        text = repr(v)
+        if not isinstance(text, str):
+            raise TypeError("__repr__ returned a non-string")
+    except Exception as e:  # the client's __repr__ is client code
+        text = f"<{type(v).__name__} whose repr raised {type(e).__name__}>"
+    text = " ".join(text.split())
+    return text if len(text) <= SHOWN else text[:SHOWN - 3] + "..."
+
+
+def kernel_int(v: Any) -> Any:
+    """A plain `int` for an integer (a numpy one too), converted once; the value unchanged for
+    a bool or None; an Opaque for anything else, or for an integer whose conversion fails."""
+    if v is None or isinstance(v, bool):  # (bool cannot be subclassed)
+        return v
+    if isinstance(v, (int, np.integer)):
+        if type(v) is int or type(v) in ENUMS:
+            return v
+        try:
+            n = int(v)  # an int subclass's own __int__ runs: once, here
+        except Exception as e:
+            return Opaque(v, f"<{type(v).__name__} whose int() raised {type(e).__name__}>")
+        return n if type(n) is int else Opaque(v)
+    return Opaque(v)
+
+
+def copy_in(args: Any, cls: type) -> Any:
+    """A `cls` holding each field of `args` (an instance of `cls` or of a subclass), each read
+    once; a CsArgs's chunk list is copied element by element from the list's own storage (a
+    subclass's __iter__ or __getitem__ is not called)."""
+    out = {}
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in fields(cls))
+    for name in names:
+        try:
+            v = getattr(args, name)
+        except Exception as e:  # a property that raises
+            v = Opaque(None, f"<a {name} whose read raised {type(e).__name__}>")
+        out[name] = _chunks(v) if name == "chunks" else kernel_int(v)
+    return cls(**out)
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _chunks(v: Any) -> Any:
+    if isinstance(v, list):
+        items = list.__iter__(v)
+    elif isinstance(v, tuple):
+        items = tuple.__iter__(v)
+    else:
+        return Opaque(v)
+    return [copy_in(ch, next(c for c in CHUNKS if isinstance(ch, c))) if isinstance(ch, CHUNKS) else Opaque(ch)
+            for ch in items]

@@ -1,0 +1,549 @@
+"""A hostile program against the KMD and the UMD, as an outside tester writes one: every value
+it hands the driver is client code. Arguments whose reading runs the client's code (an `int`
+subclass whose `__int__` answers differently each time, raises, blocks, or makes ioctls of
+its own; a subclass of an argument class whose field is a property; a `__repr__` that
+raises, spans lines or is megabytes long; an int of 5,000 digits) are read once, by the
+kernel's copy (kmd_model/ioctl/copyin.py), before the driver's lock and before any lookup,
+and refused in one line. The UMD used wrongly: a view kept past free(), an `__index__` read
+twice or raising, a Buffer's size or a Queue's `closed` rewritten by the app.
+"""
+
+from __future__ import annotations
+
+import errno
+
+import numpy as np
+import pytest
+
+import kmd_model
+from kmd_model import uapi
+from kmd_model.uapi import (CsArgs, CsChunkDep, CsChunkFence, CsChunkIb, CtxArgs, CtxOp, GemCloseArgs,
+                            GemCreateArgs, GemMmapArgs, GemVaArgs, GemWaitIdleArgs, InfoArgs, KmdError, Request,
+                            VaOp, WaitCsArgs)
+from spec import pm4
+from testbench.refmodel import RefModel
+
+from .security_helpers import quiet
+from tests.kmd.test_kmd_ioctl import Client
+
+SECRET = 0x5EC2_E7ED
+
+
+class Flip(int):
+    """An int whose int() answers the next of `values` each time it is asked."""
+
+    def __new__(cls, *values: int):
+        self = super().__new__(cls, values[0])
+        self.values, self.reads = values, 0
+        return self
+
+    def __int__(self) -> int:
+        self.reads += 1
+        return self.values[(self.reads - 1) % len(self.values)]
+
+    __index__ = __int__
+
+
+class Boom(int):
+    """An int whose int() raises."""
+
+    def __int__(self) -> int:
+        raise RuntimeError("boom")
+
+    __index__ = __int__
+
+
+def _close_flipping_property(a: int, b: int) -> GemCloseArgs:
+    class FlippingClose(GemCloseArgs):  # each read of .handle answers the other handle
+        reads = 0
+
+        @property
+        def handle(self):
+            FlippingClose.reads += 1
+            return (a, b)[(FlippingClose.reads - 1) % 2]
+
+        @handle.setter
+        def handle(self, v):
+            pass
+
+    return FlippingClose(0)
+
+
+@pytest.mark.parametrize("how", ["int subclass", "property"])
+def test_gem_close_with_a_handle_that_changes_between_reads_closes_one_bo_and_leaves_no_dangling_handle(how):
+    """GEM_CLOSE looked the handle up (BO A) and then removed the handle it read a second time
+    (BO B): A was freed with its handle still in the table, so GEM_MMAP of it mapped memory
+    the allocator then gave another client (whose data the hostile client read), and B lost
+    its handle without being freed. Now the handle is read once: A is closed, B is whole."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    a, b = c.bo(0x1000), c.bo(0x1000)
+    live = len(kmd.live_bos())
+    args = GemCloseArgs(Flip(a.handle, b.handle)) if how == "int subclass" else \
+        _close_flipping_property(a.handle, b.handle)
+    c.io(Request.GEM_CLOSE, args)
+    assert len(kmd.live_bos()) == live - 1  # exactly one BO closed and freed
+    assert all(not bo.closed and not bo.freed for bo in c.f.handles.values())  # no handle to a freed BO
+    assert sorted(c.f.handles) == [b.handle]
+    # the other client's new BO takes the freed memory: nothing the hostile file still holds reaches it
+    victim = Client()
+    v = victim.bo(0x1000)
+    victim.run(v, pm4.write_data(v.addr + 0x800, [SECRET] * 8), 0x100)
+    for h in list(c.f.handles):
+        view = c.io(Request.GEM_MMAP, GemMmapArgs(h)).view.view("<u4")
+        assert SECRET not in view.tolist()
+    c.f.close()
+    victim.f.close()
+    assert not kmd.live_bos(victim.f) and not kmd.live_bos(c.f)
+    quiet(kmd)
+
+
+def test_an_ioctl_made_from_inside_the_kmds_reading_of_an_argument_cannot_free_what_the_ioctl_uses():
+    """A user fence chunk's offset is an int whose int() closes the fence BO: the KMD had
+    looked the BO up already, then converted the offset (running the client's code, which
+    made a GEM_CLOSE: the BO was idle, so freed), and queued the job with its fence aimed
+    at the freed page. Another client got that page, and the job's seqno landed in it. Now
+    every argument is read before any lookup: the close comes first, and the CS is EINVAL."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    ib = c.bo(0x1000)
+    fence = c.io(Request.GEM_CREATE, GemCreateArgs(0x1000)).handle
+    phys = c.f.handles[fence].gpu_addr
+
+    class ClosesTheFence(int):
+        def __int__(self):
+            c.io(Request.GEM_CLOSE, GemCloseArgs(fence))
+            return int.__int__(self)
+
+    chunk = c.ib(ib, pm4.wait_reg_mem(ib.addr + 0x800, 1, 1, "EQ"))  # held until released
+    try:
+        seq = c.submit(chunk, CsChunkFence(fence, ClosesTheFence(0x10)))
+    except KmdError as e:
+        seq = None
+        assert e.errno == errno.EINVAL and e.message == f"CS: chunk 1: no BO with handle {fence}"
+    victim = Client()
+    v = victim.bo(0x1000)
+    assert victim.phys(v) == phys  # the freed page went to the other client
+    ib.u32[0x200] = 1
+    if seq is not None:
+        c.wait(seq)
+    victim.run(v, pm4.write_data(v.addr + 0x800, [SECRET]), 0x100)
+    assert v.u32[4] == 0, "the hostile job's fence wrote the other client's memory"
+    quiet(kmd)
+
+
+@pytest.mark.parametrize("req", ["GEM_CREATE", "GEM_VA", "CTX", "CS"])
+def test_a_file_closed_by_the_clients_code_inside_an_ioctl_is_ebadf(req):
+    """An argument whose int() closes the file: the ioctl had checked the file was open before
+    reading its arguments, so GEM_CREATE made a BO on the closed file (leaked for good: the
+    close had released the file's BOs already), GEM_VA mapped into its destroyed VM. Now the
+    file is checked again once the arguments are read: EBADF, nothing made."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo(0x1000)
+    bo.u32[:8] = pm4.pad(8)
+    raw = c.io(Request.GEM_CREATE, GemCreateArgs(0x1000)).handle
+
+    class ClosesTheFile(int):
+        def __int__(self):
+            c.f.close()
+            return int.__int__(self)
+
+    v = ClosesTheFile
+    args = {"GEM_CREATE": GemCreateArgs(v(0x1000)),
+            "GEM_VA": GemVaArgs(raw, VaOp.MAP, 0x2000_0000, 0, v(0x1000)),
+            "CTX": CtxArgs(CtxOp.ALLOC, 0, v(0)),
+            "CS": CsArgs(c.ctx, [CsChunkIb(v(8), bo.handle)])}[req]
+    with pytest.raises(KmdError) as ei:
+        c.io(Request[req], args)
+    assert (ei.value.name, ei.value.message) == ("EBADF", f"{req}: the file is closed")
+    assert not kmd.live_bos() and kmd.stats["cs"] == 0
+    assert not c.f.contexts and not c.f.vm.maps
+
+
+def test_a_client_blocked_in_its_own_argument_code_does_not_stop_other_clients():
+    """The KMD read its arguments under the driver's lock, so a client whose int() blocked
+    (here: until another client's ioctl has run) held every other client's ioctls, its UMD's
+    submissions included, for as long as it liked: a hang of the whole driver. The
+    arguments are copied in before the lock is taken."""
+    import threading
+
+    kmd = kmd_model.bind(RefModel())
+    hostile, other = Client(), Client()
+    obo = other.bo(0x1000)
+    done = threading.Event()
+
+    class WaitsForTheOtherClient(int):
+        def __int__(self):
+            done.wait(120)  # (a guard, longer than the join below: with the old lock order nothing sets it)
+            return int.__int__(self)
+
+    result = []
+    t = threading.Thread(target=lambda: result.append(
+        hostile.io(Request.GEM_CREATE, GemCreateArgs(WaitsForTheOtherClient(0x1000)))))
+    t.start()
+    try:
+        worker = threading.Thread(target=lambda: other.run(obo, pm4.write_data(obo.addr + 0x800, [7])))
+        worker.start()
+        worker.join(30)
+        ran = not worker.is_alive() and obo.u32[0x200] == 7
+    finally:
+        done.set()
+        t.join()
+        worker.join()
+    assert ran, "the other client's ioctls waited for the hostile client's argument code"
+    assert result and result[0].size == 0x1000  # and the hostile call went through when it returned
+    quiet(kmd)
+
+
+def _every_integer_field(c: Client, bo) -> list[tuple[Request, object]]:
+    """(request, a function of v giving its arguments with one integer field set to v) for every
+    integer field of every ioctl, the chunks' fields included."""
+    ib = CsChunkIb(8, bo.handle)
+    mk = [
+        (Request.GEM_CREATE, lambda v: GemCreateArgs(v)),
+        (Request.GEM_CREATE, lambda v: GemCreateArgs(0x1000, v)),
+        (Request.GEM_CREATE, lambda v: GemCreateArgs(0x1000, 0, v)),
+        (Request.GEM_CREATE, lambda v: GemCreateArgs(0x1000, 0, uapi.Domain.GTT, v)),
+        (Request.GEM_CLOSE, lambda v: GemCloseArgs(v)),
+        (Request.GEM_MMAP, lambda v: GemMmapArgs(v)),
+        (Request.GEM_WAIT_IDLE, lambda v: GemWaitIdleArgs(v, 0)),
+        (Request.GEM_WAIT_IDLE, lambda v: GemWaitIdleArgs(bo.handle, v)),
+        (Request.CTX, lambda v: CtxArgs(v)),
+        (Request.CTX, lambda v: CtxArgs(CtxOp.FREE, v)),
+        (Request.CTX, lambda v: CtxArgs(CtxOp.ALLOC, 0, v)),
+        (Request.CTX, lambda v: CtxArgs(CtxOp.ALLOC, 0, 0, v)),
+        (Request.INFO, lambda v: InfoArgs(v)),
+        (Request.WAIT_CS, lambda v: WaitCsArgs(v, 1, 0)),
+        (Request.WAIT_CS, lambda v: WaitCsArgs(c.ctx, v, 0)),
+        (Request.WAIT_CS, lambda v: WaitCsArgs(c.ctx, 1, v)),
+        (Request.CS, lambda v: CsArgs(v, [ib])),
+    ]
+    for i, name in enumerate(("handle", "operation", "va_address", "offset_in_bo", "map_size", "flags")):
+        good = [bo.handle, VaOp.MAP, 0x3000_0000, 0, 0x1000, 2]
+        mk.append((Request.GEM_VA, lambda v, i=i, good=good: GemVaArgs(*good[:i], v, *good[i + 1:])))
+    for name in ("size_dw", "handle", "offset", "flags", "ip_type", "ip_instance", "ring"):
+        mk.append((Request.CS, lambda v, name=name: CsArgs(c.ctx, [CsChunkIb(**{**vars(ib), name: v})])))
+    mk.append((Request.CS, lambda v: CsArgs(c.ctx, [CsChunkIb(8, gpu_addr=v)])))
+    for i in range(2):
+        mk.append((Request.CS, lambda v, i=i: CsArgs(c.ctx, [ib, CsChunkFence(*[bo.handle, 0][:i], v,
+                                                                               *[bo.handle, 0][i + 1:])])))
+    for i in range(5):
+        good = [0, 0, c.ctx, 1, 0]
+        mk.append((Request.CS, lambda v, i=i, good=good: CsArgs(c.ctx, [CsChunkDep(*good[:i], v, *good[i + 1:]), ib])))
+    return mk
+
+
+def test_an_integer_whose_int_raises_is_einval_in_every_field_of_every_ioctl():
+    """An int subclass whose __int__ raises was a RuntimeError out of the KMD (its int() ran
+    inside the handler); now it is one line, EINVAL (ENOENT for a BO handle), with no effect."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo(0x1000)
+    c.run(bo, pm4.pad(8))
+    cases = _every_integer_field(c, bo)
+    assert len(cases) == 38
+    for req, make in cases:
+        before = (len(kmd.live_bos()), kmd.stats["cs"], len(c.f.contexts), len(c.f.vm.maps))
+        with pytest.raises(KmdError) as ei:
+            c.io(req, make(Boom(1)))
+        e = ei.value
+        assert e.errno in (errno.EINVAL, errno.ENOENT), (req.name, e)
+        assert e.message.startswith(req.name.split("_")[0]) and "\n" not in e.message, e.message
+        assert "whose int() raised RuntimeError" in e.message, e.message
+        assert (len(kmd.live_bos()), kmd.stats["cs"], len(c.f.contexts), len(c.f.vm.maps)) == before
+    with pytest.raises(KmdError) as ei:
+        c.io(Boom(Request.INFO), InfoArgs(uapi.InfoQuery.DEV_INFO))
+    assert ei.value.message == "unknown ioctl request <Boom whose int() raised RuntimeError>"
+    c.run(bo, pm4.pad(8))  # the driver is whole
+    quiet(kmd)
+
+
+class _BadRepr:
+    def __repr__(self):
+        raise RuntimeError("repr")
+
+
+class _Lines:
+    def __repr__(self):
+        return "first\nsecond"
+
+
+class _Huge:
+    def __repr__(self):
+        return "x" * 1_000_000
+
+
+@pytest.mark.parametrize("value, shown", [
+    (_BadRepr(), "<_BadRepr whose repr raised RuntimeError>"),
+    (_Lines(), "first second"),
+    (_Huge(), "x" * 77 + "..."),
+    (np.zeros((2, 2)), "array([[0., 0.], [0., 0.]])"),
+])
+def test_a_value_of_the_wrong_kind_is_shown_on_one_short_line(value, shown):
+    """The message names the bad value by its repr: a repr that raised was a RuntimeError out of
+    the KMD, one with a newline broke the one-line error, a megabyte one made a megabyte
+    message. Traced, the call prints the same."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    seen = []
+    kmd.trace_hooks.append(lambda rec: seen.append(str(rec)))
+    with pytest.raises(KmdError) as ei:
+        c.io(Request.GEM_CREATE, GemCreateArgs(value))
+    assert ei.value.message == f"GEM_CREATE: size must be an int, not {shown}"
+    with pytest.raises(KmdError) as ei:
+        c.io(value, None)
+    assert ei.value.message == f"unknown ioctl request {shown}"
+    with pytest.raises(KmdError) as ei:
+        c.io(Request.CS, CsArgs(c.ctx, [value]))
+    assert ei.value.message == f"CS: chunk 0 is a {type(value).__name__}, not a CsChunkIb, CsChunkFence or CsChunkDep"
+    with pytest.raises(KmdError):
+        c.io(Request.GEM_MMAP, value)  # arguments of the wrong class altogether
+    assert len(seen) == 4 and all("\n" not in s and len(s) < 400 for s in seen), seen
+
+
+def test_an_integer_too_wide_for_any_field_is_named_by_its_width():
+    """10**5000 as a handle or a context id: the message's repr of it raised ValueError (Python
+    converts at most 4,300 digits) out of the KMD, and a traced CS chunk naming it did too;
+    as a size it made a 4,200-character message. Now it is named by its width."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    seen = []
+    kmd.trace_hooks.append(lambda rec: seen.append(str(rec)))
+    huge = 10**5000
+    for req, args, message in [
+        (Request.GEM_MMAP, GemMmapArgs(huge), "GEM_MMAP: no BO with handle <an int of 16610 bits>"),
+        (Request.CTX, CtxArgs(CtxOp.FREE, huge), "CTX FREE: no context <an int of 16610 bits> on this file"),
+        (Request.GEM_CREATE, GemCreateArgs(-huge), "GEM_CREATE: size must be > 0, not <a negative int of 16610 bits>"),
+        (Request.CS, CsArgs(c.ctx, [CsChunkIb(8, huge)]), "CS: chunk 0: no BO with handle <an int of 16610 bits>"),
+        (Request.CS, CsArgs(c.ctx, [CsChunkIb(8, 1, "x", ip_type=huge)]),
+         "CS: chunk 0: ip_type must fit in 64 bits, not <an int of 16610 bits>"),
+        (huge, None, "unknown ioctl request <an int of 16610 bits>"),
+    ]:
+        with pytest.raises(KmdError) as ei:
+            c.io(req, args)
+        assert ei.value.message == message
+    assert len(seen) == 6 and all(len(s) < 300 for s in seen), seen
+
+
+def test_a_chunk_list_is_copied_from_its_own_storage():
+    """A list subclass whose __iter__ never ends (or yields other chunks than it holds): the
+    kernel copies the list's elements, not what its __iter__ says."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo(0x1000)
+    bo.u32[:8] = pm4.pad(8)
+
+    class Endless(list):
+        def __iter__(self):
+            while True:
+                yield CsChunkIb(8, bo.handle, 0x800)
+
+    seq = c.io(Request.CS, CsArgs(c.ctx, Endless([CsChunkIb(8, bo.handle)]))).seq
+    assert c.wait(seq)
+
+
+# ------------------------------------------------------------------------------ the UMD used wrongly
+
+@pytest.mark.parametrize("pools", [True, False])
+def test_a_view_kept_past_free_cannot_write_the_buffer_that_gets_its_memory_next(pools):
+    """An app keeps `buf.u32` (or `buf.map()`) and frees the buffer: the next buffer of that
+    size got the same memory (the slab's entry, the cached BO), and the stale view wrote it.
+    Now each buffer's view is a mapping of its own, revoked at free(): every use raises
+    MappingRevoked in one line, and the new buffer keeps what it holds."""
+    import umd
+
+    kmd_model.bind(RefModel())
+    with umd.open(pools=pools) as gpu:
+        a = gpu.alloc(64)
+        words, raw = a.u32, a.map()
+        half = words[8:]  # a view of the view
+        a.free()
+        a.free()  # a second free is a no-op
+        b = gpu.alloc(64)
+        if pools:
+            assert b.gpu_addr == a.gpu_addr  # the same memory, or the test proves nothing
+        q = gpu.queue()
+        q.write(b, 0, list(range(1, 17)))
+        q.finish()
+        for stale, op in ((words, lambda v: v.__setitem__(0, 0xBAD)), (raw, lambda v: v.fill(0xFF)),
+                          (half, lambda v: v.__setitem__(0, 0xBAD)), (words, lambda v: v.tolist()),
+                          (raw, lambda v: v.tobytes()), (words, lambda v: v.put(0, 1)),
+                          (words, lambda v: v.flat.__setitem__(0, 1))):
+            with pytest.raises(uapi.MappingRevoked) as ei:
+                op(stale)
+            assert str(ei.value) == f"{a!r} was freed (Buffer.free): its CPU mapping is gone"
+        assert b.u32.tolist() == list(range(1, 17))
+        with pytest.raises(ValueError, match=r"^map: <umd.Buffer .*> was freed$"):
+            a.map()
+
+
+class _Index:
+    """Not an int, but an integer by __index__: answers each of `values` in turn."""
+
+    def __init__(self, *values: int):
+        self.values, self.reads = values, 0
+
+    def __index__(self) -> int:
+        self.reads += 1
+        return self.values[(self.reads - 1) % len(self.values)]
+
+
+class _IndexBoom:
+    def __index__(self) -> int:
+        raise RuntimeError("boom")
+
+
+# (call, argument name, good value, a bad value, the call made with v as that argument)
+_UMD_CALLS = [
+    ("alloc", "size", 64, -8, lambda g, q, c, b, v: g.alloc(v)),
+    ("alloc", "alignment", 64, 3, lambda g, q, c, b, v: g.alloc(64, alignment=v)),
+    ("write", "offset", 8, -8, lambda g, q, c, b, v: q.write(b, v, [1])),
+    ("write", "data[0]", 0x1234, 1 << 40, lambda g, q, c, b, v: q.write(b, 0x100, [v])),
+    ("write", "data", 0x1234, 1 << 40, lambda g, q, c, b, v: q.write(b, 0x104, v)),
+    ("emit_raw", "data[0]", 0x8000_0000, 1 << 40, lambda g, q, c, b, v: q.emit_raw([v])),
+    ("wait_mem", "offset", 0, -8, lambda g, q, c, b, v: q.wait_mem(b, v, 0, compare="always")),
+    ("wait_mem", "ref", 0, 1 << 40, lambda g, q, c, b, v: q.wait_mem(b, 0, v, compare="always")),
+    ("wait_mem", "mask", 0xFFFF_FFFF, 1 << 40, lambda g, q, c, b, v: q.wait_mem(b, 0, 0, mask=v, compare="always")),
+    ("wait_mem", "poll_interval", 16, 1 << 40, lambda g, q, c, b, v: q.wait_mem(b, 0, 0, poll_interval=v)),
+    ("wait_mem", "poll_interval", 16, 1 << 40, lambda g, q, c, b, v: c.wait_mem(b, 0, 0, poll_interval=v)),
+    ("fill", "value", 0x55, 1 << 40, lambda g, q, c, b, v: q.fill(b, 0x200, 8, v)),
+    ("fill", "size", 8, -8, lambda g, q, c, b, v: q.fill(b, 0x200, v, 0x55)),
+    ("copy", "size", 8, -8, lambda g, q, c, b, v: q.copy(b, 0x300, b, 0x100, v)),
+    ("download", "size", 8, -8, lambda g, q, c, b, v: q.download(b, 0x100, v)),
+    ("finish", "timeout", 1_000_000, -1, lambda g, q, c, b, v: q.finish(v)),
+    ("queue", "flush_threshold", 4, -1, lambda g, q, c, b, v: g.queue(flush_threshold=v)),
+    ("queue", "flush_dwords", 64, -1, lambda g, q, c, b, v: g.queue(flush_dwords=v)),
+    ("queue", "ib_size_dw", 64, -8, lambda g, q, c, b, v: g.queue(ib_size_dw=v)),
+    ("queue", "max_inflight", 2, -1, lambda g, q, c, b, v: g.queue(max_inflight=v)),
+]
+
+
+def test_every_umd_integer_argument_is_read_once():
+    """An app's integer whose __index__ answers a good value and then a bad one: the UMD checked
+    the first answer and then handed the object itself on (to the packet builders, to the
+    queue's settings), which read it again: a wait_mem or fill failed with the builder's
+    error, a write's or emit_raw's second answer reached the command buffer and the next
+    flush raised OverflowError, a queue's flush_dwords compared the object at every write.
+    Now each argument is read once and the value checked is the value used."""
+    import umd
+
+    kmd_model.bind(RefModel())
+    with umd.open() as gpu:
+        q, copy = gpu.queue(), gpu.queue(engine="copy")
+        b = gpu.alloc(0x1000)
+        for call, name, good, bad, make in _UMD_CALLS:
+            v = _Index(good, bad)
+            out = make(gpu, q, copy, b, v)
+            assert v.reads == 1, (call, name, v.reads)
+            if call == "queue":
+                out.write(b, 0x400, [1, 2])
+                out.finish()
+                out.close()
+        q.finish()
+        copy.finish()
+        assert b.u32[0x40:0x42].tolist() == [0x1234, 0x1234]  # the writes' data: the first answers
+        assert b.u32[0x80:0x82].tolist() == [0x55, 0x55]  # the fill's value
+
+
+def test_an_app_integer_whose_index_raises_is_the_calls_one_line_type_error():
+    """An __index__ that raises was that exception out of the UMD's call, from wherever the UMD
+    first converted it; now it is the call's TypeError naming the argument, and nothing is
+    recorded."""
+    import umd
+
+    kmd_model.bind(RefModel())
+    with umd.open() as gpu:
+        q, copy = gpu.queue(), gpu.queue(engine="copy")
+        b = gpu.alloc(0x1000)
+        for call, name, _good, _bad, make in _UMD_CALLS:
+            with pytest.raises(TypeError) as ei:
+                make(gpu, q, copy, b, _IndexBoom())
+            assert str(ei.value) == f"{call}: {name} must be an int, not a _IndexBoom whose __index__ raised " \
+                                    "RuntimeError", (call, name)
+        assert q.flush() is None and copy.flush() is None  # nothing was recorded
+        with pytest.raises(ValueError, match="^open: API version"):
+            umd.open(_IndexBoom())
+
+
+@pytest.mark.parametrize("value, shown", [(_BadRepr(), "<_BadRepr whose repr raised RuntimeError>"),
+                                          (_Lines(), "first second"), (10**5000, "<an int of 16610 bits>")],
+                         ids=["repr_raises", "repr_lines", "huge_int"])
+def test_the_umds_messages_show_an_apps_value_on_one_short_line(value, shown):
+    """The UMD named a bad argument by its repr: a repr that raised escaped as that exception,
+    a repr with a newline broke the one-line message, and 10**5000 raised ValueError (Python
+    converts at most 4,300 digits) or, as a size, printed 4,000 digits in an OutOfMemory."""
+    import umd
+
+    kmd_model.bind(RefModel())
+    with umd.open() as gpu:
+        q = gpu.queue()
+        b = gpu.alloc(64)
+        calls = [(lambda: gpu.alloc(64, value), f"alloc: domain must be 'gtt' or 'vram', not {shown}"),
+                 (lambda: gpu.alloc(64, zero=value), f"alloc: zero must be True or False, not {shown}"),
+                 (lambda: q.write(value, 0, [1]), f"write: buf must be a umd Buffer, not {shown}"),
+                 (lambda: q.wait_mem(b, 0, 0, compare=value),
+                  f"wait_mem: compare must be one of always, <, <=, ==, !=, >=, >, not {shown}"),
+                 (lambda: q.wait_event(value), f"wait_event: event must be a umd Event, not {shown}"),
+                 (lambda: gpu.queue(engine=value), f"queue: engine must be one of 'gfx', 'copy', not {shown}"),
+                 (lambda: umd.open(value), f"open: API version {shown} is not supported (this UMD serves 1, 2, 3)")]
+        if isinstance(value, int):
+            calls += [(lambda: gpu.alloc(value), f"alloc: size must fit in 64 bits, not {shown}"),
+                      (lambda: q.write(b, value, [1]), f"write: offset must fit in 64 bits, not {shown}")]
+        else:
+            calls += [(lambda: gpu.alloc(value), f"alloc: size must be an int, not {shown}")]
+        for call, message in calls:
+            with pytest.raises((TypeError, ValueError)) as ei:
+                call()
+            assert str(ei.value) == message
+
+
+def test_what_a_buffer_is_cannot_be_rewritten_by_the_app():
+    """`buf.size = 1 << 20` made every later call trust the new size: a write 4 KiB past the
+    64-byte buffer was recorded and ran, over the app's next buffer; `buf.freed = False`
+    gave a freed buffer its mapping back, over the memory of the buffer allocated there
+    since. A buffer's address, size, device and state are read-only."""
+    import umd
+
+    kmd_model.bind(RefModel())
+    with umd.open() as gpu:
+        q = gpu.queue()
+        a, b = gpu.alloc(64), gpu.alloc(64)
+        for name, value in (("size", 1 << 20), ("gpu_addr", b.gpu_addr), ("freed", True), ("device", None),
+                            ("handle", 1), ("bo_offset", 0), ("domain", 4), ("backing", None), ("slab", None)):
+            with pytest.raises(AttributeError, match=f"property '{name}' of 'Buffer' object has no setter"):
+                setattr(a, name, value)
+        off = b.gpu_addr - a.gpu_addr  # b's first dword, by a's offsets
+        with pytest.raises(ValueError, match=rf"^write: \[{off:#x}, {off + 4:#x}\) is outside the 0x40-byte buffer$"):
+            q.write(a, off, [0xBAD])
+        a.free()
+        with pytest.raises(AttributeError):
+            a.freed = False
+        with pytest.raises(ValueError, match="was freed"):
+            a.map()
+        q.finish()
+        assert not b.u32.any()
+
+
+def test_a_closed_queue_or_device_cannot_be_reopened_by_the_app():
+    """`queue.closed = False` after close() took calls again: write() recorded into a queue
+    whose context was freed, and flush() came back as the KMD's EINVAL for the context. The
+    flag is read-only: the calls stay the queue's own one-line ValueError."""
+    import umd
+
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    q = gpu.queue()
+    b = gpu.alloc(64)
+    q.close()
+    for obj in (q, gpu):
+        with pytest.raises(AttributeError, match=f"property 'closed' of '{type(obj).__name__}' object has no setter"):
+            obj.closed = False
+        if obj is gpu:
+            gpu.close()
+            with pytest.raises(AttributeError):
+                gpu.closed = False
+    with pytest.raises(ValueError, match="^write: the queue is closed$"):
+        q.write(b, 0, [1])
+    with pytest.raises(ValueError, match="^alloc: the device is closed$"):
+        gpu.alloc(64)
