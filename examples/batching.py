@@ -17,6 +17,7 @@ It prints one table row per configuration and draws the plot with matplotlib.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass
 
@@ -112,6 +113,29 @@ def plot(rows: list[Row], path: str, backend: str) -> None:
     plt.close(fig)
 
 
+def _ints(ap: argparse.ArgumentParser, name: str, text: str) -> list[int]:
+    """A comma list of integers >= 1, or a usage error naming the option."""
+    try:
+        values = [int(x) for x in text.split(",")]
+    except ValueError:
+        ap.error(f"{name}: a comma list of integers, not {text!r}")
+    if bad := [v for v in values if v < 1]:
+        ap.error(f"{name}: each must be at least 1, not {bad[0]}")
+    return values
+
+
+def _check_plot(ap: argparse.ArgumentParser, path: str) -> None:
+    """A picture matplotlib can write there: a .png, .svg or .pdf in a folder that exists
+    (without a suffix it would write PATH.png and the app would name PATH)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        ap.error(f"--plot {path}: a folder, not a file (give a name such as {os.path.join(path, 'plot.png')})")
+    if os.path.splitext(path)[1].lower() not in (".png", ".svg", ".pdf"):
+        ap.error(f"--plot {path}: give a .png, .svg or .pdf file")
+    if not os.path.isdir(folder):
+        ap.error(f"--plot {path}: no such directory {folder}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="batching", description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--commands", type=int, default=256, help="writes per configuration (default 256)")
@@ -119,8 +143,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--aligns", default=",".join(map(str, ALIGNS)), help="IB alignments in dwords, comma list")
     ap.add_argument("--plot", metavar="PNG", help="draw the results (needs matplotlib)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
-    thresholds = [int(x) for x in args.thresholds.split(",")]
-    aligns = [int(x) for x in args.aligns.split(",")]
+    # (checked before anything runs: a bad value used to end a whole run in a traceback)
+    if not 1 <= args.commands <= 65536:
+        ap.error(f"--commands must be in 1..65536, not {args.commands}")
+    thresholds, aligns = _ints(ap, "--thresholds", args.thresholds), _ints(ap, "--aligns", args.aligns)
+    if bad := [a for a in aligns if a > 256 or a & (a - 1)]:
+        ap.error(f"--aligns: an IB alignment is a power of two in 1..256 dwords, not {bad[0]}")
+    if args.plot:
+        _check_plot(ap, args.plot)
     backend = kmd_model.bound().name
     params = kmd_model.bound().params
     saved_align = params.ib_align_dw

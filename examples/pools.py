@@ -114,6 +114,18 @@ def plot(runs: list[Run], path: str, backend: str) -> None:
     plt.close(fig)
 
 
+def _check_plot(ap: argparse.ArgumentParser, path: str) -> None:
+    """A picture matplotlib can write there: a .png, .svg or .pdf in a folder that exists
+    (without a suffix it would write PATH.png and the app would name PATH)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        ap.error(f"--plot {path}: a folder, not a file (give a name such as {os.path.join(path, 'plot.png')})")
+    if os.path.splitext(path)[1].lower() not in (".png", ".svg", ".pdf"):
+        ap.error(f"--plot {path}: give a .png, .svg or .pdf file")
+    if not os.path.isdir(folder):
+        ap.error(f"--plot {path}: no such directory {folder}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="pools", description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--allocs", type=int, default=10_000, help="allocations per run (default 10,000)")
@@ -123,8 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     if args.allocs < 1 or args.live < 1:
         ap.error(f"--allocs and --live must be at least 1, not {args.allocs} and {args.live}")
-    if args.plot and not os.path.isdir(os.path.dirname(os.path.abspath(args.plot))):
-        ap.error(f"--plot {args.plot}: no such directory {os.path.dirname(os.path.abspath(args.plot))}")
+    if args.plot:
+        _check_plot(ap, args.plot)
     backend = kmd_model.bound().name
     runs = [run(True, args.allocs, args.live, args.seed), run(False, args.allocs, args.live, args.seed)]
     gpucosim.progress(1, 1, "done")

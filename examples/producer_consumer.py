@@ -45,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="record everything into one submission (deadlocks: see above)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     n, slots = args.items, args.slots
+    for name, value, lo, hi in (("--items", n, 1, 1024), ("--slots", slots, 1, 64),
+                                ("--poll-interval", args.poll_interval, 0, 0xFFFF)):
+        if not lo <= value <= hi:
+            ap.error(f"{name} must be in {lo}..{hi}, not {value}")
 
     gpu = umd.open(api_version=2)
     dma = gpu.info().has_dma

@@ -414,6 +414,12 @@ def main(argv=None) -> int:
     if unknown:
         print(f"formal: no group {', '.join(unknown)} (groups: {', '.join(properties.GROUPS)})", file=sys.stderr)
         return 2
+    # --report reads the logs a run left: with none there is no table to make (it would be
+    # all "not run", and its JSON would replace a real report)
+    if args.report and not any(any((BUILD / n).glob("*.log")) for n in names):
+        print(f"formal: --report: no earlier run of {', '.join(names)} to report on (no logs in {BUILD}/GROUP/): "
+              "run `make formal` (or python -m formal) first", file=sys.stderr)
+        return 2
     BUILD.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     jobs = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from . import report
 from .blocks import KINDS, WIDTHS, default_blocks
@@ -33,9 +34,15 @@ def main(argv: list[str] | None = None) -> int:
     bad = [k for k in kinds if k not in KINDS]
     if bad:
         ap.error(f"--blocks: unknown block {bad[0]!r}: choose from {', '.join(KINDS)}")
+    if not kinds:  # (it ran nothing and rewrote the report)
+        ap.error(f"--blocks: name at least one block, of {', '.join(KINDS)}")
     widths = _ints(args.widths, "widths", ap)
     if any(w not in (32, 64, 128, 256) for w in widths):
         ap.error(f"--widths: data widths are 32, 64, 128 or 256, not {args.widths!r}")
+    if not widths:
+        ap.error("--widths: name at least one data width (32, 64, 128 or 256)")
+    if Path(args.output).is_dir():  # (found at the end, after the place and route)
+        ap.error(f"-o: {args.output} is a folder; name the JSON file to write")
     seeds = _ints(args.seeds, "seeds", ap)
     if not seeds:
         ap.error("--seeds: at least one seed")

@@ -198,8 +198,13 @@ def main(argv: list[str] | None = None) -> int:
             block("dma", p.width, **p.dma_kwargs).make()._MustUse__used = True  # (built only to check)
     except ValueError as e:
         ap.error(str(e))
+    if args.jobs < 1:
+        ap.error(f"--jobs must be at least 1, not {args.jobs}")
     try:
         cp_depths = [] if args.cp_depths == "none" else [int(x) for x in args.cp_depths.split(",") if x]
+    except ValueError:
+        ap.error(f"--cp-depths: comma-separated integers or none, not {args.cp_depths!r}")
+    try:
         for d in cp_depths:  # (built only to check the parameter)
             CommandProcessor(None, 32, fetch_depth=d)._MustUse__used = True
     except ValueError as e:

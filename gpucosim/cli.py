@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,8 +34,8 @@ examples:
   gpucosim run examples/batching.py --sim model -- --plot build/batching.png
 
 --log takes module=level pairs (the GPUCOSIM_LOG syntax), modules: umd, ioctl, kmd, cs,
-ring, fence, ih, sched, bo, bus (every MMIO access), cp (packets the CP starts), sdma (the copy
-engine's, on the model); levels:
+ring, fence, ih, sched, bo, vm (mappings, VMIDs, TLB flushes), bus (every MMIO access), cp
+(packets the CP starts), sdma (the copy engine's, on the model); levels:
 debug, info, warning, error; a bare level applies to all.
 """
 
@@ -205,6 +206,8 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
         p.error("--rtl-engines applies to the reference model (--sim model): the RTL has only its own engines")
     if app.endswith(".py") and not Path(app).is_file():
         p.error(f"no app at {app}")
+    if app.endswith(".py"):
+        _python_text(p, app)
     if args.stats_json and Path(args.stats_json).is_dir():
         p.error(f"--stats-json wants a file, not the folder {args.stats_json}")
     # everything the run will write is checked now, not after the run
@@ -232,6 +235,19 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
             kmd_log.parse(os.environ[kmd_log.ENV])
         except ValueError as e:
             p.error(f"{e} (in the environment)")
+    # the drivers' and the testbench's settings, read deep inside the run (the simulator's
+    # build, the app's umd.open): a bad one is a usage error now, not a traceback then
+    if args.sim != "model":
+        from testbench.sim import clock_mode
+
+        try:
+            clock_mode()
+        except ValueError as e:
+            p.error(f"{e} (in the environment)")
+    from umd.submit import ENV as ASYNC_ENV
+
+    if os.environ.get(ASYNC_ENV, "0") not in ("0", "1"):
+        p.error(f"{ASYNC_ENV}={os.environ[ASYNC_ENV]!r}: choose 0 or 1 (in the environment)")
     return RunOptions(app=app, backend=args.sim, args=app_args, trace=args.trace, waves=waves, log=args.log,
                       stats=args.stats, stats_json=args.stats_json, crash_dir=args.crash_dir, kmd=_kmd_params(p, args.kmd),
                       dma=not args.no_dma, data_width=args.data_width, queues=True)
@@ -334,12 +350,31 @@ def cmd_plot(p, args) -> int:
     from .trace.plot import PlotError, plot
 
     _writable_file(p, "-o", Path(args.output))
+    if args.start is not None and args.end is not None and args.end <= args.start:
+        p.error(f"--to {args.end:g} is not after --from {args.start:g}")
     try:
         out = plot(args.trace, args.output, start=args.start, end=args.end, title=args.title)
     except PlotError as e:
         p.error(str(e))
     print(f"gpucosim: wrote {out}")
     return 0
+
+
+def _python_text(p: argparse.ArgumentParser, app: str) -> None:
+    """APP.py is Python source: text, UTF-8 unless a coding line says otherwise (a binary
+    file given by mistake was a SyntaxError whose excerpt printed its bytes)."""
+    try:
+        data = Path(app).read_bytes()
+    except OSError as e:
+        p.error(f"cannot read {app}: {e.strerror}")
+    if re.search(rb"^[ \t\f]*#.*?coding[:=]", b"\n".join(data.splitlines()[:2]), flags=re.M):
+        return  # (PEP 263: Python reads it in its own encoding)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        p.error(f"{app} is not a Python file: byte {e.start} is not UTF-8 text")
+    if "\0" in text:
+        p.error(f"{app} is not a Python file: it holds NUL bytes")
 
 
 def _writable_dir(p: argparse.ArgumentParser, what: str, path: Path) -> None:

@@ -326,6 +326,9 @@ def exit_report(kmd: "Kmd", queues: list, ioctl_stats: dict[str, list], at_exit:
     nbytes = sum(b.size for b in live)
     lines = []
     for d in devices:
+        if at_exit and not d.closed:  # (its queues, pools and slabs are the BO leaks below)
+            lines.append(f"  LEAK: the app never closed its device ({d.name}, fd {d.ws.file.fd}): "
+                         "gpu.close() frees its buffers, queues and pools")
         apps = [b for b in d.buffers if b.owner is None]  # (not the queues' own pages, IBs, staging)
         if apps and at_exit:
             held = sum(b.size for b in apps)

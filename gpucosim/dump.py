@@ -48,6 +48,9 @@ def parse_text(text: str, source: str = "input", base: int = 0) -> list[Dump]:
     dumps: list[Dump] = []
     cur: Dump | None = None
     sections = any(_HEADER.match(line.strip()) for line in text.splitlines())
+    if not sections and text.startswith("gpucosim crash report"):
+        # (the dumps close the report: a copy or a disk that cut it short loses them first)
+        raise DumpError(f"{source}: a crash report without its dumps (no `-- dump:` section: cut short?)")
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         mo = _HEADER.match(raw.strip())
@@ -120,8 +123,11 @@ def parse(data: bytes, source: str = "input", base: int = 0) -> list[Dump]:
     if head in (b"{", b"["):
         try:
             obj = json.loads(data)
+        except json.JSONDecodeError as e:
+            # text that opens like JSON is no hex dump: a trace cut short, most likely
+            raise DumpError(f"{source} is not a JSON trace (line {e.lineno}, column {e.colno}: {e.msg})") from None
         except (ValueError, UnicodeDecodeError):
-            obj = None
+            obj = None  # not text: little-endian dwords whose first byte is '{' or '['
         if obj is not None:
             return parse_trace(obj, source)
     try:

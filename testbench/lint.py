@@ -22,7 +22,11 @@ def lint(data_width: int) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    # (no options: --help says what it does, a stray argument is refused, neither lints)
+    argparse.ArgumentParser(prog="python -m testbench.lint", description=__doc__.split("\n\n")[0]).parse_args(argv)
     failed = 0
     for w in DATA_WIDTHS:
         r = lint(w)

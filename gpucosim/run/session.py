@@ -260,7 +260,7 @@ class Session:
                                                      devices=recorder.devices)
             if self.timeline is not None:
                 self.timeline.metadata["exit_report"] = self.exit_text
-            if opts.stats or self.leaks:
+            if opts.stats or self.leaks or any(not d.closed for d in recorder.devices):
                 dc = self.device_clock
                 print(f"gpucosim: exit report ({opts.backend}, {dev.now()} cycles; {self.app_wall * 1e3:.1f} ms in "
                       f"the app, {dc.seconds * 1e3:.1f} ms in {dc.calls} device calls)\n{self.exit_text}",

@@ -114,6 +114,11 @@ def plot(trace: str | Path, output: str | Path, *, start: float | None = None, e
             if f < lo or s > hi:
                 continue
             rows[k].append((e, s, f, depth))
+    if not any(rows.values()):  # (a window past the run, or in ns or us instead of cycles)
+        first = min(cyc(e) for e in evs)
+        last = max(cyc(e) + e.get("dur", 0) / us_per_cycle for e in evs)
+        raise PlotError(f"{trace}: no events between cycles {lo:g} and {hi:g} (the run spans cycles "
+                        f"{first:g} to {last:g})")
     depth_of = {k: max((d for *_, d in rows[k]), default=0) + 1 for k in tracks}
     total = sum(min(depth_of[k], 4) for k in tracks)
     fig, ax = plt.subplots(figsize=(width, 0.45 * total + 1.4))

@@ -395,6 +395,22 @@ def test_a_hand_made_stream_that_cannot_run_is_a_failed_record(tmp_path):
                                 "no attribute 'do_doorbel'\")"]
 
 
+def test_a_streams_file_of_replayed_streams_runs_on_a_simulator(tmp_path):
+    """docs/verification.md's cut: `make_stream(seed, index, caps)` pickled as is. Each
+    stream keeps its own index (17, 3), not its place in the file: the runner matched the
+    records by index against the file's places, so the streams ran, agreed, and the run
+    still failed with "stopped at stream 0 (2 stream(s) not run)"."""
+    simulator = next((s for s in sim.selected_simulators() if sim.unavailable_reason(s) is None), None)
+    if simulator is None:
+        pytest.skip("no simulator available")
+    streams = [cp.make_stream(SEED, i, DMA) for i in (17, 3)]
+    f = tmp_path / "cut.pkl"
+    f.write_bytes(__import__("pickle").dumps(streams))
+    recs, _, problems = run_rtl(simulator, 0, 0, 0, streams_file=f, workdir=tmp_path)
+    assert problems == []
+    assert [(r["index"], r["ok"]) for r in recs] == [(17, True), (3, True)]
+
+
 def _session() -> str:
     """Parts of the same pytest run (all xdist workers share the run id) merge."""
     return os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())

@@ -166,6 +166,18 @@ def test_fence_mutant_reads_a_failing_release_mem():
         CPHarness("cp_bus", image=(0, 0, 0))
 
 
+def test_report_without_an_earlier_run_is_one_line(capsys, tmp_path, monkeypatch):
+    """`python -m formal --report` on a fresh clone: it printed a table of "not run" rows,
+    exit 1, and wrote a JSON of them over build/formal.json. One line, exit 2, no file."""
+    monkeypatch.setattr(run, "BUILD", tmp_path / "formal")
+    out = tmp_path / "formal.json"
+    assert run.main(["--report", "--groups", "axil,mux", "--json", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"formal: --report: no earlier run of axil, mux to report on (no logs in {tmp_path / 'formal'}/GROUP/): " \
+                  "run `make formal` (or python -m formal) first"
+    assert not out.exists()
+
+
 def test_report_rows_carry_their_run(tmp_path):
     """A report built from logs says when and on which commit each row ran (the stamp written
     beside the log), or the log's time without a commit for a log from before stamps."""

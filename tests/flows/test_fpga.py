@@ -134,6 +134,24 @@ def test_cli_rejects_bad_arguments(capsys):
     assert "--widths: data widths are 32, 64, 128 or 256" in capsys.readouterr().err
 
 
+
+@pytest.mark.parametrize("argv, message", [
+    # an empty list ran nothing, exit 0, and rewrote build/fpga.json
+    (["--blocks", ""], "--blocks: name at least one block, of csr, mux, dma, cp, mmu, sdma, top, top_nommu"),
+    (["--widths", ","], "--widths: name at least one data width (32, 64, 128 or 256)"),
+    # a folder to write to: found after the whole place and route
+    (["--blocks", "dma", "-o", "{tmp}"], "-o: {tmp} is a folder; name the JSON file to write"),
+])
+def test_cli_refuses_what_would_run_nothing_or_fail_at_the_end(capsys, tmp_path, monkeypatch, argv, message):
+    import fpga.__main__ as cli
+
+    monkeypatch.setattr(cli, "run_blocks", lambda *a, **k: pytest.fail("ran before checking its arguments"))
+    with pytest.raises(SystemExit) as e:
+        cli.main([a.replace("{tmp}", str(tmp_path)) for a in argv])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"python -m fpga: error: {message.replace('{tmp}', str(tmp_path))}"
+
+
 def test_sweep_rejects_bad_points(capsys):
     from fpga import sweep
     from rtl.cp import CommandProcessor
@@ -145,7 +163,10 @@ def test_sweep_rejects_bad_points(capsys):
         CommandProcessor(None, 32, fetch_depth=3)
     for argv, text in ((["--points", "w32:r8:f32"], "fifo_depth must be a power of two of at least"),
                        (["--cp-depths", "3"], "--cp-depths: fetch_depth must be a power of two"),
-                       (["--latency", "1"], "--latency: the memory model's minimum read latency is 2")):
+                       (["--latency", "1"], "--latency: the memory model's minimum read latency is 2"),
+                       # --jobs 0 started the sweep; a word was Python's int() message
+                       (["--jobs", "0"], "--jobs must be at least 1, not 0"),
+                       (["--cp-depths", "x"], "--cp-depths: comma-separated integers or none, not 'x'")):
         with pytest.raises(SystemExit) as e:
             sweep.main(argv)
         assert e.value.code == 2

@@ -2,7 +2,10 @@
 that exist: every `REG.FIELD` and every backquoted register-style NAME in the prose is
 checked against the register map (spec/regs.rdl, via kmd_model.regs), the packet table
 and the IH entry. (The generated references and sections are checked by
-tests/spec/test_generated.py: `make check-gen`.)"""
+tests/spec/test_generated.py: `make check-gen`.) The commands in the docs' code blocks and
+those quoted inline name make targets, variables, modules, subcommands, options and apps
+that exist (the tutorial's are run: tests/tools/test_tutorial.py), and every backquoted path
+from the repository's top is there."""
 
 from __future__ import annotations
 
@@ -156,3 +159,127 @@ def test_doc_commands_name_targets_and_options_that_exist(path):
             helps[module] = r.stdout
         for opt in (a.split("=")[0] for a in argv[3:] if a.startswith("--")):
             assert re.search(rf"{re.escape(opt)}\b", helps[module]), f"{path}: {cmd}: python -m {module} has no {opt}"
+
+
+# ------------------------------------------------------------------ commands inside the prose
+
+def _inline_commands(path: str) -> list[str]:
+    """The commands written inline in a doc's prose (`make ...`, `gpucosim ...`,
+    `python -m ...` between backquotes, wrapped lines joined), outside its code blocks."""
+    text = re.sub(r"```.*?```", "", (ROOT / path).read_text(), flags=re.S)
+    spans = (" ".join(m.group(1).split()) for m in re.finditer(r"`([^`]+)`", text))
+    return [s for s in spans if re.match(r"(make|gpucosim|python -m) \S", s)]
+
+
+def _help(argv: tuple[str, ...], cache: dict) -> str | None:
+    """`python -m ARGV --help`'s text, or None when it fails."""
+    if argv not in cache:
+        r = subprocess.run([sys.executable, "-m", *argv, "--help"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=120)
+        cache[argv] = r.stdout if r.returncode == 0 else None
+    return cache[argv]
+
+
+def command_problems(cmd: str, makefile: str, helps: dict) -> list[str]:
+    """What in an inline command does not exist: a make target or variable, a gpucosim
+    subcommand, a module, an option (gpucosim's, the module's, or for `run` the app's: an
+    option gpucosim does not know goes to the app), an app. Placeholders (APP, FILE,
+    <...>, a|b) are not checked."""
+    argv = shlex.split(cmd.replace("…", ""))
+    if argv[0] == "make":
+        target = argv[1] if len(argv) > 1 and "=" not in argv[1] else "all"
+        if not re.search(rf"^{re.escape(target)}:", makefile, flags=re.M):
+            return [f"{cmd}: no make target {target}"]
+        return [f"{cmd}: the Makefile reads no {v}" for v in (a.split("=")[0] for a in argv[2:] if "=" in a)
+                if f"$({v})" not in makefile and f"{v} ?=" not in makefile]
+    if argv[0] == "gpucosim":
+        if len(argv) == 1:
+            return []
+        tool = ("gpucosim", argv[1])
+        rest = argv[2:]
+    else:
+        tool = (argv[2],)
+        rest = argv[3:]
+    text = _help(tool, helps)
+    if text is None:
+        return [f"{cmd}: `{' '.join(tool)} --help` fails"]
+    app = None
+    if tool == ("gpucosim", "run") and rest and rest[0].endswith(".py"):
+        if not (ROOT / rest[0]).is_file():
+            return [f"{cmd}: no app {rest[0]}"]
+        app = (ROOT / rest[0]).read_text()
+    bad, after = [], False
+    for a in rest:
+        if a == "--":
+            after = True
+            continue
+        if not a.startswith("--"):
+            continue
+        opt = a.split("=")[0]
+        ours = not after and re.search(rf"{re.escape(opt)}\b", text)
+        if not ours and not (app is not None and f'"{opt}"' in app):
+            bad.append(f"{cmd}: {opt} is an option of neither {' '.join(tool)}" +
+                       (f" nor {rest[0]}" if app is not None else ""))
+    return bad
+
+
+DOCS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+
+
+@pytest.mark.parametrize("path", DOCS)
+def test_inline_commands_name_what_exists(path):
+    """The commands the prose quotes (`python -m testbench.difftest --multi`, `gpucosim run
+    examples/async_submit.py --sim model -- --submits 300`, `make soak N=10000 JOBS=2` ...):
+    the code blocks are checked above and the tutorial's are run by tests/tools/test_tutorial.py,
+    these were not checked at all."""
+    makefile, helps = (ROOT / "Makefile").read_text(), {}
+    bad = [p for cmd in _inline_commands(path) for p in command_problems(cmd, makefile, helps)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_inline_command_check_bites():
+    makefile, helps = (ROOT / "Makefile").read_text(), {}
+    assert _inline_commands("docs/architecture.md")  # (it finds some)
+    cmds = ["make soak N=1 JOBZ=2", "make sok", "python -m testbench.difftst --sim model",
+            "python -m testbench.difftest --mutli", "gpucosim run examples/async_submit.py --sim model -- --submit 3",
+            "gpucosim run examples/hello.py --trce x", "gpucosim run examples/helo.py", "gpucosim dissasm",
+            "gpucosim run APP --sim verilator|icarus|model", "gpucosim run examples/copy_pipeline.py --slots 1",
+            "make formal SOLVER=…"]
+    assert [p for c in cmds for p in command_problems(c, makefile, helps)] == [
+        "make soak N=1 JOBZ=2: the Makefile reads no JOBZ", "make sok: no make target sok",
+        "python -m testbench.difftst --sim model: `testbench.difftst --help` fails",
+        "python -m testbench.difftest --mutli: --mutli is an option of neither testbench.difftest",
+        "gpucosim run examples/async_submit.py --sim model -- --submit 3: --submit is an option of neither "
+        "gpucosim run nor examples/async_submit.py",
+        "gpucosim run examples/hello.py --trce x: --trce is an option of neither gpucosim run nor examples/hello.py",
+        "gpucosim run examples/helo.py: no app examples/helo.py",
+        "gpucosim dissasm: `gpucosim dissasm --help` fails"]
+
+
+# ------------------------------------------------------------------ paths the prose names
+
+TOP = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")} - {"build"}
+
+
+def path_problems(text: str) -> list[str]:
+    """Backquoted paths from the repository's top (`umd/winsys/pool.py`, `testbench/difftest/`,
+    `tests/difftest/test_difftest.py::test_x`) that are not there: modules move (gpucosim/run/,
+    umd/winsys/, spec/gen/ ...) and the prose keeps the old place."""
+    bad = []
+    for m in re.finditer(r"`([A-Za-z0-9_.\-]+/[A-Za-z0-9_.\-/]*)(?:::\w+)?`", text):
+        p = m.group(1)
+        if p.split("/")[0] in TOP and not (ROOT / p).exists():
+            bad.append(f"`{m.group(0).strip('`')}`: no {p}")
+    return bad
+
+
+@pytest.mark.parametrize("path", DOCS)
+def test_paths_named_in_the_docs_exist(path):
+    bad = path_problems((ROOT / path).read_text())
+    assert not bad, f"{path} names paths that are not there:\n" + "\n".join(bad)
+
+
+def test_the_path_check_bites():
+    assert path_problems("`umd/ioctl.py`, `umd/winsys/ioctl.py`, `gen/generate.py` (under spec/), "
+                         "`tests/spec/test_docs.py::test_x`, `tests/test_nope.py::test_x`, `build/crash/`") == [
+        "`umd/ioctl.py`: no umd/ioctl.py", "`tests/test_nope.py::test_x`: no tests/test_nope.py"]

@@ -24,3 +24,16 @@ def test_generator_rejects_unsupported_access(tmp_path, monkeypatch):
     monkeypatch.setattr(generate, "RDL", bad)
     with pytest.raises(ValueError, match=r"^R\.F: sw=rw hw=rw is not supported by the CSR generator$"):
         generate.collect(generate.compile_rdl())
+
+
+def test_lint_help_says_what_it_does_without_linting(capsys, monkeypatch):
+    """`python -m testbench.lint --help` ran the whole lint (four Verilator runs, a minute
+    or more); a misspelt option did too."""
+    monkeypatch.setattr(lint, "lint", lambda w: pytest.fail("linted"))
+    with pytest.raises(SystemExit) as e:
+        lint.main(["--help"])
+    assert e.value.code == 0 and "verilator --lint-only" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        lint.main(["--widht", "32"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == "python -m testbench.lint: error: unrecognized arguments: --widht 32"

@@ -85,6 +85,32 @@ def test_every_example_help_says_what_it_is_in_whole_sentences(app, capsys):
     assert first in out and first.endswith((".", ":")), first
 
 
+@pytest.mark.parametrize("app, argv, message", [
+    # each ran the whole experiment (or part of it) and ended in a traceback and a crash report
+    ("batching", ["--thresholds", "x"], "--thresholds: a comma list of integers, not 'x'"),
+    ("batching", ["--thresholds", "4,0"], "--thresholds: each must be at least 1, not 0"),
+    ("batching", ["--commands", "0"], "--commands must be in 1..65536, not 0"),
+    ("batching", ["--aligns", "8,3"], "--aligns: an IB alignment is a power of two in 1..256 dwords, not 3"),
+    ("producer_consumer", ["--items", "0"], "--items must be in 1..1024, not 0"),
+    ("producer_consumer", ["--poll-interval", "-1"], "--poll-interval must be in 0..65535, not -1"),
+    # a plot it cannot write, found after the run, or written where it does not say (PATH.png)
+    ("batching", ["--plot", "{tmp}"], "--plot {tmp}: a folder, not a file (give a name such as {tmp}/plot.png)"),
+    ("batching", ["--plot", "{tmp}/x.txt"], "--plot {tmp}/x.txt: give a .png, .svg or .pdf file"),
+    ("pools", ["--plot", "{tmp}"], "--plot {tmp}: a folder, not a file (give a name such as {tmp}/plot.png)"),
+    ("pools", ["--plot", "{tmp}/plot"], "--plot {tmp}/plot: give a .png, .svg or .pdf file"),
+])
+def test_example_arguments_are_checked_before_anything_runs(app, argv, message, capsys, tmp_path, monkeypatch):
+    mod = importlib.import_module(f"examples.{app}")
+    import kmd_model
+
+    # (no device bound: an argument error must come before the app opens one)
+    monkeypatch.setattr(kmd_model, "bound", lambda: pytest.fail("the app ran before checking its arguments"))
+    with pytest.raises(SystemExit) as exc:
+        mod.main([a.replace("{tmp}", str(tmp_path)) for a in argv])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"{app}: error: {message.replace('{tmp}', str(tmp_path))}"
+
+
 def test_make_mutate_names_a_bad_part_in_one_line():
     """`make mutate PART=bogus` said "unrecognized arguments: --bogus" (the option PART makes)."""
     if shutil.which("make") is None:

@@ -44,6 +44,16 @@ def test_run_errors(capsys, tmp_path):
         f"gpucosim run: error: --stats-json wants a file, not the folder {tmp_path}")
 
 
+def test_run_help_names_every_log_module():
+    """`gpucosim run --help` lists the --log modules: it left out vm (mappings, VMIDs, TLB
+    flushes), which --log accepts and its error message names."""
+    from gpucosim import cli
+    from kmd_model.log import MODULES
+
+    listed = cli.RUN_EPILOG.split("modules:", 1)[1].split("levels:", 1)[0]
+    assert [m for m in MODULES if f" {m}" not in listed.replace(",", " ").replace("\n", " ")] == []
+
+
 def test_run_refuses_what_it_would_find_out_too_late(capsys, tmp_path, monkeypatch):
     """Bad settings that used to be ignored, or to fail with a traceback (some only after the
     whole run), are one line before anything runs."""
@@ -86,6 +96,31 @@ def test_run_refuses_what_it_would_find_out_too_late(capsys, tmp_path, monkeypat
         "gpucosim run: error: --crash-dir: cannot write in /proc: No such file or directory")
     assert usage_error(capsys, "plot", "build/x.json", "-o", "/proc/p.png") == (
         "gpucosim plot: error: -o: cannot write in /proc: No such file or directory")
+
+
+def test_run_refuses_bad_driver_settings_in_the_environment(capsys, monkeypatch):
+    """GPUCOSIM_CLOCK=bogus ended a simulator run in a 28-line traceback from the build;
+    GPUCOSIM_ASYNC_SUBMIT=maybe in the app's first umd.open(), a traceback and a crash
+    report. Both are one line before anything runs, as GPUCOSIM_LOG and SIM are."""
+    monkeypatch.setenv("GPUCOSIM_CLOCK", "bogus")
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "verilator") == (
+        "gpucosim run: error: GPUCOSIM_CLOCK='bogus': choose hdl or cocotb (in the environment)")
+    monkeypatch.delenv("GPUCOSIM_CLOCK")
+    monkeypatch.setenv("GPUCOSIM_ASYNC_SUBMIT", "maybe")
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model") == (
+        "gpucosim run: error: GPUCOSIM_ASYNC_SUBMIT='maybe': choose 0 or 1 (in the environment)")
+
+
+def test_run_names_an_app_file_that_is_not_text(capsys, tmp_path):
+    """A binary file named like an app (a build product, a mistyped name) was imported: a
+    SyntaxError whose excerpt wrote its raw bytes to the terminal."""
+    app = tmp_path / "blob.py"
+    app.write_bytes(bytes([0x7f, 0x45, 0x4c, 0x46, 0xe5, 0x80, 0x00, 0x01]))
+    assert usage_error(capsys, "run", str(app), "--sim", "model") == \
+        f"gpucosim run: error: {app} is not a Python file: byte 4 is not UTF-8 text"
+    app.write_bytes(b"def main():\n    return 0\n\0\0")
+    assert usage_error(capsys, "run", str(app), "--sim", "model") == \
+        f"gpucosim run: error: {app} is not a Python file: it holds NUL bytes"
 
 
 def test_app_arguments_without_dashes(capsys):
@@ -183,6 +218,20 @@ def test_run_exit_code_args_and_exit_report(tmp_path):
     assert "LEAK: 1 buffer(s) of the app, 8 KiB, never freed: <umd.Buffer GTT " in r.stderr
     assert "LEAK: 1 buffer object(s), 256 KiB still allocated at exit" in r.stderr  # its slab: 32 entries
     assert "fences: " in r.stderr and "ioctls: " in r.stderr
+
+
+def test_run_names_a_device_the_app_never_closed(tmp_path):
+    """An app that opens a device and forgets gpu.close() (nothing allocated, so no BO is
+    left to report) ended without a word."""
+    app = tmp_path / "open_only.py"
+    app.write_text("import umd\n"
+                   "def main():\n"
+                   "    umd.open(api_version=2)\n"
+                   "    return 0\n")
+    r = gpucosim("run", str(app), "--sim", "model")
+    assert r.returncode == 0, r.stderr
+    assert "  LEAK: the app never closed its device (model, fd 3): gpu.close() frees its buffers, queues and " \
+           "pools" in r.stderr.splitlines()
 
 
 def test_run_writes_a_crash_report_on_an_exception(tmp_path):

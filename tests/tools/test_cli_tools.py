@@ -123,6 +123,21 @@ def test_disasm_errors(capsys, tmp_path):
         assert usage_error(capsys, "disasm", str(js)) == f"gpucosim disasm: error: {js}: {message}"
 
 
+def test_disasm_names_a_cut_short_trace_or_crash_report(capsys, tmp_path):
+    """A trace or crash report cut short (a full disk, a killed run, a partial copy) was read
+    as a plain hex dump: "'{"traceEvents":[...' is not a hex dword", "'gpucosim' is not a
+    hex dword". It says what the file is and what is wrong with it."""
+    js = tmp_path / "t.json"
+    js.write_text('{"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "UM')
+    assert usage_error(capsys, "disasm", str(js)) == \
+        f"gpucosim disasm: error: {js} is not a JSON trace (line 1, column 81: Unterminated string starting at)"
+    report = tmp_path / "crash-app-model-1-1.txt"
+    report.write_text("gpucosim crash report\napp:     examples/gpu_error.py\nbackend: model\n\n== registers ==\n"
+                      "  STATUS = 0x00000105: IDLE=1 ERROR=1 LEVEL=IB1 (1)\n")
+    assert usage_error(capsys, "disasm", str(report)) == \
+        f"gpucosim disasm: error: {report}: a crash report without its dumps (no `-- dump:` section: cut short?)"
+
+
 # ------------------------------------------------------------------------------ bench, plot
 
 def test_bench_calls_testbench_bench(monkeypatch):
@@ -156,6 +171,16 @@ def test_plot_errors(capsys, tmp_path):
         f"gpucosim plot: error: {empty}: no events to draw"
     assert usage_error(capsys, "plot", str(empty)) == \
         "gpucosim plot: error: the following arguments are required: -o/--output"
+    # a window that ends before it starts drew an empty picture (the end moved to start + 1)
+    trace = tmp_path / "ok.json"
+    trace.write_text('[{"ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1, "name": "a"}]')
+    assert usage_error(capsys, "plot", str(trace), "-o", str(tmp_path / "x.png"), "--from", "500", "--to", "100") == \
+        "gpucosim plot: error: --to 100 is not after --from 500"
+    assert not (tmp_path / "x.png").exists()
+    # a window with nothing in it (past the run; ns taken for cycles) drew an empty picture
+    assert usage_error(capsys, "plot", str(trace), "-o", str(tmp_path / "x.png"), "--from", "5000", "--to", "9000") == \
+        f"gpucosim plot: error: {trace}: no events between cycles 5000 and 9000 (the run spans cycles 100 to 300)"
+    assert not (tmp_path / "x.png").exists()
 
 
 @pytest.mark.parametrize("text, message", [

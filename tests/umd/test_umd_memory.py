@@ -330,6 +330,41 @@ def test_exit_report_counts_only_the_apps_buffers_as_leaks():
         sorted(shown.split(", ")) == sorted([repr(keep), repr(a)]), leak
 
 
+def test_exit_report_names_a_device_the_app_never_closed():
+    """An app that forgets gpu.close() saw only BO leaks (its slabs, its queue's IBs) and no
+    word of the cause; a closed device gets no such line."""
+    from gpucosim.crash import exit_report
+
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open()
+    q = gpu.queue()
+    q.write(gpu.alloc(64), 0, 1)
+    q.signal().wait()
+    text, _ = exit_report(kmd, [], {}, devices=[gpu])
+    assert [ln for ln in text.splitlines() if "closed" in ln] == [
+        f"  LEAK: the app never closed its device ({gpu.name}, fd {gpu.ws.file.fd}): "
+        "gpu.close() frees its buffers, queues and pools"]
+    assert "never closed" not in exit_report(kmd, [], {}, devices=[gpu], at_exit=False)[0]  # (a crash report)
+    gpu.close()
+    assert "never closed" not in exit_report(kmd, [], {}, devices=[gpu])[0]
+    kmd_model.unbind()
+
+
+def test_an_allocation_larger_than_the_va_space_is_one_error():
+    """alloc(1 TiB): the pool drains its caches and tries again; the second OutOfMemory was
+    raised inside the handler of the first, so the app's traceback showed both, joined by
+    "During handling of the above exception, another exception occurred"."""
+    from umd.errors import OutOfMemory
+
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    with pytest.raises(OutOfMemory, match=r"^GPU virtual address space exhausted: no free range of 0x10000001000 ") as ei:
+        gpu.alloc(1 << 40, "vram")
+    assert ei.value.__context__ is None
+    gpu.close()
+    kmd_model.unbind()
+
+
 def test_a_slab_goes_back_to_the_cache_only_once_its_last_entry_is_free():
     """A slab whose entries are all free again returns to the BO cache, unless it is the only
     slab of its size class; one that still has a live entry stays, whatever else was freed."""

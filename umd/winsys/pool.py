@@ -153,7 +153,9 @@ class MemoryManager:
         try:
             va = self.va.alloc(size, alignment)
         except OutOfMemory:
-            self._drain()
+            va = None
+        if va is None:  # (retried outside the handler: a second failure is the one error the app
+            self._drain()  # sees, not one raised "during handling of" the first)
             va = self.va.alloc(size, alignment)
         try:  # `alignment` is the VA's: the GPU reaches the memory through 4 KiB PTEs, so
             # where the kernel puts it needs only a page (asking for more strands VRAM before it)
