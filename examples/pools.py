@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass
 
 import gpucosim
+from gpucosim.trace.plot import picture_path_problem
 import kmd_model
 import umd
 
@@ -115,13 +116,10 @@ def plot(runs: list[Run], path: str, backend: str) -> None:
 
 
 def _check_plot(ap: argparse.ArgumentParser, path: str) -> None:
-    """A picture matplotlib can write there: a .png, .svg or .pdf in a folder that exists
-    (without a suffix it would write PATH.png and the app would name PATH)."""
+    """A picture matplotlib can write there, in a folder that exists: refused before the run."""
+    if problem := picture_path_problem(path):
+        ap.error(f"--plot {problem}")
     folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        ap.error(f"--plot {path}: a folder, not a file (give a name such as {os.path.join(path, 'plot.png')})")
-    if os.path.splitext(path)[1].lower() not in (".png", ".svg", ".pdf"):
-        ap.error(f"--plot {path}: give a .png, .svg or .pdf file")
     if not os.path.isdir(folder):
         ap.error(f"--plot {path}: no such directory {folder}")
 

@@ -347,8 +347,10 @@ def cmd_regs(p, args) -> int:
 
 
 def cmd_plot(p, args) -> int:
-    from .trace.plot import PlotError, plot
+    from .trace.plot import PlotError, picture_path_problem, plot
 
+    if problem := picture_path_problem(args.output):
+        p.error(f"-o {problem}")
     _writable_file(p, "-o", Path(args.output))
     if args.start is not None and args.end is not None and args.end <= args.start:
         p.error(f"--to {args.end:g} is not after --from {args.start:g}")

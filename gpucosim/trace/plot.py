@@ -18,6 +18,23 @@ class PlotError(ValueError):
     pass
 
 
+# What a picture may be written as. matplotlib picks the format from the suffix: with none it
+# writes PATH.png (so a tool naming PATH would name a file that is not there), and with one it
+# does not know it raises after the whole run. These three cover the screen, the web and print.
+PICTURE_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def picture_path_problem(path: str | Path) -> str | None:
+    """Why a picture cannot be written to `path` as given (one line, starting with the path),
+    or None. Shared by `gpucosim plot -o` and the examples' `--plot`, before they run."""
+    p = Path(path)
+    if p.is_dir():
+        return f"{path}: a folder, not a file (give a name such as {p / 'plot.png'})"
+    if p.suffix.lower() not in PICTURE_SUFFIXES:
+        return f"{path}: give a .png, .svg or .pdf file"
+    return None
+
+
 def _color(name: str, cmap) -> tuple:
     key = name.split(" ", 1)[0]
     return cmap((zlib.crc32(key.encode()) % 20) / 20)

@@ -181,6 +181,17 @@ def test_plot_errors(capsys, tmp_path):
     assert usage_error(capsys, "plot", str(trace), "-o", str(tmp_path / "x.png"), "--from", "5000", "--to", "9000") == \
         f"gpucosim plot: error: {trace}: no events between cycles 5000 and 9000 (the run spans cycles 100 to 300)"
     assert not (tmp_path / "x.png").exists()
+    # -o without a suffix: matplotlib wrote x.png while the tool said it wrote x; a suffix it does not
+    # know raised its ValueError as a traceback after the trace was read
+    for name in ("x", "x.txt", "x.PNGX"):
+        assert usage_error(capsys, "plot", str(trace), "-o", str(tmp_path / name)) == \
+            f"gpucosim plot: error: -o {tmp_path / name}: give a .png, .svg or .pdf file"
+    assert usage_error(capsys, "plot", str(trace), "-o", str(tmp_path)) == \
+        f"gpucosim plot: error: -o {tmp_path}: a folder, not a file (give a name such as {tmp_path / 'plot.png'})"
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["notes.txt", "ok.json", "t.json"]
+    assert cli.main(["plot", str(trace), "-o", str(tmp_path / "x.SVG")]) == 0
+    assert capsys.readouterr().out.strip() == f"gpucosim: wrote {tmp_path / 'x.SVG'}"
+    assert (tmp_path / "x.SVG").read_bytes().lstrip().startswith(b"<?xml")
 
 
 @pytest.mark.parametrize("text, message", [
