@@ -77,7 +77,10 @@ formal: $(STAMP)
 		$(if $(DEEP),--deep)
 
 ## The long RTL-vs-model campaign: make soak N=10000 [SIM=verilator,icarus] [GPUCOSIM_SEED=1234] [JOBS=2]
+# N and M checked here: an error from difftest would name its options (--streams), not N
 soak: $(STAMP)
+	@$(foreach v,N M,$(if $(and $($(v)),$(shell echo '$($(v))' | grep -vxE '[1-9][0-9]*')),\
+		echo "make soak: $(v)=$($(v)): a positive whole number of streams" >&2; exit 2;))
 	$(PY) -m testbench.difftest --streams $(or $(N),10000) --sim $(or $(SIM),verilator) --jobs $(JOBS) \
 		--multi-streams $(or $(M),2000) $(if $(GPUCOSIM_SEED),--seed $(GPUCOSIM_SEED))
 

@@ -119,3 +119,15 @@ def test_make_mutate_names_a_bad_part_in_one_line():
     r = subprocess.run(["make", "-s", "mutate", "PART=bogus", "STAMP=", f"PY={sys.executable}"],
                        cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.splitlines()[0] == "make mutate: PART=bogus: choose python or rtl", r.stderr
+
+
+@pytest.mark.parametrize("var, value", [("N", "abc"), ("N", "0"), ("M", "-5"), ("N", "1e3")])
+def test_make_soak_names_a_bad_count_in_one_line(var, value):
+    """`make soak N=abc` was refused by difftest as "--streams: ..." (the option N makes), after
+    the make line; a user gave N, so N is named."""
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    r = subprocess.run(["make", "-s", "soak", f"{var}={value}", "STAMP=", f"PY={sys.executable}"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.splitlines()[0] == \
+        f"make soak: {var}={value}: a positive whole number of streams", r.stderr
