@@ -52,7 +52,6 @@ def ioctl_def(request: Request) -> Callable[[Handler], Handler]:
 class Call:
     """An ioctl as the kernel copied it in (`copy_in_call`), before the driver's lock is taken."""
 
-    request: Any  # an int (or a uapi enum), else the value given, as an Opaque (or a bool)
     name: str  # the request's name, for messages and traces
     desc: IoctlDesc | None
     args: Any  # the kernel's copy of the arguments, or an Opaque of what was given
@@ -75,12 +74,12 @@ def copy_in_call(request: Any, args: Any) -> Call:
         name = shown(request)
     desc = IOCTLS.get(request) if is_int else None
     if desc is None:
-        return Call(request, name, None, Opaque(args), KmdError(errno.EINVAL, f"unknown ioctl request {name}"))
+        return Call(name, None, Opaque(args), KmdError(errno.EINVAL, f"unknown ioctl request {name}"))
     if not isinstance(args, desc.args):
-        return Call(request, name, desc, Opaque(args), KmdError(
+        return Call(name, desc, Opaque(args), KmdError(
             errno.EINVAL, f"{name}: arguments must be a {desc.args.__name__}, not {type(args).__name__}"))
     # the handler sees the kernel's copy, never the client's objects
-    return Call(request, name, desc, copy_in(args, desc.args), None)
+    return Call(name, desc, copy_in(args, desc.args), None)
 
 
 def dispatch(file: "File", call: Call) -> Any:

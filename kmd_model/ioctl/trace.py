@@ -38,7 +38,9 @@ CLIP = 64  # characters of an ioctl's arguments or result shown in a trace line
 
 
 def _clip(text: str) -> str:
-    return text if len(text) <= CLIP else text[:CLIP - 4] + "...}"
+    """Cut as strace -s does, keeping the closing bracket: a structure's `}`, or the `)` of a
+    wrong-kind argument's repr (an Opaque), so the line still reads as one value."""
+    return text if len(text) <= CLIP else text[:CLIP - 4] + "..." + text[-1]
 
 
 # ------------------------------------------------------------------------------ formatting

@@ -392,6 +392,14 @@ def check_trace(dev):
     assert text[5].startswith("ioctl(fd 3, CS, {ctx_id=1, chunks=[Ib(0x10, 8 dw)]}) = -1 EFAULT (CS: IB at "
                               "0x10+0x20 is outside every mapping of context 1) <")
     assert seen[5].error.errno == errno.EFAULT and seen[5].result is None
+    # a refused request or argument kind still shows what was given (the kernel's one-line copy)
+    for request, args in ((0x99, uapi.GemCreateArgs(0x1000)), (Request.GEM_CREATE, uapi.CtxArgs(CtxOp.ALLOC))):
+        with pytest.raises(KmdError):
+            c.io(request, args)
+    assert str(seen[6]).startswith("ioctl(fd 3, 0x99, GemCreateArgs(size=4096, alignment=0, ")
+    assert " = -1 EINVAL (unknown ioctl request 0x99) <0 cycles, " in str(seen[6])
+    assert str(seen[7]).startswith("ioctl(fd 3, GEM_CREATE, CtxArgs(op=<CtxOp.ALLOC: 1>, ctx_id=0, ")
+    assert " = -1 EINVAL (GEM_CREATE: arguments must be a GemCreateArgs, not CtxArgs) <0 cycles, " in str(seen[7])
 
 
 CHECKS = [check_bind_and_info, check_dispatch_errors, check_gem, check_gem_errors, check_ctx,

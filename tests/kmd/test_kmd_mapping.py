@@ -120,3 +120,50 @@ def test_a_revocation_the_kernel_refuses_raises_its_errno(monkeypatch):
         with pytest.raises(OSError, match="revoking a BO mapping failed") as ei:
             Mapping(m.array[1:], m.mm).revoke("gone")
         assert ei.value.errno == errno.EINVAL
+
+
+def test_a_sub_mapping_falls_with_its_mapping_and_alone():
+    """The UMD hands each buffer of a slab a sub-mapping (umd.Buffer's CPU view): revoking it
+    (Buffer.free) leaves the rest of the BO's mapping usable, and revoking the BO's mapping
+    (GEM_CLOSE) revokes every sub-mapping of it too, with the BO's reason, however deep."""
+    mem = np.zeros(0x10000, np.uint8)
+    m = map_bo(mem, None, 0x1000, 0x1000)
+    a, revoke_a = mapping.sub_mapping(m.array, 0, 0x40)
+    b, _ = mapping.sub_mapping(m.array, 0x40, 0x80)
+    bb, _ = mapping.sub_mapping(b, 0x10, 0x20)  # a view's own sub-mapping
+    a[:2] = [1, 2]
+    bb[0] = 9
+    assert mem[0x1000:0x1002].tolist() == [1, 2] and mem[0x1050] == 9
+    revoke_a("freed")
+    with pytest.raises(MappingRevoked, match="^freed$"):
+        a[0] = 7
+    b[0] = 3  # its neighbours are untouched
+    assert m.array[0x40] == 3 and mem[0x1000] == 1
+    m.revoke("the BO is closed")
+    for view in (b, bb, a):
+        with pytest.raises(MappingRevoked, match="^(the BO is closed|freed)$"):
+            view[0] = 5
+    with pytest.raises(MappingRevoked, match="^the BO is closed$"):
+        bb[0]
+    assert mem[0x1040] == 3 and mem[0x1050] == 9
+
+
+def test_ndarray_attributes_see_the_bytes_until_revoked():
+    """`.flat`, `.T`, `.real`, `.data` ... reach the bytes without an item access: while the
+    mapping is valid they are numpy's own (reading and writing the device's memory); after
+    revocation each raises MappingRevoked, reading and writing."""
+    mem = np.zeros(0x10000, np.uint8)
+    m = map_bo(mem, None, 0x1000, 0x1000)
+    u = m.array.view("<u4")
+    u[:4] = [1, 2, 3, 4]
+    assert list(u[:4].flat) == [1, 2, 3, 4] and u[:4].T.tolist() == [1, 2, 3, 4]
+    assert u[:4].real.tolist() == [1, 2, 3, 4] and bytes(u[:1].data) == b"\x01\0\0\0"
+    u[:4].flat = 7  # the setter too writes the device's bytes
+    assert mem[0x1000:0x1010].view("<u4").tolist() == [7] * 4
+    m.revoke("gone")
+    for name in ("flat", "T", "real", "data", "ctypes"):
+        with pytest.raises(MappingRevoked, match="^gone$"):
+            getattr(u, name)
+    with pytest.raises(MappingRevoked, match="^gone$"):
+        u.flat = 0
+    assert mem[0x1000:0x1010].view("<u4").tolist() == [7] * 4

@@ -516,7 +516,9 @@ def test_what_a_buffer_is_cannot_be_rewritten_by_the_app():
         off = b.gpu_addr - a.gpu_addr  # b's first dword, by a's offsets
         with pytest.raises(ValueError, match=rf"^write: \[{off:#x}, {off + 4:#x}\) is outside the 0x40-byte buffer$"):
             q.write(a, off, [0xBAD])
+        assert a.freed is False  # (a bool, as documented: not merely falsy)
         a.free()
+        assert a.freed is True
         with pytest.raises(AttributeError):
             a.freed = False
         with pytest.raises(ValueError, match="was freed"):

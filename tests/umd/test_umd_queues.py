@@ -518,6 +518,7 @@ def test_wait_mem_and_upload_arguments_name_the_call(engine):
                                         "array of object$"):
         q.upload(buf, 0, np.array([object()]))
     q.wait_mem(buf, 0, 0, poll_interval=0xFFFF)
+    q.wait_mem(buf, 0, 0, poll_interval=0)  # both ends of the range are the packet's
     q.finish()
 
 
