@@ -88,6 +88,7 @@ TESTS = (
     "tests/security/test_security_umd.py",
     "tests/security/test_security_ioctl.py",
     "tests/security/test_security_long.py",
+    "tests/security/test_security_hostile_program.py",
     "tests/umd/test_umd_api.py",
     "tests/umd/test_umd_batching.py",
     "tests/umd/test_umd_cmdbuf.py",
