@@ -42,17 +42,20 @@ class ClientsMixin:
         return f
 
     def ctx_alloc(self, file: File, priority: int = 2) -> Context:
-        ctx = Context(self.next_ctx_id, file, self.params.initial_seq)
+        # ids are the file's own, as amdgpu's (an idr per file): a client's ids say nothing
+        # of other clients, and another file's id names nothing here. Unlike idr_alloc, a
+        # freed id is not handed out again by this file: a stale id is EINVAL, not a new context
+        ctx = Context(file.next_ctx_id, file, self.params.initial_seq)
         ctx.priority = priority
-        self.next_ctx_id += 1
-        self.contexts[ctx.id] = ctx
+        file.next_ctx_id += 1
+        self.contexts[file.fd, ctx.id] = ctx
         file.contexts[ctx.id] = ctx
         return ctx
 
     def ctx_free(self, ctx: Context) -> None:
         """Queued and running jobs still complete (their BOs stay alive until then)."""
         ctx.file.contexts.pop(ctx.id, None)
-        self.contexts.pop(ctx.id, None)
+        self.contexts.pop((ctx.file.fd, ctx.id), None)
         for s in self.scheds:
             s.remove_context(ctx)
 
