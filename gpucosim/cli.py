@@ -21,6 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from testbench.argtypes import OneLineParser
+
 from . import __version__
 
 BACKENDS = ("verilator", "icarus", "model")
@@ -40,8 +42,8 @@ debug, info, warning, error; a bare level applies to all.
 """
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse, with `gpucosim <sub>: error: ...` and exit code 2 for usage errors."""
+class Parser(OneLineParser):
+    """argparse, with `gpucosim <sub>: error: ...` (one line) and exit code 2 for usage errors."""
 
 
 def _default_backend() -> str | None:

@@ -16,13 +16,14 @@ A workload counts only when it passed (exit code 0) on every backend. Part of
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from testbench.argtypes import OneLineParser
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (testbench/bench/model_speed.py)
 
@@ -109,7 +110,7 @@ def summary(result: dict, sims: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m testbench.bench.model_speed", description=__doc__.splitlines()[0])
+    ap = OneLineParser(prog="python -m testbench.bench.model_speed", description=__doc__.splitlines()[0])
     ap.add_argument("--sims", default="verilator", help="simulators to compare against (default verilator)")
     ap.add_argument("--only", nargs="*", choices=sorted(WORKLOADS), help="a subset of the workloads")
     ap.add_argument("-o", "--output", help="write the table as JSON here")
