@@ -28,6 +28,7 @@ from pathlib import Path
 from amaranth.back import rtlil
 
 from testbench.argtypes import OneLineParser, int_at_least
+from testbench.pipes import pipe_safe
 
 from . import properties
 
@@ -387,6 +388,7 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+@pipe_safe
 def main(argv=None) -> int:
     from concurrent.futures import ThreadPoolExecutor
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from rtl.cp import CommandProcessor
 from testbench import sim
 from testbench.argtypes import OneLineParser
+from testbench.pipes import pipe_safe
 from testbench.sim.design import gpu_design
 from testbench.sim.dma_design import dma_design
 
@@ -184,6 +185,7 @@ def plot(rows: list[dict], latency: int, path: Path, cp_rows: list[dict] = ()) -
     plt.close(fig)
 
 
+@pipe_safe
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="python -m fpga.sweep", description=__doc__.splitlines()[0])
     ap.add_argument("--points", help="comma-separated wWIDTH:rREADS:fFIFO (default: the built-in set)")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from testbench import sim
 from testbench.argtypes import OneLineParser
+from testbench.pipes import pipe_safe
 from testbench.sim.design import gpu_design
 
 # metric → (goal text, check on the value or None)
@@ -219,6 +220,7 @@ def async_flush_cpu(submits: int = 300) -> dict:
             "umd_flush_async_vs_sync": asy / sync}
 
 
+@pipe_safe
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="python -m testbench.bench", description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--data-width", type=int, default=64, choices=(32, 64, 128, 256))

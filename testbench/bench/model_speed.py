@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 from testbench.argtypes import OneLineParser
+from testbench.pipes import pipe_safe
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (testbench/bench/model_speed.py)
 
@@ -109,6 +110,7 @@ def summary(result: dict, sims: list[str]) -> dict:
     return out
 
 
+@pipe_safe
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="python -m testbench.bench.model_speed", description=__doc__.splitlines()[0])
     ap.add_argument("--sims", default="verilator", help="simulators to compare against (default verilator)")

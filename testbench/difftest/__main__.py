@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from ..argtypes import OneLineParser, int_at_least
+from ..pipes import pipe_safe
 from .campaign import (Caps, Progress, Report, explain, make_stream, master_seed, model_caps, run_model,
                        run_model_pair)
 from .compare import compare
@@ -52,6 +53,7 @@ def wrapped(text: str, width: int = LIST_WIDTH) -> str:
     return "\n".join(out)
 
 
+@pipe_safe
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="python -m testbench.difftest", description=__doc__.splitlines()[0])
     ap.add_argument("--sim", default="verilator",

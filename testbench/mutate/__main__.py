@@ -25,6 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..argtypes import OneLineParser, fraction, int_at_least, positive_float
+from ..pipes import pipe_safe
 from . import scope, survivors
 from .pymut import ROOT, TIMEOUT_CODES, PyCampaign
 from .report import Outcome, Report
@@ -33,6 +34,7 @@ DEFAULT_SEED = 20240605
 DEFAULT_SAMPLE = 0.10  # the whole chosen set runs in the 30-minute budget on a quiet machine
 
 
+@pipe_safe
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="python -m testbench.mutate", description=__doc__.splitlines()[0])
     part = ap.add_mutually_exclusive_group()

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..argtypes import OneLineParser
+from ..pipes import pipe_safe
 from .patch import ROOT, Patch, run_pytest, scratch_copy
 
 SIM = "icarus"
@@ -255,6 +256,7 @@ def run_rtl(report, deadline: float, jobs: int = 2, names: list[str] | None = No
             "seconds_each": {n: (round(r.seconds, 1) if r else None) for n, r in results.items()}}
 
 
+@pipe_safe
 def main(argv: list[str]) -> int:
     known = [m.patch.name for m in MUTANTS]
     ap = OneLineParser(prog="python -m testbench.mutate.rtl",
