@@ -56,9 +56,8 @@ class CpErrorState:
         p = packets.by_opcode.get(self.opcode)
         return p.name if p else None
 
-    def what(self, ib_levels: int | None = None, va_bits: int | None = None) -> str:
-        """The error itself, without place or owner. `va_bits`: the page tables' reach, which
-        tells a RANGE fault at an address above 2^48 (latched by its low 48 bits) apart."""
+    def what(self, ib_levels: int | None = None) -> str:
+        """The error itself, without place or owner."""
         name = self.opcode_name or f"opcode {self.opcode:#x}"
         code = self.code
         if code == CpError.ILLEGAL_OPCODE:
@@ -95,10 +94,6 @@ class CpErrorState:
                    vm_spec.Cause.PERMISSION: "permission missing",
                    vm_spec.Cause.RANGE: "beyond the page tables",
                    vm_spec.Cause.WALK_ERROR: f"page-table read failed at level {f['LEVEL']}"}[f["CAUSE"]]
-            if f["CAUSE"] == vm_spec.Cause.RANGE and va_bits is not None and self.addr < 1 << va_bits:
-                # the latch holds bits 47:0 only: a range fault inside the tables' reach was an
-                # address at or above 2^48, whose low bits alone would name a mapped page
-                why += ": the address has bits above 47, and the CP latches only bits 47:0"
             pkt = f" in {self.opcode_name}" if self.opcode_name else ""
             return (f"VM fault: {vm_spec.Access(f['ACCESS']).name} at {self.addr:#x}{pkt} "
                     f"(VMID {f['VMID']}, {why})")

@@ -86,24 +86,12 @@ def test_vm_fault_says_why_exactly(cause, level, access, why):
         f"VM fault: {access.name} at 0x5000 (VMID 5, {why})"  # no packet: a ring fetch
 
 
-def test_range_fault_above_2_48_is_said_to_be():
-    """The fault latch holds an address's bits 47:0, so a RANGE fault for an address at or
-    above 2^48 shows one inside the page tables' reach: the sentence says the high bits were
-    there (with `va_bits`, the tables' reach); a RANGE fault beyond the reach needs no note."""
-    F = regs.VM_FAULT_STATUS
-    status = F.CAUSE.put(vm_spec.Cause.RANGE) | F.ACCESS.put(vm_spec.Access.WRITE) | F.VMID.put(1)
-    s = CpErrorState(CpError.VM_FAULT, 1, WD, 0x100100, 0, status)
-    assert s.what(va_bits=30) == ("VM fault: WRITE at 0x100100 in WRITE_DATA (VMID 1, beyond the page tables: "
-                                  "the address has bits above 47, and the CP latches only bits 47:0)")
-    assert s.what() == "VM fault: WRITE at 0x100100 in WRITE_DATA (VMID 1, beyond the page tables)"
-    far = CpErrorState(CpError.VM_FAULT, 1, WD, 1 << 30, 0, status)
-    assert far.what(va_bits=30) == f"VM fault: WRITE at {1 << 30:#x} in WRITE_DATA (VMID 1, beyond the page tables)"
-
-
 def test_unchecked_write_above_2_48_is_reported_so():
     """With the CS checker off (the checker itself refuses such an address at CS, naming it
-    whole: tests/kmd/test_kmd_checker.py), a WRITE_DATA at 2^48 + a mapped address reaches
-    the MMU, which latches the low 48 bits: the KMD's report says the address was above them."""
+    whole: tests/kmd/test_kmd_checker.py), a WRITE_DATA at 2^48 + a mapped address is the
+    CP's BUS_DECERR at the low 48 bits, translated as untranslated: the CP checks the bus's
+    48 bits before the MMU sees the address (the RTL does; the model gave a VM fault,
+    RANGE, and the KMD said "beyond the page tables")."""
     import kmd_model
     from kmd_model.uapi import KmdError
     from spec import pm4
@@ -115,7 +103,6 @@ def test_unchecked_write_above_2_48_is_reported_so():
     seq = c.submit(c.ib(bo, pm4.write_data(1 << 48 | (bo.addr + 0x100), [1])))
     with pytest.raises(KmdError) as ei:
         c.wait(seq)
-    assert ei.value.message == (f"WAIT_CS: VM fault: WRITE at {bo.addr + 0x100:#x} in WRITE_DATA (VMID 1, beyond "
-                                "the page tables: the address has bits above 47, and the CP latches only bits "
-                                f"47:0) at IB+0x0, context {c.ctx}")
-    assert not bo.u32[0x40] and kmd.stats["vm_faults"] == 1
+    assert ei.value.message == (f"WAIT_CS: bus error DECERR at address {bo.addr + 0x100:#x} in WRITE_DATA at IB+0x0, "
+                                f"context {c.ctx}")
+    assert not bo.u32[0x40] and kmd.stats["vm_faults"] == 0
