@@ -15,11 +15,11 @@ flush() returns at once, the work is only moved, not shared.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
 import umd
+from testbench.argtypes import OneLineParser
 
 
 def run(submits: int, writes: int, async_submit: bool) -> dict:
@@ -46,7 +46,7 @@ def run(submits: int, writes: int, async_submit: bool) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="async_submit", description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap = OneLineParser(prog="async_submit", description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--submits", type=int, default=200, help="flushes (default 200)")
     ap.add_argument("--writes", type=int, default=4, help="dwords written per flush (default 4)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)

@@ -25,6 +25,7 @@ import gpucosim
 from gpucosim.trace.plot import picture_path_problem
 import kmd_model
 import umd
+from testbench.argtypes import OneLineParser
 
 THRESHOLDS = (1, 2, 4, 8, 16, 32, 64, 128)
 ALIGNS = (1, 8, 64)
@@ -135,7 +136,7 @@ def _check_plot(ap: argparse.ArgumentParser, path: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="batching", description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap = OneLineParser(prog="batching", description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--commands", type=int, default=256, help="writes per configuration (default 256)")
     ap.add_argument("--thresholds", default=",".join(map(str, THRESHOLDS)), help="flush thresholds, comma list")
     ap.add_argument("--aligns", default=",".join(map(str, ALIGNS)), help="IB alignments in dwords, comma list")

@@ -23,17 +23,17 @@ so in one line.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import numpy as np
 
 import gpucosim
 import umd
+from testbench.argtypes import OneLineParser
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="copy_pipeline", description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap = OneLineParser(prog="copy_pipeline", description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--chunks", type=int, default=8, help="chunks through the pipeline (1-256)")
     ap.add_argument("--slots", type=int, default=2, help="staging slots between the engines (1-16)")
     ap.add_argument("--chunk-bytes", type=int, default=4096, help="bytes per chunk, a multiple of 4 (4-65536)")

@@ -15,13 +15,13 @@ the app says so and exits 2.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import numpy as np
 
 import umd
 from spec import pm4
+from testbench.argtypes import OneLineParser
 
 # (bytes, source offset, destination offset): aligned, misaligned both ways, big
 CASES = [(16, 0, 0), (64, 4, 0), (100, 1, 3), (4096, 0, 0), (4093, 7, 2), (65536, 0, 512)]
@@ -43,7 +43,7 @@ def record_copy(q, dst, dst_off: int, src, src_off: int, n: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="memcpy", description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap = OneLineParser(prog="memcpy", description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     rng = np.random.default_rng(args.seed)

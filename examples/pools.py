@@ -28,6 +28,7 @@ import gpucosim
 from gpucosim.trace.plot import picture_path_problem
 import kmd_model
 import umd
+from testbench.argtypes import OneLineParser
 
 SIZES = (64, 100, 256, 640, 1000, 2048, 4096)
 
@@ -125,7 +126,7 @@ def _check_plot(ap: argparse.ArgumentParser, path: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="pools", description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap = OneLineParser(prog="pools", description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--allocs", type=int, default=10_000, help="allocations per run (default 10,000)")
     ap.add_argument("--live", type=int, default=256, help="buffers alive at most (default 256)")
     ap.add_argument("--seed", type=int, default=1)

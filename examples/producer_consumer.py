@@ -24,7 +24,6 @@ WAIT_REG_MEM packets show their poll phases, and the fences the slots' turnover.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import numpy as np
@@ -32,12 +31,13 @@ import numpy as np
 import gpucosim
 import umd
 from spec import pm4
+from testbench.argtypes import OneLineParser
 
 SLOT_BYTES = 64
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="producer_consumer", description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap = OneLineParser(prog="producer_consumer", description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--items", type=int, default=24)
     ap.add_argument("--slots", type=int, default=4)
     ap.add_argument("--poll-interval", type=int, default=16, help="cycles between the CP's polls")

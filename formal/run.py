@@ -12,7 +12,6 @@ docs/formal.md for the measured comparison). Work directories live under build/f
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import os
@@ -28,7 +27,8 @@ from pathlib import Path
 
 from amaranth.back import rtlil
 
-from testbench.argtypes import int_at_least
+from testbench.argtypes import OneLineParser, int_at_least
+from testbench.pipes import pipe_safe
 
 from . import properties
 
@@ -388,13 +388,14 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+@pipe_safe
 def main(argv=None) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     from . import mutants as mutants_mod
 
-    ap = argparse.ArgumentParser(prog="python -m formal",
-                                 description="Prove the front end's properties (formal/properties.py) with SymbiYosys.")
+    ap = OneLineParser(prog="python -m formal",
+                       description="Prove the front end's properties (formal/properties.py) with SymbiYosys.")
     ap.add_argument("--groups", help="comma-separated groups (default: all): " + ", ".join(properties.GROUPS))
     ap.add_argument("--solver", choices=SOLVERS,
                     help="for every group (default: each group's own, the fastest measured)")

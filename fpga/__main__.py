@@ -9,6 +9,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from testbench.argtypes import OneLineParser
+from testbench.pipes import pipe_safe
+
 from . import report
 from .blocks import KINDS, WIDTHS, default_blocks
 from .flow import SEEDS, FlowError
@@ -22,8 +25,9 @@ def _ints(text: str, what: str, ap: argparse.ArgumentParser) -> list[int]:
         ap.error(f"--{what}: expected comma-separated integers, not {text!r}")
 
 
+@pipe_safe
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m fpga", description=__doc__.splitlines()[0])
+    ap = OneLineParser(prog="python -m fpga", description=__doc__.splitlines()[0])
     ap.add_argument("--blocks", default=",".join(KINDS), help=f"comma-separated, of {', '.join(KINDS)}")
     ap.add_argument("--widths", default=",".join(map(str, WIDTHS)))
     ap.add_argument("--seeds", default=",".join(map(str, SEEDS)))

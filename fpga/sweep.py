@@ -17,7 +17,6 @@ front — no other point is both smaller and faster — drawn as steps).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -27,6 +26,8 @@ from pathlib import Path
 
 from rtl.cp import CommandProcessor
 from testbench import sim
+from testbench.argtypes import OneLineParser
+from testbench.pipes import pipe_safe
 from testbench.sim.design import gpu_design
 from testbench.sim.dma_design import dma_design
 
@@ -184,8 +185,9 @@ def plot(rows: list[dict], latency: int, path: Path, cp_rows: list[dict] = ()) -
     plt.close(fig)
 
 
+@pipe_safe
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m fpga.sweep", description=__doc__.splitlines()[0])
+    ap = OneLineParser(prog="python -m fpga.sweep", description=__doc__.splitlines()[0])
     ap.add_argument("--points", help="comma-separated wWIDTH:rREADS:fFIFO (default: the built-in set)")
     ap.add_argument("--latency", type=int, default=32, help="the second read latency, in cycles (default 32)")
     ap.add_argument("--jobs", type=int, default=2, help="points measured at once")

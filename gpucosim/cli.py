@@ -21,6 +21,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from testbench.argtypes import OneLineParser
+from testbench.pipes import pipe_safe
+
 from . import __version__
 
 BACKENDS = ("verilator", "icarus", "model")
@@ -40,8 +43,8 @@ debug, info, warning, error; a bare level applies to all.
 """
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse, with `gpucosim <sub>: error: ...` and exit code 2 for usage errors."""
+class Parser(OneLineParser):
+    """argparse, with `gpucosim <sub>: error: ...` (one line) and exit code 2 for usage errors."""
 
 
 def _default_backend() -> str | None:
@@ -406,20 +409,15 @@ def _writable_file(p: argparse.ArgumentParser, what: str, path: Path) -> None:
         p.error(f"{what}: {path} is not writable")
 
 
+@pipe_safe  # `gpucosim run APP | head`: the reader may go away at any time; what is printed after
+# that is lost, never a traceback (in the app, in the simulator log's echo, at exit)
 def main(argv: list[str] | None = None) -> int:
-    from .run.console import PipeSafe
-
-    # `gpucosim run APP | head`: the reader may go away at any time; what is printed after that
-    # is lost, never a traceback (in the app, in the simulator log's echo, at exit)
-    saved, sys.stdout = sys.stdout, PipeSafe(sys.stdout)
     try:
         return _main(argv)
     except KeyboardInterrupt:  # Ctrl-C: the user's choice, not a crash (a simulator child is
         # killed by the subprocess call it was waited on in)
         print("gpucosim: interrupted", file=sys.stderr)
         return 130  # as a shell reports SIGINT
-    finally:
-        sys.stdout = saved
 
 
 def _main(argv: list[str] | None = None) -> int:

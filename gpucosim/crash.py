@@ -294,7 +294,7 @@ class CrashReporter:
         for kind, q in (("in the ring", s.pending), ("queued", s.queue)):
             for j in q:
                 hw = f", hw fence {j.hw_fence.seq:#010x}" if j.hw_fence else ""
-                lines.append(f"  {kind}: context {j.ctx.id} seq {j.seq:#x}, ring [{j.ring_start:#x}, "
+                lines.append(f"  {kind}: fd {j.ctx.file.fd} context {j.ctx.id} seq {j.seq:#x}, ring [{j.ring_start:#x}, "
                              f"{j.ring_end:#x}), IBs {', '.join(f'{a:#x}+{n}dw' for a, n in j.ibs)}{hw}")
         if len(lines) == 1:
             lines.append("  no jobs in flight")
@@ -358,7 +358,8 @@ def exit_report(kmd: "Kmd", queues: list, ioctl_stats: dict[str, list], at_exit:
                  + ", ".join(b.name for b in kb))
     for q in queues:
         pool = q.pool
-        lines.append(f"  queue ctx {q.ctx_id}: {q.calls} API calls, {q.flushes} flushes, "
+        # context ids are per file (two clients' first contexts are both 1): the fd tells them apart
+        lines.append(f"  queue fd {q.ws.file.fd} ctx {q.ctx_id}: {q.calls} API calls, {q.flushes} flushes, "
                      f"IB pool {pool.created} IBs of {4 * pool.size_dw} bytes created, {len(pool.free)} free, "
                      f"{q.cmdbuf.chains} chains, {len(q.inflight)} submissions in flight"
                      + (" (closed)" if q.closed else ""))

@@ -348,6 +348,7 @@ class DevInfo:
     vm_levels: int  # page-table levels
     sdma_rings: int = 0  # rings of HW IP DMA (the copy engine): 0 on the RTL backends so far
     max_ib_chunks: int = 4  # IB chunks one CS may carry
+    max_dep_chunks: int = 1024  # dependency chunks one CS may carry
 
 
 @dataclass(frozen=True)

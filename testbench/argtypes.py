@@ -1,10 +1,22 @@
-"""argparse types for the campaigns' command lines (difftest, mutate): a bad count or share
-is a usage error naming the option, before any simulator is built or started."""
+"""argparse for the project's command lines (gpucosim, python -m testbench.*, python -m fpga*):
+the parser whose usage errors are one line, and the types of the campaigns' options
+(difftest, mutate): a bad count or share is a usage error naming the option, before any
+simulator is built or started."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Callable
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse.ArgumentParser whose usage errors are one line, `PROG: error: MESSAGE`, exit
+    status 2: argparse prints the whole usage block first, which pushes the line that says
+    what is wrong out of sight (the usage is what --help is for). Subcommand parsers are of
+    the same class (add_subparsers takes the parent's)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {' '.join(str(message).split())}\n")
 
 
 def int_at_least(lo: int) -> Callable[[str], int]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from .argtypes import OneLineParser
+from .pipes import pipe_safe
 from .sim.design import gpu_verilog
 from .sim import VERILATOR_WAIVERS, setup_env, verilator_root
 
@@ -22,11 +24,10 @@ def lint(data_width: int) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
+@pipe_safe
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
     # (no options: --help says what it does, a stray argument is refused, neither lints)
-    argparse.ArgumentParser(prog="python -m testbench.lint", description=__doc__.split("\n\n")[0]).parse_args(argv)
+    OneLineParser(prog="python -m testbench.lint", description=__doc__.split("\n\n")[0]).parse_args(argv)
     failed = 0
     for w in DATA_WIDTHS:
         r = lint(w)

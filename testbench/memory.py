@@ -28,6 +28,8 @@ from typing import Any, Iterable, Mapping, NamedTuple
 
 import numpy as np
 
+from .pipes import pipe_safe
+
 MEM_ENV = "GPUCOSIM_MEM_FILE"  # read by testbench/sim/csrc/gpumem.c
 DEFAULT_SIZE = 64 << 20
 
@@ -403,6 +405,7 @@ class ProtocolChecker:
         self._task.cancel()
 
 
+@pipe_safe
 def _main(argv: Iterable[str] | None = None) -> int:
     changed = update_checker_source()
     print(f"{CHECKER_SOURCE}: {'updated' if changed else 'up to date'}")

@@ -172,6 +172,6 @@ def queue_wait_event(self: Queue, event: "Event") -> None:
         q._drain(report=False)  # (the refusal, if any, stays its queue's to raise)
     if event.lost:  # refused: known before, or found by the drain
         raise SubmitError(errno.ECANCELED, "wait_event: the submission carrying this event was refused")
-    self.deps.append(submit.SeqDep(q, event.seq))  # (named at the CS: q may be closed by then)
+    submit.add_seq_dep(self, q, event.seq)  # (named at the CS: q may be closed by then)
     self._label("wait_event")
     self._end_command()

@@ -175,6 +175,7 @@ class Queue(_Dispatched):
                 raise OutOfMemory(f"queue: no context for it ({e})") from e
             raise
         self.deps: list = []  # events of other queues the next submission waits for (submit.SeqDep, EventDep)
+        self.seq_deps: dict = {}  # the SeqDep of self.deps per queue waited for (one each: submit.add_seq_dep)
         info = device.dev_info
         try:
             self.qbo = device_alloc(device, QBO_BYTES, "gtt", _owner=self)
@@ -491,7 +492,7 @@ def queue_flush(self: Queue) -> int | None:
     sizes = [ib.size_dw for ib in cb.ibs]
     first_ib = (first.buf.gpu_addr, first.size_dw)
     cb.reset()
-    deps, self.deps = self.deps, []
+    deps, self.deps, self.seq_deps = self.deps, [], {}
     fence = CsChunkFence(self.qbo.handle, self.qbo.bo_offset + 4 * QBO_USER_FENCE)
     do_cs = functools.partial(_cs_submit, self, first_ib, ibs, sizes, deps, fence)
     if self.async_submit:  # the device's submission thread makes the ioctl (umd/submit.py)
@@ -529,7 +530,7 @@ def _cs_submit(q: Queue, first_ib: tuple[int, int], ibs: list, sizes: list, deps
     """The CS ioctl(s) of one flush: its last seqno and how many it took. On the app's
     thread (a synchronous queue) or the device's submission thread (an async one): it
     touches no queue state."""
-    deps = [c for c in (d.chunk() for d in deps) if c is not None]
+    deps = submit.merge_deps(c for c in (d.chunk() for d in deps) if c is not None)
     if not q.copy_engine:
         return q.ws.cs_submit(q.ctx_id, [*deps, CsChunkIb(first_ib[1], gpu_addr=first_ib[0]), fence]), 1
     # SDMA IBs do not chain: every IB is a chunk, max_ib_chunks per CS, in order

@@ -41,6 +41,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from kmd_model.sched.fence import seq_passed
 from kmd_model.uapi import CsChunkDep, KmdError
 
 from .errors import UmdError
@@ -288,6 +289,33 @@ def dep_chunk(q, seq: int) -> CsChunkDep | None:
         return None
     raise KmdError(errno.ECANCELED, "CS: wait_event: the event's queue was closed before the job carrying the event "
                    "ended well (it failed, or still runs): it can no longer be named")
+
+
+def add_seq_dep(waiter, q, seq: int) -> None:
+    """`waiter`'s next submission waits for seqno `seq` of queue `q`: one SeqDep per queue,
+    on its latest seqno, since a queue's jobs end in order (its fence passing `seq` means
+    every earlier seqno passed too). Mesa's amdgpu winsys keeps one fence per (context,
+    ring) the same way; without it an app waiting on thousands of events of a few queues
+    would pass the KMD's max_dep_chunks and its flush be refused (EINVAL)."""
+    dep = waiter.seq_deps.get(q)
+    if dep is None:
+        dep = waiter.seq_deps[q] = SeqDep(q, seq)
+        waiter.deps.append(dep)
+    elif seq_passed(dep.seq, seq):  # later (wrap-safe: seqnos are 32-bit)
+        dep.seq = seq
+
+
+def merge_deps(chunks) -> list[CsChunkDep]:
+    """The dependency chunks of a CS, one per (context, ring): the latest seqno of each, in
+    the order first named. What add_seq_dep does for submitted events, here also for the
+    events an async queue's submission thread named (EventDep) and any mix of both."""
+    latest: dict[tuple, CsChunkDep] = {}
+    for c in chunks:
+        key = (c.ip_type, c.ip_instance, c.ring, c.ctx_id)
+        had = latest.get(key)
+        if had is None or seq_passed(had.handle, c.handle):
+            latest[key] = c
+    return list(latest.values())
 
 
 class SeqDep:

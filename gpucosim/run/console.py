@@ -56,41 +56,6 @@ def status_text(label: str, st: dict | None, elapsed: float, tick: int) -> str:
     return "  ".join(parts)
 
 
-def reader_gone() -> None:
-    """stdout's reader went away (`gpucosim run APP | head`): nothing printed from now on can
-    be shown, which is not the app's error. Later writes, the interpreter's flush at exit
-    among them, go to /dev/null instead of raising again."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.__stdout__.fileno() if sys.__stdout__ is not None else 1)
-    os.close(devnull)
-
-
-class PipeSafe:
-    """stdout for the whole launcher: a closed pipe ends the output, not the run. The app
-    (in-process on the model), the log and the simulator's echo keep going to their end, so
-    the exit code, the timeline and the reports are the run's, as if the output had been
-    read; a shell would instead kill the writer with SIGPIPE part-way through."""
-
-    def __init__(self, stream: TextIO):
-        self._stream = stream
-
-    def write(self, s: str) -> int:
-        try:
-            return self._stream.write(s)
-        except BrokenPipeError:
-            reader_gone()
-            return len(s)
-
-    def flush(self) -> None:
-        try:
-            self._stream.flush()
-        except BrokenPipeError:
-            reader_gone()
-
-    def __getattr__(self, name):
-        return getattr(self._stream, name)
-
-
 class _Guarded:
     """A stream whose writes first clear the status line (for in-process apps)."""
 

@@ -192,7 +192,8 @@ class Tracer:
             job, fence = f["job"], f["fence"]
             self.fence_emitted[fence] = (now, job)
             ring = job.ring.name if job.ring is not None else "gfx"
-            self.tl.instant("kmd", f"run_job {'' if ring == 'gfx' else ring + ' '}ctx {job.ctx.id} seq {job.seq:#x}",
+            self.tl.instant("kmd", f"run_job {'' if ring == 'gfx' else ring + ' '}fd {job.ctx.file.fd} ctx {job.ctx.id} "
+                            f"seq {job.seq:#x}",
                             now, {"engine": ring,
                 "hw_fence": f"{fence.seq:#010x}", "ibs": ", ".join(f"{a:#x}+{n}dw" for a, n in job.ibs),
                 "ring": f"[{job.ring_start:#x}, {job.ring_end:#x})", "user_fence": job.user_fence is not None})
@@ -212,7 +213,7 @@ class Tracer:
             name = f"fence {fence.seq:#x}"
             if emitted is not None:
                 t0, job = emitted
-                a.update(context=job.ctx.id, job_seq=job.seq, emitted_wave_time=wave_time(t0),
+                a.update(fd=job.ctx.file.fd, context=job.ctx.id, job_seq=job.seq, emitted_wave_time=wave_time(t0),
                          engine=job.ring.name if job.ring is not None else "gfx")
                 self.tl.span("fence", name, t0, now, a)
             else:  # a kernel fence (IB test): no job

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import errno
 
+import numpy as np
+
 from spec import vm as vm_spec
 
 from ..cs.checker import CheckedJob
@@ -40,17 +42,20 @@ class ClientsMixin:
         return f
 
     def ctx_alloc(self, file: File, priority: int = 2) -> Context:
-        ctx = Context(self.next_ctx_id, file, self.params.initial_seq)
+        # ids are the file's own, as amdgpu's (an idr per file): a client's ids say nothing
+        # of other clients, and another file's id names nothing here. Unlike idr_alloc, a
+        # freed id is not handed out again by this file: a stale id is EINVAL, not a new context
+        ctx = Context(file.next_ctx_id, file, self.params.initial_seq)
         ctx.priority = priority
-        self.next_ctx_id += 1
-        self.contexts[ctx.id] = ctx
+        file.next_ctx_id += 1
+        self.contexts[file.fd, ctx.id] = ctx
         file.contexts[ctx.id] = ctx
         return ctx
 
     def ctx_free(self, ctx: Context) -> None:
         """Queued and running jobs still complete (their BOs stay alive until then)."""
         ctx.file.contexts.pop(ctx.id, None)
-        self.contexts.pop(ctx.id, None)
+        self.contexts.pop((ctx.file.fd, ctx.id), None)
         for s in self.scheds:
             s.remove_context(ctx)
 
@@ -113,6 +118,29 @@ class ClientsMixin:
                 return self.shadow.bo.gpu_addr + va - self.kernel_va
             return vm.translate(va, n) if vm is not None else va
         return translate
+
+    def job_read(self, job: Job):
+        """va, ndwords -> the dwords a job sees there (a copy), None where it has nothing
+        mapped: an IB may run across adjacent mappings of its VM, each read where its own
+        memory is (never the memory after the first one, which may be anyone's)."""
+        vm = job.vm
+        translate = self.job_translate(job)
+        mem32 = self.mem32
+
+        def read(va: int, n: int) -> np.ndarray | None:
+            pa = translate(va, 4 * n)
+            if pa is not None:
+                runs = [(pa, 4 * n)]
+            elif vm is not None and va >= 0:
+                runs = vm.pieces(va, 4 * n)
+                if runs is None:
+                    return None
+            else:
+                return None
+            if any(p // 4 + b // 4 > len(mem32) for p, b in runs):
+                return None
+            return np.concatenate([mem32[p // 4: p // 4 + b // 4] for p, b in runs])
+        return read
 
     def shadow_alloc(self, job: CheckedJob) -> int:
         """Room in the shadow pool for a checked job's copies, waiting for older jobs to

@@ -32,7 +32,8 @@ class File:
         self.fd = fd
         self.handles: dict[int, "Bo"] = {}
         self.next_handle = 1
-        self.contexts: dict[int, "Context"] = {}
+        self.contexts: dict[int, "Context"] = {}  # by id: the file's own ids, from 1 (Kmd.ctx_alloc)
+        self.next_ctx_id = 1
         self.vm: "Vm" = None  # type: ignore[assignment]  # its GPU address space (Kmd.open)
         self.closed = False
         self.cap_sys_nice = True  # may ask for above-NORMAL priorities (CTX ALLOC)

@@ -71,6 +71,7 @@ class KmdParams:
     ib_test: bool = True
     vram_fraction: float = 0.5
     max_ib_chunks: int = 4  # IB chunks per CS
+    max_dep_chunks: int = 1024  # dependency chunks per CS: each is looked up under the KMD's lock
     max_job_dw: int = 1 << 21  # dwords one job may run (every IB counted each time it runs)
     max_job_ibs: int = 4096  # distinct IBs one job may reach (each is copied and checked)
     shadow_pool_kib: int = 16 << 10  # kernel memory for checked copies of IBs (at most half of GTT)
@@ -82,7 +83,7 @@ class KmdParams:
         for name, lo, hi in (("ring_log2_dw", 6, 20), ("ih_log2_entries", 2, 16),
                              ("ib_align_dw", 1, 256), ("initial_seq", 0, 0xFFFF_FFFF),
                              ("job_timeout", 1, 1 << 62), ("fallback_poll", 1, 1 << 62),
-                             ("hw_timeout", 1, 1 << 62), ("max_ib_chunks", 1, 64),
+                             ("hw_timeout", 1, 1 << 62), ("max_ib_chunks", 1, 64), ("max_dep_chunks", 0, 1 << 16),
                              ("max_job_dw", 1, 1 << 30), ("max_job_ibs", 1, 1 << 20),
                              ("shadow_pool_kib", 4, 1 << 30), ("sdma_ring_log2_dw", 6, 20),
                              ("hw_submission_limit", 1, 1 << 20), ("ban_after_hangs", 1, 1 << 20)):
@@ -204,8 +205,7 @@ class Kmd(ClientsMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
         self._mem_file = dev.mem_file()
         self.files: dict[int, File] = {}
         self.next_fd = 3
-        self.contexts: dict[int, Context] = {}
-        self.next_ctx_id = 1
+        self.contexts: dict[tuple[int, int], Context] = {}  # (fd, the file's context id): every file's
         self.reset_pending: tuple[str, CpErrorState | None] | None = None
         self.last_vm_fault: VmFaultInfo | None = None
         self.wedged: str | None = None

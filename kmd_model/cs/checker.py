@@ -523,22 +523,30 @@ _WRM_SYM = {0: "always", 1: "<", 2: "<=", 3: "==", 4: "!=", 5: ">=", 6: ">"}
 
 def find_unsatisfied_wait(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_levels: int,
                           max_dwords: int = 1 << 22, client_addr=lambda a: a,
-                          translate=lambda va, n: va) -> str | None:
+                          translate=lambda va, n: va, read=None) -> str | None:
     """For a job that timed out: the first WAIT_REG_MEM in its IBs (as the CP runs them: the
     checked copies) whose condition does not hold in memory now, described ("WAIT_REG_MEM at
     IB+0x10 (0x201010): *0x5000 = 0x0, waits for == 0x1", the packet named by the client's
     address, `client_addr`), or None. `translate(va, nbytes)`: where the job's addresses
-    are in memory (None: nowhere). A diagnosis, not proof: the CP may be stuck elsewhere."""
+    are in memory (None: nowhere); `read(va, ndwords)`: the dwords of an IB (None: not all
+    mapped), by default the `translate`d range when it is one piece of memory. A diagnosis,
+    not proof: the CP may be stuck elsewhere."""
     budget = [max_dwords]
+
+    def contiguous(va: int, n: int) -> np.ndarray | None:
+        pa = translate(va, 4 * n)
+        return None if pa is None or pa // 4 + n > len(mem32) else mem32[pa // 4: pa // 4 + n]
+
+    fetch = read or contiguous
 
     def walk(addr: int, size_dw: int, level: int) -> str | None:
         while True:
             budget[0] -= size_dw
-            pa = translate(addr, 4 * size_dw) if addr >= 0 else None
-            if budget[0] < 0 or pa is None or pa // 4 + size_dw > len(mem32):
+            words = fetch(addr, size_dw) if addr >= 0 and budget[0] >= 0 else None
+            if words is None:
                 return None
             chained = None
-            for item in pm4.decode_stream(mem32[pa // 4: pa // 4 + size_dw]):
+            for item in pm4.decode_stream(words):
                 if not item.ok or item.name == "TYPE2_FILLER":
                     continue
                 f = item.fields

@@ -86,6 +86,17 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
     _may_submit(kmd, ctx)
     if not isinstance(a.chunks, (list, tuple)):
         raise KmdError(errno.EINVAL, f"CS: chunks must be a list, not {a.chunks.kind}")
+    # every dependency is a lookup under the KMD's lock (amdgpu bounds a CS by its chunk
+    # array's allocation): counted before any of them is looked up
+    p = kmd.params
+    most = p.max_ib_chunks + 1 + p.max_dep_chunks
+    if len(a.chunks) > most:
+        raise KmdError(errno.EINVAL, f"CS: {len(a.chunks)} chunks, more than the {most} a CS may carry "
+                       f"({p.max_ib_chunks} IB, 1 fence, {p.max_dep_chunks} dependency)")
+    n_deps = sum(1 for ch in a.chunks if isinstance(ch, CsChunkDep))
+    if n_deps > p.max_dep_chunks:
+        raise KmdError(errno.EINVAL, f"CS: {n_deps} dependency chunk{'s' * (n_deps != 1)}, more than the {p.max_dep_chunks} a CS may "
+                       "carry (DEV_INFO.max_dep_chunks)")
     ibs: list[tuple[int, int]] = []
     user_fence = None
     uf_bo = None

@@ -28,7 +28,7 @@ def info(kmd: "Kmd", file: "File", a: uapi.InfoArgs) -> Any:
             backend=kmd.dev.name, hw_version=i.version, bus_bytes=i.bus_bytes, addr_bits=i.addr_bits,
             ib_levels=i.ib_levels, has_dma=i.has_dma, has_ih=i.has_ih, dma_max_bytes=i.dma_max_bytes,
             ring_size_dw=kmd.ring.size_dw, sdma_rings=1 if kmd.sdma_sched is not None else 0,
-            max_ib_chunks=kmd.params.max_ib_chunks,
+            max_ib_chunks=kmd.params.max_ib_chunks, max_dep_chunks=kmd.params.max_dep_chunks,
             ib_align_dw=kmd.params.ib_align_dw, max_ib_dw=MAX_IB_DW, max_job_dw=kmd.max_job_dw,
             max_job_ibs=kmd.params.max_job_ibs,
             packets=tuple(p.name for p in packets.PACKETS),

@@ -250,6 +250,21 @@ class Vm:
             return None
         return m.phys + va - m.va
 
+    def pieces(self, va: int, size: int) -> list[tuple[int, int]] | None:
+        """[va, va + size) as (physical address, bytes) runs, one per mapping it crosses,
+        when the VM's mappings cover it with no hole (adjacent mappings may be far apart in
+        memory); else None. Only this VM's mappings: never memory next to them."""
+        out = []
+        end = va + size
+        while va < end:
+            m = self.find(va)
+            if m is None:
+                return None
+            n = min(end, m.end) - va
+            out.append((m.phys + va - m.va, n))
+            va += n
+        return out
+
     def destroy(self) -> None:
         """The file is gone: its page tables, and the BOs still mapped, go once all of its
         jobs are done. Each job holds what the VM had at its CS, but it runs with the root,

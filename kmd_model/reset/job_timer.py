@@ -70,7 +70,7 @@ class JobTimerMixin:
         self.stats["job_timeouts"] += 1
         waited = self.dev.now() - self.sched.progress_at
         stuck = find_unsatisfied_wait(self.mem32, job.ibs, self.info.ib_levels, client_addr=job.client_addr,
-                                      translate=self.job_translate(job))
+                                      translate=self.job_translate(job), read=self.job_read(job))
         if stuck:
             doing = f"stuck in {stuck}"
         elif regs.STATUS.WAITING.get(st):

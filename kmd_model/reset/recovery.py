@@ -78,7 +78,7 @@ class RecoveryMixin:
             if cancel:
                 err = KmdError(errno.ECANCELED, info.message, info)
                 dropped = [j for s in (self.scheds if full else scheds) for j in s.drop_context(ctx, err)]
-                log.warning("context %d is guilty: %d job(s) cancelled", ctx.id, len(dropped))
+                log.warning("context %d of fd %d is guilty: %d job(s) cancelled", ctx.id, ctx.file.fd, len(dropped))
             if ctx.hangs >= self.params.ban_after_hangs and not ctx.banned:
                 ctx.banned = (f"context {ctx.id} is banned: it caused {ctx.hangs} resets "
                               f"(ban_after_hangs {self.params.ban_after_hangs})")

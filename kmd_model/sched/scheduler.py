@@ -125,7 +125,7 @@ class Scheduler:
         self.job_timeout = job_timeout
         self.hw_submission_limit = hw_submission_limit
         self.rqs: list[list[Entity]] = [[] for _ in Priority]  # by Priority, round robin within
-        self.entities: dict[int, Entity] = {}  # context id -> its entity on this ring
+        self.entities: dict["Context", Entity] = {}  # context -> its entity on this ring (ids are per file)
         self.pending: deque[Job] = deque()  # in the ring, not finished
         self.stopped = False
         self.progress_at = 0  # when the head job started, the last job finished, or the CP last moved
@@ -152,16 +152,16 @@ class Scheduler:
 
     def entity(self, ctx: "Context") -> Entity:
         """The context's entity on this ring, created on first use at the context's priority."""
-        e = self.entities.get(ctx.id)
+        e = self.entities.get(ctx)
         if e is None:
-            e = self.entities[ctx.id] = Entity(ctx, Priority(ctx.priority))
+            e = self.entities[ctx] = Entity(ctx, Priority(ctx.priority))
             self.rqs[e.priority].append(e)
         return e
 
     def remove_context(self, ctx: "Context") -> None:
         """A freed context: its entity leaves the run queue now, or (its queued jobs still
         run) once _select finds it empty."""
-        e = self.entities.pop(ctx.id, None)
+        e = self.entities.pop(ctx, None)
         if e is not None and not e.queue:
             self.rqs[e.priority].remove(e)
 
@@ -185,7 +185,7 @@ class Scheduler:
                     bad = next(d for d in job.deps if d.finished and d.error is not None)
                     self.cancel_job(job, KmdError(errno.ECANCELED, f"{job!r} on {self.name}: its dependency "
                                                   f"{bad!r} failed: {bad.error.message}", bad.error.info))
-                if not e.queue and self.entities.get(e.ctx.id) is not e:
+                if not e.queue and self.entities.get(e.ctx) is not e:
                     rq.remove(e)  # a freed context's entity, its last job gone
                 elif e.queue and all(d.finished for d in e.queue[0].deps):
                     rq.remove(e)
@@ -206,7 +206,7 @@ class Scheduler:
                 break  # every VMID is busy: the job waits for one (amdgpu_vmid_grab)
             job.vmid = vmid
             e.queue.popleft()
-            if not e.queue and self.entities.get(e.ctx.id) is not e:
+            if not e.queue and self.entities.get(e.ctx) is not e:
                 self.rqs[e.priority].remove(e)  # a freed context's entity, its last job gone
             if not self.pending:
                 self.progress_at = self.kmd.dev.now()
@@ -314,7 +314,7 @@ class Scheduler:
         """A freed context's entity leaves the run queue once its last job is gone: here,
         for jobs cancelled outside _select and kick, which only see the entities they reach."""
         for rq in self.rqs:
-            rq[:] = [e for e in rq if e.queue or self.entities.get(e.ctx.id) is e]
+            rq[:] = [e for e in rq if e.queue or self.entities.get(e.ctx) is e]
 
     def resubmit_and_start(self) -> list[Job]:
         """Put the unfinished jobs that were in the ring back at the head of their entities

@@ -14,12 +14,13 @@ one is missed (benchmarks never assert timing).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 from testbench import sim
+from testbench.argtypes import OneLineParser
+from testbench.pipes import pipe_safe
 from testbench.sim.design import gpu_design
 
 # metric → (goal text, check on the value or None)
@@ -219,8 +220,9 @@ def async_flush_cpu(submits: int = 300) -> dict:
             "umd_flush_async_vs_sync": asy / sync}
 
 
+@pipe_safe
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m testbench.bench", description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap = OneLineParser(prog="python -m testbench.bench", description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--data-width", type=int, default=64, choices=(32, 64, 128, 256))
     ap.add_argument("-o", "--output", default=str(sim.BUILD / "bench.json"))
     ap.add_argument("--speed-sims", default="verilator", metavar="SIMS",

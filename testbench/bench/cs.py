@@ -25,6 +25,7 @@ import time
 import kmd_model
 import umd
 from testbench.refmodel import RefModel
+from testbench.pipes import pipe_safe
 
 JOB_DW = 64 * 1024
 
@@ -84,6 +85,7 @@ def _batching_shadow_bytes(commands: int = 1024) -> float:
     return round(per, 1)
 
 
+@pipe_safe
 def main() -> int:
     print(json.dumps(measure(), indent=1))
     return 0

@@ -16,13 +16,15 @@ A workload counts only when it passed (exit code 0) on every backend. Part of
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from testbench.argtypes import OneLineParser
+from testbench.pipes import pipe_safe
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (testbench/bench/model_speed.py)
 
@@ -108,8 +110,9 @@ def summary(result: dict, sims: list[str]) -> dict:
     return out
 
 
+@pipe_safe
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m testbench.bench.model_speed", description=__doc__.splitlines()[0])
+    ap = OneLineParser(prog="python -m testbench.bench.model_speed", description=__doc__.splitlines()[0])
     ap.add_argument("--sims", default="verilator", help="simulators to compare against (default verilator)")
     ap.add_argument("--only", nargs="*", choices=sorted(WORKLOADS), help="a subset of the workloads")
     ap.add_argument("-o", "--output", help="write the table as JSON here")

@@ -20,22 +20,42 @@ exit code is 1 when any stream mismatched.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
-from ..argtypes import int_at_least
+from ..argtypes import OneLineParser, int_at_least
+from ..pipes import pipe_safe
 from .campaign import (Caps, Progress, Report, explain, make_stream, master_seed, model_caps, run_model,
                        run_model_pair)
 from .compare import compare
 from .simulator.runner import caps_of, run_rtl, split_sims
 from .streams.file import StreamsFileError, load, unrunnable
 
+LIST_WIDTH = 120  # --list's columns: a packet with its data fits, a stream's action list wraps
+
+
+def wrapped(text: str, width: int = LIST_WIDTH) -> str:
+    """`text` with every line longer than `width` broken at spaces, its continuation lines
+    indented 6 more than it (a stream's actions or VM pages were one line of 11,000
+    characters); a line with no space to break at stays whole."""
+    out = []
+    for line in text.splitlines():
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip()) + 6)
+        out += textwrap.wrap(line, width, subsequent_indent=indent, break_long_words=False,
+                             break_on_hyphens=False, drop_whitespace=True) or [line]
+    return "\n".join(out)
+
+
+@pipe_safe
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m testbench.difftest", description=__doc__.splitlines()[0])
+    ap = OneLineParser(prog="python -m testbench.difftest", description=__doc__.splitlines()[0])
     ap.add_argument("--sim", default="verilator",
                     help="verilator, icarus, model (model vs model: a generator self-check), or a comma list")
     ap.add_argument("--seed", default=None, help="master seed (default $GPUCOSIM_SEED, else a fixed one)")
@@ -85,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         return main_multi(args, seed, sims, given)
 
     if args.list is not None:
-        print(make_stream(seed, args.list, mcaps).listing(max_data=64))
+        print(wrapped(make_stream(seed, args.list, mcaps).listing(max_data=64)))
         return 0
 
     from testbench import sim as simmod
@@ -266,7 +286,7 @@ def main_multi(args, seed: int, sims: list[str], given: list | None = None) -> i
 
     dma = not args.no_dma
     if args.list is not None:
-        print("\n".join(multi.make(seed, args.list, dma).listing()))
+        print(wrapped("\n".join(multi.make(seed, args.list, dma).listing())))
         return 0
     for s in sims:
         reason = simmod.unavailable_reason(s) if s != "model" else None

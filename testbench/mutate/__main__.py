@@ -17,7 +17,6 @@ survivor has no argument (a test to add) or a score is below --min-score.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -25,7 +24,8 @@ from importlib.metadata import version
 from dataclasses import asdict
 from pathlib import Path
 
-from ..argtypes import fraction, int_at_least, positive_float
+from ..argtypes import OneLineParser, fraction, int_at_least, positive_float
+from ..pipes import pipe_safe
 from . import scope, survivors
 from .pymut import ROOT, TIMEOUT_CODES, PyCampaign
 from .report import Outcome, Report
@@ -34,8 +34,9 @@ DEFAULT_SEED = 20240605
 DEFAULT_SAMPLE = 0.10  # the whole chosen set runs in the 30-minute budget on a quiet machine
 
 
+@pipe_safe
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m testbench.mutate", description=__doc__.splitlines()[0])
+    ap = OneLineParser(prog="python -m testbench.mutate", description=__doc__.splitlines()[0])
     part = ap.add_mutually_exclusive_group()
     part.add_argument("--python", action="store_true", help="the Python layers only")
     part.add_argument("--rtl", action="store_true", help="the curated RTL mutants only")

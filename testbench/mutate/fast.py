@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..pipes import pipe_safe
 from .patch import Patch, run_pytest, scratch_copy
 
 
@@ -96,6 +97,7 @@ def run_one(m: FastMutant, work: Path, timeout: float = 120) -> tuple[bool, floa
     return code == 1, secs, out
 
 
+@pipe_safe
 def main() -> int:
     survived = 0
     t0 = time.monotonic()

@@ -13,7 +13,6 @@ unmutated copy runs everything first: if it fails, no mutant result would mean a
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import time
@@ -21,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..argtypes import OneLineParser
+from ..pipes import pipe_safe
 from .patch import ROOT, Patch, run_pytest, scratch_copy
 
 SIM = "icarus"
@@ -255,9 +256,10 @@ def run_rtl(report, deadline: float, jobs: int = 2, names: list[str] | None = No
             "seconds_each": {n: (round(r.seconds, 1) if r else None) for n, r in results.items()}}
 
 
+@pipe_safe
 def main(argv: list[str]) -> int:
     known = [m.patch.name for m in MUTANTS]
-    ap = argparse.ArgumentParser(prog="python -m testbench.mutate.rtl",
+    ap = OneLineParser(prog="python -m testbench.mutate.rtl",
                                  description="Run RTL mutants one by one, each with its tests' output "
                                              "(all of them without NAME; `baseline` is the unmutated RTL).",
                                  epilog=f"mutants: {', '.join(known)}")

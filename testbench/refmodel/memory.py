@@ -11,7 +11,7 @@ from spec import vm as vm_spec
 
 from .cp.packets import _Fault, _vm_fault
 from .mmu import pages
-from .regmap import DECERR, OKAY, _BUS_ERROR, _FETCH, _PAGE_MASK, _WRITE
+from .regmap import ADDR_BITS, DECERR, OKAY, _BUS_ERROR, _FETCH, _PAGE_MASK, _WRITE
 
 
 class MemoryAccess:
@@ -131,8 +131,10 @@ class MemoryAccess:
     def _cp_write(self, a: int, words, vmid: int) -> None:
         """A CP write of dwords at a (4-aligned) with `vmid`: each page's part translated,
         then written as _cp_write_phys does. A VM fault writes nothing of its page (the MMU
-        answers every block there); the error names its first address."""
-        if not self._vm_on[vmid]:
+        answers every block there); the error names its first address. An address with bits
+        above the bus's 48 never reaches the MMU: the CP answers it BUS_DECERR itself, as
+        untranslated (rtl/cp/packets.py beyond_bus), not a VM fault (RANGE)."""
+        if not self._vm_on[vmid] or a >> ADDR_BITS:
             return self._cp_write_phys(a, words)
         n = len(words)
         k = 0

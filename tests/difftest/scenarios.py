@@ -150,6 +150,45 @@ def eop_only_above_bus(d):
              pm4.write_data(OUT + 0x40, [0xAB]))
 
 
+def _above_bus_translated(d, packet):
+    """`packet` in an IB of a translated VMID whose tables map OUT's page (writable and
+    readable): its address is that page's with bit 52 set too. The CP checks the bus's 48
+    bits before the MMU sees the address, so it is BUS_DECERR at the low 48 bits, as
+    untranslated, not a VM fault (RANGE) of the MMU."""
+    from spec import vm as vm_spec
+    from tests.model.register_checks import PT_PAGE, PT_ROOT, PT_VA, PT_VMID
+
+    def put64(addr, v):
+        w32(d.dev, addr, [v & 0xFFFF_FFFF, v >> 32])
+
+    for reg, v in ((regs.VM_CONTEXT_PT_BASE_LO, PT_ROOT & 0xFFFF_FFFF), (regs.VM_CONTEXT_PT_BASE_HI, PT_ROOT >> 32),
+                   (regs.VM_CONTEXT_CNTL, 1)):
+        d.io.write(reg, v, PT_VMID)
+    put64(PT_ROOT + 8 * vm_spec.index(PT_VA, 0), vm_spec.pde(PT_ROOT + vm_spec.PAGE_SIZE))
+    put64(PT_ROOT + vm_spec.PAGE_SIZE + 8 * vm_spec.index(PT_VA, 1),
+          vm_spec.pte(PT_PAGE, vm_spec.READABLE | vm_spec.EXECUTABLE))
+    put64(PT_ROOT + vm_spec.PAGE_SIZE + 8 * vm_spec.index(OUT, 1),
+          vm_spec.pte(OUT, vm_spec.READABLE | vm_spec.WRITEABLE))
+    ib = pm4.write_data(OUT + 0x60, [0x11]) + packet + pm4.write_data(OUT + 0x64, [0x22])
+    w32(d.dev, PT_PAGE, ib)
+    d.submit(pm4.indirect_buffer(PT_VA, len(ib), vmid=PT_VMID))
+
+
+@scen
+def write_above_bus_translated(d):
+    _above_bus_translated(d, pm4.write_data(ABOVE_BUS | (OUT + 0x10), [1, 2, 3]))
+
+
+@scen
+def fence_above_bus_translated(d):
+    _above_bus_translated(d, pm4.release_mem(ABOVE_BUS | (OUT + 0x20), 7, data_sel="DATA_32"))
+
+
+@scen
+def poll_above_bus_translated(d):
+    _above_bus_translated(d, pm4.wait_reg_mem(ABOVE_BUS | (OUT + 0x30), 0, 0, "ALWAYS"))
+
+
 @scen
 def rptr_wb_err(d):
     d.dev.mem_model.configure(error_window=(RPTR_WB, RPTR_WB + 8, "SLVERR"))

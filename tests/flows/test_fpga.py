@@ -149,7 +149,18 @@ def test_cli_refuses_what_would_run_nothing_or_fail_at_the_end(capsys, tmp_path,
     with pytest.raises(SystemExit) as e:
         cli.main([a.replace("{tmp}", str(tmp_path)) for a in argv])
     assert e.value.code == 2
-    assert capsys.readouterr().err.splitlines()[-1] == f"python -m fpga: error: {message.replace('{tmp}', str(tmp_path))}"
+    # the whole of stderr: one line (OneLineParser; argparse put its usage block first)
+    assert capsys.readouterr().err.splitlines() == [f"python -m fpga: error: {message.replace('{tmp}', str(tmp_path))}"]
+
+
+@pytest.mark.parametrize("module, prog", [("fpga.__main__", "python -m fpga"), ("fpga.sweep", "python -m fpga.sweep")])
+def test_fpga_clis_say_argparse_errors_in_one_line(capsys, module, prog):
+    import importlib
+
+    with pytest.raises(SystemExit) as e:
+        importlib.import_module(module).main(["--no-such-option"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [f"{prog}: error: unrecognized arguments: --no-such-option"]
 
 
 def test_sweep_rejects_bad_points(capsys):

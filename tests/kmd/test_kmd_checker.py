@@ -122,9 +122,20 @@ def check_lowest_bo_and_wrapped_addresses(dev):
         a = hi << 32 | (low.addr + 0x100)
         expect(errno.EFAULT, _outside("writes", "WRITE_DATA", low.addr, a, 4, c.ctx), c.submit,
                c.ib(low, pm4.write_data(a, [1])))
+        # every packet kind names the address whole, bits above 47 included (the CP would
+        # latch only its low 48 bits, which name this BO: tests/kmd_sched/test_kmd_cp_error.py)
+        expect(errno.EFAULT, _outside("polls", "WAIT_REG_MEM", low.addr, a, 4, c.ctx), c.submit,
+               c.ib(low, pm4.wait_reg_mem(a, 0, 0, "ALWAYS")))
+        expect(errno.EFAULT, _outside("writes", "RELEASE_MEM", low.addr, a, 8, c.ctx), c.submit,
+               c.ib(low, pm4.release_mem(a, 7, data_sel="DATA_64")))
+        for chain in (0, 1):
+            expect(errno.EFAULT, _outside("runs", "INDIRECT_BUFFER", low.addr, a, 32, c.ctx), c.submit,
+                   c.ib(low, pm4.indirect_buffer(a, 8, chain=chain)))
         if kmd.info.has_dma:
             expect(errno.EFAULT, _outside("reads", "DMA_DATA", low.addr, a, 4, c.ctx), c.submit,
                    c.ib(low, pm4.dma_data(low.addr + 0x200, a, 4)))
+            expect(errno.EFAULT, _outside("writes", "DMA_DATA", low.addr, a, 4, c.ctx), c.submit,
+                   c.ib(low, pm4.dma_data(a, low.addr + 0x200, 4)))
     assert low.u32[0x40] == 0x10 and kmd.stats["resets"] == 0
 
 

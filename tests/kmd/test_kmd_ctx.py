@@ -34,8 +34,8 @@ def test_a_file_holds_at_most_max_contexts_and_a_freed_one_makes_room():
     expect(errno.ENOSPC, f"CTX ALLOC: this file has {MAX_CONTEXTS} contexts, the most one file may have "
            "(free one first)", alloc, c)
     assert len(kmd.contexts) == before and len(c.f.contexts) == MAX_CONTEXTS
-    other = Client()  # a limit per file, not per device
-    assert alloc(other) not in ids
+    other = Client()  # a limit per file, not per device; its ids are its own
+    assert (other.ctx, alloc(other)) == (1, 2)
     c.io(Request.CTX, CtxArgs(CtxOp.FREE, ids[7]))
     new = alloc(c)
     assert len(c.f.contexts) == MAX_CONTEXTS
@@ -45,6 +45,39 @@ def test_a_file_holds_at_most_max_contexts_and_a_freed_one_makes_room():
            "(free one first)", alloc, c)
     c.f.close()
     assert not any(x.file is c.f for x in kmd.contexts.values())
+
+
+def test_context_ids_are_per_file():
+    """As amdgpu's (an idr per file): each file's ids start at 1, so a client's ids say
+    nothing of how many contexts other clients hold; an id only this other file has is EINVAL
+    in every ioctl that takes one (CTX FREE and QUERY_STATE, CS, a CS dependency, WAIT_CS),
+    and an id both files have names the caller's own context, never the other's. A freed
+    id is not handed out again by its file (a stale id is EINVAL, not someone new)."""
+    kmd = kmd_model.bind(RefModel())
+    a = Client()
+    a2, a3 = alloc(a), alloc(a)
+    b = Client()
+    assert (a.ctx, a2, a3, b.ctx) == (1, 2, 3, 1)
+    abo, bbo = a.bo(), b.bo()
+    seq = a.run(abo, pm4.write_data(abo.addr, [1]), 0x800)
+    a.submit(a.ib(abo, pm4.write_data(abo.addr + 4, [2]), 0x900), ctx=a3)
+    for who, call in (("CTX FREE", lambda: b.io(Request.CTX, CtxArgs(CtxOp.FREE, a3))),
+                      ("CTX QUERY_STATE", lambda: b.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, a3))),
+                      ("CS", lambda: b.submit(b.ib(bbo, pm4.nop(1)), ctx=a3)),
+                      ("CS: chunk 0", lambda: b.submit(CsChunkDep(GFX, 0, a3, 1), b.ib(bbo, pm4.nop(1)))),
+                      ("WAIT_CS", lambda: b.wait(1, ctx=a3))):
+        expect(errno.EINVAL, f"{who}: no context 3 on this file", call)
+    # b's context 1 is b's: its seqnos, its jobs; a's context 1 is untouched by b's use of "1"
+    before = a.f.contexts[1].last_seq
+    bseq = b.run(bbo, pm4.write_data(bbo.addr, [7]), 0x800)
+    assert bbo.u32[0] == 7 and a.f.contexts[1].last_seq == before
+    expect(errno.EINVAL, f"CS: chunk 0: context 1 never submitted seqno {seq + 5:#x} (last is {bseq:#x})",
+           b.submit, CsChunkDep(GFX, 0, 1, seq + 5), b.ib(bbo, pm4.nop(1)))
+    assert set(kmd.contexts) == {(a.f.fd, 1), (a.f.fd, 2), (a.f.fd, 3), (b.f.fd, 1)}
+    a.io(Request.CTX, CtxArgs(CtxOp.FREE, a2))
+    assert alloc(a) == 4 and alloc(b) == 2
+    expect(errno.EINVAL, "CTX QUERY_STATE: no context 2 on this file", a.io, Request.CTX,
+           CtxArgs(CtxOp.QUERY_STATE, a2))
 
 
 def test_a_dependency_names_its_job_on_the_ring_it_ran_on_finished_or_not():

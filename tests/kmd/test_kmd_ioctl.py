@@ -212,7 +212,7 @@ def check_gem_errors(dev):
 def check_ctx(dev):
     kmd_model.bind(dev)
     a, b = Client(), Client()
-    assert (a.ctx, b.ctx) == (1, 2)  # ids are device-wide, so messages name one context
+    assert (a.ctx, b.ctx) == (1, 1)  # ids are per file (amdgpu's idr per fpriv): b's say nothing of a
     st = a.io(Request.CTX, uapi.CtxArgs(CtxOp.QUERY_STATE, a.ctx))
     assert (st.reset_status, st.resets, st.error) == (uapi.ResetStatus.NO_RESET, 0, None)
     expect(errno.EINVAL, "CTX FREE: no context 2 on this file", a.io, Request.CTX, uapi.CtxArgs(CtxOp.FREE, 2))
@@ -368,8 +368,12 @@ def check_cs_checker(dev):
     if not kmd.info.has_dma:
         refused(errno.EINVAL, f"CS: DMA_DATA at IB+0x0 ({m:#x}): this device has no DMA engine (CAPS.DMA = 0)",
                 pm4.dma_data(m + 0x100, m + 0x200, 16))
-    # another file's context is not ours to submit to
-    expect(errno.EINVAL, f"CS: no context {b.ctx} on this file", lambda: a.submit(CsChunkIb(8, mine.handle), ctx=b.ctx))
+    # another file's context is not ours to submit to (ids are per file: b's second context
+    # has an id a has not)
+    theirs_ctx = b.io(Request.CTX, uapi.CtxArgs(CtxOp.ALLOC)).ctx_id
+    assert theirs_ctx not in a.f.contexts
+    expect(errno.EINVAL, f"CS: no context {theirs_ctx} on this file",
+           lambda: a.submit(CsChunkIb(8, mine.handle), ctx=theirs_ctx))
     assert kmd.stats["cs_rejected"] == 20
     # and the good version of the same runs
     a.run(mine, pm4.write_data(m + 0x100, [1, 2]) + pm4.release_mem(m + 0x108, 3))

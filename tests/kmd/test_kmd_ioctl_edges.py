@@ -13,7 +13,7 @@ import pytest
 import kmd_model
 from kmd_model import uapi
 from kmd_model.ioctl import trace as ioctl_trace
-from kmd_model.uapi import CsChunkDep, CsChunkIb, Domain, InfoQuery, Request, VaOp
+from kmd_model.uapi import CsChunkDep, CsChunkIb, Domain, HwIp, InfoQuery, Request, VaOp
 from spec import pm4
 from testbench.refmodel import RefModel
 
@@ -78,10 +78,37 @@ def test_traces_print_unknown_hw_ip_types_as_given():
 
 
 def test_dev_info_reports_the_drivers_limits():
-    kmd_model.bind(RefModel(), max_ib_chunks=7)
+    kmd_model.bind(RefModel(), max_ib_chunks=7, max_dep_chunks=9)
     c = Client()
     info = c.io(Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO))
-    assert info.max_ib_chunks == 7
+    assert (info.max_ib_chunks, info.max_dep_chunks) == (7, 9)
+
+
+def test_dependency_chunks_per_cs_are_bounded():
+    """A CS carries at most DEV_INFO.max_dep_chunks dependencies (1,024 by default), each
+    looked up under the KMD's lock: one more is EINVAL before any is looked up (the
+    dependencies here name a context that does not exist, which would be their own
+    EINVAL); a list longer than any CS may be is refused by its length alone."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo()
+    seq = c.run(bo, pm4.nop(1))
+    assert c.io(Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO)).max_dep_chunks == 1024
+    dep = CsChunkDep(HwIp.GFX, 0, c.ctx, seq)
+    assert c.wait(c.submit(*[dep] * 1024, c.ib(bo, pm4.nop(1))))  # the limit itself
+    bogus = CsChunkDep(HwIp.GFX, 0, 999, seq)
+    cs_before = kmd.stats["cs"]
+    expect(errno.EINVAL, "CS: 1025 dependency chunks, more than the 1024 a CS may carry (DEV_INFO.max_dep_chunks)",
+           c.submit, *[bogus] * 1025, c.ib(bo, pm4.nop(1)))
+    expect(errno.EINVAL, "CS: 100000 chunks, more than the 1029 a CS may carry (4 IB, 1 fence, 1024 dependency)",
+           c.submit, *[bogus] * 100_000)
+    expect(errno.EINVAL, "CS: chunk 0: no context 999 on this file", c.submit, bogus, c.ib(bo, pm4.nop(1)))
+    assert kmd.stats["cs"] == cs_before
+    kmd_model.bind(RefModel(), max_dep_chunks=0)
+    c = Client()
+    bo = c.bo()
+    expect(errno.EINVAL, "CS: 1 dependency chunk, more than the 0 a CS may carry (DEV_INFO.max_dep_chunks)",
+           c.submit, CsChunkDep(HwIp.GFX, 0, c.ctx, 1), c.ib(bo, pm4.nop(1)))
 
 
 def test_a_page_table_that_does_not_fit_names_the_ioctl_that_needed_it():

@@ -84,3 +84,25 @@ def test_vm_fault_says_why_exactly(cause, level, access, why):
     assert s.what() == f"VM fault: {access.name} at 0x5000 in WRITE_DATA (VMID 5, {why})"
     assert CpErrorState(CpError.VM_FAULT, 0, 0, 0x5000, 0, status).what() == \
         f"VM fault: {access.name} at 0x5000 (VMID 5, {why})"  # no packet: a ring fetch
+
+
+def test_unchecked_write_above_2_48_is_reported_so():
+    """With the CS checker off (the checker itself refuses such an address at CS, naming it
+    whole: tests/kmd/test_kmd_checker.py), a WRITE_DATA at 2^48 + a mapped address is the
+    CP's BUS_DECERR at the low 48 bits, translated as untranslated: the CP checks the bus's
+    48 bits before the MMU sees the address (the RTL does; the model gave a VM fault,
+    RANGE, and the KMD said "beyond the page tables")."""
+    import kmd_model
+    from kmd_model.uapi import KmdError
+    from spec import pm4
+    from testbench.refmodel import RefModel
+    from tests.kmd.test_kmd_ioctl import Client
+    kmd = kmd_model.bind(RefModel(), cs_check=False)
+    c = Client()
+    bo = c.bo(0x4000)
+    seq = c.submit(c.ib(bo, pm4.write_data(1 << 48 | (bo.addr + 0x100), [1])))
+    with pytest.raises(KmdError) as ei:
+        c.wait(seq)
+    assert ei.value.message == (f"WAIT_CS: bus error DECERR at address {bo.addr + 0x100:#x} in WRITE_DATA at IB+0x0, "
+                                f"context {c.ctx}")
+    assert not bo.u32[0x40] and kmd.stats["vm_faults"] == 0

@@ -448,7 +448,7 @@ def test_a_freed_contexts_entity_leaves_the_run_queue_once_its_jobs_ran():
     assert kmd.wait_for(lambda: not kmd.sched.pending and not kmd.sched.queue, 1_000_000)
     assert bo.u32[0x40:0x43].tolist() == [1, 2, 3]
     assert [[repr(e) for e in rq] for rq in kmd.sched.rqs if rq] == [[f"Entity(ctx {c.ctx}, NORMAL)"]]
-    assert set(kmd.sched.entities) == {c.ctx}
+    assert set(kmd.sched.entities) == {c.f.contexts[c.ctx]}
 
 
 def test_a_freed_contexts_jobs_keep_their_order_across_a_reset():
@@ -494,11 +494,11 @@ def test_a_freed_contexts_entity_leaves_the_run_queue_when_a_reset_drops_its_job
     assert c.wait(good) and kmd.stats["resets"] == 1
     assert not kmd.sched.pending and not kmd.sched.queue and bo.u32[0x3100 // 4] == 0 and bo.u32[0x3200 // 4] == 2
     assert [[repr(e) for e in rq] for rq in kmd.sched.rqs if rq] == [[f"Entity(ctx {c.ctx}, NORMAL)"]]
-    assert set(kmd.sched.entities) == {c.ctx}
+    assert set(kmd.sched.entities) == {c.f.contexts[c.ctx]}
 
 
 def test_ctx_query_names_the_context_and_waits_are_checked_against_what_it_submitted():
-    kmd = kmd_model.bind(RefModel(), initial_seq=100)
+    kmd_model.bind(RefModel(), initial_seq=100)
     c = Client()
     bo = c.bo()
     other = new_ctx(c)
@@ -508,7 +508,7 @@ def test_ctx_query_names_the_context_and_waits_are_checked_against_what_it_submi
     s2 = c.run(bo, pm4.write_data(bo.addr + 0x104, [2]), 0x100)
     assert (s1, s2) == (100, 101)
     expect(errno.EINVAL, f"WAIT_CS: context {c.ctx} never submitted seqno 0x63 (last is 0x65)", c.wait, 99)
-    ctx = kmd.contexts[c.ctx]
+    ctx = c.f.contexts[c.ctx]
     assert repr(ctx) == f"Context({c.ctx}, fd {c.f.fd})"
     ctx.guilty = object()
     assert repr(ctx) == f"Context({c.ctx}, fd {c.f.fd}, guilty)"

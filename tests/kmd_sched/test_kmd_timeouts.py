@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import errno
 import re
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 import kmd_model
@@ -200,13 +202,10 @@ def test_timeouts_say_what_the_cp_was_doing():
     assert (ei.value.info.opcode, ei.value.info.opcode_name, ei.value.info.level) == (0, None, "RING")
 
 
-def test_a_timeout_diagnosis_reads_only_what_the_job_has_mapped():
-    """The diagnosis decodes a stuck job's IBs from memory: only where the job's VM maps
-    them whole. With the checker off, an IB here runs from the last 8 dwords of one BO into
-    a second BO mapped right after it in the VM; in memory, what follows the first BO is
-    another client's. Had the diagnosis looked up only the IB's first bytes and read on,
-    it would have decoded that client's words as the job's packets and put their values
-    in the error message; it names no packet instead."""
+def _straddling_ib():
+    """Client a's IB of 16 dwords from the last 8 dwords of BO x into the VA page after it,
+    where a BO y is mapped (its 8 dwords: the WAIT_REG_MEM the CP is stuck in). In memory,
+    what follows x is client b's BO, holding a WAIT_REG_MEM on a secret."""
     kmd_model.bind(RefModel(), cs_check=False, job_timeout=5_000)
     a, b = Client(), Client()
     x, theirs = a.bo(0x1000), b.bo(0x1000)
@@ -221,8 +220,42 @@ def test_a_timeout_diagnosis_reads_only_what_the_job_has_mapped():
     seq = a.submit(CsChunkIb(16, gpu_addr=x.addr + 0xFE0))
     with pytest.raises(kmd_model.uapi.KmdError) as ei:
         a.wait(seq, 1_000_000)
-    assert re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out: no progress for \d+ cycles, CP polling in a "
-                        rf"WAIT_REG_MEM, context {a.ctx}", ei.value.message), ei.value.message
+    assert f"{secret:x}" not in ei.value.message
+    return a, x, seq, ei.value
+
+
+def test_a_timeout_diagnosis_reads_an_ib_across_adjacent_mappings():
+    """The diagnosis decodes a stuck job's IBs from memory where the job's VM maps them: an
+    IB (the checker off) running from the end of one BO into a second BO mapped right after
+    it in the VM is read from both BOs, wherever each is in memory, and the packet in the
+    second is named. In memory, what follows the first BO is another client's: had the
+    diagnosis read on from the first BO, it would have decoded that client's words as the
+    job's packets and put their values in the message."""
+    a, x, seq, e = _straddling_ib()
+    assert re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out: no progress for \d+ cycles, stuck in WAIT_REG_MEM at "
+                        rf"IB\+0x20 \({x.addr + 0x1000:#x}\): \*{x.addr + 0x200:#x} & 0x1 = 0x0, waits for == 0x1, "
+                        rf"context {a.ctx}", e.message), e.message
+
+
+def test_a_timeout_diagnosis_reads_only_what_the_job_has_mapped():
+    """What the diagnosis reads of a job's IB (Kmd.job_read): the dwords its VM maps, across
+    adjacent mappings wherever each is in memory; nothing (None) where the range runs into a
+    hole, though the memory right after the BO is another client's, with words in it."""
+    kmd = kmd_model.bind(RefModel(), cs_check=False)
+    a, b = Client(), Client()
+    x, theirs = a.bo(0x1000), b.bo(0x1000)
+    assert b.phys(theirs) == a.phys(x) + 0x1000
+    theirs.u32[:] = 0x5EC12E7
+    x.u32[:] = np.arange(0x400)
+    read = kmd.job_read(SimpleNamespace(vm=a.f.vm))
+    assert read(x.addr + 0xFE0, 8).tolist() == list(range(0x3F8, 0x400))
+    assert read(x.addr + 0xFE0, 9) is None and read(x.addr + 0x1000, 1) is None  # the hole after x
+    y = a.io(Request.GEM_CREATE, GemCreateArgs(0x2000)).handle  # elsewhere in memory
+    a.io(Request.GEM_VA, GemVaArgs(y, VaOp.MAP, x.addr + 0x1000, 0, 0x1000, RWX))
+    a.io(Request.GEM_MMAP, GemMmapArgs(y)).view.view("<u4")[:] = 0x77
+    assert read(x.addr + 0xFE0, 16).tolist() == list(range(0x3F8, 0x400)) + [0x77] * 8
+    assert read(x.addr + 0xFE0, 0x408).tolist() == list(range(0x3F8, 0x400)) + [0x77] * 0x400
+    assert read(x.addr + 0xFE0, 0x409) is None  # one dword past y's mapping: a hole again
 
 
 def test_a_long_wait_wakes_at_the_fallback_poll_interval():

@@ -260,3 +260,23 @@ def test_dma_bus_error():
     assert d.dev.mem[OUT + 0x1000:OUT + 0x1010].tolist() == [0xEE] * 16
     assert d.dev.mem[OUT + 0x1010] == 0
 
+
+
+@pytest.mark.parametrize("kind", ["write", "fence", "poll"])
+def test_a_translated_address_above_the_bus_is_decerr_not_a_vm_fault(kind):
+    """A WRITE_DATA, RELEASE_MEM or WAIT_REG_MEM in an IB of a translated VMID whose address
+    is a mapped page's with bit 52 set: the CP answers BUS_DECERR at the low 48 bits before
+    the MMU sees the address, as the RTL does (tests/difftest/scenarios.py
+    *_above_bus_translated, on both simulators); the model gave a VM fault (RANGE). Nothing
+    is written, no VM fault is latched, the IB's packet before it ran."""
+    from tests.difftest.scenarios import SCEN
+    from tests.model.register_checks import PT_VMID
+
+    d = Driver()
+    SCEN[f"{kind}_above_bus_translated"](d)
+    opcode, off = {"write": ("WRITE_DATA", 0x10), "fence": ("RELEASE_MEM", 0x20), "poll": ("WAIT_REG_MEM", 0x30)}[kind]
+    d.expect_error(CpError.BUS_DECERR, IbLevel.IB1, OP[opcode], OUT + off, 5)  # after the 5-dword WRITE_DATA
+    assert list(r32(d.dev, OUT + 0x60, 2)) == [0x11, 0]
+    assert list(r32(d.dev, OUT + 0x10, 4)) == [0, 0, 0, 0]
+    assert d.read(regs.VM_FAULT_STATUS) == 0 and d.read(regs.VM_FAULT_ADDR_LO) == 0
+    assert d.ih_entries()[-1]["VMID"] == PT_VMID

@@ -155,7 +155,7 @@ def test_an_sdma_ib_in_the_kernels_range_is_refused():
     kmd = kmd_model.bind(RefModel())
     held = Holder()  # its job, and its checked copies, stay in the pool
     b = Client()
-    copy, n = kmd.contexts[held.c.ctx].jobs[held.seq].ibs[0]
+    copy, n = held.c.f.contexts[held.c.ctx].jobs[held.seq].ibs[0]
     assert copy == kmd.kernel_va  # the first copy in the pool
     before = hw_state(kmd)
     for addr, size in ((copy, n), (copy + 32, 8), (copy - 32, 16)):  # inside it, or running into it

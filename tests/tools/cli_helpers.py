@@ -29,9 +29,11 @@ def gpucosim(*argv: str, cwd: Path = ROOT, env: dict | None = None, timeout: int
 
 
 def usage_error(capsys, *argv: str) -> str:
-    """Run the CLI in this process, expect a usage error (exit 2), return its last line."""
+    """Run the CLI in this process, expect a usage error (exit 2) of one line, the whole of
+    stderr (no usage block before it: --help has that), and return it."""
     with pytest.raises(SystemExit) as exc:
         cli.main(list(argv))
     assert exc.value.code == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    return err[-1]
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1, err
+    return err[0]

@@ -44,7 +44,52 @@ def test_bad_campaign_arguments_are_usage_errors(capsys, main, prog, argv, messa
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1] == f"{prog}: error: {message}"
+    # the whole of stderr: argparse's usage block printed before the line buried it
+    assert capsys.readouterr().err.splitlines() == [f"{prog}: error: {message}"]
+
+
+@pytest.mark.parametrize("module, prog", [
+    ("testbench.difftest.__main__", "python -m testbench.difftest"),
+    ("testbench.mutate.__main__", "python -m testbench.mutate"),
+    ("testbench.mutate.rtl", "python -m testbench.mutate.rtl"),
+    ("testbench.bench", "python -m testbench.bench"),
+    ("testbench.bench.model_speed", "python -m testbench.bench.model_speed"),
+    ("testbench.lint", "python -m testbench.lint"),
+    ("formal.run", "python -m formal"),
+])
+def test_every_testbench_cli_says_a_usage_error_in_one_line(capsys, module, prog):
+    """argparse's own errors (an unknown option, a missing value) too: one line, the usage
+    left to --help (testbench/argtypes.py OneLineParser, shared by every CLI)."""
+    import importlib
+
+    main = importlib.import_module(module).main
+    for argv, message in ((["--no-such-option"], "unrecognized arguments: --no-such-option"),
+                          (["--help", "--no-such-option"], None)):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        out, err = capsys.readouterr()
+        if message is None:  # --help still prints the whole usage, to stdout
+            assert exc.value.code == 0 and out.startswith(f"usage: {prog}") and not err
+        else:
+            assert exc.value.code == 2 and err.splitlines() == [f"{prog}: error: {message}"] and not out
+
+
+@pytest.mark.parametrize("multi", [False, True])
+def test_difftest_list_lines_fit_the_listing_width(capsys, multi):
+    """`--list` wraps: a stream's actions (and its VM's pages) were one line of 11,000
+    characters; nothing is lost (the words are the listing's, in order)."""
+    from testbench.difftest import __main__ as dt
+
+    for index in (0, 1, 17):
+        assert difftest_main(["--multi", "--list", str(index)] if multi else ["--list", str(index)]) == 0
+        out = capsys.readouterr().out
+        assert max(len(line) for line in out.splitlines()) <= dt.LIST_WIDTH
+        if not multi:
+            from testbench.difftest.campaign import make_stream, master_seed, model_caps
+
+            whole = make_stream(master_seed(None), index, model_caps(None, 64)).listing(max_data=64)
+            assert out.split() == whole.split()
+    assert dt.wrapped("  a " + "b" * 200) == "  a\n        " + "b" * 200  # no space to break at: whole
 
 
 def test_counts_take_the_usual_spellings():

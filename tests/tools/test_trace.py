@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -218,7 +219,7 @@ def test_crash_report_on_verilator(verilator_run):
     for want in ("reason:  GPU error: illegal opcode 0x7b at IB+0x14",
                  "STATUS = ", "ERROR=1", "CP_ERROR = 0x007b0101: CODE=ILLEGAL_OPCODE (1)",
                  "<-- rptr: the CP is here", "-> IB1 at ", "UNKNOWN op=0x7b count=0   <-- the packet in hand",
-                 "== pending IH entries ==", "== jobs ==", "in the ring: context 1",
+                 "== pending IH entries ==", "== jobs ==", "in the ring: fd 3 context 1",
                  "== last ioctls ==", "ioctl(fd 3, CS, ", "== counters ==", "-- dump: IB1 at "):
         assert want in text, want
     assert "gpucosim: exit report (verilator, " in out
@@ -415,3 +416,48 @@ def test_timeline_slices_never_partly_overlap_on_a_track():
     bad = {"traceEvents": [{"ph": "X", "pid": 1, "tid": 1, "ts": 0, "dur": 10, "name": "a"},
                            {"ph": "X", "pid": 1, "tid": 1, "ts": 5, "dur": 10, "name": "b"}]}
     assert overlaps(bad) == ["track (1, 1): b [5000, 15000) overlaps a [0, 10000)"]
+
+
+def test_two_clients_first_contexts_are_told_apart_by_their_fd():
+    """Context ids are per file: two clients' first contexts are both 1. The crash report's
+    jobs, the exit report's queues and the timeline's run_job and fence events name the
+    file's fd with the id (they named the id alone: "context 1" twice)."""
+    import kmd_model
+    import umd
+    from gpucosim.crash import CrashReporter, exit_report
+    from gpucosim.trace.swtrace import Tracer
+    from gpucosim.trace.timeline import Timeline
+    from testbench.refmodel import RefModel
+
+    dev = RefModel()
+    tl = Timeline("model")
+    tracer, crash = Tracer(tl, dev.now), CrashReporter(".", "app", "model")
+    kmd = kmd_model.bind(dev, observers=[tracer.observe, crash.observe])
+    tracer.attach(kmd)
+    crash.attach(kmd)
+    gpus = [umd.open(), umd.open()]
+    fds = [g.ws.file.fd for g in gpus]
+    assert fds[0] != fds[1]
+    queues = [g.queue() for g in gpus]
+    gates = [g.alloc(4096) for g in gpus]
+    for q, gate in zip(queues, gates):
+        assert q.ctx_id == 1
+        q.wait_mem(gate, 0, 1)
+        q.flush()
+    kmd.service()
+    jobs = crash.render("test").split("== jobs ==")[1]
+    for fd in fds:
+        assert re.search(rf"^  (in the ring|queued): fd {fd} context 1 seq ", jobs, re.M), jobs
+    text, _ = exit_report(kmd, queues, {}, at_exit=False)
+    assert all(f"  queue fd {fd} ctx 1: " in text for fd in fds), text
+    for gate in gates:
+        gate.u32[0] = 1
+    for q in queues:
+        q.finish()
+    names = [e[2] for e in tl.events]
+    fences = [e[5] for e in tl.events if e[0] == "fence" and "context" in e[5]]
+    for fd in fds:
+        assert any(re.fullmatch(rf"run_job fd {fd} ctx 1 seq 0x\d+", n) for n in names), names
+        assert any(a["fd"] == fd and a["context"] == 1 for a in fences), fences
+    for g in gpus:
+        g.close()

@@ -341,7 +341,9 @@ class CommandProcessor:
         condition holds, else the next read is due one interval later."""
         w = self._wait
         self._cur_level, self._cur_offset, self._cur_opcode = w.level, w.offset, pk.WAIT_REG_MEM.opcode
-        pa, why = self._mmu.translate(w.vmid, w.addr, _READ)  # every poll is translated
+        # every poll is translated, but for an address beyond the bus's 48 bits: the CP
+        # answers that BUS_DECERR itself, translated or not (rtl/cp/pm4/wait_reg_mem.py)
+        pa, why = (w.addr, None) if w.addr >> ADDR_BITS else self._mmu.translate(w.vmid, w.addr, _READ)
         if why is not None:
             self._wait = None
             raise _vm_fault(w.addr, _READ, w.vmid, why)

@@ -1,0 +1,46 @@
+"""The examples' command lines: a usage error is one line (`NAME: error: MESSAGE`, exit
+status 2), the usage block left to --help, as every CLI of the project
+(testbench/argtypes.py OneLineParser)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+EXAMPLES = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "examples").glob("*.py")
+                  if "parse_args(" in p.read_text())
+
+
+def test_the_examples_that_read_arguments_are_found():
+    assert EXAMPLES == ["async_submit", "batching", "copy_pipeline", "memcpy", "pools", "producer_consumer"]
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_every_example_says_a_usage_error_in_one_line(capsys, name):
+    """The examples' own parsers are the shared one-line parser too (they printed argparse's
+    usage block first), for argparse's errors and their own range checks (ap.error)."""
+    import importlib
+
+    main = importlib.import_module(f"examples.{name}").main
+    source = (Path(__file__).resolve().parents[2] / "examples" / f"{name}.py").read_text()
+    assert "argparse.ArgumentParser(" not in source
+    for argv, message in ((["--no-such-option"], "unrecognized arguments: --no-such-option"),
+                          (["--help"], None)):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        out, err = capsys.readouterr()
+        if message is None:
+            assert exc.value.code == 0 and out.startswith(f"usage: {name}") and not err
+        else:
+            assert exc.value.code == 2 and err.splitlines() == [f"{name}: error: {message}"] and not out
+
+
+def test_an_examples_own_range_check_is_one_line(capsys):
+    from examples import copy_pipeline
+
+    with pytest.raises(SystemExit) as exc:
+        copy_pipeline.main(["--chunk-bytes", "6"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.splitlines() == ["copy_pipeline: error: --chunk-bytes must be a multiple of 4, not 6"]
