@@ -232,6 +232,47 @@ def read_through(r: RegInfo) -> bool:
                     for f in r.fields))
 
 
+def _storage(f: FieldInfo) -> bool:
+    """A field that is plain storage software writes and reads back (sw=rw, no side effect
+    on write): its value is whatever software last wrote, or its reset value."""
+    return f.sw == "rw" and f.onwrite is None and not f.singlepulse
+
+
+def shadow_lanes(r: RegInfo) -> list[int]:
+    """The byte lanes of a register read back from the shadow RAM instead of the read
+    multiplexer: every bit of the lane is a storage field's (_storage) and resets to 0. A
+    whole lane, so the RAM's byte enables keep every other bit 0 (no mask per register),
+    and reset 0, so a register not written since the reset reads 0 without a table of
+    reset values; every register that has a lane so qualifies resets to 0 in it."""
+    bits = [None] * 32
+    for f in r.fields:
+        for b in range(f.lsb, f.lsb + f.width):
+            bits[b] = f
+    return [b for b in range(4)
+            if all(bits[i] is not None and _storage(bits[i]) for i in range(8 * b, 8 * b + 8))
+            and (r.reset >> 8 * b) & 0xFF == 0]
+
+
+def constant(r: RegInfo) -> bool:
+    """A register of constant fields only (sw=r, hw=na: ID, VERSION): its value is in the
+    shadow RAM's initial contents, which no write changes, so it costs the multiplexer
+    nothing."""
+    return all((f.sw, f.hw) == ("r", "na") for f in r.fields)
+
+
+def _outside(f: FieldInfo, lanes: list[int]) -> list[tuple[int, int]]:
+    """The bit ranges (register bits, [lo, hi)) of field `f` outside the byte `lanes`."""
+    out: list[tuple[int, int]] = []
+    for b in range(f.lsb, f.lsb + f.width):
+        if b // 8 in lanes:
+            continue
+        if out and out[-1][1] == b:
+            out[-1] = (out[-1][0], b + 1)
+        else:
+            out.append((b, b + 1))
+    return out
+
+
 def hw_port(r: RegInfo, f: FieldInfo) -> str:
     """The hardware's port of field `f` of a register array kept in LUTRAM (in_lutram)."""
     base = r.name.lower()
@@ -243,6 +284,8 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
     ports: list[str] = []
     body: list[str] = []
     reads: list[tuple[int, str]] = []  # (address, expression of the 32-bit read value)
+    shadowed: list[tuple[int, list[int]]] = []  # (address, byte lanes) read from the shadow RAM
+    constants: dict[int, int] = {}  # address: value, of the registers the RAM's contents hold
 
     def emit(line: str = "") -> None:
         body.append("        " + line if line else "")
@@ -260,14 +303,26 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
             emit(f"# {label} @ {addr:#05x}: {r.title}")
             if any(f.sw != "r" for f in r.fields):
                 emit(f"wr = bridge.wr_en & (bridge.wr_addr[2:] == {addr >> 2:#x})")
+            lanes = shadow_lanes(r)
+            if lanes:
+                emit(f"# lanes {lanes} read back from the shadow RAM (written with the register)")
+                emit("with m.If(wr):")
+                emit(f"    m.d.sync += shadow_valid[{len(shadowed)}].eq(1)")
+                emit("shadow_wr.append(wr)")
+                shadowed.append((addr, lanes))
+            elif constant(r):
+                emit("# (constant: in the shadow RAM's initial contents)")
+                constants[addr] = r.reset
             parts: list[tuple[int, int, str]] = []  # (lsb, width, read expr)
             for f in r.fields:
                 p = r.port(f, idx)
                 sl = f"[{f.lsb}:{f.lsb + f.width}]"
                 wd = f"bridge.wr_data{sl}"
                 wm = f"wmask{sl}"
+                outside = _outside(f, lanes)
                 if (f.sw, f.hw) == ("r", "na"):
-                    parts.append((f.lsb, f.width, f"C({f.reset:#x}, {f.width})"))
+                    if not constant(r):
+                        parts.append((f.lsb, f.width, f"C({f.reset:#x}, {f.width})"))
                 elif (f.sw, f.hw) == ("r", "w"):
                     ports.append(f'"{p}": In({f.width}),')
                     parts.append((f.lsb, f.width, f"self.{p}"))
@@ -287,6 +342,8 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
                     emit(f"{p} = Signal({f.width})")
                     emit(f"m.d.sync += {p}.eq(Mux(wr, {wd} & {wm}, 0))  # one-cycle pulse")
                     emit(f"m.d.comb += self.{p}.eq({p})")
+                elif f.hw == "na" and not outside and not f.swmod:
+                    emit(f"# {p}: the shadow RAM's copy is its only one (no hardware reads it)")
                 else:  # storage: sw=rw (hw=r or na) or sw=w (hw=r)
                     if f.hw == "r":
                         ports.append(f'"{p}": Out({f.width}),')
@@ -304,8 +361,9 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
                         emit(f"{p}_swmod = Signal()")
                         emit(f"m.d.sync += {p}_swmod.eq(wr & {wm}.any())  # with the new value")
                         emit(f"m.d.comb += self.{p}_swmod.eq({p}_swmod)")
-                    if f.sw == "rw":
-                        parts.append((f.lsb, f.width, p))
+                    if f.sw == "rw":  # (the bits the shadow RAM does not answer)
+                        parts += [(lo, hi - lo, p if (lo, hi - lo) == (f.lsb, f.width) else
+                                   f"{p}[{lo - f.lsb}:{hi - f.lsb}]") for lo, hi in outside]
             emit(f"wr_hits.append({addr:#05x})")
             emit()
             value = _cat_expr(parts)
@@ -335,6 +393,7 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
     emit(f"rd_hits = C({hits:#x}, {1 << sel_bits})")
     emit("m.d.comb += [bridge.rd_hit.eq(rd_inside & rd_hits.bit_select(rd_index, 1)),")
     emit("             bridge.rd_data.eq(Mux(rd_inside, mux_tree(rd_index, rd_table), 0))]")
+    _render_shadow(emit, shadowed, constants, sel_bits)
 
     src = [
         '"""The CSR block: every register of spec/regs.rdl behind an AXI4-Lite slave.',
@@ -387,12 +446,57 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
         "        wmask = Signal(32)  # byte strobes as a bit mask",
         "        m.d.comb += wmask.eq(Cat(s.replicate(8) for s in bridge.wr_strb))",
         "        wr_hits = []",
+        f"        shadow_valid = Signal({len(shadowed)})  # a shadowed register written since the reset",
+        "        shadow_wr = []  # each shadowed register's write decode, in shadow_valid's order",
         "",
         *body,
         "        return m",
         "",
     ]
     return "\n".join(src)
+
+
+def _render_shadow(emit, shadowed: list[tuple[int, list[int]]], constants: dict[int, int],
+                   sel_bits: int) -> None:
+    """The shadow RAM (a block RAM on an FPGA): a word per register index, written with the
+    shadowed lanes (shadow_lanes) of every MMIO write to a shadowed register and read at
+    every accepted MMIO read; the bridge ORs its word into the answer a cycle later, when
+    the read port has it (rd_late), so a read takes as many cycles as before. The
+    registers' flip-flops stay for the hardware; the read multiplexer no longer sees the
+    shadowed lanes. A RAM keeps its contents through a reset, so a valid bit per register
+    (reset with the block) tells the registers written since: one that was not reads 0
+    (its reset value), and its first write fills the lanes it does not strobe with 0."""
+    depth = 1 << sel_bits
+    emit()
+    emit("# Shadow RAM: read-back of the software-written lanes (and the constant registers)")
+    init = ", ".join(f"{a >> 2:#x}: {v:#x}" for a, v in sorted(constants.items()))
+    emit(f"m.submodules.shadow = shadow = Memory(shape=32, depth={depth},")
+    emit(f"                                     init=[{{{init}}}.get(i, 0) for i in range({depth})])")
+    emit("shadow_w = shadow.write_port(granularity=8)")
+    emit("shadow_r = shadow.read_port(transparent_for=())  # a read in a write's cycle: the old word")
+    emit("shadow_first = Signal()  # the write is its register's first since the reset")
+    emit("m.d.comb += shadow_first.eq((Cat(shadow_wr) & ~shadow_valid).any())")
+    lane_regs = [tuple(k for k, (_, ls) in enumerate(shadowed) if b in ls) for b in range(4)]
+    emit("shadow_lane_regs = [  # per byte lane, the shadowed registers that have it")
+    for ks in lane_regs:
+        emit(f"    {ks!r},")
+    emit("]")
+    emit(f"m.d.comb += [shadow_w.addr.eq(bridge.wr_addr[2:{2 + sel_bits}]),")
+    emit("             shadow_w.en.eq(Cat(Cat(C(0, 1), *(shadow_wr[k] for k in ks)).any() &")
+    emit("                                (bridge.wr_strb[b] | shadow_first) for b, ks in enumerate(shadow_lane_regs))),")
+    emit("             shadow_w.data.eq(Cat(Mux(bridge.wr_strb[b] | ~shadow_first, bridge.wr_data[8 * b:8 * b + 8], 0)")
+    emit("                                  for b in range(4))),")
+    emit("             shadow_r.addr.eq(rd_index), shadow_r.en.eq(bridge.rd_en)]")
+    table = {a >> 2: f"shadow_valid[{k}]" for k, (a, _) in enumerate(shadowed)}
+    table.update({a >> 2: "C(1, 1)" for a in constants})
+    emit("shadow_valid_table = [{")
+    for i, v in sorted(table.items()):
+        emit(f"    {i:#x}: {v},  # {4 * i:#05x}")
+    emit(f"}}.get(i) for i in range({depth})]")
+    emit("shadow_ok = Signal()  # the RAM's word is the read's answer (else it reads 0)")
+    emit("with m.If(bridge.rd_en):")
+    emit("    m.d.sync += shadow_ok.eq(rd_inside & mux_tree(rd_index, shadow_valid_table))")
+    emit("m.d.comb += bridge.rd_late.eq(Mux(shadow_ok, shadow_r.data, 0))")
 
 
 def _render_read_through(r: RegInfo, emit, ports: list[str], reads: list[tuple[int, str]]) -> None:
