@@ -105,7 +105,8 @@ class AXI4LiteRegBridge(wiring.Component):
     A registered read (a block RAM's read port) takes `rd_en`, high in the cycle a read is
     accepted (with `rd_addr`), and answers `rd_late` from the next cycle on, held until the
     next `rd_en`; the bridge ORs it into RDATA, so such a read answers in the same cycle
-    as the others. `rd_late` is 0 for a miss and for the bits `rd_data` answers.
+    as the others. `rd_late` is 0 for a miss and for the bits `rd_data` answers. While
+    `rd_wait` is high no read is accepted (the RAM is taking a write).
     """
 
     def __init__(self, addr_width: int):
@@ -115,7 +116,7 @@ class AXI4LiteRegBridge(wiring.Component):
             "wr_en": Out(1), "wr_addr": Out(addr_width), "wr_data": Out(32), "wr_strb": Out(4),
             "wr_hit": In(1),
             "rd_addr": Out(addr_width), "rd_data": In(32), "rd_hit": In(1),
-            "rd_en": Out(1), "rd_late": In(32),
+            "rd_en": Out(1), "rd_late": In(32), "rd_wait": In(1),
         })
 
     def elaborate(self, platform):
@@ -165,7 +166,7 @@ class AXI4LiteRegBridge(wiring.Component):
         r_data = Signal(32)
         r_resp = Signal(2)
         m.d.comb += [
-            bus.arready.eq(~r_valid),
+            bus.arready.eq(~r_valid & ~self.rd_wait),
             bus.rvalid.eq(r_valid),
             bus.rdata.eq(r_data | self.rd_late),
             bus.rresp.eq(r_resp),

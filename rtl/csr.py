@@ -1784,7 +1784,7 @@ class CSRBlock(wiring.Component):
         m.submodules.shadow = shadow = Memory(shape=32, depth=512,
                                              init=[{0x0: 0x47505543, 0x1: 0x20000}.get(i, 0) for i in range(512)])
         shadow_w = shadow.write_port(granularity=8)
-        shadow_r = shadow.read_port(transparent_for=())  # a read in a write's cycle: the old word
+        shadow_r = shadow.read_port(transparent_for=())  # (never in a write's cycle: rd_wait)
         shadow_first = Signal()  # the write is its register's first since the reset
         m.d.comb += shadow_first.eq((Cat(shadow_wr) & ~shadow_valid).any())
         shadow_lane_regs = [  # per byte lane, the shadowed registers that have it
@@ -1793,11 +1793,20 @@ class CSRBlock(wiring.Component):
             (0, 1, 3, 4, 6, 8, 10, 11, 13, 15, 17),
             (0, 1, 3, 4, 6, 8, 10, 11, 13, 15, 17),
         ]
-        m.d.comb += [shadow_w.addr.eq(bridge.wr_addr[2:11]),
-                     shadow_w.en.eq(Cat(Cat(C(0, 1), *(shadow_wr[k] for k in ks)).any() &
-                                        (bridge.wr_strb[b] | shadow_first) for b, ks in enumerate(shadow_lane_regs))),
-                     shadow_w.data.eq(Cat(Mux(bridge.wr_strb[b] | ~shadow_first, bridge.wr_data[8 * b:8 * b + 8], 0)
-                                          for b in range(4))),
+        # The RAM takes the write a cycle after the register, from registers (a block RAM's
+        # inputs are slow to set up, and the write's decode comes late in its cycle), and the
+        # bridge accepts no read in that cycle (rd_wait), so a read never meets the write: it
+        # reads the RAM before the write or after it, as the register, with no bypass.
+        shadow_wa = Signal(9)
+        shadow_wd = Signal(32)
+        shadow_we = Signal(4)
+        m.d.sync += [shadow_wa.eq(bridge.wr_addr[2:11]),
+                     shadow_we.eq(Cat(Cat(C(0, 1), *(shadow_wr[k] for k in ks)).any() &
+                                      (bridge.wr_strb[b] | shadow_first) for b, ks in enumerate(shadow_lane_regs))),
+                     shadow_wd.eq(Cat(Mux(bridge.wr_strb[b] | ~shadow_first, bridge.wr_data[8 * b:8 * b + 8], 0)
+                                      for b in range(4)))]
+        m.d.comb += [shadow_w.addr.eq(shadow_wa), shadow_w.data.eq(shadow_wd), shadow_w.en.eq(shadow_we),
+                     bridge.rd_wait.eq(shadow_we.any()),
                      shadow_r.addr.eq(rd_index), shadow_r.en.eq(bridge.rd_en)]
         shadow_valid_table = [{
             0x0: C(1, 1),  # 0x000

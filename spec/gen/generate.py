@@ -461,7 +461,8 @@ def _render_shadow(emit, shadowed: list[tuple[int, list[int]]], constants: dict[
     """The shadow RAM (a block RAM on an FPGA): a word per register index, written with the
     shadowed lanes (shadow_lanes) of every MMIO write to a shadowed register and read at
     every accepted MMIO read; the bridge ORs its word into the answer a cycle later, when
-    the read port has it (rd_late), so a read takes as many cycles as before. The
+    the read port has it (rd_late), so a read takes as many cycles as before (but one
+    that arrives in the cycle the RAM takes a write waits a cycle: rd_wait). The
     registers' flip-flops stay for the hardware; the read multiplexer no longer sees the
     shadowed lanes. A RAM keeps its contents through a reset, so a valid bit per register
     (reset with the block) tells the registers written since: one that was not reads 0
@@ -473,7 +474,7 @@ def _render_shadow(emit, shadowed: list[tuple[int, list[int]]], constants: dict[
     emit(f"m.submodules.shadow = shadow = Memory(shape=32, depth={depth},")
     emit(f"                                     init=[{{{init}}}.get(i, 0) for i in range({depth})])")
     emit("shadow_w = shadow.write_port(granularity=8)")
-    emit("shadow_r = shadow.read_port(transparent_for=())  # a read in a write's cycle: the old word")
+    emit("shadow_r = shadow.read_port(transparent_for=())  # (never in a write's cycle: rd_wait)")
     emit("shadow_first = Signal()  # the write is its register's first since the reset")
     emit("m.d.comb += shadow_first.eq((Cat(shadow_wr) & ~shadow_valid).any())")
     lane_regs = [tuple(k for k, (_, ls) in enumerate(shadowed) if b in ls) for b in range(4)]
@@ -481,11 +482,20 @@ def _render_shadow(emit, shadowed: list[tuple[int, list[int]]], constants: dict[
     for ks in lane_regs:
         emit(f"    {ks!r},")
     emit("]")
-    emit(f"m.d.comb += [shadow_w.addr.eq(bridge.wr_addr[2:{2 + sel_bits}]),")
-    emit("             shadow_w.en.eq(Cat(Cat(C(0, 1), *(shadow_wr[k] for k in ks)).any() &")
-    emit("                                (bridge.wr_strb[b] | shadow_first) for b, ks in enumerate(shadow_lane_regs))),")
-    emit("             shadow_w.data.eq(Cat(Mux(bridge.wr_strb[b] | ~shadow_first, bridge.wr_data[8 * b:8 * b + 8], 0)")
-    emit("                                  for b in range(4))),")
+    emit("# The RAM takes the write a cycle after the register, from registers (a block RAM's")
+    emit("# inputs are slow to set up, and the write's decode comes late in its cycle), and the")
+    emit("# bridge accepts no read in that cycle (rd_wait), so a read never meets the write: it")
+    emit("# reads the RAM before the write or after it, as the register, with no bypass.")
+    emit(f"shadow_wa = Signal({sel_bits})")
+    emit("shadow_wd = Signal(32)")
+    emit("shadow_we = Signal(4)")
+    emit(f"m.d.sync += [shadow_wa.eq(bridge.wr_addr[2:{2 + sel_bits}]),")
+    emit("             shadow_we.eq(Cat(Cat(C(0, 1), *(shadow_wr[k] for k in ks)).any() &")
+    emit("                              (bridge.wr_strb[b] | shadow_first) for b, ks in enumerate(shadow_lane_regs))),")
+    emit("             shadow_wd.eq(Cat(Mux(bridge.wr_strb[b] | ~shadow_first, bridge.wr_data[8 * b:8 * b + 8], 0)")
+    emit("                              for b in range(4)))]")
+    emit("m.d.comb += [shadow_w.addr.eq(shadow_wa), shadow_w.data.eq(shadow_wd), shadow_w.en.eq(shadow_we),")
+    emit("             bridge.rd_wait.eq(shadow_we.any()),")
     emit("             shadow_r.addr.eq(rd_index), shadow_r.en.eq(bridge.rd_en)]")
     table = {a >> 2: f"shadow_valid[{k}]" for k, (a, _) in enumerate(shadowed)}
     table.update({a >> 2: "C(1, 1)" for a in constants})
