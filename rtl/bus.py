@@ -101,6 +101,12 @@ class AXI4LiteRegBridge(wiring.Component):
     answers `wr_hit` combinationally; reads present `rd_addr` and take `rd_data`/`rd_hit`
     combinationally. Misses answer DECERR (reads return 0). MMIO is not on a hot path,
     so the bridge favours clarity over back-to-back throughput.
+
+    A registered read (a block RAM's read port) takes `rd_en`, high in the cycle a read is
+    accepted (with `rd_addr`), and answers `rd_late` from the next cycle on, held until the
+    next `rd_en`; the bridge ORs it into RDATA, so such a read answers in the same cycle
+    as the others. `rd_late` is 0 for a miss and for the bits `rd_data` answers. While
+    `rd_wait` is high no read is accepted (the RAM is taking a write).
     """
 
     def __init__(self, addr_width: int):
@@ -110,6 +116,7 @@ class AXI4LiteRegBridge(wiring.Component):
             "wr_en": Out(1), "wr_addr": Out(addr_width), "wr_data": Out(32), "wr_strb": Out(4),
             "wr_hit": In(1),
             "rd_addr": Out(addr_width), "rd_data": In(32), "rd_hit": In(1),
+            "rd_en": Out(1), "rd_late": In(32), "rd_wait": In(1),
         })
 
     def elaborate(self, platform):
@@ -159,11 +166,12 @@ class AXI4LiteRegBridge(wiring.Component):
         r_data = Signal(32)
         r_resp = Signal(2)
         m.d.comb += [
-            bus.arready.eq(~r_valid),
+            bus.arready.eq(~r_valid & ~self.rd_wait),
             bus.rvalid.eq(r_valid),
-            bus.rdata.eq(r_data),
+            bus.rdata.eq(r_data | self.rd_late),
             bus.rresp.eq(r_resp),
             self.rd_addr.eq(bus.araddr),
+            self.rd_en.eq(bus.arvalid & bus.arready),
         ]
         with m.If(bus.arvalid & bus.arready):
             m.d.sync += [

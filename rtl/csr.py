@@ -323,11 +323,15 @@ class CSRBlock(wiring.Component):
         wmask = Signal(32)  # byte strobes as a bit mask
         m.d.comb += wmask.eq(Cat(s.replicate(8) for s in bridge.wr_strb))
         wr_hits = []
+        shadow_valid = Signal(19)  # a shadowed register written since the reset
+        shadow_wr = []  # each shadowed register's write decode, in shadow_valid's order
 
         # ID @ 0x000: Identification
+        # (constant: in the shadow RAM's initial contents)
         wr_hits.append(0x000)
 
         # VERSION @ 0x004: Version
+        # (constant: in the shadow RAM's initial contents)
         wr_hits.append(0x004)
 
         # CAPS @ 0x008: Capabilities
@@ -335,15 +339,11 @@ class CSRBlock(wiring.Component):
 
         # SCRATCH @ 0x00c: Scratch
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x3)
-        scratch = Signal(32, init=0x0)
-        with m.If(wr & bridge.wr_strb[0]):
-            m.d.sync += scratch[0:8].eq(bridge.wr_data[0:8])
-        with m.If(wr & bridge.wr_strb[1]):
-            m.d.sync += scratch[8:16].eq(bridge.wr_data[8:16])
-        with m.If(wr & bridge.wr_strb[2]):
-            m.d.sync += scratch[16:24].eq(bridge.wr_data[16:24])
-        with m.If(wr & bridge.wr_strb[3]):
-            m.d.sync += scratch[24:32].eq(bridge.wr_data[24:32])
+        # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
+        with m.If(wr):
+            m.d.sync += shadow_valid[0].eq(1)
+        shadow_wr.append(wr)
+        # scratch: the shadow RAM's copy is its only one (no hardware reads it)
         wr_hits.append(0x00c)
 
         # CONTROL @ 0x010: Control
@@ -423,6 +423,10 @@ class CSRBlock(wiring.Component):
 
         # IH_BASE_LO @ 0x040: IH ring base, low
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x10)
+        # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
+        with m.If(wr):
+            m.d.sync += shadow_valid[1].eq(1)
+        shadow_wr.append(wr)
         ih_base_lo = Signal(32, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += ih_base_lo[0:8].eq(bridge.wr_data[0:8])
@@ -437,6 +441,10 @@ class CSRBlock(wiring.Component):
 
         # IH_BASE_HI @ 0x044: IH ring base, high
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x11)
+        # lanes [0] read back from the shadow RAM (written with the register)
+        with m.If(wr):
+            m.d.sync += shadow_valid[2].eq(1)
+        shadow_wr.append(wr)
         ih_base_hi = Signal(8, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += ih_base_hi[0:8].eq(bridge.wr_data[0:8])
@@ -456,6 +464,10 @@ class CSRBlock(wiring.Component):
 
         # IH_RPTR @ 0x050: IH read pointer
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x14)
+        # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
+        with m.If(wr):
+            m.d.sync += shadow_valid[3].eq(1)
+        shadow_wr.append(wr)
         ih_rptr = Signal(32, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += ih_rptr[0:8].eq(bridge.wr_data[0:8])
@@ -470,6 +482,10 @@ class CSRBlock(wiring.Component):
 
         # IH_WPTR_ADDR_LO @ 0x054: IH wptr write-back address, low
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x15)
+        # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
+        with m.If(wr):
+            m.d.sync += shadow_valid[4].eq(1)
+        shadow_wr.append(wr)
         ih_wptr_addr_lo = Signal(32, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += ih_wptr_addr_lo[0:8].eq(bridge.wr_data[0:8])
@@ -484,6 +500,10 @@ class CSRBlock(wiring.Component):
 
         # IH_WPTR_ADDR_HI @ 0x058: IH wptr write-back address, high
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x16)
+        # lanes [0, 1] read back from the shadow RAM (written with the register)
+        with m.If(wr):
+            m.d.sync += shadow_valid[5].eq(1)
+        shadow_wr.append(wr)
         ih_wptr_addr_hi = Signal(16, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += ih_wptr_addr_hi[0:8].eq(bridge.wr_data[0:8])
@@ -506,6 +526,10 @@ class CSRBlock(wiring.Component):
 
         # RB_BASE_LO @ 0x080: Ring base, low
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x20)
+        # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
+        with m.If(wr):
+            m.d.sync += shadow_valid[6].eq(1)
+        shadow_wr.append(wr)
         rb_base_lo = Signal(32, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += rb_base_lo[0:8].eq(bridge.wr_data[0:8])
@@ -520,6 +544,10 @@ class CSRBlock(wiring.Component):
 
         # RB_BASE_HI @ 0x084: Ring base, high
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x21)
+        # lanes [0] read back from the shadow RAM (written with the register)
+        with m.If(wr):
+            m.d.sync += shadow_valid[7].eq(1)
+        shadow_wr.append(wr)
         rb_base_hi = Signal(8, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += rb_base_hi[0:8].eq(bridge.wr_data[0:8])
@@ -539,6 +567,10 @@ class CSRBlock(wiring.Component):
 
         # RB_RPTR_ADDR_LO @ 0x090: Ring rptr write-back address, low
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x24)
+        # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
+        with m.If(wr):
+            m.d.sync += shadow_valid[8].eq(1)
+        shadow_wr.append(wr)
         rb_rptr_addr_lo = Signal(32, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += rb_rptr_addr_lo[0:8].eq(bridge.wr_data[0:8])
@@ -553,6 +585,10 @@ class CSRBlock(wiring.Component):
 
         # RB_RPTR_ADDR_HI @ 0x094: Ring rptr write-back address, high
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x25)
+        # lanes [0, 1] read back from the shadow RAM (written with the register)
+        with m.If(wr):
+            m.d.sync += shadow_valid[9].eq(1)
+        shadow_wr.append(wr)
         rb_rptr_addr_hi = Signal(16, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += rb_rptr_addr_hi[0:8].eq(bridge.wr_data[0:8])
@@ -665,6 +701,10 @@ class CSRBlock(wiring.Component):
 
         # VM_INVALIDATE_ADDR_LO @ 0x208: TLB invalidate address, low
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x82)
+        # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
+        with m.If(wr):
+            m.d.sync += shadow_valid[10].eq(1)
+        shadow_wr.append(wr)
         vm_invalidate_addr_lo = Signal(32, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += vm_invalidate_addr_lo[0:8].eq(bridge.wr_data[0:8])
@@ -917,6 +957,10 @@ class CSRBlock(wiring.Component):
 
         # SDMA_RB_BASE_LO @ 0x404: SDMA ring base, low
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x101)
+        # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
+        with m.If(wr):
+            m.d.sync += shadow_valid[11].eq(1)
+        shadow_wr.append(wr)
         sdma_rb_base_lo = Signal(32, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += sdma_rb_base_lo[0:8].eq(bridge.wr_data[0:8])
@@ -931,6 +975,10 @@ class CSRBlock(wiring.Component):
 
         # SDMA_RB_BASE_HI @ 0x408: SDMA ring base, high
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x102)
+        # lanes [0] read back from the shadow RAM (written with the register)
+        with m.If(wr):
+            m.d.sync += shadow_valid[12].eq(1)
+        shadow_wr.append(wr)
         sdma_rb_base_hi = Signal(8, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += sdma_rb_base_hi[0:8].eq(bridge.wr_data[0:8])
@@ -961,6 +1009,10 @@ class CSRBlock(wiring.Component):
 
         # SDMA_RB_RPTR_ADDR_LO @ 0x418: SDMA rptr write-back address, low
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x106)
+        # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
+        with m.If(wr):
+            m.d.sync += shadow_valid[13].eq(1)
+        shadow_wr.append(wr)
         sdma_rb_rptr_addr_lo = Signal(32, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += sdma_rb_rptr_addr_lo[0:8].eq(bridge.wr_data[0:8])
@@ -975,6 +1027,10 @@ class CSRBlock(wiring.Component):
 
         # SDMA_RB_RPTR_ADDR_HI @ 0x41c: SDMA rptr write-back address, high
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x107)
+        # lanes [0, 1] read back from the shadow RAM (written with the register)
+        with m.If(wr):
+            m.d.sync += shadow_valid[14].eq(1)
+        shadow_wr.append(wr)
         sdma_rb_rptr_addr_hi = Signal(16, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += sdma_rb_rptr_addr_hi[0:8].eq(bridge.wr_data[0:8])
@@ -1058,6 +1114,10 @@ class CSRBlock(wiring.Component):
 
         # CP_HQD1_RB_BASE_LO @ 0x480: HQD1 ring base, low
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x120)
+        # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
+        with m.If(wr):
+            m.d.sync += shadow_valid[15].eq(1)
+        shadow_wr.append(wr)
         cp_hqd1_rb_base_lo = Signal(32, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += cp_hqd1_rb_base_lo[0:8].eq(bridge.wr_data[0:8])
@@ -1072,6 +1132,10 @@ class CSRBlock(wiring.Component):
 
         # CP_HQD1_RB_BASE_HI @ 0x484: HQD1 ring base, high
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x121)
+        # lanes [0] read back from the shadow RAM (written with the register)
+        with m.If(wr):
+            m.d.sync += shadow_valid[16].eq(1)
+        shadow_wr.append(wr)
         cp_hqd1_rb_base_hi = Signal(8, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += cp_hqd1_rb_base_hi[0:8].eq(bridge.wr_data[0:8])
@@ -1091,6 +1155,10 @@ class CSRBlock(wiring.Component):
 
         # CP_HQD1_RB_RPTR_ADDR_LO @ 0x490: HQD1 rptr write-back address, low
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x124)
+        # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
+        with m.If(wr):
+            m.d.sync += shadow_valid[17].eq(1)
+        shadow_wr.append(wr)
         cp_hqd1_rb_rptr_addr_lo = Signal(32, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += cp_hqd1_rb_rptr_addr_lo[0:8].eq(bridge.wr_data[0:8])
@@ -1105,6 +1173,10 @@ class CSRBlock(wiring.Component):
 
         # CP_HQD1_RB_RPTR_ADDR_HI @ 0x494: HQD1 rptr write-back address, high
         wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x125)
+        # lanes [0, 1] read back from the shadow RAM (written with the register)
+        with m.If(wr):
+            m.d.sync += shadow_valid[18].eq(1)
+        shadow_wr.append(wr)
         cp_hqd1_rb_rptr_addr_hi = Signal(16, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += cp_hqd1_rb_rptr_addr_hi[0:8].eq(bridge.wr_data[0:8])
@@ -1191,10 +1263,10 @@ class CSRBlock(wiring.Component):
         rd_index = bridge.rd_addr[2:11]
         rd_inside = bridge.rd_addr[11:] == 0
         rd_table = [
-            C(0x47505543, 32),  # 0x000
-            Cat(C(0x0, 16), C(0x2, 8), C(0x0, 8)),  # 0x004
+            None,  # 0x000
+            None,  # 0x004
             Cat(self.caps_bus_bytes_log2, self.caps_addr_bits, self.caps_ib_levels, self.caps_dma, self.caps_ih, self.caps_dma_max_log2, self.caps_vm, C(0, 8)),  # 0x008
-            scratch,  # 0x00c
+            None,  # 0x00c
             Cat(control_halt, C(0, 31)),  # 0x010
             Cat(self.status_idle, self.status_halted, self.status_error, self.status_rb_empty, self.status_dma_busy, self.status_waiting, C(0, 2), self.status_level, C(0, 22)),  # 0x014
             None,  # 0x018
@@ -1207,13 +1279,13 @@ class CSRBlock(wiring.Component):
             None,  # 0x034
             None,  # 0x038
             None,  # 0x03c
-            ih_base_lo,  # 0x040
-            Cat(ih_base_hi, C(0, 24)),  # 0x044
+            None,  # 0x040
+            None,  # 0x044
             Cat(ih_size, C(0, 27)),  # 0x048
             self.ih_wptr,  # 0x04c
-            ih_rptr,  # 0x050
-            ih_wptr_addr_lo,  # 0x054
-            Cat(ih_wptr_addr_hi, C(0, 16)),  # 0x058
+            None,  # 0x050
+            None,  # 0x054
+            None,  # 0x058
             Cat(ih_cntl_enable, ih_cntl_wptr_wb, C(0, 30)),  # 0x05c
             None,  # 0x060
             None,  # 0x064
@@ -1223,12 +1295,12 @@ class CSRBlock(wiring.Component):
             None,  # 0x074
             None,  # 0x078
             None,  # 0x07c
-            rb_base_lo,  # 0x080
-            Cat(rb_base_hi, C(0, 24)),  # 0x084
+            None,  # 0x080
+            None,  # 0x084
             Cat(rb_size, C(0, 27)),  # 0x088
             self.rb_rptr,  # 0x08c
-            rb_rptr_addr_lo,  # 0x090
-            Cat(rb_rptr_addr_hi, C(0, 16)),  # 0x094
+            None,  # 0x090
+            None,  # 0x094
             None,  # 0x098
             self.rb_wptr,  # 0x09c
             Cat(rb_cntl_enable, rb_cntl_rptr_wb, C(0, 30)),  # 0x0a0
@@ -1321,7 +1393,7 @@ class CSRBlock(wiring.Component):
             None,  # 0x1fc
             Cat(self.vm_caps_levels, self.vm_caps_vmids, C(0, 3), self.vm_caps_tlb_log2, C(0, 16)),  # 0x200
             None,  # 0x204
-            vm_invalidate_addr_lo,  # 0x208
+            None,  # 0x208
             Cat(vm_invalidate_addr_hi, C(0, 28)),  # 0x20c
             Cat(self.vm_invalidate_ack, C(0, 16)),  # 0x210
             None,  # 0x214
@@ -1448,13 +1520,13 @@ class CSRBlock(wiring.Component):
             None,  # 0x3f8
             None,  # 0x3fc
             Cat(self.queue_caps_sdma, self.queue_caps_cp_queues, C(0, 24)),  # 0x400
-            sdma_rb_base_lo,  # 0x404
-            Cat(sdma_rb_base_hi, C(0, 24)),  # 0x408
+            None,  # 0x404
+            None,  # 0x408
             Cat(sdma_rb_cntl_rb_enable, sdma_rb_cntl_rb_size, C(0, 6), sdma_rb_cntl_rptr_writeback_enable, C(0, 19)),  # 0x40c
             self.sdma_rb_rptr,  # 0x410
             self.sdma_rb_wptr,  # 0x414
-            sdma_rb_rptr_addr_lo,  # 0x418
-            Cat(sdma_rb_rptr_addr_hi, C(0, 16)),  # 0x41c
+            None,  # 0x418
+            None,  # 0x41c
             None,  # 0x420
             Cat(sdma_cntl_trap_enable, sdma_cntl_halt, C(0, 30)),  # 0x424
             Cat(self.sdma_status_idle, self.sdma_status_halted, self.sdma_status_error, self.sdma_status_rb_empty, C(0, 1), self.sdma_status_waiting, C(0, 2), self.sdma_status_level, C(0, 22)),  # 0x428
@@ -1479,12 +1551,12 @@ class CSRBlock(wiring.Component):
             perf_sdma_packets_rd,  # 0x474
             perf_sdma_packets_rd,  # 0x478
             perf_sdma_packets_rd,  # 0x47c
-            cp_hqd1_rb_base_lo,  # 0x480
-            Cat(cp_hqd1_rb_base_hi, C(0, 24)),  # 0x484
+            None,  # 0x480
+            None,  # 0x484
             Cat(cp_hqd1_rb_size, C(0, 27)),  # 0x488
             self.cp_hqd1_rb_rptr,  # 0x48c
-            cp_hqd1_rb_rptr_addr_lo,  # 0x490
-            Cat(cp_hqd1_rb_rptr_addr_hi, C(0, 16)),  # 0x494
+            None,  # 0x490
+            None,  # 0x494
             None,  # 0x498
             self.cp_hqd1_rb_wptr,  # 0x49c
             Cat(cp_hqd1_rb_cntl_enable, cp_hqd1_rb_cntl_rptr_wb, C(0, 30)),  # 0x4a0
@@ -1707,4 +1779,60 @@ class CSRBlock(wiring.Component):
         rd_hits = C(0x3f03ffff0f7fff0000ffffffffffff000000000000771f000000000000ff3f030f01ff00ff073f, 512)
         m.d.comb += [bridge.rd_hit.eq(rd_inside & rd_hits.bit_select(rd_index, 1)),
                      bridge.rd_data.eq(Mux(rd_inside, mux_tree(rd_index, rd_table), 0))]
+
+        # Shadow RAM: read-back of the software-written lanes (and the constant registers)
+        m.submodules.shadow = shadow = Memory(shape=32, depth=512,
+                                             init=[{0x0: 0x47505543, 0x1: 0x20000}.get(i, 0) for i in range(512)])
+        shadow_w = shadow.write_port(granularity=8)
+        shadow_r = shadow.read_port(transparent_for=())  # (never in a write's cycle: rd_wait)
+        shadow_first = Signal()  # the write is its register's first since the reset
+        m.d.comb += shadow_first.eq((Cat(shadow_wr) & ~shadow_valid).any())
+        shadow_lane_regs = [  # per byte lane, the shadowed registers that have it
+            (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18),
+            (0, 1, 3, 4, 5, 6, 8, 9, 10, 11, 13, 14, 15, 17, 18),
+            (0, 1, 3, 4, 6, 8, 10, 11, 13, 15, 17),
+            (0, 1, 3, 4, 6, 8, 10, 11, 13, 15, 17),
+        ]
+        # The RAM takes the write a cycle after the register, from registers (a block RAM's
+        # inputs are slow to set up, and the write's decode comes late in its cycle), and the
+        # bridge accepts no read in that cycle (rd_wait), so a read never meets the write: it
+        # reads the RAM before the write or after it, as the register, with no bypass.
+        shadow_wa = Signal(9)
+        shadow_wd = Signal(32)
+        shadow_we = Signal(4)
+        m.d.sync += [shadow_wa.eq(bridge.wr_addr[2:11]),
+                     shadow_we.eq(Cat(Cat(C(0, 1), *(shadow_wr[k] for k in ks)).any() &
+                                      (bridge.wr_strb[b] | shadow_first) for b, ks in enumerate(shadow_lane_regs))),
+                     shadow_wd.eq(Cat(Mux(bridge.wr_strb[b] | ~shadow_first, bridge.wr_data[8 * b:8 * b + 8], 0)
+                                      for b in range(4)))]
+        m.d.comb += [shadow_w.addr.eq(shadow_wa), shadow_w.data.eq(shadow_wd), shadow_w.en.eq(shadow_we),
+                     bridge.rd_wait.eq(shadow_we.any()),
+                     shadow_r.addr.eq(rd_index), shadow_r.en.eq(bridge.rd_en)]
+        shadow_valid_table = [{
+            0x0: C(1, 1),  # 0x000
+            0x1: C(1, 1),  # 0x004
+            0x3: shadow_valid[0],  # 0x00c
+            0x10: shadow_valid[1],  # 0x040
+            0x11: shadow_valid[2],  # 0x044
+            0x14: shadow_valid[3],  # 0x050
+            0x15: shadow_valid[4],  # 0x054
+            0x16: shadow_valid[5],  # 0x058
+            0x20: shadow_valid[6],  # 0x080
+            0x21: shadow_valid[7],  # 0x084
+            0x24: shadow_valid[8],  # 0x090
+            0x25: shadow_valid[9],  # 0x094
+            0x82: shadow_valid[10],  # 0x208
+            0x101: shadow_valid[11],  # 0x404
+            0x102: shadow_valid[12],  # 0x408
+            0x106: shadow_valid[13],  # 0x418
+            0x107: shadow_valid[14],  # 0x41c
+            0x120: shadow_valid[15],  # 0x480
+            0x121: shadow_valid[16],  # 0x484
+            0x124: shadow_valid[17],  # 0x490
+            0x125: shadow_valid[18],  # 0x494
+        }.get(i) for i in range(512)]
+        shadow_ok = Signal()  # the RAM's word is the read's answer (else it reads 0)
+        with m.If(bridge.rd_en):
+            m.d.sync += shadow_ok.eq(rd_inside & mux_tree(rd_index, shadow_valid_table))
+        m.d.comb += bridge.rd_late.eq(Mux(shadow_ok, shadow_r.data, 0))
         return m
