@@ -236,7 +236,7 @@ def render_vm_section() -> str:
     why = {vm.Cause.INVALID: "the entry at LEVEL is not VALID",
            vm.Cause.PERMISSION: "the leaf (a PTE, or a huge page's directory entry, at LEVEL) lacks what the "
                                 "access needs",
-           vm.Cause.RANGE: "the address has bits above the tables' reach (LEVEL 0)",
+           vm.Cause.RANGE: "the address has bits above the tables' reach, within the bus's 48 (LEVEL 0; bits above 47 are the CP's BUS_DECERR first)",
            vm.Cause.WALK_ERROR: "reading the entry at LEVEL answered a bus error"}
     out += ["", "Why a translation fails (VM_FAULT_STATUS.CAUSE):", "", "| CAUSE | name | when |", "|---|---|---|"]
     out += [f"| {int(c)} | {c.name} | {why[c]} |" for c in vm.Cause]
