@@ -144,6 +144,12 @@ class SdmaEngine(wiring.Component):
         p_arr = Array(p)
         pidx = Signal(range(pk.MAX_FIXED + 1))
         rem = Signal(22)  # dwords still to pop (payload, NOP's skip, WRITE_LINEAR's data)
+        # the packet's field checks, worked out as its payload dwords arrive (PAYLOAD), so
+        # that CHECK reads a verdict from registers: its tail runs past its buffer
+        # (BAD_COUNT), an unsupported value (UNSUPPORTED), a misaligned address
+        v_count = Signal()
+        v_unsup = Signal()
+        v_misal = Signal()
 
         # error latch
         err = Signal()
@@ -334,6 +340,35 @@ class SdmaEngine(wiring.Component):
         c.update(locals())
         for mod in (copy_fill, write, poll_regmem, indirect_buffer, trap):
             mod.setup(c)
+
+        def collect_checks(w):
+            """The checks of the payload dword `w` (the pidx-th) into the verdict registers:
+            set at the packet's first (with its header's), OR'ed in at the others; CHECK
+            reads them (sdma_32's critical path was these checks from the payload registers
+            in CHECK: `dma.cmd_src` -> the checks -> `f_code_r`, 11.1-11.4 ns)."""
+            for x in pk.PACKETS:
+                if x is sp.NOP:
+                    continue
+                collect = getattr(EXECUTORS[x.name], "collect", None)
+                with m.If(kind == x.index):
+                    for d in range(x.fixed):
+                        with m.If(pidx == d):
+                            unsup = pk.unsupported_in(x, d, w)
+                            misal = pk.misaligned_in(x, d, w)
+                            if d == 0:
+                                unsup = unsup | pk.unsupported_in(x, -1, hdr)
+                                misal = misal | pk.misaligned_in(x, -1, hdr)
+                                m.d.sync += [v_unsup.eq(unsup), v_misal.eq(misal)]
+                            else:
+                                m.d.sync += [v_unsup.eq(v_unsup | unsup), v_misal.eq(v_misal | misal)]
+                            if x.tail is not None and x.field(x.length_field).dword == d:
+                                # (WRITE_LINEAR: its data must lie in the buffer too)
+                                f = x.field(x.length_field)
+                                n_tail = w[f.lsb:f.lsb + f.width] + x.length_bias
+                                m.d.sync += v_count.eq(n_tail > left - x.fixed)
+                            if collect is not None:
+                                collect(c, x, d, w)
+
         with m.FSM(name="sdma") as fsm:
             c.fsm = fsm
             with state("RUN"):
@@ -373,6 +408,7 @@ class SdmaEngine(wiring.Component):
                     m.d.sync += [rem.eq(rem - 1), pidx.eq(pidx + 1)]
                     with m.If(kind != sp.NOP.index):
                         m.d.sync += p_arr[pidx].eq(cur_data)
+                    collect_checks(cur_data)
                     with m.If(cur_bad):
                         fail(bus_code(cur_resp, cur_user), cur_addr)
                     with m.Elif(rem == 1):
@@ -393,13 +429,14 @@ class SdmaEngine(wiring.Component):
                         prepare = getattr(EXECUTORS[x.name], "prepare", None)
                         if prepare is not None:
                             prepare(c, x)
-                        checks = []  # (condition, error), the first failing one wins
-                        if x.tail is not None:  # WRITE_LINEAR: its data must lie in the buffer too
-                            n_tail = pk.field(hdr, p, x, x.length_field) + x.length_bias
-                            checks.append((n_tail > left - x.fixed, CpError.BAD_COUNT))
-                        checks.append((pk.unsupported(hdr, p, x), CpError.UNSUPPORTED))
+                        # (condition, error), the first failing one wins: the verdicts of
+                        # the payload's checks (collect_checks())
+                        checks = []
+                        if x.tail is not None:
+                            checks.append((v_count, CpError.BAD_COUNT))
+                        checks.append((v_unsup, CpError.UNSUPPORTED))
                         if pk.has_alignment(x):
-                            checks.append((pk.misaligned(hdr, p, x), CpError.IB_MISALIGNED
+                            checks.append((v_misal, CpError.IB_MISALIGNED
                                            if x is sp.INDIRECT_BUFFER else CpError.FENCE_MISALIGNED))
                         if x in (sp.COPY_LINEAR, sp.CONSTANT_FILL):
                             # a failing check waits for the transfers in flight: an earlier
