@@ -343,8 +343,8 @@ class SdmaEngine(wiring.Component):
 
         def collect_checks(w):
             """The checks of the payload dword `w` (the pidx-th) into the verdict registers:
-            set at the packet's first (with its header's), OR'ed in at the others; CHECK
-            reads them (sdma_32's critical path was these checks from the payload registers
+            set at the packet's first (with its header's), OR'ed in at the others (v_count:
+            below); CHECK reads them (sdma_32's critical path was these checks from the payload registers
             in CHECK: `dma.cmd_src` -> the checks -> `f_code_r`, 11.1-11.4 ns)."""
             for x in pk.PACKETS:
                 if x is sp.NOP:
@@ -361,13 +361,18 @@ class SdmaEngine(wiring.Component):
                                 m.d.sync += [v_unsup.eq(unsup), v_misal.eq(misal)]
                             else:
                                 m.d.sync += [v_unsup.eq(v_unsup | unsup), v_misal.eq(v_misal | misal)]
-                            if x.tail is not None and x.field(x.length_field).dword == d:
-                                # (WRITE_LINEAR: its data must lie in the buffer too)
-                                f = x.field(x.length_field)
-                                n_tail = w[f.lsb:f.lsb + f.width] + x.length_bias
-                                m.d.sync += v_count.eq(n_tail > left - x.fixed)
                             if collect is not None:
                                 collect(c, x, d, w)
+
+        # WRITE_LINEAR: its data must lie in the buffer too. Its COUNT is in its last payload
+        # dword, which PAYLOAD pops in its last cycle, before CHECK: so the verdict loads in
+        # every cycle, from the dword on offer, without enables (they took four LUTs after the
+        # compare's carry chain: sdma_64's path, in_ib -> the dword -> v_count, 11.74 ns)
+        (wl,) = (x for x in pk.PACKETS if x.tail is not None and x is not sp.NOP)
+        wl_count = wl.field(wl.length_field)
+        assert wl_count.dword == wl.fixed - 1
+        m.d.sync += v_count.eq(cur_data[wl_count.lsb:wl_count.lsb + wl_count.width] + wl.length_bias
+                               > left - wl.fixed)
 
         with m.FSM(name="sdma") as fsm:
             c.fsm = fsm
@@ -432,7 +437,7 @@ class SdmaEngine(wiring.Component):
                         # (condition, error), the first failing one wins: the verdicts of
                         # the payload's checks (collect_checks())
                         checks = []
-                        if x.tail is not None:
+                        if x is wl:
                             checks.append((v_count, CpError.BAD_COUNT))
                         checks.append((v_unsup, CpError.UNSUPPORTED))
                         if pk.has_alignment(x):
