@@ -233,16 +233,25 @@ class SdmaEngine(wiring.Component):
         avail_ring = Signal(AVAIL_BITS)
         avail_ib = Signal(AVAIL_BITS)
         ib_empty = Signal()  # ib_pos == ib_size
-        for av, end, pos, popped in ((avail_ring, wdw, rpos, pop & ~in_ib), (avail_ib, ib_size, ib_pos, pop & in_ib)):
+        # With each, whether it is beyond any packet's need (`need` < 2^NEED_BITS), so the
+        # compare is as wide as `need`, not as `avail` (it is the header's decision in RUN:
+        # sdma_32's path after the payload's checks, dw_tag -> the compare -> the state)
+        NEED_BITS = len(fr.dw_tag.need)
+        avail_ring_far = Signal()
+        avail_ib_far = Signal()
+        for av, far, end, pos, popped in ((avail_ring, avail_ring_far, wdw, rpos, pop & ~in_ib),
+                                          (avail_ib, avail_ib_far, ib_size, ib_pos, pop & in_ib)):
             end32, pos32 = Signal(32, name=f"{av.name}_end"), Signal(32, name=f"{av.name}_pos")
             n0, n1 = Signal(32, name=f"{av.name}_n0"), Signal(32, name=f"{av.name}_n1")
             m.d.comb += [end32.eq(end), pos32.eq(pos), n0.eq(end32 - pos32), n1.eq(end32 + ~pos32)]
-            m.d.sync += av.eq(Mux(popped, _saturate(n1), _saturate(n0)))
+            m.d.sync += [av.eq(Mux(popped, _saturate(n1), _saturate(n0))),
+                         far.eq(Mux(popped, n1[NEED_BITS:].any(), n0[NEED_BITS:].any()))]
         m.d.sync += ib_empty.eq(Mux(pop & in_ib, ib_pos + 1 == ib_size, ib_pos == ib_size))
         avail = Signal(AVAIL_BITS)
         m.d.comb += avail.eq(Mux(in_ib, avail_ib, avail_ring))
         short = Signal()  # the header on offer's packet runs past its buffer's end (BAD_COUNT)
-        m.d.comb += short.eq(Mux(in_ib, fi.dw_tag.need >= avail_ib, fr.dw_tag.need >= avail_ring))
+        m.d.comb += short.eq(Mux(in_ib, ~avail_ib_far & (fi.dw_tag.need >= avail_ib[:NEED_BITS]),
+                                 ~avail_ring_far & (fr.dw_tag.need >= avail_ring[:NEED_BITS])))
 
         # ---------------------------------------------------------------- errors (errors.py)
         c = _Context(locals())
@@ -258,12 +267,25 @@ class SdmaEngine(wiring.Component):
         dbv = Signal(32)
         m.d.comb += dbv.eq(Cat(Const(0, 2), csr.sdma_doorbell[2:]))
         ahead = Signal(32)
-        over = Signal(32)
-        m.d.comb += [ahead.eq(dbv - Cat(Const(0, 2), wdw[:30])), over.eq(dbv - Cat(Const(0, 2), rdw[:30]))]
+        m.d.comb += ahead.eq(dbv - Cat(Const(0, 2), wdw[:30]))
+        # (uint32)(v − rptr) ≤ 4·size: v lies in [rptr, rptr + 4·size] modulo 2^32, two compares
+        # side by side against a bound kept in a register (the subtraction and then the compare
+        # were two carry chains in a row into wdw's enable: sdma_32's path on seed 2, rdw ->
+        # sdma_rb_wptr, 10.39 ns). The bound follows rdw (loaded where rdw is, below) and
+        # RB_SIZE a cycle later, which no doorbell sees: the CSR block takes one MMIO write a
+        # cycle, and the doorbell's swmod pulse comes with its own write's value.
+        rptr_bytes = Signal(32)
+        m.d.comb += rptr_bytes.eq(Cat(Const(0, 2), rdw[:30]))
+        db_lim = Signal(33)  # rptr + 4·size (bit 32: the range wraps)
+        m.d.sync += db_lim.eq(rptr_bytes + size_bytes)
+        above, below = Signal(), Signal()
+        m.d.comb += [above.eq(dbv >= rptr_bytes), below.eq(dbv <= db_lim[:32])]
+        within = Signal()
+        m.d.comb += within.eq(Mux(db_lim[32], above | below, above & below))
         with m.If(csr.sdma_doorbell_swmod & enable & ~err_any & ~resetting):
             with m.If(ahead[31]):
                 m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_BACKWARDS)]
-            with m.Elif(over > size_bytes):
+            with m.Elif(~within):
                 m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_OVERFLOW)]
             with m.Else():
                 m.d.sync += wdw.eq(wdw + ahead[2:])
@@ -466,7 +488,7 @@ class SdmaEngine(wiring.Component):
                 with m.Else():
                     m.next = "RING_DONE"
             with state("RING_DONE"):
-                m.d.sync += rdw.eq(rpos)
+                m.d.sync += [rdw.eq(rpos), db_lim.eq(Cat(Const(0, 2), rpos[:30]) + size_bytes)]
                 with m.If(csr.sdma_rb_cntl_rptr_writeback_enable):
                     addr = Cat(Const(0, 2), csr.sdma_rb_rptr_addr_lo[2:], csr.sdma_rb_rptr_addr_hi)
                     write_dword(addr, Cat(Const(0, 2), rpos[:30]), 0, "RPTR_WAIT")
@@ -508,7 +530,7 @@ class SdmaEngine(wiring.Component):
                           & ~reset_pulse):
                     m.d.sync += [resetting.eq(0), soft.eq(0), err.eq(0), err_code.eq(0), err_level.eq(0),
                                  err_op.eq(0), err_sub.eq(0), err_addr.eq(0), err_offset.eq(0), err_vmid.eq(0),
-                                 wdw.eq(0), rdw.eq(0), rpos.eq(0), in_ib.eq(0), ib_vmid.eq(0), poll_req.eq(0),
+                                 wdw.eq(0), rdw.eq(0), db_lim.eq(size_bytes), rpos.eq(0), in_ib.eq(0), ib_vmid.eq(0), poll_req.eq(0),
                                  c.dma_go.eq(0)]
                     m.next = "RUN"
 
