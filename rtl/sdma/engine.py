@@ -6,8 +6,9 @@ reference model this follows check by check. The pieces:
 - two Fetchers (rtl/cp/fetch.py: the ring's, wrapping, and the IB's) read ahead; the parser
   pops one dword per cycle from the current level's (an SDMA IB does not nest);
 - the parser FSM (here) reads a header, looks its (OP, SUB_OP) up (packets.py), checks that
-  the packet lies inside its buffer, collects the fixed payload into registers, checks the
-  fields in a CHECK cycle and starts the packet's executor (one module per family);
+  the packet lies inside its buffer, collects the fixed payload into registers, checking
+  each dword's fields as it arrives (into verdict registers), and in a CHECK cycle reads
+  the verdict and starts the packet's executor (one module per family);
 - one BlockWriter (rtl/cp/writer.py) makes every memory write of the engine (WRITE_LINEAR,
   FENCE, the rptr write-back), one aligned 32-byte block at a time, each waited for;
 - COPY_LINEAR and CONSTANT_FILL run on the engine's own DMA engine (rtl/dma/, given as
