@@ -6,8 +6,9 @@ reference model this follows check by check. The pieces:
 - two Fetchers (rtl/cp/fetch.py: the ring's, wrapping, and the IB's) read ahead; the parser
   pops one dword per cycle from the current level's (an SDMA IB does not nest);
 - the parser FSM (here) reads a header, looks its (OP, SUB_OP) up (packets.py), checks that
-  the packet lies inside its buffer, collects the fixed payload into registers, checks the
-  fields in a CHECK cycle and starts the packet's executor (one module per family);
+  the packet lies inside its buffer, collects the fixed payload into registers, checking
+  each dword's fields as it arrives (into verdict registers), and in a CHECK cycle reads
+  the verdict and starts the packet's executor (one module per family);
 - one BlockWriter (rtl/cp/writer.py) makes every memory write of the engine (WRITE_LINEAR,
   FENCE, the rptr write-back), one aligned 32-byte block at a time, each waited for;
 - COPY_LINEAR and CONSTANT_FILL run on the engine's own DMA engine (rtl/dma/, given as
@@ -144,6 +145,12 @@ class SdmaEngine(wiring.Component):
         p_arr = Array(p)
         pidx = Signal(range(pk.MAX_FIXED + 1))
         rem = Signal(22)  # dwords still to pop (payload, NOP's skip, WRITE_LINEAR's data)
+        # the packet's field checks, worked out as its payload dwords arrive (PAYLOAD), so
+        # that CHECK reads a verdict from registers: its tail runs past its buffer
+        # (BAD_COUNT), an unsupported value (UNSUPPORTED), a misaligned address
+        v_count = Signal()
+        v_unsup = Signal()
+        v_misal = Signal()
 
         # error latch
         err = Signal()
@@ -227,16 +234,25 @@ class SdmaEngine(wiring.Component):
         avail_ring = Signal(AVAIL_BITS)
         avail_ib = Signal(AVAIL_BITS)
         ib_empty = Signal()  # ib_pos == ib_size
-        for av, end, pos, popped in ((avail_ring, wdw, rpos, pop & ~in_ib), (avail_ib, ib_size, ib_pos, pop & in_ib)):
+        # With each, whether it is beyond any packet's need (`need` < 2^NEED_BITS), so the
+        # compare is as wide as `need`, not as `avail` (it is the header's decision in RUN:
+        # sdma_32's path after the payload's checks, dw_tag -> the compare -> the state)
+        NEED_BITS = len(fr.dw_tag.need)
+        avail_ring_far = Signal()
+        avail_ib_far = Signal()
+        for av, far, end, pos, popped in ((avail_ring, avail_ring_far, wdw, rpos, pop & ~in_ib),
+                                          (avail_ib, avail_ib_far, ib_size, ib_pos, pop & in_ib)):
             end32, pos32 = Signal(32, name=f"{av.name}_end"), Signal(32, name=f"{av.name}_pos")
             n0, n1 = Signal(32, name=f"{av.name}_n0"), Signal(32, name=f"{av.name}_n1")
             m.d.comb += [end32.eq(end), pos32.eq(pos), n0.eq(end32 - pos32), n1.eq(end32 + ~pos32)]
-            m.d.sync += av.eq(Mux(popped, _saturate(n1), _saturate(n0)))
+            m.d.sync += [av.eq(Mux(popped, _saturate(n1), _saturate(n0))),
+                         far.eq(Mux(popped, n1[NEED_BITS:].any(), n0[NEED_BITS:].any()))]
         m.d.sync += ib_empty.eq(Mux(pop & in_ib, ib_pos + 1 == ib_size, ib_pos == ib_size))
         avail = Signal(AVAIL_BITS)
         m.d.comb += avail.eq(Mux(in_ib, avail_ib, avail_ring))
         short = Signal()  # the header on offer's packet runs past its buffer's end (BAD_COUNT)
-        m.d.comb += short.eq(Mux(in_ib, fi.dw_tag.need >= avail_ib, fr.dw_tag.need >= avail_ring))
+        m.d.comb += short.eq(Mux(in_ib, ~avail_ib_far & (fi.dw_tag.need >= avail_ib[:NEED_BITS]),
+                                 ~avail_ring_far & (fr.dw_tag.need >= avail_ring[:NEED_BITS])))
 
         # ---------------------------------------------------------------- errors (errors.py)
         c = _Context(locals())
@@ -252,12 +268,25 @@ class SdmaEngine(wiring.Component):
         dbv = Signal(32)
         m.d.comb += dbv.eq(Cat(Const(0, 2), csr.sdma_doorbell[2:]))
         ahead = Signal(32)
-        over = Signal(32)
-        m.d.comb += [ahead.eq(dbv - Cat(Const(0, 2), wdw[:30])), over.eq(dbv - Cat(Const(0, 2), rdw[:30]))]
+        m.d.comb += ahead.eq(dbv - Cat(Const(0, 2), wdw[:30]))
+        # (uint32)(v − rptr) ≤ 4·size: v lies in [rptr, rptr + 4·size] modulo 2^32, two compares
+        # side by side against a bound kept in a register (the subtraction and then the compare
+        # were two carry chains in a row into wdw's enable: sdma_32's path on seed 2, rdw ->
+        # sdma_rb_wptr, 10.39 ns). The bound follows rdw (loaded where rdw is, below) and
+        # RB_SIZE a cycle later, which no doorbell sees: the CSR block takes one MMIO write a
+        # cycle, and the doorbell's swmod pulse comes with its own write's value.
+        rptr_bytes = Signal(32)
+        m.d.comb += rptr_bytes.eq(Cat(Const(0, 2), rdw[:30]))
+        db_lim = Signal(33)  # rptr + 4·size (bit 32: the range wraps)
+        m.d.sync += db_lim.eq(rptr_bytes + size_bytes)
+        above, below = Signal(), Signal()
+        m.d.comb += [above.eq(dbv >= rptr_bytes), below.eq(dbv <= db_lim[:32])]
+        within = Signal()
+        m.d.comb += within.eq(Mux(db_lim[32], above | below, above & below))
         with m.If(csr.sdma_doorbell_swmod & enable & ~err_any & ~resetting):
             with m.If(ahead[31]):
                 m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_BACKWARDS)]
-            with m.Elif(over > size_bytes):
+            with m.Elif(~within):
                 m.d.comb += [db_err.eq(1), db_code.eq(CpError.DOORBELL_OVERFLOW)]
             with m.Else():
                 m.d.sync += wdw.eq(wdw + ahead[2:])
@@ -334,6 +363,40 @@ class SdmaEngine(wiring.Component):
         c.update(locals())
         for mod in (copy_fill, write, poll_regmem, indirect_buffer, trap):
             mod.setup(c)
+
+        def collect_checks(w):
+            """The checks of the payload dword `w` (the pidx-th) into the verdict registers:
+            set at the packet's first (with its header's), OR'ed in at the others (v_count:
+            below); CHECK reads them (sdma_32's critical path was these checks from the payload registers
+            in CHECK: `dma.cmd_src` -> the checks -> `f_code_r`, 11.1-11.4 ns)."""
+            for x in pk.PACKETS:
+                if x is sp.NOP:
+                    continue
+                collect = getattr(EXECUTORS[x.name], "collect", None)
+                with m.If(kind == x.index):
+                    for d in range(x.fixed):
+                        with m.If(pidx == d):
+                            unsup = pk.unsupported_in(x, d, w)
+                            misal = pk.misaligned_in(x, d, w)
+                            if d == 0:
+                                unsup = unsup | pk.unsupported_in(x, -1, hdr)
+                                misal = misal | pk.misaligned_in(x, -1, hdr)
+                                m.d.sync += [v_unsup.eq(unsup), v_misal.eq(misal)]
+                            else:
+                                m.d.sync += [v_unsup.eq(v_unsup | unsup), v_misal.eq(v_misal | misal)]
+                            if collect is not None:
+                                collect(c, x, d, w)
+
+        # WRITE_LINEAR: its data must lie in the buffer too. Its COUNT is in its last payload
+        # dword, which PAYLOAD pops in its last cycle, before CHECK: so the verdict loads in
+        # every cycle, from the dword on offer, without enables (they took four LUTs after the
+        # compare's carry chain: sdma_64's path, in_ib -> the dword -> v_count, 11.74 ns)
+        (wl,) = (x for x in pk.PACKETS if x.tail is not None and x is not sp.NOP)
+        wl_count = wl.field(wl.length_field)
+        assert wl_count.dword == wl.fixed - 1
+        m.d.sync += v_count.eq(cur_data[wl_count.lsb:wl_count.lsb + wl_count.width] + wl.length_bias
+                               > left - wl.fixed)
+
         with m.FSM(name="sdma") as fsm:
             c.fsm = fsm
             with state("RUN"):
@@ -373,6 +436,7 @@ class SdmaEngine(wiring.Component):
                     m.d.sync += [rem.eq(rem - 1), pidx.eq(pidx + 1)]
                     with m.If(kind != sp.NOP.index):
                         m.d.sync += p_arr[pidx].eq(cur_data)
+                    collect_checks(cur_data)
                     with m.If(cur_bad):
                         fail(bus_code(cur_resp, cur_user), cur_addr)
                     with m.Elif(rem == 1):
@@ -393,13 +457,14 @@ class SdmaEngine(wiring.Component):
                         prepare = getattr(EXECUTORS[x.name], "prepare", None)
                         if prepare is not None:
                             prepare(c, x)
-                        checks = []  # (condition, error), the first failing one wins
-                        if x.tail is not None:  # WRITE_LINEAR: its data must lie in the buffer too
-                            n_tail = pk.field(hdr, p, x, x.length_field) + x.length_bias
-                            checks.append((n_tail > left - x.fixed, CpError.BAD_COUNT))
-                        checks.append((pk.unsupported(hdr, p, x), CpError.UNSUPPORTED))
+                        # (condition, error), the first failing one wins: the verdicts of
+                        # the payload's checks (collect_checks())
+                        checks = []
+                        if x is wl:
+                            checks.append((v_count, CpError.BAD_COUNT))
+                        checks.append((v_unsup, CpError.UNSUPPORTED))
                         if pk.has_alignment(x):
-                            checks.append((pk.misaligned(hdr, p, x), CpError.IB_MISALIGNED
+                            checks.append((v_misal, CpError.IB_MISALIGNED
                                            if x is sp.INDIRECT_BUFFER else CpError.FENCE_MISALIGNED))
                         if x in (sp.COPY_LINEAR, sp.CONSTANT_FILL):
                             # a failing check waits for the transfers in flight: an earlier
@@ -424,7 +489,7 @@ class SdmaEngine(wiring.Component):
                 with m.Else():
                     m.next = "RING_DONE"
             with state("RING_DONE"):
-                m.d.sync += rdw.eq(rpos)
+                m.d.sync += [rdw.eq(rpos), db_lim.eq(Cat(Const(0, 2), rpos[:30]) + size_bytes)]
                 with m.If(csr.sdma_rb_cntl_rptr_writeback_enable):
                     addr = Cat(Const(0, 2), csr.sdma_rb_rptr_addr_lo[2:], csr.sdma_rb_rptr_addr_hi)
                     write_dword(addr, Cat(Const(0, 2), rpos[:30]), 0, "RPTR_WAIT")
@@ -466,7 +531,7 @@ class SdmaEngine(wiring.Component):
                           & ~reset_pulse):
                     m.d.sync += [resetting.eq(0), soft.eq(0), err.eq(0), err_code.eq(0), err_level.eq(0),
                                  err_op.eq(0), err_sub.eq(0), err_addr.eq(0), err_offset.eq(0), err_vmid.eq(0),
-                                 wdw.eq(0), rdw.eq(0), rpos.eq(0), in_ib.eq(0), ib_vmid.eq(0), poll_req.eq(0),
+                                 wdw.eq(0), rdw.eq(0), db_lim.eq(size_bytes), rpos.eq(0), in_ib.eq(0), ib_vmid.eq(0), poll_req.eq(0),
                                  c.dma_go.eq(0)]
                     m.next = "RUN"
 

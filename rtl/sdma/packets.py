@@ -67,24 +67,25 @@ def header_tag(m, dword) -> Value:
     return tag
 
 
-def unsupported(h, p, pkt: sp.SdmaPacketDef) -> Value:
-    """A closed-enum field holds a value the table marks unsupported (check 3)."""
+def unsupported_in(pkt: sp.SdmaPacketDef, dword: int, w) -> Value:
+    """A closed-enum field of dword `dword` (-1: the header) in `w` holds a value the
+    table marks unsupported (check 3)."""
     bad = Const(0)
     for f in pkt.fields:
-        if f.enum and not f.open_enum:
+        if f.dword == dword and f.enum and not f.open_enum:
             ok = [e.value for e in f.enum if e.supported]
-            v = word(h, p, f.dword)[f.lsb:f.lsb + f.width]
+            v = w[f.lsb:f.lsb + f.width]
             bad = bad | ~Cat(*(v == x for x in ok)).any()
     return bad
 
 
-def misaligned(h, p, pkt: sp.SdmaPacketDef) -> Value:
-    """Bits below an address's low field are set (check 4)."""
+def misaligned_in(pkt: sp.SdmaPacketDef, dword: int, w) -> Value:
+    """Bits below an address's low field, in dword `dword` in `w`, are set (check 4)."""
     bad = Const(0)
     for v in pkt.values:
         lo = pkt.field(v.fields[0])
-        if lo.lsb:
-            bad = bad | word(h, p, lo.dword)[:lo.lsb].any()
+        if lo.lsb and lo.dword == dword:
+            bad = bad | w[:lo.lsb].any()
     return bad
 
 

@@ -33,15 +33,18 @@ def reads(m, bus, ring, ib, data_width, ring_user, ib_user, poll_user):
     with m.If(bus.arready):
         m.d.sync += ar_valid.eq(0)
     for k, (valid, addr, length, cid, user) in enumerate(clients):
-        cond = valid & ~ar_valid
+        # a fetcher's ARREADY leaves out its own ARVALID (it ANDs the two itself): its
+        # burst's issue is then one LUT from these registers (rtl/cp/fetch.py `n_ok`)
+        free = ~ar_valid
         for other in clients[:k]:
-            cond = cond & ~other[0]
+            free = free & ~other[0]
+        cond = valid & free
         with m.If(cond):
             m.d.sync += [ar_valid.eq(1), ar_addr.eq(addr), ar_len.eq(length), ar_id.eq(cid), ar_user.eq(user)]
         if cid == ID_POLL:
             m.d.comb += poll_taken.eq(cond)
         else:
-            m.d.comb += (ib if cid == ID_IB else ring).arready.eq(cond)
+            m.d.comb += (ib if cid == ID_IB else ring).arready.eq(free)
     m.d.comb += [
         bus.arvalid.eq(ar_valid), bus.araddr.eq(ar_addr), bus.arlen.eq(ar_len), bus.arid.eq(ar_id),
         bus.arsize.eq(lb), bus.arburst.eq(BURST_INCR), bus.rready.eq(1), bus.aruser.eq(ar_user),
