@@ -197,7 +197,7 @@ def build(c):
                     m.next = "RING_DONE"
             with m.Elif(cp.ext_ih_valid):
                 with m.If(~c.ih_stale):  # (the first cycle out of a soft reset: the slot is stale)
-                    ih.start_ext(c, ih.RET_RUN)  # (no header is taken: hdr_ok)
+                    ih.start_ext(c, ih.RET_RUN)  # (no header is taken: take_hdr)
             with m.Elif(csr.control_halt):
                 m.d.comb += c.halted.eq(1)
             with m.Elif((c.want_switch | c.turn_due) & ~c.dma_busy_r):
@@ -370,25 +370,14 @@ def build(c):
     # error waits, HALT holds or DMA transfers run (the fetcher's own tag says whether its
     # dword is a DMA_DATA); every payload dword unless the header's COUNT was wrong; every
     # WRITE_DATA data dword. (A consumed IB or an empty ring has no dword on offer.)
-    # It is split in three terms shared by the levels (kept as wires, so synthesis keeps the
-    # split: the cone of every level's pop is then two LUT levels deep after them), and
-    # a fetcher's `dw_ready` leaves out what the fetcher itself makes harmless: whether its
-    # dword is on offer (it ignores dw_ready without one), the ring's ENABLE and SOFT_RESET
-    # (either flushes it in that cycle, or it was flushed and offers nothing); the CP's
-    # own count of dwords taken (`pops`) has them all.
-    hdr_ok = Signal()  # a header may be taken in RUN
-    t_hdr = Signal(attrs={"keep": 1})  # ... any header (no DMA transfer runs, no switch due)
-    t_hdr_dma = Signal(attrs={"keep": 1})  # ... a DMA_DATA header only (DMA transfers run)
-    t_any = Signal(attrs={"keep": 1})  # any dword: a payload or WRITE_DATA data dword
-    m.d.comb += [hdr_ok.eq(fsm.ongoing("RUN") & ~c.err_pending_any & ~csr.control_halt & ~c.failed &
-                           ~cp.ext_ih_valid),
-                 t_hdr.eq(hdr_ok & ~c.dma_busy_r & ~(c.want_switch | c.turn_due)),
-                 t_hdr_dma.eq(hdr_ok & c.dma_busy_r),
-                 t_any.eq(((fsm.ongoing("PAYLOAD") & ~c.bad_count) | fsm.ongoing("WD_COLLECT")) & ~c.failed)]
+    take_hdr = Signal()
+    take_any = Signal()
+    m.d.comb += [take_hdr.eq(fsm.ongoing("RUN") & ~c.err_pending_any & ~csr.control_halt & ~c.failed &
+                             ~((c.want_switch | c.turn_due) & ~c.dma_busy_r)),
+                 take_any.eq(((fsm.ongoing("PAYLOAD") & ~c.bad_count) | fsm.ongoing("WD_COLLECT")) & ~c.failed)]
     for i, f in enumerate(c.fetchers):
-        ready = Signal(name=f"take{i}")
-        m.d.comb += ready.eq(lvl[i] & (t_hdr | t_any | (t_hdr_dma & f.dw_tag.is_dma)))
-        m.d.comb += f.dw_ready.eq(ready)
-        m.d.comb += c.pops[i].eq(ready & c.offered[i] & ~csr.control_soft_reset)
+        m.d.comb += c.pops[i].eq(lvl[i] & c.offered[i] & ~csr.control_soft_reset &
+                                 ((take_hdr & ~cp.ext_ih_valid & (~c.dma_busy_r | f.dw_tag.is_dma)) | take_any))
+        m.d.comb += f.dw_ready.eq(c.pops[i])
     m.d.comb += c.pop.eq(c.pops.any())
     return fsm

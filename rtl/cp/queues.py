@@ -153,13 +153,8 @@ def doorbells(c):
         # The active queue's value is loaded on every write, not only on an error: `db_value`
         # is read only the cycle after `db_err` (errors.py), so its 32 enables do not wait for
         # the carry chains (issue 14g: `cp_32`'s critical path was `wptr` -> `back` ->
-        # `db_value`). The same for the inactive queue's `dbpend_val_q`: loaded on every write
-        # while no error waits in `dbpend_q` (it is read only with `dbpend_q`, in SWAP1), so its
-        # 32 enables do not wait for the carry chains either (it was `cp_32`'s critical path,
-        # `wptr_q1` -> `over` -> `dbpend_val_q1`, once the fetchers' skid took the take
-        # decision off).
-        with m.If(pt.swmod & ~is_active & ~c.dbpend_q[i]):
-            m.d.sync += c.dbpend_val_q[i].eq(dbv)
+        # `db_value`). (The same for the inactive queue's `dbpend_val_q`, loaded unless an
+        # error waits, cost about 100 LUT4 in `cp_32` and is not done.)
         with m.If(pt.swmod & is_active):
             m.d.sync += c.db_value.eq(dbv)
             # A bad doorbell of the running queue in the cycle RUN picked SWAP was captured as
@@ -174,7 +169,7 @@ def doorbells(c):
                 with m.If(is_active):
                     m.d.comb += [c.db_err.eq(1), c.db_code.eq(code)]
                 with m.Else():
-                    m.d.sync += [c.dbpend_q[i].eq(1), c.dbpend_code_q[i].eq(code)]
+                    m.d.sync += [c.dbpend_q[i].eq(1), c.dbpend_code_q[i].eq(code), c.dbpend_val_q[i].eq(dbv)]
             with m.Else():
                 m.d.sync += wp.eq(dbv)
 
