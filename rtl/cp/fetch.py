@@ -30,14 +30,9 @@ beat: an error response poisons the dwords of that beat; the parser reports it o
 consumes one), with `dw_tag`: what the consumer's `tag` function says of the dword,
 worked out as its beat arrives and kept with it in the buffer. An R beat that arrives
 while the buffer is empty goes straight into that register, so the register costs no
-cycle. Behind it a skid register takes the next dword while the output register's is
-not popped, so whether a dword leaves the buffer is decided from registers (the two are
-not both full), a cycle ahead of the pop: `dw_ready` (the consumer's pop, which comes
-late in the cycle) picks only the output register's next dword (the skid's, the
-buffer's or its own: one LUT) and the skid's valid bit, and never reaches the buffer's
-pointers or level. The consumer sees the same dwords in the same cycles as from the
-register alone; the buffer empties a dword earlier. `dw_valid` is the register's valid
-bit: a consumer never pops while it flushes the fetcher.
+cycle. `dw_ready` (the consumer's pop, which comes late in the cycle) only picks between
+two next states worked out beforehand, so it passes one LUT inside the fetcher.
+`dw_valid` is the register itself: a consumer never pops while it flushes the fetcher.
 With `user_width`, the beat's RUSER (the MMU's fault report) comes with its dwords as
 `dw_user`.
 """
@@ -222,35 +217,23 @@ class Fetcher(wiring.Component):
             with m.Else():
                 m.d.sync += [cur_started.eq(1), cur_left.eq(head_left - take)]
 
-        # ---- output stage: the output register and a skid register behind it. A dword leaves
-        # the buffer's oldest beat, or, with the buffer empty, the beat arriving now (it is
-        # written to the buffer too, at rd), into the output register when that is empty or
-        # popped, else into the skid. Whether a dword leaves (`fill`: the two are not both
-        # full) is worked out from registers, a cycle ahead of the pop, so `dw_ready` (the
-        # consumer's pop, late in the cycle) picks only the output register's next dword (one
-        # LUT: dw_ready, out_valid and the two candidates) and the skid's valid bit, never the
-        # buffer's pointers or its level. Steady streaming keeps the skid empty (a dword
-        # leaves in each cycle one is popped, as from a single register); after a stall the
-        # skid's dword follows the popped one with no cycle lost.
+        # ---- output register: one dword at a time from the buffer's oldest beat, or, with the
+        # buffer empty, from the beat arriving now (it is written to the buffer too, at rd).
+        # Everything but the choice between "taken" and "not taken" is worked out before
+        # dw_ready arrives.
         out_valid = Signal()
         out_data = Signal(32)
         out_resp = Signal(2)
         out_bad = Signal()
         out_tag = Signal(self.tag_layout)
         out_user = Signal(max(1, self.user_width))
-        sk_valid = Signal()  # the skid holds a dword (only while out_valid)
-        sk_data = Signal(32)
-        sk_resp = Signal(2)
-        sk_bad = Signal()
-        sk_tag = Signal(self.tag_layout)
-        sk_user = Signal(max(1, self.user_width))
         sub = Signal(idx_w)
         sub_fresh = Signal(init=1)  # the oldest beat has not given a dword yet
         src = Signal(beat)
         m.d.comb += src.eq(Mux(buffered, br.data, bw.data))
         cur = Signal(idx_w)
         m.d.comb += cur.eq(Mux(buffered & ~sub_fresh, sub, src.first))
-        have = Signal()  # a dword can leave the buffer
+        have = Signal()  # a dword can move into the output register
         m.d.comb += have.eq(buffered | r_keep)
         last_dw = Signal()  # ... and it is its beat's last
         m.d.comb += last_dw.eq(cur == src.last if dpb > 1 else 1)
@@ -262,36 +245,23 @@ class Fetcher(wiring.Component):
         lvl_adv = Signal(cnt_w)
         m.d.comb += [lvl_keep.eq(level + r_keep), lvl_done.eq(level + r_keep - 1),
                      lvl_adv.eq(Mux(adv, lvl_done, lvl_keep))]
-        fill = Signal()  # a dword leaves the buffer (if it has one): from registers only
-        m.d.comb += fill.eq(~(out_valid & sk_valid))
-        new_data = src.data.word_select(cur, 32) if dpb > 1 else src.data
-        new_tag = src.tags.word_select(cur, tag_w) if dpb > 1 else src.tags
-        # the skid loads the leaving dword whenever it is empty (it counts only if the output
-        # register keeps its own: sk_valid below)
-        with m.If(~sk_valid):
-            m.d.sync += [sk_data.eq(new_data), sk_resp.eq(src.resp), sk_bad.eq(src.resp != 0),
-                         sk_tag.eq(new_tag)]
-            if self.user_width:
-                m.d.sync += sk_user.eq(src.user)
-        # the output register takes a dword when it is empty or popped: the skid's if it has
-        # one, else the leaving one
+        # the register takes a dword when it is empty or its dword is popped: from here on
+        # dw_ready only picks (one LUT: dw_ready, out_valid and the two candidates)
         load = Signal()
         m.d.comb += load.eq(~out_valid | self.dw_ready)
         with m.If(load):
-            m.d.sync += [out_valid.eq(sk_valid | have),
-                         out_data.eq(Mux(sk_valid, sk_data, new_data)),
-                         out_resp.eq(Mux(sk_valid, sk_resp, src.resp)),
-                         out_bad.eq(Mux(sk_valid, sk_bad, src.resp != 0)),
-                         out_tag.eq(Mux(sk_valid, sk_tag, new_tag))]
+            m.d.sync += [out_valid.eq(have),
+                         out_data.eq(src.data.word_select(cur, 32) if dpb > 1 else src.data),
+                         out_resp.eq(src.resp), out_bad.eq(src.resp != 0),
+                         out_tag.eq(src.tags.word_select(cur, tag_w) if dpb > 1 else src.tags)]
             if self.user_width:
-                m.d.sync += out_user.eq(Mux(sk_valid, sk_user, src.user))
-        m.d.sync += sk_valid.eq(out_valid & ~self.dw_ready & (sk_valid | have))
-        with m.If(fill & adv):
+                m.d.sync += out_user.eq(src.user)
+        with m.If(load & adv):
             m.d.sync += [rd.eq(rd + 1), sub_fresh.eq(1)]
-        with m.If(fill & have & ~last_dw):
+        with m.If(load & have & ~last_dw):
             m.d.sync += [sub.eq(cur + 1), sub_fresh.eq(0)]
-        m.d.sync += [level.eq(Mux(fill, lvl_adv, lvl_keep)),
-                     buffered.eq(Mux(fill, lvl_adv != 0, lvl_keep != 0))]
+        m.d.sync += [level.eq(Mux(load, lvl_adv, lvl_keep)),
+                     buffered.eq(Mux(load, lvl_adv != 0, lvl_keep != 0))]
         m.d.comb += [self.dw_valid.eq(out_valid), self.dw_data.eq(out_data),
                      self.dw_resp.eq(out_resp), self.dw_bad.eq(out_bad), self.dw_tag.eq(out_tag)]
         if self.user_width:
@@ -311,7 +281,7 @@ class Fetcher(wiring.Component):
         with m.If(self.flush):
             # Everything requested so far and not yet arrived is dropped on arrival.
             m.d.sync += [
-                active.eq(0), n_ok.eq(0), out_valid.eq(0), sk_valid.eq(0),
+                active.eq(0), n_ok.eq(0), out_valid.eq(0),
                 level.eq(0), buffered.eq(0), rd.eq(0), wr.eq(0), sub_fresh.eq(1),
                 crd.eq(0), cwr.eq(0), cur_started.eq(0),
                 # (the beat arriving now is handled here; a burst issued now is dropped too)

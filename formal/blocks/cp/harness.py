@@ -187,11 +187,6 @@ class CPHarness(Harness):
             self.invariant(~box("out_valid", f) | (box("out_tag", f) == dtag(m, box("out_data", f)).as_value()))
             # (and its response's not-OKAY bit, a register of its own, is its response's)
             self.invariant(~box("out_valid", f) | (box("out_bad", f) == (box("out_resp", f) != 0)))
-            # the same of the skid register behind it, which holds a dword only beside one in the
-            # output register (it loads whatever leaves the buffer while it is empty)
-            self.invariant(~box("sk_valid", f) | box("out_valid", f))
-            self.invariant(~box("sk_valid", f) | (box("sk_tag", f) == dtag(m, box("sk_data", f)).as_value()))
-            self.invariant(~box("sk_valid", f) | (box("sk_bad", f) == (box("sk_resp", f) != 0)))
 
         # the ring's fetcher offers a dword only below wptr: it requests dwords in [ring_pos,
         # wptr) and delivers them in order (the fetch group proves its reads stay in that
