@@ -193,7 +193,8 @@ def test_copy_engine_in_the_trace(tmp_path):
                    check=True, capture_output=True, text=True)
     ev = json.loads(out.read_text())["traceEvents"]
     names = [e["name"] for e in ev if e.get("ph") in ("i", "X")]
-    assert any(n.startswith("run_job sdma0 ctx") for n in names)
+    # contexts are per file, so the job is named by its file's fd and its context id
+    assert any(re.match(r"run_job sdma0 fd \d+ ctx \d+ ", n) for n in names)
     assert any(n.startswith("doorbell sdma0 wptr=") for n in names)
     sdma_track = [e["name"] for e in ev if e.get("cat") == "sdma"]
     assert "CONSTANT_FILL" in sdma_track and "COPY_LINEAR" in sdma_track and "INDIRECT_BUFFER" in sdma_track
