@@ -26,6 +26,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from testbench.pipes import pipe_safe
+
 LIST = Path(__file__).with_name("survivors.toml")
 KINDS = ("equivalent", "accepted")
 
@@ -119,11 +121,32 @@ def _toml_str(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-if __name__ == "__main__":  # python -m testbench.mutate.survivors [build/mutate.json]: stubs of what is not argued
+@pipe_safe
+def main(argv: list[str] | None = None) -> int:
+    """python -m testbench.mutate.survivors [build/mutate.json]: survivors.toml stubs of the
+    report's Python survivors that have neither a test nor an argument yet."""
     import json
     import sys
 
-    report = json.loads(Path(sys.argv[1] if len(sys.argv) > 1 else "build/mutate.json").read_text())
-    for s in report["survivors"]:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) > 1 or args[:1] in (["-h"], ["--help"]):
+        print("usage: python -m testbench.mutate.survivors [REPORT.json]  (default build/mutate.json)",
+              file=sys.stdout if args[:1] in (["-h"], ["--help"]) else sys.stderr)
+        return 0 if args[:1] in (["-h"], ["--help"]) else 2
+    path = Path(args[0] if args else "build/mutate.json")
+    try:
+        survivors = json.loads(path.read_text())["survivors"]
+    except OSError as e:
+        print(f"survivors: cannot read {path}: {e.strerror} (run `make mutate` first)", file=sys.stderr)
+        return 2
+    except (ValueError, KeyError, TypeError):
+        print(f"survivors: {path} is not a mutation report (build/mutate.json from `make mutate`)", file=sys.stderr)
+        return 2
+    for s in survivors:
         if s["reason"] == "test to add" and s["layer"] == "python":
             print(stub(s["module"], s["function"], s["diff"]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -41,6 +41,7 @@ def test_a_listing_into_a_closed_pipe_ends_quietly(argv):
 
 
 MAINS = ["testbench.difftest.__main__", "testbench.mutate.__main__", "testbench.mutate.rtl", "testbench.mutate.fast",
+         "testbench.mutate.survivors",
          "testbench.bench", "testbench.bench.cs", "testbench.bench.model_speed", "testbench.lint", "fpga.__main__",
          "fpga.sweep", "formal.run", "gpucosim.cli"]
 
@@ -65,3 +66,15 @@ def test_pipe_safe_restores_stdout_and_passes_the_status_through():
 
     before = sys.stdout
     assert main(2) == 3 and seen == [PipeSafe] and sys.stdout is before
+
+
+@pytest.mark.parametrize("given, says", [
+    ("build/no-such-report.json", "cannot read build/no-such-report.json"),
+    ("pyproject.toml", "is not a mutation report"),
+])
+def test_survivors_stub_lister_names_a_bad_report_in_one_line(given, says):
+    """`python -m testbench.mutate.survivors REPORT`: a missing or wrong file is one line, exit 2
+    (it was a FileNotFoundError / JSONDecodeError traceback)."""
+    p = subprocess.run([sys.executable, "-m", "testbench.mutate.survivors", given], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and says in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
