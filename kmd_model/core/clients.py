@@ -205,3 +205,9 @@ class ClientsMixin:
         if job.checked is not None:  # the CP is done with the copies
             self.shadow.free(job.checked.shadow_mem, job.checked.shadow_bytes)
             job.checked = None
+        vm = job.vm
+        if vm is not None and vm.closed and vm.vmid is not None:
+            # a closed file's job that ran after its close (queued, or resubmitted by a reset)
+            # grabbed a VMID for the dead VM: given back once none of its jobs runs with it, or
+            # the VMID stayed owned by the VM (and its freed tables' address) until stolen
+            self.vmids.release_idle(vm)

@@ -209,7 +209,7 @@ class Kmd(ClientsMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
         self.reset_pending: tuple[str, CpErrorState | None] | None = None
         self.last_vm_fault: VmFaultInfo | None = None
         self.wedged: str | None = None
-        self.recovery_log: list[tuple[str, str]] = []  # (ring, step) of every recovery, in order
+        self.recovery_log: list[tuple[str, str]] = []  # (ring, step) of the latest recoveries, in order (RECOVERY_KEPT)
         self.trace_hooks: list = []  # callables taking an ioctl.trace.IoctlRecord
         self.hw_init()
 

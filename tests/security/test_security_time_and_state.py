@@ -1,0 +1,318 @@
+"""A hostile program against the KMD in time and state (round 2; round 1, argument copy-in, is
+test_security_hostile_program.py): what holds when clients race each other, exhaust what the
+driver shares, hang the GPU on purpose again and again, and rewrite memory after submit with
+the CS checker off.
+
+- Threads: several client threads on one driver, some on one shared file, some on files of
+  their own that they close and reopen, racing CS, WAIT_CS, GEM_VA MAP/UNMAP/REPLACE,
+  GEM_CLOSE, CTX ALLOC/FREE and close(): no thread hangs (joined with a timeout), every
+  refusal is a documented errno, every job ends exactly once (retired + cancelled == CS),
+  each context's seqnos are handed out once each, and once every file is closed the driver
+  holds what it held at bring-up: no BO, no shadow copy, no VMID owner, no entity, no
+  pending fence, the heaps as they were.
+- Exhaustion by one client: more files than VMIDs with jobs held in the GPU, VRAM and GTT
+  filled: another client's jobs still complete, each refusal names what ran out, and all of
+  it comes back when the hostile client goes.
+- A client hanging every ring on purpose, again and again: the innocent client's jobs
+  complete with their results, every guilty context reads GUILTY, nothing leaks, and the
+  driver's record of recoveries stays bounded.
+- Checker off (isolation rests on the MMU alone): an IB rewritten while it runs reaches
+  only the client's VM; a user-fence BO unmapped and closed while a job will still signal
+  it keeps its pages until then (no one else gets them) and is freed after.
+"""
+
+from __future__ import annotations
+
+import errno
+import random
+import threading
+
+import numpy as np
+import pytest
+
+import kmd_model
+from kmd_model.core.kmd import Kmd
+from kmd_model.uapi import (CsChunkFence, CtxArgs, CtxOp, Domain, GemCloseArgs, GemCreateArgs,
+                            GemVaArgs, KmdError, Request, ResetStatus, VaOp)
+from spec import pm4, sdma
+from testbench.refmodel import RefModel
+
+from tests.kmd.test_kmd_ioctl import RWX, Client
+from tests.kmd_sched.test_kmd_queues import sdma_ib
+
+from .security_helpers import EVIL
+
+ANSWERS = {errno.EINVAL, errno.EFAULT, errno.ECANCELED, errno.EIO, errno.ETIME, errno.ENOMEM, errno.ENOENT,
+           errno.EBADF}
+
+
+def _start_state(kmd) -> dict:
+    return {d: h.used for d, h in kmd.bo.heaps.items()}
+
+
+def assert_as_at_bring_up(kmd, heaps: dict) -> None:
+    """Every file is closed and every ring drained: the driver holds only its own."""
+    assert kmd.wait_for(lambda: all(not s.pending and not s.queue for s in kmd.scheds), 5_000_000)
+    assert not kmd.files and not kmd.contexts
+    assert not kmd.live_bos() and kmd.shadow.used == 0
+    assert {d: h.used for d, h in kmd.bo.heaps.items()} == heaps
+    assert [v.n for v in kmd.vmids.ids if v.owner is not None] == []
+    assert not any(rq for s in kmd.scheds for rq in s.rqs) and not any(s.entities for s in kmd.scheds)
+    assert [len(s.fence_drv.pending) for s in kmd.scheds] == [0] * len(kmd.scheds)
+    s = kmd.stats
+    assert s["jobs_retired"] + s["jobs_cancelled"] == s["cs"], s  # every job ended, and once
+
+
+# ------------------------------------------------------------------------------ threads
+
+def test_a_closed_files_job_that_runs_after_the_close_gives_its_vmid_back():
+    """A file closed while one context's job hangs and another's waits behind it: the reset
+    resubmits the innocent job, which grabs a VMID for the closed file's VM. It was kept by
+    the dead VM (and the address of its freed page directory) until another VM stole it."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=8_000, fallback_poll=1_000, hw_submission_limit=1)
+    heaps = _start_state(kmd)
+    c = Client()
+    bo = c.bo(0x1000)
+    ctx2 = c.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+    c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))
+    c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x104, [2]), 0x200), ctx=ctx2)
+    assert (len(kmd.sched.pending), len(kmd.sched.queue)) == (1, 1)
+    c.f.close()
+    assert_as_at_bring_up(kmd, heaps)
+    assert kmd.stats["resets"] == 1 and kmd.vmids.grabs == 2  # the innocent job did run, on a VMID of its own
+
+
+def _client_thread(i: int, seed: int, shared: Client, sbo, files: list, errors: list, seqs: dict) -> None:
+    rng = random.Random(seed * 100 + i)
+    own = i >= 3  # threads 0..2 share one file; the others have files of their own
+    c, mybo = (Client(), None) if own else (shared, sbo)
+    if own:
+        mybo = c.bo(0x10000)
+    ctxs, extra = [c.ctx], []
+    base = 0x2000_0000 + 0x100_0000 * i  # each thread's own far range
+    try:
+        for _ in range(150):
+            try:
+                r = rng.random()
+                if r < 0.05 and own:  # close with jobs in flight, open again
+                    c.f.close()
+                    c = Client()
+                    mybo = c.bo(0x10000)
+                    ctxs, extra = [c.ctx], []
+                elif r < 0.1:
+                    ctxs.append(c.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id)
+                elif r < 0.15 and len(ctxs) > 1:  # freed with its jobs queued or running
+                    c.io(Request.CTX, CtxArgs(CtxOp.FREE, ctxs.pop(rng.randrange(len(ctxs)))))
+                elif r < 0.25:
+                    out = c.io(Request.GEM_CREATE, GemCreateArgs(0x1000, 0, rng.choice([Domain.GTT, Domain.VRAM]), 0))
+                    va = base + rng.randrange(16) * 0x1000
+                    c.io(Request.GEM_VA, GemVaArgs(out.handle, rng.choice([VaOp.MAP, VaOp.REPLACE]), va, 0, 0x1000, RWX))
+                    extra.append((out.handle, va))
+                elif r < 0.32 and extra:
+                    h, va = extra.pop(rng.randrange(len(extra)))
+                    if rng.random() < 0.5:
+                        c.io(Request.GEM_VA, GemVaArgs(h, VaOp.UNMAP, va))
+                    c.io(Request.GEM_CLOSE, GemCloseArgs(h))
+                elif r < 0.45 and seqs.get((c.f.fd, ctxs[0])):
+                    c.wait(rng.choice(seqs[c.f.fd, ctxs[0]]), rng.choice([0, 1_000, 50_000]), ctx=ctxs[0])
+                else:
+                    ctx = rng.choice(ctxs)
+                    off = rng.randrange(0, 0xE000, 0x100)
+                    target = rng.choice([mybo.addr + 0xF000 + 4 * i, base + 0x10])
+                    if rng.random() < 0.7:
+                        words = pm4.write_data(target, [i])
+                        if rng.random() < 0.2:  # held until its timeout (nobody releases it)
+                            words = pm4.wait_reg_mem(mybo.addr + 0xFF00, 1, 1, "EQ") + words
+                        ib = c.ib(mybo, words, off)
+                    else:
+                        ib = sdma_ib(mybo, sdma.write_linear(target, [i]), off)
+                    seq = c.submit(ib, ctx=ctx)
+                    seqs.setdefault((c.f.fd, ctx), []).append(seq)
+            except KmdError as e:
+                if e.errno not in ANSWERS:
+                    errors.append(f"thread {i}: {e.name}: {e.message}")
+    except Exception as e:  # noqa: BLE001 (reported by the test, not lost in the thread)
+        errors.append(f"thread {i}: {type(e).__name__}: {e}")
+    finally:
+        if own:
+            files.append(c)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_client_threads_racing_on_one_driver_lose_no_job_and_leave_it_as_it_was(seed):
+    kmd = kmd_model.bind(RefModel(), job_timeout=8_000, fallback_poll=1_000, cs_check=seed % 2 == 0,
+                         hw_submission_limit=[1, 2, 64, 64][seed])
+    heaps = _start_state(kmd)
+    shared = Client()
+    sbo = shared.bo(0x10000)
+    files, errors, seqs = [shared], [], {}
+    threads = [threading.Thread(target=_client_thread, args=(i, seed, shared, sbo, files, errors, seqs), daemon=True)
+               for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "a client thread hangs"
+    assert errors == []
+    for (fd, ctx), got in seqs.items():  # each seqno handed out once, in order (no fence lost or doubled)
+        assert got == list(range(1, len(got) + 1)), (fd, ctx)
+    assert kmd.stats["cs"] == sum(len(s) for s in seqs.values())
+    for c in files:
+        c.f.close()
+    assert_as_at_bring_up(kmd, heaps)
+
+
+# ------------------------------------------------------------------------------ exhaustion
+
+def test_more_files_than_vmids_with_jobs_held_delay_but_do_not_stop_another_client():
+    kmd = kmd_model.bind(RefModel(), job_timeout=20_000, fallback_poll=1_000)
+    heaps = _start_state(kmd)
+    n = kmd.info.vmids  # one file more than the VMIDs jobs get (1..n-1), and one more
+    held = []
+    for _ in range(n + 1):
+        c = Client()
+        bo = c.bo(0x1000)
+        held.append((c, bo, c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))))
+    assert all(v.owner is not None for v in kmd.vmids.ids) and len(kmd.sched.queue) == 2  # two wait for a VMID
+    victim = Client()
+    vbo = victim.bo(0x1000)
+    vseq = victim.submit(victim.ib(vbo, pm4.write_data(vbo.addr + 0x100, [5])))
+    assert victim.wait(vseq, 2_000_000) and vbo.u32[0x40] == 5  # behind every holder's timeout in turn
+    for c, bo, seq in held:  # each one held its VMID until its timeout: guilty, ECANCELED
+        with pytest.raises(KmdError) as ei:
+            c.wait(seq)
+        assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "TIMEOUT"
+    assert kmd.stats["job_timeouts"] == n + 1
+    for c, _, _ in (*held, (victim, 0, 0)):
+        c.f.close()
+    assert_as_at_bring_up(kmd, heaps)
+
+
+def _fill(c: Client, domain: Domain) -> list[int]:
+    handles, size = [], 1 << 26
+    while size >= 0x1000:
+        try:
+            handles.append(c.io(Request.GEM_CREATE, GemCreateArgs(size, 0, domain, 0)).handle)
+        except KmdError as e:
+            assert e.errno == errno.ENOMEM
+            size >>= 1
+    return handles
+
+
+def test_a_client_that_fills_vram_and_gtt_denies_only_new_memory_and_gives_it_all_back():
+    kmd = kmd_model.bind(RefModel())
+    heaps = _start_state(kmd)
+    victim = Client()
+    vbo = victim.bo(0x1000)
+    hostile = Client()
+    _fill(hostile, Domain.VRAM)
+    _fill(hostile, Domain.GTT)
+    assert all(h.used == h.size for h in kmd.bo.heaps.values())
+    # what the victim already has still works: a job, a context, a mapping in a covered range
+    assert victim.run(vbo, pm4.write_data(vbo.addr + 0x100, [5])) and vbo.u32[0x40] == 5
+    victim.io(Request.CTX, CtxArgs(CtxOp.ALLOC))
+    victim.io(Request.GEM_VA, GemVaArgs(vbo.handle, VaOp.MAP, vbo.addr + 0x2000, 0, 0x1000, RWX))
+    # what needs memory says which and where
+    with pytest.raises(KmdError) as ei:
+        victim.io(Request.GEM_CREATE, GemCreateArgs(0x1000, 0, Domain.GTT, 0))
+    assert (ei.value.errno, ei.value.message) == (
+        errno.ENOMEM, "GEM_CREATE: no 0x1000 bytes free in GTT (0x0 free, largest hole 0x0)")
+    with pytest.raises(KmdError) as ei:  # a new file needs its page directory: named as the open's
+        kmd_model.open_render_node()
+    assert (ei.value.errno, ei.value.message) == (
+        errno.ENOMEM, "open: the VM's page directory: no 0x1000 bytes free in VRAM (0x0 free, largest hole 0x0)")
+    assert len(kmd.files) == 2
+    hostile.f.close()
+    assert victim.run(vbo, pm4.write_data(vbo.addr + 0x104, [6])) and vbo.u32[0x41] == 6
+    again = Client()
+    again.bo(0x10000, Domain.VRAM)
+    for c in (victim, again):
+        c.f.close()
+    assert_as_at_bring_up(kmd, heaps)
+
+
+# ------------------------------------------------------------------------------ hangs on purpose
+
+def test_a_client_hanging_every_ring_again_and_again_leaves_the_innocent_one_and_the_driver_whole(monkeypatch):
+    monkeypatch.setattr(Kmd, "RECOVERY_KEPT", 8, raising=False)
+    kmd = kmd_model.bind(RefModel(), job_timeout=8_000, fallback_poll=1_000)
+    heaps = _start_state(kmd)
+    v = Client()
+    vbo = v.bo(0x10000)
+    vhigh = v.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=512)).ctx_id  # its jobs: the CP's second queue
+    h = Client()
+    hbo = h.bo(0x10000)
+    n = 30
+    for i in range(n):
+        ring = i % 3  # gfx, sdma0, gfx_high in turn
+        ctx = h.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=512 if ring == 2 else 0)).ctx_id
+        flag = hbo.addr + 0xF000  # never set
+        hang = (sdma_ib(hbo, sdma.poll_regmem(flag, 1, 1, "EQ", interval=4), 0x100 * i) if ring == 1
+                else h.ib(hbo, pm4.wait_reg_mem(flag, 1, 1, "EQ"), 0x100 * i))
+        hs = h.submit(hang, ctx=ctx)
+        at, off = vbo.addr + 0xE000 + 4 * i, 0x8000 + 0x100 * i  # the innocent job behind it, on its ring
+        vs = v.submit(sdma_ib(vbo, sdma.write_linear(at, [i + 1]), off) if ring == 1
+                      else v.ib(vbo, pm4.write_data(at, [i + 1]), off), ctx=vhigh if ring == 2 else v.ctx)
+        with pytest.raises(KmdError) as ei:
+            h.wait(hs, 100_000, ctx=ctx)
+        assert ei.value.errno == errno.ECANCELED
+        assert h.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, ctx)).reset_status == ResetStatus.GUILTY
+        assert v.wait(vs, 100_000, ctx=vhigh if ring == 2 else v.ctx)
+    assert vbo.u32[0xE000 // 4: 0xE000 // 4 + n].tolist() == list(range(1, n + 1))
+    for ctx in (v.ctx, vhigh):
+        q = v.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, ctx))
+        assert q.reset_status == ResetStatus.INNOCENT and q.error is None
+    s = kmd.stats
+    assert (s["resets"], s["queue_resets"], s["job_timeouts"]) == (n // 3, 2 * n // 3, n)
+    assert len(kmd.recovery_log) == 8  # the latest steps only: 40 were taken
+    for c in (v, h):
+        c.f.close()
+    assert_as_at_bring_up(kmd, heaps)
+
+
+# ------------------------------------------------------------------------------ checker off
+
+def test_with_the_checker_off_an_ib_rewritten_while_it_runs_reaches_only_the_clients_vm():
+    kmd = kmd_model.bind(RefModel(), job_timeout=8_000, fallback_poll=1_000, cs_check=False)
+    victim = Client()
+    vbo = victim.bo(0x4000)
+    h = Client()
+    hbo = h.bo(0x4000)
+    flag = hbo.addr + 0x3000
+    seq = h.submit(h.ib(hbo, pm4.wait_reg_mem(flag, 1, 1, "EQ") + pm4.pad(32)))  # NOPs after the wait
+    later = pm4.write_data(victim.phys(vbo) + 0x100, [EVIL])  # the victim's page by its physical address
+    hbo.u32[7:7 + len(later)] = later  # rewritten while the CP waits, then let go
+    hbo.u32[flag - hbo.addr >> 2] = 1
+    with pytest.raises(KmdError) as ei:
+        h.wait(seq)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT"
+    assert ei.value.info.offset == 4 * 7  # the rewritten packet ran: the MMU stopped it
+    assert not vbo.u32.any() and kmd.stats["vm_faults"] == 1
+    assert victim.run(vbo, pm4.write_data(vbo.addr + 0x100, [5])) and vbo.u32[0x40] == 5
+
+
+def test_with_the_checker_off_a_user_fence_bo_closed_before_its_job_signals_keeps_its_pages_until_then():
+    kmd = kmd_model.bind(RefModel(), job_timeout=50_000, fallback_poll=1_000, cs_check=False)
+    heaps = _start_state(kmd)
+    h = Client()
+    hbo = h.bo(0x1000)
+    fence = h.io(Request.GEM_CREATE, GemCreateArgs(0x1000, 0, Domain.GTT, 0)).handle
+    h.io(Request.GEM_VA, GemVaArgs(fence, VaOp.MAP, 0x2000_0000, 0, 0x1000, RWX))
+    phys = h.f.handles[fence].gpu_addr
+    seq = h.submit(h.ib(hbo, pm4.wait_reg_mem(hbo.addr + 0x800, 1, 1, "EQ")), CsChunkFence(fence, 0x10))
+    h.io(Request.GEM_VA, GemVaArgs(fence, VaOp.UNMAP, 0x2000_0000))
+    h.io(Request.GEM_CLOSE, GemCloseArgs(fence))
+    victim = Client()
+    got = [victim.io(Request.GEM_CREATE, GemCreateArgs(0x1000, 0, Domain.GTT, 0)).handle for _ in range(64)]
+    assert phys not in [victim.f.handles[g].gpu_addr for g in got]  # not handed out while the job may write it
+    hbo.u32[0x200] = 1
+    assert h.wait(seq)
+    mem32 = np.asarray(kmd.dev.mem).view("<u4")
+    assert mem32[(phys + 0x10) // 4] == seq  # the fence landed in the closed BO's own page
+    assert [b for b in kmd.live_bos(h.f) if b.gpu_addr == phys] == []  # freed once signalled
+    for g in got:
+        assert not victim.io(Request.GEM_MMAP, kmd_model.GemMmapArgs(g)).view.any()
+    for c in (h, victim):
+        c.f.close()
+    assert_as_at_bring_up(kmd, heaps)
+
