@@ -323,3 +323,48 @@ def test_with_the_checker_off_a_user_fence_bo_closed_before_its_job_signals_keep
         c.f.close()
     assert_as_at_bring_up(kmd, heaps)
 
+
+
+class ChainLoopModel(RefModel):
+    """The registers a CP shows while it runs an IB that CHAINs to itself (on the RTL: the
+    reference model runs packets eagerly, so a real loop would never give control back): the
+    rptr still, the fetch counter moving at every read, the queue neither polling nor stopped.
+    The job underneath is held in a WAIT_REG_MEM; a reset ends it as it would end the loop."""
+
+    looping = False
+    fetched = 0
+
+    def mmio_read32(self, offset: int) -> int:
+        from kmd_model import regs
+        v = super().mmio_read32(offset)
+        if self.looping and offset == regs.STATUS.ADDR:
+            v &= ~regs.STATUS.WAITING.mask
+        if self.looping and offset == regs.PERF_DWORDS_FETCHED.ADDR:
+            self.fetched += 4096
+            v = self.fetched & 0xFFFF_FFFF
+        return v
+
+
+def test_with_the_checker_off_a_job_that_moves_for_ever_is_reset_after_its_limit():
+    """Unchecked, a CHAIN loop keeps the fetch counter moving, which restarted the job timer
+    at every look: the ring was the hostile job's for ever and every other client's WAIT_CS
+    ran out (ETIME). Now it runs unchecked_job_timeouts job timeouts at most."""
+    dev = ChainLoopModel()
+    kmd = kmd_model.bind(dev, job_timeout=10_000, fallback_poll=1_000, cs_check=False, unchecked_job_timeouts=8)
+    h = Client()
+    hbo = h.bo(0x1000)
+    seq = h.submit(h.ib(hbo, pm4.wait_reg_mem(hbo.addr + 0x800, 1, 1, "EQ")))
+    dev.looping = True
+    victim = Client()
+    vbo = victim.bo(0x1000)
+    t0 = dev.now()
+    vseq = victim.submit(victim.ib(vbo, pm4.write_data(vbo.addr + 0x100, [5])))
+    assert victim.wait(vseq, 1_000_000) and vbo.u32[0x40] == 5
+    assert 8 * 10_000 <= dev.now() - t0 < 10 * 10_000  # the limit, and a timer period more at most
+    with pytest.raises(KmdError) as ei:
+        h.wait(seq)
+    e = ei.value
+    assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT"
+    assert e.message.startswith("WAIT_CS: context 1 was reset: job 0x1 timed out: ran ")
+    assert "cycles unchecked (cs_check off), more than 8 job timeouts" in e.message
+    assert kmd.stats["job_timeouts"] == 1
