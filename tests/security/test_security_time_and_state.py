@@ -82,7 +82,8 @@ def test_a_closed_files_job_that_runs_after_the_close_gives_its_vmid_back():
     assert kmd.stats["resets"] == 1 and kmd.vmids.grabs == 2  # the innocent job did run, on a VMID of its own
 
 
-def _client_thread(i: int, seed: int, shared: Client, sbo, files: list, errors: list, seqs: dict) -> None:
+def _client_thread(i: int, seed: int, shared: Client, sbo, files: list, errors: list, seqs: dict,
+                   victim_addrs: list) -> None:
     rng = random.Random(seed * 100 + i)
     own = i >= 3  # threads 0..2 share one file; the others have files of their own
     c, mybo = (Client(), None) if own else (shared, sbo)
@@ -120,14 +121,15 @@ def _client_thread(i: int, seed: int, shared: Client, sbo, files: list, errors: 
                 else:
                     ctx = rng.choice(ctxs)
                     off = rng.randrange(0, 0xE000, 0x100)
-                    target = rng.choice([mybo.addr + 0xF000 + 4 * i, base + 0x10])
+                    target = rng.choice([mybo.addr + 0xF000 + 4 * i, base + 0x10, *victim_addrs])
+                    value = EVIL if target in victim_addrs else i
                     if rng.random() < 0.7:
-                        words = pm4.write_data(target, [i])
+                        words = pm4.write_data(target, [value])
                         if rng.random() < 0.2:  # held until its timeout (nobody releases it)
                             words = pm4.wait_reg_mem(mybo.addr + 0xFF00, 1, 1, "EQ") + words
                         ib = c.ib(mybo, words, off)
                     else:
-                        ib = sdma_ib(mybo, sdma.write_linear(target, [i]), off)
+                        ib = sdma_ib(mybo, sdma.write_linear(target, [value]), off)
                     deps = []
                     mine = [(x, q[-1]) for (fd, x), q in list(seqs.items()) if fd == c.f.fd and x in ctxs and q]
                     if mine and rng.random() < 0.3:  # after a job of its own, on whichever ring that ran
@@ -145,6 +147,24 @@ def _client_thread(i: int, seed: int, shared: Client, sbo, files: list, errors: 
             files.append(c)
 
 
+def _innocent_thread(seed: int, victim: Client, vbo, vhigh: int, wrote: dict, errors: list) -> None:
+    """A client among the hostile threads that does nothing wrong: each of its jobs (either
+    ring, either priority) completes with its value, whatever the others' resets."""
+    rng = random.Random(seed)
+    try:
+        for k in range(40):
+            at, val = 0xE000 + 4 * k, rng.randrange(1, 1 << 32)
+            off = 0x100 * k
+            ib = (victim.ib(vbo, pm4.write_data(vbo.addr + at, [val]), off) if rng.random() < 0.5
+                  else sdma_ib(vbo, sdma.write_linear(vbo.addr + at, [val]), off))
+            ctx = rng.choice([victim.ctx, vhigh])
+            if not victim.wait(victim.submit(ib, ctx=ctx), 5_000_000, ctx=ctx):
+                errors.append(f"innocent job {k} still busy")
+            wrote[at // 4] = val
+    except Exception as e:  # noqa: BLE001 (any error of an innocent client's is the finding)
+        errors.append(f"innocent: {type(e).__name__}: {e}")
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_client_threads_racing_on_one_driver_lose_no_job_and_leave_it_as_it_was(seed):
     kmd = kmd_model.bind(RefModel(), job_timeout=8_000, fallback_poll=1_000, cs_check=seed % 2 == 0,
@@ -152,18 +172,26 @@ def test_client_threads_racing_on_one_driver_lose_no_job_and_leave_it_as_it_was(
     heaps = _start_state(kmd)
     shared = Client()
     sbo = shared.bo(0x10000)
-    files, errors, seqs = [shared], [], {}
-    threads = [threading.Thread(target=_client_thread, args=(i, seed, shared, sbo, files, errors, seqs), daemon=True)
-               for i in range(6)]
+    victim = Client()
+    vbo = victim.bo(0x10000)
+    vhigh = victim.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=512)).ctx_id
+    files, errors, seqs, wrote = [shared, victim], [], {}, {}
+    victim_addrs = [vbo.addr + 0xF000, victim.phys(vbo) + 0xF000]  # by its VA and by its physical address
+    threads = [threading.Thread(target=_client_thread, args=(i, seed, shared, sbo, files, errors, seqs, victim_addrs),
+                                daemon=True) for i in range(6)]
+    threads.append(threading.Thread(target=_innocent_thread, args=(seed, victim, vbo, vhigh, wrote, errors),
+                                    daemon=True))
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=60)
     assert not any(t.is_alive() for t in threads), "a client thread hangs"
     assert errors == []
+    assert len(wrote) == 40 and {i: int(vbo.u32[i]) for i in wrote} == wrote and EVIL not in vbo.u32.tolist()
+    assert victim.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, victim.ctx)).error is None
     for (fd, ctx), got in seqs.items():  # each seqno handed out once (no fence lost or doubled)
         assert sorted(got) == list(range(1, len(got) + 1)), (fd, ctx)  # (threads sharing a context append in any order)
-    assert kmd.stats["cs"] == sum(len(s) for s in seqs.values())
+    assert kmd.stats["cs"] == sum(len(s) for s in seqs.values()) + 40
     for c in files:
         c.f.close()
     assert_as_at_bring_up(kmd, heaps)
