@@ -8,6 +8,7 @@ mappings are revoked at once, its GPU mappings and memory go once no job uses it
 from __future__ import annotations
 
 import errno
+import os
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from spec import vm as vm_spec
 
 from ..cs.checker import CheckedJob
 from ..log import get_logger
-from ..mm.mapping import Mapping, map_bo
+from ..mm.mapping import CpuMapping, map_bo
 from ..mm.vm import HUGE, Vm
 from ..sched.scheduler import Job
 from ..uapi import KmdError
@@ -183,11 +184,20 @@ class ClientsMixin:
             self.vmids.flush_vm(vm)
         self.bo.close(bo)
 
-    def map_bo(self, bo) -> Mapping:
-        """A CPU mapping of a BO for its owner (GEM_MMAP), revoked at GEM_CLOSE."""
-        m = map_bo(self.dev.mem, self._mem_file, bo.gpu_addr, bo.size)
-        bo.mappings.append(m)
-        return m
+    def map_bo(self, bo, who: str = "GEM_MMAP") -> CpuMapping:
+        """A CPU mapping of a BO for its owner (GEM_MMAP), revoked at GEM_CLOSE: a new array each
+        time, over the one OS mapping the BO has. Each OS mapping of the memory file holds a
+        file descriptor of the process (Python's mmap keeps a dup) until GEM_CLOSE: one per
+        GEM_MMAP let a client mapping one BO in a loop use up the process's descriptors
+        (EMFILE after 19,993), and then every client's GEM_MMAP, and the simulator's own
+        files, failed with a raw OSError."""
+        if not bo.mappings:
+            try:
+                bo.mappings.append(map_bo(self.dev.mem, self._mem_file, bo.gpu_addr, bo.size))
+            except OSError as e:  # (the process's limits: descriptors, mappings)
+                raise KmdError(e.errno or errno.ENOMEM, f"{who}: BO {bo.name or '?'}: the OS refused a CPU "
+                               f"mapping ({os.strerror(e.errno) if e.errno else e})") from None
+        return bo.mappings[0].array.view(CpuMapping)  # (shares the mapping's revocation)
 
     def live_bos(self, file: File | None = None) -> list:
         """User BOs still allocated (all, or one File's): for leak reports."""

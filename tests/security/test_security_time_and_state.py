@@ -24,6 +24,7 @@ the CS checker off.
 from __future__ import annotations
 
 import errno
+import os
 import random
 import threading
 
@@ -33,7 +34,8 @@ import pytest
 import kmd_model
 from kmd_model.core.kmd import Kmd
 from kmd_model.uapi import (CsChunkDep, CsChunkFence, CtxArgs, CtxOp, Domain, GemCloseArgs, GemCreateArgs,
-                            GemVaArgs, GemWaitIdleArgs, HwIp, KmdError, Request, ResetStatus, VaOp)
+                            GemMmapArgs, GemVaArgs, GemWaitIdleArgs, HwIp, KmdError, MappingRevoked, Request,
+                            ResetStatus, VaOp)
 from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
@@ -346,7 +348,7 @@ def test_with_the_checker_off_a_user_fence_bo_closed_before_its_job_signals_keep
     assert mem32[(phys + 0x10) // 4] == seq  # the fence landed in the closed BO's own page
     assert [b for b in kmd.live_bos(h.f) if b.gpu_addr == phys] == []  # freed once signalled
     for g in got:
-        assert not victim.io(Request.GEM_MMAP, kmd_model.GemMmapArgs(g)).view.any()
+        assert not victim.io(Request.GEM_MMAP, GemMmapArgs(g)).view.any()
     for c in (h, victim):
         c.f.close()
     assert_as_at_bring_up(kmd, heaps)
@@ -396,3 +398,48 @@ def test_with_the_checker_off_a_job_that_moves_for_ever_is_reset_after_its_limit
     assert e.message.startswith("WAIT_CS: context 1 was reset: job 0x1 timed out: ran ")
     assert "cycles unchecked (cs_check off), more than 8 job timeouts" in e.message
     assert kmd.stats["job_timeouts"] == 1
+
+
+# ------------------------------------------------------------------------------ the process's own limits
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts the process's descriptors in /proc")
+def test_gem_mmap_in_a_loop_takes_one_os_mapping_per_bo_not_one_descriptor_per_call():
+    """Each GEM_MMAP made an OS mapping of its own, and each holds a descriptor (Python's mmap
+    keeps a dup) until GEM_CLOSE: a client mapping one BO in a loop used up the process's
+    descriptors (EMFILE after 19,993 here), and then every client's GEM_MMAP failed too."""
+    kmd_model.bind(RefModel())
+    c, other = Client(), Client()
+    h = c.io(Request.GEM_CREATE, GemCreateArgs(0x1000, 0, Domain.GTT, 0)).handle
+    before = _open_fds()
+    views = [c.io(Request.GEM_MMAP, GemMmapArgs(h)).view for _ in range(2000)]
+    assert _open_fds() - before <= 1
+    views[7][0x10] = 0x5A
+    assert views[1999][0x10] == 0x5A  # one BO's pages, whichever call's array
+    obo = other.bo(0x1000)  # the other client maps as before
+    obo.u32[0] = 1
+    c.io(Request.GEM_CLOSE, GemCloseArgs(h))
+    for v in (views[0], views[1999]):  # every one of them revoked
+        with pytest.raises(MappingRevoked):
+            v[0] = 1
+    assert obo.u32[0] == 1
+
+
+def test_a_cpu_mapping_the_os_refuses_is_a_one_line_error(monkeypatch):
+    import kmd_model.core.clients as clients
+
+    def refuse(*args):
+        raise OSError(errno.EMFILE, "Too many open files")
+    kmd_model.bind(RefModel())
+    c = Client()
+    h = c.io(Request.GEM_CREATE, GemCreateArgs(0x1000, 0, Domain.GTT, 0)).handle
+    monkeypatch.setattr(clients, "map_bo", refuse)
+    with pytest.raises(KmdError) as ei:
+        c.io(Request.GEM_MMAP, GemMmapArgs(h))
+    assert (ei.value.errno, ei.value.message) == (
+        errno.EMFILE, "GEM_MMAP: BO fd3:1: the OS refused a CPU mapping (Too many open files)")
+    monkeypatch.undo()
+    assert c.io(Request.GEM_MMAP, GemMmapArgs(h)).view.size == 0x1000  # nothing was kept of the failed one
