@@ -9,6 +9,8 @@ left behind, or write through a mapping it gave back. By concept:
 - tests/security/test_security_umd.py: the UMD's fences, IBs in flight and memory behind a held CP;
 - tests/security/test_security_ioctl.py: the exact limits of CS, every ioctl argument of a wrong
   kind, an SDMA IB in the kernel's range;
+- tests/security/test_security_time_and_state.py: client threads racing on one driver,
+  exhaustion by one client, hangs on purpose again and again, the checker off;
 - tests/security/test_security_long.py: the long runs (a maximum-size IB, a race with the running
   CP, a job longer than its timeout), on the RTL in tests/cosim/test_rtl_security.py.
 

@@ -268,6 +268,33 @@ def test_a_client_that_fills_vram_and_gtt_denies_only_new_memory_and_gives_it_al
     assert_as_at_bring_up(kmd, heaps)
 
 
+@pytest.mark.parametrize("cs_check", [True, False])
+def test_a_clients_interrupt_storm_overflows_the_ih_ring_without_losing_another_clients_fence(cs_check):
+    """600 interrupting RELEASE_MEMs in one IB fill an 8-entry IH ring many times over; with the
+    checker off the IB then faults, and its error entry is among the dropped ones: the driver
+    finds the error by STATUS, blames the storm's context, and the other client's jobs complete."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=50_000, fallback_poll=1_000, cs_check=cs_check, ih_log2_entries=3)
+    h, v = Client(), Client()
+    hbo, vbo = h.bo(0x10000), v.bo(0x1000)
+    words = [w for i in range(600) for w in pm4.release_mem(hbo.addr + 0x8000 + 4 * (i % 64), i, int_sel=2)]
+    if not cs_check:
+        words += pm4.write_data(0x3000_0000, [EVIL])  # unmapped: a VM fault after the storm
+    seq = h.submit(h.ib(hbo, words))
+    vseqs = [v.submit(v.ib(vbo, pm4.write_data(vbo.addr + 0x100 + 4 * i, [5 + i]), 0x200 * i)) for i in range(3)]
+    if cs_check:
+        assert h.wait(seq)
+    else:
+        with pytest.raises(KmdError) as ei:
+            h.wait(seq)
+        assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT"
+        assert ei.value.info.ctx_id == h.ctx and kmd.stats["resets"] == 1
+        assert set(kmd.ih.by_source) == {"EOP"}  # the fault's entry was dropped: found by STATUS
+    assert all(v.wait(s) for s in vseqs) and vbo.u32[0x40:0x43].tolist() == [5, 6, 7]
+    s = kmd.kmd_stats()
+    assert s["ih_entries"] < 600 and s["spurious_interrupts"] == 0  # entries were dropped, and that was seen
+    assert v.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, v.ctx)).error is None
+
+
 # ------------------------------------------------------------------------------ hangs on purpose
 
 def test_a_client_hanging_every_ring_again_and_again_leaves_the_innocent_one_and_the_driver_whole(monkeypatch):
