@@ -295,6 +295,30 @@ def test_a_clients_interrupt_storm_overflows_the_ih_ring_without_losing_another_
     assert v.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, v.ctx)).error is None
 
 
+def test_an_open_that_fails_half_way_through_its_page_tables_keeps_nothing():
+    """Three levels: an open makes the root and the table the kernel's range hangs from. With
+    one VRAM page free (another client holds the rest) the root took it and the second table
+    failed: the root stayed allocated, owned by no one, for good (one page per failed open)."""
+    kmd = kmd_model.bind(RefModel(vm_levels=3))
+    hostile = Client()
+    _fill(hostile, Domain.VRAM)
+    vram = kmd.bo.heaps[Domain.VRAM]
+    page = next(h for h, b in hostile.f.handles.items() if b.domain == Domain.VRAM and b.size == 0x1000)
+    hostile.io(Request.GEM_CLOSE, GemCloseArgs(page))
+    live = list(kmd.bo.live)
+    assert vram.size - vram.used == 0x1000
+    refusals = []
+    for _ in range(3):
+        with pytest.raises(KmdError) as ei:
+            kmd_model.open_render_node()
+        refusals.append((ei.value.errno, ei.value.message))
+    assert kmd.bo.live == live and vram.size - vram.used == 0x1000
+    assert set(refusals) == {
+        (errno.ENOMEM, "open: the VM's page directory: no 0x1000 bytes free in VRAM (0x0 free, largest hole 0x0)")}
+    hostile.f.close()
+    Client().f.close()  # and an open works again
+
+
 # ------------------------------------------------------------------------------ hangs on purpose
 
 def test_a_client_hanging_every_ring_again_and_again_leaves_the_innocent_one_and_the_driver_whole(monkeypatch):
