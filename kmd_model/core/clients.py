@@ -145,15 +145,23 @@ class ClientsMixin:
 
     def shadow_alloc(self, job: CheckedJob) -> int:
         """Room in the shadow pool for a checked job's copies, waiting for older jobs to
-        retire when the pool is short (as for ring space)."""
+        retire when the pool is short (as for ring space, and as amdgpu_sa_bo_new waits for
+        its fences). The wait goes on while the pool drains: ENOMEM only once nothing in it
+        was freed for 2 * job_timeout. With one window in all, a client holding the CP
+        with one job and filling the pool behind it with others had a third client's CS
+        refused (its wait ended as the hold was reset, before the jobs behind it retired).
+        (The wait ends: the caller holds the KMD's lock, so no copies are added meanwhile.)"""
         n = job.shadow_bytes
         if n > self.shadow.size:
             raise KmdError(errno.E2BIG, f"CS: the job's checked copies take {n:#x} bytes, more than the "
                            f"whole shadow pool ({self.shadow.size:#x} bytes)")
         addr = self.shadow.alloc(n)
-        if addr is None:
-            self.wait_for(lambda: self.shadow.fits(n), 2 * self.params.job_timeout)
+        while addr is None:
+            used = self.shadow.used
+            self.wait_for(lambda: self.shadow.fits(n) or self.shadow.used < used, 2 * self.params.job_timeout)
             addr = self.shadow.alloc(n)
+            if addr is None and self.shadow.used >= used:
+                break
         if addr is None:
             raise KmdError(errno.ENOMEM, f"CS: no room for the job's {n:#x} bytes of checked copies in "
                            f"the shadow pool ({self.shadow.size - self.shadow.used:#x} of "

@@ -33,7 +33,7 @@ import pytest
 
 import kmd_model
 from kmd_model.core.kmd import Kmd
-from kmd_model.uapi import (CsChunkDep, CsChunkFence, CtxArgs, CtxOp, Domain, GemCloseArgs, GemCreateArgs,
+from kmd_model.uapi import (CsChunkDep, CsChunkFence, CsChunkIb, CtxArgs, CtxOp, Domain, GemCloseArgs, GemCreateArgs,
                             GemMmapArgs, GemVaArgs, GemWaitIdleArgs, HwIp, KmdError, MappingRevoked, Request,
                             ResetStatus, VaOp)
 from spec import pm4, sdma
@@ -42,7 +42,7 @@ from testbench.refmodel import RefModel
 from tests.kmd.test_kmd_ioctl import RWX, Client
 from tests.kmd_sched.test_kmd_queues import sdma_ib
 
-from .security_helpers import EVIL
+from .security_helpers import EVIL, LoopingCpModel
 
 ANSWERS = {errno.EINVAL, errno.EFAULT, errno.ECANCELED, errno.EIO, errno.ETIME, errno.ENOMEM, errno.ENOENT,
            errno.EBADF}
@@ -221,6 +221,35 @@ def test_more_files_than_vmids_with_jobs_held_delay_but_do_not_stop_another_clie
         assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "TIMEOUT"
     assert kmd.stats["job_timeouts"] == n + 1
     for c, _, _ in (*held, (victim, 0, 0)):
+        c.f.close()
+    assert_as_at_bring_up(kmd, heaps)
+
+
+def test_a_client_that_holds_the_cp_and_fills_the_shadow_pool_only_delays_another_clients_cs():
+    """One context holds the CP, another of the same client fills the 4 KiB shadow pool behind
+    it. Another client's CS waits for room: its wait ended when the hold was reset, before
+    the jobs behind it retired, and the CS was refused (ENOMEM). Now it waits while the
+    pool drains, and runs."""
+    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=4, job_timeout=5_000, fallback_poll=1_000)
+    heaps = _start_state(kmd)
+    h = Client()
+    hbo = h.bo(0x8000)
+    fill = h.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+    hbo.u32[0x400:0x500] = [pm4.TYPE2_FILLER] * 0x100
+    held = h.submit(h.ib(hbo, pm4.wait_reg_mem(hbo.addr + 0x7000, 1, 1, "EQ")))
+    fills = [h.submit(CsChunkIb(0x100, hbo.handle, 0x1000), ctx=fill) for _ in range(3)]
+    assert kmd.shadow.size - kmd.shadow.used < 0x400
+    v = Client()
+    vbo = v.bo(0x8000)
+    vbo.u32[0x400:0x4F8] = [pm4.TYPE2_FILLER] * 0xF8
+    vbo.u32[0x4F8:0x500] = pm4.write_data(vbo.addr + 0x100, [5]) + pm4.pad(3)
+    seq = v.submit(CsChunkIb(0x100, vbo.handle, 0x1000))  # 1 KiB of copies: waits for the pool
+    assert v.wait(seq) and vbo.u32[0x40] == 5
+    with pytest.raises(KmdError) as ei:
+        h.wait(held)
+    assert ei.value.info.code == "TIMEOUT"
+    assert all(h.wait(s, ctx=fill) for s in fills)  # innocent of the hang: resubmitted, and ran
+    for c in (h, v):
         c.f.close()
     assert_as_at_bring_up(kmd, heaps)
 
@@ -406,31 +435,11 @@ def test_with_the_checker_off_a_user_fence_bo_closed_before_its_job_signals_keep
 
 
 
-class ChainLoopModel(RefModel):
-    """The registers a CP shows while it runs an IB that CHAINs to itself (on the RTL: the
-    reference model runs packets eagerly, so a real loop would never give control back): the
-    rptr still, the fetch counter moving at every read, the queue neither polling nor stopped.
-    The job underneath is held in a WAIT_REG_MEM; a reset ends it as it would end the loop."""
-
-    looping = False
-    fetched = 0
-
-    def mmio_read32(self, offset: int) -> int:
-        from kmd_model import regs
-        v = super().mmio_read32(offset)
-        if self.looping and offset == regs.STATUS.ADDR:
-            v &= ~regs.STATUS.WAITING.mask
-        if self.looping and offset == regs.PERF_DWORDS_FETCHED.ADDR:
-            self.fetched += 4096
-            v = self.fetched & 0xFFFF_FFFF
-        return v
-
-
 def test_with_the_checker_off_a_job_that_moves_for_ever_is_reset_after_its_limit():
     """Unchecked, a CHAIN loop keeps the fetch counter moving, which restarted the job timer
     at every look: the ring was the hostile job's for ever and every other client's WAIT_CS
     ran out (ETIME). Now it runs unchecked_job_timeouts job timeouts at most."""
-    dev = ChainLoopModel()
+    dev = LoopingCpModel()
     kmd = kmd_model.bind(dev, job_timeout=10_000, fallback_poll=1_000, cs_check=False, unchecked_job_timeouts=8)
     h = Client()
     hbo = h.bo(0x1000)

@@ -18,7 +18,7 @@ from spec import pm4
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client
-from tests.security.security_helpers import Holder
+from tests.security.security_helpers import Holder, LoopingCpModel
 
 
 def _gpu(dev=None, pools: bool = True, **kw):
@@ -173,12 +173,14 @@ def test_each_packet_remembers_its_call_on_every_engine(engine, dma):
 @pytest.mark.parametrize("async_submit", [False, True], ids=["sync", "async"])
 def test_a_cs_refused_for_memory_is_out_of_memory(async_submit):
     """The KMD refuses a CS with ENOMEM when its checked copies find no room in the shadow
-    pool in time (test_kmd_bo.py's setup: a held job and three of 1 KiB in a 4 KiB pool):
-    the flush raises OutOfMemory naming the call, the queue, what it has in flight and its
-    limit, then the KMD's own message (for an async queue, at the finish after the flush)."""
+    pool in time (test_kmd_bo.py's setup: a held job, moving for ever, and three of 1 KiB in a
+    4 KiB pool: nothing is freed while the CS waits): the flush raises OutOfMemory naming the
+    call, the queue, what it has in flight and its limit, then the KMD's own message (for an
+    async queue, at the finish after the flush)."""
     from kmd_model.uapi import CsChunkIb
 
-    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=4, job_timeout=5_000, fallback_poll=1_000)
+    dev = LoopingCpModel()
+    kmd = kmd_model.bind(dev, shadow_pool_kib=4, job_timeout=5_000, fallback_poll=1_000)
     gpu = umd.open(api_version=3)
     q = gpu.queue(async_submit=async_submit, flush_threshold=1000)
     c, other = Client(), Client()
@@ -188,6 +190,7 @@ def test_a_cs_refused_for_memory_is_out_of_memory(async_submit):
     for _ in range(3):
         c.submit(CsChunkIb(0x100, bo.handle, 0x1000))
     free = kmd.shadow.size - kmd.shadow.used
+    dev.looping = True
     q.emit_raw(pm4.nop(free // 4 + 1))  # checked copies larger than what is free
     with pytest.raises(umd.OutOfMemory) as ei:
         q.flush()
