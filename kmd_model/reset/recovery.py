@@ -135,6 +135,7 @@ class RecoveryMixin:
         for s in self.scheds:
             s.stopped = True
             s.cancel_all(KmdError(errno.EIO, self.wedged))
+            s.fence_drv.pending.clear()  # their jobs are cancelled: nothing will signal them
 
     # ------------------------------------------------------------------ an extra ring's recovery
 

@@ -387,6 +387,21 @@ def test_a_client_hanging_every_ring_again_and_again_leaves_the_innocent_one_and
     assert_as_at_bring_up(kmd, heaps)
 
 
+def test_a_wedged_device_leaves_nothing_behind_once_its_files_close():
+    """A reset that fails wedges the device (every job EIO): the files still close to nothing.
+    The fences of the jobs it cancelled stayed pending in their fence drivers."""
+    from tests.kmd_sched.test_kmd_recovery import _reset_that_fails
+    kmd, a, b, abo, bbo, hold, bad, queued = _reset_that_fails()
+    with pytest.raises(KmdError) as ei:
+        a.wait(bad)
+    assert ei.value.errno == errno.EIO and kmd.wedged
+    for c in (a, b):
+        c.f.close()
+    assert not kmd.live_bos() and kmd.shadow.used == 0 and [v.n for v in kmd.vmids.ids if v.owner] == []
+    assert [len(s.fence_drv.pending) for s in kmd.scheds] == [0] * len(kmd.scheds)
+    assert kmd.stats["jobs_retired"] + kmd.stats["jobs_cancelled"] == kmd.stats["cs"]
+
+
 # ------------------------------------------------------------------------------ checker off
 
 def test_with_the_checker_off_an_ib_rewritten_while_it_runs_reaches_only_the_clients_vm():
