@@ -94,10 +94,12 @@ def _client_thread(i: int, seed: int, shared: Client, sbo, files: list, errors: 
     ctxs, extra = [c.ctx], []
     base = 0x2000_0000 + 0x100_0000 * i  # each thread's own far range
     try:
-        for _ in range(150):
+        for step in range(150):
             try:
                 r = rng.random()
-                if r < 0.05 and own:  # close with jobs in flight, open again
+                if i == 0 and step == 100 and seed % 2:  # the shared file, closed under the other two threads
+                    c.f.close()  # (EBADF from then on, and their IBs' BO revoked)
+                elif r < 0.05 and own:  # close with jobs in flight, open again
                     c.f.close()
                     c = Client()
                     mybo = c.bo(0x10000)
@@ -142,6 +144,10 @@ def _client_thread(i: int, seed: int, shared: Client, sbo, files: list, errors: 
             except KmdError as e:
                 if e.errno not in ANSWERS:
                     errors.append(f"thread {i}: {e.name}: {e.message}")
+            except MappingRevoked:  # its IBs' BO: gone with the file another thread closed
+                if not c.f.closed:
+                    raise
+                break
     except Exception as e:  # noqa: BLE001 (reported by the test, not lost in the thread)
         errors.append(f"thread {i}: {type(e).__name__}: {e}")
     finally:
