@@ -8,6 +8,8 @@
     q.wait_mem(flag, 0, 1)                 # GPU-side wait (WAIT_REG_MEM)
     ev = q.signal()                        # RELEASE_MEM; ev.wait(timeout_cycles)
     q.flush(); q.finish()
+    dev.close()                            # or: with umd.open() as dev, with dev.queue() as q,
+                                           # with dev.alloc(n) as buf (close or free at the end)
 
 Layers: api (versions and dispatch tables), runtime (Device, Buffer), queue (Queue:
 recording, flush), events (Event, Timestamp, waits), transfer (copies and fills), submit

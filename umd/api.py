@@ -28,8 +28,12 @@ import operator
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+import kmd_model
+from kmd_model.uapi import KmdError
+
 from . import events, queue, transfer
 from . import runtime as rt
+from .errors import UmdError
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,14 @@ class DispatchTable:
     flush_threshold: int  # commands recorded before an implicit flush
     entries: dict[str, Callable] = field(default_factory=dict)
     notes: str = ""
+
+    def __post_init__(self) -> None:
+        # Python names a call's argument mistakes by the function's __qualname__ (and help()
+        # by its __name__): the app called q.write(..., value=1), so "Queue.write() got an
+        # unexpected keyword argument 'value'", not the name of the function behind the entry
+        # (queue_write_batched()). Tracebacks still name the function's own code.
+        for key, fn in self.entries.items():
+            fn.__qualname__, fn.__name__ = key, key.split(".", 1)[1]
 
     def derive(self, version: int, *, add: dict[str, Callable] = {}, remove: tuple[str, ...] = (),
                notes: str = "", **defaults) -> "DispatchTable":
@@ -119,4 +131,13 @@ def open(api_version: int = LATEST, *, winsys=None, pools: bool = True) -> rt.De
                          f"{', '.join(map(str, TABLES))})")
     if not isinstance(pools, bool):
         raise TypeError(f"open: pools must be True or False, not {rt.shown(pools)}")
+    try:
+        if winsys is None:
+            kmd_model.bound()
+    except KmdError:
+        # the new user's first mistake: umd.open() at the top of an app file, which
+        # `gpucosim run` imports before it brings the device up (then calls main())
+        raise UmdError("open: no GPU is bound yet: an app run by `gpucosim run` opens it in its main() (the "
+                       "file's top level runs before the device is up); a script of its own binds one first: "
+                       "kmd_model.bind(RefModel()) (docs/tutorial.md)") from None
     return rt.Device(TABLES[version], winsys, pools)

@@ -220,6 +220,14 @@ class Queue(_Dispatched):
         limit = sdma.MAX_WRITE_DW if self.copy_engine else wd.max_payload - wd.fixed
         self.max_write_dw = min(limit, self.cmdbuf.max_packet_dw - 4)
 
+    def __enter__(self) -> "Queue":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        """`with gpu.queue() as q:` closes the queue at the end (as Device's `with` closes
+        the device): what it recorded is submitted and finished, even when the body raised."""
+        self._close()
+
     def __repr__(self) -> str:
         eng = "" if self.engine == "gfx" else f" {self.engine}"
         return f"<umd.Queue{eng} ctx {self.ctx_id} api v{self._table.version}>"
@@ -294,9 +302,11 @@ class Queue(_Dispatched):
                                  f"(seqno {oldest:#x}) has not finished after {self.timeout} cycles")
             self._reclaim()
 
-    def _alloc_or_wait(self, size: int, what: str) -> Buffer:
+    def _alloc_or_wait(self, size: int, what: str, may_flush: bool = False) -> Buffer:
         """A GTT buffer for the queue's own use; when memory is short, wait for the queue's
-        submissions to finish (their IBs and staging buffers come back) and try again."""
+        submissions to finish (their IBs and staging buffers come back) and try again.
+        `may_flush` (between commands: a transfer's staging buffer, before its packets):
+        first submit what the queue has recorded, whose staging buffers only a flush lets go."""
         while True:
             try:
                 return device_alloc(self.device, size, "gtt", zero=False, _owner=self)
@@ -304,6 +314,11 @@ class Queue(_Dispatched):
                 if isinstance(e, KmdError) and e.errno != errno.ENOMEM:
                     raise
                 why = e.__cause__ if isinstance(e.__cause__, KmdError) else e  # (the kernel's words)
+                if may_flush and (self.staging or self.cmdbuf.ibs):
+                    # uploads recorded since the last flush hold their staging until it: a
+                    # memory-pressure flush, as Mesa's winsys flushes when a CS grows too big
+                    queue_flush(self)
+                    continue
                 if self.pending:  # flushes still queued hold IBs and staging: let them go
                     self._drain(report=False)
                     self._reclaim()
@@ -338,7 +353,9 @@ class Queue(_Dispatched):
             # would return): no need to ask again
             if e.info.ctx_id and e.info.ctx_id != self.ctx_id:  # a dependency's error: its job was cancelled
                 raise GpuError(e.info, None, waited_for=True) from e
-            raise GpuError(e.info, self._find_command(e.info.addr)) from e
+            # a flush's CS refused for its context's earlier error (not a wait that found it)
+            refused = what.startswith("flush")
+            raise GpuError(e.info, self._find_command(e.info.addr), refused=refused) from e
         if e.errno == errno.EIO:
             raise DeviceLost(f"{what}: {e.message}") from e
         if e.errno == errno.ENOMEM:
@@ -422,8 +439,10 @@ def queue_write_now(self: Queue, buf: Buffer, offset: int, data: Any) -> None:
 
 
 def queue_write_batched(self: Queue, buf: Buffer, offset: int, data: Any) -> None:
-    """Record WRITE_DATA packets writing `data` (an int, dwords, a uint32 array or bytes)
-    at buf+offset; they are submitted at the next flush."""
+    """Record WRITE_DATA packets writing `data` (an int, a list of dwords, an integer array
+    of dwords, or bytes-like: a multiple of 4 bytes) at buf+offset; they are submitted at
+    the next flush. A uint8 array is refused (its bytes are not its elements): pass
+    .tobytes() or .astype(np.uint32)."""
     words = _dwords("write", data)
     addr = _own_buffer(self.device, "write", "buf", buf)._range("write", offset, 4 * len(words))
     label = self._label("write")
@@ -461,7 +480,7 @@ def queue_wait_mem(self: Queue, buf: Buffer, offset: int, ref: int, *, mask: int
 def queue_emit_raw(self: Queue, dwords: Any) -> None:
     """Raw dwords, for experiments (PM4, or SDMA packets on a copy queue): the KMD's
     checker still sees a gfx queue's."""
-    words = _dwords("emit_raw", dwords)
+    words = _dwords("emit_raw", dwords, "dwords")
     self.cmdbuf.emit(words, self._label("emit_raw"))
     self._end_command()
 

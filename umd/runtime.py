@@ -313,6 +313,12 @@ class Buffer:
         self._view = self._revoke = None
         self._freed = True
 
+    def __enter__(self) -> "Buffer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.free()  # `with gpu.alloc(n) as buf:` frees it at the end
+
     def _range(self, call: str, offset: int, nbytes: int) -> int:
         offset = _index(call, "offset", offset)
         if offset < 0 or offset & 3:
@@ -368,24 +374,31 @@ def _timeout(call: str, v: Any, name: str = "timeout_cycles") -> int:
     return v
 
 
-def _dwords(call: str, data: Any) -> list[int]:
+def _dwords(call: str, data: Any, name: str = "data") -> list[int]:
+    """`data` (argument `name` of `call`) as dwords: an int, a list or tuple of them, an
+    integer array (an element a dword), or bytes-like (its bytes, little-endian dwords)."""
     if isinstance(data, (bytes, bytearray, memoryview)):
         b = bytes(data)
         if not b or len(b) % 4:
-            raise ValueError(f"{call}: bytes data must be a non-empty multiple of 4 bytes, not {len(b)}")
+            raise ValueError(f"{call}: bytes {name} must be a non-empty multiple of 4 bytes, not {len(b)}")
         return np.frombuffer(b, "<u4").tolist()
     if isinstance(data, np.ndarray):
         if data.dtype.kind not in "ui":
-            raise TypeError(f"{call}: data must be an integer array, not {data.dtype}")
+            raise TypeError(f"{call}: {name} must be an integer array, not {data.dtype}")
+        if data.dtype.itemsize == 1:
+            # bytes to the app (what download() and Buffer.map() return), but an array's elements
+            # are dwords here: each byte would become a dword of its own, and 4x the length
+            raise TypeError(f"{call}: {name} is a {data.dtype} array, whose elements would each be a dword: "
+                            f"pass {name}.tobytes() for its bytes, or {name}.astype(np.uint32) for a dword each")
         words = data.ravel().tolist()
     elif isinstance(data, (list, tuple)):
         words = list(data)
     else:
-        words = [_index(call, "data", data)]
+        words = [_index(call, name, data)]
     if not words:
-        raise ValueError(f"{call}: data is empty")
+        raise ValueError(f"{call}: {name} is empty")
     for i, w in enumerate(words):
-        words[i] = w = _index(call, f"data[{i}]", w)
+        words[i] = w = _index(call, f"{name}[{i}]", w)
         if not 0 <= w <= M32:
-            raise ValueError(f"{call}: data[{i}] must fit in 32 bits, not {w:#x}")
+            raise ValueError(f"{call}: {name}[{i}] must fit in 32 bits, not {w:#x}")
     return words
