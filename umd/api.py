@@ -129,8 +129,7 @@ def open(api_version: int = LATEST, *, winsys=None, pools: bool = True) -> rt.De
     if version not in TABLES:
         raise ValueError(f"open: API version {rt.shown(api_version)} is not supported (this UMD serves "
                          f"{', '.join(map(str, TABLES))})")
-    if not isinstance(pools, bool):
-        raise TypeError(f"open: pools must be True or False, not {rt.shown(pools)}")
+    pools = rt._flag("open", "pools", pools)
     try:
         if winsys is None:
             kmd_model.bound()

@@ -17,6 +17,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from kmd_model.ioctl.copyin import shown
 from kmd_model.sched.fence import seq_passed
 from kmd_model.log import get_logger
@@ -80,8 +82,9 @@ def device_queue_v3(self: Device, *, flush_threshold: int | None = None, flush_d
     Events, fences, results and the order of the queue's jobs are the same either way; a
     refused submission is raised by the queue's next flush(), finish(), Event.wait() or
     close() (docs/architecture.md, "The asynchronous submission thread")."""
-    if async_submit is not None and not isinstance(async_submit, bool):
+    if async_submit is not None and not isinstance(async_submit, (bool, np.bool_)):
         raise TypeError(f"queue: async_submit must be True, False or None, not {shown(async_submit)}")
+    async_submit = None if async_submit is None else bool(async_submit)  # (numpy's bool too, as _flag)
     return _new_queue(self, flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority,
                       self.async_default if async_submit is None else async_submit)
 

@@ -180,8 +180,7 @@ def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignmen
         dom = Domain(n) if n in DOMAINS.values() else None
     if dom is None:
         raise ValueError(f"alloc: domain must be 'gtt' or 'vram', not {shown(domain)}")
-    if not isinstance(zero, bool):
-        raise TypeError(f"alloc: zero must be True or False, not {shown(zero)}")
+    zero = _flag("alloc", "zero", zero)
     backing, offset, slab, fresh = self.mm.alloc(size, Domain(dom), alignment)
     buf = Buffer(self, backing, offset, size, dom, slab)
     buf.owner = _owner
@@ -352,6 +351,14 @@ def _index(call: str, name: str, v: Any) -> int:
     if n.bit_length() > 128:  # no argument is this wide: refused before a message prints 4,000 digits
         raise ValueError(f"{call}: {name} must fit in 64 bits, not {shown(n)}")
     return n
+
+
+def _flag(call: str, name: str, v: Any) -> bool:
+    """A True/False argument: a bool, or numpy's (what `arr.any()` returns, as numpy's
+    integers are integers to _index); not 1, "yes" or None."""
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    raise TypeError(f"{call}: {name} must be True or False, not {shown(v)}")
 
 
 def _own_buffer(device: Device, call: str, name: str, buf: Any) -> "Buffer":

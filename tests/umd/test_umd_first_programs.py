@@ -171,3 +171,20 @@ def test_open_before_a_device_is_bound():
     with pytest.raises(umd.UmdError, match=r"^open: no GPU is bound yet: an app run by `gpucosim run` opens it "
                        r"in its main\(\) .* kmd_model.bind\(RefModel\(\)\) \(docs/tutorial.md\)$"):
         umd.open()
+
+
+def test_numpy_bools_are_bools():
+    """numpy's integers are integers to every call; its bools (what `arr.any()` returns) were
+    refused as "must be True or False, not np.True_". 1 and "yes" still are."""
+    kmd_model.bind(RefModel())
+    flag = np.zeros(4, np.uint8).any()  # np.False_
+    gpu = umd.open(pools=flag)
+    assert gpu.memory().pools.enabled is False
+    buf = gpu.alloc(64, zero=~flag)
+    assert not buf.map().any()
+    q = gpu.queue(async_submit=flag)
+    assert q.async_submit is False
+    _raises(TypeError, "alloc: zero must be True or False, not 1", gpu.alloc, 64, zero=1)
+    _raises(TypeError, "open: pools must be True or False, not 'yes'", umd.open, pools="yes")
+    _raises(TypeError, "queue: async_submit must be True, False or None, not 1", gpu.queue, async_submit=1)
+    gpu.close()
