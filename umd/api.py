@@ -76,7 +76,7 @@ class DispatchTable:
 
 V1 = DispatchTable(1, flush_threshold=16, entries={
     "Device.alloc": rt.device_alloc,
-    "Device.queue": queue.device_queue,
+    "Device.queue": queue.device_queue_v1,
     "Device.info": rt.device_info,
     "Device.counters": rt.device_counters,
     "Device.memory": rt.device_memory,
@@ -91,6 +91,7 @@ V1 = DispatchTable(1, flush_threshold=16, entries={
 }, notes="write() submits at once")
 
 V2 = V1.derive(2, flush_threshold=64, add={
+    "Device.queue": queue.device_queue,
     "Queue.write": queue.queue_write_batched,
     "Queue.fill": transfer.queue_fill,
     "Queue.timestamp": events.queue_timestamp,

@@ -68,9 +68,22 @@ def device_queue(self: Device, *, flush_threshold: int | None = None, flush_dwor
     for name in v3:  # (the arguments later versions added are named as missing entry points are)
         if name == "async_submit":
             raise TypeError(f"queue: async_submit= is not in API version {self.api_version} (it is in version 3)")
-        raise TypeError(f"queue() got an unexpected keyword argument {name!r}")
+        raise TypeError(f"Device.queue() got an unexpected keyword argument {name!r}")
     return _new_queue(self, flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority,
                       self.async_default)
+
+
+def device_queue_v1(self: Device, *, flush_threshold: int | None = None, flush_dwords: int | None = None,
+                    ib_size_dw: int = 1024, max_inflight: int = MAX_INFLIGHT, **later: Any) -> "Queue":
+    """API v1: a queue (a KMD context) on the gfx ring, recording commands into chained
+    IBs; it flushes by itself after `flush_threshold` commands (16) or, when given, once
+    `flush_dwords` dwords are recorded; `ib_size_dw` is the size of each chained IB; at most
+    `max_inflight` submissions are in flight. (engine= and priority= came with version 2.)"""
+    for name in ("engine", "priority"):
+        if name in later:
+            raise TypeError(f"queue: {name}= is not in API version {self.api_version} (it is in version 2, 3)")
+    return device_queue(self, flush_threshold=flush_threshold, flush_dwords=flush_dwords, ib_size_dw=ib_size_dw,
+                        max_inflight=max_inflight, **later)
 
 
 def device_queue_v3(self: Device, *, flush_threshold: int | None = None, flush_dwords: int | None = None,

@@ -188,3 +188,21 @@ def test_numpy_bools_are_bools():
     _raises(TypeError, "open: pools must be True or False, not 'yes'", umd.open, pools="yes")
     _raises(TypeError, "queue: async_submit must be True, False or None, not 1", gpu.queue, async_submit=1)
     gpu.close()
+
+
+def test_version_1_queue_has_no_engine_or_priority():
+    """umd/api.py: Device.queue(engine=, priority=) came with version 2. Version 1 took them
+    all the same (a copy queue for an app whose version has none), while async_submit=, of
+    version 3, was refused by name. Now each later argument is, and the defaults hold."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open(api_version=1)
+    _raises(TypeError, "queue: engine= is not in API version 1 (it is in version 2, 3)", gpu.queue, engine="copy")
+    _raises(TypeError, "queue: priority= is not in API version 1 (it is in version 2, 3)", gpu.queue,
+            priority="high")
+    _raises(TypeError, "queue: async_submit= is not in API version 1 (it is in version 3)", gpu.queue,
+            async_submit=True)
+    _raises(TypeError, "Device.queue() got an unexpected keyword argument 'frobnicate'", gpu.queue, frobnicate=1)
+    q = gpu.queue(flush_threshold=4, ib_size_dw=256, max_inflight=2)
+    assert (q.engine, q.priority, q.flush_threshold) == ("gfx", "normal", 4)
+    assert umd.open(api_version=2).queue(engine="copy", priority="low").engine == "copy"
+    gpu.close()
