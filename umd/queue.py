@@ -27,8 +27,8 @@ from spec import packets, pm4, sdma
 
 from . import submit
 from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, SubmitError, UmdError
-from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _Dispatched, _dwords, _index, _own_buffer, _raise_first,
-                      _timeout, device_alloc)
+from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _close_after, _Dispatched, _dwords, _index, _own_buffer,
+                      _raise_first, _timeout, device_alloc)
 from .submit import PendingCs, Submitter
 from .winsys.cmdbuf import CmdBuf
 
@@ -239,10 +239,11 @@ class Queue(_Dispatched):
     def __enter__(self) -> "Queue":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, typ, exc, tb) -> None:
         """`with gpu.queue() as q:` closes the queue at the end (as Device's `with` closes
-        the device): what it recorded is submitted and finished, even when the body raised."""
-        self._close()
+        the device): what it recorded is submitted and finished, even when the body raised
+        (whose exception is then the one raised: runtime._close_after)."""
+        _close_after(self._close, exc)
 
     def __repr__(self) -> str:
         eng = "" if self.engine == "gfx" else f" {self.engine}"

@@ -155,8 +155,21 @@ class Device(_Dispatched):
     def __enter__(self) -> "Device":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, typ, exc, tb) -> None:
+        _close_after(self.close, exc)
+
+
+def _close_after(close: Callable[[], None], exc: BaseException | None) -> None:
+    """A `with` block's close. When the body raised (the app's exception, a ^C), that is what
+    propagates: a refusal the close raises (a submission recorded before it) goes into its
+    notes instead of replacing it, as the cause the app would look for first."""
+    if exc is None:
+        close()
+        return
+    try:
+        close()
+    except UmdError as e:
+        exc.add_note(f"and when the with block closed it: {type(e).__name__}: {e}")
 
 
 def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignment: int = 0,

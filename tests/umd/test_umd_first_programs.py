@@ -206,3 +206,27 @@ def test_version_1_queue_has_no_engine_or_priority():
     assert (q.engine, q.priority, q.flush_threshold) == ("gfx", "normal", 4)
     assert umd.open(api_version=2).queue(engine="copy", priority="low").engine == "copy"
     gpu.close()
+
+
+@pytest.mark.parametrize("exc_type", [KeyError, KeyboardInterrupt], ids=["exception", "ctrl_c"])
+@pytest.mark.parametrize("kind", ["device", "queue"])
+def test_the_bodys_exception_is_what_a_with_raises(kind, exc_type):
+    """A with block whose body raised while its queue had a submission the KMD refuses: the
+    close's SubmitError replaced the app's own exception (or the ^C), which survived only as
+    the context of another traceback. The body's exception propagates, the refusal in its notes;
+    without one the close raises the refusal itself."""
+    gpu, exc = _gpu(), exc_type("the app's")
+    with pytest.raises(exc_type) as ei:
+        with (gpu if kind == "device" else gpu.queue()) as obj:
+            q = obj.queue() if kind == "device" else obj
+            q.emit_raw([0xC0007B00])  # opcode 0x7b: the CS checker refuses the flush at close
+            raise exc
+    assert ei.value is exc and q.closed
+    (note,) = ei.value.__notes__
+    assert note.startswith("and when the with block closed it: SubmitError: flush: EINVAL: CS: malformed packet "
+                           "at IB+0x0 (") and note.endswith("): UNKNOWN op=0x7b count=0"), note
+    gpu = _gpu()
+    with pytest.raises(umd.SubmitError, match=r"^flush: EINVAL: CS: malformed packet .* UNKNOWN op=0x7b count=0$"):
+        with gpu.queue() as q:
+            q.emit_raw([0xC0007B00])
+    gpu.close()
