@@ -504,8 +504,10 @@ def queue_emit_raw(self: Queue, dwords: Any) -> None:
 
 def queue_flush(self: Queue) -> int | None:
     """Submit what was recorded (one CS ioctl); returns the submission's seqno, or None
-    when there was nothing to submit. With `max_inflight` submissions in flight it first
-    waits for the oldest; if that times out (GpuTimeout) the commands stay recorded."""
+    when there was nothing to submit, and always on an async queue (API v3: the submission
+    thread makes the CS later; its events tell when it ran). With `max_inflight`
+    submissions in flight it first waits for the oldest; if that times out (GpuTimeout)
+    the commands stay recorded."""
     if self.async_submit:
         self._report()  # a refused earlier flush first (when the thread is done with it)
     cb = self.cmdbuf
