@@ -53,7 +53,9 @@ def _bytes_range(q: Queue, call: str, name: str, buf: Buffer, offset: Any, size:
 
 def _need_dma(q: Queue, call: str) -> None:
     if not q.has_dma:
-        raise RuntimeError(f"{call}: this device has no DMA engine (CAPS.DMA = 0)")
+        # (the copy engine moves bytes too: its queue is the way when the device has one)
+        other = ": a copy queue (Device.queue(engine='copy')) has the SDMA's" if q.device.dev_info.sdma_rings else ""
+        raise RuntimeError(f"{call}: this device has no DMA engine (CAPS.DMA = 0){other}")
 
 
 def _written(q: Queue) -> list[tuple[int, int]]:
@@ -187,8 +189,8 @@ def queue_fill(self: Queue, buf: Buffer, offset: int, size: int, value: int) -> 
             _written(self).append((addr, addr + size))
     else:
         size = _index("fill", "size", size)
-        if size <= 0 or size & 3:
-            raise ValueError(f"fill: size must be a positive multiple of 4, not {size}")
+        if size < 0 or size & 3:  # (0 fills nothing, as with a DMA engine and on a copy queue)
+            raise ValueError(f"fill: size must be a non-negative multiple of 4, not {size}")
         addr = _own_buffer(self.device, "fill", "buf", buf)._range("fill", offset, size)
         n = size // 4
         step = self.max_write_dw

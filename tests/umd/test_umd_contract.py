@@ -235,8 +235,8 @@ def test_fill_without_dma_engine():
     gpu = _gpu(RefModel(dma=False))
     q = gpu.queue(ib_size_dw=64)
     buf = gpu.alloc(0x1000)
-    _raises(ValueError, "fill: size must be a positive multiple of 4, not 0", q.fill, buf, 0, 0, 1)
-    _raises(ValueError, "fill: size must be a positive multiple of 4, not 6", q.fill, buf, 0, 6, 1)
+    _raises(ValueError, "fill: size must be a non-negative multiple of 4, not 6", q.fill, buf, 0, 6, 1)
+    _raises(ValueError, "fill: size must be a non-negative multiple of 4, not -4", q.fill, buf, 0, -4, 1)
     _raises(ValueError, "fill: offset must be a non-negative multiple of 4, not 2", q.fill, buf, 2, 4, 1)
     _raises(ValueError, "fill: [0xffc, 0x1004) is outside the 0x1000-byte buffer", q.fill, buf, 0xFFC, 8, 1)
     q.fill(buf, 0xFFC, 4, 9)  # the last dword
@@ -411,8 +411,8 @@ def test_transfers_split_unevenly_and_their_errors():
     gpu = _gpu(RefModel(dma=False))
     q = gpu.queue()
     a = gpu.alloc(0x100)
-    _raises(RuntimeError, "upload: this device has no DMA engine (CAPS.DMA = 0)", q.upload, a, 0, b"abcd")
-    _raises(RuntimeError, "download: this device has no DMA engine (CAPS.DMA = 0)", q.download, a, 0, 4)
+    _raises(RuntimeError, "upload: this device has no DMA engine (CAPS.DMA = 0): a copy queue (Device.queue(engine='copy')) has the SDMA's", q.upload, a, 0, b"abcd")
+    _raises(RuntimeError, "download: this device has no DMA engine (CAPS.DMA = 0): a copy queue (Device.queue(engine='copy')) has the SDMA's", q.download, a, 0, 4)
     _raises(TypeError, "fill: size must be an int, not 4.0", q.fill, a, 0, 4.0, 1)
     gpu.close()
 

@@ -230,3 +230,29 @@ def test_the_bodys_exception_is_what_a_with_raises(kind, exc_type):
         with gpu.queue() as q:
             q.emit_raw([0xC0007B00])
     gpu.close()
+
+
+def test_the_same_fill_runs_without_a_dma_engine():
+    """fill(buf, off, 0, v) records nothing with a DMA engine and on a copy queue, but was a
+    ValueError ("a positive multiple of 4") on a device without one (`--sim model --no-dma`):
+    the same app failed by backend. A transfer the device cannot do names the copy queue,
+    which can."""
+    gpu = _gpu(dma=False)
+    q, buf = gpu.queue(), gpu.alloc(64)
+    q.fill(buf, 0, 0, 1)
+    q.fill(buf, 4, 8, 7)
+    q.finish()
+    assert buf.u32[:4].tolist() == [0, 7, 7, 0]
+    _raises(ValueError, "fill: size must be a non-negative multiple of 4, not 10", q.fill, buf, 0, 10, 1)
+    _raises(RuntimeError, "copy: this device has no DMA engine (CAPS.DMA = 0): a copy queue "
+            "(Device.queue(engine='copy')) has the SDMA's", q.copy, buf, 0, buf, 32, 4)
+    cq = gpu.queue(engine="copy")
+    cq.copy(buf, 32, buf, 4, 8)
+    cq.fill(buf, 0, 0, 1)
+    cq.finish()
+    assert buf.u32[8:10].tolist() == [7, 7]
+    gpu.close()
+    gpu = _gpu(dma=False, sdma=False)
+    _raises(RuntimeError, "upload: this device has no DMA engine (CAPS.DMA = 0)", gpu.queue().upload,
+            gpu.alloc(64), 0, b"abcd")
+    gpu.close()

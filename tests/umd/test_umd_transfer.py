@@ -173,6 +173,7 @@ def test_no_dma_engine():
     gpu = _open(RefModel(dma=False))
     q = gpu.queue()
     a = gpu.alloc(0x100, "gtt")
-    with pytest.raises(RuntimeError, match=r"^copy: this device has no DMA engine \(CAPS.DMA = 0\)$"):
+    with pytest.raises(RuntimeError, match=r"^copy: this device has no DMA engine \(CAPS.DMA = 0\): a copy queue "
+                       r"\(Device.queue\(engine='copy'\)\) has the SDMA's$"):
         q.copy(a, 0, a, 0x80, 4)
     assert regs.CAPS.DMA.get(kmd_model.bound().mmio.read(regs.CAPS)) == 0
