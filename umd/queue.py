@@ -584,7 +584,9 @@ def _cs_submit(q: Queue, first_ib: tuple[int, int], ibs: list, sizes: list, deps
 
 def queue_finish(self: Queue, timeout: int = DEFAULT_TIMEOUT) -> None:
     """Flush, then wait until the GPU has done everything submitted on this queue (an
-    async queue's flushes included: a refused one is raised here at the latest)."""
+    async queue's flushes included: a refused one is raised here at the latest).
+    `timeout` is in GPU cycles (as Event.wait's timeout_cycles); when they pass first,
+    GpuTimeout is raised (where Event.wait returns False)."""
     timeout = _timeout("finish", timeout, "timeout")
     queue_flush(self)
     if self.async_submit:

@@ -142,7 +142,8 @@ def queue_upload(self: Queue, dst: Buffer, dst_offset: int, data: Any) -> None:
 
 def queue_download(self: Queue, src: Buffer, src_offset: int, size: int, *, timeout: int | None = None) -> np.ndarray:
     """Device → host: copy `size` bytes into a staging buffer, wait for the queue, return
-    a copy of the bytes (this flushes and waits, as any read-back does)."""
+    a copy of the bytes, a numpy uint8 array (this flushes and waits, as any read-back does:
+    Queue.finish, `timeout` in GPU cycles, GpuTimeout when they pass)."""
     _need_dma(self, "download")
     if timeout is not None:
         timeout = _timeout("download", timeout, "timeout")
