@@ -243,7 +243,7 @@ class Queue(_Dispatched):
         """`with gpu.queue() as q:` closes the queue at the end (as Device's `with` closes
         the device): what it recorded is submitted and finished, even when the body raised
         (whose exception is then the one raised: runtime._close_after)."""
-        _close_after(self._close, exc)
+        _close_after(self.close, exc)  # (the entry point: a tracer sees Queue.close)
 
     def __repr__(self) -> str:
         eng = "" if self.engine == "gfx" else f" {self.engine}"
