@@ -72,4 +72,8 @@ class OutOfMemory(UmdError, MemoryError):
 
 
 class DeviceLost(UmdError):
-    """The device could not be recovered (a failed reset)."""
+    """The kernel's EIO: the device could not be recovered (a failed reset: nothing runs any
+    more), or the queue's context is banned, having caused `ban_after_hangs` resets (3): the
+    message says which ("context N is banned"); a banned queue's device and its other
+    queues still run. (The kernel answers both with EIO, so the UMD cannot tell them apart
+    by more than its message.)"""
