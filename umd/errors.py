@@ -24,7 +24,8 @@ class GpuError(UmdError):
     failed (the kernel's guilty context, as amdgpu's): its later flushes raise the same
     error again, with `refused` True and the message saying so; a new queue
     (Device.queue()) of the same device runs as before. A queue whose ring was reset alone
-    (the copy engine's, the high-priority gfx ring's) loses only the failed work.
+    (the copy engine's; the high-priority gfx ring's, on a device that has one: the model)
+    loses only the failed work.
     """
 
     def __init__(self, info: HwErrorInfo, command: str | None = None, waited_for: bool = False,
