@@ -195,8 +195,12 @@ class Queue(_Dispatched):
         info = device.dev_info
         try:
             self.qbo = device_alloc(device, QBO_BYTES, "gtt", _owner=self)
-        except BaseException:
+        except BaseException as e:
             self.ws.ctx_free(self.ctx_id)  # (kept, each failed queue() would use up the file's contexts)
+            if isinstance(e, OutOfMemory):  # the app called queue(), not alloc(): say what it was for
+                why = e.__cause__ if isinstance(e.__cause__, KmdError) else e  # (the kernel's words)
+                raise OutOfMemory(f"queue: no memory for the queue's page ({QBO_BYTES} bytes of GTT: its fences "
+                                  f"and timestamps): {why}") from e
             raise
         self.q32 = self.qbo.u32
         self.timeline = 0  # last event value handed out

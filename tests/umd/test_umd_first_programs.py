@@ -256,3 +256,20 @@ def test_the_same_fill_runs_without_a_dma_engine():
     _raises(RuntimeError, "upload: this device has no DMA engine (CAPS.DMA = 0)", gpu.queue().upload,
             gpu.alloc(64), 0, b"abcd")
     gpu.close()
+
+
+def test_a_queue_without_memory_says_queue():
+    """gpu.queue() when GTT is full: the OutOfMemory began "alloc: no device memory", a call
+    the app had not made; it names queue() and what the memory was for, in the kernel's words."""
+    gpu = _gpu()
+    held = [gpu.alloc(gpu.memory().gtt.largest_free - (1 << 20), "gtt")]
+    with pytest.raises(umd.OutOfMemory):
+        while True:
+            held.append(gpu.alloc(4096, "gtt"))
+    with pytest.raises(umd.OutOfMemory, match=r"^queue: no memory for the queue's page \(4096 bytes of GTT: its "
+                       r"fences and timestamps\): ENOMEM: GEM_CREATE: no 0x[0-9a-f]+ bytes free in GTT"):
+        gpu.queue()
+    for b in held[1:]:
+        b.free()
+    gpu.queue().close()  # memory back: a queue again
+    gpu.close()
