@@ -273,3 +273,45 @@ def test_a_queue_without_memory_says_queue():
         b.free()
     gpu.queue().close()  # memory back: a queue again
     gpu.close()
+
+
+def test_a_worker_thread_on_a_thread_bound_backend():
+    """On the RTL only the thread that opened the device may drive it. An app's worker thread
+    calling the UMD got the testbench's RuntimeError ("driven from driver code started with
+    testbench.sim.bridge.bridge ... greenlet"), names the app never saw; it is now the UMD's
+    one line naming the backend, the thread and what to do. The model (not thread-bound)
+    takes any thread, and an async queue's submission thread still runs on a bound one."""
+    import threading
+
+    from tests.umd.test_umd_async import ThreadBoundModel
+
+    dev = ThreadBoundModel()
+    kmd_model.bind(dev)
+    gpu = umd.open()
+    buf = gpu.alloc(64)
+    q = gpu.queue(async_submit=True)
+    got = []
+
+    def worker():
+        try:
+            gpu.queue()
+        except umd.UmdError as e:
+            got.append(str(e))
+
+    t = threading.Thread(target=worker, name="worker")
+    t.start()
+    t.join()
+    assert got == ["model: the UMD runs on the thread that opened the device (the simulator is driven from there) "
+                   "and this call came from thread 'worker': call it from the opening thread; "
+                   "Device.queue(async_submit=True) submits in the background (API v3)"]
+    assert dev.strays == 0
+    q.write(buf, 0, 7)
+    q.finish()
+    assert buf.u32[0] == 7
+    gpu.close()
+    gpu = _gpu()  # the model as it is: any thread
+    t = threading.Thread(target=lambda: got.append(gpu.queue()))
+    t.start()
+    t.join()
+    assert isinstance(got[-1], umd.Queue)
+    gpu.close()
