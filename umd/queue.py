@@ -591,12 +591,17 @@ def queue_finish(self: Queue, timeout: int = DEFAULT_TIMEOUT) -> None:
     async queue's flushes included: a refused one is raised here at the latest).
     `timeout` is in GPU cycles (as Event.wait's timeout_cycles); when they pass first,
     GpuTimeout is raised (where Event.wait returns False)."""
-    timeout = _timeout("finish", timeout, "timeout")
+    _finish(self, _timeout("finish", timeout, "timeout"), "finish")
+
+
+def _finish(self: Queue, timeout: int, call: str) -> None:
+    """Queue.finish for `call`, the API call that finishes the queue (download too): the
+    name its errors give."""
     queue_flush(self)
     if self.async_submit:
         self._drain()
-    if self.last_seq is not None and not self._wait_seq(self.last_seq, timeout, "finish"):
-        raise GpuTimeout(f"finish: queue (context {self.ctx_id}) not idle after {timeout} cycles")
+    if self.last_seq is not None and not self._wait_seq(self.last_seq, timeout, call):
+        raise GpuTimeout(f"{call}: queue (context {self.ctx_id}) not idle after {timeout} cycles")
     self._reclaim()
 
 

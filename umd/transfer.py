@@ -29,8 +29,8 @@ import numpy as np
 
 from spec import pm4, sdma
 
-from .queue import Queue, queue_finish
-from .runtime import M32, Buffer, _index, _own_buffer, _timeout
+from .queue import Queue, _finish
+from .runtime import DEFAULT_TIMEOUT, M32, Buffer, _index, _own_buffer, _timeout
 
 
 def _bytes_range(q: Queue, call: str, name: str, buf: Buffer, offset: Any, size: Any,
@@ -160,10 +160,7 @@ def queue_download(self: Queue, src: Buffer, src_offset: int, size: int, *, time
             view = stage.map()
             _emit_copy(self, stage.gpu_addr, s + i, n, label)
             self._end_command()
-            if timeout is None:
-                queue_finish(self)
-            else:
-                queue_finish(self, timeout)
+            _finish(self, DEFAULT_TIMEOUT if timeout is None else timeout, "download")
             out[i:i + n] = view[:n]
         finally:
             stage.free()

@@ -315,3 +315,16 @@ def test_a_worker_thread_on_a_thread_bound_backend():
     t.join()
     assert isinstance(got[-1], umd.Queue)
     gpu.close()
+
+
+def test_a_download_that_times_out_says_download():
+    """download(timeout=) waits as finish() does: running out of cycles raised GpuTimeout
+    "finish: queue ... not idle", a call the app had not made."""
+    gpu = _gpu()
+    q, buf = gpu.queue(), gpu.alloc(64)
+    q.wait_mem(buf, 8, 1)  # the queue waits for the CPU
+    _raises(umd.GpuTimeout, f"download: queue (context {q.ctx_id}) not idle after 0 cycles", q.download, buf, 0, 4,
+            timeout=0)
+    buf.u32[2] = 1
+    assert q.download(buf, 8, 4).tolist() == [1, 0, 0, 0]
+    gpu.close()
