@@ -366,17 +366,17 @@ class Queue(_Dispatched):
                 return sub.labels[addr]
         return None
 
-    def _raise_from(self, e: KmdError, what: str) -> None:
+    def _raise_from(self, e: KmdError, what: str, cs: bool = False) -> None:
         """Turn a KMD error into the UMD's exception (a WAIT_CS's ETIME never comes here:
-        _wait_seq answers it with False, and the caller says what timed out)."""
+        _wait_seq answers it with False, and the caller says what timed out). `cs`: the
+        error is a CS ioctl's (a flush's), not a wait's."""
         if e.errno == errno.ECANCELED and e.info is not None:
             # the KMD's ECANCELED carries the context's decoded error (what CTX QUERY_STATE
             # would return): no need to ask again
             if e.info.ctx_id and e.info.ctx_id != self.ctx_id:  # a dependency's error: its job was cancelled
                 raise GpuError(e.info, None, waited_for=True) from e
-            # a flush's CS refused for its context's earlier error (not a wait that found it)
-            refused = what.startswith("flush")
-            raise GpuError(e.info, self._find_command(e.info.addr), refused=refused) from e
+            # a CS refused for its context's earlier error (not a wait that found it failed)
+            raise GpuError(e.info, self._find_command(e.info.addr), refused=cs) from e
         if e.errno == errno.EIO:
             raise DeviceLost(f"{what}: {e.message}") from e
         if e.errno == errno.ENOMEM:
@@ -553,7 +553,7 @@ def queue_flush(self: Queue) -> int | None:
         self.pool.free.extend(ibs)  # never ran
         for ev in events:
             ev.lost = True
-        self._raise_from(e, "flush")
+        self._raise_from(e, "flush", cs=True)
     self._submitted(seq, ncs)
     self.flushes += 1
     self.inflight.append(Submission(seq, ibs, labels))

@@ -161,6 +161,17 @@ def test_gfx_queue_after_its_gpu_error():
     q2 = gpu.queue()
     q2.write(buf, 4, 8)
     assert q2.signal().wait() and buf.u32[1] == 8
+    # a copy queue's hang resets its ring alone: a command that waits for it (a new IB,
+    # throttled at max_inflight) raises its error, but not as refused, and the queue runs on
+    cq = gpu.queue(engine="copy", max_inflight=1)
+    cq.wait_mem(buf, 8, 1)
+    cq.flush()
+    with pytest.raises(umd.GpuError) as throttled:
+        cq.write(buf, 12, 5)
+    assert not throttled.value.refused and "takes no more work" not in str(throttled.value)
+    cq.write(buf, 12, 5)  # (not recorded by the call that raised: again)
+    cq.finish()
+    assert buf.u32[3] == 5
     gpu.close()
 
 
