@@ -317,7 +317,7 @@ class Queue(_Dispatched):
         self._reclaim()
         while len(self.inflight) >= self.max_inflight:
             oldest = self.inflight[0].seq
-            if not self._wait_seq(oldest, self.timeout, what):
+            if not self._wait_oldest(what):
                 raise GpuTimeout(f"{what}: queue (context {self.ctx_id}) has {len(self.inflight)} submissions "
                                  f"in flight, its limit (max_inflight={self.max_inflight}), and the oldest "
                                  f"(seqno {oldest:#x}) has not finished after {self.timeout} cycles")
@@ -349,12 +349,24 @@ class Queue(_Dispatched):
                                       f"with nothing of its own in flight (max_inflight={self.max_inflight}): "
                                       f"{why}") from e
                 oldest = self.inflight[0].seq
-                if not self._wait_seq(oldest, self.timeout, what):
+                if not self._wait_oldest(what):
                     raise OutOfMemory(f"{what}: no memory for {size:#x} bytes on queue (context {self.ctx_id}), "
                                       f"and its oldest submission (seqno {oldest:#x}) has not finished after "
                                       f"{self.timeout} cycles ({len(self.inflight)} in flight, "
                                       f"max_inflight={self.max_inflight}): {why}") from e
                 self._reclaim()
+
+    def _wait_oldest(self, what: str) -> bool:
+        """Wait (up to self.timeout) for the oldest submission in flight, for `what`. One
+        the kernel cancelled (its GPU error, or a dependency's) never runs, so it leaves
+        `inflight` as its error is raised: the error is raised once, not again by every
+        later command throttled on it (with max_inflight=1 a copy queue, whose ring is
+        reset alone, took no more work after its hang)."""
+        try:
+            return self._wait_seq(self.inflight[0].seq, self.timeout, what)
+        except GpuError:
+            self.pool.free.extend(self.inflight.popleft().ibs)
+            raise
 
     def _reclaim(self) -> None:
         while self.inflight and self.seq_done(self.inflight[0].seq):
