@@ -31,7 +31,7 @@ from typing import Callable
 import kmd_model
 from kmd_model.uapi import KmdError
 
-from . import events, queue, transfer
+from . import device_queue, events, queue, transfer
 from . import runtime as rt
 from .errors import UmdError
 
@@ -76,7 +76,7 @@ class DispatchTable:
 
 V1 = DispatchTable(1, flush_threshold=16, entries={
     "Device.alloc": rt.device_alloc,
-    "Device.queue": queue.device_queue_v1,
+    "Device.queue": device_queue.device_queue_v1,
     "Device.info": rt.device_info,
     "Device.counters": rt.device_counters,
     "Device.memory": rt.device_memory,
@@ -91,7 +91,7 @@ V1 = DispatchTable(1, flush_threshold=16, entries={
 }, notes="write() submits at once")
 
 V2 = V1.derive(2, flush_threshold=64, add={
-    "Device.queue": queue.device_queue,
+    "Device.queue": device_queue.device_queue,
     "Queue.write": queue.queue_write_batched,
     "Queue.fill": transfer.queue_fill,
     "Queue.timestamp": events.queue_timestamp,
@@ -103,7 +103,7 @@ V2 = V1.derive(2, flush_threshold=64, add={
          "queue(engine='copy')")
 
 V3 = V2.derive(3, add={
-    "Device.queue": queue.device_queue_v3,
+    "Device.queue": device_queue.device_queue_v3,
 }, notes="queue(async_submit=True): a submission thread makes the CS ioctls")
 
 TABLES: dict[int, DispatchTable] = {1: V1, 2: V2, 3: V3}

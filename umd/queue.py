@@ -1,9 +1,9 @@
 """The Queue: a KMD context recording commands into chained IBs (umd/winsys/cmdbuf.py) and
 submitting them (flush: one CS ioctl, or the device's submission thread's, umd/submit.py),
-with its throttling, reclaim and error mapping; Device.queue, which makes one; and the
-Queue entry points that record and submit commands (write, wait_mem, emit_raw, flush,
-finish, close). Events, timestamps and waits on them are in umd/events.py; fill, copy,
-upload and download in umd/transfer.py.
+with its throttling, reclaim and error mapping; and the Queue entry points that record and
+submit commands (write, wait_mem, emit_raw, flush, finish, close). Device.queue, which
+makes one, is in umd/device_queue.py; events, timestamps and waits on them in
+umd/events.py; fill, copy, upload and download in umd/transfer.py.
 """
 
 from __future__ import annotations
@@ -12,12 +12,10 @@ import bisect
 import errno
 import functools
 import logging
-import weakref
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 
 from kmd_model.ioctl.copyin import shown
 from kmd_model.sched.fence import seq_passed
@@ -29,7 +27,7 @@ from . import submit
 from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, SubmitError, UmdError
 from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _close_after, _Dispatched, _dwords, _index, _own_buffer,
                       _raise_first, _timeout, device_alloc)
-from .submit import PendingCs, Submitter
+from .submit import PendingCs
 from .winsys.cmdbuf import CmdBuf
 
 if TYPE_CHECKING:
@@ -50,76 +48,6 @@ QBO_USER_FENCE = 0
 QBO_TIMELINE = 1
 QBO_TS_FIRST = 8  # qword index of the first timestamp slot (byte 64)
 QBO_TS_SLOTS = QBO_BYTES // 8 - QBO_TS_FIRST  # reused in turn: a Timestamp is read before 504 more are taken
-
-
-# ---------------------------------------------------------------------------- Device.queue
-
-def device_queue(self: Device, *, flush_threshold: int | None = None, flush_dwords: int | None = None,
-                 ib_size_dw: int = 1024, max_inflight: int = MAX_INFLIGHT, engine: str = "gfx",
-                 priority: str = "normal", **v3: Any) -> "Queue":
-    """A queue (a KMD context) recording commands into chained IBs. `engine`: "gfx" (the
-    CP's ring, PM4) or "copy" (the SDMA copy engine's ring: write, fill, copy, upload,
-    download, signal, wait_mem run as SDMA packets beside the gfx queues); `priority`: "low",
-    "normal" or "high", the context's scheduler run queue. It flushes by itself
-    after `flush_threshold` commands (the API version's default) or, when given, once
-    `flush_dwords` dwords are recorded; `ib_size_dw` is the size of each chained IB. At most
-    `max_inflight` submissions are in flight: past that a flush (or a new IB) waits for the
-    oldest to finish, so memory stays bounded however fast the app records."""
-    for name in v3:  # (the arguments later versions added are named as missing entry points are)
-        if name == "async_submit":
-            raise TypeError(f"queue: async_submit= is not in API version {self.api_version} (it is in version 3)")
-        raise TypeError(f"Device.queue() got an unexpected keyword argument {name!r}")
-    return _new_queue(self, flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority,
-                      self.async_default)
-
-
-def device_queue_v1(self: Device, *, flush_threshold: int | None = None, flush_dwords: int | None = None,
-                    ib_size_dw: int = 1024, max_inflight: int = MAX_INFLIGHT, **later: Any) -> "Queue":
-    """API v1: a queue (a KMD context) on the gfx ring, recording commands into chained
-    IBs; it flushes by itself after `flush_threshold` commands (16) or, when given, once
-    `flush_dwords` dwords are recorded; `ib_size_dw` is the size of each chained IB; at most
-    `max_inflight` submissions are in flight. (engine= and priority= came with version 2.)"""
-    for name in ("engine", "priority"):
-        if name in later:
-            raise TypeError(f"queue: {name}= is not in API version {self.api_version} (it is in version 2, 3)")
-    return device_queue(self, flush_threshold=flush_threshold, flush_dwords=flush_dwords, ib_size_dw=ib_size_dw,
-                        max_inflight=max_inflight, **later)
-
-
-def device_queue_v3(self: Device, *, flush_threshold: int | None = None, flush_dwords: int | None = None,
-                    ib_size_dw: int = 1024, max_inflight: int = MAX_INFLIGHT, engine: str = "gfx",
-                    priority: str = "normal", async_submit: bool | None = None) -> "Queue":
-    """API v3: Device.queue as in v2, plus `async_submit`: True, the queue's flushes are
-    submitted by the device's submission thread (the CS ioctl no longer runs inside flush();
-    umd/submit.py); False, by flush() itself; None, as GPUCOSIM_ASYNC_SUBMIT says (default 0).
-    Events, fences, results and the order of the queue's jobs are the same either way; a
-    refused submission is raised by the queue's next flush(), finish(), Event.wait() or
-    close() (docs/architecture.md, "The asynchronous submission thread")."""
-    if async_submit is not None and not isinstance(async_submit, (bool, np.bool_)):
-        raise TypeError(f"queue: async_submit must be True, False or None, not {shown(async_submit)}")
-    async_submit = None if async_submit is None else bool(async_submit)  # (numpy's bool too, as _flag)
-    return _new_queue(self, flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority,
-                      self.async_default if async_submit is None else async_submit)
-
-
-def _new_queue(self: Device, flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority,
-               async_submit: bool) -> "Queue":
-    if not isinstance(engine, str) or engine not in ENGINES:  # (a list is no engine: not "unhashable")
-        raise ValueError(f"queue: engine must be one of {', '.join(map(repr, ENGINES))}, not {shown(engine)}")
-    if not isinstance(priority, str) or priority not in PRIORITIES:
-        raise ValueError(f"queue: priority must be one of {', '.join(map(repr, PRIORITIES))}, not {shown(priority)}")
-    if engine == "copy" and not self.dev_info.sdma_rings:
-        raise ValueError(f"queue: engine='copy' needs an SDMA engine, and the {self.name} backend has none "
-                         "(QUEUE_CAPS.SDMA is 0): use engine='gfx'")
-    q = Queue(self, flush_threshold if flush_threshold is not None else self._table.flush_threshold,
-              ib_size_dw, flush_dwords, max_inflight, engine, priority)
-    if async_submit:
-        if self.submitter is None:
-            self.submitter = self.ws.submitter = Submitter(self.owner_thread, self.ws.thread_bound())
-            weakref.finalize(self, self.submitter.stop)  # (an app that never closes its device)
-        q.async_submit = True
-    self.queues.append(q)
-    return q
 
 
 # ---------------------------------------------------------------------------- Queue

@@ -5,7 +5,7 @@ The entry points of Device and Queue (alloc, write, signal, ...) are not methods
 classes: they are looked up in the dispatch table of the API version the application
 asked for (umd/api.py), so one UMD serves every version side by side. The functions
 named `<class>_<call>[_v<N>]` are what the tables point at: the Device's here (but
-Device.queue, beside the Queue it makes, in umd/queue.py), the Queue's recording and
+Device.queue in umd/device_queue.py), the Queue's recording and
 flushing in umd/queue.py, its events, timestamps and GPU-side waits in umd/events.py,
 its transfers (fill, copy, upload, download) in umd/transfer.py.
 """

@@ -44,6 +44,7 @@ MODULES = (
     "umd/transfer.py",
     "umd/runtime.py",
     "umd/queue.py",
+    "umd/device_queue.py",
     "umd/events.py",
     "umd/submit.py",
     "umd/winsys/va.py",
