@@ -36,6 +36,7 @@ from kmd_model.core.kmd import Kmd
 from kmd_model.uapi import (CsChunkDep, CsChunkFence, CsChunkIb, CtxArgs, CtxOp, Domain, GemCloseArgs, GemCreateArgs,
                             GemMmapArgs, GemVaArgs, GemWaitIdleArgs, HwIp, KmdError, MappingRevoked, Request,
                             ResetStatus, VaOp)
+from spec import ih as ih_spec
 from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
@@ -352,6 +353,54 @@ def test_an_open_that_fails_half_way_through_its_page_tables_keeps_nothing():
         (errno.ENOMEM, "open: the VM's page directory: no 0x1000 bytes free in VRAM (0x0 free, largest hole 0x0)")}
     hostile.f.close()
     Client().f.close()  # and an open works again
+
+
+class StormingIhModel(RefModel):
+    """An interrupt storm that outlasts the handler (on the RTL: a CHAIN loop around an
+    interrupting RELEASE_MEM, with the checker off): while `storming`, every IH_RPTR the
+    handler writes is answered by another EOP entry."""
+
+    storming = False
+    entries = 0
+
+    def mmio_write32(self, offset: int, value: int) -> None:
+        from kmd_model import regs
+        super().mmio_write32(offset, value)
+        if self.storming and offset == regs.IH_RPTR.ADDR:
+            self.entries += 1
+            self._ih_append(ih_spec.Source.EOP, 0, 0, 0, 0, event=regs.INT_STATUS.EOP.mask)
+
+
+def test_an_interrupt_storm_that_never_ends_does_not_keep_the_handler_from_the_job_timer():
+    """The handler took entries until the IH ring was empty, re-reading the wptr: with entries
+    coming as fast as it took them it never returned (198,670 in 5 s), the job timer never
+    ran, and a WAIT_CS ran past its own timeout. Now it takes two rings' worth a call."""
+    from kmd_model import regs
+    dev = StormingIhModel()
+    kmd = kmd_model.bind(dev, job_timeout=5_000, fallback_poll=1_000, ih_log2_entries=3)
+    c = Client()
+    bo = c.bo(0x1000)
+    seq = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))  # held: only its timeout ends it
+    dev.storming = True
+    dev._ih_append(ih_spec.Source.EOP, 0, 0, 0, 0, event=regs.INT_STATUS.EOP.mask)
+    out: list = []
+
+    def wait() -> None:
+        try:
+            out.append(c.wait(seq, 200_000))
+        except KmdError as e:
+            out.append(e)
+    t = threading.Thread(target=wait, daemon=True)
+    t.start()
+    t.join(timeout=10)
+    hung = t.is_alive()
+    dev.storming = False  # (so a handler that never returns does, and the thread ends)
+    t.join(timeout=10)
+    assert not hung, f"the handler took {dev.entries} entries and did not return"
+    assert isinstance(out[0], KmdError) and out[0].info.code == "TIMEOUT" and kmd.stats["job_timeouts"] == 1
+    other = Client()  # and the driver runs on
+    obo = other.bo(0x1000)
+    assert other.run(obo, pm4.write_data(obo.addr + 0x100, [5])) and obo.u32[0x40] == 5
 
 
 # ------------------------------------------------------------------------------ hangs on purpose
