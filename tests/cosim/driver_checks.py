@@ -11,7 +11,7 @@ MODULES = ("kmd.test_kmd_ioctl", "kmd_sched.test_kmd_fence", "kmd_sched.test_kmd
            "umd.test_umd_runtime", "umd.test_umd_transfer",
            "security.test_security_toctou", "security.test_security_checker", "security.test_security_mappings",
            "security.test_security_umd", "security.test_security_ioctl", "spec.test_amd_conformance",
-           "security.test_vm_isolation")
+           "security.test_vm_isolation", "model.test_contract_driver")
 
 
 def _group(mod_name: str) -> str:

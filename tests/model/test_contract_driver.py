@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract_driver import Gpu, IhRing, Ring, SdmaRing, ih_entry, lo_hi, pm4, pm4_packets, sdma, \
-    sdma_packets
+from tests.model.contract_driver import Gpu, IhRing, Ring, SdmaRing, lo_hi, pm4, pm4_packets, sdma, sdma_packets
 
 RING, RING1, SRING = 0x10000, 0x11000, 0x12000
 RPTR_WB, RPTR1_WB, SRPTR_WB, IH_WB = 0x8000, 0x8040, 0x8080, 0x80C0
@@ -656,10 +655,244 @@ def check_soft_reset_keeps_settings(dev):
     assert e["DATA0"] == 3 and g.r32(IH_BASE + 16) == 3
 
 
+# ---------------------------------------------------------------------------- round 2: the finer claims
+
+def check_entries_name_their_queue_and_vmid(dev):
+    """RING_ID is the CP queue (0 or 1) of every CP entry, EOP included; VMID is the IB's
+    for a packet of an IB (a translated VMID or not; IB2 keeps IB1's whatever its own VMID
+    field says), 0 in the ring; SDMA entries are ring 0 and carry the SDMA IB's VMID."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    inner = release_mem(OUT + 8, 2, INT_SEL="SEND_INT", INT_CTXID=2)
+    g.w32(IB2, inner)
+    g.w32(IB1, release_mem(OUT + 4, 1, INT_SEL="SEND_INT", INT_CTXID=1) + ib(IB2, len(inner), VMID=7))
+    q0.run(ib(IB1, 12, VMID=3), release_mem(OUT, 0, INT_SEL="SEND_INT"))  # VMID 3: not translated
+    got = [(e["DATA0"], e["RING_ID"], e["VMID"]) for e in ih.pop()]
+    assert got == [(1, 0, 3), (2, 0, 3), (0, 0, 0)], got
+    q1.run(release_mem(OUT + 12, 5, INT_SEL="SEND_INT", INT_CTXID=5), ib(IB1, 12, VMID=4))
+    got = [(e["DATA0"], e["RING_ID"], e["VMID"]) for e in ih.pop()]
+    assert got == [(5, 1, 0), (1, 1, 4), (2, 1, 4)], f"queue 1's EOP entries: {got}"
+    g.w32(IB2, [0xC0002A00])  # an error in IB2 of queue 1, VMID 4
+    q1.submit(ib(IB1, 12, VMID=4))
+    st = g.idle("CP_HQD1_STATUS")
+    assert st["ERROR"] == 1
+    entries = ih.pop()
+    assert [(ih.source(e), e["RING_ID"], e["VMID"]) for e in entries] == [("EOP", 1, 4), ("CP_ERROR", 1, 4)], entries
+    # The SDMA: an IB runs with the VMID its ring packet names; TRAP and POLL_TIMEOUT entries in it.
+    s = SdmaRing(g, SRING, 6)
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    body = sdma("TRAP", INT_CONTEXT=0x77) + sdma("POLL_REGMEM", **lo_hi("ADDR", OUT, 2), VALUE=9, MASK=M32, FUNC="EQ",
+                                                  MEM_POLL="MEMORY", RETRY_COUNT=0, INTERVAL=1)
+    g.w32(IB1, body + [0x0000_0003])
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=len(body) + 1, VMID=6))
+    g.idle("SDMA_STATUS")
+    entries = []
+    g.until(lambda: entries.extend(ih.pop()) or len(entries) >= 3, "three SDMA entries")
+    assert [(ih.source(e), e["RING_ID"], e["VMID"]) for e in entries] == \
+        [("SDMA_TRAP", 0, 6), ("SDMA_POLL_TIMEOUT", 0, 6), ("SDMA_ERROR", 0, 6)], entries
+
+
+def check_cp_own_writes_fail_as_the_packet(dev):
+    """An error on the rptr write-back is a bus error of the packet it follows (OPCODE that
+    packet's, INDIRECT_BUFFER after an IB; ADDR the address written); so is one on the IH
+    wptr write-back; a failing IH entry leaves IH_WPTR and sets INT_STATUS.CP_ERROR alone.
+    A ring fetch past memory is BUS_DECERR at that dword, OPCODE 0."""
+    g, ring, ih = bring_up(dev)
+    P = pm4_packets()
+    bad = 0x1000_0000  # beyond the 64 MiB of memory: DECERR
+    g.write("RB_RPTR_ADDR_LO", bad)
+    ring.submit(pm4("NOP", [0]), write_data(OUT, [0x31]))
+    expect_error(ring, ih, "BUS_DECERR", "RING", P["NOP"].opcode, bad, 0)
+    g.w32(IB1, write_data(OUT, [0x32]))
+    ring.submit(ib(IB1, 5))
+    expect_error(ring, ih, "BUS_DECERR", "RING", P["INDIRECT_BUFFER"].opcode, bad, 0)
+    assert g.r32(OUT) == 0x32
+    g.write("RB_RPTR_ADDR_LO", RPTR_WB + 3)  # bits 1:0 are ignored
+    ring.run(write_data(OUT, [0x33]))
+    assert g.r32(RPTR_WB) == 5 and g.r32(OUT) == 0x33
+    g.write("IH_WPTR_ADDR_LO", bad)
+    w0 = g.read("IH_WPTR")
+    ring.submit(pm4("NOP", [0]), release_mem(OUT + 4, 1, INT_SEL="SEND_INT"))
+    st = g.idle()
+    err, addr, off = ring.error_regs()
+    assert (st["ERROR"], err["CODE"], err["OPCODE"], addr, off) == \
+        (1, g.err["BUS_DECERR"], P["RELEASE_MEM"].opcode, bad, 7), (st, err, hex(addr), off)
+    w = g.read("IH_WPTR")
+    assert w == w0 + 64, "the EOP entry, then (its write-back failed) the CP_ERROR entry"
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    ring.wptr = 0
+    ih.pop()
+    g.write("IH_WPTR_ADDR_LO", IH_WB)
+    g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1, EOP=1))
+    g.write("IH_BASE_LO", bad >> 8)  # the entry itself fails: no CP_ERROR entry can be written
+    ring.submit(release_mem(OUT + 4, 1, INT_SEL="SEND_INT"))
+    st = g.idle()
+    err, addr, off = ring.error_regs()
+    assert (st["ERROR"], err["CODE"], err["OPCODE"], addr >> 8) == \
+        (1, g.err["BUS_DECERR"], P["RELEASE_MEM"].opcode, bad >> 8), (st, err, hex(addr))
+    assert g.read("IH_WPTR") == w and g.field("INT_STATUS", "CP_ERROR") == 1
+    g.write("IH_BASE_LO", IH_BASE >> 8)
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    # A ring whose base is past memory: the header fetch fails, OPCODE 0. (The base is
+    # changed with ENABLE clear: a change while it is set is not defined.)
+    g.set("RB_CNTL", ENABLE=0)
+    g.write("RB_BASE_LO", bad >> 8)
+    g.set("RB_CNTL", ENABLE=1)
+    ring.wptr = 0
+    ring.doorbell(4)
+    st = g.idle()
+    err, addr, off = ring.error_regs()
+    assert (st["ERROR"], err, addr, off) == (1, {"CODE": g.err["BUS_DECERR"], "LEVEL": 0, "OPCODE": 0}, bad, 0)
+
+
+def check_dma_errors_and_counters(dev):
+    """A DMA read error names the first byte needed in the faulting beat, a write error the
+    first byte of the faulting burst; PERF_DMA_BYTES_READ counts whole bus beats (64-bit bus);
+    DMA_BYTE_COUNT comes after the field checks; a packet failing its checks is not counted."""
+    g, ring, ih = bring_up(dev)
+    P = pm4_packets()
+    end = 64 << 20
+    assert g.fields("CAPS")["DMA_MAX_LOG2"] == 20 and g.fields("CAPS")["BUS_BYTES_LOG2"] == 3
+    g.write("CONTROL", g.value("CONTROL", PERF_CLEAR=1))
+    ring.run(dma_data(0x200003, 0x100001, 101, CP_SYNC=1))
+    assert g.read("PERF_DMA_BYTES_READ") == 104 and g.read("PERF_DMA_BYTES_WRITTEN") == 101
+    at = ring.wptr + 2
+    ring.submit(pm4("NOP", [0]), dma_data(0x200000, end - 0x1E, 64, CP_SYNC=1))
+    expect_error(ring, ih, "BUS_DECERR", "RING", P["DMA_DATA"].opcode, end, at)
+    ring.submit(dma_data(end - 8, 0x100000, 16, CP_SYNC=1))
+    expect_error(ring, ih, "BUS_DECERR", "RING", P["DMA_DATA"].opcode, end, 0)
+    ring.submit(dma_data(0x200000, 0x100000, (1 << 20) + 1, SRC_SEL="GDS"))
+    expect_error(ring, ih, "UNSUPPORTED", "RING", P["DMA_DATA"].opcode, RING, 0)
+    # A packet that fails its checks is not counted in PERF_PACKETS.
+    n = g.read("PERF_PACKETS", P["WRITE_DATA"].index)
+    at = ring.wptr
+    ring.submit(write_data(OUT, [1], DST_SEL="REGISTER"))
+    expect_error(ring, ih, "UNSUPPORTED", "RING", P["WRITE_DATA"].opcode, RING + 4 * at, at)
+    assert g.read("PERF_PACKETS", P["WRITE_DATA"].index) == n
+
+
+def check_sdma_vm_and_address_rules(dev):
+    """An SDMA IB's VMID translates its packets; its VM fault is the SDMA's error (SDMA_ERROR
+    VM_FAULT, its address, the 241 entry), VM_FAULT_STATUS stays the CP's; FENCE drops its
+    address bits above 47, an IB base above them is BUS_DECERR; SUB_OP is latched; the
+    check order UNSUPPORTED before alignment; WRITE_LINEAR past the ring space is BAD_COUNT."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 6, IH_WB)
+    map_vmid1(g)
+    s = SdmaRing(g, SRING, 6)
+    S = sdma_packets()
+    body = sdma("FENCE", DATA=0x51, **lo_hi("ADDR", VA_OUT + 0x20, 2))
+    g.w32(PA_CODE, body)
+    s.run(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE, 5), IB_SIZE=len(body), VMID=1))
+    assert g.r32(PA_OUT + 0x20) == 0x51
+    body = sdma("FENCE", DATA=0x52, **lo_hi("ADDR", VA_RO + 0x20, 2))
+    g.w32(PA_CODE, [0] + body)
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE, 5), IB_SIZE=len(body) + 1, VMID=1))
+    expect_sdma_error(s, ih, "VM_FAULT", "IB1", S["FENCE"].opcode, VA_RO + 0x20, 1)
+    assert g.read("VM_FAULT_STATUS") == 0 and g.read("VM_FAULT_ADDR_LO") == 0
+    far = 0x0003_0000_0000_0000
+    s.run(sdma("FENCE", DATA=0x53, **lo_hi("ADDR", far | OUT + 0x24, 2)))
+    assert g.r32(OUT + 0x24) == 0x53 and g.fields("SDMA_STATUS")["ERROR"] == 0
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", far | IB1, 5), IB_SIZE=4))
+    expect_sdma_error(s, ih, "BUS_DECERR", "RING", S["INDIRECT_BUFFER"].opcode, IB1, 4)
+    s.submit([0x0000_0101])  # (OP 1, SUB_OP 1) is not in the table
+    st = g.idle("SDMA_STATUS")
+    assert st["ERROR"] == 1 and g.fields("SDMA_ERROR") == {"SUB_OP": 1, "OP": 1, "LEVEL": 0,
+                                                         "CODE": g.err["ILLEGAL_OPCODE"]}
+    g.set("SDMA_CNTL", QUEUE_RESET=1)
+    g.idle("SDMA_STATUS")
+    s.wptr = 0
+    ih.pop()
+    s.emit(sdma("CONSTANT_FILL", SRC_DATA=1, COUNT=3, **lo_hi("DST_ADDR", OUT), FILLSIZE="WORDS"))
+    s.emit(sdma("POLL_REGMEM", **lo_hi("ADDR", OUT, 2), VALUE=0, MASK=0, FUNC="ALWAYS", MEM_POLL="REGISTER"))
+    g.w32(SRING + 20 + 4, [OUT | 2])  # and misaligned: UNSUPPORTED comes first
+    g.write("SDMA_DOORBELL", 20)
+    expect_sdma_error(s, ih, "UNSUPPORTED", "RING", S["CONSTANT_FILL"].opcode, SRING, 0)
+    assert g.r32(OUT) == 0
+    g.w32(SRING, sdma("POLL_REGMEM", **lo_hi("ADDR", OUT, 2), VALUE=0, MASK=0, FUNC="ALWAYS", MEM_POLL="REGISTER"))
+    g.w32(SRING + 4, [OUT | 2])
+    g.write("SDMA_DOORBELL", 24)
+    expect_sdma_error(s, ih, "UNSUPPORTED", "RING", S["POLL_REGMEM"].opcode, SRING, 0)
+    p = sdma("WRITE_LINEAR", [1, 2, 3], **lo_hi("DST_ADDR", OUT, 2), COUNT=2)
+    s.emit(p)
+    g.write("SDMA_DOORBELL", 4 * (len(p) - 1))
+    expect_sdma_error(s, ih, "BAD_COUNT", "RING", S["WRITE_LINEAR"].opcode, SRING, 0)
+    # SDMA_CNTL.HALT stops the engine before its next packet; SDMA_STATUS.HALTED shows it.
+    g.set("SDMA_CNTL", HALT=1)
+    s.submit(sdma("FENCE", DATA=0x54, **lo_hi("ADDR", OUT + 0x28, 2)))
+    g.until(lambda: g.fields("SDMA_STATUS")["HALTED"], "SDMA_STATUS.HALTED")
+    assert g.r32(OUT + 0x28) == 0 and g.fields("SDMA_STATUS")["IDLE"] == 0
+    g.set("SDMA_CNTL", HALT=0)
+    g.idle("SDMA_STATUS")
+    assert g.r32(OUT + 0x28) == 0x54 and g.fields("SDMA_STATUS")["HALTED"] == 0
+
+
+def check_vm_fault_status_follows_the_stopped_queue(dev):
+    """VM_FAULT_STATUS holds the fault of the queue it stopped, queue 0's when both are, 0
+    once neither is; a far address in a translated IB is BUS_DECERR, nothing in VM_FAULT_*."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    map_vmid1(g)
+    P = pm4_packets()
+    g.w32(PA_CODE, write_data(VA_RO, [1]) + wait_mem(VA_HOLE + 8, 0, 0, "ALWAYS"))
+    q1.submit(ib(VA_CODE, 5, VMID=1))
+    g.idle("CP_HQD1_STATUS")
+    q1_fault = g.fields("VM_FAULT_STATUS")
+    assert q1_fault == {"VMID": 1, "ACCESS": 1, "LEVEL": 1, "CAUSE": 1}, q1_fault
+    assert g.read("VM_FAULT_ADDR_LO") == VA_RO
+    g.w32(PA_CODE + 0x100, wait_mem(VA_HOLE + 8, 0, 0, "ALWAYS"))
+    q0.submit(ib(VA_CODE + 0x100, 7, VMID=1))
+    g.idle()
+    assert g.fields("VM_FAULT_STATUS") == {"VMID": 1, "ACCESS": 0, "LEVEL": 1, "CAUSE": 0}
+    assert g.read("VM_FAULT_ADDR_LO") == VA_HOLE + 8, "queue 0's fault when both queues are stopped by one"
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    q0.wptr = 0
+    assert g.fields("VM_FAULT_STATUS") == q1_fault and g.read("VM_FAULT_ADDR_LO") == VA_RO
+    g.set("CP_QUEUE_RESET", Q1=1)
+    g.idle("CP_HQD1_STATUS")
+    q1.wptr = 0
+    assert g.read("VM_FAULT_STATUS") == 0 and g.read("VM_FAULT_ADDR_LO") == 0
+    ih.pop()
+    g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1))
+    far = 0x0001_0000_0000_0000 | VA_OUT
+    g.w32(PA_CODE, wait_mem(far, 0, 0, "ALWAYS"))
+    q0.submit(ib(VA_CODE, 7, VMID=1))
+    expect_error(q0, ih, "BUS_DECERR", "IB1", P["WAIT_REG_MEM"].opcode, VA_OUT, 0)
+    assert g.read("VM_FAULT_STATUS") == 0
+
+
+def check_int_force_and_release_mem_alignment(dev):
+    """INT_FORCE raises event bits without an IH entry; RELEASE_MEM's ADDR_LO bits 1:0 are
+    alignment bits whatever DATA_SEL says (check 5); the 64-bit rule needs 8-byte alignment
+    for DATA_64 and TIMESTAMP only."""
+    g, ring, ih = bring_up(dev)
+    P = pm4_packets()
+    g.set("INT_FORCE", EOP=1, CP_ERROR=1, IH_OVERFLOW=1)
+    st = g.fields("INT_STATUS")
+    assert (st["EOP"], st["CP_ERROR"], st["IH_OVERFLOW"], st["IH_PENDING"]) == (1, 1, 1, 0)
+    assert g.read("IH_WPTR") == 0 and ih.pop() == []
+    g.write("INT_STATUS", M32)
+    ring.run(release_mem(OUT + 4, 1, DATA_SEL="DATA_32"))
+    assert g.r32(OUT + 4) == 1
+    ring.submit(release_mem(OUT + 4, 1, DATA_SEL="TIMESTAMP"))
+    expect_error(ring, ih, "FENCE_MISALIGNED", "RING", P["RELEASE_MEM"].opcode, RING + 32, 8)
+    p = release_mem(OUT, 1, DATA_SEL="NONE", INT_SEL="SEND_INT")
+    p[3] |= 2
+    ring.submit(p)
+    expect_error(ring, ih, "FENCE_MISALIGNED", "RING", P["RELEASE_MEM"].opcode, RING, 0)
+
+
+
 CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_levels_and_chain, check_packet_checks,
           check_wait_reg_mem, check_release_mem_and_eop_entry, check_ih_ring_wrap_and_overflow, check_dma_data,
           check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority,
-          check_vm_translation_faults_and_invalidate, check_soft_reset_keeps_settings]
+          check_vm_translation_faults_and_invalidate, check_soft_reset_keeps_settings,
+          check_entries_name_their_queue_and_vmid, check_cp_own_writes_fail_as_the_packet,
+          check_dma_errors_and_counters, check_sdma_vm_and_address_rules,
+          check_vm_fault_status_follows_the_stopped_queue, check_int_force_and_release_mem_alignment]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
