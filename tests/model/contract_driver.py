@@ -364,3 +364,124 @@ class SdmaRing:
     def run(self, *packets) -> dict[str, int]:
         self.submit(*packets)
         return self.gpu.idle("SDMA_STATUS")
+
+
+# ---------------------------------------------------------------------------- the checks' conveniences
+# (tests/model/test_contract_driver.py and test_contract_engines.py): a memory layout, the
+# packets by their usual arguments, bring-up, and what an error must latch.
+
+RING, RING1, SRING = 0x10000, 0x11000, 0x12000
+RPTR_WB, RPTR1_WB, SRPTR_WB, IH_WB = 0x8000, 0x8040, 0x8080, 0x80C0
+IH_BASE = 0x20000
+OUT = 0x40000
+IB1, IB1B, IB2 = 0x50000, 0x51000, 0x52000
+M32 = 0xFFFF_FFFF
+
+
+def write_data(addr, data, **kw):
+    return pm4("WRITE_DATA", data, **lo_hi("ADDR", addr, 2), DST_SEL=kw.pop("DST_SEL", "MEMORY"), **kw)
+
+
+def release_mem(addr, data=0, **kw):
+    kw.setdefault("DATA_SEL", "DATA_32")
+    return pm4("RELEASE_MEM", **lo_hi("ADDR", addr, 2), DATA_LO=data & M32, DATA_HI=data >> 32,
+               EVENT_TYPE=0x14, EVENT_INDEX="END_OF_PIPE", **kw)
+
+
+def ib(base, size, **kw):
+    return pm4("INDIRECT_BUFFER", **lo_hi("IB_BASE", base, 2), IB_SIZE=size, **kw)
+
+
+def wait_mem(addr, ref, mask, function, interval=4):
+    return pm4("WAIT_REG_MEM", **lo_hi("ADDR", addr, 2), REFERENCE=ref, MASK=mask, FUNCTION=function,
+               MEM_SPACE="MEMORY", POLL_INTERVAL=interval)
+
+
+def dma_data(dst, src, n, **kw):
+    return pm4("DMA_DATA", **lo_hi("SRC_ADDR", src), **lo_hi("DST_ADDR", dst), BYTE_COUNT=n, **kw)
+
+
+def bring_up(dev, ring_log2=8, ih_log2=6):
+    """docs/hardware.md's order: the IH ring, then the ring (base, size, write-back, ENABLE)."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, ih_log2, IH_WB)
+    return g, Ring(g, RING, ring_log2, RPTR_WB), ih
+
+
+def expect_error(ring: Ring, ih: IhRing, code: str, level: str, opcode: int, addr: int, offset: int):
+    """The queue stopped with exactly this CP_ERROR; its IH entry carries the registers; then
+    CP_QUEUE_RESET of that queue clears it and the driver starts again at wptr 0."""
+    g = ring.gpu
+    st = g.idle(ring.status)
+    assert st["ERROR"] == 1, f"{ring.status} {st}: expected a stop with {code}"
+    err, got_addr, got_off = ring.error_regs()
+    want = {"CODE": g.err[code], "LEVEL": g.level[level], "OPCODE": opcode}
+    assert (err, got_addr, got_off) == (want, addr, offset), \
+        f"{code}: {ring.error}={err} addr={got_addr:#x} offset={got_off}, expected {want} {addr:#x} {offset}"
+    assert g.field("INT_STATUS", "CP_ERROR") == 1
+    entries = ih.pop()
+    q = 0 if ring.p == "RB_" else 1
+    if code != "VM_FAULT":
+        assert len(entries) == 1 and ih.source(entries[0]) == "CP_ERROR", entries
+        e = entries[0]
+        raw_err = g.read(ring.error)
+        assert (e["RING_ID"], e["DATA0"], e["DATA1"], e["DATA2"], e["DATA3"]) == \
+            (q, raw_err, addr & M32, addr >> 32, offset), e
+    g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1))
+    g.set("CP_QUEUE_RESET", **{f"Q{q}": 1})
+    st = g.idle(ring.status)
+    assert st["ERROR"] == 0 and g.read(ring.error) == 0 and g.read(ring.p + "RPTR") == 0 \
+        and g.read(ring.p + "WPTR") == 0, f"CP_QUEUE_RESET.Q{q} left {st}"
+    ring.wptr = 0
+    return entries
+
+
+def expect_sdma_error(s: SdmaRing, ih: IhRing, code: str, level: str, op: int, addr: int, offset: int):
+    g = s.gpu
+    st = g.idle("SDMA_STATUS")
+    assert st["ERROR"] == 1, st
+    err = g.fields("SDMA_ERROR")
+    got = (err["CODE"], err["LEVEL"], err["OP"], err["SUB_OP"],
+           g.read("SDMA_ERROR_ADDR_LO") | g.read("SDMA_ERROR_ADDR_HI") << 32, g.read("SDMA_ERROR_OFFSET"))
+    assert got == (g.err[code], g.level[level], op, 0, addr, offset), f"{code}: {got}"
+    (e,) = g.until(lambda: ih.pop() or None, "the SDMA_ERROR entry")
+    assert (e["CLIENT_ID"], e["SOURCE_ID"], e["DATA0"], e["DATA1"], e["DATA2"], e["DATA3"]) == \
+        (0x08, 241, g.read("SDMA_ERROR"), addr & M32, addr >> 32, offset), e
+    g.set("SDMA_CNTL", QUEUE_RESET=1)
+    st = g.idle("SDMA_STATUS")
+    assert st["ERROR"] == 0 and g.read("SDMA_ERROR") == 0 and g.read("SDMA_RB_RPTR") == 0 == g.read("SDMA_RB_WPTR")
+    s.wptr = 0
+
+
+# A VMID's page tables (VMID 1): two levels, as docs/hardware.md lays them out.
+PT_ROOT, PT_L1 = 0x80000, 0x81000
+VALID, EXECUTABLE, READABLE, WRITEABLE, PDE_PTE = 1 << 0, 1 << 4, 1 << 5, 1 << 6, 1 << 54
+VA_CODE, VA_OUT, VA_RO, VA_HOLE, VA_HUGE = 0x100000, 0x101000, 0x102000, 0x103000, 0x200000
+PA_CODE, PA_OUT, PA_RO, PA_OUT2, PA_HUGE = 0x90000, 0x91000, 0x92000, 0x93000, 0x400000
+
+
+def map_vmid1(g: Gpu) -> None:
+    """Two levels of 512 8-byte entries: the root indexed by VA bits 29:21, a page table by
+    20:12; addresses in entry bits 47:12; a root entry with PDE_PTE maps 2 MiB."""
+    g.w64(PT_ROOT + 8 * (VA_CODE >> 21), PT_L1 | VALID)
+    g.w64(PT_ROOT + 8 * (VA_HUGE >> 21), PA_HUGE | VALID | PDE_PTE | READABLE | WRITEABLE)
+    for va, pa, bits in ((VA_CODE, PA_CODE, EXECUTABLE | READABLE), (VA_OUT, PA_OUT, WRITEABLE | READABLE),
+                         (VA_RO, PA_RO, READABLE)):
+        g.w64(PT_L1 + 8 * (va >> 12 & 511), pa | VALID | bits)
+    g.write("VM_CONTEXT_PT_BASE_LO", PT_ROOT, 1)
+    g.write("VM_CONTEXT_PT_BASE_HI", 0, 1)
+    g.set("VM_CONTEXT_CNTL", 1, ENABLE=1)
+
+
+def expect_fault(ring, ih, va, access, level, cause, opcode, offset, hint):
+    g = ring.gpu
+    g.idle()
+    vs = g.fields("VM_FAULT_STATUS")
+    raw_vs, raw_err = g.read("VM_FAULT_STATUS"), g.read("CP_ERROR")
+    assert vs == {"VMID": 1, "ACCESS": access, "LEVEL": level, "CAUSE": cause}, f"{va:#x}: VM_FAULT_STATUS {vs}"
+    assert g.read("VM_FAULT_ADDR_LO") | g.read("VM_FAULT_ADDR_HI") << 32 == va
+    (e,) = expect_error(ring, ih, "VM_FAULT", "IB1", opcode, va, offset)
+    assert (e["CLIENT_ID"], e["SOURCE_ID"], e["RING_ID"], e["VMID"]) == (0x1B, 0, 0, 1), e
+    assert (e["DATA0"], e["DATA1"], e["DATA2"], e["DATA3"]) == \
+        ((va >> 12) & M32, (va >> 44) & 0xF | hint, raw_vs, raw_err), e
+    assert g.read("VM_FAULT_STATUS") == 0 and g.read("VM_FAULT_ADDR_LO") == 0, "CP_QUEUE_RESET.Q0 clears the fault"

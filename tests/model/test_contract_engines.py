@@ -1,0 +1,396 @@
+"""The contract, checked by an outside driver writer (tests/model/contract_driver.py, from
+the docs alone; tests/model/test_contract_driver.py has the CP's ring and packets): the SDMA
+engine, the second CP queue and its priorities, virtual memory (page tables, faults, TLB
+invalidation), which queue and VMID the IH entries name, and SOFT_RESET.
+
+The `check_*(dev)` bodies run here on the reference model and, through CHECKS and
+tests/cosim/driver_checks.py, on the RTL under Verilator and Icarus.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.model.contract_driver import (IB1, IB2, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_HUGE, PA_OUT, PA_OUT2, PT_L1,
+                                         PT_ROOT, RING, RING1, RPTR1_WB, RPTR_WB, SRING, SRPTR_WB, VALID, VA_CODE,
+                                         VA_HOLE, VA_HUGE, VA_OUT, VA_RO, WRITEABLE, Gpu, IhRing, Ring, SdmaRing,
+                                         bring_up, dma_data, expect_error, expect_fault, expect_sdma_error, ib, lo_hi,
+                                         map_vmid1, pm4, pm4_packets, release_mem, sdma, sdma_packets, wait_mem,
+                                         write_data)
+
+
+# ---------------------------------------------------------------------------- the SDMA engine
+
+def check_sdma_ring_and_packets(dev):
+    """Byte pointers, RB_SIZE clamping, every packet, TRAP with and without TRAP_ENABLE,
+    POLL_REGMEM's timeout entry, the counters by packet index."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 6, IH_WB)
+    assert g.read("SDMA_RB_CNTL") == 0x8 and g.fields("SDMA_RB_CNTL")["RB_SIZE"] == 4
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    S = sdma_packets()
+    src, dst = 0x100000, 0x200000
+    g.w32(src, list(range(100, 140)))
+    s.run(sdma("WRITE_LINEAR", [5, 6, 7], **lo_hi("DST_ADDR", OUT, 2), COUNT=2),
+          sdma("COPY_LINEAR", COUNT=37, **lo_hi("SRC_ADDR", src + 2), **lo_hi("DST_ADDR", dst + 1)),
+          sdma("CONSTANT_FILL", SRC_DATA=0xA1B2C3D4, COUNT=5, **lo_hi("DST_ADDR", dst + 0x101)),
+          sdma("NOP", [0, 0], COUNT=2), [0],
+          sdma("FENCE", DATA=0xFE, **lo_hi("ADDR", OUT + 12, 2)))
+    assert g.r32(OUT, 4) == [5, 6, 7, 0xFE]
+    assert bytes(g.dev.mem[dst + 1:dst + 39]) == bytes(g.dev.mem[src + 2:src + 40])
+    assert bytes(g.dev.mem[dst + 0x100:dst + 0x108]) == bytes([0, 0xC3, 0xB2, 0xA1, 0xD4, 0xC3, 0xB2, 0])
+    n = 4 * (7 + 7 + 5 + 3 + 1 + 4)
+    assert (g.read("SDMA_RB_RPTR"), g.read("SDMA_RB_WPTR"), g.r32(SRPTR_WB)) == (n, n, n)
+    assert [g.read("PERF_SDMA_PACKETS", S[k].index) for k in ("NOP", "COPY_LINEAR", "WRITE_LINEAR",
+                                                              "CONSTANT_FILL", "FENCE")] == [2, 1, 1, 1, 1]
+    assert (g.read("PERF_SDMA_BYTES_WRITTEN"), g.read("PERF_SDMA_DWORDS_FETCHED")) == (38 + 6, n // 4)
+    # TRAP: an entry only while SDMA_CNTL.TRAP_ENABLE is set.
+    s.run(sdma("TRAP", INT_CONTEXT=0x123))
+    assert ih.pop() == []
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    s.run(sdma("TRAP", INT_CONTEXT=0xABCDEF1))
+    (e,) = g.until(lambda: ih.pop() or None, "the TRAP entry")
+    assert (e["CLIENT_ID"], e["SOURCE_ID"], e["DATA0"], e["DATA1"], e["DATA2"], e["DATA3"]) == \
+        (0x08, 224, 0xABCDEF1, 0, 0, 0), e
+    # POLL_REGMEM with RETRY_COUNT 2: gives up at the third failing read, entry 246, moves on.
+    flag = OUT + 0x40
+    g.w32(flag, [0x1234])
+    s.run(sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=M32, FUNC="EQ", MEM_POLL="MEMORY",
+               RETRY_COUNT=2, INTERVAL=1), sdma("FENCE", DATA=0xAF, **lo_hi("ADDR", OUT + 16, 2)))
+    (e,) = g.until(lambda: ih.pop() or None, "the POLL_TIMEOUT entry")
+    assert (e["CLIENT_ID"], e["SOURCE_ID"], e["DATA0"], e["DATA1"], e["DATA2"], e["DATA3"]) == \
+        (0x08, 246, flag, 0, 0x1234, 0), e
+    assert g.r32(OUT + 16) == 0xAF and g.fields("SDMA_STATUS")["ERROR"] == 0
+    # A poll in progress shows SDMA_STATUS.WAITING; it ends when the value holds.
+    s.submit(sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
+                  RETRY_COUNT=0xFFF, INTERVAL=1))
+    g.dev.delay(200)
+    assert g.fields("SDMA_STATUS")["WAITING"] == 1
+    g.w32(flag, [0x1235])
+    assert g.idle("SDMA_STATUS")["WAITING"] == 0
+    # Doorbell bits 1:0 are ignored.
+    s.emit(sdma("FENCE", DATA=0xB0, **lo_hi("ADDR", OUT + 20, 2)))
+    g.write("SDMA_DOORBELL", s.wptr | 3)
+    g.idle("SDMA_STATUS")
+    assert g.r32(OUT + 20) == 0xB0 and g.read("SDMA_RB_WPTR") == s.wptr
+
+
+def check_sdma_errors(dev):
+    """The SDMA queue's own errors: what SDMA_ERROR* latch, the 241 entry, QUEUE_RESET,
+    RB_SIZE outside 4..20 acting as the bound, IB rules; the CP runs on meanwhile."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 6, IH_WB)
+    ring = Ring(g, RING, 8, RPTR_WB)
+    s = SdmaRing(g, SRING, 4)
+    S = sdma_packets()
+    s.submit([0x0000_0003])  # OP 3 is not in the table
+    expect_sdma_error(s, ih, "ILLEGAL_OPCODE", "RING", 3, SRING, 0)
+    ring.run(write_data(OUT, [0xC9]))
+    assert g.r32(OUT) == 0xC9 and g.fields("STATUS")["ERROR"] == 0, "the CP is untouched"
+    s.emit(sdma("NOP", [0]), sdma("FENCE", DATA=1, **lo_hi("ADDR", OUT, 2), MTYPE=0))
+    g.w32(SRING + 12, [OUT | 2])  # ADDR_LO bits 1:0
+    g.write("SDMA_DOORBELL", s.wptr)
+    expect_sdma_error(s, ih, "FENCE_MISALIGNED", "RING", S["FENCE"].opcode, SRING + 8, 2)
+    s.emit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=4))
+    g.w32(SRING + 4, [IB1 + 0x10])  # IB_BASE_LO bits 4:0
+    g.write("SDMA_DOORBELL", s.wptr)
+    expect_sdma_error(s, ih, "IB_MISALIGNED", "RING", S["INDIRECT_BUFFER"].opcode, SRING, 0)
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=0))
+    expect_sdma_error(s, ih, "IB_SIZE_ZERO", "RING", S["INDIRECT_BUFFER"].opcode, SRING, 0)
+    inner = sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB2, 5), IB_SIZE=1)
+    g.w32(IB1, [0] + inner)
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=7))
+    expect_sdma_error(s, ih, "IB_NESTING", "IB1", S["INDIRECT_BUFFER"].opcode, IB1 + 4, 1)
+    # RB_SIZE 2 acts as 4 (16 dwords, 64 bytes) and reads back 2.
+    g.set("SDMA_RB_CNTL", RB_SIZE=2, RB_ENABLE=1)
+    assert g.fields("SDMA_RB_CNTL")["RB_SIZE"] == 2
+    g.w32(SRING, [0] * 16)
+    g.write("SDMA_DOORBELL", 64)  # 16 NOPs (zeros) are ring space exactly: accepted
+    assert g.idle("SDMA_STATUS")["ERROR"] == 0 and g.read("SDMA_RB_RPTR") == 64
+    g.write("SDMA_DOORBELL", 64 + 68)
+    expect_sdma_error(s, ih, "DOORBELL_OVERFLOW", "RING", 0, 132, 0)
+    g.write("SDMA_DOORBELL", 0)
+    g.dev.delay(20)
+    g.write("SDMA_DOORBELL", 8)
+    g.idle("SDMA_STATUS")
+    g.write("SDMA_DOORBELL", 4)
+    expect_sdma_error(s, ih, "DOORBELL_BACKWARDS", "RING", 0, 4, 2)
+
+# ---------------------------------------------------------------------------- the second CP queue
+
+def check_cp_queue_priority(dev):
+    """CP_QUEUE_PRIORITY decides which queue's packet runs next (seen in the order of EOP
+    entries); a polling queue never blocks the other; errors are per queue with RING_ID."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    assert g.fields("CP_QUEUE_PRIORITY") == {"Q0": 1, "Q1": 2} and g.read("CP_QUEUE_PRIORITY") == 0x9
+    eop = lambda k: release_mem(OUT + 4 * k, k, INT_SEL="SEND_INT", INT_CTXID=k)  # noqa: E731
+
+    def order(p0, p1):
+        g.set("CP_QUEUE_PRIORITY", Q0=p0, Q1=p1)
+        g.set("CONTROL", HALT=1)
+        g.until(lambda: g.fields("STATUS")["HALTED"], "STATUS.HALTED")
+        q0.submit(eop(0x00), eop(0x01))
+        q1.submit(eop(0x10), eop(0x11))
+        g.set("CONTROL", HALT=0)
+        g.idle()
+        g.idle("CP_HQD1_STATUS")
+        seen = []
+        g.until(lambda: seen.extend(ih.pop()) or len(seen) >= 4, "four EOP entries")
+        assert all(ih.source(e) == "EOP" for e in seen) and len(seen) == 4, seen
+        return [e["DATA0"] for e in seen]
+
+    assert order(1, 2) == [0x10, 0x11, 0x00, 0x01]
+    assert order(2, 0) == [0x00, 0x01, 0x10, 0x11]
+    assert order(3, 2) in ([0x00, 0x10, 0x01, 0x11], [0x10, 0x00, 0x11, 0x01]), "3 acts as 2: turns"
+    # A queue polling a WAIT_REG_MEM never blocks the other, whatever its priority.
+    g.set("CP_QUEUE_PRIORITY", Q0=2, Q1=0)
+    flag = OUT + 0x100
+    g.w32(flag, [0])
+    q0.submit(wait_mem(flag, 1, 1, "EQ"), write_data(OUT + 0x104, [0x0A]))
+    q1.run(write_data(OUT + 0x108, [0x1A]))
+    assert g.r32(OUT + 0x108) == 0x1A and g.fields("STATUS")["WAITING"] == 1
+    g.w32(flag, [1])
+    g.idle()
+    assert g.r32(OUT + 0x104) == 0x0A
+    # Errors are per queue: queue 1's stops queue 1 alone, RING_ID 1 in its entry.
+    at = q1.wptr
+    q1.submit([0xC0002A00])
+    q0.run(write_data(OUT + 0x10C, [0x0B]))
+    assert g.r32(OUT + 0x10C) == 0x0B and g.fields("STATUS")["ERROR"] == 0
+    expect_error(q1, ih, "ILLEGAL_OPCODE", "RING", 0x2A, RING1 + 4 * at, at)
+    q1.run(write_data(OUT + 0x110, [0x1C]))
+    assert g.r32(OUT + 0x110) == 0x1C
+
+# ---------------------------------------------------------------------------- virtual memory
+
+
+def check_vm_translation_faults_and_invalidate(dev):
+    """A VMID's page tables as the docs lay them out, the IB's VMID in its entries, every
+    fault cause and access kind with what VM_FAULT_* and the UTCL2 entry hold, and an
+    invalidation that makes a changed PTE seen."""
+    g, ring, ih = bring_up(dev)
+    assert g.fields("VM_CAPS") == {"LEVELS": 2, "VMIDS": 16, "TLB_LOG2": 4}
+    map_vmid1(g)
+    assert g.read("VM_CONTEXT_PT_BASE_LO", 1) == PT_ROOT
+    P = pm4_packets()
+    code = write_data(VA_OUT + 8, [0x1111]) + write_data(VA_HUGE + 0x12344, [0x2222]) + \
+        release_mem(VA_OUT + 16, 0x3333, INT_SEL="SEND_INT", INT_CTXID=1)
+    g.w32(PA_CODE, code)
+    ring.run(ib(VA_CODE, len(code), VMID=1))
+    assert (g.r32(PA_OUT + 8), g.r32(PA_HUGE + 0x12344), g.r32(PA_OUT + 16)) == (0x1111, 0x2222, 0x3333)
+    (e,) = ih.pop()
+    assert (ih.source(e), e["VMID"], e["DATA3"]) == ("EOP", 1, VA_OUT + 16), "an IB's entry has its VMID"
+
+    def run_ib(body, entry=VA_CODE):
+        g.w32(PA_CODE, body)
+        ring.submit(ib(entry, len(body), VMID=1))
+
+    W, R, F, DR, DW = 1, 0, 2, 3, 4
+    run_ib(pm4("NOP", [0]) + write_data(VA_RO + 4, [1]))  # a PTE without WRITEABLE
+    expect_fault(ring, ih, VA_RO + 4, W, 1, 1, P["WRITE_DATA"].opcode, 2, 0x20)
+    run_ib(wait_mem(VA_HOLE, 0, 0, "ALWAYS"))  # a page-table entry not VALID
+    expect_fault(ring, ih, VA_HOLE, R, 1, 0, P["WAIT_REG_MEM"].opcode, 0, 0x40)
+    run_ib(write_data(0x400000, [1]))  # a root entry not VALID
+    expect_fault(ring, ih, 0x400000, W, 0, 0, P["WRITE_DATA"].opcode, 0, 0x20)
+    far = 0x5000_0000_1000  # bits 47:44 = 5, beyond the 30-bit reach
+    run_ib(release_mem(far, 1))
+    expect_fault(ring, ih, far, W, 0, 2, P["RELEASE_MEM"].opcode, 0, 0x20)
+    run_ib(dma_data(VA_OUT, VA_HOLE + 0x10, 16, CP_SYNC=1))
+    expect_fault(ring, ih, VA_HOLE + 0x10, DR, 1, 0, P["DMA_DATA"].opcode, 0, 0x40)
+    run_ib(dma_data(VA_RO + 0x20, VA_OUT, 16, CP_SYNC=1))
+    expect_fault(ring, ih, VA_RO + 0x20, DW, 1, 1, P["DMA_DATA"].opcode, 0, 0x20)
+    g.w32(PA_OUT, [0xFFFF1000] * 4)
+    ring.submit(ib(VA_OUT, 4, VMID=1))  # a fetch from a page without EXECUTABLE: header, OPCODE 0
+    expect_fault(ring, ih, VA_OUT, F, 1, 1, 0, 0, 0x10)
+    # Invalidation: point VA_OUT at another page; after VM_INVALIDATE_ACK shows VMID 1, the
+    # next translation reads the new entry.
+    run_ib(write_data(VA_OUT + 0x40, [0x44]))
+    g.idle()
+    assert g.r32(PA_OUT + 0x40) == 0x44
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT2 | VALID | WRITEABLE)
+    g.write("VM_INVALIDATE_ADDR_LO", VA_OUT >> 12)
+    g.write("VM_INVALIDATE_ADDR_HI", 0)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=0)
+    assert g.read("VM_INVALIDATE_REQ") == 0, "write-only"
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1 << 1, "VM_INVALIDATE_ACK = VMID 1")
+    run_ib(write_data(VA_OUT + 0x40, [0x55]))
+    g.idle()
+    assert g.r32(PA_OUT2 + 0x40) == 0x55 and g.r32(PA_OUT + 0x40) == 0x44
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT | VALID | WRITEABLE)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=0xFFFF, ALL_ADDR=1)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 0xFFFF, "VM_INVALIDATE_ACK = every VMID")
+    run_ib(write_data(VA_OUT + 0x40, [0x66]))
+    g.idle()
+    assert g.r32(PA_OUT + 0x40) == 0x66
+    # VMID 0 (ENABLE clear) is physical.
+    ring.run(write_data(PA_OUT + 0x44, [0x77]))
+    assert g.r32(PA_OUT + 0x44) == 0x77
+
+# ---------------------------------------------------------------------------- SOFT_RESET
+
+def check_soft_reset_keeps_settings(dev):
+    """CONTROL.SOFT_RESET: IH_WPTR back to 0 while IH_RPTR, INT_STATUS, bases, sizes, enables,
+    the VM_CONTEXT_* registers and the counters keep their values; the driver writes
+    IH_RPTR = 0 and the next entry lands at the IH ring's start."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    ring.run(release_mem(OUT, 1, INT_SEL="SEND_INT", INT_CTXID=1), release_mem(OUT, 2, INT_SEL="SEND_INT"))
+    ih.pop()
+    keep = ("IH_RPTR", "INT_STATUS", "IH_BASE_LO", "IH_SIZE", "IH_CNTL", "RB_BASE_LO", "RB_SIZE", "RB_CNTL",
+            "RB_RPTR_ADDR_LO", "PERF_PACKETS", "PERF_DWORDS_FETCHED", "INT_ENABLE", "CP_QUEUE_PRIORITY")
+    before = {r: g.read(r) for r in keep}
+    vm = (g.read("VM_CONTEXT_CNTL", 1), g.read("VM_CONTEXT_PT_BASE_LO", 1))
+    assert before["IH_RPTR"] == 64 and before["INT_STATUS"] == g.value("INT_STATUS", EOP=1)
+    g.set("CONTROL", SOFT_RESET=1)
+    for s in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+        g.idle(s)
+    assert {r: g.read(r) for r in keep} == {**before, "INT_STATUS": before["INT_STATUS"] | 1}, \
+        "IH_PENDING follows IH_WPTR (0) != IH_RPTR (64)"
+    assert (g.read("IH_WPTR"), g.read("RB_RPTR"), g.read("RB_WPTR")) == (0, 0, 0)
+    assert (g.read("VM_CONTEXT_CNTL", 1), g.read("VM_CONTEXT_PT_BASE_LO", 1)) == vm
+    g.write("IH_RPTR", 0)
+    ih.rptr = ring.wptr = 0
+    ring.run(release_mem(OUT, 3, INT_SEL="SEND_INT", INT_CTXID=3))
+    (e,) = ih.pop()
+    assert e["DATA0"] == 3 and g.r32(IH_BASE + 16) == 3
+
+
+# ---------------------------------------------------------------------------- which queue and VMID, the SDMA's VM and addresses
+
+def check_entries_name_their_queue_and_vmid(dev):
+    """RING_ID is the CP queue (0 or 1) of every CP entry, EOP included; VMID is the IB's
+    for a packet of an IB (a translated VMID or not; IB2 keeps IB1's whatever its own VMID
+    field says), 0 in the ring; SDMA entries are ring 0 and carry the SDMA IB's VMID."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    inner = release_mem(OUT + 8, 2, INT_SEL="SEND_INT", INT_CTXID=2)
+    g.w32(IB2, inner)
+    g.w32(IB1, release_mem(OUT + 4, 1, INT_SEL="SEND_INT", INT_CTXID=1) + ib(IB2, len(inner), VMID=7))
+    q0.run(ib(IB1, 12, VMID=3), release_mem(OUT, 0, INT_SEL="SEND_INT"))  # VMID 3: not translated
+    got = [(e["DATA0"], e["RING_ID"], e["VMID"]) for e in ih.pop()]
+    assert got == [(1, 0, 3), (2, 0, 3), (0, 0, 0)], got
+    q1.run(release_mem(OUT + 12, 5, INT_SEL="SEND_INT", INT_CTXID=5), ib(IB1, 12, VMID=4))
+    got = [(e["DATA0"], e["RING_ID"], e["VMID"]) for e in ih.pop()]
+    assert got == [(5, 1, 0), (1, 1, 4), (2, 1, 4)], f"queue 1's EOP entries: {got}"
+    g.w32(IB2, [0xC0002A00])  # an error in IB2 of queue 1, VMID 4
+    q1.submit(ib(IB1, 12, VMID=4))
+    st = g.idle("CP_HQD1_STATUS")
+    assert st["ERROR"] == 1
+    entries = ih.pop()
+    assert [(ih.source(e), e["RING_ID"], e["VMID"]) for e in entries] == [("EOP", 1, 4), ("CP_ERROR", 1, 4)], entries
+    # The SDMA: an IB runs with the VMID its ring packet names; TRAP and POLL_TIMEOUT entries in it.
+    s = SdmaRing(g, SRING, 6)
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    body = sdma("TRAP", INT_CONTEXT=0x77) + sdma("POLL_REGMEM", **lo_hi("ADDR", OUT, 2), VALUE=9, MASK=M32, FUNC="EQ",
+                                                  MEM_POLL="MEMORY", RETRY_COUNT=0, INTERVAL=1)
+    g.w32(IB1, body + [0x0000_0003])
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=len(body) + 1, VMID=6))
+    g.idle("SDMA_STATUS")
+    entries = []
+    g.until(lambda: entries.extend(ih.pop()) or len(entries) >= 3, "three SDMA entries")
+    assert [(ih.source(e), e["RING_ID"], e["VMID"]) for e in entries] == \
+        [("SDMA_TRAP", 0, 6), ("SDMA_POLL_TIMEOUT", 0, 6), ("SDMA_ERROR", 0, 6)], entries
+
+
+
+def check_sdma_vm_and_address_rules(dev):
+    """An SDMA IB's VMID translates its packets; its VM fault is the SDMA's error (SDMA_ERROR
+    VM_FAULT, its address, the 241 entry), VM_FAULT_STATUS stays the CP's; FENCE drops its
+    address bits above 47, an IB base above them is BUS_DECERR; SUB_OP is latched; the
+    check order UNSUPPORTED before alignment; WRITE_LINEAR past the ring space is BAD_COUNT."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 6, IH_WB)
+    map_vmid1(g)
+    s = SdmaRing(g, SRING, 6)
+    S = sdma_packets()
+    body = sdma("FENCE", DATA=0x51, **lo_hi("ADDR", VA_OUT + 0x20, 2))
+    g.w32(PA_CODE, body)
+    s.run(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE, 5), IB_SIZE=len(body), VMID=1))
+    assert g.r32(PA_OUT + 0x20) == 0x51
+    body = sdma("FENCE", DATA=0x52, **lo_hi("ADDR", VA_RO + 0x20, 2))
+    g.w32(PA_CODE, [0] + body)
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE, 5), IB_SIZE=len(body) + 1, VMID=1))
+    expect_sdma_error(s, ih, "VM_FAULT", "IB1", S["FENCE"].opcode, VA_RO + 0x20, 1)
+    assert g.read("VM_FAULT_STATUS") == 0 and g.read("VM_FAULT_ADDR_LO") == 0
+    far = 0x0003_0000_0000_0000
+    s.run(sdma("FENCE", DATA=0x53, **lo_hi("ADDR", far | OUT + 0x24, 2)))
+    assert g.r32(OUT + 0x24) == 0x53 and g.fields("SDMA_STATUS")["ERROR"] == 0
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", far | IB1, 5), IB_SIZE=4))
+    expect_sdma_error(s, ih, "BUS_DECERR", "RING", S["INDIRECT_BUFFER"].opcode, IB1, 4)
+    s.submit([0x0000_0101])  # (OP 1, SUB_OP 1) is not in the table
+    st = g.idle("SDMA_STATUS")
+    assert st["ERROR"] == 1 and g.fields("SDMA_ERROR") == {"SUB_OP": 1, "OP": 1, "LEVEL": 0,
+                                                         "CODE": g.err["ILLEGAL_OPCODE"]}
+    g.set("SDMA_CNTL", QUEUE_RESET=1)
+    g.idle("SDMA_STATUS")
+    s.wptr = 0
+    ih.pop()
+    s.emit(sdma("CONSTANT_FILL", SRC_DATA=1, COUNT=3, **lo_hi("DST_ADDR", OUT), FILLSIZE="WORDS"))
+    s.emit(sdma("POLL_REGMEM", **lo_hi("ADDR", OUT, 2), VALUE=0, MASK=0, FUNC="ALWAYS", MEM_POLL="REGISTER"))
+    g.w32(SRING + 20 + 4, [OUT | 2])  # and misaligned: UNSUPPORTED comes first
+    g.write("SDMA_DOORBELL", 20)
+    expect_sdma_error(s, ih, "UNSUPPORTED", "RING", S["CONSTANT_FILL"].opcode, SRING, 0)
+    assert g.r32(OUT) == 0
+    g.w32(SRING, sdma("POLL_REGMEM", **lo_hi("ADDR", OUT, 2), VALUE=0, MASK=0, FUNC="ALWAYS", MEM_POLL="REGISTER"))
+    g.w32(SRING + 4, [OUT | 2])
+    g.write("SDMA_DOORBELL", 24)
+    expect_sdma_error(s, ih, "UNSUPPORTED", "RING", S["POLL_REGMEM"].opcode, SRING, 0)
+    p = sdma("WRITE_LINEAR", [1, 2, 3], **lo_hi("DST_ADDR", OUT, 2), COUNT=2)
+    s.emit(p)
+    g.write("SDMA_DOORBELL", 4 * (len(p) - 1))
+    expect_sdma_error(s, ih, "BAD_COUNT", "RING", S["WRITE_LINEAR"].opcode, SRING, 0)
+    # SDMA_CNTL.HALT stops the engine before its next packet; SDMA_STATUS.HALTED shows it.
+    g.set("SDMA_CNTL", HALT=1)
+    s.submit(sdma("FENCE", DATA=0x54, **lo_hi("ADDR", OUT + 0x28, 2)))
+    g.until(lambda: g.fields("SDMA_STATUS")["HALTED"], "SDMA_STATUS.HALTED")
+    assert g.r32(OUT + 0x28) == 0 and g.fields("SDMA_STATUS")["IDLE"] == 0
+    g.set("SDMA_CNTL", HALT=0)
+    g.idle("SDMA_STATUS")
+    assert g.r32(OUT + 0x28) == 0x54 and g.fields("SDMA_STATUS")["HALTED"] == 0
+
+
+
+def check_vm_fault_status_follows_the_stopped_queue(dev):
+    """VM_FAULT_STATUS holds the fault of the queue it stopped, queue 0's when both are, 0
+    once neither is; a far address in a translated IB is BUS_DECERR, nothing in VM_FAULT_*."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    map_vmid1(g)
+    P = pm4_packets()
+    g.w32(PA_CODE, write_data(VA_RO, [1]) + wait_mem(VA_HOLE + 8, 0, 0, "ALWAYS"))
+    q1.submit(ib(VA_CODE, 5, VMID=1))
+    g.idle("CP_HQD1_STATUS")
+    q1_fault = g.fields("VM_FAULT_STATUS")
+    assert q1_fault == {"VMID": 1, "ACCESS": 1, "LEVEL": 1, "CAUSE": 1}, q1_fault
+    assert g.read("VM_FAULT_ADDR_LO") == VA_RO
+    g.w32(PA_CODE + 0x100, wait_mem(VA_HOLE + 8, 0, 0, "ALWAYS"))
+    q0.submit(ib(VA_CODE + 0x100, 7, VMID=1))
+    g.idle()
+    assert g.fields("VM_FAULT_STATUS") == {"VMID": 1, "ACCESS": 0, "LEVEL": 1, "CAUSE": 0}
+    assert g.read("VM_FAULT_ADDR_LO") == VA_HOLE + 8, "queue 0's fault when both queues are stopped by one"
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    q0.wptr = 0
+    assert g.fields("VM_FAULT_STATUS") == q1_fault and g.read("VM_FAULT_ADDR_LO") == VA_RO
+    g.set("CP_QUEUE_RESET", Q1=1)
+    g.idle("CP_HQD1_STATUS")
+    q1.wptr = 0
+    assert g.read("VM_FAULT_STATUS") == 0 and g.read("VM_FAULT_ADDR_LO") == 0
+    ih.pop()
+    g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1))
+    far = 0x0001_0000_0000_0000 | VA_OUT
+    g.w32(PA_CODE, wait_mem(far, 0, 0, "ALWAYS"))
+    q0.submit(ib(VA_CODE, 7, VMID=1))
+    expect_error(q0, ih, "BUS_DECERR", "IB1", P["WAIT_REG_MEM"].opcode, VA_OUT, 0)
+    assert g.read("VM_FAULT_STATUS") == 0
+
+
+CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority, check_vm_translation_faults_and_invalidate, check_soft_reset_keeps_settings, check_entries_name_their_queue_and_vmid, check_sdma_vm_and_address_rules, check_vm_fault_status_follows_the_stopped_queue]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
+def test_contract_on_the_model(check):
+    from testbench.refmodel import RefModel
+
+    check(RefModel())
