@@ -238,8 +238,13 @@ def check_release_mem_and_eop_entry(dev):
     (e,) = ih.pop()
     assert ih.source(e) == "EOP" and (e["DATA0"], e["DATA1"], e["DATA2"], e["DATA3"]) == (9, 8, 7, fence)
     assert g.field("INT_STATUS", "EOP") == 1
-    # The ADDR_LO dword, all 32 bits: a 64-bit address's high half is not in DATA3.
-    g.write("INT_STATUS", g.value("INT_STATUS", EOP=1))
+    # DATA1/DATA2 are the packet's DATA_LO/DATA_HI whatever DATA_SEL wrote (none, or the low half).
+    g.w32(fence, [0xAAAA, 0xBBBB])
+    ring.run(release_mem(fence, 0xB_0000_000A, DATA_SEL="NONE", INT_SEL="SEND_INT", INT_CTXID=10),
+             release_mem(fence, 0xD_0000_000C, DATA_SEL="DATA_32", INT_SEL="SEND_INT", INT_CTXID=12))
+    got = [(e["DATA0"], e["DATA1"], e["DATA2"], e["DATA3"]) for e in ih.pop()]
+    assert got == [(10, 0xA, 0xB, fence), (12, 0xC, 0xD, fence)], got
+    assert g.r32(fence, 2) == [0xC, 0xBBBB]
 
 
 def check_ih_ring_wrap_and_overflow(dev):
@@ -411,7 +416,10 @@ def check_int_force_and_release_mem_alignment(dev):
     expect_error(ring, ih, "FENCE_MISALIGNED", "RING", P["RELEASE_MEM"].opcode, RING, 0)
 
 
-CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_levels_and_chain, check_packet_checks, check_wait_reg_mem, check_release_mem_and_eop_entry, check_ih_ring_wrap_and_overflow, check_dma_data, check_cp_own_writes_fail_as_the_packet, check_dma_errors_and_counters, check_int_force_and_release_mem_alignment]
+CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_levels_and_chain, check_packet_checks,
+          check_wait_reg_mem, check_release_mem_and_eop_entry, check_ih_ring_wrap_and_overflow, check_dma_data,
+          check_cp_own_writes_fail_as_the_packet, check_dma_errors_and_counters,
+          check_int_force_and_release_mem_alignment]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

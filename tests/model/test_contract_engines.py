@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract_driver import (IB1, IB2, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_HUGE, PA_OUT, PA_OUT2, PT_L1,
-                                         PT_ROOT, RING, RING1, RPTR1_WB, RPTR_WB, SRING, SRPTR_WB, VALID, VA_CODE,
-                                         VA_HOLE, VA_HUGE, VA_OUT, VA_RO, WRITEABLE, Gpu, IhRing, Ring, SdmaRing,
+from tests.model.contract_driver import (IB1, IB2, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_HUGE, PA_OUT, PA_OUT2,
+                                         PDE_PTE, PT_L1, PT_ROOT, READABLE, RING, RING1, RPTR1_WB, RPTR_WB, SRING,
+                                         SRPTR_WB, VALID, VA_CODE, VA_HOLE, VA_HUGE, VA_OUT, VA_RO, WRITEABLE, Gpu, IhRing, Ring, SdmaRing,
                                          bring_up, dma_data, expect_error, expect_fault, expect_sdma_error, ib, lo_hi,
                                          map_vmid1, pm4, pm4_packets, release_mem, sdma, sdma_packets, wait_mem,
                                          write_data)
@@ -140,6 +140,7 @@ def check_cp_queue_priority(dev):
         assert all(ih.source(e) == "EOP" for e in seen) and len(seen) == 4, seen
         return [e["DATA0"] for e in seen]
 
+    assert order(1, 1) == [0x10, 0x00, 0x11, 0x01], "equal priorities take turns, queue 1 first after a reset"
     assert order(1, 2) == [0x10, 0x11, 0x00, 0x01]
     assert order(2, 0) == [0x00, 0x01, 0x10, 0x11]
     assert order(3, 2) in ([0x00, 0x10, 0x01, 0x11], [0x10, 0x00, 0x11, 0x01]), "3 acts as 2: turns"
@@ -386,7 +387,92 @@ def check_vm_fault_status_follows_the_stopped_queue(dev):
     assert g.read("VM_FAULT_STATUS") == 0
 
 
-CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority, check_vm_translation_faults_and_invalidate, check_soft_reset_keeps_settings, check_entries_name_their_queue_and_vmid, check_sdma_vm_and_address_rules, check_vm_fault_status_follows_the_stopped_queue]
+# ---------------------------------------------------------------------------- entry bits, walk errors, resets that keep settings
+
+def check_vm_entry_bits_and_walk_errors(dev):
+    """Bits a PTE may carry that the MMU ignores (SYSTEM, SNOOPED, FRAG 11:7, 53:48, MTYPE
+    58:57, PDE_PTE in a PTE); a huge page's own permissions (a fault at LEVEL 0); a table read
+    that answers an error is WALK_ERROR at its level; a new invalidation request clears ACK."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    P = pm4_packets()
+    ignored = (1 << 1) | (1 << 2) | (0x1F << 7) | (0x3F << 48) | (3 << 57) | PDE_PTE
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT | VALID | WRITEABLE | ignored)
+    g.w32(PA_CODE, write_data(VA_OUT + 0x80, [0x81]))
+    ring.run(ib(VA_CODE, 5, VMID=1))
+    assert g.fields("STATUS")["ERROR"] == 0 and g.r32(PA_OUT + 0x80) == 0x81
+    huge_ro = 0x400000  # root index 2: a huge page without WRITEABLE
+    g.w64(PT_ROOT + 8 * (huge_ro >> 21), 0x600000 | VALID | PDE_PTE | READABLE)
+    g.w32(PA_CODE, write_data(huge_ro + 0x1234 * 4, [1]))
+    ring.submit(ib(VA_CODE, 5, VMID=1))
+    expect_fault(ring, ih, huge_ro + 0x1234 * 4, 1, 0, 1, P["WRITE_DATA"].opcode, 0, 0x20)
+    bad = 0x1000_0000  # beyond memory: every read of it answers DECERR
+    g.w64(PT_ROOT + 8 * (0x600000 >> 21), bad | VALID)  # a directory entry pointing there
+    g.w32(PA_CODE, write_data(0x600000, [1]))
+    ring.submit(ib(VA_CODE, 5, VMID=1))
+    expect_fault(ring, ih, 0x600000, 1, 1, 3, P["WRITE_DATA"].opcode, 0, 0x20)
+    g.write("VM_CONTEXT_PT_BASE_LO", bad, 2)
+    g.set("VM_CONTEXT_CNTL", 2, ENABLE=1)
+    g.w32(IB1, write_data(0x1000, [1]))  # VMID 2's root is unreadable: the fetch faults first
+    ring.submit(ib(0x1000, 5, VMID=2))
+    g.idle()
+    assert g.fields("VM_FAULT_STATUS") == {"VMID": 2, "ACCESS": 2, "LEVEL": 0, "CAUSE": 3}
+    assert g.fields("CP_ERROR")["CODE"] == g.err["VM_FAULT"]
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    ih.pop()
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=1)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1 << 1, "ACK of VMID 1")
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 3, ALL_ADDR=1)
+    assert g.read("VM_INVALIDATE_ACK") & (1 << 1) == 0, "a new request clears VM_INVALIDATE_ACK"
+    g.until(lambda: g.read("VM_INVALIDATE_ACK"), "ACK of VMID 3")
+    assert g.read("VM_INVALIDATE_ACK") == 1 << 3
+
+
+def check_resets_keep_registers(dev):
+    """SDMA_CNTL.QUEUE_RESET and CP_QUEUE_RESET.Qn keep the ring registers and leave the IH
+    ring and the other queues alone; an SDMA doorbell while RB_ENABLE is clear or while the
+    queue is stopped is ignored (SDMA_RB_WPTR keeps its value, no second error)."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    s.run(sdma("FENCE", DATA=0x91, **lo_hi("ADDR", OUT, 2)))
+    g.set("SDMA_RB_CNTL", RB_SIZE=6, RB_ENABLE=0, RPTR_WRITEBACK_ENABLE=1)
+    s.emit(sdma("FENCE", DATA=0x92, **lo_hi("ADDR", OUT, 2)))
+    g.write("SDMA_DOORBELL", s.wptr)
+    g.dev.delay(100)
+    assert g.read("SDMA_RB_WPTR") == 16 and g.r32(OUT) == 0x91, "a doorbell with RB_ENABLE clear is ignored"
+    g.set("SDMA_RB_CNTL", RB_SIZE=6, RB_ENABLE=1, RPTR_WRITEBACK_ENABLE=1)
+    s.submit([0x0000_0003])  # stops the queue
+    g.idle("SDMA_STATUS")
+    w, err = g.read("SDMA_RB_WPTR"), g.read("SDMA_ERROR")
+    g.write("SDMA_DOORBELL", w - 4)  # would be DOORBELL_BACKWARDS: ignored while stopped
+    g.dev.delay(50)
+    assert (g.read("SDMA_RB_WPTR"), g.read("SDMA_ERROR")) == (w, err)
+    ring_regs = ("SDMA_RB_BASE_LO", "SDMA_RB_CNTL", "SDMA_RB_RPTR_ADDR_LO", "SDMA_CNTL")
+    before = {r: g.read(r) for r in ring_regs}
+    g.until(lambda: ih.pop() or None, "the SDMA_ERROR entry")
+    q0.run(write_data(OUT + 4, [0xA0]))
+    q1.run(write_data(OUT + 8, [0xA1]))
+    ih_w = g.read("IH_WPTR")
+    g.set("SDMA_CNTL", QUEUE_RESET=1, TRAP_ENABLE=1)  # (a write of SDMA_CNTL writes TRAP_ENABLE too)
+    g.idle("SDMA_STATUS")
+    assert {r: g.read(r) for r in ring_regs} == before and g.read("IH_WPTR") == ih_w
+    assert (g.read("SDMA_RB_RPTR"), g.read("RB_RPTR"), g.read("CP_HQD1_RB_RPTR")) == (0, q0.wptr, q1.wptr)
+    cp_regs = ("CP_HQD1_RB_BASE_LO", "CP_HQD1_RB_SIZE", "CP_HQD1_RB_CNTL", "CP_HQD1_RB_RPTR_ADDR_LO")
+    before = {r: g.read(r) for r in cp_regs}
+    g.set("CP_QUEUE_RESET", Q1=1)
+    g.idle("CP_HQD1_STATUS")
+    assert {r: g.read(r) for r in cp_regs} == before and g.read("IH_WPTR") == ih_w
+    assert (g.read("CP_HQD1_RB_RPTR"), g.read("CP_HQD1_RB_WPTR"), g.read("RB_RPTR")) == (0, 0, q0.wptr)
+
+
+CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority,
+          check_vm_translation_faults_and_invalidate, check_soft_reset_keeps_settings,
+          check_entries_name_their_queue_and_vmid, check_sdma_vm_and_address_rules,
+          check_vm_fault_status_follows_the_stopped_queue, check_vm_entry_bits_and_walk_errors,
+          check_resets_keep_registers]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
