@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from tests.model.contract_driver import (IB1, IB1B, IB2, IH_BASE, IH_WB, M32, OUT, RING, RPTR_WB, bring_up,
-                                         dma_data, expect_error, ib, pm4, pm4_packets, release_mem, wait_mem,
+                                         dma_data, expect_error, ib, lo_hi, pm4, pm4_packets, release_mem, wait_mem,
                                          write_data)
 
 
@@ -416,10 +416,84 @@ def check_int_force_and_release_mem_alignment(dev):
     expect_error(ring, ih, "FENCE_MISALIGNED", "RING", P["RELEASE_MEM"].opcode, RING, 0)
 
 
+# ---------------------------------------------------------------------------- finer packet rules
+
+def check_packet_rules_in_ibs(dev):
+    """BAD_COUNT inside an IB (past IB_SIZE) and for a WRITE_DATA without data; check 6's
+    order (IB_SIZE_ZERO, then IB_NESTING, then the base beyond the bus); a CHAIN runs at the
+    same level (STATUS.LEVEL); rptr stays at a ring packet that has not finished; the
+    reference of a wait is compared unmasked."""
+    g, ring, ih = bring_up(dev)
+    P = pm4_packets()
+    wd, ibop = P["WRITE_DATA"].opcode, P["INDIRECT_BUFFER"].opcode
+    g.w32(IB1, pm4("NOP", [0]) + write_data(OUT, [1, 2]))
+    ring.submit(ib(IB1, 2 + 5))  # the WRITE_DATA runs past IB_SIZE
+    expect_error(ring, ih, "BAD_COUNT", "IB1", wd, IB1 + 8, 2)
+    ring.submit(pm4("WRITE_DATA", [], **lo_hi("ADDR", OUT, 2), DST_SEL="MEMORY"))  # no data dword
+    expect_error(ring, ih, "BAD_COUNT", "RING", wd, RING, 0)
+    g.w32(IB1, ib(IB2, 4))
+    g.w32(IB2, ib(IB1B, 0))  # an IB3 of size 0: IB_SIZE_ZERO comes before IB_NESTING
+    ring.submit(ib(IB1, 4))
+    expect_error(ring, ih, "IB_SIZE_ZERO", "IB2", ibop, IB2, 0)
+    g.w32(IB2, ib(IB1B | 1 << 48, 4))  # an IB3 beyond the bus: IB_NESTING first
+    ring.submit(ib(IB1, 4))
+    expect_error(ring, ih, "IB_NESTING", "IB2", ibop, IB2, 0)
+    # CHAIN keeps the level: a wait in the chained IB of an IB2 shows LEVEL IB2.
+    flag = OUT + 0x40
+    g.w32(flag, [0])
+    g.w32(IB1B, wait_mem(flag, 1, 1, "EQ") + write_data(OUT + 0x44, [0x45]))
+    g.w32(IB2, ib(IB1B, 12, CHAIN=1))
+    g.w32(IB1, ib(IB2, 4) + write_data(OUT + 0x48, [0x49]))
+    ring.submit(ib(IB1, 9))
+    g.dev.delay(200)
+    st = g.fields("STATUS")
+    assert (st["WAITING"], st["LEVEL"]) == (1, g.level["IB2"]), st
+    assert g.read("RB_RPTR") == 0 == g.r32(RPTR_WB), "rptr stays at the IB packet until it finishes"
+    g.w32(flag, [1])
+    g.idle()
+    assert g.r32(OUT + 0x44, 2) == [0x45, 0x49] and g.read("RB_RPTR") == 4
+    # A wait in the ring: rptr shows the packet before it until the wait ends.
+    g.w32(flag, [0x131])
+    ring.submit(pm4("NOP", [0]), wait_mem(flag, 0x131, 0xF0, "EQ"))  # (0x131 & 0xF0) != 0x131
+    g.dev.delay(200)
+    assert g.fields("STATUS")["WAITING"] == 1, "the reference is not masked"
+    assert g.read("RB_RPTR") == 6 == g.r32(RPTR_WB)
+    g.w32(flag, [0x30])  # still not 0x131
+    g.dev.delay(200)
+    assert g.fields("STATUS")["WAITING"] == 1
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    assert g.fields("STATUS")["WAITING"] == 0 and g.read("RB_RPTR") == 0
+
+
+def check_ih_overflow_of_an_error_entry(dev):
+    """An error whose entry finds the IH ring full: the entry is dropped, IH_OVERFLOW and
+    CP_ERROR are set; with IH_CNTL.ENABLE clear an EOP still sets INT_STATUS.EOP."""
+    g, ring, ih = bring_up(dev, ih_log2=3)  # one entry
+    ring.run(release_mem(OUT, 1, INT_SEL="SEND_INT"))
+    assert g.read("IH_WPTR") == 32
+    g.write("INT_STATUS", M32)
+    ring.submit([0xC0002A00])
+    st = g.idle()
+    assert st["ERROR"] == 1 and g.read("IH_WPTR") == 32
+    got = g.fields("INT_STATUS")
+    assert (got["CP_ERROR"], got["IH_OVERFLOW"], got["EOP"], got["IH_PENDING"]) == (1, 1, 0, 1), got
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    ring.wptr = 0
+    ih.pop()
+    g.write("INT_STATUS", M32)
+    g.set("IH_CNTL", ENABLE=0, WPTR_WB=1)
+    ring.run(release_mem(OUT, 2, INT_SEL="SEND_INT"))
+    got = g.fields("INT_STATUS")
+    assert (got["EOP"], got["IH_PENDING"], got["IH_OVERFLOW"]) == (1, 0, 0) and g.read("IH_WPTR") == 32
+
+
 CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_levels_and_chain, check_packet_checks,
           check_wait_reg_mem, check_release_mem_and_eop_entry, check_ih_ring_wrap_and_overflow, check_dma_data,
           check_cp_own_writes_fail_as_the_packet, check_dma_errors_and_counters,
-          check_int_force_and_release_mem_alignment]
+          check_int_force_and_release_mem_alignment,
+          check_packet_rules_in_ibs, check_ih_overflow_of_an_error_entry]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

@@ -468,11 +468,36 @@ def check_resets_keep_registers(dev):
     assert (g.read("CP_HQD1_RB_RPTR"), g.read("CP_HQD1_RB_WPTR"), g.read("RB_RPTR")) == (0, 0, q0.wptr)
 
 
+def check_vm_fault_addresses_at_page_edges(dev):
+    """Where a fault is reported at a page edge: an IB ending at its page's end never touches
+    the next page; a payload dword in a non-executable page faults at that dword (OPCODE the
+    packet's, OFFSET its header's); a DMA copy faults at its first byte in the page that
+    refuses it, for the source and for the destination."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    P = pm4_packets()
+    end = VA_CODE + 0x1000  # VA_OUT follows VA_CODE: writeable, not executable
+    tail = write_data(VA_OUT + 0x90, [0x91])
+    g.w32(PA_CODE + 0x1000 - 4 * len(tail), tail)
+    ring.run(ib(end - 4 * len(tail), len(tail), VMID=1))
+    assert g.fields("STATUS")["ERROR"] == 0 and g.r32(PA_OUT + 0x90) == 0x91
+    g.w32(PA_CODE + 0x1000 - 8, write_data(VA_OUT + 0x94, [0x95])[:2])  # the header and ADDR_LO
+    ring.submit(ib(end - 8, 5, VMID=1))
+    expect_fault(ring, ih, end, 2, 1, 1, P["WRITE_DATA"].opcode, 0, 0x10)
+    g.w32(PA_CODE, dma_data(VA_RO - 8, VA_CODE + 0x10, 16, CP_SYNC=1))  # dst: VA_OUT, then VA_RO
+    ring.submit(ib(VA_CODE, 7, VMID=1))
+    expect_fault(ring, ih, VA_RO, 4, 1, 1, P["DMA_DATA"].opcode, 0, 0x20)
+    g.w32(PA_CODE, dma_data(VA_OUT + 0x100, VA_HOLE - 6, 16, CP_SYNC=1))  # src: VA_RO, then VA_HOLE
+    ring.submit(ib(VA_CODE, 7, VMID=1))
+    expect_fault(ring, ih, VA_HOLE, 3, 1, 0, P["DMA_DATA"].opcode, 0, 0x40)
+
+
 CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority,
           check_vm_translation_faults_and_invalidate, check_soft_reset_keeps_settings,
           check_entries_name_their_queue_and_vmid, check_sdma_vm_and_address_rules,
           check_vm_fault_status_follows_the_stopped_queue, check_vm_entry_bits_and_walk_errors,
-          check_resets_keep_registers]
+          check_resets_keep_registers,
+          check_vm_fault_addresses_at_page_edges]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
