@@ -307,6 +307,12 @@ def check_dma_data(dev):
     assert g.read("PERF_PACKETS", pm4_packets()["DMA_DATA"].index) == 3
     st = g.fields("STATUS")
     assert (st["DMA_BUSY"], st["IDLE"]) == (0, 1)
+    # The fence after DMA work (no CP_SYNC) is written after the data: once the CPU sees the
+    # fence, the copy is complete.
+    g.w32(src, [(k * 0x9E3779B1) & M32 for k in range(4096)])
+    ring.submit(dma_data(dst + 0x4000, src, 0x4000), release_mem(OUT + 8, 0xFEED))
+    g.until(lambda: g.r32(OUT + 8) == 0xFEED, "the fence")
+    assert bytes(g.dev.mem[dst + 0x4000:dst + 0x8000]) == bytes(g.dev.mem[src:src + 0x4000])
 
 
 

@@ -44,6 +44,16 @@ def check_sdma_ring_and_packets(dev):
     assert [g.read("PERF_SDMA_PACKETS", S[k].index) for k in ("NOP", "COPY_LINEAR", "WRITE_LINEAR",
                                                               "CONSTANT_FILL", "FENCE")] == [2, 1, 1, 1, 1]
     assert (g.read("PERF_SDMA_BYTES_WRITTEN"), g.read("PERF_SDMA_DWORDS_FETCHED")) == (38 + 6, n // 4)
+    assert g.read("PERF_SDMA_BYTES_READ") == 40, "whole 64-bit beats: bytes 2..39 of the source"
+    # FILLSIZE DWORDS (Mesa's) fills as BYTES does; FENCE after a copy is written after its data.
+    g.w32(src, [(k * 0x9E3779B1) & M32 for k in range(4096)])
+    s.submit(sdma("CONSTANT_FILL", SRC_DATA=0x01020304, COUNT=7, **lo_hi("DST_ADDR", dst + 0x201), FILLSIZE="DWORDS"),
+             sdma("COPY_LINEAR", COUNT=0x3FFF, **lo_hi("SRC_ADDR", src), **lo_hi("DST_ADDR", dst + 0x4000)),
+             sdma("FENCE", DATA=0xFD, **lo_hi("ADDR", OUT + 8, 2)))
+    g.until(lambda: g.r32(OUT + 8) == 0xFD, "the SDMA fence")
+    assert bytes(g.dev.mem[dst + 0x4000:dst + 0x8000]) == bytes(g.dev.mem[src:src + 0x4000])
+    assert bytes(g.dev.mem[dst + 0x200:dst + 0x20A]) == bytes([0, 3, 2, 1, 4, 3, 2, 1, 4, 0])
+    g.idle("SDMA_STATUS")
     # TRAP: an entry only while SDMA_CNTL.TRAP_ENABLE is set.
     s.run(sdma("TRAP", INT_CONTEXT=0x123))
     assert ih.pop() == []
@@ -101,6 +111,9 @@ def check_sdma_errors(dev):
     g.w32(IB1, [0] + inner)
     s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=7))
     expect_sdma_error(s, ih, "IB_NESTING", "IB1", S["INDIRECT_BUFFER"].opcode, IB1 + 4, 1)
+    g.w32(IB1, sdma("FENCE", DATA=1, **lo_hi("ADDR", OUT, 2)))
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=3))  # the FENCE runs past the IB
+    expect_sdma_error(s, ih, "BAD_COUNT", "IB1", S["FENCE"].opcode, IB1, 0)
     # RB_SIZE 2 acts as 4 (16 dwords, 64 bytes) and reads back 2.
     g.set("SDMA_RB_CNTL", RB_SIZE=2, RB_ENABLE=1)
     assert g.fields("SDMA_RB_CNTL")["RB_SIZE"] == 2
@@ -162,6 +175,8 @@ def check_cp_queue_priority(dev):
     expect_error(q1, ih, "ILLEGAL_OPCODE", "RING", 0x2A, RING1 + 4 * at, at)
     q1.run(write_data(OUT + 0x110, [0x1C]))
     assert g.r32(OUT + 0x110) == 0x1C
+    q1.doorbell(q1.wptr - 1)  # DOORBELL_BACKWARDS on queue 1: its registers, RING_ID 1
+    expect_error(q1, ih, "DOORBELL_BACKWARDS", "RING", 0, q1.wptr - 1, 5)
 
 # ---------------------------------------------------------------------------- virtual memory
 
