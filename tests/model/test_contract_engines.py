@@ -154,6 +154,37 @@ def check_cp_queue_priority(dev):
         return [e["DATA0"] for e in seen]
 
     assert order(1, 1) == [0x10, 0x00, 0x11, 0x01], "equal priorities take turns, queue 1 first after a reset"
+    # An INDIRECT_BUFFER is a packet of its own: entering it is a turn (docs/hardware.md's example).
+    body = eop(0xA) + eop(0xB) + eop(0xC)
+    g.w32(IB1, body)
+    g.set("CONTROL", HALT=1)
+    g.until(lambda: g.fields("STATUS")["HALTED"], "STATUS.HALTED")
+    q0.submit(ib(IB1, len(body), VMID=3), eop(0xD))
+    q1.submit(eop(0x1), eop(0x2), eop(0x3))
+    g.set("CONTROL", HALT=0)
+    g.idle()
+    g.idle("CP_HQD1_STATUS")
+    seen = []
+    g.until(lambda: seen.extend(ih.pop()) or len(seen) >= 7, "seven EOP entries")
+    got = [(e["DATA0"], e["RING_ID"], e["VMID"]) for e in seen]
+    assert got == [(1, 1, 0), (2, 1, 0), (0xA, 0, 3), (3, 1, 0), (0xB, 0, 3), (0xC, 0, 3), (0xD, 0, 0)], got
+    # A low-priority IB waiting in a WAIT_REG_MEM yields; it resumes inside its IB, VMID kept.
+    g.set("CP_QUEUE_PRIORITY", Q0=2, Q1=0)
+    flag = OUT + 0x100
+    g.w32(flag, [0])
+    body = eop(0xA) + wait_mem(flag, 1, 1, "EQ") + eop(0xB)
+    g.w32(IB1, body)
+    q0.submit(ib(IB1, len(body), VMID=3), eop(0xD))
+    g.dev.delay(300)
+    q1.run(eop(0x1))
+    st = g.fields("STATUS")
+    assert (st["WAITING"], st["LEVEL"]) == (1, g.level["IB1"]), st
+    g.w32(flag, [1])
+    g.idle()
+    seen = []
+    g.until(lambda: seen.extend(ih.pop()) or len(seen) >= 4, "four EOP entries")
+    got = [(e["DATA0"], e["RING_ID"], e["VMID"]) for e in seen]
+    assert got == [(0xA, 0, 3), (1, 1, 0), (0xB, 0, 3), (0xD, 0, 0)], got
     assert order(1, 2) == [0x10, 0x11, 0x00, 0x01]
     assert order(2, 0) == [0x00, 0x01, 0x10, 0x11]
     assert order(3, 2) in ([0x00, 0x10, 0x01, 0x11], [0x10, 0x00, 0x11, 0x01]), "3 acts as 2: turns"
