@@ -23,10 +23,13 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 class Field:
     def __init__(self, name: str, lsb: int, width: int, access: str = "", reset: int | None = None,
-                 values: dict[str, int] | None = None, dword: int | str = 0):
+                 values: dict[str, int] | None = None, dword: int | str = 0, unsupported: frozenset = frozenset(),
+                 open_values: bool = False):
         self.name, self.lsb, self.width, self.access, self.reset = name, lsb, width, access, reset
         self.values = values or {}
         self.dword = dword
+        self.unsupported = unsupported  # value names marked "not supported by this device"
+        self.open_values = open_values  # "other values: allowed, passed through"
 
     @property
     def mask(self) -> int:
@@ -62,6 +65,11 @@ def _bits(text: str) -> tuple[int, int]:
 def _values(desc: str) -> dict[str, int]:
     """`5` MEMORY: ... items of a description -> {"MEMORY": 5}."""
     return {m.group(2): int(m.group(1), 0) for m in re.finditer(r"`(0x[0-9a-fA-F]+|\d+)` (\w+):", desc)}
+
+
+def _unsupported(desc: str) -> frozenset:
+    """The names of the items a description marks "*(not supported by this device)*"."""
+    return frozenset(m.group(1) for m in re.finditer(r"`(?:0x[0-9a-fA-F]+|\d+)` (\w+):[^`]*?\*\(not supported", desc))
 
 
 @lru_cache(maxsize=None)
@@ -113,7 +121,8 @@ def _packet_fields(pkt: Packet, body: str) -> Packet:
             continue
         lsb, width = _bits(bits)
         d = dword if dword == "hdr" else int(dword)
-        pkt.fields[name] = Field(name, lsb, width, values=_values(desc), dword=d)
+        pkt.fields[name] = Field(name, lsb, width, values=_values(desc), dword=d, unsupported=_unsupported(desc),
+                                 open_values="other values: allowed" in desc)
         if d != "hdr":
             pkt.fixed = max(pkt.fixed, d + 1)
     return pkt
@@ -383,9 +392,8 @@ def write_data(addr, data, **kw):
 
 
 def release_mem(addr, data=0, **kw):
-    kw.setdefault("DATA_SEL", "DATA_32")
-    return pm4("RELEASE_MEM", **lo_hi("ADDR", addr, 2), DATA_LO=data & M32, DATA_HI=data >> 32,
-               EVENT_TYPE=0x14, EVENT_INDEX="END_OF_PIPE", **kw)
+    kw = {"DATA_SEL": "DATA_32", "EVENT_TYPE": 0x14, "EVENT_INDEX": "END_OF_PIPE", **kw}
+    return pm4("RELEASE_MEM", **lo_hi("ADDR", addr, 2), DATA_LO=data & M32, DATA_HI=data >> 32, **kw)
 
 
 def ib(base, size, **kw):

@@ -495,11 +495,88 @@ def check_ih_overflow_of_an_error_entry(dev):
     assert (got["EOP"], got["IH_PENDING"], got["IH_OVERFLOW"]) == (1, 0, 0) and g.read("IH_WPTR") == 32
 
 
+# ---------------------------------------------------------------------------- every value the tables list
+
+def _reserved(pkt, n_dwords: int) -> list[int]:
+    """Per packet dword (0 = the header), the bits no field of docs/packets.md names, less
+    the bits below an *_LO address field (alignment, checked) and the header's TYPE/COUNT/
+    OPCODE: what the CP must ignore."""
+    from tests.model.contract_driver import pm4_header
+
+    used = [sum(f.mask for f in pm4_header().values())] + [0] * (n_dwords - 1)
+    for f in pkt.fields.values():
+        d = 0 if f.dword == "hdr" else f.dword + 1
+        used[d] |= f.mask | (((1 << f.lsb) - 1) if f.name.endswith("_LO") else 0)
+    return [~u & M32 for u in used]
+
+
+def check_every_listed_value_and_reserved_bit(dev):
+    """Each value docs/packets.md lists for a field runs, but those it marks not supported,
+    which stop the CP with UNSUPPORTED, as a value it does not list does (a closed list);
+    an open list (EVENT_TYPE) takes any value; fields the CP ignores and reserved bits
+    (every bit no field names, but the alignment bits below an *_LO field) change nothing."""
+    g, ring, ih = bring_up(dev)
+    P = pm4_packets()
+    src, dst, fence = 0x100000, 0x200000, OUT + 0x200
+    g.w32(src, [0x5EED, 0x5EED])
+    g.w32(IB1, [0xFFFF1000])
+    base = {"WRITE_DATA": lambda **kw: write_data(fence, [0x77], **kw),
+            "INDIRECT_BUFFER": lambda **kw: ib(IB1, 1, **kw),
+            "WAIT_REG_MEM": lambda **kw: pm4("WAIT_REG_MEM", **lo_hi("ADDR", fence, 2), MASK=0,
+                                             **{"FUNCTION": "ALWAYS", "MEM_SPACE": "MEMORY", **kw}),
+            "RELEASE_MEM": lambda **kw: release_mem(fence, 0x66, **kw),
+            "DMA_DATA": lambda **kw: dma_data(dst, src, 8, **{"CP_SYNC": 1, **kw})}
+    checked = 0
+    for name, make in base.items():
+        for f in P[name].fields.values():
+            if not f.values or f.name == "FUNCTION":
+                continue
+            listed = set(f.values.values())
+            unlisted = [v for v in range(1 << f.width) if v not in listed][:2]
+            for v in sorted(listed) + unlisted:
+                fields = {f.name: v}
+                if name == "RELEASE_MEM" and f.name != "DATA_SEL":
+                    fields["DATA_SEL"] = "DATA_32"
+                bad = v in {f.values[u] for u in f.unsupported} or (v not in listed and not f.open_values)
+                at = ring.wptr
+                ring.run(make(**fields))
+                checked += 1
+                if bad:
+                    expect_error(ring, ih, "UNSUPPORTED", "RING", P[name].opcode, RING + 4 * at, at)
+                else:
+                    st = g.fields("STATUS")
+                    assert st["ERROR"] == 0, f"{name}.{f.name} = {v}: {ring.error_regs()}"
+                    ih.pop()
+    assert checked >= 60
+    # Every ignored field at its largest value, every reserved bit set: each packet does what
+    # it does without them.
+    ignored = {"WRITE_DATA": ("CACHE_POLICY", "WR_CONFIRM"),
+               "INDIRECT_BUFFER": ("PRIV", "PRE_RESUME", "CACHE_POLICY", "VALID", "PRE_ENB"),
+               "WAIT_REG_MEM": ("CACHE_POLICY", "OPTIMIZE_ACE_OFFLOAD_MODE"),
+               "RELEASE_MEM": ("EXEC", "CACHE_POLICY", "TC_MD_ACTION_EN", "TC_WC_ACTION_EN", "TC_NC_ACTION_EN",
+                               "TC_ACTION_EN", "TCL1_ACTION_EN", "TC_WB_ACTION_EN", "TC_VOL_ACTION_EN",
+                               "TCL1_VOL_ACTION_EN"),
+               "DMA_DATA": ("SRC_CACHE_POLICY", "DST_CACHE_POLICY", "DIS_WC", "RAW_WAIT")}
+    for name, make in base.items():
+        pkt = P[name]
+        p = make(**{n: (1 << pkt.fields[n].width) - 1 for n in ignored[name]})
+        n = 1 + pkt.fixed  # (the data dwords after the fixed ones have no reserved bits)
+        p = [d | r for d, r in zip(p[:n], _reserved(pkt, n))] + p[n:]
+        g.w32(fence, [0])
+        g.w32(dst, [0, 0])
+        ring.run(p)
+        assert g.fields("STATUS")["ERROR"] == 0, f"{name} with ignored fields and reserved bits: {ring.error_regs()}"
+        want = {"WRITE_DATA": (g.r32(fence), 0x77), "RELEASE_MEM": (g.r32(fence), 0x66),
+                "DMA_DATA": (g.r32(dst, 2), [0x5EED, 0x5EED])}.get(name)
+        assert want is None or want[0] == want[1], f"{name}: {want}"
+
+
 CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_levels_and_chain, check_packet_checks,
           check_wait_reg_mem, check_release_mem_and_eop_entry, check_ih_ring_wrap_and_overflow, check_dma_data,
           check_cp_own_writes_fail_as_the_packet, check_dma_errors_and_counters,
           check_int_force_and_release_mem_alignment,
-          check_packet_rules_in_ibs, check_ih_overflow_of_an_error_entry]
+          check_packet_rules_in_ibs, check_ih_overflow_of_an_error_entry,
+          check_every_listed_value_and_reserved_bit]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

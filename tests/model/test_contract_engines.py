@@ -538,12 +538,70 @@ def check_vm_fault_addresses_at_page_edges(dev):
     expect_fault(ring, ih, VA_HOLE, 3, 1, 0, P["DMA_DATA"].opcode, 0, 0x40)
 
 
+def check_every_sdma_listed_value_and_reserved_bit(dev):
+    """Each value docs/packets.md lists for an SDMA field runs, but those marked not
+    supported and those not listed (POLL_REGMEM FUNC 7) stop the queue with UNSUPPORTED;
+    reserved bits (but those below an address's low field) and MTYPE / CSA_ADDR are ignored."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 6, IH_WB)
+    s = SdmaRing(g, SRING, 6)
+    S = sdma_packets()
+    src = 0x100000
+    g.w32(src, [0x5EED, 0x5EED])
+    g.w32(IB1, [0])
+    base = {"COPY_LINEAR": lambda **kw: sdma("COPY_LINEAR", COUNT=7, **lo_hi("SRC_ADDR", src),
+                                             **lo_hi("DST_ADDR", OUT), **kw),
+            "WRITE_LINEAR": lambda **kw: sdma("WRITE_LINEAR", [0x42, 0x43], COUNT=1, **lo_hi("DST_ADDR", OUT, 2), **kw),
+            "POLL_REGMEM": lambda **kw: sdma("POLL_REGMEM", **lo_hi("ADDR", OUT, 2), VALUE=0, MASK=0, RETRY_COUNT=0,
+                                             INTERVAL=1, **{"FUNC": "ALWAYS", "MEM_POLL": "MEMORY", **kw}),
+            "CONSTANT_FILL": lambda **kw: sdma("CONSTANT_FILL", SRC_DATA=0x0F0F0F0F, COUNT=7,
+                                               **lo_hi("DST_ADDR", OUT), **kw),
+            "FENCE": lambda **kw: sdma("FENCE", DATA=0x44, **lo_hi("ADDR", OUT, 2), **kw),
+            "INDIRECT_BUFFER": lambda **kw: sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=1, **kw),
+            "TRAP": lambda **kw: sdma("TRAP", INT_CONTEXT=1, **kw)}
+    checked = 0
+    for name, make in base.items():
+        for f in S[name].fields.values():
+            if not f.values:
+                continue
+            listed = set(f.values.values())
+            for v in sorted(listed) + [v for v in range(1 << f.width) if v not in listed][:2]:
+                bad = v in {f.values[u] for u in f.unsupported} or v not in listed
+                at = s.wptr // 4
+                s.run(make(**{f.name: v}))
+                checked += 1
+                if bad:
+                    expect_sdma_error(s, ih, "UNSUPPORTED", "RING", S[name].opcode, SRING + 4 * (at % 64), at % 64)
+                else:
+                    assert g.fields("SDMA_STATUS")["ERROR"] == 0, f"{name}.{f.name} = {v}: {g.fields('SDMA_ERROR')}"
+                    if name == "POLL_REGMEM" and f.name == "FUNC" and v in (1, 4, 6):  # LT, NE, GT fail on 0
+                        (e,) = g.until(lambda: ih.pop() or None, "the POLL_TIMEOUT entry")
+                        assert ih.source(e) == "SDMA_POLL_TIMEOUT", e
+    assert checked >= 30
+    ignored = {"FENCE": {"MTYPE": 7}, "INDIRECT_BUFFER": {"CSA_ADDR_LO": M32, "CSA_ADDR_HI": M32}}
+    for name, make in base.items():
+        pkt = S[name]
+        p = make(**ignored.get(name, {}))
+        used = [0] * (1 + pkt.fixed)
+        for f in pkt.fields.values():
+            d = 0 if f.dword == "hdr" else f.dword + 1
+            used[d] |= f.mask | (((1 << f.lsb) - 1) if f.name.endswith("_LO") else 0)
+        p = [d | (~u & M32) for d, u in zip(p, used)] + p[len(used):]
+        g.w32(OUT, [0, 0])
+        s.run(p)
+        assert g.fields("SDMA_STATUS")["ERROR"] == 0, f"{name} with reserved bits: {g.fields('SDMA_ERROR')}"
+        want = {"COPY_LINEAR": [0x5EED, 0x5EED], "WRITE_LINEAR": [0x42, 0x43], "CONSTANT_FILL": [0x0F0F0F0F] * 2,
+                "FENCE": [0x44, 0]}.get(name)
+        assert want is None or g.r32(OUT, 2) == want, f"{name}: {g.r32(OUT, 2)}"
+
+
 CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority,
           check_vm_translation_faults_and_invalidate, check_soft_reset_keeps_settings,
           check_entries_name_their_queue_and_vmid, check_sdma_vm_and_address_rules,
           check_vm_fault_status_follows_the_stopped_queue, check_vm_entry_bits_and_walk_errors,
           check_resets_keep_registers,
-          check_vm_fault_addresses_at_page_edges]
+          check_vm_fault_addresses_at_page_edges,
+          check_every_sdma_listed_value_and_reserved_bit]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
