@@ -270,6 +270,13 @@ def check_vm_translation_faults_and_invalidate(dev):
     run_ib(write_data(VA_OUT + 0x40, [0x66]))
     g.idle()
     assert g.r32(PA_OUT + 0x40) == 0x66
+    # A failed translation is never kept: a new entry needs no invalidation.
+    run_ib(write_data(VA_HOLE + 0x40, [0x88]))
+    expect_fault(ring, ih, VA_HOLE + 0x40, W, 1, 0, P["WRITE_DATA"].opcode, 0, 0x20)
+    g.w64(PT_L1 + 8 * (VA_HOLE >> 12 & 511), PA_OUT2 | VALID | WRITEABLE)
+    run_ib(write_data(VA_HOLE + 0x40, [0x89]))
+    g.idle()
+    assert g.fields("STATUS")["ERROR"] == 0 and g.r32(PA_OUT2 + 0x40) == 0x89
     # VMID 0 (ENABLE clear) is physical.
     ring.run(write_data(PA_OUT + 0x44, [0x77]))
     assert g.r32(PA_OUT + 0x44) == 0x77
@@ -595,13 +602,47 @@ def check_every_sdma_listed_value_and_reserved_bit(dev):
         assert want is None or g.r32(OUT, 2) == want, f"{name}: {g.r32(OUT, 2)}"
 
 
+def check_perf_clear_clears_every_counter(dev):
+    """CONTROL.PERF_CLEAR: every PERF_* register docs/registers.md lists reads 0 after it, once
+    the CP (both queues, DMA, a translated IB) and the SDMA (an IB polling, LEVEL IB1) have run;
+    an SDMA rptr write-back address ignores its bits 1:0."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    map_vmid1(g)
+    s = SdmaRing(g, SRING, 6)
+    g.write("SDMA_RB_RPTR_ADDR_LO", SRPTR_WB | 3)
+    g.set("SDMA_RB_CNTL", RB_SIZE=6, RB_ENABLE=1, RPTR_WRITEBACK_ENABLE=1)
+    g.w32(PA_CODE, write_data(VA_OUT, [1]))
+    q0.run(ib(VA_CODE, 5, VMID=1), dma_data(0x200000, 0x100000, 64, CP_SYNC=1))
+    q1.run(write_data(OUT, [2]))
+    flag = OUT + 0x10
+    g.w32(flag, [0])
+    g.w32(IB1, sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
+                    RETRY_COUNT=0xFFF, INTERVAL=1))
+    s.submit(sdma("COPY_LINEAR", COUNT=63, **lo_hi("SRC_ADDR", 0x100000), **lo_hi("DST_ADDR", 0x300000)),
+             sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=6))
+    g.dev.delay(300)
+    st = g.fields("SDMA_STATUS")
+    assert (st["WAITING"], st["LEVEL"]) == (1, g.level["IB1"]), st
+    g.w32(flag, [1])
+    g.idle("SDMA_STATUS")
+    assert g.r32(SRPTR_WB) == s.wptr == 4 * 13
+    perf = [r for r in g.regs.values() if r.name.startswith("PERF_")]
+    assert len(perf) >= 15
+    assert any(g.read(r.name, i) for r in perf for i in range(r.count)), "nothing was counted"
+    g.set("CONTROL", PERF_CLEAR=1)
+    left = {f"{r.name}[{i}]": g.read(r.name, i) for r in perf for i in range(r.count)}
+    assert not any(left.values()), {k: v for k, v in left.items() if v}
+
+
 CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority,
           check_vm_translation_faults_and_invalidate, check_soft_reset_keeps_settings,
           check_entries_name_their_queue_and_vmid, check_sdma_vm_and_address_rules,
           check_vm_fault_status_follows_the_stopped_queue, check_vm_entry_bits_and_walk_errors,
           check_resets_keep_registers,
           check_vm_fault_addresses_at_page_edges,
-          check_every_sdma_listed_value_and_reserved_bit]
+          check_every_sdma_listed_value_and_reserved_bit,
+          check_perf_clear_clears_every_counter]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
