@@ -635,6 +635,42 @@ def check_perf_clear_clears_every_counter(dev):
     assert not any(left.values()), {k: v for k, v in left.items() if v}
 
 
+def check_sdma_entries_raise_no_event_bit(dev):
+    """The SDMA's entries set no INT_STATUS event bit (IH_PENDING only); one dropped by a
+    full IH ring sets IH_OVERFLOW; a failing IH write is the SDMA's BUS_DECERR at the
+    entry's address, with SDMA_STATUS.ERROR the only sign, and the CP runs on."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 3)  # one entry
+    ring = Ring(g, RING, 8, RPTR_WB)
+    s = SdmaRing(g, SRING, 6)
+    S = sdma_packets()
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    s.run(sdma("TRAP", INT_CONTEXT=1))
+    g.until(lambda: g.read("IH_WPTR") == 32, "the TRAP entry")
+    assert g.fields("INT_STATUS") == {"IH_OVERFLOW": 0, "CP_ERROR": 0, "EOP": 0, "IH_PENDING": 1}
+    s.run(sdma("TRAP", INT_CONTEXT=2), [0x0000_0003])  # the ring is full: both entries dropped
+    g.dev.delay(100)
+    assert g.read("IH_WPTR") == 32 and g.fields("SDMA_STATUS")["ERROR"] == 1
+    assert g.fields("INT_STATUS") == {"IH_OVERFLOW": 1, "CP_ERROR": 0, "EOP": 0, "IH_PENDING": 1}
+    assert ih.pop()[0]["DATA0"] == 1
+    g.set("SDMA_CNTL", QUEUE_RESET=1, TRAP_ENABLE=1)
+    g.idle("SDMA_STATUS")
+    s.wptr = 0
+    g.write("INT_STATUS", M32)
+    bad = 0x1000_0000
+    g.write("IH_BASE_LO", bad >> 8)
+    s.submit(sdma("TRAP", INT_CONTEXT=3), sdma("FENCE", DATA=7, **lo_hi("ADDR", OUT, 2)))
+    st = g.idle("SDMA_STATUS")
+    g.dev.delay(100)
+    err = g.fields("SDMA_ERROR")
+    assert (st["ERROR"], err["CODE"], err["OP"], g.read("SDMA_ERROR_ADDR_LO"), g.read("SDMA_ERROR_OFFSET")) == \
+        (1, g.err["BUS_DECERR"], S["TRAP"].opcode, bad, 0), (st, err)  # (IH_WPTR 32 mod 32 bytes: the base)
+    assert g.fields("INT_STATUS") == {"IH_OVERFLOW": 0, "CP_ERROR": 0, "EOP": 0, "IH_PENDING": 0}
+    assert g.read("IH_WPTR") == 32 and g.r32(OUT) == 0, "the FENCE after the failed TRAP never ran"
+    ring.run(write_data(OUT + 4, [9]))
+    assert g.r32(OUT + 4) == 9 and g.fields("STATUS")["ERROR"] == 0
+
+
 CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority,
           check_vm_translation_faults_and_invalidate, check_soft_reset_keeps_settings,
           check_entries_name_their_queue_and_vmid, check_sdma_vm_and_address_rules,
@@ -642,7 +678,8 @@ CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priorit
           check_resets_keep_registers,
           check_vm_fault_addresses_at_page_edges,
           check_every_sdma_listed_value_and_reserved_bit,
-          check_perf_clear_clears_every_counter]
+          check_perf_clear_clears_every_counter,
+          check_sdma_entries_raise_no_event_bit]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
