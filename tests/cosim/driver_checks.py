@@ -11,7 +11,8 @@ MODULES = ("kmd.test_kmd_ioctl", "kmd_sched.test_kmd_fence", "kmd_sched.test_kmd
            "umd.test_umd_runtime", "umd.test_umd_transfer",
            "security.test_security_toctou", "security.test_security_checker", "security.test_security_mappings",
            "security.test_security_umd", "security.test_security_ioctl", "spec.test_amd_conformance",
-           "security.test_vm_isolation", "model.test_contract_driver", "model.test_contract_engines")
+           "security.test_vm_isolation", "model.test_contract_driver", "model.test_contract_engines",
+           "model.test_contract_vm")
 
 
 def _group(mod_name: str) -> str:
@@ -64,7 +65,7 @@ ICARUS_SECONDS = {
     "umd_transfer__check_fence_after_dma_sees_the_data": 2.0, "vm_isolation__check_invalidation_races_dma": 2.0,
     "umd_memory__check_pools_example": 1.7, "umd_cmdbuf__check_chaining_on_device": 0.9,
     # (the outside driver's checks alone, one Icarus session on 4 December 2026)
-    "contract_engines__check_vm_translation_faults_and_invalidate": 2.0,
+    "contract_vm__check_vm_translation_faults_and_invalidate": 2.0,
     "contract_driver__check_wait_reg_mem": 1.7, "contract_driver__check_packet_checks": 1.5,
     "contract_driver__check_ib_levels_and_chain": 1.4, "contract_engines__check_entries_name_their_queue_and_vmid": 1.4,
     "contract_engines__check_cp_queue_priority": 1.2, "contract_engines__check_sdma_vm_and_address_rules": 1.1,
