@@ -497,10 +497,46 @@ def check_sdma_entries_raise_no_event_bit(dev):
     assert g.r32(OUT + 4) == 9 and g.fields("STATUS")["ERROR"] == 0
 
 
+def check_halts_stop_at_a_packet_boundary(dev):
+    """CONTROL.HALT and SDMA_CNTL.HALT stop their engine before its next packet: a wait in
+    progress finishes first (HALTED 0 meanwhile, then 1, rptr past the wait), the next packet
+    waits for the halt's end; CONTROL.HALT holds queue 1 too (its doorbell still counts)."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 6)
+    flag = OUT + 0x40
+    g.w32(flag, [0])
+    q0.submit(wait_mem(flag, 1, 1, "EQ"), write_data(OUT, [5]))
+    s.submit(sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
+                  RETRY_COUNT=0xFFF, INTERVAL=1), sdma("FENCE", DATA=6, **lo_hi("ADDR", OUT + 4, 2)))
+    g.dev.delay(200)
+    g.set("CONTROL", HALT=1)
+    g.set("SDMA_CNTL", HALT=1)
+    g.dev.delay(200)
+    for status in ("STATUS", "SDMA_STATUS"):
+        st = g.fields(status)
+        assert (st["WAITING"], st["HALTED"], st["IDLE"]) == (1, 0, 0), f"{status} {st}"
+    q1.submit(write_data(OUT + 8, [7]))
+    g.w32(flag, [1])
+    g.until(lambda: g.fields("STATUS")["HALTED"] and g.fields("SDMA_STATUS")["HALTED"], "both HALTED")
+    g.dev.delay(200)
+    assert (g.read("RB_RPTR"), g.read("SDMA_RB_RPTR")) == (7, 24), "rptr past the waits"
+    assert g.r32(OUT, 3) == [0, 0, 0], "nothing after the halt"
+    assert (g.read("CP_HQD1_RB_WPTR"), g.fields("CP_HQD1_STATUS")["IDLE"]) == (5, 0)
+    g.set("CONTROL", HALT=0)
+    g.set("SDMA_CNTL", HALT=0)
+    g.idle()
+    g.idle("CP_HQD1_STATUS")
+    g.idle("SDMA_STATUS")
+    assert g.r32(OUT, 3) == [5, 6, 7]
+    assert (g.fields("STATUS")["HALTED"], g.fields("SDMA_STATUS")["HALTED"]) == (0, 0)
+
+
 CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority, check_soft_reset_keeps_settings,
           check_entries_name_their_queue_and_vmid, check_sdma_vm_and_address_rules, check_resets_keep_registers,
           check_every_sdma_listed_value_and_reserved_bit, check_perf_clear_clears_every_counter,
-          check_sdma_entries_raise_no_event_bit]
+          check_sdma_entries_raise_no_event_bit,
+          check_halts_stop_at_a_packet_boundary]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
