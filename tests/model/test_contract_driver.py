@@ -281,8 +281,15 @@ def check_ih_ring_wrap_and_overflow(dev):
     ring.run(eop(8))
     assert g.read("IH_WPTR") == 192 and g.r32(IH_WB) == 160
     g.set("IH_CNTL", ENABLE=0, WPTR_WB=1)
+    g.write("INT_STATUS", g.value("INT_STATUS", EOP=1))
     ring.run(eop(9))
     assert g.read("IH_WPTR") == 192 and g.field("INT_STATUS", "EOP") == 1
+    # IH_WPTR_ADDR_LO's bits 1:0 are ignored: the write-back lands on the dword.
+    g.write("IH_RPTR", 192)
+    g.write("IH_WPTR_ADDR_LO", IH_WB | 3)
+    g.set("IH_CNTL", ENABLE=1, WPTR_WB=1)
+    ring.run(eop(10))
+    assert g.r32(IH_WB) == 224 and g.r32(IH_WB + 4) == 0
 
 
 # ---------------------------------------------------------------------------- the DMA engine
