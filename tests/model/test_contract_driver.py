@@ -324,7 +324,7 @@ def check_dma_data(dev):
 
 
 
-# ---------------------------------------------------------------------------- the CP's own writes, DMA errors, INT_FORCE
+# ------------------------------------------------------------------ the CP's own writes, DMA errors, INT_FORCE
 
 def check_cp_own_writes_fail_as_the_packet(dev):
     """An error on the rptr write-back is a bus error of the packet it follows (OPCODE that

@@ -238,7 +238,7 @@ def check_soft_reset_keeps_settings(dev):
     assert e["DATA0"] == 3 and g.r32(IH_BASE + 16) == 3
 
 
-# ---------------------------------------------------------------------------- which queue and VMID, the SDMA's VM and addresses
+# ------------------------------------------------------- which queue and VMID, the SDMA's VM and addresses
 
 def check_entries_name_their_queue_and_vmid(dev):
     """RING_ID is the CP queue (0 or 1) of every CP entry, EOP included; VMID is the IB's
@@ -331,7 +331,7 @@ def check_sdma_vm_and_address_rules(dev):
     assert g.r32(OUT + 0x28) == 0x54 and g.fields("SDMA_STATUS")["HALTED"] == 0
 
 
-# ---------------------------------------------------------------------------- entry bits, walk errors, resets that keep settings
+# -------------------------------------------------------- resets that keep settings, counters, halts
 
 def check_resets_keep_registers(dev):
     """SDMA_CNTL.QUEUE_RESET and CP_QUEUE_RESET.Qn keep the ring registers and leave the IH
