@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract_driver import (IB1, IB2, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_OUT, RING, RING1, RPTR1_WB,
-                                         RPTR_WB, SRING, SRPTR_WB, VA_CODE, VA_OUT, VA_RO, Gpu, IhRing, Ring,
-                                         SdmaRing, bring_up, dma_data, expect_error, expect_sdma_error, ib, lo_hi,
-                                         map_vmid1, release_mem, sdma, sdma_packets, wait_mem, write_data)
+from tests.model.contract_driver import (IB1, IB2, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_OUT, PA_OUT2, PT_L1, RING,
+                                         RING1, RPTR1_WB, RPTR_WB, SRING, SRPTR_WB, VA_CODE, VA_OUT, VA_RO, VALID,
+                                         WRITEABLE, Gpu, IhRing, Ring, SdmaRing, bring_up, dma_data, expect_error,
+                                         expect_sdma_error, ib, lo_hi, map_vmid1, release_mem, sdma, sdma_packets,
+                                         wait_mem, write_data)
 
 
 # ---------------------------------------------------------------------------- the SDMA engine
@@ -236,6 +237,20 @@ def check_soft_reset_keeps_settings(dev):
     ring.run(release_mem(OUT, 3, INT_SEL="SEND_INT", INT_CTXID=3))
     (e,) = ih.pop()
     assert e["DATA0"] == 3 and g.r32(IH_BASE + 16) == 3
+    # The MMU is not reset: a translation cached before SOFT_RESET serves after it, so a PTE
+    # changed without an invalidation still leads to the old page.
+    g.w32(PA_CODE, write_data(VA_OUT + 0x60, [0x61]))
+    ring.run(ib(VA_CODE, 5, VMID=1))
+    assert g.r32(PA_OUT + 0x60) == 0x61
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT2 | VALID | WRITEABLE)
+    g.set("CONTROL", SOFT_RESET=1)
+    for s in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+        g.idle(s)
+    g.write("IH_RPTR", 0)
+    ih.rptr = ring.wptr = 0
+    g.w32(PA_CODE, write_data(VA_OUT + 0x60, [0x62]))
+    ring.run(ib(VA_CODE, 5, VMID=1))
+    assert (g.r32(PA_OUT + 0x60), g.r32(PA_OUT2 + 0x60)) == (0x62, 0), "the TLB kept its entry"
 
 
 # ------------------------------------------------------- which queue and VMID, the SDMA's VM and addresses
