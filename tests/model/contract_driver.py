@@ -260,6 +260,11 @@ class Gpu:
         assert v, f"timed out waiting for {what}"
         return v
 
+    def beats_bytes(self, addr: int, n: int) -> int:
+        """Bytes of the whole bus beats (CAPS.BUS_BYTES_LOG2) that [addr, addr + n) touches."""
+        beat = 1 << self.fields("CAPS")["BUS_BYTES_LOG2"]
+        return -(-(addr + n) // beat) * beat - addr // beat * beat
+
     def idle(self, status: str = "STATUS") -> dict[str, int]:
         """Wait until `status`.IDLE reads 1 and return its fields."""
         return self.until(lambda: (lambda s: s if s["IDLE"] else None)(self.fields(status)), f"{status}.IDLE")

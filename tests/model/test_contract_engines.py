@@ -44,7 +44,7 @@ def check_sdma_ring_and_packets(dev):
     assert [g.read("PERF_SDMA_PACKETS", S[k].index) for k in ("NOP", "COPY_LINEAR", "WRITE_LINEAR",
                                                               "CONSTANT_FILL", "FENCE")] == [2, 1, 1, 1, 1]
     assert (g.read("PERF_SDMA_BYTES_WRITTEN"), g.read("PERF_SDMA_DWORDS_FETCHED")) == (38 + 6, n // 4)
-    assert g.read("PERF_SDMA_BYTES_READ") == 40, "whole 64-bit beats: bytes 2..39 of the source"
+    assert g.read("PERF_SDMA_BYTES_READ") == g.beats_bytes(src + 2, 38), "whole bus beats"
     # FILLSIZE DWORDS (Mesa's) fills as BYTES does; FENCE after a copy is written after its data.
     g.w32(src, [(k * 0x9E3779B1) & M32 for k in range(4096)])
     s.submit(sdma("CONSTANT_FILL", SRC_DATA=0x01020304, COUNT=7, **lo_hi("DST_ADDR", dst + 0x201), FILLSIZE="DWORDS"),
@@ -532,7 +532,9 @@ def check_halts_stop_at_a_packet_boundary(dev):
     for status in ("STATUS", "SDMA_STATUS"):
         st = g.fields(status)
         assert (st["WAITING"], st["HALTED"], st["IDLE"]) == (1, 0, 0), f"{status} {st}"
-    q1.submit(write_data(OUT + 8, [7]))
+    q1.submit(write_data(OUT + 8, [7]))  # queue 1 cannot run while the CP is halted:
+    g.dev.delay(300)  # queue 0's wait must not yield to it (it did on the RTL, and stayed undone)
+    assert g.fields("STATUS")["WAITING"] == 1
     g.w32(flag, [1])
     g.until(lambda: g.fields("STATUS")["HALTED"] and g.fields("SDMA_STATUS")["HALTED"], "both HALTED")
     g.dev.delay(200)
