@@ -265,6 +265,10 @@ class Gpu:
         beat = 1 << self.fields("CAPS")["BUS_BYTES_LOG2"]
         return -(-(addr + n) // beat) * beat - addr // beat * beat
 
+    def waiting(self, status: str = "STATUS") -> dict[str, int]:
+        """Wait until `status`.WAITING reads 1 (a poll has started) and return its fields."""
+        return self.until(lambda: (lambda s: s if s["WAITING"] else None)(self.fields(status)), f"{status}.WAITING")
+
     def idle(self, status: str = "STATUS") -> dict[str, int]:
         """Wait until `status`.IDLE reads 1 and return its fields."""
         return self.until(lambda: (lambda s: s if s["IDLE"] else None)(self.fields(status)), f"{status}.IDLE")

@@ -128,8 +128,7 @@ def check_ib_levels_and_chain(dev):
     g.w32(OUT + 32, [0])
     g.w32(IB1, wait_mem(OUT + 32, 1, 1, "EQ") + write_data(OUT + 36, [0x66]))
     ring.submit(pm4("NOP", [0]), ib(IB1, 12))
-    g.dev.delay(300)
-    st = g.fields("STATUS")
+    st = g.waiting()
     assert (st["WAITING"], st["LEVEL"], st["IDLE"]) == (1, g.level["IB1"], 0), st
     assert g.read("RB_RPTR") == 2 == g.r32(RPTR_WB), "rptr moved past an IB still running"
     g.w32(OUT + 32, [1])
@@ -193,7 +192,8 @@ def check_wait_reg_mem(dev):
     for k, (fn, mask, ref, (hold, go)) in enumerate(cases):
         g.w32(flag, [hold])
         ring.submit(wait_mem(flag, ref, mask, fn), write_data(OUT + 4 * k, [0x100 + k]))
-        g.dev.delay(200)
+        g.waiting()
+        g.dev.delay(100)
         assert g.fields("STATUS")["WAITING"] == 1 and g.r32(OUT + 4 * k) == 0, f"{fn} passed on {hold:#x}"
         g.w32(flag, [go])
         st = g.idle()
@@ -459,8 +459,7 @@ def check_packet_rules_in_ibs(dev):
     g.w32(IB2, ib(IB1B, 12, CHAIN=1))
     g.w32(IB1, ib(IB2, 4) + write_data(OUT + 0x48, [0x49]))
     ring.submit(ib(IB1, 9))
-    g.dev.delay(200)
-    st = g.fields("STATUS")
+    st = g.waiting()
     assert (st["WAITING"], st["LEVEL"]) == (1, g.level["IB2"]), st
     assert g.read("RB_RPTR") == 0 == g.r32(RPTR_WB), "rptr stays at the IB packet until it finishes"
     g.w32(flag, [1])
@@ -469,7 +468,8 @@ def check_packet_rules_in_ibs(dev):
     # A wait in the ring: rptr shows the packet before it until the wait ends.
     g.w32(flag, [0x131])
     ring.submit(pm4("NOP", [0]), wait_mem(flag, 0x131, 0xF0, "EQ"))  # (0x131 & 0xF0) != 0x131
-    g.dev.delay(200)
+    g.waiting()
+    g.dev.delay(100)
     assert g.fields("STATUS")["WAITING"] == 1, "the reference is not masked"
     assert g.read("RB_RPTR") == 6 == g.r32(RPTR_WB)
     g.w32(flag, [0x30])  # still not 0x131

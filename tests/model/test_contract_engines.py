@@ -74,8 +74,7 @@ def check_sdma_ring_and_packets(dev):
     # A poll in progress shows SDMA_STATUS.WAITING; it ends when the value holds.
     s.submit(sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
                   RETRY_COUNT=0xFFF, INTERVAL=1))
-    g.dev.delay(200)
-    assert g.fields("SDMA_STATUS")["WAITING"] == 1
+    g.waiting("SDMA_STATUS")
     g.w32(flag, [0x1235])
     assert g.idle("SDMA_STATUS")["WAITING"] == 0
     # Doorbell bits 1:0 are ignored.
@@ -175,7 +174,7 @@ def check_cp_queue_priority(dev):
     body = eop(0xA) + wait_mem(flag, 1, 1, "EQ") + eop(0xB)
     g.w32(IB1, body)
     q0.submit(ib(IB1, len(body), VMID=3), eop(0xD))
-    g.dev.delay(300)
+    g.waiting()
     q1.run(eop(0x1))
     st = g.fields("STATUS")
     assert (st["WAITING"], st["LEVEL"]) == (1, g.level["IB1"]), st
@@ -463,8 +462,7 @@ def check_perf_clear_clears_every_counter(dev):
                     RETRY_COUNT=0xFFF, INTERVAL=1))
     s.submit(sdma("COPY_LINEAR", COUNT=63, **lo_hi("SRC_ADDR", 0x100000), **lo_hi("DST_ADDR", 0x300000)),
              sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=6))
-    g.dev.delay(300)
-    st = g.fields("SDMA_STATUS")
+    st = g.waiting("SDMA_STATUS")
     assert (st["WAITING"], st["LEVEL"]) == (1, g.level["IB1"]), st
     g.w32(flag, [1])
     g.idle("SDMA_STATUS")
@@ -525,7 +523,8 @@ def check_halts_stop_at_a_packet_boundary(dev):
     q0.submit(wait_mem(flag, 1, 1, "EQ"), write_data(OUT, [5]))
     s.submit(sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
                   RETRY_COUNT=0xFFF, INTERVAL=1), sdma("FENCE", DATA=6, **lo_hi("ADDR", OUT + 4, 2)))
-    g.dev.delay(200)
+    g.waiting()
+    g.waiting("SDMA_STATUS")
     g.set("CONTROL", HALT=1)
     g.set("SDMA_CNTL", HALT=1)
     g.dev.delay(200)
