@@ -549,11 +549,38 @@ def check_halts_stop_at_a_packet_boundary(dev):
     assert (g.fields("STATUS")["HALTED"], g.fields("SDMA_STATUS")["HALTED"]) == (0, 0)
 
 
+def check_idle_reads_0_until_a_doorbell_is_taken(dev):
+    """A read of STATUS, CP_HQD1_STATUS or SDMA_STATUS right after its queue's doorbell sees
+    IDLE 0 unless the new work is already done (a driver polling IDLE never sees its job as
+    finished before it started), at every spacing from the previous job; a doorbell error
+    reads IDLE 0 until ERROR is set."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 6)
+    queues = (("STATUS", lambda v: q0.submit(write_data(OUT, [v]))),
+              ("CP_HQD1_STATUS", lambda v: q1.submit(write_data(OUT, [v]))),
+              ("SDMA_STATUS", lambda v: s.submit(sdma("FENCE", DATA=v, **lo_hi("ADDR", OUT, 2)))))
+    for k in range(1, 24):
+        for i, (status, submit) in enumerate(queues):
+            g.dev.delay(k)
+            v = k << 8 | i
+            submit(v)
+            st = g.fields(status)
+            assert not st["IDLE"] or g.r32(OUT) == v, f"{status} read IDLE before its job ran ({k} cycles apart)"
+            g.idle(status)
+    q0.doorbell(q0.wptr + 1000)
+    st = g.fields("STATUS")
+    assert not st["IDLE"] or st["ERROR"], st
+    g.idle()
+    assert g.fields("CP_ERROR")["CODE"] == g.err["DOORBELL_OVERFLOW"]
+
+
 CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority, check_soft_reset_keeps_settings,
           check_entries_name_their_queue_and_vmid, check_sdma_vm_and_address_rules, check_resets_keep_registers,
           check_every_sdma_listed_value_and_reserved_bit, check_perf_clear_clears_every_counter,
           check_sdma_entries_raise_no_event_bit,
-          check_halts_stop_at_a_packet_boundary]
+          check_halts_stop_at_a_packet_boundary,
+          check_idle_reads_0_until_a_doorbell_is_taken]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
