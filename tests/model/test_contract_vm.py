@@ -175,6 +175,9 @@ def check_vm_fault_addresses_at_page_edges(dev):
     g.w32(PA_CODE + 0x1000 - 8, write_data(VA_OUT + 0x94, [0x95])[:2])  # the header and ADDR_LO
     ring.submit(ib(end - 8, 5, VMID=1))
     expect_fault(ring, ih, end, 2, 1, 1, P["WRITE_DATA"].opcode, 0, 0x10)
+    g.w32(PA_CODE, write_data(VA_RO - 8, [1, 2, 3, 4]))  # VA_OUT's last 8 bytes, then VA_RO's first
+    ring.submit(ib(VA_CODE, 8, VMID=1))
+    expect_fault(ring, ih, VA_RO, 1, 1, 1, P["WRITE_DATA"].opcode, 0, 0x20)  # (blocks never cross a page)
     g.w32(PA_CODE, dma_data(VA_RO - 8, VA_CODE + 0x10, 16, CP_SYNC=1))  # dst: VA_OUT, then VA_RO
     ring.submit(ib(VA_CODE, 7, VMID=1))
     expect_fault(ring, ih, VA_RO, 4, 1, 1, P["DMA_DATA"].opcode, 0, 0x20)
