@@ -303,6 +303,18 @@ def check_sdma_vm_and_address_rules(dev):
     g.w32(PA_CODE, body)
     s.run(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE, 5), IB_SIZE=len(body), VMID=1))
     assert g.r32(PA_OUT + 0x20) == 0x51
+    # COPY_LINEAR faults as DMA_DATA does: at its first byte in the page that refuses it.
+    body = sdma("COPY_LINEAR", COUNT=15, **lo_hi("SRC_ADDR", VA_CODE + 0x40), **lo_hi("DST_ADDR", VA_RO - 8))
+    g.w32(PA_CODE, body)
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE, 5), IB_SIZE=len(body), VMID=1))
+    expect_sdma_error(s, ih, "VM_FAULT", "IB1", S["COPY_LINEAR"].opcode, VA_RO, 0)
+    # ... and past memory's end (64 MiB): a read at the first byte it needed in the faulting beat,
+    # a write at the first byte of the faulting burst.
+    end = 64 << 20
+    s.submit(sdma("COPY_LINEAR", COUNT=63, **lo_hi("SRC_ADDR", end - 0x1E), **lo_hi("DST_ADDR", 0x300000)))
+    expect_sdma_error(s, ih, "BUS_DECERR", "RING", S["COPY_LINEAR"].opcode, end, 0)
+    s.submit(sdma("CONSTANT_FILL", SRC_DATA=1, COUNT=15, **lo_hi("DST_ADDR", end - 8)))
+    expect_sdma_error(s, ih, "BUS_DECERR", "RING", S["CONSTANT_FILL"].opcode, end, 0)
     body = sdma("FENCE", DATA=0x52, **lo_hi("ADDR", VA_RO + 0x20, 2))
     g.w32(PA_CODE, [0] + body)
     s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE, 5), IB_SIZE=len(body) + 1, VMID=1))
