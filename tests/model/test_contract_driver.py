@@ -398,6 +398,13 @@ def check_dma_errors_and_counters(dev):
     expect_error(ring, ih, "BUS_DECERR", "RING", P["DMA_DATA"].opcode, end, at)
     ring.submit(dma_data(end - 8, 0x100000, 16, CP_SYNC=1))
     expect_error(ring, ih, "BUS_DECERR", "RING", P["DMA_DATA"].opcode, end, 0)
+    # Without CP_SYNC: the transfer queued behind a failing one writes nothing, and a
+    # WRITE_DATA after them (it waits for every transfer) never runs.
+    g.w32(0x100000, [0xC0DE] * 64)
+    ring.submit(dma_data(0x200000, end - 0x100, 0x200), dma_data(0x240000, 0x100000, 256),
+                write_data(OUT + 0x300, [0x301]))
+    expect_error(ring, ih, "BUS_DECERR", "RING", P["DMA_DATA"].opcode, end, 0)
+    assert g.r32(0x240000, 64) == [0] * 64 and g.r32(OUT + 0x300) == 0
     ring.submit(dma_data(0x200000, 0x100000, (1 << 20) + 1, SRC_SEL="GDS"))
     expect_error(ring, ih, "UNSUPPORTED", "RING", P["DMA_DATA"].opcode, RING, 0)
     # A packet that fails its checks is not counted in PERF_PACKETS.
