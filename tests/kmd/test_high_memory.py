@@ -53,7 +53,7 @@ LAYOUT = ("kmd_ioctl__check_bind_and_info", "kmd_ioctl__check_trace", "kmd_vm__c
           "contract_driver__check_dma_errors_and_counters",
           "contract_engines__check_sdma_vm_and_address_rules",
           "contract_engines__check_sdma_entries_raise_no_event_bit",
-          "contract_engines__check_soft_reset_keeps_settings",
+          "contract_control__check_soft_reset_keeps_settings",
           "contract_vm__check_vm_translation_faults_and_invalidate",
           "contract_vm__check_vm_fault_status_follows_the_stopped_queue",
           "contract_vm__check_vm_entry_bits_and_walk_errors", "contract_vm__check_vm_fault_addresses_at_page_edges")

@@ -3,8 +3,9 @@ the device from docs/registers.md, docs/packets.md and docs/hardware.md alone (n
 driver or spec code), and each check asserts numbers those pages state as exact: bit
 positions, reset values, IH entry dwords, error codes and what they latch, wrap rules,
 "ignored while ...". This module: the CP's ring, packets, IH ring and DMA engine;
-tests/model/test_contract_engines.py: the SDMA, the second CP queue, SOFT_RESET;
-tests/model/test_contract_vm.py: the MMU.
+tests/model/test_contract_engines.py: the SDMA and the second CP queue;
+tests/model/test_contract_vm.py: the MMU; tests/model/test_contract_control.py: resets,
+halts, ENABLE, counters.
 
 The `check_*(dev)` bodies run here on the reference model and, through CHECKS and
 tests/cosim/driver_checks.py, on the RTL under Verilator and Icarus.
