@@ -1146,6 +1146,10 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_VM_READABLE (1ull << 5)
 #define GPUCOSIM_VM_WRITEABLE (1ull << 6)
 #define GPUCOSIM_VM_PDE_PTE (1ull << 54)
+/* a VM_FAULT IH entry's DATA1: the address's bits 47:44, and one of these for the access */
+#define GPUCOSIM_VM_FAULT_HINT_READ 0x40u
+#define GPUCOSIM_VM_FAULT_HINT_WRITE 0x20u
+#define GPUCOSIM_VM_FAULT_HINT_EXE 0x10u
 
 enum gpucosim_vm_access {
     GPUCOSIM_VM_ACCESS_READ = 0,

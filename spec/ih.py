@@ -81,7 +81,7 @@ class IhField:
 FIELDS: tuple[IhField, ...] = (
     IhField("CLIENT_ID", 0, 0, 8, "Which block raised it (AMD soc15 client id: the CP is GRBM_CP, 0x14; VM faults UTCL2, 0x1b)."),
     IhField("SOURCE_ID", 0, 8, 8, "What raised it (AMD source id; the sources are listed below)."),
-    IhField("RING_ID", 0, 16, 8, "Ring the source belongs to (AMD: me, pipe, queue; 0: the gfx ring)."),
+    IhField("RING_ID", 0, 16, 8, "Ring the source belongs to (AMD: me, pipe, queue; 0: the gfx ring): the CP queue, 0 (RB_*) or 1 (CP_HQD1_*), for every CP source (EOP, CP_ERROR, VM_FAULT); 0 for the SDMA's."),
     IhField("VMID", 0, 24, 4, "VMID of the work: the IB's for a packet of an IB, the faulting access's for a VM fault; 0 for the kernel ring."),
     IhField("VMID_SRC", 0, 31, 1, "Which hub the VMID belongs to (AMD: 0 gfxhub); 0."),
     IhField("TIMESTAMP_LO", 1, 0, 32, "GPU clock when the entry was written, bits 31:0."),

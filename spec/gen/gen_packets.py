@@ -124,7 +124,9 @@ def render_markdown() -> str:
         "Every packet is a header dword followed by COUNT + 1 payload dwords; layouts and "
         "opcode numbers are AMD's (gfx9 PM4), cut down to what this device implements. "
         "This page, the RTL decoder, the UMD/KMD builders (`spec/pm4.py`) and the "
-        "disassembler all come from one table, `spec/packets.py`.",
+        "disassembler all come from one table, `spec/packets.py`; so does the C header "
+        "`include/gpucosim_packets.h` (`GPUCOSIM_PM4_<P>_OPCODE`, `GPUCOSIM_PM4_<P>_<F>_DWORD/_SHIFT/_MASK/_SET`, "
+        "named values; the SDMA packets as `GPUCOSIM_SDMA_<P>_*`).",
         "",
         "Conventions: *dword* is the payload dword index (0 is the first dword after the "
         "header), as `Field.dword` in the table. Bits not listed are reserved and must be "

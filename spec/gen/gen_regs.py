@@ -132,7 +132,8 @@ def render_markdown(regs: list["RegInfo"], enums: dict, header: str, title: str,
            "idle device's STATUS.IDLE and RB_EMPTY read 1, CAPS its build parameters), and a "
            "register's reset value counts only the other fields. An offset not "
            "listed answers DECERR. The C header `include/gpucosim_regs.h` names all of it "
-           "(`GPUCOSIM_<REG>`, `GPUCOSIM_<REG>_<FIELD>_SHIFT/_MASK`, enums).", "",
+           "(`GPUCOSIM_<REG>`, `GPUCOSIM_<REG>_<FIELD>_SHIFT/_MASK`, enums), the IH entry and the page-table "
+           "entry; `include/gpucosim_packets.h` the packets ([packets.md](packets.md)).", "",
            "| offset | register | name |", "|---|---|---|"]
     for r in regs:
         if r.count > 1:
@@ -253,6 +254,10 @@ def render_vm_c() -> str:
            f"#define {PREFIX}_VM_LEVEL_BITS {vm.LEVEL_BITS}",
            f"#define {PREFIX}_VM_ENTRY_ADDR_MASK {vm.ADDR_MASK:#018x}ull"]
     out += [f"#define {PREFIX}_VM_{b.name} (1ull << {b.bit})" for b in vm.BITS]
+    out += ["/* a VM_FAULT IH entry's DATA1: the address's bits 47:44, and one of these for the access */",
+            f"#define {PREFIX}_VM_FAULT_HINT_READ {vm.HINT_READ:#04x}u",
+            f"#define {PREFIX}_VM_FAULT_HINT_WRITE {vm.HINT_WRITE:#04x}u",
+            f"#define {PREFIX}_VM_FAULT_HINT_EXE {vm.HINT_EXE:#04x}u"]
     out += ["", "enum gpucosim_vm_access {"]
     out += [f"    {PREFIX}_VM_ACCESS_{a.name} = {int(a)}," for a in vm.Access]
     out += ["};", "", "enum gpucosim_vm_cause {"]

@@ -8,6 +8,9 @@ From spec/regs.rdl (SystemRDL 2.0, compiled with systemrdl-compiler):
   docs/registers.md        register reference (spec/gen/gen_regs.py)
 From spec/packets.py:
   docs/packets.md          packet reference
+From spec/packets.py and spec/sdma/packets.py:
+  include/gpucosim_packets.h  C header: opcodes, field dwords, shifts, masks and values
+                           (spec/gen/gen_packets_c.py)
 From formal/properties.py:
   docs/formal.md           the section "The properties" (between its markers)
 From spec/ih.py, spec/vm.py and spec/gfx9.py:
@@ -243,6 +246,12 @@ def render_packets_markdown() -> str:
     return f"<!-- {HEADER.format(src='spec/packets.py')} -->\n\n" + render()
 
 
+def render_packets_c() -> str:
+    from spec.gen.gen_packets_c import render_c
+
+    return render_c(HEADER.format(src="spec/packets.py and spec/sdma/packets.py"))
+
+
 def render_formal_md() -> str:
     """docs/formal.md with its generated section: the property table of formal/properties.py."""
     from formal import properties
@@ -265,6 +274,7 @@ def outputs() -> dict[Path, str]:
         ROOT / "include" / "gpucosim_regs.h": render_c_header(regs, enums),
         ROOT / "docs" / "registers.md": render_markdown(top, regs, enums),
         ROOT / "docs" / "packets.md": render_packets_markdown(),
+        ROOT / "include" / "gpucosim_packets.h": render_packets_c(),
         ROOT / "docs" / "hardware.md": render_hardware_md(),
         ROOT / "docs" / "formal.md": render_formal_md(),
     }

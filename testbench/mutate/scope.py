@@ -112,6 +112,10 @@ TESTS = (
     "tests/model/test_refmodel_snapshot.py",
     "tests/model/test_model_sdma.py",
     "tests/model/test_model_cp_queues.py",
+    "tests/model/test_contract_driver.py",
+    "tests/model/test_contract_engines.py",
+    "tests/model/test_contract_vm.py",
+    "tests/model/test_contract_control.py",
     "tests/spec/test_sdma_spec.py",
 )
 # The asynchronous submission thread (umd/submit.py) and its tests (tests/umd/test_umd_async.py,

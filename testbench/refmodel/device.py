@@ -127,8 +127,8 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
             "PERF_PACKETS": lambda i: self._packets[i] & M32,
             "VM_CAPS": self._vm_caps, "VM_INVALIDATE_ACK": lambda i: self._inv_ack,
             "VM_FAULT_STATUS": self._vm_fault_status,
-            "VM_FAULT_ADDR_LO": lambda i: self._err_addr & M32 if self._err_code == CpError.VM_FAULT else 0,
-            "VM_FAULT_ADDR_HI": lambda i: self._err_addr >> 32 if self._err_code == CpError.VM_FAULT else 0,
+            "VM_FAULT_ADDR_LO": lambda i: self._vm_fault()[2] & M32,
+            "VM_FAULT_ADDR_HI": lambda i: self._vm_fault()[2] >> 32,
             "PERF_TLB_HITS": lambda i: 0, "PERF_TLB_MISSES": lambda i: 0, "PERF_WALK_CYCLES": lambda i: 0,
         }
         self._store = {off: s.reset for off, s in self._slots.items()}
@@ -383,12 +383,18 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
         return (c.LEVELS.put(self._mmu.levels) | c.VMIDS.put(vm_spec.VMIDS)
                 | c.TLB_LOG2.put(self.tlb_entries.bit_length() - 1))
 
-    def _vm_fault_status(self, i: int) -> int:
-        """The CP's VM fault, of either queue (docs/hardware.md: it holds the last CP VM
-        fault; queue 1's error state is its own, in _hq1.s, while queue 0's is in place)."""
-        code, vm = self._err_code, self._err_vm
+    def _vm_fault(self) -> tuple[int, tuple | None, int]:
+        """(code, details, address) of the VM fault VM_FAULT_STATUS/ADDR show: queue 0's, else
+        queue 1's (docs/hardware.md, CP hardware queues; queue 1's error state is its own, in
+        _hq1.s, while queue 0's is in place), else none (0). The status and the address
+        come from the same queue."""
+        code, vm, addr = self._err_code, self._err_vm, self._err_addr
         if code != CpError.VM_FAULT and self._hq1 is not None:
-            code, vm = self._hq1.s["_err_code"], self._hq1.s["_err_vm"]
+            code, vm, addr = self._hq1.s["_err_code"], self._hq1.s["_err_vm"], self._hq1.s["_err_addr"]
+        return (code, vm, addr) if code == CpError.VM_FAULT else (CpError.NONE, None, 0)
+
+    def _vm_fault_status(self, i: int) -> int:
+        code, vm, _ = self._vm_fault()
         if code != CpError.VM_FAULT:
             return 0
         access, cause, level, vmid = vm

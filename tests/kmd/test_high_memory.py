@@ -46,7 +46,17 @@ def _device() -> RefModel:
 SLOW = ("security__check_held_cp_flushes", "security__check_out_of_memory", "security__check_limits_exact")
 LAYOUT = ("kmd_ioctl__check_bind_and_info", "kmd_ioctl__check_trace", "kmd_vm__check_page_tables_in_memory",
           "kmd_vm__check_vm_fault_reported", "kmd_vm__check_close_releases_everything",
-          "vm_isolation__check_unmap_while_in_use")
+          "vm_isolation__check_unmap_while_in_use",
+          # the outside driver's checks that read the default build's layout: 64 MiB of
+          # memory (DECERR beyond it), the 2-level VM's 30-bit reach and its root's indexing
+          "contract_driver__check_cp_own_writes_fail_as_the_packet",
+          "contract_driver__check_dma_errors_and_counters",
+          "contract_engines__check_sdma_vm_and_address_rules",
+          "contract_engines__check_sdma_entries_raise_no_event_bit",
+          "contract_control__check_soft_reset_keeps_settings",
+          "contract_vm__check_vm_translation_faults_and_invalidate",
+          "contract_vm__check_vm_fault_status_follows_the_stopped_queue",
+          "contract_vm__check_vm_entry_bits_and_walk_errors", "contract_vm__check_vm_fault_addresses_at_page_edges")
 
 
 def _checks() -> dict:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kmd_model import regs
-from spec import ih
+from spec import ih, vm
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADER = ROOT / "include" / "gpucosim_regs.h"
@@ -68,6 +68,17 @@ def _program() -> tuple[str, int]:
     for enum, cname in ((ih.Client, "IH_CLIENT"), (ih.Source, "IH_SOURCE")):
         for m in enum:
             eq(f"GPUCOSIM_{cname}_{m.name}", int(m), f"enum {cname}.{m.name}")
+    # the page-table entry, the fault's access kinds and causes, and the VM_FAULT entry's hints
+    eq("GPUCOSIM_VM_PAGE_SHIFT", vm.PAGE_SHIFT, "VM page shift")
+    eq("GPUCOSIM_VM_LEVEL_BITS", vm.LEVEL_BITS, "VM level bits")
+    eq("GPUCOSIM_VM_ENTRY_ADDR_MASK", vm.ADDR_MASK, "VM entry address mask")
+    for b in vm.BITS:
+        eq(f"GPUCOSIM_VM_{b.name}", 1 << b.bit, f"VM entry bit {b.name}")
+    for enum, cname in ((vm.Access, "VM_ACCESS"), (vm.Cause, "VM_CAUSE")):
+        for m in enum:
+            eq(f"GPUCOSIM_{cname}_{m.name}", int(m), f"enum {cname}.{m.name}")
+    for name in ("READ", "WRITE", "EXE"):
+        eq(f"GPUCOSIM_VM_FAULT_HINT_{name}", getattr(vm, f"HINT_{name}"), f"VM fault hint {name}")
     src = "\n".join(["#include <stdio.h>", '#include "gpucosim_regs.h"', "", "int main(void) {",
                      "    int bad = 0;", *checks,
                      f'    if (!bad) printf("ok {len(checks)}\\n");', "    return bad != 0;", "}", ""])

@@ -64,10 +64,12 @@ def states(c):
             m.next = "ERR_DRAIN"
         with m.Elif(c.cp.ext_ih_valid):
             ih.start_ext(c, ih.RET_WRM)  # (the SDMA's entry: a CP poll may wait forever)
-        with m.Elif(c.other_can):
+        with m.Elif(c.other_can & ~c.csr.control_halt):
             # the other CP queue can run: this one yields, rewound to the packet's header
             # (at the ring level its rptr), parked for POLL_INTERVAL cycles (queues.py); a cycle
-            # later if its doorbell is written now (an error of it latches first)
+            # later if its doorbell is written now (an error of it latches first). Not while
+            # CONTROL.HALT holds the CP: no queue can run then, and a yielded wait would stay
+            # undone (rptr before it) until the halt ends, where the contract finishes it.
             with m.If(~c.db_write_active):
                 with m.If(c.level == 0):
                     m.d.sync += c.ring_pos.eq(c.rptr)

@@ -1,0 +1,238 @@
+"""The contract, checked by an outside driver writer (tests/model/contract_driver.py, from
+the docs alone): what the driver's control registers do to work in flight. SOFT_RESET and
+the per-queue resets (what they keep), CONTROL.HALT and SDMA_CNTL.HALT, a ring's ENABLE
+cleared mid-stream, PERF_CLEAR, and STATUS.IDLE right after a doorbell.
+
+The `check_*(dev)` bodies run here on the reference model and, through CHECKS and
+tests/cosim/driver_checks.py, on the RTL under Verilator and Icarus.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.model.contract_driver import (IB1, IH_BASE, OUT, PA_CODE, PA_OUT, PA_OUT2, PT_L1, RING1, RPTR1_WB, RPTR_WB,
+                                         SRING, SRPTR_WB, VALID, VA_CODE, VA_OUT, WRITEABLE, Ring, SdmaRing, bring_up,
+                                         dma_data, ib, lo_hi, map_vmid1, release_mem, sdma, wait_mem, write_data)
+
+
+def check_soft_reset_keeps_settings(dev):
+    """CONTROL.SOFT_RESET: IH_WPTR back to 0 while IH_RPTR, INT_STATUS, bases, sizes, enables,
+    the VM_CONTEXT_* registers and the counters keep their values; the driver writes
+    IH_RPTR = 0 and the next entry lands at the IH ring's start."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    ring.run(release_mem(OUT, 1, INT_SEL="SEND_INT", INT_CTXID=1), release_mem(OUT, 2, INT_SEL="SEND_INT"))
+    ih.pop()
+    keep = ("IH_RPTR", "INT_STATUS", "IH_BASE_LO", "IH_SIZE", "IH_CNTL", "RB_BASE_LO", "RB_SIZE", "RB_CNTL",
+            "RB_RPTR_ADDR_LO", "PERF_PACKETS", "PERF_DWORDS_FETCHED", "INT_ENABLE", "CP_QUEUE_PRIORITY")
+    before = {r: g.read(r) for r in keep}
+    vm = (g.read("VM_CONTEXT_CNTL", 1), g.read("VM_CONTEXT_PT_BASE_LO", 1))
+    assert before["IH_RPTR"] == 64 and before["INT_STATUS"] == g.value("INT_STATUS", EOP=1)
+    g.set("CONTROL", SOFT_RESET=1)
+    for s in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+        g.idle(s)
+    assert {r: g.read(r) for r in keep} == {**before, "INT_STATUS": before["INT_STATUS"] | 1}, \
+        "IH_PENDING follows IH_WPTR (0) != IH_RPTR (64)"
+    assert (g.read("IH_WPTR"), g.read("RB_RPTR"), g.read("RB_WPTR")) == (0, 0, 0)
+    assert (g.read("VM_CONTEXT_CNTL", 1), g.read("VM_CONTEXT_PT_BASE_LO", 1)) == vm
+    g.write("IH_RPTR", 0)
+    ih.rptr = ring.wptr = 0
+    ring.run(release_mem(OUT, 3, INT_SEL="SEND_INT", INT_CTXID=3))
+    (e,) = ih.pop()
+    assert e["DATA0"] == 3 and g.r32(IH_BASE + 16) == 3
+    # The MMU is not reset: a translation cached before SOFT_RESET serves after it, so a PTE
+    # changed without an invalidation still leads to the old page.
+    g.w32(PA_CODE, write_data(VA_OUT + 0x60, [0x61]))
+    ring.run(ib(VA_CODE, 5, VMID=1))
+    assert g.r32(PA_OUT + 0x60) == 0x61
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT2 | VALID | WRITEABLE)
+    g.set("CONTROL", SOFT_RESET=1)
+    for s in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+        g.idle(s)
+    g.write("IH_RPTR", 0)
+    ih.rptr = ring.wptr = 0
+    g.w32(PA_CODE, write_data(VA_OUT + 0x60, [0x62]))
+    ring.run(ib(VA_CODE, 5, VMID=1))
+    assert (g.r32(PA_OUT + 0x60), g.r32(PA_OUT2 + 0x60)) == (0x62, 0), "the TLB kept its entry"
+
+def check_resets_keep_registers(dev):
+    """SDMA_CNTL.QUEUE_RESET and CP_QUEUE_RESET.Qn keep the ring registers and leave the IH
+    ring and the other queues alone; an SDMA doorbell while RB_ENABLE is clear or while the
+    queue is stopped is ignored (SDMA_RB_WPTR keeps its value, no second error)."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    s.run(sdma("FENCE", DATA=0x91, **lo_hi("ADDR", OUT, 2)))
+    g.set("SDMA_RB_CNTL", RB_SIZE=6, RB_ENABLE=0, RPTR_WRITEBACK_ENABLE=1)
+    s.emit(sdma("FENCE", DATA=0x92, **lo_hi("ADDR", OUT, 2)))
+    g.write("SDMA_DOORBELL", s.wptr)
+    g.dev.delay(100)
+    assert g.read("SDMA_RB_WPTR") == 16 and g.r32(OUT) == 0x91, "a doorbell with RB_ENABLE clear is ignored"
+    g.set("SDMA_RB_CNTL", RB_SIZE=6, RB_ENABLE=1, RPTR_WRITEBACK_ENABLE=1)
+    s.submit([0x0000_0003])  # stops the queue
+    g.idle("SDMA_STATUS")
+    w, err = g.read("SDMA_RB_WPTR"), g.read("SDMA_ERROR")
+    g.write("SDMA_DOORBELL", w - 4)  # would be DOORBELL_BACKWARDS: ignored while stopped
+    g.dev.delay(50)
+    assert (g.read("SDMA_RB_WPTR"), g.read("SDMA_ERROR")) == (w, err)
+    ring_regs = ("SDMA_RB_BASE_LO", "SDMA_RB_CNTL", "SDMA_RB_RPTR_ADDR_LO", "SDMA_CNTL")
+    before = {r: g.read(r) for r in ring_regs}
+    g.until(lambda: ih.pop() or None, "the SDMA_ERROR entry")
+    q0.run(write_data(OUT + 4, [0xA0]))
+    q1.run(write_data(OUT + 8, [0xA1]))
+    ih_w = g.read("IH_WPTR")
+    g.set("SDMA_CNTL", QUEUE_RESET=1, TRAP_ENABLE=1)  # (a write of SDMA_CNTL writes TRAP_ENABLE too)
+    g.idle("SDMA_STATUS")
+    assert {r: g.read(r) for r in ring_regs} == before and g.read("IH_WPTR") == ih_w
+    assert (g.read("SDMA_RB_RPTR"), g.read("RB_RPTR"), g.read("CP_HQD1_RB_RPTR")) == (0, q0.wptr, q1.wptr)
+    cp_regs = ("CP_HQD1_RB_BASE_LO", "CP_HQD1_RB_SIZE", "CP_HQD1_RB_CNTL", "CP_HQD1_RB_RPTR_ADDR_LO")
+    before = {r: g.read(r) for r in cp_regs}
+    g.set("CP_QUEUE_RESET", Q1=1)
+    g.idle("CP_HQD1_STATUS")
+    assert {r: g.read(r) for r in cp_regs} == before and g.read("IH_WPTR") == ih_w
+    assert (g.read("CP_HQD1_RB_RPTR"), g.read("CP_HQD1_RB_WPTR"), g.read("RB_RPTR")) == (0, 0, q0.wptr)
+
+def check_perf_clear_clears_every_counter(dev):
+    """CONTROL.PERF_CLEAR: every PERF_* register docs/registers.md lists reads 0 after it, once
+    the CP (both queues, DMA, a translated IB) and the SDMA (an IB polling, LEVEL IB1) have run;
+    an SDMA rptr write-back address ignores its bits 1:0."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    map_vmid1(g)
+    s = SdmaRing(g, SRING, 6)
+    g.write("SDMA_RB_RPTR_ADDR_LO", SRPTR_WB | 3)
+    g.set("SDMA_RB_CNTL", RB_SIZE=6, RB_ENABLE=1, RPTR_WRITEBACK_ENABLE=1)
+    g.w32(PA_CODE, write_data(VA_OUT, [1]))
+    q0.run(ib(VA_CODE, 5, VMID=1), dma_data(0x200000, 0x100000, 64, CP_SYNC=1))
+    q1.run(write_data(OUT, [2]))
+    flag = OUT + 0x10
+    g.w32(flag, [0])
+    g.w32(IB1, sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
+                    RETRY_COUNT=0xFFF, INTERVAL=1))
+    s.submit(sdma("COPY_LINEAR", COUNT=63, **lo_hi("SRC_ADDR", 0x100000), **lo_hi("DST_ADDR", 0x300000)),
+             sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=6))
+    st = g.waiting("SDMA_STATUS")
+    assert (st["WAITING"], st["LEVEL"]) == (1, g.level["IB1"]), st
+    g.w32(flag, [1])
+    g.idle("SDMA_STATUS")
+    assert g.r32(SRPTR_WB) == s.wptr == 4 * 13
+    perf = [r for r in g.regs.values() if r.name.startswith("PERF_")]
+    assert len(perf) >= 15
+    assert any(g.read(r.name, i) for r in perf for i in range(r.count)), "nothing was counted"
+    g.set("CONTROL", PERF_CLEAR=1)
+    left = {f"{r.name}[{i}]": g.read(r.name, i) for r in perf for i in range(r.count)}
+    assert not any(left.values()), {k: v for k, v in left.items() if v}
+
+def check_halts_stop_at_a_packet_boundary(dev):
+    """CONTROL.HALT and SDMA_CNTL.HALT stop their engine before its next packet: a wait in
+    progress finishes first (HALTED 0 meanwhile, then 1, rptr past the wait), the next packet
+    waits for the halt's end; CONTROL.HALT holds queue 1 too (its doorbell still counts)."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 6)
+    flag = OUT + 0x40
+    g.w32(flag, [0])
+    q0.submit(wait_mem(flag, 1, 1, "EQ"), write_data(OUT, [5]))
+    s.submit(sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
+                  RETRY_COUNT=0xFFF, INTERVAL=1), sdma("FENCE", DATA=6, **lo_hi("ADDR", OUT + 4, 2)))
+    g.waiting()
+    g.waiting("SDMA_STATUS")
+    g.set("CONTROL", HALT=1)
+    g.set("SDMA_CNTL", HALT=1)
+    g.dev.delay(200)
+    for status in ("STATUS", "SDMA_STATUS"):
+        st = g.fields(status)
+        assert (st["WAITING"], st["HALTED"], st["IDLE"]) == (1, 0, 0), f"{status} {st}"
+    q1.submit(write_data(OUT + 8, [7]))  # queue 1 cannot run while the CP is halted:
+    g.dev.delay(300)  # queue 0's wait must not yield to it (it did on the RTL, and stayed undone)
+    assert g.fields("STATUS")["WAITING"] == 1
+    g.w32(flag, [1])
+    g.until(lambda: g.fields("STATUS")["HALTED"] and g.fields("SDMA_STATUS")["HALTED"], "both HALTED")
+    g.dev.delay(200)
+    assert (g.read("RB_RPTR"), g.read("SDMA_RB_RPTR")) == (7, 24), "rptr past the waits"
+    assert g.r32(OUT, 3) == [0, 0, 0], "nothing after the halt"
+    assert (g.read("CP_HQD1_RB_WPTR"), g.fields("CP_HQD1_STATUS")["IDLE"]) == (5, 0)
+    g.set("CONTROL", HALT=0)
+    g.set("SDMA_CNTL", HALT=0)
+    g.idle()
+    g.idle("CP_HQD1_STATUS")
+    g.idle("SDMA_STATUS")
+    assert g.r32(OUT, 3) == [5, 6, 7]
+    assert (g.fields("STATUS")["HALTED"], g.fields("SDMA_STATUS")["HALTED"]) == (0, 0)
+
+def check_idle_reads_0_until_a_doorbell_is_taken(dev):
+    """A read of STATUS, CP_HQD1_STATUS or SDMA_STATUS right after its queue's doorbell sees
+    IDLE 0 unless the new work is already done (a driver polling IDLE never sees its job as
+    finished before it started), at every spacing from the previous job; a doorbell error
+    reads IDLE 0 until ERROR is set."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 6)
+    queues = (("STATUS", lambda v: q0.submit(write_data(OUT, [v]))),
+              ("CP_HQD1_STATUS", lambda v: q1.submit(write_data(OUT, [v]))),
+              ("SDMA_STATUS", lambda v: s.submit(sdma("FENCE", DATA=v, **lo_hi("ADDR", OUT, 2)))))
+    for k in range(1, 24):
+        for i, (status, submit) in enumerate(queues):
+            g.dev.delay(k)
+            v = k << 8 | i
+            submit(v)
+            st = g.fields(status)
+            assert not st["IDLE"] or g.r32(OUT) == v, f"{status} read IDLE before its job ran ({k} cycles apart)"
+            g.idle(status)
+    q0.doorbell(q0.wptr + 1000)
+    st = g.fields("STATUS")
+    assert not st["IDLE"] or st["ERROR"], st
+    g.idle()
+    assert g.fields("CP_ERROR")["CODE"] == g.err["DOORBELL_OVERFLOW"]
+
+def check_ring_enable_pauses_at_a_packet_boundary(dev):
+    """Clearing RB_CNTL.ENABLE (SDMA_RB_CNTL.RB_ENABLE) pauses the ring before its next ring
+    packet: the packet in hand finishes, an IB in hand runs to its end, RB_RPTR and RB_WPTR
+    keep their values; setting it again resumes where the ring stood."""
+    g, ring, ih = bring_up(dev)
+    s = SdmaRing(g, SRING, 6)
+    flag = OUT + 0x40
+    g.w32(flag, [0])
+    g.w32(IB1, wait_mem(flag, 1, 1, "EQ") + write_data(OUT + 4, [0xB]))
+    ring.submit(wait_mem(flag, 1, 1, "EQ"), write_data(OUT, [0xA]), ib(IB1, 12), write_data(OUT + 8, [0xC]))
+    s.submit(sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
+                  RETRY_COUNT=0xFFF, INTERVAL=1), sdma("FENCE", DATA=0xD, **lo_hi("ADDR", OUT + 12, 2)))
+    g.waiting()
+    g.waiting("SDMA_STATUS")
+    g.set("RB_CNTL", ENABLE=0, RPTR_WB=1)
+    g.set("SDMA_RB_CNTL", RB_SIZE=6, RB_ENABLE=0)
+    g.w32(flag, [1])
+    g.dev.delay(400)
+    assert (g.read("RB_RPTR"), g.read("RB_WPTR"), g.read("SDMA_RB_RPTR")) == (7, 21, 24)
+    assert g.r32(OUT, 4) == [0, 0, 0, 0] and not g.fields("STATUS")["IDLE"]
+    g.set("RB_CNTL", ENABLE=1, RPTR_WB=1)
+    g.set("SDMA_RB_CNTL", RB_SIZE=6, RB_ENABLE=1)
+    g.idle()
+    g.idle("SDMA_STATUS")
+    assert g.r32(OUT, 4) == [0xA, 0xB, 0xC, 0xD] and (g.read("RB_RPTR"), g.read("SDMA_RB_RPTR")) == (21, 40)
+    # An IB in hand runs to its end; the ring packet after it waits.
+    g.w32(flag, [0])
+    g.w32(OUT, [0, 0, 0, 0])
+    ring.submit(ib(IB1, 12), write_data(OUT + 8, [0xE]))
+    g.waiting()
+    g.set("RB_CNTL", ENABLE=0, RPTR_WB=1)
+    g.w32(flag, [1])
+    g.dev.delay(400)
+    assert g.r32(OUT, 3) == [0, 0xB, 0] and g.read("RB_RPTR") == 25 == g.r32(RPTR_WB)
+    g.set("RB_CNTL", ENABLE=1, RPTR_WB=1)
+    g.idle()
+    assert g.r32(OUT + 8) == 0xE and g.read("RB_RPTR") == 30
+
+
+CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
+          check_halts_stop_at_a_packet_boundary, check_idle_reads_0_until_a_doorbell_is_taken,
+          check_ring_enable_pauses_at_a_packet_boundary]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
+def test_contract_on_the_model(check):
+    from testbench.refmodel import RefModel
+
+    check(RefModel())

@@ -1,0 +1,603 @@
+"""The contract, checked by an outside driver writer: tests/model/contract_driver.py programs
+the device from docs/registers.md, docs/packets.md and docs/hardware.md alone (no project
+driver or spec code), and each check asserts numbers those pages state as exact: bit
+positions, reset values, IH entry dwords, error codes and what they latch, wrap rules,
+"ignored while ...". This module: the CP's ring, packets, IH ring and DMA engine;
+tests/model/test_contract_engines.py: the SDMA and the second CP queue;
+tests/model/test_contract_vm.py: the MMU; tests/model/test_contract_control.py: resets,
+halts, ENABLE, counters.
+
+The `check_*(dev)` bodies run here on the reference model and, through CHECKS and
+tests/cosim/driver_checks.py, on the RTL under Verilator and Icarus.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.model.contract_driver import (IB1, IB1B, IB2, IH_BASE, IH_WB, M32, OUT, RING, RPTR_WB, bring_up,
+                                         dma_data, expect_error, ib, lo_hi, pm4, pm4_packets, release_mem, wait_mem,
+                                         write_data)
+
+
+# ---------------------------------------------------------------------------- ring, doorbell, write-back
+
+def check_ring_doorbell_and_writeback(dev):
+    """Ring units (base >> 8, log2 qwords, dword pointers), the write-back, the wrap, the
+    doorbell ignored while ENABLE is clear, pads, and the counters that count them."""
+    g, ring, ih = bring_up(dev, ring_log2=5)  # 32 dwords: LOG2_QWORDS 4
+    assert g.fields("RB_SIZE") == {"LOG2_QWORDS": 4}
+    assert (g.read("RB_RPTR"), g.read("RB_WPTR")) == (0, 0)
+    g.w32(RPTR_WB, [0xDEAD])
+    nops = pm4_packets()["NOP"].index
+    # WRITE_DATA: consecutive dwords; NO_INCREMENT writes only the last dword, to addr.
+    g.w32(OUT, [0x11] * 8)
+    ring.run(write_data(OUT, [1, 2, 3]), write_data(OUT + 16, [7, 8, 9], ADDR_INCR="NO_INCREMENT"),
+             [0xFFFF1000], [0x80000000 | 0x1234], pm4("NOP", [5, 6]))
+    assert g.r32(OUT, 8) == [1, 2, 3, 0x11, 9, 0x11, 0x11, 0x11]
+    want = 7 + 7 + 1 + 1 + 3
+    assert (g.read("RB_RPTR"), g.read("RB_WPTR"), g.r32(RPTR_WB)) == (want, want, want)
+    st = g.fields("STATUS")
+    assert (st["IDLE"], st["RB_EMPTY"], st["ERROR"], st["WAITING"], st["LEVEL"]) == (1, 1, 0, 0, 0), st
+    assert g.read("PERF_PACKETS", pm4_packets()["WRITE_DATA"].index) == 2
+    assert g.read("PERF_PACKETS", nops) == 3, "NOP_PAD and a type-2 dword count as NOPs"
+    assert g.read("PERF_DWORDS_FETCHED") == want
+    # PREDICATE and SHADER_TYPE (header bits 0 and 1) are ignored.
+    p = write_data(OUT + 20, [0x77])
+    ring.run([p[0] | 3] + p[1:])
+    assert g.r32(OUT + 20) == 0x77
+    # The wrap: a packet crossing the ring's end continues at its start (dword i at i mod 32).
+    ring.run(*[pm4("NOP", [0] * 2)] * ((32 - ring.wptr % 32 - 2) // 3))
+    ring.run(write_data(OUT + 24, [0xA, 0xB, 0xC, 0xD, 0xE]))
+    assert g.r32(OUT + 24, 5) == [0xA, 0xB, 0xC, 0xD, 0xE] and ring.wptr % 32 < 9
+    assert g.r32(RPTR_WB) == ring.wptr == g.read("RB_RPTR")
+    # A doorbell while RB_CNTL.ENABLE is clear is ignored: RB_WPTR keeps its value.
+    g.set("RB_CNTL", ENABLE=0, RPTR_WB=1)
+    before = g.read("RB_WPTR")
+    ring.submit(write_data(OUT + 48, [0x99]))
+    g.dev.delay(200)
+    assert g.read("RB_WPTR") == before and g.r32(OUT + 48) != 0x99
+    assert g.fields("STATUS")["ERROR"] == 0
+    g.set("RB_CNTL", ENABLE=1, RPTR_WB=1)
+    ring.doorbell()
+    g.idle()
+    assert g.r32(OUT + 48) == 0x99
+    # The base's high register holds address bits 47:40: it reads back what was written.
+    assert g.read("RB_BASE_LO") == RING >> 8 and g.read("RB_BASE_HI") == 0
+    assert ih.pop() == [], "nothing here raises an interrupt"
+
+
+def check_doorbell_errors(dev):
+    """DOORBELL_BACKWARDS / DOORBELL_OVERFLOW latch ADDR = the value, OFFSET = rptr masked,
+    LEVEL RING, OPCODE 0; a doorbell while stopped is ignored (no second error); a wptr
+    exactly `size` ahead of rptr is accepted."""
+    g, ring, ih = bring_up(dev, ring_log2=4)  # 16 dwords
+    ring.run(*[pm4("NOP", [0] * 4)] * 3)  # rptr = wptr = 15: masked offset 15
+    assert g.read("RB_RPTR") == 15
+    ring.doorbell(14)
+    g.dev.delay(50)
+    ring.doorbell(40)  # ignored: the queue is stopped
+    assert g.read("RB_WPTR") == 15
+    expect_error(ring, ih, "DOORBELL_BACKWARDS", "RING", 0, 14, 15)
+    ring.run(*[pm4("NOP", [0] * 4)] * 2)  # rptr 10
+    ring.doorbell(10 + 17)
+    expect_error(ring, ih, "DOORBELL_OVERFLOW", "RING", 0, 27, 10)
+    ring.emit(*[pm4("NOP", [0] * 2)] * 5, [0xFFFF1000])  # exactly 16 dwords ahead: accepted
+    ring.doorbell()
+    assert g.idle()["ERROR"] == 0 and g.read("RB_RPTR") == 16
+    # The wrap of the free-running 32-bit pointers: (int32)(v - wptr) < 0 is backwards.
+    ring.doorbell(16 + 0x8000_0000)
+    expect_error(ring, ih, "DOORBELL_BACKWARDS", "RING", 0, 0x8000_0010, 0)
+
+
+# ---------------------------------------------------------------------------- packets and their errors
+
+def check_ib_levels_and_chain(dev):
+    """ring -> IB1 -> IB2, CHAIN inside an IB, VALID ignored; rptr moves past the IB packet
+    only when the whole IB has run; IB errors with their order and what they latch."""
+    g, ring, ih = bring_up(dev)
+    ib2 = write_data(OUT + 8, [0x22])
+    chained = write_data(OUT + 4, [0x1B])
+    ib1 = write_data(OUT, [0x1A]) + ib(IB2, len(ib2)) + ib(IB1B, len(chained), CHAIN=1, VALID=1)
+    g.w32(IB2, ib2)
+    g.w32(IB1B, chained)
+    g.w32(IB1, ib1 + write_data(OUT + 12, [0xBAD]))  # after the CHAIN: never runs
+    ring.run(ib(IB1, len(ib1) + 5), write_data(OUT + 16, [0x55]))
+    assert g.r32(OUT, 5) == [0x1A, 0x1B, 0x22, 0, 0x55]
+    assert g.read("PERF_PACKETS", pm4_packets()["INDIRECT_BUFFER"].index) == 3
+    # Errors in IBs: LEVEL where the packet was fetched, OFFSET from its IB's start, ADDR its header.
+    g.w32(IB2, [0xC0000000 | 0x2A << 8, 0])  # opcode 0x2A is not implemented
+    g.w32(IB1, pm4("NOP", [0]) + ib(IB2, 2))
+    ring.submit(ib(IB1, 6))
+    expect_error(ring, ih, "ILLEGAL_OPCODE", "IB2", 0x2A, IB2, 0)
+    g.w32(IB1, [0xFFFF1000] + ib(IB2, 4) + ib(IB2, 4))
+    g.w32(IB2, ib(IB1B, 1) * 2)  # an IB3
+    ring.submit(ib(IB1, 9))
+    expect_error(ring, ih, "IB_NESTING", "IB2", pm4_packets()["INDIRECT_BUFFER"].opcode, IB2, 0)
+    op = pm4_packets()["INDIRECT_BUFFER"].opcode
+    ring.submit(ib(IB1, 4, CHAIN=1))  # CHAIN in the ring
+    expect_error(ring, ih, "UNSUPPORTED", "RING", op, RING, 0)
+    ring.submit(ib(IB1, 0))
+    expect_error(ring, ih, "IB_SIZE_ZERO", "RING", op, RING, 0)
+    p = ib(IB1, 0)
+    p[1] |= 1  # IB_BASE_LO bits 1:0: alignment, checked before IB_SIZE
+    ring.submit(p)
+    expect_error(ring, ih, "IB_MISALIGNED", "RING", op, RING, 0)
+    ring.submit(ib(IB1 | 0x1_0000 << 32, 4))  # IB_BASE_HI beyond the bus's 48 bits
+    expect_error(ring, ih, "BUS_DECERR", "RING", op, IB1, 0)
+    # rptr passes an IB only when it has finished: an IB that waits keeps rptr at the packet.
+    g.w32(OUT + 32, [0])
+    g.w32(IB1, wait_mem(OUT + 32, 1, 1, "EQ") + write_data(OUT + 36, [0x66]))
+    ring.submit(pm4("NOP", [0]), ib(IB1, 12))
+    st = g.waiting()
+    assert (st["WAITING"], st["LEVEL"], st["IDLE"]) == (1, g.level["IB1"], 0), st
+    assert g.read("RB_RPTR") == 2 == g.r32(RPTR_WB), "rptr moved past an IB still running"
+    g.w32(OUT + 32, [1])
+    g.idle()
+    assert g.r32(OUT + 36) == 0x66 and g.read("RB_RPTR") == 6 == g.r32(RPTR_WB)
+
+
+def check_packet_checks(dev):
+    """The check order of docs/hardware.md (opcode, COUNT, fits, field values, alignment)
+    and what each error latches, on the ring."""
+    g, ring, ih = bring_up(dev)
+    P = pm4_packets()
+    ring.submit([0x00001234])  # a type-0 header
+    expect_error(ring, ih, "ILLEGAL_OPCODE", "RING", 0, RING, 0)
+    ring.submit(pm4("NOP", [0]), [0xC0002A00 | 0x3FFF << 16])  # unknown opcode before any COUNT check
+    expect_error(ring, ih, "ILLEGAL_OPCODE", "RING", 0x2A, RING + 8, 2)
+    w = wait_mem(OUT, 0, 0, "ALWAYS")
+    ring.submit([w[0] + (1 << 16)] + w[1:] + [0])  # COUNT 6 for a 7-dword packet
+    expect_error(ring, ih, "BAD_COUNT", "RING", P["WAIT_REG_MEM"].opcode, RING, 0)
+    ring.emit(write_data(OUT, [1, 2]))
+    ring.doorbell(ring.wptr - 1)  # the packet runs past wptr
+    expect_error(ring, ih, "BAD_COUNT", "RING", P["WRITE_DATA"].opcode, RING, 0)
+    ring.submit(write_data(OUT, [1], DST_SEL="REGISTER"))
+    expect_error(ring, ih, "UNSUPPORTED", "RING", P["WRITE_DATA"].opcode, RING, 0)
+    # UNSUPPORTED (check 4) comes before alignment (check 5).
+    p = write_data(OUT, [1], DST_SEL="GDS")
+    p[2] |= 2
+    ring.submit(p)
+    expect_error(ring, ih, "UNSUPPORTED", "RING", P["WRITE_DATA"].opcode, RING, 0)
+    p = write_data(OUT, [1])
+    p[2] |= 2
+    ring.submit(p)
+    expect_error(ring, ih, "FENCE_MISALIGNED", "RING", P["WRITE_DATA"].opcode, RING, 0)
+    ring.submit(release_mem(OUT + 4, 1, DATA_SEL="DATA_64"))
+    expect_error(ring, ih, "FENCE_MISALIGNED", "RING", P["RELEASE_MEM"].opcode, RING, 0)
+    ring.submit(dma_data(OUT, OUT + 0x1000, (1 << 20) + 1))
+    expect_error(ring, ih, "DMA_BYTE_COUNT", "RING", P["DMA_DATA"].opcode, RING, 0)
+    # An address with bits above 47: BUS_DECERR at its low 48 bits, when the access is made.
+    far = 0x0001_0000_0000_0000 | OUT
+    ring.submit(pm4("NOP", [0]), write_data(far, [1]))
+    expect_error(ring, ih, "BUS_DECERR", "RING", P["WRITE_DATA"].opcode, OUT, 2)
+    assert g.read("VM_FAULT_STATUS") == 0
+    ring.submit(wait_mem(far, 0, 0, "ALWAYS"))
+    expect_error(ring, ih, "BUS_DECERR", "RING", P["WAIT_REG_MEM"].opcode, OUT, 0)
+    ring.submit(release_mem(far, 5))
+    expect_error(ring, ih, "BUS_DECERR", "RING", P["RELEASE_MEM"].opcode, OUT, 0)
+    assert g.r32(OUT) == 0, "nothing was written"
+    # A DMA_DATA drops its address bits above 47.
+    g.w32(OUT + 0x100, [0xD1, 0xD2])
+    ring.run(dma_data(far + 0x200, far + 0x100, 8, CP_SYNC=1))
+    assert g.r32(OUT + 0x200, 2) == [0xD1, 0xD2]
+
+
+def check_wait_reg_mem(dev):
+    """(value & mask) FUNCTION ref, unsigned, polled until it holds; STATUS.WAITING meanwhile."""
+    g, ring, ih = bring_up(dev)
+    flag = OUT + 0x80
+    cases = [("LT", M32, 5, [6, 4]), ("LE", 0xFF, 5, [6, 0x105]), ("EQ", 0xF0, 0x30, [0x20, 0x131]),
+             ("NE", M32, 7, [7, 8]), ("GE", M32, 0x8000_0000, [0x7FFF_FFFF, 0x8000_0000]),
+             ("GT", M32, 1, [1, 0x8000_0000])]
+    for k, (fn, mask, ref, (hold, go)) in enumerate(cases):
+        g.w32(flag, [hold])
+        ring.submit(wait_mem(flag, ref, mask, fn), write_data(OUT + 4 * k, [0x100 + k]))
+        g.waiting()
+        g.dev.delay(100)
+        assert g.fields("STATUS")["WAITING"] == 1 and g.r32(OUT + 4 * k) == 0, f"{fn} passed on {hold:#x}"
+        g.w32(flag, [go])
+        st = g.idle()
+        assert st["WAITING"] == 0 and g.r32(OUT + 4 * k) == 0x100 + k, f"{fn} did not pass on {go:#x}"
+    ring.run(wait_mem(flag, 0, 0, "ALWAYS"))
+    assert g.read("PERF_PACKETS", pm4_packets()["WAIT_REG_MEM"].index) == 7
+
+
+# ---------------------------------------------------------------------------- RELEASE_MEM and the IH ring
+
+def check_release_mem_and_eop_entry(dev):
+    """Each DATA_SEL writes what docs/hardware.md says; INT_SEL 1 and 2 append an EOP entry
+    (client 0x14, source 181, DATA0-3 = INT_CTXID, DATA_LO, DATA_HI, the ADDR_LO dword) and set
+    INT_STATUS.EOP; INT_SEL 0 and 3 do not."""
+    g, ring, ih = bring_up(dev)
+    fence = OUT + 0x100
+    g.w32(fence, [0xAAAA, 0xBBBB])
+    ring.run(release_mem(fence, 0x1_0000_0002, DATA_SEL="NONE", INT_SEL="NONE"))
+    assert g.r32(fence, 2) == [0xAAAA, 0xBBBB] and ih.pop() == []
+    ring.run(release_mem(fence, 0x3_0000_0004, DATA_SEL="DATA_32", INT_SEL="SEND_DATA_ON_CONFIRM"))
+    assert g.r32(fence, 2) == [4, 0xBBBB], "DATA_32 writes DATA_LO alone"
+    assert ih.pop() == [] and g.field("INT_STATUS", "EOP") == 0
+    t0 = g.read("TIMESTAMP_LO") | g.read("TIMESTAMP_HI") << 32
+    ring.run(release_mem(fence, 0x5_0000_0006, DATA_SEL="DATA_64", INT_SEL="SEND_INT", INT_CTXID=0xC0FFEE))
+    assert g.r32(fence, 2) == [6, 5]
+    assert g.field("INT_STATUS", "EOP") == 1 and g.field("INT_STATUS", "IH_PENDING") == 1
+    (e,) = ih.pop()
+    t1 = g.read("TIMESTAMP_LO") | g.read("TIMESTAMP_HI") << 32
+    assert ih.source(e) == "EOP" and (e["CLIENT_ID"], e["SOURCE_ID"]) == (0x14, 181)
+    assert (e["RING_ID"], e["VMID"], e["VMID_SRC"], e["PASID"]) == (0, 0, 0, 0)
+    assert (e["DATA0"], e["DATA1"], e["DATA2"], e["DATA3"]) == (0xC0FFEE, 6, 5, fence), e
+    ts = e["TIMESTAMP_LO"] | e["TIMESTAMP_HI"] << 32
+    assert t0 <= ts <= t1, f"entry timestamp {ts} outside [{t0}, {t1}]"
+    raw = e["raw"]
+    assert raw[0] >> 28 & 7 == 0 and raw[2] & 0x7FFF_0000 == 0 and raw[3] >> 16 == 0, \
+        f"bits no field names are 0: {[hex(x) for x in raw]}"
+    assert g.field("INT_STATUS", "IH_PENDING") == 0, "IH_PENDING = IH_WPTR != IH_RPTR"
+    g.write("INT_STATUS", g.value("INT_STATUS", EOP=1))
+    ring.run(release_mem(fence, 0x7_0000_0008, DATA_SEL="TIMESTAMP", INT_SEL="SEND_INT_ON_CONFIRM", INT_CTXID=9))
+    t2 = g.read("TIMESTAMP_LO") | g.read("TIMESTAMP_HI") << 32
+    clock = g.r32(fence) | g.r32(fence + 4) << 32
+    assert t1 <= clock <= t2 and clock >> 48 == 0, f"TIMESTAMP wrote {clock:#x}, not the clock in [{t1}, {t2}]"
+    (e,) = ih.pop()
+    assert ih.source(e) == "EOP" and (e["DATA0"], e["DATA1"], e["DATA2"], e["DATA3"]) == (9, 8, 7, fence)
+    assert g.field("INT_STATUS", "EOP") == 1
+    # DATA1/DATA2 are the packet's DATA_LO/DATA_HI whatever DATA_SEL wrote (none, or the low half).
+    g.w32(fence, [0xAAAA, 0xBBBB])
+    ring.run(release_mem(fence, 0xB_0000_000A, DATA_SEL="NONE", INT_SEL="SEND_INT", INT_CTXID=10),
+             release_mem(fence, 0xD_0000_000C, DATA_SEL="DATA_32", INT_SEL="SEND_INT", INT_CTXID=12))
+    got = [(e["DATA0"], e["DATA1"], e["DATA2"], e["DATA3"]) for e in ih.pop()]
+    assert got == [(10, 0xA, 0xB, fence), (12, 0xC, 0xD, fence)], got
+    assert g.r32(fence, 2) == [0xC, 0xBBBB]
+
+
+def check_ih_ring_wrap_and_overflow(dev):
+    """IH pointers in bytes, 32 per entry, the entry at base + (IH_WPTR mod bytes), the
+    write-back, a full ring drops the entry and sets IH_OVERFLOW, the irq with IH_PENDING
+    only, and IH_SIZE below 3 acting as 3."""
+    g, ring, ih = bring_up(dev, ih_log2=4)  # 16 dwords: two entries
+    assert g.read("IH_SIZE") == 4 and g.read("IH_WPTR") == 0
+    g.set("INT_ENABLE", IH_PENDING=1)
+    eop = lambda k: release_mem(OUT, k, INT_SEL="SEND_INT", INT_CTXID=k)  # noqa: E731
+    ring.run(eop(1))
+    assert (g.read("IH_WPTR"), g.r32(IH_WB)) == (32, 32) and g.dev.irq_level()
+    ring.run(eop(2), eop(3))  # the third finds the ring full (64 - 0 >= 64)
+    assert g.read("IH_WPTR") == 64 and g.r32(IH_WB) == 64
+    st = g.fields("INT_STATUS")
+    assert (st["IH_OVERFLOW"], st["IH_PENDING"], st["EOP"]) == (1, 1, 1), st
+    assert [e["DATA0"] for e in ih.pop()] == [1, 2], "the third entry was dropped"
+    assert g.read("IH_RPTR") == 64 and g.field("INT_STATUS", "IH_PENDING") == 0
+    assert not g.dev.irq_level(), "irq with only IH_PENDING enabled is high exactly while entries are pending"
+    g.write("INT_STATUS", g.value("INT_STATUS", IH_OVERFLOW=1, EOP=1))
+    ring.run(eop(4), eop(5))  # wptr 64, 96: at ring offsets 0 and 32
+    assert g.r32(IH_BASE + 16) == 4 and g.r32(IH_BASE + 48) == 5
+    assert [e["DATA0"] for e in ih.pop()] == [4, 5] and g.field("INT_STATUS", "IH_OVERFLOW") == 0
+    # LOG2_DWORDS below 3 acts as 3 (one entry); the register reads back what was written.
+    g.set("IH_SIZE", LOG2_DWORDS=1)
+    assert g.read("IH_SIZE") == 1
+    ring.run(eop(6), eop(7))
+    assert g.read("IH_WPTR") == 160 and g.field("INT_STATUS", "IH_OVERFLOW") == 1
+    assert g.r32(IH_BASE + 16) == 6 and g.r32(IH_BASE + 32 + 16) == 5, "entry at base + (wptr mod 32)"
+    # Without WPTR_WB the write-back dword stays; without ENABLE no entry is written.
+    g.write("IH_RPTR", 160)
+    g.set("IH_CNTL", ENABLE=1, WPTR_WB=0)
+    ring.run(eop(8))
+    assert g.read("IH_WPTR") == 192 and g.r32(IH_WB) == 160
+    g.set("IH_CNTL", ENABLE=0, WPTR_WB=1)
+    g.write("INT_STATUS", g.value("INT_STATUS", EOP=1))
+    ring.run(eop(9))
+    assert g.read("IH_WPTR") == 192 and g.field("INT_STATUS", "EOP") == 1
+    # IH_WPTR_ADDR_LO's bits 1:0 are ignored: the write-back lands on the dword.
+    g.write("IH_RPTR", 192)
+    g.write("IH_WPTR_ADDR_LO", IH_WB | 3)
+    g.set("IH_CNTL", ENABLE=1, WPTR_WB=1)
+    ring.run(eop(10))
+    assert g.r32(IH_WB) == 224 and g.r32(IH_WB + 4) == 0
+
+
+# ---------------------------------------------------------------------------- the DMA engine
+
+def check_dma_data(dev):
+    """Copies at any alignment, fills (byte a gets byte a mod 4), zero length, the fence after
+    DMA work sees the data, the byte counters."""
+    g, ring, ih = bring_up(dev)
+    src, dst = 0x100000, 0x200000
+    pattern = [(0x01020304 * k) & M32 for k in range(64)]
+    g.w32(src, pattern)
+    g.write("CONTROL", g.value("CONTROL", PERF_CLEAR=1))
+    ring.run(dma_data(dst + 3, src + 1, 101), release_mem(OUT, 0xF00D, INT_SEL="SEND_INT"))
+    want = bytes(g.dev.mem[src + 1:src + 102])
+    assert bytes(g.dev.mem[dst + 3:dst + 104]) == want and g.dev.mem[dst + 2] == 0 and g.dev.mem[dst + 104] == 0
+    assert g.r32(OUT) == 0xF00D and len(ih.pop()) == 1
+    assert g.read("PERF_DMA_BYTES_WRITTEN") == 101
+    ring.run(dma_data(dst + 0x1001, 0x11223344, 10, SRC_SEL="DATA"), dma_data(dst + 0x2000, src, 0))
+    got = bytes(g.dev.mem[dst + 0x1000:dst + 0x100C])
+    assert got == bytes([0, 0x33, 0x22, 0x11, 0x44, 0x33, 0x22, 0x11, 0x44, 0x33, 0x22, 0]), got.hex()
+    assert g.r32(dst + 0x2000) == 0, "a zero-length transfer moves nothing"
+    assert g.read("PERF_DMA_BYTES_WRITTEN") == 111
+    assert g.read("PERF_PACKETS", pm4_packets()["DMA_DATA"].index) == 3
+    st = g.fields("STATUS")
+    assert (st["DMA_BUSY"], st["IDLE"]) == (0, 1)
+    # The fence after DMA work (no CP_SYNC) is written after the data: once the CPU sees the
+    # fence, the copy is complete.
+    g.w32(src, [(k * 0x9E3779B1) & M32 for k in range(4096)])
+    ring.submit(dma_data(dst + 0x4000, src, 0x4000), release_mem(OUT + 8, 0xFEED))
+    g.until(lambda: g.r32(OUT + 8) == 0xFEED, "the fence")
+    assert bytes(g.dev.mem[dst + 0x4000:dst + 0x8000]) == bytes(g.dev.mem[src:src + 0x4000])
+
+
+
+# ------------------------------------------------------------------ the CP's own writes, DMA errors, INT_FORCE
+
+def check_cp_own_writes_fail_as_the_packet(dev):
+    """An error on the rptr write-back is a bus error of the packet it follows (OPCODE that
+    packet's, INDIRECT_BUFFER after an IB; ADDR the address written); so is one on the IH
+    wptr write-back; a failing IH entry leaves IH_WPTR and sets INT_STATUS.CP_ERROR alone.
+    A ring fetch past memory is BUS_DECERR at that dword, OPCODE 0."""
+    g, ring, ih = bring_up(dev)
+    P = pm4_packets()
+    bad = 0x1000_0000  # beyond the 64 MiB of memory: DECERR
+    g.write("RB_RPTR_ADDR_LO", bad)
+    ring.submit(pm4("NOP", [0]), write_data(OUT, [0x31]))
+    expect_error(ring, ih, "BUS_DECERR", "RING", P["NOP"].opcode, bad, 0)
+    g.w32(IB1, write_data(OUT, [0x32]))
+    ring.submit(ib(IB1, 5))
+    expect_error(ring, ih, "BUS_DECERR", "RING", P["INDIRECT_BUFFER"].opcode, bad, 0)
+    assert g.r32(OUT) == 0x32
+    g.write("RB_RPTR_ADDR_LO", RPTR_WB + 3)  # bits 1:0 are ignored
+    ring.run(write_data(OUT, [0x33]))
+    assert g.r32(RPTR_WB) == 5 and g.r32(OUT) == 0x33
+    g.write("IH_WPTR_ADDR_LO", bad)
+    w0 = g.read("IH_WPTR")
+    ring.submit(pm4("NOP", [0]), release_mem(OUT + 4, 1, INT_SEL="SEND_INT"))
+    st = g.idle()
+    err, addr, off = ring.error_regs()
+    assert (st["ERROR"], err["CODE"], err["OPCODE"], addr, off) == \
+        (1, g.err["BUS_DECERR"], P["RELEASE_MEM"].opcode, bad, 7), (st, err, hex(addr), off)
+    w = g.read("IH_WPTR")
+    assert w == w0 + 64, "the EOP entry, then (its write-back failed) the CP_ERROR entry"
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    ring.wptr = 0
+    ih.pop()
+    g.write("IH_WPTR_ADDR_LO", IH_WB)
+    g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1, EOP=1))
+    g.write("IH_BASE_LO", bad >> 8)  # the entry itself fails: no CP_ERROR entry can be written
+    ring.submit(release_mem(OUT + 4, 1, INT_SEL="SEND_INT"))
+    st = g.idle()
+    err, addr, off = ring.error_regs()
+    assert (st["ERROR"], err["CODE"], err["OPCODE"], addr >> 8) == \
+        (1, g.err["BUS_DECERR"], P["RELEASE_MEM"].opcode, bad >> 8), (st, err, hex(addr))
+    assert g.read("IH_WPTR") == w and g.field("INT_STATUS", "CP_ERROR") == 1
+    g.write("IH_BASE_LO", IH_BASE >> 8)
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    # A ring whose base is past memory: the header fetch fails, OPCODE 0. (The base is
+    # changed with ENABLE clear: a change while it is set is not defined.)
+    g.set("RB_CNTL", ENABLE=0)
+    g.write("RB_BASE_LO", bad >> 8)
+    g.set("RB_CNTL", ENABLE=1)
+    ring.wptr = 0
+    ring.doorbell(4)
+    st = g.idle()
+    err, addr, off = ring.error_regs()
+    assert (st["ERROR"], err, addr, off) == (1, {"CODE": g.err["BUS_DECERR"], "LEVEL": 0, "OPCODE": 0}, bad, 0)
+
+
+
+def check_dma_errors_and_counters(dev):
+    """A DMA read error names the first byte needed in the faulting beat, a write error the
+    first byte of the faulting burst; PERF_DMA_BYTES_READ counts whole bus beats (64-bit bus);
+    DMA_BYTE_COUNT comes after the field checks; a packet failing its checks is not counted."""
+    g, ring, ih = bring_up(dev)
+    P = pm4_packets()
+    end = 64 << 20
+    assert g.fields("CAPS")["DMA_MAX_LOG2"] == 20
+    g.write("CONTROL", g.value("CONTROL", PERF_CLEAR=1))
+    ring.run(dma_data(0x200003, 0x100001, 101, CP_SYNC=1))
+    assert g.read("PERF_DMA_BYTES_READ") == g.beats_bytes(0x100001, 101) and g.read("PERF_DMA_BYTES_WRITTEN") == 101
+    at = ring.wptr + 2
+    ring.submit(pm4("NOP", [0]), dma_data(0x200000, end - 0x1E, 64, CP_SYNC=1))
+    expect_error(ring, ih, "BUS_DECERR", "RING", P["DMA_DATA"].opcode, end, at)
+    ring.submit(dma_data(end - 8, 0x100000, 16, CP_SYNC=1))
+    expect_error(ring, ih, "BUS_DECERR", "RING", P["DMA_DATA"].opcode, end, 0)
+    # Without CP_SYNC: the transfer queued behind a failing one writes nothing, and a
+    # WRITE_DATA after them (it waits for every transfer) never runs.
+    g.w32(0x100000, [0xC0DE] * 64)
+    ring.submit(dma_data(0x200000, end - 0x100, 0x200), dma_data(0x240000, 0x100000, 256),
+                write_data(OUT + 0x300, [0x301]))
+    expect_error(ring, ih, "BUS_DECERR", "RING", P["DMA_DATA"].opcode, end, 0)
+    assert g.r32(0x240000, 64) == [0] * 64 and g.r32(OUT + 0x300) == 0
+    ring.submit(dma_data(0x200000, 0x100000, (1 << 20) + 1, SRC_SEL="GDS"))
+    expect_error(ring, ih, "UNSUPPORTED", "RING", P["DMA_DATA"].opcode, RING, 0)
+    # A packet that fails its checks is not counted in PERF_PACKETS.
+    n = g.read("PERF_PACKETS", P["WRITE_DATA"].index)
+    at = ring.wptr
+    ring.submit(write_data(OUT, [1], DST_SEL="REGISTER"))
+    expect_error(ring, ih, "UNSUPPORTED", "RING", P["WRITE_DATA"].opcode, RING + 4 * at, at)
+    assert g.read("PERF_PACKETS", P["WRITE_DATA"].index) == n
+
+
+
+def check_int_force_and_release_mem_alignment(dev):
+    """INT_FORCE raises event bits without an IH entry; RELEASE_MEM's ADDR_LO bits 1:0 are
+    alignment bits whatever DATA_SEL says (check 5); the 64-bit rule needs 8-byte alignment
+    for DATA_64 and TIMESTAMP only."""
+    g, ring, ih = bring_up(dev)
+    P = pm4_packets()
+    g.set("INT_FORCE", EOP=1, CP_ERROR=1, IH_OVERFLOW=1)
+    st = g.fields("INT_STATUS")
+    assert (st["EOP"], st["CP_ERROR"], st["IH_OVERFLOW"], st["IH_PENDING"]) == (1, 1, 1, 0)
+    assert g.read("IH_WPTR") == 0 and ih.pop() == []
+    g.write("INT_STATUS", M32)
+    ring.run(release_mem(OUT + 4, 1, DATA_SEL="DATA_32"))
+    assert g.r32(OUT + 4) == 1
+    ring.submit(release_mem(OUT + 4, 1, DATA_SEL="TIMESTAMP"))
+    expect_error(ring, ih, "FENCE_MISALIGNED", "RING", P["RELEASE_MEM"].opcode, RING + 32, 8)
+    p = release_mem(OUT, 1, DATA_SEL="NONE", INT_SEL="SEND_INT")
+    p[3] |= 2
+    ring.submit(p)
+    expect_error(ring, ih, "FENCE_MISALIGNED", "RING", P["RELEASE_MEM"].opcode, RING, 0)
+
+
+# ---------------------------------------------------------------------------- finer packet rules
+
+def check_packet_rules_in_ibs(dev):
+    """BAD_COUNT inside an IB (past IB_SIZE) and for a WRITE_DATA without data; check 6's
+    order (IB_SIZE_ZERO, then IB_NESTING, then the base beyond the bus); a CHAIN runs at the
+    same level (STATUS.LEVEL); rptr stays at a ring packet that has not finished; the
+    reference of a wait is compared unmasked."""
+    g, ring, ih = bring_up(dev)
+    P = pm4_packets()
+    wd, ibop = P["WRITE_DATA"].opcode, P["INDIRECT_BUFFER"].opcode
+    g.w32(IB1, pm4("NOP", [0]) + write_data(OUT, [1, 2]))
+    ring.submit(ib(IB1, 2 + 5))  # the WRITE_DATA runs past IB_SIZE
+    expect_error(ring, ih, "BAD_COUNT", "IB1", wd, IB1 + 8, 2)
+    ring.submit(pm4("WRITE_DATA", [], **lo_hi("ADDR", OUT, 2), DST_SEL="MEMORY"))  # no data dword
+    expect_error(ring, ih, "BAD_COUNT", "RING", wd, RING, 0)
+    g.w32(IB1, ib(IB2, 4))
+    g.w32(IB2, ib(IB1B, 0))  # an IB3 of size 0: IB_SIZE_ZERO comes before IB_NESTING
+    ring.submit(ib(IB1, 4))
+    expect_error(ring, ih, "IB_SIZE_ZERO", "IB2", ibop, IB2, 0)
+    g.w32(IB2, ib(IB1B | 1 << 48, 4))  # an IB3 beyond the bus: IB_NESTING first
+    ring.submit(ib(IB1, 4))
+    expect_error(ring, ih, "IB_NESTING", "IB2", ibop, IB2, 0)
+    # CHAIN keeps the level: a wait in the chained IB of an IB2 shows LEVEL IB2.
+    flag = OUT + 0x40
+    g.w32(flag, [0])
+    g.w32(IB1B, wait_mem(flag, 1, 1, "EQ") + write_data(OUT + 0x44, [0x45]))
+    g.w32(IB2, ib(IB1B, 12, CHAIN=1))
+    g.w32(IB1, ib(IB2, 4) + write_data(OUT + 0x48, [0x49]))
+    ring.submit(ib(IB1, 9))
+    st = g.waiting()
+    assert (st["WAITING"], st["LEVEL"]) == (1, g.level["IB2"]), st
+    assert g.read("RB_RPTR") == 0 == g.r32(RPTR_WB), "rptr stays at the IB packet until it finishes"
+    g.w32(flag, [1])
+    g.idle()
+    assert g.r32(OUT + 0x44, 2) == [0x45, 0x49] and g.read("RB_RPTR") == 4
+    # A wait in the ring: rptr shows the packet before it until the wait ends.
+    g.w32(flag, [0x131])
+    ring.submit(pm4("NOP", [0]), wait_mem(flag, 0x131, 0xF0, "EQ"))  # (0x131 & 0xF0) != 0x131
+    g.waiting()
+    g.dev.delay(100)
+    assert g.fields("STATUS")["WAITING"] == 1, "the reference is not masked"
+    assert g.read("RB_RPTR") == 6 == g.r32(RPTR_WB)
+    g.w32(flag, [0x30])  # still not 0x131
+    g.dev.delay(200)
+    assert g.fields("STATUS")["WAITING"] == 1
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    assert g.fields("STATUS")["WAITING"] == 0 and g.read("RB_RPTR") == 0
+
+
+def check_ih_overflow_of_an_error_entry(dev):
+    """An error whose entry finds the IH ring full: the entry is dropped, IH_OVERFLOW and
+    CP_ERROR are set; with IH_CNTL.ENABLE clear an EOP still sets INT_STATUS.EOP."""
+    g, ring, ih = bring_up(dev, ih_log2=3)  # one entry
+    ring.run(release_mem(OUT, 1, INT_SEL="SEND_INT"))
+    assert g.read("IH_WPTR") == 32
+    g.write("INT_STATUS", M32)
+    ring.submit([0xC0002A00])
+    st = g.idle()
+    assert st["ERROR"] == 1 and g.read("IH_WPTR") == 32
+    got = g.fields("INT_STATUS")
+    assert (got["CP_ERROR"], got["IH_OVERFLOW"], got["EOP"], got["IH_PENDING"]) == (1, 1, 0, 1), got
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    ring.wptr = 0
+    ih.pop()
+    g.write("INT_STATUS", M32)
+    g.set("IH_CNTL", ENABLE=0, WPTR_WB=1)
+    ring.run(release_mem(OUT, 2, INT_SEL="SEND_INT"))
+    got = g.fields("INT_STATUS")
+    assert (got["EOP"], got["IH_PENDING"], got["IH_OVERFLOW"]) == (1, 0, 0) and g.read("IH_WPTR") == 32
+
+
+# ---------------------------------------------------------------------------- every value the tables list
+
+def _reserved(pkt, n_dwords: int) -> list[int]:
+    """Per packet dword (0 = the header), the bits no field of docs/packets.md names, less
+    the bits below an *_LO address field (alignment, checked) and the header's TYPE/COUNT/
+    OPCODE: what the CP must ignore."""
+    from tests.model.contract_driver import pm4_header
+
+    used = [sum(f.mask for f in pm4_header().values())] + [0] * (n_dwords - 1)
+    for f in pkt.fields.values():
+        d = 0 if f.dword == "hdr" else f.dword + 1
+        used[d] |= f.mask | (((1 << f.lsb) - 1) if f.name.endswith("_LO") else 0)
+    return [~u & M32 for u in used]
+
+
+def check_every_listed_value_and_reserved_bit(dev):
+    """Each value docs/packets.md lists for a field runs, but those it marks not supported,
+    which stop the CP with UNSUPPORTED, as a value it does not list does (a closed list);
+    an open list (EVENT_TYPE) takes any value; fields the CP ignores and reserved bits
+    (every bit no field names, but the alignment bits below an *_LO field) change nothing."""
+    g, ring, ih = bring_up(dev)
+    P = pm4_packets()
+    src, dst, fence = 0x100000, 0x200000, OUT + 0x200
+    g.w32(src, [0x5EED, 0x5EED])
+    g.w32(IB1, [0xFFFF1000])
+    base = {"WRITE_DATA": lambda **kw: write_data(fence, [0x77], **kw),
+            "INDIRECT_BUFFER": lambda **kw: ib(IB1, 1, **kw),
+            "WAIT_REG_MEM": lambda **kw: pm4("WAIT_REG_MEM", **lo_hi("ADDR", fence, 2), MASK=0,
+                                             **{"FUNCTION": "ALWAYS", "MEM_SPACE": "MEMORY", **kw}),
+            "RELEASE_MEM": lambda **kw: release_mem(fence, 0x66, **kw),
+            "DMA_DATA": lambda **kw: dma_data(dst, src, 8, **{"CP_SYNC": 1, **kw})}
+    checked = 0
+    for name, make in base.items():
+        for f in P[name].fields.values():
+            if not f.values or f.name == "FUNCTION":
+                continue
+            listed = set(f.values.values())
+            unlisted = [v for v in range(1 << f.width) if v not in listed][:2]
+            for v in sorted(listed) + unlisted:
+                fields = {f.name: v}
+                if name == "RELEASE_MEM" and f.name != "DATA_SEL":
+                    fields["DATA_SEL"] = "DATA_32"
+                bad = v in {f.values[u] for u in f.unsupported} or (v not in listed and not f.open_values)
+                at = ring.wptr
+                ring.run(make(**fields))
+                checked += 1
+                if bad:
+                    expect_error(ring, ih, "UNSUPPORTED", "RING", P[name].opcode, RING + 4 * at, at)
+                else:
+                    st = g.fields("STATUS")
+                    assert st["ERROR"] == 0, f"{name}.{f.name} = {v}: {ring.error_regs()}"
+                    ih.pop()
+    assert checked >= 60
+    # Every ignored field at its largest value, every reserved bit set: each packet does what
+    # it does without them.
+    ignored = {"WRITE_DATA": ("CACHE_POLICY", "WR_CONFIRM"),
+               "INDIRECT_BUFFER": ("PRIV", "PRE_RESUME", "CACHE_POLICY", "VALID", "PRE_ENB"),
+               "WAIT_REG_MEM": ("CACHE_POLICY", "OPTIMIZE_ACE_OFFLOAD_MODE"),
+               "RELEASE_MEM": ("EXEC", "CACHE_POLICY", "TC_MD_ACTION_EN", "TC_WC_ACTION_EN", "TC_NC_ACTION_EN",
+                               "TC_ACTION_EN", "TCL1_ACTION_EN", "TC_WB_ACTION_EN", "TC_VOL_ACTION_EN",
+                               "TCL1_VOL_ACTION_EN"),
+               "DMA_DATA": ("SRC_CACHE_POLICY", "DST_CACHE_POLICY", "DIS_WC", "RAW_WAIT")}
+    for name, make in base.items():
+        pkt = P[name]
+        p = make(**{n: (1 << pkt.fields[n].width) - 1 for n in ignored[name]})
+        n = 1 + pkt.fixed  # (the data dwords after the fixed ones have no reserved bits)
+        p = [d | r for d, r in zip(p[:n], _reserved(pkt, n))] + p[n:]
+        g.w32(fence, [0])
+        g.w32(dst, [0, 0])
+        ring.run(p)
+        assert g.fields("STATUS")["ERROR"] == 0, f"{name} with ignored fields and reserved bits: {ring.error_regs()}"
+        want = {"WRITE_DATA": (g.r32(fence), 0x77), "RELEASE_MEM": (g.r32(fence), 0x66),
+                "DMA_DATA": (g.r32(dst, 2), [0x5EED, 0x5EED])}.get(name)
+        assert want is None or want[0] == want[1], f"{name}: {want}"
+
+
+CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_levels_and_chain, check_packet_checks,
+          check_wait_reg_mem, check_release_mem_and_eop_entry, check_ih_ring_wrap_and_overflow, check_dma_data,
+          check_cp_own_writes_fail_as_the_packet, check_dma_errors_and_counters,
+          check_int_force_and_release_mem_alignment,
+          check_packet_rules_in_ibs, check_ih_overflow_of_an_error_entry,
+          check_every_listed_value_and_reserved_bit]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
+@pytest.mark.parametrize("data_width", [64, 32, 256])
+def test_contract_on_the_model(check, data_width):
+    from testbench.refmodel import RefModel
+
+    check(RefModel(data_width=data_width))

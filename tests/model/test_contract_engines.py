@@ -1,0 +1,418 @@
+"""The contract, checked by an outside driver writer (tests/model/contract_driver.py, from
+the docs alone; tests/model/test_contract_driver.py has the CP's ring and packets): the SDMA
+engine, the second CP queue and its priorities, virtual memory (page tables, faults, TLB
+which queue and VMID the IH entries name (virtual memory: tests/model/test_contract_vm.py;
+resets, halts, counters: tests/model/test_contract_control.py).
+
+The `check_*(dev)` bodies run here on the reference model and, through CHECKS and
+tests/cosim/driver_checks.py, on the RTL under Verilator and Icarus.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.model.contract_driver import (IB1, IB2, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_OUT, RING, RING1, RPTR1_WB,
+                                         RPTR_WB, SRING, SRPTR_WB, VA_CODE, VA_OUT, VA_RO, Gpu, IhRing, Ring,
+                                         SdmaRing, bring_up, expect_error, expect_sdma_error, ib, lo_hi, map_vmid1,
+                                         release_mem, sdma, sdma_packets, wait_mem, write_data)
+
+
+# ---------------------------------------------------------------------------- the SDMA engine
+
+def check_sdma_ring_and_packets(dev):
+    """Byte pointers, RB_SIZE clamping, every packet, TRAP with and without TRAP_ENABLE,
+    POLL_REGMEM's timeout entry, the counters by packet index."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 6, IH_WB)
+    assert g.read("SDMA_RB_CNTL") == 0x8 and g.fields("SDMA_RB_CNTL")["RB_SIZE"] == 4
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    S = sdma_packets()
+    src, dst = 0x100000, 0x200000
+    g.w32(src, list(range(100, 140)))
+    s.run(sdma("WRITE_LINEAR", [5, 6, 7], **lo_hi("DST_ADDR", OUT, 2), COUNT=2),
+          sdma("COPY_LINEAR", COUNT=37, **lo_hi("SRC_ADDR", src + 2), **lo_hi("DST_ADDR", dst + 1)),
+          sdma("CONSTANT_FILL", SRC_DATA=0xA1B2C3D4, COUNT=5, **lo_hi("DST_ADDR", dst + 0x101)),
+          sdma("NOP", [0, 0], COUNT=2), [0],
+          sdma("FENCE", DATA=0xFE, **lo_hi("ADDR", OUT + 12, 2)))
+    assert g.r32(OUT, 4) == [5, 6, 7, 0xFE]
+    assert bytes(g.dev.mem[dst + 1:dst + 39]) == bytes(g.dev.mem[src + 2:src + 40])
+    assert bytes(g.dev.mem[dst + 0x100:dst + 0x108]) == bytes([0, 0xC3, 0xB2, 0xA1, 0xD4, 0xC3, 0xB2, 0])
+    n = 4 * (7 + 7 + 5 + 3 + 1 + 4)
+    assert (g.read("SDMA_RB_RPTR"), g.read("SDMA_RB_WPTR"), g.r32(SRPTR_WB)) == (n, n, n)
+    assert [g.read("PERF_SDMA_PACKETS", S[k].index) for k in ("NOP", "COPY_LINEAR", "WRITE_LINEAR",
+                                                              "CONSTANT_FILL", "FENCE")] == [2, 1, 1, 1, 1]
+    assert (g.read("PERF_SDMA_BYTES_WRITTEN"), g.read("PERF_SDMA_DWORDS_FETCHED")) == (38 + 6, n // 4)
+    assert g.read("PERF_SDMA_BYTES_READ") == g.beats_bytes(src + 2, 38), "whole bus beats"
+    # FILLSIZE DWORDS (Mesa's) fills as BYTES does; FENCE after a copy is written after its data.
+    g.w32(src, [(k * 0x9E3779B1) & M32 for k in range(4096)])
+    s.submit(sdma("CONSTANT_FILL", SRC_DATA=0x01020304, COUNT=7, **lo_hi("DST_ADDR", dst + 0x201), FILLSIZE="DWORDS"),
+             sdma("COPY_LINEAR", COUNT=0x3FFF, **lo_hi("SRC_ADDR", src), **lo_hi("DST_ADDR", dst + 0x4000)),
+             sdma("FENCE", DATA=0xFD, **lo_hi("ADDR", OUT + 8, 2)))
+    g.until(lambda: g.r32(OUT + 8) == 0xFD, "the SDMA fence")
+    assert bytes(g.dev.mem[dst + 0x4000:dst + 0x8000]) == bytes(g.dev.mem[src:src + 0x4000])
+    assert bytes(g.dev.mem[dst + 0x200:dst + 0x20A]) == bytes([0, 3, 2, 1, 4, 3, 2, 1, 4, 0])
+    g.idle("SDMA_STATUS")
+    # TRAP: an entry only while SDMA_CNTL.TRAP_ENABLE is set.
+    s.run(sdma("TRAP", INT_CONTEXT=0x123))
+    assert ih.pop() == []
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    s.run(sdma("TRAP", INT_CONTEXT=0xABCDEF1))
+    (e,) = g.until(lambda: ih.pop() or None, "the TRAP entry")
+    assert (e["CLIENT_ID"], e["SOURCE_ID"], e["DATA0"], e["DATA1"], e["DATA2"], e["DATA3"]) == \
+        (0x08, 224, 0xABCDEF1, 0, 0, 0), e
+    # POLL_REGMEM with RETRY_COUNT 2: gives up at the third failing read, entry 246, moves on.
+    flag = OUT + 0x40
+    g.w32(flag, [0x1234])
+    s.run(sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=M32, FUNC="EQ", MEM_POLL="MEMORY",
+               RETRY_COUNT=2, INTERVAL=1), sdma("FENCE", DATA=0xAF, **lo_hi("ADDR", OUT + 16, 2)))
+    (e,) = g.until(lambda: ih.pop() or None, "the POLL_TIMEOUT entry")
+    assert (e["CLIENT_ID"], e["SOURCE_ID"], e["DATA0"], e["DATA1"], e["DATA2"], e["DATA3"]) == \
+        (0x08, 246, flag, 0, 0x1234, 0), e
+    assert g.r32(OUT + 16) == 0xAF and g.fields("SDMA_STATUS")["ERROR"] == 0
+    # A poll in progress shows SDMA_STATUS.WAITING; it ends when the value holds.
+    s.submit(sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
+                  RETRY_COUNT=0xFFF, INTERVAL=1))
+    g.waiting("SDMA_STATUS")
+    g.w32(flag, [0x1235])
+    assert g.idle("SDMA_STATUS")["WAITING"] == 0
+    # Doorbell bits 1:0 are ignored.
+    s.emit(sdma("FENCE", DATA=0xB0, **lo_hi("ADDR", OUT + 20, 2)))
+    g.write("SDMA_DOORBELL", s.wptr | 3)
+    g.idle("SDMA_STATUS")
+    assert g.r32(OUT + 20) == 0xB0 and g.read("SDMA_RB_WPTR") == s.wptr
+
+
+def check_sdma_errors(dev):
+    """The SDMA queue's own errors: what SDMA_ERROR* latch, the 241 entry, QUEUE_RESET,
+    RB_SIZE outside 4..20 acting as the bound, IB rules; the CP runs on meanwhile."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 6, IH_WB)
+    ring = Ring(g, RING, 8, RPTR_WB)
+    s = SdmaRing(g, SRING, 4)
+    S = sdma_packets()
+    s.submit([0x0000_0003])  # OP 3 is not in the table
+    expect_sdma_error(s, ih, "ILLEGAL_OPCODE", "RING", 3, SRING, 0)
+    ring.run(write_data(OUT, [0xC9]))
+    assert g.r32(OUT) == 0xC9 and g.fields("STATUS")["ERROR"] == 0, "the CP is untouched"
+    s.emit(sdma("NOP", [0]), sdma("FENCE", DATA=1, **lo_hi("ADDR", OUT, 2), MTYPE=0))
+    g.w32(SRING + 12, [OUT | 2])  # ADDR_LO bits 1:0
+    g.write("SDMA_DOORBELL", s.wptr)
+    expect_sdma_error(s, ih, "FENCE_MISALIGNED", "RING", S["FENCE"].opcode, SRING + 8, 2)
+    s.emit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=4))
+    g.w32(SRING + 4, [IB1 + 0x10])  # IB_BASE_LO bits 4:0
+    g.write("SDMA_DOORBELL", s.wptr)
+    expect_sdma_error(s, ih, "IB_MISALIGNED", "RING", S["INDIRECT_BUFFER"].opcode, SRING, 0)
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=0))
+    expect_sdma_error(s, ih, "IB_SIZE_ZERO", "RING", S["INDIRECT_BUFFER"].opcode, SRING, 0)
+    inner = sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB2, 5), IB_SIZE=1)
+    g.w32(IB1, [0] + inner)
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=7))
+    expect_sdma_error(s, ih, "IB_NESTING", "IB1", S["INDIRECT_BUFFER"].opcode, IB1 + 4, 1)
+    g.w32(IB1, sdma("FENCE", DATA=1, **lo_hi("ADDR", OUT, 2)))
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=3))  # the FENCE runs past the IB
+    expect_sdma_error(s, ih, "BAD_COUNT", "IB1", S["FENCE"].opcode, IB1, 0)
+    # RB_SIZE 2 acts as 4 (16 dwords, 64 bytes) and reads back 2.
+    g.set("SDMA_RB_CNTL", RB_SIZE=2, RB_ENABLE=1)
+    assert g.fields("SDMA_RB_CNTL")["RB_SIZE"] == 2
+    g.w32(SRING, [0] * 16)
+    g.write("SDMA_DOORBELL", 64)  # 16 NOPs (zeros) are ring space exactly: accepted
+    assert g.idle("SDMA_STATUS")["ERROR"] == 0 and g.read("SDMA_RB_RPTR") == 64
+    g.write("SDMA_DOORBELL", 64 + 68)
+    expect_sdma_error(s, ih, "DOORBELL_OVERFLOW", "RING", 0, 132, 0)
+    g.write("SDMA_DOORBELL", 0)
+    g.dev.delay(20)
+    g.write("SDMA_DOORBELL", 8)
+    g.idle("SDMA_STATUS")
+    g.write("SDMA_DOORBELL", 4)
+    expect_sdma_error(s, ih, "DOORBELL_BACKWARDS", "RING", 0, 4, 2)
+
+# ---------------------------------------------------------------------------- the second CP queue
+
+def check_cp_queue_priority(dev):
+    """CP_QUEUE_PRIORITY decides which queue's packet runs next (seen in the order of EOP
+    entries); a polling queue never blocks the other; errors are per queue with RING_ID."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    assert g.fields("CP_QUEUE_PRIORITY") == {"Q0": 1, "Q1": 2} and g.read("CP_QUEUE_PRIORITY") == 0x9
+    eop = lambda k: release_mem(OUT + 4 * k, k, INT_SEL="SEND_INT", INT_CTXID=k)  # noqa: E731
+
+    def order(p0, p1):
+        g.set("CP_QUEUE_PRIORITY", Q0=p0, Q1=p1)
+        g.set("CONTROL", HALT=1)
+        g.until(lambda: g.fields("STATUS")["HALTED"], "STATUS.HALTED")
+        q0.submit(eop(0x00), eop(0x01))
+        q1.submit(eop(0x10), eop(0x11))
+        g.set("CONTROL", HALT=0)
+        g.idle()
+        g.idle("CP_HQD1_STATUS")
+        seen = []
+        g.until(lambda: seen.extend(ih.pop()) or len(seen) >= 4, "four EOP entries")
+        assert all(ih.source(e) == "EOP" for e in seen) and len(seen) == 4, seen
+        return [e["DATA0"] for e in seen]
+
+    assert order(1, 1) == [0x10, 0x00, 0x11, 0x01], "equal priorities take turns, queue 1 first after a reset"
+    # An INDIRECT_BUFFER is a packet of its own: entering it is a turn (docs/hardware.md's example).
+    body = eop(0xA) + eop(0xB) + eop(0xC)
+    g.w32(IB1, body)
+    g.set("CONTROL", HALT=1)
+    g.until(lambda: g.fields("STATUS")["HALTED"], "STATUS.HALTED")
+    q0.submit(ib(IB1, len(body), VMID=3), eop(0xD))
+    q1.submit(eop(0x1), eop(0x2), eop(0x3))
+    g.set("CONTROL", HALT=0)
+    g.idle()
+    g.idle("CP_HQD1_STATUS")
+    seen = []
+    g.until(lambda: seen.extend(ih.pop()) or len(seen) >= 7, "seven EOP entries")
+    got = [(e["DATA0"], e["RING_ID"], e["VMID"]) for e in seen]
+    assert got == [(1, 1, 0), (2, 1, 0), (0xA, 0, 3), (3, 1, 0), (0xB, 0, 3), (0xC, 0, 3), (0xD, 0, 0)], got
+    # A low-priority IB waiting in a WAIT_REG_MEM yields; it resumes inside its IB, VMID kept.
+    g.set("CP_QUEUE_PRIORITY", Q0=2, Q1=0)
+    flag = OUT + 0x100
+    g.w32(flag, [0])
+    body = eop(0xA) + wait_mem(flag, 1, 1, "EQ") + eop(0xB)
+    g.w32(IB1, body)
+    q0.submit(ib(IB1, len(body), VMID=3), eop(0xD))
+    g.waiting()
+    q1.run(eop(0x1))
+    st = g.fields("STATUS")
+    assert (st["WAITING"], st["LEVEL"]) == (1, g.level["IB1"]), st
+    g.w32(flag, [1])
+    g.idle()
+    seen = []
+    g.until(lambda: seen.extend(ih.pop()) or len(seen) >= 4, "four EOP entries")
+    got = [(e["DATA0"], e["RING_ID"], e["VMID"]) for e in seen]
+    assert got == [(0xA, 0, 3), (1, 1, 0), (0xB, 0, 3), (0xD, 0, 0)], got
+    assert order(1, 2) == [0x10, 0x11, 0x00, 0x01]
+    assert order(2, 0) == [0x00, 0x01, 0x10, 0x11]
+    assert order(3, 2) in ([0x00, 0x10, 0x01, 0x11], [0x10, 0x00, 0x11, 0x01]), "3 acts as 2: turns"
+    # A queue polling a WAIT_REG_MEM never blocks the other, whatever its priority.
+    g.set("CP_QUEUE_PRIORITY", Q0=2, Q1=0)
+    flag = OUT + 0x100
+    g.w32(flag, [0])
+    q0.submit(wait_mem(flag, 1, 1, "EQ"), write_data(OUT + 0x104, [0x0A]))
+    q1.run(write_data(OUT + 0x108, [0x1A]))
+    assert g.r32(OUT + 0x108) == 0x1A and g.fields("STATUS")["WAITING"] == 1
+    g.w32(flag, [1])
+    g.idle()
+    assert g.r32(OUT + 0x104) == 0x0A
+    # Errors are per queue: queue 1's stops queue 1 alone, RING_ID 1 in its entry.
+    at = q1.wptr
+    q1.submit([0xC0002A00])
+    q0.run(write_data(OUT + 0x10C, [0x0B]))
+    assert g.r32(OUT + 0x10C) == 0x0B and g.fields("STATUS")["ERROR"] == 0
+    expect_error(q1, ih, "ILLEGAL_OPCODE", "RING", 0x2A, RING1 + 4 * at, at)
+    g.write("CP_HQD1_RB_RPTR_ADDR_LO", RPTR1_WB | 3)  # bits 1:0 ignored, as queue 0's
+    q1.run(write_data(OUT + 0x110, [0x1C]))
+    assert g.r32(OUT + 0x110) == 0x1C and g.r32(RPTR1_WB) == q1.wptr
+    q1.doorbell(q1.wptr - 1)  # DOORBELL_BACKWARDS on queue 1: its registers, RING_ID 1
+    expect_error(q1, ih, "DOORBELL_BACKWARDS", "RING", 0, q1.wptr - 1, 5)
+
+# ------------------------------------------------------- which queue and VMID, the SDMA's VM and addresses
+
+def check_entries_name_their_queue_and_vmid(dev):
+    """RING_ID is the CP queue (0 or 1) of every CP entry, EOP included; VMID is the IB's
+    for a packet of an IB (a translated VMID or not; IB2 keeps IB1's whatever its own VMID
+    field says), 0 in the ring; SDMA entries are ring 0 and carry the SDMA IB's VMID."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    inner = release_mem(OUT + 8, 2, INT_SEL="SEND_INT", INT_CTXID=2)
+    g.w32(IB2, inner)
+    g.w32(IB1, release_mem(OUT + 4, 1, INT_SEL="SEND_INT", INT_CTXID=1) + ib(IB2, len(inner), VMID=7))
+    q0.run(ib(IB1, 12, VMID=3), release_mem(OUT, 0, INT_SEL="SEND_INT"))  # VMID 3: not translated
+    got = [(e["DATA0"], e["RING_ID"], e["VMID"]) for e in ih.pop()]
+    assert got == [(1, 0, 3), (2, 0, 3), (0, 0, 0)], got
+    q1.run(release_mem(OUT + 12, 5, INT_SEL="SEND_INT", INT_CTXID=5), ib(IB1, 12, VMID=4))
+    got = [(e["DATA0"], e["RING_ID"], e["VMID"]) for e in ih.pop()]
+    assert got == [(5, 1, 0), (1, 1, 4), (2, 1, 4)], f"queue 1's EOP entries: {got}"
+    g.w32(IB2, [0xC0002A00])  # an error in IB2 of queue 1, VMID 4
+    q1.submit(ib(IB1, 12, VMID=4))
+    st = g.idle("CP_HQD1_STATUS")
+    assert st["ERROR"] == 1
+    entries = ih.pop()
+    assert [(ih.source(e), e["RING_ID"], e["VMID"]) for e in entries] == [("EOP", 1, 4), ("CP_ERROR", 1, 4)], entries
+    # The SDMA: an IB runs with the VMID its ring packet names; TRAP and POLL_TIMEOUT entries in it.
+    s = SdmaRing(g, SRING, 6)
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    body = sdma("TRAP", INT_CONTEXT=0x77) + sdma("POLL_REGMEM", **lo_hi("ADDR", OUT, 2), VALUE=9, MASK=M32, FUNC="EQ",
+                                                  MEM_POLL="MEMORY", RETRY_COUNT=0, INTERVAL=1)
+    g.w32(IB1, body + [0x0000_0003])
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=len(body) + 1, VMID=6))
+    g.idle("SDMA_STATUS")
+    entries = []
+    g.until(lambda: entries.extend(ih.pop()) or len(entries) >= 3, "three SDMA entries")
+    assert [(ih.source(e), e["RING_ID"], e["VMID"]) for e in entries] == \
+        [("SDMA_TRAP", 0, 6), ("SDMA_POLL_TIMEOUT", 0, 6), ("SDMA_ERROR", 0, 6)], entries
+
+
+def check_sdma_vm_and_address_rules(dev):
+    """An SDMA IB's VMID translates its packets; its VM fault is the SDMA's error (SDMA_ERROR
+    VM_FAULT, its address, the 241 entry), VM_FAULT_STATUS stays the CP's; FENCE drops its
+    address bits above 47, an IB base above them is BUS_DECERR; SUB_OP is latched; the
+    check order UNSUPPORTED before alignment; WRITE_LINEAR past the ring space is BAD_COUNT."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 6, IH_WB)
+    map_vmid1(g)
+    s = SdmaRing(g, SRING, 6)
+    S = sdma_packets()
+    body = sdma("FENCE", DATA=0x51, **lo_hi("ADDR", VA_OUT + 0x20, 2))
+    g.w32(PA_CODE, body)
+    s.run(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE, 5), IB_SIZE=len(body), VMID=1))
+    assert g.r32(PA_OUT + 0x20) == 0x51
+    # COPY_LINEAR faults as DMA_DATA does: at its first byte in the page that refuses it.
+    body = sdma("COPY_LINEAR", COUNT=15, **lo_hi("SRC_ADDR", VA_CODE + 0x40), **lo_hi("DST_ADDR", VA_RO - 8))
+    g.w32(PA_CODE, body)
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE, 5), IB_SIZE=len(body), VMID=1))
+    expect_sdma_error(s, ih, "VM_FAULT", "IB1", S["COPY_LINEAR"].opcode, VA_RO, 0)
+    # ... and past memory's end (64 MiB): a read at the first byte it needed in the faulting beat,
+    # a write at the first byte of the faulting burst.
+    end = 64 << 20
+    s.submit(sdma("COPY_LINEAR", COUNT=63, **lo_hi("SRC_ADDR", end - 0x1E), **lo_hi("DST_ADDR", 0x300000)))
+    expect_sdma_error(s, ih, "BUS_DECERR", "RING", S["COPY_LINEAR"].opcode, end, 0)
+    s.submit(sdma("CONSTANT_FILL", SRC_DATA=1, COUNT=15, **lo_hi("DST_ADDR", end - 8)))
+    expect_sdma_error(s, ih, "BUS_DECERR", "RING", S["CONSTANT_FILL"].opcode, end, 0)
+    body = sdma("FENCE", DATA=0x52, **lo_hi("ADDR", VA_RO + 0x20, 2))
+    g.w32(PA_CODE, [0] + body)
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE, 5), IB_SIZE=len(body) + 1, VMID=1))
+    expect_sdma_error(s, ih, "VM_FAULT", "IB1", S["FENCE"].opcode, VA_RO + 0x20, 1)
+    assert g.read("VM_FAULT_STATUS") == 0 and g.read("VM_FAULT_ADDR_LO") == 0
+    far = 0x0003_0000_0000_0000
+    s.run(sdma("FENCE", DATA=0x53, **lo_hi("ADDR", far | OUT + 0x24, 2)))
+    assert g.r32(OUT + 0x24) == 0x53 and g.fields("SDMA_STATUS")["ERROR"] == 0
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", far | IB1, 5), IB_SIZE=4))
+    expect_sdma_error(s, ih, "BUS_DECERR", "RING", S["INDIRECT_BUFFER"].opcode, IB1, 4)
+    s.submit([0x0000_0101])  # (OP 1, SUB_OP 1) is not in the table
+    st = g.idle("SDMA_STATUS")
+    assert st["ERROR"] == 1 and g.fields("SDMA_ERROR") == {"SUB_OP": 1, "OP": 1, "LEVEL": 0,
+                                                         "CODE": g.err["ILLEGAL_OPCODE"]}
+    g.set("SDMA_CNTL", QUEUE_RESET=1)
+    g.idle("SDMA_STATUS")
+    s.wptr = 0
+    ih.pop()
+    s.emit(sdma("CONSTANT_FILL", SRC_DATA=1, COUNT=3, **lo_hi("DST_ADDR", OUT), FILLSIZE="WORDS"))
+    s.emit(sdma("POLL_REGMEM", **lo_hi("ADDR", OUT, 2), VALUE=0, MASK=0, FUNC="ALWAYS", MEM_POLL="REGISTER"))
+    g.w32(SRING + 20 + 4, [OUT | 2])  # and misaligned: UNSUPPORTED comes first
+    g.write("SDMA_DOORBELL", 20)
+    expect_sdma_error(s, ih, "UNSUPPORTED", "RING", S["CONSTANT_FILL"].opcode, SRING, 0)
+    assert g.r32(OUT) == 0
+    g.w32(SRING, sdma("POLL_REGMEM", **lo_hi("ADDR", OUT, 2), VALUE=0, MASK=0, FUNC="ALWAYS", MEM_POLL="REGISTER"))
+    g.w32(SRING + 4, [OUT | 2])
+    g.write("SDMA_DOORBELL", 24)
+    expect_sdma_error(s, ih, "UNSUPPORTED", "RING", S["POLL_REGMEM"].opcode, SRING, 0)
+    p = sdma("WRITE_LINEAR", [1, 2, 3], **lo_hi("DST_ADDR", OUT, 2), COUNT=2)
+    s.emit(p)
+    g.write("SDMA_DOORBELL", 4 * (len(p) - 1))
+    expect_sdma_error(s, ih, "BAD_COUNT", "RING", S["WRITE_LINEAR"].opcode, SRING, 0)
+    # SDMA_CNTL.HALT stops the engine before its next packet; SDMA_STATUS.HALTED shows it.
+    g.set("SDMA_CNTL", HALT=1)
+    s.submit(sdma("FENCE", DATA=0x54, **lo_hi("ADDR", OUT + 0x28, 2)))
+    g.until(lambda: g.fields("SDMA_STATUS")["HALTED"], "SDMA_STATUS.HALTED")
+    assert g.r32(OUT + 0x28) == 0 and g.fields("SDMA_STATUS")["IDLE"] == 0
+    g.set("SDMA_CNTL", HALT=0)
+    g.idle("SDMA_STATUS")
+    assert g.r32(OUT + 0x28) == 0x54 and g.fields("SDMA_STATUS")["HALTED"] == 0
+
+
+def check_every_sdma_listed_value_and_reserved_bit(dev):
+    """Each value docs/packets.md lists for an SDMA field runs, but those marked not
+    supported and those not listed (POLL_REGMEM FUNC 7) stop the queue with UNSUPPORTED;
+    reserved bits (but those below an address's low field) and MTYPE / CSA_ADDR are ignored."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 6, IH_WB)
+    s = SdmaRing(g, SRING, 6)
+    S = sdma_packets()
+    src = 0x100000
+    g.w32(src, [0x5EED, 0x5EED])
+    g.w32(IB1, [0])
+    base = {"COPY_LINEAR": lambda **kw: sdma("COPY_LINEAR", COUNT=7, **lo_hi("SRC_ADDR", src),
+                                             **lo_hi("DST_ADDR", OUT), **kw),
+            "WRITE_LINEAR": lambda **kw: sdma("WRITE_LINEAR", [0x42, 0x43], COUNT=1, **lo_hi("DST_ADDR", OUT, 2), **kw),
+            "POLL_REGMEM": lambda **kw: sdma("POLL_REGMEM", **lo_hi("ADDR", OUT, 2), VALUE=0, MASK=0, RETRY_COUNT=0,
+                                             INTERVAL=1, **{"FUNC": "ALWAYS", "MEM_POLL": "MEMORY", **kw}),
+            "CONSTANT_FILL": lambda **kw: sdma("CONSTANT_FILL", SRC_DATA=0x0F0F0F0F, COUNT=7,
+                                               **lo_hi("DST_ADDR", OUT), **kw),
+            "FENCE": lambda **kw: sdma("FENCE", DATA=0x44, **lo_hi("ADDR", OUT, 2), **kw),
+            "INDIRECT_BUFFER": lambda **kw: sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=1, **kw),
+            "TRAP": lambda **kw: sdma("TRAP", INT_CONTEXT=1, **kw)}
+    checked = 0
+    for name, make in base.items():
+        for f in S[name].fields.values():
+            if not f.values:
+                continue
+            listed = set(f.values.values())
+            for v in sorted(listed) + [v for v in range(1 << f.width) if v not in listed][:2]:
+                bad = v in {f.values[u] for u in f.unsupported} or v not in listed
+                at = s.wptr // 4
+                s.run(make(**{f.name: v}))
+                checked += 1
+                if bad:
+                    expect_sdma_error(s, ih, "UNSUPPORTED", "RING", S[name].opcode, SRING + 4 * (at % 64), at % 64)
+                else:
+                    assert g.fields("SDMA_STATUS")["ERROR"] == 0, f"{name}.{f.name} = {v}: {g.fields('SDMA_ERROR')}"
+                    if name == "POLL_REGMEM" and f.name == "FUNC" and v in (1, 4, 6):  # LT, NE, GT fail on 0
+                        (e,) = g.until(lambda: ih.pop() or None, "the POLL_TIMEOUT entry")
+                        assert ih.source(e) == "SDMA_POLL_TIMEOUT", e
+    assert checked >= 30
+    ignored = {"FENCE": {"MTYPE": 7}, "INDIRECT_BUFFER": {"CSA_ADDR_LO": M32, "CSA_ADDR_HI": M32}}
+    for name, make in base.items():
+        pkt = S[name]
+        p = make(**ignored.get(name, {}))
+        used = [0] * (1 + pkt.fixed)
+        for f in pkt.fields.values():
+            d = 0 if f.dword == "hdr" else f.dword + 1
+            used[d] |= f.mask | (((1 << f.lsb) - 1) if f.name.endswith("_LO") else 0)
+        p = [d | (~u & M32) for d, u in zip(p, used)] + p[len(used):]
+        g.w32(OUT, [0, 0])
+        s.run(p)
+        assert g.fields("SDMA_STATUS")["ERROR"] == 0, f"{name} with reserved bits: {g.fields('SDMA_ERROR')}"
+        want = {"COPY_LINEAR": [0x5EED, 0x5EED], "WRITE_LINEAR": [0x42, 0x43], "CONSTANT_FILL": [0x0F0F0F0F] * 2,
+                "FENCE": [0x44, 0]}.get(name)
+        assert want is None or g.r32(OUT, 2) == want, f"{name}: {g.r32(OUT, 2)}"
+
+
+def check_sdma_entries_raise_no_event_bit(dev):
+    """The SDMA's entries set no INT_STATUS event bit (IH_PENDING only); one dropped by a
+    full IH ring sets IH_OVERFLOW; a failing IH write is the SDMA's BUS_DECERR at the
+    entry's address, with SDMA_STATUS.ERROR the only sign, and the CP runs on."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 3)  # one entry
+    ring = Ring(g, RING, 8, RPTR_WB)
+    s = SdmaRing(g, SRING, 6)
+    S = sdma_packets()
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    s.run(sdma("TRAP", INT_CONTEXT=1))
+    g.until(lambda: g.read("IH_WPTR") == 32, "the TRAP entry")
+    assert g.fields("INT_STATUS") == {"IH_OVERFLOW": 0, "CP_ERROR": 0, "EOP": 0, "IH_PENDING": 1}
+    s.run(sdma("TRAP", INT_CONTEXT=2), [0x0000_0003])  # the ring is full: both entries dropped
+    g.dev.delay(100)
+    assert g.read("IH_WPTR") == 32 and g.fields("SDMA_STATUS")["ERROR"] == 1
+    assert g.fields("INT_STATUS") == {"IH_OVERFLOW": 1, "CP_ERROR": 0, "EOP": 0, "IH_PENDING": 1}
+    assert ih.pop()[0]["DATA0"] == 1
+    g.set("SDMA_CNTL", QUEUE_RESET=1, TRAP_ENABLE=1)
+    g.idle("SDMA_STATUS")
+    s.wptr = 0
+    g.write("INT_STATUS", M32)
+    bad = 0x1000_0000
+    g.write("IH_BASE_LO", bad >> 8)
+    s.submit(sdma("TRAP", INT_CONTEXT=3), sdma("FENCE", DATA=7, **lo_hi("ADDR", OUT, 2)))
+    st = g.idle("SDMA_STATUS")
+    g.dev.delay(100)
+    err = g.fields("SDMA_ERROR")
+    assert (st["ERROR"], err["CODE"], err["OP"], g.read("SDMA_ERROR_ADDR_LO"), g.read("SDMA_ERROR_OFFSET")) == \
+        (1, g.err["BUS_DECERR"], S["TRAP"].opcode, bad, 0), (st, err)  # (IH_WPTR 32 mod 32 bytes: the base)
+    assert g.fields("INT_STATUS") == {"IH_OVERFLOW": 0, "CP_ERROR": 0, "EOP": 0, "IH_PENDING": 0}
+    assert g.read("IH_WPTR") == 32 and g.r32(OUT) == 0, "the FENCE after the failed TRAP never ran"
+    ring.run(write_data(OUT + 4, [9]))
+    assert g.r32(OUT + 4) == 9 and g.fields("STATUS")["ERROR"] == 0
+
+
+CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority,
+          check_entries_name_their_queue_and_vmid, check_sdma_vm_and_address_rules,
+          check_every_sdma_listed_value_and_reserved_bit, check_sdma_entries_raise_no_event_bit]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
+def test_contract_on_the_model(check):
+    from testbench.refmodel import RefModel
+
+    check(RefModel())

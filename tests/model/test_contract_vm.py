@@ -1,0 +1,197 @@
+"""The contract, checked by an outside driver writer (tests/model/contract_driver.py, from
+the docs alone): virtual memory. Page tables as docs/hardware.md lays them out, the bits the
+MMU ignores, every fault cause and access kind with what VM_FAULT_* and the UTCL2 entry
+hold, faults at page edges, which queue's fault VM_FAULT_STATUS shows, and TLB invalidation.
+
+The `check_*(dev)` bodies run here on the reference model and, through CHECKS and
+tests/cosim/driver_checks.py, on the RTL under Verilator and Icarus.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.model.contract_driver import (IB1, PA_CODE, PA_HUGE, PA_OUT, PA_OUT2, PDE_PTE, PT_L1, PT_ROOT, READABLE,
+                                         RING1, RPTR1_WB, VALID, VA_CODE, VA_HOLE, VA_HUGE, VA_OUT, VA_RO, WRITEABLE,
+                                         Ring, bring_up, dma_data, expect_error, expect_fault, ib, map_vmid1, pm4,
+                                         pm4_packets, release_mem, wait_mem, write_data)
+
+
+def check_vm_translation_faults_and_invalidate(dev):
+    """A VMID's page tables as the docs lay them out, the IB's VMID in its entries, every
+    fault cause and access kind with what VM_FAULT_* and the UTCL2 entry hold, and an
+    invalidation that makes a changed PTE seen."""
+    g, ring, ih = bring_up(dev)
+    assert g.fields("VM_CAPS") == {"LEVELS": 2, "VMIDS": 16, "TLB_LOG2": 4}
+    map_vmid1(g)
+    assert g.read("VM_CONTEXT_PT_BASE_LO", 1) == PT_ROOT
+    P = pm4_packets()
+    code = write_data(VA_OUT + 8, [0x1111]) + write_data(VA_HUGE + 0x12344, [0x2222]) + \
+        release_mem(VA_OUT + 16, 0x3333, INT_SEL="SEND_INT", INT_CTXID=1)
+    g.w32(PA_CODE, code)
+    ring.run(ib(VA_CODE, len(code), VMID=1))
+    assert (g.r32(PA_OUT + 8), g.r32(PA_HUGE + 0x12344), g.r32(PA_OUT + 16)) == (0x1111, 0x2222, 0x3333)
+    (e,) = ih.pop()
+    assert (ih.source(e), e["VMID"], e["DATA3"]) == ("EOP", 1, VA_OUT + 16), "an IB's entry has its VMID"
+
+    def run_ib(body, entry=VA_CODE):
+        g.w32(PA_CODE, body)
+        ring.submit(ib(entry, len(body), VMID=1))
+
+    W, R, F, DR, DW = 1, 0, 2, 3, 4
+    run_ib(pm4("NOP", [0]) + write_data(VA_RO + 4, [1]))  # a PTE without WRITEABLE
+    expect_fault(ring, ih, VA_RO + 4, W, 1, 1, P["WRITE_DATA"].opcode, 2, 0x20)
+    run_ib(wait_mem(VA_HOLE, 0, 0, "ALWAYS"))  # a page-table entry not VALID
+    expect_fault(ring, ih, VA_HOLE, R, 1, 0, P["WAIT_REG_MEM"].opcode, 0, 0x40)
+    run_ib(write_data(0x400000, [1]))  # a root entry not VALID
+    expect_fault(ring, ih, 0x400000, W, 0, 0, P["WRITE_DATA"].opcode, 0, 0x20)
+    far = 0x5000_0000_1000  # bits 47:44 = 5, beyond the 30-bit reach
+    run_ib(release_mem(far, 1))
+    expect_fault(ring, ih, far, W, 0, 2, P["RELEASE_MEM"].opcode, 0, 0x20)
+    run_ib(dma_data(VA_OUT, VA_HOLE + 0x10, 16, CP_SYNC=1))
+    expect_fault(ring, ih, VA_HOLE + 0x10, DR, 1, 0, P["DMA_DATA"].opcode, 0, 0x40)
+    run_ib(dma_data(VA_RO + 0x20, VA_OUT, 16, CP_SYNC=1))
+    expect_fault(ring, ih, VA_RO + 0x20, DW, 1, 1, P["DMA_DATA"].opcode, 0, 0x20)
+    g.w32(PA_OUT, [0xFFFF1000] * 4)
+    ring.submit(ib(VA_OUT, 4, VMID=1))  # a fetch from a page without EXECUTABLE: header, OPCODE 0
+    expect_fault(ring, ih, VA_OUT, F, 1, 1, 0, 0, 0x10)
+    # Invalidation: point VA_OUT at another page; after VM_INVALIDATE_ACK shows VMID 1, the
+    # next translation reads the new entry.
+    run_ib(write_data(VA_OUT + 0x40, [0x44]))
+    g.idle()
+    assert g.r32(PA_OUT + 0x40) == 0x44
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT2 | VALID | WRITEABLE)
+    g.write("VM_INVALIDATE_ADDR_LO", VA_OUT >> 12)
+    g.write("VM_INVALIDATE_ADDR_HI", 0)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=0)
+    assert g.read("VM_INVALIDATE_REQ") == 0, "write-only"
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1 << 1, "VM_INVALIDATE_ACK = VMID 1")
+    run_ib(write_data(VA_OUT + 0x40, [0x55]))
+    g.idle()
+    assert g.r32(PA_OUT2 + 0x40) == 0x55 and g.r32(PA_OUT + 0x40) == 0x44
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT | VALID | WRITEABLE)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=0xFFFF, ALL_ADDR=1)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 0xFFFF, "VM_INVALIDATE_ACK = every VMID")
+    run_ib(write_data(VA_OUT + 0x40, [0x66]))
+    g.idle()
+    assert g.r32(PA_OUT + 0x40) == 0x66
+    # A failed translation is never kept: a new entry needs no invalidation.
+    run_ib(write_data(VA_HOLE + 0x40, [0x88]))
+    expect_fault(ring, ih, VA_HOLE + 0x40, W, 1, 0, P["WRITE_DATA"].opcode, 0, 0x20)
+    g.w64(PT_L1 + 8 * (VA_HOLE >> 12 & 511), PA_OUT2 | VALID | WRITEABLE)
+    run_ib(write_data(VA_HOLE + 0x40, [0x89]))
+    g.idle()
+    assert g.fields("STATUS")["ERROR"] == 0 and g.r32(PA_OUT2 + 0x40) == 0x89
+    # VMID 0 (ENABLE clear) is physical.
+    ring.run(write_data(PA_OUT + 0x44, [0x77]))
+    assert g.r32(PA_OUT + 0x44) == 0x77
+
+def check_vm_fault_status_follows_the_stopped_queue(dev):
+    """VM_FAULT_STATUS holds the fault of the queue it stopped, queue 0's when both are, 0
+    once neither is; a far address in a translated IB is BUS_DECERR, nothing in VM_FAULT_*."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    map_vmid1(g)
+    P = pm4_packets()
+    g.w32(PA_CODE, write_data(VA_RO, [1]) + wait_mem(VA_HOLE + 8, 0, 0, "ALWAYS"))
+    q1.submit(ib(VA_CODE, 5, VMID=1))
+    g.idle("CP_HQD1_STATUS")
+    q1_fault = g.fields("VM_FAULT_STATUS")
+    assert q1_fault == {"VMID": 1, "ACCESS": 1, "LEVEL": 1, "CAUSE": 1}, q1_fault
+    assert g.read("VM_FAULT_ADDR_LO") == VA_RO
+    g.w32(PA_CODE + 0x100, wait_mem(VA_HOLE + 8, 0, 0, "ALWAYS"))
+    q0.submit(ib(VA_CODE + 0x100, 7, VMID=1))
+    g.idle()
+    assert g.fields("VM_FAULT_STATUS") == {"VMID": 1, "ACCESS": 0, "LEVEL": 1, "CAUSE": 0}
+    assert g.read("VM_FAULT_ADDR_LO") == VA_HOLE + 8, "queue 0's fault when both queues are stopped by one"
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    q0.wptr = 0
+    assert g.fields("VM_FAULT_STATUS") == q1_fault and g.read("VM_FAULT_ADDR_LO") == VA_RO
+    g.set("CP_QUEUE_RESET", Q1=1)
+    g.idle("CP_HQD1_STATUS")
+    q1.wptr = 0
+    assert g.read("VM_FAULT_STATUS") == 0 and g.read("VM_FAULT_ADDR_LO") == 0
+    ih.pop()
+    g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1))
+    far = 0x0001_0000_0000_0000 | VA_OUT
+    g.w32(PA_CODE, wait_mem(far, 0, 0, "ALWAYS"))
+    q0.submit(ib(VA_CODE, 7, VMID=1))
+    expect_error(q0, ih, "BUS_DECERR", "IB1", P["WAIT_REG_MEM"].opcode, VA_OUT, 0)
+    assert g.read("VM_FAULT_STATUS") == 0
+
+def check_vm_entry_bits_and_walk_errors(dev):
+    """Bits a PTE may carry that the MMU ignores (SYSTEM, SNOOPED, FRAG 11:7, 53:48, MTYPE
+    58:57, PDE_PTE in a PTE); a huge page's own permissions (a fault at LEVEL 0); a table read
+    that answers an error is WALK_ERROR at its level; a new invalidation request clears ACK."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    P = pm4_packets()
+    ignored = (1 << 1) | (1 << 2) | (0x1F << 7) | (0x3F << 48) | (3 << 57) | PDE_PTE
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT | VALID | WRITEABLE | ignored)
+    g.w32(PA_CODE, write_data(VA_OUT + 0x80, [0x81]))
+    ring.run(ib(VA_CODE, 5, VMID=1))
+    assert g.fields("STATUS")["ERROR"] == 0 and g.r32(PA_OUT + 0x80) == 0x81
+    huge_ro = 0x400000  # root index 2: a huge page without WRITEABLE
+    g.w64(PT_ROOT + 8 * (huge_ro >> 21), 0x600000 | VALID | PDE_PTE | READABLE)
+    g.w32(PA_CODE, write_data(huge_ro + 0x1234 * 4, [1]))
+    ring.submit(ib(VA_CODE, 5, VMID=1))
+    expect_fault(ring, ih, huge_ro + 0x1234 * 4, 1, 0, 1, P["WRITE_DATA"].opcode, 0, 0x20)
+    bad = 0x1000_0000  # beyond memory: every read of it answers DECERR
+    g.w64(PT_ROOT + 8 * (0x600000 >> 21), bad | VALID)  # a directory entry pointing there
+    g.w32(PA_CODE, write_data(0x600000, [1]))
+    ring.submit(ib(VA_CODE, 5, VMID=1))
+    expect_fault(ring, ih, 0x600000, 1, 1, 3, P["WRITE_DATA"].opcode, 0, 0x20)
+    g.write("VM_CONTEXT_PT_BASE_LO", bad, 2)
+    g.set("VM_CONTEXT_CNTL", 2, ENABLE=1)
+    g.w32(IB1, write_data(0x1000, [1]))  # VMID 2's root is unreadable: the fetch faults first
+    ring.submit(ib(0x1000, 5, VMID=2))
+    g.idle()
+    assert g.fields("VM_FAULT_STATUS") == {"VMID": 2, "ACCESS": 2, "LEVEL": 0, "CAUSE": 3}
+    assert g.fields("CP_ERROR")["CODE"] == g.err["VM_FAULT"]
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    ih.pop()
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=1)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1 << 1, "ACK of VMID 1")
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 3, ALL_ADDR=1)
+    assert g.read("VM_INVALIDATE_ACK") & (1 << 1) == 0, "a new request clears VM_INVALIDATE_ACK"
+    g.until(lambda: g.read("VM_INVALIDATE_ACK"), "ACK of VMID 3")
+    assert g.read("VM_INVALIDATE_ACK") == 1 << 3
+
+def check_vm_fault_addresses_at_page_edges(dev):
+    """Where a fault is reported at a page edge: an IB ending at its page's end never touches
+    the next page; a payload dword in a non-executable page faults at that dword (OPCODE the
+    packet's, OFFSET its header's); a DMA copy faults at its first byte in the page that
+    refuses it, for the source and for the destination."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    P = pm4_packets()
+    end = VA_CODE + 0x1000  # VA_OUT follows VA_CODE: writeable, not executable
+    tail = write_data(VA_OUT + 0x90, [0x91])
+    g.w32(PA_CODE + 0x1000 - 4 * len(tail), tail)
+    ring.run(ib(end - 4 * len(tail), len(tail), VMID=1))
+    assert g.fields("STATUS")["ERROR"] == 0 and g.r32(PA_OUT + 0x90) == 0x91
+    g.w32(PA_CODE + 0x1000 - 8, write_data(VA_OUT + 0x94, [0x95])[:2])  # the header and ADDR_LO
+    ring.submit(ib(end - 8, 5, VMID=1))
+    expect_fault(ring, ih, end, 2, 1, 1, P["WRITE_DATA"].opcode, 0, 0x10)
+    g.w32(PA_CODE, write_data(VA_RO - 8, [1, 2, 3, 4]))  # VA_OUT's last 8 bytes, then VA_RO's first
+    ring.submit(ib(VA_CODE, 8, VMID=1))
+    expect_fault(ring, ih, VA_RO, 1, 1, 1, P["WRITE_DATA"].opcode, 0, 0x20)  # (blocks never cross a page)
+    g.w32(PA_CODE, dma_data(VA_RO - 8, VA_CODE + 0x10, 16, CP_SYNC=1))  # dst: VA_OUT, then VA_RO
+    ring.submit(ib(VA_CODE, 7, VMID=1))
+    expect_fault(ring, ih, VA_RO, 4, 1, 1, P["DMA_DATA"].opcode, 0, 0x20)
+    g.w32(PA_CODE, dma_data(VA_OUT + 0x100, VA_HOLE - 6, 16, CP_SYNC=1))  # src: VA_RO, then VA_HOLE
+    ring.submit(ib(VA_CODE, 7, VMID=1))
+    expect_fault(ring, ih, VA_HOLE, 3, 1, 0, P["DMA_DATA"].opcode, 0, 0x40)
+
+
+CHECKS = [check_vm_translation_faults_and_invalidate, check_vm_fault_status_follows_the_stopped_queue,
+          check_vm_entry_bits_and_walk_errors, check_vm_fault_addresses_at_page_edges]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
+def test_contract_on_the_model(check):
+    from testbench.refmodel import RefModel
+
+    check(RefModel())
