@@ -73,11 +73,10 @@ def kernel_int(v: Any) -> Any:
     if isinstance(v, (int, np.integer)):
         if type(v) is int or type(v) in ENUMS:
             return v
-        try:
-            n = int(v)  # an int subclass's own __int__ runs: once, here
+        try:  # an int subclass's own __int__ runs: once, here. int() answers an exact int or
+            return int(v)  # raises (an __int__ answering an int subclass is copied to an int)
         except Exception as e:
             return Opaque(v, f"<{type(v).__name__} whose int() raised {type(e).__name__}>")
-        return n if type(n) is int else Opaque(v)
     return Opaque(v)
 
 

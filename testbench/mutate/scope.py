@@ -55,6 +55,21 @@ MODULES = (
     "spec/rules.py",
     "spec/sdma/codec.py",
     "spec/sdma/packets.py",
+    # The boundary's other modules (helper-71): the ioctl copy-in (copy_from_user), the uAPI's
+    # structures and KmdError, a client's File (its handles and contexts), register access
+    # and fields, the PTE layout and walk, the IH entry, the gfx9 differences table, and the
+    # UMD's API versions, errors and winsys ioctls. (kmd_model/regs.py is generated: left out.)
+    "kmd_model/ioctl/copyin.py",
+    "kmd_model/uapi.py",
+    "kmd_model/core/file.py",
+    "kmd_model/mmio.py",
+    "kmd_model/regfield.py",
+    "spec/vm.py",
+    "spec/ih.py",
+    "spec/gfx9.py",
+    "umd/api.py",
+    "umd/errors.py",
+    "umd/winsys/ioctl.py",
 )
 
 # The model-level tests (seconds in all): the KMD, the security boundary, the UMD, the
@@ -110,6 +125,8 @@ TESTS = (
     "tests/model/test_model_sdma.py",
     "tests/model/test_model_cp_queues.py",
     "tests/spec/test_sdma_spec.py",
+    "tests/kmd/test_kmd_mmio.py",
+    "tests/spec/test_generated.py",  # the generated docs and header: spec/gfx9.py's table, spec/ih.py's and vm.py's
 )
 # The asynchronous submission thread (umd/submit.py) and its tests (tests/umd/test_umd_async.py,
 # which also run the transfer and memory checks with every queue async) are in: the async

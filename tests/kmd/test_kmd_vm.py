@@ -568,3 +568,32 @@ def test_an_mmu_that_never_acknowledges_a_flush_wedges_the_device_after_a_job_ti
     assert 50_000 <= dev.now() - t0 < 200_000  # a job timeout and a few passes, not the 10 M the wait allowed
     assert ib.u32[0x40] == 0  # it never ran
     expect(errno.EIO, f"CS: {kmd.wedged}", c.submit, c.ib(ib, pm4.nop(2), 0x100))
+
+
+def test_pde_and_pte_bits_are_amdgpus():
+    """The entry bits are amdgpu_vm.h's (AMDGPU_PTE_VALID 1 << 0, SYSTEM 1, SNOOPED 2,
+    EXECUTABLE 4, READABLE 5, WRITEABLE 6, AMDGPU_PDE_PTE 1 << 54), the address in bits 47:12:
+    the KMD, the model and the MMU all read spec/vm.py, so a bit moved there moves in all of
+    them alike and only AMD's own values tell."""
+    assert [(b.name, b.mask) for b in vm_spec.BITS] == [
+        ("VALID", 0x1), ("SYSTEM", 0x2), ("SNOOPED", 0x4), ("EXECUTABLE", 0x10), ("READABLE", 0x20),
+        ("WRITEABLE", 0x40), ("PDE_PTE", 1 << 54)]
+    assert (vm_spec.VALID, vm_spec.EXECUTABLE, vm_spec.READABLE, vm_spec.WRITEABLE, vm_spec.PDE_PTE) == (
+        0x1, 0x10, 0x20, 0x40, 1 << 54)
+    assert vm_spec.pte(0xF123_4567_8ABC, vm_spec.READABLE | vm_spec.WRITEABLE) == 0xF123_4567_8061
+    assert vm_spec.pte(0x1_0000_0000_0000, vm_spec.EXECUTABLE) == 0x11  # above bit 47: not an address bit
+    assert vm_spec.pde(0x0000_0012_3456_7000) == 0x0000_0012_3456_7001
+
+
+@pytest.mark.parametrize("va, access, data", [
+    (0x0000_3FFF_F000, vm_spec.Access.FETCH, (0x3FFFF, 0x10)),
+    (0xF123_4567_8ABC, vm_spec.Access.DMA_WRITE, (0x1234_5678, 0x2F)),
+    (0x1000_0000_0000, vm_spec.Access.READ, (0, 0x41)),
+    (0x0FFF_FFFF_F000, vm_spec.Access.WRITE, (0xFFFF_FFFF, 0x20)),
+])
+def test_a_vm_fault_entry_carries_the_page_as_amdgpu_decodes_it(va, access, data):
+    """A VM_FAULT IH entry's DATA0/DATA1 are gmc_v9_0_process_interrupt's src_data: the page's
+    address bits 43:12, then bits 47:44 with the READ/WRITE/EXE hint; amdgpu rebuilds the
+    faulting page from them (addr = src_data[0] << 12 | (src_data[1] & 0xf) << 44)."""
+    assert vm_spec.fault_src_data(va, access) == data
+    assert vm_spec.fault_addr_from_src_data(*data) == va & ~0xFFF

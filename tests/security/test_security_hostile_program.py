@@ -324,17 +324,23 @@ def test_an_integer_too_wide_for_any_field_is_named_by_its_width():
             c.io(req, args)
         assert ei.value.message == message
     assert len(seen) == 6 and all(len(s) < 300 for s in seen), seen
+    widest = (1 << 128) - 1  # as wide as any value is shown in full (39 digits)
+    for v, shown in ((widest, str(widest)), (widest + 1, "<an int of 129 bits>")):
+        with pytest.raises(KmdError) as ei:
+            c.io(Request.GEM_MMAP, GemMmapArgs(v))
+        assert ei.value.message == f"GEM_MMAP: no BO with handle {shown}"
 
 
-def test_a_chunk_list_is_copied_from_its_own_storage():
-    """A list subclass whose __iter__ never ends (or yields other chunks than it holds): the
-    kernel copies the list's elements, not what its __iter__ says."""
+@pytest.mark.parametrize("base", [list, tuple])
+def test_a_chunk_list_is_copied_from_its_own_storage(base):
+    """A list (or tuple) subclass whose __iter__ never ends (or yields other chunks than it
+    holds): the kernel copies the sequence's elements, not what its __iter__ says."""
     kmd_model.bind(RefModel())
     c = Client()
     bo = c.bo(0x1000)
     bo.u32[:8] = pm4.pad(8)
 
-    class Endless(list):
+    class Endless(base):
         def __iter__(self):
             while True:
                 yield CsChunkIb(8, bo.handle, 0x800)

@@ -93,3 +93,19 @@ CHECKS = [check_versions, check_defaults_and_help]
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
 def test_on_model(check):
     check(RefModel())
+
+
+def test_a_device_opened_on_a_given_render_node_makes_its_ioctls_there():
+    """umd.open(winsys=Winsys(file)): the device's buffers and contexts are that file's, no
+    other render node is opened, and closing the device closes it."""
+    from umd.winsys import Winsys
+
+    kmd = kmd_model.bind(RefModel())
+    f = kmd_model.open_render_node()
+    files = len(kmd.files)
+    gpu = umd.open(winsys=Winsys(f), pools=False)
+    q = gpu.queue()
+    gpu.alloc(4096)
+    assert len(kmd.files) == files and (f.fd, q.ctx_id) in kmd.contexts and len(f.handles) >= 1
+    gpu.close()
+    assert f.closed
