@@ -117,6 +117,9 @@ def test_the_register_manual_names_each_fields_bits_access_and_reset():
 
 
 def test_a_register_array_and_its_bounds():
+    m = Mmio(RefModel())
+    m.write(regs.VM_CONTEXT_CNTL, 1, index=5)
+    assert [m.fields(regs.VM_CONTEXT_CNTL, i) for i in (4, 5, 6)] == [{"ENABLE": 0}, {"ENABLE": 1}, {"ENABLE": 0}]
     assert [regs.PERF_PACKETS.addr(i) for i in (0, 7)] == [0x120, 0x13C]
     assert regs.VM_CONTEXT_CNTL.addr(15) == regs.VM_CONTEXT_CNTL.ADDR + 15 * 4
     for reg, index in ((regs.PERF_PACKETS, 8), (regs.PERF_PACKETS, -1), (regs.SCRATCH, 1)):

@@ -597,3 +597,26 @@ def test_a_vm_fault_entry_carries_the_page_as_amdgpu_decodes_it(va, access, data
     faulting page from them (addr = src_data[0] << 12 | (src_data[1] & 0xf) << 44)."""
     assert vm_spec.fault_src_data(va, access) == data
     assert vm_spec.fault_addr_from_src_data(*data) == va & ~0xFFF
+
+
+def test_the_walk_reports_each_fault_with_its_cause_and_level():
+    """spec/vm.walk, the walker the KMD and the model share with the MMU's definition: a
+    translation through a PDE and a PTE, a 2 MiB huge page (PDE_PTE), and each fault at the
+    level it happened (VM_FAULT_STATUS.LEVEL): an address beyond the tables, an entry not
+    VALID, a leaf without the permission, an entry whose read answers a bus error."""
+    root, pt = 0x10_0000, 0x20_0000
+    mem = {root + 8 * 0: vm_spec.pde(pt),
+           root + 8 * 1: vm_spec.pte(0x4000_0000, vm_spec.READABLE | vm_spec.PDE_PTE),
+           pt + 8 * 3: vm_spec.pte(0x7_5000, vm_spec.READABLE | vm_spec.WRITEABLE)}
+    read = lambda a: mem.get(a, 0)  # noqa: E731
+    W, C, A = vm_spec.Walk, vm_spec.Cause, vm_spec.Access
+    assert vm_spec.walk(read, root, 0x3123, A.WRITE) == W(0x7_5123, mem[pt + 24], None, 1)
+    assert vm_spec.walk(read, root, 0x3123, None) == W(0x7_5123, mem[pt + 24], None, 1)
+    assert vm_spec.walk(read, root, 0x3123, A.FETCH) == W(None, mem[pt + 24], C.PERMISSION, 1)
+    assert vm_spec.walk(read, root, 0x20_0000 + 0x1_2345, A.DMA_READ) == W(0x4001_2345, mem[root + 8], None, 0)
+    assert vm_spec.walk(read, root, 0x20_0000, A.DMA_WRITE) == W(None, mem[root + 8], C.PERMISSION, 0)
+    assert vm_spec.walk(read, root, 0x4000, A.READ) == W(None, 0, C.INVALID, 1)
+    assert vm_spec.walk(read, root, 0x40_0000, A.READ) == W(None, 0, C.INVALID, 0)
+    assert vm_spec.walk(read, root, 1 << 30, A.READ) == W(None, 0, C.RANGE, 0)
+    assert vm_spec.walk(read, root, 0x3000, A.READ, read_ok=lambda a: a != pt + 24) == W(None, 0, C.WALK_ERROR, 1)
+    assert vm_spec.walk(read, root, 0x3000, A.READ, read_ok=lambda a: a != root) == W(None, 0, C.WALK_ERROR, 0)

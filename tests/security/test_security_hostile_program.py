@@ -274,10 +274,36 @@ class _Huge:
         return "x" * 1_000_000
 
 
+class _Sneaky(str):
+    """A str whose methods are client code: split() raises, len() lies."""
+
+    def split(self, *a, **k):
+        raise RuntimeError("split")
+
+    def __len__(self):
+        return 0
+
+
+class _SneakyRepr:
+    def __repr__(self):
+        return _Sneaky("sneaky\n" + "s" * 100)
+
+
+class _Width:
+    def __init__(self, n: int):
+        self.n = n
+
+    def __repr__(self):
+        return "w" * self.n
+
+
 @pytest.mark.parametrize("value, shown", [
     (_BadRepr(), "<_BadRepr whose repr raised RuntimeError>"),
     (_Lines(), "first second"),
     (_Huge(), "x" * 77 + "..."),
+    (_Width(80), "w" * 80),  # as long as a value is shown whole
+    (_Width(81), "w" * 77 + "..."),
+    (_SneakyRepr(), "sneaky " + "s" * 70 + "..."),  # a str subclass's split() and len() are not called
     (np.zeros((2, 2)), "array([[0., 0.], [0., 0.]])"),
 ])
 def test_a_value_of_the_wrong_kind_is_shown_on_one_short_line(value, shown):
@@ -300,6 +326,42 @@ def test_a_value_of_the_wrong_kind_is_shown_on_one_short_line(value, shown):
     with pytest.raises(KmdError):
         c.io(Request.GEM_MMAP, value)  # arguments of the wrong class altogether
     assert len(seen) == 4 and all("\n" not in s and len(s) < 400 for s in seen), seen
+
+
+def test_an_argument_field_whose_read_raises_is_einval_naming_the_field():
+    """A subclass of an argument class whose field is a property that raises: the copy-in
+    reads it once and the ioctl refuses it in one line naming the field and the exception,
+    with no effect (a None in its place would read as "no value given")."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+
+    class RaisingHandle(GemCloseArgs):
+        @property
+        def handle(self):
+            raise RuntimeError("handle")
+
+        @handle.setter
+        def handle(self, v):
+            pass
+
+    class RaisingSize(GemCreateArgs):
+        @property
+        def size(self):
+            raise LookupError("size")
+
+        @size.setter
+        def size(self, v):
+            pass
+
+    bos = len(kmd.live_bos())
+    for req, args, message in ((Request.GEM_CLOSE, RaisingHandle(1),
+                                "GEM_CLOSE: no BO with handle <a handle whose read raised RuntimeError>"),
+                               (Request.GEM_CREATE, RaisingSize(4096),
+                                "GEM_CREATE: size must be an int, not <a size whose read raised LookupError>")):
+        with pytest.raises(KmdError) as ei:
+            c.io(req, args)
+        assert (ei.value.errno, ei.value.message) == (errno.EINVAL, message)
+    assert len(kmd.live_bos()) == bos
 
 
 def test_an_integer_too_wide_for_any_field_is_named_by_its_width():
@@ -325,10 +387,13 @@ def test_an_integer_too_wide_for_any_field_is_named_by_its_width():
         assert ei.value.message == message
     assert len(seen) == 6 and all(len(s) < 300 for s in seen), seen
     widest = (1 << 128) - 1  # as wide as any value is shown in full (39 digits)
-    for v, shown in ((widest, str(widest)), (widest + 1, "<an int of 129 bits>")):
+    for v, shown, hexed in ((widest, str(widest), f"{widest:#x}"), (widest + 1, *["<an int of 129 bits>"] * 2)):
         with pytest.raises(KmdError) as ei:
             c.io(Request.GEM_MMAP, GemMmapArgs(v))
         assert ei.value.message == f"GEM_MMAP: no BO with handle {shown}"
+        with pytest.raises(KmdError) as ei:
+            c.io(Request.CS, CsArgs(c.ctx, [CsChunkIb(8, 1, "x", ip_type=v)]))
+        assert ei.value.message == f"CS: chunk 0: ip_type must fit in 64 bits, not {hexed}"
 
 
 @pytest.mark.parametrize("base", [list, tuple])
@@ -473,8 +538,9 @@ def test_an_app_integer_whose_index_raises_is_the_calls_one_line_type_error():
 
 
 @pytest.mark.parametrize("value, shown", [(_BadRepr(), "<_BadRepr whose repr raised RuntimeError>"),
-                                          (_Lines(), "first second"), (10**5000, "<an int of 16610 bits>")],
-                         ids=["repr_raises", "repr_lines", "huge_int"])
+                                          (_Lines(), "first second"), (10**5000, "<an int of 16610 bits>"),
+                                          (_SneakyRepr(), "sneaky " + "s" * 70 + "...")],
+                         ids=["repr_raises", "repr_lines", "huge_int", "repr_a_str_subclass"])
 def test_the_umds_messages_show_an_apps_value_on_one_short_line(value, shown):
     """The UMD named a bad argument by its repr: a repr that raised escaped as that exception,
     a repr with a newline broke the one-line message, and 10**5000 raised ValueError (Python

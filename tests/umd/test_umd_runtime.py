@@ -119,6 +119,7 @@ def check_gpu_error_decoded(dev):
         bad.finish()
     e = ei.value
     assert (e.opcode, e.ib_offset, e.context, e.code) == (0x7B, 0x38, bad.ctx_id, "ILLEGAL_OPCODE")
+    assert e.command == "Queue.emit_raw() #2" and not e.waited_for
     assert re.fullmatch(rf"GPU error: illegal opcode 0x7b at IB\+0x38 \(0x[0-9a-f]+\), context {bad.ctx_id} "
                         r"\(recorded by Queue.emit_raw\(\) #2\)", str(e)), str(e)
     bad.write(buf, 64, 5)
