@@ -47,6 +47,9 @@ def check_versions(dev):
                        r"signal\(\)\?$"):
         q2.sgnal()
     assert "fill" in dir(q2) and "fill" not in dir(q1) and "write" in dir(q1)
+    with pytest.raises(AttributeError, match=r"^Queue has no entry point 'memset' in API version 1 \(it has close, "
+                       r"emit_raw, finish, flush, signal, wait_mem, write\)$"):
+        q1.memset  # (fill, what version 2 calls it, is not in version 1)
     q2.fill(b2, 16, 16, 7)
     q2.finish()
     assert b2.u32[4:8].tolist() == [7] * 4

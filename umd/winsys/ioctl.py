@@ -44,7 +44,7 @@ class Winsys:
         return bool(getattr(getattr(kmd, "dev", None), "thread_bound", False))
 
     # -- GEM
-    def gem_create(self, size: int, domain: int, alignment: int = 0, flags: int = 0) -> uapi.GemCreateOut:
+    def gem_create(self, size: int, domain: int, alignment: int, flags: int) -> uapi.GemCreateOut:
         return self.ioctl(Request.GEM_CREATE, uapi.GemCreateArgs(size, alignment, domain, flags))
 
     def gem_close(self, handle: int) -> None:
