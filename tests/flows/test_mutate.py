@@ -4,7 +4,7 @@
 the tree and runs the test files that must kill it: a change that makes the suite blind
 to one of these classes (the checker's read side, wrap-safe fences, the IH read pointer,
 the timeout diagnosis, a compare on its boundary, RAW_WAIT, a packet field's position,
-an address's high dword, long dumps) fails here.
+an address's high dword, the ioctl copy-in's plain ints, long dumps) fails here.
 The whole campaign is `make mutate` (docs/verification.md).
 """
 
