@@ -412,6 +412,7 @@ def test_a_vm_fault_surfaces_as_a_gpu_error_naming_the_packet_and_address():
         q.finish()
     e = ei.value
     assert (e.code, e.opcode, e.opcode_name, e.ib_offset, e.context) == ("VM_FAULT", 0x37, "WRITE_DATA", 0, q.ctx_id)
+    assert (e.info.code, e.info.level, e.info.ctx_id) == ("VM_FAULT", "IB1", q.ctx_id)  # the KMD's decoded error
     assert str(e).startswith("GPU error: VM fault: WRITE at 0x30000000 in WRITE_DATA (VMID ")
     with pytest.raises(umd.GpuError, match="VM fault"):
         q.finish()
