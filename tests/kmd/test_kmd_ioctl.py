@@ -503,4 +503,8 @@ def test_a_kmd_error_is_whole_when_copied_or_sent_to_another_process():
         assert (type(back), back.errno, back.message, str(back)) == (
             KmdError, errno.ETIME, "WAIT_CS: the reset failed", "ETIME: WAIT_CS: the reset failed")
     assert repr(e) == f"KmdError({errno.ETIME}, 'WAIT_CS: the reset failed')"
+    e = KmdError(errno.EINVAL, "GEM_CREATE: size must be > 0, not 0")  # (not through within())
+    back = pickle.loads(pickle.dumps(e))
+    assert (repr(e), str(back)) == (f"KmdError({errno.EINVAL}, 'GEM_CREATE: size must be > 0, not 0')",
+                                    "EINVAL: GEM_CREATE: size must be > 0, not 0")
     assert str(KmdError(4095, "x")) == "4095: x" and KmdError(4095, "x").name == "4095"

@@ -44,8 +44,8 @@ class Winsys:
         return bool(getattr(getattr(kmd, "dev", None), "thread_bound", False))
 
     # -- GEM
-    def gem_create(self, size: int, domain: int, alignment: int, flags: int) -> uapi.GemCreateOut:
-        return self.ioctl(Request.GEM_CREATE, uapi.GemCreateArgs(size, alignment, domain, flags))
+    def gem_create(self, size: int, domain: int, alignment: int) -> uapi.GemCreateOut:
+        return self.ioctl(Request.GEM_CREATE, uapi.GemCreateArgs(size, alignment, domain))
 
     def gem_close(self, handle: int) -> None:
         self.ioctl(Request.GEM_CLOSE, uapi.GemCloseArgs(handle))
