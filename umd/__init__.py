@@ -8,9 +8,11 @@
     q.wait_mem(flag, 0, 1)                 # GPU-side wait (WAIT_REG_MEM)
     ev = q.signal()                        # RELEASE_MEM; ev.wait(timeout_cycles)
     q.flush(); q.finish()
+    dev.close()                            # or: with umd.open() as dev, with dev.queue() as q,
+                                           # with dev.alloc(n) as buf (close or free at the end)
 
 Layers: api (versions and dispatch tables), runtime (Device, Buffer), queue (Queue:
-recording, flush), events (Event, Timestamp, waits), transfer (copies and fills), submit
+recording, flush), device_queue (Device.queue by API version), events (Event, Timestamp, waits), transfer (copies and fills), submit
 (the asynchronous submission thread), errors; below them winsys/ (the ioctls, the VA
 allocator, the buffer pools, chained IBs). The UMD reaches the GPU only through the KMD's
 ioctls (kmd_model.open_render_node()).

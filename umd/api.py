@@ -28,8 +28,12 @@ import operator
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from . import events, queue, transfer
+import kmd_model
+from kmd_model.uapi import KmdError
+
+from . import device_queue, events, queue, transfer
 from . import runtime as rt
+from .errors import UmdError
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,14 @@ class DispatchTable:
     flush_threshold: int  # commands recorded before an implicit flush
     entries: dict[str, Callable] = field(default_factory=dict)
     notes: str = ""
+
+    def __post_init__(self) -> None:
+        # Python names a call's argument mistakes by the function's __qualname__ (and help()
+        # by its __name__): the app called q.write(..., value=1), so "Queue.write() got an
+        # unexpected keyword argument 'value'", not the name of the function behind the entry
+        # (queue_write_batched()). Tracebacks still name the function's own code.
+        for key, fn in self.entries.items():
+            fn.__qualname__, fn.__name__ = key, key.split(".", 1)[1]
 
     def derive(self, version: int, *, add: dict[str, Callable] = {}, remove: tuple[str, ...] = (),
                notes: str, **defaults) -> "DispatchTable":
@@ -64,7 +76,7 @@ class DispatchTable:
 
 V1 = DispatchTable(1, flush_threshold=16, entries={
     "Device.alloc": rt.device_alloc,
-    "Device.queue": queue.device_queue,
+    "Device.queue": device_queue.device_queue_v1,
     "Device.info": rt.device_info,
     "Device.counters": rt.device_counters,
     "Device.memory": rt.device_memory,
@@ -79,6 +91,7 @@ V1 = DispatchTable(1, flush_threshold=16, entries={
 }, notes="write() submits at once")
 
 V2 = V1.derive(2, flush_threshold=64, add={
+    "Device.queue": device_queue.device_queue,
     "Queue.write": queue.queue_write_batched,
     "Queue.fill": transfer.queue_fill,
     "Queue.timestamp": events.queue_timestamp,
@@ -90,7 +103,7 @@ V2 = V1.derive(2, flush_threshold=64, add={
          "queue(engine='copy')")
 
 V3 = V2.derive(3, add={
-    "Device.queue": queue.device_queue_v3,
+    "Device.queue": device_queue.device_queue_v3,
 }, notes="queue(async_submit=True): a submission thread makes the CS ioctls")
 
 TABLES: dict[int, DispatchTable] = {1: V1, 2: V2, 3: V3}
@@ -117,6 +130,14 @@ def open(api_version: int = LATEST, *, winsys=None, pools: bool = True) -> rt.De
     if version not in TABLES:
         raise ValueError(f"open: API version {rt.shown(api_version)} is not supported (this UMD serves "
                          f"{', '.join(map(str, TABLES))})")
-    if not isinstance(pools, bool):
-        raise TypeError(f"open: pools must be True or False, not {rt.shown(pools)}")
+    pools = rt._flag("open", "pools", pools)
+    try:
+        if winsys is None:
+            kmd_model.bound()
+    except KmdError:
+        # the new user's first mistake: umd.open() at the top of an app file, which
+        # `gpucosim run` imports before it brings the device up (then calls main())
+        raise UmdError("open: no GPU is bound yet: an app run by `gpucosim run` opens it in its main() (the "
+                       "file's top level runs before the device is up); a script of its own binds one first: "
+                       "kmd_model.bind(RefModel()) (docs/tutorial.md)") from None
     return rt.Device(TABLES[version], winsys, pools)

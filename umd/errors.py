@@ -19,9 +19,17 @@ class GpuError(UmdError):
     (0x201040), context 3", plus the API call that recorded the packet when the UMD still
     knows it. Attributes: `info` (the KMD's decoded error: code, level, opcode,
     opcode_name, offset, addr, ctx_id, seq), `command` (e.g. "Queue.emit_raw() #3") or None.
+
+    A queue whose error took a reset of the whole GPU (the gfx ring's recovery) stays
+    failed (the kernel's guilty context, as amdgpu's): its later flushes raise the same
+    error again, with `refused` True and the message saying so; a new queue
+    (Device.queue()) of the same device runs as before. A queue whose ring was reset alone
+    (the copy engine's; the high-priority gfx ring's, on a device that has one: the model)
+    loses only the failed work.
     """
 
-    def __init__(self, info: HwErrorInfo, command: str | None = None, waited_for: bool = False):
+    def __init__(self, info: HwErrorInfo, command: str | None = None, waited_for: bool = False,
+                 refused: bool = False):
         self.info = info
         self.command = command
         self.code = info.code
@@ -30,9 +38,13 @@ class GpuError(UmdError):
         self.ib_offset = info.offset
         self.context = info.ctx_id
         self.waited_for = waited_for  # it was another context's job, which this queue's waited for
+        # a later flush of the queue the error reset: the kernel takes no more of its work
+        self.refused = refused
         msg = f"GPU error{' in a job this queue waited for (wait_event)' if waited_for else ''}: {info.message}"
         if command:
             msg += f" (recorded by {command})"
+        if refused:
+            msg += "; the queue's context was reset for it and takes no more work: make a new queue"
         super().__init__(msg)
 
 
@@ -61,4 +73,8 @@ class OutOfMemory(UmdError, MemoryError):
 
 
 class DeviceLost(UmdError):
-    """The device could not be recovered (a failed reset)."""
+    """The kernel's EIO: the device could not be recovered (a failed reset: nothing runs any
+    more), or the queue's context is banned, having caused `ban_after_hangs` resets (3): the
+    message says which ("context N is banned"); a banned queue's device and its other
+    queues still run. (The kernel answers both with EIO, so the UMD cannot tell them apart
+    by more than its message.)"""

@@ -1,9 +1,9 @@
 """The Queue: a KMD context recording commands into chained IBs (umd/winsys/cmdbuf.py) and
 submitting them (flush: one CS ioctl, or the device's submission thread's, umd/submit.py),
-with its throttling, reclaim and error mapping; Device.queue, which makes one; and the
-Queue entry points that record and submit commands (write, wait_mem, emit_raw, flush,
-finish, close). Events, timestamps and waits on them are in umd/events.py; fill, copy,
-upload and download in umd/transfer.py.
+with its throttling, reclaim and error mapping; and the Queue entry points that record and
+submit commands (write, wait_mem, emit_raw, flush, finish, close). Device.queue, which
+makes one, is in umd/device_queue.py; events, timestamps and waits on them in
+umd/events.py; fill, copy, upload and download in umd/transfer.py.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import bisect
 import errno
 import functools
 import logging
-import weakref
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
 
 from kmd_model.ioctl.copyin import shown
 from kmd_model.sched.fence import seq_passed
@@ -25,9 +25,9 @@ from spec import packets, pm4, sdma
 
 from . import submit
 from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, SubmitError, UmdError
-from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _Dispatched, _dwords, _index, _own_buffer, _raise_first,
-                      _timeout, device_alloc)
-from .submit import PendingCs, Submitter
+from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _close_after, _Dispatched, _dwords, _index, _own_buffer,
+                      _raise_first, _timeout, device_alloc)
+from .submit import PendingCs
 from .winsys.cmdbuf import CmdBuf
 
 if TYPE_CHECKING:
@@ -48,62 +48,6 @@ QBO_USER_FENCE = 0
 QBO_TIMELINE = 1
 QBO_TS_FIRST = 8  # qword index of the first timestamp slot (byte 64)
 QBO_TS_SLOTS = QBO_BYTES // 8 - QBO_TS_FIRST  # reused in turn: a Timestamp is read before 504 more are taken
-
-
-# ---------------------------------------------------------------------------- Device.queue
-
-def device_queue(self: Device, *, flush_threshold: int | None = None, flush_dwords: int | None = None,
-                 ib_size_dw: int = 1024, max_inflight: int = MAX_INFLIGHT, engine: str = "gfx",
-                 priority: str = "normal", **v3: Any) -> "Queue":
-    """A queue (a KMD context) recording commands into chained IBs. `engine`: "gfx" (the
-    CP's ring, PM4) or "copy" (the SDMA copy engine's ring: write, fill, copy, upload,
-    download, signal, wait_mem run as SDMA packets beside the gfx queues); `priority`: "low",
-    "normal" or "high", the context's scheduler run queue. It flushes by itself
-    after `flush_threshold` commands (the API version's default) or, when given, once
-    `flush_dwords` dwords are recorded; `ib_size_dw` is the size of each chained IB. At most
-    `max_inflight` submissions are in flight: past that a flush (or a new IB) waits for the
-    oldest to finish, so memory stays bounded however fast the app records."""
-    for name in v3:  # (the arguments later versions added are named as missing entry points are)
-        if name == "async_submit":
-            raise TypeError(f"queue: async_submit= is not in API version {self.api_version} (it is in version 3)")
-        raise TypeError(f"queue() got an unexpected keyword argument {name!r}")
-    return _new_queue(self, flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority,
-                      self.async_default)
-
-
-def device_queue_v3(self: Device, *, flush_threshold: int | None = None, flush_dwords: int | None = None,
-                    ib_size_dw: int = 1024, max_inflight: int = MAX_INFLIGHT, engine: str = "gfx",
-                    priority: str = "normal", async_submit: bool | None = None) -> "Queue":
-    """API v3: Device.queue as in v2, plus `async_submit`: True, the queue's flushes are
-    submitted by the device's submission thread (the CS ioctl no longer runs inside flush();
-    umd/submit.py); False, by flush() itself; None, as GPUCOSIM_ASYNC_SUBMIT says (default 0).
-    Events, fences, results and the order of the queue's jobs are the same either way; a
-    refused submission is raised by the queue's next flush(), finish(), Event.wait() or
-    close() (docs/architecture.md, "The asynchronous submission thread")."""
-    if async_submit is not None and not isinstance(async_submit, bool):
-        raise TypeError(f"queue: async_submit must be True, False or None, not {shown(async_submit)}")
-    return _new_queue(self, flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority,
-                      self.async_default if async_submit is None else async_submit)
-
-
-def _new_queue(self: Device, flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority,
-               async_submit: bool) -> "Queue":
-    if not isinstance(engine, str) or engine not in ENGINES:  # (a list is no engine: not "unhashable")
-        raise ValueError(f"queue: engine must be one of {', '.join(map(repr, ENGINES))}, not {shown(engine)}")
-    if not isinstance(priority, str) or priority not in PRIORITIES:
-        raise ValueError(f"queue: priority must be one of {', '.join(map(repr, PRIORITIES))}, not {shown(priority)}")
-    if engine == "copy" and not self.dev_info.sdma_rings:
-        raise ValueError(f"queue: engine='copy' needs an SDMA engine, and the {self.name} backend has none "
-                         "(QUEUE_CAPS.SDMA is 0): use engine='gfx'")
-    q = Queue(self, flush_threshold if flush_threshold is not None else self._table.flush_threshold,
-              ib_size_dw, flush_dwords, max_inflight, engine, priority)
-    if async_submit:
-        if self.submitter is None:
-            self.submitter = self.ws.submitter = Submitter(self.owner_thread, self.ws.thread_bound())
-            weakref.finalize(self, self.submitter.stop)  # (an app that never closes its device)
-        q.async_submit = True
-    self.queues.append(q)
-    return q
 
 
 # ---------------------------------------------------------------------------- Queue
@@ -179,8 +123,12 @@ class Queue(_Dispatched):
         info = device.dev_info
         try:
             self.qbo = device_alloc(device, QBO_BYTES, "gtt", _owner=self)
-        except BaseException:
+        except BaseException as e:
             self.ws.ctx_free(self.ctx_id)  # (kept, each failed queue() would use up the file's contexts)
+            if isinstance(e, OutOfMemory):  # the app called queue(), not alloc(): say what it was for
+                why = e.__cause__ if isinstance(e.__cause__, KmdError) else e  # (the kernel's words)
+                raise OutOfMemory(f"queue: no memory for the queue's page ({QBO_BYTES} bytes of GTT: its fences "
+                                  f"and timestamps): {why}") from e
             raise
         self.q32 = self.qbo.u32
         self.timeline = 0  # last event value handed out
@@ -219,6 +167,15 @@ class Queue(_Dispatched):
         wd = packets.WRITE_DATA
         limit = sdma.MAX_WRITE_DW if self.copy_engine else wd.max_payload - wd.fixed
         self.max_write_dw = min(limit, self.cmdbuf.max_packet_dw - 4)
+
+    def __enter__(self) -> "Queue":
+        return self
+
+    def __exit__(self, typ, exc, tb) -> None:
+        """`with gpu.queue() as q:` closes the queue at the end (as Device's `with` closes
+        the device): what it recorded is submitted and finished, even when the body raised
+        (whose exception is then the one raised: runtime._close_after)."""
+        _close_after(self.close, exc)  # (the entry point: a tracer sees Queue.close)
 
     def __repr__(self) -> str:
         eng = "" if self.engine == "gfx" else f" {self.engine}"
@@ -288,15 +245,17 @@ class Queue(_Dispatched):
         self._reclaim()
         while len(self.inflight) >= self.max_inflight:
             oldest = self.inflight[0].seq
-            if not self._wait_seq(oldest, self.timeout, what):
+            if not self._wait_oldest(what):
                 raise GpuTimeout(f"{what}: queue (context {self.ctx_id}) has {len(self.inflight)} submissions "
                                  f"in flight, its limit (max_inflight={self.max_inflight}), and the oldest "
                                  f"(seqno {oldest:#x}) has not finished after {self.timeout} cycles")
             self._reclaim()
 
-    def _alloc_or_wait(self, size: int, what: str) -> Buffer:
+    def _alloc_or_wait(self, size: int, what: str, may_flush: bool = False) -> Buffer:
         """A GTT buffer for the queue's own use; when memory is short, wait for the queue's
-        submissions to finish (their IBs and staging buffers come back) and try again."""
+        submissions to finish (their IBs and staging buffers come back) and try again.
+        `may_flush` (between commands: a transfer's staging buffer, before its packets):
+        first submit what the queue has recorded, whose staging buffers only a flush lets go."""
         while True:
             try:
                 return device_alloc(self.device, size, "gtt", zero=False, _owner=self)
@@ -304,6 +263,11 @@ class Queue(_Dispatched):
                 if isinstance(e, KmdError) and e.errno != errno.ENOMEM:
                     raise
                 why = e.__cause__ if isinstance(e.__cause__, KmdError) else e  # (the kernel's words)
+                if may_flush and (self.staging or self.cmdbuf.ibs):
+                    # uploads recorded since the last flush hold their staging until it: a
+                    # memory-pressure flush, as Mesa's winsys flushes when a CS grows too big
+                    queue_flush(self)
+                    continue
                 if self.pending:  # flushes still queued hold IBs and staging: let them go
                     self._drain(report=False)
                     self._reclaim()
@@ -313,12 +277,24 @@ class Queue(_Dispatched):
                                       f"with nothing of its own in flight (max_inflight={self.max_inflight}): "
                                       f"{why}") from e
                 oldest = self.inflight[0].seq
-                if not self._wait_seq(oldest, self.timeout, what):
+                if not self._wait_oldest(what):
                     raise OutOfMemory(f"{what}: no memory for {size:#x} bytes on queue (context {self.ctx_id}), "
                                       f"and its oldest submission (seqno {oldest:#x}) has not finished after "
                                       f"{self.timeout} cycles ({len(self.inflight)} in flight, "
                                       f"max_inflight={self.max_inflight}): {why}") from e
                 self._reclaim()
+
+    def _wait_oldest(self, what: str) -> bool:
+        """Wait (up to self.timeout) for the oldest submission in flight, for `what`. One
+        the kernel cancelled (its GPU error, or a dependency's) never runs, so it leaves
+        `inflight` as its error is raised: the error is raised once, not again by every
+        later command throttled on it (with max_inflight=1 a copy queue, whose ring is
+        reset alone, took no more work after its hang)."""
+        try:
+            return self._wait_seq(self.inflight[0].seq, self.timeout, what)
+        except GpuError:
+            self.pool.free.extend(self.inflight.popleft().ibs)
+            raise
 
     def _reclaim(self) -> None:
         while self.inflight and self.seq_done(self.inflight[0].seq):
@@ -330,15 +306,17 @@ class Queue(_Dispatched):
                 return sub.labels[addr]
         return None
 
-    def _raise_from(self, e: KmdError, what: str) -> None:
+    def _raise_from(self, e: KmdError, what: str, cs: bool = False) -> None:
         """Turn a KMD error into the UMD's exception (a WAIT_CS's ETIME never comes here:
-        _wait_seq answers it with False, and the caller says what timed out)."""
+        _wait_seq answers it with False, and the caller says what timed out). `cs`: the
+        error is a CS ioctl's (a flush's), not a wait's."""
         if e.errno == errno.ECANCELED and e.info is not None:
             # the KMD's ECANCELED carries the context's decoded error (what CTX QUERY_STATE
             # would return): no need to ask again
             if e.info.ctx_id and e.info.ctx_id != self.ctx_id:  # a dependency's error: its job was cancelled
                 raise GpuError(e.info, None, waited_for=True) from e
-            raise GpuError(e.info, self._find_command(e.info.addr)) from e
+            # a CS refused for its context's earlier error (not a wait that found it failed)
+            raise GpuError(e.info, self._find_command(e.info.addr), refused=cs) from e
         if e.errno == errno.EIO:
             raise DeviceLost(f"{what}: {e.message}") from e
         if e.errno == errno.ENOMEM:
@@ -422,8 +400,10 @@ def queue_write_now(self: Queue, buf: Buffer, offset: int, data: Any) -> None:
 
 
 def queue_write_batched(self: Queue, buf: Buffer, offset: int, data: Any) -> None:
-    """Record WRITE_DATA packets writing `data` (an int, dwords, a uint32 array or bytes)
-    at buf+offset; they are submitted at the next flush."""
+    """Record WRITE_DATA packets writing `data` (an int, a list of dwords, an integer array
+    of dwords, or bytes-like: a multiple of 4 bytes) at buf+offset; they are submitted at
+    the next flush. A uint8 array is refused (its bytes are not its elements): pass
+    .tobytes() or .astype(np.uint32)."""
     words = _dwords("write", data)
     addr = _own_buffer(self.device, "write", "buf", buf)._range("write", offset, 4 * len(words))
     label = self._label("write")
@@ -461,15 +441,17 @@ def queue_wait_mem(self: Queue, buf: Buffer, offset: int, ref: int, *, mask: int
 def queue_emit_raw(self: Queue, dwords: Any) -> None:
     """Raw dwords, for experiments (PM4, or SDMA packets on a copy queue): the KMD's
     checker still sees a gfx queue's."""
-    words = _dwords("emit_raw", dwords)
+    words = _dwords("emit_raw", dwords, "dwords")
     self.cmdbuf.emit(words, self._label("emit_raw"))
     self._end_command()
 
 
 def queue_flush(self: Queue) -> int | None:
     """Submit what was recorded (one CS ioctl); returns the submission's seqno, or None
-    when there was nothing to submit. With `max_inflight` submissions in flight it first
-    waits for the oldest; if that times out (GpuTimeout) the commands stay recorded."""
+    when there was nothing to submit, and always on an async queue (API v3: the submission
+    thread makes the CS later; its events tell when it ran). With `max_inflight`
+    submissions in flight it first waits for the oldest; if that times out (GpuTimeout)
+    the commands stay recorded."""
     if self.async_submit:
         self._report()  # a refused earlier flush first (when the thread is done with it)
     cb = self.cmdbuf
@@ -511,7 +493,7 @@ def queue_flush(self: Queue) -> int | None:
         self.pool.free.extend(ibs)  # never ran
         for ev in events:
             ev.lost = True
-        self._raise_from(e, "flush")
+        self._raise_from(e, "flush", cs=True)
     self._submitted(seq, ncs)
     self.flushes += 1
     self.inflight.append(Submission(seq, ibs, labels))
@@ -546,13 +528,20 @@ def _cs_submit(q: Queue, first_ib: tuple[int, int], ibs: list, sizes: list, deps
 
 def queue_finish(self: Queue, timeout: int = DEFAULT_TIMEOUT) -> None:
     """Flush, then wait until the GPU has done everything submitted on this queue (an
-    async queue's flushes included: a refused one is raised here at the latest)."""
-    timeout = _timeout("finish", timeout, "timeout")
+    async queue's flushes included: a refused one is raised here at the latest).
+    `timeout` is in GPU cycles (as Event.wait's timeout_cycles); when they pass first,
+    GpuTimeout is raised (where Event.wait returns False)."""
+    _finish(self, _timeout("finish", timeout, "timeout"), "finish")
+
+
+def _finish(self: Queue, timeout: int, call: str) -> None:
+    """Queue.finish for `call`, the API call that finishes the queue (download too): the
+    name its errors give."""
     queue_flush(self)
     if self.async_submit:
         self._drain()
-    if self.last_seq is not None and not self._wait_seq(self.last_seq, timeout, "finish"):
-        raise GpuTimeout(f"finish: queue (context {self.ctx_id}) not idle after {timeout} cycles")
+    if self.last_seq is not None and not self._wait_seq(self.last_seq, timeout, call):
+        raise GpuTimeout(f"{call}: queue (context {self.ctx_id}) not idle after {timeout} cycles")
     self._reclaim()
 
 

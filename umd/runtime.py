@@ -5,7 +5,7 @@ The entry points of Device and Queue (alloc, write, signal, ...) are not methods
 classes: they are looked up in the dispatch table of the API version the application
 asked for (umd/api.py), so one UMD serves every version side by side. The functions
 named `<class>_<call>[_v<N>]` are what the tables point at: the Device's here (but
-Device.queue, beside the Queue it makes, in umd/queue.py), the Queue's recording and
+Device.queue in umd/device_queue.py), the Queue's recording and
 flushing in umd/queue.py, its events, timestamps and GPU-side waits in umd/events.py,
 its transfers (fill, copy, upload, download) in umd/transfer.py.
 """
@@ -155,8 +155,21 @@ class Device(_Dispatched):
     def __enter__(self) -> "Device":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, typ, exc, tb) -> None:
+        _close_after(self.close, exc)
+
+
+def _close_after(close: Callable[[], None], exc: BaseException | None) -> None:
+    """A `with` block's close. When the body raised (the app's exception, a ^C), that is what
+    propagates: a refusal the close raises (a submission recorded before it) goes into its
+    notes instead of replacing it, as the cause the app would look for first."""
+    if exc is None:
+        close()
+        return
+    try:
+        close()
+    except UmdError as e:
+        exc.add_note(f"and when the with block closed it: {type(e).__name__}: {e}")
 
 
 def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignment: int = 0,
@@ -180,8 +193,7 @@ def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignmen
         dom = Domain(n) if n in DOMAINS.values() else None
     if dom is None:
         raise ValueError(f"alloc: domain must be 'gtt' or 'vram', not {shown(domain)}")
-    if not isinstance(zero, bool):
-        raise TypeError(f"alloc: zero must be True or False, not {shown(zero)}")
+    zero = _flag("alloc", "zero", zero)
     backing, offset, slab, fresh = self.mm.alloc(size, Domain(dom), alignment)
     buf = Buffer(self, backing, offset, size, dom, slab)
     buf.owner = _owner
@@ -313,6 +325,12 @@ class Buffer:
         self._view = self._revoke = None
         self._freed = True
 
+    def __enter__(self) -> "Buffer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.free()  # `with gpu.alloc(n) as buf:` frees it at the end
+
     def _range(self, call: str, offset: int, nbytes: int) -> int:
         offset = _index(call, "offset", offset)
         if offset < 0 or offset & 3:
@@ -348,6 +366,14 @@ def _index(call: str, name: str, v: Any) -> int:
     return n
 
 
+def _flag(call: str, name: str, v: Any) -> bool:
+    """A True/False argument: a bool, or numpy's (what `arr.any()` returns, as numpy's
+    integers are integers to _index); not 1, "yes" or None."""
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    raise TypeError(f"{call}: {name} must be True or False, not {shown(v)}")
+
+
 def _own_buffer(device: Device, call: str, name: str, buf: Any) -> "Buffer":
     """`buf` as a buffer argument of `device`'s calls: a Buffer of another device holds a VA
     of that device's VM, which here names whatever this device has at the same address."""
@@ -368,24 +394,31 @@ def _timeout(call: str, v: Any, name: str = "timeout_cycles") -> int:
     return v
 
 
-def _dwords(call: str, data: Any) -> list[int]:
+def _dwords(call: str, data: Any, name: str = "data") -> list[int]:
+    """`data` (argument `name` of `call`) as dwords: an int, a list or tuple of them, an
+    integer array (an element a dword), or bytes-like (its bytes, little-endian dwords)."""
     if isinstance(data, (bytes, bytearray, memoryview)):
         b = bytes(data)
         if not b or len(b) % 4:
-            raise ValueError(f"{call}: bytes data must be a non-empty multiple of 4 bytes, not {len(b)}")
+            raise ValueError(f"{call}: bytes {name} must be a non-empty multiple of 4 bytes, not {len(b)}")
         return np.frombuffer(b, "<u4").tolist()
     if isinstance(data, np.ndarray):
         if data.dtype.kind not in "ui":
-            raise TypeError(f"{call}: data must be an integer array, not {data.dtype}")
+            raise TypeError(f"{call}: {name} must be an integer array, not {data.dtype}")
+        if data.dtype.itemsize == 1:
+            # bytes to the app (what download() and Buffer.map() return), but an array's elements
+            # are dwords here: each byte would become a dword of its own, and 4x the length
+            raise TypeError(f"{call}: {name} is a {data.dtype} array, whose elements would each be a dword: "
+                            f"pass {name}.tobytes() for its bytes, or {name}.astype(np.uint32) for a dword each")
         words = data.ravel().tolist()
     elif isinstance(data, (list, tuple)):
         words = list(data)
     else:
-        words = [_index(call, "data", data)]
+        words = [_index(call, name, data)]
     if not words:
-        raise ValueError(f"{call}: data is empty")
+        raise ValueError(f"{call}: {name} is empty")
     for i, w in enumerate(words):
-        words[i] = w = _index(call, f"data[{i}]", w)
+        words[i] = w = _index(call, f"{name}[{i}]", w)
         if not 0 <= w <= M32:
-            raise ValueError(f"{call}: data[{i}] must fit in 32 bits, not {w:#x}")
+            raise ValueError(f"{call}: {name}[{i}] must fit in 32 bits, not {w:#x}")
     return words

@@ -251,7 +251,7 @@ def _error(q, job: PendingCs) -> BaseException:
     if not isinstance(e, KmdError):
         return e  # not the KMD's answer: a bug, handed over as it is
     try:
-        q._raise_from(e, f"flush (asynchronous submission #{job.number} of queue context {q.ctx_id})")
+        q._raise_from(e, f"flush (asynchronous submission #{job.number} of queue context {q.ctx_id})", cs=True)
     except UmdError as u:
         return u
     return e  # unreachable: _raise_from always raises

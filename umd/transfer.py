@@ -10,8 +10,10 @@ Any byte offset and size. A transfer larger than one DMA_DATA packet can move
 
 Uploads and downloads go through GTT staging buffers, as a real runtime's do for VRAM
 the CPU cannot map: the CPU fills (or reads) the staging buffer, the DMA engine moves the
-bytes. A staging buffer is released at the next flush; the KMD keeps its memory until the
-job that uses it has finished.
+bytes. A staging buffer holds at most STAGING_BYTES (a larger transfer takes several) and
+is released at the next flush; the KMD keeps its memory until the job that uses it has
+finished. When GTT is short an upload first flushes what the queue recorded and waits for
+its own earlier work, so any size of transfer fits.
 
 DMA_DATA packets run in the background of the CP, one after another; a copy whose source
 overlaps what an earlier transfer of the same submission writes sets RAW_WAIT, so it
@@ -27,20 +29,23 @@ import numpy as np
 
 from spec import pm4, sdma
 
-from .queue import Queue, queue_finish
-from .runtime import M32, Buffer, _index, _own_buffer, _timeout
+from .queue import Queue, _finish
+from .runtime import DEFAULT_TIMEOUT, M32, Buffer, _index, _own_buffer, _timeout
 
 
-def _bytes_range(q: Queue, call: str, name: str, buf: Buffer, offset: Any, size: Any) -> tuple[int, int]:
-    """(gpu address, size) of [offset, offset + size) of `buf` (argument `name` of `call`
-    on queue `q`), any byte alignment."""
+def _bytes_range(q: Queue, call: str, name: str, buf: Buffer, offset: Any, size: Any,
+                 offset_name: str = "offset") -> tuple[int, int]:
+    """(gpu address, size) of [offset, offset + size) of `buf` (arguments `name` and
+    `offset_name` of `call` on queue `q`: the names its docstring gives), any byte alignment."""
     buf = _own_buffer(q.device, call, name, buf)
-    offset = _index(call, "offset", offset)
+    offset = _index(call, offset_name, offset)
     size = _index(call, "size", size)
-    if offset < 0 or size < 0:
-        raise ValueError(f"{call}: offset and size must be >= 0, not {offset} and {size}")
+    for what, v in ((offset_name, offset), ("size", size)):
+        if v < 0:
+            raise ValueError(f"{call}: {what} must be >= 0, not {v}")
     if offset + size > buf.size:
-        raise ValueError(f"{call}: [{offset:#x}, {offset + size:#x}) is outside the {buf.size:#x}-byte buffer")
+        which = f"{name} " if call == "copy" else ""  # (the one call with two buffers says which)
+        raise ValueError(f"{call}: {which}[{offset:#x}, {offset + size:#x}) is outside the {buf.size:#x}-byte buffer")
     if buf.freed:
         raise ValueError(f"{call}: the buffer was freed")
     return buf.gpu_addr + offset, size
@@ -48,7 +53,9 @@ def _bytes_range(q: Queue, call: str, name: str, buf: Buffer, offset: Any, size:
 
 def _need_dma(q: Queue, call: str) -> None:
     if not q.has_dma:
-        raise RuntimeError(f"{call}: this device has no DMA engine (CAPS.DMA = 0)")
+        # (the copy engine moves bytes too: its queue is the way when the device has one)
+        other = ": a copy queue (Device.queue(engine='copy')) has the SDMA's" if q.device.dev_info.sdma_rings else ""
+        raise RuntimeError(f"{call}: this device has no DMA engine (CAPS.DMA = 0){other}")
 
 
 def _written(q: Queue) -> list[tuple[int, int]]:
@@ -78,8 +85,8 @@ def queue_copy(self: Queue, dst: Buffer, dst_offset: int, src: Buffer, src_offse
     """Device → device: copy `size` bytes (any alignment); source and destination must not
     overlap (as memcpy)."""
     _need_dma(self, "copy")
-    d, size = _bytes_range(self, "copy", "dst", dst, dst_offset, size)
-    s, _ = _bytes_range(self, "copy", "src", src, src_offset, size)
+    d, size = _bytes_range(self, "copy", "dst", dst, dst_offset, size, "dst_offset")
+    s, _ = _bytes_range(self, "copy", "src", src, src_offset, size, "src_offset")
     if s < d + size and d < s + size:
         raise ValueError(f"copy: source [{s:#x}, {s + size:#x}) and destination [{d:#x}, {d + size:#x}) "
                          "overlap")
@@ -88,10 +95,21 @@ def queue_copy(self: Queue, dst: Buffer, dst_offset: int, src: Buffer, src_offse
     self._end_command()
 
 
-def _staging(q: Queue, size: int) -> Buffer:
-    from .runtime import device_alloc
+STAGING_BYTES = 4 << 20  # the most one staging buffer holds: a larger transfer goes through several
 
-    buf = device_alloc(q.device, size, "gtt", zero=False, _owner=q)  # (never 0: empty transfers record nothing)
+
+def _staging_step(q: Queue) -> int:
+    """Bytes per staging buffer: STAGING_BYTES, in whole DMA packets (the packets are the
+    same as with one staging buffer)."""
+    return max(q.dma_chunk, STAGING_BYTES // q.dma_chunk * q.dma_chunk)
+
+
+def _staging(q: Queue, call: str, size: int) -> Buffer:
+    """A GTT staging buffer of `size` bytes (never 0: empty transfers record nothing). When
+    memory is short the queue first submits what it recorded, then waits for its own work
+    (Queue._alloc_or_wait), as OutOfMemory's contract says: a loop of uploads larger in all
+    than GTT runs, each flush letting the earlier staging buffers go."""
+    buf = q._alloc_or_wait(size, f"{call}: staging buffer", may_flush=True)
     q.staging.append(buf)
     return buf
 
@@ -111,38 +129,42 @@ def queue_upload(self: Queue, dst: Buffer, dst_offset: int, data: Any) -> None:
         except TypeError:
             raise TypeError(f"upload: data must be bytes-like or a numpy array, not {type(data).__name__}") \
                 from None
-    d, size = _bytes_range(self, "upload", "dst", dst, dst_offset, raw.size)
+    d, size = _bytes_range(self, "upload", "dst", dst, dst_offset, raw.size, "dst_offset")
     if size:
-        stage = _staging(self, size)
-        stage.map()[:size] = raw
-        _emit_copy(self, d, stage.gpu_addr, size, self._label("upload"))
+        label, step = self._label("upload"), _staging_step(self)
+        for i in range(0, size, step):
+            n = min(step, size - i)
+            stage = _staging(self, "upload", n)
+            stage.map()[:n] = raw[i:i + n]
+            _emit_copy(self, d + i, stage.gpu_addr, n, label)
     self._end_command()
 
 
 def queue_download(self: Queue, src: Buffer, src_offset: int, size: int, *, timeout: int | None = None) -> np.ndarray:
     """Device → host: copy `size` bytes into a staging buffer, wait for the queue, return
-    a copy of the bytes (this flushes and waits, as any read-back does)."""
+    a copy of the bytes, a numpy uint8 array (this flushes and waits, as any read-back does:
+    Queue.finish, `timeout` in GPU cycles, GpuTimeout when they pass)."""
     _need_dma(self, "download")
     if timeout is not None:
         timeout = _timeout("download", timeout, "timeout")
-    s, size = _bytes_range(self, "download", "src", src, src_offset, size)
+    s, size = _bytes_range(self, "download", "src", src, src_offset, size, "src_offset")
     if not size:
         return np.zeros(0, dtype=np.uint8)
-    from .runtime import device_alloc
-
-    # not in q.staging: the flush frees those, and this one is read after the job is done
-    stage = device_alloc(self.device, size, "gtt", zero=False, _owner=self)
-    try:
-        view = stage.map()
-        _emit_copy(self, stage.gpu_addr, s, size, self._label("download"))
-        self._end_command()
-        if timeout is None:
-            queue_finish(self)
-        else:
-            queue_finish(self, timeout)
-        return np.array(view[:size])
-    finally:
-        stage.free()
+    out = np.empty(size, dtype=np.uint8)
+    label, step = self._label("download"), _staging_step(self)
+    for i in range(0, size, step):  # (one staging buffer at a time: any size fits in GTT)
+        n = min(step, size - i)
+        # not in q.staging: the flush frees those, and this one is read after the job is done
+        stage = self._alloc_or_wait(n, "download: staging buffer", may_flush=True)
+        try:
+            view = stage.map()
+            _emit_copy(self, stage.gpu_addr, s + i, n, label)
+            self._end_command()
+            _finish(self, DEFAULT_TIMEOUT if timeout is None else timeout, "download")
+            out[i:i + n] = view[:n]
+        finally:
+            stage.free()
+    return out
 
 
 def queue_fill(self: Queue, buf: Buffer, offset: int, size: int, value: int) -> None:
@@ -165,8 +187,8 @@ def queue_fill(self: Queue, buf: Buffer, offset: int, size: int, value: int) -> 
             _written(self).append((addr, addr + size))
     else:
         size = _index("fill", "size", size)
-        if size <= 0 or size & 3:
-            raise ValueError(f"fill: size must be a positive multiple of 4, not {size}")
+        if size < 0 or size & 3:  # (0 fills nothing, as with a DMA engine and on a copy queue)
+            raise ValueError(f"fill: size must be a non-negative multiple of 4, not {size}")
         addr = _own_buffer(self.device, "fill", "buf", buf)._range("fill", offset, size)
         n = size // 4
         step = self.max_write_dw

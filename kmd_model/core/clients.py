@@ -8,6 +8,7 @@ mappings are revoked at once, its GPU mappings and memory go once no job uses it
 from __future__ import annotations
 
 import errno
+import os
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from spec import vm as vm_spec
 
 from ..cs.checker import CheckedJob
 from ..log import get_logger
-from ..mm.mapping import Mapping, map_bo
+from ..mm.mapping import CpuMapping, map_bo
 from ..mm.vm import HUGE, Vm
 from ..sched.scheduler import Job
 from ..uapi import KmdError
@@ -144,15 +145,23 @@ class ClientsMixin:
 
     def shadow_alloc(self, job: CheckedJob) -> int:
         """Room in the shadow pool for a checked job's copies, waiting for older jobs to
-        retire when the pool is short (as for ring space)."""
+        retire when the pool is short (as for ring space, and as amdgpu_sa_bo_new waits for
+        its fences). The wait goes on while the pool drains: ENOMEM only once nothing in it
+        was freed for 2 * job_timeout. With one window in all, a client holding the CP
+        with one job and filling the pool behind it with others had a third client's CS
+        refused (its wait ended as the hold was reset, before the jobs behind it retired).
+        (The wait ends: the caller holds the KMD's lock, so no copies are added meanwhile.)"""
         n = job.shadow_bytes
         if n > self.shadow.size:
             raise KmdError(errno.E2BIG, f"CS: the job's checked copies take {n:#x} bytes, more than the "
                            f"whole shadow pool ({self.shadow.size:#x} bytes)")
         addr = self.shadow.alloc(n)
-        if addr is None:
-            self.wait_for(lambda: self.shadow.fits(n), 2 * self.params.job_timeout)
+        while addr is None:
+            used = self.shadow.used
+            self.wait_for(lambda: self.shadow.fits(n) or self.shadow.used < used, 2 * self.params.job_timeout)
             addr = self.shadow.alloc(n)
+            if addr is None and self.shadow.used >= used:
+                break
         if addr is None:
             raise KmdError(errno.ENOMEM, f"CS: no room for the job's {n:#x} bytes of checked copies in "
                            f"the shadow pool ({self.shadow.size - self.shadow.used:#x} of "
@@ -183,11 +192,20 @@ class ClientsMixin:
             self.vmids.flush_vm(vm)
         self.bo.close(bo)
 
-    def map_bo(self, bo) -> Mapping:
-        """A CPU mapping of a BO for its owner (GEM_MMAP), revoked at GEM_CLOSE."""
-        m = map_bo(self.dev.mem, self._mem_file, bo.gpu_addr, bo.size)
-        bo.mappings.append(m)
-        return m
+    def map_bo(self, bo, who: str = "GEM_MMAP") -> CpuMapping:
+        """A CPU mapping of a BO for its owner (GEM_MMAP), revoked at GEM_CLOSE: a new array each
+        time, over the one OS mapping the BO has. Each OS mapping of the memory file holds a
+        file descriptor of the process (Python's mmap keeps a dup) until GEM_CLOSE: one per
+        GEM_MMAP let a client mapping one BO in a loop use up the process's descriptors
+        (EMFILE after 19,993), and then every client's GEM_MMAP, and the simulator's own
+        files, failed with a raw OSError."""
+        if not bo.mappings:
+            try:
+                bo.mappings.append(map_bo(self.dev.mem, self._mem_file, bo.gpu_addr, bo.size))
+            except OSError as e:  # (the process's limits: descriptors, mappings)
+                raise KmdError(e.errno or errno.ENOMEM, f"{who}: BO {bo.name or '?'}: the OS refused a CPU "
+                               f"mapping ({os.strerror(e.errno) if e.errno else e})") from None
+        return bo.mappings[0].array.view(CpuMapping)  # (shares the mapping's revocation)
 
     def live_bos(self, file: File | None = None) -> list:
         """User BOs still allocated (all, or one File's): for leak reports."""
@@ -205,3 +223,9 @@ class ClientsMixin:
         if job.checked is not None:  # the CP is done with the copies
             self.shadow.free(job.checked.shadow_mem, job.checked.shadow_bytes)
             job.checked = None
+        vm = job.vm
+        if vm is not None and vm.closed and vm.vmid is not None:
+            # a closed file's job that ran after its close (queued, or resubmitted by a reset)
+            # grabbed a VMID for the dead VM: given back once none of its jobs runs with it, or
+            # the VMID stayed owned by the VM (and its freed tables' address) until stolen
+            self.vmids.release_idle(vm)

@@ -78,6 +78,11 @@ class KmdParams:
     sdma_ring_log2_dw: int = 10  # the SDMA ring: 1024 dwords (when the device has the engine)
     hw_submission_limit: int = 64  # jobs in flight per ring (amdgpu_sched_hw_submission, 2 on amdgpu)
     ban_after_hangs: int = 3  # a context that caused this many resets is banned (its CS: EIO)
+    # With cs_check off nothing bounds what a PM4 job runs (a CHAIN to itself loops, moving the
+    # fetch counters for ever): its progress restarts the job timer for this many job_timeouts
+    # at most, counted from when it reached the head of its ring. Checked jobs are bounded by
+    # max_job_dw and restart it without end (a maximum-size IB runs to its end).
+    unchecked_job_timeouts: int = 64
 
     def __post_init__(self) -> None:
         for name, lo, hi in (("ring_log2_dw", 6, 20), ("ih_log2_entries", 2, 16),
@@ -86,7 +91,8 @@ class KmdParams:
                              ("hw_timeout", 1, 1 << 62), ("max_ib_chunks", 1, 64), ("max_dep_chunks", 0, 1 << 16),
                              ("max_job_dw", 1, 1 << 30), ("max_job_ibs", 1, 1 << 20),
                              ("shadow_pool_kib", 4, 1 << 30), ("sdma_ring_log2_dw", 6, 20),
-                             ("hw_submission_limit", 1, 1 << 20), ("ban_after_hangs", 1, 1 << 20)):
+                             ("hw_submission_limit", 1, 1 << 20), ("ban_after_hangs", 1, 1 << 20),
+                             ("unchecked_job_timeouts", 1, 1 << 20)):
             v = getattr(self, name)
             if not isinstance(v, int) or not lo <= v <= hi:
                 raise ValueError(f"KMD parameter {name} must be an int in [{lo}, {hi}], not {v!r}")
@@ -209,7 +215,7 @@ class Kmd(ClientsMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
         self.reset_pending: tuple[str, CpErrorState | None] | None = None
         self.last_vm_fault: VmFaultInfo | None = None
         self.wedged: str | None = None
-        self.recovery_log: list[tuple[str, str]] = []  # (ring, step) of every recovery, in order
+        self.recovery_log: list[tuple[str, str]] = []  # (ring, step) of the latest recoveries, in order (RECOVERY_KEPT)
         self.trace_hooks: list = []  # callables taking an ioctl.trace.IoctlRecord
         self.hw_init()
 

@@ -54,6 +54,8 @@ log = get_logger("cs")
 SEGMENT_ALIGN = 32  # bytes: each shadow copy starts on a 32-byte boundary, as the UMD's IBs do
 
 _TYPE, _OPCODE, _COUNT = (HEADER.field(n) for n in ("TYPE", "OPCODE", "COUNT"))
+# as plain ints: the checker runs once per IB, and Field.max is a property
+_TYPE_LSB, _OP_LSB, _OP_MAX, _CNT_LSB, _CNT_MAX = _TYPE.lsb, _OPCODE.lsb, _OPCODE.max, _COUNT.lsb, _COUNT.max
 _NOP_OP = packets.NOP.opcode
 _IB = packets.INDIRECT_BUFFER
 _WD_NO_INCREMENT = packets.WRITE_DATA.field("ADDR_INCR").values["NO_INCREMENT"]
@@ -303,14 +305,14 @@ class CsChecker:
         Returns the CHAIN's target (address, size, where) or None."""
         words = seg.words
         n = len(words)
-        starts = _packet_starts(words)
+        starts, length = _packet_starts(words)
         h = words[starts].astype(np.int64)
-        op = (h >> _OPCODE.lsb) & _OPCODE.max
-        cnt = (h >> _COUNT.lsb) & _COUNT.max
-        t3 = (h >> _TYPE.lsb) == 3
-        filler = (h >> _TYPE.lsb) == 2
+        op = (h >> _OP_LSB) & _OP_MAX
+        cnt = (h >> _CNT_LSB) & _CNT_MAX
+        kind = h >> _TYPE_LSB
+        t3 = kind == 3
+        filler = kind == 2
         count_ok = t3 & _KNOWN[op] & (_MIN_COUNT[op] <= cnt) & (cnt <= _MAX_COUNT[op])
-        length = _lengths(h)
         bad = ~(filler | (count_ok & (starts + length <= n) & ((h & rules.HEADER_RESERVED) == 0)))
         # per packet kind, every field check at once
         calls: list[tuple[int, int, int, bool]] = []  # (packet index, base, size, chain) of INDIRECT_BUFFERs
@@ -482,16 +484,17 @@ def _reach(item: pm4.Packet) -> list[tuple[str, int, int]]:
 def _lengths(h: np.ndarray) -> np.ndarray:
     """Dwords of the packet each header dword starts: type-3 headers span COUNT + 2 (the
     NOP with the all-ones COUNT is the header alone), anything else one."""
-    cnt = (h >> _COUNT.lsb) & _COUNT.max
-    t3 = (h >> _TYPE.lsb) == 3
-    nop_pad = t3 & (((h >> _OPCODE.lsb) & _OPCODE.max) == _NOP_OP) & (cnt == _COUNT.max)
+    cnt = (h >> _CNT_LSB) & _CNT_MAX
+    t3 = (h >> _TYPE_LSB) == 3
+    nop_pad = t3 & (((h >> _OP_LSB) & _OP_MAX) == _NOP_OP) & (cnt == _CNT_MAX)
     return np.where(t3 & ~nop_pad, cnt + 2, 1)
 
 
-def _packet_starts(words: np.ndarray) -> np.ndarray:
-    """Dword index of every packet header, walking the lengths from the first dword."""
-    h = words.astype(np.int64)
-    length = _lengths(h).tolist()
+def _packet_starts(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dword index of every packet header, walking the lengths from the first dword, and
+    each packet's length."""
+    every = _lengths(words.astype(np.int64))
+    length = every.tolist()
     n = len(length)
     out = []
     append = out.append
@@ -499,7 +502,8 @@ def _packet_starts(words: np.ndarray) -> np.ndarray:
     while i < n:
         append(i)
         i += length[i]
-    return np.array(out, dtype=np.int64)
+    starts = np.array(out, dtype=np.int64)
+    return starts, every[starts]
 
 
 class _Where:

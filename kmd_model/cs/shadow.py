@@ -7,7 +7,9 @@ CPU cannot map kernel BOs, and the checker refuses every address outside the cli
 own BOs, so the CP's commands are only ever what the KMD checked.
 
 When the pool is short of room the CS ioctl waits for jobs to retire, as it would for
-ring space; a job whose copies are larger than the whole pool is refused (E2BIG).
+ring space, for as long as the pool drains (Kmd.shadow_alloc: ENOMEM once nothing in it was
+freed for 2 * job_timeout); a job whose copies are larger than the whole pool is refused
+(E2BIG).
 """
 
 from __future__ import annotations

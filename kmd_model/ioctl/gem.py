@@ -57,7 +57,7 @@ def gem_mmap(kmd: "Kmd", file: "File", a: uapi.GemMmapArgs) -> uapi.GemMmapOut:
     bo = file.bo(a.handle, "GEM_MMAP")
     if bo.flags & GemFlags.NO_CPU_ACCESS:
         raise KmdError(errno.EPERM, f"GEM_MMAP: BO {a.handle} was created with NO_CPU_ACCESS")
-    return uapi.GemMmapOut(kmd.map_bo(bo).array, bo.size)
+    return uapi.GemMmapOut(kmd.map_bo(bo), bo.size)
 
 
 @ioctl_def(Request.GEM_WAIT_IDLE)

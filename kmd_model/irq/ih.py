@@ -69,10 +69,16 @@ class IhRing:
         return int(self.kmd.wb32[self.wptr_wb_index])
 
     def process(self) -> int:
-        """Handle every entry between our rptr and the hardware's wptr; return how many."""
+        """Handle every entry between our rptr and the hardware's wptr, and those that come in
+        meanwhile, up to twice the ring's entries; return how many. The bound gives the caller
+        back: a job raising interrupts for ever (with the checker off, a CHAIN loop around a
+        RELEASE_MEM) kept the handler here, and the job timer that would reset it never ran
+        (198,670 entries in 5 s, the WAIT_CS in it past its own timeout). The line stays high
+        while entries remain: the next interrupt takes them."""
         n = 0
+        budget = 2 * (self.size_bytes // ih_spec.ENTRY_BYTES)
         wptr = self.get_wptr()
-        while self.rptr != wptr:
+        while self.rptr != wptr and n < budget:
             pending = (wptr - self.rptr) & MASK32
             if pending > self.size_bytes or pending % ih_spec.ENTRY_BYTES:
                 # a corrupt write-back: start again from the hardware's own IH_WPTR (and put

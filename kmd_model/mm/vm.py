@@ -81,7 +81,6 @@ class Vm:
         self.va_end = (1 << self.va_bits) - kmd.kernel_va_size  # the kernel's range sits above
         who = f"vm fd{file.fd}"
         self.tables: dict[tuple[int, int], "Bo"] = {}  # (level, index of its range) -> table BO
-        self.root = self._new_table(0, 0, who)
         self.maps: list[Mapping] = []  # sorted by va
         self._starts: list[int] = []
         self.vmid: int | None = None  # the VMID it holds (VmidManager)
@@ -89,7 +88,17 @@ class Vm:
         self.flushes = 0  # TLB invalidations it asked for
         self.closed = False
         self._arrays: tuple | None = None
-        kmd.map_kernel_ranges(self)
+        # what needed a table, for ENOMEM's message: the open's directory (VRAM full: another
+        # client's BOs may fill it) is not a GEM_VA's
+        self._by = "open: the VM's page directory"
+        try:
+            self.root = self._new_table(0, 0, who)
+            kmd.map_kernel_ranges(self)
+        except BaseException:
+            for bo in self.tables.values():  # a failed open keeps nothing
+                kmd.bo.close(bo)
+            raise
+        self._by = "GEM_VA"
 
     # ------------------------------------------------------------------ page tables
 
@@ -97,7 +106,7 @@ class Vm:
         # from the top of VRAM (amdgpu: TTM_PL_FLAG_TOPDOWN for VRAM the CPU need not reach):
         # a table lives as long as its VM, and among user BOs it would split the holes they leave
         bo = self.kmd.bo.create(vm_spec.TABLE_BYTES, vm_spec.TABLE_BYTES, Domain.VRAM, 0, None,
-                                f"{who or 'vm'} L{level} table", who="GEM_VA", top_down=True)
+                                f"{who or 'vm'} L{level} table", who=self._by, top_down=True)
         self.kmd.dev.mem[bo.gpu_addr:bo.end] = 0
         self.tables[(level, key)] = bo
         return bo

@@ -106,6 +106,11 @@ class VmidManager:
             self.ids[vm.vmid - 1].owner = None
             vm.vmid = None
 
+    def release_idle(self, vm: Vm) -> None:
+        """Give `vm`'s VMID back if no job runs with it (a closed file's VM, its last job done)."""
+        if vm.vmid is not None and self._idle(self.ids[vm.vmid - 1]):
+            self.release(vm)
+
     def flush(self, vmid: int, page: int | None = None) -> None:
         """Invalidate the TLB entries of `vmid` (one page or all) and wait for the MMU's
         acknowledge, as amdgpu's gmc_v9_0_flush_gpu_tlb."""

@@ -74,7 +74,10 @@ class CpErrorState:
         if code in (CpError.BUS_SLVERR, CpError.BUS_DECERR):
             # OPCODE is 0 for bus errors (not a packet error), so the packet may be unknown
             pkt = f" in {self.opcode_name}" if self.opcode_name else ""
-            return f"bus error {self.code_name[4:]} at address {self.addr:#x}{pkt}"
+            # The CP latches the bus's 48 bits, and an address at or above 2^48 is DECERR at
+            # its low 48 bits (docs/hardware.md), which may be a mapped address: say so
+            cut = " (its low 48 bits)" if code == CpError.BUS_DECERR else ""
+            return f"bus error {self.code_name[4:]} at address {self.addr:#x}{cut}{pkt}"
         if code == CpError.DOORBELL_BACKWARDS:
             return f"doorbell moved wptr backwards to {self.addr:#x}"
         if code == CpError.DOORBELL_OVERFLOW:

@@ -53,9 +53,28 @@ class JobTimerMixin:
             moved = not (ring.STATUS.WAITING.get(st) or ring.STATUS.ERROR.get(st)) or not any(
                 s.pending or s.busy_at >= since for s in self.scheds
                 if s is not sched and s.ring.SHARED_PROGRESS == ring.SHARED_PROGRESS)
+        if moved and self._overrun(sched) is not None:
+            moved = False  # moving for ever is no reason to keep running: see KmdParams.unchecked_job_timeouts
         if moved:
             sched.progress_at = now
         return moved
+
+    def _overrun(self, sched: Scheduler) -> int | None:
+        """The cycles the head job has run, when nothing bounds it (a PM4 job the CS checker did
+        not check: a CHAIN to itself never ends, and moves the fetch counters all the while) and
+        it has run for more than `unchecked_job_timeouts` job timeouts; else None."""
+        job = sched.head_job()
+        if job is None or job.checked is not None or sched is self.sdma_sched:
+            return None
+        ran = self.dev.now() - sched.head_at
+        return ran if ran >= self.params.unchecked_job_timeouts * sched.job_timeout else None
+
+    def _why_timed_out(self, sched: Scheduler) -> str:
+        ran = self._overrun(sched)
+        if ran is not None:
+            return (f"ran {ran} cycles unchecked (cs_check off), more than {self.params.unchecked_job_timeouts} "
+                    "job timeouts")
+        return f"no progress for {self.dev.now() - sched.progress_at} cycles"
 
     def timedout_job(self) -> None:
         """drm_sched's timedout_job: the head job made no progress for job_timeout cycles."""
@@ -68,7 +87,7 @@ class JobTimerMixin:
             self._recover_pending()
             return
         self.stats["job_timeouts"] += 1
-        waited = self.dev.now() - self.sched.progress_at
+        why = self._why_timed_out(self.sched)
         stuck = find_unsatisfied_wait(self.mem32, job.ibs, self.info.ib_levels, client_addr=job.client_addr,
                                       translate=self.job_translate(job), read=self.job_read(job))
         if stuck:
@@ -77,7 +96,7 @@ class JobTimerMixin:
             doing = "CP polling in a WAIT_REG_MEM"
         else:
             doing = f"CP busy at {regs.IbLevel(regs.STATUS.LEVEL.get(st)).name} (STATUS {st:#x})"
-        msg = f"job {job.seq:#x} timed out: no progress for {waited} cycles, {doing}, context {job.ctx.id}"
+        msg = f"job {job.seq:#x} timed out: {why}, {doing}, context {job.ctx.id}"
         info = HwErrorInfo(code="TIMEOUT", level=regs.IbLevel(regs.STATUS.LEVEL.get(st)).name,
                            opcode=packets.WAIT_REG_MEM.opcode if stuck or regs.STATUS.WAITING.get(st) else 0,
                            opcode_name="WAIT_REG_MEM" if stuck or regs.STATUS.WAITING.get(st) else None,
@@ -99,8 +118,7 @@ class JobTimerMixin:
             return
         self.stats["job_timeouts"] += 1
         doing = f"polling in a {ring.POLL_PACKET}" if st["WAITING"] else f"busy at {regs.IbLevel(st['LEVEL']).name}"
-        msg = (f"job {job.seq:#x} timed out on {ring.name}: no progress for {self.dev.now() - sched.progress_at} "
-               f"cycles, {doing}, context {job.ctx.id}")
+        msg = f"job {job.seq:#x} timed out on {ring.name}: {self._why_timed_out(sched)}, {doing}, context {job.ctx.id}"
         info = HwErrorInfo(code="TIMEOUT", level=regs.IbLevel(st["LEVEL"]).name, opcode=0, opcode_name=None,
                            offset=0, addr=0, seq=job.seq, ctx_id=job.ctx.id, message=msg)
         log.error("timeout: %s", msg)

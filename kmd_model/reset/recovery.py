@@ -135,6 +135,7 @@ class RecoveryMixin:
         for s in self.scheds:
             s.stopped = True
             s.cancel_all(KmdError(errno.EIO, self.wedged))
+            s.fence_drv.pending.clear()  # their jobs are cancelled: nothing will signal them
 
     # ------------------------------------------------------------------ an extra ring's recovery
 
@@ -148,6 +149,14 @@ class RecoveryMixin:
             self.notify("gpu_error", info=info, state=state, job=guilty)
         self.ring_recover(sched, guilty, info)
 
+    RECOVERY_KEPT = 1024  # recovery_log's latest steps: a client hanging a ring on purpose, again
+    # and again, would grow it without end
+
+    def _log_recovery(self, ring: str, step: str) -> None:
+        self.recovery_log.append((ring, step))
+        if len(self.recovery_log) > self.RECOVERY_KEPT:
+            del self.recovery_log[:-self.RECOVERY_KEPT]
+
     def ring_recover(self, sched: Scheduler, guilty: Job | None, info: HwErrorInfo) -> None:
         """amdgpu_job_timedout's ladder for one ring: reset of the queue alone (if it has one)
         -> the full reset only if that fails. The other rings keep running through a queue
@@ -155,9 +164,9 @@ class RecoveryMixin:
         here has waves to kill, and sdma_v4_0 has none either, so the ladder starts below it.)"""
         ring = sched.ring
         sched.error = None
-        self.recovery_log.append((ring.name, "timeout" if info.code == "TIMEOUT" else "error"))
+        self._log_recovery(ring.name, "timeout" if info.code == "TIMEOUT" else "error")
         if ring.has_queue_reset:
-            self.recovery_log.append((ring.name, "queue_reset"))
+            self._log_recovery(ring.name, "queue_reset")
             try:
                 sched.stop()
                 ring.queue_reset(self.params.hw_timeout)  # type: ignore[attr-defined]
@@ -175,5 +184,5 @@ class RecoveryMixin:
                 return
             except KmdError as e:
                 log.error("%s queue reset failed (%s): resetting the device", ring.name, e.message)
-        self.recovery_log.append((ring.name, "full_reset"))
+        self._log_recovery(ring.name, "full_reset")
         self.gpu_recover(guilty if guilty is None or not guilty.finished else None, info)

@@ -129,6 +129,7 @@ class Scheduler:
         self.pending: deque[Job] = deque()  # in the ring, not finished
         self.stopped = False
         self.progress_at = 0  # when the head job started, the last job finished, or the CP last moved
+        self.head_at = 0  # when the head job started (the ring's oldest since then): how long it has run
         self.progress_mark: tuple = ()  # what the engine had done then (Kmd._progressed)
         self.marked_at = 0  # when progress_mark was read
         # the last time a job entered or left the ring (`pending` changed): with `pending`
@@ -209,7 +210,7 @@ class Scheduler:
             if not e.queue and self.entities.get(e.ctx) is not e:
                 self.rqs[e.priority].remove(e)  # a freed context's entity, its last job gone
             if not self.pending:
-                self.progress_at = self.kmd.dev.now()
+                self.progress_at = self.head_at = self.kmd.dev.now()
                 self.progress_mark = ()
             self.run_job(job)
             self.pending.append(job)
@@ -261,7 +262,7 @@ class Scheduler:
             except ValueError:
                 pass
         job.ctx.jobs.pop(job.seq, None)
-        self.progress_at = self.busy_at = self.kmd.dev.now()
+        self.progress_at = self.busy_at = self.head_at = self.kmd.dev.now()
         self.progress_mark = ()
         self.kmd.job_retired(job)
 
@@ -330,7 +331,7 @@ class Scheduler:
                 self.rqs[e.priority].append(e)
         self.stopped = False
         # (the ring test after the reset ran packets on this queue with nothing pending)
-        self.progress_at = self.busy_at = self.kmd.dev.now()
+        self.progress_at = self.busy_at = self.head_at = self.kmd.dev.now()
         self.progress_mark = ()
         self.kick()
         return redo

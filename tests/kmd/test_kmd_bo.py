@@ -17,6 +17,8 @@ from kmd_model.uapi import CsChunkIb, Domain, GemCloseArgs, GemCreateArgs, InfoA
 from spec import pm4
 from testbench.refmodel import RefModel
 
+from tests.security.security_helpers import LoopingCpModel
+
 from .test_kmd_ioctl import Client, expect
 
 
@@ -75,8 +77,10 @@ def test_closed_bo_the_cp_runs_from_stays_allocated():
 
 def test_shadow_pool_limits():
     """A 4 KiB pool: a job whose checked copies take more than the whole pool is refused
-    (E2BIG); a job that does not fit beside the ones in flight waits for them."""
-    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=4, job_timeout=5_000, fallback_poll=1_000)
+    (E2BIG); a job that does not fit beside the ones in flight waits for them, as long as
+    the pool drains; ENOMEM once nothing in it was freed for 2 * job_timeout."""
+    dev = LoopingCpModel()
+    kmd = kmd_model.bind(dev, shadow_pool_kib=4, job_timeout=5_000, fallback_poll=1_000)
     assert kmd.shadow.size == 0x1000 and kmd.max_job_dw == 512
     c = Client()
     bo = c.bo(0x8000)
@@ -87,9 +91,9 @@ def test_shadow_pool_limits():
     bo.u32[:400] = calls
     expect(errno.E2BIG, "CS: the job's checked copies take 0x12c0 bytes, more than the whole shadow pool "
            "(0x1000 bytes)", c.submit, CsChunkIb(400, bo.handle))
-    # a held job, then three of 1 KiB: the fourth does not fit beside them. It waits up to
-    # 2 * job_timeout for room; the held job times out and is reset within that, but the
-    # three resubmitted behind it have not retired when the wait ends: ENOMEM, by name
+    # a held job, then three of 1 KiB: the fourth does not fit beside them. It waits for
+    # room while the pool drains; with the held job moving for ever (a checked job's timer
+    # restarts for progress) nothing is freed for 2 * job_timeout: ENOMEM, by name
     other = Client()
     obo = other.bo()
     bo.u32[0x400:0x500] = [pm4.TYPE2_FILLER] * 0x100
@@ -101,8 +105,11 @@ def test_shadow_pool_limits():
         return held, seqs
 
     held, seqs = fill_pool()
-    expect(errno.ENOMEM, "CS: no room for the job's 0x400 bytes of checked copies in the shadow pool (0x400 of "
-           "0x1000 bytes free, 3 jobs in flight)", c.submit, CsChunkIb(0x100, bo.handle, 0x1000))
+    dev.looping = True
+    expect(errno.ENOMEM, "CS: no room for the job's 0x400 bytes of checked copies in the shadow pool (0x3e0 of "
+           "0x1000 bytes free, 4 jobs in flight)", c.submit, CsChunkIb(0x100, bo.handle, 0x1000))
+    assert kmd.stats["job_timeouts"] == 0  # (the held job is one of the 4: never reset)
+    dev.looping = False  # now it stops moving: reset, and the three behind it run
     assert all(c.wait(s) for s in seqs) and kmd.shadow.used == 0 and kmd.stats["job_timeouts"] == 1
     # what the jobs took went back where it came from (the pool's memory, not the VA the
     # jobs saw it at): the pool is one hole again

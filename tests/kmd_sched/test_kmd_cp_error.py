@@ -26,7 +26,7 @@ DMA = packets.DMA_DATA.opcode
     (CpError.IB_SIZE_ZERO, IB, "INDIRECT_BUFFER with IB_SIZE 0"),
     (CpError.IB_MISALIGNED, IB, "INDIRECT_BUFFER base not dword aligned"),
     (CpError.BUS_SLVERR, WD, "bus error SLVERR at address 0x5000 in WRITE_DATA"),
-    (CpError.BUS_DECERR, 0, "bus error DECERR at address 0x5000"),
+    (CpError.BUS_DECERR, 0, "bus error DECERR at address 0x5000 (its low 48 bits)"),
     (CpError.DOORBELL_BACKWARDS, 0, "doorbell moved wptr backwards to 0x5000"),
     (CpError.DOORBELL_OVERFLOW, 0, "doorbell wptr 0x5000 more than the ring size ahead of rptr"),
     (CpError.FENCE_MISALIGNED, packets.RELEASE_MEM.opcode, "misaligned address in RELEASE_MEM"),
@@ -103,6 +103,6 @@ def test_unchecked_write_above_2_48_is_reported_so():
     seq = c.submit(c.ib(bo, pm4.write_data(1 << 48 | (bo.addr + 0x100), [1])))
     with pytest.raises(KmdError) as ei:
         c.wait(seq)
-    assert ei.value.message == (f"WAIT_CS: bus error DECERR at address {bo.addr + 0x100:#x} in WRITE_DATA at IB+0x0, "
+    assert ei.value.message == (f"WAIT_CS: bus error DECERR at address {bo.addr + 0x100:#x} (its low 48 bits) in WRITE_DATA at IB+0x0, "
                                 f"context {c.ctx}")
     assert not bo.u32[0x40] and kmd.stats["vm_faults"] == 0

@@ -9,6 +9,8 @@ left behind, or write through a mapping it gave back. By concept:
 - tests/security/test_security_umd.py: the UMD's fences, IBs in flight and memory behind a held CP;
 - tests/security/test_security_ioctl.py: the exact limits of CS, every ioctl argument of a wrong
   kind, an SDMA IB in the kernel's range;
+- tests/security/test_security_time_and_state.py: client threads racing on one driver,
+  exhaustion by one client, hangs on purpose again and again, the checker off;
 - tests/security/test_security_long.py: the long runs (a maximum-size IB, a race with the running
   CP, a job longer than its timeout), on the RTL in tests/cosim/test_rtl_security.py.
 
@@ -20,7 +22,9 @@ WAIT_REG_MEM: `Holder`) so the rewrite lands before the CP fetches.
 
 from __future__ import annotations
 
+from kmd_model import regs
 from spec import pm4
+from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client
 
@@ -48,3 +52,23 @@ def quiet(kmd) -> None:
 
 def _nops(n: int) -> list[int]:
     return pm4.pad(n)
+
+
+class LoopingCpModel(RefModel):
+    """The registers a CP shows while it runs an IB that CHAINs to itself (on the RTL: the
+    reference model runs packets eagerly, so a real loop would never give control back):
+    the rptr still, the fetch counter moving at every read, the queue neither polling nor
+    stopped. Set `looping` while a job holds the CP in a WAIT_REG_MEM: the job timer sees
+    a job that moves and never ends (a reset ends it, as it would end the loop)."""
+
+    looping = False
+    fetched = 0
+
+    def mmio_read32(self, offset: int) -> int:
+        v = super().mmio_read32(offset)
+        if self.looping and offset == regs.STATUS.ADDR:
+            v &= ~regs.STATUS.WAITING.mask
+        if self.looping and offset == regs.PERF_DWORDS_FETCHED.ADDR:
+            self.fetched += 4096
+            v = self.fetched & 0xFFFF_FFFF
+        return v

@@ -472,7 +472,7 @@ _UMD_CALLS = [
     ("write", "offset", 8, -8, lambda g, q, c, b, v: q.write(b, v, [1])),
     ("write", "data[0]", 0x1234, 1 << 40, lambda g, q, c, b, v: q.write(b, 0x100, [v])),
     ("write", "data", 0x1234, 1 << 40, lambda g, q, c, b, v: q.write(b, 0x104, v)),
-    ("emit_raw", "data[0]", 0x8000_0000, 1 << 40, lambda g, q, c, b, v: q.emit_raw([v])),
+    ("emit_raw", "dwords[0]", 0x8000_0000, 1 << 40, lambda g, q, c, b, v: q.emit_raw([v])),
     ("wait_mem", "offset", 0, -8, lambda g, q, c, b, v: q.wait_mem(b, v, 0, compare="always")),
     ("wait_mem", "ref", 0, 1 << 40, lambda g, q, c, b, v: q.wait_mem(b, 0, v, compare="always")),
     ("wait_mem", "mask", 0xFFFF_FFFF, 1 << 40, lambda g, q, c, b, v: q.wait_mem(b, 0, 0, mask=v, compare="always")),

@@ -18,7 +18,7 @@ from spec import pm4
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client
-from tests.security.security_helpers import Holder
+from tests.security.security_helpers import Holder, LoopingCpModel
 
 
 def _gpu(dev=None, pools: bool = True, **kw):
@@ -75,9 +75,9 @@ def test_argument_errors():
     _raises(ValueError, "download: timeout must be in [0, 2**64), not -1", q.download, buf, 0, 4, timeout=-1)
     assert ev.wait(0) and ev.wait((1 << 64) - 1)
     # emit_raw takes its dwords as write does, and names itself
-    _raises(ValueError, "emit_raw: data is empty", q.emit_raw, [])
-    _raises(ValueError, "emit_raw: data[1] must fit in 32 bits, not 0x100000000", q.emit_raw, [0, 1 << 32])
-    _raises(TypeError, "emit_raw: data must be an int, not 'x'", q.emit_raw, "x")
+    _raises(ValueError, "emit_raw: dwords is empty", q.emit_raw, [])
+    _raises(ValueError, "emit_raw: dwords[1] must fit in 32 bits, not 0x100000000", q.emit_raw, [0, 1 << 32])
+    _raises(TypeError, "emit_raw: dwords must be an int, not 'x'", q.emit_raw, "x")
     # wait_mem: 32-bit ref and mask, boundaries included
     _raises(ValueError, "wait_mem: compare must be one of always, <, <=, ==, !=, >=, >, not '~'",
             q.wait_mem, buf, 0, 1, compare="~")
@@ -95,10 +95,10 @@ def test_argument_errors():
     _raises(TypeError, "fill: value must be an int, not None", q.fill, buf, 0, 4, None)
     q.fill(buf, 0, 4, 0)
     q.fill(buf, 4, 4, 0xFFFF_FFFF)
-    _raises(ValueError, "fill: offset and size must be >= 0, not 0 and -4", q.fill, buf, 0, -4, 1)
+    _raises(ValueError, "fill: size must be >= 0, not -4", q.fill, buf, 0, -4, 1)
     _raises(TypeError, "fill: size must be an int, not '4'", q.fill, buf, 0, "4", 1)
     # transfers
-    _raises(TypeError, "copy: offset must be an int, not '1'", q.copy, buf, "1", buf, 0x80, 4)
+    _raises(TypeError, "copy: dst_offset must be an int, not '1'", q.copy, buf, "1", buf, 0x80, 4)
     _raises(TypeError, "copy: size must be an int, not 4.0", q.copy, buf, 0, buf, 0x80, 4.0)
     _raises(ValueError, "copy: source [0x{0:x}, 0x{1:x}) and destination [0x{2:x}, 0x{3:x}) overlap".format(
         buf.gpu_addr + 0x10, buf.gpu_addr + 0x30, buf.gpu_addr, buf.gpu_addr + 0x20), q.copy, buf, 0, buf, 0x10, 0x20)
@@ -173,12 +173,14 @@ def test_each_packet_remembers_its_call_on_every_engine(engine, dma):
 @pytest.mark.parametrize("async_submit", [False, True], ids=["sync", "async"])
 def test_a_cs_refused_for_memory_is_out_of_memory(async_submit):
     """The KMD refuses a CS with ENOMEM when its checked copies find no room in the shadow
-    pool in time (test_kmd_bo.py's setup: a held job and three of 1 KiB in a 4 KiB pool):
-    the flush raises OutOfMemory naming the call, the queue, what it has in flight and its
-    limit, then the KMD's own message (for an async queue, at the finish after the flush)."""
+    pool in time (test_kmd_bo.py's setup: a held job, moving for ever, and three of 1 KiB in a
+    4 KiB pool: nothing is freed while the CS waits): the flush raises OutOfMemory naming the
+    call, the queue, what it has in flight and its limit, then the KMD's own message (for an
+    async queue, at the finish after the flush)."""
     from kmd_model.uapi import CsChunkIb
 
-    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=4, job_timeout=5_000, fallback_poll=1_000)
+    dev = LoopingCpModel()
+    kmd = kmd_model.bind(dev, shadow_pool_kib=4, job_timeout=5_000, fallback_poll=1_000)
     gpu = umd.open(api_version=3)
     q = gpu.queue(async_submit=async_submit, flush_threshold=1000)
     c, other = Client(), Client()
@@ -188,6 +190,7 @@ def test_a_cs_refused_for_memory_is_out_of_memory(async_submit):
     for _ in range(3):
         c.submit(CsChunkIb(0x100, bo.handle, 0x1000))
     free = kmd.shadow.size - kmd.shadow.used
+    dev.looping = True
     q.emit_raw(pm4.nop(free // 4 + 1))  # checked copies larger than what is free
     with pytest.raises(umd.OutOfMemory) as ei:
         q.flush()
@@ -235,8 +238,8 @@ def test_fill_without_dma_engine():
     gpu = _gpu(RefModel(dma=False))
     q = gpu.queue(ib_size_dw=64)
     buf = gpu.alloc(0x1000)
-    _raises(ValueError, "fill: size must be a positive multiple of 4, not 0", q.fill, buf, 0, 0, 1)
-    _raises(ValueError, "fill: size must be a positive multiple of 4, not 6", q.fill, buf, 0, 6, 1)
+    _raises(ValueError, "fill: size must be a non-negative multiple of 4, not 6", q.fill, buf, 0, 6, 1)
+    _raises(ValueError, "fill: size must be a non-negative multiple of 4, not -4", q.fill, buf, 0, -4, 1)
     _raises(ValueError, "fill: offset must be a non-negative multiple of 4, not 2", q.fill, buf, 2, 4, 1)
     _raises(ValueError, "fill: [0xffc, 0x1004) is outside the 0x1000-byte buffer", q.fill, buf, 0xFFC, 8, 1)
     q.fill(buf, 0xFFC, 4, 9)  # the last dword
@@ -411,8 +414,8 @@ def test_transfers_split_unevenly_and_their_errors():
     gpu = _gpu(RefModel(dma=False))
     q = gpu.queue()
     a = gpu.alloc(0x100)
-    _raises(RuntimeError, "upload: this device has no DMA engine (CAPS.DMA = 0)", q.upload, a, 0, b"abcd")
-    _raises(RuntimeError, "download: this device has no DMA engine (CAPS.DMA = 0)", q.download, a, 0, 4)
+    _raises(RuntimeError, "upload: this device has no DMA engine (CAPS.DMA = 0): a copy queue (Device.queue(engine='copy')) has the SDMA's", q.upload, a, 0, b"abcd")
+    _raises(RuntimeError, "download: this device has no DMA engine (CAPS.DMA = 0): a copy queue (Device.queue(engine='copy')) has the SDMA's", q.download, a, 0, 4)
     _raises(TypeError, "fill: size must be an int, not 4.0", q.fill, a, 0, 4.0, 1)
     gpu.close()
 

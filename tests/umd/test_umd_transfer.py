@@ -83,7 +83,7 @@ def check_transfer_errors(dev):
     gpu = _open(dev)
     q = gpu.queue()
     a = gpu.alloc(0x100, "gtt")
-    with pytest.raises(ValueError, match=r"^copy: \[0xf0, 0x110\) is outside the 0x100-byte buffer$"):
+    with pytest.raises(ValueError, match=r"^copy: dst \[0xf0, 0x110\) is outside the 0x100-byte buffer$"):
         q.copy(a, 0xF0, a, 0, 0x20)
     with pytest.raises(ValueError, match=r"^copy: source \[0x[0-9a-f]+, 0x[0-9a-f]+\) and destination .* overlap$"):
         q.copy(a, 0x10, a, 0x0, 0x20)
@@ -97,7 +97,7 @@ def check_transfer_errors(dev):
     q.upload(a, 4, np.array([[5, 6], [7, 8]], np.uint8)[:, 1])  # an array need not be contiguous
     q.finish()
     assert a.map()[:6].tolist() == [1, 2, 3, 4, 6, 8]
-    with pytest.raises(ValueError, match=r"^download: offset and size must be >= 0, not 0 and -1$"):
+    with pytest.raises(ValueError, match=r"^download: size must be >= 0, not -1$"):
         q.download(a, 0, -1)
     q1 = umd.open(api_version=1).queue()
     with pytest.raises(AttributeError, match=r"Queue.copy\(\) is not in API version 1 \(it is in version 2, 3\)"):
@@ -173,6 +173,7 @@ def test_no_dma_engine():
     gpu = _open(RefModel(dma=False))
     q = gpu.queue()
     a = gpu.alloc(0x100, "gtt")
-    with pytest.raises(RuntimeError, match=r"^copy: this device has no DMA engine \(CAPS.DMA = 0\)$"):
+    with pytest.raises(RuntimeError, match=r"^copy: this device has no DMA engine \(CAPS.DMA = 0\): a copy queue "
+                       r"\(Device.queue\(engine='copy'\)\) has the SDMA's$"):
         q.copy(a, 0, a, 0x80, 4)
     assert regs.CAPS.DMA.get(kmd_model.bound().mmio.read(regs.CAPS)) == 0

@@ -14,6 +14,8 @@ import kmd_model
 from kmd_model import uapi
 from kmd_model.uapi import Request
 
+from ..errors import UmdError
+
 # The KMD model is one per process. It serialises its own ioctls (Kmd.lock, as a kernel
 # driver does for any client); the UMD's ioctls also run under this lock, which keeps its
 # count of them and lets a test hold the KMD from the UMD's side (tests/umd/test_umd_async.py).
@@ -25,12 +27,26 @@ class Winsys:
         self.file = file if file is not None else kmd_model.open_render_node()
         self.ioctls = 0
         self.submitter = None  # the device's submission thread, once it has an async queue
+        # on a backend only one thread may drive (the RTL under cocotb), the thread that
+        # opened the device: an ioctl from another thread of the app is refused here, in the
+        # app's words, before the simulator's bridge refuses it in the testbench's
+        self.owner = threading.get_ident() if self.thread_bound() else None
 
     def ioctl(self, request: Request, args: Any) -> Any:
         s = self.submitter
+        if self.owner is not None and threading.get_ident() != self.owner and (
+                s is None or threading.get_ident() != s.thread.ident):
+            raise UmdError(f"{self.backend()}: the UMD runs on the thread that opened the device (the simulator is "
+                           f"driven from there) and this call came from thread "
+                           f"{threading.current_thread().name!r}: call it from the opening thread; "
+                           "Device.queue(async_submit=True) submits in the background (API v3)")
         if s is not None:  # it decides which thread runs the ioctl (umd/submit.py)
             return s.ioctl(self._ioctl, request, args)
         return self._ioctl(request, args)
+
+    def backend(self) -> str:
+        kmd = getattr(self.file, "kmd", None)
+        return str(getattr(getattr(kmd, "dev", None), "name", "this backend"))
 
     def _ioctl(self, request: Request, args: Any) -> Any:
         with KMD_LOCK:

@@ -1,0 +1,341 @@
+"""A new user's first programs against the UMD API (README.md, docs/tutorial.md, the umd
+docstrings), and what each of their mistakes answers: the entry point the app called named
+in Python's own argument errors, every argument by the name its docstring gives, a transfer
+of any size (larger than GTT too), `with` for queues and buffers, a uint8 array refused as
+write() data rather than widened, a gfx queue after the GPU reset for its error saying it
+takes no more work, and umd.open() before any device is bound."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import kmd_model
+import umd
+from testbench.refmodel import RefModel
+
+
+def _gpu(**kw):
+    kmd_model.bind(RefModel(**kw))
+    return umd.open()
+
+
+def _raises(exc, message, fn, *args, **kwargs):
+    with pytest.raises(exc, match="^" + re.escape(message) + "$"):
+        fn(*args, **kwargs)
+
+
+def test_argument_mistakes_name_the_entry_point():
+    """Python's own errors for a wrong keyword, a missing or an extra argument name the call
+    the app made (q.write), not the function the dispatch table points at
+    (queue_write_batched), which the app never saw; help() names it too."""
+    gpu = _gpu()
+    q, buf = gpu.queue(), gpu.alloc(64)
+    _raises(TypeError, "Queue.write() got an unexpected keyword argument 'value'", q.write, buf, offset=0, value=1)
+    _raises(TypeError, "Queue.write() missing 1 required positional argument: 'data'", q.write, buf, 0)
+    _raises(TypeError, "Queue.finish() got an unexpected keyword argument 'timeout_cycles'", q.finish,
+            timeout_cycles=10)
+    _raises(TypeError, "Queue.download() got an unexpected keyword argument 'out'", q.download, buf, 0, 4,
+            out=np.zeros(4, np.uint8))
+    _raises(TypeError, "Device.queue() takes 1 positional argument but 2 were given", gpu.queue, "copy")
+    _raises(TypeError, "Device.alloc() got an unexpected keyword argument 'dom'", gpu.alloc, 64, dom="vram")
+    assert q.write.__name__ == "write" and q.write.__qualname__ == "Queue.write"
+    v1 = umd.open(api_version=1).queue()  # version 1's write is another function, named the same
+    _raises(TypeError, "Queue.write() missing 1 required positional argument: 'data'", v1.write, buf, 0)
+    # the keywords a docstring names work as keywords
+    q.write(buf=buf, offset=0, data=[1, 2])
+    q.fill(buf=buf, offset=8, size=8, value=3)
+    assert q.download(src=buf, src_offset=0, size=16, timeout=1_000_000).view("<u4").tolist() == [1, 2, 3, 3]
+    gpu.close()
+
+
+def test_transfer_arguments_are_named_as_documented():
+    """copy(dst, dst_offset, src, src_offset, size), upload(dst, dst_offset, data),
+    download(src, src_offset, size), emit_raw(dwords): each message names the argument by
+    that name, and copy says which of its two buffers a range falls outside."""
+    gpu = _gpu()
+    q, a, b = gpu.queue(), gpu.alloc(0x100), gpu.alloc(0x100)
+    # arguments swapped (the buffer where dst_offset goes): named as the signature does
+    _raises(TypeError, f"copy: dst_offset must be an int, not {b!r}", q.copy, a, b, 0, 0, 16)
+    _raises(TypeError, "copy: src_offset must be an int, not '0'", q.copy, a, 0, b, "0", 16)
+    _raises(ValueError, "copy: src_offset must be >= 0, not -4", q.copy, a, 0, b, -4, 16)
+    _raises(ValueError, "copy: dst [0xf8, 0x108) is outside the 0x100-byte buffer", q.copy, a, 0xF8, b, 0, 16)
+    _raises(ValueError, "copy: src [0xf8, 0x108) is outside the 0x100-byte buffer", q.copy, a, 0, b, 0xF8, 16)
+    _raises(TypeError, "upload: dst_offset must be an int, not 1.5", q.upload, a, 1.5, b"ab")
+    _raises(ValueError, "download: src_offset must be >= 0, not -1", q.download, a, -1, 4)
+    _raises(ValueError, "download: size must be >= 0, not -1", q.download, a, 0, -1)
+    _raises(ValueError, "fill: offset must be >= 0, not -4", q.fill, a, -4, 4, 0)
+    _raises(TypeError, "emit_raw: dwords[0] must be an int, not 1.0", q.emit_raw, [1.0])
+    _raises(ValueError, "emit_raw: dwords is empty", q.emit_raw, [])
+    gpu.close()
+
+
+def test_write_refuses_a_byte_array():
+    """A uint8 array is bytes to the app (download() returns one): written element by element
+    it became 4x as many dwords, silently past what the app meant. It is refused, saying what
+    to pass; its bytes (.tobytes()) write as documented, and wider arrays a dword each."""
+    gpu = _gpu()
+    q, src, dst = gpu.queue(), gpu.alloc(64), gpu.alloc(64)
+    q.write(src, 0, [0x04030201, 0x08070605])
+    got = q.download(src, 0, 8)
+    assert got.dtype == np.uint8 and got.tolist() == [1, 2, 3, 4, 5, 6, 7, 8]
+    _raises(TypeError, "write: data is a uint8 array, whose elements would each be a dword: pass data.tobytes() "
+            "for its bytes, or data.astype(np.uint32) for a dword each", q.write, dst, 0, got)
+    _raises(TypeError, "write: data is a int8 array, whose elements would each be a dword: pass data.tobytes() "
+            "for its bytes, or data.astype(np.uint32) for a dword each", q.write, dst, 0, got.view(np.int8))
+    _raises(TypeError, "emit_raw: dwords is a uint8 array, whose elements would each be a dword: pass "
+            "dwords.tobytes() for its bytes, or dwords.astype(np.uint32) for a dword each", q.emit_raw, got)
+    q.write(dst, 0, got.tobytes())
+    q.write(dst, 8, got[:2].astype(np.uint32))
+    q.write(dst, 16, np.array([[9, 10]], np.int64))  # any wider integer array: a dword an element
+    q.finish()
+    assert dst.u32[:6].tolist() == [0x04030201, 0x08070605, 1, 2, 9, 10]
+    assert not dst.u32[6:].any()
+    gpu.close()
+
+
+def test_transfers_larger_than_gtt():
+    """Uploads and downloads go through GTT staging buffers: a transfer larger than the GTT
+    the kernel leaves free (about 14 MiB of its 32 on the model), and a loop of 4 MiB uploads
+    recorded without a flush, run; before, each needed one staging buffer of its whole size,
+    all held until the next flush, and raised OutOfMemory ("alloc: no device memory")."""
+    gpu = _gpu()
+    free = gpu.memory().gtt.largest_free
+    n = free + (6 << 20)
+    big = gpu.alloc(n, "vram")
+    q = gpu.queue()
+    data = np.random.default_rng(70).integers(0, 256, n, dtype=np.uint8)
+    q.upload(big, 0, data)
+    assert np.array_equal(q.download(big, 0, n), data)
+    chunk = 4 << 20
+    for i in range(n // chunk):  # each upload recorded, none flushed by the app
+        q.upload(big, i * chunk + 1, np.full(chunk - 1, i + 1, np.uint8))
+    q.finish()
+    got = big.map()
+    for i in range(n // chunk):
+        assert got[i * chunk] == data[i * chunk] and (got[i * chunk + 1:(i + 1) * chunk] == i + 1).all()
+    # the copy engine's queue stages the same way
+    cq = gpu.queue(engine="copy")
+    cq.upload(big, 3, data[:n - 3])
+    assert np.array_equal(cq.download(big, 3, n - 3), data[:n - 3])
+    gpu.close()
+
+
+def test_queue_and_buffer_in_a_with():
+    """`with` closes a queue (submitting and finishing what it recorded) and frees a buffer,
+    as it closes a device, also when the body raises (an exception, ^C)."""
+    gpu = _gpu()
+    out = gpu.alloc(64)
+    with gpu.queue() as q, gpu.alloc(64) as tmp:
+        q.write(tmp, 0, 5)
+        q.copy(out, 0, tmp, 0, 4)
+    assert q.closed and tmp.freed and out.u32[0] == 5
+    with pytest.raises(KeyboardInterrupt):
+        with gpu.queue() as q:
+            q.write(out, 4, 6)
+            raise KeyboardInterrupt
+    assert q.closed and out.u32[1] == 6
+    _raises(ValueError, "write: the queue is closed", q.write, out, 0, 1)
+    gpu.close()
+
+
+def test_gfx_queue_after_its_gpu_error():
+    """A hang on the gfx ring takes a full reset, after which the kernel refuses the queue's
+    context (amdgpu's guilty context): the next flush raised the very GpuError of the hang,
+    as if the new work had failed. It now says the queue takes no more work; a new queue runs."""
+    gpu = _gpu()
+    q, buf = gpu.queue(), gpu.alloc(64)
+    q.wait_mem(buf, 0, 1)  # nobody writes it: the KMD's job timer ends the job
+    ev = q.signal()
+    with pytest.raises(umd.GpuError) as first:
+        ev.wait()
+    assert not first.value.refused and "takes no more work" not in str(first.value)
+    q.write(buf, 4, 7)
+    with pytest.raises(umd.GpuError) as later:
+        q.flush()
+    assert later.value.refused and later.value.info == first.value.info
+    assert str(later.value) == (f"{first.value}; the queue's context was reset for it and takes no more work: "
+                                "make a new queue")
+    q2 = gpu.queue()
+    q2.write(buf, 4, 8)
+    assert q2.signal().wait() and buf.u32[1] == 8
+    # a copy queue's hang resets its ring alone: a command that waits for it (a new IB,
+    # throttled at max_inflight) raises its error, but not as refused, and the queue runs on
+    cq = gpu.queue(engine="copy", max_inflight=1)
+    cq.wait_mem(buf, 8, 1)
+    cq.flush()
+    with pytest.raises(umd.GpuError) as throttled:
+        cq.write(buf, 12, 5)
+    assert not throttled.value.refused and "takes no more work" not in str(throttled.value)
+    cq.write(buf, 12, 5)  # (not recorded by the call that raised: again)
+    cq.finish()
+    assert buf.u32[3] == 5
+    gpu.close()
+
+
+def test_open_before_a_device_is_bound():
+    """umd.open() at the top of an app file runs when `gpucosim run` imports it, before the
+    device is up: one line saying so (it was the KMD's KmdError, 'call kmd_model.bind')."""
+    kmd_model.unbind()
+    with pytest.raises(umd.UmdError, match=r"^open: no GPU is bound yet: an app run by `gpucosim run` opens it "
+                       r"in its main\(\) .* kmd_model.bind\(RefModel\(\)\) \(docs/tutorial.md\)$"):
+        umd.open()
+
+
+def test_numpy_bools_are_bools():
+    """numpy's integers are integers to every call; its bools (what `arr.any()` returns) were
+    refused as "must be True or False, not np.True_". 1 and "yes" still are."""
+    kmd_model.bind(RefModel())
+    flag = np.zeros(4, np.uint8).any()  # np.False_
+    gpu = umd.open(pools=flag)
+    assert gpu.memory().pools.enabled is False
+    buf = gpu.alloc(64, zero=~flag)
+    assert not buf.map().any()
+    q = gpu.queue(async_submit=flag)
+    assert q.async_submit is False
+    _raises(TypeError, "alloc: zero must be True or False, not 1", gpu.alloc, 64, zero=1)
+    _raises(TypeError, "open: pools must be True or False, not 'yes'", umd.open, pools="yes")
+    _raises(TypeError, "queue: async_submit must be True, False or None, not 1", gpu.queue, async_submit=1)
+    gpu.close()
+
+
+def test_version_1_queue_has_no_engine_or_priority():
+    """umd/api.py: Device.queue(engine=, priority=) came with version 2. Version 1 took them
+    all the same (a copy queue for an app whose version has none), while async_submit=, of
+    version 3, was refused by name. Now each later argument is, and the defaults hold."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open(api_version=1)
+    _raises(TypeError, "queue: engine= is not in API version 1 (it is in version 2, 3)", gpu.queue, engine="copy")
+    _raises(TypeError, "queue: priority= is not in API version 1 (it is in version 2, 3)", gpu.queue,
+            priority="high")
+    _raises(TypeError, "queue: async_submit= is not in API version 1 (it is in version 3)", gpu.queue,
+            async_submit=True)
+    _raises(TypeError, "Device.queue() got an unexpected keyword argument 'frobnicate'", gpu.queue, frobnicate=1)
+    q = gpu.queue(flush_threshold=4, ib_size_dw=256, max_inflight=2)
+    assert (q.engine, q.priority, q.flush_threshold) == ("gfx", "normal", 4)
+    assert umd.open(api_version=2).queue(engine="copy", priority="low").engine == "copy"
+    gpu.close()
+
+
+@pytest.mark.parametrize("exc_type", [KeyError, KeyboardInterrupt], ids=["exception", "ctrl_c"])
+@pytest.mark.parametrize("kind", ["device", "queue"])
+def test_the_bodys_exception_is_what_a_with_raises(kind, exc_type):
+    """A with block whose body raised while its queue had a submission the KMD refuses: the
+    close's SubmitError replaced the app's own exception (or the ^C), which survived only as
+    the context of another traceback. The body's exception propagates, the refusal in its notes;
+    without one the close raises the refusal itself."""
+    gpu, exc = _gpu(), exc_type("the app's")
+    with pytest.raises(exc_type) as ei:
+        with (gpu if kind == "device" else gpu.queue()) as obj:
+            q = obj.queue() if kind == "device" else obj
+            q.emit_raw([0xC0007B00])  # opcode 0x7b: the CS checker refuses the flush at close
+            raise exc
+    assert ei.value is exc and q.closed
+    (note,) = ei.value.__notes__
+    assert note.startswith("and when the with block closed it: SubmitError: flush: EINVAL: CS: malformed packet "
+                           "at IB+0x0 (") and note.endswith("): UNKNOWN op=0x7b count=0"), note
+    gpu = _gpu()
+    with pytest.raises(umd.SubmitError, match=r"^flush: EINVAL: CS: malformed packet .* UNKNOWN op=0x7b count=0$"):
+        with gpu.queue() as q:
+            q.emit_raw([0xC0007B00])
+    gpu.close()
+
+
+def test_the_same_fill_runs_without_a_dma_engine():
+    """fill(buf, off, 0, v) records nothing with a DMA engine and on a copy queue, but was a
+    ValueError ("a positive multiple of 4") on a device without one (`--sim model --no-dma`):
+    the same app failed by backend. A transfer the device cannot do names the copy queue,
+    which can."""
+    gpu = _gpu(dma=False)
+    q, buf = gpu.queue(), gpu.alloc(64)
+    q.fill(buf, 0, 0, 1)
+    q.fill(buf, 4, 8, 7)
+    q.finish()
+    assert buf.u32[:4].tolist() == [0, 7, 7, 0]
+    _raises(ValueError, "fill: size must be a non-negative multiple of 4, not 10", q.fill, buf, 0, 10, 1)
+    _raises(RuntimeError, "copy: this device has no DMA engine (CAPS.DMA = 0): a copy queue "
+            "(Device.queue(engine='copy')) has the SDMA's", q.copy, buf, 0, buf, 32, 4)
+    cq = gpu.queue(engine="copy")
+    cq.copy(buf, 32, buf, 4, 8)
+    cq.fill(buf, 0, 0, 1)
+    cq.finish()
+    assert buf.u32[8:10].tolist() == [7, 7]
+    gpu.close()
+    gpu = _gpu(dma=False, sdma=False)
+    _raises(RuntimeError, "upload: this device has no DMA engine (CAPS.DMA = 0)", gpu.queue().upload,
+            gpu.alloc(64), 0, b"abcd")
+    gpu.close()
+
+
+def test_a_queue_without_memory_says_queue():
+    """gpu.queue() when GTT is full: the OutOfMemory began "alloc: no device memory", a call
+    the app had not made; it names queue() and what the memory was for, in the kernel's words."""
+    gpu = _gpu()
+    held = [gpu.alloc(gpu.memory().gtt.largest_free - (1 << 20), "gtt")]
+    with pytest.raises(umd.OutOfMemory):
+        while True:
+            held.append(gpu.alloc(4096, "gtt"))
+    with pytest.raises(umd.OutOfMemory, match=r"^queue: no memory for the queue's page \(4096 bytes of GTT: its "
+                       r"fences and timestamps\): ENOMEM: GEM_CREATE: no 0x[0-9a-f]+ bytes free in GTT"):
+        gpu.queue()
+    for b in held[1:]:
+        b.free()
+    gpu.queue().close()  # memory back: a queue again
+    gpu.close()
+
+
+def test_a_worker_thread_on_a_thread_bound_backend():
+    """On the RTL only the thread that opened the device may drive it. An app's worker thread
+    calling the UMD got the testbench's RuntimeError ("driven from driver code started with
+    testbench.sim.bridge.bridge ... greenlet"), names the app never saw; it is now the UMD's
+    one line naming the backend, the thread and what to do. The model (not thread-bound)
+    takes any thread, and an async queue's submission thread still runs on a bound one."""
+    import threading
+
+    from tests.umd.test_umd_async import ThreadBoundModel
+
+    dev = ThreadBoundModel()
+    kmd_model.bind(dev)
+    gpu = umd.open()
+    buf = gpu.alloc(64)
+    q = gpu.queue(async_submit=True)
+    got = []
+
+    def worker():
+        try:
+            gpu.queue()
+        except umd.UmdError as e:
+            got.append(str(e))
+
+    t = threading.Thread(target=worker, name="worker")
+    t.start()
+    t.join()
+    assert got == ["model: the UMD runs on the thread that opened the device (the simulator is driven from there) "
+                   "and this call came from thread 'worker': call it from the opening thread; "
+                   "Device.queue(async_submit=True) submits in the background (API v3)"]
+    assert dev.strays == 0
+    q.write(buf, 0, 7)
+    q.finish()
+    assert buf.u32[0] == 7
+    gpu.close()
+    gpu = _gpu()  # the model as it is: any thread
+    t = threading.Thread(target=lambda: got.append(gpu.queue()))
+    t.start()
+    t.join()
+    assert isinstance(got[-1], umd.Queue)
+    gpu.close()
+
+
+def test_a_download_that_times_out_says_download():
+    """download(timeout=) waits as finish() does: running out of cycles raised GpuTimeout
+    "finish: queue ... not idle", a call the app had not made."""
+    gpu = _gpu()
+    q, buf = gpu.queue(), gpu.alloc(64)
+    q.wait_mem(buf, 8, 1)  # the queue waits for the CPU
+    _raises(umd.GpuTimeout, f"download: queue (context {q.ctx_id}) not idle after 0 cycles", q.download, buf, 0, 4,
+            timeout=0)
+    buf.u32[2] = 1
+    assert q.download(buf, 8, 4).tolist() == [1, 0, 0, 0]
+    gpu.close()
