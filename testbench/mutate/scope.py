@@ -129,6 +129,7 @@ TESTS = (
     "tests/model/test_model_cp_queues.py",
     "tests/spec/test_sdma_spec.py",
     "tests/kmd/test_kmd_mmio.py",
+    "tests/spec/test_vm_spec.py",
     "tests/spec/test_generated.py",  # the generated docs and header: spec/gfx9.py's table, spec/ih.py's and vm.py's
 )
 # The asynchronous submission thread (umd/submit.py) and its tests (tests/umd/test_umd_async.py,
