@@ -105,6 +105,7 @@ TESTS = (
     "tests/security/test_security_ioctl.py",
     "tests/security/test_security_long.py",
     "tests/security/test_security_hostile_program.py",
+    "tests/security/test_security_hostile_app.py",
     "tests/security/test_security_time_and_state.py",
     "tests/umd/test_umd_api.py",
     "tests/umd/test_umd_batching.py",
