@@ -36,7 +36,7 @@ class KmdError(Exception):
         self.errno = err
         self.message = message
         self.info = info  # e.g. the HwError behind an ECANCELED
-        super().__init__(f"{errno_name(err)}: {message}")
+        super().__init__(err, message)  # (args: what copy and pickle rebuild it from)
 
     def __str__(self) -> str:
         return f"{errno_name(self.errno)}: {self.message}"
@@ -46,6 +46,7 @@ class KmdError(Exception):
         flush in GEM_VA, a failed reset in WAIT_CS), as every other ioctl error does."""
         if not self.message.startswith((f"{ioctl}:", f"{ioctl} ")):
             self.message = f"{ioctl}: {self.message}"
+            self.args = (self.errno, self.message)
         return self
 
     @property

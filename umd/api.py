@@ -52,7 +52,7 @@ class DispatchTable:
             fn.__qualname__, fn.__name__ = key, key.split(".", 1)[1]
 
     def derive(self, version: int, *, add: dict[str, Callable] = {}, remove: tuple[str, ...] = (),
-               notes: str = "", **defaults) -> "DispatchTable":
+               notes: str, **defaults) -> "DispatchTable":
         entries = {k: v for k, v in self.entries.items() if k not in remove}
         entries.update(add)
         return replace(self, version=version, entries=entries, notes=notes, **defaults)

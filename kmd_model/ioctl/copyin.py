@@ -56,9 +56,7 @@ def shown(v: Any) -> str:
     if isinstance(v, int) and int.bit_length(v) > WIDEST:  # (repr would raise past 4,300 digits)
         return hexed(v)
     try:
-        text = repr(v)
-        if not isinstance(text, str):
-            raise TypeError("__repr__ returned a non-string")
+        text = str.__str__(repr(v))  # an exact str: a str subclass's split() and len() are client code too
     except Exception as e:  # the client's __repr__ is client code
         text = f"<{type(v).__name__} whose repr raised {type(e).__name__}>"
     text = " ".join(text.split())
@@ -73,11 +71,10 @@ def kernel_int(v: Any) -> Any:
     if isinstance(v, (int, np.integer)):
         if type(v) is int or type(v) in ENUMS:
             return v
-        try:
-            n = int(v)  # an int subclass's own __int__ runs: once, here
+        try:  # an int subclass's own __int__ runs: once, here. int() answers an exact int or
+            return int(v)  # raises (an __int__ answering an int subclass is copied to an int)
         except Exception as e:
             return Opaque(v, f"<{type(v).__name__} whose int() raised {type(e).__name__}>")
-        return n if type(n) is int else Opaque(v)
     return Opaque(v)
 
 

@@ -218,6 +218,12 @@ def run(names_file: str, workers: int) -> None:
 
 
 if __name__ == "__main__":
+    # Run as a script, Python puts this file's folder first on sys.path, where rtl.py,
+    # scope.py, patch.py ... would hide the tree's own top-level packages of those names from
+    # the tests: a test that imports `rtl` (spec/gen's docs render formal/properties.py, which
+    # reads rtl.csr) got testbench/mutate/rtl.py and failed the coverage pass.
+    here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if not p or Path(p).resolve() != here]
     cmd = sys.argv[1]
     if cmd == "prepare":
         prepare(int(sys.argv[2]))

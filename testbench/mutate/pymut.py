@@ -316,7 +316,9 @@ def _mutmut_config(modules, tests) -> str:
         "[tool.mutmut]",
         f"source_paths = {arr(scope.SOURCE_PATHS)}",
         f"only_mutate = {arr(modules)}",
-        f"also_copy = {arr(['testbench/', 'gpucosim/', 'rtl/', 'examples/', 'include/', 'docs/'])}",
+        # (formal/: spec/gen renders docs/formal.md from formal/properties.py; without a copy
+        # the tests in mutants/ imported the one the venv's editable install points at)
+        f"also_copy = {arr(['testbench/', 'gpucosim/', 'rtl/', 'formal/', 'examples/', 'include/', 'docs/'])}",
         f"pytest_add_cli_args = {arr(['-p', 'no:xdist', '-p', 'no:cacheprovider', '-p', 'no:randomly'])}",
         f"pytest_add_cli_args_test_selection = {arr([*tests, '-k', scope.TEST_FILTER])}",
         'process_isolation = "forkserver"',

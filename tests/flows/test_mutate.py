@@ -4,7 +4,7 @@
 the tree and runs the test files that must kill it: a change that makes the suite blind
 to one of these classes (the checker's read side, wrap-safe fences, the IH read pointer,
 the timeout diagnosis, a compare on its boundary, RAW_WAIT, a packet field's position,
-an address's high dword, long dumps) fails here.
+an address's high dword, the ioctl copy-in's plain ints, long dumps) fails here.
 The whole campaign is `make mutate` (docs/verification.md).
 """
 
@@ -213,3 +213,22 @@ def test_the_coverage_pass_call_stack_survives_a_finalizer_reentering_it():
 
     r = subprocess.run([sys.executable, "-c", _REENTRY], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert (r.returncode, r.stdout.strip()) == (0, "wrong 0"), r.stderr[-2000:]
+
+
+def test_the_campaigns_script_does_not_hide_the_trees_packages(monkeypatch):
+    """_inwork.py runs as a script, and Python puts a script's folder first on sys.path: there
+    testbench/mutate/rtl.py hid the tree's `rtl` package from the tests of the coverage pass
+    (tests/spec/test_generated.py renders docs/formal.md, whose properties read rtl.csr: an
+    ImportError, and `make mutate` stopped in prepare). Its folder leaves sys.path first."""
+    import runpy
+    import sys
+    from pathlib import Path
+
+    import testbench.mutate._inwork as inwork
+
+    here = str(Path(inwork.__file__).resolve().parent)
+    monkeypatch.setattr(sys, "path", [here, *sys.path])
+    monkeypatch.setattr(sys, "argv", [inwork.__file__, "no-such-step"])
+    with pytest.raises(SystemExit, match="unknown step 'no-such-step'"):
+        runpy.run_path(inwork.__file__, run_name="__main__")
+    assert here not in sys.path

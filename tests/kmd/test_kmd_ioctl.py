@@ -488,3 +488,23 @@ def test_ioctls_from_two_threads_are_serialised(monkeypatch):
     assert not t.is_alive()
     assert not any(isinstance(v, Exception) for v in results.values()), results
     assert bo_a.u32[0x40] == 0xA and bo_b.u32[0x40] == 0xB
+
+
+def test_a_kmd_error_is_whole_when_copied_or_sent_to_another_process():
+    """copy.copy and pickle (an exception a multiprocessing worker sends back) rebuild a
+    KmdError from its args: they were one string, and the rebuild failed with TypeError.
+    Its errno and its message (as within() left it) come back; an errno the errno module
+    does not name is shown by its number."""
+    import copy
+    import pickle
+
+    e = KmdError(errno.ETIME, "the reset failed").within("WAIT_CS")
+    for back in (copy.copy(e), pickle.loads(pickle.dumps(e))):
+        assert (type(back), back.errno, back.message, str(back)) == (
+            KmdError, errno.ETIME, "WAIT_CS: the reset failed", "ETIME: WAIT_CS: the reset failed")
+    assert repr(e) == f"KmdError({errno.ETIME}, 'WAIT_CS: the reset failed')"
+    e = KmdError(errno.EINVAL, "GEM_CREATE: size must be > 0, not 0")  # (not through within())
+    back = pickle.loads(pickle.dumps(e))
+    assert (repr(e), str(back)) == (f"KmdError({errno.EINVAL}, 'GEM_CREATE: size must be > 0, not 0')",
+                                    "EINVAL: GEM_CREATE: size must be > 0, not 0")
+    assert str(KmdError(4095, "x")) == "4095: x" and KmdError(4095, "x").name == "4095"

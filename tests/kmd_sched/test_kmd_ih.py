@@ -206,3 +206,21 @@ def test_observers_see_each_ih_entry():
     eop, err = seen[0]["entry"], seen[1]["entry"]
     assert (eop["SOURCE_ID"], eop["DATA1"], err["SOURCE_ID"]) == (ih.Source.EOP, fence, ih.Source.CP_ERROR)
     assert all(len(f["raw"]) == ih.ENTRY_DWORDS and ih.decode(f["raw"]) == f["entry"] for f in seen)
+
+
+def test_an_ih_entry_is_amds_soc15_layout_and_each_field_holds_exactly_its_width():
+    """Dword 0 is CLIENT_ID 7:0, SOURCE_ID 15:8, RING_ID 23:16, VMID 27:24 (amdgpu's
+    amdgpu_ih_decode_iv_helper); a value one past a field's width is refused, not carried
+    into the next field (VMID 16 would read as VMID 0 with VMID_SRC garbage)."""
+    dw = ih.encode(CLIENT_ID=ih.Client.GRBM_CP, SOURCE_ID=ih.Source.EOP, RING_ID=0xFF, VMID=15, DATA0=0xFFFF_FFFF,
+                   TIMESTAMP_HI=0xFFFF, PASID=0xFFFF)
+    assert dw == [0x0FFF_B514, 0, 0xFFFF, 0xFFFF, 0xFFFF_FFFF, 0, 0, 0]
+    assert ih.decode(dw)["VMID"] == 15 and ih.decode(dw)["RING_ID"] == 0xFF
+    for name, width in (("VMID", 4), ("CLIENT_ID", 8), ("TIMESTAMP_HI", 16), ("DATA0", 32)):
+        with pytest.raises(ValueError, match=rf"^IH {name}: {1 << width:#x} does not fit in {width} bits$"):
+            ih.encode(**{name: 1 << width})
+        with pytest.raises(ValueError, match=rf"^IH {name}: -0x1 does not fit in {width} bits$"):
+            ih.encode(**{name: -1})
+    for n in (7, 9):
+        with pytest.raises(ValueError, match=rf"^an IH entry is 8 dwords, not {n}$"):
+            ih.decode([0] * n)

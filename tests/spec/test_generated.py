@@ -37,3 +37,14 @@ def test_lint_help_says_what_it_does_without_linting(capsys, monkeypatch):
         lint.main(["--widht", "32"])
     assert e.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == "python -m testbench.lint: error: unrecognized arguments: --widht 32"
+
+
+def test_a_bar_in_a_gfx9_difference_does_not_split_its_row(monkeypatch):
+    """docs/hardware.md's table of differences from gfx9 (spec/gfx9.py): a `|` in a cell is
+    escaped, so the row keeps its four columns in the rendered markdown."""
+    from spec import gfx9
+
+    monkeypatch.setattr(gfx9, "DIFFERENCES", (gfx9.Difference("DST_SEL | ENGINE_SEL", "a", "b|c", "d"),))
+    lines = gfx9.render_table().splitlines()
+    assert lines[0] == gfx9.BEGIN and lines[-1] == gfx9.END
+    assert lines[2:5] == ["| what | gfx9 | here | why |", "|---|---|---|---|", r"| DST_SEL \| ENGINE_SEL | a | b\|c | d |"]

@@ -47,12 +47,19 @@ def check_versions(dev):
                        r"signal\(\)\?$"):
         q2.sgnal()
     assert "fill" in dir(q2) and "fill" not in dir(q1) and "write" in dir(q1)
+    with pytest.raises(AttributeError, match=r"^Queue has no entry point 'memset' in API version 1 \(it has close, "
+                       r"emit_raw, finish, flush, signal, wait_mem, write\)$"):
+        q1.memset  # (fill, what version 2 calls it, is not in version 1)
     q2.fill(b2, 16, 16, 7)
     q2.finish()
     assert b2.u32[4:8].tolist() == [7] * 4
     # same entry point name, different functions
     assert umd.TABLES[1].entries["Queue.write"] is not umd.TABLES[2].entries["Queue.write"]
     assert umd.TABLES[1].entries["Queue.signal"] is umd.TABLES[2].entries["Queue.signal"]
+    # what each version changed, as an app can print it (each table's own, not its parent's)
+    assert [t.notes.split(";")[0] for t in umd.TABLES.values()] == [
+        "write() submits at once", "write() is batched", "queue(async_submit=True): a submission thread makes the "
+        "CS ioctls"]
 
 
 def check_defaults_and_help(dev):
@@ -93,3 +100,38 @@ CHECKS = [check_versions, check_defaults_and_help]
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
 def test_on_model(check):
     check(RefModel())
+
+
+def test_a_device_opened_on_a_given_render_node_makes_its_ioctls_there():
+    """umd.open(winsys=Winsys(file)), the file here a layer in front of the render node (as a
+    tracer would be): the device's ioctls go through it, its buffers and contexts are that
+    file's, no other render node is opened, closing the device closes it; not being the
+    KMD's own file, it is not bound to a thread, and an async queue submits through it."""
+    from umd.winsys import Winsys
+
+    class Layer:
+        def __init__(self, f):
+            self.f, self.calls = f, 0
+
+        def ioctl(self, request, args=None):
+            self.calls += 1
+            return self.f.ioctl(request, args)
+
+        def close(self):
+            self.f.close()
+
+    kmd = kmd_model.bind(RefModel())
+    f = kmd_model.open_render_node()
+    files = len(kmd.files)
+    layer = Layer(f)
+    ws = Winsys(layer)
+    assert ws.ioctls == 0 and not ws.thread_bound()
+    gpu = umd.open(winsys=ws, pools=False)
+    q = gpu.queue(async_submit=True)
+    buf = gpu.alloc(4096)
+    q.write(buf, 0, [7])
+    q.finish()
+    assert buf.u32[0] == 7 and ws.ioctls == layer.calls > 0
+    assert len(kmd.files) == files and (f.fd, q.ctx_id) in kmd.contexts and len(f.handles) >= 1
+    gpu.close()
+    assert f.closed

@@ -590,3 +590,19 @@ def test_a_closed_queue_leaves_the_device():
         q.close()
     assert gpu.queues == []
     gpu.close()
+
+
+def test_a_queues_priority_is_its_contexts_run_queue_in_the_kmd():
+    """gpu.queue(priority=...) asks CTX ALLOC for that priority: its jobs go to that drm_sched
+    run queue (and a high-priority gfx queue to the CP's second hardware queue), where a
+    priority the winsys dropped would leave every queue at NORMAL."""
+    from kmd_model.sched.scheduler import Priority
+
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open()
+    fd = gpu.ws.file.fd
+    for name, run_queue in (("low", Priority.LOW), ("normal", Priority.NORMAL), ("high", Priority.HIGH)):
+        for engine in ("gfx", "copy"):
+            q = gpu.queue(priority=name, engine=engine)
+            assert kmd.contexts[(fd, q.ctx_id)].priority == run_queue, (name, engine)
+    gpu.close()

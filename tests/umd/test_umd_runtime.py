@@ -119,6 +119,7 @@ def check_gpu_error_decoded(dev):
         bad.finish()
     e = ei.value
     assert (e.opcode, e.ib_offset, e.context, e.code) == (0x7B, 0x38, bad.ctx_id, "ILLEGAL_OPCODE")
+    assert e.command == "Queue.emit_raw() #2" and not e.waited_for
     assert re.fullmatch(rf"GPU error: illegal opcode 0x7b at IB\+0x38 \(0x[0-9a-f]+\), context {bad.ctx_id} "
                         r"\(recorded by Queue.emit_raw\(\) #2\)", str(e)), str(e)
     bad.write(buf, 64, 5)
@@ -397,3 +398,21 @@ def test_open_takes_numpy_integers():
     gpu = umd.open(api_version=np.int64(2))
     assert gpu.api_version == 2 and type(gpu.api_version) is int
     gpu.close()
+
+
+def test_a_vm_fault_surfaces_as_a_gpu_error_naming_the_packet_and_address():
+    """A write to an address the file never mapped (the CS checker off, as a hostile or buggy
+    command stream past it would be): the queue's GpuError names the fault, the packet by
+    name and the faulting address, and the queue stays refused."""
+    kmd_model.bind(RefModel(), cs_check=False)
+    gpu = umd.open()
+    q = gpu.queue()
+    q.emit_raw(pm4.write_data(0x3000_0000, [1]))
+    with pytest.raises(umd.GpuError) as ei:
+        q.finish()
+    e = ei.value
+    assert (e.code, e.opcode, e.opcode_name, e.ib_offset, e.context) == ("VM_FAULT", 0x37, "WRITE_DATA", 0, q.ctx_id)
+    assert (e.info.code, e.info.level, e.info.ctx_id) == ("VM_FAULT", "IB1", q.ctx_id)  # the KMD's decoded error
+    assert str(e).startswith("GPU error: VM fault: WRITE at 0x30000000 in WRITE_DATA (VMID ")
+    with pytest.raises(umd.GpuError, match="VM fault"):
+        q.finish()

@@ -60,8 +60,8 @@ class Winsys:
         return bool(getattr(getattr(kmd, "dev", None), "thread_bound", False))
 
     # -- GEM
-    def gem_create(self, size: int, domain: int, alignment: int = 0, flags: int = 0) -> uapi.GemCreateOut:
-        return self.ioctl(Request.GEM_CREATE, uapi.GemCreateArgs(size, alignment, domain, flags))
+    def gem_create(self, size: int, domain: int, alignment: int) -> uapi.GemCreateOut:
+        return self.ioctl(Request.GEM_CREATE, uapi.GemCreateArgs(size, alignment, domain))
 
     def gem_close(self, handle: int) -> None:
         self.ioctl(Request.GEM_CLOSE, uapi.GemCloseArgs(handle))
@@ -72,19 +72,12 @@ class Winsys:
     def gem_va(self, handle: int, op: int, va: int, size: int, flags: int, offset: int = 0) -> None:
         self.ioctl(Request.GEM_VA, uapi.GemVaArgs(handle, op, va, offset, size, flags))
 
-    def gem_wait_idle(self, handle: int, timeout: int) -> bool:
-        """True when the BO is idle."""
-        return not self.ioctl(Request.GEM_WAIT_IDLE, uapi.GemWaitIdleArgs(handle, timeout)).busy
-
     # -- contexts
     def ctx_alloc(self, priority: int = 0) -> int:
         return self.ioctl(Request.CTX, uapi.CtxArgs(uapi.CtxOp.ALLOC, priority=priority)).ctx_id
 
     def ctx_free(self, ctx_id: int) -> None:
         self.ioctl(Request.CTX, uapi.CtxArgs(uapi.CtxOp.FREE, ctx_id))
-
-    def ctx_query(self, ctx_id: int) -> uapi.CtxOut:
-        return self.ioctl(Request.CTX, uapi.CtxArgs(uapi.CtxOp.QUERY_STATE, ctx_id))
 
     # -- submission
     def cs_submit(self, ctx_id: int, chunks: list) -> int:

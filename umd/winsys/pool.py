@@ -159,7 +159,7 @@ class MemoryManager:
             va = self.va.alloc(size, alignment)
         try:  # `alignment` is the VA's: the GPU reaches the memory through 4 KiB PTEs, so
             # where the kernel puts it needs only a page (asking for more strands VRAM before it)
-            out = self.ws.gem_create(size, domain, 0, 0)
+            out = self.ws.gem_create(size, domain, 0)
         except KmdError:  # (ENOMEM: the range goes back, or failed allocations use up the VA space)
             self.va.free(va)
             raise
