@@ -55,9 +55,9 @@ def _nops(n: int) -> list[int]:
 
 
 class LoopingCpModel(RefModel):
-    """The registers a CP shows while it runs an IB that CHAINs to itself (on the RTL: the
-    reference model runs packets eagerly, so a real loop would never give control back):
-    the rptr still, the fetch counter moving at every read, the queue neither polling nor
+    """The registers a CP shows while it runs an IB that CHAINs to itself, without the
+    Python cost of running one (the model runs a real loop too, 65,536 packets at an
+    instant and one a cycle after: test_security_ctx_limits.py): the rptr still, the fetch counter moving at every read, the queue neither polling nor
     stopped. Set `looping` while a job holds the CP in a WAIT_REG_MEM: the job timer sees
     a job that moves and never ends (a reset ends it, as it would end the loop)."""
 
