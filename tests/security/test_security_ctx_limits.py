@@ -4,6 +4,11 @@ the driver spend, and run, beyond the checker.
 - A CHAIN to itself with the CS checker off: the reference model ran it inside the doorbell's
   MMIO write for ever (the process hung). Its CP now runs a bounded burst of packets at an
   instant and the rest as time passes, so the job timer resets the loop, as on the RTL.
+- Jobs queued without limit: a context could queue any number of jobs on a ring (about
+  1.4 KB each; with the checker off nothing else bounds them). As amdgpu's context keeps
+  `amdgpu_sched_jobs` (32) fences per entity and a CS waits for the one in its slot
+  (amdgpu_ctx_wait_prev_fence), a CS with `KmdParams.sched_jobs` unfinished jobs of its
+  context on that ring waits for the oldest; a hang there ends by its reset (ECANCELED).
 """
 
 from __future__ import annotations
@@ -16,10 +21,11 @@ import pytest
 import kmd_model
 from kmd_model import regs
 from kmd_model.uapi import KmdError
-from spec import pm4
+from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client
+from tests.kmd_sched.test_kmd_queues import sdma_ib
 
 
 def _in_thread(fn, timeout: float = 60) -> tuple[bool, list]:
@@ -60,3 +66,91 @@ def test_a_chain_to_itself_with_the_checker_off_is_a_timeout_reset_on_the_model_
     v = Client()  # an innocent client's job then completes
     vbo = v.bo(0x1000)
     assert v.run(vbo, pm4.write_data(vbo.addr + 0x100, [5])) and vbo.u32[0x40] == 5
+
+
+# ------------------------------------------------------------------------------ jobs queued per context
+
+def _held(c: Client, bo, n: int) -> list[int]:
+    """A job held in a WAIT_REG_MEM on bo+0x800 (nobody sets it), then n - 1 small jobs behind it."""
+    seqs = [c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))]
+    for i in range(1, n):
+        seqs.append(c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x1000 + 4 * i, [i]), 0x2000 + 0x20 * i)))
+    return seqs
+
+
+@pytest.mark.parametrize("cs_check", [True, False])
+def test_a_context_with_sched_jobs_unfinished_on_a_ring_waits_in_cs_for_its_oldest(cs_check):
+    """33 CS behind a held job: the 33rd waited for the oldest, a hang, until its reset, and is
+    the guilty context's ECANCELED. (It was queued at once, as were 10,000 more.)"""
+    kmd = kmd_model.bind(RefModel(), job_timeout=5_000, fallback_poll=1_000, cs_check=cs_check)
+    h = Client()
+    hbo = h.bo(0x4000)
+    t0 = kmd.dev.now()
+    seqs = _held(h, hbo, 32)
+    assert kmd.stats["job_timeouts"] == 0 and len(h.f.contexts[h.ctx].jobs) == 32 and kmd.dev.now() - t0 < 5_000
+    sseq = h.submit(sdma_ib(hbo, sdma.write_linear(hbo.addr + 0x3000, [7]), 0x3800))  # another ring: its own 32
+    assert h.wait(sseq) and hbo.u32[0x3000 // 4] == 7 and kmd.stats["job_timeouts"] == 0
+    with pytest.raises(KmdError) as ei:
+        h.submit(h.ib(hbo, pm4.write_data(hbo.addr + 0x3F00, [33]), 0x1F00))
+    e = ei.value
+    assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT" and e.info.seq == seqs[0]
+    assert e.message.startswith(f"CS: context {h.ctx} was reset: job 0x1 timed out")
+    assert kmd.stats["job_timeouts"] == 1 and kmd.dev.now() - t0 >= 5_000
+    assert hbo.u32[0x3F00 // 4] == 0  # the refused CS did not run
+    v = Client()  # and the driver runs on
+    vbo = v.bo(0x1000)
+    assert v.run(vbo, pm4.write_data(vbo.addr + 0x100, [5])) and vbo.u32[0x40] == 5
+
+
+def test_a_cs_past_the_bound_runs_once_the_oldest_job_of_its_context_on_that_ring_is_done():
+    kmd = kmd_model.bind(RefModel(), job_timeout=50_000, fallback_poll=1_000, sched_jobs=4)
+    c = Client()
+    bo = c.bo(0x4000)
+    seqs = _held(c, bo, 4)
+    ctx = c.f.contexts[c.ctx]
+    bo.u32[0x800 // 4] = 1  # the hold may end: the CP sees it as time passes
+    assert seqs[0] in ctx.jobs
+    seq = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x3F00, [5]), 0x1F00))
+    assert seq == 5 and seqs[0] not in ctx.jobs  # it waited for job 1
+    assert c.wait(seq) and bo.u32[0x3F00 // 4] == 5
+    s = kmd.kmd_stats()
+    assert (s["resets"], s["job_timeouts"]) == (0, 0)
+
+
+class ReleasingModel(RefModel):
+    """Sets the dword at `flag` once model time reaches `at` (seen at the next MMIO read):
+    a hold that ends by itself, later."""
+
+    flag = at = None
+
+    def mmio_read32(self, offset: int) -> int:
+        if self.at is not None and self.now() >= self.at:
+            self.mem[self.flag:self.flag + 4] = [1, 0, 0, 0]
+            self.at = None
+        return super().mmio_read32(offset)
+
+
+def test_a_context_that_queues_jobs_in_a_loop_holds_sched_jobs_of_them_at_most():
+    """Checker off, nothing else bounds them: 200 CS of one context behind a job held for
+    200,000 cycles, each its 1.4 KB of job and fences while queued."""
+    dev = ReleasingModel()
+    kmd = kmd_model.bind(dev, job_timeout=1_000_000, fallback_poll=1_000, cs_check=False)
+    c = Client()
+    bo = c.bo(0x10000)
+    ctx = c.f.contexts[c.ctx]
+    c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))
+    dev.flag, dev.at = c.phys(bo) + 0x800, dev.now() + 200_000
+    most = 0
+    for i in range(1, 200):
+        c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x8000 + 4 * i, [i]), 0x100 * (i % 64) + 0x1000))
+        most = max(most, len(ctx.jobs))
+    assert most == 32, most  # (200 before)
+    assert c.wait(200) and bo.u32[0x8000 // 4 + 199] == 199
+    assert kmd.kmd_stats()["job_timeouts"] == 0
+
+
+def test_sched_jobs_is_checked_like_every_kmd_parameter():
+    assert kmd_model.KmdParams().sched_jobs == 32  # amdgpu_sched_jobs' default
+    with pytest.raises(ValueError) as ei:
+        kmd_model.KmdParams(sched_jobs=0)
+    assert str(ei.value) == "KMD parameter sched_jobs must be an int in [1, 65536], not 0"
