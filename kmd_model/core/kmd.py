@@ -81,6 +81,10 @@ class KmdParams:
     # unfinished jobs of one context on one ring (amdgpu_sched_jobs): the CS past them waits
     # for the oldest (amdgpu_ctx_wait_prev_fence), so a context's queue has a bound
     sched_jobs: int = 32
+    # what the files opened may do by default (File.cap_sys_nice; open_render_node overrides
+    # it per file): as a process with CAP_SYS_NICE, ask CTX ALLOC for HIGH and VERY_HIGH
+    # (amdgpu_ctx_priority_permit); False: every client unprivileged (EACCES for those)
+    cap_sys_nice: bool = True
     # With cs_check off nothing bounds what a PM4 job runs (a CHAIN to itself loops, moving the
     # fetch counters for ever): its progress restarts the job timer for this many job_timeouts
     # at most, counted from when it reached the head of its ring. Checked jobs are bounded by
@@ -99,6 +103,8 @@ class KmdParams:
             v = getattr(self, name)
             if not isinstance(v, int) or not lo <= v <= hi:
                 raise ValueError(f"KMD parameter {name} must be an int in [{lo}, {hi}], not {v!r}")
+        if not isinstance(self.cap_sys_nice, bool):
+            raise ValueError(f"KMD parameter cap_sys_nice must be True or False, not {self.cap_sys_nice!r}")
         if self.ib_align_dw & (self.ib_align_dw - 1):
             raise ValueError(f"KMD parameter ib_align_dw must be a power of two, not {self.ib_align_dw}")
         if not 0.0 < self.vram_fraction < 1.0:

@@ -11,6 +11,8 @@ left behind, or write through a mapping it gave back. By concept:
   kind, an SDMA IB in the kernel's range;
 - tests/security/test_security_time_and_state.py: client threads racing on one driver,
   exhaustion by one client, hangs on purpose again and again, the checker off;
+- tests/security/test_security_ctx_limits.py: a context's own limits: a CHAIN loop on the model,
+  jobs queued per context and ring (sched_jobs), who may ask for HIGH priority;
 - tests/security/test_security_long.py: the long runs (a maximum-size IB, a race with the running
   CP, a job longer than its timeout), on the RTL in tests/cosim/test_rtl_security.py.
 

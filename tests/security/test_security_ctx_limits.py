@@ -9,6 +9,10 @@ the driver spend, and run, beyond the checker.
   `amdgpu_sched_jobs` (32) fences per entity and a CS waits for the one in its slot
   (amdgpu_ctx_wait_prev_fence), a CS with `KmdParams.sched_jobs` unfinished jobs of its
   context on that ring waits for the oldest; a hang there ends by its reset (ECANCELED).
+- HIGH priority for everyone: every file could ask CTX ALLOC for HIGH. A driver bound with
+  `cap_sys_nice=False` (`gpucosim run --kmd cap_sys_nice=0`), or a file opened with
+  `open_render_node(cap_sys_nice=False)`, is unprivileged: HIGH is EACCES, as amdgpu's
+  amdgpu_ctx_priority_permit answers a process without CAP_SYS_NICE.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import pytest
 
 import kmd_model
 from kmd_model import regs
-from kmd_model.uapi import KmdError
+from kmd_model.uapi import CtxArgs, CtxOp, CtxPriority, KmdError, Request
 from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
@@ -154,3 +158,57 @@ def test_sched_jobs_is_checked_like_every_kmd_parameter():
     with pytest.raises(ValueError) as ei:
         kmd_model.KmdParams(sched_jobs=0)
     assert str(ei.value) == "KMD parameter sched_jobs must be an int in [1, 65536], not 0"
+
+
+# ------------------------------------------------------------------------------ who may ask for HIGH
+
+def test_an_unprivileged_clients_high_priority_is_eacces_and_its_normal_work_runs():
+    """File.cap_sys_nice was True for every file: any client's CTX ALLOC got HIGH (the CP's
+    second queue, ahead of everyone's NORMAL work). amdgpu permits it only with CAP_SYS_NICE
+    or to the DRM master (amdgpu_ctx_priority_permit): a driver bound with cap_sys_nice=False
+    opens files without it, and open_render_node(cap_sys_nice=...) says it per file."""
+    kmd = kmd_model.bind(RefModel(), cap_sys_nice=False)
+    c = Client()
+    for prio in (CtxPriority.HIGH, CtxPriority.VERY_HIGH):
+        with pytest.raises(KmdError) as ei:
+            c.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=prio))
+        assert (ei.value.errno, ei.value.message) == (
+            errno.EACCES, f"CTX ALLOC: priority {prio.name} needs CAP_SYS_NICE (amdgpu_ctx_priority_permit)")
+    low = c.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=CtxPriority.LOW)).ctx_id
+    bo = c.bo(0x1000)
+    assert c.run(bo, pm4.write_data(bo.addr + 0x100, [5])) and bo.u32[0x40] == 5
+    assert c.wait(c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x104, [6]), 0x200), ctx=low), ctx=low)
+    assert bo.u32[0x41] == 6 and set(kmd.contexts) == {(c.f.fd, c.ctx), (c.f.fd, low)}
+    root = kmd_model.open_render_node(cap_sys_nice=True)  # a privileged process beside it
+    assert root.ioctl(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=CtxPriority.HIGH)).ctx_id == 1
+    with pytest.raises(TypeError) as ei:
+        kmd_model.open_render_node(cap_sys_nice=1)
+    assert str(ei.value) == "open_render_node: cap_sys_nice must be True, False or None, not 1"
+
+
+def test_the_default_driver_lets_clients_ask_for_high_and_one_file_may_be_opened_without():
+    kmd_model.bind(RefModel())
+    assert Client().io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=CtxPriority.HIGH)).ctx_id == 2
+    f = kmd_model.open_render_node(cap_sys_nice=False)
+    with pytest.raises(KmdError) as ei:
+        f.ioctl(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=CtxPriority.HIGH))
+    assert ei.value.errno == errno.EACCES
+    with pytest.raises(ValueError) as ei:
+        kmd_model.KmdParams(cap_sys_nice=1)
+    assert str(ei.value) == "KMD parameter cap_sys_nice must be True or False, not 1"
+
+
+def test_an_unprivileged_umd_apps_high_queue_is_one_line_and_its_normal_queues_run():
+    import umd
+    kmd_model.bind(RefModel(), cap_sys_nice=False)
+    gpu = umd.open()
+    with pytest.raises(PermissionError) as ei:
+        gpu.queue(priority="high")
+    assert str(ei.value) == (
+        "[Errno 13] queue: priority='high' needs CAP_SYS_NICE, which this client's render node lacks (CTX ALLOC: "
+        "priority HIGH needs CAP_SYS_NICE (amdgpu_ctx_priority_permit)): use 'normal'")
+    buf = gpu.alloc(0x1000)
+    for i, q in enumerate((gpu.queue(), gpu.queue(engine="copy"), gpu.queue(priority="low"))):
+        q.fill(buf, 0, 0x1000, 0x5A5A_0000 + i)
+        q.finish()
+        assert (buf.u32 == 0x5A5A_0000 + i).all()
