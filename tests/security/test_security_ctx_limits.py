@@ -4,6 +4,8 @@ the driver spend, and run, beyond the checker.
 - A CHAIN to itself with the CS checker off: the reference model ran it inside the doorbell's
   MMIO write for ever (the process hung). Its CP now runs a bounded burst of packets at an
   instant and the rest as time passes, so the job timer resets the loop, as on the RTL.
+  The timeout's diagnosis then followed the loop's CHAIN 524,288 times (3.3 s, the lock held):
+  it reads each IB once now.
 - Jobs queued without limit: a context could queue any number of jobs on a ring (about
   1.4 KB each; with the checker off nothing else bounds them). As amdgpu's context keeps
   `amdgpu_sched_jobs` (32) fences per entity and a CS waits for the one in its slot
@@ -20,6 +22,7 @@ from __future__ import annotations
 import errno
 import threading
 
+import numpy as np
 import pytest
 
 import kmd_model
@@ -70,6 +73,26 @@ def test_a_chain_to_itself_with_the_checker_off_is_a_timeout_reset_on_the_model_
     v = Client()  # an innocent client's job then completes
     vbo = v.bo(0x1000)
     assert v.run(vbo, pm4.write_data(vbo.addr + 0x100, [5])) and vbo.u32[0x40] == 5
+
+
+def test_the_timeout_diagnosis_reads_each_ib_of_a_chain_loop_once():
+    """timedout_job looks for the WAIT_REG_MEM a job is stuck in: it followed the loop's CHAIN
+    until its 4 Mi-dword budget ran out, 524,288 reads of the same 8 dwords (3.3 s with
+    the driver's lock held, at every timeout of such a job)."""
+    from kmd_model.cs.checker import find_unsatisfied_wait
+    mem32 = np.zeros(0x1000, dtype="<u4")
+    a, b = 0x100, 0x200  # A calls B, then CHAINs to itself; B CHAINs to itself
+    mem32[a // 4: a // 4 + 8] = pm4.indirect_buffer(b, 12) + pm4.indirect_buffer(a, 8, chain=1)
+    mem32[b // 4: b // 4 + 12] = pm4.pad(8) + pm4.indirect_buffer(b, 12, chain=1)
+    reads = []
+
+    def read(va: int, n: int):
+        reads.append(va)
+        return mem32[va // 4: va // 4 + n]
+    assert find_unsatisfied_wait(mem32, [(a, 8)], 2, read=read) is None
+    assert reads == [a, b]
+    mem32[b // 4: b // 4 + 8] = pm4.wait_reg_mem(0x800, 1, 1, "EQ") + pm4.pad(1)  # and now it waits in B
+    assert find_unsatisfied_wait(mem32, [(a, 8)], 2).startswith("WAIT_REG_MEM at IB2+0x0 (0x200): *0x800")
 
 
 # ------------------------------------------------------------------------------ jobs queued per context
