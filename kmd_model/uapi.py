@@ -215,7 +215,7 @@ class CtxArgs:
     op: int
     ctx_id: int = 0
     flags: int = 0
-    priority: int = CtxPriority.NORMAL  # ALLOC only
+    priority: int = CtxPriority.NORMAL  # ALLOC only; above NORMAL needs File.cap_sys_nice (else EACCES)
 
 
 @dataclass(frozen=True)

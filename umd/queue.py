@@ -117,6 +117,9 @@ class Queue(_Dispatched):
         except KmdError as e:
             if e.errno == errno.ENOSPC:  # the file's contexts are all taken (kmd_model/core/ctx.py)
                 raise OutOfMemory(f"queue: no context for it ({e})") from e
+            if e.errno == errno.EACCES:  # an unprivileged client (KmdParams.cap_sys_nice)
+                raise PermissionError(errno.EACCES, f"queue: priority={priority!r} needs CAP_SYS_NICE, which "
+                                      f"this client's render node lacks ({e.message}): use 'normal'") from None
             raise
         self.deps: list = []  # events of other queues the next submission waits for (submit.SeqDep, EventDep)
         self.seq_deps: dict = {}  # the SeqDep of self.deps per queue waited for (one each: submit.add_seq_dep)

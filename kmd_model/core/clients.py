@@ -31,12 +31,15 @@ class ClientsMixin:
 
     # ------------------------------------------------------------------ files and contexts
 
-    def open(self) -> File:
+    def open(self, cap_sys_nice: bool | None = None) -> File:
+        """A new file; `cap_sys_nice`: may it ask for above-NORMAL priorities (None: the
+        driver's KmdParams.cap_sys_nice)."""
         with self.lock:
-            return self._open()
+            return self._open(cap_sys_nice)
 
-    def _open(self) -> File:
+    def _open(self, cap_sys_nice: bool | None = None) -> File:
         f = File(self, self.next_fd)
+        f.cap_sys_nice = self.params.cap_sys_nice if cap_sys_nice is None else cap_sys_nice
         f.vm = Vm(self, f, self.vm_levels)
         self.files[f.fd] = f
         self.next_fd += 1

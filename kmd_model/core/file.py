@@ -36,7 +36,10 @@ class File:
         self.next_ctx_id = 1
         self.vm: "Vm" = None  # type: ignore[assignment]  # its GPU address space (Kmd.open)
         self.closed = False
-        self.cap_sys_nice = True  # may ask for above-NORMAL priorities (CTX ALLOC)
+        # may ask CTX ALLOC for above-NORMAL priorities, as a process with CAP_SYS_NICE (or the
+        # DRM master) may on amdgpu; set from KmdParams.cap_sys_nice or open_render_node's
+        # argument when the file is opened
+        self.cap_sys_nice = True
 
     def ioctl(self, request: int, args: Any = None) -> Any:
         """Run one ioctl; returns its out-structure, raises KmdError on failure. Under the

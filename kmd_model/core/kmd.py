@@ -78,6 +78,13 @@ class KmdParams:
     sdma_ring_log2_dw: int = 10  # the SDMA ring: 1024 dwords (when the device has the engine)
     hw_submission_limit: int = 64  # jobs in flight per ring (amdgpu_sched_hw_submission, 2 on amdgpu)
     ban_after_hangs: int = 3  # a context that caused this many resets is banned (its CS: EIO)
+    # unfinished jobs of one context on one ring (amdgpu_sched_jobs): the CS past them waits
+    # for the oldest (amdgpu_ctx_wait_prev_fence), so a context's queue has a bound
+    sched_jobs: int = 32
+    # what the files opened may do by default (File.cap_sys_nice; open_render_node overrides
+    # it per file): as a process with CAP_SYS_NICE, ask CTX ALLOC for HIGH and VERY_HIGH
+    # (amdgpu_ctx_priority_permit); False: every client unprivileged (EACCES for those)
+    cap_sys_nice: bool = True
     # With cs_check off nothing bounds what a PM4 job runs (a CHAIN to itself loops, moving the
     # fetch counters for ever): its progress restarts the job timer for this many job_timeouts
     # at most, counted from when it reached the head of its ring. Checked jobs are bounded by
@@ -91,11 +98,13 @@ class KmdParams:
                              ("hw_timeout", 1, 1 << 62), ("max_ib_chunks", 1, 64), ("max_dep_chunks", 0, 1 << 16),
                              ("max_job_dw", 1, 1 << 30), ("max_job_ibs", 1, 1 << 20),
                              ("shadow_pool_kib", 4, 1 << 30), ("sdma_ring_log2_dw", 6, 20),
-                             ("hw_submission_limit", 1, 1 << 20), ("ban_after_hangs", 1, 1 << 20),
+                             ("hw_submission_limit", 1, 1 << 20), ("ban_after_hangs", 1, 1 << 20), ("sched_jobs", 1, 1 << 16),
                              ("unchecked_job_timeouts", 1, 1 << 20)):
             v = getattr(self, name)
             if not isinstance(v, int) or not lo <= v <= hi:
                 raise ValueError(f"KMD parameter {name} must be an int in [{lo}, {hi}], not {v!r}")
+        if not isinstance(self.cap_sys_nice, bool):
+            raise ValueError(f"KMD parameter cap_sys_nice must be True or False, not {self.cap_sys_nice!r}")
         if self.ib_align_dw & (self.ib_align_dw - 1):
             raise ValueError(f"KMD parameter ib_align_dw must be a power of two, not {self.ib_align_dw}")
         if not 0.0 < self.vram_fraction < 1.0:

@@ -534,8 +534,12 @@ def find_unsatisfied_wait(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_leve
     address, `client_addr`), or None. `translate(va, nbytes)`: where the job's addresses
     are in memory (None: nowhere); `read(va, ndwords)`: the dwords of an IB (None: not all
     mapped), by default the `translate`d range when it is one piece of memory. A diagnosis,
-    not proof: the CP may be stuck elsewhere."""
+    not proof: the CP may be stuck elsewhere. Each IB is read once: memory does not change
+    during the walk, so an IB met again (a CHAIN loop, checker off) adds nothing; such a
+    loop was walked until `max_dwords` ran out (3.3 s for an 8-dword IB, the driver's lock
+    held)."""
     budget = [max_dwords]
+    seen: set[tuple[int, int, int]] = set()
 
     def contiguous(va: int, n: int) -> np.ndarray | None:
         pa = translate(va, 4 * n)
@@ -545,6 +549,9 @@ def find_unsatisfied_wait(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_leve
 
     def walk(addr: int, size_dw: int, level: int) -> str | None:
         while True:
+            if (addr, size_dw, level) in seen:
+                return None
+            seen.add((addr, size_dw, level))
             budget[0] -= size_dw
             words = fetch(addr, size_dw) if addr >= 0 and budget[0] >= 0 else None
             if words is None:

@@ -79,6 +79,21 @@ def _may_submit(kmd: "Kmd", ctx) -> None:
         raise KmdError(errno.EIO, f"CS: {ctx.banned}")
 
 
+def _wait_prev_job(kmd: "Kmd", ctx, sched) -> None:
+    """amdgpu_ctx_wait_prev_fence: a context has at most `sched_jobs` unfinished jobs on a
+    ring; a CS past them waits for the oldest (a context queued without bound: about 1.4 KB
+    a job, and with the checker off nothing else bounded it). The wait ends: a job that
+    never finishes is reset by the job timer, and then the context is guilty (ECANCELED)."""
+    limit = kmd.params.sched_jobs
+    while len(ctx.jobs) >= limit:
+        mine = [j for j in ctx.jobs.values() if j.ring is sched.ring]
+        if len(mine) < limit:
+            return
+        oldest = mine[0]  # (ctx.jobs is in submission order)
+        kmd.wait_for(lambda: oldest.finished, kmd.params.job_timeout)
+        _may_submit(kmd, ctx)
+
+
 @ioctl_def(Request.CS)
 def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
     ctx = file.ctx(a.ctx_id, "CS")
@@ -172,6 +187,7 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
         raise KmdError(errno.EINVAL, f"CS: the job takes {need} dwords of the {ring.name} ring ({len(ibs)} IB "
                        f"chunk(s){' and a user fence' if user_fence is not None else ''}), more than its "
                        f"{ring.size_dw}: use fewer IB chunks or a larger ring")
+    _wait_prev_job(kmd, ctx, sched)
     checked = None
     ring_ibs = ibs
     vm = file.vm

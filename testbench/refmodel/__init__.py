@@ -17,7 +17,11 @@ current `now()`. Time moves only when the driver spends it: each MMIO access cos
 hold when executed is re-polled on its POLL_INTERVAL grid as time passes (the first poll
 is at once, then every max(1, POLL_INTERVAL) cycles). Memory changes only between Device
 calls (the CPU) or by the CP itself, so a poll that fails stays failed until the driver
-next returns: time can jump over the remaining polls of one call.
+next returns: time can jump over the remaining polls of one call. The CP runs at most
+`cp_burst` packets (CP_BURST_PACKETS, 65,536) at one instant, refilled at one packet per
+cycle: far more than any finite stream needs, so only a loop (an IB that CHAINs to itself,
+checker off) meets it; the CP then stays busy and runs on as time passes, so the call that
+rang the doorbell returns, as on the RTL.
 
 Virtual memory (testbench/refmodel/mmu.py): every CP and DMA access is translated as the
 MMU does (ring fetches, the rptr write-back and IH entries with VMID 0, an IB's packets

@@ -26,7 +26,7 @@ from .dma import DmaDatapath
 from .memory import MemoryAccess
 from .mmu import ModelMmu
 from .regmap import (
-    ADDR_BITS, DECERR, DEFAULT_MEM_SIZE, DEFAULT_MMIO_CYCLES, DMA_MAX_BYTES, M32, OKAY, SLVERR,
+    ADDR_BITS, CP_BURST_PACKETS, DECERR, DEFAULT_MEM_SIZE, DEFAULT_MMIO_CYCLES, DMA_MAX_BYTES, M32, OKAY, SLVERR,
     _CONFIG_REGS, _RESP_CODES, _STALL_CHANNELS, _TS_MASK, _slots,
 )
 from .sdma import _CONFIG as _SDMA_CONFIG
@@ -66,6 +66,8 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
     without a copy engine, for the drivers' refusals).
     ib_levels: CAPS.IB_LEVELS. dma_max_bytes: BYTE_COUNT limit (DMA_BYTE_COUNT above it).
     mmio_cycles: model cycles one MMIO access costs.
+    cp_burst: packets the CP runs at one instant at most (refilled at one a cycle): work
+    longer than that (a CHAIN to itself) goes on as time passes (see the package docstring).
     trace: called with one line per packet the CP starts (see the package docstring).
     """
 
@@ -76,7 +78,7 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
                  vm: bool = True, tlb_entries: int = 16, vm_levels: int = vm_spec.LEVELS,
                  queues: bool = True, sdma: bool = True,
                  dma_max_bytes: int = DMA_MAX_BYTES, mmio_cycles: int = DEFAULT_MMIO_CYCLES,
-                 trace: Callable[[str], None] | None = None):
+                 cp_burst: int = CP_BURST_PACKETS, trace: Callable[[str], None] | None = None):
         if mem is None:
             if not isinstance(mem_size, int) or mem_size <= 0 or mem_size % 32:
                 raise ValueError(f"memory size must be a positive multiple of 32 bytes, not {mem_size!r}")
@@ -89,6 +91,8 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
             raise ValueError(f"ib_levels must be 1..{regs.CAPS.IB_LEVELS.get(M32)}, not {ib_levels!r}")
         if vm_levels not in (1, 2, 3, 4):  # a 48-bit address at most (a PTE's address field)
             raise ValueError(f"vm_levels must be 1..4, not {vm_levels!r}")
+        if not isinstance(cp_burst, int) or cp_burst < 1:
+            raise ValueError(f"cp_burst must be a positive number of packets, not {cp_burst!r}")
         if sys.byteorder != "little":  # pragma: no cover
             raise NotImplementedError("the reference model needs a little-endian host")
         self._mem = mem
@@ -103,6 +107,8 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
         self.ib_levels = ib_levels
         self.dma_max_bytes = dma_max_bytes
         self.mmio_cycles = mmio_cycles
+        self.cp_burst = cp_burst
+        self._cp_left, self._cp_fill_t, self._cp_starved = cp_burst, 0, False
         self.trace = trace
         self._bus_bytes = data_width // 8
         self._wb = self._wl = 0  # error window [wb, wl), empty
@@ -473,9 +479,9 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
             self._t = t
 
     def _waiting(self) -> bool:
-        """A WAIT_REG_MEM (either CP queue) or an SDMA POLL_REGMEM is pending: time passing
-        can change something."""
-        return (self._wait is not None or (self.sdma is not None and self.sdma.wait is not None)
+        """A WAIT_REG_MEM (either CP queue) or an SDMA POLL_REGMEM is pending, or the CP ran
+        out of packets for now (_cp_budget): time passing can change something."""
+        return (self._cp_starved or self._wait is not None or (self.sdma is not None and self.sdma.wait is not None)
                 or (self._hq1 is not None and self._hq1.s["_wait"] is not None))
 
     def _spend(self, cycles: int) -> None:
@@ -531,6 +537,8 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
             if until_irq and self._irq():
                 return True
         self._account(to)
+        if self._cp_starved:  # the CP runs on with the packets this time gave it
+            self._run()
         return self._irq()
 
     def _cp_wait_due(self, token: object, to: int, sw) -> bool:

@@ -18,6 +18,9 @@ from spec import vm as vm_spec
 DEFAULT_MEM_SIZE = 64 << 20
 DEFAULT_MMIO_CYCLES = 8  # what one 32-bit register access costs in model time
 DMA_MAX_BYTES = 1 << 20  # DMA_DATA BYTE_COUNT above this is DMA_BYTE_COUNT (CAPS.DMA_MAX_LOG2, rtl.top)
+# packets the CP runs at one instant at most, refilled at one a cycle (cp/processor.py's
+# _cp_budget): far above any finite stream's, so only a loop (a CHAIN to itself) meets it
+CP_BURST_PACKETS = 1 << 16
 ADDR_BITS = 48
 TIMESTAMP_BITS = 48
 

@@ -286,3 +286,29 @@ def test_dma_copy_and_fill():
     assert d.perf(DMA_DATA) == 3
     # the engine reads whole 8-byte beats: [OUT, OUT + 1008) for 1000 bytes from OUT + 3
     assert (d.read(regs.PERF_DMA_BYTES_READ), d.read(regs.PERF_DMA_BYTES_WRITTEN)) == (1008, 1007)
+
+
+def test_a_chain_to_itself_runs_a_burst_at_once_and_the_rest_as_time_passes():
+    """The CP ran packets until the ring was empty: an IB that CHAINs to itself (checker off)
+    never returned from the doorbell's MMIO write. It runs `cp_burst` packets at one
+    instant, then one more per cycle as time passes, busy all the while; a soft reset ends it."""
+    drv = Driver(cp_burst=100)
+    dev = drv.dev
+    w32(dev, IB1, pm4.indirect_buffer(IB1, 4, chain=1))
+    drv.submit(pm4.indirect_buffer(IB1, 4))  # returns
+
+    def seen() -> tuple[int, int]:
+        r = dev.snapshot(memory=False)["regs"]  # (read without spending time)
+        return r[f"PERF_PACKETS[{INDIRECT_BUFFER}]"], regs.STATUS.IDLE.get(r["STATUS"])
+    assert seen() == (100, 0)  # the ring's packet and 99 CHAINs
+    dev.delay(40)
+    assert seen() == (140, 0)
+    dev.delay(1000)
+    assert seen() == (240, 0)  # a burst at most, however long the step
+    assert not dev.wait_irq(500) and seen() == (340, 0)
+    drv.io.write_fields(regs.CONTROL, SOFT_RESET=1)
+    drv.wptr = 0
+    drv.submit(pm4.write_data(OUT, [7]))
+    assert r32(dev, OUT) == 7 and drv.fields(regs.STATUS)["IDLE"] == 1
+    with pytest.raises(ValueError, match=r"^cp_burst must be a positive number of packets, not 0$"):
+        RefModel(cp_burst=0)

@@ -11,6 +11,8 @@ left behind, or write through a mapping it gave back. By concept:
   kind, an SDMA IB in the kernel's range;
 - tests/security/test_security_time_and_state.py: client threads racing on one driver,
   exhaustion by one client, hangs on purpose again and again, the checker off;
+- tests/security/test_security_ctx_limits.py: a context's own limits: a CHAIN loop on the model,
+  jobs queued per context and ring (sched_jobs), who may ask for HIGH priority;
 - tests/security/test_security_long.py: the long runs (a maximum-size IB, a race with the running
   CP, a job longer than its timeout), on the RTL in tests/cosim/test_rtl_security.py.
 
@@ -55,9 +57,9 @@ def _nops(n: int) -> list[int]:
 
 
 class LoopingCpModel(RefModel):
-    """The registers a CP shows while it runs an IB that CHAINs to itself (on the RTL: the
-    reference model runs packets eagerly, so a real loop would never give control back):
-    the rptr still, the fetch counter moving at every read, the queue neither polling nor
+    """The registers a CP shows while it runs an IB that CHAINs to itself, without the
+    Python cost of running one (the model runs a real loop too, 65,536 packets at an
+    instant and one a cycle after: test_security_ctx_limits.py): the rptr still, the fetch counter moving at every read, the queue neither polling nor
     stopped. Set `looping` while a job holds the CP in a WAIT_REG_MEM: the job timer sees
     a job that moves and never ends (a reset ends it, as it would end the loop)."""
 

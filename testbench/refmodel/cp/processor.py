@@ -91,15 +91,20 @@ class CommandProcessor:
 
     def _run_cp(self) -> None:
         """Execute packets until the ring is empty, or the CP is halted, stopped by an
-        error, or waiting in a WAIT_REG_MEM; with queue 1 in use, the arbiter picks the
-        queue of each packet (queues.py)."""
+        error, or waiting in a WAIT_REG_MEM, or out of packets for now (`_cp_budget`);
+        with queue 1 in use, the arbiter picks the queue of each packet (queues.py)."""
+        left = self._cp_budget()
         h = self._hq1
         if h is not None and (h.s["_rb_enable"] or h.s["_frames"]):
             runnable = h.runnable
             while True:
                 q = h.pick(runnable(self), h.runnable1())
                 if q is None or not (runnable(self) or h.runnable1()):
-                    return
+                    break
+                if not left:
+                    self._cp_starved = True
+                    break
+                left -= 1
                 h.last = q
                 if q:
                     with h.active():
@@ -112,13 +117,33 @@ class CommandProcessor:
                         self._step()
                     except _Fault as e:
                         self._fail(e)
+            self._cp_left = left
+            return
         while not self._err_code and self._wait is None and not self._halt:
             if not self._frames and (not self._rb_enable or self._rptr == self._wptr):
-                return
+                break
+            if not left:
+                self._cp_starved = True
+                break
+            left -= 1
             try:
                 self._step()
             except _Fault as e:
                 self._fail(e)
+        self._cp_left = left
+
+    def _cp_budget(self) -> int:
+        """The packets the CP may run now: a burst of `cp_burst` at most, refilled at one
+        packet per model cycle (no faster than the RTL's CP). Finite work runs at once as
+        before; a CHAIN to itself (checker off) stops here, with the CP busy, and goes on
+        as time passes (device.py's `_advance`), so the call that rang the doorbell
+        returns and the driver's job timer runs, as on the RTL."""
+        self._cp_starved = False
+        dt = self._t - self._cp_fill_t
+        if dt:
+            self._cp_fill_t = self._t
+            self._cp_left = min(self.cp_burst, self._cp_left + dt)
+        return self._cp_left
 
     def _fail(self, e: _Fault) -> None:
         """Latch a fault of the packet in hand (self._cur_*)."""

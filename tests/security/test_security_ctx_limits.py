@@ -1,0 +1,237 @@
+"""A hostile context's own limits (round 3 of the hostile program): what one context can make
+the driver spend, and run, beyond the checker.
+
+- A CHAIN to itself with the CS checker off: the reference model ran it inside the doorbell's
+  MMIO write for ever (the process hung). Its CP now runs a bounded burst of packets at an
+  instant and the rest as time passes, so the job timer resets the loop, as on the RTL.
+  The timeout's diagnosis then followed the loop's CHAIN 524,288 times (3.3 s, the lock held):
+  it reads each IB once now.
+- Jobs queued without limit: a context could queue any number of jobs on a ring (about
+  1.4 KB each; with the checker off nothing else bounds them). As amdgpu's context keeps
+  `amdgpu_sched_jobs` (32) fences per entity and a CS waits for the one in its slot
+  (amdgpu_ctx_wait_prev_fence), a CS with `KmdParams.sched_jobs` unfinished jobs of its
+  context on that ring waits for the oldest; a hang there ends by its reset (ECANCELED).
+- HIGH priority for everyone: every file could ask CTX ALLOC for HIGH. A driver bound with
+  `cap_sys_nice=False` (`gpucosim run --kmd cap_sys_nice=0`), or a file opened with
+  `open_render_node(cap_sys_nice=False)`, is unprivileged: HIGH is EACCES, as amdgpu's
+  amdgpu_ctx_priority_permit answers a process without CAP_SYS_NICE.
+"""
+
+from __future__ import annotations
+
+import errno
+import threading
+
+import numpy as np
+import pytest
+
+import kmd_model
+from kmd_model import regs
+from kmd_model.uapi import CtxArgs, CtxOp, CtxPriority, KmdError, Request
+from spec import pm4, sdma
+from testbench.refmodel import RefModel
+
+from tests.kmd.test_kmd_ioctl import Client
+from tests.kmd_sched.test_kmd_queues import sdma_ib
+
+
+def _in_thread(fn, timeout: float = 60) -> tuple[bool, list]:
+    """Run `fn` in a daemon thread: (hung, [its result or exception])."""
+    out: list = []
+
+    def run() -> None:
+        try:
+            out.append(fn())
+        except Exception as e:  # noqa: BLE001 (the test looks at it)
+            out.append(e)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout=timeout)
+    return t.is_alive(), out
+
+
+# ------------------------------------------------------------------------------ a loop on the model
+
+def test_a_chain_to_itself_with_the_checker_off_is_a_timeout_reset_on_the_model_as_on_the_rtl():
+    dev = RefModel()
+    kmd = kmd_model.bind(dev, job_timeout=5_000, fallback_poll=1_000, cs_check=False, unchecked_job_timeouts=4)
+    h = Client()
+    hbo = h.bo(0x1000)
+    loop = h.ib(hbo, pm4.indirect_buffer(hbo.addr, 8, chain=1))  # (padded to 8: the CHAIN is the IB's first packet)
+    hung, out = _in_thread(lambda: h.submit(loop))
+    if hung:  # end the loop (the CP reads the client's own IB), so the thread ends
+        hbo.u32[:8] = pm4.pad(8)
+    assert not hung, "the doorbell's MMIO write never returned"
+    seq = out[0]
+    assert not regs.STATUS.IDLE.get(dev.mmio_read32(regs.STATUS.ADDR))  # busy in its loop
+    with pytest.raises(KmdError) as ei:
+        h.wait(seq, 1_000_000)
+    e = ei.value
+    assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT"
+    assert "cycles unchecked (cs_check off), more than 4 job timeouts" in e.message
+    assert kmd.stats["job_timeouts"] == 1
+    v = Client()  # an innocent client's job then completes
+    vbo = v.bo(0x1000)
+    assert v.run(vbo, pm4.write_data(vbo.addr + 0x100, [5])) and vbo.u32[0x40] == 5
+
+
+def test_the_timeout_diagnosis_reads_each_ib_of_a_chain_loop_once():
+    """timedout_job looks for the WAIT_REG_MEM a job is stuck in: it followed the loop's CHAIN
+    until its 4 Mi-dword budget ran out, 524,288 reads of the same 8 dwords (3.3 s with
+    the driver's lock held, at every timeout of such a job)."""
+    from kmd_model.cs.checker import find_unsatisfied_wait
+    mem32 = np.zeros(0x1000, dtype="<u4")
+    a, b = 0x100, 0x200  # A calls B, then CHAINs to itself; B CHAINs to itself
+    mem32[a // 4: a // 4 + 8] = pm4.indirect_buffer(b, 12) + pm4.indirect_buffer(a, 8, chain=1)
+    mem32[b // 4: b // 4 + 12] = pm4.pad(8) + pm4.indirect_buffer(b, 12, chain=1)
+    reads = []
+
+    def read(va: int, n: int):
+        reads.append(va)
+        return mem32[va // 4: va // 4 + n]
+    assert find_unsatisfied_wait(mem32, [(a, 8)], 2, read=read) is None
+    assert reads == [a, b]
+    mem32[b // 4: b // 4 + 8] = pm4.wait_reg_mem(0x800, 1, 1, "EQ") + pm4.pad(1)  # and now it waits in B
+    assert find_unsatisfied_wait(mem32, [(a, 8)], 2).startswith("WAIT_REG_MEM at IB2+0x0 (0x200): *0x800")
+
+
+# ------------------------------------------------------------------------------ jobs queued per context
+
+def _held(c: Client, bo, n: int) -> list[int]:
+    """A job held in a WAIT_REG_MEM on bo+0x800 (nobody sets it), then n - 1 small jobs behind it."""
+    seqs = [c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))]
+    for i in range(1, n):
+        seqs.append(c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x1000 + 4 * i, [i]), 0x2000 + 0x20 * i)))
+    return seqs
+
+
+@pytest.mark.parametrize("cs_check", [True, False])
+def test_a_context_with_sched_jobs_unfinished_on_a_ring_waits_in_cs_for_its_oldest(cs_check):
+    """33 CS behind a held job: the 33rd waited for the oldest, a hang, until its reset, and is
+    the guilty context's ECANCELED. (It was queued at once, as were 10,000 more.)"""
+    kmd = kmd_model.bind(RefModel(), job_timeout=5_000, fallback_poll=1_000, cs_check=cs_check)
+    h = Client()
+    hbo = h.bo(0x4000)
+    t0 = kmd.dev.now()
+    seqs = _held(h, hbo, 32)
+    assert kmd.stats["job_timeouts"] == 0 and len(h.f.contexts[h.ctx].jobs) == 32 and kmd.dev.now() - t0 < 5_000
+    sseq = h.submit(sdma_ib(hbo, sdma.write_linear(hbo.addr + 0x3000, [7]), 0x3800))  # another ring: its own 32
+    assert h.wait(sseq) and hbo.u32[0x3000 // 4] == 7 and kmd.stats["job_timeouts"] == 0
+    with pytest.raises(KmdError) as ei:
+        h.submit(h.ib(hbo, pm4.write_data(hbo.addr + 0x3F00, [33]), 0x1F00))
+    e = ei.value
+    assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT" and e.info.seq == seqs[0]
+    assert e.message.startswith(f"CS: context {h.ctx} was reset: job 0x1 timed out")
+    assert kmd.stats["job_timeouts"] == 1 and kmd.dev.now() - t0 >= 5_000
+    assert hbo.u32[0x3F00 // 4] == 0  # the refused CS did not run
+    v = Client()  # and the driver runs on
+    vbo = v.bo(0x1000)
+    assert v.run(vbo, pm4.write_data(vbo.addr + 0x100, [5])) and vbo.u32[0x40] == 5
+
+
+def test_a_cs_past_the_bound_runs_once_the_oldest_job_of_its_context_on_that_ring_is_done():
+    kmd = kmd_model.bind(RefModel(), job_timeout=50_000, fallback_poll=1_000, sched_jobs=4)
+    c = Client()
+    bo = c.bo(0x4000)
+    seqs = _held(c, bo, 4)
+    ctx = c.f.contexts[c.ctx]
+    bo.u32[0x800 // 4] = 1  # the hold may end: the CP sees it as time passes
+    assert seqs[0] in ctx.jobs
+    seq = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x3F00, [5]), 0x1F00))
+    assert seq == 5 and seqs[0] not in ctx.jobs  # it waited for job 1
+    assert c.wait(seq) and bo.u32[0x3F00 // 4] == 5
+    s = kmd.kmd_stats()
+    assert (s["resets"], s["job_timeouts"]) == (0, 0)
+
+
+class ReleasingModel(RefModel):
+    """Sets the dword at `flag` once model time reaches `at` (seen at the next MMIO read):
+    a hold that ends by itself, later."""
+
+    flag = at = None
+
+    def mmio_read32(self, offset: int) -> int:
+        if self.at is not None and self.now() >= self.at:
+            self.mem[self.flag:self.flag + 4] = [1, 0, 0, 0]
+            self.at = None
+        return super().mmio_read32(offset)
+
+
+def test_a_context_that_queues_jobs_in_a_loop_holds_sched_jobs_of_them_at_most():
+    """Checker off, nothing else bounds them: 200 CS of one context behind a job held for
+    200,000 cycles, each its 1.4 KB of job and fences while queued."""
+    dev = ReleasingModel()
+    kmd = kmd_model.bind(dev, job_timeout=1_000_000, fallback_poll=1_000, cs_check=False)
+    c = Client()
+    bo = c.bo(0x10000)
+    ctx = c.f.contexts[c.ctx]
+    c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))
+    dev.flag, dev.at = c.phys(bo) + 0x800, dev.now() + 200_000
+    most = 0
+    for i in range(1, 200):
+        c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x8000 + 4 * i, [i]), 0x100 * (i % 64) + 0x1000))
+        most = max(most, len(ctx.jobs))
+    assert most == 32, most  # (200 before)
+    assert c.wait(200) and bo.u32[0x8000 // 4 + 199] == 199
+    assert kmd.kmd_stats()["job_timeouts"] == 0
+
+
+def test_sched_jobs_is_checked_like_every_kmd_parameter():
+    assert kmd_model.KmdParams().sched_jobs == 32  # amdgpu_sched_jobs' default
+    with pytest.raises(ValueError) as ei:
+        kmd_model.KmdParams(sched_jobs=0)
+    assert str(ei.value) == "KMD parameter sched_jobs must be an int in [1, 65536], not 0"
+
+
+# ------------------------------------------------------------------------------ who may ask for HIGH
+
+def test_an_unprivileged_clients_high_priority_is_eacces_and_its_normal_work_runs():
+    """File.cap_sys_nice was True for every file: any client's CTX ALLOC got HIGH (the CP's
+    second queue, ahead of everyone's NORMAL work). amdgpu permits it only with CAP_SYS_NICE
+    or to the DRM master (amdgpu_ctx_priority_permit): a driver bound with cap_sys_nice=False
+    opens files without it, and open_render_node(cap_sys_nice=...) says it per file."""
+    kmd = kmd_model.bind(RefModel(), cap_sys_nice=False)
+    c = Client()
+    for prio in (CtxPriority.HIGH, CtxPriority.VERY_HIGH):
+        with pytest.raises(KmdError) as ei:
+            c.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=prio))
+        assert (ei.value.errno, ei.value.message) == (
+            errno.EACCES, f"CTX ALLOC: priority {prio.name} needs CAP_SYS_NICE (amdgpu_ctx_priority_permit)")
+    low = c.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=CtxPriority.LOW)).ctx_id
+    bo = c.bo(0x1000)
+    assert c.run(bo, pm4.write_data(bo.addr + 0x100, [5])) and bo.u32[0x40] == 5
+    assert c.wait(c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x104, [6]), 0x200), ctx=low), ctx=low)
+    assert bo.u32[0x41] == 6 and set(kmd.contexts) == {(c.f.fd, c.ctx), (c.f.fd, low)}
+    root = kmd_model.open_render_node(cap_sys_nice=True)  # a privileged process beside it
+    assert root.ioctl(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=CtxPriority.HIGH)).ctx_id == 1
+    with pytest.raises(TypeError) as ei:
+        kmd_model.open_render_node(cap_sys_nice=1)
+    assert str(ei.value) == "open_render_node: cap_sys_nice must be True, False or None, not 1"
+
+
+def test_the_default_driver_lets_clients_ask_for_high_and_one_file_may_be_opened_without():
+    kmd_model.bind(RefModel())
+    assert Client().io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=CtxPriority.HIGH)).ctx_id == 2
+    f = kmd_model.open_render_node(cap_sys_nice=False)
+    with pytest.raises(KmdError) as ei:
+        f.ioctl(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=CtxPriority.HIGH))
+    assert ei.value.errno == errno.EACCES
+    with pytest.raises(ValueError) as ei:
+        kmd_model.KmdParams(cap_sys_nice=1)
+    assert str(ei.value) == "KMD parameter cap_sys_nice must be True or False, not 1"
+
+
+def test_an_unprivileged_umd_apps_high_queue_is_one_line_and_its_normal_queues_run():
+    import umd
+    kmd_model.bind(RefModel(), cap_sys_nice=False)
+    gpu = umd.open()
+    with pytest.raises(PermissionError) as ei:
+        gpu.queue(priority="high")
+    assert str(ei.value) == (
+        "[Errno 13] queue: priority='high' needs CAP_SYS_NICE, which this client's render node lacks (CTX ALLOC: "
+        "priority HIGH needs CAP_SYS_NICE (amdgpu_ctx_priority_permit)): use 'normal'")
+    buf = gpu.alloc(0x1000)
+    for i, q in enumerate((gpu.queue(), gpu.queue(engine="copy"), gpu.queue(priority="low"))):
+        q.fill(buf, 0, 0x1000, 0x5A5A_0000 + i)
+        q.finish()
+        assert (buf.u32 == 0x5A5A_0000 + i).all()
