@@ -19,7 +19,6 @@ interrupts and waits (irq/handler.py), recovery (reset/recovery.py) and the job 
 from __future__ import annotations
 
 import errno
-import threading
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -49,6 +48,7 @@ from ..uapi import Domain, HwIp, KmdError, VmFaultInfo
 from .clients import ClientsMixin
 from .ctx import Context
 from .file import File
+from .lock import DriverLock
 
 log = get_logger("kmd")
 
@@ -134,8 +134,9 @@ class Kmd(ClientsMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
         # ioctl and every close of a file holds it (File.ioctl), whichever thread makes it.
         # The CS checker, for one, keeps the walk's lookup tables on itself; two threads
         # checking at once read each other's. Re-entrant: a hook inside an ioctl may make
-        # another (the UMD's KMD_LOCK is taken outside it, never inside).
-        self.lock = threading.RLock()
+        # another (the UMD's KMD_LOCK is taken outside it, never inside). A wait for the GPU
+        # inside an ioctl lets other threads in between its steps (core/lock.py, wait_unlocked).
+        self.lock = DriverLock()
         # Observers see the driver's events as they happen (gpucosim's timeline and crash
         # reports): `observer(event, fields)`, see `notify`. Set before bring-up, so the
         # ring test's doorbell is seen too.

@@ -79,23 +79,40 @@ def _may_submit(kmd: "Kmd", ctx) -> None:
         raise KmdError(errno.EIO, f"CS: {ctx.banned}")
 
 
-def _wait_prev_job(kmd: "Kmd", ctx, sched) -> None:
+def _wait_prev_job(kmd: "Kmd", ctx, sched) -> bool:
     """amdgpu_ctx_wait_prev_fence: a context has at most `sched_jobs` unfinished jobs on a
     ring; a CS past them waits for the oldest (a context queued without bound: about 1.4 KB
     a job, and with the checker off nothing else bounded it). The wait ends: a job that
-    never finishes is reset by the job timer, and then the context is guilty (ECANCELED)."""
+    never finishes is reset by the job timer, and then the context is guilty (ECANCELED).
+    It lets other clients' ioctls in (Kmd.wait_unlocked: it held the driver's lock, and one
+    client holding the CP stopped every other's ioctls until its reset). True when it
+    waited: the CS then looks at everything again."""
     limit = kmd.params.sched_jobs
-    while len(ctx.jobs) >= limit:
-        mine = [j for j in ctx.jobs.values() if j.ring is sched.ring]
-        if len(mine) < limit:
-            return
-        oldest = mine[0]  # (ctx.jobs is in submission order)
-        kmd.wait_for(lambda: oldest.finished, kmd.params.job_timeout)
-        _may_submit(kmd, ctx)
+    if len(ctx.jobs) < limit:
+        return False
+    mine = [j for j in ctx.jobs.values() if j.ring is sched.ring]
+    if len(mine) < limit:
+        return False
+    oldest = mine[0]  # (ctx.jobs is in submission order)
+    kmd.wait_unlocked(lambda: oldest.finished, kmd.params.job_timeout)
+    return True
 
 
 @ioctl_def(Request.CS)
 def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
+    # A CS that waited for its context's oldest job let other ioctls run meanwhile (of other
+    # threads of this client too): nothing it looked up is trusted after, it starts again
+    # from its arguments (the kernel's copy, which no one changes).
+    while True:
+        out = _cs(kmd, file, a)
+        if out is not None:
+            return out
+        if file.closed:
+            raise KmdError(errno.EBADF, "CS: the file was closed while the CS waited for its context's oldest job")
+
+
+def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut | None:
+    """One attempt at a CS; None when it waited for a slot of its context (see cs)."""
     ctx = file.ctx(a.ctx_id, "CS")
     kmd.service()
     _may_submit(kmd, ctx)
@@ -187,7 +204,8 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
         raise KmdError(errno.EINVAL, f"CS: the job takes {need} dwords of the {ring.name} ring ({len(ibs)} IB "
                        f"chunk(s){' and a user fence' if user_fence is not None else ''}), more than its "
                        f"{ring.size_dw}: use fewer IB chunks or a larger ring")
-    _wait_prev_job(kmd, ctx, sched)
+    if _wait_prev_job(kmd, ctx, sched):
+        return None
     checked = None
     ring_ibs = ibs
     vm = file.vm

@@ -64,5 +64,5 @@ def gem_mmap(kmd: "Kmd", file: "File", a: uapi.GemMmapArgs) -> uapi.GemMmapOut:
 def gem_wait_idle(kmd: "Kmd", file: "File", a: uapi.GemWaitIdleArgs) -> uapi.GemWaitIdleOut:
     bo = file.bo(a.handle, "GEM_WAIT_IDLE")
     timeout = _int("GEM_WAIT_IDLE", "timeout", a.timeout)
-    kmd.wait_for(lambda: not bo.busy, timeout)
+    kmd.wait_unlocked(lambda: not bo.busy, timeout)  # other clients' ioctls run meanwhile
     return uapi.GemWaitIdleOut(bo.busy)

@@ -32,7 +32,7 @@ def wait_cs(kmd: "Kmd", file: "File", a: uapi.WaitCsArgs) -> uapi.WaitCsOut:
         if e is not None:  # it ended with an error (a reset cancelled it, or a dependency failed)
             raise KmdError(e.errno, f"WAIT_CS: {e.message}", e.info)
         return uapi.WaitCsOut(False)
-    done = kmd.wait_for(lambda: job.finished, timeout)
+    done = kmd.wait_unlocked(lambda: job.finished, timeout)  # other clients' ioctls run meanwhile
     if job.error is not None:
         e = job.error
         raise KmdError(e.errno, f"WAIT_CS: {e.message}", e.info)

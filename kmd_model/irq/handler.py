@@ -227,6 +227,21 @@ class IrqMixin:
             if s.queue:
                 s.kick()
 
+    def wait_unlocked(self, done, timeout: int) -> bool:
+        """wait_for, for an ioctl waiting on a client's work (a CS for its context's slot,
+        WAIT_CS, GEM_WAIT_IDLE): in steps of `fallback_poll` cycles at most, the driver's lock
+        handed to the threads waiting for it in between (core/lock.py). So `done` may only
+        look at objects it holds, and the caller must look up again anything it needs after
+        (the file may be closed, the context freed, a BO closed or unmapped meanwhile)."""
+        dev = self.dev
+        deadline = dev.now() + timeout
+        while True:
+            if self.wait_for(done, min(max(0, deadline - dev.now()), self.params.fallback_poll)):
+                return True
+            if dev.now() >= deadline:
+                return False
+            self.lock.yield_to_waiters()
+
     def wait_for(self, done, timeout: int) -> bool:
         """Wait until `done()` or `timeout` cycles pass; interrupts, fallback polls, resets
         and timeouts are handled on the way."""

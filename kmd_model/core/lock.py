@@ -1,0 +1,63 @@
+"""The driver's lock (Kmd.lock): every ioctl and every close of a file holds it, whichever
+thread makes it, as a kernel driver serialises what its state needs.
+
+A wait for the GPU inside an ioctl (a CS waiting for a slot of its context, WAIT_CS,
+GEM_WAIT_IDLE) must not hold it all along: a client whose job holds the CP would stop every
+other client's ioctls, INFO and GEM_CREATE too, until the reset a `job_timeout` later
+(amdgpu waits on a fence with no global lock held). `yield_to_waiters` lets the threads
+waiting for the lock in between the steps of such a wait: it hands the lock to one of them
+and takes it back after (the waiting ioctl then checks again what it had looked up: the
+driver never trusts its state across a wait).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+
+class DriverLock:
+    """A re-entrant lock that knows who waits for it. `with lock:` as for an RLock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._count = threading.Lock()  # guards `waiters` (+= is not atomic across threads)
+        self.waiters = 0  # threads blocked in __enter__
+        self.entries = 0  # times a thread got the lock from outside (not re-entrantly)
+        self.depth = 0  # how deep the holder has entered it (1: one ioctl, not re-entered)
+
+    def __enter__(self) -> "DriverLock":
+        if not self._lock.acquire(blocking=False):
+            with self._count:
+                self.waiters += 1
+            try:
+                self._lock.acquire()
+            finally:
+                with self._count:
+                    self.waiters -= 1
+        if self.depth == 0:
+            self.entries += 1
+        self.depth += 1
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.depth -= 1
+        self._lock.release()
+
+    def yield_to_waiters(self) -> bool:
+        """Let one thread that waits for the lock have it, then take it back; nothing when
+        nobody waits, or when the holder entered it more than once (a hook inside an ioctl
+        making another: the outer ioctl is in the middle of its work). True if it let go."""
+        if self.depth != 1 or not self.waiters:
+            return False
+        seen = self.entries
+        self.depth = 0
+        self._lock.release()
+        try:
+            # until a waiter has taken it (or none waits any more): the lock is not fair, so
+            # taking it back at once could starve them
+            while self.entries == seen and self.waiters:
+                time.sleep(0.0001)
+        finally:
+            self.__enter__()
+        return True

@@ -1,0 +1,145 @@
+"""The KMD under contention (round 3 of the hostile program, helper 75): what one client's
+waits inside the driver cost the others.
+
+- A CS past its context's `sched_jobs` unfinished jobs on a ring waits for the oldest
+  (amdgpu_ctx_wait_prev_fence). It waited with the driver's lock held, so one client that
+  filled its slots with a held job stopped every other client's ioctls, GEM_CREATE and INFO
+  too, until its oldest job ended (its reset, a `job_timeout` later). WAIT_CS and
+  GEM_WAIT_IDLE did the same for as long as the client asked. Such waits now let other
+  clients' ioctls in between their steps (`Kmd.wait_unlocked`), and a CS that waited checks
+  its whole argument list again: the file, the context, the BOs may have changed meanwhile.
+"""
+
+from __future__ import annotations
+
+import errno
+import threading
+import time
+
+import pytest
+
+import kmd_model
+from kmd_model import uapi
+from kmd_model.uapi import InfoQuery, KmdError, Request
+from spec import pm4
+from testbench.refmodel import RefModel
+
+from tests.kmd.test_kmd_ioctl import Client
+
+
+def _held(c: Client, bo, n: int) -> list[int]:
+    """A job held in a WAIT_REG_MEM on bo+0x800 (nobody sets it), then n - 1 small jobs behind it."""
+    seqs = [c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))]
+    for i in range(1, n):
+        seqs.append(c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x1000 + 4 * i, [i]), 0x2000 + 0x20 * i)))
+    return seqs
+
+
+class _Waiter(threading.Thread):
+    """A client's ioctl in a thread of its own: its result or exception in `out`."""
+
+    def __init__(self, fn):
+        super().__init__(daemon=True)
+        self.fn, self.out = fn, []
+
+    def run(self) -> None:
+        try:
+            self.out.append(self.fn())
+        except Exception as e:  # noqa: BLE001 (the test looks at it)
+            self.out.append(e)
+
+
+def _in_wait(kmd, t: _Waiter, since: int) -> None:
+    """Until the thread is waiting inside the driver: simulated time moves under it."""
+    for _ in range(2000):
+        if kmd.dev.now() > since or not t.is_alive():
+            break
+        time.sleep(0.005)
+    assert t.is_alive() and kmd.dev.now() > since, "the waiting ioctl did not start waiting"
+
+
+def _innocent_calls(kmd, v: Client) -> dict:
+    """Another client's ioctls, each with the driver's job_timeouts seen as it returned."""
+    seen = {}
+    seen["INFO"] = (v.io(Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO)), kmd.stats["job_timeouts"])
+    seen["GEM_CREATE"] = (v.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000, 0, uapi.Domain.GTT, 0)),
+                          kmd.stats["job_timeouts"])
+    vbo = v.bo(0x1000)
+    seen["CS"] = (v.submit(v.ib(vbo, pm4.write_data(vbo.addr + 0x100, [5]))), kmd.stats["job_timeouts"])
+    return seen
+
+
+JOB_TIMEOUT = 2_000_000  # long enough that the hold outlasts the innocent's calls by far
+
+
+@pytest.mark.parametrize("how", ["cs_past_sched_jobs", "wait_cs", "gem_wait_idle"])
+def test_a_client_waiting_in_the_driver_does_not_stop_other_clients_ioctls(how):
+    kmd = kmd_model.bind(RefModel(), job_timeout=JOB_TIMEOUT, fallback_poll=1_000, sched_jobs=4)
+    h, v = Client(), Client()
+    hbo = h.bo(0x4000)
+    seqs = _held(h, hbo, 4)
+    t0 = kmd.dev.now()
+    if how == "cs_past_sched_jobs":
+        fn = lambda: h.submit(h.ib(hbo, pm4.write_data(hbo.addr + 0x3F00, [33]), 0x1F00))  # noqa: E731
+    elif how == "wait_cs":
+        fn = lambda: h.wait(seqs[0], 1 << 40)  # noqa: E731
+    else:
+        fn = lambda: h.io(Request.GEM_WAIT_IDLE, uapi.GemWaitIdleArgs(hbo.handle, 1 << 40)).busy  # noqa: E731
+    t = _Waiter(fn)
+    t.start()
+    try:
+        _in_wait(kmd, t, t0)
+        seen = _innocent_calls(kmd, v)
+        # each returned while the hostile job still held the CP: no reset had happened
+        assert {k: n for k, (_, n) in seen.items()} == {"INFO": 0, "GEM_CREATE": 0, "CS": 0}
+        assert t.is_alive() and kmd.stats["job_timeouts"] == 0
+    finally:
+        hbo.u32[0x800 // 4] = 1  # the hold ends: the waiting thread's ioctl returns
+        t.join(60)
+    assert not t.is_alive() and not isinstance(t.out[0], Exception), t.out
+    assert kmd.stats["job_timeouts"] == 0 and kmd.dev.now() - t0 < JOB_TIMEOUT
+    if how == "cs_past_sched_jobs":
+        assert h.wait(t.out[0]) and hbo.u32[0x3F00 // 4] == 33
+    assert v.wait(seen["CS"][0])
+
+
+@pytest.mark.parametrize("change", ["gem_close_fence_bo", "gem_close_ib_bo", "ctx_free", "close_file"])
+def test_a_cs_that_waited_for_a_slot_looks_at_its_arguments_again(change):
+    """While a CS waits for its context's oldest job, another thread of the client changes
+    what it named: the CS that then goes ahead must not use what it looked up before the
+    wait (a closed fence BO's page is the next client's; so is a closed IB BO's)."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=JOB_TIMEOUT, fallback_poll=1_000, sched_jobs=4)
+    h = Client()
+    hbo, ibo, fbo = h.bo(0x4000), h.bo(0x1000), h.bo(0x1000)
+    _held(h, hbo, 4)
+    hold = (h.phys(hbo) + 0x800) // 4  # (the file's CPU mappings go with it)
+    ib = h.ib(ibo, pm4.write_data(ibo.addr + 0x100, [33]))
+    t0 = kmd.dev.now()
+    t = _Waiter(lambda: h.submit(ib, uapi.CsChunkFence(fbo.handle, 0)))
+    t.start()
+    try:
+        _in_wait(kmd, t, t0)
+        if change == "gem_close_fence_bo":
+            h.io(Request.GEM_CLOSE, uapi.GemCloseArgs(fbo.handle))
+            want = (errno.EINVAL, f"CS: chunk 1: no BO with handle {fbo.handle}")
+        elif change == "gem_close_ib_bo":
+            h.io(Request.GEM_CLOSE, uapi.GemCloseArgs(ibo.handle))
+            want = (errno.ENOENT, f"CS: chunk 0: no BO with handle {ibo.handle}")
+        elif change == "ctx_free":
+            h.io(Request.CTX, uapi.CtxArgs(uapi.CtxOp.FREE, h.ctx))
+            want = (errno.EINVAL, f"CS: no context {h.ctx} on this file")
+        else:
+            h.f.close()
+            want = (errno.EBADF, "CS: the file was closed while the CS waited for its context's oldest job")
+        assert t.is_alive()
+    finally:
+        kmd.mem32[hold] = 1
+        t.join(60)
+    assert not t.is_alive()
+    e = t.out[0]
+    assert isinstance(e, KmdError) and (e.errno, e.message) == want, e
+    assert kmd.stats["cs"] == 4  # the refused CS queued nothing
+    kmd.wait_for(lambda: not any(s.pending or s.queue for s in kmd.scheds), JOB_TIMEOUT)
+    if change != "close_file":
+        h.f.close()
+    assert not kmd.live_bos()
