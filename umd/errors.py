@@ -74,7 +74,8 @@ class OutOfMemory(UmdError, MemoryError):
 
 class DeviceLost(UmdError):
     """The kernel's EIO: the device could not be recovered (a failed reset: nothing runs any
-    more), or the queue's context is banned, having caused `ban_after_hangs` resets (3): the
-    message says which ("context N is banned"); a banned queue's device and its other
-    queues still run. (The kernel answers both with EIO, so the UMD cannot tell them apart
+    more), or the queue's context is banned, having caused `ban_after_hangs` resets (3), or
+    its whole file (the Device's), its contexts' jobs having timed out `file_ban_after_hangs`
+    times (8): the message says which ("context N is banned", "fd N is banned"); a banned
+    queue's other queues still run, unless the file is banned. (The kernel answers both with EIO, so the UMD cannot tell them apart
     by more than its message.)"""

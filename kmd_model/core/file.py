@@ -40,6 +40,8 @@ class File:
         # DRM master) may on amdgpu; set from KmdParams.cap_sys_nice or open_render_node's
         # argument when the file is opened
         self.cap_sys_nice = True
+        self.hangs = 0  # resets its contexts' jobs caused, all of them
+        self.banned: str | None = None  # why its contexts' CS and CTX ALLOC fail with EIO (RecoveryMixin._ban_file)
 
     def ioctl(self, request: int, args: Any = None) -> Any:
         """Run one ioctl; returns its out-structure, raises KmdError on failure. Under the

@@ -78,6 +78,10 @@ class KmdParams:
     sdma_ring_log2_dw: int = 10  # the SDMA ring: 1024 dwords (when the device has the engine)
     hw_submission_limit: int = 64  # jobs in flight per ring (amdgpu_sched_hw_submission, 2 on amdgpu)
     ban_after_hangs: int = 3  # a context that caused this many resets is banned (its CS: EIO)
+    # a file whose contexts' jobs timed out this many times in all is banned, every context
+    # (CS and CTX ALLOC: EIO): each timeout costs the jobs behind it a job_timeout, and a
+    # context of its own for each hang made the context's ban no bound (i915 bans a client)
+    file_ban_after_hangs: int = 8
     # unfinished jobs of one context on one ring (amdgpu_sched_jobs): the CS past them waits
     # for the oldest (amdgpu_ctx_wait_prev_fence), so a context's queue has a bound
     sched_jobs: int = 32
@@ -99,6 +103,7 @@ class KmdParams:
                              ("max_job_dw", 1, 1 << 30), ("max_job_ibs", 1, 1 << 20),
                              ("shadow_pool_kib", 4, 1 << 30), ("sdma_ring_log2_dw", 6, 20),
                              ("hw_submission_limit", 1, 1 << 20), ("ban_after_hangs", 1, 1 << 20), ("sched_jobs", 1, 1 << 16),
+                             ("file_ban_after_hangs", 1, 1 << 20),
                              ("unchecked_job_timeouts", 1, 1 << 20)):
             v = getattr(self, name)
             if not isinstance(v, int) or not lo <= v <= hi:

@@ -30,6 +30,8 @@ def ctx_ioctl(kmd: "Kmd", file: "File", a: uapi.CtxArgs) -> uapi.CtxOut:
         if prio > CtxPriority.NORMAL and not file.cap_sys_nice:
             raise KmdError(errno.EACCES, f"CTX ALLOC: priority {CtxPriority(prio).name} needs CAP_SYS_NICE "
                            "(amdgpu_ctx_priority_permit)")
+        if file.banned:  # (a new context would be a fresh start for a client that hangs on purpose)
+            raise KmdError(errno.EIO, f"CTX ALLOC: {file.banned}")
         if len(file.contexts) >= MAX_CONTEXTS:  # amdgpu's idr_alloc answer
             raise KmdError(errno.ENOSPC, f"CTX ALLOC: this file has {MAX_CONTEXTS} contexts, the most one file "
                            "may have (free one first)")

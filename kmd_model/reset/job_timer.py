@@ -24,9 +24,11 @@ class JobTimerMixin:
     def _progressed(self, sched: Scheduler) -> bool:
         """The job timer of `sched`'s ring ran out: has its queue moved since it last looked?
         When it has, the timer starts again: a long legal job runs to its end, and a stuck
-        one is caught between job_timeout and 2 * job_timeout cycles after its last step (the
-        registers are read when the timer runs out, not at every job start, which would cost
-        MMIO reads per job).
+        one is caught between job_timeout and 2 * job_timeout cycles after its last step, a
+        job stuck from its start job_timeout * 9 / 8 after it (the registers are read at the
+        timer's looks, not at every job start, which would cost MMIO reads per job: the first
+        look, Scheduler.FIRST_LOOK, comes job_timeout / 8 after the start and only takes the
+        mark; a job that ends before it costs no read).
 
         Progress is the queue's own registers moving (ring.PROGRESS: its rptr; the SDMA
         engine's counters too), or the counters it shares with the CP's other queue

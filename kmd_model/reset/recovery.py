@@ -83,6 +83,10 @@ class RecoveryMixin:
                 ctx.banned = (f"context {ctx.id} is banned: it caused {ctx.hangs} resets "
                               f"(ban_after_hangs {self.params.ban_after_hangs})")
                 log.error(ctx.banned)
+            if info.code == "TIMEOUT":  # (an error or a fault is reset at once: it costs the others little)
+                ctx.file.hangs += 1
+            if ctx.file.hangs >= self.params.file_ban_after_hangs and ctx.file.banned is None:
+                self._ban_file(ctx.file, scheds if cancel else ())
         for s in scheds:
             for job in (*s.pending, *s.queue):
                 if job.ctx is gctx:
@@ -93,6 +97,23 @@ class RecoveryMixin:
                     job.ctx.reset_status = ResetStatus.INNOCENT
         for ctx in self.contexts.values():
             ctx.resets += 1
+
+    def _ban_file(self, file, reset: tuple[Scheduler, ...]) -> None:
+        """A file whose contexts' jobs timed out `file_ban_after_hangs` times in all is banned,
+        every context (i915 bans a client by its contexts' hang score): their CS and a CTX
+        ALLOC fail with EIO, their jobs queued on every ring, and in the rings just reset, are
+        cancelled (ECANCELED). With a ban per context only, a client with a hanging job in
+        each of 4,095 contexts delayed every other client one job timeout per context."""
+        file.banned = (f"fd {file.fd} is banned: its contexts' jobs timed out {file.hangs} times "
+                       f"(file_ban_after_hangs {self.params.file_ban_after_hangs})")
+        log.error(file.banned)
+        for ctx in file.contexts.values():
+            ctx.banned = ctx.banned or file.banned
+        err = KmdError(errno.ECANCELED, file.banned)
+        for s in self.scheds:
+            for ctx in {j.ctx: None for j in (*s.pending, *s.queue) if j.ctx.file is file and not j.finished}:
+                ctx.banned = ctx.banned or file.banned  # (a freed context's jobs too)
+                s.drop_context(ctx, err, queued_only=s not in reset)
 
     def gpu_recover(self, guilty: Job | None, info: HwErrorInfo) -> None:
         """The full reset, the last step of the ladder: stop every ring -> reset the device ->

@@ -276,14 +276,28 @@ class Scheduler:
 
     # ------------------------------------------------------------------ timeouts and recovery
 
+    # The timer's first look after a job starts (or the one before it ends) comes this
+    # fraction of job_timeout later: it only reads what the engine has done (the mark the
+    # next look compares with, Kmd._progressed). Taken at the full job_timeout, as it was,
+    # every hang cost two job timeouts (1.0 M cycles by default): a client's hanging jobs
+    # delayed the innocent jobs behind them twice as long as the rule needs.
+    FIRST_LOOK = 8
+
+    def _look_at(self) -> int:
+        """When the timer next looks at the head job's progress."""
+        if self.progress_mark:
+            return self.progress_at + self.job_timeout
+        return self.progress_at + max(1, self.job_timeout // self.FIRST_LOOK)
+
     def timed_out(self, now: int) -> bool:
-        return bool(self.pending) and not self.stopped and now - self.progress_at >= self.job_timeout
+        """Is a look at the head job's progress due (Kmd._progressed says if it moved)?"""
+        return bool(self.pending) and not self.stopped and now >= self._look_at()
 
     def next_timeout(self, now: int) -> int | None:
-        """Cycles until the head job times out (None: nothing running)."""
+        """Cycles until the timer's next look at the head job (None: nothing running)."""
         if not self.pending or self.stopped:
             return None
-        return max(0, self.progress_at + self.job_timeout - now)
+        return max(0, self._look_at() - now)
 
     def head_job(self) -> Job | None:
         return self.pending[0] if self.pending else None

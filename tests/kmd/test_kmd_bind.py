@@ -168,12 +168,12 @@ def test_kmd_parameters_at_their_bounds():
     smallest = {"ring_log2_dw": 6, "ih_log2_entries": 2, "ib_align_dw": 1, "initial_seq": 0, "job_timeout": 1,
                 "fallback_poll": 1, "hw_timeout": 1, "max_ib_chunks": 1, "max_dep_chunks": 0, "max_job_dw": 1, "max_job_ibs": 1,
                 "shadow_pool_kib": 4, "sdma_ring_log2_dw": 6, "hw_submission_limit": 1, "ban_after_hangs": 1,
-                "unchecked_job_timeouts": 1, "sched_jobs": 1}
+                "unchecked_job_timeouts": 1, "sched_jobs": 1, "file_ban_after_hangs": 1}
     largest = {"ring_log2_dw": 20, "ih_log2_entries": 16, "ib_align_dw": 256, "initial_seq": 0xFFFF_FFFF,
                "max_ib_chunks": 64, "max_dep_chunks": 1 << 16, "max_job_ibs": 1 << 20, "max_job_dw": 1 << 30, "shadow_pool_kib": 1 << 30,
                "job_timeout": 1 << 62, "fallback_poll": 1 << 62, "hw_timeout": 1 << 62,
                "sdma_ring_log2_dw": 20, "hw_submission_limit": 1 << 20, "ban_after_hangs": 1 << 20,
-               "unchecked_job_timeouts": 1 << 20, "sched_jobs": 1 << 16}
+               "unchecked_job_timeouts": 1 << 20, "sched_jobs": 1 << 16, "file_ban_after_hangs": 1 << 20}
     # Every integer parameter is bounded on both sides: a parameter added without its
     # bounds here fails this line.
     ints = {f.name for f in dataclasses.fields(KmdParams) if f.type in ("int", int)}

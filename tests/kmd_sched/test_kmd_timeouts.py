@@ -105,8 +105,10 @@ def test_a_long_gfx_job_that_moves_is_not_timed_out():
 
 def test_the_job_timer_runs_out_after_job_timeout_cycles_to_the_cycle():
     """"No progress for job_timeout cycles" counts to the cycle: an ioctl one cycle short of
-    it leaves the timer alone; at it, the timer has run out (the first time it only marks
-    where the CP is and starts again; the second, with nothing moved, the job times out)."""
+    it leaves the timer alone; at it, the timer has run out. Its first look, job_timeout / 8
+    after the job started (Scheduler.FIRST_LOOK), only marks where the CP is and starts it
+    again; the next, with nothing moved, times the job out. (The first look came at
+    job_timeout: a hang cost two job timeouts.)"""
     t_out = 5_000
     kmd = kmd_model.bind(RefModel(), job_timeout=t_out, fallback_poll=1 << 40)
     c = Client()
@@ -119,10 +121,11 @@ def test_the_job_timer_runs_out_after_job_timeout_cycles_to_the_cycle():
         c.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, c.ctx))
 
     start = sched.progress_at
-    ioctl_at(t_out - 1)
+    first = t_out // sched.FIRST_LOOK
+    ioctl_at(first - 1)
     assert sched.progress_at == start
-    ioctl_at(t_out)
-    assert sched.progress_at == start + t_out and kmd.stats["job_timeouts"] == 0  # marked, started again
+    ioctl_at(first)
+    assert sched.progress_at == start + first and kmd.stats["job_timeouts"] == 0  # marked, started again
     ioctl_at(t_out - 1)
     assert kmd.stats["job_timeouts"] == 0
     ioctl_at(t_out)
@@ -261,7 +264,8 @@ def test_a_timeout_diagnosis_reads_only_what_the_job_has_mapped():
 def test_a_long_wait_wakes_at_the_fallback_poll_interval():
     """A WAIT_CS on a job that makes no progress (no interrupt, far from its timeout)
     sleeps in steps of the fallback poll interval: 200,000 cycles cost ten polls, not a
-    poll a cycle (the job timer's own deadline is the other bound of a step)."""
+    poll a cycle, and one more for the job timer's first look at the job (its own deadline
+    is the other bound of a step: job_timeout / 8 after the job started)."""
     kmd = kmd_model.bind(RefModel(), job_timeout=1 << 20, fallback_poll=20_000)
     c = Client()
     bo = c.bo()
@@ -270,7 +274,7 @@ def test_a_long_wait_wakes_at_the_fallback_poll_interval():
     with pytest.raises(kmd_model.uapi.KmdError) as e:
         c.wait(seq, 200_000)
     assert e.value.errno == errno.ETIME
-    assert kmd.stats["fallback_polls"] - polls == 200_000 // 20_000
+    assert kmd.stats["fallback_polls"] - polls == 200_000 // 20_000 + 1
     bo.u32[0x200] = 1
     assert c.wait(seq) and kmd.stats["job_timeouts"] == 0
 

@@ -8,6 +8,12 @@ waits inside the driver cost the others.
   GEM_WAIT_IDLE did the same for as long as the client asked. Such waits now let other
   clients' ioctls in between their steps (`Kmd.wait_unlocked`), and a CS that waited checks
   its whole argument list again: the file, the context, the BOs may have changed meanwhile.
+- Hanging jobs ahead of an innocent one delay it a reset each (drm_sched's per-ring timer, as
+  amdgpu's). Each cost two job timeouts (1.0 M cycles by default: the timer's first look only
+  marked where the CP was): it costs job_timeout * 9 / 8 now. And a file could hang on
+  purpose once per context, 4,095 contexts (each banned after `ban_after_hangs` only): a file
+  whose jobs timed out `file_ban_after_hangs` (8) times is banned, every context. Files are
+  the bound that stays: N files, N resets.
 """
 
 from __future__ import annotations
@@ -142,4 +148,62 @@ def test_a_cs_that_waited_for_a_slot_looks_at_its_arguments_again(change):
     kmd.wait_for(lambda: not any(s.pending or s.queue for s in kmd.scheds), JOB_TIMEOUT)
     if change != "close_file":
         h.f.close()
-    assert not kmd.live_bos()
+    assert not kmd.live_bos(h.f)
+
+
+# ------------------------------------------------------------------------------ hangs ahead of an innocent job
+
+T_OUT = 20_000
+
+
+def _hangs_then_innocent(kmd, hostile: list[tuple[Client, int]]) -> int:
+    """Each (client, context) submits a job that never ends, then an innocent client one job:
+    the cycles from its CS to its fence."""
+    for h, ctx in hostile:
+        bo = h.bo(0x1000)
+        h.submit(h.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")), ctx=ctx)
+    v = Client()
+    vbo = v.bo(0x1000)
+    t0 = kmd.dev.now()
+    seq = v.submit(v.ib(vbo, pm4.write_data(vbo.addr + 0x100, [5])))
+    assert v.wait(seq, 1 << 40) and vbo.u32[0x40] == 5
+    return kmd.dev.now() - t0
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_each_hanging_file_ahead_of_an_innocent_job_costs_it_one_reset_of_nine_eighths_of_job_timeout(n):
+    """Measured with the default job_timeout (500,000): 1, 4, 15 files ahead cost 562,900,
+    2,251,432 and 8,442,716 cycles (1,000,400, 4,001,432, 15,005,216 before)."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=T_OUT, fallback_poll=1_000)
+    hostile = []
+    for _ in range(n):
+        h = Client()
+        hostile.append((h, h.ctx))
+    took = _hangs_then_innocent(kmd, hostile)
+    assert kmd.stats["job_timeouts"] == n
+    assert n * T_OUT <= took < n * (T_OUT * 9 // 8 + 1_000)  # (was n * 2 * T_OUT)
+
+
+def test_a_file_whose_jobs_time_out_file_ban_after_hangs_times_is_banned_every_context():
+    """32 contexts of one file, a hang in each: the innocent job behind them waited 32 resets
+    (32.0 M cycles at the default job_timeout); the file's ban after 8 ends it (4.5 M)."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=T_OUT, fallback_poll=1_000)
+    assert kmd.params.file_ban_after_hangs == 8
+    h = Client()
+    ctxs = [h.ctx] + [h.io(Request.CTX, uapi.CtxArgs(uapi.CtxOp.ALLOC)).ctx_id for _ in range(31)]
+    took = _hangs_then_innocent(kmd, [(h, c) for c in ctxs])
+    assert kmd.stats["job_timeouts"] == 8 and took < 8 * (T_OUT * 9 // 8 + 1_000)
+    why = f"fd {h.f.fd} is banned: its contexts' jobs timed out 8 times (file_ban_after_hangs 8)"
+    bo = h.bo(0x1000)
+    with pytest.raises(KmdError) as ei:  # a context that never hung: banned with its file
+        h.submit(h.ib(bo, pm4.write_data(bo.addr + 0x100, [1])), ctx=ctxs[-1])
+    assert (ei.value.errno, ei.value.message) == (errno.EIO, f"CS: {why}")
+    with pytest.raises(KmdError) as ei:  # and its jobs were cancelled
+        h.wait(1, ctx=ctxs[-1])
+    assert (ei.value.errno, ei.value.message) == (errno.ECANCELED, f"WAIT_CS: {why}")
+    with pytest.raises(KmdError) as ei:
+        h.io(Request.CTX, uapi.CtxArgs(uapi.CtxOp.ALLOC))
+    assert (ei.value.errno, ei.value.message) == (errno.EIO, f"CTX ALLOC: {why}")
+    assert not any(s.pending or s.queue for s in kmd.scheds)
+    h.f.close()
+    assert not kmd.live_bos(h.f)

@@ -407,7 +407,9 @@ def test_an_interrupt_storm_that_never_ends_does_not_keep_the_handler_from_the_j
 
 def test_a_client_hanging_every_ring_again_and_again_leaves_the_innocent_one_and_the_driver_whole(monkeypatch):
     monkeypatch.setattr(Kmd, "RECOVERY_KEPT", 8, raising=False)
-    kmd = kmd_model.bind(RefModel(), job_timeout=8_000, fallback_poll=1_000)
+    # (a context of its own for each hang: the file's ban, file_ban_after_hangs, is
+    # tests/security/test_security_contention.py's)
+    kmd = kmd_model.bind(RefModel(), job_timeout=8_000, fallback_poll=1_000, file_ban_after_hangs=31)
     heaps = _start_state(kmd)
     v = Client()
     vbo = v.bo(0x10000)
