@@ -188,11 +188,27 @@ class ClientsMixin:
         if not bo.busy:
             self.bo_release(bo)
 
-    def bo_release(self, bo) -> None:
-        """A closed BO is idle: out of its file's VM (the TLB invalidated), then freed."""
+    def bo_release(self, bo, raising: bool = True) -> None:
+        """A closed BO is idle: out of its file's VM (the TLB invalidated), then freed. When
+        the MMU does not acknowledge the invalidation, the VMID's TLB may still hold the BO's
+        pages for a job of the VM that runs with it (one submitted after the GEM_CLOSE, which
+        does not hold the BO, can reach it through the entries): it is freed once no job
+        runs with that VMID (VmidManager.free_unflushed; the VMID's next grab flushes
+        first). It raised out of the flush and the BO stayed allocated for good. `raising`:
+        the flush's EIO is the caller's error (GEM_CLOSE, close); not out of a job's
+        retirement, inside fence processing (the fences after it stayed unsignalled)."""
         vm = bo.owner.vm if bo.owner is not None else None
         if vm is not None and not vm.closed and vm.bo_removed(bo):
-            self.vmids.flush_vm(vm)
+            vmid = vm.vmid
+            try:
+                self.vmids.flush_vm(vm)
+            except KmdError as e:
+                self.vmids.unflushed.append((bo, vmid))
+                self.vmids.free_unflushed()
+                if raising:
+                    raise
+                log.error("BO %s: %s: freed once no job runs with VMID %s", bo.name or "?", e.message, vmid)
+                return
         self.bo.close(bo)
 
     def map_bo(self, bo, who: str = "GEM_MMAP") -> CpuMapping:
@@ -222,7 +238,9 @@ class ClientsMixin:
         for bo in job.bos:
             bo.busy_jobs -= 1
             if bo.closed and not bo.busy:
-                self.bo_release(bo)
+                self.bo_release(bo, raising=False)
+        if self.vmids.unflushed:
+            self.vmids.free_unflushed()
         if job.checked is not None:  # the CP is done with the copies
             self.shadow.free(job.checked.shadow_mem, job.checked.shadow_bytes)
             job.checked = None

@@ -53,6 +53,9 @@ class VmidManager:
         self.flush_failures = 0  # flushes not acknowledged (the VMID went to no VM)
         self.stuck_since: int | None = None  # the first of the grabs failing since the last acknowledge
         self.stuck_why = ""  # the last failure's message
+        # (BO, VMID) of BOs unmapped by a flush the MMU did not acknowledge: the VMID's TLB may
+        # hold their pages, so each is freed once no job runs with that VMID (free_unflushed)
+        self.unflushed: list[tuple] = []
 
     def _idle(self, v: _Vmid) -> bool:
         """No job runs with it. Every job, not the latest: a VM's jobs on different rings
@@ -100,6 +103,18 @@ class VmidManager:
         v.jobs.append(job)
         self.clock += 1
         v.used_at = self.clock
+
+    def free_unflushed(self) -> None:
+        """Free the BOs whose unmap's flush was lost once no job runs with the VMID (its next
+        job grabs it anew, which flushes before anything runs with it; a reset ends the jobs
+        that ran with it, or resubmits them with a new grab)."""
+        keep = []
+        for bo, n in self.unflushed:
+            if n is None or self._idle(self.ids[n - 1]):
+                self.kmd.bo.close(bo)
+            else:
+                keep.append((bo, n))
+        self.unflushed = keep
 
     def release(self, vm: Vm) -> None:
         if vm.vmid is not None:

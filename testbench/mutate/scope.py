@@ -109,6 +109,7 @@ TESTS = (
     "tests/security/test_security_time_and_state.py",
     "tests/security/test_security_ctx_limits.py",
     "tests/security/test_security_contention.py",
+    "tests/security/test_security_kmd_resources.py",
     "tests/umd/test_umd_api.py",
     "tests/umd/test_umd_batching.py",
     "tests/umd/test_umd_cmdbuf.py",

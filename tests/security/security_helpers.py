@@ -14,7 +14,10 @@ left behind, or write through a mapping it gave back. By concept:
 - tests/security/test_security_ctx_limits.py: a context's own limits: a CHAIN loop on the model,
   jobs queued per context and ring (sched_jobs), who may ask for HIGH priority;
 - tests/security/test_security_contention.py: the KMD under contention: a client waiting in
-  the driver (a CS for a slot, WAIT_CS, GEM_WAIT_IDLE) beside other clients' ioctls;
+  the driver (a CS for a slot, WAIT_CS, GEM_WAIT_IDLE) beside other clients' ioctls, hangs
+  ahead of an innocent job, a file's ban;
+- tests/security/test_security_kmd_resources.py: what the KMD keeps for a client and when it
+  lets go: a BO whose unmap's TLB flush was lost;
 - tests/security/test_security_long.py: the long runs (a maximum-size IB, a race with the running
   CP, a job longer than its timeout), on the RTL in tests/cosim/test_rtl_security.py.
 

@@ -1,0 +1,95 @@
+"""What the KMD keeps for a client, and when it lets go (round 3 of the hostile program,
+helper 75):
+
+- A BO whose unmap's TLB invalidation was never acknowledged (the MMU lost it): the release
+  of a closed BO raised out of the flush before the BO was freed, so it stayed allocated for
+  good (a leak per lost flush, and after the file's close too). Raised from a job's
+  retirement, inside the fence processing, it also left the fences after it unsignalled. Now
+  it is freed once no job runs with the VMID whose TLB may still hold its pages (a later
+  grab of that VMID flushes first): never while the GPU may still use it, never leaked.
+"""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+
+import kmd_model
+from kmd_model import regs, uapi
+from kmd_model.uapi import KmdError, Request
+from spec import pm4
+from testbench.refmodel import RefModel
+
+from tests.kmd.test_kmd_ioctl import Client
+
+
+class _LostFlush(RefModel):
+    """An MMU that, with `lost` set, drops every TLB invalidation request and never
+    acknowledges them: its TLB keeps every entry."""
+
+    lost = False
+
+    def mmio_write32(self, offset, value):
+        if self.lost and offset == regs.VM_INVALIDATE_REQ.addr():
+            return
+        super().mmio_write32(offset, value)
+
+    def mmio_read32(self, offset):
+        v = super().mmio_read32(offset)
+        return 0 if self.lost and offset == regs.VM_INVALIDATE_ACK.addr() else v
+
+
+def test_an_idle_bo_closed_when_its_flush_is_lost_is_freed_not_leaked():
+    dev = _LostFlush()
+    kmd = kmd_model.bind(dev, hw_timeout=2_000)
+    c = Client()
+    ib, x = c.bo(0x1000), c.bo(0x1000)
+    c.run(ib, pm4.write_data(x.addr + 0x100, [1]))  # x's translation is in the TLB
+    bo = c.f.handles[x.handle]
+    dev.lost = True
+    vmid = c.f.vm.vmid
+    with pytest.raises(KmdError) as ei:
+        c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(x.handle))
+    assert (ei.value.errno, ei.value.message) == (
+        errno.EIO, f"GEM_CLOSE: TLB flush of VMID {vmid}: no acknowledge after 2000 cycles")
+    assert c.f.vm.vmid is None  # no job runs with that VMID until a flush of it is acknowledged
+    assert bo.freed  # (nothing runs with it: its pages may go)
+    dev.lost = False
+    c.f.close()
+    assert not kmd.live_bos()
+
+
+@pytest.mark.parametrize("j2_ends", ["by_itself", "by_its_reset"])
+def test_a_bo_whose_unmap_flush_is_lost_at_a_jobs_retirement_waits_for_the_vmids_jobs_then_goes(j2_ends):
+    """Checker off: J1 uses X and holds the CP; X is closed (busy: it stays mapped for J1);
+    J2, submitted after the close, runs with the same VMID. J1 ends, its retirement releases
+    X, and the flush is lost: X must stay allocated while J2 may still reach it through the
+    TLB, and be freed once J2 is done. (The flush's EIO was raised out of the fence
+    processing: the WAIT_CS on J1 got it, and X stayed allocated for good.) J2 ends by itself,
+    or never, and its reset ends it."""
+    dev = _LostFlush()
+    kmd = kmd_model.bind(dev, hw_timeout=2_000, cs_check=False, job_timeout=1 << 30 if j2_ends == "by_itself" else 50_000)
+    c = Client()
+    ib, x, flag = c.bo(0x1000), c.bo(0x1000), c.bo(0x1000)
+    j1 = c.submit(c.ib(ib, pm4.write_data(x.addr + 0x100, [1]) + pm4.wait_reg_mem(flag.addr, 1, 1, "EQ")))
+    bo = c.f.handles[x.handle]
+    c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(x.handle))
+    assert not bo.freed
+    j2 = c.submit(c.ib(ib, pm4.wait_reg_mem(flag.addr + 4, 1, 1, "EQ") + pm4.write_data(x.addr + 0x104, [2]), 0x100))
+    dev.lost = True
+    flag.u32[0] = 1
+    assert c.wait(j1)
+    assert kmd.kmd_stats()["tlb_flush_failures"] == 1 and not bo.freed  # J2 may still use the VMID's TLB
+    if j2_ends == "by_itself":
+        dev.lost = False
+        flag.u32[1] = 1
+        assert c.wait(j2)
+    else:
+        with pytest.raises(KmdError) as ei:
+            c.wait(j2, 1 << 30)
+        assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "TIMEOUT" and not kmd.wedged
+        dev.lost = False
+    assert bo.freed
+    c.f.close()
+    assert not kmd.live_bos()
