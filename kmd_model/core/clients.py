@@ -213,11 +213,12 @@ class ClientsMixin:
 
     def map_bo(self, bo, who: str = "GEM_MMAP") -> CpuMapping:
         """A CPU mapping of a BO for its owner (GEM_MMAP), revoked at GEM_CLOSE: a new array each
-        time, over the one OS mapping the BO has. Each OS mapping of the memory file holds a
-        file descriptor of the process (Python's mmap keeps a dup) until GEM_CLOSE: one per
-        GEM_MMAP let a client mapping one BO in a loop use up the process's descriptors
-        (EMFILE after 19,993), and then every client's GEM_MMAP, and the simulator's own
-        files, failed with a raw OSError."""
+        time, over the one OS mapping the BO has. One per GEM_MMAP let a client mapping one BO
+        in a loop use up the process's descriptors (EMFILE after 19,993: Python's mmap kept a
+        duplicate of the memory file's descriptor each), and then every client's GEM_MMAP,
+        and the simulator's own files, failed with a raw OSError. The OS mapping is libc's
+        now (mm/mapping.py), no descriptor each: what bounds a client's mapped BOs is the
+        OS's count of mappings (vm.max_map_count), refused as the call's one-line error."""
         if not bo.mappings:
             try:
                 bo.mappings.append(map_bo(self.dev.mem, self._mem_file, bo.gpu_addr, bo.size))

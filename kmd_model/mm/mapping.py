@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+import os
+import weakref
 from typing import Any, Callable
 
 import numpy as np
@@ -31,15 +33,18 @@ _MAP_FIXED = 0x10  # Linux
 def _libc_mmap():
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        fn = libc.mmap
+        fn, unmap = libc.mmap, libc.munmap
     except (OSError, AttributeError):  # pragma: no cover - not Linux
-        return None
+        return None, None
     fn.restype = ctypes.c_void_p
     fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-    return fn
+    unmap.restype = ctypes.c_int
+    unmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    return fn, unmap
 
 
-_mmap = _libc_mmap()
+_mmap, _munmap = _libc_mmap()
+_MAP_FAILED = ctypes.c_void_p(-1).value
 
 
 class _Token:
@@ -176,36 +181,53 @@ CpuMapping.copy = _copy
 
 
 class Mapping:
-    """One GEM_MMAP: the OS mapping (if any) and the array handed out."""
+    """One BO's OS mapping (if any: `size` bytes) and the array over it GEM_MMAP hands out."""
 
-    def __init__(self, array: CpuMapping, mm: mmap.mmap | None):
+    def __init__(self, array: CpuMapping, size: int | None):
         self.array = array
-        self.mm = mm
+        self.size = size
 
     def revoke(self, why: str) -> None:
         tok = self.array._token
         if tok is None or tok.revoked is not None:
             return
         tok.revoked = why
-        if self.mm is not None and _mmap is not None:
+        if self.size is not None and _mmap is not None:
             addr = np.ndarray.view(self.array, np.ndarray).ctypes.data
-            r = _mmap(addr, len(self.mm), mmap.PROT_READ | mmap.PROT_WRITE,
+            r = _mmap(addr, self.size, mmap.PROT_READ | mmap.PROT_WRITE,
                       mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_FIXED, -1, 0)
-            if r in (None, ctypes.c_void_p(-1).value):  # the kernel refused
+            if r in (None, _MAP_FAILED):  # the kernel refused
                 raise OSError(ctypes.get_errno(), "revoking a BO mapping failed")
+
+
+def _os_mapping(fd: int, offset: int, size: int):
+    """`size` bytes of file `fd` from `offset`, mapped shared, as a ctypes array; unmapped when
+    the last reference to it (every array and view over it) is gone. libc's mmap, not Python's:
+    an `mmap.mmap` keeps a duplicate of the descriptor for as long as it lives, so a client
+    with one mapped BO per descriptor the process may open (20,000 here) had its next
+    GEM_MMAP, and every other client's, refused with EMFILE."""
+    if _mmap is None:  # pragma: no cover - not Linux: Python's, one descriptor each
+        return mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=offset)
+    addr = _mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, offset)
+    if addr in (None, _MAP_FAILED):
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    buf = (ctypes.c_uint8 * size).from_address(addr)
+    weakref.finalize(buf, _munmap, addr, size)
+    return buf
 
 
 def map_bo(mem: np.ndarray, mem_file: tuple[int, int] | None, offset: int, size: int) -> Mapping:
     """A mapping of bytes [offset, offset + size) of device memory, page aligned."""
     if mem_file is not None:
         fd, base = mem_file
-        mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=base + offset)
-        arr = np.frombuffer(mm, dtype=np.uint8).view(CpuMapping)
+        arr = np.frombuffer(_os_mapping(fd, base + offset, size), dtype=np.uint8).view(CpuMapping)
+        os_size: int | None = size
     else:
-        mm = None
+        os_size = None
         arr = mem[offset:offset + size].view(CpuMapping)
     arr._token = _Token()
-    return Mapping(arr, mm)
+    return Mapping(arr, os_size)
 
 
 def sub_mapping(array: np.ndarray, start: int, stop: int) -> tuple[CpuMapping, Callable[[str], None]]:

@@ -6,6 +6,7 @@ backend whose memory is not a file. test_security_mappings.py has the attacks on
 from __future__ import annotations
 
 import errno
+import os
 import tempfile
 
 import numpy as np
@@ -96,7 +97,7 @@ def test_mapping_without_a_memory_file():
     of it, revoked at the Python level."""
     mem = np.zeros(0x10000, np.uint8)
     m = map_bo(mem, None, 0x1000, 0x1000)
-    assert m.mm is None
+    assert m.size is None
     m.array[:4] = [1, 2, 3, 4]
     assert mem[0x1000:0x1004].tolist() == [1, 2, 3, 4]
     m.revoke("gone")
@@ -112,14 +113,37 @@ def test_a_revocation_the_kernel_refuses_raises_its_errno(monkeypatch):
     page aligned is EINVAL. (libc's mmap is looked up again here, as at import: the lookup
     is what asks ctypes to keep errno.)"""
     assert mapping._mmap is not None  # Linux: libc's mmap
-    monkeypatch.setattr(mapping, "_mmap", mapping._libc_mmap())
+    monkeypatch.setattr(mapping, "_mmap", mapping._libc_mmap()[0])
     with tempfile.TemporaryFile() as f:
         f.truncate(0x2000)
         m = map_bo(np.zeros(1, np.uint8), (f.fileno(), 0), 0x1000, 0x1000)
-        assert m.mm is not None
+        assert m.size == 0x1000
         with pytest.raises(OSError, match="revoking a BO mapping failed") as ei:
-            Mapping(m.array[1:], m.mm).revoke("gone")
+            Mapping(m.array[1:], m.size).revoke("gone")
         assert ei.value.errno == errno.EINVAL
+
+
+def test_an_os_mapping_takes_no_descriptor_and_is_unmapped_with_its_last_array():
+    """libc's mmap, not Python's (which kept a duplicate of the descriptor per mapping): no
+    descriptor each, and the pages are unmapped once no array or view over them is left,
+    revoked or not (a view kept alive keeps them mapped)."""
+    import gc
+
+    def maps() -> int:
+        with open("/proc/self/maps") as f:
+            return sum(1 for _ in f)
+    with tempfile.TemporaryFile() as f:
+        f.truncate(0x100000)
+        fds, before = len(os.listdir("/proc/self/fd")), maps()
+        ms = [map_bo(np.zeros(1, np.uint8), (f.fileno(), 0), 0x1000 * (2 * i), 0x1000) for i in range(100)]
+        assert len(os.listdir("/proc/self/fd")) == fds and maps() >= before + 90
+        kept = ms[3].array[8:16]
+        ms[5].revoke("gone")
+        del ms
+        gc.collect()
+        assert maps() <= before + 10  # (ms[3]'s pages stay: its view is alive; other mappings come and go)
+        kept[0] = 9
+        assert os.pread(f.fileno(), 1, 0x6000 + 8) == bytes([9])
 
 
 def test_a_sub_mapping_falls_with_its_mapping_and_alone():
