@@ -90,9 +90,11 @@ class KmdParams:
     # (amdgpu_ctx_priority_permit); False: every client unprivileged (EACCES for those)
     cap_sys_nice: bool = True
     # With cs_check off nothing bounds what a PM4 job runs (a CHAIN to itself loops, moving the
-    # fetch counters for ever): its progress restarts the job timer for this many job_timeouts
-    # at most, counted from when it reached the head of its ring. Checked jobs are bounded by
-    # max_job_dw and restart it without end (a maximum-size IB runs to its end).
+    # fetch counters for ever): it is reset once the CP fetched 2 * max_job_dw dwords for it
+    # (JobTimerMixin._overrun), and, for a loop that count misses (the other CP queue busy all
+    # along), once it has run this many job_timeouts from when it reached the head of its
+    # ring. Checked jobs are bounded by max_job_dw and restart the timer without end (a
+    # maximum-size IB runs to its end).
     unchecked_job_timeouts: int = 64
 
     def __post_init__(self) -> None:

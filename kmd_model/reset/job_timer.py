@@ -46,36 +46,52 @@ class JobTimerMixin:
         shared = tuple(m.read(r) for r in ring.SHARED_PROGRESS)
         before, since = sched.progress_mark, sched.marked_at
         sched.progress_mark, sched.marked_at = (own, shared), now
+        others_idle = not any(s.pending or s.busy_at >= since for s in self.scheds
+                              if s is not sched and s.ring.SHARED_PROGRESS == ring.SHARED_PROGRESS)
+        if not before:  # the head job is new (or the ring was restarted): count from here
+            sched.head_fetched = 0
+        elif shared and others_idle:  # the dwords fetched since the last look were its own
+            sched.head_fetched += (shared[0] - before[1][0]) & 0xFFFF_FFFF
         if not before or own != before[0]:
             moved = True
         elif shared == before[1]:
             moved = False
         else:
             st = m.read(ring.STATUS)
-            moved = not (ring.STATUS.WAITING.get(st) or ring.STATUS.ERROR.get(st)) or not any(
-                s.pending or s.busy_at >= since for s in self.scheds
-                if s is not sched and s.ring.SHARED_PROGRESS == ring.SHARED_PROGRESS)
+            moved = not (ring.STATUS.WAITING.get(st) or ring.STATUS.ERROR.get(st)) or others_idle
         if moved and self._overrun(sched) is not None:
             moved = False  # moving for ever is no reason to keep running: see KmdParams.unchecked_job_timeouts
         if moved:
             sched.progress_at = now
         return moved
 
-    def _overrun(self, sched: Scheduler) -> int | None:
-        """The cycles the head job has run, when nothing bounds it (a PM4 job the CS checker did
-        not check: a CHAIN to itself never ends, and moves the fetch counters all the while) and
-        it has run for more than `unchecked_job_timeouts` job timeouts; else None."""
+    def _overrun(self, sched: Scheduler) -> str | None:
+        """Why the head job must stop though it moves, when nothing bounds it (a PM4 job the CS
+        checker did not check: a CHAIN to itself never ends, and moves the fetch counter all
+        the while); else None. Such a job may run what the checker lets a job run, twice over:
+        once the CP has fetched more than 2 * max_job_dw dwords for it (counted at the timer's
+        looks, while the other CP queue, which moves the same counter, had nothing in its ring),
+        it is reset; a checked job never fetches that much, so no job the checker would accept
+        is. The time rule stays for a loop the count misses (the other queue kept busy): more
+        than `unchecked_job_timeouts` job timeouts since it reached the head of its ring. The
+        time rule alone took 32 M cycles with the defaults (2 minutes on the model)."""
         job = sched.head_job()
         if job is None or job.checked is not None or sched is self.sdma_sched:
             return None
+        limit = 2 * self.max_job_dw
+        if sched.head_fetched > limit:
+            return (f"fetched {sched.head_fetched} dwords unchecked (cs_check off), more than twice max_job_dw "
+                    f"({limit})")
         ran = self.dev.now() - sched.head_at
-        return ran if ran >= self.params.unchecked_job_timeouts * sched.job_timeout else None
-
-    def _why_timed_out(self, sched: Scheduler) -> str:
-        ran = self._overrun(sched)
-        if ran is not None:
+        if ran >= self.params.unchecked_job_timeouts * sched.job_timeout:
             return (f"ran {ran} cycles unchecked (cs_check off), more than {self.params.unchecked_job_timeouts} "
                     "job timeouts")
+        return None
+
+    def _why_timed_out(self, sched: Scheduler) -> str:
+        why = self._overrun(sched)
+        if why is not None:
+            return why
         return f"no progress for {self.dev.now() - sched.progress_at} cycles"
 
     def timedout_job(self) -> None:

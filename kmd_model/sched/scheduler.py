@@ -131,6 +131,7 @@ class Scheduler:
         self.progress_at = 0  # when the head job started, the last job finished, or the CP last moved
         self.head_at = 0  # when the head job started (the ring's oldest since then): how long it has run
         self.progress_mark: tuple = ()  # what the engine had done then (Kmd._progressed)
+        self.head_fetched = 0  # dwords the CP fetched for the head job, counted at the timer's looks
         self.marked_at = 0  # when progress_mark was read
         # the last time a job entered or left the ring (`pending` changed): with `pending`
         # empty, the queue had nothing to run since then (Kmd._progressed asks it of the

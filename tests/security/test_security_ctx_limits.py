@@ -20,6 +20,7 @@ the driver spend, and run, beyond the checker.
 from __future__ import annotations
 
 import errno
+import re
 import threading
 
 import numpy as np
@@ -27,7 +28,7 @@ import pytest
 
 import kmd_model
 from kmd_model import regs
-from kmd_model.uapi import CtxArgs, CtxOp, CtxPriority, KmdError, Request
+from kmd_model.uapi import CsChunkIb, CtxArgs, CtxOp, CtxPriority, KmdError, Request
 from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
@@ -73,6 +74,38 @@ def test_a_chain_to_itself_with_the_checker_off_is_a_timeout_reset_on_the_model_
     v = Client()  # an innocent client's job then completes
     vbo = v.bo(0x1000)
     assert v.run(vbo, pm4.write_data(vbo.addr + 0x100, [5])) and vbo.u32[0x40] == 5
+
+
+@pytest.mark.parametrize("job", ["chain_loop", "honest_long"])
+def test_an_unchecked_job_may_fetch_twice_max_job_dw_then_is_reset(job):
+    """With the checker off a CHAIN loop ran `unchecked_job_timeouts` job timeouts (64) before
+    its reset: 32,063,948 cycles with the default KmdParams, 120.7 s on the model. It is now
+    reset once the CP has fetched more than 2 * max_job_dw dwords for it (1,562,972 cycles,
+    8.1 s), what no job the checker accepts fetches: an honest job of max_job_dw dwords, one
+    1-dword NOP at a time over more than 16 job timeouts, runs to its end. (Small max_job_dw and
+    job_timeout here, so the test is quick, and the model's CP runs 64 packets at an instant
+    at most, not 65,536, so the honest job takes time; the time rule is set far off.)"""
+    n = 1 << 16
+    kmd = kmd_model.bind(RefModel(cp_burst=64), cs_check=False, max_job_dw=n, job_timeout=2_000, fallback_poll=1_000,
+                         unchecked_job_timeouts=1 << 10)
+    h = Client()
+    hbo = h.bo(4 * n + 0x1000)
+    if job == "chain_loop":
+        t0 = kmd.dev.now()
+        seq = h.submit(h.ib(hbo, pm4.indirect_buffer(hbo.addr, 8, chain=1)))
+        with pytest.raises(KmdError) as ei:
+            h.wait(seq, 1 << 30)
+        e = ei.value
+        assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT"
+        assert re.search(r"job 0x1 timed out: fetched \d+ dwords unchecked \(cs_check off\), more than twice "
+                         rf"max_job_dw \({2 * n}\)", e.message), e.message
+        assert kmd.dev.now() - t0 < (1 << 10) * 2_000 // 4  # long before the time rule's 2,048,000
+    else:
+        hbo.u32[:n] = pm4.pad(1) * (n - 8) + pm4.write_data(hbo.addr + 4 * n + 0x100, [7]) + pm4.pad(3)
+        t0 = kmd.dev.now()
+        seq = h.submit(CsChunkIb(n, handle=hbo.handle))
+        assert h.wait(seq, 1 << 30) and hbo.u32[n + 0x40] == 7
+        assert kmd.dev.now() - t0 > 16 * 2_000 and kmd.stats["job_timeouts"] == 0
 
 
 def test_the_timeout_diagnosis_reads_each_ib_of_a_chain_loop_once():
