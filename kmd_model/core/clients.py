@@ -75,11 +75,20 @@ class ClientsMixin:
         leaked = list(file.handles.values())
         if leaked:
             log.debug("fd %d closed with %d BO(s) open: %s", file.fd, len(leaked), leaked)
+        # every BO is closed, and the VM destroyed, whatever one of them raises (a lost TLB
+        # flush): raised out of the loop, it left the BOs after it and the page tables
+        # allocated for good. The first error is raised at the end, as close(2) reports EIO.
+        error = None
         for bo in leaked:
-            self.bo_close(bo)
+            try:
+                self.bo_close(bo)
+            except KmdError as e:
+                error = error or e
         file.handles.clear()
         file.vm.destroy()
         self.files.pop(file.fd, None)
+        if error is not None:
+            raise error
 
     def detach(self) -> None:
         """The device is bound again (bind()): this driver is gone without touching the

@@ -6,7 +6,9 @@ helper 75):
   good (a leak per lost flush, and after the file's close too). Raised from a job's
   retirement, inside the fence processing, it also left the fences after it unsignalled. Now
   it is freed once no job runs with the VMID whose TLB may still hold its pages (a later
-  grab of that VMID flushes first): never while the GPU may still use it, never leaked.
+  grab of that VMID flushes first): never while the GPU may still use it, never leaked. A
+  file's close raised out of its loop over the BOs at the first lost flush: the BOs after it
+  and the page tables stayed allocated; it closes everything, then raises.
 - A descriptor per mapped BO: each BO's CPU mapping (made at its first GEM_MMAP) was Python's
   mmap, which keeps a duplicate of the memory file's descriptor, so an honest client with
   many small BOs each mapped ran into the process's descriptor limit (EMFILE). The mappings
@@ -141,3 +143,22 @@ def test_an_honest_client_with_30000_small_bos_each_mapped_takes_no_descriptor_p
     c.f.close()
     other.f.close()
     assert not kmd.live_bos()
+
+
+def test_a_file_closed_when_its_flush_is_lost_releases_every_bo_and_its_vm():
+    """close() of a file whose first BO's unmap flush was lost raised out of the loop over its
+    handles: the BOs after it, and the VM's page tables, stayed allocated for good. The close
+    now goes on to the end, then raises the flush's EIO (as close(2) reports EIO)."""
+    dev = _LostFlush()
+    kmd = kmd_model.bind(dev, hw_timeout=2_000)
+    before = len(kmd.bo.live_bos(None))
+    c = Client()
+    ib, *rest = (c.bo(0x1000) for _ in range(4))
+    c.run(ib, pm4.write_data(rest[0].addr, [1]))  # the VM holds a VMID
+    dev.lost = True
+    with pytest.raises(KmdError) as ei:
+        c.f.close()
+    assert ei.value.errno == errno.EIO and "no acknowledge" in ei.value.message
+    assert c.f.closed
+    dev.lost = False
+    assert not kmd.live_bos() and len(kmd.bo.live_bos(None)) == before  # no page table left either
