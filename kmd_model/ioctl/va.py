@@ -15,11 +15,27 @@ if TYPE_CHECKING:
     from ..core.kmd import Kmd
 
 
+_AGAIN = object()  # the handler waited, letting other ioctls in: it starts again
+
+
 @ioctl_def(Request.GEM_VA)
 def gem_va(kmd: "Kmd", file: "File", a: uapi.GemVaArgs) -> None:
     """amdgpu_gem_va_ioctl: map a range of a BO into the file's VM, or unmap. Every argument
     is checked before anything changes; a range that loses or changes entries has the TLB
-    invalidated before the ioctl returns (the BOs stay allocated while jobs may use them)."""
+    invalidated before the ioctl returns (the BOs stay allocated while jobs may use them).
+    A MAP or REPLACE over closed BOs still in use waits for them without the driver's lock
+    (it held it, and a client whose job held the CP stopped every other client's ioctls),
+    then looks at everything again."""
+    deadline: list[int] = []  # when the wait for closed BOs gives up (2 * job_timeout after it began)
+    while True:
+        out = _gem_va(kmd, file, a, deadline)
+        if out is not _AGAIN:
+            return out
+        if file.closed:
+            raise KmdError(errno.EBADF, "GEM_VA: the file was closed while the GEM_VA waited for its closed BOs' jobs")
+
+
+def _gem_va(kmd: "Kmd", file: "File", a: uapi.GemVaArgs, deadline: list[int]):
     who = "GEM_VA"
     op = _int(who, "operation", a.operation, 0)
     if op not in set(VaOp):
@@ -57,7 +73,12 @@ def gem_va(kmd: "Kmd", file: "File", a: uapi.GemVaArgs) -> None:
         # a client reusing the range waits for that, as amdgpu's implicit sync would
         gone = [m.bo for m in vm.overlapping(va, size) if m.bo.closed]
         if gone:
-            kmd.wait_for(lambda: all(b.freed for b in gone), 2 * kmd.params.job_timeout)
+            if not deadline:
+                deadline.append(kmd.dev.now() + 2 * kmd.params.job_timeout)
+            left = deadline[0] - kmd.dev.now()
+            if left > 0:  # (run out: the range is taken, as before)
+                kmd.wait_unlocked(lambda: all(b.freed for b in gone), left)
+                return _AGAIN
     if op == VaOp.MAP:
         taken = vm.overlapping(va, size)
         if taken:

@@ -5,7 +5,8 @@ waits inside the driver cost the others.
   (amdgpu_ctx_wait_prev_fence). It waited with the driver's lock held, so one client that
   filled its slots with a held job stopped every other client's ioctls, GEM_CREATE and INFO
   too, until its oldest job ended (its reset, a `job_timeout` later). WAIT_CS and
-  GEM_WAIT_IDLE did the same for as long as the client asked. Such waits now let other
+  GEM_WAIT_IDLE did the same for as long as the client asked, and a GEM_VA MAP over a closed
+  BO its held jobs use for up to 2 * job_timeout. Such waits now let other
   clients' ioctls in between their steps (`Kmd.wait_unlocked`), and a CS that waited checks
   its whole argument list again: the file, the context, the BOs may have changed meanwhile.
 - Hanging jobs ahead of an innocent one delay it a reset each (drm_sched's per-ring timer, as
@@ -78,19 +79,25 @@ def _innocent_calls(kmd, v: Client) -> dict:
 JOB_TIMEOUT = 2_000_000  # long enough that the hold outlasts the innocent's calls by far
 
 
-@pytest.mark.parametrize("how", ["cs_past_sched_jobs", "wait_cs", "gem_wait_idle"])
+@pytest.mark.parametrize("how", ["cs_past_sched_jobs", "wait_cs", "gem_wait_idle", "gem_va_over_a_closed_bo"])
 def test_a_client_waiting_in_the_driver_does_not_stop_other_clients_ioctls(how):
     kmd = kmd_model.bind(RefModel(), job_timeout=JOB_TIMEOUT, fallback_poll=1_000, sched_jobs=4)
     h, v = Client(), Client()
     hbo = h.bo(0x4000)
+    hold = (h.phys(hbo) + 0x800) // 4
     seqs = _held(h, hbo, 4)
     t0 = kmd.dev.now()
     if how == "cs_past_sched_jobs":
         fn = lambda: h.submit(h.ib(hbo, pm4.write_data(hbo.addr + 0x3F00, [33]), 0x1F00))  # noqa: E731
     elif how == "wait_cs":
         fn = lambda: h.wait(seqs[0], 1 << 40)  # noqa: E731
-    else:
+    elif how == "gem_wait_idle":
         fn = lambda: h.io(Request.GEM_WAIT_IDLE, uapi.GemWaitIdleArgs(hbo.handle, 1 << 40)).busy  # noqa: E731
+    else:  # a MAP over the range of a closed BO the held jobs use waits for them
+        new = h.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x4000, 0, uapi.Domain.GTT, 0)).handle
+        h.io(Request.GEM_CLOSE, uapi.GemCloseArgs(hbo.handle))
+        fn = lambda: h.io(Request.GEM_VA, uapi.GemVaArgs(new, uapi.VaOp.MAP, hbo.addr, 0, 0x4000,  # noqa: E731
+                                                          uapi.VmFlags.READABLE | uapi.VmFlags.WRITEABLE))
     t = _Waiter(fn)
     t.start()
     try:
@@ -100,12 +107,14 @@ def test_a_client_waiting_in_the_driver_does_not_stop_other_clients_ioctls(how):
         assert {k: n for k, (_, n) in seen.items()} == {"INFO": 0, "GEM_CREATE": 0, "CS": 0}
         assert t.is_alive() and kmd.stats["job_timeouts"] == 0
     finally:
-        hbo.u32[0x800 // 4] = 1  # the hold ends: the waiting thread's ioctl returns
+        kmd.mem32[hold] = 1  # the hold ends: the waiting thread's ioctl returns
         t.join(60)
     assert not t.is_alive() and not isinstance(t.out[0], Exception), t.out
     assert kmd.stats["job_timeouts"] == 0 and kmd.dev.now() - t0 < JOB_TIMEOUT
     if how == "cs_past_sched_jobs":
         assert h.wait(t.out[0]) and hbo.u32[0x3F00 // 4] == 33
+    if how == "gem_va_over_a_closed_bo":
+        assert h.f.vm.find(hbo.addr).bo is h.f.handles[new]
     assert v.wait(seen["CS"][0])
 
 
