@@ -134,9 +134,10 @@ def test_an_os_mapping_takes_no_descriptor_and_is_unmapped_with_its_last_array()
             return sum(1 for _ in f)
     with tempfile.TemporaryFile() as f:
         f.truncate(0x100000)
+        gc.collect()  # (earlier tests' devices and their descriptors go now, not during the count)
         fds, before = len(os.listdir("/proc/self/fd")), maps()
         ms = [map_bo(np.zeros(1, np.uint8), (f.fileno(), 0), 0x1000 * (2 * i), 0x1000) for i in range(100)]
-        assert len(os.listdir("/proc/self/fd")) == fds and maps() >= before + 90
+        assert len(os.listdir("/proc/self/fd")) <= fds and maps() >= before + 90
         kept = ms[3].array[8:16]
         ms[5].revoke("gone")
         del ms
