@@ -9,10 +9,13 @@ own BOs, so the CP's commands are only ever what the KMD checked.
 When the pool is short of room the CS ioctl waits for jobs to retire, as it would for
 ring space, for as long as the pool drains (Kmd.shadow_alloc: ENOMEM once nothing in it was
 freed for 2 * job_timeout); a job whose copies are larger than the whole pool is refused
-(E2BIG).
+(E2BIG). The CSs that wait are served first come, first served (`waiters`): they wait
+without the driver's lock, and a CS that came later must not take the room each frees.
 """
 
 from __future__ import annotations
+
+from collections import deque
 
 from ..mm.bo import Bo, Heap
 
@@ -22,6 +25,8 @@ class ShadowPool:
         self.bo = bo
         self.heap = Heap("shadow", bo.gpu_addr, bo.size)
         self.high_water = 0  # the most ever in use
+        self.frees = 0  # ranges given back, ever (a waiter's sign that the pool drains)
+        self.waiters: deque = deque()  # tickets of the CSs waiting for room, the next served first
 
     @property
     def size(self) -> int:
@@ -34,13 +39,34 @@ class ShadowPool:
     def fits(self, nbytes: int) -> bool:
         return self.heap.largest_free >= nbytes
 
-    def alloc(self, nbytes: int) -> int | None:
-        """A range of `nbytes` (a multiple of 32), or None when no hole is large enough."""
+    def alloc(self, nbytes: int, ticket: object = None) -> int | None:
+        """A range of `nbytes` (a multiple of 32), or None when no hole is large enough or a
+        CS waits for room ahead of the caller (`ticket`: the caller's place among them)."""
+        if self.waiters and self.waiters[0] is not ticket:
+            return None
         addr = self.heap.alloc(nbytes, 32)
         if addr is None:
             return None
+        self.leave(ticket)
         self.high_water = max(self.high_water, self.heap.used)
         return addr
 
+    def leave(self, ticket: object) -> None:
+        """A waiting CS is served, or gives up."""
+        if ticket is not None and ticket in self.waiters:
+            self.waiters.remove(ticket)
+
     def free(self, addr: int, nbytes: int) -> None:
         self.heap.free(addr, nbytes)
+        self.frees += 1
+
+
+class ShadowWait:
+    """One CS's wait for room, across its restarts: its ticket in the pool's queue (None: not
+    queued) and when the window with nothing freed began."""
+
+    __slots__ = ("ticket", "since")
+
+    def __init__(self) -> None:
+        self.ticket: object = None
+        self.since: int | None = None

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from .. import uapi
 from ..core.kmd import MAX_IB_DW
+from ..cs.shadow import ShadowWait
 from ..sched.fence import SEQ_MASK
 from ..sched.scheduler import FailedDep, Job, ring_dw
 from ..uapi import HW_IP_NUM, CsChunkDep, CsChunkFence, CsChunkIb, HwIp, KmdError, Request
@@ -79,7 +80,7 @@ def _may_submit(kmd: "Kmd", ctx) -> None:
         raise KmdError(errno.EIO, f"CS: {ctx.banned}")
 
 
-def _wait_prev_job(kmd: "Kmd", ctx, sched) -> bool:
+def _wait_prev_job(kmd: "Kmd", ctx, sched, wait: ShadowWait) -> bool:
     """amdgpu_ctx_wait_prev_fence: a context has at most `sched_jobs` unfinished jobs on a
     ring; a CS past them waits for the oldest (a context queued without bound: about 1.4 KB
     a job, and with the checker off nothing else bounded it). The wait ends: a job that
@@ -94,6 +95,8 @@ def _wait_prev_job(kmd: "Kmd", ctx, sched) -> bool:
     if len(mine) < limit:
         return False
     oldest = mine[0]  # (ctx.jobs is in submission order)
+    kmd.shadow.leave(wait.ticket)  # (first in the pool's queue, it would hold every CS behind it meanwhile)
+    wait.ticket = None
     kmd.wait_unlocked(lambda: oldest.finished, kmd.params.job_timeout)
     return True
 
@@ -103,16 +106,21 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
     # A CS that waited for its context's oldest job let other ioctls run meanwhile (of other
     # threads of this client too): nothing it looked up is trusted after, it starts again
     # from its arguments (the kernel's copy, which no one changes).
-    while True:
-        out = _cs(kmd, file, a)
-        if out is not None:
-            return out
-        if file.closed:
-            raise KmdError(errno.EBADF, "CS: the file was closed while the CS waited for its context's oldest job")
+    wait = ShadowWait()  # its place among the CSs waiting for room in the shadow pool
+    try:
+        while True:
+            out = _cs(kmd, file, a, wait)
+            if out is not None:
+                return out
+            if file.closed:
+                raise KmdError(errno.EBADF, "CS: the file was closed while the CS waited")
+    finally:
+        kmd.shadow.leave(wait.ticket)
 
 
-def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut | None:
-    """One attempt at a CS; None when it waited for a slot of its context (see cs)."""
+def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait) -> uapi.CsOut | None:
+    """One attempt at a CS; None when it waited for a slot of its context or for room in the
+    shadow pool (see cs)."""
     ctx = file.ctx(a.ctx_id, "CS")
     kmd.service()
     _may_submit(kmd, ctx)
@@ -204,7 +212,7 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut | None:
         raise KmdError(errno.EINVAL, f"CS: the job takes {need} dwords of the {ring.name} ring ({len(ibs)} IB "
                        f"chunk(s){' and a user fence' if user_fence is not None else ''}), more than its "
                        f"{ring.size_dw}: use fewer IB chunks or a larger ring")
-    if _wait_prev_job(kmd, ctx, sched):
+    if _wait_prev_job(kmd, ctx, sched, wait):
         return None
     checked = None
     ring_ibs = ibs
@@ -214,10 +222,12 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut | None:
         # reaches it (kmd_model/cs/checker.py).
         try:
             checked = kmd.checker.check(ctx, ibs, vm)
-            addr = kmd.shadow_alloc(checked)
+            addr = kmd.shadow_alloc(checked, wait)
         except KmdError:
             kmd.stats["cs_rejected"] += 1
             raise
+        if addr is None:
+            return None  # it waited for room, other ioctls meanwhile: the CS starts again
         try:  # waiting for room, the driver may have recovered a hang: asked again
             _may_submit(kmd, ctx)
         except KmdError:

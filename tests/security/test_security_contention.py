@@ -145,7 +145,7 @@ def test_a_cs_that_waited_for_a_slot_looks_at_its_arguments_again(change):
             want = (errno.EINVAL, f"CS: no context {h.ctx} on this file")
         else:
             h.f.close()
-            want = (errno.EBADF, "CS: the file was closed while the CS waited for its context's oldest job")
+            want = (errno.EBADF, "CS: the file was closed while the CS waited")
         assert t.is_alive()
     finally:
         kmd.mem32[hold] = 1
@@ -216,3 +216,84 @@ def test_a_file_whose_jobs_time_out_file_ban_after_hangs_times_is_banned_every_c
     assert not any(s.pending or s.queue for s in kmd.scheds)
     h.f.close()
     assert not kmd.live_bos(h.f)
+
+
+# ------------------------------------------------------------------------------ waiting for room in the shadow pool
+
+def _pool_filled_behind_a_hold(kmd) -> tuple[Client, object, int]:
+    """A client holds the CP and fills the 4 KiB shadow pool behind the hold from another
+    context: (the client, its BO, the hold's word in memory)."""
+    h = Client()
+    hbo = h.bo(0x8000)
+    fill = h.io(Request.CTX, uapi.CtxArgs(uapi.CtxOp.ALLOC)).ctx_id
+    hbo.u32[0x400:0x500] = [pm4.TYPE2_FILLER] * 0x100
+    h.submit(h.ib(hbo, pm4.wait_reg_mem(hbo.addr + 0x7000, 1, 1, "EQ")))
+    for _ in range(3):
+        h.submit(uapi.CsChunkIb(0x100, hbo.handle, 0x1000), ctx=fill)
+    assert kmd.shadow.size - kmd.shadow.used < 0x400
+    return h, hbo, (h.phys(hbo) + 0x7000) // 4
+
+
+def _one_kib_job(c: Client, value: int):
+    """A client's BO holding a 1 KiB IB (its copy takes 1 KiB of the pool) that writes `value`."""
+    bo = c.bo(0x8000)
+    bo.u32[0x400:0x4F8] = [pm4.TYPE2_FILLER] * 0xF8
+    bo.u32[0x4F8:0x500] = pm4.write_data(bo.addr + 0x100, [value]) + pm4.pad(3)
+    return bo, uapi.CsChunkIb(0x100, bo.handle, 0x1000)
+
+
+def test_a_cs_waiting_for_room_in_the_shadow_pool_lets_other_clients_in_and_is_served_first():
+    """A CS waiting for room in the pool held the driver's lock until the hold was reset and
+    the pool drained: another client's INFO waited that long. It waits without the lock now,
+    first in the pool's queue: a CS that comes later, even one that fits in what is left,
+    waits behind it (or a stream of small CSs could take each range it needs, for ever)."""
+    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=4, job_timeout=JOB_TIMEOUT, fallback_poll=1_000)
+    h, hbo, hold = _pool_filled_behind_a_hold(kmd)
+    a, b, v = Client(), Client(), Client()
+    abo, achunk = _one_kib_job(a, 0xA)
+    bbo = b.bo(0x1000)
+    order = []
+    kmd.trace_hooks.append(lambda rec: order.append((rec.fd, rec.request)) if rec.request == "CS" else None)
+    t0 = kmd.dev.now()
+    ta, tb = _Waiter(lambda: a.submit(achunk)), None
+    ta.start()
+    try:
+        _in_wait(kmd, ta, t0)
+        info = v.io(Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO))
+        assert info is not None and kmd.stats["job_timeouts"] == 0 and ta.is_alive()
+        assert len(kmd.shadow.waiters) == 1  # a waits in the pool's queue
+        small = b.ib(bbo, pm4.write_data(bbo.addr + 0x100, [0xB]))  # 32 bytes of copies: it would fit
+        assert kmd.shadow.fits(32 * 8)
+        tb = _Waiter(lambda: b.submit(small))
+        tb.start()
+        for _ in range(200):  # b's CS waits too, behind a
+            if len(kmd.shadow.waiters) == 2:
+                break
+            time.sleep(0.01)
+        assert len(kmd.shadow.waiters) == 2 and tb.is_alive() and kmd.stats["job_timeouts"] == 0
+    finally:
+        kmd.mem32[hold] = 1  # the hold ends, the pool drains
+        ta.join(60)
+        if tb is not None:
+            tb.join(60)
+    assert not ta.is_alive() and not tb.is_alive()
+    assert a.wait(ta.out[0]) and abo.u32[0x40] == 0xA
+    assert b.wait(tb.out[0]) and bbo.u32[0x40] == 0xB
+    assert order[-2:] == [(a.f.fd, "CS"), (b.f.fd, "CS")]  # served in the order they came
+    assert not kmd.shadow.waiters and kmd.stats["job_timeouts"] == 0
+
+
+def test_a_cs_that_cannot_get_room_is_enomem_and_leaves_the_pools_queue():
+    """Nothing in the pool freed for 2 * job_timeout: ENOMEM, as before, and the CS is out of
+    the queue (the next CS is not held behind it)."""
+    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=4, job_timeout=1 << 30, fallback_poll=1_000)
+    kmd.params.job_timeout = 20_000  # (the hold is never reset: its timer was armed with 2^30)
+    h, hbo, hold = _pool_filled_behind_a_hold(kmd)
+    a = Client()
+    _, achunk = _one_kib_job(a, 0xA)
+    with pytest.raises(KmdError) as ei:
+        a.submit(achunk)
+    assert ei.value.errno == errno.ENOMEM and ei.value.message.startswith("CS: no room for the job's 0x400 bytes")
+    assert not kmd.shadow.waiters
+    kmd.mem32[hold] = 1
+    assert a.wait(a.submit(achunk))
