@@ -127,7 +127,11 @@ def drained_hw_state(kmd, timeout: int = 100_000) -> tuple:
 def check_bind_and_info(dev):
     kmd = kmd_model.bind(dev)
     s = kmd.kmd_stats()
-    assert s["fences_signalled"] == 1 and s["ih_by_source"].get("EOP") == 1  # the IB test went by interrupt
+    assert s["fences_signalled"] == 1 and s["interrupts"] >= 1  # the IB test went by interrupt
+    # and its EOP entry is in the IH ring, though maybe not read yet: the line rises with
+    # IH_WPTR, before the wptr write-back lands (docs/hardware.md), and a handler that finds
+    # no entry takes INT_STATUS.EOP; on slow memory bind() returned before the entry was read
+    assert kmd.wait_for(lambda: kmd.ih.by_source.get("EOP") == 1, 10_000), kmd.ih.by_source
     c = Client()
     info = c.io(Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO))
     assert info.backend == dev.name and info.ib_align_dw == 8 and info.ring_size_dw == 4096
