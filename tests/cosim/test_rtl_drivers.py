@@ -35,6 +35,7 @@ def test_driver_check_on_rtl(simulator_name, shard, names, name):
     reason = sim.unavailable_reason(simulator_name)
     if reason:
         pytest.skip(reason)
+    driver_checks.memory_settings(name)  # a bad $GPUCOSIM_DRIVER_MEM: its one line, not a failure per check
     res = shared_run(f"drivers-{simulator_name}-{shard}",
                      lambda: sim.run(gpu_design(64), simulator_name, "tests.cosim.cocotb_drivers", testcase=names,
                                      tag=f"drivers{shard}"))
