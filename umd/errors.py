@@ -1,6 +1,7 @@
 """What the UMD raises. Argument mistakes are ValueError / TypeError with a message naming
 the call and the argument (checked before anything reaches the KMD); failures of the
-device are the classes below."""
+device are the classes below. Every one pickles with its attributes (multiprocessing and
+concurrent.futures carry a worker's exception back by pickle): UmdError.__reduce__."""
 
 from __future__ import annotations
 
@@ -9,6 +10,16 @@ from kmd_model.uapi import HwErrorInfo
 
 class UmdError(RuntimeError):
     """Base of the UMD's runtime errors."""
+
+    def __reduce__(self):
+        # Python rebuilds an exception as cls(*self.args), but a subclass's __init__ may take
+        # other arguments than the message args holds (SubmitError(errno, message),
+        # GpuError(info, ...)): each says which (_init_args); the attributes (and add_note's
+        # __notes__) come back from __dict__.
+        return type(self), self._init_args(), self.__dict__
+
+    def _init_args(self) -> tuple:
+        return self.args
 
 
 class GpuError(UmdError):
@@ -47,6 +58,9 @@ class GpuError(UmdError):
             msg += "; the queue's context was reset for it and takes no more work: make a new queue"
         super().__init__(msg)
 
+    def _init_args(self) -> tuple:
+        return self.info, self.command, self.waited_for, self.refused
+
 
 class GpuTimeout(UmdError, TimeoutError):
     """A wait ran out of (simulated) time before the GPU got there."""
@@ -59,6 +73,9 @@ class SubmitError(UmdError):
     def __init__(self, errno_: int, message: str):
         self.errno = errno_
         super().__init__(message)
+
+    def _init_args(self) -> tuple:
+        return self.errno, self.args[0]
 
 
 class OutOfMemory(UmdError, MemoryError):
@@ -74,7 +91,19 @@ class OutOfMemory(UmdError, MemoryError):
 
 class DeviceLost(UmdError):
     """The kernel's EIO: the device could not be recovered (a failed reset: nothing runs any
-    more), or the queue's context is banned, having caused `ban_after_hangs` resets (3): the
-    message says which ("context N is banned"); a banned queue's device and its other
-    queues still run. (The kernel answers both with EIO, so the UMD cannot tell them apart
-    by more than its message.)"""
+    more). A queue whose own context is banned raises QueueBanned, a DeviceLost too (code
+    written for `except DeviceLost` still catches it), while its device runs on."""
+
+
+class QueueBanned(DeviceLost):
+    """The queue's context is banned: its work caused `ban_after_hangs` (3) GPU resets, and
+    the kernel refuses its submissions (EIO, as i915 bans; CTX QUERY_STATE says BANNED, the
+    flag this KMD adds to amdgpu's QUERY2 flags). The device and its other queues still
+    run: make a new queue (Device.queue()). Attribute: `context` (the context id)."""
+
+    def __init__(self, message: str, context: int):
+        self.context = context
+        super().__init__(message)
+
+    def _init_args(self) -> tuple:
+        return self.args[0], self.context

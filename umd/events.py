@@ -14,7 +14,7 @@ from spec import pm4, sdma
 from . import submit
 from .errors import SubmitError
 from .queue import QBO_TIMELINE, QBO_TS_FIRST, QBO_TS_SLOTS, Queue, queue_flush
-from .runtime import DEFAULT_TIMEOUT, M32, _timeout, api_call
+from .runtime import _UNSET, DEFAULT_TIMEOUT, M32, _timeout, _timeout_alias, api_call
 from .submit import PendingCs
 
 
@@ -40,11 +40,13 @@ class Event:
         return seq_passed(self.value, int(self.queue.q32[QBO_TIMELINE]))
 
     @api_call("Event.wait")
-    def wait(self, timeout_cycles: int = DEFAULT_TIMEOUT) -> bool:
-        """True once signalled, False if `timeout_cycles` pass first. Checks memory first,
-        then the user fence, and asks the kernel (WAIT_CS) last; raises GpuError when the
-        GPU failed on this queue."""
-        timeout_cycles = _timeout("wait", timeout_cycles)
+    def wait(self, timeout: int | None = DEFAULT_TIMEOUT, *, timeout_cycles: int | None = _UNSET) -> bool:
+        """True once signalled, False if `timeout` GPU cycles pass first (default
+        DEFAULT_TIMEOUT; None: no bound but the KMD's job timer, which ends a job that makes
+        no progress). Checks memory first, then the user fence, and asks the kernel (WAIT_CS)
+        last; raises GpuError when the GPU failed on this queue. `timeout_cycles=` is the
+        keyword's old name, still taken."""
+        timeout_cycles = _timeout("wait", _timeout_alias("wait", timeout, timeout_cycles, "timeout_cycles"))
         if self.signalled():
             return True
         q = self.queue

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 from kmd_model.ioctl.copyin import shown
 from kmd_model.sched.fence import seq_passed
 from kmd_model.log import get_logger
-from kmd_model.uapi import CsChunkFence, CsChunkIb, CtxPriority, HwIp, KmdError
+from kmd_model.uapi import CsChunkFence, CsChunkIb, CtxPriority, CtxQueryFlags, HwIp, KmdError
 from spec import packets, pm4, sdma
 
 from . import submit
-from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, SubmitError, UmdError
+from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, QueueBanned, SubmitError, UmdError
 from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _close_after, _Dispatched, _dwords, _index, _own_buffer,
                       _raise_first, _timeout, device_alloc)
 from .submit import PendingCs
@@ -321,11 +321,22 @@ class Queue(_Dispatched):
             # a CS refused for its context's earlier error (not a wait that found it failed)
             raise GpuError(e.info, self._find_command(e.info.addr), refused=cs) from e
         if e.errno == errno.EIO:
+            # EIO is a banned context's or a lost device's: the context's query tells them apart
+            if self._banned():
+                raise QueueBanned(f"{what}: this {self.engine} queue (context {self.ctx_id}) is banned ({e.message}); "
+                                  "the device and its other queues still run: make a new queue (Device.queue())",
+                                  self.ctx_id) from e
             raise DeviceLost(f"{what}: {e.message}") from e
         if e.errno == errno.ENOMEM:
             raise OutOfMemory(f"{what}: queue (context {self.ctx_id}), {len(self.inflight)} submissions in flight "
                               f"(max_inflight={self.max_inflight}): {e.message}") from e
         raise SubmitError(e.errno, f"{what}: {e}") from e
+
+    def _banned(self) -> bool:
+        try:
+            return bool(self.ws.ctx_query(self.ctx_id).flags & CtxQueryFlags.BANNED)
+        except KmdError:
+            return False  # (no answer: the device, not the queue, is what is lost)
 
     def _wait_seq(self, seq: int, timeout: int, what: str) -> bool:
         if self.seq_done(seq):
@@ -406,9 +417,11 @@ def queue_write_batched(self: Queue, buf: Buffer, offset: int, data: Any) -> Non
     """Record WRITE_DATA packets writing `data` (an int, a list of dwords, an integer array
     of dwords, or bytes-like: a multiple of 4 bytes) at buf+offset; they are submitted at
     the next flush. A uint8 array is refused (its bytes are not its elements): pass
-    .tobytes() or .astype(np.uint32)."""
-    words = _dwords("write", data)
+    .tobytes() or .astype(np.uint32). No data records nothing (as every empty transfer)."""
+    words = _dwords("write", data, empty=True)
     addr = _own_buffer(self.device, "write", "buf", buf)._range("write", offset, 4 * len(words))
+    if not words:
+        return
     label = self._label("write")
     step = self.max_write_dw
     for i in range(0, len(words), step):
@@ -529,11 +542,11 @@ def _cs_submit(q: Queue, first_ib: tuple[int, int], ibs: list, sizes: list, deps
     return seq, ncs
 
 
-def queue_finish(self: Queue, timeout: int = DEFAULT_TIMEOUT) -> None:
+def queue_finish(self: Queue, timeout: int | None = DEFAULT_TIMEOUT) -> None:
     """Flush, then wait until the GPU has done everything submitted on this queue (an
     async queue's flushes included: a refused one is raised here at the latest).
-    `timeout` is in GPU cycles (as Event.wait's timeout_cycles); when they pass first,
-    GpuTimeout is raised (where Event.wait returns False)."""
+    `timeout` is in GPU cycles, as every wait's (None: no bound but the KMD's job timer);
+    when they pass first, GpuTimeout is raised (where Event.wait returns False)."""
     _finish(self, _timeout("finish", timeout, "timeout"), "finish")
 
 

@@ -385,22 +385,53 @@ def _own_buffer(device: Device, call: str, name: str, buf: Any) -> "Buffer":
     return buf
 
 
-def _timeout(call: str, v: Any, name: str = "timeout_cycles") -> int:
-    """A wait's bound in GPU cycles, checked here whatever the wait would find (an event
-    already signalled too), so a bad value is the caller's error, not the kernel's EINVAL."""
+FOREVER = (1 << 64) - 1  # the KMD's "no bound" (amdgpu's AMDGPU_TIMEOUT_INFINITE): a wait's timeout=None
+
+
+def _timeout(call: str, v: Any, name: str = "timeout") -> int:
+    """A wait's bound in GPU cycles (None: none, FOREVER; the KMD's job timer still ends a
+    job that stops making progress), checked here whatever the wait would find (an event
+    already signalled too), so a bad value is the caller's error, not the kernel's EINVAL.
+    Every waiting call names it `timeout` (docs/architecture.md, "The UMD's API rules")."""
+    if v is None:
+        return FOREVER
+    if isinstance(v, bool) or not hasattr(type(v), "__index__"):
+        raise TypeError(f"{call}: {name} must be an int (GPU cycles) or None, not {shown(v)}")
     v = _index(call, name, v)
     if not 0 <= v < 1 << 64:
-        raise ValueError(f"{call}: {name} must be in [0, 2**64), not {v}")
+        raise ValueError(f"{call}: {name} must be in [0, 2**64) or None, not {v}")
     return v
 
 
-def _dwords(call: str, data: Any, name: str = "data") -> list[int]:
+class _Unset:
+    def __repr__(self) -> str:  # (what help() shows for the keyword's default)
+        return "<not given>"
+
+
+_UNSET: Any = _Unset()  # an optional keyword the caller did not pass
+
+
+def _timeout_alias(call: str, timeout: Any, old: Any, old_name: str) -> Any:
+    """`timeout`, or the keyword an earlier release called it (`old_name`), kept as an alias
+    so apps written for it run unchanged; both at once (timeout not its default) is the
+    caller's mistake."""
+    if old is _UNSET:
+        return timeout
+    if timeout is None or timeout != DEFAULT_TIMEOUT:
+        raise TypeError(f"{call}: timeout and {old_name} (its old name) both given: pass timeout only")
+    return old
+
+
+def _dwords(call: str, data: Any, name: str = "data", empty: bool = False) -> list[int]:
     """`data` (argument `name` of `call`) as dwords: an int, a list or tuple of them, an
-    integer array (an element a dword), or bytes-like (its bytes, little-endian dwords)."""
+    integer array (an element a dword), or bytes-like (its bytes, little-endian dwords).
+    `empty`: none at all is allowed (a transfer of nothing: write's data), else refused
+    (emit_raw's packets)."""
     if isinstance(data, (bytes, bytearray, memoryview)):
         b = bytes(data)
-        if not b or len(b) % 4:
-            raise ValueError(f"{call}: bytes {name} must be a non-empty multiple of 4 bytes, not {len(b)}")
+        if len(b) % 4 or not (b or empty):
+            what = "a multiple of 4 bytes" if empty else "a non-empty multiple of 4 bytes"
+            raise ValueError(f"{call}: bytes {name} must be {what}, not {len(b)}")
         return np.frombuffer(b, "<u4").tolist()
     if isinstance(data, np.ndarray):
         if data.dtype.kind not in "ui":
@@ -415,7 +446,7 @@ def _dwords(call: str, data: Any, name: str = "data") -> list[int]:
         words = list(data)
     else:
         words = [_index(call, name, data)]
-    if not words:
+    if not words and not empty:
         raise ValueError(f"{call}: {name} is empty")
     for i, w in enumerate(words):
         words[i] = w = _index(call, f"{name}[{i}]", w)
