@@ -30,6 +30,10 @@ class GpuError(UmdError):
     (0x201040), context 3", plus the API call that recorded the packet when the UMD still
     knows it. Attributes: `info` (the KMD's decoded error: code, level, opcode,
     opcode_name, offset, addr, ctx_id, seq), `command` (e.g. "Queue.emit_raw() #3") or None.
+    A fault (VM_FAULT, a bus error) latches the access's address, not the packet's: the
+    UMD finds the packet at IB+offset in the failed submission's IBs; when it cannot, the
+    message says why (`unnamed`: the kernel's ring, an IB2 of the app's own, chained IBs
+    with packets at that offset from more than one call).
 
     A queue whose error took a reset of the whole GPU (the gfx ring's recovery) stays
     failed (the kernel's guilty context, as amdgpu's): its later flushes raise the same
@@ -40,7 +44,7 @@ class GpuError(UmdError):
     """
 
     def __init__(self, info: HwErrorInfo, command: str | None = None, waited_for: bool = False,
-                 refused: bool = False):
+                 refused: bool = False, unnamed: str | None = None):
         self.info = info
         self.command = command
         self.code = info.code
@@ -54,12 +58,15 @@ class GpuError(UmdError):
         msg = f"GPU error{' in a job this queue waited for (wait_event)' if waited_for else ''}: {info.message}"
         if command:
             msg += f" (recorded by {command})"
+        elif unnamed:  # (a fault names the access's address: why no packet's call could be found)
+            msg += f" (no API call named: {unnamed})"
+        self.unnamed = unnamed
         if refused:
             msg += "; the queue's context was reset for it and takes no more work: make a new queue"
         super().__init__(msg)
 
     def _init_args(self) -> tuple:
-        return self.info, self.command, self.waited_for, self.refused
+        return self.info, self.command, self.waited_for, self.refused, self.unnamed
 
 
 class GpuTimeout(UmdError, TimeoutError):

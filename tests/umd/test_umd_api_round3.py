@@ -1,0 +1,237 @@
+"""A new user's and an outside app writer's third round against the UMD API (README.md,
+docs/tutorial.md, the umd docstrings, docs/architecture.md "The UMD's API rules"): one
+keyword and meaning for every wait's bound, exceptions that cross a process boundary, one
+rule for empty transfers, a fault's packet named by the call that recorded it, a banned
+queue told from a lost device; then the programs such users write next (wrong types,
+wrong order, reuse after close, sizes at the edges, numpy views, threads, ^C)."""
+
+from __future__ import annotations
+
+import errno
+import pickle
+import re
+
+import numpy as np
+import pytest
+
+import kmd_model
+import umd
+from kmd_model.core.kmd import KmdParams
+from kmd_model.uapi import CtxArgs, CtxOp, CtxQueryFlags, HwErrorInfo, Request
+from spec import pm4, sdma
+from testbench.refmodel import RefModel
+
+
+def _gpu(params: KmdParams | None = None, **kw):
+    kmd_model.bind(RefModel(), params)
+    return umd.open(**kw)
+
+
+def _raises(exc, message, fn, *args, **kwargs):
+    with pytest.raises(exc, match="^" + re.escape(message) + "$"):
+        fn(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------- timeouts
+
+def test_every_wait_names_its_bound_timeout():
+    """Event.wait(timeout_cycles=) and Queue.finish(timeout=) named the same bound two ways,
+    and None (wait for ever) was a TypeError in both; download took None as "the default".
+    Now each waiting call takes `timeout` (GPU cycles, None: no bound but the KMD's job
+    timer), Event.wait still takes its old keyword, and a bad value names call and argument."""
+    gpu = _gpu()
+    q, buf = gpu.queue(), gpu.alloc(64)
+    q.write(buf, 0, 7)
+    ev = q.signal()
+    assert ev.wait(None) and ev.wait(timeout=None) and ev.wait(timeout=0) and ev.wait(timeout_cycles=10)
+    q.finish(None)
+    q.finish(timeout=None)
+    assert q.download(buf, 0, 4, timeout=None).view("<u4").tolist() == [7]
+    _raises(TypeError, "wait: timeout and timeout_cycles (its old name) both given: pass timeout only",
+            ev.wait, 5, timeout_cycles=5)
+    _raises(TypeError, "wait: timeout and timeout_cycles (its old name) both given: pass timeout only",
+            ev.wait, None, timeout_cycles=5)
+    for fn, name in ((ev.wait, "wait"), (q.finish, "finish"),
+                     (lambda t: q.download(buf, 0, 4, timeout=t), "download")):
+        _raises(TypeError, f"{name}: timeout must be an int (GPU cycles) or None, not 1.5", fn, 1.5)
+        _raises(TypeError, f"{name}: timeout must be an int (GPU cycles) or None, not '9'", fn, "9")
+        _raises(TypeError, f"{name}: timeout must be an int (GPU cycles) or None, not True", fn, True)
+        _raises(ValueError, f"{name}: timeout must be in [0, 2**64) or None, not -1", fn, -1)
+    _raises(TypeError, "wait: timeout must be an int (GPU cycles) or None, not 1.5", ev.wait, timeout_cycles=1.5)
+    gpu.close()
+
+
+def test_a_wait_without_bound_ends_with_the_job_timer():
+    """timeout=None waits for ever as far as the UMD goes: a job that never ends (a
+    WAIT_REG_MEM nobody satisfies) is ended by the KMD's job timer, and the wait raises its
+    GpuError rather than hanging or returning False."""
+    gpu = _gpu(KmdParams(job_timeout=20_000))
+    q, flag = gpu.queue(), gpu.alloc(64)
+    q.wait_mem(flag, 0, 1)
+    ev = q.signal()
+    with pytest.raises(umd.GpuError, match="timed out"):
+        ev.wait(None)
+    gpu.queue().finish(None)  # (the device runs on)
+    gpu.close()
+
+
+# ---------------------------------------------------------------------------- exceptions
+
+_INFO = HwErrorInfo(code="ILLEGAL_OPCODE", level="IB1", opcode=0x7B, opcode_name=None, offset=0x14,
+                    addr=0x102014, seq=1, ctx_id=3, message="illegal opcode 0x7b at IB+0x14 (0x102014), context 3")
+
+
+@pytest.mark.parametrize("err, attrs", [
+    (umd.UmdError("open: no GPU is bound yet"), {}),
+    (umd.GpuError(_INFO, "Queue.emit_raw() #4", refused=True), {"info": _INFO, "command": "Queue.emit_raw() #4",
+                                                                "refused": True, "code": "ILLEGAL_OPCODE",
+                                                                "context": 3, "ib_offset": 0x14}),
+    (umd.GpuError(_INFO, None, unnamed="the fault is in the kernel's ring packets"),
+     {"command": None, "unnamed": "the fault is in the kernel's ring packets"}),
+    (umd.GpuTimeout("finish: queue (context 1) not idle after 10 cycles"), {}),
+    (umd.SubmitError(errno.EFAULT, "flush: EFAULT: CS: ..."), {"errno": errno.EFAULT}),
+    (umd.OutOfMemory("alloc: no device memory"), {}),
+    (umd.DeviceLost("flush: CS: the device is wedged"), {}),
+    (umd.QueueBanned("flush: this copy queue (context 2) is banned", 2), {"context": 2}),
+], ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else "")
+def test_every_error_pickles_with_its_attributes(err, attrs):
+    """multiprocessing and concurrent.futures carry a worker's exception back by pickle, which
+    rebuilds it as cls(*args): SubmitError(message) lacked its errno ("missing 1 required
+    positional argument") and GpuError(message) took the message for its info. Each class
+    comes back as itself, with its message, its attributes and its notes."""
+    err.add_note("while copying chunk 3")
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is type(err) and str(back) == str(err) and back.args == err.args
+    assert back.__notes__ == ["while copying chunk 3"]
+    for name, value in attrs.items():
+        assert getattr(back, name) == value, name
+
+
+def test_a_raised_gpu_error_pickles():
+    """The GpuError a real hang raises (its info the KMD's, its command the UMD's) too."""
+    gpu = _gpu(KmdParams(cs_check=False))
+    q = gpu.queue()
+    q.emit_raw([pm4.header(0x7B, 0)])
+    with pytest.raises(umd.GpuError) as ei:
+        q.finish()
+    back = pickle.loads(pickle.dumps(ei.value))
+    assert str(back) == str(ei.value) and back.command == "Queue.emit_raw() #1" and back.info == ei.value.info
+    gpu.close()
+
+
+# ---------------------------------------------------------------------------- empty transfers
+
+@pytest.mark.parametrize("engine", ["gfx", "copy"])
+def test_an_empty_transfer_records_nothing(engine):
+    """write([]) and write(b"") were ValueErrors while upload(b""), copy/fill of 0 bytes and
+    download of 0 were no-ops. One rule now: an empty transfer is checked as any other (its
+    buffer, its offset within the buffer) and records nothing, no command toward the flush
+    threshold either; emit_raw, which records packets, still refuses none."""
+    gpu = _gpu()
+    q, a, b = gpu.queue(engine=engine, flush_threshold=1), gpu.alloc(64), gpu.alloc(64)
+    empties = [lambda: q.write(a, 0, []), lambda: q.write(a, 64, b""), lambda: q.write(a, 8, np.zeros(0, np.uint32)),
+               lambda: q.write(a, 0, ()), lambda: q.upload(a, 64, b""), lambda: q.upload(a, 0, np.zeros((0, 3))),
+               lambda: q.copy(a, 0, b, 0, 0), lambda: q.fill(a, 64, 0, 5)]
+    for fn in empties:
+        fn()
+        assert q.calls == 0 and q.flushes == 0 and not q.cmdbuf.ibs
+    got = q.download(a, 64, 0)
+    assert got.dtype == np.uint8 and got.shape == (0,) and q.flushes == 0  # (nothing to wait for)
+    # still checked: the buffer, the offset, the types
+    _raises(ValueError, "write: [0x44, 0x44) is outside the 0x40-byte buffer", q.write, a, 68, [])
+    _raises(ValueError, "upload: [0x44, 0x44) is outside the 0x40-byte buffer", q.upload, a, 68, b"")
+    _raises(ValueError, "write: bytes data must be a multiple of 4 bytes, not 3", q.write, a, 0, b"abc")
+    _raises(TypeError, "write: buf must be a umd Buffer, not None", q.write, None, 0, [])
+    _raises(ValueError, "emit_raw: dwords is empty", q.emit_raw, [])
+    assert q.calls == 0
+    gpu.close()
+
+
+# ---------------------------------------------------------------------------- faults
+
+_UNMAPPED = 0x7000_0000  # (no buffer of these tests is there: the VA allocator starts low)
+
+
+def test_a_vm_fault_names_the_command_that_recorded_its_packet():
+    """A fault latches the access's address, not the packet's, and the GpuError's `command`
+    was None: the UMD looked the fault address up among its packets. It finds the packet at
+    IB+offset of the failed submission's IBs (where several IBs have one there, the one
+    whose address is near the fault's), and says why when it cannot."""
+    gpu = _gpu()
+    # the copy engine's queue: its packets' addresses are the engine's to check
+    q, buf = gpu.queue(engine="copy"), gpu.alloc(64)
+    q.write(buf, 0, 1)
+    q.emit_raw(sdma.write_linear(_UNMAPPED, [1]))
+    with pytest.raises(umd.GpuError) as ei:
+        q.finish()
+    assert ei.value.code == "VM_FAULT" and ei.value.command == "Queue.emit_raw() #2"
+    assert str(ei.value).endswith("sdma0, context 1 (recorded by Queue.emit_raw() #2)")
+    # many IBs in one submission (a copy queue's IBs are CS chunks of their own)
+    q = gpu.queue(engine="copy", ib_size_dw=64)
+    for i in range(40):
+        q.write(buf, 4, i)
+    q.emit_raw(sdma.write_linear(_UNMAPPED + 8, [1]))
+    q.write(buf, 4, 99)
+    with pytest.raises(umd.GpuError) as ei:
+        q.finish()
+    assert ei.value.command == "Queue.emit_raw() #41", str(ei.value)
+    gpu.close()
+
+
+def test_a_fault_no_recorded_command_holds_says_why():
+    """A gfx fault in an IB2 the app's own INDIRECT_BUFFER ran: no command of the UMD's
+    holds that packet, and the message says so (the checker is off, as for gpu_error.py, so
+    the bad address reaches the CP)."""
+    gpu = _gpu(KmdParams(cs_check=False))
+    q, ib2 = gpu.queue(), gpu.alloc(4096)
+    words = pm4.write_data(_UNMAPPED, [1], wr_confirm=1) + pm4.pad(3)
+    ib2.u32[:len(words)] = words
+    q.emit_raw(pm4.indirect_buffer(ib2.gpu_addr, len(words)))
+    with pytest.raises(umd.GpuError) as ei:
+        q.finish()
+    e = ei.value
+    assert e.code == "VM_FAULT" and e.command is None and e.info.level == "IB2"
+    assert str(e).endswith("(no API call named: the fault is in an IB2, which an INDIRECT_BUFFER of the app's own "
+                           "(emit_raw) ran: the UMD recorded none of its packets)"), str(e)
+    # the same packet in the queue's own IB is named
+    q = gpu.queue()
+    q.write(ib2, 0, 1)
+    q.emit_raw(words)
+    with pytest.raises(umd.GpuError, match=re.escape("(recorded by Queue.emit_raw() #2)")):
+        q.finish()
+    gpu.close()
+
+
+# ---------------------------------------------------------------------------- a banned queue
+
+def test_a_banned_queue_is_not_a_lost_device():
+    """A context that caused ban_after_hangs resets is banned: its CS fails with EIO, which
+    the UMD raised as DeviceLost although the device and its other queues ran. CTX
+    QUERY_STATE now says BANNED (beside amdgpu's QUERY2 flags RESET and GUILTY), and the
+    queue raises QueueBanned, a DeviceLost still, naming the queue and what to do."""
+    gpu = _gpu(KmdParams(job_timeout=20_000))
+    cq, other, flag = gpu.queue(engine="copy"), gpu.queue(), gpu.alloc(64)
+    query = lambda ctx: gpu.ws.ioctl(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, ctx))  # noqa: E731
+    assert query(cq.ctx_id).flags == CtxQueryFlags(0)
+    for _ in range(3):  # a copy queue's hang resets its ring alone: the queue runs on, until banned
+        cq.wait_mem(flag, 0, 1)
+        with pytest.raises(umd.GpuError, match="timed out on sdma0"):
+            cq.finish()
+    assert query(cq.ctx_id).flags == CtxQueryFlags.RESET | CtxQueryFlags.GUILTY | CtxQueryFlags.BANNED
+    assert query(other.ctx_id).flags == CtxQueryFlags.RESET
+    cq.write(flag, 0, 1)
+    msg = (f"flush: this copy queue (context {cq.ctx_id}) is banned (CS: context {cq.ctx_id} is banned: it caused "
+           "3 resets (ban_after_hangs 3)); the device and its other queues still run: make a new queue "
+           "(Device.queue())")
+    _raises(umd.QueueBanned, msg, cq.flush)
+    with pytest.raises(umd.DeviceLost) as ei:  # (what code written for DeviceLost catches)
+        cq.signal().wait()
+    assert type(ei.value) is umd.QueueBanned and ei.value.context == cq.ctx_id
+    other.write(flag, 0, 2)
+    other.finish()
+    new = gpu.queue(engine="copy")
+    new.write(flag, 4, 3)
+    new.finish()
+    assert flag.u32[:2].tolist() == [2, 3]
+    cq.close()
+    gpu.close()
