@@ -14,7 +14,7 @@ from spec import pm4, sdma
 from . import submit
 from .errors import SubmitError
 from .queue import QBO_TIMELINE, QBO_TS_FIRST, QBO_TS_SLOTS, Queue, queue_flush
-from .runtime import _UNSET, DEFAULT_TIMEOUT, M32, _timeout, _timeout_alias, api_call
+from .runtime import _UNSET, DEFAULT_TIMEOUT, M32, _Handle, _timeout, _timeout_alias, api_call
 from .submit import PendingCs
 
 
@@ -22,8 +22,10 @@ from .submit import PendingCs
 
 _NEVER = "the queue of this event was closed before the GPU signalled it (its work failed or was cancelled)"
 
-class Event:
+class Event(_Handle):
     """Signalled when the GPU has executed the queue up to the `signal()` that made it."""
+
+    _what = "a queue's fence"
 
     def __init__(self, queue: Queue, value: int):
         self.queue = queue

@@ -85,6 +85,7 @@ class IbPool:
 
 class Queue(_Dispatched):
     _kind = "Queue"
+    _what = "a GPU context"
 
     def __init__(self, device: Device, flush_threshold: int, ib_size_dw: int, flush_dwords: int | None = None,
                  max_inflight: int = MAX_INFLIGHT, engine: str = "gfx", priority: str = "normal"):

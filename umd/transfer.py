@@ -128,10 +128,12 @@ def queue_upload(self: Queue, dst: Buffer, dst_offset: int, data: Any) -> None:
         raw = np.ascontiguousarray(data).view(np.uint8).ravel()
     else:
         try:
-            raw = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
+            view = memoryview(data)
         except TypeError:
             raise TypeError(f"upload: data must be bytes-like or a numpy array, not {type(data).__name__}") \
                 from None
+        # (a strided view's bytes in order: cast() takes only a contiguous one)
+        raw = np.frombuffer(view.cast("B") if view.c_contiguous else view.tobytes(), dtype=np.uint8)
     d, size = _bytes_range(self, "upload", "dst", dst, dst_offset, raw.size, "dst_offset")
     if size:
         label, step = self._label("upload"), _staging_step(self)

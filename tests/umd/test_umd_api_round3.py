@@ -235,3 +235,84 @@ def test_a_banned_queue_is_not_a_lost_device():
     assert flag.u32[:2].tolist() == [2, 3]
     cq.close()
     gpu.close()
+
+
+# ---------------------------------------------------------------------------- the programs that follow
+
+def test_a_handle_is_not_copied_or_pickled():
+    """copy.copy(buf) made a second Buffer over the same memory: freeing both gave that
+    memory to the next two buffers at once (two live buffers at one gpu_addr). pickle of a
+    buffer or an event failed naming an internal function ("Can't pickle <function
+    Device.alloc>"), deepcopy of a queue "cannot pickle memoryview objects". Every handle
+    (Device, Queue, Buffer, Event, Timestamp) refuses, saying what it is."""
+    import copy
+
+    gpu = _gpu()
+    q, buf = gpu.queue(), gpu.alloc(64)
+    ev, ts = q.signal(), q.timestamp()
+    _raises(TypeError, f"cannot copy or pickle {buf!r}: it is a handle to device memory of this process (a copy "
+            "would free it twice): pass its bytes (Buffer.map().copy(), Queue.download())", copy.copy, buf)
+    for h, what in ((gpu, "the GPU's render node"), (q, "a GPU context"), (buf, "device memory"),
+                    (ev, "a queue's fence"), (ts, "a queue's fence")):
+        for fn in (copy.copy, copy.deepcopy, pickle.dumps):
+            with pytest.raises(TypeError, match=f"^cannot copy or pickle {re.escape(repr(h))}: it is a handle to "
+                                                f"{re.escape(what)} of this process"):
+                fn(h)
+    buf.free()
+    a, b = gpu.alloc(64), gpu.alloc(64)
+    assert a.gpu_addr != b.gpu_addr
+    gpu.close()
+
+
+def test_typed_buffers_write_a_dword_per_item():
+    """write()'s data may be "an integer array" or "bytes-like": array.array('I', ...), a
+    ctypes array or a range were refused as "data must be an int", and a typed memoryview
+    wrote its raw bytes where the same numpy array writes a dword per element. Typed buffers
+    follow numpy's rule (a dword per item), byte buffers are bytes, a generator is refused
+    naming what is taken; upload takes a strided view (its bytes in order)."""
+    import array
+    import ctypes
+
+    gpu = _gpu()
+    q, buf = gpu.queue(), gpu.alloc(256)
+    q.write(buf, 0, array.array("I", [1, 2]))
+    q.write(buf, 8, array.array("H", [3, 4]))  # (two dwords, as np.array([3, 4], np.uint16))
+    q.write(buf, 16, (ctypes.c_uint32 * 2)(5, 6))
+    q.write(buf, 24, range(7, 9))
+    q.write(buf, 32, memoryview(np.arange(20, 24, dtype=np.uint32))[::2])
+    q.write(buf, 40, memoryview(b"\x09\x00\x00\x00\x0a\x00\x00\x00"))
+    q.finish()
+    assert buf.u32[:12].tolist() == [1, 2, 3, 4, 5, 6, 7, 8, 20, 22, 9, 10]
+    _raises(TypeError, "write: data must be an int, a list of ints, an integer array or bytes-like, not "
+            "<generator object>", q.write, buf, 0, _gen())
+    _raises(TypeError, "write: data is a int8 array, whose elements would each be a dword: pass data.tobytes() for "
+            "its bytes, or data.astype(np.uint32) for a dword each", q.write, buf, 0, array.array("b", [1, 2]))
+    _raises(TypeError, "write: data must be an integer array, not float64", q.write, buf, 0, array.array("d", [1.0]))
+    src = np.arange(8, dtype=np.uint32)
+    q.upload(buf, 64, memoryview(src)[::2])  # a strided view: cast() refused it ("bytes-like or a numpy array")
+    q.finish()
+    assert buf.u32[16:20].tolist() == [0, 2, 4, 6]
+    gpu.close()
+
+
+class _Gen:
+    def __repr__(self):
+        return "<generator object>"
+
+    def __iter__(self):
+        return iter([1])
+
+
+def _gen():
+    return _Gen()
+
+
+def test_alloc_past_the_address_space_names_alloc():
+    """alloc(1 << 40) raised OutOfMemory("GPU virtual address space exhausted: ..."), the VA
+    allocator's words, naming no call; every other alloc error begins "alloc:"."""
+    gpu = _gpu()
+    with pytest.raises(umd.OutOfMemory, match=r"^alloc: GPU virtual address space exhausted: no free range of "
+                                               r"0x10000001000 bytes") as ei:
+        gpu.alloc(1 << 40)
+    assert ei.value.__context__ is None
+    gpu.close()

@@ -55,7 +55,8 @@ def test_argument_errors():
     _raises(TypeError, "write: data must be an integer array, not float64", q.write, buf, 0, np.zeros(2))
     _raises(ValueError, "write: data[1] must fit in 32 bits, not 0x100000000", q.write, buf, 0, [0, 1 << 32])
     _raises(ValueError, "write: data[0] must fit in 32 bits, not -0x1", q.write, buf, 0, [-1])
-    _raises(TypeError, "write: data must be an int, not 'x'", q.write, buf, 0, "x")
+    _raises(TypeError, "write: data must be an int, a list of ints, an integer array or bytes-like, not 'x'",
+            q.write, buf, 0, "x")
     _raises(TypeError, "write: data[0] must be an int, not 1.0", q.write, buf, 0, [1.0])
     _raises(ValueError, "write: offset must be a non-negative multiple of 4, not 2", q.write, buf, 2, 1)
     _raises(ValueError, "write: offset must be a non-negative multiple of 4, not -4", q.write, buf, -4, 1)
@@ -76,7 +77,8 @@ def test_argument_errors():
     # emit_raw takes its dwords as write does, and names itself
     _raises(ValueError, "emit_raw: dwords is empty", q.emit_raw, [])
     _raises(ValueError, "emit_raw: dwords[1] must fit in 32 bits, not 0x100000000", q.emit_raw, [0, 1 << 32])
-    _raises(TypeError, "emit_raw: dwords must be an int, not 'x'", q.emit_raw, "x")
+    _raises(TypeError, "emit_raw: dwords must be an int, a list of ints, an integer array or bytes-like, not 'x'",
+            q.emit_raw, "x")
     # wait_mem: 32-bit ref and mask, boundaries included
     _raises(ValueError, "wait_mem: compare must be one of always, <, <=, ==, !=, >=, >, not '~'",
             q.wait_mem, buf, 0, 1, compare="~")
