@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Any
 from kmd_model.ioctl.copyin import shown
 from kmd_model.sched.fence import seq_passed
 from kmd_model.log import get_logger
-from kmd_model.uapi import CsChunkFence, CsChunkIb, CtxPriority, CtxQueryFlags, HwErrorInfo, HwIp, KmdError
+from kmd_model.uapi import CsChunkFence, CsChunkIb, CtxPriority, CtxQueryFlags, HwIp, KmdError
 from spec import packets, pm4, sdma
 
-from . import submit
+from . import faults, submit
 from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, QueueBanned, SubmitError, UmdError
 from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _close_after, _Dispatched, _dwords, _index, _own_buffer,
                       _raise_first, _timeout, device_alloc)
+from .signals import deferred_sigint
 from .submit import PendingCs
 from .winsys.cmdbuf import CmdBuf
 
@@ -38,8 +39,6 @@ log = get_logger("umd")
 MAX_INFLIGHT = 32  # submissions a queue has in flight before a flush waits for the oldest
 _POLL_INTERVAL = packets.WAIT_REG_MEM.field("POLL_INTERVAL")
 COMPARE = {"always": "ALWAYS", "<": "LT", "<=": "LE", "==": "EQ", "!=": "NE", ">=": "GE", ">": "GT"}
-# the errors whose address (CP_ERROR_ADDR) is the faulting access's, not the packet's
-_FAULTS = ("VM_FAULT", "BUS_SLVERR", "BUS_DECERR")
 # A queue's engine: the CS ring it submits to (HW IP type, ring 0)
 ENGINES = {"gfx": HwIp.GFX, "copy": HwIp.DMA}
 PRIORITIES = {"low": CtxPriority.LOW, "normal": CtxPriority.NORMAL, "high": CtxPriority.HIGH}
@@ -306,45 +305,6 @@ class Queue(_Dispatched):
         while self.inflight and self.seq_done(self.inflight[0].seq):
             self.pool.free.extend(self.inflight.popleft().ibs)
 
-    def _find_command(self, info: HwErrorInfo) -> tuple[str | None, str | None]:
-        """The API call that recorded the packet the error names, or None and why none is
-        named (for a fault, whose address is the access's, not the packet's)."""
-        if info.code not in _FAULTS:  # CP_ERROR_ADDR is the packet's own address
-            for sub in self.inflight:
-                if info.addr in sub.labels:
-                    return sub.labels[info.addr], None
-            return None, None
-        # a fault: the packet is at IB+offset of one of the failed submission's IBs
-        if info.level == "RING":
-            return None, "the fault is in the kernel's ring packets, which no API call recorded"
-        if info.level != "IB1":
-            return None, (f"the fault is in an {info.level}, which an INDIRECT_BUFFER of the app's own "
-                          "(emit_raw) ran: the UMD recorded none of its packets")
-        sub = next((s for s in self.inflight if seq_passed(info.seq, s.seq)), None)
-        if sub is None:
-            return None, "the UMD no longer holds the failed submission's commands"
-        at = [(ib, ib.gpu_addr + info.offset) for ib in sub.ibs if ib.gpu_addr + info.offset in sub.labels]
-        if len(at) > 1:  # (several IBs: the CP latches no IB base) the packet whose address is near the fault's
-            at = [(ib, a) for ib, a in at if self._packet_reaches(ib, info.offset, info.addr)] or at
-        named = sorted({sub.labels[a] for _, a in at})
-        if len(named) == 1:
-            return named[0], None
-        if not named:
-            return None, f"no packet the UMD recorded starts at IB+{info.offset:#x}"
-        return None, (f"the CP latches no IB base, and IB+{info.offset:#x} of the submission's IBs is "
-                      f"{' or '.join(named)}")
-
-    def _packet_reaches(self, ib: Buffer, offset: int, addr: int) -> bool:
-        """Does the packet at `offset` of `ib` (the UMD's own copy) name an address at most one
-        packet's transfer below `addr` (the fault's)?"""
-        codec = sdma if self.copy_engine else pm4
-        item = codec.decode(ib.u32[offset // 4: offset // 4 + self.cmdbuf.max_packet_dw].tolist())
-        if not item.ok:
-            return False
-        reach = max(self.dma_chunk, 4 * self.max_write_dw)
-        return any(0 <= addr - v < reach for name, v in item.args.items()
-                   if name in ("addr", "src", "dst") and isinstance(v, int))
-
     def _raise_from(self, e: KmdError, what: str, cs: bool = False) -> None:
         """Turn a KMD error into the UMD's exception (a WAIT_CS's ETIME never comes here:
         _wait_seq answers it with False, and the caller says what timed out). `cs`: the
@@ -355,7 +315,7 @@ class Queue(_Dispatched):
             if e.info.ctx_id and e.info.ctx_id != self.ctx_id:  # a dependency's error: its job was cancelled
                 raise GpuError(e.info, None, waited_for=True) from e
             # a CS refused for its context's earlier error (not a wait that found it failed)
-            command, unnamed = self._find_command(e.info)
+            command, unnamed = faults.find_command(self, e.info)
             raise GpuError(e.info, command, refused=cs, unnamed=unnamed) from e
         if e.errno == errno.EIO:
             # EIO is a banned context's or a lost device's: the context's query tells them apart
@@ -514,6 +474,13 @@ def queue_flush(self: Queue) -> int | None:
         return None
     if len(self.inflight) + len(self.pending) >= self.max_inflight:
         self._throttle("flush")
+    with deferred_sigint():  # (a ^C between the CS and its bookkeeping lost the submission)
+        return _submit_recorded(self)
+
+
+def _submit_recorded(self: Queue) -> int | None:
+    """queue_flush's CS and its bookkeeping, which a ^C must not separate."""
+    cb = self.cmdbuf
     first = cb.end()
     ibs = [ib.buf for ib in cb.ibs]
     labels = cb.labels

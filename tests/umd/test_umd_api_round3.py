@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import pickle
 import re
+import signal
 
 import numpy as np
 import pytest
@@ -315,4 +316,50 @@ def test_alloc_past_the_address_space_names_alloc():
                                                r"0x10000001000 bytes") as ei:
         gpu.alloc(1 << 40)
     assert ei.value.__context__ is None
+    gpu.close()
+
+
+class _CtrlC(RefModel):
+    """The model, with a ^C (SIGINT) arriving during its `arm`-th wait for an interrupt from
+    now (a CS ioctl services interrupts first, a wait waits for one)."""
+
+    arm = 0
+
+    def wait_irq(self, timeout_cycles: int) -> bool:
+        if self.arm:
+            self.arm -= 1
+            if not self.arm:
+                signal.raise_signal(signal.SIGINT)
+        return super().wait_irq(timeout_cycles)
+
+
+def test_ctrl_c_during_a_flush_loses_nothing():
+    """A ^C that arrived during a flush's CS ioctl lost the submission silently: the
+    recorded commands had left the queue, the seqno was never recorded, and the next
+    finish() and Event.wait() answered at once, the write never done. A flush now holds
+    SIGINT until its CS and bookkeeping are done (as the kernel delivers a signal after the
+    ioctl): the KeyboardInterrupt comes, and the submission stands. A wait stays
+    interruptible, and can be waited on again."""
+    dev = _CtrlC()
+    kmd_model.bind(dev)
+    gpu = umd.open()
+    q, out, flag = gpu.queue(), gpu.alloc(64), gpu.alloc(64)
+    q.write(out, 4, 6)
+    dev.arm = 1
+    with pytest.raises(KeyboardInterrupt):
+        q.finish()
+    assert q.last_seq is not None and q.flushes == 1
+    q.finish()
+    assert out.u32[1] == 6
+    q.wait_mem(flag, 0, 1)
+    q.write(out, 0, 5)
+    ev = q.signal()
+    q.flush()
+    dev.arm = 2
+    with pytest.raises(KeyboardInterrupt):
+        ev.wait(None)
+    assert not ev.signalled()
+    flag.u32[0] = 1
+    assert ev.wait() and out.u32[:2].tolist() == [5, 6]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # (given back)
     gpu.close()
