@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 
 from kmd_model.ioctl.copyin import shown
+from kmd_model.uapi import KmdError
 from kmd_model.sched.fence import seq_passed
 from spec import pm4, sdma
 
@@ -49,7 +50,7 @@ class Event(_Handle):
         last; raises GpuError when the GPU failed on this queue. `timeout_cycles=` is the
         keyword's old name, still taken."""
         timeout_cycles = _timeout("wait", _timeout_alias("wait", timeout, timeout_cycles, "timeout_cycles"))
-        if self.signalled():
+        if self.signalled() and self._proven():
             return True
         q = self.queue
         if q.closed:  # its close() finished what it could: this will never be signalled
@@ -65,10 +66,22 @@ class Event(_Handle):
         if not q._wait_seq(self.seq, timeout_cycles, "wait"):  # type: ignore[arg-type]
             return False
         q._reclaim()
+        if not self._done() or not self._proven():
+            # its submission has ended but did not signal it (or the queue has seen a job
+            # fail): the kernel keeps a failed job's error, the one to raise, not "False",
+            # which says time ran out (as a copy queue's event did after its job's reset)
+            try:
+                q.ws.wait_cs(q.ctx_id, self.seq, 0)
+            except KmdError as e:
+                q._raise_from(e, "wait")
         return self._done()
 
     def _done(self) -> bool:
         return self.signalled()
+
+    def _proven(self) -> bool:
+        """Does memory prove the GPU got here? Its value in the timeline does."""
+        return True
 
     def __repr__(self) -> str:
         return f"<umd.Event {self.value} {'lost' if self.lost else 'signalled' if self.signalled() else 'pending'}>"
@@ -106,6 +119,12 @@ class Timestamp(Event):
 
     def _done(self) -> bool:
         return True
+
+    def _proven(self) -> bool:
+        # its slot is written by the job, whose end passes the fence even when a ring reset
+        # cancelled it: from the queue's first failed job on, the kernel says whether this one ran
+        f = self.queue.failed_from
+        return f is None or self.seq is None or not seq_passed(f, self.seq)
 
     @property
     def cycles(self) -> int:

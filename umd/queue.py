@@ -166,6 +166,9 @@ class Queue(_Dispatched):
         self.async_errors: list[UmdError] = []
         self.async_flushes = 0
         self._closing = False
+        # the seqno of its first job a GpuError was raised for: from it on, a seqno the fence has
+        # passed may be a job a ring reset cancelled (jobs before it ended well: they end in order)
+        self.failed_from: int | None = None
         # data dwords per write packet: the packet's own limit (WRITE_DATA: COUNT's range less
         # its 3 fixed dwords; SDMA WRITE_LINEAR: its count field) and what fits in one IB
         # beside the packet's 4 other dwords
@@ -310,6 +313,8 @@ class Queue(_Dispatched):
         _wait_seq answers it with False, and the caller says what timed out). `cs`: the
         error is a CS ioctl's (a flush's), not a wait's."""
         if e.errno == errno.ECANCELED and e.info is not None:
+            if self.failed_from is None:  # (a dependency's error names the other job: suspect all of ours)
+                self.failed_from = e.info.seq if e.info.ctx_id == self.ctx_id else self.first_seq
             # the KMD's ECANCELED carries the context's decoded error (what CTX QUERY_STATE
             # would return): no need to ask again
             if e.info.ctx_id and e.info.ctx_id != self.ctx_id:  # a dependency's error: its job was cancelled

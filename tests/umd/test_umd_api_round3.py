@@ -363,3 +363,35 @@ def test_ctrl_c_during_a_flush_loses_nothing():
     assert ev.wait() and out.u32[:2].tolist() == [5, 6]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # (given back)
     gpu.close()
+
+
+def test_an_event_of_a_failed_job_raises_rather_than_time_out():
+    """A queue whose ring is reset alone (the copy engine's, the high-priority gfx ring's)
+    runs on after its job fails. An event of the failed job, waited for after the queue's
+    next job ended, answered False, "the timeout ran out", at once and for ever; a
+    timestamp of it read the slot's stale value. Both raise the job's GpuError now."""
+    gpu = _gpu(KmdParams(cs_check=False))
+    buf = gpu.alloc(64)
+    c = gpu.queue(engine="copy")
+    c.emit_raw([0xFFFF_FFF0])  # (no SDMA opcode: the engine stops)
+    lost = c.signal()
+    with pytest.raises(umd.GpuError):
+        c.finish()
+    c.write(buf, 0, 9)
+    c.finish()  # the queue runs on: its fence passes the failed job's seqno
+    with pytest.raises(umd.GpuError, match=r"^GPU error: illegal opcode 0xf0 at IB\+0x0 \(0x[0-9a-f]+\), sdma0"):
+        lost.wait()
+    hi = gpu.queue(priority="high")
+    ok = hi.timestamp()
+    hi.finish()
+    hi.emit_raw([pm4.header(0x7B, 0)])
+    ts = hi.timestamp()
+    with pytest.raises(umd.GpuError):
+        hi.finish()
+    hi.write(buf, 4, 8)
+    hi.finish()
+    with pytest.raises(umd.GpuError, match="illegal opcode 0x7b"):
+        ts.wait()
+    assert ok.wait() and ok.cycles > 0  # (a job before the failed one ended well)
+    assert buf.u32[:2].tolist() == [9, 8]
+    gpu.close()
