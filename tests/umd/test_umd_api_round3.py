@@ -340,6 +340,15 @@ def test_ctrl_c_during_a_flush_loses_nothing():
     SIGINT until its CS and bookkeeping are done (as the kernel delivers a signal after the
     ioctl): the KeyboardInterrupt comes, and the submission stands. A wait stays
     interruptible, and can be waited on again."""
+    # (pytest-xdist's workers ignore SIGINT: the default handler, as a plain Python run has)
+    prev = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _ctrl_c_during_a_flush()
+    finally:
+        signal.signal(signal.SIGINT, prev)
+
+
+def _ctrl_c_during_a_flush():
     dev = _CtrlC()
     kmd_model.bind(dev)
     gpu = umd.open()
@@ -394,4 +403,21 @@ def test_an_event_of_a_failed_job_raises_rather_than_time_out():
         ts.wait()
     assert ok.wait() and ok.cycles > 0  # (a job before the failed one ended well)
     assert buf.u32[:2].tolist() == [9, 8]
+    gpu.close()
+
+
+def test_a_job_stuck_in_a_wait_names_the_wait_mem():
+    """A gfx job the timer ended in an unsatisfied WAIT_REG_MEM: the message said where
+    ("stuck in WAIT_REG_MEM at IB+0x14 (0x...)") but the error's fields had no address
+    (offset 0, addr 0), so `command` was None. The KMD now puts the packet's place in them,
+    and the UMD names the wait_mem() that recorded it."""
+    gpu = _gpu(KmdParams(job_timeout=20_000))
+    q, flag = gpu.queue(), gpu.alloc(64)
+    q.write(flag, 4, 1)
+    q.wait_mem(flag, 0, 1)
+    with pytest.raises(umd.GpuError) as ei:
+        q.finish()
+    e = ei.value
+    assert e.code == "TIMEOUT" and e.command == "Queue.wait_mem() #2" and e.info.offset == 0x14
+    assert str(e).endswith("(recorded by Queue.wait_mem() #2)")
     gpu.close()
