@@ -162,6 +162,7 @@ class Device(_Dispatched):
         self.name = i.backend
         self.queues: list[Queue] = []
         self.buffers: set[Buffer] = set()
+        self.closing = False  # Device.close is freeing everything
         # the VA range and the BOs behind Buffers (umd/winsys/va.py, umd/winsys/pool.py)
         self.mm = MemoryManager(self, i.va_start, i.va_end, i.va_alignment, pools)
 
@@ -262,6 +263,7 @@ def device_close(self: Device) -> None:
     if self.closed:
         return
     errors = []
+    self.closing = True
     for q in list(self.queues):
         try:
             q._close()
@@ -325,7 +327,7 @@ class Buffer(_Handle):
     def map(self) -> np.ndarray:
         """The bytes as a numpy uint8 view of device memory (GEM_MMAP, once per BO)."""
         if self.freed:
-            raise ValueError(f"map: {self!r} was freed")
+            raise ValueError(f"map: {self!r} was freed ({self._freed_by()})")
         if self._view is None:
             # a mapping of its own, revoked at free(): its bytes (a slab's entry, a cached BO)
             # go to the next buffer, which a view kept past free() must not write
@@ -345,11 +347,15 @@ class Buffer(_Handle):
         if self.freed:
             return
         if self._revoke is not None:
-            self._revoke(f"{self!r} was freed (Buffer.free): its CPU mapping is gone")
+            self._revoke(f"{self!r} was freed ({self._freed_by()}): its CPU mapping is gone")
         self.device.mm.free(self)
         self.device.buffers.discard(self)
         self._view = self._revoke = None
         self._freed = True
+
+    def _freed_by(self) -> str:
+        # (an app that closed its device finds its buffers gone too, by no free() of its own)
+        return "its device was closed: Device.close" if self.device.closing else "Buffer.free"
 
     def __enter__(self) -> "Buffer":
         return self

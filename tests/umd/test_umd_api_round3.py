@@ -421,3 +421,21 @@ def test_a_job_stuck_in_a_wait_names_the_wait_mem():
     assert e.code == "TIMEOUT" and e.command == "Queue.wait_mem() #2" and e.info.offset == 0x14
     assert str(e).endswith("(recorded by Queue.wait_mem() #2)")
     gpu.close()
+
+
+def test_a_buffer_of_a_closed_device_says_so():
+    """Device.close frees every buffer: a view the app kept, or its map(), then said "was
+    freed (Buffer.free)", a call the app never made. It names the device's close."""
+    gpu = _gpu()
+    buf = gpu.alloc(64)
+    view = buf.u32
+    gpu.close()
+    with pytest.raises(RuntimeError, match=re.escape(f"{buf!r} was freed (its device was closed: Device.close): "
+                                                     "its CPU mapping is gone")):
+        view[0]
+    _raises(ValueError, f"map: {buf!r} was freed (its device was closed: Device.close)", buf.map)
+    gpu = _gpu()
+    buf = gpu.alloc(64)
+    buf.free()
+    _raises(ValueError, f"map: {buf!r} was freed (Buffer.free)", buf.map)
+    gpu.close()

@@ -103,7 +103,7 @@ def check_argument_errors(dev):
             fn(*args)
         assert str(ei.value) == msg
     buf.free()
-    with pytest.raises(ValueError, match=r"^map: <umd.Buffer GTT 0x[0-9a-f]+\+0x40> was freed$"):
+    with pytest.raises(ValueError, match=r"^map: <umd.Buffer GTT 0x[0-9a-f]+\+0x40> was freed \(Buffer.free\)$"):
         buf.map()
 
 
