@@ -76,6 +76,10 @@ class Event(_Handle):
                 q._raise_from(e, "wait")
         return self._done()
 
+    def __bool__(self) -> bool:
+        # `if ev:` read as "is it done?" was always True, before the GPU got there too
+        raise TypeError(f"{self!r} is not a truth value: ev.signalled() looks (memory only), ev.wait() waits")
+
     def _done(self) -> bool:
         return self.signalled()
 

@@ -439,3 +439,19 @@ def test_a_buffer_of_a_closed_device_says_so():
     buf.free()
     _raises(ValueError, f"map: {buf!r} was freed (Buffer.free)", buf.map)
     gpu.close()
+
+
+def test_an_event_is_not_a_truth_value():
+    """`if ev:` for "has the GPU got there?" was always True, the job not even submitted; an
+    Event (a Timestamp too) is no truth value now, naming the two calls that answer."""
+    gpu = _gpu()
+    q, flag = gpu.queue(), gpu.alloc(64)
+    q.wait_mem(flag, 0, 1)
+    ev, ts = q.signal(), q.timestamp()
+    for e in (ev, ts):
+        _raises(TypeError, f"{e!r} is not a truth value: ev.signalled() looks (memory only), ev.wait() waits",
+                bool, e)
+    assert ev is not None and not ev.signalled()
+    flag.u32[0] = 1
+    assert ev.wait() and ts.wait()
+    gpu.close()
