@@ -410,9 +410,12 @@ class Queue(_Dispatched):
 # -- entry points (the dispatch tables name these)
 
 def queue_write_now(self: Queue, buf: Buffer, offset: int, data: Any) -> None:
-    """API v1: write dwords through the GPU (WRITE_DATA) and submit at once."""
+    """API v1: write dwords through the GPU (WRITE_DATA) and submit at once (no data: nothing
+    is recorded, nor submitted)."""
+    calls = self.calls
     queue_write_batched(self, buf, offset, data)
-    queue_flush(self)
+    if self.calls != calls:
+        queue_flush(self)
 
 
 def queue_write_batched(self: Queue, buf: Buffer, offset: int, data: Any) -> None:

@@ -455,3 +455,20 @@ def test_an_event_is_not_a_truth_value():
     flag.u32[0] = 1
     assert ev.wait() and ts.wait()
     gpu.close()
+
+
+def test_open_names_a_wrong_winsys_and_v1_writes_nothing_empty():
+    """umd.open(winsys="x") failed inside the device's bring-up ("'str' object has no
+    attribute 'query'"); it is open's TypeError. A version 1 write of no data submitted
+    what the queue had recorded (its wait_mem, its signal): it records and submits nothing."""
+    kmd_model.bind(RefModel())
+    _raises(TypeError, "open: winsys must be a umd.winsys.Winsys (None: the bound render node's), not 'x'",
+            umd.open, winsys="x")
+    gpu = umd.open(api_version=1)
+    q, buf = gpu.queue(), gpu.alloc(64)
+    q.wait_mem(buf, 0, 0)
+    q.write(buf, 4, [])
+    assert q.flushes == 0 and q.calls == 1
+    q.write(buf, 4, 1)  # (version 1: submits at once, the wait_mem with it)
+    assert q.flushes == 1
+    gpu.close()
