@@ -472,3 +472,27 @@ def test_open_names_a_wrong_winsys_and_v1_writes_nothing_empty():
     q.write(buf, 4, 1)  # (version 1: submits at once, the wait_mem with it)
     assert q.flushes == 1
     gpu.close()
+
+
+def _hang_in_a_worker() -> None:
+    """A worker process's app: its own device, a packet the CP refuses."""
+    kmd_model.bind(RefModel(), KmdParams(cs_check=False))
+    gpu = umd.open()
+    q = gpu.queue()
+    q.emit_raw([pm4.header(0x7B, 0)])
+    q.finish()
+
+
+def test_a_worker_processs_gpu_error_reaches_the_parent():
+    """What the pickling is for: concurrent.futures hands a worker's exception back to the
+    parent. A GpuError raised there broke the pool instead (BrokenProcessPool: "A process in
+    the process pool was terminated abruptly", its unpickling having failed); it arrives as
+    itself, its command and info with it."""
+    import concurrent.futures
+    import multiprocessing
+
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with pytest.raises(umd.GpuError) as ei:
+            pool.submit(_hang_in_a_worker).result(timeout=120)
+    e = ei.value
+    assert e.command == "Queue.emit_raw() #1" and e.code == "ILLEGAL_OPCODE" and e.info.opcode == 0x7B
