@@ -425,6 +425,11 @@ def test_context_banned_after_repeated_hangs():
            c.submit, sdma_ib(bo, sdma.fence(bo.addr + 0x2000, 1), 0x400))
     assert c.wait(c.submit(sdma_ib(bo, sdma.fence(bo.addr + 0x2000, 7), 0x400), ctx=other), ctx=other)
     assert bo.u32[0x800] == 7 and kmd.stats["queue_resets"] == 2
+    # CTX QUERY_STATE says so (amdgpu's QUERY2 flags, and this KMD's BANNED): the UMD tells a
+    # banned queue from a lost device by it, the errno being EIO for both
+    F = uapi.CtxQueryFlags
+    assert c.io(Request.CTX, uapi.CtxArgs(CtxOp.QUERY_STATE, c.ctx)).flags == F.RESET | F.GUILTY | F.BANNED
+    assert c.io(Request.CTX, uapi.CtxArgs(CtxOp.QUERY_STATE, other)).flags == F.RESET
 
 
 def test_failed_queue_reset_falls_back_to_full_reset_and_wedged_device_fails_everything():
@@ -469,6 +474,9 @@ def test_failed_queue_reset_falls_back_to_full_reset_and_wedged_device_fails_eve
             b.wait(s)
         assert ei.value.errno == errno.EIO
     expect(errno.EIO, f"CS: {kmd.wedged}", b.submit, sdma_ib(bbo, sdma.fence(bbo.addr + 0x100, 4), 0xC00))
+    # a wedged device's contexts are lost, not banned: BANNED is not set, whatever their hangs
+    kmd.contexts[(a.f.fd, a.ctx)].banned = "context banned (as if)"
+    assert not a.io(Request.CTX, uapi.CtxArgs(CtxOp.QUERY_STATE, a.ctx)).flags & uapi.CtxQueryFlags.BANNED
 
 
 def test_whisper_chain_across_rings_and_contexts_with_hangs():
