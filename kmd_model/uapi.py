@@ -204,6 +204,16 @@ class HwIp(IntEnum):
 HW_IP_NUM = 10
 
 
+class CtxQueryFlags(IntFlag):
+    """CTX QUERY_STATE's `flags` (amdgpu's AMDGPU_CTX_QUERY2_FLAGS_*, at amdgpu's bits; BANNED
+    is this KMD's own, amdgpu having no ban)."""
+
+    RESET = 1 << 0  # a reset (of the device or of a queue) happened since the context was made
+    GUILTY = 1 << 2  # the context's work caused a reset
+    BANNED = 1 << 8  # it caused ban_after_hangs resets: its CS fails with EIO (the device runs on;
+    # not set when its file is banned, file_ban_after_hangs: then every context's CS and CTX ALLOC are EIO)
+
+
 class ResetStatus(IntEnum):
     NO_RESET = 0
     GUILTY = 1  # this context's work caused a reset; it is refused from now on (ECANCELED)
@@ -240,6 +250,7 @@ class CtxOut:
     resets: int = 0  # resets (of the device or of a queue) seen since the context was created
     error: HwErrorInfo | None = None
     ring_status: dict = field(default_factory=dict)  # ring name ("gfx", "sdma0") -> ResetStatus
+    flags: CtxQueryFlags = CtxQueryFlags(0)  # QUERY2's flags: RESET, GUILTY, BANNED
 
 
 # ----------------------------------------------------------------------------- submission

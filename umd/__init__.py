@@ -6,7 +6,7 @@
     q = dev.queue()                        # a KMD context + chained command buffers
     q.write(buf, 0, [1, 2, 3])             # WRITE_DATA
     q.wait_mem(flag, 0, 1)                 # GPU-side wait (WAIT_REG_MEM)
-    ev = q.signal()                        # RELEASE_MEM; ev.wait(timeout_cycles)
+    ev = q.signal()                        # RELEASE_MEM; ev.wait(timeout) in GPU cycles, None: no bound
     q.flush(); q.finish()
     dev.close()                            # or: with umd.open() as dev, with dev.queue() as q,
                                            # with dev.alloc(n) as buf (close or free at the end)
@@ -19,10 +19,10 @@ ioctls (kmd_model.open_render_node()).
 """
 
 from .api import LATEST, TABLES, DispatchTable, open  # noqa: F401
-from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, SubmitError, UmdError  # noqa: F401
+from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, QueueBanned, SubmitError, UmdError  # noqa: F401
 from .events import Event, Timestamp  # noqa: F401
 from .queue import Queue  # noqa: F401
 from .runtime import DEFAULT_TIMEOUT, Buffer, Device  # noqa: F401
 
 __all__ = ["LATEST", "TABLES", "DispatchTable", "open", "DeviceLost", "GpuError", "GpuTimeout", "OutOfMemory",
-           "SubmitError", "UmdError", "Event", "Timestamp", "Queue", "DEFAULT_TIMEOUT", "Buffer", "Device"]
+           "QueueBanned", "SubmitError", "UmdError", "Event", "Timestamp", "Queue", "DEFAULT_TIMEOUT", "Buffer", "Device"]

@@ -34,6 +34,7 @@ from kmd_model.uapi import KmdError
 from . import device_queue, events, queue, transfer
 from . import runtime as rt
 from .errors import UmdError
+from .winsys import Winsys
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,9 @@ def open(api_version: int = LATEST, *, winsys=None, pools: bool = True) -> rt.De
         raise ValueError(f"open: API version {rt.shown(api_version)} is not supported (this UMD serves "
                          f"{', '.join(map(str, TABLES))})")
     pools = rt._flag("open", "pools", pools)
+    if winsys is not None and not isinstance(winsys, Winsys):
+        raise TypeError(f"open: winsys must be a umd.winsys.Winsys (None: the bound render node's), not "
+                        f"{rt.shown(winsys)}")
     try:
         if winsys is None:
             kmd_model.bound()

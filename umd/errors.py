@@ -1,6 +1,7 @@
 """What the UMD raises. Argument mistakes are ValueError / TypeError with a message naming
 the call and the argument (checked before anything reaches the KMD); failures of the
-device are the classes below."""
+device are the classes below. Every one pickles with its attributes (multiprocessing and
+concurrent.futures carry a worker's exception back by pickle): UmdError.__reduce__."""
 
 from __future__ import annotations
 
@@ -9,6 +10,16 @@ from kmd_model.uapi import HwErrorInfo
 
 class UmdError(RuntimeError):
     """Base of the UMD's runtime errors."""
+
+    def __reduce__(self):
+        # Python rebuilds an exception as cls(*self.args), but a subclass's __init__ may take
+        # other arguments than the message args holds (SubmitError(errno, message),
+        # GpuError(info, ...)): each says which (_init_args); the attributes (and add_note's
+        # __notes__) come back from __dict__.
+        return type(self), self._init_args(), self.__dict__
+
+    def _init_args(self) -> tuple:
+        return self.args
 
 
 class GpuError(UmdError):
@@ -19,6 +30,10 @@ class GpuError(UmdError):
     (0x201040), context 3", plus the API call that recorded the packet when the UMD still
     knows it. Attributes: `info` (the KMD's decoded error: code, level, opcode,
     opcode_name, offset, addr, ctx_id, seq), `command` (e.g. "Queue.emit_raw() #3") or None.
+    A fault (VM_FAULT, a bus error) latches the access's address, not the packet's: the
+    UMD finds the packet at IB+offset in the failed submission's IBs; when it cannot, the
+    message says why (`unnamed`: the kernel's ring, an IB2 of the app's own, chained IBs
+    with packets at that offset from more than one call).
 
     A queue whose error took a reset of the whole GPU (the gfx ring's recovery) stays
     failed (the kernel's guilty context, as amdgpu's): its later flushes raise the same
@@ -29,7 +44,7 @@ class GpuError(UmdError):
     """
 
     def __init__(self, info: HwErrorInfo, command: str | None = None, waited_for: bool = False,
-                 refused: bool = False):
+                 refused: bool = False, unnamed: str | None = None):
         self.info = info
         self.command = command
         self.code = info.code
@@ -43,9 +58,15 @@ class GpuError(UmdError):
         msg = f"GPU error{' in a job this queue waited for (wait_event)' if waited_for else ''}: {info.message}"
         if command:
             msg += f" (recorded by {command})"
+        elif unnamed:  # (a fault names the access's address: why no packet's call could be found)
+            msg += f" (no API call named: {unnamed})"
+        self.unnamed = unnamed
         if refused:
             msg += "; the queue's context was reset for it and takes no more work: make a new queue"
         super().__init__(msg)
+
+    def _init_args(self) -> tuple:
+        return self.info, self.command, self.waited_for, self.refused, self.unnamed
 
 
 class GpuTimeout(UmdError, TimeoutError):
@@ -59,6 +80,9 @@ class SubmitError(UmdError):
     def __init__(self, errno_: int, message: str):
         self.errno = errno_
         super().__init__(message)
+
+    def _init_args(self) -> tuple:
+        return self.errno, self.args[0]
 
 
 class OutOfMemory(UmdError, MemoryError):
@@ -74,8 +98,21 @@ class OutOfMemory(UmdError, MemoryError):
 
 class DeviceLost(UmdError):
     """The kernel's EIO: the device could not be recovered (a failed reset: nothing runs any
-    more), or the queue's context is banned, having caused `ban_after_hangs` resets (3), or
-    its whole file (the Device's), its contexts' jobs having timed out `file_ban_after_hangs`
-    times (8): the message says which ("context N is banned", "fd N is banned"); a banned
-    queue's other queues still run, unless the file is banned. (The kernel answers both with EIO, so the UMD cannot tell them apart
-    by more than its message.)"""
+    more), or the Device's whole file is banned, its contexts' jobs having timed out
+    `file_ban_after_hangs` (8) times ("fd N is banned": no new queue can be made either). A
+    queue whose own context is banned raises QueueBanned, a DeviceLost too (code written for
+    `except DeviceLost` still catches it), while its device runs on."""
+
+
+class QueueBanned(DeviceLost):
+    """The queue's context is banned: its work caused `ban_after_hangs` (3) GPU resets, and
+    the kernel refuses its submissions (EIO, as i915 bans; CTX QUERY_STATE says BANNED, the
+    flag this KMD adds to amdgpu's QUERY2 flags). The device and its other queues still
+    run: make a new queue (Device.queue()). Attribute: `context` (the context id)."""
+
+    def __init__(self, message: str, context: int):
+        self.context = context
+        super().__init__(message)
+
+    def _init_args(self) -> tuple:
+        return self.args[0], self.context

@@ -8,13 +8,14 @@ from __future__ import annotations
 import errno
 
 from kmd_model.ioctl.copyin import shown
+from kmd_model.uapi import KmdError
 from kmd_model.sched.fence import seq_passed
 from spec import pm4, sdma
 
 from . import submit
 from .errors import SubmitError
 from .queue import QBO_TIMELINE, QBO_TS_FIRST, QBO_TS_SLOTS, Queue, queue_flush
-from .runtime import DEFAULT_TIMEOUT, M32, _timeout, api_call
+from .runtime import _UNSET, DEFAULT_TIMEOUT, M32, _Handle, _timeout, _timeout_alias, api_call
 from .submit import PendingCs
 
 
@@ -22,8 +23,10 @@ from .submit import PendingCs
 
 _NEVER = "the queue of this event was closed before the GPU signalled it (its work failed or was cancelled)"
 
-class Event:
+class Event(_Handle):
     """Signalled when the GPU has executed the queue up to the `signal()` that made it."""
+
+    _what = "a queue's fence"
 
     def __init__(self, queue: Queue, value: int):
         self.queue = queue
@@ -40,12 +43,14 @@ class Event:
         return seq_passed(self.value, int(self.queue.q32[QBO_TIMELINE]))
 
     @api_call("Event.wait")
-    def wait(self, timeout_cycles: int = DEFAULT_TIMEOUT) -> bool:
-        """True once signalled, False if `timeout_cycles` pass first. Checks memory first,
-        then the user fence, and asks the kernel (WAIT_CS) last; raises GpuError when the
-        GPU failed on this queue."""
-        timeout_cycles = _timeout("wait", timeout_cycles)
-        if self.signalled():
+    def wait(self, timeout: int | None = DEFAULT_TIMEOUT, *, timeout_cycles: int | None = _UNSET) -> bool:
+        """True once signalled, False if `timeout` GPU cycles pass first (default
+        DEFAULT_TIMEOUT; None: no bound but the KMD's job timer, which ends a job that makes
+        no progress). Checks memory first, then the user fence, and asks the kernel (WAIT_CS)
+        last; raises GpuError when the GPU failed on this queue. `timeout_cycles=` is the
+        keyword's old name, still taken."""
+        timeout_cycles = _timeout("wait", _timeout_alias("wait", timeout, timeout_cycles, "timeout_cycles"))
+        if self.signalled() and self._proven():
             return True
         q = self.queue
         if q.closed:  # its close() finished what it could: this will never be signalled
@@ -61,10 +66,26 @@ class Event:
         if not q._wait_seq(self.seq, timeout_cycles, "wait"):  # type: ignore[arg-type]
             return False
         q._reclaim()
+        if not self._done() or not self._proven():
+            # its submission has ended but did not signal it (or the queue has seen a job
+            # fail): the kernel keeps a failed job's error, the one to raise, not "False",
+            # which says time ran out (as a copy queue's event did after its job's reset)
+            try:
+                q.ws.wait_cs(q.ctx_id, self.seq, 0)
+            except KmdError as e:
+                q._raise_from(e, "wait")
         return self._done()
+
+    def __bool__(self) -> bool:
+        # `if ev:` read as "is it done?" was always True, before the GPU got there too
+        raise TypeError(f"{self!r} is not a truth value: ev.signalled() looks (memory only), ev.wait() waits")
 
     def _done(self) -> bool:
         return self.signalled()
+
+    def _proven(self) -> bool:
+        """Does memory prove the GPU got here? Its value in the timeline does."""
+        return True
 
     def __repr__(self) -> str:
         return f"<umd.Event {self.value} {'lost' if self.lost else 'signalled' if self.signalled() else 'pending'}>"
@@ -102,6 +123,12 @@ class Timestamp(Event):
 
     def _done(self) -> bool:
         return True
+
+    def _proven(self) -> bool:
+        # its slot is written by the job, whose end passes the fence even when a ring reset
+        # cancelled it: from the queue's first failed job on, the kernel says whether this one ran
+        f = self.queue.failed_from
+        return f is None or self.seq is None or not seq_passed(f, self.seq)
 
     @property
     def cycles(self) -> int:

@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Any
 from kmd_model.ioctl.copyin import shown
 from kmd_model.sched.fence import seq_passed
 from kmd_model.log import get_logger
-from kmd_model.uapi import CsChunkFence, CsChunkIb, CtxPriority, HwIp, KmdError
+from kmd_model.uapi import CsChunkFence, CsChunkIb, CtxPriority, CtxQueryFlags, HwIp, KmdError
 from spec import packets, pm4, sdma
 
-from . import submit
-from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, SubmitError, UmdError
+from . import faults, submit
+from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, QueueBanned, SubmitError, UmdError
 from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _close_after, _Dispatched, _dwords, _index, _own_buffer,
                       _raise_first, _timeout, device_alloc)
+from .signals import deferred_sigint
 from .submit import PendingCs
 from .winsys.cmdbuf import CmdBuf
 
@@ -83,6 +84,7 @@ class IbPool:
 
 class Queue(_Dispatched):
     _kind = "Queue"
+    _what = "a GPU context"
 
     def __init__(self, device: Device, flush_threshold: int, ib_size_dw: int, flush_dwords: int | None = None,
                  max_inflight: int = MAX_INFLIGHT, engine: str = "gfx", priority: str = "normal"):
@@ -164,6 +166,9 @@ class Queue(_Dispatched):
         self.async_errors: list[UmdError] = []
         self.async_flushes = 0
         self._closing = False
+        # the seqno of its first job a GpuError was raised for: from it on, a seqno the fence has
+        # passed may be a job a ring reset cancelled (jobs before it ended well: they end in order)
+        self.failed_from: int | None = None
         # data dwords per write packet: the packet's own limit (WRITE_DATA: COUNT's range less
         # its 3 fixed dwords; SDMA WRITE_LINEAR: its count field) and what fits in one IB
         # beside the packet's 4 other dwords
@@ -303,29 +308,37 @@ class Queue(_Dispatched):
         while self.inflight and self.seq_done(self.inflight[0].seq):
             self.pool.free.extend(self.inflight.popleft().ibs)
 
-    def _find_command(self, addr: int) -> str | None:
-        for sub in self.inflight:
-            if addr in sub.labels:
-                return sub.labels[addr]
-        return None
-
     def _raise_from(self, e: KmdError, what: str, cs: bool = False) -> None:
         """Turn a KMD error into the UMD's exception (a WAIT_CS's ETIME never comes here:
         _wait_seq answers it with False, and the caller says what timed out). `cs`: the
         error is a CS ioctl's (a flush's), not a wait's."""
         if e.errno == errno.ECANCELED and e.info is not None:
+            if self.failed_from is None:  # (a dependency's error names the other job: suspect all of ours)
+                self.failed_from = e.info.seq if e.info.ctx_id == self.ctx_id else self.first_seq
             # the KMD's ECANCELED carries the context's decoded error (what CTX QUERY_STATE
             # would return): no need to ask again
             if e.info.ctx_id and e.info.ctx_id != self.ctx_id:  # a dependency's error: its job was cancelled
                 raise GpuError(e.info, None, waited_for=True) from e
             # a CS refused for its context's earlier error (not a wait that found it failed)
-            raise GpuError(e.info, self._find_command(e.info.addr), refused=cs) from e
+            command, unnamed = faults.find_command(self, e.info)
+            raise GpuError(e.info, command, refused=cs, unnamed=unnamed) from e
         if e.errno == errno.EIO:
+            # EIO is a banned context's or a lost device's: the context's query tells them apart
+            if self._banned():
+                raise QueueBanned(f"{what}: this {self.engine} queue (context {self.ctx_id}) is banned ({e.message}); "
+                                  "the device and its other queues still run: make a new queue (Device.queue())",
+                                  self.ctx_id) from e
             raise DeviceLost(f"{what}: {e.message}") from e
         if e.errno == errno.ENOMEM:
             raise OutOfMemory(f"{what}: queue (context {self.ctx_id}), {len(self.inflight)} submissions in flight "
                               f"(max_inflight={self.max_inflight}): {e.message}") from e
         raise SubmitError(e.errno, f"{what}: {e}") from e
+
+    def _banned(self) -> bool:
+        try:
+            return bool(self.ws.ctx_query(self.ctx_id).flags & CtxQueryFlags.BANNED)
+        except KmdError:
+            return False  # (no answer: the device, not the queue, is what is lost)
 
     def _wait_seq(self, seq: int, timeout: int, what: str) -> bool:
         if self.seq_done(seq):
@@ -397,18 +410,23 @@ class Queue(_Dispatched):
 # -- entry points (the dispatch tables name these)
 
 def queue_write_now(self: Queue, buf: Buffer, offset: int, data: Any) -> None:
-    """API v1: write dwords through the GPU (WRITE_DATA) and submit at once."""
+    """API v1: write dwords through the GPU (WRITE_DATA) and submit at once (no data: nothing
+    is recorded, nor submitted)."""
+    calls = self.calls
     queue_write_batched(self, buf, offset, data)
-    queue_flush(self)
+    if self.calls != calls:
+        queue_flush(self)
 
 
 def queue_write_batched(self: Queue, buf: Buffer, offset: int, data: Any) -> None:
     """Record WRITE_DATA packets writing `data` (an int, a list of dwords, an integer array
     of dwords, or bytes-like: a multiple of 4 bytes) at buf+offset; they are submitted at
     the next flush. A uint8 array is refused (its bytes are not its elements): pass
-    .tobytes() or .astype(np.uint32)."""
-    words = _dwords("write", data)
+    .tobytes() or .astype(np.uint32). No data records nothing (as every empty transfer)."""
+    words = _dwords("write", data, empty=True)
     addr = _own_buffer(self.device, "write", "buf", buf)._range("write", offset, 4 * len(words))
+    if not words:
+        return
     label = self._label("write")
     step = self.max_write_dw
     for i in range(0, len(words), step):
@@ -464,6 +482,13 @@ def queue_flush(self: Queue) -> int | None:
         return None
     if len(self.inflight) + len(self.pending) >= self.max_inflight:
         self._throttle("flush")
+    with deferred_sigint():  # (a ^C between the CS and its bookkeeping lost the submission)
+        return _submit_recorded(self)
+
+
+def _submit_recorded(self: Queue) -> int | None:
+    """queue_flush's CS and its bookkeeping, which a ^C must not separate."""
+    cb = self.cmdbuf
     first = cb.end()
     ibs = [ib.buf for ib in cb.ibs]
     labels = cb.labels
@@ -529,11 +554,11 @@ def _cs_submit(q: Queue, first_ib: tuple[int, int], ibs: list, sizes: list, deps
     return seq, ncs
 
 
-def queue_finish(self: Queue, timeout: int = DEFAULT_TIMEOUT) -> None:
+def queue_finish(self: Queue, timeout: int | None = DEFAULT_TIMEOUT) -> None:
     """Flush, then wait until the GPU has done everything submitted on this queue (an
     async queue's flushes included: a refused one is raised here at the latest).
-    `timeout` is in GPU cycles (as Event.wait's timeout_cycles); when they pass first,
-    GpuTimeout is raised (where Event.wait returns False)."""
+    `timeout` is in GPU cycles, as every wait's (None: no bound but the KMD's job timer);
+    when they pass first, GpuTimeout is raised (where Event.wait returns False)."""
     _finish(self, _timeout("finish", timeout, "timeout"), "finish")
 
 

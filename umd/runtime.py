@@ -26,7 +26,7 @@ from kmd_model.ioctl.copyin import shown  # (an app's value in a one-line messag
 from kmd_model.mm.mapping import sub_mapping
 from kmd_model.uapi import Domain, InfoQuery
 
-from .errors import DeviceLost, UmdError
+from .errors import DeviceLost, OutOfMemory, UmdError
 from .submit import ENV as ASYNC_ENV
 from .winsys import Winsys
 from .winsys.pool import Backing, MemoryManager, PoolStats
@@ -71,9 +71,24 @@ def _hooked(name: str, bound: Callable) -> Callable:
     return call
 
 
+# ---------------------------------------------------------------------------- handles
+
+class _Handle:
+    """A handle to what this process holds of the GPU (its file, a context, device memory):
+    copy.copy, deepcopy and pickle are refused. A copy of a Buffer shared its memory, and
+    freeing both gave that memory to two later buffers at once; pickle failed on an
+    internal function's name."""
+
+    _what = "the GPU"
+    _hint = ""
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(f"cannot copy or pickle {self!r}: it is a handle to {self._what} of this process{self._hint}")
+
+
 # ---------------------------------------------------------------------------- dispatch
 
-class _Dispatched:
+class _Dispatched(_Handle):
     """Entry points come from the object's dispatch table (see umd/api.py). Once the object
     is closed, every entry point but close() raises ValueError naming the call (as Python's
     files do): a command recorded into a closed queue would otherwise be lost silently."""
@@ -124,6 +139,7 @@ class Device(_Dispatched):
     """An opened GPU: `umd.open(api_version=1)`."""
 
     _kind = "Device"
+    _what = "the GPU's render node"
 
     def __init__(self, table: "DispatchTable", winsys: Winsys | None = None, pools: bool = True):
         # asynchronous submission (umd/submit.py): the default of every queue's async_submit
@@ -146,6 +162,7 @@ class Device(_Dispatched):
         self.name = i.backend
         self.queues: list[Queue] = []
         self.buffers: set[Buffer] = set()
+        self.closing = False  # Device.close is freeing everything
         # the VA range and the BOs behind Buffers (umd/winsys/va.py, umd/winsys/pool.py)
         self.mm = MemoryManager(self, i.va_start, i.va_end, i.va_alignment, pools)
 
@@ -194,7 +211,15 @@ def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignmen
     if dom is None:
         raise ValueError(f"alloc: domain must be 'gtt' or 'vram', not {shown(domain)}")
     zero = _flag("alloc", "zero", zero)
-    backing, offset, slab, fresh = self.mm.alloc(size, Domain(dom), alignment)
+    try:
+        backing, offset, slab, fresh = self.mm.alloc(size, Domain(dom), alignment)
+        lacking = None
+    except OutOfMemory as e:
+        if _owner is not None or str(e).startswith("alloc:"):
+            raise
+        lacking = e  # the VA allocator's words, which name no call: the app's alloc is raised below
+    if lacking is not None:  # (outside the handler: not "During handling of the above exception")
+        raise OutOfMemory(f"alloc: {lacking}")
     buf = Buffer(self, backing, offset, size, dom, slab)
     buf.owner = _owner
     if zero and not fresh:
@@ -238,6 +263,7 @@ def device_close(self: Device) -> None:
     if self.closed:
         return
     errors = []
+    self.closing = True
     for q in list(self.queues):
         try:
             q._close()
@@ -266,10 +292,12 @@ def _raise_first(errors: list) -> None:
 
 # ---------------------------------------------------------------------------- Buffer
 
-class Buffer:
+class Buffer(_Handle):
     """Device memory: `gpu_addr` (a GPU virtual address), `size`, a CPU mapping (`map()`,
     `u32`). It lives in a BO of its own or in a slab's (`handle`, at `bo_offset`)."""
 
+    _what = "device memory"
+    _hint = " (a copy would free it twice): pass its bytes (Buffer.map().copy(), Queue.download())"
     # What the buffer is (where, how big, whose) is read-only to the app: the UMD's checks of
     # every call trust it, so `buf.size = 1 << 20` would let a write reach the next buffer, and
     # `buf.freed = False` a freed buffer's memory, now another buffer's.
@@ -299,7 +327,7 @@ class Buffer:
     def map(self) -> np.ndarray:
         """The bytes as a numpy uint8 view of device memory (GEM_MMAP, once per BO)."""
         if self.freed:
-            raise ValueError(f"map: {self!r} was freed")
+            raise ValueError(f"map: {self!r} was freed ({self._freed_by()})")
         if self._view is None:
             # a mapping of its own, revoked at free(): its bytes (a slab's entry, a cached BO)
             # go to the next buffer, which a view kept past free() must not write
@@ -319,11 +347,15 @@ class Buffer:
         if self.freed:
             return
         if self._revoke is not None:
-            self._revoke(f"{self!r} was freed (Buffer.free): its CPU mapping is gone")
+            self._revoke(f"{self!r} was freed ({self._freed_by()}): its CPU mapping is gone")
         self.device.mm.free(self)
         self.device.buffers.discard(self)
         self._view = self._revoke = None
         self._freed = True
+
+    def _freed_by(self) -> str:
+        # (an app that closed its device finds its buffers gone too, by no free() of its own)
+        return "its device was closed: Device.close" if self.device.closing else "Buffer.free"
 
     def __enter__(self) -> "Buffer":
         return self
@@ -385,23 +417,64 @@ def _own_buffer(device: Device, call: str, name: str, buf: Any) -> "Buffer":
     return buf
 
 
-def _timeout(call: str, v: Any, name: str = "timeout_cycles") -> int:
-    """A wait's bound in GPU cycles, checked here whatever the wait would find (an event
-    already signalled too), so a bad value is the caller's error, not the kernel's EINVAL."""
+FOREVER = (1 << 64) - 1  # the KMD's "no bound" (amdgpu's AMDGPU_TIMEOUT_INFINITE): a wait's timeout=None
+
+
+def _timeout(call: str, v: Any, name: str = "timeout") -> int:
+    """A wait's bound in GPU cycles (None: none, FOREVER; the KMD's job timer still ends a
+    job that stops making progress), checked here whatever the wait would find (an event
+    already signalled too), so a bad value is the caller's error, not the kernel's EINVAL.
+    Every waiting call names it `timeout` (docs/architecture.md, "The UMD's API rules")."""
+    if v is None:
+        return FOREVER
+    if isinstance(v, bool) or not hasattr(type(v), "__index__"):
+        raise TypeError(f"{call}: {name} must be an int (GPU cycles) or None, not {shown(v)}")
     v = _index(call, name, v)
     if not 0 <= v < 1 << 64:
-        raise ValueError(f"{call}: {name} must be in [0, 2**64), not {v}")
+        raise ValueError(f"{call}: {name} must be in [0, 2**64) or None, not {v}")
     return v
 
 
-def _dwords(call: str, data: Any, name: str = "data") -> list[int]:
-    """`data` (argument `name` of `call`) as dwords: an int, a list or tuple of them, an
-    integer array (an element a dword), or bytes-like (its bytes, little-endian dwords)."""
-    if isinstance(data, (bytes, bytearray, memoryview)):
-        b = bytes(data)
-        if not b or len(b) % 4:
-            raise ValueError(f"{call}: bytes {name} must be a non-empty multiple of 4 bytes, not {len(b)}")
-        return np.frombuffer(b, "<u4").tolist()
+class _Unset:
+    def __repr__(self) -> str:  # (what help() shows for the keyword's default)
+        return "<not given>"
+
+
+_UNSET: Any = _Unset()  # an optional keyword the caller did not pass
+
+
+def _timeout_alias(call: str, timeout: Any, old: Any, old_name: str) -> Any:
+    """`timeout`, or the keyword an earlier release called it (`old_name`), kept as an alias
+    so apps written for it run unchanged; both at once (timeout not its default) is the
+    caller's mistake."""
+    if old is _UNSET:
+        return timeout
+    if timeout is None or timeout != DEFAULT_TIMEOUT:
+        raise TypeError(f"{call}: timeout and {old_name} (its old name) both given: pass timeout only")
+    return old
+
+
+_BYTE_FORMATS = ("B", "c")  # a buffer of these holds bytes (bytes, bytearray, memoryview(...))
+
+
+def _dwords(call: str, data: Any, name: str = "data", empty: bool = False) -> list[int]:
+    """`data` (argument `name` of `call`) as dwords: an int, a list, tuple or range of them,
+    an integer array (an element a dword; any buffer of typed items, array.array('I') or a
+    ctypes array, is one), or bytes-like (its bytes, little-endian dwords). `empty`: none at
+    all is allowed (a transfer of nothing: write's data), else refused (emit_raw's packets)."""
+    if not isinstance(data, (np.ndarray, list, tuple, range)) and not hasattr(type(data), "__index__"):
+        try:
+            view = memoryview(data)
+        except TypeError:
+            raise TypeError(f"{call}: {name} must be an int, a list of ints, an integer array or bytes-like, "
+                            f"not {shown(data)}") from None
+        if view.format in _BYTE_FORMATS:
+            b = view.tobytes()  # (a strided view too: its bytes in order)
+            if len(b) % 4 or not (b or empty):
+                what = "a multiple of 4 bytes" if empty else "a non-empty multiple of 4 bytes"
+                raise ValueError(f"{call}: bytes {name} must be {what}, not {len(b)}")
+            return np.frombuffer(b, "<u4").tolist()
+        data = np.asarray(view)  # typed items: the array rules below
     if isinstance(data, np.ndarray):
         if data.dtype.kind not in "ui":
             raise TypeError(f"{call}: {name} must be an integer array, not {data.dtype}")
@@ -411,11 +484,11 @@ def _dwords(call: str, data: Any, name: str = "data") -> list[int]:
             raise TypeError(f"{call}: {name} is a {data.dtype} array, whose elements would each be a dword: "
                             f"pass {name}.tobytes() for its bytes, or {name}.astype(np.uint32) for a dword each")
         words = data.ravel().tolist()
-    elif isinstance(data, (list, tuple)):
+    elif isinstance(data, (list, tuple, range)):
         words = list(data)
     else:
         words = [_index(call, name, data)]
-    if not words:
+    if not words and not empty:
         raise ValueError(f"{call}: {name} is empty")
     for i, w in enumerate(words):
         words[i] = w = _index(call, f"{name}[{i}]", w)

@@ -5,7 +5,10 @@
     device → host     Queue.download(src, src_off, size) -> numpy uint8 array
     memset            Queue.fill(buf, off, size, value)
 
-Any byte offset and size. A transfer larger than one DMA_DATA packet can move
+Any byte offset and size. An empty transfer (size 0, no data: write's too) is checked as
+any other (its buffer, offsets in [0, size]) and records nothing: no packet, no command
+toward the flush threshold; download returns an empty array without waiting (as memcpy
+of 0 bytes, POSIX's write of 0). A transfer larger than one DMA_DATA packet can move
 (2^CAPS.DMA_MAX_LOG2 bytes, DevInfo.dma_max_bytes) is split into several packets.
 
 Uploads and downloads go through GTT staging buffers, as a real runtime's do for VRAM
@@ -92,7 +95,7 @@ def queue_copy(self: Queue, dst: Buffer, dst_offset: int, src: Buffer, src_offse
                          "overlap")
     if size:
         _emit_copy(self, d, s, size, self._label("copy"))
-    self._end_command()
+        self._end_command()
 
 
 STAGING_BYTES = 4 << 20  # the most one staging buffer holds: a larger transfer goes through several
@@ -125,10 +128,12 @@ def queue_upload(self: Queue, dst: Buffer, dst_offset: int, data: Any) -> None:
         raw = np.ascontiguousarray(data).view(np.uint8).ravel()
     else:
         try:
-            raw = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
+            view = memoryview(data)
         except TypeError:
             raise TypeError(f"upload: data must be bytes-like or a numpy array, not {type(data).__name__}") \
                 from None
+        # (a strided view's bytes in order: cast() takes only a contiguous one)
+        raw = np.frombuffer(view.cast("B") if view.c_contiguous else view.tobytes(), dtype=np.uint8)
     d, size = _bytes_range(self, "upload", "dst", dst, dst_offset, raw.size, "dst_offset")
     if size:
         label, step = self._label("upload"), _staging_step(self)
@@ -137,16 +142,16 @@ def queue_upload(self: Queue, dst: Buffer, dst_offset: int, data: Any) -> None:
             stage = _staging(self, "upload", n)
             stage.map()[:n] = raw[i:i + n]
             _emit_copy(self, d + i, stage.gpu_addr, n, label)
-    self._end_command()
+        self._end_command()
 
 
-def queue_download(self: Queue, src: Buffer, src_offset: int, size: int, *, timeout: int | None = None) -> np.ndarray:
+def queue_download(self: Queue, src: Buffer, src_offset: int, size: int, *,
+                   timeout: int | None = DEFAULT_TIMEOUT) -> np.ndarray:
     """Device → host: copy `size` bytes into a staging buffer, wait for the queue, return
     a copy of the bytes, a numpy uint8 array (this flushes and waits, as any read-back does:
-    Queue.finish, `timeout` in GPU cycles, GpuTimeout when they pass)."""
+    Queue.finish, `timeout` in GPU cycles, None no bound, GpuTimeout when they pass)."""
     _need_dma(self, "download")
-    if timeout is not None:
-        timeout = _timeout("download", timeout, "timeout")
+    timeout = _timeout("download", timeout)
     s, size = _bytes_range(self, "download", "src", src, src_offset, size, "src_offset")
     if not size:
         return np.zeros(0, dtype=np.uint8)
@@ -160,7 +165,7 @@ def queue_download(self: Queue, src: Buffer, src_offset: int, size: int, *, time
             view = stage.map()
             _emit_copy(self, stage.gpu_addr, s + i, n, label)
             self._end_command()
-            _finish(self, DEFAULT_TIMEOUT if timeout is None else timeout, "download")
+            _finish(self, timeout, "download")
             out[i:i + n] = view[:n]
         finally:
             stage.free()
@@ -173,23 +178,25 @@ def queue_fill(self: Queue, buf: Buffer, offset: int, size: int, value: int) -> 
     split at the engine's limit); without one, dword-aligned WRITE_DATA."""
     if not 0 <= (value := _index("fill", "value", value)) <= M32:
         raise ValueError(f"fill: value must fit in 32 bits, not {value:#x}")
-    label = self._label("fill")
-    if self.copy_engine:
+    if self.copy_engine or self.has_dma:
         addr, size = _bytes_range(self, "fill", "buf", buf, offset, size)
-        for i in range(0, size, self.dma_chunk):
-            self.cmdbuf.emit(sdma.constant_fill(addr + i, value, min(self.dma_chunk, size - i)), label)
-    elif self.has_dma:
-        addr, size = _bytes_range(self, "fill", "buf", buf, offset, size)
-        step = self.dma_chunk
-        for i in range(0, size, step):
-            self.cmdbuf.emit(pm4.dma_data(addr + i, value, min(step, size - i), src_sel="DATA"), label)
-        if size:
-            _written(self).append((addr, addr + size))
     else:
         size = _index("fill", "size", size)
         if size < 0 or size & 3:  # (0 fills nothing, as with a DMA engine and on a copy queue)
             raise ValueError(f"fill: size must be a non-negative multiple of 4, not {size}")
         addr = _own_buffer(self.device, "fill", "buf", buf)._range("fill", offset, size)
+    if not size:
+        return  # (an empty transfer records nothing: the module's docstring)
+    label = self._label("fill")
+    if self.copy_engine:
+        for i in range(0, size, self.dma_chunk):
+            self.cmdbuf.emit(sdma.constant_fill(addr + i, value, min(self.dma_chunk, size - i)), label)
+    elif self.has_dma:
+        step = self.dma_chunk
+        for i in range(0, size, step):
+            self.cmdbuf.emit(pm4.dma_data(addr + i, value, min(step, size - i), src_sel="DATA"), label)
+        _written(self).append((addr, addr + size))
+    else:
         n = size // 4
         step = self.max_write_dw
         for i in range(0, n, step):

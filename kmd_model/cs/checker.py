@@ -519,6 +519,21 @@ class _Where:
                 f"({self.ib + 4 * self.offset:#x})")
 
 
+class StuckWait(str):
+    """find_unsatisfied_wait's answer: the sentence, and where the packet is, for the error's
+    fields: `level` (1: IB1), `offset` (bytes from its IB's start), `addr` (the client's)."""
+
+    level: int
+    offset: int
+    addr: int
+
+
+def _stuck(text: str, level: int, offset: int, addr: int) -> StuckWait:
+    s = StuckWait(text)
+    s.level, s.offset, s.addr = level, offset, addr
+    return s
+
+
 _WRM_FUNC = {0: lambda v, r: True, 1: lambda v, r: v < r, 2: lambda v, r: v <= r,
              3: lambda v, r: v == r, 4: lambda v, r: v != r, 5: lambda v, r: v >= r,
              6: lambda v, r: v > r}
@@ -527,7 +542,7 @@ _WRM_SYM = {0: "always", 1: "<", 2: "<=", 3: "==", 4: "!=", 5: ">=", 6: ">"}
 
 def find_unsatisfied_wait(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_levels: int,
                           max_dwords: int = 1 << 22, client_addr=lambda a: a,
-                          translate=lambda va, n: va, read=None) -> str | None:
+                          translate=lambda va, n: va, read=None) -> StuckWait | None:
     """For a job that timed out: the first WAIT_REG_MEM in its IBs (as the CP runs them: the
     checked copies) whose condition does not hold in memory now, described ("WAIT_REG_MEM at
     IB+0x10 (0x201010): *0x5000 = 0x0, waits for == 0x1", the packet named by the client's
@@ -547,7 +562,7 @@ def find_unsatisfied_wait(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_leve
 
     fetch = read or contiguous
 
-    def walk(addr: int, size_dw: int, level: int) -> str | None:
+    def walk(addr: int, size_dw: int, level: int) -> StuckWait | None:
         while True:
             if (addr, size_dw, level) in seen:
                 return None
@@ -570,9 +585,10 @@ def find_unsatisfied_wait(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_leve
                     fn = f["FUNCTION"]
                     if fn in _WRM_FUNC and not _WRM_FUNC[fn](v, f["REFERENCE"]):
                         lvl = LEVEL_TEXT.get(level, f"IB{level}")
-                        return (f"WAIT_REG_MEM at {lvl}+{4 * item.offset:#x} "
-                                f"({client_addr(addr + 4 * item.offset):#x}): "
-                                f"*{a:#x} & {f['MASK']:#x} = {v:#x}, waits for {_WRM_SYM[fn]} {f['REFERENCE']:#x}")
+                        at = client_addr(addr + 4 * item.offset)
+                        return _stuck(f"WAIT_REG_MEM at {lvl}+{4 * item.offset:#x} ({at:#x}): "
+                                      f"*{a:#x} & {f['MASK']:#x} = {v:#x}, waits for {_WRM_SYM[fn]} "
+                                      f"{f['REFERENCE']:#x}", level, 4 * item.offset, at)
                 elif item.name == "INDIRECT_BUFFER" and f["IB_SIZE"]:
                     base = f["IB_BASE_LO"] << 2 | f["IB_BASE_HI"] << 32
                     if f["CHAIN"]:

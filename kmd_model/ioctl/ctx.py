@@ -44,8 +44,26 @@ def ctx_ioctl(kmd: "Kmd", file: "File", a: uapi.CtxArgs) -> uapi.CtxOut:
     if op == CtxOp.QUERY_STATE:
         ctx = file.ctx(a.ctx_id, "CTX QUERY_STATE")
         kmd.service()
-        return uapi.CtxOut(ctx.id, ctx.reset_status, ctx.resets, ctx.guilty, dict(ctx.ring_status))
+        return uapi.CtxOut(ctx.id, ctx.reset_status, ctx.resets, ctx.guilty, dict(ctx.ring_status),
+                           _query_flags(kmd, ctx))
     raise KmdError(errno.EINVAL, f"CTX: op must be ALLOC (1), FREE (2) or QUERY_STATE (3), not {op!r}")
+
+
+def _query_flags(kmd: "Kmd", ctx) -> uapi.CtxQueryFlags:
+    """QUERY2's flags, as amdgpu_ctx_query2 sets them, and BANNED: the context's CS fails
+    with EIO while the device runs (on a wedged device every CS does, and it is not set:
+    the UMD tells a banned queue from a lost device by it; nor when the whole file is
+    banned, `file_ban_after_hangs`: a new context would be EIO too, the device is lost to
+    the client)."""
+    F = uapi.CtxQueryFlags
+    f = F(0)
+    if ctx.resets:
+        f |= F.RESET
+    if ctx.reset_status == uapi.ResetStatus.GUILTY:
+        f |= F.GUILTY
+    if ctx.banned and not kmd.wedged and not ctx.file.banned:
+        f |= F.BANNED
+    return f
 
 
 def _guilty(who: str, ctx) -> KmdError:

@@ -115,10 +115,14 @@ class JobTimerMixin:
         else:
             doing = f"CP busy at {regs.IbLevel(regs.STATUS.LEVEL.get(st)).name} (STATUS {st:#x})"
         msg = f"job {job.seq:#x} timed out: {why}, {doing}, context {job.ctx.id}"
-        info = HwErrorInfo(code="TIMEOUT", level=regs.IbLevel(regs.STATUS.LEVEL.get(st)).name,
+        # the packet it is stuck in, when found: its place, as a CP error names its packet's
+        # (so the UMD names the call that recorded it)
+        level = regs.IbLevel(stuck.level if stuck else regs.STATUS.LEVEL.get(st)).name
+        info = HwErrorInfo(code="TIMEOUT", level=level,
                            opcode=packets.WAIT_REG_MEM.opcode if stuck or regs.STATUS.WAITING.get(st) else 0,
                            opcode_name="WAIT_REG_MEM" if stuck or regs.STATUS.WAITING.get(st) else None,
-                           offset=0, addr=0, seq=job.seq, ctx_id=job.ctx.id, message=msg)
+                           offset=stuck.offset if stuck else 0, addr=stuck.addr if stuck else 0,
+                           seq=job.seq, ctx_id=job.ctx.id, message=msg)
         log.error("timeout: %s", msg)
         if self.observers:
             self.notify("gpu_error", info=info, state=None, job=job)

@@ -122,6 +122,7 @@ TESTS = (
     "tests/umd/test_umd_queues.py",
     "tests/umd/test_umd_async.py",
     "tests/umd/test_umd_first_programs.py",
+    "tests/umd/test_umd_api_round3.py",
     "tests/spec/test_pm4.py",
     "tests/spec/test_amd_conformance.py",
     "tests/spec/test_pm4_edges.py",

@@ -2,6 +2,8 @@
 turn one into a cocotb test that runs it on the RTL."""
 
 import importlib
+import os
+import random
 
 # "<folder of tests/>.<module>": a check goes by its module's name alone (below), wherever
 # the module lives, so the cocotb tests' names stay put when a file moves between folders
@@ -33,8 +35,65 @@ def all_checks() -> dict:
     return out
 
 
-def cocotb_test(name: str, check):
-    """A cocotb test running `check(dev)` on a freshly reset device, then unbinding the KMD."""
+# The memory every check runs on. Real memory is slow and stalls: a driver that works only
+# on the memory model's fast default (2 cycles, never a stall) is broken. $GPUCOSIM_DRIVER_MEM
+# selects, for every check of a run:
+#   unset or ""   the default memory;
+#   slow[:SEED]   slow, stalling memory: each check draws its own read and write latency in
+#                 SLOW_LATENCY and a stall probability in SLOW_STALL for each AXI channel, from
+#                 (SEED, the check's name) alone (SEED 1 if not given), so a failing check
+#                 replays alone with the same memory.
+MEM_ENV = "GPUCOSIM_DRIVER_MEM"
+SLOW_LATENCY = (3, 60)  # cycles, both ends included
+SLOW_STALL = (0.1, 0.7)  # per-cycle probability that a channel withholds READY/VALID
+
+
+def slow_memory(name: str, seed: int = 1) -> dict:
+    """testbench.memory.configure()'s arguments of slow, stalling memory for check `name`."""
+    from testbench.memory import CHANNELS
+
+    rng = random.Random(f"gpucosim-driver-mem/{seed}/{name}")
+    return {"rd_latency": rng.randint(*SLOW_LATENCY), "wr_latency": rng.randint(*SLOW_LATENCY),
+            "stall": {ch: round(rng.uniform(*SLOW_STALL), 3) for ch in CHANNELS},
+            "seed": rng.randrange(1, 1 << 31)}
+
+
+def memory_settings(name: str, spec: str | None = None) -> dict:
+    """The memory of check `name` under `spec` ($GPUCOSIM_DRIVER_MEM when None): configure()'s
+    arguments, {} for the default memory. A spec it does not know is a one-line ValueError."""
+    spec = (os.environ.get(MEM_ENV, "") if spec is None else spec).strip()
+    if not spec:
+        return {}
+    kind, colon, seed = spec.partition(":")
+    if kind == "slow" and (not colon or seed.isascii() and seed.isdigit()):
+        return slow_memory(name, int(seed or 1))
+    raise ValueError(f"{MEM_ENV}={spec!r}: choose slow or slow:SEED (SEED a non-negative integer), or leave it empty")
+
+
+# Checks that make test also runs on slow, stalling memory (Verilator, 64 bits, in the one
+# session of the others: 0.85 s for the four), as "<check>__slow_memory" with
+# slow_memory(check, SLOW_SEED). Each assumed fast memory once and failed so with these
+# settings: a snapshot of the ring taken before bind()'s padding NOP had run (cs_checker,
+# reserved_bits), the IB test's IH entry read within bind() (bind_and_info), 10 worker jobs
+# within a job timeout (the two-queue hang). A suffix, not a prefix: cocotb's runner selects
+# a test by the end of its name, so "slow__<check>" ran in every session that ran <check>.
+# `GPUCOSIM_DRIVER_MEM=slow:SEED` runs every check on such memory.
+SLOW_CHECKS = ("kmd_ioctl__check_bind_and_info", "kmd_ioctl__check_cs_checker",
+               "kmd_queues__check_a_hang_on_one_cp_queue_is_found_while_the_other_queue_works",
+               "security__check_reserved_bits_refused")
+SLOW_SEED = 1
+SLOW_SUFFIX = "__slow_memory"
+
+
+def slow_checks() -> dict:
+    """{"module__check_name__slow_memory": (function, configure() arguments)} for SLOW_CHECKS."""
+    every = all_checks()
+    return {name + SLOW_SUFFIX: (every[name], slow_memory(name, SLOW_SEED)) for name in SLOW_CHECKS}
+
+
+def cocotb_test(name: str, check, memory: dict | None = None):
+    """A cocotb test running `check(dev)` on a freshly reset device, then unbinding the KMD.
+    `memory`: testbench.memory.configure()'s arguments; None takes $GPUCOSIM_DRIVER_MEM's."""
     import cocotb
 
     import kmd_model
@@ -46,7 +105,10 @@ def cocotb_test(name: str, check):
                 check(dev)
             finally:
                 kmd_model.unbind()
-        await run_driver(dut, body)
+        mem = memory_settings(name) if memory is None else memory
+        if mem:
+            dut._log.info("%s: memory %s", name, mem)
+        await run_driver(dut, body, **mem)
     test.__name__ = test.__qualname__ = name
     return cocotb.test()(test)
 
@@ -85,3 +147,45 @@ def shards(simulator: str) -> list[list[str]]:
         load[k] += ICARUS_SECONDS.get(name, SHORT_CHECK_SECONDS)
     order = {c: i for i, c in enumerate(names)}
     return [sorted(s, key=order.__getitem__) for s in out if s]
+
+
+def _main(argv=None) -> int:
+    """`python -m tests.cosim.driver_checks`: run the driver checks on the RTL outside pytest,
+    at any bus width and memory (make test runs them at 64 bits on the default memory)."""
+    from testbench import sim
+    from testbench.argtypes import OneLineParser
+    from testbench.sim.design import gpu_design
+
+    p = OneLineParser(prog="python -m tests.cosim.driver_checks", description=_main.__doc__)
+    p.add_argument("--sim", default="verilator", choices=sim.SIMULATORS)
+    p.add_argument("--data-width", type=int, default=64, choices=(32, 64, 128, 256))
+    p.add_argument("--memory", default=None, metavar="SPEC",
+                   help=f"slow or slow:SEED (default ${MEM_ENV}, else the default memory)")
+    p.add_argument("-k", dest="match", default="", metavar="TEXT", help="only the checks whose name contains TEXT")
+    args = p.parse_args(argv)
+    try:
+        memory_settings("", args.memory)
+    except ValueError as e:
+        p.error(str(e) if args.memory is None else f"--memory {args.memory!r}: " + str(e).partition(": ")[2])
+    if args.memory is not None:
+        os.environ[MEM_ENV] = args.memory  # the simulator's Python reads it
+    # (the __slow_memory checks too, as make test runs them on Verilator)
+    names = [n for n in [*all_checks(), *slow_checks()] if args.match in n]
+    if not names:
+        p.error(f"-k {args.match!r}: no check's name contains it")
+    reason = sim.unavailable_reason(args.sim)
+    if reason:
+        print(reason)
+        return 2
+    res = sim.run(gpu_design(args.data_width), args.sim, "tests.cosim.cocotb_drivers", testcase=names,
+                  tag="driver_checks")
+    for n, msg in res.failures:
+        print(f"FAILED {n}: {' '.join(msg.split())[:300]}")
+    own = " (the __slow_memory checks: their own)" if any(n.endswith(SLOW_SUFFIX) for n in names) else ""
+    print(f"{len(res.passed)} of {len(names)} checks passed ({args.sim}, {args.data_width}-bit bus, "
+          f"memory {os.environ.get(MEM_ENV) or 'default'}{own}); log {res.log}")
+    return 0 if len(res.passed) == len(names) and not res.failures else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

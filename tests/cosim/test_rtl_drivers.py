@@ -8,6 +8,7 @@ later write, hardware errors with recovery, IB chaining, batching, API versions.
 Every check runs on every selected simulator. The checks of one simulator are split into
 shards (tests/cosim/driver_checks.py): one simulator session per shard, each its own xdist
 group, so Icarus's slow sessions run on both workers at once instead of holding one.
+Verilator's session also runs driver_checks.SLOW_CHECKS on slow, stalling memory.
 """
 
 import pytest
@@ -22,6 +23,8 @@ from tests.conftest import shared_run
 def _params():
     for s in sim.selected_simulators():
         for k, names in enumerate(driver_checks.shards(s)):
+            if s == "verilator" and k == 0:  # and on slow, stalling memory, the few that assumed fast
+                names = names + list(driver_checks.slow_checks())
             for name in names:
                 yield pytest.param(s, k, names, name, id=f"{s}-{name}",
                                    marks=pytest.mark.xdist_group(f"rtl_drivers-{s}-{k}"))
@@ -32,6 +35,7 @@ def test_driver_check_on_rtl(simulator_name, shard, names, name):
     reason = sim.unavailable_reason(simulator_name)
     if reason:
         pytest.skip(reason)
+    driver_checks.memory_settings(name)  # a bad $GPUCOSIM_DRIVER_MEM: its one line, not a failure per check
     res = shared_run(f"drivers-{simulator_name}-{shard}",
                      lambda: sim.run(gpu_design(64), simulator_name, "tests.cosim.cocotb_drivers", testcase=names,
                                      tag=f"drivers{shard}"))
@@ -51,3 +55,25 @@ def test_shards_hold_every_check_once():
     two_longest = sorted(heavy, key=lambda c: -driver_checks.ICARUS_SECONDS[c])[:2]
     a, b = ([k for k, part in enumerate(driver_checks.shards("icarus")) if c in part] for c in two_longest)
     assert a != b, "the two longest checks share an Icarus shard"
+
+
+def test_slow_memory_settings():
+    """GPUCOSIM_DRIVER_MEM: slow:SEED gives each check its own memory, in the stated ranges,
+    the same at every call; anything else is one line naming the variable."""
+    a, b = driver_checks.memory_settings("x__check_a", "slow:3"), driver_checks.memory_settings("x__check_b", "slow:3")
+    assert a == driver_checks.memory_settings("x__check_a", " slow:3 ") != b
+    assert driver_checks.memory_settings("x__check_a", "slow") == driver_checks.slow_memory("x__check_a", 1)
+    assert driver_checks.memory_settings("x__check_a", "") == {}
+    lo, hi = driver_checks.SLOW_LATENCY
+    plo, phi = driver_checks.SLOW_STALL
+    for seed in range(20):
+        m = driver_checks.slow_memory("x__check_a", seed)
+        assert lo <= m["rd_latency"] <= hi and lo <= m["wr_latency"] <= hi
+        assert sorted(m["stall"]) == sorted(("aw", "w", "b", "ar", "r"))
+        assert all(plo <= p <= phi for p in m["stall"].values())
+    for bad in ("fast", "slow:", "slow:-1", "slow:x", "slow:1:2", "slow:\u00b2", "SLOW"):
+        with pytest.raises(ValueError) as ei:
+            driver_checks.memory_settings("x", bad)
+        assert str(ei.value) == (f"GPUCOSIM_DRIVER_MEM={bad!r}: choose slow or slow:SEED (SEED a non-negative "
+                                 "integer), or leave it empty")
+    assert set(driver_checks.SLOW_CHECKS) <= set(driver_checks.all_checks())

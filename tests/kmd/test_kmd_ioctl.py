@@ -105,17 +105,40 @@ def hw_state(kmd) -> tuple:
     return kmd.ring.get_wptr(), kmd.ring.get_rptr(), kmd.ring.doorbells, tuple(c["packets"].values())
 
 
+def drained_hw_state(kmd, timeout: int = 100_000) -> tuple:
+    """hw_state once every ring has drained: the state to compare against when the rings
+    had work just before (bind()'s IB test). A fence signals when its RELEASE_MEM has
+    written it; the packets after it (the NOPs that pad a submission to the ring's
+    alignment) finish later, and the hardware promises no bound (docs/hardware.md: rptr
+    moves past a packet once it has finished): on slow, stalling memory bind() returned
+    with RB_RPTR 12 of 24 and the padding NOP still to run, so a snapshot taken then moved
+    by itself."""
+    dev, rings = kmd.dev, [r for r in (kmd.ring, kmd.hqd_ring, kmd.sdma_ring) if r is not None]
+    deadline = dev.now() + timeout
+    while any(r.get_rptr() != r.get_wptr() for r in rings):
+        assert dev.now() < deadline, "rings not drained after %d cycles: %s" % (timeout, ", ".join(
+            f"{r.name} rptr {r.get_rptr():#x} wptr {r.get_wptr():#x}" for r in rings))
+        dev.delay(16)
+    return hw_state(kmd)
+
+
 # ------------------------------------------------------------------------------ bring-up and INFO
 
 def check_bind_and_info(dev):
     kmd = kmd_model.bind(dev)
     s = kmd.kmd_stats()
-    assert s["fences_signalled"] == 1 and s["ih_by_source"].get("EOP") == 1  # the IB test went by interrupt
+    assert s["fences_signalled"] == 1 and s["interrupts"] >= 1  # the IB test went by interrupt
+    # and its EOP entry is in the IH ring, though maybe not read yet: the line rises with
+    # IH_WPTR, before the wptr write-back lands (docs/hardware.md), and a handler that finds
+    # no entry takes INT_STATUS.EOP; on slow memory bind() returned before the entry was read
+    assert kmd.wait_for(lambda: kmd.ih.by_source.get("EOP") == 1, 10_000), kmd.ih.by_source
     c = Client()
     info = c.io(Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO))
     assert info.backend == dev.name and info.ib_align_dw == 8 and info.ring_size_dw == 4096
     caps = kmd.mmio.fields(regs.CAPS)  # what the device says of itself, as the UMD is told it
-    assert (info.bus_bytes, info.addr_bits) == (1 << caps["BUS_BYTES_LOG2"], caps["ADDR_BITS"]) == (8, 48)
+    # the bus is a build parameter (32 to 256 bits: make sweep, the RTL tests at 32 bits)
+    assert (info.bus_bytes, info.addr_bits) == (1 << caps["BUS_BYTES_LOG2"], caps["ADDR_BITS"])
+    assert info.bus_bytes in (4, 8, 16, 32) and info.addr_bits == 48
     assert info.packets[:3] == ("NOP", "WRITE_DATA", "INDIRECT_BUFFER")
     fw = c.io(Request.INFO, uapi.InfoArgs(InfoQuery.FW_VERSION))
     assert fw.kmd_name == "gpucosim" and fw.kmd_version == uapi.KMD_VERSION and fw.hw_version[0] == 0
@@ -306,7 +329,7 @@ def check_cs_checker(dev):
     a, b = Client(), Client()
     mine, theirs = a.bo(), b.bo()
     theirs.u32[:] = 0x5A5A5A5A
-    before = hw_state(kmd)
+    before = drained_hw_state(kmd)
     ctx = a.ctx
     ib_rel = 0x0
 

@@ -176,6 +176,7 @@ def test_timeouts_say_what_the_cp_was_doing():
     assert t_out <= int(m.group(1)) <= 2 * t_out + 100
     assert (e.info.code, e.info.opcode_name, e.info.ctx_id, e.info.seq, e.info.level) == \
         ("TIMEOUT", "WAIT_REG_MEM", c.ctx, seq, "IB1")
+    assert (e.info.offset, e.info.addr) == (0, bo.addr + 0x100)  # the stuck packet's place, in the client's VA
     errs = [(f, t) for ev, f, t in seen if ev == "gpu_error"]
     assert len(errs) == 1 and errs[0][0]["info"] == e.info and errs[0][0]["state"] is None
     assert errs[0][0]["job"].seq == seq and t_out <= errs[0][1] - start <= 2 * t_out + 100

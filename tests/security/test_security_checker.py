@@ -19,7 +19,7 @@ from spec import packets, pm4, rules
 from testbench.refmodel import RefModel
 
 from .security_helpers import quiet
-from tests.kmd.test_kmd_ioctl import Client, addr_fields, expect, hw_state
+from tests.kmd.test_kmd_ioctl import Client, addr_fields, drained_hw_state, expect, hw_state
 from .test_security_toctou import check_toctou_gpu_rewrite
 
 
@@ -60,7 +60,7 @@ def check_reserved_bits_refused(dev):
     bo = c.bo(0x4000)
     m = bo.addr
     bo.u32[0x400:0x408] = pm4.pad(8)  # the IB the INDIRECT_BUFFER calls
-    before = hw_state(kmd)
+    before = drained_hw_state(kmd)
     good = _good_packets(m)
     n = 0
     for name, pkt in good.items():

@@ -213,6 +213,10 @@ def test_a_file_whose_jobs_time_out_file_ban_after_hangs_times_is_banned_every_c
     with pytest.raises(KmdError) as ei:
         h.io(Request.CTX, uapi.CtxArgs(uapi.CtxOp.ALLOC))
     assert (ei.value.errno, ei.value.message) == (errno.EIO, f"CTX ALLOC: {why}")
+    # not BANNED, the flag by which the UMD tells a banned queue (make a new one) from a lost
+    # device: for this client the device is lost (DeviceLost)
+    flags = h.io(Request.CTX, uapi.CtxArgs(uapi.CtxOp.QUERY_STATE, ctxs[-1])).flags
+    assert not flags & uapi.CtxQueryFlags.BANNED
     assert not any(s.pending or s.queue for s in kmd.scheds)
     h.f.close()
     assert not kmd.live_bos(h.f)

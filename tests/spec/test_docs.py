@@ -150,6 +150,14 @@ def test_doc_commands_name_targets_and_options_that_exist(path):
                 reads = f"$({var})" in makefile or f"{var} ?=" in makefile
                 assert reads, f"{path}: {cmd}: the Makefile reads no {var}"
             continue
+        while argv and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", argv[0]):  # VAR=value before the command
+            var = argv.pop(0).split("=")[0]
+            assert subprocess.run(["git", "grep", "-q", "-w", var, "--", "*.py", "Makefile"], cwd=ROOT).returncode == 0, \
+                f"{path}: {cmd}: no code reads {var}"
+        if argv[0] == "pytest":  # the tests it names exist
+            for a in (a for a in argv[1:] if not a.startswith("-")):
+                assert (ROOT / a.split("::")[0]).exists(), f"{path}: {cmd}: no {a}"
+            continue
         assert argv[:2] == ["python", "-m"], f"{path}: {cmd}"
         module = argv[2]
         if module not in helps:

@@ -51,12 +51,12 @@ def test_argument_errors():
         _raises(TypeError, msg, gpu.queue, **kw)
     assert gpu.queue(flush_threshold=1, flush_dwords=1, max_inflight=1).max_inflight == 1
     # write
-    _raises(ValueError, "write: data is empty", q.write, buf, 0, [])
-    _raises(ValueError, "write: bytes data must be a non-empty multiple of 4 bytes, not 3", q.write, buf, 0, b"abc")
+    _raises(ValueError, "write: bytes data must be a multiple of 4 bytes, not 3", q.write, buf, 0, b"abc")
     _raises(TypeError, "write: data must be an integer array, not float64", q.write, buf, 0, np.zeros(2))
     _raises(ValueError, "write: data[1] must fit in 32 bits, not 0x100000000", q.write, buf, 0, [0, 1 << 32])
     _raises(ValueError, "write: data[0] must fit in 32 bits, not -0x1", q.write, buf, 0, [-1])
-    _raises(TypeError, "write: data must be an int, not 'x'", q.write, buf, 0, "x")
+    _raises(TypeError, "write: data must be an int, a list of ints, an integer array or bytes-like, not 'x'",
+            q.write, buf, 0, "x")
     _raises(TypeError, "write: data[0] must be an int, not 1.0", q.write, buf, 0, [1.0])
     _raises(ValueError, "write: offset must be a non-negative multiple of 4, not 2", q.write, buf, 2, 1)
     _raises(ValueError, "write: offset must be a non-negative multiple of 4, not -4", q.write, buf, -4, 1)
@@ -66,18 +66,19 @@ def test_argument_errors():
     # as the caller's error rather than the kernel's EINVAL
     ev = q.signal()
     q.finish()
-    for fn, name, what in ((ev.wait, "wait", "timeout_cycles"), (q.finish, "finish", "timeout")):
-        _raises(ValueError, f"{name}: {what} must be in [0, 2**64), not -1", fn, -1)
-        _raises(ValueError, f"{name}: {what} must be in [0, 2**64), not {1 << 64}", fn, 1 << 64)
-        _raises(TypeError, f"{name}: {what} must be an int, not 1.5", fn, 1.5)
-        _raises(TypeError, f"{name}: {what} must be an int, not '9'", fn, "9")
-        _raises(TypeError, f"{name}: {what} must be an int, not True", fn, True)
-    _raises(ValueError, "download: timeout must be in [0, 2**64), not -1", q.download, buf, 0, 4, timeout=-1)
+    for fn, name in ((ev.wait, "wait"), (q.finish, "finish")):
+        _raises(ValueError, f"{name}: timeout must be in [0, 2**64) or None, not -1", fn, -1)
+        _raises(ValueError, f"{name}: timeout must be in [0, 2**64) or None, not {1 << 64}", fn, 1 << 64)
+        _raises(TypeError, f"{name}: timeout must be an int (GPU cycles) or None, not 1.5", fn, 1.5)
+        _raises(TypeError, f"{name}: timeout must be an int (GPU cycles) or None, not '9'", fn, "9")
+        _raises(TypeError, f"{name}: timeout must be an int (GPU cycles) or None, not True", fn, True)
+    _raises(ValueError, "download: timeout must be in [0, 2**64) or None, not -1", q.download, buf, 0, 4, timeout=-1)
     assert ev.wait(0) and ev.wait((1 << 64) - 1)
     # emit_raw takes its dwords as write does, and names itself
     _raises(ValueError, "emit_raw: dwords is empty", q.emit_raw, [])
     _raises(ValueError, "emit_raw: dwords[1] must fit in 32 bits, not 0x100000000", q.emit_raw, [0, 1 << 32])
-    _raises(TypeError, "emit_raw: dwords must be an int, not 'x'", q.emit_raw, "x")
+    _raises(TypeError, "emit_raw: dwords must be an int, a list of ints, an integer array or bytes-like, not 'x'",
+            q.emit_raw, "x")
     # wait_mem: 32-bit ref and mask, boundaries included
     _raises(ValueError, "wait_mem: compare must be one of always, <, <=, ==, !=, >=, >, not '~'",
             q.wait_mem, buf, 0, 1, compare="~")
@@ -552,6 +553,11 @@ def test_waits_on_a_lost_device_say_what_waited():
     lost = re.escape(f"WAIT_CS: {kmd.wedged}")
     with pytest.raises(umd.DeviceLost, match=f"^flush: {lost}$"):
         thr.flush()  # max_inflight=1: waits for the one in flight first
+    with pytest.raises(umd.DeviceLost, match=f"^flush: {re.escape(f'CS: {kmd.wedged}')}$") as ei:
+        late = gpu.queue()
+        late.write(buf, 0, 1)
+        late.flush()  # EIO: the device's, not the queue's (CTX QUERY_STATE: not BANNED)
+    assert type(ei.value) is umd.DeviceLost
     with pytest.raises(umd.DeviceLost, match=f"^wait: {lost}$"):
         ev.wait()
     hog = _hog_gtt(gpu, kmd)

@@ -79,6 +79,10 @@ class Winsys:
     def ctx_free(self, ctx_id: int) -> None:
         self.ioctl(Request.CTX, uapi.CtxArgs(uapi.CtxOp.FREE, ctx_id))
 
+    def ctx_query(self, ctx_id: int) -> uapi.CtxOut:
+        """CTX QUERY_STATE (amdgpu's QUERY_STATE2): what resets did to the context, its flags."""
+        return self.ioctl(Request.CTX, uapi.CtxArgs(uapi.CtxOp.QUERY_STATE, ctx_id))
+
     # -- submission
     def cs_submit(self, ctx_id: int, chunks: list) -> int:
         return self.ioctl(Request.CS, uapi.CsArgs(ctx_id, chunks)).seq
