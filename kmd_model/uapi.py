@@ -11,7 +11,37 @@ READABLE / WRITEABLE / EXECUTABLE permissions; DEV_INFO gives the range it may u
 GEM_CREATE returns no address: physical memory is the kernel's business.
 
 Errors: every ioctl raises `KmdError(errno, message)` instead of returning -1 and
-setting errno; `str(e)` is "EINVAL: GEM_CREATE: size must be > 0, not 0".
+setting errno; `str(e)` is "EINVAL: GEM_CREATE: size must be > 0, not 0". The message is
+one line and names the ioctl first. A refused ioctl changes nothing (a refused CS takes no
+seqno); only an EIO from below, a TLB flush or a reset that failed, comes after the change
+(a GEM_CLOSE still closes, as close(2) reports EIO). The errnos are amdgpu's for the same
+mistake unless said otherwise (tests/kmd/test_kmd_uapi_contract.py holds each):
+
+- EINVAL: a bad argument: a field of the wrong type (a float, a str, None, a bool where an
+  integer goes; numpy integers are integers; a handle or context id of the wrong type is
+  an unknown one, with its errno), out of range or wider than its C field, an
+  unknown request, query, operation, flag or domain, a reserved field (flags nobody
+  defined) non-zero, a misaligned address, offset or size; an unknown context id (CTX, CS,
+  a dependency, WAIT_CS: ids are the file's own), a seqno the context has not handed out;
+  an unknown handle in GEM_CLOSE (drm_gem_handle_delete) and in a CS fence chunk
+  (amdgpu_cs_p1_user_fence); a GEM_VA range that overlaps a mapping or leaves the VM's.
+- ENOENT: a handle the file does not hold (unknown, or another file's: handles are the
+  file's own) in GEM_MMAP, GEM_VA, GEM_WAIT_IDLE and a CS IB chunk (drm_gem_object_lookup);
+  a GEM_VA UNMAP that names no mapping of that BO starting at that address.
+- EFAULT: a CS on a PM4 ring (GFX) whose IB or any packet's memory range is not inside
+  one mapping of the file's VM with the permission it needs (an IB: EXECUTABLE); an IB of
+  any ring in the kernel's range above DEV_INFO.va_end. amdgpu answers EINVAL for an IB
+  outside its mappings (amdgpu_cs_find_mapping); here the CS checker answers every address
+  a client names and may not reach alike, IB or packet operand, as a bad user pointer is
+  EFAULT. The DMA ring has no checker: there the MMU stops such a job (a VM fault, its
+  WAIT_CS ECANCELED).
+- EPERM: GEM_MMAP of a NO_CPU_ACCESS BO. EACCES: CTX ALLOC above NORMAL without
+  CAP_SYS_NICE. ENOSPC: a file's 4,096th context. ENOMEM: no room in a heap (GEM_CREATE,
+  a page table for GEM_VA, a page directory at open), or in the shadow pool for long.
+- ETIME: a WAIT_CS whose timeout (> 0) ran out (amdgpu answers status busy instead;
+  GEM_WAIT_IDLE does so here too). ECANCELED: the context was reset as guilty (CS, WAIT_CS),
+  or the job waited for was cancelled (a reset, a failed dependency). EIO: the context or
+  its file is banned, or the device is wedged. EBADF: the file is closed.
 """
 
 from __future__ import annotations
@@ -80,13 +110,17 @@ class Request(IntEnum):
 class Domain(IntFlag):
     """Where a BO lives (amdgpu's AMDGPU_GEM_DOMAIN_* values). Both are CPU-visible here:
     the backends share one memory with the CPU, so the split is bookkeeping (a separate
-    address range and accounting), as on an APU."""
+    address range and accounting), as on an APU. GEM_CREATE takes exactly one of them:
+    amdgpu's masks (VRAM | GTT: "either") and its other domains (CPU, GDS ...) are EINVAL."""
 
     GTT = 0x2
     VRAM = 0x4
 
 
 class GemFlags(IntFlag):
+    """GEM_CREATE flags (amdgpu's AMDGPU_GEM_CREATE_* bits); any other bit is EINVAL. Every
+    new BO is zero-filled, whatever its flags (memory comes back from other clients)."""
+
     CPU_ACCESS_REQUIRED = 1 << 0
     NO_CPU_ACCESS = 1 << 1  # GEM_MMAP refuses the BO
     VRAM_CLEARED = 1 << 3  # zero-filled at creation (in either domain here)
@@ -102,8 +136,11 @@ class GemCreateArgs:
 
 @dataclass(frozen=True)
 class GemCreateOut:
+    """A new BO: its handle (the file's own, > 0) and size. Its pages are the kernel's to
+    place: map it with GEM_VA to reach it from the GPU, GEM_MMAP from the CPU."""
+
     handle: int
-    size: int  # rounded up to whole pages
+    size: int  # rounded up to whole pages (size 1: one page); more than a heap holds: ENOMEM
 
 
 @dataclass
@@ -122,7 +159,7 @@ class GemMmapOut:
     uint8 view of the BO's bytes in device memory (writes go straight to the GPU's memory)."""
 
     view: Any
-    size: int
+    size: int  # the BO's (whole pages); GEM_CLOSE revokes every view (MappingRevoked)
 
 
 class VaOp(IntEnum):
@@ -135,7 +172,9 @@ class VaOp(IntEnum):
 
 
 class VmFlags(IntFlag):
-    """GEM_VA permissions (amdgpu's AMDGPU_VM_PAGE_*); none: every access faults."""
+    """GEM_VA permissions (amdgpu's AMDGPU_VM_PAGE_*); none: every access faults (a legal
+    MAP). Any other bit, amdgpu's DELAY_UPDATE (bit 0), PRT (bit 4) and MTYPE among them, is
+    EINVAL: page tables are updated at once, and there are no partially resident maps."""
 
     READABLE = 1 << 1
     WRITEABLE = 1 << 2
@@ -144,7 +183,13 @@ class VmFlags(IntFlag):
 
 @dataclass
 class GemVaArgs:
-    """drm_amdgpu_gem_va: every address, offset and size a multiple of DEV_INFO.va_alignment."""
+    """drm_amdgpu_gem_va: every address, offset and size a multiple of DEV_INFO.va_alignment,
+    map_size > 0, [va_address, va_address + map_size) inside [DEV_INFO.va_start, va_end) and
+    [offset_in_bo, offset_in_bo + map_size) inside the BO. One BO may be mapped at several
+    addresses. UNMAP names a mapping by its BO and start (offset_in_bo and map_size
+    unused); CLEAR and REPLACE split the mappings they cut, and what is left of each is a
+    mapping of its own (UNMAP it at its new start); CLEAR looks no handle up. GEM_CLOSE
+    unmaps the BO everywhere. Errors: see the module's docstring."""
 
     handle: int
     operation: int
@@ -162,6 +207,10 @@ class GemWaitIdleArgs:
 
 @dataclass(frozen=True)
 class GemWaitIdleOut:
+    """busy: a job that may use the BO (one submitted while it was mapped in the file's VM,
+    or naming it in a fence chunk) has not finished. A wait that runs out answers busy, no
+    error (amdgpu's out.status), unlike WAIT_CS's ETIME."""
+
     busy: bool
 
 
@@ -257,7 +306,12 @@ class CtxOut:
 
 @dataclass
 class CsChunkIb:
-    """An IB to run: by BO handle + byte offset, or by GPU address (handle = 0)."""
+    """An IB to run: by BO handle + byte offset (the BO mapped there with GEM_VA), or by GPU
+    virtual address (handle = 0); both or neither: EINVAL. size_dw 1 .. DEV_INFO.max_ib_dw,
+    padded to DEV_INFO.ib_align_dw by the UMD; the offset or address dword aligned (32-byte
+    on the DMA ring). The IB lies inside one EXECUTABLE mapping (two adjacent mappings do
+    not make one), else EFAULT (on the DMA ring: a VM fault when it runs). flags: none defined (non-zero: EINVAL). All IB chunks of a
+    CS name one ring, and DEV_INFO.max_ib_chunks of them at most."""
 
     size_dw: int
     handle: int = 0
@@ -287,7 +341,9 @@ class CsChunkDep:
 class CsChunkFence:
     """User fence: after the job, the KMD has the GPU write the job's 32-bit seqno to this
     dword of the BO (amdgpu's AMDGPU_CHUNK_ID_FENCE), so a UMD can poll memory instead
-    of calling WAIT_CS."""
+    of calling WAIT_CS. The BO need not be mapped in the VM (the kernel writes it); the job
+    holds it until it ends. One per CS; an unknown handle or an offset not dword aligned
+    inside the BO: EINVAL."""
 
     handle: int
     offset: int
@@ -306,9 +362,13 @@ class CsOut:
 
 @dataclass
 class WaitCsArgs:
+    """Wait for job `seq` of context `ctx_id`. Unlike amdgpu's, it names no ring: a
+    context's seqnos are one sequence over all its rings. 0xFFFFFFFF is no "latest" here
+    (it is in a CsChunkDep): a seqno the context has not handed out is EINVAL."""
+
     ctx_id: int
     seq: int
-    timeout: int  # simulated cycles; 0 = just ask (no ETIME)
+    timeout: int  # simulated cycles; 0 = just ask (no ETIME); 2**64 - 1: no bound but the job timer
 
 
 @dataclass(frozen=True)
@@ -358,7 +418,7 @@ class DevInfo:
     va_end: int  # ... and virtual_address_max)
     va_alignment: int  # the page size: GEM_VA's unit
     vm_levels: int  # page-table levels
-    sdma_rings: int = 0  # rings of HW IP DMA (the copy engine): 0 on the RTL backends so far
+    sdma_rings: int = 0  # rings of HW IP DMA (the copy engine, QUEUE_CAPS.SDMA): 1 on the model and the RTL
     max_ib_chunks: int = 4  # IB chunks one CS may carry
     max_dep_chunks: int = 1024  # dependency chunks one CS may carry
 
