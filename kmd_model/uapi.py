@@ -265,7 +265,9 @@ class CtxQueryFlags(IntFlag):
 
 class ResetStatus(IntEnum):
     NO_RESET = 0
-    GUILTY = 1  # this context's work caused a reset; it is refused from now on (ECANCELED)
+    GUILTY = 1  # this context's work caused a reset. A full reset (the gfx ring's): its CS and WAIT_CS are
+    # ECANCELED from then on. A queue reset (sdma0, gfx_high): its jobs of that ring were cancelled, and it
+    # submits on (to every ring) until it has caused ban_after_hangs resets (then EIO)
     INNOCENT = 2  # a reset happened while this context had work in flight; its work was resubmitted
 
 
@@ -279,7 +281,8 @@ class CtxArgs:
 
 @dataclass(frozen=True)
 class HwErrorInfo:
-    """A decoded CP error, as QUERY_STATE reports it for a guilty context."""
+    """A decoded CP error (or a timeout), as QUERY_STATE reports it for a context a full reset
+    left guilty, and as the KmdError.info of a failed job's WAIT_CS."""
 
     code: str  # CpError name, or "TIMEOUT" for a job that ran past the job timeout
     level: str  # "RING", "IB1", "IB2"
@@ -297,7 +300,8 @@ class CtxOut:
     ctx_id: int = 0
     reset_status: ResetStatus = ResetStatus.NO_RESET
     resets: int = 0  # resets (of the device or of a queue) seen since the context was created
-    error: HwErrorInfo | None = None
+    error: HwErrorInfo | None = None  # what made it guilty for good (a full reset); None after a queue
+    # reset, whose error the cancelled jobs' WAIT_CS carries (KmdError.info)
     ring_status: dict = field(default_factory=dict)  # ring name ("gfx", "sdma0") -> ResetStatus
     flags: CtxQueryFlags = CtxQueryFlags(0)  # QUERY2's flags: RESET, GUILTY, BANNED
 

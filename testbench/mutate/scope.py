@@ -94,6 +94,8 @@ TESTS = (
     "tests/kmd_sched/test_kmd_queues.py",
     "tests/kmd_sched/test_kmd_rings.py",
     "tests/kmd/test_kmd_ioctl_edges.py",
+    "tests/kmd/test_kmd_uapi_contract.py",
+    "tests/kmd/test_kmd_uapi_contract_cs.py",
     "tests/security/test_vm_isolation.py",
     "tests/kmd_sched/test_kmd_hostile.py",
     "tests/kmd/test_kmd_ctx.py",
