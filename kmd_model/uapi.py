@@ -313,8 +313,9 @@ class CsChunkIb:
     """An IB to run: by BO handle + byte offset (the BO mapped there with GEM_VA), or by GPU
     virtual address (handle = 0); both or neither: EINVAL. size_dw 1 .. DEV_INFO.max_ib_dw,
     padded to DEV_INFO.ib_align_dw by the UMD; the offset or address dword aligned (32-byte
-    on the DMA ring). The IB lies inside one EXECUTABLE mapping (two adjacent mappings do
-    not make one), else EFAULT (on the DMA ring: a VM fault when it runs). flags: none defined (non-zero: EINVAL). All IB chunks of a
+    on the DMA ring). By handle, the BO must be mapped at that offset (else EINVAL: the
+    chunk names no address); the IB lies inside one EXECUTABLE mapping (two adjacent
+    mappings do not make one), else EFAULT (on the DMA ring: a VM fault when it runs). flags: none defined (non-zero: EINVAL). All IB chunks of a
     CS name one ring, and DEV_INFO.max_ib_chunks of them at most."""
 
     size_dw: int

@@ -13,7 +13,7 @@ import pytest
 import kmd_model
 from kmd_model import uapi
 from kmd_model.uapi import (CsChunkDep, CsChunkFence, CsChunkIb, CtxOp, CtxPriority, HwIp, InfoQuery,
-                            MappingRevoked, Request)
+                            MappingRevoked, Request, VmFlags)
 from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
@@ -105,6 +105,8 @@ def check_cs(dev):
     bad(errno.ENOENT, CsChunkIb(8, handle=99))  # an unknown BO handle (drm_gem_object_lookup)
     for off in (2, -4, 0x4000, 0x3FE0, None, 4.0):  # misaligned, negative, past the end
         bad(errno.EINVAL, CsChunkIb(16, handle=h, offset=off))
+    unmapped = u.create()
+    bad(errno.EINVAL, CsChunkIb(8, handle=unmapped))  # by handle, a BO mapped nowhere names no address
     bad(errno.EINVAL, CsChunkIb(8))  # neither handle nor gpu_addr
     bad(errno.EINVAL, CsChunkIb(8, handle=h, gpu_addr=va))  # both
     for addr in (va + 2, -8, 1 << 64, "0x1000", 1.0):
@@ -133,9 +135,19 @@ def check_cs(dev):
     for chunk in (CsChunkIb(8, gpu_addr=dva), CsChunkIb(8, handle=hd), CsChunkIb(8, gpu_addr=u.info.va_end),
                   CsChunkIb(8, gpu_addr=u.info.va_start - PAGE), CsChunkIb(8, gpu_addr=dva + PAGE)):
         bad(errno.EFAULT, chunk)
-    # none of the refusals took a seqno: the next job is the one after dep (on ctx)
+    # a packet's memory: what its mapping does not permit, or no mapping, is EFAULT too
+    ro, ro32, rova = u.bo(PAGE, vm_flags=VmFlags.READABLE)
+    for target in (rova, dva + PAGE, u.info.va_end, va + 0x4000):
+        bad(errno.EFAULT, ib(u32, pm4.write_data(target, [1]), offset=0x500, handle=h))
+    bad(errno.EFAULT, ib(u32, pm4.wait_reg_mem(dva + PAGE, 1, 1, "EQ"), offset=0x500, handle=h))
+    # an IB may come from a mapping that is EXECUTABLE alone; a READABLE one may be read
+    xh, x32, xva = u.bo(PAGE, vm_flags=VmFlags.EXECUTABLE)
+    xs = u.cs(ctx, ib(x32, pm4.write_data(data + 12, [0x66]), handle=xh),
+              ib(u32, pm4.wait_reg_mem(rova, 0, 0xFFFF_FFFF, "EQ"), offset=0x600, handle=h))
+    assert xs == dep + 1 and u.wait(ctx, xs) and u32[0x803] == 0x66
+    # none of the refusals took a seqno: the next jobs are the ones after dep (on ctx)
     nxt = u.cs(ctx, nop)
-    assert nxt == dep + 1 and u.wait(ctx, nxt)
+    assert nxt == xs + 1 and u.wait(ctx, nxt)
 
 
 def check_cs_other_files_objects(dev):
