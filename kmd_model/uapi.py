@@ -86,7 +86,9 @@ class KmdError(Exception):
 
 class MappingRevoked(RuntimeError):
     """A CPU mapping (GEM_MMAP) was used after its BO's handle was closed (GEM_CLOSE, or the
-    file closing): the kernel has unmapped it, as a use after munmap would fault."""
+    file closing): the kernel has unmapped it, as a use after munmap would fault. It names
+    the BO as the client knows it: "BO fd3:1 (0x3000 bytes) was closed (GEM_CLOSE): its CPU
+    mapping is gone, as after munmap" ("(its file was closed)" for the other)."""
 
 
 def errno_name(err: int) -> str:

@@ -82,7 +82,7 @@ class ClientsMixin:
         error = None
         for bo in leaked:
             try:
-                self.bo_close(bo)
+                self.bo_close(bo, "its file was closed")
             except KmdError as e:
                 error = error or e
         file.handles.clear()
@@ -214,12 +214,15 @@ class ClientsMixin:
 
     # ------------------------------------------------------------------ BO lifetimes
 
-    def bo_close(self, bo) -> None:
-        """The BO's last handle is gone: its CPU mappings are revoked now; its GPU mappings
-        and its memory go once no job uses it (jobs submitted before still find it mapped,
-        as amdgpu's page-table updates wait for the BO's fences)."""
+    def bo_close(self, bo, by: str = "GEM_CLOSE") -> None:
+        """The BO's last handle is gone (`by`: what closed it, for the revoked mappings'
+        message): its CPU mappings are revoked now; its GPU mappings and its memory go once
+        no job uses it (jobs submitted before still find it mapped, as amdgpu's page-table
+        updates wait for the BO's fences)."""
         for m in bo.mappings:
-            m.revoke(f"BO {bo.name or '?'} [{bo.gpu_addr:#x}, {bo.end:#x}) was closed (GEM_CLOSE): "
+            # the BO by its file and handle, as the client knows it: where the kernel put it
+            # is not the client's to learn (the message named its physical range)
+            m.revoke(f"BO {bo.name or '?'} ({bo.size:#x} bytes) was closed ({by}): "
                      "its CPU mapping is gone, as after munmap")
         bo.mappings.clear()
         bo.closed = True

@@ -18,6 +18,7 @@ on the RTL too; pytest runs them on the reference model.
 from __future__ import annotations
 
 import errno
+import re
 
 import pytest
 
@@ -225,12 +226,23 @@ def check_gem_mmap(dev):
     for handle in (0, 77, -1, "1", None, 1 << 64):
         refused(errno.ENOENT, "GEM_MMAP", u.mmap, handle)
     u.close_bo(h)
-    # GEM_CLOSE revokes the mapping: every access raises MappingRevoked, the handle is gone
-    with pytest.raises(MappingRevoked):
+    # GEM_CLOSE revokes the mapping: every access raises MappingRevoked, naming the BO by its
+    # file and handle (never by where the kernel put it: GEM_CREATE tells no address)
+    gone = f"BO fd{u.f.fd}:{h} (0x3000 bytes) was closed (GEM_CLOSE): its CPU mapping is gone, as after munmap"
+    with pytest.raises(MappingRevoked) as ei:
         m.view[0] = 1
-    with pytest.raises(MappingRevoked):
+    assert str(ei.value) == gone
+    with pytest.raises(MappingRevoked, match=re.escape(gone)):
         again.fill(0)
     refused(errno.ENOENT, "GEM_MMAP", u.mmap, h)
+    # the file's close revokes every mapping it made, and says so
+    kept = u.create(PAGE, GTT)
+    view = u.mmap(kept)
+    u.f.close()
+    with pytest.raises(MappingRevoked) as ei:
+        view[0]
+    assert str(ei.value) == (f"BO fd{u.f.fd}:{kept} (0x1000 bytes) was closed (its file was closed): its CPU "
+                             "mapping is gone, as after munmap")
 
 
 # ------------------------------------------------------------------------------ GEM_VA

@@ -35,9 +35,9 @@ def check_stale_mapping(dev):
     for use in (lambda: old.u32.__setitem__(0, EVIL), lambda: old.u32[0], lambda: old.u32.tolist(),
                 lambda: view8[:4], lambda: np.copyto(view8, 1), lambda: view8 + 1, lambda: bytes(view8.tobytes()),
                 lambda: old.u32.view("<u2"), lambda: old.u32.sum()):
-        with pytest.raises(MappingRevoked, match=rf"^BO fd{a.f.fd}:{old.handle} \[{phys:#x}, "
-                           rf"{phys + 0x2000:#x}\) was closed \(GEM_CLOSE\): its CPU mapping is gone, "
-                           r"as after munmap$"):
+        # (by file and handle: the physical range it named is not the client's to learn)
+        with pytest.raises(MappingRevoked, match=rf"^BO fd{a.f.fd}:{old.handle} \(0x2000 bytes\) was closed "
+                           r"\(GEM_CLOSE\): its CPU mapping is gone, as after munmap$"):
             use()
     alias[:] = 0xEE  # an alias made before the close writes nowhere
     assert not new.u32.any()
