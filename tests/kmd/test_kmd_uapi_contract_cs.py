@@ -13,7 +13,7 @@ import pytest
 import kmd_model
 from kmd_model import uapi
 from kmd_model.uapi import (CsChunkDep, CsChunkFence, CsChunkIb, CtxOp, CtxPriority, HwIp, InfoQuery,
-                            MappingRevoked, Request, VmFlags)
+                            MappingRevoked, Request, VaOp, VmFlags)
 from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
@@ -219,6 +219,48 @@ def check_waits(dev):
     assert u.io(W, uapi.WaitCsArgs(ctx, again, 0)).busy
 
 
+def check_gem_va_as_the_gpu_sees_it(dev):
+    """MAP, REPLACE, CLEAR and UNMAP as the GPU's writes see them: each change holds for the
+    next job (the TLB is invalidated before the ioctl returns), a split mapping's parts keep
+    their offsets in the BO, and what is unmapped is refused at CS (EFAULT)."""
+    kmd_model.bind(dev)
+    u = Umd()
+    ctx = u.ctx()
+    ih, i32, _ = u.bo(PAGE)  # the IBs
+    a, b = u.create(0x4000), u.create(0x4000)
+    a32, b32 = u.mmap(a).view("<u4"), u.mmap(b).view("<u4")
+    va = u.va + 0x10_0000
+    u.map(a, va, 0x4000, flags=RW)
+
+    def write(page, value, off=0x100):
+        """A job writing `value` to `va` + page * PAGE + off; the CS's seqno."""
+        return u.cs(ctx, ib(i32, pm4.write_data(va + page * PAGE + off, [value]), handle=ih))
+
+    def page(u32, n):
+        return int(u32[n * PAGE // 4 + 0x40])
+
+    for n in range(4):
+        assert u.wait(ctx, write(n, 0xA0 + n))
+    assert [page(a32, n) for n in range(4)] == [0xA0, 0xA1, 0xA2, 0xA3]
+    u.map(b, va + PAGE, 2 * PAGE, offset=PAGE, flags=RW, op=VaOp.REPLACE)  # a's pages 1, 2 -> b's 1, 2
+    for n in range(4):
+        assert u.wait(ctx, write(n, 0xB0 + n))
+    assert [page(a32, n) for n in range(4)] == [0xB0, 0xA1, 0xA2, 0xB3]
+    assert [page(b32, n) for n in range(4)] == [0, 0xB1, 0xB2, 0]
+    u.io(Request.GEM_VA, uapi.GemVaArgs(0, VaOp.CLEAR, va + 2 * PAGE, 0, PAGE, 0))  # b's page 2 goes
+    refused(errno.EFAULT, "CS", write, 2, 0xC2)
+    u.map(a, va + 3 * PAGE, 0, op=VaOp.UNMAP)  # what REPLACE left of a at its end is a mapping of its own
+    refused(errno.EFAULT, "CS", write, 3, 0xC3)
+    for n in (0, 1):
+        assert u.wait(ctx, write(n, 0xC0 + n))
+    assert [page(a32, n) for n in range(4)] == [0xC0, 0xA1, 0xA2, 0xB3]
+    assert [page(b32, n) for n in range(4)] == [0, 0xC1, 0xB2, 0]
+    u.map(a, va, 0, op=VaOp.UNMAP)
+    u.map(b, va + PAGE, 0, op=VaOp.UNMAP)
+    for n in range(4):
+        refused(errno.EFAULT, "CS", write, n, 0xD0)
+
+
 # ------------------------------------------------------------------------------ resets, the DMA ring
 
 def check_reset_status(dev):
@@ -304,7 +346,8 @@ def check_dma_ring(dev):
 
 
 
-CHECKS = [check_ctx, check_cs, check_cs_other_files_objects, check_waits, check_reset_status, check_dma_ring]
+CHECKS = [check_ctx, check_cs, check_cs_other_files_objects, check_waits, check_gem_va_as_the_gpu_sees_it,
+          check_reset_status, check_dma_ring]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
