@@ -11,8 +11,8 @@ physical memory behind them (what the kernel's own packets and the page tables n
 sit above 4 GiB, so ADDR_HI, IB_BASE_HI, SRC_ADDR_HI and DST_ADDR_HI are non-zero in every
 packet a check builds. The model's memory is sparse: 8 GiB costs only the pages touched.
 
-The three security checks about limits (held flushes, out of memory, exact limits) are
-left out: they are about counts, not addresses, and take seconds each; so are the checks
+The three security checks about limits (held flushes, out of memory, exact limits) and the
+uAPI check that fills VRAM are left out: they are about counts, not addresses, and take seconds each; so are the checks
 that assert the default VM's layout (2 levels of page tables, the user range's bottom at
 1 MiB) or a trace line's width, which this device changes on purpose.
 """
@@ -43,7 +43,8 @@ def _high_va(monkeypatch):
 
 def _device() -> RefModel:
     return RefModel(mem_size=MEM_SIZE, vm_levels=VM_LEVELS)
-SLOW = ("security__check_held_cp_flushes", "security__check_out_of_memory", "security__check_limits_exact")
+SLOW = ("security__check_held_cp_flushes", "security__check_out_of_memory", "security__check_limits_exact",
+        "kmd_uapi_contract__check_open_with_vram_full")  # (zero-fills 4 GiB of VRAM here: 10 s)
 LAYOUT = ("kmd_ioctl__check_bind_and_info", "kmd_ioctl__check_trace", "kmd_vm__check_page_tables_in_memory",
           "kmd_vm__check_vm_fault_reported", "kmd_vm__check_close_releases_everything",
           "vm_isolation__check_unmap_while_in_use",

@@ -344,8 +344,31 @@ def check_close_gives_everything_back(dev):
 
 
 
+def check_open_with_vram_full(dev):
+    """Opening takes the VM's page directory from VRAM: with VRAM full the open is ENOMEM,
+    naming open, and keeps nothing (docs/architecture.md)."""
+    kmd_model.bind(dev)
+    u = Umd()
+    hog = []
+    while True:  # the largest hole each time, then whatever pages are left
+        free = u.io(Request.INFO, uapi.InfoArgs(InfoQuery.MEMORY)).vram.largest_free
+        if not free:
+            break
+        hog.append(u.create(free, VRAM))
+    before = u.heaps()
+    with pytest.raises(KmdError) as ei:
+        kmd_model.open_render_node()
+    e = ei.value
+    assert e.name == "ENOMEM" and e.message.startswith("open: the VM's page directory: no 0x1000 bytes free in VRAM")
+    assert u.heaps() == before
+    u.close_bo(hog.pop())
+    freed = u.heaps()
+    v = Umd()  # room again: the open works, its page directory in VRAM
+    assert v.heaps()[0] - freed[0] >= PAGE and v.heaps()[1] == freed[1]
+
+
 CHECKS = [check_open_and_info, check_gem_create, check_gem_handles_are_per_file, check_gem_mmap, check_gem_va,
-          check_close_gives_everything_back]
+          check_close_gives_everything_back, check_open_with_vram_full]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
