@@ -353,3 +353,22 @@ CHECKS = [check_ctx, check_cs, check_cs_other_files_objects, check_waits, check_
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
 def test_on_model(check):
     check(RefModel())
+
+
+def test_a_dependency_older_than_the_rings_kept_is_nothing_to_wait_for():
+    """docs/architecture.md: the ring of a finished job is kept for the context's last 1,024
+    jobs; an older one that ended well is nothing to wait for on any ring (amdgpu_ctx_get_fence
+    takes a seqno too old to be kept as signalled), a newer one on the wrong ring is EINVAL."""
+    kmd_model.bind(RefModel())
+    u = Umd()
+    ctx = u.ctx()
+    h, u32, _ = u.bo(PAGE)
+    nop = ib(u32, pm4.nop(6), handle=h)
+    seqs = [u.cs(ctx, nop) for _ in range(1026)]
+    assert u.wait(ctx, seqs[-1])
+    copy = CsChunkIb(8, handle=h, ip_type=HwIp.DMA)
+    u32[:8] = sdma.pad(8)
+    for kept in (seqs[2], seqs[-1]):  # the last 1,024: they ran on gfx, not on the DMA ring
+        refused(errno.EINVAL, "CS", u.cs, ctx, copy, CsChunkDep(HwIp.DMA, 0, ctx, kept))
+    # 1,026 and 1,025 jobs ago: forgotten, nothing to wait for (each CS pushes one more out)
+    assert u.wait(ctx, u.cs(ctx, copy, CsChunkDep(HwIp.DMA, 0, ctx, seqs[0]), CsChunkDep(HwIp.DMA, 0, ctx, seqs[1])))
