@@ -10,6 +10,13 @@ own VM (amdgpu_vm): the UMD chooses where each BO goes and maps it with GEM_VA, 
 READABLE / WRITEABLE / EXECUTABLE permissions; DEV_INFO gives the range it may use.
 GEM_CREATE returns no address: physical memory is the kernel's business.
 
+What amdgpu has and this uAPI leaves out: BO lists (BO_LIST, the BO_HANDLES chunk): a job
+holds every BO mapped in its VM when it was submitted, and any fence chunk's BO; syncobjs
+and their chunks: a job waits for another with a CsChunkDep (of the same file), the CPU
+with WAIT_CS or by polling a user fence (CsChunkFence); AMDGPU_INFO's other queries,
+GEM_USERPTR, GEM_METADATA, GEM_OP, FENCE_TO_HANDLE, WAIT_FENCES and SCHED: EINVAL, as any
+unknown request or query.
+
 Errors: every ioctl raises `KmdError(errno, message)` instead of returning -1 and
 setting errno; `str(e)` is "EINVAL: GEM_CREATE: size must be > 0, not 0". The message is
 one line and names the ioctl first. A refused ioctl changes nothing (a refused CS takes no

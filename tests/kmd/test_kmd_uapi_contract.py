@@ -134,6 +134,10 @@ def check_open_and_info(dev):
         refused(errno.EINVAL, "INFO", u.io, Request.INFO, uapi.InfoArgs(q))
     # the request number and its argument class (DRM: an unknown driver ioctl is EINVAL)
     refused(errno.EINVAL, "unknown ioctl request", u.io, 0x99, uapi.InfoArgs(InfoQuery.DEV_INFO))
+    # amdgpu's requests this uAPI leaves out (uapi.py): BO_LIST, GEM_METADATA, GEM_OP, GEM_USERPTR,
+    # WAIT_FENCES, FENCE_TO_HANDLE, SCHED
+    for nr in (0x03, 0x06, 0x10, 0x11, 0x12, 0x14, 0x15):
+        refused(errno.EINVAL, "unknown ioctl request", u.io, uapi.DRM_COMMAND_BASE + nr, None)
     refused(errno.EINVAL, "unknown ioctl request", u.io, float(Request.INFO), uapi.InfoArgs(InfoQuery.DEV_INFO))
     refused(errno.EINVAL, "GEM_CREATE", u.io, Request.GEM_CREATE, uapi.InfoArgs(InfoQuery.DEV_INFO))
     u.f.close()
