@@ -85,6 +85,14 @@ def check_cs(dev):
                 CsChunkDep(HwIp.GFX, 0, ctx, dep), CsChunkDep(HwIp.GFX, 0, u.ctx(), LATEST))
     assert u.wait(other_ctx, dep2) and u32[0x800] == 0x55
     assert u.wait(ctx, first, 0)  # long finished: signalled at once
+    # a HIGH context's GFX jobs (gfx_high where the device has it) are named as GFX ring 0 all the same
+    hi = u.ctx(CtxPriority.HIGH)
+    hs = u.cs(hi, ib(u32, pm4.write_data(data + 16, [0x77]), offset=0x380, handle=h), CsChunkFence(h, 0x3004),
+              CsChunkDep(HwIp.GFX, 0, other_ctx, dep2))
+    after_hi = u.cs(ctx, ib(u32, pm4.write_data(data + 20, [0x78]), offset=0x3C0, handle=h),
+                    CsChunkDep(HwIp.GFX, 0, hi, hs), CsChunkDep(HwIp.GFX, 0, hi, LATEST))
+    assert u.wait(hi, hs) and u.wait(ctx, after_hi) and u32[0x804:0x806].tolist() == [0x77, 0x78]
+    assert u32[0x3004 // 4] == hs
     nop = ib(u32, pm4.nop(6), offset=0x400, handle=h)
 
     def bad(err, *chunks, c=ctx):
@@ -144,7 +152,7 @@ def check_cs(dev):
     xh, x32, xva = u.bo(PAGE, vm_flags=VmFlags.EXECUTABLE)
     xs = u.cs(ctx, ib(x32, pm4.write_data(data + 12, [0x66]), handle=xh),
               ib(u32, pm4.wait_reg_mem(rova, 0, 0xFFFF_FFFF, "EQ"), offset=0x600, handle=h))
-    assert xs == dep + 1 and u.wait(ctx, xs) and u32[0x803] == 0x66
+    assert xs == after_hi + 1 and u.wait(ctx, xs) and u32[0x803] == 0x66
     # none of the refusals took a seqno: the next jobs are the ones after dep (on ctx)
     nxt = u.cs(ctx, nop)
     assert nxt == xs + 1 and u.wait(ctx, nxt)
@@ -321,8 +329,10 @@ def check_dma_ring(dev):
 
     g = u.cs(ctx, ib(u32, pm4.write_data(va + 0x2000, [5]), offset=0x600, handle=h))
     copy = dma_ib(sdma.copy_linear(va + 0x1000, va, 256), 0x800)
-    d = u.cs(ctx, copy, CsChunkDep(HwIp.GFX, 0, ctx, g), CsChunkDep(HwIp.DMA, 0, ctx, LATEST))
+    d = u.cs(ctx, copy, CsChunkDep(HwIp.GFX, 0, ctx, g), CsChunkDep(HwIp.DMA, 0, ctx, LATEST),
+             CsChunkFence(h, 0x3000))
     assert d == g + 1 and u.wait(ctx, d)  # one sequence over the context's rings; WAIT_CS names no ring
+    assert u32[0xC00] == d  # a user fence on the DMA ring too
     assert u32[0x400:0x440].tolist() == list(range(1, 65)) and u32[0x800] == 5
     for chunks in ((copy, ib(u32, pm4.nop(6), offset=0x600, handle=h)),  # two rings in one CS
                    (copy, CsChunkDep(HwIp.DMA, 0, ctx, g)),  # g ran on gfx, not on the DMA ring
