@@ -29,6 +29,13 @@ ENUMS = frozenset(t for t in vars(uapi).values() if isinstance(t, type) and issu
                   and issubclass(t, int) and t.__module__ == uapi.__name__)
 
 
+def is_a(v: Any, cls: type | tuple[type, ...]) -> bool:
+    """isinstance(v, cls) from v's real type alone: isinstance also asks v for `__class__`,
+    which a client's object may answer with its own code (a property that raises came out
+    of the KMD as the client's exception; one that lies made a value pass for a uAPI type)."""
+    return issubclass(type(v), cls)
+
+
 class Opaque:
     """A value of the wrong kind, as a message shows it: its repr read once, on one line."""
 
@@ -53,7 +60,7 @@ def hexed(v: int) -> str:
 
 def shown(v: Any) -> str:
     """`repr(v)` for a message: one line, at most SHOWN characters, never an exception."""
-    if isinstance(v, int) and int.bit_length(v) > WIDEST:  # (repr would raise past 4,300 digits)
+    if is_a(v, int) and int.bit_length(v) > WIDEST:  # (repr would raise past 4,300 digits)
         return hexed(v)
     try:
         text = str.__str__(repr(v))  # an exact str: a str subclass's split() and len() are client code too
@@ -66,9 +73,9 @@ def shown(v: Any) -> str:
 def kernel_int(v: Any) -> Any:
     """A plain `int` for an integer (a numpy one too), converted once; the value unchanged for
     a bool or None; an Opaque for anything else, or for an integer whose conversion fails."""
-    if v is None or isinstance(v, bool):  # (bool cannot be subclassed)
+    if v is None or type(v) is bool:  # (bool cannot be subclassed)
         return v
-    if isinstance(v, (int, np.integer)):
+    if is_a(v, (int, np.integer)):
         if type(v) is int or type(v) in ENUMS:
             return v
         try:  # an int subclass's own __int__ runs: once, here. int() answers an exact int or
@@ -99,11 +106,11 @@ _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def _chunks(v: Any) -> Any:
-    if isinstance(v, list):
+    if is_a(v, list):
         items = list.__iter__(v)
-    elif isinstance(v, tuple):
+    elif is_a(v, tuple):
         items = tuple.__iter__(v)
     else:
         return Opaque(v)
-    return [copy_in(ch, next(c for c in CHUNKS if isinstance(ch, c))) if isinstance(ch, CHUNKS) else Opaque(ch)
+    return [copy_in(ch, next(c for c in CHUNKS if is_a(ch, c))) if is_a(ch, CHUNKS) else Opaque(ch)
             for ch in items]

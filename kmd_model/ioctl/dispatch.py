@@ -18,7 +18,7 @@ import numpy as np
 from .. import uapi
 from ..log import get_logger
 from ..uapi import KmdError, Request
-from .copyin import Opaque, copy_in, hexed, kernel_int, shown
+from .copyin import Opaque, copy_in, hexed, is_a, kernel_int, shown
 from .trace import IoctlRecord
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def copy_in_call(request: Any, args: Any) -> Call:
     desc = IOCTLS.get(request) if is_int else None
     if desc is None:
         return Call(name, None, Opaque(args), KmdError(errno.EINVAL, f"unknown ioctl request {name}"))
-    if not isinstance(args, desc.args):
+    if not is_a(args, desc.args):  # (its real type: isinstance would ask the client's object)
         return Call(name, desc, Opaque(args), KmdError(
             errno.EINVAL, f"{name}: arguments must be a {desc.args.__name__}, not {type(args).__name__}"))
     # the handler sees the kernel's copy, never the client's objects

@@ -371,8 +371,41 @@ def check_open_with_vram_full(dev):
     assert v.heaps()[0] - freed[0] >= PAGE and v.heaps()[1] == freed[1]
 
 
+class _NoClass:
+    """A value whose `__class__` raises: isinstance() asks for it, and so runs client code."""
+
+    @property
+    def __class__(self):
+        raise ValueError("client code")
+
+
+def check_values_that_raise_when_their_type_is_asked(dev):
+    """A request number, an argument structure, a field, a CS's chunk list or one chunk whose
+    `__class__` raises (isinstance asks it) is EINVAL like any value of the wrong type: every
+    refusal is one KmdError line naming the ioctl (docs/architecture.md), never the client's
+    exception out of the KMD."""
+    kmd_model.bind(dev)
+    u = Umd()
+    ctx = u.io(Request.CTX, uapi.CtxArgs(CtxOp.ALLOC)).ctx_id
+    bad = _NoClass()
+    refused(errno.EINVAL, "unknown ioctl request", u.io, bad, None)
+    refused(errno.EINVAL, "GEM_CREATE", u.io, Request.GEM_CREATE, bad)
+    for args in (uapi.GemCreateArgs(bad), uapi.GemCreateArgs(PAGE, bad), uapi.GemCreateArgs(PAGE, 0, bad)):
+        refused(errno.EINVAL, "GEM_CREATE", u.io, Request.GEM_CREATE, args)
+    refused(errno.ENOENT, "GEM_MMAP", u.io, Request.GEM_MMAP, uapi.GemMmapArgs(bad))
+    refused(errno.EINVAL, "GEM_CLOSE", u.io, Request.GEM_CLOSE, uapi.GemCloseArgs(bad))
+    refused(errno.EINVAL, "GEM_VA", u.io, Request.GEM_VA, uapi.GemVaArgs(1, VaOp.MAP, bad, 0, PAGE))
+    refused(errno.EINVAL, "CTX", u.io, Request.CTX, uapi.CtxArgs(bad))
+    refused(errno.EINVAL, "INFO", u.io, Request.INFO, uapi.InfoArgs(bad))
+    refused(errno.EINVAL, "WAIT_CS", u.io, Request.WAIT_CS, uapi.WaitCsArgs(ctx, 1, bad))
+    for chunks in (bad, [bad], [CsChunkIb(bad, gpu_addr=u.va)], [CsChunkIb(8, gpu_addr=bad)]):
+        refused(errno.EINVAL, "CS", u.io, Request.CS, uapi.CsArgs(ctx, chunks))
+    refused(errno.EINVAL, "CS", u.io, Request.CS, uapi.CsArgs(bad, []))
+    assert u.io(Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO)) == u.info  # the file works on
+
+
 CHECKS = [check_open_and_info, check_gem_create, check_gem_handles_are_per_file, check_gem_mmap, check_gem_va,
-          check_close_gives_everything_back, check_open_with_vram_full]
+          check_close_gives_everything_back, check_open_with_vram_full, check_values_that_raise_when_their_type_is_asked]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
