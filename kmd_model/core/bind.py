@@ -76,6 +76,6 @@ def open_render_node(*, cap_sys_nice: bool | None = None) -> File:
     """Open the bound device, as opening /dev/dri/renderD128 does. `cap_sys_nice`: whether
     the opening process has CAP_SYS_NICE, which CTX ALLOC's HIGH and VERY_HIGH priorities
     need (None: the driver's KmdParams.cap_sys_nice, True unless bound otherwise)."""
-    if cap_sys_nice is not None and not isinstance(cap_sys_nice, bool):
+    if cap_sys_nice is not None and type(cap_sys_nice) is not bool:  # (isinstance runs a __class__ of the caller's)
         raise TypeError(f"open_render_node: cap_sys_nice must be True, False or None, not {cap_sys_nice!r}")
     return bound().open(cap_sys_nice)

@@ -402,6 +402,8 @@ def check_values_that_raise_when_their_type_is_asked(dev):
         refused(errno.EINVAL, "CS", u.io, Request.CS, uapi.CsArgs(ctx, chunks))
     refused(errno.EINVAL, "CS", u.io, Request.CS, uapi.CsArgs(bad, []))
     assert u.io(Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO)) == u.info  # the file works on
+    with pytest.raises(TypeError, match=r"^open_render_node: cap_sys_nice must be True, False or None, not "):
+        kmd_model.open_render_node(cap_sys_nice=bad)
 
 
 CHECKS = [check_open_and_info, check_gem_create, check_gem_handles_are_per_file, check_gem_mmap, check_gem_va,
