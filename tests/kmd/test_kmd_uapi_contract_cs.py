@@ -351,6 +351,16 @@ def check_dma_ring(dev):
     assert (st.reset_status, st.ring_status, st.error) == (uapi.ResetStatus.GUILTY,
                                                            {"sdma0": uapi.ResetStatus.GUILTY}, None)
     assert u.wait(ctx, u.cs(ctx, copy)) and u.wait(ctx, u.cs(ctx, ib(u32, pm4.nop(6), offset=0x600, handle=h)))
+    # ... until it has caused ban_after_hangs (3) resets: then its CS is EIO, QUERY_STATE says BANNED
+    for _ in range(2):
+        refused(errno.ECANCELED, "WAIT_CS", u.wait, ctx, u.cs(ctx, CsChunkIb(8, gpu_addr=hole, ip_type=HwIp.DMA)))
+    refused(errno.EIO, "CS", u.cs, ctx, copy)
+    refused(errno.EIO, "CS", u.cs, ctx, ib(u32, pm4.nop(6), offset=0x600, handle=h))
+    F = uapi.CtxQueryFlags
+    st = u.query(ctx)
+    assert (st.flags, int(st.flags), st.resets) == (F.RESET | F.GUILTY | F.BANNED, 0x105, 3)
+    fresh = u.ctx()  # the file is not banned: a new context runs
+    assert u.wait(fresh, u.cs(fresh, copy))
     other = Umd()  # the fault is the file's: another file's VM_FAULT is all 0
     assert other.io(Request.INFO, uapi.InfoArgs(InfoQuery.VM_FAULT)) == uapi.VmFaultInfo()
 
