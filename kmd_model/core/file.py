@@ -47,7 +47,9 @@ class File:
         """Run one ioctl; returns its out-structure, raises KmdError on failure. Under the
         driver's lock (Kmd.lock): a client may call from any number of threads."""
         from ..ioctl.dispatch import copy_in_call, dispatch
-        call = copy_in_call(request, args)  # the client's code it may run runs outside the lock
+        p = self.kmd.params  # (fixed once bound: read outside the lock)
+        # the client's code it may run runs outside the lock
+        call = copy_in_call(request, args, p.max_ib_chunks + 1 + p.max_dep_chunks)
         with self.kmd.lock:
             return dispatch(self, call)
 

@@ -85,10 +85,23 @@ def kernel_int(v: Any) -> Any:
     return Opaque(v)
 
 
-def copy_in(args: Any, cls: type) -> Any:
+class LongList(Opaque):
+    """A chunk list longer than any CS may carry, not copied: its length, taken from the
+    list's own storage, is all the CS needs to refuse it (a copy first cost a client's
+    200,000 chunks a second, and its length is the client's choice)."""
+
+    __slots__ = ("n",)
+
+    def __init__(self, v: Any, n: int):
+        super().__init__(v, f"<a {type(v).__name__} of {n} chunks, not copied>")
+        self.n = n
+
+
+def copy_in(args: Any, cls: type, max_chunks: int | None = None) -> Any:
     """A `cls` holding each field of `args` (an instance of `cls` or of a subclass), each read
     once; a CsArgs's chunk list is copied element by element from the list's own storage (a
-    subclass's __iter__ or __getitem__ is not called)."""
+    subclass's __iter__ or __getitem__ is not called), or, longer than `max_chunks`, kept
+    as a LongList of its length alone (a subclass's __len__ is not called either)."""
     out = {}
     names = _FIELDS.get(cls)
     if names is None:
@@ -98,19 +111,21 @@ def copy_in(args: Any, cls: type) -> Any:
             v = getattr(args, name)
         except Exception as e:  # a property that raises
             v = Opaque(None, f"<a {name} whose read raised {type(e).__name__}>")
-        out[name] = _chunks(v) if name == "chunks" else kernel_int(v)
+        out[name] = _chunks(v, max_chunks) if name == "chunks" else kernel_int(v)
     return cls(**out)
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def _chunks(v: Any) -> Any:
+def _chunks(v: Any, most: int | None) -> Any:
     if is_a(v, list):
-        items = list.__iter__(v)
+        n, items = list.__len__(v), list.__iter__(v)
     elif is_a(v, tuple):
-        items = tuple.__iter__(v)
+        n, items = tuple.__len__(v), tuple.__iter__(v)
     else:
         return Opaque(v)
+    if most is not None and n > most:
+        return LongList(v, n)
     return [copy_in(ch, next(c for c in CHUNKS if is_a(ch, c))) if is_a(ch, CHUNKS) else Opaque(ch)
             for ch in items]

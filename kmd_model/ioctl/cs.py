@@ -12,6 +12,7 @@ from ..cs.shadow import ShadowWait
 from ..sched.fence import SEQ_MASK
 from ..sched.scheduler import FailedDep, Job, ring_dw
 from ..uapi import HW_IP_NUM, CsChunkDep, CsChunkFence, CsChunkIb, HwIp, KmdError, Request
+from .copyin import LongList
 from .ctx import _guilty
 from .dispatch import _int, ioctl_def
 
@@ -124,14 +125,19 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait) -> uapi.CsOu
     ctx = file.ctx(a.ctx_id, "CS")
     kmd.service()
     _may_submit(kmd, ctx)
-    if not isinstance(a.chunks, (list, tuple)):
-        raise KmdError(errno.EINVAL, f"CS: chunks must be a list, not {a.chunks.kind}")
     # every dependency is a lookup under the KMD's lock (amdgpu bounds a CS by its chunk
-    # array's allocation): counted before any of them is looked up
+    # array's allocation): counted before any of them is looked up; a list longer than any
+    # CS may carry was not even copied in (copyin.LongList)
     p = kmd.params
     most = p.max_ib_chunks + 1 + p.max_dep_chunks
-    if len(a.chunks) > most:
-        raise KmdError(errno.EINVAL, f"CS: {len(a.chunks)} chunks, more than the {most} a CS may carry "
+    if isinstance(a.chunks, LongList):
+        n = a.chunks.n
+    elif isinstance(a.chunks, (list, tuple)):
+        n = len(a.chunks)
+    else:
+        raise KmdError(errno.EINVAL, f"CS: chunks must be a list, not {a.chunks.kind}")
+    if n > most:
+        raise KmdError(errno.EINVAL, f"CS: {n} chunks, more than the {most} a CS may carry "
                        f"({p.max_ib_chunks} IB, 1 fence, {p.max_dep_chunks} dependency)")
     n_deps = sum(1 for ch in a.chunks if isinstance(ch, CsChunkDep))
     if n_deps > p.max_dep_chunks:

@@ -58,9 +58,10 @@ class Call:
     error: KmdError | None  # the refusal the copy found, raised under the lock (after EBADF)
 
 
-def copy_in_call(request: Any, args: Any) -> Call:
+def copy_in_call(request: Any, args: Any, max_chunks: int | None = None) -> Call:
     """copy_from_user for one ioctl: the request number and every argument field read once
-    (ioctl/copyin.py). It takes no lock and touches nothing of the driver's: whatever client
+    (ioctl/copyin.py); a CS's chunk list longer than `max_chunks` (the most a CS may carry)
+    is not copied, its length alone kept for the CS's refusal. It takes no lock and touches nothing of the driver's: whatever client
     code reading them runs (an `int` subclass's `__int__`, a property, a `__repr__`) runs here,
     not under the driver's lock, where a client that blocked in it would stop every client."""
     # an ioctl number is an integer (a numpy one too, as for every integer argument); a
@@ -79,7 +80,7 @@ def copy_in_call(request: Any, args: Any) -> Call:
         return Call(name, desc, Opaque(args), KmdError(
             errno.EINVAL, f"{name}: arguments must be a {desc.args.__name__}, not {type(args).__name__}"))
     # the handler sees the kernel's copy, never the client's objects
-    return Call(name, desc, copy_in(args, desc.args), None)
+    return Call(name, desc, copy_in(args, desc.args, max_chunks), None)
 
 
 def dispatch(file: "File", call: Call) -> Any:

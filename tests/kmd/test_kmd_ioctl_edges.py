@@ -111,6 +111,39 @@ def test_dependency_chunks_per_cs_are_bounded():
            c.submit, CsChunkDep(HwIp.GFX, 0, c.ctx, 1), c.ib(bo, pm4.nop(1)))
 
 
+def test_a_chunk_list_longer_than_any_cs_is_refused_before_it_is_copied():
+    """A hostile client's chunk list may be as long as it likes: the copy-in takes its
+    length from the list's own storage and copies none of it past the most a CS may carry
+    (a copy first made 200,000 chunks cost a second under no bound). Its chunks' fields are
+    never read; a list subclass's __len__ and __iter__, which lie, are not called."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo()
+    seq = c.run(bo, pm4.nop(1))
+    reads = []
+
+    class Spy(CsChunkDep):
+        def __getattribute__(self, name):
+            reads.append(name)
+            return object.__getattribute__(self, name)
+
+    class Liar(list):
+        def __len__(self):
+            return 1
+
+        def __iter__(self):
+            return iter([])
+
+    spy = Spy(HwIp.GFX, 0, c.ctx, seq)
+    for chunks in ([spy] * 1030, Liar([spy] * 1030), tuple([spy] * 1030)):
+        expect(errno.EINVAL, "CS: 1030 chunks, more than the 1029 a CS may carry (4 IB, 1 fence, 1024 dependency)",
+               c.io, Request.CS, uapi.CsArgs(c.ctx, chunks))
+    assert reads == []
+    ok = Liar([spy] * 3 + [c.ib(bo, pm4.nop(1))])  # within the bound: copied from its storage
+    assert c.wait(c.io(Request.CS, uapi.CsArgs(c.ctx, ok)).seq)
+    assert reads  # (the spy does see a copy)
+
+
 def test_a_page_table_that_does_not_fit_names_the_ioctl_that_needed_it():
     """GEM_VA needs a new page table in VRAM; when VRAM is full its ENOMEM says GEM_VA."""
     kmd_model.bind(RefModel())
