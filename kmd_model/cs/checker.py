@@ -206,8 +206,9 @@ class CsChecker:
         for addr, size_dw in ibs:
             i = self._owned_index(addr, 4 * size_dw)
             if i is None:
-                raise KmdError(errno.EFAULT, f"CS: IB at {addr:#x}+{4 * size_dw:#x} is outside "
-                               f"every mapping of context {ctx.id}")
+                part = self._straddles(ctx, addr, 4 * size_dw, "an IB")
+                raise KmdError(errno.EFAULT, f"CS: IB at {addr:#x}+{4 * size_dw:#x} "
+                               + (f"is outside every mapping of context {ctx.id}" if part is None else part))
             if not self._permits(i, _X):
                 raise KmdError(errno.EFAULT, f"CS: IB at {addr:#x}+{4 * size_dw:#x} is in a mapping of "
                                f"context {ctx.id} without EXECUTABLE")
@@ -424,6 +425,22 @@ class CsChecker:
 
     # ------------------------------------------------------------------ messages
 
+    def _straddles(self, ctx: "Context", addr: int, nbytes: int, what: str) -> str | None:
+        """What a message says of [addr, addr + nbytes) when it starts in one of the file's
+        mappings and ends past it (None when it starts in none): two mappings side by side
+        are refused like any other end, and the message says which it is."""
+        starts, ends = self._arrays[:2]
+        if not 0 <= addr < 1 << 48:
+            return None
+        i = int(np.searchsorted(starts, addr, side="right")) - 1
+        if i < 0 or not self._mine[i] or addr >= ends[i]:
+            return None
+        end = int(ends[i])
+        if i + 1 < len(starts) and int(starts[i + 1]) == end and self._mine[i + 1]:
+            return (f"crosses from one mapping of context {ctx.id} into the next at {end:#x}: {what} must lie "
+                    "inside one mapping")
+        return f"runs past the end of its mapping of context {ctx.id} at {end:#x}"
+
     def _explain(self, ctx: "Context", seg: Segment, off: int) -> KmdError:
         """The error for the packet at dword `off` of `seg`, found bad by the vectorised checks:
         the same rules again, one at a time and in the CP's order, to say which one failed."""
@@ -449,8 +466,9 @@ class CsChecker:
             need = _NEED[verb]
             k = self._owned_index(a, n)
             if k is None:
+                part = self._straddles(ctx, a, n, "a packet's range")
                 return KmdError(errno.EFAULT, f"CS: {item.name} at {where} {verb} [{a:#x}, {a + n:#x}), "
-                                f"outside every mapping of context {ctx.id}")
+                                + (f"outside every mapping of context {ctx.id}" if part is None else f"which {part}"))
             if not self._permits(k, need):
                 return KmdError(errno.EFAULT, f"CS: {item.name} at {where} {verb} [{a:#x}, {a + n:#x}), "
                                 f"in a mapping of context {ctx.id} without {need.name}")

@@ -27,8 +27,12 @@ from testbench.refmodel import RefModel
 from .test_kmd_ioctl import Client, addr_fields, expect, hw_state
 
 
-def _outside(verb: str, where: str, m: int, a: int, n: int, ctx: int) -> str:
-    return f"CS: {where} at IB+0x0 ({m:#x}) {verb} [{a:#x}, {a + n:#x}), outside every mapping of context {ctx}"
+def _outside(verb: str, where: str, m: int, a: int, n: int, ctx: int, end: int | None = None) -> str:
+    """The refusal of a range in no mapping, or, `end` given, of one that starts in a mapping
+    ending at `end` (with a hole after it) and runs past it."""
+    why = (f"outside every mapping of context {ctx}" if end is None
+           else f"which runs past the end of its mapping of context {ctx} at {end:#x}")
+    return f"CS: {where} at IB+0x0 ({m:#x}) {verb} [{a:#x}, {a + n:#x}), {why}"
 
 
 # ------------------------------------------------------------------------------ the read side
@@ -45,7 +49,7 @@ def check_read_side(dev):
     before = hw_state(kmd)
     for src in (vbo.addr, vbo.addr + 0x1000, kmd.ring.gpu_addr, kmd.fence_addr,
                 kmd.shadow.bo.gpu_addr + kmd.shadow.bo.size - 0x40, m + 0x3FF0):  # the last: runs off our end
-        expect(errno.EFAULT, _outside("reads", "DMA_DATA", m, src, 0x20, a.ctx), a.submit,
+        expect(errno.EFAULT, _outside("reads", "DMA_DATA", m, src, 0x20, a.ctx, m + 0x4000 if src == m + 0x3FF0 else None), a.submit,
                a.ib(abo, pm4.dma_data(m + 0x2000, src, 0x20)))
     # the destination is checked first: a bad one is named even when the source is bad too
     expect(errno.EFAULT, _outside("writes", "DMA_DATA", m, vbo.addr, 0x20, a.ctx), a.submit,
@@ -73,7 +77,8 @@ def check_ranges_at_the_end_of_a_bo(dev):
     mem8, pend = dev.mem, c.phys(data) + 0x1000
 
     def refused(verb, name, a, n, dwords):
-        expect(errno.EFAULT, _outside(verb, name, ibs.addr, a, n, ctx), c.submit, c.ib(ibs, dwords))
+        expect(errno.EFAULT, _outside(verb, name, ibs.addr, a, n, ctx, end if a < end else None), c.submit,
+               c.ib(ibs, dwords))
 
     c.run(ibs, pm4.write_data(end - 12, [1, 2, 3]))
     assert data.u32[-3:].tolist() == [1, 2, 3]

@@ -343,7 +343,8 @@ def check_cs_checker(dev):
     # the IB itself
     expect(errno.EFAULT, f"CS: IB at {t:#x}+0x20 is outside every mapping of context {ctx}", a.submit,
            CsChunkIb(8, gpu_addr=t))
-    expect(errno.EFAULT, f"CS: IB at {m + 0x3ff0:#x}+0x20 is outside every mapping of context {ctx}", a.submit,
+    expect(errno.EFAULT, f"CS: IB at {m + 0x3ff0:#x}+0x20 runs past the end of its mapping of context {ctx} at "
+           f"{m + 0x4000:#x}", a.submit,
            CsChunkIb(8, gpu_addr=m + 0x3FF0))  # runs off the end of its BO
     # each packet's reach
     refused(errno.EFAULT, f"CS: WRITE_DATA at IB+0x0 ({m:#x}) writes [{t:#x}, {t + 8:#x}), outside every mapping "
@@ -351,7 +352,7 @@ def check_cs_checker(dev):
     refused(errno.EFAULT, f"CS: WRITE_DATA at IB+0xc ({m + 0xc:#x}) writes [{fence:#x}, {fence + 4:#x}), "
             f"outside every mapping of context {ctx}", pm4.nop(2) + pm4.write_data(fence, [0]))
     refused(errno.EFAULT, f"CS: WRITE_DATA at IB+0x0 ({m:#x}) writes [{m + 0x3ffc:#x}, {m + 0x4004:#x}), "
-            f"outside every mapping of context {ctx}", pm4.write_data(m + 0x3FFC, [1, 2]))
+            f"which runs past the end of its mapping of context {ctx} at {m + 0x4000:#x}", pm4.write_data(m + 0x3FFC, [1, 2]))
     refused(errno.EFAULT, f"CS: WAIT_REG_MEM at IB+0x0 ({m:#x}) polls [{t:#x}, {t + 4:#x}), outside every mapping "
             f"of context {ctx}", pm4.wait_reg_mem(t, 0, 0, "EQ"))
     refused(errno.EFAULT, f"CS: RELEASE_MEM at IB+0x0 ({m:#x}) writes [{fence:#x}, {fence + 4:#x}), outside "

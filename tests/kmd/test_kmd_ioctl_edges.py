@@ -63,6 +63,26 @@ def test_an_ib_chunk_just_past_the_mapped_part_of_its_bo_is_refused():
            c.submit, CsChunkIb(8, handle=half, offset=0x1000))
 
 
+def test_a_range_across_two_mappings_side_by_side_is_refused_as_crossing():
+    """Two BOs mapped side by side: an IB, or a packet's range, that starts in one and ends in
+    the other is refused (as amdgpu refuses an IB not inside one mapping), and the message
+    says it crosses from one into the next where it does, not that it is outside every one."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    lo, hi = (c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000, 0, Domain.GTT, 0)).handle for _ in range(2))
+    base = c.next_va + 0x10_0000
+    va(c, lo, VaOp.MAP, base, 0x1000)
+    va(c, hi, VaOp.MAP, base + 0x1000, 0x1000)
+    seam = base + 0x1000
+    expect(errno.EFAULT, f"CS: IB at {seam - 0x10:#x}+0x20 crosses from one mapping of context {c.ctx} into the "
+           f"next at {seam:#x}: an IB must lie inside one mapping", c.submit, CsChunkIb(8, gpu_addr=seam - 0x10))
+    ib = c.bo()
+    expect(errno.EFAULT, f"CS: WRITE_DATA at IB+0x0 ({ib.addr:#x}) writes [{seam - 4:#x}, {seam + 4:#x}), which "
+           f"crosses from one mapping of context {c.ctx} into the next at {seam:#x}: a packet's range must lie "
+           "inside one mapping", c.submit, c.ib(ib, pm4.write_data(seam - 4, [1, 2])))
+    c.run(ib, pm4.write_data(seam - 8, [1, 2]) + pm4.write_data(seam, [3, 4]))  # each inside one: they run
+
+
 def test_ring_choice_errors_name_the_field():
     kmd_model.bind(RefModel())
     c = Client()
