@@ -56,8 +56,10 @@ class CpErrorState:
         p = packets.by_opcode.get(self.opcode)
         return p.name if p else None
 
-    def what(self, ib_levels: int | None = None) -> str:
-        """The error itself, without place or owner."""
+    def what(self, ib_levels: int | None = None, vmid: int | None = None) -> str:
+        """The error itself, without place or owner. `vmid`: the VMID the job in hand ran with,
+        for an SDMA VM fault (the engine latches none; the driver wrote it in the job's IB
+        packet)."""
         name = self.opcode_name or f"opcode {self.opcode:#x}"
         code = self.code
         if code == CpError.ILLEGAL_OPCODE:
@@ -90,6 +92,8 @@ class CpErrorState:
             return f"unsupported field value in {name}"
         if code == CpError.VM_FAULT and self.vm_status is None:  # (a status of 0 would read as a fault of VMID 0)
             pkt = f" in {self.opcode_name}" if self.opcode_name else ""
+            if vmid:  # the VMID INFO VM_FAULT reports too
+                return f"VM fault at {self.addr:#x}{pkt} (VMID {vmid}, its job's: the SDMA engine latches no access or cause)"
             return f"VM fault at {self.addr:#x}{pkt} (the SDMA engine latches no access, VMID or cause)"
         if code == CpError.VM_FAULT:
             f = regs.VM_FAULT_STATUS.decode(self.vm_status)

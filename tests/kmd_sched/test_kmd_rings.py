@@ -527,17 +527,19 @@ def test_a_context_keeps_the_errors_of_its_latest_failed_jobs_only():
 
 def test_an_sdma_vm_fault_is_described_by_what_the_engine_latches():
     """The SDMA latches a VM fault's code and address, not VM_FAULT_STATUS (that register
-    stays the CP's, docs/hardware.md): the error names the address and says the rest is
-    unknown, instead of decoding a status of 0 as "READ ... (VMID 0, no valid entry at
-    page-table level 0)" for what was an IB fetch from a page without EXECUTABLE."""
+    stays the CP's, docs/hardware.md): the error names the address, the VMID its job ran
+    with (the driver wrote it in the job's IB packet; INFO VM_FAULT reports the same one) and
+    says access and cause are unknown, instead of decoding a status of 0 as "READ ... (VMID
+    0, no valid entry at page-table level 0)" for what was an IB fetch from a page without
+    EXECUTABLE."""
     kmd_model.bind(RefModel(), job_timeout=20_000)
     c = Client()
     bo = c.bo()
     rw = c.bo(vm_flags=uapi.VmFlags.READABLE | uapi.VmFlags.WRITEABLE)  # not EXECUTABLE
     rw.u32[:8] = sdma.write_linear(bo.addr, [5]) + sdma.pad(3)
     seq = c.submit(uapi.CsChunkIb(8, rw.handle, ip_type=DMA))
-    e = expect(errno.ECANCELED, f"WAIT_CS: VM fault at {rw.addr:#x} (the SDMA engine latches no access, VMID "
-               f"or cause) at IB+0x0, sdma0, context {c.ctx}", c.wait, seq, 1_000_000)
+    e = expect(errno.ECANCELED, f"WAIT_CS: VM fault at {rw.addr:#x} (VMID {c.f.vm.vmid}, its job's: the SDMA "
+               f"engine latches no access or cause) at IB+0x0, sdma0, context {c.ctx}", c.wait, seq, 1_000_000)
     assert e.info.code == "VM_FAULT" and bo.u32[0] == 0
     # INFO VM_FAULT keeps it as it keeps the CP's: the address, and the VMID the job ran with;
     # what the engine does not latch stays empty
