@@ -228,14 +228,20 @@ class GemWaitIdleOut:
 class CtxOp(IntEnum):
     ALLOC = 1
     FREE = 2
-    QUERY_STATE = 3  # amdgpu's QUERY_STATE2: was the context hit by a GPU reset?
+    # was the context hit by a GPU reset? One answer for both of amdgpu's numbers: its
+    # reset_status and resets (amdgpu's QUERY_STATE, 3) and its flags (QUERY_STATE2, 4)
+    QUERY_STATE = 3
+    QUERY_STATE2 = 4  # the same op under amdgpu's QUERY_STATE2 number
 
 
 class CtxPriority(IntEnum):
     """CTX ALLOC priorities (amdgpu's AMDGPU_CTX_PRIORITY_*). Above NORMAL needs CAP_SYS_NICE
     (EACCES otherwise); each maps to a drm_sched run queue: VERY_LOW and LOW to LOW, NORMAL
-    to NORMAL, HIGH and VERY_HIGH to HIGH (user space never reaches KERNEL)."""
+    (and UNSET, which is NORMAL, as amdgpu_ctx_ioctl reads it) to NORMAL, HIGH and VERY_HIGH
+    to HIGH (user space never reaches KERNEL). Any other value is EINVAL (amdgpu reads any
+    invalid value as NORMAL, for old clients that left garbage there; this KMD has none)."""
 
+    UNSET = -2048
     VERY_LOW = -1023
     LOW = -512
     NORMAL = 0

@@ -1,4 +1,4 @@
-"""CTX: submission contexts (amdgpu_ctx_ioctl): ALLOC, FREE, QUERY_STATE."""
+"""CTX: submission contexts (amdgpu_ctx_ioctl): ALLOC, FREE, QUERY_STATE (= QUERY_STATE2)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ def ctx_ioctl(kmd: "Kmd", file: "File", a: uapi.CtxArgs) -> uapi.CtxOut:
         if prio not in CtxPriority._value2member_map_:
             raise KmdError(errno.EINVAL, f"CTX ALLOC: priority must be one of "
                            f"{', '.join(f'{p.name} ({p.value})' for p in CtxPriority)}, not {prio}")
+        if prio == CtxPriority.UNSET:  # amdgpu_ctx_ioctl: UNSET is NORMAL
+            prio = CtxPriority.NORMAL
         if prio > CtxPriority.NORMAL and not file.cap_sys_nice:
             raise KmdError(errno.EACCES, f"CTX ALLOC: priority {CtxPriority(prio).name} needs CAP_SYS_NICE "
                            "(amdgpu_ctx_priority_permit)")
@@ -41,12 +43,13 @@ def ctx_ioctl(kmd: "Kmd", file: "File", a: uapi.CtxArgs) -> uapi.CtxOut:
         ctx = file.ctx(a.ctx_id, "CTX FREE")
         kmd.ctx_free(ctx)
         return uapi.CtxOut(ctx.id)
-    if op == CtxOp.QUERY_STATE:
-        ctx = file.ctx(a.ctx_id, "CTX QUERY_STATE")
+    if op in (CtxOp.QUERY_STATE, CtxOp.QUERY_STATE2):  # one answer: amdgpu's two ops' fields
+        ctx = file.ctx(a.ctx_id, f"CTX {CtxOp(op).name}")
         kmd.service()
         return uapi.CtxOut(ctx.id, ctx.reset_status, ctx.resets, ctx.guilty, dict(ctx.ring_status),
                            _query_flags(kmd, ctx))
-    raise KmdError(errno.EINVAL, f"CTX: op must be ALLOC (1), FREE (2) or QUERY_STATE (3), not {op!r}")
+    raise KmdError(errno.EINVAL, f"CTX: op must be ALLOC (1), FREE (2), QUERY_STATE (3) or QUERY_STATE2 (4), "
+                   f"not {op!r}")
 
 
 def _query_flags(kmd: "Kmd", ctx) -> uapi.CtxQueryFlags:

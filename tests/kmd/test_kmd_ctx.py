@@ -9,7 +9,8 @@ import pytest
 
 import kmd_model
 from kmd_model.core.ctx import MAX_CONTEXTS
-from kmd_model.uapi import CsChunkDep, CtxArgs, CtxOp, KmdError, Request
+from kmd_model.sched.scheduler import Priority
+from kmd_model.uapi import CsChunkDep, CtxArgs, CtxOp, CtxPriority, KmdError, Request
 from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
@@ -136,8 +137,8 @@ def test_seqno_0xffffffff_is_a_job_once_the_context_has_handed_it_out():
 
 
 @pytest.mark.parametrize("prio, why", [
-    ((1 << 31) - 1, "CTX ALLOC: priority must be one of VERY_LOW (-1023), LOW (-512), NORMAL (0), HIGH (512), "
-                    "VERY_HIGH (1023), not 2147483647"),
+    ((1 << 31) - 1, "CTX ALLOC: priority must be one of UNSET (-2048), VERY_LOW (-1023), LOW (-512), NORMAL (0), "
+                    "HIGH (512), VERY_HIGH (1023), not 2147483647"),
     (1 << 31, "CTX: priority must be -0x80000000 to 0x7fffffff, not 0x80000000"),
     (-(1 << 31) - 1, "CTX: priority must be -0x80000000 to 0x7fffffff, not -0x80000001"),
 ])
@@ -147,3 +148,32 @@ def test_ctx_priority_is_an_int32_first_then_one_of_the_levels(prio, why):
     kmd_model.bind(RefModel())
     c = Client()
     expect(errno.EINVAL, why, c.io, Request.CTX, CtxArgs(CtxOp.ALLOC, priority=prio))
+
+
+def test_ctx_priority_unset_is_normal_as_amdgpu_reads_it():
+    """amdgpu's AMDGPU_CTX_PRIORITY_UNSET (-2048) is what a client that sets no priority
+    passes: amdgpu_ctx_ioctl makes it NORMAL, so it needs no CAP_SYS_NICE and its context
+    is in the NORMAL run queue; -2047 is still no priority (EINVAL)."""
+    kmd = kmd_model.bind(RefModel(), cap_sys_nice=False)
+    c = Client()
+    assert CtxPriority.UNSET == -2048
+    ctx = c.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=-2048)).ctx_id
+    assert kmd.contexts[c.f.fd, ctx].priority == Priority.NORMAL
+    assert kmd.contexts[c.f.fd, c.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=CtxPriority.LOW)).ctx_id].priority \
+        == Priority.LOW
+    expect(errno.EINVAL, "CTX ALLOC: priority must be one of UNSET (-2048), VERY_LOW (-1023), LOW (-512), NORMAL (0), "
+           "HIGH (512), VERY_HIGH (1023), not -2047", c.io, Request.CTX, CtxArgs(CtxOp.ALLOC, priority=-2047))
+
+
+def test_ctx_query_state2_is_query_state_under_amdgpus_number():
+    """amdgpu numbers QUERY_STATE2 4 (its 3 is the older QUERY_STATE); this KMD's one query
+    answers both's fields, under either number: a client written to amdgpu_drm.h gets the
+    same answer, and a wrong context is named by the op it asked for."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    assert CtxOp.QUERY_STATE2 == 4
+    three = c.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, c.ctx))
+    assert c.io(Request.CTX, CtxArgs(4, c.ctx)) == three
+    expect(errno.EINVAL, "CTX QUERY_STATE2: no context 42 on this file", c.io, Request.CTX, CtxArgs(4, 42))
+    expect(errno.EINVAL, "CTX: op must be ALLOC (1), FREE (2), QUERY_STATE (3) or QUERY_STATE2 (4), not 5",
+           c.io, Request.CTX, CtxArgs(5))

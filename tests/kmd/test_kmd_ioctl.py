@@ -241,7 +241,7 @@ def check_ctx(dev):
     expect(errno.EINVAL, "CTX FREE: no context 2 on this file", a.io, Request.CTX, uapi.CtxArgs(CtxOp.FREE, 2))
     expect(errno.EINVAL, "CTX QUERY_STATE: no context 42 on this file", a.io, Request.CTX,
            uapi.CtxArgs(CtxOp.QUERY_STATE, 42))
-    expect(errno.EINVAL, "CTX: op must be ALLOC (1), FREE (2) or QUERY_STATE (3), not 9", a.io,
+    expect(errno.EINVAL, "CTX: op must be ALLOC (1), FREE (2), QUERY_STATE (3) or QUERY_STATE2 (4), not 9", a.io,
            Request.CTX, uapi.CtxArgs(9))
     expect(errno.EINVAL, "CTX: op must be >= 0, not -1", a.io, Request.CTX, uapi.CtxArgs(-1))
     expect(errno.EINVAL, "CTX: flags must be 0, not 1", a.io, Request.CTX, uapi.CtxArgs(CtxOp.ALLOC, flags=1))

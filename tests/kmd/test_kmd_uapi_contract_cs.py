@@ -38,7 +38,7 @@ def check_ctx(dev):
             refused(errno.EINVAL, "CTX", a.io, C, uapi.CtxArgs(op, ctx_id))
     b.ctx()  # b's 2 is b's: a's 2 stays freed
     refused(errno.EINVAL, "CTX", a.io, C, uapi.CtxArgs(CtxOp.QUERY_STATE, 2))
-    for op in (0, 4, -1, None, "ALLOC", 1.0):
+    for op in (0, 5, -1, None, "ALLOC", 1.0):  # (4 is amdgpu's QUERY_STATE2: QUERY_STATE)
         refused(errno.EINVAL, "CTX", a.io, C, uapi.CtxArgs(op))
     for flags in (1, -1, 1 << 31, None):  # no flags are defined (amdgpu's in.flags)
         refused(errno.EINVAL, "CTX", a.io, C, uapi.CtxArgs(CtxOp.ALLOC, flags=flags))
