@@ -61,9 +61,10 @@ class Call:
 def copy_in_call(request: Any, args: Any, max_chunks: int | None = None) -> Call:
     """copy_from_user for one ioctl: the request number and every argument field read once
     (ioctl/copyin.py); a CS's chunk list longer than `max_chunks` (the most a CS may carry)
-    is not copied, its length alone kept for the CS's refusal. It takes no lock and touches nothing of the driver's: whatever client
-    code reading them runs (an `int` subclass's `__int__`, a property, a `__repr__`) runs here,
-    not under the driver's lock, where a client that blocked in it would stop every client."""
+    is not copied, its length alone kept for the CS's refusal. It takes no lock and touches
+    nothing of the driver's: whatever client code reading them runs (an `int` subclass's
+    `__int__`, a property, a `__repr__`) runs here, not under the driver's lock, where a
+    client that blocked in it would stop every client."""
     # an ioctl number is an integer (a numpy one too, as for every integer argument); a
     # float or bool equal to one is not, and is named as given, not as the ioctl it equals
     request = kernel_int(request)

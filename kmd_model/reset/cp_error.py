@@ -93,7 +93,8 @@ class CpErrorState:
         if code == CpError.VM_FAULT and self.vm_status is None:  # (a status of 0 would read as a fault of VMID 0)
             pkt = f" in {self.opcode_name}" if self.opcode_name else ""
             if vmid:  # the VMID INFO VM_FAULT reports too
-                return f"VM fault at {self.addr:#x}{pkt} (VMID {vmid}, its job's: the SDMA engine latches no access or cause)"
+                return (f"VM fault at {self.addr:#x}{pkt} (VMID {vmid}, its job's: the SDMA engine latches no "
+                        "access or cause)")
             return f"VM fault at {self.addr:#x}{pkt} (the SDMA engine latches no access, VMID or cause)"
         if code == CpError.VM_FAULT:
             f = regs.VM_FAULT_STATUS.decode(self.vm_status)

@@ -50,7 +50,8 @@ class RecoveryMixin:
         if guilty is not None and state.code not in (CpError.DOORBELL_BACKWARDS, CpError.DOORBELL_OVERFLOW):
             # the CP ran the checked copy; the client knows its packets by its own addresses
             state = replace(state, addr=guilty.client_addr(state.addr))
-        msg = f"{state.what(self.info.ib_levels, guilty.vmid if guilty is not None else None)} at {state.where()}, {owner}"
+        what = state.what(self.info.ib_levels, guilty.vmid if guilty is not None else None)
+        msg = f"{what} at {state.where()}, {owner}"
         return HwErrorInfo(code=state.code_name, level=state.level_name, opcode=state.opcode,
                            opcode_name=state.opcode_name, offset=4 * state.offset_dw, addr=state.addr,
                            seq=guilty.seq if guilty else 0, ctx_id=guilty.ctx.id if guilty else 0,

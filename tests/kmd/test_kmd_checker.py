@@ -49,7 +49,8 @@ def check_read_side(dev):
     before = hw_state(kmd)
     for src in (vbo.addr, vbo.addr + 0x1000, kmd.ring.gpu_addr, kmd.fence_addr,
                 kmd.shadow.bo.gpu_addr + kmd.shadow.bo.size - 0x40, m + 0x3FF0):  # the last: runs off our end
-        expect(errno.EFAULT, _outside("reads", "DMA_DATA", m, src, 0x20, a.ctx, m + 0x4000 if src == m + 0x3FF0 else None), a.submit,
+        past = m + 0x4000 if src == m + 0x3FF0 else None
+        expect(errno.EFAULT, _outside("reads", "DMA_DATA", m, src, 0x20, a.ctx, past), a.submit,
                a.ib(abo, pm4.dma_data(m + 0x2000, src, 0x20)))
     # the destination is checked first: a bad one is named even when the source is bad too
     expect(errno.EFAULT, _outside("writes", "DMA_DATA", m, vbo.addr, 0x20, a.ctx), a.submit,

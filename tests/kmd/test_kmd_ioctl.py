@@ -352,7 +352,8 @@ def check_cs_checker(dev):
     refused(errno.EFAULT, f"CS: WRITE_DATA at IB+0xc ({m + 0xc:#x}) writes [{fence:#x}, {fence + 4:#x}), "
             f"outside every mapping of context {ctx}", pm4.nop(2) + pm4.write_data(fence, [0]))
     refused(errno.EFAULT, f"CS: WRITE_DATA at IB+0x0 ({m:#x}) writes [{m + 0x3ffc:#x}, {m + 0x4004:#x}), "
-            f"which runs past the end of its mapping of context {ctx} at {m + 0x4000:#x}", pm4.write_data(m + 0x3FFC, [1, 2]))
+            f"which runs past the end of its mapping of context {ctx} at {m + 0x4000:#x}",
+            pm4.write_data(m + 0x3FFC, [1, 2]))
     refused(errno.EFAULT, f"CS: WAIT_REG_MEM at IB+0x0 ({m:#x}) polls [{t:#x}, {t + 4:#x}), outside every mapping "
             f"of context {ctx}", pm4.wait_reg_mem(t, 0, 0, "EQ"))
     refused(errno.EFAULT, f"CS: RELEASE_MEM at IB+0x0 ({m:#x}) writes [{fence:#x}, {fence + 4:#x}), outside "

@@ -262,10 +262,10 @@ def test_cs_ring_and_dependency_errors():
     bo.u32[0xC00] = 1
     assert c.wait(hold)
     for prio, err, msg in [
-        (5, errno.EINVAL, "CTX ALLOC: priority must be one of VERY_LOW (-1023), LOW (-512), NORMAL (0), "
-                          "HIGH (512), VERY_HIGH (1023), not 5"),
-        (2048, errno.EINVAL, "CTX ALLOC: priority must be one of VERY_LOW (-1023), LOW (-512), NORMAL (0), "
-                             "HIGH (512), VERY_HIGH (1023), not 2048"),
+        (5, errno.EINVAL, "CTX ALLOC: priority must be one of UNSET (-2048), VERY_LOW (-1023), LOW (-512), "
+                          "NORMAL (0), HIGH (512), VERY_HIGH (1023), not 5"),
+        (2048, errno.EINVAL, "CTX ALLOC: priority must be one of UNSET (-2048), VERY_LOW (-1023), LOW (-512), "
+                             "NORMAL (0), HIGH (512), VERY_HIGH (1023), not 2048"),
         ("high", errno.EINVAL, "CTX: priority must be an int, not 'high'"),
     ]:
         expect(err, msg, c.io, Request.CTX, uapi.CtxArgs(CtxOp.ALLOC, priority=prio))
