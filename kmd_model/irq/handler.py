@@ -162,10 +162,13 @@ class IrqMixin:
     def _record_sdma_vm_fault(self, sched: Scheduler, state: CpErrorState) -> None:
         """An SDMA queue's VM fault, kept as a CP fault is (INFO VM_FAULT, the statistics). The
         engine latches the address (SDMA_ERROR_ADDR) but no VM_FAULT_STATUS: the VMID is the
-        one its head job (the job it stopped in) ran with; status, access, cause and level
-        stay 0 and empty: not known, rather than decoded from a status of 0."""
+        one the job it stopped in ran with (found as the recovery finds the guilty job, by the
+        ring's rptr, so the error's message and INFO VM_FAULT name the same VMID); status,
+        access, cause and level stay 0 and empty: not known, rather than decoded from a
+        status of 0."""
         self.stats["vm_faults"] += 1
-        job = sched.head_job()
+        ring = sched.ring
+        job = sched.job_at_ring(self.mmio.read(ring.RPTR) >> ring.RPTR_SHIFT) or sched.head_job()
         vmid = job.vmid if job is not None and job.vmid else 0
         info = VmFaultInfo(state.addr, 0, vmid, "", "", 0)
         self.last_vm_fault = info
