@@ -1,0 +1,137 @@
+"""Edges of the UMD's API the end-to-end tests do not reach, found by the mutation campaign
+(docs/verification.md): which call recorded a faulting packet when several IBs of the
+failed submission have one at the fault's offset (umd/faults.py), and the ^C a flush holds
+(umd/signals.py), given to the app's own SIGINT handler as Python would have."""
+
+from __future__ import annotations
+
+import signal
+import types
+
+import numpy as np
+import pytest
+
+from kmd_model.uapi import HwErrorInfo
+from spec import pm4
+from umd import faults
+from umd.signals import deferred_sigint
+
+_FAULT = 0x7000_0000  # the faulting access's address
+_AT = 0x800  # the faulting packet's offset in its IB (CP_ERROR_OFFSET)
+
+
+def _queue(*packets, seq: int = 5, dma_chunk: int = 0x1000, max_write_dw: int = 16):
+    """A gfx queue as faults.find_command reads it: one submission in flight, whose IBs each
+    hold one of `packets` ((dwords, the call that recorded them)) at IB+_AT (the CP latches
+    the offset, not which IB). By default a WAIT_REG_MEM that polls elsewhere for the value
+    _FAULT, and a WRITE_DATA to just below _FAULT."""
+    packets = packets or ((pm4.wait_reg_mem(0x20_0000, _FAULT, 0xFFFF_FFFF, "EQ"), "Queue.wait_mem() #1"),
+                          (pm4.write_data(_FAULT - 8, [1, 2, 3]), "Queue.emit_raw() #2"))
+    sub = types.SimpleNamespace(seq=seq, ibs=[], labels={})
+    for i, (words, label) in enumerate(packets):
+        gpu_addr = 0x10_0000 * (i + 1)
+        u32 = np.zeros(0x1000 // 4, dtype=np.uint32)
+        u32[_AT // 4: _AT // 4 + len(words)] = words
+        sub.ibs.append(types.SimpleNamespace(gpu_addr=gpu_addr, u32=u32))
+        sub.labels[gpu_addr + _AT] = label
+    return types.SimpleNamespace(inflight=[sub], copy_engine=False, cmdbuf=types.SimpleNamespace(max_packet_dw=64),
+                                 dma_chunk=dma_chunk, max_write_dw=max_write_dw)
+
+
+def _fault(addr: int = _FAULT, offset: int = _AT, seq: int = 5, level: str = "IB1") -> HwErrorInfo:
+    return HwErrorInfo("VM_FAULT", level, 0x37, "WRITE_DATA", offset, addr, seq, 1, "VM fault")
+
+
+_FAR = (pm4.write_data(_FAULT + 0x10_0000, [1]), "Queue.write() #9")  # (above the fault: reaches nothing)
+
+
+def test_a_fault_names_the_packet_whose_access_reaches_its_address():
+    """Of the IBs' packets at the fault's offset, the one whose address lies a transfer below
+    the fault's; a packet's other numbers (the WAIT_REG_MEM's reference value, equal to the
+    address here) are not addresses it accesses."""
+    assert faults.find_command(_queue(), _fault()) == ("Queue.emit_raw() #2", None)
+    # a DMA_DATA's source is an address it accesses; a packet that does not decode reaches nothing
+    assert faults.find_command(_queue(_FAR, (pm4.dma_data(0x20_0000, _FAULT - 8, 64), "Queue.copy() #3")),
+                               _fault()) == ("Queue.copy() #3", None)
+    assert faults.find_command(_queue(([0xFFFF_FFFF, 0, 0], "Queue.emit_raw() #1"), _FAR,
+                                      (pm4.write_data(_FAULT - 8, [1]), "Queue.write() #4")),
+                               _fault()) == ("Queue.write() #4", None)
+
+
+@pytest.mark.parametrize("below, reaches", [(0x3FC, True), (0x400, False), (0x4FC, False)])
+def test_a_packet_reaches_as_far_as_one_transfer_of_the_queue(below, reaches):
+    """One transfer: the larger of a DMA chunk (0x100 bytes here) and a WRITE_DATA's most
+    dwords (0x100 of them: 0x400 bytes), from the packet's address up."""
+    q = _queue(_FAR, (pm4.write_data(_FAULT - below, [1]), "Queue.write() #2"), dma_chunk=0x100, max_write_dw=0x100)
+    command, _ = faults.find_command(q, _fault())
+    assert command == ("Queue.write() #2" if reaches else None)
+
+
+def test_a_fault_no_packet_reaches_names_every_candidate():
+    assert faults.find_command(_queue(), _fault(addr=_FAULT + 0x10_0000)) == (
+        None, "the CP latches no IB base, and IB+0x800 of the submission's IBs is Queue.emit_raw() #2 or "
+              "Queue.wait_mem() #1")
+
+
+def test_a_fault_of_a_submission_the_umd_no_longer_holds_or_at_no_packet_says_so():
+    assert faults.find_command(_queue(seq=4), _fault()) == (
+        None, "the UMD no longer holds the failed submission's commands")
+    assert faults.find_command(_queue(), _fault(offset=_AT + 0x40)) == (
+        None, "no packet the UMD recorded starts at IB+0x840")
+    assert faults.find_command(_queue(), _fault(level="RING")) == (
+        None, "the fault is in the kernel's ring packets, which no API call recorded")
+
+
+def test_a_held_ctrl_c_reaches_the_apps_handler_with_its_frame():
+    """The app's own SIGINT handler gets, once the flush's block ends, what Python would
+    have given it: the signal number and the frame the ^C interrupted."""
+    got = []
+    prev = signal.signal(signal.SIGINT, lambda signum, frame: got.append((signum, frame)))
+    try:
+        with deferred_sigint():
+            signal.raise_signal(signal.SIGINT)
+            assert not got  # held
+        assert len(got) == 1 and got[0][0] == signal.SIGINT and isinstance(got[0][1], types.FrameType)
+    finally:
+        signal.signal(signal.SIGINT, prev)
+
+
+@pytest.mark.parametrize("handler", [signal.SIG_IGN, signal.SIG_DFL], ids=["ignored", "default"])
+def test_a_sigint_python_does_not_handle_is_left_alone(handler):
+    """SIG_IGN and SIG_DFL are not Python handlers: nothing to defer, nothing replaced."""
+    prev = signal.signal(signal.SIGINT, handler)
+    try:
+        with deferred_sigint():
+            assert signal.getsignal(signal.SIGINT) is handler
+        assert signal.getsignal(signal.SIGINT) is handler
+    finally:
+        signal.signal(signal.SIGINT, prev)
+
+
+def test_a_cs_eio_whose_context_cannot_be_asked_is_a_lost_device(monkeypatch):
+    """A CS's EIO is a banned context's or a lost device's, and the context's QUERY_STATE
+    tells them apart; a query that fails too (the device gone under it) is the device's:
+    DeviceLost itself, not QueueBanned (which code written for DeviceLost catches as well,
+    so only the type tells)."""
+    import errno
+
+    import kmd_model
+    import umd
+    from kmd_model.uapi import KmdError
+    from testbench.refmodel import RefModel
+
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    q, buf = gpu.queue(), gpu.alloc(64)
+
+    def lost(*args):
+        raise KmdError(errno.EIO, "the device is wedged")
+
+    monkeypatch.setattr(q.ws, "cs_submit", lost)
+    monkeypatch.setattr(q.ws, "ctx_query", lost)
+    q.write(buf, 0, 1)
+    with pytest.raises(umd.DeviceLost, match=r"^flush: the device is wedged$") as ei:
+        q.flush()
+    assert type(ei.value) is umd.DeviceLost
+    monkeypatch.undo()
+    gpu.close()
