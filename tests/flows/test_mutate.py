@@ -164,6 +164,9 @@ def test_report_scores(tmp_path):
     assert d["unused_arguments"] == []  # both entries match a mutant: f's by function, g's exactly
     r.outcomes = [o for o in r.outcomes if "::g: " not in o.key]
     assert r.unused_arguments() == ["a.py::g: x -> y"] and "match no mutant any more" in r.table()
+    # a run of other modules (--modules b.py) says nothing of a.py's arguments
+    r.outcomes = [Outcome("python", "b.py", "b.py::k: 1 -> 2", "", "killed")]
+    assert r.unused_arguments() == []
 
 
 # What mutmut's trampoline does with its call stack in the coverage pass, and a cycle whose
