@@ -1,7 +1,11 @@
-"""Edges of the UMD's API the end-to-end tests do not reach, found by the mutation campaign
+"""Edges of the UMD's API the end-to-end tests did not reach, found by the mutation campaign
 (docs/verification.md): which call recorded a faulting packet when several IBs of the
-failed submission have one at the fault's offset (umd/faults.py), and the ^C a flush holds
-(umd/signals.py), given to the app's own SIGINT handler as Python would have."""
+failed submission have one at the fault's offset (umd/faults.py); the ^C a flush holds
+(umd/signals.py), given to the app's own SIGINT handler as Python would have; and the
+survivors of the UMD's queue modules, back in the campaign after mutmut's trampoline was
+taught their names (a CS EIO whose context cannot be asked, a download while recorded
+uploads hold the GTT, what help() shows, version 1's max_inflight, transfers' names in
+their errors)."""
 
 from __future__ import annotations
 
@@ -134,4 +138,72 @@ def test_a_cs_eio_whose_context_cannot_be_asked_is_a_lost_device(monkeypatch):
         q.flush()
     assert type(ei.value) is umd.DeviceLost
     monkeypatch.undo()
+    gpu.close()
+
+
+def test_a_download_while_recorded_uploads_hold_the_gtt_flushes_them_first():
+    """Uploads recorded since the last flush hold their staging buffers until it: a download
+    whose staging buffer does not fit then submits them and waits for them, as an upload's
+    does, where it raised OutOfMemory with nothing of the queue's in flight."""
+    import kmd_model
+    import umd
+    from testbench.refmodel import RefModel
+
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    q, chunk = gpu.queue(), 4 << 20
+    n = (gpu.memory().gtt.largest_free - (2 << 20)) // chunk  # their staging leaves less than a chunk free
+    big = gpu.alloc((n + 1) * chunk, "vram")
+    for i in range(n):
+        q.upload(big, i * chunk, np.full(chunk, i + 1, np.uint8))
+    assert n >= 2 and q.flushes == 0 and gpu.memory().gtt.largest_free < chunk
+    assert (q.download(big, (n - 1) * chunk, chunk) == n).all()
+    assert q.flushes >= 1
+    gpu.close()
+
+
+def test_what_an_old_keyword_default_shows_and_v1_queues_keep_max_inflight():
+    """help(Event.wait) shows the old keyword's default as `<not given>` (not an object's
+    address); API version 1's queue() passes max_inflight on, as version 2's does."""
+    import inspect
+
+    import kmd_model
+    import umd
+    from testbench.refmodel import RefModel
+
+    assert str(inspect.signature(umd.Event.wait).parameters["timeout_cycles"]).endswith(" = <not given>")
+    kmd_model.bind(RefModel())
+    gpu = umd.open(api_version=1)
+    assert gpu.queue(max_inflight=2).max_inflight == 2
+    gpu.close()
+
+
+def test_transfers_name_themselves_in_their_errors():
+    """A download whose packet faults is named by its call, as every command is; an upload
+    that can get no staging buffer says so; emit_raw's bytes that are not whole dwords name
+    the rule."""
+    import kmd_model
+    import umd
+    from kmd_model.uapi import VaOp
+    from testbench.refmodel import RefModel
+
+    kmd_model.bind(RefModel())
+    gpu = umd.open(pools=False)  # (every buffer a BO of its own: unmapped alone below)
+    src, dst = gpu.alloc(64), gpu.alloc(1 << 20, "vram")
+    gpu.ws.gem_va(src.handle, VaOp.UNMAP, src.gpu_addr, src.size, 0)  # behind the UMD's back
+    q = gpu.queue(engine="copy")  # (the copy engine checks its own addresses: a VM fault)
+    with pytest.raises(umd.GpuError) as ei:
+        q.download(src, 0, 64)
+    assert ei.value.code == "VM_FAULT" and ei.value.command == "Queue.download() #1", str(ei.value)
+    q = gpu.queue()
+    with pytest.raises(ValueError, match=r"^emit_raw: bytes dwords must be a non-empty multiple of 4 bytes, not 3$"):
+        q.emit_raw(b"abc")
+    held = []
+    while gpu.memory().gtt.largest_free >= 1 << 20:  # no room left for a 1 MiB staging buffer
+        held.append(gpu.alloc(gpu.memory().gtt.largest_free - (64 << 10), "gtt"))
+    with pytest.raises(umd.OutOfMemory, match=r"^upload: staging buffer: no memory for 0x100000 bytes on queue "
+                                              r"\(context \d+\), with nothing of its own in flight"):
+        q.upload(dst, 0, bytes(1 << 20))
+    for b in held:
+        b.free()
     gpu.close()
