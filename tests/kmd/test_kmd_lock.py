@@ -140,3 +140,16 @@ def test_yield_to_waiters_lets_one_waiter_in_not_every_one():
         t.join(10)
 
     _as_holder(holder)
+
+
+def test_every_blocked_thread_is_counted():
+    lock, got = DriverLock(), []
+    with lock:
+        ts = [_Waiter(lock, got) for _ in range(2)]
+        for t in ts:
+            t.start()
+        _until(lambda: lock.waiters == 2, "both threads are counted waiting", seconds=5)
+    for t in ts:
+        t.join(10)
+        assert not t.is_alive() and t.error is None
+    assert lock.waiters == 0 and sorted(got) == sorted(t.name for t in ts)
