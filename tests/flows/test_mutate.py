@@ -284,4 +284,5 @@ def test_a_renamed_entry_point_keeps_its_name_when_mutated(monkeypatch, tmp_path
     finally:
         set_mutant_under_test(None)
         state()._stats.intersection_update(seen)
+        reset_config()  # (the hit record read the scratch folder's configuration)
     assert (fn.__name__, fn.__qualname__) == ("write", "Queue.write")
