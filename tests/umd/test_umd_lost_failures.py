@@ -42,9 +42,7 @@ def _bad_job(gpu, q, failure: str, flag) -> tuple[str, str | None]:
         what, command = f"GPU error: VM fault{'' if copy else ': WRITE'} at {UNMAPPED:#x}", "Queue.emit_raw() #1"
     elif failure == "hang":
         q.wait_mem(flag, 0, 1)  # nobody writes the flag: the job timer ends it
-        what = "GPU error: job 0x1 timed out"
-        # (sdma0's and gfx_high's timers say which packet polls, not where: no call is named)
-        command = "Queue.wait_mem() #1" if q.engine == "gfx" and q.priority == "normal" else None
+        what, command = "GPU error: job 0x1 timed out", "Queue.wait_mem() #1"
     else:  # a job of another queue, which this one waits for, fails: this one's is cancelled
         other = gpu.queue()
         other.emit_raw([pm4.header(0x7B, 0), 0])
