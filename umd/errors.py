@@ -40,7 +40,10 @@ class GpuError(UmdError):
     error again, with `refused` True and the message saying so; a new queue
     (Device.queue()) of the same device runs as before. A queue whose ring was reset alone
     (the copy engine's; the high-priority gfx ring's, on a device that has one: the model)
-    loses only the failed work.
+    loses only the failed work. Either way the error is raised once, at the queue's first
+    flush, finish, Event.wait (of an event after the failed job) or close after the failure
+    (umd/failed_jobs.py); a job of this queue cancelled because one it waited for failed
+    likewise (`waited_for`).
     """
 
     def __init__(self, info: HwErrorInfo, command: str | None = None, waited_for: bool = False,

@@ -12,7 +12,7 @@ from kmd_model.uapi import KmdError
 from kmd_model.sched.fence import seq_passed
 from spec import pm4, sdma
 
-from . import submit
+from . import failed_jobs, submit
 from .errors import SubmitError
 from .queue import QBO_TIMELINE, QBO_TS_FIRST, QBO_TS_SLOTS, Queue, queue_flush
 from .runtime import _UNSET, DEFAULT_TIMEOUT, M32, _Handle, _timeout, _timeout_alias, api_call
@@ -50,9 +50,11 @@ class Event(_Handle):
         last; raises GpuError when the GPU failed on this queue. `timeout_cycles=` is the
         keyword's old name, still taken."""
         timeout_cycles = _timeout("wait", _timeout_alias("wait", timeout, timeout_cycles, "timeout_cycles"))
-        if self.signalled() and self._proven():
-            return True
         q = self.queue
+        if self.signalled() and self._proven():
+            if q.watch.jobs and self.seq is not None:  # (memory alone says nothing of a job that failed before)
+                failed_jobs.check(q, "wait", upto=self.seq)
+            return True
         if q.closed:  # its close() finished what it could: this will never be signalled
             raise ValueError(f"wait: {_NEVER}")
         if self.seq is None and not self.lost and q.async_submit:
@@ -74,6 +76,7 @@ class Event(_Handle):
                 q.ws.wait_cs(q.ctx_id, self.seq, 0)
             except KmdError as e:
                 q._raise_from(e, "wait")
+        failed_jobs.check(q, "wait", upto=self.seq)  # a job before this one that failed, unless raised already
         return self._done()
 
     def __bool__(self) -> bool:

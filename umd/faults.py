@@ -24,11 +24,12 @@ if TYPE_CHECKING:
 _FAULTS = ("VM_FAULT", "BUS_SLVERR", "BUS_DECERR")
 
 
-def find_command(q: Queue, info: HwErrorInfo) -> tuple[str | None, str | None]:
+def find_command(q: Queue, info: HwErrorInfo, subs) -> tuple[str | None, str | None]:
     """The API call that recorded the packet the error names, or None and why none is
-    named (for a fault, whose address is the access's, not the packet's)."""
+    named (for a fault, whose address is the access's, not the packet's), from the
+    submissions `subs` (the failed one first when known: its IBs may be another's since)."""
     if info.code not in _FAULTS:  # CP_ERROR_ADDR is the packet's own address
-        for sub in q.inflight:
+        for sub in subs:
             if info.addr in sub.labels:
                 return sub.labels[info.addr], None
         return None, None
@@ -38,7 +39,7 @@ def find_command(q: Queue, info: HwErrorInfo) -> tuple[str | None, str | None]:
     if info.level != "IB1":
         return None, (f"the fault is in an {info.level}, which an INDIRECT_BUFFER of the app's own "
                       "(emit_raw) ran: the UMD recorded none of its packets")
-    sub = next((s for s in q.inflight if seq_passed(info.seq, s.seq)), None)
+    sub = next((s for s in subs if seq_passed(info.seq, s.seq)), None)
     if sub is None:
         return None, "the UMD no longer holds the failed submission's commands"
     at = [(ib, ib.gpu_addr + info.offset) for ib in sub.ibs if ib.gpu_addr + info.offset in sub.labels]

@@ -23,7 +23,7 @@ from kmd_model.log import get_logger
 from kmd_model.uapi import CsChunkFence, CsChunkIb, CtxPriority, CtxQueryFlags, HwIp, KmdError
 from spec import packets, pm4, sdma
 
-from . import faults, submit
+from . import failed_jobs, faults, submit
 from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, QueueBanned, SubmitError, UmdError
 from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _close_after, _Dispatched, _dwords, _index, _own_buffer,
                       _raise_first, _timeout, device_alloc)
@@ -55,9 +55,11 @@ QBO_TS_SLOTS = QBO_BYTES // 8 - QBO_TS_FIRST  # reused in turn: a Timestamp is r
 
 @dataclass(eq=False)
 class Submission:
-    seq: int
+    seq: int  # its last CS's seqno
     ibs: list  # umd Buffers used as IBs
     labels: dict  # packet address -> API call
+    ncs: int = 1  # CS ioctls it took (a copy flush past max_ib_chunks IBs takes several)
+    deps: bool = False  # it waits for another queue's job (wait_event): a failed one cancels it
 
 
 class IbPool:
@@ -169,6 +171,9 @@ class Queue(_Dispatched):
         # the seqno of its first job a GpuError was raised for: from it on, a seqno the fence has
         # passed may be a job a ring reset cancelled (jobs before it ended well: they end in order)
         self.failed_from: int | None = None
+        # its jobs not yet proven to have ended well, and the errors raised (umd/failed_jobs.py);
+        # a ring reset alone (sdma0, gfx_high) leaves the context running on
+        self.watch = failed_jobs.Watch(self.copy_engine or priority == "high")
         # data dwords per write packet: the packet's own limit (WRITE_DATA: COUNT's range less
         # its 3 fixed dwords; SDMA WRITE_LINEAR: its count field) and what fits in one IB
         # beside the packet's 4 other dwords
@@ -274,7 +279,7 @@ class Queue(_Dispatched):
                 if may_flush and (self.staging or self.cmdbuf.ibs):
                     # uploads recorded since the last flush hold their staging until it: a
                     # memory-pressure flush, as Mesa's winsys flushes when a CS grows too big
-                    queue_flush(self)
+                    _flush(self, check=False)
                     continue
                 if self.pending:  # flushes still queued hold IBs and staging: let them go
                     self._drain(report=False)
@@ -308,11 +313,13 @@ class Queue(_Dispatched):
         while self.inflight and self.seq_done(self.inflight[0].seq):
             self.pool.free.extend(self.inflight.popleft().ibs)
 
-    def _raise_from(self, e: KmdError, what: str, cs: bool = False) -> None:
+    def _raise_from(self, e: KmdError, what: str, cs: bool = False, subs: list | None = None) -> None:
         """Turn a KMD error into the UMD's exception (a WAIT_CS's ETIME never comes here:
         _wait_seq answers it with False, and the caller says what timed out). `cs`: the
-        error is a CS ioctl's (a flush's), not a wait's."""
+        error is a CS ioctl's (a flush's), not a wait's; `subs`: the submissions that may
+        hold the failed packet (the queue's in flight when None)."""
         if e.errno == errno.ECANCELED and e.info is not None:
+            failed_jobs.mark_reported(self, e)
             if self.failed_from is None:  # (a dependency's error names the other job: suspect all of ours)
                 self.failed_from = e.info.seq if e.info.ctx_id == self.ctx_id else self.first_seq
             # the KMD's ECANCELED carries the context's decoded error (what CTX QUERY_STATE
@@ -320,7 +327,7 @@ class Queue(_Dispatched):
             if e.info.ctx_id and e.info.ctx_id != self.ctx_id:  # a dependency's error: its job was cancelled
                 raise GpuError(e.info, None, waited_for=True) from e
             # a CS refused for its context's earlier error (not a wait that found it failed)
-            command, unnamed = faults.find_command(self, e.info)
+            command, unnamed = faults.find_command(self, e.info, self.inflight if subs is None else subs)
             raise GpuError(e.info, command, refused=cs, unnamed=unnamed) from e
         if e.errno == errno.EIO:
             # EIO is a banned context's or a lost device's: the context's query tells them apart
@@ -370,8 +377,8 @@ class Queue(_Dispatched):
 
     def _close(self) -> None:
         """Submit and finish what the queue has, release its context; refused submissions
-        the app was not told of (an async queue's, or the flush of what it had recorded) are
-        raised after that."""
+        the app was not told of (an async queue's, or the flush of what it had recorded) and
+        a failed job's GpuError nobody was told of are raised after that."""
         if self.closed:
             return
         self._closing = True  # the refusals wait until the queue is released
@@ -383,8 +390,12 @@ class Queue(_Dispatched):
                 pass  # (its commands stay recorded: the finish below tries again)
             except UmdError as e:
                 refused.append(e)
+        known = set(self.watch.reported)  # (a GpuError of a job the app was told of is not raised again)
         try:
             queue_finish(self)
+        except GpuError as e:  # a failed job nobody had waited for: raised after the release
+            if (e.info.ctx_id, e.info.seq) not in known:
+                refused.append(e)
         except Exception:  # a dead queue still releases its context
             pass
         if self.async_submit:
@@ -473,6 +484,12 @@ def queue_flush(self: Queue) -> int | None:
     thread makes the CS later; its events tell when it ran). With `max_inflight`
     submissions in flight it first waits for the oldest; if that times out (GpuTimeout)
     the commands stay recorded."""
+    return _flush(self)
+
+
+def _flush(self: Queue, check: bool = True) -> int | None:
+    """queue_flush; without `check` (a flush for memory, in the middle of a transfer) an
+    earlier job's failure is left for the next call to raise."""
     if self.async_submit:
         self._report()  # a refused earlier flush first (when the thread is done with it)
     cb = self.cmdbuf
@@ -480,6 +497,10 @@ def queue_flush(self: Queue) -> int | None:
         cb.emit(sdma.pad(8) if self.copy_engine else pm4.pad(8), "wait_event")
     if not cb.ibs:
         return None
+    if check and self.watch.jobs and not self.async_submit:
+        # an earlier job's failure, before this submission (its commands stay recorded: the
+        # queue runs on, and the next flush submits them); an async flush makes no ioctl
+        failed_jobs.check(self, "flush")
     if len(self.inflight) + len(self.pending) >= self.max_inflight:
         self._throttle("flush")
     with deferred_sigint():  # (a ^C between the CS and its bookkeeping lost the submission)
@@ -508,7 +529,7 @@ def _submit_recorded(self: Queue) -> int | None:
     if self.async_submit:  # the device's submission thread makes the ioctl (umd/submit.py)
         self.async_flushes += 1
         self.flushes += 1
-        job = PendingCs(self, do_cs, ibs, labels, events, self.staging, self.async_flushes)
+        job = PendingCs(self, do_cs, ibs, labels, events, self.staging, self.async_flushes, deps=bool(deps))
         self.staging = []  # freed once the CS is in (submit.collect)
         for ev in events:
             ev.pending = job
@@ -524,7 +545,7 @@ def _submit_recorded(self: Queue) -> int | None:
         self._raise_from(e, "flush", cs=True)
     self._submitted(seq, ncs)
     self.flushes += 1
-    self.inflight.append(Submission(seq, ibs, labels))
+    failed_jobs.track(self, Submission(seq, ibs, labels, ncs, bool(deps)))
     for ev in events:
         ev.seq = seq
     for b in self.staging:  # upload/download staging: the KMD keeps them until the job is done
@@ -556,7 +577,8 @@ def _cs_submit(q: Queue, first_ib: tuple[int, int], ibs: list, sizes: list, deps
 
 def queue_finish(self: Queue, timeout: int | None = DEFAULT_TIMEOUT) -> None:
     """Flush, then wait until the GPU has done everything submitted on this queue (an
-    async queue's flushes included: a refused one is raised here at the latest).
+    async queue's flushes included: a refused one is raised here at the latest; so is a
+    failed job's GpuError the app was not told of, once: umd/failed_jobs.py).
     `timeout` is in GPU cycles, as every wait's (None: no bound but the KMD's job timer);
     when they pass first, GpuTimeout is raised (where Event.wait returns False)."""
     _finish(self, _timeout("finish", timeout, "timeout"), "finish")
@@ -568,8 +590,9 @@ def _finish(self: Queue, timeout: int, call: str) -> None:
     queue_flush(self)
     if self.async_submit:
         self._drain()
-    if self.last_seq is not None and not self._wait_seq(self.last_seq, timeout, call):
+    if not failed_jobs.wait_last(self, timeout, call):
         raise GpuTimeout(f"{call}: queue (context {self.ctx_id}) not idle after {timeout} cycles")
+    failed_jobs.check(self, call)  # a job before the last that failed, unless raised already
     self._reclaim()
 
 

@@ -86,6 +86,7 @@ class PendingCs:
     seq: int | None = None
     ncs: int = 1  # CS ioctls it took (a copy queue splits a flush at max_ib_chunks IBs)
     error: BaseException | None = None
+    deps: bool = False  # it waits for another queue's job (umd/failed_jobs.py)
 
 
 class _Request:
@@ -222,6 +223,7 @@ def collect(q) -> None:
     """Take in what the submission thread has done with queue `q`'s flushes, in order: a
     submitted one is in flight from now on (as a synchronous flush leaves it), a refused
     one frees its IBs, loses its events and waits in `q.async_errors` to be raised."""
+    from . import failed_jobs
     from .queue import Submission
 
     while q.pending and q.pending[0].done:
@@ -237,7 +239,7 @@ def collect(q) -> None:
             continue
         seq = job.seq
         q._submitted(seq, job.ncs)
-        q.inflight.append(Submission(seq, job.ibs, job.labels))
+        failed_jobs.track(q, Submission(seq, job.ibs, job.labels, job.ncs, job.deps))
         for ev in job.events:
             ev.seq, ev.pending = seq, None
         for b in job.staging:

@@ -7,13 +7,15 @@ runs to its end.
 
 from __future__ import annotations
 
-from spec import packets
+from spec import packets, sdma
+from spec.sdma import packets as sdma_packets
 
 from .. import regs
-from ..cs.checker import find_unsatisfied_wait
+from ..cs.checker import _WRM_FUNC, _WRM_SYM, StuckWait, _stuck, find_unsatisfied_wait
 from ..log import get_logger
 from ..sched.scheduler import Scheduler
 from ..uapi import HwErrorInfo
+from .cp_error import LEVEL_TEXT
 
 log = get_logger("kmd")
 
@@ -139,11 +141,50 @@ class JobTimerMixin:
             self._ring_recover_pending(sched)
             return
         self.stats["job_timeouts"] += 1
-        doing = f"polling in a {ring.POLL_PACKET}" if st["WAITING"] else f"busy at {regs.IbLevel(st['LEVEL']).name}"
+        # the packet it polls in, found as the gfx ring's timer finds it: its place goes into
+        # the error's fields, so the UMD names the call that recorded it
+        if sched is self.sdma_sched:
+            stuck = find_unsatisfied_poll(self.mem32, job.ibs, job.client_addr, self.job_read(job),
+                                          self.job_translate(job))
+        else:  # (the CP's other queue runs PM4, as ring 0)
+            stuck = find_unsatisfied_wait(self.mem32, job.ibs, self.info.ib_levels, client_addr=job.client_addr,
+                                          translate=self.job_translate(job), read=self.job_read(job))
+        polls = stuck or st["WAITING"]
+        doing = (f"stuck in {stuck}" if stuck else f"polling in a {ring.POLL_PACKET}" if polls else
+                 f"busy at {regs.IbLevel(st['LEVEL']).name}")
         msg = f"job {job.seq:#x} timed out on {ring.name}: {self._why_timed_out(sched)}, {doing}, context {job.ctx.id}"
-        info = HwErrorInfo(code="TIMEOUT", level=regs.IbLevel(st["LEVEL"]).name, opcode=0, opcode_name=None,
-                           offset=0, addr=0, seq=job.seq, ctx_id=job.ctx.id, message=msg)
+        opcode = (sdma_packets.POLL_REGMEM.op if sched is self.sdma_sched else packets.WAIT_REG_MEM.opcode) if polls else 0
+        info = HwErrorInfo(code="TIMEOUT", level=regs.IbLevel(stuck.level if stuck else st["LEVEL"]).name,
+                           opcode=opcode, opcode_name=ring.POLL_PACKET if polls else None,
+                           offset=stuck.offset if stuck else 0, addr=stuck.addr if stuck else 0,
+                           seq=job.seq, ctx_id=job.ctx.id, message=msg)
         log.error("timeout: %s", msg)
         if self.observers:
             self.notify("gpu_error", info=info, state=None, job=job)
         self.ring_recover(sched, job, info)
+
+
+def find_unsatisfied_poll(mem32, ibs: list[tuple[int, int]], client_addr, read, translate) -> StuckWait | None:
+    """find_unsatisfied_wait for an SDMA job: the first POLL_REGMEM of its IBs (SDMA IBs do not
+    nest) whose condition does not hold in memory now ("POLL_REGMEM at IB+0x0 (0x201000):
+    *0x5000 & 0xffffffff = 0x0, waits for == 0x1"), or None. A diagnosis, as the gfx one."""
+    for addr, size_dw in ibs:
+        words = read(addr, size_dw)
+        if words is None:
+            continue
+        for item in sdma.decode_stream(words):
+            if not item.ok or item.name != "POLL_REGMEM":
+                continue
+            f = item.fields
+            a = f["ADDR_LO"] << 2 | f["ADDR_HI"] << 32
+            ap = translate(a, 4)
+            if ap is None or ap // 4 >= len(mem32):
+                continue
+            v = int(mem32[ap // 4]) & f["MASK"]
+            fn = f["FUNC"]
+            if fn in _WRM_FUNC and not _WRM_FUNC[fn](v, f["VALUE"]):
+                at = client_addr(addr + 4 * item.offset)
+                return _stuck(f"POLL_REGMEM at {LEVEL_TEXT[regs.IbLevel.IB1]}+{4 * item.offset:#x} ({at:#x}): "
+                              f"*{a:#x} & {f['MASK']:#x} = {v:#x}, waits for {_WRM_SYM[fn]} {f['VALUE']:#x}",
+                              regs.IbLevel.IB1, 4 * item.offset, at)
+    return None

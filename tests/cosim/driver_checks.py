@@ -10,7 +10,7 @@ import random
 MODULES = ("kmd.test_kmd_ioctl", "kmd_sched.test_kmd_fence", "kmd_sched.test_kmd_reset", "kmd.test_kmd_vm",
            "kmd_sched.test_kmd_queues", "umd.test_umd_queues",
            "umd.test_umd_api", "umd.test_umd_batching", "umd.test_umd_cmdbuf", "umd.test_umd_memory",
-           "umd.test_umd_runtime", "umd.test_umd_transfer",
+           "umd.test_umd_runtime", "umd.test_umd_transfer", "umd.test_umd_lost_failures",
            "security.test_security_toctou", "security.test_security_checker", "security.test_security_mappings",
            "security.test_security_umd", "security.test_security_ioctl", "spec.test_amd_conformance",
            "security.test_vm_isolation", "model.test_contract_driver", "model.test_contract_engines",

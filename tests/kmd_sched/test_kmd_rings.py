@@ -299,9 +299,11 @@ def test_a_queue_reset_spares_the_guilty_contexts_work_on_other_rings():
 
 
 def test_an_sdma_timeout_is_counted_reported_and_announced():
-    """One hung SDMA job: one job timeout; the error it fails with has the timeout's fields
-    (no offset or address: nothing failed at a packet); observers see gpu_error with that
-    error before recovery, then the reset of that ring with what it resubmitted."""
+    """One hung SDMA job: one job timeout; the error it fails with has the timeout's fields,
+    the POLL_REGMEM it is stuck in found as the gfx ring's timer finds its WAIT_REG_MEM (its
+    place in them: the UMD names the call that recorded it; they were 0, "nothing failed at
+    a packet"); observers see gpu_error with that error before recovery, then the reset of
+    that ring with what it resubmitted."""
     rec = Recorder()
     kmd = kmd_model.bind(RefModel(), job_timeout=20_000, observers=[rec])
     a, b = Client(), Client()
@@ -311,8 +313,10 @@ def test_an_sdma_timeout_is_counted_reported_and_announced():
     with pytest.raises(uapi.KmdError) as ei:
         a.wait(bad, 1_000_000)
     info = ei.value.info
-    assert (info.code, info.offset, info.addr, info.seq, info.ctx_id) == ("TIMEOUT", 0, 0, bad, a.ctx)
-    assert "polling in a POLL_REGMEM" in info.message and "sdma0" in info.message
+    assert (info.code, info.level, info.opcode_name, info.offset, info.addr, info.seq, info.ctx_id) == \
+        ("TIMEOUT", "IB1", "POLL_REGMEM", 0, abo.addr, bad, a.ctx)
+    assert ("on sdma0: no progress for " in info.message and f", stuck in POLL_REGMEM at IB+0x0 ({abo.addr:#x}): "
+            f"*{abo.addr + 0x3000:#x} & 0xffffffff = 0x0, waits for != 0x0, context {a.ctx}" in info.message)
     assert b.wait(nice) and bbo.u32[0x40] == 4
     assert kmd.stats["job_timeouts"] == 1 and kmd.stats["queue_resets"] == 1
     errs = rec.of("gpu_error")

@@ -46,6 +46,10 @@ def _fault(addr: int = _FAULT, offset: int = _AT, seq: int = 5, level: str = "IB
     return HwErrorInfo("VM_FAULT", level, 0x37, "WRITE_DATA", offset, addr, seq, 1, "VM fault")
 
 
+def _find(q, info: HwErrorInfo):
+    return faults.find_command(q, info, q.inflight)  # (the queue's submissions in flight, as a wait's error)
+
+
 _FAR = (pm4.write_data(_FAULT + 0x10_0000, [1]), "Queue.write() #9")  # (above the fault: reaches nothing)
 
 
@@ -53,11 +57,11 @@ def test_a_fault_names_the_packet_whose_access_reaches_its_address():
     """Of the IBs' packets at the fault's offset, the one whose address lies a transfer below
     the fault's; a packet's other numbers (the WAIT_REG_MEM's reference value, equal to the
     address here) are not addresses it accesses."""
-    assert faults.find_command(_queue(), _fault()) == ("Queue.emit_raw() #2", None)
+    assert _find(_queue(), _fault()) == ("Queue.emit_raw() #2", None)
     # a DMA_DATA's source is an address it accesses; a packet that does not decode reaches nothing
-    assert faults.find_command(_queue(_FAR, (pm4.dma_data(0x20_0000, _FAULT - 8, 64), "Queue.copy() #3")),
+    assert _find(_queue(_FAR, (pm4.dma_data(0x20_0000, _FAULT - 8, 64), "Queue.copy() #3")),
                                _fault()) == ("Queue.copy() #3", None)
-    assert faults.find_command(_queue(([0xFFFF_FFFF, 0, 0], "Queue.emit_raw() #1"), _FAR,
+    assert _find(_queue(([0xFFFF_FFFF, 0, 0], "Queue.emit_raw() #1"), _FAR,
                                       (pm4.write_data(_FAULT - 8, [1]), "Queue.write() #4")),
                                _fault()) == ("Queue.write() #4", None)
 
@@ -67,22 +71,22 @@ def test_a_packet_reaches_as_far_as_one_transfer_of_the_queue(below, reaches):
     """One transfer: the larger of a DMA chunk (0x100 bytes here) and a WRITE_DATA's most
     dwords (0x100 of them: 0x400 bytes), from the packet's address up."""
     q = _queue(_FAR, (pm4.write_data(_FAULT - below, [1]), "Queue.write() #2"), dma_chunk=0x100, max_write_dw=0x100)
-    command, _ = faults.find_command(q, _fault())
+    command, _ = _find(q, _fault())
     assert command == ("Queue.write() #2" if reaches else None)
 
 
 def test_a_fault_no_packet_reaches_names_every_candidate():
-    assert faults.find_command(_queue(), _fault(addr=_FAULT + 0x10_0000)) == (
+    assert _find(_queue(), _fault(addr=_FAULT + 0x10_0000)) == (
         None, "the CP latches no IB base, and IB+0x800 of the submission's IBs is Queue.emit_raw() #2 or "
               "Queue.wait_mem() #1")
 
 
 def test_a_fault_of_a_submission_the_umd_no_longer_holds_or_at_no_packet_says_so():
-    assert faults.find_command(_queue(seq=4), _fault()) == (
+    assert _find(_queue(seq=4), _fault()) == (
         None, "the UMD no longer holds the failed submission's commands")
-    assert faults.find_command(_queue(), _fault(offset=_AT + 0x40)) == (
+    assert _find(_queue(), _fault(offset=_AT + 0x40)) == (
         None, "no packet the UMD recorded starts at IB+0x840")
-    assert faults.find_command(_queue(), _fault(level="RING")) == (
+    assert _find(_queue(), _fault(level="RING")) == (
         None, "the fault is in the kernel's ring packets, which no API call recorded")
 
 

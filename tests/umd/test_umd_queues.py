@@ -351,7 +351,8 @@ def test_device_close_runs_a_later_queues_commands_that_wait_on_an_earlier_queue
 def test_a_wait_event_on_a_failed_job_of_a_queue_closed_since():
     """The event's job failed on the GPU (its context reset), then its queue was closed:
     the waiting flush is cancelled (ECANCELED), as the KMD cancels a job whose dependency
-    failed, and does not run. It named the freed context (EINVAL)."""
+    failed, and does not run. It named the freed context (EINVAL). (q1's close raises its
+    job's error: nobody had waited for it, tests/umd/test_umd_lost_failures.py.)"""
     kmd_model.bind(RefModel(), cs_check=False)
     gpu = umd.open(api_version=3)
     q1, q2 = gpu.queue(), gpu.queue()
@@ -361,7 +362,8 @@ def test_a_wait_event_on_a_failed_job_of_a_queue_closed_since():
     q1.flush()
     q2.wait_event(ev)
     q2.write(buf, 0, [7])
-    q1.close()
+    with pytest.raises(umd.GpuError, match="illegal opcode 0x7b"):
+        q1.close()
     with pytest.raises(umd.SubmitError) as e:
         q2.flush()
     assert e.value.errno == errno.ECANCELED and "it failed, or still runs" in str(e.value)

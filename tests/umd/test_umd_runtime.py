@@ -291,7 +291,8 @@ def test_waiting_on_an_event_its_closed_queue_never_signalled_says_so():
     q = gpu.queue()
     q.wait_mem(gpu.alloc(4096), 0, 1)  # never satisfied: the job is reset
     ev = q.signal()
-    q.close()
+    with pytest.raises(umd.GpuError, match="timed out"):  # (close raises what nobody waited for)
+        q.close()
     message = "wait: the queue of this event was closed before the GPU signalled it"
     with pytest.raises(ValueError, match=message):
         ev.wait()
@@ -338,7 +339,8 @@ def test_a_gpu_side_wait_on_an_event_of_a_closed_queue():
     c = gpu.queue()
     c.wait_mem(buf, 8, 1)  # never satisfied: the job is reset
     lost = c.signal()
-    c.close()
+    with pytest.raises(umd.GpuError, match="timed out"):  # (close raises what nobody waited for)
+        c.close()
     with pytest.raises(ValueError, match="^wait_event: the queue of this event was closed before the GPU "
                                          "signalled it"):
         b.wait_event(lost)
@@ -403,7 +405,8 @@ def test_open_takes_numpy_integers():
 def test_a_vm_fault_surfaces_as_a_gpu_error_naming_the_packet_and_address():
     """A write to an address the file never mapped (the CS checker off, as a hostile or buggy
     command stream past it would be): the queue's GpuError names the fault, the packet by
-    name and the faulting address, and the queue stays refused."""
+    name and the faulting address, once, and the queue stays refused: its later work raises
+    the error again (`refused`)."""
     kmd_model.bind(RefModel(), cs_check=False)
     gpu = umd.open()
     q = gpu.queue()
@@ -414,5 +417,8 @@ def test_a_vm_fault_surfaces_as_a_gpu_error_naming_the_packet_and_address():
     assert (e.code, e.opcode, e.opcode_name, e.ib_offset, e.context) == ("VM_FAULT", 0x37, "WRITE_DATA", 0, q.ctx_id)
     assert (e.info.code, e.info.level, e.info.ctx_id) == ("VM_FAULT", "IB1", q.ctx_id)  # the KMD's decoded error
     assert str(e).startswith("GPU error: VM fault: WRITE at 0x30000000 in WRITE_DATA (VMID ")
-    with pytest.raises(umd.GpuError, match="VM fault"):
+    q.finish()  # (nothing new: the app was told)
+    q.write(gpu.alloc(64), 0, 1)
+    with pytest.raises(umd.GpuError, match="VM fault") as again:
         q.finish()
+    assert again.value.refused
