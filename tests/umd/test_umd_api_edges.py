@@ -211,3 +211,28 @@ def test_transfers_name_themselves_in_their_errors():
     for b in held:
         b.free()
     gpu.close()
+
+
+def test_an_async_flush_refused_for_its_guilty_context_says_so():
+    """A flush of a queue whose context a full reset left guilty is refused; an async
+    queue's thread makes that CS, and its GpuError says it was refused (`refused`, "make a
+    new queue") as a synchronous flush's does."""
+    import kmd_model
+    import umd
+    from kmd_model.core.kmd import KmdParams
+    from testbench.refmodel import RefModel
+
+    kmd_model.bind(RefModel(), KmdParams(cs_check=False))
+    gpu = umd.open(api_version=3)
+    buf = gpu.alloc(64)
+    q = gpu.queue(async_submit=True)
+    q.emit_raw([pm4.header(0x7B, 0), 0])
+    with pytest.raises(umd.GpuError, match="illegal opcode 0x7b") as ei:
+        q.finish()
+    assert not ei.value.refused
+    q.write(buf, 0, 1)
+    q.flush()
+    with pytest.raises(umd.GpuError, match="illegal opcode 0x7b") as ei:
+        q.finish()
+    assert ei.value.refused is True and str(ei.value).endswith("takes no more work: make a new queue")
+    gpu.close()
