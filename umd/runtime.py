@@ -382,7 +382,8 @@ class Buffer(_Handle):
 
 def _index(call: str, name: str, v: Any) -> int:
     """An integer argument as a plain int, read once: callers use what this returns, never `v`
-    again (an app's __index__ may answer differently the next time, or raise)."""
+    again (an app's __index__ may answer differently the next time, or raise). operator.index
+    answers an exact int (Python 3.10 on), for an int subclass too: none of its methods runs later."""
     if isinstance(v, bool):
         raise TypeError(f"{call}: {name} must be an int, not {shown(v)}")
     try:
@@ -392,7 +393,6 @@ def _index(call: str, name: str, v: Any) -> int:
     except Exception as e:  # the app's own __index__ raised: still this call's one-line error
         raise TypeError(f"{call}: {name} must be an int, not a {type(v).__name__} whose __index__ raised "
                         f"{type(e).__name__}") from None
-    n = n if type(n) is int else int.__index__(n)  # (an int subclass: its value, not its methods)
     if n.bit_length() > 128:  # no argument is this wide: refused before a message prints 4,000 digits
         raise ValueError(f"{call}: {name} must fit in 64 bits, not {shown(n)}")
     return n

@@ -44,12 +44,12 @@ class DriverLock:
         self.depth -= 1
         self._lock.release()
 
-    def yield_to_waiters(self) -> bool:
+    def yield_to_waiters(self) -> None:
         """Let one thread that waits for the lock have it, then take it back; nothing when
         nobody waits, or when the holder entered it more than once (a hook inside an ioctl
-        making another: the outer ioctl is in the middle of its work). True if it let go."""
+        making another: the outer ioctl is in the middle of its work)."""
         if self.depth != 1 or not self.waiters:
-            return False
+            return
         seen = self.entries
         self.depth = 0
         self._lock.release()
@@ -60,4 +60,3 @@ class DriverLock:
                 time.sleep(0.0001)
         finally:
             self.__enter__()
-        return True

@@ -85,7 +85,6 @@ class Vm:
         self._starts: list[int] = []
         self.vmid: int | None = None  # the VMID it holds (VmidManager)
         self.fault = None  # the last VM fault of its jobs (uapi.VmFaultInfo)
-        self.flushes = 0  # TLB invalidations it asked for
         self.closed = False
         self._arrays: tuple | None = None
         # what needed a table, for ENOMEM's message: the open's directory (VRAM full: another

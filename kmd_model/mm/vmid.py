@@ -146,7 +146,6 @@ class VmidManager:
         """After `vm`'s tables lost or changed entries: invalidate its VMID, if it holds one
         (else the next grab invalidates)."""
         if vm.vmid is not None:
-            vm.flushes += 1
             try:
                 self.flush(vm.vmid, va if va is not None and size == PAGE else None)
             except KmdError:

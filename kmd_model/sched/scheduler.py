@@ -76,7 +76,6 @@ class Job:
     hw_fence: Fence | None = None
     finished: bool = False
     error: KmdError | None = None
-    queued_at: int = 0
     ring_start: int = 0  # ring wptr range of its packets (free running)
     ring_end: int = 0
     runs: int = 0  # 1 + resubmissions
@@ -170,7 +169,6 @@ class Scheduler:
     # ------------------------------------------------------------------ submission
 
     def push_job(self, job: Job) -> None:
-        job.queued_at = self.kmd.dev.now()
         job.ring = self.ring
         job.entity = self.entity(job.ctx)
         job.entity.queue.append(job)

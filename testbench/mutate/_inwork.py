@@ -72,6 +72,7 @@ def prepare(workers: int) -> None:
     from mutmut.__main__ import (collect_or_load_stats, copy_also_copy_files, copy_src_dir, create_mutants,
                                  setup_source_paths, store_lines_covered_by_tests)
     from mutmut.mutation.trampoline import set_mutant_under_test
+    from mutmut.utils.file_utils import walk_mutatable_files
     from mutmut.workers.isolation import get_mutant_runner
 
     per_thread_call_stack()  # (the coverage pass runs in a process forked from this one)
@@ -83,7 +84,33 @@ def prepare(workers: int) -> None:
     store_lines_covered_by_tests()
     stats = create_mutants(workers)
     print(f"mutants generated: {stats.mutated} files mutated", flush=True)
+    ours = 0
+    for path in walk_mutatable_files():
+        path = Path("mutants") / path
+        text = path.read_text()
+        if MUTMUT_TRAMPOLINE in text:
+            path.write_text(use_our_trampoline(text))
+            ours += 1
+    if stats.mutated and not ours:
+        raise SystemExit("prepare: no mutated module imports mutmut's trampoline as mutmut 3.8 writes it: "
+                         "update _inwork.MUTMUT_TRAMPOLINE")
     collect_or_load_stats(get_mutant_runner(workers), apply_config_invalidation=True)
+
+
+# The line mutmut puts at the top of every mutated module, and ours (testbench/mutate/trampoline.py):
+# the same trampoline, which also keeps a name the function is given after its definition.
+MUTMUT_TRAMPOLINE = "from mutmut.mutation.trampoline import wrap_in_trampoline as _mutmut_mutated, MutantDict\n"
+OUR_TRAMPOLINE = "from testbench.mutate.trampoline import wrap_in_trampoline as _mutmut_mutated, MutantDict\n"
+
+
+def use_our_trampoline(text: str) -> str:
+    """A mutated module's text, its trampolines made by testbench/mutate/trampoline.py (umd/api.py
+    renames its entry points; mutmut's trampoline ran them under the copy's name). The line
+    is replaced in place, so mutmut's line index of the file still holds."""
+    if text.count(MUTMUT_TRAMPOLINE) != 1:
+        raise SystemExit("prepare: a mutated module does not import mutmut's trampoline once, as mutmut 3.8 "
+                         "writes it: update _inwork.MUTMUT_TRAMPOLINE")
+    return text.replace(MUTMUT_TRAMPOLINE, OUR_TRAMPOLINE)
 
 
 def import_hits(modules: list[str]) -> None:

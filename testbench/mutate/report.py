@@ -104,13 +104,17 @@ class Report:
         return sorted(a.key for a in self.args.entries if a.key in killed)
 
     def unused_arguments(self) -> list[str]:
-        """Entries of survivors.toml that match no Python mutant at all (every mutant is in
-        the outcomes, sampled or not): the code they argue about changed; drop or rewrite them."""
+        """Entries of survivors.toml that match no Python mutant at all (every mutant of the
+        modules run is in the outcomes, sampled or not): the code they argue about changed;
+        drop or rewrite them. Only the modules run are judged: a --modules run knows nothing
+        of the others' mutants."""
         keys = {o.key for o in self.outcomes if o.layer == "python"}
         if not keys:
             return []
         functions = {k.split(": ", 1)[0] for k in keys}
-        return sorted(a.key for a in self.args.entries if a.key not in keys and a.key not in functions)
+        modules = {o.module for o in self.outcomes if o.layer == "python"}
+        return sorted(a.key for a in self.args.entries
+                      if a.key.split("::", 1)[0] in modules and a.key not in keys and a.key not in functions)
 
     def as_dict(self) -> dict:
         layers = sorted({o.layer for o in self.outcomes})

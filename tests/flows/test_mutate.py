@@ -164,6 +164,9 @@ def test_report_scores(tmp_path):
     assert d["unused_arguments"] == []  # both entries match a mutant: f's by function, g's exactly
     r.outcomes = [o for o in r.outcomes if "::g: " not in o.key]
     assert r.unused_arguments() == ["a.py::g: x -> y"] and "match no mutant any more" in r.table()
+    # a run of other modules (--modules b.py) says nothing of a.py's arguments
+    r.outcomes = [Outcome("python", "b.py", "b.py::k: 1 -> 2", "", "killed")]
+    assert r.unused_arguments() == []
 
 
 # What mutmut's trampoline does with its call stack in the coverage pass, and a cycle whose
@@ -232,3 +235,54 @@ def test_the_campaigns_script_does_not_hide_the_trees_packages(monkeypatch):
     with pytest.raises(SystemExit, match="unknown step 'no-such-step'"):
         runpy.run_path(inwork.__file__, run_name="__main__")
     assert here not in sys.path
+
+
+def test_a_renamed_entry_point_keeps_its_name_when_mutated(monkeypatch, tmp_path):
+    """umd/api.py's DispatchTable renames each entry point to the call the app makes, so that
+    Python's argument errors name it ("Queue.write() got an unexpected keyword argument").
+    Mutated, the entry point is mutmut's trampoline, and the copy of the function it runs
+    raised them under its own name (x_queue_write__mutmut_orig()): the coverage pass failed
+    at tests/umd/test_umd_first_programs.py (`make mutate` stopped in prepare on every UMD
+    queue module) and any mutant of an entry point would fail that test for its name alone.
+    With the campaign's trampoline (_inwork.use_our_trampoline) the function that runs, the
+    copy or a mutant, takes the name; its __name__ stays, which mutmut's coverage pass reads
+    (the hit is recorded under the original function, not a crash)."""
+    import re
+
+    from mutmut.configuration import reset_config
+    from mutmut.mutation.file_mutation import mutate_file_contents
+    from mutmut.mutation.trampoline import set_mutant_under_test
+    from mutmut.state import state
+
+    from testbench.mutate._inwork import use_our_trampoline
+    from umd.api import DispatchTable
+
+    src = "def queue_write(self, buf, offset, data):\n    return offset + buf\n"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text('[tool.mutmut]\nsource_paths = ["."]\n')
+    monkeypatch.setenv("MUTANT_UNDER_TEST", "")
+    reset_config()
+    try:
+        code = use_our_trampoline(mutate_file_contents("m.py", src).code)
+    finally:
+        reset_config()
+    ns = {"__name__": "m"}
+    exec(compile(code, "m.py", "exec"), ns)
+    fn = DispatchTable(9, 1, {"Queue.write": ns["queue_write"]}).entries["Queue.write"]
+    mutants = sorted(k for k in ns["mutants_x_queue_write__mutmut"] if k != "_mutmut_orig")
+    assert mutants and fn(None, 1, 2, 3) == 3
+    seen = set(state()._stats)
+    try:
+        for under_test in ("", "stats", *(f"m.{k}" for k in mutants)):
+            set_mutant_under_test(under_test)
+            for call, message in ((lambda: fn(None, 1, 2, value=1), "got an unexpected keyword argument 'value'"),
+                                  (lambda: fn(None, 1), "missing 2 required positional arguments: 'offset' and "
+                                                        "'data'")):
+                with pytest.raises(TypeError, match="^" + re.escape(f"Queue.write() {message}") + "$"):
+                    call()
+        assert "m.x_queue_write" in state()._stats  # the coverage pass's hit, by the original's name
+    finally:
+        set_mutant_under_test(None)
+        state()._stats.intersection_update(seen)
+        reset_config()  # (the hit record read the scratch folder's configuration)
+    assert (fn.__name__, fn.__qualname__) == ("write", "Queue.write")

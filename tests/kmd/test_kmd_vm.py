@@ -539,6 +539,7 @@ def test_a_vm_whose_unmap_flush_was_not_acknowledged_flushes_again_before_its_ne
     expect(errno.EIO, f"GEM_VA: TLB flush of VMID {vmid}: no acknowledge after 2000 cycles",
            _va, c, old.handle, VaOp.UNMAP, old.addr)
     assert c.f.vm.vmid is None and kmd.kmd_stats()["tlb_flush_failures"] == 1
+    assert kmd.vmids.ids[vmid - 1].owner is None  # (its VMID is free, not still lent to the VM)
     dev.lost = False
     new = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000)).handle
     _va(c, new, VaOp.MAP, old.addr)

@@ -14,6 +14,9 @@ nobody waited for was lost on every queue, the normal gfx queue's too.
 
 from __future__ import annotations
 
+import errno
+import time
+
 import pytest
 
 import kmd_model
@@ -132,9 +135,10 @@ def test_an_event_before_the_failed_job_does_not_raise_it(kind):
     ok = q.signal()
     q.flush()
     _bad_job(gpu, q, "packet", None)
-    assert ok.wait()
-    with pytest.raises(umd.GpuError, match="illegal opcode"):
+    assert ok.wait()  # (its job and the failed one, which the fence has passed, leave the queue's in-flight list)
+    with pytest.raises(umd.GpuError, match="illegal opcode") as ei:
         q.finish()
+    assert ei.value.command == "Queue.emit_raw() #3"  # (found in the failed submission all the same)
     q.finish()
     gpu.close()
 
@@ -182,6 +186,162 @@ def test_proving_a_copy_queues_jobs_costs_one_ioctl_per_look():
     q.finish()
     assert kmd.stats["ioctls"] == before
     gpu.close()
+
+
+# ---------------------------------------------------------------------------- found by the mutation campaign
+
+def test_jobs_proven_good_cost_no_wait_and_are_forgotten():
+    """A copy queue's first look asks about each job (no reset count seen yet) and forgets
+    the ones that ended well; later looks, with no reset since, ask the kernel about none
+    (no WAIT_CS: the user fence proves them), however many flushes come."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    buf = gpu.alloc(4096)
+    q = gpu.queue(engine="copy")
+    for i in range(3):
+        q.write(buf, 4 * i, i)
+        q.flush()
+        kmd_model.bound().dev.delay(2_000)
+        assert len(q.watch.jobs) == 1  # (the one just flushed: the look before it proved the last)
+    q.finish()
+    assert not q.watch.jobs
+    waits, wait_cs = [], q.ws.wait_cs
+    q.ws.wait_cs = lambda *a: waits.append(a) or wait_cs(*a)
+    for i in range(8):
+        q.write(buf, 4 * i, i)
+        q.flush()
+    kmd_model.bound().dev.delay(5_000)
+    q.write(buf, 0, 1)
+    q.flush()
+    q.finish()
+    assert len(waits) <= 1 and not q.watch.jobs  # (finish's own wait, if the fence had not passed)
+    # jobs flushed while the first of them still runs are kept, then all forgotten at one look
+    flag = gpu.alloc(64)
+    q.wait_mem(flag, 0, 1)
+    q.flush()
+    for i in range(3):
+        q.write(buf, 4 * i, i)
+        q.flush()
+    assert len(q.watch.jobs) == 4
+    flag.u32[0] = 1
+    q.finish()
+    assert len(waits) <= 2 and not q.watch.jobs
+    gpu.close()
+
+
+def test_a_job_still_running_at_a_look_is_asked_again_and_its_failure_raised():
+    """A look while a job still runs keeps it (its WAIT_CS asks without waiting: no ETIME),
+    and the look after its hang raises its error."""
+    kmd_model.bind(RefModel(), KmdParams(job_timeout=JOB_TIMEOUT))
+    gpu = umd.open()
+    buf, flag = gpu.alloc(64), gpu.alloc(64)
+    q = gpu.queue(engine="copy")
+    q.wait_mem(flag, 0, 1)  # nobody writes the flag: the job timer ends it
+    q.flush()
+    q.write(buf, 0, 1)
+    q.flush()  # a look: the first job still runs
+    assert len(q.watch.jobs) == 2
+    kmd = kmd_model.bound()
+    for _ in range(12):
+        kmd.dev.delay(JOB_TIMEOUT // 4)
+        kmd.service()
+    with pytest.raises(umd.GpuError, match="timed out") as ei:
+        q.finish()
+    assert ei.value.command == "Queue.wait_mem() #1"
+    q.finish()
+    gpu.close()
+
+
+def test_two_jobs_failed_between_looks_are_raised_one_after_the_other():
+    """An async queue's flushes make no look (the thread makes the CS): two jobs may fail,
+    each resetting the ring, before the app's next call. That call raises the first; the
+    look after it asks about every job again (the reset count it saw already covers the
+    second failure), and raises the second, each naming its call."""
+    kmd_model.bind(RefModel(), KmdParams(cs_check=False))
+    gpu = umd.open(api_version=3)
+    buf = gpu.alloc(64)
+    q = gpu.queue(engine="copy", async_submit=True)
+    kmd = kmd_model.bound()
+    for n in (1, 2):
+        q.emit_raw([0xFFFF_FFF0])
+        q.flush()
+        deadline = time.monotonic() + 10
+        while kmd.stats["cs"] < n and time.monotonic() < deadline:  # (the thread's CS)
+            time.sleep(0.001)
+        for _ in range(4):  # it fails, and its ring is reset, before the next is submitted
+            kmd.dev.delay(2_000)
+            kmd.service()
+    assert kmd.stats["queue_resets"] == 2
+    q.write(buf, 0, 9)  # (a job that ends well last: finish's own wait raises nothing)
+    for n in (1, 2):
+        with pytest.raises(umd.GpuError, match="illegal opcode 0xf0") as ei:
+            q.finish()
+        assert ei.value.command == f"Queue.emit_raw() #{n}"
+    q.finish()
+    assert buf.u32[0] == 9
+    gpu.close()
+
+
+def test_a_flush_of_two_cs_whose_second_failed_is_raised():
+    """A copy flush past max_ib_chunks IBs takes several CS: each is asked about, the last
+    too (its job failed here, the first ended well)."""
+    kmd_model.bind(RefModel(), KmdParams(cs_check=False, max_ib_chunks=1))
+    gpu = umd.open()
+    buf = gpu.alloc(4096)
+    q = gpu.queue(engine="copy", ib_size_dw=64)
+    for i in range(12):  # the first IB
+        q.write(buf, 4 * i, i)
+    q.emit_raw([0xFFFF_FFF0] * 8)  # the second
+    q.flush()
+    assert len(q.cmdbuf.ibs) == 0 and q.inflight[-1].ncs == 2
+    kmd = kmd_model.bound()
+    for _ in range(4):
+        kmd.dev.delay(2_000)
+        kmd.service()
+    q.write(buf, 0, 9)
+    with pytest.raises(umd.GpuError, match="illegal opcode 0xf0") as ei:
+        q.finish()
+    assert ei.value.command == "Queue.emit_raw() #13"
+    gpu.close()
+
+
+def test_a_look_that_finds_the_device_lost_raises_device_lost(monkeypatch):
+    """A look whose kernel answers EIO (the device lost) raises DeviceLost for the call that
+    looked, not an AttributeError for the error's missing job."""
+    from kmd_model.uapi import KmdError
+
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    buf = gpu.alloc(64)
+    q = gpu.queue(engine="copy")
+    q.write(buf, 0, 1)
+    q.flush()
+
+    def lost(*args):
+        raise KmdError(errno.EIO, "the device is wedged")
+
+    monkeypatch.setattr(q.ws, "wait_cs", lost)
+    monkeypatch.setattr(q.ws, "ctx_query", lost)
+    q.write(buf, 0, 2)
+    with pytest.raises(umd.DeviceLost, match="^flush: the device is wedged$"):
+        q.flush()
+
+
+def test_the_errors_raised_are_remembered_up_to_a_bound():
+    """The (context, seqno) of the last REPORTED_KEPT errors raised are kept, the oldest
+    dropped first, so a long-running queue's memory of them stays bounded."""
+    from types import SimpleNamespace
+
+    from kmd_model.uapi import HwErrorInfo, KmdError
+    from umd import failed_jobs
+
+    q = SimpleNamespace(watch=failed_jobs.Watch(True))
+    n = failed_jobs.REPORTED_KEPT + 1
+    for seq in range(1, n + 1):
+        info = HwErrorInfo("ILLEGAL_OPCODE", "IB1", 0x7B, None, 0, 0, seq, 1, "illegal opcode")
+        failed_jobs.mark_reported(q, KmdError(errno.ECANCELED, "CS", info))
+    failed_jobs.mark_reported(q, KmdError(errno.EIO, "the device is wedged"))  # (no job: nothing kept)
+    assert list(q.watch.reported) == [(1, seq) for seq in range(2, n + 1)]
 
 
 # ---------------------------------------------------------------------------- on the RTL too
