@@ -329,13 +329,14 @@ class Queue(_Dispatched):
             # a CS refused for its context's earlier error (not a wait that found it failed)
             command, unnamed = faults.find_command(self, e.info, self.inflight if subs is None else subs)
             raise GpuError(e.info, command, refused=cs, unnamed=unnamed) from e
-        if e.errno == errno.EIO:
+        if e.errno == errno.EIO or e.errno == errno.ECANCELED and not cs:
             # EIO is a banned context's or a lost device's: the context's query tells them apart
+            # (a wait's ECANCELED with no GPU error is a job its file's ban cancelled: lost too)
             if self._banned():
                 raise QueueBanned(f"{what}: this {self.engine} queue (context {self.ctx_id}) is banned ({e.message}); "
                                   "the device and its other queues still run: make a new queue (Device.queue())",
                                   self.ctx_id) from e
-            raise DeviceLost(f"{what}: {e.message}") from e
+            raise DeviceLost(f"{what}: {'its job was cancelled: ' * (e.errno == errno.ECANCELED)}{e.message}") from e
         if e.errno == errno.ENOMEM:
             raise OutOfMemory(f"{what}: queue (context {self.ctx_id}), {len(self.inflight)} submissions in flight "
                               f"(max_inflight={self.max_inflight}): {e.message}") from e

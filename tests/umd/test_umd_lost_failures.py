@@ -371,3 +371,33 @@ CHECKS = [check_a_copy_queues_failed_job_reaches_finish]
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
 def test_on_model(check):
     check(RefModel())
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_a_job_its_files_ban_cancelled_is_device_lost(kind):
+    """A job waiting (wait_event) for another queue's job that hangs is cancelled when that
+    hang bans the whole file (file_ban_after_hangs): the KMD's ECANCELED carries no GPU
+    error then, and came out as SubmitError('ECANCELED: WAIT_CS: fd N is banned'), where
+    errors.py says a banned file is DeviceLost (its next CS's EIO says so)."""
+    kmd = kmd_model.bind(RefModel(), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT, file_ban_after_hangs=1))
+    gpu = umd.open()
+    buf, flag = gpu.alloc(64), gpu.alloc(64)
+    hangs, q = gpu.queue(), gpu.queue(**KINDS[kind])
+    q.write(buf, 4, 7)
+    q.flush()
+    hangs.wait_mem(flag, 0, 1)  # nobody writes the flag
+    ev = hangs.signal()
+    hangs.flush()
+    q.wait_event(ev)
+    q.write(buf, 0, 9)
+    q.flush()
+    for _ in range(12):
+        kmd.dev.delay(JOB_TIMEOUT // 4)
+        kmd.service()
+    with pytest.raises(umd.DeviceLost, match=r"^finish: its job was cancelled: WAIT_CS: fd \d+ is banned") as ei:
+        q.finish()
+    assert type(ei.value) is umd.DeviceLost  # (not QueueBanned: no new queue of this file runs)
+    assert buf.u32[:2].tolist() == [0, 7]  # (the job before the wait ran, the cancelled one did not)
+    with pytest.raises(umd.DeviceLost, match=r"^flush: .*fd \d+ is banned"):  # (and so is what follows)
+        q.write(buf, 0, 9)
+        q.flush()
