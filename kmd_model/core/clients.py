@@ -97,8 +97,8 @@ class ClientsMixin:
         BOs' CPU mappings are revoked (their memory is the new driver's to hand out)."""
         for f in list(self.files.values()):
             for bo in f.handles.values():
-                for m in bo.mappings:
-                    m.revoke(f"BO {bo.name or '?'}: its driver was replaced (the device was bound again)")
+                for m in bo.mappings:  # (GEM_CREATE names every BO a handle holds)
+                    m.revoke(f"BO {bo.name}: its driver was replaced (the device was bound again)")
                 bo.mappings.clear()
             f.closed = True
         self.files.clear()
@@ -221,8 +221,9 @@ class ClientsMixin:
         updates wait for the BO's fences)."""
         for m in bo.mappings:
             # the BO by its file and handle, as the client knows it: where the kernel put it
-            # is not the client's to learn (the message named its physical range)
-            m.revoke(f"BO {bo.name or '?'} ({bo.size:#x} bytes) was closed ({by}): "
+            # is not the client's to learn (the message named its physical range); GEM_CREATE
+            # names every BO a handle holds
+            m.revoke(f"BO {bo.name} ({bo.size:#x} bytes) was closed ({by}): "
                      "its CPU mapping is gone, as after munmap")
         bo.mappings.clear()
         bo.closed = True
