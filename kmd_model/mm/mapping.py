@@ -38,7 +38,7 @@ def _libc_mmap():
         return None, None
     fn.restype = ctypes.c_void_p
     fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-    unmap.restype = ctypes.c_int
+    # (munmap's restype is ctypes' default, c_int: its answer is not read)
     unmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     return fn, unmap
 
