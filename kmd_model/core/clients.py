@@ -97,8 +97,8 @@ class ClientsMixin:
         BOs' CPU mappings are revoked (their memory is the new driver's to hand out)."""
         for f in list(self.files.values()):
             for bo in f.handles.values():
-                for m in bo.mappings:
-                    m.revoke(f"BO {bo.name or '?'}: its driver was replaced (the device was bound again)")
+                for m in bo.mappings:  # (GEM_CREATE names every BO a handle holds)
+                    m.revoke(f"BO {bo.name}: its driver was replaced (the device was bound again)")
                 bo.mappings.clear()
             f.closed = True
         self.files.clear()
@@ -130,7 +130,7 @@ class ClientsMixin:
         def translate(va: int, n: int) -> int | None:
             if self.kernel_va_size and self.kernel_va <= va and va + n <= self.kernel_va + self.shadow.size:
                 return self.shadow.bo.gpu_addr + va - self.kernel_va
-            return vm.translate(va, n) if vm is not None else va
+            return vm.translate(va, n)  # (every job has its file's VM: CS makes the only jobs)
         return translate
 
     def job_read(self, job: Job):
@@ -156,7 +156,7 @@ class ClientsMixin:
             return np.concatenate([mem32[p // 4: p // 4 + b // 4] for p, b in runs])
         return read
 
-    def shadow_alloc(self, job: CheckedJob, wait: "ShadowWait | None" = None) -> int | None:
+    def shadow_alloc(self, job: CheckedJob, wait: "ShadowWait") -> int | None:
         """Room in the shadow pool for a checked job's copies, waiting for older jobs to
         retire when the pool is short (as for ring space, and as amdgpu_sa_bo_new waits for
         its fences). The wait goes on while the pool drains: ENOMEM only once nothing in it
@@ -164,53 +164,42 @@ class ClientsMixin:
         with one job and filling the pool behind it with others had a third client's CS
         refused (its wait ended as the hold was reset, before the jobs behind it retired).
 
-        With `wait` (the CS's) the wait lets other ioctls in (wait_unlocked: it held the
-        driver's lock, and a client that filled the pool behind a held job stopped every
-        other client's ioctls until the hold was reset and the pool drained), in the pool's
-        queue of waiters so no later CS takes the room, and returns None once there is room
-        for it: the CS then starts again (what it checked may have changed). Without, the
-        lock is held throughout (no copies are added meanwhile)."""
+        The wait (the CS's `wait`) lets other ioctls in (wait_unlocked: it held the driver's
+        lock, and a client that filled the pool behind a held job stopped every other
+        client's ioctls until the hold was reset and the pool drained), in the pool's queue
+        of waiters so no later CS takes the room, and returns None once there is room for
+        it: the CS then starts again (what it checked may have changed)."""
         n = job.shadow_bytes
         if n > self.shadow.size:
             raise KmdError(errno.E2BIG, f"CS: the job's checked copies take {n:#x} bytes, more than the "
                            f"whole shadow pool ({self.shadow.size:#x} bytes)")
         pool, window = self.shadow, 2 * self.params.job_timeout
-        addr = pool.alloc(n, wait.ticket if wait is not None else None)
+        addr = pool.alloc(n, wait.ticket)
         if addr is not None:
             return addr
-        if wait is None:
-            while addr is None:
-                used = pool.used
-                self.wait_for(lambda: pool.fits(n) or pool.used < used, window)
-                addr = pool.alloc(n)
-                if addr is None and pool.used >= used:
-                    break
-        else:
-            if wait.ticket is None:
-                wait.ticket = object()
-                pool.waiters.append(wait.ticket)
-            ticket = wait.ticket
-            if wait.since is None:
-                wait.since = self.dev.now()
-            while (left := wait.since + window - self.dev.now()) > 0:
-                frees = pool.frees
+        if wait.ticket is None:
+            wait.ticket = object()
+            pool.waiters.append(wait.ticket)
+        ticket = wait.ticket
+        if wait.since is None:
+            wait.since = self.dev.now()
+        while (left := wait.since + window - self.dev.now()) > 0:
+            frees = pool.frees
 
-                def served() -> bool:
-                    return pool.waiters[0] is ticket and pool.fits(n)
-                self.wait_unlocked(lambda: served() or pool.frees != frees, left)
-                if served():
-                    return None  # (the CS starts again, and allocates first)
-                if pool.frees == frees:
-                    break
-                wait.since = self.dev.now()  # it drains: the window starts again
-            pool.leave(ticket)
-            wait.ticket = None
-        if addr is None:
-            raise KmdError(errno.ENOMEM, f"CS: no room for the job's {n:#x} bytes of checked copies in "
-                           f"the shadow pool ({self.shadow.size - self.shadow.used:#x} of "
-                           f"{self.shadow.size:#x} bytes free, {len(self.sched.pending) + len(self.sched.queue)} "
-                           "jobs in flight)")
-        return addr
+            def served() -> bool:
+                return pool.waiters[0] is ticket and pool.fits(n)
+            self.wait_unlocked(lambda: served() or pool.frees != frees, left)
+            if served():
+                return None  # (the CS starts again, and allocates first)
+            if pool.frees == frees:
+                break
+            wait.since = self.dev.now()  # it drains: the window starts again
+        pool.leave(ticket)
+        wait.ticket = None
+        raise KmdError(errno.ENOMEM, f"CS: no room for the job's {n:#x} bytes of checked copies in "
+                       f"the shadow pool ({self.shadow.size - self.shadow.used:#x} of "
+                       f"{self.shadow.size:#x} bytes free, {len(self.sched.pending) + len(self.sched.queue)} "
+                       "jobs in flight)")
 
     # ------------------------------------------------------------------ BO lifetimes
 
@@ -221,8 +210,9 @@ class ClientsMixin:
         updates wait for the BO's fences)."""
         for m in bo.mappings:
             # the BO by its file and handle, as the client knows it: where the kernel put it
-            # is not the client's to learn (the message named its physical range)
-            m.revoke(f"BO {bo.name or '?'} ({bo.size:#x} bytes) was closed ({by}): "
+            # is not the client's to learn (the message named its physical range); GEM_CREATE
+            # names every BO a handle holds
+            m.revoke(f"BO {bo.name} ({bo.size:#x} bytes) was closed ({by}): "
                      "its CPU mapping is gone, as after munmap")
         bo.mappings.clear()
         bo.closed = True

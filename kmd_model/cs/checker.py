@@ -206,7 +206,7 @@ class CsChecker:
         for addr, size_dw in ibs:
             i = self._owned_index(addr, 4 * size_dw)
             if i is None:
-                part = self._straddles(ctx, addr, 4 * size_dw, "an IB")
+                part = self._straddles(ctx, addr, "an IB")
                 raise KmdError(errno.EFAULT, f"CS: IB at {addr:#x}+{4 * size_dw:#x} "
                                + (f"is outside every mapping of context {ctx.id}" if part is None else part))
             if not self._permits(i, _X):
@@ -425,10 +425,11 @@ class CsChecker:
 
     # ------------------------------------------------------------------ messages
 
-    def _straddles(self, ctx: "Context", addr: int, nbytes: int, what: str) -> str | None:
-        """What a message says of [addr, addr + nbytes) when it starts in one of the file's
-        mappings and ends past it (None when it starts in none): two mappings side by side
-        are refused like any other end, and the message says which it is."""
+    def _straddles(self, ctx: "Context", addr: int, what: str) -> str | None:
+        """What a message says of a range its caller found in no one mapping, starting at
+        `addr`: it starts in one of the file's mappings and so ends past it (None when it
+        starts in none); two mappings side by side are refused like any other end, and the
+        message says which it is."""
         starts, ends = self._arrays[:2]
         if not 0 <= addr < 1 << 48:
             return None
@@ -466,7 +467,7 @@ class CsChecker:
             need = _NEED[verb]
             k = self._owned_index(a, n)
             if k is None:
-                part = self._straddles(ctx, a, n, "a packet's range")
+                part = self._straddles(ctx, a, "a packet's range")
                 return KmdError(errno.EFAULT, f"CS: {item.name} at {where} {verb} [{a:#x}, {a + n:#x}), "
                                 + (f"outside every mapping of context {ctx.id}" if part is None else f"which {part}"))
             if not self._permits(k, need):

@@ -84,7 +84,7 @@ def _gem_va(kmd: "Kmd", file: "File", a: uapi.GemVaArgs, deadline: list[int]):
         if taken:
             t = taken[0]
             raise KmdError(errno.EINVAL, f"{who}: [{va:#x}, {va + size:#x}) overlaps the mapping "
-                           f"[{t.va:#x}, {t.end:#x}) of {t.bo.name or 'a BO'}")
+                           f"[{t.va:#x}, {t.end:#x}) of {t.bo.name}")  # (GEM_CREATE named it)
     if op in (VaOp.MAP, VaOp.REPLACE):
         vm.reserve(va, size)  # the last thing that can fail: nothing has changed yet
     if op in (VaOp.CLEAR, VaOp.REPLACE) and vm.clear(va, size):

@@ -38,7 +38,7 @@ def _libc_mmap():
         return None, None
     fn.restype = ctypes.c_void_p
     fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-    unmap.restype = ctypes.c_int
+    # (munmap's restype is ctypes' default, c_int: its answer is not read)
     unmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     return fn, unmap
 
@@ -230,14 +230,13 @@ def map_bo(mem: np.ndarray, mem_file: tuple[int, int] | None, offset: int, size:
     return Mapping(arr, os_size)
 
 
-def sub_mapping(array: np.ndarray, start: int, stop: int) -> tuple[CpuMapping, Callable[[str], None]]:
-    """Bytes [start, stop) of a CPU mapping as a mapping of their own, and the function that
-    revokes it alone (`revoke(why)`): the UMD hands each buffer of a slab one, so a view an
-    app keeps past `Buffer.free()` raises MappingRevoked instead of writing the buffer that
-    gets the same bytes next. Revoking the whole mapping (GEM_CLOSE) revokes it too."""
+def sub_mapping(array: CpuMapping, start: int, stop: int) -> tuple[CpuMapping, Callable[[str], None]]:
+    """Bytes [start, stop) of a CPU mapping (GEM_MMAP's array, or a view of it) as a mapping
+    of their own, and the function that revokes it alone (`revoke(why)`): the UMD hands each
+    buffer of a slab one, so a view an app keeps past `Buffer.free()` raises MappingRevoked
+    instead of writing the buffer that gets the same bytes next. Revoking the whole mapping
+    (GEM_CLOSE) revokes it too. (A slice of a CpuMapping is one: no view needed.)"""
     sub = array[start:stop]
-    if not isinstance(sub, CpuMapping):
-        sub = sub.view(CpuMapping)
     tok = _Token(sub._token)
     sub._token = tok
 

@@ -13,7 +13,7 @@ import pytest
 
 import kmd_model
 from kmd_model import regs
-from kmd_model.uapi import CtxArgs, CtxOp, Request
+from kmd_model.uapi import CtxArgs, CtxOp, KmdError, MappingRevoked, Request
 from spec import pm4
 from testbench.refmodel import RefModel
 
@@ -68,6 +68,26 @@ def test_rebind_keeps_observers_and_trace_hooks():
     c2.bo()
     assert [r.request for r in hooked[n:]] == ["CTX", "INFO", "GEM_CREATE", "GEM_MMAP", "GEM_VA"]
     assert new.params.ring_log2_dw == 8 and new.params.ib_test
+
+
+
+def test_a_rebind_revokes_the_old_drivers_mappings_saying_why():
+    """The device bound again with files open (bind, not rebind, which closes them first):
+    the memory behind the old driver's BOs is the new driver's to hand out, so a client's
+    view kept across the bind raises MappingRevoked naming the BO as the client knows it
+    (its file and handle) and why, and its file answers EBADF."""
+    dev = RefModel()
+    kmd_model.bind(dev)
+    c = Client()
+    bo = c.bo()
+    bo.u32[0] = 7
+    kmd_model.bind(dev)
+    with pytest.raises(MappingRevoked) as ei:
+        bo.u32[0] = 1
+    assert str(ei.value) == f"BO fd{c.f.fd}:{bo.handle}: its driver was replaced (the device was bound again)"
+    with pytest.raises(KmdError) as ki:
+        c.io(Request.CTX, CtxArgs(CtxOp.ALLOC))
+    assert ki.value.errno == errno.EBADF
 
 
 def test_idle_waits_return_at_once_and_counters_read_the_hardware():

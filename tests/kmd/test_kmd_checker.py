@@ -412,6 +412,29 @@ def test_diagnosis_budget_and_memory_bounds():
     assert find_unsatisfied_wait(mem, [(end - 64, 17)], 2) is None
 
 
+
+def test_diagnosis_reads_an_ib_only_where_translate_maps_all_of_it():
+    """Without `read`, an IB is read where `translate` puts it only when translate maps its
+    whole range (asked with the IB's size in bytes): an IB that runs off the one mapped page
+    is not read on from the memory after that page, which is anyone's (here it holds the
+    rest of a WAIT_REG_MEM that is not the job's); the same IB inside the page is found, and
+    so is a wait polling the page's last dword."""
+    page_va, page = 0x40_0000, 0x1000  # one page of the job's VA, at physical address 0
+
+    def translate(va: int, n: int) -> int | None:
+        return va - page_va if page_va <= va and va + n <= page_va + page else None
+    stuck = _wait(page_va + 0x100, 1, "EQ") + [pm4.TYPE2_FILLER]  # 8 dwords; polls the page's 0x100
+    msg = "WAIT_REG_MEM at IB+0x0 ({:#x}): *0x400100 & 0xffffffff = 0x0, waits for == 0x1"
+    inside = _mem((0x800, stuck))
+    assert find_unsatisfied_wait(inside, [(page_va + 0x800, 8)], 2, translate=translate) == msg.format(page_va + 0x800)
+    across = _mem((page - 16, stuck))  # its first 4 dwords in the page, the rest past it
+    assert find_unsatisfied_wait(across, [(page_va + page - 16, 8)], 2, translate=translate) is None
+    # a wait polling the page's last dword is read there (translate is asked for its 4 bytes)
+    last = _wait(page_va + page - 4, 1, "EQ")
+    assert find_unsatisfied_wait(_mem((0x800, last)), [(page_va + 0x800, 7)], 2, translate=translate) == (
+        f"WAIT_REG_MEM at IB+0x0 ({page_va + 0x800:#x}): *{page_va + page - 4:#x} & 0xffffffff = 0x0, waits for == 0x1")
+
+
 CHECKS = [check_read_side, check_ranges_at_the_end_of_a_bo, check_lowest_bo_and_wrapped_addresses,
           check_bad_packet_before_a_chain, check_shared_chain_target, check_job_limits_exact,
           check_deepest_level_chain_rules, check_shadow_layout_and_client_addresses]

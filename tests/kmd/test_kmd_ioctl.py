@@ -346,6 +346,8 @@ def check_cs_checker(dev):
     expect(errno.EFAULT, f"CS: IB at {m + 0x3ff0:#x}+0x20 runs past the end of its mapping of context {ctx} at "
            f"{m + 0x4000:#x}", a.submit,
            CsChunkIb(8, gpu_addr=m + 0x3FF0))  # runs off the end of its BO
+    expect(errno.EFAULT, f"CS: IB at {m:#x}+0x4004 runs past the end of its mapping of context {ctx} at "
+           f"{m + 0x4000:#x}", a.submit, CsChunkIb(0x1001, gpu_addr=m))  # from the mapping's first byte
     # each packet's reach
     refused(errno.EFAULT, f"CS: WRITE_DATA at IB+0x0 ({m:#x}) writes [{t:#x}, {t + 8:#x}), outside every mapping "
             f"of context {ctx}", pm4.write_data(t, [1, 2]))
@@ -399,7 +401,7 @@ def check_cs_checker(dev):
     assert theirs_ctx not in a.f.contexts
     expect(errno.EINVAL, f"CS: no context {theirs_ctx} on this file",
            lambda: a.submit(CsChunkIb(8, mine.handle), ctx=theirs_ctx))
-    assert kmd.stats["cs_rejected"] == 20
+    assert kmd.stats["cs_rejected"] == 21
     # and the good version of the same runs
     a.run(mine, pm4.write_data(m + 0x100, [1, 2]) + pm4.release_mem(m + 0x108, 3))
     assert mine.u32[0x40:0x43].tolist() == [1, 2, 3]

@@ -136,7 +136,7 @@ def test_a_chunk_list_longer_than_any_cs_is_refused_before_it_is_copied():
     length from the list's own storage and copies none of it past the most a CS may carry
     (a copy first made 200,000 chunks cost a second under no bound). Its chunks' fields are
     never read; a list subclass's __len__ and __iter__, which lie, are not called."""
-    kmd_model.bind(RefModel())
+    kmd = kmd_model.bind(RefModel())
     c = Client()
     bo = c.bo()
     seq = c.run(bo, pm4.nop(1))
@@ -155,10 +155,16 @@ def test_a_chunk_list_longer_than_any_cs_is_refused_before_it_is_copied():
             return iter([])
 
     spy = Spy(HwIp.GFX, 0, c.ctx, seq)
+    traced: list = []
+    kmd.trace_hooks.append(traced.append)
     for chunks in ([spy] * 1030, Liar([spy] * 1030), tuple([spy] * 1030)):
         expect(errno.EINVAL, "CS: 1030 chunks, more than the 1029 a CS may carry (4 IB, 1 fence, 1024 dependency)",
                c.io, Request.CS, uapi.CsArgs(c.ctx, chunks))
     assert reads == []
+    # the ioctl trace shows what the kernel kept of the list: its kind and length, no chunk
+    assert [ioctl_trace.fmt(r.args) for r in traced] == [
+        f"{{ctx_id={c.ctx}, chunks=<a {kind} of 1030 chunks, not copied>}}" for kind in ("list", "Liar", "tuple")]
+    kmd.trace_hooks.remove(traced.append)
     ok = Liar([spy] * 3 + [c.ib(bo, pm4.nop(1))])  # within the bound: copied from its storage
     assert c.wait(c.io(Request.CS, uapi.CsArgs(c.ctx, ok)).seq)
     assert reads  # (the spy does see a copy)

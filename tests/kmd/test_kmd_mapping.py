@@ -15,7 +15,7 @@ import pytest
 import kmd_model
 from kmd_model.mm import mapping
 from kmd_model.mm.mapping import CpuMapping, Mapping, map_bo
-from kmd_model.uapi import GemCloseArgs, MappingRevoked, Request
+from kmd_model.uapi import Domain, GemCloseArgs, GemCreateArgs, GemMmapArgs, KmdError, MappingRevoked, Request
 from testbench.refmodel import RefModel
 
 from .test_kmd_ioctl import Client
@@ -192,3 +192,30 @@ def test_ndarray_attributes_see_the_bytes_until_revoked():
     with pytest.raises(MappingRevoked, match="^gone$"):
         u.flat = 0
     assert mem[0x1000:0x1010].view("<u4").tolist() == [7] * 4
+
+
+def test_an_os_mapping_the_kernel_refuses_is_the_calls_error_with_the_kernels_errno():
+    """A backend whose memory file the OS will not map writable (opened read-only here: mmap
+    of a MAP_SHARED, PROT_WRITE mapping is EACCES): GEM_MMAP fails with the kernel's errno and
+    its reason, not ENOMEM (what the KMD answers when the OS gave no errno), and map_bo's
+    OSError carries that errno (read through ctypes' use_errno), not only its text."""
+    with tempfile.NamedTemporaryFile() as f:
+        f.truncate(0x10000)
+        ro = os.open(f.name, os.O_RDONLY)
+        try:
+            with pytest.raises(OSError) as ei:
+                map_bo(np.zeros(1, np.uint8), (ro, 0), 0x1000, 0x1000)
+            assert (ei.value.errno, ei.value.strerror) == (errno.EACCES, os.strerror(errno.EACCES))
+
+            class ReadOnlyMemory(RefModel):
+                def mem_file(self):
+                    return ro, 0
+            kmd_model.bind(ReadOnlyMemory())
+            c = Client()
+            h = c.io(Request.GEM_CREATE, GemCreateArgs(0x1000, 0, Domain.GTT, 0)).handle
+            with pytest.raises(KmdError) as ki:
+                c.io(Request.GEM_MMAP, GemMmapArgs(h))
+            assert (ki.value.errno, ki.value.message) == (
+                errno.EACCES, f"GEM_MMAP: BO fd{c.f.fd}:{h}: the OS refused a CPU mapping (Permission denied)")
+        finally:
+            os.close(ro)

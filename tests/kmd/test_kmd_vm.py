@@ -52,6 +52,7 @@ def check_gem_va_errors(dev):
                "multiples of the page size (0x1000)", _va, a, bo, VaOp.MAP, bad_va, size, off)
     expect(errno.EINVAL, f"{V}: map_size must be > 0, not 0", _va, a, bo, VaOp.MAP, va, 0)
     expect(errno.EINVAL, f"{V}: va_address must be >= 0, not -0x1000", _va, a, bo, VaOp.MAP, -0x1000)
+    expect(errno.EINVAL, f"{V}: offset_in_bo must be >= 0, not -0x1000", _va, a, bo, VaOp.MAP, va, 0x1000, -0x1000)
     for bad in (0, lo - 0x1000, hi, hi - 0x1000):  # the null range, below, above, running over the top
         expect(errno.EINVAL, f"{V}: [{bad:#x}, {bad + 0x2000:#x}) is outside the VM's range [{lo:#x}, {hi:#x})",
                _va, a, bo, VaOp.MAP, bad, 0x2000)

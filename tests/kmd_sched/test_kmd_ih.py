@@ -122,6 +122,42 @@ def check_int_status_without_ih_ring(dev):
     assert bo.u32[0x440] == 9 and kmd.mmio.read(regs.INT_STATUS) == 0 and not dev.irq_level()
 
 
+
+class _Storm(RefModel):
+    """While `storming`, every IH_RPTR the handler writes is answered by one more EOP entry
+    (an interrupt storm: a CHAIN loop around an interrupting RELEASE_MEM, checker off)."""
+
+    storming = False
+
+    def mmio_write32(self, offset: int, value: int) -> None:
+        super().mmio_write32(offset, value)
+        if self.storming and offset == regs.IH_RPTR.ADDR:
+            self.raise_eop()
+
+    def raise_eop(self) -> None:
+        self._ih_append(ih.Source.EOP, 0, 0, 0, 0, event=regs.INT_STATUS.EOP.mask)
+
+
+def test_a_storm_is_taken_two_rings_worth_per_interrupt_and_the_rest_at_the_next():
+    """The handler's bound (IhRing.process, docs/architecture.md): one interrupt takes
+    exactly twice the ring's entries (8 here: 16), no more, however fast they come, and
+    returns with the line still high; the next interrupt takes what is left, and every
+    entry the hardware wrote is handled once."""
+    dev = _Storm()
+    kmd = kmd_model.bind(dev, ih_log2_entries=3)
+    assert kmd.ih.size_bytes // ih.ENTRY_BYTES == 8
+    before = kmd.ih.entries
+    dev.storming = True
+    dev.raise_eop()
+    kmd.service()
+    assert kmd.ih.entries - before == 16
+    assert regs.INT_STATUS.IH_PENDING.get(kmd.mmio.read(regs.INT_STATUS)) and dev.irq_level()
+    dev.storming = False
+    kmd.service()
+    assert kmd.ih.entries - before == 17  # the one the last IH_RPTR write brought
+    ih_settled(kmd, before + 17)
+
+
 CHECKS = [check_ih_ring_wraps_many_times, check_ih_overflow]
 
 

@@ -160,6 +160,36 @@ def test_a_cs_that_waited_for_a_slot_looks_at_its_arguments_again(change):
     assert not kmd.live_bos(h.f)
 
 
+
+def test_a_gem_va_whose_file_is_closed_while_it_waits_is_ebadf():
+    """A MAP over a closed BO still in use waits without the driver's lock; another thread of
+    the client closes the file meanwhile: the MAP, when its wait ends, maps nothing into the
+    destroyed VM and says why (not a lookup error of a handle the close took)."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=JOB_TIMEOUT, fallback_poll=1_000)
+    h = Client()
+    hbo = h.bo(0x4000)
+    hold = (h.phys(hbo) + 0x800) // 4
+    _held(h, hbo, 1)
+    new = h.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x4000, 0, uapi.Domain.GTT, 0)).handle
+    h.io(Request.GEM_CLOSE, uapi.GemCloseArgs(hbo.handle))
+    t0 = kmd.dev.now()
+    t = _Waiter(lambda: h.io(Request.GEM_VA, uapi.GemVaArgs(new, uapi.VaOp.MAP, hbo.addr, 0, 0x4000,
+                                                            uapi.VmFlags.READABLE)))
+    t.start()
+    try:
+        _in_wait(kmd, t, t0)
+        h.f.close()
+        assert t.is_alive()
+    finally:
+        kmd.mem32[hold] = 1
+        t.join(60)
+    assert not t.is_alive()
+    e = t.out[0]
+    assert isinstance(e, KmdError) and (e.errno, e.message) == (
+        errno.EBADF, "GEM_VA: the file was closed while the GEM_VA waited for its closed BOs' jobs"), e
+    assert not kmd.live_bos(h.f)
+
+
 # ------------------------------------------------------------------------------ hangs ahead of an innocent job
 
 T_OUT = 20_000
