@@ -19,7 +19,7 @@ import pytest
 
 import kmd_model
 from kmd_model import uapi
-from kmd_model.cs.checker import find_unsatisfied_wait
+from kmd_model.reset.stuck import find_unsatisfied_wait
 from kmd_model.uapi import CsChunkIb, Domain, KmdError, Request
 from spec import pm4
 from testbench.refmodel import RefModel
