@@ -15,9 +15,10 @@ Where things are (the path tells the layer):
     irq/        ih (the IH ring), handler (interrupt handler, fallback poll, waits)
     sched/      submission: scheduler (drm_sched), ring, sdma_ring, fence
     mm/         memory: bo, mapping (CPU mappings, revoked at GEM_CLOSE), vm, vmid
-    cs/         the CS checker (shadow IBs and the checks on them) and its shadow pool
+    cs/         the CS checker (shadow IBs and the checks on them), checked (the copies'
+                records) and its shadow pool
     reset/      cp_error (the CP's error latches, decoded), recovery (the reset ladder),
-                job_timer (drm_sched's timeout)
+                job_timer (drm_sched's timeout), stuck (the poll a timed-out job is stuck in)
     device.py   the one interface to the hardware; mmio.py, regs.py (generated), regfield.py
     log.py      GPUCOSIM_LOG
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from spec import vm as vm_spec
 
-from ..cs.checker import CheckedJob
+from ..cs.checked import CheckedJob
 from ..cs.shadow import ShadowWait
 from ..log import get_logger
 from ..mm.mapping import CpuMapping, map_bo

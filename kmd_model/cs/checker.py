@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import errno
 import logging
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -45,6 +44,7 @@ from spec.packets import HEADER
 from ..log import get_logger
 from ..reset.cp_error import LEVEL_TEXT
 from ..uapi import KmdError, VmFlags
+from .checked import CheckedJob, Segment
 
 if TYPE_CHECKING:
     from ..core.ctx import Context
@@ -60,7 +60,6 @@ _NOP_OP = packets.NOP.opcode
 _IB = packets.INDIRECT_BUFFER
 _WD_NO_INCREMENT = packets.WRITE_DATA.field("ADDR_INCR").values["NO_INCREMENT"]
 _IB_LO, _IB_HI = (_IB.field(n) for n in _IB.value("base").fields)
-_IB_SIZE, _IB_CHAIN = (_IB.field(n) for n in ("IB_SIZE", "CHAIN"))
 _RM_BYTES = {"NONE": 0, "DATA_32": 4, "DATA_64": 8, "TIMESTAMP": 8}
 _DMA = packets.DMA_DATA
 _DMA_FILL = _DMA.field("SRC_SEL").values["DATA"]
@@ -125,46 +124,6 @@ class _Plan:
 
 
 _PLANS = {p.opcode: _Plan(rules.RULES[p.name]) for p in packets.PACKETS}
-
-
-@dataclass(eq=False)
-class Segment:
-    """The shadow copy of one client IB, run at one level."""
-
-    client: int  # the client's IB address
-    size_dw: int
-    level: int
-    words: np.ndarray | None = None  # the copy (uint32), with its IB packets re-pointed once placed
-    links: list = field(default_factory=list)  # (dword index of IB_BASE_LO in words, target Segment)
-    runs: int = 0  # dwords the CP runs from here to the end of this IB's chain, nested IBs included
-    offset: int = -1  # byte offset in the job's shadow image
-    chain_at: int = -1  # dword index of the header of the CHAIN that ends it, if any
-    done: bool = False  # checked, and `runs` known
-
-    @property
-    def key(self) -> tuple[int, int, int]:
-        return self.client, self.size_dw, self.level
-
-
-@dataclass
-class CheckedJob:
-    """What a successful check found and copied."""
-
-    chunks: list[Segment]  # one per IB chunk, in order
-    segments: list[Segment]  # every distinct copy
-    dwords: int = 0  # dwords the CP will run (every IB each time it runs)
-    packets: int = 0
-    shadow_bytes: int = 0  # the shadow image's size
-    shadow_addr: int = 0  # where the job sees the image (its VA, place())
-    shadow_mem: int = 0  # where the image is in memory: the shadow pool's range to free
-
-    def client_addr(self, addr: int) -> int:
-        """The client address of a byte of the shadow image (an error address), or `addr`."""
-        off = addr - self.shadow_addr
-        for s in self.segments:
-            if 0 <= off - s.offset < 4 * s.size_dw:
-                return s.client + off - s.offset
-        return addr
 
 
 class _Walk:
@@ -536,93 +495,3 @@ class _Where:
     def __str__(self) -> str:
         return (f"{LEVEL_TEXT.get(self.level, f'IB{self.level}')}+{4 * self.offset:#x} "
                 f"({self.ib + 4 * self.offset:#x})")
-
-
-class StuckWait(str):
-    """find_unsatisfied_wait's answer: the sentence, and where the packet is, for the error's
-    fields: `level` (1: IB1), `offset` (bytes from its IB's start), `addr` (the client's)."""
-
-    level: int
-    offset: int
-    addr: int
-
-
-def _stuck(text: str, level: int, offset: int, addr: int) -> StuckWait:
-    s = StuckWait(text)
-    s.level, s.offset, s.addr = level, offset, addr
-    return s
-
-
-_WRM_FUNC = {0: lambda v, r: True, 1: lambda v, r: v < r, 2: lambda v, r: v <= r,
-             3: lambda v, r: v == r, 4: lambda v, r: v != r, 5: lambda v, r: v >= r,
-             6: lambda v, r: v > r}
-_WRM_SYM = {0: "always", 1: "<", 2: "<=", 3: "==", 4: "!=", 5: ">=", 6: ">"}
-
-
-def find_unsatisfied_wait(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_levels: int,
-                          max_dwords: int = 1 << 22, client_addr=lambda a: a,
-                          translate=lambda va, n: va, read=None) -> StuckWait | None:
-    """For a job that timed out: the first WAIT_REG_MEM in its IBs (as the CP runs them: the
-    checked copies) whose condition does not hold in memory now, described ("WAIT_REG_MEM at
-    IB+0x10 (0x201010): *0x5000 = 0x0, waits for == 0x1", the packet named by the client's
-    address, `client_addr`), or None. `translate(va, nbytes)`: where the job's addresses
-    are in memory (None: nowhere); `read(va, ndwords)`: the dwords of an IB (None: not all
-    mapped), by default the `translate`d range when it is one piece of memory. A diagnosis,
-    not proof: the CP may be stuck elsewhere. Each IB is read once: memory does not change
-    during the walk, so an IB met again (a CHAIN loop, checker off) adds nothing; such a
-    loop was walked until `max_dwords` ran out (3.3 s for an 8-dword IB, the driver's lock
-    held)."""
-    budget = [max_dwords]
-    seen: set[tuple[int, int, int]] = set()
-
-    def contiguous(va: int, n: int) -> np.ndarray | None:
-        pa = translate(va, 4 * n)
-        return None if pa is None or pa // 4 + n > len(mem32) else mem32[pa // 4: pa // 4 + n]
-
-    fetch = read or contiguous
-
-    def walk(addr: int, size_dw: int, level: int) -> StuckWait | None:
-        while True:
-            if (addr, size_dw, level) in seen:
-                return None
-            seen.add((addr, size_dw, level))
-            budget[0] -= size_dw
-            words = fetch(addr, size_dw) if addr >= 0 and budget[0] >= 0 else None
-            if words is None:
-                return None
-            chained = None
-            for item in pm4.decode_stream(words):
-                if not item.ok or item.name == "TYPE2_FILLER":
-                    continue
-                f = item.fields
-                if item.name == "WAIT_REG_MEM":
-                    a = f["ADDR_LO"] << 2 | f["ADDR_HI"] << 32
-                    ap = translate(a, 4)
-                    if ap is None or ap // 4 >= len(mem32):
-                        continue
-                    v = int(mem32[ap // 4]) & f["MASK"]
-                    fn = f["FUNCTION"]
-                    if fn in _WRM_FUNC and not _WRM_FUNC[fn](v, f["REFERENCE"]):
-                        lvl = LEVEL_TEXT.get(level, f"IB{level}")
-                        at = client_addr(addr + 4 * item.offset)
-                        return _stuck(f"WAIT_REG_MEM at {lvl}+{4 * item.offset:#x} ({at:#x}): "
-                                      f"*{a:#x} & {f['MASK']:#x} = {v:#x}, waits for {_WRM_SYM[fn]} "
-                                      f"{f['REFERENCE']:#x}", level, 4 * item.offset, at)
-                elif item.name == "INDIRECT_BUFFER" and f["IB_SIZE"]:
-                    base = f["IB_BASE_LO"] << 2 | f["IB_BASE_HI"] << 32
-                    if f["CHAIN"]:
-                        chained = (base, f["IB_SIZE"])
-                        break
-                    if level < ib_levels:
-                        hit = walk(base, f["IB_SIZE"], level + 1)
-                        if hit:
-                            return hit
-            if chained is None:
-                return None
-            addr, size_dw = chained
-
-    for addr, size_dw in ibs:
-        hit = walk(addr, size_dw, 1)
-        if hit:
-            return hit
-    return None

@@ -7,15 +7,14 @@ runs to its end.
 
 from __future__ import annotations
 
-from spec import packets, sdma
+from spec import packets
 from spec.sdma import packets as sdma_packets
 
 from .. import regs
-from ..cs.checker import _WRM_FUNC, _WRM_SYM, StuckWait, _stuck, find_unsatisfied_wait
 from ..log import get_logger
 from ..sched.scheduler import Scheduler
 from ..uapi import HwErrorInfo
-from .cp_error import LEVEL_TEXT
+from .stuck import find_unsatisfied_poll, find_unsatisfied_wait
 
 log = get_logger("kmd")
 
@@ -162,29 +161,3 @@ class JobTimerMixin:
         if self.observers:
             self.notify("gpu_error", info=info, state=None, job=job)
         self.ring_recover(sched, job, info)
-
-
-def find_unsatisfied_poll(mem32, ibs: list[tuple[int, int]], client_addr, read, translate) -> StuckWait | None:
-    """find_unsatisfied_wait for an SDMA job: the first POLL_REGMEM of its IBs (SDMA IBs do not
-    nest) whose condition does not hold in memory now ("POLL_REGMEM at IB+0x0 (0x201000):
-    *0x5000 & 0xffffffff = 0x0, waits for == 0x1"), or None. A diagnosis, as the gfx one."""
-    for addr, size_dw in ibs:
-        words = read(addr, size_dw)
-        if words is None:
-            continue
-        for item in sdma.decode_stream(words):
-            if not item.ok or item.name != "POLL_REGMEM":
-                continue
-            f = item.fields
-            a = f["ADDR_LO"] << 2 | f["ADDR_HI"] << 32
-            ap = translate(a, 4)
-            if ap is None or ap // 4 >= len(mem32):
-                continue
-            v = int(mem32[ap // 4]) & f["MASK"]
-            fn = f["FUNC"]
-            if fn in _WRM_FUNC and not _WRM_FUNC[fn](v, f["VALUE"]):
-                at = client_addr(addr + 4 * item.offset)
-                return _stuck(f"POLL_REGMEM at {LEVEL_TEXT[regs.IbLevel.IB1]}+{4 * item.offset:#x} ({at:#x}): "
-                              f"*{a:#x} & {f['MASK']:#x} = {v:#x}, waits for {_WRM_SYM[fn]} {f['VALUE']:#x}",
-                              regs.IbLevel.IB1, 4 * item.offset, at)
-    return None

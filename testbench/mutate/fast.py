@@ -49,7 +49,7 @@ FAST = (
         "the IH read pointer is written back wrapped: IH_PENDING stays high, entries are redone"),
         ("tests/kmd_sched/test_kmd_ih.py",)),
     FastMutant(Patch(
-        "diagnosis-skips-ib2", "kmd_model/cs/checker.py",
+        "diagnosis-skips-ib2", "kmd_model/reset/stuck.py",
         'hit = walk(base, f["IB_SIZE"], level + 1)',
         "hit = None",
         "the timeout diagnosis does not look into IB2s"),
@@ -73,7 +73,7 @@ FAST = (
         "a packet field moves in the table: builders, decoder, RTL, model and checker move with it"),
         ("tests/spec/test_amd_conformance.py",)),
     FastMutant(Patch(
-        "address-high-dword", "kmd_model/cs/checker.py",
+        "address-high-dword", "kmd_model/reset/stuck.py",
         'a = f["ADDR_LO"] << 2 | f["ADDR_HI"] << 32',
         'a = f["ADDR_LO"] << 2 | f["ADDR_HI"] << 33',
         "an address's high dword put in the wrong place: invisible while every buffer lies below 4 GiB"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 MODULES = (
     "kmd_model/cs/checker.py",
+    "kmd_model/cs/checked.py",
     "kmd_model/cs/shadow.py",
     "kmd_model/sched/fence.py",
     "kmd_model/irq/ih.py",
@@ -36,6 +37,7 @@ MODULES = (
     "kmd_model/reset/cp_error.py",
     "kmd_model/reset/recovery.py",
     "kmd_model/reset/job_timer.py",
+    "kmd_model/reset/stuck.py",
     "kmd_model/mm/vm.py",
     "kmd_model/mm/vmid.py",
     "kmd_model/core/ctx.py",

@@ -3,12 +3,12 @@
 survivors.toml lists them, one table each:
 
     [[survivor]]
-    module = "kmd_model/cs/checker.py"
-    function = "find_unsatisfied_wait"
-    before = "if a // 4 >= len(mem32):"
-    after = "if a / 4 >= len(mem32):"
+    module = "kmd_model/reset/stuck.py"
+    function = "_unsatisfied"
+    before = "if ap is None or ap // 4 >= len(mem32):"
+    after = "if ap is None or ap / 4 >= len(mem32):"
     kind = "equivalent"            # or "accepted"
-    why = "a = ADDR_LO << 2 is a multiple of 4: a / 4 == a // 4 (exactly, below 2^53)"
+    why = "ap is ADDR_LO << 2 through 4 KiB pages, a multiple of 4: ap / 4 == ap // 4 exactly"
 
 `before` / `after` are the changed lines, stripped (a list when the change spans several
 lines, `after` empty when the line is removed). Without them the entry covers every

@@ -1,8 +1,9 @@
 """The CS checker at its edges: the read side (what a packet reads is the client's too),
 every range exactly at the end of a BO (in) and one byte or dword past it (out), the
 per-job limits met exactly, CHAINs after a bad packet, shared CHAIN targets, devices
-without a DMA engine, and the timeout diagnosis (`find_unsatisfied_wait`) through IB2s,
-CHAINs, fillers, budgets and the boundaries of every WAIT_REG_MEM function.
+without a DMA engine, and the timeout diagnosis (kmd_model/reset/stuck.py:
+`find_unsatisfied_wait` through IB2s, CHAINs, fillers, budgets and the boundaries of every
+WAIT_REG_MEM function; `find_unsatisfied_poll` past an IB it cannot read).
 
 These came out of the mutation campaign (`make mutate`, docs/verification.md): each
 class of change the earlier tests let through has a test here. Bodies are
@@ -19,9 +20,9 @@ import pytest
 
 import kmd_model
 from kmd_model import uapi
-from kmd_model.cs.checker import find_unsatisfied_wait
+from kmd_model.reset.stuck import find_unsatisfied_poll, find_unsatisfied_wait
 from kmd_model.uapi import CsChunkIb, Domain, KmdError, Request
-from spec import pm4
+from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from .test_kmd_ioctl import Client, addr_fields, expect, hw_state
@@ -433,6 +434,20 @@ def test_diagnosis_reads_an_ib_only_where_translate_maps_all_of_it():
     last = _wait(page_va + page - 4, 1, "EQ")
     assert find_unsatisfied_wait(_mem((0x800, last)), [(page_va + 0x800, 7)], 2, translate=translate) == (
         f"WAIT_REG_MEM at IB+0x0 ({page_va + 0x800:#x}): *{page_va + page - 4:#x} & 0xffffffff = 0x0, waits for == 0x1")
+
+
+def test_poll_diagnosis_passes_over_an_ib_it_cannot_read():
+    """An SDMA job's IB that `read` cannot give (not all mapped) is passed over, not the end
+    of the search, and so is any other packet: the POLL_REGMEM a later IB of the job is stuck
+    in, behind a NOP, is still found."""
+    words = sdma.nop(1) + sdma.poll_regmem(FLAG, 1, 0xFFFF_FFFF, "EQ")
+    mem = _mem((0x200, words))
+
+    def read(va: int, n: int) -> np.ndarray | None:
+        return None if va == 0x100 else mem[va // 4: va // 4 + n]
+    got = find_unsatisfied_poll(mem, [(0x100, len(words)), (0x200, len(words))], lambda a: a, read, lambda va, n: va)
+    assert got == f"POLL_REGMEM at IB+0x8 (0x208): *{FLAG:#x} & 0xffffffff = 0x0, waits for == 0x1"
+    assert (got.level, got.offset, got.addr) == (1, 8, 0x208)
 
 
 CHECKS = [check_read_side, check_ranges_at_the_end_of_a_bo, check_lowest_bo_and_wrapped_addresses,

@@ -324,6 +324,26 @@ def test_an_sdma_timeout_is_counted_reported_and_announced():
     assert rec.of("reset") == [{"resubmitted": 1, "ring": "sdma0"}]
 
 
+def test_a_gfx_high_timeout_names_its_wait_by_the_clients_address():
+    """The CP's second queue's timer diagnoses as ring 0's: the WAIT_REG_MEM its job is stuck
+    in, found in the checked copies the CP runs, is named in the message and the error's
+    fields by the client's address (the UMD looks its call up by it), not the copy's."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=20_000)
+    c = Client()
+    hi = new_ctx(c, CtxPriority.HIGH)
+    bo = c.bo()
+    bad = c.submit(c.ib(bo, pm4.nop(2) + pm4.wait_reg_mem(bo.addr + 0x3000, 1, 0xFFFF_FFFF, "EQ"), 0x100), ctx=hi)
+    with pytest.raises(uapi.KmdError) as ei:
+        c.wait(bad, 1_000_000, ctx=hi)
+    info = ei.value.info
+    at = bo.addr + 0x100 + 0xC
+    assert (info.code, info.level, info.opcode_name, info.offset, info.addr, info.seq) == \
+        ("TIMEOUT", "IB1", "WAIT_REG_MEM", 0xC, at, bad)
+    assert ("on gfx_high: no progress for " in info.message and f", stuck in WAIT_REG_MEM at IB+0xc ({at:#x}): "
+            f"*{bo.addr + 0x3000:#x} & 0xffffffff = 0x0, waits for == 0x1, context {hi}" in info.message), info.message
+    assert kmd.stats["job_timeouts"] == 1
+
+
 def test_a_lost_doorbell_times_out_as_an_engine_that_is_not_polling():
     """An SDMA job whose doorbell the engine never saw: no progress, no poll; the job timer
     catches it, says the engine was not polling, and the queue reset runs it again."""

@@ -112,7 +112,7 @@ def test_the_timeout_diagnosis_reads_each_ib_of_a_chain_loop_once():
     """timedout_job looks for the WAIT_REG_MEM a job is stuck in: it followed the loop's CHAIN
     until its 4 Mi-dword budget ran out, 524,288 reads of the same 8 dwords (3.3 s with
     the driver's lock held, at every timeout of such a job)."""
-    from kmd_model.cs.checker import find_unsatisfied_wait
+    from kmd_model.reset.stuck import find_unsatisfied_wait
     mem32 = np.zeros(0x1000, dtype="<u4")
     a, b = 0x100, 0x200  # A calls B, then CHAINs to itself; B CHAINs to itself
     mem32[a // 4: a // 4 + 8] = pm4.indirect_buffer(b, 12) + pm4.indirect_buffer(a, 8, chain=1)

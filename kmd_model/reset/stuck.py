@@ -1,0 +1,136 @@
+"""What a timed-out job is stuck in (the job timer's diagnosis, reset/job_timer.py): the first
+poll of its IBs whose condition does not hold in memory now, a WAIT_REG_MEM for a PM4 job
+(find_unsatisfied_wait, walking IB2s and CHAINs as the CP does), a POLL_REGMEM for an SDMA
+job (find_unsatisfied_poll). Its place becomes the timeout error's (HwErrorInfo `level`,
+`offset`, `addr`), so the UMD names the call that recorded the poll. The two share the
+compare (the engines' FUNCTION codes are the same) and the sentence.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from spec import pm4, sdma
+
+from .. import regs
+from .cp_error import LEVEL_TEXT
+
+
+class StuckWait(str):
+    """find_unsatisfied_wait's (and find_unsatisfied_poll's) answer: the sentence, and where the
+    packet is, for the error's fields: `level` (1: IB1), `offset` (bytes from its IB's start),
+    `addr` (the client's)."""
+
+    level: int
+    offset: int
+    addr: int
+
+
+def _stuck(text: str, level: int, offset: int, addr: int) -> StuckWait:
+    s = StuckWait(text)
+    s.level, s.offset, s.addr = level, offset, addr
+    return s
+
+
+_WRM_FUNC = {0: lambda v, r: True, 1: lambda v, r: v < r, 2: lambda v, r: v <= r,
+             3: lambda v, r: v == r, 4: lambda v, r: v != r, 5: lambda v, r: v >= r,
+             6: lambda v, r: v > r}
+_WRM_SYM = {0: "always", 1: "<", 2: "<=", 3: "==", 4: "!=", 5: ">=", 6: ">"}
+
+
+def _unsatisfied(mem32: np.ndarray, translate, client_addr, item, fn: int, ref: int, level: int,
+                 ib: int) -> StuckWait | None:
+    """`item`, a WAIT_REG_MEM or POLL_REGMEM at `level` in the IB at `ib` (the job's address),
+    described when its compare (`fn` of the masked dword at its address with `ref`) does
+    not hold in memory now; None when it holds or the address is in no memory."""
+    f = item.fields
+    a = f["ADDR_LO"] << 2 | f["ADDR_HI"] << 32
+    ap = translate(a, 4)
+    if ap is None or ap // 4 >= len(mem32):
+        return None
+    v = int(mem32[ap // 4]) & f["MASK"]
+    if fn in _WRM_FUNC and not _WRM_FUNC[fn](v, ref):
+        lvl = LEVEL_TEXT.get(level, f"IB{level}")
+        at = client_addr(ib + 4 * item.offset)
+        return _stuck(f"{item.name} at {lvl}+{4 * item.offset:#x} ({at:#x}): "
+                      f"*{a:#x} & {f['MASK']:#x} = {v:#x}, waits for {_WRM_SYM[fn]} {ref:#x}",
+                      level, 4 * item.offset, at)
+    return None
+
+
+def find_unsatisfied_wait(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_levels: int,
+                          max_dwords: int = 1 << 22, client_addr=lambda a: a,
+                          translate=lambda va, n: va, read=None) -> StuckWait | None:
+    """For a job that timed out: the first WAIT_REG_MEM in its IBs (as the CP runs them: the
+    checked copies) whose condition does not hold in memory now, described ("WAIT_REG_MEM at
+    IB+0x10 (0x201010): *0x5000 & 0xffffffff = 0x0, waits for == 0x1", the packet named by
+    the client's address, `client_addr`), or None. `translate(va, nbytes)`: where the job's
+    addresses are in memory (None: nowhere); `read(va, ndwords)`: the dwords of an IB (None:
+    not all mapped), by default the `translate`d range when it is one piece of memory. A diagnosis,
+    not proof: the CP may be stuck elsewhere. Each IB is read once: memory does not change
+    during the walk, so an IB met again (a CHAIN loop, checker off) adds nothing; such a
+    loop was walked until `max_dwords` ran out (3.3 s for an 8-dword IB, the driver's lock
+    held)."""
+    budget = [max_dwords]
+    seen: set[tuple[int, int, int]] = set()
+
+    def contiguous(va: int, n: int) -> np.ndarray | None:
+        pa = translate(va, 4 * n)
+        return None if pa is None or pa // 4 + n > len(mem32) else mem32[pa // 4: pa // 4 + n]
+
+    fetch = read or contiguous
+
+    def walk(addr: int, size_dw: int, level: int) -> StuckWait | None:
+        while True:
+            if (addr, size_dw, level) in seen:
+                return None
+            seen.add((addr, size_dw, level))
+            budget[0] -= size_dw
+            words = fetch(addr, size_dw) if addr >= 0 and budget[0] >= 0 else None
+            if words is None:
+                return None
+            chained = None
+            for item in pm4.decode_stream(words):
+                if not item.ok or item.name == "TYPE2_FILLER":
+                    continue
+                f = item.fields
+                if item.name == "WAIT_REG_MEM":
+                    hit = _unsatisfied(mem32, translate, client_addr, item, f["FUNCTION"], f["REFERENCE"], level, addr)
+                    if hit:
+                        return hit
+                elif item.name == "INDIRECT_BUFFER" and f["IB_SIZE"]:
+                    base = f["IB_BASE_LO"] << 2 | f["IB_BASE_HI"] << 32
+                    if f["CHAIN"]:
+                        chained = (base, f["IB_SIZE"])
+                        break
+                    if level < ib_levels:
+                        hit = walk(base, f["IB_SIZE"], level + 1)
+                        if hit:
+                            return hit
+            if chained is None:
+                return None
+            addr, size_dw = chained
+
+    for addr, size_dw in ibs:
+        hit = walk(addr, size_dw, 1)
+        if hit:
+            return hit
+    return None
+
+
+def find_unsatisfied_poll(mem32, ibs: list[tuple[int, int]], client_addr, read, translate) -> StuckWait | None:
+    """find_unsatisfied_wait for an SDMA job: the first POLL_REGMEM of its IBs (SDMA IBs do not
+    nest) whose condition does not hold in memory now ("POLL_REGMEM at IB+0x0 (0x201000):
+    *0x5000 & 0xffffffff = 0x0, waits for == 0x1"), or None. A diagnosis, as the gfx one."""
+    for addr, size_dw in ibs:
+        words = read(addr, size_dw)
+        if words is None:
+            continue
+        for item in sdma.decode_stream(words):
+            if not item.ok or item.name != "POLL_REGMEM":
+                continue
+            hit = _unsatisfied(mem32, translate, client_addr, item, item.fields["FUNC"], item.fields["VALUE"],
+                               regs.IbLevel.IB1, addr)
+            if hit:
+                return hit
+    return None
