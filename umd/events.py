@@ -12,7 +12,7 @@ from kmd_model.uapi import KmdError
 from kmd_model.sched.fence import seq_passed
 from spec import pm4, sdma
 
-from . import failed_jobs, submit
+from . import failed_jobs, kmd_errors, submit
 from .errors import SubmitError
 from .queue import QBO_TIMELINE, QBO_TS_FIRST, QBO_TS_SLOTS, Queue, queue_flush
 from .runtime import _UNSET, DEFAULT_TIMEOUT, M32, _Handle, _timeout, _timeout_alias, api_call
@@ -75,7 +75,7 @@ class Event(_Handle):
             try:
                 q.ws.wait_cs(q.ctx_id, self.seq, 0)
             except KmdError as e:
-                q._raise_from(e, "wait")
+                kmd_errors.raise_from(q, e, "wait")
         failed_jobs.check(q, "wait", upto=self.seq)  # a job before this one that failed, unless raised already
         return self._done()
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from kmd_model.sched.fence import seq_after
 from kmd_model.uapi import KmdError
 
+from . import kmd_errors
 from .errors import GpuError
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def error_key(e: KmdError) -> tuple[int, int] | None:
 
 
 def mark_reported(q: Queue, e: KmdError) -> None:
-    """Remember that the error of `e` is raised now (Queue._raise_from)."""
+    """Remember that the error of `e` is raised now (kmd_errors.raise_from)."""
     key, seen = error_key(e), q.watch.reported
     if key is not None:
         seen[key] = None
@@ -100,7 +101,7 @@ def check(q: Queue, what: str, upto: int | None = None) -> None:
         w.jobs.remove(sub)
         if isinstance(outcome, KmdError) and error_key(outcome) not in w.reported:
             w.ask_all = True  # (the jobs after it are asked at the next look)
-            q._raise_from(outcome, what, subs=[sub, *q.inflight])
+            kmd_errors.raise_from(q, outcome, what, subs=[sub, *q.inflight])
 
 
 def _ask(q: Queue, sub: Submission) -> bool | KmdError:

@@ -81,6 +81,8 @@ MODULES = (
     "umd/faults.py",
     "umd/signals.py",
     "umd/failed_jobs.py",
+    # (split out of umd/queue.py: the error mapping that was Queue._raise_from and _banned)
+    "umd/kmd_errors.py",
 )
 
 # The model-level tests (seconds in all): the KMD, the security boundary, the UMD, the
