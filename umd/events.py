@@ -29,8 +29,12 @@ class Event(_Handle):
     _what = "a queue's fence"
 
     def __init__(self, queue: Queue, value: int):
+        self._start(queue)
+        self.value = value  # its timeline value (a Timestamp's value is its clock sample instead)
+
+    def _start(self, queue: Queue) -> None:
+        """What every event has, a Timestamp too."""
         self.queue = queue
-        self.value = value
         self.seq: int | None = None  # the submission carrying it, once flushed
         self.pending: PendingCs | None = None  # its flush, while queued for the submission thread
         self.lost = False  # its submission was refused
@@ -99,17 +103,9 @@ class Timestamp(Event):
     alias `cycles`) is the 48-bit GPU clock, in cycles, when the queue got there."""
 
     def __init__(self, queue: Queue, slot: int, index: int):
-        super().__init__(queue, 0)
+        self._start(queue)  # (no timeline value: Event.__init__ would set one)
         self.slot = slot
         self.index = index  # the queue's how-manieth timestamp: its slot is taken again QBO_TS_SLOTS later
-
-    @property  # type: ignore[override]
-    def value(self) -> int:
-        return self.cycles
-
-    @value.setter
-    def value(self, _v: int) -> None:
-        pass  # Event.__init__ sets a timeline value; a timestamp has none
 
     @property
     def _reused(self) -> bool:
@@ -133,8 +129,11 @@ class Timestamp(Event):
         f = self.queue.failed_from
         return f is None or self.seq is None or not seq_passed(f, self.seq)
 
-    @property
-    def cycles(self) -> int:
+    def _read_only(self, _v: int) -> None:
+        # (a setter that ignored it let an app's own number be read back as the GPU's sample)
+        raise AttributeError("timestamp: its value (cycles) is the GPU clock sample the queue's job wrote: read-only")
+
+    def _cycles(self) -> int:
         if self._reused:
             raise ValueError(f"timestamp: its slot was taken again by a later timestamp (a queue keeps its "
                              f"last {QBO_TS_SLOTS}): read it before taking more")
@@ -142,6 +141,9 @@ class Timestamp(Event):
             raise ValueError("timestamp: not written yet: wait() for it first")
         lo, hi = self.queue.q32[2 * self.slot: 2 * self.slot + 2].tolist()
         return lo | hi << 32
+
+    cycles = property(_cycles, _read_only)
+    value = property(_cycles, _read_only)  # type: ignore[assignment]  (Event's timeline value, here the sample)
 
 
 # -- entry points (the dispatch tables name these)
