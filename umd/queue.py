@@ -24,7 +24,7 @@ from kmd_model.uapi import CsChunkFence, CsChunkIb, CtxPriority, HwIp, KmdError
 from spec import packets, pm4, sdma
 
 from . import failed_jobs, kmd_errors, submit
-from .errors import GpuError, GpuTimeout, OutOfMemory, UmdError
+from .errors import OPEN_NEW_DEVICE, DeviceLost, GpuError, GpuTimeout, OutOfMemory, UmdError
 from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _close_after, _Dispatched, _dwords, _index, _own_buffer,
                       _raise_first, _timeout, device_alloc)
 from .signals import deferred_sigint
@@ -124,6 +124,9 @@ class Queue(_Dispatched):
             if e.errno == errno.EACCES:  # an unprivileged client (KmdParams.cap_sys_nice)
                 raise PermissionError(errno.EACCES, f"queue: priority={priority!r} needs CAP_SYS_NICE, which "
                                       f"this client's render node lacks ({e.message}): use 'normal'") from None
+            if e.errno == errno.EIO:  # the file is banned: no context of it runs (umd/kmd_errors.py)
+                self.ws.banned = kmd_errors.ban_reason(e)
+                raise DeviceLost(f"queue: {e.message}: {OPEN_NEW_DEVICE}") from e
             raise
         self.deps: list = []  # events of other queues the next submission waits for (submit.SeqDep, EventDep)
         self.seq_deps: dict = {}  # the SeqDep of self.deps per queue waited for (one each: submit.add_seq_dep)
