@@ -13,7 +13,7 @@ from kmd_model.sched.fence import seq_passed
 from spec import pm4, sdma
 
 from . import failed_jobs, kmd_errors, submit
-from .errors import SubmitError
+from .errors import GpuError, SubmitError
 from .queue import QBO_TIMELINE, QBO_TS_FIRST, QBO_TS_SLOTS, Queue, queue_flush
 from .runtime import _UNSET, DEFAULT_TIMEOUT, M32, _Handle, _timeout, _timeout_alias, api_call
 from .submit import PendingCs
@@ -69,17 +69,21 @@ class Event(_Handle):
             raise SubmitError(errno.ECANCELED, "wait: the submission carrying this event was refused")
         if self.seq is None:
             queue_flush(q)
-        if not q._wait_seq(self.seq, timeout_cycles, "wait"):  # type: ignore[arg-type]
-            return False
-        q._reclaim()
-        if not self._done() or not self._proven():
-            # its submission has ended but did not signal it (or the queue has seen a job
-            # fail): the kernel keeps a failed job's error, the one to raise, not "False",
-            # which says time ran out (as a copy queue's event did after its job's reset)
-            try:
-                q.ws.wait_cs(q.ctx_id, self.seq, 0)
-            except KmdError as e:
-                kmd_errors.raise_from(q, e, "wait")
+        try:
+            if not q._wait_seq(self.seq, timeout_cycles, "wait"):  # type: ignore[arg-type]
+                return False
+            q._reclaim()
+            if not self._done() or not self._proven():
+                # its submission has ended but did not signal it (or the queue has seen a job
+                # fail): the kernel keeps a failed job's error, the one to raise, not "False",
+                # which says time ran out (as a copy queue's event did after its job's reset)
+                try:
+                    q.ws.wait_cs(q.ctx_id, self.seq, 0)
+                except KmdError as e:
+                    kmd_errors.raise_from(q, e, "wait")
+        except GpuError as e:  # its job's error, with those of the failed jobs before it, first
+            failed_jobs.check(q, "wait", upto=self.seq, found=e)
+            raise  # (unreachable: check raises `found` at least)
         failed_jobs.check(q, "wait", upto=self.seq)  # a job before this one that failed, unless raised already
         return self._done()
 
