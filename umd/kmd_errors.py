@@ -43,8 +43,9 @@ def raise_from(q: Queue, e: KmdError, what: str, cs: bool = False, subs: list | 
         why = file_banned(q) if cs else None  # (a refusal says what to do next: a new queue, or a new Device)
         raise GpuError(e.info, command, refused=cs, unnamed=unnamed, file_banned=why) from e
     if e.errno == errno.EIO or e.errno == errno.ECANCELED and not cs:
-        # EIO is a banned context's or a lost device's: the context's query tells them apart
-        # (a wait's ECANCELED with no GPU error is a job its file's ban cancelled: lost too)
+        # EIO is a banned context's, a banned file's or a lost device's: the context's query
+        # tells the first from the others, CTX ALLOC the file's ban (a wait's ECANCELED with
+        # no GPU error is a job its file's ban cancelled: lost too)
         if queue_banned(q):  # (never set in a banned file: kmd_model/ioctl/ctx.py _query_flags)
             raise QueueBanned(f"{what}: this {q.engine} queue (context {q.ctx_id}) is banned ({e.message}); "
                               "the device and its other queues still run: make a new queue (Device.queue())",
