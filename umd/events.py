@@ -72,15 +72,16 @@ class Event(_Handle):
         try:
             if not q._wait_seq(self.seq, timeout_cycles, "wait"):  # type: ignore[arg-type]
                 return False
-            q._reclaim()
             if not self._done() or not self._proven():
                 # its submission has ended but did not signal it (or the queue has seen a job
                 # fail): the kernel keeps a failed job's error, the one to raise, not "False",
-                # which says time ran out (as a copy queue's event did after its job's reset)
+                # which says time ran out (as a copy queue's event did after its job's reset).
+                # (Before the reclaim, which lets the submission go: its labels name the call.)
                 try:
                     q.ws.wait_cs(q.ctx_id, self.seq, 0)
                 except KmdError as e:
                     kmd_errors.raise_from(q, e, "wait")
+            q._reclaim()
         except GpuError as e:  # its job's error, with those of the failed jobs before it, first
             failed_jobs.check(q, "wait", upto=self.seq, found=e)
             raise  # (unreachable: check raises `found` at least)

@@ -14,6 +14,7 @@ nobody waited for was lost on every queue, the normal gfx queue's too.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import time
 
@@ -326,6 +327,48 @@ def test_a_look_that_finds_the_device_lost_raises_device_lost(monkeypatch):
     q.write(buf, 0, 2)
     with pytest.raises(umd.DeviceLost, match="^flush: the device is wedged$"):
         q.flush()
+
+
+def test_a_wait_whose_look_finds_the_device_lost_names_the_wait(monkeypatch):
+    """Event.wait's looks (on an event signalled in memory, and after its own wait) and its
+    question about a job that ended without signalling: a kernel answering EIO there is
+    DeviceLost naming the wait."""
+    from kmd_model.uapi import KmdError
+
+    def lost(*args):
+        raise KmdError(errno.EIO, "the device is wedged")
+
+    kmd = kmd_model.bind(RefModel(), KmdParams(cs_check=False))
+    for case in ("signalled", "waited", "unsignalled"):
+        gpu = umd.open()
+        buf = gpu.alloc(64)
+        q = gpu.queue(engine="copy")
+        q.wait_mem(buf, 60, 1)  # (no job runs before both are flushed: the second flush's look sees none fail)
+        if case == "unsignalled":  # its job fails, the next one ends well: the fence passes it
+            q.emit_raw([0xFFFF_FFF0])
+        q.write(buf, 0, 1)
+        ev = q.signal()
+        q.flush()
+        q.write(buf, 4, 2)
+        if case != "unsignalled":  # (on the last job, which the look asks about)
+            ev = q.signal()
+        q.flush()
+        buf.u32[15] = 1  # (waited: they run during the wait's own WAIT_CS)
+        if case != "waited":
+            for _ in range(4):
+                kmd.dev.delay(2_000)
+                kmd.service()
+        real, calls = q.ws.wait_cs, []
+        # (waited: the wait's own WAIT_CS answers, the look's ioctls after it fail)
+        monkeypatch.setattr(q.ws, "wait_cs", lambda *a: calls.append(a) or (real(*a) if case == "waited" and
+                                                                            len(calls) == 1 else lost()))
+        monkeypatch.setattr(q.ws, "ctx_query", lost)
+        assert ev.signalled() == (case == "signalled")
+        with pytest.raises(umd.DeviceLost, match="^wait: the device is wedged$"):
+            ev.wait()
+        monkeypatch.undo()
+        with contextlib.suppress(umd.GpuError):
+            gpu.close()  # (unsignalled: the failed job's error, the question about it having failed)
 
 
 def test_the_errors_raised_are_remembered_up_to_a_bound():

@@ -216,3 +216,28 @@ def test_a_wait_on_an_event_before_two_failed_jobs_leaves_them_to_the_next_call(
     assert ei.value.command == "Queue.emit_raw() #3"
     assert buf.u32[:2].tolist() == [1, 2]
     gpu.close()
+
+
+@pytest.mark.parametrize("kind", ["gfx_high", "copy"])
+def test_a_wait_raises_the_failures_up_to_its_event_only(kind):
+    """An event of a failed job: its wait raises that job's error (and those of failed jobs
+    before it), not a later job's, which is the next call's to raise."""
+    kmd_model.bind(RefModel(), KmdParams(cs_check=False))
+    gpu = umd.open(api_version=3)
+    buf = gpu.alloc(64)
+    q = gpu.queue(**KINDS[kind], async_submit=True)
+    bad = BAD_SDMA if kind == "copy" else [pm4.header(0x7B, 0), 0]
+    q.emit_raw(bad)
+    ev = q.signal()
+    q.flush()
+    q.emit_raw(bad)
+    q.flush()
+    q.write(buf, 0, 9)
+    q.flush()
+    _settle(kmd_model.bound(), 3)
+    for call, n in ((ev.wait, 1), (q.finish, 3)):
+        with pytest.raises(umd.GpuError, match="illegal opcode") as ei:
+            call()
+        assert ei.value.command == f"Queue.emit_raw() #{n}" and not _notes(ei.value), (str(ei.value), _notes(ei.value))
+    q.finish()
+    gpu.close()
