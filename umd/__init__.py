@@ -14,7 +14,7 @@
 Layers: api (versions and dispatch tables), runtime (Device, Buffer), queue (Queue:
 recording, flush), device_queue (Device.queue by API version), events (Event, Timestamp, waits), transfer (copies and fills), submit
 (the asynchronous submission thread), failed_jobs and faults (a failed job's error, once,
-naming its call), errors; below them winsys/ (the ioctls, the VA
+naming its call), kmd_errors (what a KMD error means for a queue), errors; below them winsys/ (the ioctls, the VA
 allocator, the buffer pools, chained IBs). The UMD reaches the GPU only through the KMD's
 ioctls (kmd_model.open_render_node()).
 """

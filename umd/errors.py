@@ -8,6 +8,10 @@ from __future__ import annotations
 from kmd_model.uapi import HwErrorInfo
 
 
+# what an error the Device's file's ban explains ends with, after the kernel's words why
+OPEN_NEW_DEVICE = "nothing of this Device runs any more: open a new Device (umd.open())"
+
+
 class UmdError(RuntimeError):
     """Base of the UMD's runtime errors."""
 
@@ -38,16 +42,20 @@ class GpuError(UmdError):
     A queue whose error took a reset of the whole GPU (the gfx ring's recovery) stays
     failed (the kernel's guilty context, as amdgpu's): its later flushes raise the same
     error again, with `refused` True and the message saying so; a new queue
-    (Device.queue()) of the same device runs as before. A queue whose ring was reset alone
+    (Device.queue()) of the same device runs as before, unless the Device's whole file is
+    banned (`file_banned`: the kernel's words why; see DeviceLost), which the message then
+    says instead. A queue whose ring was reset alone
     (the copy engine's; the high-priority gfx ring's, on a device that has one: the model)
     loses only the failed work. Either way the error is raised once, at the queue's first
     flush, finish, Event.wait (of an event after the failed job) or close after the failure
     (umd/failed_jobs.py); a job of this queue cancelled because one it waited for failed
-    likewise (`waited_for`).
+    likewise (`waited_for`). Several failed jobs that call finds are raised together: the
+    oldest as the exception, each other as a note of it ("and: GpuError: ...", in
+    `__notes__`), as close() raises several errors.
     """
 
     def __init__(self, info: HwErrorInfo, command: str | None = None, waited_for: bool = False,
-                 refused: bool = False, unnamed: str | None = None):
+                 refused: bool = False, unnamed: str | None = None, file_banned: str | None = None):
         self.info = info
         self.command = command
         self.code = info.code
@@ -58,18 +66,21 @@ class GpuError(UmdError):
         self.waited_for = waited_for  # it was another context's job, which this queue's waited for
         # a later flush of the queue the error reset: the kernel takes no more of its work
         self.refused = refused
+        self.file_banned = file_banned  # (refused only) why no context of the Device's file runs
         msg = f"GPU error{' in a job this queue waited for (wait_event)' if waited_for else ''}: {info.message}"
         if command:
             msg += f" (recorded by {command})"
         elif unnamed:  # (a fault names the access's address: why no packet's call could be found)
             msg += f" (no API call named: {unnamed})"
         self.unnamed = unnamed
-        if refused:
+        if refused and file_banned:  # (a new queue would be refused too: CTX ALLOC's EIO)
+            msg += f"; the queue's context was reset for it, and {file_banned}: {OPEN_NEW_DEVICE}"
+        elif refused:
             msg += "; the queue's context was reset for it and takes no more work: make a new queue"
         super().__init__(msg)
 
     def _init_args(self) -> tuple:
-        return self.info, self.command, self.waited_for, self.refused, self.unnamed
+        return self.info, self.command, self.waited_for, self.refused, self.unnamed, self.file_banned
 
 
 class GpuTimeout(UmdError, TimeoutError):
@@ -102,7 +113,8 @@ class OutOfMemory(UmdError, MemoryError):
 class DeviceLost(UmdError):
     """The kernel's EIO: the device could not be recovered (a failed reset: nothing runs any
     more), or the Device's whole file is banned, its contexts' jobs having timed out
-    `file_ban_after_hangs` (8) times ("fd N is banned": no new queue can be made either). A
+    `file_ban_after_hangs` (8) times (no new queue can be made either: the message then
+    ends "fd N is banned: ...: nothing of this Device runs any more: open a new Device"). A
     queue whose own context is banned raises QueueBanned, a DeviceLost too (code written for
     `except DeviceLost` still catches it), while its device runs on."""
 

@@ -12,8 +12,8 @@ from kmd_model.uapi import KmdError
 from kmd_model.sched.fence import seq_passed
 from spec import pm4, sdma
 
-from . import failed_jobs, submit
-from .errors import SubmitError
+from . import failed_jobs, kmd_errors, submit
+from .errors import GpuError, SubmitError
 from .queue import QBO_TIMELINE, QBO_TS_FIRST, QBO_TS_SLOTS, Queue, queue_flush
 from .runtime import _UNSET, DEFAULT_TIMEOUT, M32, _Handle, _timeout, _timeout_alias, api_call
 from .submit import PendingCs
@@ -29,8 +29,12 @@ class Event(_Handle):
     _what = "a queue's fence"
 
     def __init__(self, queue: Queue, value: int):
+        self._start(queue)
+        self.value = value  # its timeline value (a Timestamp's value is its clock sample instead)
+
+    def _start(self, queue: Queue) -> None:
+        """What every event has, a Timestamp too."""
         self.queue = queue
-        self.value = value
         self.seq: int | None = None  # the submission carrying it, once flushed
         self.pending: PendingCs | None = None  # its flush, while queued for the submission thread
         self.lost = False  # its submission was refused
@@ -65,17 +69,22 @@ class Event(_Handle):
             raise SubmitError(errno.ECANCELED, "wait: the submission carrying this event was refused")
         if self.seq is None:
             queue_flush(q)
-        if not q._wait_seq(self.seq, timeout_cycles, "wait"):  # type: ignore[arg-type]
-            return False
-        q._reclaim()
-        if not self._done() or not self._proven():
-            # its submission has ended but did not signal it (or the queue has seen a job
-            # fail): the kernel keeps a failed job's error, the one to raise, not "False",
-            # which says time ran out (as a copy queue's event did after its job's reset)
-            try:
-                q.ws.wait_cs(q.ctx_id, self.seq, 0)
-            except KmdError as e:
-                q._raise_from(e, "wait")
+        try:
+            if not q._wait_seq(self.seq, timeout_cycles, "wait"):  # type: ignore[arg-type]
+                return False
+            if not self._done() or not self._proven():
+                # its submission has ended but did not signal it (or the queue has seen a job
+                # fail): the kernel keeps a failed job's error, the one to raise, not "False",
+                # which says time ran out (as a copy queue's event did after its job's reset).
+                # (Before the reclaim, which lets the submission go: its labels name the call.)
+                try:
+                    q.ws.wait_cs(q.ctx_id, self.seq, 0)
+                except KmdError as e:
+                    kmd_errors.raise_from(q, e, "wait")
+            q._reclaim()
+        except GpuError as e:  # its job's error, with those of the failed jobs before it, first
+            failed_jobs.check(q, "wait", upto=self.seq, found=e)
+            raise  # (unreachable: check raises `found` at least)
         failed_jobs.check(q, "wait", upto=self.seq)  # a job before this one that failed, unless raised already
         return self._done()
 
@@ -99,17 +108,9 @@ class Timestamp(Event):
     alias `cycles`) is the 48-bit GPU clock, in cycles, when the queue got there."""
 
     def __init__(self, queue: Queue, slot: int, index: int):
-        super().__init__(queue, 0)
+        self._start(queue)  # (no timeline value: Event.__init__ would set one)
         self.slot = slot
         self.index = index  # the queue's how-manieth timestamp: its slot is taken again QBO_TS_SLOTS later
-
-    @property  # type: ignore[override]
-    def value(self) -> int:
-        return self.cycles
-
-    @value.setter
-    def value(self, _v: int) -> None:
-        pass  # Event.__init__ sets a timeline value; a timestamp has none
 
     @property
     def _reused(self) -> bool:
@@ -133,8 +134,11 @@ class Timestamp(Event):
         f = self.queue.failed_from
         return f is None or self.seq is None or not seq_passed(f, self.seq)
 
-    @property
-    def cycles(self) -> int:
+    def _read_only(self, _v: int) -> None:
+        # (a setter that ignored it let an app's own number be read back as the GPU's sample)
+        raise AttributeError("timestamp: its value (cycles) is the GPU clock sample the queue's job wrote: read-only")
+
+    def _cycles(self) -> int:
         if self._reused:
             raise ValueError(f"timestamp: its slot was taken again by a later timestamp (a queue keeps its "
                              f"last {QBO_TS_SLOTS}): read it before taking more")
@@ -142,6 +146,9 @@ class Timestamp(Event):
             raise ValueError("timestamp: not written yet: wait() for it first")
         lo, hi = self.queue.q32[2 * self.slot: 2 * self.slot + 2].tolist()
         return lo | hi << 32
+
+    cycles = property(_cycles, _read_only)
+    value = property(_cycles, _read_only)  # type: ignore[assignment]  (Event's timeline value, here the sample)
 
 
 # -- entry points (the dispatch tables name these)

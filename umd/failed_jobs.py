@@ -1,5 +1,7 @@
 """Finding a queue's failed jobs whose error no wait has raised, so that the app learns of
-each once, at its next flush, finish, Event.wait or close.
+each once, at its next flush, finish, Event.wait or close: all those that call finds at
+once (the oldest raised, the others its notes), since a failure raised a call later than
+the first after it came late, and close() (nothing after it) lost it.
 
 A wait on the queue's last job is told of that job alone (WAIT_CS names one job, as
 amdgpu_cs_wait_ioctl does); a failed job ahead of it raised only while the kernel refused
@@ -31,7 +33,8 @@ from typing import TYPE_CHECKING
 from kmd_model.sched.fence import seq_after
 from kmd_model.uapi import KmdError
 
-from .errors import GpuError
+from . import kmd_errors, runtime
+from .errors import GpuError, UmdError
 
 if TYPE_CHECKING:
     from .queue import Queue, Submission
@@ -57,7 +60,7 @@ def error_key(e: KmdError) -> tuple[int, int] | None:
 
 
 def mark_reported(q: Queue, e: KmdError) -> None:
-    """Remember that the error of `e` is raised now (Queue._raise_from)."""
+    """Remember that the error of `e` is raised now (kmd_errors.raise_from)."""
     key, seen = error_key(e), q.watch.reported
     if key is not None:
         seen[key] = None
@@ -73,15 +76,27 @@ def track(q: Queue, sub: Submission) -> None:
         q.watch.jobs.append(sub)
 
 
-def check(q: Queue, what: str, upto: int | None = None) -> None:
-    """Raise the error of the oldest failed job of `q` (of those up to seqno `upto`, all
-    when None) the app has not been told of, for API call `what`, naming the call that
-    recorded its packet; forget the jobs proven to have ended well."""
+def check(q: Queue, what: str, upto: int | None = None, found: UmdError | None = None) -> None:
+    """Raise the errors of the failed jobs of `q` (of those up to seqno `upto`, all when None)
+    the app has not been told of, for API call `what`, each naming the call that recorded its
+    packet; forget the jobs proven to have ended well. Several failed jobs are raised at
+    once, the oldest as the exception and each other as a note of it (as close() raises
+    several errors): each reaches the app at its first call after the failure, once.
+    `found`: an error the same call's wait raised (its job is after the others), raised
+    with them, last."""
+    errors = _failures(q, what, upto)
+    if found is not None:
+        errors.append(found)
+    runtime._raise_first(errors)
+
+
+def _failures(q: Queue, what: str, upto: int | None) -> list[UmdError]:
+    """check's look: the errors of the failed jobs found, oldest first (each marked raised)."""
     w = q.watch
     subs = [s for s in w.jobs if upto is None or not seq_after(s.seq, upto)]
     if not subs or q.closed:
-        return
-    ask_all, w.ask_all = w.ask_all, False
+        return []
+    ask_all = w.ask_all
     if w.resets_alone:
         try:
             resets = q.ws.ctx_query(q.ctx_id).resets
@@ -89,6 +104,11 @@ def check(q: Queue, what: str, upto: int | None = None) -> None:
             resets = None  # (no answer: ask about each job, whose WAIT_CS says what is wrong)
         if resets is None or resets != w.resets_seen:
             ask_all, w.resets_seen = True, resets
+    # a look that asks (a reset since the last, which the count seen from now on covers)
+    # leaves the jobs after `upto` to the next look, which must ask them too: one that failed
+    # in that reset, whose seqno the fence passes, would pass for ended well
+    w.ask_all = ask_all and len(subs) < len(w.jobs)
+    errors: list[UmdError] = []
     for sub in subs:
         if not ask_all and not sub.deps:
             if q.seq_done(sub.seq):  # no reset since the last look: it ended well
@@ -99,8 +119,14 @@ def check(q: Queue, what: str, upto: int | None = None) -> None:
             continue  # still to run: asked again at the next look
         w.jobs.remove(sub)
         if isinstance(outcome, KmdError) and error_key(outcome) not in w.reported:
-            w.ask_all = True  # (the jobs after it are asked at the next look)
-            q._raise_from(outcome, what, subs=[sub, *q.inflight])
+            try:
+                kmd_errors.raise_from(q, outcome, what, subs=[sub, *q.inflight])
+            except GpuError as e:
+                errors.append(e)
+            except UmdError as e:  # (the device or the file is lost: the later jobs' answers say no more)
+                errors.append(e)
+                break
+    return errors
 
 
 def _ask(q: Queue, sub: Submission) -> bool | KmdError:
@@ -117,12 +143,13 @@ def _ask(q: Queue, sub: Submission) -> bool | KmdError:
 
 def wait_last(q: Queue, timeout: int, call: str) -> bool:
     """Wait for the queue's last job (Queue.finish): False when `timeout` ran out. Its
-    error raises, unless the app was told of it already (a job the queue had failed before,
-    with nothing after it): once is enough."""
+    error raises, with those of the failed jobs before it (check), unless the app was told
+    of it already (a job the queue had failed before, with nothing after it): once is enough."""
     known = set(q.watch.reported)
     try:
         return q.last_seq is None or q._wait_seq(q.last_seq, timeout, call)
     except GpuError as e:
         if (e.info.ctx_id, e.info.seq) not in known:
-            raise
+            check(q, call, found=e)  # (the earlier ones first: raised a call later, they came after it)
+            raise  # (unreachable: check raises `found` at least)
         return True

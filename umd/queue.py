@@ -1,6 +1,6 @@
 """The Queue: a KMD context recording commands into chained IBs (umd/winsys/cmdbuf.py) and
 submitting them (flush: one CS ioctl, or the device's submission thread's, umd/submit.py),
-with its throttling, reclaim and error mapping; and the Queue entry points that record and
+with its throttling and reclaim (what a KMD error means for it is umd/kmd_errors.py); and the Queue entry points that record and
 submit commands (write, wait_mem, emit_raw, flush, finish, close). Device.queue, which
 makes one, is in umd/device_queue.py; events, timestamps and waits on them in
 umd/events.py; fill, copy, upload and download in umd/transfer.py.
@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 from kmd_model.ioctl.copyin import shown
 from kmd_model.sched.fence import seq_passed
 from kmd_model.log import get_logger
-from kmd_model.uapi import CsChunkFence, CsChunkIb, CtxPriority, CtxQueryFlags, HwIp, KmdError
+from kmd_model.uapi import CsChunkFence, CsChunkIb, CtxPriority, HwIp, KmdError
 from spec import packets, pm4, sdma
 
-from . import failed_jobs, faults, submit
-from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, QueueBanned, SubmitError, UmdError
+from . import failed_jobs, kmd_errors, submit
+from .errors import OPEN_NEW_DEVICE, DeviceLost, GpuError, GpuTimeout, OutOfMemory, UmdError
 from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _close_after, _Dispatched, _dwords, _index, _own_buffer,
                       _raise_first, _timeout, device_alloc)
 from .signals import deferred_sigint
@@ -124,6 +124,9 @@ class Queue(_Dispatched):
             if e.errno == errno.EACCES:  # an unprivileged client (KmdParams.cap_sys_nice)
                 raise PermissionError(errno.EACCES, f"queue: priority={priority!r} needs CAP_SYS_NICE, which "
                                       f"this client's render node lacks ({e.message}): use 'normal'") from None
+            if e.errno == errno.EIO:  # the file is banned: no context of it runs (umd/kmd_errors.py)
+                self.ws.banned = kmd_errors.ban_reason(e)
+                raise DeviceLost(f"queue: {e.message}: {OPEN_NEW_DEVICE}") from e
             raise
         self.deps: list = []  # events of other queues the next submission waits for (submit.SeqDep, EventDep)
         self.seq_deps: dict = {}  # the SeqDep of self.deps per queue waited for (one each: submit.add_seq_dep)
@@ -313,41 +316,6 @@ class Queue(_Dispatched):
         while self.inflight and self.seq_done(self.inflight[0].seq):
             self.pool.free.extend(self.inflight.popleft().ibs)
 
-    def _raise_from(self, e: KmdError, what: str, cs: bool = False, subs: list | None = None) -> None:
-        """Turn a KMD error into the UMD's exception (a WAIT_CS's ETIME never comes here:
-        _wait_seq answers it with False, and the caller says what timed out). `cs`: the
-        error is a CS ioctl's (a flush's), not a wait's; `subs`: the submissions that may
-        hold the failed packet (the queue's in flight when None)."""
-        if e.errno == errno.ECANCELED and e.info is not None:
-            failed_jobs.mark_reported(self, e)
-            if self.failed_from is None:  # (a dependency's error names the other job: suspect all of ours)
-                self.failed_from = e.info.seq if e.info.ctx_id == self.ctx_id else self.first_seq
-            # the KMD's ECANCELED carries the context's decoded error (what CTX QUERY_STATE
-            # would return): no need to ask again
-            if e.info.ctx_id and e.info.ctx_id != self.ctx_id:  # a dependency's error: its job was cancelled
-                raise GpuError(e.info, None, waited_for=True) from e
-            # a CS refused for its context's earlier error (not a wait that found it failed)
-            command, unnamed = faults.find_command(self, e.info, self.inflight if subs is None else subs)
-            raise GpuError(e.info, command, refused=cs, unnamed=unnamed) from e
-        if e.errno == errno.EIO or e.errno == errno.ECANCELED and not cs:
-            # EIO is a banned context's or a lost device's: the context's query tells them apart
-            # (a wait's ECANCELED with no GPU error is a job its file's ban cancelled: lost too)
-            if self._banned():
-                raise QueueBanned(f"{what}: this {self.engine} queue (context {self.ctx_id}) is banned ({e.message}); "
-                                  "the device and its other queues still run: make a new queue (Device.queue())",
-                                  self.ctx_id) from e
-            raise DeviceLost(f"{what}: {'its job was cancelled: ' * (e.errno == errno.ECANCELED)}{e.message}") from e
-        if e.errno == errno.ENOMEM:
-            raise OutOfMemory(f"{what}: queue (context {self.ctx_id}), {len(self.inflight)} submissions in flight "
-                              f"(max_inflight={self.max_inflight}): {e.message}") from e
-        raise SubmitError(e.errno, f"{what}: {e}") from e
-
-    def _banned(self) -> bool:
-        try:
-            return bool(self.ws.ctx_query(self.ctx_id).flags & CtxQueryFlags.BANNED)
-        except KmdError:
-            return False  # (no answer: the device, not the queue, is what is lost)
-
     def _wait_seq(self, seq: int, timeout: int, what: str) -> bool:
         if self.seq_done(seq):
             return True
@@ -363,7 +331,7 @@ class Queue(_Dispatched):
         except KmdError as e:
             if e.errno == errno.ETIME:
                 return False
-            self._raise_from(e, what)
+            kmd_errors.raise_from(self, e, what)
             raise  # unreachable
 
     def _still_running(self) -> bool:
@@ -543,7 +511,7 @@ def _submit_recorded(self: Queue) -> int | None:
         self.pool.free.extend(ibs)  # never ran
         for ev in events:
             ev.lost = True
-        self._raise_from(e, "flush", cs=True)
+        kmd_errors.raise_from(self, e, "flush", cs=True)
     self._submitted(seq, ncs)
     self.flushes += 1
     failed_jobs.track(self, Submission(seq, ibs, labels, ncs, bool(deps)))

@@ -44,6 +44,7 @@ from typing import Any, Callable
 from kmd_model.sched.fence import seq_passed
 from kmd_model.uapi import CsChunkDep, KmdError
 
+from . import kmd_errors
 from .errors import UmdError
 
 ENV = "GPUCOSIM_ASYNC_SUBMIT"  # "1": every queue submits asynchronously (the default of async_submit)
@@ -253,10 +254,10 @@ def _error(q, job: PendingCs) -> BaseException:
     if not isinstance(e, KmdError):
         return e  # not the KMD's answer: a bug, handed over as it is
     try:
-        q._raise_from(e, f"flush (asynchronous submission #{job.number} of queue context {q.ctx_id})", cs=True)
+        kmd_errors.raise_from(q, e, f"flush (asynchronous submission #{job.number} of queue context {q.ctx_id})", cs=True)
     except UmdError as u:
         return u
-    return e  # unreachable: _raise_from always raises
+    return e  # unreachable: raise_from always raises
 
 
 def report(q) -> None:

@@ -83,6 +83,8 @@ MODULES = (
     "umd/faults.py",
     "umd/signals.py",
     "umd/failed_jobs.py",
+    # (split out of umd/queue.py: the error mapping that was Queue._raise_from and _banned)
+    "umd/kmd_errors.py",
 )
 
 # The model-level tests (seconds in all): the KMD, the security boundary, the UMD, the
@@ -141,6 +143,8 @@ TESTS = (
     "tests/umd/test_umd_deps.py",
     "tests/umd/test_umd_api_edges.py",
     "tests/umd/test_umd_lost_failures.py",
+    "tests/umd/test_umd_file_ban.py",
+    "tests/umd/test_umd_several_failures.py",
     "tests/spec/test_pm4.py",
     "tests/spec/test_amd_conformance.py",
     "tests/spec/test_pm4_edges.py",

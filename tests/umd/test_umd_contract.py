@@ -381,6 +381,7 @@ def test_events_of_a_refused_submission():
     with pytest.raises(umd.SubmitError):
         q.flush()
     _raises(umd.SubmitError, "wait: the submission carrying this event was refused", ev.wait)
+    assert repr(ev) == "<umd.Event 1 lost>"
     q.write(buf, 4, 2)
     q.finish()
     assert buf.u32[:2].tolist() == [0, 2]

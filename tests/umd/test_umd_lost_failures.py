@@ -14,6 +14,7 @@ nobody waited for was lost on every queue, the normal gfx queue's too.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import time
 
@@ -252,11 +253,12 @@ def test_a_job_still_running_at_a_look_is_asked_again_and_its_failure_raised():
     gpu.close()
 
 
-def test_two_jobs_failed_between_looks_are_raised_one_after_the_other():
+def test_two_jobs_failed_between_looks_are_raised_together():
     """An async queue's flushes make no look (the thread makes the CS): two jobs may fail,
-    each resetting the ring, before the app's next call. That call raises the first; the
-    look after it asks about every job again (the reset count it saw already covers the
-    second failure), and raises the second, each naming its call."""
+    each resetting the ring, before the app's next call. That call's look asks about every
+    job (the reset count moved) and raises both, the first with the second as its note,
+    each naming its call (raised one a call after the other before:
+    tests/umd/test_umd_several_failures.py)."""
     kmd_model.bind(RefModel(), KmdParams(cs_check=False))
     gpu = umd.open(api_version=3)
     buf = gpu.alloc(64)
@@ -273,10 +275,10 @@ def test_two_jobs_failed_between_looks_are_raised_one_after_the_other():
             kmd.service()
     assert kmd.stats["queue_resets"] == 2
     q.write(buf, 0, 9)  # (a job that ends well last: finish's own wait raises nothing)
-    for n in (1, 2):
-        with pytest.raises(umd.GpuError, match="illegal opcode 0xf0") as ei:
-            q.finish()
-        assert ei.value.command == f"Queue.emit_raw() #{n}"
+    with pytest.raises(umd.GpuError, match="illegal opcode 0xf0") as ei:
+        q.finish()
+    assert ei.value.command == "Queue.emit_raw() #1"
+    assert [n.endswith("(recorded by Queue.emit_raw() #2)") for n in ei.value.__notes__] == [True]
     q.finish()
     assert buf.u32[0] == 9
     gpu.close()
@@ -325,6 +327,92 @@ def test_a_look_that_finds_the_device_lost_raises_device_lost(monkeypatch):
     q.write(buf, 0, 2)
     with pytest.raises(umd.DeviceLost, match="^flush: the device is wedged$"):
         q.flush()
+
+
+def test_a_wait_whose_look_finds_the_device_lost_names_the_wait(monkeypatch):
+    """Event.wait's looks (on an event signalled in memory, and after its own wait) and its
+    question about a job that ended without signalling: a kernel answering EIO there is
+    DeviceLost naming the wait."""
+    from kmd_model.uapi import KmdError
+
+    def lost(*args):
+        raise KmdError(errno.EIO, "the device is wedged")
+
+    kmd = kmd_model.bind(RefModel(), KmdParams(cs_check=False))
+
+    def settle():
+        for _ in range(4):
+            kmd.dev.delay(2_000)
+            kmd.service()
+
+    for case in ("signalled", "waited", "unsignalled"):
+        gpu = umd.open()
+        buf = gpu.alloc(64)
+        q = gpu.queue(engine="copy")
+        if case == "unsignalled":  # its job fails (raised already), one flushed after it ends well
+            q.emit_raw([0xFFFF_FFF0])
+            ev = q.signal()
+            q.flush()
+            settle()
+            q.write(buf, 4, 2)
+            with pytest.raises(umd.GpuError):
+                q.flush()
+            q.flush()
+        else:  # two jobs, the event on the last, which the look asks about
+            q.wait_mem(buf, 60, 1)  # (neither runs before both are flushed: the second flush's look sees none end)
+            q.write(buf, 0, 1)
+            q.flush()
+            q.write(buf, 4, 2)
+            ev = q.signal()
+            q.flush()
+            buf.u32[15] = 1  # (waited: they run during the wait's own WAIT_CS)
+        if case != "waited":
+            settle()
+        real, calls = q.ws.wait_cs, []
+        # (waited: the wait's own WAIT_CS answers, the look's ioctls after it fail)
+        monkeypatch.setattr(q.ws, "wait_cs", lambda *a: calls.append(a) or (real(*a) if case == "waited" and
+                                                                            len(calls) == 1 else lost()))
+        monkeypatch.setattr(q.ws, "ctx_query", lost)
+        assert ev.signalled() == (case == "signalled") and q.seq_done(ev.seq) == (case != "waited")
+        with pytest.raises(umd.DeviceLost, match="^wait: the device is wedged$"):
+            ev.wait()
+        monkeypatch.undo()
+        gpu.close()
+
+
+def test_a_timestamp_of_a_job_cancelled_for_its_dependency_is_not_read():
+    """A job cancelled because the job it waited for failed never wrote its timestamp, and
+    the fence passes it once a later job ends: from the queue's first suspect job on
+    (Queue.failed_from) the wait asks the kernel, and raises. A dependency's error names the
+    other context's seqno, which says nothing of this queue's: taken for this queue's first
+    suspect job, it put the cancelled job before it, and its timestamp read as the GPU's (0)."""
+    kmd = kmd_model.bind(RefModel(), KmdParams(cs_check=False))
+    gpu = umd.open(api_version=2)
+    buf = gpu.alloc(64)
+    other, q = gpu.queue(), gpu.queue(priority="high")
+    for i in range(5):  # (the other queue's seqnos run ahead of this one's)
+        other.write(buf, 0, i)
+        other.flush()
+    other.emit_raw([pm4.header(0x7B, 0), 0])
+    ev = other.signal()
+    other.flush()
+    q.wait_event(ev)
+    ts = q.timestamp()  # (its job is cancelled: never written)
+    q.flush()
+    for _ in range(4):
+        kmd.dev.delay(2_000)
+        kmd.service()
+    with pytest.raises(umd.GpuError):
+        other.finish()
+    q.write(buf, 4, 1)
+    with pytest.raises(umd.GpuError, match="waited for") as ei:
+        q.flush()  # (the cancelled job's error; the write stays recorded)
+    assert ei.value.info.seq > ts.seq
+    q.finish()  # the fence passes the cancelled job
+    assert ts.signalled()
+    with pytest.raises(umd.GpuError, match="waited for"):
+        ts.wait()
+    gpu.close()
 
 
 def test_the_errors_raised_are_remembered_up_to_a_bound():

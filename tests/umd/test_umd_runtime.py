@@ -372,6 +372,24 @@ def test_a_timestamp_whose_slot_was_taken_again_is_refused_not_misread():
     assert repr(ts[0]) == "<umd.Timestamp (its slot was taken again)>" and ts[0].wait()
 
 
+def test_a_timestamps_value_is_read_only():
+    """`ts.value = 5` did nothing (a setter that ignored it, there for Event.__init__), so an
+    app that stored its own number there read the GPU's sample back unawares. It is an
+    AttributeError saying why (both names of the sample); an Event's value is its own."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    q = gpu.queue()
+    ts, ev = q.timestamp(), q.signal()
+    assert ts.wait() and ev.wait()
+    sample = ts.value
+    for name in ("value", "cycles"):
+        with pytest.raises(AttributeError, match=r"^timestamp: its value \(cycles\) is the GPU clock sample the "
+                                                 r"queue's job wrote: read-only$"):
+            setattr(ts, name, 5)
+    assert ts.value == ts.cycles == sample > 0 and ev.value == 1
+    gpu.close()
+
+
 def test_an_event_of_a_refused_flush_stays_lost_after_later_events_signal():
     """Event values are a queue's timeline, compared wrap-safely: once a later event of the
     queue is signalled, a refused flush's event compared as passed too, and its wait()

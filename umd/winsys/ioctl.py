@@ -27,6 +27,9 @@ class Winsys:
         self.file = file if file is not None else kmd_model.open_render_node()
         self.ioctls = 0
         self.submitter = None  # the device's submission thread, once it has an async queue
+        # why the kernel banned this file (file_ban_after_hangs), once the UMD has learnt it
+        # (umd/kmd_errors.py file_banned): a ban is for good, so it is asked once
+        self.banned: str | None = None
         # on a backend only one thread may drive (the RTL under cocotb), the thread that
         # opened the device: an ioctl from another thread of the app is refused here, in the
         # app's words, before the simulator's bridge refuses it in the testbench's
