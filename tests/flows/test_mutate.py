@@ -37,6 +37,18 @@ def test_only_failing_tests_kill(tmp_path):
     assert not killed and "SyntaxError" in out, out
 
 
+def test_a_killed_mutants_tail_shows_the_failure_not_the_xdist_mark_warnings(tmp_path):
+    """Mutants run pytest without xdist, so every `xdist_group` mark (the RTL tests' and
+    tests/conftest.py's) was an unknown mark: `python -m testbench.mutate.rtl wait-lt-as-le`
+    showed 11 of its 15 lines of output as those warnings, the assertion cut off."""
+    from testbench.mutate.patch import run_pytest
+
+    (tmp_path / "test_x.py").write_text("import pytest\n\n@pytest.mark.xdist_group('g')\n"
+                                        "def test_x():\n    assert 1 == 2, 'the failure'\n")
+    code, _, out = run_pytest(tmp_path, ["test_x.py"], timeout=120)
+    assert code == 1 and "the failure" in out and "PytestUnknownMarkWarning" not in out, out
+
+
 def test_a_patch_that_no_longer_applies_says_so(tmp_path):
     (tmp_path / "a.py").write_text("x = 1\nx = 1\n")
     for text, n in (("x = 1\n", 2), ("y = 2\n", 0)):

@@ -56,6 +56,7 @@ def test_bad_campaign_arguments_are_usage_errors(capsys, main, prog, argv, messa
     ("testbench.bench.model_speed", "python -m testbench.bench.model_speed"),
     ("testbench.lint", "python -m testbench.lint"),
     ("formal.run", "python -m formal"),
+    ("spec.gen.generate", "python -m spec.gen.generate"),
 ])
 def test_every_testbench_cli_says_a_usage_error_in_one_line(capsys, module, prog):
     """argparse's own errors (an unknown option, a missing value) too: one line, the usage

@@ -53,3 +53,16 @@ CHECKS = [check_batching, check_flush_by_dwords]
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
 def test_on_model(check):
     check(RefModel())
+
+
+@pytest.mark.parametrize("threshold", [1, 8, 128])
+def test_the_batching_example_counts_every_ioctl_of_the_workload(threshold):
+    """examples/batching.py's ioctls column: the COUNTERS queries around the workload are
+    outside it already, so nothing is taken off. On the model every job has ended by the
+    time the final wait looks, so the workload's ioctls are its CS ioctls exactly (it took
+    one off: 64 commands at threshold 128 read 0 ioctls per command and "64x fewer")."""
+    from examples import batching
+
+    kmd_model.bind(RefModel())
+    row = batching.measure(1, threshold, 64)
+    assert row.ioctls == row.cs == -(-65 // threshold)  # 64 writes and the signal, flushed every `threshold`
