@@ -351,7 +351,8 @@ def dma_error_after(k: int, site: str) -> Stream:
         ("recover",), ("observe", "final")]
     s.undefined = [(L.FAULT_REGION[0], L.FAULT_REGION[1]), (L.DMA_DST_REGION[1] - 0x100, L.DMA_DST_REGION[1]),
                    (L.RPTR_WB, L.RPTR_WB + 4)]
-    s.timing_regs = {n: 0xFFFF_FFFF for n in ("RB_RPTR", "PERF_DWORDS_FETCHED", "PERF_DMA_BYTES_READ",
+    s.timing_regs = {n: 0xFFFF_FFFF for n in ("RB_RPTR", "PERF_DWORDS_FETCHED", "PERF_Q0_DWORDS_FETCHED",
+                                             "PERF_DMA_BYTES_READ",
                                              "PERF_DMA_BYTES_WRITTEN", "PERF_PACKETS[5]")}
     s.timing_regs["STATUS"] = regs.STATUS.RB_EMPTY.mask | regs.STATUS.LEVEL.mask
     return s
