@@ -227,7 +227,7 @@ def check_an_unchecked_loop_on_one_cp_queue_is_reset_by_its_dwords_while_the_oth
     once it fetched more than 2 * max_job_dw, long before the time rule, and the innocent
     jobs, the one queued behind the loop on its ring too, complete. (Before: 'ran 129,336
     cycles unchecked, more than 64 job timeouts' on the model, both ways.)"""
-    n, t_out, timeouts = 1 << 11, 2_000, 64
+    n, t_out, timeouts = 1 << 10, 2_000, 64
     kmd = kmd_model.bind(dev, cs_check=False, max_job_dw=n, job_timeout=t_out, fallback_poll=1_000,
                          unchecked_job_timeouts=timeouts)
     bad, work, behind = Client(), Client(), Client()
