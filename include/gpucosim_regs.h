@@ -526,6 +526,24 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_PERF_DMA_BUSY_CYCLES_COUNT_GET(v) (((v) & GPUCOSIM_PERF_DMA_BUSY_CYCLES_COUNT_MASK) >> GPUCOSIM_PERF_DMA_BUSY_CYCLES_COUNT_SHIFT)
 #define GPUCOSIM_PERF_DMA_BUSY_CYCLES_COUNT_SET(x) (((uint32_t)(x) << GPUCOSIM_PERF_DMA_BUSY_CYCLES_COUNT_SHIFT) & GPUCOSIM_PERF_DMA_BUSY_CYCLES_COUNT_MASK)
 
+/* PERF_Q0_DWORDS_FETCHED: Queue 0 dwords fetched. The part of PERF_DWORDS_FETCHED that queue 0 (RB_*) fetched: its ring and IB dwords, counted as that counter counts them; with PERF_Q1_DWORDS_FETCHED it adds up to it. Per queue, so a driver can tell one queue's progress from the other's in one read (a job timer bounding a job by its dwords) */
+#define GPUCOSIM_PERF_Q0_DWORDS_FETCHED          0x118u
+#define GPUCOSIM_PERF_Q0_DWORDS_FETCHED_RESET    0x00000000u  /* every field the hardware drives: reads the device's state */
+#define GPUCOSIM_PERF_Q0_DWORDS_FETCHED_COUNT_SHIFT 0  /* [31:0] R */
+#define GPUCOSIM_PERF_Q0_DWORDS_FETCHED_COUNT_MASK 0xffffffffu
+#define GPUCOSIM_PERF_Q0_DWORDS_FETCHED_COUNT_WIDTH 32
+#define GPUCOSIM_PERF_Q0_DWORDS_FETCHED_COUNT_GET(v) (((v) & GPUCOSIM_PERF_Q0_DWORDS_FETCHED_COUNT_MASK) >> GPUCOSIM_PERF_Q0_DWORDS_FETCHED_COUNT_SHIFT)
+#define GPUCOSIM_PERF_Q0_DWORDS_FETCHED_COUNT_SET(x) (((uint32_t)(x) << GPUCOSIM_PERF_Q0_DWORDS_FETCHED_COUNT_SHIFT) & GPUCOSIM_PERF_Q0_DWORDS_FETCHED_COUNT_MASK)
+
+/* PERF_Q1_DWORDS_FETCHED: Queue 1 dwords fetched. The part of PERF_DWORDS_FETCHED that queue 1 (CP_HQD1_*) fetched, as PERF_Q0_DWORDS_FETCHED is queue 0's */
+#define GPUCOSIM_PERF_Q1_DWORDS_FETCHED          0x11cu
+#define GPUCOSIM_PERF_Q1_DWORDS_FETCHED_RESET    0x00000000u  /* every field the hardware drives: reads the device's state */
+#define GPUCOSIM_PERF_Q1_DWORDS_FETCHED_COUNT_SHIFT 0  /* [31:0] R */
+#define GPUCOSIM_PERF_Q1_DWORDS_FETCHED_COUNT_MASK 0xffffffffu
+#define GPUCOSIM_PERF_Q1_DWORDS_FETCHED_COUNT_WIDTH 32
+#define GPUCOSIM_PERF_Q1_DWORDS_FETCHED_COUNT_GET(v) (((v) & GPUCOSIM_PERF_Q1_DWORDS_FETCHED_COUNT_MASK) >> GPUCOSIM_PERF_Q1_DWORDS_FETCHED_COUNT_SHIFT)
+#define GPUCOSIM_PERF_Q1_DWORDS_FETCHED_COUNT_SET(x) (((uint32_t)(x) << GPUCOSIM_PERF_Q1_DWORDS_FETCHED_COUNT_SHIFT) & GPUCOSIM_PERF_Q1_DWORDS_FETCHED_COUNT_MASK)
+
 /* PERF_PACKETS: Packets executed, by kind. Index i counts packets of the i-th kind in spec/packets.py (docs/packets.md lists the index) */
 #define GPUCOSIM_PERF_PACKETS(i)                 (0x120u + 4u * (i))
 #define GPUCOSIM_PERF_PACKETS_COUNT              8  /* elements */

@@ -403,6 +403,24 @@ class PERF_DMA_BUSY_CYCLES(Register):
     FIELDS = (COUNT,)
 
 
+class PERF_Q0_DWORDS_FETCHED(Register):
+    """Queue 0 dwords fetched. The part of PERF_DWORDS_FETCHED that queue 0 (RB_*) fetched: its ring and IB dwords, counted as that counter counts them; with PERF_Q1_DWORDS_FETCHED it adds up to it. Per queue, so a driver can tell one queue's progress from the other's in one read (a job timer bounding a job by its dwords)."""
+    NAME = "PERF_Q0_DWORDS_FETCHED"
+    ADDR = 0x118
+    RESET = 0x00000000
+    COUNT = Field('COUNT', 0, 32, 'r', 'w')
+    FIELDS = (COUNT,)
+
+
+class PERF_Q1_DWORDS_FETCHED(Register):
+    """Queue 1 dwords fetched. The part of PERF_DWORDS_FETCHED that queue 1 (CP_HQD1_*) fetched, as PERF_Q0_DWORDS_FETCHED is queue 0's."""
+    NAME = "PERF_Q1_DWORDS_FETCHED"
+    ADDR = 0x11c
+    RESET = 0x00000000
+    COUNT = Field('COUNT', 0, 32, 'r', 'w')
+    FIELDS = (COUNT,)
+
+
 class PERF_PACKETS(Register):
     """Packets executed, by kind. Index i counts packets of the i-th kind in spec/packets.py (docs/packets.md lists the index)."""
     NAME = "PERF_PACKETS"
@@ -940,6 +958,8 @@ REGISTERS: tuple[type[Register], ...] = (
     PERF_DMA_BYTES_READ,
     PERF_DMA_BYTES_WRITTEN,
     PERF_DMA_BUSY_CYCLES,
+    PERF_Q0_DWORDS_FETCHED,
+    PERF_Q1_DWORDS_FETCHED,
     PERF_PACKETS,
     VM_CAPS,
     VM_INVALIDATE_REQ,

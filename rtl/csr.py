@@ -90,6 +90,8 @@ REG_FIELDS = {
     'PERF_DMA_BYTES_READ': {'COUNT': (0, 32)},
     'PERF_DMA_BYTES_WRITTEN': {'COUNT': (0, 32)},
     'PERF_DMA_BUSY_CYCLES': {'COUNT': (0, 32)},
+    'PERF_Q0_DWORDS_FETCHED': {'COUNT': (0, 32)},
+    'PERF_Q1_DWORDS_FETCHED': {'COUNT': (0, 32)},
     'PERF_PACKETS': {'COUNT': (0, 32)},
     'VM_CAPS': {'LEVELS': (0, 4), 'VMIDS': (4, 5), 'TLB_LOG2': (12, 4)},
     'VM_INVALIDATE_REQ': {'PER_VMID': (0, 16), 'ALL_ADDR': (16, 1)},
@@ -213,6 +215,8 @@ class CSRBlock(wiring.Component):
             "perf_dma_bytes_read": In(32),
             "perf_dma_bytes_written": In(32),
             "perf_dma_busy_cycles": In(32),
+            "perf_q0_dwords_fetched": In(32),
+            "perf_q1_dwords_fetched": In(32),
             "perf_packets_index": Out(3),
             "perf_packets": In(32),
             "vm_caps_levels": In(4),
@@ -664,6 +668,12 @@ class CSRBlock(wiring.Component):
 
         # PERF_DMA_BUSY_CYCLES @ 0x114: DMA busy cycles
         wr_hits.append(0x114)
+
+        # PERF_Q0_DWORDS_FETCHED @ 0x118: Queue 0 dwords fetched
+        wr_hits.append(0x118)
+
+        # PERF_Q1_DWORDS_FETCHED @ 0x11c: Queue 1 dwords fetched
+        wr_hits.append(0x11c)
 
         # PERF_PACKETS[0..7] @ 0x120: Packets executed, by kind (kept by the hardware, which
         # answers the entry at perf_packets_index)
@@ -1333,8 +1343,8 @@ class CSRBlock(wiring.Component):
             self.perf_dma_bytes_read,  # 0x10c
             self.perf_dma_bytes_written,  # 0x110
             self.perf_dma_busy_cycles,  # 0x114
-            None,  # 0x118
-            None,  # 0x11c
+            self.perf_q0_dwords_fetched,  # 0x118
+            self.perf_q1_dwords_fetched,  # 0x11c
             perf_packets_rd,  # 0x120
             perf_packets_rd,  # 0x124
             perf_packets_rd,  # 0x128
@@ -1776,7 +1786,7 @@ class CSRBlock(wiring.Component):
             None,  # 0x7f8
             None,  # 0x7fc
         ]
-        rd_hits = C(0x3f03ffff0f7fff0000ffffffffffff000000000000771f000000000000ff3f030f01ff00ff073f, 512)
+        rd_hits = C(0x3f03ffff0f7fff0000ffffffffffff000000000000771f000000000000ffff030f01ff00ff073f, 512)
         m.d.comb += [bridge.rd_hit.eq(rd_inside & rd_hits.bit_select(rd_index, 1)),
                      bridge.rd_data.eq(Mux(rd_inside, mux_tree(rd_index, rd_table), 0))]
 

@@ -91,9 +91,9 @@ class KmdParams:
     cap_sys_nice: bool = True
     # With cs_check off nothing bounds what a PM4 job runs (a CHAIN to itself loops, moving the
     # fetch counters for ever): it is reset once the CP fetched 2 * max_job_dw dwords for it
-    # (JobTimerMixin._overrun), and, for a loop that count misses (the other CP queue busy all
-    # along), once it has run this many job_timeouts from when it reached the head of its
-    # ring. Checked jobs are bounded by max_job_dw and restart the timer without end (a
+    # (its queue's own counter: JobTimerMixin._overrun), and, as a backstop for what that
+    # count cannot see, once it has run this many job_timeouts from when it reached the head
+    # of its ring. Checked jobs are bounded by max_job_dw and restart the timer without end (a
     # maximum-size IB runs to its end).
     unchecked_job_timeouts: int = 64
 

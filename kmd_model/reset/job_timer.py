@@ -31,33 +31,39 @@ class JobTimerMixin:
         look, Scheduler.FIRST_LOOK, comes job_timeout / 8 after the start and only takes the
         mark; a job that ends before it costs no read).
 
-        Progress is the queue's own registers moving (ring.PROGRESS: its rptr; the SDMA
-        engine's counters too), or the counters it shares with the CP's other queue
-        (ring.SHARED_PROGRESS: dwords fetched, DMA bytes) moving while they can only be its
-        own: the queue is not polling (STATUS.WAITING) nor stopped (STATUS.ERROR), or the
-        other queue had no job in the ring since the last look. A queue stuck in a
-        WAIT_REG_MEM moves nothing of its own (a poll fetches nothing): the other queue's
-        traffic no longer hides it. A queue that is neither is running or waiting for the
-        CP, which the other queue holds only by running (the arbiter skips a polling queue).
-        The price: a legal job that is polling at two looks job_timeout apart, with the same
-        rptr, while the other queue works, is taken for stuck (amdgpu's job timer does not
-        restart for progress at all)."""
+        Progress is the queue's own registers moving (ring.PROGRESS: its rptr and the dwords
+        the CP fetched for it, PERF_Q0/Q1_DWORDS_FETCHED; the SDMA engine's counters), or the
+        counters it shares with the CP's other queue (ring.SHARED_PROGRESS: all dwords
+        fetched, DMA bytes) moving while the queue is not polling (STATUS.WAITING) nor stopped
+        (STATUS.ERROR), or while the other queue had no job in the ring since the last look (they
+        are its own DMA). A queue stuck in a WAIT_REG_MEM moves nothing of its own (a poll
+        fetches nothing): the other queue's traffic does not hide it. A queue that is neither
+        is running or waiting for the CP, which the other queue holds only by running (the
+        arbiter skips a polling queue): a job queued behind the other queue's work is not
+        taken for stuck. The price: a legal job that is polling at two looks job_timeout
+        apart, with the same rptr and fetched dwords, while the other queue moves the DMA
+        counters, is taken for stuck (amdgpu's job timer does not restart for progress at all).
+
+        The dwords the CP fetched for the queue since the last look go to its head job's count
+        (`head_fetched`, which _overrun bounds) whether or not the other queue was busy: the
+        counter (ring.FETCHED) is the queue's own."""
         m, ring, now = self.mmio, sched.ring, self.dev.now()
         own = tuple(m.read(r) for r in ring.PROGRESS)
         shared = tuple(m.read(r) for r in ring.SHARED_PROGRESS)
         before, since = sched.progress_mark, sched.marked_at
         sched.progress_mark, sched.marked_at = (own, shared), now
-        others_idle = not any(s.pending or s.busy_at >= since for s in self.scheds
-                              if s is not sched and s.ring.SHARED_PROGRESS == ring.SHARED_PROGRESS)
         if not before:  # the head job is new (or the ring was restarted): count from here
             sched.head_fetched = 0
-        elif shared and others_idle:  # the dwords fetched since the last look were its own
-            sched.head_fetched += (shared[0] - before[1][0]) & 0xFFFF_FFFF
+        else:
+            i = ring.PROGRESS.index(ring.FETCHED)
+            sched.head_fetched += (own[i] - before[0][i]) & 0xFFFF_FFFF
         if not before or own != before[0]:
             moved = True
         elif shared == before[1]:
             moved = False
         else:
+            others_idle = not any(s.pending or s.busy_at >= since for s in self.scheds
+                                  if s is not sched and s.ring.SHARED_PROGRESS == ring.SHARED_PROGRESS)
             st = m.read(ring.STATUS)
             moved = not (ring.STATUS.WAITING.get(st) or ring.STATUS.ERROR.get(st)) or others_idle
         if moved and self._overrun(sched) is not None:
@@ -68,14 +74,20 @@ class JobTimerMixin:
 
     def _overrun(self, sched: Scheduler) -> str | None:
         """Why the head job must stop though it moves, when nothing bounds it (a PM4 job the CS
-        checker did not check: a CHAIN to itself never ends, and moves the fetch counter all
-        the while); else None. Such a job may run what the checker lets a job run, twice over:
-        once the CP has fetched more than 2 * max_job_dw dwords for it (counted at the timer's
-        looks, while the other CP queue, which moves the same counter, had nothing in its ring),
-        it is reset; a checked job never fetches that much, so no job the checker would accept
-        is. The time rule stays for a loop the count misses (the other queue kept busy): more
-        than `unchecked_job_timeouts` job timeouts since it reached the head of its ring. The
-        time rule alone took 32 M cycles with the defaults (2 minutes on the model)."""
+        checker did not check: a CHAIN to itself never ends, and moves its queue's fetch counter
+        all the while); else None. Such a job may run what the checker lets a job run, twice
+        over: once the CP has fetched more than 2 * max_job_dw dwords for it (its queue's own
+        counter, PERF_Q0/Q1_DWORDS_FETCHED, counted at the timer's looks, so the other CP
+        queue's work neither hides nor inflates it), it is reset; a checked job never fetches
+        that much, so no job the checker would accept is. With the defaults that is some 1.6 M
+        cycles (the time rule alone took 32 M, 2 minutes on the model, and with the CP's one
+        shared fetch counter the time rule was all there was while the other queue was busy).
+
+        The time rule stays, as a backstop: more than `unchecked_job_timeouts` job timeouts
+        since the job reached the head of its ring. No loop is known to need it (every packet a
+        job runs is fetched on its own queue), but the timer also takes a job as moving when
+        only the shared DMA counters move while it is neither polling nor stopped (queued
+        behind the other queue's work), and nothing but time bounds that."""
         job = sched.head_job()
         if job is None or job.checked is not None or sched is self.sdma_sched:
             return None

@@ -43,11 +43,13 @@ class Ring:
     has_queue_reset = False
     # what the KMD reads of this queue: its status, its rptr (RPTR_SHIFT: bytes to dwords),
     # the packet a polling queue is in, and its progress (Kmd._progressed): PROGRESS is the
-    # queue's own; SHARED_PROGRESS is moved by both CP queues (the CP has one fetch and DMA
-    # counter set, no per-queue copy), so it says the queue moved only when the other
-    # cannot have moved it
+    # queue's own (its rptr, and FETCHED, the dwords the CP fetched for it, which also bounds
+    # an unchecked job); SHARED_PROGRESS is moved by both CP queues (the CP's total of fetched
+    # dwords, its DMA counters: no per-queue copy), so it says the queue moved only when it
+    # is its own or the CP is busy with the other queue, which this one waits behind
     STATUS, RPTR, RPTR_SHIFT, POLL_PACKET = regs.STATUS, regs.RB_RPTR, 0, "WAIT_REG_MEM"
-    PROGRESS: tuple = (regs.RB_RPTR,)
+    FETCHED = regs.PERF_Q0_DWORDS_FETCHED
+    PROGRESS: tuple = (regs.RB_RPTR, regs.PERF_Q0_DWORDS_FETCHED)
     SHARED_PROGRESS: tuple = (regs.PERF_DWORDS_FETCHED, regs.PERF_DMA_BYTES_READ, regs.PERF_DMA_BYTES_WRITTEN)
 
     def __init__(self, kmd: "Kmd", gpu_addr: int, log2_dw: int, align_dw: int,
@@ -238,7 +240,8 @@ class HqdRing(Ring):
     name = "gfx_high"
     has_queue_reset = True
     STATUS, RPTR = regs.CP_HQD1_STATUS, regs.CP_HQD1_RB_RPTR
-    PROGRESS = (regs.CP_HQD1_RB_RPTR,)
+    FETCHED = regs.PERF_Q1_DWORDS_FETCHED
+    PROGRESS = (regs.CP_HQD1_RB_RPTR, regs.PERF_Q1_DWORDS_FETCHED)
 
     def read_error(self) -> CpErrorState:
         m = self.kmd.mmio

@@ -36,6 +36,7 @@ class SdmaRing(Ring):
     has_queue_reset = True
     # what the KMD reads to recover it: status, rptr (bytes), progress marks, the poll packet
     STATUS, RPTR, RPTR_SHIFT, POLL_PACKET = regs.SDMA_STATUS, regs.SDMA_RB_RPTR, 2, "POLL_REGMEM"
+    FETCHED = regs.PERF_SDMA_DWORDS_FETCHED
     PROGRESS = (regs.SDMA_RB_RPTR, regs.PERF_SDMA_DWORDS_FETCHED, regs.PERF_SDMA_BYTES_READ,
                 regs.PERF_SDMA_BYTES_WRITTEN)
     SHARED_PROGRESS = ()  # the engine's counters are its own

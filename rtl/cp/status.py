@@ -116,8 +116,12 @@ def drive(c):
     busy_cycles = Signal(32, name="busy_cycles")
     stall_cycles = Signal(32, name="stall_cycles")
     dwords = Signal(32, name="dwords")
+    # each queue's part of `dwords` (PERF_Q0/Q1_DWORDS_FETCHED): the active queue `q` owns
+    # every dword popped (one set of fetchers serves both queues, none pops in SWAP)
+    q_dwords = [Signal(32, name=f"dwords_q{i}") for i in range(2)]
     stalled = late(c.stall, "stalled")
     popped = late(c.pop & ~c.reparse, "popped")  # (a parked poll's packet counts once: queues.py)
+    popped_q1 = late(c.pop & ~c.reparse & c.q, "popped_q1")
     # PERF_PACKETS: a bank in LUTRAM (rtl/perf.py) for the kinds counted as they start, at
     # most one a cycle (a packet's first step and a filler NOP are states of the one FSM); a
     # packet whose checks failed was counted as it started and is dropped here (`failed`).
@@ -135,15 +139,19 @@ def drive(c):
                  bank.rd_idx.eq(csr.perf_packets_index),
                  csr.perf_packets.eq(Mux(csr.perf_packets_index == pk.DMA_DATA.index, dma_packets, bank.rd_data))]
     with m.If(csr.control_perf_clear):
-        m.d.sync += [busy_cycles.eq(0), stall_cycles.eq(0), dwords.eq(0), dma_packets.eq(0)]
+        m.d.sync += [busy_cycles.eq(0), stall_cycles.eq(0), dwords.eq(0), dma_packets.eq(0),
+                     q_dwords[0].eq(0), q_dwords[1].eq(0)]
     with m.Else():
         m.d.sync += [
             busy_cycles.eq(busy_cycles + ~idle),
             stall_cycles.eq(stall_cycles + (stalled & ~idle)),
             dwords.eq(dwords + popped),
+            q_dwords[0].eq(q_dwords[0] + (popped & ~popped_q1)),
+            q_dwords[1].eq(q_dwords[1] + popped_q1),
             dma_packets.eq(dma_packets + counted_dma),
         ]
     m.d.comb += [
         csr.perf_busy_cycles.eq(busy_cycles), csr.perf_stall_cycles.eq(stall_cycles),
         csr.perf_dwords_fetched.eq(dwords),
+        csr.perf_q0_dwords_fetched.eq(q_dwords[0]), csr.perf_q1_dwords_fetched.eq(q_dwords[1]),
     ]

@@ -40,7 +40,8 @@ Counters. Exact (they count events, not cycles):
   (the model fetches nothing ahead, so this is what the RTL counts as popped dwords,
   prefetched-but-unused dwords excluded). A dword whose read faulted counts (it was
   consumed); after a write error in WRITE_DATA, the data dwords up to the end of the
-  faulting 32-byte block count.
+  faulting 32-byte block count. PERF_Q0/Q1_DWORDS_FETCHED split it by the queue whose
+  packet consumed the dword (cp/queues.py: what it grew by while queue 1's state was in place).
 - PERF_PACKETS[i]: packets of spec.packets.PACKETS[i] whose checks passed, counted when
   they start executing (a WAIT_REG_MEM counts while it still waits, a WRITE_DATA whose
   write faults counts); a TYPE2 filler counts as a NOP.

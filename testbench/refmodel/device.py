@@ -127,6 +127,8 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
             "PERF_BUSY_CYCLES": lambda i: self._busy & M32,
             "PERF_STALL_CYCLES": lambda i: self._stall & M32,
             "PERF_DWORDS_FETCHED": lambda i: self._fetched & M32,
+            "PERF_Q0_DWORDS_FETCHED": lambda i: (self._fetched - self._fetched_q1()) & M32,
+            "PERF_Q1_DWORDS_FETCHED": lambda i: self._fetched_q1() & M32,
             "PERF_DMA_BYTES_READ": lambda i: self._dma_read & M32,
             "PERF_DMA_BYTES_WRITTEN": lambda i: self._dma_written & M32,
             "PERF_DMA_BUSY_CYCLES": lambda i: self._dma_busy & M32,
@@ -464,8 +466,14 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
             self.sdma.perf_clear()
         self._busy = self._stall = 0
         self._fetched = 0
+        if self._hq1 is not None:
+            self._hq1.fetched = 0
         self._dma_read = self._dma_written = self._dma_busy = 0
         self._packets = [0] * regs.PERF_PACKETS.ARRAY_LEN
+
+    def _fetched_q1(self) -> int:
+        """The part of `_fetched` queue 1 fetched (cp/queues.py counts it), 0 without it."""
+        return self._hq1.fetched if self._hq1 is not None else 0
 
     # ------------------------------------------------------------------ time
 

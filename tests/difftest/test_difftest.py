@@ -94,10 +94,12 @@ def _canon(x):
 # Observation and its memory's digest. Recorded on main at a68094e, before the campaign's
 # speed-ups (issue 13): they must change nothing the campaign generates or checks. A change
 # meant to alter streams or the model updates these (print them with the test's body).
+# Updated for PERF_Q0/Q1_DWORDS_FETCHED (two more observed registers, queue 0's left to
+# timing after a DMA error as the total is): with those keys left out, the recorded ones.
 STREAM_DIGESTS = {
-    (cp.DEFAULT_SEED, True): "be6665c9cead3833e54adc23909525aad0f3c923d6b183ec0511adbab3010e82",
-    (cp.DEFAULT_SEED, False): "7a8148fd371e111ceb05052943de38596d49b98f0db5073585f9ed64bd5845cc",
-    (1515, True): "a0c9869a3064f0af1480527e7c5e4e74210a171c5854e014b28b7671456e4e64",
+    (cp.DEFAULT_SEED, True): "35dff45de988de5f768b7f294931900c3c4991b05a1e6e8eb8595c414e720453",
+    (cp.DEFAULT_SEED, False): "4617d2c43d6fef12fb740415669d650c26b9a994ae26a568ae131c7d19bcb45e",
+    (1515, True): "73e33196318f4c7e3bc466b6afaa8180b59d867f577f357ed1f8a6810cdf7d02",
 }
 
 
@@ -351,7 +353,8 @@ def dma_error_after(k: int, site: str) -> Stream:
         ("recover",), ("observe", "final")]
     s.undefined = [(L.FAULT_REGION[0], L.FAULT_REGION[1]), (L.DMA_DST_REGION[1] - 0x100, L.DMA_DST_REGION[1]),
                    (L.RPTR_WB, L.RPTR_WB + 4)]
-    s.timing_regs = {n: 0xFFFF_FFFF for n in ("RB_RPTR", "PERF_DWORDS_FETCHED", "PERF_DMA_BYTES_READ",
+    s.timing_regs = {n: 0xFFFF_FFFF for n in ("RB_RPTR", "PERF_DWORDS_FETCHED", "PERF_Q0_DWORDS_FETCHED",
+                                             "PERF_DMA_BYTES_READ",
                                              "PERF_DMA_BYTES_WRITTEN", "PERF_PACKETS[5]")}
     s.timing_regs["STATUS"] = regs.STATUS.RB_EMPTY.mask | regs.STATUS.LEVEL.mask
     return s

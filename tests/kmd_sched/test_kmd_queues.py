@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import random
+import re
 
 import pytest
 
@@ -213,13 +214,66 @@ def check_a_hang_on_one_cp_queue_is_found_while_the_other_queue_works(dev):
         assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, n)
 
 
+def check_an_unchecked_loop_on_one_cp_queue_is_reset_by_its_dwords_while_the_other_works(dev):
+    """The CP had one fetch counter for its two queues: while the other queue had work (a job
+    in its ring since the timer's last look), the job timer could not tell a loop's dwords
+    from the other queue's, and an unchecked CHAIN to itself ran until the time rule,
+    unchecked_job_timeouts (64) job timeouts, every other client of its ring waiting behind
+    it (32 M cycles with the default job_timeout). Each queue's own counter
+    (PERF_Q0/Q1_DWORDS_FETCHED) now bounds it by its own dwords whatever the other queue
+    does. Both ways round (gfx_high, then gfx): a hostile file's loop while an innocent
+    client keeps the other CP queue busy, a job, then 500 cycles, and again (on gfx, behind
+    the HIGH-priority loop, its job waits in the ring until the reset); the loop is reset
+    once it fetched more than 2 * max_job_dw, long before the time rule, and the innocent
+    jobs, the one queued behind the loop on its ring too, complete. (Before: 'ran 129,336
+    cycles unchecked, more than 64 job timeouts' on the model, both ways.)"""
+    n, t_out, timeouts = 1 << 10, 2_000, 64
+    kmd = kmd_model.bind(dev, cs_check=False, max_job_dw=n, job_timeout=t_out, fallback_poll=1_000,
+                         unchecked_job_timeouts=timeouts)
+    bad, work, behind = Client(), Client(), Client()
+    hbo, wbo, bbo = bad.bo(0x1000), work.bo(0x8000), behind.bo(0x1000)
+    for k, ring in enumerate(("gfx_high", "gfx")):
+        other = "gfx" if ring == "gfx_high" else "gfx_high"
+        ctx = {c: new_ctx(c, CtxPriority.HIGH) if r == "gfx_high" else c.ctx
+               for c, r in ((bad, ring), (work, other), (behind, ring))}
+        t0 = kmd.dev.now()
+        seq = bad.submit(bad.ib(hbo, pm4.indirect_buffer(hbo.addr + 0x100 * k, 8, chain=1), 0x100 * k), ctx=ctx[bad])
+        bseq = behind.submit(behind.ib(bbo, pm4.write_data(bbo.addr + 0x100 + 4 * k, [5 + k]), 0x200 * k),
+                             ctx=ctx[behind])
+        done, failed = 0, None
+        while failed is None and kmd.dev.now() - t0 < 2 * timeouts * t_out:
+            words = sum((pm4.write_data(wbo.addr + 0x4000 + 4 * i, [done]) for i in range(16)), [])
+            wseq = work.submit(work.ib(wbo, words, 0x400 * (done % 8)), ctx=ctx[work])
+            assert work.wait(wseq, 1 << 30, ctx=ctx[work]) and wbo.u32[0x100F] == done
+            done += 1
+            kmd.dev.delay(500)
+            try:
+                bad.wait(seq, 0, ctx=ctx[bad])
+            except uapi.KmdError as e:
+                failed = e, kmd.dev.now() - t0
+        assert failed is not None, f"the loop on {ring} ran {kmd.dev.now() - t0} cycles"
+        e, when = failed
+        assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT"
+        m = re.search(r"timed out( on gfx_high)?: fetched \d+ dwords unchecked \(cs_check off\), more than "
+                      rf"twice max_job_dw \({2 * n}\)", e.message)
+        assert m and (m.group(1) is not None) == (ring == "gfx_high"), e.message
+        assert when < timeouts * t_out // 4, (ring, when)  # the time rule: 128,000 cycles
+        assert behind.wait(bseq, 1 << 20, ctx=ctx[behind]) and bbo.u32[(0x100 + 4 * k) // 4] == 5 + k
+        # the loop on gfx: the worker (gfx_high) ran beside it; on gfx_high: the worker's
+        # first job (gfx) waited it out in the ring
+        assert done >= (2 if ring == "gfx" else 1) and kmd.stats["job_timeouts"] == k + 1
+        wseq = work.submit(work.ib(wbo, pm4.write_data(wbo.addr + 0x4000, [done])), ctx=ctx[work])
+        assert work.wait(wseq, 1 << 20, ctx=ctx[work]) and wbo.u32[0x1000] == done
+
+
 # (on the RTL too: tests/cosim/test_rtl_drivers.py runs every check here on each simulator)
 CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rings_gpu_side,
           check_amd_queue_reset_malformed, check_amd_queue_reset_hang, check_amd_queue_reset_bus_error,
           check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted,
           check_high_priority_context_runs_on_the_cps_second_queue,
           check_a_vm_fault_on_the_cps_second_queue_resets_that_queue_and_is_reported,
-          check_a_hang_on_one_cp_queue_is_found_while_the_other_queue_works]
+          check_a_hang_on_one_cp_queue_is_found_while_the_other_queue_works,
+          check_an_unchecked_loop_on_one_cp_queue_is_reset_by_its_dwords_while_the_other_works]
 
 
 @pytest.mark.parametrize("sdma_engine", [True, False], ids=["sdma", "no_sdma"])

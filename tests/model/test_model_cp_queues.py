@@ -74,6 +74,12 @@ class Rig:
     def r(self, reg):
         return self.dev.mmio_read32(reg.addr())
 
+    def fetched(self):
+        """(PERF_Q0_DWORDS_FETCHED, PERF_Q1_DWORDS_FETCHED), checked to add up to PERF_DWORDS_FETCHED."""
+        got = self.r(regs.PERF_Q0_DWORDS_FETCHED), self.r(regs.PERF_Q1_DWORDS_FETCHED)
+        assert sum(got) == self.r(regs.PERF_DWORDS_FETCHED), got
+        return got
+
     def halt(self, on):
         self.dev.mmio_write32(regs.CONTROL.addr(), int(on))
 
@@ -98,11 +104,13 @@ def check_queue1_runs_with_its_own_pointers(dev):
     assert g.m32[DATA // 4:DATA // 4 + 2].tolist() == [7, 8]
     assert g.r(regs.CP_HQD1_RB_RPTR) == g.r(regs.CP_HQD1_RB_WPTR) == 6 and g.r(regs.RB_RPTR) == 0
     assert g.m32[(WB + 0x10) // 4] == 6  # its rptr write-back
+    assert g.fetched() == (0, 6)  # its dwords, not queue 0's
     st = regs.CP_HQD1_STATUS.decode(g.r(regs.CP_HQD1_STATUS))
     assert (st["IDLE"], st["ERROR"], st["RB_EMPTY"]) == (1, 0, 1)
     g.submit(0, pm4.write_data(DATA + 8, [9]) + pm4.release_mem(DATA + 12, 5, int_sel="SEND_INT_ON_CONFIRM"))
     g.settle()
     assert g.m32[(DATA + 8) // 4:(DATA + 16) // 4].tolist() == [9, 5] and g.r(regs.RB_RPTR) == g.wptr[0]
+    assert g.fetched() == (g.wptr[0], 6)
     entry = ih_spec.decode(g.m32[IH // 4: IH // 4 + 8].tolist())
     assert (entry["SOURCE_ID"], entry["RING_ID"]) == (ih_spec.Source.EOP, 0)
     g.submit(1, pm4.release_mem(DATA + 16, 6, int_sel="SEND_INT_ON_CONFIRM"))
@@ -157,6 +165,8 @@ def check_high_priority_job_does_not_wait_behind_a_long_ib(dev):
     assert g.r(regs.RB_RPTR) == g.wptr[0]
     # the parked poll's packet counted once, as the model counts it
     assert g.dev.mmio_read32(regs.PERF_PACKETS.addr(pk.WAIT_REG_MEM.index)) == 1
+    # and its dwords once, as queue 0's (the preempting job's as queue 1's)
+    assert g.fetched() == (g.wptr[0] + len(body), g.wptr[1])
 
 
 def check_an_error_stops_one_queue_and_the_queue_reset_brings_it_back(dev):
@@ -264,7 +274,8 @@ def check_random_interleavings_of_both_queues(dev):
     """Random jobs on both queues (WRITE_DATA, RELEASE_MEM, NOPs, satisfied WAIT_REG_MEMs,
     IBs with IB2s inside), doorbells in random pieces at random times, random priorities:
     every packet runs once, on its queue's pointers, whatever the switches (a preempted IB
-    resumes where it stopped), and the packet counters count each once."""
+    resumes where it stopped), the packet counters count each once, and each queue's fetched
+    dwords (PERF_Q0/Q1_DWORDS_FETCHED) are its ring's and its IBs', whoever ran between."""
     import random
 
     for seed in range(3):  # (30 seeds passed on the model and on Verilator)
@@ -274,6 +285,7 @@ def check_random_interleavings_of_both_queues(dev):
         want: dict[int, int] = {}
         counts = {"WRITE_DATA": 0, "RELEASE_MEM": 0, "INDIRECT_BUFFER": 0, "WAIT_REG_MEM": 0}
         ib_next = [0x50000, 0x58000]
+        ib_dwords = [0, 0]
         slot = [0]
         g.m32[(DATA + 0xF00) // 4] = 1  # what the WAIT_REG_MEMs wait for: already there
 
@@ -302,6 +314,7 @@ def check_random_interleavings_of_both_queues(dev):
             ib_next[q] += 4 * len(body) + 64 & ~31
             g.m32[base // 4: base // 4 + len(body)] = body
             counts["INDIRECT_BUFFER"] += 1
+            ib_dwords[q] += len(body)
             return pm4.indirect_buffer(base, len(body))
 
         jobs = [[], []]
@@ -324,6 +337,7 @@ def check_random_interleavings_of_both_queues(dev):
         assert got == want, (seed, [hex(a) for a in want if got[a] != want[a]][:8])
         for name, n in counts.items():
             assert g.dev.mmio_read32(regs.PERF_PACKETS.addr(getattr(pk, name).index)) == n, (seed, name)
+        assert g.fetched() == (g.wptr[0] + ib_dwords[0], g.wptr[1] + ib_dwords[1]), seed
         g.dev.mmio_write32(regs.CONTROL.addr(), regs.CONTROL.SOFT_RESET.mask | regs.CONTROL.PERF_CLEAR.mask)
         g.until(lambda: g.idle(0) and g.r(regs.RB_RPTR) == 0, "the soft reset")
         g.m32[DATA // 4: DATA // 4 + slot[0] + 1] = 0

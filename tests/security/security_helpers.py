@@ -64,7 +64,7 @@ def _nops(n: int) -> list[int]:
 class LoopingCpModel(RefModel):
     """The registers a CP shows while it runs an IB that CHAINs to itself, without the
     Python cost of running one (the model runs a real loop too, 65,536 packets at an
-    instant and one a cycle after: test_security_ctx_limits.py): the rptr still, the fetch counter moving at every read, the queue neither polling nor
+    instant and one a cycle after: test_security_ctx_limits.py): the rptr still, the fetch counters (queue 0's, the total) moving at every look, the queue neither polling nor
     stopped. Set `looping` while a job holds the CP in a WAIT_REG_MEM: the job timer sees
     a job that moves and never ends (a reset ends it, as it would end the loop)."""
 
@@ -75,7 +75,8 @@ class LoopingCpModel(RefModel):
         v = super().mmio_read32(offset)
         if self.looping and offset == regs.STATUS.ADDR:
             v &= ~regs.STATUS.WAITING.mask
-        if self.looping and offset == regs.PERF_DWORDS_FETCHED.ADDR:
-            self.fetched += 4096
+        if self.looping and offset in (regs.PERF_DWORDS_FETCHED.ADDR, regs.PERF_Q0_DWORDS_FETCHED.ADDR):
+            if offset == regs.PERF_Q0_DWORDS_FETCHED.ADDR:  # (queue 0's loop: its count is the total)
+                self.fetched += 4096
             v = self.fetched & 0xFFFF_FFFF
         return v

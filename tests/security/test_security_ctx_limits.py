@@ -33,6 +33,7 @@ from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client
+from tests.kmd_sched import test_kmd_queues
 from tests.kmd_sched.test_kmd_queues import sdma_ib
 
 
@@ -106,6 +107,13 @@ def test_an_unchecked_job_may_fetch_twice_max_job_dw_then_is_reset(job):
         seq = h.submit(CsChunkIb(n, handle=hbo.handle))
         assert h.wait(seq, 1 << 30) and hbo.u32[n + 0x40] == 7
         assert kmd.dev.now() - t0 > 16 * 2_000 and kmd.stats["job_timeouts"] == 0
+
+
+def test_an_unchecked_loop_is_reset_by_its_own_dwords_while_the_other_cp_queue_works():
+    """The check of tests/kmd_sched/test_kmd_queues.py (which runs on the RTL too), on a model
+    that runs 64 packets at an instant, not 65,536, so the loop takes time to reach its limit."""
+    test_kmd_queues.check_an_unchecked_loop_on_one_cp_queue_is_reset_by_its_dwords_while_the_other_works(
+        RefModel(cp_burst=64))
 
 
 def test_the_timeout_diagnosis_reads_each_ib_of_a_chain_loop_once():

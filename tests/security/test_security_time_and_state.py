@@ -510,7 +510,8 @@ def test_with_the_checker_off_a_user_fence_bo_closed_before_its_job_signals_keep
 def test_with_the_checker_off_a_job_that_moves_for_ever_is_reset_after_its_limit():
     """Unchecked, a CHAIN loop keeps the fetch counter moving, which restarted the job timer
     at every look: the ring was the hostile job's for ever and every other client's WAIT_CS
-    ran out (ETIME). Now it runs unchecked_job_timeouts job timeouts at most."""
+    ran out (ETIME). Now it runs unchecked_job_timeouts job timeouts at most: the time rule,
+    the backstop (its 4,096 dwords a look stay far under the dword rule's 2 * max_job_dw)."""
     dev = LoopingCpModel()
     kmd = kmd_model.bind(dev, job_timeout=10_000, fallback_poll=1_000, cs_check=False, unchecked_job_timeouts=8)
     h = Client()

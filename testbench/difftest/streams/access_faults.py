@@ -272,7 +272,8 @@ def _dma_error_timing(b) -> None:
     is undefined, and how far the CP parsed ahead (rptr, counters) depends on timing."""
     dma = pk.DMA_DATA.index
     st = regs.STATUS
-    b.s.timing_regs.update({"RB_RPTR": M32, "PERF_DWORDS_FETCHED": M32, "PERF_DMA_BYTES_READ": M32,
+    b.s.timing_regs.update({"RB_RPTR": M32, "PERF_DWORDS_FETCHED": M32, "PERF_Q0_DWORDS_FETCHED": M32,
+                            "PERF_DMA_BYTES_READ": M32,
                             "PERF_DMA_BYTES_WRITTEN": M32, f"PERF_PACKETS[{dma}]": M32,
                             "STATUS": st.RB_EMPTY.mask | st.LEVEL.mask})
     b.s.undefined.append((L.RPTR_WB, L.RPTR_WB + 4))

@@ -44,6 +44,9 @@ class CpQueue1:
                   "_rb_mask": 1, "_rptr_addr": 0}
         self.prio = (1, 2)
         self.last = 0  # the queue that ran the last packet (turns at equal priority)
+        # the dwords the CP fetched for this queue (PERF_Q1_DWORDS_FETCHED): what the CP's
+        # `_fetched` grew by while this queue's state was in place (`active`)
+        self.fetched = 0
         self.sync()
 
     @contextmanager
@@ -54,9 +57,11 @@ class CpQueue1:
             v = getattr(m, a)
             setattr(m, a, s[a])
             s[a] = v
+        before = m._fetched
         try:
             yield
         finally:
+            self.fetched += m._fetched - before
             for a in STATE:
                 v = getattr(m, a)
                 setattr(m, a, s[a])
