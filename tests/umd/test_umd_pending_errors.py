@@ -245,6 +245,8 @@ def test_a_refusal_collected_before_the_files_ban_says_so_when_raised(kind):
     e = ei.value
     assert type(e) is (umd.GpuError if kind == "gfx" else umd.DeviceLost), repr(e)
     assert re.search(NEW_DEVICE, str(e)) and "make a new queue" not in str(e), str(e)
+    if kind != "gfx":  # (the call it names: the refused flush's, as when it was collected)
+        assert str(e).startswith(f"flush (asynchronous submission #2 of queue context {q.ctx_id}): "), str(e)
     with pytest.raises(umd.UmdError):
         gpu.close()  # (the second queue's hang, nobody told of it)
 
@@ -328,4 +330,48 @@ def test_an_allocation_waiting_for_memory_raises_every_failed_job_of_the_queue(k
     assert [n.endswith("(recorded by Queue.emit_raw() #2)") for n in _notes(ei.value)] == [True], _notes(ei.value)
     gpu.alloc(0x20_0000, "gtt").free()  # (the memory came back: the retry finds it)
     q.finish()  # once: nothing more
+    gpu.close()
+
+
+# ---------------------------------------------------------------------------- an Event.wait's reach
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_a_wait_raises_the_refusals_up_to_its_event_only(kind):
+    """A refusal of a flush after the event's is the next call's to raise, as a failed job
+    after it is (the wait's drain raised any refusal before)."""
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open(api_version=3)
+    buf = gpu.alloc(64)
+    q = gpu.queue(**KINDS[kind], async_submit=True)
+    with KMD_LOCK:  # (the thread takes neither flush before the wait)
+        q.write(buf, 0, 1)
+        ev = q.signal()
+        q.flush()
+        _refuse_next(gpu, q)
+        q.flush()
+    assert ev.wait() and buf.u32[0] == 1
+    with pytest.raises(umd.SubmitError, match=r"^flush \(asynchronous submission #2 of") as ei:
+        q.finish()
+    assert not _notes(ei.value)
+    q.close()
+    _close_refusing(q)
+    gpu.close()
+
+
+@pytest.mark.parametrize("kind", ["gfx_high", "copy"])
+def test_an_event_signalled_before_its_flushs_bad_packet_raises_it(kind):
+    """The event's own job failed after signalling it: its wait (memory says signalled)
+    raises that job's error, as the wait on an event after the failure would."""
+    kmd = kmd_model.bind(RefModel(), KmdParams(cs_check=False))
+    gpu = umd.open()
+    q = gpu.queue(**KINDS[kind])
+    ev = q.signal()
+    q.emit_raw(_bad(q))
+    q.flush()
+    _settle(kmd)
+    assert ev.signalled()
+    with pytest.raises(umd.GpuError, match="illegal opcode") as ei:
+        ev.wait()
+    assert ei.value.command == "Queue.emit_raw() #2", str(ei.value)
+    q.finish()  # once
     gpu.close()
