@@ -51,7 +51,13 @@ class GpuError(UmdError):
     (umd/failed_jobs.py); a job of this queue cancelled because one it waited for failed
     likewise (`waited_for`). Several failed jobs that call finds are raised together: the
     oldest as the exception, each other as a note of it ("and: GpuError: ...", in
-    `__notes__`), as close() raises several errors.
+    `__notes__`), as close() raises several errors; so are an async queue's refused
+    flushes pending with them (SubmitError, QueueBanned ...), in the order of their
+    flushes. A write or Device.alloc that waits for room and meets a failed job raises it
+    with the rest its queue has pending. Not carried: a GpuTimeout or OutOfMemory of a
+    recording call's own wait (the app retries on those: the pending errors come at the
+    next call), and a DeviceLost, raised alone (docs/architecture.md, "A failed job is
+    raised once").
     """
 
     def __init__(self, info: HwErrorInfo, command: str | None = None, waited_for: bool = False,

@@ -37,6 +37,7 @@ class Event(_Handle):
         self.queue = queue
         self.seq: int | None = None  # the submission carrying it, once flushed
         self.pending: PendingCs | None = None  # its flush, while queued for the submission thread
+        self.number: int | None = None  # its flush's number (Queue.flushes), once flushed
         self.lost = False  # its submission was refused
 
     def signalled(self) -> bool:
@@ -56,16 +57,19 @@ class Event(_Handle):
         timeout_cycles = _timeout("wait", _timeout_alias("wait", timeout, timeout_cycles, "timeout_cycles"))
         q = self.queue
         if self.signalled() and self._proven():
-            if q.watch.jobs and self.seq is not None:  # (memory alone says nothing of a job that failed before)
-                failed_jobs.check(q, "wait", upto=self.seq)
+            if (q.watch.jobs or q.async_errors) and self.number is not None:
+                # (memory alone says nothing of a job that failed before, nor of a refusal)
+                failed_jobs.check(q, "wait", upto=self.number)
             return True
         if q.closed:  # its close() finished what it could: this will never be signalled
             raise ValueError(f"wait: {_NEVER}")
         if self.seq is None and not self.lost and q.async_submit:
             if self.pending is None:
                 queue_flush(q)  # never flushed
-            q._drain()  # its submission first (and a refused one of the queue's is raised here)
-        if self.lost:  # refused: reported before, or (the queue closing) not by the drain
+            q._drain()  # its submission first
+        if self.lost:  # refused: raised here with what is pending up to it, unless reported before
+            if self.number is not None:
+                failed_jobs.check(q, "wait", upto=self.number)
             raise SubmitError(errno.ECANCELED, "wait: the submission carrying this event was refused")
         if self.seq is None:
             queue_flush(q)
@@ -82,10 +86,11 @@ class Event(_Handle):
                 except KmdError as e:
                     kmd_errors.raise_from(q, e, "wait")
             q._reclaim()
-        except GpuError as e:  # its job's error, with those of the failed jobs before it, first
-            failed_jobs.check(q, "wait", upto=self.seq, found=e)
+        except GpuError as e:  # its job's error, with the errors pending up to it, in flush order
+            failed_jobs.check(q, "wait", upto=self.number, found=(self.number, e))
             raise  # (unreachable: check raises `found` at least)
-        failed_jobs.check(q, "wait", upto=self.seq)  # a job before this one that failed, unless raised already
+        # a job before this one that failed, a refused flush before it, unless raised already
+        failed_jobs.check(q, "wait", upto=self.number)
         return self._done()
 
     def __bool__(self) -> bool:
@@ -206,7 +211,7 @@ def queue_wait_event(self: Queue, event: "Event") -> None:
             self._label("wait_event")
             self._end_command()
             return
-        q._drain(report=False)  # (the refusal, if any, stays its queue's to raise)
+        q._drain()  # (the refusal, if any, stays its queue's to raise)
     if event.lost:  # refused: known before, or found by the drain
         raise SubmitError(errno.ECANCELED, "wait_event: the submission carrying this event was refused")
     submit.add_seq_dep(self, q, event.seq)  # (named at the CS: q may be closed by then)

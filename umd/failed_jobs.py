@@ -1,7 +1,10 @@
 """Finding a queue's failed jobs whose error no wait has raised, so that the app learns of
 each once, at its next flush, finish, Event.wait or close: all those that call finds at
 once (the oldest raised, the others its notes), since a failure raised a call later than
-the first after it came late, and close() (nothing after it) lost it.
+the first after it came late, and close() (nothing after it) lost it. With them go the
+async queue's refused flushes not raised yet (umd/submit.py refusals) and the error the
+call's own wait or CS met, all in the order of the flushes they came from (`pending`):
+every error pending at a call is raised by it, none twice.
 
 A wait on the queue's last job is told of that job alone (WAIT_CS names one job, as
 amdgpu_cs_wait_ioctl does); a failed job ahead of it raised only while the kernel refused
@@ -30,10 +33,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kmd_model.sched.fence import seq_after
 from kmd_model.uapi import KmdError
 
-from . import kmd_errors, runtime
+from . import kmd_errors, runtime, submit
 from .errors import GpuError, UmdError
 
 if TYPE_CHECKING:
@@ -76,24 +78,30 @@ def track(q: Queue, sub: Submission) -> None:
         q.watch.jobs.append(sub)
 
 
-def check(q: Queue, what: str, upto: int | None = None, found: UmdError | None = None) -> None:
-    """Raise the errors of the failed jobs of `q` (of those up to seqno `upto`, all when None)
-    the app has not been told of, for API call `what`, each naming the call that recorded its
-    packet; forget the jobs proven to have ended well. Several failed jobs are raised at
-    once, the oldest as the exception and each other as a note of it (as close() raises
-    several errors): each reaches the app at its first call after the failure, once.
-    `found`: an error the same call's wait raised (its job is after the others), raised
-    with them, last."""
-    errors = _failures(q, what, upto)
+def check(q: Queue, what: str, upto: int | None = None, found: tuple | None = None) -> None:
+    """Raise every error pending for API call `what` of `q` (pending), if any."""
+    runtime._raise_first(pending(q, what, upto, found))
+
+
+def pending(q: Queue, what: str, upto: int | None = None, found: tuple | None = None) -> list[UmdError]:
+    """The errors of `q` the app has not been told of, for API call `what`, oldest first
+    (by the flush each came from), each marked raised: the async queue's refused flushes
+    (submit.refusals) and the failed jobs (of the flushes up to number `upto`, all when
+    None), each failed job's naming the call that recorded its packet; the jobs proven to
+    have ended well are forgotten. The caller raises the first, the others as its notes (as
+    close() raises several errors): each reaches the app at its first call after it, once.
+    `found`: (flush number, error) the same call's wait or CS met, raised in its place."""
+    errors = submit.refusals(q, upto) + _failures(q, what, upto)
     if found is not None:
         errors.append(found)
-    runtime._raise_first(errors)
+    errors.sort(key=lambda n_e: n_e[0])  # (stable; a refused flush has no job: no two share a number)
+    return [e for _, e in errors]
 
 
-def _failures(q: Queue, what: str, upto: int | None) -> list[UmdError]:
-    """check's look: the errors of the failed jobs found, oldest first (each marked raised)."""
+def _failures(q: Queue, what: str, upto: int | None) -> list[tuple[int, UmdError]]:
+    """pending's look: the failed jobs' (flush number, error), oldest first (each marked raised)."""
     w = q.watch
-    subs = [s for s in w.jobs if upto is None or not seq_after(s.seq, upto)]
+    subs = [s for s in w.jobs if upto is None or s.number <= upto]
     if not subs or q.closed:
         return []
     ask_all = w.ask_all
@@ -108,7 +116,7 @@ def _failures(q: Queue, what: str, upto: int | None) -> list[UmdError]:
     # leaves the jobs after `upto` to the next look, which must ask them too: one that failed
     # in that reset, whose seqno the fence passes, would pass for ended well
     w.ask_all = ask_all and len(subs) < len(w.jobs)
-    errors: list[UmdError] = []
+    errors: list[tuple[int, UmdError]] = []
     for sub in subs:
         if not ask_all and not sub.deps:
             if q.seq_done(sub.seq):  # no reset since the last look: it ended well
@@ -122,9 +130,9 @@ def _failures(q: Queue, what: str, upto: int | None) -> list[UmdError]:
             try:
                 kmd_errors.raise_from(q, outcome, what, subs=[sub, *q.inflight])
             except GpuError as e:
-                errors.append(e)
+                errors.append((sub.number, e))
             except UmdError as e:  # (the device or the file is lost: the later jobs' answers say no more)
-                errors.append(e)
+                errors.append((sub.number, e))
                 break
     return errors
 
@@ -141,15 +149,14 @@ def _ask(q: Queue, sub: Submission) -> bool | KmdError:
     return True
 
 
-def wait_last(q: Queue, timeout: int, call: str) -> bool:
-    """Wait for the queue's last job (Queue.finish): False when `timeout` ran out. Its
-    error raises, with those of the failed jobs before it (check), unless the app was told
-    of it already (a job the queue had failed before, with nothing after it): once is enough."""
+def wait_last(q: Queue, timeout: int, call: str) -> tuple[bool, tuple | None]:
+    """Wait for the queue's last job (Queue.finish, close): False when `timeout` ran out, and
+    its error as pending's `found` (flush number, error), None unless the app has not been
+    told of it (a job the queue had failed before, with nothing after it: once is enough)."""
     known = set(q.watch.reported)
     try:
-        return q.last_seq is None or q._wait_seq(q.last_seq, timeout, call)
+        return q.last_seq is None or q._wait_seq(q.last_seq, timeout, call), None
     except GpuError as e:
-        if (e.info.ctx_id, e.info.seq) not in known:
-            check(q, call, found=e)  # (the earlier ones first: raised a call later, they came after it)
-            raise  # (unreachable: check raises `found` at least)
-        return True
+        if (e.info.ctx_id, e.info.seq) in known:
+            return True, None
+        return True, (q.last_number, e)

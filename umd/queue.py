@@ -60,6 +60,7 @@ class Submission:
     labels: dict  # packet address -> API call
     ncs: int = 1  # CS ioctls it took (a copy flush past max_ib_chunks IBs takes several)
     deps: bool = False  # it waits for another queue's job (wait_event): a failed one cancels it
+    number: int = 0  # the queue's how-manieth flush (Queue.flushes): its errors' order (failed_jobs.pending)
 
 
 class IbPool:
@@ -165,12 +166,12 @@ class Queue(_Dispatched):
         # the page says they ended (umd/winsys/pool.py fence_idle)
         self.abandoned = False
         # asynchronous submission (umd/submit.py; set by Device.queue): flushes waiting for
-        # the device's submission thread, in order, and the refusals not yet raised
+        # the device's submission thread, in order, and the refusals not yet raised (each
+        # with its flush's number)
         self.async_submit = False
         self.pending: deque[PendingCs] = deque()
-        self.async_errors: list[UmdError] = []
-        self.async_flushes = 0
-        self._closing = False
+        self.async_errors: list[tuple[int, UmdError]] = []
+        self.last_number = 0  # the flush number of the last submission (last_seq's)
         # the seqno of its first job a GpuError was raised for: from it on, a seqno the fence has
         # passed may be a job a ring reset cancelled (jobs before it ended well: they end in order)
         self.failed_from: int | None = None
@@ -209,11 +210,11 @@ class Queue(_Dispatched):
             queue_flush(self)
 
     # -- completion
-    def _submitted(self, seq: int, ncs: int) -> None:
-        """A flush is in: its CS ioctls took `ncs` seqnos, the last `seq`."""
+    def _submitted(self, seq: int, ncs: int, number: int) -> None:
+        """Flush `number` is in: its CS ioctls took `ncs` seqnos, the last `seq`."""
         if self.first_seq is None:
             self.first_seq = (seq - ncs + 1) & M32
-        self.last_seq = seq
+        self.last_seq, self.last_number = seq, number
         self.submitted += 1
         if ncs > 1:
             self._extra_cs.append((self.submitted, (self._extra_cs[-1][1] if self._extra_cs else 0) + ncs - 1))
@@ -246,18 +247,15 @@ class Queue(_Dispatched):
             self.fence_trusted = True
         return seq_passed(seq, v)
 
-    # -- asynchronous submission (the bodies are in umd/submit.py)
-    def _report(self) -> None:
-        submit.report(self)
-
-    def _drain(self, report: bool = True) -> None:
-        submit.drain(self, report)
+    # -- asynchronous submission (the body is in umd/submit.py)
+    def _drain(self) -> None:
+        submit.drain(self)
 
     def _throttle(self, what: str) -> None:
         """Reclaim what finished, then wait for the oldest submission while `max_inflight`
         are in flight (Mesa's throttling, drm_sched's hw_submission_limit)."""
         if self.pending and len(self.inflight) + len(self.pending) >= self.max_inflight:
-            self._drain(report=False)  # (refusals are raised at the next flush or wait, not mid-command)
+            self._drain()  # (refusals are raised at the next flush or wait, not mid-command)
         self._reclaim()
         while len(self.inflight) >= self.max_inflight:
             oldest = self.inflight[0].seq
@@ -285,7 +283,7 @@ class Queue(_Dispatched):
                     _flush(self, check=False)
                     continue
                 if self.pending:  # flushes still queued hold IBs and staging: let them go
-                    self._drain(report=False)
+                    self._drain()
                     self._reclaim()
                     continue
                 if not self.inflight:
@@ -305,12 +303,16 @@ class Queue(_Dispatched):
         the kernel cancelled (its GPU error, or a dependency's) never runs, so it leaves
         `inflight` as its error is raised: the error is raised once, not again by every
         later command throttled on it (with max_inflight=1 a copy queue, whose ring is
-        reset alone, took no more work after its hang)."""
+        reset alone, took no more work after its hang). Raised with every other error
+        pending (failed_jobs.pending): the call raises anyway, and the next would have
+        raised them a call late."""
         try:
             return self._wait_seq(self.inflight[0].seq, self.timeout, what)
-        except GpuError:
-            self.pool.free.extend(self.inflight.popleft().ibs)
-            raise
+        except GpuError as e:
+            sub = self.inflight.popleft()
+            self.pool.free.extend(sub.ibs)
+            failed_jobs.check(self, what, found=(sub.number, e))
+            raise  # (unreachable: check raises `found` at least)
 
     def _reclaim(self) -> None:
         while self.inflight and self.seq_done(self.inflight[0].seq):
@@ -345,31 +347,32 @@ class Queue(_Dispatched):
             return False  # reset: the kernel will not run it
 
     def _close(self) -> None:
-        """Submit and finish what the queue has, release its context; refused submissions
-        the app was not told of (an async queue's, or the flush of what it had recorded) and
-        a failed job's GpuError nobody was told of are raised after that."""
+        """Submit and finish what the queue has, release its context; the errors the app was
+        not told of (refused submissions: an async queue's, or the flush of what it had
+        recorded; failed jobs) are raised after that, together (failed_jobs.pending)."""
         if self.closed:
             return
-        self._closing = True  # the refusals wait until the queue is released
-        refused = []
-        if not self.async_submit:
-            try:  # what is recorded: refused, it is raised after the release, as an async queue's is
-                queue_flush(self)
+        errors = []
+        for _ in range(2):  # what is recorded: refused, it is raised after the release, as an async queue's is
+            try:
+                _flush(self, check=False)
+                break
             except GpuTimeout:
-                pass  # (its commands stay recorded: the finish below tries again)
+                continue  # (its commands stay recorded: tried once more, as the finish did)
             except UmdError as e:
-                refused.append(e)
-        known = set(self.watch.reported)  # (a GpuError of a job the app was told of is not raised again)
+                errors.append(e)
+                break
+        found = None
         try:
-            queue_finish(self)
-        except GpuError as e:  # a failed job nobody had waited for: raised after the release
-            if (e.info.ctx_id, e.info.seq) not in known:
-                refused.append(e)
+            if self.async_submit:
+                self._drain()
+            found = failed_jobs.wait_last(self, DEFAULT_TIMEOUT, "close")[1]
         except Exception:  # a dead queue still releases its context
             pass
-        if self.async_submit:
-            self._drain(report=False)
-        errors, self.async_errors = refused + self.async_errors, []
+        try:
+            errors += failed_jobs.pending(self, "close", found=found)
+        except Exception:
+            pass
         self.abandoned = self._still_running()
         self.ws.ctx_free(self.ctx_id)
         if not self.abandoned:
@@ -457,10 +460,16 @@ def queue_flush(self: Queue) -> int | None:
 
 
 def _flush(self: Queue, check: bool = True) -> int | None:
-    """queue_flush; without `check` (a flush for memory, in the middle of a transfer) an
-    earlier job's failure is left for the next call to raise."""
+    """queue_flush; without `check` (a flush for memory, in the middle of a transfer; the
+    flush of finish and close, which raise what is pending after their wait) an earlier
+    job's failure or refused flush is left for the caller, or the next call, to raise."""
     if self.async_submit:
-        self._report()  # a refused earlier flush first (when the thread is done with it)
+        if self.pending:
+            submit.collect(self)
+        if check and self.async_errors:
+            # a refused earlier flush (when the thread is done with it): with it, the rest
+            # pending (a look: an ioctl only on this error path); its commands stay recorded
+            failed_jobs.check(self, "flush")
     cb = self.cmdbuf
     if not cb.ibs and self.deps:  # a wait with nothing after it yet: a NOP job carries it
         cb.emit(sdma.pad(8) if self.copy_engine else pm4.pad(8), "wait_event")
@@ -496,12 +505,11 @@ def _submit_recorded(self: Queue) -> int | None:
     fence = CsChunkFence(self.qbo.handle, self.qbo.bo_offset + 4 * QBO_USER_FENCE)
     do_cs = functools.partial(_cs_submit, self, first_ib, ibs, sizes, deps, fence)
     if self.async_submit:  # the device's submission thread makes the ioctl (umd/submit.py)
-        self.async_flushes += 1
         self.flushes += 1
-        job = PendingCs(self, do_cs, ibs, labels, events, self.staging, self.async_flushes, deps=bool(deps))
+        job = PendingCs(self, do_cs, ibs, labels, events, self.staging, self.flushes, deps=bool(deps))
         self.staging = []  # freed once the CS is in (submit.collect)
         for ev in events:
-            ev.pending = job
+            ev.pending, ev.number = job, self.flushes
         self.pending.append(job)
         self.device.submitter.push(job)  # type: ignore[union-attr]
         return None
@@ -511,12 +519,16 @@ def _submit_recorded(self: Queue) -> int | None:
         self.pool.free.extend(ibs)  # never ran
         for ev in events:
             ev.lost = True
-        kmd_errors.raise_from(self, e, "flush", cs=True)
-    self._submitted(seq, ncs)
+        try:
+            kmd_errors.raise_from(self, e, "flush", cs=True)
+        except UmdError as u:  # the newest error: the earlier ones pending first (finish's, close's flush)
+            failed_jobs.check(self, "flush", found=(self.flushes + 1, u))
+            raise  # (unreachable: check raises `found` at least)
     self.flushes += 1
-    failed_jobs.track(self, Submission(seq, ibs, labels, ncs, bool(deps)))
+    self._submitted(seq, ncs, self.flushes)
+    failed_jobs.track(self, Submission(seq, ibs, labels, ncs, bool(deps), self.flushes))
     for ev in events:
-        ev.seq = seq
+        ev.seq, ev.number = seq, self.flushes
     for b in self.staging:  # upload/download staging: the KMD keeps them until the job is done
         b.free()
     self.staging.clear()
@@ -546,22 +558,25 @@ def _cs_submit(q: Queue, first_ib: tuple[int, int], ibs: list, sizes: list, deps
 
 def queue_finish(self: Queue, timeout: int | None = DEFAULT_TIMEOUT) -> None:
     """Flush, then wait until the GPU has done everything submitted on this queue (an
-    async queue's flushes included: a refused one is raised here at the latest; so is a
-    failed job's GpuError the app was not told of, once: umd/failed_jobs.py).
+    async queue's flushes included), then raise every error the app was not told of, once,
+    together (umd/failed_jobs.py): a refused flush, a failed job, the last job's.
     `timeout` is in GPU cycles, as every wait's (None: no bound but the KMD's job timer);
-    when they pass first, GpuTimeout is raised (where Event.wait returns False)."""
+    when they pass first, GpuTimeout is raised (where Event.wait returns False), as the
+    last note of the errors pending, if any."""
     _finish(self, _timeout("finish", timeout, "timeout"), "finish")
 
 
 def _finish(self: Queue, timeout: int, call: str) -> None:
     """Queue.finish for `call`, the API call that finishes the queue (download too): the
     name its errors give."""
-    queue_flush(self)
+    _flush(self, check=False)  # (its own refusal raises here, the errors pending with it)
     if self.async_submit:
         self._drain()
-    if not failed_jobs.wait_last(self, timeout, call):
-        raise GpuTimeout(f"{call}: queue (context {self.ctx_id}) not idle after {timeout} cycles")
-    failed_jobs.check(self, call)  # a job before the last that failed, unless raised already
+    done, found = failed_jobs.wait_last(self, timeout, call)
+    errors = failed_jobs.pending(self, call, found=found)
+    if not done:
+        errors.append(GpuTimeout(f"{call}: queue (context {self.ctx_id}) not idle after {timeout} cycles"))
+    _raise_first(errors)
     self._reclaim()
 
 

@@ -187,6 +187,8 @@ def _close_after(close: Callable[[], None], exc: BaseException | None) -> None:
         close()
     except UmdError as e:
         exc.add_note(f"and when the with block closed it: {type(e).__name__}: {e}")
+        for note in getattr(e, "__notes__", ()):  # (the errors it raised with it: "and: ...")
+            exc.add_note(note)
 
 
 def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignment: int = 0,
@@ -284,9 +286,13 @@ def device_close(self: Device) -> None:
 
 
 def _raise_first(errors: list) -> None:
+    """Raise the first of `errors`, each other as a note of it ("and: GpuError: ..."),
+    after it the notes it had (the errors raised with it: a queue's, in Device.close)."""
     if errors:
         for e in errors[1:]:
             errors[0].add_note(f"and: {type(e).__name__}: {e}")
+            for note in getattr(e, "__notes__", ()):
+                errors[0].add_note(note)
         raise errors[0]
 
 

@@ -26,7 +26,8 @@ wait first drains the FIFO (docs/architecture.md, "The asynchronous submission t
 
 Errors: the thread never raises. A refused CS is stored in its PendingCs and handed to the
 queue (`collect`), which raises it at the app's next flush() of that queue if the thread is
-done with it by then, else at the latest at its finish(), Event.wait() or close().
+done with it by then, else at the latest at its finish(), Event.wait() or close(): with
+every other refusal and failed job pending then, oldest first (umd/failed_jobs.py pending).
 
 Only ioctls are serialised: code that reaches into the KMD directly (tests calling
 `kmd.service()`) must first let the queued flushes through (`Queue.finish`, a wait).
@@ -45,7 +46,7 @@ from kmd_model.sched.fence import seq_passed
 from kmd_model.uapi import CsChunkDep, KmdError
 
 from . import kmd_errors
-from .errors import UmdError
+from .errors import GpuError, QueueBanned, UmdError
 
 ENV = "GPUCOSIM_ASYNC_SUBMIT"  # "1": every queue submits asynchronously (the default of async_submit)
 
@@ -218,12 +219,13 @@ class Submitter:
 
 
 # ---------------------------------------------------------------------------- a queue's side
-# (Queue._report and _drain, and collect: what the app's thread does with its async flushes)
+# (Queue._drain, collect and refusals: what the app's thread does with its async flushes)
 
 def collect(q) -> None:
     """Take in what the submission thread has done with queue `q`'s flushes, in order: a
     submitted one is in flight from now on (as a synchronous flush leaves it), a refused
-    one frees its IBs, loses its events and waits in `q.async_errors` to be raised."""
+    one frees its IBs, loses its events and waits in `q.async_errors` (with its flush's
+    number) to be raised."""
     from . import failed_jobs
     from .queue import Submission
 
@@ -235,17 +237,22 @@ def collect(q) -> None:
                 ev.lost, ev.pending = True, None
             for b in job.staging:
                 b.free()
-            q.async_errors.append(_error(q, job))
+            q.async_errors.append((job.number, _error(q, job)))
             q.device.mm.flushed()  # BOs closed after it: nothing of it will name them now
             continue
         seq = job.seq
-        q._submitted(seq, job.ncs)
-        failed_jobs.track(q, Submission(seq, job.ibs, job.labels, job.ncs, job.deps))
+        q._submitted(seq, job.ncs, job.number)
+        failed_jobs.track(q, Submission(seq, job.ibs, job.labels, job.ncs, job.deps, job.number))
         for ev in job.events:
             ev.seq, ev.pending = seq, None
         for b in job.staging:
             b.free()
         q.device.mm.flushed()
+
+
+def _what(q, number: int) -> str:
+    """The API call a refusal of async flush `number` names."""
+    return f"flush (asynchronous submission #{number} of queue context {q.ctx_id})"
 
 
 def _error(q, job: PendingCs) -> BaseException:
@@ -254,30 +261,54 @@ def _error(q, job: PendingCs) -> BaseException:
     if not isinstance(e, KmdError):
         return e  # not the KMD's answer: a bug, handed over as it is
     try:
-        kmd_errors.raise_from(q, e, f"flush (asynchronous submission #{job.number} of queue context {q.ctx_id})", cs=True)
+        kmd_errors.raise_from(q, e, _what(q, job.number), cs=True)
     except UmdError as u:
         return u
     return e  # unreachable: raise_from always raises
 
 
-def report(q) -> None:
-    """Raise the oldest refused submission of `q` the app has not been told of (each once)."""
+def refusals(q, upto: int | None = None) -> list[tuple[int, BaseException]]:
+    """Take the refused flushes of `q` the app has not been told of (those up to flush number
+    `upto`, all when None), with their numbers, each as it stands now (fresh)."""
     if q.pending:
         collect(q)
-    if q.async_errors and not q._closing:
-        raise q.async_errors.pop(0)
+    taken = [r for r in q.async_errors if upto is None or r[0] <= upto]
+    if taken:
+        q.async_errors = [r for r in q.async_errors if r not in taken]
+    return [(n, fresh(q, n, e)) for n, e in taken]
 
 
-def drain(q, report_errors: bool = True) -> None:
+def fresh(q, number: int, e: BaseException) -> BaseException:
+    """A refusal's exception as it would be written now. It was written when the thread's
+    answer was collected (its packet's call is found then, while the submission it names is
+    in flight), which may be long before the app's call raises it: the Device's whole file
+    may have been banned since, when "make a new queue" (QueueBanned; a guilty gfx context's
+    refused GpuError) is no longer true. Those two ask again: CTX QUERY_STATE, and the file's
+    ban (kmd_errors.file_banned: none once the ban is known)."""
+    cause = e.__cause__
+    if isinstance(e, QueueBanned) and isinstance(cause, KmdError):
+        try:
+            kmd_errors.raise_from(q, cause, _what(q, number), cs=True)
+        except UmdError as u:
+            return u
+    if isinstance(e, GpuError) and e.refused and e.file_banned is None:
+        why = kmd_errors.file_banned(q)
+        if why is not None:
+            u = GpuError(e.info, e.command, e.waited_for, True, e.unnamed, why)
+            u.__cause__ = cause
+            return u
+    return e
+
+
+def drain(q) -> None:
     """Wait until the submission thread has handled every flush so far (`q`'s and the other
-    async queues': a GPU-side wait of ours may need theirs), then take `q`'s in."""
+    async queues': a GPU-side wait of ours may need theirs), then take `q`'s in (a refusal
+    waits in q.async_errors for the app's next flush, finish, Event.wait or close)."""
     s = q.device.submitter
     if s is not None:
         s.drain()
     if q.pending:
         collect(q)
-    if report_errors:
-        report(q)
 
 
 def dep_chunk(q, seq: int) -> CsChunkDep | None:

@@ -145,6 +145,7 @@ TESTS = (
     "tests/umd/test_umd_lost_failures.py",
     "tests/umd/test_umd_file_ban.py",
     "tests/umd/test_umd_several_failures.py",
+    "tests/umd/test_umd_pending_errors.py",
     "tests/spec/test_pm4.py",
     "tests/spec/test_amd_conformance.py",
     "tests/spec/test_pm4_edges.py",

@@ -533,3 +533,18 @@ def test_the_async_submit_example(capsys):
         async_submit.main(["--submits", "0"])
     assert capsys.readouterr().err.splitlines()[-1] == \
         "async_submit: error: --submits must be in 1..10000 and --writes in 1..64"
+
+
+def test_an_app_that_never_closes_its_device_still_exits():
+    """The submission thread is a daemon: a process whose Device is still open at its end
+    (the thread waiting for work) exits; a thread Python waits for would hang it there."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    app = ("import kmd_model, umd\nfrom testbench.refmodel import RefModel\nkmd_model.bind(RefModel())\n"
+           "gpu = umd.open(api_version=3)\nq = gpu.queue(async_submit=True)\nbuf = gpu.alloc(64)\n"
+           "q.write(buf, 0, 1)\nq.finish()\n")
+    done = subprocess.run([sys.executable, "-c", app], cwd=Path(__file__).parents[2], timeout=60,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]

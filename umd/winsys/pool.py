@@ -184,20 +184,30 @@ class MemoryManager:
             self.va.free(self.va_pending.popleft()[0])
 
     def _drain(self) -> None:
-        """Out of VA or memory: give the cache back and wait for what is pending."""
+        """Out of VA or memory: give the cache back and wait for what is pending. A queue
+        whose last job failed, unless the app was told of it, raises (once the memory is
+        back) that job's error and every other its queue has pending (failed_jobs.pending):
+        it raised that one alone, and again after the app had been told of it."""
+        from .. import failed_jobs
+        from ..runtime import _raise_first
+
         for bucket in self.cache.values():
             while bucket:
                 b, _, fence = bucket.popleft()
                 self._give_back(b, fence)
         self.cached_bytes = 0
+        errors = []
         for q in list(self.device.queues):
             if q.pending:  # an async queue's flushes still queued: submitted first, their seqnos known
-                q._drain(report=False)
+                q._drain()
             if not q.closed and q.last_seq is not None:
-                q._wait_seq(q.last_seq, q.timeout, "alloc")
+                found = failed_jobs.wait_last(q, q.timeout, "alloc")[1]
+                if found is not None:
+                    errors += failed_jobs.pending(q, "alloc", found=found)
         self.flushed()  # what waited for the queued flushes just taken in
         self._reclaim_slabs()
         self._reclaim_va()
+        _raise_first(errors)
 
     @staticmethod
     def _class(size: int) -> int:
