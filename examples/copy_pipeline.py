@@ -18,7 +18,7 @@ the CP has finished with it. On a timeline the SDMA's and the CP's tracks overla
     gpucosim run examples/copy_pipeline.py --sim model -- --chunks 16 --slots 3
 
 Backends without a copy engine (QUEUE_CAPS.SDMA = 0) or without a DMA engine are told
-so in one line.
+so in one line, exit status 2 (as memcpy's; 1 is a pipeline that ran and failed).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{'no DMA engine' if not info.has_dma else 'no copy engine (QUEUE_CAPS.SDMA = 0)'}; "
               "this example needs both")
         gpu.close()
-        return 1
+        return 2  # cannot run here (as memcpy): 1 is a pipeline that ran and failed
     src = gpu.alloc(n * size, "gtt")  # what the CPU produced, before anything runs
     staging = gpu.alloc(slots * size, "vram")  # the slots between the engines
     out = gpu.alloc(n * size, "vram")  # what the consumer delivered
