@@ -31,17 +31,20 @@ mistake unless said otherwise (tests/kmd/test_kmd_uapi_contract.py holds each):
   defined) non-zero, a misaligned address, offset or size; an unknown context id (CTX, CS,
   a dependency, WAIT_CS: ids are the file's own), a seqno the context has not handed out;
   an unknown handle in GEM_CLOSE (drm_gem_handle_delete) and in a CS fence chunk
-  (amdgpu_cs_p1_user_fence); a GEM_VA range that overlaps a mapping or leaves the VM's.
+  (amdgpu_cs_p1_user_fence); a GEM_VA range that overlaps a mapping or leaves the VM's;
+  a CS on a PM4 ring (GFX) whose IB or any packet's memory range is not inside one mapping
+  of the file's VM with the permission it needs (an IB: EXECUTABLE), and an IB of any ring
+  in the kernel's range above DEV_INFO.va_end. That is amdgpu's answer where the kernel
+  parses a ring's IBs, as the CS checker does the GFX ring's: amdgpu_cs_patch_ibs's
+  amdgpu_cs_find_mapping, for an IB that starts outside every mapping or runs past its
+  mapping's end, and its parsers for a packet's operand (amdgpu_vce_cs_reloc). amdgpu
+  does not parse its GFX IBs, nor look at their address at CS: there the MMU stops such a
+  job, as it does here on the DMA ring, which has no checker (a VM fault, its WAIT_CS
+  ECANCELED). A bad address inside the chunks is never EFAULT, the errno of a CPU
+  pointer copy_from_user cannot read (this KMD's chunks are Python objects: it has none).
 - ENOENT: a handle the file does not hold (unknown, or another file's: handles are the
   file's own) in GEM_MMAP, GEM_VA, GEM_WAIT_IDLE and a CS IB chunk (drm_gem_object_lookup);
   a GEM_VA UNMAP that names no mapping of that BO starting at that address.
-- EFAULT: a CS on a PM4 ring (GFX) whose IB or any packet's memory range is not inside
-  one mapping of the file's VM with the permission it needs (an IB: EXECUTABLE); an IB of
-  any ring in the kernel's range above DEV_INFO.va_end. amdgpu answers EINVAL for an IB
-  outside its mappings (amdgpu_cs_find_mapping); here the CS checker answers every address
-  a client names and may not reach alike, IB or packet operand, as a bad user pointer is
-  EFAULT. The DMA ring has no checker: there the MMU stops such a job (a VM fault, its
-  WAIT_CS ECANCELED).
 - EPERM: GEM_MMAP of a NO_CPU_ACCESS BO. EACCES: CTX ALLOC above NORMAL without
   CAP_SYS_NICE. ENOSPC: a file's 4,096th context. ENOMEM: no room in a heap (GEM_CREATE,
   a page table for GEM_VA, a page directory at open), or in the shadow pool for long.
@@ -330,8 +333,9 @@ class CsChunkIb:
     padded to DEV_INFO.ib_align_dw by the UMD; the offset or address dword aligned (32-byte
     on the DMA ring). By handle, the BO must be mapped at that offset (else EINVAL: the
     chunk names no address); the IB lies inside one EXECUTABLE mapping (two adjacent
-    mappings do not make one), else EFAULT (on the DMA ring: a VM fault when it runs). flags: none defined (non-zero: EINVAL). All IB chunks of a
-    CS name one ring, and DEV_INFO.max_ib_chunks of them at most."""
+    mappings do not make one), else EINVAL, as amdgpu_cs_find_mapping (on the DMA ring: a
+    VM fault when it runs). flags: none defined (non-zero: EINVAL). All IB chunks of a CS
+    name one ring, and DEV_INFO.max_ib_chunks of them at most."""
 
     size_dw: int
     handle: int = 0

@@ -248,7 +248,7 @@ def test_clear_inside_a_mapping_keeps_both_ends(lo, hi):
     for page in range(4):
         words = pm4.write_data(v + page * P + 8, [0x100 + page])
         if lo <= page < hi:
-            expect(errno.EFAULT, f"CS: WRITE_DATA at IB+0x0 ({ib.addr:#x}) writes [{v + page * P + 8:#x}, "
+            expect(errno.EINVAL, f"CS: WRITE_DATA at IB+0x0 ({ib.addr:#x}) writes [{v + page * P + 8:#x}, "
                    f"{v + page * P + 12:#x}), outside every mapping of context {c.ctx}", c.submit, c.ib(ib, words))
         else:
             c.run(ib, words)

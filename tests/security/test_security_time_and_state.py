@@ -45,7 +45,7 @@ from tests.kmd_sched.test_kmd_queues import sdma_ib
 
 from .security_helpers import EVIL, LoopingCpModel
 
-ANSWERS = {errno.EINVAL, errno.EFAULT, errno.ECANCELED, errno.EIO, errno.ETIME, errno.ENOMEM, errno.ENOENT,
+ANSWERS = {errno.EINVAL, errno.ECANCELED, errno.EIO, errno.ETIME, errno.ENOMEM, errno.ENOENT,
            errno.EBADF}
 
 

@@ -1,0 +1,44 @@
+"""The KMD's ioctl errors where a driver writer who knows amdgpu would look twice: each
+test names the amdgpu function it follows, or says why this KMD differs (the list is in
+kmd_model/uapi.py's docstring).
+"""
+
+from __future__ import annotations
+
+import errno
+
+import kmd_model
+from kmd_model.uapi import CsChunkIb, VmFlags
+from spec import pm4
+from testbench.refmodel import RefModel
+
+from tests.kmd.test_kmd_uapi_contract import PAGE, Umd, ib, refused
+
+
+# ------------------------------------------------------------------------------ CS: the IB's address
+
+def test_an_ib_outside_the_mappings_is_einval_as_amdgpu_cs_find_mapping():
+    """amdgpu_cs_patch_ibs (the rings whose IBs the kernel parses, as this KMD's checker
+    does the GFX ring's): amdgpu_cs_find_mapping finds no mapping at the IB's start: -EINVAL
+    ("IB va_start is invalid"); the IB starts in one and runs past its end: -EINVAL ("IB
+    va_start+ib_bytes is invalid"). A packet's operand outside the mappings is EINVAL too,
+    as amdgpu's parsers answer (amdgpu_vce_cs_reloc: "Can't find BO for addr", "BO too small for addr")."""
+    kmd_model.bind(RefModel())
+    u = Umd()
+    ctx = u.ctx()
+    h, u32, va = u.bo(0x4000)
+    _, _, rw = u.bo(PAGE, vm_flags=VmFlags.READABLE | VmFlags.WRITEABLE)
+    hole = va + 0x4000  # the page of VA left free after the BO
+    e = refused(errno.EINVAL, "CS", u.cs, ctx, CsChunkIb(8, gpu_addr=hole))
+    assert e.message == f"CS: IB at {hole:#x}+0x20 is outside every mapping of context {ctx}"
+    e = refused(errno.EINVAL, "CS", u.cs, ctx, CsChunkIb(8, gpu_addr=va + 0x3FF0))
+    assert e.message == (f"CS: IB at {va + 0x3ff0:#x}+0x20 runs past the end of its mapping of context {ctx} "
+                         f"at {va + 0x4000:#x}")
+    e = refused(errno.EINVAL, "CS", u.cs, ctx, CsChunkIb(8, gpu_addr=rw))
+    assert e.message == f"CS: IB at {rw:#x}+0x20 is in a mapping of context {ctx} without EXECUTABLE"
+    e = refused(errno.EINVAL, "CS", u.cs, ctx, ib(u32, pm4.write_data(hole, [1]), handle=h))
+    assert e.message == (f"CS: WRITE_DATA at IB+0x0 ({va:#x}) writes [{hole:#x}, {hole + 4:#x}), outside "
+                         f"every mapping of context {ctx}")
+    e = refused(errno.EINVAL, "CS", u.cs, ctx, CsChunkIb(8, gpu_addr=u.info.va_end))
+    assert "reaches into the kernel's range" in e.message
+    assert u.wait(ctx, u.cs(ctx, ib(u32, pm4.nop(6), handle=h)))  # none took a seqno: this is the first
