@@ -49,8 +49,13 @@ mistake unless said otherwise (tests/kmd/test_kmd_uapi_contract.py holds each):
   CAP_SYS_NICE. ENOSPC: a file's 4,096th context. ENOMEM: no room in a heap (GEM_CREATE,
   a page table for GEM_VA, a page directory at open), or in the shadow pool for long.
 - ETIME: a WAIT_CS whose timeout (> 0) ran out (amdgpu answers status busy instead;
-  GEM_WAIT_IDLE does so here too). ECANCELED: the context was reset as guilty (CS, WAIT_CS),
-  or the job waited for was cancelled (a reset, a failed dependency). EIO: the context or
+  GEM_WAIT_IDLE does so here too). ECANCELED: the context was reset as guilty (CS), or the
+  job waited for was cancelled (a reset, a failed dependency), or, on a guilty context, the
+  context's latest job on the ring the job waited for ran on failed (WAIT_CS: amdgpu's wait
+  takes the ring's entity first, and amdgpu_ctx_get_entity fails with its last job's error,
+  drm_sched_entity_error; it never reads the context's guilt, so a job that ended well on a
+  ring whose latest job of the context did too still succeeds. amdgpu's guilty job itself
+  fails with ETIME, which is a timed-out wait's here: ECANCELED). EIO: the context or
   its file is banned, or the device is wedged. EBADF: the file is closed.
 """
 
@@ -283,8 +288,8 @@ class CtxQueryFlags(IntFlag):
 
 class ResetStatus(IntEnum):
     NO_RESET = 0
-    GUILTY = 1  # this context's work caused a reset. A full reset (the gfx ring's): its CS and WAIT_CS are
-    # ECANCELED from then on. A queue reset (sdma0, gfx_high): its jobs of that ring were cancelled, and it
+    GUILTY = 1  # this context's work caused a reset. A full reset (the gfx ring's): its CS is ECANCELED
+    # from then on, and so is a WAIT_CS on a ring whose latest job of the context failed. A queue reset (sdma0, gfx_high): its jobs of that ring were cancelled, and it
     # submits on (to every ring) until it has caused ban_after_hangs resets (then EIO)
     INNOCENT = 2  # a reset happened while this context had work in flight; its work was resubmitted
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import errno
 
 import kmd_model
-from kmd_model.uapi import CsChunkIb, VmFlags
-from spec import pm4
+from kmd_model import uapi
+from kmd_model.uapi import CsChunkIb, HwIp, VmFlags
+from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_uapi_contract import PAGE, Umd, ib, refused
@@ -42,3 +43,38 @@ def test_an_ib_outside_the_mappings_is_einval_as_amdgpu_cs_find_mapping():
     e = refused(errno.EINVAL, "CS", u.cs, ctx, CsChunkIb(8, gpu_addr=u.info.va_end))
     assert "reaches into the kernel's range" in e.message
     assert u.wait(ctx, u.cs(ctx, ib(u32, pm4.nop(6), handle=h)))  # none took a seqno: this is the first
+
+
+# ------------------------------------------------------------------------------ WAIT_CS on a guilty context
+
+def test_wait_cs_on_a_guilty_context_reports_each_rings_own_state():
+    """amdgpu_cs_wait_ioctl never reads ctx->guilty: it asks amdgpu_ctx_get_entity for the
+    ring's entity, which fails with drm_sched_entity_error (the error of the entity's last
+    scheduled job: Linux 6.5's "add entity error check in amdgpu_ctx_get_entity"), then
+    waits for the job's own fence and returns its error. So after a full reset, on the ring
+    whose latest job of the context failed, every seqno gets that job's error; on a ring
+    whose latest job ended well before the reset, a job that ended well succeeds. (CS on the
+    guilty context is ECANCELED first, amdgpu_cs_parser_init's guilty check.)"""
+    kmd_model.bind(RefModel(), job_timeout=20_000)
+    u = Umd()
+    if not u.info.sdma_rings:
+        return
+    ctx = u.ctx()
+    h, u32, va = u.bo(0x4000)
+    u32[0x900:0x908] = sdma.pad(8)
+    copy = u.cs(ctx, CsChunkIb(8, handle=h, offset=0x2400, ip_type=HwIp.DMA))
+    done = u.cs(ctx, ib(u32, pm4.nop(6), offset=0x100, handle=h))
+    assert u.wait(ctx, copy) and u.wait(ctx, done)
+    hang = u.cs(ctx, ib(u32, pm4.wait_reg_mem(va + 0x3000, 1, 1, "EQ"), offset=0x200, handle=h))
+    e = refused(errno.ECANCELED, "WAIT_CS", u.wait, ctx, hang, 400_000)
+    assert (e.info.code, e.info.seq, e.info.ctx_id) == ("TIMEOUT", hang, ctx)
+    assert u.query(ctx).reset_status == uapi.ResetStatus.GUILTY
+    refused(errno.ECANCELED, "CS", u.cs, ctx, ib(u32, pm4.nop(6), offset=0x300, handle=h))
+    # the DMA ring's latest job of the context ended well before the reset: its own state
+    assert u.wait(ctx, copy, 0)
+    # the gfx ring's latest job failed: a job there that ended well before gets its error
+    e = refused(errno.ECANCELED, "WAIT_CS", u.wait, ctx, done, 0)
+    assert e.info.seq == hang and e.message == (
+        f"WAIT_CS: context {ctx}'s latest job on gfx, seqno {hang:#x}, failed: {e.info.message}")
+    e = refused(errno.ECANCELED, "WAIT_CS", u.wait, ctx, hang, 0)
+    assert e.message == f"WAIT_CS: {e.info.message}"  # its own error, as before
