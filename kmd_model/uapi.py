@@ -246,8 +246,12 @@ class CtxPriority(IntEnum):
     """CTX ALLOC priorities (amdgpu's AMDGPU_CTX_PRIORITY_*). Above NORMAL needs CAP_SYS_NICE
     (EACCES otherwise); each maps to a drm_sched run queue: VERY_LOW and LOW to LOW, NORMAL
     (and UNSET, which is NORMAL, as amdgpu_ctx_ioctl reads it) to NORMAL, HIGH and VERY_HIGH
-    to HIGH (user space never reaches KERNEL). Any other value is EINVAL (amdgpu reads any
-    invalid value as NORMAL, for old clients that left garbage there; this KMD has none)."""
+    to HIGH (user space never reaches KERNEL). Any other value is EINVAL, naming the six; a
+    value outside an int32 (drm_amdgpu_ctx_in's field) or not an int is EINVAL naming that.
+    amdgpu differs: amdgpu_ctx_ioctl reads any value amdgpu_ctx_priority_is_valid refuses as
+    NORMAL, for old clients that left garbage there (this KMD has none), and answers EINVAL
+    for an invalid priority only in AMDGPU_SCHED (amdgpu_sched_ioctl). The other CTX ops
+    take priority 0 alone (EINVAL otherwise), where amdgpu ignores the field."""
 
     UNSET = -2048
     VERY_LOW = -1023

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import errno
 
+import numpy as np
+
 import kmd_model
 from kmd_model import uapi
-from kmd_model.uapi import CsChunkIb, HwIp, VmFlags
+from kmd_model.uapi import CsChunkIb, CtxOp, CtxPriority, HwIp, Request, VmFlags
 from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
@@ -78,3 +80,31 @@ def test_wait_cs_on_a_guilty_context_reports_each_rings_own_state():
         f"WAIT_CS: context {ctx}'s latest job on gfx, seqno {hang:#x}, failed: {e.info.message}")
     e = refused(errno.ECANCELED, "WAIT_CS", u.wait, ctx, hang, 0)
     assert e.message == f"WAIT_CS: {e.info.message}"  # its own error, as before
+
+
+# ------------------------------------------------------------------------------ CTX ALLOC: the priority
+
+def test_every_invalid_priority_is_einval_with_one_precise_message():
+    """amdgpu_ctx_ioctl reads a priority amdgpu_ctx_priority_is_valid refuses as NORMAL (for
+    old clients that left garbage in the field); its one -EINVAL for an invalid priority is
+    AMDGPU_SCHED's (amdgpu_sched_ioctl). This KMD has no old clients: CTX ALLOC refuses every
+    value but amdgpu's six, EINVAL, naming them; a value wider than the field (an int32,
+    drm_amdgpu_ctx_in's) or not an int is EINVAL naming that."""
+    kmd_model.bind(RefModel())
+    u = Umd()
+    names = ", ".join(f"{p.name} ({p.value})" for p in CtxPriority)
+    for prio in (-1, -2, 1, 100, -511, -513, -1022, -1024, -2047, -2049, 511, 513, 1022, 1024, 4096,
+                 -(1 << 31), (1 << 31) - 1, np.int64(7)):
+        e = refused(errno.EINVAL, "CTX ALLOC", u.io, Request.CTX, uapi.CtxArgs(CtxOp.ALLOC, priority=prio))
+        assert e.message == f"CTX ALLOC: priority must be one of {names}, not {int(prio)}"
+    for prio in (1 << 31, -(1 << 31) - 1, 1 << 32, 1 << 64, -(1 << 64)):
+        e = refused(errno.EINVAL, "CTX", u.io, Request.CTX, uapi.CtxArgs(CtxOp.ALLOC, priority=prio))
+        sign = "-" * (prio < 0)
+        assert e.message == f"CTX: priority must be -0x80000000 to 0x7fffffff, not {sign}{abs(prio):#x}"
+    for prio in (None, 0.0, 1.5, "HIGH", True, [0]):
+        e = refused(errno.EINVAL, "CTX", u.io, Request.CTX, uapi.CtxArgs(CtxOp.ALLOC, priority=prio))
+        assert e.message == f"CTX: priority must be an int, not {prio!r}"
+    # amdgpu ignores the field for the other ops; here it must be 0 (NORMAL) there
+    e = refused(errno.EINVAL, "CTX", u.io, Request.CTX, uapi.CtxArgs(CtxOp.FREE, 1, priority=CtxPriority.HIGH))
+    assert e.message == "CTX: priority is for ALLOC only, not 512"
+    assert [u.ctx(p) for p in CtxPriority] == [1, 2, 3, 4, 5, 6]  # the six are fine; no refusal took an id
