@@ -31,7 +31,8 @@ mistake unless said otherwise (tests/kmd/test_kmd_uapi_contract.py holds each):
   defined) non-zero, a misaligned address, offset or size; an unknown context id (CTX, CS,
   a dependency, WAIT_CS: ids are the file's own), a seqno the context has not handed out;
   an unknown handle in GEM_CLOSE (drm_gem_handle_delete) and in a CS fence chunk
-  (amdgpu_cs_p1_user_fence); a GEM_VA range that overlaps a mapping or leaves the VM's;
+  (amdgpu_cs_p1_user_fence); a GEM_VA range that overlaps a mapping or leaves the VM's; a
+  CTX ALLOC priority not amdgpu's six, which amdgpu_ctx_ioctl reads as NORMAL (CtxPriority);
   a CS on a PM4 ring (GFX) whose IB or any packet's memory range is not inside one mapping
   of the file's VM with the permission it needs (an IB: EXECUTABLE), and an IB of any ring
   in the kernel's range above DEV_INFO.va_end. That is amdgpu's answer where the kernel
