@@ -31,23 +31,32 @@ mistake unless said otherwise (tests/kmd/test_kmd_uapi_contract.py holds each):
   defined) non-zero, a misaligned address, offset or size; an unknown context id (CTX, CS,
   a dependency, WAIT_CS: ids are the file's own), a seqno the context has not handed out;
   an unknown handle in GEM_CLOSE (drm_gem_handle_delete) and in a CS fence chunk
-  (amdgpu_cs_p1_user_fence); a GEM_VA range that overlaps a mapping or leaves the VM's.
+  (amdgpu_cs_p1_user_fence); a GEM_VA range that overlaps a mapping or leaves the VM's; a
+  CTX ALLOC priority not amdgpu's six, which amdgpu_ctx_ioctl reads as NORMAL (CtxPriority);
+  a CS on a PM4 ring (GFX) whose IB or any packet's memory range is not inside one mapping
+  of the file's VM with the permission it needs (an IB: EXECUTABLE), and an IB of any ring
+  in the kernel's range above DEV_INFO.va_end. That is amdgpu's answer where the kernel
+  parses a ring's IBs, as the CS checker does the GFX ring's: amdgpu_cs_patch_ibs's
+  amdgpu_cs_find_mapping, for an IB that starts outside every mapping or runs past its
+  mapping's end, and its parsers for a packet's operand (amdgpu_vce_cs_reloc). amdgpu
+  does not parse its GFX IBs, nor look at their address at CS: there the MMU stops such a
+  job, as it does here on the DMA ring, which has no checker (a VM fault, its WAIT_CS
+  ECANCELED). A bad address inside the chunks is never EFAULT, the errno of a CPU
+  pointer copy_from_user cannot read (this KMD's chunks are Python objects: it has none).
 - ENOENT: a handle the file does not hold (unknown, or another file's: handles are the
   file's own) in GEM_MMAP, GEM_VA, GEM_WAIT_IDLE and a CS IB chunk (drm_gem_object_lookup);
   a GEM_VA UNMAP that names no mapping of that BO starting at that address.
-- EFAULT: a CS on a PM4 ring (GFX) whose IB or any packet's memory range is not inside
-  one mapping of the file's VM with the permission it needs (an IB: EXECUTABLE); an IB of
-  any ring in the kernel's range above DEV_INFO.va_end. amdgpu answers EINVAL for an IB
-  outside its mappings (amdgpu_cs_find_mapping); here the CS checker answers every address
-  a client names and may not reach alike, IB or packet operand, as a bad user pointer is
-  EFAULT. The DMA ring has no checker: there the MMU stops such a job (a VM fault, its
-  WAIT_CS ECANCELED).
 - EPERM: GEM_MMAP of a NO_CPU_ACCESS BO. EACCES: CTX ALLOC above NORMAL without
   CAP_SYS_NICE. ENOSPC: a file's 4,096th context. ENOMEM: no room in a heap (GEM_CREATE,
   a page table for GEM_VA, a page directory at open), or in the shadow pool for long.
 - ETIME: a WAIT_CS whose timeout (> 0) ran out (amdgpu answers status busy instead;
-  GEM_WAIT_IDLE does so here too). ECANCELED: the context was reset as guilty (CS, WAIT_CS),
-  or the job waited for was cancelled (a reset, a failed dependency). EIO: the context or
+  GEM_WAIT_IDLE does so here too). ECANCELED: the context was reset as guilty (CS), or the
+  job waited for was cancelled (a reset, a failed dependency), or, on a guilty context, the
+  context's latest job on the ring the job waited for ran on failed (WAIT_CS: amdgpu's wait
+  takes the ring's entity first, and amdgpu_ctx_get_entity fails with its last job's error,
+  drm_sched_entity_error; it never reads the context's guilt, so a job that ended well on a
+  ring whose latest job of the context did too still succeeds. amdgpu's guilty job itself
+  fails with ETIME, which is a timed-out wait's here: ECANCELED). EIO: the context or
   its file is banned, or the device is wedged. EBADF: the file is closed.
 """
 
@@ -238,8 +247,12 @@ class CtxPriority(IntEnum):
     """CTX ALLOC priorities (amdgpu's AMDGPU_CTX_PRIORITY_*). Above NORMAL needs CAP_SYS_NICE
     (EACCES otherwise); each maps to a drm_sched run queue: VERY_LOW and LOW to LOW, NORMAL
     (and UNSET, which is NORMAL, as amdgpu_ctx_ioctl reads it) to NORMAL, HIGH and VERY_HIGH
-    to HIGH (user space never reaches KERNEL). Any other value is EINVAL (amdgpu reads any
-    invalid value as NORMAL, for old clients that left garbage there; this KMD has none)."""
+    to HIGH (user space never reaches KERNEL). Any other value is EINVAL, naming the six; a
+    value outside an int32 (drm_amdgpu_ctx_in's field) or not an int is EINVAL naming that.
+    amdgpu differs: amdgpu_ctx_ioctl reads any value amdgpu_ctx_priority_is_valid refuses as
+    NORMAL, for old clients that left garbage there (this KMD has none), and answers EINVAL
+    for an invalid priority only in AMDGPU_SCHED (amdgpu_sched_ioctl). The other CTX ops
+    take priority 0 alone (EINVAL otherwise), where amdgpu ignores the field."""
 
     UNSET = -2048
     VERY_LOW = -1023
@@ -280,9 +293,10 @@ class CtxQueryFlags(IntFlag):
 
 class ResetStatus(IntEnum):
     NO_RESET = 0
-    GUILTY = 1  # this context's work caused a reset. A full reset (the gfx ring's): its CS and WAIT_CS are
-    # ECANCELED from then on. A queue reset (sdma0, gfx_high): its jobs of that ring were cancelled, and it
-    # submits on (to every ring) until it has caused ban_after_hangs resets (then EIO)
+    GUILTY = 1  # this context's work caused a reset. A full reset (the gfx ring's): its CS is ECANCELED
+    # from then on, and so is a WAIT_CS on a ring whose latest job of the context failed. A queue
+    # reset (sdma0, gfx_high): its jobs of that ring were cancelled, and it submits on (to every
+    # ring) until it has caused ban_after_hangs resets (then EIO)
     INNOCENT = 2  # a reset happened while this context had work in flight; its work was resubmitted
 
 
@@ -330,8 +344,9 @@ class CsChunkIb:
     padded to DEV_INFO.ib_align_dw by the UMD; the offset or address dword aligned (32-byte
     on the DMA ring). By handle, the BO must be mapped at that offset (else EINVAL: the
     chunk names no address); the IB lies inside one EXECUTABLE mapping (two adjacent
-    mappings do not make one), else EFAULT (on the DMA ring: a VM fault when it runs). flags: none defined (non-zero: EINVAL). All IB chunks of a
-    CS name one ring, and DEV_INFO.max_ib_chunks of them at most."""
+    mappings do not make one), else EINVAL, as amdgpu_cs_find_mapping (on the DMA ring: a
+    VM fault when it runs). flags: none defined (non-zero: EINVAL). All IB chunks of a CS
+    name one ring, and DEV_INFO.max_ib_chunks of them at most."""
 
     size_dw: int
     handle: int = 0

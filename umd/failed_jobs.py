@@ -7,9 +7,10 @@ call's own wait or CS met, all in the order of the flushes they came from (`pend
 every error pending at a call is raised by it, none twice.
 
 A wait on the queue's last job is told of that job alone (WAIT_CS names one job, as
-amdgpu_cs_wait_ioctl does); a failed job ahead of it raised only while the kernel refused
-the whole context after it. That is so when the error took the full reset (the gfx ring's
-recovery: the context is guilty for good, amdgpu's ctx->guilty), but not where the job's
+amdgpu_cs_wait_ioctl does); a failed job ahead of it raised only while the kernel answers
+every wait on that ring with its error. That is so when the error took the full reset (the
+gfx ring's recovery: the context is guilty for good, amdgpu's ctx->guilty, and the latest
+job of a queue's context on its one ring failed: amdgpu's entity error), but not where the job's
 own ring was reset alone (the copy engine's sdma0, the high-priority gfx ring): the
 context runs on, the jobs flushed after the reset end well, the user fence passes the
 failed job's seqno, and its error was lost. Nor when a job was cancelled because a job it

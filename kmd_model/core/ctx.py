@@ -2,8 +2,9 @@
 
 A context numbers its jobs with 32-bit seqnos (the CS ioctl's result, and what the user
 fence receives), compared wrap-safely like the ring's. After a GPU reset caused by one
-of its jobs the context is guilty: every later CS or WAIT_CS on it fails with
-ECANCELED and the decoded error, as amdgpu refuses a guilty context. Contexts whose
+of its jobs the context is guilty: every later CS on it fails with ECANCELED and
+the decoded error, as amdgpu refuses a guilty context's CS, and so does a WAIT_CS on a
+ring whose latest job of the context failed (ioctl/wait.py: amdgpu's entity error). Contexts whose
 work was merely in flight during someone else's reset are innocent: their jobs are
 resubmitted and they carry on.
 

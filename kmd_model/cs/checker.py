@@ -166,10 +166,11 @@ class CsChecker:
             i = self._owned_index(addr, 4 * size_dw)
             if i is None:
                 part = self._straddles(ctx, addr, "an IB")
-                raise KmdError(errno.EFAULT, f"CS: IB at {addr:#x}+{4 * size_dw:#x} "
+                # EINVAL, as amdgpu_cs_find_mapping answers for a ring whose IBs the kernel parses
+                raise KmdError(errno.EINVAL, f"CS: IB at {addr:#x}+{4 * size_dw:#x} "
                                + (f"is outside every mapping of context {ctx.id}" if part is None else part))
             if not self._permits(i, _X):
-                raise KmdError(errno.EFAULT, f"CS: IB at {addr:#x}+{4 * size_dw:#x} is in a mapping of "
+                raise KmdError(errno.EINVAL, f"CS: IB at {addr:#x}+{4 * size_dw:#x} is in a mapping of "
                                f"context {ctx.id} without EXECUTABLE")
             seg = self._chain(w, addr, size_dw, 1, None)
             total += seg.runs
@@ -427,10 +428,11 @@ class CsChecker:
             k = self._owned_index(a, n)
             if k is None:
                 part = self._straddles(ctx, a, "a packet's range")
-                return KmdError(errno.EFAULT, f"CS: {item.name} at {where} {verb} [{a:#x}, {a + n:#x}), "
+                # (amdgpu's parsers answer EINVAL for an operand too: amdgpu_vce_cs_reloc)
+                return KmdError(errno.EINVAL, f"CS: {item.name} at {where} {verb} [{a:#x}, {a + n:#x}), "
                                 + (f"outside every mapping of context {ctx.id}" if part is None else f"which {part}"))
             if not self._permits(k, need):
-                return KmdError(errno.EFAULT, f"CS: {item.name} at {where} {verb} [{a:#x}, {a + n:#x}), "
+                return KmdError(errno.EINVAL, f"CS: {item.name} at {where} {verb} [{a:#x}, {a + n:#x}), "
                                 f"in a mapping of context {ctx.id} without {need.name}")
         raise AssertionError(f"CS checker: the vectorised checks refused {item.name} at {where}, "
                              "the per-packet checks did not")  # pragma: no cover - a checker bug

@@ -7,7 +7,7 @@ failed ioctl has no effect, and fails with `KmdError(errno, "<IOCTL>: what was w
 With `GPUCOSIM_LOG=ioctl=info` every call is printed as strace prints syscalls:
 
     ioctl(fd 3, GEM_CREATE, {size=0x1000, domain=GTT}) = {handle=1, gpu_addr=0x2000000, size=0x1000} <16 cycles, 41 us>
-    ioctl(fd 3, CS, {ctx_id=1, chunks=[Ib(0x2000000, 8 dw)]}) = -1 EFAULT (CS: IB at ...) <0 cycles, 90 us>
+    ioctl(fd 3, CS, {ctx_id=1, chunks=[Ib(0x2000000, 8 dw)]}) = -1 EINVAL (CS: IB at ...) <0 cycles, 90 us>
 """
 
 # importing the families fills the table (dispatch.IOCTLS)

@@ -189,7 +189,7 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait) -> uapi.CsOu
                 # the shadow pool, executable in every VM: other clients' checked copies. The
                 # checker refuses it as outside the client's mappings; an unchecked ring (SDMA)
                 # would run them as its packets under this client's VMID
-                raise KmdError(errno.EFAULT, f"{who}: an IB at {addr:#x}+{4 * n:#x} reaches into the kernel's "
+                raise KmdError(errno.EINVAL, f"{who}: an IB at {addr:#x}+{4 * n:#x} reaches into the kernel's "
                                f"range [{kva:#x}, {kva + kmd.kernel_va_size:#x}) of context {ctx.id}'s VM")
             ibs.append((addr, n))
         elif isinstance(ch, CsChunkFence):

@@ -123,7 +123,7 @@ def _int(who: str, name: str, v: Any, lo: int = 0, hi: int | None = None, bits: 
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         raise KmdError(errno.EINVAL, f"{who}: {name} must be an int, not {v!r}")
     v = int(v)
-    if v >> bits and v > 0:
+    if v >> bits and v > 0 and hi is None:  # (a field with a range names it instead: an int32's is no 64-bit one)
         raise KmdError(errno.EINVAL, f"{who}: {name} must fit in {bits} bits, not {hexed(v)}")
     if v < lo or (hi is not None and v > hi):
         rng = f">= {lo:#x}" if hi is None else f"{lo:#x} to {hi:#x}" if hi != lo else f"{lo}"

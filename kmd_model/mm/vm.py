@@ -282,7 +282,9 @@ class Vm:
         job of the VM now holds all of it (the BOs mapped at the close are busy ones: the
         idle ones were unmapped and freed before)."""
         self.closed = True
-        self.kmd.vmids.release(self)
+        # its VMID stays its own while a job runs with it (no other VM may have it then,
+        # and the VM should say what its jobs run with); Kmd.job_retired gives it back
+        self.kmd.vmids.release_idle(self)
         held = set(self.tables.values()) | {m.bo for m in self.maps if not m.bo.freed}
         for s in self.kmd.scheds:
             for job in (*s.pending, *s.queue):

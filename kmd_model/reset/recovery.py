@@ -60,8 +60,9 @@ class RecoveryMixin:
     def _mark_guilty(self, guilty: Job | None, info: HwErrorInfo, scheds: tuple[Scheduler, ...],
                      full: bool = True, cancel: bool = True) -> None:
         """The guilty context's unfinished jobs fail with ECANCELED. After a full reset the
-        context stays guilty (amdgpu's ctx->guilty: its CS and WAIT_CS fail with ECANCELED from
-        then on) and its jobs go from every ring; after a queue reset only its jobs of that
+        context stays guilty (amdgpu's ctx->guilty: its CS fails with ECANCELED from
+        then on, a WAIT_CS where its latest job failed too: ioctl/wait.py) and its jobs go
+        from every ring; after a queue reset only its jobs of that
         ring go, as amdgpu's per-queue reset cancels the guilty context's other fences there,
         and the context carries on until it has caused `ban_after_hangs` resets: then it is
         banned (its CS fails with EIO, as i915 bans). Contexts with work on the reset rings

@@ -40,7 +40,7 @@ def _outside(verb: str, where: str, m: int, a: int, n: int, ctx: int, end: int |
 
 def check_read_side(dev):
     """A DMA_DATA copy may only read the client's own memory: another client's BO, the
-    kernel's ring, fence and shadow pool are refused by name (EFAULT, "reads"), before
+    kernel's ring, fence and shadow pool are refused by name (EINVAL, "reads"), before
     anything reaches the hardware; a fill reads nothing, whatever its SRC field holds."""
     kmd = kmd_model.bind(dev)
     a, v = Client(), Client()
@@ -51,10 +51,10 @@ def check_read_side(dev):
     for src in (vbo.addr, vbo.addr + 0x1000, kmd.ring.gpu_addr, kmd.fence_addr,
                 kmd.shadow.bo.gpu_addr + kmd.shadow.bo.size - 0x40, m + 0x3FF0):  # the last: runs off our end
         past = m + 0x4000 if src == m + 0x3FF0 else None
-        expect(errno.EFAULT, _outside("reads", "DMA_DATA", m, src, 0x20, a.ctx, past), a.submit,
+        expect(errno.EINVAL, _outside("reads", "DMA_DATA", m, src, 0x20, a.ctx, past), a.submit,
                a.ib(abo, pm4.dma_data(m + 0x2000, src, 0x20)))
     # the destination is checked first: a bad one is named even when the source is bad too
-    expect(errno.EFAULT, _outside("writes", "DMA_DATA", m, vbo.addr, 0x20, a.ctx), a.submit,
+    expect(errno.EINVAL, _outside("writes", "DMA_DATA", m, vbo.addr, 0x20, a.ctx), a.submit,
            a.ib(abo, pm4.dma_data(vbo.addr, vbo.addr + 0x100, 0x20)))
     assert hw_state(kmd) == before and not abo.u32[0x800:].any()
     # the good copy runs; a fill's SRC is its data, not an address
@@ -79,7 +79,7 @@ def check_ranges_at_the_end_of_a_bo(dev):
     mem8, pend = dev.mem, c.phys(data) + 0x1000
 
     def refused(verb, name, a, n, dwords):
-        expect(errno.EFAULT, _outside(verb, name, ibs.addr, a, n, ctx, end if a < end else None), c.submit,
+        expect(errno.EINVAL, _outside(verb, name, ibs.addr, a, n, ctx, end if a < end else None), c.submit,
                c.ib(ibs, dwords))
 
     c.run(ibs, pm4.write_data(end - 12, [1, 2, 3]))
@@ -127,21 +127,21 @@ def check_lowest_bo_and_wrapped_addresses(dev):
     assert low.u32[0x40] == 0x10
     for hi in (0x8000_0000, 0xFFFF_FFFF, 0x1_0000):
         a = hi << 32 | (low.addr + 0x100)
-        expect(errno.EFAULT, _outside("writes", "WRITE_DATA", low.addr, a, 4, c.ctx), c.submit,
+        expect(errno.EINVAL, _outside("writes", "WRITE_DATA", low.addr, a, 4, c.ctx), c.submit,
                c.ib(low, pm4.write_data(a, [1])))
         # every packet kind names the address whole, bits above 47 included (the CP would
         # latch only its low 48 bits, which name this BO: tests/kmd_sched/test_kmd_cp_error.py)
-        expect(errno.EFAULT, _outside("polls", "WAIT_REG_MEM", low.addr, a, 4, c.ctx), c.submit,
+        expect(errno.EINVAL, _outside("polls", "WAIT_REG_MEM", low.addr, a, 4, c.ctx), c.submit,
                c.ib(low, pm4.wait_reg_mem(a, 0, 0, "ALWAYS")))
-        expect(errno.EFAULT, _outside("writes", "RELEASE_MEM", low.addr, a, 8, c.ctx), c.submit,
+        expect(errno.EINVAL, _outside("writes", "RELEASE_MEM", low.addr, a, 8, c.ctx), c.submit,
                c.ib(low, pm4.release_mem(a, 7, data_sel="DATA_64")))
         for chain in (0, 1):
-            expect(errno.EFAULT, _outside("runs", "INDIRECT_BUFFER", low.addr, a, 32, c.ctx), c.submit,
+            expect(errno.EINVAL, _outside("runs", "INDIRECT_BUFFER", low.addr, a, 32, c.ctx), c.submit,
                    c.ib(low, pm4.indirect_buffer(a, 8, chain=chain)))
         if kmd.info.has_dma:
-            expect(errno.EFAULT, _outside("reads", "DMA_DATA", low.addr, a, 4, c.ctx), c.submit,
+            expect(errno.EINVAL, _outside("reads", "DMA_DATA", low.addr, a, 4, c.ctx), c.submit,
                    c.ib(low, pm4.dma_data(low.addr + 0x200, a, 4)))
-            expect(errno.EFAULT, _outside("writes", "DMA_DATA", low.addr, a, 4, c.ctx), c.submit,
+            expect(errno.EINVAL, _outside("writes", "DMA_DATA", low.addr, a, 4, c.ctx), c.submit,
                    c.ib(low, pm4.dma_data(a, low.addr + 0x200, 4)))
     assert low.u32[0x40] == 0x10 and kmd.stats["resets"] == 0
 
@@ -162,7 +162,7 @@ def check_bad_packet_before_a_chain(dev):
                      (pm4.encode_fields("WRITE_DATA", {"DST_SEL": 0, **addr_fields("WRITE_DATA", m + 0x100)}, [1]),
                       ": DST_SEL=REGISTER is not supported by this device")):
         sep = " " if why.startswith("writes") else ""
-        expect(errno.EFAULT if sep else errno.EINVAL, f"CS: WRITE_DATA at IB+0x8 ({m + 8:#x}){sep}{why}",
+        expect(errno.EINVAL, f"CS: WRITE_DATA at IB+0x8 ({m + 8:#x}){sep}{why}",
                a.submit, a.ib(bo, pm4.nop(1) + bad + chain))
     assert not bo.u32[0xC00] and kmd.stats["cs_rejected"] == 2
 
@@ -472,7 +472,7 @@ def test_three_ib_levels():
     c.run(bo, pm4.indirect_buffer(m + 0x1000, 8))
     assert bo.u32[0xC00] == 3
     bo.u32[0x800:0x808] = pm4.write_data(vbo.addr, [3]) + pm4.pad(3)
-    expect(errno.EFAULT, f"CS: WRITE_DATA at IB3+0x0 ({m + 0x2000:#x}) writes [{vbo.addr:#x}, {vbo.addr + 4:#x}), "
+    expect(errno.EINVAL, f"CS: WRITE_DATA at IB3+0x0 ({m + 0x2000:#x}) writes [{vbo.addr:#x}, {vbo.addr + 4:#x}), "
            f"outside every mapping of context {c.ctx}", c.submit, c.ib(bo, pm4.indirect_buffer(m + 0x1000, 8)))
 
 
@@ -486,7 +486,7 @@ def test_a_write_to_one_address_is_one_dword():
     last = bo.addr + bo.size - 4
     c.run(bo, pm4.write_data(last, [1, 2, 3], addr_incr="NO_INCREMENT"))
     assert bo.u32[-1] == 3
-    expect(errno.EFAULT, _outside("writes", "WRITE_DATA", bo.addr, vbo.addr, 4, c.ctx), c.submit,
+    expect(errno.EINVAL, _outside("writes", "WRITE_DATA", bo.addr, vbo.addr, 4, c.ctx), c.submit,
            c.ib(bo, pm4.write_data(vbo.addr, [1, 2, 3], addr_incr="NO_INCREMENT")))
 
 
@@ -518,9 +518,9 @@ def test_an_access_its_mapping_does_not_permit_is_refused_at_cs():
         ("runs", "INDIRECT_BUFFER", pm4.indirect_buffer(rw.addr, 8), rw.addr, 32, "EXECUTABLE"),
     ]
     for verb, name, words, a, n, need in cases:
-        expect(errno.EFAULT, _perm(verb, name, m, a, n, need, c.ctx), c.submit, c.ib(bo, words))
+        expect(errno.EINVAL, _perm(verb, name, m, a, n, need, c.ctx), c.submit, c.ib(bo, words))
     rw.u32[:8] = pm4.pad(8)
-    expect(errno.EFAULT, f"CS: IB at {rw.addr:#x}+0x20 is in a mapping of context {c.ctx} without EXECUTABLE",
+    expect(errno.EINVAL, f"CS: IB at {rw.addr:#x}+0x20 is in a mapping of context {c.ctx} without EXECUTABLE",
            c.submit, CsChunkIb(8, handle=rw.handle))
     assert hw_state(kmd) == before and kmd.stats["resets"] == 0
     c.run(bo, pm4.dma_data(wo.addr, ro.addr, 16))  # what each mapping permits runs
@@ -537,7 +537,7 @@ def test_a_closed_bo_still_mapped_for_older_jobs_is_not_the_new_jobs():
     ib, x, flag = c.bo(), c.bo(), c.bo()
     old = c.submit(c.ib(ib, pm4.wait_reg_mem(flag.addr, 1, 0xFFFF_FFFF, "EQ") + pm4.write_data(x.addr, [1])))
     c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(x.handle))
-    expect(errno.EFAULT, _outside("writes", "WRITE_DATA", ib.addr + 0x400, x.addr + 4, 4, c.ctx),
+    expect(errno.EINVAL, _outside("writes", "WRITE_DATA", ib.addr + 0x400, x.addr + 4, 4, c.ctx),
            c.submit, c.ib(ib, pm4.write_data(x.addr + 4, [2]), 0x400))
     flag.u32[0] = 1
     assert c.wait(old) and kmd.stats["resets"] == 0  # the older job had it to the end

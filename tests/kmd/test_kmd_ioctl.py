@@ -296,7 +296,7 @@ def check_cs_errors(dev):
     top = (1 << kmd.info.addr_bits) - 4  # the bus's last dword: a fine address, in no BO of the client's
     expect(errno.EINVAL, f"CS: chunk 0: gpu_addr must be 0x0 to {top + 3:#x}, not {top + 4:#x}", cs,
            CsChunkIb(8, gpu_addr=top + 4))
-    expect(errno.EFAULT, f"CS: IB at {top:#x}+0x20 is outside every mapping of context {c.ctx}", cs,
+    expect(errno.EINVAL, f"CS: IB at {top:#x}+0x20 is outside every mapping of context {c.ctx}", cs,
            CsChunkIb(8, gpu_addr=top))
     expect(errno.EINVAL, "CS: chunk 0: flags must be 0, not 1", cs, CsChunkIb(8, bo.handle, flags=1))
     expect(errno.EINVAL, "CS: chunk 2: only one fence chunk per CS", cs, ib, CsChunkFence(bo.handle, 0),
@@ -341,34 +341,34 @@ def check_cs_checker(dev):
 
     t, m, fence = theirs.addr, mine.addr, kmd.fence_addr
     # the IB itself
-    expect(errno.EFAULT, f"CS: IB at {t:#x}+0x20 is outside every mapping of context {ctx}", a.submit,
+    expect(errno.EINVAL, f"CS: IB at {t:#x}+0x20 is outside every mapping of context {ctx}", a.submit,
            CsChunkIb(8, gpu_addr=t))
-    expect(errno.EFAULT, f"CS: IB at {m + 0x3ff0:#x}+0x20 runs past the end of its mapping of context {ctx} at "
+    expect(errno.EINVAL, f"CS: IB at {m + 0x3ff0:#x}+0x20 runs past the end of its mapping of context {ctx} at "
            f"{m + 0x4000:#x}", a.submit,
            CsChunkIb(8, gpu_addr=m + 0x3FF0))  # runs off the end of its BO
-    expect(errno.EFAULT, f"CS: IB at {m:#x}+0x4004 runs past the end of its mapping of context {ctx} at "
+    expect(errno.EINVAL, f"CS: IB at {m:#x}+0x4004 runs past the end of its mapping of context {ctx} at "
            f"{m + 0x4000:#x}", a.submit, CsChunkIb(0x1001, gpu_addr=m))  # from the mapping's first byte
     # each packet's reach
-    refused(errno.EFAULT, f"CS: WRITE_DATA at IB+0x0 ({m:#x}) writes [{t:#x}, {t + 8:#x}), outside every mapping "
+    refused(errno.EINVAL, f"CS: WRITE_DATA at IB+0x0 ({m:#x}) writes [{t:#x}, {t + 8:#x}), outside every mapping "
             f"of context {ctx}", pm4.write_data(t, [1, 2]))
-    refused(errno.EFAULT, f"CS: WRITE_DATA at IB+0xc ({m + 0xc:#x}) writes [{fence:#x}, {fence + 4:#x}), "
+    refused(errno.EINVAL, f"CS: WRITE_DATA at IB+0xc ({m + 0xc:#x}) writes [{fence:#x}, {fence + 4:#x}), "
             f"outside every mapping of context {ctx}", pm4.nop(2) + pm4.write_data(fence, [0]))
-    refused(errno.EFAULT, f"CS: WRITE_DATA at IB+0x0 ({m:#x}) writes [{m + 0x3ffc:#x}, {m + 0x4004:#x}), "
+    refused(errno.EINVAL, f"CS: WRITE_DATA at IB+0x0 ({m:#x}) writes [{m + 0x3ffc:#x}, {m + 0x4004:#x}), "
             f"which runs past the end of its mapping of context {ctx} at {m + 0x4000:#x}",
             pm4.write_data(m + 0x3FFC, [1, 2]))
-    refused(errno.EFAULT, f"CS: WAIT_REG_MEM at IB+0x0 ({m:#x}) polls [{t:#x}, {t + 4:#x}), outside every mapping "
+    refused(errno.EINVAL, f"CS: WAIT_REG_MEM at IB+0x0 ({m:#x}) polls [{t:#x}, {t + 4:#x}), outside every mapping "
             f"of context {ctx}", pm4.wait_reg_mem(t, 0, 0, "EQ"))
-    refused(errno.EFAULT, f"CS: RELEASE_MEM at IB+0x0 ({m:#x}) writes [{fence:#x}, {fence + 4:#x}), outside "
+    refused(errno.EINVAL, f"CS: RELEASE_MEM at IB+0x0 ({m:#x}) writes [{fence:#x}, {fence + 4:#x}), outside "
             f"every mapping of context {ctx}", pm4.release_mem(fence, 7))
-    refused(errno.EFAULT, f"CS: DMA_DATA at IB+0x0 ({m:#x}) writes [{t:#x}, {t + 0x10:#x}), outside every mapping "
+    refused(errno.EINVAL, f"CS: DMA_DATA at IB+0x0 ({m:#x}) writes [{t:#x}, {t + 0x10:#x}), outside every mapping "
             f"of context {ctx}", pm4.dma_data(t, m, 16)) if kmd.info.has_dma else None
     # nested and chained IBs are followed
     mine.u32[0x800:0x808] = pm4.write_data(t, [1]) + pm4.pad(3)
-    refused(errno.EFAULT, f"CS: WRITE_DATA at IB2+0x0 ({m + 0x2000:#x}) writes [{t:#x}, {t + 4:#x}), outside "
+    refused(errno.EINVAL, f"CS: WRITE_DATA at IB2+0x0 ({m + 0x2000:#x}) writes [{t:#x}, {t + 4:#x}), outside "
             f"every mapping of context {ctx}", pm4.indirect_buffer(m + 0x2000, 8))
-    refused(errno.EFAULT, f"CS: WRITE_DATA at IB+0x0 ({m + 0x2000:#x}) writes [{t:#x}, {t + 4:#x}), outside "
+    refused(errno.EINVAL, f"CS: WRITE_DATA at IB+0x0 ({m + 0x2000:#x}) writes [{t:#x}, {t + 4:#x}), outside "
             f"every mapping of context {ctx}", pm4.nop(3) + pm4.indirect_buffer(m + 0x2000, 8, chain=1))
-    refused(errno.EFAULT, f"CS: INDIRECT_BUFFER at IB+0x0 ({m:#x}) runs [{t:#x}, {t + 0x20:#x}), outside every "
+    refused(errno.EINVAL, f"CS: INDIRECT_BUFFER at IB+0x0 ({m:#x}) runs [{t:#x}, {t + 0x20:#x}), outside every "
             f"mapping of context {ctx}", pm4.indirect_buffer(t, 8))
     # what the CP would refuse anyway is refused here, by name
     refused(errno.EINVAL, f"CS: malformed packet at IB+0x4 ({m + 4:#x}): UNKNOWN op=0x7b count=0",
@@ -420,9 +420,9 @@ def check_trace(dev):
     assert text[2].startswith("ioctl(fd 3, GEM_CREATE, {size=0x1000}) = {handle=1, size=0x1000} <")
     assert text[4].startswith(f"ioctl(fd 3, GEM_VA, {{handle=1, operation=MAP, va_address={bo.addr:#x}, "
                               "map_size=0x10...}) = None <")  # (clipped, as strace -s does)
-    assert text[5].startswith("ioctl(fd 3, CS, {ctx_id=1, chunks=[Ib(0x10, 8 dw)]}) = -1 EFAULT (CS: IB at "
+    assert text[5].startswith("ioctl(fd 3, CS, {ctx_id=1, chunks=[Ib(0x10, 8 dw)]}) = -1 EINVAL (CS: IB at "
                               "0x10+0x20 is outside every mapping of context 1) <")
-    assert seen[5].error.errno == errno.EFAULT and seen[5].result is None
+    assert seen[5].error.errno == errno.EINVAL and seen[5].result is None
     # a refused request or argument kind still shows what was given (the kernel's one-line copy)
     for request, args in ((0x99, uapi.GemCreateArgs(0x1000)), (Request.GEM_CREATE, uapi.CtxArgs(CtxOp.ALLOC))):
         with pytest.raises(KmdError):

@@ -74,10 +74,10 @@ def test_a_range_across_two_mappings_side_by_side_is_refused_as_crossing():
     va(c, lo, VaOp.MAP, base, 0x1000)
     va(c, hi, VaOp.MAP, base + 0x1000, 0x1000)
     seam = base + 0x1000
-    expect(errno.EFAULT, f"CS: IB at {seam - 0x10:#x}+0x20 crosses from one mapping of context {c.ctx} into the "
+    expect(errno.EINVAL, f"CS: IB at {seam - 0x10:#x}+0x20 crosses from one mapping of context {c.ctx} into the "
            f"next at {seam:#x}: an IB must lie inside one mapping", c.submit, CsChunkIb(8, gpu_addr=seam - 0x10))
     ib = c.bo()
-    expect(errno.EFAULT, f"CS: WRITE_DATA at IB+0x0 ({ib.addr:#x}) writes [{seam - 4:#x}, {seam + 4:#x}), which "
+    expect(errno.EINVAL, f"CS: WRITE_DATA at IB+0x0 ({ib.addr:#x}) writes [{seam - 4:#x}, {seam + 4:#x}), which "
            f"crosses from one mapping of context {c.ctx} into the next at {seam:#x}: a packet's range must lie "
            "inside one mapping", c.submit, c.ib(ib, pm4.write_data(seam - 4, [1, 2])))
     c.run(ib, pm4.write_data(seam - 8, [1, 2]) + pm4.write_data(seam, [3, 4]))  # each inside one: they run

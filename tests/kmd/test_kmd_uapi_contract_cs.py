@@ -137,17 +137,17 @@ def check_cs(dev):
     for dctx, seq in ((99, first), (ctx, dep2 + 100), (ctx, 1 << 32), (ctx, -1), (ctx, None)):
         bad(errno.EINVAL, nop, CsChunkDep(HwIp.GFX, 0, dctx, seq))
     bad(errno.EINVAL, nop, *[CsChunkDep(HwIp.GFX, 0, ctx, first)] * (u.info.max_dep_chunks + 1))
-    # the IB's memory: outside every mapping, or not EXECUTABLE, or the kernel's range: EFAULT
+    # the IB's memory: outside every mapping, or not EXECUTABLE, or the kernel's range: EINVAL
     hd, du32, dva = u.bo(PAGE, vm_flags=RW)
     ib(du32, pm4.nop(6))
     for chunk in (CsChunkIb(8, gpu_addr=dva), CsChunkIb(8, handle=hd), CsChunkIb(8, gpu_addr=u.info.va_end),
                   CsChunkIb(8, gpu_addr=u.info.va_start - PAGE), CsChunkIb(8, gpu_addr=dva + PAGE)):
-        bad(errno.EFAULT, chunk)
-    # a packet's memory: what its mapping does not permit, or no mapping, is EFAULT too
+        bad(errno.EINVAL, chunk)
+    # a packet's memory: what its mapping does not permit, or no mapping, is EINVAL too
     ro, ro32, rova = u.bo(PAGE, vm_flags=VmFlags.READABLE)
     for target in (rova, dva + PAGE, u.info.va_end, va + 0x4000):
-        bad(errno.EFAULT, ib(u32, pm4.write_data(target, [1]), offset=0x500, handle=h))
-    bad(errno.EFAULT, ib(u32, pm4.wait_reg_mem(dva + PAGE, 1, 1, "EQ"), offset=0x500, handle=h))
+        bad(errno.EINVAL, ib(u32, pm4.write_data(target, [1]), offset=0x500, handle=h))
+    bad(errno.EINVAL, ib(u32, pm4.wait_reg_mem(dva + PAGE, 1, 1, "EQ"), offset=0x500, handle=h))
     # an IB may come from a mapping that is EXECUTABLE alone; a READABLE one may be read
     xh, x32, xva = u.bo(PAGE, vm_flags=VmFlags.EXECUTABLE)
     xs = u.cs(ctx, ib(x32, pm4.write_data(data + 12, [0x66]), handle=xh),
@@ -180,7 +180,7 @@ def check_cs_other_files_objects(dev):
     refused(errno.EINVAL, "WAIT_CS", b.io, Request.WAIT_CS, uapi.WaitCsArgs(bctx, seq, 0))
     only_a = ava + 0x100_0000  # a VA a maps and b does not: a hole in b's VM
     a.map(a.create(0x4000), only_a, 0x4000)
-    refused(errno.EFAULT, "CS", b.cs, bctx, CsChunkIb(8, gpu_addr=only_a))
+    refused(errno.EINVAL, "CS", b.cs, bctx, CsChunkIb(8, gpu_addr=only_a))
     assert b.wait(bctx, b.cs(bctx, bnop))
 
 
@@ -230,7 +230,7 @@ def check_waits(dev):
 def check_gem_va_as_the_gpu_sees_it(dev):
     """MAP, REPLACE, CLEAR and UNMAP as the GPU's writes see them: each change holds for the
     next job (the TLB is invalidated before the ioctl returns), a split mapping's parts keep
-    their offsets in the BO, and what is unmapped is refused at CS (EFAULT)."""
+    their offsets in the BO, and what is unmapped is refused at CS (EINVAL)."""
     kmd_model.bind(dev)
     u = Umd()
     ctx = u.ctx()
@@ -256,9 +256,9 @@ def check_gem_va_as_the_gpu_sees_it(dev):
     assert [page(a32, n) for n in range(4)] == [0xB0, 0xA1, 0xA2, 0xB3]
     assert [page(b32, n) for n in range(4)] == [0, 0xB1, 0xB2, 0]
     u.io(Request.GEM_VA, uapi.GemVaArgs(0, VaOp.CLEAR, va + 2 * PAGE, 0, PAGE, 0))  # b's page 2 goes
-    refused(errno.EFAULT, "CS", write, 2, 0xC2)
+    refused(errno.EINVAL, "CS", write, 2, 0xC2)
     u.map(a, va + 3 * PAGE, 0, op=VaOp.UNMAP)  # what REPLACE left of a at its end is a mapping of its own
-    refused(errno.EFAULT, "CS", write, 3, 0xC3)
+    refused(errno.EINVAL, "CS", write, 3, 0xC3)
     for n in (0, 1):
         assert u.wait(ctx, write(n, 0xC0 + n))
     assert [page(a32, n) for n in range(4)] == [0xC0, 0xA1, 0xA2, 0xB3]
@@ -266,7 +266,7 @@ def check_gem_va_as_the_gpu_sees_it(dev):
     u.map(a, va, 0, op=VaOp.UNMAP)
     u.map(b, va + PAGE, 0, op=VaOp.UNMAP)
     for n in range(4):
-        refused(errno.EFAULT, "CS", write, n, 0xD0)
+        refused(errno.EINVAL, "CS", write, n, 0xD0)
 
 
 # ------------------------------------------------------------------------------ resets, the DMA ring
@@ -340,7 +340,7 @@ def check_dma_ring(dev):
                    (CsChunkIb(8, handle=h, offset=0x810, ip_type=HwIp.DMA),),  # 16-byte aligned only
                    (CsChunkIb(8, handle=h, offset=0x800, ip_type=HwIp.DMA, ring=1),)):
         refused(errno.EINVAL, "CS", u.cs, ctx, *chunks)
-    refused(errno.EFAULT, "CS", u.cs, ctx, CsChunkIb(8, gpu_addr=u.info.va_end, ip_type=HwIp.DMA))
+    refused(errno.EINVAL, "CS", u.cs, ctx, CsChunkIb(8, gpu_addr=u.info.va_end, ip_type=HwIp.DMA))
     hole = va + 0x100_0000
     f = u.cs(ctx, CsChunkIb(8, gpu_addr=hole, ip_type=HwIp.DMA))
     refused(errno.ECANCELED, "WAIT_CS", u.wait, ctx, f)

@@ -248,7 +248,7 @@ def test_clear_inside_a_mapping_keeps_both_ends(lo, hi):
     for page in range(4):
         words = pm4.write_data(v + page * P + 8, [0x100 + page])
         if lo <= page < hi:
-            expect(errno.EFAULT, f"CS: WRITE_DATA at IB+0x0 ({ib.addr:#x}) writes [{v + page * P + 8:#x}, "
+            expect(errno.EINVAL, f"CS: WRITE_DATA at IB+0x0 ({ib.addr:#x}) writes [{v + page * P + 8:#x}, "
                    f"{v + page * P + 12:#x}), outside every mapping of context {c.ctx}", c.submit, c.ib(ib, words))
         else:
             c.run(ib, words)
@@ -570,3 +570,24 @@ def test_an_mmu_that_never_acknowledges_a_flush_wedges_the_device_after_a_job_ti
     assert 50_000 <= dev.now() - t0 < 200_000  # a job timeout and a few passes, not the 10 M the wait allowed
     assert ib.u32[0x40] == 0  # it never ran
     expect(errno.EIO, f"CS: {kmd.wedged}", c.submit, c.ib(ib, pm4.nop(2), 0x100))
+
+
+def test_a_closed_files_vm_keeps_its_vmid_while_its_jobs_run():
+    """A file closed while its job is in the ring: the job runs with the VM's VMID, and the
+    VM says so (Vm's repr, the VMID log lines) until the job ends; then the VMID is given
+    back. It said VMID None from the close on, and a job of it queued then took a new one."""
+    kmd = kmd_model.bind(RefModel())
+    h, c = Client(), Client()
+    hbo, cbo = h.bo(0x1000), c.bo(0x1000)
+    held = h.submit(h.ib(hbo, pm4.wait_reg_mem(hbo.addr + 0x800, 1, 1, "EQ")))
+    c.submit(c.ib(cbo, pm4.write_data(cbo.addr + 0x800, [1])))
+    vm = c.f.vm
+    job = next(j for j in kmd.sched.pending if j.vm is vm)  # in the ring behind the held job
+    assert job.vmid and vm.vmid == job.vmid
+    c.f.close()
+    assert vm.closed and vm.vmid == job.vmid and repr(vm).endswith(f"VMID {job.vmid})")
+    assert kmd.vmids.ids[job.vmid - 1].owner is vm  # (no other VM gets it: a job runs with it)
+    hbo.u32[0x200] = 1
+    assert h.wait(held) and h.wait(h.submit(h.ib(hbo, pm4.nop(6), offset=0x100)))  # c's job ran before
+    assert job.finished and job.error is None and vm.vmid is None
+    assert [v.n for v in kmd.vmids.ids if v.owner is not None] == [h.f.vm.vmid]

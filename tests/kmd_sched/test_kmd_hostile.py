@@ -27,7 +27,7 @@ from tests.kmd.test_kmd_ioctl import RWX, Client
 from .test_kmd_queues import sdma_ib
 
 EVIL = 0xBAD0_0BAD
-ANSWERS = {errno.EINVAL, errno.EFAULT, errno.ECANCELED, errno.EIO, errno.ETIME, errno.ENOMEM, errno.ENOENT}
+ANSWERS = {errno.EINVAL, errno.ECANCELED, errno.EIO, errno.ETIME, errno.ENOMEM, errno.ENOENT}
 FLAGS = 0xF000  # 16 dwords each hostile client's waits poll (set to release them)
 
 

@@ -110,8 +110,10 @@ def test_a_guilty_context_reports_the_decoded_error():
 
 
 def test_waiting_on_a_job_that_finished_before_its_context_was_reset():
-    """J1 and J2 of one context run behind a held CP; J2 is bad. WAIT_CS on J1 (which did
-    finish) reports the context's reset, as amdgpu does for every wait on a guilty context."""
+    """J1 and J2 of one context run behind a held CP; J2 is bad. A WAIT_CS on J1 that began
+    before the reset sees J1's fence signal; one after it reports J2's error, the latest job
+    of the context on that ring: amdgpu's wait fails with the entity's error first
+    (amdgpu_ctx_get_entity's drm_sched_entity_error), then waits for the job's own fence."""
     kmd = kmd_model.bind(RefModel(), cs_check=False)
     c, h = Client(), Client()
     bo, hbo = c.bo(), h.bo()
@@ -119,8 +121,11 @@ def test_waiting_on_a_job_that_finished_before_its_context_was_reset():
     j1 = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x800, [1])))
     j2 = c.submit(c.ib(bo, [pm4.header(0x7B, 0), 0], offset=0x100))
     hbo.u32[0x200] = 1
-    e = expect(errno.ECANCELED, f"WAIT_CS: context {c.ctx} was reset: illegal opcode 0x7b at IB+0x0 "
-               f"({bo.addr + 0x100:#x}), context {c.ctx}", c.wait, j1)
+    assert c.wait(j1)
+    msg = f"illegal opcode 0x7b at IB+0x0 ({bo.addr + 0x100:#x}), context {c.ctx}"
+    e = expect(errno.ECANCELED, f"WAIT_CS: {msg}", c.wait, j2)
+    assert expect(errno.ECANCELED, f"WAIT_CS: context {c.ctx}'s latest job on gfx, seqno {j2:#x}, failed: {msg}",
+                  c.wait, j1).info == e.info
     assert e.info.seq == j2 and bo.u32[0x200] == 1 and h.wait(held, 0)
     s = kmd.kmd_stats()
     assert s["last_fence"] == kmd.fence_drv.sync_seq == kmd.fence_drv.read()  # the lost fences were completed
@@ -160,8 +165,7 @@ def test_queued_jobs_of_other_contexts_survive_a_reset():
     hold.release()
     assert all(b.wait(s) for s in seqs)
     assert bbo.u32[0x400] == 6 and bbo.u32[0x401:0x407].tolist() == [1, 2, 3, 4, 5, 6]  # all ran, the last last
-    expect(errno.ECANCELED, f"WAIT_CS: context {a.ctx} was reset: illegal opcode 0x7b at IB+0x0 ({abo.addr:#x}), "
-           f"context {a.ctx}", a.wait, bad)
+    expect(errno.ECANCELED, f"WAIT_CS: illegal opcode 0x7b at IB+0x0 ({abo.addr:#x}), context {a.ctx}", a.wait, bad)
     st = b.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, b.ctx))
     assert (st.reset_status, st.resets, st.error) == (ResetStatus.INNOCENT, 1, None)  # it had work in the ring
     assert kmd.stats["resets"] == 1

@@ -1,7 +1,7 @@
 """The ioctls against hostile arguments: CS's IB-size, nesting and per-job limits refuse
 exactly what they say, by name; every field of every ioctl given a value of the wrong
 kind or range is a one-line KmdError with no effect; an SDMA IB reaching into the
-kernel's range (the shadow pool) is EFAULT at CS.
+kernel's range (the shadow pool) is EINVAL at CS.
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def test_an_sdma_ib_in_the_kernels_range_is_refused():
     checked copies from there with the job's VMID). The SDMA ring has no checker, so an
     SDMA IB chunk naming that range had its engine run another client's checked copies as
     SDMA packets under the hostile client's VMID, the error report giving back bits of
-    them. A chunk that reaches into the kernel's range is EFAULT at CS, as a CP chunk
+    them. A chunk that reaches into the kernel's range is EINVAL at CS, as a CP chunk
     outside the client's mappings is."""
     from kmd_model.uapi import HwIp
 
@@ -159,7 +159,7 @@ def test_an_sdma_ib_in_the_kernels_range_is_refused():
     assert copy == kmd.kernel_va  # the first copy in the pool
     before = hw_state(kmd)
     for addr, size in ((copy, n), (copy + 32, 8), (copy - 32, 16)):  # inside it, or running into it
-        expect(errno.EFAULT, f"CS: chunk 0: an IB at {addr:#x}+{4 * size:#x} reaches into the kernel's range "
+        expect(errno.EINVAL, f"CS: chunk 0: an IB at {addr:#x}+{4 * size:#x} reaches into the kernel's range "
                f"[{kmd.kernel_va:#x}, {kmd.kernel_va + kmd.kernel_va_size:#x}) of context {b.ctx}'s VM",
                b.submit, CsChunkIb(size, gpu_addr=addr, ip_type=HwIp.DMA))
     assert hw_state(kmd) == before and kmd.stats["sdma_errors"] == 0

@@ -90,7 +90,7 @@ _INFO = HwErrorInfo(code="ILLEGAL_OPCODE", level="IB1", opcode=0x7B, opcode_name
     (umd.GpuError(_INFO, None, unnamed="the fault is in the kernel's ring packets"),
      {"command": None, "unnamed": "the fault is in the kernel's ring packets"}),
     (umd.GpuTimeout("finish: queue (context 1) not idle after 10 cycles"), {}),
-    (umd.SubmitError(errno.EFAULT, "flush: EFAULT: CS: ..."), {"errno": errno.EFAULT}),
+    (umd.SubmitError(errno.EINVAL, "flush: EINVAL: CS: ..."), {"errno": errno.EINVAL}),
     (umd.OutOfMemory("alloc: no device memory"), {}),
     (umd.DeviceLost("flush: CS: the device is wedged"), {}),
     (umd.QueueBanned("flush: this copy queue (context 2) is banned", 2), {"context": 2}),

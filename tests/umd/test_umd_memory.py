@@ -479,7 +479,7 @@ def test_a_freed_bo_the_cache_gives_back_waits_for_the_flush_of_commands_naming_
     """A buffer freed with a write to it recorded and not flushed yet: the BO cache may give
     it back at once (over max_cache_bytes) or before the flush (expired), but the kernel
     must keep it until the CS that names it is in, as with pools off. It closed the BO
-    at once: the flush failed with EFAULT, the write to a buffer the app had freed
+    at once: the flush failed with EINVAL, the write to a buffer the app had freed
     correctly refused as outside every mapping."""
     kmd_model.bind(RefModel())
     gpu = umd.open()

@@ -122,7 +122,7 @@ def test_a_write_waiting_for_room_raises_every_job_cancelled_for_a_dependency(ki
 
 def _refuse_next(gpu, q) -> None:
     """Record what makes the next flush of async queue `q` refused: a gfx queue's write of
-    the kernel's fence page (the checker's EFAULT); a copy queue's wait_event on such a
+    the kernel's fence page (the checker's EINVAL); a copy queue's wait_event on such a
     refused flush of a gfx queue (ECANCELED)."""
     kmd = kmd_model.bound()
     if q.engine != "copy":

@@ -1,0 +1,110 @@
+"""The KMD's ioctl errors where a driver writer who knows amdgpu would look twice: each
+test names the amdgpu function it follows, or says why this KMD differs (the list is in
+kmd_model/uapi.py's docstring).
+"""
+
+from __future__ import annotations
+
+import errno
+
+import numpy as np
+
+import kmd_model
+from kmd_model import uapi
+from kmd_model.uapi import CsChunkIb, CtxOp, CtxPriority, HwIp, Request, VmFlags
+from spec import pm4, sdma
+from testbench.refmodel import RefModel
+
+from tests.kmd.test_kmd_uapi_contract import PAGE, Umd, ib, refused
+
+
+# ------------------------------------------------------------------------------ CS: the IB's address
+
+def test_an_ib_outside_the_mappings_is_einval_as_amdgpu_cs_find_mapping():
+    """amdgpu_cs_patch_ibs (the rings whose IBs the kernel parses, as this KMD's checker
+    does the GFX ring's): amdgpu_cs_find_mapping finds no mapping at the IB's start: -EINVAL
+    ("IB va_start is invalid"); the IB starts in one and runs past its end: -EINVAL ("IB
+    va_start+ib_bytes is invalid"). A packet's operand outside the mappings is EINVAL too,
+    as amdgpu's parsers answer (amdgpu_vce_cs_reloc: "Can't find BO for addr", "BO too small for addr")."""
+    kmd_model.bind(RefModel())
+    u = Umd()
+    ctx = u.ctx()
+    h, u32, va = u.bo(0x4000)
+    _, _, rw = u.bo(PAGE, vm_flags=VmFlags.READABLE | VmFlags.WRITEABLE)
+    hole = va + 0x4000  # the page of VA left free after the BO
+    e = refused(errno.EINVAL, "CS", u.cs, ctx, CsChunkIb(8, gpu_addr=hole))
+    assert e.message == f"CS: IB at {hole:#x}+0x20 is outside every mapping of context {ctx}"
+    e = refused(errno.EINVAL, "CS", u.cs, ctx, CsChunkIb(8, gpu_addr=va + 0x3FF0))
+    assert e.message == (f"CS: IB at {va + 0x3ff0:#x}+0x20 runs past the end of its mapping of context {ctx} "
+                         f"at {va + 0x4000:#x}")
+    e = refused(errno.EINVAL, "CS", u.cs, ctx, CsChunkIb(8, gpu_addr=rw))
+    assert e.message == f"CS: IB at {rw:#x}+0x20 is in a mapping of context {ctx} without EXECUTABLE"
+    e = refused(errno.EINVAL, "CS", u.cs, ctx, ib(u32, pm4.write_data(hole, [1]), handle=h))
+    assert e.message == (f"CS: WRITE_DATA at IB+0x0 ({va:#x}) writes [{hole:#x}, {hole + 4:#x}), outside "
+                         f"every mapping of context {ctx}")
+    e = refused(errno.EINVAL, "CS", u.cs, ctx, CsChunkIb(8, gpu_addr=u.info.va_end))
+    assert "reaches into the kernel's range" in e.message
+    assert u.wait(ctx, u.cs(ctx, ib(u32, pm4.nop(6), handle=h)))  # none took a seqno: this is the first
+
+
+# ------------------------------------------------------------------------------ WAIT_CS on a guilty context
+
+def test_wait_cs_on_a_guilty_context_reports_each_rings_own_state():
+    """amdgpu_cs_wait_ioctl never reads ctx->guilty: it asks amdgpu_ctx_get_entity for the
+    ring's entity, which fails with drm_sched_entity_error (the error of the entity's last
+    scheduled job: Linux 6.5's "add entity error check in amdgpu_ctx_get_entity"), then
+    waits for the job's own fence and returns its error. So after a full reset, on the ring
+    whose latest job of the context failed, every seqno gets that job's error; on a ring
+    whose latest job ended well before the reset, a job that ended well succeeds. (CS on the
+    guilty context is ECANCELED first, amdgpu_cs_parser_init's guilty check.)"""
+    kmd_model.bind(RefModel(), job_timeout=20_000)
+    u = Umd()
+    if not u.info.sdma_rings:
+        return
+    ctx = u.ctx()
+    h, u32, va = u.bo(0x4000)
+    u32[0x900:0x908] = sdma.pad(8)
+    copy = u.cs(ctx, CsChunkIb(8, handle=h, offset=0x2400, ip_type=HwIp.DMA))
+    done = u.cs(ctx, ib(u32, pm4.nop(6), offset=0x100, handle=h))
+    assert u.wait(ctx, copy) and u.wait(ctx, done)
+    hang = u.cs(ctx, ib(u32, pm4.wait_reg_mem(va + 0x3000, 1, 1, "EQ"), offset=0x200, handle=h))
+    e = refused(errno.ECANCELED, "WAIT_CS", u.wait, ctx, hang, 400_000)
+    assert (e.info.code, e.info.seq, e.info.ctx_id) == ("TIMEOUT", hang, ctx)
+    assert u.query(ctx).reset_status == uapi.ResetStatus.GUILTY
+    refused(errno.ECANCELED, "CS", u.cs, ctx, ib(u32, pm4.nop(6), offset=0x300, handle=h))
+    # the DMA ring's latest job of the context ended well before the reset: its own state
+    assert u.wait(ctx, copy, 0)
+    # the gfx ring's latest job failed: a job there that ended well before gets its error
+    e = refused(errno.ECANCELED, "WAIT_CS", u.wait, ctx, done, 0)
+    assert e.info.seq == hang and e.message == (
+        f"WAIT_CS: context {ctx}'s latest job on gfx, seqno {hang:#x}, failed: {e.info.message}")
+    e = refused(errno.ECANCELED, "WAIT_CS", u.wait, ctx, hang, 0)
+    assert e.message == f"WAIT_CS: {e.info.message}"  # its own error, as before
+
+
+# ------------------------------------------------------------------------------ CTX ALLOC: the priority
+
+def test_every_invalid_priority_is_einval_with_one_precise_message():
+    """amdgpu_ctx_ioctl reads a priority amdgpu_ctx_priority_is_valid refuses as NORMAL (for
+    old clients that left garbage in the field); its one -EINVAL for an invalid priority is
+    AMDGPU_SCHED's (amdgpu_sched_ioctl). This KMD has no old clients: CTX ALLOC refuses every
+    value but amdgpu's six, EINVAL, naming them; a value wider than the field (an int32,
+    drm_amdgpu_ctx_in's) or not an int is EINVAL naming that."""
+    kmd_model.bind(RefModel())
+    u = Umd()
+    names = ", ".join(f"{p.name} ({p.value})" for p in CtxPriority)
+    for prio in (-1, -2, 1, 100, -511, -513, -1022, -1024, -2047, -2049, 511, 513, 1022, 1024, 4096,
+                 -(1 << 31), (1 << 31) - 1, np.int64(7)):
+        e = refused(errno.EINVAL, "CTX ALLOC", u.io, Request.CTX, uapi.CtxArgs(CtxOp.ALLOC, priority=prio))
+        assert e.message == f"CTX ALLOC: priority must be one of {names}, not {int(prio)}"
+    for prio in (1 << 31, -(1 << 31) - 1, 1 << 32, 1 << 64, -(1 << 64)):
+        e = refused(errno.EINVAL, "CTX", u.io, Request.CTX, uapi.CtxArgs(CtxOp.ALLOC, priority=prio))
+        sign = "-" * (prio < 0)
+        assert e.message == f"CTX: priority must be -0x80000000 to 0x7fffffff, not {sign}{abs(prio):#x}"
+    for prio in (None, 0.0, 1.5, "HIGH", True, [0]):
+        e = refused(errno.EINVAL, "CTX", u.io, Request.CTX, uapi.CtxArgs(CtxOp.ALLOC, priority=prio))
+        assert e.message == f"CTX: priority must be an int, not {prio!r}"
+    # amdgpu ignores the field for the other ops; here it must be 0 (NORMAL) there
+    e = refused(errno.EINVAL, "CTX", u.io, Request.CTX, uapi.CtxArgs(CtxOp.FREE, 1, priority=CtxPriority.HIGH))
+    assert e.message == "CTX: priority is for ALLOC only, not 512"
+    assert [u.ctx(p) for p in CtxPriority] == [1, 2, 3, 4, 5, 6]  # the six are fine; no refusal took an id
