@@ -14,7 +14,7 @@ from spec import pm4, sdma
 
 from . import failed_jobs, kmd_errors, submit
 from .errors import GpuError, SubmitError
-from .queue import QBO_TIMELINE, QBO_TS_FIRST, QBO_TS_SLOTS, Queue, queue_flush
+from .queue import QBO_TIMELINE, QBO_TS_FIRST, QBO_TS_SLOTS, Queue, _flush, queue_flush
 from .runtime import _UNSET, DEFAULT_TIMEOUT, M32, _Handle, _timeout, _timeout_alias, api_call
 from .submit import PendingCs
 
@@ -65,14 +65,14 @@ class Event(_Handle):
             raise ValueError(f"wait: {_NEVER}")
         if self.seq is None and not self.lost and q.async_submit:
             if self.pending is None:
-                queue_flush(q)  # never flushed
+                _flush(q, call="wait")  # never flushed
             q._drain()  # its submission first
         if self.lost:  # refused: raised here with what is pending up to it, unless reported before
             if self.number is not None:
                 failed_jobs.check(q, "wait", upto=self.number)
             raise SubmitError(errno.ECANCELED, "wait: the submission carrying this event was refused")
         if self.seq is None:
-            queue_flush(q)
+            _flush(q, call="wait")  # never flushed (earlier errors: raised once it is submitted)
         try:
             if not q._wait_seq(self.seq, timeout_cycles, "wait"):  # type: ignore[arg-type]
                 return False

@@ -455,34 +455,63 @@ def queue_flush(self: Queue) -> int | None:
     when there was nothing to submit, and always on an async queue (API v3: the submission
     thread makes the CS later; its events tell when it ran). With `max_inflight`
     submissions in flight it first waits for the oldest; if that times out (GpuTimeout)
-    the commands stay recorded."""
+    the commands stay recorded. An earlier job's failure or refused flush is raised after
+    the commands are submitted, the exception's last note saying so."""
     return _flush(self)
 
 
-def _flush(self: Queue, check: bool = True) -> int | None:
+def _flush(self: Queue, check: bool = True, call: str = "flush") -> int | None:
     """queue_flush; without `check` (a flush for memory, in the middle of a transfer; the
     flush of finish and close, which raise what is pending after their wait) an earlier
-    job's failure or refused flush is left for the caller, or the next call, to raise."""
+    job's failure or refused flush is left for the caller, or the next call, to raise.
+    With it, those are taken first but raised after the commands are submitted (as finish
+    does): the error is earlier work's, and the app's new work is not held back by it, nor
+    left recorded for whichever call comes next; the last note says what was submitted.
+    `call`: the API call that flushes (Event.wait's "wait"), which the note names."""
+    earlier: list = []
     if self.async_submit:
         if self.pending:
             submit.collect(self)
         if check and self.async_errors:
             # a refused earlier flush (when the thread is done with it): with it, the rest
-            # pending (a look: an ioctl only on this error path); its commands stay recorded
-            failed_jobs.check(self, "flush")
+            # pending (a look: an ioctl only on this error path)
+            earlier = failed_jobs.pending(self, "flush")
     cb = self.cmdbuf
     if not cb.ibs and self.deps:  # a wait with nothing after it yet: a NOP job carries it
         cb.emit(sdma.pad(8) if self.copy_engine else pm4.pad(8), "wait_event")
     if not cb.ibs:
+        _raise_first(earlier)
         return None
     if check and self.watch.jobs and not self.async_submit:
-        # an earlier job's failure, before this submission (its commands stay recorded: the
-        # queue runs on, and the next flush submits them); an async flush makes no ioctl
-        failed_jobs.check(self, "flush")
-    if len(self.inflight) + len(self.pending) >= self.max_inflight:
-        self._throttle("flush")
-    with deferred_sigint():  # (a ^C between the CS and its bookkeeping lost the submission)
-        return _submit_recorded(self)
+        # an earlier job's failure (an async flush makes no ioctl: its queue learns at finish)
+        earlier = failed_jobs.pending(self, "flush")
+    if any(isinstance(e, DeviceLost) for e in earlier):
+        _raise_first(earlier)  # (at once: nothing runs any more, and the CS would meet the same loss)
+    calls = self.calls
+    try:
+        if len(self.inflight) + len(self.pending) >= self.max_inflight:
+            try:
+                self._throttle("flush")
+            except GpuError as e:  # the oldest failed, and left: earlier work's error, raised after
+                earlier.append(e)
+                self._throttle("flush")  # (room now, unless more are in flight than the limit: then it waits)
+        with deferred_sigint():  # (a ^C between the CS and its bookkeeping lost the submission)
+            seq = _submit_recorded(self)
+    except UmdError as e:  # its own refusal (the commands did not run), or no room: after the earlier ones
+        if not earlier:
+            raise
+        _raise_first([*earlier, e])
+    if earlier:
+        try:
+            _raise_first(earlier)
+        except UmdError as e:
+            how = "queued for submission" if self.async_submit else "submitted"
+            at = f" (asynchronous submission #{self.flushes})" if self.async_submit else f", seqno {seq:#x}"
+            e.add_note(f"{call}: the commands recorded since the last flush (the queue's calls up to #{calls}) were "
+                       f"{how} all the same, as the queue's flush #{self.flushes}{at}: the errors above are "
+                       f"earlier work's")
+            raise
+    return seq
 
 
 def _submit_recorded(self: Queue) -> int | None:
