@@ -498,6 +498,9 @@ def _flush(self: Queue, check: bool = True, call: str = "flush") -> int | None:
         with deferred_sigint():  # (a ^C between the CS and its bookkeeping lost the submission)
             seq = _submit_recorded(self)
     except UmdError as e:  # its own refusal (the commands did not run), or no room: after the earlier ones
+        if isinstance(e, GpuTimeout):
+            e.add_note(f"{call}: the commands recorded since the last flush (the queue's calls up to #{calls}) "
+                       "stay recorded: the next flush submits them")
         if not earlier:
             raise
         _raise_first([*earlier, e])

@@ -94,3 +94,28 @@ def test_the_guilty_contexts_flush_raises_its_own_refusal_with_the_failure():
     assert str(ei.value).startswith(what) and ev.lost and not q.cmdbuf.ibs
     assert not any("were submitted" in n for n in getattr(ei.value, "__notes__", ()))
     gpu.close()
+
+
+def test_a_flush_that_cannot_submit_says_the_commands_stay_recorded():
+    """A flush whose wait for room (max_inflight) times out submits nothing: its note says
+    so, and the next flush submits them."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    buf, flag = gpu.alloc(256), gpu.alloc(64)
+    q = gpu.queue(max_inflight=1, ib_size_dw=64)
+    for _ in range(3):  # (an IB each, back in the pool after: the write below needs no wait)
+        q.write(buf, 0, [0] * 40)
+    q.finish()
+    q.wait_mem(flag, 0, 1)  # (held until the CPU writes the flag)
+    q.flush()
+    q.timeout = 1_000
+    q.write(buf, 0, 9)
+    with pytest.raises(umd.GpuTimeout) as ei:
+        q.flush()
+    assert ei.value.__notes__ == ["flush: the commands recorded since the last flush (the queue's calls up to #5) "
+                                  "stay recorded: the next flush submits them"]
+    assert q.cmdbuf.ibs
+    flag.u32[0] = 1
+    q.finish()
+    assert buf.u32[0] == 9
+    gpu.close()
