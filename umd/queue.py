@@ -475,28 +475,29 @@ def _flush(self: Queue, check: bool = True, call: str = "flush") -> int | None:
         if check and self.async_errors:
             # a refused earlier flush (when the thread is done with it): with it, the rest
             # pending (a look: an ioctl only on this error path)
-            earlier = failed_jobs.pending(self, "flush")
+            earlier = failed_jobs.pending(self, call)
     cb = self.cmdbuf
     if not cb.ibs and self.deps:  # a wait with nothing after it yet: a NOP job carries it
         cb.emit(sdma.pad(8) if self.copy_engine else pm4.pad(8), "wait_event")
     if not cb.ibs:
         _raise_first(earlier)
         return None
-    if check and self.watch.jobs and not self.async_submit:
-        # an earlier job's failure (an async flush makes no ioctl: its queue learns at finish)
-        earlier = failed_jobs.pending(self, "flush")
+    if check and (self.watch.jobs or self.async_errors) and not self.async_submit:
+        # an earlier job's failure (an async flush makes no ioctl: its queue learns at finish),
+        # or the refusal of a flush another queue's wait_event made (events._flush_for)
+        earlier = failed_jobs.pending(self, call)
     if any(isinstance(e, DeviceLost) for e in earlier):
         _raise_first(earlier)  # (at once: nothing runs any more, and the CS would meet the same loss)
     calls = self.calls
     try:
         if len(self.inflight) + len(self.pending) >= self.max_inflight:
             try:
-                self._throttle("flush")
+                self._throttle(call)
             except GpuError as e:  # the oldest failed, and left: earlier work's error, raised after
                 earlier.append(e)
-                self._throttle("flush")  # (room now, unless more are in flight than the limit: then it waits)
+                self._throttle(call)  # (room now, unless more are in flight than the limit: then it waits)
         with deferred_sigint():  # (a ^C between the CS and its bookkeeping lost the submission)
-            seq = _submit_recorded(self)
+            seq = _submit_recorded(self, call)
     except UmdError as e:  # its own refusal (the commands did not run), or no room: after the earlier ones
         if isinstance(e, GpuTimeout):
             e.add_note(f"{call}: the commands recorded since the last flush (the queue's calls up to #{calls}) "
@@ -517,7 +518,7 @@ def _flush(self: Queue, check: bool = True, call: str = "flush") -> int | None:
     return seq
 
 
-def _submit_recorded(self: Queue) -> int | None:
+def _submit_recorded(self: Queue, call: str = "flush") -> int | None:
     """queue_flush's CS and its bookkeeping, which a ^C must not separate."""
     cb = self.cmdbuf
     first = cb.end()
@@ -552,9 +553,9 @@ def _submit_recorded(self: Queue) -> int | None:
         for ev in events:
             ev.lost = True
         try:
-            kmd_errors.raise_from(self, e, "flush", cs=True)
+            kmd_errors.raise_from(self, e, call, cs=True)
         except UmdError as u:  # the newest error: the earlier ones pending first (finish's, close's flush)
-            failed_jobs.check(self, "flush", found=(self.flushes + 1, u))
+            failed_jobs.check(self, call, found=(self.flushes + 1, u))
             raise  # (unreachable: check raises `found` at least)
     self.flushes += 1
     self._submitted(seq, ncs, self.flushes)
