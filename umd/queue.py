@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from kmd_model.ioctl.copyin import shown
 from kmd_model.sched.fence import seq_passed
 from kmd_model.log import get_logger
-from kmd_model.uapi import CsChunkFence, CsChunkIb, CtxPriority, HwIp, KmdError
+from kmd_model.uapi import CsChunkFence, CtxPriority, HwIp, KmdError
 from spec import packets, pm4, sdma
 
 from . import failed_jobs, kmd_errors, submit
@@ -145,7 +145,8 @@ class Queue(_Dispatched):
         self.timeline = 0  # last event value handed out
         self.ts_next = 0
         self.pool = IbPool(self, ib_size_dw)
-        self.cmdbuf = CmdBuf(self.pool.get, ib_size_dw, info.ib_align_dw, sdma=self.copy_engine)
+        self.cmdbuf = CmdBuf(self.pool.get, ib_size_dw, info.ib_align_dw, sdma=self.copy_engine,
+                             put_ib=self.pool.free.append)
         self.has_dma = info.has_dma or self.copy_engine
         # one DMA_DATA (or SDMA COPY_LINEAR / CONSTANT_FILL) moves at most this much
         self.dma_chunk = sdma.MAX_COPY_BYTES if self.copy_engine else info.dma_max_bytes
@@ -200,6 +201,9 @@ class Queue(_Dispatched):
 
     # -- recording helpers
     def _label(self, call: str) -> str:
+        """The label of the API call that records now (each names its packets by it); its
+        packets begin here (CmdBuf.begin: an IB wait that raises takes them all back)."""
+        self.cmdbuf.begin()
         self.calls += 1
         return f"Queue.{call}() #{self.calls}"
 
@@ -519,12 +523,16 @@ def _flush(self: Queue, check: bool = True, call: str = "flush") -> int | None:
 
 
 def _submit_recorded(self: Queue, call: str = "flush") -> int | None:
-    """queue_flush's CS and its bookkeeping, which a ^C must not separate."""
+    """queue_flush's CS and its bookkeeping, which a ^C must not separate. The queue's
+    recorded state (commands, events, dependencies) is taken only once the CS is in or
+    refused: an exception from inside the CS ioctl that is not the kernel's answer (a ^C
+    raised in its wait for ring room, where no SIGINT is held) comes before the KMD queues
+    the job, its last step, so the commands stay recorded for the next flush (they were
+    taken first, and lost: never run, their events never signalled)."""
     cb = self.cmdbuf
-    first = cb.end()
+    first = cb.end()  # (recording may go on after it: the next end() closes the last IB again)
     ibs = [ib.buf for ib in cb.ibs]
     labels = cb.labels
-    events, self.unflushed_events = self.unflushed_events, []
     if log.isEnabledFor(logging.DEBUG):
         log.debug("flush ctx %d: %d command(s), %d dwords in %d IB(s)", self.ctx_id, cb.commands,
                   sum(ib.size_dw for ib in cb.ibs), len(cb.ibs))
@@ -533,11 +541,11 @@ def _submit_recorded(self: Queue, call: str = "flush") -> int | None:
                 "  " + line for line in pm4.disassemble(ib.buf.u32[:ib.size_dw].tolist(), ib.gpu_addr)))
     sizes = [ib.size_dw for ib in cb.ibs]
     first_ib = (first.buf.gpu_addr, first.size_dw)
-    cb.reset()
-    deps, self.deps, self.seq_deps = self.deps, [], {}
+    deps = self.deps
     fence = CsChunkFence(self.qbo.handle, self.qbo.bo_offset + 4 * QBO_USER_FENCE)
-    do_cs = functools.partial(_cs_submit, self, first_ib, ibs, sizes, deps, fence)
+    do_cs = functools.partial(submit.cs_ioctls, self, first_ib, ibs, sizes, deps, fence)
     if self.async_submit:  # the device's submission thread makes the ioctl (umd/submit.py)
+        events = _take_recorded(self)
         self.flushes += 1
         job = PendingCs(self, do_cs, ibs, labels, events, self.staging, self.flushes, deps=bool(deps))
         self.staging = []  # freed once the CS is in (submit.collect)
@@ -546,17 +554,21 @@ def _submit_recorded(self: Queue, call: str = "flush") -> int | None:
         self.pending.append(job)
         self.device.submitter.push(job)  # type: ignore[union-attr]
         return None
+    interrupted = None
     try:
         seq, ncs = do_cs()
+    except submit.Submitted as done:  # (every CS in: recorded as submitted, then the ^C)
+        seq, ncs, interrupted = done.seq, done.ncs, done.error
     except KmdError as e:
         self.pool.free.extend(ibs)  # never ran
-        for ev in events:
+        for ev in _take_recorded(self):
             ev.lost = True
         try:
             kmd_errors.raise_from(self, e, call, cs=True)
         except UmdError as u:  # the newest error: the earlier ones pending first (finish's, close's flush)
             failed_jobs.check(self, call, found=(self.flushes + 1, u))
             raise  # (unreachable: check raises `found` at least)
+    events = _take_recorded(self)
     self.flushes += 1
     self._submitted(seq, ncs, self.flushes)
     failed_jobs.track(self, Submission(seq, ibs, labels, ncs, bool(deps), self.flushes))
@@ -567,26 +579,18 @@ def _submit_recorded(self: Queue, call: str = "flush") -> int | None:
     self.staging.clear()
     self.device.mm.flushed()
     self._reclaim()
+    if interrupted is not None:
+        raise interrupted
     return seq
 
 
-def _cs_submit(q: Queue, first_ib: tuple[int, int], ibs: list, sizes: list, deps: list,
-               fence: CsChunkFence) -> tuple[int, int]:
-    """The CS ioctl(s) of one flush: its last seqno and how many it took. On the app's
-    thread (a synchronous queue) or the device's submission thread (an async one): it
-    touches no queue state."""
-    deps = submit.merge_deps(c for c in (d.chunk() for d in deps) if c is not None)
-    if not q.copy_engine:
-        return q.ws.cs_submit(q.ctx_id, [*deps, CsChunkIb(first_ib[1], gpu_addr=first_ib[0]), fence]), 1
-    # SDMA IBs do not chain: every IB is a chunk, max_ib_chunks per CS, in order
-    step = q.device.dev_info.max_ib_chunks
-    ncs = 0
-    for k in range(0, len(ibs), step):
-        chunks = [CsChunkIb(n, gpu_addr=b.gpu_addr, ip_type=q.ip_type)
-                  for b, n in zip(ibs[k:k + step], sizes[k:k + step])]
-        seq = q.ws.cs_submit(q.ctx_id, [*(deps if k == 0 else ()), *chunks, fence])
-        ncs += 1
-    return seq, ncs
+def _take_recorded(self: Queue) -> list:
+    """The recorded commands now belong to a submission: the queue starts a new stream, with
+    no dependencies; returns the events the submission carries."""
+    events, self.unflushed_events = self.unflushed_events, []
+    self.cmdbuf.reset()
+    self.deps, self.seq_deps = [], {}
+    return events
 
 
 def queue_finish(self: Queue, timeout: int | None = DEFAULT_TIMEOUT) -> None:
