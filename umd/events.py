@@ -13,8 +13,8 @@ from kmd_model.sched.fence import seq_passed
 from spec import pm4, sdma
 
 from . import failed_jobs, kmd_errors, submit
-from .errors import GpuError, SubmitError
-from .queue import QBO_TIMELINE, QBO_TS_FIRST, QBO_TS_SLOTS, Queue, queue_flush
+from .errors import DeviceLost, GpuError, GpuTimeout, SubmitError, UmdError
+from .queue import QBO_TIMELINE, QBO_TS_FIRST, QBO_TS_SLOTS, Queue, _flush
 from .runtime import _UNSET, DEFAULT_TIMEOUT, M32, _Handle, _timeout, _timeout_alias, api_call
 from .submit import PendingCs
 
@@ -39,6 +39,7 @@ class Event(_Handle):
         self.pending: PendingCs | None = None  # its flush, while queued for the submission thread
         self.number: int | None = None  # its flush's number (Queue.flushes), once flushed
         self.lost = False  # its submission was refused
+        self.call = queue.calls + 1  # the queue's how-manieth call recorded it (Queue.calls, after its label)
 
     def signalled(self) -> bool:
         """Memory only: no ioctl."""
@@ -65,14 +66,14 @@ class Event(_Handle):
             raise ValueError(f"wait: {_NEVER}")
         if self.seq is None and not self.lost and q.async_submit:
             if self.pending is None:
-                queue_flush(q)  # never flushed
+                _flush(q, call="wait")  # never flushed
             q._drain()  # its submission first
         if self.lost:  # refused: raised here with what is pending up to it, unless reported before
             if self.number is not None:
                 failed_jobs.check(q, "wait", upto=self.number)
             raise SubmitError(errno.ECANCELED, "wait: the submission carrying this event was refused")
         if self.seq is None:
-            queue_flush(q)
+            _flush(q, call="wait")  # never flushed (earlier errors: raised once it is submitted)
         try:
             if not q._wait_seq(self.seq, timeout_cycles, "wait"):  # type: ignore[arg-type]
                 return False
@@ -189,7 +190,13 @@ def queue_wait_event(self: Queue, event: "Event") -> None:
     gfx or copy, of this device) is signalled: a dependency the KMD's scheduler holds the
     job back for (a CS dependency chunk), so the CPU never waits. The wait covers the whole
     submission that carries the event. An event of this same queue needs no wait (the
-    queue runs in order)."""
+    queue runs in order).
+
+    An event its queue has not flushed yet is flushed by this call when it is the last
+    thing that queue recorded (so the flush goes up to the event, no further), as that
+    queue's flush: its errors stay that queue's (_flush_for). With commands recorded after
+    it, ValueError: flushed from here, they would be submitted before that queue's own
+    flush (and a job reads its inputs when it runs: the CPU may not have written them)."""
     if not isinstance(event, Event):
         raise TypeError(f"wait_event: event must be a umd Event, not {shown(event)}")
     q = event.queue
@@ -202,7 +209,7 @@ def queue_wait_event(self: Queue, event: "Event") -> None:
             return
         raise ValueError(f"wait_event: {_NEVER}")
     if event.seq is None and event.pending is None and not event.lost:
-        queue_flush(q)  # the event must be submitted before anything can depend on it
+        _flush_for(q, self, event)  # the event must be submitted before anything can depend on it
     if event.pending is not None:  # flushed, queued for the submission thread
         if self.async_submit:
             # that thread submits it before this queue's next flush (one FIFO per device)
@@ -217,3 +224,23 @@ def queue_wait_event(self: Queue, event: "Event") -> None:
     submit.add_seq_dep(self, q, event.seq)  # (named at the CS: q may be closed by then)
     self._label("wait_event")
     self._end_command()
+
+
+def _flush_for(q: Queue, waiter: Queue, event: "Event") -> None:
+    """Flush queue `q` for `waiter`'s wait_event on `event`, which q has not flushed. A
+    wait_event flushed all q had recorded, past the event too, and raised q's earlier
+    failures and refusals, and this flush's own refusal, from the waiter's call, naming
+    neither q's calls nor q. Now only up to the event (or a precise error), and q's errors
+    are kept for q's next call (flush, finish, Event.wait, close), this flush's own refusal
+    named as the flush wait_event made; the wait_event raises only that its event was
+    refused (SubmitError ECANCELED), or a GpuTimeout or DeviceLost (nothing recorded)."""
+    if q.calls != event.call:
+        raise ValueError(f"wait_event: the event's queue ({q!r}) recorded commands after it and has not flushed "
+                         "it: flush that queue first (flushed from here, they would be submitted before its own "
+                         "flush)")
+    try:
+        _flush(q, check=False, call=f"flush (made by wait_event of {waiter!r})")
+    except (GpuTimeout, DeviceLost):
+        raise  # (the event still unflushed: retried, or nothing runs any more)
+    except UmdError as e:  # q's own, raised by its next call, with its notes (the errors found with it)
+        q.async_errors.append((q.flushes + 1, e))

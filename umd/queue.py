@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from kmd_model.ioctl.copyin import shown
 from kmd_model.sched.fence import seq_passed
 from kmd_model.log import get_logger
-from kmd_model.uapi import CsChunkFence, CsChunkIb, CtxPriority, HwIp, KmdError
+from kmd_model.uapi import CsChunkFence, CtxPriority, HwIp, KmdError
 from spec import packets, pm4, sdma
 
 from . import failed_jobs, kmd_errors, submit
@@ -145,7 +145,8 @@ class Queue(_Dispatched):
         self.timeline = 0  # last event value handed out
         self.ts_next = 0
         self.pool = IbPool(self, ib_size_dw)
-        self.cmdbuf = CmdBuf(self.pool.get, ib_size_dw, info.ib_align_dw, sdma=self.copy_engine)
+        self.cmdbuf = CmdBuf(self.pool.get, ib_size_dw, info.ib_align_dw, sdma=self.copy_engine,
+                             put_ib=self.pool.free.append)
         self.has_dma = info.has_dma or self.copy_engine
         # one DMA_DATA (or SDMA COPY_LINEAR / CONSTANT_FILL) moves at most this much
         self.dma_chunk = sdma.MAX_COPY_BYTES if self.copy_engine else info.dma_max_bytes
@@ -200,6 +201,9 @@ class Queue(_Dispatched):
 
     # -- recording helpers
     def _label(self, call: str) -> str:
+        """The label of the API call that records now (each names its packets by it); its
+        packets begin here (CmdBuf.begin: an IB wait that raises takes them all back)."""
+        self.cmdbuf.begin()
         self.calls += 1
         return f"Queue.{call}() #{self.calls}"
 
@@ -455,43 +459,80 @@ def queue_flush(self: Queue) -> int | None:
     when there was nothing to submit, and always on an async queue (API v3: the submission
     thread makes the CS later; its events tell when it ran). With `max_inflight`
     submissions in flight it first waits for the oldest; if that times out (GpuTimeout)
-    the commands stay recorded."""
+    the commands stay recorded. An earlier job's failure or refused flush is raised after
+    the commands are submitted, the exception's last note saying so."""
     return _flush(self)
 
 
-def _flush(self: Queue, check: bool = True) -> int | None:
+def _flush(self: Queue, check: bool = True, call: str = "flush") -> int | None:
     """queue_flush; without `check` (a flush for memory, in the middle of a transfer; the
     flush of finish and close, which raise what is pending after their wait) an earlier
-    job's failure or refused flush is left for the caller, or the next call, to raise."""
+    job's failure or refused flush is left for the caller, or the next call, to raise.
+    With it, those are taken first but raised after the commands are submitted (as finish
+    does): the error is earlier work's, and the app's new work is not held back by it, nor
+    left recorded for whichever call comes next; the last note says what was submitted.
+    `call`: the API call that flushes (Event.wait's "wait"), which the note names."""
+    earlier: list = []
     if self.async_submit:
         if self.pending:
             submit.collect(self)
         if check and self.async_errors:
             # a refused earlier flush (when the thread is done with it): with it, the rest
-            # pending (a look: an ioctl only on this error path); its commands stay recorded
-            failed_jobs.check(self, "flush")
+            # pending (a look: an ioctl only on this error path)
+            earlier = failed_jobs.pending(self, call)
     cb = self.cmdbuf
     if not cb.ibs and self.deps:  # a wait with nothing after it yet: a NOP job carries it
         cb.emit(sdma.pad(8) if self.copy_engine else pm4.pad(8), "wait_event")
     if not cb.ibs:
+        _raise_first(earlier)
         return None
-    if check and self.watch.jobs and not self.async_submit:
-        # an earlier job's failure, before this submission (its commands stay recorded: the
-        # queue runs on, and the next flush submits them); an async flush makes no ioctl
-        failed_jobs.check(self, "flush")
-    if len(self.inflight) + len(self.pending) >= self.max_inflight:
-        self._throttle("flush")
-    with deferred_sigint():  # (a ^C between the CS and its bookkeeping lost the submission)
-        return _submit_recorded(self)
+    if check and (self.watch.jobs or self.async_errors) and not self.async_submit:
+        # an earlier job's failure (an async flush makes no ioctl: its queue learns at finish),
+        # or the refusal of a flush another queue's wait_event made (events._flush_for)
+        earlier = failed_jobs.pending(self, call)
+    if any(isinstance(e, DeviceLost) for e in earlier):
+        _raise_first(earlier)  # (at once: nothing runs any more, and the CS would meet the same loss)
+    calls = self.calls
+    try:
+        if len(self.inflight) + len(self.pending) >= self.max_inflight:
+            try:
+                self._throttle(call)
+            except GpuError as e:  # the oldest failed, and left: earlier work's error, raised after
+                earlier.append(e)
+                self._throttle(call)  # (room now, unless more are in flight than the limit: then it waits)
+        with deferred_sigint():  # (a ^C between the CS and its bookkeeping lost the submission)
+            seq = _submit_recorded(self, call)
+    except UmdError as e:  # its own refusal (the commands did not run), or no room: after the earlier ones
+        if isinstance(e, GpuTimeout):
+            e.add_note(f"{call}: the commands recorded since the last flush (the queue's calls up to #{calls}) "
+                       "stay recorded: the next flush submits them")
+        if not earlier:
+            raise
+        _raise_first([*earlier, e])
+    if earlier:
+        try:
+            _raise_first(earlier)
+        except UmdError as e:
+            how = "queued for submission" if self.async_submit else "submitted"
+            at = f" (asynchronous submission #{self.flushes})" if self.async_submit else f", seqno {seq:#x}"
+            e.add_note(f"{call}: the commands recorded since the last flush (the queue's calls up to #{calls}) were "
+                       f"{how} all the same, as the queue's flush #{self.flushes}{at}: the errors above are "
+                       f"earlier work's")
+            raise
+    return seq
 
 
-def _submit_recorded(self: Queue) -> int | None:
-    """queue_flush's CS and its bookkeeping, which a ^C must not separate."""
+def _submit_recorded(self: Queue, call: str = "flush") -> int | None:
+    """queue_flush's CS and its bookkeeping, which a ^C must not separate. The queue's
+    recorded state (commands, events, dependencies) is taken only once the CS is in or
+    refused: an exception from inside the CS ioctl that is not the kernel's answer (a ^C
+    raised in its wait for ring room, where no SIGINT is held) comes before the KMD queues
+    the job, its last step, so the commands stay recorded for the next flush (they were
+    taken first, and lost: never run, their events never signalled)."""
     cb = self.cmdbuf
-    first = cb.end()
+    first = cb.end()  # (recording may go on after it: the next end() closes the last IB again)
     ibs = [ib.buf for ib in cb.ibs]
     labels = cb.labels
-    events, self.unflushed_events = self.unflushed_events, []
     if log.isEnabledFor(logging.DEBUG):
         log.debug("flush ctx %d: %d command(s), %d dwords in %d IB(s)", self.ctx_id, cb.commands,
                   sum(ib.size_dw for ib in cb.ibs), len(cb.ibs))
@@ -500,11 +541,11 @@ def _submit_recorded(self: Queue) -> int | None:
                 "  " + line for line in pm4.disassemble(ib.buf.u32[:ib.size_dw].tolist(), ib.gpu_addr)))
     sizes = [ib.size_dw for ib in cb.ibs]
     first_ib = (first.buf.gpu_addr, first.size_dw)
-    cb.reset()
-    deps, self.deps, self.seq_deps = self.deps, [], {}
+    deps = self.deps
     fence = CsChunkFence(self.qbo.handle, self.qbo.bo_offset + 4 * QBO_USER_FENCE)
-    do_cs = functools.partial(_cs_submit, self, first_ib, ibs, sizes, deps, fence)
+    do_cs = functools.partial(submit.cs_ioctls, self, first_ib, ibs, sizes, deps, fence)
     if self.async_submit:  # the device's submission thread makes the ioctl (umd/submit.py)
+        events = _take_recorded(self)
         self.flushes += 1
         job = PendingCs(self, do_cs, ibs, labels, events, self.staging, self.flushes, deps=bool(deps))
         self.staging = []  # freed once the CS is in (submit.collect)
@@ -513,17 +554,21 @@ def _submit_recorded(self: Queue) -> int | None:
         self.pending.append(job)
         self.device.submitter.push(job)  # type: ignore[union-attr]
         return None
+    interrupted = None
     try:
         seq, ncs = do_cs()
+    except submit.Submitted as done:  # (every CS in: recorded as submitted, then the ^C)
+        seq, ncs, interrupted = done.seq, done.ncs, done.error
     except KmdError as e:
         self.pool.free.extend(ibs)  # never ran
-        for ev in events:
+        for ev in _take_recorded(self):
             ev.lost = True
         try:
-            kmd_errors.raise_from(self, e, "flush", cs=True)
+            kmd_errors.raise_from(self, e, call, cs=True)
         except UmdError as u:  # the newest error: the earlier ones pending first (finish's, close's flush)
-            failed_jobs.check(self, "flush", found=(self.flushes + 1, u))
+            failed_jobs.check(self, call, found=(self.flushes + 1, u))
             raise  # (unreachable: check raises `found` at least)
+    events = _take_recorded(self)
     self.flushes += 1
     self._submitted(seq, ncs, self.flushes)
     failed_jobs.track(self, Submission(seq, ibs, labels, ncs, bool(deps), self.flushes))
@@ -534,26 +579,18 @@ def _submit_recorded(self: Queue) -> int | None:
     self.staging.clear()
     self.device.mm.flushed()
     self._reclaim()
+    if interrupted is not None:
+        raise interrupted
     return seq
 
 
-def _cs_submit(q: Queue, first_ib: tuple[int, int], ibs: list, sizes: list, deps: list,
-               fence: CsChunkFence) -> tuple[int, int]:
-    """The CS ioctl(s) of one flush: its last seqno and how many it took. On the app's
-    thread (a synchronous queue) or the device's submission thread (an async one): it
-    touches no queue state."""
-    deps = submit.merge_deps(c for c in (d.chunk() for d in deps) if c is not None)
-    if not q.copy_engine:
-        return q.ws.cs_submit(q.ctx_id, [*deps, CsChunkIb(first_ib[1], gpu_addr=first_ib[0]), fence]), 1
-    # SDMA IBs do not chain: every IB is a chunk, max_ib_chunks per CS, in order
-    step = q.device.dev_info.max_ib_chunks
-    ncs = 0
-    for k in range(0, len(ibs), step):
-        chunks = [CsChunkIb(n, gpu_addr=b.gpu_addr, ip_type=q.ip_type)
-                  for b, n in zip(ibs[k:k + step], sizes[k:k + step])]
-        seq = q.ws.cs_submit(q.ctx_id, [*(deps if k == 0 else ()), *chunks, fence])
-        ncs += 1
-    return seq, ncs
+def _take_recorded(self: Queue) -> list:
+    """The recorded commands now belong to a submission: the queue starts a new stream, with
+    no dependencies; returns the events the submission carries."""
+    events, self.unflushed_events = self.unflushed_events, []
+    self.cmdbuf.reset()
+    self.deps, self.seq_deps = [], {}
+    return events
 
 
 def queue_finish(self: Queue, timeout: int | None = DEFAULT_TIMEOUT) -> None:

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from kmd_model.sched.fence import seq_passed
-from kmd_model.uapi import CsChunkDep, KmdError
+from kmd_model.uapi import CsChunkDep, CsChunkFence, CsChunkIb, KmdError
 
 from . import kmd_errors
 from .errors import GpuError, QueueBanned, UmdError
@@ -89,6 +89,16 @@ class PendingCs:
     ncs: int = 1  # CS ioctls it took (a copy queue splits a flush at max_ib_chunks IBs)
     error: BaseException | None = None
     deps: bool = False  # it waits for another queue's job (umd/failed_jobs.py)
+
+
+class Submitted(BaseException):
+    """A ^C that came in a copy flush's later CS (cs_ioctls): every CS of the flush is
+    in (`seq`, `ncs`); the KeyboardInterrupt `error` is raised once the flush's bookkeeping
+    is done, as a held SIGINT is (umd/signals.py)."""
+
+    def __init__(self, seq: int, ncs: int, error: BaseException):
+        super().__init__(seq, ncs)
+        self.seq, self.ncs, self.error = seq, ncs, error
 
 
 class _Request:
@@ -209,6 +219,8 @@ class Submitter:
                 job = self.jobs[0]  # stays queued until done, so drain() sees it
             try:
                 job.seq, job.ncs = job.submit_fn()
+            except Submitted as done:  # (in: a ^C is the main thread's, never this thread's to raise)
+                job.seq, job.ncs = done.seq, done.ncs
             except BaseException as e:  # noqa: BLE001  (a refused CS, or a bug: the app gets it)
                 job.error = e
             with self.cond:
@@ -309,6 +321,37 @@ def drain(q) -> None:
         s.drain()
     if q.pending:
         collect(q)
+
+
+def cs_ioctls(q, first_ib: tuple[int, int], ibs: list, sizes: list, deps: list,
+               fence: CsChunkFence) -> tuple[int, int]:
+    """The CS ioctl(s) of one flush: its last seqno and how many it took. On the app's
+    thread (a synchronous queue) or the device's submission thread (an async one): it
+    touches no queue state."""
+    deps = merge_deps(c for c in (d.chunk() for d in deps) if c is not None)
+    if not q.copy_engine:
+        return q.ws.cs_submit(q.ctx_id, [*deps, CsChunkIb(first_ib[1], gpu_addr=first_ib[0]), fence]), 1
+    # SDMA IBs do not chain: every IB is a chunk, max_ib_chunks per CS, in order
+    step = q.device.dev_info.max_ib_chunks
+    ncs = 0
+    interrupted: BaseException | None = None
+    for k in range(0, len(ibs), step):
+        chunks = [CsChunkIb(n, gpu_addr=b.gpu_addr, ip_type=q.ip_type)
+                  for b, n in zip(ibs[k:k + step], sizes[k:k + step])]
+        while True:
+            try:
+                seq = q.ws.cs_submit(q.ctx_id, [*(deps if k == 0 else ()), *chunks, fence])
+                break
+            except KeyboardInterrupt as e:
+                if not ncs:
+                    raise  # (nothing queued yet: the flush's commands stay recorded)
+                # a ^C in a later CS's wait for ring room, the flush's first CS in: the rest
+                # follow (as a held SIGINT would have let them: umd/signals.py), then it is raised
+                interrupted = interrupted or e
+        ncs += 1
+    if interrupted is not None:
+        raise Submitted(seq, ncs, interrupted)
+    return seq, ncs
 
 
 def dep_chunk(q, seq: int) -> CsChunkDep | None:

@@ -49,27 +49,27 @@ def check_cycles_repeat(dev):
     import time
 
     from tests.umd.async_compare import observe
-    from umd import queue as umd_queue
+    from umd import submit as umd_submit
 
     assert dev.thread_bound
 
     slowed = []  # the CS ioctls the slowed run delayed: none would mean the patch missed flush()
 
     def cycles(app, slow=False):
-        real = umd_queue._cs_submit
+        real = umd_submit.cs_ioctls
 
         def late(*args):
             slowed.append(args)
             time.sleep(0.05)
             return real(*args)
 
-        umd_queue._cs_submit = late if slow else real
+        umd_submit.cs_ioctls = late if slow else real
         try:
             t0 = dev.now()
             observe(lambda: app(dev), True)
             return dev.now() - t0
         finally:
-            umd_queue._cs_submit = real
+            umd_submit.cs_ioctls = real
 
     fast, slow = cycles(_flush_then_ioctl), cycles(_flush_then_ioctl, slow=True)
     assert len(slowed) == 4 and fast == slow, (len(slowed), fast, slow)

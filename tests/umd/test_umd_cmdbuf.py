@@ -205,3 +205,49 @@ def test_cmdbuf_chain_packet_ends_an_ib_on_a_wider_alignment():
     assert all(ib.chain_at == ib.size_dw - CHAIN_DW for ib in cb.ibs[:-1])
     packets = [p for a, n in ibs for p in pm4.decode_stream(bufs[a].u32[:n].tolist()) if p.name == "WRITE_DATA"]
     assert [p.data[0] for p in packets] == list(range(60))
+
+
+@pytest.mark.parametrize("sdma", [False, True], ids=["pm4", "sdma"])
+@pytest.mark.parametrize("fail_at", [0, 1, 2])
+def test_a_command_whose_ib_wait_raises_is_taken_back_whole(sdma, fail_at):
+    """A command of several packets (an IB each) that gets `fail_at` new IBs and not the next
+    (get_ib raises:
+    a wait for one timed out or was interrupted): the stream is as before the command, its
+    IBs given back; the commands after it record as if it had never been tried (the same
+    dwords in the same IBs, the same labels)."""
+    from spec import sdma as sdma_pkts
+
+    def write(addr, data):
+        return sdma_pkts.write_linear(addr, data) if sdma else pm4.write_data(addr, data)
+
+    def stream(fail: bool):
+        made, free, new = [], [], [-99]
+
+        def get():  # (a pool: IBs given back are taken again first, so both streams use the same addresses)
+            if new[0] == fail_at:
+                raise KeyboardInterrupt
+            new[0] += 1
+            if free:
+                return free.pop(0)
+            made.append(FakeBuf(0x10000 * (len(made) + 1), 64))
+            return made[-1]
+
+        cb = CmdBuf(get, ib_size_dw=64, align_dw=8, sdma=sdma, put_ib=free.append)
+        for i in range(5):
+            cb.begin()
+            cb.emit(write(0x1000 + 4 * i, [i]), f"write #{i}")
+        if fail:
+            new[0] = 0  # (counts the new IBs the command takes)
+            cb.begin()
+            with pytest.raises(KeyboardInterrupt):
+                for _ in range(4):  # (an IB each)
+                    cb.emit(write(0x2000, [7] * 40), "failed")
+            assert len(free) == fail_at
+        new[0] = -99  # (no failure from here)
+        for i in range(5, 14):
+            cb.begin()
+            cb.emit(write(0x1000 + 4 * i, [i]), f"write #{i}")
+        cb.end()
+        return [(ib.gpu_addr, ib.buf.u32[:ib.size_dw].tolist()) for ib in cb.ibs], cb.labels, cb.chains
+
+    assert stream(True) == stream(False)

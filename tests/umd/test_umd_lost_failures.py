@@ -95,7 +95,7 @@ def test_a_failed_job_is_raised_at_the_next_call_once(kind, failure, how):
     assert e.command == command and e.waited_for == (failure == "dep")
     runs_on = kind != "gfx" or failure == "dep"  # (a gfx error resets the whole GPU: the context is guilty)
     if runs_on and how != "close":
-        # once: the queue runs on, what it had recorded (a refused flush keeps it) included
+        # once: the queue runs on, what it had recorded (submitted by the raising call) included
         q.write(buf, 4, 5)
         q.finish()
         assert buf.u32[:2].tolist() == [9, 5]
@@ -406,7 +406,7 @@ def test_a_timestamp_of_a_job_cancelled_for_its_dependency_is_not_read():
         other.finish()
     q.write(buf, 4, 1)
     with pytest.raises(umd.GpuError, match="waited for") as ei:
-        q.flush()  # (the cancelled job's error; the write stays recorded)
+        q.flush()  # (the cancelled job's error; the write is submitted all the same)
     assert ei.value.info.seq > ts.seq
     q.finish()  # the fence passes the cancelled job
     assert ts.signalled()

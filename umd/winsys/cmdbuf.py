@@ -42,13 +42,15 @@ class Ib:
 
 
 class CmdBuf:
-    def __init__(self, get_ib: Callable[[], Any], ib_size_dw: int, align_dw: int = 8, sdma: bool = False):
+    def __init__(self, get_ib: Callable[[], Any], ib_size_dw: int, align_dw: int = 8, sdma: bool = False,
+                 put_ib: Callable[[Any], None] | None = None):
         if align_dw < 1 or align_dw & (align_dw - 1):
             raise ValueError(f"CmdBuf: align_dw must be a power of two, not {align_dw!r}")
         if ib_size_dw < self.min_ib_dw(align_dw) or ib_size_dw % align_dw:
             raise ValueError(f"CmdBuf: ib_size_dw must be a multiple of {align_dw} and at least "
                              f"{self.min_ib_dw(align_dw)}, not {ib_size_dw!r}")
         self.get_ib = get_ib
+        self.put_ib = put_ib  # an IB taken back unused (rollback), or None: dropped
         self.ib_size_dw = ib_size_dw
         self.align_dw = align_dw
         self.sdma = sdma
@@ -72,26 +74,67 @@ class CmdBuf:
         self.labels: dict[int, str] = {}  # GPU address of a packet -> the call that recorded it
         self._pending_labels: list[tuple[int, str]] = []  # (dword offset in cur, label)
         self.commands = 0
+        self._mark = (0, 0, 0, self.chains)  # where the command being recorded began (begin)
 
     @property
     def dwords(self) -> int:
         """Dwords recorded so far (closed IBs and the current one)."""
         return sum(ib.size_dw for ib in self.ibs[:-1]) + len(self.cur)
 
+    def begin(self) -> None:
+        """A command (an API call's packets) starts here: emit's rollback point."""
+        self._mark = (len(self.ibs), len(self.cur), len(self._pending_labels), self.chains)
+
     def emit(self, dwords: list[int], label: str | None = None) -> None:
         """Append one packet (or a few that must stay together). When taking a new IB fails
-        (get_ib raises), nothing is recorded and the stream is as it was."""
+        (get_ib raises: a wait for one that timed out, met a failed job, or was interrupted),
+        the command's earlier packets are taken back too: the stream is as it was at begin(),
+        so a call that raised recorded nothing of itself (its first packets ran at the next
+        flush, the app told it had failed)."""
         n = len(dwords)
         if n > self.max_packet_dw:
             raise ValueError(f"CmdBuf: a {n}-dword packet does not fit an IB of {self.ib_size_dw} "
                              f"dwords (at most {self.max_packet_dw})")
-        if not self.ibs:
-            self.ibs.append(Ib(self.get_ib()))
-        elif len(self.cur) + n > self.max_packet_dw:
-            self._chain()
+        try:
+            if not self.ibs:
+                self.ibs.append(Ib(self.get_ib()))
+            elif len(self.cur) + n > self.max_packet_dw:
+                self._chain()
+        except BaseException:
+            self._rollback()
+            raise
         if label is not None:
             self._pending_labels.append((len(self.cur), label))
         self.cur.extend(dwords)
+
+    def _rollback(self) -> None:
+        """Back to begin()'s mark: the IBs taken since go back (put_ib), the one it was in is
+        open again with the dwords and labels it had (its chain packet and padding dropped)."""
+        n_ibs, n_cur, n_labels, chains = self._mark
+        if len(self.ibs) == n_ibs:  # (nothing closed since: cut the open IB back)
+            del self.cur[n_cur:]
+            del self._pending_labels[n_labels:]
+            return
+        reopened = self.ibs[n_ibs - 1] if n_ibs else None
+        pending = []
+        for ib in self.ibs[max(n_ibs - 1, 0):]:  # their labels went to self.labels when they were closed
+            end = ib.gpu_addr + 4 * self.ib_size_dw
+            for a in [a for a in self.labels if ib.gpu_addr <= a < end]:
+                label = self.labels.pop(a)
+                off = (a - ib.gpu_addr) // 4
+                if ib is reopened and off < n_cur:  # (pending at the mark)
+                    pending.append((off, label))
+        if reopened is not None:
+            self.cur = reopened.buf.u32[:n_cur].tolist()  # (what _close wrote of it: cur as it was)
+            reopened.size_dw, reopened.chain_at = 0, None
+        else:
+            self.cur = []
+        self._pending_labels = sorted(pending)
+        for ib in self.ibs[n_ibs:]:
+            if self.put_ib is not None:
+                self.put_ib(ib.buf)
+        del self.ibs[n_ibs:]
+        self.chains = chains
 
     def command(self) -> None:
         """Count one API-level command (the flush threshold counts these)."""
