@@ -378,7 +378,8 @@ def run_mutant(mutant, solver: str, timeout=1800, from_logs=False) -> dict:
         depth = r.depth if r is not None else depth
         if r is None:
             return {"name": mutant.name, "group": mutant.group, "says": mutant.says, "kills": list(mutant.kills),
-                    "failed": [], "killed": False, "depth": depth, "seconds": 0.0, "trace": None,
+                    # (neither caught nor missed: `killed` null, apart in the summary)
+                    "failed": [], "killed": None, "depth": depth, "seconds": 0.0, "trace": None,
                     "status": "NOT RUN", "ran_at": None, "commit": None}
     else:
         text, _ = build_rtlil(group, mutant)
@@ -422,7 +423,8 @@ def main(argv=None) -> int:
     ap.add_argument("--deep", action="store_true",
                     help="also the mutants whose counterexample takes hours (formal/mutants.py `deep`)")
     ap.add_argument("--report", action="store_true",
-                    help="run nothing: the table and the JSON from the last run's logs")
+                    help="run nothing: the table and the JSON from the last run's logs "
+                         "(what has none is \"not run\", exit 3)")
     ap.add_argument("--json", default=str(ROOT / "build" / "formal.json"))
     args = ap.parse_args(argv)
 
@@ -490,19 +492,32 @@ def main(argv=None) -> int:
 
     print()
     print(table(rows))
-    asserts = [r for r in rows if r["kind"] == "assert"]
-    covers = [r for r in rows if r["kind"] == "cover"]
+    # what has no log (`--report` after a run stopped part-way) is "not run", apart from what
+    # ran: counted as "not caught" or as not holding it read as a property failed or vacuous
+    not_run = [r for r in rows if r["status"] == "not run"]
+    mut_not_run = [mu for mu in mutants_out if mu["status"] == "NOT RUN"]
+    asserts = [r for r in rows if r["kind"] == "assert" and r not in not_run]
+    covers = [r for r in rows if r["kind"] == "cover" and r not in not_run]
+    mutants_run = [mu for mu in mutants_out if mu not in mut_not_run]
     ok_asserts = [r for r in asserts if r["status"] in ("proven", "passed")]
     ok_covers = [r for r in covers if r["status"] == "reached"]
-    killed = [mu for mu in mutants_out if mu["killed"]]
+    killed = [mu for mu in mutants_run if mu["killed"]]
+
+    def apart(n):
+        return f", not run: {n}" if n else ""
+
     print(f"\nasserts: {len(ok_asserts)}/{len(asserts)} hold "
-          f"({sum(r['status'] == 'proven' for r in asserts)} proven unbounded); "
-          f"covers: {len(ok_covers)}/{len(covers)} reached; "
-          f"mutants: {len(killed)}/{len(mutants_out)} caught; {time.monotonic() - t0:.0f} s")
-    for mu in mutants_out:
+          f"({sum(r['status'] == 'proven' for r in asserts)} proven unbounded)"
+          f"{apart(sum(r['kind'] == 'assert' for r in not_run))}; "
+          f"covers: {len(ok_covers)}/{len(covers)} reached{apart(sum(r['kind'] == 'cover' for r in not_run))}; "
+          f"mutants: {len(killed)}/{len(mutants_run)} caught{apart(len(mut_not_run))}; {time.monotonic() - t0:.0f} s")
+    for mu in mutants_run:
         if not mu["killed"]:
             print(f"  mutant {mu['name']} ({mu['group']}): not caught: expected {', '.join(mu['kills'])} "
                   f"to fail, failed: {', '.join(mu['failed']) or 'nothing'} ({mu['status']})")
+    if not_run or mut_not_run:
+        names_not_run = [f"{r['group']}.{r['name']}" for r in not_run] + [f"mutant {mu['name']}" for mu in mut_not_run]
+        print(f"  not run (no log in {BUILD}/GROUP/): {', '.join(names_not_run)}")
     for g in groups:
         if g.get("invariants_failed"):
             print(f"  {g['group']}: strengthening invariants failed: {', '.join(g['invariants_failed'])}")
@@ -518,9 +533,14 @@ def main(argv=None) -> int:
               "summary": {"asserts": len(asserts), "asserts_hold": len(ok_asserts),
                           "proven": sum(r["status"] == "proven" for r in asserts),
                           "covers": len(covers), "covers_reached": len(ok_covers),
-                          "mutants": len(mutants_out), "mutants_caught": len(killed)}}
+                          "mutants": len(mutants_run), "mutants_caught": len(killed),
+                          # (the counts above are of what ran; these, of what has no log)
+                          "asserts_not_run": sum(r["kind"] == "assert" for r in not_run),
+                          "covers_not_run": sum(r["kind"] == "cover" for r in not_run),
+                          "mutants_not_run": len(mut_not_run)}}
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(report, indent=1))
     print(f"written {args.json}")
-    bad = len(ok_asserts) < len(asserts) or len(ok_covers) < len(covers) or len(killed) < len(mutants_out)
-    return 1 if bad else 0
+    bad = len(ok_asserts) < len(asserts) or len(ok_covers) < len(covers) or len(killed) < len(mutants_run)
+    # 3: nothing that ran failed, but the report is incomplete (not the 0 of a whole pass)
+    return 1 if bad else 3 if not_run or mut_not_run else 0

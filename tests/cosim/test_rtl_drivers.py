@@ -57,6 +57,17 @@ def test_shards_hold_every_check_once():
     assert a != b, "the two longest checks share an Icarus shard"
 
 
+def test_every_check_has_its_icarus_time():
+    """The shards are balanced on driver_checks.ICARUS_SECONDS; a check missing from it counted
+    as short, and check_a_hang_on_one_cp_queue (about 11 s) was missing: every check has its
+    measured figure, and every figure names a check that exists."""
+    every = driver_checks.all_checks()
+    missing = [c for c in every if c not in driver_checks.ICARUS_SECONDS]
+    assert not missing, f"measure on Icarus and add to driver_checks.ICARUS_SECONDS: {', '.join(missing)}"
+    stale = [c for c in driver_checks.ICARUS_SECONDS if c not in every]
+    assert not stale, f"driver_checks.ICARUS_SECONDS names checks that no longer exist: {', '.join(stale)}"
+
+
 def test_slow_memory_settings():
     """GPUCOSIM_DRIVER_MEM: slow:SEED gives each check its own memory, in the stated ranges,
     the same at every call; anything else is one line naming the variable."""

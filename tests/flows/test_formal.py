@@ -231,3 +231,36 @@ def test_a_cover_reached_by_a_further_search_says_so():
         "status": "reached", "depth": 17, "trace": "b.vcd", "seconds": 60.0, "ran_at": "2026-12-02T14:10:00Z",
         "config": cr.why}
     assert rows["ib1"]["status"] == "reached" and "config" not in rows["ib1"]
+
+
+def test_a_report_after_a_partial_run_counts_what_did_not_run_apart(capsys, tmp_path, monkeypatch):
+    """`--report` after a run stopped part-way (one mutant of `mux` run, the rest not): the
+    mutants without a log were counted and listed as "not caught", which reads as a property
+    shown vacuous, and the JSON said `killed: false`. They are their own category: the summary
+    says "not run: N", the JSON counts them (`killed: null`), and the exit status is 3
+    (nothing that ran failed, but the report is incomplete), not 1 (something failed)."""
+    import json
+    monkeypatch.setattr(run, "BUILD", tmp_path / "formal")
+    work = tmp_path / "formal" / "mux"
+    work.mkdir(parents=True)
+    done = "SBY 1:00:00 [x] summary: Elapsed clock time [H:MM:SS (secs)]: 0:00:07 (7)\n"
+    (work / "proof.log").write_text(done + "DONE (PASS, rc=0)\n")
+    (work / "mutant_mux_w_newest.log").write_text(
+        "SBY 1:00:00 [mutant_mux_w_newest] engine_0: ##   0:00:01  Assert failed in top: mux.w_order:12\n"
+        + done + "DONE (FAIL, rc=2)\n")
+    out = tmp_path / "formal.json"
+    status = run.main(["--report", "--groups", "mux", "--no-covers", "--json", str(out)])
+    text = capsys.readouterr().out
+    n_mux = sum(mu.group == "mux" and not mu.deep for mu in mutants.MUTANTS)
+    assert "not caught" not in text
+    assert f"mutants: 1/1 caught, not run: {n_mux - 1};" in text
+    summary = json.loads(out.read_text())["summary"]
+    assert (summary["mutants"], summary["mutants_caught"], summary["mutants_not_run"]) == (1, 1, n_mux - 1)
+    assert {mu["name"]: mu["killed"] for mu in json.loads(out.read_text())["mutants"]}["mux_no_lock"] is None
+    assert status == 3
+    # a group whose proof has no log: its asserts are "not run" too, not failed
+    (work / "proof.log").unlink()
+    assert run.main(["--report", "--groups", "mux", "--no-covers", "--json", str(out)]) == 3
+    n_asserts = sum(p.kind == "assert" for p in properties.GROUPS["mux"].props)
+    assert f"asserts: 0/0 hold (0 proven unbounded), not run: {n_asserts};" in capsys.readouterr().out
+    assert json.loads(out.read_text())["summary"]["asserts_not_run"] == n_asserts
