@@ -1139,7 +1139,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_CP_QUEUE_PRIORITY_Q1_GET(v)     (((v) & GPUCOSIM_CP_QUEUE_PRIORITY_Q1_MASK) >> GPUCOSIM_CP_QUEUE_PRIORITY_Q1_SHIFT)
 #define GPUCOSIM_CP_QUEUE_PRIORITY_Q1_SET(x)     (((uint32_t)(x) << GPUCOSIM_CP_QUEUE_PRIORITY_Q1_SHIFT) & GPUCOSIM_CP_QUEUE_PRIORITY_Q1_MASK)
 
-/* CP_QUEUE_RESET: CP queue reset. Write 1s to reset CP queues alone: pointers, IB state, poll and error of that queue go to a clean idle state; its ring registers keep their values; the other queue, the SDMA queue and the IH ring are untouched */
+/* CP_QUEUE_RESET: CP queue reset. Write 1s to reset CP queues alone: pointers, IB state, poll and error of that queue go to a clean idle state; its ring registers keep their values; the other queue, the SDMA queue and the IH ring are untouched. Done once that queue's STATUS (CP_HQD1_STATUS for queue 1) reads IDLE; its doorbells before that are ignored */
 #define GPUCOSIM_CP_QUEUE_RESET                  0x4d4u
 #define GPUCOSIM_CP_QUEUE_RESET_RESET            0x00000000u
 #define GPUCOSIM_CP_QUEUE_RESET_Q0_SHIFT         0  /* [0:0] W (pulse) */
