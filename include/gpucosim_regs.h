@@ -454,7 +454,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_CP_ERROR_OFFSET_OFFSET_GET(v)   (((v) & GPUCOSIM_CP_ERROR_OFFSET_OFFSET_MASK) >> GPUCOSIM_CP_ERROR_OFFSET_OFFSET_SHIFT)
 #define GPUCOSIM_CP_ERROR_OFFSET_OFFSET_SET(x)   (((uint32_t)(x) << GPUCOSIM_CP_ERROR_OFFSET_OFFSET_SHIFT) & GPUCOSIM_CP_ERROR_OFFSET_OFFSET_MASK)
 
-/* TIMESTAMP_LO: Timestamp, low. Free-running 48-bit cycle counter (the GPU clock of RELEASE_MEM and IH entries), low half */
+/* TIMESTAMP_LO: Timestamp, low. Free-running 48-bit cycle counter (the GPU clock of RELEASE_MEM and IH entries), low half. LO and HI are two reads of the running counter, not latched together: read HI, LO, then HI again, and again if HI changed */
 #define GPUCOSIM_TIMESTAMP_LO                    0x0e0u
 #define GPUCOSIM_TIMESTAMP_LO_RESET              0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_TIMESTAMP_LO_COUNT_SHIFT        0  /* [31:0] R */

@@ -332,7 +332,7 @@ class CP_ERROR_OFFSET(Register):
 
 
 class TIMESTAMP_LO(Register):
-    """Timestamp, low. Free-running 48-bit cycle counter (the GPU clock of RELEASE_MEM and IH entries), low half."""
+    """Timestamp, low. Free-running 48-bit cycle counter (the GPU clock of RELEASE_MEM and IH entries), low half. LO and HI are two reads of the running counter, not latched together: read HI, LO, then HI again, and again if HI changed."""
     NAME = "TIMESTAMP_LO"
     ADDR = 0x0e0
     RESET = 0x00000000
