@@ -11,7 +11,8 @@
  *   GPUCOSIM_R_F_GET(v)      the field from a register value
  *   GPUCOSIM_R_F_SET(x)      x placed as the field
  * Enum-encoded fields have an enum gpucosim_<name> with GPUCOSIM_<NAME>_<VALUE>.
- * Registers are 32 bits wide; unmapped offsets answer DECERR (docs/registers.md).
+ * Registers are 32 bits wide; unmapped offsets answer DECERR (docs/registers.md); a
+ * write to a read-only register (RB_WPTR ...) is answered OKAY and changes nothing.
  */
 
 #ifndef GPUCOSIM_REGS_H

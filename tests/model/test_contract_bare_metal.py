@@ -239,6 +239,8 @@ def check_cp_ring_fence_and_eop(dev):
     and both write-backs agree; reading the entry and moving IH_RPTR lowers the irq."""
     g = Bare(dev)
     g.bring_up()
+    g.w("RB_WPTR", 7)  # amdgpu writes CP_RB0_WPTR; here it is read-only and the write does nothing
+    assert g.r("RB_WPTR") == 0 and g.f("STATUS", "IDLE")
     g.put(IB, write_data(OUT + 0x40, [0xB1]))
     g.submit(nop(2), write_data(OUT, [0x11, 0x22, 0x33]), dma_fill(OUT + 0x100, 0xA5A5A5A5, 64),
              indirect_buffer(IB, 5), release_mem(FENCE, 0xFE01, ctxid=0x77))
@@ -262,6 +264,12 @@ def check_cp_ring_fence_and_eop(dev):
     counts = [dev.mmio_read32(H("PERF_PACKETS(i)") + H("PERF_PACKETS_STRIDE") * H(f"PM4_{p}_INDEX"))
               for p in ("NOP", "WRITE_DATA", "INDIRECT_BUFFER", "RELEASE_MEM", "DMA_DATA")]
     assert counts == [1, 2, 1, 1, 1]
+    # 12 more jobs of 13 dwords: both rings wrap (the 8-entry IH ring too), packets straddle the end
+    for k in range(12):
+        g.until("ring space", lambda: g.wptr - g.get(RPTR_WB)[0] <= RING_DW - 13)
+        g.submit(write_data(OUT + 0x300 + 4 * k, [k]), release_mem(FENCE, 0x100 + k, ctxid=k))
+        [e] = g.ih_pop()
+        assert e[4:8] == [k, 0x100 + k, 0, FENCE] and g.get(OUT + 0x300 + 4 * k) == [k]
 
 
 def check_sdma_ring_fence_and_trap(dev):
@@ -283,6 +291,12 @@ def check_sdma_ring_fence_and_trap(dev):
     n = 4 * (8 + 5 + 7 + 4 + 2)
     assert (g.r("SDMA_RB_RPTR"), g.r("SDMA_RB_WPTR"), g.get(SDMA_RPTR_WB)[0]) == (n, n, n)
     assert g.r("RB_RPTR") == 0 and g.f("STATUS", "IDLE"), "the CP is a separate engine"
+    # 12 more jobs of 44 bytes: the 256-byte ring wraps, packets straddle its end
+    for k in range(12):
+        g.until("ring space", lambda: g.sdma_wptr - g.get(SDMA_RPTR_WB)[0] <= 4 * SDMA_RING_DW - 44)
+        g.sdma_submit(sdma_write_linear(OUT + 0x300 + 4 * k, [k]), sdma_fence(FENCE, 0x200 + k), sdma_trap(k))
+        [e] = g.ih_pop()
+        assert e[4] == k and g.get(FENCE) == [0x200 + k] and g.get(OUT + 0x300 + 4 * k) == [k]
 
 
 def check_cp_bad_packet_and_soft_reset(dev):
@@ -412,4 +426,3 @@ def test_bare_metal_driver_on_the_model(check):
     from testbench.refmodel import RefModel
 
     check(RefModel())
-
