@@ -297,6 +297,12 @@ def check_sdma_ring_fence_and_trap(dev):
         g.sdma_submit(sdma_write_linear(OUT + 0x300 + 4 * k, [k]), sdma_fence(FENCE, 0x200 + k), sdma_trap(k))
         [e] = g.ih_pop()
         assert e[4] == k and g.get(FENCE) == [0x200 + k] and g.get(OUT + 0x300 + 4 * k) == [k]
+    # With IH_CNTL.ENABLE clear an entry is dropped, not kept: a TRAP then leaves no trace at all
+    g.w("IH_CNTL", ENABLE=0, WPTR_WB=1)
+    g.sdma_submit(sdma_fence(FENCE, 0x5D05), sdma_trap(0x77))
+    g.until("SDMA idle", lambda: g.f("SDMA_STATUS", "IDLE") and g.get(FENCE) == [0x5D05])
+    g.w("IH_CNTL", ENABLE=1, WPTR_WB=1)
+    assert (g.r("IH_WPTR"), g.r("INT_STATUS")) == (g.ih_rptr, 0) and not dev.wait_irq(100)
 
 
 def check_cp_bad_packet_and_soft_reset(dev):
