@@ -13,7 +13,7 @@ here and, through tests/cosim/driver_checks.py, on the RTL (Verilator and Icarus
 
 Where the docs left this driver guessing, the answer went into them and stays pinned here:
 the irq rises before the IH wptr write-back lands for every entry (ih_pop reads IH_WPTR),
-a queue reset is done only when its IDLE reads 1 (sdma_reset), the SDMA's doorbell errors
+a queue reset is done only when its IDLE reads 1 (queue_reset), the SDMA's doorbell errors
 report ADDR in bytes and OFFSET in dwords, TIMESTAMP_LO/HI are not latched (timestamp).
 """
 
@@ -113,6 +113,7 @@ class Bare:
         self.w64("RB_RPTR_ADDR_LO", "RB_RPTR_ADDR_HI", RPTR_WB)
         self.w("RB_CNTL", ENABLE=1, RPTR_WB=1)
         self.wptr = self.ih_rptr = self.sdma_wptr = 0
+        return self
 
     def sdma_up(self):
         assert self.f("QUEUE_CAPS", "SDMA") >= 1
@@ -120,32 +121,27 @@ class Bare:
         self.w64("SDMA_RB_RPTR_ADDR_LO", "SDMA_RB_RPTR_ADDR_HI", SDMA_RPTR_WB)
         self.w("SDMA_CNTL", TRAP_ENABLE=1)
         self.w("SDMA_RB_CNTL", RB_ENABLE=1, RB_SIZE=SDMA_RING_DW.bit_length() - 1, RPTR_WRITEBACK_ENABLE=1)
+        return self
 
     # -- submission: copy into the ring at wptr (dwords; the SDMA's bytes), ring the doorbell
 
-    def sdma_reset(self):
-        """SDMA_CNTL.QUEUE_RESET, then wait for SDMA_STATUS.IDLE: until it reads 1 the engine
-        is still draining and ignores doorbells. The write-back dword is ours to clear."""
-        self.w("SDMA_CNTL", TRAP_ENABLE=1, QUEUE_RESET=1)
-        st = self.r("SDMA_STATUS")
-        if self.f("SDMA_STATUS", "IDLE", st):  # IDLE at once: the reset is already done
-            assert (self.r("SDMA_RB_RPTR"), self.r("SDMA_RB_WPTR"), self.f("SDMA_STATUS", "ERROR", st)) == (0, 0, 0)
-        self.until("SDMA queue reset", lambda: self.f("SDMA_STATUS", "IDLE"))
-        assert (self.r("SDMA_RB_RPTR"), self.r("SDMA_RB_WPTR"), self.r("SDMA_ERROR")) == (0, 0, 0)
-        assert self.f("SDMA_STATUS", "ERROR") == 0
-        self.put(SDMA_RPTR_WB, [0])
-        self.sdma_wptr = 0
+    def queue_reset(self, sdma: bool):
+        """SDMA_CNTL.QUEUE_RESET or CP_QUEUE_RESET.Q0, then wait for the queue's IDLE: until it
+        reads 1 the engine is still draining and ignores doorbells; IDLE at once means done
+        at once (the model). The write-back dword is ours to clear."""
+        p, err = ("SDMA_", "SDMA_ERROR") if sdma else ("", "CP_ERROR")
+        if sdma:
+            self.w("SDMA_CNTL", TRAP_ENABLE=1, QUEUE_RESET=1)  # (one register: TRAP_ENABLE is written too)
+        else:
+            self.w("CP_QUEUE_RESET", Q0=1)
 
-    def cp_queue_reset(self):
-        """CP_QUEUE_RESET.Q0, then wait for STATUS.IDLE, as for the SDMA's reset."""
-        self.w("CP_QUEUE_RESET", Q0=1)
-        st = self.r("STATUS")
-        if self.f("STATUS", "IDLE", st):
-            assert (self.r("RB_RPTR"), self.r("RB_WPTR"), self.f("STATUS", "ERROR", st)) == (0, 0, 0)
-        self.until("CP queue reset", lambda: self.f("STATUS", "IDLE"))
-        assert (self.r("RB_RPTR"), self.r("RB_WPTR"), self.r("CP_ERROR")) == (0, 0, 0)
-        self.put(RPTR_WB, [0])
-        self.wptr = 0
+        def clean():
+            return (self.r(f"{p}RB_RPTR"), self.r(f"{p}RB_WPTR"), self.r(err)) == (0, 0, 0)
+        assert not self.f(f"{p}STATUS", "IDLE") or clean(), "IDLE before the reset was done"
+        self.until(f"{p}queue reset", lambda: self.f(f"{p}STATUS", "IDLE"))
+        assert clean() and not self.f(f"{p}STATUS", "ERROR")
+        self.put(SDMA_RPTR_WB if sdma else RPTR_WB, [0])
+        setattr(self, "sdma_wptr" if sdma else "wptr", 0)
 
     def submit(self, *packets):
         for p in packets:
@@ -237,8 +233,7 @@ def check_cp_ring_fence_and_eop(dev):
     """Ring bring-up, WRITE_DATA, a DMA fill, an IB, then amdgpu's fence: the value lands in
     memory, then one EOP entry carries INT_CTXID, the value and the address; the pointers
     and both write-backs agree; reading the entry and moving IH_RPTR lowers the irq."""
-    g = Bare(dev)
-    g.bring_up()
+    g = Bare(dev).bring_up()
     g.w("RB_WPTR", 7)  # amdgpu writes CP_RB0_WPTR; here it is read-only and the write does nothing
     assert g.r("RB_WPTR") == 0 and g.f("STATUS", "IDLE")
     g.put(IB, write_data(OUT + 0x40, [0xB1]))
@@ -276,9 +271,7 @@ def check_sdma_ring_fence_and_trap(dev):
     """The SDMA ring in bytes: WRITE_LINEAR, CONSTANT_FILL, COPY_LINEAR, FENCE, then TRAP's
     entry (client SDMA0, source SDMA_TRAP, INT_CONTEXT in DATA0), which sets no INT_STATUS
     event bit; the rptr and its write-back count bytes."""
-    g = Bare(dev)
-    g.bring_up()
-    g.sdma_up()
+    g = Bare(dev).bring_up().sdma_up()
     g.sdma_submit(sdma_write_linear(OUT, [1, 2, 3, 4]), sdma_fill(OUT + 0x80, 0x5A5A5A5A, 32),
                   sdma_copy(OUT + 0x200, OUT, 16), sdma_fence(FENCE, 0x5D01), sdma_trap(0xC0FFEE))
     g.until("SDMA fence", lambda: g.get(FENCE)[0] == 0x5D01)
@@ -311,8 +304,7 @@ def check_cp_bad_packet_and_soft_reset(dev):
     CP_ERROR entry carrying those registers; doorbells ignored while stopped. Recovery as
     hardware.md "Errors" gives it: SOFT_RESET, wait for the three IDLE bits, IH_RPTR = 0,
     clear the write-back dwords, then the ring runs again from 0."""
-    g = Bare(dev)
-    g.bring_up()
+    g = Bare(dev).bring_up()
     bad = [0xC0017900, 0, 0]  # opcode 0x79 (gfx9's SET_UCONFIG_REG): not implemented here
     g.put(IB, write_data(OUT, [0xAA]) + bad)
     g.submit(indirect_buffer(IB, 8), write_data(OUT + 4, [0xBB]))
@@ -353,9 +345,7 @@ def check_sdma_bad_packet_and_queue_reset(dev):
     sub_op), ADDR and OFFSET (dwords) of the header, SDMA_STATUS.ERROR, an SDMA_ERROR entry;
     the CP runs on meanwhile. SDMA_CNTL.QUEUE_RESET clears it: rptr = wptr = 0, and the
     ring runs again from its start."""
-    g = Bare(dev)
-    g.bring_up()
-    g.sdma_up()
+    g = Bare(dev).bring_up().sdma_up()
     bad = [0x00000307]  # OP 7, SUB_OP 3: not in the table
     g.sdma_submit(sdma_write_linear(OUT, [0x51]), bad, sdma_fence(FENCE, 0x5D02))
     [e] = g.ih_pop()
@@ -377,7 +367,7 @@ def check_sdma_bad_packet_and_queue_reset(dev):
     assert ih_field(e, "SOURCE_ID") == H("IH_SOURCE_EOP")
     g.w("INT_STATUS", EOP=1)
     # recovery: the queue alone
-    g.sdma_reset()
+    g.queue_reset(sdma=True)
     assert g.f("SDMA_RB_CNTL", "RB_ENABLE") == 1 and g.f("SDMA_CNTL", "TRAP_ENABLE") == 1
     g.sdma_submit(sdma_fence(FENCE, 0x5D03), sdma_trap(9))
     g.until("SDMA fence after the reset", lambda: g.get(FENCE)[0] == 0x5D03)
@@ -393,17 +383,15 @@ def check_queue_resets_under_load_and_sdma_doorbell_error(dev):
     would be lost), and a doorbell after IDLE runs. Then a doorbell behind wptr: DOORBELL_BACKWARDS
     with ADDR the rejected value (bytes, as the doorbell) and OFFSET the rptr in dwords,
     masked by the ring, as SDMA_ERROR_OFFSET counts."""
-    g = Bare(dev)
-    g.bring_up()
-    g.sdma_up()
+    g = Bare(dev).bring_up().sdma_up()
     g.sdma_submit(sdma_fill(0x200000, 0x11111111, 1 << 16))
     dev.delay(60)
-    g.sdma_reset()
+    g.queue_reset(sdma=True)
     g.sdma_submit(sdma_fence(FENCE, 0x5D04))
     g.until("SDMA fence after a reset of a busy queue", lambda: g.get(FENCE)[0] == 0x5D04)
     g.submit(dma_fill(0x300000, 0x22222222, 1 << 16))
     dev.delay(60)
-    g.cp_queue_reset()
+    g.queue_reset(sdma=False)
     g.submit(release_mem(FENCE + 8, 0xFE04, ctxid=4))
     g.until("CP fence after a reset of a busy queue", lambda: g.get(FENCE + 8)[0] == 0xFE04)
     assert ih_field(g.ih_pop()[0], "SOURCE_ID") == H("IH_SOURCE_EOP")
