@@ -11,7 +11,8 @@
  *   GPUCOSIM_R_F_GET(v)      the field from a register value
  *   GPUCOSIM_R_F_SET(x)      x placed as the field
  * Enum-encoded fields have an enum gpucosim_<name> with GPUCOSIM_<NAME>_<VALUE>.
- * Registers are 32 bits wide; unmapped offsets answer DECERR (docs/registers.md).
+ * Registers are 32 bits wide; unmapped offsets answer DECERR (docs/registers.md); a
+ * write to a read-only register (RB_WPTR ...) is answered OKAY and changes nothing.
  */
 
 #ifndef GPUCOSIM_REGS_H
@@ -454,7 +455,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_CP_ERROR_OFFSET_OFFSET_GET(v)   (((v) & GPUCOSIM_CP_ERROR_OFFSET_OFFSET_MASK) >> GPUCOSIM_CP_ERROR_OFFSET_OFFSET_SHIFT)
 #define GPUCOSIM_CP_ERROR_OFFSET_OFFSET_SET(x)   (((uint32_t)(x) << GPUCOSIM_CP_ERROR_OFFSET_OFFSET_SHIFT) & GPUCOSIM_CP_ERROR_OFFSET_OFFSET_MASK)
 
-/* TIMESTAMP_LO: Timestamp, low. Free-running 48-bit cycle counter (the GPU clock of RELEASE_MEM and IH entries), low half */
+/* TIMESTAMP_LO: Timestamp, low. Free-running 48-bit cycle counter (the GPU clock of RELEASE_MEM and IH entries), low half. LO and HI are two reads of the running counter, not latched together: read HI, LO, then HI again, and again if HI changed */
 #define GPUCOSIM_TIMESTAMP_LO                    0x0e0u
 #define GPUCOSIM_TIMESTAMP_LO_RESET              0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_TIMESTAMP_LO_COUNT_SHIFT        0  /* [31:0] R */
@@ -1139,7 +1140,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_CP_QUEUE_PRIORITY_Q1_GET(v)     (((v) & GPUCOSIM_CP_QUEUE_PRIORITY_Q1_MASK) >> GPUCOSIM_CP_QUEUE_PRIORITY_Q1_SHIFT)
 #define GPUCOSIM_CP_QUEUE_PRIORITY_Q1_SET(x)     (((uint32_t)(x) << GPUCOSIM_CP_QUEUE_PRIORITY_Q1_SHIFT) & GPUCOSIM_CP_QUEUE_PRIORITY_Q1_MASK)
 
-/* CP_QUEUE_RESET: CP queue reset. Write 1s to reset CP queues alone: pointers, IB state, poll and error of that queue go to a clean idle state; its ring registers keep their values; the other queue, the SDMA queue and the IH ring are untouched */
+/* CP_QUEUE_RESET: CP queue reset. Write 1s to reset CP queues alone: pointers, IB state, poll and error of that queue go to a clean idle state; its ring registers keep their values; the other queue, the SDMA queue and the IH ring are untouched. Done once that queue's STATUS (CP_HQD1_STATUS for queue 1) reads IDLE; its doorbells before that are ignored */
 #define GPUCOSIM_CP_QUEUE_RESET                  0x4d4u
 #define GPUCOSIM_CP_QUEUE_RESET_RESET            0x00000000u
 #define GPUCOSIM_CP_QUEUE_RESET_Q0_SHIFT         0  /* [0:0] W (pulse) */

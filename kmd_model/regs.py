@@ -332,7 +332,7 @@ class CP_ERROR_OFFSET(Register):
 
 
 class TIMESTAMP_LO(Register):
-    """Timestamp, low. Free-running 48-bit cycle counter (the GPU clock of RELEASE_MEM and IH entries), low half."""
+    """Timestamp, low. Free-running 48-bit cycle counter (the GPU clock of RELEASE_MEM and IH entries), low half. LO and HI are two reads of the running counter, not latched together: read HI, LO, then HI again, and again if HI changed."""
     NAME = "TIMESTAMP_LO"
     ADDR = 0x0e0
     RESET = 0x00000000
@@ -661,7 +661,7 @@ class SDMA_CNTL(Register):
     RESET = 0x00000000
     TRAP_ENABLE = Field('TRAP_ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc="TRAP packets raise their IH entry (AMD's SDMA0_CNTL.TRAP_ENABLE).")
     HALT = Field('HALT', 1, 1, 'rw', 'r', reset=0x0, desc="Stop at the next packet boundary (AMD's SDMA0_F32_CNTL.HALT).")
-    QUEUE_RESET = Field('QUEUE_RESET', 2, 1, 'w', 'r', reset=0x0, singlepulse=True, desc='Write 1: reset this queue alone (its pointers, IB state, poll and error) to a clean idle state; the CP and the IH ring are untouched. The ring registers keep their values.')
+    QUEUE_RESET = Field('QUEUE_RESET', 2, 1, 'w', 'r', reset=0x0, singlepulse=True, desc='Write 1: reset this queue alone (its pointers, IB state, poll and error) to a clean idle state; the CP and the IH ring are untouched. The ring registers keep their values. Done once SDMA_STATUS reads IDLE (the engine first lets its bus traffic end, its transfers aborted); doorbells before that are ignored.')
     FIELDS = (TRAP_ENABLE, HALT, QUEUE_RESET,)
 
 
@@ -909,7 +909,7 @@ class CP_QUEUE_PRIORITY(Register):
 
 
 class CP_QUEUE_RESET(Register):
-    """CP queue reset. Write 1s to reset CP queues alone: pointers, IB state, poll and error of that queue go to a clean idle state; its ring registers keep their values; the other queue, the SDMA queue and the IH ring are untouched."""
+    """CP queue reset. Write 1s to reset CP queues alone: pointers, IB state, poll and error of that queue go to a clean idle state; its ring registers keep their values; the other queue, the SDMA queue and the IH ring are untouched. Done once that queue's STATUS (CP_HQD1_STATUS for queue 1) reads IDLE; its doorbells before that are ignored."""
     NAME = "CP_QUEUE_RESET"
     ADDR = 0x4d4
     RESET = 0x00000000

@@ -65,7 +65,8 @@ def render_c_header(regs: list["RegInfo"], enums: dict, header: str, mmio_addr_w
            " *   GPUCOSIM_R_F_GET(v)      the field from a register value",
            " *   GPUCOSIM_R_F_SET(x)      x placed as the field",
            " * Enum-encoded fields have an enum gpucosim_<name> with GPUCOSIM_<NAME>_<VALUE>.",
-           " * Registers are 32 bits wide; unmapped offsets answer DECERR (docs/registers.md).",
+           " * Registers are 32 bits wide; unmapped offsets answer DECERR (docs/registers.md); a",
+           " * write to a read-only register (RB_WPTR ...) is answered OKAY and changes nothing.",
            " */",
            "",
            "#ifndef GPUCOSIM_REGS_H",
@@ -126,7 +127,8 @@ def render_markdown(regs: list["RegInfo"], enums: dict, header: str, title: str,
     values of every enum-encoded field."""
     out = [f"<!-- {header} -->", "", f"# {title}", "", desc, "",
            "Offsets are bytes in the MMIO aperture; every register is 32 bits wide and read and "
-           "written whole (byte strobes honoured). Access: R read-only, W write-only (reads return "
+           "written whole (byte strobes honoured). Access: R read-only (a write is answered OKAY and "
+           "changes nothing: RB_WPTR, say, moves only by the doorbell), W write-only (reads return "
            "0), RW read/write, RW1C write 1 to clear, *(pulse)* acts once per write. A field whose "
            "reset is — is driven by the hardware: after a reset it reads the device's state (an "
            "idle device's STATUS.IDLE and RB_EMPTY read 1, CAPS its build parameters), and a "

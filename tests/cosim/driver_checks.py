@@ -14,7 +14,8 @@ MODULES = ("kmd.test_kmd_ioctl", "kmd_sched.test_kmd_fence", "kmd_sched.test_kmd
            "security.test_security_toctou", "security.test_security_checker", "security.test_security_mappings",
            "security.test_security_umd", "security.test_security_ioctl", "spec.test_amd_conformance",
            "security.test_vm_isolation", "model.test_contract_driver", "model.test_contract_engines",
-           "model.test_contract_vm", "model.test_contract_control", "kmd.test_kmd_uapi_contract",
+           "model.test_contract_vm", "model.test_contract_control", "model.test_contract_bare_metal",
+           "kmd.test_kmd_uapi_contract",
            "kmd.test_kmd_uapi_contract_cs")
 
 
