@@ -96,7 +96,9 @@ def test_the_element_macro_is_made_of_the_constants():
 
 # ---------------------------------------------------------------------------- the generator refuses
 
-def _spec():
+@pytest.fixture(scope="module")
+def spec():
+    """spec/regs.rdl collected once (a quarter second each); the tests change copies."""
     return generate.collect(generate.compile_rdl())
 
 
@@ -115,8 +117,8 @@ def _with_field(regs_, reg: str, old: str, new: str):
     ("STRIDE", "the stride of PERF_PACKETS"),
     ("RESET", "the reset value of PERF_PACKETS"),
 ])
-def test_generator_refuses_a_field_named_like_an_arrays_constant(field, what):
-    regs_, enums = _spec()
+def test_generator_refuses_a_field_named_like_an_arrays_constant(spec, field, what):
+    regs_, enums = spec
     with pytest.raises(ValueError) as e:
         gen_regs.render_c_header(_with_field(regs_, "PERF_PACKETS", "COUNT", field), enums, "h", 16)
     assert str(e.value) == (f"C header: GPUCOSIM_PERF_PACKETS_{field} would be both {what} and the prefix "
@@ -124,10 +126,10 @@ def test_generator_refuses_a_field_named_like_an_arrays_constant(field, what):
                             f"rename one in spec/regs.rdl")
 
 
-def test_generator_refuses_a_field_prefix_that_names_a_register():
+def test_generator_refuses_a_field_prefix_that_names_a_register(spec):
     """A register IH with a field WPTR_ADDR_LO would make GPUCOSIM_IH_WPTR_ADDR_LO both the
     offset of the register IH_WPTR_ADDR_LO and that field's prefix."""
-    regs_, enums = _spec()
+    regs_, enums = spec
     ih_cntl = next(r for r in regs_ if r.name == "IH_CNTL")
     fake = replace(ih_cntl, name="IH", addr=0xFFC, fields=[replace(ih_cntl.fields[0], name="WPTR_ADDR_LO")])
     with pytest.raises(ValueError) as e:
@@ -137,8 +139,8 @@ def test_generator_refuses_a_field_prefix_that_names_a_register():
                             "rename one in spec/regs.rdl")
 
 
-def test_generator_refuses_an_enumerator_that_is_a_field_prefix():
-    regs_, enums = _spec()
+def test_generator_refuses_an_enumerator_that_is_a_field_prefix(spec):
+    regs_, enums = spec
     enums = {**enums, "int_status_e": [("EOP", 1, "")]}
     with pytest.raises(ValueError) as e:
         gen_regs.render_c_header(regs_, enums, "h", 16)
