@@ -295,8 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     from testbench.argtypes import OneLineParser
 
     ap = OneLineParser(prog="python -m spec.gen.generate", description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="only report stale files; exit 1 if any (2: the spec is refused, as "
-                                                         "without --check)")
+    ap.add_argument("--check", action="store_true",
+                    help="only report stale files; exit 1 if any (2: the spec is refused, as without --check)")
     args = ap.parse_args(argv)
     try:
         files = outputs()

@@ -1,8 +1,9 @@
 """The C header is what a C driver needs, and agrees with the register map the KMD uses:
 a C program, compiled here by the system's C compiler, checks every register offset,
-array layout (GPUCOSIM_R(i), _BASE, _STRIDE, _ELEMS), reset value, field shift, mask and width, the GET/SET macros and every
-enum constant of include/gpucosim_regs.h against kmd_model/regs.py (both generated from
-spec/regs.rdl)."""
+array layout (GPUCOSIM_R(i), _BASE, _STRIDE, _ELEMS), reset value, field shift, mask and
+width, the GET/SET macros and every enum constant of include/gpucosim_regs.h against
+kmd_model/regs.py (both generated from spec/regs.rdl). test_c_header_names.py checks its
+names and reads it as a binding would."""
 
 from __future__ import annotations
 
