@@ -2,8 +2,9 @@
 /* gpucosim front-end registers for a C driver: offsets, fields, enums.
  *
  * For register R and its field F:
- *   GPUCOSIM_R               byte offset in the MMIO aperture (arrays: GPUCOSIM_R(i),
- *                            GPUCOSIM_R_COUNT, GPUCOSIM_R_STRIDE)
+ *   GPUCOSIM_R               byte offset in the MMIO aperture; an array's element i is
+ *                            GPUCOSIM_R(i), GPUCOSIM_R_BASE + GPUCOSIM_R_STRIDE * i,
+ *                            for i < GPUCOSIM_R_ELEMS
  *   GPUCOSIM_R_RESET         value after reset of the fields software stores; a field
  *                            the hardware drives (STATUS.IDLE, CAPS ...) reads the
  *                            device's state instead (its _RESET bits are 0)
@@ -546,9 +547,10 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_PERF_Q1_DWORDS_FETCHED_COUNT_SET(x) (((uint32_t)(x) << GPUCOSIM_PERF_Q1_DWORDS_FETCHED_COUNT_SHIFT) & GPUCOSIM_PERF_Q1_DWORDS_FETCHED_COUNT_MASK)
 
 /* PERF_PACKETS: Packets executed, by kind. Index i counts packets of the i-th kind in spec/packets.py (docs/packets.md lists the index) */
-#define GPUCOSIM_PERF_PACKETS(i)                 (0x120u + 4u * (i))
-#define GPUCOSIM_PERF_PACKETS_COUNT              8  /* elements */
+#define GPUCOSIM_PERF_PACKETS(i)                 (GPUCOSIM_PERF_PACKETS_BASE + GPUCOSIM_PERF_PACKETS_STRIDE * (i))
+#define GPUCOSIM_PERF_PACKETS_BASE               0x120u  /* element 0 */
 #define GPUCOSIM_PERF_PACKETS_STRIDE             4u  /* bytes between elements */
+#define GPUCOSIM_PERF_PACKETS_ELEMS              8  /* elements: i = 0 .. 7 */
 #define GPUCOSIM_PERF_PACKETS_RESET              0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_PACKETS_COUNT_SHIFT        0  /* [31:0] R */
 #define GPUCOSIM_PERF_PACKETS_COUNT_MASK         0xffffffffu
@@ -686,9 +688,10 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_PERF_WALK_CYCLES_COUNT_SET(x)   (((uint32_t)(x) << GPUCOSIM_PERF_WALK_CYCLES_COUNT_SHIFT) & GPUCOSIM_PERF_WALK_CYCLES_COUNT_MASK)
 
 /* VM_CONTEXT_CNTL: VM context control, by VMID. Index i is VMID i (AMD's VM_CONTEXTi_CNTL) */
-#define GPUCOSIM_VM_CONTEXT_CNTL(i)              (0x300u + 4u * (i))
-#define GPUCOSIM_VM_CONTEXT_CNTL_COUNT           16  /* elements */
+#define GPUCOSIM_VM_CONTEXT_CNTL(i)              (GPUCOSIM_VM_CONTEXT_CNTL_BASE + GPUCOSIM_VM_CONTEXT_CNTL_STRIDE * (i))
+#define GPUCOSIM_VM_CONTEXT_CNTL_BASE            0x300u  /* element 0 */
 #define GPUCOSIM_VM_CONTEXT_CNTL_STRIDE          4u  /* bytes between elements */
+#define GPUCOSIM_VM_CONTEXT_CNTL_ELEMS           16  /* elements: i = 0 .. 15 */
 #define GPUCOSIM_VM_CONTEXT_CNTL_RESET           0x00000000u
 #define GPUCOSIM_VM_CONTEXT_CNTL_ENABLE_SHIFT    0  /* [0:0] RW */
 #define GPUCOSIM_VM_CONTEXT_CNTL_ENABLE_MASK     0x00000001u
@@ -697,9 +700,10 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_VM_CONTEXT_CNTL_ENABLE_SET(x)   (((uint32_t)(x) << GPUCOSIM_VM_CONTEXT_CNTL_ENABLE_SHIFT) & GPUCOSIM_VM_CONTEXT_CNTL_ENABLE_MASK)
 
 /* VM_CONTEXT_PT_BASE_LO: Page-table base, low, by VMID. The root page directory of VMID i (AMD's VM_CONTEXTi_PAGE_TABLE_BASE_ADDR_LO32; bits 11:0 read 0) */
-#define GPUCOSIM_VM_CONTEXT_PT_BASE_LO(i)        (0x340u + 4u * (i))
-#define GPUCOSIM_VM_CONTEXT_PT_BASE_LO_COUNT     16  /* elements */
+#define GPUCOSIM_VM_CONTEXT_PT_BASE_LO(i)        (GPUCOSIM_VM_CONTEXT_PT_BASE_LO_BASE + GPUCOSIM_VM_CONTEXT_PT_BASE_LO_STRIDE * (i))
+#define GPUCOSIM_VM_CONTEXT_PT_BASE_LO_BASE      0x340u  /* element 0 */
 #define GPUCOSIM_VM_CONTEXT_PT_BASE_LO_STRIDE    4u  /* bytes between elements */
+#define GPUCOSIM_VM_CONTEXT_PT_BASE_LO_ELEMS     16  /* elements: i = 0 .. 15 */
 #define GPUCOSIM_VM_CONTEXT_PT_BASE_LO_RESET     0x00000000u
 #define GPUCOSIM_VM_CONTEXT_PT_BASE_LO_ADDRESS_SHIFT 12  /* [31:12] RW */
 #define GPUCOSIM_VM_CONTEXT_PT_BASE_LO_ADDRESS_MASK 0xfffff000u
@@ -708,9 +712,10 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_VM_CONTEXT_PT_BASE_LO_ADDRESS_SET(x) (((uint32_t)(x) << GPUCOSIM_VM_CONTEXT_PT_BASE_LO_ADDRESS_SHIFT) & GPUCOSIM_VM_CONTEXT_PT_BASE_LO_ADDRESS_MASK)
 
 /* VM_CONTEXT_PT_BASE_HI: Page-table base, high, by VMID. AMD's VM_CONTEXTi_PAGE_TABLE_BASE_ADDR_HI32 */
-#define GPUCOSIM_VM_CONTEXT_PT_BASE_HI(i)        (0x380u + 4u * (i))
-#define GPUCOSIM_VM_CONTEXT_PT_BASE_HI_COUNT     16  /* elements */
+#define GPUCOSIM_VM_CONTEXT_PT_BASE_HI(i)        (GPUCOSIM_VM_CONTEXT_PT_BASE_HI_BASE + GPUCOSIM_VM_CONTEXT_PT_BASE_HI_STRIDE * (i))
+#define GPUCOSIM_VM_CONTEXT_PT_BASE_HI_BASE      0x380u  /* element 0 */
 #define GPUCOSIM_VM_CONTEXT_PT_BASE_HI_STRIDE    4u  /* bytes between elements */
+#define GPUCOSIM_VM_CONTEXT_PT_BASE_HI_ELEMS     16  /* elements: i = 0 .. 15 */
 #define GPUCOSIM_VM_CONTEXT_PT_BASE_HI_RESET     0x00000000u
 #define GPUCOSIM_VM_CONTEXT_PT_BASE_HI_ADDRESS_SHIFT 0  /* [15:0] RW */
 #define GPUCOSIM_VM_CONTEXT_PT_BASE_HI_ADDRESS_MASK 0x0000ffffu
@@ -955,9 +960,10 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_PERF_SDMA_BYTES_WRITTEN_COUNT_SET(x) (((uint32_t)(x) << GPUCOSIM_PERF_SDMA_BYTES_WRITTEN_COUNT_SHIFT) & GPUCOSIM_PERF_SDMA_BYTES_WRITTEN_COUNT_MASK)
 
 /* PERF_SDMA_PACKETS: SDMA packets executed, by kind. Index i counts packets of the i-th kind in spec/sdma/packets.py (docs/packets.md lists the index) */
-#define GPUCOSIM_PERF_SDMA_PACKETS(i)            (0x460u + 4u * (i))
-#define GPUCOSIM_PERF_SDMA_PACKETS_COUNT         8  /* elements */
+#define GPUCOSIM_PERF_SDMA_PACKETS(i)            (GPUCOSIM_PERF_SDMA_PACKETS_BASE + GPUCOSIM_PERF_SDMA_PACKETS_STRIDE * (i))
+#define GPUCOSIM_PERF_SDMA_PACKETS_BASE          0x460u  /* element 0 */
 #define GPUCOSIM_PERF_SDMA_PACKETS_STRIDE        4u  /* bytes between elements */
+#define GPUCOSIM_PERF_SDMA_PACKETS_ELEMS         8  /* elements: i = 0 .. 7 */
 #define GPUCOSIM_PERF_SDMA_PACKETS_RESET         0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_SDMA_PACKETS_COUNT_SHIFT   0  /* [31:0] R */
 #define GPUCOSIM_PERF_SDMA_PACKETS_COUNT_MASK    0xffffffffu

@@ -8,7 +8,8 @@ no offsets, no enums and hash names for arrays, and their Markdown dropped enums
 C names, for register R, field F of R, enum E with value V:
 
     GPUCOSIM_R                  byte offset of R in the MMIO aperture
-    GPUCOSIM_R(i)               ... of element i of an array R; GPUCOSIM_R_COUNT, _STRIDE
+    GPUCOSIM_R(i)               ... of element i of an array R: (GPUCOSIM_R_BASE +
+                                GPUCOSIM_R_STRIDE * (i)), i < GPUCOSIM_R_ELEMS
     GPUCOSIM_R_RESET            R's value after reset, but for fields the hardware drives
     GPUCOSIM_R_F_SHIFT          F's lowest bit
     GPUCOSIM_R_F_MASK           F's bits in place
@@ -16,6 +17,14 @@ C names, for register R, field F of R, enum E with value V:
     GPUCOSIM_R_F_GET(v)         F from a value v of R
     GPUCOSIM_R_F_SET(x)         x placed as F (OR the fields together)
     enum gpucosim_e { GPUCOSIM_E_V = ..., }   (E without the RDL's `_e`)
+
+Each name says one thing (_Names): defined once, and no field's prefix GPUCOSIM_R_F is a
+name of its own. An array's length was GPUCOSIM_R_COUNT, which for PERF_PACKETS (field COUNT)
+was also the prefix of GPUCOSIM_PERF_PACKETS_COUNT_SHIFT ...; Linux's generated register
+headers (rnndb: nouveau, msm, etnaviv) keep R__LEN and R__ESIZE apart from fields with a
+double underscore, which C++ reserves (this header is compiled as C++ too), so the array's
+constants here are _ELEMS, _BASE and _STRIDE, and a spec that would make any of them, or any
+other name, a field's prefix too is refused when the header is generated.
 """
 
 from __future__ import annotations
@@ -42,22 +51,54 @@ def _access(f: "FieldInfo") -> str:
     return sw
 
 
-def render_c_header(regs: list["RegInfo"], enums: dict, header: str, mmio_addr_width: int) -> str:
-    names: dict[str, str] = {}  # C name -> what defines it, to refuse a clash
+class _Names:
+    """Every name the C header defines, with what it names and the spec it comes from, so that
+    a spec which would make one name say two things is refused: a name defined twice, or a
+    field's prefix GPUCOSIM_R_F (of _SHIFT, _MASK ...) that is also a name of its own."""
 
-    def define(name: str, value: str, what: str, comment: str = "") -> str:
-        if name in names:
-            raise ValueError(f"C header: {name} would name both {names[name]} and {what}")
-        names[name] = what
+    def __init__(self):
+        self.what: dict[str, tuple[str, str]] = {}  # name (no macro arguments) -> (what, source)
+        self.fields: list[tuple[str, str, str]] = []  # (prefix, field, source), in header order
+
+    def add(self, name: str, what: str, src: str = "spec/regs.rdl") -> None:
+        name = name.split("(")[0]
+        if name in self.what:
+            raise ValueError(f"C header: {name} would name both {self.what[name][0]} and {what}; "
+                             f"rename one in {self._where(self.what[name][1], src)}")
+        self.what[name] = (what, src)
+
+    def define(self, name: str, value: str, what: str, comment: str = "") -> str:
+        self.add(name, what)
         line = f"#define {name:<40} {value}"
         return f"{line}  /* {comment} */" if comment else line
+
+    def field(self, prefix: str, field: str, src: str = "spec/regs.rdl") -> None:
+        self.fields.append((prefix, field, src))
+
+    def check(self) -> None:
+        """Once every name is in: no field's prefix is itself a name."""
+        for prefix, field, src in self.fields:
+            if prefix in self.what:
+                what, other = self.what[prefix]
+                raise ValueError(f"C header: {prefix} would be both {what} and the prefix of field {field}'s "
+                                 f"macros ({prefix}_SHIFT ...); rename one in {self._where(other, src)}")
+
+    @staticmethod
+    def _where(a: str, b: str) -> str:
+        return a if a == b else f"{a} or {b}"
+
+
+def render_c_header(regs: list["RegInfo"], enums: dict, header: str, mmio_addr_width: int) -> str:
+    names = _Names()
+    define = names.define
 
     out = [f"/* {header} */",
            "/* gpucosim front-end registers for a C driver: offsets, fields, enums.",
            " *",
            " * For register R and its field F:",
-           " *   GPUCOSIM_R               byte offset in the MMIO aperture (arrays: GPUCOSIM_R(i),",
-           " *                            GPUCOSIM_R_COUNT, GPUCOSIM_R_STRIDE)",
+           " *   GPUCOSIM_R               byte offset in the MMIO aperture; an array's element i is",
+           " *                            GPUCOSIM_R(i), GPUCOSIM_R_BASE + GPUCOSIM_R_STRIDE * i,",
+           " *                            for i < GPUCOSIM_R_ELEMS",
            " *   GPUCOSIM_R_RESET         value after reset of the fields software stores; a field",
            " *                            the hardware drives (STATUS.IDLE, CAPS ...) reads the",
            " *                            device's state instead (its _RESET bits are 0)",
@@ -82,9 +123,7 @@ def render_c_header(regs: list["RegInfo"], enums: dict, header: str, mmio_addr_w
         out.append(f"enum gpucosim_{e.lower()} {{")
         for name, value, desc in members:
             cname = f"{PREFIX}_{e}_{name}"
-            if cname in names:
-                raise ValueError(f"C header: {cname} would name both {names[cname]} and enum {ename}.{name}")
-            names[cname] = f"enum {ename}.{name}"
+            names.add(cname, f"enum {ename}.{name}")
             out.append(f"    {cname + ' = ' + str(value) + ',':<44} /* {desc} */" if desc else
                        f"    {cname} = {value},")
         out += ["};", ""]
@@ -93,17 +132,20 @@ def render_c_header(regs: list["RegInfo"], enums: dict, header: str, mmio_addr_w
         out.append(f"/* {r.name}: {r.title}. {r.desc} */".replace(". .", ".").replace(". */", " */")
                    if r.desc else f"/* {r.name}: {r.title} */")
         if r.count > 1:
-            out.append(define(f"{base}(i)", f"({r.addr:#05x}u + {r.stride}u * (i))", f"register {r.name}"))
-            names[base] = f"register {r.name}"
-            out.append(define(f"{base}_COUNT", str(r.count), f"{r.name} count", "elements"))
-            out.append(define(f"{base}_STRIDE", f"{r.stride}u", f"{r.name} stride", "bytes between elements"))
+            # numbers in object-like constants, so a binding that reads no macro bodies finds them
+            out.append(define(f"{base}(i)", f"({base}_BASE + {base}_STRIDE * (i))", f"register {r.name}"))
+            out.append(define(f"{base}_BASE", f"{r.addr:#05x}u", f"the base of {r.name}", "element 0"))
+            out.append(define(f"{base}_STRIDE", f"{r.stride}u", f"the stride of {r.name}", "bytes between elements"))
+            out.append(define(f"{base}_ELEMS", str(r.count), f"the element count of {r.name}",
+                              f"elements: i = 0 .. {r.count - 1}"))
         else:
             out.append(define(base, f"{r.addr:#05x}u", f"register {r.name}"))
         driven = ("every field the hardware drives: reads the device's state" if len(r.hw_driven) == len(r.fields)
                   else f"but {', '.join(r.hw_driven)}: the device's state" if r.hw_driven else "")
-        out.append(define(f"{base}_RESET", f"{r.reset:#010x}u", f"{r.name} reset", driven))
+        out.append(define(f"{base}_RESET", f"{r.reset:#010x}u", f"the reset value of {r.name}", driven))
         for f in r.fields:
             fb = f"{base}_{f.name}"
+            names.field(fb, f"{r.name}.{f.name}")
             mask = ((1 << f.width) - 1) << f.lsb
             enc = f", enum gpucosim_{_enum_name(f.encode).lower()}" if f.encode else ""
             out.append(define(f"{fb}_SHIFT", str(f.lsb), f"{r.name}.{f.name}",
@@ -114,7 +156,8 @@ def render_c_header(regs: list["RegInfo"], enums: dict, header: str, mmio_addr_w
             out.append(define(f"{fb}_SET(x)", f"(((uint32_t)(x) << {fb}_SHIFT) & {fb}_MASK)",
                               f"{r.name}.{f.name} set"))
         out.append("")
-    out += [render_vm_c(), render_ih_c(), "#endif /* GPUCOSIM_REGS_H */", ""]
+    out += [render_vm_c(names), render_ih_c(names), "#endif /* GPUCOSIM_REGS_H */", ""]
+    names.check()
     return "\n".join(out)
 
 
@@ -134,8 +177,12 @@ def render_markdown(regs: list["RegInfo"], enums: dict, header: str, title: str,
            "idle device's STATUS.IDLE and RB_EMPTY read 1, CAPS its build parameters), and a "
            "register's reset value counts only the other fields. An offset not "
            "listed answers DECERR. The C header `include/gpucosim_regs.h` names all of it "
-           "(`GPUCOSIM_<REG>`, `GPUCOSIM_<REG>_<FIELD>_SHIFT/_MASK`, enums), the IH entry and the page-table "
-           "entry; `include/gpucosim_packets.h` the packets ([packets.md](packets.md)).", "",
+           "(`GPUCOSIM_<REG>`, `GPUCOSIM_<REG>_<FIELD>_SHIFT/_MASK/_WIDTH/_GET/_SET`, enums), the IH entry and "
+           "the page-table entry; `include/gpucosim_packets.h` the packets ([packets.md](packets.md)). Element i "
+           "of a register array is `GPUCOSIM_<REG>(i)`, which is `GPUCOSIM_<REG>_BASE + GPUCOSIM_<REG>_STRIDE * i` "
+           "for i < `GPUCOSIM_<REG>_ELEMS`: plain numbers for a binding that does not expand macros. Every name "
+           "in the header means one thing: the generator refuses a spec in which a name would be defined twice "
+           "or be the prefix of a field's macros too (a field ELEMS, BASE, STRIDE or RESET of an array, say).", "",
            "| offset | register | name |", "|---|---|---|"]
     for r in regs:
         if r.count > 1:
@@ -247,43 +294,64 @@ def render_vm_section() -> str:
     return "\n".join(out)
 
 
-def render_vm_c() -> str:
+def _plain(names: _Names, src: str):
+    """`#define NAME VALUE` lines for the VM and IH parts (unaligned, as they always were),
+    each name registered in `names` as coming from `src`."""
+
+    def define(name: str, value: str, what: str) -> str:
+        names.add(name, what, src)
+        return f"#define {name} {value}"
+
+    def enumerator(name: str, value: str, what: str, comment: str = "") -> str:
+        names.add(name, what, src)
+        return f"    {name} = {value},{'  /* ' + comment + ' */' if comment else ''}"
+
+    return define, enumerator
+
+
+def render_vm_c(names: _Names) -> str:
     """spec/vm.py's constants for the C header: entry bits, access kinds, fault causes."""
     from spec import vm
 
+    define, enumerator = _plain(names, "spec/vm.py")
     out = ["/* GPU virtual memory (spec/vm.py): page-table entries, as amdgpu's AMDGPU_PTE_* */",
-           f"#define {PREFIX}_VM_PAGE_SHIFT {vm.PAGE_SHIFT}",
-           f"#define {PREFIX}_VM_LEVEL_BITS {vm.LEVEL_BITS}",
-           f"#define {PREFIX}_VM_ENTRY_ADDR_MASK {vm.ADDR_MASK:#018x}ull"]
-    out += [f"#define {PREFIX}_VM_{b.name} (1ull << {b.bit})" for b in vm.BITS]
-    out += ["/* a VM_FAULT IH entry's DATA1: the address's bits 47:44, and one of these for the access */",
-            f"#define {PREFIX}_VM_FAULT_HINT_READ {vm.HINT_READ:#04x}u",
-            f"#define {PREFIX}_VM_FAULT_HINT_WRITE {vm.HINT_WRITE:#04x}u",
-            f"#define {PREFIX}_VM_FAULT_HINT_EXE {vm.HINT_EXE:#04x}u"]
+           define(f"{PREFIX}_VM_PAGE_SHIFT", str(vm.PAGE_SHIFT), "the VM page shift"),
+           define(f"{PREFIX}_VM_LEVEL_BITS", str(vm.LEVEL_BITS), "the VM level bits"),
+           define(f"{PREFIX}_VM_ENTRY_ADDR_MASK", f"{vm.ADDR_MASK:#018x}ull", "the VM entry's address mask")]
+    out += [define(f"{PREFIX}_VM_{b.name}", f"(1ull << {b.bit})", f"VM entry bit {b.name}") for b in vm.BITS]
+    out += ["/* a VM_FAULT IH entry's DATA1: the address's bits 47:44, and one of these for the access */"]
+    out += [define(f"{PREFIX}_VM_FAULT_HINT_{h}", f"{getattr(vm, 'HINT_' + h):#04x}u", f"VM fault hint {h}")
+            for h in ("READ", "WRITE", "EXE")]
     out += ["", "enum gpucosim_vm_access {"]
-    out += [f"    {PREFIX}_VM_ACCESS_{a.name} = {int(a)}," for a in vm.Access]
+    out += [enumerator(f"{PREFIX}_VM_ACCESS_{a.name}", str(int(a)), f"VM access {a.name}") for a in vm.Access]
     out += ["};", "", "enum gpucosim_vm_cause {"]
-    out += [f"    {PREFIX}_VM_CAUSE_{c.name} = {int(c)}," for c in vm.Cause]
+    out += [enumerator(f"{PREFIX}_VM_CAUSE_{c.name}", str(int(c)), f"VM cause {c.name}") for c in vm.Cause]
     out += ["};", ""]
     return "\n".join(out)
 
 
-def render_ih_c() -> str:
+def render_ih_c(names: _Names) -> str:
     """spec/ih.py's entry for the C header: its size, each field's dword, shift and mask (in
     its dword), the client and source ids; docs/hardware.md says what DATA0-3 hold."""
     from spec import ih
 
+    define, enumerator = _plain(names, "spec/ih.py")
     out = ["/* The IH ring entry (spec/ih.py, docs/hardware.md \"The IH entry\"): AMD's soc15 layout */",
-           f"#define {PREFIX}_IH_ENTRY_DWORDS {ih.ENTRY_DWORDS}",
-           f"#define {PREFIX}_IH_ENTRY_BYTES {ih.ENTRY_BYTES}"]
+           define(f"{PREFIX}_IH_ENTRY_DWORDS", str(ih.ENTRY_DWORDS), "the IH entry's dwords"),
+           define(f"{PREFIX}_IH_ENTRY_BYTES", str(ih.ENTRY_BYTES), "the IH entry's bytes")]
     for f in ih.FIELDS:
         n = f"{PREFIX}_IH_{f.name}"
-        out += [f"#define {n}_DWORD {f.dword}", f"#define {n}_SHIFT {f.lsb}", f"#define {n}_MASK {f.mask:#010x}u",
-                f"#define {n}_GET(e) ((((const uint32_t *)(e))[{n}_DWORD] & {n}_MASK) >> {n}_SHIFT)"]
+        names.field(n, f"IH entry.{f.name}", "spec/ih.py")
+        out += [define(f"{n}_DWORD", str(f.dword), f"IH entry.{f.name} dword"),
+                define(f"{n}_SHIFT", str(f.lsb), f"IH entry.{f.name} shift"),
+                define(f"{n}_MASK", f"{f.mask:#010x}u", f"IH entry.{f.name} mask"),
+                define(f"{n}_GET(e)", f"((((const uint32_t *)(e))[{n}_DWORD] & {n}_MASK) >> {n}_SHIFT)",
+                       f"IH entry.{f.name} get")]
     out += ["", "enum gpucosim_ih_client {"]
-    out += [f"    {PREFIX}_IH_CLIENT_{c.name} = {int(c):#04x}," for c in ih.Client]
+    out += [enumerator(f"{PREFIX}_IH_CLIENT_{c.name}", f"{int(c):#04x}", f"IH client {c.name}") for c in ih.Client]
     out += ["};", "", "enum gpucosim_ih_source {"]
-    out += [f"    {PREFIX}_IH_SOURCE_{s.name} = {int(s)},  /* client {ih.CLIENT[s].name} */" for s in ih.Source]
+    out += [enumerator(f"{PREFIX}_IH_SOURCE_{s.name}", str(int(s)), f"IH source {s.name}",
+                       f"client {ih.CLIENT[s].name}") for s in ih.Source]
     out += ["};", ""]
     return "\n".join(out)
 

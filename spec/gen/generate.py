@@ -4,7 +4,9 @@ From spec/regs.rdl (SystemRDL 2.0, compiled with systemrdl-compiler):
   rtl/csr.py               the Amaranth CSR block (AXI4-Lite slave, exact access semantics;
                            spec/gen/gen_csr.py)
   kmd_model/regs.py        Python register/field constants for the KMD
-  include/gpucosim_regs.h  C header: offsets, field shifts and masks, enums (spec/gen/gen_regs.py)
+  include/gpucosim_regs.h  C header: offsets (arrays: base, stride, element count), field
+                           shifts and masks, enums (spec/gen/gen_regs.py; it refuses a spec
+                           that would give one C name two meanings)
   docs/registers.md        register reference (spec/gen/gen_regs.py)
 From spec/packets.py:
   docs/packets.md          packet reference
@@ -19,7 +21,9 @@ From spec/ih.py, spec/vm.py and spec/gfx9.py:
                            shows the last too; the C header gets spec/vm.py's constants
 
 Generated files are checked in so a reader sees them without running anything;
-tests/spec/test_generated.py fails when one differs from what the spec gives.
+tests/spec/test_generated.py fails when one differs from what the spec gives. A spec the
+generators refuse ends the run with one line, `python -m spec.gen.generate: error: ...`,
+exit status 2, and nothing written.
 """
 
 from __future__ import annotations
@@ -279,9 +283,11 @@ def outputs() -> dict[Path, str]:
     }
 
 
-def stale() -> list[Path]:
-    """Generated files whose checked-in text differs from what the spec gives."""
-    return [p for p, text in outputs().items() if not p.exists() or p.read_text() != text]
+def stale(files: dict[Path, str] | None = None) -> list[Path]:
+    """Generated files whose checked-in text differs from what the spec gives (`files`,
+    outputs() by default)."""
+    return [p for p, text in (outputs() if files is None else files).items()
+            if not p.exists() or p.read_text() != text]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -289,14 +295,19 @@ def main(argv: list[str] | None = None) -> int:
     from testbench.argtypes import OneLineParser
 
     ap = OneLineParser(prog="python -m spec.gen.generate", description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="only report stale files; exit 1 if any")
+    ap.add_argument("--check", action="store_true",
+                    help="only report stale files; exit 1 if any (2: the spec is refused, as without --check)")
     args = ap.parse_args(argv)
+    try:
+        files = outputs()
+    except ValueError as e:  # a spec the generators refuse (their messages name what and where)
+        ap.exit(2, f"{ap.prog}: error: {e}\n")
     if args.check:
-        bad = stale()
+        bad = stale(files)
         for p in bad:
             print(f"stale: {p.relative_to(ROOT)} (run `make gen`)")
         return 1 if bad else 0
-    for path, text in outputs().items():
+    for path, text in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_text() != text:
             path.write_text(text)

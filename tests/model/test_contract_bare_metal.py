@@ -43,9 +43,6 @@ def header() -> dict[str, int]:
         for m in re.finditer(r"^\s*(?:#define\s+(GPUCOSIM_\w+)\s+|(GPUCOSIM_\w+)\s*=\s*)(0x[0-9a-fA-F]+|\d+)u?\b",
                              text, re.M):
             out[m[1] or m[2]] = int(m[3], 0)
-        # register arrays: #define GPUCOSIM_R(i) (BASE + STRIDE * (i)), kept as "R(i)" -> BASE
-        for m in re.finditer(r"^#define\s+(GPUCOSIM_\w+)\(i\)\s+\((0x[0-9a-fA-F]+)u \+ \d+u \* \(i\)\)", text, re.M):
-            out[m[1] + "(i)"] = int(m[2], 0)
     return out
 
 
@@ -256,7 +253,7 @@ def check_cp_ring_fence_and_eop(dev):
     g.w("INT_STATUS", EOP=1)  # sticky: write 1 to clear
     assert g.r("INT_STATUS") == 0 and not dev.wait_irq(50)
     # PERF_PACKETS(<P>_INDEX) counts what ran (the IB's WRITE_DATA too)
-    counts = [dev.mmio_read32(H("PERF_PACKETS(i)") + H("PERF_PACKETS_STRIDE") * H(f"PM4_{p}_INDEX"))
+    counts = [dev.mmio_read32(H("PERF_PACKETS_BASE") + H("PERF_PACKETS_STRIDE") * H(f"PM4_{p}_INDEX"))
               for p in ("NOP", "WRITE_DATA", "INDIRECT_BUFFER", "RELEASE_MEM", "DMA_DATA")]
     assert counts == [1, 2, 1, 1, 1]
     # 12 more jobs of 13 dwords: both rings wrap (the 8-entry IH ring too), packets straddle the end

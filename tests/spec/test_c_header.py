@@ -1,8 +1,9 @@
 """The C header is what a C driver needs, and agrees with the register map the KMD uses:
 a C program, compiled here by the system's C compiler, checks every register offset,
-array layout, reset value, field shift, mask and width, the GET/SET macros and every
-enum constant of include/gpucosim_regs.h against kmd_model/regs.py (both generated from
-spec/regs.rdl)."""
+array layout (GPUCOSIM_R(i), _BASE, _STRIDE, _ELEMS), reset value, field shift, mask and
+width, the GET/SET macros and every enum constant of include/gpucosim_regs.h against
+kmd_model/regs.py (both generated from spec/regs.rdl). test_c_header_names.py checks its
+names and reads it as a binding would."""
 
 from __future__ import annotations
 
@@ -32,10 +33,12 @@ def _program() -> tuple[str, int]:
         r = f"GPUCOSIM_{cls.NAME}"
         n = getattr(cls, "ARRAY_LEN", 1)
         if n > 1:
-            eq(f"{r}_COUNT", n, f"{cls.NAME} count")
+            eq(f"{r}_ELEMS", n, f"{cls.NAME} elements")
+            eq(f"{r}_BASE", cls.ADDR, f"{cls.NAME} base")
             eq(f"{r}_STRIDE", cls.ARRAY_STRIDE, f"{cls.NAME} stride")
             for i in range(n):
                 eq(f"{r}({i})", cls.addr(i), f"{cls.NAME}[{i}] offset")
+                eq(f"{r}_BASE + {r}_STRIDE * {i}", cls.addr(i), f"{cls.NAME}[{i}] from base and stride")
         else:
             eq(r, cls.ADDR, f"{cls.NAME} offset")
         eq(f"{r}_RESET", cls.RESET, f"{cls.NAME} reset")
