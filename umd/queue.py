@@ -554,11 +554,12 @@ def _submit_recorded(self: Queue, call: str = "flush") -> int | None:
         self.pending.append(job)
         self.device.submitter.push(job)  # type: ignore[union-attr]
         return None
-    interrupted = None
+    interrupted = refused = None
     try:
         seq, ncs = do_cs()
-    except submit.Submitted as done:  # (every CS in: recorded as submitted, then the ^C)
-        seq, ncs, interrupted = done.seq, done.ncs, done.error
+    except submit.Submitted as done:  # (its first CSs in: recorded as submitted, then the ^C or the refusal)
+        seq, ncs, interrupted, refused = done.seq, done.ncs, done.error, done.refused
+        nibs = done.nibs
     except KmdError as e:
         self.pool.free.extend(ibs)  # never ran
         for ev in _take_recorded(self):
@@ -570,6 +571,9 @@ def _submit_recorded(self: Queue, call: str = "flush") -> int | None:
             raise  # (unreachable: check raises `found` at least)
     events = _take_recorded(self)
     self.flushes += 1
+    all_ibs, all_labels = ibs, labels
+    if refused is not None:  # a later CS of a copy flush refused: the part before it runs
+        ibs, labels, events = submit.split(self, ibs, labels, events, nibs)
     self._submitted(seq, ncs, self.flushes)
     failed_jobs.track(self, Submission(seq, ibs, labels, ncs, bool(deps), self.flushes))
     for ev in events:
@@ -579,6 +583,16 @@ def _submit_recorded(self: Queue, call: str = "flush") -> int | None:
     self.staging.clear()
     self.device.mm.flushed()
     self._reclaim()
+    if refused is not None:
+        try:
+            kmd_errors.raise_from(self, refused, call, cs=True)
+        except UmdError as u:
+            submit.part_refused(self, u, all_ibs, all_labels, nibs, ncs, seq, self.flushes, call)
+            if interrupted is not None:  # (the ^C first: the refusal is raised by the next call)
+                self.async_errors.append((self.flushes, u))
+                raise interrupted from None
+            failed_jobs.check(self, call, found=(self.flushes, u))
+            raise  # (unreachable: check raises `found` at least)
     if interrupted is not None:
         raise interrupted
     return seq
