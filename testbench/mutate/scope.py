@@ -149,6 +149,7 @@ TESTS = (
     "tests/umd/test_umd_flush_after_failure.py",
     "tests/umd/test_umd_wait_event_unflushed.py",
     "tests/umd/test_umd_ctrl_c.py",
+    "tests/umd/test_umd_split_flush_refused.py",  # (the only test of submit.split and part_refused)
     "tests/spec/test_pm4.py",
     "tests/spec/test_amd_conformance.py",
     "tests/spec/test_pm4_edges.py",
