@@ -46,6 +46,7 @@ MODULES = (
     "umd/transfer.py",
     "umd/runtime.py",
     "umd/queue.py",
+    "umd/commands.py",  # (write, wait_mem, emit_raw: split out of umd/queue.py)
     "umd/device_queue.py",
     "umd/events.py",
     "umd/submit.py",
