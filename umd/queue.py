@@ -357,7 +357,7 @@ class Queue(_Dispatched):
         errors = []
         for _ in range(2):  # what is recorded: refused, it is raised after the release, as an async queue's is
             try:
-                _flush(self, check=False)
+                _flush(self, check=False, call="close")
                 break
             except GpuTimeout:
                 continue  # (its commands stay recorded: tried once more, as the finish did)
@@ -560,7 +560,7 @@ def queue_finish(self: Queue, timeout: int | None = DEFAULT_TIMEOUT) -> None:
 def _finish(self: Queue, timeout: int, call: str) -> None:
     """Queue.finish for `call`, the API call that finishes the queue (download too): the
     name its errors give."""
-    _flush(self, check=False)  # (its own refusal raises here, the errors pending with it)
+    _flush(self, check=False, call=call)  # (its own refusal raises here, the errors pending with it)
     if self.async_submit:
         self._drain()
     done, found = failed_jobs.wait_last(self, timeout, call)
