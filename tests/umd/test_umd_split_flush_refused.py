@@ -147,3 +147,35 @@ def test_a_call_straddling_the_refused_cs_is_named_as_partly_run(monkeypatch):
     assert big.u32[:2 * n].tolist() == [*range(1, n + 1), *[0] * n]
     assert [out.u32[40 * i] for i in range(k)] == list(range(1, k + 1))
     gpu.close()
+
+
+def test_a_ctrl_c_then_a_refusal_in_the_later_cs(monkeypatch):
+    """A ^C in the later CS's wait (umd/submit.py cs_ioctls tries it again, as a held SIGINT
+    lets it), then the kernel refuses it: the KeyboardInterrupt is raised after the
+    bookkeeping (the first part in flight), the refusal by the queue's next call."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open(api_version=3)
+    q = gpu.queue(engine="copy", ib_size_dw=64, flush_threshold=1000)
+    out = gpu.alloc(8192)
+    answers = iter([None, KeyboardInterrupt(), KmdError(errno.EINVAL, "CS: chunk 0: refused for the test")])
+    cs = gpu.ws.cs_submit
+
+    def cs_submit(ctx_id, chunks):
+        a = next(answers, None)
+        if a is not None:
+            raise a
+        return cs(ctx_id, chunks)
+
+    monkeypatch.setattr(gpu.ws, "cs_submit", cs_submit)
+    k = gpu.dev_info.max_ib_chunks
+    for i in range(k + 1):
+        q.write(out, 4 * 40 * i, [i + 1] * 40)
+    with pytest.raises(KeyboardInterrupt):
+        q.flush()
+    assert q.flushes == q.submitted == 1 and not q.cmdbuf.ibs and q.last_seq == q.seq_of(1)
+    with pytest.raises(umd.SubmitError, match="^flush: EINVAL: CS: chunk 0: refused for the test") as e:
+        q.finish()  # (the flush's refusal, raised by the next call)
+    assert f"the CS from IB {k + 1} on was refused" in e.value.__notes__[-1]
+    assert [out.u32[40 * i] for i in range(k + 1)] == [*range(1, k + 1), 0]
+    q.finish()  # (raised once)
+    gpu.close()
