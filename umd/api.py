@@ -31,7 +31,7 @@ from typing import Callable
 import kmd_model
 from kmd_model.uapi import KmdError
 
-from . import device_queue, events, queue, transfer
+from . import commands, device_queue, events, queue, transfer
 from . import runtime as rt
 from .errors import UmdError
 from .winsys import Winsys
@@ -82,10 +82,10 @@ V1 = DispatchTable(1, flush_threshold=16, entries={
     "Device.counters": rt.device_counters,
     "Device.memory": rt.device_memory,
     "Device.close": rt.device_close,
-    "Queue.write": queue.queue_write_now,
-    "Queue.wait_mem": queue.queue_wait_mem,
+    "Queue.write": commands.queue_write_now,
+    "Queue.wait_mem": commands.queue_wait_mem,
     "Queue.signal": events.queue_signal,
-    "Queue.emit_raw": queue.queue_emit_raw,
+    "Queue.emit_raw": commands.queue_emit_raw,
     "Queue.flush": queue.queue_flush,
     "Queue.finish": queue.queue_finish,
     "Queue.close": queue.queue_close,
@@ -93,7 +93,7 @@ V1 = DispatchTable(1, flush_threshold=16, entries={
 
 V2 = V1.derive(2, flush_threshold=64, add={
     "Device.queue": device_queue.device_queue,
-    "Queue.write": queue.queue_write_batched,
+    "Queue.write": commands.queue_write_batched,
     "Queue.fill": transfer.queue_fill,
     "Queue.timestamp": events.queue_timestamp,
     "Queue.copy": transfer.queue_copy,

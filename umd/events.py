@@ -214,7 +214,7 @@ def queue_wait_event(self: Queue, event: "Event") -> None:
         if self.async_submit:
             # that thread submits it before this queue's next flush (one FIFO per device)
             # and names the dependency then
-            self.deps.append(submit.EventDep(q, event.pending))
+            self.deps.append(submit.EventDep(q, event.pending, event))
             self._label("wait_event")
             self._end_command()
             return

@@ -1,9 +1,10 @@
 """The Queue: a KMD context recording commands into chained IBs (umd/winsys/cmdbuf.py) and
 submitting them (flush: one CS ioctl, or the device's submission thread's, umd/submit.py),
-with its throttling and reclaim (what a KMD error means for it is umd/kmd_errors.py); and the Queue entry points that record and
-submit commands (write, wait_mem, emit_raw, flush, finish, close). Device.queue, which
-makes one, is in umd/device_queue.py; events, timestamps and waits on them in
-umd/events.py; fill, copy, upload and download in umd/transfer.py.
+with its throttling and reclaim (what a KMD error means for it is umd/kmd_errors.py); and
+the Queue entry points that submit (flush, finish, close). Device.queue, which makes one,
+is in umd/device_queue.py; the commands it records: write, wait_mem and emit_raw in
+umd/commands.py, events, timestamps and waits on them in umd/events.py, fill, copy,
+upload and download in umd/transfer.py.
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ import functools
 import logging
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 
-from kmd_model.ioctl.copyin import shown
 from kmd_model.sched.fence import seq_passed
 from kmd_model.log import get_logger
 from kmd_model.uapi import CsChunkFence, CtxPriority, HwIp, KmdError
@@ -25,8 +25,8 @@ from spec import packets, pm4, sdma
 
 from . import failed_jobs, kmd_errors, submit
 from .errors import OPEN_NEW_DEVICE, DeviceLost, GpuError, GpuTimeout, OutOfMemory, UmdError
-from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _close_after, _Dispatched, _dwords, _index, _own_buffer,
-                      _raise_first, _timeout, device_alloc)
+from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _close_after, _Dispatched, _index, _raise_first, _timeout,
+                      device_alloc)
 from .signals import deferred_sigint
 from .submit import PendingCs
 from .winsys.cmdbuf import CmdBuf
@@ -37,8 +37,6 @@ if TYPE_CHECKING:
 log = get_logger("umd")
 
 MAX_INFLIGHT = 32  # submissions a queue has in flight before a flush waits for the oldest
-_POLL_INTERVAL = packets.WAIT_REG_MEM.field("POLL_INTERVAL")
-COMPARE = {"always": "ALWAYS", "<": "LT", "<=": "LE", "==": "EQ", "!=": "NE", ">=": "GE", ">": "GT"}
 # A queue's engine: the CS ring it submits to (HW IP type, ring 0)
 ENGINES = {"gfx": HwIp.GFX, "copy": HwIp.DMA}
 PRIORITIES = {"low": CtxPriority.LOW, "normal": CtxPriority.NORMAL, "high": CtxPriority.HIGH}
@@ -359,7 +357,7 @@ class Queue(_Dispatched):
         errors = []
         for _ in range(2):  # what is recorded: refused, it is raised after the release, as an async queue's is
             try:
-                _flush(self, check=False)
+                _flush(self, check=False, call="close")
                 break
             except GpuTimeout:
                 continue  # (its commands stay recorded: tried once more, as the finish did)
@@ -395,64 +393,6 @@ class Queue(_Dispatched):
 
 
 # -- entry points (the dispatch tables name these)
-
-def queue_write_now(self: Queue, buf: Buffer, offset: int, data: Any) -> None:
-    """API v1: write dwords through the GPU (WRITE_DATA) and submit at once (no data: nothing
-    is recorded, nor submitted)."""
-    calls = self.calls
-    queue_write_batched(self, buf, offset, data)
-    if self.calls != calls:
-        queue_flush(self)
-
-
-def queue_write_batched(self: Queue, buf: Buffer, offset: int, data: Any) -> None:
-    """Record WRITE_DATA packets writing `data` (an int, a list of dwords, an integer array
-    of dwords, or bytes-like: a multiple of 4 bytes) at buf+offset; they are submitted at
-    the next flush. A uint8 array is refused (its bytes are not its elements): pass
-    .tobytes() or .astype(np.uint32). No data records nothing (as every empty transfer)."""
-    words = _dwords("write", data, empty=True)
-    addr = _own_buffer(self.device, "write", "buf", buf)._range("write", offset, 4 * len(words))
-    if not words:
-        return
-    label = self._label("write")
-    step = self.max_write_dw
-    for i in range(0, len(words), step):
-        chunk = words[i:i + step]
-        self.cmdbuf.emit(sdma.write_linear(addr + 4 * i, chunk) if self.copy_engine
-                         else pm4.write_data(addr + 4 * i, chunk, wr_confirm=1), label)
-    self._end_command()
-
-
-def queue_wait_mem(self: Queue, buf: Buffer, offset: int, ref: int, *, mask: int = M32,
-                   compare: str = "==", poll_interval: int = 16) -> None:
-    """GPU-side wait: the queue stops until (dword at buf+offset & mask) <compare> ref
-    (WAIT_REG_MEM; unsigned compare: always, <, <=, ==, !=, >=, >)."""
-    addr = _own_buffer(self.device, "wait_mem", "buf", buf)._range("wait_mem", offset, 4)
-    fn = COMPARE.get(compare, compare) if isinstance(compare, str) else None
-    if fn not in COMPARE.values():
-        raise ValueError(f"wait_mem: compare must be one of {', '.join(COMPARE)}, not {shown(compare)}")
-    ref, mask = (_index("wait_mem", name, v) for name, v in (("ref", ref), ("mask", mask)))
-    for name, v in (("ref", ref), ("mask", mask)):
-        if not 0 <= v <= M32:
-            raise ValueError(f"wait_mem: {name} must fit in 32 bits, not {v:#x}")
-    top = _POLL_INTERVAL.max  # (a copy queue takes it in 16-clock units: it fits there too)
-    if not 0 <= (poll_interval := _index("wait_mem", "poll_interval", poll_interval)) <= top:
-        raise ValueError(f"wait_mem: poll_interval must be in [0, {top}], not {poll_interval}")
-    if self.copy_engine:  # POLL_REGMEM's interval counts 16 clocks
-        pkt = sdma.poll_regmem(addr, ref, mask, fn, interval=max(1, -(-poll_interval // 16)))
-    else:
-        pkt = pm4.wait_reg_mem(addr, ref, mask, fn, poll_interval=poll_interval)
-    self.cmdbuf.emit(pkt, self._label("wait_mem"))
-    self._end_command()
-
-
-def queue_emit_raw(self: Queue, dwords: Any) -> None:
-    """Raw dwords, for experiments (PM4, or SDMA packets on a copy queue): the KMD's
-    checker still sees a gfx queue's."""
-    words = _dwords("emit_raw", dwords, "dwords")
-    self.cmdbuf.emit(words, self._label("emit_raw"))
-    self._end_command()
-
 
 def queue_flush(self: Queue) -> int | None:
     """Submit what was recorded (one CS ioctl); returns the submission's seqno, or None
@@ -554,11 +494,12 @@ def _submit_recorded(self: Queue, call: str = "flush") -> int | None:
         self.pending.append(job)
         self.device.submitter.push(job)  # type: ignore[union-attr]
         return None
-    interrupted = None
+    interrupted = refused = None
     try:
         seq, ncs = do_cs()
-    except submit.Submitted as done:  # (every CS in: recorded as submitted, then the ^C)
-        seq, ncs, interrupted = done.seq, done.ncs, done.error
+    except submit.Submitted as done:  # (its first CSs in: recorded as submitted, then the ^C or the refusal)
+        seq, ncs, interrupted, refused = done.seq, done.ncs, done.error, done.refused
+        nibs = done.nibs
     except KmdError as e:
         self.pool.free.extend(ibs)  # never ran
         for ev in _take_recorded(self):
@@ -570,6 +511,9 @@ def _submit_recorded(self: Queue, call: str = "flush") -> int | None:
             raise  # (unreachable: check raises `found` at least)
     events = _take_recorded(self)
     self.flushes += 1
+    all_ibs, all_labels = ibs, labels
+    if refused is not None:  # a later CS of a copy flush refused: the part before it runs
+        ibs, labels, events = submit.split(self, ibs, labels, events, nibs)
     self._submitted(seq, ncs, self.flushes)
     failed_jobs.track(self, Submission(seq, ibs, labels, ncs, bool(deps), self.flushes))
     for ev in events:
@@ -579,6 +523,16 @@ def _submit_recorded(self: Queue, call: str = "flush") -> int | None:
     self.staging.clear()
     self.device.mm.flushed()
     self._reclaim()
+    if refused is not None:
+        try:
+            kmd_errors.raise_from(self, refused, call, cs=True)
+        except UmdError as u:
+            submit.part_refused(self, u, all_ibs, all_labels, nibs, ncs, seq, self.flushes, call)
+            if interrupted is not None:  # (the ^C first: the refusal is raised by the next call)
+                self.async_errors.append((self.flushes, u))
+                raise interrupted from None
+            failed_jobs.check(self, call, found=(self.flushes, u))
+            raise  # (unreachable: check raises `found` at least)
     if interrupted is not None:
         raise interrupted
     return seq
@@ -606,7 +560,7 @@ def queue_finish(self: Queue, timeout: int | None = DEFAULT_TIMEOUT) -> None:
 def _finish(self: Queue, timeout: int, call: str) -> None:
     """Queue.finish for `call`, the API call that finishes the queue (download too): the
     name its errors give."""
-    _flush(self, check=False)  # (its own refusal raises here, the errors pending with it)
+    _flush(self, check=False, call=call)  # (its own refusal raises here, the errors pending with it)
     if self.async_submit:
         self._drain()
     done, found = failed_jobs.wait_last(self, timeout, call)

@@ -88,17 +88,22 @@ class PendingCs:
     seq: int | None = None
     ncs: int = 1  # CS ioctls it took (a copy queue splits a flush at max_ib_chunks IBs)
     error: BaseException | None = None
+    nibs: int | None = None  # with `error`, a later CS's refusal: the IBs the CSs before it carried
     deps: bool = False  # it waits for another queue's job (umd/failed_jobs.py)
 
 
 class Submitted(BaseException):
-    """A ^C that came in a copy flush's later CS (cs_ioctls): every CS of the flush is
-    in (`seq`, `ncs`); the KeyboardInterrupt `error` is raised once the flush's bookkeeping
-    is done, as a held SIGINT is (umd/signals.py)."""
+    """A copy flush's CS ioctls (cs_ioctls) that did not end as one answer, its first CS
+    in: `ncs` of them are in, the last `seq`, carrying the flush's first `nibs` IBs.
+    `refused`: the KmdError of the later CS the kernel refused (none after it was tried:
+    they would run ahead of what it carried); `error`: a KeyboardInterrupt that came in a
+    later CS's wait, raised once the flush's bookkeeping is done, as a held SIGINT is
+    (umd/signals.py)."""
 
-    def __init__(self, seq: int, ncs: int, error: BaseException):
+    def __init__(self, seq: int, ncs: int, nibs: int, error: BaseException | None = None,
+                 refused: KmdError | None = None):
         super().__init__(seq, ncs)
-        self.seq, self.ncs, self.error = seq, ncs, error
+        self.seq, self.ncs, self.nibs, self.error, self.refused = seq, ncs, nibs, error, refused
 
 
 class _Request:
@@ -221,6 +226,8 @@ class Submitter:
                 job.seq, job.ncs = job.submit_fn()
             except Submitted as done:  # (in: a ^C is the main thread's, never this thread's to raise)
                 job.seq, job.ncs = done.seq, done.ncs
+                if done.refused is not None:  # (a later CS refused: the first ones' part runs)
+                    job.error, job.nibs = done.refused, done.nibs
             except BaseException as e:  # noqa: BLE001  (a refused CS, or a bug: the app gets it)
                 job.error = e
             with self.cond:
@@ -237,13 +244,14 @@ def collect(q) -> None:
     """Take in what the submission thread has done with queue `q`'s flushes, in order: a
     submitted one is in flight from now on (as a synchronous flush leaves it), a refused
     one frees its IBs, loses its events and waits in `q.async_errors` (with its flush's
-    number) to be raised."""
+    number) to be raised; a copy flush whose later CS was refused is both: the part its
+    first CSs carried is in flight, the rest refused (split)."""
     from . import failed_jobs
     from .queue import Submission
 
     while q.pending and q.pending[0].done:
         job = q.pending.popleft()
-        if job.error is not None:
+        if job.error is not None and job.nibs is None:
             q.pool.free.extend(job.ibs)  # never ran
             for ev in job.events:
                 ev.lost, ev.pending = True, None
@@ -252,10 +260,14 @@ def collect(q) -> None:
             q.async_errors.append((job.number, _error(q, job)))
             q.device.mm.flushed()  # BOs closed after it: nothing of it will name them now
             continue
-        seq = job.seq
+        seq, ibs, labels, events = job.seq, job.ibs, job.labels, job.events
+        if job.error is not None:  # a later CS refused: the part before it is in flight
+            ibs, labels, events = split(q, job.ibs, job.labels, job.events, job.nibs)  # type: ignore[arg-type]
+            q.async_errors.append((job.number, part_refused(q, _error(q, job), job.ibs, job.labels, job.nibs,
+                                                            job.ncs, seq, job.number, _what(q, job.number))))
         q._submitted(seq, job.ncs, job.number)
-        failed_jobs.track(q, Submission(seq, job.ibs, job.labels, job.ncs, job.deps, job.number))
-        for ev in job.events:
+        failed_jobs.track(q, Submission(seq, ibs, labels, job.ncs, job.deps, job.number))
+        for ev in events:
             ev.seq, ev.pending = seq, None
         for b in job.staging:
             b.free()
@@ -348,10 +360,64 @@ def cs_ioctls(q, first_ib: tuple[int, int], ibs: list, sizes: list, deps: list,
                 # a ^C in a later CS's wait for ring room, the flush's first CS in: the rest
                 # follow (as a held SIGINT would have let them: umd/signals.py), then it is raised
                 interrupted = interrupted or e
+            except KmdError as e:
+                if not ncs:
+                    raise  # (nothing queued: the whole flush is refused)
+                # the jobs of the CSs before it are queued and run: the queue must keep their
+                # IBs busy and signal their events (split), only the rest is refused
+                raise Submitted(seq, ncs, k, interrupted, refused=e) from None
         ncs += 1
     if interrupted is not None:
-        raise Submitted(seq, ncs, interrupted)
+        raise Submitted(seq, ncs, len(ibs), interrupted)
     return seq, ncs
+
+
+def split(q, ibs: list, labels: dict, events: list, nibs: int) -> tuple[list, dict, list]:
+    """A flush whose CS carrying its IB `nibs` (from 0) on was refused, the CSs before it in:
+    the refused IBs go back to the pool (never ran), the events they carry are lost; returns
+    the IBs, labels and events of the part that runs (its IBs come back when its fence has
+    passed, as any submission's)."""
+    ran_events = [ev for ev in events if event_ran(q, ev, ibs, labels, nibs)]
+    for ev in events:
+        if ev not in ran_events:
+            ev.lost, ev.pending = True, None
+    q.pool.free.extend(ibs[nibs:])
+    return ibs[:nibs], {a: lab for a, lab in labels.items() if _in(q, a, ibs[:nibs])}, ran_events
+
+
+def _in(q, addr: int, ibs: list) -> bool:
+    size = 4 * q.pool.size_dw
+    return any(0 <= addr - b.gpu_addr < size for b in ibs)
+
+
+def _calls(q, labels: dict, ibs: list) -> list[int]:
+    """The queue's call numbers (Queue._label's "#n") whose packets are in `ibs`."""
+    return sorted({int(lab.rsplit("#", 1)[1]) for a, lab in labels.items() if "#" in lab and _in(q, a, ibs)})
+
+
+def event_ran(q, ev, ibs: list, labels: dict, nibs: int) -> bool:
+    """Is event `ev`'s packet (its call's: Event.call) in the flush's first `nibs` IBs? (Any
+    thread: it reads only what the flush recorded.)"""
+    return any(lab.endswith(f"#{ev.call}") for a, lab in labels.items() if _in(q, a, ibs[:nibs]))
+
+
+def part_refused(q, e: BaseException, ibs: list, labels: dict, nibs: int, ncs: int, seq: int, number: int,
+                 what: str) -> BaseException:
+    """The refusal `e` of a later CS of flush `number`, with a note saying which part ran."""
+    step = q.device.dev_info.max_ib_chunks
+    refused = _calls(q, labels, ibs[nibs:])
+    first = refused[0] if refused else None
+    ran, lost = "its commands run", "its commands"
+    if first is not None:
+        ran, lost = f"the queue's calls up to #{first - 1} run, their events signal", f"the calls from #{first} on"
+        if first in _calls(q, labels, ibs[:nibs]):  # (a call whose packets straddle the two parts)
+            ran += f" (and #{first}'s packets in those IBs)"
+            lost = f"the rest of #{first} and the calls after it"
+    e.add_note(f"{what}: a copy flush's CS carries at most {step} IBs: the first {ncs} of its "
+               f"{-(-len(ibs) // step)} CS ioctls (IBs 1-{nibs} of {len(ibs)}, the queue's flush #{number}, last "
+               f"seqno {seq:#x}) were submitted: {ran}; the CS from IB {nibs + 1} on was refused (none after it "
+               f"was tried): {lost} did not run, their events are lost")
+    return e
 
 
 def dep_chunk(q, seq: int) -> CsChunkDep | None:
@@ -409,11 +475,12 @@ class EventDep:
     """A wait_event on an event whose flush is still queued for the submission thread:
     named (dep_chunk) by that thread, which has submitted the event's flush by then."""
 
-    def __init__(self, queue, job: PendingCs):
-        self.queue, self.job = queue, job
+    def __init__(self, queue, job: PendingCs, event):
+        self.queue, self.job, self.event = queue, job, event
 
     def chunk(self) -> CsChunkDep | None:
         job, q = self.job, self.queue
-        if job.error is not None or job.seq is None:
+        if job.seq is None or job.error is not None and (
+                job.nibs is None or not event_ran(q, self.event, job.ibs, job.labels, job.nibs)):
             raise KmdError(errno.ECANCELED, "CS: wait_event: the submission carrying the event was refused")
-        return dep_chunk(q, job.seq)
+        return dep_chunk(q, job.seq)  # (the whole flush, or its part before a later CS refused)

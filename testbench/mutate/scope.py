@@ -46,6 +46,7 @@ MODULES = (
     "umd/transfer.py",
     "umd/runtime.py",
     "umd/queue.py",
+    "umd/commands.py",  # (write, wait_mem, emit_raw: split out of umd/queue.py)
     "umd/device_queue.py",
     "umd/events.py",
     "umd/submit.py",
@@ -153,6 +154,7 @@ TESTS = (
     "tests/umd/test_umd_flush_after_failure.py",
     "tests/umd/test_umd_wait_event_unflushed.py",
     "tests/umd/test_umd_ctrl_c.py",
+    "tests/umd/test_umd_split_flush_refused.py",  # (the only test of submit.split and part_refused)
     "tests/spec/test_pm4.py",
     "tests/spec/test_amd_conformance.py",
     "tests/spec/test_pm4_edges.py",

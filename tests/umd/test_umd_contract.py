@@ -283,6 +283,51 @@ def test_flush_waits_at_the_limit_when_ibs_are_to_hand():
     gpu.close()
 
 
+@pytest.mark.parametrize("call", ["finish", "download"])
+def test_finish_names_itself_when_its_flush_waits_at_the_limit(call):
+    """finish() (and download(), which finishes) submits what was recorded first: when that
+    flush times out at max_inflight, the message and its note name the call the app made,
+    not "flush" (before, "flush: queue (context 1) has 2 submissions in flight ...")."""
+    gpu = _gpu(job_timeout=1 << 40)
+    q = gpu.queue(flush_threshold=1000, max_inflight=3)
+    buf = gpu.alloc(0x100)
+    hold = Holder()
+    for i in range(3):  # three IBs in flight at once, in the pool after: the write below takes no new one
+        q.write(buf, 4 * i, i)
+        q.flush()
+    hold.release()
+    q.finish()
+    q.max_inflight = 2
+    hold = Holder()
+    for i in range(2):
+        q.write(buf, 4 * i, i)
+        q.flush()
+    q.write(buf, 0x10, 3)
+    q.timeout = 5000  # (the throttle's bound: a queue's, not the finish's)
+    msg = (f"{call}: queue (context {q.ctx_id}) has 2 submissions in flight, its limit (max_inflight=2), and the "
+           f"oldest (seqno {q.inflight[0].seq:#x}) has not finished after 5000 cycles\n"
+           f"{call}: the commands recorded since the last flush (the queue's calls up to #{6 + (call == 'download')}) stay recorded: "
+           "the next flush submits them")  # (download's own copy is call #7)
+    _raises(umd.GpuTimeout, msg, *((q.finish,) if call == "finish" else (q.download, buf, 0, 4)))
+    hold.release()
+    q.finish()
+    assert buf.u32[4] == 3
+    gpu.close()
+
+
+def test_finish_and_close_name_themselves_when_their_flush_is_refused():
+    """The refusal of the flush finish() or close() makes names that call ("finish: EINVAL:
+    CS: ..."; it said "flush: EINVAL: CS: ..."), as a refused flush() names flush."""
+    gpu = _gpu()
+    for call in ("finish", "close"):
+        q = gpu.queue()
+        q.emit_raw(pm4.write_data(0xDEAD_0000, [1]))  # outside every mapping: the checker refuses the CS
+        with pytest.raises(umd.SubmitError, match=f"^{call}: EINVAL: CS: WRITE_DATA at IB\\+0x0 "):
+            getattr(q, call)()
+        q.close()
+    gpu.close()
+
+
 def test_tracer_hook_sees_every_call():
     gpu = _gpu()
     calls = []

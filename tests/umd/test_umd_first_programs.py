@@ -234,10 +234,10 @@ def test_the_bodys_exception_is_what_a_with_raises(kind, exc_type):
             raise exc
     assert ei.value is exc and q.closed
     (note,) = ei.value.__notes__
-    assert note.startswith("and when the with block closed it: SubmitError: flush: EINVAL: CS: malformed packet "
+    assert note.startswith("and when the with block closed it: SubmitError: close: EINVAL: CS: malformed packet "
                            "at IB+0x0 (") and note.endswith("): UNKNOWN op=0x7b count=0"), note
     gpu = _gpu()
-    with pytest.raises(umd.SubmitError, match=r"^flush: EINVAL: CS: malformed packet .* UNKNOWN op=0x7b count=0$"):
+    with pytest.raises(umd.SubmitError, match=r"^close: EINVAL: CS: malformed packet .* UNKNOWN op=0x7b count=0$"):
         with gpu.queue() as q:
             q.emit_raw([0xC0007B00])
     gpu.close()

@@ -429,14 +429,15 @@ def test_a_wait_event_on_a_queue_abandoned_with_the_event_still_running():
 def test_closing_a_sync_queue_raises_the_refusal_of_what_it_had_recorded(closing):
     """close() submits what the queue recorded; the KMD refusing it is raised once the queue
     is released, as an async queue's refusal is (the same class, errno and message a flush
-    raises). A sync queue's close swallowed it: the app's last commands silently did not run."""
+    raises, named as the call the app made: close). A sync queue's close swallowed it: the
+    app's last commands silently did not run."""
     kmd = kmd_model.bind(RefModel())
     gpu = umd.open(api_version=3)
     q = gpu.queue()
     q.emit_raw([0xFFFF_FFFF])  # refused by the KMD's checker
     with pytest.raises(umd.SubmitError) as e:
         q.close() if closing == "queue" else gpu.close()
-    assert e.value.errno == errno.EINVAL and str(e.value).startswith("flush: EINVAL: CS: ")
+    assert e.value.errno == errno.EINVAL and str(e.value).startswith("close: EINVAL: CS: ")
     assert q.closed and q.ctx_id not in gpu.ws.file.contexts  # released all the same
     gpu.close()
     assert not kmd.live_bos()

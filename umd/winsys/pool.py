@@ -163,7 +163,8 @@ class MemoryManager:
         except KmdError:  # (ENOMEM: the range goes back, or failed allocations use up the VA space)
             self.va.free(va)
             raise
-        try:
+        try:  # (never GEM_VA's wait for closed BOs still in use: a range comes back only once every
+            # job of its old BO has passed its fence, _release: no wait in there for a ^C to interrupt)
             self.ws.gem_va(out.handle, VaOp.MAP, va, size, VM_FLAGS)
         except KmdError:
             self.ws.gem_close(out.handle)

@@ -1,0 +1,80 @@
+"""The commands a queue records of its own (the Queue entry points write, wait_mem and
+emit_raw): WRITE_DATA / WAIT_REG_MEM or, on a copy queue, SDMA WRITE_LINEAR / POLL_REGMEM,
+and raw dwords. Each records its packets under its call's label (Queue._label) and counts
+as one command toward the flush threshold (Queue._end_command). The Queue and its flush are
+in umd/queue.py; the other recording calls in umd/events.py (signal, timestamp, wait_event)
+and umd/transfer.py (fill, copy, upload, download).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kmd_model.ioctl.copyin import shown
+from spec import packets, pm4, sdma
+
+from .queue import Queue, queue_flush
+from .runtime import M32, Buffer, _dwords, _index, _own_buffer
+
+_POLL_INTERVAL = packets.WAIT_REG_MEM.field("POLL_INTERVAL")
+COMPARE = {"always": "ALWAYS", "<": "LT", "<=": "LE", "==": "EQ", "!=": "NE", ">=": "GE", ">": "GT"}
+
+
+# -- entry points (the dispatch tables name these)
+
+def queue_write_now(self: Queue, buf: Buffer, offset: int, data: Any) -> None:
+    """API v1: write dwords through the GPU (WRITE_DATA) and submit at once (no data: nothing
+    is recorded, nor submitted)."""
+    calls = self.calls
+    queue_write_batched(self, buf, offset, data)
+    if self.calls != calls:
+        queue_flush(self)
+
+
+def queue_write_batched(self: Queue, buf: Buffer, offset: int, data: Any) -> None:
+    """Record WRITE_DATA packets writing `data` (an int, a list of dwords, an integer array
+    of dwords, or bytes-like: a multiple of 4 bytes) at buf+offset; they are submitted at
+    the next flush. A uint8 array is refused (its bytes are not its elements): pass
+    .tobytes() or .astype(np.uint32). No data records nothing (as every empty transfer)."""
+    words = _dwords("write", data, empty=True)
+    addr = _own_buffer(self.device, "write", "buf", buf)._range("write", offset, 4 * len(words))
+    if not words:
+        return
+    label = self._label("write")
+    step = self.max_write_dw
+    for i in range(0, len(words), step):
+        chunk = words[i:i + step]
+        self.cmdbuf.emit(sdma.write_linear(addr + 4 * i, chunk) if self.copy_engine
+                         else pm4.write_data(addr + 4 * i, chunk, wr_confirm=1), label)
+    self._end_command()
+
+
+def queue_wait_mem(self: Queue, buf: Buffer, offset: int, ref: int, *, mask: int = M32,
+                   compare: str = "==", poll_interval: int = 16) -> None:
+    """GPU-side wait: the queue stops until (dword at buf+offset & mask) <compare> ref
+    (WAIT_REG_MEM; unsigned compare: always, <, <=, ==, !=, >=, >)."""
+    addr = _own_buffer(self.device, "wait_mem", "buf", buf)._range("wait_mem", offset, 4)
+    fn = COMPARE.get(compare, compare) if isinstance(compare, str) else None
+    if fn not in COMPARE.values():
+        raise ValueError(f"wait_mem: compare must be one of {', '.join(COMPARE)}, not {shown(compare)}")
+    ref, mask = (_index("wait_mem", name, v) for name, v in (("ref", ref), ("mask", mask)))
+    for name, v in (("ref", ref), ("mask", mask)):
+        if not 0 <= v <= M32:
+            raise ValueError(f"wait_mem: {name} must fit in 32 bits, not {v:#x}")
+    top = _POLL_INTERVAL.max  # (a copy queue takes it in 16-clock units: it fits there too)
+    if not 0 <= (poll_interval := _index("wait_mem", "poll_interval", poll_interval)) <= top:
+        raise ValueError(f"wait_mem: poll_interval must be in [0, {top}], not {poll_interval}")
+    if self.copy_engine:  # POLL_REGMEM's interval counts 16 clocks
+        pkt = sdma.poll_regmem(addr, ref, mask, fn, interval=max(1, -(-poll_interval // 16)))
+    else:
+        pkt = pm4.wait_reg_mem(addr, ref, mask, fn, poll_interval=poll_interval)
+    self.cmdbuf.emit(pkt, self._label("wait_mem"))
+    self._end_command()
+
+
+def queue_emit_raw(self: Queue, dwords: Any) -> None:
+    """Raw dwords, for experiments (PM4, or SDMA packets on a copy queue): the KMD's
+    checker still sees a gfx queue's."""
+    words = _dwords("emit_raw", dwords, "dwords")
+    self.cmdbuf.emit(words, self._label("emit_raw"))
+    self._end_command()
