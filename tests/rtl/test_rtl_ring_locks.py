@@ -1,0 +1,121 @@
+"""A ring's base and size are written only while the ring is disabled (docs/hardware.md,
+"Ring and doorbell"; spec/regs.rdl's swwel locks), in Amaranth's simulator with an
+AXI4-Lite master at the bridge's full rate (AW and W always offered, B always taken):
+
+- every locked register of the map, on the CSR block: a write while its ring's enable is
+  set changes neither the hardware's port nor the read-back (the flip-flops and the shadow
+  RAM alike), a write while it is clear does; SDMA_RB_CNTL's RB_SIZE follows RB_ENABLE as
+  it is before the write (the enabling write takes its size, the disabling one does not);
+
+The same rule on the simulators (Verilator, Icarus) and the reference model is
+tests/model/test_contract_control.py's check_ring_base_and_size_are_locked_while_enabled."""
+
+from __future__ import annotations
+
+import pytest
+from amaranth.sim import Simulator
+
+from kmd_model import regs
+from rtl.csr import CSRBlock
+
+LOCKED = [(r, f) for r in regs.REGISTERS for f in r.FIELDS if f.swwel]
+
+
+def _lock(f):
+    reg, _, field = f.swwel.partition(".")
+    return getattr(regs, reg), getattr(getattr(regs, reg), field)
+
+
+async def _write(ctx, bus, addr: int, data: int) -> None:
+    """One write at full rate: the next one's AW and W are offered in the cycle its B is."""
+    ctx.set(bus.awvalid, 1)
+    ctx.set(bus.awaddr, addr)
+    ctx.set(bus.wvalid, 1)
+    ctx.set(bus.wdata, data)
+    ctx.set(bus.wstrb, 0xF)
+    ctx.set(bus.bready, 1)
+    while not (ctx.get(bus.awready) and ctx.get(bus.wready)):
+        await ctx.tick()
+    await ctx.tick()
+    ctx.set(bus.awvalid, 0)
+    ctx.set(bus.wvalid, 0)
+    while not ctx.get(bus.bvalid):
+        await ctx.tick()
+    assert ctx.get(bus.bresp) == 0, f"write of {addr:#x} answered {ctx.get(bus.bresp)}"
+
+
+async def _read(ctx, bus, addr: int) -> int:
+    ctx.set(bus.arvalid, 1)
+    ctx.set(bus.araddr, addr)
+    ctx.set(bus.rready, 1)
+    while not ctx.get(bus.arready):
+        await ctx.tick()
+    await ctx.tick()
+    ctx.set(bus.arvalid, 0)
+    while not ctx.get(bus.rvalid):
+        await ctx.tick()
+    v = ctx.get(bus.rdata)
+    await ctx.tick()
+    return v
+
+
+def _run(dut, bench) -> None:
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def test_every_ring_register_has_its_lock():
+    """The map locks the base (both halves) and the size of each ring with that ring's enable."""
+    got = {(r.NAME, f.name): f.swwel for r, f in LOCKED}
+    want = {}
+    for base, size, enable in (("RB_", "RB_SIZE.LOG2_QWORDS", "RB_CNTL.ENABLE"),
+                               ("CP_HQD1_RB_", "CP_HQD1_RB_SIZE.LOG2_QWORDS", "CP_HQD1_RB_CNTL.ENABLE"),
+                               ("SDMA_RB_", "SDMA_RB_CNTL.RB_SIZE", "SDMA_RB_CNTL.RB_ENABLE"),
+                               ("IH_", "IH_SIZE.LOG2_DWORDS", "IH_CNTL.ENABLE")):
+        want.update({(f"{base}BASE_LO", "ADDRESS"): enable, (f"{base}BASE_HI", "ADDRESS"): enable,
+                     tuple(size.split(".")): enable})
+    assert got == want
+
+
+@pytest.mark.parametrize("reg, field", LOCKED, ids=[f"{r.NAME}.{f.name}" for r, f in LOCKED])
+def test_a_write_while_the_ring_is_enabled_is_ignored(reg, field):
+    dut = CSRBlock()
+    lreg, lbit = _lock(field)
+    port = getattr(dut, reg.NAME.lower() if len(reg.FIELDS) == 1 else f"{reg.NAME.lower()}_{field.name.lower()}")
+    top = (1 << field.width) - 1
+    a, b = field.put(0x5A & top), field.put(0xA5 & top)
+    keep = lbit.mask if lreg is reg else 0  # (SDMA_RB_CNTL: RB_ENABLE is in the written word)
+
+    async def bench(ctx):
+        bus = dut.bus
+        await _write(ctx, bus, reg.addr(), a)
+        assert ctx.get(port) == field.get(a) and field.get(await _read(ctx, bus, reg.addr())) == field.get(a)
+        await _write(ctx, bus, lreg.addr(), lbit.mask | (await _read(ctx, bus, lreg.addr()) & ~lbit.mask))
+        await _write(ctx, bus, reg.addr(), b | keep)
+        assert ctx.get(port) == field.get(a), f"{reg.NAME}.{field.name} took a write while {field.swwel} was set"
+        assert field.get(await _read(ctx, bus, reg.addr())) == field.get(a), "the read-back took it"
+        await _write(ctx, bus, lreg.addr(), await _read(ctx, bus, lreg.addr()) & ~lbit.mask)
+        await _write(ctx, bus, reg.addr(), b)
+        assert ctx.get(port) == field.get(b) and field.get(await _read(ctx, bus, reg.addr())) == field.get(b)
+
+    _run(dut, bench)
+
+
+def test_sdma_rb_size_follows_rb_enable_before_the_write():
+    """amdgpu writes SDMA_RB_CNTL's size with RB_ENABLE (sdma_v4_0_gfx_resume): the write that
+    sets RB_ENABLE takes its RB_SIZE; the one that clears it does not (the ring was enabled)."""
+    dut = CSRBlock()
+    R = regs.SDMA_RB_CNTL
+
+    async def bench(ctx):
+        bus = dut.bus
+        await _write(ctx, bus, R.addr(), R.RB_ENABLE.put(1) | R.RB_SIZE.put(9))
+        assert (ctx.get(dut.sdma_rb_cntl_rb_enable), ctx.get(dut.sdma_rb_cntl_rb_size)) == (1, 9)
+        await _write(ctx, bus, R.addr(), R.RB_SIZE.put(12))
+        assert (ctx.get(dut.sdma_rb_cntl_rb_enable), ctx.get(dut.sdma_rb_cntl_rb_size)) == (0, 9)
+        assert await _read(ctx, bus, R.addr()) == R.RB_SIZE.put(9)
+
+    _run(dut, bench)
+
