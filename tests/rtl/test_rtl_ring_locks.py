@@ -6,6 +6,9 @@ AXI4-Lite master at the bridge's full rate (AW and W always offered, B always ta
   set changes neither the hardware's port nor the read-back (the flip-flops and the shadow
   RAM alike), a write while it is clear does; SDMA_RB_CNTL's RB_SIZE follows RB_ENABLE as
   it is before the write (the enabling write takes its size, the disabling one does not);
+- the SDMA doorbell's bound (rtl/sdma/engine.py `db_lim`, a register that follows RB_SIZE a
+  cycle late) on the whole front end: a doorbell written right after the write that sets
+  the size sees the new size, and one after a size write while the ring runs sees the old.
 
 The same rule on the simulators (Verilator, Icarus) and the reference model is
 tests/model/test_contract_control.py's check_ring_base_and_size_are_locked_while_enabled."""
@@ -119,3 +122,40 @@ def test_sdma_rb_size_follows_rb_enable_before_the_write():
 
     _run(dut, bench)
 
+
+def test_sdma_doorbell_bound_follows_the_size_in_time():
+    """The doorbell's OVERFLOW bound is a register a cycle behind RB_SIZE. At the bridge's
+    full rate the next write's doorbell comes 2 cycles after the one that set the size (B
+    is answered before AW and W are taken again), so it never meets the stale bound: a
+    doorbell of the new size's whole ring right after the enabling write is taken. And a
+    size written while the ring runs is ignored, so the bound never moves under it: a
+    doorbell within the kept size is taken, one past it overflows. (Checked against the
+    RTL with the bound made later by hand: one and two cycles behind pass, three fail at
+    the first doorbell; the RTL's is one.)"""
+    from rtl.top import GpuTop
+
+    dut = GpuTop(data_width=32)
+    R = regs.SDMA_RB_CNTL
+
+    async def bench(ctx):
+        bus = dut.s_axil
+        # (the ring's fetches are never answered: rptr stays 0, so the bound is 4 * size)
+        await _write(ctx, bus, R.addr(), R.RB_ENABLE.put(1) | R.RB_SIZE.put(6))  # 64 dwords, 256 bytes
+        await _write(ctx, bus, regs.SDMA_DOORBELL.addr(), 256)
+        assert await _read(ctx, bus, regs.SDMA_ERROR.addr()) == 0
+        assert await _read(ctx, bus, regs.SDMA_RB_WPTR.addr()) == 256
+        await _write(ctx, bus, R.addr(), R.RB_ENABLE.put(1) | R.RB_SIZE.put(4))  # ignored: 16 dwords
+        await _write(ctx, bus, regs.SDMA_DOORBELL.addr(), 256)
+        assert await _read(ctx, bus, regs.SDMA_ERROR.addr()) == 0, "the bound moved under a running ring"
+        await _write(ctx, bus, R.addr(), 0)
+        await _write(ctx, bus, R.addr(), R.RB_ENABLE.put(1) | R.RB_SIZE.put(7))  # 128 dwords, 512 bytes
+        await _write(ctx, bus, regs.SDMA_DOORBELL.addr(), 512)
+        assert (await _read(ctx, bus, regs.SDMA_ERROR.addr()), await _read(ctx, bus, regs.SDMA_RB_WPTR.addr())) \
+            == (0, 512), "a doorbell right after the enabling write saw the old size's bound"
+        await _write(ctx, bus, regs.SDMA_DOORBELL.addr(), 516)
+        for _ in range(4):
+            await ctx.tick()
+        err = await _read(ctx, bus, regs.SDMA_ERROR.addr())
+        assert regs.SDMA_ERROR.CODE.get(err) == regs.CpError.DOORBELL_OVERFLOW, hex(err)
+
+    _run(dut, bench)
