@@ -25,6 +25,9 @@ class Field:
     swmod: bool = False
     hwset: bool = False
     desc: str = ""
+    # "REG.FIELD": while that 1-bit field is set, software writes to this one are ignored
+    # (SystemRDL swwel; a ring's base and size while the ring is enabled)
+    swwel: str | None = None
 
     @property
     def msb(self) -> int:

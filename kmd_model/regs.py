@@ -143,7 +143,7 @@ class IH_BASE_LO(Register):
     NAME = "IH_BASE_LO"
     ADDR = 0x040
     RESET = 0x00000000
-    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0)
+    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0, swwel='IH_CNTL.ENABLE')
     FIELDS = (ADDRESS,)
 
 
@@ -152,7 +152,7 @@ class IH_BASE_HI(Register):
     NAME = "IH_BASE_HI"
     ADDR = 0x044
     RESET = 0x00000000
-    ADDRESS = Field('ADDRESS', 0, 8, 'rw', 'r', reset=0x0)
+    ADDRESS = Field('ADDRESS', 0, 8, 'rw', 'r', reset=0x0, swwel='IH_CNTL.ENABLE')
     FIELDS = (ADDRESS,)
 
 
@@ -161,7 +161,7 @@ class IH_SIZE(Register):
     NAME = "IH_SIZE"
     ADDR = 0x048
     RESET = 0x00000003
-    LOG2_DWORDS = Field('LOG2_DWORDS', 0, 5, 'rw', 'r', reset=0x3, desc="The IH ring holds 2^LOG2_DWORDS dwords (AMD's IH_RB_CNTL.RB_SIZE), 8 per entry: at least 3.")
+    LOG2_DWORDS = Field('LOG2_DWORDS', 0, 5, 'rw', 'r', reset=0x3, swwel='IH_CNTL.ENABLE', desc="The IH ring holds 2^LOG2_DWORDS dwords (AMD's IH_RB_CNTL.RB_SIZE), 8 per entry: at least 3.")
     FIELDS = (LOG2_DWORDS,)
 
 
@@ -216,7 +216,7 @@ class RB_BASE_LO(Register):
     NAME = "RB_BASE_LO"
     ADDR = 0x080
     RESET = 0x00000000
-    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0)
+    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0, swwel='RB_CNTL.ENABLE')
     FIELDS = (ADDRESS,)
 
 
@@ -225,7 +225,7 @@ class RB_BASE_HI(Register):
     NAME = "RB_BASE_HI"
     ADDR = 0x084
     RESET = 0x00000000
-    ADDRESS = Field('ADDRESS', 0, 8, 'rw', 'r', reset=0x0)
+    ADDRESS = Field('ADDRESS', 0, 8, 'rw', 'r', reset=0x0, swwel='RB_CNTL.ENABLE')
     FIELDS = (ADDRESS,)
 
 
@@ -234,7 +234,7 @@ class RB_SIZE(Register):
     NAME = "RB_SIZE"
     ADDR = 0x088
     RESET = 0x00000000
-    LOG2_QWORDS = Field('LOG2_QWORDS', 0, 5, 'rw', 'r', reset=0x0, desc="The ring holds 2^LOG2_QWORDS qwords, 2^(LOG2_QWORDS + 1) dwords (AMD's CP_RB0_CNTL.RB_BUFSZ).")
+    LOG2_QWORDS = Field('LOG2_QWORDS', 0, 5, 'rw', 'r', reset=0x0, swwel='RB_CNTL.ENABLE', desc="The ring holds 2^LOG2_QWORDS qwords, 2^(LOG2_QWORDS + 1) dwords (AMD's CP_RB0_CNTL.RB_BUFSZ).")
     FIELDS = (LOG2_QWORDS,)
 
 
@@ -585,7 +585,7 @@ class SDMA_RB_BASE_LO(Register):
     NAME = "SDMA_RB_BASE_LO"
     ADDR = 0x404
     RESET = 0x00000000
-    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0)
+    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0, swwel='SDMA_RB_CNTL.RB_ENABLE')
     FIELDS = (ADDRESS,)
 
 
@@ -594,7 +594,7 @@ class SDMA_RB_BASE_HI(Register):
     NAME = "SDMA_RB_BASE_HI"
     ADDR = 0x408
     RESET = 0x00000000
-    ADDRESS = Field('ADDRESS', 0, 8, 'rw', 'r', reset=0x0)
+    ADDRESS = Field('ADDRESS', 0, 8, 'rw', 'r', reset=0x0, swwel='SDMA_RB_CNTL.RB_ENABLE')
     FIELDS = (ADDRESS,)
 
 
@@ -604,7 +604,7 @@ class SDMA_RB_CNTL(Register):
     ADDR = 0x40c
     RESET = 0x00000008
     RB_ENABLE = Field('RB_ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc='Fetch from the ring; doorbells are ignored while clear.')
-    RB_SIZE = Field('RB_SIZE', 1, 5, 'rw', 'r', reset=0x4, desc='The ring holds 2^RB_SIZE dwords (amdgpu: order_base_2(ring_size / 4)): 4 to 20; below 4 acts as 4, above 20 as 20.')
+    RB_SIZE = Field('RB_SIZE', 1, 5, 'rw', 'r', reset=0x4, swwel='SDMA_RB_CNTL.RB_ENABLE', desc='The ring holds 2^RB_SIZE dwords (amdgpu: order_base_2(ring_size / 4)): 4 to 20; below 4 acts as 4, above 20 as 20.')
     RPTR_WRITEBACK_ENABLE = Field('RPTR_WRITEBACK_ENABLE', 12, 1, 'rw', 'r', reset=0x0, desc='Write SDMA_RB_RPTR (bytes) to SDMA_RB_RPTR_ADDR as packets complete.')
     FIELDS = (RB_ENABLE, RB_SIZE, RPTR_WRITEBACK_ENABLE,)
 
@@ -770,7 +770,7 @@ class CP_HQD1_RB_BASE_LO(Register):
     NAME = "CP_HQD1_RB_BASE_LO"
     ADDR = 0x480
     RESET = 0x00000000
-    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0)
+    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0, swwel='CP_HQD1_RB_CNTL.ENABLE')
     FIELDS = (ADDRESS,)
 
 
@@ -779,7 +779,7 @@ class CP_HQD1_RB_BASE_HI(Register):
     NAME = "CP_HQD1_RB_BASE_HI"
     ADDR = 0x484
     RESET = 0x00000000
-    ADDRESS = Field('ADDRESS', 0, 8, 'rw', 'r', reset=0x0)
+    ADDRESS = Field('ADDRESS', 0, 8, 'rw', 'r', reset=0x0, swwel='CP_HQD1_RB_CNTL.ENABLE')
     FIELDS = (ADDRESS,)
 
 
@@ -788,7 +788,7 @@ class CP_HQD1_RB_SIZE(Register):
     NAME = "CP_HQD1_RB_SIZE"
     ADDR = 0x488
     RESET = 0x00000000
-    LOG2_QWORDS = Field('LOG2_QWORDS', 0, 5, 'rw', 'r', reset=0x0, desc='As RB_SIZE: 2^(LOG2_QWORDS + 1) dwords.')
+    LOG2_QWORDS = Field('LOG2_QWORDS', 0, 5, 'rw', 'r', reset=0x0, swwel='CP_HQD1_RB_CNTL.ENABLE', desc='As RB_SIZE: 2^(LOG2_QWORDS + 1) dwords.')
     FIELDS = (LOG2_QWORDS,)
 
 

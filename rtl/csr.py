@@ -328,7 +328,11 @@ class CSRBlock(wiring.Component):
         m.d.comb += wmask.eq(Cat(s.replicate(8) for s in bridge.wr_strb))
         wr_hits = []
         shadow_valid = Signal(19)  # a shadowed register written since the reset
-        shadow_wr = []  # each shadowed register's write decode, in shadow_valid's order
+        shadow_wr = []  # each shadowed register's write decode (wr_drop aside), in shadow_valid's order
+
+        # the writes a set swwel lock drops (a ring's base and size while the ring is enabled)
+        wr_drop = Signal()
+        m.d.comb += wr_drop.eq((((bridge.wr_addr[2:] == 0x10) | (bridge.wr_addr[2:] == 0x11) | (bridge.wr_addr[2:] == 0x12)) & self.ih_cntl_enable) | (((bridge.wr_addr[2:] == 0x20) | (bridge.wr_addr[2:] == 0x21) | (bridge.wr_addr[2:] == 0x22)) & self.rb_cntl_enable) | (((bridge.wr_addr[2:] == 0x101) | (bridge.wr_addr[2:] == 0x102)) & self.sdma_rb_cntl_rb_enable) | (((bridge.wr_addr[2:] == 0x120) | (bridge.wr_addr[2:] == 0x121) | (bridge.wr_addr[2:] == 0x122)) & self.cp_hqd1_rb_cntl_enable))
 
         # ID @ 0x000: Identification
         # (constant: in the shadow RAM's initial contents)
@@ -346,7 +350,7 @@ class CSRBlock(wiring.Component):
         # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[0].eq(1)
-        shadow_wr.append(wr)
+        shadow_wr.append(bridge.wr_en & (bridge.wr_addr[2:] == 0x3))
         # scratch: the shadow RAM's copy is its only one (no hardware reads it)
         wr_hits.append(0x00c)
 
@@ -426,11 +430,12 @@ class CSRBlock(wiring.Component):
         wr_hits.append(0x028)
 
         # IH_BASE_LO @ 0x040: IH ring base, low
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x10)
+        # written only while IH_CNTL.ENABLE is clear
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x10) & ~self.ih_cntl_enable
         # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[1].eq(1)
-        shadow_wr.append(wr)
+        shadow_wr.append(bridge.wr_en & (bridge.wr_addr[2:] == 0x10))
         ih_base_lo = Signal(32, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += ih_base_lo[0:8].eq(bridge.wr_data[0:8])
@@ -444,11 +449,12 @@ class CSRBlock(wiring.Component):
         wr_hits.append(0x040)
 
         # IH_BASE_HI @ 0x044: IH ring base, high
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x11)
+        # written only while IH_CNTL.ENABLE is clear
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x11) & ~self.ih_cntl_enable
         # lanes [0] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[2].eq(1)
-        shadow_wr.append(wr)
+        shadow_wr.append(bridge.wr_en & (bridge.wr_addr[2:] == 0x11))
         ih_base_hi = Signal(8, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += ih_base_hi[0:8].eq(bridge.wr_data[0:8])
@@ -456,7 +462,8 @@ class CSRBlock(wiring.Component):
         wr_hits.append(0x044)
 
         # IH_SIZE @ 0x048: IH ring size
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x12)
+        # written only while IH_CNTL.ENABLE is clear
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x12) & ~self.ih_cntl_enable
         ih_size = Signal(5, init=0x3)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += ih_size[0:5].eq(bridge.wr_data[0:5])
@@ -471,7 +478,7 @@ class CSRBlock(wiring.Component):
         # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[3].eq(1)
-        shadow_wr.append(wr)
+        shadow_wr.append(bridge.wr_en & (bridge.wr_addr[2:] == 0x14))
         ih_rptr = Signal(32, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += ih_rptr[0:8].eq(bridge.wr_data[0:8])
@@ -489,7 +496,7 @@ class CSRBlock(wiring.Component):
         # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[4].eq(1)
-        shadow_wr.append(wr)
+        shadow_wr.append(bridge.wr_en & (bridge.wr_addr[2:] == 0x15))
         ih_wptr_addr_lo = Signal(32, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += ih_wptr_addr_lo[0:8].eq(bridge.wr_data[0:8])
@@ -507,7 +514,7 @@ class CSRBlock(wiring.Component):
         # lanes [0, 1] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[5].eq(1)
-        shadow_wr.append(wr)
+        shadow_wr.append(bridge.wr_en & (bridge.wr_addr[2:] == 0x16))
         ih_wptr_addr_hi = Signal(16, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += ih_wptr_addr_hi[0:8].eq(bridge.wr_data[0:8])
@@ -529,11 +536,12 @@ class CSRBlock(wiring.Component):
         wr_hits.append(0x05c)
 
         # RB_BASE_LO @ 0x080: Ring base, low
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x20)
+        # written only while RB_CNTL.ENABLE is clear
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x20) & ~self.rb_cntl_enable
         # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[6].eq(1)
-        shadow_wr.append(wr)
+        shadow_wr.append(bridge.wr_en & (bridge.wr_addr[2:] == 0x20))
         rb_base_lo = Signal(32, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += rb_base_lo[0:8].eq(bridge.wr_data[0:8])
@@ -547,11 +555,12 @@ class CSRBlock(wiring.Component):
         wr_hits.append(0x080)
 
         # RB_BASE_HI @ 0x084: Ring base, high
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x21)
+        # written only while RB_CNTL.ENABLE is clear
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x21) & ~self.rb_cntl_enable
         # lanes [0] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[7].eq(1)
-        shadow_wr.append(wr)
+        shadow_wr.append(bridge.wr_en & (bridge.wr_addr[2:] == 0x21))
         rb_base_hi = Signal(8, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += rb_base_hi[0:8].eq(bridge.wr_data[0:8])
@@ -559,7 +568,8 @@ class CSRBlock(wiring.Component):
         wr_hits.append(0x084)
 
         # RB_SIZE @ 0x088: Ring size
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x22)
+        # written only while RB_CNTL.ENABLE is clear
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x22) & ~self.rb_cntl_enable
         rb_size = Signal(5, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += rb_size[0:5].eq(bridge.wr_data[0:5])
@@ -574,7 +584,7 @@ class CSRBlock(wiring.Component):
         # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[8].eq(1)
-        shadow_wr.append(wr)
+        shadow_wr.append(bridge.wr_en & (bridge.wr_addr[2:] == 0x24))
         rb_rptr_addr_lo = Signal(32, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += rb_rptr_addr_lo[0:8].eq(bridge.wr_data[0:8])
@@ -592,7 +602,7 @@ class CSRBlock(wiring.Component):
         # lanes [0, 1] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[9].eq(1)
-        shadow_wr.append(wr)
+        shadow_wr.append(bridge.wr_en & (bridge.wr_addr[2:] == 0x25))
         rb_rptr_addr_hi = Signal(16, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += rb_rptr_addr_hi[0:8].eq(bridge.wr_data[0:8])
@@ -714,7 +724,7 @@ class CSRBlock(wiring.Component):
         # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[10].eq(1)
-        shadow_wr.append(wr)
+        shadow_wr.append(bridge.wr_en & (bridge.wr_addr[2:] == 0x82))
         vm_invalidate_addr_lo = Signal(32, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += vm_invalidate_addr_lo[0:8].eq(bridge.wr_data[0:8])
@@ -966,11 +976,12 @@ class CSRBlock(wiring.Component):
         wr_hits.append(0x400)
 
         # SDMA_RB_BASE_LO @ 0x404: SDMA ring base, low
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x101)
+        # written only while SDMA_RB_CNTL.RB_ENABLE is clear
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x101) & ~self.sdma_rb_cntl_rb_enable
         # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[11].eq(1)
-        shadow_wr.append(wr)
+        shadow_wr.append(bridge.wr_en & (bridge.wr_addr[2:] == 0x101))
         sdma_rb_base_lo = Signal(32, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += sdma_rb_base_lo[0:8].eq(bridge.wr_data[0:8])
@@ -984,11 +995,12 @@ class CSRBlock(wiring.Component):
         wr_hits.append(0x404)
 
         # SDMA_RB_BASE_HI @ 0x408: SDMA ring base, high
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x102)
+        # written only while SDMA_RB_CNTL.RB_ENABLE is clear
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x102) & ~self.sdma_rb_cntl_rb_enable
         # lanes [0] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[12].eq(1)
-        shadow_wr.append(wr)
+        shadow_wr.append(bridge.wr_en & (bridge.wr_addr[2:] == 0x102))
         sdma_rb_base_hi = Signal(8, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += sdma_rb_base_hi[0:8].eq(bridge.wr_data[0:8])
@@ -1002,7 +1014,8 @@ class CSRBlock(wiring.Component):
             m.d.sync += sdma_rb_cntl_rb_enable[0:1].eq(bridge.wr_data[0:1])
         m.d.comb += self.sdma_rb_cntl_rb_enable.eq(sdma_rb_cntl_rb_enable)
         sdma_rb_cntl_rb_size = Signal(5, init=0x4)
-        with m.If(wr & bridge.wr_strb[0]):
+        # ignored while SDMA_RB_CNTL.RB_ENABLE is set
+        with m.If(wr & bridge.wr_strb[0] & ~self.sdma_rb_cntl_rb_enable):
             m.d.sync += sdma_rb_cntl_rb_size[0:5].eq(bridge.wr_data[1:6])
         m.d.comb += self.sdma_rb_cntl_rb_size.eq(sdma_rb_cntl_rb_size)
         sdma_rb_cntl_rptr_writeback_enable = Signal(1, init=0x0)
@@ -1022,7 +1035,7 @@ class CSRBlock(wiring.Component):
         # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[13].eq(1)
-        shadow_wr.append(wr)
+        shadow_wr.append(bridge.wr_en & (bridge.wr_addr[2:] == 0x106))
         sdma_rb_rptr_addr_lo = Signal(32, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += sdma_rb_rptr_addr_lo[0:8].eq(bridge.wr_data[0:8])
@@ -1040,7 +1053,7 @@ class CSRBlock(wiring.Component):
         # lanes [0, 1] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[14].eq(1)
-        shadow_wr.append(wr)
+        shadow_wr.append(bridge.wr_en & (bridge.wr_addr[2:] == 0x107))
         sdma_rb_rptr_addr_hi = Signal(16, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += sdma_rb_rptr_addr_hi[0:8].eq(bridge.wr_data[0:8])
@@ -1123,11 +1136,12 @@ class CSRBlock(wiring.Component):
         wr_hits.append(0x47c)  # (read-only: a write is ignored, as any register's)
 
         # CP_HQD1_RB_BASE_LO @ 0x480: HQD1 ring base, low
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x120)
+        # written only while CP_HQD1_RB_CNTL.ENABLE is clear
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x120) & ~self.cp_hqd1_rb_cntl_enable
         # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[15].eq(1)
-        shadow_wr.append(wr)
+        shadow_wr.append(bridge.wr_en & (bridge.wr_addr[2:] == 0x120))
         cp_hqd1_rb_base_lo = Signal(32, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += cp_hqd1_rb_base_lo[0:8].eq(bridge.wr_data[0:8])
@@ -1141,11 +1155,12 @@ class CSRBlock(wiring.Component):
         wr_hits.append(0x480)
 
         # CP_HQD1_RB_BASE_HI @ 0x484: HQD1 ring base, high
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x121)
+        # written only while CP_HQD1_RB_CNTL.ENABLE is clear
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x121) & ~self.cp_hqd1_rb_cntl_enable
         # lanes [0] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[16].eq(1)
-        shadow_wr.append(wr)
+        shadow_wr.append(bridge.wr_en & (bridge.wr_addr[2:] == 0x121))
         cp_hqd1_rb_base_hi = Signal(8, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += cp_hqd1_rb_base_hi[0:8].eq(bridge.wr_data[0:8])
@@ -1153,7 +1168,8 @@ class CSRBlock(wiring.Component):
         wr_hits.append(0x484)
 
         # CP_HQD1_RB_SIZE @ 0x488: HQD1 ring size
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x122)
+        # written only while CP_HQD1_RB_CNTL.ENABLE is clear
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x122) & ~self.cp_hqd1_rb_cntl_enable
         cp_hqd1_rb_size = Signal(5, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += cp_hqd1_rb_size[0:5].eq(bridge.wr_data[0:5])
@@ -1168,7 +1184,7 @@ class CSRBlock(wiring.Component):
         # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[17].eq(1)
-        shadow_wr.append(wr)
+        shadow_wr.append(bridge.wr_en & (bridge.wr_addr[2:] == 0x124))
         cp_hqd1_rb_rptr_addr_lo = Signal(32, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += cp_hqd1_rb_rptr_addr_lo[0:8].eq(bridge.wr_data[0:8])
@@ -1186,7 +1202,7 @@ class CSRBlock(wiring.Component):
         # lanes [0, 1] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[18].eq(1)
-        shadow_wr.append(wr)
+        shadow_wr.append(bridge.wr_en & (bridge.wr_addr[2:] == 0x125))
         cp_hqd1_rb_rptr_addr_hi = Signal(16, init=0x0)
         with m.If(wr & bridge.wr_strb[0]):
             m.d.sync += cp_hqd1_rb_rptr_addr_hi[0:8].eq(bridge.wr_data[0:8])
@@ -1811,7 +1827,7 @@ class CSRBlock(wiring.Component):
         shadow_wd = Signal(32)
         shadow_we = Signal(4)
         m.d.sync += [shadow_wa.eq(bridge.wr_addr[2:11]),
-                     shadow_we.eq(Cat(Cat(C(0, 1), *(shadow_wr[k] for k in ks)).any() &
+                     shadow_we.eq(Cat(Cat(C(0, 1), *(shadow_wr[k] for k in ks)).any() & ~wr_drop &
                                       (bridge.wr_strb[b] | shadow_first) for b, ks in enumerate(shadow_lane_regs))),
                      shadow_wd.eq(Cat(Mux(bridge.wr_strb[b] | ~shadow_first, bridge.wr_data[8 * b:8 * b + 8], 0)
                                       for b in range(4)))]

@@ -273,8 +273,10 @@ class SdmaEngine(wiring.Component):
         # side by side against a bound kept in a register (the subtraction and then the compare
         # were two carry chains in a row into wdw's enable: sdma_32's path on seed 2, rdw ->
         # sdma_rb_wptr, 10.39 ns). The bound follows rdw (loaded where rdw is, below) and
-        # RB_SIZE a cycle later, which no doorbell sees: the CSR block takes one MMIO write a
-        # cycle, and the doorbell's swmod pulse comes with its own write's value.
+        # RB_SIZE a cycle later, which no doorbell sees: RB_SIZE changes only while RB_ENABLE
+        # is clear (doorbells ignored) or with the write that sets it, and the bridge answers
+        # that write's B before it takes the doorbell's, whose swmod pulse comes two cycles
+        # after RB_SIZE's change (tests/rtl/test_rtl_ring_locks.py: a bound three behind fails).
         rptr_bytes = Signal(32)
         m.d.comb += rptr_bytes.eq(Cat(Const(0, 2), rdw[:30]))
         db_lim = Signal(33)  # rptr + 4·size (bit 32: the range wraps)

@@ -48,6 +48,8 @@ def _access(f: "FieldInfo") -> str:
         sw = "RW1C"
     if f.singlepulse:
         sw += " (pulse)"
+    if f.swwel:
+        sw += f" (RO while {f.swwel})"
     return sw
 
 
@@ -172,7 +174,8 @@ def render_markdown(regs: list["RegInfo"], enums: dict, header: str, title: str,
            "Offsets are bytes in the MMIO aperture; every register is 32 bits wide and read and "
            "written whole (byte strobes honoured). Access: R read-only (a write is answered OKAY and "
            "changes nothing: RB_WPTR, say, moves only by the doorbell), W write-only (reads return "
-           "0), RW read/write, RW1C write 1 to clear, *(pulse)* acts once per write. A field whose "
+           "0), RW read/write, RW1C write 1 to clear, *(pulse)* acts once per write, (RO while X) a write "
+           "is ignored while the 1-bit field X is set (a ring's base and size while the ring is enabled). A field whose "
            "reset is — is driven by the hardware: after a reset it reads the device's state (an "
            "idle device's STATUS.IDLE and RB_EMPTY read 1, CAPS its build parameters), and a "
            "register's reset value counts only the other fields. An offset not "

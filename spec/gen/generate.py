@@ -56,6 +56,9 @@ class FieldInfo:
     hwset: bool
     desc: str
     encode: str | None
+    # "REG.FIELD" of a 1-bit field whose being set makes software writes to this one
+    # ignored (SystemRDL swwel: a ring's base and size while the ring is enabled)
+    swwel: str | None = None
 
 
 @dataclass
@@ -115,6 +118,11 @@ def collect(top: AddrmapNode) -> tuple[list[RegInfo], dict[str, list[tuple[str, 
                     (m.name, m.value, _one_line(m.rdl_desc)) for m in enc
                 ])
             onwrite = f.get_property("onwrite")
+            if f.get_property("swwe") is not False:
+                raise ValueError(f"{reg.inst_name}.{f.inst_name}: swwe is not supported (swwel is)")
+            lock = f.get_property("swwel")
+            if lock is True or (lock is not False and not isinstance(lock, FieldNode)):
+                raise ValueError(f"{reg.inst_name}.{f.inst_name}: swwel must name a field")
             fields.append(FieldInfo(
                 name=f.inst_name, lsb=f.lsb, width=f.width,
                 sw=_access(f.get_property("sw")), hw=_access(f.get_property("hw")),
@@ -125,6 +133,7 @@ def collect(top: AddrmapNode) -> tuple[list[RegInfo], dict[str, list[tuple[str, 
                 hwset=bool(f.get_property("hwset")),
                 desc=_one_line(f.get_property("desc")),
                 encode=enc.type_name if enc is not None else None,
+                swwel=f"{lock.parent.inst_name}.{lock.inst_name}" if lock is not False else None,
             ))
         count = 1
         stride = 4
@@ -160,6 +169,23 @@ def _check(regs: list[RegInfo]) -> None:
                 raise ValueError(f"{what}: a field may not be called {f.name} (the register class uses that name)")
             if f.sw == "r" and f.hw == "na" and f.reset is None:
                 raise ValueError(f"{what}: a constant field needs a reset value")
+            if f.swwel:
+                _check_lock(regs, r, f)
+
+
+def _check_lock(regs: list[RegInfo], r: RegInfo, f: FieldInfo) -> None:
+    """A swwel lock the CSR block implements: plain storage locked by a one-bit field
+    software writes and the hardware reads (its port), neither in an array."""
+    what = f"{r.name}.{f.name}"
+    lreg, _, lname = f.swwel.partition(".")
+    lock = next((lf for lr in regs if lr.name == lreg for lf in lr.fields if lf.name == lname), None)
+    lr = next(lr for lr in regs if lr.name == lreg)
+    if lock is None or (lock.sw, lock.hw, lock.width) != ("rw", "r", 1) or lock.onwrite or lock.swwel:
+        raise ValueError(f"{what}: swwel must name a 1-bit sw=rw hw=r field without side effects, not {f.swwel}")
+    if (f.sw, f.hw) != ("rw", "r") or f.onwrite or f.singlepulse or f.swmod:
+        raise ValueError(f"{what}: swwel is only supported on plain sw=rw hw=r storage")
+    if r.count > 1 or lr.count > 1:
+        raise ValueError(f"{what}: swwel is not supported in register arrays")
 
 
 def _camel(name: str) -> str:
@@ -191,6 +217,8 @@ def render_python(regs: list[RegInfo], enums) -> str:
             for flag in ("singlepulse", "swmod", "hwset"):
                 if getattr(f, flag):
                     args.append(f"{flag}=True")
+            if f.swwel:
+                args.append(f"swwel={f.swwel!r}")
             if f.desc:
                 args.append(f"desc={f.desc!r}")
             out.append(f"    {f.name} = Field({', '.join(args)})")

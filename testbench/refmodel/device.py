@@ -307,6 +307,9 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
         s = self._slots[offset]
         old = self._store[offset]
         keep = (s.rw | s.wo) & bytemask
+        for lock_off, lock_bit, bits in s.locks:  # (the lock as it is before this write)
+            if self._store[lock_off] & lock_bit:
+                keep &= ~bits
         new = (old & ~keep) | (value & keep)
         new &= ~(value & bytemask & s.w1c)
         self._store[offset] = new

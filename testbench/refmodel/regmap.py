@@ -50,6 +50,10 @@ class _RegSlot:
     const: int  # sw=r, hw=na: the reset value, always
     hw: int  # sw=r, hw=w: driven by the hardware
     reset: int  # initial storage
+    # swwel locks: (the locking register's offset, its bit, the bits it locks here): a
+    # write leaves those bits alone while that bit is set (a ring's base and size while
+    # the ring is enabled)
+    locks: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def readable(self) -> bool:
@@ -72,7 +76,13 @@ def _slots(queues: bool = True, sdma: bool = True) -> Mapping[int, _RegSlot]:
             continue
         masks = dict(rw=0, w1c=0, wo=0, pulse=0, swmod=0, const=0, hw=0)
         reset = 0
+        locks: dict[tuple[int, int], int] = {}
         for f in reg.FIELDS:
+            if f.swwel:
+                lreg, _, lname = f.swwel.partition(".")
+                lock = getattr(regs, lreg)
+                key = (lock.addr(), getattr(lock, lname).mask)
+                locks[key] = locks.get(key, 0) | f.mask
             if f.sw == "rw" and f.onwrite == "woclr":
                 masks["w1c"] |= f.mask
             elif f.sw == "rw":
@@ -91,7 +101,8 @@ def _slots(queues: bool = True, sdma: bool = True) -> Mapping[int, _RegSlot]:
                 reset |= f.put(f.reset)
         for i in range(reg.ARRAY_LEN):
             label = f"{reg.NAME}[{i}]" if reg.ARRAY_LEN > 1 else reg.NAME
-            out[reg.addr(i)] = _RegSlot(reg, i, label, reset=reset, **masks)
+            out[reg.addr(i)] = _RegSlot(reg, i, label, reset=reset,
+                                        locks=tuple((a, b, m) for (a, b), m in locks.items()), **masks)
     return MappingProxyType(out)
 
 

@@ -190,6 +190,7 @@ ICARUS_SECONDS = {
     "contract_vm__check_vm_fault_addresses_at_page_edges": 0.06,
     "contract_control__check_soft_reset_keeps_settings": 0.05, "contract_control__check_resets_keep_registers": 0.05,
     "contract_control__check_perf_clear_clears_every_counter": 0.04,
+    "contract_control__check_ring_base_and_size_are_locked_while_enabled": 0.05,
     "contract_bare_metal__check_cp_ring_fence_and_eop": 0.29,
     "contract_bare_metal__check_sdma_ring_fence_and_trap": 0.24,
     "contract_bare_metal__check_cp_bad_packet_and_soft_reset": 0.04,

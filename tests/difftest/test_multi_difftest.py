@@ -47,6 +47,42 @@ def test_multi_streams_are_timing_independent():
     assert M.make(SEED, 5).listing() != M.make(SEED + 1, 5).listing()
 
 
+def test_careless_ring_writes_are_ignored_and_would_be_caught(monkeypatch):
+    """Some streams write random values to an enabled ring's base or size mid-run
+    (gen._ring_writes), on every ring: on the model they change nothing (the stream ends as
+    it does without them, every register and byte alike), and a model that took them (its
+    swwel locks removed) differs from it, so a side that took one is a mismatch."""
+    import dataclasses
+
+    from testbench.refmodel import device as model_device
+
+    written, streams = set(), []
+    for i in range(5 * BLOCK):
+        s = M.make(SEED, i)
+        names = [st[1] for st in s.steps if st[0] == "ring_write"]
+        if names:
+            written |= set(names)
+            streams.append(s)
+    assert {e for e, names in M.RING_REGS.items() if written & set(names)} == set(M.RING_REGS), written
+    assert 0.15 < len(streams) / (5 * BLOCK) < 0.5, len(streams)
+    for s in streams[:6]:
+        bare = copy.deepcopy(s)
+        bare.steps = [st for st in s.steps if st[0] != "ring_write"]
+        (a, ma), (b, mb) = M.run_model(s), M.run_model(bare)
+        assert not M.compare(s, b, a, mb.mem, ma.mem), s.index
+    locked = model_device._slots
+
+    def unlocked(**kw):
+        return {o: dataclasses.replace(x, locks=()) for o, x in locked(**kw).items()}
+
+    for s in streams[:6]:
+        real, mr = M.run_model(s)
+        monkeypatch.setattr(model_device, "_slots", unlocked)
+        took, mt = M.run_model(s)
+        monkeypatch.setattr(model_device, "_slots", locked)
+        assert M.compare(s, took, real, mt.mem, mr.mem), s.index
+
+
 def test_fifty_cases_walk_every_variant():
     """The planted codes of 50 cases per error class: every CP fault on both queues, both
     doorbell errors on both queues, a hang on each queue, every SDMA error class."""

@@ -226,9 +226,54 @@ def check_ring_enable_pauses_at_a_packet_boundary(dev):
     assert g.r32(OUT + 8) == 0xE and g.read("RB_RPTR") == 30
 
 
+def check_ring_base_and_size_are_locked_while_enabled(dev):
+    """A ring's base and size written while its enable is set are ignored: they read back,
+    and the ring runs, as before (queue 0, queue 1, the SDMA ring, the IH ring), so a
+    careless driver cannot move a running ring; written while it is clear they take effect."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    elsewhere = 0x60000  # where a taken write would move a ring: type-0 headers, SDMA OP 3, both illegal
+    g.w32(elsewhere, [0x0000_0003] * 256)
+    locked = {"RB_": ("RB_BASE_LO", "RB_BASE_HI", "RB_SIZE"),
+              "CP_HQD1_RB_": ("CP_HQD1_RB_BASE_LO", "CP_HQD1_RB_BASE_HI", "CP_HQD1_RB_SIZE"),
+              "SDMA_RB_": ("SDMA_RB_BASE_LO", "SDMA_RB_BASE_HI", "SDMA_RB_CNTL"),
+              "IH_": ("IH_BASE_LO", "IH_BASE_HI", "IH_SIZE")}
+    before = {r: g.read(r) for names in locked.values() for r in names}
+    for names in locked.values():
+        g.write(names[0], elsewhere >> 8)
+        g.write(names[1], 1)
+    g.set("RB_SIZE", LOG2_QWORDS=1)
+    g.set("CP_HQD1_RB_SIZE", LOG2_QWORDS=1)
+    g.set("SDMA_RB_CNTL", RB_SIZE=4, RB_ENABLE=1, RPTR_WRITEBACK_ENABLE=1)
+    g.set("IH_SIZE", LOG2_DWORDS=3)
+    assert {r: g.read(r) for r in before} == before
+    q0.run(write_data(OUT, [0xC0]), release_mem(OUT + 4, 0xE0, INT_SEL="SEND_INT", INT_CTXID=0xE0))
+    q1.run(write_data(OUT + 8, [0xC1]))
+    s.run(sdma("FENCE", DATA=0xC2, **lo_hi("ADDR", OUT + 12, 2)))
+    assert g.r32(OUT, 4) == [0xC0, 0xE0, 0xC1, 0xC2]
+    assert [g.fields(st)["ERROR"] for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS")] == [0, 0, 0]
+    assert [e["DATA0"] for e in ih.pop()] == [0xE0], "the EOP entry in the IH ring where it was"
+    # RB_SIZE of the SDMA follows RB_ENABLE as it was before the write: the write that clears
+    # it keeps the size, the one that sets it (as amdgpu writes them) takes its size.
+    g.set("SDMA_RB_CNTL", RB_SIZE=5, RB_ENABLE=0, RPTR_WRITEBACK_ENABLE=1)
+    assert g.fields("SDMA_RB_CNTL")["RB_SIZE"] == 6
+    g.set("SDMA_RB_CNTL", RB_SIZE=5, RB_ENABLE=1, RPTR_WRITEBACK_ENABLE=1)
+    assert g.fields("SDMA_RB_CNTL")["RB_SIZE"] == 5
+    # Disabled, queue 0 moves: reset its pointers, program it elsewhere, and it runs there.
+    g.set("RB_CNTL", ENABLE=0, RPTR_WB=1)
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    moved = Ring(g, elsewhere + 0x1000, 6, RPTR_WB)
+    assert (g.read("RB_BASE_LO"), g.fields("RB_SIZE")["LOG2_QWORDS"]) == ((elsewhere + 0x1000) >> 8, 5)
+    moved.run(write_data(OUT + 16, [0xC3]))
+    assert g.r32(OUT + 16) == 0xC3 and g.r32(RPTR_WB) == moved.wptr
+
+
 CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
           check_halts_stop_at_a_packet_boundary, check_idle_reads_0_until_a_doorbell_is_taken,
-          check_ring_enable_pauses_at_a_packet_boundary]
+          check_ring_enable_pauses_at_a_packet_boundary, check_ring_base_and_size_are_locked_while_enabled]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

@@ -270,8 +270,13 @@ def check_ih_ring_wrap_and_overflow(dev):
     ring.run(eop(4), eop(5))  # wptr 64, 96: at ring offsets 0 and 32
     assert g.r32(IH_BASE + 16) == 4 and g.r32(IH_BASE + 48) == 5
     assert [e["DATA0"] for e in ih.pop()] == [4, 5] and g.field("INT_STATUS", "IH_OVERFLOW") == 0
-    # LOG2_DWORDS below 3 acts as 3 (one entry); the register reads back what was written.
+    # LOG2_DWORDS below 3 acts as 3 (one entry); the register reads back what was written,
+    # with the ring disabled (a write while IH_CNTL.ENABLE is set leaves it alone).
     g.set("IH_SIZE", LOG2_DWORDS=1)
+    assert g.read("IH_SIZE") == 4
+    g.set("IH_CNTL", ENABLE=0, WPTR_WB=1)
+    g.set("IH_SIZE", LOG2_DWORDS=1)
+    g.set("IH_CNTL", ENABLE=1, WPTR_WB=1)
     assert g.read("IH_SIZE") == 1
     ring.run(eop(6), eop(7))
     assert g.read("IH_WPTR") == 160 and g.field("INT_STATUS", "IH_OVERFLOW") == 1
@@ -360,18 +365,22 @@ def check_cp_own_writes_fail_as_the_packet(dev):
     ih.pop()
     g.write("IH_WPTR_ADDR_LO", IH_WB)
     g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1, EOP=1))
+    g.set("IH_CNTL", ENABLE=0, WPTR_WB=1)  # (the base is written with the IH ring disabled)
     g.write("IH_BASE_LO", bad >> 8)  # the entry itself fails: no CP_ERROR entry can be written
+    g.set("IH_CNTL", ENABLE=1, WPTR_WB=1)
     ring.submit(release_mem(OUT + 4, 1, INT_SEL="SEND_INT"))
     st = g.idle()
     err, addr, off = ring.error_regs()
     assert (st["ERROR"], err["CODE"], err["OPCODE"], addr >> 8) == \
         (1, g.err["BUS_DECERR"], P["RELEASE_MEM"].opcode, bad >> 8), (st, err, hex(addr))
     assert g.read("IH_WPTR") == w and g.field("INT_STATUS", "CP_ERROR") == 1
+    g.set("IH_CNTL", ENABLE=0, WPTR_WB=1)
     g.write("IH_BASE_LO", IH_BASE >> 8)
+    g.set("IH_CNTL", ENABLE=1, WPTR_WB=1)
     g.set("CP_QUEUE_RESET", Q0=1)
     g.idle()
     # A ring whose base is past memory: the header fetch fails, OPCODE 0. (The base is
-    # changed with ENABLE clear: a change while it is set is not defined.)
+    # changed with ENABLE clear: a write while it is set is ignored.)
     g.set("RB_CNTL", ENABLE=0)
     g.write("RB_BASE_LO", bad >> 8)
     g.set("RB_CNTL", ENABLE=1)

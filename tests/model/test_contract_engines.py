@@ -112,7 +112,11 @@ def check_sdma_errors(dev):
     g.w32(IB1, sdma("FENCE", DATA=1, **lo_hi("ADDR", OUT, 2)))
     s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=3))  # the FENCE runs past the IB
     expect_sdma_error(s, ih, "BAD_COUNT", "IB1", S["FENCE"].opcode, IB1, 0)
-    # RB_SIZE 2 acts as 4 (16 dwords, 64 bytes) and reads back 2.
+    # RB_SIZE 2 acts as 4 (16 dwords, 64 bytes) and reads back 2; it is written with the
+    # ring disabled (a write while RB_ENABLE is set leaves it alone)
+    g.set("SDMA_RB_CNTL", RB_SIZE=2, RB_ENABLE=1)
+    assert g.fields("SDMA_RB_CNTL")["RB_SIZE"] == 4
+    g.set("SDMA_RB_CNTL", RB_SIZE=2, RB_ENABLE=0)
     g.set("SDMA_RB_CNTL", RB_SIZE=2, RB_ENABLE=1)
     assert g.fields("SDMA_RB_CNTL")["RB_SIZE"] == 2
     g.w32(SRING, [0] * 16)
@@ -393,7 +397,9 @@ def check_sdma_entries_raise_no_event_bit(dev):
     s.wptr = 0
     g.write("INT_STATUS", M32)
     bad = 0x1000_0000
+    g.set("IH_CNTL", ENABLE=0)  # (the base is written with the IH ring disabled)
     g.write("IH_BASE_LO", bad >> 8)
+    g.set("IH_CNTL", ENABLE=1)
     s.submit(sdma("TRAP", INT_CONTEXT=3), sdma("FENCE", DATA=7, **lo_hi("ADDR", OUT, 2)))
     st = g.idle("SDMA_STATUS")
     g.dev.delay(100)

@@ -263,6 +263,7 @@ def check_sdma_ring_size_outside_4_to_20_acts_as_the_nearest(dev):
     for written, acts in ((2, 4), (25, 20)):
         g.dev.mmio_write32(regs.SDMA_CNTL.addr(), halt)
         cntl = regs.SDMA_RB_CNTL.RB_ENABLE.put(1) | regs.SDMA_RB_CNTL.RB_SIZE.put(written)
+        g.dev.mmio_write32(regs.SDMA_RB_CNTL.addr(), 0)  # (RB_SIZE is written with the ring disabled)
         g.dev.mmio_write32(regs.SDMA_RB_CNTL.addr(), cntl)
         assert g.r(regs.SDMA_RB_CNTL) == cntl
         limit = 4 << acts  # bytes

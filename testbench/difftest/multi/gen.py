@@ -502,7 +502,39 @@ def make(seed: int, index: int, dma: bool = True) -> MultiStream:
     if steps[-1][0] != "settle":
         steps.append(("settle", tuple(ENGINES)))
     steps.append(("observe", "final"))
+    _ring_writes(s)
     return s
+
+
+# A ring's base and size registers, each locked by its ring's enable (spec/regs.rdl swwel)
+RING_REGS = {"q0": ("RB_BASE_LO", "RB_BASE_HI", "RB_SIZE"),
+             "q1": ("CP_HQD1_RB_BASE_LO", "CP_HQD1_RB_BASE_HI", "CP_HQD1_RB_SIZE"),
+             "sdma": ("SDMA_RB_BASE_LO", "SDMA_RB_BASE_HI", "SDMA_RB_CNTL"),
+             "ih": ("IH_BASE_LO", "IH_BASE_HI", "IH_SIZE")}
+RING_WRITES = 0.3  # the share of streams with careless writes to an enabled ring's base or size
+
+
+def _ring_writes(s: MultiStream) -> None:
+    """A careless driver: in some streams, 1-3 writes of random values to a ring's base or
+    size while every ring is enabled and running (after a submission), which the hardware
+    ignores (docs/hardware.md, "Ring and doorbell"): had either side taken one, its ring
+    would run elsewhere and the final registers differ. Drawn from a generator of their
+    own, so the rest of every stream is what it was without them. SDMA_RB_CNTL's write
+    keeps RB_ENABLE and RPTR_WRITEBACK_ENABLE (only RB_SIZE is locked) and changes RB_SIZE."""
+    r = random.Random(f"gpucosim-multi-difftest/{s.seed}/{s.index}/ring-writes")
+    if r.random() >= RING_WRITES:
+        return
+    at = [i for i, st in enumerate(s.steps) if st[0] == "submit"]
+    for i in sorted(r.sample(at, min(len(at), r.randrange(1, 4))), reverse=True):
+        e = r.choice(tuple(RING_REGS))
+        name = r.choice(RING_REGS[e])
+        if name == "SDMA_RB_CNTL":
+            f = regs.SDMA_RB_CNTL
+            value = (f.RB_ENABLE.put(1) | f.RPTR_WRITEBACK_ENABLE.put(int(s.rptr_wb["sdma"]))
+                     | f.RB_SIZE.put(r.choice([x for x in range(32) if x != s.rings["sdma"][1]])))
+        else:
+            value = r.getrandbits(32)
+        s.steps.insert(i + 1, ("ring_write", name, value))
 
 
 def _sdma_fault(r: random.Random, g: _Gen, s: MultiStream, cls: str) -> str:

@@ -118,6 +118,10 @@ class Driver:
             self.wptr[e] = (self.wptr[e] + len(words)) & M32
         self.w(_Q[e]["doorbell"], self.wptr[e])
 
+    def do_ring_write(self, name: str, value: int) -> None:
+        """A write to an enabled ring's base or size (gen._ring_writes): ignored."""
+        self.w(getattr(regs, name), value)
+
     def do_doorbell(self, e: str, delta: int) -> None:
         self.w(_Q[e]["doorbell"], self.wptr[e] + delta)
 
