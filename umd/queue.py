@@ -404,14 +404,16 @@ def queue_flush(self: Queue) -> int | None:
     return _flush(self)
 
 
-def _flush(self: Queue, check: bool = True, call: str = "flush") -> int | None:
+def _flush(self: Queue, check: bool = True, call: str = "flush", own: str = "") -> int | None:
     """queue_flush; without `check` (a flush for memory, in the middle of a transfer; the
     flush of finish and close, which raise what is pending after their wait) an earlier
     job's failure or refused flush is left for the caller, or the next call, to raise.
     With it, those are taken first but raised after the commands are submitted (as finish
     does): the error is earlier work's, and the app's new work is not held back by it, nor
     left recorded for whichever call comes next; the last note says what was submitted.
-    `call`: the API call that flushes (Event.wait's "wait"), which the note names."""
+    `call`: the API call that flushes (Event.wait's "wait"), which the note names. `own`:
+    what `call` recorded last ("copy": download's), which it takes back when this flush
+    does not submit it (CmdBuf.take_back): the note of a GpuTimeout says so."""
     earlier: list = []
     if self.async_submit:
         if self.pending:
@@ -443,9 +445,13 @@ def _flush(self: Queue, check: bool = True, call: str = "flush") -> int | None:
         with deferred_sigint():  # (a ^C between the CS and its bookkeeping lost the submission)
             seq = _submit_recorded(self, call)
     except UmdError as e:  # its own refusal (the commands did not run), or no room: after the earlier ones
-        if isinstance(e, GpuTimeout):
+        if isinstance(e, GpuTimeout) and not own:
             e.add_note(f"{call}: the commands recorded since the last flush (the queue's calls up to #{calls}) "
                        "stay recorded: the next flush submits them")
+        elif isinstance(e, GpuTimeout):
+            rest = (f"the commands recorded before it (the queue's calls up to #{calls - 1}) stay recorded: the "
+                    "next flush submits them" if cb.commands > 1 else "nothing else was recorded")
+            e.add_note(f"{call}: its own {own} (the queue's call #{calls}) is taken back; {rest}")
         if not earlier:
             raise
         _raise_first([*earlier, e])
@@ -557,10 +563,10 @@ def queue_finish(self: Queue, timeout: int | None = DEFAULT_TIMEOUT) -> None:
     _finish(self, _timeout("finish", timeout, "timeout"), "finish")
 
 
-def _finish(self: Queue, timeout: int, call: str) -> None:
+def _finish(self: Queue, timeout: int, call: str, own: str = "") -> None:
     """Queue.finish for `call`, the API call that finishes the queue (download too): the
-    name its errors give."""
-    _flush(self, check=False, call=call)  # (its own refusal raises here, the errors pending with it)
+    name its errors give; `own` as _flush's."""
+    _flush(self, check=False, call=call, own=own)  # (its own refusal raises here, the errors pending with it)
     if self.async_submit:
         self._drain()
     done, found = failed_jobs.wait_last(self, timeout, call)

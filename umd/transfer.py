@@ -149,7 +149,12 @@ def queue_download(self: Queue, src: Buffer, src_offset: int, size: int, *,
                    timeout: int | None = DEFAULT_TIMEOUT) -> np.ndarray:
     """Device → host: copy `size` bytes into a staging buffer, wait for the queue, return
     a copy of the bytes, a numpy uint8 array (this flushes and waits, as any read-back does:
-    Queue.finish, `timeout` in GPU cycles, None no bound, GpuTimeout when they pass)."""
+    Queue.finish, `timeout` in GPU cycles, None no bound, GpuTimeout when they pass).
+    A download that raises before its flush submitted its copy (a GpuTimeout waiting at
+    max_inflight, a ^C) takes the copy back (CmdBuf.take_back): what was recorded before it
+    stays recorded, and nothing of the download runs later. One that raises after (its
+    wait timed out, an earlier job failed) leaves its copy submitted: the staging buffer is
+    freed, and reused only once that submission has finished (winsys/pool.py)."""
     _need_dma(self, "download")
     timeout = _timeout("download", timeout)
     s, size = _bytes_range(self, "download", "src", src, src_offset, size, "src_offset")
@@ -163,9 +168,17 @@ def queue_download(self: Queue, src: Buffer, src_offset: int, size: int, *,
         stage = self._alloc_or_wait(n, "download: staging buffer", may_flush=True)
         try:
             view = stage.map()
-            _emit_copy(self, stage.gpu_addr, s + i, n, label)
-            self._end_command()
-            _finish(self, timeout, "download")
+            self.cmdbuf.begin()  # (the copy of this staging buffer: what take_back takes)
+            flushes, written = self.flushes, len(_written(self))
+            try:
+                _emit_copy(self, stage.gpu_addr, s + i, n, label)
+                self.cmdbuf.command()  # (no flush at the threshold here: _finish flushes next)
+                _finish(self, timeout, "download", own="copy")
+            except BaseException:
+                if self.flushes == flushes:  # not submitted: nothing of it may run later
+                    self.cmdbuf.take_back()
+                    del _written(self)[written:]
+                raise
             out[i:i + n] = view[:n]
         finally:
             stage.free()

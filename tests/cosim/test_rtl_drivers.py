@@ -1,7 +1,8 @@
 """The KMD and UMD checks, run on the RTL under each simulator.
 
-tests/kmd*/test_kmd_*.py and tests/umd/test_umd_*.py run their `check_*(dev)` bodies on the
-reference model; here the same bodies run against the command processor under cocotb:
+The modules of driver_checks.MODULES (KMD, UMD, security, hardware contract) run their
+`check_*(dev)` bodies on the reference model; here the same bodies run against the command
+processor under cocotb (the other CHECKS lists: driver_checks.ELSEWHERE says where, or why not):
 ioctls, CS checker, fences across the 2^32 wrap (600 jobs), WAIT_REG_MEM released by a
 later write, hardware errors with recovery, IB chaining, batching, API versions.
 
@@ -10,6 +11,9 @@ shards (tests/cosim/driver_checks.py): one simulator session per shard, each its
 group, so Icarus's slow sessions run on both workers at once instead of holding one.
 Verilator's session also runs driver_checks.SLOW_CHECKS on slow, stalling memory.
 """
+
+import re
+from pathlib import Path
 
 import pytest
 
@@ -66,6 +70,23 @@ def test_every_check_has_its_icarus_time():
     assert not missing, f"measure on Icarus and add to driver_checks.ICARUS_SECONDS: {', '.join(missing)}"
     stale = [c for c in driver_checks.ICARUS_SECONDS if c not in every]
     assert not stale, f"driver_checks.ICARUS_SECONDS names checks that no longer exist: {', '.join(stale)}"
+
+
+def test_every_check_list_runs_on_the_rtl_or_says_why_not():
+    """Every test module with a `CHECKS` list is in driver_checks.MODULES (its checks run
+    here) or ELSEWHERE (with where they run instead, or why not on the RTL): test_kmd_checker's
+    and test_kmd_ih's ran on the model alone, unnoticed, while cocotb_drivers.py said every
+    list ran on the RTL."""
+    tests = Path(__file__).resolve().parents[1]
+    lists = {f"{p.parent.name}.{p.stem}" for p in tests.glob("*/test_*.py")
+             if re.search(r"^CHECKS\b", p.read_text(), re.M)}
+    both = set(driver_checks.MODULES) & set(driver_checks.ELSEWHERE)
+    assert not both, f"in both driver_checks.MODULES and ELSEWHERE: {', '.join(sorted(both))}"
+    neither = sorted(lists - set(driver_checks.MODULES) - set(driver_checks.ELSEWHERE))
+    assert not neither, (f"CHECKS lists that run nowhere on the RTL: {', '.join(neither)}: add each to "
+                         "driver_checks.MODULES, or to ELSEWHERE with why not")
+    gone = sorted((set(driver_checks.MODULES) | set(driver_checks.ELSEWHERE)) - lists)
+    assert not gone, f"driver_checks names modules with no CHECKS list: {', '.join(gone)}"
 
 
 def test_slow_memory_settings():

@@ -158,6 +158,7 @@ def test_a_storm_is_taken_two_rings_worth_per_interrupt_and_the_rest_at_the_next
     ih_settled(kmd, before + 17)
 
 
+# On the model only, for now: tests/cosim/driver_checks.py's ELSEWHERE says why they fail on the RTL
 CHECKS = [check_ih_ring_wraps_many_times, check_ih_overflow]
 
 

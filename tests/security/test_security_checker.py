@@ -221,7 +221,12 @@ def test_on_model(check):
     check(RefModel())
 
 
-def test_on_model_with_dma():
-    for check in (check_toctou_gpu_rewrite, check_reserved_bits_refused, check_cp_rules_refused,
-                  check_accepted_streams_run_clean):
-        check(RefModel(dma=True))
+@pytest.mark.parametrize("check", [check_toctou_gpu_rewrite, *CHECKS], ids=lambda f: f.__name__[6:])
+def test_on_model_without_dma(check):
+    """The checks that branch on CAPS.DMA, on a device without the DMA engine (test_on_model's
+    RefModel, and the RTL, have one): they send no DMA_DATA there, and what they do send is
+    still refused or runs clean. A KMD that took every device for one with DMA sends the
+    clean DMA_DATA to a CP that stops on it."""
+    dev = RefModel(dma=False)
+    assert not kmd_model.bind(dev).info.has_dma
+    check(dev)

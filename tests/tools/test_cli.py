@@ -46,12 +46,20 @@ def test_unknown_subcommand(capsys):
 
 
 def test_help_examples_decode_to_valid_values():
-    """The examples in `regs --help` decode to values every field defines."""
-    for line in cli.build_parser()._subparsers._group_actions[0].choices["regs"].epilog.splitlines():
-        words = line.split()
-        if words[:2] == ["gpucosim", "regs"] and len(words) == 4:
-            r = gpucosim(*words[1:])
-            assert r.returncode == 0 and "not a " not in r.stdout and "belong to no field" not in r.stdout, r.stdout
+    """The examples in `regs --help` run, and those that decode a value (at least one: a
+    help without them, or with them misspelt, is not a pass) decode it into fields every
+    one of which the register defines: the header line, then a named value per field."""
+    epilog = cli.build_parser()._subparsers._group_actions[0].choices["regs"].epilog
+    examples = [line.split() for line in epilog.splitlines() if line.split()[:2] == ["gpucosim", "regs"]]
+    decoding = [words for words in examples if len(words) == 4]
+    assert decoding, f"`regs --help` shows no example that decodes a value:\n{epilog}"
+    for words in examples:
+        r = gpucosim(*words[1:])
+        assert r.returncode == 0 and r.stdout and not r.stderr, (words, r.stdout, r.stderr)
+        if words in decoding:
+            head, *fields = r.stdout.splitlines()
+            assert head.startswith(f"{words[2].upper()} @ ") and head.endswith(f"= {int(words[3], 0):#010x}"), head
+            assert fields and "not a " not in r.stdout and "belong to no field" not in r.stdout, r.stdout
 
 
 def test_bad_log_environment_is_one_line_not_a_traceback():

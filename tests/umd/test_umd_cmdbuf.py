@@ -251,3 +251,39 @@ def test_a_command_whose_ib_wait_raises_is_taken_back_whole(sdma, fail_at):
         return [(ib.gpu_addr, ib.buf.u32[:ib.size_dw].tolist()) for ib in cb.ibs], cb.labels, cb.chains
 
     assert stream(True) == stream(False)
+
+
+@pytest.mark.parametrize("after", [0, 1], ids=["nothing_after", "a_write_after"])
+@pytest.mark.parametrize("packets", [1, 3], ids=["in_the_open_ib", "across_ibs"])
+def test_take_back_after_end_leaves_the_stream_as_before_the_command(packets, after):
+    """take_back (download's, when its flush did not submit): a command recorded, counted and
+    closed by end() (a flush that then timed out, or was interrupted) is taken back whole,
+    its label too (end() had moved it with the IB's): recording goes on, and the next end()
+    gives the same IBs, labels and count as a stream where it was never recorded."""
+    def stream(with_it: bool):
+        made = []
+
+        def get():
+            made.append(FakeBuf(0x10000 * (len(made) + 1), 64))
+            return made[-1]
+        cb = CmdBuf(get, ib_size_dw=64, align_dw=8)
+        for i in range(3):
+            cb.begin()
+            cb.emit(pm4.write_data(0x1000 + 4 * i, [i]), f"write #{i}")
+            cb.command()
+        if with_it:
+            cb.begin()
+            for _ in range(packets):  # (23 dwords each: one fits the open IB, three take another)
+                cb.emit(pm4.write_data(0x2000, [7] * 20), "download")
+            assert len(cb.ibs) == (1 if packets == 1 else 2)
+            cb.command()
+            cb.end()
+            cb.take_back()
+        for _ in range(after):
+            cb.begin()
+            cb.emit(pm4.write_data(0x3000, [9]), "write #3")
+            cb.command()
+        cb.end()
+        return [(ib.gpu_addr, ib.buf.u32[:ib.size_dw].tolist()) for ib in cb.ibs], cb.labels, cb.commands, cb.chains
+
+    assert stream(True) == stream(False)

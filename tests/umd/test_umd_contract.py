@@ -304,10 +304,13 @@ def test_finish_names_itself_when_its_flush_waits_at_the_limit(call):
         q.flush()
     q.write(buf, 0x10, 3)
     q.timeout = 5000  # (the throttle's bound: a queue's, not the finish's)
+    note = {"finish": "finish: the commands recorded since the last flush (the queue's calls up to #6) stay recorded",
+            # (download's own copy, call #7, is not left to run into its freed staging buffer)
+            "download": "download: its own copy (the queue's call #7) is taken back; the commands recorded before it "
+                        "(the queue's calls up to #6) stay recorded"}[call]
     msg = (f"{call}: queue (context {q.ctx_id}) has 2 submissions in flight, its limit (max_inflight=2), and the "
-           f"oldest (seqno {q.inflight[0].seq:#x}) has not finished after 5000 cycles\n"
-           f"{call}: the commands recorded since the last flush (the queue's calls up to #{6 + (call == 'download')}) stay recorded: "
-           "the next flush submits them")  # (download's own copy is call #7)
+           f"oldest (seqno {q.inflight[0].seq:#x}) has not finished after 5000 cycles\n{note}: the next flush "
+           "submits them")
     _raises(umd.GpuTimeout, msg, *((q.finish,) if call == "finish" else (q.download, buf, 0, 4)))
     hold.release()
     q.finish()

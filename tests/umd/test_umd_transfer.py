@@ -13,6 +13,7 @@ import pytest
 import kmd_model
 import umd
 from kmd_model import regs
+from spec import pm4
 from testbench.refmodel import RefModel
 
 
@@ -177,3 +178,76 @@ def test_no_dma_engine():
                        r"\(Device.queue\(engine='copy'\)\) has the SDMA's$"):
         q.copy(a, 0, a, 0x80, 4)
     assert regs.CAPS.DMA.get(kmd_model.bound().mmio.read(regs.CAPS)) == 0
+
+
+def _queue_at_its_limit(gpu, hold_cls):
+    """A queue with IBs free in its pool (a download records without waiting for one) and
+    max_inflight (1) submissions in flight, held by a job that waits until released."""
+    q = gpu.queue(flush_threshold=1000, max_inflight=2)
+    buf = gpu.alloc(0x100)
+    hold = hold_cls()
+    for i in range(2):  # two IBs in flight at once, in the pool after
+        q.write(buf, 4 * i, i)
+        q.flush()
+    hold.release()
+    q.finish()
+    q.max_inflight = 1
+    hold = hold_cls()
+    q.write(buf, 0, 1)
+    q.flush()
+    q.timeout = 5000  # (the throttle's bound)
+    return q, hold
+
+
+def test_a_download_whose_flush_times_out_takes_its_copy_back():
+    """download()'s flush waits at max_inflight and times out: the download raises, and its
+    own copy into its staging buffer (which it freed) is taken back, not left recorded for
+    the next flush to run into memory nobody reads; what was recorded before it stays and
+    runs. (Before, the copy stayed recorded and the next flush ran it: wasted GPU work, and
+    the staging memory held until then. Not corruption: a buffer freed while a recorded
+    command may use it is reused only once that command's submission has finished.)"""
+    from tests.security.security_helpers import Holder
+
+    gpu = _open(RefModel(), job_timeout=1 << 40)
+    q, hold = _queue_at_its_limit(gpu, Holder)
+    src, dst = gpu.alloc(0x1000), gpu.alloc(0x100)
+    src.u32[:] = np.arange(0x400, dtype=np.uint32)
+    q.write(dst, 0, 0xAB)  # recorded before the download: stays, and runs at the next flush
+    calls = q.calls
+    with pytest.raises(umd.GpuTimeout) as ei:
+        q.download(src, 0x100, 0x100)
+    assert ei.value.__notes__[-1] == (
+        f"download: its own copy (the queue's call #{calls + 1}) is taken back; the commands recorded before it "
+        f"(the queue's calls up to #{calls}) stay recorded: the next flush submits them")
+    assert q.cmdbuf.commands == 1 and list(q.cmdbuf.labels.values()) + [
+        label for _, label in q.cmdbuf._pending_labels] == [f"Queue.write() #{calls}"]
+    recorded = pm4.disassemble(q.cmdbuf.cur, 0)
+    assert len(recorded) == 1 and "WRITE_DATA" in recorded[0], recorded  # no DMA_DATA into the staging buffer
+    hold.release()
+    q.finish()
+    assert dst.u32[0] == 0xAB
+    # and the download, tried again, returns the bytes
+    assert q.download(src, 0x100, 0x100).view("<u4").tolist() == list(range(0x40, 0x80))
+    gpu.close()
+
+
+def test_a_download_interrupted_in_its_flush_takes_its_copy_back(monkeypatch):
+    """A ^C while download()'s flush waits at max_inflight: the download raises it, and its
+    copy is taken back as at a timeout; the next flush has nothing to submit."""
+    from tests.security.security_helpers import Holder
+
+    gpu = _open(RefModel(), job_timeout=1 << 40)
+    q, hold = _queue_at_its_limit(gpu, Holder)
+    src = gpu.alloc(0x1000)
+
+    def interrupted(what):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(q, "_wait_oldest", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        q.download(src, 0, 0x100)
+    monkeypatch.undo()
+    assert q.cmdbuf.commands == 0 and not q.cmdbuf.cur and not q.cmdbuf.labels
+    hold.release()
+    assert q.flush() is None  # (before: the copy into the freed staging buffer was submitted here)
+    q.finish()
+    gpu.close()

@@ -75,6 +75,7 @@ class CmdBuf:
         self._pending_labels: list[tuple[int, str]] = []  # (dword offset in cur, label)
         self.commands = 0
         self._mark = (0, 0, 0, self.chains)  # where the command being recorded began (begin)
+        self._mark_commands = 0  # the count then (take_back undoes a command() after the mark)
 
     @property
     def dwords(self) -> int:
@@ -84,6 +85,16 @@ class CmdBuf:
     def begin(self) -> None:
         """A command (an API call's packets) starts here: emit's rollback point."""
         self._mark = (len(self.ibs), len(self.cur), len(self._pending_labels), self.chains)
+        self._mark_commands = self.commands
+
+    def take_back(self) -> None:
+        """Take the command begun at begin() back whole: its packets, the IBs it took, its
+        labels and its count. For a call that raises after recording its command but before
+        a flush submitted it (download, whose flush timed out: its copy would run into a
+        staging buffer nobody reads). After reset() (a flush took the stream) nothing of
+        it is left here: nothing to do."""
+        self._rollback()
+        self.commands = self._mark_commands
 
     def emit(self, dwords: list[int], label: str | None = None) -> None:
         """Append one packet (or a few that must stay together). When taking a new IB fails
@@ -111,9 +122,13 @@ class CmdBuf:
         """Back to begin()'s mark: the IBs taken since go back (put_ib), the one it was in is
         open again with the dwords and labels it had (its chain packet and padding dropped)."""
         n_ibs, n_cur, n_labels, chains = self._mark
-        if len(self.ibs) == n_ibs:  # (nothing closed since: cut the open IB back)
+        if len(self.ibs) == n_ibs:  # (nothing chained since: cut the open IB back)
             del self.cur[n_cur:]
             del self._pending_labels[n_labels:]
+            if self.ibs:  # end() may have closed it since (a flush that did not submit): its labels moved
+                ib = self.ibs[-1]
+                for a in [a for a in self.labels if ib.gpu_addr + 4 * n_cur <= a < ib.gpu_addr + 4 * self.ib_size_dw]:
+                    del self.labels[a]
             return
         reopened = self.ibs[n_ibs - 1] if n_ibs else None
         pending = []
