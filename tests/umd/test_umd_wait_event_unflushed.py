@@ -125,7 +125,7 @@ def test_the_events_queues_earlier_refusal_stays_its_own(waiter_async):
 
 @pytest.mark.parametrize("waiter_async", [False, True], ids=["sync", "async"])
 def test_the_flush_a_wait_event_made_is_refused_for_its_own_queue(waiter_async):
-    """The flush wait_event makes of a sync queue is refused (the checker's EFAULT): the
+    """The flush wait_event makes of a sync queue is refused (the checker's EINVAL): the
     wait_event raises that its event's submission was refused; the refusal itself is the
     queue's, raised by its next call, naming the flush wait_event made."""
     kmd = kmd_model.bind(RefModel())
@@ -137,7 +137,7 @@ def test_the_flush_a_wait_event_made_is_refused_for_its_own_queue(waiter_async):
     with pytest.raises(umd.SubmitError, match="^wait_event: the submission carrying this event was refused$") as ei:
         waiter.wait_event(ev)
     assert ei.value.errno == errno.ECANCELED and ev.lost and waiter.calls == 0
-    with pytest.raises(umd.SubmitError, match=re.escape(f"flush (made by wait_event of {waiter!r}): EFAULT: CS: ")):
+    with pytest.raises(umd.SubmitError, match=re.escape(f"flush (made by wait_event of {waiter!r}): EINVAL: CS: ")):
         q.finish()
     q.finish()
     waiter.finish()
