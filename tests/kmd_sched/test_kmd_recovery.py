@@ -18,6 +18,7 @@ from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client, expect
+from tests.kmd_sched.test_kmd_queues import HANG, query, sdma_ib
 from tests.security.security_helpers import Holder
 
 
@@ -126,6 +127,25 @@ def test_an_sdma_error_is_announced_with_its_state_and_job():
     assert len(errors) == 1 and errors[0]["info"] == ei.value.info and errors[0]["job"].seq == seq
     assert errors[0]["state"].code_name == ei.value.info.code == "VM_FAULT"
     assert [e for e, _ in seen].index("gpu_error") < [e for e, _ in seen].index("reset")
+
+
+def test_a_rings_guilt_stays_when_a_later_reset_of_that_ring_finds_the_context_innocent():
+    """QUERY_STATE's ring_status says what resets of each ring did to the context: guilty
+    there once (a queue reset of sdma0, after which it submits on), it stays guilty there
+    when a later reset of that ring, for another context's hang, finds its job in flight."""
+    kmd_model.bind(RefModel(), job_timeout=20_000)
+    a, b = Client(), Client()
+    abo, bbo = a.bo(), b.bo()
+    bad = a.submit(sdma_ib(abo, HANG(abo.addr + 0x3000)))
+    with pytest.raises(kmd_model.uapi.KmdError):
+        a.wait(bad, 1_000_000)
+    assert query(a).ring_status == {"sdma0": ResetStatus.GUILTY}
+    hang = b.submit(sdma_ib(bbo, HANG(bbo.addr + 0x3000)))
+    later = a.submit(sdma_ib(abo, sdma.fence(abo.addr + 0x100, 4), 0x400))  # in flight behind b's hang
+    with pytest.raises(kmd_model.uapi.KmdError):
+        b.wait(hang, 1_000_000)
+    assert a.wait(later) and abo.u32[0x40] == 4
+    assert query(a).ring_status == query(b).ring_status == {"sdma0": ResetStatus.GUILTY}
 
 
 def test_a_guilty_context_reports_the_decoded_error():
