@@ -46,12 +46,11 @@ class ClientsMixin:
         self.next_fd += 1
         return f
 
-    def ctx_alloc(self, file: File, priority: int = 2) -> Context:
+    def ctx_alloc(self, file: File, priority: int) -> Context:
         # ids are the file's own, as amdgpu's (an idr per file): a client's ids say nothing
         # of other clients, and another file's id names nothing here. Unlike idr_alloc, a
         # freed id is not handed out again by this file: a stale id is EINVAL, not a new context
-        ctx = Context(file.next_ctx_id, file, self.params.initial_seq)
-        ctx.priority = priority
+        ctx = Context(file.next_ctx_id, file, self.params.initial_seq, priority)
         file.next_ctx_id += 1
         self.contexts[file.fd, ctx.id] = ctx
         file.contexts[ctx.id] = ctx

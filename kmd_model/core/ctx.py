@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 class Context:
-    def __init__(self, ctx_id: int, file: "File", initial_seq: int):
+    def __init__(self, ctx_id: int, file: "File", initial_seq: int, priority: int):
         self.id = ctx_id
         self.file = file
         self.last_seq = (initial_seq - 1) & SEQ_MASK  # last seqno handed out
@@ -38,7 +38,7 @@ class Context:
         self.reset_status = ResetStatus.NO_RESET
         self.resets = 0
         self.submitted = 0
-        self.priority = 2  # its entities' run queue (scheduler.Priority.NORMAL)
+        self.priority = priority  # its entities' run queue (a scheduler.Priority: CTX ALLOC's, mapped)
         self.ring_status: dict[str, ResetStatus] = {}  # ring name -> what resets of that ring did to it
         self.last_on: dict[str, int] = {}  # ring name -> seqno of its latest job there
         self.hangs = 0  # resets its jobs caused

@@ -76,7 +76,7 @@ class RecoveryMixin:
             if full and cancel:
                 ctx.guilty = info
             ctx.reset_status = ResetStatus.GUILTY
-            ctx.ring_status[guilty.ring.name if guilty.ring is not None else "gfx"] = ResetStatus.GUILTY
+            ctx.ring_status[guilty.ring.name] = ResetStatus.GUILTY  # (push_job gave every job its ring)
             if cancel:
                 err = KmdError(errno.ECANCELED, info.message, info)
                 dropped = [j for s in (self.scheds if full else scheds) for j in s.drop_context(ctx, err)]

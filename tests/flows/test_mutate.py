@@ -69,6 +69,21 @@ def test_every_hand_written_mutant_still_applies():
         compile(text.replace(m.patch.before, m.patch.after), m.patch.path, "exec")
 
 
+def test_every_kmd_and_security_test_file_is_in_the_campaigns_tests():
+    """The driver's and the boundary's test files are all fast model-level ones: each is in
+    scope.TESTS, or its mutants' killers look missing. tests/kmd/test_kmd_amdgpu_errnos.py
+    was not (4 December 2026): WAIT_CS's per-ring answers and CTX ALLOC's priority messages
+    had tests the campaign never ran, and three arguments said no test could tell."""
+    from pathlib import Path
+
+    from testbench.mutate import scope
+
+    root = Path(__file__).resolve().parents[2]
+    files = sorted(str(p.relative_to(root)) for d in ("tests/kmd", "tests/kmd_sched", "tests/security")
+                   for p in (root / d).glob("test_*.py"))
+    assert files and [f for f in files if f not in scope.TESTS] == []
+
+
 def test_survivor_list_is_well_formed():
     args = survivors.load()
     for a in args.entries:

@@ -13,11 +13,12 @@ import pytest
 
 import kmd_model
 from kmd_model import regs
-from kmd_model.uapi import CtxArgs, CtxOp, Request, ResetStatus
-from spec import pm4
+from kmd_model.uapi import CsChunkIb, CtxArgs, CtxOp, HwIp, Request, ResetStatus, VmFlags
+from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client, expect
+from tests.kmd_sched.test_kmd_queues import HANG, query, sdma_ib
 from tests.security.security_helpers import Holder
 
 
@@ -92,6 +93,59 @@ def test_a_reset_that_fails_wedges_the_device():
     assert not kmd.sched.pending and not kmd.sched.queue
     expect(errno.EIO, f"CS: {kmd.wedged}", b.submit, b.ib(bbo, pm4.nop(2), offset=0x200))
     assert kmd.stats["resets"] == 1 and kmd.stats["jobs_cancelled"] >= 2
+
+
+def test_a_reset_that_fails_as_a_timeout_bans_the_file_fails_its_job_with_eio():
+    """A job timeout that bans its file (file_ban_after_hangs), and the reset after it
+    fails: the device is wedged, and the file's job in flight fails with EIO as everyone's
+    does (no reset happened), not with the ban's ECANCELED, which is for the jobs a ban
+    takes from the queues."""
+    dev = StuckResetModel()
+    kmd = kmd_model.bind(dev, cs_check=False, hw_timeout=2000, job_timeout=20_000, file_ban_after_hangs=1)
+    c = Client()
+    bo = c.bo()
+    hang = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))
+    dev.stuck = True
+    expect(errno.EIO, "WAIT_CS: soft reset: CP not idle after 2000 cycles (STATUS 0x8)", c.wait, hang, 1_000_000)
+    assert c.f.banned and kmd.wedged.startswith("GPU reset failed: ")
+    expect(errno.EIO, f"WAIT_CS: {kmd.wedged}", c.wait, hang, 0)
+
+
+def test_an_sdma_error_is_announced_with_its_state_and_job():
+    """Observers (a crash report) see an SDMA ring's error as the gfx ring's: the error, the
+    engine's latched state and the guilty job, before the queue reset."""
+    seen = []
+    kmd_model.bind(RefModel(), observers=[lambda event, fields: seen.append((event, dict(fields)))])
+    c = Client()
+    bo = c.bo()
+    rw = c.bo(vm_flags=VmFlags.READABLE | VmFlags.WRITEABLE)  # not EXECUTABLE: the IB fetch faults
+    rw.u32[:8] = sdma.write_linear(bo.addr, [5]) + sdma.pad(3)
+    seq = c.submit(CsChunkIb(8, rw.handle, ip_type=HwIp.DMA))
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        c.wait(seq, 1_000_000)
+    errors = [f for e, f in seen if e == "gpu_error"]
+    assert len(errors) == 1 and errors[0]["info"] == ei.value.info and errors[0]["job"].seq == seq
+    assert errors[0]["state"].code_name == ei.value.info.code == "VM_FAULT"
+    assert [e for e, _ in seen].index("gpu_error") < [e for e, _ in seen].index("reset")
+
+
+def test_a_rings_guilt_stays_when_a_later_reset_of_that_ring_finds_the_context_innocent():
+    """QUERY_STATE's ring_status says what resets of each ring did to the context: guilty
+    there once (a queue reset of sdma0, after which it submits on), it stays guilty there
+    when a later reset of that ring, for another context's hang, finds its job in flight."""
+    kmd_model.bind(RefModel(), job_timeout=20_000)
+    a, b = Client(), Client()
+    abo, bbo = a.bo(), b.bo()
+    bad = a.submit(sdma_ib(abo, HANG(abo.addr + 0x3000)))
+    with pytest.raises(kmd_model.uapi.KmdError):
+        a.wait(bad, 1_000_000)
+    assert query(a).ring_status == {"sdma0": ResetStatus.GUILTY}
+    hang = b.submit(sdma_ib(bbo, HANG(bbo.addr + 0x3000)))
+    later = a.submit(sdma_ib(abo, sdma.fence(abo.addr + 0x100, 4), 0x400))  # in flight behind b's hang
+    with pytest.raises(kmd_model.uapi.KmdError):
+        b.wait(hang, 1_000_000)
+    assert a.wait(later) and abo.u32[0x40] == 4
+    assert query(a).ring_status == query(b).ring_status == {"sdma0": ResetStatus.GUILTY}
 
 
 def test_a_guilty_context_reports_the_decoded_error():

@@ -542,7 +542,7 @@ def test_a_context_keeps_the_errors_of_its_latest_failed_jobs_only():
     from kmd_model.core.ctx import Context
     kmd_model.bind(RefModel())
     c = Client()
-    ctx = Context(99, c.f, 0)
+    ctx = Context(99, c.f, 0, 2)
     ctx.FAILED_KEPT = 3
     for seq in range(5):
         ctx.job_failed(seq, uapi.KmdError(errno.ECANCELED, f"job {seq}"))

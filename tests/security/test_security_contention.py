@@ -28,10 +28,11 @@ import pytest
 import kmd_model
 from kmd_model import uapi
 from kmd_model.uapi import InfoQuery, KmdError, Request
-from spec import pm4
+from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client
+from tests.kmd_sched.test_kmd_queues import sdma_ib
 
 
 def _held(c: Client, bo, n: int) -> list[int]:
@@ -250,6 +251,29 @@ def test_a_file_whose_jobs_time_out_file_ban_after_hangs_times_is_banned_every_c
     assert not any(s.pending or s.queue for s in kmd.scheds)
     h.f.close()
     assert not kmd.live_bos(h.f)
+
+
+def test_a_file_banned_by_a_queue_reset_keeps_its_job_running_on_another_ring():
+    """A file banned by a timeout on the SDMA ring (a queue reset: the gfx ring runs on): the
+    job of it the CP is running is not cancelled, it ends as it would, its write done and its
+    WAIT_CS answered well; only queued jobs go from a ring that was not reset (drm_sched
+    cancels what it has not handed to the hardware)."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=20_000, fallback_poll=1_000, file_ban_after_hangs=1)
+    h = Client()
+    other = h.io(Request.CTX, uapi.CtxArgs(uapi.CtxOp.ALLOC)).ctx_id
+    bo = h.bo()
+    hang = h.submit(sdma_ib(bo, sdma.poll_regmem(bo.addr + 0x3000, 1, 0xFFFFFFFF, "EQ", interval=4)))
+    assert not kmd.wait_for(lambda: False, 15_000)  # the gfx job starts late: it outlives the SDMA reset
+    run = h.submit(h.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ") + pm4.write_data(bo.addr + 0x100, [7]),
+                        0x400), ctx=other)
+    assert kmd.wait_for(lambda: kmd.stats["job_timeouts"] == 1, 20_000)
+    assert h.f.banned and kmd.recovery_log == [("sdma0", "timeout"), ("sdma0", "queue_reset")]
+    with pytest.raises(KmdError) as ei:
+        h.wait(hang)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "TIMEOUT"
+    bo.u32[0x200] = 1
+    assert h.wait(run, ctx=other) and bo.u32[0x40] == 7
+    assert kmd.stats["job_timeouts"] == 1
 
 
 # ------------------------------------------------------------------------------ waiting for room in the shadow pool
