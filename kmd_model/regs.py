@@ -288,7 +288,7 @@ class RB_CNTL(Register):
     NAME = "RB_CNTL"
     ADDR = 0x0a0
     RESET = 0x00000000
-    ENABLE = Field('ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc='Fetch from the ring; doorbells are ignored while clear.')
+    ENABLE = Field('ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc='Fetch from the ring; doorbells are ignored while clear. Cleared, the ring pauses at its next ring packet boundary: the packet in hand (its header taken) finishes, an INDIRECT_BUFFER with its IB.')
     RPTR_WB = Field('RPTR_WB', 1, 1, 'rw', 'r', reset=0x0, desc='Write RB_RPTR to RB_RPTR_ADDR as packets are consumed.')
     FIELDS = (ENABLE, RPTR_WB,)
 
@@ -603,7 +603,7 @@ class SDMA_RB_CNTL(Register):
     NAME = "SDMA_RB_CNTL"
     ADDR = 0x40c
     RESET = 0x00000008
-    RB_ENABLE = Field('RB_ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc='Fetch from the ring; doorbells are ignored while clear.')
+    RB_ENABLE = Field('RB_ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc='Fetch from the ring; doorbells are ignored while clear. Cleared, the ring pauses at its next ring packet boundary: the packet in hand (its header taken) finishes, an INDIRECT_BUFFER with its IB.')
     RB_SIZE = Field('RB_SIZE', 1, 5, 'rw', 'r', reset=0x4, swwel='SDMA_RB_CNTL.RB_ENABLE', desc='The ring holds 2^RB_SIZE dwords (amdgpu: order_base_2(ring_size / 4)): 4 to 20; below 4 acts as 4, above 20 as 20.')
     RPTR_WRITEBACK_ENABLE = Field('RPTR_WRITEBACK_ENABLE', 12, 1, 'rw', 'r', reset=0x0, desc='Write SDMA_RB_RPTR (bytes) to SDMA_RB_RPTR_ADDR as packets complete.')
     FIELDS = (RB_ENABLE, RB_SIZE, RPTR_WRITEBACK_ENABLE,)
@@ -842,7 +842,7 @@ class CP_HQD1_RB_CNTL(Register):
     NAME = "CP_HQD1_RB_CNTL"
     ADDR = 0x4a0
     RESET = 0x00000000
-    ENABLE = Field('ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc="Fetch from queue 1's ring; its doorbells are ignored while clear.")
+    ENABLE = Field('ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc="Fetch from queue 1's ring; its doorbells are ignored while clear. Cleared, the ring pauses at its next ring packet boundary, as RB_CNTL.ENABLE.")
     RPTR_WB = Field('RPTR_WB', 1, 1, 'rw', 'r', reset=0x0, desc='Write CP_HQD1_RB_RPTR to its write-back address.')
     FIELDS = (ENABLE, RPTR_WB,)
 

@@ -288,9 +288,14 @@ class CommandProcessor(wiring.Component):
         avail = [Signal(AVAIL_BITS, name=f"avail{i}") for i in range(1 + self.ib_levels)]
         ib_empty = Array(Signal(name=f"ib_empty{i}") for i in range(1 + self.ib_levels))  # ([0]: unused)
         ring_empty = Signal()  # avail[0] == 0 (for STALL_CYCLES only)
-        # (a dword of the ring is not on offer while the ring is disabled: its fetcher is being
-        # flushed; the IB fetchers are flushed only in states that take no dword)
-        offered = [f.dw_valid & (qc.enable if i == 0 else 1) for i, f in enumerate(fetchers)]
+        # A cleared ENABLE pauses the ring at a packet boundary: the ring's dwords are withheld
+        # (its fetcher flushed, below) only in RUN, where a header would be taken, so the
+        # packet in hand is fetched to its end. (The IB fetchers are flushed only in states
+        # that take no dword.)
+        at_boundary = Signal()  # the parser is in RUN (driven once the FSM is built)
+        ring_paused = Signal()
+        m.d.comb += ring_paused.eq(~qc.enable & at_boundary)
+        offered = [f.dw_valid & (~ring_paused if i == 0 else 1) for i, f in enumerate(fetchers)]
         m.d.comb += [
             cur_fetch_valid.eq(Cat(*(lvl[i] & offered[i] for i in range(len(fetchers)))).any()),
             cur_fetch_data.eq(_one_hot_mux(lvl, [f.dw_data for f in fetchers])),
@@ -484,7 +489,7 @@ class CommandProcessor(wiring.Component):
         with m.Elif(~ring_running & qc.enable & ~err_any & ~resetting):
             m.d.comb += ring_start.eq(1)
             m.d.sync += ring_running.eq(1)
-        with m.If(~qc.enable & ring_running):
+        with m.If(ring_paused & ring_running):
             m.d.comb += flush_level[0].eq(1)
             m.d.sync += ring_running.eq(0)
 
@@ -544,6 +549,7 @@ class CommandProcessor(wiring.Component):
 
         # ---------------------------------------------------------------- the parser FSM
         fsm = parser.build(c)  # (parser.py; it also decides which dword each level gives up)
+        m.d.comb += at_boundary.eq(fsm.ongoing("RUN"))
 
         # ---------------------------------------------------------------- where an error happened
         errors.locate(c, fsm)

@@ -206,7 +206,7 @@ class SdmaEngine(wiring.Component):
         cur_bad = Signal()  # cur_resp is not OKAY (one register bit per fetcher)
         cur_tag = Signal(pk.TAG)  # the dword's decode as a header (packets.py header_tag)
         m.d.comb += [
-            cur_valid.eq(Mux(in_ib, fi.dw_valid, fr.dw_valid & enable)),
+            cur_valid.eq(Mux(in_ib, fi.dw_valid, fr.dw_valid)),
             cur_data.eq(Mux(in_ib, fi.dw_data, fr.dw_data)),
             cur_resp.eq(Mux(in_ib, fi.dw_resp, fr.dw_resp)),
             cur_user.eq(Mux(in_ib, fi.dw_user, fr.dw_user)),
@@ -294,18 +294,24 @@ class SdmaEngine(wiring.Component):
                 m.d.sync += wdw.eq(wdw + ahead[2:])
 
         # ---------------------------------------------------------------- the fetchers' control
+        # A cleared RB_ENABLE pauses the ring at a ring packet boundary: the ring fetcher is
+        # stopped only in RUN (where RUN takes no ring header while RB_ENABLE is clear), so the
+        # packet in hand, an INDIRECT_BUFFER with its whole IB, is fetched to its end.
         flush_all = Signal()
         ring_running = Signal()
         ring_start = Signal()
+        in_run = Signal()  # the FSM is in RUN (driven once it is built)
+        ring_paused = Signal()
+        m.d.comb += ring_paused.eq(~enable & in_run)
         m.d.comb += [fr.load.eq(ring_start), fr.start.eq(ring_start), fr.base.eq(ring_base),
                      fr.mask.eq(mask), fr.ptr.eq(rpos), fr.end.eq(wdw),
-                     fr.flush.eq(flush_all | (ring_running & ~enable))]
+                     fr.flush.eq(flush_all | (ring_running & ring_paused))]
         with m.If(flush_all):
             m.d.sync += ring_running.eq(0)
         with m.Elif(~ring_running & enable & ~err_any & ~resetting):
             m.d.comb += ring_start.eq(1)
             m.d.sync += ring_running.eq(1)
-        with m.Elif(~enable):
+        with m.Elif(ring_paused):
             m.d.sync += ring_running.eq(0)
         ib_start = Signal()
         m.d.comb += [fi.load.eq(ib_start), fi.start.eq(ib_start), fi.mask.eq(0xFFFF_FFFF), fi.ptr.eq(0),
@@ -401,6 +407,7 @@ class SdmaEngine(wiring.Component):
 
         with m.FSM(name="sdma") as fsm:
             c.fsm = fsm
+            m.d.comb += in_run.eq(fsm.ongoing("RUN"))
             with state("RUN"):
                 # (the header's decode comes with the dword: packets.py header_tag)
                 known, knd, need = cur_tag.known, cur_tag.kind, cur_tag.need
@@ -411,7 +418,7 @@ class SdmaEngine(wiring.Component):
                     m.d.sync += [in_ib.eq(0), hdr_off.eq(ib_hdr_off), cur_op.eq(sp.INDIRECT_BUFFER.op),
                                  cur_sub.eq(sp.INDIRECT_BUFFER.sub_op)]
                     m.next = "RING_DONE"
-                with m.Elif(csr.sdma_cntl_halt | ~enable):
+                with m.Elif(csr.sdma_cntl_halt | (~enable & ~in_ib)):
                     pass
                 with m.Elif(transfers_d & ~(cur_tag.xfer & ~cur_bad)):
                     pass  # only a COPY_LINEAR or CONSTANT_FILL starts while transfers run

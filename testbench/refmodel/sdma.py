@@ -192,7 +192,8 @@ class SdmaEngine:
     # ------------------------------------------------------------------ execution
 
     def runnable(self) -> bool:
-        return (not self.err and self.wait is None and not self.halt and self.enable
+        # (a cleared RB_ENABLE pauses before the next ring packet: an IB in hand runs to its end)
+        return (not self.err and self.wait is None and not self.halt and (self.enable or self.ib is not None)
                 and (self.ib is not None or self.rptr != self.wptr))
 
     def run(self) -> bool:

@@ -83,6 +83,30 @@ def test_careless_ring_writes_are_ignored_and_would_be_caught(monkeypatch):
         assert M.compare(s, took, real, mt.mem, mr.mem), s.index
 
 
+def test_ring_pauses_reach_every_ring_and_change_nothing_on_the_model():
+    """Some streams clear a ring's enable right after a submission and set it again some cycles
+    later (gen._ring_pauses), on every CP queue and the SDMA, for every listed length: the
+    stream ends on the model as it does without them. (On the RTL the campaign compares them
+    with the model: a pause that lost or repeated a packet is a mismatch. One that held a
+    packet half taken and finished it from the same ring ends the same: the driver check
+    check_ring_enable_cleared_mid_packet_pauses_at_a_packet_boundary moves the ring to see it.)"""
+    rings, lengths, streams = set(), set(), []
+    for i in range(5 * BLOCK):
+        s = M.make(SEED, i)
+        pauses = [st for st in s.steps if st[0] == "pause"]
+        if pauses:
+            rings |= {st[1] for st in pauses}
+            lengths |= {st[2] for st in pauses}
+            streams.append(s)
+    assert rings == {"q0", "q1", "sdma"} and lengths == set(M.gen.PAUSE_CYCLES), (rings, lengths)
+    assert 0.15 < len(streams) / (5 * BLOCK) < 0.5, len(streams)
+    for s in streams[:6]:
+        bare = copy.deepcopy(s)
+        bare.steps = [st for st in s.steps if st[0] != "pause"]
+        (a, ma), (b, mb) = M.run_model(s), M.run_model(bare)
+        assert not M.compare(s, b, a, mb.mem, ma.mem), s.index
+
+
 def test_fifty_cases_walk_every_variant():
     """The planted codes of 50 cases per error class: every CP fault on both queues, both
     doorbell errors on both queues, a hang on each queue, every SDMA error class."""

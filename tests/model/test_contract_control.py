@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract_driver import (IB1, IH_BASE, OUT, PA_CODE, PA_OUT, PA_OUT2, PT_L1, RING1, RPTR1_WB, RPTR_WB,
+from tests.model.contract_driver import (IB1, IH_BASE, M32, OUT, PA_CODE, PA_OUT, PA_OUT2, PT_L1, RING1, RPTR1_WB, RPTR_WB,
                                          SRING, SRPTR_WB, VALID, VA_CODE, VA_OUT, WRITEABLE, Ring, SdmaRing, bring_up,
                                          dma_data, ib, lo_hi, map_vmid1, release_mem, sdma, wait_mem, write_data)
 
@@ -271,9 +271,177 @@ def check_ring_base_and_size_are_locked_while_enabled(dev):
     assert g.r32(OUT + 16) == 0xC3 and g.r32(RPTR_WB) == moved.wptr
 
 
+LONG = 300  # data dwords of the long packet: a WRITE_DATA (WRITE_LINEAR) of 304 dwords
+ALT = 0x70000  # copies of the three rings (4 KiB each), where a paused ring is moved
+OUT2 = OUT + 0x2000  # where the copies' long packets write
+
+
+class _Queue:
+    """One ring as check_ring_enable_cleared_mid_packet sees it: its registers, its packets
+    (the long one, and the short marker after it) and its pointers' unit (CP dwords, SDMA
+    bytes)."""
+
+    def __init__(self, g, ring, cp: bool):
+        self.g, self.ring, self.cp = g, ring, cp
+        p = ring.p if cp else "SDMA_RB_"
+        self.rptr, self.wptr = p + "RPTR", p + "WPTR"
+        self.status = ring.status if cp else "SDMA_STATUS"
+        self.unit = 1 if cp else 4
+        self.name = {"RB_": "queue 0", "CP_HQD1_RB_": "queue 1"}.get(p, "the SDMA ring")
+        self.alt = ALT + {"RB_": 0, "CP_HQD1_RB_": 0x1000}.get(p, 0x2000)  # where the ring moves
+
+    def set_base(self, base: int) -> None:
+        p = self.ring.p if self.cp else "SDMA_RB_"
+        self.g.write(p + "BASE_LO", (base >> 8) & M32)
+        self.g.write(p + "BASE_HI", base >> 40)
+
+    def enable(self, on: int) -> None:
+        if self.cp:
+            self.g.set(self.ring.p + "CNTL", ENABLE=on, RPTR_WB=1)
+        else:  # (the size with it: the write that sets RB_ENABLE takes its RB_SIZE)
+            self.g.set("SDMA_RB_CNTL", RB_SIZE=10, RB_ENABLE=on, RPTR_WRITEBACK_ENABLE=1)
+
+    def long(self, addr: int, data: list) -> list:
+        if self.cp:
+            return write_data(addr, data)
+        return sdma("WRITE_LINEAR", data, **lo_hi("DST_ADDR", addr, 2), COUNT=len(data) - 1)
+
+    def ib(self, base: int, size: int) -> list:
+        return ib(base, size) if self.cp else sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", base, 5), IB_SIZE=size)
+
+    def marker(self, addr: int, v: int) -> list:
+        return write_data(addr, [v]) if self.cp else sdma("FENCE", DATA=v, **lo_hi("ADDR", addr, 2))
+
+    def doorbell(self) -> None:
+        if self.cp:
+            self.ring.doorbell()
+        else:
+            self.g.write("SDMA_DOORBELL", self.ring.wptr)
+
+
+def _pause_round(q: _Queue, when, in_ib: bool, tag: int) -> str:
+    """Ring a long packet (in an IB when `in_ib`) and a marker after it, clear the ring's
+    enable `when` (cycles after the doorbell's response, or "mid": once the packet's first
+    data is in memory), and check that it paused at a packet boundary; set it again and check
+    the rest ran. Returns what had run at the pause: "none", the "whole" long packet, or "all"."""
+    g = q.g
+    data = [tag << 16 | k for k in range(LONG)]
+    mark = OUT + 4 * LONG
+    g.w32(OUT, [0] * (LONG + 1))
+    first = q.long(OUT, data)
+    if in_ib:
+        g.w32(IB1, first)
+        first = q.ib(IB1, len(first))
+    start = g.read(q.rptr)
+    q.ring.emit(first, q.marker(mark, tag))
+    after = (start + q.unit * len(first)) & M32
+    q.doorbell()
+    if when == "mid":
+        g.until(lambda: g.r32(OUT) == data[0], f"{q.name}: the long packet's first data in memory")
+    else:
+        g.dev.delay(when)
+    q.enable(0)
+    where = f"{q.name}, ENABLE cleared {when}{' in an IB' if in_ib else ''}"
+    end = q.ring.wptr
+    # Wait for a boundary: RPTR past the packet, or nothing moving for 400 cycles (the ring
+    # paused before it; a packet stuck half done stays so too, and fails below). A bound, not
+    # a timing claim: slow, stalling memory answers within 60 cycles.
+    last, still = None, 0
+    for _ in range(300):
+        now = (g.read(q.rptr), sum(v != 0 for v in g.r32(OUT, LONG + 1)))
+        if now[0] in (after, end):
+            g.dev.delay(200)  # and nothing more runs
+            break
+        still = still + 1 if now == last else 0
+        if still == 8:
+            break
+        last = now
+        g.dev.delay(50)
+    r, out, st = g.read(q.rptr), g.r32(OUT, LONG + 1), g.fields(q.status)
+    # (the model runs what a doorbell gives it at once: its ring has run to its end)
+    ran = {start: "none", after: "whole", end: "all"}.get(r)
+    assert ran, f"{where}: {q.rptr} {r:#x}, not a packet boundary ({start:#x}, {after:#x} or {end:#x})"
+    want = {"none": [0] * (LONG + 1), "whole": data + [0], "all": data + [tag]}[ran]
+    assert out == want, f"{where}: {q.rptr} {r:#x} but {sum(v != 0 for v in out)} of the {LONG + 1} dwords written"
+    idle = int(ran == "all")
+    assert (st["IDLE"], st["RB_EMPTY"], st["ERROR"]) == (idle, idle, 0), f"{where}: {q.status} {st}"
+    assert g.read(q.wptr) == end
+    if when == "mid":
+        assert ran != "none", f"{where}: the packet in hand did not finish"
+    moved = not in_ib and ran != "all"
+    if moved:
+        # Paused, the ring moves (its base is written while ENABLE is clear, no reset): the
+        # rest runs from the new base at RPTR. The copy there holds two packets in the long
+        # one's dwords, writing elsewhere: a header held back from before the pause would
+        # take the copy's second header as data (the RTL took a header, its fetcher stopped
+        # in the payload, and the rest came from the new base).
+        other = [tag << 16 | 0x8000 | k for k in range(LONG - 4)]
+        copy = q.long(OUT2, other[:150]) + q.long(OUT2 + 600, other[150:]) + q.marker(mark, tag)
+        for k, d in enumerate(copy):
+            at = (start + q.unit * k) % (q.unit * q.ring.size)
+            g.w32(q.alt + at * 4 // q.unit, [d])
+        q.set_base(q.alt)
+    q.enable(1)
+    st = g.idle(q.status)
+    got = (g.read(q.rptr), g.r32(OUT, LONG + 1), st["RB_EMPTY"])
+    if ran == "none" and moved:
+        assert got == (end, [0] * LONG + [tag], 1) and g.r32(OUT2, LONG) == other + [0] * 4, f"{where}, moved"
+    else:
+        assert got == (end, data + [tag], 1), where
+    if moved:  # (back where the ring was, for the next round)
+        q.enable(0)
+        q.set_base(q.ring.base)
+        q.enable(1)
+        g.w32(OUT2, [0] * LONG)
+    return ran
+
+
+def check_ring_enable_cleared_mid_packet_pauses_at_a_packet_boundary(dev):
+    """A ring's enable cleared while a long packet is fetched or runs pauses the ring at a
+    packet boundary, whenever it is cleared: right after the doorbell (before the doorbell is
+    taken), some cycles on, once the packet's first data is in memory; on queue 0, queue 1, in
+    an IB, and on the SDMA ring (a long WRITE_LINEAR). The packet has run whole or not begun,
+    RPTR names that boundary, IDLE and RB_EMPTY read 0 while the next packet waits, and setting
+    the enable again runs the rest from there (the previous helper's quick experiment saw the
+    RTL keep a 304-dword WRITE_DATA half taken)."""
+    g, q0, ih = bring_up(dev, ring_log2=10)
+    queues = [_Queue(g, q0, True), _Queue(g, Ring(g, RING1, 10, RPTR1_WB, queue=1), True),
+              _Queue(g, SdmaRing(g, SRING, 10, SRPTR_WB), False)]
+    seen = {}
+    tag = 1
+    for q in queues:
+        for in_ib in (False, True):
+            for when in ((0, 5, 6, 40, "mid") if not in_ib else (0, "mid")):
+                seen[q.name, in_ib, when] = _pause_round(q, when, in_ib, tag)
+                tag += 1
+    # An SDMA IB in hand runs to its end too (the model's SDMA paused inside it before, at its
+    # next IB packet, and so did the RTL's): an IB waiting in a POLL_REGMEM when RB_ENABLE is
+    # cleared, released later, writes its WRITE_LINEAR; the FENCE after it on the ring waits.
+    s = queues[2]
+    flag = OUT + 0x800
+    g.w32(flag, [0])
+    g.w32(OUT, [0, 0])
+    inner = sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
+                 RETRY_COUNT=0xFFF, INTERVAL=1) + s.long(OUT, [0xAB])
+    g.w32(IB1, inner)
+    start = g.read(s.rptr)
+    s.ring.emit(s.ib(IB1, len(inner)), s.marker(OUT + 4, 0xCD))
+    s.doorbell()
+    g.waiting("SDMA_STATUS")
+    s.enable(0)
+    g.w32(flag, [1])
+    g.dev.delay(400)
+    assert (g.r32(OUT, 2), g.read(s.rptr)) == ([0xAB, 0], start + 4 * len(s.ib(IB1, 1))), "the SDMA IB in hand"
+    s.enable(1)
+    g.idle("SDMA_STATUS")
+    assert (g.r32(OUT, 2), g.read(s.rptr)) == ([0xAB, 0xCD], s.ring.wptr)
+    return seen
+
+
 CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
           check_halts_stop_at_a_packet_boundary, check_idle_reads_0_until_a_doorbell_is_taken,
-          check_ring_enable_pauses_at_a_packet_boundary, check_ring_base_and_size_are_locked_while_enabled]
+          check_ring_enable_pauses_at_a_packet_boundary, check_ring_base_and_size_are_locked_while_enabled,
+          check_ring_enable_cleared_mid_packet_pauses_at_a_packet_boundary]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

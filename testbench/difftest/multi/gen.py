@@ -503,6 +503,7 @@ def make(seed: int, index: int, dma: bool = True) -> MultiStream:
         steps.append(("settle", tuple(ENGINES)))
     steps.append(("observe", "final"))
     _ring_writes(s)
+    _ring_pauses(s)
     return s
 
 
@@ -535,6 +536,27 @@ def _ring_writes(s: MultiStream) -> None:
         else:
             value = r.getrandbits(32)
         s.steps.insert(i + 1, ("ring_write", name, value))
+
+
+RING_PAUSES = 0.3  # the share of streams whose rings are paused (ENABLE cleared, then set) mid-run
+PAUSE_CYCLES = (0, 2, 5, 6, 8, 12, 20, 40, 100, 300)  # how long a pause lasts: from before the
+# doorbell is taken to well into a packet (64-bit bus: a header is taken about 6 cycles on)
+
+
+def _ring_pauses(s: MultiStream) -> None:
+    """A driver that pauses a ring: in some streams, 1-3 times right after a submission, the
+    ring's enable (RB_CNTL.ENABLE, CP_HQD1_RB_CNTL.ENABLE, SDMA_RB_CNTL.RB_ENABLE) is cleared
+    and set again some cycles later (step "pause"). hardware.md pauses the ring at a packet
+    boundary and resumes it there, so the stream ends as it would without the pause; a ring
+    that held a packet half taken, or lost or repeated one, ends elsewhere. Drawn from a
+    generator of their own, so the rest of every stream (and the careless writes) is what it
+    was without them."""
+    r = random.Random(f"gpucosim-multi-difftest/{s.seed}/{s.index}/ring-pauses")
+    if r.random() >= RING_PAUSES:
+        return
+    at = [i for i, st in enumerate(s.steps) if st[0] == "submit"]
+    for i in sorted(r.sample(at, min(len(at), r.randrange(1, 4))), reverse=True):
+        s.steps.insert(i + 1, ("pause", s.steps[i][1], r.choice(PAUSE_CYCLES)))
 
 
 def _sdma_fault(r: random.Random, g: _Gen, s: MultiStream, cls: str) -> str:

@@ -122,6 +122,22 @@ class Driver:
         """A write to an enabled ring's base or size (gen._ring_writes): ignored."""
         self.w(getattr(regs, name), value)
 
+    def do_pause(self, e: str, cycles: int) -> None:
+        """Clear a ring's enable, wait, set it again (gen._ring_pauses): the rest of its work
+        runs from the packet boundary where it paused."""
+        s = self.s
+        if e == "sdma":
+            f = regs.SDMA_RB_CNTL
+            cntl = f.RB_SIZE.put(s.rings["sdma"][1]) | f.RPTR_WRITEBACK_ENABLE.put(int(s.rptr_wb["sdma"]))
+            on = f.RB_ENABLE.mask
+        else:
+            cntl = regs.RB_CNTL.RPTR_WB.mask if s.rptr_wb[e] else 0
+            on = regs.RB_CNTL.ENABLE.mask
+        reg = regs.SDMA_RB_CNTL if e == "sdma" else _Q[e]["cntl"]
+        self.w(reg, cntl)
+        self.dev.delay(cycles)
+        self.w(reg, cntl | on)
+
     def do_doorbell(self, e: str, delta: int) -> None:
         self.w(_Q[e]["doorbell"], self.wptr[e] + delta)
 
