@@ -214,7 +214,13 @@ def test_a_wait_on_an_event_before_two_failed_jobs_leaves_them_to_the_next_call(
     q.write(buf, 4, 2)
     q.flush()
     _settle(kmd_model.bound(), 3)
-    q.flush()  # (nothing recorded: it takes the thread's submissions in, and looks at nothing)
+    # (nothing recorded: a flush takes in what the thread has submitted, and looks at nothing;
+    # the KMD counts the third CS before the thread has handed it over, so take it in until then)
+    deadline = time.monotonic() + 10
+    q.flush()
+    while len(q.watch.jobs) < 3 and time.monotonic() < deadline:
+        time.sleep(0.001)
+        q.flush()
     assert len(q.watch.jobs) == 3
     assert ok.wait()
     with pytest.raises(umd.GpuError, match="illegal opcode") as ei:
