@@ -277,8 +277,8 @@ MUTANTS: list[Mutant] = [
       "m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_BYTES // 4)", "wptr_step",
       "IH_WPTR counts dwords instead of bytes", depth=14),
     M("ih_pending_compare", "cp_ih", "rtl.cp.status",
-      "                                      c.ih_wptr != csr.ih_rptr)))",
-      "                                      c.ih_wptr != 0)))", "pending_level",
+      "Mux(c.ih_advance, c.ih_wptr + ih_spec.ENTRY_BYTES != rptr, c.ih_wptr != rptr)))",
+      "Mux(c.ih_advance, c.ih_wptr + ih_spec.ENTRY_BYTES != rptr, c.ih_wptr != 0)))", "pending_level",
       "IH_PENDING stays set once an entry was written, even when the driver consumed it", depth=14),
 
     # ---------------------------------------------------------------- the CP's bus side (rtl/cp/bus_port.py, writer.py)

@@ -316,8 +316,9 @@ _group(Group(
           "the driver sees no entry that was never written"),
         A("wptr_step", "IH_WPTR moves only by one entry (32 bytes), or to 0 at soft reset",
           "the driver walks the ring entry by entry"),
-        A("pending_level", "INT_STATUS.IH_PENDING equals (IH_WPTR != IH_RPTR as it was a cycle "
-          "before) in every cycle (a register: the CSR read path starts from flip-flops)",
+        A("pending_level", "INT_STATUS.IH_PENDING equals (IH_WPTR != IH_RPTR) in every cycle (a "
+          "register worked out from both pointers' next values: it drops in the cycle the "
+          "driver's IH_RPTR write is answered)",
           "the interrupt is level-true while entries are pending (irq = OR of INT_STATUS & "
           "INT_ENABLE, rtl/top.py): no entry is left unsignalled, none signalled twice"),
         C("overflow", "an interrupt dropped on a full IH ring"),

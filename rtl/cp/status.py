@@ -5,7 +5,7 @@ STATUS and the counters come from registers (issue 14): the CSR block's read mul
 then starts from flip-flops, not from the CP's state machine. So STATUS shows the CP as it
 was a cycle before, and a counter counts an event a cycle after it (a PERF_CLEAR drops
 what is on its way, as it dropped what happened before it); IH_PENDING is worked out from
-what IH_WPTR becomes, so the interrupt line rises as early as before.
+what IH_WPTR and IH_RPTR become, so the interrupt line rises and drops as early as before.
 
 `c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
 
@@ -49,11 +49,14 @@ def drive(c):
 
     status = {name: Signal(name=f"status_{name}") for name in ("halted",)}
     m.d.sync += status["halted"].eq(c.halted)
-    # IH_WPTR != IH_RPTR as it is next cycle: IH_WPTR moves by an entry when one is written
+    # IH_WPTR != IH_RPTR as both are next cycle: IH_WPTR moves by an entry when one is
+    # written, IH_RPTR by the driver's MMIO write (ih_rptr_next), so the line drops in the
+    # cycle the handler's write is answered, not a cycle later (which the KMD's interrupt
+    # wait saw as one more, spurious, interrupt after every one)
     ih_pending = Signal(name="ih_pending")
-    m.d.sync += ih_pending.eq(Mux(c.ih_clear, csr.ih_rptr != 0,
-                                  Mux(c.ih_advance, c.ih_wptr + ih_spec.ENTRY_BYTES != csr.ih_rptr,
-                                      c.ih_wptr != csr.ih_rptr)))
+    rptr = csr.ih_rptr_next
+    m.d.sync += ih_pending.eq(Mux(c.ih_clear, rptr != 0,
+                                  Mux(c.ih_advance, c.ih_wptr + ih_spec.ENTRY_BYTES != rptr, c.ih_wptr != rptr)))
     # an IH overflow a cycle late, dropped if it came from a first step whose checks failed
     ovf_r = Signal(name="ovf_r")
     m.d.sync += ovf_r.eq(c.ovf_set)

@@ -178,6 +178,9 @@ def render_amaranth(regs: list[RegInfo], enums, header: str, mmio_addr_width: in
                 wd = f"bridge.wr_data{sl}"
                 wm = f"wmask{sl}"
                 outside = _outside(f, lanes)
+                if f.hw_next and ((f.sw, f.hw) != ("rw", "r") or f.onwrite or f.singlepulse or r.count > 1):
+                    raise ValueError(f"{r.name}.{f.name}: hw_next is only supported on plain sw=rw hw=r "
+                                     "storage outside arrays")
                 if (f.sw, f.hw) == ("r", "na"):
                     if not constant(r):
                         parts.append((f.lsb, f.width, f"C({f.reset:#x}, {f.width})"))
@@ -212,10 +215,16 @@ def render_amaranth(regs: list[RegInfo], enums, header: str, mmio_addr_width: in
                     lock = "" if lock_of(f) == reg_lock else lock_of(f)
                     if lock:
                         emit(f"# ignored while {f.swwel} is set")
+                    if f.hw_next:  # the value at the next edge: the write's bytes, or the register's
+                        ports.append(f'"{p}_next": Out({f.width}),')
+                        emit(f"m.d.comb += self.{p}_next.eq({p})")
                     for b in range(f.lsb // 8, (f.lsb + f.width - 1) // 8 + 1):
                         lo, hi = max(f.lsb, 8 * b), min(f.lsb + f.width, 8 * b + 8)
                         emit(f"with m.If(wr & bridge.wr_strb[{b}]{lock}):")
                         emit(f"    m.d.sync += {p}[{lo - f.lsb}:{hi - f.lsb}].eq(bridge.wr_data[{lo}:{hi}])")
+                        if f.hw_next:
+                            emit(f"    m.d.comb += self.{p}_next[{lo - f.lsb}:{hi - f.lsb}]"
+                                 f".eq(bridge.wr_data[{lo}:{hi}])")
                     if f.hw == "r":
                         emit(f"m.d.comb += self.{p}.eq({p})")
                     if f.swmod:
@@ -265,7 +274,8 @@ def render_amaranth(regs: list[RegInfo], enums, header: str, mmio_addr_width: in
         "Ports, one per field, named <register>_<field>: `Out` for fields the hardware reads",
         "(sw=rw/w, hw=r), `In` for fields it drives (sw=r, hw=w). Write-1-to-clear fields",
         "take a `<port>_set` input (hwset); singlepulse fields are one-cycle `Out` pulses;",
-        "swmod fields add a `<port>_swmod` pulse in the cycle the new value appears.",
+        "swmod fields add a `<port>_swmod` pulse in the cycle the new value appears; hw_next",
+        "fields a `<port>_next` output, the value at the next edge (an MMIO write's bytes bypassed).",
         '"""',
         "",
         "from enum import IntEnum",

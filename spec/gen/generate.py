@@ -59,6 +59,8 @@ class FieldInfo:
     # "REG.FIELD" of a 1-bit field whose being set makes software writes to this one
     # ignored (SystemRDL swwel: a ring's base and size while the ring is enabled)
     swwel: str | None = None
+    # the hardware also reads the value it takes at the next edge (hw_next: `<port>_next`)
+    hw_next: bool = False
 
 
 @dataclass
@@ -134,6 +136,7 @@ def collect(top: AddrmapNode) -> tuple[list[RegInfo], dict[str, list[tuple[str, 
                 desc=_one_line(f.get_property("desc")),
                 encode=enc.type_name if enc is not None else None,
                 swwel=f"{lock.parent.inst_name}.{lock.inst_name}" if lock is not False else None,
+                hw_next=bool(f.get_property("hw_next", default=False)),
             ))
         count = 1
         stride = 4

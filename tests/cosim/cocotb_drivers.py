@@ -6,10 +6,8 @@ test on a freshly reset device: the same driver code the model tests run, now ag
 real command processor. The few of driver_checks.SLOW_CHECKS run a second time on slow,
 stalling memory ("<check>__slow_memory"). The other `CHECKS` lists are in
 driver_checks.ELSEWHERE, each with where it runs instead and why: test_umd_async's,
-test_model_cp_queues' and test_model_sdma's in sessions of their own, test_high_memory's on
-a model larger than the RTL's memory, and test_kmd_ih's on the model only, for now: on the
-RTL its checks count a spurious interrupt after every IH_RPTR write (measured, and why,
-there).
+test_model_cp_queues' and test_model_sdma's in sessions of their own, and test_high_memory's
+on a model larger than the RTL's memory.
 """
 
 from tests.cosim import driver_checks

@@ -48,3 +48,18 @@ def test_a_bar_in_a_gfx9_difference_does_not_split_its_row(monkeypatch):
     lines = gfx9.render_table().splitlines()
     assert lines[0] == gfx9.BEGIN and lines[-1] == gfx9.END
     assert lines[2:5] == ["| what | gfx9 | here | why |", "|---|---|---|---|", r"| DST_SEL \| ENGINE_SEL | a | b\|c | d |"]
+
+
+def test_generator_rejects_hw_next_on_what_is_not_plain_storage(tmp_path, monkeypatch):
+    """hw_next (a field's next value as a port: rtl/csr.py's ih_rptr_next) is a bypass of
+    the write into plain flip-flops; on a field without them the generator says so."""
+    from spec.gen import gen_csr
+
+    bad = tmp_path / "bad.rdl"
+    bad.write_text("property hw_next { type = boolean; component = field; };\n"
+                   "addrmap m { reg { field { sw = rw; hw = r; onwrite = woclr; hwset; hw_next; } F[0:0] = 0; } R @ 0x0; };")
+    monkeypatch.setattr(generate, "RDL", bad)
+    regs, enums = generate.collect(generate.compile_rdl())
+    with pytest.raises(ValueError, match=r"^R\.F: hw_next is only supported on plain sw=rw hw=r storage outside "
+                                         r"arrays$"):
+        gen_csr.render_amaranth(regs, enums, "", 8)

@@ -108,7 +108,7 @@ class CPHarness(Harness):
         rptr_next = self.free(32, "drv_ih_rptr")
         ih_rptr = Signal(32, name="drv_ih_rptr_q")
         m.d.sync += ih_rptr.eq(rptr_next)
-        m.d.comb += csr.ih_rptr.eq(ih_rptr)
+        m.d.comb += [csr.ih_rptr.eq(ih_rptr), csr.ih_rptr_next.eq(rptr_next)]  # (as the CSR block's)
         self.assume(((rptr_next - ih_rptr)[:32] <= (ih_wptr - ih_rptr)[:32]) | (rptr_next == ih_wptr))
 
         # registers that follow the (fixed) configuration a cycle or two late: they are what it

@@ -35,8 +35,9 @@ def build(h, m, b, csr, cp):
     step = (ih_wptr - was(ih_wptr))[:32]
     h.prove("wptr_step", ~(h.started & (ih_wptr != was(ih_wptr))) |
                (step == ih_spec.ENTRY_BYTES) | (was(in_reset) & (ih_wptr == 0)))
-    # (IH_PENDING is a register: it compares IH_WPTR with IH_RPTR as it was a cycle ago)
-    h.prove("pending_level", ~h.started | (csr.int_status_ih_pending == (ih_wptr != was(ih_rptr))))
+    # (IH_PENDING is a register, worked out from what IH_WPTR and IH_RPTR become: it
+    # compares them as they are, so it drops in the cycle an IH_RPTR write is answered)
+    h.prove("pending_level", ~h.started | (csr.int_status_ih_pending == (ih_wptr != ih_rptr)))
 
     h.cover("overflow", ovf)
     h.cover("eop", b("eop_set"))
