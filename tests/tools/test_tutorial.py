@@ -205,7 +205,7 @@ PROSE_FACTS = [
     "The KMD track marks `run_job` and the doorbell at cycle {doorbell}",
     "from entering the ring to being signalled (cycle {fence_signalled})",
     "the CP's INDIRECT_BUFFER (cycles {ib_from}–{ib_to})",
-    "({cs_cycles} cycles: a call of the IRQ handler",
+    "({cs_cycles} cycles: the VMID's setup and TLB flush, then the doorbell)",
     "`{ih_raw}`, AMD's soc15 layout",
     "the GPU clock when it was written ({ih_stamp_hex} = cycle {ih_stamp})",
     "WAIT_CS took {wait_cs} cycles: the irq rose at cycle {irq}, {irq_after_doorbell} cycles after the doorbell,",
