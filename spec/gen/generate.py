@@ -57,7 +57,7 @@ class FieldInfo:
     desc: str
     encode: str | None
     # "REG.FIELD" of a 1-bit field whose being set makes software writes to this one
-    # ignored (SystemRDL swwel: a ring's base and size while the ring is enabled)
+    # ignored (SystemRDL swwel: a ring's base, size and rptr write-back address while the ring is enabled)
     swwel: str | None = None
 
 
