@@ -82,6 +82,19 @@ def field_value(reg: type[Register], field, value: int) -> str:
     return str(v) if field.width <= 4 else f"{v:#x}"
 
 
+def access(field) -> str:
+    """A field's access as a reader needs it: RO, RW, RW1C, WO, and for a field locked by
+    another (SystemRDL swwel: a ring's base, size and rptr write-back address) when a
+    write is ignored, "RW, ignored while RB_CNTL.ENABLE=1"."""
+    return f"{field.access}, ignored while {field.swwel}=1" if field.swwel else field.access
+
+
+def _columns(reg: type[Register]) -> tuple[int, int]:
+    """The name and access columns' widths for reg's fields: 16 and 11, wider for a long
+    name or a lock (then two spaces after the longest, which holds a comma and spaces)."""
+    return (max([16] + [len(f.name) for f in reg.FIELDS]), max([11] + [len(access(f)) + 1 for f in reg.FIELDS]))
+
+
 def decode_line(reg: type[Register], value: int) -> str:
     """`CP_ERROR = 0x00017b01: CODE=ILLEGAL_OPCODE (1) LEVEL=IB1 (1) OPCODE=0x7b`."""
     parts = [f"{f.name}={field_value(reg, f, value)}" for f in reg.FIELDS
@@ -94,9 +107,10 @@ def decode(reg: type[Register], value: int, index: int = 0) -> str:
     label = f"{reg.NAME}[{index}]" if reg.ARRAY_LEN > 1 else reg.NAME
     lines = [f"{label} @ {reg.addr(index):#05x} = {value:#010x}"]
     covered = 0
+    nw, aw = _columns(reg)
     for f in reg.FIELDS:
         bits = f"[{f.msb}:{f.lsb}]" if f.width > 1 else f"[{f.lsb}]"
-        lines.append(f"  {f.name:<16} {bits:<8} {f.access:<11} {field_value(reg, f, value)}")
+        lines.append(f"  {f.name:<{nw}} {bits:<8} {access(f):<{aw}} {field_value(reg, f, value)}")
         covered |= f.mask
     rest = value & ~covered & 0xFFFF_FFFF
     if rest:
@@ -122,11 +136,12 @@ def describe(reg: type[Register]) -> str:
     lines = [f"{reg.NAME} @ {reg.ADDR:#05x}, {_reset_text(reg)}{arr}"]
     if title:
         lines.append(f"  {title}")
+    nw, aw = _columns(reg)
     for f in reg.FIELDS:
         bits = f"[{f.msb}:{f.lsb}]" if f.width > 1 else f"[{f.lsb}]"
         enum = field_enums().get((reg.NAME, f.name))
         extra = f"  values: {', '.join(f'{e.name}={e.value}' for e in enum)}" if enum else ""
-        lines.append(f"  {f.name:<16} {bits:<8} {f.access:<11} {f.desc}{extra}".rstrip())
+        lines.append(f"  {f.name:<{nw}} {bits:<8} {access(f):<{aw}} {f.desc}{extra}".rstrip())
     return "\n".join(lines)
 
 

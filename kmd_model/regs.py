@@ -252,7 +252,7 @@ class RB_RPTR_ADDR_LO(Register):
     NAME = "RB_RPTR_ADDR_LO"
     ADDR = 0x090
     RESET = 0x00000000
-    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0)
+    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0, swwel='RB_CNTL.ENABLE')
     FIELDS = (ADDRESS,)
 
 
@@ -261,7 +261,7 @@ class RB_RPTR_ADDR_HI(Register):
     NAME = "RB_RPTR_ADDR_HI"
     ADDR = 0x094
     RESET = 0x00000000
-    ADDRESS = Field('ADDRESS', 0, 16, 'rw', 'r', reset=0x0)
+    ADDRESS = Field('ADDRESS', 0, 16, 'rw', 'r', reset=0x0, swwel='RB_CNTL.ENABLE')
     FIELDS = (ADDRESS,)
 
 
@@ -632,7 +632,7 @@ class SDMA_RB_RPTR_ADDR_LO(Register):
     NAME = "SDMA_RB_RPTR_ADDR_LO"
     ADDR = 0x418
     RESET = 0x00000000
-    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0)
+    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0, swwel='SDMA_RB_CNTL.RB_ENABLE')
     FIELDS = (ADDRESS,)
 
 
@@ -641,7 +641,7 @@ class SDMA_RB_RPTR_ADDR_HI(Register):
     NAME = "SDMA_RB_RPTR_ADDR_HI"
     ADDR = 0x41c
     RESET = 0x00000000
-    ADDRESS = Field('ADDRESS', 0, 16, 'rw', 'r', reset=0x0)
+    ADDRESS = Field('ADDRESS', 0, 16, 'rw', 'r', reset=0x0, swwel='SDMA_RB_CNTL.RB_ENABLE')
     FIELDS = (ADDRESS,)
 
 
@@ -806,7 +806,7 @@ class CP_HQD1_RB_RPTR_ADDR_LO(Register):
     NAME = "CP_HQD1_RB_RPTR_ADDR_LO"
     ADDR = 0x490
     RESET = 0x00000000
-    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0)
+    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0, swwel='CP_HQD1_RB_CNTL.ENABLE')
     FIELDS = (ADDRESS,)
 
 
@@ -815,7 +815,7 @@ class CP_HQD1_RB_RPTR_ADDR_HI(Register):
     NAME = "CP_HQD1_RB_RPTR_ADDR_HI"
     ADDR = 0x494
     RESET = 0x00000000
-    ADDRESS = Field('ADDRESS', 0, 16, 'rw', 'r', reset=0x0)
+    ADDRESS = Field('ADDRESS', 0, 16, 'rw', 'r', reset=0x0, swwel='CP_HQD1_RB_CNTL.ENABLE')
     FIELDS = (ADDRESS,)
 
 

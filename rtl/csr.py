@@ -332,9 +332,9 @@ class CSRBlock(wiring.Component):
         shadow_valid = Signal(19)  # a shadowed register written since the reset
         shadow_wr = []  # each shadowed register's write decode (wr_drop aside), in shadow_valid's order
 
-        # the writes a set swwel lock drops (a ring's base and size while the ring is enabled)
+        # the writes a set swwel lock drops (a ring's base, size and rptr write-back address while the ring is enabled)
         wr_drop = Signal()
-        m.d.comb += wr_drop.eq((((bridge.wr_addr[2:] == 0x10) | (bridge.wr_addr[2:] == 0x11) | (bridge.wr_addr[2:] == 0x12)) & self.ih_cntl_enable) | (((bridge.wr_addr[2:] == 0x20) | (bridge.wr_addr[2:] == 0x21) | (bridge.wr_addr[2:] == 0x22)) & self.rb_cntl_enable) | (((bridge.wr_addr[2:] == 0x101) | (bridge.wr_addr[2:] == 0x102)) & self.sdma_rb_cntl_rb_enable) | (((bridge.wr_addr[2:] == 0x120) | (bridge.wr_addr[2:] == 0x121) | (bridge.wr_addr[2:] == 0x122)) & self.cp_hqd1_rb_cntl_enable))
+        m.d.comb += wr_drop.eq((((bridge.wr_addr[2:] == 0x10) | (bridge.wr_addr[2:] == 0x11) | (bridge.wr_addr[2:] == 0x12)) & self.ih_cntl_enable) | (((bridge.wr_addr[2:] == 0x20) | (bridge.wr_addr[2:] == 0x21) | (bridge.wr_addr[2:] == 0x22) | (bridge.wr_addr[2:] == 0x24) | (bridge.wr_addr[2:] == 0x25)) & self.rb_cntl_enable) | (((bridge.wr_addr[2:] == 0x101) | (bridge.wr_addr[2:] == 0x102) | (bridge.wr_addr[2:] == 0x106) | (bridge.wr_addr[2:] == 0x107)) & self.sdma_rb_cntl_rb_enable) | (((bridge.wr_addr[2:] == 0x120) | (bridge.wr_addr[2:] == 0x121) | (bridge.wr_addr[2:] == 0x122) | (bridge.wr_addr[2:] == 0x124) | (bridge.wr_addr[2:] == 0x125)) & self.cp_hqd1_rb_cntl_enable))
 
         # ID @ 0x000: Identification
         # (constant: in the shadow RAM's initial contents)
@@ -587,7 +587,8 @@ class CSRBlock(wiring.Component):
         wr_hits.append(0x08c)
 
         # RB_RPTR_ADDR_LO @ 0x090: Ring rptr write-back address, low
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x24)
+        # written only while RB_CNTL.ENABLE is clear
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x24) & ~self.rb_cntl_enable
         # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[8].eq(1)
@@ -605,7 +606,8 @@ class CSRBlock(wiring.Component):
         wr_hits.append(0x090)
 
         # RB_RPTR_ADDR_HI @ 0x094: Ring rptr write-back address, high
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x25)
+        # written only while RB_CNTL.ENABLE is clear
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x25) & ~self.rb_cntl_enable
         # lanes [0, 1] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[9].eq(1)
@@ -1038,7 +1040,8 @@ class CSRBlock(wiring.Component):
         wr_hits.append(0x414)
 
         # SDMA_RB_RPTR_ADDR_LO @ 0x418: SDMA rptr write-back address, low
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x106)
+        # written only while SDMA_RB_CNTL.RB_ENABLE is clear
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x106) & ~self.sdma_rb_cntl_rb_enable
         # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[13].eq(1)
@@ -1056,7 +1059,8 @@ class CSRBlock(wiring.Component):
         wr_hits.append(0x418)
 
         # SDMA_RB_RPTR_ADDR_HI @ 0x41c: SDMA rptr write-back address, high
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x107)
+        # written only while SDMA_RB_CNTL.RB_ENABLE is clear
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x107) & ~self.sdma_rb_cntl_rb_enable
         # lanes [0, 1] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[14].eq(1)
@@ -1187,7 +1191,8 @@ class CSRBlock(wiring.Component):
         wr_hits.append(0x48c)
 
         # CP_HQD1_RB_RPTR_ADDR_LO @ 0x490: HQD1 rptr write-back address, low
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x124)
+        # written only while CP_HQD1_RB_CNTL.ENABLE is clear
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x124) & ~self.cp_hqd1_rb_cntl_enable
         # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[17].eq(1)
@@ -1205,7 +1210,8 @@ class CSRBlock(wiring.Component):
         wr_hits.append(0x490)
 
         # CP_HQD1_RB_RPTR_ADDR_HI @ 0x494: HQD1 rptr write-back address, high
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x125)
+        # written only while CP_HQD1_RB_CNTL.ENABLE is clear
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x125) & ~self.cp_hqd1_rb_cntl_enable
         # lanes [0, 1] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[18].eq(1)

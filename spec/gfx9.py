@@ -39,8 +39,9 @@ DIFFERENCES: tuple[Difference, ...] = (
         "The smallest form that gives a high-priority queue (and a per-queue reset) real meaning; "
         "a packet boundary is this CP's only point where no state is half done."),
     Difference(
-        "A ring's base and size written while it runs (RB_BASE_*, RB_SIZE, CP_HQD1_RB_*, "
-        "SDMA_RB_BASE_*, SDMA_RB_CNTL.RB_SIZE, IH_BASE_*, IH_SIZE)",
+        "A ring's base, size and rptr write-back address written while it runs (RB_BASE_*, "
+        "RB_SIZE, RB_RPTR_ADDR_*, CP_HQD1_RB_*, SDMA_RB_BASE_*, SDMA_RB_CNTL.RB_SIZE, "
+        "SDMA_RB_RPTR_ADDR_*, IH_BASE_*, IH_SIZE)",
         "amdgpu programs them with the ring inactive (gfx_v9_0_cp_gfx_resume, "
         "sdma_v4_0_gfx_resume, vega10_ih_enable_ring); what the hardware does with such a write "
         "while the ring runs is not documented.",
@@ -48,7 +49,7 @@ DIFFERENCES: tuple[Difference, ...] = (
         "and reads back its value.",
         "A behaviour contract with no undefined corner a careless driver can fall into; of the "
         "well-defined rules the cheapest (one term in each register's write enable, no copy of "
-        "the base and size latched at enable), and it keeps the registers naming the ring run."),
+        "the registers latched at enable), and it keeps the registers naming the ring run."),
     Difference(
         "SDMA errors and their IH entries",
         "Separate sources per cause (illegal instruction, page fault 221, VM hole 242, doorbell "

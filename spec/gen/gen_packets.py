@@ -126,7 +126,10 @@ def render_markdown() -> str:
         "This page, the RTL decoder, the UMD/KMD builders (`spec/pm4.py`) and the "
         "disassembler all come from one table, `spec/packets.py`; so does the C header "
         "`include/gpucosim_packets.h` (`GPUCOSIM_PM4_<P>_OPCODE`, `GPUCOSIM_PM4_<P>_<F>_DWORD/_SHIFT/_MASK/_SET`, "
-        "named values; the SDMA packets as `GPUCOSIM_SDMA_<P>_*`).",
+        "named values; the SDMA packets as `GPUCOSIM_SDMA_<P>_*`). Every name in it means one thing, "
+        "here and beside `include/gpucosim_regs.h`: the generator refuses a table in which a name would "
+        "be defined twice (a named value SHIFT), be a field's prefix too (a field INDEX beside the "
+        "packet's `_INDEX`) or repeat a register header's name.",
         "",
         "Conventions: *dword* is the payload dword index (0 is the first dword after the "
         "header), as `Field.dword` in the table. Bits not listed are reserved and must be "

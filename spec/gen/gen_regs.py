@@ -18,8 +18,8 @@ C names, for register R, field F of R, enum E with value V:
     GPUCOSIM_R_F_SET(x)         x placed as F (OR the fields together)
     enum gpucosim_e { GPUCOSIM_E_V = ..., }   (E without the RDL's `_e`)
 
-Each name says one thing (_Names): defined once, and no field's prefix GPUCOSIM_R_F is a
-name of its own. An array's length was GPUCOSIM_R_COUNT, which for PERF_PACKETS (field COUNT)
+Each name says one thing (spec/gen/cnames.py): defined once, and no field's prefix
+GPUCOSIM_R_F is a name of its own. An array's length was GPUCOSIM_R_COUNT, which for PERF_PACKETS (field COUNT)
 was also the prefix of GPUCOSIM_PERF_PACKETS_COUNT_SHIFT ...; Linux's generated register
 headers (rnndb: nouveau, msm, etnaviv) keep R__LEN and R__ESIZE apart from fields with a
 double underscore, which C++ reserves (this header is compiled as C++ too), so the array's
@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING
+
+from spec.gen.cnames import CNames
 
 if TYPE_CHECKING:
     from spec.gen.generate import FieldInfo, RegInfo
@@ -53,45 +55,10 @@ def _access(f: "FieldInfo") -> str:
     return sw
 
 
-class _Names:
-    """Every name the C header defines, with what it names and the spec it comes from, so that
-    a spec which would make one name say two things is refused: a name defined twice, or a
-    field's prefix GPUCOSIM_R_F (of _SHIFT, _MASK ...) that is also a name of its own."""
-
-    def __init__(self):
-        self.what: dict[str, tuple[str, str]] = {}  # name (no macro arguments) -> (what, source)
-        self.fields: list[tuple[str, str, str]] = []  # (prefix, field, source), in header order
-
-    def add(self, name: str, what: str, src: str = "spec/regs.rdl") -> None:
-        name = name.split("(")[0]
-        if name in self.what:
-            raise ValueError(f"C header: {name} would name both {self.what[name][0]} and {what}; "
-                             f"rename one in {self._where(self.what[name][1], src)}")
-        self.what[name] = (what, src)
-
-    def define(self, name: str, value: str, what: str, comment: str = "") -> str:
-        self.add(name, what)
-        line = f"#define {name:<40} {value}"
-        return f"{line}  /* {comment} */" if comment else line
-
-    def field(self, prefix: str, field: str, src: str = "spec/regs.rdl") -> None:
-        self.fields.append((prefix, field, src))
-
-    def check(self) -> None:
-        """Once every name is in: no field's prefix is itself a name."""
-        for prefix, field, src in self.fields:
-            if prefix in self.what:
-                what, other = self.what[prefix]
-                raise ValueError(f"C header: {prefix} would be both {what} and the prefix of field {field}'s "
-                                 f"macros ({prefix}_SHIFT ...); rename one in {self._where(other, src)}")
-
-    @staticmethod
-    def _where(a: str, b: str) -> str:
-        return a if a == b else f"{a} or {b}"
-
-
-def render_c_header(regs: list["RegInfo"], enums: dict, header: str, mmio_addr_width: int) -> str:
-    names = _Names()
+def render_c_header(regs: list["RegInfo"], enums: dict, header: str, mmio_addr_width: int,
+                    names: CNames | None = None) -> str:
+    """include/gpucosim_regs.h; `names` (a new CNames if None) holds every name it defines."""
+    names = CNames() if names is None else names
     define = names.define
 
     out = [f"/* {header} */",
@@ -175,10 +142,10 @@ def render_markdown(regs: list["RegInfo"], enums: dict, header: str, title: str,
            "written whole (byte strobes honoured). Access: R read-only (a write is answered OKAY and "
            "changes nothing: RB_WPTR, say, moves only by the doorbell), W write-only (reads return "
            "0), RW read/write, RW1C write 1 to clear, *(pulse)* acts once per write, (RO while X) a write "
-           "is ignored while the 1-bit field X is set (a ring's base and size while the ring is enabled). A field whose "
-           "reset is — is driven by the hardware: after a reset it reads the device's state (an "
-           "idle device's STATUS.IDLE and RB_EMPTY read 1, CAPS its build parameters), and a "
-           "register's reset value counts only the other fields. An offset not "
+           "is ignored while the 1-bit field X is set (a ring's base, size and rptr write-back address "
+           "while the ring is enabled). A field whose reset is — is driven by the hardware: after a "
+           "reset it reads the device's state (an idle device's STATUS.IDLE and RB_EMPTY read 1, CAPS "
+           "its build parameters), and a register's reset value counts only the other fields. An offset not "
            "listed answers DECERR. The C header `include/gpucosim_regs.h` names all of it "
            "(`GPUCOSIM_<REG>`, `GPUCOSIM_<REG>_<FIELD>_SHIFT/_MASK/_WIDTH/_GET/_SET`, enums), the IH entry and "
            "the page-table entry; `include/gpucosim_packets.h` the packets ([packets.md](packets.md)). Element i "
@@ -297,7 +264,7 @@ def render_vm_section() -> str:
     return "\n".join(out)
 
 
-def _plain(names: _Names, src: str):
+def _plain(names: CNames, src: str):
     """`#define NAME VALUE` lines for the VM and IH parts (unaligned, as they always were),
     each name registered in `names` as coming from `src`."""
 
@@ -312,7 +279,7 @@ def _plain(names: _Names, src: str):
     return define, enumerator
 
 
-def render_vm_c(names: _Names) -> str:
+def render_vm_c(names: CNames) -> str:
     """spec/vm.py's constants for the C header: entry bits, access kinds, fault causes."""
     from spec import vm
 
@@ -333,7 +300,7 @@ def render_vm_c(names: _Names) -> str:
     return "\n".join(out)
 
 
-def render_ih_c(names: _Names) -> str:
+def render_ih_c(names: CNames) -> str:
     """spec/ih.py's entry for the C header: its size, each field's dword, shift and mask (in
     its dword), the client and source ids; docs/hardware.md says what DATA0-3 hold."""
     from spec import ih

@@ -12,7 +12,8 @@ From spec/packets.py:
   docs/packets.md          packet reference
 From spec/packets.py and spec/sdma/packets.py:
   include/gpucosim_packets.h  C header: opcodes, field dwords, shifts, masks and values
-                           (spec/gen/gen_packets_c.py)
+                           (spec/gen/gen_packets_c.py; it too refuses a table that would give
+                           one C name two meanings, or repeat a name of gpucosim_regs.h)
 From formal/properties.py:
   docs/formal.md           the section "The properties" (between its markers)
 From spec/ih.py, spec/vm.py and spec/gfx9.py:
@@ -57,7 +58,7 @@ class FieldInfo:
     desc: str
     encode: str | None
     # "REG.FIELD" of a 1-bit field whose being set makes software writes to this one
-    # ignored (SystemRDL swwel: a ring's base and size while the ring is enabled)
+    # ignored (SystemRDL swwel: a ring's base, size and rptr write-back address while the ring is enabled)
     swwel: str | None = None
     # the hardware also reads the value it takes at the next edge (hw_next: `<port>_next`)
     hw_next: bool = False
@@ -247,10 +248,11 @@ def render_amaranth(regs: list[RegInfo], enums) -> str:
 
 # ---------------------------------------------------------------------------- C header and docs
 
-def render_c_header(regs: list[RegInfo], enums) -> str:
+def render_c_header(regs: list[RegInfo], enums, names=None) -> str:
+    """include/gpucosim_regs.h; `names` (a spec.gen.cnames.CNames) gets every name it defines."""
     from spec.gen import gen_regs
 
-    return gen_regs.render_c_header(regs, enums, HEADER.format(src="spec/regs.rdl"), MMIO_ADDR_WIDTH)
+    return gen_regs.render_c_header(regs, enums, HEADER.format(src="spec/regs.rdl"), MMIO_ADDR_WIDTH, names)
 
 
 def render_markdown(top: AddrmapNode, regs: list[RegInfo], enums) -> str:
@@ -280,10 +282,12 @@ def render_packets_markdown() -> str:
     return f"<!-- {HEADER.format(src='spec/packets.py')} -->\n\n" + render()
 
 
-def render_packets_c() -> str:
+def render_packets_c(regs_names=None) -> str:
+    """include/gpucosim_packets.h; none of its names may be one of `regs_names` (the registers
+    header's CNames: a driver includes both)."""
     from spec.gen.gen_packets_c import render_c
 
-    return render_c(HEADER.format(src="spec/packets.py and spec/sdma/packets.py"))
+    return render_c(HEADER.format(src="spec/packets.py and spec/sdma/packets.py"), regs_names)
 
 
 def render_formal_md() -> str:
@@ -300,15 +304,18 @@ def render_formal_md() -> str:
 
 def outputs() -> dict[Path, str]:
     """Every generated file and the text it must hold."""
+    from spec.gen.cnames import CNames
+
     top = compile_rdl()
     regs, enums = collect(top)
+    c_names = CNames()  # (the registers header's names, which the packets header's may not repeat)
     return {
         ROOT / "rtl" / "csr.py": render_amaranth(regs, enums),
         ROOT / "kmd_model" / "regs.py": render_python(regs, enums),
-        ROOT / "include" / "gpucosim_regs.h": render_c_header(regs, enums),
+        ROOT / "include" / "gpucosim_regs.h": render_c_header(regs, enums, c_names),
         ROOT / "docs" / "registers.md": render_markdown(top, regs, enums),
         ROOT / "docs" / "packets.md": render_packets_markdown(),
-        ROOT / "include" / "gpucosim_packets.h": render_packets_c(),
+        ROOT / "include" / "gpucosim_packets.h": render_packets_c(c_names),
         ROOT / "docs" / "hardware.md": render_hardware_md(),
         ROOT / "docs" / "formal.md": render_formal_md(),
     }

@@ -51,8 +51,8 @@ class _RegSlot:
     hw: int  # sw=r, hw=w: driven by the hardware
     reset: int  # initial storage
     # swwel locks: (the locking register's offset, its bit, the bits it locks here): a
-    # write leaves those bits alone while that bit is set (a ring's base and size while
-    # the ring is enabled)
+    # write leaves those bits alone while that bit is set (a ring's base, size and rptr
+    # write-back address while the ring is enabled)
     locks: tuple[tuple[int, int, int], ...] = ()
 
     @property

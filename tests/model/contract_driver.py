@@ -299,6 +299,15 @@ class Ring:
                 self.gpu.w32(self.base + 4 * (self.wptr % self.size), [d])
                 self.wptr = (self.wptr + 1) & 0xFFFF_FFFF
 
+    def set_rptr_wb(self, addr: int) -> None:
+        """Move the rptr write-back to `addr`: written while ENABLE is clear (a write while it
+        is set is ignored), then ENABLE again; the ring keeps its pointers."""
+        g = self.gpu
+        g.set(self.p + "CNTL", ENABLE=0, RPTR_WB=1)
+        g.write(self.p + "RPTR_ADDR_LO", addr & 0xFFFF_FFFF)
+        g.write(self.p + "RPTR_ADDR_HI", addr >> 32)
+        g.set(self.p + "CNTL", ENABLE=1, RPTR_WB=1)
+
     def doorbell(self, v: int | None = None) -> None:
         self.gpu.write(self.p + "DOORBELL", self.wptr if v is None else v)
 

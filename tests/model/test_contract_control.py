@@ -101,9 +101,7 @@ def check_perf_clear_clears_every_counter(dev):
     g, q0, ih = bring_up(dev)
     q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
     map_vmid1(g)
-    s = SdmaRing(g, SRING, 6)
-    g.write("SDMA_RB_RPTR_ADDR_LO", SRPTR_WB | 3)
-    g.set("SDMA_RB_CNTL", RB_SIZE=6, RB_ENABLE=1, RPTR_WRITEBACK_ENABLE=1)
+    s = SdmaRing(g, SRING, 6, SRPTR_WB | 3)  # (its write-back address with bits 1:0 set)
     g.w32(PA_CODE, write_data(VA_OUT, [1]))
     q0.run(ib(VA_CODE, 5, VMID=1), dma_data(0x200000, 0x100000, 64, CP_SYNC=1))
     q1.run(write_data(OUT, [2]))
@@ -438,10 +436,74 @@ def check_ring_enable_cleared_mid_packet_pauses_at_a_packet_boundary(dev):
     return seen
 
 
+WB_ELSEWHERE = 0x9000  # where a taken write-back address write would move the write-backs
+
+
+def _wb_round(q: _Queue, prefix: str, old: int, when: str, tag: int) -> None:
+    """Write q's rptr write-back address (both halves) while the ring runs, `when` "doorbell"
+    (right after one that rings 16 packets) or "waiting" (while a poll holds the ring), and
+    check the write is ignored: the register reads back `old`, the write-backs land there."""
+    g = q.g
+    where = f"{q.name}, written {when}"
+    g.w32(WB_ELSEWHERE, [0xDEAD])
+    flag = OUT + 0x800
+    g.w32(flag, [0])
+    if when == "doorbell":
+        q.ring.emit(*[q.marker(OUT + 4 * k, tag << 8 | k) for k in range(16)])
+    elif q.cp:
+        q.ring.emit(wait_mem(flag, 1, 1, "EQ"), q.marker(OUT, tag))
+    else:
+        q.ring.emit(sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
+                         RETRY_COUNT=0xFFF, INTERVAL=1), q.marker(OUT, tag))
+    q.doorbell()
+    if when == "waiting":
+        g.waiting(q.status)
+    g.write(prefix + "LO", WB_ELSEWHERE)
+    g.write(prefix + "HI", 1)  # (taken, with the LO, a write-back past memory: BUS_DECERR)
+    assert (g.read(prefix + "LO"), g.read(prefix + "HI")) == (old, 0), f"{where}: the address took the write"
+    g.w32(flag, [1])
+    g.idle(q.status)
+    assert (g.r32(old), g.r32(WB_ELSEWHERE)) == (q.ring.wptr, 0xDEAD), f"{where}: the write-backs moved"
+
+
+def check_rptr_write_back_address_is_locked_while_enabled(dev):
+    """A ring's rptr write-back address (RB_RPTR_ADDR_*, CP_HQD1_RB_RPTR_ADDR_*,
+    SDMA_RB_RPTR_ADDR_*) written while its enable is set is ignored, as its base and size:
+    it reads back as before and the write-backs land where they did, for a write right after
+    a doorbell and one while a packet waits; written while the enable is clear it takes effect.
+    (Before, both sides took the new address at the next write-back, but the model had run a
+    doorbell's 16 packets before the write came and the RTL had not begun them: the model's
+    write-backs all at the old address, the RTL's at the new.)"""
+    g, q0, ih = bring_up(dev, ring_log2=10)
+    queues = [(_Queue(g, q0, True), "RB_RPTR_ADDR_", RPTR_WB),
+              (_Queue(g, Ring(g, RING1, 10, RPTR1_WB, queue=1), True), "CP_HQD1_RB_RPTR_ADDR_", RPTR1_WB),
+              (_Queue(g, SdmaRing(g, SRING, 10, SRPTR_WB), False), "SDMA_RB_RPTR_ADDR_", SRPTR_WB)]
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    tag = 1
+    for q, prefix, old in queues:
+        for when in ("doorbell", "waiting"):
+            _wb_round(q, prefix, old, when, tag)
+            tag += 1
+        # Disabled (nothing in flight), the address moves: the next write-back lands there.
+        q.enable(0)
+        g.write(prefix + "LO", WB_ELSEWHERE)
+        g.write(prefix + "HI", 0)
+        q.enable(1)
+        g.w32(WB_ELSEWHERE, [0xDEAD])
+        q.ring.emit(q.marker(OUT, tag))
+        q.doorbell()
+        g.idle(q.status)
+        assert (g.r32(WB_ELSEWHERE), g.read(prefix + "LO")) == (q.ring.wptr, WB_ELSEWHERE), f"{q.name}: not moved"
+        q.enable(0)  # (back, for the next ring's rounds at WB_ELSEWHERE)
+        g.write(prefix + "LO", old)
+        q.enable(1)
+
+
 CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
           check_halts_stop_at_a_packet_boundary, check_idle_reads_0_until_a_doorbell_is_taken,
           check_ring_enable_pauses_at_a_packet_boundary, check_ring_base_and_size_are_locked_while_enabled,
-          check_ring_enable_cleared_mid_packet_pauses_at_a_packet_boundary]
+          check_ring_enable_cleared_mid_packet_pauses_at_a_packet_boundary,
+          check_rptr_write_back_address_is_locked_while_enabled]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

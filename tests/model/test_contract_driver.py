@@ -340,14 +340,14 @@ def check_cp_own_writes_fail_as_the_packet(dev):
     g, ring, ih = bring_up(dev)
     P = pm4_packets()
     bad = 0x1000_0000  # beyond the 64 MiB of memory: DECERR
-    g.write("RB_RPTR_ADDR_LO", bad)
+    ring.set_rptr_wb(bad)
     ring.submit(pm4("NOP", [0]), write_data(OUT, [0x31]))
     expect_error(ring, ih, "BUS_DECERR", "RING", P["NOP"].opcode, bad, 0)
     g.w32(IB1, write_data(OUT, [0x32]))
     ring.submit(ib(IB1, 5))
     expect_error(ring, ih, "BUS_DECERR", "RING", P["INDIRECT_BUFFER"].opcode, bad, 0)
     assert g.r32(OUT) == 0x32
-    g.write("RB_RPTR_ADDR_LO", RPTR_WB + 3)  # bits 1:0 are ignored
+    ring.set_rptr_wb(RPTR_WB + 3)  # bits 1:0 are ignored
     ring.run(write_data(OUT, [0x33]))
     assert g.r32(RPTR_WB) == 5 and g.r32(OUT) == 0x33
     g.write("IH_WPTR_ADDR_LO", bad)

@@ -206,7 +206,7 @@ def check_cp_queue_priority(dev):
     q0.run(write_data(OUT + 0x10C, [0x0B]))
     assert g.r32(OUT + 0x10C) == 0x0B and g.fields("STATUS")["ERROR"] == 0
     expect_error(q1, ih, "ILLEGAL_OPCODE", "RING", 0x2A, RING1 + 4 * at, at)
-    g.write("CP_HQD1_RB_RPTR_ADDR_LO", RPTR1_WB | 3)  # bits 1:0 ignored, as queue 0's
+    q1.set_rptr_wb(RPTR1_WB | 3)  # bits 1:0 ignored, as queue 0's
     q1.run(write_data(OUT + 0x110, [0x1C]))
     assert g.r32(OUT + 0x110) == 0x1C and g.r32(RPTR1_WB) == q1.wptr
     q1.doorbell(q1.wptr - 1)  # DOORBELL_BACKWARDS on queue 1: its registers, RING_ID 1

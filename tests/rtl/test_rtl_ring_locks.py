@@ -1,6 +1,7 @@
-"""A ring's base and size are written only while the ring is disabled (docs/hardware.md,
-"Ring and doorbell"; spec/regs.rdl's swwel locks), in Amaranth's simulator with an
-AXI4-Lite master at the bridge's full rate (AW and W always offered, B always taken):
+"""A ring's base, size and rptr write-back address are written only while the ring is
+disabled (docs/hardware.md, "Ring and doorbell"; spec/regs.rdl's swwel locks), in Amaranth's
+simulator with an AXI4-Lite master at the bridge's full rate (AW and W always offered, B
+always taken):
 
 - every locked register of the map, on the CSR block: a write while its ring's enable is
   set changes neither the hardware's port nor the read-back (the flip-flops and the shadow
@@ -11,7 +12,8 @@ AXI4-Lite master at the bridge's full rate (AW and W always offered, B always ta
   the size sees the new size, and one after a size write while the ring runs sees the old.
 
 The same rule on the simulators (Verilator, Icarus) and the reference model is
-tests/model/test_contract_control.py's check_ring_base_and_size_are_locked_while_enabled."""
+tests/model/test_contract_control.py's check_ring_base_and_size_are_locked_while_enabled and
+check_rptr_write_back_address_is_locked_while_enabled."""
 
 from __future__ import annotations
 
@@ -70,15 +72,19 @@ def _run(dut, bench) -> None:
 
 
 def test_every_ring_register_has_its_lock():
-    """The map locks the base (both halves) and the size of each ring with that ring's enable."""
+    """The map locks the base (both halves) and the size of each ring with that ring's enable,
+    and the rptr write-back address (both halves) of each ring that has one (the CP queues,
+    the SDMA ring)."""
     got = {(r.NAME, f.name): f.swwel for r, f in LOCKED}
     want = {}
-    for base, size, enable in (("RB_", "RB_SIZE.LOG2_QWORDS", "RB_CNTL.ENABLE"),
-                               ("CP_HQD1_RB_", "CP_HQD1_RB_SIZE.LOG2_QWORDS", "CP_HQD1_RB_CNTL.ENABLE"),
-                               ("SDMA_RB_", "SDMA_RB_CNTL.RB_SIZE", "SDMA_RB_CNTL.RB_ENABLE"),
-                               ("IH_", "IH_SIZE.LOG2_DWORDS", "IH_CNTL.ENABLE")):
+    for base, size, enable, wb in (("RB_", "RB_SIZE.LOG2_QWORDS", "RB_CNTL.ENABLE", True),
+                                   ("CP_HQD1_RB_", "CP_HQD1_RB_SIZE.LOG2_QWORDS", "CP_HQD1_RB_CNTL.ENABLE", True),
+                                   ("SDMA_RB_", "SDMA_RB_CNTL.RB_SIZE", "SDMA_RB_CNTL.RB_ENABLE", True),
+                                   ("IH_", "IH_SIZE.LOG2_DWORDS", "IH_CNTL.ENABLE", False)):
         want.update({(f"{base}BASE_LO", "ADDRESS"): enable, (f"{base}BASE_HI", "ADDRESS"): enable,
                      tuple(size.split(".")): enable})
+        if wb:
+            want.update({(f"{base}RPTR_ADDR_LO", "ADDRESS"): enable, (f"{base}RPTR_ADDR_HI", "ADDRESS"): enable})
     assert got == want
 
 

@@ -6,7 +6,9 @@ as two things. Here the header is read as a binding generator would read it (nam
 numbers, no preprocessor): no name is defined twice, no field's prefix is a name of its own,
 and every register array has numeric base, stride and length constants that give the same
 offsets as kmd_model/regs.py for every element. The generator refuses a spec that would
-break any of that, with a one-line error (spec/gen/gen_regs.py)."""
+break any of that, with a one-line error (spec/gen/gen_regs.py), and so does the packets
+header's (spec/gen/gen_packets_c.py: a packet table, or a name of the registers header
+again; both share spec/gen/cnames.py)."""
 
 from __future__ import annotations
 
@@ -163,3 +165,80 @@ def test_make_gen_says_what_clashes_in_one_line(tmp_path):
     assert res.stderr == ("python -m spec.gen.generate: error: C header: GPUCOSIM_PERF_PACKETS_STRIDE would be both "
                           "the stride of PERF_PACKETS and the prefix of field PERF_PACKETS.STRIDE's macros "
                           "(GPUCOSIM_PERF_PACKETS_STRIDE_SHIFT ...); rename one in spec/regs.rdl\n")
+
+
+# ---------------------------------------------------------------------------- the packets header's generator refuses
+# (spec/gen/gen_packets_c.py: the same guard, spec/gen/cnames.py, over PM4 and SDMA names)
+
+def _renamed(packet, old: str, new: str):
+    """`packet` with its field `old` called `new`."""
+    return replace(packet, fields=tuple(replace(f, name=new) if f.name == old else f for f in packet.fields))
+
+
+def _pm4_with(monkeypatch, name: str, change) -> None:
+    from spec import packets as pm4_table
+
+    monkeypatch.setattr(pm4_table, "PACKETS", tuple(change(p) if p.name == name else p for p in pm4_table.PACKETS))
+
+
+def test_packets_generator_refuses_a_field_named_like_a_packets_constant(monkeypatch):
+    """A WRITE_DATA field INDEX would make GPUCOSIM_PM4_WRITE_DATA_INDEX both the packet's
+    PERF_PACKETS index and that field's prefix."""
+    from spec.gen import gen_packets_c
+
+    _pm4_with(monkeypatch, "WRITE_DATA", lambda p: _renamed(p, "DST_SEL", "INDEX"))
+    with pytest.raises(ValueError) as e:
+        gen_packets_c.render_c("h")
+    assert str(e.value) == ("packets C header: GPUCOSIM_PM4_WRITE_DATA_INDEX would be both the PERF_PACKETS index "
+                            "of WRITE_DATA and the prefix of field WRITE_DATA.INDEX's macros "
+                            "(GPUCOSIM_PM4_WRITE_DATA_INDEX_SHIFT ...); rename one in spec/packets.py")
+
+
+def test_packets_generator_refuses_a_value_named_like_a_fields_macro(monkeypatch):
+    """A DST_SEL value SHIFT would define GPUCOSIM_PM4_WRITE_DATA_DST_SEL_SHIFT twice."""
+    from spec.gen import gen_packets_c
+
+    def change(p):
+        f = p.field("DST_SEL")
+        f2 = replace(f, enum=(replace(f.enum[0], name="SHIFT"),) + f.enum[1:])
+        return replace(p, fields=tuple(f2 if x is f else x for x in p.fields))
+
+    _pm4_with(monkeypatch, "WRITE_DATA", change)
+    with pytest.raises(ValueError) as e:
+        gen_packets_c.render_c("h")
+    assert str(e.value) == ("packets C header: GPUCOSIM_PM4_WRITE_DATA_DST_SEL_SHIFT would name both "
+                            "WRITE_DATA.DST_SEL's shift and WRITE_DATA.DST_SEL's value SHIFT; "
+                            "rename one in spec/packets.py")
+
+
+def test_packets_generator_refuses_a_name_of_the_registers_header(spec, monkeypatch):
+    """A driver includes both headers: an SDMA packet CNTL with a field HALT would define
+    GPUCOSIM_SDMA_CNTL_HALT_SHIFT, the register SDMA_CNTL's field HALT's shift, again."""
+    from spec.gen import gen_packets_c
+    from spec.gen.cnames import CNames
+    from spec.sdma import packets as sdma_table
+
+    regs_, enums = spec
+    names = CNames()
+    gen_regs.render_c_header(regs_, enums, "h", 16, names)
+    fence = _renamed(replace(sdma_table.FENCE, name="CNTL"), "DATA", "HALT")
+    monkeypatch.setattr(sdma_table, "SDMA_PACKETS",
+                        tuple(fence if p.name == "FENCE" else p for p in sdma_table.SDMA_PACKETS))
+    with pytest.raises(ValueError) as e:
+        gen_packets_c.render_c("h", names)
+    assert str(e.value) == ("packets C header: GPUCOSIM_SDMA_CNTL_HALT_SHIFT would name both SDMA_CNTL.HALT and "
+                            "SDMA CNTL.HALT's shift; rename one in spec/regs.rdl or spec/sdma/packets.py")
+
+
+def test_make_gen_says_what_clashes_in_the_packets_in_one_line():
+    """`make gen` with such a packet table: one line naming the clash, exit 2, nothing written."""
+    prog = ("import sys; from dataclasses import replace; from spec import packets as t; "
+            "from spec.gen import generate; "
+            "t.PACKETS = tuple(replace(p, fields=tuple(replace(f, name='OPCODE') if f.name == 'CP_SYNC' else f "
+            "for f in p.fields)) if p.name == 'DMA_DATA' else p for p in t.PACKETS); "
+            "sys.exit(generate.main(['--check']))")
+    res = subprocess.run([sys.executable, "-c", prog], cwd=ROOT, capture_output=True, text=True)
+    assert (res.returncode, res.stdout) == (2, ""), res.stderr
+    assert res.stderr == ("python -m spec.gen.generate: error: packets C header: GPUCOSIM_PM4_DMA_DATA_OPCODE would "
+                          "be both the opcode of DMA_DATA and the prefix of field DMA_DATA.OPCODE's macros "
+                          "(GPUCOSIM_PM4_DMA_DATA_OPCODE_SHIFT ...); rename one in spec/packets.py\n")

@@ -44,6 +44,32 @@ def test_regs_table_register_and_decode(capsys):
     assert capsys.readouterr().out.splitlines()[0] == "PERF_PACKETS[2] @ 0x128 = 0x00000007"
 
 
+def test_regs_says_when_a_write_is_ignored(capsys):
+    """A field locked by another (spec/regs.rdl swwel: a ring's base, size and rptr write-back
+    address) is "RW, ignored while <lock>=1", every one the map has, and no other field is;
+    a register's columns widen to its longest access."""
+    from kmd_model import regs
+
+    locked = {(r.NAME, f.name): f.swwel for r in regs.REGISTERS for f in r.FIELDS if f.swwel}
+    assert ("RB_RPTR_ADDR_LO", "ADDRESS") in locked and ("SDMA_RB_CNTL", "RB_SIZE") in locked
+    for r in regs.REGISTERS:
+        assert cli.main(["regs", r.NAME]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        for f in r.FIELDS:
+            (line,) = [x for x in lines if x.split()[:1] == [f.name]]
+            rest = line.split(None, 2)[2]  # (after the name and the bits: the access, the description)
+            lock = locked.get((r.NAME, f.name))
+            want = f"RW, ignored while {lock}=1" if lock else f.access
+            assert rest == want or rest.startswith(want + "  "), line
+    assert cli.main(["regs", "SDMA_RB_CNTL", "0x1d"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "SDMA_RB_CNTL @ 0x40c = 0x0000001d",
+        "  RB_ENABLE             [0]      RW                                          1",
+        "  RB_SIZE               [5:1]    RW, ignored while SDMA_RB_CNTL.RB_ENABLE=1  0xe",
+        "  RPTR_WRITEBACK_ENABLE [12]     RW                                          0",
+    ]
+
+
 def test_regs_errors(capsys):
     assert usage_error(capsys, "regs", "STATSU") == \
         "gpucosim regs: error: no register named 'STATSU' (did you mean STATUS, INT_STATUS?)"

@@ -119,7 +119,7 @@ class Driver:
         self.w(_Q[e]["doorbell"], self.wptr[e])
 
     def do_ring_write(self, name: str, value: int) -> None:
-        """A write to an enabled ring's base or size (gen._ring_writes): ignored."""
+        """A write to an enabled ring's base, size or write-back address (gen._ring_writes): ignored."""
         self.w(getattr(regs, name), value)
 
     def do_pause(self, e: str, cycles: int) -> None:
