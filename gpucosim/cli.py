@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import re
 import subprocess
@@ -56,6 +57,18 @@ def _backend(text: str) -> str:
     if text not in BACKENDS:
         raise argparse.ArgumentTypeError(f"{text!r} is not a backend: choose {', '.join(BACKENDS)}")
     return text
+
+
+def _cycle(text: str) -> float:
+    """A cycle of plot's window: nan and inf parse as floats, and matplotlib raised its
+    "Axis limits cannot be NaN or Inf" as a traceback."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a cycle: give a finite number")
+    return v
 
 
 def _data_width(text: str) -> int:
@@ -150,8 +163,8 @@ def build_parser() -> Parser:
                                     "track, slices as bars. Needs matplotlib.")
     pl.add_argument("trace", metavar="TRACE", help="the trace JSON")
     pl.add_argument("-o", "--output", required=True, metavar="PNG", help="the picture to write")
-    pl.add_argument("--from", dest="start", type=float, metavar="CYCLE", help="first cycle shown")
-    pl.add_argument("--to", dest="end", type=float, metavar="CYCLE", help="last cycle shown")
+    pl.add_argument("--from", dest="start", type=_cycle, metavar="CYCLE", help="first cycle shown")
+    pl.add_argument("--to", dest="end", type=_cycle, metavar="CYCLE", help="last cycle shown")
     pl.add_argument("--title", help="the picture's title")
     return ap
 
@@ -283,7 +296,7 @@ def cmd_bench(p, args) -> int:
 def cmd_disasm(p, args) -> int:
     from spec import pm4, sdma
 
-    from .dump import DumpError, parse, parse_text
+    from .dump import ADDR_END, DumpError, parse, parse_text
 
     try:
         base = int(args.base, 0)
@@ -291,6 +304,8 @@ def cmd_disasm(p, args) -> int:
         p.error(f"--base must be a number (0x... or decimal), not {args.base!r}")
     if base < 0 or base & 3:
         p.error(f"--base must be a non-negative multiple of 4, not {args.base}")
+    if base >= ADDR_END:
+        p.error(f"--base {args.base} does not fit in 64 bits")
     if args.max_data < 1:
         p.error(f"--max-data must be at least 1, not {args.max_data}")
     if args.dwords and args.file:

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 PER_LINE = 8
+ADDR_END = 1 << 64  # no dword of a dump lies past the 64-bit address space
 
 
 class DumpError(ValueError):
@@ -71,6 +72,8 @@ def parse_text(text: str, source: str = "input", base: int = 0) -> list[Dump]:
                     a = int(tok[:-1], 16)
                 except ValueError:
                     raise DumpError(f"{source}:{lineno}: {tok!r} is not an address") from None
+                if a >= ADDR_END:
+                    raise DumpError(f"{source}:{lineno}: {tok!r} does not fit in 64 bits")
                 if cur is None or (cur.dwords and a != cur.base + 4 * len(cur.dwords)):
                     name = cur.name if cur is not None else "dump"
                     cur = Dump(name if not (cur and cur.dwords) else f"{name} @ {a:#x}", a)
@@ -91,6 +94,13 @@ def parse_text(text: str, source: str = "input", base: int = 0) -> list[Dump]:
     dumps = [d for d in dumps if d.dwords]
     if not dumps:
         raise DumpError(f"{source}: no dwords found")
+    return _within_64_bits(dumps, source)
+
+
+def _within_64_bits(dumps: list[Dump], source: str) -> list[Dump]:
+    for d in dumps:
+        if d.base + 4 * len(d.dwords) > ADDR_END:
+            raise DumpError(f"{source}: {len(d.dwords)} dwords from {d.base:#x} run past the 64-bit address space")
     return dumps
 
 
@@ -141,5 +151,5 @@ def parse(data: bytes, source: str = "input", base: int = 0) -> list[Dump]:
         if not data:
             raise DumpError(f"{source}: no dwords found")
         words = [int.from_bytes(data[i:i + 4], "little") for i in range(0, len(data), 4)]
-        return [Dump(source, base, words)]
+        return _within_64_bits([Dump(source, base, words)], source)
     return parse_text(text, source, base)
