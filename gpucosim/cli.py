@@ -41,6 +41,9 @@ examples:
 ring, fence, ih, sched, bo, vm (mappings, VMIDs, TLB flushes), bus (every MMIO access), cp
 (packets the CP starts), sdma (the copy engine's, on the model); levels:
 debug, info, warning, error; a bare level applies to all.
+
+On the RTL, $GPUCOSIM_HWTRACE picks the hardware monitors that feed --trace: a comma list
+of cp, sdma, bus, irq (default all).
 """
 
 
@@ -239,18 +242,25 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
     if args.waves or args.waves_file:
         stem = Path(app.split(":")[0]).stem if app.endswith(".py") else app.split(":")[0].rsplit(".", 1)[-1]
         waves = args.waves_file or str(default_build_dir() / "waves" / f"{stem}-{args.sim}.fst")
-    from kmd_model import log as kmd_log
-
+    # (the drivers read $GPUCOSIM_LOG as they load, and warn of a bad one "GPUCOSIM_LOG is
+    # ignored": loaded with it hidden, so the usage error below refusing it is the one line)
+    env_log = os.environ.pop("GPUCOSIM_LOG", None)
+    try:
+        from kmd_model import log as kmd_log
+    finally:
+        if env_log is not None:
+            os.environ[kmd_log.ENV] = env_log
     if args.log:
         try:
             kmd_log.parse(args.log)
         except ValueError as e:
             p.error(f"--log: {str(e).split(': ', 1)[-1]}")
-    elif os.environ.get(kmd_log.ENV):
+    elif env_log:
         try:
-            kmd_log.parse(os.environ[kmd_log.ENV])
+            kmd_log.parse(env_log)
         except ValueError as e:
             p.error(f"{e} (in the environment)")
+        kmd_log.configure(env_log)  # (what loading the drivers with it would have done)
     # the drivers' and the testbench's settings, read deep inside the run (the simulator's
     # build, the app's umd.open): a bad one is a usage error now, not a traceback then
     if args.sim != "model":
@@ -260,6 +270,12 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
             clock_mode()
         except ValueError as e:
             p.error(f"{e} (in the environment)")
+        from .trace.hwtrace import HWTRACE_ENV, monitors_wanted
+
+        try:
+            monitors_wanted()
+        except ValueError as e:
+            p.error(f"{HWTRACE_ENV}={os.environ[HWTRACE_ENV]!r}: {e} (in the environment)")
     from umd.submit import ENV as ASYNC_ENV
 
     if os.environ.get(ASYNC_ENV, "0") not in ("0", "1"):
