@@ -230,9 +230,11 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
     if args.stats_json and Path(args.stats_json).is_dir():
         p.error(f"--stats-json wants a file, not the folder {args.stats_json}")
     # everything the run will write is checked now, not after the run
-    for opt, path in (("--trace", args.trace), ("--stats-json", args.stats_json), ("--waves-file", args.waves_file)):
-        if path:
-            _writable_file(p, opt, Path(path))
+    outputs = [(opt, path) for opt, path in (("--trace", args.trace), ("--stats-json", args.stats_json),
+                                             ("--waves-file", args.waves_file)) if path]
+    for opt, path in outputs:
+        _writable_file(p, opt, Path(path))
+    _distinct_outputs(p, app, outputs)
     if args.crash_dir:
         _writable_dir(p, "--crash-dir", Path(args.crash_dir))
     if args.sim != "model" or args.trace or args.waves or args.waves_file:
@@ -411,6 +413,35 @@ def _python_text(p: argparse.ArgumentParser, app: str) -> None:
         p.error(f"{app} is not a Python file: byte {e.start} is not UTF-8 text")
     if "\0" in text:
         p.error(f"{app} is not a Python file: it holds NUL bytes")
+
+
+def _distinct_outputs(p: argparse.ArgumentParser, app: str, outputs: list[tuple[str, str]]) -> None:
+    """No output names the app's own source, nor another output's file: the run wrote over
+    them (`--trace app.py` replaced the app with its timeline; of --trace and --stats-json
+    on one file the figures were lost)."""
+    source = _app_source(app)
+    seen: dict[Path, str] = {}
+    for opt, path in outputs:
+        where = Path(path).resolve()
+        if source is not None and where == source:
+            p.error(f"{opt} {path} is the app's own source: the run would write over it")
+        if where in seen:
+            p.error(f"{seen[where]} and {opt} name one file ({path}): give each its own")
+        seen[where] = opt
+
+
+def _app_source(app: str) -> Path | None:
+    """The file APP runs from, when it is one (APP.py, or a module's .py)."""
+    if app.endswith(".py"):
+        return Path(app).resolve()
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(app.partition(":")[0])
+    except (ImportError, ValueError):
+        return None  # (not there: the launcher says so)
+    origin = getattr(spec, "origin", None)
+    return Path(origin).resolve() if origin and origin.endswith(".py") else None
 
 
 def _writable_dir(p: argparse.ArgumentParser, what: str, path: Path) -> None:

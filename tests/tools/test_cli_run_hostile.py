@@ -140,3 +140,20 @@ def test_sys_exit_as_the_app_is_imported_is_its_status_on_every_backend(tmp_path
     app.write_text("import sys\nsys.exit(4)\n")
     r = gpucosim("run", str(app), "--sim", backend, timeout=600)
     assert r.returncode == 4 and "did not finish" not in r.stderr, r.stderr
+
+
+def test_an_output_that_would_write_over_the_app_or_another_output(capsys, tmp_path):
+    """`--trace app.py` (one completion too few) replaced the app's source with its timeline;
+    --trace and --stats-json on one file kept only the timeline. Refused before the run."""
+    app = tmp_path / "app.py"
+    app.write_text("def main():\n    return 0\n")
+    assert usage_error(capsys, "run", str(app), "--sim", "model", "--trace", str(app)) == \
+        f"gpucosim run: error: --trace {app} is the app's own source: the run would write over it"
+    assert app.read_text() == "def main():\n    return 0\n"
+    assert usage_error(capsys, "run", "examples.hello", "--sim", "model", "--stats-json", "examples/hello.py") == \
+        "gpucosim run: error: --stats-json examples/hello.py is the app's own source: the run would write over it"
+    same = tmp_path / "out.json"
+    assert usage_error(capsys, "run", str(app), "--sim", "model", "--trace", str(same), "--stats-json",
+                       f"{tmp_path}/./out.json") == \
+        f"gpucosim run: error: --trace and --stats-json name one file ({tmp_path}/./out.json): give each its own"
+    assert not same.exists()
