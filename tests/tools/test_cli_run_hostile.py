@@ -6,6 +6,9 @@ gpucosim's (or the app's own traceback), never a traceback of gpucosim's, and no
 from __future__ import annotations
 
 import json
+import os
+import stat
+import threading
 
 import pytest
 
@@ -157,3 +160,26 @@ def test_an_output_that_would_write_over_the_app_or_another_output(capsys, tmp_p
                        f"{tmp_path}/./out.json") == \
         f"gpucosim run: error: --trace and --stats-json name one file ({tmp_path}/./out.json): give each its own"
     assert not same.exists()
+
+
+def test_the_timeline_goes_into_what_trace_names_not_over_it(tmp_path):
+    """--trace through a symlink, or into a pipe (`--trace /dev/stdout | jq`, a FIFO): the
+    timeline was written beside it and renamed over it, replacing the link with a file, or
+    the pipe (its reader waiting forever; as root, /dev/stdout itself was replaced)."""
+    app = tmp_path / "app.py"
+    app.write_text(WORK + "def main():\n    work()\n")
+    real, link = tmp_path / "real.json", tmp_path / "link.json"
+    link.symlink_to(real)
+    r = gpucosim("run", str(app), "--sim", "model", "--trace", str(link))
+    assert r.returncode == 0, r.stderr
+    assert link.is_symlink() and json.loads(real.read_text())["traceEvents"]
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    got: list = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
+    reader.start()
+    r = gpucosim("run", str(app), "--sim", "model", "--trace", str(fifo))
+    reader.join(timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and not (tmp_path / "pipe.json.tmp").exists()
+    assert got and json.loads(got[0])["traceEvents"]
