@@ -36,7 +36,8 @@ ENV = "GPUCOSIM_RUN"
 
 
 def default_build_dir() -> Path:
-    return Path(os.environ.get("GPUCOSIM_BUILD", Path(__file__).resolve().parents[2] / "build"))
+    # (set but empty is unset: "" was the current folder, where crash reports then went)
+    return Path(os.environ.get("GPUCOSIM_BUILD") or Path(__file__).resolve().parents[2] / "build")
 
 
 class _AppArgv(list):

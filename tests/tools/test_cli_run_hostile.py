@@ -9,6 +9,7 @@ import json
 import os
 import stat
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -183,3 +184,16 @@ def test_the_timeline_goes_into_what_trace_names_not_over_it(tmp_path):
     assert r.returncode == 0, r.stderr
     assert stat.S_ISFIFO(os.stat(fifo).st_mode) and not (tmp_path / "pipe.json.tmp").exists()
     assert got and json.loads(got[0])["traceEvents"]
+
+
+def test_an_empty_build_folder_setting_is_no_setting(tmp_path):
+    """GPUCOSIM_BUILD= (set, but empty) was the folder "": crash reports (and RTL builds) went
+    into ./crash (./sim) of wherever gpucosim was run."""
+    app = tmp_path / "boom.py"
+    app.write_text("def main():\n    raise RuntimeError('boom')\n")
+    r = gpucosim("run", str(app), "--sim", "model", cwd=tmp_path, env={"GPUCOSIM_BUILD": "", "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 1, r.stderr
+    assert not (tmp_path / "crash").exists()
+    report = Path(r.stderr.splitlines()[-1].split("crash report written to ", 1)[1])
+    assert report.parent == ROOT / "build" / "crash", r.stderr
+    report.unlink()
