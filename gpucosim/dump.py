@@ -40,6 +40,7 @@ def format_dump(name: str, base: int, dwords: list[int]) -> str:
 
 
 _HEADER = re.compile(r"^--\s*dump:\s*(.*?)\s*--\s*$")
+_SAID_DWORDS = re.compile(r"\((\d+) dwords\)$")
 _ADDR_LINE = re.compile(r"^\s*(0x)?[0-9a-fA-F]+:(\s+(0x)?[0-9a-fA-F]{1,8})+\s*$")
 
 
@@ -87,10 +88,16 @@ def parse_text(text: str, source: str = "input", base: int = 0) -> list[Dump]:
                 raise DumpError(f"{source}:{lineno}: {tok!r} is not a hex dword") from None
             if not 0 <= v <= 0xFFFF_FFFF:
                 raise DumpError(f"{source}:{lineno}: {tok!r} does not fit in 32 bits")
+            if sections and len(tok) != 8:  # (format_dump writes 8 digits: fewer are a file cut there)
+                raise DumpError(f"{source}:{lineno}: {tok!r} is not a whole dword (8 hex digits): cut short?")
             if cur is None:
                 cur = Dump("dump", base)
                 dumps.append(cur)
             cur.dwords.append(v)
+    for d in dumps:  # a crash report's IB dump says how long it is: a shorter one was cut
+        said = _SAID_DWORDS.search(d.name)
+        if said and int(said.group(1)) != len(d.dwords):
+            raise DumpError(f"{source}: dump {d.name!r} has {len(d.dwords)} of its {said.group(1)} dwords: cut short?")
     dumps = [d for d in dumps if d.dwords]
     if not dumps:
         raise DumpError(f"{source}: no dwords found")

@@ -163,6 +163,23 @@ def test_disasm_names_a_cut_short_trace_or_crash_report(capsys, tmp_path):
         f"gpucosim disasm: error: {report}: a crash report without its dumps (no `-- dump:` section: cut short?)"
 
 
+
+@pytest.mark.parametrize("cut, says", [
+    (6, ":7: '000' is not a whole dword (8 hex digits): cut short?"),
+    (9, ": dump 'IB1 at 0x1000 (9 dwords)' has 8 of its 9 dwords: cut short?"),
+])
+def test_disasm_names_a_crash_report_cut_inside_its_last_dump(capsys, tmp_path, cut, says):
+    """A report cut inside its last dump (the dumps close it) was listed without a word: a
+    dword cut to "00" read as 0x00000000, a line short of its last dwords as a shorter IB."""
+    report = tmp_path / "crash-app-model-1-1.txt"
+    text = "gpucosim crash report\napp:     app.py\n\n== dumps ==\n" + format_dump(
+        "IB1 at 0x1000 (9 dwords)", 0x1000, [0xC0001000, *range(1, 9)]) + "\n"
+    report.write_text(text[:-cut])
+    assert usage_error(capsys, "disasm", str(report)) == f"gpucosim disasm: error: {report}{says}"
+    report.write_text(text)
+    assert cli.main(["disasm", str(report)]) == 0
+
+
 # ------------------------------------------------------------------------------ bench, plot
 
 def test_bench_calls_testbench_bench(monkeypatch):
