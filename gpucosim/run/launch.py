@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -106,6 +107,7 @@ def _run_model(opts: RunOptions) -> int:
     main = _load(opts.app)
     if main is None:
         return 2
+    before = set(threading.enumerate())
     apply_app_log(main, opts)  # before the CP hook below looks at `cp`
     if opts.waves:
         print("gpucosim: --waves needs a simulator (--sim verilator or icarus); the model has no waveform",
@@ -127,7 +129,28 @@ def _run_model(opts: RunOptions) -> int:
             code = session.run(dev, main)
     finally:
         session.finish()  # (the timeline of what ran, a Ctrl-C's run too, as on the RTL)
+    _wait_for_app_threads(before)
     return code
+
+
+def _wait_for_app_threads(before: set) -> None:
+    """Threads the app started and left running when its main() returned: the interpreter
+    waits for them at exit, which was a hang without a word, and its Ctrl-C a traceback
+    ("Exception ignored in threading") and status 0. Named here, and Ctrl-C ends them."""
+    left = [t for t in threading.enumerate() if t not in before and t.is_alive() and not t.daemon]
+    if not left:
+        return
+    n = len(left)
+    try:  # (a Ctrl-C as soon as this is said is the wait's too)
+        print(f"gpucosim: the app's main() returned with {n} thread{'s' if n > 1 else ''} of its own still running "
+              f"({', '.join(t.name for t in left)}): waiting for {'them' if n > 1 else 'it'} to end (Ctrl-C ends the "
+              f"run)", file=sys.stderr, flush=True)
+        for t in left:
+            t.join()
+    except KeyboardInterrupt:
+        print("gpucosim: interrupted", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(130)  # (the interpreter's exit would wait for them again)
 
 
 def _load(target: str):

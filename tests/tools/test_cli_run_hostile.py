@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import signal
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -197,3 +201,26 @@ def test_an_empty_build_folder_setting_is_no_setting(tmp_path):
     report = Path(r.stderr.splitlines()[-1].split("crash report written to ", 1)[1])
     assert report.parent == ROOT / "build" / "crash", r.stderr
     report.unlink()
+
+
+def test_a_thread_the_app_left_running_is_named_and_ctrl_c_ends_it(tmp_path):
+    """An app whose main() returns with a thread of its own still running: gpucosim waited
+    for it (the interpreter's exit) without a word, and Ctrl-C then printed the interpreter's
+    KeyboardInterrupt traceback ("Exception ignored in threading") with status 0."""
+    app = tmp_path / "linger.py"
+    app.write_text("import threading, time\n\ndef main():\n"
+                   "    threading.Thread(target=time.sleep, args=(600,), name='poller').start()\n")
+    p = subprocess.Popen([sys.executable, "-m", "gpucosim", "run", str(app), "--sim", "model"], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, GPUCOSIM_PROGRESS="0"),
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # (as a terminal's)
+    try:
+        ready = select.select([p.stderr], [], [], 60)[0]  # (before: nothing, ever)
+        first = p.stderr.readline() if ready else "(nothing said)"
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    assert first == ("gpucosim: the app's main() returned with 1 thread of its own still running (poller): "
+                     "waiting for it to end (Ctrl-C ends the run)\n"), first + err
+    assert p.returncode == 130 and err == "gpucosim: interrupted\n", err
