@@ -504,7 +504,10 @@ def _main(argv: list[str] | None = None) -> int:
                     f"unrecognized arguments before APP: {' '.join(unknown)}")
         app_args = unknown + app_args
     else:
-        args = ap.parse_args(argv)
+        args, unknown = ap.parse_known_args(argv)
+        if unknown:  # (named by the subcommand, as its other usage errors are: its --help is the one to read)
+            ap._subparsers._group_actions[0].choices[args.command].error(  # type: ignore[union-attr]
+                f"unrecognized arguments: {' '.join(unknown)}")
     sub = ap._subparsers._group_actions[0].choices[args.command]  # type: ignore[union-attr]
     if args.command in ("run", "sim"):
         return cmd_run(sub, args, app_args)
