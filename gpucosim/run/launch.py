@@ -104,10 +104,10 @@ def _run_model(opts: RunOptions) -> int:
 
     from ..trace.swtrace import model_cp_hook
 
+    before = set(threading.enumerate())  # (the app's threads: from its import on)
     main = _load(opts.app)
     if main is None:
         return 2
-    before = set(threading.enumerate())
     apply_app_log(main, opts)  # before the CP hook below looks at `cp`
     if opts.waves:
         print("gpucosim: --waves needs a simulator (--sim verilator or icarus); the model has no waveform",
