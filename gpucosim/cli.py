@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import re
 import subprocess
@@ -40,6 +41,9 @@ examples:
 ring, fence, ih, sched, bo, vm (mappings, VMIDs, TLB flushes), bus (every MMIO access), cp
 (packets the CP starts), sdma (the copy engine's, on the model); levels:
 debug, info, warning, error; a bare level applies to all.
+
+On the RTL, $GPUCOSIM_HWTRACE picks the hardware monitors that feed --trace: a comma list
+of cp, sdma, bus, irq (default all).
 """
 
 
@@ -56,6 +60,18 @@ def _backend(text: str) -> str:
     if text not in BACKENDS:
         raise argparse.ArgumentTypeError(f"{text!r} is not a backend: choose {', '.join(BACKENDS)}")
     return text
+
+
+def _cycle(text: str) -> float:
+    """A cycle of plot's window: nan and inf parse as floats, and matplotlib raised its
+    "Axis limits cannot be NaN or Inf" as a traceback."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a cycle: give a finite number")
+    return v
 
 
 def _data_width(text: str) -> int:
@@ -150,8 +166,8 @@ def build_parser() -> Parser:
                                     "track, slices as bars. Needs matplotlib.")
     pl.add_argument("trace", metavar="TRACE", help="the trace JSON")
     pl.add_argument("-o", "--output", required=True, metavar="PNG", help="the picture to write")
-    pl.add_argument("--from", dest="start", type=float, metavar="CYCLE", help="first cycle shown")
-    pl.add_argument("--to", dest="end", type=float, metavar="CYCLE", help="last cycle shown")
+    pl.add_argument("--from", dest="start", type=_cycle, metavar="CYCLE", help="first cycle shown")
+    pl.add_argument("--to", dest="end", type=_cycle, metavar="CYCLE", help="last cycle shown")
     pl.add_argument("--title", help="the picture's title")
     return ap
 
@@ -214,9 +230,11 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
     if args.stats_json and Path(args.stats_json).is_dir():
         p.error(f"--stats-json wants a file, not the folder {args.stats_json}")
     # everything the run will write is checked now, not after the run
-    for opt, path in (("--trace", args.trace), ("--stats-json", args.stats_json), ("--waves-file", args.waves_file)):
-        if path:
-            _writable_file(p, opt, Path(path))
+    outputs = [(opt, path) for opt, path in (("--trace", args.trace), ("--stats-json", args.stats_json),
+                                             ("--waves-file", args.waves_file)) if path]
+    for opt, path in outputs:
+        _writable_file(p, opt, Path(path))
+    _distinct_outputs(p, app, outputs)
     if args.crash_dir:
         _writable_dir(p, "--crash-dir", Path(args.crash_dir))
     if args.sim != "model" or args.trace or args.waves or args.waves_file:
@@ -226,18 +244,25 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
     if args.waves or args.waves_file:
         stem = Path(app.split(":")[0]).stem if app.endswith(".py") else app.split(":")[0].rsplit(".", 1)[-1]
         waves = args.waves_file or str(default_build_dir() / "waves" / f"{stem}-{args.sim}.fst")
-    from kmd_model import log as kmd_log
-
+    # (the drivers read $GPUCOSIM_LOG as they load, and warn of a bad one "GPUCOSIM_LOG is
+    # ignored": loaded with it hidden, so the usage error below refusing it is the one line)
+    env_log = os.environ.pop("GPUCOSIM_LOG", None)
+    try:
+        from kmd_model import log as kmd_log
+    finally:
+        if env_log is not None:
+            os.environ[kmd_log.ENV] = env_log
     if args.log:
         try:
             kmd_log.parse(args.log)
         except ValueError as e:
             p.error(f"--log: {str(e).split(': ', 1)[-1]}")
-    elif os.environ.get(kmd_log.ENV):
+    elif env_log:
         try:
-            kmd_log.parse(os.environ[kmd_log.ENV])
+            kmd_log.parse(env_log)
         except ValueError as e:
             p.error(f"{e} (in the environment)")
+        kmd_log.configure(env_log)  # (what loading the drivers with it would have done)
     # the drivers' and the testbench's settings, read deep inside the run (the simulator's
     # build, the app's umd.open): a bad one is a usage error now, not a traceback then
     if args.sim != "model":
@@ -247,6 +272,12 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
             clock_mode()
         except ValueError as e:
             p.error(f"{e} (in the environment)")
+        from .trace.hwtrace import HWTRACE_ENV, monitors_wanted
+
+        try:
+            monitors_wanted()
+        except ValueError as e:
+            p.error(f"{HWTRACE_ENV}={os.environ[HWTRACE_ENV]!r}: {e} (in the environment)")
     from umd.submit import ENV as ASYNC_ENV
 
     if os.environ.get(ASYNC_ENV, "0") not in ("0", "1"):
@@ -283,7 +314,7 @@ def cmd_bench(p, args) -> int:
 def cmd_disasm(p, args) -> int:
     from spec import pm4, sdma
 
-    from .dump import DumpError, parse, parse_text
+    from .dump import ADDR_END, DumpError, parse, parse_text
 
     try:
         base = int(args.base, 0)
@@ -291,6 +322,8 @@ def cmd_disasm(p, args) -> int:
         p.error(f"--base must be a number (0x... or decimal), not {args.base!r}")
     if base < 0 or base & 3:
         p.error(f"--base must be a non-negative multiple of 4, not {args.base}")
+    if base >= ADDR_END:
+        p.error(f"--base {args.base} does not fit in 64 bits")
     if args.max_data < 1:
         p.error(f"--max-data must be at least 1, not {args.max_data}")
     if args.dwords and args.file:
@@ -382,6 +415,35 @@ def _python_text(p: argparse.ArgumentParser, app: str) -> None:
         p.error(f"{app} is not a Python file: it holds NUL bytes")
 
 
+def _distinct_outputs(p: argparse.ArgumentParser, app: str, outputs: list[tuple[str, str]]) -> None:
+    """No output names the app's own source, nor another output's file: the run wrote over
+    them (`--trace app.py` replaced the app with its timeline; of --trace and --stats-json
+    on one file the figures were lost)."""
+    source = _app_source(app)
+    seen: dict[Path, str] = {}
+    for opt, path in outputs:
+        where = Path(path).resolve()
+        if source is not None and where == source:
+            p.error(f"{opt} {path} is the app's own source: the run would write over it")
+        if where in seen:
+            p.error(f"{seen[where]} and {opt} name one file ({path}): give each its own")
+        seen[where] = opt
+
+
+def _app_source(app: str) -> Path | None:
+    """The file APP runs from, when it is one (APP.py, or a module's .py)."""
+    if app.endswith(".py"):
+        return Path(app).resolve()
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(app.partition(":")[0])
+    except (ImportError, ValueError):
+        return None  # (not there: the launcher says so)
+    origin = getattr(spec, "origin", None)
+    return Path(origin).resolve() if origin and origin.endswith(".py") else None
+
+
 def _writable_dir(p: argparse.ArgumentParser, what: str, path: Path) -> None:
     """`path` is, or can be made, a folder this process can write to; else a usage error."""
     try:
@@ -442,7 +504,10 @@ def _main(argv: list[str] | None = None) -> int:
                     f"unrecognized arguments before APP: {' '.join(unknown)}")
         app_args = unknown + app_args
     else:
-        args = ap.parse_args(argv)
+        args, unknown = ap.parse_known_args(argv)
+        if unknown:  # (named by the subcommand, as its other usage errors are: its --help is the one to read)
+            ap._subparsers._group_actions[0].choices[args.command].error(  # type: ignore[union-attr]
+                f"unrecognized arguments: {' '.join(unknown)}")
     sub = ap._subparsers._group_actions[0].choices[args.command]  # type: ignore[union-attr]
     if args.command in ("run", "sim"):
         return cmd_run(sub, args, app_args)

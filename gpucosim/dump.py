@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 PER_LINE = 8
+ADDR_END = 1 << 64  # no dword of a dump lies past the 64-bit address space
 
 
 class DumpError(ValueError):
@@ -39,6 +40,7 @@ def format_dump(name: str, base: int, dwords: list[int]) -> str:
 
 
 _HEADER = re.compile(r"^--\s*dump:\s*(.*?)\s*--\s*$")
+_SAID_DWORDS = re.compile(r"\((\d+) dwords\)$")
 _ADDR_LINE = re.compile(r"^\s*(0x)?[0-9a-fA-F]+:(\s+(0x)?[0-9a-fA-F]{1,8})+\s*$")
 
 
@@ -71,6 +73,8 @@ def parse_text(text: str, source: str = "input", base: int = 0) -> list[Dump]:
                     a = int(tok[:-1], 16)
                 except ValueError:
                     raise DumpError(f"{source}:{lineno}: {tok!r} is not an address") from None
+                if a >= ADDR_END:
+                    raise DumpError(f"{source}:{lineno}: {tok!r} does not fit in 64 bits")
                 if cur is None or (cur.dwords and a != cur.base + 4 * len(cur.dwords)):
                     name = cur.name if cur is not None else "dump"
                     cur = Dump(name if not (cur and cur.dwords) else f"{name} @ {a:#x}", a)
@@ -84,13 +88,26 @@ def parse_text(text: str, source: str = "input", base: int = 0) -> list[Dump]:
                 raise DumpError(f"{source}:{lineno}: {tok!r} is not a hex dword") from None
             if not 0 <= v <= 0xFFFF_FFFF:
                 raise DumpError(f"{source}:{lineno}: {tok!r} does not fit in 32 bits")
+            if sections and len(tok) != 8:  # (format_dump writes 8 digits: fewer are a file cut there)
+                raise DumpError(f"{source}:{lineno}: {tok!r} is not a whole dword (8 hex digits): cut short?")
             if cur is None:
                 cur = Dump("dump", base)
                 dumps.append(cur)
             cur.dwords.append(v)
+    for d in dumps:  # a crash report's IB dump says how long it is: a shorter one was cut
+        said = _SAID_DWORDS.search(d.name)
+        if said and int(said.group(1)) != len(d.dwords):
+            raise DumpError(f"{source}: dump {d.name!r} has {len(d.dwords)} of its {said.group(1)} dwords: cut short?")
     dumps = [d for d in dumps if d.dwords]
     if not dumps:
         raise DumpError(f"{source}: no dwords found")
+    return _within_64_bits(dumps, source)
+
+
+def _within_64_bits(dumps: list[Dump], source: str) -> list[Dump]:
+    for d in dumps:
+        if d.base + 4 * len(d.dwords) > ADDR_END:
+            raise DumpError(f"{source}: {len(d.dwords)} dwords from {d.base:#x} run past the 64-bit address space")
     return dumps
 
 
@@ -141,5 +158,5 @@ def parse(data: bytes, source: str = "input", base: int = 0) -> list[Dump]:
         if not data:
             raise DumpError(f"{source}: no dwords found")
         words = [int.from_bytes(data[i:i + 4], "little") for i in range(0, len(data), 4)]
-        return [Dump(source, base, words)]
+        return _within_64_bits([Dump(source, base, words)], source)
     return parse_text(text, source, base)

@@ -60,6 +60,8 @@ def lookup(name: str) -> tuple[type[Register], int]:
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise RegisterLookupError(f"no register named {name!r}{hint}")
     index = 0
+    if idx and reg.ARRAY_LEN == 1:  # (CP_ERROR[0] was CP_ERROR, CP_ERROR[5] "out of range of 1 registers")
+        raise RegisterLookupError(f"{reg.NAME} is one register, not an array: give it without [{idx.rstrip(']')}]")
     if idx:
         try:
             index = int(idx.rstrip("]"), 0)

@@ -1,8 +1,10 @@
 """stdout of the project's command lines when its reader goes away (`python -m
 testbench.difftest --list 3 | head`, `gpucosim disasm REPORT | head`): what is printed
 after that is lost, never a BrokenPipeError traceback (at a print, or in the interpreter's
-flush at exit). The one place for it: gpucosim's launcher and every `python -m` CLI
-(`@pipe_safe` on its main)."""
+flush at exit). When it cannot be written for another reason (a full disk: `gpucosim regs >
+out.txt`), the command goes on too, and then says in one line that its output is incomplete
+and fails (status 1, or the run's own when that is not 0). The one place for it: gpucosim's
+launcher and every `python -m` CLI (`@pipe_safe` on its main)."""
 
 from __future__ import annotations
 
@@ -31,19 +33,30 @@ class PipeSafe:
 
     def __init__(self, stream: TextIO):
         self._stream = stream
+        self.lost: OSError | None = None  # the first write that failed for another reason than the reader
 
     def write(self, s: str) -> int:
         try:
             return self._stream.write(s)
         except BrokenPipeError:
             reader_gone()
-            return len(s)
+        except OSError as e:
+            self._lose(e)
+        return len(s)
 
     def flush(self) -> None:
         try:
             self._stream.flush()
         except BrokenPipeError:
             reader_gone()
+        except OSError as e:
+            self._lose(e)
+
+    def _lose(self, e: OSError) -> None:
+        """The output is incomplete (ENOSPC, EIO): remembered for the end of the command; the
+        rest goes nowhere (it would fail the same way, the interpreter's flush at exit too)."""
+        self.lost = self.lost or e
+        reader_gone()
 
     def __getattr__(self, name):
         return getattr(self._stream, name)
@@ -56,10 +69,18 @@ def pipe_safe(main: F) -> F:
     def run(*args, **kwargs):
         if isinstance(sys.stdout, PipeSafe):
             return main(*args, **kwargs)
-        saved, sys.stdout = sys.stdout, PipeSafe(sys.stdout)
+        saved = sys.stdout
+        sys.stdout = safe = PipeSafe(saved)
         try:
-            return main(*args, **kwargs)
+            code = main(*args, **kwargs)
+            safe.flush()  # (what is still buffered fails now, not in the interpreter's flush at exit)
         finally:
             sys.stdout = saved
+        if safe.lost is not None:
+            prog = main.__module__.removesuffix(".__main__").removesuffix(".cli")
+            print(f"{prog}: cannot write the output to stdout: {safe.lost.strerror or safe.lost} (it is incomplete)",
+                  file=sys.stderr, flush=True)
+            return code or 1
+        return code
 
     return run  # type: ignore[return-value]

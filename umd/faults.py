@@ -31,7 +31,7 @@ def find_command(q: Queue, info: HwErrorInfo, subs) -> tuple[str | None, str | N
     if info.code not in _FAULTS:  # CP_ERROR_ADDR is the packet's own address
         for sub in subs:
             if info.addr in sub.labels:
-                return sub.labels[info.addr], None
+                return str(sub.labels[info.addr]), None
         return None, None
     # a fault: the packet is at IB+offset of one of the failed submission's IBs
     if info.level == "RING":
@@ -45,7 +45,7 @@ def find_command(q: Queue, info: HwErrorInfo, subs) -> tuple[str | None, str | N
     at = [(ib, ib.gpu_addr + info.offset) for ib in sub.ibs if ib.gpu_addr + info.offset in sub.labels]
     if len(at) > 1:  # (several IBs: the CP latches no IB base) the packet whose address is near the fault's
         at = [(ib, a) for ib, a in at if _packet_reaches(q, ib, info.offset, info.addr)] or at
-    named = sorted({sub.labels[a] for _, a in at})
+    named = sorted({str(sub.labels[a]) for _, a in at})
     if len(named) == 1:
         return named[0], None
     if not named:

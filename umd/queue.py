@@ -29,7 +29,7 @@ from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _close_after, _Dispa
                       device_alloc)
 from .signals import deferred_sigint
 from .submit import PendingCs
-from .winsys.cmdbuf import CmdBuf
+from .winsys.cmdbuf import CmdBuf, Label
 
 if TYPE_CHECKING:
     from .events import Event
@@ -55,7 +55,7 @@ QBO_TS_SLOTS = QBO_BYTES // 8 - QBO_TS_FIRST  # reused in turn: a Timestamp is r
 class Submission:
     seq: int  # its last CS's seqno
     ibs: list  # umd Buffers used as IBs
-    labels: dict  # packet address -> API call
+    labels: dict  # packet address -> the API call that recorded it (cmdbuf.Label)
     ncs: int = 1  # CS ioctls it took (a copy flush past max_ib_chunks IBs takes several)
     deps: bool = False  # it waits for another queue's job (wait_event): a failed one cancels it
     number: int = 0  # the queue's how-manieth flush (Queue.flushes): its errors' order (failed_jobs.pending)
@@ -198,12 +198,13 @@ class Queue(_Dispatched):
         return f"<umd.Queue{eng} ctx {self.ctx_id} api v{self._table.version}>"
 
     # -- recording helpers
-    def _label(self, call: str) -> str:
-        """The label of the API call that records now (each names its packets by it); its
-        packets begin here (CmdBuf.begin: an IB wait that raises takes them all back)."""
+    def _label(self, call: str) -> Label:
+        """The label of the API call that records now (each names its packets by it: its
+        text and its call number); its packets begin here (CmdBuf.begin: an IB wait that
+        raises takes them all back)."""
         self.cmdbuf.begin()
         self.calls += 1
-        return f"Queue.{call}() #{self.calls}"
+        return Label(f"Queue.{call}() #{self.calls}", self.calls)
 
     def _end_command(self) -> None:
         cb = self.cmdbuf
@@ -424,7 +425,7 @@ def _flush(self: Queue, check: bool = True, call: str = "flush", own: str = "") 
             earlier = failed_jobs.pending(self, call)
     cb = self.cmdbuf
     if not cb.ibs and self.deps:  # a wait with nothing after it yet: a NOP job carries it
-        cb.emit(sdma.pad(8) if self.copy_engine else pm4.pad(8), "wait_event")
+        cb.emit(sdma.pad(8) if self.copy_engine else pm4.pad(8), Label("wait_event"))
     if not cb.ibs:
         _raise_first(earlier)
         return None

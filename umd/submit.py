@@ -391,14 +391,14 @@ def _in(q, addr: int, ibs: list) -> bool:
 
 
 def _calls(q, labels: dict, ibs: list) -> list[int]:
-    """The queue's call numbers (Queue._label's "#n") whose packets are in `ibs`."""
-    return sorted({int(lab.rsplit("#", 1)[1]) for a, lab in labels.items() if "#" in lab and _in(q, a, ibs)})
+    """The queue's call numbers (Label.call) whose packets are in `ibs`."""
+    return sorted({lab.call for a, lab in labels.items() if lab.call is not None and _in(q, a, ibs)})
 
 
 def event_ran(q, ev, ibs: list, labels: dict, nibs: int) -> bool:
     """Is event `ev`'s packet (its call's: Event.call) in the flush's first `nibs` IBs? (Any
     thread: it reads only what the flush recorded.)"""
-    return any(lab.endswith(f"#{ev.call}") for a, lab in labels.items() if _in(q, a, ibs[:nibs]))
+    return any(lab.call == ev.call for a, lab in labels.items() if _in(q, a, ibs[:nibs]))
 
 
 def part_refused(q, e: BaseException, ibs: list, labels: dict, nibs: int, ncs: int, seq: int, number: int,

@@ -14,7 +14,8 @@ import warnings
 
 import cocotb
 
-from gpucosim.run.session import RunOptions, Session, apply_app_log, load_main, report_load_error
+from gpucosim.run.session import (RunOptions, Session, app_failed, apply_app_log, exit_code, load_main,
+                                  report_load_error)
 from kmd_model.log import get_logger
 from testbench.sim import bridge
 from testbench.sim.cocotb_device import run_driver
@@ -33,8 +34,6 @@ def run_bound(dev, main) -> int:
         code = main()
     finally:
         kmd_model.unbind()
-    from .session import exit_code
-
     return exit_code(code)
 
 
@@ -57,7 +56,12 @@ async def app(dut):
         log.configure(opts.log)
     try:
         main = load_main(opts.app)
-    except Exception as e:
+    except SystemExit as e:  # sys.exit() as the app is imported: its status, as on the model
+        _result(exit_code(e.code))
+        return
+    except BaseException as e:
+        if not app_failed(e):
+            raise
         report_load_error(opts.app, e)
         _result(2)
         return

@@ -16,13 +16,14 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from .console import Console, file_status
 from .console import enabled as console_enabled
-from .session import (AppNotFound, RunOptions, Session, apply_app_log, default_build_dir, find_app, load_main,
-                      report_load_error)
+from .session import (AppNotFound, RunOptions, Session, app_failed, apply_app_log, default_build_dir, find_app,
+                      load_main, report_load_error)
 
 BACKENDS = ("verilator", "icarus", "model")
 # Lines of the simulator's log that are not the app's
@@ -74,6 +75,12 @@ def run_app(opts: RunOptions) -> int:
     if opts.backend not in BACKENDS:
         raise LaunchError(f"unknown backend {opts.backend!r}: choose one of {', '.join(BACKENDS)}")
     check_app(opts.app)
+    # the outputs go where the user asked, from where they ran gpucosim: the app may change
+    # directory before they are written (and the simulator runs elsewhere)
+    for attr in ("trace", "waves", "crash_dir", "stats_json"):
+        v = getattr(opts, attr)
+        if v:
+            setattr(opts, attr, str(Path(v).resolve()))
     if opts.log:
         os.environ["GPUCOSIM_LOG"] = opts.log  # apps that set up logging themselves defer to it
     if opts.backend == "model":
@@ -97,6 +104,7 @@ def _run_model(opts: RunOptions) -> int:
 
     from ..trace.swtrace import model_cp_hook
 
+    before = set(threading.enumerate())  # (the app's threads: from its import on)
     main = _load(opts.app)
     if main is None:
         return 2
@@ -116,16 +124,41 @@ def _run_model(opts: RunOptions) -> int:
         hooks.append(lambda line: (sdma_log if line.startswith("SDMA ") else cp_log).info("%s", line))
     if hooks:
         dev.trace = hooks[0] if len(hooks) == 1 else (lambda line: [h(line) for h in hooks])
-    with Console(f"model: {Path(opts.app).stem}", status=lambda: session.status, guard_stdout=True):
-        code = session.run(dev, main)
-    session.finish()
+    try:
+        with Console(f"model: {Path(opts.app).stem}", status=lambda: session.status, guard_stdout=True):
+            code = session.run(dev, main)
+    finally:
+        session.finish()  # (the timeline of what ran, a Ctrl-C's run too, as on the RTL)
+    _wait_for_app_threads(before)
     return code
+
+
+def _wait_for_app_threads(before: set) -> None:
+    """Threads the app started and left running when its main() returned: the interpreter
+    waits for them at exit, which was a hang without a word, and its Ctrl-C a traceback
+    ("Exception ignored in threading") and status 0. Named here, and Ctrl-C ends them."""
+    left = [t for t in threading.enumerate() if t not in before and t.is_alive() and not t.daemon]
+    if not left:
+        return
+    n = len(left)
+    try:  # (a Ctrl-C as soon as this is said is the wait's too)
+        print(f"gpucosim: the app's main() returned with {n} thread{'s' if n > 1 else ''} of its own still running "
+              f"({', '.join(t.name for t in left)}): waiting for {'them' if n > 1 else 'it'} to end (Ctrl-C ends the "
+              f"run)", file=sys.stderr, flush=True)
+        for t in left:
+            t.join()
+    except KeyboardInterrupt:
+        print("gpucosim: interrupted", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(130)  # (the interpreter's exit would wait for them again)
 
 
 def _load(target: str):
     try:
         return load_main(target)
-    except Exception as e:
+    except BaseException as e:
+        if not app_failed(e):  # (Ctrl-C, sys.exit at import: as from main())
+            raise
         report_load_error(target, e)
         return None
 
@@ -149,10 +182,6 @@ def _run_rtl(opts: RunOptions) -> int:
     app = opts.app
     if app.endswith(".py"):
         opts.app = str(Path(app).resolve())
-    for attr in ("trace", "waves", "crash_dir", "stats_json"):
-        v = getattr(opts, attr)
-        if v:
-            setattr(opts, attr, str(Path(v).resolve()))
     waves = bool(opts.waves)
     if waves:
         from ..trace.waves import unavailable_reason as waves_unavailable

@@ -17,6 +17,7 @@ environment variable.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
@@ -26,11 +27,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from greenlet import GreenletExit
+
+# what ends a run, or closes a generator or the app's greenlet: never the app's failure
+_ENDINGS = (SystemExit, KeyboardInterrupt, GeneratorExit, GreenletExit)
+
 ENV = "GPUCOSIM_RUN"
 
 
 def default_build_dir() -> Path:
-    return Path(os.environ.get("GPUCOSIM_BUILD", Path(__file__).resolve().parents[2] / "build"))
+    # (set but empty is unset: "" was the current folder, where crash reports then went)
+    return Path(os.environ.get("GPUCOSIM_BUILD") or Path(__file__).resolve().parents[2] / "build")
 
 
 class _AppArgv(list):
@@ -236,10 +243,12 @@ class Session:
                 code = exit_code(main())
             except SystemExit as e:
                 code = exit_code(e.code)
-            except Exception as e:
+            except BaseException as e:
+                if not app_failed(e):
+                    raise
                 traceback.print_exc()
                 sys.stderr.flush()
-                crash.report(f"exception in the app: {type(e).__name__}: {e}", exc=e)
+                crash.report(f"exception in the app: {described(e)}", exc=e)
                 code = 1
             finally:
                 self.app_wall = time.perf_counter() - t_app
@@ -304,6 +313,24 @@ class Session:
         return path
 
 
+def app_failed(e: BaseException) -> bool:
+    """Is `e`, out of the app's code, the app's failure (a crash report's)? Any exception of
+    its own is, a BaseException subclass too (one left the launcher as a traceback through
+    its frames); not what ends a run (SystemExit, Ctrl-C) or closes a generator or greenlet
+    (the simulator's bridge ends an app's greenlet with GreenletExit)."""
+    return isinstance(e, Exception) or not isinstance(e, _ENDINGS)
+
+
+def described(e: BaseException) -> str:
+    """`Type: message`, as Python's traceback prints an exception, whose str() may raise (the
+    app's own class): then traceback's own words for it."""
+    try:
+        text = str(e)
+    except Exception:
+        text = "<exception str() failed>"
+    return f"{type(e).__name__}: {text}"
+
+
 def exit_code(value: Any) -> int:
     """What main()'s return value (or a SystemExit's code) means as an exit status, as
     `sys.exit(value)` has it: None is 0, an int is itself, anything else is printed to stderr
@@ -365,8 +392,9 @@ def apply_app_log(main: Callable[[], Any], opts: RunOptions) -> None:
 
 
 class AppNotFound(LookupError):
-    """The app a target names is not there (no file, no module, no such function): the
-    user's mistake, told in one line. An error raised by the app's own code is not this."""
+    """The app a target names is not there (no file, no module, no such function), or is no
+    app gpucosim can run (an async main()): the user's mistake, told in one line. An error
+    raised by the app's own code is not this."""
 
 
 def find_app(target: str) -> None:
@@ -415,6 +443,9 @@ def load_main(target: str) -> Callable[[], Any]:
     fn = getattr(mod, func, None)
     if not callable(fn):
         raise AppNotFound(f"app {target!r} has no callable {func}()")
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):  # (its coroutine was the exit status)
+        raise AppNotFound(f"its {func}() is async (a coroutine function): gpucosim calls {func}() and does not "
+                          f"await it; make it a plain def")
     return fn
 
 def report_load_error(target: str, e: BaseException) -> None:
@@ -431,4 +462,4 @@ def report_load_error(target: str, e: BaseException) -> None:
         tb = tb.tb_next
     lines = traceback.format_exception(type(e), e, tb) if tb is not None else traceback.format_exception_only(type(e), e)
     print("".join(lines), end="", file=sys.stderr)
-    print(f"gpucosim: cannot load app {target!r}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+    print(f"gpucosim: cannot load app {target!r}: {described(e)}", file=sys.stderr, flush=True)

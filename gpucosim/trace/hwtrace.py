@@ -59,6 +59,23 @@ SWAP_STATES = ("SWAP", "SWAP1")  # the CP switches hardware queues (rtl/cp/queue
 
 # ------------------------------------------------------------------------------ FSM encoding
 
+HWTRACE_ENV = "GPUCOSIM_HWTRACE"  # which monitors feed the timeline: a comma list, all when unset
+MONITORS = ("cp", "sdma", "bus", "irq")
+
+
+def monitors_wanted() -> list[str]:
+    """The monitors $GPUCOSIM_HWTRACE asks for (every one when it is unset); ValueError
+    naming one it does not know (a name not known dropped its track without a word)."""
+    text = os.environ.get(HWTRACE_ENV)
+    if text is None:
+        return list(MONITORS)
+    which = [w.strip() for w in text.split(",") if w.strip()]
+    for w in which:
+        if w not in MONITORS:
+            raise ValueError(f"{w!r} is not a monitor: give a comma list of {', '.join(MONITORS)}")
+    return which
+
+
 def fsm_states(data_width: int = 64, cache_dir: Path | None = None, block: str = "cp") -> dict[int, str]:
     """{encoding: state name} of a parser FSM (`block`: "cp", or "sdma" for the copy
     engine's; the state signal is `<block>_state`), from the Amaranth design.
@@ -457,8 +474,7 @@ class HwMonitors:
         self.mem32 = mem32
         self.monitors: list = []
         self.tasks: list = []
-        # which monitors feed the timeline: $GPUCOSIM_HWTRACE, a comma list (default all)
-        which = os.environ.get("GPUCOSIM_HWTRACE", "cp,sdma,bus,irq").split(",")
+        which = monitors_wanted()
         self.cp = None
         cp_timeline = timeline if "cp" in which else None
         if cp_timeline is not None or log.isEnabledFor(logging.INFO):

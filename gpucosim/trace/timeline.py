@@ -132,11 +132,17 @@ class Timeline:
     def write(self, path: str | os.PathLike) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
         text = json.dumps(self.to_json(), separators=(",", ":"), default=str)  # C encoder: json.dump is not
+        if path.exists() and not path.is_file():
+            # a pipe or a device (--trace /dev/stdout): written into, never replaced by a file
+            with open(path, "w") as f:
+                f.write(text)
+            return path
+        real = path.resolve()  # (through a symlink: the link stays, its target gets the timeline)
+        tmp = real.with_name(real.name + ".tmp")  # (a reader never sees half a file)
         with open(tmp, "w") as f:
             f.write(text)
-        tmp.replace(path)
+        tmp.replace(real)
         return path
 
 

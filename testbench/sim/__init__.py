@@ -39,7 +39,7 @@ from typing import Iterator, Mapping, Sequence
 from . import icarus_verilog
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILD = Path(os.environ.get("GPUCOSIM_BUILD", ROOT / "build"))
+BUILD = Path(os.environ.get("GPUCOSIM_BUILD") or ROOT / "build")  # (set but empty: unset, not ".")
 HDL_DIR = Path(__file__).resolve().parent / "hdl"
 CSRC_DIR = Path(__file__).resolve().parent / "csrc"
 

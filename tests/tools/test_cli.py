@@ -45,6 +45,15 @@ def test_unknown_subcommand(capsys):
     assert usage_error(capsys, "frobnicate").startswith("gpucosim: error: argument SUBCOMMAND: invalid choice: 'frobnicate'")
 
 
+@pytest.mark.parametrize("argv", [("regs", "CP_ERROR", "1", "2"), ("disasm", "-x", "0", "--frob"), ("sim", "extra"),
+                                  ("plot", "t.json", "-o", "x.png", "--form", "3")])
+def test_an_argument_no_subcommand_knows_is_named_by_its_subcommand(capsys, argv):
+    """Every other usage error of a subcommand says `gpucosim regs: error:`, and its --help is
+    the one to read; an unknown argument said `gpucosim: error:`."""
+    extra = argv[-2:] if argv[-1] == "3" else argv[-1:]
+    assert usage_error(capsys, *argv) == f"gpucosim {argv[0]}: error: unrecognized arguments: {' '.join(extra)}"
+
+
 def test_help_examples_decode_to_valid_values():
     """The examples in `regs --help` run, and those that decode a value (at least one: a
     help without them, or with them misspelt, is not a pass) decode it into fields every

@@ -82,6 +82,14 @@ def test_regs_errors(capsys):
         "gpucosim regs: error: VALUE 0x100000000 does not fit in 32 bits"
 
 
+@pytest.mark.parametrize("name", ["CP_ERROR[5]", "cp_error[0]"])
+def test_regs_refuses_an_index_on_a_register_that_is_no_array(capsys, name):
+    """CP_ERROR[5] said "out of range: the array has 1 registers" of a register that is no
+    array, and CP_ERROR[0] was taken as CP_ERROR."""
+    assert usage_error(capsys, "regs", name) == \
+        f"gpucosim regs: error: CP_ERROR is one register, not an array: give it without [{name[9:-1]}]"
+
+
 # ------------------------------------------------------------------------------ disasm
 
 WD = pm4.write_data(0x2000000, [0x12345678], wr_confirm=1)
@@ -149,6 +157,23 @@ def test_disasm_errors(capsys, tmp_path):
         assert usage_error(capsys, "disasm", str(js)) == f"gpucosim disasm: error: {js}: {message}"
 
 
+def test_disasm_refuses_addresses_past_64_bits(capsys, tmp_path):
+    """A base or an address line past the 64-bit address space (a typo of one digit too many)
+    was taken: the listing showed addresses no packet can name."""
+    assert usage_error(capsys, "disasm", "-x", "0", "--base", "0x10000000000000000") == \
+        "gpucosim disasm: error: --base 0x10000000000000000 does not fit in 64 bits"
+    assert usage_error(capsys, "disasm", "-x", "0", "0", "--base", "0xfffffffffffffffc") == \
+        "gpucosim disasm: error: --dwords: 2 dwords from 0xfffffffffffffffc run past the 64-bit address space"
+    text = tmp_path / "d.txt"
+    text.write_text("0x00001000: 00000000\n0x10000000000000000: 00000000\n")
+    assert usage_error(capsys, "disasm", str(text)) == \
+        f"gpucosim disasm: error: {text}:2: '0x10000000000000000:' does not fit in 64 bits"
+    binary = tmp_path / "d.bin"
+    binary.write_bytes(bytes(8))
+    assert usage_error(capsys, "disasm", str(binary), "--base", "0xfffffffffffffffc") == \
+        f"gpucosim disasm: error: {binary}: 2 dwords from 0xfffffffffffffffc run past the 64-bit address space"
+
+
 def test_disasm_names_a_cut_short_trace_or_crash_report(capsys, tmp_path):
     """A trace or crash report cut short (a full disk, a killed run, a partial copy) was read
     as a plain hex dump: "'{"traceEvents":[...' is not a hex dword", "'gpucosim' is not a
@@ -162,6 +187,23 @@ def test_disasm_names_a_cut_short_trace_or_crash_report(capsys, tmp_path):
                       "  STATUS = 0x00000105: IDLE=1 ERROR=1 LEVEL=IB1 (1)\n")
     assert usage_error(capsys, "disasm", str(report)) == \
         f"gpucosim disasm: error: {report}: a crash report without its dumps (no `-- dump:` section: cut short?)"
+
+
+
+@pytest.mark.parametrize("cut, says", [
+    (6, ":7: '000' is not a whole dword (8 hex digits): cut short?"),
+    (9, ": dump 'IB1 at 0x1000 (9 dwords)' has 8 of its 9 dwords: cut short?"),
+])
+def test_disasm_names_a_crash_report_cut_inside_its_last_dump(capsys, tmp_path, cut, says):
+    """A report cut inside its last dump (the dumps close it) was listed without a word: a
+    dword cut to "00" read as 0x00000000, a line short of its last dwords as a shorter IB."""
+    report = tmp_path / "crash-app-model-1-1.txt"
+    text = "gpucosim crash report\napp:     app.py\n\n== dumps ==\n" + format_dump(
+        "IB1 at 0x1000 (9 dwords)", 0x1000, [0xC0001000, *range(1, 9)]) + "\n"
+    report.write_text(text[:-cut])
+    assert usage_error(capsys, "disasm", str(report)) == f"gpucosim disasm: error: {report}{says}"
+    report.write_text(text)
+    assert cli.main(["disasm", str(report)]) == 0
 
 
 # ------------------------------------------------------------------------------ bench, plot
@@ -237,4 +279,16 @@ def test_plot_refuses_json_that_is_not_a_trace(capsys, tmp_path, text, message):
     bad.write_text(text)
     assert usage_error(capsys, "plot", str(bad), "-o", str(tmp_path / "x.png")) == \
         f"gpucosim plot: error: {bad}: {message}"
+    assert not (tmp_path / "x.png").exists()
+
+
+@pytest.mark.parametrize("window", [("--from", "nan"), ("--to", "inf"), ("--from=-inf",), ("--to", "NaN")])
+def test_plot_refuses_a_window_that_is_no_finite_cycle(capsys, tmp_path, window):
+    """nan and inf are floats to argparse: matplotlib raised its "Axis limits cannot be NaN or
+    Inf" as a traceback."""
+    trace = tmp_path / "ok.json"
+    trace.write_text('[{"ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1, "name": "a"}]')
+    opt, value = window if len(window) == 2 else window[0].split("=")
+    assert usage_error(capsys, "plot", str(trace), "-o", str(tmp_path / "x.png"), *window) == \
+        f"gpucosim plot: error: argument {opt}: {value!r} is not a cycle: give a finite number"
     assert not (tmp_path / "x.png").exists()

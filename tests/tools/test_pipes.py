@@ -68,6 +68,29 @@ def test_pipe_safe_restores_stdout_and_passes_the_status_through():
     assert main(2) == 3 and seen == [PipeSafe] and sys.stdout is before
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (a device every write to fails: ENOSPC)")
+@pytest.mark.parametrize("argv, code", [
+    (("-m", "gpucosim", "regs"), 1),  # (past the buffer: fails in a print)
+    (("-m", "gpucosim", "regs", "CP_ERROR", "7"), 1),
+    (("-m", "gpucosim", "run", "APP", "--sim", "model"), 1),  # (an app's own print)
+    (("-m", "gpucosim", "run", "APP", "--sim", "model", "--", "3"), 3),  # (its own failure's status stays)
+], ids=["regs", "regs-one", "run", "run-fails"])
+def test_output_onto_a_full_disk_is_one_line_and_a_failure(tmp_path, argv, code):
+    """stdout onto a full disk (`gpucosim regs > out.txt`): an OSError traceback (ENOSPC), or,
+    from an app's print, the app's 'exception' and a crash report. The output is incomplete,
+    which is the command's failure: one line says so, and the status is not 0."""
+    app = tmp_path / "talk.py"
+    app.write_text("import sys\n\ndef main():\n    print('hello ' * 10)\n    return int(sys.argv[1]) if sys.argv[1:] else 0\n")
+    env = dict(os.environ, GPUCOSIM_PROGRESS="0")
+    env.pop("GPUCOSIM_LOG", None)
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([sys.executable, *(str(app) if a == "APP" else a for a in argv)], cwd=ROOT, env=env,
+                           stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert p.returncode == code and p.stderr.splitlines()[-1:] == [
+        "gpucosim: cannot write the output to stdout: No space left on device (it is incomplete)"], p.stderr
+    assert "Traceback" not in p.stderr and "crash report" not in p.stderr, p.stderr
+
+
 @pytest.mark.parametrize("given, says", [
     ("build/no-such-report.json", "cannot read build/no-such-report.json"),
     ("pyproject.toml", "is not a mutation report"),

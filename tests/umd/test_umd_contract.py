@@ -16,6 +16,7 @@ import kmd_model
 import umd
 from spec import pm4
 from testbench.refmodel import RefModel
+from umd.winsys.cmdbuf import Label
 
 from tests.kmd.test_kmd_ioctl import Client
 from tests.security.security_helpers import Holder, LoopingCpModel
@@ -131,7 +132,7 @@ def test_each_packet_remembers_its_call():
     q.emit_raw(pm4.nop(3))
     q.flush()
     labels = list(q.inflight[-1].labels.values())
-    assert labels == [f"Queue.{c}() #{i}" for i, c in enumerate(
+    assert labels == [Label(f"Queue.{c}() #{i}", i) for i, c in enumerate(
         ["write", "fill", "wait_mem", "signal", "timestamp", "copy", "upload", "emit_raw"], 1)]
     addrs = sorted(q.inflight[-1].labels)
     assert addrs[0] % 32 == 0 and all(x < y for x, y in zip(addrs, addrs[1:]))
@@ -164,7 +165,7 @@ def test_each_packet_remembers_its_call_on_every_engine(engine, dma):
     pieces = 1 if q.has_dma else -(-0x2000 // 4 // q.max_write_dw)
     assert q.has_dma is dma and pieces == (1 if dma else 3)
     labels = [v for _, v in sorted(q.inflight[-1].labels.items())]
-    assert labels == ["Queue.wait_mem() #1", "Queue.write() #2"] + ["Queue.fill() #3"] * pieces
+    assert labels == [Label("Queue.wait_mem() #1", 1), Label("Queue.write() #2", 2)] + [Label("Queue.fill() #3", 3)] * pieces
     gate.u32[0] = 1
     q.finish()
     assert a.u32[0x40:0x840].tolist() == [7] * 0x800 and a.u32[0x840] == 0

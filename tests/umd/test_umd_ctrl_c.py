@@ -19,6 +19,7 @@ import umd
 from kmd_model.core.kmd import KmdParams
 from testbench.refmodel import RefModel
 from umd.winsys import KMD_LOCK
+from umd.winsys.cmdbuf import Label
 
 from .test_umd_memory import fill_gtt_behind_a_held_submission
 
@@ -204,7 +205,7 @@ def test_ctrl_c_in_a_write_waiting_for_its_second_ib_records_none_of_it(monkeypa
     with pytest.raises(KeyboardInterrupt):
         q.write(out, 0, list(range(1, 2 * n + 1)))  # its first packet takes the last, the second waits
     assert fired and q.cmdbuf.commands == 1 and len(q.pool.free) == 1 and len(q.cmdbuf.ibs) == 1  # as before
-    assert [*q.cmdbuf.labels.values(), *(lab for _, lab in q.cmdbuf._pending_labels)] == ["Queue.write() #3"]
+    assert [*q.cmdbuf.labels.values(), *(lab for _, lab in q.cmdbuf._pending_labels)] == [Label("Queue.write() #3", 3)]
     _locks_free(kmd)
     gate.u32[0] = 1
     q.finish()

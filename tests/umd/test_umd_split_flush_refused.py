@@ -11,6 +11,7 @@ seqno behind from then on).
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 
 import pytest
@@ -179,3 +180,56 @@ def test_a_ctrl_c_then_a_refusal_in_the_later_cs(monkeypatch):
     assert [out.u32[40 * i] for i in range(k + 1)] == [*range(1, k + 1), 0]
     q.finish()  # (raised once)
     gpu.close()
+
+
+def _reworded(label):
+    """`label` in other words, as a message might want it: its number moved into the text,
+    and a "#7" after it that is no call number of the queue's."""
+    if label is None:
+        return None
+    text = str(label).replace("#", "call ") + ", after #7"
+    return text if isinstance(label, str) else dataclasses.replace(label, text=text)
+
+
+@pytest.mark.parametrize("async_submit", [False, True], ids=["sync", "async"])
+def test_the_split_reads_each_packets_call_not_its_labels_wording(monkeypatch, async_submit):
+    """Which part of a split flush a call's packets and events are in comes from the call
+    each packet was recorded by, not from its label's text: labels worded otherwise split
+    the same way and the note names the same calls. (Before, the split parsed the last "#n"
+    out of the text: every call read as #7, and the events of the part that ran were lost.)"""
+
+    def run(reword: bool):
+        kmd_model.bind(RefModel())
+        gpu = umd.open(api_version=3)
+        q = gpu.queue(engine="copy", ib_size_dw=64, flush_threshold=1000, async_submit=async_submit)
+        out = gpu.alloc(8192)
+        if reword:
+            emit = q.cmdbuf.emit
+            monkeypatch.setattr(q.cmdbuf, "emit", lambda dwords, label=None: emit(dwords, _reworded(label)))
+        _refuse_second_cs(monkeypatch, gpu)
+        q.write(out, 0, 1)  # call #1, the first flush (the refusal comes at the third CS)
+        q.flush()
+        k = gpu.dev_info.max_ib_chunks
+        events = []
+        for i in range(k + 1):  # write #2i+2 and its signal #2i+3 in IB i + 1 (40 dwords: an IB each)
+            q.write(out, 4 * 40 * (i + 1), [i + 2] * 40)
+            events.append(q.signal())
+        if async_submit:
+            q.flush()
+            q._drain()
+        with pytest.raises(umd.SubmitError) as e:
+            q.flush()
+        q.finish()
+        got = e.value.__notes__[-1], [ev.lost for ev in events], [out.u32[40 * (i + 1)] for i in range(k + 1)]
+        monkeypatch.undo()
+        gpu.close()
+        return got
+
+    plain = run(False)
+    note, lost, written = plain
+    assert lost.count(True) == 1 and lost[-1], lost
+    k = len(lost) - 1
+    assert f"the queue's calls up to #{2 * k + 1} run, their events signal;" in note, note
+    assert f"the calls from #{2 * k + 2} on did not run" in note, note
+    assert written == [*range(2, k + 2), 0]
+    assert run(True) == plain

@@ -15,6 +15,7 @@ import umd
 from kmd_model import regs
 from spec import pm4
 from testbench.refmodel import RefModel
+from umd.winsys.cmdbuf import Label
 
 
 def _open(dev, **kw):
@@ -220,7 +221,7 @@ def test_a_download_whose_flush_times_out_takes_its_copy_back():
         f"download: its own copy (the queue's call #{calls + 1}) is taken back; the commands recorded before it "
         f"(the queue's calls up to #{calls}) stay recorded: the next flush submits them")
     assert q.cmdbuf.commands == 1 and list(q.cmdbuf.labels.values()) + [
-        label for _, label in q.cmdbuf._pending_labels] == [f"Queue.write() #{calls}"]
+        label for _, label in q.cmdbuf._pending_labels] == [Label(f"Queue.write() #{calls}", calls)]
     recorded = pm4.disassemble(q.cmdbuf.cur, 0)
     assert len(recorded) == 1 and "WRITE_DATA" in recorded[0], recorded  # no DMA_DATA into the staging buffer
     hold.release()

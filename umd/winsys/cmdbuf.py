@@ -9,7 +9,7 @@ packets the same way). `end()` pads the last IB and returns the first one, which
 a submission names: the CP follows the chain.
 
     cb = CmdBuf(pool.get, ib_size_dw=1024, align_dw=8)
-    cb.emit(pm4.write_data(addr, [1, 2, 3]), "Queue.write() #1")
+    cb.emit(pm4.write_data(addr, [1, 2, 3]), Label("Queue.write() #1", 1))
     first = cb.end()            # (Ib, size_dw) of the first IB, or None when empty
     ... submit ..., then cb.ibs are the IBs this stream used; cb.reset() starts anew.
 
@@ -26,6 +26,20 @@ from typing import Any, Callable
 from spec import pm4, sdma
 
 CHAIN_DW = len(pm4.indirect_buffer(0, 1))
+
+
+@dataclass(frozen=True)
+class Label:
+    """The API call that recorded a packet: `text` for messages (GpuError.command), `call`
+    the queue's how-manieth call it was (Queue.calls; None for a packet no call recorded,
+    the NOP a wait_event's dependency rides on). Code that needs the call (a copy flush's
+    split, umd/submit.py) reads `call`, never the text, which may be worded as messages need."""
+
+    text: str
+    call: int | None = None
+
+    def __str__(self) -> str:
+        return self.text
 
 
 @dataclass(eq=False)
@@ -71,8 +85,8 @@ class CmdBuf:
         flush can reclaim before anything new is allocated."""
         self.ibs: list[Ib] = []
         self.cur: list[int] = []
-        self.labels: dict[int, str] = {}  # GPU address of a packet -> the call that recorded it
-        self._pending_labels: list[tuple[int, str]] = []  # (dword offset in cur, label)
+        self.labels: dict[int, Any] = {}  # GPU address of a packet -> the call that recorded it (a Label)
+        self._pending_labels: list[tuple[int, Any]] = []  # (dword offset in cur, label)
         self.commands = 0
         self._mark = (0, 0, 0, self.chains)  # where the command being recorded began (begin)
         self._mark_commands = 0  # the count then (take_back undoes a command() after the mark)
@@ -96,7 +110,7 @@ class CmdBuf:
         self._rollback()
         self.commands = self._mark_commands
 
-    def emit(self, dwords: list[int], label: str | None = None) -> None:
+    def emit(self, dwords: list[int], label: Any = None) -> None:
         """Append one packet (or a few that must stay together). When taking a new IB fails
         (get_ib raises: a wait for one that timed out, met a failed job, or was interrupted),
         the command's earlier packets are taken back too: the stream is as it was at begin(),

@@ -1,0 +1,226 @@
+"""`gpucosim run` against apps and settings that misbehave: an exception that cannot be
+printed, one that is no Exception, an async main(), an app that is interrupted or changes
+directory before its outputs are written, garbage in the environment. Each is one line of
+gpucosim's (or the app's own traceback), never a traceback of gpucosim's, and no output lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from gpucosim import cli
+
+from .cli_helpers import ROOT, gpucosim, usage_error
+
+# a little GPU work, so the timeline has the drivers' events in it
+WORK = ("import umd\n"
+        "def work():\n"
+        "    gpu = umd.open()\n"
+        "    q = gpu.queue()\n"
+        "    q.write(gpu.alloc(64), 0, 1)\n"
+        "    q.finish()\n"
+        "    gpu.close()\n")
+
+
+def test_a_bad_log_setting_in_the_environment_is_one_line():
+    """GPUCOSIM_LOG=ring=loud: the drivers' own warning ("GPUCOSIM_LOG is ignored") came
+    first, then the usage error refusing it: two lines that contradict each other."""
+    r = gpucosim("run", "examples/hello.py", "--sim", "model", env={"GPUCOSIM_LOG": "ring=loud"})
+    assert r.returncode == 2 and r.stderr.splitlines() == [
+        "gpucosim run: error: GPUCOSIM_LOG: unknown log level 'loud' (use debug, info, warning, error) "
+        "(in the environment)"], r.stderr
+
+
+def test_an_exception_that_cannot_be_printed(tmp_path):
+    """An app's exception whose str() raises: the crash report's title called it, and
+    gpucosim's own traceback followed the app's."""
+    app = tmp_path / "unprintable.py"
+    app.write_text("class E(Exception):\n    def __str__(self):\n        raise RuntimeError('no text')\n\n"
+                   "def main():\n    raise E()\n")
+    r = gpucosim("run", str(app), "--sim", "model", "--crash-dir", str(tmp_path / "crash"))
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.count("Traceback") == 1 and "launch.py" not in r.stderr, r.stderr  # the app's own, alone
+    assert "gpucosim: exception in the app: E: <exception str() failed>" in r.stderr.splitlines()
+    assert len(list((tmp_path / "crash").glob("crash-unprintable-model-*.txt"))) == 1
+
+
+@pytest.mark.parametrize("body, says", [
+    ("class E(Exception):\n    def __str__(self):\n        raise RuntimeError('no text')\n\nraise E()\n",
+     "E: <exception str() failed>"),
+    ("class Odd(BaseException):\n    pass\n\nraise Odd('at import')\n", "Odd: at import")])
+def test_an_app_whose_import_raises_what_the_launcher_did_not_expect(tmp_path, body, says):
+    """Raised while the app is imported: the message's str() of it raised out of the
+    launcher, and a BaseException of the app's own went past it (a traceback through
+    gpucosim's frames, exit 1)."""
+    app = tmp_path / "odd_import.py"
+    app.write_text(body)
+    r = gpucosim("run", str(app), "--sim", "model")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.splitlines()[-1] == f"gpucosim: cannot load app {str(app)!r}: {says}"
+    assert r.stderr.count("Traceback") == 1 and "launch.py" not in r.stderr, r.stderr
+
+
+def test_an_exception_that_is_no_exception_subclass(tmp_path):
+    """A BaseException of the app's own (neither SystemExit nor KeyboardInterrupt) left the
+    launcher as a traceback through its frames: no crash report, no timeline."""
+    app = tmp_path / "odd.py"
+    app.write_text(WORK + "class Odd(BaseException):\n    pass\n\ndef main():\n    work()\n    raise Odd('odd')\n")
+    trace = tmp_path / "t.json"
+    r = gpucosim("run", str(app), "--sim", "model", "--crash-dir", str(tmp_path / "crash"), "--trace", str(trace))
+    assert r.returncode == 1, r.stderr
+    assert "gpucosim: exception in the app: Odd: odd" in r.stderr.splitlines(), r.stderr
+    assert "cli.py" not in r.stderr, r.stderr
+    assert len(list((tmp_path / "crash").glob("crash-odd-model-*.txt"))) == 1
+    assert json.loads(trace.read_text())["traceEvents"]
+
+
+def test_an_async_main_is_refused_in_one_line(tmp_path):
+    """`async def main()`: its coroutine was taken as main()'s return value, printed as
+    `<coroutine object main at 0x...>` with Python's "never awaited" warning, exit 1."""
+    app = tmp_path / "coro.py"
+    app.write_text("async def main():\n    return 0\n")
+    r = gpucosim("run", str(app), "--sim", "model")
+    assert r.returncode == 2 and r.stderr.splitlines() == [
+        f"gpucosim: cannot load app {str(app)!r}: its main() is async (a coroutine function): gpucosim calls "
+        f"main() and does not await it; make it a plain def"], r.stderr
+
+
+def test_an_interrupted_run_still_writes_its_timeline(tmp_path):
+    """Ctrl-C (here a KeyboardInterrupt of the app's own) on the model: the timeline of what
+    ran was lost (the RTL's launcher writes it in a finally; the model's did not)."""
+    app = tmp_path / "stop.py"
+    app.write_text(WORK + "def main():\n    work()\n    raise KeyboardInterrupt\n")
+    trace = tmp_path / "t.json"
+    r = gpucosim("run", str(app), "--sim", "model", "--trace", str(trace))
+    assert r.returncode == 130, r.stderr
+    assert r.stderr.splitlines()[-1] == "gpucosim: interrupted"
+    assert any(e["ph"] == "X" for e in json.loads(trace.read_text())["traceEvents"])
+
+
+def test_outputs_go_where_they_were_asked_for_when_the_app_changes_directory(tmp_path):
+    """Relative --trace, --stats-json and --crash-dir were resolved after the app ran, in
+    whatever directory it had moved to (on the model; the RTL's launcher resolved them first)."""
+    work = tmp_path / "work"
+    (tmp_path / "elsewhere").mkdir()
+    work.mkdir()
+    app = work / "wander.py"
+    app.write_text(WORK + "import os\n\ndef main():\n    work()\n    os.chdir(os.path.join('..', 'elsewhere'))\n"
+                   "    raise RuntimeError('lost?')\n")
+    r = gpucosim("run", "wander.py", "--sim", "model", "--trace", "out/t.json", "--stats-json", "out/s.json",
+                 "--crash-dir", "out", cwd=work, env={"PYTHONPATH": str(ROOT)})  # (this tree's gpucosim)
+    assert r.returncode == 1, r.stderr
+    names = sorted(p.name for p in (work / "out").iterdir())
+    assert len(names) == 3 and names[0].startswith("crash-wander-model-") and names[1:] == ["s.json", "t.json"], \
+        r.stderr
+    assert not (tmp_path / "elsewhere" / "out").exists()
+    assert "gpucosim: timeline written to out/t.json" in r.stderr
+
+
+@pytest.mark.parametrize("value, bad", [("cpu", "'cpu'"), ("cp,dma", "'dma'")])
+def test_a_bad_hardware_trace_setting_is_refused_before_the_run(capsys, monkeypatch, tmp_path, value, bad):
+    """GPUCOSIM_HWTRACE picks the RTL's monitors that feed --trace: a name it does not know
+    (cpu for cp) dropped that track without a word."""
+    from gpucosim.run import launch
+
+    monkeypatch.setenv("GPUCOSIM_HWTRACE", value)
+    monkeypatch.setattr(launch, "run_app", lambda opts: 0)  # (the RTL run is not the point)
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "verilator", "--trace", str(tmp_path / "t.json")) \
+        == (f"gpucosim run: error: GPUCOSIM_HWTRACE={value!r}: {bad} is not a monitor: give a comma list of "
+            f"cp, sdma, bus, irq (in the environment)")
+    monkeypatch.setenv("GPUCOSIM_HWTRACE", "cp,irq")
+    assert cli.main(["run", "examples/hello.py", "--sim", "verilator", "--trace", str(tmp_path / "t.json")]) == 0
+
+
+@pytest.mark.parametrize("backend", ["model", pytest.param("verilator", marks=pytest.mark.xdist_group("demo_rtl"))])
+def test_sys_exit_as_the_app_is_imported_is_its_status_on_every_backend(tmp_path, backend):
+    """sys.exit(4) at the app's top level: status 4 on the model, while the RTL's said "the app
+    did not finish on verilator: app: 4" with status 1."""
+    app = tmp_path / "early.py"
+    app.write_text("import sys\nsys.exit(4)\n")
+    r = gpucosim("run", str(app), "--sim", backend, timeout=600)
+    assert r.returncode == 4 and "did not finish" not in r.stderr, r.stderr
+
+
+def test_an_output_that_would_write_over_the_app_or_another_output(capsys, tmp_path):
+    """`--trace app.py` (one completion too few) replaced the app's source with its timeline;
+    --trace and --stats-json on one file kept only the timeline. Refused before the run."""
+    app = tmp_path / "app.py"
+    app.write_text("def main():\n    return 0\n")
+    assert usage_error(capsys, "run", str(app), "--sim", "model", "--trace", str(app)) == \
+        f"gpucosim run: error: --trace {app} is the app's own source: the run would write over it"
+    assert app.read_text() == "def main():\n    return 0\n"
+    assert usage_error(capsys, "run", "examples.hello", "--sim", "model", "--stats-json", "examples/hello.py") == \
+        "gpucosim run: error: --stats-json examples/hello.py is the app's own source: the run would write over it"
+    same = tmp_path / "out.json"
+    assert usage_error(capsys, "run", str(app), "--sim", "model", "--trace", str(same), "--stats-json",
+                       f"{tmp_path}/./out.json") == \
+        f"gpucosim run: error: --trace and --stats-json name one file ({tmp_path}/./out.json): give each its own"
+    assert not same.exists()
+
+
+def test_the_timeline_goes_into_what_trace_names_not_over_it(tmp_path):
+    """--trace through a symlink, or into a pipe (`--trace /dev/stdout | jq`, a FIFO): the
+    timeline was written beside it and renamed over it, replacing the link with a file, or
+    the pipe (its reader waiting forever; as root, /dev/stdout itself was replaced)."""
+    app = tmp_path / "app.py"
+    app.write_text(WORK + "def main():\n    work()\n")
+    real, link = tmp_path / "real.json", tmp_path / "link.json"
+    link.symlink_to(real)
+    r = gpucosim("run", str(app), "--sim", "model", "--trace", str(link))
+    assert r.returncode == 0, r.stderr
+    assert link.is_symlink() and json.loads(real.read_text())["traceEvents"]
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    got: list = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
+    reader.start()
+    r = gpucosim("run", str(app), "--sim", "model", "--trace", str(fifo))
+    reader.join(timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and not (tmp_path / "pipe.json.tmp").exists()
+    assert got and json.loads(got[0])["traceEvents"]
+
+
+def test_an_empty_build_folder_setting_is_no_setting(tmp_path):
+    """GPUCOSIM_BUILD= (set, but empty) was the folder "": crash reports (and RTL builds) went
+    into ./crash (./sim) of wherever gpucosim was run."""
+    app = tmp_path / "boom.py"
+    app.write_text("def main():\n    raise RuntimeError('boom')\n")
+    r = gpucosim("run", str(app), "--sim", "model", cwd=tmp_path, env={"GPUCOSIM_BUILD": "", "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 1, r.stderr
+    assert not (tmp_path / "crash").exists()
+    report = Path(r.stderr.splitlines()[-1].split("crash report written to ", 1)[1])
+    assert report.parent == ROOT / "build" / "crash", r.stderr
+    report.unlink()
+
+
+def test_a_thread_the_app_left_running_is_named_and_ctrl_c_ends_it(tmp_path):
+    """An app whose main() returns with a thread of its own still running: gpucosim waited
+    for it (the interpreter's exit) without a word, and Ctrl-C then printed the interpreter's
+    KeyboardInterrupt traceback ("Exception ignored in threading") with status 0."""
+    app = tmp_path / "linger.py"
+    app.write_text("import threading, time\n\ndef main():\n"
+                   "    threading.Thread(target=time.sleep, args=(600,), name='poller').start()\n")
+    p = subprocess.Popen([sys.executable, "-m", "gpucosim", "run", str(app), "--sim", "model"], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, GPUCOSIM_PROGRESS="0"),
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # (as a terminal's)
+    try:
+        ready = select.select([p.stderr], [], [], 60)[0]  # (before: nothing, ever)
+        first = p.stderr.readline() if ready else "(nothing said)"
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    assert first == ("gpucosim: the app's main() returned with 1 thread of its own still running (poller): "
+                     "waiting for it to end (Ctrl-C ends the run)\n"), first + err
+    assert p.returncode == 130 and err == "gpucosim: interrupted\n", err
