@@ -273,8 +273,9 @@ def test_two_jobs_failed_between_looks_are_raised_together():
         # it fails, and its ring is reset, before the next is submitted (the KMD counts the CS
         # before the job is on the ring: run the device until the reset, bounded, not 4 rounds)
         while kmd.stats["queue_resets"] < n and time.monotonic() < deadline:
-            kmd.dev.delay(2_000)
-            kmd.service()
+            with kmd.lock:  # (as an ioctl does, not beside the thread's)
+                kmd.dev.delay(2_000)
+                kmd.service()
         assert kmd.stats["queue_resets"] == n
     q.write(buf, 0, 9)  # (a job that ends well last: finish's own wait raises nothing)
     with pytest.raises(umd.GpuError, match="illegal opcode 0xf0") as ei:

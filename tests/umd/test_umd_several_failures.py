@@ -40,8 +40,9 @@ def _settle(kmd, cs: int | None = None) -> None:
     while cs is not None and kmd.stats["cs"] < cs and time.monotonic() < deadline:
         time.sleep(0.001)
     for _ in range(4):
-        kmd.dev.delay(2_000)
-        kmd.service()
+        with kmd.lock:  # (as an ioctl does: the thread's CS, counted, may be pushing its job yet)
+            kmd.dev.delay(2_000)
+            kmd.service()
 
 
 def _two_waited_for(gpu, q, buf):
