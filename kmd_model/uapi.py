@@ -305,7 +305,7 @@ class CtxArgs:
     op: int
     ctx_id: int = 0
     flags: int = 0
-    priority: int = CtxPriority.NORMAL  # ALLOC only; above NORMAL needs File.cap_sys_nice (else EACCES)
+    priority: int = CtxPriority.NORMAL  # read by ALLOC only; above NORMAL needs File.cap_sys_nice (else EACCES)
 
 
 @dataclass(frozen=True)

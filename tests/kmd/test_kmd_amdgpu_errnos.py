@@ -103,7 +103,28 @@ def test_every_invalid_priority_is_einval_with_one_precise_message():
     for prio in (None, 0.0, 1.5, "HIGH", True, [0]):
         e = refused(errno.EINVAL, "CTX", u.io, Request.CTX, uapi.CtxArgs(CtxOp.ALLOC, priority=prio))
         assert e.message == f"CTX: priority must be an int, not {prio!r}"
-    # amdgpu ignores the field for the other ops; here it must be 0 (NORMAL) there
-    e = refused(errno.EINVAL, "CTX", u.io, Request.CTX, uapi.CtxArgs(CtxOp.FREE, 1, priority=CtxPriority.HIGH))
-    assert e.message == "CTX: priority is for ALLOC only, not 512"
     assert [u.ctx(p) for p in CtxPriority] == [1, 2, 3, 4, 5, 6]  # the six are fine; no refusal took an id
+
+
+def test_free_and_query_ignore_the_priority_as_amdgpu_does():
+    """amdgpu_ctx_ioctl reads the priority for ALLOC alone: FREE, QUERY_STATE and QUERY_STATE2
+    with any int32 there (a struct reused from an ALLOC, garbage) answer as with 0. They were
+    EINVAL, "CTX: priority is for ALLOC only". The field is still an int32 for every op: a
+    value no drm_amdgpu_ctx_in can hold, or not an int, is the copy-in's EINVAL."""
+    kmd_model.bind(RefModel())
+    u = Umd()
+    C = Request.CTX
+    for prio in (CtxPriority.HIGH, 100, -1, -(1 << 31), (1 << 31) - 1):
+        ctx = u.ctx()
+        for op in (CtxOp.QUERY_STATE, CtxOp.QUERY_STATE2):
+            out = u.io(C, uapi.CtxArgs(op, ctx, priority=prio))
+            assert out == u.io(C, uapi.CtxArgs(op, ctx)) and out.ctx_id == ctx
+        assert u.io(C, uapi.CtxArgs(CtxOp.FREE, ctx, priority=prio)).ctx_id == ctx
+        refused(errno.EINVAL, "CTX", u.io, C, uapi.CtxArgs(CtxOp.QUERY_STATE, ctx))  # freed
+    ctx = u.ctx()
+    for op in (CtxOp.FREE, CtxOp.QUERY_STATE):
+        e = refused(errno.EINVAL, "CTX", u.io, C, uapi.CtxArgs(op, ctx, priority=1 << 31))
+        assert e.message == "CTX: priority must be -0x80000000 to 0x7fffffff, not 0x80000000"
+        e = refused(errno.EINVAL, "CTX", u.io, C, uapi.CtxArgs(op, ctx, priority="HIGH"))
+        assert e.message == "CTX: priority must be an int, not 'HIGH'"
+    assert u.io(C, uapi.CtxArgs(CtxOp.QUERY_STATE, ctx)).ctx_id == ctx  # (the refusals changed nothing)
