@@ -460,7 +460,9 @@ class DevInfo:
 
 @dataclass(frozen=True)
 class HeapInfo:
-    base: int
+    """A heap's sizes in bytes (amdgpu's drm_amdgpu_heap_info): no address. Where the kernel
+    places BOs is its own; a client reaches them at the VAs it maps them at."""
+
     total: int
     used: int
     largest_free: int
