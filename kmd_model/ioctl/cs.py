@@ -24,13 +24,13 @@ if TYPE_CHECKING:
 def _ring(kmd: "Kmd", who: str, ip_type, ip_instance, ring):
     """The scheduler a (HW IP type, instance, ring) names (amdgpu_ctx_get_entity); EINVAL
     for anything this device does not have."""
-    ip = _int(who, "ip_type", ip_type, 0)
+    ip = _int(who, "ip_type", ip_type)
     if ip >= HW_IP_NUM:
         raise KmdError(errno.EINVAL, f"{who}: ip_type {ip} is not a HW IP type (0..{HW_IP_NUM - 1})")
-    inst = _int(who, "ip_instance", ip_instance, 0)
+    inst = _int(who, "ip_instance", ip_instance)
     if inst:  # amdgpu: "Right now all IPs have only one instance"
         raise KmdError(errno.EINVAL, f"{who}: ip_instance must be 0 (every HW IP has one instance), not {inst}")
-    r = _int(who, "ring", ring, 0)
+    r = _int(who, "ring", ring)
     sched = kmd.rings.get((ip, r))
     if sched is not None:
         return sched
