@@ -233,12 +233,9 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait) -> uapi.CsOu
             kmd.stats["cs_rejected"] += 1
             raise
         if addr is None:
-            return None  # it waited for room, other ioctls meanwhile: the CS starts again
-        try:  # waiting for room, the driver may have recovered a hang: asked again
-            _may_submit(kmd, ctx)
-        except KmdError:
-            kmd.shadow.free(addr, checked.shadow_bytes)
-            raise
+            # it waited for room, other ioctls meanwhile (a reset may have made the context
+            # guilty): the CS starts again, _may_submit first; an address means no wait since
+            return None
         ring_ibs = kmd.checker.place(checked, addr, kmd.shadow_va(addr))
         kmd.stats["cs_shadow_bytes"] += checked.shadow_bytes
     # Every BO mapped in the VM (and its page tables) stays allocated while the job may run:

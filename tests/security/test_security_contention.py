@@ -426,3 +426,29 @@ def test_a_cs_that_waits_for_its_slot_leaves_the_pools_queue_and_joins_it_again_
     assert w.wait(threads["w"].out[0]) and wbo.u32[0x3000 // 4] == 0xC
     assert v.wait(threads["v"].out[0]) and vbo.u32[0x3000 // 4] == 0xB
     assert not kmd.shadow.waiters and kmd.stats["job_timeouts"] == 0
+
+
+def test_a_cs_refused_after_it_waited_for_room_leaves_the_pools_queue():
+    """A CS waits for room in the pool; meanwhile another thread of its client closes the BO
+    its IB is in. Served, the CS starts again and is refused (the handle is gone): it must
+    leave the pool's queue, or its ticket would stay first in it and every later CS wait
+    behind it until its ENOMEM."""
+    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=4, job_timeout=JOB_TIMEOUT, fallback_poll=1_000)
+    h, hbo, hold = _pool_filled_behind_a_hold(kmd)
+    a, b = Client(), Client()
+    abo, achunk = _one_kib_job(a, 0xA)
+    t0 = kmd.dev.now()
+    ta = _Waiter(lambda: a.submit(achunk))
+    ta.start()
+    try:
+        _in_wait(kmd, ta, t0)
+        assert len(kmd.shadow.waiters) == 1
+        a.io(Request.GEM_CLOSE, uapi.GemCloseArgs(abo.handle))
+    finally:
+        kmd.mem32[hold] = 1  # the hold ends, the pool drains
+        ta.join(60)
+    e = ta.out[0]
+    assert isinstance(e, KmdError) and (e.errno, e.message) == (errno.ENOENT, f"CS: chunk 0: no BO with handle {abo.handle}")
+    assert not kmd.shadow.waiters
+    bbo, bchunk = _one_kib_job(b, 0xB)
+    assert b.wait(b.submit(bchunk)) and bbo.u32[0x40] == 0xB and kmd.stats["job_timeouts"] == 0
