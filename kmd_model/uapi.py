@@ -305,7 +305,7 @@ class CtxArgs:
     op: int
     ctx_id: int = 0
     flags: int = 0
-    priority: int = CtxPriority.NORMAL  # ALLOC only; above NORMAL needs File.cap_sys_nice (else EACCES)
+    priority: int = CtxPriority.NORMAL  # read by ALLOC only; above NORMAL needs File.cap_sys_nice (else EACCES)
 
 
 @dataclass(frozen=True)
@@ -460,7 +460,9 @@ class DevInfo:
 
 @dataclass(frozen=True)
 class HeapInfo:
-    base: int
+    """A heap's sizes in bytes (amdgpu's drm_amdgpu_heap_info): no address. Where the kernel
+    places BOs is its own; a client reaches them at the VAs it maps them at."""
+
     total: int
     used: int
     largest_free: int

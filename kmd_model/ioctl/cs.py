@@ -24,13 +24,13 @@ if TYPE_CHECKING:
 def _ring(kmd: "Kmd", who: str, ip_type, ip_instance, ring):
     """The scheduler a (HW IP type, instance, ring) names (amdgpu_ctx_get_entity); EINVAL
     for anything this device does not have."""
-    ip = _int(who, "ip_type", ip_type, 0)
+    ip = _int(who, "ip_type", ip_type)
     if ip >= HW_IP_NUM:
         raise KmdError(errno.EINVAL, f"{who}: ip_type {ip} is not a HW IP type (0..{HW_IP_NUM - 1})")
-    inst = _int(who, "ip_instance", ip_instance, 0)
+    inst = _int(who, "ip_instance", ip_instance)
     if inst:  # amdgpu: "Right now all IPs have only one instance"
         raise KmdError(errno.EINVAL, f"{who}: ip_instance must be 0 (every HW IP has one instance), not {inst}")
-    r = _int(who, "ring", ring, 0)
+    r = _int(who, "ring", ring)
     sched = kmd.rings.get((ip, r))
     if sched is not None:
         return sched
@@ -233,12 +233,9 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait) -> uapi.CsOu
             kmd.stats["cs_rejected"] += 1
             raise
         if addr is None:
-            return None  # it waited for room, other ioctls meanwhile: the CS starts again
-        try:  # waiting for room, the driver may have recovered a hang: asked again
-            _may_submit(kmd, ctx)
-        except KmdError:
-            kmd.shadow.free(addr, checked.shadow_bytes)
-            raise
+            # it waited for room, other ioctls meanwhile (a reset may have made the context
+            # guilty): the CS starts again, _may_submit first; an address means no wait since
+            return None
         ring_ibs = kmd.checker.place(checked, addr, kmd.shadow_va(addr))
         kmd.stats["cs_shadow_bytes"] += checked.shadow_bytes
     # Every BO mapped in the VM (and its page tables) stays allocated while the job may run:

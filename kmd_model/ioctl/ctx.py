@@ -20,9 +20,8 @@ if TYPE_CHECKING:
 def ctx_ioctl(kmd: "Kmd", file: "File", a: uapi.CtxArgs) -> uapi.CtxOut:
     op = _int("CTX", "op", a.op)
     _int("CTX", "flags", a.flags, 0, 0)  # no flags are defined for any op
-    prio = _int("CTX", "priority", a.priority, -(1 << 31), (1 << 31) - 1)  # an int32, as in drm_amdgpu_ctx_in
-    if op != CtxOp.ALLOC and prio:
-        raise KmdError(errno.EINVAL, f"CTX: priority is for ALLOC only, not {prio}")
+    # an int32, as in drm_amdgpu_ctx_in; read by ALLOC alone (amdgpu_ctx_ioctl ignores it for the rest)
+    prio = _int("CTX", "priority", a.priority, -(1 << 31), (1 << 31) - 1)
     if op == CtxOp.ALLOC:
         if prio not in CtxPriority._value2member_map_:
             raise KmdError(errno.EINVAL, f"CTX ALLOC: priority must be one of "

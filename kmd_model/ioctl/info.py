@@ -36,7 +36,7 @@ def info(kmd: "Kmd", file: "File", a: uapi.InfoArgs) -> Any:
     if q == InfoQuery.MEMORY:
         def heap(d: Domain) -> uapi.HeapInfo:
             h = kmd.bo.heaps[d]
-            return uapi.HeapInfo(h.base, h.size, h.used, h.largest_free)
+            return uapi.HeapInfo(h.size, h.used, h.largest_free)  # (not h.base: a physical address)
         return uapi.MemoryInfo(heap(Domain.VRAM), heap(Domain.GTT))
     if q == InfoQuery.VM_FAULT:
         kmd.service()  # a fault the interrupt has not been handled for yet

@@ -57,12 +57,14 @@ def wait_cs(kmd: "Kmd", file: "File", a: uapi.WaitCsArgs) -> uapi.WaitCsOut:
 def _entity_error(ctx: "Context", seq: int) -> None:
     """A guilty context's entity on the ring job `seq` ran on has the error of the context's
     latest job there, if that failed (drm_sched_entity_error): raise it. (A job older than
-    the context's last RING_KEPT has no ring known: it answers for itself.)"""
+    the context's last RING_KEPT has no ring known: it answers for itself.) The latest job has
+    always ended: the full reset that made the context guilty cancelled every job it had
+    on every ring, and it submits nothing after (test_a_guilty_context_has_no_job_left_on_any_ring)."""
     if not ctx.guilty:
         return
     ring = ctx.ring_of.get(seq)
     latest = ctx.last_on.get(ring) if ring is not None else None
-    if latest is None or latest == seq or latest in ctx.jobs:
+    if latest is None or latest == seq:
         return  # (the job's own error, if any, is raised as its own)
     e = ctx.failed.get(latest)
     if e is not None:

@@ -81,6 +81,38 @@ def test_wait_cs_on_a_guilty_context_reports_each_rings_own_state():
     assert e.message == f"WAIT_CS: {e.info.message}"  # its own error, as before
 
 
+def test_a_guilty_context_has_no_job_left_on_any_ring():
+    """What WAIT_CS's entity error rests on: a context the full reset finds guilty has no
+    unfinished job anywhere after it (so the latest job of a ring has always ended, and a
+    failed one is the entity's error). Its jobs at the reset: the hang on gfx, one queued
+    behind it, one on gfx waiting for its SDMA job, and that SDMA job polling on the SDMA
+    ring with another queued behind: every one cancelled, none left in `ctx.jobs`, and
+    every later CS refused, so none comes after."""
+    from spec.sdma import poll_regmem
+    kmd = kmd_model.bind(RefModel(), job_timeout=20_000)
+    u = Umd()
+    ctx = u.ctx()
+    h, u32, va = u.bo(0x4000)
+    u32[0x900:0x908] = poll_regmem(va + 0x3004, 1, 0xFFFF_FFFF, "EQ", interval=4) + sdma.pad(2)
+    u32[0x908:0x910] = sdma.pad(8)
+    poll = u.cs(ctx, CsChunkIb(8, handle=h, offset=0x2400, ip_type=HwIp.DMA))
+    after_poll = u.cs(ctx, CsChunkIb(8, handle=h, offset=0x2420, ip_type=HwIp.DMA))
+    hang = u.cs(ctx, ib(u32, pm4.wait_reg_mem(va + 0x3000, 1, 1, "EQ"), offset=0x200, handle=h))
+    queued = u.cs(ctx, ib(u32, pm4.nop(6), offset=0x300, handle=h))
+    dep = u.cs(ctx, ib(u32, pm4.nop(6), offset=0x400, handle=h),
+               uapi.CsChunkDep(HwIp.DMA, 0, ctx, after_poll))
+    c = u.f.contexts[ctx]
+    assert len(c.jobs) == 5 and not kmd.stats["resets"]
+    e = refused(errno.ECANCELED, "WAIT_CS", u.wait, ctx, hang, 400_000)
+    assert e.info.code == "TIMEOUT" and kmd.stats["resets"] == 1 and not kmd.stats["queue_resets"]
+    assert c.guilty and c.jobs == {}
+    assert all(j.finished for s in kmd.scheds for j in (*s.pending, *s.queue) if j.ctx is c)
+    for seq in (poll, after_poll, hang, queued, dep):
+        refused(errno.ECANCELED, "WAIT_CS", u.wait, ctx, seq, 0)
+    refused(errno.ECANCELED, "CS", u.cs, ctx, CsChunkIb(8, handle=h, offset=0x2420, ip_type=HwIp.DMA))
+    assert c.jobs == {}
+
+
 # ------------------------------------------------------------------------------ CTX ALLOC: the priority
 
 def test_every_invalid_priority_is_einval_with_one_precise_message():
@@ -103,7 +135,28 @@ def test_every_invalid_priority_is_einval_with_one_precise_message():
     for prio in (None, 0.0, 1.5, "HIGH", True, [0]):
         e = refused(errno.EINVAL, "CTX", u.io, Request.CTX, uapi.CtxArgs(CtxOp.ALLOC, priority=prio))
         assert e.message == f"CTX: priority must be an int, not {prio!r}"
-    # amdgpu ignores the field for the other ops; here it must be 0 (NORMAL) there
-    e = refused(errno.EINVAL, "CTX", u.io, Request.CTX, uapi.CtxArgs(CtxOp.FREE, 1, priority=CtxPriority.HIGH))
-    assert e.message == "CTX: priority is for ALLOC only, not 512"
     assert [u.ctx(p) for p in CtxPriority] == [1, 2, 3, 4, 5, 6]  # the six are fine; no refusal took an id
+
+
+def test_free_and_query_ignore_the_priority_as_amdgpu_does():
+    """amdgpu_ctx_ioctl reads the priority for ALLOC alone: FREE, QUERY_STATE and QUERY_STATE2
+    with any int32 there (a struct reused from an ALLOC, garbage) answer as with 0. They were
+    EINVAL, "CTX: priority is for ALLOC only". The field is still an int32 for every op: a
+    value no drm_amdgpu_ctx_in can hold, or not an int, is the copy-in's EINVAL."""
+    kmd_model.bind(RefModel())
+    u = Umd()
+    C = Request.CTX
+    for prio in (CtxPriority.HIGH, 100, -1, -(1 << 31), (1 << 31) - 1):
+        ctx = u.ctx()
+        for op in (CtxOp.QUERY_STATE, CtxOp.QUERY_STATE2):
+            out = u.io(C, uapi.CtxArgs(op, ctx, priority=prio))
+            assert out == u.io(C, uapi.CtxArgs(op, ctx)) and out.ctx_id == ctx
+        assert u.io(C, uapi.CtxArgs(CtxOp.FREE, ctx, priority=prio)).ctx_id == ctx
+        refused(errno.EINVAL, "CTX", u.io, C, uapi.CtxArgs(CtxOp.QUERY_STATE, ctx))  # freed
+    ctx = u.ctx()
+    for op in (CtxOp.FREE, CtxOp.QUERY_STATE):
+        e = refused(errno.EINVAL, "CTX", u.io, C, uapi.CtxArgs(op, ctx, priority=1 << 31))
+        assert e.message == "CTX: priority must be -0x80000000 to 0x7fffffff, not 0x80000000"
+        e = refused(errno.EINVAL, "CTX", u.io, C, uapi.CtxArgs(op, ctx, priority="HIGH"))
+        assert e.message == "CTX: priority must be an int, not 'HIGH'"
+    assert u.io(C, uapi.CtxArgs(CtxOp.QUERY_STATE, ctx)).ctx_id == ctx  # (the refusals changed nothing)

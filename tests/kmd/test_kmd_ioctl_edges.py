@@ -89,6 +89,32 @@ def test_ring_choice_errors_name_the_field():
     bo = c.bo()
     expect(errno.EINVAL, "CS: chunk 0: ip_instance must be an int, not 'x'",
            c.submit, CsChunkIb(8, bo.handle, 0, ip_instance="x"))
+    expect(errno.EINVAL, "CS: chunk 0: ring must be an int, not 'x'", c.submit, CsChunkIb(8, bo.handle, 0, ring="x"))
+    expect(errno.EINVAL, "CS: chunk 0: ring must be >= 0, not -1", c.submit, CsChunkIb(8, bo.handle, 0, ring=-1))
+    expect(errno.EINVAL, "CS: chunk 1: ring must be >= 0, not -1",
+           c.submit, c.ib(bo, pm4.nop(6)), CsChunkDep(HwIp.GFX, -1, c.ctx, 1))
+
+
+def test_a_dependency_on_a_context_that_submitted_nothing_says_so():
+    kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo()
+    idle = c.io(Request.CTX, uapi.CtxArgs(uapi.CtxOp.ALLOC)).ctx_id
+    expect(errno.EINVAL, f"CS: chunk 1: context {idle} never submitted seqno 0x5 (nothing submitted yet)",
+           c.submit, c.ib(bo, pm4.nop(6)), CsChunkDep(HwIp.GFX, 0, idle, 5))
+    first = c.submit(c.ib(bo, pm4.nop(6)))
+    expect(errno.EINVAL, f"CS: chunk 1: context {c.ctx} never submitted seqno 0x5 (last is {first:#x})",
+           c.submit, c.ib(bo, pm4.nop(6)), CsChunkDep(HwIp.GFX, 0, c.ctx, 5))
+
+
+def test_the_kmds_count_of_shadow_bytes_adds_every_cs():
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo()
+    c.run(bo, pm4.nop(6))
+    one = kmd.kmd_stats()["cs_shadow_bytes"]
+    c.run(bo, pm4.nop(6), 0x100)
+    assert one > 0 and kmd.kmd_stats()["cs_shadow_bytes"] == 2 * one
 
 
 def test_traces_print_unknown_hw_ip_types_as_given():

@@ -341,3 +341,40 @@ def test_a_soft_reset_waits_for_every_queue_to_go_idle():
     assert e.value.errno == errno.EIO
     st = dev.mmio_read32(regs.CP_HQD1_STATUS.ADDR)
     assert e.value.message == f"soft reset: CP_HQD1 not idle after 5000 cycles (CP_HQD1_STATUS {st:#x})"
+
+
+@pytest.mark.parametrize("ring", ["gfx", "sdma"])
+def test_vmids_across_a_reset_keep_their_tables_and_a_dead_files_goes_back(ring):
+    """A hostile file hangs a ring and closes; an innocent file's job waits behind the hang.
+    The reset (the full one for gfx, the SDMA queue's own for sdma) keeps VMID ownership:
+    the MMU is not reset (docs/hardware.md), and every TLB flush is MMIO the KMD waited for,
+    so none was lost with the ring (amdgpu re-flushes every VMID after a reset because its
+    flushes ride in the ring, amdgpu_vmid_had_gpu_reset). The innocent job reruns with its
+    VM's VMID and tables, no extra flush; the dead file's VMID and tables are given back as
+    its job is cancelled; each owned VMID's page-table base is its owner's root."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=30_000, fallback_poll=5_000)
+    h, i = Client(), Client()
+    hbo, ibo = h.bo(), i.bo()
+    if ring == "gfx":
+        h.submit(h.ib(hbo, pm4.wait_reg_mem(hbo.addr, 1, 0xFF, "EQ")))
+        after = i.submit(i.ib(ibo, pm4.write_data(ibo.addr + 0x100, [0x1B])))
+    else:
+        h.submit(sdma_ib(hbo, HANG(hbo.addr + 0x3000)))
+        after = i.submit(sdma_ib(ibo, sdma.write_linear(ibo.addr + 0x100, [0x1B])))
+    hvm, ivm = h.f.vm, i.f.vm
+    hvmid, ivmid = hvm.vmid, ivm.vmid
+    assert hvmid and ivmid and hvmid != ivmid
+    h.f.close()
+    assert kmd.vmids.ids[hvmid - 1].owner is hvm  # its job still runs with it
+    flushes = kmd.vmids.flushes
+    assert i.wait(after, 400_000) and ibo.u32[0x40] == 0x1B
+    assert (kmd.stats["resets"], kmd.stats["queue_resets"]) == ((1, 0) if ring == "gfx" else (0, 1))
+    assert ivm.vmid == ivmid and kmd.vmids.flushes == flushes  # kept, not flushed again
+    assert hvm.vmid is None and kmd.vmids.ids[hvmid - 1].owner is None and not kmd.live_bos(h.f)
+    assert all(t.freed for t in hvm.tables.values())  # its page tables went too
+    for v in kmd.vmids.ids:
+        if v.owner is not None:
+            base = kmd.mmio.read(regs.VM_CONTEXT_PT_BASE_LO, v.n) | kmd.mmio.read(regs.VM_CONTEXT_PT_BASE_HI, v.n) << 32
+            assert base == v.owner.root.gpu_addr and not v.owner.closed
+    i.run(ibo, pm4.write_data(ibo.addr + 0x104, [0x2B]), offset=0x200)  # and on after the reset
+    assert ibo.u32[0x41] == 0x2B

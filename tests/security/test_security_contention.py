@@ -355,3 +355,100 @@ def test_a_cs_that_cannot_get_room_is_enomem_and_leaves_the_pools_queue():
     assert not kmd.shadow.waiters
     kmd.mem32[hold] = 1
     assert a.wait(a.submit(achunk))
+
+
+def _sized_ib(c: Client, bo, offset: int, nbytes: int, words: list[int]) -> uapi.CsChunkIb:
+    """`words` then a NOP to `nbytes` of IB (and of checked copy) at `offset` of `bo`."""
+    return c.ib(bo, list(words) + pm4.nop(nbytes // 4 - len(words) - 1), offset)
+
+
+def test_a_cs_that_waits_for_its_slot_leaves_the_pools_queue_and_joins_it_again_after():
+    """A CS first in the shadow pool's queue that must then wait for its context's oldest job
+    (sched_jobs) gives its place up meanwhile: the CSs behind it get room and go ahead. Once
+    its slot is free it queues again, behind whoever waits then, and is served in turn.
+    Kept its place, it would hold every CS behind it for as long as its context's job runs;
+    not queued again, it would wait for a turn it never gets.
+
+    Pool 16 KiB (a job's copies: at most 8 KiB), sched_jobs 2, every hold a WAIT_REG_MEM on
+    its client's flag. The pool, first fit: H's 6 KiB (gfx, held), A's a1's 1 KiB (behind H,
+    held), X's 7.75 KiB (the high-priority queue, held). Then, each waiting for room in this
+    order: A's a2 (6 KiB), A's a3 (small), V's (1 KiB, held), W's (7.5 KiB, more than any
+    hole while X's copy is there). H ends: a2 takes H's room; a3 gets its turn and must now
+    wait for a1 (a1 and a2 fill its context's two slots); V goes ahead meanwhile. a1 ends:
+    a3 queues again, behind W. X ends: W, then a3."""
+    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=16, sched_jobs=2, job_timeout=1 << 30, fallback_poll=1_000)
+    x, h, a, v, w = Client(), Client(), Client(), Client(), Client()
+    xbo, hbo, abo, vbo, wbo = (c.bo(0x4000) for c in (x, h, a, v, w))
+    flag = {c: c.phys(bo) // 4 + 0xFC0 for c, bo in ((x, xbo), (h, hbo), (a, abo), (v, vbo))}
+    hold = {c: pm4.wait_reg_mem(bo.addr + 0x3F00, 1, 1, "EQ") for c, bo in ((x, xbo), (h, hbo), (a, abo), (v, vbo))}
+    h.submit(_sized_ib(h, hbo, 0, 0x1800, hold[h]))
+    a1 = a.submit(_sized_ib(a, abo, 0, 0x400, hold[a]))
+    xctx = x.io(Request.CTX, uapi.CtxArgs(uapi.CtxOp.ALLOC, priority=uapi.CtxPriority.HIGH)).ctx_id
+    x.submit(_sized_ib(x, xbo, 0, 0x1F00, hold[x]), ctx=xctx)
+    assert kmd.shadow.used == 0x3B00 and len(kmd.hqd_sched.pending) == 1
+    ctx = a.f.contexts[a.ctx]
+    jobs = {
+        "a2": (a, _sized_ib(a, abo, 0x1000, 0x1800, pm4.write_data(abo.addr + 0x3000, [2]))),
+        "a3": (a, _sized_ib(a, abo, 0x2C00, 0x100, pm4.write_data(abo.addr + 0x3004, [3]))),
+        "v": (v, _sized_ib(v, vbo, 0, 0x400, hold[v] + pm4.write_data(vbo.addr + 0x3000, [0xB]))),
+        "w": (w, _sized_ib(w, wbo, 0, 0x1E00, pm4.write_data(wbo.addr + 0x3000, [0xC]))),
+    }
+    threads = {}
+    try:
+        for n, (name, (c, chunk)) in enumerate(jobs.items(), 1):
+            threads[name] = t = _Waiter(lambda c=c, chunk=chunk: c.submit(chunk))
+            t.start()
+            for _ in range(400):  # each in the pool's queue before the next comes
+                if len(kmd.shadow.waiters) == n:
+                    break
+                time.sleep(0.005)
+            assert len(kmd.shadow.waiters) == n and t.is_alive(), (name, t.out)
+        kmd.mem32[flag[h]] = 1  # H ends: a2, then a3 (which waits for a1 now), then V
+        threads["v"].join(20)
+        assert threads["v"].out and isinstance(threads["v"].out[0], int), "V's CS waited behind a3's"
+        assert threads["a2"].out and not threads["a3"].out and a1 in ctx.jobs and len(kmd.shadow.waiters) == 1
+        kmd.mem32[flag[a]] = 1  # a1 ends: a3 queues again, behind W
+        for _ in range(400):
+            if len(kmd.shadow.waiters) == 2 or not threads["a3"].is_alive():
+                break
+            time.sleep(0.005)
+        assert len(kmd.shadow.waiters) == 2 and threads["a3"].is_alive() and threads["w"].is_alive()
+        kmd.mem32[flag[x]] = 1  # X ends: W, then a3
+        for t in threads.values():
+            t.join(20)
+    finally:
+        for f in flag.values():
+            kmd.mem32[f] = 1
+        for t in threads.values():
+            t.join(20)
+    assert [type(t.out[0]) for t in threads.values()] == [int] * 4, [t.out for t in threads.values()]
+    assert a.wait(threads["a3"].out[0]) and abo.u32[0x3000 // 4: 0x3008 // 4].tolist() == [2, 3]
+    assert w.wait(threads["w"].out[0]) and wbo.u32[0x3000 // 4] == 0xC
+    assert v.wait(threads["v"].out[0]) and vbo.u32[0x3000 // 4] == 0xB
+    assert not kmd.shadow.waiters and kmd.stats["job_timeouts"] == 0
+
+
+def test_a_cs_refused_after_it_waited_for_room_leaves_the_pools_queue():
+    """A CS waits for room in the pool; meanwhile another thread of its client closes the BO
+    its IB is in. Served, the CS starts again and is refused (the handle is gone): it must
+    leave the pool's queue, or its ticket would stay first in it and every later CS wait
+    behind it until its ENOMEM."""
+    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=4, job_timeout=JOB_TIMEOUT, fallback_poll=1_000)
+    h, hbo, hold = _pool_filled_behind_a_hold(kmd)
+    a, b = Client(), Client()
+    abo, achunk = _one_kib_job(a, 0xA)
+    t0 = kmd.dev.now()
+    ta = _Waiter(lambda: a.submit(achunk))
+    ta.start()
+    try:
+        _in_wait(kmd, ta, t0)
+        assert len(kmd.shadow.waiters) == 1
+        a.io(Request.GEM_CLOSE, uapi.GemCloseArgs(abo.handle))
+    finally:
+        kmd.mem32[hold] = 1  # the hold ends, the pool drains
+        ta.join(60)
+    e = ta.out[0]
+    assert isinstance(e, KmdError) and (e.errno, e.message) == (errno.ENOENT, f"CS: chunk 0: no BO with handle {abo.handle}")
+    assert not kmd.shadow.waiters
+    bbo, bchunk = _one_kib_job(b, 0xB)
+    assert b.wait(b.submit(bchunk)) and bbo.u32[0x40] == 0xB and kmd.stats["job_timeouts"] == 0

@@ -185,6 +185,27 @@ def test_a_cs_past_the_bound_runs_once_the_oldest_job_of_its_context_on_that_rin
     assert (s["resets"], s["job_timeouts"]) == (0, 0)
 
 
+def test_a_cs_past_the_bound_waits_for_the_oldest_job_alone():
+    """sched_jobs 2, both jobs held, each by a flag of its own; the model releases the first
+    later: the CS goes ahead then, while the second still holds (its slot is the first's).
+    Waiting for any later job would have held the CS until that job's reset (ECANCELED)."""
+    dev = ReleasingModel()
+    kmd = kmd_model.bind(dev, job_timeout=50_000, fallback_poll=1_000, sched_jobs=2)
+    c = Client()
+    bo = c.bo(0x4000)
+    ctx = c.f.contexts[c.ctx]
+    first = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))
+    second = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x900, 1, 1, "EQ"), 0x100))
+    t0 = dev.now()
+    dev.flag, dev.at = c.phys(bo) + 0x800, t0 + 10_000
+    seq = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x3F00, [5]), 0x1F00))
+    assert first not in ctx.jobs and second in ctx.jobs and 10_000 <= dev.now() - t0 < 50_000
+    bo.u32[0x900 // 4] = 1
+    assert c.wait(seq) and bo.u32[0x3F00 // 4] == 5
+    s = kmd.kmd_stats()
+    assert (s["resets"], s["job_timeouts"]) == (0, 0)
+
+
 class ReleasingModel(RefModel):
     """Sets the dword at `flag` once model time reaches `at` (seen at the next MMIO read):
     a hold that ends by itself, later."""
