@@ -295,7 +295,7 @@ enum gpucosim_cp_error {
 /* IH_WPTR_ADDR_LO: IH wptr write-back address, low. The hardware writes IH_WPTR here after each entry; dword aligned (bits 1:0 are ignored) */
 #define GPUCOSIM_IH_WPTR_ADDR_LO                 0x054u
 #define GPUCOSIM_IH_WPTR_ADDR_LO_RESET           0x00000000u
-#define GPUCOSIM_IH_WPTR_ADDR_LO_ADDRESS_SHIFT   0  /* [31:0] RW */
+#define GPUCOSIM_IH_WPTR_ADDR_LO_ADDRESS_SHIFT   0  /* [31:0] RW (RO while IH_CNTL.ENABLE) */
 #define GPUCOSIM_IH_WPTR_ADDR_LO_ADDRESS_MASK    0xffffffffu
 #define GPUCOSIM_IH_WPTR_ADDR_LO_ADDRESS_WIDTH   32
 #define GPUCOSIM_IH_WPTR_ADDR_LO_ADDRESS_GET(v)  (((v) & GPUCOSIM_IH_WPTR_ADDR_LO_ADDRESS_MASK) >> GPUCOSIM_IH_WPTR_ADDR_LO_ADDRESS_SHIFT)
@@ -304,7 +304,7 @@ enum gpucosim_cp_error {
 /* IH_WPTR_ADDR_HI: IH wptr write-back address, high */
 #define GPUCOSIM_IH_WPTR_ADDR_HI                 0x058u
 #define GPUCOSIM_IH_WPTR_ADDR_HI_RESET           0x00000000u
-#define GPUCOSIM_IH_WPTR_ADDR_HI_ADDRESS_SHIFT   0  /* [15:0] RW */
+#define GPUCOSIM_IH_WPTR_ADDR_HI_ADDRESS_SHIFT   0  /* [15:0] RW (RO while IH_CNTL.ENABLE) */
 #define GPUCOSIM_IH_WPTR_ADDR_HI_ADDRESS_MASK    0x0000ffffu
 #define GPUCOSIM_IH_WPTR_ADDR_HI_ADDRESS_WIDTH   16
 #define GPUCOSIM_IH_WPTR_ADDR_HI_ADDRESS_GET(v)  (((v) & GPUCOSIM_IH_WPTR_ADDR_HI_ADDRESS_MASK) >> GPUCOSIM_IH_WPTR_ADDR_HI_ADDRESS_SHIFT)

@@ -26,7 +26,7 @@ class Field:
     hwset: bool = False
     desc: str = ""
     # "REG.FIELD": while that 1-bit field is set, software writes to this one are ignored
-    # (SystemRDL swwel; a ring's base, size and rptr write-back address while the ring is enabled)
+    # (SystemRDL swwel; a ring's base, size and pointer write-back address while the ring is enabled)
     swwel: str | None = None
 
     @property

@@ -188,7 +188,7 @@ class IH_WPTR_ADDR_LO(Register):
     NAME = "IH_WPTR_ADDR_LO"
     ADDR = 0x054
     RESET = 0x00000000
-    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0)
+    ADDRESS = Field('ADDRESS', 0, 32, 'rw', 'r', reset=0x0, swwel='IH_CNTL.ENABLE')
     FIELDS = (ADDRESS,)
 
 
@@ -197,7 +197,7 @@ class IH_WPTR_ADDR_HI(Register):
     NAME = "IH_WPTR_ADDR_HI"
     ADDR = 0x058
     RESET = 0x00000000
-    ADDRESS = Field('ADDRESS', 0, 16, 'rw', 'r', reset=0x0)
+    ADDRESS = Field('ADDRESS', 0, 16, 'rw', 'r', reset=0x0, swwel='IH_CNTL.ENABLE')
     FIELDS = (ADDRESS,)
 
 

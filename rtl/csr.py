@@ -332,9 +332,9 @@ class CSRBlock(wiring.Component):
         shadow_valid = Signal(19)  # a shadowed register written since the reset
         shadow_wr = []  # each shadowed register's write decode (wr_drop aside), in shadow_valid's order
 
-        # the writes a set swwel lock drops (a ring's base, size and rptr write-back address while the ring is enabled)
+        # the writes a set swwel lock drops (a ring's base, size and pointer write-back address while the ring is enabled)
         wr_drop = Signal()
-        m.d.comb += wr_drop.eq((((bridge.wr_addr[2:] == 0x10) | (bridge.wr_addr[2:] == 0x11) | (bridge.wr_addr[2:] == 0x12)) & self.ih_cntl_enable) | (((bridge.wr_addr[2:] == 0x20) | (bridge.wr_addr[2:] == 0x21) | (bridge.wr_addr[2:] == 0x22) | (bridge.wr_addr[2:] == 0x24) | (bridge.wr_addr[2:] == 0x25)) & self.rb_cntl_enable) | (((bridge.wr_addr[2:] == 0x101) | (bridge.wr_addr[2:] == 0x102) | (bridge.wr_addr[2:] == 0x106) | (bridge.wr_addr[2:] == 0x107)) & self.sdma_rb_cntl_rb_enable) | (((bridge.wr_addr[2:] == 0x120) | (bridge.wr_addr[2:] == 0x121) | (bridge.wr_addr[2:] == 0x122) | (bridge.wr_addr[2:] == 0x124) | (bridge.wr_addr[2:] == 0x125)) & self.cp_hqd1_rb_cntl_enable))
+        m.d.comb += wr_drop.eq((((bridge.wr_addr[2:] == 0x10) | (bridge.wr_addr[2:] == 0x11) | (bridge.wr_addr[2:] == 0x12) | (bridge.wr_addr[2:] == 0x15) | (bridge.wr_addr[2:] == 0x16)) & self.ih_cntl_enable) | (((bridge.wr_addr[2:] == 0x20) | (bridge.wr_addr[2:] == 0x21) | (bridge.wr_addr[2:] == 0x22) | (bridge.wr_addr[2:] == 0x24) | (bridge.wr_addr[2:] == 0x25)) & self.rb_cntl_enable) | (((bridge.wr_addr[2:] == 0x101) | (bridge.wr_addr[2:] == 0x102) | (bridge.wr_addr[2:] == 0x106) | (bridge.wr_addr[2:] == 0x107)) & self.sdma_rb_cntl_rb_enable) | (((bridge.wr_addr[2:] == 0x120) | (bridge.wr_addr[2:] == 0x121) | (bridge.wr_addr[2:] == 0x122) | (bridge.wr_addr[2:] == 0x124) | (bridge.wr_addr[2:] == 0x125)) & self.cp_hqd1_rb_cntl_enable))
 
         # ID @ 0x000: Identification
         # (constant: in the shadow RAM's initial contents)
@@ -499,7 +499,8 @@ class CSRBlock(wiring.Component):
         wr_hits.append(0x050)
 
         # IH_WPTR_ADDR_LO @ 0x054: IH wptr write-back address, low
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x15)
+        # written only while IH_CNTL.ENABLE is clear
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x15) & ~self.ih_cntl_enable
         # lanes [0, 1, 2, 3] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[4].eq(1)
@@ -517,7 +518,8 @@ class CSRBlock(wiring.Component):
         wr_hits.append(0x054)
 
         # IH_WPTR_ADDR_HI @ 0x058: IH wptr write-back address, high
-        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x16)
+        # written only while IH_CNTL.ENABLE is clear
+        wr = bridge.wr_en & (bridge.wr_addr[2:] == 0x16) & ~self.ih_cntl_enable
         # lanes [0, 1] read back from the shadow RAM (written with the register)
         with m.If(wr):
             m.d.sync += shadow_valid[5].eq(1)

@@ -39,9 +39,9 @@ DIFFERENCES: tuple[Difference, ...] = (
         "The smallest form that gives a high-priority queue (and a per-queue reset) real meaning; "
         "a packet boundary is this CP's only point where no state is half done."),
     Difference(
-        "A ring's base, size and rptr write-back address written while it runs (RB_BASE_*, "
+        "A ring's base, size and pointer write-back address written while it runs (RB_BASE_*, "
         "RB_SIZE, RB_RPTR_ADDR_*, CP_HQD1_RB_*, SDMA_RB_BASE_*, SDMA_RB_CNTL.RB_SIZE, "
-        "SDMA_RB_RPTR_ADDR_*, IH_BASE_*, IH_SIZE)",
+        "SDMA_RB_RPTR_ADDR_*, IH_BASE_*, IH_SIZE, IH_WPTR_ADDR_*)",
         "amdgpu programs them with the ring inactive (gfx_v9_0_cp_gfx_resume, "
         "sdma_v4_0_gfx_resume, vega10_ih_enable_ring); what the hardware does with such a write "
         "while the ring runs is not documented.",

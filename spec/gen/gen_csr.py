@@ -130,7 +130,7 @@ def render_amaranth(regs: list[RegInfo], enums, header: str, mmio_addr_width: in
             by_lock.setdefault(reg_lock_of(r), []).append(r.addr >> 2)
     drop = " | ".join(f"(({' | '.join(f'(bridge.wr_addr[2:] == {a:#x})' for a in addrs)}){lock.replace('~', '')})"
                       for lock, addrs in by_lock.items())
-    emit("# the writes a set swwel lock drops (a ring's base, size and rptr write-back address while the ring is enabled)")
+    emit("# the writes a set swwel lock drops (a ring's base, size and pointer write-back address while the ring is enabled)")
     emit("wr_drop = Signal()")
     emit(f"m.d.comb += wr_drop.eq({drop or 0})")
 

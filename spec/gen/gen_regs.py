@@ -142,7 +142,7 @@ def render_markdown(regs: list["RegInfo"], enums: dict, header: str, title: str,
            "written whole (byte strobes honoured). Access: R read-only (a write is answered OKAY and "
            "changes nothing: RB_WPTR, say, moves only by the doorbell), W write-only (reads return "
            "0), RW read/write, RW1C write 1 to clear, *(pulse)* acts once per write, (RO while X) a write "
-           "is ignored while the 1-bit field X is set (a ring's base, size and rptr write-back address "
+           "is ignored while the 1-bit field X is set (a ring's base, size and pointer write-back address "
            "while the ring is enabled). A field whose reset is — is driven by the hardware: after a "
            "reset it reads the device's state (an idle device's STATUS.IDLE and RB_EMPTY read 1, CAPS "
            "its build parameters), and a register's reset value counts only the other fields. An offset not "

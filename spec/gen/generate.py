@@ -58,7 +58,7 @@ class FieldInfo:
     desc: str
     encode: str | None
     # "REG.FIELD" of a 1-bit field whose being set makes software writes to this one
-    # ignored (SystemRDL swwel: a ring's base, size and rptr write-back address while the ring is enabled)
+    # ignored (SystemRDL swwel: a ring's base, size and pointer write-back address while the ring is enabled)
     swwel: str | None = None
     # the hardware also reads the value it takes at the next edge (hw_next: `<port>_next`)
     hw_next: bool = False

@@ -51,7 +51,7 @@ class _RegSlot:
     hw: int  # sw=r, hw=w: driven by the hardware
     reset: int  # initial storage
     # swwel locks: (the locking register's offset, its bit, the bits it locks here): a
-    # write leaves those bits alone while that bit is set (a ring's base, size and rptr
+    # write leaves those bits alone while that bit is set (a ring's base, size and pointer
     # write-back address while the ring is enabled)
     locks: tuple[tuple[int, int, int], ...] = ()
 

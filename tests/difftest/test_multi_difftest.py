@@ -48,9 +48,9 @@ def test_multi_streams_are_timing_independent():
 
 
 def test_careless_ring_writes_are_ignored_and_would_be_caught(monkeypatch):
-    """Some streams write random values to an enabled ring's base, size or rptr write-back
-    address mid-run (gen._ring_writes), on every ring, the write-back addresses of all three
-    that have one: on the model they change nothing (the stream ends as it does without
+    """Some streams write random values to an enabled ring's base, size or pointer write-back
+    address mid-run (gen._ring_writes), on every ring, the write-back addresses of all four
+    (the IH ring's wptr's too): on the model they change nothing (the stream ends as it does without
     them, every register and byte alike), and a model that took them (its swwel locks
     removed) differs from it, so a side that took one is a mismatch."""
     import dataclasses
@@ -65,14 +65,19 @@ def test_careless_ring_writes_are_ignored_and_would_be_caught(monkeypatch):
             written |= set(names)
             streams.append(s)
     assert {e for e, names in M.RING_REGS.items() if written & set(names)} == set(M.RING_REGS), written
-    wb = {e: {n for n in names if "_RPTR_ADDR_" in n} for e, names in M.RING_REGS.items()}
-    assert {e for e, names in wb.items() if written & names} == {"q0", "q1", "sdma"}, written
     assert 0.15 < len(streams) / (5 * BLOCK) < 0.5, len(streams)
-    # the first six, and the first that writes each ring's write-back address
+    # the first six, and the first that writes each ring's write-back address (looked for
+    # further on: about 1 stream in 18 writes the IH ring's, none of seed 20240605's first 50)
+    def ring_writes(x):
+        return {st[1] for st in x.steps if st[0] == "ring_write"}
+
+    wb = {e: {n for n in names if "PTR_ADDR_" in n} for e, names in M.RING_REGS.items()}
     chosen = streams[:6]
-    for names in wb.values():
-        if names and not any(names & {st[1] for x in chosen for st in x.steps if st[0] == "ring_write"}):
-            chosen.append(next(x for x in streams if names & {st[1] for st in x.steps if st[0] == "ring_write"}))
+    for e, names in wb.items():
+        if not any(names & ring_writes(x) for x in chosen):
+            chosen.append(next((x for x in (M.make(SEED, i) for i in range(40 * BLOCK)) if names & ring_writes(x)),
+                               None))
+            assert chosen[-1] is not None, f"no stream of the first {40 * BLOCK} writes {e}'s write-back address"
     for s in chosen:
         bare = copy.deepcopy(s)
         bare.steps = [st for st in s.steps if st[0] != "ring_write"]

@@ -341,6 +341,15 @@ class IhRing:
             gpu.write("IH_WPTR_ADDR_HI", wptr_wb >> 32)
         gpu.set("IH_CNTL", ENABLE=1, WPTR_WB=int(wptr_wb is not None))
 
+    def set_wptr_wb(self, addr: int) -> None:
+        """Move the wptr write-back to `addr`: written while IH_CNTL.ENABLE is clear (a write
+        while it is set is ignored; no entry is written meanwhile), then ENABLE again."""
+        g = self.gpu
+        g.set("IH_CNTL", ENABLE=0, WPTR_WB=1)
+        g.write("IH_WPTR_ADDR_LO", addr & 0xFFFF_FFFF)
+        g.write("IH_WPTR_ADDR_HI", addr >> 32)
+        g.set("IH_CNTL", ENABLE=1, WPTR_WB=1)
+
     def entry(self, ptr: int) -> dict[str, int]:
         """The entry at byte pointer `ptr`, decoded by docs/hardware.md's table; "raw" holds
         its 8 dwords."""

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract_driver import (IB1, IH_BASE, M32, OUT, PA_CODE, PA_OUT, PA_OUT2, PT_L1, RING1, RPTR1_WB, RPTR_WB,
-                                         SRING, SRPTR_WB, VALID, VA_CODE, VA_OUT, WRITEABLE, Ring, SdmaRing, bring_up,
-                                         dma_data, ib, lo_hi, map_vmid1, release_mem, sdma, wait_mem, write_data)
+from tests.model.contract_driver import (IB1, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_OUT, PA_OUT2, PT_L1, RING1,
+                                         RPTR1_WB, RPTR_WB, SRING, SRPTR_WB, VALID, VA_CODE, VA_OUT, WRITEABLE, Ring,
+                                         SdmaRing, bring_up, dma_data, ib, lo_hi, map_vmid1, release_mem, sdma,
+                                         wait_mem, write_data)
 
 
 def check_soft_reset_keeps_settings(dev):
@@ -499,11 +500,53 @@ def check_rptr_write_back_address_is_locked_while_enabled(dev):
         q.enable(1)
 
 
+def check_ih_wptr_write_back_address_is_locked_while_enabled(dev):
+    """The IH ring's wptr write-back address (IH_WPTR_ADDR_LO/HI) written while IH_CNTL.ENABLE
+    is set is ignored, as IH_BASE_* and IH_SIZE: it reads back as before and the write-backs
+    land where they did, for a write right after a doorbell of 16 interrupting packets and one
+    while a poll holds the ring before one; written while ENABLE is clear it takes effect.
+    (Before, both sides took the new address at the next write-back, but the model had
+    written a doorbell's 16 entries before the write came and the RTL had not begun them: the
+    model's write-back at the old address, the RTL's at the new.)"""
+    g, q0, ih = bring_up(dev, ring_log2=10, ih_log2=9)  # (room for 64 entries)
+    flag = OUT + 0x800
+    for tag, when in enumerate(("doorbell", "waiting"), 1):
+        where = f"IH_WPTR_ADDR, written {when}"
+        g.w32(WB_ELSEWHERE, [0xDEAD])
+        g.w32(flag, [0])
+        if when == "doorbell":
+            q0.emit(*[release_mem(OUT + 4 * k, tag << 8 | k, INT_SEL="SEND_INT") for k in range(16)])
+        else:
+            q0.emit(wait_mem(flag, 1, 1, "EQ"), release_mem(OUT, tag, INT_SEL="SEND_INT"))
+        q0.doorbell()
+        if when == "waiting":
+            g.waiting("STATUS")
+        g.write("IH_WPTR_ADDR_LO", WB_ELSEWHERE)
+        g.write("IH_WPTR_ADDR_HI", 1)  # (taken, with the LO, a write-back past memory: BUS_DECERR)
+        assert (g.read("IH_WPTR_ADDR_LO"), g.read("IH_WPTR_ADDR_HI")) == (IH_WB, 0), \
+            f"{where}: the address took the write"
+        g.w32(flag, [1])
+        st = g.idle()
+        assert (st["ERROR"], g.r32(IH_WB), g.r32(WB_ELSEWHERE)) == (0, g.read("IH_WPTR"), 0xDEAD), \
+            f"{where}: the write-backs moved"
+        assert len(ih.pop()) == (16 if when == "doorbell" else 1)
+    # Disabled, the address moves: the next entry's write-back lands there.
+    g.set("IH_CNTL", ENABLE=0, WPTR_WB=1)
+    g.write("IH_WPTR_ADDR_LO", WB_ELSEWHERE)
+    g.write("IH_WPTR_ADDR_HI", 0)
+    g.set("IH_CNTL", ENABLE=1, WPTR_WB=1)
+    q0.run(release_mem(OUT, 3, INT_SEL="SEND_INT"))
+    assert (g.r32(WB_ELSEWHERE), g.read("IH_WPTR_ADDR_LO")) == (g.read("IH_WPTR"), WB_ELSEWHERE), \
+        "written while disabled: not moved"
+    assert len(ih.pop()) == 1
+
+
 CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
           check_halts_stop_at_a_packet_boundary, check_idle_reads_0_until_a_doorbell_is_taken,
           check_ring_enable_pauses_at_a_packet_boundary, check_ring_base_and_size_are_locked_while_enabled,
           check_ring_enable_cleared_mid_packet_pauses_at_a_packet_boundary,
-          check_rptr_write_back_address_is_locked_while_enabled]
+          check_rptr_write_back_address_is_locked_while_enabled,
+          check_ih_wptr_write_back_address_is_locked_while_enabled]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

@@ -350,7 +350,7 @@ def check_cp_own_writes_fail_as_the_packet(dev):
     ring.set_rptr_wb(RPTR_WB + 3)  # bits 1:0 are ignored
     ring.run(write_data(OUT, [0x33]))
     assert g.r32(RPTR_WB) == 5 and g.r32(OUT) == 0x33
-    g.write("IH_WPTR_ADDR_LO", bad)
+    ih.set_wptr_wb(bad)
     w0 = g.read("IH_WPTR")
     ring.submit(pm4("NOP", [0]), release_mem(OUT + 4, 1, INT_SEL="SEND_INT"))
     st = g.idle()
@@ -363,7 +363,7 @@ def check_cp_own_writes_fail_as_the_packet(dev):
     g.idle()
     ring.wptr = 0
     ih.pop()
-    g.write("IH_WPTR_ADDR_LO", IH_WB)
+    ih.set_wptr_wb(IH_WB)
     g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1, EOP=1))
     g.set("IH_CNTL", ENABLE=0, WPTR_WB=1)  # (the base is written with the IH ring disabled)
     g.write("IH_BASE_LO", bad >> 8)  # the entry itself fails: no CP_ERROR entry can be written

@@ -1,7 +1,7 @@
-"""A ring's base, size and rptr write-back address are written only while the ring is
-disabled (docs/hardware.md, "Ring and doorbell"; spec/regs.rdl's swwel locks), in Amaranth's
-simulator with an AXI4-Lite master at the bridge's full rate (AW and W always offered, B
-always taken):
+"""A ring's base, size and pointer write-back address (the rptr's; the IH ring's wptr's)
+are written only while the ring is disabled (docs/hardware.md, "Ring and doorbell";
+spec/regs.rdl's swwel locks), in Amaranth's simulator with an AXI4-Lite master at the
+bridge's full rate (AW and W always offered, B always taken):
 
 - every locked register of the map, on the CSR block: a write while its ring's enable is
   set changes neither the hardware's port nor the read-back (the flip-flops and the shadow
@@ -12,8 +12,9 @@ always taken):
   the size sees the new size, and one after a size write while the ring runs sees the old.
 
 The same rule on the simulators (Verilator, Icarus) and the reference model is
-tests/model/test_contract_control.py's check_ring_base_and_size_are_locked_while_enabled and
-check_rptr_write_back_address_is_locked_while_enabled."""
+tests/model/test_contract_control.py's check_ring_base_and_size_are_locked_while_enabled,
+check_rptr_write_back_address_is_locked_while_enabled and
+check_ih_wptr_write_back_address_is_locked_while_enabled."""
 
 from __future__ import annotations
 
@@ -72,19 +73,19 @@ def _run(dut, bench) -> None:
 
 
 def test_every_ring_register_has_its_lock():
-    """The map locks the base (both halves) and the size of each ring with that ring's enable,
-    and the rptr write-back address (both halves) of each ring that has one (the CP queues,
-    the SDMA ring)."""
+    """The map locks the base (both halves), the size and the pointer write-back address (both
+    halves) of each ring with that ring's enable: the rptr's of the CP queues and the SDMA
+    ring, the wptr's of the IH ring."""
     got = {(r.NAME, f.name): f.swwel for r, f in LOCKED}
     want = {}
-    for base, size, enable, wb in (("RB_", "RB_SIZE.LOG2_QWORDS", "RB_CNTL.ENABLE", True),
-                                   ("CP_HQD1_RB_", "CP_HQD1_RB_SIZE.LOG2_QWORDS", "CP_HQD1_RB_CNTL.ENABLE", True),
-                                   ("SDMA_RB_", "SDMA_RB_CNTL.RB_SIZE", "SDMA_RB_CNTL.RB_ENABLE", True),
-                                   ("IH_", "IH_SIZE.LOG2_DWORDS", "IH_CNTL.ENABLE", False)):
+    for base, size, enable, wb in (("RB_", "RB_SIZE.LOG2_QWORDS", "RB_CNTL.ENABLE", "RB_RPTR_ADDR"),
+                                   ("CP_HQD1_RB_", "CP_HQD1_RB_SIZE.LOG2_QWORDS", "CP_HQD1_RB_CNTL.ENABLE",
+                                    "CP_HQD1_RB_RPTR_ADDR"),
+                                   ("SDMA_RB_", "SDMA_RB_CNTL.RB_SIZE", "SDMA_RB_CNTL.RB_ENABLE", "SDMA_RB_RPTR_ADDR"),
+                                   ("IH_", "IH_SIZE.LOG2_DWORDS", "IH_CNTL.ENABLE", "IH_WPTR_ADDR")):
         want.update({(f"{base}BASE_LO", "ADDRESS"): enable, (f"{base}BASE_HI", "ADDRESS"): enable,
-                     tuple(size.split(".")): enable})
-        if wb:
-            want.update({(f"{base}RPTR_ADDR_LO", "ADDRESS"): enable, (f"{base}RPTR_ADDR_HI", "ADDRESS"): enable})
+                     tuple(size.split(".")): enable,
+                     (f"{wb}_LO", "ADDRESS"): enable, (f"{wb}_HI", "ADDRESS"): enable})
     assert got == want
 
 

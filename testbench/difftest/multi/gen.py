@@ -507,23 +507,24 @@ def make(seed: int, index: int, dma: bool = True) -> MultiStream:
     return s
 
 
-# A ring's base, size and rptr write-back address registers, each locked by its ring's
-# enable (spec/regs.rdl swwel)
+# A ring's base, size and pointer write-back address registers (the rptr's; the IH ring's
+# wptr's), each locked by its ring's enable (spec/regs.rdl swwel)
 RING_REGS = {"q0": ("RB_BASE_LO", "RB_BASE_HI", "RB_SIZE", "RB_RPTR_ADDR_LO", "RB_RPTR_ADDR_HI"),
              "q1": ("CP_HQD1_RB_BASE_LO", "CP_HQD1_RB_BASE_HI", "CP_HQD1_RB_SIZE", "CP_HQD1_RB_RPTR_ADDR_LO",
                     "CP_HQD1_RB_RPTR_ADDR_HI"),
              "sdma": ("SDMA_RB_BASE_LO", "SDMA_RB_BASE_HI", "SDMA_RB_CNTL", "SDMA_RB_RPTR_ADDR_LO",
                       "SDMA_RB_RPTR_ADDR_HI"),
-             "ih": ("IH_BASE_LO", "IH_BASE_HI", "IH_SIZE")}
+             "ih": ("IH_BASE_LO", "IH_BASE_HI", "IH_SIZE", "IH_WPTR_ADDR_LO", "IH_WPTR_ADDR_HI")}
 RING_WRITES = 0.3  # the share of streams with careless writes to an enabled ring's registers
 
 
 def _ring_writes(s: MultiStream) -> None:
     """A careless driver: in some streams, 1-3 writes of random values to a ring's base,
-    size or rptr write-back address while every ring is enabled and running (after a
+    size or pointer write-back address while every ring is enabled and running (after a
     submission), which the hardware ignores (docs/hardware.md, "Ring and doorbell"): had
     either side taken one, its ring would run elsewhere or write its rptr elsewhere, and
-    the final registers differ. Drawn from a generator of their
+    the final registers differ (the IH wptr's address too: these streams leave
+    IH_CNTL.WPTR_WB clear, so only its read-back tells). Drawn from a generator of their
     own, so the rest of every stream is what it was without them. SDMA_RB_CNTL's write
     keeps RB_ENABLE and RPTR_WRITEBACK_ENABLE (only RB_SIZE is locked) and changes RB_SIZE."""
     r = random.Random(f"gpucosim-multi-difftest/{s.seed}/{s.index}/ring-writes")
