@@ -57,7 +57,8 @@ mistake unless said otherwise (tests/kmd/test_kmd_uapi_contract.py holds each):
   drm_sched_entity_error; it never reads the context's guilt, so a job that ended well on a
   ring whose latest job of the context did too still succeeds. amdgpu's guilty job itself
   fails with ETIME, which is a timed-out wait's here: ECANCELED). EIO: the context or
-  its file is banned, or the device is wedged. EBADF: the file is closed.
+  its file is banned (CS, CTX ALLOC), or the device is wedged (its reset failed): CS,
+  GEM_CREATE, GEM_VA MAP and REPLACE (they may make page tables) and every job in flight. EBADF: the file is closed.
 """
 
 from __future__ import annotations

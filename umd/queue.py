@@ -134,6 +134,8 @@ class Queue(_Dispatched):
             self.qbo = device_alloc(device, QBO_BYTES, "gtt", _owner=self)
         except BaseException as e:
             self.ws.ctx_free(self.ctx_id)  # (kept, each failed queue() would use up the file's contexts)
+            if isinstance(e, KmdError) and e.errno == errno.EIO:  # the device is lost: no memory made on it
+                raise DeviceLost(f"queue: {e.message}") from e
             if isinstance(e, OutOfMemory):  # the app called queue(), not alloc(): say what it was for
                 why = e.__cause__ if isinstance(e.__cause__, KmdError) else e  # (the kernel's words)
                 raise OutOfMemory(f"queue: no memory for the queue's page ({QBO_BYTES} bytes of GTT: its fences "
@@ -277,6 +279,8 @@ class Queue(_Dispatched):
             try:
                 return device_alloc(self.device, size, "gtt", zero=False, _owner=self)
             except (KmdError, OutOfMemory) as e:  # (the pools' OutOfMemory: the kernel's ENOMEM)
+                if isinstance(e, KmdError) and e.errno == errno.EIO:  # the device is lost: waiting frees nothing
+                    raise DeviceLost(f"{what}: {e.message}") from e
                 if isinstance(e, KmdError) and e.errno != errno.ENOMEM:
                     raise
                 why = e.__cause__ if isinstance(e.__cause__, KmdError) else e  # (the kernel's words)

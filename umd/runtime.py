@@ -12,6 +12,7 @@ its transfers (fill, copy, upload, download) in umd/transfer.py.
 
 from __future__ import annotations
 
+import errno
 import functools
 import operator
 import os
@@ -24,7 +25,7 @@ import numpy as np
 
 from kmd_model.ioctl.copyin import shown  # (an app's value in a one-line message, never raising)
 from kmd_model.mm.mapping import sub_mapping
-from kmd_model.uapi import Domain, InfoQuery
+from kmd_model.uapi import Domain, InfoQuery, KmdError
 
 from .errors import DeviceLost, OutOfMemory, UmdError
 from .submit import ENV as ASYNC_ENV
@@ -220,6 +221,12 @@ def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignmen
         if _owner is not None or str(e).startswith("alloc:"):
             raise
         lacking = e  # the VA allocator's words, which name no call: the app's alloc is raised below
+    except KmdError as e:
+        # EIO: the device is lost (a failed reset), and the kernel makes no memory on it any
+        # more; a queue's own allocation names its call itself (Queue)
+        if e.errno != errno.EIO or _owner is not None:
+            raise
+        raise DeviceLost(f"alloc: {e.message}") from e
     if lacking is not None:  # (outside the handler: not "During handling of the above exception")
         raise OutOfMemory(f"alloc: {lacking}")
     buf = Buffer(self, backing, offset, size, dom, slab)

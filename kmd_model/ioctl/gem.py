@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 @ioctl_def(Request.GEM_CREATE)
 def gem_create(kmd: "Kmd", file: "File", a: uapi.GemCreateArgs) -> uapi.GemCreateOut:
+    if kmd.wedged:  # the device is lost: no new memory (reset/recovery.py wedge), as CS
+        raise KmdError(errno.EIO, f"GEM_CREATE: {kmd.wedged}")
     size = _int("GEM_CREATE", "size", a.size, 1)
     align = _int("GEM_CREATE", "alignment", a.alignment)
     if align & (align - 1):

@@ -42,6 +42,8 @@ def _gem_va(kmd: "Kmd", file: "File", a: uapi.GemVaArgs, deadline: list[int]):
         raise KmdError(errno.EINVAL, f"{who}: operation must be MAP (1), UNMAP (2), CLEAR (3) or REPLACE (4), "
                        f"not {op}")
     op = VaOp(op)
+    if kmd.wedged and op in (VaOp.MAP, VaOp.REPLACE):  # (they may make page tables: reset/recovery.py wedge)
+        raise KmdError(errno.EIO, f"{who}: {kmd.wedged}")
     flags = _int(who, "flags", a.flags, 0)
     unknown = flags & ~sum(VmFlags)
     if unknown:

@@ -10,6 +10,11 @@ no owner; user BOs belong to the File that created them.
 A BO that jobs still use when its last handle goes away is freed once the GPU is done
 with it (`Bo.busy_jobs`), as the kernel keeps a BO alive while its reservation holds
 unsignalled fences.
+
+Once the device is wedged (a reset that failed: an engine may still be running the jobs the
+wedge cancelled, through their VMIDs and page tables), nothing freed goes back to a heap:
+it is quarantined (`BoManager.quarantine`), gone for its owner but never handed out again,
+so no client (nor kernel BO) is given pages the stuck engine may still read or write.
 """
 
 from __future__ import annotations
@@ -114,6 +119,8 @@ class BoManager:
         }
         self.live: list[Bo] = []  # sorted by gpu_addr
         self._starts: list[int] = []
+        self.quarantine = False  # set by the wedge (reset/recovery.py): frees keep their memory
+        self.quarantined = 0  # bytes freed since then, out of every heap for good
 
     def create(self, size: int, align: int, domain: Domain, flags: int, owner: "File | None",
                name: str = "", *, who: str, top_down: bool = False) -> Bo:
@@ -144,8 +151,14 @@ class BoManager:
         i = bisect.bisect_left(self._starts, bo.gpu_addr)
         assert self.live[i] is bo
         del self._starts[i], self.live[i]
-        self.heaps[bo.domain].free(bo.gpu_addr, bo.size)
         bo.freed = True
+        if self.quarantine:
+            # (the wedge cancelled the jobs that held it, not the engine running them: it may
+            # still reach these pages; the heap keeps them counted as used)
+            self.quarantined += bo.size
+            log.debug("quarantine %r", bo)
+            return
+        self.heaps[bo.domain].free(bo.gpu_addr, bo.size)
         log.debug("free %r", bo)
 
     def live_bos(self, owner: "File | None" = ...) -> list[Bo]:  # type: ignore[assignment]

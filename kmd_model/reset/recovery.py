@@ -10,7 +10,9 @@ the fault is recorded in the faulting VM (INFO VM_FAULT). A job with no progress
 An extra ring (the SDMA ring, the CP's second queue) climbs amdgpu's ladder: a reset of
 its queue alone, the other rings running on, and the full reset only if that fails. The
 guilty context's jobs are cancelled (ECANCELED); after `ban_after_hangs` resets it is
-banned (EIO); a reset that fails wedges the device (every job and CS: EIO).
+banned (EIO); a reset that fails wedges the device (every job and CS: EIO, and no new
+memory: GEM_CREATE, GEM_VA MAP and REPLACE; what is freed from then on is quarantined, the
+stuck engine may still reach it).
 """
 
 from __future__ import annotations
@@ -152,8 +154,13 @@ class RecoveryMixin:
             raise
 
     def wedge(self, why: str) -> None:
-        """Recovery failed: the device is wedged; every job fails with EIO, and so does every CS."""
+        """Recovery failed: the device is wedged; every job fails with EIO, and so does every CS
+        and every ioctl that would allocate device memory (GEM_CREATE, GEM_VA MAP and REPLACE).
+        The engine that never went idle may still run the jobs cancelled here, with their
+        VMIDs, page tables and BOs: what is freed from now on is quarantined, never handed
+        out again (mm/bo.py), before the cancellations below let go of it."""
         self.wedged = why
+        self.bo.quarantine = True
         log.critical(self.wedged)
         for s in self.scheds:
             s.stopped = True

@@ -136,6 +136,7 @@ TESTS = (
     "tests/security/test_security_ctx_limits.py",
     "tests/security/test_security_contention.py",
     "tests/security/test_security_kmd_resources.py",
+    "tests/security/test_security_wedged.py",
     "tests/umd/test_umd_api.py",
     "tests/umd/test_umd_batching.py",
     "tests/umd/test_umd_cmdbuf.py",

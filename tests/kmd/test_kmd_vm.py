@@ -553,7 +553,8 @@ def test_an_mmu_that_never_acknowledges_a_flush_wedges_the_device_after_a_job_ti
     forever (no job timer runs for a job not on the hardware, and a soft reset leaves the
     MMU as it is), each scheduling pass paying `hw_timeout` for the flush. Now, once jobs
     have waited on such flushes for `job_timeout` cycles, the device is wedged: the job, and
-    every later CS, fail with EIO naming why."""
+    every later CS and GEM_CREATE, fail with EIO naming why, and what the file frees then is
+    quarantined (a TLB that takes no invalidation may still map it: never handed out again)."""
     dev = _LostFlush()
     kmd = kmd_model.bind(dev, hw_timeout=2_000, job_timeout=50_000)
     c = Client()
@@ -570,6 +571,11 @@ def test_an_mmu_that_never_acknowledges_a_flush_wedges_the_device_after_a_job_ti
     assert 50_000 <= dev.now() - t0 < 200_000  # a job timeout and a few passes, not the 10 M the wait allowed
     assert ib.u32[0x40] == 0  # it never ran
     expect(errno.EIO, f"CS: {kmd.wedged}", c.submit, c.ib(ib, pm4.nop(2), 0x100))
+    expect(errno.EIO, f"GEM_CREATE: {kmd.wedged}", c.io, Request.GEM_CREATE, uapi.GemCreateArgs(0x1000))
+    used = {d: h.used for d, h in kmd.bo.heaps.items()}
+    c.f.close()
+    assert not kmd.live_bos(c.f) and {d: h.used for d, h in kmd.bo.heaps.items()} == used
+    assert kmd.bo.quarantined == 0x1000 + sum(b.size for b in c.f.vm.tables.values())
 
 
 def test_a_closed_files_vm_keeps_its_vmid_while_its_jobs_run():

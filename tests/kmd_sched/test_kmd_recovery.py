@@ -230,7 +230,8 @@ def test_a_reset_that_fails_inside_a_close_still_closes(how):
     """A GEM_CLOSE (of a busy BO) or a file's close folds in what the hardware did first,
     and that may run a recovery whose reset fails. The error is the caller's to see, but the
     close happens all the same, as close(2) releases the fd when it reports EIO: the BO (the
-    file) is gone and its memory freed once no job holds it. Before, GEM_CLOSE dropped the
+    file) is gone and its memory freed once no job holds it (on the wedged device,
+    quarantined: tests/security/test_security_wedged.py). Before, GEM_CLOSE dropped the
     handle and raised before closing the BO, which then stayed allocated for good, and a
     file's close raised before releasing anything."""
     dev = StuckResetModel()
@@ -255,7 +256,7 @@ def test_a_reset_that_fails_inside_a_close_still_closes(how):
         expect(errno.EIO, f"WAIT_CS: {kmd.wedged}", b.wait, queued)
     else:
         assert b.f.closed and b.f.fd not in kmd.files and not b.f.contexts
-    assert not kmd.live_bos(b.f)  # freed: the wedge cancelled the job that held it
+    assert not kmd.live_bos(b.f)  # gone (quarantined: the wedge cancelled the job that held it)
     b.f.close()
     a.f.close()
     assert not kmd.live_bos()

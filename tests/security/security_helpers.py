@@ -18,6 +18,8 @@ left behind, or write through a mapping it gave back. By concept:
   ahead of an innocent job, a file's ban;
 - tests/security/test_security_kmd_resources.py: what the KMD keeps for a client and when it
   lets go: a BO whose unmap's TLB flush was lost;
+- tests/security/test_security_wedged.py: a device whose reset failed: the hung job's memory
+  is never handed out again, and no new memory is made;
 - tests/security/test_security_long.py: the long runs (a maximum-size IB, a race with the running
   CP, a job longer than its timeout), on the RTL in tests/cosim/test_rtl_security.py.
 

@@ -575,7 +575,9 @@ def test_a_queue_short_of_memory_waits_for_its_oldest_submission():
 def test_waits_on_a_lost_device_say_what_waited():
     """A GPU reset that fails (the CP never goes idle) loses the device: every wait of the
     UMD on a submission in flight then raises DeviceLost, naming the call that waited:
-    finish, an event's wait, a flush held back by max_inflight, a new IB waiting for memory."""
+    a new IB waiting for memory (the reset runs in its wait), finish, an event's wait, a
+    flush held back by max_inflight; a new queue then fails at once (the lost device makes
+    no memory: GEM_CREATE's EIO), where it failed at its first flush."""
     from tests.kmd_sched.test_kmd_recovery import StuckResetModel
 
     dev = StuckResetModel()
@@ -598,23 +600,21 @@ def test_waits_on_a_lost_device_say_what_waited():
     ev = fin.signal()
     fin.flush()
     thr.write(buf, 4, 2)  # recorded in thr's second pooled IB, not flushed
+    hog = _hog_gtt(gpu, kmd)  # (before the loss: a lost device makes no memory)
     dev.stuck = True
     hold.bo.u32[0x200] = 1  # the CP runs into the bad packet; its reset will not take
-    with pytest.raises(umd.DeviceLost, match=r"^finish: WAIT_CS: soft reset: CP not idle after 2000 cycles"):
-        fin.finish()  # (its WAIT_CS ran the failed reset)
+    with pytest.raises(umd.DeviceLost, match=r"^new IB: WAIT_CS: soft reset: CP not idle after 2000 cycles"):
+        for i in range(5000):  # a new IB, no memory: waits for its submission in flight, which runs the reset
+            mem.write(buf, 4 * (i % 0x400), i)
     lost = re.escape(f"WAIT_CS: {kmd.wedged}")
+    with pytest.raises(umd.DeviceLost, match=f"^finish: {lost}$"):
+        fin.finish()
     with pytest.raises(umd.DeviceLost, match=f"^flush: {lost}$"):
         thr.flush()  # max_inflight=1: waits for the one in flight first
-    with pytest.raises(umd.DeviceLost, match=f"^flush: {re.escape(f'CS: {kmd.wedged}')}$") as ei:
-        late = gpu.queue()
-        late.write(buf, 0, 1)
-        late.flush()  # EIO: the device's, not the queue's (CTX QUERY_STATE: not BANNED)
+    with pytest.raises(umd.DeviceLost, match=f"^queue: {re.escape(f'GEM_CREATE: {kmd.wedged}')}$") as ei:
+        gpu.queue()  # (its page: the device's EIO, not a ban's)
     assert type(ei.value) is umd.DeviceLost
     with pytest.raises(umd.DeviceLost, match=f"^wait: {lost}$"):
         ev.wait()
-    hog = _hog_gtt(gpu, kmd)
-    with pytest.raises(umd.DeviceLost, match=f"^new IB: {lost}$"):
-        for i in range(5000):  # a new IB, no memory: waits for its submission in flight
-            mem.write(buf, 4 * (i % 0x400), i)
     for h in hog:
         h.free()

@@ -492,3 +492,34 @@ def test_a_job_its_files_ban_cancelled_is_device_lost(kind):
     with pytest.raises(umd.DeviceLost, match=r"^flush: .*fd \d+ is banned"):  # (and so is what follows)
         q.write(buf, 0, 9)
         q.flush()
+
+
+def test_a_lost_device_refuses_memory_with_device_lost():
+    """A reset that fails loses the device, and the KMD then refuses new device memory
+    (GEM_CREATE and GEM_VA MAP: EIO with the reason; the engine that never went idle may still
+    reach what was freed, which is never handed out again: kmd_model/reset/recovery.py wedge).
+    The app's alloc, a new queue and a queue's own memory (a new IB) raise DeviceLost naming
+    the call and the kernel's words, in one line; they raised the raw KmdError."""
+    import re
+
+    from tests.kmd.test_kmd_ioctl import Client
+    from tests.kmd_sched.test_kmd_recovery import StuckResetModel
+
+    dev = StuckResetModel()
+    kmd = kmd_model.bind(dev, cs_check=False, hw_timeout=2000)
+    gpu = umd.open(pools=False)
+    buf = gpu.alloc(0x1000)
+    q = gpu.queue(flush_threshold=1 << 20, ib_size_dw=64)
+    bad = Client()
+    seq = bad.submit(bad.ib(bad.bo(), [pm4.header(0x7B, 0), 0]))
+    dev.stuck = True
+    with pytest.raises(kmd_model.uapi.KmdError):
+        bad.wait(seq)  # the CP error's reset fails
+    lost = re.escape(f"GEM_CREATE: {kmd.wedged}")
+    with pytest.raises(umd.DeviceLost, match=f"^alloc: {lost}$"):
+        gpu.alloc(0x1000)
+    with pytest.raises(umd.DeviceLost, match=f"^queue: {lost}$"):
+        gpu.queue()
+    with pytest.raises(umd.DeviceLost, match=f"^new IB: {lost}$"):
+        for i in range(100):  # more than the first IB holds: a new IB
+            q.write(buf, 4 * (i % 0x400), i)
