@@ -48,8 +48,9 @@ def _settle(kmd, q=None) -> None:
     while q is not None and q.pending and not all(j.done for j in q.pending) and time.monotonic() < deadline:
         time.sleep(0.001)
     for _ in range(4):
-        kmd.dev.delay(2_000)
-        kmd.service()
+        with kmd.lock:  # (as an ioctl does, never beside the submission thread's)
+            kmd.dev.delay(2_000)
+            kmd.service()
 
 
 def _two_bad_jobs(q) -> None:
