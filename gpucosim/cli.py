@@ -7,8 +7,9 @@
     gpucosim regs [REG [VALUE]]        the register map; one register; a value decoded
     gpucosim plot TRACE -o PNG         a timeline drawn as a picture
 
-Every subcommand has --help. Exit codes: the app's own for `run`/`sim`, 2 for a usage
-error (the message says what was wrong), 1 for a failure.
+Every subcommand has --help. Exit codes: the app's own for `run`/`sim`, 124 when
+`--timeout` stopped it, 130 on Ctrl-C, 2 for a usage error (the message says what was
+wrong), 1 for a failure.
 """
 
 from __future__ import annotations
@@ -74,6 +75,16 @@ def _cycle(text: str) -> float:
     return v
 
 
+def _timeout(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not (math.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a timeout: give a number of seconds above 0")
+    return v
+
+
 def _data_width(text: str) -> int:
     if text not in ("32", "64", "128", "256"):
         raise argparse.ArgumentTypeError(f"{text!r} is not a bus width: choose 32, 64, 128 or 256")
@@ -94,6 +105,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="print the exit report: buffers left allocated, IB pools, fences, ioctls")
     p.add_argument("--stats-json", metavar="FILE",
                    help="write the run's figures as JSON: cycles, ioctls, seconds in the app and in the device")
+    p.add_argument("--timeout", type=_timeout, metavar="SECONDS",
+                   help="stop the app after SECONDS of wall-clock time (from its start, the build not counted), "
+                        "writing --trace, --stats-json and the exit report as a Ctrl-C does; exit status 124")
     p.add_argument("--crash-dir", metavar="DIR", help="where crash reports go (default build/crash)")
     p.add_argument("--kmd", action="append", default=[], metavar="KEY=VALUE",
                    help="a KMD parameter for this run (repeatable), e.g. --kmd job_timeout=20000")
@@ -284,7 +298,7 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
         p.error(f"{ASYNC_ENV}={os.environ[ASYNC_ENV]!r}: choose 0 or 1 (in the environment)")
     return RunOptions(app=app, backend=args.sim, args=app_args, trace=args.trace, waves=waves, log=args.log,
                       stats=args.stats, stats_json=args.stats_json, crash_dir=args.crash_dir, kmd=_kmd_params(p, args.kmd),
-                      dma=not args.no_dma, data_width=args.data_width, queues=True)
+                      dma=not args.no_dma, data_width=args.data_width, queues=True, timeout=args.timeout)
 
 
 def cmd_run(p, args, app_args: list[str]) -> int:

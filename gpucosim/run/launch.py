@@ -22,8 +22,8 @@ from pathlib import Path
 
 from .console import Console, file_status
 from .console import enabled as console_enabled
-from .session import (AppNotFound, RunOptions, Session, app_failed, apply_app_log, default_build_dir, find_app,
-                      load_main, report_load_error)
+from .session import (TIMEOUT_EXIT, AppNotFound, RunOptions, RunTimeout, Session, app_failed, apply_app_log,
+                      default_build_dir, find_app, load_main, report_load_error, stop_on_signals, timeout_message)
 
 BACKENDS = ("verilator", "icarus", "model")
 # Lines of the simulator's log that are not the app's
@@ -105,32 +105,47 @@ def _run_model(opts: RunOptions) -> int:
     from ..trace.swtrace import model_cp_hook
 
     before = set(threading.enumerate())  # (the app's threads: from its import on)
-    main = _load(opts.app)
-    if main is None:
-        return 2
-    apply_app_log(main, opts)  # before the CP hook below looks at `cp`
-    if opts.waves:
-        print("gpucosim: --waves needs a simulator (--sim verilator or icarus); the model has no waveform",
-              file=sys.stderr)
-    session = Session(opts)
-    dev = RefModel(dma=opts.dma, data_width=opts.data_width, queues=opts.queues)
-    session.probe = lambda: _model_probe(dev)
-    hooks = []
-    if session.timeline is not None:
-        hooks.append(model_cp_hook(session.timeline, dev.now))
-    cp_log, sdma_log = get_logger("cp"), get_logger("sdma")
-    if cp_log.isEnabledFor(20) or sdma_log.isEnabledFor(20):
-        # the copy engine's packets ("SDMA RING+...") are the sdma module's, the CP's queues' the cp module's
-        hooks.append(lambda line: (sdma_log if line.startswith("SDMA ") else cp_log).info("%s", line))
-    if hooks:
-        dev.trace = hooks[0] if len(hooks) == 1 else (lambda line: [h(line) for h in hooks])
+    # --timeout counts from the app's import on (an app may spin there too); Ctrl-C is
+    # Python's own KeyboardInterrupt here
+    disarm = stop_on_signals(opts.timeout, _raise)
+    session, timed_out = None, False
     try:
+        main = _load(opts.app)
+        if main is None:
+            return 2
+        apply_app_log(main, opts)  # before the CP hook below looks at `cp`
+        if opts.waves:
+            print("gpucosim: --waves needs a simulator (--sim verilator or icarus); the model has no waveform",
+                  file=sys.stderr)
+        session = Session(opts)
+        dev = RefModel(dma=opts.dma, data_width=opts.data_width, queues=opts.queues)
+        session.probe = lambda: _model_probe(dev)
+        hooks = []
+        if session.timeline is not None:
+            hooks.append(model_cp_hook(session.timeline, dev.now))
+        cp_log, sdma_log = get_logger("cp"), get_logger("sdma")
+        if cp_log.isEnabledFor(20) or sdma_log.isEnabledFor(20):
+            # the copy engine's packets ("SDMA RING+...") are the sdma module's, the CP's queues' the cp module's
+            hooks.append(lambda line: (sdma_log if line.startswith("SDMA ") else cp_log).info("%s", line))
+        if hooks:
+            dev.trace = hooks[0] if len(hooks) == 1 else (lambda line: [h(line) for h in hooks])
         with Console(f"model: {Path(opts.app).stem}", status=lambda: session.status, guard_stdout=True):
             code = session.run(dev, main)
+    except RunTimeout:
+        timed_out = True
     finally:
-        session.finish()  # (the timeline of what ran, a Ctrl-C's run too, as on the RTL)
+        disarm()  # (not while the timeline is written)
+        if session is not None:
+            session.finish()  # (the timeline of what ran, a Ctrl-C's run too, as on the RTL)
+    if timed_out:  # (last, after the timeline's line, as "gpucosim: interrupted" is)
+        print(timeout_message(opts, session.cycles if session else 0), file=sys.stderr, flush=True)
+        return TIMEOUT_EXIT
     _wait_for_app_threads(before)
     return code
+
+
+def _raise(e: BaseException) -> None:
+    raise e
 
 
 def _wait_for_app_threads(before: set) -> None:

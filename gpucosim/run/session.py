@@ -20,6 +20,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import signal
 import sys
 import time
 import traceback
@@ -29,8 +30,67 @@ from typing import Any, Callable
 
 from greenlet import GreenletExit
 
+
+class RunTimeout(BaseException):
+    """`--timeout` ran out: raised in the app's code, wherever it is, as a Ctrl-C's
+    KeyboardInterrupt is (a BaseException, so that an app's `except Exception` does not
+    swallow it either)."""
+
+    def __init__(self, seconds: float):
+        super().__init__(f"no end within {seconds:g} s")
+        self.seconds = seconds
+
+
 # what ends a run, or closes a generator or the app's greenlet: never the app's failure
-_ENDINGS = (SystemExit, KeyboardInterrupt, GeneratorExit, GreenletExit)
+_ENDINGS = (SystemExit, KeyboardInterrupt, GeneratorExit, GreenletExit, RunTimeout)
+# the exit status of a run stopped from outside: 124 as GNU timeout(1) has it, 130 as a shell
+# reports SIGINT
+TIMEOUT_EXIT, INTERRUPT_EXIT = 124, 130
+
+
+def stopped_code(e: BaseException) -> int | None:
+    """The exit status of a run that `e` stopped (None: `e` stops no run)."""
+    return TIMEOUT_EXIT if isinstance(e, RunTimeout) else INTERRUPT_EXIT if isinstance(e, KeyboardInterrupt) else None
+
+
+def timeout_message(opts: "RunOptions", cycles: int) -> str:
+    return f"gpucosim: {opts.shown(opts.app)} did not finish within {opts.timeout:g} s (at cycle {cycles}): stopped"
+
+
+def stop_on_signals(timeout: float | None, throw: Callable[[BaseException], None], *,
+                    sigint: bool = False) -> Callable[[], None]:
+    """Arm `timeout` (wall-clock seconds; SIGALRM) and, with `sigint`, take over Ctrl-C:
+    the first of them calls `throw(RunTimeout | KeyboardInterrupt)` in the signal handler
+    (which raises it in the app's code, or has it raised there at its next chance: the
+    simulator's process). Later signals do nothing: a terminal's ^C reaches the simulator
+    both from the terminal and from the launcher that forwards it. Returns `disarm`, which
+    stops the clock (the SIGINT handler stays: a late ^C must not end the simulator's
+    teardown with a KeyboardInterrupt in cocotb)."""
+    fired: list[BaseException] = []
+
+    def fire(e: BaseException) -> None:
+        if fired:
+            return
+        fired.append(e)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        throw(e)
+
+    old = None
+    if timeout:
+        old = signal.signal(signal.SIGALRM, lambda *_: fire(RunTimeout(timeout)))
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+    if sigint:
+        signal.signal(signal.SIGINT, lambda *_: fire(KeyboardInterrupt()))
+        # (a system call the simulator's C++ makes goes on, not EINTR, when ^C arrives)
+        signal.siginterrupt(signal.SIGINT, False)
+
+    def disarm() -> None:
+        fired.append(None)  # type: ignore[arg-type]  (what fires from now on is too late)
+        if timeout:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+
+    return disarm
 
 ENV = "GPUCOSIM_RUN"
 
@@ -80,6 +140,7 @@ class RunOptions:
     data_width: int = 64
     queues: bool = True  # the reference model with CP queue 1, as the RTL has
     status_file: str | None = None  # where the simulator's process reports progress
+    timeout: float | None = None  # wall-clock seconds the app may run (--timeout)
     cwd: str = field(default_factory=os.getcwd)  # the user's, where paths are shown from
 
     def shown(self, path: str | Path) -> str:
@@ -245,6 +306,7 @@ class Session:
                 code = exit_code(e.code)
             except BaseException as e:
                 if not app_failed(e):
+                    code = stopped_code(e) or code  # (the figures' exit_code: 124, 130)
                     raise
                 traceback.print_exc()
                 sys.stderr.flush()

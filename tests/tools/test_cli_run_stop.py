@@ -1,0 +1,116 @@
+"""`gpucosim run` stopping an app: `--timeout` (an app spinning in Python ran until Ctrl-C),
+Ctrl-C on a simulator (its timeline was lost: the simulator was killed before writing it),
+and which stream carries the app's traceback and gpucosim's own error lines (stdout on a
+simulator, through its log; stderr on the model). Each on the model and on Verilator."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .cli_helpers import ROOT, gpucosim, usage_error
+
+# a little GPU work, so the timeline and the figures have something in them, then a spin
+WORK = ("import umd\n"
+        "def work():\n"
+        "    gpu = umd.open()\n"
+        "    q = gpu.queue()\n"
+        "    q.write(gpu.alloc(64), 0, 1)\n"
+        "    q.finish()\n"
+        "    gpu.close()\n")
+SPIN = WORK + "def main():\n    work()\n    print('running', flush=True)\n    while True:\n        pass\n"
+
+BACKENDS = ["model", pytest.param("verilator", marks=pytest.mark.xdist_group("demo_rtl"))]
+
+
+def _need(backend: str) -> None:
+    if backend != "model":
+        from testbench import sim
+
+        if sim.unavailable_reason(backend):
+            pytest.skip(sim.unavailable_reason(backend))
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon", ""])
+def test_a_bad_timeout_is_one_line(capsys, value):
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", "--timeout", value) == (
+        f"gpucosim run: error: argument --timeout: {value!r} is not a timeout: give a number of seconds above 0")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_timeout_stops_an_app_that_spins_and_keeps_its_outputs(tmp_path, backend):
+    _need(backend)
+    app = tmp_path / "spin.py"
+    app.write_text(SPIN)
+    trace, stats = tmp_path / "t.json", tmp_path / "s.json"
+    t0 = time.monotonic()
+    r = gpucosim("run", str(app), "--sim", backend, "--timeout", "3", "--trace", str(trace),
+                 "--stats-json", str(stats), timeout=300)
+    took = time.monotonic() - t0
+    assert r.returncode == 124, r.stdout[-2000:] + r.stderr[-2000:]
+    last = r.stderr.splitlines()[-1]
+    assert re.fullmatch(rf"gpucosim: {re.escape(str(app))} did not finish within 3 s \(at cycle \d+\): stopped",
+                        last), r.stderr
+    assert int(re.search(r"at cycle (\d+)", last).group(1)) > 0
+    assert "Traceback" not in r.stderr + r.stdout
+    assert any(e["ph"] == "X" for e in json.loads(trace.read_text())["traceEvents"])
+    figures = json.loads(stats.read_text())
+    assert figures["exit_code"] == 124 and figures["ioctls"] > 0
+    assert took < 120, took
+
+
+def _stop(backend: str, tmp_path, how: str):
+    app = tmp_path / "spin.py"
+    app.write_text(SPIN)
+    trace, stats = tmp_path / "t.json", tmp_path / "s.json"
+    e = dict(os.environ, GPUCOSIM_PROGRESS="0")
+    e.pop("GPUCOSIM_LOG", None)
+    # (SIGINT as a terminal leaves it: an xdist worker ignores it, and a child inherits that)
+    p = subprocess.Popen([sys.executable, "-m", "gpucosim", "run", str(app), "--sim", backend, "--trace", str(trace),
+                          "--stats-json", str(stats)], cwd=ROOT, env=e, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        assert p.stdout.readline().strip() == "running"
+        time.sleep(0.3)
+        if how == "group":  # as a terminal sends ^C: to every process of the foreground group
+            os.killpg(p.pid, signal.SIGINT)
+        else:
+            p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    return p.returncode, out, err, trace, stats
+
+
+@pytest.mark.parametrize("how", ["group", "gpucosim"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ctrl_c_keeps_the_timeline_and_the_figures(tmp_path, backend, how):
+    _need(backend)
+    code, out, err, trace, stats = _stop(backend, tmp_path, how)
+    assert code == 130, out[-2000:] + err[-2000:]
+    assert err.splitlines()[-1] == "gpucosim: interrupted" and "Traceback" not in err + out, err
+    assert err.count("gpucosim: interrupted") == 1, err
+    assert any(e["ph"] == "X" for e in json.loads(trace.read_text())["traceEvents"])
+    assert json.loads(stats.read_text())["exit_code"] == 130
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_apps_traceback_and_gpucosims_errors_go_to_stderr(tmp_path, backend):
+    _need(backend)
+    app = tmp_path / "boom.py"
+    app.write_text(WORK + "import sys\n\ndef main():\n    work()\n    print('to stdout')\n"
+                   "    print('to stderr', file=sys.stderr)\n    raise RuntimeError('boom')\n")
+    r = gpucosim("run", str(app), "--sim", backend, "--crash-dir", str(tmp_path / "crash"), "--stray", timeout=300)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    assert r.stdout.splitlines() == ["to stdout"], r.stdout
+    for said in ("to stderr", "Traceback (most recent call last):", "RuntimeError: boom",
+                 "gpucosim: crash report written to ", "gpucosim run: error: neither gpucosim nor the app knows --stray"):
+        assert said in r.stderr, (said, r.stderr)
