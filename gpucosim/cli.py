@@ -107,7 +107,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="write the run's figures as JSON: cycles, ioctls, seconds in the app and in the device")
     p.add_argument("--timeout", type=_timeout, metavar="SECONDS",
                    help="stop the app after SECONDS of wall-clock time (from its start, the build not counted), "
-                        "writing --trace, --stats-json and the exit report as a Ctrl-C does; exit status 124")
+                        "writing --trace and --stats-json as a Ctrl-C does; exit status 124")
     p.add_argument("--crash-dir", metavar="DIR", help="where crash reports go (default build/crash)")
     p.add_argument("--kmd", action="append", default=[], metavar="KEY=VALUE",
                    help="a KMD parameter for this run (repeatable), e.g. --kmd job_timeout=20000")

@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 from .console import Console, file_status
 from .console import enabled as console_enabled
-from .session import (TIMEOUT_EXIT, AppNotFound, RunOptions, RunTimeout, Session, app_failed, apply_app_log,
+from .session import (INTERRUPT_EXIT, TIMEOUT_EXIT, AppNotFound, RunOptions, RunTimeout, Session, app_failed, apply_app_log,
                       default_build_dir, find_app, load_main, report_load_error, stop_on_signals, timeout_message)
 
 BACKENDS = ("verilator", "icarus", "model")
@@ -231,6 +233,7 @@ def _run_rtl(opts: RunOptions) -> int:
         status = Path(d) / "status.json"
         opts.status_file = str(status)
         env = {"GPUCOSIM_RUN": opts.to_json(), "GPUCOSIM_APP_RESULT": str(result),
+               "GPUCOSIM_APP_STREAMS": "1",  # (app_runner: its stderr marked in the log, for the echo)
                "GPUCOSIM_CWD": os.getcwd(),  # the app runs where it was started, as on the model
                "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "WARNING"),
                "GPI_LOG_LEVEL": os.environ.get("GPI_LOG_LEVEL", "WARNING")}
@@ -239,15 +242,97 @@ def _run_rtl(opts: RunOptions) -> int:
         log = sim.BUILD / "runs" / f"{opts.backend}-{design.name}" / f"app-{os.getpid()}" / "sim.log"
         with Console(f"{opts.backend}: {Path(app).stem}", status=file_status(status), echo=log,
                      noise=SIM_NOISE):
-            res = sim.run(design, opts.backend, "gpucosim.run.app_runner", tag="app", extra_env=env,
-                          waves=waves, plusargs=plusargs)
-        if waves:
+            res, stop = _supervised(opts, lambda: sim.run(design, opts.backend, "gpucosim.run.app_runner", tag="app",
+                                                          extra_env=env, waves=waves, plusargs=plusargs),
+                                    status)
+        if waves and stop != "killed":
             _report_waves(opts)
+        if stop == "interrupted":
+            raise KeyboardInterrupt  # (cli.main: "gpucosim: interrupted", 130)
+        if stop == "killed":
+            return INTERRUPT_EXIT
+        if stop == "timeout":
+            print(timeout_message(opts, (file_status(status)() or {}).get("cycles", 0))
+                  + f" (the simulator did not stop within {STOP_GRACE:g} s more: killed; no timeline)",
+                  file=sys.stderr, flush=True)
+            return TIMEOUT_EXIT
         if result.exists():
             return int(result.read_text())
+    if res is None:
+        return 1
     print(f"gpucosim: the app did not finish on {opts.backend}: "
           + "; ".join(f"{n}: {m}" for n, m in res.failures), file=sys.stderr)
     return 1
+
+
+# how long the simulator has, after --timeout, to stop the app and write its outputs itself
+STOP_GRACE = 60.0
+
+
+def _supervised(opts: RunOptions, run: Callable[[], Any], status: Path) -> tuple[Any, str | None]:
+    """`run()` (the simulator's run) in a thread, while this one watches for Ctrl-C and the
+    time: (its result, how it was stopped: None, "interrupted", "killed" or "timeout").
+
+    The simulator's process stops the app itself (app_runner: a ^C or its --timeout is
+    raised in the app's code) and writes the timeline, the figures and the exit report
+    before it ends; this process must not kill it meanwhile, as the subprocess call it
+    waits in did on a KeyboardInterrupt. A ^C sent to this process alone is passed on to
+    the simulator's; a second one a second later kills it (its outputs are lost); so
+    does --timeout plus STOP_GRACE, a simulator that cannot stop the app (stuck in C)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = run()
+        except BaseException as e:  # (raised here, in the caller's thread)
+            box["error"] = e
+        finally:
+            box["done"] = True
+
+    t = threading.Thread(target=target, name="simulator", daemon=True)
+    t0 = time.monotonic()
+    t.start()
+    stop: str | None = None
+    first_int: float | None = None
+    # (polled, not Thread.join: a KeyboardInterrupt in join's lock wait marks the thread as
+    # ended in Python 3.11, bpo-45274's fix, and this process went on while it ran)
+    while not box.get("done"):
+        try:
+            time.sleep(0.05)
+            if opts.timeout and stop is None and time.monotonic() - t0 > opts.timeout + STOP_GRACE:
+                stop = "timeout"
+                _signal_children(signal.SIGKILL)
+        except KeyboardInterrupt:
+            now = time.monotonic()
+            if first_int is None:
+                first_int, stop = now, "interrupted"
+                _signal_children(signal.SIGINT)  # (a terminal's ^C has reached it already: it takes one)
+            elif now - first_int > 1.0:
+                stop = "killed"
+                print("gpucosim: interrupted again: simulator killed (no timeline, no figures)", file=sys.stderr,
+                      flush=True)
+                _signal_children(signal.SIGKILL)
+    if "error" in box and stop is None:  # (stopped: a simulator that died of the signal is no news)
+        raise box["error"]
+    return box.get("result"), stop
+
+
+def _signal_children(sig: int) -> None:
+    """Send `sig` to this process's children (the simulator: cocotb's runner started it)."""
+    me = str(os.getpid())
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            # (the command may hold spaces and parentheses: the fields after its last ")")
+            ppid = (d / "stat").read_text().rsplit(")", 1)[1].split()[1]
+        except (OSError, IndexError):
+            continue
+        if ppid == me:
+            try:
+                os.kill(int(d.name), sig)
+            except OSError:
+                pass
 
 
 def _report_waves(opts: RunOptions) -> None:

@@ -22,6 +22,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -57,6 +58,28 @@ def timeout_message(opts: "RunOptions", cycles: int) -> str:
     return f"gpucosim: {opts.shown(opts.app)} did not finish within {opts.timeout:g} s (at cycle {cycles}): stopped"
 
 
+RETRY_S = 0.02  # how soon a stop that could not be raised where it came is tried again
+
+
+def _not_now(frame) -> bool:
+    """Whether a stop raised at `frame` (where the signal came) would be lost or would break
+    the driver: inside a finalizer (`__del__`: Python prints the exception and drops it),
+    or inside an ioctl (the KMD's lock held: the kernel too delivers a signal on the way
+    back to user space; raised mid-ioctl it left the driver's state half-changed, and the
+    app failed in its cleanup, exit status 1)."""
+    f = frame
+    while f is not None:
+        if f.f_code.co_name == "__del__":
+            return True
+        f = f.f_back
+    s = _current
+    lock = getattr(getattr(getattr(s, "kmd", None), "lock", None), "_lock", None)
+    try:
+        return bool(lock is not None and lock._is_owned())
+    except AttributeError:
+        return False
+
+
 def stop_on_signals(timeout: float | None, throw: Callable[[BaseException], None], *,
                     sigint: bool = False) -> Callable[[], None]:
     """Arm `timeout` (wall-clock seconds; SIGALRM) and, with `sigint`, take over Ctrl-C:
@@ -64,33 +87,43 @@ def stop_on_signals(timeout: float | None, throw: Callable[[BaseException], None
     (which raises it in the app's code, or has it raised there at its next chance: the
     simulator's process). Later signals do nothing: a terminal's ^C reaches the simulator
     both from the terminal and from the launcher that forwards it. Returns `disarm`, which
-    stops the clock (the SIGINT handler stays: a late ^C must not end the simulator's
-    teardown with a KeyboardInterrupt in cocotb)."""
+    stops the clock and, with `sigint`, ignores ^C from then on: a late one (the forwarded
+    copy) ended the simulator's teardown with a KeyboardInterrupt in cocotb, or, once
+    Python had finalized and put SIGINT back to its default, killed it (status -2)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None  # (signals reach the main thread only: run_app called from another has neither)
     fired: list[BaseException] = []
+    held: list[BaseException] = []
 
-    def fire(e: BaseException) -> None:
+    def fire(e: BaseException, frame) -> None:
         if fired:
+            return
+        if _not_now(frame):  # tried again shortly (SIGALRM), the stop held meanwhile
+            held[:] = [e]
+            signal.setitimer(signal.ITIMER_REAL, RETRY_S)
             return
         fired.append(e)
         signal.setitimer(signal.ITIMER_REAL, 0)
         throw(e)
 
-    old = None
+    old = signal.signal(signal.SIGALRM, lambda _, frame: fire(held[0] if held else RunTimeout(timeout), frame))
     if timeout:
-        old = signal.signal(signal.SIGALRM, lambda *_: fire(RunTimeout(timeout)))
         signal.setitimer(signal.ITIMER_REAL, timeout)
     if sigint:
-        signal.signal(signal.SIGINT, lambda *_: fire(KeyboardInterrupt()))
-        # (a system call the simulator's C++ makes goes on, not EINTR, when ^C arrives)
+        signal.signal(signal.SIGINT, lambda _, frame: fire(KeyboardInterrupt(), frame))
+        # (a system call the simulator's C++ makes goes on, not EINTR, when a signal arrives)
         signal.siginterrupt(signal.SIGINT, False)
+        signal.siginterrupt(signal.SIGALRM, False)
 
     def disarm() -> None:
         fired.append(None)  # type: ignore[arg-type]  (what fires from now on is too late)
-        if timeout:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, old)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        if sigint:  # (the launcher kills the simulator on a second ^C)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     return disarm
+
 
 ENV = "GPUCOSIM_RUN"
 

@@ -26,8 +26,12 @@ WORK = ("import umd\n"
         "    q.finish()\n"
         "    gpu.close()\n")
 SPIN = WORK + "def main():\n    work()\n    print('running', flush=True)\n    while True:\n        pass\n"
+# one that keeps the GPU busy: a stop mostly arrives while the simulator runs, not the app
+BUSY = WORK + "def main():\n    print('running', flush=True)\n    while True:\n        work()\n"
 
-BACKENDS = ["model", pytest.param("verilator", marks=pytest.mark.xdist_group("demo_rtl"))]
+RTL = pytest.mark.xdist_group("demo_rtl")
+BACKENDS = ["model", pytest.param("verilator", marks=RTL)]
+EVERY_BACKEND = [*BACKENDS, pytest.param("icarus", marks=RTL)]
 
 
 def _need(backend: str) -> None:
@@ -44,11 +48,12 @@ def test_a_bad_timeout_is_one_line(capsys, value):
         f"gpucosim run: error: argument --timeout: {value!r} is not a timeout: give a number of seconds above 0")
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_timeout_stops_an_app_that_spins_and_keeps_its_outputs(tmp_path, backend):
+@pytest.mark.parametrize("body", [SPIN, BUSY], ids=["spins", "busy"])
+@pytest.mark.parametrize("backend", EVERY_BACKEND)
+def test_timeout_stops_an_app_that_spins_and_keeps_its_outputs(tmp_path, backend, body):
     _need(backend)
     app = tmp_path / "spin.py"
-    app.write_text(SPIN)
+    app.write_text(body)
     trace, stats = tmp_path / "t.json", tmp_path / "s.json"
     t0 = time.monotonic()
     r = gpucosim("run", str(app), "--sim", backend, "--timeout", "3", "--trace", str(trace),
@@ -66,9 +71,9 @@ def test_timeout_stops_an_app_that_spins_and_keeps_its_outputs(tmp_path, backend
     assert took < 120, took
 
 
-def _stop(backend: str, tmp_path, how: str):
+def _stop(backend: str, tmp_path, how: str, body: str = SPIN):
     app = tmp_path / "spin.py"
-    app.write_text(SPIN)
+    app.write_text(body)
     trace, stats = tmp_path / "t.json", tmp_path / "s.json"
     e = dict(os.environ, GPUCOSIM_PROGRESS="0")
     e.pop("GPUCOSIM_LOG", None)
@@ -90,11 +95,15 @@ def _stop(backend: str, tmp_path, how: str):
     return p.returncode, out, err, trace, stats
 
 
-@pytest.mark.parametrize("how", ["group", "gpucosim"])
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_ctrl_c_keeps_the_timeline_and_the_figures(tmp_path, backend, how):
+@pytest.mark.parametrize("backend, how, body", [
+    ("model", "group", SPIN), ("model", "gpucosim", SPIN),
+    pytest.param("verilator", "group", SPIN, marks=RTL), pytest.param("verilator", "gpucosim", SPIN, marks=RTL),
+    pytest.param("verilator", "group", BUSY, marks=RTL), pytest.param("icarus", "group", SPIN, marks=RTL)])
+def test_ctrl_c_keeps_the_timeline_and_the_figures(tmp_path, backend, how, body):
+    """^C to gpucosim alone (`kill -INT`), or to its process group as a terminal sends it
+    (the simulator gets it from the terminal and from gpucosim, which passes it on)."""
     _need(backend)
-    code, out, err, trace, stats = _stop(backend, tmp_path, how)
+    code, out, err, trace, stats = _stop(backend, tmp_path, how, body)
     assert code == 130, out[-2000:] + err[-2000:]
     assert err.splitlines()[-1] == "gpucosim: interrupted" and "Traceback" not in err + out, err
     assert err.count("gpucosim: interrupted") == 1, err
