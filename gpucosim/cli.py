@@ -79,13 +79,17 @@ def _cycle(text: str) -> float:
     return v
 
 
+MAX_TIMEOUT = 1_000_000  # seconds (11.6 days); the interval timer overflowed at 1e10 (a traceback)
+
+
 def _timeout(text: str) -> float:
     try:
         v = float(text)
     except ValueError:
         v = math.nan
-    if not (math.isfinite(v) and v > 0):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a timeout: give a number of seconds above 0")
+    if not (math.isfinite(v) and 0 < v <= MAX_TIMEOUT):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a timeout: give a number of seconds above 0, "
+                                         f"at most {MAX_TIMEOUT}")
     return v
 
 

@@ -60,7 +60,7 @@ async def app(dut):
     # --timeout and Ctrl-C end the app, not the simulator: raised in the app's code (at its
     # next resumption when the simulator is busy), so that the timeline, the figures and the
     # exit report are written as when it ends by itself (the launcher waits for them)
-    disarm = stop_on_signals(opts.timeout, bridge.interrupt, sigint=True)
+    disarm = stop_on_signals(opts.timeout, bridge.interrupt, sigint=True, result=_result)
     sessions: list[Session] = []
     stopped: BaseException | None = None
     try:

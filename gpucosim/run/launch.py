@@ -244,7 +244,7 @@ def _run_rtl(opts: RunOptions) -> int:
                      noise=SIM_NOISE):
             res, stop = _supervised(opts, lambda: sim.run(design, opts.backend, "gpucosim.run.app_runner", tag="app",
                                                           extra_env=env, waves=waves, plusargs=plusargs),
-                                    status)
+                                    status, result)
         if waves and stop != "killed":
             _report_waves(opts)
         if stop == "interrupted":
@@ -269,7 +269,7 @@ def _run_rtl(opts: RunOptions) -> int:
 STOP_GRACE = 60.0
 
 
-def _supervised(opts: RunOptions, run: Callable[[], Any], status: Path) -> tuple[Any, str | None]:
+def _supervised(opts: RunOptions, run: Callable[[], Any], status: Path, result: Path) -> tuple[Any, str | None]:
     """`run()` (the simulator's run) in a thread, while this one watches for Ctrl-C and the
     time: (its result, how it was stopped: None, "interrupted", "killed" or "timeout").
 
@@ -312,7 +312,9 @@ def _supervised(opts: RunOptions, run: Callable[[], Any], status: Path) -> tuple
                 print("gpucosim: interrupted again: simulator killed (no timeline, no figures)", file=sys.stderr,
                       flush=True)
                 _signal_children(signal.SIGKILL)
-    if "error" in box and stop is None:  # (stopped: a simulator that died of the signal is no news)
+    # (stopped: a simulator that died of the signal is no news; nor one that ended itself with
+    # the status in `result`, session.hard_stop)
+    if "error" in box and stop is None and not result.exists():
         raise box["error"]
     return box.get("result"), stop
 

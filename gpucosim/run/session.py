@@ -59,6 +59,14 @@ def timeout_message(opts: "RunOptions", cycles: int) -> str:
 
 
 RETRY_S = 0.02  # how soon a stop that could not be raised where it came is tried again
+REFIRE_S = 2.0  # how soon a stop the app caught is raised again
+_seen: Callable[[], None] | None = None  # tells stop_on_signals the run has its stop
+
+
+def stop_seen() -> None:
+    """The run has the stop in hand (Session.run, the launchers): no more of them."""
+    if _seen is not None:
+        _seen()
 
 
 def _not_now(frame) -> bool:
@@ -80,8 +88,33 @@ def _not_now(frame) -> bool:
         return False
 
 
+def hard_stop(e: BaseException, result: Callable[[int], None] | None = None) -> None:
+    """End the process from the signal handler: an app that catches every stop. What the
+    run has is written first (figures, timeline; `result` passes the exit status on: the
+    simulator's launcher reads it), then its line."""
+    code = stopped_code(e) or 1
+    s = _current
+    if s is not None:
+        try:
+            s.status_tick(force=True)
+            if s.opts.stats_json:
+                s.write_figures(s.opts.stats_json, code)
+            s.finish()
+        except Exception as err:  # (the exit is what matters now)
+            print(f"gpucosim: the run's outputs could not all be written: {described(err)}", file=sys.stderr)
+    if result is not None:
+        result(code)
+    if isinstance(e, RunTimeout) and s is not None:
+        print(timeout_message(s.opts, s.cycles) + " (the app caught every stop: its process ended)",
+              file=sys.stderr, flush=True)
+    else:
+        print("gpucosim: interrupted", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(code)
+
+
 def stop_on_signals(timeout: float | None, throw: Callable[[BaseException], None], *,
-                    sigint: bool = False) -> Callable[[], None]:
+                    sigint: bool = False, result: Callable[[int], None] | None = None) -> Callable[[], None]:
     """Arm `timeout` (wall-clock seconds; SIGALRM) and, with `sigint`, take over Ctrl-C:
     the first of them calls `throw(RunTimeout | KeyboardInterrupt)` in the signal handler
     (which raises it in the app's code, or has it raised there at its next chance: the
@@ -92,21 +125,38 @@ def stop_on_signals(timeout: float | None, throw: Callable[[BaseException], None
     Python had finalized and put SIGINT back to its default, killed it (status -2)."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None  # (signals reach the main thread only: run_app called from another has neither)
-    fired: list[BaseException] = []
-    held: list[BaseException] = []
+    global _seen
+    stop: list[BaseException] = []  # the stop, once it came
+    done: list[bool] = []  # the run has seen it, or is over
 
-    def fire(e: BaseException, frame) -> None:
-        if fired:
+    def fire(e: BaseException | None, frame) -> None:
+        """`e`: a ^C's KeyboardInterrupt, a held stop, or None: the clock's."""
+        if done or (stop and isinstance(e, KeyboardInterrupt)):  # (the forwarded ^C's copy)
             return
+        if stop:  # raised before and not seen: the app caught it (`except BaseException`)
+            e = RunTimeout(timeout) if isinstance(stop[0], RunTimeout) else KeyboardInterrupt()
+            if len(stop) > 1:  # twice: it catches every one, so no raise can end it
+                hard_stop(e, result)
+            stop.append(e)
+        elif e is None:
+            e = RunTimeout(timeout)
         if _not_now(frame):  # tried again shortly (SIGALRM), the stop held meanwhile
             held[:] = [e]
             signal.setitimer(signal.ITIMER_REAL, RETRY_S)
             return
-        fired.append(e)
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        if not stop:
+            stop.append(e)
+        signal.setitimer(signal.ITIMER_REAL, REFIRE_S)  # again, until the run sees it
         throw(e)
 
-    old = signal.signal(signal.SIGALRM, lambda _, frame: fire(held[0] if held else RunTimeout(timeout), frame))
+    held: list[BaseException] = []
+
+    def seen() -> None:
+        done.append(True)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+    _seen = seen
+    old = signal.signal(signal.SIGALRM, lambda _, frame: fire(held.pop() if held else None, frame))
     if timeout:
         signal.setitimer(signal.ITIMER_REAL, timeout)
     if sigint:
@@ -116,8 +166,9 @@ def stop_on_signals(timeout: float | None, throw: Callable[[BaseException], None
         signal.siginterrupt(signal.SIGALRM, False)
 
     def disarm() -> None:
-        fired.append(None)  # type: ignore[arg-type]  (what fires from now on is too late)
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        global _seen
+        seen()
+        _seen = None
         signal.signal(signal.SIGALRM, old)
         if sigint:  # (the launcher kills the simulator on a second ^C)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -340,6 +391,8 @@ class Session:
             except BaseException as e:
                 if not app_failed(e):
                     code = stopped_code(e) or code  # (the figures' exit_code: 124, 130)
+                    if code in (TIMEOUT_EXIT, INTERRUPT_EXIT):
+                        stop_seen()
                     raise
                 traceback.print_exc()
                 sys.stderr.flush()
@@ -371,6 +424,8 @@ class Session:
                       file=sys.stderr, flush=True)
             return code
         finally:
+            if stopped_code(sys.exc_info()[1] or SystemExit()):  # (a stop before or after main())
+                stop_seen()
             _current = None
             self.status_tick(force=True)
             kmd_model.unbind()

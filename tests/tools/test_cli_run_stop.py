@@ -42,10 +42,12 @@ def _need(backend: str) -> None:
             pytest.skip(sim.unavailable_reason(backend))
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon", ""])
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon", "", "1e308", "1000001"])
 def test_a_bad_timeout_is_one_line(capsys, value):
+    """(1e308 was a traceback: OverflowError from the interval timer)"""
     assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", "--timeout", value) == (
-        f"gpucosim run: error: argument --timeout: {value!r} is not a timeout: give a number of seconds above 0")
+        f"gpucosim run: error: argument --timeout: {value!r} is not a timeout: give a number of seconds above 0, "
+        "at most 1000000")
 
 
 @pytest.mark.parametrize("body", [SPIN, BUSY], ids=["spins", "busy"])
@@ -123,3 +125,21 @@ def test_the_apps_traceback_and_gpucosims_errors_go_to_stderr(tmp_path, backend)
     for said in ("to stderr", "Traceback (most recent call last):", "RuntimeError: boom",
                  "gpucosim: crash report written to ", "gpucosim run: error: neither gpucosim nor the app knows --stray"):
         assert said in r.stderr, (said, r.stderr)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_timeout_stops_an_app_that_swallows_the_stop(tmp_path, backend):
+    """An app whose loop catches BaseException caught the stop and spun on (on the model,
+    for ever): the stop is raised again until the run has seen it."""
+    _need(backend)
+    app = tmp_path / "stubborn.py"
+    app.write_text(WORK + "def main():\n    work()\n    while True:\n        try:\n            while True:\n"
+                   "                pass\n        except BaseException:\n            pass\n")
+    trace, stats = tmp_path / "t.json", tmp_path / "s.json"
+    r = gpucosim("run", str(app), "--sim", backend, "--timeout", "1", "--trace", str(trace), "--stats-json",
+                 str(stats), timeout=60)
+    assert r.returncode == 124, r.stdout[-2000:] + r.stderr[-2000:]
+    assert re.search(r"did not finish within 1 s \(at cycle \d+\): stopped \(the app caught every stop: its "
+                     r"process ended\)$", r.stderr.splitlines()[-1]), r.stderr
+    assert any(e["ph"] == "X" for e in json.loads(trace.read_text())["traceEvents"])
+    assert json.loads(stats.read_text())["exit_code"] == 124
