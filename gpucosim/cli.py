@@ -7,8 +7,9 @@
     gpucosim regs [REG [VALUE]]        the register map; one register; a value decoded
     gpucosim plot TRACE -o PNG         a timeline drawn as a picture
 
-Every subcommand has --help. Exit codes: the app's own for `run`/`sim`, 2 for a usage
-error (the message says what was wrong), 1 for a failure.
+Every subcommand has --help. Exit codes: the app's own for `run`/`sim`, 124 when
+`--timeout` stopped it, 130 on Ctrl-C, 2 for a usage error (the message says what was
+wrong), 1 for a failure.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ examples:
   gpucosim run examples/demo.py --trace build/demo.json      # open it at https://ui.perfetto.dev
   gpucosim run examples/demo.py --waves --log ioctl=info,ring=debug
   gpucosim run examples/batching.py --sim model -- --plot build/batching.png
+  gpucosim run examples/demo.py --timeout 60 --trace build/demo.json   # stopped after 60 s: status 124
+
+Ctrl-C and --timeout stop the app and still write --trace and --stats-json (status 130 and
+124). The app's traceback and gpucosim's errors go to stderr on every backend.
 
 --log takes module=level pairs (the GPUCOSIM_LOG syntax), modules: umd, ioctl, kmd, cs,
 ring, fence, ih, sched, bo, vm (mappings, VMIDs, TLB flushes), bus (every MMIO access), cp
@@ -74,6 +79,20 @@ def _cycle(text: str) -> float:
     return v
 
 
+MAX_TIMEOUT = 1_000_000  # seconds (11.6 days); the interval timer overflowed at 1e10 (a traceback)
+
+
+def _timeout(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not (math.isfinite(v) and 0 < v <= MAX_TIMEOUT):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a timeout: give a number of seconds above 0, "
+                                         f"at most {MAX_TIMEOUT}")
+    return v
+
+
 def _data_width(text: str) -> int:
     if text not in ("32", "64", "128", "256"):
         raise argparse.ArgumentTypeError(f"{text!r} is not a bus width: choose 32, 64, 128 or 256")
@@ -94,6 +113,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="print the exit report: buffers left allocated, IB pools, fences, ioctls")
     p.add_argument("--stats-json", metavar="FILE",
                    help="write the run's figures as JSON: cycles, ioctls, seconds in the app and in the device")
+    p.add_argument("--timeout", type=_timeout, metavar="SECONDS",
+                   help="stop the app after SECONDS of wall-clock time (from its start, the build not counted), "
+                        "writing --trace and --stats-json as a Ctrl-C does; exit status 124")
     p.add_argument("--crash-dir", metavar="DIR", help="where crash reports go (default build/crash)")
     p.add_argument("--kmd", action="append", default=[], metavar="KEY=VALUE",
                    help="a KMD parameter for this run (repeatable), e.g. --kmd job_timeout=20000")
@@ -284,7 +306,7 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
         p.error(f"{ASYNC_ENV}={os.environ[ASYNC_ENV]!r}: choose 0 or 1 (in the environment)")
     return RunOptions(app=app, backend=args.sim, args=app_args, trace=args.trace, waves=waves, log=args.log,
                       stats=args.stats, stats_json=args.stats_json, crash_dir=args.crash_dir, kmd=_kmd_params(p, args.kmd),
-                      dma=not args.no_dma, data_width=args.data_width, queues=True)
+                      dma=not args.no_dma, data_width=args.data_width, queues=True, timeout=args.timeout)
 
 
 def cmd_run(p, args, app_args: list[str]) -> int:

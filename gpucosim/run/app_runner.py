@@ -10,15 +10,25 @@ goes to $GPUCOSIM_APP_RESULT for the launcher.
 
 import logging
 import os
+import sys
 import warnings
 
 import cocotb
 
-from gpucosim.run.session import (RunOptions, Session, app_failed, apply_app_log, exit_code, load_main,
-                                  report_load_error)
-from kmd_model.log import get_logger
-from testbench.sim import bridge
-from testbench.sim.cocotb_device import run_driver
+from gpucosim.run.console import MarkedStderr
+
+STREAMS_ENV = "GPUCOSIM_APP_STREAMS"
+if os.environ.get(STREAMS_ENV) == "1":
+    # what the app and gpucosim write to stderr reaches the user's stderr (console.py), not
+    # the log's echo on stdout: set before the drivers' log handlers take sys.stderr
+    sys.stderr = MarkedStderr(sys.stdout, sys.stderr)  # type: ignore[assignment]
+
+from gpucosim.run.session import (RunOptions, RunTimeout, Session, app_failed, apply_app_log,  # noqa: E402
+                                  exit_code, load_main, report_load_error, stop_on_signals, stopped_code,
+                                  timeout_message)
+from kmd_model.log import get_logger  # noqa: E402
+from testbench.sim import bridge  # noqa: E402
+from testbench.sim.cocotb_device import run_driver  # noqa: E402
 
 # cocotb shows every DeprecationWarning in a test; cocotbext-axi's are not the app's to fix.
 warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"cocotbext\.")
@@ -47,6 +57,28 @@ def _result(code: int) -> None:
 @cocotb.test()
 async def app(dut):
     opts = RunOptions.from_env()
+    # --timeout and Ctrl-C end the app, not the simulator: raised in the app's code (at its
+    # next resumption when the simulator is busy), so that the timeline, the figures and the
+    # exit report are written as when it ends by itself (the launcher waits for them)
+    disarm = stop_on_signals(opts.timeout, bridge.interrupt, sigint=True, result=_result)
+    sessions: list[Session] = []
+    stopped: BaseException | None = None
+    try:
+        code = await _app(dut, opts, sessions)
+    except (KeyboardInterrupt, RunTimeout) as e:
+        stopped = e
+    finally:
+        disarm()
+    # (a stop that came as the app ended, never raised in it: the run is stopped all the same)
+    stopped = stopped or bridge.take_pending()
+    if stopped is not None:
+        code = stopped_code(stopped)
+    if isinstance(stopped, RunTimeout):
+        print(timeout_message(opts, sessions[0].cycles if sessions else 0), file=sys.stderr, flush=True)
+    _result(code)
+
+
+async def _app(dut, opts: RunOptions, sessions: list) -> int:
     # the drivers' logs print through their own handler (--log), as on the model, not
     # through the handler cocotb puts on the root logger (which doubled the KMD's errors)
     logging.getLogger("gpucosim").propagate = False
@@ -54,19 +86,21 @@ async def app(dut):
         from kmd_model import log
 
         log.configure(opts.log)
+    bridge.direct = True  # (plain code: a stop is raised in the app's import as it comes)
     try:
         main = load_main(opts.app)
     except SystemExit as e:  # sys.exit() as the app is imported: its status, as on the model
-        _result(exit_code(e.code))
-        return
+        return exit_code(e.code)
     except BaseException as e:
         if not app_failed(e):
             raise
         report_load_error(opts.app, e)
-        _result(2)
-        return
+        return 2
+    finally:
+        bridge.direct = False
     apply_app_log(main, opts)  # before the monitors below look at `cp`
     session = Session(opts)
+    sessions.append(session)
     monitors = None
     if session.timeline is not None or get_logger("cp").isEnabledFor(logging.INFO):
         from gpucosim.trace.hwtrace import HwMonitors
@@ -97,9 +131,8 @@ async def app(dut):
             os.chdir(here)
 
     try:
-        code = await run_driver(dut, driver)
+        return await run_driver(dut, driver)
     finally:
         if monitors is not None:
             monitors.stop()
         session.finish()
-    _result(code)

@@ -21,6 +21,52 @@ from typing import Callable, TextIO
 SPINNER = "|/-\\"
 BAR = 24
 
+# The simulator's process has one output, its log (stdout and stderr in one file, as
+# cocotb's runner starts it). What the app and gpucosim write to sys.stderr there is
+# written into the log between these two characters (MarkedStderr), and the echo sends it
+# to stderr: the two streams stay apart, and in the order they were written.
+STDERR_START, STDERR_END = "\x1e", "\x1f"  # (ASCII record and unit separators)
+
+
+class MarkedStderr:
+    """sys.stderr of the simulator's process: each write goes to `out` (its stdout, the
+    log) marked as stderr's, and is flushed at once, as stderr is unbuffered."""
+
+    def __init__(self, out: TextIO, err: TextIO):
+        self._out, self._err = out, err
+
+    def write(self, s: str) -> int:
+        if s:
+            self._out.write(STDERR_START + s + STDERR_END)
+            self._out.flush()
+        return len(s)
+
+    def flush(self) -> None:
+        self._out.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def __getattr__(self, name):  # (fileno, encoding...: the real stderr's)
+        return getattr(self._err, name)
+
+
+def split_streams(text: str, in_err: bool) -> tuple[list[tuple[bool, str]], bool]:
+    """`text` of the log -> [(to stderr?, piece)] and whether the next text starts in a
+    stderr piece (a write may span two reads of the log)."""
+    pieces: list[tuple[bool, str]] = []
+    i = 0
+    while i < len(text):
+        mark = STDERR_END if in_err else STDERR_START
+        j = text.find(mark, i)
+        end = len(text) if j < 0 else j
+        if end > i:
+            pieces.append((in_err, text[i:end]))
+        if j < 0:
+            break
+        in_err, i = not in_err, j + 1
+    return pieces, in_err
+
 
 def enabled(stream: TextIO) -> bool:
     env = os.environ.get("GPUCOSIM_PROGRESS", "")
@@ -145,6 +191,7 @@ class Console:
     def _run(self) -> None:
         f = None
         tick = 0
+        in_err = False
         try:
             while True:
                 stopping = self.stop.is_set()
@@ -162,8 +209,11 @@ class Console:
                 with self.lock:
                     if lines:
                         self._clear()
-                        self.out.write("".join(lines))
-                        self.out.flush()
+                        pieces, in_err = split_streams("".join(lines), in_err)
+                        for to_err, piece in pieces:  # (each flushed: their order survives `2>&1`)
+                            stream = self.err if to_err else self.out
+                            stream.write(piece)
+                            stream.flush()
                     if stopping:
                         break
                     if tick % 2 == 0:

@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 from .console import Console, file_status
 from .console import enabled as console_enabled
-from .session import (AppNotFound, RunOptions, Session, app_failed, apply_app_log, default_build_dir, find_app,
-                      load_main, report_load_error)
+from .session import (INTERRUPT_EXIT, TIMEOUT_EXIT, AppNotFound, RunOptions, RunTimeout, Session, app_failed, apply_app_log,
+                      default_build_dir, find_app, load_main, report_load_error, stop_on_signals, timeout_message)
 
 BACKENDS = ("verilator", "icarus", "model")
 # Lines of the simulator's log that are not the app's
@@ -105,32 +107,47 @@ def _run_model(opts: RunOptions) -> int:
     from ..trace.swtrace import model_cp_hook
 
     before = set(threading.enumerate())  # (the app's threads: from its import on)
-    main = _load(opts.app)
-    if main is None:
-        return 2
-    apply_app_log(main, opts)  # before the CP hook below looks at `cp`
-    if opts.waves:
-        print("gpucosim: --waves needs a simulator (--sim verilator or icarus); the model has no waveform",
-              file=sys.stderr)
-    session = Session(opts)
-    dev = RefModel(dma=opts.dma, data_width=opts.data_width, queues=opts.queues)
-    session.probe = lambda: _model_probe(dev)
-    hooks = []
-    if session.timeline is not None:
-        hooks.append(model_cp_hook(session.timeline, dev.now))
-    cp_log, sdma_log = get_logger("cp"), get_logger("sdma")
-    if cp_log.isEnabledFor(20) or sdma_log.isEnabledFor(20):
-        # the copy engine's packets ("SDMA RING+...") are the sdma module's, the CP's queues' the cp module's
-        hooks.append(lambda line: (sdma_log if line.startswith("SDMA ") else cp_log).info("%s", line))
-    if hooks:
-        dev.trace = hooks[0] if len(hooks) == 1 else (lambda line: [h(line) for h in hooks])
+    # --timeout counts from the app's import on (an app may spin there too); Ctrl-C is
+    # Python's own KeyboardInterrupt here
+    disarm = stop_on_signals(opts.timeout, _raise)
+    session, timed_out = None, False
     try:
+        main = _load(opts.app)
+        if main is None:
+            return 2
+        apply_app_log(main, opts)  # before the CP hook below looks at `cp`
+        if opts.waves:
+            print("gpucosim: --waves needs a simulator (--sim verilator or icarus); the model has no waveform",
+                  file=sys.stderr)
+        session = Session(opts)
+        dev = RefModel(dma=opts.dma, data_width=opts.data_width, queues=opts.queues)
+        session.probe = lambda: _model_probe(dev)
+        hooks = []
+        if session.timeline is not None:
+            hooks.append(model_cp_hook(session.timeline, dev.now))
+        cp_log, sdma_log = get_logger("cp"), get_logger("sdma")
+        if cp_log.isEnabledFor(20) or sdma_log.isEnabledFor(20):
+            # the copy engine's packets ("SDMA RING+...") are the sdma module's, the CP's queues' the cp module's
+            hooks.append(lambda line: (sdma_log if line.startswith("SDMA ") else cp_log).info("%s", line))
+        if hooks:
+            dev.trace = hooks[0] if len(hooks) == 1 else (lambda line: [h(line) for h in hooks])
         with Console(f"model: {Path(opts.app).stem}", status=lambda: session.status, guard_stdout=True):
             code = session.run(dev, main)
+    except RunTimeout:
+        timed_out = True
     finally:
-        session.finish()  # (the timeline of what ran, a Ctrl-C's run too, as on the RTL)
+        disarm()  # (not while the timeline is written)
+        if session is not None:
+            session.finish()  # (the timeline of what ran, a Ctrl-C's run too, as on the RTL)
+    if timed_out:  # (last, after the timeline's line, as "gpucosim: interrupted" is)
+        print(timeout_message(opts, session.cycles if session else 0), file=sys.stderr, flush=True)
+        return TIMEOUT_EXIT
     _wait_for_app_threads(before)
     return code
+
+
+def _raise(e: BaseException) -> None:
+    raise e
 
 
 def _wait_for_app_threads(before: set) -> None:
@@ -216,6 +233,7 @@ def _run_rtl(opts: RunOptions) -> int:
         status = Path(d) / "status.json"
         opts.status_file = str(status)
         env = {"GPUCOSIM_RUN": opts.to_json(), "GPUCOSIM_APP_RESULT": str(result),
+               "GPUCOSIM_APP_STREAMS": "1",  # (app_runner: its stderr marked in the log, for the echo)
                "GPUCOSIM_CWD": os.getcwd(),  # the app runs where it was started, as on the model
                "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "WARNING"),
                "GPI_LOG_LEVEL": os.environ.get("GPI_LOG_LEVEL", "WARNING")}
@@ -224,15 +242,99 @@ def _run_rtl(opts: RunOptions) -> int:
         log = sim.BUILD / "runs" / f"{opts.backend}-{design.name}" / f"app-{os.getpid()}" / "sim.log"
         with Console(f"{opts.backend}: {Path(app).stem}", status=file_status(status), echo=log,
                      noise=SIM_NOISE):
-            res = sim.run(design, opts.backend, "gpucosim.run.app_runner", tag="app", extra_env=env,
-                          waves=waves, plusargs=plusargs)
-        if waves:
+            res, stop = _supervised(opts, lambda: sim.run(design, opts.backend, "gpucosim.run.app_runner", tag="app",
+                                                          extra_env=env, waves=waves, plusargs=plusargs),
+                                    status, result)
+        if waves and stop != "killed":
             _report_waves(opts)
+        if stop == "interrupted":
+            raise KeyboardInterrupt  # (cli.main: "gpucosim: interrupted", 130)
+        if stop == "killed":
+            return INTERRUPT_EXIT
+        if stop == "timeout":
+            print(timeout_message(opts, (file_status(status)() or {}).get("cycles", 0))
+                  + f" (the simulator did not stop within {STOP_GRACE:g} s more: killed; no timeline)",
+                  file=sys.stderr, flush=True)
+            return TIMEOUT_EXIT
         if result.exists():
             return int(result.read_text())
+    if res is None:
+        return 1
     print(f"gpucosim: the app did not finish on {opts.backend}: "
           + "; ".join(f"{n}: {m}" for n, m in res.failures), file=sys.stderr)
     return 1
+
+
+# how long the simulator has, after --timeout, to stop the app and write its outputs itself
+STOP_GRACE = 60.0
+
+
+def _supervised(opts: RunOptions, run: Callable[[], Any], status: Path, result: Path) -> tuple[Any, str | None]:
+    """`run()` (the simulator's run) in a thread, while this one watches for Ctrl-C and the
+    time: (its result, how it was stopped: None, "interrupted", "killed" or "timeout").
+
+    The simulator's process stops the app itself (app_runner: a ^C or its --timeout is
+    raised in the app's code) and writes the timeline, the figures and the exit report
+    before it ends; this process must not kill it meanwhile, as the subprocess call it
+    waits in did on a KeyboardInterrupt. A ^C sent to this process alone is passed on to
+    the simulator's; a second one a second later kills it (its outputs are lost); so
+    does --timeout plus STOP_GRACE, a simulator that cannot stop the app (stuck in C)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = run()
+        except BaseException as e:  # (raised here, in the caller's thread)
+            box["error"] = e
+        finally:
+            box["done"] = True
+
+    t = threading.Thread(target=target, name="simulator", daemon=True)
+    t0 = time.monotonic()
+    t.start()
+    stop: str | None = None
+    first_int: float | None = None
+    # (polled, not Thread.join: a KeyboardInterrupt in join's lock wait marks the thread as
+    # ended in Python 3.11, bpo-45274's fix, and this process went on while it ran)
+    while not box.get("done"):
+        try:
+            time.sleep(0.05)
+            if opts.timeout and stop is None and time.monotonic() - t0 > opts.timeout + STOP_GRACE:
+                stop = "timeout"
+                _signal_children(signal.SIGKILL)
+        except KeyboardInterrupt:
+            now = time.monotonic()
+            if first_int is None:
+                first_int, stop = now, "interrupted"
+                _signal_children(signal.SIGINT)  # (a terminal's ^C has reached it already: it takes one)
+            elif now - first_int > 1.0:
+                stop = "killed"
+                print("gpucosim: interrupted again: simulator killed (no timeline, no figures)", file=sys.stderr,
+                      flush=True)
+                _signal_children(signal.SIGKILL)
+    # (stopped: a simulator that died of the signal is no news; nor one that ended itself with
+    # the status in `result`, session.hard_stop)
+    if "error" in box and stop is None and not result.exists():
+        raise box["error"]
+    return box.get("result"), stop
+
+
+def _signal_children(sig: int) -> None:
+    """Send `sig` to this process's children (the simulator: cocotb's runner started it)."""
+    me = str(os.getpid())
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            # (the command may hold spaces and parentheses: the fields after its last ")")
+            ppid = (d / "stat").read_text().rsplit(")", 1)[1].split()[1]
+        except (OSError, IndexError):
+            continue
+        if ppid == me:
+            try:
+                os.kill(int(d.name), sig)
+            except OSError:
+                pass
 
 
 def _report_waves(opts: RunOptions) -> None:

@@ -20,7 +20,9 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -29,8 +31,150 @@ from typing import Any, Callable
 
 from greenlet import GreenletExit
 
+
+class RunTimeout(BaseException):
+    """`--timeout` ran out: raised in the app's code, wherever it is, as a Ctrl-C's
+    KeyboardInterrupt is (a BaseException, so that an app's `except Exception` does not
+    swallow it either)."""
+
+    def __init__(self, seconds: float):
+        super().__init__(f"no end within {seconds:g} s")
+        self.seconds = seconds
+
+
 # what ends a run, or closes a generator or the app's greenlet: never the app's failure
-_ENDINGS = (SystemExit, KeyboardInterrupt, GeneratorExit, GreenletExit)
+_ENDINGS = (SystemExit, KeyboardInterrupt, GeneratorExit, GreenletExit, RunTimeout)
+# the exit status of a run stopped from outside: 124 as GNU timeout(1) has it, 130 as a shell
+# reports SIGINT
+TIMEOUT_EXIT, INTERRUPT_EXIT = 124, 130
+
+
+def stopped_code(e: BaseException) -> int | None:
+    """The exit status of a run that `e` stopped (None: `e` stops no run)."""
+    return TIMEOUT_EXIT if isinstance(e, RunTimeout) else INTERRUPT_EXIT if isinstance(e, KeyboardInterrupt) else None
+
+
+def timeout_message(opts: "RunOptions", cycles: int) -> str:
+    return f"gpucosim: {opts.shown(opts.app)} did not finish within {opts.timeout:g} s (at cycle {cycles}): stopped"
+
+
+RETRY_S = 0.02  # how soon a stop that could not be raised where it came is tried again
+REFIRE_S = 2.0  # how soon a stop the app caught is raised again
+_seen: Callable[[], None] | None = None  # tells stop_on_signals the run has its stop
+
+
+def stop_seen() -> None:
+    """The run has the stop in hand (Session.run, the launchers): no more of them."""
+    if _seen is not None:
+        _seen()
+
+
+def _not_now(frame) -> bool:
+    """Whether a stop raised at `frame` (where the signal came) would be lost or would break
+    the driver: inside a finalizer (`__del__`: Python prints the exception and drops it),
+    or inside an ioctl (the KMD's lock held: the kernel too delivers a signal on the way
+    back to user space; raised mid-ioctl it left the driver's state half-changed, and the
+    app failed in its cleanup, exit status 1)."""
+    f = frame
+    while f is not None:
+        if f.f_code.co_name == "__del__":
+            return True
+        f = f.f_back
+    s = _current
+    lock = getattr(getattr(getattr(s, "kmd", None), "lock", None), "_lock", None)
+    try:
+        return bool(lock is not None and lock._is_owned())
+    except AttributeError:
+        return False
+
+
+def hard_stop(e: BaseException, result: Callable[[int], None] | None = None) -> None:
+    """End the process from the signal handler: an app that catches every stop. What the
+    run has is written first (figures, timeline; `result` passes the exit status on: the
+    simulator's launcher reads it), then its line."""
+    code = stopped_code(e) or 1
+    s = _current
+    if s is not None:
+        try:
+            s.status_tick(force=True)
+            if s.opts.stats_json:
+                s.write_figures(s.opts.stats_json, code)
+            s.finish()
+        except Exception as err:  # (the exit is what matters now)
+            print(f"gpucosim: the run's outputs could not all be written: {described(err)}", file=sys.stderr)
+    if result is not None:
+        result(code)
+    if isinstance(e, RunTimeout) and s is not None:
+        print(timeout_message(s.opts, s.cycles) + " (the app caught every stop: its process ended)",
+              file=sys.stderr, flush=True)
+    else:
+        print("gpucosim: interrupted", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(code)
+
+
+def stop_on_signals(timeout: float | None, throw: Callable[[BaseException], None], *,
+                    sigint: bool = False, result: Callable[[int], None] | None = None) -> Callable[[], None]:
+    """Arm `timeout` (wall-clock seconds; SIGALRM) and, with `sigint`, take over Ctrl-C:
+    the first of them calls `throw(RunTimeout | KeyboardInterrupt)` in the signal handler
+    (which raises it in the app's code, or has it raised there at its next chance: the
+    simulator's process). Later signals do nothing: a terminal's ^C reaches the simulator
+    both from the terminal and from the launcher that forwards it. Returns `disarm`, which
+    stops the clock and, with `sigint`, ignores ^C from then on: a late one (the forwarded
+    copy) ended the simulator's teardown with a KeyboardInterrupt in cocotb, or, once
+    Python had finalized and put SIGINT back to its default, killed it (status -2)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None  # (signals reach the main thread only: run_app called from another has neither)
+    global _seen
+    stop: list[BaseException] = []  # the stop, once it came
+    done: list[bool] = []  # the run has seen it, or is over
+
+    def fire(e: BaseException | None, frame) -> None:
+        """`e`: a ^C's KeyboardInterrupt, a held stop, or None: the clock's."""
+        if done or (stop and isinstance(e, KeyboardInterrupt)):  # (the forwarded ^C's copy)
+            return
+        if stop:  # raised before and not seen: the app caught it (`except BaseException`)
+            e = RunTimeout(timeout) if isinstance(stop[0], RunTimeout) else KeyboardInterrupt()
+            if len(stop) > 1:  # twice: it catches every one, so no raise can end it
+                hard_stop(e, result)
+            stop.append(e)
+        elif e is None:
+            e = RunTimeout(timeout)
+        if _not_now(frame):  # tried again shortly (SIGALRM), the stop held meanwhile
+            held[:] = [e]
+            signal.setitimer(signal.ITIMER_REAL, RETRY_S)
+            return
+        if not stop:
+            stop.append(e)
+        signal.setitimer(signal.ITIMER_REAL, REFIRE_S)  # again, until the run sees it
+        throw(e)
+
+    held: list[BaseException] = []
+
+    def seen() -> None:
+        done.append(True)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+    _seen = seen
+    old = signal.signal(signal.SIGALRM, lambda _, frame: fire(held.pop() if held else None, frame))
+    if timeout:
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+    if sigint:
+        signal.signal(signal.SIGINT, lambda _, frame: fire(KeyboardInterrupt(), frame))
+        # (a system call the simulator's C++ makes goes on, not EINTR, when a signal arrives)
+        signal.siginterrupt(signal.SIGINT, False)
+        signal.siginterrupt(signal.SIGALRM, False)
+
+    def disarm() -> None:
+        global _seen
+        seen()
+        _seen = None
+        signal.signal(signal.SIGALRM, old)
+        if sigint:  # (the launcher kills the simulator on a second ^C)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    return disarm
+
 
 ENV = "GPUCOSIM_RUN"
 
@@ -80,6 +224,7 @@ class RunOptions:
     data_width: int = 64
     queues: bool = True  # the reference model with CP queue 1, as the RTL has
     status_file: str | None = None  # where the simulator's process reports progress
+    timeout: float | None = None  # wall-clock seconds the app may run (--timeout)
     cwd: str = field(default_factory=os.getcwd)  # the user's, where paths are shown from
 
     def shown(self, path: str | Path) -> str:
@@ -245,6 +390,9 @@ class Session:
                 code = exit_code(e.code)
             except BaseException as e:
                 if not app_failed(e):
+                    code = stopped_code(e) or code  # (the figures' exit_code: 124, 130)
+                    if code in (TIMEOUT_EXIT, INTERRUPT_EXIT):
+                        stop_seen()
                     raise
                 traceback.print_exc()
                 sys.stderr.flush()
@@ -276,6 +424,8 @@ class Session:
                       file=sys.stderr, flush=True)
             return code
         finally:
+            if stopped_code(sys.exc_info()[1] or SystemExit()):  # (a stop before or after main())
+                stop_seen()
             _current = None
             self.status_tick(force=True)
             kmd_model.unbind()

@@ -43,6 +43,31 @@ class _Driver(greenlet.greenlet):
     """The greenlet a bridge runs its function in (resume() checks it is in one)."""
 
 
+# A stop (Ctrl-C, a timeout) that a signal handler could not raise where it arrived, for
+# the driver code to raise at its next resumption (see `interrupt`)
+_pending: BaseException | None = None
+# set around plain code of the caller's own (no scheduler underneath), where it may be raised
+direct = False
+
+
+def interrupt(exc: BaseException) -> None:
+    """From a signal handler: raise `exc` in the driver code. Raised at once when the handler
+    runs in driver code (or `direct` code); when it runs in cocotb's scheduler (the simulator
+    is busy), where an exception would break the scheduler, it waits for the driver's
+    current call to return and is raised there."""
+    global _pending
+    if direct or isinstance(greenlet.getcurrent(), _Driver):
+        raise exc
+    _pending = exc
+
+
+def take_pending() -> BaseException | None:
+    """The stop `interrupt` left for driver code that never resumed, once (None: none)."""
+    global _pending
+    exc, _pending = _pending, None
+    return exc
+
+
 async def bridge_call(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
     """Run blocking `fn(*args, **kwargs)` to its end, serving its resume() calls; its
     result, or its exception raised here."""
@@ -55,7 +80,8 @@ async def bridge_call(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         except BaseException as e:  # into the driver at its call, as a blocking call raises
             request = g.throw(e)
         else:
-            request = g.switch(result)
+            stop = take_pending()
+            request = g.switch(result) if stop is None else g.throw(stop)
     return request  # (the greenlet's return value once it is dead)
 
 

@@ -1,0 +1,145 @@
+"""`gpucosim run` stopping an app: `--timeout` (an app spinning in Python ran until Ctrl-C),
+Ctrl-C on a simulator (its timeline was lost: the simulator was killed before writing it),
+and which stream carries the app's traceback and gpucosim's own error lines (stdout on a
+simulator, through its log; stderr on the model). Each on the model and on Verilator."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .cli_helpers import ROOT, gpucosim, usage_error
+
+# a little GPU work, so the timeline and the figures have something in them, then a spin
+WORK = ("import umd\n"
+        "def work():\n"
+        "    gpu = umd.open()\n"
+        "    q = gpu.queue()\n"
+        "    q.write(gpu.alloc(64), 0, 1)\n"
+        "    q.finish()\n"
+        "    gpu.close()\n")
+SPIN = WORK + "def main():\n    work()\n    print('running', flush=True)\n    while True:\n        pass\n"
+# one that keeps the GPU busy: a stop mostly arrives while the simulator runs, not the app
+BUSY = WORK + "def main():\n    print('running', flush=True)\n    while True:\n        work()\n"
+
+RTL = pytest.mark.xdist_group("demo_rtl")
+BACKENDS = ["model", pytest.param("verilator", marks=RTL)]
+EVERY_BACKEND = [*BACKENDS, pytest.param("icarus", marks=RTL)]
+
+
+def _need(backend: str) -> None:
+    if backend != "model":
+        from testbench import sim
+
+        if sim.unavailable_reason(backend):
+            pytest.skip(sim.unavailable_reason(backend))
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon", "", "1e308", "1000001"])
+def test_a_bad_timeout_is_one_line(capsys, value):
+    """(1e308 was a traceback: OverflowError from the interval timer)"""
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", "--timeout", value) == (
+        f"gpucosim run: error: argument --timeout: {value!r} is not a timeout: give a number of seconds above 0, "
+        "at most 1000000")
+
+
+@pytest.mark.parametrize("body", [SPIN, BUSY], ids=["spins", "busy"])
+@pytest.mark.parametrize("backend", EVERY_BACKEND)
+def test_timeout_stops_an_app_that_spins_and_keeps_its_outputs(tmp_path, backend, body):
+    _need(backend)
+    app = tmp_path / "spin.py"
+    app.write_text(body)
+    trace, stats = tmp_path / "t.json", tmp_path / "s.json"
+    t0 = time.monotonic()
+    r = gpucosim("run", str(app), "--sim", backend, "--timeout", "3", "--trace", str(trace),
+                 "--stats-json", str(stats), timeout=300)
+    took = time.monotonic() - t0
+    assert r.returncode == 124, r.stdout[-2000:] + r.stderr[-2000:]
+    last = r.stderr.splitlines()[-1]
+    assert re.fullmatch(rf"gpucosim: {re.escape(str(app))} did not finish within 3 s \(at cycle \d+\): stopped",
+                        last), r.stderr
+    assert int(re.search(r"at cycle (\d+)", last).group(1)) > 0
+    assert "Traceback" not in r.stderr + r.stdout
+    assert any(e["ph"] == "X" for e in json.loads(trace.read_text())["traceEvents"])
+    figures = json.loads(stats.read_text())
+    assert figures["exit_code"] == 124 and figures["ioctls"] > 0
+    assert took < 120, took
+
+
+def _stop(backend: str, tmp_path, how: str, body: str = SPIN):
+    app = tmp_path / "spin.py"
+    app.write_text(body)
+    trace, stats = tmp_path / "t.json", tmp_path / "s.json"
+    e = dict(os.environ, GPUCOSIM_PROGRESS="0")
+    e.pop("GPUCOSIM_LOG", None)
+    # (SIGINT as a terminal leaves it: an xdist worker ignores it, and a child inherits that)
+    p = subprocess.Popen([sys.executable, "-m", "gpucosim", "run", str(app), "--sim", backend, "--trace", str(trace),
+                          "--stats-json", str(stats)], cwd=ROOT, env=e, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        assert p.stdout.readline().strip() == "running"
+        time.sleep(0.3)
+        if how == "group":  # as a terminal sends ^C: to every process of the foreground group
+            os.killpg(p.pid, signal.SIGINT)
+        else:
+            p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    return p.returncode, out, err, trace, stats
+
+
+@pytest.mark.parametrize("backend, how, body", [
+    ("model", "group", SPIN), ("model", "gpucosim", SPIN),
+    pytest.param("verilator", "group", SPIN, marks=RTL), pytest.param("verilator", "gpucosim", SPIN, marks=RTL),
+    pytest.param("verilator", "group", BUSY, marks=RTL), pytest.param("icarus", "group", SPIN, marks=RTL)])
+def test_ctrl_c_keeps_the_timeline_and_the_figures(tmp_path, backend, how, body):
+    """^C to gpucosim alone (`kill -INT`), or to its process group as a terminal sends it
+    (the simulator gets it from the terminal and from gpucosim, which passes it on)."""
+    _need(backend)
+    code, out, err, trace, stats = _stop(backend, tmp_path, how, body)
+    assert code == 130, out[-2000:] + err[-2000:]
+    assert err.splitlines()[-1] == "gpucosim: interrupted" and "Traceback" not in err + out, err
+    assert err.count("gpucosim: interrupted") == 1, err
+    assert any(e["ph"] == "X" for e in json.loads(trace.read_text())["traceEvents"])
+    assert json.loads(stats.read_text())["exit_code"] == 130
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_apps_traceback_and_gpucosims_errors_go_to_stderr(tmp_path, backend):
+    _need(backend)
+    app = tmp_path / "boom.py"
+    app.write_text(WORK + "import sys\n\ndef main():\n    work()\n    print('to stdout')\n"
+                   "    print('to stderr', file=sys.stderr)\n    raise RuntimeError('boom')\n")
+    r = gpucosim("run", str(app), "--sim", backend, "--crash-dir", str(tmp_path / "crash"), "--stray", timeout=300)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    assert r.stdout.splitlines() == ["to stdout"], r.stdout
+    for said in ("to stderr", "Traceback (most recent call last):", "RuntimeError: boom",
+                 "gpucosim: crash report written to ", "gpucosim run: error: neither gpucosim nor the app knows --stray"):
+        assert said in r.stderr, (said, r.stderr)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_timeout_stops_an_app_that_swallows_the_stop(tmp_path, backend):
+    """An app whose loop catches BaseException caught the stop and spun on (on the model,
+    for ever): the stop is raised again until the run has seen it."""
+    _need(backend)
+    app = tmp_path / "stubborn.py"
+    app.write_text(WORK + "def main():\n    work()\n    while True:\n        try:\n            while True:\n"
+                   "                pass\n        except BaseException:\n            pass\n")
+    trace, stats = tmp_path / "t.json", tmp_path / "s.json"
+    r = gpucosim("run", str(app), "--sim", backend, "--timeout", "1", "--trace", str(trace), "--stats-json",
+                 str(stats), timeout=60)
+    assert r.returncode == 124, r.stdout[-2000:] + r.stderr[-2000:]
+    assert re.search(r"did not finish within 1 s \(at cycle \d+\): stopped \(the app caught every stop: its "
+                     r"process ended\)$", r.stderr.splitlines()[-1]), r.stderr
+    assert any(e["ph"] == "X" for e in json.loads(trace.read_text())["traceEvents"])
+    assert json.loads(stats.read_text())["exit_code"] == 124
