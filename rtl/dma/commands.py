@@ -1,7 +1,7 @@
 """The DMA engine's command side: the command pointers and the three command queues.
 
 Each accepted command is written, with what each stage needs worked out once, into three
-small queues (LUTRAM, queue.py), one per stage that walks the commands in order: qa for
+small queues (block RAM, queue.py), one per stage that walks the commands in order: qa for
 the AR issuer, qx for the R realigner, qw for the AW issuer (read.py, write.py). The
 stages' command pointers double as the queues' read pointers; `done_ptr` (completion.py)
 frees an entry.
@@ -14,16 +14,19 @@ from __future__ import annotations
 from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data
 
-from .queue import LutramQueue
+from .queue import BramQueue, Pointer
 
 
 def command_pointers(m: Module, dma, s) -> None:
     """One pointer per stage, with a wrap bit; `cmd_ready` while the queues have room."""
     AW, D, cpw = s.take("AW D cpw")
     wr_ptr = Signal(cpw)    # commands accepted
-    rd_ptr = Signal(cpw)    # AR issuer
-    rx_ptr = Signal(cpw)    # R realigner / filler
-    aw_ptr = Signal(cpw)    # AW issuer
+    # (the stages' pointers are also the queues' read pointers: their next values are
+    # driven in the comb domain, for the queues' RAMs: queue.py)
+    rd = Pointer(m, cpw, "rd_ptr")  # AR issuer
+    rx = Pointer(m, cpw, "rx_ptr")  # R realigner / filler
+    aw = Pointer(m, cpw, "aw_ptr")  # AW issuer
+    rd_ptr, rx_ptr, aw_ptr = rd.q, rx.q, aw.q
     done_ptr = Signal(cpw)  # completion
 
     aborting = Signal()
@@ -46,14 +49,15 @@ def command_pointers(m: Module, dma, s) -> None:
     with m.If(push_cmd):
         m.d.sync += wr_ptr.eq(wr_ptr + 1)
     s.give(wr_ptr=wr_ptr, rd_ptr=rd_ptr, rx_ptr=rx_ptr, aw_ptr=aw_ptr, done_ptr=done_ptr,
+           rd_next=rd.next, rx_next=rx.next, aw_next=aw.next,
            aborting=aborting, abort_ptr=abort_ptr, err_resp=err_resp, err_addr=err_addr,
            in_scope=in_scope, push_cmd=push_cmd)
 
 
 def command_queues(m: Module, dma, s) -> None:
     """An accepted command, worked out once into qa, qx and qw."""
-    AW, B, D, cw, lb, wr_ptr, rd_ptr, rx_ptr = s.take("AW B D cw lb wr_ptr rd_ptr rx_ptr")
-    aw_ptr, push_cmd = s.take("aw_ptr push_cmd")
+    AW, B, D, cw, lb, wr_ptr, rd_next, rx_next = s.take("AW B D cw lb wr_ptr rd_next rx_next")
+    aw_next, push_cmd = s.take("aw_next push_cmd")
     # With m = bytes − 1, the last source beat is (s_off + m) >> lb, the last destination
     # beat (d_off + m) >> lb: the two counts differ only by the carries out of the lanes.
     s_off = dma.cmd_src[:lb]
@@ -79,9 +83,9 @@ def command_queues(m: Module, dma, s) -> None:
     qx_layout = data.StructLayout({"src": AW, "last": cw, "sh": lb + 1, "e": 1, "flush": 1, "skip": 1})
     qw_layout = data.StructLayout({"addr": AW - lb, "last": cw, "zero": 1, "lane": lb, "end_lane": lb,
                                    "fill": 1, "pattern": 32} | vmid_field)
-    qa = LutramQueue(m, "qa", qa_layout, D, wr_ptr, rd_ptr)
-    qx = LutramQueue(m, "qx", qx_layout, D, wr_ptr, rx_ptr)
-    qw = LutramQueue(m, "qw", qw_layout, D, wr_ptr, aw_ptr)
+    qa = BramQueue(m, "qa", qa_layout, D, wr_ptr, rd_next)
+    qx = BramQueue(m, "qx", qx_layout, D, wr_ptr, rx_next)
+    qw = BramQueue(m, "qw", qw_layout, D, wr_ptr, aw_next)
     for q in (qa, qx, qw):
         m.d.comb += q.w.en.eq(push_cmd)
     m.d.comb += [

@@ -24,23 +24,24 @@ from spec.vm import Access
 from ..bus import BURST_INCR
 from ..mmu import req_user
 from .burst import BurstWalk
-from .queue import LutramQueue
+from .queue import BramQueue, Pointer
 
 
 def aw_issuer(m: Module, dma, s) -> None:
     """Write bursts for each command of qw, once their data is in the FIFO."""
-    bus, AW, Q, lb, mbw, qpw, wr_ptr, aw_ptr = s.take("bus AW Q lb mbw qpw wr_ptr aw_ptr")
+    bus, AW, Q, lb, mbw, qpw, wr_ptr, aw_ptr, aw_next = s.take("bus AW Q lb mbw qpw wr_ptr aw_ptr aw_next")
     in_scope, qw, ar_fire, r_res = s.take("in_scope qw ar_fire r_res")
     avail, res, push, pop = s.take("avail res push pop")
     bq_layout = data.StructLayout({"addr": AW, "last": 1, "nob": 1})
     wq_layout = data.StructLayout({"len": mbw, "first": 1, "last": 1, "lane": lb, "end_lane": lb,
                                    "fill": 1, "pattern": 32})
     bq_wp = Signal(qpw)
-    bq_rp = Signal(qpw)
+    bq_r = Pointer(m, qpw, "bq_rp")
     wq_wp = Signal(qpw)
-    wq_rp = Signal(qpw)
-    bq = LutramQueue(m, "bq", bq_layout, Q, bq_wp, bq_rp)
-    wq = LutramQueue(m, "wq", wq_layout, Q, wq_wp, wq_rp)
+    wq_r = Pointer(m, qpw, "wq_rp")
+    bq_rp, wq_rp = bq_r.q, wq_r.q
+    bq = BramQueue(m, "bq", bq_layout, Q, bq_wp, bq_r.next)
+    wq = BramQueue(m, "wq", wq_layout, Q, wq_wp, wq_r.next)
     bq_room = Signal()
     bq_ne = Signal()
     wq_ne = Signal()
@@ -78,7 +79,7 @@ def aw_issuer(m: Module, dma, s) -> None:
         with m.If(qwh.zero):
             # a zero-length command: no bursts, but a B queue entry keeps it in order
             m.d.comb += [bq.w.en.eq(1), bq.w.data.last.eq(1), bq.w.data.nob.eq(1)]
-            m.d.sync += aw_ptr.eq(aw_ptr + 1)
+            m.d.comb += aw_next.eq(aw_ptr + 1)
         with m.Else():
             m.d.sync += [a_act.eq(1), a_first.eq(1), a_lane.eq(qwh.lane), a_end_lane.eq(qwh.end_lane),
                          a_fill.eq(qwh.fill), a_pattern.eq(qwh.pattern)]
@@ -98,19 +99,20 @@ def aw_issuer(m: Module, dma, s) -> None:
         m.d.sync += [aw_valid.eq(0), a_first.eq(0)]
         aw.step()
         with m.If(aw.last):
-            m.d.sync += [a_act.eq(0), aw_ptr.eq(aw_ptr + 1)]
+            m.d.sync += a_act.eq(0)
+            m.d.comb += aw_next.eq(aw_ptr + 1)
     m.d.sync += [
         avail.eq(avail + push - Mux(a_issue & ~a_fill, aw.n, 0)),
         res.eq(res + Mux(ar_fire, r_res, 0) - pop),
     ]
-    s.give(a_act=a_act, aw_valid=aw_valid, bq=bq, bq_ne=bq_ne, bq_rp=bq_rp, wq=wq, wq_ne=wq_ne,
-           wq_rp=wq_rp)
+    s.give(a_act=a_act, aw_valid=aw_valid, bq=bq, bq_ne=bq_ne, bq_rp=bq_rp, bq_next=bq_r.next, wq=wq,
+           wq_ne=wq_ne, wq_rp=wq_rp, wq_next=wq_r.next)
 
 
 def w_stream(m: Module, dma, s) -> None:
     """W beats for each burst of wq, with the first and last beats' strobes."""
     bus, B, lb, mbw, f_hv, f_rp, pop, wq = s.take("bus B lb mbw f_hv f_rp pop wq")
-    wq_ne, wq_rp = s.take("wq_ne wq_rp")
+    wq_ne, wq_rp, wq_next = s.take("wq_ne wq_rp wq_next")
     wqh = wq.head
     w_beat = Signal(mbw)
     all_lanes = Const((1 << B) - 1, B)
@@ -137,5 +139,6 @@ def w_stream(m: Module, dma, s) -> None:
     with m.If(w_fire):
         m.d.sync += w_beat.eq(w_beat + 1)
         with m.If(w_lastbeat):
-            m.d.sync += [w_beat.eq(0), wq_rp.eq(wq_rp + 1)]
+            m.d.sync += w_beat.eq(0)
+            m.d.comb += wq_next.eq(wq_rp + 1)
     s.give(w_beat=w_beat, w_fire=w_fire)
