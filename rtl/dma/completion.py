@@ -30,8 +30,8 @@ def completion(m: Module, dma, s) -> None:
     f_wr, f_rd, f_hv, res, avail = s.take("f_wr f_rd f_hv res avail")
     ar_out, ar_valid, r_act, r_fire, r_err = s.take("ar_out ar_valid r_act r_fire r_err")
     x, x_act, x_first, x_k, flush_pending = s.take("x x_act x_first x_k flush_pending")
-    a_act, aw_valid, bq, bq_ne, bq_rp, bq_next, wq_ne, w_beat, w_fire = s.take(
-        "a_act aw_valid bq bq_ne bq_rp bq_next wq_ne w_beat w_fire")
+    a_act, aw_valid, bq, bq_ne, bq_rp, wq_ne, w_beat, w_fire = s.take(
+        "a_act aw_valid bq bq_ne bq_rp wq_ne w_beat w_fire")
     bqh = bq.head
     m.d.comb += bus.bready.eq(bq_ne & ~bqh.nob)
     b_fire = Signal()
@@ -43,7 +43,7 @@ def completion(m: Module, dma, s) -> None:
     nob_pop = Signal()
     m.d.comb += nob_pop.eq(bq_ne & bqh.nob)
     with m.If(b_fire | nob_pop):
-        m.d.comb += bq_next.eq(bq_rp + 1)
+        m.d.sync += bq_rp.eq(bq_rp + 1)
     done_ok = Signal()
     m.d.comb += done_ok.eq(((b_fire & bqh.last & ~b_err) | nob_pop) & ~head_scoped)
     with m.If(done_ok):

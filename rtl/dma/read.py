@@ -68,7 +68,7 @@ def ar_issuer(m: Module, dma, s) -> None:
             m.d.sync += [r_act.eq(1), r_raw.eq(qah.raw), r_up.eq(qah.up), r_dn.eq(qah.dn)]
             if dma.vm:
                 m.d.sync += r_vmid.eq(qah.vmid)
-            rw.load(qah.addr, qah.last)
+            rw.load(qah.addr, qah)
             # the first burst is offered at once when nothing holds it back
             with m.If(r_room & ~(qah.raw & (done_ptr != rd_ptr))):
                 m.d.sync += ar_valid.eq(1)

@@ -24,7 +24,7 @@ from spec.vm import Access
 from ..bus import BURST_INCR
 from ..mmu import req_user
 from .burst import BurstWalk
-from .queue import BramQueue, Pointer
+from .queue import LutramQueue
 
 
 def aw_issuer(m: Module, dma, s) -> None:
@@ -36,12 +36,11 @@ def aw_issuer(m: Module, dma, s) -> None:
     wq_layout = data.StructLayout({"len": mbw, "first": 1, "last": 1, "lane": lb, "end_lane": lb,
                                    "fill": 1, "pattern": 32})
     bq_wp = Signal(qpw)
-    bq_r = Pointer(m, qpw, "bq_rp")
+    bq_rp = Signal(qpw)
     wq_wp = Signal(qpw)
-    wq_r = Pointer(m, qpw, "wq_rp")
-    bq_rp, wq_rp = bq_r.q, wq_r.q
-    bq = BramQueue(m, "bq", bq_layout, Q, bq_wp, bq_r.next)
-    wq = BramQueue(m, "wq", wq_layout, Q, wq_wp, wq_r.next)
+    wq_rp = Signal(qpw)
+    bq = LutramQueue(m, "bq", bq_layout, Q, bq_wp, bq_rp)
+    wq = LutramQueue(m, "wq", wq_layout, Q, wq_wp, wq_rp)
     bq_room = Signal()
     bq_ne = Signal()
     wq_ne = Signal()
@@ -85,7 +84,7 @@ def aw_issuer(m: Module, dma, s) -> None:
                          a_fill.eq(qwh.fill), a_pattern.eq(qwh.pattern)]
             if dma.vm:
                 m.d.sync += a_vmid.eq(qwh.vmid)
-            aw.load(qwh.addr, qwh.last)
+            aw.load(qwh.addr, qwh)
     with m.If(a_issue):
         m.d.sync += aw_valid.eq(1)
     with m.If(aw_fire):
@@ -105,14 +104,14 @@ def aw_issuer(m: Module, dma, s) -> None:
         avail.eq(avail + push - Mux(a_issue & ~a_fill, aw.n, 0)),
         res.eq(res + Mux(ar_fire, r_res, 0) - pop),
     ]
-    s.give(a_act=a_act, aw_valid=aw_valid, bq=bq, bq_ne=bq_ne, bq_rp=bq_rp, bq_next=bq_r.next, wq=wq,
-           wq_ne=wq_ne, wq_rp=wq_rp, wq_next=wq_r.next)
+    s.give(a_act=a_act, aw_valid=aw_valid, bq=bq, bq_ne=bq_ne, bq_rp=bq_rp, wq=wq, wq_ne=wq_ne,
+           wq_rp=wq_rp)
 
 
 def w_stream(m: Module, dma, s) -> None:
     """W beats for each burst of wq, with the first and last beats' strobes."""
     bus, B, lb, mbw, f_hv, f_rp, pop, wq = s.take("bus B lb mbw f_hv f_rp pop wq")
-    wq_ne, wq_rp, wq_next = s.take("wq_ne wq_rp wq_next")
+    wq_ne, wq_rp = s.take("wq_ne wq_rp")
     wqh = wq.head
     w_beat = Signal(mbw)
     all_lanes = Const((1 << B) - 1, B)
@@ -139,6 +138,5 @@ def w_stream(m: Module, dma, s) -> None:
     with m.If(w_fire):
         m.d.sync += w_beat.eq(w_beat + 1)
         with m.If(w_lastbeat):
-            m.d.sync += w_beat.eq(0)
-            m.d.comb += wq_next.eq(wq_rp + 1)
+            m.d.sync += [w_beat.eq(0), wq_rp.eq(wq_rp + 1)]
     s.give(w_beat=w_beat, w_fire=w_fire)
