@@ -14,8 +14,8 @@ read pointer.
   queue) and through the other port otherwise: no bypass multiplexer in logic. The
   RAM's output is slow (no output register: ~5.6 ns clock to output), so only fields that
   are loaded into registers go there; the few the stages decide on in the cycle they read
-  them (`fast`: whether to skip an entry), on which the read pointer's next value and
-  so the RAM's address depend, stay in LUTRAM."""
+  them (`fast`: whether to skip an entry, when a command ends), on which the read
+  pointer's next value and so the RAM's address depend, stay in LUTRAM."""
 
 from __future__ import annotations
 
