@@ -197,6 +197,20 @@ class DMAHarness(Harness):
         self.invariant(gone | ((d_wr <= 2) & (g.owed == d_wr) & (d_aw <= d_wr) & (~box("a_act") | (d_aw < d_wr)) &
                                     (lasts <= d_aw)))
 
+        # the command queues qa and qw (rtl/dma/queue.py, burst.py): each entry holds its walk's
+        # first burst, worked out when it was queued, so what the walk invariant above says
+        # of a loaded walk holds of every row; the RAM's registered read is the
+        # entry at the read pointer, and `wpn` is the write pointer's inverted copy
+        for q, rp in (("qa", "rd_ptr"), ("qw", "aw_ptr")):
+            rp = box(rp)
+            rows = box.rows(q)
+            # (from the first edge on: before it the read register holds its initial value)
+            self.invariant(~self.started | (box(f"{q}_rd") == self.pick(rows, rp[:cpw - 1]).as_value()))
+            self.invariant(box(f"{q}_wpn") == ~wr[:cpw - 1])
+            for row in rows:  # (every row: the ones never written are initialised so)
+                lo = row.addr[:bnd_bits] if bnd_bits else 0
+                self.invariant((row.n >= 1) & (row.n <= bnd) & (lo + row.n <= bnd) & (row.short | (lo + row.n == bnd)))
+
     @staticmethod
     def pick(rows, index):
         """rows[index] for a signal index (the rows are Views of one layout)."""

@@ -31,15 +31,26 @@ class BurstWalk:
         self.last = Signal(name=f"{prefix}_last")
         self.left = Signal(cw + 1, name=f"{prefix}_left")
 
-    def load(self, addr, last):
-        """The first burst: from `addr` to its boundary, at most `last` + 1 beats."""
-        m, bnd_beats, bnd_bits, cw = self.m, self.bnd_beats, self.bnd_bits, self.cw
+    @staticmethod
+    def first(s, addr, last) -> dict:
+        """The first burst of a command from `addr` of `last` + 1 beats: from `addr` to its
+        boundary, at most `last` + 1 beats. Worked out as the command is queued (commands.py),
+        so loading it is a copy: its fields of a queue entry, `first_layout`."""
+        bnd_beats, bnd_bits = s.bnd_beats, s.bnd_bits
         lo = addr[:bnd_bits] if bnd_bits else Const(0, 1)
-        total = Signal(cw + 1, name=f"{self.addr.name}_total")
-        m.d.comb += total.eq(last + lo)  # the last beat, counted from the boundary
+        total = last + lo  # the last beat, counted from the boundary
         short = total[bnd_bits:] == 0  # it lies before the boundary: one burst does it
-        m.d.sync += [self.start.eq(addr), self.off.eq(0), self.last.eq(short), self.left.eq(total),
-                     self.n.eq(Mux(short, last[:bnd_bits + 1] + 1, bnd_beats - lo))]
+        return {"left": total, "short": short, "n": Mux(short, last[:bnd_bits + 1] + 1, bnd_beats - lo)}
+
+    @staticmethod
+    def first_layout(s) -> dict:
+        """The queue fields `first` fills, with the widths of the walk's registers."""
+        return {"left": s.cw + 1, "short": 1, "n": Signal(range(s.MB + 1)).shape().width}
+
+    def load(self, addr, first):
+        """The first burst (`first`: the fields `first` worked out, from a queue entry)."""
+        self.m.d.sync += [self.start.eq(addr), self.off.eq(0), self.last.eq(first.short),
+                          self.left.eq(first.left), self.n.eq(first.n)]
 
     def step(self):
         """After a burst: the next starts on a boundary, so it is bnd_beats long

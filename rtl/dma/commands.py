@@ -1,7 +1,7 @@
 """The DMA engine's command side: the command pointers and the three command queues.
 
 Each accepted command is written, with what each stage needs worked out once, into three
-small queues (LUTRAM, queue.py), one per stage that walks the commands in order: qa for
+small queues (mostly block RAM, queue.py), one per stage that walks the commands in order: qa for
 the AR issuer, qx for the R realigner, qw for the AW issuer (read.py, write.py). The
 stages' command pointers double as the queues' read pointers; `done_ptr` (completion.py)
 frees an entry.
@@ -14,16 +14,20 @@ from __future__ import annotations
 from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data
 
-from .queue import LutramQueue
+from .burst import BurstWalk
+from .queue import BramQueue, Pointer
 
 
 def command_pointers(m: Module, dma, s) -> None:
     """One pointer per stage, with a wrap bit; `cmd_ready` while the queues have room."""
     AW, D, cpw = s.take("AW D cpw")
     wr_ptr = Signal(cpw)    # commands accepted
-    rd_ptr = Signal(cpw)    # AR issuer
-    rx_ptr = Signal(cpw)    # R realigner / filler
-    aw_ptr = Signal(cpw)    # AW issuer
+    # (the stages' pointers are also the queues' read pointers: their next values are
+    # driven in the comb domain, for the queues' RAMs: queue.py)
+    rd = Pointer(m, cpw, "rd_ptr")  # AR issuer
+    rx = Pointer(m, cpw, "rx_ptr")  # R realigner / filler
+    aw = Pointer(m, cpw, "aw_ptr")  # AW issuer
+    rd_ptr, rx_ptr, aw_ptr = rd.q, rx.q, aw.q
     done_ptr = Signal(cpw)  # completion
 
     aborting = Signal()
@@ -46,14 +50,14 @@ def command_pointers(m: Module, dma, s) -> None:
     with m.If(push_cmd):
         m.d.sync += wr_ptr.eq(wr_ptr + 1)
     s.give(wr_ptr=wr_ptr, rd_ptr=rd_ptr, rx_ptr=rx_ptr, aw_ptr=aw_ptr, done_ptr=done_ptr,
+           rd=rd, rx=rx, aw=aw, rd_next=rd.next, rx_next=rx.next, aw_next=aw.next,
            aborting=aborting, abort_ptr=abort_ptr, err_resp=err_resp, err_addr=err_addr,
            in_scope=in_scope, push_cmd=push_cmd)
 
 
 def command_queues(m: Module, dma, s) -> None:
     """An accepted command, worked out once into qa, qx and qw."""
-    AW, B, D, cw, lb, wr_ptr, rd_ptr, rx_ptr = s.take("AW B D cw lb wr_ptr rd_ptr rx_ptr")
-    aw_ptr, push_cmd = s.take("aw_ptr push_cmd")
+    AW, B, D, cw, lb, wr_ptr, rd, rx, aw, push_cmd = s.take("AW B D cw lb wr_ptr rd rx aw push_cmd")
     # With m = bytes − 1, the last source beat is (s_off + m) >> lb, the last destination
     # beat (d_off + m) >> lb: the two counts differ only by the carries out of the lanes.
     s_off = dma.cmd_src[:lb]
@@ -74,18 +78,24 @@ def command_queues(m: Module, dma, s) -> None:
     e = s_off > d_off   # the first source beat only primes the realigner
 
     vmid_field = {"vmid": 4} if dma.vm else {}
-    qa_layout = data.StructLayout({"addr": AW - lb, "last": cw, "skip": 1, "raw": 1, "up": 1, "dn": 1}
+    # (each walk's first burst is worked out here, so loading a command is a copy: burst.py)
+    first = BurstWalk.first_layout(s)
+    qa_layout = data.StructLayout({"addr": AW - lb} | first | {"skip": 1, "raw": 1, "up": 1, "dn": 1}
                                   | vmid_field)
     qx_layout = data.StructLayout({"src": AW, "last": cw, "sh": lb + 1, "e": 1, "flush": 1, "skip": 1})
-    qw_layout = data.StructLayout({"addr": AW - lb, "last": cw, "zero": 1, "lane": lb, "end_lane": lb,
+    qw_layout = data.StructLayout({"addr": AW - lb} | first | {"zero": 1, "lane": lb, "end_lane": lb,
                                    "fill": 1, "pattern": 32} | vmid_field)
-    qa = LutramQueue(m, "qa", qa_layout, D, wr_ptr, rd_ptr)
-    qx = LutramQueue(m, "qx", qx_layout, D, wr_ptr, rx_ptr)
-    qw = LutramQueue(m, "qw", qw_layout, D, wr_ptr, aw_ptr)
+    # (the fields each stage decides on in the cycle it reads them stay in LUTRAM: queue.py)
+    # (rows never written hold a valid first burst too, as every written one does: so the
+    # formal proof's induction can say so of every row, formal/blocks/dma.py)
+    valid = {"short": 1, "n": 1}
+    qa = BramQueue(m, "qa", qa_layout, D, wr_ptr, rd, fast=("skip",), init_row=valid)
+    qx = BramQueue(m, "qx", qx_layout, D, wr_ptr, rx, fast=("skip", "flush", "last"))
+    qw = BramQueue(m, "qw", qw_layout, D, wr_ptr, aw, fast=("zero",), init_row=valid)
     for q in (qa, qx, qw):
         m.d.comb += q.w.en.eq(push_cmd)
     m.d.comb += [
-        qa.w.data.addr.eq(dma.cmd_src[lb:]), qa.w.data.last.eq(rlast),
+        qa.w.data.addr.eq(dma.cmd_src[lb:]),
         qa.w.data.skip.eq(dma.cmd_fill | zero), qa.w.data.raw.eq(dma.cmd_raw_wait),
         qa.w.data.up.eq(cd & ~cs), qa.w.data.dn.eq(cs & ~cd),
 
@@ -93,10 +103,12 @@ def command_queues(m: Module, dma, s) -> None:
         qx.w.data.sh.eq(Mux(s_off == d_off, B, (s_off - d_off)[:lb])), qx.w.data.e.eq(e),
         qx.w.data.flush.eq(Mux(e, cd == cs, cd & ~cs)), qx.w.data.skip.eq(dma.cmd_fill | zero),
 
-        qw.w.data.addr.eq(dma.cmd_dst[lb:]), qw.w.data.last.eq(wlast), qw.w.data.zero.eq(zero),
+        qw.w.data.addr.eq(dma.cmd_dst[lb:]), qw.w.data.zero.eq(zero),
         qw.w.data.lane.eq(d_off), qw.w.data.end_lane.eq(end_lane),
         qw.w.data.fill.eq(dma.cmd_fill), qw.w.data.pattern.eq(dma.cmd_src[:32]),
     ]
+    for q, addr, last in ((qa, dma.cmd_src[lb:], rlast), (qw, dma.cmd_dst[lb:], wlast)):
+        m.d.comb += [q.w.data[k].eq(v) for k, v in BurstWalk.first(s, addr, last).items()]
     if dma.vm:
         m.d.comb += [qa.w.data.vmid.eq(dma.cmd_vmid), qw.w.data.vmid.eq(dma.cmd_vmid)]
     s.give(qa=qa, qx=qx, qw=qw, qx_layout=qx_layout)

@@ -1,7 +1,7 @@
 """DMA engine: copies and fills of any length and alignment over an AXI4 master.
 
 Each accepted command is written, with what each stage needs worked out once, into
-three small queues (LUTRAM), one per stage that walks the commands in order. The
+three small queues (mostly block RAM), one per stage that walks the commands in order. The
 stages run as a pipeline, so the next command's reads start while the last one is
 still writing (back-to-back copies keep the bus busy):
 
