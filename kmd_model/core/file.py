@@ -84,10 +84,11 @@ class File:
         with self.kmd.lock:
             if self.closed:
                 return
-            try:
-                self.kmd.file_closed(self)
-            finally:
-                self.closed = True
+            # closed first, as close(2) takes the fd out of the table before the release: a
+            # thread that finds one of its BO mappings revoked by this release (or any ioctl
+            # made meanwhile) sees the file closed, never a live file without its memory
+            self.closed = True
+            self.kmd.file_closed(self)
 
     def __enter__(self) -> "File":
         return self

