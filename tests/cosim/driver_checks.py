@@ -228,6 +228,8 @@ ICARUS_SECONDS = {
     "contract_control__check_rptr_write_back_address_is_locked_while_enabled": 0.29,
     # (0.163/0.159/0.154 s alone, 4 December, load average 4.4 with a P&R running)
     "contract_control__check_ih_wptr_write_back_address_is_locked_while_enabled": 0.16,
+    # (1.12/0.57/0.57 s alone, 5 December, load average 2-3)
+    "contract_control__check_ih_entry_in_hand_when_enable_is_cleared_finishes": 0.57,
     "kmd_uapi_contract__check_open_and_info": 0.05, "kmd_uapi_contract__check_gem_create": 0.05,
     "kmd_uapi_contract__check_gem_handles_are_per_file": 0.05, "kmd_uapi_contract__check_gem_mmap": 0.07,
     "kmd_uapi_contract__check_gem_va": 0.06, "kmd_uapi_contract__check_close_gives_everything_back": 0.11,

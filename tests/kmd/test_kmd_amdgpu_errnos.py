@@ -113,6 +113,40 @@ def test_a_guilty_context_has_no_job_left_on_any_ring():
     assert c.jobs == {}
 
 
+
+def test_a_copy_queue_reset_fails_only_the_guilty_entitys_unfinished_jobs():
+    """A copy-ring (SDMA) queue reset, as amdgpu's since its ring reset helpers
+    (amdgpu_job_timedout -> amdgpu_ring_reset -> amdgpu_ring_reset_helper_end ->
+    amdgpu_fence_driver_guilty_force_completion): the guilty job fails, and so do the
+    unsignalled jobs of its entity (the same context on the same ring: ECANCELED); the other
+    contexts' jobs on that ring run again (re-emitted there, resubmitted here); a job that
+    ended before the reset, on that ring or another, stays ended well; the other rings never
+    stop. So the context's earlier CS on the copy ring is not cancelled when it ended first;
+    only one still queued behind the hang is. (amdgpu's WAIT_CS then fails for any seqno of
+    that ring with the entity's error, drm_sched_entity_error in amdgpu_ctx_get_entity; this
+    KMD answers each job for itself: docs/architecture.md, "Recovery ladder".)"""
+    kmd = kmd_model.bind(RefModel(), job_timeout=20_000)
+    u, other = Umd(), Umd()
+    ctx, octx = u.ctx(), other.ctx()
+    h, u32, va = u.bo(0x4000)
+    oh, o32, _ = other.bo(0x4000)
+    u32[0x900:0x908] = sdma.pad(8)
+    u32[0x908:0x910] = sdma.poll_regmem(va + 0x3004, 1, 0xFFFF_FFFF, "EQ", interval=4) + sdma.pad(2)
+    o32[0x900:0x908] = sdma.pad(8)
+    earlier = u.cs(ctx, CsChunkIb(8, handle=h, offset=0x2400, ip_type=HwIp.DMA))
+    assert u.wait(ctx, earlier)  # ended before the hang
+    gfx = u.cs(ctx, ib(u32, pm4.nop(6), offset=0x100, handle=h))
+    hang = u.cs(ctx, CsChunkIb(8, handle=h, offset=0x2420, ip_type=HwIp.DMA))
+    behind = u.cs(ctx, CsChunkIb(8, handle=h, offset=0x2400, ip_type=HwIp.DMA))
+    innocent = other.cs(octx, CsChunkIb(8, handle=oh, offset=0x2400, ip_type=HwIp.DMA))
+    e = refused(errno.ECANCELED, "WAIT_CS", u.wait, ctx, hang, 400_000)
+    assert e.info.code == "TIMEOUT" and (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0)
+    assert refused(errno.ECANCELED, "WAIT_CS", u.wait, ctx, behind, 0).info.seq == hang
+    assert u.wait(ctx, earlier, 0) and u.wait(ctx, gfx, 0) and other.wait(octx, innocent, 100_000)
+    assert u.query(ctx).ring_status == {"sdma0": uapi.ResetStatus.GUILTY}
+    assert other.query(octx).ring_status == {"sdma0": uapi.ResetStatus.INNOCENT}
+    assert u.wait(ctx, u.cs(ctx, CsChunkIb(8, handle=h, offset=0x2400, ip_type=HwIp.DMA)), 100_000)
+
 # ------------------------------------------------------------------------------ CTX ALLOC: the priority
 
 def test_every_invalid_priority_is_einval_with_one_precise_message():

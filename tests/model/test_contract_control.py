@@ -541,12 +541,70 @@ def check_ih_wptr_write_back_address_is_locked_while_enabled(dev):
     assert len(ih.pop()) == 1
 
 
+IH_SENTINEL = 0x5A5A_5A5A  # what an IH slot holds until an entry is written over it
+
+
+def check_ih_entry_in_hand_when_enable_is_cleared_finishes(dev):
+    """docs/hardware.md ("To move a ring's write-backs"): an IH entry in hand when
+    IH_CNTL.ENABLE is cleared still finishes, its wptr write-back going to IH_WPTR_ADDR as it
+    is when the entry's write is answered; the entries after it are dropped whole. A doorbell
+    rings 16 interrupting RELEASE_MEMs, ENABLE is cleared some cycles later (or once the first
+    entry is in) and IH_WPTR_ADDR moved at once, while the stream runs: every RELEASE_MEM's
+    data is written (the CP runs on), IH_WPTR counts whole entries only (the slots past it
+    untouched), and the last write-back, to the old address or the new, holds IH_WPTR (to
+    the new one only for the last entry: the one in hand). Returns {when: (entries, moved)}.
+    (The model writes a doorbell's entries before the next MMIO: all 16, at the old address;
+    the RTL cuts the stream where the clear lands.)"""
+    g, q0, ih = bring_up(dev, ring_log2=10, ih_log2=9)  # (64 entries: 16 a round never wrap onto unread ones)
+    n, size = 16, 4 << 9
+    seen = {}
+    for tag, when in enumerate((0, 3, 6, 10, 14, 20, 30, 45, 70, "mid"), 1):
+        where = f"IH_CNTL.ENABLE cleared {when}{'' if when == 'mid' else ' cycles'} after the doorbell"
+        start = g.read("IH_WPTR")
+        slots = [IH_BASE + (start + 32 * k) % size for k in range(n)]
+        for a in slots:
+            g.w32(a, [IH_SENTINEL] * 8)
+        g.w32(IH_WB, [start])
+        g.w32(WB_ELSEWHERE, [0xDEAD])
+        g.w32(OUT, [0] * n)
+        q0.emit(*[release_mem(OUT + 4 * k, tag << 8 | k, INT_SEL="SEND_INT") for k in range(n)])
+        q0.doorbell()
+        if when == "mid":
+            g.until(lambda: g.read("IH_WPTR") != start, "the first entry")
+        else:
+            g.dev.delay(when)
+        g.set("IH_CNTL", ENABLE=0, WPTR_WB=1)
+        g.write("IH_WPTR_ADDR_LO", WB_ELSEWHERE)  # (taken: ENABLE is clear)
+        g.idle()
+        assert g.r32(OUT, n) == [tag << 8 | k for k in range(n)], f"{where}: the CP did not run on"
+        wptr = g.read("IH_WPTR")
+        k = ((wptr - start) & M32) // 32
+        assert (wptr - start) & M32 == 32 * k and k <= n, f"{where}: IH_WPTR {wptr:#x} from {start:#x}"
+        got = [g.r32(a, 8) for a in slots]
+        assert all(IH_SENTINEL not in e and ih.source(ih.entry((start + 32 * j) & M32)) == "EOP"
+                   for j, e in enumerate(got[:k])), f"{where}: an entry before IH_WPTR is not whole"
+        assert got[k:] == [[IH_SENTINEL] * 8] * (n - k), f"{where}: a slot past IH_WPTR was written"
+        old, new = g.r32(IH_WB), g.r32(WB_ELSEWHERE)
+        moved = new != 0xDEAD
+        if moved:
+            assert (new, old) == (wptr, (wptr - 32) & M32), \
+                f"{where}: write-backs {old:#x} (old address), {new:#x} (new), IH_WPTR {wptr:#x}"
+        else:
+            assert old == wptr, f"{where}: the write-back {old:#x} is not IH_WPTR {wptr:#x}"
+        seen[when] = (k, moved)
+        g.write("IH_WPTR_ADDR_LO", IH_WB)  # (back, for the next round)
+        g.set("IH_CNTL", ENABLE=1, WPTR_WB=1)
+        assert len(ih.pop()) == k
+    return seen
+
+
 CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
           check_halts_stop_at_a_packet_boundary, check_idle_reads_0_until_a_doorbell_is_taken,
           check_ring_enable_pauses_at_a_packet_boundary, check_ring_base_and_size_are_locked_while_enabled,
           check_ring_enable_cleared_mid_packet_pauses_at_a_packet_boundary,
           check_rptr_write_back_address_is_locked_while_enabled,
-          check_ih_wptr_write_back_address_is_locked_while_enabled]
+          check_ih_wptr_write_back_address_is_locked_while_enabled,
+          check_ih_entry_in_hand_when_enable_is_cleared_finishes]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
@@ -554,3 +612,14 @@ def test_contract_on_the_model(check):
     from testbench.refmodel import RefModel
 
     check(RefModel())
+
+
+def test_the_model_writes_a_doorbells_ih_entries_before_the_next_mmio():
+    """The reference model runs what a doorbell gives it at once: every entry is in, its
+    write-back at the old address, whenever ENABLE is cleared (the RTL, Verilator and Icarus
+    alike, cuts the stream: no entry for a clear 0-14 cycles after the doorbell, one for 20-45
+    with its write-back at the new address for 20, two for 70)."""
+    from testbench.refmodel import RefModel
+
+    seen = check_ih_entry_in_hand_when_enable_is_cleared_finishes(RefModel())
+    assert set(seen.values()) == {(16, False)}

@@ -3,7 +3,7 @@ running the hung job, reaching its pages and page tables through its VMID. A cli
 never be given that memory: the wedged device refuses what would allocate device memory
 (GEM_CREATE, GEM_VA MAP and REPLACE, which make page tables) with the CS's EIO and words,
 and what is freed from the wedge on stays out of the heaps (quarantined: freed for its
-owner, never handed out again; a rebind starts afresh, amdgpu's DRM_WEDGE_RECOVERY_REBIND).
+owner, never handed out again; a rebind starts afresh, what DRM_WEDGE_RECOVERY_REBIND asks).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import errno
 import pytest
 
 import kmd_model
-from kmd_model.uapi import GemCreateArgs, GemVaArgs, KmdError, Request, VaOp, VmFlags
+from kmd_model.uapi import (CsArgs, CsChunkIb, CtxArgs, CtxOp, GemCreateArgs, GemMmapArgs, GemVaArgs, KmdError,
+                            Request, ResetStatus, VaOp, VmFlags)
 from spec import pm4
 
 from tests.kmd.test_kmd_ioctl import GTT, RWX, Client, expect
@@ -77,3 +78,22 @@ def test_a_wedged_device_refuses_to_allocate_memory():
     h.f.close()
     victim.f.close()
     assert not kmd.live_bos() and not kmd.files
+
+
+def test_a_wedged_device_still_opens_makes_contexts_and_maps_a_files_own_bo():
+    """As amdgpu after a failed reset (amdgpu_device_gpu_recover marks nothing unusable;
+    amdgpu_driver_open_kms, amdgpu_ctx_ioctl and the GEM mmap path ask nothing of the reset,
+    only drm_dev_enter's unplug): an open works (its page directory from memory the hung
+    engine never had), CTX ALLOC works (a context is no device memory) and its QUERY_STATE
+    says what the reset did, GEM_MMAP of a BO the file holds works (the file's own data);
+    the CS on the new context is EIO, the wedge's words (amdgpu would queue its job on a
+    scheduler never started again: docs/architecture.md, "Recovery ladder")."""
+    kmd, h, victim, handle, reach = _wedged_by_a_hung_job()
+    late = Client()
+    ctx = victim.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+    assert victim.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, ctx)).reset_status == ResetStatus.NO_RESET
+    assert h.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, h.ctx)).reset_status == ResetStatus.GUILTY
+    view = victim.io(Request.GEM_MMAP, GemMmapArgs(handle)).view
+    view[:4] = [1, 2, 3, 4]
+    assert bytes(victim.io(Request.GEM_MMAP, GemMmapArgs(handle)).view[:4]) == bytes([1, 2, 3, 4])
+    expect(errno.EIO, f"CS: {kmd.wedged}", late.io, Request.CS, CsArgs(late.ctx, [CsChunkIb(8, gpu_addr=late.next_va)]))

@@ -20,6 +20,7 @@ from umd.winsys.cmdbuf import Label
 
 from tests.kmd.test_kmd_ioctl import Client
 from tests.security.security_helpers import Holder, LoopingCpModel
+from tests.umd.drive import run_device
 
 
 def _gpu(dev=None, pools: bool = True, **kw):
@@ -505,7 +506,7 @@ def test_seq_done_asks_the_kernel_when_zero_may_be_ours():
     buf = gpu.alloc(0x100)
     # the first job polls a flag, and sleeps 0xffff cycles between polls
     q.wait_mem(buf, 0x80, 1, poll_interval=0xFFFF)
-    kmd.dev.delay(100)
+    run_device(kmd, 100, service=False)
     for i in range(2):
         q.write(buf, 4 * i, [i + 1])
     buf.u32[0x20] = 1  # the condition holds now; the CP sees it at its next poll
@@ -541,7 +542,7 @@ def test_a_queue_short_of_memory_waits_for_its_oldest_submission():
     # the oldest: a wait that sleeps out a long poll interval, then an upload (staged in GTT)
     q.wait_mem(flag, 0, 1, poll_interval=0xFFFF)
     q.flush()
-    kmd.dev.delay(100)
+    run_device(kmd, 100, service=False)
     flag.u32[0] = 1  # seen at the CP's next poll, 0xffff cycles on
     data = bytes(range(256)) * 0x80
     q.upload(dst, 0, data)

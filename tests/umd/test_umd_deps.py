@@ -10,6 +10,7 @@ import pytest
 import kmd_model
 import umd
 from testbench.refmodel import RefModel
+from tests.umd.drive import run_device
 
 
 @pytest.mark.parametrize("async_submit", [False, True])
@@ -49,7 +50,7 @@ def test_5000_wait_events_send_one_dependency_per_ring_and_each_is_honoured(asyn
     deps = calls[0]
     assert len(deps) == 3  # one per producer ring, each on its latest seqno
     assert {(d.ctx_id, d.handle) for d in deps} == {(p.ctx_id, p.last_seq) for p in producers}
-    kmd.service()
+    run_device(kmd)
     assert not done.signalled() and buf.u32[0] == 0  # held for the copy queue's gated job
     gate.u32[0] = 1
     assert done.wait() and buf.u32[0] == 7 and all(ev.signalled() for ev in events)

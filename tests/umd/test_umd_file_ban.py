@@ -22,6 +22,7 @@ import umd
 from kmd_model.core.kmd import KmdParams
 from testbench.refmodel import RefModel
 
+from .drive import run_device
 from .test_umd_lost_failures import KINDS
 
 JOB_TIMEOUT = 20_000
@@ -37,8 +38,7 @@ def _hang(kmd, q, flag) -> None:
     while q.async_submit and q.pending and time.monotonic() < deadline:  # (the submission thread's CS)
         time.sleep(0.001)
     for _ in range(12):
-        kmd.dev.delay(JOB_TIMEOUT // 4)
-        kmd.service()
+        run_device(kmd, JOB_TIMEOUT // 4)
 
 
 @pytest.mark.parametrize("async_submit", [False, True], ids=["sync", "async"])

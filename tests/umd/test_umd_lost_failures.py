@@ -25,6 +25,7 @@ import umd
 from kmd_model.core.kmd import KmdParams
 from spec import pm4, sdma
 from testbench.refmodel import RefModel
+from tests.umd.drive import run_device
 
 JOB_TIMEOUT = 20_000
 # queue kind -> Device.queue() arguments
@@ -58,8 +59,7 @@ def _bad_job(gpu, q, failure: str, flag) -> tuple[str, str | None]:
     q.flush()
     kmd = kmd_model.bound()
     for _ in range(12 if failure == "hang" else 1):  # (the job timer looks at the ring now and then)
-        kmd.dev.delay(JOB_TIMEOUT // 4 if failure == "hang" else 2_000)
-        kmd.service()
+        run_device(kmd, JOB_TIMEOUT // 4 if failure == "hang" else 2_000)
     if failure == "dep":
         with pytest.raises(umd.GpuError):
             other.finish()  # (its own error, told to its own queue)
@@ -177,8 +177,7 @@ def test_proving_a_copy_queues_jobs_costs_one_ioctl_per_look():
     for i in range(8):
         q.write(buf, 4 * i, i)
         q.flush()
-    kmd.dev.delay(5_000)
-    kmd.service()
+    run_device(kmd, 5_000)
     before = kmd.stats["ioctls"]
     q.finish()
     assert kmd.stats["ioctls"] - before <= 2  # the CTX query, and a WAIT_CS only if the fence had not passed
@@ -202,7 +201,7 @@ def test_jobs_proven_good_cost_no_wait_and_are_forgotten():
     for i in range(3):
         q.write(buf, 4 * i, i)
         q.flush()
-        kmd_model.bound().dev.delay(2_000)
+        run_device(kmd_model.bound(), 2_000, service=False)
         assert len(q.watch.jobs) == 1  # (the one just flushed: the look before it proved the last)
     q.finish()
     assert not q.watch.jobs
@@ -211,7 +210,7 @@ def test_jobs_proven_good_cost_no_wait_and_are_forgotten():
     for i in range(8):
         q.write(buf, 4 * i, i)
         q.flush()
-    kmd_model.bound().dev.delay(5_000)
+    run_device(kmd_model.bound(), 5_000, service=False)
     q.write(buf, 0, 1)
     q.flush()
     q.finish()
@@ -244,8 +243,7 @@ def test_a_job_still_running_at_a_look_is_asked_again_and_its_failure_raised():
     assert len(q.watch.jobs) == 2
     kmd = kmd_model.bound()
     for _ in range(12):
-        kmd.dev.delay(JOB_TIMEOUT // 4)
-        kmd.service()
+        run_device(kmd, JOB_TIMEOUT // 4)
     with pytest.raises(umd.GpuError, match="timed out") as ei:
         q.finish()
     assert ei.value.command == "Queue.wait_mem() #1"
@@ -273,9 +271,7 @@ def test_two_jobs_failed_between_looks_are_raised_together():
         # it fails, and its ring is reset, before the next is submitted (the KMD counts the CS
         # before the job is on the ring: run the device until the reset, bounded, not 4 rounds)
         while kmd.stats["queue_resets"] < n and time.monotonic() < deadline:
-            with kmd.lock:  # (as an ioctl does, not beside the thread's)
-                kmd.dev.delay(2_000)
-                kmd.service()
+            run_device(kmd, 2_000)
         assert kmd.stats["queue_resets"] == n
     q.write(buf, 0, 9)  # (a job that ends well last: finish's own wait raises nothing)
     with pytest.raises(umd.GpuError, match="illegal opcode 0xf0") as ei:
@@ -301,8 +297,7 @@ def test_a_flush_of_two_cs_whose_second_failed_is_raised():
     assert len(q.cmdbuf.ibs) == 0 and q.inflight[-1].ncs == 2
     kmd = kmd_model.bound()
     for _ in range(4):
-        kmd.dev.delay(2_000)
-        kmd.service()
+        run_device(kmd, 2_000)
     q.write(buf, 0, 9)
     with pytest.raises(umd.GpuError, match="illegal opcode 0xf0") as ei:
         q.finish()
@@ -345,8 +340,7 @@ def test_a_wait_whose_look_finds_the_device_lost_names_the_wait(monkeypatch):
 
     def settle():
         for _ in range(4):
-            kmd.dev.delay(2_000)
-            kmd.service()
+            run_device(kmd, 2_000)
 
     for case in ("signalled", "waited", "unsignalled"):
         gpu = umd.open()
@@ -403,8 +397,7 @@ def test_a_timestamp_of_a_job_cancelled_for_its_dependency_is_not_read():
     ts = q.timestamp()  # (its job is cancelled: never written)
     q.flush()
     for _ in range(4):
-        kmd.dev.delay(2_000)
-        kmd.service()
+        run_device(kmd, 2_000)
     with pytest.raises(umd.GpuError):
         other.finish()
     q.write(buf, 4, 1)
@@ -483,8 +476,7 @@ def test_a_job_its_files_ban_cancelled_is_device_lost(kind):
     q.write(buf, 0, 9)
     q.flush()
     for _ in range(12):
-        kmd.dev.delay(JOB_TIMEOUT // 4)
-        kmd.service()
+        run_device(kmd, JOB_TIMEOUT // 4)
     with pytest.raises(umd.DeviceLost, match=r"^finish: its job was cancelled: WAIT_CS: fd \d+ is banned") as ei:
         q.finish()
     assert type(ei.value) is umd.DeviceLost  # (not QueueBanned: no new queue of this file runs)

@@ -15,6 +15,7 @@ import kmd_model
 import umd
 from kmd_model.uapi import Request
 from testbench.refmodel import RefModel
+from tests.umd.drive import run_device
 from umd.winsys.pool import SLAB_BYTES
 
 
@@ -447,7 +448,7 @@ def test_a_queue_closed_with_its_job_still_running_keeps_what_the_job_uses():
     other = gpu.queue()
     other.write(flag, 4, 1)
     other.finish()  # (the model runs; the held job ends first: one CP)
-    kmd.service()
+    run_device(kmd)
     assert all(int(v) == 0 for b in fresh for v in b.u32[:4])  # nothing of the job landed in them
     # the job over, its buffer comes back to the pools
     assert any(gpu.alloc(256).gpu_addr == data.gpu_addr for _ in range(64))
@@ -552,7 +553,7 @@ def test_a_buffer_freed_after_its_queue_gave_up_waits_for_the_queues_running_job
     other = gpu.queue()
     other.write(flag, 4, 1)
     other.finish()
-    kmd.service()
+    run_device(kmd)
     assert all(int(v) == 0 for b in fresh for v in b.u32[:4])  # nothing of the job landed in them
     gpu.close()
 

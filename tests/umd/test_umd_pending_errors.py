@@ -27,6 +27,7 @@ from spec import pm4
 from testbench.refmodel import RefModel
 from umd.winsys import KMD_LOCK
 
+from .drive import run_device
 from .test_umd_file_ban import JOB_TIMEOUT, NEW_DEVICE, _hang
 from .test_umd_lost_failures import KINDS
 from .test_umd_several_failures import BAD_SDMA, WAITED, _notes
@@ -47,10 +48,7 @@ def _settle(kmd, q=None) -> None:
     deadline = time.monotonic() + 10
     while q is not None and q.pending and not all(j.done for j in q.pending) and time.monotonic() < deadline:
         time.sleep(0.001)
-    for _ in range(4):
-        with kmd.lock:  # (as an ioctl does, never beside the submission thread's)
-            kmd.dev.delay(2_000)
-            kmd.service()
+    run_device(kmd, 2_000, rounds=4)
 
 
 def _two_bad_jobs(q) -> None:

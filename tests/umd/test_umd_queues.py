@@ -19,6 +19,7 @@ import umd
 from kmd_model import regs
 from spec.sdma import packets as sdma_packets
 from testbench.refmodel import RefModel
+from tests.umd.drive import run_device
 
 
 def check_copy_queue_runs_on_the_copy_engine(dev):
@@ -82,7 +83,7 @@ def check_pipeline_across_queues_waits_gpu_side(dev):
     kmd = kmd_model.bind(dev)
     gpu = umd.open()
     gate, dst, moved, consumed = submit_gated_pipeline(gpu)
-    kmd.service()
+    run_device(kmd)
     assert kmd.sdma_sched.queue and kmd.sched.queue  # held for their dependencies
     assert not dst.u32[:5].any() and not moved.signalled()
     gate.u32[0] = 1  # the only CPU action
@@ -218,7 +219,7 @@ def test_copy_queue_wait_mem_polls_memory_with_every_argument_in_its_packet():
                              "mem_poll": 1, "interval": units, "retry_count": 0xFFF}
     q.write(dst, 0, [0xD0D0])
     q.flush()
-    kmd.service()
+    run_device(kmd)
     assert dst.u32[0] == 0  # held by the polls: gate & 0xF0F = 0 < 5
     gate.u32[2] = 0x1F4  # & 0xF0F = 0x104 >= 5
     q.finish()
@@ -251,7 +252,7 @@ def test_a_wait_with_nothing_after_it_is_carried_by_a_nop_job_of_the_queues_own_
     assert seq is not None and q.flush() is None
     sub = q.inflight[-1]
     assert [b.u32[:8].tolist() for b in sub.ibs] == [sdma.pad(8) if engine == "copy" else pm4.pad(8)]
-    kmd.service()
+    run_device(kmd)
     assert not q.seq_done(seq)  # held for the other queue's event
     gate.u32[0] = 1
     q.finish()

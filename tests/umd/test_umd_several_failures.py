@@ -28,6 +28,7 @@ from kmd_model.core.kmd import KmdParams
 from spec import pm4
 from testbench.refmodel import RefModel
 
+from .drive import run_device
 from .test_umd_lost_failures import KINDS
 
 BAD_SDMA = [0xFFFF_FFF0]  # an illegal SDMA opcode (0xf0)
@@ -39,10 +40,7 @@ def _settle(kmd, cs: int | None = None) -> None:
     deadline = time.monotonic() + 10
     while cs is not None and kmd.stats["cs"] < cs and time.monotonic() < deadline:
         time.sleep(0.001)
-    for _ in range(4):
-        with kmd.lock:  # (as an ioctl does: the thread's CS, counted, may be pushing its job yet)
-            kmd.dev.delay(2_000)
-            kmd.service()
+    run_device(kmd, 2_000, rounds=4)  # (the thread's CS, counted, may be pushing its job yet)
 
 
 def _two_waited_for(gpu, q, buf):
