@@ -39,8 +39,8 @@ examples:
   gpucosim run examples/batching.py --sim model -- --plot build/batching.png
   gpucosim run examples/demo.py --timeout 60 --trace build/demo.json   # stopped after 60 s: status 124
 
-Ctrl-C and --timeout stop the app and still write --trace and --stats-json (status 130 and
-124). The app's traceback and gpucosim's errors go to stderr on every backend.
+Ctrl-C and --timeout stop the app and still write --trace and --stats-json, and print
+--stats's exit report of what ran (status 130 and 124). The app's traceback and gpucosim's errors go to stderr on every backend.
 
 --log takes module=level pairs (the GPUCOSIM_LOG syntax), modules: umd, ioctl, kmd, cs,
 ring, fence, ih, sched, bo, vm (mappings, VMIDs, TLB flushes), bus (every MMIO access), cp

@@ -97,6 +97,10 @@ def hard_stop(e: BaseException, result: Callable[[int], None] | None = None) -> 
     if s is not None:
         try:
             s.status_tick(force=True)
+            if s._report_from[1] is not None:  # (the app's main() had started)
+                if s.app_wall is None:
+                    s.app_wall = time.perf_counter() - s.t_app
+                s.report(code, stopped=e)
             if s.opts.stats_json:
                 s.write_figures(s.opts.stats_json, code)
             s.finish()
@@ -309,7 +313,9 @@ class Session:
         self.exit_text = ""
         self.leaks = 0
         self.app_wall: float | None = None  # seconds in the app's main(), for speed comparisons
+        self.t_app = 0.0  # when main() started (perf_counter)
         self.device_clock: DeviceClock | None = None
+        self._report_from: tuple = ((), None)  # (the app's UMD recorder, the ioctl counts): Session.run sets them
 
     # ------------------------------------------------------------------ progress
 
@@ -383,7 +389,9 @@ class Session:
                 self.tracer.attach(kmd)
             umd_rt.api_hook = recorder
             sys.argv = argv = _AppArgv([opts.app, *opts.args])
-            t_app = time.perf_counter()
+            self._report_from = (recorder, stats)
+            self.t_app = t_app = time.perf_counter()
+            stopped: BaseException | None = None
             try:
                 code = exit_code(main())
             except SystemExit as e:
@@ -391,13 +399,15 @@ class Session:
             except BaseException as e:
                 if not app_failed(e):
                     code = stopped_code(e) or code  # (the figures' exit_code: 124, 130)
-                    if code in (TIMEOUT_EXIT, INTERRUPT_EXIT):
-                        stop_seen()
-                    raise
-                traceback.print_exc()
-                sys.stderr.flush()
-                crash.report(f"exception in the app: {described(e)}", exc=e)
-                code = 1
+                    if code not in (TIMEOUT_EXIT, INTERRUPT_EXIT):
+                        raise
+                    stop_seen()
+                    stopped = e  # (its exit report first, then it goes on up)
+                else:
+                    traceback.print_exc()
+                    sys.stderr.flush()
+                    crash.report(f"exception in the app: {described(e)}", exc=e)
+                    code = 1
             finally:
                 self.app_wall = time.perf_counter() - t_app
                 # flushes an async queue (umd/submit.py) still has queued, of a device the
@@ -405,6 +415,11 @@ class Session:
                 umd_submit.drain_all()
                 umd_rt.api_hook = None
                 sys.argv = saved_argv
+            if stopped is not None:
+                # what the run has, as far as it got: --stats asked for it (a stopped app's
+                # buffers are no leaks: it never reached its cleanup)
+                self.report(code, stopped=stopped)
+                raise stopped
             if opts.args and not argv.read:
                 # what gpucosim does not know goes to the app: one that never looks at its
                 # arguments would let a mistyped option (--trce, --simm) pass unnoticed
@@ -412,16 +427,7 @@ class Session:
                       f"({opts.shown(opts.app)} reads no arguments; gpucosim run --help lists the options)",
                       file=sys.stderr, flush=True)
                 code = code or 2
-            kmd = self.kmd = crash.kmd  # the app may have reloaded the driver (kmd_model.rebind)
-            self.exit_text, self.leaks = exit_report(kmd, recorder.queues, stats.by_request,
-                                                     devices=recorder.devices)
-            if self.timeline is not None:
-                self.timeline.metadata["exit_report"] = self.exit_text
-            if opts.stats or self.leaks or any(not d.closed for d in recorder.devices):
-                dc = self.device_clock
-                print(f"gpucosim: exit report ({opts.backend}, {dev.now()} cycles; {self.app_wall * 1e3:.1f} ms in "
-                      f"the app, {dc.seconds * 1e3:.1f} ms in {dc.calls} device calls)\n{self.exit_text}",
-                      file=sys.stderr, flush=True)
+            self.report(code)
             return code
         finally:
             if stopped_code(sys.exc_info()[1] or SystemExit()):  # (a stop before or after main())
@@ -431,6 +437,27 @@ class Session:
             kmd_model.unbind()
             if opts.stats_json:
                 self.write_figures(opts.stats_json, code)
+
+    def report(self, code: int, stopped: BaseException | None = None) -> None:
+        """The exit report: into the timeline, and to stderr with --stats, or whenever a run
+        that ended by itself leaked. A `stopped` run's says how it was stopped, and counts
+        what it still holds as allocated, not leaked."""
+        from ..crash import exit_report
+
+        recorder, stats = self._report_from
+        self.kmd = kmd = self.crash.kmd  # the app may have reloaded the driver (kmd_model.rebind)
+        at_exit = stopped is None
+        self.exit_text, self.leaks = exit_report(kmd, recorder.queues, stats.by_request, at_exit=at_exit,
+                                                 devices=recorder.devices)
+        if self.timeline is not None:
+            self.timeline.metadata["exit_report"] = self.exit_text
+        if self.opts.stats or (at_exit and (self.leaks or any(not d.closed for d in recorder.devices))):
+            dc = self.device_clock
+            how = ("" if at_exit else f"; stopped by {'--timeout' if isinstance(stopped, RunTimeout) else 'Ctrl-C'}"
+                   f" (status {code}): what ran until then")
+            print(f"gpucosim: exit report ({self.opts.backend}, {self.dev.now()} cycles; {self.app_wall * 1e3:.1f} ms "
+                  f"in the app, {dc.seconds * 1e3:.1f} ms in {dc.calls} device calls{how})\n{self.exit_text}",
+                  file=sys.stderr, flush=True)
 
     def figures(self, code: int | None = None) -> dict:
         """What `--stats-json` writes. `app_s` is the wall time of the app's main();

@@ -143,3 +143,49 @@ def test_timeout_stops_an_app_that_swallows_the_stop(tmp_path, backend):
                      r"process ended\)$", r.stderr.splitlines()[-1]), r.stderr
     assert any(e["ph"] == "X" for e in json.loads(trace.read_text())["traceEvents"])
     assert json.loads(stats.read_text())["exit_code"] == 124
+
+
+def _report(stderr: str) -> tuple[str, str]:
+    """The exit report's header line and its body, from a run's stderr."""
+    lines = stderr.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("gpucosim: exit report ("))
+    body = []
+    for line in lines[at + 1:]:
+        if not line.startswith("  "):
+            break
+        body.append(line)
+    return lines[at], "\n".join(body)
+
+
+@pytest.mark.parametrize("how", ["timeout", "group"])
+def test_stats_prints_the_exit_report_of_a_stopped_run(tmp_path, how):
+    """`--stats` printed no exit report for a run that --timeout or ^C stopped: it prints what
+    the run has, says it was stopped, and counts the buffers the app still held as allocated,
+    not leaked (it never reached its cleanup). The timeline carries the same report."""
+    app = tmp_path / "spin.py"
+    app.write_text(SPIN)
+    trace = tmp_path / "t.json"
+    if how == "timeout":
+        r = gpucosim("run", str(app), "--sim", "model", "--timeout", "1", "--stats", "--trace", str(trace))
+        code, err = r.returncode, r.stderr
+        said = "stopped by --timeout (status 124)"
+    else:
+        p = subprocess.Popen([sys.executable, "-m", "gpucosim", "run", str(app), "--sim", "model", "--stats",
+                              "--trace", str(trace)], cwd=ROOT, env=dict(os.environ, GPUCOSIM_PROGRESS="0"),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        try:
+            assert p.stdout.readline().strip() == "running"
+            os.killpg(p.pid, signal.SIGINT)
+            _, err = p.communicate(timeout=60)
+        finally:
+            p.kill()
+        code, said = p.returncode, "stopped by Ctrl-C (status 130)"
+    assert code == (124 if how == "timeout" else 130), err
+    assert "Traceback" not in err, err
+    head, body = _report(err)
+    assert re.fullmatch(rf"gpucosim: exit report \(model, \d+ cycles; [\d.]+ ms in the app, [\d.]+ ms in \d+ device "
+                        rf"calls; {re.escape(said)}: what ran until then\)", head), head
+    assert "LEAK" not in body and "queue fd 3 ctx 1: 1 API calls, 1 flushes" in body, body
+    assert "ioctls: " in body and "CS 1" in body, body
+    assert json.loads(trace.read_text())["otherData"]["exit_report"] == body
