@@ -189,3 +189,41 @@ def test_stats_prints_the_exit_report_of_a_stopped_run(tmp_path, how):
     assert "LEAK" not in body and "queue fd 3 ctx 1: 1 API calls, 1 flushes" in body, body
     assert "ioctls: " in body and "CS 1" in body, body
     assert json.loads(trace.read_text())["otherData"]["exit_report"] == body
+
+
+def test_timeout_inside_a_flush_keeps_the_submission(tmp_path):
+    """A flush holds ^C from its CS ioctl to the end of its bookkeeping (umd/signals.py), but
+    not --timeout's stop (SIGALRM): one that came in between was raised there, and the
+    submission was lost: the exit report had the CS ioctl and no flush. The flush now holds
+    both. The app's CS returns slowly here, so that the timeout comes in that window."""
+    app = tmp_path / "slow_cs.py"
+    app.write_text("import time\nimport umd\n\n"
+                   "def main():\n"
+                   "    gpu = umd.open()\n"
+                   "    q = gpu.queue()\n"
+                   "    cs = type(q.ws).cs_submit\n"
+                   "    def slow(ws, ctx, chunks):\n"
+                   "        seq = cs(ws, ctx, chunks)\n"
+                   "        time.sleep(2)  # (the CS is in; the flush records it after this)\n"
+                   "        return seq\n"
+                   "    type(q.ws).cs_submit = slow\n"
+                   "    q.write(gpu.alloc(64), 0, 7)\n"
+                   "    q.flush()\n"
+                   "    print('not reached')\n")
+    trace, stats = tmp_path / "t.json", tmp_path / "s.json"
+    r = gpucosim("run", str(app), "--sim", "model", "--timeout", "0.5", "--stats", "--trace", str(trace),
+                 "--stats-json", str(stats))
+    assert r.returncode == 124 and "not reached" not in r.stdout, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    head, body = _report(r.stderr)
+    assert "stopped by --timeout (status 124)" in head
+    assert "queue fd 3 ctx 1: 1 API calls, 1 flushes," in body, body  # (0 flushes: lost)
+    assert re.search(r"\bCS 1\b", body), body
+    total = int(re.search(r"ioctls: (\d+) \(", body).group(1))
+    assert json.loads(stats.read_text())["ioctls"] == total
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert sum(e["name"] == "CS" and e["ph"] == "X" for e in events) == 1
+    flush = [e for e in events if e["name"] == "Queue.flush"]
+    assert len(flush) == 1 and flush[0]["args"]["raised"].startswith("RunTimeout"), flush
+    assert r.stderr.splitlines()[-1].endswith("did not finish within 0.5 s (at cycle "
+                                              + re.search(r"at cycle (\d+)", r.stderr).group(1) + "): stopped")
