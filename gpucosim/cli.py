@@ -160,12 +160,15 @@ def build_parser() -> Parser:
                                    "prefixes, # comments), a binary file of little-endian dwords, a crash "
                                    "report's dumps, or the ring and IB dumps in a `run --trace` file.",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                       epilog="examples:\n  gpucosim disasm build/crash/crash-app-model-1234-1.txt\n"
+                       epilog="examples:\n  gpucosim disasm build/crash/crash-gpu_error-model-1234-1.txt\n"
+                              "  gpucosim disasm build/crash/crash-gpu_error-*.txt   # every report of that app\n"
                               "  gpucosim disasm build/demo.json --only ring\n"
                               "  gpucosim disasm -x c0033700 500 2000000 0 12345678\n"
                               "  gpucosim disasm ib.bin --base 0x2000000\n"
                               "  gpucosim disasm --sdma -x 00000001 fff 0 100000 0 200000 0")
-    d.add_argument("file", nargs="?", metavar="FILE", help="the dump (- for stdin)")
+    d.add_argument("files", nargs="*", metavar="FILE",
+                   help="the dump (- for stdin); several are listed one after another, each under "
+                        "a `==> FILE <==` line (a glob: `build/crash/crash-gpu_error-*.txt`)")
     d.add_argument("-x", "--dwords", nargs="+", metavar="HEX", help="dwords on the command line instead of FILE")
     d.add_argument("--base", default="0", metavar="ADDR", help="byte address of the first dword (default 0)")
     d.add_argument("--only", metavar="TEXT", help="only the dumps whose name contains TEXT")
@@ -348,37 +351,55 @@ def cmd_disasm(p, args) -> int:
         p.error(f"--base {args.base} does not fit in 64 bits")
     if args.max_data < 1:
         p.error(f"--max-data must be at least 1, not {args.max_data}")
-    if args.dwords and args.file:
+    if args.dwords and args.files:
         p.error("give FILE or --dwords, not both")
-    try:
-        if args.dwords:
-            dumps = parse_text(" ".join(args.dwords), "--dwords", base)
-        elif args.file is None:
-            p.error("nothing to disassemble: give FILE, - for stdin, or --dwords HEX...")
-        elif args.file == "-":
-            dumps = parse(sys.stdin.buffer.read(), "stdin", base)
-        else:
-            try:
-                data = Path(args.file).read_bytes()
-            except OSError as e:
-                p.error(f"cannot read {args.file}: {e.strerror}")
-            dumps = parse(data, args.file, base)
-    except DumpError as e:
-        p.error(str(e))
-    if args.only:
-        dumps = [d for d in dumps if args.only in d.name]
-        if not dumps:
-            p.error(f"no dump named like {args.only!r}")
-    for i, d in enumerate(dumps):
-        if len(dumps) > 1 or d.name not in ("dump", "--dwords", "stdin", args.file):
-            if i:
-                print()
-            print(d.name if "dwords" in d.name else f"{d.name} ({len(d.dwords)} dwords)" if "0x" in d.name
-                  else f"{d.name} ({len(d.dwords)} dwords at {d.base:#x})")
-        # the copy engine's ring and IBs hold SDMA packets, not PM4 (spec/sdma/codec.py)
-        codec = sdma if args.sdma or "sdma" in d.name.lower() else pm4
-        print(codec.listing(d.dwords, d.base, verbose=args.verbose, max_data=args.max_data))
+    if not args.dwords and not args.files:
+        p.error("nothing to disassemble: give FILE, - for stdin, or --dwords HEX...")
+    if args.files.count("-") > 1:
+        p.error("- (stdin) can be read once")
+    sources: list[tuple[str, list]] = []  # (FILE, its dumps), every one read before any is listed
+    for name in args.files or ["--dwords"]:
+        try:
+            if args.dwords:
+                dumps = parse_text(" ".join(args.dwords), "--dwords", base)
+            elif name == "-":
+                dumps = parse(sys.stdin.buffer.read(), "stdin", base)
+            else:
+                dumps = parse(_read_input(p, name), name, base)
+        except DumpError as e:
+            p.error(str(e))
+        if args.only:
+            dumps = [d for d in dumps if args.only in d.name]
+        sources.append((name, dumps))
+    if args.only and not any(dumps for _, dumps in sources):
+        p.error(f"no dump named like {args.only!r}")
+    for k, (name, dumps) in enumerate(sources):
+        if len(sources) > 1:  # (as head(1) heads several files)
+            print(f"{chr(10) if k else ''}==> {name} <==")
+        for i, d in enumerate(dumps):
+            if len(dumps) > 1 or d.name not in ("dump", "--dwords", "stdin", name):
+                if i:
+                    print()
+                print(d.name if "dwords" in d.name else f"{d.name} ({len(d.dwords)} dwords)" if "0x" in d.name
+                      else f"{d.name} ({len(d.dwords)} dwords at {d.base:#x})")
+            # the copy engine's ring and IBs hold SDMA packets, not PM4 (spec/sdma/codec.py)
+            codec = sdma if args.sdma or "sdma" in d.name.lower() else pm4
+            print(codec.listing(d.dwords, d.base, verbose=args.verbose, max_data=args.max_data))
     return 0
+
+
+def _read_input(p: argparse.ArgumentParser, name: str) -> bytes:
+    """The bytes of an input FILE; a usage error naming what is wrong. A pattern the shell
+    passed on because nothing matched it (`build/crash/*.txt` before any crash) says so."""
+    try:
+        return Path(name).read_bytes()
+    except FileNotFoundError:
+        if any(c in name for c in "*?["):
+            p.error(f"cannot read {name}: no file matches that pattern (the shell passes a pattern that "
+                    "matches nothing on as it is)")
+        p.error(f"cannot read {name}: No such file or directory")
+    except OSError as e:
+        p.error(f"cannot read {name}: {e.strerror}")
 
 
 def cmd_regs(p, args) -> int:

@@ -292,3 +292,23 @@ def test_plot_refuses_a_window_that_is_no_finite_cycle(capsys, tmp_path, window)
     assert usage_error(capsys, "plot", str(trace), "-o", str(tmp_path / "x.png"), *window) == \
         f"gpucosim plot: error: argument {opt}: {value!r} is not a cycle: give a finite number"
     assert not (tmp_path / "x.png").exists()
+
+
+def test_disasm_lists_several_files_and_names_an_unmatched_pattern(capsys, tmp_path):
+    """README's `gpucosim disasm build/crash/crash-gpu_error-*.txt` pastes: a pattern that
+    matches several reports lists each under its name (FILE took one: "unrecognized
+    arguments"), and one that matches none, which the shell passes on as it is, says so."""
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("c0033700 500 2000000 0 12345678\n")
+    b.write_text("ffff1000\n")
+    assert cli.main(["disasm", str(a), str(b)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"==> {a} <==" and "WRITE_DATA" in out[1] and out[2:4] == ["", f"==> {b} <=="], out
+    assert "NOP" in out[4] and len(out) == 5, out
+    pattern = str(tmp_path / "crash-*.txt")
+    assert usage_error(capsys, "disasm", pattern) == (
+        f"gpucosim disasm: error: cannot read {pattern}: no file matches that pattern (the shell passes a "
+        "pattern that matches nothing on as it is)")
+    assert usage_error(capsys, "disasm", "-", "-") == "gpucosim disasm: error: - (stdin) can be read once"
+    assert usage_error(capsys, "disasm", str(a), str(b), "--only", "ring") == \
+        "gpucosim disasm: error: no dump named like 'ring'"
