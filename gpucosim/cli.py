@@ -2,7 +2,7 @@
 
     gpucosim run APP.py [--sim verilator|icarus|model] [--trace FILE] [--waves] [--log SPEC]
     gpucosim sim                       the demo on Verilator (make sim)
-    gpucosim bench                     the benchmarks (make bench)
+    gpucosim bench [--help]            the benchmarks (make bench)
     gpucosim disasm FILE [--sdma]      a dword dump, crash report or trace -> PM4 (or SDMA) listing
     gpucosim regs [REG [VALUE]]        the register map; one register; a value decoded
     gpucosim plot TRACE -o PNG         a timeline drawn as a picture
@@ -19,7 +19,6 @@ import dataclasses
 import math
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -150,10 +149,8 @@ def build_parser() -> Parser:
                                    "CP -> fence -> interrupt. Same options as `run`.")
     _add_run_options(s)
 
-    b = sub.add_parser("bench", help="the benchmarks, as `make bench` runs them (python -m testbench.bench)",
-                       description="Run the benchmarks (python -m testbench.bench); every argument is "
-                                   "passed on to it.", add_help=True)
-    b.add_argument("bench_args", nargs="*", metavar="ARGS", help="arguments for testbench.bench")
+    # (every argument, --help too, is the benchmarks' own: cmd_bench)
+    sub.add_parser("bench", help="the benchmarks, as `make bench` runs them", add_help=False)
 
     d = sub.add_parser("disasm", help="list PM4 (or SDMA) packets from a dword dump, crash report or trace",
                        description="Disassemble PM4 dwords: a text dump (hex words, optional `ADDR:` "
@@ -333,7 +330,11 @@ def cmd_bench(p, args) -> int:
     if not found:
         print("gpucosim bench: error: the benchmarks (testbench/bench/) are not there yet", file=sys.stderr)
         return 2
-    return subprocess.call([sys.executable, "-m", "testbench.bench", *args.bench_args])
+    from testbench.bench import main as bench_main
+
+    # (in this process, under this name: its usage errors and --help say `gpucosim bench`,
+    # not the `python -m testbench.bench` it was started as)
+    return bench_main(args.bench_args, prog=p.prog)
 
 
 def cmd_disasm(p, args) -> int:
@@ -532,7 +533,7 @@ def _main(argv: list[str] | None = None) -> int:
         i = argv.index("--")
         argv, app_args = argv[:i], argv[i + 1:]
     ap = build_parser()
-    if argv[:1] == ["bench"] and argv[1:2] not in (["-h"], ["--help"]):
+    if argv[:1] == ["bench"]:
         args = argparse.Namespace(command="bench", bench_args=argv[1:])  # all of it is the bench's
     elif argv[:1] == ["run"]:
         # what gpucosim does not know, after APP, belongs to the app, before what follows `--`;

@@ -221,8 +221,9 @@ def async_flush_cpu(submits: int = 300) -> dict:
 
 
 @pipe_safe
-def main(argv: list[str] | None = None) -> int:
-    ap = OneLineParser(prog="python -m testbench.bench", description=" ".join(__doc__.split("\n\n")[0].split()))
+def main(argv: list[str] | None = None, prog: str = "python -m testbench.bench") -> int:
+    """`prog`: the command the user typed, which usage errors and --help name (`gpucosim bench`)."""
+    ap = OneLineParser(prog=prog, description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--data-width", type=int, default=64, choices=(32, 64, 128, 256))
     ap.add_argument("-o", "--output", default=str(sim.BUILD / "bench.json"))
     ap.add_argument("--speed-sims", default="verilator", metavar="SIMS",

@@ -54,6 +54,21 @@ def test_an_argument_no_subcommand_knows_is_named_by_its_subcommand(capsys, argv
     assert usage_error(capsys, *argv) == f"gpucosim {argv[0]}: error: unrecognized arguments: {' '.join(extra)}"
 
 
+@pytest.mark.parametrize("sub", SUBCOMMANDS)
+def test_every_subcommands_usage_error_and_help_name_gpucosim(sub):
+    """`gpucosim bench --frob` said `python -m testbench.bench: error: ...` (the bench's own
+    parser, in the process gpucosim started), and its --help showed gpucosim's `ARGS` only,
+    none of the bench's options. Each subcommand's error and usage name `gpucosim SUB`."""
+    r = gpucosim(sub, "--frob", "1")
+    assert r.returncode == 2 and not r.stdout, (r.stdout, r.stderr)
+    assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith(f"gpucosim {sub}: error: "), r.stderr
+    h = gpucosim(sub, "--help")
+    assert h.returncode == 0 and h.stdout.startswith(f"usage: gpucosim {sub} "), h.stdout[:200]
+    assert "python -m" not in h.stdout.split("\n\n")[0] and not h.stderr, h.stdout[:500]
+    if sub == "bench":
+        assert "--speed-sims" in h.stdout  # (the benchmarks' own options)
+
+
 def test_help_examples_decode_to_valid_values():
     """The examples in `regs --help` run, and those that decode a value (at least one: a
     help without them, or with them misspelt, is not a pass) decode it into fields every

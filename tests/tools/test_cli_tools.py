@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
 
 import pytest
 
@@ -209,11 +208,13 @@ def test_disasm_names_a_crash_report_cut_inside_its_last_dump(capsys, tmp_path, 
 # ------------------------------------------------------------------------------ bench, plot
 
 def test_bench_calls_testbench_bench(monkeypatch):
+    import testbench.bench
+
     calls = []
-    monkeypatch.setattr(cli.subprocess, "call", lambda cmd: calls.append(cmd) or 0)
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(testbench.bench, "main", lambda argv, prog: calls.append((argv, prog)) or 0)
     assert cli.main(["bench", "--quick", "x"]) == 0
-    assert calls == [[sys.executable, "-m", "testbench.bench", "--quick", "x"]]
+    assert cli.main(["bench", "--help"]) == 0
+    assert calls == [(["--quick", "x"], "gpucosim bench"), (["--help"], "gpucosim bench")]
 
 
 def test_bench_without_the_benchmarks(monkeypatch, capsys):
