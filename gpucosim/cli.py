@@ -7,7 +7,8 @@
     gpucosim regs [REG [VALUE]]        the register map; one register; a value decoded
     gpucosim plot TRACE -o PNG         a timeline drawn as a picture
 
-Every subcommand has --help. Exit codes: the app's own for `run`/`sim`, 124 when
+Numbers (addresses, sizes, counts, cycles, register values) are decimal or 0x hex on every
+option (testbench.argtypes.parse_int). Every subcommand has --help. Exit codes: the app's own for `run`/`sim`, 124 when
 `--timeout` stopped it, 130 on Ctrl-C, 2 for a usage error (the message says what was
 wrong), 1 for a failure.
 """
@@ -22,10 +23,11 @@ import re
 import sys
 from pathlib import Path
 
-from testbench.argtypes import OneLineParser
+from testbench.argtypes import OneLineParser, integer_in, parse_int
 from testbench.pipes import pipe_safe
 
 from . import __version__
+from .trace.plot import MAX_CYCLE
 
 BACKENDS = ("verilator", "icarus", "model")
 DEMO = "examples.demo"
@@ -66,16 +68,10 @@ def _backend(text: str) -> str:
     return text
 
 
-def _cycle(text: str) -> float:
-    """A cycle of plot's window: nan and inf parse as floats, and matplotlib raised its
-    "Axis limits cannot be NaN or Inf" as a traceback."""
-    try:
-        v = float(text)
-    except ValueError:
-        v = math.nan
-    if not math.isfinite(v):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a cycle: give a finite number")
-    return v
+# plot's window, in cycles: an integer as every numeric option takes (it was a float: nan and
+# inf were matplotlib's "Axis limits cannot be NaN or Inf" as a traceback, 1e308 numpy's
+# overflow warning), within what a picture can show
+_cycle = integer_in(0, MAX_CYCLE)
 
 
 MAX_TIMEOUT = 1_000_000  # seconds (11.6 days); the interval timer overflowed at 1e10 (a traceback)
@@ -93,9 +89,13 @@ def _timeout(text: str) -> float:
 
 
 def _data_width(text: str) -> int:
-    if text not in ("32", "64", "128", "256"):
+    try:
+        v = parse_int(text)
+    except ValueError:
+        v = None
+    if v not in (32, 64, 128, 256):
         raise argparse.ArgumentTypeError(f"{text!r} is not a bus width: choose 32, 64, 128 or 256")
-    return int(text)
+    return v
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
@@ -130,7 +130,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
 def build_parser() -> Parser:
     ap = Parser(prog="gpucosim", description="Run apps on the simulated GPU and read what they leave behind.",
                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                epilog="Run `gpucosim SUBCOMMAND --help` for the options of each.")
+                epilog="Run `gpucosim SUBCOMMAND --help` for the options of each.\nNumbers (addresses, sizes, "
+                       "cycles, register values) are decimal or 0x hex everywhere.")
     ap.add_argument("--version", action="version", version=f"gpucosim {__version__}")
     sub = ap.add_subparsers(dest="command", metavar="SUBCOMMAND", parser_class=Parser)
     sub.required = True
@@ -167,12 +168,14 @@ def build_parser() -> Parser:
                    help="the dump (- for stdin); several are listed one after another, each under "
                         "a `==> FILE <==` line (a glob: `build/crash/crash-gpu_error-*.txt`)")
     d.add_argument("-x", "--dwords", nargs="+", metavar="HEX", help="dwords on the command line instead of FILE")
-    d.add_argument("--base", default="0", metavar="ADDR", help="byte address of the first dword (default 0)")
+    d.add_argument("--base", type=integer_in(0, (1 << 64) - 4, multiple=4, bits=64), default=0, metavar="ADDR",
+                   help="byte address of the first dword (default 0)")
     d.add_argument("--only", metavar="TEXT", help="only the dumps whose name contains TEXT")
     d.add_argument("--sdma", action="store_true",
                    help="the dwords are SDMA packets (the copy engine's); dumps named like *sdma* are anyway")
     d.add_argument("-v", "--verbose", action="store_true", help="show every field, zeros included")
-    d.add_argument("--max-data", type=int, default=8, metavar="N", help="data dwords shown per packet (default 8)")
+    d.add_argument("--max-data", type=integer_in(1, 1 << 16), default=8, metavar="N",
+                   help="data dwords shown per packet (default 8)")
 
     r = sub.add_parser("regs", help="print the register map, one register, or decode a value",
                        description="Without arguments: every register (offset, reset value, fields). "
@@ -181,7 +184,7 @@ def build_parser() -> Parser:
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog="examples:\n  gpucosim regs\n  gpucosim regs status\n  gpucosim regs CP_ERROR 0x7b0101")
     r.add_argument("register", nargs="?", metavar="REGISTER")
-    r.add_argument("value", nargs="?", metavar="VALUE")
+    r.add_argument("value", nargs="?", type=integer_in(0, 0xFFFF_FFFF, bits=32), metavar="VALUE")
 
     pl = sub.add_parser("plot", help="draw a timeline (a `run --trace` file) as a PNG",
                         description="Draw a `gpucosim run --trace` timeline as a picture: one row per "
@@ -218,9 +221,9 @@ def _kmd_params(p: argparse.ArgumentParser, items: list[str]) -> dict:
             elif isinstance(default, float):
                 value = float(text)
             else:
-                value = int(text, 0)
+                value = parse_int(text)
         except ValueError:
-            kind = {bool: "boolean (1/0, true/false)", float: "number", int: "integer"}[type(default)]
+            kind = {bool: "boolean (1/0, true/false)", float: "number", int: "integer (decimal or 0x hex)"}[type(default)]
             p.error(f"--kmd {key}: {text!r} is not a{'n' if kind[0] == 'i' else ''} {kind}")
         out[key] = value
     try:
@@ -340,18 +343,9 @@ def cmd_bench(p, args) -> int:
 def cmd_disasm(p, args) -> int:
     from spec import pm4, sdma
 
-    from .dump import ADDR_END, DumpError, parse, parse_text
+    from .dump import DumpError, parse, parse_text
 
-    try:
-        base = int(args.base, 0)
-    except ValueError:
-        p.error(f"--base must be a number (0x... or decimal), not {args.base!r}")
-    if base < 0 or base & 3:
-        p.error(f"--base must be a non-negative multiple of 4, not {args.base}")
-    if base >= ADDR_END:
-        p.error(f"--base {args.base} does not fit in 64 bits")
-    if args.max_data < 1:
-        p.error(f"--max-data must be at least 1, not {args.max_data}")
+    base = args.base
     if args.dwords and args.files:
         p.error("give FILE or --dwords, not both")
     if not args.dwords and not args.files:
@@ -416,13 +410,7 @@ def cmd_regs(p, args) -> int:
     if args.value is None:
         print(regmap.describe(reg))
         return 0
-    try:
-        value = int(args.value, 0)
-    except ValueError:
-        p.error(f"VALUE must be a number (0x... or decimal), not {args.value!r}")
-    if not 0 <= value <= 0xFFFF_FFFF:
-        p.error(f"VALUE {args.value} does not fit in 32 bits")
-    print(regmap.decode(reg, value, index))
+    print(regmap.decode(reg, args.value, index))
     return 0
 
 
@@ -433,7 +421,7 @@ def cmd_plot(p, args) -> int:
         p.error(f"-o {problem}")
     _writable_file(p, "-o", Path(args.output))
     if args.start is not None and args.end is not None and args.end <= args.start:
-        p.error(f"--to {args.end:g} is not after --from {args.start:g}")
+        p.error(f"--to {args.end} is not after --from {args.start}")
     try:
         out = plot(args.trace, args.output, start=args.start, end=args.end, title=args.title)
     except PlotError as e:

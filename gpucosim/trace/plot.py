@@ -18,6 +18,12 @@ class PlotError(ValueError):
     pass
 
 
+# The cycles a picture can show, --from/--to and the trace's events alike: 2**48 cycles are 32
+# days at 100 MHz, and well inside a double's exact integers (a window or an event out at 1e308
+# was numpy's overflow warning, or matplotlib's "Axis limits cannot be NaN or Inf" traceback).
+MAX_CYCLE = 1 << 48
+
+
 # What a picture may be written as. matplotlib picks the format from the suffix: with none it
 # writes PATH.png (so a tool naming PATH would name a file that is not there), and with one it
 # does not know it raises after the whole run. These three cover the screen, the web and print.
@@ -66,8 +72,18 @@ def _events(data, trace) -> tuple[dict[tuple[int, int], str], list[dict]]:
                 raise PlotError(f"{trace}: event {i} ({ph!r}) lacks a valid {', '.join(bad)}")
             if ph == "X" and e["dur"] < 0:
                 raise PlotError(f"{trace}: event {i} ('X') lasts {e['dur']} (a negative dur)")
+            end = (e["ts"] + e.get("dur", 0)) * 1000 / NS_PER_CYCLE
+            if e["ts"] < 0 or end > MAX_CYCLE:
+                raise PlotError(f"{trace}: event {i} ({ph!r}) lies outside cycles 0 to {MAX_CYCLE} "
+                                f"(ts {e['ts']:g} us" + (f", dur {e['dur']:g} us)" if ph == "X" else ")"))
             evs.append(e)
     return names, evs
+
+
+def _cycles(c: float) -> str:
+    """A cycle as the user gives one: whole cycles in full (`:g` showed 2**48 - 1 as
+    2.81475e+14, the same as 2**48), a fraction as it is."""
+    return str(int(c)) if c == int(c) else f"{c:g}"
 
 
 def _number(v) -> bool:
@@ -134,8 +150,8 @@ def plot(trace: str | Path, output: str | Path, *, start: float | None = None, e
     if not any(rows.values()):  # (a window past the run, or in ns or us instead of cycles)
         first = min(cyc(e) for e in evs)
         last = max(cyc(e) + e.get("dur", 0) / us_per_cycle for e in evs)
-        raise PlotError(f"{trace}: no events between cycles {lo:g} and {hi:g} (the run spans cycles "
-                        f"{first:g} to {last:g})")
+        raise PlotError(f"{trace}: no events between cycles {_cycles(lo)} and {_cycles(hi)} (the run spans "
+                        f"cycles {_cycles(first)} to {_cycles(last)})")
     depth_of = {k: max((d for *_, d in rows[k]), default=0) + 1 for k in tracks}
     total = sum(min(depth_of[k], 4) for k in tracks)
     fig, ax = plt.subplots(figsize=(width, 0.45 * total + 1.4))

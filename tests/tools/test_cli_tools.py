@@ -76,9 +76,9 @@ def test_regs_errors(capsys):
     assert usage_error(capsys, "regs", "PERF_PACKETS[9]") == \
         "gpucosim regs: error: PERF_PACKETS[9] is out of range: the array has 8 registers"
     assert usage_error(capsys, "regs", "STATUS", "lots") == \
-        "gpucosim regs: error: VALUE must be a number (0x... or decimal), not 'lots'"
+        "gpucosim regs: error: argument VALUE: must be an integer (decimal or 0x hex), not 'lots'"
     assert usage_error(capsys, "regs", "STATUS", "0x100000000") == \
-        "gpucosim regs: error: VALUE 0x100000000 does not fit in 32 bits"
+        "gpucosim regs: error: argument VALUE: must fit in 32 bits (at most 0xffffffff), not 0x100000000"
 
 
 @pytest.mark.parametrize("name", ["CP_ERROR[5]", "cp_error[0]"])
@@ -131,7 +131,7 @@ def test_disasm_errors(capsys, tmp_path):
     assert usage_error(capsys, "disasm", "-x", "123456789") == \
         "gpucosim disasm: error: --dwords:1: '123456789' does not fit in 32 bits"
     assert usage_error(capsys, "disasm", "-x", "0", "--base", "0x2") == \
-        "gpucosim disasm: error: --base must be a non-negative multiple of 4, not 0x2"
+        "gpucosim disasm: error: argument --base: must be a multiple of 4, not 0x2"
     assert usage_error(capsys, "disasm", str(bad), "-x", "0") == "gpucosim disasm: error: give FILE or --dwords, not both"
     empty = tmp_path / "empty.txt"
     empty.write_text("# nothing\n")
@@ -160,7 +160,7 @@ def test_disasm_refuses_addresses_past_64_bits(capsys, tmp_path):
     """A base or an address line past the 64-bit address space (a typo of one digit too many)
     was taken: the listing showed addresses no packet can name."""
     assert usage_error(capsys, "disasm", "-x", "0", "--base", "0x10000000000000000") == \
-        "gpucosim disasm: error: --base 0x10000000000000000 does not fit in 64 bits"
+        "gpucosim disasm: error: argument --base: must fit in 64 bits (at most 0xfffffffffffffffc), not 0x10000000000000000"
     assert usage_error(capsys, "disasm", "-x", "0", "0", "--base", "0xfffffffffffffffc") == \
         "gpucosim disasm: error: --dwords: 2 dwords from 0xfffffffffffffffc run past the 64-bit address space"
     text = tmp_path / "d.txt"
@@ -291,7 +291,7 @@ def test_plot_refuses_a_window_that_is_no_finite_cycle(capsys, tmp_path, window)
     trace.write_text('[{"ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1, "name": "a"}]')
     opt, value = window if len(window) == 2 else window[0].split("=")
     assert usage_error(capsys, "plot", str(trace), "-o", str(tmp_path / "x.png"), *window) == \
-        f"gpucosim plot: error: argument {opt}: {value!r} is not a cycle: give a finite number"
+        f"gpucosim plot: error: argument {opt}: must be an integer (decimal or 0x hex), not {value!r}"
     assert not (tmp_path / "x.png").exists()
 
 
