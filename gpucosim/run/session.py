@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import keyword
 import os
 import signal
 import sys
@@ -583,9 +584,20 @@ def find_app(target: str) -> None:
         if not Path(target).is_file():
             raise AppNotFound(f"no app at {target}")
         return
-    name = target.partition(":")[0]
+    name, colon, func = target.partition(":")
     if not name or "/" in name or os.sep in name or Path(name).is_file():
         raise AppNotFound(f"{target!r} is not an app: give APP.py, a module (examples.demo) or module:function")
+    # the target's form before any import (`examples.demo:` ran main(), `:1x` imported the
+    # module and then found no function named so)
+    if not all(part.isidentifier() for part in name.split(".")):
+        raise AppNotFound(f"{target!r} is not an app: {name!r} is not a module name (dotted Python names, "
+                          "as examples.demo)")
+    if colon and not func:
+        raise AppNotFound(f"{target!r} names no function after the colon: give module:function, or the module "
+                          "alone for its main()")
+    if colon and not (func.isidentifier() and not keyword.iskeyword(func)):
+        raise AppNotFound(f"{target!r} is not an app: {func!r} is not a function name (give module:function, "
+                          "one colon, a Python name after it)")
     try:
         found = importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):  # a parent package that is missing, or a name like "a..b"

@@ -318,6 +318,29 @@ def test_run_names_an_app_that_is_not_there(sim, target, says):
     assert "Traceback" not in r.stderr and "cocotb" not in r.stderr + r.stdout
 
 
+FUNC = "is not a function name (give module:function, one colon, a Python name after it)"
+
+
+@pytest.mark.parametrize("target, says", [
+    ("examples.demo:", "'examples.demo:' names no function after the colon: give module:function, or the module "
+                       "alone for its main()"),
+    (":main", "':main' is not an app: give APP.py, a module (examples.demo) or module:function"),
+    ("a::b", f"'a::b' is not an app: ':b' {FUNC}"),
+    ("examples.demo:1x", f"'examples.demo:1x' is not an app: '1x' {FUNC}"),
+    ("examples.demo:main:x", f"'examples.demo:main:x' is not an app: 'main:x' {FUNC}"),
+    ("examples.demo:class", f"'examples.demo:class' is not an app: 'class' {FUNC}"),
+    ("examples..demo", "'examples..demo' is not an app: 'examples..demo' is not a module name (dotted Python "
+                       "names, as examples.demo)"),
+])
+def test_run_refuses_a_malformed_target_before_importing_it(target, says):
+    """`examples.demo:` (nothing after the colon) ran main(); `examples.demo:1x` imported the
+    demo and then said it has no callable 1x(); `a::b` looked for a module `a`. The target's
+    form is checked first: one line, the app never imported (nothing on stdout)."""
+    r = gpucosim("run", target, "--sim", "model")
+    assert r.returncode == 2 and not r.stdout, (r.stdout, r.stderr)
+    assert r.stderr.splitlines() == [f"gpucosim run: error: {says}"]
+
+
 def test_run_shows_where_an_app_fails_to_import(tmp_path):
     """The app's own error while it is imported is its bug: the traceback says where."""
     app = tmp_path / "broken.py"
