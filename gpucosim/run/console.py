@@ -121,14 +121,17 @@ class Console:
     """`with Console(label, status=fn, echo=log_path): ...run...`
 
     status: returns the run's status dict (or None); echo: a log file to copy to stdout
-    as it grows (the simulator's), minus lines containing any of `noise`."""
+    as it grows (the simulator's), minus lines containing any of `noise`; echo_err: one to
+    copy to stderr the same way (the simulator's own stderr)."""
 
     def __init__(self, label: str, *, status: Callable[[], dict | None] | None = None,
-                 echo: Path | None = None, noise: tuple[str, ...] = (), delay: float = 1.0,
+                 echo: Path | None = None, echo_err: Path | None = None, noise: tuple[str, ...] = (),
+                 delay: float = 1.0,
                  out: TextIO | None = None, err: TextIO | None = None, guard_stdout: bool = False):
         self.label = label
         self.status = status or (lambda: None)
         self.echo = echo
+        self.echo_err = echo_err
         self.noise = noise
         self.delay = delay
         self.out = out or sys.stdout
@@ -143,13 +146,14 @@ class Console:
         self._saved = None
 
     def __enter__(self) -> "Console":
-        if self.echo is not None:
-            self.echo.unlink(missing_ok=True)
+        for path in (self.echo, self.echo_err):
+            if path is not None:
+                path.unlink(missing_ok=True)
         if self.guard_stdout:
             self._saved = (sys.stdout, sys.stderr)
             sys.stdout = _Guarded(sys.stdout, self)  # type: ignore[assignment]
             sys.stderr = _Guarded(sys.stderr, self)  # type: ignore[assignment]
-        if self.echo is not None or self.show:
+        if self.echo is not None or self.echo_err is not None or self.show:
             self.thread.start()
         return self
 
@@ -189,27 +193,35 @@ class Console:
         self.shown = True
 
     def _run(self) -> None:
-        f = None
+        files: dict[Path, TextIO] = {}
         tick = 0
         in_err = False
+
+        def new_lines(path: Path | None) -> list[str]:
+            if path is None:
+                return []
+            if path not in files and path.exists():
+                files[path] = open(path, errors="replace")
+            f = files.get(path)
+            lines = []
+            while f is not None:
+                line = f.readline()
+                if not line:
+                    break
+                if not any(n in line for n in self.noise):
+                    lines.append(line)
+            return lines
+
         try:
             while True:
                 stopping = self.stop.is_set()
-                lines = []
-                if self.echo is not None:
-                    if f is None and self.echo.exists():
-                        f = open(self.echo, errors="replace")
-                    if f is not None:
-                        while True:
-                            line = f.readline()
-                            if not line:
-                                break
-                            if not any(n in line for n in self.noise):
-                                lines.append(line)
+                lines, err_lines = new_lines(self.echo), new_lines(self.echo_err)
                 with self.lock:
-                    if lines:
+                    if lines or err_lines:
                         self._clear()
                         pieces, in_err = split_streams("".join(lines), in_err)
+                        if err_lines:
+                            pieces.append((True, "".join(err_lines)))
                         for to_err, piece in pieces:  # (each flushed: their order survives `2>&1`)
                             stream = self.err if to_err else self.out
                             stream.write(piece)
@@ -221,7 +233,7 @@ class Console:
                 tick += 1
                 self.stop.wait(0.05)
         finally:
-            if f is not None:
+            for f in files.values():
                 f.close()
 
 

@@ -240,10 +240,14 @@ def _run_rtl(opts: RunOptions) -> int:
         if opts.log:
             env["GPUCOSIM_LOG"] = opts.log
         log = sim.BUILD / "runs" / f"{opts.backend}-{design.name}" / f"app-{os.getpid()}" / "sim.log"
+        # the simulator's own stderr (Verilator's messages) apart from its log, and echoed to
+        # stderr: in the log it reached stdout, among the app's output
+        err_log = log.with_name("sim-stderr.log")
         with Console(f"{opts.backend}: {Path(app).stem}", status=file_status(status), echo=log,
-                     noise=SIM_NOISE):
+                     echo_err=err_log, noise=SIM_NOISE):
             res, stop = _supervised(opts, lambda: sim.run(design, opts.backend, "gpucosim.run.app_runner", tag="app",
-                                                          extra_env=env, waves=waves, plusargs=plusargs),
+                                                          extra_env=env, waves=waves, plusargs=plusargs,
+                                                          stderr_file=err_log),
                                     status, result)
         if waves and stop != "killed":
             _report_waves(opts)

@@ -414,15 +414,36 @@ def _parse_results(xml: Path, log: Path) -> Results:
     return Results(tests, failures, xml, log, passed)
 
 
+def _stderr_apart(runner, path: Path) -> None:
+    """Have `runner` start the simulator with its stderr in `path`: cocotb's runner
+    (`_execute_cmds`, cocotb 2.1) gives it the log, the stdout's file, as stderr too."""
+    import subprocess
+
+    def execute(cmds, cwd, stdout=None) -> None:
+        with open(path, "w") as err:
+            for cmd in cmds:
+                result = subprocess.run(cmd, cwd=cwd, env=runner.env, check=False, stdout=stdout,
+                                        stderr=err if stdout is not None else None)
+                if result.returncode != 0:
+                    raise RuntimeError(f"Command failed with return code: {result.returncode}")
+
+    if not hasattr(runner, "_execute_cmds"):
+        raise RuntimeError("cocotb's runner no longer has _execute_cmds: testbench/sim/__init__.py cannot keep "
+                           "the simulator's stderr apart (cocotb upgraded?)")
+    runner._execute_cmds = execute
+
+
 def run(design: Design, sim: str, test_module: str, testcase: str | Sequence[str] | None = None,
         extra_env: Mapping[str, str] | None = None, plusargs: Sequence[str] = (),
         seed: int | None = None, waves: bool = False, tag: str = "run",
-        console: bool = False, clock: str | None = None) -> Results:
+        console: bool = False, clock: str | None = None, stderr_file: Path | None = None) -> Results:
     """Run cocotb test(s) from `test_module` on a cached build; never raises on test failure.
 
     The simulator's output goes to a log file in the run folder, or with `console` to
-    this process's stdout (for demos, whose output is the point). `clock` overrides
-    $GPUCOSIM_CLOCK as for `build`.
+    this process's stdout (for demos, whose output is the point); with `stderr_file`, what
+    the simulator writes to its stderr (file descriptor 2: Verilator's own messages, a C
+    library's) goes there instead of into the log. `clock` overrides $GPUCOSIM_CLOCK as for
+    `build`.
     """
     clock = design.clock(clock)
     build_dir = build(design, sim, waves=waves, clock=clock)
@@ -451,6 +472,8 @@ def run(design: Design, sim: str, test_module: str, testcase: str | Sequence[str
         # hypothesis's...) for the config it builds was another 40 ms of CPU per start
         env.setdefault("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     env.update(extra_env or {})
+    if stderr_file is not None and not console:
+        _stderr_apart(runner, Path(stderr_file))
     saved = os.environ.pop("PYTEST_CURRENT_TEST", None)  # we parse results ourselves
     try:
         runner.test(

@@ -128,6 +128,22 @@ def test_the_apps_traceback_and_gpucosims_errors_go_to_stderr(tmp_path, backend)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_what_the_simulators_process_writes_to_its_stderr_goes_to_stderr(tmp_path, backend):
+    """File descriptor 2 of the simulator's process (Verilator's own messages; here the app
+    writes to it, as a C library would) was its log's, and the log is echoed to stdout: it
+    reached the app's stdout, which must stay clean for a pipe. The simulator's stderr is a
+    file apart now, echoed to stderr; on the model fd 2 is gpucosim's stderr anyway."""
+    _need(backend)
+    app = tmp_path / "fd2.py"
+    app.write_text("import os\n\ndef main():\n    print('to stdout', flush=True)\n"
+                   "    os.write(2, b'%Warning: to fd 2\\n')\n")
+    r = gpucosim("run", str(app), "--sim", backend, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert r.stdout.splitlines() == ["to stdout"], r.stdout
+    assert "%Warning: to fd 2" in r.stderr.splitlines(), r.stderr
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_timeout_stops_an_app_that_swallows_the_stop(tmp_path, backend):
     """An app whose loop catches BaseException caught the stop and spun on (on the model,
     for ever): the stop is raised again until the run has seen it."""
