@@ -24,7 +24,7 @@ if os.environ.get(STREAMS_ENV) == "1":
     sys.stderr = MarkedStderr(sys.stdout, sys.stderr)  # type: ignore[assignment]
 
 from gpucosim.run.session import (RunOptions, RunTimeout, Session, app_failed, apply_app_log,  # noqa: E402
-                                  exit_code, load_main, report_load_error, stop_on_signals, stopped_code,
+                                  disarm_stops, exit_code, load_main, report_load_error, stop_on_signals, stopped_code,
                                   timeout_message)
 from kmd_model.log import get_logger  # noqa: E402
 from testbench.sim import bridge  # noqa: E402
@@ -60,19 +60,30 @@ async def app(dut):
     # --timeout and Ctrl-C end the app, not the simulator: raised in the app's code (at its
     # next resumption when the simulator is busy), so that the timeline, the figures and the
     # exit report are written as when it ends by itself (the launcher waits for them)
-    disarm = stop_on_signals(opts.timeout, bridge.interrupt, sigint=True, result=_result)
     sessions: list[Session] = []
     stopped: BaseException | None = None
+    code = 1
     try:
+        bridge.direct = True  # (a stop that comes as the clock starts is raised right here)
+        try:
+            stop_on_signals(opts.timeout, bridge.interrupt, sigint=True, result=_result)
+        finally:
+            bridge.direct = False
         code = await _app(dut, opts, sessions)
     except (KeyboardInterrupt, RunTimeout) as e:
         stopped = e
     finally:
-        disarm()
+        disarm_stops()
     # (a stop that came as the app ended, never raised in it: the run is stopped all the same)
     stopped = stopped or bridge.take_pending()
     if stopped is not None:
         code = stopped_code(stopped)
+        # stopped before the app's run began (as it was imported): the figures and an empty
+        # timeline all the same, as when it stops later
+        session = sessions[0] if sessions else Session(opts)
+        if opts.stats_json and not session.figures_written:
+            session.write_figures(opts.stats_json, code)
+        session.finish()
     if isinstance(stopped, RunTimeout):
         print(timeout_message(opts, sessions[0].cycles if sessions else 0), file=sys.stderr, flush=True)
     _result(code)

@@ -25,7 +25,8 @@ from typing import Any, Callable
 from .console import Console, file_status
 from .console import enabled as console_enabled
 from .session import (INTERRUPT_EXIT, TIMEOUT_EXIT, AppNotFound, RunOptions, RunTimeout, Session, app_failed, apply_app_log,
-                      default_build_dir, find_app, load_main, report_load_error, stop_on_signals, timeout_message)
+                      default_build_dir, disarm_stops, find_app, load_main, report_load_error, stop_on_signals,
+                      timeout_message)
 
 BACKENDS = ("verilator", "icarus", "model")
 # Lines of the simulator's log that are not the app's
@@ -109,9 +110,9 @@ def _run_model(opts: RunOptions) -> int:
     before = set(threading.enumerate())  # (the app's threads: from its import on)
     # --timeout counts from the app's import on (an app may spin there too); Ctrl-C is
     # Python's own KeyboardInterrupt here
-    disarm = stop_on_signals(opts.timeout, _raise)
     session, timed_out = None, False
     try:
+        stop_on_signals(opts.timeout, _raise)
         main = _load(opts.app)
         if main is None:
             return 2
@@ -136,9 +137,15 @@ def _run_model(opts: RunOptions) -> int:
     except RunTimeout:
         timed_out = True
     finally:
-        disarm()  # (not while the timeline is written)
+        disarm_stops()  # (not while the timeline is written)
+        if session is None and timed_out:  # (stopped as the app was imported: an empty timeline, still)
+            session = Session(opts)
         if session is not None:
             session.finish()  # (the timeline of what ran, a Ctrl-C's run too, as on the RTL)
+    if timed_out and opts.stats_json and not (session and session.figures_written):
+        # (stopped before the app's run began, as it was imported or the model built: the
+        # figures all the same, as the timeline is)
+        (session or Session(opts)).write_figures(opts.stats_json, TIMEOUT_EXIT)
     if timed_out:  # (last, after the timeline's line, as "gpucosim: interrupted" is)
         print(timeout_message(opts, session.cycles if session else 0), file=sys.stderr, flush=True)
         return TIMEOUT_EXIT

@@ -162,23 +162,36 @@ def stop_on_signals(timeout: float | None, throw: Callable[[BaseException], None
 
     _seen = seen
     old = signal.signal(signal.SIGALRM, lambda _, frame: fire(held.pop() if held else None, frame))
-    if timeout:
-        signal.setitimer(signal.ITIMER_REAL, timeout)
+
+    def disarm() -> None:
+        global _seen, _disarm
+        seen()
+        _seen = _disarm = None
+        signal.signal(signal.SIGALRM, old)
+        if sigint:  # (the launcher kills the simulator on a second ^C)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    global _disarm
+    _disarm = disarm  # (before the clock starts: a stop may come before this returns)
     if sigint:
         signal.signal(signal.SIGINT, lambda _, frame: fire(KeyboardInterrupt(), frame))
         # (a system call the simulator's C++ makes goes on, not EINTR, when a signal arrives)
         signal.siginterrupt(signal.SIGINT, False)
         signal.siginterrupt(signal.SIGALRM, False)
-
-    def disarm() -> None:
-        global _seen
-        seen()
-        _seen = None
-        signal.signal(signal.SIGALRM, old)
-        if sigint:  # (the launcher kills the simulator on a second ^C)
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-
+    if timeout:
+        signal.setitimer(signal.ITIMER_REAL, timeout)
     return disarm
+
+
+_disarm: Callable[[], None] | None = None  # what stop_on_signals armed last
+
+
+def disarm_stops() -> None:
+    """Undo stop_on_signals, whether or not it returned: a --timeout shorter than its own
+    setup (1e-6 s) raised the stop inside it, before the caller had its `disarm` (a
+    traceback, and the clock left to fire again during the run's outputs)."""
+    if _disarm is not None:
+        _disarm()
 
 
 ENV = "GPUCOSIM_RUN"
@@ -315,6 +328,8 @@ class Session:
         self.leaks = 0
         self.app_wall: float | None = None  # seconds in the app's main(), for speed comparisons
         self.t_app = 0.0  # when main() started (perf_counter)
+        self.figures_written = False
+        self.finished = False  # (the timeline written)
         self.device_clock: DeviceClock | None = None
         self._report_from: tuple = ((), None)  # (the app's UMD recorder, the ioctl counts): Session.run sets them
 
@@ -433,6 +448,7 @@ class Session:
         finally:
             if stopped_code(sys.exc_info()[1] or SystemExit()):  # (a stop before or after main())
                 stop_seen()
+                code = stopped_code(sys.exc_info()[1])  # (the figures': a stop in the bring-up said 1)
             _current = None
             self.status_tick(force=True)
             kmd_model.unbind()
@@ -474,6 +490,7 @@ class Session:
                 "device_cpu_s": dc.cpu_seconds if dc else None, "device_calls": dc.calls if dc else 0}
 
     def write_figures(self, path: str, code: int | None) -> None:
+        self.figures_written = True
         p = Path(path)
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
@@ -482,9 +499,10 @@ class Session:
             print(f"gpucosim: cannot write the run's figures to {p}: {e.strerror or e}", file=sys.stderr, flush=True)
 
     def finish(self) -> Path | None:
-        """Write the timeline (after the hardware monitors have stopped)."""
-        if self.timeline is None or not self.opts.trace:
+        """Write the timeline (after the hardware monitors have stopped), once."""
+        if self.timeline is None or not self.opts.trace or self.finished:
             return None
+        self.finished = True
         path = self.timeline.write(self.opts.trace)
         print(f"gpucosim: timeline written to {self.opts.shown(path)} ({len(self.timeline)} events): "
               f"open it at https://ui.perfetto.dev", file=sys.stderr, flush=True)

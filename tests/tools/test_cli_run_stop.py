@@ -243,3 +243,22 @@ def test_timeout_inside_a_flush_keeps_the_submission(tmp_path):
     assert len(flush) == 1 and flush[0]["args"]["raised"].startswith("RunTimeout"), flush
     assert r.stderr.splitlines()[-1].endswith("did not finish within 0.5 s (at cycle "
                                               + re.search(r"at cycle (\d+)", r.stderr).group(1) + "): stopped")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("seconds", ["1e-6", "0.005"])
+def test_a_timeout_before_the_app_runs_is_still_a_stop_with_its_outputs(tmp_path, backend, seconds):
+    """--timeout 1e-6 fired inside the clock's own setup, before the launcher had its way to
+    disarm it: a RunTimeout traceback, status 1. One that came during the app's import or
+    the driver's bring-up wrote no figures (or exit_code 1) and no timeline."""
+    _need(backend)
+    trace, stats = tmp_path / "t.json", tmp_path / "s.json"
+    r = gpucosim("run", "examples/hello.py", "--sim", backend, "--timeout", seconds, "--trace", str(trace),
+                 "--stats-json", str(stats), timeout=300)
+    if r.returncode == 0:  # (hello.py ended first: 5 ms is enough on a fast day)
+        return
+    assert r.returncode == 124 and "Traceback" not in r.stderr, r.stderr
+    assert re.fullmatch(rf"gpucosim: examples/hello\.py did not finish within {float(seconds):g} s \(at cycle \d+\): "
+                        r"stopped", r.stderr.splitlines()[-1]), r.stderr
+    assert json.loads(stats.read_text())["exit_code"] == 124
+    assert isinstance(json.loads(trace.read_text())["traceEvents"], list)
