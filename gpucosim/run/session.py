@@ -503,7 +503,12 @@ class Session:
         if self.timeline is None or not self.opts.trace or self.finished:
             return None
         self.finished = True
-        path = self.timeline.write(self.opts.trace)
+        try:
+            path = self.timeline.write(self.opts.trace)
+        except OSError as e:  # (a full disk, /dev/full: the run itself is done, as for the figures)
+            print(f"gpucosim: cannot write the timeline to {self.opts.shown(self.opts.trace)}: {e.strerror or e}",
+                  file=sys.stderr, flush=True)
+            return None
         print(f"gpucosim: timeline written to {self.opts.shown(path)} ({len(self.timeline)} events): "
               f"open it at https://ui.perfetto.dev", file=sys.stderr, flush=True)
         return path

@@ -140,9 +140,13 @@ class Timeline:
             return path
         real = path.resolve()  # (through a symlink: the link stays, its target gets the timeline)
         tmp = real.with_name(real.name + ".tmp")  # (a reader never sees half a file)
-        with open(tmp, "w") as f:
-            f.write(text)
-        tmp.replace(real)
+        try:
+            with open(tmp, "w") as f:
+                f.write(text)
+            tmp.replace(real)
+        except OSError:
+            tmp.unlink(missing_ok=True)  # (a disk that filled up: no half file left beside it)
+            raise
         return path
 
 

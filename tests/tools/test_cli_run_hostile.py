@@ -224,3 +224,19 @@ def test_a_thread_the_app_left_running_is_named_and_ctrl_c_ends_it(tmp_path):
     assert first == ("gpucosim: the app's main() returned with 1 thread of its own still running (poller): "
                      "waiting for it to end (Ctrl-C ends the run)\n"), first + err
     assert p.returncode == 130 and err == "gpucosim: interrupted\n", err
+
+
+@pytest.mark.parametrize("backend", ["model", pytest.param("verilator", marks=pytest.mark.xdist_group("demo_rtl"))])
+def test_a_timeline_that_cannot_be_written_is_one_line(tmp_path, backend):
+    """--trace /dev/full (a disk that fills up) was an OSError traceback at the run's end; it
+    is one line now, as --stats-json's is, and the run's status stands."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full")
+    if backend != "model":
+        from testbench import sim
+
+        if sim.unavailable_reason(backend):
+            pytest.skip(sim.unavailable_reason(backend))
+    r = gpucosim("run", "examples/hello.py", "--sim", backend, "--trace", "/dev/full", timeout=300)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.splitlines() == ["gpucosim: cannot write the timeline to /dev/full: No space left on device"]
