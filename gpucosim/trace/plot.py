@@ -41,6 +41,25 @@ def picture_path_problem(path: str | Path) -> str | None:
     return None
 
 
+def picture_file_problem(path: str | Path) -> str | None:
+    """picture_path_problem, and the folder must be there and take a new file (an app's
+    --plot, checked before its run: /proc/x.png passed, and the run ended in matplotlib's
+    FileNotFoundError traceback and a crash report)."""
+    if problem := picture_path_problem(path):
+        return problem
+    folder = Path(path).resolve().parent
+    if not folder.is_dir():
+        return f"{path}: no such directory {folder}"
+    import tempfile
+
+    try:  # (a file made and removed: os.access says yes to root everywhere, /proc included)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        return f"{path}: cannot write in {folder}: {e.strerror}"
+    return None
+
+
 def _color(name: str, cmap) -> tuple:
     key = name.split(" ", 1)[0]
     return cmap((zlib.crc32(key.encode()) % 20) / 20)

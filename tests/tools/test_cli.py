@@ -130,6 +130,14 @@ def test_every_example_help_says_what_it_is_in_whole_sentences(app, capsys):
     ("batching", ["--plot", "{tmp}/x.txt"], "--plot {tmp}/x.txt: give a .png, .svg or .pdf file"),
     ("pools", ["--plot", "{tmp}"], "--plot {tmp}: a folder, not a file (give a name such as {tmp}/plot.png)"),
     ("pools", ["--plot", "{tmp}/plot"], "--plot {tmp}/plot: give a .png, .svg or .pdf file"),
+    # a folder that is there and takes no file: matplotlib's FileNotFoundError traceback after the run
+    ("batching", ["--plot", "/proc/x.png"], "--plot /proc/x.png: cannot write in /proc: No such file or directory"),
+    ("pools", ["--plot", "/proc/x.png"], "--plot /proc/x.png: cannot write in /proc: No such file or directory"),
+    # every count takes what gpucosim's options take (testbench.argtypes.parse_int), and says so
+    ("pools", ["--allocs", "1e3"], "argument --allocs: must be an integer (decimal or 0x hex), not '1e3'"),
+    ("memcpy", ["--seed", "x"], "argument --seed: must be an integer (decimal or 0x hex), not 'x'"),
+    ("batching", ["--commands", "0x0"], "--commands must be in 1..65536, not 0"),
+    ("batching", ["--thresholds", "0x4,0"], "--thresholds: each must be at least 1, not 0"),
 ])
 def test_example_arguments_are_checked_before_anything_runs(app, argv, message, capsys, tmp_path, monkeypatch):
     mod = importlib.import_module(f"examples.{app}")
@@ -141,6 +149,14 @@ def test_example_arguments_are_checked_before_anything_runs(app, argv, message, 
         mod.main([a.replace("{tmp}", str(tmp_path)) for a in argv])
     assert exc.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"{app}: error: {message.replace('{tmp}', str(tmp_path))}"
+
+
+def test_example_counts_and_sizes_take_hex():
+    """memcpy --seed 0x10 and copy_pipeline --chunk-bytes 0x1000 were argparse's "invalid int
+    value", where every option of gpucosim's takes 0x hex."""
+    r = gpucosim("run", "examples/copy_pipeline.py", "--sim", "model", "--", "--chunk-bytes", "0x1000", "--chunks",
+                 "0x2")
+    assert r.returncode == 0 and "copy_pipeline: OK on model — 2 chunks" in r.stdout, r.stderr
 
 
 def test_make_mutate_names_a_bad_part_in_one_line():
