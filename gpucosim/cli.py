@@ -88,6 +88,14 @@ def _timeout(text: str) -> float:
     return v
 
 
+def _path(text: str) -> str:
+    """A file or folder name: not empty (`--trace "$OUT"` with OUT unset ran with no timeline,
+    and `disasm ""` said "cannot read : Is a directory")."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty name (give a path)")
+    return text
+
+
 def _data_width(text: str) -> int:
     try:
         v = parse_int(text)
@@ -102,20 +110,20 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sim", type=_backend, default=_default_backend(), metavar="{verilator,icarus,model}",
                    help="backend: the RTL on Verilator or Icarus, or the reference model "
                         "(default: $SIM or verilator)")
-    p.add_argument("--trace", metavar="FILE", help="write a timeline (Chrome trace JSON, for ui.perfetto.dev)")
+    p.add_argument("--trace", type=_path, metavar="FILE", help="write a timeline (Chrome trace JSON, for ui.perfetto.dev)")
     p.add_argument("--waves", action="store_true",
                    help="write a waveform (FST) of the RTL run (a separate, cached build)")
-    p.add_argument("--waves-file", metavar="FILE", help="where --waves writes (default build/waves/APP-SIM.fst)")
+    p.add_argument("--waves-file", type=_path, metavar="FILE", help="where --waves writes (default build/waves/APP-SIM.fst)")
     p.add_argument("--log", metavar="SPEC", help="per-module log levels, e.g. ioctl=info,ring=debug "
                                                    "(default: $GPUCOSIM_LOG)")
     p.add_argument("--stats", action="store_true",
                    help="print the exit report: buffers left allocated, IB pools, fences, ioctls")
-    p.add_argument("--stats-json", metavar="FILE",
+    p.add_argument("--stats-json", type=_path, metavar="FILE",
                    help="write the run's figures as JSON: cycles, ioctls, seconds in the app and in the device")
     p.add_argument("--timeout", type=_timeout, metavar="SECONDS",
                    help="stop the app after SECONDS of wall-clock time (from its start, the build not counted), "
                         "writing --trace and --stats-json as a Ctrl-C does; exit status 124")
-    p.add_argument("--crash-dir", metavar="DIR", help="where crash reports go (default build/crash)")
+    p.add_argument("--crash-dir", type=_path, metavar="DIR", help="where crash reports go (default build/crash)")
     p.add_argument("--kmd", action="append", default=[], metavar="KEY=VALUE",
                    help="a KMD parameter for this run (repeatable), e.g. --kmd job_timeout=20000")
     p.add_argument("--no-dma", action="store_true",
@@ -164,7 +172,7 @@ def build_parser() -> Parser:
                               "  gpucosim disasm -x c0033700 500 2000000 0 12345678\n"
                               "  gpucosim disasm ib.bin --base 0x2000000\n"
                               "  gpucosim disasm --sdma -x 00000001 fff 0 100000 0 200000 0")
-    d.add_argument("files", nargs="*", metavar="FILE",
+    d.add_argument("files", nargs="*", type=_path, metavar="FILE",
                    help="the dump (- for stdin); several are listed one after another, each under "
                         "a `==> FILE <==` line (a glob: `build/crash/crash-gpu_error-*.txt`)")
     d.add_argument("-x", "--dwords", nargs="+", metavar="HEX", help="dwords on the command line instead of FILE")
@@ -189,8 +197,8 @@ def build_parser() -> Parser:
     pl = sub.add_parser("plot", help="draw a timeline (a `run --trace` file) as a PNG",
                         description="Draw a `gpucosim run --trace` timeline as a picture: one row per "
                                     "track, slices as bars. Needs matplotlib.")
-    pl.add_argument("trace", metavar="TRACE", help="the trace JSON")
-    pl.add_argument("-o", "--output", required=True, metavar="PNG", help="the picture to write")
+    pl.add_argument("trace", type=_path, metavar="TRACE", help="the trace JSON")
+    pl.add_argument("-o", "--output", type=_path, required=True, metavar="PNG", help="the picture to write")
     pl.add_argument("--from", dest="start", type=_cycle, metavar="CYCLE", help="first cycle shown")
     pl.add_argument("--to", dest="end", type=_cycle, metavar="CYCLE", help="last cycle shown")
     pl.add_argument("--title", help="the picture's title")

@@ -313,3 +313,19 @@ def test_disasm_lists_several_files_and_names_an_unmatched_pattern(capsys, tmp_p
     assert usage_error(capsys, "disasm", "-", "-") == "gpucosim disasm: error: - (stdin) can be read once"
     assert usage_error(capsys, "disasm", str(a), str(b), "--only", "ring") == \
         "gpucosim disasm: error: no dump named like 'ring'"
+
+
+@pytest.mark.parametrize("argv, opt", [
+    (["run", "examples/hello.py", "--sim", "model", "--trace", ""], "--trace"),
+    (["run", "examples/hello.py", "--sim", "model", "--stats-json", ""], "--stats-json"),
+    (["run", "examples/hello.py", "--sim", "model", "--crash-dir", ""], "--crash-dir"),
+    (["run", "examples/hello.py", "--sim", "verilator", "--waves-file", ""], "--waves-file"),
+    (["disasm", ""], "FILE"),
+    (["plot", "", "-o", "x.png"], "TRACE"),
+    (["plot", "t.json", "-o", ""], "-o/--output"),
+])
+def test_an_empty_path_is_refused(capsys, argv, opt):
+    """`--trace "$OUT"` with OUT unset ran with no timeline and no word (an empty option was
+    no option), `disasm ""` said "cannot read : Is a directory", `plot t.json -o ""` "a
+    folder, not a file (give a name such as plot.png)"."""
+    assert usage_error(capsys, *argv) == f"gpucosim {argv[0]}: error: argument {opt}: an empty name (give a path)"
