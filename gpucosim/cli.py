@@ -317,7 +317,8 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
         p.error(f"{ASYNC_ENV}={os.environ[ASYNC_ENV]!r}: choose 0 or 1 (in the environment)")
     return RunOptions(app=app, backend=args.sim, args=app_args, trace=args.trace, waves=waves, log=args.log,
                       stats=args.stats, stats_json=args.stats_json, crash_dir=args.crash_dir, kmd=_kmd_params(p, args.kmd),
-                      dma=not args.no_dma, data_width=args.data_width, queues=True, timeout=args.timeout)
+                      dma=not args.no_dma, data_width=args.data_width, queues=True, timeout=args.timeout,
+                      prog=p.prog)
 
 
 def cmd_run(p, args, app_args: list[str]) -> int:
@@ -529,6 +530,9 @@ def _main(argv: list[str] | None = None) -> int:
         i = argv.index("--")
         argv, app_args = argv[:i], argv[i + 1:]
     ap = build_parser()
+    if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
+        # (argparse said "the following arguments are required: SUBCOMMAND", not a word of the option)
+        ap.error(f"unrecognized argument {argv[0]}: options follow a SUBCOMMAND (gpucosim SUBCOMMAND --help)")
     if argv[:1] == ["bench"]:
         args = argparse.Namespace(command="bench", bench_args=argv[1:])  # all of it is the bench's
     elif argv[:1] == ["run"]:

@@ -244,6 +244,7 @@ class RunOptions:
     status_file: str | None = None  # where the simulator's process reports progress
     timeout: float | None = None  # wall-clock seconds the app may run (--timeout)
     cwd: str = field(default_factory=os.getcwd)  # the user's, where paths are shown from
+    prog: str = "gpucosim run"  # the command the user typed (`gpucosim sim`), for its errors
 
     def shown(self, path: str | Path) -> str:
         """A path as the user would type it: relative to where they ran gpucosim when it
@@ -439,8 +440,8 @@ class Session:
             if opts.args and not argv.read:
                 # what gpucosim does not know goes to the app: one that never looks at its
                 # arguments would let a mistyped option (--trce, --simm) pass unnoticed
-                print(f"gpucosim run: error: neither gpucosim nor the app knows {' '.join(opts.args)} "
-                      f"({opts.shown(opts.app)} reads no arguments; gpucosim run --help lists the options)",
+                print(f"{opts.prog}: error: neither gpucosim nor the app knows {' '.join(opts.args)} "
+                      f"({opts.shown(opts.app)} reads no arguments; {opts.prog} --help lists the options)",
                       file=sys.stderr, flush=True)
                 code = code or 2
             self.report(code)

@@ -41,6 +41,23 @@ def test_no_subcommand(capsys):
     assert usage_error(capsys) == "gpucosim: error: the following arguments are required: SUBCOMMAND"
 
 
+def test_an_option_before_the_subcommand_is_named(capsys):
+    """`gpucosim --frob` said "the following arguments are required: SUBCOMMAND", not a word
+    of --frob; `gpucosim --sim model run APP` the same."""
+    for argv in (["--frob"], ["--sim", "model", "run", "examples/hello.py"]):
+        assert usage_error(capsys, *argv) == (f"gpucosim: error: unrecognized argument {argv[0]}: options follow a "
+                                              "SUBCOMMAND (gpucosim SUBCOMMAND --help)")
+
+
+def test_sim_names_itself_when_the_demo_reads_no_arguments():
+    """`gpucosim sim -- --foo` said `gpucosim run: error: ... gpucosim run --help lists the
+    options` (the launcher's message named run whatever the subcommand)."""
+    r = gpucosim("sim", "--sim", "model", "--", "--foo")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.splitlines()[-1] == ("gpucosim sim: error: neither gpucosim nor the app knows --foo (examples.demo "
+                                         "reads no arguments; gpucosim sim --help lists the options)")
+
+
 def test_unknown_subcommand(capsys):
     assert usage_error(capsys, "frobnicate").startswith("gpucosim: error: argument SUBCOMMAND: invalid choice: 'frobnicate'")
 
