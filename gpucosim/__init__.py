@@ -7,7 +7,8 @@ An app may report how far it is, for the launcher's progress bar:
 `gpucosim.progress(done, total, label)` (a no-op outside `gpucosim run`).
 
 Here: cli (the subcommands) and what they read back: crash (crash and exit reports), dump
-(dword dumps), regmap (registers for people). Beside them, a folder per concept:
+(dword dumps), regmap (registers for people), inputs (the bounds on the files they read).
+Beside them, a folder per concept:
 - run/: running an app: launch (starting a run on a backend), app_runner (its cocotb
   side), session (one run inside the app's process), console (output and the status line);
 - trace/: what the drivers and the hardware did, on one timeline: timeline (the trace

@@ -353,6 +353,7 @@ def cmd_disasm(p, args) -> int:
     from spec import pm4, sdma
 
     from .dump import DumpError, parse, parse_text
+    from .inputs import InputError
 
     base = args.base
     if args.dwords and args.files:
@@ -366,11 +367,9 @@ def cmd_disasm(p, args) -> int:
         try:
             if args.dwords:
                 dumps = parse_text(" ".join(args.dwords), "--dwords", base)
-            elif name == "-":
-                dumps = parse(sys.stdin.buffer.read(), "stdin", base)
             else:
-                dumps = parse(_read_input(p, name), name, base)
-        except DumpError as e:
+                dumps = parse(_read_input(p, name), "stdin" if name == "-" else name, base)
+        except (DumpError, InputError) as e:
             p.error(str(e))
         if args.only:
             dumps = [d for d in dumps if args.only in d.name]
@@ -395,8 +394,10 @@ def cmd_disasm(p, args) -> int:
 def _read_input(p: argparse.ArgumentParser, name: str) -> bytes:
     """The bytes of an input FILE; a usage error naming what is wrong. A pattern the shell
     passed on because nothing matched it (`build/crash/*.txt` before any crash) says so."""
+    from .inputs import read_bytes
+
     try:
-        return Path(name).read_bytes()
+        return read_bytes(name)
     except FileNotFoundError:
         if any(c in name for c in "*?["):
             p.error(f"cannot read {name}: no file matches that pattern (the shell passes a pattern that "

@@ -16,6 +16,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from .inputs import InputError, loads
+
 PER_LINE = 8
 ADDR_END = 1 << 64  # no dword of a dump lies past the 64-bit address space
 
@@ -139,7 +141,9 @@ def parse(data: bytes, source: str = "input", base: int = 0) -> list[Dump]:
     head = data.lstrip()[:1]
     if head in (b"{", b"["):
         try:
-            obj = json.loads(data)
+            obj = loads(data, source)
+        except InputError as e:
+            raise DumpError(str(e)) from None
         except json.JSONDecodeError as e:
             # text that opens like JSON is no hex dump: a trace cut short, most likely
             raise DumpError(f"{source} is not a JSON trace (line {e.lineno}, column {e.colno}: {e.msg})") from None

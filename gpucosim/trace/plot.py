@@ -11,6 +11,7 @@ import json
 import zlib
 from pathlib import Path
 
+from ..inputs import InputError
 from .timeline import NS_PER_CYCLE, TRACKS, load
 
 
@@ -124,6 +125,8 @@ def plot(trace: str | Path, output: str | Path, *, start: float | None = None, e
         raise PlotError("plotting needs matplotlib: pip install matplotlib") from None
     try:
         data = load(trace)
+    except InputError as e:
+        raise PlotError(str(e)) from None
     except OSError as e:
         raise PlotError(f"cannot read {trace}: {e.strerror or e}") from None
     except json.JSONDecodeError as e:

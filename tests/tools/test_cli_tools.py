@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 
@@ -329,3 +330,21 @@ def test_an_empty_path_is_refused(capsys, argv, opt):
     no option), `disasm ""` said "cannot read : Is a directory", `plot t.json -o ""` "a
     folder, not a file (give a name such as plot.png)"."""
     assert usage_error(capsys, *argv) == f"gpucosim {argv[0]}: error: argument {opt}: an empty name (give a path)"
+
+
+@pytest.mark.parametrize("sub", ["disasm", "plot"])
+def test_an_endless_or_too_deep_input_is_one_line(tmp_path, sub):
+    """`disasm /dev/zero` read until memory ran out (MemoryError), and JSON nested 200,000 deep
+    was a RecursionError traceback, in disasm and in plot: inputs are read up to 256 MiB
+    (gpucosim/inputs.py) and their nesting is caught."""
+    from .cli_helpers import gpucosim
+
+    out = ["-o", str(tmp_path / "x.png")] if sub == "plot" else []
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"traceEvents": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    for name, says in ((str(deep), "JSON nested too deep to read (no gpucosim timeline is)"),
+                       ("/dev/zero", "more than 256 MiB (no dump or timeline gpucosim writes is that large)")):
+        if not Path(name).exists():
+            continue
+        r = gpucosim(sub, name, *out, timeout=60)
+        assert r.returncode == 2 and r.stderr == f"gpucosim {sub}: error: {name}: {says}\n", r.stderr[-2000:]
