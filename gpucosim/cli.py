@@ -30,6 +30,7 @@ from . import __version__
 from .trace.plot import MAX_CYCLE
 
 BACKENDS = ("verilator", "icarus", "model")
+COCOTB_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG", "TRACE", "NOTSET")  # (cocotb.logging's)
 DEMO = "examples.demo"
 
 RUN_EPILOG = """\
@@ -305,6 +306,10 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
             clock_mode()
         except ValueError as e:
             p.error(f"{e} (in the environment)")
+        for var in ("COCOTB_LOG_LEVEL", "GPI_LOG_LEVEL"):  # (cocotb's ValueError in the simulator: "crashed or hung")
+            level = os.environ.get(var, "")
+            if level and level.upper() not in COCOTB_LEVELS:
+                p.error(f"{var}={level!r}: choose {', '.join(COCOTB_LEVELS)} (in the environment)")
         from .trace.hwtrace import HWTRACE_ENV, monitors_wanted
 
         try:

@@ -111,6 +111,22 @@ def test_run_refuses_bad_driver_settings_in_the_environment(capsys, monkeypatch)
         "gpucosim run: error: GPUCOSIM_ASYNC_SUBMIT='maybe': choose 0 or 1 (in the environment)")
 
 
+@pytest.mark.parametrize("var", ["COCOTB_LOG_LEVEL", "GPI_LOG_LEVEL"])
+def test_run_refuses_a_bad_cocotb_log_level_in_the_environment(var):
+    """COCOTB_LOG_LEVEL=LOUD (or GPI_LOG_LEVEL) was cocotb's ValueError traceback inside the
+    simulator, then "the app did not finish on verilator: ... the simulator crashed or
+    hung", status 1. One line before the build now; any case of a level cocotb knows runs."""
+    r = gpucosim("run", "examples/hello.py", "--sim", "verilator", env={var: "LOUD"})
+    assert r.returncode == 2 and r.stderr == (f"gpucosim run: error: {var}='LOUD': choose CRITICAL, ERROR, WARNING, "
+                                              "INFO, DEBUG, TRACE, NOTSET (in the environment)\n"), r.stderr
+    from testbench import sim
+
+    if sim.unavailable_reason("verilator"):
+        return
+    r = gpucosim("run", "examples/hello.py", "--sim", "verilator", env={var: "error"}, timeout=300)
+    assert r.returncode == 0 and "hello: OK on verilator" in r.stdout, r.stderr[-2000:]
+
+
 def test_run_names_an_app_file_that_is_not_text(capsys, tmp_path):
     """A binary file named like an app (a build product, a mistyped name) was imported: a
     SyntaxError whose excerpt wrote its raw bytes to the terminal."""
