@@ -51,6 +51,11 @@ class PipeSafe:
             reader_gone()
         except OSError as e:
             self._lose(e)
+        except ValueError:
+            if not self._stream.closed:
+                raise
+            # (an app run in this process closed sys.stdout: nothing is left to flush, and the
+            # command's own flush at its end was a "closed file" traceback)
 
     def _lose(self, e: OSError) -> None:
         """The output is incomplete (ENOSPC, EIO): remembered for the end of the command; the

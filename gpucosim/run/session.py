@@ -656,6 +656,13 @@ def load_main(target: str) -> Callable[[], Any]:
     fn = getattr(mod, func, None)
     if not callable(fn):
         raise AppNotFound(f"app {target!r} has no callable {func}()")
+    try:  # (main(x) was a TypeError from the call, a crash report of gpucosim's making)
+        inspect.signature(fn).bind()
+    except TypeError:
+        raise AppNotFound(f"its {func}{inspect.signature(fn)} takes arguments: gpucosim calls {func}() with none "
+                          "(the app's arguments are in sys.argv)") from None
+    except ValueError:
+        pass  # (no signature to read: a builtin; the call says)
     if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):  # (its coroutine was the exit status)
         raise AppNotFound(f"its {func}() is async (a coroutine function): gpucosim calls {func}() and does not "
                           f"await it; make it a plain def")

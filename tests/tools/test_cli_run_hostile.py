@@ -240,3 +240,25 @@ def test_a_timeline_that_cannot_be_written_is_one_line(tmp_path, backend):
     r = gpucosim("run", "examples/hello.py", "--sim", backend, "--trace", "/dev/full", timeout=300)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert r.stderr.splitlines() == ["gpucosim: cannot write the timeline to /dev/full: No space left on device"]
+
+
+def test_a_main_that_wants_arguments_is_refused_in_one_line(tmp_path):
+    """`def main(x)` was called and failed: a TypeError traceback of gpucosim's call and a
+    crash report. main(x=1) and main(*args) are called as before."""
+    app = tmp_path / "wants.py"
+    app.write_text("def main(x, *, y):\n    return 0\n")
+    r = gpucosim("run", str(app), "--sim", "model")
+    assert r.returncode == 2 and not r.stdout, r.stdout
+    assert r.stderr == (f"gpucosim: cannot load app '{app}': its main(x, *, y) takes arguments: gpucosim calls main() "
+                        "with none (the app's arguments are in sys.argv)\n"), r.stderr
+    app.write_text("def main(x=3, *args):\n    return x\n")
+    assert gpucosim("run", str(app), "--sim", "model").returncode == 3
+
+
+def test_an_app_that_closes_stdout(tmp_path):
+    """An app run in gpucosim's process (the model) that closed sys.stdout ended the run in a
+    "ValueError: I/O operation on closed file" traceback from gpucosim's last flush, status 1."""
+    app = tmp_path / "closes.py"
+    app.write_text("import sys\n\ndef main():\n    print('bye')\n    sys.stdout.close()\n")
+    r = gpucosim("run", str(app), "--sim", "model")
+    assert r.returncode == 0 and r.stdout == "bye\n" and not r.stderr, r.stderr
