@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import math
 import os
 import re
@@ -91,10 +92,25 @@ def _timeout(text: str) -> float:
 
 def _path(text: str) -> str:
     """A file or folder name: not empty (`--trace "$OUT"` with OUT unset ran with no timeline,
-    and `disasm ""` said "cannot read : Is a directory")."""
+    and `disasm ""` said "cannot read : Is a directory"), and one the system can take."""
     if not text:
         raise argparse.ArgumentTypeError("an empty name (give a path)")
+    if problem := _name_problem(text):
+        raise argparse.ArgumentTypeError(problem)
     return text
+
+
+def _name_problem(text: str) -> str | None:
+    """Why the system refuses `text` as a path whatever is on disk, or None: a name too long
+    (pathlib's is_dir() and is_file() raised ENAMETOOLONG as a traceback, where a missing
+    file is just False)."""
+    try:
+        os.stat(text)
+    except OSError as e:
+        if e.errno == errno.ENAMETOOLONG:
+            shown = text if len(text) <= 60 else text[:30] + "..." + text[-20:]
+            return f"{shown!r} ({len(text)} characters): {e.strerror}"
+    return None
 
 
 def _data_width(text: str) -> int:
@@ -257,6 +273,8 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
         p.error("--no-dma applies to the reference model (--sim model): the RTL always has its DMA engine")
     if args.rtl_engines and args.sim != "model":
         p.error("--rtl-engines applies to the reference model (--sim model): the RTL has only its own engines")
+    if (app.endswith(".py") or os.sep in app) and (problem := _name_problem(app)):
+        p.error(f"APP {problem}")
     if app.endswith(".py") and not Path(app).is_file():
         p.error(f"no app at {app}")
     if app.endswith(".py"):
@@ -485,7 +503,7 @@ def _app_source(app: str) -> Path | None:
 
     try:
         spec = importlib.util.find_spec(app.partition(":")[0])
-    except (ImportError, ValueError):
+    except (ImportError, ValueError, OSError):
         return None  # (not there: the launcher says so)
     origin = getattr(spec, "origin", None)
     return Path(origin).resolve() if origin and origin.endswith(".py") else None

@@ -605,11 +605,11 @@ def find_app(target: str) -> None:
     import importlib.util
 
     if target.endswith(".py"):
-        if not Path(target).is_file():
+        if not _is_file(target):
             raise AppNotFound(f"no app at {target}")
         return
     name, colon, func = target.partition(":")
-    if not name or "/" in name or os.sep in name or Path(name).is_file():
+    if not name or "/" in name or os.sep in name or _is_file(name):
         raise AppNotFound(f"{target!r} is not an app: give APP.py, a module (examples.demo) or module:function")
     # the target's form before any import (`examples.demo:` ran main(), `:1x` imported the
     # module and then found no function named so)
@@ -624,10 +624,18 @@ def find_app(target: str) -> None:
                           "one colon, a Python name after it)")
     try:
         found = importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):  # a parent package that is missing, or a name like "a..b"
-        found = False
+    except (ImportError, ValueError, OSError):  # a parent package that is missing, a name like "a..b", or
+        found = False  # one too long for a file name (ENAMETOOLONG from the path finder's stat)
     if not found:
         raise AppNotFound(f"no module named {name!r} (APP is APP.py, a module or module:function)")
+
+
+def _is_file(path: str) -> bool:
+    """Path.is_file, False for a name the system refuses (too long: pathlib raised)."""
+    try:
+        return Path(path).is_file()
+    except OSError:
+        return False
 
 
 def load_main(target: str) -> Callable[[], Any]:

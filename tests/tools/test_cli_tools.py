@@ -348,3 +348,34 @@ def test_an_endless_or_too_deep_input_is_one_line(tmp_path, sub):
             continue
         r = gpucosim(sub, name, *out, timeout=60)
         assert r.returncode == 2 and r.stderr == f"gpucosim {sub}: error: {name}: {says}\n", r.stderr[-2000:]
+
+
+LONG = "a" * 300  # (a name longer than any file system's 255)
+
+
+@pytest.mark.parametrize("argv, opt, name", [
+    (["run", "examples/hello.py", "--sim", "model", "--trace", f"{LONG}.json"], "argument --trace", f"{LONG}.json"),
+    (["run", "examples/hello.py", "--sim", "model", "--stats-json", f"d/{LONG}/s.json"], "argument --stats-json",
+     f"d/{LONG}/s.json"),
+    (["plot", "t.json", "-o", f"{LONG}.png"], "argument -o/--output", f"{LONG}.png"),
+    (["disasm", f"{LONG}.txt"], "argument FILE", f"{LONG}.txt"),
+    (["run", f"{LONG}.py", "--sim", "model"], "APP", f"{LONG}.py"),
+])
+def test_a_name_too_long_is_one_line(argv, opt, name):
+    """pathlib's is_dir()/is_file() raise ENAMETOOLONG (a missing file is only False): a name
+    past 255 characters was an OSError traceback from the checks meant to refuse bad paths."""
+    from .cli_helpers import gpucosim
+
+    r = gpucosim(*argv)
+    shown = name[:30] + "..." + name[-20:]
+    assert r.returncode == 2 and r.stderr == \
+        f"gpucosim {argv[0]}: error: {opt}{':' if opt != 'APP' else ''} {shown!r} ({len(name)} characters): " \
+        "File name too long\n", r.stderr
+
+
+def test_a_module_name_too_long_is_no_module():
+    from .cli_helpers import gpucosim
+
+    r = gpucosim("run", f"examples.{LONG}", "--sim", "model")
+    assert r.returncode == 2 and r.stderr == f"gpucosim run: error: no module named 'examples.{LONG}' (APP is " \
+        "APP.py, a module or module:function)\n", r.stderr
