@@ -45,7 +45,7 @@ examples:
 Ctrl-C and --timeout stop the app and still write --trace and --stats-json, and print
 --stats's exit report of what ran (status 130 and 124). The app's traceback and gpucosim's errors go to stderr on every backend.
 
---log takes module=level pairs (the GPUCOSIM_LOG syntax), modules: umd, ioctl, kmd, cs,
+--log takes module=level pairs (the GPUCOSIM_LOG syntax; repeated, they add up), modules: umd, ioctl, kmd, cs,
 ring, fence, ih, sched, bo, vm (mappings, VMIDs, TLB flushes), bus (every MMIO access), cp
 (packets the CP starts), sdma (the copy engine's, on the model); levels:
 debug, info, warning, error; a bare level applies to all.
@@ -131,8 +131,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--waves", action="store_true",
                    help="write a waveform (FST) of the RTL run (a separate, cached build)")
     p.add_argument("--waves-file", type=_path, metavar="FILE", help="where --waves writes (default build/waves/APP-SIM.fst)")
-    p.add_argument("--log", metavar="SPEC", help="per-module log levels, e.g. ioctl=info,ring=debug "
-                                                   "(default: $GPUCOSIM_LOG)")
+    # (repeatable, the pairs of each joined: a second --log replaced the first, silently)
+    p.add_argument("--log", action="append", metavar="SPEC", help="per-module log levels, e.g. ioctl=info,ring=debug "
+                                                                    "(repeatable; default: $GPUCOSIM_LOG)")
     p.add_argument("--stats", action="store_true",
                    help="print the exit report: buffers left allocated, IB pools, fences, ioctls")
     p.add_argument("--stats-json", type=_path, metavar="FILE",
@@ -192,7 +193,8 @@ def build_parser() -> Parser:
     d.add_argument("files", nargs="*", type=_path, metavar="FILE",
                    help="the dump (- for stdin); several are listed one after another, each under "
                         "a `==> FILE <==` line (a glob: `build/crash/crash-gpu_error-*.txt`)")
-    d.add_argument("-x", "--dwords", nargs="+", metavar="HEX", help="dwords on the command line instead of FILE")
+    d.add_argument("-x", "--dwords", nargs="+", action="extend", metavar="HEX",  # (a second -x dropped the first's)
+                   help="dwords on the command line instead of FILE (repeatable)")
     d.add_argument("--base", type=integer_in(0, (1 << 64) - 4, multiple=4, bits=64), default=0, metavar="ADDR",
                    help="byte address of the first dword (default 0)")
     d.add_argument("--only", metavar="TEXT", help="only the dumps whose name contains TEXT")
@@ -260,6 +262,9 @@ def _kmd_params(p: argparse.ArgumentParser, items: list[str]) -> dict:
 
 def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]):
     from .run.session import RunOptions, default_build_dir
+
+    if args.log is not None:
+        args.log = ",".join(spec for spec in args.log if spec)
 
     if args.sim is None:
         env = os.environ.get("SIM", "").strip()

@@ -379,3 +379,17 @@ def test_a_module_name_too_long_is_no_module():
     r = gpucosim("run", f"examples.{LONG}", "--sim", "model")
     assert r.returncode == 2 and r.stderr == f"gpucosim run: error: no module named 'examples.{LONG}' (APP is " \
         "APP.py, a module or module:function)\n", r.stderr
+
+
+def test_repeated_options_add_up(capsys):
+    """`disasm -x A -x B` listed B alone and `run --log ioctl=info --log ring=debug` logged the
+    ring alone: argparse's last value won, silently. Both add up now."""
+    assert cli.main(["disasm", "-x", "c0033700", "500", "2000000", "0", "12345678", "-x", "ffff1000"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[2] for line in out] == ["WRITE_DATA", "NOP"], out
+    from .cli_helpers import gpucosim
+
+    r = gpucosim("run", "examples/hello.py", "--sim", "model", "--log", "ioctl=info", "--log", "ring=debug")
+    assert r.returncode == 0, r.stderr
+    said = r.stdout + r.stderr
+    assert "[ioctl] ioctl(fd 3, CS," in said and "[ring] " in said, said[-2000:]
