@@ -130,7 +130,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", type=_path, metavar="FILE", help="write a timeline (Chrome trace JSON, for ui.perfetto.dev)")
     p.add_argument("--waves", action="store_true",
                    help="write a waveform (FST) of the RTL run (a separate, cached build)")
-    p.add_argument("--waves-file", type=_path, metavar="FILE", help="where --waves writes (default build/waves/APP-SIM.fst)")
+    p.add_argument("--waves-file", type=_path, metavar="FILE",
+                   help="where --waves writes, a .fst file (default build/waves/APP-SIM.fst)")
     # (repeatable, the pairs of each joined: a second --log replaced the first, silently)
     p.add_argument("--log", action="append", metavar="SPEC", help="per-module log levels, e.g. ioctl=info,ring=debug "
                                                                     "(repeatable; default: $GPUCOSIM_LOG)")
@@ -284,6 +285,11 @@ def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]
         p.error(f"no app at {app}")
     if app.endswith(".py"):
         _python_text(p, app)
+    if args.waves_file and Path(args.waves_file).suffix != ".fst":
+        # (written as FST whatever its name, and its GTKWave save file goes beside it as NAME.gtkw:
+        # --waves-file w.gtkw was the waveform overwritten by its own save file)
+        p.error(f"--waves-file {args.waves_file}: the waveform is FST (its save file goes beside it as .gtkw): "
+                "give a .fst file")
     if args.stats_json and Path(args.stats_json).is_dir():
         p.error(f"--stats-json wants a file, not the folder {args.stats_json}")
     # everything the run will write is checked now, not after the run

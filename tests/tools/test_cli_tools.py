@@ -393,3 +393,13 @@ def test_repeated_options_add_up(capsys):
     assert r.returncode == 0, r.stderr
     said = r.stdout + r.stderr
     assert "[ioctl] ioctl(fd 3, CS," in said and "[ring] " in said, said[-2000:]
+
+
+@pytest.mark.parametrize("name", ["w.gtkw", "w.vcd", "w", "w.FST"])
+def test_a_waves_file_is_an_fst_file(capsys, tmp_path, name):
+    """--waves-file w.gtkw: the waveform was written there, then overwritten by its own GTKWave
+    save file (NAME.gtkw beside it); w.vcd held FST."""
+    path = tmp_path / name
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "verilator", "--waves-file", str(path)) == (
+        f"gpucosim run: error: --waves-file {path}: the waveform is FST (its save file goes beside it as .gtkw): "
+        "give a .fst file")
