@@ -24,7 +24,7 @@ import re
 import sys
 from pathlib import Path
 
-from testbench.argtypes import OneLineParser, integer_in, parse_int
+from testbench.argtypes import OneLineParser, folder_problem, integer_in, parse_int
 from testbench.pipes import pipe_safe
 
 from . import __version__
@@ -522,20 +522,8 @@ def _app_source(app: str) -> Path | None:
 
 def _writable_dir(p: argparse.ArgumentParser, what: str, path: Path) -> None:
     """`path` is, or can be made, a folder this process can write to; else a usage error."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        p.error(f"{what}: {path} is a file, not a folder")
-    except OSError as e:
-        p.error(f"{what}: cannot create {path}: {e.strerror}")
-    # (a file made and removed: os.access says yes to root everywhere, /proc included)
-    import tempfile
-
-    try:
-        with tempfile.TemporaryFile(dir=path):
-            pass
-    except OSError as e:
-        p.error(f"{what}: cannot write in {path}: {e.strerror}")
+    if problem := folder_problem(path):
+        p.error(f"{what}: {problem}")
 
 
 def _writable_file(p: argparse.ArgumentParser, what: str, path: Path) -> None:

@@ -6,6 +6,8 @@ simulator is built or started."""
 from __future__ import annotations
 
 import argparse
+import tempfile
+from pathlib import Path
 from typing import Callable
 
 
@@ -98,3 +100,21 @@ def real_in(ok: Callable[[float], bool], what: str) -> Callable[[str], float]:
 
 fraction = real_in(lambda v: 0 < v <= 1, "a number in (0, 1]")  # a share
 positive_float = real_in(lambda v: 0 < v < float("inf"), "a positive number")  # minutes, a budget
+
+
+def folder_problem(path: Path) -> str | None:
+    """Why `path` is not, and cannot be made, a folder this process can write in (one line,
+    for `OPTION: ...`), or None. Checked by making a file there and removing it: os.access
+    says yes to root everywhere, /proc included."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        return f"{path} is a file, not a folder"
+    except OSError as e:
+        return f"cannot create {path}: {e.strerror}"
+    try:
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        return f"cannot write in {path}: {e.strerror}"
+    return None

@@ -51,14 +51,10 @@ def picture_file_problem(path: str | Path) -> str | None:
     folder = Path(path).resolve().parent
     if not folder.is_dir():
         return f"{path}: no such directory {folder}"
-    import tempfile
+    from testbench.argtypes import folder_problem
 
-    try:  # (a file made and removed: os.access says yes to root everywhere, /proc included)
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as e:
-        return f"{path}: cannot write in {folder}: {e.strerror}"
-    return None
+    problem = folder_problem(folder)
+    return f"{path}: {problem}" if problem else None
 
 
 def _color(name: str, cmap) -> tuple:

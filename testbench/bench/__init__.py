@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from testbench import sim
-from testbench.argtypes import OneLineParser, int_one_of
+from testbench.argtypes import OneLineParser, folder_problem, int_one_of
 from testbench.pipes import pipe_safe
 from testbench.sim.design import gpu_design
 
@@ -242,8 +242,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m testbench.bench")
     blocker = next((d for d in out.parents if d.exists() and not d.is_dir()), None)
     if blocker is not None:
         ap.error(f"-o: {blocker} is a file, not a folder")
-    try:  # (before minutes of benchmarks, not after)
-        out.parent.mkdir(parents=True, exist_ok=True)
+    # (before minutes of benchmarks, not after: a folder that takes no file, -o immutable/b.json,
+    # ran them all and failed at the end)
+    if problem := folder_problem(out.parent):
+        ap.error(f"-o: {problem}")
+    try:
         out.unlink(missing_ok=True)
     except OSError as e:
         ap.error(f"-o: cannot write {out}: {e.strerror}")

@@ -403,3 +403,14 @@ def test_a_waves_file_is_an_fst_file(capsys, tmp_path, name):
     assert usage_error(capsys, "run", "examples/hello.py", "--sim", "verilator", "--waves-file", str(path)) == (
         f"gpucosim run: error: --waves-file {path}: the waveform is FST (its save file goes beside it as .gtkw): "
         "give a .fst file")
+
+
+def test_bench_refuses_an_output_folder_that_takes_no_file():
+    """`gpucosim bench -o /proc/b.json` (a folder there, that takes no file) started minutes
+    of benchmarks, to fail writing at their end: refused first now, as run's outputs are."""
+    if not Path("/proc").is_dir():
+        pytest.skip("no /proc")
+    from .cli_helpers import gpucosim
+
+    r = gpucosim("bench", "-o", "/proc/b.json", timeout=60)
+    assert r.returncode == 2 and r.stderr.startswith("gpucosim bench: error: -o: cannot write in /proc: "), r.stderr
