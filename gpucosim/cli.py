@@ -8,9 +8,9 @@
     gpucosim plot TRACE -o PNG         a timeline drawn as a picture
 
 Numbers (addresses, sizes, counts, cycles, register values) are decimal or 0x hex on every
-option (testbench.argtypes.parse_int). Every subcommand has --help. Exit codes: the app's own for `run`/`sim`, 124 when
-`--timeout` stopped it, 130 on Ctrl-C, 2 for a usage error (the message says what was
-wrong), 1 for a failure.
+option (testbench.argtypes.parse_int). Every subcommand has --help. Exit codes: the app's
+own for `run`/`sim`, 124 when `--timeout` stopped it, 130 on Ctrl-C, 143 on SIGTERM (129 on
+SIGHUP), 2 for a usage error (the message says what was wrong), 1 for a failure.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ import errno
 import math
 import os
 import re
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from testbench.argtypes import OneLineParser, folder_problem, integer_in, parse_int
@@ -42,8 +44,8 @@ examples:
   gpucosim run examples/batching.py --sim model -- --plot build/batching.png
   gpucosim run examples/demo.py --timeout 60 --trace build/demo.json   # stopped after 60 s: status 124
 
-Ctrl-C and --timeout stop the app and still write --trace and --stats-json, and print
---stats's exit report of what ran (status 130 and 124). The app's traceback and gpucosim's errors go to stderr on every backend.
+Ctrl-C, --timeout, SIGTERM and SIGHUP stop the app and still write --trace and --stats-json,
+and print --stats's exit report of what ran (status 130, 124, 143 and 129). The app's traceback and gpucosim's errors go to stderr on every backend.
 
 --log takes module=level pairs (the GPUCOSIM_LOG syntax; repeated, they add up), modules: umd, ioctl, kmd, cs,
 ring, fence, ih, sched, bo, vm (mappings, VMIDs, TLB flushes), bus (every MMIO access), cp
@@ -538,12 +540,22 @@ def _writable_file(p: argparse.ArgumentParser, what: str, path: Path) -> None:
 @pipe_safe  # `gpucosim run APP | head`: the reader may go away at any time; what is printed after
 # that is lost, never a traceback (in the app, in the simulator log's echo, at exit)
 def main(argv: list[str] | None = None) -> int:
+    from .run.stops import TERMINATING, Terminated, stop_words, terminate
+
+    saved = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in TERMINATING:  # (SIGTERM, SIGHUP: a stop as ^C, not the launcher killed alone)
+            if signal.getsignal(signum) is signal.SIG_DFL:
+                saved[signum] = signal.signal(signum, terminate)
     try:
         return _main(argv)
-    except KeyboardInterrupt:  # Ctrl-C: the user's choice, not a crash (a simulator child is
+    except KeyboardInterrupt as e:  # Ctrl-C: the user's choice, not a crash (a simulator child is
         # killed by the subprocess call it was waited on in)
-        print("gpucosim: interrupted", file=sys.stderr)
-        return 130  # as a shell reports SIGINT
+        print(f"gpucosim: {stop_words(e)}", file=sys.stderr)
+        return 128 + e.signum if isinstance(e, Terminated) else 130  # as a shell reports the signal
+    finally:
+        for signum, handler in saved.items():  # (main() called in a process of its own: a test's)
+            signal.signal(signum, handler)
 
 
 def _main(argv: list[str] | None = None) -> int:

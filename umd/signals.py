@@ -9,9 +9,10 @@ that arrives during an ioctl is delivered on the way back to user space, after t
 is complete. Waits (Event.wait, finish) stay interruptible: they change nothing the UMD
 records, and a wait without bound (timeout=None) must be one ^C can end.
 
-The signals held are SIGINT (^C) and SIGALRM: an alarm's handler stops a run as ^C does
-(`gpucosim run --timeout` raises its RunTimeout from one; held for SIGINT alone, a timeout
-in the same place lost the submission as ^C had).
+The signals held are those that stop a run: SIGINT (^C), SIGALRM (`gpucosim run --timeout`
+raises its RunTimeout from one; held for SIGINT alone, a timeout in the same place lost the
+submission as ^C had), SIGTERM and SIGHUP (`kill`, a closed terminal: gpucosim stops a run
+on them as on ^C).
 
 Only the main thread receives signals in Python, and only a Python handler can be deferred
 (SIG_IGN and SIG_DFL are left alone): elsewhere this does nothing.
@@ -24,12 +25,12 @@ import signal
 import threading
 from typing import Iterator
 
-HELD = (signal.SIGINT, signal.SIGALRM)
+HELD = (signal.SIGINT, signal.SIGALRM, signal.SIGTERM, signal.SIGHUP)
 
 
 @contextlib.contextmanager
 def deferred_stops() -> Iterator[None]:
-    """Run the block with SIGINT and SIGALRM held: one that arrives during it runs the
+    """Run the block with the HELD signals held: one that arrives during it runs the
     app's handler (for ^C by default KeyboardInterrupt) once the block has ended, normally
     or not, in the order they came."""
     if threading.current_thread() is not threading.main_thread():

@@ -24,9 +24,10 @@ from typing import Any, Callable
 
 from .console import Console, file_status
 from .console import enabled as console_enabled
+from .stops import Terminated, stop_words
 from .session import (INTERRUPT_EXIT, TIMEOUT_EXIT, AppNotFound, RunOptions, RunTimeout, Session, app_failed, apply_app_log,
                       default_build_dir, disarm_stops, find_app, load_main, report_load_error, stop_on_signals,
-                      timeout_message)
+                      stopped_code, timeout_message)
 
 BACKENDS = ("verilator", "icarus", "model")
 # Lines of the simulator's log that are not the app's
@@ -171,10 +172,10 @@ def _wait_for_app_threads(before: set) -> None:
               f"run)", file=sys.stderr, flush=True)
         for t in left:
             t.join()
-    except KeyboardInterrupt:
-        print("gpucosim: interrupted", file=sys.stderr, flush=True)
+    except KeyboardInterrupt as e:
+        print(f"gpucosim: {stop_words(e)}", file=sys.stderr, flush=True)
         sys.stdout.flush()
-        os._exit(130)  # (the interpreter's exit would wait for them again)
+        os._exit(stopped_code(e))  # (the interpreter's exit would wait for them again)
 
 
 def _load(target: str):
@@ -252,14 +253,14 @@ def _run_rtl(opts: RunOptions) -> int:
         err_log = log.with_name("sim-stderr.log")
         with Console(f"{opts.backend}: {Path(app).stem}", status=file_status(status), echo=log,
                      echo_err=err_log, noise=SIM_NOISE):
-            res, stop = _supervised(opts, lambda: sim.run(design, opts.backend, "gpucosim.run.app_runner", tag="app",
+            res, stop, stopped_by = _supervised(opts, lambda: sim.run(design, opts.backend, "gpucosim.run.app_runner", tag="app",
                                                           extra_env=env, waves=waves, plusargs=plusargs,
                                                           stderr_file=err_log),
                                     status, result)
         if waves and stop != "killed":
             _report_waves(opts)
         if stop == "interrupted":
-            raise KeyboardInterrupt  # (cli.main: "gpucosim: interrupted", 130)
+            raise stopped_by  # (cli.main: "gpucosim: interrupted", 130; "terminated (SIGTERM)", 143)
         if stop == "killed":
             return INTERRUPT_EXIT
         if stop == "timeout":
@@ -280,9 +281,11 @@ def _run_rtl(opts: RunOptions) -> int:
 STOP_GRACE = 60.0
 
 
-def _supervised(opts: RunOptions, run: Callable[[], Any], status: Path, result: Path) -> tuple[Any, str | None]:
-    """`run()` (the simulator's run) in a thread, while this one watches for Ctrl-C and the
-    time: (its result, how it was stopped: None, "interrupted", "killed" or "timeout").
+def _supervised(opts: RunOptions, run: Callable[[], Any], status: Path,
+                result: Path) -> tuple[Any, str | None, KeyboardInterrupt | None]:
+    """`run()` (the simulator's run) in a thread, while this one watches for Ctrl-C (and
+    SIGTERM, SIGHUP: stops.Terminated) and the time: (its result, how it was stopped: None,
+    "interrupted", "killed" or "timeout", and the KeyboardInterrupt that stopped it).
 
     The simulator's process stops the app itself (app_runner: a ^C or its --timeout is
     raised in the app's code) and writes the timeline, the figures and the exit report
@@ -305,6 +308,7 @@ def _supervised(opts: RunOptions, run: Callable[[], Any], status: Path, result: 
     t.start()
     stop: str | None = None
     first_int: float | None = None
+    stopped_by: KeyboardInterrupt | None = None
     # (polled, not Thread.join: a KeyboardInterrupt in join's lock wait marks the thread as
     # ended in Python 3.11, bpo-45274's fix, and this process went on while it ran)
     while not box.get("done"):
@@ -313,21 +317,22 @@ def _supervised(opts: RunOptions, run: Callable[[], Any], status: Path, result: 
             if opts.timeout and stop is None and time.monotonic() - t0 > opts.timeout + STOP_GRACE:
                 stop = "timeout"
                 _signal_children(signal.SIGKILL)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             now = time.monotonic()
             if first_int is None:
-                first_int, stop = now, "interrupted"
-                _signal_children(signal.SIGINT)  # (a terminal's ^C has reached it already: it takes one)
+                first_int, stop, stopped_by = now, "interrupted", e
+                # (a terminal's ^C has reached it already: it takes one; SIGTERM is passed on as such)
+                _signal_children(e.signum if isinstance(e, Terminated) else signal.SIGINT)
             elif now - first_int > 1.0:
                 stop = "killed"
-                print("gpucosim: interrupted again: simulator killed (no timeline, no figures)", file=sys.stderr,
-                      flush=True)
+                print(f"gpucosim: {stop_words(e)} again: simulator killed (no timeline, no figures)",
+                      file=sys.stderr, flush=True)
                 _signal_children(signal.SIGKILL)
     # (stopped: a simulator that died of the signal is no news; nor one that ended itself with
     # the status in `result`, session.hard_stop)
     if "error" in box and stop is None and not result.exists():
         raise box["error"]
-    return box.get("result"), stop
+    return box.get("result"), stop, stopped_by
 
 
 def _signal_children(sig: int) -> None:

@@ -32,6 +32,8 @@ from typing import Any, Callable
 
 from greenlet import GreenletExit
 
+from .stops import TERMINATING, Terminated, stop_words, terminate  # noqa: F401  (terminate: for the launchers)
+
 
 class RunTimeout(BaseException):
     """`--timeout` ran out: raised in the app's code, wherever it is, as a Ctrl-C's
@@ -46,12 +48,14 @@ class RunTimeout(BaseException):
 # what ends a run, or closes a generator or the app's greenlet: never the app's failure
 _ENDINGS = (SystemExit, KeyboardInterrupt, GeneratorExit, GreenletExit, RunTimeout)
 # the exit status of a run stopped from outside: 124 as GNU timeout(1) has it, 130 as a shell
-# reports SIGINT
+# reports SIGINT (and 143, 129 for SIGTERM, SIGHUP)
 TIMEOUT_EXIT, INTERRUPT_EXIT = 124, 130
 
 
 def stopped_code(e: BaseException) -> int | None:
     """The exit status of a run that `e` stopped (None: `e` stops no run)."""
+    if isinstance(e, Terminated):
+        return 128 + e.signum
     return TIMEOUT_EXIT if isinstance(e, RunTimeout) else INTERRUPT_EXIT if isinstance(e, KeyboardInterrupt) else None
 
 
@@ -113,7 +117,7 @@ def hard_stop(e: BaseException, result: Callable[[int], None] | None = None) -> 
         print(timeout_message(s.opts, s.cycles) + " (the app caught every stop: its process ended)",
               file=sys.stderr, flush=True)
     else:
-        print("gpucosim: interrupted", file=sys.stderr, flush=True)
+        print(f"gpucosim: {stop_words(e)}", file=sys.stderr, flush=True)
     sys.stdout.flush()
     os._exit(code)
 
@@ -139,7 +143,9 @@ def stop_on_signals(timeout: float | None, throw: Callable[[BaseException], None
         if done or (stop and isinstance(e, KeyboardInterrupt)):  # (the forwarded ^C's copy)
             return
         if stop:  # raised before and not seen: the app caught it (`except BaseException`)
-            e = RunTimeout(timeout) if isinstance(stop[0], RunTimeout) else KeyboardInterrupt()
+            first = stop[0]
+            e = (RunTimeout(timeout) if isinstance(first, RunTimeout) else
+                 Terminated(first.signum) if isinstance(first, Terminated) else KeyboardInterrupt())
             if len(stop) > 1:  # twice: it catches every one, so no raise can end it
                 hard_stop(e, result)
             stop.append(e)
@@ -168,11 +174,16 @@ def stop_on_signals(timeout: float | None, throw: Callable[[BaseException], None
         seen()
         _seen = _disarm = None
         signal.signal(signal.SIGALRM, old)
+        for signum, handler in old_term.items():  # (in the simulator, a second one is the launcher's to act on)
+            signal.signal(signum, signal.SIG_IGN if sigint else handler)
         if sigint:  # (the launcher kills the simulator on a second ^C)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     global _disarm
     _disarm = disarm  # (before the clock starts: a stop may come before this returns)
+    old_term = {signum: signal.getsignal(signum) for signum in TERMINATING}
+    for signum in TERMINATING:  # (a stop as ^C, held where ^C is: umd/signals.py)
+        signal.signal(signum, lambda num, frame: fire(Terminated(num), frame))
     if sigint:
         signal.signal(signal.SIGINT, lambda _, frame: fire(KeyboardInterrupt(), frame))
         # (a system call the simulator's C++ makes goes on, not EINTR, when a signal arrives)
@@ -415,9 +426,9 @@ class Session:
                 code = exit_code(e.code)
             except BaseException as e:
                 if not app_failed(e):
-                    code = stopped_code(e) or code  # (the figures' exit_code: 124, 130)
-                    if code not in (TIMEOUT_EXIT, INTERRUPT_EXIT):
+                    if stopped_code(e) is None:
                         raise
+                    code = stopped_code(e)  # (the figures' exit_code: 124, 130, 143)
                     stop_seen()
                     stopped = e  # (its exit report first, then it goes on up)
                 else:
@@ -471,8 +482,9 @@ class Session:
             self.timeline.metadata["exit_report"] = self.exit_text
         if self.opts.stats or (at_exit and (self.leaks or any(not d.closed for d in recorder.devices))):
             dc = self.device_clock
-            how = ("" if at_exit else f"; stopped by {'--timeout' if isinstance(stopped, RunTimeout) else 'Ctrl-C'}"
-                   f" (status {code}): what ran until then")
+            by = ("--timeout" if isinstance(stopped, RunTimeout) else
+                  signal.Signals(stopped.signum).name if isinstance(stopped, Terminated) else "Ctrl-C")
+            how = "" if at_exit else f"; stopped by {by} (status {code}): what ran until then"
             print(f"gpucosim: exit report ({self.opts.backend}, {self.dev.now()} cycles; {self.app_wall * 1e3:.1f} ms "
                   f"in the app, {dc.seconds * 1e3:.1f} ms in {dc.calls} device calls{how})\n{self.exit_text}",
                   file=sys.stderr, flush=True)

@@ -73,7 +73,7 @@ def test_timeout_stops_an_app_that_spins_and_keeps_its_outputs(tmp_path, backend
     assert took < 120, took
 
 
-def _stop(backend: str, tmp_path, how: str, body: str = SPIN):
+def _stop(backend: str, tmp_path, how: str, body: str = SPIN, sig: int = signal.SIGINT):
     app = tmp_path / "spin.py"
     app.write_text(body)
     trace, stats = tmp_path / "t.json", tmp_path / "s.json"
@@ -88,9 +88,9 @@ def _stop(backend: str, tmp_path, how: str, body: str = SPIN):
         assert p.stdout.readline().strip() == "running"
         time.sleep(0.3)
         if how == "group":  # as a terminal sends ^C: to every process of the foreground group
-            os.killpg(p.pid, signal.SIGINT)
+            os.killpg(p.pid, sig)
         else:
-            p.send_signal(signal.SIGINT)
+            p.send_signal(sig)
         out, err = p.communicate(timeout=120)
     finally:
         p.kill()
@@ -262,3 +262,38 @@ def test_a_timeout_before_the_app_runs_is_still_a_stop_with_its_outputs(tmp_path
                         r"stopped", r.stderr.splitlines()[-1]), r.stderr
     assert json.loads(stats.read_text())["exit_code"] == 124
     assert isinstance(json.loads(trace.read_text())["traceEvents"], list)
+
+
+@pytest.mark.parametrize("backend, how, sig", [
+    ("model", "gpucosim", signal.SIGTERM), ("model", "gpucosim", signal.SIGHUP),
+    pytest.param("verilator", "gpucosim", signal.SIGTERM, marks=RTL),
+    pytest.param("verilator", "group", signal.SIGTERM, marks=RTL)])
+def test_sigterm_and_sighup_stop_the_run_as_ctrl_c_does(tmp_path, backend, how, sig):
+    """`kill PID` of gpucosim killed the launcher alone: on a simulator, the simulator ran on
+    (100 % of a core, for ever with an app that spins), and no timeline or figures were
+    written. SIGTERM and SIGHUP stop the run as ^C does now, status 128 + the signal; to the
+    whole group (timeout(1)) as well."""
+    _need(backend)
+    code, out, err, trace, stats = _stop(backend, tmp_path, how, sig=sig)
+    name = signal.Signals(sig).name
+    assert code == 128 + sig, out[-2000:] + err[-2000:]
+    assert err.splitlines()[-1] == f"gpucosim: terminated ({name})" and "Traceback" not in err + out, err
+    assert any(e["ph"] == "X" for e in json.loads(trace.read_text())["traceEvents"])
+    assert json.loads(stats.read_text())["exit_code"] == 128 + sig
+    if backend != "model":  # (no simulator left behind: the app's path is in its environment)
+        time.sleep(0.5)
+        assert not _processes_with(str(tmp_path).encode())
+
+
+def _processes_with(text: bytes) -> list[int]:
+    """The processes whose environment holds `text`."""
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/environ", "rb") as f:
+                    if text in f.read():
+                        found.append(int(d))
+            except OSError:
+                pass
+    return found
