@@ -54,6 +54,27 @@ def _result(code: int) -> None:
             f.write(str(code))
 
 
+LAUNCHER_ENV = "GPUCOSIM_LAUNCHER_PID"
+
+
+def _end_with_the_launcher() -> None:
+    """SIGTERM to this process when the launcher dies (`kill -9`, the OOM killer): a stop as
+    any other, its outputs written; it ran on alone, for ever with an app that spins. Linux's
+    PR_SET_PDEATHSIG; elsewhere nothing. A launcher already gone is a SIGTERM at once."""
+    launcher = os.environ.get(LAUNCHER_ENV)
+    if not launcher or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(launcher):  # (it died before the call: no signal would come)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 @cocotb.test()
 async def app(dut):
     opts = RunOptions.from_env()
@@ -67,6 +88,7 @@ async def app(dut):
         bridge.direct = True  # (a stop that comes as the clock starts is raised right here)
         try:
             stop_on_signals(opts.timeout, bridge.interrupt, sigint=True, result=_result)
+            _end_with_the_launcher()
         finally:
             bridge.direct = False
         code = await _app(dut, opts, sessions)

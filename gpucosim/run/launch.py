@@ -243,6 +243,7 @@ def _run_rtl(opts: RunOptions) -> int:
         env = {"GPUCOSIM_RUN": opts.to_json(), "GPUCOSIM_APP_RESULT": str(result),
                "GPUCOSIM_APP_STREAMS": "1",  # (app_runner: its stderr marked in the log, for the echo)
                "GPUCOSIM_CWD": os.getcwd(),  # the app runs where it was started, as on the model
+               "GPUCOSIM_LAUNCHER_PID": str(os.getpid()),  # (app_runner: it stops when this process dies)
                "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "WARNING"),
                "GPI_LOG_LEVEL": os.environ.get("GPI_LOG_LEVEL", "WARNING")}
         if opts.log:

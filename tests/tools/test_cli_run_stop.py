@@ -297,3 +297,31 @@ def _processes_with(text: bytes) -> list[int]:
             except OSError:
                 pass
     return found
+
+
+@pytest.mark.xdist_group("demo_rtl")
+def test_the_simulator_stops_when_the_launcher_is_killed(tmp_path):
+    """`kill -9` of gpucosim (or the OOM killer) left the simulator running alone, for ever
+    with an app that spins. It gets SIGTERM when the launcher dies (PR_SET_PDEATHSIG), and
+    stops the app as on any stop: its timeline is written."""
+    _need("verilator")
+    app = tmp_path / "spin.py"
+    app.write_text(SPIN)
+    trace = tmp_path / "t.json"
+    e = dict(os.environ, GPUCOSIM_PROGRESS="0")
+    e.pop("GPUCOSIM_LOG", None)
+    p = subprocess.Popen([sys.executable, "-m", "gpucosim", "run", str(app), "--sim", "verilator", "--trace",
+                          str(trace)], cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        assert p.stdout.readline().strip() == "running"
+        p.kill()
+        p.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while _processes_with(str(app).encode()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _processes_with(str(app).encode())
+        assert any(ev["ph"] == "X" for ev in json.loads(trace.read_text())["traceEvents"])
+    finally:
+        for pid in _processes_with(str(app).encode()):  # (what a failure left: this test's own)
+            os.kill(pid, signal.SIGKILL)
