@@ -103,15 +103,17 @@ def _path(text: str) -> str:
 
 
 def _name_problem(text: str) -> str | None:
-    """Why the system refuses `text` as a path whatever is on disk, or None: a name too long
-    (pathlib's is_dir() and is_file() raised ENAMETOOLONG as a traceback, where a missing
-    file is just False)."""
+    """Why the system refuses `text` as a path whatever is written there, or None: a name too
+    long (pathlib's is_dir() and is_file() raised ENAMETOOLONG as a traceback, where a missing
+    file is just False), or symbolic links in a loop."""
     try:
         os.stat(text)
     except OSError as e:
         if e.errno == errno.ENAMETOOLONG:
             shown = text if len(text) <= 60 else text[:30] + "..." + text[-20:]
             return f"{shown!r} ({len(text)} characters): {e.strerror}"
+        if e.errno == errno.ELOOP:  # (a symlink to itself: Path.resolve's RuntimeError traceback)
+            return f"{text}: {e.strerror}"
     return None
 
 

@@ -414,3 +414,16 @@ def test_bench_refuses_an_output_folder_that_takes_no_file():
 
     r = gpucosim("bench", "-o", "/proc/b.json", timeout=60)
     assert r.returncode == 2 and r.stderr.startswith("gpucosim bench: error: -o: cannot write in /proc: "), r.stderr
+
+
+@pytest.mark.parametrize("opt", ["--trace", "--stats-json"])
+def test_a_symlink_loop_is_one_line(tmp_path, opt):
+    """--trace loop.json, a symbolic link to itself, was Path.resolve's "RuntimeError: Symlink
+    loop" traceback (is_dir() and exists() are False for it, so the checks let it pass)."""
+    from .cli_helpers import gpucosim
+
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(loop)
+    r = gpucosim("run", "examples/hello.py", "--sim", "model", opt, str(loop))
+    assert r.returncode == 2 and r.stderr == \
+        f"gpucosim run: error: argument {opt}: {loop}: Too many levels of symbolic links\n", r.stderr
