@@ -11,6 +11,7 @@ cleared before each line of output, so output and status never mix.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import threading
@@ -76,6 +77,8 @@ def enabled(stream: TextIO) -> bool:
 
 
 def bar(fraction: float, width: int = BAR) -> str:
+    if not math.isfinite(fraction):  # (nan: int(round(nan)) raised, in the console's thread)
+        fraction = 0.0
     fraction = min(max(fraction, 0.0), 1.0)
     n = int(round(fraction * width))
     return "[" + "#" * n + "." * (width - n) + f"] {100 * fraction:3.0f}%"
@@ -86,7 +89,7 @@ def status_text(label: str, st: dict | None, elapsed: float, tick: int) -> str:
     st = st or {}
     parts = [label]
     total = st.get("total")
-    if total:
+    if isinstance(total, (int, float)) and math.isfinite(total) and total > 0:
         parts.append(bar(st.get("done", 0) / total))
         if st.get("label"):
             parts.append(str(st["label"]))
@@ -180,9 +183,9 @@ class Console:
             return
         try:
             st = self.status()
-        except Exception:
-            st = None
-        text = status_text(self.label, st, elapsed, tick)
+            text = status_text(self.label, st, elapsed, tick)
+        except Exception:  # (a status it cannot show: never the end of the thread, which echoes the output)
+            return
         width = 120
         try:
             width = os.get_terminal_size(self.err.fileno()).columns - 1

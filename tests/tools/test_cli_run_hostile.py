@@ -262,3 +262,23 @@ def test_an_app_that_closes_stdout(tmp_path):
     app.write_text("import sys\n\ndef main():\n    print('bye')\n    sys.stdout.close()\n")
     r = gpucosim("run", str(app), "--sim", "model")
     assert r.returncode == 0 and r.stdout == "bye\n" and not r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("backend", ["model", pytest.param("verilator", marks=pytest.mark.xdist_group("demo_rtl"))])
+def test_a_progress_the_bar_cannot_show_ends_nothing(tmp_path, backend):
+    """gpucosim.progress(1, nan) raised "cannot convert float NaN to integer" in the console's
+    thread: a traceback, no more status line, and on a simulator no more of the app's output
+    (that thread echoes it): "after" and "end" were lost."""
+    if backend != "model":
+        from testbench import sim
+
+        if sim.unavailable_reason(backend):
+            pytest.skip(sim.unavailable_reason(backend))
+    app = tmp_path / "prog.py"
+    app.write_text("import time\nimport gpucosim\n\ndef main():\n"
+                   "    gpucosim.progress(1, float('nan'), 'x')\n    time.sleep(1.3)\n    print('after', flush=True)\n"
+                   "    gpucosim.progress(float('inf'), 10)\n    gpucosim.progress(1, -5)\n    time.sleep(0.3)\n"
+                   "    print('end', flush=True)\n")
+    r = gpucosim("run", str(app), "--sim", backend, env={"GPUCOSIM_PROGRESS": "1"}, timeout=300)
+    assert r.returncode == 0 and r.stdout == "after\nend\n", (r.stdout, r.stderr[-2000:])
+    assert "Traceback" not in r.stderr, r.stderr
