@@ -102,6 +102,14 @@ def _path(text: str) -> str:
     return text
 
 
+def _output(text: str) -> str:
+    """A file to write: a _path, and not "-" (a file named "-" was written, where stdin's
+    name suggests stdout; /dev/stdout is stdout)."""
+    if text == "-":
+        raise argparse.ArgumentTypeError("- is no file here: give a name (/dev/stdout for stdout)")
+    return _path(text)
+
+
 def _name_problem(text: str) -> str | None:
     """Why the system refuses `text` as a path whatever is written there, or None: a name too
     long (pathlib's is_dir() and is_file() raised ENAMETOOLONG as a traceback, where a missing
@@ -131,17 +139,17 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sim", type=_backend, default=_default_backend(), metavar="{verilator,icarus,model}",
                    help="backend: the RTL on Verilator or Icarus, or the reference model "
                         "(default: $SIM or verilator)")
-    p.add_argument("--trace", type=_path, metavar="FILE", help="write a timeline (Chrome trace JSON, for ui.perfetto.dev)")
+    p.add_argument("--trace", type=_output, metavar="FILE", help="write a timeline (Chrome trace JSON, for ui.perfetto.dev)")
     p.add_argument("--waves", action="store_true",
                    help="write a waveform (FST) of the RTL run (a separate, cached build)")
-    p.add_argument("--waves-file", type=_path, metavar="FILE",
+    p.add_argument("--waves-file", type=_output, metavar="FILE",
                    help="where --waves writes, a .fst file (default build/waves/APP-SIM.fst)")
     # (repeatable, the pairs of each joined: a second --log replaced the first, silently)
     p.add_argument("--log", action="append", metavar="SPEC", help="per-module log levels, e.g. ioctl=info,ring=debug "
                                                                     "(repeatable; default: $GPUCOSIM_LOG)")
     p.add_argument("--stats", action="store_true",
                    help="print the exit report: buffers left allocated, IB pools, fences, ioctls")
-    p.add_argument("--stats-json", type=_path, metavar="FILE",
+    p.add_argument("--stats-json", type=_output, metavar="FILE",
                    help="write the run's figures as JSON: cycles, ioctls, seconds in the app and in the device")
     p.add_argument("--timeout", type=_timeout, metavar="SECONDS",
                    help="stop the app after SECONDS of wall-clock time (from its start, the build not counted), "

@@ -23,9 +23,10 @@ if os.environ.get(STREAMS_ENV) == "1":
     # the log's echo on stdout: set before the drivers' log handlers take sys.stderr
     sys.stderr = MarkedStderr(sys.stdout, sys.stderr)  # type: ignore[assignment]
 
-from gpucosim.run.session import (RunOptions, RunTimeout, Session, app_failed, apply_app_log,  # noqa: E402
-                                  disarm_stops, exit_code, load_main, report_load_error, stop_on_signals, stopped_code,
-                                  timeout_message)
+from gpucosim.run.app import apply_app_log, load_main, report_load_error  # noqa: E402
+from gpucosim.run.session import RunOptions, Session, app_failed, exit_code  # noqa: E402
+from gpucosim.run.stops import (RunTimeout, disarm_stops, stop_on_signals, stopped_code,  # noqa: E402
+                                timeout_message)
 from kmd_model.log import get_logger  # noqa: E402
 from testbench.sim import bridge  # noqa: E402
 from testbench.sim.cocotb_device import run_driver  # noqa: E402

@@ -22,12 +22,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from .app import AppNotFound, apply_app_log, find_app, load_main, report_load_error
 from .console import Console, file_status
 from .console import enabled as console_enabled
-from .stops import Terminated, stop_words
-from .session import (INTERRUPT_EXIT, TIMEOUT_EXIT, AppNotFound, RunOptions, RunTimeout, Session, app_failed, apply_app_log,
-                      default_build_dir, disarm_stops, find_app, load_main, report_load_error, stop_on_signals,
-                      stopped_code, timeout_message)
+from .outputs import relay, to_relay
+from .session import RunOptions, Session, app_failed, default_build_dir
+from .stops import (INTERRUPT_EXIT, TIMEOUT_EXIT, RunTimeout, Terminated, disarm_stops, stop_on_signals, stop_words,
+                    stopped_code, timeout_message)
 
 BACKENDS = ("verilator", "icarus", "model")
 # Lines of the simulator's log that are not the app's
@@ -84,12 +85,18 @@ def run_app(opts: RunOptions) -> int:
     for attr in ("trace", "waves", "crash_dir", "stats_json"):
         v = getattr(opts, attr)
         if v:
-            setattr(opts, attr, str(Path(v).resolve()))
+            # (absolute, not resolved: /dev/stdout resolved to /proc/PID/fd/pipe:[N], a name no
+            # file has, and the figures "could not be written")
+            setattr(opts, attr, os.path.abspath(v))
     if opts.log:
         os.environ["GPUCOSIM_LOG"] = opts.log  # apps that set up logging themselves defer to it
-    if opts.backend == "model":
-        return _run_model(opts)
-    return _run_rtl(opts)
+    to_relay(opts)
+    try:
+        if opts.backend == "model":
+            return _run_model(opts)
+        return _run_rtl(opts)
+    finally:
+        relay(opts)
 
 
 # ------------------------------------------------------------------------------ reference model

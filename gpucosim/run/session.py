@@ -17,192 +17,17 @@ environment variable.
 
 from __future__ import annotations
 
-import inspect
 import json
-import keyword
 import os
 import signal
 import sys
-import threading
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from greenlet import GreenletExit
-
-from .stops import TERMINATING, Terminated, stop_words, terminate  # noqa: F401  (terminate: for the launchers)
-
-
-class RunTimeout(BaseException):
-    """`--timeout` ran out: raised in the app's code, wherever it is, as a Ctrl-C's
-    KeyboardInterrupt is (a BaseException, so that an app's `except Exception` does not
-    swallow it either)."""
-
-    def __init__(self, seconds: float):
-        super().__init__(f"no end within {seconds:g} s")
-        self.seconds = seconds
-
-
-# what ends a run, or closes a generator or the app's greenlet: never the app's failure
-_ENDINGS = (SystemExit, KeyboardInterrupt, GeneratorExit, GreenletExit, RunTimeout)
-# the exit status of a run stopped from outside: 124 as GNU timeout(1) has it, 130 as a shell
-# reports SIGINT (and 143, 129 for SIGTERM, SIGHUP)
-TIMEOUT_EXIT, INTERRUPT_EXIT = 124, 130
-
-
-def stopped_code(e: BaseException) -> int | None:
-    """The exit status of a run that `e` stopped (None: `e` stops no run)."""
-    if isinstance(e, Terminated):
-        return 128 + e.signum
-    return TIMEOUT_EXIT if isinstance(e, RunTimeout) else INTERRUPT_EXIT if isinstance(e, KeyboardInterrupt) else None
-
-
-def timeout_message(opts: "RunOptions", cycles: int) -> str:
-    return f"gpucosim: {opts.shown(opts.app)} did not finish within {opts.timeout:g} s (at cycle {cycles}): stopped"
-
-
-RETRY_S = 0.02  # how soon a stop that could not be raised where it came is tried again
-REFIRE_S = 2.0  # how soon a stop the app caught is raised again
-_seen: Callable[[], None] | None = None  # tells stop_on_signals the run has its stop
-
-
-def stop_seen() -> None:
-    """The run has the stop in hand (Session.run, the launchers): no more of them."""
-    if _seen is not None:
-        _seen()
-
-
-def _not_now(frame) -> bool:
-    """Whether a stop raised at `frame` (where the signal came) would be lost or would break
-    the driver: inside a finalizer (`__del__`: Python prints the exception and drops it),
-    or inside an ioctl (the KMD's lock held: the kernel too delivers a signal on the way
-    back to user space; raised mid-ioctl it left the driver's state half-changed, and the
-    app failed in its cleanup, exit status 1)."""
-    f = frame
-    while f is not None:
-        if f.f_code.co_name == "__del__":
-            return True
-        f = f.f_back
-    s = _current
-    lock = getattr(getattr(getattr(s, "kmd", None), "lock", None), "_lock", None)
-    try:
-        return bool(lock is not None and lock._is_owned())
-    except AttributeError:
-        return False
-
-
-def hard_stop(e: BaseException, result: Callable[[int], None] | None = None) -> None:
-    """End the process from the signal handler: an app that catches every stop. What the
-    run has is written first (figures, timeline; `result` passes the exit status on: the
-    simulator's launcher reads it), then its line."""
-    code = stopped_code(e) or 1
-    s = _current
-    if s is not None:
-        try:
-            s.status_tick(force=True)
-            if s._report_from[1] is not None:  # (the app's main() had started)
-                if s.app_wall is None:
-                    s.app_wall = time.perf_counter() - s.t_app
-                s.report(code, stopped=e)
-            if s.opts.stats_json:
-                s.write_figures(s.opts.stats_json, code)
-            s.finish()
-        except Exception as err:  # (the exit is what matters now)
-            print(f"gpucosim: the run's outputs could not all be written: {described(err)}", file=sys.stderr)
-    if result is not None:
-        result(code)
-    if isinstance(e, RunTimeout) and s is not None:
-        print(timeout_message(s.opts, s.cycles) + " (the app caught every stop: its process ended)",
-              file=sys.stderr, flush=True)
-    else:
-        print(f"gpucosim: {stop_words(e)}", file=sys.stderr, flush=True)
-    sys.stdout.flush()
-    os._exit(code)
-
-
-def stop_on_signals(timeout: float | None, throw: Callable[[BaseException], None], *,
-                    sigint: bool = False, result: Callable[[int], None] | None = None) -> Callable[[], None]:
-    """Arm `timeout` (wall-clock seconds; SIGALRM) and, with `sigint`, take over Ctrl-C:
-    the first of them calls `throw(RunTimeout | KeyboardInterrupt)` in the signal handler
-    (which raises it in the app's code, or has it raised there at its next chance: the
-    simulator's process). Later signals do nothing: a terminal's ^C reaches the simulator
-    both from the terminal and from the launcher that forwards it. Returns `disarm`, which
-    stops the clock and, with `sigint`, ignores ^C from then on: a late one (the forwarded
-    copy) ended the simulator's teardown with a KeyboardInterrupt in cocotb, or, once
-    Python had finalized and put SIGINT back to its default, killed it (status -2)."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None  # (signals reach the main thread only: run_app called from another has neither)
-    global _seen
-    stop: list[BaseException] = []  # the stop, once it came
-    done: list[bool] = []  # the run has seen it, or is over
-
-    def fire(e: BaseException | None, frame) -> None:
-        """`e`: a ^C's KeyboardInterrupt, a held stop, or None: the clock's."""
-        if done or (stop and isinstance(e, KeyboardInterrupt)):  # (the forwarded ^C's copy)
-            return
-        if stop:  # raised before and not seen: the app caught it (`except BaseException`)
-            first = stop[0]
-            e = (RunTimeout(timeout) if isinstance(first, RunTimeout) else
-                 Terminated(first.signum) if isinstance(first, Terminated) else KeyboardInterrupt())
-            if len(stop) > 1:  # twice: it catches every one, so no raise can end it
-                hard_stop(e, result)
-            stop.append(e)
-        elif e is None:
-            e = RunTimeout(timeout)
-        if _not_now(frame):  # tried again shortly (SIGALRM), the stop held meanwhile
-            held[:] = [e]
-            signal.setitimer(signal.ITIMER_REAL, RETRY_S)
-            return
-        if not stop:
-            stop.append(e)
-        signal.setitimer(signal.ITIMER_REAL, REFIRE_S)  # again, until the run sees it
-        throw(e)
-
-    held: list[BaseException] = []
-
-    def seen() -> None:
-        done.append(True)
-        signal.setitimer(signal.ITIMER_REAL, 0)
-
-    _seen = seen
-    old = signal.signal(signal.SIGALRM, lambda _, frame: fire(held.pop() if held else None, frame))
-
-    def disarm() -> None:
-        global _seen, _disarm
-        seen()
-        _seen = _disarm = None
-        signal.signal(signal.SIGALRM, old)
-        for signum, handler in old_term.items():  # (in the simulator, a second one is the launcher's to act on)
-            signal.signal(signum, signal.SIG_IGN if sigint else handler)
-        if sigint:  # (the launcher kills the simulator on a second ^C)
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-    global _disarm
-    _disarm = disarm  # (before the clock starts: a stop may come before this returns)
-    old_term = {signum: signal.getsignal(signum) for signum in TERMINATING}
-    for signum in TERMINATING:  # (a stop as ^C, held where ^C is: umd/signals.py)
-        signal.signal(signum, lambda num, frame: fire(Terminated(num), frame))
-    if sigint:
-        signal.signal(signal.SIGINT, lambda _, frame: fire(KeyboardInterrupt(), frame))
-        # (a system call the simulator's C++ makes goes on, not EINTR, when a signal arrives)
-        signal.siginterrupt(signal.SIGINT, False)
-        signal.siginterrupt(signal.SIGALRM, False)
-    if timeout:
-        signal.setitimer(signal.ITIMER_REAL, timeout)
-    return disarm
-
-
-_disarm: Callable[[], None] | None = None  # what stop_on_signals armed last
-
-
-def disarm_stops() -> None:
-    """Undo stop_on_signals, whether or not it returned: a --timeout shorter than its own
-    setup (1e-6 s) raised the stop inside it, before the caller had its `disarm` (a
-    traceback, and the clock left to fire again during the run's outputs)."""
-    if _disarm is not None:
-        _disarm()
+from .stops import _ENDINGS, RunTimeout, Terminated, stop_seen, stopped_code
 
 
 ENV = "GPUCOSIM_RUN"
@@ -256,10 +81,14 @@ class RunOptions:
     timeout: float | None = None  # wall-clock seconds the app may run (--timeout)
     cwd: str = field(default_factory=os.getcwd)  # the user's, where paths are shown from
     prog: str = "gpucosim run"  # the command the user typed (`gpucosim sim`), for its errors
+    relayed: dict[str, str] = field(default_factory=dict)  # a file written in the place of a stream: the stream
 
     def shown(self, path: str | Path) -> str:
         """A path as the user would type it: relative to where they ran gpucosim when it
-        lies below it (the simulator runs elsewhere and gets absolute paths)."""
+        lies below it (the simulator runs elsewhere and gets absolute paths); a stream's
+        name for the file the launcher relays to it (launch._relay)."""
+        if str(path) in self.relayed:
+            return self.relayed[str(path)]
         try:
             return str(Path(path).resolve().relative_to(Path(self.cwd).resolve()))
         except ValueError:
@@ -509,7 +338,8 @@ class Session:
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(json.dumps(self.figures(code), indent=1) + "\n")
         except OSError as e:  # the run itself is done: say so, keep its exit code
-            print(f"gpucosim: cannot write the run's figures to {p}: {e.strerror or e}", file=sys.stderr, flush=True)
+            print(f"gpucosim: cannot write the run's figures to {self.opts.shown(p)}: {e.strerror or e}",
+                  file=sys.stderr, flush=True)
 
     def finish(self) -> Path | None:
         """Write the timeline (after the hardware monitors have stopped), once."""
@@ -589,117 +419,3 @@ class DeviceClock:
                 self.calls += 1
 
         return timed
-
-
-def apply_app_log(main: Callable[[], Any], opts: RunOptions) -> None:
-    """An app may name the trace it is meant to be read with (`GPUCOSIM_LOG = "..."` at
-    module level, as examples/demo.py does): the launcher applies it before the app starts,
-    so what watches the hardware (`cp=info`) is on from the first cycle. `--log` and
-    $GPUCOSIM_LOG win over it."""
-    from kmd_model import log
-
-    if opts.log or os.environ.get(log.ENV):
-        return
-    spec = getattr(sys.modules.get(getattr(main, "__module__", ""), None), "GPUCOSIM_LOG", None)
-    if isinstance(spec, str) and spec:
-        log.configure(spec, stream=sys.stdout)
-
-
-class AppNotFound(LookupError):
-    """The app a target names is not there (no file, no module, no such function), or is no
-    app gpucosim can run (an async main()): the user's mistake, told in one line. An error
-    raised by the app's own code is not this."""
-
-
-def find_app(target: str) -> None:
-    """Check that `target` names an app without running any of it (a module's parent
-    packages are imported, as Python's own lookup does): AppNotFound says what is wrong."""
-    import importlib.util
-
-    if target.endswith(".py"):
-        if not _is_file(target):
-            raise AppNotFound(f"no app at {target}")
-        return
-    name, colon, func = target.partition(":")
-    if not name or "/" in name or os.sep in name or _is_file(name):
-        raise AppNotFound(f"{target!r} is not an app: give APP.py, a module (examples.demo) or module:function")
-    # the target's form before any import (`examples.demo:` ran main(), `:1x` imported the
-    # module and then found no function named so)
-    if not all(part.isidentifier() for part in name.split(".")):
-        raise AppNotFound(f"{target!r} is not an app: {name!r} is not a module name (dotted Python names, "
-                          "as examples.demo)")
-    if colon and not func:
-        raise AppNotFound(f"{target!r} names no function after the colon: give module:function, or the module "
-                          "alone for its main()")
-    if colon and not (func.isidentifier() and not keyword.iskeyword(func)):
-        raise AppNotFound(f"{target!r} is not an app: {func!r} is not a function name (give module:function, "
-                          "one colon, a Python name after it)")
-    try:
-        found = importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError, OSError):  # a parent package that is missing, a name like "a..b", or
-        found = False  # one too long for a file name (ENAMETOOLONG from the path finder's stat)
-    if not found:
-        raise AppNotFound(f"no module named {name!r} (APP is APP.py, a module or module:function)")
-
-
-def _is_file(path: str) -> bool:
-    """Path.is_file, False for a name the system refuses (too long: pathlib raised)."""
-    try:
-        return Path(path).is_file()
-    except OSError:
-        return False
-
-
-def load_main(target: str) -> Callable[[], Any]:
-    """`pkg.module` or `pkg.module:function` or a path to a .py file -> its main function.
-    AppNotFound when the target is not there; whatever the app's own code raises otherwise."""
-    import importlib
-    import importlib.util
-
-    find_app(target)
-    if target.endswith(".py"):
-        path = Path(target)
-        spec = importlib.util.spec_from_file_location("gpucosim_app", path)
-        if spec is None or spec.loader is None:
-            raise AppNotFound(f"cannot load app {target!r}")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["gpucosim_app"] = mod
-        d = str(path.resolve().parent)
-        if d not in sys.path:
-            sys.path.insert(0, d)  # an app may import modules beside it
-        spec.loader.exec_module(mod)
-        func = "main"
-    else:
-        name, _, func = target.partition(":")
-        mod = importlib.import_module(name)
-        func = func or "main"
-    fn = getattr(mod, func, None)
-    if not callable(fn):
-        raise AppNotFound(f"app {target!r} has no callable {func}()")
-    try:  # (main(x) was a TypeError from the call, a crash report of gpucosim's making)
-        inspect.signature(fn).bind()
-    except TypeError:
-        raise AppNotFound(f"its {func}{inspect.signature(fn)} takes arguments: gpucosim calls {func}() with none "
-                          "(the app's arguments are in sys.argv)") from None
-    except ValueError:
-        pass  # (no signature to read: a builtin; the call says)
-    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):  # (its coroutine was the exit status)
-        raise AppNotFound(f"its {func}() is async (a coroutine function): gpucosim calls {func}() and does not "
-                          f"await it; make it a plain def")
-    return fn
-
-def report_load_error(target: str, e: BaseException) -> None:
-    """One line for an app that is not there; the traceback first when the app's own code
-    raised while it was imported (its bug, and where it is)."""
-    if isinstance(e, AppNotFound):
-        print(f"gpucosim: cannot load app {target!r}: {e}", file=sys.stderr, flush=True)
-        return
-    # the launcher's frames and importlib's are not the app's bug: the traceback starts at the
-    # app's own code (a SyntaxError has none: its file, line and caret say where)
-    here = str(Path(__file__).resolve().parents[1])  # the gpucosim package, not only run/
-    tb = e.__traceback__
-    while tb is not None and (tb.tb_frame.f_code.co_filename.startswith(("<frozen", here))):
-        tb = tb.tb_next
-    lines = traceback.format_exception(type(e), e, tb) if tb is not None else traceback.format_exception_only(type(e), e)
-    print("".join(lines), end="", file=sys.stderr)
-    print(f"gpucosim: cannot load app {target!r}: {described(e)}", file=sys.stderr, flush=True)

@@ -282,3 +282,31 @@ def test_a_progress_the_bar_cannot_show_ends_nothing(tmp_path, backend):
     r = gpucosim("run", str(app), "--sim", backend, env={"GPUCOSIM_PROGRESS": "1"}, timeout=300)
     assert r.returncode == 0 and r.stdout == "after\nend\n", (r.stdout, r.stderr[-2000:])
     assert "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("backend", ["model", pytest.param("verilator", marks=pytest.mark.xdist_group("demo_rtl"))])
+def test_trace_and_figures_to_gpucosims_own_stdout_and_stderr(tmp_path, backend):
+    """--trace /dev/stdout on a simulator said "timeline written to /dev/stdout" and nothing
+    came: the simulator's /dev/stdout is its log, which the open() for writing truncated (the
+    echo lost the timeline, and the app's output before it). With stdout redirected to a
+    file, the model's write-and-rename replaced that file, the app's output with it. Both
+    streams get what was asked now, after the app's output."""
+    if backend != "model":
+        from testbench import sim
+
+        if sim.unavailable_reason(backend):
+            pytest.skip(sim.unavailable_reason(backend))
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    env = dict(os.environ, GPUCOSIM_PROGRESS="0")
+    env.pop("GPUCOSIM_LOG", None)
+    with open(out, "w") as o, open(err, "w") as e:
+        r = subprocess.run([sys.executable, "-m", "gpucosim", "run", "examples/hello.py", "--sim", backend, "--trace",
+                            "/dev/stdout", "--stats-json", "/dev/stderr"], cwd=ROOT, env=env, stdout=o, stderr=e,
+                           timeout=300)
+    assert r.returncode == 0, err.read_text()[-2000:]
+    first, rest = out.read_text().split("\n", 1)
+    assert first == f"hello: OK on {backend} — read back 0xc0ffee", first
+    assert any(ev["ph"] == "X" for ev in json.loads(rest)["traceEvents"])
+    said = err.read_text()
+    assert "gpucosim: timeline written to /dev/stdout (" in said
+    assert json.loads(said[said.index("{"):])["exit_code"] == 0, said

@@ -427,3 +427,11 @@ def test_a_symlink_loop_is_one_line(tmp_path, opt):
     r = gpucosim("run", "examples/hello.py", "--sim", "model", opt, str(loop))
     assert r.returncode == 2 and r.stderr == \
         f"gpucosim run: error: argument {opt}: {loop}: Too many levels of symbolic links\n", r.stderr
+
+
+@pytest.mark.parametrize("opt", ["--trace", "--stats-json", "--waves-file"])
+def test_a_dash_is_no_output_file(capsys, opt):
+    """--stats-json - wrote a file named "-" (stdin's name suggests stdout): refused, with
+    the name that is stdout."""
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "verilator", opt, "-") == \
+        f"gpucosim run: error: argument {opt}: - is no file here: give a name (/dev/stdout for stdout)"
