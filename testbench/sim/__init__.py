@@ -317,7 +317,14 @@ def _build_dir(design: Design, sim: str, waves: bool, clock: str) -> tuple[Path,
 
 def is_built(design: Design, sim: str, waves: bool = False, clock: str | None = None) -> bool:
     """Whether `build()` would reuse an earlier build (so a launcher can say when it will not)."""
-    return (_build_dir(design, sim, waves, design.clock(clock))[0] / ".built").exists()
+    build_dir = _build_dir(design, sim, waves, design.clock(clock))[0]
+    return (build_dir / ".built").exists() and _product(design, sim, build_dir).exists()
+
+
+def _product(design: Design, sim: str, build_dir: Path) -> Path:
+    """What a build makes that a run starts: Verilator's executable (named after the
+    toplevel), Icarus's compiled design (cocotb's runners name them so)."""
+    return build_dir / ("sim.vvp" if sim == "icarus" else design.toplevel)
 
 
 def build(design: Design, sim: str, waves: bool = False, clock: str | None = None) -> Path:
@@ -332,8 +339,10 @@ def build(design: Design, sim: str, waves: bool = False, clock: str | None = Non
     build_dir, key = _build_dir(design, sim, waves, clock)
     stamp = build_dir / ".built"
     with _locked(BUILD / "sim" / f".lock-{sim}-{design.name}-{key}"):
-        if stamp.exists():
+        if stamp.exists() and _product(design, sim, build_dir).exists():
             return build_dir
+        # (a stamp without its product, the simulator's executable deleted by a cleanup, was
+        # reused: cocotb's "No such file or directory" traceback; it is built again)
         if build_dir.exists():
             shutil.rmtree(build_dir)
         build_dir.mkdir(parents=True)

@@ -310,3 +310,32 @@ def test_trace_and_figures_to_gpucosims_own_stdout_and_stderr(tmp_path, backend)
     said = err.read_text()
     assert "gpucosim: timeline written to /dev/stdout (" in said
     assert json.loads(said[said.index("{"):])["exit_code"] == 0, said
+
+
+def test_a_cached_build_without_its_executable_is_built_again(tmp_path, monkeypatch):
+    """A build folder whose stamp says built but whose simulator executable is gone (a cleanup
+    that took it) was reused: `gpucosim run --sim verilator` ended in cocotb's traceback,
+    "FileNotFoundError: ... tb_top". The stamp counts only with its product beside it; the
+    build runs again. (The build itself is faked here: a real one takes minutes.)"""
+    from testbench import sim
+    from testbench.sim.design import gpu_design
+
+    monkeypatch.setattr(sim, "BUILD", tmp_path)
+    monkeypatch.setattr(sim, "unavailable_reason", lambda s: None)
+    monkeypatch.setattr(sim, "setup_env", lambda: None)
+    design = gpu_design(64)
+    build_dir, _ = sim._build_dir(design, "verilator", False, design.clock("hdl"))
+    build_dir.mkdir(parents=True)
+    (build_dir / ".built").write_text("{}")
+    assert not sim.is_built(design, "verilator", clock="hdl")
+    built = []
+
+    class Fake:
+        def build(self, build_dir, **kw):
+            built.append(build_dir)
+            (Path(build_dir) / design.toplevel).write_text("")
+
+    monkeypatch.setattr(sim, "_runner", lambda *a, **k: Fake())
+    assert sim.build(design, "verilator", clock="hdl") == build_dir and built == [build_dir]
+    assert sim.is_built(design, "verilator", clock="hdl")
+    assert sim.build(design, "verilator", clock="hdl") == build_dir and len(built) == 1  # (reused now)
