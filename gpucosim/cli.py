@@ -45,12 +45,13 @@ examples:
   gpucosim run examples/demo.py --timeout 60 --trace build/demo.json   # stopped after 60 s: status 124
 
 Ctrl-C, --timeout, SIGTERM and SIGHUP stop the app and still write --trace and --stats-json,
-and print --stats's exit report of what ran (status 130, 124, 143 and 129). The app's traceback and gpucosim's errors go to stderr on every backend.
+and print --stats's exit report of what ran (status 130, 124, 143 and 129). The app's
+traceback and gpucosim's errors go to stderr on every backend.
 
---log takes module=level pairs (the GPUCOSIM_LOG syntax; repeated, they add up), modules: umd, ioctl, kmd, cs,
-ring, fence, ih, sched, bo, vm (mappings, VMIDs, TLB flushes), bus (every MMIO access), cp
-(packets the CP starts), sdma (the copy engine's, on the model); levels:
-debug, info, warning, error; a bare level applies to all.
+--log takes module=level pairs (the GPUCOSIM_LOG syntax; repeated, they add up), modules:
+umd, ioctl, kmd, cs, ring, fence, ih, sched, bo, vm (mappings, VMIDs, TLB flushes), bus
+(every MMIO access), cp (packets the CP starts), sdma (the copy engine's, on the model);
+levels: debug, info, warning, error; a bare level applies to all.
 
 On the RTL, $GPUCOSIM_HWTRACE picks the hardware monitors that feed --trace: a comma list
 of cp, sdma, bus, irq (default all).
@@ -197,8 +198,8 @@ def build_parser() -> Parser:
                                    "prefixes, # comments), a binary file of little-endian dwords, a crash "
                                    "report's dumps, or the ring and IB dumps in a `run --trace` file.",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                       epilog="examples:\n  gpucosim disasm build/crash/crash-gpu_error-model-1234-1.txt\n"
-                              "  gpucosim disasm build/crash/crash-gpu_error-*.txt   # every report of that app\n"
+                       epilog="examples:\n"
+                              "  gpucosim disasm build/crash/crash-gpu_error-*.txt   # the reports gpu_error.py left\n"
                               "  gpucosim disasm build/demo.json --only ring\n"
                               "  gpucosim disasm -x c0033700 500 2000000 0 12345678\n"
                               "  gpucosim disasm ib.bin --base 0x2000000\n"
