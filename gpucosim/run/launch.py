@@ -27,8 +27,8 @@ from .console import Console, file_status
 from .console import enabled as console_enabled
 from .outputs import relay, to_relay
 from .session import RunOptions, Session, app_failed, default_build_dir
-from .stops import (INTERRUPT_EXIT, TIMEOUT_EXIT, RunTimeout, Terminated, disarm_stops, stop_on_signals, stop_words,
-                    stopped_code, timeout_message)
+from .stops import (INTERRUPT_EXIT, TIMEOUT_EXIT, RunTimeout, Terminated, disarm_stops, hard_stop, stop_grace,
+                    stop_on_signals, stop_words, stopped_code, timeout_message)
 
 BACKENDS = ("verilator", "icarus", "model")
 # Lines of the simulator's log that are not the app's
@@ -119,8 +119,17 @@ def _run_model(opts: RunOptions) -> int:
     # --timeout counts from the app's import on (an app may spin there too); Ctrl-C is
     # Python's own KeyboardInterrupt here
     session, timed_out = None, False
+    watchdog = None
     try:
         stop_on_signals(opts.timeout, _raise)
+        if opts.timeout:
+            # (an app that takes SIGALRM for itself, cancels the clock or sits in C: ended all the
+            # same, as the simulator is killed on the RTL)
+            grace = stop_grace()
+            watchdog = threading.Timer(opts.timeout + grace, hard_stop, (RunTimeout(opts.timeout),),
+                                       {"why": f"the app did not stop within {grace:g} s more", "opts": opts})
+            watchdog.daemon = True
+            watchdog.start()
         main = _load(opts.app)
         if main is None:
             return 2
@@ -145,6 +154,8 @@ def _run_model(opts: RunOptions) -> int:
     except RunTimeout:
         timed_out = True
     finally:
+        if watchdog is not None:
+            watchdog.cancel()
         disarm_stops()  # (not while the timeline is written)
         if session is None and timed_out:  # (stopped as the app was imported: an empty timeline, still)
             session = Session(opts)
@@ -279,7 +290,7 @@ def _run_rtl(opts: RunOptions) -> int:
             return INTERRUPT_EXIT
         if stop == "timeout":
             print(timeout_message(opts, (file_status(status)() or {}).get("cycles", 0))
-                  + f" (the simulator did not stop within {STOP_GRACE:g} s more: killed; no timeline)",
+                  + f" (the simulator did not stop within {stop_grace():g} s more: killed; no timeline)",
                   file=sys.stderr, flush=True)
             return TIMEOUT_EXIT
         if result.exists():
@@ -291,8 +302,6 @@ def _run_rtl(opts: RunOptions) -> int:
     return 1
 
 
-# how long the simulator has, after --timeout, to stop the app and write its outputs itself
-STOP_GRACE = 60.0
 
 
 def _supervised(opts: RunOptions, run: Callable[[], Any], status: Path,
@@ -306,7 +315,7 @@ def _supervised(opts: RunOptions, run: Callable[[], Any], status: Path,
     before it ends; this process must not kill it meanwhile, as the subprocess call it
     waits in did on a KeyboardInterrupt. A ^C sent to this process alone is passed on to
     the simulator's; a second one a second later kills it (its outputs are lost); so
-    does --timeout plus STOP_GRACE, a simulator that cannot stop the app (stuck in C)."""
+    does --timeout plus stop_grace(), a simulator that cannot stop the app (stuck in C)."""
     box: dict[str, Any] = {}
 
     def target() -> None:
@@ -328,7 +337,7 @@ def _supervised(opts: RunOptions, run: Callable[[], Any], status: Path,
     while not box.get("done"):
         try:
             time.sleep(0.05)
-            if opts.timeout and stop is None and time.monotonic() - t0 > opts.timeout + STOP_GRACE:
+            if opts.timeout and stop is None and time.monotonic() - t0 > opts.timeout + stop_grace():
                 stop = "timeout"
                 _signal_children(signal.SIGKILL)
         except KeyboardInterrupt as e:

@@ -83,6 +83,25 @@ def timeout_message(opts: "RunOptions", cycles: int) -> str:
     return f"gpucosim: {opts.shown(opts.app)} did not finish within {opts.timeout:g} s (at cycle {cycles}): stopped"
 
 
+STOP_GRACE_ENV = "GPUCOSIM_STOP_GRACE"
+
+
+def stop_grace() -> float:
+    """How long a stopped run has to end itself before it is ended (seconds, default 60;
+    $GPUCOSIM_STOP_GRACE): on a simulator the launcher kills it, on the model a watchdog
+    ends the process. ValueError for a setting that is no positive number."""
+    text = os.environ.get(STOP_GRACE_ENV, "")
+    if not text:
+        return 60.0
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not 0 < v <= 1_000_000:
+        raise ValueError(f"{STOP_GRACE_ENV}={text!r}: give a number of seconds above 0, at most 1000000")
+    return v
+
+
 RETRY_S = 0.02  # how soon a stop that could not be raised where it came is tried again
 REFIRE_S = 2.0  # how soon a stop the app caught is raised again
 _seen: Callable[[], None] | None = None  # tells stop_on_signals the run has its stop
@@ -113,8 +132,10 @@ def _not_now(frame) -> bool:
         return False
 
 
-def hard_stop(e: BaseException, result: Callable[[int], None] | None = None) -> None:
-    """End the process from the signal handler: an app that catches every stop. What the
+def hard_stop(e: BaseException, result: Callable[[int], None] | None = None, *,
+              why: str = "the app caught every stop", opts: "RunOptions | None" = None) -> None:
+    """End the process: an app that catches every stop (from the signal handler), or one
+    that --timeout did not stop within stop_grace() more (the model's watchdog). What the
     run has is written first (figures, timeline; `result` passes the exit status on: the
     simulator's launcher reads it), then its line."""
     code = stopped_code(e) or 1
@@ -137,8 +158,8 @@ def hard_stop(e: BaseException, result: Callable[[int], None] | None = None) -> 
         from .outputs import relay
 
         relay(s.opts)
-    if isinstance(e, RunTimeout) and s is not None:
-        print(timeout_message(s.opts, s.cycles) + " (the app caught every stop: its process ended)",
+    if isinstance(e, RunTimeout) and (s is not None or opts is not None):
+        print(timeout_message(s.opts if s else opts, s.cycles if s else 0) + f" ({why}: its process ended)",
               file=sys.stderr, flush=True)
     else:
         print(f"gpucosim: {stop_words(e)}", file=sys.stderr, flush=True)

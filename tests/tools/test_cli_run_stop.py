@@ -325,3 +325,30 @@ def test_the_simulator_stops_when_the_launcher_is_killed(tmp_path):
     finally:
         for pid in _processes_with(str(app).encode()):  # (what a failure left: this test's own)
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("takes", ["signal.signal(signal.SIGALRM, lambda *a: None)", "signal.alarm(0)"])
+def test_timeout_ends_an_app_that_takes_the_clock_on_the_model(tmp_path, takes):
+    """An app that set its own SIGALRM handler or cancelled the alarm ran on past
+    --timeout on the model, for ever (the simulator's launcher kills its simulator after
+    $GPUCOSIM_STOP_GRACE more; the model had nothing). A watchdog ends it as hard_stop does,
+    its outputs written."""
+    app = tmp_path / "takes.py"
+    app.write_text(WORK + f"import signal\nimport time\n\ndef main():\n    work()\n    {takes}\n"
+                   "    while True:\n        time.sleep(0.05)\n")
+    trace, stats = tmp_path / "t.json", tmp_path / "s.json"
+    t0 = time.monotonic()
+    r = gpucosim("run", str(app), "--sim", "model", "--timeout", "0.5", "--trace", str(trace), "--stats-json",
+                 str(stats), env={"GPUCOSIM_STOP_GRACE": "0.5"}, timeout=60)
+    assert r.returncode == 124 and time.monotonic() - t0 < 30, r.stderr
+    assert re.search(r"did not finish within 0\.5 s \(at cycle \d+\): stopped \(the app did not stop within 0\.5 s "
+                     r"more: its process ended\)$", r.stderr.splitlines()[-1]), r.stderr
+    assert json.loads(stats.read_text())["exit_code"] == 124
+    assert any(e["ph"] == "X" for e in json.loads(trace.read_text())["traceEvents"])
+
+
+def test_a_bad_stop_grace_is_one_line(capsys, monkeypatch):
+    monkeypatch.setenv("GPUCOSIM_STOP_GRACE", "soon")
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", "--timeout", "5") == (
+        "gpucosim run: error: GPUCOSIM_STOP_GRACE='soon': give a number of seconds above 0, at most 1000000 "
+        "(in the environment)")
