@@ -16,24 +16,19 @@ SIGHUP), 2 for a usage error (the message says what was wrong), 1 for a failure.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import errno
 import math
-import os
-import re
 import signal
 import sys
 import threading
 from pathlib import Path
 
-from testbench.argtypes import OneLineParser, folder_problem, integer_in, parse_int
+from testbench.argtypes import OneLineParser, integer_in, parse_int
 from testbench.pipes import pipe_safe
 
 from . import __version__
+from .checks import BACKENDS, output_arg, path_arg, run_options, writable_file
 from .trace.plot import MAX_CYCLE
 
-BACKENDS = ("verilator", "icarus", "model")
-COCOTB_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG", "TRACE", "NOTSET")  # (cocotb.logging's)
 DEMO = "examples.demo"
 
 RUN_EPILOG = """\
@@ -63,7 +58,7 @@ class Parser(OneLineParser):
 
 
 def _default_backend() -> str | None:
-    """None: --sim was not given; `_run_options` takes $SIM, else verilator."""
+    """None: --sim was not given; `run_options` takes $SIM, else verilator."""
     return None
 
 
@@ -93,39 +88,6 @@ def _timeout(text: str) -> float:
     return v
 
 
-def _path(text: str) -> str:
-    """A file or folder name: not empty (`--trace "$OUT"` with OUT unset ran with no timeline,
-    and `disasm ""` said "cannot read : Is a directory"), and one the system can take."""
-    if not text:
-        raise argparse.ArgumentTypeError("an empty name (give a path)")
-    if problem := _name_problem(text):
-        raise argparse.ArgumentTypeError(problem)
-    return text
-
-
-def _output(text: str) -> str:
-    """A file to write: a _path, and not "-" (a file named "-" was written, where stdin's
-    name suggests stdout; /dev/stdout is stdout)."""
-    if text == "-":
-        raise argparse.ArgumentTypeError("- is no file here: give a name (/dev/stdout for stdout)")
-    return _path(text)
-
-
-def _name_problem(text: str) -> str | None:
-    """Why the system refuses `text` as a path whatever is written there, or None: a name too
-    long (pathlib's is_dir() and is_file() raised ENAMETOOLONG as a traceback, where a missing
-    file is just False), or symbolic links in a loop."""
-    try:
-        os.stat(text)
-    except OSError as e:
-        if e.errno == errno.ENAMETOOLONG:
-            shown = text if len(text) <= 60 else text[:30] + "..." + text[-20:]
-            return f"{shown!r} ({len(text)} characters): {e.strerror}"
-        if e.errno == errno.ELOOP:  # (a symlink to itself: Path.resolve's RuntimeError traceback)
-            return f"{text}: {e.strerror}"
-    return None
-
-
 def _data_width(text: str) -> int:
     try:
         v = parse_int(text)
@@ -140,22 +102,23 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sim", type=_backend, default=_default_backend(), metavar="{verilator,icarus,model}",
                    help="backend: the RTL on Verilator or Icarus, or the reference model "
                         "(default: $SIM or verilator)")
-    p.add_argument("--trace", type=_output, metavar="FILE", help="write a timeline (Chrome trace JSON, for ui.perfetto.dev)")
+    p.add_argument("--trace", type=output_arg, metavar="FILE",
+                   help="write a timeline (Chrome trace JSON, for ui.perfetto.dev)")
     p.add_argument("--waves", action="store_true",
                    help="write a waveform (FST) of the RTL run (a separate, cached build)")
-    p.add_argument("--waves-file", type=_output, metavar="FILE",
+    p.add_argument("--waves-file", type=output_arg, metavar="FILE",
                    help="where --waves writes, a .fst file (default build/waves/APP-SIM.fst)")
     # (repeatable, the pairs of each joined: a second --log replaced the first, silently)
     p.add_argument("--log", action="append", metavar="SPEC", help="per-module log levels, e.g. ioctl=info,ring=debug "
                                                                     "(repeatable; default: $GPUCOSIM_LOG)")
     p.add_argument("--stats", action="store_true",
                    help="print the exit report: buffers left allocated, IB pools, fences, ioctls")
-    p.add_argument("--stats-json", type=_output, metavar="FILE",
+    p.add_argument("--stats-json", type=output_arg, metavar="FILE",
                    help="write the run's figures as JSON: cycles, ioctls, seconds in the app and in the device")
     p.add_argument("--timeout", type=_timeout, metavar="SECONDS",
                    help="stop the app after SECONDS of wall-clock time (from its start, the build not counted), "
                         "writing --trace and --stats-json as a Ctrl-C does; exit status 124")
-    p.add_argument("--crash-dir", type=_path, metavar="DIR", help="where crash reports go (default build/crash)")
+    p.add_argument("--crash-dir", type=path_arg, metavar="DIR", help="where crash reports go (default build/crash)")
     p.add_argument("--kmd", action="append", default=[], metavar="KEY=VALUE",
                    help="a KMD parameter for this run (repeatable), e.g. --kmd job_timeout=20000")
     p.add_argument("--no-dma", action="store_true",
@@ -204,7 +167,7 @@ def build_parser() -> Parser:
                               "  gpucosim disasm -x c0033700 500 2000000 0 12345678\n"
                               "  gpucosim disasm ib.bin --base 0x2000000\n"
                               "  gpucosim disasm --sdma -x 00000001 fff 0 100000 0 200000 0")
-    d.add_argument("files", nargs="*", type=_path, metavar="FILE",
+    d.add_argument("files", nargs="*", type=path_arg, metavar="FILE",
                    help="the dump (- for stdin); several are listed one after another, each under "
                         "a `==> FILE <==` line (a glob: `build/crash/crash-gpu_error-*.txt`)")
     d.add_argument("-x", "--dwords", nargs="+", action="extend", metavar="HEX",  # (a second -x dropped the first's)
@@ -230,8 +193,8 @@ def build_parser() -> Parser:
     pl = sub.add_parser("plot", help="draw a timeline (a `run --trace` file) as a PNG",
                         description="Draw a `gpucosim run --trace` timeline as a picture: one row per "
                                     "track, slices as bars. Needs matplotlib.")
-    pl.add_argument("trace", type=_path, metavar="TRACE", help="the trace JSON")
-    pl.add_argument("-o", "--output", type=_path, required=True, metavar="PNG", help="the picture to write")
+    pl.add_argument("trace", type=path_arg, metavar="TRACE", help="the trace JSON")
+    pl.add_argument("-o", "--output", type=path_arg, required=True, metavar="PNG", help="the picture to write")
     pl.add_argument("--from", dest="start", type=_cycle, metavar="CYCLE", help="first cycle shown")
     pl.add_argument("--to", dest="end", type=_cycle, metavar="CYCLE", help="last cycle shown")
     pl.add_argument("--title", help="the picture's title")
@@ -240,145 +203,10 @@ def build_parser() -> Parser:
 
 # ------------------------------------------------------------------------------ subcommands
 
-def _kmd_params(p: argparse.ArgumentParser, items: list[str]) -> dict:
-    from kmd_model.core.kmd import KmdParams
-
-    known = {f.name: f for f in dataclasses.fields(KmdParams)}
-    out = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            p.error(f"--kmd wants KEY=VALUE, not {item!r}")
-        if key not in known:
-            p.error(f"--kmd: unknown KMD parameter {key!r} (known: {', '.join(sorted(known))})")
-        default = known[key].default
-        text = text.strip()
-        try:
-            if isinstance(default, bool):
-                if text.lower() not in ("0", "1", "true", "false", "yes", "no", "on", "off"):
-                    raise ValueError
-                value = text.lower() in ("1", "true", "yes", "on")
-            elif isinstance(default, float):
-                value = float(text)
-            else:
-                value = parse_int(text)
-        except ValueError:
-            kind = {bool: "boolean (1/0, true/false)", float: "number", int: "integer (decimal or 0x hex)"}[type(default)]
-            p.error(f"--kmd {key}: {text!r} is not a{'n' if kind[0] == 'i' else ''} {kind}")
-        out[key] = value
-    try:
-        KmdParams(**out)
-    except ValueError as e:
-        p.error(f"--kmd: {e}")
-    return out
-
-
-def _run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]):
-    from .run.session import RunOptions, default_build_dir
-
-    if args.log is not None:
-        args.log = ",".join(spec for spec in args.log if spec)
-
-    if args.sim is None:
-        env = os.environ.get("SIM", "").strip()
-        if env and env not in BACKENDS:
-            p.error(f"SIM={env} (from the environment) is not a backend: choose {', '.join(BACKENDS)}, "
-                    "or give --sim")
-        args.sim = env or "verilator"
-    if args.sim == "model" and (args.waves or args.waves_file):
-        p.error("--waves needs a simulator: use --sim verilator or --sim icarus")
-    if args.no_dma and args.sim != "model":
-        p.error("--no-dma applies to the reference model (--sim model): the RTL always has its DMA engine")
-    if args.rtl_engines and args.sim != "model":
-        p.error("--rtl-engines applies to the reference model (--sim model): the RTL has only its own engines")
-    if (app.endswith(".py") or os.sep in app) and (problem := _name_problem(app)):
-        p.error(f"APP {problem}")
-    if app.endswith(".py") and not Path(app).is_file():
-        p.error(f"no app at {app}")
-    if app.endswith(".py"):
-        _python_text(p, app)
-    if args.waves_file and Path(args.waves_file).suffix != ".fst":
-        # (written as FST whatever its name, and its GTKWave save file goes beside it as NAME.gtkw:
-        # --waves-file w.gtkw was the waveform overwritten by its own save file)
-        p.error(f"--waves-file {args.waves_file}: the waveform is FST (its save file goes beside it as .gtkw): "
-                "give a .fst file")
-    if args.stats_json and Path(args.stats_json).is_dir():
-        p.error(f"--stats-json wants a file, not the folder {args.stats_json}")
-    # everything the run will write is checked now, not after the run
-    outputs = [(opt, path) for opt, path in (("--trace", args.trace), ("--stats-json", args.stats_json),
-                                             ("--waves-file", args.waves_file)) if path]
-    for opt, path in outputs:
-        _writable_file(p, opt, Path(path))
-    _distinct_outputs(p, app, outputs)
-    if args.crash_dir:
-        _writable_dir(p, "--crash-dir", Path(args.crash_dir))
-    if args.sim != "model" or args.trace or args.waves or args.waves_file:
-        _writable_dir(p, "GPUCOSIM_BUILD" if os.environ.get("GPUCOSIM_BUILD") else "the build folder",
-                      default_build_dir())
-    waves = None
-    if args.waves or args.waves_file:
-        stem = Path(app.split(":")[0]).stem if app.endswith(".py") else app.split(":")[0].rsplit(".", 1)[-1]
-        waves = args.waves_file or str(default_build_dir() / "waves" / f"{stem}-{args.sim}.fst")
-    # (the drivers read $GPUCOSIM_LOG as they load, and warn of a bad one "GPUCOSIM_LOG is
-    # ignored": loaded with it hidden, so the usage error below refusing it is the one line)
-    env_log = os.environ.pop("GPUCOSIM_LOG", None)
-    try:
-        from kmd_model import log as kmd_log
-    finally:
-        if env_log is not None:
-            os.environ[kmd_log.ENV] = env_log
-    if args.log:
-        try:
-            kmd_log.parse(args.log)
-        except ValueError as e:
-            p.error(f"--log: {str(e).split(': ', 1)[-1]}")
-    elif env_log:
-        try:
-            kmd_log.parse(env_log)
-        except ValueError as e:
-            p.error(f"{e} (in the environment)")
-        kmd_log.configure(env_log)  # (what loading the drivers with it would have done)
-    # the drivers' and the testbench's settings, read deep inside the run (the simulator's
-    # build, the app's umd.open): a bad one is a usage error now, not a traceback then
-    if args.sim != "model":
-        from testbench.sim import clock_mode
-
-        try:
-            clock_mode()
-        except ValueError as e:
-            p.error(f"{e} (in the environment)")
-        for var in ("COCOTB_LOG_LEVEL", "GPI_LOG_LEVEL"):  # (cocotb's ValueError in the simulator: "crashed or hung")
-            level = os.environ.get(var, "")
-            if level and level.upper() not in COCOTB_LEVELS:
-                p.error(f"{var}={level!r}: choose {', '.join(COCOTB_LEVELS)} (in the environment)")
-        from .trace.hwtrace import HWTRACE_ENV, monitors_wanted
-
-        try:
-            monitors_wanted()
-        except ValueError as e:
-            p.error(f"{HWTRACE_ENV}={os.environ[HWTRACE_ENV]!r}: {e} (in the environment)")
-    from .run.stops import stop_grace
-
-    if args.timeout:
-        try:
-            stop_grace()
-        except ValueError as e:
-            p.error(f"{e} (in the environment)")
-    from umd.submit import ENV as ASYNC_ENV
-
-    if os.environ.get(ASYNC_ENV, "0") not in ("0", "1"):
-        p.error(f"{ASYNC_ENV}={os.environ[ASYNC_ENV]!r}: choose 0 or 1 (in the environment)")
-    return RunOptions(app=app, backend=args.sim, args=app_args, trace=args.trace, waves=waves, log=args.log,
-                      stats=args.stats, stats_json=args.stats_json, crash_dir=args.crash_dir, kmd=_kmd_params(p, args.kmd),
-                      dma=not args.no_dma, data_width=args.data_width, queues=True, timeout=args.timeout,
-                      prog=p.prog)
-
-
 def cmd_run(p, args, app_args: list[str]) -> int:
     from .run.launch import LaunchError, run_app
 
-    opts = _run_options(p, args, getattr(args, "app", DEMO), app_args)
+    opts = run_options(p, args, getattr(args, "app", DEMO), app_args)
     try:
         return run_app(opts)
     except LaunchError as e:
@@ -483,7 +311,7 @@ def cmd_plot(p, args) -> int:
 
     if problem := picture_path_problem(args.output):
         p.error(f"-o {problem}")
-    _writable_file(p, "-o", Path(args.output))
+    writable_file(p, "-o", Path(args.output))
     if args.start is not None and args.end is not None and args.end <= args.start:
         p.error(f"--to {args.end} is not after --from {args.start}")
     try:
@@ -492,67 +320,6 @@ def cmd_plot(p, args) -> int:
         p.error(str(e))
     print(f"gpucosim: wrote {out}")
     return 0
-
-
-def _python_text(p: argparse.ArgumentParser, app: str) -> None:
-    """APP.py is Python source: text, UTF-8 unless a coding line says otherwise (a binary
-    file given by mistake was a SyntaxError whose excerpt printed its bytes)."""
-    try:
-        data = Path(app).read_bytes()
-    except OSError as e:
-        p.error(f"cannot read {app}: {e.strerror}")
-    if re.search(rb"^[ \t\f]*#.*?coding[:=]", b"\n".join(data.splitlines()[:2]), flags=re.M):
-        return  # (PEP 263: Python reads it in its own encoding)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        p.error(f"{app} is not a Python file: byte {e.start} is not UTF-8 text")
-    if "\0" in text:
-        p.error(f"{app} is not a Python file: it holds NUL bytes")
-
-
-def _distinct_outputs(p: argparse.ArgumentParser, app: str, outputs: list[tuple[str, str]]) -> None:
-    """No output names the app's own source, nor another output's file: the run wrote over
-    them (`--trace app.py` replaced the app with its timeline; of --trace and --stats-json
-    on one file the figures were lost)."""
-    source = _app_source(app)
-    seen: dict[Path, str] = {}
-    for opt, path in outputs:
-        where = Path(path).resolve()
-        if source is not None and where == source:
-            p.error(f"{opt} {path} is the app's own source: the run would write over it")
-        if where in seen:
-            p.error(f"{seen[where]} and {opt} name one file ({path}): give each its own")
-        seen[where] = opt
-
-
-def _app_source(app: str) -> Path | None:
-    """The file APP runs from, when it is one (APP.py, or a module's .py)."""
-    if app.endswith(".py"):
-        return Path(app).resolve()
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec(app.partition(":")[0])
-    except (ImportError, ValueError, OSError):
-        return None  # (not there: the launcher says so)
-    origin = getattr(spec, "origin", None)
-    return Path(origin).resolve() if origin and origin.endswith(".py") else None
-
-
-def _writable_dir(p: argparse.ArgumentParser, what: str, path: Path) -> None:
-    """`path` is, or can be made, a folder this process can write to; else a usage error."""
-    if problem := folder_problem(path):
-        p.error(f"{what}: {problem}")
-
-
-def _writable_file(p: argparse.ArgumentParser, what: str, path: Path) -> None:
-    """`path` can be written (its folder made if need be); else a usage error."""
-    if path.is_dir():
-        p.error(f"{what} wants a file, not the folder {path}")
-    _writable_dir(p, what, path.parent if str(path.parent) else Path("."))
-    if path.exists() and not os.access(path, os.W_OK):
-        p.error(f"{what}: {path} is not writable")
 
 
 @pipe_safe  # `gpucosim run APP | head`: the reader may go away at any time; what is printed after

@@ -278,10 +278,10 @@ def _run_rtl(opts: RunOptions) -> int:
         err_log = log.with_name("sim-stderr.log")
         with Console(f"{opts.backend}: {Path(app).stem}", status=file_status(status), echo=log,
                      echo_err=err_log, noise=SIM_NOISE):
-            res, stop, stopped_by = _supervised(opts, lambda: sim.run(design, opts.backend, "gpucosim.run.app_runner", tag="app",
-                                                          extra_env=env, waves=waves, plusargs=plusargs,
-                                                          stderr_file=err_log),
-                                    status, result)
+            res, stop, stopped_by = _supervised(
+                opts, lambda: sim.run(design, opts.backend, "gpucosim.run.app_runner", tag="app", extra_env=env,
+                                      waves=waves, plusargs=plusargs, stderr_file=err_log),
+                status, result)
         if waves and stop != "killed":
             _report_waves(opts)
         if stop == "interrupted":
