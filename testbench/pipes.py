@@ -101,6 +101,17 @@ def _reopen_closed() -> None:
         setattr(sys, name, _Closed() if name == "stdout" else open(fd, "w", closefd=False))
 
 
+def lenient_stdout() -> None:
+    """stdout writes what its encoding cannot as escapes (\\u2014), as Python's stderr does:
+    with PYTHONIOENCODING=ascii (or a locale's narrow charset) a '—' in a line was
+    UnicodeEncodeError, a traceback of the command, or of the app it runs."""
+    if getattr(sys.stdout, "errors", None) == "strict" and hasattr(sys.stdout, "reconfigure"):
+        try:
+            sys.stdout.reconfigure(errors="backslashreplace")
+        except (ValueError, OSError):
+            pass
+
+
 def pipe_safe(main: F) -> F:
     """A CLI's main with stdout PipeSafe while it runs (nested: the outer one already is)."""
 
@@ -109,6 +120,7 @@ def pipe_safe(main: F) -> F:
         if isinstance(sys.stdout, PipeSafe):
             return main(*args, **kwargs)
         _reopen_closed()
+        lenient_stdout()
         saved = sys.stdout
         sys.stdout = safe = PipeSafe(saved)
         try:

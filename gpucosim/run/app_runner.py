@@ -16,8 +16,10 @@ import warnings
 import cocotb
 
 from gpucosim.run.console import MarkedStderr
+from testbench.pipes import lenient_stdout
 
 STREAMS_ENV = "GPUCOSIM_APP_STREAMS"
+lenient_stdout()  # (the log: a character its encoding lacks ended the app, "the simulator crashed or hung")
 if os.environ.get(STREAMS_ENV) == "1":
     # what the app and gpucosim write to stderr reaches the user's stderr (console.py), not
     # the log's echo on stdout: set before the drivers' log handlers take sys.stderr

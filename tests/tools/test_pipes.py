@@ -135,3 +135,20 @@ def test_started_with_stderr_closed(tmp_path):
                         str(tmp_path / "crash")], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, timeout=120,
                        preexec_fn=_closed_fds(2))
     assert r.returncode == 1 and r.stdout == "out\n", r.stdout
+
+
+@pytest.mark.parametrize("backend", ["model", pytest.param("verilator", marks=pytest.mark.xdist_group("demo_rtl"))])
+def test_a_character_stdout_cannot_encode_is_escaped(backend):
+    """With PYTHONIOENCODING=ascii, hello.py's '—' was UnicodeEncodeError: a crash report on
+    the model, and on a simulator "the app did not finish: the simulator crashed or hung"
+    (MarkedStderr's write into the log failed too). stdout escapes it, as stderr does."""
+    if backend != "model":
+        from testbench import sim
+
+        if sim.unavailable_reason(backend):
+            pytest.skip(sim.unavailable_reason(backend))
+    env = dict(os.environ, GPUCOSIM_PROGRESS="0", PYTHONIOENCODING="ascii")
+    env.pop("GPUCOSIM_LOG", None)
+    r = subprocess.run([sys.executable, "-m", "gpucosim", "run", "examples/hello.py", "--sim", backend], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout == f"hello: OK on {backend} \\u2014 read back 0xc0ffee\n", r.stderr[-2000:]
