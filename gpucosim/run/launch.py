@@ -119,6 +119,7 @@ def _run_model(opts: RunOptions) -> int:
     # --timeout counts from the app's import on (an app may spin there too); Ctrl-C is
     # Python's own KeyboardInterrupt here
     session, timed_out = None, False
+    interrupted: KeyboardInterrupt | None = None
     watchdog = None
     try:
         stop_on_signals(opts.timeout, _raise)
@@ -153,6 +154,8 @@ def _run_model(opts: RunOptions) -> int:
             code = session.run(dev, main)
     except RunTimeout:
         timed_out = True
+    except KeyboardInterrupt as e:  # (Ctrl-C, SIGTERM: cli.main says so, after the app's leftovers below)
+        interrupted = e
     finally:
         if watchdog is not None:
             watchdog.cancel()
@@ -165,11 +168,38 @@ def _run_model(opts: RunOptions) -> int:
         # (stopped before the app's run began, as it was imported or the model built: the
         # figures all the same, as the timeline is)
         (session or Session(opts)).write_figures(opts.stats_json, TIMEOUT_EXIT)
+    if interrupted is not None:
+        _leave_the_app(before, opts, stopped_code(interrupted), f"gpucosim: {stop_words(interrupted)}")
+        raise interrupted
     if timed_out:  # (last, after the timeline's line, as "gpucosim: interrupted" is)
+        _leave_the_app(before, opts, TIMEOUT_EXIT, timeout_message(opts, session.cycles if session else 0))
         print(timeout_message(opts, session.cycles if session else 0), file=sys.stderr, flush=True)
         return TIMEOUT_EXIT
     _wait_for_app_threads(before)
     return code
+
+
+def _leave_the_app(before: set, opts: RunOptions, code: int, line: str) -> None:
+    """After a stop, what the app started is not waited for: its processes (multiprocessing's)
+    are terminated, and with threads of its own still running the process ends here, its
+    outputs relayed and its last line said (the interpreter waited for them at exit: the
+    stop's line, then a hang until killed)."""
+    mp = sys.modules.get("multiprocessing")
+    kids = mp.active_children() if mp is not None else []
+    for k in kids:
+        k.terminate()
+    for k in kids:
+        k.join(1.0)
+        if k.is_alive():
+            k.kill()
+    if kids:
+        print(f"gpucosim: the app's {len(kids)} process{'es' if len(kids) > 1 else ''} of its own ended with it",
+              file=sys.stderr, flush=True)
+    if any(t not in before and t.is_alive() and not t.daemon for t in threading.enumerate()):
+        relay(opts)
+        print(line, file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(code)
 
 
 def _raise(e: BaseException) -> None:

@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from greenlet import GreenletExit
 
@@ -212,7 +212,7 @@ def stop_on_signals(timeout: float | None, throw: Callable[[BaseException], None
         signal.setitimer(signal.ITIMER_REAL, 0)
 
     _seen = seen
-    old = signal.signal(signal.SIGALRM, lambda _, frame: fire(held.pop() if held else None, frame))
+    old = _ours(signal.SIGALRM, lambda _, frame: fire(held.pop() if held else None, frame))
 
     def disarm() -> None:
         global _seen, _disarm
@@ -228,9 +228,9 @@ def stop_on_signals(timeout: float | None, throw: Callable[[BaseException], None
     _disarm = disarm  # (before the clock starts: a stop may come before this returns)
     old_term = {signum: signal.getsignal(signum) for signum in TERMINATING}
     for signum in TERMINATING:  # (a stop as ^C, held where ^C is: umd/signals.py)
-        signal.signal(signum, lambda num, frame: fire(Terminated(num), frame))
+        _ours(signum, lambda num, frame: fire(Terminated(num), frame))
     if sigint:
-        signal.signal(signal.SIGINT, lambda _, frame: fire(KeyboardInterrupt(), frame))
+        _ours(signal.SIGINT, lambda _, frame: fire(KeyboardInterrupt(), frame))
         # (a system call the simulator's C++ makes goes on, not EINTR, when a signal arrives)
         signal.siginterrupt(signal.SIGINT, False)
         signal.siginterrupt(signal.SIGALRM, False)
@@ -240,6 +240,25 @@ def stop_on_signals(timeout: float | None, throw: Callable[[BaseException], None
 
 
 _disarm: Callable[[], None] | None = None  # what stop_on_signals armed last
+_handlers: set = set()  # the handlers stop_on_signals installed
+
+
+def _ours(signum: int, handler: Callable) -> Any:
+    """signal.signal, remembering the handler as the run's (see _plain_in_child)."""
+    _handlers.add(handler)
+    return signal.signal(signum, handler)
+
+
+def _plain_in_child() -> None:
+    """A process the app forks (multiprocessing) gets Python's own handlers back: with the
+    run's, the stop that terminated it was raised in its code as the run's Terminated, a
+    traceback ("Process Process-1: ... Terminated: SIGTERM")."""
+    for signum in (signal.SIGINT, signal.SIGALRM, *TERMINATING):
+        if signal.getsignal(signum) in _handlers:
+            signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+
+
+os.register_at_fork(after_in_child=_plain_in_child)
 
 
 def disarm_stops() -> None:

@@ -286,16 +286,19 @@ def test_sigterm_and_sighup_stop_the_run_as_ctrl_c_does(tmp_path, backend, how, 
 
 
 def _processes_with(text: bytes) -> list[int]:
-    """The processes whose environment holds `text`."""
+    """The processes whose command line or environment holds `text` (a simulator has the
+    app's path in its environment, the model's process and its forks in their arguments)."""
     found = []
     for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/environ", "rb") as f:
-                    if text in f.read():
-                        found.append(int(d))
-            except OSError:
-                pass
+        if d.isdigit() and int(d) != os.getpid():
+            for part in ("cmdline", "environ"):
+                try:
+                    with open(f"/proc/{d}/{part}", "rb") as f:
+                        if text in f.read():
+                            found.append(int(d))
+                            break
+                except OSError:
+                    pass
     return found
 
 
@@ -352,3 +355,46 @@ def test_a_bad_stop_grace_is_one_line(capsys, monkeypatch):
     assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", "--timeout", "5") == (
         "gpucosim run: error: GPUCOSIM_STOP_GRACE='soon': give a number of seconds above 0, at most 1000000 "
         "(in the environment)")
+
+
+LEAVES = {  # an app that leaves something of its own running when it is stopped
+    "thread": "import threading\nimport time\n\ndef spin():\n    while True:\n        time.sleep(0.05)\n\n"
+              "def main():\n    threading.Thread(target=spin).start()\n    print('running', flush=True)\n"
+              "    while True:\n        time.sleep(0.05)\n",
+    "process": "import multiprocessing\nimport time\n\ndef spin():\n    while True:\n        time.sleep(0.05)\n\n"
+               "def main():\n    multiprocessing.Process(target=spin).start()\n    print('running', flush=True)\n"
+               "    while True:\n        time.sleep(0.05)\n",
+}
+
+
+@pytest.mark.parametrize("leaves", LEAVES)
+@pytest.mark.parametrize("how", ["timeout", "sigint"])
+def test_a_stopped_model_run_does_not_wait_for_what_the_app_left_running(tmp_path, leaves, how):
+    """A stopped model run said it was stopped and then hung: the interpreter's exit waited for
+    the app's thread (or multiprocessing joined its process) for ever. Its processes are
+    terminated now, and with threads left the process ends after its outputs; a process the
+    app forked no longer raises the run's own stop (a "Terminated: SIGTERM" traceback)."""
+    app = tmp_path / "leaves.py"
+    app.write_text(LEAVES[leaves])
+    stats = tmp_path / "s.json"
+    e = dict(os.environ, GPUCOSIM_PROGRESS="0")
+    e.pop("GPUCOSIM_LOG", None)
+    argv = [sys.executable, "-m", "gpucosim", "run", str(app), "--sim", "model", "--stats-json", str(stats)]
+    p = subprocess.Popen(argv + (["--timeout", "1"] if how == "timeout" else []), cwd=ROOT, env=e,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        assert p.stdout.readline().strip() == "running"
+        if how == "sigint":
+            time.sleep(0.3)
+            p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+        code = 124 if how == "timeout" else 130
+        assert p.returncode == code and "Traceback" not in err, err
+        assert json.loads(stats.read_text())["exit_code"] == code
+        time.sleep(0.3)
+        assert not _processes_with(str(app).encode())
+    finally:
+        p.kill()
+        for pid in _processes_with(str(app).encode()):  # (what a failure left: this test's own)
+            os.kill(pid, signal.SIGKILL)
