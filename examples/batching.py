@@ -85,10 +85,9 @@ def table(rows: list[Row]) -> str:
 
 
 def plot(rows: list[Row], path: str, backend: str) -> None:
-    import matplotlib
+    from gpucosim.trace.plot import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (a, b, c) = plt.subplots(1, 3, figsize=(14, 4.2))
     for i, align in enumerate(sorted({r.align for r in rows})):

@@ -89,10 +89,9 @@ def table(runs: list[Run]) -> str:
 
 
 def plot(runs: list[Run], path: str, backend: str) -> None:
-    import matplotlib
+    from gpucosim.trace.plot import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
     labels = ["pools on" if r.pools else "pools off" for r in runs]

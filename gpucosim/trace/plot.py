@@ -8,6 +8,7 @@ as ticks; the x axis is simulated time in cycles. Needs matplotlib (Agg, no disp
 from __future__ import annotations
 
 import json
+import os
 import zlib
 from pathlib import Path
 
@@ -110,8 +111,12 @@ def _int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def plot(trace: str | Path, output: str | Path, *, start: float | None = None, end: float | None = None,
-         title: str | None = None, width: float = 14.0) -> Path:
+def pyplot():
+    """matplotlib.pyplot on its Agg backend (files, no display), for every picture the project
+    draws. $MPLBACKEND is set aside first: matplotlib reads it as it is imported, and a value it
+    does not know was its ValueError traceback before the backend could be chosen. PlotError
+    without matplotlib."""
+    saved = os.environ.pop("MPLBACKEND", None)
     try:
         import matplotlib
 
@@ -119,6 +124,15 @@ def plot(trace: str | Path, output: str | Path, *, start: float | None = None, e
         import matplotlib.pyplot as plt
     except ImportError:
         raise PlotError("plotting needs matplotlib: pip install matplotlib") from None
+    finally:
+        if saved is not None:
+            os.environ["MPLBACKEND"] = saved
+    return plt
+
+
+def plot(trace: str | Path, output: str | Path, *, start: float | None = None, end: float | None = None,
+         title: str | None = None, width: float = 14.0) -> Path:
+    plt = pyplot()
     try:
         data = load(trace)
     except InputError as e:

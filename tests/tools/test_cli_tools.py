@@ -435,3 +435,14 @@ def test_a_dash_is_no_output_file(capsys, opt):
     the name that is stdout."""
     assert usage_error(capsys, "run", "examples/hello.py", "--sim", "verilator", opt, "-") == \
         f"gpucosim run: error: argument {opt}: - is no file here: give a name (/dev/stdout for stdout)"
+
+
+def test_a_bad_mplbackend_in_the_environment_draws_all_the_same(tmp_path):
+    """MPLBACKEND=frob made matplotlib's import raise its ValueError (a traceback) before plot
+    could choose its Agg backend; the pictures are files, whatever the environment's display."""
+    from .cli_helpers import gpucosim
+
+    trace = tmp_path / "t.json"
+    trace.write_text('[{"ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1, "name": "a"}]')
+    r = gpucosim("plot", str(trace), "-o", str(tmp_path / "x.png"), env={"MPLBACKEND": "frob"})
+    assert r.returncode == 0 and r.stdout == f"gpucosim: wrote {tmp_path / 'x.png'}\n" and not r.stderr, r.stderr
