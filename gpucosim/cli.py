@@ -54,7 +54,14 @@ of cp, sdma, bus, irq (default all).
 
 
 class Parser(OneLineParser):
-    """argparse, with `gpucosim <sub>: error: ...` (one line) and exit code 2 for usage errors."""
+    """argparse, with `gpucosim <sub>: error: ...` (one line) and exit code 2 for usage errors,
+    and no abbreviations: `run` passes what it does not know to the app, and an app's own
+    --time or --data was taken as gpucosim's --timeout or --data-width (the app ran with its
+    default, and gpucosim stopped it after that many seconds)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
 
 def _default_backend() -> str | None:

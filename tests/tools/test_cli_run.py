@@ -469,3 +469,15 @@ def test_ctrl_c_is_one_line_not_a_traceback(tmp_path):
         p.kill()
     assert p.returncode == 130, (out, err)
     assert err.strip().splitlines()[-1] == "gpucosim: interrupted" and "Traceback" not in err, err
+
+
+def test_an_apps_option_that_begins_like_one_of_gpucosims_is_the_apps(tmp_path):
+    """argparse took abbreviations: an app's --time 5 was gpucosim's --timeout 5 (the app ran
+    with its default, and was stopped after 5 s), its --data 7 a usage error about
+    --data-width. gpucosim's options are taken whole only."""
+    app = tmp_path / "opts.py"
+    app.write_text("import argparse\n\ndef main():\n    ap = argparse.ArgumentParser()\n"
+                   "    ap.add_argument('--time', type=float, default=0)\n    ap.add_argument('--data', default='x')\n"
+                   "    a = ap.parse_args()\n    print('app got', a.time, a.data)\n")
+    r = gpucosim("run", str(app), "--sim", "model", "--time", "5", "--data", "7")
+    assert r.returncode == 0 and r.stdout == "app got 5.0 7\n", r.stdout + r.stderr
