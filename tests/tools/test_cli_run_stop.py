@@ -207,7 +207,8 @@ def test_stats_prints_the_exit_report_of_a_stopped_run(tmp_path, how):
     assert json.loads(trace.read_text())["otherData"]["exit_report"] == body
 
 
-def test_timeout_inside_a_flush_keeps_the_submission(tmp_path):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_timeout_inside_a_flush_keeps_the_submission(tmp_path, backend):
     """A flush holds ^C from its CS ioctl to the end of its bookkeeping (umd/signals.py), but
     not --timeout's stop (SIGALRM): one that came in between was raised there, and the
     submission was lost: the exit report had the CS ioctl and no flush. The flush now holds
@@ -227,8 +228,9 @@ def test_timeout_inside_a_flush_keeps_the_submission(tmp_path):
                    "    q.flush()\n"
                    "    print('not reached')\n")
     trace, stats = tmp_path / "t.json", tmp_path / "s.json"
-    r = gpucosim("run", str(app), "--sim", "model", "--timeout", "0.5", "--stats", "--trace", str(trace),
-                 "--stats-json", str(stats))
+    _need(backend)
+    r = gpucosim("run", str(app), "--sim", backend, "--timeout", "0.5", "--stats", "--trace", str(trace),
+                 "--stats-json", str(stats), timeout=300)
     assert r.returncode == 124 and "not reached" not in r.stdout, r.stdout + r.stderr
     assert "Traceback" not in r.stderr, r.stderr
     head, body = _report(r.stderr)
