@@ -15,7 +15,7 @@ import warnings
 
 import cocotb
 
-from gpucosim.run.console import MarkedStderr
+from gpucosim.run.console import EscapedStdout, MarkedStderr
 from testbench.pipes import lenient_stdout
 
 STREAMS_ENV = "GPUCOSIM_APP_STREAMS"
@@ -24,6 +24,7 @@ if os.environ.get(STREAMS_ENV) == "1":
     # what the app and gpucosim write to stderr reaches the user's stderr (console.py), not
     # the log's echo on stdout: set before the drivers' log handlers take sys.stderr
     sys.stderr = MarkedStderr(sys.stdout, sys.stderr)  # type: ignore[assignment]
+    sys.stdout = EscapedStdout(sys.stdout)  # type: ignore[assignment]  (after: stderr writes the real one)
 
 from gpucosim.run.app import apply_app_log, load_main, report_load_error  # noqa: E402
 from gpucosim.run.session import RunOptions, Session, app_failed, exit_code  # noqa: E402

@@ -25,8 +25,31 @@ BAR = 24
 # The simulator's process has one output, its log (stdout and stderr in one file, as
 # cocotb's runner starts it). What the app and gpucosim write to sys.stderr there is
 # written into the log between these two characters (MarkedStderr), and the echo sends it
-# to stderr: the two streams stay apart, and in the order they were written.
-STDERR_START, STDERR_END = "\x1e", "\x1f"  # (ASCII record and unit separators)
+# to stderr: the two streams stay apart, and in the order they were written. The app's own
+# text may hold those characters (and ESCAPE): written as ESCAPE and a digit (escaped), or
+# a '\x1e' it printed sent the rest of its stdout to stderr.
+STDERR_START, STDERR_END, ESCAPE = "\x1e", "\x1f", "\x1d"  # (ASCII record, unit and group separators)
+_ESCAPES = {ESCAPE: ESCAPE + "0", STDERR_START: ESCAPE + "1", STDERR_END: ESCAPE + "2"}
+_UNESCAPED = {v[1]: k for k, v in _ESCAPES.items()}
+
+
+def escaped(s: str) -> str:
+    """`s` with the markers' characters (and ESCAPE) written as ESCAPE and a digit."""
+    return s if not any(c in s for c in _ESCAPES) else "".join(_ESCAPES.get(c, c) for c in s)
+
+
+class EscapedStdout:
+    """sys.stdout of the simulator's process: the app's text, escaped (see `escaped`)."""
+
+    def __init__(self, out: TextIO):
+        self._out = out
+
+    def write(self, s: str) -> int:
+        self._out.write(escaped(s))
+        return len(s)
+
+    def __getattr__(self, name):  # (flush, fileno, encoding...: the real stdout's)
+        return getattr(self._out, name)
 
 
 class MarkedStderr:
@@ -38,7 +61,7 @@ class MarkedStderr:
 
     def write(self, s: str) -> int:
         if s:
-            self._out.write(STDERR_START + s + STDERR_END)
+            self._out.write(STDERR_START + escaped(s) + STDERR_END)
             self._out.flush()
         return len(s)
 
@@ -52,21 +75,31 @@ class MarkedStderr:
         return getattr(self._err, name)
 
 
-def split_streams(text: str, in_err: bool) -> tuple[list[tuple[bool, str]], bool]:
-    """`text` of the log -> [(to stderr?, piece)] and whether the next text starts in a
-    stderr piece (a write may span two reads of the log)."""
+def split_streams(text: str, state: tuple[bool, bool]) -> tuple[list[tuple[bool, str]], tuple[bool, bool]]:
+    """`text` of the log -> [(to stderr?, piece)], unescaped, and the state the next text
+    starts in: (in a stderr piece, after an ESCAPE) (a write may span two reads of the log)."""
+    in_err, pending = state
     pieces: list[tuple[bool, str]] = []
-    i = 0
-    while i < len(text):
-        mark = STDERR_END if in_err else STDERR_START
-        j = text.find(mark, i)
-        end = len(text) if j < 0 else j
-        if end > i:
-            pieces.append((in_err, text[i:end]))
-        if j < 0:
-            break
-        in_err, i = not in_err, j + 1
-    return pieces, in_err
+    piece: list[str] = []
+
+    def cut() -> None:
+        if piece:
+            pieces.append((in_err, "".join(piece)))
+            piece.clear()
+
+    for c in text:
+        if pending:
+            piece.append(_UNESCAPED.get(c, c))
+            pending = False
+        elif c == ESCAPE:
+            pending = True
+        elif c == (STDERR_END if in_err else STDERR_START):
+            cut()
+            in_err = not in_err
+        else:
+            piece.append(c)
+    cut()
+    return pieces, (in_err, pending)
 
 
 def enabled(stream: TextIO) -> bool:
@@ -198,7 +231,7 @@ class Console:
     def _run(self) -> None:
         files: dict[Path, TextIO] = {}
         tick = 0
-        in_err = False
+        state = (False, False)  # (split_streams: in a stderr piece, after an ESCAPE)
 
         def new_lines(path: Path | None) -> list[str]:
             if path is None:
@@ -222,7 +255,7 @@ class Console:
                 with self.lock:
                     if lines or err_lines:
                         self._clear()
-                        pieces, in_err = split_streams("".join(lines), in_err)
+                        pieces, state = split_streams("".join(lines), state)
                         if err_lines:
                             pieces.append((True, "".join(err_lines)))
                         for to_err, piece in pieces:  # (each flushed: their order survives `2>&1`)

@@ -361,3 +361,22 @@ def test_a_simulator_build_that_fails_is_its_log_and_one_line(capsys, monkeypatc
     err = capsys.readouterr().err.splitlines()
     assert err[-3:] == ["c++: fake compiler: no", "make: *** Error 1",
                         f"gpucosim: the verilator build of gpu-dw64 failed (above: the end of its log, {log})"], err
+
+
+@pytest.mark.parametrize("backend", ["model", pytest.param("verilator", marks=pytest.mark.xdist_group("demo_rtl"))])
+def test_an_app_that_prints_the_stream_markers(tmp_path, backend):
+    """On a simulator the app's stderr reaches the log between '\\x1e' and '\\x1f': an app
+    that printed a '\\x1e' itself sent the rest of its stdout to stderr. Its text is escaped
+    in the log now, and comes out as it was written, on its own stream."""
+    if backend != "model":
+        from testbench import sim
+
+        if sim.unavailable_reason(backend):
+            pytest.skip(sim.unavailable_reason(backend))
+    app = tmp_path / "markers.py"
+    app.write_text("import sys\n\ndef main():\n    print('a\\x1eb\\x1fc\\x1dd', flush=True)\n"
+                   "    print('err\\x1e\\x1f\\x1dx', file=sys.stderr, flush=True)\n    print('after', flush=True)\n")
+    r = gpucosim("run", str(app), "--sim", backend, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout == "a\x1eb\x1fc\x1dd\nafter\n", repr(r.stdout)
+    assert r.stderr == "err\x1e\x1f\x1dx\n", repr(r.stderr)
