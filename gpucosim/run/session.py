@@ -378,10 +378,16 @@ def described(e: BaseException) -> str:
 def exit_code(value: Any) -> int:
     """What main()'s return value (or a SystemExit's code) means as an exit status, as
     `sys.exit(value)` has it: None is 0, an int is itself, anything else is printed to stderr
-    and is 1 (`return "no GPU"` is a message, not a crash of the launcher)."""
+    and is 1 (`return "no GPU"` is a message, not a crash of the launcher). An int no exit
+    status can hold is 1, said so: the process's status is the low 8 bits, and `return 256`
+    (a count of failures, say) was status 0, success, while --stats-json said 256."""
     if value is None:
         return 0
     if isinstance(value, int):
+        if not 0 <= value <= 255:
+            print(f"gpucosim: the app's exit status {int(value)} is not one a process can have (0 to 255): "
+                  "status 1", file=sys.stderr, flush=True)
+            return 1
         return int(value)
     print(value, file=sys.stderr, flush=True)
     return 1

@@ -205,11 +205,18 @@ def test_python_m_gpucosim_run_works():
     assert r.stdout.strip().splitlines()[-1].startswith("demo: OK on model")
 
 
+OUT_OF_RANGE = "gpucosim: the app's exit status {} is not one a process can have (0 to 255): status 1"
+
+
 @pytest.mark.parametrize("ret, code, last", [("'no GPU here'", 1, "no GPU here"), ("True", 1, None), ("7", 7, None),
-                                             ("None", 0, None), ("3.5", 1, "3.5"), ("raise SystemExit('bye')", 1, "bye")])
+                                             ("None", 0, None), ("3.5", 1, "3.5"), ("raise SystemExit('bye')", 1, "bye"),
+                                             ("256", 1, OUT_OF_RANGE.format(256)), ("-1", 1, OUT_OF_RANGE.format(-1)),
+                                             ("raise SystemExit(512)", 1, OUT_OF_RANGE.format(512))])
 def test_what_main_returns_is_an_exit_status_as_sys_exit_has_it(tmp_path, ret, code, last):
     """main()'s return value means what `sys.exit(value)` would: a string is a message and
-    status 1, not a crash report of the launcher's own int() (as it once was)."""
+    status 1, not a crash report of the launcher's own int() (as it once was). An int no
+    status can hold was its low 8 bits: `return 256` was status 0, success (--stats-json
+    said 256); it is 1, said so."""
     app = tmp_path / "app.py"
     app.write_text("def main():\n    " + (ret if ret.startswith("raise") else f"return {ret}") + "\n")
     r = gpucosim("run", str(app), "--sim", "model")
