@@ -19,7 +19,7 @@ import sys
 import time
 
 import umd
-from testbench.argtypes import OneLineParser
+from testbench.argtypes import OneLineParser, integer_in
 
 
 def run(submits: int, writes: int, async_submit: bool) -> dict:
@@ -47,8 +47,8 @@ def run(submits: int, writes: int, async_submit: bool) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="async_submit", description=" ".join(__doc__.split("\n\n")[0].split()))
-    ap.add_argument("--submits", type=int, default=200, help="flushes (default 200)")
-    ap.add_argument("--writes", type=int, default=4, help="dwords written per flush (default 4)")
+    ap.add_argument("--submits", type=integer_in(), default=200, help="flushes (default 200)")
+    ap.add_argument("--writes", type=integer_in(), default=4, help="dwords written per flush (default 4)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     if not 1 <= args.submits <= 10_000 or not 1 <= args.writes <= 64:
         ap.error("--submits must be in 1..10000 and --writes in 1..64")

@@ -17,15 +17,14 @@ It prints one table row per configuration and draws the plot with matplotlib.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from dataclasses import dataclass
 
 import gpucosim
-from gpucosim.trace.plot import picture_path_problem
+from gpucosim.trace.plot import picture_file_problem
 import kmd_model
 import umd
-from testbench.argtypes import OneLineParser
+from testbench.argtypes import OneLineParser, integer_in, parse_int
 
 THRESHOLDS = (1, 2, 4, 8, 16, 32, 64, 128)
 ALIGNS = (1, 8, 64)
@@ -86,10 +85,9 @@ def table(rows: list[Row]) -> str:
 
 
 def plot(rows: list[Row], path: str, backend: str) -> None:
-    import matplotlib
+    from gpucosim.trace.plot import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (a, b, c) = plt.subplots(1, 3, figsize=(14, 4.2))
     for i, align in enumerate(sorted({r.align for r in rows})):
@@ -119,7 +117,7 @@ def plot(rows: list[Row], path: str, backend: str) -> None:
 def _ints(ap: argparse.ArgumentParser, name: str, text: str) -> list[int]:
     """A comma list of integers >= 1, or a usage error naming the option."""
     try:
-        values = [int(x) for x in text.split(",")]
+        values = [parse_int(x) for x in text.split(",")]
     except ValueError:
         ap.error(f"{name}: a comma list of integers, not {text!r}")
     if bad := [v for v in values if v < 1]:
@@ -129,16 +127,13 @@ def _ints(ap: argparse.ArgumentParser, name: str, text: str) -> list[int]:
 
 def _check_plot(ap: argparse.ArgumentParser, path: str) -> None:
     """A picture matplotlib can write there, in a folder that exists: refused before the run."""
-    if problem := picture_path_problem(path):
+    if problem := picture_file_problem(path):
         ap.error(f"--plot {problem}")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        ap.error(f"--plot {path}: no such directory {folder}")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="batching", description=" ".join(__doc__.split("\n\n")[0].split()))
-    ap.add_argument("--commands", type=int, default=256, help="writes per configuration (default 256)")
+    ap.add_argument("--commands", type=integer_in(), default=256, help="writes per configuration (default 256)")
     ap.add_argument("--thresholds", default=",".join(map(str, THRESHOLDS)), help="flush thresholds, comma list")
     ap.add_argument("--aligns", default=",".join(map(str, ALIGNS)), help="IB alignments in dwords, comma list")
     ap.add_argument("--plot", metavar="PNG", help="draw the results (needs matplotlib)")

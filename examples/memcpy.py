@@ -21,7 +21,7 @@ import numpy as np
 
 import umd
 from spec import pm4
-from testbench.argtypes import OneLineParser
+from testbench.argtypes import OneLineParser, integer_in
 
 # (bytes, source offset, destination offset): aligned, misaligned both ways, big
 CASES = [(16, 0, 0), (64, 4, 0), (100, 1, 3), (4096, 0, 0), (4093, 7, 2), (65536, 0, 512)]
@@ -44,7 +44,7 @@ def record_copy(q, dst, dst_off: int, src, src_off: int, n: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="memcpy", description=" ".join(__doc__.split("\n\n")[0].split()))
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seed", type=integer_in(), default=1)
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     rng = np.random.default_rng(args.seed)
 

@@ -19,16 +19,15 @@ on the same device; what differs is counted:
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
 from dataclasses import dataclass
 
 import gpucosim
-from gpucosim.trace.plot import picture_path_problem
+from gpucosim.trace.plot import picture_file_problem
 import kmd_model
 import umd
-from testbench.argtypes import OneLineParser
+from testbench.argtypes import OneLineParser, integer_in
 
 SIZES = (64, 100, 256, 640, 1000, 2048, 4096)
 
@@ -90,10 +89,9 @@ def table(runs: list[Run]) -> str:
 
 
 def plot(runs: list[Run], path: str, backend: str) -> None:
-    import matplotlib
+    from gpucosim.trace.plot import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
     labels = ["pools on" if r.pools else "pools off" for r in runs]
@@ -118,18 +116,15 @@ def plot(runs: list[Run], path: str, backend: str) -> None:
 
 def _check_plot(ap: argparse.ArgumentParser, path: str) -> None:
     """A picture matplotlib can write there, in a folder that exists: refused before the run."""
-    if problem := picture_path_problem(path):
+    if problem := picture_file_problem(path):
         ap.error(f"--plot {problem}")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        ap.error(f"--plot {path}: no such directory {folder}")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="pools", description=" ".join(__doc__.split("\n\n")[0].split()))
-    ap.add_argument("--allocs", type=int, default=10_000, help="allocations per run (default 10,000)")
-    ap.add_argument("--live", type=int, default=256, help="buffers alive at most (default 256)")
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--allocs", type=integer_in(), default=10_000, help="allocations per run (default 10,000)")
+    ap.add_argument("--live", type=integer_in(), default=256, help="buffers alive at most (default 256)")
+    ap.add_argument("--seed", type=integer_in(), default=1)
     ap.add_argument("--plot", metavar="PNG", help="draw the comparison (needs matplotlib)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     if args.allocs < 1 or args.live < 1:

@@ -31,16 +31,16 @@ import numpy as np
 import gpucosim
 import umd
 from spec import pm4
-from testbench.argtypes import OneLineParser
+from testbench.argtypes import OneLineParser, integer_in
 
 SLOT_BYTES = 64
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="producer_consumer", description=" ".join(__doc__.split("\n\n")[0].split()))
-    ap.add_argument("--items", type=int, default=24)
-    ap.add_argument("--slots", type=int, default=4)
-    ap.add_argument("--poll-interval", type=int, default=16, help="cycles between the CP's polls")
+    ap.add_argument("--items", type=integer_in(), default=24)
+    ap.add_argument("--slots", type=integer_in(), default=4)
+    ap.add_argument("--poll-interval", type=integer_in(), default=16, help="cycles between the CP's polls")
     ap.add_argument("--one-submission", action="store_true",
                     help="record everything into one submission (deadlocks: see above)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)

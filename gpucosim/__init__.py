@@ -6,10 +6,14 @@ timeline (Chrome trace JSON for Perfetto), crash reports, dumps, the register ma
 An app may report how far it is, for the launcher's progress bar:
 `gpucosim.progress(done, total, label)` (a no-op outside `gpucosim run`).
 
-Here: cli (the subcommands) and what they read back: crash (crash and exit reports), dump
-(dword dumps), regmap (registers for people). Beside them, a folder per concept:
+Here: cli (the subcommands), checks (what they check before a run) and what they read
+back: crash (crash and exit reports), dump (dword dumps), regmap (registers for people),
+inputs (the bounds on the files they read).
+Beside them, a folder per concept:
 - run/: running an app: launch (starting a run on a backend), app_runner (its cocotb
-  side), session (one run inside the app's process), console (output and the status line);
+  side), session (one run inside the app's process), app (finding and loading the app),
+  stops (--timeout and the signals that stop a run), outputs (outputs that name gpucosim's
+  own stdout or stderr), console (output and the status line);
 - trace/: what the drivers and the hardware did, on one timeline: timeline (the trace
   format), swtrace (the drivers' half), hwtrace and sdma_monitor (the hardware's half, from
   cocotb), waves (waveforms), plot (a timeline drawn).

@@ -12,9 +12,12 @@ of little-endian dwords, and the dumps stored in a `gpucosim run --trace` JSON f
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 from dataclasses import dataclass, field
+
+from .inputs import InputError, loads
 
 PER_LINE = 8
 ADDR_END = 1 << 64  # no dword of a dump lies past the 64-bit address space
@@ -134,12 +137,33 @@ def _u(v, bits: int) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << bits
 
 
+def _unmarked(data: bytes) -> bytes:
+    """Text with a byte-order mark as UTF-8 without it: a dump saved by an editor or a Windows
+    shell (PowerShell's `>` writes UTF-16) was read as binary dwords ("66 bytes is not a
+    whole number of dwords") or its first word as '\ufeffc0033700'. Bytes that only begin
+    like a mark, a binary dump's, are left as they are."""
+    for bom, codec in ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+                       (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
+                       (codecs.BOM_UTF16_BE, "utf-16")):
+        if data.startswith(bom):
+            try:
+                text = data.decode(codec)
+            except UnicodeDecodeError:
+                return data
+            printable = all(c.isprintable() or c in "\t\r\n" for c in text)
+            return text.encode("utf-8") if printable else data
+    return data
+
+
 def parse(data: bytes, source: str = "input", base: int = 0) -> list[Dump]:
     """Whatever `source` holds: text dump, trace JSON, or binary little-endian dwords."""
+    data = _unmarked(data)
     head = data.lstrip()[:1]
     if head in (b"{", b"["):
         try:
-            obj = json.loads(data)
+            obj = loads(data, source)
+        except InputError as e:
+            raise DumpError(str(e)) from None
         except json.JSONDecodeError as e:
             # text that opens like JSON is no hex dump: a trace cut short, most likely
             raise DumpError(f"{source} is not a JSON trace (line {e.lineno}, column {e.colno}: {e.msg})") from None

@@ -13,6 +13,7 @@ from enum import IntEnum
 
 from kmd_model import regs
 from kmd_model.regfield import Register
+from testbench.argtypes import parse_int
 
 
 class RegisterLookupError(LookupError):
@@ -43,7 +44,7 @@ def lookup(name: str) -> tuple[type[Register], int]:
     offset (`0x14`); returns (register, index)."""
     text = name.strip()
     try:
-        off = int(text, 0)
+        off = parse_int(text)
     except ValueError:
         off = None
     if off is not None:
@@ -64,7 +65,7 @@ def lookup(name: str) -> tuple[type[Register], int]:
         raise RegisterLookupError(f"{reg.NAME} is one register, not an array: give it without [{idx.rstrip(']')}]")
     if idx:
         try:
-            index = int(idx.rstrip("]"), 0)
+            index = parse_int(idx.rstrip("]"))
         except ValueError:
             raise RegisterLookupError(f"bad index in {name!r}") from None
         if not 0 <= index < reg.ARRAY_LEN:

@@ -6,6 +6,8 @@ simulator is built or started."""
 from __future__ import annotations
 
 import argparse
+import tempfile
+from pathlib import Path
 from typing import Callable
 
 
@@ -19,19 +21,65 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {' '.join(str(message).split())}\n")
 
 
-def int_at_least(lo: int) -> Callable[[str], int]:
-    """An integer >= lo (a count, an index, a number of jobs)."""
+NOT_AN_INTEGER = "must be an integer (decimal or 0x hex)"
+
+
+def parse_int(text: str) -> int:
+    """The one integer syntax of the project's command lines, for counts, sizes, addresses,
+    cycles and register values alike: decimal or 0x hex (0o and 0b, and `_` between digits, as
+    Python writes them; leading zeros are decimal, not octal). ValueError otherwise, and for
+    more digits than any option needs (Python's own limit was a message about 4300 digits)."""
+    t = text.strip()
+    if not t.isascii() or len(t) > 100:  # (int() takes other scripts' digits: "٣" was 3)
+        raise ValueError(text)
+    try:
+        return int(t, 0)
+    except ValueError:
+        return int(t, 10)  # ("010" is ten; "0x" and "1e3" are refused here too)
+
+
+def integer_in(lo: int | None = None, hi: int | None = None, *, multiple: int = 1,
+               bits: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer (parse_int) in [lo, hi], a multiple of `multiple`; `bits`:
+    hi is the largest value of that many bits, said so in its message. Each refusal is one
+    line naming what was given: `argument --base: must be a multiple of 4, not 0x2`."""
 
     def parse(text: str) -> int:
         try:
-            v = int(text, 0)
+            v = parse_int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer, not {text!r}") from None
-        if v < lo:
+            raise argparse.ArgumentTypeError(f"{NOT_AN_INTEGER}, not {text!r}") from None
+        if lo is not None and v < lo:
             raise argparse.ArgumentTypeError(f"must be at least {lo}, not {text}")
+        if hi is not None and v > hi:
+            limit = f"fit in {bits} bits (at most {hi:#x})" if bits else f"be at most {hi}"
+            raise argparse.ArgumentTypeError(f"must {limit}, not {text}")
+        if v % multiple:
+            raise argparse.ArgumentTypeError(f"must be a multiple of {multiple}, not {text}")
         return v
 
-    parse.__name__ = f"integer >= {lo}"  # (argparse names the type in some messages)
+    parse.__name__ = "integer"  # (argparse names the type in some messages)
+    return parse
+
+
+def int_at_least(lo: int) -> Callable[[str], int]:
+    """An integer >= lo (a count, an index, a number of jobs)."""
+    return integer_in(lo)
+
+
+def int_one_of(values: tuple[int, ...]) -> Callable[[str], int]:
+    """One of `values` (a bus width), written in any form parse_int takes."""
+
+    def parse(text: str) -> int:
+        try:
+            v = parse_int(text)
+        except ValueError:
+            v = None
+        if v not in values:
+            raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(map(str, values))}")
+        return v
+
+    parse.__name__ = "integer"
     return parse
 
 
@@ -52,3 +100,21 @@ def real_in(ok: Callable[[float], bool], what: str) -> Callable[[str], float]:
 
 fraction = real_in(lambda v: 0 < v <= 1, "a number in (0, 1]")  # a share
 positive_float = real_in(lambda v: 0 < v < float("inf"), "a positive number")  # minutes, a budget
+
+
+def folder_problem(path: Path) -> str | None:
+    """Why `path` is not, and cannot be made, a folder this process can write in (one line,
+    for `OPTION: ...`), or None. Checked by making a file there and removing it: os.access
+    says yes to root everywhere, /proc included."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        return f"{path} is a file, not a folder"
+    except OSError as e:
+        return f"cannot create {path}: {e.strerror}"
+    try:
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        return f"cannot write in {path}: {e.strerror}"
+    return None

@@ -3,12 +3,16 @@ testbench.difftest --list 3 | head`, `gpucosim disasm REPORT | head`): what is p
 after that is lost, never a BrokenPipeError traceback (at a print, or in the interpreter's
 flush at exit). When it cannot be written for another reason (a full disk: `gpucosim regs >
 out.txt`), the command goes on too, and then says in one line that its output is incomplete
-and fails (status 1, or the run's own when that is not 0). The one place for it: gpucosim's
-launcher and every `python -m` CLI (`@pipe_safe` on its main)."""
+and fails (status 1, or the run's own when that is not 0); so it does when started with
+stdout closed (`>&-`). Started with stderr closed (`2>&-`), its messages go to /dev/null, not
+into stdout. The one place for it: gpucosim's launcher and every `python -m` CLI
+(`@pipe_safe` on its main)."""
 
 from __future__ import annotations
 
+import errno
 import functools
+import io
 import os
 import sys
 from typing import Callable, TextIO, TypeVar
@@ -51,6 +55,11 @@ class PipeSafe:
             reader_gone()
         except OSError as e:
             self._lose(e)
+        except ValueError:
+            if not self._stream.closed:
+                raise
+            # (an app run in this process closed sys.stdout: nothing is left to flush, and the
+            # command's own flush at its end was a "closed file" traceback)
 
     def _lose(self, e: OSError) -> None:
         """The output is incomplete (ENOSPC, EIO): remembered for the end of the command; the
@@ -62,6 +71,47 @@ class PipeSafe:
         return getattr(self._stream, name)
 
 
+class _Closed(io.TextIOBase):
+    """stdout when the command was started with it closed (`>&-`): every write fails as a
+    write to a closed descriptor does, so PipeSafe reports the output as lost."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        raise OSError(errno.EBADF, "stdout is closed")
+
+
+def _reopen_closed() -> None:
+    """Started with stdout or stderr closed (`>&-`, `2>&-`), Python sets sys.stdout or
+    sys.stderr to None: a print was AttributeError's traceback, and print(file=sys.stderr)
+    with None writes to stdout. The descriptor is opened on /dev/null (a file the command or
+    its simulator opens must not become its fd 1 or 2), stderr writes there, and stdout is
+    _Closed."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is not None:
+            continue
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_WRONLY)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+        setattr(sys, name, _Closed() if name == "stdout" else open(fd, "w", closefd=False))
+
+
+def lenient_stdout() -> None:
+    """stdout writes what its encoding cannot as escapes (\\u2014), as Python's stderr does:
+    with PYTHONIOENCODING=ascii (or a locale's narrow charset) a '—' in a line was
+    UnicodeEncodeError, a traceback of the command, or of the app it runs."""
+    if getattr(sys.stdout, "errors", None) == "strict" and hasattr(sys.stdout, "reconfigure"):
+        try:
+            sys.stdout.reconfigure(errors="backslashreplace")
+        except (ValueError, OSError):
+            pass
+
+
 def pipe_safe(main: F) -> F:
     """A CLI's main with stdout PipeSafe while it runs (nested: the outer one already is)."""
 
@@ -69,6 +119,8 @@ def pipe_safe(main: F) -> F:
     def run(*args, **kwargs):
         if isinstance(sys.stdout, PipeSafe):
             return main(*args, **kwargs)
+        _reopen_closed()
+        lenient_stdout()
         saved = sys.stdout
         sys.stdout = safe = PipeSafe(saved)
         try:

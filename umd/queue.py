@@ -27,7 +27,7 @@ from . import failed_jobs, kmd_errors, submit
 from .errors import OPEN_NEW_DEVICE, DeviceLost, GpuError, GpuTimeout, OutOfMemory, UmdError
 from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _close_after, _Dispatched, _index, _raise_first, _timeout,
                       device_alloc)
-from .signals import deferred_sigint
+from .signals import deferred_stops
 from .submit import PendingCs
 from .winsys.cmdbuf import CmdBuf, Label
 
@@ -447,7 +447,7 @@ def _flush(self: Queue, check: bool = True, call: str = "flush", own: str = "") 
             except GpuError as e:  # the oldest failed, and left: earlier work's error, raised after
                 earlier.append(e)
                 self._throttle(call)  # (room now, unless more are in flight than the limit: then it waits)
-        with deferred_sigint():  # (a ^C between the CS and its bookkeeping lost the submission)
+        with deferred_stops():  # (a ^C or a --timeout between the CS and its bookkeeping lost the submission)
             seq = _submit_recorded(self, call)
     except UmdError as e:  # its own refusal (the commands did not run), or no room: after the earlier ones
         if isinstance(e, GpuTimeout) and not own:

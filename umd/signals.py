@@ -1,4 +1,4 @@
-"""^C and the UMD's bookkeeping: a flush holds SIGINT until it is done.
+"""^C and the UMD's bookkeeping: a flush holds the stopping signals until it is done.
 
 A flush hands its IBs to the KMD (the CS ioctl) and then records what it submitted (the
 seqno its events and the queue's waits need, its IBs in flight). A KeyboardInterrupt between
@@ -8,6 +8,11 @@ done. The kernel has the same problem with signals and answers it the same way: 
 that arrives during an ioctl is delivered on the way back to user space, after the ioctl
 is complete. Waits (Event.wait, finish) stay interruptible: they change nothing the UMD
 records, and a wait without bound (timeout=None) must be one ^C can end.
+
+The signals held are those that stop a run: SIGINT (^C), SIGALRM (`gpucosim run --timeout`
+raises its RunTimeout from one; held for SIGINT alone, a timeout in the same place lost the
+submission as ^C had), SIGTERM and SIGHUP (`kill`, a closed terminal: gpucosim stops a run
+on them as on ^C).
 
 Only the main thread receives signals in Python, and only a Python handler can be deferred
 (SIG_IGN and SIG_DFL are left alone): elsewhere this does nothing.
@@ -20,23 +25,40 @@ import signal
 import threading
 from typing import Iterator
 
+HELD = (signal.SIGINT, signal.SIGALRM, signal.SIGTERM, signal.SIGHUP)
+
 
 @contextlib.contextmanager
-def deferred_sigint() -> Iterator[None]:
-    """Run the block with SIGINT held: a ^C during it runs the app's handler (by default
-    KeyboardInterrupt) once the block has ended, normally or not."""
+def deferred_stops() -> Iterator[None]:
+    """Run the block with the HELD signals held: one that arrives during it runs the
+    app's handler (for ^C by default KeyboardInterrupt) once the block has ended, normally
+    or not, in the order they came."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    prev = signal.getsignal(signal.SIGINT)
-    if not callable(prev):
+    prevs = {s: h for s in HELD if callable(h := signal.getsignal(s))}
+    if not prevs:
         yield
         return
-    held: list = []
-    signal.signal(signal.SIGINT, lambda signum, frame: held.append(frame))
+    held: list = []  # (signum, frame), each signal once
+    for s in prevs:
+        signal.signal(s, lambda signum, frame: held.append((signum, frame))
+                      if all(signum != h[0] for h in held) else None)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, prev)
-        if held:
-            prev(signal.SIGINT, held[0])
+        for s, h in prevs.items():
+            signal.signal(s, h)
+        _deliver(prevs, held)
+
+
+def _deliver(handlers: dict, held: list) -> None:
+    """Run the held signals' handlers in the order they came, each even when one before it
+    raised (as Python runs a second pending signal's handler while the first's exception
+    unwinds: the later exception wins)."""
+    if held:
+        (signum, frame), rest = held[0], held[1:]
+        try:
+            handlers[signum](signum, frame)
+        finally:
+            _deliver(handlers, rest)

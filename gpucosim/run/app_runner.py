@@ -15,17 +15,21 @@ import warnings
 
 import cocotb
 
-from gpucosim.run.console import MarkedStderr
+from gpucosim.run.console import EscapedStdout, MarkedStderr
+from testbench.pipes import lenient_stdout
 
 STREAMS_ENV = "GPUCOSIM_APP_STREAMS"
+lenient_stdout()  # (the log: a character its encoding lacks ended the app, "the simulator crashed or hung")
 if os.environ.get(STREAMS_ENV) == "1":
     # what the app and gpucosim write to stderr reaches the user's stderr (console.py), not
     # the log's echo on stdout: set before the drivers' log handlers take sys.stderr
     sys.stderr = MarkedStderr(sys.stdout, sys.stderr)  # type: ignore[assignment]
+    sys.stdout = EscapedStdout(sys.stdout)  # type: ignore[assignment]  (after: stderr writes the real one)
 
-from gpucosim.run.session import (RunOptions, RunTimeout, Session, app_failed, apply_app_log,  # noqa: E402
-                                  exit_code, load_main, report_load_error, stop_on_signals, stopped_code,
-                                  timeout_message)
+from gpucosim.run.app import apply_app_log, load_main, report_load_error  # noqa: E402
+from gpucosim.run.session import RunOptions, Session, app_failed, exit_code  # noqa: E402
+from gpucosim.run.stops import (RunTimeout, disarm_stops, stop_on_signals, stopped_code,  # noqa: E402
+                                timeout_message)
 from kmd_model.log import get_logger  # noqa: E402
 from testbench.sim import bridge  # noqa: E402
 from testbench.sim.cocotb_device import run_driver  # noqa: E402
@@ -54,25 +58,58 @@ def _result(code: int) -> None:
             f.write(str(code))
 
 
+LAUNCHER_ENV = "GPUCOSIM_LAUNCHER_PID"
+
+
+def _end_with_the_launcher() -> None:
+    """SIGTERM to this process when the launcher dies (`kill -9`, the OOM killer): a stop as
+    any other, its outputs written; it ran on alone, for ever with an app that spins. Linux's
+    PR_SET_PDEATHSIG; elsewhere nothing. A launcher already gone is a SIGTERM at once."""
+    launcher = os.environ.get(LAUNCHER_ENV)
+    if not launcher or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(launcher):  # (it died before the call: no signal would come)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 @cocotb.test()
 async def app(dut):
     opts = RunOptions.from_env()
     # --timeout and Ctrl-C end the app, not the simulator: raised in the app's code (at its
     # next resumption when the simulator is busy), so that the timeline, the figures and the
     # exit report are written as when it ends by itself (the launcher waits for them)
-    disarm = stop_on_signals(opts.timeout, bridge.interrupt, sigint=True, result=_result)
     sessions: list[Session] = []
     stopped: BaseException | None = None
+    code = 1
     try:
+        bridge.direct = True  # (a stop that comes as the clock starts is raised right here)
+        try:
+            stop_on_signals(opts.timeout, bridge.interrupt, sigint=True, result=_result)
+            _end_with_the_launcher()
+        finally:
+            bridge.direct = False
         code = await _app(dut, opts, sessions)
     except (KeyboardInterrupt, RunTimeout) as e:
         stopped = e
     finally:
-        disarm()
+        disarm_stops()
     # (a stop that came as the app ended, never raised in it: the run is stopped all the same)
     stopped = stopped or bridge.take_pending()
     if stopped is not None:
         code = stopped_code(stopped)
+        # stopped before the app's run began (as it was imported): the figures and an empty
+        # timeline all the same, as when it stops later
+        session = sessions[0] if sessions else Session(opts)
+        if opts.stats_json and not session.figures_written:
+            session.write_figures(opts.stats_json, code)
+        session.finish()
     if isinstance(stopped, RunTimeout):
         print(timeout_message(opts, sessions[0].cycles if sessions else 0), file=sys.stderr, flush=True)
     _result(code)

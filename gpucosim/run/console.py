@@ -11,6 +11,7 @@ cleared before each line of output, so output and status never mix.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import threading
@@ -24,8 +25,31 @@ BAR = 24
 # The simulator's process has one output, its log (stdout and stderr in one file, as
 # cocotb's runner starts it). What the app and gpucosim write to sys.stderr there is
 # written into the log between these two characters (MarkedStderr), and the echo sends it
-# to stderr: the two streams stay apart, and in the order they were written.
-STDERR_START, STDERR_END = "\x1e", "\x1f"  # (ASCII record and unit separators)
+# to stderr: the two streams stay apart, and in the order they were written. The app's own
+# text may hold those characters (and ESCAPE): written as ESCAPE and a digit (escaped), or
+# a '\x1e' it printed sent the rest of its stdout to stderr.
+STDERR_START, STDERR_END, ESCAPE = "\x1e", "\x1f", "\x1d"  # (ASCII record, unit and group separators)
+_ESCAPES = {ESCAPE: ESCAPE + "0", STDERR_START: ESCAPE + "1", STDERR_END: ESCAPE + "2"}
+_UNESCAPED = {v[1]: k for k, v in _ESCAPES.items()}
+
+
+def escaped(s: str) -> str:
+    """`s` with the markers' characters (and ESCAPE) written as ESCAPE and a digit."""
+    return s if not any(c in s for c in _ESCAPES) else "".join(_ESCAPES.get(c, c) for c in s)
+
+
+class EscapedStdout:
+    """sys.stdout of the simulator's process: the app's text, escaped (see `escaped`)."""
+
+    def __init__(self, out: TextIO):
+        self._out = out
+
+    def write(self, s: str) -> int:
+        self._out.write(escaped(s))
+        return len(s)
+
+    def __getattr__(self, name):  # (flush, fileno, encoding...: the real stdout's)
+        return getattr(self._out, name)
 
 
 class MarkedStderr:
@@ -37,7 +61,7 @@ class MarkedStderr:
 
     def write(self, s: str) -> int:
         if s:
-            self._out.write(STDERR_START + s + STDERR_END)
+            self._out.write(STDERR_START + escaped(s) + STDERR_END)
             self._out.flush()
         return len(s)
 
@@ -51,21 +75,31 @@ class MarkedStderr:
         return getattr(self._err, name)
 
 
-def split_streams(text: str, in_err: bool) -> tuple[list[tuple[bool, str]], bool]:
-    """`text` of the log -> [(to stderr?, piece)] and whether the next text starts in a
-    stderr piece (a write may span two reads of the log)."""
+def split_streams(text: str, state: tuple[bool, bool]) -> tuple[list[tuple[bool, str]], tuple[bool, bool]]:
+    """`text` of the log -> [(to stderr?, piece)], unescaped, and the state the next text
+    starts in: (in a stderr piece, after an ESCAPE) (a write may span two reads of the log)."""
+    in_err, pending = state
     pieces: list[tuple[bool, str]] = []
-    i = 0
-    while i < len(text):
-        mark = STDERR_END if in_err else STDERR_START
-        j = text.find(mark, i)
-        end = len(text) if j < 0 else j
-        if end > i:
-            pieces.append((in_err, text[i:end]))
-        if j < 0:
-            break
-        in_err, i = not in_err, j + 1
-    return pieces, in_err
+    piece: list[str] = []
+
+    def cut() -> None:
+        if piece:
+            pieces.append((in_err, "".join(piece)))
+            piece.clear()
+
+    for c in text:
+        if pending:
+            piece.append(_UNESCAPED.get(c, c))
+            pending = False
+        elif c == ESCAPE:
+            pending = True
+        elif c == (STDERR_END if in_err else STDERR_START):
+            cut()
+            in_err = not in_err
+        else:
+            piece.append(c)
+    cut()
+    return pieces, (in_err, pending)
 
 
 def enabled(stream: TextIO) -> bool:
@@ -76,6 +110,8 @@ def enabled(stream: TextIO) -> bool:
 
 
 def bar(fraction: float, width: int = BAR) -> str:
+    if not math.isfinite(fraction):  # (nan: int(round(nan)) raised, in the console's thread)
+        fraction = 0.0
     fraction = min(max(fraction, 0.0), 1.0)
     n = int(round(fraction * width))
     return "[" + "#" * n + "." * (width - n) + f"] {100 * fraction:3.0f}%"
@@ -86,7 +122,7 @@ def status_text(label: str, st: dict | None, elapsed: float, tick: int) -> str:
     st = st or {}
     parts = [label]
     total = st.get("total")
-    if total:
+    if isinstance(total, (int, float)) and math.isfinite(total) and total > 0:
         parts.append(bar(st.get("done", 0) / total))
         if st.get("label"):
             parts.append(str(st["label"]))
@@ -121,14 +157,17 @@ class Console:
     """`with Console(label, status=fn, echo=log_path): ...run...`
 
     status: returns the run's status dict (or None); echo: a log file to copy to stdout
-    as it grows (the simulator's), minus lines containing any of `noise`."""
+    as it grows (the simulator's), minus lines containing any of `noise`; echo_err: one to
+    copy to stderr the same way (the simulator's own stderr)."""
 
     def __init__(self, label: str, *, status: Callable[[], dict | None] | None = None,
-                 echo: Path | None = None, noise: tuple[str, ...] = (), delay: float = 1.0,
+                 echo: Path | None = None, echo_err: Path | None = None, noise: tuple[str, ...] = (),
+                 delay: float = 1.0,
                  out: TextIO | None = None, err: TextIO | None = None, guard_stdout: bool = False):
         self.label = label
         self.status = status or (lambda: None)
         self.echo = echo
+        self.echo_err = echo_err
         self.noise = noise
         self.delay = delay
         self.out = out or sys.stdout
@@ -143,13 +182,14 @@ class Console:
         self._saved = None
 
     def __enter__(self) -> "Console":
-        if self.echo is not None:
-            self.echo.unlink(missing_ok=True)
+        for path in (self.echo, self.echo_err):
+            if path is not None:
+                path.unlink(missing_ok=True)
         if self.guard_stdout:
             self._saved = (sys.stdout, sys.stderr)
             sys.stdout = _Guarded(sys.stdout, self)  # type: ignore[assignment]
             sys.stderr = _Guarded(sys.stderr, self)  # type: ignore[assignment]
-        if self.echo is not None or self.show:
+        if self.echo is not None or self.echo_err is not None or self.show:
             self.thread.start()
         return self
 
@@ -176,9 +216,9 @@ class Console:
             return
         try:
             st = self.status()
-        except Exception:
-            st = None
-        text = status_text(self.label, st, elapsed, tick)
+            text = status_text(self.label, st, elapsed, tick)
+        except Exception:  # (a status it cannot show: never the end of the thread, which echoes the output)
+            return
         width = 120
         try:
             width = os.get_terminal_size(self.err.fileno()).columns - 1
@@ -189,27 +229,35 @@ class Console:
         self.shown = True
 
     def _run(self) -> None:
-        f = None
+        files: dict[Path, TextIO] = {}
         tick = 0
-        in_err = False
+        state = (False, False)  # (split_streams: in a stderr piece, after an ESCAPE)
+
+        def new_lines(path: Path | None) -> list[str]:
+            if path is None:
+                return []
+            if path not in files and path.exists():
+                files[path] = open(path, errors="replace")
+            f = files.get(path)
+            lines = []
+            while f is not None:
+                line = f.readline()
+                if not line:
+                    break
+                if not any(n in line for n in self.noise):
+                    lines.append(line)
+            return lines
+
         try:
             while True:
                 stopping = self.stop.is_set()
-                lines = []
-                if self.echo is not None:
-                    if f is None and self.echo.exists():
-                        f = open(self.echo, errors="replace")
-                    if f is not None:
-                        while True:
-                            line = f.readline()
-                            if not line:
-                                break
-                            if not any(n in line for n in self.noise):
-                                lines.append(line)
+                lines, err_lines = new_lines(self.echo), new_lines(self.echo_err)
                 with self.lock:
-                    if lines:
+                    if lines or err_lines:
                         self._clear()
-                        pieces, in_err = split_streams("".join(lines), in_err)
+                        pieces, state = split_streams("".join(lines), state)
+                        if err_lines:
+                            pieces.append((True, "".join(err_lines)))
                         for to_err, piece in pieces:  # (each flushed: their order survives `2>&1`)
                             stream = self.err if to_err else self.out
                             stream.write(piece)
@@ -221,7 +269,7 @@ class Console:
                 tick += 1
                 self.stop.wait(0.05)
         finally:
-            if f is not None:
+            for f in files.values():
                 f.close()
 
 

@@ -22,10 +22,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from .app import AppNotFound, apply_app_log, find_app, load_main, report_load_error
 from .console import Console, file_status
 from .console import enabled as console_enabled
-from .session import (INTERRUPT_EXIT, TIMEOUT_EXIT, AppNotFound, RunOptions, RunTimeout, Session, app_failed, apply_app_log,
-                      default_build_dir, find_app, load_main, report_load_error, stop_on_signals, timeout_message)
+from .outputs import relay, to_relay
+from .session import RunOptions, Session, app_failed, default_build_dir
+from .stops import (INTERRUPT_EXIT, TIMEOUT_EXIT, RunTimeout, Terminated, disarm_stops, hard_stop, stop_grace,
+                    stop_on_signals, stop_words, stopped_code, timeout_message)
 
 BACKENDS = ("verilator", "icarus", "model")
 # Lines of the simulator's log that are not the app's
@@ -82,12 +85,18 @@ def run_app(opts: RunOptions) -> int:
     for attr in ("trace", "waves", "crash_dir", "stats_json"):
         v = getattr(opts, attr)
         if v:
-            setattr(opts, attr, str(Path(v).resolve()))
+            # (absolute, not resolved: /dev/stdout resolved to /proc/PID/fd/pipe:[N], a name no
+            # file has, and the figures "could not be written")
+            setattr(opts, attr, os.path.abspath(v))
     if opts.log:
         os.environ["GPUCOSIM_LOG"] = opts.log  # apps that set up logging themselves defer to it
-    if opts.backend == "model":
-        return _run_model(opts)
-    return _run_rtl(opts)
+    to_relay(opts)
+    try:
+        if opts.backend == "model":
+            return _run_model(opts)
+        return _run_rtl(opts)
+    finally:
+        relay(opts)
 
 
 # ------------------------------------------------------------------------------ reference model
@@ -109,9 +118,19 @@ def _run_model(opts: RunOptions) -> int:
     before = set(threading.enumerate())  # (the app's threads: from its import on)
     # --timeout counts from the app's import on (an app may spin there too); Ctrl-C is
     # Python's own KeyboardInterrupt here
-    disarm = stop_on_signals(opts.timeout, _raise)
     session, timed_out = None, False
+    interrupted: KeyboardInterrupt | None = None
+    watchdog = None
     try:
+        stop_on_signals(opts.timeout, _raise)
+        if opts.timeout:
+            # (an app that takes SIGALRM for itself, cancels the clock or sits in C: ended all the
+            # same, as the simulator is killed on the RTL)
+            grace = stop_grace()
+            watchdog = threading.Timer(opts.timeout + grace, hard_stop, (RunTimeout(opts.timeout),),
+                                       {"why": f"the app did not stop within {grace:g} s more", "opts": opts})
+            watchdog.daemon = True
+            watchdog.start()
         main = _load(opts.app)
         if main is None:
             return 2
@@ -135,15 +154,52 @@ def _run_model(opts: RunOptions) -> int:
             code = session.run(dev, main)
     except RunTimeout:
         timed_out = True
+    except KeyboardInterrupt as e:  # (Ctrl-C, SIGTERM: cli.main says so, after the app's leftovers below)
+        interrupted = e
     finally:
-        disarm()  # (not while the timeline is written)
+        if watchdog is not None:
+            watchdog.cancel()
+        disarm_stops()  # (not while the timeline is written)
+        if session is None and timed_out:  # (stopped as the app was imported: an empty timeline, still)
+            session = Session(opts)
         if session is not None:
             session.finish()  # (the timeline of what ran, a Ctrl-C's run too, as on the RTL)
+    if timed_out and opts.stats_json and not (session and session.figures_written):
+        # (stopped before the app's run began, as it was imported or the model built: the
+        # figures all the same, as the timeline is)
+        (session or Session(opts)).write_figures(opts.stats_json, TIMEOUT_EXIT)
+    if interrupted is not None:
+        _leave_the_app(before, opts, stopped_code(interrupted), f"gpucosim: {stop_words(interrupted)}")
+        raise interrupted
     if timed_out:  # (last, after the timeline's line, as "gpucosim: interrupted" is)
+        _leave_the_app(before, opts, TIMEOUT_EXIT, timeout_message(opts, session.cycles if session else 0))
         print(timeout_message(opts, session.cycles if session else 0), file=sys.stderr, flush=True)
         return TIMEOUT_EXIT
     _wait_for_app_threads(before)
     return code
+
+
+def _leave_the_app(before: set, opts: RunOptions, code: int, line: str) -> None:
+    """After a stop, what the app started is not waited for: its processes (multiprocessing's)
+    are terminated, and with threads of its own still running the process ends here, its
+    outputs relayed and its last line said (the interpreter waited for them at exit: the
+    stop's line, then a hang until killed)."""
+    mp = sys.modules.get("multiprocessing")
+    kids = mp.active_children() if mp is not None else []
+    for k in kids:
+        k.terminate()
+    for k in kids:
+        k.join(1.0)
+        if k.is_alive():
+            k.kill()
+    if kids:
+        print(f"gpucosim: the app's {len(kids)} process{'es' if len(kids) > 1 else ''} of its own ended with it",
+              file=sys.stderr, flush=True)
+    if any(t not in before and t.is_alive() and not t.daemon for t in threading.enumerate()):
+        relay(opts)
+        print(line, file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(code)
 
 
 def _raise(e: BaseException) -> None:
@@ -164,10 +220,10 @@ def _wait_for_app_threads(before: set) -> None:
               f"run)", file=sys.stderr, flush=True)
         for t in left:
             t.join()
-    except KeyboardInterrupt:
-        print("gpucosim: interrupted", file=sys.stderr, flush=True)
+    except KeyboardInterrupt as e:
+        print(f"gpucosim: {stop_words(e)}", file=sys.stderr, flush=True)
         sys.stdout.flush()
-        os._exit(130)  # (the interpreter's exit would wait for them again)
+        os._exit(stopped_code(e))  # (the interpreter's exit would wait for them again)
 
 
 def _load(target: str):
@@ -216,8 +272,14 @@ def _run_rtl(opts: RunOptions) -> int:
         print(f"gpucosim: {label}, once for this configuration"
               + (f" (about {est:.0f} s last time)" if est else
                  (" (1-3 minutes)" if opts.backend == "verilator" else " (under a minute)")), file=sys.stderr, flush=True)
-    with Console(label, status=lambda: {"estimate": est} if est else None):
-        sim.build(design, opts.backend, waves=waves)  # before the app's output starts
+    try:
+        with Console(label, status=lambda: {"estimate": est} if est else None):
+            sim.build(design, opts.backend, waves=waves)  # before the app's output starts
+    except sim.BuildError as e:  # (a toolchain's failure: its own words, then one line; no traceback)
+        print(str(e).split("\n", 1)[-1].rstrip()[-2000:], file=sys.stderr)
+        print(f"gpucosim: the {opts.backend} build of {design.name} failed (above: the end of its log, {e.log})",
+              file=sys.stderr, flush=True)
+        return 1
     took = time.monotonic() - t0
     if took > 3:
         _record(key, took)
@@ -235,25 +297,30 @@ def _run_rtl(opts: RunOptions) -> int:
         env = {"GPUCOSIM_RUN": opts.to_json(), "GPUCOSIM_APP_RESULT": str(result),
                "GPUCOSIM_APP_STREAMS": "1",  # (app_runner: its stderr marked in the log, for the echo)
                "GPUCOSIM_CWD": os.getcwd(),  # the app runs where it was started, as on the model
+               "GPUCOSIM_LAUNCHER_PID": str(os.getpid()),  # (app_runner: it stops when this process dies)
                "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "WARNING"),
                "GPI_LOG_LEVEL": os.environ.get("GPI_LOG_LEVEL", "WARNING")}
         if opts.log:
             env["GPUCOSIM_LOG"] = opts.log
         log = sim.BUILD / "runs" / f"{opts.backend}-{design.name}" / f"app-{os.getpid()}" / "sim.log"
+        # the simulator's own stderr (Verilator's messages) apart from its log, and echoed to
+        # stderr: in the log it reached stdout, among the app's output
+        err_log = log.with_name("sim-stderr.log")
         with Console(f"{opts.backend}: {Path(app).stem}", status=file_status(status), echo=log,
-                     noise=SIM_NOISE):
-            res, stop = _supervised(opts, lambda: sim.run(design, opts.backend, "gpucosim.run.app_runner", tag="app",
-                                                          extra_env=env, waves=waves, plusargs=plusargs),
-                                    status, result)
+                     echo_err=err_log, noise=SIM_NOISE):
+            res, stop, stopped_by = _supervised(
+                opts, lambda: sim.run(design, opts.backend, "gpucosim.run.app_runner", tag="app", extra_env=env,
+                                      waves=waves, plusargs=plusargs, stderr_file=err_log),
+                status, result)
         if waves and stop != "killed":
             _report_waves(opts)
         if stop == "interrupted":
-            raise KeyboardInterrupt  # (cli.main: "gpucosim: interrupted", 130)
+            raise stopped_by  # (cli.main: "gpucosim: interrupted", 130; "terminated (SIGTERM)", 143)
         if stop == "killed":
             return INTERRUPT_EXIT
         if stop == "timeout":
             print(timeout_message(opts, (file_status(status)() or {}).get("cycles", 0))
-                  + f" (the simulator did not stop within {STOP_GRACE:g} s more: killed; no timeline)",
+                  + f" (the simulator did not stop within {stop_grace():g} s more: killed; no timeline)",
                   file=sys.stderr, flush=True)
             return TIMEOUT_EXIT
         if result.exists():
@@ -265,20 +332,20 @@ def _run_rtl(opts: RunOptions) -> int:
     return 1
 
 
-# how long the simulator has, after --timeout, to stop the app and write its outputs itself
-STOP_GRACE = 60.0
 
 
-def _supervised(opts: RunOptions, run: Callable[[], Any], status: Path, result: Path) -> tuple[Any, str | None]:
-    """`run()` (the simulator's run) in a thread, while this one watches for Ctrl-C and the
-    time: (its result, how it was stopped: None, "interrupted", "killed" or "timeout").
+def _supervised(opts: RunOptions, run: Callable[[], Any], status: Path,
+                result: Path) -> tuple[Any, str | None, KeyboardInterrupt | None]:
+    """`run()` (the simulator's run) in a thread, while this one watches for Ctrl-C (and
+    SIGTERM, SIGHUP: stops.Terminated) and the time: (its result, how it was stopped: None,
+    "interrupted", "killed" or "timeout", and the KeyboardInterrupt that stopped it).
 
     The simulator's process stops the app itself (app_runner: a ^C or its --timeout is
     raised in the app's code) and writes the timeline, the figures and the exit report
     before it ends; this process must not kill it meanwhile, as the subprocess call it
     waits in did on a KeyboardInterrupt. A ^C sent to this process alone is passed on to
     the simulator's; a second one a second later kills it (its outputs are lost); so
-    does --timeout plus STOP_GRACE, a simulator that cannot stop the app (stuck in C)."""
+    does --timeout plus stop_grace(), a simulator that cannot stop the app (stuck in C)."""
     box: dict[str, Any] = {}
 
     def target() -> None:
@@ -294,29 +361,31 @@ def _supervised(opts: RunOptions, run: Callable[[], Any], status: Path, result: 
     t.start()
     stop: str | None = None
     first_int: float | None = None
+    stopped_by: KeyboardInterrupt | None = None
     # (polled, not Thread.join: a KeyboardInterrupt in join's lock wait marks the thread as
     # ended in Python 3.11, bpo-45274's fix, and this process went on while it ran)
     while not box.get("done"):
         try:
             time.sleep(0.05)
-            if opts.timeout and stop is None and time.monotonic() - t0 > opts.timeout + STOP_GRACE:
+            if opts.timeout and stop is None and time.monotonic() - t0 > opts.timeout + stop_grace():
                 stop = "timeout"
                 _signal_children(signal.SIGKILL)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             now = time.monotonic()
             if first_int is None:
-                first_int, stop = now, "interrupted"
-                _signal_children(signal.SIGINT)  # (a terminal's ^C has reached it already: it takes one)
+                first_int, stop, stopped_by = now, "interrupted", e
+                # (a terminal's ^C has reached it already: it takes one; SIGTERM is passed on as such)
+                _signal_children(e.signum if isinstance(e, Terminated) else signal.SIGINT)
             elif now - first_int > 1.0:
                 stop = "killed"
-                print("gpucosim: interrupted again: simulator killed (no timeline, no figures)", file=sys.stderr,
-                      flush=True)
+                print(f"gpucosim: {stop_words(e)} again: simulator killed (no timeline, no figures)",
+                      file=sys.stderr, flush=True)
                 _signal_children(signal.SIGKILL)
     # (stopped: a simulator that died of the signal is no news; nor one that ended itself with
     # the status in `result`, session.hard_stop)
     if "error" in box and stop is None and not result.exists():
         raise box["error"]
-    return box.get("result"), stop
+    return box.get("result"), stop, stopped_by
 
 
 def _signal_children(sig: int) -> None:

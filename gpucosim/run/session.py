@@ -17,163 +17,17 @@ environment variable.
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import signal
 import sys
-import threading
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from greenlet import GreenletExit
-
-
-class RunTimeout(BaseException):
-    """`--timeout` ran out: raised in the app's code, wherever it is, as a Ctrl-C's
-    KeyboardInterrupt is (a BaseException, so that an app's `except Exception` does not
-    swallow it either)."""
-
-    def __init__(self, seconds: float):
-        super().__init__(f"no end within {seconds:g} s")
-        self.seconds = seconds
-
-
-# what ends a run, or closes a generator or the app's greenlet: never the app's failure
-_ENDINGS = (SystemExit, KeyboardInterrupt, GeneratorExit, GreenletExit, RunTimeout)
-# the exit status of a run stopped from outside: 124 as GNU timeout(1) has it, 130 as a shell
-# reports SIGINT
-TIMEOUT_EXIT, INTERRUPT_EXIT = 124, 130
-
-
-def stopped_code(e: BaseException) -> int | None:
-    """The exit status of a run that `e` stopped (None: `e` stops no run)."""
-    return TIMEOUT_EXIT if isinstance(e, RunTimeout) else INTERRUPT_EXIT if isinstance(e, KeyboardInterrupt) else None
-
-
-def timeout_message(opts: "RunOptions", cycles: int) -> str:
-    return f"gpucosim: {opts.shown(opts.app)} did not finish within {opts.timeout:g} s (at cycle {cycles}): stopped"
-
-
-RETRY_S = 0.02  # how soon a stop that could not be raised where it came is tried again
-REFIRE_S = 2.0  # how soon a stop the app caught is raised again
-_seen: Callable[[], None] | None = None  # tells stop_on_signals the run has its stop
-
-
-def stop_seen() -> None:
-    """The run has the stop in hand (Session.run, the launchers): no more of them."""
-    if _seen is not None:
-        _seen()
-
-
-def _not_now(frame) -> bool:
-    """Whether a stop raised at `frame` (where the signal came) would be lost or would break
-    the driver: inside a finalizer (`__del__`: Python prints the exception and drops it),
-    or inside an ioctl (the KMD's lock held: the kernel too delivers a signal on the way
-    back to user space; raised mid-ioctl it left the driver's state half-changed, and the
-    app failed in its cleanup, exit status 1)."""
-    f = frame
-    while f is not None:
-        if f.f_code.co_name == "__del__":
-            return True
-        f = f.f_back
-    s = _current
-    lock = getattr(getattr(getattr(s, "kmd", None), "lock", None), "_lock", None)
-    try:
-        return bool(lock is not None and lock._is_owned())
-    except AttributeError:
-        return False
-
-
-def hard_stop(e: BaseException, result: Callable[[int], None] | None = None) -> None:
-    """End the process from the signal handler: an app that catches every stop. What the
-    run has is written first (figures, timeline; `result` passes the exit status on: the
-    simulator's launcher reads it), then its line."""
-    code = stopped_code(e) or 1
-    s = _current
-    if s is not None:
-        try:
-            s.status_tick(force=True)
-            if s.opts.stats_json:
-                s.write_figures(s.opts.stats_json, code)
-            s.finish()
-        except Exception as err:  # (the exit is what matters now)
-            print(f"gpucosim: the run's outputs could not all be written: {described(err)}", file=sys.stderr)
-    if result is not None:
-        result(code)
-    if isinstance(e, RunTimeout) and s is not None:
-        print(timeout_message(s.opts, s.cycles) + " (the app caught every stop: its process ended)",
-              file=sys.stderr, flush=True)
-    else:
-        print("gpucosim: interrupted", file=sys.stderr, flush=True)
-    sys.stdout.flush()
-    os._exit(code)
-
-
-def stop_on_signals(timeout: float | None, throw: Callable[[BaseException], None], *,
-                    sigint: bool = False, result: Callable[[int], None] | None = None) -> Callable[[], None]:
-    """Arm `timeout` (wall-clock seconds; SIGALRM) and, with `sigint`, take over Ctrl-C:
-    the first of them calls `throw(RunTimeout | KeyboardInterrupt)` in the signal handler
-    (which raises it in the app's code, or has it raised there at its next chance: the
-    simulator's process). Later signals do nothing: a terminal's ^C reaches the simulator
-    both from the terminal and from the launcher that forwards it. Returns `disarm`, which
-    stops the clock and, with `sigint`, ignores ^C from then on: a late one (the forwarded
-    copy) ended the simulator's teardown with a KeyboardInterrupt in cocotb, or, once
-    Python had finalized and put SIGINT back to its default, killed it (status -2)."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None  # (signals reach the main thread only: run_app called from another has neither)
-    global _seen
-    stop: list[BaseException] = []  # the stop, once it came
-    done: list[bool] = []  # the run has seen it, or is over
-
-    def fire(e: BaseException | None, frame) -> None:
-        """`e`: a ^C's KeyboardInterrupt, a held stop, or None: the clock's."""
-        if done or (stop and isinstance(e, KeyboardInterrupt)):  # (the forwarded ^C's copy)
-            return
-        if stop:  # raised before and not seen: the app caught it (`except BaseException`)
-            e = RunTimeout(timeout) if isinstance(stop[0], RunTimeout) else KeyboardInterrupt()
-            if len(stop) > 1:  # twice: it catches every one, so no raise can end it
-                hard_stop(e, result)
-            stop.append(e)
-        elif e is None:
-            e = RunTimeout(timeout)
-        if _not_now(frame):  # tried again shortly (SIGALRM), the stop held meanwhile
-            held[:] = [e]
-            signal.setitimer(signal.ITIMER_REAL, RETRY_S)
-            return
-        if not stop:
-            stop.append(e)
-        signal.setitimer(signal.ITIMER_REAL, REFIRE_S)  # again, until the run sees it
-        throw(e)
-
-    held: list[BaseException] = []
-
-    def seen() -> None:
-        done.append(True)
-        signal.setitimer(signal.ITIMER_REAL, 0)
-
-    _seen = seen
-    old = signal.signal(signal.SIGALRM, lambda _, frame: fire(held.pop() if held else None, frame))
-    if timeout:
-        signal.setitimer(signal.ITIMER_REAL, timeout)
-    if sigint:
-        signal.signal(signal.SIGINT, lambda _, frame: fire(KeyboardInterrupt(), frame))
-        # (a system call the simulator's C++ makes goes on, not EINTR, when a signal arrives)
-        signal.siginterrupt(signal.SIGINT, False)
-        signal.siginterrupt(signal.SIGALRM, False)
-
-    def disarm() -> None:
-        global _seen
-        seen()
-        _seen = None
-        signal.signal(signal.SIGALRM, old)
-        if sigint:  # (the launcher kills the simulator on a second ^C)
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-    return disarm
+from .stops import _ENDINGS, RunTimeout, Terminated, stop_seen, stopped_code
 
 
 ENV = "GPUCOSIM_RUN"
@@ -226,10 +80,15 @@ class RunOptions:
     status_file: str | None = None  # where the simulator's process reports progress
     timeout: float | None = None  # wall-clock seconds the app may run (--timeout)
     cwd: str = field(default_factory=os.getcwd)  # the user's, where paths are shown from
+    prog: str = "gpucosim run"  # the command the user typed (`gpucosim sim`), for its errors
+    relayed: dict[str, str] = field(default_factory=dict)  # a file written in the place of a stream: the stream
 
     def shown(self, path: str | Path) -> str:
         """A path as the user would type it: relative to where they ran gpucosim when it
-        lies below it (the simulator runs elsewhere and gets absolute paths)."""
+        lies below it (the simulator runs elsewhere and gets absolute paths); a stream's
+        name for the file the launcher relays to it (launch._relay)."""
+        if str(path) in self.relayed:
+            return self.relayed[str(path)]
         try:
             return str(Path(path).resolve().relative_to(Path(self.cwd).resolve()))
         except ValueError:
@@ -309,7 +168,11 @@ class Session:
         self.exit_text = ""
         self.leaks = 0
         self.app_wall: float | None = None  # seconds in the app's main(), for speed comparisons
+        self.t_app = 0.0  # when main() started (perf_counter)
+        self.figures_written = False
+        self.finished = False  # (the timeline written)
         self.device_clock: DeviceClock | None = None
+        self._report_from: tuple = ((), None)  # (the app's UMD recorder, the ioctl counts): Session.run sets them
 
     # ------------------------------------------------------------------ progress
 
@@ -383,21 +246,25 @@ class Session:
                 self.tracer.attach(kmd)
             umd_rt.api_hook = recorder
             sys.argv = argv = _AppArgv([opts.app, *opts.args])
-            t_app = time.perf_counter()
+            self._report_from = (recorder, stats)
+            self.t_app = t_app = time.perf_counter()
+            stopped: BaseException | None = None
             try:
                 code = exit_code(main())
             except SystemExit as e:
                 code = exit_code(e.code)
             except BaseException as e:
                 if not app_failed(e):
-                    code = stopped_code(e) or code  # (the figures' exit_code: 124, 130)
-                    if code in (TIMEOUT_EXIT, INTERRUPT_EXIT):
-                        stop_seen()
-                    raise
-                traceback.print_exc()
-                sys.stderr.flush()
-                crash.report(f"exception in the app: {described(e)}", exc=e)
-                code = 1
+                    if stopped_code(e) is None:
+                        raise
+                    code = stopped_code(e)  # (the figures' exit_code: 124, 130, 143)
+                    stop_seen()
+                    stopped = e  # (its exit report first, then it goes on up)
+                else:
+                    traceback.print_exc()
+                    sys.stderr.flush()
+                    crash.report(f"exception in the app: {described(e)}", exc=e)
+                    code = 1
             finally:
                 self.app_wall = time.perf_counter() - t_app
                 # flushes an async queue (umd/submit.py) still has queued, of a device the
@@ -405,32 +272,51 @@ class Session:
                 umd_submit.drain_all()
                 umd_rt.api_hook = None
                 sys.argv = saved_argv
+            if stopped is not None:
+                # what the run has, as far as it got: --stats asked for it (a stopped app's
+                # buffers are no leaks: it never reached its cleanup)
+                self.report(code, stopped=stopped)
+                raise stopped
             if opts.args and not argv.read:
                 # what gpucosim does not know goes to the app: one that never looks at its
                 # arguments would let a mistyped option (--trce, --simm) pass unnoticed
-                print(f"gpucosim run: error: neither gpucosim nor the app knows {' '.join(opts.args)} "
-                      f"({opts.shown(opts.app)} reads no arguments; gpucosim run --help lists the options)",
+                print(f"{opts.prog}: error: neither gpucosim nor the app knows {' '.join(opts.args)} "
+                      f"({opts.shown(opts.app)} reads no arguments; {opts.prog} --help lists the options)",
                       file=sys.stderr, flush=True)
                 code = code or 2
-            kmd = self.kmd = crash.kmd  # the app may have reloaded the driver (kmd_model.rebind)
-            self.exit_text, self.leaks = exit_report(kmd, recorder.queues, stats.by_request,
-                                                     devices=recorder.devices)
-            if self.timeline is not None:
-                self.timeline.metadata["exit_report"] = self.exit_text
-            if opts.stats or self.leaks or any(not d.closed for d in recorder.devices):
-                dc = self.device_clock
-                print(f"gpucosim: exit report ({opts.backend}, {dev.now()} cycles; {self.app_wall * 1e3:.1f} ms in "
-                      f"the app, {dc.seconds * 1e3:.1f} ms in {dc.calls} device calls)\n{self.exit_text}",
-                      file=sys.stderr, flush=True)
+            self.report(code)
             return code
         finally:
             if stopped_code(sys.exc_info()[1] or SystemExit()):  # (a stop before or after main())
                 stop_seen()
+                code = stopped_code(sys.exc_info()[1])  # (the figures': a stop in the bring-up said 1)
             _current = None
             self.status_tick(force=True)
             kmd_model.unbind()
             if opts.stats_json:
                 self.write_figures(opts.stats_json, code)
+
+    def report(self, code: int, stopped: BaseException | None = None) -> None:
+        """The exit report: into the timeline, and to stderr with --stats, or whenever a run
+        that ended by itself leaked. A `stopped` run's says how it was stopped, and counts
+        what it still holds as allocated, not leaked."""
+        from ..crash import exit_report
+
+        recorder, stats = self._report_from
+        self.kmd = kmd = self.crash.kmd  # the app may have reloaded the driver (kmd_model.rebind)
+        at_exit = stopped is None
+        self.exit_text, self.leaks = exit_report(kmd, recorder.queues, stats.by_request, at_exit=at_exit,
+                                                 devices=recorder.devices)
+        if self.timeline is not None:
+            self.timeline.metadata["exit_report"] = self.exit_text
+        if self.opts.stats or (at_exit and (self.leaks or any(not d.closed for d in recorder.devices))):
+            dc = self.device_clock
+            by = ("--timeout" if isinstance(stopped, RunTimeout) else
+                  signal.Signals(stopped.signum).name if isinstance(stopped, Terminated) else "Ctrl-C")
+            how = "" if at_exit else f"; stopped by {by} (status {code}): what ran until then"
+            print(f"gpucosim: exit report ({self.opts.backend}, {self.dev.now()} cycles; {self.app_wall * 1e3:.1f} ms "
+                  f"in the app, {dc.seconds * 1e3:.1f} ms in {dc.calls} device calls{how})\n{self.exit_text}",
+                  file=sys.stderr, flush=True)
 
     def figures(self, code: int | None = None) -> dict:
         """What `--stats-json` writes. `app_s` is the wall time of the app's main();
@@ -446,18 +332,26 @@ class Session:
                 "device_cpu_s": dc.cpu_seconds if dc else None, "device_calls": dc.calls if dc else 0}
 
     def write_figures(self, path: str, code: int | None) -> None:
+        self.figures_written = True
         p = Path(path)
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(json.dumps(self.figures(code), indent=1) + "\n")
         except OSError as e:  # the run itself is done: say so, keep its exit code
-            print(f"gpucosim: cannot write the run's figures to {p}: {e.strerror or e}", file=sys.stderr, flush=True)
+            print(f"gpucosim: cannot write the run's figures to {self.opts.shown(p)}: {e.strerror or e}",
+                  file=sys.stderr, flush=True)
 
     def finish(self) -> Path | None:
-        """Write the timeline (after the hardware monitors have stopped)."""
-        if self.timeline is None or not self.opts.trace:
+        """Write the timeline (after the hardware monitors have stopped), once."""
+        if self.timeline is None or not self.opts.trace or self.finished:
             return None
-        path = self.timeline.write(self.opts.trace)
+        self.finished = True
+        try:
+            path = self.timeline.write(self.opts.trace)
+        except OSError as e:  # (a full disk, /dev/full: the run itself is done, as for the figures)
+            print(f"gpucosim: cannot write the timeline to {self.opts.shown(self.opts.trace)}: {e.strerror or e}",
+                  file=sys.stderr, flush=True)
+            return None
         print(f"gpucosim: timeline written to {self.opts.shown(path)} ({len(self.timeline)} events): "
               f"open it at https://ui.perfetto.dev", file=sys.stderr, flush=True)
         return path
@@ -484,10 +378,16 @@ def described(e: BaseException) -> str:
 def exit_code(value: Any) -> int:
     """What main()'s return value (or a SystemExit's code) means as an exit status, as
     `sys.exit(value)` has it: None is 0, an int is itself, anything else is printed to stderr
-    and is 1 (`return "no GPU"` is a message, not a crash of the launcher)."""
+    and is 1 (`return "no GPU"` is a message, not a crash of the launcher). An int no exit
+    status can hold is 1, said so: the process's status is the low 8 bits, and `return 256`
+    (a count of failures, say) was status 0, success, while --stats-json said 256."""
     if value is None:
         return 0
     if isinstance(value, int):
+        if not 0 <= value <= 255:
+            print(f"gpucosim: the app's exit status {int(value)} is not one a process can have (0 to 255): "
+                  "status 1", file=sys.stderr, flush=True)
+            return 1
         return int(value)
     print(value, file=sys.stderr, flush=True)
     return 1
@@ -525,91 +425,3 @@ class DeviceClock:
                 self.calls += 1
 
         return timed
-
-
-def apply_app_log(main: Callable[[], Any], opts: RunOptions) -> None:
-    """An app may name the trace it is meant to be read with (`GPUCOSIM_LOG = "..."` at
-    module level, as examples/demo.py does): the launcher applies it before the app starts,
-    so what watches the hardware (`cp=info`) is on from the first cycle. `--log` and
-    $GPUCOSIM_LOG win over it."""
-    from kmd_model import log
-
-    if opts.log or os.environ.get(log.ENV):
-        return
-    spec = getattr(sys.modules.get(getattr(main, "__module__", ""), None), "GPUCOSIM_LOG", None)
-    if isinstance(spec, str) and spec:
-        log.configure(spec, stream=sys.stdout)
-
-
-class AppNotFound(LookupError):
-    """The app a target names is not there (no file, no module, no such function), or is no
-    app gpucosim can run (an async main()): the user's mistake, told in one line. An error
-    raised by the app's own code is not this."""
-
-
-def find_app(target: str) -> None:
-    """Check that `target` names an app without running any of it (a module's parent
-    packages are imported, as Python's own lookup does): AppNotFound says what is wrong."""
-    import importlib.util
-
-    if target.endswith(".py"):
-        if not Path(target).is_file():
-            raise AppNotFound(f"no app at {target}")
-        return
-    name = target.partition(":")[0]
-    if not name or "/" in name or os.sep in name or Path(name).is_file():
-        raise AppNotFound(f"{target!r} is not an app: give APP.py, a module (examples.demo) or module:function")
-    try:
-        found = importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):  # a parent package that is missing, or a name like "a..b"
-        found = False
-    if not found:
-        raise AppNotFound(f"no module named {name!r} (APP is APP.py, a module or module:function)")
-
-
-def load_main(target: str) -> Callable[[], Any]:
-    """`pkg.module` or `pkg.module:function` or a path to a .py file -> its main function.
-    AppNotFound when the target is not there; whatever the app's own code raises otherwise."""
-    import importlib
-    import importlib.util
-
-    find_app(target)
-    if target.endswith(".py"):
-        path = Path(target)
-        spec = importlib.util.spec_from_file_location("gpucosim_app", path)
-        if spec is None or spec.loader is None:
-            raise AppNotFound(f"cannot load app {target!r}")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["gpucosim_app"] = mod
-        d = str(path.resolve().parent)
-        if d not in sys.path:
-            sys.path.insert(0, d)  # an app may import modules beside it
-        spec.loader.exec_module(mod)
-        func = "main"
-    else:
-        name, _, func = target.partition(":")
-        mod = importlib.import_module(name)
-        func = func or "main"
-    fn = getattr(mod, func, None)
-    if not callable(fn):
-        raise AppNotFound(f"app {target!r} has no callable {func}()")
-    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):  # (its coroutine was the exit status)
-        raise AppNotFound(f"its {func}() is async (a coroutine function): gpucosim calls {func}() and does not "
-                          f"await it; make it a plain def")
-    return fn
-
-def report_load_error(target: str, e: BaseException) -> None:
-    """One line for an app that is not there; the traceback first when the app's own code
-    raised while it was imported (its bug, and where it is)."""
-    if isinstance(e, AppNotFound):
-        print(f"gpucosim: cannot load app {target!r}: {e}", file=sys.stderr, flush=True)
-        return
-    # the launcher's frames and importlib's are not the app's bug: the traceback starts at the
-    # app's own code (a SyntaxError has none: its file, line and caret say where)
-    here = str(Path(__file__).resolve().parents[1])  # the gpucosim package, not only run/
-    tb = e.__traceback__
-    while tb is not None and (tb.tb_frame.f_code.co_filename.startswith(("<frozen", here))):
-        tb = tb.tb_next
-    lines = traceback.format_exception(type(e), e, tb) if tb is not None else traceback.format_exception_only(type(e), e)
-    print("".join(lines), end="", file=sys.stderr)
-    print(f"gpucosim: cannot load app {target!r}: {described(e)}", file=sys.stderr, flush=True)

@@ -8,14 +8,22 @@ as ticks; the x axis is simulated time in cycles. Needs matplotlib (Agg, no disp
 from __future__ import annotations
 
 import json
+import os
 import zlib
 from pathlib import Path
 
+from ..inputs import InputError
 from .timeline import NS_PER_CYCLE, TRACKS, load
 
 
 class PlotError(ValueError):
     pass
+
+
+# The cycles a picture can show, --from/--to and the trace's events alike: 2**48 cycles are 32
+# days at 100 MHz, and well inside a double's exact integers (a window or an event out at 1e308
+# was numpy's overflow warning, or matplotlib's "Axis limits cannot be NaN or Inf" traceback).
+MAX_CYCLE = 1 << 48
 
 
 # What a picture may be written as. matplotlib picks the format from the suffix: with none it
@@ -33,6 +41,21 @@ def picture_path_problem(path: str | Path) -> str | None:
     if p.suffix.lower() not in PICTURE_SUFFIXES:
         return f"{path}: give a .png, .svg or .pdf file"
     return None
+
+
+def picture_file_problem(path: str | Path) -> str | None:
+    """picture_path_problem, and the folder must be there and take a new file (an app's
+    --plot, checked before its run: /proc/x.png passed, and the run ended in matplotlib's
+    FileNotFoundError traceback and a crash report)."""
+    if problem := picture_path_problem(path):
+        return problem
+    folder = Path(path).resolve().parent
+    if not folder.is_dir():
+        return f"{path}: no such directory {folder}"
+    from testbench.argtypes import folder_problem
+
+    problem = folder_problem(folder)
+    return f"{path}: {problem}" if problem else None
 
 
 def _color(name: str, cmap) -> tuple:
@@ -66,8 +89,18 @@ def _events(data, trace) -> tuple[dict[tuple[int, int], str], list[dict]]:
                 raise PlotError(f"{trace}: event {i} ({ph!r}) lacks a valid {', '.join(bad)}")
             if ph == "X" and e["dur"] < 0:
                 raise PlotError(f"{trace}: event {i} ('X') lasts {e['dur']} (a negative dur)")
+            end = (e["ts"] + e.get("dur", 0)) * 1000 / NS_PER_CYCLE
+            if e["ts"] < 0 or end > MAX_CYCLE:
+                raise PlotError(f"{trace}: event {i} ({ph!r}) lies outside cycles 0 to {MAX_CYCLE} "
+                                f"(ts {e['ts']:g} us" + (f", dur {e['dur']:g} us)" if ph == "X" else ")"))
             evs.append(e)
     return names, evs
+
+
+def _cycles(c: float) -> str:
+    """A cycle as the user gives one: whole cycles in full (`:g` showed 2**48 - 1 as
+    2.81475e+14, the same as 2**48), a fraction as it is."""
+    return str(int(c)) if c == int(c) else f"{c:g}"
 
 
 def _number(v) -> bool:
@@ -78,8 +111,12 @@ def _int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def plot(trace: str | Path, output: str | Path, *, start: float | None = None, end: float | None = None,
-         title: str | None = None, width: float = 14.0) -> Path:
+def pyplot():
+    """matplotlib.pyplot on its Agg backend (files, no display), for every picture the project
+    draws. $MPLBACKEND is set aside first: matplotlib reads it as it is imported, and a value it
+    does not know was its ValueError traceback before the backend could be chosen. PlotError
+    without matplotlib."""
+    saved = os.environ.pop("MPLBACKEND", None)
     try:
         import matplotlib
 
@@ -87,8 +124,19 @@ def plot(trace: str | Path, output: str | Path, *, start: float | None = None, e
         import matplotlib.pyplot as plt
     except ImportError:
         raise PlotError("plotting needs matplotlib: pip install matplotlib") from None
+    finally:
+        if saved is not None:
+            os.environ["MPLBACKEND"] = saved
+    return plt
+
+
+def plot(trace: str | Path, output: str | Path, *, start: float | None = None, end: float | None = None,
+         title: str | None = None, width: float = 14.0) -> Path:
+    plt = pyplot()
     try:
         data = load(trace)
+    except InputError as e:
+        raise PlotError(str(e)) from None
     except OSError as e:
         raise PlotError(f"cannot read {trace}: {e.strerror or e}") from None
     except json.JSONDecodeError as e:
@@ -134,8 +182,8 @@ def plot(trace: str | Path, output: str | Path, *, start: float | None = None, e
     if not any(rows.values()):  # (a window past the run, or in ns or us instead of cycles)
         first = min(cyc(e) for e in evs)
         last = max(cyc(e) + e.get("dur", 0) / us_per_cycle for e in evs)
-        raise PlotError(f"{trace}: no events between cycles {lo:g} and {hi:g} (the run spans cycles "
-                        f"{first:g} to {last:g})")
+        raise PlotError(f"{trace}: no events between cycles {_cycles(lo)} and {_cycles(hi)} (the run spans "
+                        f"cycles {_cycles(first)} to {_cycles(last)})")
     depth_of = {k: max((d for *_, d in rows[k]), default=0) + 1 for k in tracks}
     total = sum(min(depth_of[k], 4) for k in tracks)
     fig, ax = plt.subplots(figsize=(width, 0.45 * total + 1.4))

@@ -140,9 +140,13 @@ class Timeline:
             return path
         real = path.resolve()  # (through a symlink: the link stays, its target gets the timeline)
         tmp = real.with_name(real.name + ".tmp")  # (a reader never sees half a file)
-        with open(tmp, "w") as f:
-            f.write(text)
-        tmp.replace(real)
+        try:
+            with open(tmp, "w") as f:
+                f.write(text)
+            tmp.replace(real)
+        except OSError:
+            tmp.unlink(missing_ok=True)  # (a disk that filled up: no half file left beside it)
+            raise
         return path
 
 
@@ -195,9 +199,11 @@ def overlaps(trace: dict) -> list[str]:
 
 
 def load(path: str | os.PathLike) -> dict:
-    """A trace file written by `Timeline.write` (or any Chrome trace JSON)."""
-    with open(path) as f:
-        data = json.load(f)
+    """A trace file written by `Timeline.write` (or any Chrome trace JSON). OSError, the JSON
+    errors, and ..inputs.InputError for a file too large or nested too deep to read."""
+    from ..inputs import loads, read_bytes
+
+    data = loads(read_bytes(str(path)), str(path))
     if isinstance(data, list):  # the bare-array flavour of the format
         data = {"traceEvents": data}
     return data

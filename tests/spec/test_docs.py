@@ -9,6 +9,7 @@ from the repository's top is there."""
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shlex
@@ -102,10 +103,25 @@ def _sh_commands(path: str) -> list[str]:
     return out
 
 
+@pytest.mark.parametrize("path", ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))])
+def test_doc_commands_paste_as_they_are(path):
+    """Each line of a doc's sh blocks is one plain command a reader can paste: no
+    redirection, pipe or list, and no <placeholder> (README's `gpucosim disasm
+    build/crash/<report>.txt` was a redirection from a file named `report`)."""
+    for body in re.findall(r"```sh\n(.*?)```", (ROOT / path).read_text(), flags=re.S):
+        for cmd in body.replace("\\\n", " ").splitlines():  # (a line continued with \ is one command)
+            lex = shlex.shlex(cmd, posix=True, punctuation_chars=True)
+            lex.whitespace_split, lex.commenters = True, "#"
+            words = list(lex)
+            assert not {"<", ">", "|", ";", "&", ">>", "&&", "||"} & set(words), (path, cmd)
+
+
 def test_readme_commands_name_what_exists():
     """Every command in the README's sh blocks: a `make` target the Makefile has (with the
     variables it reads), a gpucosim command that runs (on the model: the simulators' runs
-    are the tutorial's, tests/tools/test_tutorial.py), an app or file that is there."""
+    are the tutorial's, tests/tools/test_tutorial.py; in a build folder of its own, whose
+    crash reports a pattern such as `build/crash/crash-gpu_error-*.txt` then names, expanded
+    as a shell would), an app or file that is there."""
     makefile = (ROOT / "Makefile").read_text()
     cmds = _sh_commands("README.md")
     assert any(c.startswith("make ") for c in cmds) and any(c.startswith("gpucosim ") for c in cmds)
@@ -122,14 +138,15 @@ def test_readme_commands_name_what_exists():
             if argv[:3] == ["python", "-m", "gpucosim"]:
                 argv = argv[2:]
             assert argv[0] == "gpucosim", cmd
-            if any("<" in a for a in argv) or "--waves" in argv:  # a placeholder; a waveform needs a simulator
+            if "--waves" in argv:  # a waveform needs a simulator
                 assert (ROOT / argv[2]).exists() if argv[1] == "run" else True, cmd
                 argv = argv[:2] + ["--help"]
             if argv[1] == "run" and "--help" not in argv:
                 argv = [a for i, a in enumerate(argv) if a != "--sim" and argv[i - 1] != "--sim"] + ["--sim", "model"]
             argv = [a.replace("build/", f"{tmp}/") for a in argv]
+            argv = [x for a in argv for x in (sorted(glob.glob(a)) if glob.has_magic(a) else [a])]  # (as sh does)
             r = subprocess.run([sys.executable, "-m", *argv], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                               env={**os.environ, "GPUCOSIM_PROGRESS": "0"})
+                               env={**os.environ, "GPUCOSIM_PROGRESS": "0", "GPUCOSIM_BUILD": tmp})
             assert r.returncode == 0, f"{cmd}: exit {r.returncode}\n{r.stderr[-2000:]}"
 
 

@@ -21,10 +21,10 @@ CASES = [
     (difftest_main, "python -m testbench.difftest", ["--jobs", "0"], "argument --jobs: must be at least 1, not 0"),
     (difftest_main, "python -m testbench.difftest", ["--replay", "-1"], "argument --replay: must be at least 0, not -1"),
     (difftest_main, "python -m testbench.difftest", ["--list", "-2"], "argument --list: must be at least 0, not -2"),
-    (difftest_main, "python -m testbench.difftest", ["--first", "x"], "argument --first: must be an integer, not 'x'"),
+    (difftest_main, "python -m testbench.difftest", ["--first", "x"], "argument --first: must be an integer (decimal or 0x hex), not 'x'"),
     (difftest_main, "python -m testbench.difftest", ["--multi-streams", "-1"],
      "argument --multi-streams: must be at least 0, not -1"),
-    (difftest_main, "python -m testbench.difftest", ["--seed", "abc"], "argument --seed: must be an integer, not 'abc'"),
+    (difftest_main, "python -m testbench.difftest", ["--seed", "abc"], "argument --seed: must be an integer (decimal or 0x hex), not 'abc'"),
     (difftest_main, "python -m testbench.difftest", ["--sim", ","],
      "argument --sim: no simulator in ',' (verilator, icarus, model, or a comma list)"),
     (difftest_main, "python -m testbench.difftest", ["--sim", "model", "--json", "."],
@@ -35,7 +35,7 @@ CASES = [
     (mutate_main, "python -m testbench.mutate", ["--sample", "x"], "argument --sample: must be a number in (0, 1], not 'x'"),
     (mutate_main, "python -m testbench.mutate", ["--sample", "0"], "argument --sample: must be a number in (0, 1], not '0'"),
     (formal_main, "python -m formal", ["--jobs", "0"], "argument --jobs: must be at least 1, not 0"),
-    (formal_main, "python -m formal", ["--jobs", "two"], "argument --jobs: must be an integer, not 'two'"),
+    (formal_main, "python -m formal", ["--jobs", "two"], "argument --jobs: must be an integer (decimal or 0x hex), not 'two'"),
 ]
 
 
@@ -289,7 +289,7 @@ def test_run_rtl_checks_a_streams_file_before_building(tmp_path, monkeypatch):
 def test_a_bad_seed_in_the_environment_is_a_usage_error(capsys, monkeypatch):
     monkeypatch.setenv("GPUCOSIM_SEED", "x12")
     assert _usage_error(capsys, ["--list", "1"]) == \
-        "python -m testbench.difftest: error: $GPUCOSIM_SEED: must be an integer, not 'x12'"
+        "python -m testbench.difftest: error: $GPUCOSIM_SEED: must be an integer (decimal or 0x hex), not 'x12'"
 
 
 def test_a_report_that_cannot_be_written_is_one_line_after_the_summary(tmp_path, capsys):

@@ -41,6 +41,23 @@ def test_no_subcommand(capsys):
     assert usage_error(capsys) == "gpucosim: error: the following arguments are required: SUBCOMMAND"
 
 
+def test_an_option_before_the_subcommand_is_named(capsys):
+    """`gpucosim --frob` said "the following arguments are required: SUBCOMMAND", not a word
+    of --frob; `gpucosim --sim model run APP` the same."""
+    for argv in (["--frob"], ["--sim", "model", "run", "examples/hello.py"]):
+        assert usage_error(capsys, *argv) == (f"gpucosim: error: unrecognized argument {argv[0]}: options follow a "
+                                              "SUBCOMMAND (gpucosim SUBCOMMAND --help)")
+
+
+def test_sim_names_itself_when_the_demo_reads_no_arguments():
+    """`gpucosim sim -- --foo` said `gpucosim run: error: ... gpucosim run --help lists the
+    options` (the launcher's message named run whatever the subcommand)."""
+    r = gpucosim("sim", "--sim", "model", "--", "--foo")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.splitlines()[-1] == ("gpucosim sim: error: neither gpucosim nor the app knows --foo (examples.demo "
+                                         "reads no arguments; gpucosim sim --help lists the options)")
+
+
 def test_unknown_subcommand(capsys):
     assert usage_error(capsys, "frobnicate").startswith("gpucosim: error: argument SUBCOMMAND: invalid choice: 'frobnicate'")
 
@@ -52,6 +69,21 @@ def test_an_argument_no_subcommand_knows_is_named_by_its_subcommand(capsys, argv
     the one to read; an unknown argument said `gpucosim: error:`."""
     extra = argv[-2:] if argv[-1] == "3" else argv[-1:]
     assert usage_error(capsys, *argv) == f"gpucosim {argv[0]}: error: unrecognized arguments: {' '.join(extra)}"
+
+
+@pytest.mark.parametrize("sub", SUBCOMMANDS)
+def test_every_subcommands_usage_error_and_help_name_gpucosim(sub):
+    """`gpucosim bench --frob` said `python -m testbench.bench: error: ...` (the bench's own
+    parser, in the process gpucosim started), and its --help showed gpucosim's `ARGS` only,
+    none of the bench's options. Each subcommand's error and usage name `gpucosim SUB`."""
+    r = gpucosim(sub, "--frob", "1")
+    assert r.returncode == 2 and not r.stdout, (r.stdout, r.stderr)
+    assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith(f"gpucosim {sub}: error: "), r.stderr
+    h = gpucosim(sub, "--help")
+    assert h.returncode == 0 and h.stdout.startswith(f"usage: gpucosim {sub} "), h.stdout[:200]
+    assert "python -m" not in h.stdout.split("\n\n")[0] and not h.stderr, h.stdout[:500]
+    if sub == "bench":
+        assert "--speed-sims" in h.stdout  # (the benchmarks' own options)
 
 
 def test_help_examples_decode_to_valid_values():
@@ -115,6 +147,14 @@ def test_every_example_help_says_what_it_is_in_whole_sentences(app, capsys):
     ("batching", ["--plot", "{tmp}/x.txt"], "--plot {tmp}/x.txt: give a .png, .svg or .pdf file"),
     ("pools", ["--plot", "{tmp}"], "--plot {tmp}: a folder, not a file (give a name such as {tmp}/plot.png)"),
     ("pools", ["--plot", "{tmp}/plot"], "--plot {tmp}/plot: give a .png, .svg or .pdf file"),
+    # a folder that is there and takes no file: matplotlib's FileNotFoundError traceback after the run
+    ("batching", ["--plot", "/proc/x.png"], "--plot /proc/x.png: cannot write in /proc: No such file or directory"),
+    ("pools", ["--plot", "/proc/x.png"], "--plot /proc/x.png: cannot write in /proc: No such file or directory"),
+    # every count takes what gpucosim's options take (testbench.argtypes.parse_int), and says so
+    ("pools", ["--allocs", "1e3"], "argument --allocs: must be an integer (decimal or 0x hex), not '1e3'"),
+    ("memcpy", ["--seed", "x"], "argument --seed: must be an integer (decimal or 0x hex), not 'x'"),
+    ("batching", ["--commands", "0x0"], "--commands must be in 1..65536, not 0"),
+    ("batching", ["--thresholds", "0x4,0"], "--thresholds: each must be at least 1, not 0"),
 ])
 def test_example_arguments_are_checked_before_anything_runs(app, argv, message, capsys, tmp_path, monkeypatch):
     mod = importlib.import_module(f"examples.{app}")
@@ -126,6 +166,14 @@ def test_example_arguments_are_checked_before_anything_runs(app, argv, message, 
         mod.main([a.replace("{tmp}", str(tmp_path)) for a in argv])
     assert exc.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"{app}: error: {message.replace('{tmp}', str(tmp_path))}"
+
+
+def test_example_counts_and_sizes_take_hex():
+    """memcpy --seed 0x10 and copy_pipeline --chunk-bytes 0x1000 were argparse's "invalid int
+    value", where every option of gpucosim's takes 0x hex."""
+    r = gpucosim("run", "examples/copy_pipeline.py", "--sim", "model", "--", "--chunk-bytes", "0x1000", "--chunks",
+                 "0x2")
+    assert r.returncode == 0 and "copy_pipeline: OK on model — 2 chunks" in r.stdout, r.stderr
 
 
 def test_make_mutate_names_a_bad_part_in_one_line():

@@ -31,7 +31,7 @@ def test_run_errors(capsys, tmp_path):
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--kmd", "speed=3").startswith(
         "gpucosim run: error: --kmd: unknown KMD parameter 'speed' (known: ban_after_hangs, cap_sys_nice, cs_check, fallback_poll, ")
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--kmd", "job_timeout=soon") == (
-        "gpucosim run: error: --kmd job_timeout: 'soon' is not an integer")
+        "gpucosim run: error: --kmd job_timeout: 'soon' is not an integer (decimal or 0x hex)")
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--kmd", "cs_check=maybe") == (
         "gpucosim run: error: --kmd cs_check: 'maybe' is not a boolean (1/0, true/false)")
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--kmd", "job_timeout=0") == (
@@ -109,6 +109,22 @@ def test_run_refuses_bad_driver_settings_in_the_environment(capsys, monkeypatch)
     monkeypatch.setenv("GPUCOSIM_ASYNC_SUBMIT", "maybe")
     assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model") == (
         "gpucosim run: error: GPUCOSIM_ASYNC_SUBMIT='maybe': choose 0 or 1 (in the environment)")
+
+
+@pytest.mark.parametrize("var", ["COCOTB_LOG_LEVEL", "GPI_LOG_LEVEL"])
+def test_run_refuses_a_bad_cocotb_log_level_in_the_environment(var):
+    """COCOTB_LOG_LEVEL=LOUD (or GPI_LOG_LEVEL) was cocotb's ValueError traceback inside the
+    simulator, then "the app did not finish on verilator: ... the simulator crashed or
+    hung", status 1. One line before the build now; any case of a level cocotb knows runs."""
+    r = gpucosim("run", "examples/hello.py", "--sim", "verilator", env={var: "LOUD"})
+    assert r.returncode == 2 and r.stderr == (f"gpucosim run: error: {var}='LOUD': choose CRITICAL, ERROR, WARNING, "
+                                              "INFO, DEBUG, TRACE, NOTSET (in the environment)\n"), r.stderr
+    from testbench import sim
+
+    if sim.unavailable_reason("verilator"):
+        return
+    r = gpucosim("run", "examples/hello.py", "--sim", "verilator", env={var: "error"}, timeout=300)
+    assert r.returncode == 0 and "hello: OK on verilator" in r.stdout, r.stderr[-2000:]
 
 
 def test_run_names_an_app_file_that_is_not_text(capsys, tmp_path):
@@ -189,11 +205,18 @@ def test_python_m_gpucosim_run_works():
     assert r.stdout.strip().splitlines()[-1].startswith("demo: OK on model")
 
 
+OUT_OF_RANGE = "gpucosim: the app's exit status {} is not one a process can have (0 to 255): status 1"
+
+
 @pytest.mark.parametrize("ret, code, last", [("'no GPU here'", 1, "no GPU here"), ("True", 1, None), ("7", 7, None),
-                                             ("None", 0, None), ("3.5", 1, "3.5"), ("raise SystemExit('bye')", 1, "bye")])
+                                             ("None", 0, None), ("3.5", 1, "3.5"), ("raise SystemExit('bye')", 1, "bye"),
+                                             ("256", 1, OUT_OF_RANGE.format(256)), ("-1", 1, OUT_OF_RANGE.format(-1)),
+                                             ("raise SystemExit(512)", 1, OUT_OF_RANGE.format(512))])
 def test_what_main_returns_is_an_exit_status_as_sys_exit_has_it(tmp_path, ret, code, last):
     """main()'s return value means what `sys.exit(value)` would: a string is a message and
-    status 1, not a crash report of the launcher's own int() (as it once was)."""
+    status 1, not a crash report of the launcher's own int() (as it once was). An int no
+    status can hold was its low 8 bits: `return 256` was status 0, success (--stats-json
+    said 256); it is 1, said so."""
     app = tmp_path / "app.py"
     app.write_text("def main():\n    " + (ret if ret.startswith("raise") else f"return {ret}") + "\n")
     r = gpucosim("run", str(app), "--sim", "model")
@@ -318,6 +341,29 @@ def test_run_names_an_app_that_is_not_there(sim, target, says):
     assert "Traceback" not in r.stderr and "cocotb" not in r.stderr + r.stdout
 
 
+FUNC = "is not a function name (give module:function, one colon, a Python name after it)"
+
+
+@pytest.mark.parametrize("target, says", [
+    ("examples.demo:", "'examples.demo:' names no function after the colon: give module:function, or the module "
+                       "alone for its main()"),
+    (":main", "':main' is not an app: give APP.py, a module (examples.demo) or module:function"),
+    ("a::b", f"'a::b' is not an app: ':b' {FUNC}"),
+    ("examples.demo:1x", f"'examples.demo:1x' is not an app: '1x' {FUNC}"),
+    ("examples.demo:main:x", f"'examples.demo:main:x' is not an app: 'main:x' {FUNC}"),
+    ("examples.demo:class", f"'examples.demo:class' is not an app: 'class' {FUNC}"),
+    ("examples..demo", "'examples..demo' is not an app: 'examples..demo' is not a module name (dotted Python "
+                       "names, as examples.demo)"),
+])
+def test_run_refuses_a_malformed_target_before_importing_it(target, says):
+    """`examples.demo:` (nothing after the colon) ran main(); `examples.demo:1x` imported the
+    demo and then said it has no callable 1x(); `a::b` looked for a module `a`. The target's
+    form is checked first: one line, the app never imported (nothing on stdout)."""
+    r = gpucosim("run", target, "--sim", "model")
+    assert r.returncode == 2 and not r.stdout, (r.stdout, r.stderr)
+    assert r.stderr.splitlines() == [f"gpucosim run: error: {says}"]
+
+
 def test_run_shows_where_an_app_fails_to_import(tmp_path):
     """The app's own error while it is imported is its bug: the traceback says where."""
     app = tmp_path / "broken.py"
@@ -430,3 +476,15 @@ def test_ctrl_c_is_one_line_not_a_traceback(tmp_path):
         p.kill()
     assert p.returncode == 130, (out, err)
     assert err.strip().splitlines()[-1] == "gpucosim: interrupted" and "Traceback" not in err, err
+
+
+def test_an_apps_option_that_begins_like_one_of_gpucosims_is_the_apps(tmp_path):
+    """argparse took abbreviations: an app's --time 5 was gpucosim's --timeout 5 (the app ran
+    with its default, and was stopped after 5 s), its --data 7 a usage error about
+    --data-width. gpucosim's options are taken whole only."""
+    app = tmp_path / "opts.py"
+    app.write_text("import argparse\n\ndef main():\n    ap = argparse.ArgumentParser()\n"
+                   "    ap.add_argument('--time', type=float, default=0)\n    ap.add_argument('--data', default='x')\n"
+                   "    a = ap.parse_args()\n    print('app got', a.time, a.data)\n")
+    r = gpucosim("run", str(app), "--sim", "model", "--time", "5", "--data", "7")
+    assert r.returncode == 0 and r.stdout == "app got 5.0 7\n", r.stdout + r.stderr

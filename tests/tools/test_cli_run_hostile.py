@@ -224,3 +224,159 @@ def test_a_thread_the_app_left_running_is_named_and_ctrl_c_ends_it(tmp_path):
     assert first == ("gpucosim: the app's main() returned with 1 thread of its own still running (poller): "
                      "waiting for it to end (Ctrl-C ends the run)\n"), first + err
     assert p.returncode == 130 and err == "gpucosim: interrupted\n", err
+
+
+@pytest.mark.parametrize("backend", ["model", pytest.param("verilator", marks=pytest.mark.xdist_group("demo_rtl"))])
+def test_a_timeline_that_cannot_be_written_is_one_line(tmp_path, backend):
+    """--trace /dev/full (a disk that fills up) was an OSError traceback at the run's end; it
+    is one line now, as --stats-json's is, and the run's status stands."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full")
+    if backend != "model":
+        from testbench import sim
+
+        if sim.unavailable_reason(backend):
+            pytest.skip(sim.unavailable_reason(backend))
+    r = gpucosim("run", "examples/hello.py", "--sim", backend, "--trace", "/dev/full", timeout=300)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.splitlines() == ["gpucosim: cannot write the timeline to /dev/full: No space left on device"]
+
+
+def test_a_main_that_wants_arguments_is_refused_in_one_line(tmp_path):
+    """`def main(x)` was called and failed: a TypeError traceback of gpucosim's call and a
+    crash report. main(x=1) and main(*args) are called as before."""
+    app = tmp_path / "wants.py"
+    app.write_text("def main(x, *, y):\n    return 0\n")
+    r = gpucosim("run", str(app), "--sim", "model")
+    assert r.returncode == 2 and not r.stdout, r.stdout
+    assert r.stderr == (f"gpucosim: cannot load app '{app}': its main(x, *, y) takes arguments: gpucosim calls main() "
+                        "with none (the app's arguments are in sys.argv)\n"), r.stderr
+    app.write_text("def main(x=3, *args):\n    return x\n")
+    assert gpucosim("run", str(app), "--sim", "model").returncode == 3
+
+
+def test_an_app_that_closes_stdout(tmp_path):
+    """An app run in gpucosim's process (the model) that closed sys.stdout ended the run in a
+    "ValueError: I/O operation on closed file" traceback from gpucosim's last flush, status 1."""
+    app = tmp_path / "closes.py"
+    app.write_text("import sys\n\ndef main():\n    print('bye')\n    sys.stdout.close()\n")
+    r = gpucosim("run", str(app), "--sim", "model")
+    assert r.returncode == 0 and r.stdout == "bye\n" and not r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("backend", ["model", pytest.param("verilator", marks=pytest.mark.xdist_group("demo_rtl"))])
+def test_a_progress_the_bar_cannot_show_ends_nothing(tmp_path, backend):
+    """gpucosim.progress(1, nan) raised "cannot convert float NaN to integer" in the console's
+    thread: a traceback, no more status line, and on a simulator no more of the app's output
+    (that thread echoes it): "after" and "end" were lost."""
+    if backend != "model":
+        from testbench import sim
+
+        if sim.unavailable_reason(backend):
+            pytest.skip(sim.unavailable_reason(backend))
+    app = tmp_path / "prog.py"
+    app.write_text("import time\nimport gpucosim\n\ndef main():\n"
+                   "    gpucosim.progress(1, float('nan'), 'x')\n    time.sleep(1.3)\n    print('after', flush=True)\n"
+                   "    gpucosim.progress(float('inf'), 10)\n    gpucosim.progress(1, -5)\n    time.sleep(0.3)\n"
+                   "    print('end', flush=True)\n")
+    r = gpucosim("run", str(app), "--sim", backend, env={"GPUCOSIM_PROGRESS": "1"}, timeout=300)
+    assert r.returncode == 0 and r.stdout == "after\nend\n", (r.stdout, r.stderr[-2000:])
+    assert "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("backend", ["model", pytest.param("verilator", marks=pytest.mark.xdist_group("demo_rtl"))])
+def test_trace_and_figures_to_gpucosims_own_stdout_and_stderr(tmp_path, backend):
+    """--trace /dev/stdout on a simulator said "timeline written to /dev/stdout" and nothing
+    came: the simulator's /dev/stdout is its log, which the open() for writing truncated (the
+    echo lost the timeline, and the app's output before it). With stdout redirected to a
+    file, the model's write-and-rename replaced that file, the app's output with it. Both
+    streams get what was asked now, after the app's output."""
+    if backend != "model":
+        from testbench import sim
+
+        if sim.unavailable_reason(backend):
+            pytest.skip(sim.unavailable_reason(backend))
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    env = dict(os.environ, GPUCOSIM_PROGRESS="0")
+    env.pop("GPUCOSIM_LOG", None)
+    with open(out, "w") as o, open(err, "w") as e:
+        r = subprocess.run([sys.executable, "-m", "gpucosim", "run", "examples/hello.py", "--sim", backend, "--trace",
+                            "/dev/stdout", "--stats-json", "/dev/stderr"], cwd=ROOT, env=env, stdout=o, stderr=e,
+                           timeout=300)
+    assert r.returncode == 0, err.read_text()[-2000:]
+    first, rest = out.read_text().split("\n", 1)
+    assert first == f"hello: OK on {backend} — read back 0xc0ffee", first
+    assert any(ev["ph"] == "X" for ev in json.loads(rest)["traceEvents"])
+    said = err.read_text()
+    assert "gpucosim: timeline written to /dev/stdout (" in said
+    assert json.loads(said[said.index("{"):])["exit_code"] == 0, said
+
+
+def test_a_cached_build_without_its_executable_is_built_again(tmp_path, monkeypatch):
+    """A build folder whose stamp says built but whose simulator executable is gone (a cleanup
+    that took it) was reused: `gpucosim run --sim verilator` ended in cocotb's traceback,
+    "FileNotFoundError: ... tb_top". The stamp counts only with its product beside it; the
+    build runs again. (The build itself is faked here: a real one takes minutes.)"""
+    from testbench import sim
+    from testbench.sim.design import gpu_design
+
+    monkeypatch.setattr(sim, "BUILD", tmp_path)
+    monkeypatch.setattr(sim, "unavailable_reason", lambda s: None)
+    monkeypatch.setattr(sim, "setup_env", lambda: None)
+    design = gpu_design(64)
+    build_dir, _ = sim._build_dir(design, "verilator", False, design.clock("hdl"))
+    build_dir.mkdir(parents=True)
+    (build_dir / ".built").write_text("{}")
+    assert not sim.is_built(design, "verilator", clock="hdl")
+    built = []
+
+    class Fake:
+        def build(self, build_dir, **kw):
+            built.append(build_dir)
+            (Path(build_dir) / design.toplevel).write_text("")
+
+    monkeypatch.setattr(sim, "_runner", lambda *a, **k: Fake())
+    assert sim.build(design, "verilator", clock="hdl") == build_dir and built == [build_dir]
+    assert sim.is_built(design, "verilator", clock="hdl")
+    assert sim.build(design, "verilator", clock="hdl") == build_dir and len(built) == 1  # (reused now)
+
+
+def test_a_simulator_build_that_fails_is_its_log_and_one_line(capsys, monkeypatch, tmp_path):
+    """A build the toolchain failed (no working C++ compiler here; faked: a real one fails
+    after Verilator's few seconds) was two tracebacks, the runner's and the launcher's, around
+    the log's tail. Now the tail, then one line naming the log; status 1."""
+    from testbench import sim
+
+    if sim.unavailable_reason("verilator"):
+        pytest.skip(sim.unavailable_reason("verilator"))
+    log = tmp_path / "build.log"
+
+    def fail(design, backend, waves=False, clock=None):
+        raise sim.BuildError("verilator build of gpu-dw64 failed:\nc++: fake compiler: no\nmake: *** Error 1\n", log)
+
+    monkeypatch.setattr(sim, "build", fail)
+    monkeypatch.setattr(sim, "is_built", lambda *a, **k: False)
+    monkeypatch.setenv("GPUCOSIM_PROGRESS", "0")
+    assert cli.main(["run", "examples/hello.py", "--sim", "verilator"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[-3:] == ["c++: fake compiler: no", "make: *** Error 1",
+                        f"gpucosim: the verilator build of gpu-dw64 failed (above: the end of its log, {log})"], err
+
+
+@pytest.mark.parametrize("backend", ["model", pytest.param("verilator", marks=pytest.mark.xdist_group("demo_rtl"))])
+def test_an_app_that_prints_the_stream_markers(tmp_path, backend):
+    """On a simulator the app's stderr reaches the log between '\\x1e' and '\\x1f': an app
+    that printed a '\\x1e' itself sent the rest of its stdout to stderr. Its text is escaped
+    in the log now, and comes out as it was written, on its own stream."""
+    if backend != "model":
+        from testbench import sim
+
+        if sim.unavailable_reason(backend):
+            pytest.skip(sim.unavailable_reason(backend))
+    app = tmp_path / "markers.py"
+    app.write_text("import sys\n\ndef main():\n    print('a\\x1eb\\x1fc\\x1dd', flush=True)\n"
+                   "    print('err\\x1e\\x1f\\x1dx', file=sys.stderr, flush=True)\n    print('after', flush=True)\n")
+    r = gpucosim("run", str(app), "--sim", backend, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout == "a\x1eb\x1fc\x1dd\nafter\n", repr(r.stdout)
+    assert r.stderr == "err\x1e\x1f\x1dx\n", repr(r.stderr)

@@ -73,7 +73,7 @@ def test_timeout_stops_an_app_that_spins_and_keeps_its_outputs(tmp_path, backend
     assert took < 120, took
 
 
-def _stop(backend: str, tmp_path, how: str, body: str = SPIN):
+def _stop(backend: str, tmp_path, how: str, body: str = SPIN, sig: int = signal.SIGINT):
     app = tmp_path / "spin.py"
     app.write_text(body)
     trace, stats = tmp_path / "t.json", tmp_path / "s.json"
@@ -88,9 +88,9 @@ def _stop(backend: str, tmp_path, how: str, body: str = SPIN):
         assert p.stdout.readline().strip() == "running"
         time.sleep(0.3)
         if how == "group":  # as a terminal sends ^C: to every process of the foreground group
-            os.killpg(p.pid, signal.SIGINT)
+            os.killpg(p.pid, sig)
         else:
-            p.send_signal(signal.SIGINT)
+            p.send_signal(sig)
         out, err = p.communicate(timeout=120)
     finally:
         p.kill()
@@ -128,6 +128,22 @@ def test_the_apps_traceback_and_gpucosims_errors_go_to_stderr(tmp_path, backend)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_what_the_simulators_process_writes_to_its_stderr_goes_to_stderr(tmp_path, backend):
+    """File descriptor 2 of the simulator's process (Verilator's own messages; here the app
+    writes to it, as a C library would) was its log's, and the log is echoed to stdout: it
+    reached the app's stdout, which must stay clean for a pipe. The simulator's stderr is a
+    file apart now, echoed to stderr; on the model fd 2 is gpucosim's stderr anyway."""
+    _need(backend)
+    app = tmp_path / "fd2.py"
+    app.write_text("import os\n\ndef main():\n    print('to stdout', flush=True)\n"
+                   "    os.write(2, b'%Warning: to fd 2\\n')\n")
+    r = gpucosim("run", str(app), "--sim", backend, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert r.stdout.splitlines() == ["to stdout"], r.stdout
+    assert "%Warning: to fd 2" in r.stderr.splitlines(), r.stderr
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_timeout_stops_an_app_that_swallows_the_stop(tmp_path, backend):
     """An app whose loop catches BaseException caught the stop and spun on (on the model,
     for ever): the stop is raised again until the run has seen it."""
@@ -143,3 +159,244 @@ def test_timeout_stops_an_app_that_swallows_the_stop(tmp_path, backend):
                      r"process ended\)$", r.stderr.splitlines()[-1]), r.stderr
     assert any(e["ph"] == "X" for e in json.loads(trace.read_text())["traceEvents"])
     assert json.loads(stats.read_text())["exit_code"] == 124
+
+
+def _report(stderr: str) -> tuple[str, str]:
+    """The exit report's header line and its body, from a run's stderr."""
+    lines = stderr.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("gpucosim: exit report ("))
+    body = []
+    for line in lines[at + 1:]:
+        if not line.startswith("  "):
+            break
+        body.append(line)
+    return lines[at], "\n".join(body)
+
+
+@pytest.mark.parametrize("how", ["timeout", "group"])
+def test_stats_prints_the_exit_report_of_a_stopped_run(tmp_path, how):
+    """`--stats` printed no exit report for a run that --timeout or ^C stopped: it prints what
+    the run has, says it was stopped, and counts the buffers the app still held as allocated,
+    not leaked (it never reached its cleanup). The timeline carries the same report."""
+    app = tmp_path / "spin.py"
+    app.write_text(SPIN)
+    trace = tmp_path / "t.json"
+    if how == "timeout":
+        r = gpucosim("run", str(app), "--sim", "model", "--timeout", "1", "--stats", "--trace", str(trace))
+        code, err = r.returncode, r.stderr
+        said = "stopped by --timeout (status 124)"
+    else:
+        p = subprocess.Popen([sys.executable, "-m", "gpucosim", "run", str(app), "--sim", "model", "--stats",
+                              "--trace", str(trace)], cwd=ROOT, env=dict(os.environ, GPUCOSIM_PROGRESS="0"),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        try:
+            assert p.stdout.readline().strip() == "running"
+            os.killpg(p.pid, signal.SIGINT)
+            _, err = p.communicate(timeout=60)
+        finally:
+            p.kill()
+        code, said = p.returncode, "stopped by Ctrl-C (status 130)"
+    assert code == (124 if how == "timeout" else 130), err
+    assert "Traceback" not in err, err
+    head, body = _report(err)
+    assert re.fullmatch(rf"gpucosim: exit report \(model, \d+ cycles; [\d.]+ ms in the app, [\d.]+ ms in \d+ device "
+                        rf"calls; {re.escape(said)}: what ran until then\)", head), head
+    assert "LEAK" not in body and "queue fd 3 ctx 1: 1 API calls, 1 flushes" in body, body
+    assert "ioctls: " in body and "CS 1" in body, body
+    assert json.loads(trace.read_text())["otherData"]["exit_report"] == body
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_timeout_inside_a_flush_keeps_the_submission(tmp_path, backend):
+    """A flush holds ^C from its CS ioctl to the end of its bookkeeping (umd/signals.py), but
+    not --timeout's stop (SIGALRM): one that came in between was raised there, and the
+    submission was lost: the exit report had the CS ioctl and no flush. The flush now holds
+    both. The app's CS returns slowly here, so that the timeout comes in that window."""
+    app = tmp_path / "slow_cs.py"
+    app.write_text("import time\nimport umd\n\n"
+                   "def main():\n"
+                   "    gpu = umd.open()\n"
+                   "    q = gpu.queue()\n"
+                   "    cs = type(q.ws).cs_submit\n"
+                   "    def slow(ws, ctx, chunks):\n"
+                   "        seq = cs(ws, ctx, chunks)\n"
+                   "        time.sleep(2)  # (the CS is in; the flush records it after this)\n"
+                   "        return seq\n"
+                   "    type(q.ws).cs_submit = slow\n"
+                   "    q.write(gpu.alloc(64), 0, 7)\n"
+                   "    q.flush()\n"
+                   "    print('not reached')\n")
+    trace, stats = tmp_path / "t.json", tmp_path / "s.json"
+    _need(backend)
+    r = gpucosim("run", str(app), "--sim", backend, "--timeout", "0.5", "--stats", "--trace", str(trace),
+                 "--stats-json", str(stats), timeout=300)
+    assert r.returncode == 124 and "not reached" not in r.stdout, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    head, body = _report(r.stderr)
+    assert "stopped by --timeout (status 124)" in head
+    assert "queue fd 3 ctx 1: 1 API calls, 1 flushes," in body, body  # (0 flushes: lost)
+    assert re.search(r"\bCS 1\b", body), body
+    total = int(re.search(r"ioctls: (\d+) \(", body).group(1))
+    assert json.loads(stats.read_text())["ioctls"] == total
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert sum(e["name"] == "CS" and e["ph"] == "X" for e in events) == 1
+    flush = [e for e in events if e["name"] == "Queue.flush"]
+    assert len(flush) == 1 and flush[0]["args"]["raised"].startswith("RunTimeout"), flush
+    assert r.stderr.splitlines()[-1].endswith("did not finish within 0.5 s (at cycle "
+                                              + re.search(r"at cycle (\d+)", r.stderr).group(1) + "): stopped")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("seconds", ["1e-6", "0.005"])
+def test_a_timeout_before_the_app_runs_is_still_a_stop_with_its_outputs(tmp_path, backend, seconds):
+    """--timeout 1e-6 fired inside the clock's own setup, before the launcher had its way to
+    disarm it: a RunTimeout traceback, status 1. One that came during the app's import or
+    the driver's bring-up wrote no figures (or exit_code 1) and no timeline."""
+    _need(backend)
+    trace, stats = tmp_path / "t.json", tmp_path / "s.json"
+    r = gpucosim("run", "examples/hello.py", "--sim", backend, "--timeout", seconds, "--trace", str(trace),
+                 "--stats-json", str(stats), timeout=300)
+    if r.returncode == 0:  # (hello.py ended first: 5 ms is enough on a fast day)
+        return
+    assert r.returncode == 124 and "Traceback" not in r.stderr, r.stderr
+    assert re.fullmatch(rf"gpucosim: examples/hello\.py did not finish within {float(seconds):g} s \(at cycle \d+\): "
+                        r"stopped", r.stderr.splitlines()[-1]), r.stderr
+    assert json.loads(stats.read_text())["exit_code"] == 124
+    assert isinstance(json.loads(trace.read_text())["traceEvents"], list)
+
+
+@pytest.mark.parametrize("backend, how, sig", [
+    ("model", "gpucosim", signal.SIGTERM), ("model", "gpucosim", signal.SIGHUP),
+    pytest.param("verilator", "gpucosim", signal.SIGTERM, marks=RTL),
+    pytest.param("verilator", "group", signal.SIGTERM, marks=RTL)])
+def test_sigterm_and_sighup_stop_the_run_as_ctrl_c_does(tmp_path, backend, how, sig):
+    """`kill PID` of gpucosim killed the launcher alone: on a simulator, the simulator ran on
+    (100 % of a core, for ever with an app that spins), and no timeline or figures were
+    written. SIGTERM and SIGHUP stop the run as ^C does now, status 128 + the signal; to the
+    whole group (timeout(1)) as well."""
+    _need(backend)
+    code, out, err, trace, stats = _stop(backend, tmp_path, how, sig=sig)
+    name = signal.Signals(sig).name
+    assert code == 128 + sig, out[-2000:] + err[-2000:]
+    assert err.splitlines()[-1] == f"gpucosim: terminated ({name})" and "Traceback" not in err + out, err
+    assert any(e["ph"] == "X" for e in json.loads(trace.read_text())["traceEvents"])
+    assert json.loads(stats.read_text())["exit_code"] == 128 + sig
+    if backend != "model":  # (no simulator left behind: the app's path is in its environment)
+        time.sleep(0.5)
+        assert not _processes_with(str(tmp_path).encode())
+
+
+def _processes_with(text: bytes) -> list[int]:
+    """The processes whose command line or environment holds `text` (a simulator has the
+    app's path in its environment, the model's process and its forks in their arguments)."""
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit() and int(d) != os.getpid():
+            for part in ("cmdline", "environ"):
+                try:
+                    with open(f"/proc/{d}/{part}", "rb") as f:
+                        if text in f.read():
+                            found.append(int(d))
+                            break
+                except OSError:
+                    pass
+    return found
+
+
+@pytest.mark.xdist_group("demo_rtl")
+def test_the_simulator_stops_when_the_launcher_is_killed(tmp_path):
+    """`kill -9` of gpucosim (or the OOM killer) left the simulator running alone, for ever
+    with an app that spins. It gets SIGTERM when the launcher dies (PR_SET_PDEATHSIG), and
+    stops the app as on any stop: its timeline is written."""
+    _need("verilator")
+    app = tmp_path / "spin.py"
+    app.write_text(SPIN)
+    trace = tmp_path / "t.json"
+    e = dict(os.environ, GPUCOSIM_PROGRESS="0")
+    e.pop("GPUCOSIM_LOG", None)
+    p = subprocess.Popen([sys.executable, "-m", "gpucosim", "run", str(app), "--sim", "verilator", "--trace",
+                          str(trace)], cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        assert p.stdout.readline().strip() == "running"
+        p.kill()
+        p.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while _processes_with(str(app).encode()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _processes_with(str(app).encode())
+        assert any(ev["ph"] == "X" for ev in json.loads(trace.read_text())["traceEvents"])
+    finally:
+        for pid in _processes_with(str(app).encode()):  # (what a failure left: this test's own)
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("takes", ["signal.signal(signal.SIGALRM, lambda *a: None)", "signal.alarm(0)"])
+def test_timeout_ends_an_app_that_takes_the_clock_on_the_model(tmp_path, takes):
+    """An app that set its own SIGALRM handler or cancelled the alarm ran on past
+    --timeout on the model, for ever (the simulator's launcher kills its simulator after
+    $GPUCOSIM_STOP_GRACE more; the model had nothing). A watchdog ends it as hard_stop does,
+    its outputs written."""
+    app = tmp_path / "takes.py"
+    app.write_text(WORK + f"import signal\nimport time\n\ndef main():\n    work()\n    {takes}\n"
+                   "    while True:\n        time.sleep(0.05)\n")
+    trace, stats = tmp_path / "t.json", tmp_path / "s.json"
+    t0 = time.monotonic()
+    r = gpucosim("run", str(app), "--sim", "model", "--timeout", "0.5", "--trace", str(trace), "--stats-json",
+                 str(stats), env={"GPUCOSIM_STOP_GRACE": "0.5"}, timeout=60)
+    assert r.returncode == 124 and time.monotonic() - t0 < 30, r.stderr
+    assert re.search(r"did not finish within 0\.5 s \(at cycle \d+\): stopped \(the app did not stop within 0\.5 s "
+                     r"more: its process ended\)$", r.stderr.splitlines()[-1]), r.stderr
+    assert json.loads(stats.read_text())["exit_code"] == 124
+    assert any(e["ph"] == "X" for e in json.loads(trace.read_text())["traceEvents"])
+
+
+def test_a_bad_stop_grace_is_one_line(capsys, monkeypatch):
+    monkeypatch.setenv("GPUCOSIM_STOP_GRACE", "soon")
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", "--timeout", "5") == (
+        "gpucosim run: error: GPUCOSIM_STOP_GRACE='soon': give a number of seconds above 0, at most 1000000 "
+        "(in the environment)")
+
+
+LEAVES = {  # an app that leaves something of its own running when it is stopped
+    "thread": "import threading\nimport time\n\ndef spin():\n    while True:\n        time.sleep(0.05)\n\n"
+              "def main():\n    threading.Thread(target=spin).start()\n    print('running', flush=True)\n"
+              "    while True:\n        time.sleep(0.05)\n",
+    "process": "import multiprocessing\nimport time\n\ndef spin():\n    while True:\n        time.sleep(0.05)\n\n"
+               "def main():\n    multiprocessing.Process(target=spin).start()\n    print('running', flush=True)\n"
+               "    while True:\n        time.sleep(0.05)\n",
+}
+
+
+@pytest.mark.parametrize("leaves", LEAVES)
+@pytest.mark.parametrize("how", ["timeout", "sigint"])
+def test_a_stopped_model_run_does_not_wait_for_what_the_app_left_running(tmp_path, leaves, how):
+    """A stopped model run said it was stopped and then hung: the interpreter's exit waited for
+    the app's thread (or multiprocessing joined its process) for ever. Its processes are
+    terminated now, and with threads left the process ends after its outputs; a process the
+    app forked no longer raises the run's own stop (a "Terminated: SIGTERM" traceback)."""
+    app = tmp_path / "leaves.py"
+    app.write_text(LEAVES[leaves])
+    stats = tmp_path / "s.json"
+    e = dict(os.environ, GPUCOSIM_PROGRESS="0")
+    e.pop("GPUCOSIM_LOG", None)
+    argv = [sys.executable, "-m", "gpucosim", "run", str(app), "--sim", "model", "--stats-json", str(stats)]
+    p = subprocess.Popen(argv + (["--timeout", "1"] if how == "timeout" else []), cwd=ROOT, env=e,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        assert p.stdout.readline().strip() == "running"
+        if how == "sigint":
+            time.sleep(0.3)
+            p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+        code = 124 if how == "timeout" else 130
+        assert p.returncode == code and "Traceback" not in err, err
+        assert json.loads(stats.read_text())["exit_code"] == code
+        time.sleep(0.3)
+        assert not _processes_with(str(app).encode())
+    finally:
+        p.kill()
+        for pid in _processes_with(str(app).encode()):  # (what a failure left: this test's own)
+            os.kill(pid, signal.SIGKILL)

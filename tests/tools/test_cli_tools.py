@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
+from pathlib import Path
 
 import pytest
 
@@ -77,9 +77,9 @@ def test_regs_errors(capsys):
     assert usage_error(capsys, "regs", "PERF_PACKETS[9]") == \
         "gpucosim regs: error: PERF_PACKETS[9] is out of range: the array has 8 registers"
     assert usage_error(capsys, "regs", "STATUS", "lots") == \
-        "gpucosim regs: error: VALUE must be a number (0x... or decimal), not 'lots'"
+        "gpucosim regs: error: argument VALUE: must be an integer (decimal or 0x hex), not 'lots'"
     assert usage_error(capsys, "regs", "STATUS", "0x100000000") == \
-        "gpucosim regs: error: VALUE 0x100000000 does not fit in 32 bits"
+        "gpucosim regs: error: argument VALUE: must fit in 32 bits (at most 0xffffffff), not 0x100000000"
 
 
 @pytest.mark.parametrize("name", ["CP_ERROR[5]", "cp_error[0]"])
@@ -132,7 +132,7 @@ def test_disasm_errors(capsys, tmp_path):
     assert usage_error(capsys, "disasm", "-x", "123456789") == \
         "gpucosim disasm: error: --dwords:1: '123456789' does not fit in 32 bits"
     assert usage_error(capsys, "disasm", "-x", "0", "--base", "0x2") == \
-        "gpucosim disasm: error: --base must be a non-negative multiple of 4, not 0x2"
+        "gpucosim disasm: error: argument --base: must be a multiple of 4, not 0x2"
     assert usage_error(capsys, "disasm", str(bad), "-x", "0") == "gpucosim disasm: error: give FILE or --dwords, not both"
     empty = tmp_path / "empty.txt"
     empty.write_text("# nothing\n")
@@ -161,7 +161,7 @@ def test_disasm_refuses_addresses_past_64_bits(capsys, tmp_path):
     """A base or an address line past the 64-bit address space (a typo of one digit too many)
     was taken: the listing showed addresses no packet can name."""
     assert usage_error(capsys, "disasm", "-x", "0", "--base", "0x10000000000000000") == \
-        "gpucosim disasm: error: --base 0x10000000000000000 does not fit in 64 bits"
+        "gpucosim disasm: error: argument --base: must fit in 64 bits (at most 0xfffffffffffffffc), not 0x10000000000000000"
     assert usage_error(capsys, "disasm", "-x", "0", "0", "--base", "0xfffffffffffffffc") == \
         "gpucosim disasm: error: --dwords: 2 dwords from 0xfffffffffffffffc run past the 64-bit address space"
     text = tmp_path / "d.txt"
@@ -209,11 +209,13 @@ def test_disasm_names_a_crash_report_cut_inside_its_last_dump(capsys, tmp_path, 
 # ------------------------------------------------------------------------------ bench, plot
 
 def test_bench_calls_testbench_bench(monkeypatch):
+    import testbench.bench
+
     calls = []
-    monkeypatch.setattr(cli.subprocess, "call", lambda cmd: calls.append(cmd) or 0)
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(testbench.bench, "main", lambda argv, prog: calls.append((argv, prog)) or 0)
     assert cli.main(["bench", "--quick", "x"]) == 0
-    assert calls == [[sys.executable, "-m", "testbench.bench", "--quick", "x"]]
+    assert cli.main(["bench", "--help"]) == 0
+    assert calls == [(["--quick", "x"], "gpucosim bench"), (["--help"], "gpucosim bench")]
 
 
 def test_bench_without_the_benchmarks(monkeypatch, capsys):
@@ -290,5 +292,157 @@ def test_plot_refuses_a_window_that_is_no_finite_cycle(capsys, tmp_path, window)
     trace.write_text('[{"ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1, "name": "a"}]')
     opt, value = window if len(window) == 2 else window[0].split("=")
     assert usage_error(capsys, "plot", str(trace), "-o", str(tmp_path / "x.png"), *window) == \
-        f"gpucosim plot: error: argument {opt}: {value!r} is not a cycle: give a finite number"
+        f"gpucosim plot: error: argument {opt}: must be an integer (decimal or 0x hex), not {value!r}"
     assert not (tmp_path / "x.png").exists()
+
+
+def test_disasm_lists_several_files_and_names_an_unmatched_pattern(capsys, tmp_path):
+    """README's `gpucosim disasm build/crash/crash-gpu_error-*.txt` pastes: a pattern that
+    matches several reports lists each under its name (FILE took one: "unrecognized
+    arguments"), and one that matches none, which the shell passes on as it is, says so."""
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("c0033700 500 2000000 0 12345678\n")
+    b.write_text("ffff1000\n")
+    assert cli.main(["disasm", str(a), str(b)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"==> {a} <==" and "WRITE_DATA" in out[1] and out[2:4] == ["", f"==> {b} <=="], out
+    assert "NOP" in out[4] and len(out) == 5, out
+    pattern = str(tmp_path / "crash-*.txt")
+    assert usage_error(capsys, "disasm", pattern) == (
+        f"gpucosim disasm: error: cannot read {pattern}: no file matches that pattern (the shell passes a "
+        "pattern that matches nothing on as it is)")
+    assert usage_error(capsys, "disasm", "-", "-") == "gpucosim disasm: error: - (stdin) can be read once"
+    assert usage_error(capsys, "disasm", str(a), str(b), "--only", "ring") == \
+        "gpucosim disasm: error: no dump named like 'ring'"
+
+
+@pytest.mark.parametrize("argv, opt", [
+    (["run", "examples/hello.py", "--sim", "model", "--trace", ""], "--trace"),
+    (["run", "examples/hello.py", "--sim", "model", "--stats-json", ""], "--stats-json"),
+    (["run", "examples/hello.py", "--sim", "model", "--crash-dir", ""], "--crash-dir"),
+    (["run", "examples/hello.py", "--sim", "verilator", "--waves-file", ""], "--waves-file"),
+    (["disasm", ""], "FILE"),
+    (["plot", "", "-o", "x.png"], "TRACE"),
+    (["plot", "t.json", "-o", ""], "-o/--output"),
+])
+def test_an_empty_path_is_refused(capsys, argv, opt):
+    """`--trace "$OUT"` with OUT unset ran with no timeline and no word (an empty option was
+    no option), `disasm ""` said "cannot read : Is a directory", `plot t.json -o ""` "a
+    folder, not a file (give a name such as plot.png)"."""
+    assert usage_error(capsys, *argv) == f"gpucosim {argv[0]}: error: argument {opt}: an empty name (give a path)"
+
+
+@pytest.mark.parametrize("sub", ["disasm", "plot"])
+def test_an_endless_or_too_deep_input_is_one_line(tmp_path, sub):
+    """`disasm /dev/zero` read until memory ran out (MemoryError), and JSON nested 200,000 deep
+    was a RecursionError traceback, in disasm and in plot: inputs are read up to 256 MiB
+    (gpucosim/inputs.py) and their nesting is caught."""
+    from .cli_helpers import gpucosim
+
+    out = ["-o", str(tmp_path / "x.png")] if sub == "plot" else []
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"traceEvents": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    for name, says in ((str(deep), "JSON nested too deep to read (no gpucosim timeline is)"),
+                       ("/dev/zero", "more than 256 MiB (no dump or timeline gpucosim writes is that large)")):
+        if not Path(name).exists():
+            continue
+        r = gpucosim(sub, name, *out, timeout=60)
+        assert r.returncode == 2 and r.stderr == f"gpucosim {sub}: error: {name}: {says}\n", r.stderr[-2000:]
+
+
+LONG = "a" * 300  # (a name longer than any file system's 255)
+
+
+@pytest.mark.parametrize("argv, opt, name", [
+    (["run", "examples/hello.py", "--sim", "model", "--trace", f"{LONG}.json"], "argument --trace", f"{LONG}.json"),
+    (["run", "examples/hello.py", "--sim", "model", "--stats-json", f"d/{LONG}/s.json"], "argument --stats-json",
+     f"d/{LONG}/s.json"),
+    (["plot", "t.json", "-o", f"{LONG}.png"], "argument -o/--output", f"{LONG}.png"),
+    (["disasm", f"{LONG}.txt"], "argument FILE", f"{LONG}.txt"),
+    (["run", f"{LONG}.py", "--sim", "model"], "APP", f"{LONG}.py"),
+])
+def test_a_name_too_long_is_one_line(argv, opt, name):
+    """pathlib's is_dir()/is_file() raise ENAMETOOLONG (a missing file is only False): a name
+    past 255 characters was an OSError traceback from the checks meant to refuse bad paths."""
+    from .cli_helpers import gpucosim
+
+    r = gpucosim(*argv)
+    shown = name[:30] + "..." + name[-20:]
+    assert r.returncode == 2 and r.stderr == \
+        f"gpucosim {argv[0]}: error: {opt}{':' if opt != 'APP' else ''} {shown!r} ({len(name)} characters): " \
+        "File name too long\n", r.stderr
+
+
+def test_a_module_name_too_long_is_no_module():
+    from .cli_helpers import gpucosim
+
+    r = gpucosim("run", f"examples.{LONG}", "--sim", "model")
+    assert r.returncode == 2 and r.stderr == f"gpucosim run: error: no module named 'examples.{LONG}' (APP is " \
+        "APP.py, a module or module:function)\n", r.stderr
+
+
+def test_repeated_options_add_up(capsys):
+    """`disasm -x A -x B` listed B alone and `run --log ioctl=info --log ring=debug` logged the
+    ring alone: argparse's last value won, silently. Both add up now."""
+    assert cli.main(["disasm", "-x", "c0033700", "500", "2000000", "0", "12345678", "-x", "ffff1000"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[2] for line in out] == ["WRITE_DATA", "NOP"], out
+    from .cli_helpers import gpucosim
+
+    r = gpucosim("run", "examples/hello.py", "--sim", "model", "--log", "ioctl=info", "--log", "ring=debug")
+    assert r.returncode == 0, r.stderr
+    said = r.stdout + r.stderr
+    assert "[ioctl] ioctl(fd 3, CS," in said and "[ring] " in said, said[-2000:]
+
+
+@pytest.mark.parametrize("name", ["w.gtkw", "w.vcd", "w", "w.FST"])
+def test_a_waves_file_is_an_fst_file(capsys, tmp_path, name):
+    """--waves-file w.gtkw: the waveform was written there, then overwritten by its own GTKWave
+    save file (NAME.gtkw beside it); w.vcd held FST."""
+    path = tmp_path / name
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "verilator", "--waves-file", str(path)) == (
+        f"gpucosim run: error: --waves-file {path}: the waveform is FST (its save file goes beside it as .gtkw): "
+        "give a .fst file")
+
+
+def test_bench_refuses_an_output_folder_that_takes_no_file():
+    """`gpucosim bench -o /proc/b.json` (a folder there, that takes no file) started minutes
+    of benchmarks, to fail writing at their end: refused first now, as run's outputs are."""
+    if not Path("/proc").is_dir():
+        pytest.skip("no /proc")
+    from .cli_helpers import gpucosim
+
+    r = gpucosim("bench", "-o", "/proc/b.json", timeout=60)
+    assert r.returncode == 2 and r.stderr.startswith("gpucosim bench: error: -o: cannot write in /proc: "), r.stderr
+
+
+@pytest.mark.parametrize("opt", ["--trace", "--stats-json"])
+def test_a_symlink_loop_is_one_line(tmp_path, opt):
+    """--trace loop.json, a symbolic link to itself, was Path.resolve's "RuntimeError: Symlink
+    loop" traceback (is_dir() and exists() are False for it, so the checks let it pass)."""
+    from .cli_helpers import gpucosim
+
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(loop)
+    r = gpucosim("run", "examples/hello.py", "--sim", "model", opt, str(loop))
+    assert r.returncode == 2 and r.stderr == \
+        f"gpucosim run: error: argument {opt}: {loop}: Too many levels of symbolic links\n", r.stderr
+
+
+@pytest.mark.parametrize("opt", ["--trace", "--stats-json", "--waves-file"])
+def test_a_dash_is_no_output_file(capsys, opt):
+    """--stats-json - wrote a file named "-" (stdin's name suggests stdout): refused, with
+    the name that is stdout."""
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "verilator", opt, "-") == \
+        f"gpucosim run: error: argument {opt}: - is no file here: give a name (/dev/stdout for stdout)"
+
+
+def test_a_bad_mplbackend_in_the_environment_draws_all_the_same(tmp_path):
+    """MPLBACKEND=frob made matplotlib's import raise its ValueError (a traceback) before plot
+    could choose its Agg backend; the pictures are files, whatever the environment's display."""
+    from .cli_helpers import gpucosim
+
+    trace = tmp_path / "t.json"
+    trace.write_text('[{"ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1, "name": "a"}]')
+    r = gpucosim("plot", str(trace), "-o", str(tmp_path / "x.png"), env={"MPLBACKEND": "frob"})
+    assert r.returncode == 0 and r.stdout == f"gpucosim: wrote {tmp_path / 'x.png'}\n" and not r.stderr, r.stderr

@@ -4,6 +4,10 @@ addresses) come back whole, at their addresses, and list as the stream they were
 
 from __future__ import annotations
 
+import codecs
+
+import pytest
+
 from gpucosim import cli
 from gpucosim.dump import PER_LINE, Dump, format_dump, parse, parse_text
 from spec import pm4
@@ -55,3 +59,22 @@ def test_gaps_start_a_new_dump():
     dumps = parse_text(text)
     assert [(d.base, d.dwords) for d in dumps] == [(0x1000, a), (0x8000, b)]
     assert dumps[1].name == "dump @ 0x8000"
+
+
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-16-be", "utf-32"])
+def test_a_text_dump_with_a_byte_order_mark(capsys, tmp_path, encoding):
+    """A dump saved as UTF-16 (PowerShell's `>`) was read as binary dwords: "66 bytes is not a
+    whole number of dwords"; with UTF-8's mark, its first word was '\\ufeffc0033700'."""
+    f = tmp_path / "dump.txt"
+    text = "c0033700 500 2000000 0 12345678\n"
+    f.write_bytes(codecs.BOM_UTF16_BE + text.encode("utf-16-be") if encoding == "utf-16-be" else text.encode(encoding))
+    assert cli.main(["disasm", str(f)]) == 0
+    assert capsys.readouterr().out == "0x0000: c0033700  WRITE_DATA  addr=0x02000000 data=[0x12345678]\n"
+
+
+def test_binary_dwords_that_begin_like_a_mark_stay_binary(capsys, tmp_path):
+    f = tmp_path / "ib.bin"
+    f.write_bytes(bytes.fromhex("fffe1000") + bytes.fromhex("0010ffff"))  # 0x0010feff, then a NOP
+    assert cli.main(["disasm", str(f)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("0x0000: 0010feff") and out[1].startswith("0x0004: ffff1000  NOP"), out

@@ -101,3 +101,54 @@ def test_survivors_stub_lister_names_a_bad_report_in_one_line(given, says):
     p = subprocess.run([sys.executable, "-m", "testbench.mutate.survivors", given], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and says in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def _closed_fds(*fds: int):
+    def close() -> None:
+        for fd in fds:
+            os.close(fd)
+    return close
+
+
+@pytest.mark.parametrize("argv", [("regs",), ("run", "examples/hello.py", "--sim", "model")], ids=" ".join)
+def test_started_with_stdout_closed(argv):
+    """`gpucosim regs >&-`: Python makes sys.stdout None, and the first print was an
+    AttributeError traceback. The output is lost, said in one line, status 1 (as on a full
+    disk); a run goes on to its end."""
+    env = dict(os.environ, GPUCOSIM_PROGRESS="0")
+    env.pop("GPUCOSIM_LOG", None)
+    r = subprocess.run([sys.executable, "-m", "gpucosim", *argv], cwd=ROOT, env=env, stderr=subprocess.PIPE,
+                       text=True, timeout=120, preexec_fn=_closed_fds(1))
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.splitlines()[-1] == "gpucosim: cannot write the output to stdout: stdout is closed (it is incomplete)"
+    assert "Traceback" not in r.stderr, r.stderr
+
+
+def test_started_with_stderr_closed(tmp_path):
+    """`gpucosim run APP 2>&-`: sys.stderr is None, and print(..., file=sys.stderr) writes to
+    stdout: the crash report's line and the app's traceback came out among the app's output."""
+    app = tmp_path / "boom.py"
+    app.write_text("def main():\n    print('out')\n    raise RuntimeError('boom')\n")
+    env = dict(os.environ, GPUCOSIM_PROGRESS="0")
+    env.pop("GPUCOSIM_LOG", None)
+    r = subprocess.run([sys.executable, "-m", "gpucosim", "run", str(app), "--sim", "model", "--crash-dir",
+                        str(tmp_path / "crash")], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, timeout=120,
+                       preexec_fn=_closed_fds(2))
+    assert r.returncode == 1 and r.stdout == "out\n", r.stdout
+
+
+@pytest.mark.parametrize("backend", ["model", pytest.param("verilator", marks=pytest.mark.xdist_group("demo_rtl"))])
+def test_a_character_stdout_cannot_encode_is_escaped(backend):
+    """With PYTHONIOENCODING=ascii, hello.py's '—' was UnicodeEncodeError: a crash report on
+    the model, and on a simulator "the app did not finish: the simulator crashed or hung"
+    (MarkedStderr's write into the log failed too). stdout escapes it, as stderr does."""
+    if backend != "model":
+        from testbench import sim
+
+        if sim.unavailable_reason(backend):
+            pytest.skip(sim.unavailable_reason(backend))
+    env = dict(os.environ, GPUCOSIM_PROGRESS="0", PYTHONIOENCODING="ascii")
+    env.pop("GPUCOSIM_LOG", None)
+    r = subprocess.run([sys.executable, "-m", "gpucosim", "run", "examples/hello.py", "--sim", backend], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout == f"hello: OK on {backend} \\u2014 read back 0xc0ffee\n", r.stderr[-2000:]

@@ -18,7 +18,7 @@ import pytest
 from kmd_model.uapi import HwErrorInfo
 from spec import pm4
 from umd import faults
-from umd.signals import deferred_sigint
+from umd.signals import deferred_stops
 
 _FAULT = 0x7000_0000  # the faulting access's address
 _AT = 0x800  # the faulting packet's offset in its IB (CP_ERROR_OFFSET)
@@ -96,7 +96,7 @@ def test_a_held_ctrl_c_reaches_the_apps_handler_with_its_frame():
     got = []
     prev = signal.signal(signal.SIGINT, lambda signum, frame: got.append((signum, frame)))
     try:
-        with deferred_sigint():
+        with deferred_stops():
             signal.raise_signal(signal.SIGINT)
             assert not got  # held
         assert len(got) == 1 and got[0][0] == signal.SIGINT and isinstance(got[0][1], types.FrameType)
@@ -104,12 +104,38 @@ def test_a_held_ctrl_c_reaches_the_apps_handler_with_its_frame():
         signal.signal(signal.SIGINT, prev)
 
 
+def test_an_alarm_is_held_as_a_ctrl_c_is_and_both_come_in_order():
+    """SIGALRM (`gpucosim run --timeout`'s stop) is held too: held for SIGINT alone, a
+    timeout between the CS and its bookkeeping lost the submission. Each handler runs once
+    the block ends, in the order the signals came, the second even when the first raises."""
+    got = []
+
+    def alarm(signum, frame):
+        got.append(signum)
+        raise TimeoutError
+
+    prev = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+    prev_alarm = signal.signal(signal.SIGALRM, alarm)
+    try:
+        with pytest.raises(TimeoutError):
+            with deferred_stops():
+                signal.raise_signal(signal.SIGALRM)
+                signal.raise_signal(signal.SIGINT)
+                signal.raise_signal(signal.SIGALRM)  # (one signal pending is one delivery)
+                assert not got
+        assert got == [signal.SIGALRM, signal.SIGINT]
+        assert signal.getsignal(signal.SIGALRM) is alarm
+    finally:
+        signal.signal(signal.SIGINT, prev)
+        signal.signal(signal.SIGALRM, prev_alarm)
+
+
 @pytest.mark.parametrize("handler", [signal.SIG_IGN, signal.SIG_DFL], ids=["ignored", "default"])
 def test_a_sigint_python_does_not_handle_is_left_alone(handler):
     """SIG_IGN and SIG_DFL are not Python handlers: nothing to defer, nothing replaced."""
     prev = signal.signal(signal.SIGINT, handler)
     try:
-        with deferred_sigint():
+        with deferred_stops():
             assert signal.getsignal(signal.SIGINT) is handler
         assert signal.getsignal(signal.SIGINT) is handler
     finally:

@@ -1,0 +1,250 @@
+"""What `gpucosim run` (and `sim`, `plot`) check before anything runs, so that a mistake is
+one usage error now rather than a traceback, or a lost output, at the end of a run: the
+paths given (not empty, a name the system takes, outputs writable, none the app's own
+source), the app (a Python file), the KMD parameters, and the settings read from the
+environment. cli.py builds the parser and runs the subcommands with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import errno
+import os
+import re
+from pathlib import Path
+
+from testbench.argtypes import folder_problem, parse_int
+
+BACKENDS = ("verilator", "icarus", "model")
+COCOTB_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG", "TRACE", "NOTSET")  # (cocotb.logging's)
+
+
+def path_arg(text: str) -> str:
+    """A file or folder name: not empty (`--trace "$OUT"` with OUT unset ran with no timeline,
+    and `disasm ""` said "cannot read : Is a directory"), and one the system can take."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty name (give a path)")
+    if problem := name_problem(text):
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def output_arg(text: str) -> str:
+    """A file to write: a path_arg, and not "-" (a file named "-" was written, where stdin's
+    name suggests stdout; /dev/stdout is stdout)."""
+    if text == "-":
+        raise argparse.ArgumentTypeError("- is no file here: give a name (/dev/stdout for stdout)")
+    return path_arg(text)
+
+
+def name_problem(text: str) -> str | None:
+    """Why the system refuses `text` as a path whatever is written there, or None: a name too
+    long (pathlib's is_dir() and is_file() raised ENAMETOOLONG as a traceback, where a missing
+    file is just False), or symbolic links in a loop."""
+    try:
+        os.stat(text)
+    except OSError as e:
+        if e.errno == errno.ENAMETOOLONG:
+            shown = text if len(text) <= 60 else text[:30] + "..." + text[-20:]
+            return f"{shown!r} ({len(text)} characters): {e.strerror}"
+        if e.errno == errno.ELOOP:  # (a symlink to itself: Path.resolve's RuntimeError traceback)
+            return f"{text}: {e.strerror}"
+    return None
+
+
+def kmd_params(p: argparse.ArgumentParser, items: list[str]) -> dict:
+    from kmd_model.core.kmd import KmdParams
+
+    known = {f.name: f for f in dataclasses.fields(KmdParams)}
+    out = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            p.error(f"--kmd wants KEY=VALUE, not {item!r}")
+        if key not in known:
+            p.error(f"--kmd: unknown KMD parameter {key!r} (known: {', '.join(sorted(known))})")
+        default = known[key].default
+        text = text.strip()
+        try:
+            if isinstance(default, bool):
+                if text.lower() not in ("0", "1", "true", "false", "yes", "no", "on", "off"):
+                    raise ValueError
+                value = text.lower() in ("1", "true", "yes", "on")
+            elif isinstance(default, float):
+                value = float(text)
+            else:
+                value = parse_int(text)
+        except ValueError:
+            kind = {bool: "boolean (1/0, true/false)", float: "number",
+                    int: "integer (decimal or 0x hex)"}[type(default)]
+            p.error(f"--kmd {key}: {text!r} is not a{'n' if kind[0] == 'i' else ''} {kind}")
+        out[key] = value
+    try:
+        KmdParams(**out)
+    except ValueError as e:
+        p.error(f"--kmd: {e}")
+    return out
+
+
+def run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str]):
+    from .run.session import RunOptions, default_build_dir
+
+    if args.log is not None:
+        args.log = ",".join(spec for spec in args.log if spec)
+
+    if args.sim is None:
+        env = os.environ.get("SIM", "").strip()
+        if env and env not in BACKENDS:
+            p.error(f"SIM={env} (from the environment) is not a backend: choose {', '.join(BACKENDS)}, "
+                    "or give --sim")
+        args.sim = env or "verilator"
+    if args.sim == "model" and (args.waves or args.waves_file):
+        p.error("--waves needs a simulator: use --sim verilator or --sim icarus")
+    if args.no_dma and args.sim != "model":
+        p.error("--no-dma applies to the reference model (--sim model): the RTL always has its DMA engine")
+    if args.rtl_engines and args.sim != "model":
+        p.error("--rtl-engines applies to the reference model (--sim model): the RTL has only its own engines")
+    if (app.endswith(".py") or os.sep in app) and (problem := name_problem(app)):
+        p.error(f"APP {problem}")
+    if app.endswith(".py") and not Path(app).is_file():
+        p.error(f"no app at {app}")
+    if app.endswith(".py"):
+        python_text(p, app)
+    if args.waves_file and Path(args.waves_file).suffix != ".fst":
+        # (written as FST whatever its name, and its GTKWave save file goes beside it as NAME.gtkw:
+        # --waves-file w.gtkw was the waveform overwritten by its own save file)
+        p.error(f"--waves-file {args.waves_file}: the waveform is FST (its save file goes beside it as .gtkw): "
+                "give a .fst file")
+    if args.stats_json and Path(args.stats_json).is_dir():
+        p.error(f"--stats-json wants a file, not the folder {args.stats_json}")
+    # everything the run will write is checked now, not after the run
+    outputs = [(opt, path) for opt, path in (("--trace", args.trace), ("--stats-json", args.stats_json),
+                                             ("--waves-file", args.waves_file)) if path]
+    for opt, path in outputs:
+        writable_file(p, opt, Path(path))
+    distinct_outputs(p, app, outputs)
+    if args.crash_dir:
+        writable_dir(p, "--crash-dir", Path(args.crash_dir))
+    if args.sim != "model" or args.trace or args.waves or args.waves_file:
+        writable_dir(p, "GPUCOSIM_BUILD" if os.environ.get("GPUCOSIM_BUILD") else "the build folder",
+                      default_build_dir())
+    waves = None
+    if args.waves or args.waves_file:
+        stem = Path(app.split(":")[0]).stem if app.endswith(".py") else app.split(":")[0].rsplit(".", 1)[-1]
+        waves = args.waves_file or str(default_build_dir() / "waves" / f"{stem}-{args.sim}.fst")
+    # (the drivers read $GPUCOSIM_LOG as they load, and warn of a bad one "GPUCOSIM_LOG is
+    # ignored": loaded with it hidden, so the usage error below refusing it is the one line)
+    env_log = os.environ.pop("GPUCOSIM_LOG", None)
+    try:
+        from kmd_model import log as kmd_log
+    finally:
+        if env_log is not None:
+            os.environ[kmd_log.ENV] = env_log
+    if args.log:
+        try:
+            kmd_log.parse(args.log)
+        except ValueError as e:
+            p.error(f"--log: {str(e).split(': ', 1)[-1]}")
+    elif env_log:
+        try:
+            kmd_log.parse(env_log)
+        except ValueError as e:
+            p.error(f"{e} (in the environment)")
+        kmd_log.configure(env_log)  # (what loading the drivers with it would have done)
+    # the drivers' and the testbench's settings, read deep inside the run (the simulator's
+    # build, the app's umd.open): a bad one is a usage error now, not a traceback then
+    if args.sim != "model":
+        from testbench.sim import clock_mode
+
+        try:
+            clock_mode()
+        except ValueError as e:
+            p.error(f"{e} (in the environment)")
+        for var in ("COCOTB_LOG_LEVEL", "GPI_LOG_LEVEL"):  # (cocotb's ValueError in the simulator: "crashed or hung")
+            level = os.environ.get(var, "")
+            if level and level.upper() not in COCOTB_LEVELS:
+                p.error(f"{var}={level!r}: choose {', '.join(COCOTB_LEVELS)} (in the environment)")
+        from .trace.hwtrace import HWTRACE_ENV, monitors_wanted
+
+        try:
+            monitors_wanted()
+        except ValueError as e:
+            p.error(f"{HWTRACE_ENV}={os.environ[HWTRACE_ENV]!r}: {e} (in the environment)")
+    from .run.stops import stop_grace
+
+    if args.timeout:
+        try:
+            stop_grace()
+        except ValueError as e:
+            p.error(f"{e} (in the environment)")
+    from umd.submit import ENV as ASYNC_ENV
+
+    if os.environ.get(ASYNC_ENV, "0") not in ("0", "1"):
+        p.error(f"{ASYNC_ENV}={os.environ[ASYNC_ENV]!r}: choose 0 or 1 (in the environment)")
+    return RunOptions(app=app, backend=args.sim, args=app_args, trace=args.trace, waves=waves, log=args.log,
+                      stats=args.stats, stats_json=args.stats_json, crash_dir=args.crash_dir, kmd=kmd_params(p, args.kmd),
+                      dma=not args.no_dma, data_width=args.data_width, queues=True, timeout=args.timeout,
+                      prog=p.prog)
+
+
+def python_text(p: argparse.ArgumentParser, app: str) -> None:
+    """APP.py is Python source: text, UTF-8 unless a coding line says otherwise (a binary
+    file given by mistake was a SyntaxError whose excerpt printed its bytes)."""
+    try:
+        data = Path(app).read_bytes()
+    except OSError as e:
+        p.error(f"cannot read {app}: {e.strerror}")
+    if re.search(rb"^[ \t\f]*#.*?coding[:=]", b"\n".join(data.splitlines()[:2]), flags=re.M):
+        return  # (PEP 263: Python reads it in its own encoding)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        p.error(f"{app} is not a Python file: byte {e.start} is not UTF-8 text")
+    if "\0" in text:
+        p.error(f"{app} is not a Python file: it holds NUL bytes")
+
+
+def distinct_outputs(p: argparse.ArgumentParser, app: str, outputs: list[tuple[str, str]]) -> None:
+    """No output names the app's own source, nor another output's file: the run wrote over
+    them (`--trace app.py` replaced the app with its timeline; of --trace and --stats-json
+    on one file the figures were lost)."""
+    source = app_source(app)
+    seen: dict[Path, str] = {}
+    for opt, path in outputs:
+        where = Path(path).resolve()
+        if source is not None and where == source:
+            p.error(f"{opt} {path} is the app's own source: the run would write over it")
+        if where in seen:
+            p.error(f"{seen[where]} and {opt} name one file ({path}): give each its own")
+        seen[where] = opt
+
+
+def app_source(app: str) -> Path | None:
+    """The file APP runs from, when it is one (APP.py, or a module's .py)."""
+    if app.endswith(".py"):
+        return Path(app).resolve()
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(app.partition(":")[0])
+    except (ImportError, ValueError, OSError):
+        return None  # (not there: the launcher says so)
+    origin = getattr(spec, "origin", None)
+    return Path(origin).resolve() if origin and origin.endswith(".py") else None
+
+
+def writable_dir(p: argparse.ArgumentParser, what: str, path: Path) -> None:
+    """`path` is, or can be made, a folder this process can write to; else a usage error."""
+    if problem := folder_problem(path):
+        p.error(f"{what}: {problem}")
+
+
+def writable_file(p: argparse.ArgumentParser, what: str, path: Path) -> None:
+    """`path` can be written (its folder made if need be); else a usage error."""
+    if path.is_dir():
+        p.error(f"{what} wants a file, not the folder {path}")
+    writable_dir(p, what, path.parent if str(path.parent) else Path("."))
+    if path.exists() and not os.access(path, os.W_OK):
+        p.error(f"{what}: {path} is not writable")

@@ -1,0 +1,128 @@
+"""The app a run runs: finding it from APP (a file, a module, module:function) without
+running any of it, loading its main(), and saying in one line why it cannot be run."""
+
+from __future__ import annotations
+
+import inspect
+import keyword
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+from .session import RunOptions, described
+
+
+def apply_app_log(main: Callable[[], Any], opts: RunOptions) -> None:
+    """An app may name the trace it is meant to be read with (`GPUCOSIM_LOG = "..."` at
+    module level, as examples/demo.py does): the launcher applies it before the app starts,
+    so what watches the hardware (`cp=info`) is on from the first cycle. `--log` and
+    $GPUCOSIM_LOG win over it."""
+    from kmd_model import log
+
+    if opts.log or os.environ.get(log.ENV):
+        return
+    spec = getattr(sys.modules.get(getattr(main, "__module__", ""), None), "GPUCOSIM_LOG", None)
+    if isinstance(spec, str) and spec:
+        log.configure(spec, stream=sys.stdout)
+
+
+class AppNotFound(LookupError):
+    """The app a target names is not there (no file, no module, no such function), or is no
+    app gpucosim can run (an async main()): the user's mistake, told in one line. An error
+    raised by the app's own code is not this."""
+
+
+def find_app(target: str) -> None:
+    """Check that `target` names an app without running any of it (a module's parent
+    packages are imported, as Python's own lookup does): AppNotFound says what is wrong."""
+    import importlib.util
+
+    if target.endswith(".py"):
+        if not _is_file(target):
+            raise AppNotFound(f"no app at {target}")
+        return
+    name, colon, func = target.partition(":")
+    if not name or "/" in name or os.sep in name or _is_file(name):
+        raise AppNotFound(f"{target!r} is not an app: give APP.py, a module (examples.demo) or module:function")
+    # the target's form before any import (`examples.demo:` ran main(), `:1x` imported the
+    # module and then found no function named so)
+    if not all(part.isidentifier() for part in name.split(".")):
+        raise AppNotFound(f"{target!r} is not an app: {name!r} is not a module name (dotted Python names, "
+                          "as examples.demo)")
+    if colon and not func:
+        raise AppNotFound(f"{target!r} names no function after the colon: give module:function, or the module "
+                          "alone for its main()")
+    if colon and not (func.isidentifier() and not keyword.iskeyword(func)):
+        raise AppNotFound(f"{target!r} is not an app: {func!r} is not a function name (give module:function, "
+                          "one colon, a Python name after it)")
+    try:
+        found = importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError, OSError):  # a parent package that is missing, a name like "a..b", or
+        found = False  # one too long for a file name (ENAMETOOLONG from the path finder's stat)
+    if not found:
+        raise AppNotFound(f"no module named {name!r} (APP is APP.py, a module or module:function)")
+
+
+def _is_file(path: str) -> bool:
+    """Path.is_file, False for a name the system refuses (too long: pathlib raised)."""
+    try:
+        return Path(path).is_file()
+    except OSError:
+        return False
+
+
+def load_main(target: str) -> Callable[[], Any]:
+    """`pkg.module` or `pkg.module:function` or a path to a .py file -> its main function.
+    AppNotFound when the target is not there; whatever the app's own code raises otherwise."""
+    import importlib
+    import importlib.util
+
+    find_app(target)
+    if target.endswith(".py"):
+        path = Path(target)
+        spec = importlib.util.spec_from_file_location("gpucosim_app", path)
+        if spec is None or spec.loader is None:
+            raise AppNotFound(f"cannot load app {target!r}")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["gpucosim_app"] = mod
+        d = str(path.resolve().parent)
+        if d not in sys.path:
+            sys.path.insert(0, d)  # an app may import modules beside it
+        spec.loader.exec_module(mod)
+        func = "main"
+    else:
+        name, _, func = target.partition(":")
+        mod = importlib.import_module(name)
+        func = func or "main"
+    fn = getattr(mod, func, None)
+    if not callable(fn):
+        raise AppNotFound(f"app {target!r} has no callable {func}()")
+    try:  # (main(x) was a TypeError from the call, a crash report of gpucosim's making)
+        inspect.signature(fn).bind()
+    except TypeError:
+        raise AppNotFound(f"its {func}{inspect.signature(fn)} takes arguments: gpucosim calls {func}() with none "
+                          "(the app's arguments are in sys.argv)") from None
+    except ValueError:
+        pass  # (no signature to read: a builtin; the call says)
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):  # (its coroutine was the exit status)
+        raise AppNotFound(f"its {func}() is async (a coroutine function): gpucosim calls {func}() and does not "
+                          f"await it; make it a plain def")
+    return fn
+
+def report_load_error(target: str, e: BaseException) -> None:
+    """One line for an app that is not there; the traceback first when the app's own code
+    raised while it was imported (its bug, and where it is)."""
+    if isinstance(e, AppNotFound):
+        print(f"gpucosim: cannot load app {target!r}: {e}", file=sys.stderr, flush=True)
+        return
+    # the launcher's frames and importlib's are not the app's bug: the traceback starts at the
+    # app's own code (a SyntaxError has none: its file, line and caret say where)
+    here = str(Path(__file__).resolve().parents[1])  # the gpucosim package, not only run/
+    tb = e.__traceback__
+    while tb is not None and (tb.tb_frame.f_code.co_filename.startswith(("<frozen", here))):
+        tb = tb.tb_next
+    lines = traceback.format_exception(type(e), e, tb) if tb is not None else traceback.format_exception_only(type(e), e)
+    print("".join(lines), end="", file=sys.stderr)
+    print(f"gpucosim: cannot load app {target!r}: {described(e)}", file=sys.stderr, flush=True)
