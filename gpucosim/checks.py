@@ -42,15 +42,37 @@ def name_problem(text: str) -> str | None:
     """Why the system refuses `text` as a path whatever is written there, or None: a name too
     long (pathlib's is_dir() and is_file() raised ENAMETOOLONG as a traceback, where a missing
     file is just False), or symbolic links in a loop."""
+    shown = text if len(text) <= 60 else text[:30] + "..." + text[-20:]
     try:
         os.stat(text)
     except OSError as e:
         if e.errno == errno.ENAMETOOLONG:
-            shown = text if len(text) <= 60 else text[:30] + "..." + text[-20:]
             return f"{shown!r} ({len(text)} characters): {e.strerror}"
         if e.errno == errno.ELOOP:  # (a symlink to itself: Path.resolve's RuntimeError traceback)
             return f"{text}: {e.strerror}"
+        if e.errno == errno.ENOENT and _too_long(text):
+            # (stat stops at the first missing folder, so `d/<300 characters>/s.json` with no
+            # `d` passed: the run made `d`, and the output failed after it)
+            return f"{shown!r} ({len(text)} characters): {os.strerror(errno.ENAMETOOLONG)}"
     return None
+
+
+def _too_long(text: str) -> bool:
+    """Whether a component of `text`, or the whole, is longer than the file system of its
+    nearest existing folder takes (NAME_MAX, PATH_MAX; 255 and 4096 where it does not say)."""
+    folder = Path(text).parent
+    while not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+
+    def limit(name: str, default: int) -> int:
+        try:
+            return os.pathconf(folder, name)
+        except (OSError, ValueError):
+            return default
+
+    name_max, path_max = limit("PC_NAME_MAX", 255), limit("PC_PATH_MAX", 4096)
+    raw = os.fsencode(text)
+    return len(raw) >= path_max or any(len(part) > name_max for part in raw.split(os.fsencode(os.sep)))
 
 
 def kmd_params(p: argparse.ArgumentParser, items: list[str]) -> dict:

@@ -14,7 +14,7 @@ from gpucosim import cli
 from gpucosim.dump import format_dump
 from spec import pm4
 
-from .cli_helpers import usage_error
+from .cli_helpers import ROOT, usage_error
 
 
 # ------------------------------------------------------------------------------ regs
@@ -355,8 +355,12 @@ LONG = "a" * 300  # (a name longer than any file system's 255)
 
 @pytest.mark.parametrize("argv, opt, name", [
     (["run", "examples/hello.py", "--sim", "model", "--trace", f"{LONG}.json"], "argument --trace", f"{LONG}.json"),
-    (["run", "examples/hello.py", "--sim", "model", "--stats-json", f"d/{LONG}/s.json"], "argument --stats-json",
-     f"d/{LONG}/s.json"),
+    # (a missing folder before the long name: stat stops at it with ENOENT, and the run went
+    # ahead, made the folder and failed at the end; beside it the same under a folder that is)
+    (["run", "examples/hello.py", "--sim", "model", "--stats-json", f"no-such-folder/{LONG}/s.json"],
+     "argument --stats-json", f"no-such-folder/{LONG}/s.json"),
+    (["run", "examples/hello.py", "--sim", "model", "--stats-json", f"examples/{LONG}/s.json"],
+     "argument --stats-json", f"examples/{LONG}/s.json"),
     (["plot", "t.json", "-o", f"{LONG}.png"], "argument -o/--output", f"{LONG}.png"),
     (["disasm", f"{LONG}.txt"], "argument FILE", f"{LONG}.txt"),
     (["run", f"{LONG}.py", "--sim", "model"], "APP", f"{LONG}.py"),
@@ -367,6 +371,7 @@ def test_a_name_too_long_is_one_line(argv, opt, name):
     from .cli_helpers import gpucosim
 
     r = gpucosim(*argv)
+    assert not (ROOT / "no-such-folder").exists()  # (nothing made for an output refused)
     shown = name[:30] + "..." + name[-20:]
     assert r.returncode == 2 and r.stderr == \
         f"gpucosim {argv[0]}: error: {opt}{':' if opt != 'APP' else ''} {shown!r} ({len(name)} characters): " \
