@@ -54,22 +54,25 @@ def command_pointers(m: Module, dma, s) -> None:
 def command_queues(m: Module, dma, s) -> None:
     """An accepted command, worked out once into qa, qx and qw."""
     AW, B, D, cw, lb, wr_ptr, rd_ptr, rx_ptr, aw_ptr, push_cmd = s.take("AW B D cw lb wr_ptr rd_ptr rx_ptr aw_ptr push_cmd")
-    # With m = bytes − 1, the last source beat is (s_off + m) >> lb, the last destination
-    # beat (d_off + m) >> lb: the two counts differ only by the carries out of the lanes.
+    # The last source beat is (s_off + bytes − 1) >> lb, the last destination beat
+    # (d_off + bytes − 1) >> lb: each one carry chain from the command (this logic lies on
+    # the path from where the command comes from, the CP's payload registers across the
+    # chip, into the queues' block RAMs: burst.py's first burst likewise). The two counts
+    # differ only by the carries out of the lanes (`cs`, `cd`), which need only the low
+    # bits of bytes − 1.
     s_off = dma.cmd_src[:lb]
     d_off = dma.cmd_dst[:lb]
-    nm1 = Signal(dma.bytes_width)
+    nm1_lo = Signal(lb)
     cs = Signal()
     cd = Signal()
     end_lane = Signal(lb)
     m.d.comb += [
-        nm1.eq(dma.cmd_bytes - 1),
-        cs.eq((s_off + nm1[:lb])[lb]) if lb else cs.eq(0),
-        Cat(end_lane, cd).eq(d_off + nm1[:lb]),
+        nm1_lo.eq(dma.cmd_bytes[:lb] - 1),
+        cs.eq((s_off + nm1_lo)[lb]) if lb else cs.eq(0),
+        Cat(end_lane, cd).eq(d_off + nm1_lo),
     ]
-    rlast = Signal(cw)  # source beats − 1
-    wlast = Signal(cw)  # destination beats − 1
-    m.d.comb += [rlast.eq(nm1[lb:] + cs), wlast.eq(nm1[lb:] + cd)]
+    rlast = Signal(cw)  # source beats − 1 (for a zero-length command, whatever it gives: unused)
+    m.d.comb += rlast.eq(BurstWalk.last_beat(dma.cmd_bytes, s_off, lb))
     zero = dma.cmd_bytes == 0
     e = s_off > d_off   # the first source beat only primes the realigner
 
@@ -103,8 +106,8 @@ def command_queues(m: Module, dma, s) -> None:
         qw.w.data.lane.eq(d_off), qw.w.data.end_lane.eq(end_lane),
         qw.w.data.fill.eq(dma.cmd_fill), qw.w.data.pattern.eq(dma.cmd_src[:32]),
     ]
-    for q, addr, last in ((qa, dma.cmd_src[lb:], rlast), (qw, dma.cmd_dst[lb:], wlast)):
-        m.d.comb += [q.w.data[k].eq(v) for k, v in BurstWalk.first(s, addr, last).items()]
+    for q, addr in ((qa, dma.cmd_src), (qw, dma.cmd_dst)):
+        m.d.comb += [q.w.data[k].eq(v) for k, v in BurstWalk.first(s, addr, dma.cmd_bytes, zero).items()]
     if dma.vm:
         m.d.comb += [qa.w.data.vmid.eq(dma.cmd_vmid), qw.w.data.vmid.eq(dma.cmd_vmid)]
     s.give(qa=qa, qx=qx, qw=qw, qx_layout=qx_layout)
