@@ -199,17 +199,20 @@ class DMAHarness(Harness):
 
         # the command queues qa and qw (rtl/dma/queue.py, burst.py): each entry holds its walk's
         # first burst, worked out when it was queued, so what the walk invariant above says
-        # of a loaded walk holds of every row; the RAM's registered read is the
-        # entry at the read pointer, and `wpn` is the write pointer's inverted copy
-        for q, rp in (("qa", "rd_ptr"), ("qw", "aw_ptr")):
-            rp = box(rp)
+        # of a loaded walk holds of every row, and of the RAM's registered read, which is
+        # always one of the rows (queue.py reads at the pointer or ahead of it: which row it
+        # is matters only as a stage loads it, and the walk's checks need only that it is
+        # one); `wpn` is the write pointer's inverted copy
+        from amaranth.lib import data
+        for q in ("qa", "qw"):
             rows = box.rows(q)
-            # (from the first edge on: before it the read register holds its initial value)
-            self.invariant(~self.started | (box(f"{q}_rd") == self.pick(rows, rp[:cpw - 1]).as_value()))
+            rd = data.View(rows[0].shape(), box(f"{q}_rd"))
             self.invariant(box(f"{q}_wpn") == ~wr[:cpw - 1])
-            for row in rows:  # (every row: the ones never written are initialised so)
+            # (rd from the first edge on: before it the read register holds its initial value)
+            for row, when in [(r, None) for r in rows] + [(rd, self.started)]:
                 lo = row.addr[:bnd_bits] if bnd_bits else 0
-                self.invariant((row.n >= 1) & (row.n <= bnd) & (lo + row.n <= bnd) & (row.short | (lo + row.n == bnd)))
+                valid = (row.n >= 1) & (row.n <= bnd) & (lo + row.n <= bnd) & (row.short | (lo + row.n == bnd))
+                self.invariant(valid if when is None else ~when | valid)
 
     @staticmethod
     def pick(rows, index):

@@ -3,7 +3,7 @@
 
 Bursts are INCR, bus-aligned, at most `max_burst_beats` long and split at
 min(max_burst_beats · bus bytes, 4 KiB)-aligned boundaries, so they never cross 4 KiB.
-The first burst of a command is worked out when the command is loaded; after it every
+The first burst of a command is worked out as the command is queued; after it every
 burst starts on a boundary, so the next one is a subtraction of the boundary size."""
 
 from __future__ import annotations
@@ -32,15 +32,31 @@ class BurstWalk:
         self.left = Signal(cw + 1, name=f"{prefix}_left")
 
     @staticmethod
-    def first(s, addr, last) -> dict:
-        """The first burst of a command from `addr` of `last` + 1 beats: from `addr` to its
-        boundary, at most `last` + 1 beats. Worked out as the command is queued (commands.py),
-        so loading it is a copy: its fields of a queue entry, `first_layout`."""
-        bnd_beats, bnd_bits = s.bnd_beats, s.bnd_bits
-        lo = addr[:bnd_bits] if bnd_bits else Const(0, 1)
-        total = last + lo  # the last beat, counted from the boundary
-        short = total[bnd_bits:] == 0  # it lies before the boundary: one burst does it
-        return {"left": total, "short": short, "n": Mux(short, last[:bnd_bits + 1] + 1, bnd_beats - lo)}
+    def last_beat(nbytes, off, lb):
+        """(off + nbytes − 1) >> lb: the beat, counted from off's beat 0, of the last of
+        nbytes bytes from byte off. One carry chain: off − 1 is a few bits."""
+        return (nbytes + (off - 1))[lb:]
+
+    @staticmethod
+    def first(s, addr, nbytes, zero) -> dict:
+        """The first burst of a command of `nbytes` bytes from the byte address `addr`: from
+        its beat to the boundary, at most its beats. Worked out as the command is queued
+        (commands.py), so loading it is a copy: its fields of a queue entry,
+        `first_layout`. This lies on the path from where the command comes from into the
+        queues' block RAMs, so each field is at most one carry chain from the command, side
+        by side, and the short burst's test and length use only the low bits. A zero-length
+        command's (`zero`) are never used; they only have to be a valid burst, as every
+        row is."""
+        bnd_beats, bnd_bits, lb = s.bnd_beats, s.bnd_bits, s.lb
+        k = lb + bnd_bits  # the boundary, in bytes: 1 << k
+        lo = addr[lb:k] if bnd_bits else Const(0, 1)
+        total = BurstWalk.last_beat(nbytes, addr[:k], lb)  # the last beat, from the boundary
+        # It lies before the boundary (one burst does it) when addr[:k] + nbytes <= 1 << k:
+        # nbytes' high bits zero, and a sum of its low bits
+        short = (nbytes[k + 1:] == 0) & ((nbytes[:k + 1] + addr[:k]) <= (1 << k)) & ~zero
+        # (its beats, last beat + 1, from the low bits too: (off + nbytes + B − 1) >> lb)
+        beats = (nbytes[:k + 1] + (addr[:lb] + ((1 << lb) - 1)))[lb:]
+        return {"left": total, "short": short, "n": Mux(short, beats[:bnd_bits + 1], bnd_beats - lo)}
 
     @staticmethod
     def first_layout(s) -> dict:

@@ -15,19 +15,16 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data
 
 from .burst import BurstWalk
-from .queue import BramQueue, Pointer
+from .queue import BramQueue
 
 
 def command_pointers(m: Module, dma, s) -> None:
     """One pointer per stage, with a wrap bit; `cmd_ready` while the queues have room."""
     AW, D, cpw = s.take("AW D cpw")
     wr_ptr = Signal(cpw)    # commands accepted
-    # (the stages' pointers are also the queues' read pointers: their next values are
-    # driven in the comb domain, for the queues' RAMs: queue.py)
-    rd = Pointer(m, cpw, "rd_ptr")  # AR issuer
-    rx = Pointer(m, cpw, "rx_ptr")  # R realigner / filler
-    aw = Pointer(m, cpw, "aw_ptr")  # AW issuer
-    rd_ptr, rx_ptr, aw_ptr = rd.q, rx.q, aw.q
+    rd_ptr = Signal(cpw)    # AR issuer
+    rx_ptr = Signal(cpw)    # R realigner / filler
+    aw_ptr = Signal(cpw)    # AW issuer
     done_ptr = Signal(cpw)  # completion
 
     aborting = Signal()
@@ -50,30 +47,32 @@ def command_pointers(m: Module, dma, s) -> None:
     with m.If(push_cmd):
         m.d.sync += wr_ptr.eq(wr_ptr + 1)
     s.give(wr_ptr=wr_ptr, rd_ptr=rd_ptr, rx_ptr=rx_ptr, aw_ptr=aw_ptr, done_ptr=done_ptr,
-           rd=rd, rx=rx, aw=aw, rd_next=rd.next, rx_next=rx.next, aw_next=aw.next,
            aborting=aborting, abort_ptr=abort_ptr, err_resp=err_resp, err_addr=err_addr,
            in_scope=in_scope, push_cmd=push_cmd)
 
 
 def command_queues(m: Module, dma, s) -> None:
     """An accepted command, worked out once into qa, qx and qw."""
-    AW, B, D, cw, lb, wr_ptr, rd, rx, aw, push_cmd = s.take("AW B D cw lb wr_ptr rd rx aw push_cmd")
-    # With m = bytes − 1, the last source beat is (s_off + m) >> lb, the last destination
-    # beat (d_off + m) >> lb: the two counts differ only by the carries out of the lanes.
+    AW, B, D, cw, lb, wr_ptr, rd_ptr, rx_ptr, aw_ptr, push_cmd = s.take("AW B D cw lb wr_ptr rd_ptr rx_ptr aw_ptr push_cmd")
+    # The last source beat is (s_off + bytes − 1) >> lb, the last destination beat
+    # (d_off + bytes − 1) >> lb: each one carry chain from the command (this logic lies on
+    # the path from where the command comes from, the CP's payload registers across the
+    # chip, into the queues' block RAMs: burst.py's first burst likewise). The two counts
+    # differ only by the carries out of the lanes (`cs`, `cd`), which need only the low
+    # bits of bytes − 1.
     s_off = dma.cmd_src[:lb]
     d_off = dma.cmd_dst[:lb]
-    nm1 = Signal(dma.bytes_width)
+    nm1_lo = Signal(lb)
     cs = Signal()
     cd = Signal()
     end_lane = Signal(lb)
     m.d.comb += [
-        nm1.eq(dma.cmd_bytes - 1),
-        cs.eq((s_off + nm1[:lb])[lb]) if lb else cs.eq(0),
-        Cat(end_lane, cd).eq(d_off + nm1[:lb]),
+        nm1_lo.eq(dma.cmd_bytes[:lb] - 1),
+        cs.eq((s_off + nm1_lo)[lb]) if lb else cs.eq(0),
+        Cat(end_lane, cd).eq(d_off + nm1_lo),
     ]
-    rlast = Signal(cw)  # source beats − 1
-    wlast = Signal(cw)  # destination beats − 1
-    m.d.comb += [rlast.eq(nm1[lb:] + cs), wlast.eq(nm1[lb:] + cd)]
+    rlast = Signal(cw)  # source beats − 1 (for a zero-length command, whatever it gives: unused)
+    m.d.comb += rlast.eq(BurstWalk.last_beat(dma.cmd_bytes, s_off, lb))
     zero = dma.cmd_bytes == 0
     e = s_off > d_off   # the first source beat only primes the realigner
 
@@ -89,9 +88,9 @@ def command_queues(m: Module, dma, s) -> None:
     # (rows never written hold a valid first burst too, as every written one does: so the
     # formal proof's induction can say so of every row, formal/blocks/dma.py)
     valid = {"short": 1, "n": 1}
-    qa = BramQueue(m, "qa", qa_layout, D, wr_ptr, rd, fast=("skip",), init_row=valid)
-    qx = BramQueue(m, "qx", qx_layout, D, wr_ptr, rx, fast=("skip", "flush", "last"))
-    qw = BramQueue(m, "qw", qw_layout, D, wr_ptr, aw, fast=("zero",), init_row=valid)
+    qa = BramQueue(m, "qa", qa_layout, D, wr_ptr, rd_ptr, "skip", fast=("skip", "raw"), init_row=valid)
+    qx = BramQueue(m, "qx", qx_layout, D, wr_ptr, rx_ptr, "skip", fast=("skip", "flush", "last"))
+    qw = BramQueue(m, "qw", qw_layout, D, wr_ptr, aw_ptr, "zero", fast=("zero",), init_row=valid)
     for q in (qa, qx, qw):
         m.d.comb += q.w.en.eq(push_cmd)
     m.d.comb += [
@@ -107,8 +106,8 @@ def command_queues(m: Module, dma, s) -> None:
         qw.w.data.lane.eq(d_off), qw.w.data.end_lane.eq(end_lane),
         qw.w.data.fill.eq(dma.cmd_fill), qw.w.data.pattern.eq(dma.cmd_src[:32]),
     ]
-    for q, addr, last in ((qa, dma.cmd_src[lb:], rlast), (qw, dma.cmd_dst[lb:], wlast)):
-        m.d.comb += [q.w.data[k].eq(v) for k, v in BurstWalk.first(s, addr, last).items()]
+    for q, addr in ((qa, dma.cmd_src), (qw, dma.cmd_dst)):
+        m.d.comb += [q.w.data[k].eq(v) for k, v in BurstWalk.first(s, addr, dma.cmd_bytes, zero).items()]
     if dma.vm:
         m.d.comb += [qa.w.data.vmid.eq(dma.cmd_vmid), qw.w.data.vmid.eq(dma.cmd_vmid)]
     s.give(qa=qa, qx=qx, qw=qw, qx_layout=qx_layout)

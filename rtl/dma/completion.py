@@ -24,7 +24,7 @@ def completion(m: Module, dma, s) -> None:
     error and abort drain, and the counters."""
     bus, B, cpw, lb = s.take("bus B cpw lb")
     # the command pointers and the error latch (commands.py)
-    wr_ptr, rx_ptr, done_ptr, rd_next, rx_next, aw_next = s.take("wr_ptr rx_ptr done_ptr rd_next rx_next aw_next")
+    wr_ptr, rd_ptr, rx_ptr, aw_ptr, done_ptr = s.take("wr_ptr rd_ptr rx_ptr aw_ptr done_ptr")
     aborting, abort_ptr, err_resp, err_addr = s.take("aborting abort_ptr err_resp err_addr")
     # the data FIFO (fifo.py), the read side (read.py), the write side (write.py)
     f_wr, f_rd, f_hv, res, avail = s.take("f_wr f_rd f_hv res avail")
@@ -86,10 +86,10 @@ def completion(m: Module, dma, s) -> None:
             # Everything reported: back to a clean, empty pipeline.
             m.d.sync += [
                 aborting.eq(0), silent.eq(0), done_ptr.eq(wr_ptr),
+                rd_ptr.eq(wr_ptr), rx_ptr.eq(wr_ptr), aw_ptr.eq(wr_ptr),
                 r_act.eq(0), x_act.eq(0), a_act.eq(0), flush_pending.eq(0),
                 res.eq(0), avail.eq(0), f_rd.eq(f_wr), f_hv.eq(0), w_beat.eq(0),
             ]
-            m.d.comb += [rd_next.eq(wr_ptr), rx_next.eq(wr_ptr), aw_next.eq(wr_ptr)]
 
     m.d.comb += [
         dma.busy.eq((wr_ptr != done_ptr) | aborting),

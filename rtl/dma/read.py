@@ -27,10 +27,10 @@ from .burst import BurstWalk
 def ar_issuer(m: Module, dma, s) -> None:
     """Read bursts for each command of qa, offered from a register."""
     bus, MB, lb = s.take("bus MB lb")
-    aborting, done_ptr, rd_ptr, rd_next, wr_ptr, qa, space_ok = s.take(
-        "aborting done_ptr rd_ptr rd_next wr_ptr qa space_ok")
+    aborting, done_ptr, rd_ptr, wr_ptr, qa, space_ok = s.take("aborting done_ptr rd_ptr wr_ptr qa space_ok")
     qah = qa.head
     r_act = Signal()
+    qa.follow(r_act)
     r_vmid = Signal(4)
     r_raw = Signal()
     r_up = Signal()
@@ -63,7 +63,7 @@ def ar_issuer(m: Module, dma, s) -> None:
         m.d.comb += bus.aruser.eq(req_user(r_vmid, Access.DMA_READ))
     with m.If(~r_act & (rd_ptr != wr_ptr) & ~aborting):
         with m.If(qah.skip):
-            m.d.comb += rd_next.eq(rd_ptr + 1)
+            m.d.sync += rd_ptr.eq(rd_ptr + 1)
         with m.Else():
             m.d.sync += [r_act.eq(1), r_raw.eq(qah.raw), r_up.eq(qah.up), r_dn.eq(qah.dn)]
             if dma.vm:
@@ -78,8 +78,7 @@ def ar_issuer(m: Module, dma, s) -> None:
         m.d.sync += ar_valid.eq(0)
         rw.step()
         with m.If(rw.last):
-            m.d.sync += r_act.eq(0)
-            m.d.comb += rd_next.eq(rd_ptr + 1)
+            m.d.sync += [r_act.eq(0), rd_ptr.eq(rd_ptr + 1)]
     m.d.sync += ar_out.eq(ar_out + ar_fire - rlast_fire)
     s.give(ar_fire=ar_fire, ar_out=ar_out, ar_valid=ar_valid, r_act=r_act, r_fire=r_fire,
            r_res=r_res)
@@ -88,10 +87,11 @@ def ar_issuer(m: Module, dma, s) -> None:
 def r_realigner(m: Module, dma, s) -> None:
     """R beats into the data FIFO, shifted to the destination's lanes."""
     bus, DW, cw, aborting = s.take("bus DW cw aborting")
-    rx_ptr, rx_next, wr_ptr, qx, qx_layout = s.take("rx_ptr rx_next wr_ptr qx qx_layout")
+    rx_ptr, wr_ptr, qx, qx_layout = s.take("rx_ptr wr_ptr qx qx_layout")
     push, push_data, r_fire = s.take("push push_data r_fire")
     qxh = qx.head
     x_act = Signal()
+    qx.follow(x_act)
     x = Signal(qx_layout)          # the command being realigned
     x_k = Signal(cw)               # beats taken so far
     x_first = Signal()
@@ -99,7 +99,7 @@ def r_realigner(m: Module, dma, s) -> None:
     flush_pending = Signal()
     with m.If(~x_act & (rx_ptr != wr_ptr) & ~aborting):
         with m.If(qxh.skip):
-            m.d.comb += rx_next.eq(rx_ptr + 1)
+            m.d.sync += rx_ptr.eq(rx_ptr + 1)
         with m.Else():
             m.d.sync += [x_act.eq(1), x.eq(qxh), x_k.eq(0), x_first.eq(1)]
     x_copy = Signal()
@@ -114,8 +114,7 @@ def r_realigner(m: Module, dma, s) -> None:
     m.d.comb += r_err.eq(r_fire & ~aborting & (bus.rresp != RESP_OKAY))
 
     def x_next():
-        m.d.sync += x_act.eq(0)
-        m.d.comb += rx_next.eq(rx_ptr + 1)
+        m.d.sync += [x_act.eq(0), rx_ptr.eq(rx_ptr + 1)]
 
     with m.If(~aborting):
         with m.If(flush_pending):

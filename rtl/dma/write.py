@@ -29,7 +29,7 @@ from .queue import LutramQueue
 
 def aw_issuer(m: Module, dma, s) -> None:
     """Write bursts for each command of qw, once their data is in the FIFO."""
-    bus, AW, Q, lb, mbw, qpw, wr_ptr, aw_ptr, aw_next = s.take("bus AW Q lb mbw qpw wr_ptr aw_ptr aw_next")
+    bus, AW, Q, lb, mbw, qpw, wr_ptr, aw_ptr = s.take("bus AW Q lb mbw qpw wr_ptr aw_ptr")
     in_scope, qw, ar_fire, r_res = s.take("in_scope qw ar_fire r_res")
     avail, res, push, pop = s.take("avail res push pop")
     bq_layout = data.StructLayout({"addr": AW, "last": 1, "nob": 1})
@@ -49,6 +49,7 @@ def aw_issuer(m: Module, dma, s) -> None:
 
     qwh = qw.head
     a_act = Signal()
+    qw.follow(a_act)
     a_first = Signal()
     a_lane = Signal(lb)
     a_end_lane = Signal(lb)
@@ -78,7 +79,7 @@ def aw_issuer(m: Module, dma, s) -> None:
         with m.If(qwh.zero):
             # a zero-length command: no bursts, but a B queue entry keeps it in order
             m.d.comb += [bq.w.en.eq(1), bq.w.data.last.eq(1), bq.w.data.nob.eq(1)]
-            m.d.comb += aw_next.eq(aw_ptr + 1)
+            m.d.sync += aw_ptr.eq(aw_ptr + 1)
         with m.Else():
             m.d.sync += [a_act.eq(1), a_first.eq(1), a_lane.eq(qwh.lane), a_end_lane.eq(qwh.end_lane),
                          a_fill.eq(qwh.fill), a_pattern.eq(qwh.pattern)]
@@ -98,8 +99,7 @@ def aw_issuer(m: Module, dma, s) -> None:
         m.d.sync += [aw_valid.eq(0), a_first.eq(0)]
         aw.step()
         with m.If(aw.last):
-            m.d.sync += a_act.eq(0)
-            m.d.comb += aw_next.eq(aw_ptr + 1)
+            m.d.sync += [a_act.eq(0), aw_ptr.eq(aw_ptr + 1)]
     m.d.sync += [
         avail.eq(avail + push - Mux(a_issue & ~a_fill, aw.n, 0)),
         res.eq(res + Mux(ar_fire, r_res, 0) - pop),
