@@ -207,8 +207,8 @@ def run_multi(report: Report, args, seed: int, sims: list[str], first: int, coun
             t0, recs = time.monotonic(), []
             for i in range(a, a + n):
                 stream = multi.make(seed, i, dma)
-                x, mx = multi.run_model(stream, dma=dma)
-                y, my = multi.run_model(stream, mmio_cycles=3, dma=dma)
+                x, mx = multi.run_model(stream, dma=dma, data_width=args.data_width)
+                y, my = multi.run_model(stream, mmio_cycles=3, dma=dma, data_width=args.data_width)
                 diffs = multi.compare(stream, y, x, my.mem, mx.mem) + multi.expected(stream, x)
                 if replay:
                     print(multi.explain(stream, diffs, y, x, "model2"))

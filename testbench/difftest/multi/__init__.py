@@ -39,9 +39,9 @@ backends run, the comparison, the cocotb side).
 from .gen import (CP_FAULTS, ENGINES, ERROR_CLASSES, IH_LOG2_DW, KMD_TIMEOUT, M32, ORDERED, PLAN, RING_REGS,
                   RPTR_WB, SETTLE, SHARED, MultiStream, make)
 from .run import (COMPARED, Driver, by_producer, campaign, check_pair, compare, drive, expected, explain, ih_slots,
-                  producer, record, replay_command, run_model, undefined)
+                  model_options, producer, record, replay_command, run_model, undefined)
 
 __all__ = ["COMPARED", "CP_FAULTS", "ENGINES", "ERROR_CLASSES", "IH_LOG2_DW", "KMD_TIMEOUT", "M32", "ORDERED", "PLAN",
            "RING_REGS", "RPTR_WB", "SETTLE", "SHARED", "Driver", "MultiStream", "by_producer", "campaign", "check_pair", "compare",
-           "drive", "expected", "explain", "ih_slots", "make", "producer", "record", "replay_command", "run_model",
+           "drive", "expected", "explain", "ih_slots", "make", "model_options", "producer", "record", "replay_command", "run_model",
            "undefined"]

@@ -296,10 +296,20 @@ def expected(s: MultiStream, model: dict) -> list[str]:
     return out
 
 
-def run_model(s: MultiStream, mmio_cycles: int | None = None, dma: bool = True) -> tuple[dict, RefModel]:
+def run_model(s: MultiStream, mmio_cycles: int | None = None, dma: bool = True,
+              data_width: int = 64) -> tuple[dict, RefModel]:
+    """`data_width`: the RTL's bus width, which CAPS and the byte counters show (a 32-bit RTL
+    against a model told nothing mismatched on both in every stream)."""
     kw = {} if mmio_cycles is None else {"mmio_cycles": mmio_cycles}
-    m = RefModel(L.MEM_SIZE, dma=dma, **kw)
+    m = RefModel(L.MEM_SIZE, dma=dma, data_width=data_width, **kw)
     return drive(s, m), m
+
+
+def model_options(caps: int) -> dict:
+    """What the model compared with an RTL must be told of it, from the RTL's CAPS: whether it
+    has the DMA engine, and its bus width (shown in CAPS and in the byte counters; a 32-bit RTL
+    against a model told nothing mismatched in every stream, 24 of 24)."""
+    return {"dma": bool(regs.CAPS.DMA.get(caps)), "data_width": 8 << regs.CAPS.BUS_BYTES_LOG2.get(caps)}
 
 
 def check_pair(s: MultiStream) -> list[str]:
@@ -359,7 +369,8 @@ async def campaign(dut) -> None:
     dev = await FastDevice.start(dut, mem_size=L.MEM_SIZE)
     dev.checker.stop()
     checker = ProtocolChecker(dut, fail=False)
-    dma = bool(regs.CAPS.DMA.get(await bridge.bridge(dev.mmio_read32)(regs.CAPS.addr())))
+    opts = model_options(await bridge.bridge(dev.mmio_read32)(regs.CAPS.addr()))
+    dma = opts["dma"]
     given = None
     if env.get("DIFFTEST_STREAMS_FILE"):  # hand-made MultiStreams (a pickled list), as the CP campaign's
         from ..streams import file
@@ -388,7 +399,7 @@ async def campaign(dut) -> None:
         v = checker.read()
         if v is not None:
             rtl.setdefault("checks", []).append(f"AXI protocol checker: {v.message}")
-        model, m = run_model(s, dma=dma)
+        model, m = run_model(s, **opts)
         diffs = compare(s, rtl, model, dev.mem, m.mem) + expected(s, model)
         rec = record(s, diffs, dev.name, time.perf_counter() - t0, model)
         rec["cycles"] = cycles
