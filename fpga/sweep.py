@@ -145,11 +145,9 @@ def table(rows: list[dict], latency: int) -> str:
 
 
 def plot(rows: list[dict], latency: int, path: Path, cp_rows: list[dict] = ()) -> None:
-    import matplotlib
+    from gpucosim.trace.plot import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()  # (Agg, whatever $MPLBACKEND says: a value matplotlib does not know was its traceback)
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [3, 2]})
     for lat, marker in ((0, "o"), (latency, "s")):
         key = f"mb_s_lat{lat}"

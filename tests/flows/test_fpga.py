@@ -4,6 +4,7 @@ CI), and the flow's figures and error paths. Place and route is `make fpga`'s jo
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -184,6 +185,25 @@ def test_sweep_rejects_bad_points(capsys):
             sweep.main(argv)
         assert e.value.code == 2
         assert text in capsys.readouterr().err
+
+
+def test_sweep_plot_ignores_a_bad_mplbackend(tmp_path):
+    """The sweep draws its picture at the end of its run: with $MPLBACKEND set to a backend
+    matplotlib does not know, that was matplotlib's ValueError traceback after every point
+    had been measured (gpucosim's tools draw on Agg whatever it says; the sweep did not)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; from pathlib import Path; from fpga.sweep import plot; "
+            "rows = [dict(point=p, lut4=l, mb_s_lat0=m, mb_s_lat32=m / 2) for p, l, m in "
+            "(('a', 900, 300.0), ('b', 1200, 350.0))]; plot(rows, 32, Path(sys.argv[1]))")
+    out = tmp_path / "sweep.png"
+    r = subprocess.run([sys.executable, "-c", code, str(out)], cwd=Path(__file__).resolve().parents[2],
+                       env=dict(os.environ, MPLBACKEND="no-such-backend"), capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and not r.stderr, r.stderr[-2000:]
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_sweep_pareto_front():
