@@ -25,11 +25,16 @@ def _simulators() -> list[str]:
 
 
 def pytest_configure(config):
-    """A $SIM that names no simulator (`make test SIM=vcs`) is a usage error, one line."""
+    """A $SIM that names no simulator (`make test SIM=vcs`) is a usage error, one line.
+    On an xdist worker, the run's durations are the controller's (`_known_durations`)."""
     try:
         sim.selected_simulators()
     except ValueError as e:
         raise pytest.UsageError(str(e)) from None
+    global _durations
+    given = getattr(config, "workerinput", {}).get(_WORKERINPUT_KEY)
+    if given is not None:
+        _durations = json.loads(given)
 
 
 @pytest.fixture(params=_simulators())
@@ -70,13 +75,34 @@ DURATIONS = (sim.BUILD / "test-durations.json", Path(__file__).with_name("durati
 _GUESS = {"icarus": 5.0, "verilator": 1.0}
 
 
-def _known_durations() -> dict[str, float]:
+def _read_durations() -> dict[str, float]:
     for path in DURATIONS:
         try:
             return json.loads(path.read_text())
         except (OSError, ValueError):
             continue
     return {}
+
+
+# Read once per run, by the controller, and handed to every xdist worker: each worker
+# orders its own collection, and xdist refuses a run whose workers collected different
+# orders. Read by each worker from the file, a run that ended between two workers'
+# collections (another pytest in the same tree writes the file at its end) gave them two
+# orders: "Different tests were collected between gw0 and gw1".
+_durations: dict[str, float] | None = None
+_WORKERINPUT_KEY = "gpucosim_durations"
+
+
+def _known_durations() -> dict[str, float]:
+    global _durations
+    if _durations is None:
+        _durations = _read_durations()
+    return _durations
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: on the controller, for each worker it starts
+def pytest_configure_node(node) -> None:
+    node.workerinput[_WORKERINPUT_KEY] = json.dumps(_known_durations())
 
 
 def _unit(item) -> str:

@@ -88,3 +88,23 @@ def test_the_times_kept_include_each_groups_total(monkeypatch):
     for nodeid, d in (("tests/t.py::x[1]@g-icarus", 3.0), ("tests/t.py::x[2]@g-icarus", 0.5), ("tests/t.py::y", 1.0)):
         conftest.pytest_runtest_logreport(type("R", (), {"nodeid": nodeid, "duration": d})())
     assert conftest._times == {"tests/t.py::x[1]": 3.0, "tests/t.py::x[2]": 0.5, "@g-icarus": 3.5, "tests/t.py::y": 1.0}
+
+
+def test_one_run_orders_by_one_reading_of_the_durations(monkeypatch, tmp_path):
+    """Another pytest in the same tree that ends during this run rewrites the durations
+    file: the order (and so every worker's collection, which xdist requires equal) stays
+    the one read at the start, the controller's, handed to each worker."""
+    path = tmp_path / "test-durations.json"
+    monkeypatch.setattr(conftest, "DURATIONS", (path,))
+    monkeypatch.setattr(conftest, "_durations", None, raising=False)
+    items = [_Item("x"), _Item("y")]
+    path.write_text('{"x": 1.0, "y": 2.0}')
+    assert [i.nodeid for i in conftest.longest_first(items)] == ["y", "x"]
+    path.write_text('{"x": 3.0, "y": 2.0}')  # a run in the same tree ended
+    assert [i.nodeid for i in conftest.longest_first(items)] == ["y", "x"]
+
+    node = type("Node", (), {"workerinput": {}})()
+    conftest.pytest_configure_node(node)  # the controller starts a worker
+    monkeypatch.setattr(conftest, "_durations", None, raising=False)  # the worker's own module
+    conftest.pytest_configure(type("Config", (), {"workerinput": node.workerinput})())
+    assert [i.nodeid for i in conftest.longest_first(items)] == ["y", "x"]  # not the file's x 3.0
