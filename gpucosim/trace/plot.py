@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import stat
+import tempfile
 import zlib
 from pathlib import Path
 
@@ -111,11 +113,41 @@ def _int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _config_dir_for_matplotlib() -> None:
+    """matplotlib keeps its configuration and font cache in $MPLCONFIGDIR, else
+    $XDG_CONFIG_HOME/matplotlib or ~/.config/matplotlib. When that cannot be made or written
+    (a read-only or missing HOME: a container, a CI user), its import printed two warnings
+    ("mkdir -p failed ...", "Matplotlib created a temporary cache directory ...") and made a
+    new folder in /tmp on every run. A folder of our own in the temporary directory, kept
+    from run to run, serves instead, quietly; a $MPLCONFIGDIR the user set is left alone."""
+    if os.environ.get("MPLCONFIGDIR"):
+        return
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    home = os.path.join(base, "matplotlib")
+    try:
+        os.makedirs(home, exist_ok=True)
+        if os.access(home, os.W_OK | os.X_OK):
+            return
+    except OSError:
+        pass
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    ours = os.path.join(tempfile.gettempdir(), f"gpucosim-matplotlib-{uid}")
+    try:
+        os.makedirs(ours, mode=0o700, exist_ok=True)
+        st = os.lstat(ours)
+    except OSError:
+        return  # (matplotlib's own fallback, with its warnings)
+    # a shared /tmp: only a real folder of this user's, not one another user made (or a link)
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == uid and os.access(ours, os.W_OK | os.X_OK):
+        os.environ["MPLCONFIGDIR"] = ours
+
+
 def pyplot():
     """matplotlib.pyplot on its Agg backend (files, no display), for every picture the project
     draws. $MPLBACKEND is set aside first: matplotlib reads it as it is imported, and a value it
     does not know was its ValueError traceback before the backend could be chosen. PlotError
     without matplotlib."""
+    _config_dir_for_matplotlib()
     saved = os.environ.pop("MPLBACKEND", None)
     try:
         import matplotlib

@@ -451,3 +451,19 @@ def test_a_bad_mplbackend_in_the_environment_draws_all_the_same(tmp_path):
     trace.write_text('[{"ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1, "name": "a"}]')
     r = gpucosim("plot", str(trace), "-o", str(tmp_path / "x.png"), env={"MPLBACKEND": "frob"})
     assert r.returncode == 0 and r.stdout == f"gpucosim: wrote {tmp_path / 'x.png'}\n" and not r.stderr, r.stderr
+
+
+def test_a_home_matplotlib_cannot_write_in_draws_without_warnings(tmp_path):
+    """With no writable ~/.config/matplotlib (a read-only or missing HOME), matplotlib's
+    import printed "mkdir -p failed ..." and "Matplotlib created a temporary cache
+    directory ..." on stderr, and made a new folder in /tmp each run."""
+    from .cli_helpers import gpucosim
+
+    trace = tmp_path / "t.json"
+    trace.write_text('[{"ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1, "name": "a"}]')
+    # /proc/1 has no .config, and nothing can make one there, root or not
+    env = {"HOME": "/proc/1", "XDG_CONFIG_HOME": "", "XDG_CACHE_HOME": "", "MPLCONFIGDIR": ""}
+    for k in range(2):
+        r = gpucosim("plot", str(trace), "-o", str(tmp_path / f"x{k}.png"), env=env)
+        assert r.returncode == 0 and not r.stderr, r.stderr
+        assert (tmp_path / f"x{k}.png").stat().st_size > 0
