@@ -131,7 +131,10 @@ def block(kind: str, width: int | None = None, fetch_depth: int = 8, **dma_kwarg
         return Block(name + suffix, "dma", width,
                      lambda: DMAEngine(width, rtl_top.ADDR_WIDTH, rtl_top.ID_WIDTH, **dma_kwargs))
     if kind == "mux":
-        return Block(name, "mux", width, lambda: AXI4Mux(2, rtl_top.ADDR_WIDTH, width, rtl_top.ID_WIDTH))
+        # the top's instance: its four masters, with the MMU's AxUSER and xUSER
+        return Block(name, "mux", width, lambda: AXI4Mux(rtl_top.MUX_MASTERS, rtl_top.ADDR_WIDTH, width,
+                                                         rtl_top.ID_WIDTH, req_user=REQ_USER.size,
+                                                         resp_user=RESP_USER.size))
     if kind == "cp":
         suffix = "" if fetch_depth == 8 else f"_fetch_depth{fetch_depth}"
         return Block(name + suffix, "cp", width, lambda: CpBlock(width, fetch_depth))

@@ -6,7 +6,7 @@ as amaranth-soc does; a slave port is `In(signature)`. Amaranth names the ports
 `AxiLiteBus.from_prefix(dut, "s_axil", bus_separator="__")`-style prefixes.
 """
 
-from amaranth.hdl import Const, Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -40,6 +40,45 @@ def mux_tree(index: Value, table: list) -> Value:
 
     out = build(list(table), n.bit_length() - 2)
     return Const(0, 32) if out is None else out
+
+
+def one_hot_or(index: Value, table: list) -> Value:
+    """`table[index]` as an OR of every distinct entry ANDed with its own decode, the OR a
+    balanced tree; `None` entries read 0, and an entry that is the same Value at several
+    indices is decoded once (by aligned blocks: `index[k:] == base >> k`). `index` may be
+    wider than the table needs (its other bits must be 0 for a hit). On the ECP5 this takes
+    fewer LUT4 than mux_tree for the CSR read multiplexer (each LUT4 takes two entries' bits
+    with their decodes, where a 2:1 multiplexer takes one: rtl/csr.py 2,044 → 1,887 LUT4)."""
+    n = len(table)
+    if n & (n - 1) or n > 1 << len(index):
+        raise ValueError(f"one_hot_or: {n} entries for a {len(index)}-bit index (a power of two, at most 2**bits)")
+    where: dict[int, tuple[Value, list[int]]] = {}
+    for i, e in enumerate(table):
+        if e is not None:
+            where.setdefault(id(e), (e, []))[1].append(i)
+
+    def blocks(idxs: list[int]):
+        """Maximal aligned power-of-two runs of the sorted indices `idxs`: (base, log2 size)."""
+        out, i = [], 0
+        while i < len(idxs):
+            k = 0
+            while (idxs[i] % (2 << k) == 0 and i + (2 << k) <= len(idxs)
+                   and idxs[i + (2 << k) - 1] == idxs[i] + (2 << k) - 1):
+                k += 1
+            out.append((idxs[i], k))
+            i += 1 << k
+        return out
+
+    terms = []
+    for e, idxs in where.values():
+        hit = [index[k:] == base >> k for base, k in blocks(idxs)]
+        sel = hit[0] if len(hit) == 1 else Cat(*hit).any()
+        terms.append(Mux(sel, e, 0))
+    if not terms:
+        return Const(0, 32)
+    while len(terms) > 1:
+        terms = [terms[i] | terms[i + 1] if i + 1 < len(terms) else terms[i] for i in range(0, len(terms), 2)]
+    return terms[0]
 
 
 class AXI4LiteSignature(wiring.Signature):

@@ -16,7 +16,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .bus import AXI4LiteRegBridge, AXI4LiteSignature, mux_tree
+from .bus import AXI4LiteRegBridge, AXI4LiteSignature, mux_tree, one_hot_or
 
 MMIO_ADDR_WIDTH = 16
 
@@ -1819,7 +1819,7 @@ class CSRBlock(wiring.Component):
         ]
         rd_hits = C(0x3f03ffff0f7fff0000ffffffffffff000000000000771f000000000000ffff030f01ff00ff073f, 512)
         m.d.comb += [bridge.rd_hit.eq(rd_inside & rd_hits.bit_select(rd_index, 1)),
-                     bridge.rd_data.eq(Mux(rd_inside, mux_tree(rd_index, rd_table), 0))]
+                     bridge.rd_data.eq(one_hot_or(rd_index, rd_table))]
 
         # Shadow RAM: read-back of the software-written lanes (and the constant registers)
         m.submodules.shadow = shadow = Memory(shape=32, depth=512,

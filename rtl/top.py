@@ -34,6 +34,7 @@ IB_LEVELS = 2  # ring → IB1 → IB2
 TIMESTAMP_WIDTH = 48
 DMA_MAX_LOG2 = 20  # DMA_DATA moves at most 1 MiB (BYTE_COUNT has room for 2 MiB - 1)
 TLB_ENTRIES = 16
+MUX_MASTERS = 4  # on the memory mux: the CP, the SDMA engine, the DMA engine, the SDMA's DMA engine
 WALK_ID = 7  # the MMU's page-table reads: CP IDs are 0-3, the SDMA's 4-6, the DMA's 8, the SDMA's DMA 12
 
 
@@ -95,7 +96,7 @@ class GpuTop(wiring.Component):
             sdma.ih_done.eq(cp.ext_ih_done), sdma.ih_resp.eq(cp.ext_ih_resp), sdma.ih_user.eq(cp.ext_ih_user),
             sdma.ih_addr.eq(cp.ext_ih_addr),
         ]
-        m.submodules.mux = mux = AXI4Mux(4, ADDR_WIDTH, self.data_width, ID_WIDTH,
+        m.submodules.mux = mux = AXI4Mux(MUX_MASTERS, ADDR_WIDTH, self.data_width, ID_WIDTH,
                                          req_user=REQ_USER.size, resp_user=RESP_USER.size)
         wiring.connect(m, cp.bus, mux.s[0])
         wiring.connect(m, sdma.bus, mux.s[1])
