@@ -92,7 +92,7 @@ class SdmaBlock(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.dma = dma = DMAEngine(self.data_width, rtl_top.ADDR_WIDTH, rtl_top.ID_WIDTH, vm=True,
-                                           bytes_width=SDMA_BYTES_WIDTH)
+                                           bytes_width=SDMA_BYTES_WIDTH, zero_length=False)
         m.submodules.sdma = sdma = SdmaEngine(self, dma, self.data_width, rtl_top.ADDR_WIDTH)
         wiring.connect(m, sdma.bus, wiring.flipped(self.bus))
         wiring.connect(m, dma.bus, wiring.flipped(self.dma_bus))

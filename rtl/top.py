@@ -88,7 +88,7 @@ class GpuTop(wiring.Component):
         # why it does not share the CP's); its IH entries go through the CP's IH writer. On the
         # mux: CP 0-3, SDMA 4-6, DMA 8 (as before), the SDMA's DMA 12 (parked: the last master).
         m.submodules.sdma_dma = sdma_dma = DMAEngine(self.data_width, ADDR_WIDTH, ID_WIDTH, vm=True,
-                                                     bytes_width=SDMA_BYTES_WIDTH)
+                                                     bytes_width=SDMA_BYTES_WIDTH, zero_length=False)
         m.submodules.sdma = sdma = SdmaEngine(csr, sdma_dma, self.data_width, ADDR_WIDTH)
         m.d.comb += [
             cp.ext_ih_valid.eq(sdma.ih_valid), cp.ext_ih_src.eq(sdma.ih_src), cp.ext_ih_client.eq(sdma.ih_client),

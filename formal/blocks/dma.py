@@ -125,6 +125,8 @@ class DMAHarness(Harness):
         with m.If(dut.abort | aborting):  # (an error starts `aborting`, an abort `silent` too)
             m.d.sync += aborted.eq(1)
         self.prove("done_per_command", aborted | aborting | ~dut.done | (owed != 0))
+        # `busy_r` is `busy` from a register, worked out a cycle ahead (the SDMA's decisions read it)
+        self.invariant(dut.busy_r == dut.busy)
 
         self.strengthen(m, box, dict(rcount=rcount, wq=wq, wwp=wwp, wrp=wrp, wbeat=wbeat, wcount=wcount,
                                      b_owed=b_owed, owed=owed, aborted=aborted))

@@ -11,7 +11,7 @@ scope: the failing one and every command queued after it (`in_scope`)."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data
 
 from .burst import BurstWalk
@@ -73,7 +73,7 @@ def command_queues(m: Module, dma, s) -> None:
     ]
     rlast = Signal(cw)  # source beats − 1 (for a zero-length command, whatever it gives: unused)
     m.d.comb += rlast.eq(BurstWalk.last_beat(dma.cmd_bytes, s_off, lb))
-    zero = dma.cmd_bytes == 0
+    zero = (dma.cmd_bytes == 0) if dma.zero_length else Const(0)
     e = s_off > d_off   # the first source beat only primes the realigner
 
     vmid_field = {"vmid": 4} if dma.vm else {}

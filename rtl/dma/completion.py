@@ -20,11 +20,11 @@ from ..mmu import RESP_USER
 
 
 def completion(m: Module, dma, s) -> None:
-    """`done`, `resp`, `err_addr` (and with `vm`, `err_user`, `err_write`), `busy`, the
+    """`done`, `resp`, `err_addr` (and with `vm`, `err_user`, `err_write`), `busy`, `busy_r`, the
     error and abort drain, and the counters."""
     bus, B, cpw, lb = s.take("bus B cpw lb")
     # the command pointers and the error latch (commands.py)
-    wr_ptr, rd_ptr, rx_ptr, aw_ptr, done_ptr = s.take("wr_ptr rd_ptr rx_ptr aw_ptr done_ptr")
+    wr_ptr, rd_ptr, rx_ptr, aw_ptr, done_ptr, push_cmd = s.take("wr_ptr rd_ptr rx_ptr aw_ptr done_ptr push_cmd")
     aborting, abort_ptr, err_resp, err_addr = s.take("aborting abort_ptr err_resp err_addr")
     # the data FIFO (fifo.py), the read side (read.py), the write side (write.py)
     f_wr, f_rd, f_hv, res, avail = s.take("f_wr f_rd f_hv res avail")
@@ -90,6 +90,21 @@ def completion(m: Module, dma, s) -> None:
                 r_act.eq(0), x_act.eq(0), a_act.eq(0), flush_pending.eq(0),
                 res.eq(0), avail.eq(0), f_rd.eq(f_wr), f_hv.eq(0), w_beat.eq(0),
             ]
+
+    # `busy_r`: `busy` from a register, worked out a cycle ahead from the next values of
+    # the pointers and `aborting` (the assignments above), so a client's decision reads one
+    # flip-flop, not the pointers' compare (the SDMA's quiet conditions and its CHECK's
+    # wait for transfers: sdma_32's path, dma.done_ptr -> the compare -> the RESET's clear of
+    # SDMA_ERROR*, 10.43 ns). formal/blocks/dma.py proves it equal to `busy`.
+    step = Signal()  # done_ptr advances
+    m.d.comb += step.eq(done_ok | (reporting & ~dma.abort))
+    final = Signal()  # everything reported: the pointers meet and `aborting` ends
+    m.d.comb += final.eq(reporting & ~dma.abort & (silent | ((done_ptr + 1)[:cpw] == wr_ptr)))
+    wr_next, done_next = Signal(cpw), Signal(cpw)
+    m.d.comb += [wr_next.eq(wr_ptr + push_cmd), done_next.eq(done_ptr + step)]
+    aborting_next = Signal()
+    m.d.comb += aborting_next.eq(~final & (aborting | b_err | r_err | dma.abort))
+    m.d.sync += dma.busy_r.eq(aborting_next | (~final & (wr_next != done_next)))
 
     m.d.comb += [
         dma.busy.eq((wr_ptr != done_ptr) | aborting),

@@ -53,6 +53,8 @@ first AW waits for the earlier commands' bursts, which wait for their data), so 
 read-after-write needs `cmd_raw_wait`.
 `busy` = some accepted command is not done yet; `idle` = ~busy: every write of every
 accepted command has been answered (what a RELEASE_MEM after DMA work waits for).
+`busy_r` = `busy`, the same value in every cycle, from a register (worked out a cycle
+ahead): for a client whose decisions must not start at the pointers' compare.
 
 Counters (pulses, for the CSR block to accumulate): `perf_rd_bytes` bus bytes of each
 R beat taken, `perf_wr_bytes` bytes written (strobes set) by each W beat, `perf_busy`.
@@ -107,6 +109,9 @@ class DMAEngine(wiring.Component):
     max_reads: read bursts in flight. max_writes: write bursts awaiting B.
     fifo_depth: data FIFO in beats (power of two, ≥ 2·max_burst_beats + 2).
     cmd_depth: commands queued (power of two, ≥ 2).
+    zero_length: whether a command may have zero bytes; without, `cmd_bytes` is never 0
+    and the engine does not test it (the SDMA's commands move COUNT + 1 bytes: the test of
+    its 23 bits lay on sdma_32's path from the SDMA's byte count into the queues' block RAM).
     """
 
     def _invalid(self, message: str) -> ValueError:
@@ -116,7 +121,8 @@ class DMAEngine(wiring.Component):
     def __init__(self, data_width: int = 64, addr_width: int = 48, id_width: int = 4,
                  read_id: int = 0, write_id: int = 0, max_burst_beats: int = 16,
                  max_reads: int = 8, max_writes: int = 8, fifo_depth: int = 128,
-                 cmd_depth: int = 4, bytes_width: int = BYTES_WIDTH, vm: bool = False):
+                 cmd_depth: int = 4, bytes_width: int = BYTES_WIDTH, vm: bool = False,
+                 zero_length: bool = True):
         if data_width not in (32, 64, 128, 256):
             raise self._invalid(f"DMA data width must be 32, 64, 128 or 256, not {data_width!r}")
         if not _pow2(max_burst_beats) or max_burst_beats > 256:
@@ -145,6 +151,7 @@ class DMAEngine(wiring.Component):
         self.cmd_depth = cmd_depth
         self.bytes_width = bytes_width
         self.vm = vm
+        self.zero_length = zero_length
         nb = data_width // 8
         vm_ports = {"cmd_vmid": In(4), "err_user": Out(RESP_USER), "err_write": Out(1)} if vm else {}
         super().__init__({
@@ -153,7 +160,7 @@ class DMAEngine(wiring.Component):
             "cmd_fill": In(1), "cmd_raw_wait": In(1),
             "abort": In(1),
             "done": Out(1), "resp": Out(2), "err_addr": Out(addr_width),
-            "busy": Out(1), "idle": Out(1),
+            "busy": Out(1), "busy_r": Out(1), "idle": Out(1),
             "perf_rd_bytes": Out(range(nb + 1)), "perf_wr_bytes": Out(range(nb + 1)),
             "perf_busy": Out(1),
             "bus": Out(AXI4Signature(addr_width, data_width, id_width,

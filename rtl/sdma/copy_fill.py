@@ -50,7 +50,7 @@ def setup(c):
     lo = Signal(aw + 1, name="dma_dst_lo")
     hi = Signal(aw + 1, name="dma_dst_hi")
     raw = Signal(name="dma_raw")
-    m.d.comb += raw.eq(~is_fill & dma.busy & (src < hi) & (src_last >= lo))
+    m.d.comb += raw.eq(~is_fill & dma.busy_r & (src < hi) & (src_last >= lo))
     # the command from the packet's registers; VALID from a register
     m.d.comb += [
         dma.cmd_valid.eq(dma_go & ~c.err_any),
@@ -63,8 +63,8 @@ def setup(c):
     with m.If(c.err_any):
         m.d.sync += dma_go.eq(0)  # (a queued packet's transfer never starts after an error)
     with m.If(taken):
-        m.d.sync += [dma_go.eq(0), lo.eq(Mux(dma.busy & (lo < dst), lo, dst)),
-                     hi.eq(Mux(dma.busy & (hi > dst_end), hi, dst_end))]
+        m.d.sync += [dma_go.eq(0), lo.eq(Mux(dma.busy_r & (lo < dst), lo, dst)),
+                     hi.eq(Mux(dma.busy_r & (hi > dst_end), hi, dst_end))]
 
     # where each queued transfer's packet was (a small memory: LUTRAM on an FPGA)
     meta = Memory(shape=data.StructLayout({"off": 32, "level": 1, "op": 8, "vmid": 4}), depth=META_DEPTH, init=[])
@@ -85,14 +85,18 @@ def setup(c):
                  c.x_code.eq(c.bus_code(dma.resp, dma.err_user)), c.x_addr.eq(dma.err_addr),
                  c.x_off.eq(mr_.data.off), c.x_level.eq(mr_.data.level), c.x_op.eq(mr_.data.op),
                  c.x_vmid.eq(mr_.data.vmid)]
-    # transfers queued or running: other packets wait (engine.py, RUN)
-    m.d.comb += c.transfers.eq(dma.busy | dma_go)
+    # transfers queued or running: other packets wait (engine.py, RUN). (`busy_r` is `busy`
+    # from a register, here and above: CHECK's wait reads it)
+    m.d.comb += c.transfers.eq(dma.busy_r | dma_go)
 
 
 def start(c, pkt):
     m, h, p, aw = c.m, c.hdr, c.p, c.aw
     c.count_packet(pkt.index)  # (counted as it starts, as the model counts it)
     count = pk.field(h, p, pkt, "COUNT")
+    # COUNT + 1 is never 0 in the byte count's width: the DMA engine is built without
+    # zero-length commands (rtl/top.py `zero_length=False`)
+    assert len(count) < len(c.dma_bytes)
     m.d.sync += [c.dma_go.eq(1), c.dma_fill.eq(pkt is CF), c.dma_bytes.eq(count + 1),
                  c.dma_dst_end.eq(pk.address(h, p, pkt, "dst", aw) + count + 1)]
     if pkt is CL:  # (src + bytes > lo: src + COUNT >= lo)

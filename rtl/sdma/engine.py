@@ -36,7 +36,7 @@ idle; the CP is not involved.
 
 from contextlib import contextmanager
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -60,10 +60,6 @@ SDMA_BYTES_WIDTH = 23  # COPY_LINEAR / CONSTANT_FILL move up to 4 MiB (COUNT + 1
 MIN_LOG2, MAX_LOG2 = 4, 20  # SDMA_RB_CNTL.RB_SIZE range (the model clamps to it)
 AVAIL_BITS = 23  # the dwords left in a buffer, saturated: more than a packet can need
 assert 1 << AVAIL_BITS > (1 << sp.WRITE_LINEAR.field("COUNT").width) + sp.WRITE_LINEAR.fixed + 1
-
-
-def _saturate(v):
-    return Mux(v[AVAIL_BITS:] != 0, (1 << AVAIL_BITS) - 1, v[:AVAIL_BITS])
 
 
 class _Context:
@@ -140,7 +136,9 @@ class SdmaEngine(wiring.Component):
         cur_op = Signal(8)
         cur_sub = Signal(8)
         kind = Signal(range(len(pk.PACKETS)))
-        left = Signal(AVAIL_BITS)  # dwords after the header in its buffer (saturated)
+        # dwords after the header in its buffer (saturated: `avail` − 1 at its width), less
+        # what a WRITE_LINEAR's COUNT must stay within: its fixed dwords and COUNT's bias
+        wl_room = Signal(signed(AVAIL_BITS + 1))
         p = [Signal(32, name=f"p{i}") for i in range(pk.MAX_FIXED)]
         p_arr = Array(p)
         pidx = Signal(range(pk.MAX_FIXED + 1))
@@ -240,13 +238,26 @@ class SdmaEngine(wiring.Component):
         NEED_BITS = len(fr.dw_tag.need)
         avail_ring_far = Signal()
         avail_ib_far = Signal()
+        # Each of end − pos (n0) and end − pos − 1 (n1), 32 bits, is one carry chain over the
+        # low AVAIL_BITS and, for its high bits (whether it saturates), a choice by the chain's
+        # borrow between two compares of the high bits made from the registers beside it
+        # (n0's high bits are end_hi − pos_hi − borrow: not 0 iff end_hi ≠ pos_hi + borrow;
+        # n1's are end_hi − pos_hi − 1 + carry). As 32-bit chains and an OR of their top bits
+        # it was sdma_32's path on seed 1, rpos -> avail_ring, 10.33 ns.
+        A = AVAIL_BITS
         for av, far, end, pos, popped in ((avail_ring, avail_ring_far, wdw, rpos, pop & ~in_ib),
                                           (avail_ib, avail_ib_far, ib_size, ib_pos, pop & in_ib)):
             end32, pos32 = Signal(32, name=f"{av.name}_end"), Signal(32, name=f"{av.name}_pos")
-            n0, n1 = Signal(32, name=f"{av.name}_n0"), Signal(32, name=f"{av.name}_n1")
-            m.d.comb += [end32.eq(end), pos32.eq(pos), n0.eq(end32 - pos32), n1.eq(end32 + ~pos32)]
-            m.d.sync += [av.eq(Mux(popped, _saturate(n1), _saturate(n0))),
-                         far.eq(Mux(popped, n1[NEED_BITS:].any(), n0[NEED_BITS:].any()))]
+            lo0, lo1 = Signal(A + 1, name=f"{av.name}_lo0"), Signal(A + 1, name=f"{av.name}_lo1")
+            e0, e1 = Signal(name=f"{av.name}_e0"), Signal(name=f"{av.name}_e1")
+            m.d.comb += [end32.eq(end), pos32.eq(pos),
+                         # bit A: lo0's borrow (end_lo < pos_lo), lo1's carry (end_lo > pos_lo)
+                         lo0.eq(end32[:A] - pos32[:A]), lo1.eq(end32[:A] + (~pos32[:A])[:A]),
+                         e0.eq(end32[A:] != pos32[A:]), e1.eq(end32[A:] != (pos32[A:] + 1)[:32 - A])]
+            hz0, hz1 = Mux(lo0[A], e1, e0), Mux(lo1[A], e0, e1)  # n0's, n1's high bits are not 0
+            sat0, sat1 = Mux(hz0, (1 << A) - 1, lo0[:A]), Mux(hz1, (1 << A) - 1, lo1[:A])
+            m.d.sync += [av.eq(Mux(popped, sat1, sat0)),
+                         far.eq(Mux(popped, hz1 | lo1[NEED_BITS:A].any(), hz0 | lo0[NEED_BITS:A].any()))]
         m.d.sync += ib_empty.eq(Mux(pop & in_ib, ib_pos + 1 == ib_size, ib_pos == ib_size))
         avail = Signal(AVAIL_BITS)
         m.d.comb += avail.eq(Mux(in_ib, avail_ib, avail_ring))
@@ -333,16 +344,6 @@ class SdmaEngine(wiring.Component):
             m.d.sync += [ih_valid.eq(1), ih_src.eq(src), ih_vmid.eq(vmid)]
             m.d.sync += [d.eq(v) for d, v in zip(ih_data, data)]
 
-        def write_block(addr, mask_, vmid, wait_state):
-            """Write the block registers under `mask_` (addr: the first written dword's)."""
-            m.d.sync += [blk_addr.eq(addr), blk_mask.eq(mask_), wr_req.eq(1),
-                         blk_user.eq(req_user(vmid, vm_spec.Access.WRITE))]
-            m.next = wait_state
-
-        def write_dword(addr, value, vmid, wait_state):
-            m.d.sync += [b.eq(value) for b in blk]
-            write_block(addr, Const(1, BLOCK_DWORDS) << addr[2:5], vmid, wait_state)
-
         # ---------------------------------------------------------------- counters' pulses
         count = Signal()  # a packet of kind `count_kind` starts executing
         count_kind = Signal(range(len(pk.PACKETS)))
@@ -402,8 +403,13 @@ class SdmaEngine(wiring.Component):
         (wl,) = (x for x in pk.PACKETS if x.tail is not None and x is not sp.NOP)
         wl_count = wl.field(wl.length_field)
         assert wl_count.dword == wl.fixed - 1
-        m.d.sync += v_count.eq(cur_data[wl_count.lsb:wl_count.lsb + wl_count.width] + wl.length_bias
-                               > left - wl.fixed)
+        # COUNT + bias > left − fixed, as COUNT > wl_room (left − fixed − bias, in a register
+        # since the header's cycle) and that as the sign of one subtraction: one carry chain
+        # from the dword (as COUNT + bias and a compare it was a chain and four LUTs after it:
+        # sdma_32's path on seed 2, in_ib -> the dword -> v_count, 10.59 ns)
+        v_count_d = Signal(signed(AVAIL_BITS + 2))
+        m.d.comb += v_count_d.eq(wl_room - cur_data[wl_count.lsb:wl_count.lsb + wl_count.width])
+        m.d.sync += v_count.eq(v_count_d[-1])
 
         with m.FSM(name="sdma") as fsm:
             c.fsm = fsm
@@ -426,7 +432,7 @@ class SdmaEngine(wiring.Component):
                     m.d.comb += pop.eq(1)
                     m.d.sync += [hdr.eq(cur_data), hdr_off.eq(cur_off), hdr_addr.eq(cur_addr),
                                  cur_op.eq(cur_data[:8]), cur_sub.eq(cur_data[8:16]), kind.eq(knd),
-                                 left.eq(avail - 1), pidx.eq(0), rem.eq(need)]
+                                 wl_room.eq((avail - 1)[:AVAIL_BITS] - (wl.fixed + wl.length_bias)), pidx.eq(0), rem.eq(need)]
                     with m.If(cur_bad):
                         fail(bus_code(cur_resp, cur_user), cur_addr, opz=True)
                     with m.Elif(~known):
@@ -499,9 +505,19 @@ class SdmaEngine(wiring.Component):
                     m.next = "RING_DONE"
             with state("RING_DONE"):
                 m.d.sync += [rdw.eq(rpos), db_lim.eq(Cat(Const(0, 2), rpos[:30]) + size_bytes)]
+                # the write-back's block, address, mask and AWUSER load whether it is enabled
+                # or not: the writer reads them only with `wr_req`, an error names `blk_addr`
+                # only from the states that write, and every write loads what it writes
+                # before (so the block's 256 enables do not wait for the enable bit: sdma_32's
+                # path, sdma_state -> RING_DONE's decode and RPTR_WRITEBACK_ENABLE -> blk4's
+                # enable, 10.76 ns)
+                addr = Cat(Const(0, 2), csr.sdma_rb_rptr_addr_lo[2:], csr.sdma_rb_rptr_addr_hi)
+                m.d.sync += [b.eq(Cat(Const(0, 2), rpos[:30])) for b in blk]
+                m.d.sync += [blk_addr.eq(addr), blk_mask.eq(Const(1, BLOCK_DWORDS) << addr[2:5]),
+                             blk_user.eq(req_user(0, vm_spec.Access.WRITE))]
                 with m.If(csr.sdma_rb_cntl_rptr_writeback_enable):
-                    addr = Cat(Const(0, 2), csr.sdma_rb_rptr_addr_lo[2:], csr.sdma_rb_rptr_addr_hi)
-                    write_dword(addr, Cat(Const(0, 2), rpos[:30]), 0, "RPTR_WAIT")
+                    m.d.sync += wr_req.eq(1)
+                    m.next = "RPTR_WAIT"
                 with m.Else():
                     m.next = "RUN"
             with state("RPTR_WAIT"):
@@ -524,7 +540,7 @@ class SdmaEngine(wiring.Component):
                                     SUB_OP=err_sub)
                     ih_request(ih_spec.Source.SDMA_ERROR, [e, err_addr[:32], err_addr[32:], err_offset], err_vmid)
                     m.d.sync += ih_valid.eq(0)
-                with m.If(err & ~wr_req & ~poll_pending & ~ar_valid & ~fr.busy & ~fi.busy & ~dma.busy & ~ih_valid):
+                with m.If(err & ~wr_req & ~poll_pending & ~ar_valid & ~fr.busy & ~fi.busy & ~dma.busy_r & ~ih_valid):
                     m.d.sync += ih_valid.eq(1)
                     m.next = "ERR_IH"
             with state("ERR_IH"):
@@ -536,7 +552,7 @@ class SdmaEngine(wiring.Component):
             # ---- queue reset: let the engine's traffic end, then clear everything
             with m.State("RESET"):
                 m.d.comb += flush_all.eq(1)
-                with m.If(~wr_req & ~poll_pending & ~ar_valid & ~fr.busy & ~fi.busy & ~dma.busy & ~ih_valid
+                with m.If(~wr_req & ~poll_pending & ~ar_valid & ~fr.busy & ~fi.busy & ~dma.busy_r & ~ih_valid
                           & ~reset_pulse):
                     m.d.sync += [resetting.eq(0), soft.eq(0), err.eq(0), err_code.eq(0), err_level.eq(0),
                                  err_op.eq(0), err_sub.eq(0), err_addr.eq(0), err_offset.eq(0), err_vmid.eq(0),
