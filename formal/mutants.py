@@ -422,7 +422,7 @@ MUTANTS: list[Mutant] = [
     M("walk_permission_skipped", "mmu", "rtl.mmu", "walk_ok.eq((need & perm).any())", "walk_ok.eq(1)",
       "write_needs_w fetch_needs_x", "a freshly walked entry is used without checking its permissions", depth=12),
     M("tlb_permission_skipped", "mmu", "rtl.mmu", "permit[i].eq((need_r & t_perm[i]).any())", "permit[i].eq(1)",
-      "write_needs_w", "a TLB hit is used without checking the entry's permissions", depth=15,
+      "write_needs_w fetch_needs_x", "a TLB hit is used without checking the entry's permissions", depth=15,
       keep_going=False),
     M("invalidation_ignored", "mmu", "rtl.mmu", "m.d.sync += t_valid[i].eq(0)", "pass", "unmap_takes_effect",
       "an invalidation is acknowledged but drops no entry", depth=16),

@@ -262,14 +262,7 @@ class MMU(wiring.Component):
         inv_pending = Signal()
         inv_vmids = Signal(vm_spec.VMIDS)
         inv_all = Signal()
-        inv_in_va = Signal()  # the page named is within the translated range (else it matches no entry)
-        inv_now = Signal()  # the named entries go this cycle
-        # The AR side's tag compare doubles as the invalidation's page compare (issue 14: its
-        # own 16 compares cost about 165 LUT4): the compare's operand `ar_vpn` is the AR
-        # holding register's page, but the page an invalidation names while one is pending
-        # (no lookup happens then: IDLE invalidates first). A register, not a multiplexer in
-        # front of the compare: that put half a nanosecond on it (mmu_32 100.32 MHz).
-        ar_vpn = Signal(VPN)
+        inv_page = Signal(PPN)
         # (a request is latched after the translator, below: one written in the cycle the
         # pending one completes must replace it, not be dropped by the completion)
 
@@ -305,14 +298,22 @@ class MMU(wiring.Component):
             permit = Signal(N, name=f"permit_{name}")
             need_r = Signal(3, name=f"need_{name}")
             vpn_eq = Signal(N, name=f"vpn_eq_{name}")
-            m.d.comb += need_r.eq(needs(r, name == "aw"))
+            key = Signal(VPN, name=f"key_{name}")
+            m.d.comb += [need_r.eq(needs(r, name == "aw")), key.eq(vpn)]
             for i in range(N):
-                m.d.comb += vpn_eq[i].eq(t_vpn[i] == vpn)
+                m.d.comb += vpn_eq[i].eq(t_vpn[i] == key)
                 m.d.comb += [match[i].eq(t_valid[i] & (t_vmid[i] == r.user.vmid) & vpn_eq[i]),
                              permit[i].eq((need_r & t_perm[i]).any())]
             return match, (match & permit).any(), vpn_eq
 
-        match_ar, ok_ar, vpn_eq_ar = compare(ar_h, ar_vpn, "ar")
+        # The AR side's page compare doubles as the invalidation's (issue 14: its own 16
+        # compares of 18 bits cost about 165 LUT4 in mmu_32, about 100 more in the flattened
+        # top): while an invalidation is pending no lookup happens (IDLE invalidates first),
+        # so the AR compare is free and compares the page it names. The multiplexer in front
+        # of the compare costs it half a nanosecond (mmu_32 106.02 -> 100.32 MHz median); a
+        # register holding the named page instead (loaded from the request, then AR's page
+        # again when the entries go) kept the speed but saved the top 103 LUT4 less.
+        match_ar, ok_ar, vpn_eq_ar = compare(ar_h, Mux(inv_pending, inv_page[:VPN], ar_h.addr[PS:VA]), "ar")
         match_aw, ok_aw, _ = compare(aw_h, aw_h.addr[PS:VA], "aw")
         need = Signal(3)  # the permission the request in hand needs
         # each holding register's verdict is latched apart: a multiplexer on the picked side
@@ -383,9 +384,10 @@ class MMU(wiring.Component):
                 pick_w = Signal()
                 m.d.comb += pick_w.eq(aw_full & (~ar_full | rr))
                 with m.If(inv_pending):
-                    m.d.comb += inv_now.eq(1)
                     for i in range(N):
-                        with m.If(Array(inv_vmids)[t_vmid[i]] & (inv_all | (vpn_eq_ar[i] & inv_in_va))):
+                        # (Array: a case; bit_select, a shift, cost 37 LUT4 more)
+                        with m.If(Array(inv_vmids)[t_vmid[i]] & (inv_all | vpn_eq_ar[i])
+                                  & (inv_all | (inv_page[VPN:] == 0))):
                             m.d.sync += t_valid[i].eq(0)
                     m.d.sync += [inv_pending.eq(0), self.inv_ack.eq(inv_vmids)]
                 with m.Elif(ar_full | aw_full):
@@ -514,16 +516,7 @@ class MMU(wiring.Component):
 
         with m.If(self.inv_req):
             m.d.sync += [inv_pending.eq(1), inv_vmids.eq(self.inv_vmids), inv_all.eq(self.inv_all),
-                         inv_in_va.eq(self.inv_page[VPN:] == 0), self.inv_ack.eq(0)]
-        # ar_vpn: the named page from the request until the entries go, then AR's page again
-        with m.If(self.inv_req):
-            m.d.sync += ar_vpn.eq(self.inv_page[:VPN])
-        with m.Elif(inv_pending & ~inv_now):
-            pass  # (a request taken meanwhile is copied when the entries go)
-        with m.Elif(s.arvalid & s.arready):
-            m.d.sync += ar_vpn.eq(s.araddr[PS:VA])
-        with m.Elif(inv_now):
-            m.d.sync += ar_vpn.eq(ar_h.addr[PS:VA])
+                         inv_page.eq(self.inv_page), self.inv_ack.eq(0)]
         # one flip-flop per state on an FPGA (as the CP's): paths that start from the state
         # (the fault responder's R and B, the next state) start from a register, not a decoder
         fsm.state.attrs["fsm_encoding"] = "one-hot"
