@@ -423,7 +423,7 @@ MUTANTS: list[Mutant] = [
       "write_needs_w fetch_needs_x", "a freshly walked entry is used without checking its permissions", depth=12),
     M("tlb_permission_skipped", "mmu", "rtl.mmu", "permit[i].eq((need_r & t_perm[i]).any())", "permit[i].eq(1)",
       "write_needs_w", "a TLB hit is used without checking the entry's permissions", depth=15,
-      keep_going=False),
+      keep_going=False, alone=True),
     M("invalidation_ignored", "mmu", "rtl.mmu", "m.d.sync += t_valid[i].eq(0)", "pass", "unmap_takes_effect",
       "an invalidation is acknowledged but drops no entry", depth=16),
     M("faulted_w_forwarded", "mmu", "rtl.mmu", "m.d.comb += [wq_push.eq(1), wq_push_fwd.eq(0)]",

@@ -225,19 +225,25 @@ class MMU(wiring.Component):
         inj_r = Signal()
         inj_b = Signal()
         f_user = Signal(RESP_USER)
-        t = Signal(req)  # the request being translated
+        # The request being translated is the holding register on t_write's side: a register
+        # keeps its request until the translator releases it, so no copy is latched (issue 14:
+        # the copy cost 72 flip-flops and the multiplexer from both registers in front of them,
+        # and the output registers a third source each)
+        t = Signal(req)
+        t_write = Signal()  # translating the AW holding register (else AR)
+        m.d.comb += t.eq(Mux(t_write, aw_h, ar_h))
         m.d.comb += self.ctx_vmid.eq(t.user.vmid)  # (its page-table base: ctx_base)
         inj_beat = Signal(8)
-        inj_last = Signal()  # inj_beat == t.len, kept a beat ahead (RLAST from a register)
+        inj_last = Signal()  # inj_beat == ARLEN, kept a beat ahead (RLAST from a register)
         with m.If(inj_r):
-            m.d.comb += [s.rvalid.eq(1), s.rid.eq(t.id), s.rresp.eq(RESP_SLVERR), s.ruser.eq(f_user),
+            m.d.comb += [s.rvalid.eq(1), s.rid.eq(ar_h.id), s.rresp.eq(RESP_SLVERR), s.ruser.eq(f_user),
                          s.rlast.eq(inj_last), s.rdata.eq(0)]
         with m.Else():
             m.d.comb += [s.rvalid.eq(out.rvalid & ~r_mine), s.rid.eq(out.rid), s.rresp.eq(out.rresp),
                          s.rlast.eq(out.rlast), s.rdata.eq(out.rdata),
                          out.rready.eq(r_mine | s.rready)]
         with m.If(inj_b):
-            m.d.comb += [s.bvalid.eq(1), s.bid.eq(t.id), s.bresp.eq(RESP_SLVERR), s.buser.eq(f_user)]
+            m.d.comb += [s.bvalid.eq(1), s.bid.eq(aw_h.id), s.bresp.eq(RESP_SLVERR), s.buser.eq(f_user)]
         with m.Else():
             m.d.comb += [s.bvalid.eq(out.bvalid), s.bid.eq(out.bid), s.bresp.eq(out.bresp),
                          out.bready.eq(s.bready)]
@@ -261,7 +267,6 @@ class MMU(wiring.Component):
         # pending one completes must replace it, not be dropped by the completion)
 
         # ------------------------------------------------------------ the translator
-        t_write = Signal()  # translating the AW holding register (else AR)
         rr = Signal()  # AW's turn when both wait
         hits = Signal(N)  # the TLB entries the request hit (one at most)
         bypass = Signal()
@@ -288,18 +293,28 @@ class MMU(wiring.Component):
             x = r.user.access == vm_spec.Access.FETCH
             return Cat(~x, 0, x)
 
-        def compare(r, name):
+        def compare(r, vpn, name):
             match = Signal(N, name=f"match_{name}")
             permit = Signal(N, name=f"permit_{name}")
             need_r = Signal(3, name=f"need_{name}")
-            m.d.comb += need_r.eq(needs(r, name == "aw"))
+            vpn_eq = Signal(N, name=f"vpn_eq_{name}")
+            key = Signal(VPN, name=f"key_{name}")
+            m.d.comb += [need_r.eq(needs(r, name == "aw")), key.eq(vpn)]
             for i in range(N):
-                m.d.comb += [match[i].eq(t_valid[i] & (t_vmid[i] == r.user.vmid) & (t_vpn[i] == r.addr[PS:VA])),
+                m.d.comb += vpn_eq[i].eq(t_vpn[i] == key)
+                m.d.comb += [match[i].eq(t_valid[i] & (t_vmid[i] == r.user.vmid) & vpn_eq[i]),
                              permit[i].eq((need_r & t_perm[i]).any())]
-            return match, (match & permit).any()
+            return match, (match & permit).any(), vpn_eq
 
-        match_ar, ok_ar = compare(ar_h, "ar")
-        match_aw, ok_aw = compare(aw_h, "aw")
+        # The AR side's page compare doubles as the invalidation's (issue 14: its own 16
+        # compares of 18 bits cost about 165 LUT4 in mmu_32, about 100 more in the flattened
+        # top): while an invalidation is pending no lookup happens (IDLE invalidates first),
+        # so the AR compare is free and compares the page it names. The multiplexer in front
+        # of the compare costs it half a nanosecond (mmu_32 106.02 -> 100.32 MHz median); a
+        # register holding the named page instead (loaded from the request, then AR's page
+        # again when the entries go) kept the speed but saved the top 103 LUT4 less.
+        match_ar, ok_ar, vpn_eq_ar = compare(ar_h, Mux(inv_pending, inv_page[:VPN], ar_h.addr[PS:VA]), "ar")
+        match_aw, ok_aw, _ = compare(aw_h, aw_h.addr[PS:VA], "aw")
         need = Signal(3)  # the permission the request in hand needs
         # each holding register's verdict is latched apart: a multiplexer on the picked side
         # after the compares was the MMU's critical path (aw_h.addr → hit_ok, 10.24 ns); in
@@ -310,13 +325,14 @@ class MMU(wiring.Component):
         hit_ok = Signal()
         m.d.comb += [hit_any.eq(Mux(t_write, hit_any_aw, hit_any_ar)), hit_ok.eq(Mux(t_write, hit_ok_aw, hit_ok_ar))]
 
-        def lookup(pick_w, r):
-            """Latch request `r` (AW when `pick_w`) and its compare; CHECK uses them next cycle."""
-            m.d.sync += [t.eq(r), hits.eq(Mux(pick_w, match_aw, match_ar)),
+        def lookup(pick_w):
+            """Latch the compare of the request picked (AW when `pick_w`); CHECK uses it next cycle."""
+            m.d.sync += [hits.eq(Mux(pick_w, match_aw, match_ar)),
                          hit_any_ar.eq(match_ar.any()), hit_any_aw.eq(match_aw.any()),
                          hit_ok_ar.eq(ok_ar), hit_ok_aw.eq(ok_aw),
                          bypass.eq(Mux(pick_w, aw_phys, ar_phys)),
-                         beyond.eq(r.addr[VA:] != 0), need.eq(Mux(pick_w, needs(r, True), needs(r, False)))]
+                         beyond.eq(Mux(pick_w, aw_h.addr[VA:] != 0, ar_h.addr[VA:] != 0)),
+                         need.eq(Mux(pick_w, needs(aw_h, True), needs(ar_h, False)))]
             m.next = "CHECK"
 
         # at most one entry hits: its index is the OR of the indices of the hits (no priority chain)
@@ -369,15 +385,14 @@ class MMU(wiring.Component):
                 m.d.comb += pick_w.eq(aw_full & (~ar_full | rr))
                 with m.If(inv_pending):
                     for i in range(N):
-                        with m.If(inv_vmids.bit_select(t_vmid[i], 1) & (inv_all | (t_vpn[i] == inv_page[:VPN]))
+                        # (Array: a case; bit_select, a shift, cost 37 LUT4 more)
+                        with m.If(Array(inv_vmids)[t_vmid[i]] & (inv_all | vpn_eq_ar[i])
                                   & (inv_all | (inv_page[VPN:] == 0))):
                             m.d.sync += t_valid[i].eq(0)
                     m.d.sync += [inv_pending.eq(0), self.inv_ack.eq(inv_vmids)]
                 with m.Elif(ar_full | aw_full):
-                    pick = Signal(req)
-                    m.d.comb += pick.eq(Mux(pick_w, aw_h, ar_h))
                     m.d.sync += [t_write.eq(pick_w), rr.eq(~pick_w)]
-                    lookup(pick_w, pick)
+                    lookup(pick_w)
                     # a VMID without translation goes straight out (one cycle less than CHECK);
                     # the lookup above is latched all the same, so only the next state depends
                     # on whether the output was free
@@ -410,14 +425,13 @@ class MMU(wiring.Component):
                     fault(vm_spec.Cause.PERMISSION, e.level)
                 with m.Else():
                     m.d.comb += ok.eq(1)
-                phys = Signal(AW)
-                m.d.comb += phys.eq(Mux(bypass, t.addr, Cat(t.addr[:PS], e.ppn)))
                 # the output register takes the request whenever it is free (harmless while
-                # its VALID stays clear), so only VALID waits for the TLB's verdict
+                # its VALID stays clear), so only VALID waits for the TLB's verdict; each side
+                # from its own holding register (the page: the held one's, or the TLB's)
                 with m.If(~t_write & ar_free):
-                    m.d.sync += [ar_o_walk.eq(0), ar_o.eq(t), ar_o.addr.eq(phys)]
+                    m.d.sync += [ar_o_walk.eq(0), ar_o.eq(ar_h), ar_o.addr[PS:].eq(Mux(bypass, ar_h.addr[PS:], e.ppn))]
                 with m.If(t_write & aw_free):
-                    m.d.sync += [aw_o.eq(t), aw_o.addr.eq(phys)]
+                    m.d.sync += [aw_o.eq(aw_h), aw_o.addr[PS:].eq(Mux(bypass, aw_h.addr[PS:], e.ppn))]
                 with m.If(ok):
                     with m.If(~t_write & ar_free & rd_room):
                         m.d.comb += [release_ar.eq(1), self.perf_hit.eq(~bypass & ~walked)]
@@ -481,7 +495,7 @@ class MMU(wiring.Component):
             with m.State("FAULT_WAIT"):
                 # everything forwarded before it is answered first
                 with m.If(~t_write & (rd_out == 0) & ~ar_o_valid):
-                    m.d.sync += [inj_beat.eq(0), inj_last.eq(t.len == 0)]
+                    m.d.sync += [inj_beat.eq(0), inj_last.eq(ar_h.len == 0)]
                     m.next = "FAULT_R"
                 with m.If(t_write & (wr_out == 0) & ~aw_o_valid & ~wq_ne):
                     m.next = "FAULT_B"
@@ -489,7 +503,7 @@ class MMU(wiring.Component):
             with m.State("FAULT_R"):
                 m.d.comb += inj_r.eq(1)
                 with m.If(s.rready):
-                    m.d.sync += [inj_beat.eq(inj_beat + 1), inj_last.eq(inj_beat + 1 == t.len)]
+                    m.d.sync += [inj_beat.eq(inj_beat + 1), inj_last.eq(inj_beat + 1 == ar_h.len)]
                     with m.If(inj_last):
                         m.d.comb += release_ar.eq(1)
                         m.next = "IDLE"
