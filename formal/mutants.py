@@ -191,8 +191,8 @@ MUTANTS: list[Mutant] = [
       "`done` for every write burst instead of every command", depth=8),
 
     # ---------------------------------------------------------------- the fetcher (rtl/cp/fetch.py)
-    M("fetch_past_end", "fetch", "rtl.cp.fetch", "remaining.eq(self.end - fptr)",
-      "remaining.eq(self.end - fptr + 1)", "in_window", "the fetcher reads one dword past wptr"),
+    M("fetch_past_end", "fetch", "rtl.cp.fetch", "remaining.eq(self.end[:iw] - fptr)",
+      "remaining.eq(self.end[:iw] - fptr + 1)", "in_window", "the fetcher reads one dword past wptr"),
     M("fetch_across_wrap", "fetch", "rtl.cp.fetch", "m.d.comb += bmask.eq(mask[:k])",
       "m.d.comb += bmask.eq((1 << k) - 1)", "no_wrap_crossing", "a burst runs on past the end of the ring"),
     M("fetch_across_4k", "fetch", "rtl.cp.fetch", "pos = (base_[2:2 + k] + ptr_[:k])[:k]",
@@ -344,7 +344,7 @@ MUTANTS: list[Mutant] = [
       "a finished ring packet does not move RB_RPTR: the work never shows done", depth=21),
 
     # ------------------------------------------------------ the two CP queues (rtl/cp/queues.py, processor.py)
-    M("ring_fetch_other_wptr", "cp_queues", "rtl.cp.processor", "fetchers[0].end.eq(wptr),",
+    M("ring_fetch_other_wptr", "cp_queues", "rtl.cp.processor", "fetchers[0].end.eq(ring_end),",
       "fetchers[0].end.eq(wptr_q[0]),", "fetch_in_own_window",
       "the ring fetcher reads up to queue 0's wptr whichever queue runs", depth=12),
     M("rptr_to_queue0", "cp_queues", "rtl.cp.parser", "m.d.sync += [Array(c.rptr_q)[c.q].eq(c.ring_pos), Array",

@@ -326,6 +326,7 @@ def build(c):
                     c.err_user.eq(0), c.err_access.eq(0), c.ring_pos.eq(0), c.dma_failed.eq(0),
                     Array(c.rptr_q)[c.q].eq(0), Array(c.wptr_q)[c.q].eq(0), Array(c.limit_q)[c.q].eq(c.ring_size),
                 ]
+                m.d.comb += c.ring_clear.eq(1)
                 for i in range(queues.N):
                     with m.If(c.q == i):
                         queues.clear_queue_flags(c, i)
@@ -343,8 +344,9 @@ def build(c):
                     c.err_user.eq(0), c.err_access.eq(0),
                     c.ring_pos.eq(0), c.ih_wptr.eq(0),
                     c.blk_mask.eq(0), c.dma_failed.eq(0), c.ih_ext.eq(0),
-                    c.q.eq(0), c.took.eq(1), c.qr_wait.eq(0),
+                    c.q.eq(0), c.q_ring.eq(0), c.took.eq(1), c.qr_wait.eq(0),
                 ]
+                m.d.comb += c.ring_clear.eq(1)
                 for i in range(queues.N):  # both queues
                     m.d.sync += [c.rptr_q[i].eq(0), c.wptr_q[i].eq(0), c.limit_q[i].eq(c.ring_size_q[i])]
                     queues.clear_queue_flags(c, i)

@@ -65,6 +65,10 @@ ib = pk.INDIRECT_BUFFER
 AVAIL_BITS = _COUNT.width + 2  # dwords left in a buffer, saturated: more than any packet needs
 
 
+# an IB's dword indices: IB_SIZE's bits (its fetcher's `end`, so its `ptr` is never more)
+IB_INDEX_BITS = 20
+
+
 class _Context:
     """The CP's signals and helpers by name, for the modules that hold each packet's
     states (write_data, indirect_buffer, wait_reg_mem, release_mem, dma_data, ih)."""
@@ -127,7 +131,7 @@ class CommandProcessor(wiring.Component):
         dtag = checks.DwordTag(self.dma_max_log2, aw)
         fetchers = [Fetcher(self.data_width, aw, depth_beats=self.fetch_depth,
                             max_burst_beats=min(8, self.fetch_depth), tag=(dtag.layout, dtag), wraps=i == 0,
-                            user_width=RESP_USER.size)
+                            user_width=RESP_USER.size, index_width=32 if i == 0 else IB_INDEX_BITS)
                     for i in range(1 + self.ib_levels)]
         for i, f in enumerate(fetchers):
             m.submodules[f"fetch{i}"] = f
@@ -166,15 +170,23 @@ class CommandProcessor(wiring.Component):
         rptr_q, wptr_q, limit_q, ring_size_q, ring_huge_q = (qd[n] for n in ("rptr_q", "wptr_q", "limit_q",
                                                                                "ring_size_q", "ring_huge_q"))
         rptr, wptr, limit, ring_size, ring_mask = (qd[n] for n in ("rptr", "wptr", "limit", "ring_size", "ring_mask"))
+        ring_end = qd["ring_end"]
         qf = queues.flags(m)
         park_q, park_timer_q, reparse_q, dbpend_q, dbpend_code_q, dbpend_val_q, qr_pend_q = (
             qf[n] for n in ("park_q", "park_timer_q", "reparse_q", "dbpend_q", "dbpend_code_q", "dbpend_val_q",
                             "qr_pend_q"))
+        # `ring_end` is a register (queues.active_wptr), which these flags keep equal to wptr_q[q]
+        db_move = [Signal(name=f"db_move{i}") for i in range(queues.N)]  # a doorbell moves wptr_q[i]
+        swap_now = Signal()  # SWAP flips `q`
+        ring_clear = Signal()  # the active queue's reset, or SOFT_RESET, clears its wptr
+        # a copy of `q` for the ring's ENABLE alone: the pause withholds the ring's dwords, on
+        # the parser's take decision (`cp_64`'s critical path started at `q`, 2.19 ns of route)
+        q_ring = Signal()
         reparse = Signal()  # the active queue parses a parked WAIT_REG_MEM again (not counted twice)
         m.d.comb += reparse.eq(Mux(q, reparse_q[1], reparse_q[0]))
         want_switch = Signal()  # (queues.arbiter)
         turn_due = Signal()  # the turn ends now: a header taken since the switch (queues.arbiter)
-        prio_eq = Signal()
+        prio_eq = Signal()  # other_can, and both queues at the same priority (queues.arbiter)
         other_can = Signal()
         took = Signal(init=1)  # a header was taken since the last switch (turns at equal priority; queue 0
         # has had its turn after a reset, as the model's arbiter starts)
@@ -187,8 +199,8 @@ class CommandProcessor(wiring.Component):
             m.d.sync += [level.eq(v)] + [lvl[i].eq(v == i) for i in range(1 + self.ib_levels)]
         ring_pos = Signal(32)  # dwords of the ring the parser has consumed (rptr: ring packets finished)
         ib_base = Array(Signal(aw, name=f"ib_base{i}") for i in range(1 + self.ib_levels))
-        ib_size = Array(Signal(20, name=f"ib_size{i}") for i in range(1 + self.ib_levels))
-        ib_pos = Array(Signal(20, name=f"ib_pos{i}") for i in range(1 + self.ib_levels))
+        ib_size = Array(Signal(IB_INDEX_BITS, name=f"ib_size{i}") for i in range(1 + self.ib_levels))
+        ib_pos = Array(Signal(IB_INDEX_BITS, name=f"ib_pos{i}") for i in range(1 + self.ib_levels))
 
         # the packet being parsed, for CP_ERROR: its header's opcode and its offset in its
         # buffer (its address is worked out from the offset when an error is latched)
@@ -294,7 +306,7 @@ class CommandProcessor(wiring.Component):
         # that take no dword.)
         at_boundary = Signal()  # the parser is in RUN (driven once the FSM is built)
         ring_paused = Signal()
-        m.d.comb += ring_paused.eq(~qc.enable & at_boundary)
+        m.d.comb += ring_paused.eq(~Mux(q_ring, ports[1].enable, ports[0].enable) & at_boundary)
         offered = [f.dw_valid & (~ring_paused if i == 0 else 1) for i, f in enumerate(fetchers)]
         m.d.comb += [
             cur_fetch_valid.eq(Cat(*(lvl[i] & offered[i] for i in range(len(fetchers)))).any()),
@@ -474,7 +486,7 @@ class CommandProcessor(wiring.Component):
         ring_start = Signal()
         m.d.comb += [
             fetchers[0].load.eq(ring_start), fetchers[0].start.eq(ring_start), fetchers[0].base.eq(ring_base),
-            fetchers[0].mask.eq(ring_mask), fetchers[0].ptr.eq(ring_pos), fetchers[0].end.eq(wptr),
+            fetchers[0].mask.eq(ring_mask), fetchers[0].ptr.eq(ring_pos), fetchers[0].end.eq(ring_end),
         ]
         flush_all = Signal()
         flush_level = Signal(1 + self.ib_levels)  # one bit per fetcher
@@ -549,6 +561,7 @@ class CommandProcessor(wiring.Component):
 
         # ---------------------------------------------------------------- the parser FSM
         fsm = parser.build(c)  # (parser.py; it also decides which dword each level gives up)
+        queues.active_wptr(c)
         m.d.comb += at_boundary.eq(fsm.ongoing("RUN"))
 
         # ---------------------------------------------------------------- where an error happened

@@ -87,6 +87,8 @@ def pointers(m, csr, q):
         act = Signal(width, name=name)
         m.d.comb += act.eq(Mux(q, regs[1], regs[0]))
         d[name + "_q"], d[name] = regs, act
+    # the ring fetcher's `end`: wptr_q[q] in a register of its own (active_wptr, below)
+    d["ring_end"] = Signal(32, name="ring_end")
     d["ring_huge_q"] = [Signal(name=f"ring_huge_q{i}") for i in range(N)]
     for i, pt in enumerate(ports):
         # AMD's units: RB_SIZE counts qwords (log2). (A cycle late, like the ring's mask
@@ -96,6 +98,28 @@ def pointers(m, csr, q):
                      d["ring_huge_q"][i].eq(pt.size == 31),
                      d["limit_q"][i].eq(d["rptr_q"][i] + d["ring_size_q"][i])]
     return d
+
+
+def active_wptr(c):
+    """`ring_end`, the ring fetcher's `end`, is the active queue's wptr in a register kept
+    equal to `wptr_q[q]` every cycle (not the multiplexer by `q` that `wptr` is): the
+    fetcher's burst sizing starts its carry chains from it. `q` drives some 400 loads
+    across the CP, and `q` → the multiplexer → `end − fptr` → the burst's fit →
+    `fetch0.go_next` was `cp_32`'s critical path (10.88 ns, 2.24 of it the route out of
+    `q`). It takes what `wptr_q` and `q` take, from the same conditions (flags raised beside
+    their writes): a doorbell that moves the active queue's wptr (`db_move`), SWAP (the
+    other queue's, or the doorbell moving it now), the active queue's reset or SOFT_RESET
+    (0: `ring_clear`; every wptr is 0 then, and `q`). (`wptr` itself as such a register,
+    for the ring's `avail`, the arbiter and STATUS too, cost about 400 LUT4 in `cp_32`.)"""
+    m, q, wp = c.m, c.q, c.wptr_q
+    dbv = [pt.doorbell for pt in c.ports]
+    nxt = [Mux(c.db_move[i], dbv[i], wp[i]) for i in range(N)]  # each queue's wptr, next cycle
+    with m.If(c.ring_clear):
+        m.d.sync += c.ring_end.eq(0)
+    with m.Elif(c.swap_now):
+        m.d.sync += c.ring_end.eq(Mux(q, nxt[0], nxt[1]))
+    with m.Elif(Mux(q, c.db_move[1], c.db_move[0])):
+        m.d.sync += c.ring_end.eq(Mux(q, dbv[1], dbv[0]))
 
 
 def flags(m):
@@ -166,12 +190,17 @@ def doorbells(c):
             m.d.comb += c.db_write_active.eq(1)
         with m.If(pt.swmod & pt.enable & ~c.stopped & ~q_err):
             with m.If(back | over):
-                with m.If(is_active):
-                    m.d.comb += [c.db_err.eq(1), c.db_code.eq(code)]
-                with m.Else():
+                with m.If(~is_active):
                     m.d.sync += [c.dbpend_q[i].eq(1), c.dbpend_code_q[i].eq(code), c.dbpend_val_q[i].eq(dbv)]
             with m.Else():
                 m.d.sync += wp.eq(dbv)
+                m.d.comb += c.db_move[i].eq(1)  # (active_wptr follows)
+        # The active queue's error, without `err_any` in `q_err`: every reader of `db_err`
+        # (errors.latch: `err_pending`, the capture) ignores it while an error is latched or
+        # captured. `fsm_err_valid` -> `err_any` -> this queue's `q_err` -> `db_err` ->
+        # `err_pending` was `top_32`'s critical path on seeds 2 and 3 (13.95, 13.65 ns).
+        with m.If(pt.swmod & pt.enable & ~c.stopped & is_active & ~c.dbpend_q[i] & ~c.qr_pend_q[i] & (back | over)):
+            m.d.comb += [c.db_err.eq(1), c.db_code.eq(code)]
 
 
 def arbiter(c):
@@ -197,8 +226,11 @@ def arbiter(c):
     # At equal priority the turn ends with the packet whose header was taken, however short:
     # `want_switch`, a register, sees a one-cycle packet (a filler in an IB) only after the
     # next header is taken, so the turn is also ended from flip-flops at once (`turn_due`).
-    m.d.sync += c.prio_eq.eq(p_other == p_self)
-    m.d.comb += c.turn_due.eq(c.other_can & c.took & c.prio_eq)
+    # (`other_can` and the equal priorities in one register: `turn_due` is then one term
+    # short on the parser's take decision, a LUT and a route less on `cp_32`'s seed 2 path,
+    # `took` -> `prio_eq` -> the pop -> `fetch0.buffered`, 12.22 ns)
+    m.d.sync += c.prio_eq.eq(o_can & (p_other == p_self))
+    m.d.comb += c.turn_due.eq(c.took & c.prio_eq)
     m.d.sync += [c.other_can.eq(o_can),
                  c.want_switch.eq(o_can & (~s_can | o_db | ((p_other > p_self) & (~o_park | c.took))
                                            | ((p_other == p_self) & c.took)))]
@@ -216,7 +248,8 @@ def swap(c):
     for name in SWAPPED:
         for a, s in zip(_flat(c, name), c.sh[name]):
             m.d.sync += [a.eq(s), s.eq(a)]
-    m.d.sync += [c.q.eq(~c.q), c.took.eq(0)]
+    m.d.sync += [c.q.eq(~c.q), c.q_ring.eq(~c.q_ring), c.took.eq(0)]
+    m.d.comb += c.swap_now.eq(1)  # (active_wptr follows)
 
 
 def resume(c):

@@ -219,6 +219,9 @@ class CPHarness(Harness):
         # latch beside it; with two queues too, since a doorbell write of the running queue holds
         # the switch for its cycle: rtl/cp/queues.py, cp_queues.doorbell_error_kept)
         self.invariant(~box("err_pending") | box("err_any"))
+        # the ring fetcher's `end` is a register kept equal to the running queue's wptr
+        # (rtl/cp/queues.py active_wptr)
+        self.invariant(box("ring_end") == Mux(box("q"), box("wptr_q1"), box("wptr_q0")))
         self.invariant(~box.state("cp", "RESET") | box("resetting"))
         # the block buffer says whose data the writer reads: the IH entry's only for it
         for st in ("RPTR_WRITE", "WD_WRITE", "RM_WRITE", "IH_WB_WRITE", "RPTR_WAIT", "WD_WAIT", "RM_WAIT",
