@@ -200,7 +200,7 @@ def build(c):
                     ih.start_ext(c, ih.RET_RUN)  # (no header is taken: take_hdr)
             with m.Elif(csr.control_halt):
                 m.d.comb += c.halted.eq(1)
-            with m.Elif((c.want_switch | c.turn_due) & ~c.dma_busy_r):
+            with m.Elif(c.sw_due & ~c.dma_busy_r):
                 # a packet boundary: the other queue's turn (queues.py), a cycle later if the
                 # running queue's doorbell is written now (its error latches first)
                 with m.If(~c.db_write_active):
@@ -344,9 +344,9 @@ def build(c):
                     c.err_user.eq(0), c.err_access.eq(0),
                     c.ring_pos.eq(0), c.ih_wptr.eq(0),
                     c.blk_mask.eq(0), c.dma_failed.eq(0), c.ih_ext.eq(0),
-                    c.q.eq(0), c.q_ring.eq(0), c.took.eq(1), c.qr_wait.eq(0),
+                    c.q.eq(0), c.q_ring.eq(0), c.qr_wait.eq(0),
                 ]
-                m.d.comb += c.ring_clear.eq(1)
+                m.d.comb += [c.ring_clear.eq(1), c.took_next.eq(1)]
                 for i in range(queues.N):  # both queues
                     m.d.sync += [c.rptr_q[i].eq(0), c.wptr_q[i].eq(0), c.limit_q[i].eq(c.ring_size_q[i])]
                     queues.clear_queue_flags(c, i)
@@ -372,14 +372,25 @@ def build(c):
     # error waits, HALT holds or DMA transfers run (the fetcher's own tag says whether its
     # dword is a DMA_DATA); every payload dword unless the header's COUNT was wrong; every
     # WRITE_DATA data dword. (A consumed IB or an empty ring has no dword on offer.)
-    take_hdr = Signal()
-    take_any = Signal()
-    m.d.comb += [take_hdr.eq(fsm.ongoing("RUN") & ~c.err_pending_any & ~csr.control_halt & ~c.failed &
-                             ~((c.want_switch | c.turn_due) & ~c.dma_busy_r)),
-                 take_any.eq(((fsm.ongoing("PAYLOAD") & ~c.bad_count) | fsm.ongoing("WD_COLLECT")) & ~c.failed)]
+    # Two LUTs from flip-flops, in a form synthesis keeps (the terms are kept wires: it made
+    # four LUTs of the same expression, `cp_32`'s critical path into the fetchers): per level
+    # `mine` (its dword on offer, its level, no reset or failed check), the header side `hdr_ok`
+    # (RUN, nothing in the way of a header) and `kind_ok` (which headers: any, unless a switch
+    # is due; only DMA_DATA while transfers run: `sw_due` is `want_switch | turn_due` in a
+    # register of its own, queues.arbiter), and the payload side `any_ok`.
+    def kept(name, v):
+        s = Signal(name=name, attrs={"keep": 1})
+        m.d.comb += s.eq(v)
+        return s
+    hdr_ok = kept("take_hdr_ok", fsm.ongoing("RUN") & ~c.err_pending_any & ~csr.control_halt & ~cp.ext_ih_valid)
+    any_ok = kept("take_any_ok", (fsm.ongoing("PAYLOAD") & ~c.bad_count) | fsm.ongoing("WD_COLLECT"))
+    # (the ring's ENABLE pauses it in RUN alone: `ring_paused` withholds its headers)
+    ring_on = kept("take_ring_on", Mux(c.q_ring, c.ports[1].enable, c.ports[0].enable))
     for i, f in enumerate(c.fetchers):
-        m.d.comb += c.pops[i].eq(lvl[i] & c.offered[i] & ~csr.control_soft_reset &
-                                 ((take_hdr & ~cp.ext_ih_valid & (~c.dma_busy_r | f.dw_tag.is_dma)) | take_any))
+        mine = kept(f"take_mine{i}", lvl[i] & f.dw_valid & ~csr.control_soft_reset & ~c.failed)
+        kind_ok = kept(f"take_kind_ok{i}", Mux(c.dma_busy_r, f.dw_tag.is_dma, ~c.sw_due))
+        hdr = hdr_ok & kind_ok & (ring_on if i == 0 else 1)
+        m.d.comb += c.pops[i].eq(mine & (hdr | any_ok))
         m.d.comb += f.dw_ready.eq(c.pops[i])
     m.d.comb += c.pop.eq(c.pops.any())
     return fsm

@@ -190,6 +190,10 @@ class CommandProcessor(wiring.Component):
         other_can = Signal()
         took = Signal(init=1)  # a header was taken since the last switch (turns at equal priority; queue 0
         # has had its turn after a reset, as the model's arbiter starts)
+        took_next = Signal()  # (took's next value: a header taken, SWAP, SOFT_RESET)
+        m.d.comb += took_next.eq(took)
+        m.d.sync += took.eq(took_next)
+        sw_due = Signal()  # want_switch | turn_due, a register (queues.arbiter)
         swapping = Signal()  # in SWAP
         # AMD's units: RB_BASE holds the address >> 8.
         ring_base = Signal(aw)
