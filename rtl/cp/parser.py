@@ -91,17 +91,36 @@ def build(c):
             if pkt is pk.NOP:
                 continue
             p_now = payload_now(pkt)
+            earlier = range(pkt.fixed - 1)  # dwords in p; the last one's checks are in its tag
             with m.If(kind == pkt.index):
                 if pkt is pk.DMA_DATA and not cp.has_dma:
                     fail(CpError.UNSUPPORTED)  # no DMA engine in this build
                     continue
-                unsupported, misaligned, found = packet_checks(pkt)
+                unsupported = c.acc_unsup | dtag.check(cur_tag, "unsupported", pkt)
+                if pkt is ib:
+                    unsupported = unsupported | (lvl[0] & field(p_now, ib, "CHAIN"))
+                misaligned = dtag.check(cur_tag, "misaligned", pkt)
+                if any(not isinstance(checks.checks_at(p, pkt, k, c.aw)[1], Const) for k in earlier):
+                    misaligned = misaligned | c.acc_misal
                 # (a bad response of the dword itself: PAYLOAD raised it already)
                 with m.If(c.cur_fetch_bad):
                     pass
-                for cond, code, at_ib_base in found:
-                    with m.Elif(cond):
-                        flag(code, at_ib_base=at_ib_base)
+                with m.Elif(unsupported):
+                    flag(CpError.UNSUPPORTED)
+                if not isinstance(misaligned, Const):  # DMA_DATA has no alignment rule
+                    with m.Elif(misaligned):
+                        flag(CpError.IB_MISALIGNED if pkt is ib else CpError.FENCE_MISALIGNED)
+                if pkt is ib:
+                    chain = field(p_now, ib, "CHAIN")
+                    with m.Elif(dtag.check(cur_tag, "ib_size_zero")):
+                        flag(CpError.IB_SIZE_ZERO)
+                    with m.Elif(~chain & lvl[cp.ib_levels]):
+                        flag(CpError.IB_NESTING)
+                    with m.Elif(c.acc_beyond):
+                        flag(CpError.BUS_DECERR, at_ib_base=True)
+                if pkt is pk.DMA_DATA:
+                    with m.Elif(dtag.check(cur_tag, "dma_too_big")):
+                        flag(CpError.DMA_BYTE_COUNT)
                 # the first step, whatever the checks say
                 if pkt is not pk.DMA_DATA:  # a transfer counts when it is answered
                     m.d.comb += c.perf_count_kind.eq(1)  # (status.py drops it if `failed`)
@@ -120,29 +139,6 @@ def build(c):
                     if pkt is pk.DMA_DATA:
                         m.d.sync += c.dma_cmd_go.eq(1)
                     m.next = f"EXEC_{pkt.name}"
-
-    def packet_checks(pkt):
-        """The checks of `pkt` on its last fixed dword, first one first: (cond, code,
-        at_ib_base) each, and its `unsupported` and `misaligned`."""
-        p_now = payload_now(pkt)
-        earlier = range(pkt.fixed - 1)  # dwords in p; the last one's checks are in its tag
-        unsupported = c.acc_unsup | dtag.check(cur_tag, "unsupported", pkt)
-        if pkt is ib:
-            unsupported = unsupported | (lvl[0] & field(p_now, ib, "CHAIN"))
-        misaligned = dtag.check(cur_tag, "misaligned", pkt)
-        if any(not isinstance(checks.checks_at(p, pkt, k, c.aw)[1], Const) for k in earlier):
-            misaligned = misaligned | c.acc_misal
-        found = [(unsupported, CpError.UNSUPPORTED, False)]
-        if not isinstance(misaligned, Const):  # DMA_DATA has no alignment rule
-            found.append((misaligned, CpError.IB_MISALIGNED if pkt is ib else CpError.FENCE_MISALIGNED, False))
-        if pkt is ib:
-            chain = field(p_now, ib, "CHAIN")
-            found += [(dtag.check(cur_tag, "ib_size_zero"), CpError.IB_SIZE_ZERO, False),
-                      (~chain & lvl[cp.ib_levels], CpError.IB_NESTING, False),
-                      (c.acc_beyond, CpError.BUS_DECERR, True)]
-        if pkt is pk.DMA_DATA:
-            found.append((dtag.check(cur_tag, "dma_too_big"), CpError.DMA_BYTE_COUNT, False))
-        return unsupported, misaligned, found
 
     def accumulate_checks():
         """OR the checks that the dword taken now completes into acc_* (a bad dword stops
@@ -399,35 +395,6 @@ def build(c):
         m.d.comb += c.pops[i].eq(mine & (hdr | any_ok))
         m.d.comb += f.dw_ready.eq(c.pops[i])
     m.d.comb += c.pop.eq(c.pops.any())
-
-    # ---------------------------------------------------------------- the error code, given an error
-    # The code is read only with `fsm_err` (errors.py: the capture's valid bit), so in the
-    # states that take dwords it is worked out as "which error, if one is raised", without
-    # the conditions that say whether one is: the dword's presence, the FSM's earlier
-    # branches. These override the codes the states assign above (the same, whenever they
-    # raise an error); in the FSM's form they were `cp_32`'s critical path once the take
-    # decision was two LUTs (`cp.lvl` → `cur_fetch_bad` → ... → `fsm_err_code_r`, 11.24 ns).
-    fetch_code = c.bus_code(c.cur_fetch_resp, c.cur_fetch_user)
-    chk_code = Signal(8, name="fsm_chk_code")  # the last fixed dword's checks, by kind
-    for pkt in pk.PACKETS:
-        if pkt is pk.NOP:
-            continue
-        with m.If(kind == pkt.index):
-            if pkt is pk.DMA_DATA and not cp.has_dma:
-                m.d.comb += chk_code.eq(CpError.UNSUPPORTED)
-                continue
-            for i, (cond, code, _) in enumerate(packet_checks(pkt)[2]):
-                with (m.If if i == 0 else m.Elif)(cond):
-                    m.d.comb += chk_code.eq(code)
-    with m.If(fsm.ongoing("RUN")):
-        m.d.comb += c.fsm_err_code.eq(Mux(c.cur_fetch_bad, fetch_code, CpError.ILLEGAL_OPCODE))
-    with m.Elif(fsm.ongoing("PAYLOAD")):
-        taken_code = Mux(c.cur_fetch_bad, fetch_code, chk_code)
-        if not cp.has_dma:  # (a DMA_DATA's last fixed dword is UNSUPPORTED, whatever its response)
-            taken_code = Mux(c.last_fixed & (kind == pk.DMA_DATA.index), CpError.UNSUPPORTED, taken_code)
-        m.d.comb += c.fsm_err_code.eq(Mux(c.bad_count, CpError.BAD_COUNT, taken_code))
-    with m.Elif(fsm.ongoing("WD_COLLECT")):
-        m.d.comb += c.fsm_err_code.eq(fetch_code)
 
     # ---------------------------------------------------------------- the IB fetchers' load and start
     # What pm4/indirect_buffer.py asks for (`load_ib`, `start_ib` and their levels) and SWAP1's
