@@ -231,8 +231,8 @@ MUTANTS: list[Mutant] = [
 
     # ------------------------------------------------------ errors and soft reset (rtl/cp/parser.py, ih.py)
     M("error_ignored_by_pops", "cp_errors", "rtl.cp.parser",
-      "take_hdr.eq(fsm.ongoing(\"RUN\") & ~c.err_pending_any & ~csr.control_halt & ~c.failed &",
-      "take_hdr.eq(fsm.ongoing(\"RUN\") & ~csr.control_halt & ~c.failed &", "no_packet_after_error",
+      "hdr_ok = kept(\"take_hdr_ok\", fsm.ongoing(\"RUN\") & ~c.err_pending_any & ~csr.control_halt &",
+      "hdr_ok = kept(\"take_hdr_ok\", fsm.ongoing(\"RUN\") & ~csr.control_halt &", "no_packet_after_error",
       "a pending doorbell or DMA error does not stop the parser taking headers", depth=12),
     M("fetch_after_error", "cp_errors", "rtl.cp.parser",
       'c.flush_all.eq(fsm.ongoing("ERR_DRAIN") | fsm.ongoing("RESET") | fsm.ongoing("SWAP") |',

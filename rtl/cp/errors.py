@@ -143,7 +143,8 @@ def locate(c, fsm):
                  c.fsm_err_hdr.eq(loc_base + Cat(Const(0, 2), c.hdr_off)),
                  c.hdr_addr.eq(loc_base + Cat(Const(0, 2), c.hdr_taken_off))]
     with m.If(fsm.ongoing("RUN") & c.pop):
-        m.d.sync += [c.hdr.eq(c.cur_fetch_data), c.hdr_taken_off.eq(c.cur_off), c.took.eq(1)]
+        m.d.sync += [c.hdr.eq(c.cur_fetch_data), c.hdr_taken_off.eq(c.cur_off)]
+        m.d.comb += c.took_next.eq(1)
     # a VM fault's details, by where the error happened (they matter only when the code is
     # VM_FAULT, which only a response the MMU tagged gives): the fetched dword's RUSER, the
     # poll's, the write's BUSER; the VMID is the work's, a faulting write's its own (an IH

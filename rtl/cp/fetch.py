@@ -235,6 +235,10 @@ class Fetcher(wiring.Component):
         # Everything but the choice between "taken" and "not taken" is worked out before
         # dw_ready arrives.
         out_valid = Signal()
+        # (a copy for the consumer, inverted so that synthesis keeps it apart: `out_valid`
+        # drives the register's own loads here, about 60, and the parser's decisions start
+        # from the copy, which the placer can put near them)
+        out_empty_c = Signal(init=1)
         out_data = Signal(32)
         out_resp = Signal(2)
         out_bad = Signal()
@@ -259,23 +263,39 @@ class Fetcher(wiring.Component):
         m.d.comb += [lvl_keep.eq(level + r_keep), lvl_done.eq(level + r_keep - 1),
                      lvl_adv.eq(Mux(adv, lvl_done, lvl_keep))]
         # the register takes a dword when it is empty or its dword is popped: from here on
-        # dw_ready only picks (one LUT: dw_ready, out_valid and the two candidates)
+        # dw_ready only picks. The pointers' and the level's next values are worked out both
+        # ways from registers (`*_t`: the register takes a dword, `*_h`: it holds one, or
+        # takes one if it is empty), kept as wires so that synthesis leaves dw_ready the last
+        # input, one LUT before each flip-flop (it took two or three LUTs after it, on
+        # `cp_32`'s critical path: the pop -> `load` -> `level` -> `buffered`)
         load = Signal()
         m.d.comb += load.eq(~out_valid | self.dw_ready)
         with m.If(load):
-            m.d.sync += [out_valid.eq(have),
-                         out_data.eq(src.data.word_select(cur, 32) if dpb > 1 else src.data),
+            m.d.sync += [out_data.eq(src.data.word_select(cur, 32) if dpb > 1 else src.data),
                          out_resp.eq(src.resp), out_bad.eq(src.resp != 0),
                          out_tag.eq(src.tags.word_select(cur, tag_w) if dpb > 1 else src.tags)]
             if self.user_width:
                 m.d.sync += out_user.eq(src.user)
-        with m.If(load & adv):
-            m.d.sync += [rd.eq(rd + 1), sub_fresh.eq(1)]
-        with m.If(load & have & ~last_dw):
-            m.d.sync += [sub.eq(cur + 1), sub_fresh.eq(0)]
-        m.d.sync += [level.eq(Mux(load, lvl_adv, lvl_keep)),
-                     buffered.eq(Mux(load, lvl_adv != 0, lvl_keep != 0))]
-        m.d.comb += [self.dw_valid.eq(out_valid), self.dw_data.eq(out_data),
+
+        def both(name, width, taken, held_full):
+            """(taken, held): the next value if the register takes a dword, and if it does not
+            (its own value while it is full, else the taken one)."""
+            t = Signal(width, name=f"{name}_t", attrs={"keep": 1})
+            h = Signal(width, name=f"{name}_h", attrs={"keep": 1})
+            m.d.comb += [t.eq(taken), h.eq(Mux(out_valid, held_full, taken))]
+            return t, h
+        rd_t, rd_h = both("rd", ptr_w, Mux(adv, rd + 1, rd), rd)
+        sub_t, sub_h = both("sub", idx_w, Mux(have & ~last_dw, cur + 1, sub), sub)
+        fresh_t, fresh_h = both("sub_fresh", 1, Mux(adv, 1, Mux(have & ~last_dw, 0, sub_fresh)), sub_fresh)
+        lvl_t, lvl_h = both("level", cnt_w, lvl_adv, lvl_keep)
+        buf_t, buf_h = both("buffered", 1, lvl_adv != 0, lvl_keep != 0)
+        val_t, val_h = both("out_valid", 1, have, out_valid)
+        m.d.sync += [rd.eq(Mux(self.dw_ready, rd_t, rd_h)), sub.eq(Mux(self.dw_ready, sub_t, sub_h)),
+                     sub_fresh.eq(Mux(self.dw_ready, fresh_t, fresh_h)),
+                     level.eq(Mux(self.dw_ready, lvl_t, lvl_h)), buffered.eq(Mux(self.dw_ready, buf_t, buf_h)),
+                     out_valid.eq(Mux(self.dw_ready, val_t, val_h)),
+                     out_empty_c.eq(~Mux(self.dw_ready, val_t, val_h))]
+        m.d.comb += [self.dw_valid.eq(~out_empty_c), self.dw_data.eq(out_data),
                      self.dw_resp.eq(out_resp), self.dw_bad.eq(out_bad), self.dw_tag.eq(out_tag)]
         if self.user_width:
             m.d.comb += self.dw_user.eq(out_user)
@@ -294,7 +314,7 @@ class Fetcher(wiring.Component):
         with m.If(self.flush):
             # Everything requested so far and not yet arrived is dropped on arrival.
             m.d.sync += [
-                active.eq(0), out_valid.eq(0),
+                active.eq(0), out_valid.eq(0), out_empty_c.eq(1),
                 level.eq(0), buffered.eq(0), rd.eq(0), wr.eq(0), sub_fresh.eq(1),
                 crd.eq(0), cwr.eq(0), cur_started.eq(0),
                 # (the beat arriving now is handled here; a burst issued now is dropped too)

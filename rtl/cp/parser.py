@@ -182,7 +182,8 @@ def build(c):
             # returning from an IB (below) restores its packet's instead
             new_fixed = Array(Const(pkt.fixed, range(MAX_FIXED + 1)) for pkt in pk.PACKETS)[cur_tag.kind]
             m.d.sync += [c.hdr_opcode.eq(c.opcode), c.hdr_off.eq(c.cur_off),
-                         kind.eq(cur_tag.kind), pidx.eq(0), c.rem.eq(c.count + 1),
+                         kind.eq(cur_tag.kind), c.kind_ib.eq(cur_tag.kind == ib.index), pidx.eq(0),
+                         c.rem.eq(c.count + 1),
                          c.fixed.eq(new_fixed), c.last_fixed.eq(new_fixed == 1), c.rem_is1.eq(cur_tag.count0),
                          c.bad_count.eq(~cur_tag.count_ok | c.cur_short),
                          c.acc_unsup.eq(0), c.acc_misal.eq(0), c.acc_beyond.eq(0)]
@@ -200,12 +201,12 @@ def build(c):
                     ih.start_ext(c, ih.RET_RUN)  # (no header is taken: take_hdr)
             with m.Elif(csr.control_halt):
                 m.d.comb += c.halted.eq(1)
-            with m.Elif((c.want_switch | c.turn_due) & ~c.dma_busy_r):
+            with m.Elif(c.sw_due & ~c.dma_busy_r):
                 # a packet boundary: the other queue's turn (queues.py), a cycle later if the
                 # running queue's doorbell is written now (its error latches first)
                 with m.If(~c.db_write_active):
                     m.next = "SWAP"
-            with m.Elif(~c.cur_fetch_valid):
+            with m.Elif(~c.cur_hdr_valid):
                 m.d.comb += c.stall.eq(~(lvl[0] & c.ring_empty))  # (an empty ring is no stall)
             with m.Elif(c.dma_busy_r & ~cur_tag.is_dma):
                 # only DMA_DATA overlaps the DMA engine: any other packet (a RELEASE_MEM
@@ -344,9 +345,9 @@ def build(c):
                     c.err_user.eq(0), c.err_access.eq(0),
                     c.ring_pos.eq(0), c.ih_wptr.eq(0),
                     c.blk_mask.eq(0), c.dma_failed.eq(0), c.ih_ext.eq(0),
-                    c.q.eq(0), c.q_ring.eq(0), c.took.eq(1), c.qr_wait.eq(0),
+                    c.q.eq(0), c.q_ring.eq(0), c.qr_wait.eq(0),
                 ]
-                m.d.comb += c.ring_clear.eq(1)
+                m.d.comb += [c.ring_clear.eq(1), c.took_next.eq(1)]
                 for i in range(queues.N):  # both queues
                     m.d.sync += [c.rptr_q[i].eq(0), c.wptr_q[i].eq(0), c.limit_q[i].eq(c.ring_size_q[i])]
                     queues.clear_queue_flags(c, i)
@@ -372,14 +373,48 @@ def build(c):
     # error waits, HALT holds or DMA transfers run (the fetcher's own tag says whether its
     # dword is a DMA_DATA); every payload dword unless the header's COUNT was wrong; every
     # WRITE_DATA data dword. (A consumed IB or an empty ring has no dword on offer.)
-    take_hdr = Signal()
-    take_any = Signal()
-    m.d.comb += [take_hdr.eq(fsm.ongoing("RUN") & ~c.err_pending_any & ~csr.control_halt & ~c.failed &
-                             ~((c.want_switch | c.turn_due) & ~c.dma_busy_r)),
-                 take_any.eq(((fsm.ongoing("PAYLOAD") & ~c.bad_count) | fsm.ongoing("WD_COLLECT")) & ~c.failed)]
+    # Two LUTs from flip-flops, in a form synthesis keeps (the terms are kept wires: it made
+    # four LUTs of the same expression, `cp_32`'s critical path into the fetchers): per level
+    # `mine` (its dword on offer, its level, no reset or failed check), the header side `hdr_ok`
+    # (RUN, nothing in the way of a header) and `kind_ok` (which headers: any, unless a switch
+    # is due; only DMA_DATA while transfers run: `sw_due` is `want_switch | turn_due` in a
+    # register of its own, queues.arbiter), and the payload side `any_ok`.
+    def kept(name, v):
+        s = Signal(name=name, attrs={"keep": 1})
+        m.d.comb += s.eq(v)
+        return s
+    hdr_ok = kept("take_hdr_ok", fsm.ongoing("RUN") & ~c.err_pending_any & ~csr.control_halt &
+                  ~cp.ext_ih_valid)
+    any_ok = kept("take_any_ok", (fsm.ongoing("PAYLOAD") & ~c.bad_count) | fsm.ongoing("WD_COLLECT"))
+    # (the ring's ENABLE pauses it in RUN alone: `ring_paused` withholds its headers)
+    ring_on = kept("take_ring_on", Mux(c.q_ring, c.ports[1].enable, c.ports[0].enable))
     for i, f in enumerate(c.fetchers):
-        m.d.comb += c.pops[i].eq(lvl[i] & c.offered[i] & ~csr.control_soft_reset &
-                                 ((take_hdr & ~cp.ext_ih_valid & (~c.dma_busy_r | f.dw_tag.is_dma)) | take_any))
+        mine = kept(f"take_mine{i}", lvl[i] & f.dw_valid & ~csr.control_soft_reset & ~c.failed)
+        kind_ok = kept(f"take_kind_ok{i}", Mux(c.dma_busy_r, f.dw_tag.is_dma, ~c.sw_due))
+        hdr = hdr_ok & kind_ok & (ring_on if i == 0 else 1)
+        m.d.comb += c.pops[i].eq(mine & (hdr | any_ok))
         m.d.comb += f.dw_ready.eq(c.pops[i])
     m.d.comb += c.pop.eq(c.pops.any())
+
+    # ---------------------------------------------------------------- the IB fetchers' load and start
+    # What pm4/indirect_buffer.py asks for (`load_ib`, `start_ib` and their levels) and SWAP1's
+    # restart, as flat expressions of registers and the dword on offer: an IB packet's payload
+    # loads the next level's fetcher (prepare), its last fixed dword, not CHAIN, starts it
+    # (start; the level's own fetcher is the one on offer in PAYLOAD), EXEC_INDIRECT_BUFFER
+    # (CHAIN) loads and starts the level's own, SWAP1 every level the queue is in. Through
+    # `kind`, `level` and the FSM's conditions it was five LUTs to the fetcher's `load` (51
+    # enables) and `n_ok`: `cp_32`'s critical path on two seeds (`cp.kind` → `fetch1.n_ok`,
+    # 12.30 ns). (formal/blocks/cp/harness.py checks these against `load_ib`, `start_ib`.)
+    pay_ib = fsm.ongoing("PAYLOAD") & c.kind_ib & ~c.failed
+    chain_at = ib.field("CHAIN")
+    assert chain_at.dword == ib.fixed - 1  # (the last fixed dword: the one on offer)
+    for i in range(1, 1 + cp.ib_levels):
+        again = ~c.failed & (fsm.ongoing("EXEC_INDIRECT_BUFFER") & lvl[i] |
+                             fsm.ongoing("SWAP1") & Cat(*(lvl[j] for j in range(i, 1 + cp.ib_levels))).any())
+        f = c.fetchers[i - 1]  # the level below, whose dword is on offer
+        m.d.comb += [
+            c.ib_load[i].eq((pay_ib & lvl[i - 1]) | again),
+            c.ib_start[i].eq((pay_ib & lvl[i - 1] & ~c.bad_count & c.last_fixed & f.dw_valid &
+                              ~f.dw_data[chain_at.bits][0]) | again),
+        ]
     return fsm

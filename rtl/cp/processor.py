@@ -190,6 +190,10 @@ class CommandProcessor(wiring.Component):
         other_can = Signal()
         took = Signal(init=1)  # a header was taken since the last switch (turns at equal priority; queue 0
         # has had its turn after a reset, as the model's arbiter starts)
+        took_next = Signal()  # (took's next value: a header taken, SWAP, SOFT_RESET)
+        m.d.comb += took_next.eq(took)
+        m.d.sync += took.eq(took_next)
+        sw_due = Signal()  # want_switch | turn_due, a register (queues.arbiter)
         swapping = Signal()  # in SWAP
         # AMD's units: RB_BASE holds the address >> 8.
         ring_base = Signal(aw)
@@ -308,8 +312,12 @@ class CommandProcessor(wiring.Component):
         ring_paused = Signal()
         m.d.comb += ring_paused.eq(~Mux(q_ring, ports[1].enable, ports[0].enable) & at_boundary)
         offered = [f.dw_valid & (~ring_paused if i == 0 else 1) for i, f in enumerate(fetchers)]
+        # (the pause matters in RUN alone, which reads `cur_hdr_valid`: the payload states'
+        # `cur_fetch_valid` is without it, a LUT less on their paths into the block buffer)
+        cur_hdr_valid = Signal()
         m.d.comb += [
-            cur_fetch_valid.eq(Cat(*(lvl[i] & offered[i] for i in range(len(fetchers)))).any()),
+            cur_hdr_valid.eq(Cat(*(lvl[i] & offered[i] for i in range(len(fetchers)))).any()),
+            cur_fetch_valid.eq(Cat(*(lvl[i] & f.dw_valid for i, f in enumerate(fetchers))).any()),
             cur_fetch_data.eq(_one_hot_mux(lvl, [f.dw_data for f in fetchers])),
             cur_fetch_resp.eq(_one_hot_mux(lvl, [f.dw_resp for f in fetchers])),
             cur_fetch_bad.eq(Cat(*(lvl[i] & f.dw_bad for i, f in enumerate(fetchers))).any()),
@@ -475,14 +483,19 @@ class CommandProcessor(wiring.Component):
         load_level = Signal(2)
         start_ib = Signal()
         start_level = Signal(2)
+        # (each IB fetcher's load and start are `load_ib & (load_level == i)` and `start_ib &
+        # (start_level == i)`, or `level >= i` in SWAP1, worked out flat from registers in
+        # parser.py: `ib_load`, `ib_start`)
+        ib_load = [None] + [Signal(name=f"ib_load{i}") for i in range(1, 1 + self.ib_levels)]
+        ib_start = [None] + [Signal(name=f"ib_start{i}") for i in range(1, 1 + self.ib_levels)]
+        kind_ib = Signal()  # kind == INDIRECT_BUFFER (a register of its own, loaded with kind)
         for i, f in enumerate(fetchers[1:], start=1):
             m.d.comb += [
-                f.load.eq(load_ib & (load_level == i)), f.start.eq(start_ib & (start_level == i)),
+                f.load.eq(ib_load[i]), f.start.eq(ib_start[i]),
                 f.base.eq(value(p, ib, "base", aw)), f.mask.eq(0xFFFF_FFFF), f.ptr.eq(0), f.end.eq(ib_size[i]),
             ]
             with m.If(resume):
-                m.d.comb += [f.load.eq(level >= i), f.start.eq(level >= i), f.base.eq(ib_base[i]),
-                             f.ptr.eq(ib_pos[i])]
+                m.d.comb += [f.base.eq(ib_base[i]), f.ptr.eq(ib_pos[i])]
         ring_start = Signal()
         m.d.comb += [
             fetchers[0].load.eq(ring_start), fetchers[0].start.eq(ring_start), fetchers[0].base.eq(ring_base),

@@ -231,9 +231,11 @@ def arbiter(c):
     # `took` -> `prio_eq` -> the pop -> `fetch0.buffered`, 12.22 ns)
     m.d.sync += c.prio_eq.eq(o_can & (p_other == p_self))
     m.d.comb += c.turn_due.eq(c.took & c.prio_eq)
-    m.d.sync += [c.other_can.eq(o_can),
-                 c.want_switch.eq(o_can & (~s_can | o_db | ((p_other > p_self) & (~o_park | c.took))
-                                           | ((p_other == p_self) & c.took)))]
+    ws = ~s_can | o_db | ((p_other > p_self) & (~o_park | c.took)) | ((p_other == p_self) & c.took)
+    m.d.sync += [c.other_can.eq(o_can), c.want_switch.eq(o_can & ws)]
+    # `want_switch | turn_due` as a register of its own (next cycle's `want_switch`, `took`
+    # and `prio_eq`): the parser's take decision reads one flip-flop, not three
+    m.d.sync += c.sw_due.eq(o_can & (ws | (c.took_next & (p_other == p_self))))
     del other
 
     # a parked queue's poll interval runs out while the other queue runs
@@ -248,7 +250,8 @@ def swap(c):
     for name in SWAPPED:
         for a, s in zip(_flat(c, name), c.sh[name]):
             m.d.sync += [a.eq(s), s.eq(a)]
-    m.d.sync += [c.q.eq(~c.q), c.q_ring.eq(~c.q_ring), c.took.eq(0)]
+    m.d.sync += [c.q.eq(~c.q), c.q_ring.eq(~c.q_ring)]
+    m.d.comb += c.took_next.eq(0)
     m.d.comb += c.swap_now.eq(1)  # (active_wptr follows)
 
 

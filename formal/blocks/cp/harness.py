@@ -222,6 +222,14 @@ class CPHarness(Harness):
         # the ring fetcher's `end` is a register kept equal to the running queue's wptr
         # (rtl/cp/queues.py active_wptr)
         self.invariant(box("ring_end") == Mux(box("q"), box("wptr_q1"), box("wptr_q0")))
+        # the IB fetchers' load and start, flat (rtl/cp/parser.py), are what the packet's
+        # states ask for (pm4/indirect_buffer.py) and SWAP1's restart; `sw_due` is
+        # `want_switch | turn_due` (rtl/cp/queues.py arbiter)
+        for i in range(1, 1 + cp.ib_levels):
+            restart = box("resume") & (box("level") >= i)
+            self.invariant(box(f"ib_load{i}") == ((box("load_ib") & (box("load_level") == i)) | restart))
+            self.invariant(box(f"ib_start{i}") == ((box("start_ib") & (box("start_level") == i)) | restart))
+        self.invariant(box("sw_due") == (box("want_switch") | (box("took") & box("prio_eq"))))
         self.invariant(~box.state("cp", "RESET") | box("resetting"))
         # the block buffer says whose data the writer reads: the IH entry's only for it
         for st in ("RPTR_WRITE", "WD_WRITE", "RM_WRITE", "IH_WB_WRITE", "RPTR_WAIT", "WD_WAIT", "RM_WAIT",
