@@ -101,6 +101,38 @@ class PnR:
     path_from: str
     path_to: str
     path_ns: float
+    failing: int | None = None  # about how many endpoints miss the target (failing_endpoints)
+
+
+# nextpnr's slack histogram, printed after routing: a legend, then one line per bin of
+# slack in ps, `Info: [ -3143,  -2532) |****+`, a star per `scale` endpoints and a `+` for
+# a remainder of 1 to scale - 1.
+_HIST_SCALE = re.compile(r"legend: \* represents (\d+) endpoint")
+_HIST_BIN = re.compile(r"^Info: \[\s*(-?\d+),\s*(-?\d+)\) \|(\**)(\+?)", re.M)
+
+
+def failing_endpoints(log: str) -> int | None:
+    """About how many timing endpoints (register and RAM inputs) miss the target, from the
+    last slack histogram of a nextpnr log; None if the log has none.
+
+    The critical path says how far the worst endpoint is from the target, not how many are:
+    a design with one slow path and one with a thousand place at the same Fmax, and the
+    second needs far more work. nextpnr prints only the histogram, in stars, so the count is
+    an estimate: a bin with a `+` counts half a star more, and the bin that straddles zero
+    slack counts in proportion to its part below zero."""
+    starts = [m.start() for m in _HIST_SCALE.finditer(log)]
+    if not starts:
+        return None
+    last = log[starts[-1]:]
+    scale = int(_HIST_SCALE.search(last).group(1))
+    total = 0.0
+    for lo, hi, stars, plus in _HIST_BIN.findall(last):
+        lo, hi = int(lo), int(hi)
+        if lo >= 0:
+            break  # the bins go up in slack
+        n = len(stars) * scale + (scale / 2 if plus else 0)
+        total += n if hi <= 0 else n * -lo / (hi - lo)
+    return round(total)
 
 
 def _figures(cells: dict) -> dict[str, int]:
@@ -193,7 +225,9 @@ def pnr(block: str, netlist: Path, seed: int, freq: int = TARGET_MHZ, timeout: f
     dst = path[-1]["to"]["cell"] if path else "?"
     util = r.get("utilization", {})
     comb = util.get("TRELLIS_COMB", {}).get("used", 0)
-    return PnR(seed, fmax, comb, _signal(src), _signal(dst), sum(p["delay"] for p in path))
+    log = d / "nextpnr.log"
+    failing = failing_endpoints(log.read_text(errors="replace")) if log.exists() else None
+    return PnR(seed, fmax, comb, _signal(src), _signal(dst), sum(p["delay"] for p in path), failing)
 
 
 def median_pnr(runs: list[PnR]) -> PnR:
@@ -216,6 +250,8 @@ def summary(s: Synth, runs: list[PnR], does_not_fit: str | None = None) -> dict:
             "comb_cells": med.comb,
             "critical_path": {"from": med.path_from, "to": med.path_to, "ns": round(med.path_ns, 2)},
         })
+        if med.failing is not None:
+            out["failing_endpoints"] = med.failing
     if s.parts:
         out["parts"] = s.parts
     return out

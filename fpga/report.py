@@ -72,7 +72,7 @@ def _cols(rows: list[tuple]) -> str:
 
 
 def table(data: dict) -> str:
-    rows = [("block", "LUT4", "FF", "CCU2C", "BRAM", "LUTRAM", "comb", "Fmax MHz", "seeds", "critical path")]
+    rows = [("block", "LUT4", "FF", "CCU2C", "BRAM", "LUTRAM", "comb", "Fmax MHz", "seeds", "failing", "critical path")]
     for name in sorted(k for k, v in data.items() if isinstance(v, dict) and "lut4" in v):
         v = data[name]
         seeds = "/".join(f"{x:.0f}" for x in v.get("fmax_seeds_mhz", {}).values())
@@ -81,7 +81,8 @@ def table(data: dict) -> str:
         if v.get("does_not_fit"):
             path = f"does not fit the ECP5-25F: {v['does_not_fit']}"
         rows.append((name, v["lut4"], v["ff"], v["ccu2c"], v["bram"], v["lutram"], v.get("comb_cells", ""),
-                     v.get("fmax_mhz", "-" if v.get("does_not_fit") else ""), seeds, path))
+                     v.get("fmax_mhz", "-" if v.get("does_not_fit") else ""), seeds,
+                     f"~{v['failing_endpoints']:,}" if "failing_endpoints" in v else "", path))
     text = [_cols(rows)]
     for name in sorted(k for k, v in data.items() if isinstance(v, dict) and v.get("parts")):
         parts = data[name]["parts"]

@@ -99,6 +99,41 @@ def test_a_block_that_does_not_fit_is_reported_not_failed(tmp_path):
     assert "does not fit the ECP5-25F: DP16KD 64 of 56 (114 %)" in text
 
 
+_HISTOGRAM = """Info: Slack histogram:
+Info:  legend: * represents 10 endpoint(s)
+Info:          + represents [1,10) endpoint(s)
+Info: [ -3000,  -2000) |**+
+Info: [ -2000,  -1000) |+
+Info: [ -1000,    500) |***** 
+Info: [   500,   2000) |********************+
+"""
+
+
+def test_failing_endpoints_from_the_slack_histogram():
+    """About how many endpoints miss the target: whole bins below zero, a '+' as half a
+    star, the bin across zero by its share below zero, the last histogram of the log."""
+    from fpga.flow import failing_endpoints
+
+    # 25 + 5 + 50 x 1000/1500
+    assert failing_endpoints("Info: Routing..\n" + _HISTOGRAM) == 63
+    earlier = _HISTOGRAM.replace("**+", "*********")  # an earlier histogram does not count
+    assert failing_endpoints(earlier + "Info: Routing..\n" + _HISTOGRAM) == 63
+    met = _HISTOGRAM.replace("-3000,  -2000", "  100,    300").replace("-2000,  -1000", "  300,    400") \
+        .replace("-1000,    500", "  400,    500")
+    assert failing_endpoints(met) == 0
+    assert failing_endpoints("Info: Program finished normally.\n") is None
+
+
+def test_summary_and_table_give_the_median_runs_failing_endpoints():
+    from fpga.flow import Synth, summary
+
+    runs = [PnR(1, 90.0, 10, "a", "b", 11.1, 400), PnR(2, 95.0, 10, "c", "d", 10.5, 120),
+            PnR(3, 99.0, 10, "e", "f", 10.1, 7)]
+    out = summary(Synth({"lut4": 5, "ff": 1, "ccu2c": 0, "bram": 0, "lutram": 0, "dsp": 0}), runs)
+    assert out["failing_endpoints"] == 120 and out["critical_path"]["from"] == "c"
+    assert "~120" in report.table({"cp_32": out}).splitlines()[1]
+
+
 def test_does_not_fit_reads_nextpnr_utilisation():
     from fpga.flow import _does_not_fit
 
