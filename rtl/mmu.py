@@ -62,6 +62,13 @@ class MMU(wiring.Component):
     page-table bases are a small memory in the CSR block, read where a walk starts); `inv_req` (a pulse)
     with `inv_vmids`, `inv_all` and `inv_page` (address bits 47:12); `inv_ack`.
     `perf_hit`, `perf_miss`, `perf_walk`: pulses for the PERF_TLB_* / PERF_WALK_CYCLES counters.
+
+    With `phys_in`, two more inputs, `s_arphys` and `s_awphys`: whether the request on offer
+    on AR / AW has a VMID without translation (`~ctx_enable[its VMID]`), worked out by the
+    integrator from each master's own AxUSER before its arbiter picks one (rtl/top.py:
+    the mux carries the bit with AxUSER). Without it the MMU selects the enable by the VMID
+    on offer itself, behind the arbiter (issue 14: that put the mux's pick and a 16-way
+    select in series, the top's critical path). Either way the same bit, the same cycle.
     """
 
     def _invalid(self, message: str) -> ValueError:
@@ -70,7 +77,7 @@ class MMU(wiring.Component):
 
     def __init__(self, data_width: int = 64, addr_width: int = 48, id_width: int = 4,
                  levels: int = vm_spec.LEVELS, tlb_entries: int = 16, walk_id: int = 7,
-                 w_order_depth: int = 8, max_outstanding: int = 32):
+                 w_order_depth: int = 8, max_outstanding: int = 32, phys_in: bool = False):
         if data_width not in (32, 64, 128, 256):
             raise self._invalid(f"MMU data width must be 32, 64, 128 or 256, not {data_width!r}")
         if not isinstance(levels, int) or not 2 <= levels <= 4:
@@ -89,8 +96,10 @@ class MMU(wiring.Component):
         self.walk_id = walk_id
         self.w_order_depth = w_order_depth
         self.max_outstanding = max_outstanding
+        self.phys_in = phys_in
         ppn = addr_width - vm_spec.PAGE_SHIFT
-        super().__init__({
+        hint = {"s_arphys": In(1), "s_awphys": In(1)} if phys_in else {}
+        super().__init__({**hint,
             "s": In(AXI4Signature(addr_width, data_width, id_width, REQ_USER.size, RESP_USER.size)),
             "m": Out(AXI4Signature(addr_width, data_width, id_width)),
             "ctx_enable": In(vm_spec.VMIDS),
@@ -141,9 +150,14 @@ class MMU(wiring.Component):
         # written while a request is held counts a cycle later.
         ar_phys = Signal()
         aw_phys = Signal()
+        if self.phys_in:
+            offer_ar_phys, offer_aw_phys = self.s_arphys, self.s_awphys
+        else:
+            offer_ar_phys = untranslated(data.View(REQ_USER, s.aruser).vmid)
+            offer_aw_phys = untranslated(data.View(REQ_USER, s.awuser).vmid)
         m.d.sync += [
-            ar_phys.eq(untranslated(Mux(ar_full, ar_h.user.vmid, data.View(REQ_USER, s.aruser).vmid))),
-            aw_phys.eq(untranslated(Mux(aw_full, aw_h.user.vmid, data.View(REQ_USER, s.awuser).vmid))),
+            ar_phys.eq(Mux(ar_full, untranslated(ar_h.user.vmid), offer_ar_phys)),
+            aw_phys.eq(Mux(aw_full, untranslated(aw_h.user.vmid), offer_aw_phys)),
         ]
         with m.If(release_ar):
             m.d.sync += ar_full.eq(0)

@@ -15,7 +15,7 @@ import sys
 
 from amaranth.back import verilog
 from amaranth.hdl import Cat, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .bus import AXI4LiteSignature, AXI4Signature
@@ -96,14 +96,22 @@ class GpuTop(wiring.Component):
             sdma.ih_done.eq(cp.ext_ih_done), sdma.ih_resp.eq(cp.ext_ih_resp), sdma.ih_user.eq(cp.ext_ih_user),
             sdma.ih_addr.eq(cp.ext_ih_addr),
         ]
+        # With the MMU, AxUSER carries one bit more through the mux: whether the request's
+        # VMID goes untranslated, worked out from each master's own VMID (a register) before
+        # the mux picks one, so the MMU's holding register takes it without the mux's pick and
+        # a 16-way select of the enables in series (issue 14: the top's critical path)
+        hint = 1 if self.mmu else 0
         m.submodules.mux = mux = AXI4Mux(MUX_MASTERS, ADDR_WIDTH, self.data_width, ID_WIDTH,
-                                         req_user=REQ_USER.size, resp_user=RESP_USER.size)
-        wiring.connect(m, cp.bus, mux.s[0])
-        wiring.connect(m, sdma.bus, mux.s[1])
-        wiring.connect(m, dma.bus, mux.s[2])
-        wiring.connect(m, sdma_dma.bus, mux.s[3])
+                                         req_user=REQ_USER.size + hint, resp_user=RESP_USER.size)
+        ctx_enable = Signal(vm_spec.VMIDS)
+        m.d.comb += ctx_enable.eq(Cat(getattr(csr, f"vm_context_cntl_{i}") for i in range(vm_spec.VMIDS)))
+        for i, master in enumerate((cp.bus, sdma.bus, dma.bus, sdma_dma.bus)):
+            if self.mmu:
+                _connect_with_phys(m, master, mux.s[i], ctx_enable)
+            else:
+                wiring.connect(m, master, mux.s[i])
         if self.mmu:
-            self._mmu(m, csr, mux)
+            self._mmu(m, csr, mux, ctx_enable)
         else:
             # no translation: the mux's port is the memory port (its sideband unused)
             for name, member in self.m_axi.signature.members.items():
@@ -119,17 +127,28 @@ class GpuTop(wiring.Component):
         m.d.comb += self.irq.eq((pending & enabled).any())
         return m
 
-    def _mmu(self, m: Module, csr: CSRBlock, mux: AXI4Mux) -> None:
+    def _mmu(self, m: Module, csr: CSRBlock, mux: AXI4Mux, ctx_enable: Signal) -> None:
         """The MMU between the mux and the memory port, its configuration from the CSR block
         (VM_CONTEXT_*, VM_INVALIDATE_*) and its counters."""
         m.submodules.mmu = mmu = MMU(self.data_width, ADDR_WIDTH, ID_WIDTH, tlb_entries=self.tlb_entries,
-                                     walk_id=WALK_ID)
-        wiring.connect(m, mux.m, mmu.s)
+                                     walk_id=WALK_ID, phys_in=True)
+        # the mux's port is the MMU's, but for the untranslated bit on top of AxUSER
+        for name, member in mux.m.signature.members.items():
+            if name in ("aruser", "awuser"):
+                continue
+            if member.flow == Out:
+                m.d.comb += getattr(mmu.s, name).eq(getattr(mux.m, name))
+            else:
+                m.d.comb += getattr(mux.m, name).eq(getattr(mmu.s, name))
+        m.d.comb += [
+            mmu.s.aruser.eq(mux.m.aruser[:REQ_USER.size]), mmu.s_arphys.eq(mux.m.aruser[REQ_USER.size]),
+            mmu.s.awuser.eq(mux.m.awuser[:REQ_USER.size]), mmu.s_awphys.eq(mux.m.awuser[REQ_USER.size]),
+        ]
         wiring.connect(m, mmu.m, wiring.flipped(self.m_axi))
         m.d.comb += [
             csr.vm_caps_levels.eq(mmu.levels), csr.vm_caps_vmids.eq(vm_spec.VMIDS),
             csr.vm_caps_tlb_log2.eq(self.tlb_entries.bit_length() - 1),
-            mmu.ctx_enable.eq(Cat(getattr(csr, f"vm_context_cntl_{i}") for i in range(vm_spec.VMIDS))),
+            mmu.ctx_enable.eq(ctx_enable),
             mmu.inv_req.eq(csr.vm_invalidate_req_per_vmid_swmod),
             mmu.inv_vmids.eq(csr.vm_invalidate_req_per_vmid), mmu.inv_all.eq(csr.vm_invalidate_req_all_addr),
             mmu.inv_page.eq(Cat(csr.vm_invalidate_addr_lo, csr.vm_invalidate_addr_hi)),
@@ -143,6 +162,19 @@ class GpuTop(wiring.Component):
             count = Signal(32, name=port.name + "_count")
             m.d.sync += count.eq(Mux(csr.control_perf_clear, 0, count + pulse))
             m.d.comb += port.eq(count)
+
+
+def _connect_with_phys(m: Module, master, port, ctx_enable: Signal) -> None:
+    """Connect `master`'s AXI4 port to the mux's `port`, whose AxUSER has one bit more on top
+    of the master's: whether the VMID the master offers goes untranslated."""
+    for name, member in master.signature.members.items():
+        if name in ("aruser", "awuser"):
+            vmid = data.View(REQ_USER, getattr(master, name)).vmid
+            m.d.comb += getattr(port, name).eq(Cat(getattr(master, name), ~ctx_enable.bit_select(vmid, 1)))
+        elif member.flow == Out:
+            m.d.comb += getattr(port, name).eq(getattr(master, name))
+        else:
+            m.d.comb += getattr(master, name).eq(getattr(port, name))
 
 
 def to_verilog(data_width: int = 64, name: str = "gpu_top", fetch_depth: int = 8, mmu: bool = True) -> str:
