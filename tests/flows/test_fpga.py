@@ -271,3 +271,62 @@ def test_nextpnr_reads_the_netlist_from_a_build_under_tmp(tmp_path, monkeypatch)
     flow.pnr("top_32", netlist, 1)
     assert not os.path.isabs(seen["json"]), seen
     assert (seen["cwd"] / seen["json"]).resolve() == netlist.resolve()
+
+
+def test_endpoint_breakdown_counts_where_the_failing_endpoints_end():
+    """From nextpnr's detailed report (each endpoint's arrival, setup included): the exact
+    count of endpoints later than the period, by the submodule they end in and by register;
+    an endpoint listed twice counts once, at its worst; one exactly at the period is met."""
+    from fpga.flow import endpoint_breakdown
+
+    def ep(cell, port, ns):
+        return {"cell": cell, "port": port, "event": "posedge clk", "delay": [ns - 0.1, ns]}
+
+    rep = {"detailed_net_timings": [
+        {"net": "a", "endpoints": [ep("cp.blk_addr_TRELLIS_FF_Q", "DI", 12.5), ep("cp.blk_addr_TRELLIS_FF_Q_1", "DI", 11.0),
+                                   ep("cp.blk_addr_TRELLIS_FF_Q_1", "CE", 10.5), ep("mmu.aw_full_TRELLIS_FF_Q", "LSR", 13.8)]},
+        {"net": "b", "endpoints": [ep("cp.blk_addr_TRELLIS_FF_Q", "DI", 9.0),  # the same endpoint, earlier
+                                   ep("\\$auto$ff.cc:1_TRELLIS_FF_Q", "DI", 10.2), ep("timestamp_TRELLIS_FF_Q_3", "DI", 10.1),
+                                   ep("sdma.x_TRELLIS_FF_Q", "DI", 10.0), ep("dma.qa.0.4_DP16KD", "DIA0", 9.99)]},
+    ]}
+    got = endpoint_breakdown(rep, 10.0)
+    assert got["failing"] == 6 and got["endpoints"] == 8
+    assert got["by_block"] == {"cp": 3, "(top)": 2, "mmu": 1}
+    assert got["registers"][0] == {"name": "cp.blk_addr", "bits": 3, "worst_ns": 12.5}
+    assert [r["name"] for r in got["registers"][1:]] == ["mmu.aw_full", "$auto$ff.cc:1", "timestamp"]
+    assert endpoint_breakdown({"critical_paths": []}, 10.0) is None  # a report without the detail
+    assert endpoint_breakdown(rep, 20.0)["failing"] == 0
+
+
+_COUNTER = """module counter(input clk, input [31:0] step, output [31:0] q);
+  reg [31:0] a, b;
+  always @(posedge clk) begin a <= a * step + b; b <= b + a; end
+  assign q = a ^ b;
+endmodule
+"""
+
+
+def test_place_and_route_gives_the_exact_failing_endpoints(tmp_path):
+    """A real nextpnr run with its detailed report: a multiply-add placed against 400 MHz
+    misses it at some endpoints; the record says how many (exactly, no '~'), where they end,
+    and the cached report keeps the summary, not the per-net detail."""
+    from fpga import flow
+
+    s = synth("counter", _COUNTER, "counter", tmp_path)
+    run = flow.pnr("counter", s.netlist, 1, freq=400)
+    b = run.breakdown
+    assert b is not None and 0 < b["failing"] <= b["endpoints"], b
+    assert run.failing == b["failing"]
+    assert sum(b["by_block"].values()) == b["failing"]
+    names = {r["name"] for r in b["registers"]}
+    assert names <= {"a", "b"} and names, b["registers"]
+    # the histogram's estimate agrees within its resolution of stars
+    est = flow.failing_endpoints((s.netlist.parent / "pnr-seed1" / "nextpnr.log").read_text())
+    assert est is not None and abs(est - b["failing"]) <= max(8, b["failing"] // 4), (est, b["failing"])
+    cached = json.loads((s.netlist.parent / "pnr-seed1" / "report.json").read_text())
+    assert "detailed_net_timings" not in cached and cached["endpoint_breakdown"] == b
+    rec = flow.summary(s, [run])
+    assert rec["failing_exact"] and rec["failing_by_block"] == b["by_block"]
+    text = report.table({"counter": rec})
+    assert f"{b['failing']:,}" in text.splitlines()[1] and "~" not in text.splitlines()[1]
+    assert f"counter: {b['failing']:,} endpoints miss the target, by where they end: (top) {b['failing']:,}" in text
