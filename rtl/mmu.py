@@ -151,14 +151,15 @@ class MMU(wiring.Component):
         ar_phys = Signal()
         aw_phys = Signal()
         if self.phys_in:
-            offer_ar_phys, offer_aw_phys = self.s_arphys, self.s_awphys
-        else:
-            offer_ar_phys = untranslated(data.View(REQ_USER, s.aruser).vmid)
-            offer_aw_phys = untranslated(data.View(REQ_USER, s.awuser).vmid)
-        m.d.sync += [
-            ar_phys.eq(Mux(ar_full, untranslated(ar_h.user.vmid), offer_ar_phys)),
-            aw_phys.eq(Mux(aw_full, untranslated(aw_h.user.vmid), offer_aw_phys)),
-        ]
+            m.d.sync += [
+                ar_phys.eq(Mux(ar_full, untranslated(ar_h.user.vmid), self.s_arphys)),
+                aw_phys.eq(Mux(aw_full, untranslated(aw_h.user.vmid), self.s_awphys)),
+            ]
+        else:  # (one 16-way select of the VMID held or offered)
+            m.d.sync += [
+                ar_phys.eq(untranslated(Mux(ar_full, ar_h.user.vmid, data.View(REQ_USER, s.aruser).vmid))),
+                aw_phys.eq(untranslated(Mux(aw_full, aw_h.user.vmid, data.View(REQ_USER, s.awuser).vmid))),
+            ]
         with m.If(release_ar):
             m.d.sync += ar_full.eq(0)
         with m.If(release_aw):
