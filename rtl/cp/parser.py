@@ -264,7 +264,8 @@ def build(c):
             with m.Else():
                 m.next = "RUN"
         with state("RING_DONE"):
-            m.d.sync += [Array(c.rptr_q)[c.q].eq(c.ring_pos), Array(c.limit_q)[c.q].eq(c.ring_pos + c.ring_size)]
+            m.d.sync += Array(c.rptr_q)[c.q].eq(c.ring_pos)
+            m.d.comb += Array(c.lim_pos)[c.q].eq(1)  # (limit_q: ring_pos + ring_size, queues.pointers)
             with m.If(c.qc.rptr_wb):
                 addr = Cat(Const(0, 2), c.qc.rptr_addr_lo[2:], c.qc.rptr_addr_hi)
                 c.write_dwords(addr, c.ring_pos, None, "RPTR_WRITE", "RPTR_WAIT", vmid=0)
@@ -325,8 +326,9 @@ def build(c):
                     c.qr_wait.eq(0), c.err.eq(0), c.err_pending.eq(0), c.err_code.eq(0), c.err_level.eq(0),
                     c.err_opcode.eq(0), c.err_addr.eq(0), c.err_offset.eq(0), c.vmid.eq(0), c.err_vmid.eq(0),
                     c.err_user.eq(0), c.err_access.eq(0), c.ring_pos.eq(0), c.dma_failed.eq(0),
-                    Array(c.rptr_q)[c.q].eq(0), Array(c.wptr_q)[c.q].eq(0), Array(c.limit_q)[c.q].eq(c.ring_size),
+                    Array(c.rptr_q)[c.q].eq(0), Array(c.wptr_q)[c.q].eq(0),
                 ]
+                m.d.comb += Array(c.lim_zero)[c.q].eq(1)  # (limit_q: the ring's size)
                 m.d.comb += c.ring_clear.eq(1)
                 for i in range(queues.N):
                     with m.If(c.q == i):
@@ -349,7 +351,8 @@ def build(c):
                 ]
                 m.d.comb += [c.ring_clear.eq(1), c.took_next.eq(1)]
                 for i in range(queues.N):  # both queues
-                    m.d.sync += [c.rptr_q[i].eq(0), c.wptr_q[i].eq(0), c.limit_q[i].eq(c.ring_size_q[i])]
+                    m.d.sync += [c.rptr_q[i].eq(0), c.wptr_q[i].eq(0)]
+                    m.d.comb += c.lim_zero[i].eq(1)
                     queues.clear_queue_flags(c, i)
                 queues.clear_shadow(c)
                 m.d.comb += c.ih_clear.eq(1)

@@ -171,6 +171,7 @@ class CommandProcessor(wiring.Component):
                                                                                "ring_size_q", "ring_huge_q"))
         rptr, wptr, limit, ring_size, ring_mask = (qd[n] for n in ("rptr", "wptr", "limit", "ring_size", "ring_mask"))
         ring_end = qd["ring_end"]
+        lim_zero, lim_pos, lim_pos_sum = qd["lim_zero"], qd["lim_pos"], qd["lim_pos_sum"]
         qf = queues.flags(m)
         park_q, park_timer_q, reparse_q, dbpend_q, dbpend_code_q, dbpend_val_q, qr_pend_q = (
             qf[n] for n in ("park_q", "park_timer_q", "reparse_q", "dbpend_q", "dbpend_code_q", "dbpend_val_q",
@@ -202,6 +203,7 @@ class CommandProcessor(wiring.Component):
         def set_level(v):
             m.d.sync += [level.eq(v)] + [lvl[i].eq(v == i) for i in range(1 + self.ib_levels)]
         ring_pos = Signal(32)  # dwords of the ring the parser has consumed (rptr: ring packets finished)
+        m.d.comb += lim_pos_sum.eq(ring_pos + ring_size)  # (RING_DONE's limit_q, queues.pointers)
         ib_base = Array(Signal(aw, name=f"ib_base{i}") for i in range(1 + self.ib_levels))
         ib_size = Array(Signal(IB_INDEX_BITS, name=f"ib_size{i}") for i in range(1 + self.ib_levels))
         ib_pos = Array(Signal(IB_INDEX_BITS, name=f"ib_pos{i}") for i in range(1 + self.ib_levels))

@@ -90,13 +90,25 @@ def pointers(m, csr, q):
     # the ring fetcher's `end`: wptr_q[q] in a register of its own (active_wptr, below)
     d["ring_end"] = Signal(32, name="ring_end")
     d["ring_huge_q"] = [Signal(name=f"ring_huge_q{i}") for i in range(N)]
+    # `limit_q` follows `rptr_q` + the ring's size every cycle; a reset (rptr to 0: `lim_zero`)
+    # and RING_DONE (rptr to the ring position: `lim_pos`, with `lim_pos_sum`) name its next
+    # value instead. Both sums are worked out whatever happens and the choice comes after
+    # them: written as assignments in each state, synthesis folded the choice into the
+    # adder's operand, which put QRESET's bus-quiet condition in front of a 32-bit carry
+    # chain (issue 14: `top_32`'s seed-2 path, `cp.dma_busy_r` -> `cp.limit_q1`, 12.79 ns)
+    d["lim_zero"] = [Signal(name=f"lim_zero{i}") for i in range(N)]
+    d["lim_pos"] = [Signal(name=f"lim_pos{i}") for i in range(N)]
+    d["lim_pos_sum"] = Signal(32, name="lim_pos_sum", attrs={"keep": 1})
     for i, pt in enumerate(ports):
         # AMD's units: RB_SIZE counts qwords (log2). (A cycle late, like the ring's mask
         # before: the ring starts at least two cycles after that write.)
         m.d.sync += [d["ring_mask_q"][i].eq((Const(1, 34) << (pt.size + 1)) - 1),
                      d["ring_size_q"][i].eq(Const(1, 34) << (pt.size + 1)),
-                     d["ring_huge_q"][i].eq(pt.size == 31),
-                     d["limit_q"][i].eq(d["rptr_q"][i] + d["ring_size_q"][i])]
+                     d["ring_huge_q"][i].eq(pt.size == 31)]
+        follow = Signal(32, name=f"lim_follow{i}", attrs={"keep": 1})
+        m.d.comb += follow.eq(d["rptr_q"][i] + d["ring_size_q"][i])
+        m.d.sync += d["limit_q"][i].eq(Mux(d["lim_pos"][i], d["lim_pos_sum"],
+                                           Mux(d["lim_zero"][i], d["ring_size_q"][i], follow)))
     return d
 
 
@@ -280,6 +292,7 @@ def queue_resets(c):
         with m.If(c.qr_pend_q[i] & (c.q != i) & ~c.swapping & ~c.stopped):
             clear_shadow(c)
             clear_queue_flags(c, i)
-            m.d.sync += [c.rptr_q[i].eq(0), c.wptr_q[i].eq(0), c.limit_q[i].eq(c.ring_size_q[i])]
+            m.d.sync += [c.rptr_q[i].eq(0), c.wptr_q[i].eq(0)]
+            m.d.comb += c.lim_zero[i].eq(1)
         with m.If(pt.reset & ~c.stopped):
             m.d.sync += c.qr_pend_q[i].eq(1)
