@@ -339,16 +339,16 @@ MUTANTS: list[Mutant] = [
       "reset_bound", "RESET also waits for HALT to clear: a halted CP never finishes its reset", depth=17,
       keep_going=False),
 
-    M("ring_done_keeps_rptr", "cp_live", "rtl.cp.parser", "m.d.sync += [Array(c.rptr_q)[c.q].eq(c.ring_pos), Array",
-      "m.d.sync += [Array(c.rptr_q)[c.q].eq(c.rptr), Array", "doorbell_finishes",
+    M("ring_done_keeps_rptr", "cp_live", "rtl.cp.parser", "m.d.sync += Array(c.rptr_q)[c.q].eq(c.ring_pos)\n",
+      "m.d.sync += Array(c.rptr_q)[c.q].eq(c.rptr)\n", "doorbell_finishes",
       "a finished ring packet does not move RB_RPTR: the work never shows done", depth=21),
 
     # ------------------------------------------------------ the two CP queues (rtl/cp/queues.py, processor.py)
     M("ring_fetch_other_wptr", "cp_queues", "rtl.cp.processor", "fetchers[0].end.eq(ring_end),",
       "fetchers[0].end.eq(wptr_q[0]),", "fetch_in_own_window",
       "the ring fetcher reads up to queue 0's wptr whichever queue runs", depth=12),
-    M("rptr_to_queue0", "cp_queues", "rtl.cp.parser", "m.d.sync += [Array(c.rptr_q)[c.q].eq(c.ring_pos), Array",
-      "m.d.sync += [c.rptr_q[0].eq(c.ring_pos), Array", "rptr_whole_packets",
+    M("rptr_to_queue0", "cp_queues", "rtl.cp.parser", "m.d.sync += Array(c.rptr_q)[c.q].eq(c.ring_pos)\n",
+      "m.d.sync += c.rptr_q[0].eq(c.ring_pos)\n", "rptr_whole_packets",
       "a finished ring packet of queue 1 moves queue 0's rptr", depth=14, keep_going=False),
     # (a failed check that goes back to RUN instead of draining takes no header: with the error
     # latched the ring's fetcher does not restart, so `failed_check_runs_on` passed a BMC to 12)
