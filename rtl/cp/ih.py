@@ -46,7 +46,13 @@ def request(c, prepared=None):
             m.d.sync += c.wr_req.eq(prepared)
             m.next = "IH_ENTRY_WAIT"
         else:
-            c.write_block(c.ih_entry_addr, FULL, WriteSource.IH, "IH_ENTRY_WRITE", "IH_ENTRY_WAIT", vmid=0)
+            load_request(c)
+            c.request_block("IH_ENTRY_WRITE", "IH_ENTRY_WAIT")
+
+
+def load_request(c):
+    """The entry's block request (its slot, the whole block, the entry's registers, VMID 0)."""
+    c.load_block(c.ih_entry_addr, FULL, WriteSource.IH, vmid=0)
 
 
 def start(c, src, data, **kw):
@@ -111,11 +117,17 @@ def entry(client, src, vmid, ts, data, ring=0):
 def states(c):
     """Append an entry (EOP or CP_ERROR), then write back the wptr."""
     m, state, writer = c.m, c.state, c.writer
-    m.d.comb += c.cp.ext_ih_addr.eq(c.blk_addr)  # (a failed write's address, with ext_ih_done)
+    m.d.comb += c.cp.ext_ih_addr.eq(c.wr_addr)  # (a failed write's address, with ext_ih_done)
     with state("IH_ENTRY_WRITE"):
         c.request_write("IH_ENTRY_WAIT")
     with state("IH_ENTRY_WAIT"):
         m.d.comb += c.stall.eq(1)
+        wb_addr = Cat(Const(0, 2), c.csr.ih_wptr_addr_lo[2:], c.csr.ih_wptr_addr_hi)
+        # the wptr write-back's request, loaded once the entry is sent (the writer reads no
+        # more of it) rather than when it is answered: if the answer asks for no write-back,
+        # nothing reads them before the next request loads its own
+        with m.If(writer.sent):
+            c.load_dwords(wb_addr, c.ih_wptr + ih_spec.ENTRY_BYTES, vmid=0)
         with m.If(writer.done):
             with m.If(writer.resp != RESP_OKAY):
                 with m.If(_ext(c)):
@@ -132,9 +144,7 @@ def states(c):
                 m.d.sync += c.ih_written.eq(1)
                 m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_BYTES)  # AMD: bytes
                 with m.If(c.csr.ih_cntl_wptr_wb):
-                    addr = Cat(Const(0, 2), c.csr.ih_wptr_addr_lo[2:], c.csr.ih_wptr_addr_hi)
-                    c.write_dwords(addr, c.ih_wptr + ih_spec.ENTRY_BYTES, None, "IH_WB_WRITE", "IH_WB_WAIT",
-                                   vmid=0)
+                    c.request_block("IH_WB_WRITE", "IH_WB_WAIT")  # (loaded above)
                 with m.Else():
                     m.next = "IH_DONE"
     with state("IH_WB_WRITE"):

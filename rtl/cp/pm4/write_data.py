@@ -89,8 +89,11 @@ def states(c):
         c.request_write("WD_WAIT", check_oob=True)
     with state("WD_WAIT"):
         m.d.comb += c.stall.eq(1)
-        with m.If(writer.done):
+        # the next block starts empty: cleared once the writer has sent this one (it reads
+        # the mask no more), not when it is answered
+        with m.If(writer.sent):
             m.d.sync += blk_mask.eq(0)
+        with m.If(writer.done):
             with m.If(writer.resp != RESP_OKAY):
                 c.write_failed()  # at blk_addr
             with m.Elif(c.rem_is0):
