@@ -423,9 +423,20 @@ class CommandProcessor(wiring.Component):
         # The block to write is in registers (WriteSource) and `wr_req` asks for it: write_block
         # raises it and it holds until the write is answered; the writer puts AW and the first
         # W beat out in the next cycle, and reads each beat's dwords as it writes them.
+        #
+        # The answer (`done` with `resp`: the B channel, which reaches the CP through the MMU
+        # and the memory mux in the same cycle) is decoded once, into `wr_ok` and `wr_bad`,
+        # kept as wires so synthesis starts every decision on it from one LUT; `wr_req`'s next
+        # value is one expression of it: the requests raised whatever the answer (`wr_set`,
+        # from the FSM), the request held until its answer, and the next write a *_WAIT state
+        # asks for when its write went through (`wr_again`, from registers).
         wr_req = Signal()
-        with m.If(writer.done):
-            m.d.sync += wr_req.eq(0)  # (a request raised in this cycle, below, wins)
+        wr_ok = Signal(attrs={"keep": 1})  # the write is answered OKAY now
+        wr_bad = Signal(attrs={"keep": 1})  # ... with an error
+        m.d.comb += [wr_ok.eq(writer.done & (writer.resp == 0)), wr_bad.eq(writer.done & (writer.resp != 0))]
+        wr_set = Signal(attrs={"keep": 1})  # a request raised now (any answer)
+        wr_again = Signal(attrs={"keep": 1})  # a request raised now if the write in hand is answered OKAY
+        m.d.sync += wr_req.eq(wr_set | (wr_req & ~writer.done) | (wr_ok & wr_again))
         DW = self.data_width
         nbeats = BLOCK_DWORDS * 32 // DW
         beat = writer.beat
@@ -463,7 +474,7 @@ class CommandProcessor(wiring.Component):
             goes to `wait_state`; with `defer` it waits for `write_state`, which answers
             `defer`'s error."""
             with m.If(~defer):
-                m.d.sync += wr_req.eq(1)
+                m.d.comb += wr_set.eq(1)
                 m.next = wait_state
             with m.Else():
                 m.next = write_state

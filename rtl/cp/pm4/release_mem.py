@@ -71,7 +71,7 @@ def start(c, p, ok):
         with m.If(beyond):
             m.next = "RM_WRITE"
         with m.Else():
-            m.d.sync += c.wr_req.eq(ok)
+            m.d.comb += c.wr_set.eq(ok)
             m.next = "RM_WAIT"
     with m.Elif(interrupts(p)):
         ih.request(c, prepared=ok)
@@ -105,8 +105,10 @@ def states(c):
         m.d.sync += c.ih_ts.eq(c.cp.timestamp)
         with m.If(c.writer.sent):
             ih.load_request(c)
+        # (the entry's write is asked for with the answer, if it goes through: ih.request)
+        m.d.comb += c.wr_again.eq(interrupts(c.p) & ih.will_request(c))
         with c.write_answered():
             with m.If(interrupts(c.p)):
-                ih.request(c, prepared=Const(1))
+                ih.request(c, asked=True)
             with m.Else():
                 m.next = "DONE"
