@@ -240,6 +240,10 @@ class CPHarness(Harness):
         for st in ("IH_ENTRY_WRITE", "IH_ENTRY_WAIT"):
             self.invariant(~box.state("cp", st) | (box("wr_src") == WriteSource.IH) |
                            (st == "IH_ENTRY_WAIT") & sent)
+        # a RELEASE_MEM's EOP entry is in the entry's registers from its payload on (prepare():
+        # the fence's answer loads only its GPU clock, then asks for the entry's write)
+        for st in ("RM_WRITE", "RM_WAIT"):
+            self.invariant(~box.state("cp", st) | ((box("ih_src") == ih_spec.Source.EOP) & ~box("ih_err")))
         # a block waiting in the buffer for its *_WRITE state is where its packet said
         slot = (box("ih_base") + (box("ih_wptr") & (box("ih_bytes") - 1)))[:48]
         self.invariant(~box.state("cp", "IH_ENTRY_WRITE") | ((box("blk_addr")[5:] == slot[5:]) &
