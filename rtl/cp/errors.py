@@ -41,7 +41,7 @@ class Where(enum.IntEnum):
     PACKET = 0  # the packet being parsed
     DWORD = 1   # the payload dword that answered a bus error
     POLL = 2    # WAIT_REG_MEM's polled address
-    WRITE = 3   # the address being written (blk_addr)
+    WRITE = 3   # the address being written (wr_addr: blk_addr as the write was sent)
     HEADER = 4  # the header in hand (RUN)
 
 
@@ -91,7 +91,8 @@ def latch(c):
     with m.Elif(fe_where == Where.POLL):
         m.d.comb += fsm_addr.eq(c.poll_addr)
     with m.Elif(fe_where == Where.WRITE):
-        m.d.comb += fsm_addr.eq(c.blk_addr)
+        # (the write's own: a *_WAIT state may have loaded the next write's blk_addr already)
+        m.d.comb += fsm_addr.eq(c.wr_addr)
     with m.Elif(fe_where == Where.PACKET):
         m.d.comb += fsm_addr.eq(fe_hdr)
     with m.Else():
@@ -157,4 +158,4 @@ def locate(c, fsm):
         with m.Case(W.WRITE):
             m.d.comb += [c.fsm_err_user.eq(writer.user), c.fsm_err_access.eq(vm_spec.Access.WRITE)]
     m.d.comb += c.fsm_err_vmid.eq(Mux((c.fsm_err_where == W.WRITE) & RESP_USER(writer.user).fault,
-                                      c.blk_user.vmid, c.cur_vmid))
+                                      c.wr_vmid, c.cur_vmid))

@@ -9,7 +9,6 @@ from amaranth.hdl import Cat, Const
 
 from spec import ih as ih_spec
 
-from ..bus import RESP_OKAY
 from .writer import BLOCK_DWORDS, WriteSource
 
 FULL = Const((1 << BLOCK_DWORDS) - 1, BLOCK_DWORDS)  # an entry is a whole block
@@ -29,11 +28,17 @@ def load(c, src, data, client=ih_spec.Client.GRBM_CP, vmid=None, err=False):
     m.d.sync += [c.ih_data[i].eq(d) for i, d in enumerate(data)]
 
 
-def request(c, prepared=None):
+def will_request(c):
+    """request() asks for the entry's write (else it drops the entry, or counts an overflow)."""
+    return c.csr.ih_cntl_enable & ~c.ih_entry_full
+
+
+def request(c, prepared=None, asked=False):
     """Append the entry load() holds (in this cycle's FSM transition), or count an overflow.
     `prepared`: the block request (address, mask, source) is loaded already, and this Value
-    says whether to ask for the write (a speculative first step asks only if its checks pass).
-    The entry is written with VMID 0 (the kernel's IH ring)."""
+    says whether to ask for the write (a speculative first step asks only if its checks pass);
+    `asked`: the request is loaded already and the caller asks for the write (`wr_again`, when
+    will_request() says so). The entry is written with VMID 0 (the kernel's IH ring)."""
     m = c.m
     m.d.sync += c.ih_written.eq(0)
     with m.If(~c.csr.ih_cntl_enable):
@@ -42,11 +47,19 @@ def request(c, prepared=None):
         m.d.comb += c.ovf_set.eq(1)
         m.next = "IH_DONE"
     with m.Else():
-        if prepared is not None:
-            m.d.sync += c.wr_req.eq(prepared)
+        if asked:
+            m.next = "IH_ENTRY_WAIT"
+        elif prepared is not None:
+            m.d.comb += c.wr_set.eq(prepared)
             m.next = "IH_ENTRY_WAIT"
         else:
-            c.write_block(c.ih_entry_addr, FULL, WriteSource.IH, "IH_ENTRY_WRITE", "IH_ENTRY_WAIT", vmid=0)
+            load_request(c)
+            c.request_block("IH_ENTRY_WRITE", "IH_ENTRY_WAIT")
+
+
+def load_request(c):
+    """The entry's block request (its slot, the whole block, the entry's registers, VMID 0)."""
+    c.load_block(c.ih_entry_addr, FULL, WriteSource.IH, vmid=0)
 
 
 def start(c, src, data, **kw):
@@ -111,45 +124,48 @@ def entry(client, src, vmid, ts, data, ring=0):
 def states(c):
     """Append an entry (EOP or CP_ERROR), then write back the wptr."""
     m, state, writer = c.m, c.state, c.writer
-    m.d.comb += c.cp.ext_ih_addr.eq(c.blk_addr)  # (a failed write's address, with ext_ih_done)
+    m.d.comb += c.cp.ext_ih_addr.eq(c.wr_addr)  # (a failed write's address, with ext_ih_done)
     with state("IH_ENTRY_WRITE"):
         c.request_write("IH_ENTRY_WAIT")
     with state("IH_ENTRY_WAIT"):
         m.d.comb += c.stall.eq(1)
-        with m.If(writer.done):
-            with m.If(writer.resp != RESP_OKAY):
-                with m.If(_ext(c)):
-                    _ext_finish(c, writer.resp, writer.user)
-                with m.Elif(c.ih_err):
-                    m.next = "ERROR"  # reporting an error failed: the entry is lost
-                with m.Else():
-                    c.write_failed()  # at blk_addr
+        wb_addr = Cat(Const(0, 2), c.csr.ih_wptr_addr_lo[2:], c.csr.ih_wptr_addr_hi)
+        # the wptr write-back's request, loaded once the entry is sent (the writer reads no
+        # more of it) rather than when it is answered: if the answer asks for no write-back,
+        # nothing reads them before the next request loads its own
+        with m.If(writer.sent):
+            c.load_dwords(wb_addr, c.ih_wptr + ih_spec.ENTRY_BYTES, vmid=0)
+        m.d.comb += c.wr_again.eq(c.csr.ih_cntl_wptr_wb)  # (the write-back, with an OKAY answer)
+        with m.If(c.wr_bad):
+            with m.If(_ext(c)):
+                _ext_finish(c, writer.resp, writer.user)
+            with m.Elif(c.ih_err):
+                m.next = "ERROR"  # reporting an error failed: the entry is lost
             with m.Else():
-                # INT_STATUS.EOP rises with IH_PENDING (the irq line), not after the wptr
-                # write-back: a handler woken by the line before the write-back lands finds
-                # no entry, and then reads INT_STATUS for the event (kmd_model/irq/handler.py)
-                m.d.comb += [c.ih_advance.eq(1), c.eop_set.eq(~c.ih_err & ~_ext(c))]  # (not another engine's)
-                m.d.sync += c.ih_written.eq(1)
-                m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_BYTES)  # AMD: bytes
-                with m.If(c.csr.ih_cntl_wptr_wb):
-                    addr = Cat(Const(0, 2), c.csr.ih_wptr_addr_lo[2:], c.csr.ih_wptr_addr_hi)
-                    c.write_dwords(addr, c.ih_wptr + ih_spec.ENTRY_BYTES, None, "IH_WB_WRITE", "IH_WB_WAIT",
-                                   vmid=0)
-                with m.Else():
-                    m.next = "IH_DONE"
+                c.write_failed()  # at the written address
+        with m.Elif(c.wr_ok):
+            # INT_STATUS.EOP rises with IH_PENDING (the irq line), not after the wptr
+            # write-back: a handler woken by the line before the write-back lands finds
+            # no entry, and then reads INT_STATUS for the event (kmd_model/irq/handler.py)
+            m.d.comb += [c.ih_advance.eq(1), c.eop_set.eq(~c.ih_err & ~_ext(c))]  # (not another engine's)
+            m.d.sync += c.ih_written.eq(1)
+            m.d.sync += c.ih_wptr.eq(c.ih_wptr + ih_spec.ENTRY_BYTES)  # AMD: bytes
+            with m.If(c.csr.ih_cntl_wptr_wb):
+                m.next = "IH_WB_WAIT"  # (loaded above, asked for by `wr_again`)
+            with m.Else():
+                m.next = "IH_DONE"
     with state("IH_WB_WRITE"):
         c.request_write("IH_WB_WAIT")
     with state("IH_WB_WAIT"):
         m.d.comb += c.stall.eq(1)
-        with m.If(writer.done):
-            with m.If((writer.resp != RESP_OKAY) & _ext(c)):
-                _ext_finish(c, writer.resp, writer.user)
-            with m.Elif((writer.resp != RESP_OKAY) & ~c.ih_err):
-                c.write_failed()  # at blk_addr
-            with m.Elif(c.ih_err):
-                m.next = "ERROR"
-            with m.Else():
-                m.next = "IH_DONE"
+        with m.If(c.wr_bad & _ext(c)):
+            _ext_finish(c, writer.resp, writer.user)
+        with m.Elif(c.wr_bad & ~c.ih_err):
+            c.write_failed()  # at the written address
+        with m.Elif(writer.done & c.ih_err):
+            m.next = "ERROR"
+        with m.Elif(c.wr_ok):
+            m.next = "IH_DONE"
     with state("IH_DONE"):
         with m.If(c.ih_err):
             m.next = "ERROR"

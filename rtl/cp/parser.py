@@ -15,7 +15,6 @@ from spec import ih as ih_spec
 from spec import packets as pk
 from spec import vm as vm_spec
 
-from ..bus import RESP_OKAY
 from ..csr import REG_FIELDS, CpError
 from . import ih, queues
 from .pm4 import dma_data, indirect_buffer, release_mem, wait_reg_mem, write_data
@@ -59,7 +58,7 @@ def build(c):
         """A *_WRITE state: hand the block to the writer (DECERR first when the packet's
         address is beyond the bus), then wait for its response in `wait_state`."""
         def body():
-            m.d.sync += c.wr_req.eq(1)
+            m.d.comb += c.wr_set.eq(1)
             m.next = wait_state
         if check_oob:
             with m.If(c.oob):
@@ -74,11 +73,10 @@ def build(c):
         """A *_WAIT state: stall until the write response; an error response stops the
         CP at the written address; the body runs when the write went through."""
         m.d.comb += c.stall.eq(1)
-        with m.If(writer.done):
-            with m.If(writer.resp != RESP_OKAY):
-                c.write_failed()  # at blk_addr
-            with m.Else():
-                yield
+        with m.If(c.wr_bad):
+            c.write_failed()  # at the written address
+        with m.Elif(c.wr_ok):
+            yield
 
     def check_and_start():
         """The packet's field checks (spec/packets.py) in the cycle its last fixed payload

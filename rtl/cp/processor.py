@@ -425,9 +425,20 @@ class CommandProcessor(wiring.Component):
         # The block to write is in registers (WriteSource) and `wr_req` asks for it: write_block
         # raises it and it holds until the write is answered; the writer puts AW and the first
         # W beat out in the next cycle, and reads each beat's dwords as it writes them.
+        #
+        # The answer (`done` with `resp`: the B channel, which reaches the CP through the MMU
+        # and the memory mux in the same cycle) is decoded once, into `wr_ok` and `wr_bad`,
+        # kept as wires so synthesis starts every decision on it from one LUT; `wr_req`'s next
+        # value is one expression of it: the requests raised whatever the answer (`wr_set`,
+        # from the FSM), the request held until its answer, and the next write a *_WAIT state
+        # asks for when its write went through (`wr_again`, from registers).
         wr_req = Signal()
-        with m.If(writer.done):
-            m.d.sync += wr_req.eq(0)  # (a request raised in this cycle, below, wins)
+        wr_ok = Signal(attrs={"keep": 1})  # the write is answered OKAY now
+        wr_bad = Signal(attrs={"keep": 1})  # ... with an error
+        m.d.comb += [wr_ok.eq(writer.done & (writer.resp == 0)), wr_bad.eq(writer.done & (writer.resp != 0))]
+        wr_set = Signal(attrs={"keep": 1})  # a request raised now (any answer)
+        wr_again = Signal(attrs={"keep": 1})  # a request raised now if the write in hand is answered OKAY
+        m.d.sync += wr_req.eq(wr_set | (wr_req & ~writer.done) | (wr_ok & wr_again))
         DW = self.data_width
         nbeats = BLOCK_DWORDS * 32 // DW
         beat = writer.beat
@@ -447,24 +458,49 @@ class CommandProcessor(wiring.Component):
                                     Mux(wr_src == WriteSource.VALUE, val_beat, blk_beat))),
         ]
 
-        def write_block(addr, mask, source, write_state, wait_state, defer=Const(0), vmid=None):
-            """Write the block held in `source` (a WriteSource) under `mask`; `addr` is the byte
-            address of its first written dword (errors name it), `vmid` the VMID it is written
-            with (default: the packet's). The request is raised now and the FSM goes to
-            `wait_state`; with `defer` it waits for `write_state`, which answers `defer`'s error."""
+        def load_block(addr, mask, source, vmid=None):
+            """The block request's registers: the block held in `source` (a WriteSource) under
+            `mask`; `addr` is the byte address of its first written dword (errors name it),
+            `vmid` the VMID it is written with (default: the packet's)."""
             m.d.sync += [blk_addr.eq(addr), blk_mask.eq(mask), wr_src.eq(source),
                          blk_user.eq(write_user(cur_vmid if vmid is None else vmid))]
+
+        def load_dwords(addr, first, second=None, vmid=None):
+            """load_block of one dword at `addr`, or two (`second` not None: addr 8-aligned),
+            from the value registers."""
+            m.d.sync += [wval[0].eq(first), wval[1].eq(first if second is None else second)]
+            load_block(addr, Const(1 if second is None else 3, BLOCK_DWORDS) << addr[2:5], WriteSource.VALUE, vmid)
+
+        def request_block(write_state, wait_state, defer=Const(0)):
+            """Ask for the block loaded now or before: the request is raised now and the FSM
+            goes to `wait_state`; with `defer` it waits for `write_state`, which answers
+            `defer`'s error."""
             with m.If(~defer):
-                m.d.sync += wr_req.eq(1)
+                m.d.comb += wr_set.eq(1)
                 m.next = wait_state
             with m.Else():
                 m.next = write_state
 
+        def write_block(addr, mask, source, write_state, wait_state, defer=Const(0), vmid=None):
+            """Write the block held in `source` under `mask` (load_block, then request)."""
+            load_block(addr, mask, source, vmid)
+            request_block(write_state, wait_state, defer)
+
         def write_dwords(addr, first, second, write_state, wait_state, defer=Const(0), vmid=None):
             """write_block of one dword at `addr`, or two (`second` not None: addr 8-aligned)."""
-            m.d.sync += [wval[0].eq(first), wval[1].eq(first if second is None else second)]
-            write_block(addr, Const(1 if second is None else 3, BLOCK_DWORDS) << addr[2:5],
-                        WriteSource.VALUE, write_state, wait_state, defer, vmid)
+            load_dwords(addr, first, second, vmid)
+            request_block(write_state, wait_state, defer)
+
+        # The write under way's address and VMID, for a failed write's error (errors.py) and
+        # `ext_ih_addr`: `blk_addr` and `blk_user` as they were when the writer had sent the
+        # write. A *_WAIT state loads the next write's registers once the writer has sent the
+        # current one (`sent`), not when it is answered: the answer (`done`, the B channel
+        # through the MMU and the memory mux in the same cycle) then reaches only the
+        # decisions that depend on it (top_32's worst paths ran from it into ~370 flip-flops).
+        wr_addr = Signal(aw)
+        wr_vmid = Signal(4)
+        with m.If(~writer.sent):
+            m.d.sync += [wr_addr.eq(blk_addr), wr_vmid.eq(blk_user.vmid)]
 
         # ---------------------------------------------------------------- packet decode helpers
         opcode = cur_fetch_data[_OPCODE.bits]

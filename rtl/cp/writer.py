@@ -3,9 +3,12 @@
 Every CP write (WRITE_DATA dwords, RELEASE_MEM fences, rptr/wptr write-back, IH entries)
 fits in an aligned 32-byte block, which can never cross a 4 KiB boundary. The requester
 places dwords at their block positions and says which to write (`req_mask`); it raises
-`req_valid` from a register and holds it, with the block, mask and data, until `done`
-(the writer asks for the data beat by beat while it writes: `beat_data` is the block's
-beat `beat`). The writer issues one INCR burst covering the touched beats with byte
+`req_valid` from a register and holds it until `done`, and the block, mask, user and data
+until `sent` (the writer asks for the data beat by beat while it writes: `beat_data` is the
+block's beat `beat`). `sent` (from registers) says the write's AW and last W beat are
+accepted: the writer reads nothing more of the request, so the requester may load its next
+request's block, mask, user and data while the response is awaited (AXI A3.3.1: B comes
+only after both, so `sent` is always up in the cycle of `done`). The writer issues one INCR burst covering the touched beats with byte
 strobes, offering AW and the first W beat in the same cycle, waits for the write response
 and reports it. One write at a time: the CP waits for
 every response anyway (errors are then exact, and a fence is never visible before the
@@ -61,6 +64,7 @@ class BlockWriter(wiring.Component):
             "wstrb": Out(data_width // 8), "wlast": Out(1),
             "bvalid": In(1), "bresp": In(2),
             "busy": Out(1),
+            "sent": Out(1),  # AW and the last W beat accepted: only the response is awaited
         })
 
     def elaborate(self, platform):
@@ -93,6 +97,7 @@ class BlockWriter(wiring.Component):
 
         m.d.comb += [
             self.busy.eq(self.req_valid),
+            self.sent.eq(aw_sent & w_sent),
             self.req_ready.eq(~self.req_valid | self.bvalid),
             self.awvalid.eq(self.req_valid & ~aw_sent),
             self.awaddr.eq(Cat(Const(0, 5), self.req_block) | (first << (shift + 2) if nbeats > 1 else 0)),

@@ -97,13 +97,15 @@ def build(h, m, b, csr, cp):
                                                          h.state("ERROR") | reporting)))
 
     # ---- induction strengthening: the writer's beat against the ghost count, and its
-    # request (block, mask, data source) held from the request to the response
+    # request (block, mask, data source) held from the request until it is sent (AW and
+    # the last W beat accepted: the CP may then load the next request's)
     w_started, w_sent = b("w_started", "writer"), b("w_sent", "writer")
     first, last, cur = b("first", "writer"), b("last", "writer"), b("cur", "writer")
     req = b("req_valid", "writer")
-    h.invariant(~(req & ~start) | ((len_q == last - first) &
+    h.invariant(~(req & ~start & ~b("sent", "writer")) | ((len_q == last - first) &
                                       (beats_q == Mux(w_sent, last - first + 1, cur - first)) &
                                       (w_started | (beats_q == 0)) & (w_sent | (cur >= first) & (cur <= last))))
+    h.invariant(~(req & ~start & b("sent", "writer")) | (beats_q == len_q + 1))
     h.invariant(g_full == b("ar_valid"))
 
     # covers

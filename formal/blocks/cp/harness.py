@@ -231,12 +231,19 @@ class CPHarness(Harness):
             self.invariant(box(f"ib_start{i}") == ((box("start_ib") & (box("start_level") == i)) | restart))
         self.invariant(box("sw_due") == (box("want_switch") | (box("took") & box("prio_eq"))))
         self.invariant(~box.state("cp", "RESET") | box("resetting"))
-        # the block buffer says whose data the writer reads: the IH entry's only for it
+        # the block buffer says whose data the writer reads: the IH entry's only for it (until
+        # the write is sent: RM_WAIT and IH_ENTRY_WAIT then load the next write's request)
+        sent = box("sent", "writer")
         for st in ("RPTR_WRITE", "WD_WRITE", "RM_WRITE", "IH_WB_WRITE", "RPTR_WAIT", "WD_WAIT", "RM_WAIT",
                    "IH_WB_WAIT"):
-            self.invariant(~box.state("cp", st) | (box("wr_src") != WriteSource.IH))
+            self.invariant(~box.state("cp", st) | (box("wr_src") != WriteSource.IH) | (st == "RM_WAIT") & sent)
         for st in ("IH_ENTRY_WRITE", "IH_ENTRY_WAIT"):
-            self.invariant(~box.state("cp", st) | (box("wr_src") == WriteSource.IH))
+            self.invariant(~box.state("cp", st) | (box("wr_src") == WriteSource.IH) |
+                           (st == "IH_ENTRY_WAIT") & sent)
+        # a RELEASE_MEM's EOP entry is in the entry's registers from its payload on (prepare():
+        # the fence's answer loads only its GPU clock, then asks for the entry's write)
+        for st in ("RM_WRITE", "RM_WAIT"):
+            self.invariant(~box.state("cp", st) | ((box("ih_src") == ih_spec.Source.EOP) & ~box("ih_err")))
         # a block waiting in the buffer for its *_WRITE state is where its packet said
         slot = (box("ih_base") + (box("ih_wptr") & (box("ih_bytes") - 1)))[:48]
         self.invariant(~box.state("cp", "IH_ENTRY_WRITE") | ((box("blk_addr")[5:] == slot[5:]) &

@@ -24,10 +24,12 @@ def build(h, m, b, csr, cp):
     # after a soft reset, until the driver sets IH_RPTR to 0 the ring looks full)
     h.invariant((used < nbytes + ih_spec.ENTRY_BYTES) | (ih_wptr == 0))
     # an entry's write is asked for from IH_ENTRY_WAIT: the ring had room (IH_RPTR only
-    # moves forward meanwhile) and the block is the entry at its slot
-    h.invariant(~h.state("IH_ENTRY_WAIT") | ((used < nbytes) & (b("blk_addr")[5:] == slot[5:]) &
-                                                   (b("blk_mask") == 0xFF) &
-                                                   (b("wr_src") == WriteSource.IH)))
+    # moves forward meanwhile) and the block is the entry at its slot (until it is sent: the
+    # state then loads the wptr write-back's request)
+    h.invariant(~h.state("IH_ENTRY_WAIT") | ((used < nbytes) & (b("sent", "writer") |
+                                                                (b("blk_addr")[5:] == slot[5:]) &
+                                                                (b("blk_mask") == 0xFF) &
+                                                                (b("wr_src") == WriteSource.IH))))
     # (whether the ring is full is kept a cycle ahead: it was full a cycle ago)
     ovf = b("ovf_set")
     h.prove("overflow_drops", ~ovf | (h.started & was(used >= nbytes) & ~writer_start))

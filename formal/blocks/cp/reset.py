@@ -88,7 +88,8 @@ def build(h, m, b, csr, cp):
     h.invariant(~(in_reset & ~soft & h.started) | ((since >= 1) & (since + pot <= bound)))
     h.invariant((p_w <= p_w_max) & (p_p <= p_p_max))
     h.invariant(~req | (cur_age + p_w <= (cur_len + 2) * (L + 1) + 1))
-    h.invariant(~req | (cur_len == last - b("first", "writer")))
+    # (until the write is sent: a *_WAIT state then loads the next write's mask)
+    h.invariant(~req | b("sent", "writer") | (cur_len == last - b("first", "writer")))
     # the writer's beat lies in the burst until its last is sent
     h.invariant(~req | w_sent | ((cur >= b("first", "writer")) & (cur <= last)))
     h.invariant(~b("resetting") | in_reset)

@@ -71,7 +71,7 @@ def start(c, p, ok):
         with m.If(beyond):
             m.next = "RM_WRITE"
         with m.Else():
-            m.d.sync += c.wr_req.eq(ok)
+            m.d.comb += c.wr_set.eq(ok)
             m.next = "RM_WAIT"
     with m.Elif(interrupts(p)):
         ih.request(c, prepared=ok)
@@ -96,8 +96,19 @@ def states(c):
     m, state = c.m, c.state
     with state("RM_WRITE"):
         c.request_write("RM_WAIT", check_oob=True)
-    with state("RM_WAIT"), c.write_answered():
-        with m.If(interrupts(c.p)):
-            ih.start(c, ih_spec.Source.EOP, eop_data(c.p))
-        with m.Else():
-            m.next = "DONE"
+    with state("RM_WAIT"):
+        # The EOP entry is loaded already (prepare(): the packet's fields do not change
+        # meanwhile) but for its GPU clock, which is the clock when the fence is answered:
+        # it follows the clock while the fence is awaited. The entry's block request is
+        # loaded once the fence is sent (the writer reads no more of it): nothing reads
+        # either before the answer, and without an interrupt nothing reads them after.
+        m.d.sync += c.ih_ts.eq(c.cp.timestamp)
+        with m.If(c.writer.sent):
+            ih.load_request(c)
+        # (the entry's write is asked for with the answer, if it goes through: ih.request)
+        m.d.comb += c.wr_again.eq(interrupts(c.p) & ih.will_request(c))
+        with c.write_answered():
+            with m.If(interrupts(c.p)):
+                ih.request(c, asked=True)
+            with m.Else():
+                m.next = "DONE"

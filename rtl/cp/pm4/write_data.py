@@ -11,7 +11,6 @@ from amaranth.hdl import Mux
 
 from spec import packets as pk
 
-from ...bus import RESP_OKAY
 from ..packets import field, value
 from ..writer import BLOCK_DWORDS, WriteSource
 
@@ -83,17 +82,20 @@ def states(c):
                 with m.If(c.oob):
                     m.next = "WD_WRITE"  # (which answers DECERR)
                 with m.Else():
-                    m.d.sync += c.wr_req.eq(1)
+                    m.d.comb += c.wr_set.eq(1)
                     m.next = "WD_WAIT"
     with state("WD_WRITE"):
         c.request_write("WD_WAIT", check_oob=True)
     with state("WD_WAIT"):
         m.d.comb += c.stall.eq(1)
-        with m.If(writer.done):
+        # the next block starts empty: cleared once the writer has sent this one (it reads
+        # the mask no more), not when it is answered
+        with m.If(writer.sent):
             m.d.sync += blk_mask.eq(0)
-            with m.If(writer.resp != RESP_OKAY):
-                c.write_failed()  # at blk_addr
-            with m.Elif(c.rem_is0):
+        with m.If(c.wr_bad):
+            c.write_failed()  # at the written address
+        with m.Elif(c.wr_ok):
+            with m.If(c.rem_is0):
                 m.next = "DONE"
             with m.Else():
                 m.next = "WD_COLLECT"
