@@ -320,8 +320,8 @@ MUTANTS: list[Mutant] = [
     # the group's 32-bit bus the search to that depth did not end in half an hour; in the
     # device's fetch configuration, a 64-bit bus with 8-beat-deep fetchers, and the ring holding
     # one failing RELEASE_MEM, it is a search over timing alone: failed in step 15, 86 s)
-    M("cp_failed_fence_written", "cp_bus", "rtl.cp.pm4.release_mem", "m.d.sync += c.wr_req.eq(ok)",
-      "m.d.sync += c.wr_req.eq(1)", "failed_packet_writes_nothing",
+    M("cp_failed_fence_written", "cp_bus", "rtl.cp.pm4.release_mem", "m.d.comb += c.wr_set.eq(ok)",
+      "m.d.comb += c.wr_set.eq(1)", "failed_packet_writes_nothing",
       "a RELEASE_MEM that fails its checks still asks for its fence write", depth=17, keep_going=False,
       args={"image": FAILING_FENCE, "data_width": 64, "fetch_depth": 8}),
 
