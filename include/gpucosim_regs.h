@@ -32,7 +32,7 @@ enum gpucosim_ib_level {
 enum gpucosim_cp_error {
     GPUCOSIM_CP_ERROR_NONE = 0,                  /* No error. */
     GPUCOSIM_CP_ERROR_ILLEGAL_OPCODE = 1,        /* Type-3 packet with an opcode the CP does not implement, or a type-0/1 header (every type-2 dword is a one-dword filler). */
-    GPUCOSIM_CP_ERROR_BAD_COUNT = 2,             /* Packet COUNT too small for its opcode, or running past the end of the ring/IB. */
+    GPUCOSIM_CP_ERROR_BAD_COUNT = 2,             /* Packet COUNT wrong for its opcode (not the exact size of a fixed-size packet, no data dword in a WRITE_DATA), or the packet running past the end of the ring/IB. */
     GPUCOSIM_CP_ERROR_IB_NESTING = 3,            /* INDIRECT_BUFFER nested deeper than CAPS.IB_LEVELS. */
     GPUCOSIM_CP_ERROR_IB_SIZE_ZERO = 4,          /* INDIRECT_BUFFER with IB_SIZE = 0. */
     GPUCOSIM_CP_ERROR_IB_MISALIGNED = 5,         /* INDIRECT_BUFFER base misaligned: not dword aligned (CP), not 32-byte aligned (SDMA). */

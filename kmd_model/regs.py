@@ -19,7 +19,7 @@ class IbLevel(IntEnum):
 class CpError(IntEnum):
     NONE = 0  # No error.
     ILLEGAL_OPCODE = 1  # Type-3 packet with an opcode the CP does not implement, or a type-0/1 header (every type-2 dword is a one-dword filler).
-    BAD_COUNT = 2  # Packet COUNT too small for its opcode, or running past the end of the ring/IB.
+    BAD_COUNT = 2  # Packet COUNT wrong for its opcode (not the exact size of a fixed-size packet, no data dword in a WRITE_DATA), or the packet running past the end of the ring/IB.
     IB_NESTING = 3  # INDIRECT_BUFFER nested deeper than CAPS.IB_LEVELS.
     IB_SIZE_ZERO = 4  # INDIRECT_BUFFER with IB_SIZE = 0.
     IB_MISALIGNED = 5  # INDIRECT_BUFFER base misaligned: not dword aligned (CP), not 32-byte aligned (SDMA).
@@ -93,7 +93,7 @@ class STATUS(Register):
     NAME = "STATUS"
     ADDR = 0x014
     RESET = 0x00000000
-    IDLE = Field('IDLE', 0, 1, 'r', 'w', desc='Nothing to do: ring empty, no packet in flight, DMA idle.')
+    IDLE = Field('IDLE', 0, 1, 'r', 'w', desc='Nothing to do: ring empty, no packet in flight, DMA idle; or stopped by an error (ERROR).')
     HALTED = Field('HALTED', 1, 1, 'r', 'w', desc='Stopped by CONTROL.HALT.')
     ERROR = Field('ERROR', 2, 1, 'r', 'w', desc="Stopped by an error (see CP_ERROR_*); cleared by CP_QUEUE_RESET.Q0 or CONTROL.SOFT_RESET (queue 0, RB_*: CP_HQD1_STATUS is queue 1's).")
     RB_EMPTY = Field('RB_EMPTY', 3, 1, 'r', 'w', desc='Read pointer equals write pointer.')

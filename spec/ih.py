@@ -116,7 +116,7 @@ SOURCE_DATA = {
     Source.SDMA_TRAP: ("the TRAP's INT_CONTEXT (amdkfd's context_id0 & 0xfffffff)", "0", "0", "0"),
     Source.SDMA_ERROR: ("the SDMA_ERROR register (CODE, LEVEL, OP, SUB_OP)", "SDMA_ERROR_ADDR_LO",
                         "SDMA_ERROR_ADDR_HI", "SDMA_ERROR_OFFSET"),
-    Source.SDMA_POLL_TIMEOUT: ("the polled address, bits 31:0", "bits 63:32", "the dword last read", "0"),
+    Source.SDMA_POLL_TIMEOUT: ("the polled address, bits 31:0", "bits 47:32 (the bits above 47 dropped, 0)", "the dword last read", "0"),
 }
 """What each source puts in DATA0..DATA3 (docs/hardware.md shows this table)."""
 

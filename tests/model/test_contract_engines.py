@@ -128,7 +128,7 @@ def check_sdma_errors(dev):
     g.dev.delay(20)
     g.write("SDMA_DOORBELL", 8)
     g.idle("SDMA_STATUS")
-    g.write("SDMA_DOORBELL", 4)
+    g.write("SDMA_DOORBELL", 7)  # bits 1:0 ignored: the checks and SDMA_ERROR_ADDR see 4
     expect_sdma_error(s, ih, "DOORBELL_BACKWARDS", "RING", 0, 4, 2)
 
 # ---------------------------------------------------------------------------- the second CP queue
