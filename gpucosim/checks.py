@@ -147,6 +147,9 @@ def run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str])
     for opt, path in outputs:
         writable_file(p, opt, Path(path))
     distinct_outputs(p, app, outputs)
+    for opt, path in outputs:
+        if opt != "--waves-file":  # (an .fst: checked above)
+            json_or_new(p, opt, path)
     if args.crash_dir:
         writable_dir(p, "--crash-dir", Path(args.crash_dir))
     if args.sim != "model" or args.trace or args.waves or args.waves_file:
@@ -241,6 +244,27 @@ def distinct_outputs(p: argparse.ArgumentParser, app: str, outputs: list[tuple[s
         if where in seen:
             p.error(f"{seen[where]} and {opt} name one file ({path}): give each its own")
         seen[where] = opt
+
+
+def json_or_new(p: argparse.ArgumentParser, opt: str, path: str) -> None:
+    """--trace and --stats-json write JSON over the file they name: a file that holds
+    something else is refused. (With the flags in the wrong order, `--trace examples/hello.py
+    examples/fill.py` replaced an example by a timeline, and `--stats-json README.md` the
+    README; only the app's own source was protected.) A new or empty file, a JSON file (a
+    timeline or figures of an earlier run) and a stream or pipe are written as before."""
+    from .run.outputs import is_ours
+
+    where = Path(path)
+    try:
+        if not where.is_file() or where.stat().st_size == 0 or is_ours(path):
+            return
+        with open(where, "rb") as f:
+            head = f.read(4096).lstrip()
+    except OSError:
+        return  # (writable_file has said what is wrong with it)
+    if head[:1] not in (b"{", b"["):
+        p.error(f"{opt} {path}: the file exists and is not JSON (not a timeline or figures of an earlier run): "
+                "the run would write over it; give a new name, or remove the file first")
 
 
 def app_source(app: str) -> Path | None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from .session import RunOptions
 
 
-def _is_ours(path: str) -> bool:
+def is_ours(path: str) -> bool:
     """Whether `path` is this process's stdout or stderr, by any name (/dev/stdout,
     /dev/fd/2, the file `> out.txt` made): names that mean another stream in the simulator's
     process, and a file the timeline's write-and-rename would replace."""
@@ -37,7 +37,7 @@ def to_relay(opts: RunOptions) -> None:
     output with it, by the timeline's write-and-rename."""
     for attr in ("trace", "stats_json"):
         v = getattr(opts, attr)
-        if v and _is_ours(v):
+        if v and is_ours(v):
             fd, tmp = tempfile.mkstemp(prefix="gpucosim-", suffix=".json")
             os.close(fd)
             os.unlink(tmp)  # (written by the run, or not at all)

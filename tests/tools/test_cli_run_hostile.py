@@ -167,6 +167,29 @@ def test_an_output_that_would_write_over_the_app_or_another_output(capsys, tmp_p
     assert not same.exists()
 
 
+def test_an_output_that_would_write_over_a_file_that_is_not_json(capsys, tmp_path):
+    """The flags in the wrong order (`--trace examples/hello.py examples/fill.py`, or
+    `--stats-json README.md`): the example or the README was replaced by JSON, exit 0. A file
+    that holds something else is refused before the run; a JSON file (an earlier run's
+    figures), an empty one and a new one are written."""
+    readme = tmp_path / "README.md"
+    readme.write_text("# notes\n")
+    src = tmp_path / "other.py"
+    src.write_text("x = 1\n")
+    for opt, victim in (("--stats-json", readme), ("--trace", src)):
+        assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", opt, str(victim)) == \
+            (f"gpucosim run: error: {opt} {victim}: the file exists and is not JSON (not a timeline or figures "
+             "of an earlier run): the run would write over it; give a new name, or remove the file first")
+    assert readme.read_text() == "# notes\n" and src.read_text() == "x = 1\n"
+    earlier, empty, new = tmp_path / "earlier.json", tmp_path / "empty.json", tmp_path / "new.json"
+    earlier.write_text('  {"old": 1}')
+    empty.write_text("")
+    assert cli.main(["run", "examples/hello.py", "--sim", "model", "--stats-json", str(earlier),
+                     "--trace", str(empty)]) == 0
+    assert "old" not in json.loads(earlier.read_text()) and json.loads(empty.read_text())["traceEvents"]
+    assert cli.main(["run", "examples/hello.py", "--sim", "model", "--trace", str(new)]) == 0 and new.exists()
+
+
 def test_the_timeline_goes_into_what_trace_names_not_over_it(tmp_path):
     """--trace through a symlink, or into a pipe (`--trace /dev/stdout | jq`, a FIFO): the
     timeline was written beside it and renamed over it, replacing the link with a file, or
