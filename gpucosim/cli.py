@@ -88,7 +88,10 @@ def _timeout(text: str) -> float:
     try:
         v = float(text)
     except ValueError:
-        v = math.nan
+        try:  # (numbers are "decimal or 0x hex everywhere": whole seconds in hex too)
+            v = float(parse_int(text))
+        except ValueError:
+            v = math.nan
     if not (math.isfinite(v) and 0 < v <= MAX_TIMEOUT):
         raise argparse.ArgumentTypeError(f"{text!r} is not a timeout: give a number of seconds above 0, "
                                          f"at most {MAX_TIMEOUT}")

@@ -42,12 +42,19 @@ def _need(backend: str) -> None:
             pytest.skip(sim.unavailable_reason(backend))
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon", "", "1e308", "1000001"])
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon", "", "1e308", "1000001", "0x0", "0xF4241"])
 def test_a_bad_timeout_is_one_line(capsys, value):
     """(1e308 was a traceback: OverflowError from the interval timer)"""
     assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", "--timeout", value) == (
         f"gpucosim run: error: argument --timeout: {value!r} is not a timeout: give a number of seconds above 0, "
         "at most 1000000")
+
+
+def test_a_timeout_in_hex_is_seconds():
+    """Numbers are "decimal or 0x hex everywhere" (gpucosim --help): --timeout 0x10 was refused."""
+    from gpucosim.cli import _timeout
+
+    assert _timeout("0x10") == 16.0 and _timeout("1.5") == 1.5 and _timeout("1_000") == 1000.0
 
 
 @pytest.mark.parametrize("body", [SPIN, BUSY], ids=["spins", "busy"])
