@@ -123,7 +123,8 @@ def run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str])
                     "or give --sim")
         args.sim = env or "verilator"
     if args.sim == "model" and (args.waves or args.waves_file):
-        p.error("--waves needs a simulator: use --sim verilator or --sim icarus")
+        opt = "--waves" if args.waves else "--waves-file (a waveform)"  # (the one the user typed)
+        p.error(f"{opt} needs a simulator: use --sim verilator or --sim icarus")
     if args.no_dma and args.sim != "model":
         p.error("--no-dma applies to the reference model (--sim model): the RTL always has its DMA engine")
     if args.rtl_engines and args.sim != "model":

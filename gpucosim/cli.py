@@ -255,6 +255,7 @@ def cmd_disasm(p, args) -> int:
     if args.files.count("-") > 1:
         p.error("- (stdin) can be read once")
     sources: list[tuple[str, list]] = []  # (FILE, its dumps), every one read before any is listed
+    names: list[str] = []  # (every dump's name, for an --only that matches none)
     for name in args.files or ["--dwords"]:
         try:
             if args.dwords:
@@ -263,11 +264,13 @@ def cmd_disasm(p, args) -> int:
                 dumps = parse(_read_input(p, name), "stdin" if name == "-" else name, base)
         except (DumpError, InputError) as e:
             p.error(str(e))
+        names += [d.name for d in dumps if d.name not in names and d.name not in ("dump", "--dwords", "stdin", name)]
         if args.only:
             dumps = [d for d in dumps if args.only in d.name]
         sources.append((name, dumps))
     if args.only and not any(dumps for _, dumps in sources):
-        p.error(f"no dump named like {args.only!r}")
+        have = f"the dumps: {', '.join(names)}" if names else "the input has no named dumps, as a crash report has"
+        p.error(f"no dump named like {args.only!r} ({have})")
     for k, (name, dumps) in enumerate(sources):
         if len(sources) > 1:  # (as head(1) heads several files)
             print(f"{chr(10) if k else ''}==> {name} <==")

@@ -52,6 +52,12 @@ def lookup(name: str) -> tuple[type[Register], int]:
             for i in range(r.ARRAY_LEN):
                 if r.addr(i) == off:
                     return r, i
+        if off % 4:  # (registers are dwords: say where the nearest one is)
+            near = [r.NAME if r.ARRAY_LEN == 1 else f"{r.NAME}[{i}]" for r in regs.REGISTERS
+                    for i in range(r.ARRAY_LEN) if r.addr(i) == off & ~3]
+            where = f" ({off & ~3:#x} is {near[0]})" if near else ""
+            raise RegisterLookupError(f"no register at offset {off:#x}: registers are dwords at offsets "
+                                      f"that are multiples of 4{where}")
         raise RegisterLookupError(f"no register at offset {off:#x}")
     base, _, idx = text.upper().partition("[")
     by_name = {r.NAME: r for r in regs.REGISTERS}

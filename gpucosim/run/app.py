@@ -44,6 +44,10 @@ def find_app(target: str) -> None:
             raise AppNotFound(f"no app at {target}")
         return
     name, colon, func = target.partition(":")
+    if name.endswith(".py") and colon:  # (`examples/hello.py:main`: "is not an app")
+        module = name[:-3].replace(os.sep, ".").replace("/", ".").strip(".")
+        raise AppNotFound(f"{target!r} is not an app: a function is named after a module, not a file: give "
+                          f"{module}:{func or 'main'} (from the folder the module is in), or {name} for its main()")
     if not name or "/" in name or os.sep in name or _is_file(name):
         raise AppNotFound(f"{target!r} is not an app: give APP.py, a module (examples.demo) or module:function")
     # the target's form before any import (`examples.demo:` ran main(), `:1x` imported the
@@ -98,7 +102,7 @@ def load_main(target: str) -> Callable[[], Any]:
         func = func or "main"
     fn = getattr(mod, func, None)
     if not callable(fn):
-        raise AppNotFound(f"app {target!r} has no callable {func}()")
+        raise AppNotFound(f"it has no callable {func}()")  # (after "cannot load app TARGET: ")
     try:  # (main(x) was a TypeError from the call, a crash report of gpucosim's making)
         inspect.signature(fn).bind()
     except TypeError:

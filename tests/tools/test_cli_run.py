@@ -23,6 +23,8 @@ def test_run_errors(capsys, tmp_path):
         "gpucosim run: error: argument --sim: 'spice' is not a backend: choose verilator, icarus, model")
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--waves") == (
         "gpucosim run: error: --waves needs a simulator: use --sim verilator or --sim icarus")
+    assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--waves-file", "w.fst") == (
+        "gpucosim run: error: --waves-file (a waveform) needs a simulator: use --sim verilator or --sim icarus")
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "verilator", "--rtl-engines") == (
         "gpucosim run: error: --rtl-engines applies to the reference model (--sim model): the RTL has only its "
         "own engines")
@@ -326,7 +328,7 @@ def test_run_reports_an_app_that_cannot_load(tmp_path):
     app.write_text("x = 1\n")
     r = gpucosim("run", str(app), "--sim", "model")
     assert r.returncode == 2
-    assert f"gpucosim: cannot load app '{app}': app '{app}' has no callable main()" in r.stderr
+    assert f"gpucosim: cannot load app '{app}': it has no callable main()" in r.stderr
     assert "Traceback" not in r.stderr
 
 
@@ -358,6 +360,10 @@ FUNC = "is not a function name (give module:function, one colon, a Python name a
     ("examples.demo:class", f"'examples.demo:class' is not an app: 'class' {FUNC}"),
     ("examples..demo", "'examples..demo' is not an app: 'examples..demo' is not a module name (dotted Python "
                        "names, as examples.demo)"),
+    # (a new user's natural `PATH.py:function` was "is not an app: give APP.py, ... or module:function")
+    ("examples/hello.py:main", "'examples/hello.py:main' is not an app: a function is named after a module, not a "
+                               "file: give examples.hello:main (from the folder the module is in), or "
+                               "examples/hello.py for its main()"),
 ])
 def test_run_refuses_a_malformed_target_before_importing_it(target, says):
     """`examples.demo:` (nothing after the colon) ran main(); `examples.demo:1x` imported the

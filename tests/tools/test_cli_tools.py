@@ -73,7 +73,8 @@ def test_regs_says_when_a_write_is_ignored(capsys):
 def test_regs_errors(capsys):
     assert usage_error(capsys, "regs", "STATSU") == \
         "gpucosim regs: error: no register named 'STATSU' (did you mean STATUS, INT_STATUS?)"
-    assert usage_error(capsys, "regs", "0x3") == "gpucosim regs: error: no register at offset 0x3"
+    assert usage_error(capsys, "regs", "0x3") == ("gpucosim regs: error: no register at offset 0x3: registers are "
+                                                  "dwords at offsets that are multiples of 4 (0x0 is ID)")
     assert usage_error(capsys, "regs", "PERF_PACKETS[9]") == \
         "gpucosim regs: error: PERF_PACKETS[9] is out of range: the array has 8 registers"
     assert usage_error(capsys, "regs", "STATUS", "lots") == \
@@ -313,7 +314,7 @@ def test_disasm_lists_several_files_and_names_an_unmatched_pattern(capsys, tmp_p
         "pattern that matches nothing on as it is)")
     assert usage_error(capsys, "disasm", "-", "-") == "gpucosim disasm: error: - (stdin) can be read once"
     assert usage_error(capsys, "disasm", str(a), str(b), "--only", "ring") == \
-        "gpucosim disasm: error: no dump named like 'ring'"
+        "gpucosim disasm: error: no dump named like 'ring' (the input has no named dumps, as a crash report has)"
 
 
 @pytest.mark.parametrize("argv, opt", [
