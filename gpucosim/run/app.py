@@ -115,6 +115,45 @@ def load_main(target: str) -> Callable[[], Any]:
                           f"await it; make it a plain def")
     return fn
 
+# The project's own packages: an app's traceback on stderr leaves out their frames (the
+# launcher's before the app's first frame, the drivers' after its last), which the crash
+# report keeps. (A one-line mistake in an API call was a 17-line traceback, most of it
+# gpucosim's hooks and the UMD's argument checks; a GpuError came with the KMD's error it
+# was raised from, another 20 lines of ioctl dispatch.)
+_OURS = tuple(str(Path(__file__).resolve().parents[2] / d) + os.sep
+              for d in ("gpucosim", "umd", "kmd_model", "testbench", "spec"))
+
+
+def _ours(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_OURS)
+
+
+def _trim(te: traceback.TracebackException, seen: set[int]) -> bool:
+    """Keep the app's part of `te`'s stack, and of the exceptions it was raised from; False
+    when none of its frames is the app's (the drivers' inside, or gpucosim's own bug)."""
+    if id(te) in seen:
+        return True
+    seen.add(id(te))
+    frames = list(te.stack)
+    app = [i for i, f in enumerate(frames) if not _ours(f.filename)]
+    if app:
+        te.stack = traceback.StackSummary.from_list(frames[app[0]:app[-1] + 1])
+    for attr in ("__cause__", "__context__"):
+        inner = getattr(te, attr)
+        if inner is not None and not _trim(inner, seen):
+            setattr(te, attr, None)  # (the driver's own error inside: the crash report has it)
+    return bool(app)
+
+
+def app_traceback(e: BaseException) -> str:
+    """The traceback of an exception the app's main() raised, as the app's author reads it:
+    the app's frames and the exception (the whole of it, where no frame is the app's)."""
+    te = traceback.TracebackException.from_exception(e)
+    if not _trim(te, set()):
+        return "".join(traceback.format_exception(e))
+    return "".join(te.format())
+
+
 def report_load_error(target: str, e: BaseException) -> None:
     """One line for an app that is not there; the traceback first when the app's own code
     raised while it was imported (its bug, and where it is)."""

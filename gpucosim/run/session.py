@@ -22,7 +22,6 @@ import os
 import signal
 import sys
 import time
-import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -249,6 +248,7 @@ class Session:
             self._report_from = (recorder, stats)
             self.t_app = t_app = time.perf_counter()
             stopped: BaseException | None = None
+            raised = False  # (the app died of an exception: what it holds is no leak of its code)
             try:
                 code = exit_code(main())
             except SystemExit as e:
@@ -261,10 +261,11 @@ class Session:
                     stop_seen()
                     stopped = e  # (its exit report first, then it goes on up)
                 else:
-                    traceback.print_exc()
-                    sys.stderr.flush()
+                    from .app import app_traceback  # (app.py imports this module)
+
+                    print(app_traceback(e), end="", file=sys.stderr, flush=True)
                     crash.report(f"exception in the app: {described(e)}", exc=e)
-                    code = 1
+                    code, raised = 1, True
             finally:
                 self.app_wall = time.perf_counter() - t_app
                 # flushes an async queue (umd/submit.py) still has queued, of a device the
@@ -284,7 +285,7 @@ class Session:
                       f"({opts.shown(opts.app)} reads no arguments; {opts.prog} --help lists the options)",
                       file=sys.stderr, flush=True)
                 code = code or 2
-            self.report(code)
+            self.report(code, raised=raised)
             return code
         finally:
             if stopped_code(sys.exc_info()[1] or SystemExit()):  # (a stop before or after main())
@@ -296,15 +297,17 @@ class Session:
             if opts.stats_json:
                 self.write_figures(opts.stats_json, code)
 
-    def report(self, code: int, stopped: BaseException | None = None) -> None:
+    def report(self, code: int, stopped: BaseException | None = None, raised: bool = False) -> None:
         """The exit report: into the timeline, and to stderr with --stats, or whenever a run
         that ended by itself leaked. A `stopped` run's says how it was stopped, and counts
-        what it still holds as allocated, not leaked."""
+        what it still holds as allocated, not leaked; so does the report of an app that
+        `raised` (its traceback is the error: its buffers, never freed because the exception
+        skipped its cleanup, were reported as LEAK lines after it, a second bug that is not)."""
         from ..crash import exit_report
 
         recorder, stats = self._report_from
         self.kmd = kmd = self.crash.kmd  # the app may have reloaded the driver (kmd_model.rebind)
-        at_exit = stopped is None
+        at_exit = stopped is None and not raised
         self.exit_text, self.leaks = exit_report(kmd, recorder.queues, stats.by_request, at_exit=at_exit,
                                                  devices=recorder.devices)
         if self.timeline is not None:
@@ -313,7 +316,8 @@ class Session:
             dc = self.device_clock
             by = ("--timeout" if isinstance(stopped, RunTimeout) else
                   signal.Signals(stopped.signum).name if isinstance(stopped, Terminated) else "Ctrl-C")
-            how = "" if at_exit else f"; stopped by {by} (status {code}): what ran until then"
+            how = ("" if at_exit else f"; the app raised (status {code}): what it held then" if raised else
+                   f"; stopped by {by} (status {code}): what ran until then")
             print(f"gpucosim: exit report ({self.opts.backend}, {self.dev.now()} cycles; {self.app_wall * 1e3:.1f} ms "
                   f"in the app, {dc.seconds * 1e3:.1f} ms in {dc.calls} device calls{how})\n{self.exit_text}",
                   file=sys.stderr, flush=True)

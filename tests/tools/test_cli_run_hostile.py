@@ -403,3 +403,44 @@ def test_an_app_that_prints_the_stream_markers(tmp_path, backend):
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout == "a\x1eb\x1fc\x1dd\nafter\n", repr(r.stdout)
     assert r.stderr == "err\x1e\x1f\x1dx\n", repr(r.stderr)
+
+
+def test_an_app_that_raises_gets_its_own_traceback_and_no_leak_report(tmp_path):
+    """A one-line mistake in an API call (`gpu.alloc("4096")`) was a 17-line traceback, most
+    of it gpucosim's hooks and the UMD's argument checks, then LEAK lines for the device and
+    buffers the exception kept the app from freeing; a GpuError came with the KMD error it
+    was raised from (20 lines of ioctl dispatch). stderr has the app's frames and the error;
+    the crash report keeps the whole traceback."""
+    app = tmp_path / "typo.py"
+    app.write_text("import umd\n\ndef main():\n    gpu = umd.open()\n    gpu.alloc(4096)\n"
+                   "    gpu.alloc('4096', 'vram')\n")
+    r = gpucosim("run", str(app), "--sim", "model", "--crash-dir", str(tmp_path / "crash"))
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.splitlines()[:4] == [
+        "Traceback (most recent call last):", f'  File "{app}", line 6, in main',
+        "    gpu.alloc('4096', 'vram')", "TypeError: alloc: size must be an int, not '4096'"], r.stderr
+    assert "LEAK" not in r.stderr and "exit report" not in r.stderr, r.stderr
+    (report,) = (tmp_path / "crash").glob("crash-*.txt")
+    assert "umd/runtime.py" in report.read_text()  # (the whole traceback, for the drivers' authors)
+    hang = tmp_path / "hang.py"
+    hang.write_text("import umd\n\ndef main():\n    gpu = umd.open()\n    q = gpu.queue()\n"
+                    "    q.wait_mem(gpu.alloc(4096), 0, 1)\n    q.signal().wait()\n")
+    r = gpucosim("run", str(hang), "--sim", "model", "--crash-dir", str(tmp_path / "crash"), "--stats")
+    tb = r.stderr[r.stderr.index("Traceback"):].splitlines()
+    assert tb[1:3] == [f'  File "{hang}", line 7, in main', "    q.signal().wait()"], r.stderr
+    assert tb[3].startswith("umd.errors.GpuError: GPU error: job 0x1 timed out") and "kmd_model" not in r.stderr
+    assert "direct cause" not in r.stderr and "LEAK" not in r.stderr
+    assert "the app raised (status 1): what it held then" in r.stderr  # (--stats asked for the report)
+
+
+def test_a_traceback_wholly_inside_gpucosim_is_shown_whole():
+    """An exception none of whose frames is the app's (gpucosim's own bug) keeps every frame."""
+    from gpucosim.run.app import app_traceback
+    from umd.runtime import _index
+
+    # (caught in a frame of gpucosim's: no frame of the traceback is outside the project)
+    ns = {"_index": _index}
+    exec(compile("def catch():\n    try:\n        _index('alloc', 'size', 'x')\n    except TypeError as e:\n"
+                 "        return e\n", str(ROOT / "gpucosim" / "catch.py"), "exec"), ns)
+    text = app_traceback(ns["catch"]())
+    assert "umd/runtime.py" in text and "gpucosim/catch.py" in text and text.rstrip().endswith("TypeError: alloc: size must be an int, not 'x'")
