@@ -37,7 +37,7 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-## The main demo on Verilator (SIM=icarus for Icarus).
+## The main demo on Verilator (SIM=icarus for Icarus, SIM=model for the reference model).
 sim: $(STAMP)
 	$(PY) -m gpucosim run examples.demo --sim $(or $(SIM),verilator)
 

@@ -25,6 +25,8 @@ import signal
 import threading
 from typing import Iterator
 
+from kmd_model.core.signals import deliver  # (the kernel's delivery after an ioctl, the same order)
+
 HELD = (signal.SIGINT, signal.SIGALRM, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -49,16 +51,4 @@ def deferred_stops() -> Iterator[None]:
     finally:
         for s, h in prevs.items():
             signal.signal(s, h)
-        _deliver(prevs, held)
-
-
-def _deliver(handlers: dict, held: list) -> None:
-    """Run the held signals' handlers in the order they came, each even when one before it
-    raised (as Python runs a second pending signal's handler while the first's exception
-    unwinds: the later exception wins)."""
-    if held:
-        (signum, frame), rest = held[0], held[1:]
-        try:
-            handlers[signum](signum, frame)
-        finally:
-            _deliver(handlers, rest)
+        deliver(prevs, held)

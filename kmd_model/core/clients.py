@@ -63,6 +63,19 @@ class ClientsMixin:
         for s in self.scheds:
             s.remove_context(ctx)
 
+    def release_deferred(self) -> None:
+        """Release the files closed from inside the ioctl or close now ending (File.close),
+        once the outermost one ends. A release's error has nobody to go to (the close
+        returned): it is logged, as the kernel's fput drops it."""
+        if self.lock.depth != 1:
+            return
+        while self.deferred_release:
+            file = self.deferred_release.pop(0)
+            try:
+                self.file_closed(file)
+            except KmdError as e:
+                log.warning("fd %d: its release after the ioctl it was closed in failed: %s", file.fd, e)
+
     def file_closed(self, file: File) -> None:
         try:
             self.service()  # retire what finished, so idle BOs are freed now

@@ -47,11 +47,23 @@ class File:
         """Run one ioctl; returns its out-structure, raises KmdError on failure. Under the
         driver's lock (Kmd.lock): a client may call from any number of threads."""
         from ..ioctl.dispatch import copy_in_call, dispatch
-        p = self.kmd.params  # (fixed once bound: read outside the lock)
+        from .signals import hold
+        kmd = self.kmd
+        p = kmd.params  # (fixed once bound: read outside the lock)
         # the client's code it may run runs outside the lock
         call = copy_in_call(request, args, p.max_ib_chunks + 1 + p.max_dep_chunks)
-        with self.kmd.lock:
-            return dispatch(self, call)
+        if kmd.lock.owned():
+            # client code run inside an ioctl or a close of this thread (a signal handler, a
+            # garbage collector callback; core/signals.py): the outer call is halfway through
+            # its change, and a kernel runs no client code there
+            raise KmdError(errno.EDEADLK, f"{call.name}: made from inside another ioctl of this thread (a signal "
+                                          "handler or a garbage-collector callback): the kernel runs no client code "
+                                          "during an ioctl")
+        with hold(), kmd.lock:
+            try:
+                return dispatch(self, call)
+            finally:
+                kmd.release_deferred()
 
     # --------------------------------------------------------------- handles
 
@@ -81,14 +93,29 @@ class File:
 
     def close(self) -> None:
         """Release every handle and context (the kernel does this when the fd closes)."""
-        with self.kmd.lock:
+        kmd = self.kmd
+        if kmd.lock.owned():
+            # from client code run inside an ioctl or a close of this thread (core/signals.py):
+            # the fd goes now, the release when that call returns, as the kernel's fput after
+            # the ioctl that holds the file (a release here freed the page tables of a CS
+            # halfway through queueing its job)
+            with kmd.lock:
+                if not self.closed:
+                    self.closed = True
+                    kmd.deferred_release.append(self)
+            return
+        from .signals import hold
+        with hold(), kmd.lock:
             if self.closed:
                 return
             # closed first, as close(2) takes the fd out of the table before the release: a
             # thread that finds one of its BO mappings revoked by this release (or any ioctl
             # made meanwhile) sees the file closed, never a live file without its memory
             self.closed = True
-            self.kmd.file_closed(self)
+            try:
+                kmd.file_closed(self)
+            finally:
+                kmd.release_deferred()
 
     def __enter__(self) -> "File":
         return self

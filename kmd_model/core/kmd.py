@@ -140,10 +140,13 @@ class Kmd(ClientsMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
         # The driver's own lock, as a kernel driver serialises what its state needs: every
         # ioctl and every close of a file holds it (File.ioctl), whichever thread makes it.
         # The CS checker, for one, keeps the walk's lookup tables on itself; two threads
-        # checking at once read each other's. Re-entrant: a hook inside an ioctl may make
-        # another (the UMD's KMD_LOCK is taken outside it, never inside). A wait for the GPU
-        # inside an ioctl lets other threads in between its steps (core/lock.py, wait_unlocked).
+        # checking at once read each other's. Re-entrant, for the driver's own nesting; an
+        # ioctl made by client code run inside another (a signal handler, a garbage collector
+        # callback) is refused, and a close from there deferred (core/signals.py). A wait for
+        # the GPU inside an ioctl lets other threads in between its steps (core/lock.py,
+        # wait_unlocked).
         self.lock = DriverLock()
+        self.deferred_release: list = []  # files closed from inside an ioctl: released after it (File.close)
         # Observers see the driver's events as they happen (gpucosim's timeline and crash
         # reports): `observer(event, fields)`, see `notify`. Set before bring-up, so the
         # ring test's doorbell is seen too.

@@ -40,6 +40,11 @@ class DriverLock:
         self.depth += 1
         return self
 
+    def owned(self) -> bool:
+        """Whether the calling thread holds it: code of the client's (a signal handler, a
+        garbage collector callback) run in the middle of an ioctl or a close."""
+        return self._lock._is_owned()
+
     def __exit__(self, *exc) -> None:
         self.depth -= 1
         self._lock.release()

@@ -16,14 +16,17 @@ All times are simulated cycles (`Device.now()`), so runs are repeatable.
 
 from __future__ import annotations
 
+import errno
+
 from spec import vm as vm_spec
 
 from .. import regs
+from ..core import signals
 from ..log import get_logger
 from ..reset.cp_error import CpError, CpErrorState
 from ..sched.fence import Fence
 from ..sched.scheduler import Scheduler
-from ..uapi import VmFaultInfo
+from ..uapi import KmdError, VmFaultInfo
 
 log = get_logger("kmd")
 
@@ -243,6 +246,11 @@ class IrqMixin:
                 return True
             if dev.now() >= deadline:
                 return False
+            if signals.pending():
+                # an interruptible wait, as the kernel's: a held signal (^C, --timeout) ends it
+                # now, the handler runs as the ioctl returns (core/signals.py); nothing was
+                # changed yet that a retry would not do again
+                raise KmdError(errno.EINTR, "interrupted by a signal while it waited for the GPU")
             self.lock.yield_to_waiters()
 
     def wait_for(self, done, timeout: int) -> bool:

@@ -151,7 +151,8 @@ def test_ctrl_c_in_a_later_cs_of_a_copy_flush(monkeypatch):
         q.write(out, 4 * 40 * i, [i + 1] * 40)
     ev = q.signal()
     cs = kmd.stats["cs"]
-    fired = _ctrl_c_in_the_next_wait(monkeypatch, kmd.dev, then=lambda: gate.u32.__setitem__(0, 1))
+    gate_cpu = gate.u32  # (mapped now: `then` runs inside the KMD's wait, where an ioctl is refused)
+    fired = _ctrl_c_in_the_next_wait(monkeypatch, kmd.dev, then=lambda: gate_cpu.__setitem__(0, 1))
     with pytest.raises(KeyboardInterrupt):
         q.flush()
     assert fired and kmd.stats["cs"] == cs + 2 and q.flushes == 2 and not q.cmdbuf.ibs and ev.seq == q.last_seq
@@ -249,7 +250,8 @@ def test_ctrl_c_in_close_and_close_again(monkeypatch, async_submit, what):
     q.wait_mem(gate, 0, 1)
     q.write(out, 0, 5)
     closing = q if what == "queue" else gpu
-    fired = _ctrl_c_in_the_next_wait(monkeypatch, kmd.dev, then=lambda: gate.u32.__setitem__(0, 1))
+    gate_cpu = gate.u32  # (mapped now: `then` runs inside the KMD's wait, where an ioctl is refused)
+    fired = _ctrl_c_in_the_next_wait(monkeypatch, kmd.dev, then=lambda: gate_cpu.__setitem__(0, 1))
     with pytest.raises(KeyboardInterrupt):
         closing.close()
     assert fired and not closing.closed

@@ -1,0 +1,211 @@
+"""Client code run in the middle of an ioctl (kmd_model/core/signals.py): a signal handler,
+which Python runs between any two bytecodes of the main thread, and the garbage collector's
+callbacks and finalizers, which run at any allocation. A kernel runs neither inside an
+ioctl; here each made the driver's change half-done and another client's memory reachable:
+a handler's GEM_CLOSE freed a CS's user-fence page before the job held it, a handler's
+KeyboardInterrupt between an UNMAP's page-table update and its TLB flush left a stale
+entry, a gc callback's close freed the page directory under a CS's job.
+
+The signal or the callback is raised at the exact point of the driver's work where it did
+harm (a wrapper around the driver's own function), so each test is deterministic."""
+
+from __future__ import annotations
+
+import errno
+import gc
+import signal
+import threading
+import time
+
+import pytest
+
+import kmd_model
+from kmd_model.uapi import (CsChunkFence, CtxArgs, CtxOp, GemCloseArgs, GemCreateArgs, GemMmapArgs, GemVaArgs,
+                            KmdError, Request, VaOp, WaitCsArgs)
+from spec import pm4
+from testbench.refmodel import RefModel
+
+from ..kmd.test_kmd_ioctl import RWX, Client
+
+main_thread_only = pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
+                                      reason="Python runs signal handlers in the main thread only")
+
+
+class _Handler:
+    """The client's own handler for SIGUSR1, installed for the test."""
+
+    def __init__(self, kmd, fn):
+        self.kmd, self.fn = kmd, fn
+        self.prev = signal.signal(signal.SIGUSR1, self)
+        self.calls: list[bool] = []  # whether the driver's lock was held in each call
+
+    def __call__(self, signum, frame):
+        self.calls.append(self.kmd.lock.owned())
+        if len(self.calls) == 1:
+            self.fn()
+
+    def restore(self):
+        signal.signal(signal.SIGUSR1, self.prev)
+
+
+def _signal_inside(monkeypatch, owner, name):
+    """SIGUSR1 raised as the driver enters `owner.name` (one of its own functions)."""
+    orig = getattr(owner, name)
+
+    def wrapped(*args, **kwargs):
+        signal.raise_signal(signal.SIGUSR1)
+        return orig(*args, **kwargs)
+    monkeypatch.setattr(owner, name, wrapped)
+
+
+def _page_at(c: Client, phys: int) -> int:
+    """The victim allocates one-page BOs until it is given the page at `phys`."""
+    for _ in range(4096):
+        h = c.io(Request.GEM_CREATE, GemCreateArgs(0x1000)).handle
+        if c.f.handles[h].gpu_addr == phys:
+            return h
+    raise AssertionError(f"the victim never got the page at {phys:#x}")
+
+
+@main_thread_only
+def test_a_handler_raising_inside_an_unmap_runs_after_it_and_leaves_no_stale_tlb_entry(monkeypatch):
+    """KeyboardInterrupt (as ^C's handler raises) between GEM_VA UNMAP's page-table update and
+    its TLB flush: the mapping was gone and the flush never done, so a GEM_CLOSE freed the
+    page at once; a victim was given it and wrote a secret, and the attacker's job read the
+    secret through the TLB's stale entry after mapping a BO of its own at the same VA."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=200_000)
+    a = Client()
+    ibbo, out = a.bo(0x2000), a.bo(0x1000)
+    VA = 0x1000_0000
+    x = a.io(Request.GEM_CREATE, GemCreateArgs(0x1000)).handle
+    a.io(Request.GEM_VA, GemVaArgs(x, VaOp.MAP, VA, 0, 0x1000, RWX))
+    a.run(ibbo, pm4.dma_data(out.addr, VA, 4))  # the VMID's TLB now holds VA -> x
+    phys = a.f.handles[x].gpu_addr
+
+    def interrupt():
+        raise KeyboardInterrupt("the app's own handler")
+    h = _Handler(kmd, interrupt)
+    _signal_inside(monkeypatch, type(kmd.vmids), "flush_vm")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            a.io(Request.GEM_VA, GemVaArgs(x, VaOp.UNMAP, VA))
+    finally:
+        h.restore()
+        monkeypatch.undo()
+    assert h.calls == [False], "the handler ran inside the ioctl, not after it"
+    a.io(Request.GEM_CLOSE, GemCloseArgs(x))
+    v = Client()
+    v.io(Request.GEM_MMAP, GemMmapArgs(_page_at(v, phys))).view.view("<u4")[:] = 0x05EC_12E7
+    y = a.io(Request.GEM_CREATE, GemCreateArgs(0x1000)).handle
+    a.io(Request.GEM_VA, GemVaArgs(y, VaOp.MAP, VA, 0, 0x1000, RWX))
+    out.u32[0] = 0
+    a.run(ibbo, pm4.dma_data(out.addr, VA, 4))
+    assert int(out.u32[0]) == 0, f"the attacker's job read {int(out.u32[0]):#x} through a stale TLB entry"
+
+
+@main_thread_only
+def test_an_ioctl_from_a_handler_inside_a_cs_runs_after_it(monkeypatch):
+    """The handler closed the CS's user-fence BO while the CS was between its fence-chunk
+    lookup and the job's hold on the BO: freed at once, the page went to another client and
+    the job's fence write landed in it. Now the handler runs once the CS has returned, when
+    the job holds the BO: the close leaves it to the job, and the victim's page is another."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=2_000_000)
+    a = Client()
+    flag, ibbo = a.bo(0x1000), a.bo(0x2000)
+    a.submit(a.ib(ibbo, pm4.wait_reg_mem(flag.addr, 1, 0xFFFF_FFFF, "EQ")))  # holds the ring until flag = 1
+    fence = a.io(Request.GEM_CREATE, GemCreateArgs(0x1000)).handle
+    phys = a.f.handles[fence].gpu_addr
+    h = _Handler(kmd, lambda: a.f.ioctl(Request.GEM_CLOSE, GemCloseArgs(fence)))
+    _signal_inside(monkeypatch, type(a.f), "bo")  # (the CS looks the fence chunk's BO up by its handle)
+    try:
+        seq = a.submit(a.ib(ibbo, pm4.nop(2), offset=0x1000), CsChunkFence(fence, 0))
+    finally:
+        h.restore()
+        monkeypatch.undo()
+    assert h.calls[:1] == [False], h.calls  # (the first call closed it; later ones came from that close)
+    assert fence not in a.f.handles  # (the handler's close was done, after the CS)
+    v = Client()
+    pages = [v.io(Request.GEM_CREATE, GemCreateArgs(0x1000)).handle for _ in range(64)]
+    got = {v.f.handles[p].gpu_addr for p in pages}
+    assert phys not in got, "the fence page was freed while the job still had to write it"
+    flag.u32[0] = 1
+    assert a.wait(seq)
+
+
+def test_an_ioctl_or_close_from_a_gc_callback_inside_an_ioctl_is_refused_or_deferred(monkeypatch):
+    """A gc callback (or a `__del__`) runs in whichever thread allocates, inside the driver
+    too. Its ioctl is refused (EDEADLK: the kernel runs no client code during an ioctl), and
+    its close of the file whose CS is under way takes the fd at once and releases the file
+    once the CS has returned: the CS's job runs on page tables that are still its file's,
+    never on a freed page directory another client was given."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=2_000_000)
+    b = Client()  # holds the gfx ring until its CPU writes 1
+    flag = b.bo(0x1000)
+    b.submit(b.ib(b.bo(0x1000), pm4.wait_reg_mem(flag.addr, 1, 0xFFFF_FFFF, "EQ")))
+    a = Client()
+    X = 0x200_0000
+    abo = a.io(Request.GEM_CREATE, GemCreateArgs(0x1000)).handle
+    a.io(Request.GEM_VA, GemVaArgs(abo, VaOp.MAP, X, 0, 0x1000, RWX))
+    aib = a.bo(0x1000)
+    seen: list = []
+
+    def client_code():  # what a gc callback of the client's does, run where the CS queues its job
+        if seen:
+            return
+        try:
+            a.f.ioctl(Request.CTX, CtxArgs(CtxOp.ALLOC))
+        except KmdError as e:
+            seen.append(e)
+        a.f.close()
+        seen.append(("closed", a.f.closed, a.f.fd in kmd.files))
+
+    gc.callbacks.append(lambda phase, info: client_code() if phase == "start" and kmd.lock.owned() else None)
+    old = gc.get_threshold()
+    gc.set_threshold(1, 1, 1)
+    try:
+        try:
+            a.submit(a.ib(aib, pm4.write_data(X, [0x0BAD_0BAD])))
+        except KmdError as e:
+            assert e.errno == errno.EBADF, e  # (closed before the CS got that far: refused, equally safe)
+    finally:
+        gc.set_threshold(*old)
+        gc.callbacks.pop()
+    assert seen, "the callback never ran inside an ioctl"
+    assert isinstance(seen[0], KmdError) and seen[0].errno == errno.EDEADLK, seen
+    assert "made from inside another ioctl of this thread" in str(seen[0])
+    assert seen[1] == ("closed", True, True), seen  # the fd went at once, the release waited
+    assert a.f.fd not in kmd.files  # ... for the ioctl to return
+    v = Client()
+    vb = v.io(Request.GEM_CREATE, GemCreateArgs(0x1000)).handle
+    v.io(Request.GEM_VA, GemVaArgs(vb, VaOp.MAP, X, 0, 0x1000, RWX))
+    vv = v.io(Request.GEM_MMAP, GemMmapArgs(vb)).view.view("<u4")
+    vv[:] = 0x1111_1111
+    flag.u32[0] = 1
+    v.run(v.bo(0x1000), pm4.nop(2))  # everything queued before has run
+    assert int(vv[0]) == 0x1111_1111, f"a closed file's job wrote {int(vv[0]):#x} into another client's BO"
+
+
+@main_thread_only
+def test_a_signal_ends_a_wait_for_the_gpu_inside_an_ioctl():
+    """The wait is interruptible, as the kernel's: a signal held during WAIT_CS ends it with
+    EINTR (the handler, run as the ioctl returns, may raise instead: ^C's KeyboardInterrupt),
+    not after the job's whole timeout."""
+    kmd_model.bind(RefModel(), job_timeout=1 << 40)  # (the job is not reset while the test waits)
+    a = Client()
+    flag = a.bo(0x1000)
+    seq = a.submit(a.ib(a.bo(0x1000), pm4.wait_reg_mem(flag.addr, 1, 0xFFFF_FFFF, "EQ")))
+    came: list = []
+    prev = signal.signal(signal.SIGALRM, lambda s, f: came.append(s))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        t0 = time.monotonic()
+        with pytest.raises(KmdError) as e:
+            a.io(Request.WAIT_CS, WaitCsArgs(a.ctx, seq, 2**64 - 1))
+        took = time.monotonic() - t0
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, prev)
+    assert e.value.errno == errno.EINTR and "WAIT_CS: interrupted by a signal" in str(e.value), e.value
+    assert came == [signal.SIGALRM] and took < 30, (came, took)
+    flag.u32[0] = 1
+    assert a.wait(seq)
