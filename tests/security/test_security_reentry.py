@@ -209,3 +209,37 @@ def test_a_signal_ends_a_wait_for_the_gpu_inside_an_ioctl():
     assert came == [signal.SIGALRM] and took < 30, (came, took)
     flag.u32[0] = 1
     assert a.wait(seq)
+
+
+@main_thread_only
+def test_the_umd_makes_a_wait_the_kmd_ended_for_a_signal_again(monkeypatch):
+    """A handler that does not raise (an app's SIGUSR1 bookkeeping): the KMD ends the wait
+    with EINTR and the UMD makes it again, as libdrm's drmIoctl does; finish() returns when
+    the job is done, not with an error."""
+    import umd
+
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 40)
+    gpu = umd.open()
+    q = gpu.queue()
+    gate, out = gpu.alloc(64), gpu.alloc(64)
+    cpu = gate.u32  # (mapped now: the handler writes it without an ioctl)
+    q.wait_mem(gate, 0, 1)
+    q.write(out, 0, 7)
+    h = _Handler(kmd, lambda: None)
+    wait = kmd.dev.wait_irq
+    opened: list = []
+
+    def wait_irq(cycles):  # a signal in each of the KMD's first two waits for the GPU
+        if cycles > 0 and len(h.calls) < 2:
+            signal.raise_signal(signal.SIGUSR1)
+        elif len(h.calls) == 2 and not opened:
+            opened.append(True)
+            cpu[0] = 1  # (then the job ends)
+        return wait(cycles)
+    monkeypatch.setattr(kmd.dev, "wait_irq", wait_irq)
+    try:
+        q.finish()
+    finally:
+        h.restore()
+    assert h.calls == [False, False] and out.u32[0] == 7, h.calls
+    gpu.close()

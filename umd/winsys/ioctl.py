@@ -7,6 +7,7 @@ measured from the UMD side too.
 
 from __future__ import annotations
 
+import errno
 import threading
 from typing import Any
 
@@ -53,8 +54,15 @@ class Winsys:
 
     def _ioctl(self, request: Request, args: Any) -> Any:
         with KMD_LOCK:
-            self.ioctls += 1
-            return self.file.ioctl(request, args)
+            while True:
+                self.ioctls += 1
+                try:
+                    return self.file.ioctl(request, args)
+                except uapi.KmdError as e:
+                    # a wait the KMD ended for a signal whose handler did not raise: made
+                    # again, as libdrm's drmIoctl does on EINTR (kmd_model/core/signals.py)
+                    if e.errno != errno.EINTR:
+                        raise
 
     def thread_bound(self) -> bool:
         """Must the KMD run on the thread that opened the device? True on a backend that
