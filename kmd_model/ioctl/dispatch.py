@@ -79,7 +79,8 @@ def copy_in_call(request: Any, args: Any, max_chunks: int | None = None) -> Call
         return Call(name, None, Opaque(args), KmdError(errno.EINVAL, f"unknown ioctl request {name}"))
     if not is_a(args, desc.args):  # (its real type: isinstance would ask the client's object)
         return Call(name, desc, Opaque(args), KmdError(
-            errno.EINVAL, f"{name}: arguments must be a {desc.args.__name__}, not {type(args).__name__}"))
+            errno.EINVAL, f"{name}: arguments must be {'an' if desc.args.__name__[0] in 'AEIOU' else 'a'} "
+                          f"{desc.args.__name__}, not {type(args).__name__}"))
     # the handler sees the kernel's copy, never the client's objects
     return Call(name, desc, copy_in(args, desc.args, max_chunks), None)
 

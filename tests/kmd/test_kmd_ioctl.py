@@ -162,6 +162,8 @@ def check_dispatch_errors(dev):
     expect(errno.EINVAL, "unknown ioctl request 0x99", c.io, 0x99, None)
     expect(errno.EINVAL, "GEM_CREATE: arguments must be a GemCreateArgs, not dict",
            c.io, Request.GEM_CREATE, {"size": 4096})
+    expect(errno.EINVAL, "INFO: arguments must be an InfoArgs, not dict",  # (it said "a InfoArgs")
+           c.io, Request.INFO, {"query": 1})
     c.f.close()
     expect(errno.EBADF, "INFO: the file is closed", c.io, Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO))
     kmd_model.unbind()
