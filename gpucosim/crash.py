@@ -357,6 +357,14 @@ def exit_report(kmd: "Kmd", queues: list, ioctl_stats: dict[str, list], at_exit:
     lines.append(f"  kernel buffers: {len(kb)} ({_size(sum(b.size for b in kb))}): "
                  + ", ".join(b.name for b in kb))
     for q in queues:
+        cb = q.cmdbuf
+        if at_exit and not q.closed and cb.commands:
+            # recorded and never submitted: the app neither flushed nor closed the queue, so the
+            # GPU never ran them (the report said "N API calls, 0 flushes" and nothing more)
+            calls = [str(lb) for lb in list(cb.labels.values()) + [lb for _, lb in cb._pending_labels]]
+            lines.append(f"  LEAK: queue fd {q.ws.file.fd} ctx {q.ctx_id}: {cb.commands} command(s) recorded and "
+                         f"never submitted ({cb.dwords} dwords): the GPU never ran them (flush(), finish() or "
+                         "close() submits)" + (f"; the first {calls[0]}" if calls else ""))
         pool = q.pool
         # context ids are per file (two clients' first contexts are both 1): the fd tells them apart
         lines.append(f"  queue fd {q.ws.file.fd} ctx {q.ctx_id}: {q.calls} API calls, {q.flushes} flushes, "
