@@ -101,6 +101,15 @@ class KmdError(Exception):
         return errno_name(self.errno)
 
 
+@dataclass(frozen=True)
+class PacketAt:
+    """A CS refusal's `KmdError.info` when the checker refused a packet: its GPU address as
+    the client's IB holds it (the message names it too), for a UMD that knows which of its
+    calls recorded the packet there."""
+
+    addr: int
+
+
 class MappingRevoked(RuntimeError):
     """A CPU mapping (GEM_MMAP) was used after its BO's handle was closed (GEM_CLOSE, or the
     file closing): the kernel has unmapped it, as a use after munmap would fault. It names

@@ -16,7 +16,7 @@ from __future__ import annotations
 import errno
 from typing import TYPE_CHECKING
 
-from kmd_model.uapi import CtxPriority, CtxQueryFlags, KmdError
+from kmd_model.uapi import CtxPriority, CtxQueryFlags, KmdError, PacketAt
 
 from . import failed_jobs, faults
 from .errors import OPEN_NEW_DEVICE, DeviceLost, GpuError, OutOfMemory, QueueBanned, SubmitError
@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from .queue import Queue
 
 
-def raise_from(q: Queue, e: KmdError, what: str, cs: bool = False, subs: list | None = None) -> None:
+def raise_from(q: Queue, e: KmdError, what: str, cs: bool = False, subs: list | None = None,
+               labels: dict | None = None) -> None:
     """Turn a KMD error of queue `q` into the UMD's exception, for API call `what` (a
     WAIT_CS's ETIME never comes here: Queue._wait_seq answers it with False, and the caller
     says what timed out). `cs`: the error is a CS ioctl's (a flush's), not a wait's; `subs`:
@@ -58,7 +59,10 @@ def raise_from(q: Queue, e: KmdError, what: str, cs: bool = False, subs: list | 
     if e.errno == errno.ENOMEM:
         raise OutOfMemory(f"{what}: queue (context {q.ctx_id}), {len(q.inflight)} submissions in flight "
                           f"(max_inflight={q.max_inflight}): {e.message}") from e
-    raise SubmitError(e.errno, f"{what}: {e}") from e
+    said = f"{what}: {e}"
+    if cs and isinstance(e.info, PacketAt) and labels and e.info.addr in labels:
+        said += f" (recorded by {labels[e.info.addr]})"  # (the refused flush's packets, `labels`)
+    raise SubmitError(e.errno, said) from e
 
 
 def queue_banned(q: Queue) -> bool:

@@ -516,7 +516,7 @@ def _submit_recorded(self: Queue, call: str = "flush") -> int | None:
         for ev in _take_recorded(self):
             ev.lost = True
         try:
-            kmd_errors.raise_from(self, e, call, cs=True)
+            kmd_errors.raise_from(self, e, call, cs=True, labels=labels)
         except UmdError as u:  # the newest error: the earlier ones pending first (finish's, close's flush)
             failed_jobs.check(self, call, found=(self.flushes + 1, u))
             raise  # (unreachable: check raises `found` at least)
@@ -536,7 +536,7 @@ def _submit_recorded(self: Queue, call: str = "flush") -> int | None:
     self._reclaim()
     if refused is not None:
         try:
-            kmd_errors.raise_from(self, refused, call, cs=True)
+            kmd_errors.raise_from(self, refused, call, cs=True, labels=all_labels)
         except UmdError as u:
             submit.part_refused(self, u, all_ibs, all_labels, nibs, ncs, seq, self.flushes, call)
             if interrupted is not None:  # (the ^C first: the refusal is raised by the next call)

@@ -285,7 +285,7 @@ def _error(q, job: PendingCs) -> BaseException:
     if not isinstance(e, KmdError):
         return e  # not the KMD's answer: a bug, handed over as it is
     try:
-        kmd_errors.raise_from(q, e, _what(q, job.number), cs=True)
+        kmd_errors.raise_from(q, e, _what(q, job.number), cs=True, labels=job.labels)
     except UmdError as u:
         return u
     return e  # unreachable: raise_from always raises

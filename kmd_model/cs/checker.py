@@ -43,7 +43,7 @@ from spec.packets import HEADER
 
 from ..log import get_logger
 from ..reset.cp_error import LEVEL_TEXT
-from ..uapi import KmdError, VmFlags
+from ..uapi import KmdError, PacketAt, VmFlags
 from .checked import CheckedJob, Segment
 
 if TYPE_CHECKING:
@@ -307,7 +307,10 @@ class CsChecker:
             seg.runs += target.runs
             seg.links.append((at, target))
         if first_bad < len(starts):
-            raise self._explain(w.ctx, seg, int(starts[first_bad]))
+            off = int(starts[first_bad])
+            err = self._explain(w.ctx, seg, off)
+            err.info = PacketAt(seg.client + 4 * off)  # (the UMD names the call that recorded it)
+            raise err
         return None
 
     def _kind_bad(self, w: _Walk, level: int, plan: "_Plan", pay: np.ndarray, cnt: np.ndarray) -> np.ndarray:

@@ -124,6 +124,23 @@ def _refusing_queue(gpu, **kw):
 REFUSED = r"flush \(asynchronous submission #1 of queue context \d+\): EINVAL: CS: WRITE_DATA at IB\+0x0"
 
 
+def test_a_refused_packet_names_the_call_that_recorded_it_in_sync_mode_too():
+    """A GPU error named the API call behind its packet; the checker's refusal did not (a
+    new user's `emit_raw([0xdeadbeef])` was "CS: malformed packet at IB+0x14" and no more)."""
+    from testbench.refmodel import RefModel
+
+    kmd_model.bind(RefModel())
+    gpu = umd.open(api_version=3)
+    q = gpu.queue()
+    q.write(gpu.alloc(64), 0, 1)
+    q.emit_raw([0xDEADBEEF])
+    with pytest.raises(umd.SubmitError) as ei:
+        q.finish()
+    assert re.match(r"finish: EINVAL: CS: malformed packet at IB\+0x14 \(0x[0-9a-f]+\): UNKNOWN op=0xbe "
+                    r"count=7853 \(recorded by Queue.emit_raw\(\) #2\)$", str(ei.value)), str(ei.value)
+    gpu.close()
+
+
 def check_refused_cs_reaches_the_app(dev):
     """The flush returns; the refusal is raised by the next finish (or wait), with the
     errno and the KMD's message a synchronous flush gives; the queue keeps working; the
@@ -136,6 +153,7 @@ def check_refused_cs_reaches_the_app(dev):
     with pytest.raises(umd.SubmitError) as ei:
         q.finish()
     assert ei.value.errno == errno.EINVAL and re.match(REFUSED, str(ei.value)), str(ei.value)
+    assert str(ei.value).endswith("(recorded by Queue.emit_raw() #1)"), str(ei.value)  # (as a GPU error names it)
     with pytest.raises(umd.SubmitError, match="^wait: the submission carrying this event was refused$") as ei:
         ev.wait()
     assert ei.value.errno == errno.ECANCELED

@@ -235,9 +235,11 @@ def test_the_bodys_exception_is_what_a_with_raises(kind, exc_type):
     assert ei.value is exc and q.closed
     (note,) = ei.value.__notes__
     assert note.startswith("and when the with block closed it: SubmitError: close: EINVAL: CS: malformed packet "
-                           "at IB+0x0 (") and note.endswith("): UNKNOWN op=0x7b count=0"), note
+                           "at IB+0x0 (") and note.endswith(
+                               "): UNKNOWN op=0x7b count=0 (recorded by Queue.emit_raw() #1)"), note
     gpu = _gpu()
-    with pytest.raises(umd.SubmitError, match=r"^close: EINVAL: CS: malformed packet .* UNKNOWN op=0x7b count=0$"):
+    with pytest.raises(umd.SubmitError, match=r"^close: EINVAL: CS: malformed packet .* UNKNOWN op=0x7b count=0 "
+                                                r"\(recorded by Queue.emit_raw\(\) #1\)$"):
         with gpu.queue() as q:
             q.emit_raw([0xC0007B00])
     gpu.close()

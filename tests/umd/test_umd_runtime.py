@@ -141,7 +141,8 @@ def check_submit_refused(dev):
         q.flush()
     assert ei.value.errno == errno.EINVAL
     assert re.fullmatch(rf"flush: EINVAL: CS: WRITE_DATA at IB\+0x0 \(0x[0-9a-f]+\) writes \[{kmd.fence_addr:#x}, "
-                        rf"{kmd.fence_addr + 4:#x}\), outside every mapping of context {q.ctx_id}", str(ei.value))
+                        rf"{kmd.fence_addr + 4:#x}\), outside every mapping of context {q.ctx_id} "
+                        r"\(recorded by Queue.emit_raw\(\) #1\)", str(ei.value))
     with pytest.raises(umd.SubmitError):
         ev.wait()
     buf = gpu.alloc(4096)
