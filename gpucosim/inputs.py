@@ -32,8 +32,8 @@ def read_bytes(path: str) -> bytes:
 def _read(f: BinaryIO, name: str) -> bytes:
     data = f.read(MAX_BYTES + 1)
     if len(data) > MAX_BYTES:
-        raise InputError(f"{name}: more than {MAX_BYTES >> 20} MiB (no dump or timeline gpucosim writes is that "
-                         "large)")
+        raise InputError(f"{name}: more than {MAX_BYTES >> 20} MiB, more than a timeline gpucosim writes "
+                         "(it keeps its first million events) or any dump")
     return data
 
 

@@ -356,7 +356,10 @@ class Session:
             print(f"gpucosim: cannot write the timeline to {self.opts.shown(self.opts.trace)}: {e.strerror or e}",
                   file=sys.stderr, flush=True)
             return None
-        print(f"gpucosim: timeline written to {self.opts.shown(path)} ({len(self.timeline)} events): "
+        tl = self.timeline
+        dropped = (f"; the {tl.dropped} after them dropped: a timeline keeps the first {len(tl)}"
+                   if tl.dropped else "")
+        print(f"gpucosim: timeline written to {self.opts.shown(path)} ({len(tl)} events{dropped}): "
               f"open it at https://ui.perfetto.dev", file=sys.stderr, flush=True)
         return path
 

@@ -60,6 +60,12 @@ def wave_time(cycles: int) -> str:
     return f"{cycles * NS_PER_CYCLE} ns"
 
 
+# The events a timeline keeps: the first million (about 150 MB of JSON, under what `gpucosim
+# plot` and `disasm` read, gpucosim/inputs.py). An 11-minute run kept every event: 3.6 GB of
+# memory, a 930 MB file the tools then refused to read.
+MAX_EVENTS = 1_000_000
+
+
 class Timeline:
     """Collects events; `write()` produces the JSON. Not thread safe, and need not be:
     the driver thread and cocotb's scheduler never run at the same time."""
@@ -70,6 +76,7 @@ class Timeline:
         self.wall0 = time.perf_counter()
         self.events: list[tuple] = []  # (track, ph, name, start_cycle, end_cycle, args)
         self.metadata: dict[str, Any] = {}
+        self.dropped = 0  # events after the first MAX_EVENTS, not kept
 
     def wall_ms(self) -> float:
         """Wall time since the timeline started, for event arguments."""
@@ -77,6 +84,9 @@ class Timeline:
 
     def span(self, track: str, name: str, start: float, end: float, args: dict | None = None) -> None:
         """A slice from cycle `start` to cycle `end` (ph "X")."""
+        if len(self.events) >= MAX_EVENTS:
+            self.dropped += 1
+            return
         a = {"wall_ms": self.wall_ms()}
         if args:
             a.update(args)
@@ -84,6 +94,9 @@ class Timeline:
 
     def instant(self, track: str, name: str, at: float, args: dict | None = None) -> None:
         """A point in time on one track (ph "i")."""
+        if len(self.events) >= MAX_EVENTS:
+            self.dropped += 1
+            return
         a = {"wall_ms": self.wall_ms()}
         if args:
             a.update(args)
@@ -126,7 +139,8 @@ class Timeline:
             "traceEvents": meta + out,
             "displayTimeUnit": "ns",
             "otherData": {"generator": "gpucosim", "backend": self.backend, "app": self.app,
-                          "ns_per_cycle": NS_PER_CYCLE, **self.metadata},
+                          "ns_per_cycle": NS_PER_CYCLE, **self.metadata,
+                          **({"dropped_events": self.dropped} if self.dropped else {})},
         }
 
     def write(self, path: str | os.PathLike) -> Path:

@@ -344,7 +344,8 @@ def test_an_endless_or_too_deep_input_is_one_line(tmp_path, sub):
     deep = tmp_path / "deep.json"
     deep.write_text('{"traceEvents": ' + "[" * 200_000 + "]" * 200_000 + "}")
     for name, says in ((str(deep), "JSON nested too deep to read (no gpucosim timeline is)"),
-                       ("/dev/zero", "more than 256 MiB (no dump or timeline gpucosim writes is that large)")):
+                       ("/dev/zero", "more than 256 MiB, more than a timeline gpucosim writes (it keeps its first "
+                                     "million events) or any dump")):
         if not Path(name).exists():
             continue
         r = gpucosim(sub, name, *out, timeout=60)
