@@ -124,13 +124,17 @@ class BoManager:
 
     def create(self, size: int, align: int, domain: Domain, flags: int, owner: "File | None",
                name: str = "", *, who: str, top_down: bool = False) -> Bo:
+        asked = size
         size = (size + PAGE - 1) & ~(PAGE - 1)
         align = max(align, PAGE)
         heap = self.heaps[domain]
         addr = heap.alloc(size, align, top_down)
         if addr is None:
             aligned = f" aligned to {align:#x}" if align > PAGE else ""
-            raise KmdError(errno.ENOMEM, f"{who}: no {size:#x} bytes{aligned} free in {heap.name} "
+            # (the size asked for, as the client gave it: rounded up, 2**64 - 1 was named as
+            # 0x10000000000000000, wider than the field that carried it)
+            pages = "" if asked == size or size >> 64 else f" ({size:#x} in whole pages)"
+            raise KmdError(errno.ENOMEM, f"{who}: no {asked:#x} bytes{pages}{aligned} free in {heap.name} "
                            f"({heap.size - heap.used:#x} free, largest hole {heap.largest_free:#x})")
         bo = Bo(addr, size, domain, flags, owner, name)
         i = bisect.bisect_left(self._starts, addr)

@@ -52,8 +52,11 @@ def test_memory_info_when_a_heap_is_full():
     v = mem.vram
     assert (v.total, v.used, v.largest_free) == (vram.size, vram.size, 0)
     assert 0 < mem.gtt.largest_free <= mem.gtt.total - mem.gtt.used
-    expect(errno.ENOMEM, "GEM_CREATE: no 0x1000 bytes free in VRAM (0x0 free, largest hole 0x0)", c.io,
-           Request.GEM_CREATE, GemCreateArgs(1, 0, Domain.VRAM))
+    expect(errno.ENOMEM, "GEM_CREATE: no 0x1 bytes (0x1000 in whole pages) free in VRAM (0x0 free, largest hole "
+           "0x0)", c.io, Request.GEM_CREATE, GemCreateArgs(1, 0, Domain.VRAM))
+    # (the size as given: rounded up, 2**64 - 1 was named 0x10000000000000000, wider than its field)
+    expect(errno.ENOMEM, "GEM_CREATE: no 0xffffffffffffffff bytes free in VRAM (0x0 free, largest hole 0x0)", c.io,
+           Request.GEM_CREATE, GemCreateArgs(2**64 - 1, 0, Domain.VRAM))
 
 
 def test_closed_bo_the_cp_runs_from_stays_allocated():
