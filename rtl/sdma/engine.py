@@ -211,10 +211,23 @@ class SdmaEngine(wiring.Component):
             cur_bad.eq(Mux(in_ib, fi.dw_bad, fr.dw_bad)),
             cur_tag.eq(Mux(in_ib, fi.dw_tag.as_value(), fr.dw_tag.as_value())),
         ]
-        cur_off = Signal(32)  # the offset of the dword on offer in its buffer
-        m.d.comb += cur_off.eq(Mux(in_ib, ib_pos, rpos & mask))
+        # the offset of the dword on offer in its buffer, in dwords: under 2^20 (a ring's
+        # mask and an IB's size say so, and the width tells synthesis)
+        cur_off = Signal(MAX_LOG2)
+        m.d.comb += cur_off.eq(Mux(in_ib, ib_pos, (rpos & mask)[:MAX_LOG2]))
+        # its address, base + 4 · offset, as a carry-select adder: a carry chain over the
+        # offset's 22 bits, and above them the base's high bits or those plus one, both from
+        # registers. As one 48-bit chain into `f_addr_r` it was among the top's worst paths
+        # (34 bits of it over 10 ns with the placer's timing weight at 50, the worst 10.94)
         cur_addr = Signal(aw)
-        m.d.comb += cur_addr.eq(Mux(in_ib, ib_base, ring_base) + Cat(Const(0, 2), cur_off))
+        OFF = MAX_LOG2 + 2
+        base = Signal(aw, name="cur_base")
+        m.d.comb += base.eq(Mux(in_ib, ib_base, ring_base))
+        lo = Signal(OFF + 1, name="cur_addr_lo")
+        base_hi1 = Signal(aw - OFF, name="cur_base_hi1")
+        m.d.comb += [lo.eq(base[:OFF] + Cat(Const(0, 2), cur_off)),
+                     base_hi1.eq(Mux(in_ib, ib_base[OFF:] + 1, ring_base[OFF:] + 1)),
+                     cur_addr.eq(Cat(lo[:OFF], Mux(lo[OFF], base_hi1, base[OFF:])))]
         pop = Signal()
         m.d.comb += [fr.dw_ready.eq(pop & ~in_ib), fi.dw_ready.eq(pop & in_ib)]
         with m.If(pop):
@@ -591,11 +604,21 @@ class SdmaEngine(wiring.Component):
         fetched = Signal(32)
         rd_bytes = Signal(32)
         wr_bytes = Signal(32)
+        # the pulses a cycle late, as the CP's (status.py; PERF_CLEAR drops them): the pop is
+        # the parser's late decision and the byte counts come from the DMA engine's W queue,
+        # and through the counters' carry chains they were the top's worst paths with the
+        # placer's timing weight at 50 (`sdma_dma.wq_rp` -> `sdma.wr_bytes`, 11.49 ns;
+        # `fetch_ring.out_empty_c` -> `perf_sdma_dwords_fetched`, 11.87 ns)
+        busy_inc, pop_inc = Signal(name="sdma_busy_inc"), Signal(name="sdma_pop_inc")
+        rd_inc = Signal.like(dma.perf_rd_bytes, name="sdma_rd_inc")
+        wr_inc = Signal.like(dma.perf_wr_bytes, name="sdma_wr_inc")
+        m.d.sync += [busy_inc.eq(~idle & ~clear), pop_inc.eq(pop & ~clear),
+                     rd_inc.eq(Mux(clear, 0, dma.perf_rd_bytes)), wr_inc.eq(Mux(clear, 0, dma.perf_wr_bytes))]
         with m.If(clear):
             m.d.sync += [busy_cycles.eq(0), fetched.eq(0), rd_bytes.eq(0), wr_bytes.eq(0)]
         with m.Else():
-            m.d.sync += [busy_cycles.eq(busy_cycles + ~idle), fetched.eq(fetched + pop),
-                         rd_bytes.eq(rd_bytes + dma.perf_rd_bytes), wr_bytes.eq(wr_bytes + dma.perf_wr_bytes)]
+            m.d.sync += [busy_cycles.eq(busy_cycles + busy_inc), fetched.eq(fetched + pop_inc),
+                         rd_bytes.eq(rd_bytes + rd_inc), wr_bytes.eq(wr_bytes + wr_inc)]
         m.d.comb += [csr.perf_sdma_busy_cycles.eq(busy_cycles), csr.perf_sdma_dwords_fetched.eq(fetched),
                      csr.perf_sdma_bytes_read.eq(rd_bytes), csr.perf_sdma_bytes_written.eq(wr_bytes)]
         # PERF_SDMA_PACKETS: one packet starts in a cycle at most, so the counters are a bank
