@@ -305,13 +305,40 @@ def check_sdma_addresses_above_47_bits_and_an_always_poll_reads(dev):
     g.dev.mem_model.configure(error_window=None)
 
 
+def check_sdma_copies_wait_for_the_writes_they_read(dev):
+    """A copy that reads what a copy or fill before it writes (one doorbell) reads the new
+    bytes, with reads answered 40 cycles late and W held back: the engine keeps the
+    destinations in flight as one range and makes a copy whose source meets it wait (RAW).
+    The second copy's destination lies far above the first's and widens the range, which
+    must still cover the first's bytes for the third copy. On the reference model transfers
+    finish in order and memory settings are ignored: this bites on the RTL."""
+    g = Rig(dev)
+    g.dev.mem_model.configure(rd_latency=40, wr_latency=40, seed=3, stall={"w": 0.5, "aw": 0.3})
+    a, b, c, far = 0x60000, 0x70000, 0x80000, 0x90000
+    data = bytes((5 * i + 1) & 0xFF for i in range(0x800))
+    g.dev.mem[a:a + 0x800] = list(data)
+    g.dev.mem[b:b + 0x800] = 0xEE  # stale bytes a copy would read too early
+    g.dev.mem[far + 0x2000:far + 0x2040] = range(0x40)
+    g.submit(sdma.copy_linear(b, a, 0x800)  # writes b[0, 0x800), its last bytes last
+             + sdma.copy_linear(far, far + 0x2000, 0x40)  # another destination, above
+             + sdma.copy_linear(c, b + 0x7C0, 0x40)  # reads the first copy's last bytes
+             + sdma.constant_fill(far + 0x100, 0x5A5A_5A5A, 0x40)
+             + sdma.copy_linear(c + 0x100, far + 0x100, 0x40))  # reads what the fill writes
+    g.dev.mem_model.configure(rd_latency=0, wr_latency=0, stall={})
+    assert bytes(g.dev.mem[c:c + 0x40]) == data[0x7C0:], "a copy read stale bytes of the copy before it"
+    assert bytes(g.dev.mem[c + 0x100:c + 0x140]) == b"\x5A" * 0x40, "a copy read stale bytes of the fill before it"
+    assert bytes(g.dev.mem[far:far + 0x40]) == bytes(range(0x40))
+    assert g.r(regs.SDMA_ERROR) == 0 and g.r(regs.SDMA_RB_RPTR) == g.wptr
+
+
 CHECKS = [check_sdma_packets_copy_write_fill_fence_trap,
           check_sdma_trap_disabled_writes_no_entry_and_ib_runs_with_its_vmid,
           check_sdma_long_write_and_copy_cross_blocks_and_pages,
           check_sdma_poll_waits_for_the_cp_and_times_out_with_finite_retries,
           *ERROR_CHECKS, check_sdma_ib_nesting_and_doorbell_errors, check_a_cp_error_leaves_the_sdma_queue_running,
           check_sdma_trap_while_the_cp_polls, check_sdma_ring_size_outside_4_to_20_acts_as_the_nearest,
-          check_sdma_addresses_above_47_bits_and_an_always_poll_reads]
+          check_sdma_addresses_above_47_bits_and_an_always_poll_reads,
+          check_sdma_copies_wait_for_the_writes_they_read]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
