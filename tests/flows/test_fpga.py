@@ -88,7 +88,7 @@ def test_a_block_that_does_not_fit_is_reported_not_failed(tmp_path):
     with pytest.raises(DoesNotFit, match=r"^big: does not fit the ECP5-25F: DP16KD 64 of 56 \(114 %\)$") as e:
         pnr("big", s.netlist, 1)
     assert e.value.why == "DP16KD 64 of 56 (114 %)"
-    log = s.netlist.parent / "pnr-seed1" / "nextpnr.log"
+    log = flow.pnr_dir(s.netlist, 1) / "nextpnr.log"
     before = log.stat().st_mtime_ns
     with pytest.raises(DoesNotFit):  # from the cache: nextpnr does not run again
         pnr("big", s.netlist, 1)
@@ -274,14 +274,18 @@ def test_nextpnr_reads_the_netlist_from_a_build_under_tmp(tmp_path, monkeypatch)
 
 
 def test_pnr_args_go_to_nextpnr_and_are_cached_apart(tmp_path, monkeypatch):
-    """--pnr-args (placer settings): on nextpnr's command line, in a run folder of their own
-    (a default run cached before is not taken for theirs, nor theirs for it), named in the
-    record; arguments the flow sets itself are refused in one line."""
+    """The flow's placer setting (timing weight 50) on every run; --pnr-args on nextpnr's
+    command line after it, one of the flow's settings replaced rather than given twice (which
+    nextpnr refuses), each set of settings in a run folder of its own (none taken for another,
+    nor a run from before the flow had its setting, `pnr-seedN`); arguments the flow sets
+    itself are refused in one line."""
     from fpga import flow
 
     netlist = tmp_path / "cp_32-synth-x" / "cp.json"
     netlist.parent.mkdir()
     netlist.write_text("{}")
+    (netlist.parent / "pnr-seed1").mkdir()  # a run of the flow before PLACER_ARGS
+    (netlist.parent / "pnr-seed1" / "report.json").write_text(json.dumps({"fmax": {"clk": {"achieved": 70.0}}}))
     cmds = []
 
     def fake_run(block, step, cmd, cwd, log, timeout):
@@ -290,11 +294,15 @@ def test_pnr_args_go_to_nextpnr_and_are_cached_apart(tmp_path, monkeypatch):
 
     monkeypatch.setattr(flow, "_run", fake_run)
     plain = flow.pnr("cp_32", netlist, 1)
-    tuned = flow.pnr("cp_32", netlist, 1, extra=("--placer-heap-timingweight", "50"))
-    assert (plain.fmax_mhz, tuned.fmax_mhz) == (81.0, 82.0)  # two runs, not one cached for both
-    assert cmds[1][0][-2:] == ["--placer-heap-timingweight", "50"] and "--placer-heap-timingweight" not in cmds[0][0]
-    assert cmds[0][1].name == "pnr-seed1" and cmds[1][1].name.startswith("pnr-seed1-")
-    assert flow.pnr("cp_32", netlist, 1, extra=("--placer-heap-timingweight", "50")).fmax_mhz == 82.0 and len(cmds) == 2
+    weight10 = flow.pnr("cp_32", netlist, 1, extra=("--placer-heap-timingweight", "10"))
+    ripup = flow.pnr("cp_32", netlist, 1, extra=("--tmg-ripup",))
+    assert (plain.fmax_mhz, weight10.fmax_mhz, ripup.fmax_mhz) == (81.0, 82.0, 83.0)  # three runs, none cached for another
+    assert cmds[0][0][-2:] == ["--placer-heap-timingweight", "50"]
+    assert cmds[1][0][-2:] == ["--placer-heap-timingweight", "10"] and cmds[1][0].count("--placer-heap-timingweight") == 1
+    assert cmds[2][0][-3:] == ["--placer-heap-timingweight", "50", "--tmg-ripup"]
+    assert len({c[1].name for c in cmds}) == 3 and all(c[1].name.startswith("pnr-seed1-") for c in cmds)
+    assert flow.pnr("cp_32", netlist, 1, extra=("--placer-heap-timingweight", "10")).fmax_mhz == 82.0 and len(cmds) == 3
+    assert flow.placer_args(("--placer-heap-timingweight=20",)) == ("--placer-heap-timingweight=20",)
     assert flow.pnr_args_problem(["--seed", "2"]).startswith("--seed is set by the flow itself")
     assert flow.pnr_args_problem(["--freq=90"]).startswith("--freq is set by the flow itself")
     assert flow.pnr_args_problem(["--tmg-ripup", "--placer", "sa"]) is None
@@ -360,9 +368,9 @@ def test_place_and_route_gives_the_exact_failing_endpoints(tmp_path):
     names = {r["name"] for r in b["registers"]}
     assert names <= {"a", "b"} and names, b["registers"]
     # the histogram's estimate agrees within its resolution of stars
-    est = flow.failing_endpoints((s.netlist.parent / "pnr-seed1" / "nextpnr.log").read_text())
+    est = flow.failing_endpoints((flow.pnr_dir(s.netlist, 1) / "nextpnr.log").read_text())
     assert est is not None and abs(est - b["failing"]) <= max(8, b["failing"] // 4), (est, b["failing"])
-    cached = json.loads((s.netlist.parent / "pnr-seed1" / "report.json").read_text())
+    cached = json.loads((flow.pnr_dir(s.netlist, 1) / "report.json").read_text())
     assert "detailed_net_timings" not in cached and cached["endpoint_breakdown"] == b
     rec = flow.summary(s, [run])
     assert rec["failing_exact"] and rec["failing_by_block"] == b["by_block"]
