@@ -228,8 +228,9 @@ class SdmaEngine(wiring.Component):
         m.d.comb += [lo.eq(base[:OFF] + Cat(Const(0, 2), cur_off)),
                      base_hi1.eq(Mux(in_ib, ib_base[OFF:] + 1, ring_base[OFF:] + 1)),
                      cur_addr.eq(Cat(lo[:OFF], Mux(lo[OFF], base_hi1, base[OFF:])))]
-        pop = Signal()
-        m.d.comb += [fr.dw_ready.eq(pop & ~in_ib), fi.dw_ready.eq(pop & in_ib)]
+        pop = Signal()  # the parser takes the dword on offer (driven after the FSM: `pops`)
+        pops = Signal(2)  # ... the ring's, the IB's
+        m.d.comb += [fr.dw_ready.eq(pops[0]), fi.dw_ready.eq(pops[1]), pop.eq(pops.any())]
         with m.If(pop):
             with m.If(in_ib):
                 m.d.sync += ib_pos.eq(ib_pos + 1)
@@ -442,7 +443,7 @@ class SdmaEngine(wiring.Component):
                 with m.Elif(transfers_d & ~(cur_tag.xfer & ~cur_bad)):
                     pass  # only a COPY_LINEAR or CONSTANT_FILL starts while transfers run
                 with m.Elif(cur_valid):
-                    m.d.comb += pop.eq(1)
+                    # (the header is taken: `pops`, below)
                     m.d.sync += [hdr.eq(cur_data), hdr_off.eq(cur_off), hdr_addr.eq(cur_addr),
                                  cur_op.eq(cur_data[:8]), cur_sub.eq(cur_data[8:16]), kind.eq(knd),
                                  wl_room.eq((avail - 1)[:AVAIL_BITS] - (wl.fixed + wl.length_bias)), pidx.eq(0), rem.eq(need)]
@@ -460,7 +461,7 @@ class SdmaEngine(wiring.Component):
 
             with state("PAYLOAD"):
                 with m.If(cur_valid):
-                    m.d.comb += pop.eq(1)
+                    # (the dword is taken: `pops`, below)
                     m.d.sync += [rem.eq(rem - 1), pidx.eq(pidx + 1)]
                     with m.If(kind != sp.NOP.index):
                         m.d.sync += p_arr[pidx].eq(cur_data)
@@ -572,6 +573,24 @@ class SdmaEngine(wiring.Component):
                                  wdw.eq(0), rdw.eq(0), db_lim.eq(size_bytes), rpos.eq(0), in_ib.eq(0), ib_vmid.eq(0), poll_req.eq(0),
                                  c.dma_go.eq(0)]
                     m.next = "RUN"
+
+        # ---------------------------------------------------------------- which dword is taken
+        # The FSM's conditions for taking a dword (RUN's header, PAYLOAD's and WL_COLLECT's
+        # dwords), as one flat expression per fetcher of kept wires from registers, as the
+        # CP's (rtl/cp/parser.py): from the FSM's decode the pop reached the fetchers' output
+        # registers' enables, the pointers and the counters several LUTs after the clock
+        # (with the placer's timing weight at 50 the top's failing endpoints were mostly the
+        # SDMA's: `dw_data`, `dw_tag`, `rpos`, `avail_ring`, 10.4-11.1 ns)
+        def kept(name, v):
+            k = Signal(name=name, attrs={"keep": 1})
+            m.d.comb += k.eq(v)
+            return k
+        hdr_ok = kept("take_hdr_ok", in_run & ~err_any & ~csr.sdma_cntl_halt)
+        any_ok = kept("take_any_ok", fsm.ongoing("PAYLOAD") | fsm.ongoing("WL_COLLECT"))
+        for i, (f, mine, more) in enumerate(((fr, ~in_ib, enable), (fi, in_ib, ~ib_empty))):
+            kind_ok = kept(f"take_kind_ok{i}", ~transfers_d | (f.dw_tag.xfer & ~f.dw_bad))
+            took = kept(f"take_mine{i}", mine & f.dw_valid)
+            m.d.comb += pops[i].eq(took & ((hdr_ok & kind_ok & more) | any_ok))
 
         with m.If(poll_taken | resetting):
             m.d.sync += poll_req.eq(0)
