@@ -60,7 +60,8 @@ bench: $(STAMP)
 	$(PY) -m testbench.bench $(if $(SPEED_SIMS),--speed-sims $(SPEED_SIMS))
 
 ## Synthesis + place and route for the ECP5-25F (PyPI yowasp tools): build/fpga.json and a table.
-## make fpga [BLOCKS=csr,mux,dma,cp,top] [WIDTHS=32,64] [SEEDS=1,2,3] [PNR_ARGS='--placer-heap-timingweight 50']
+## make fpga [BLOCKS=csr,mux,dma,cp,top] [WIDTHS=32,64] [SEEDS=1,2,3] [PNR_ARGS='--tmg-ripup']
+## (nextpnr gets --placer-heap-timingweight 50 from the flow; PNR_ARGS adds settings or replaces that one)
 fpga: $(STAMP)
 	$(PY) -m fpga $(if $(BLOCKS),--blocks $(BLOCKS)) $(if $(WIDTHS),--widths $(WIDTHS)) \
 		$(if $(SEEDS),--seeds $(SEEDS)) --jobs $(JOBS) $(if $(PNR_ARGS),--pnr-args "$(PNR_ARGS)")

@@ -594,9 +594,16 @@ class SdmaEngine(wiring.Component):
 
         with m.If(poll_taken | resetting):
             m.d.sync += poll_req.eq(0)
+        # The IH writer's answer's address as it was a cycle ago: the CP's IH writer holds it
+        # (rtl/cp/processor.py `wr_addr`) from the cycle its write is sent to its answer, at
+        # least a cycle later. From the CP across the die, through the capture's multiplexer,
+        # it was among the top's worst paths into `f_addr_r` (11.31 ns with the placer's
+        # timing weight at 50).
+        ih_addr_q = Signal.like(self.ih_addr, name="ih_addr_q")
+        m.d.sync += ih_addr_q.eq(self.ih_addr)
         with m.If(~err_any):
             # the address a parser's error in this cycle names, if it is not in a register
-            m.d.sync += fc_addr.eq(Mux(fsm.ongoing("IH_WAIT"), self.ih_addr, cur_addr))
+            m.d.sync += fc_addr.eq(Mux(fsm.ongoing("IH_WAIT"), ih_addr_q, cur_addr))
         m.d.comb += dma.abort.eq(reset_pulse)
 
         # ---------------------------------------------------------------- status and counters

@@ -331,6 +331,23 @@ def check_sdma_copies_wait_for_the_writes_they_read(dev):
     assert g.r(regs.SDMA_ERROR) == 0 and g.r(regs.SDMA_RB_RPTR) == g.wptr
 
 
+def check_sdma_trap_whose_ih_write_fails_names_the_entry(dev):
+    """A TRAP whose IH entry's write is answered SLVERR stops the SDMA queue with that error
+    at the entry's address (the IH writer's, answered to the SDMA), the TRAP's OP and offset;
+    its own SDMA_ERROR entry is then lost to the same window, and the CP runs on."""
+    g = Rig(dev)
+    g.submit(sdma.trap(int_context=1))  # one entry written: the next goes to IH + 32
+    assert len(g.ih()) == 1
+    g.dev.mem_model.configure(error_window=(IH + 0x20, IH + 0x40, "SLVERR"))
+    at = g.wptr // 4
+    g.submit(sdma.pad(2) + sdma.trap(int_context=2))
+    g.dev.mem_model.configure(error_window=None)
+    assert g.error() == ("BUS_SLVERR", 0, sdma_packets.TRAP.op, IH + 0x20, at + 2), g.error()
+    assert regs.SDMA_STATUS.ERROR.get(g.r(regs.SDMA_STATUS))
+    g.cp(pm4.write_data(DATA + 0x800, [0x78]))  # the CP runs on
+    assert g.m32[(DATA + 0x800) // 4] == 0x78
+
+
 CHECKS = [check_sdma_packets_copy_write_fill_fence_trap,
           check_sdma_trap_disabled_writes_no_entry_and_ib_runs_with_its_vmid,
           check_sdma_long_write_and_copy_cross_blocks_and_pages,
@@ -338,7 +355,7 @@ CHECKS = [check_sdma_packets_copy_write_fill_fence_trap,
           *ERROR_CHECKS, check_sdma_ib_nesting_and_doorbell_errors, check_a_cp_error_leaves_the_sdma_queue_running,
           check_sdma_trap_while_the_cp_polls, check_sdma_ring_size_outside_4_to_20_acts_as_the_nearest,
           check_sdma_addresses_above_47_bits_and_an_always_poll_reads,
-          check_sdma_copies_wait_for_the_writes_they_read]
+          check_sdma_copies_wait_for_the_writes_they_read, check_sdma_trap_whose_ih_write_fails_names_the_entry]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
