@@ -214,7 +214,14 @@ class SdmaEngine(wiring.Component):
         # the offset of the dword on offer in its buffer, in dwords: under 2^20 (a ring's
         # mask and an IB's size say so, and the width tells synthesis)
         cur_off = Signal(MAX_LOG2)
-        m.d.comb += cur_off.eq(Mux(in_ib, ib_pos, (rpos & mask)[:MAX_LOG2]))
+        # (the ring's part with the mask a cycle late, from a register: no ring dword is on
+        # offer in the cycle after RB_SIZE's write, the first the mask is read in, and RB_SIZE
+        # changes only with RB_ENABLE clear or the write that sets it. From RB_SIZE through
+        # its clamp, the shift and the sum it was the top's critical path,
+        # `sdma_rb_cntl_rb_size` -> `f_addr_r`, 11.64 ns)
+        mask_r = Signal(MAX_LOG2, name="ring_mask_r")
+        m.d.sync += mask_r.eq(mask[:MAX_LOG2])
+        m.d.comb += cur_off.eq(Mux(in_ib, ib_pos, rpos[:MAX_LOG2] & mask_r))
         # its address, base + 4 · offset, as a carry-select adder: a carry chain over the
         # offset's 22 bits, and above them the base's high bits or those plus one, both from
         # registers. As one 48-bit chain into `f_addr_r` it was among the top's worst paths
