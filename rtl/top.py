@@ -159,12 +159,8 @@ class GpuTop(wiring.Component):
                      mmu.ctx_base.eq(Cat(csr.vm_context_pt_base_lo, csr.vm_context_pt_base_hi))]
         for pulse, port in ((mmu.perf_hit, csr.perf_tlb_hits), (mmu.perf_miss, csr.perf_tlb_misses),
                             (mmu.perf_walk, csr.perf_walk_cycles)):
-            # (the MMU's pulse a cycle late, as the engines' counters: from its hit decision
-            # through the carry chain it was among the top's worst paths, 11.07 ns)
             count = Signal(32, name=port.name + "_count")
-            inc = Signal(name=port.name + "_inc")
-            m.d.sync += [inc.eq(pulse & ~csr.control_perf_clear),
-                         count.eq(Mux(csr.control_perf_clear, 0, count + inc))]
+            m.d.sync += count.eq(Mux(csr.control_perf_clear, 0, count + pulse))
             m.d.comb += port.eq(count)
 
 

@@ -223,23 +223,10 @@ def arbiter(c):
     sel = lambda regs: Mux(q, regs[0], regs[1])  # noqa: E731 (the inactive queue's)
     o_enable = Mux(q, c.ports[0].enable, c.ports[1].enable)
     o_park, o_timer, o_db, o_qr = (sel(getattr(c, n + "_q")) for n in ("park", "park_timer", "dbpend", "qr_pend"))
-    # Whether each queue's ring has dwords the parser has not taken, in a register per queue
-    # (a cycle late): the 32-bit compare of its position (the parser's `ring_pos` while it
-    # runs, the shadow's while not) with its wptr is no longer on the switch decision's path
-    # (`cp_hqd1_rb_wptr` -> the compare -> `sw_due` was `top_32`'s critical path with the
-    # placer's timing weight at 50, 11.68 ns). Per queue, not per role: a SWAP exchanges
-    # `ring_pos` with the shadow and flips `q` in one edge, so each queue's position, and
-    # its flag, carries across it. A reset that zeroes a queue's position and wptr together
-    # (`lim_zero`) clears its flag with them. So a doorbell is seen a cycle later, and a ring
-    # that the parser has just emptied a cycle later, by the switch decision alone.
-    ring_work = [Signal(name=f"ring_work_q{i}") for i in range(N)]
-    for i in range(N):
-        pos = Mux(q == i, c.ring_pos, sh["ring_pos"][0])
-        m.d.sync += ring_work[i].eq(~c.lim_zero[i] & (pos != c.wptr_q[i]))
-    o_work = (sh["level"][0] != 0) | (o_enable & sel(ring_work))
+    o_work = (sh["level"][0] != 0) | (o_enable & (sh["ring_pos"][0] != sel(c.wptr_q)))
     o_can = Signal(name="other_can_now")
     m.d.comb += o_can.eq(~o_qr & (o_db | (~sh["err"][0] & o_work & (~o_park | (o_timer == 0)))))
-    s_can = ~c.err_any & ((c.level != 0) | (c.qc.enable & Mux(q, ring_work[1], ring_work[0])))
+    s_can = ~c.err_any & ((c.level != 0) | (c.qc.enable & (c.ring_pos != c.wptr)))
 
     def prio(p):
         return Mux(p == 3, 2, p)

@@ -63,19 +63,8 @@ def setup(c):
     with m.If(c.err_any):
         m.d.sync += dma_go.eq(0)  # (a queued packet's transfer never starts after an error)
     with m.If(taken):
-        m.d.sync += dma_go.eq(0)
-    # The range takes the command's destination in the cycle after it is taken, from
-    # registers: its two 49-bit compares are made in every cycle into registers, and read
-    # then (its packet's registers hold until the parser's next header, two cycles on at
-    # the earliest, and nothing reads the range before the next command, later still). As
-    # compares behind the DMA engine's `cmd_ready` they were 43 bits of the top's failing
-    # endpoints with the placer's timing weight at 50 (`dma_dst_hi`, 10.66 ns).
-    taken_d = Signal(name="dma_taken_d")
-    busy_at_take = Signal(name="dma_busy_at_take")  # transfers were in flight when it was taken
-    lo_below, hi_above = Signal(name="dma_dst_lo_below"), Signal(name="dma_dst_hi_above")
-    m.d.sync += [taken_d.eq(taken), busy_at_take.eq(dma.busy_r), lo_below.eq(lo < dst), hi_above.eq(hi > dst_end)]
-    with m.If(taken_d):
-        m.d.sync += [lo.eq(Mux(busy_at_take & lo_below, lo, dst)), hi.eq(Mux(busy_at_take & hi_above, hi, dst_end))]
+        m.d.sync += [dma_go.eq(0), lo.eq(Mux(dma.busy_r & (lo < dst), lo, dst)),
+                     hi.eq(Mux(dma.busy_r & (hi > dst_end), hi, dst_end))]
 
     # where each queued transfer's packet was (a small memory: LUTRAM on an FPGA)
     meta = Memory(shape=data.StructLayout({"off": 32, "level": 1, "op": 8, "vmid": 4}), depth=META_DEPTH, init=[])

@@ -211,33 +211,12 @@ class SdmaEngine(wiring.Component):
             cur_bad.eq(Mux(in_ib, fi.dw_bad, fr.dw_bad)),
             cur_tag.eq(Mux(in_ib, fi.dw_tag.as_value(), fr.dw_tag.as_value())),
         ]
-        # the offset of the dword on offer in its buffer, in dwords: under 2^20 (a ring's
-        # mask and an IB's size say so, and the width tells synthesis)
-        cur_off = Signal(MAX_LOG2)
-        # (the ring's part with the mask a cycle late, from a register: no ring dword is on
-        # offer in the cycle after RB_SIZE's write, the first the mask is read in, and RB_SIZE
-        # changes only with RB_ENABLE clear or the write that sets it. From RB_SIZE through
-        # its clamp, the shift and the sum it was the top's critical path,
-        # `sdma_rb_cntl_rb_size` -> `f_addr_r`, 11.64 ns)
-        mask_r = Signal(MAX_LOG2, name="ring_mask_r")
-        m.d.sync += mask_r.eq(mask[:MAX_LOG2])
-        m.d.comb += cur_off.eq(Mux(in_ib, ib_pos, rpos[:MAX_LOG2] & mask_r))
-        # its address, base + 4 · offset, as a carry-select adder: a carry chain over the
-        # offset's 22 bits, and above them the base's high bits or those plus one, both from
-        # registers. As one 48-bit chain into `f_addr_r` it was among the top's worst paths
-        # (34 bits of it over 10 ns with the placer's timing weight at 50, the worst 10.94)
+        cur_off = Signal(32)  # the offset of the dword on offer in its buffer
+        m.d.comb += cur_off.eq(Mux(in_ib, ib_pos, rpos & mask))
         cur_addr = Signal(aw)
-        OFF = MAX_LOG2 + 2
-        base = Signal(aw, name="cur_base")
-        m.d.comb += base.eq(Mux(in_ib, ib_base, ring_base))
-        lo = Signal(OFF + 1, name="cur_addr_lo")
-        base_hi1 = Signal(aw - OFF, name="cur_base_hi1")
-        m.d.comb += [lo.eq(base[:OFF] + Cat(Const(0, 2), cur_off)),
-                     base_hi1.eq(Mux(in_ib, ib_base[OFF:] + 1, ring_base[OFF:] + 1)),
-                     cur_addr.eq(Cat(lo[:OFF], Mux(lo[OFF], base_hi1, base[OFF:])))]
-        pop = Signal()  # the parser takes the dword on offer (driven after the FSM: `pops`)
-        pops = Signal(2)  # ... the ring's, the IB's
-        m.d.comb += [fr.dw_ready.eq(pops[0]), fi.dw_ready.eq(pops[1]), pop.eq(pops.any())]
+        m.d.comb += cur_addr.eq(Mux(in_ib, ib_base, ring_base) + Cat(Const(0, 2), cur_off))
+        pop = Signal()
+        m.d.comb += [fr.dw_ready.eq(pop & ~in_ib), fi.dw_ready.eq(pop & in_ib)]
         with m.If(pop):
             with m.If(in_ib):
                 m.d.sync += ib_pos.eq(ib_pos + 1)
@@ -450,7 +429,7 @@ class SdmaEngine(wiring.Component):
                 with m.Elif(transfers_d & ~(cur_tag.xfer & ~cur_bad)):
                     pass  # only a COPY_LINEAR or CONSTANT_FILL starts while transfers run
                 with m.Elif(cur_valid):
-                    # (the header is taken: `pops`, below)
+                    m.d.comb += pop.eq(1)
                     m.d.sync += [hdr.eq(cur_data), hdr_off.eq(cur_off), hdr_addr.eq(cur_addr),
                                  cur_op.eq(cur_data[:8]), cur_sub.eq(cur_data[8:16]), kind.eq(knd),
                                  wl_room.eq((avail - 1)[:AVAIL_BITS] - (wl.fixed + wl.length_bias)), pidx.eq(0), rem.eq(need)]
@@ -468,7 +447,7 @@ class SdmaEngine(wiring.Component):
 
             with state("PAYLOAD"):
                 with m.If(cur_valid):
-                    # (the dword is taken: `pops`, below)
+                    m.d.comb += pop.eq(1)
                     m.d.sync += [rem.eq(rem - 1), pidx.eq(pidx + 1)]
                     with m.If(kind != sp.NOP.index):
                         m.d.sync += p_arr[pidx].eq(cur_data)
@@ -581,36 +560,11 @@ class SdmaEngine(wiring.Component):
                                  c.dma_go.eq(0)]
                     m.next = "RUN"
 
-        # ---------------------------------------------------------------- which dword is taken
-        # The FSM's conditions for taking a dword (RUN's header, PAYLOAD's and WL_COLLECT's
-        # dwords), as one flat expression per fetcher of kept wires from registers, as the
-        # CP's (rtl/cp/parser.py): from the FSM's decode the pop reached the fetchers' output
-        # registers' enables, the pointers and the counters several LUTs after the clock
-        # (with the placer's timing weight at 50 the top's failing endpoints were mostly the
-        # SDMA's: `dw_data`, `dw_tag`, `rpos`, `avail_ring`, 10.4-11.1 ns)
-        def kept(name, v):
-            k = Signal(name=name, attrs={"keep": 1})
-            m.d.comb += k.eq(v)
-            return k
-        hdr_ok = kept("take_hdr_ok", in_run & ~err_any & ~csr.sdma_cntl_halt)
-        any_ok = kept("take_any_ok", fsm.ongoing("PAYLOAD") | fsm.ongoing("WL_COLLECT"))
-        for i, (f, mine, more) in enumerate(((fr, ~in_ib, enable), (fi, in_ib, ~ib_empty))):
-            kind_ok = kept(f"take_kind_ok{i}", ~transfers_d | (f.dw_tag.xfer & ~f.dw_bad))
-            took = kept(f"take_mine{i}", mine & f.dw_valid)
-            m.d.comb += pops[i].eq(took & ((hdr_ok & kind_ok & more) | any_ok))
-
         with m.If(poll_taken | resetting):
             m.d.sync += poll_req.eq(0)
-        # The IH writer's answer's address as it was a cycle ago: the CP's IH writer holds it
-        # (rtl/cp/processor.py `wr_addr`) from the cycle its write is sent to its answer, at
-        # least a cycle later. From the CP across the die, through the capture's multiplexer,
-        # it was among the top's worst paths into `f_addr_r` (11.31 ns with the placer's
-        # timing weight at 50).
-        ih_addr_q = Signal.like(self.ih_addr, name="ih_addr_q")
-        m.d.sync += ih_addr_q.eq(self.ih_addr)
         with m.If(~err_any):
             # the address a parser's error in this cycle names, if it is not in a register
-            m.d.sync += fc_addr.eq(Mux(fsm.ongoing("IH_WAIT"), ih_addr_q, cur_addr))
+            m.d.sync += fc_addr.eq(Mux(fsm.ongoing("IH_WAIT"), self.ih_addr, cur_addr))
         m.d.comb += dma.abort.eq(reset_pulse)
 
         # ---------------------------------------------------------------- status and counters
@@ -637,21 +591,11 @@ class SdmaEngine(wiring.Component):
         fetched = Signal(32)
         rd_bytes = Signal(32)
         wr_bytes = Signal(32)
-        # the pulses a cycle late, as the CP's (status.py; PERF_CLEAR drops them): the pop is
-        # the parser's late decision and the byte counts come from the DMA engine's W queue,
-        # and through the counters' carry chains they were the top's worst paths with the
-        # placer's timing weight at 50 (`sdma_dma.wq_rp` -> `sdma.wr_bytes`, 11.49 ns;
-        # `fetch_ring.out_empty_c` -> `perf_sdma_dwords_fetched`, 11.87 ns)
-        busy_inc, pop_inc = Signal(name="sdma_busy_inc"), Signal(name="sdma_pop_inc")
-        rd_inc = Signal.like(dma.perf_rd_bytes, name="sdma_rd_inc")
-        wr_inc = Signal.like(dma.perf_wr_bytes, name="sdma_wr_inc")
-        m.d.sync += [busy_inc.eq(~idle & ~clear), pop_inc.eq(pop & ~clear),
-                     rd_inc.eq(Mux(clear, 0, dma.perf_rd_bytes)), wr_inc.eq(Mux(clear, 0, dma.perf_wr_bytes))]
         with m.If(clear):
             m.d.sync += [busy_cycles.eq(0), fetched.eq(0), rd_bytes.eq(0), wr_bytes.eq(0)]
         with m.Else():
-            m.d.sync += [busy_cycles.eq(busy_cycles + busy_inc), fetched.eq(fetched + pop_inc),
-                         rd_bytes.eq(rd_bytes + rd_inc), wr_bytes.eq(wr_bytes + wr_inc)]
+            m.d.sync += [busy_cycles.eq(busy_cycles + ~idle), fetched.eq(fetched + pop),
+                         rd_bytes.eq(rd_bytes + dma.perf_rd_bytes), wr_bytes.eq(wr_bytes + dma.perf_wr_bytes)]
         m.d.comb += [csr.perf_sdma_busy_cycles.eq(busy_cycles), csr.perf_sdma_dwords_fetched.eq(fetched),
                      csr.perf_sdma_bytes_read.eq(rd_bytes), csr.perf_sdma_bytes_written.eq(wr_bytes)]
         # PERF_SDMA_PACKETS: one packet starts in a cycle at most, so the counters are a bank

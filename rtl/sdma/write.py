@@ -63,7 +63,7 @@ def states(c):
         with m.If(c.blk_mask == 0):
             m.d.sync += c.blk_addr.eq(c.wl_addr)
         with m.If(c.cur_valid):
-            # (the dword is taken: engine.py `pops`)
+            m.d.comb += c.pop.eq(1)
             m.d.sync += [Array(c.blk)[pos].eq(c.cur_data), c.blk_mask.eq(c.blk_mask | (1 << pos)),
                          c.wl_addr.eq(c.wl_addr + 4), c.rem.eq(c.rem - 1),
                          c.blk_user.eq(c.write_user(c.cur_vmid))]
