@@ -13,6 +13,7 @@ comes back through a file.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -245,6 +246,20 @@ def _design(opts: RunOptions):
     return gpu_design(opts.data_width)  # the RTL always has its DMA engine
 
 
+def _say_what_logs_on_the_rtl(opts: RunOptions) -> None:
+    """`--log sdma=...` on a simulator: the SDMA's packets are the reference model's log (the
+    RTL has no monitor of the SDMA's parser), so say so once rather than log nothing."""
+    from kmd_model.log import parse
+
+    try:
+        asked = [lv for mod, lv in parse(opts.log or "") if mod == "sdma"]
+    except ValueError:
+        return  # (a bad spec is reported where it is applied)
+    if asked and asked[-1] <= logging.INFO:
+        print(f"gpucosim: --log sdma: the SDMA engine's packets are logged on the reference model only "
+              f"(--sim model); on {opts.backend}, --trace shows the bus traffic they make", file=sys.stderr)
+
+
 def _run_rtl(opts: RunOptions) -> int:
     from testbench import sim
 
@@ -252,6 +267,7 @@ def _run_rtl(opts: RunOptions) -> int:
     if reason:
         print(f"gpucosim: {reason}", file=sys.stderr)
         return 2
+    _say_what_logs_on_the_rtl(opts)
     app = opts.app
     if app.endswith(".py"):
         opts.app = str(Path(app).resolve())

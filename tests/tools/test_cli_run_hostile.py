@@ -386,6 +386,29 @@ def test_a_simulator_build_that_fails_is_its_log_and_one_line(capsys, monkeypatc
                         f"gpucosim: the verilator build of gpu-dw64 failed (above: the end of its log, {log})"], err
 
 
+@pytest.mark.parametrize("spec, says", [("sdma=debug", True), ("ioctl=info,sdma=info", True), ("sdma=warning", False),
+                                         ("sdma=info,sdma=error", False), ("debug", False)])
+def test_log_sdma_on_a_simulator_says_it_is_the_models(capsys, monkeypatch, tmp_path, spec, says):
+    """`--log sdma=debug` on a simulator printed nothing, whatever the SDMA did: its packets are
+    logged by the reference model only. It says so now, once, before the build (a failing one
+    here, so no simulator runs); not for a level above info, nor for `all`."""
+    from testbench import sim
+
+    if sim.unavailable_reason("verilator"):
+        pytest.skip(sim.unavailable_reason("verilator"))
+
+    def fail(design, backend, waves=False, clock=None):
+        raise sim.BuildError("verilator build failed:\nfake\n", tmp_path / "build.log")
+
+    monkeypatch.setattr(sim, "build", fail)
+    monkeypatch.setattr(sim, "is_built", lambda *a, **k: False)
+    monkeypatch.setenv("GPUCOSIM_PROGRESS", "0")
+    assert cli.main(["run", "examples/hello.py", "--sim", "verilator", "--log", spec]) == 1
+    notes = [line for line in capsys.readouterr().err.splitlines() if "--log sdma" in line]
+    assert notes == (["gpucosim: --log sdma: the SDMA engine's packets are logged on the reference model only "
+                      "(--sim model); on verilator, --trace shows the bus traffic they make"] if says else []), notes
+
+
 @pytest.mark.parametrize("backend", ["model", pytest.param("verilator", marks=pytest.mark.xdist_group("demo_rtl"))])
 def test_an_app_that_prints_the_stream_markers(tmp_path, backend):
     """On a simulator the app's stderr reaches the log between '\\x1e' and '\\x1f': an app
