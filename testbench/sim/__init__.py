@@ -192,6 +192,35 @@ def clock_mode() -> str:
     return mode
 
 
+RUNS_KEPT = 20  # run folders kept per tag and design (`gpucosim run`'s "app", a test's tag)
+
+
+def prune_runs(parent: Path, tag: str, keep: int = RUNS_KEPT) -> None:
+    """Remove all but the newest `keep` run folders `<tag>-<pid>` in `parent` (every
+    `gpucosim run` and test session left one, with its simulator log, for ever), but never
+    one whose process still runs (another pytest worker's, another `gpucosim run`)."""
+    runs = []
+    for p in parent.glob(f"{tag}-*"):
+        pid = p.name[len(tag) + 1:]
+        if pid.isdigit() and p.is_dir():
+            try:
+                runs.append((p.stat().st_mtime, int(pid), p))
+            except OSError:
+                pass
+    runs.sort()
+    for _, pid, p in runs[:max(0, len(runs) - keep)]:
+        if pid == os.getpid():
+            continue  # (this process's own, from an earlier run of it)
+        try:
+            os.kill(pid, 0)
+            continue  # (still running)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue  # (another user's process: running)
+        shutil.rmtree(p, ignore_errors=True)
+
+
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -466,6 +495,7 @@ def run(design: Design, sim: str, test_module: str, testcase: str | Sequence[str
     build_dir = build(design, sim, waves=waves, clock=clock)
     runner = _runner(sim, clock == "hdl")
     test_dir = BUILD / "runs" / f"{sim}-{design.name}" / f"{tag}-{os.getpid()}"
+    prune_runs(test_dir.parent, tag)
     test_dir.mkdir(parents=True, exist_ok=True)
     xml = test_dir / "results.xml"
     log = test_dir / "sim.log"

@@ -482,3 +482,34 @@ def test_commands_recorded_and_never_submitted_are_reported(tmp_path):
     app.write_text(app.read_text() + "    q.flush()\n")
     r = gpucosim("run", str(app), "--sim", "model")
     assert "never submitted" not in r.stderr, r.stderr
+
+
+def test_run_folders_are_pruned_but_never_a_running_ones(tmp_path):
+    """Every `gpucosim run` on a simulator (and every test session) left a run folder with
+    its simulator log, for ever (101 `app-PID` folders after a day here). The newest
+    RUNS_KEPT of a tag stay; older ones go, unless their process still runs (another
+    pytest worker's, another run's) or is this one; other tags and files are left alone."""
+    import subprocess
+
+    from testbench import sim
+
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, check=True)
+        dead_pid = int(dead.stdout)
+        names = [f"app-{dead_pid}", f"app-{live.pid}", f"app-{os.getpid()}"]
+        beyond = int(Path("/proc/sys/kernel/pid_max").read_text())  # (numbers no process has)
+        for i, name in enumerate(names + [f"app-{beyond + i}" for i in range(5)]):
+            (tmp_path / name).mkdir()
+            (tmp_path / name / "sim.log").write_text("x")
+            os.utime(tmp_path / name, (1000 + i, 1000 + i))  # the three above oldest
+        (tmp_path / "sdma-12").mkdir()
+        (tmp_path / "app-notes.txt").write_text("keep")
+        sim.prune_runs(tmp_path, "app", keep=2)
+        left = sorted(p.name for p in tmp_path.iterdir())
+        assert left == sorted([f"app-{live.pid}", f"app-{os.getpid()}", f"app-{beyond + 3}", f"app-{beyond + 4}",
+                               "app-notes.txt", "sdma-12"]), left
+    finally:
+        live.kill()
+        live.wait()
