@@ -11,6 +11,8 @@ from pathlib import Path
 
 from testbench.sim import BUILD
 
+from .flow import placer_args
+
 FPGA_JSON = BUILD / "fpga.json"
 BENCH_JSON = BUILD / "bench.json"
 
@@ -99,6 +101,16 @@ def table(data: dict) -> str:
         regs = [(r["name"], r["bits"], r["worst_ns"]) for r in v.get("failing_registers", ())]
         if regs:
             text.append(_cols([("  register", "bits", "worst ns")] + [(f"  {n}", b, w) for n, b, w in regs]))
+    # build/fpga.json merges runs: a record placed with other nextpnr settings than the
+    # flow's (a --pnr-args run, or one from before the flow set its own) is not comparable
+    # with the rest as it stands, so the table says which
+    flows = " ".join(placer_args())
+    other = [(name, v.get("pnr_args")) for name, v in sorted(data.items())
+             if isinstance(v, dict) and "fmax_mhz" in v and v.get("pnr_args") != flows]
+    if other:
+        text += ["", f"placed with other nextpnr settings than the flow's ({flows}):"]
+        text += [f"  {name}: {args}" if args else f"  {name}: nextpnr's own (placed before the flow set {flows})"
+                 for name, args in other]
     for name in sorted(k for k, v in data.items() if isinstance(v, dict) and v.get("parts")):
         parts = data[name]["parts"]
         rows = [(f"{name} by submodule (hierarchy kept)", "LUT4", "FF", "CCU2C", "BRAM", "LUTRAM")]

@@ -134,6 +134,24 @@ def test_summary_and_table_give_the_median_runs_failing_endpoints():
     assert "~120" in report.table({"cp_32": out}).splitlines()[1]
 
 
+def test_table_names_the_records_placed_with_other_settings():
+    """build/fpga.json merges runs: a block placed with --pnr-args, or before the flow set its
+    placer weight (no `pnr_args` in its record), is named under the table with its settings;
+    one placed as the flow places is not."""
+    from fpga.flow import Synth, placer_args, summary
+
+    rec = summary(Synth({"lut4": 5, "ff": 1, "ccu2c": 0, "bram": 0, "lutram": 0, "dsp": 0}),
+                  [PnR(1, 90.0, 10, "a", "b", 11.1, 4)])
+    data = {"dma_32": dict(rec, pnr_args=" ".join(placer_args())), "mux_32": dict(rec),
+            "cp_32": dict(rec, pnr_args="--placer-heap-timingweight 50 --tmg-ripup"),
+            "top_64": {"lut4": 9, "ff": 1, "ccu2c": 0, "bram": 0, "lutram": 0, "does_not_fit": "TRELLIS_COMB"}}
+    text = report.table(data).splitlines()
+    i = text.index("placed with other nextpnr settings than the flow's (--placer-heap-timingweight 50):")
+    assert text[i + 1:i + 3] == ["  cp_32: --placer-heap-timingweight 50 --tmg-ripup",
+                                 "  mux_32: nextpnr's own (placed before the flow set --placer-heap-timingweight 50)"]
+    assert not any("dma_32:" in line or "top_64:" in line for line in text[i:i + 4]), text[i:i + 4]
+
+
 def test_does_not_fit_reads_nextpnr_utilisation():
     from fpga.flow import _does_not_fit
 
