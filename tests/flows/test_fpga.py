@@ -395,3 +395,18 @@ def test_place_and_route_gives_the_exact_failing_endpoints(tmp_path):
     text = report.table({"counter": rec})
     assert f"{b['failing']:,}" in text.splitlines()[1] and "~" not in text.splitlines()[1]
     assert f"counter: {b['failing']:,} endpoints miss the target, by where they end: (top) {b['failing']:,}" in text
+
+
+def test_make_fpga_without_blocks_leaves_out_only_top_nommu(monkeypatch):
+    """`make fpga` with no BLOCKS builds every block but top_nommu_32 (which yosys cannot map,
+    fpga/blocks.py DEFAULT_KINDS), and still takes top_nommu when it is named."""
+    import fpga.__main__ as cli
+
+    seen = []
+    monkeypatch.setattr(cli, "run_blocks", lambda blocks, *a, **k: seen.append([b.name for b in blocks]) or {})
+    monkeypatch.setattr(cli.report, "merge", lambda path, results: results)
+    cli.main(["--widths", "32,64"])
+    cli.main(["--blocks", "top_nommu", "--widths", "32"])
+    assert seen[0] == ["csr", "mux_32", "mux_64", "dma_32", "dma_64", "cp_32", "cp_64", "mmu_32", "mmu_64",
+                       "sdma_32", "sdma_64", "top_32", "top_64"], seen[0]
+    assert seen[1] == ["top_nommu_32"]
