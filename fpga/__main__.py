@@ -14,7 +14,7 @@ from testbench.argtypes import OneLineParser
 from testbench.pipes import pipe_safe
 
 from . import report
-from .blocks import DEFAULT_KINDS, KINDS, WIDTHS, default_blocks
+from .blocks import KINDS, WIDTHS, default_blocks
 from .flow import SEEDS, FlowError, pnr_args_problem
 from .run import run_blocks
 
@@ -29,8 +29,7 @@ def _ints(text: str, what: str, ap: argparse.ArgumentParser) -> list[int]:
 @pipe_safe
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="python -m fpga", description=__doc__.splitlines()[0])
-    ap.add_argument("--blocks", default=",".join(DEFAULT_KINDS),
-                    help=f"comma-separated, of {', '.join(KINDS)} (default: all but top_nommu)")
+    ap.add_argument("--blocks", default=",".join(KINDS), help=f"comma-separated, of {', '.join(KINDS)}")
     ap.add_argument("--widths", default=",".join(map(str, WIDTHS)))
     ap.add_argument("--seeds", default=",".join(map(str, SEEDS)))
     ap.add_argument("--jobs", type=int, default=2, help="place-and-route runs at once")

@@ -151,18 +151,10 @@ def block(kind: str, width: int | None = None, fetch_depth: int = 8, **dma_kwarg
 
 
 KINDS = ("csr", "mux", "dma", "cp", "mmu", "sdma", "top", "top_nommu")
-# What `make fpga` builds when no block is named: every kind but `top_nommu`, which yosys
-# cannot synthesise since the DMA engines' command queues went to block RAM (4 December):
-# in that netlist it leaves `dma.qa`'s read port asynchronous (it does not merge the read
-# register, RD_CLK_ENABLE 0), which no ECP5 block RAM maps, and the queue asks for block
-# RAM (queue.py `ram_style`): "no valid mapping found for memory gpu_top.dma.qa". Named
-# (BLOCKS=top_nommu) it still runs and fails in that one line. docs/fpga.md "What the MMU
-# costs" keeps its figures from before.
-DEFAULT_KINDS = tuple(k for k in KINDS if k != "top_nommu")
 NOMMU_WIDTHS = (32,)  # the width of the FPGA goals: enough to see what the MMU costs
 
 
-def default_blocks(widths=WIDTHS, kinds=DEFAULT_KINDS) -> list[Block]:
+def default_blocks(widths=WIDTHS, kinds=KINDS) -> list[Block]:
     out = []
     for kind in kinds:
         if kind == "csr":

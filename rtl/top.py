@@ -50,9 +50,15 @@ class GpuTop(wiring.Component):
         self.fetch_depth = fetch_depth
         self.mmu = mmu
         self.tlb_entries = tlb_entries
+        # Without the MMU the masters' sideband (each request's VMID and access kind, a
+        # response's fault bits) has no reader inside, so it leaves on the memory port: unread,
+        # yosys removed the VMID bits of the DMA command queues' read registers, could then
+        # no longer merge those registers into the queues' block RAM, and `top_nommu_32`
+        # did not synthesise ("no valid mapping found for memory gpu_top.dma.qa").
+        user = (REQ_USER.size, RESP_USER.size) if not mmu else (0, 0)
         super().__init__({
             "s_axil": In(AXI4LiteSignature(MMIO_ADDR_WIDTH, 32)),
-            "m_axi": Out(AXI4Signature(ADDR_WIDTH, data_width, ID_WIDTH)),
+            "m_axi": Out(AXI4Signature(ADDR_WIDTH, data_width, ID_WIDTH, *user)),
             "irq": Out(1),
         })
 
