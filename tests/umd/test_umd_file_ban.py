@@ -35,7 +35,7 @@ def _hang(kmd, q, flag) -> None:
     q.wait_mem(flag, 0, 1)
     q.flush()
     deadline = time.monotonic() + 10
-    while q.async_submit and q.pending and time.monotonic() < deadline:  # (the submission thread's CS)
+    while q.async_submit and not all(j.done for j in q.pending) and time.monotonic() < deadline:  # (the thread's CS)
         time.sleep(0.001)
     for _ in range(12):
         run_device(kmd, JOB_TIMEOUT // 4)
