@@ -59,9 +59,15 @@ def latch(c):
     fe_cur = Signal(c.aw, name="fsm_err_cur_r")  # the dword's address
     fe_hdr = Signal(c.aw, name="fsm_err_hdr_r")  # the packet's
     be_code, be_rptr = Signal(8, name="db_err_code_r"), Signal(32, name="db_err_rptr_r")
-    fe_vmid, de_vmid = Signal(4, name="fsm_err_vmid_r"), Signal(4, name="dma_err_vmid_r")
+    de_vmid = Signal(4, name="dma_err_vmid_r")
     fe_user, de_user = Signal(RESP_USER, name="fsm_err_user_r"), Signal(RESP_USER, name="dma_err_user_r")
     fe_access, de_access = Signal(3, name="fsm_err_access_r"), Signal(3, name="dma_err_access_r")
+    # (the parser error's VMID is chosen after the capture, from the captured `where` and
+    # RUSER/BUSER and both candidates: chosen before it, the state and the fetch response ->
+    # `where` -> the write's fault -> the choice were a cone in front of the capture,
+    # `cp_32`'s `fsm_err_vmid_r`, 10.18 ns)
+    fe_vmid_work, fe_vmid_write = Signal(4, name="fsm_err_vmid_work_r"), Signal(4, name="fsm_err_vmid_write_r")
+    fe_vmid = Mux((fe_where == Where.WRITE) & RESP_USER(fe_user).fault, fe_vmid_write, fe_vmid_work)
 
     err_any = c.err_any
     m.d.comb += [err_any.eq(c.err | valid["fsm"] | valid["dma"] | valid["db"]),
@@ -80,7 +86,7 @@ def latch(c):
                      de_code.eq(c.dma_err_code), de_off.eq(c.dma_err_off), de_level.eq(c.dma_err_level),
                      de_addr.eq(c.dma.err_addr if c.cp.has_dma else 0), fe_cur.eq(c.fsm_err_cur), fe_hdr.eq(c.fsm_err_hdr),
                      be_code.eq(c.db_code), be_rptr.eq(c.rptr),
-                     fe_vmid.eq(c.fsm_err_vmid), fe_user.eq(c.fsm_err_user), fe_access.eq(c.fsm_err_access),
+                     fe_vmid_work.eq(c.cur_vmid), fe_vmid_write.eq(c.wr_vmid), fe_user.eq(c.fsm_err_user), fe_access.eq(c.fsm_err_access),
                      de_vmid.eq(c.dma_err_vmid), de_user.eq(c.dma_err_user), de_access.eq(c.dma_err_access)]
     with m.Else():
         m.d.sync += [v.eq(0) for v in valid.values()]
@@ -157,5 +163,3 @@ def locate(c, fsm):
             m.d.comb += [c.fsm_err_user.eq(c.bus.ruser), c.fsm_err_access.eq(vm_spec.Access.READ)]
         with m.Case(W.WRITE):
             m.d.comb += [c.fsm_err_user.eq(writer.user), c.fsm_err_access.eq(vm_spec.Access.WRITE)]
-    m.d.comb += c.fsm_err_vmid.eq(Mux((c.fsm_err_where == W.WRITE) & RESP_USER(writer.user).fault,
-                                      c.wr_vmid, c.cur_vmid))

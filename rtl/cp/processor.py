@@ -173,8 +173,8 @@ class CommandProcessor(wiring.Component):
         ring_end = qd["ring_end"]
         lim_zero, lim_pos, lim_pos_sum = qd["lim_zero"], qd["lim_pos"], qd["lim_pos_sum"]
         qf = queues.flags(m)
-        park_q, park_timer_q, reparse_q, dbpend_q, dbpend_code_q, dbpend_val_q, qr_pend_q = (
-            qf[n] for n in ("park_q", "park_timer_q", "reparse_q", "dbpend_q", "dbpend_code_q", "dbpend_val_q",
+        park_q, park_timer_q, reparse_q, dbpend_q, dbpend_back_q, dbpend_val_q, qr_pend_q = (
+            qf[n] for n in ("park_q", "park_timer_q", "reparse_q", "dbpend_q", "dbpend_back_q", "dbpend_val_q",
                             "qr_pend_q"))
         # `ring_end` is a register (queues.active_wptr), which these flags keep equal to wptr_q[q]
         db_move = [Signal(name=f"db_move{i}") for i in range(queues.N)]  # a doorbell moves wptr_q[i]
@@ -358,7 +358,6 @@ class CommandProcessor(wiring.Component):
         fsm_err_cur = Signal(aw)  # the address of the dword in hand (a header in RUN)
         fsm_err_hdr = Signal(aw)  # ... and of the packet being parsed
         fsm_err_at_ib_base = Signal()
-        fsm_err_vmid = Signal(4)
         fsm_err_user = Signal(RESP_USER)
         fsm_err_access = Signal(3)
 

@@ -137,7 +137,7 @@ def active_wptr(c):
 def flags(m):
     """The per-queue flags (fixed per queue). Returns a dict of lists."""
     d = {}
-    for name, width in (("park", 1), ("park_timer", 16), ("reparse", 1), ("dbpend", 1), ("dbpend_code", 8),
+    for name, width in (("park", 1), ("park_timer", 16), ("reparse", 1), ("dbpend", 1), ("dbpend_back", 1),
                         ("dbpend_val", 32), ("qr_pend", 1)):
         d[name + "_q"] = [Signal(width, name=f"{name}_q{i}") for i in range(N)]
     return d
@@ -189,8 +189,13 @@ def doorbells(c):
         # The active queue's value is loaded on every write, not only on an error: `db_value`
         # is read only the cycle after `db_err` (errors.py), so its 32 enables do not wait for
         # the carry chains (issue 14g: `cp_32`'s critical path was `wptr` -> `back` ->
-        # `db_value`). (The same for the inactive queue's `dbpend_val_q`, loaded unless an
-        # error waits, cost about 100 LUT4 in `cp_32` and is not done.)
+        # `db_value`). The same for the inactive queue's pending error: its value and whether
+        # it went backwards are loaded by every write while no error waits (`dbpend_q`), and
+        # read only once one does, so only `dbpend_q` itself waits for the chains
+        # (`dbpend_val_q1` and `dbpend_code_q1` were 32 + 1 of `cp_32`'s 41 endpoints short of
+        # 100 MHz, 10.17 ns, behind the chains, `q_err` and `is_active`).
+        with m.If(pt.swmod & ~c.dbpend_q[i]):
+            m.d.sync += [c.dbpend_val_q[i].eq(dbv), c.dbpend_back_q[i].eq(back)]
         with m.If(pt.swmod & is_active):
             m.d.sync += c.db_value.eq(dbv)
             # A bad doorbell of the running queue in the cycle RUN picked SWAP was captured as
@@ -203,7 +208,7 @@ def doorbells(c):
         with m.If(pt.swmod & pt.enable & ~c.stopped & ~q_err):
             with m.If(back | over):
                 with m.If(~is_active):
-                    m.d.sync += [c.dbpend_q[i].eq(1), c.dbpend_code_q[i].eq(code), c.dbpend_val_q[i].eq(dbv)]
+                    m.d.sync += c.dbpend_q[i].eq(1)
             with m.Else():
                 m.d.sync += wp.eq(dbv)
                 m.d.comb += c.db_move[i].eq(1)  # (active_wptr follows)
@@ -272,7 +277,8 @@ def resume(c):
     until its packet, parsed again, polls: pm4/wait_reg_mem.py clears `park_q`.)"""
     m, q = c.m, c.q
     with m.If(Array(c.dbpend_q)[q]):
-        m.d.comb += [c.db_err.eq(1), c.db_code.eq(Array(c.dbpend_code_q)[q])]
+        m.d.comb += [c.db_err.eq(1), c.db_code.eq(Mux(Array(c.dbpend_back_q)[q], CpError.DOORBELL_BACKWARDS,
+                                                      CpError.DOORBELL_OVERFLOW))]
         m.d.sync += [c.db_value.eq(Array(c.dbpend_val_q)[q]), Array(c.dbpend_q)[q].eq(0)]
 
 

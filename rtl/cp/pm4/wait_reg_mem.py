@@ -4,7 +4,7 @@ shares the AR channel with the fetchers (rtl/cp/processor.py).
 
 `c` is the CP's context (rtl/cp/processor.py): its signals and helpers by name."""
 
-from amaranth.hdl import Array, Const, Signal
+from amaranth.hdl import Array, Mux, Signal
 from amaranth.utils import ceil_log2
 
 from spec import packets as pk
@@ -41,13 +41,22 @@ def states(c):
         m.d.comb += masked.eq(word & field(p, WRM, "MASK"))
         fn = field(p, WRM, "FUNCTION")
         funcs = WRM.field("FUNCTION").values
-        ok = Signal()
-        # (If chains, not Switch: Yosys writes an empty `case` Icarus cannot parse)
-        for name, test in (("ALWAYS", Const(1)), ("LT", masked < ref), ("LE", masked <= ref),
-                           ("EQ", masked == ref), ("NE", masked != ref),
-                           ("GE", masked >= ref), ("GT", masked > ref)):
+        # One subtraction's borrow (less than) and one equality, and which of below, equal and
+        # above each FUNCTION accepts, from the packet's registers: the answer is a LUT after
+        # them. (Six compares, four of them carry chains, and a multiplexer by FUNCTION after
+        # them put three levels of wide multiplexers between the chain and the state:
+        # `cp_32`'s critical path on seeds 2 and 3, `cp.failed` / `cp.cp_state` -> the poll's
+        # compare -> `cp_state`, 10.2-10.8 ns.) A FUNCTION outside the table accepts nothing.
+        diff = Signal(33)
+        m.d.comb += diff.eq(masked - ref)
+        below, equal = diff[32], masked == ref
+        ok_below, ok_equal, ok_above = Signal(), Signal(), Signal()
+        accepts = {"ALWAYS": "<=>", "LT": "<", "LE": "<=", "EQ": "=", "NE": "<>", "GE": "=>", "GT": ">"}
+        for name, which in accepts.items():
             with m.If(fn == funcs[name]):
-                m.d.comb += ok.eq(test)
+                m.d.comb += [ok_below.eq("<" in which), ok_equal.eq("=" in which), ok_above.eq(">" in which)]
+        ok = Signal()
+        m.d.comb += ok.eq(Mux(below, ok_below, Mux(equal, ok_equal, ok_above)))
         # (the timer is loaded while the read is on its way: WRM_SLEEP counts it down)
         m.d.sync += c.poll_timer.eq(field(p, WRM, "POLL_INTERVAL"))
         with m.If(c.poll_rvalid):
