@@ -64,7 +64,7 @@ bench: $(STAMP)
 ## (nextpnr gets --placer-heap-timingweight 50 from the flow; PNR_ARGS adds settings or replaces that one)
 fpga: $(STAMP)
 	$(PY) -m fpga $(if $(BLOCKS),--blocks $(BLOCKS)) $(if $(WIDTHS),--widths $(WIDTHS)) \
-		$(if $(SEEDS),--seeds $(SEEDS)) --jobs $(JOBS) $(if $(PNR_ARGS),--pnr-args "$(PNR_ARGS)")
+		$(if $(SEEDS),--seeds $(SEEDS)) --jobs $(JOBS) $(if $(PNR_ARGS),--pnr-args="$(PNR_ARGS)")
 
 ## The DMA engine's design space: throughput against LUT4 (build/sweep.txt, build/sweep.png).
 sweep: $(STAMP)

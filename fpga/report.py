@@ -7,6 +7,7 @@ Time is cycles ÷ clock: `cp_submit_to_irq_ns` = bench cycles (32-bit top) ÷ Fm
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from testbench.sim import BUILD
@@ -34,6 +35,23 @@ def load(path) -> dict:
     return json.loads(p.read_text()) if p.exists() else {}
 
 
+def load_other(path) -> dict:
+    """The other flow's report (build/bench.json for `make fpga`, build/fpga.json for `make
+    bench`), read at the end of a long run for the figures that need both: one that cannot be
+    read (cut short, edited by hand) gives none of them and a line saying why, not a
+    traceback that loses the run's own results."""
+    p = Path(path)
+    try:
+        data = load(p)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        print(f"warning: {p} cannot be read ({type(e).__name__}: {e}): no figures from it", file=sys.stderr)
+        return {}
+    if not isinstance(data, dict):
+        print(f"warning: {p} is not a JSON object: no figures from it", file=sys.stderr)
+        return {}
+    return data
+
+
 def merge(path, results: dict) -> dict:
     """Add `results` (block name → record) to the JSON at `path`, keeping other blocks."""
     p = Path(path)
@@ -44,7 +62,7 @@ def merge(path, results: dict) -> dict:
     for k in DERIVED_GOALS:
         data.pop(k, None)
     data.pop("cp_plus_sdma_mb_s", None)
-    data.update(derived(data, load(BENCH_JSON)))
+    data.update(derived(data, load_other(BENCH_JSON)))
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     return data

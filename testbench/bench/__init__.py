@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m testbench.bench")
         results.update(model_speed.summary(speed, sims))
     from fpga import report as fpga_report
 
-    results.update(fpga_report.derived(fpga_report.load(fpga_report.FPGA_JSON), results))
+    results.update(fpga_report.derived(fpga_report.load_other(fpga_report.FPGA_JSON), results))
     out.write_text(json.dumps(results, indent=1) + "\n")
     print(table(results))
     print(f"\nwritten to {out}")

@@ -4,6 +4,8 @@ CI), and the flow's figures and error paths. Place and route is `make fpga`'s jo
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,8 @@ import pytest
 from fpga import report
 from fpga.blocks import block
 from fpga.flow import FlowError, median_pnr, PnR, synth
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.xdist_group("fpga")  # one worker: the first yowasp call compiles for minutes
 
@@ -197,14 +201,28 @@ def test_cli_rejects_bad_arguments(capsys):
     (["--widths", ","], "--widths: name at least one data width (32, 64, 128 or 256)"),
     # a folder to write to: found after the whole place and route
     (["--blocks", "dma", "-o", "{tmp}"], "-o: {tmp} is a folder; name the JSON file to write"),
+    # a file that is no report: it failed at the end, after the place and route, with a
+    # traceback (json's), and a JSON file of another kind was written over
+    (["--blocks", "dma", "-o", "{tmp}/notes.md"], "-o: {tmp}/notes.md: the file exists and is not a report of make "
+     "fpga (a JSON object): the run would write over it; give a new name, or remove the file first"),
+    (["--blocks", "dma", "-o", "{tmp}/list.json"], "-o: {tmp}/list.json: the file exists and is not a report of make "
+     "fpga (a JSON object): the run would write over it; give a new name, or remove the file first"),
+    (["--blocks", "dma", "-o", "{tmp}/notes.md/fpga.json"], "-o: {tmp}/notes.md/fpga.json: {tmp}/notes.md is a file, "
+     "not a folder"),
+    # the same seed twice placed the same way twice, and weighed double in the median
+    (["--blocks", "dma", "--seeds", "1,2,1", "-o", "{tmp}/f.json"],
+     "--seeds: seed 1 is given twice: each seed places the same way every time"),
 ])
 def test_cli_refuses_what_would_run_nothing_or_fail_at_the_end(capsys, tmp_path, monkeypatch, argv, message):
     import fpga.__main__ as cli
 
     monkeypatch.setattr(cli, "run_blocks", lambda *a, **k: pytest.fail("ran before checking its arguments"))
+    (tmp_path / "notes.md").write_text("# my notes\n")
+    (tmp_path / "list.json").write_text("[1, 2]\n")
     with pytest.raises(SystemExit) as e:
         cli.main([a.replace("{tmp}", str(tmp_path)) for a in argv])
     assert e.value.code == 2
+    assert (tmp_path / "notes.md").read_text() == "# my notes\n" and (tmp_path / "list.json").read_text() == "[1, 2]\n"
     # the whole of stderr: one line (OneLineParser; argparse put its usage block first)
     assert capsys.readouterr().err.splitlines() == [f"python -m fpga: error: {message.replace('{tmp}', str(tmp_path))}"]
 
@@ -324,6 +342,51 @@ def test_pnr_args_go_to_nextpnr_and_are_cached_apart(tmp_path, monkeypatch):
     assert flow.pnr_args_problem(["--seed", "2"]).startswith("--seed is set by the flow itself")
     assert flow.pnr_args_problem(["--freq=90"]).startswith("--freq is set by the flow itself")
     assert flow.pnr_args_problem(["--tmg-ripup", "--placer", "sa"]) is None
+
+
+def test_pnr_args_that_start_with_a_dash_reach_the_flow(tmp_path, monkeypatch):
+    """`make fpga PNR_ARGS='--tmg-ripup'` (fpga.md's own example) stopped at argparse:
+    `--pnr-args --tmg-ripup` is one option after another to it ("expected one argument"), a
+    setting with a space in it was taken. Both the Makefile's command and `python -m fpga
+    --pnr-args --tmg-ripup` now give the flow the setting; the report is written beside an
+    earlier one, whose records stay."""
+    import fpga.__main__ as cli
+
+    got = []
+
+    def fake_run(blocks, seeds, jobs, log, pnr_args):
+        got.append((tuple(b.name for b in blocks), tuple(seeds), pnr_args))
+        return {"dma_32": {"lut4": 1}}
+
+    monkeypatch.setattr(cli, "run_blocks", fake_run)
+    monkeypatch.setattr(cli.report, "table", lambda data: "(the table)")
+    out = tmp_path / "fpga.json"
+    out.write_text(json.dumps({"csr": {"lut4": 2}}))
+    make = subprocess.run(["make", "-n", "fpga", "BLOCKS=dma", "WIDTHS=32", "SEEDS=2", "PNR_ARGS=--tmg-ripup"],
+                          cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    line = next(x for x in make.replace("\\\n", " ").splitlines() if " -m fpga " in x)
+    argv = shlex.split(line)
+    argv = argv[argv.index("fpga") + 1:] + ["-o", str(out)]
+    assert cli.main(argv) == 0
+    assert cli.main(["--blocks", "dma", "--widths", "32", "--seeds", "2", "--pnr-args", "--tmg-ripup", "-o", str(out)]) == 0
+    assert cli.main(["--blocks", "dma", "--widths", "32", "--seeds", "2", "--pnr-args", "--placer sa", "-o", str(out)]) == 0
+    assert got == [(("dma_32",), (2,), ("--tmg-ripup",))] * 2 + [(("dma_32",), (2,), ("--placer", "sa"))]
+    assert set(json.loads(out.read_text())) >= {"csr", "dma_32"}
+
+
+def test_an_unreadable_bench_report_costs_only_the_derived_figures(tmp_path, monkeypatch, capsys):
+    """At the end of `make fpga` the report is merged with build/bench.json for the
+    nanoseconds; one cut short or edited by hand raised json's traceback there, after hours
+    of place and route, and the new records were not written. Now: a line saying so, the
+    records written, no derived figures."""
+    out, bench = tmp_path / "fpga.json", tmp_path / "bench.json"
+    monkeypatch.setattr(report, "BENCH_JSON", bench)
+    for text in ('{"cp_submit_to_irq_cycles_32b": 4', "[47]"):
+        bench.write_text(text)
+        data = report.merge(out, {"top_32": {"fmax_mhz": 80.0}})
+        assert data == {"top_32": {"fmax_mhz": 80.0}} and json.loads(out.read_text()) == data
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and err[0].startswith(f"warning: {bench} ") and err[0].endswith(": no figures from it"), err
 
 
 def test_cli_refuses_pnr_args_the_flow_sets(capsys, monkeypatch):
