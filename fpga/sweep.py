@@ -192,12 +192,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cp-depths", default=",".join(map(str, CP_DEPTHS)),
                     help="the CP's fetch depths to measure, comma-separated, or none")
     args = ap.parse_args(argv)
+    if args.points is not None and not args.points.strip(", "):  # (it ran the whole built-in set)
+        ap.error("--points: name at least one point (wWIDTH:rREADS:fFIFO), or leave --points out for the built-in set")
     try:
         points = [parse_point(t) for t in args.points.split(",")] if args.points else list(DEFAULT_POINTS)
         for p in points:  # parameter errors now, not after minutes
             block("dma", p.width, **p.dma_kwargs).make()._MustUse__used = True  # (built only to check)
     except ValueError as e:
         ap.error(str(e))
+    twice = [p.name for i, p in enumerate(points) if p in points[:i]]
+    if twice:  # (measured twice, and drawn twice on the picture)
+        ap.error(f"--points: {twice[0]} is given twice")
     if args.jobs < 1:
         ap.error(f"--jobs must be at least 1, not {args.jobs}")
     try:
@@ -209,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
             CommandProcessor(None, 32, fetch_depth=d)._MustUse__used = True
     except ValueError as e:
         ap.error(f"--cp-depths: {e}")
+    twice = [d for i, d in enumerate(cp_depths) if d in cp_depths[:i]]
+    if twice:
+        ap.error(f"--cp-depths: {twice[0]} is given twice")
     if args.latency < 2:
         ap.error(f"--latency: the memory model's minimum read latency is 2, not {args.latency}")
     t0 = time.monotonic()

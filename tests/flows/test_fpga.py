@@ -258,6 +258,27 @@ def test_sweep_rejects_bad_points(capsys):
         assert text in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, text", [
+    # each point was measured twice and drawn twice on the picture
+    (["--points", "w32:r8:f128,w64:r8:f128,w32:r8:f128"], "--points: w32:r8:f128 is given twice"),
+    (["--points", "w32:r8:f128", "--cp-depths", "8,16,8"], "--cp-depths: 8 is given twice"),
+    # an empty list ran the whole built-in set (half an hour)
+    (["--points", ""], "--points: name at least one point (wWIDTH:rREADS:fFIFO), or leave --points out for the "
+     "built-in set"),
+    (["--points", ",,"], "--points: name at least one point (wWIDTH:rREADS:fFIFO), or leave --points out for the "
+     "built-in set"),
+])
+def test_sweep_refuses_what_it_would_measure_twice_or_by_mistake(capsys, monkeypatch, argv, text):
+    from fpga import sweep
+
+    for f in ("measure", "measure_cp"):
+        monkeypatch.setattr(sweep, f, lambda *a: pytest.fail("measured before checking its arguments"))
+    with pytest.raises(SystemExit) as e:
+        sweep.main(argv)
+    assert e.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [f"python -m fpga.sweep: error: {text}"]
+
+
 def test_sweep_plot_ignores_a_bad_mplbackend(tmp_path):
     """The sweep draws its picture at the end of its run: with $MPLBACKEND set to a backend
     matplotlib does not know, that was matplotlib's ValueError traceback after every point
