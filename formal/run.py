@@ -27,7 +27,7 @@ from pathlib import Path
 
 from amaranth.back import rtlil
 
-from testbench.argtypes import OneLineParser, int_at_least
+from testbench.argtypes import OneLineParser, int_at_least, report_file_problem
 from testbench.pipes import pipe_safe
 
 from . import properties
@@ -432,6 +432,10 @@ def main(argv=None) -> int:
     unknown = [n for n in names if n not in properties.GROUPS]
     if unknown:
         print(f"formal: no group {', '.join(unknown)} (groups: {', '.join(properties.GROUPS)})", file=sys.stderr)
+        return 2
+    # (a file other than an earlier report, --json README.md, was written over after the proofs)
+    if problem := report_file_problem(Path(args.json), "a formal report"):
+        print(f"formal: --json: {problem}", file=sys.stderr)
         return 2
     # --report reads the logs a run left: with none there is no table to make (it would be
     # all "not run", and its JSON would replace a real report)

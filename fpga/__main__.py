@@ -6,13 +6,11 @@
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shlex
 import sys
 from pathlib import Path
 
-from testbench.argtypes import OneLineParser
+from testbench.argtypes import OneLineParser, report_file_problem
 from testbench.pipes import pipe_safe
 
 from . import report
@@ -39,37 +37,6 @@ def _joined_pnr_args(argv: list[str]) -> list[str]:
             out[i:i + 2] = [f"--pnr-args={out[i + 1]}"]
             break
     return out
-
-
-def _output_problem(path: Path) -> str | None:
-    """Why the run cannot end by writing its report to `path` (found now, not after hours of
-    place and route): a folder, a file that is not an earlier report (it would be written
-    over: README.md, a source), or a place no file can be made."""
-    if path.is_dir():
-        return f"{path} is a folder; name the JSON file to write"
-    if path.exists():
-        try:
-            ok = isinstance(json.loads(path.read_text()), dict)
-        except (OSError, UnicodeDecodeError, ValueError):
-            ok = False
-        if not ok:
-            return (f"{path}: the file exists and is not a report of make fpga (a JSON object): the run would "
-                    "write over it; give a new name, or remove the file first")
-        if not os.access(path, os.W_OK):
-            return f"{path}: the file is not writable"
-        return None
-    above = path.parent
-    while not above.exists() and above != above.parent:
-        above = above.parent
-    if above.exists() and not above.is_dir():
-        return f"{path}: {above} is a file, not a folder"
-    try:  # (the run would make the missing folders at its end: made now)
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        return f"{path}: no file can be made there ({e.strerror or e})"
-    if not os.access(path.parent, os.W_OK | os.X_OK):
-        return f"{path}: no file can be made there ({path.parent} is not a writable folder)"
-    return None
 
 
 @pipe_safe
@@ -101,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--widths: data widths are 32, 64, 128 or 256, not {args.widths!r}")
     if not widths:
         ap.error("--widths: name at least one data width (32, 64, 128 or 256)")
-    if problem := _output_problem(Path(args.output)):
+    if problem := report_file_problem(Path(args.output), "a report of make fpga"):
         ap.error(f"-o: {problem}")
     seeds = _ints(args.seeds, "seeds", ap)
     if not seeds:

@@ -6,6 +6,7 @@ simulator is built or started."""
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -118,3 +119,24 @@ def folder_problem(path: Path) -> str | None:
     except OSError as e:
         return f"cannot write in {path}: {e.strerror}"
     return None
+
+
+def report_file_problem(path: Path, what: str) -> str | None:
+    """Why a run cannot end by writing its JSON report to `path` (one line, for `-o: ...`), or
+    None: found before the run, not after its minutes or hours. A folder; a path under a file;
+    a file that is not `what` (an earlier report: a JSON object), which the run would write
+    over (`-o README.md`); a folder that takes no file."""
+    if path.is_dir():
+        return f"{path} is a folder; name the JSON file to write"
+    blocker = next((d for d in path.parents if d.exists() and not d.is_dir()), None)
+    if blocker is not None:
+        return f"{blocker} is a file, not a folder"
+    if path.exists():
+        try:
+            ok = isinstance(json.loads(path.read_text()), dict)
+        except (OSError, UnicodeDecodeError, ValueError):
+            ok = False
+        if not ok:
+            return (f"{path}: the file exists and is not {what} (a JSON object): the run would write over it; "
+                    "give a new name, or remove the file first")
+    return folder_problem(path.parent)

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from testbench import sim
-from testbench.argtypes import OneLineParser, folder_problem, int_one_of
+from testbench.argtypes import OneLineParser, int_one_of, report_file_problem
 from testbench.pipes import pipe_safe
 from testbench.sim.design import gpu_design
 
@@ -237,14 +237,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m testbench.bench")
         if problem:
             ap.error(f"--speed-sims: {problem}")
     out = Path(args.output)
-    if out.is_dir():
-        ap.error(f"-o: {out} is a folder; name the JSON file to write")
-    blocker = next((d for d in out.parents if d.exists() and not d.is_dir()), None)
-    if blocker is not None:
-        ap.error(f"-o: {blocker} is a file, not a folder")
     # (before minutes of benchmarks, not after: a folder that takes no file, -o immutable/b.json,
-    # ran them all and failed at the end)
-    if problem := folder_problem(out.parent):
+    # ran them all and failed at the end; and a file other than an earlier report, -o README.md,
+    # was removed below and written over)
+    if problem := report_file_problem(out, "figures of an earlier bench"):
         ap.error(f"-o: {problem}")
     try:
         out.unlink(missing_ok=True)

@@ -27,7 +27,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from ..argtypes import NOT_AN_INTEGER, OneLineParser, int_at_least, int_one_of
+from ..argtypes import NOT_AN_INTEGER, OneLineParser, int_at_least, int_one_of, report_file_problem
 from ..pipes import pipe_safe
 from .campaign import (Caps, Progress, Report, explain, make_stream, master_seed, model_caps, run_model,
                        run_model_pair)
@@ -99,6 +99,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"argument --sim: no simulator in {args.sim!r} (verilator, icarus, model, or a comma list)")
     if args.json is not None and Path(args.json).is_dir():  # (found after the campaign, it lost the report)
         ap.error(f"argument --json: {args.json} is a directory (give the report's file name)")
+    # (a file other than an earlier report, --json README.md, was written over after the campaign)
+    from testbench.sim import BUILD
+
+    if problem := report_file_problem(Path(args.json) if args.json else BUILD / "difftest.json", "a difftest report"):
+        ap.error(f"argument --json: {problem}")
     mcaps = model_caps(False if args.no_dma else None, args.data_width)
 
     if args.multi:

@@ -24,7 +24,7 @@ from importlib.metadata import version
 from dataclasses import asdict
 from pathlib import Path
 
-from ..argtypes import OneLineParser, fraction, int_at_least, positive_float
+from ..argtypes import OneLineParser, fraction, int_at_least, positive_float, report_file_problem
 from ..pipes import pipe_safe
 from . import scope, survivors
 from .pymut import ROOT, TIMEOUT_CODES, PyCampaign
@@ -60,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.fast:
         from .fast import main as fast_main
         return fast_main()
+    # (a file other than an earlier report, --json README.md, was written over after the campaign)
+    if problem := report_file_problem(Path(args.json), "a mutation report"):
+        ap.error(f"argument --json: {problem}")
 
     t0 = time.monotonic()
     deadline = t0 + 60 * args.budget

@@ -207,8 +207,7 @@ def test_cli_rejects_bad_arguments(capsys):
      "fpga (a JSON object): the run would write over it; give a new name, or remove the file first"),
     (["--blocks", "dma", "-o", "{tmp}/list.json"], "-o: {tmp}/list.json: the file exists and is not a report of make "
      "fpga (a JSON object): the run would write over it; give a new name, or remove the file first"),
-    (["--blocks", "dma", "-o", "{tmp}/notes.md/fpga.json"], "-o: {tmp}/notes.md/fpga.json: {tmp}/notes.md is a file, "
-     "not a folder"),
+    (["--blocks", "dma", "-o", "{tmp}/notes.md/fpga.json"], "-o: {tmp}/notes.md is a file, not a folder"),
     # the same seed twice placed the same way twice, and weighed double in the median
     (["--blocks", "dma", "--seeds", "1,2,1", "-o", "{tmp}/f.json"],
      "--seeds: seed 1 is given twice: each seed places the same way every time"),

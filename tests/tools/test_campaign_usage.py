@@ -292,10 +292,49 @@ def test_a_bad_seed_in_the_environment_is_a_usage_error(capsys, monkeypatch):
         "python -m testbench.difftest: error: $GPUCOSIM_SEED: must be an integer (decimal or 0x hex), not 'x12'"
 
 
-def test_a_report_that_cannot_be_written_is_one_line_after_the_summary(tmp_path, capsys):
+def test_a_report_that_cannot_be_written_is_one_line_before_the_campaign(tmp_path, capsys):
+    """(It was one line after the campaign's summary: the campaign ran for nothing.)"""
     (tmp_path / "a-file").write_text("")
     path = tmp_path / "a-file" / "difftest.json"
-    assert difftest_main(["--sim", "model", "--streams", "1", "--json", str(path)]) == 2
+    with pytest.raises(SystemExit) as e:
+        difftest_main(["--sim", "model", "--streams", "1", "--json", str(path)])
+    assert e.value.code == 2
     out, err = capsys.readouterr()
-    assert "difftest: seed " in out and "1 streams, 0 mismatch(es)" in out
-    assert err.strip().splitlines()[-1] == f"difftest: cannot write the report {path}: File exists ({path.parent})"
+    assert "difftest: seed " not in out
+    assert err.splitlines() == [f"python -m testbench.difftest: error: argument --json: {path.parent} is a file, not a folder"]
+
+
+@pytest.mark.parametrize("tool", ["difftest", "mutate", "formal", "bench"])
+@pytest.mark.parametrize("existing", ["# my notes\n", "[1, 2]\n"])
+def test_a_report_path_that_names_another_file_is_refused_before_the_run(capsys, tmp_path, monkeypatch, tool, existing):
+    """Each campaign writes its JSON report at its end: `--json README.md` (`-o` for the
+    bench) wrote over the file after the whole run, and the bench removed it first. A file
+    that is not an earlier report (a JSON object) is refused before anything runs, and left
+    as it was."""
+    import formal.run as formal_run
+    import testbench.bench as bench
+    import testbench.mutate.__main__ as mutate_cli
+
+    victim = tmp_path / "notes.md"
+    victim.write_text(existing)
+    monkeypatch.setattr(mutate_cli.survivors, "load", lambda *a: pytest.fail("the campaign started"))
+    monkeypatch.setattr(bench.sim, "run", lambda *a, **k: pytest.fail("the bench started"))
+    monkeypatch.setattr(formal_run, "BUILD", tmp_path / "formal")  # (no earlier logs: --report would say so)
+    says = {"difftest": ("python -m testbench.difftest: error: argument --json: ", "a difftest report"),
+            "mutate": ("python -m testbench.mutate: error: argument --json: ", "a mutation report"),
+            "formal": ("formal: --json: ", "a formal report"),
+            "bench": ("python -m testbench.bench: error: -o: ", "figures of an earlier bench")}[tool]
+    argv = {"difftest": ["--sim", "model", "--streams", "1", "--json", str(victim)],
+            "mutate": ["--json", str(victim)],
+            "formal": ["--report", "--groups", "dma", "--json", str(victim)],
+            "bench": ["-o", str(victim)]}[tool]
+    main = {"difftest": difftest_main, "mutate": mutate_main, "formal": formal_main, "bench": bench.main}[tool]
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code
+    assert code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"{says[0]}{victim}: the file exists and is not {says[1]} (a JSON object): the run would write over it; "
+        "give a new name, or remove the file first"]
+    assert victim.read_text() == existing
