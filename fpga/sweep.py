@@ -26,7 +26,7 @@ from pathlib import Path
 
 from rtl.cp import CommandProcessor
 from testbench import sim
-from testbench.argtypes import OneLineParser
+from testbench.argtypes import OneLineParser, int_at_least
 from testbench.pipes import pipe_safe
 from testbench.sim.design import gpu_design
 from testbench.sim.dma_design import dma_design
@@ -187,8 +187,8 @@ def plot(rows: list[dict], latency: int, path: Path, cp_rows: list[dict] = ()) -
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="python -m fpga.sweep", description=__doc__.splitlines()[0])
     ap.add_argument("--points", help="comma-separated wWIDTH:rREADS:fFIFO (default: the built-in set)")
-    ap.add_argument("--latency", type=int, default=32, help="the second read latency, in cycles (default 32)")
-    ap.add_argument("--jobs", type=int, default=2, help="points measured at once")
+    ap.add_argument("--latency", type=int_at_least(2), default=32, help="the second read latency, in cycles (default 32; the memory model's least is 2)")
+    ap.add_argument("--jobs", type=int_at_least(1), default=2, help="points measured at once")
     ap.add_argument("--cp-depths", default=",".join(map(str, CP_DEPTHS)),
                     help="the CP's fetch depths to measure, comma-separated, or none")
     args = ap.parse_args(argv)
@@ -203,8 +203,6 @@ def main(argv: list[str] | None = None) -> int:
     twice = [p.name for i, p in enumerate(points) if p in points[:i]]
     if twice:  # (measured twice, and drawn twice on the picture)
         ap.error(f"--points: {twice[0]} is given twice")
-    if args.jobs < 1:
-        ap.error(f"--jobs must be at least 1, not {args.jobs}")
     try:
         cp_depths = [] if args.cp_depths == "none" else [int(x) for x in args.cp_depths.split(",") if x]
     except ValueError:
@@ -217,8 +215,6 @@ def main(argv: list[str] | None = None) -> int:
     twice = [d for i, d in enumerate(cp_depths) if d in cp_depths[:i]]
     if twice:
         ap.error(f"--cp-depths: {twice[0]} is given twice")
-    if args.latency < 2:
-        ap.error(f"--latency: the memory model's minimum read latency is 2, not {args.latency}")
     t0 = time.monotonic()
     try:
         with ThreadPoolExecutor(max(1, args.jobs)) as ex:

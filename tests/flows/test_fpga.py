@@ -247,9 +247,11 @@ def test_sweep_rejects_bad_points(capsys):
         CommandProcessor(None, 32, fetch_depth=3)
     for argv, text in ((["--points", "w32:r8:f32"], "fifo_depth must be a power of two of at least"),
                        (["--cp-depths", "3"], "--cp-depths: fetch_depth must be a power of two"),
-                       (["--latency", "1"], "--latency: the memory model's minimum read latency is 2"),
+                       (["--latency", "1"], "argument --latency: must be at least 2, not 1"),
                        # --jobs 0 started the sweep; a word was Python's int() message
-                       (["--jobs", "0"], "--jobs must be at least 1, not 0"),
+                       (["--jobs", "0"], "argument --jobs: must be at least 1, not 0"),
+                       # a word was Python's int() message ("invalid int value")
+                       (["--jobs", "two"], "argument --jobs: must be an integer (decimal or 0x hex), not 'two'"),
                        (["--cp-depths", "x"], "--cp-depths: comma-separated integers or none, not 'x'")):
         with pytest.raises(SystemExit) as e:
             sweep.main(argv)
