@@ -249,13 +249,29 @@ def _ours(signum: int, handler: Callable) -> Any:
     return signal.signal(signum, handler)
 
 
+def _leave_quietly(signum: int, frame: Any) -> None:
+    """^C in a process the app forked: it leaves as SIGTERM's default would have it leave,
+    without a word, but through Python's exit (its `finally` blocks run; multiprocessing
+    takes SystemExit as the process's exit status). With Python's own handler, a ^C to the
+    terminal's process group raised KeyboardInterrupt in the child too, and its traceback
+    ("Process Process-1: Traceback ...") was cut off halfway by the run ending the app's
+    processes, under the run's own "gpucosim: interrupted"."""
+    raise SystemExit(128 + signum)
+
+
 def _plain_in_child() -> None:
     """A process the app forks (multiprocessing) gets Python's own handlers back: with the
     run's, the stop that terminated it was raised in its code as the run's Terminated, a
-    traceback ("Process Process-1: ... Terminated: SIGTERM")."""
-    for signum in (signal.SIGINT, signal.SIGALRM, *TERMINATING):
+    traceback ("Process Process-1: ... Terminated: SIGTERM"). ^C is the exception: the run's
+    stop ends the app's processes anyway, and a child leaves it quietly (_leave_quietly)."""
+    for signum in (signal.SIGALRM, *TERMINATING):
         if signal.getsignal(signum) in _handlers:
-            signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+            signal.signal(signum, signal.SIG_DFL)
+    # (SIGINT: the run's handler on a simulator, Python's own on the model, where the run
+    # takes ^C as the KeyboardInterrupt it raises)
+    if _disarm is not None and (signal.getsignal(signal.SIGINT) in _handlers
+                                or signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+        signal.signal(signal.SIGINT, _leave_quietly)
 
 
 os.register_at_fork(after_in_child=_plain_in_child)

@@ -294,6 +294,37 @@ def test_sigterm_and_sighup_stop_the_run_as_ctrl_c_does(tmp_path, backend, how, 
         assert not _processes_with(str(tmp_path).encode())
 
 
+def test_ctrl_c_to_the_group_leaves_no_traceback_of_the_apps_processes(tmp_path):
+    """^C at a terminal goes to the whole process group: the app's multiprocessing child got
+    it too, raised KeyboardInterrupt in its own code, and its traceback ("Process Process-1:
+    Traceback (most recent call last):") was cut off halfway when the run ended the app's
+    processes. The child now leaves quietly; the run says it was interrupted (130) and its
+    figures are written, as for a ^C to gpucosim alone."""
+    app = tmp_path / "leaves.py"
+    app.write_text(LEAVES["process"])
+    stats = tmp_path / "s.json"
+    e = dict(os.environ, GPUCOSIM_PROGRESS="0")
+    e.pop("GPUCOSIM_LOG", None)
+    argv = [sys.executable, "-m", "gpucosim", "run", str(app), "--sim", "model", "--stats-json", str(stats)]
+    p = subprocess.Popen(argv, cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        assert p.stdout.readline().strip() == "running"
+        time.sleep(0.5)  # (the child is running its loop)
+        os.killpg(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+        assert p.returncode == 130, err
+        assert "Traceback" not in err and "Process Process-" not in err, err
+        assert err.splitlines()[-1] == "gpucosim: interrupted", err
+        assert json.loads(stats.read_text())["exit_code"] == 130
+        time.sleep(0.3)
+        assert not _processes_with(str(app).encode())
+    finally:
+        p.kill()
+        for pid in _processes_with(str(app).encode()):
+            os.kill(pid, signal.SIGKILL)
+
+
 def _processes_with(text: bytes) -> list[int]:
     """The processes whose command line or environment holds `text` (a simulator has the
     app's path in its environment, the model's process and its forks in their arguments)."""
