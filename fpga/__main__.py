@@ -31,9 +31,10 @@ def _joined_pnr_args(argv: list[str]) -> list[str]:
     starts with `-` and has no space for an option of its own, and refused the one setting
     fpga.md gives as its example ("expected one argument"); a nextpnr setting always starts
     with `-`."""
+    ours = ("--blocks", "--widths", "--seeds", "--jobs", "-o", "--output", "--pnr-args", "-h", "--help")
     out = list(argv)
-    for i, a in enumerate(out[:-1]):
-        if a == "--pnr-args" and out[i + 1].startswith("-"):
+    for i, a in enumerate(out[:-1]):  # (the value left out, `--pnr-args --seeds 2`: argparse says so)
+        if a == "--pnr-args" and out[i + 1].startswith("-") and out[i + 1].split("=")[0] not in ours:
             out[i:i + 2] = [f"--pnr-args={out[i + 1]}"]
             break
     return out

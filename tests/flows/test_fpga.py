@@ -421,6 +421,11 @@ def test_cli_refuses_pnr_args_the_flow_sets(capsys, monkeypatch):
         assert e.value.code == 2
         err = capsys.readouterr().err.splitlines()
         assert len(err) == 1 and err[0].startswith("python -m fpga: error: --pnr-args: ") and says in err[0], err
+    # its value left out: the option after it is not taken for a nextpnr setting
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--blocks", "dma", "--pnr-args", "--seeds", "2"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.splitlines() == ["python -m fpga: error: argument --pnr-args: expected one argument"]
 
 
 def test_endpoint_breakdown_counts_where_the_failing_endpoints_end():
