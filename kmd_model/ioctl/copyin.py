@@ -27,6 +27,17 @@ CHUNKS = (CsChunkIb, CsChunkFence, CsChunkDep)
 # so traces name them
 ENUMS = frozenset(t for t in vars(uapi).values() if isinstance(t, type) and issubclass(t, Enum)
                   and issubclass(t, int) and t.__module__ == uapi.__name__)
+# looked up by the type's identity: `type(v) in ENUMS` hashes the client's class, and its
+# metaclass's __hash__ and __eq__ are client code
+_ENUM_IDS = frozenset(id(t) for t in ENUMS)
+_TYPE_NAME = type.__dict__["__name__"]  # the name a class was made with, read without its metaclass
+
+
+def type_name(v: Any) -> str:
+    """`type(v).__name__` without client code: that reads `__name__` through v's metaclass,
+    whose property may raise, or answer a str subclass whose methods (`__format__`, run by
+    every f-string message naming it) are client code again. A plain str."""
+    return str.__str__(_TYPE_NAME.__get__(type(v)))
 
 
 def is_a(v: Any, cls: type | tuple[type, ...]) -> bool:
@@ -42,7 +53,7 @@ class Opaque:
     __slots__ = ("text", "kind")
 
     def __init__(self, v: Any, text: str | None = None):
-        self.kind = type(v).__name__
+        self.kind = type_name(v)
         self.text = shown(v) if text is None else text
 
     def __repr__(self) -> str:
@@ -65,7 +76,7 @@ def shown(v: Any) -> str:
     try:
         text = str.__str__(repr(v))  # an exact str: a str subclass's split() and len() are client code too
     except Exception as e:  # the client's __repr__ is client code
-        text = f"<{type(v).__name__} whose repr raised {type(e).__name__}>"
+        text = f"<{type_name(v)} whose repr raised {type_name(e)}>"
     text = " ".join(text.split())
     return text if len(text) <= SHOWN else text[:SHOWN - 3] + "..."
 
@@ -76,12 +87,12 @@ def kernel_int(v: Any) -> Any:
     if v is None or type(v) is bool:  # (bool cannot be subclassed)
         return v
     if is_a(v, (int, np.integer)):
-        if type(v) is int or type(v) in ENUMS:
+        if type(v) is int or id(type(v)) in _ENUM_IDS:
             return v
         try:  # an int subclass's own __int__ runs: once, here. int() answers an exact int or
             return int(v)  # raises (an __int__ answering an int subclass is copied to an int)
         except Exception as e:
-            return Opaque(v, f"<{type(v).__name__} whose int() raised {type(e).__name__}>")
+            return Opaque(v, f"<{type_name(v)} whose int() raised {type_name(e)}>")
     return Opaque(v)
 
 
@@ -93,7 +104,7 @@ class LongList(Opaque):
     __slots__ = ("n",)
 
     def __init__(self, v: Any, n: int):
-        super().__init__(v, f"<a {type(v).__name__} of {n} chunks, not copied>")
+        super().__init__(v, f"<a {type_name(v)} of {n} chunks, not copied>")
         self.n = n
 
 
@@ -110,7 +121,7 @@ def copy_in(args: Any, cls: type, max_chunks: int | None = None) -> Any:
         try:
             v = getattr(args, name)
         except Exception as e:  # a property that raises
-            v = Opaque(None, f"<a {name} whose read raised {type(e).__name__}>")
+            v = Opaque(None, f"<a {name} whose read raised {type_name(e)}>")
         out[name] = _chunks(v, max_chunks) if name == "chunks" else kernel_int(v)
     return cls(**out)
 

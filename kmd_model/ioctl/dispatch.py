@@ -18,7 +18,7 @@ import numpy as np
 from .. import uapi
 from ..log import get_logger
 from ..uapi import KmdError, Request
-from .copyin import Opaque, copy_in, hexed, is_a, kernel_int, shown
+from .copyin import Opaque, copy_in, hexed, is_a, kernel_int, shown, type_name
 from .trace import IoctlRecord
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def copy_in_call(request: Any, args: Any, max_chunks: int | None = None) -> Call
     if not is_a(args, desc.args):  # (its real type: isinstance would ask the client's object)
         return Call(name, desc, Opaque(args), KmdError(
             errno.EINVAL, f"{name}: arguments must be {'an' if desc.args.__name__[0] in 'AEIOU' else 'a'} "
-                          f"{desc.args.__name__}, not {type(args).__name__}"))
+                          f"{desc.args.__name__}, not {type_name(args)}"))
     # the handler sees the kernel's copy, never the client's objects
     return Call(name, desc, copy_in(args, desc.args, max_chunks), None)
 

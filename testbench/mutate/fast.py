@@ -80,7 +80,7 @@ FAST = (
         ("tests/kmd/test_high_memory.py",)),
     FastMutant(Patch(
         "copyin-keeps-int-subclass", "kmd_model/ioctl/copyin.py",
-        "if type(v) is int or type(v) in ENUMS:",
+        "if type(v) is int or id(type(v)) in _ENUM_IDS:",
         "if isinstance(v, int):",
         "the ioctl copy-in hands the handler the client's int subclass: its __int__ runs again, "
         "answering another handle than the one checked"),

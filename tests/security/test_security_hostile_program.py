@@ -411,3 +411,117 @@ def test_a_chunk_list_is_copied_from_its_own_storage(base):
 
     seq = c.io(Request.CS, CsArgs(c.ctx, Endless([CsChunkIb(8, bo.handle)]))).seq
     assert c.wait(seq)
+
+
+class _NameRaises(type):
+    """A metaclass whose classes' `__name__` is client code, and raises: `type(v).__name__`
+    runs it."""
+
+    @property
+    def __name__(cls):
+        raise RuntimeError("__name__")
+
+
+class _Nameless(metaclass=_NameRaises):
+    def __repr__(self):
+        return "nameless"
+
+
+class _NamelessBadRepr(metaclass=_NameRaises):
+    def __repr__(self):
+        raise RuntimeError("repr")
+
+
+class _NamelessError(Exception, metaclass=_NameRaises):
+    pass
+
+
+class _BoomNameless(int):
+    """An int whose int() raises an exception whose class name raises too."""
+
+    def __int__(self) -> int:
+        raise _NamelessError()
+
+    __index__ = __int__
+
+
+class _Spy(str):
+    """A class name that is a str subclass: formatting it into a message is client code."""
+
+    under_lock = 0
+    kmd = None
+
+    def __format__(self, spec):
+        if _Spy.kmd is not None and _Spy.kmd.lock.owned():
+            _Spy.under_lock += 1
+        return str.__format__(str(self), spec)
+
+
+class _SpyName(type):
+    @property
+    def __name__(cls):
+        return _Spy("Spy")
+
+
+class _Spied(metaclass=_SpyName):
+    def __repr__(self):
+        return "spied"
+
+
+# a class whose name itself is a str subclass (type() and a __name__ assignment keep one)
+_Renamed = type(_Spy("Renamed"), (), {"__repr__": lambda self: "renamed"})
+
+
+class _HashRaises(type):
+    """A metaclass whose classes' hash and == raise: a set or dict lookup of the type runs them."""
+
+    def __hash__(cls):
+        raise RuntimeError("__hash__")
+
+    def __eq__(cls, other):
+        raise RuntimeError("__eq__")
+
+
+class _HashBoom(int, metaclass=_HashRaises):
+    pass
+
+
+def test_a_values_class_name_is_read_without_client_code():
+    """A value's class whose `__name__` is a metaclass's property: the copy-in's
+    `type(v).__name__` ran it, so one that raises came out of the KMD as the client's
+    RuntimeError (from every field, the arguments, the request, a chunk, the chunk list, an
+    exception raised by an int()); one that answers a str subclass had its `__format__` run
+    under the driver's lock (a CS's 'chunk 0 is a ...'), where a client blocking in it
+    stopped every other client, and so did a class whose name itself is one. An int subclass whose metaclass's hash raises was looked up
+    in a set of the uAPI's enums, and raised too. Now the name the class was made with is
+    read (type's own descriptor), as a plain str, and each is one line."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    _Spy.kmd, _Spy.under_lock = kmd, 0
+    for req, args, err, message in [
+        (Request.GEM_CREATE, GemCreateArgs(_Nameless()), errno.EINVAL, "GEM_CREATE: size must be an int, not nameless"),
+        (Request.GEM_CREATE, GemCreateArgs(_NamelessBadRepr()), errno.EINVAL,
+         "GEM_CREATE: size must be an int, not <_NamelessBadRepr whose repr raised RuntimeError>"),
+        (Request.GEM_CREATE, _Nameless(), errno.EINVAL, "GEM_CREATE: arguments must be a GemCreateArgs, not _Nameless"),
+        (_Nameless(), None, errno.EINVAL, "unknown ioctl request nameless"),
+        (Request.CS, CsArgs(c.ctx, [_Nameless()]), errno.EINVAL,
+         "CS: chunk 0 is a _Nameless, not a CsChunkIb, CsChunkFence or CsChunkDep"),
+        (Request.CS, CsArgs(c.ctx, _Nameless()), errno.EINVAL, "CS: chunks must be a list, not _Nameless"),
+        (Request.GEM_MMAP, GemMmapArgs(_BoomNameless(1)), errno.ENOENT,
+         "GEM_MMAP: no BO with handle <_BoomNameless whose int() raised _NamelessError>"),
+        (Request.CS, CsArgs(c.ctx, [_Spied()]), errno.EINVAL,
+         "CS: chunk 0 is a _Spied, not a CsChunkIb, CsChunkFence or CsChunkDep"),
+        (Request.CS, CsArgs(c.ctx, _Spied()), errno.EINVAL, "CS: chunks must be a list, not _Spied"),
+        (Request.CS, CsArgs(c.ctx, [_Renamed()]), errno.EINVAL,
+         "CS: chunk 0 is a Renamed, not a CsChunkIb, CsChunkFence or CsChunkDep"),
+    ]:
+        with pytest.raises(KmdError) as ei:
+            c.io(req, args)
+        assert (ei.value.errno, ei.value.message) == (err, message)
+        assert type(ei.value.message) is str
+    assert _Spy.under_lock == 0
+    # an int subclass is an int, whatever its metaclass's hash does
+    out = c.io(Request.GEM_CREATE, GemCreateArgs(_HashBoom(0x2000)))
+    assert out.size == 0x2000
+    assert c.io(_HashBoom(Request.INFO), InfoArgs(uapi.InfoQuery.DEV_INFO)).va_start > 0
+    quiet(kmd)
