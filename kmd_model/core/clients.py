@@ -270,7 +270,7 @@ class ClientsMixin:
             except OSError as e:  # (the process's limits: descriptors, mappings)
                 raise KmdError(e.errno or errno.ENOMEM, f"{who}: BO {bo.name or '?'}: the OS refused a CPU "
                                f"mapping ({os.strerror(e.errno) if e.errno else e})") from None
-        return bo.mappings[0].array.view(CpuMapping)  # (shares the mapping's revocation)
+        return bo.mappings[0].view()  # (shares the mapping's revocation)
 
     def live_bos(self, file: File | None = None) -> list:
         """User BOs still allocated (all, or one File's): for leak reports."""

@@ -181,20 +181,31 @@ CpuMapping.copy = _copy
 
 
 class Mapping:
-    """One BO's OS mapping (if any: `size` bytes) and the array over it GEM_MMAP hands out."""
+    """One BO's OS mapping (if any: `size` bytes at `addr`) and the array over it GEM_MMAP hands
+    out views of. The revocation token and the address are the kernel's own, kept here: the
+    array is the client's to reach (every view's `.base`), and a token read from its
+    attribute at GEM_CLOSE was whatever the client had put there (None skipped the
+    revocation, OS mapping included, and the view reached the BO the next client got)."""
 
     def __init__(self, array: CpuMapping, size: int | None):
         self.array = array
         self.size = size
+        self.token = array._token
+        self.addr = np.ndarray.view(array, np.ndarray).ctypes.data
+
+    def view(self) -> CpuMapping:
+        """A new view of the whole mapping, for a GEM_MMAP, with the kernel's token."""
+        v = self.array.view(CpuMapping)
+        v._token = self.token
+        return v
 
     def revoke(self, why: str) -> None:
-        tok = self.array._token
+        tok = self.token
         if tok is None or tok.revoked is not None:
             return
         tok.revoked = why
         if self.size is not None and _mmap is not None:
-            addr = np.ndarray.view(self.array, np.ndarray).ctypes.data
-            r = _mmap(addr, self.size, mmap.PROT_READ | mmap.PROT_WRITE,
+            r = _mmap(self.addr, self.size, mmap.PROT_READ | mmap.PROT_WRITE,
                       mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_FIXED, -1, 0)
             if r in (None, _MAP_FAILED):  # the kernel refused
                 raise OSError(ctypes.get_errno(), "revoking a BO mapping failed")
@@ -227,7 +238,7 @@ def map_bo(mem: np.ndarray, mem_file: tuple[int, int] | None, offset: int, size:
         os_size = None
         arr = mem[offset:offset + size].view(CpuMapping)
     arr._token = _Token()
-    return Mapping(arr, os_size)
+    return Mapping(arr, os_size)  # (before the client can reach the array)
 
 
 def sub_mapping(array: CpuMapping, start: int, stop: int) -> tuple[CpuMapping, Callable[[str], None]]:

@@ -111,3 +111,42 @@ CHECKS = [check_stale_mapping, check_no_stale_data]
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
 def test_on_model(check):
     check(RefModel())
+
+
+@pytest.mark.parametrize("tamper", ["token None", "token deleted", "token replaced"])
+def test_a_mapping_whose_kernel_array_the_client_changed_is_still_revoked(tamper):
+    """GEM_MMAP's view is a view of the kernel's own array for the BO (`view.base`), which
+    held the mapping's revocation token as an attribute: a client that set it to None (or
+    deleted it, or put another token there) before GEM_CLOSE had the revocation skipped,
+    OS mapping included, and read and wrote through its view the BO the next client was
+    given at those pages. The kernel keeps the token and the OS mapping's address itself."""
+    kmd = kmd_model.bind(RefModel())
+    a, b = Client(), Client()
+    h = a.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000)).handle
+    view = a.io(Request.GEM_MMAP, uapi.GemMmapArgs(h)).view.view("<u4")
+    alias = np.frombuffer(memoryview(view), dtype="<u4")  # past every Python-level check
+    phys = a.f.handles[h].gpu_addr
+    kernels = view.base
+    if tamper == "token None":
+        kernels._token = None
+    elif tamper == "token deleted":
+        del kernels._token
+    else:
+        kernels._token = type(view._token)()
+    a.io(Request.GEM_CLOSE, uapi.GemCloseArgs(h))
+    new = b.bo(0x1000)
+    assert b.phys(new) == phys  # first fit: the same memory
+    new.u32[0] = 0x5EC2_E7ED
+    with pytest.raises(MappingRevoked):
+        view[0]
+    for v in (alias, np.frombuffer(memoryview(kernels), dtype="<u4")):
+        assert int(v[0]) != 0x5EC2_E7ED, "the closed mapping reads the next owner's BO"
+        v[1] = EVIL
+    assert int(new.u32[1]) == 0 and not kmd.dev.mem[phys + 4:phys + 0x1000].any()
+    # a later GEM_MMAP of another BO is revoked as well
+    h2 = a.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000)).handle
+    v2 = a.io(Request.GEM_MMAP, uapi.GemMmapArgs(h2)).view
+    a.io(Request.GEM_CLOSE, uapi.GemCloseArgs(h2))
+    with pytest.raises(MappingRevoked):
+        v2[0]
+    quiet(kmd)
