@@ -182,16 +182,20 @@ CpuMapping.copy = _copy
 
 class Mapping:
     """One BO's OS mapping (if any: `size` bytes at `addr`) and the array over it GEM_MMAP hands
-    out views of. The revocation token and the address are the kernel's own, kept here: the
-    array is the client's to reach (every view's `.base`), and a token read from its
-    attribute at GEM_CLOSE was whatever the client had put there (None skipped the
-    revocation, OS mapping included, and the view reached the BO the next client got)."""
+    out views of. Whether it is revoked, the token and the address are the kernel's own,
+    kept here: the array is the client's to reach (every view's `.base`), and a token read
+    from its attribute at GEM_CLOSE was whatever the client had put there (None skipped the
+    revocation, OS mapping included, and the view reached the BO the next client got); the
+    token itself is shared with every view, so its `revoked` only tells the Python-level
+    checks why (a client that marked it before the close had the OS mapping left as it was,
+    and cleared it after)."""
 
     def __init__(self, array: CpuMapping, size: int | None):
         self.array = array
         self.size = size
         self.token = array._token
         self.addr = np.ndarray.view(array, np.ndarray).ctypes.data
+        self.revoked = False
 
     def view(self) -> CpuMapping:
         """A new view of the whole mapping, for a GEM_MMAP, with the kernel's token."""
@@ -200,10 +204,10 @@ class Mapping:
         return v
 
     def revoke(self, why: str) -> None:
-        tok = self.token
-        if tok is None or tok.revoked is not None:
+        if self.revoked:
             return
-        tok.revoked = why
+        self.revoked = True
+        self.token.revoked = why
         if self.size is not None and _mmap is not None:
             r = _mmap(self.addr, self.size, mmap.PROT_READ | mmap.PROT_WRITE,
                       mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_FIXED, -1, 0)

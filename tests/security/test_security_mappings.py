@@ -113,13 +113,15 @@ def test_on_model(check):
     check(RefModel())
 
 
-@pytest.mark.parametrize("tamper", ["token None", "token deleted", "token replaced"])
+@pytest.mark.parametrize("tamper", ["token None", "token deleted", "token replaced", "token marked revoked"])
 def test_a_mapping_whose_kernel_array_the_client_changed_is_still_revoked(tamper):
     """GEM_MMAP's view is a view of the kernel's own array for the BO (`view.base`), which
     held the mapping's revocation token as an attribute: a client that set it to None (or
     deleted it, or put another token there) before GEM_CLOSE had the revocation skipped,
     OS mapping included, and read and wrote through its view the BO the next client was
-    given at those pages. The kernel keeps the token and the OS mapping's address itself."""
+    given at those pages; so did one that marked the token the views share revoked before
+    the close (and cleared it after). The kernel keeps the token, whether it revoked the OS
+    mapping, and its address itself."""
     kmd = kmd_model.bind(RefModel())
     a, b = Client(), Client()
     h = a.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000)).handle
@@ -131,15 +133,23 @@ def test_a_mapping_whose_kernel_array_the_client_changed_is_still_revoked(tamper
         kernels._token = None
     elif tamper == "token deleted":
         del kernels._token
-    else:
+    elif tamper == "token replaced":
         kernels._token = type(view._token)()
+    else:  # the token the view shares, marked revoked before the close (and cleared after)
+        view._token.revoked = "the client's own"
     a.io(Request.GEM_CLOSE, uapi.GemCloseArgs(h))
+    if tamper == "token marked revoked":
+        view._token.revoked = None
     new = b.bo(0x1000)
     assert b.phys(new) == phys  # first fit: the same memory
     new.u32[0] = 0x5EC2_E7ED
-    with pytest.raises(MappingRevoked):
-        view[0]
-    for v in (alias, np.frombuffer(memoryview(kernels), dtype="<u4")):
+    if tamper == "token marked revoked":
+        reach = [alias, view]  # (the client cleared the mark: the view passes its own checks)
+    else:
+        with pytest.raises(MappingRevoked):
+            view[0]
+        reach = [alias, np.frombuffer(memoryview(kernels), dtype="<u4")]
+    for v in reach:
         assert int(v[0]) != 0x5EC2_E7ED, "the closed mapping reads the next owner's BO"
         v[1] = EVIL
     assert int(new.u32[1]) == 0 and not kmd.dev.mem[phys + 4:phys + 0x1000].any()
