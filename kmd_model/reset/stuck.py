@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from spec import pm4, sdma
+from spec import packets, pm4, sdma
+from spec.sdma import codec as sdma_codec
+from spec.sdma import packets as sdma_packets
 
 from .. import regs
 from .cp_error import LEVEL_TEXT
@@ -38,6 +40,77 @@ _WRM_FUNC = {0: lambda v, r: True, 1: lambda v, r: v < r, 2: lambda v, r: v <= r
 _WRM_SYM = {0: "always", 1: "<", 2: "<=", 3: "==", 4: "!=", 5: ">=", 6: ">"}
 
 
+# ------------------------------------------------------------------ the packets a walk looks at
+
+# The walks look at a few kinds of packet (WAIT_REG_MEM and INDIRECT_BUFFER, POLL_REGMEM)
+# in IBs of up to a million dwords each, under the driver's lock: decoding every packet
+# of them in Python (pm4.decode_stream, sdma.decode_stream) took 5 s a million dwords, so a
+# client whose job of maximum-size IBs hung held every other client's ioctls that long at
+# each of its timeouts. The packets are found as the decoders find them, by their headers
+# alone (each dword's length as a header, with numpy, then one step a packet), and only
+# those of the kinds looked at are decoded.
+
+_H = pm4.HEADER
+_TYPE, _OP, _COUNT = (_H.field(n) for n in ("TYPE", "OPCODE", "COUNT"))
+_PM4_WRAPS = np.zeros(_OP.max + 1, dtype=bool)  # opcode -> COUNT all ones is the header alone (NOP)
+for _p in packets.PACKETS:
+    _PM4_WRAPS[_p.opcode] = _p.count_wraps
+
+
+def _starts(length: np.ndarray, wanted: np.ndarray):
+    """The packet starts a decoder's walk from dword 0 finds (`length`: each dword's packet
+    length as a header, >= 1) that are `wanted`, in order."""
+    lens, want = length.tolist(), wanted.tolist()
+    n, i = len(lens), 0
+    while i < n:
+        if want[i]:
+            yield i
+        i += lens[i]
+
+
+def _pm4_packets(words, opcodes: tuple[int, ...]):
+    """pm4.decode_stream(words)'s items of these opcodes (Packets, or Malformed ones), in
+    order, the others skipped undecoded (from one copy of `words`, as decode_stream's)."""
+    h = np.array(words, dtype=np.int64)
+    t3 = ((h >> _TYPE.lsb) & _TYPE.max) == 3
+    op = (h >> _OP.lsb) & _OP.max
+    cnt = (h >> _COUNT.lsb) & _COUNT.max
+    length = np.where(t3, np.where(_PM4_WRAPS[op], ((cnt + 1) & _COUNT.max) + 1, cnt + 2), 1)
+    for i in _starts(length, t3 & np.isin(op, opcodes)):
+        yield pm4.decode(h, i)
+
+
+def _sdma_packets(words, name: str):
+    """sdma.decode_stream(words)'s items of packet `name` (Packets, or Malformed ones), in
+    order, the others skipped undecoded (from one copy of `words`, as decode_stream's)."""
+    w = np.array(words, dtype=np.int64)
+    n = len(w)
+    op = sdma_codec.SDMA_OP
+    sub = sdma_codec.SDMA_SUB_OP
+    key = ((w >> op.lsb) & op.max) | ((w >> sub.lsb) & sub.max) << op.width
+    length = np.ones(n, dtype=np.int64)  # (an unknown header: one dword, as decode)
+    at = np.arange(n)
+    for p in sdma_packets.SDMA_PACKETS:
+        mine = key == (p.op | p.sub_op << op.width)
+        if p.tail is None:
+            length[mine] = 1 + p.fixed
+            continue
+        lf = p.field(p.length_field)
+        if lf.dword == -1:
+            v = w
+        else:  # (past the end: truncated, the stream's last item)
+            j = at + 1 + lf.dword
+            v = np.where(j < n, w[np.minimum(j, n - 1)], 0)
+            mine_short = mine & (j >= n)
+            length[mine_short] = n
+            mine &= ~mine_short
+        length[mine] = (1 + p.fixed + ((v >> lf.lsb) & lf.max) + p.length_bias)[mine]
+    want = key == (sdma_packets.by_name[name].op | sdma_packets.by_name[name].sub_op << op.width)
+    window = w.tolist()
+    for i in _starts(np.maximum(length, 1), want):
+        yield sdma.decode(window, i)
+
+
 def _unsatisfied(mem32: np.ndarray, translate, client_addr, item, fn: int, ref: int, level: int,
                  ib: int) -> StuckWait | None:
     """`item`, a WAIT_REG_MEM or POLL_REGMEM at `level` in the IB at `ib` (the job's address),
@@ -56,6 +129,9 @@ def _unsatisfied(mem32: np.ndarray, translate, client_addr, item, fn: int, ref: 
                       f"*{a:#x} & {f['MASK']:#x} = {v:#x}, waits for {_WRM_SYM[fn]} {ref:#x}",
                       level, 4 * item.offset, at)
     return None
+
+
+_LOOKED_AT = (packets.WAIT_REG_MEM.opcode, packets.INDIRECT_BUFFER.opcode)
 
 
 def find_unsatisfied_wait(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_levels: int,
@@ -90,8 +166,8 @@ def find_unsatisfied_wait(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_leve
             if words is None:
                 return None
             chained = None
-            for item in pm4.decode_stream(words):
-                if not item.ok or item.name == "TYPE2_FILLER":
+            for item in _pm4_packets(words, _LOOKED_AT):
+                if not item.ok:
                     continue
                 f = item.fields
                 if item.name == "WAIT_REG_MEM":
@@ -126,8 +202,8 @@ def find_unsatisfied_poll(mem32, ibs: list[tuple[int, int]], client_addr, read, 
         words = read(addr, size_dw)
         if words is None:
             continue
-        for item in sdma.decode_stream(words):
-            if not item.ok or item.name != "POLL_REGMEM":
+        for item in _sdma_packets(words, "POLL_REGMEM"):
+            if not item.ok:
                 continue
             hit = _unsatisfied(mem32, translate, client_addr, item, item.fields["FUNC"], item.fields["VALUE"],
                                regs.IbLevel.IB1, addr)

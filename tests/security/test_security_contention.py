@@ -462,3 +462,38 @@ def test_a_cs_refused_after_it_waited_for_room_leaves_the_pools_queue():
     assert not kmd.shadow.waiters
     bbo, bchunk = _one_kib_job(b, 0xB)
     assert b.wait(b.submit(bchunk)) and bbo.u32[0x40] == 0xB and kmd.stats["job_timeouts"] == 0
+
+
+@pytest.mark.parametrize("ring", ["gfx", "sdma0"])
+def test_a_hang_behind_a_long_ib_is_diagnosed_without_decoding_every_packet(ring, monkeypatch):
+    """A timed-out job's diagnosis (the poll it is stuck in, reset/stuck.py) walked its IBs
+    decoding every packet in Python, the driver's lock held: 5 s a million dwords (measured:
+    a checked job of two IBs of a million NOPs and a WAIT_REG_MEM held another client's INFO
+    5.5 s), so a client whose job of maximum-size IBs hung stopped every other client's
+    ioctls that long at each of its timeouts (four such IBs with the checker off, or on the
+    DMA ring). The packets are found by their headers now and only those of the kinds the
+    walk looks at decoded: the same answer, a handful of packets decoded."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=20_000)
+    c = Client()
+    n = 1 << 16  # one-dword packets ahead of the poll
+    bo = c.bo(4 * n + 0x1000)
+    flag = bo.addr + 4 * n + 0x800  # (nobody sets it)
+    if ring == "gfx":
+        seq = c.submit(c.ib(bo, [pm4.NOP_PAD] * n + pm4.wait_reg_mem(flag, 1, 0xFFFF_FFFF, "EQ")))
+        stuck = f"stuck in WAIT_REG_MEM at IB+{4 * n:#x} ({bo.addr + 4 * n:#x}): *{flag:#x} & 0xffffffff = 0x0, waits for == 0x1"
+    else:
+        seq = c.submit(sdma_ib(bo, sdma.nop(0) * n + sdma.poll_regmem(flag, 0, 0xFFFF_FFFF, "NE", interval=4)))
+        stuck = f"stuck in POLL_REGMEM at IB+{4 * n:#x} ({bo.addr + 4 * n:#x}): *{flag:#x} & 0xffffffff = 0x0, waits for != 0x0"
+    decoded = [0]
+    for module, name in ((pm4, "decode"), (sdma, "decode"), (sdma.codec, "decode")):
+        real = getattr(module, name)
+
+        def counted(*a, real=real, **k):
+            decoded[0] += 1
+            return real(*a, **k)
+        monkeypatch.setattr(module, name, counted)
+    with pytest.raises(KmdError) as ei:
+        c.wait(seq, timeout=10**7)
+    assert ei.value.errno == errno.ECANCELED and "timed out" in ei.value.message, ei.value
+    assert stuck in ei.value.message, ei.value.message
+    assert decoded[0] < 10, f"{decoded[0]} packets decoded, the driver's lock held"
