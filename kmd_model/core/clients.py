@@ -34,7 +34,15 @@ class ClientsMixin:
 
     def open(self, cap_sys_nice: bool | None = None) -> File:
         """A new file; `cap_sys_nice`: may it ask for above-NORMAL priorities (None: the
-        driver's KmdParams.cap_sys_nice)."""
+        driver's KmdParams.cap_sys_nice). Refused (EDEADLK) from client code run inside an
+        ioctl or a close of this thread (a signal handler, a garbage-collector callback:
+        core/signals.py), as an ioctl from there is: the driver is halfway through its change
+        (a gc callback inside GEM_CREATE's allocation opened a file whose page directory
+        came from the hole being split, which then went back on the free list, and the next
+        client BO held that page directory)."""
+        if self.lock.owned():
+            raise KmdError(errno.EDEADLK, "open: made from inside an ioctl of this thread (a signal handler or a "
+                                          "garbage-collector callback): the kernel runs no client code during an ioctl")
         with self.lock:
             return self._open(cap_sys_nice)
 

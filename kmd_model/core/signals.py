@@ -16,9 +16,9 @@ So each ioctl runs with every Python signal handler replaced by one that notes t
 (`hold`); the handlers run, in the order their signals came, once the driver's lock is
 released. A wait for the GPU inside an ioctl (WAIT_CS, a CS waiting for its context's
 slot, GEM_WAIT_IDLE) ends early with EINTR when a signal is held, as an interruptible
-wait does, so ^C and `gpucosim run --timeout` still end an unbounded wait. An ioctl made
-from inside another by the same thread is refused (EDEADLK) and a close is deferred to the
-end of the ioctl (core/file.py).
+wait does, so ^C and `gpucosim run --timeout` still end an unbounded wait. An ioctl or an
+open made from inside another ioctl by the same thread is refused (EDEADLK) and a close is
+deferred to the end of the ioctl (core/file.py, core/clients.py).
 
 Only the main thread runs signal handlers in Python (SIG_IGN and SIG_DFL are the kernel's
 business and left alone), so elsewhere `hold` does nothing.

@@ -4,7 +4,8 @@ callbacks and finalizers, which run at any allocation. A kernel runs neither ins
 ioctl; here each made the driver's change half-done and another client's memory reachable:
 a handler's GEM_CLOSE freed a CS's user-fence page before the job held it, a handler's
 KeyboardInterrupt between an UNMAP's page-table update and its TLB flush left a stale
-entry, a gc callback's close freed the page directory under a CS's job.
+entry, a gc callback's close freed the page directory under a CS's job, a gc callback's
+open inside the allocator put another file's page directory in the next client BO.
 
 The signal or the callback is raised at the exact point of the driver's work where it did
 harm (a wrapper around the driver's own function), so each test is deterministic."""
@@ -14,13 +15,14 @@ from __future__ import annotations
 import errno
 import gc
 import signal
+import sys
 import threading
 import time
 
 import pytest
 
 import kmd_model
-from kmd_model.uapi import (CsChunkFence, CtxArgs, CtxOp, GemCloseArgs, GemCreateArgs, GemMmapArgs, GemVaArgs,
+from kmd_model.uapi import (CsChunkFence, CtxArgs, CtxOp, Domain, GemCloseArgs, GemCreateArgs, GemMmapArgs, GemVaArgs,
                             KmdError, Request, VaOp, WaitCsArgs)
 from spec import pm4
 from testbench.refmodel import RefModel
@@ -243,3 +245,51 @@ def test_the_umd_makes_a_wait_the_kmd_ended_for_a_signal_again(monkeypatch):
         h.restore()
     assert h.calls == [False, False] and out.u32[0] == 7, h.calls
     gpu.close()
+
+
+def test_an_open_from_a_gc_callback_inside_an_ioctl_is_refused():
+    """An open (open_render_node) from client code inside an ioctl was not refused, as an
+    ioctl from there is: a gc callback that ran inside GEM_CREATE's allocation, between the
+    allocator's finding a hole and its splitting it, opened a file, whose page directory was
+    taken from the same hole; the GEM_CREATE then wrote its split over it, the page
+    directory's page went back on the free list, and the next VRAM BO, the client's to map
+    and write, held another file's page directory (its PTEs: any memory). It is EDEADLK now,
+    and the allocator's free list never holds a live BO's page."""
+    kmd = kmd_model.bind(RefModel())
+    a = Client()
+    seen: list = []
+
+    def callback(phase, info):  # opens once, from inside the VRAM allocator
+        if phase != "start" or seen or not kmd.lock.owned():
+            return
+        f = sys._getframe(1)
+        while f is not None and not (f.f_code.co_name == "alloc" and f.f_code.co_filename.endswith("bo.py")):
+            f = f.f_back
+        if f is None:
+            return
+        try:
+            seen.append(kmd_model.open_render_node())
+        except KmdError as e:
+            seen.append(e)
+
+    gc.callbacks.append(callback)
+    old = gc.get_threshold()
+    gc.set_threshold(1, 1, 1)
+    try:
+        vram = kmd.bo.heaps[Domain.VRAM]
+        a.io(Request.GEM_CREATE, GemCreateArgs(vram.largest_free - 0x10000, 0, Domain.VRAM))
+    finally:
+        gc.set_threshold(*old)
+        gc.callbacks.remove(callback)
+    assert seen, "the callback never ran inside the allocator"
+    e = seen[0]
+    assert isinstance(e, KmdError) and e.errno == errno.EDEADLK, e
+    assert e.message == ("open: made from inside an ioctl of this thread (a signal handler or a garbage-collector "
+                         "callback): the kernel runs no client code during an ioctl")
+    for heap in kmd.bo.heaps.values():
+        for bo in kmd.bo.live:
+            assert not any(s < bo.end and bo.gpu_addr < e for s, e in heap.holes), (bo, heap.holes)
+    Client()  # an open from outside an ioctl is as before
+    a.io(Request.GEM_CREATE, GemCreateArgs(0x8000, 0, Domain.VRAM))  # the next VRAM BO: no one else's page
+    live = sorted(kmd.bo.live, key=lambda b: b.gpu_addr)
+    assert all(x.end <= y.gpu_addr for x, y in zip(live, live[1:])), live
