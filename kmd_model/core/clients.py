@@ -23,6 +23,7 @@ from ..sched.scheduler import Job
 from ..uapi import KmdError
 from .ctx import Context
 from .file import File
+from .lock import kernel_stack
 
 log = get_logger("kmd")
 
@@ -43,7 +44,7 @@ class ClientsMixin:
         if self.lock.owned():
             raise KmdError(errno.EDEADLK, "open: made from inside an ioctl of this thread (a signal handler or a "
                                           "garbage-collector callback): the kernel runs no client code during an ioctl")
-        with self.lock:
+        with kernel_stack(), self.lock:  # (however deep the client called from: core/lock.py)
             return self._open(cap_sys_nice)
 
     def _open(self, cap_sys_nice: bool | None = None) -> File:

@@ -47,23 +47,25 @@ class File:
         """Run one ioctl; returns its out-structure, raises KmdError on failure. Under the
         driver's lock (Kmd.lock): a client may call from any number of threads."""
         from ..ioctl.dispatch import copy_in_call, dispatch
+        from .lock import kernel_stack
         from .signals import hold
         kmd = self.kmd
         p = kmd.params  # (fixed once bound: read outside the lock)
-        # the client's code it may run runs outside the lock
-        call = copy_in_call(request, args, p.max_ib_chunks + 1 + p.max_dep_chunks)
-        if kmd.lock.owned():
-            # client code run inside an ioctl or a close of this thread (a signal handler, a
-            # garbage collector callback; core/signals.py): the outer call is halfway through
-            # its change, and a kernel runs no client code there
-            raise KmdError(errno.EDEADLK, f"{call.name}: made from inside another ioctl of this thread (a signal "
-                                          "handler or a garbage-collector callback): the kernel runs no client code "
-                                          "during an ioctl")
-        with hold(), kmd.lock:
-            try:
-                return dispatch(self, call)
-            finally:
-                kmd.release_deferred()
+        with kernel_stack():  # (however deep the client called from: core/lock.py)
+            # the client's code it may run runs outside the lock
+            call = copy_in_call(request, args, p.max_ib_chunks + 1 + p.max_dep_chunks)
+            if kmd.lock.owned():
+                # client code run inside an ioctl or a close of this thread (a signal handler, a
+                # garbage collector callback; core/signals.py): the outer call is halfway through
+                # its change, and a kernel runs no client code there
+                raise KmdError(errno.EDEADLK, f"{call.name}: made from inside another ioctl of this thread (a "
+                                              "signal handler or a garbage-collector callback): the kernel runs no "
+                                              "client code during an ioctl")
+            with hold(), kmd.lock:
+                try:
+                    return dispatch(self, call)
+                finally:
+                    kmd.release_deferred()
 
     # --------------------------------------------------------------- handles
 
@@ -93,6 +95,11 @@ class File:
 
     def close(self) -> None:
         """Release every handle and context (the kernel does this when the fd closes)."""
+        from .lock import kernel_stack
+        with kernel_stack():  # (however deep the client called from: core/lock.py)
+            self._close()
+
+    def _close(self) -> None:
         kmd = self.kmd
         if kmd.lock.owned():
             # from client code run inside an ioctl or a close of this thread (core/signals.py):

@@ -12,6 +12,7 @@ driver never trusts its state across a wait).
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -65,3 +66,50 @@ class DriverLock:
                 time.sleep(0.0001)
         finally:
             self.__enter__()
+
+
+# ------------------------------------------------------------------ the driver's own stack
+
+KMD_STACK = 400
+"""Frames the driver may use below an ioctl's, close's or open's entry (its deepest paths,
+a recovery inside a CS's wait, use well under 100)."""
+
+_stack_lock = threading.Lock()
+_stack = {"holders": 0, "before": None}  # threads in the driver; the limit before it was raised
+
+
+class kernel_stack:
+    """`with kernel_stack():` runs the block (an ioctl, a close, an open) with room for
+    KMD_STACK more frames, however deep the client called from. A kernel runs on a stack of
+    its own; here the driver ran on the client's, and a client that recursed to a few frames
+    below Python's recursion limit before an ioctl had it raise RecursionError wherever the
+    driver's calls ran out, in the middle of its change (a GEM_VA UNMAP's page-table update
+    done, its TLB flush not, so the VMID kept the page, which went to another client after
+    GEM_CLOSE). The recursion limit is raised while any thread is in the driver and set back
+    when the last one leaves. (The `with` itself, a frame, may fail at the very limit:
+    before the driver has done anything.)"""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        with _stack_lock:
+            limit = sys.getrecursionlimit()
+            try:
+                sys._getframe(max(0, limit - KMD_STACK))  # are there that many frames below?
+            except ValueError:
+                pass
+            else:
+                if _stack["before"] is None:
+                    _stack["before"] = limit
+                sys.setrecursionlimit(limit + KMD_STACK)
+            _stack["holders"] += 1
+
+    def __exit__(self, *exc) -> None:
+        with _stack_lock:
+            _stack["holders"] -= 1
+            if _stack["holders"] == 0 and _stack["before"] is not None:
+                try:
+                    sys.setrecursionlimit(_stack["before"])
+                except RecursionError:  # (this thread is deeper than that now: a later exit sets it back)
+                    return
+                _stack["before"] = None

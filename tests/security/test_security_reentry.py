@@ -293,3 +293,52 @@ def test_an_open_from_a_gc_callback_inside_an_ioctl_is_refused():
     a.io(Request.GEM_CREATE, GemCreateArgs(0x8000, 0, Domain.VRAM))  # the next VRAM BO: no one else's page
     live = sorted(kmd.bo.live, key=lambda b: b.gpu_addr)
     assert all(x.end <= y.gpu_addr for x, y in zip(live, live[1:])), live
+
+
+def _at_depth(depth: int, fn):
+    """fn() called with `depth` frames on the thread's stack (the client recursing first)."""
+    f, n = sys._getframe(), 0
+    while f is not None:
+        n, f = n + 1, f.f_back
+    return _at_depth(depth, fn) if n < depth else fn()
+
+
+def test_an_ioctl_made_near_the_recursion_limit_is_done_whole_or_not_at_all():
+    """The driver ran on the client's stack: an ioctl made a few frames below Python's
+    recursion limit raised RecursionError wherever the driver's own calls ran out, in the
+    middle of its change: a GEM_VA UNMAP's page-table update done, its TLB flush not (a
+    RecursionError in the flush's first MMIO write), so the VMID kept the page's entry;
+    after GEM_CLOSE its memory went to another client, which the file's next job then wrote
+    through the stale entry (the checker off: the MMU is the boundary). The driver has a
+    stack of its own now (core/lock.kernel_stack: room for its work, however deep the
+    client called from): at every depth the UNMAP is done, TLB flush included, or the call
+    fails on entry having done nothing."""
+    kmd = kmd_model.bind(RefModel(), cs_check=False)
+    v = Client()
+    X = 0x300_0000
+    limit = sys.getrecursionlimit()
+    for depth in range(limit - 60, limit + 1):
+        a = Client()  # (a new one each time: the last one's job faulted, its context is guilty)
+        ib = a.bo(0x1000)
+        h = a.io(Request.GEM_CREATE, GemCreateArgs(0x1000)).handle
+        a.io(Request.GEM_VA, GemVaArgs(h, VaOp.MAP, X, 0, 0x1000, RWX))
+        a.run(ib, pm4.write_data(X, [1]))  # the VMID's TLB holds the page
+        phys = a.f.handles[h].gpu_addr
+        try:
+            _at_depth(depth, lambda: a.f.ioctl(Request.GEM_VA, GemVaArgs(h, VaOp.UNMAP, X)))
+        except RecursionError:
+            # refused before the driver did anything
+            assert a.f.vm.find(X) is not None, f"depth {depth}: a RecursionError after the UNMAP's change"
+            a.io(Request.GEM_VA, GemVaArgs(h, VaOp.UNMAP, X))
+        assert a.f.vm.find(X) is None
+        a.io(Request.GEM_CLOSE, GemCloseArgs(h))
+        vh = _page_at(v, phys)  # the victim is given the page
+        seq = a.submit(a.ib(ib, pm4.write_data(X, [0xBAD0_0BAD])))
+        try:
+            a.wait(seq)
+        except KmdError as e:
+            assert e.errno == errno.ECANCELED and "VM fault" in e.message, e  # the page is gone from the VM
+        assert int(kmd.mem32[phys // 4]) != 0xBAD0_0BAD, f"depth {depth}: a stale TLB entry wrote the victim's page"
+        v.io(Request.GEM_CLOSE, GemCloseArgs(vh))
+        a.f.close()
+    assert sys.getrecursionlimit() == limit
