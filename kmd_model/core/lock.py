@@ -74,7 +74,8 @@ KMD_STACK = 400
 """Frames the driver may use below an ioctl's, close's or open's entry (its deepest paths,
 a recovery inside a CS's wait, use well under 100)."""
 
-_stack_lock = threading.Lock()
+# (re-entrant: client code run inside it, a signal handler or a gc callback, may make an ioctl)
+_stack_lock = threading.RLock()
 _stack = {"holders": 0, "before": None}  # threads in the driver; the limit before it was raised
 
 
@@ -87,29 +88,34 @@ class kernel_stack:
     done, its TLB flush not, so the VMID kept the page, which went to another client after
     GEM_CLOSE). The recursion limit is raised while any thread is in the driver and set back
     when the last one leaves. (The `with` itself, a frame, may fail at the very limit:
-    before the driver has done anything.)"""
+    before the driver has done anything.) Each step holds for client code run between any
+    two of them that enters and leaves the driver too: counted in first, out last."""
 
     __slots__ = ()
 
     def __enter__(self) -> None:
         with _stack_lock:
-            limit = sys.getrecursionlimit()
+            _stack["holders"] += 1
             try:
-                sys._getframe(max(0, limit - KMD_STACK))  # are there that many frames below?
-            except ValueError:
-                pass
-            else:
+                limit = sys.getrecursionlimit()
+                try:
+                    sys._getframe(max(0, limit - KMD_STACK))  # are there that many frames below?
+                except ValueError:
+                    return
                 if _stack["before"] is None:
                     _stack["before"] = limit
-                sys.setrecursionlimit(limit + KMD_STACK)
-            _stack["holders"] += 1
+                sys.setrecursionlimit(max(sys.getrecursionlimit(), limit + KMD_STACK))
+            except BaseException:  # (at the very limit: no __exit__ will count it out, nor may a call)
+                _stack["holders"] -= 1
+                raise
 
     def __exit__(self, *exc) -> None:
         with _stack_lock:
             _stack["holders"] -= 1
-            if _stack["holders"] == 0 and _stack["before"] is not None:
+            while _stack["holders"] == 0 and _stack["before"] is not None:
+                before, _stack["before"] = _stack["before"], None
                 try:
-                    sys.setrecursionlimit(_stack["before"])
+                    sys.setrecursionlimit(before)
                 except RecursionError:  # (this thread is deeper than that now: a later exit sets it back)
+                    _stack["before"] = before
                     return
-                _stack["before"] = None

@@ -342,3 +342,43 @@ def test_an_ioctl_made_near_the_recursion_limit_is_done_whole_or_not_at_all():
         v.io(Request.GEM_CLOSE, GemCloseArgs(vh))
         a.f.close()
     assert sys.getrecursionlimit() == limit
+    _at_depth(limit - 50, lambda: v.io(Request.GEM_CREATE, GemCreateArgs(0x1000)))  # the limit raised ...
+    assert sys.getrecursionlimit() == limit  # ... and set back: every call above was counted out
+
+
+def test_an_ioctl_from_a_gc_callback_while_the_driver_makes_room_for_its_stack_runs():
+    """Client code run while an ioctl sets up the driver's stack (core/lock.kernel_stack,
+    before the driver's lock is taken: a gc callback at its first allocation) may make an
+    ioctl of its own: it runs, and so does the first, rather than the second waiting for
+    ever on the first's hold of the stack's bookkeeping."""
+    kmd = kmd_model.bind(RefModel())
+    a = Client()
+    seen: list = []
+
+    from kmd_model.core import lock
+
+    def callback(phase, info):  # once, while this thread holds the stack's bookkeeping
+        held = lock._stack_lock
+        if phase != "start" or seen or not (held._is_owned() if hasattr(held, "_is_owned") else held.locked()):
+            return
+        seen.append(a.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id)
+
+    def both():  # an ioctl from a shallow stack, and one from a deep one (the limit raised)
+        out.append(a.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id)
+        out.append(_at_depth(sys.getrecursionlimit() - 40, lambda: a.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id))
+
+    out: list = []
+    old_limit = sys.getrecursionlimit()
+    t = threading.Thread(target=both, daemon=True)
+    gc.callbacks.append(callback)
+    old = gc.get_threshold()
+    gc.set_threshold(1, 1, 1)
+    try:
+        t.start()
+        t.join(20)
+    finally:
+        gc.set_threshold(*old)
+        gc.callbacks.remove(callback)
+    assert not t.is_alive(), "the ioctl hung"
+    assert seen and len(out) == 2, (seen, out)
+    assert sys.getrecursionlimit() == old_limit
