@@ -184,6 +184,41 @@ def test_busy_timelines_do_not_lose_slices(tmp_path, app):
 
 
 @pytest.mark.xdist_group("verilator_trace_apps")
+def test_sdma_entries_do_not_repeat_cp_packets_on_the_rtl(tmp_path):
+    """The SDMA's TRAP entry is written by the CP's IH writer after the CP has gone idle: the
+    `[cp]` log and the CP's track showed the CP's last packet a second time (queue 1's ring
+    NOP). Every CP packet is logged once, as the reference model logs it."""
+    reason = sim.unavailable_reason("verilator")
+    if reason:
+        pytest.skip(reason)
+    app = tmp_path / "gfx_then_copy.py"
+    app.write_text("""import umd
+
+
+def main():
+    gpu = umd.open(api_version=2)
+    a, b = gpu.alloc(4096, "vram"), gpu.alloc(4096, "vram")
+    q = gpu.queue(priority="high")
+    q.write(a, 0, 0x1234)
+    q.signal().wait()
+    c = gpu.queue(engine="copy")
+    c.copy(b, 0, a, 0, 64)
+    c.signal().wait()
+    gpu.close()
+    return 0
+""")
+    out = tmp_path / "t.json"
+    r = run(str(app), "--sim", "verilator", "--log", "cp=info", "--trace", str(out), timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    logged = [line for line in (r.stdout + r.stderr).splitlines() if line.startswith("[cp] ")]
+    assert any(line.startswith("[cp] HQD1 RING+") for line in logged), logged  # (queue 1's ring ran)
+    assert len(logged) == len(set(logged)), [line for line in logged if logged.count(line) > 1]
+    where = [e["args"]["where"] for e in events(json.loads(out.read_text()))
+             if e["ph"] in ("X", "i") and "header" in e.get("args", {})]
+    assert where and len(where) == len(set(where)), sorted(w for w in where if where.count(w) > 1)
+
+
+@pytest.mark.xdist_group("verilator_trace_apps")
 def test_sdma_packets_on_the_rtl_timeline(tmp_path):
     """The copy engine's packets are slices on their own track, read from the SDMA
     parser's state machine, each COPY_LINEAR inside its INDIRECT_BUFFER; the engine's
@@ -390,6 +425,63 @@ def test_cp_monitor_sees_pads_inside_an_ib(caplog):
     pads = [r.getMessage() for r in caplog.records if r.name == "gpucosim.cp"]
     assert pads[:3] == ["IB1+0x0014: NOP  n_payload=0", "IB1+0x0018: NOP  n_payload=0",
                         "IB1+0x001c: " + pm4.describe(pm4.decode([pk.TYPE2_FILLER], 0))]
+
+
+def test_cp_monitor_does_not_take_another_engines_ih_entry_for_a_packet(caplog):
+    """The CP's IH writer appends the SDMA's entries (TRAP, POLL_TIMEOUT, SDMA_ERROR) between
+    two CP packets: its FSM goes from RUN to IH_ENTRY_WRITE (IH_DONE when the IH ring is off
+    or full) and back to RUN with no header taken. The watcher took that for a packet starting
+    and logged, and drew, the last packet again (`[cp] HQD1 RING+0x0070: NOP` twice after an
+    SDMA TRAP): one packet, one slice and one log line."""
+    import logging
+
+    from spec import pm4
+
+    states = fsm_states(64)
+    code = {v: k for k, v in states.items()}
+    t = [0]
+    timeline = Timeline("test")
+    cp = _Cp()
+    mon = CpMonitor(cp, states, timeline, lambda: t[0])
+    mon._st, mon._lv, mon._off = cp.cp_state, cp.level, cp.hdr_taken_off
+    mon._ps, mon._pl, mon._po = "RUN", 0, 0
+
+    def go(at, state, level=None, hdr=None, off=0, addr=0):
+        t[0] = at
+        if hdr is not None:
+            cp.hdr.v, cp.hdr_taken_off.v, cp.hdr_addr.v = hdr, off, addr
+        cp.cp_state.v = code[state]
+        if level is not None:
+            cp.level.v = level
+        mon._wake()
+
+    nop = pm4.nop(3)[0]
+    ib_hdr = pm4.indirect_buffer(0x1000, 8)[0]
+    with caplog.at_level(logging.INFO, logger="gpucosim.cp"):
+        go(10, "PAYLOAD", hdr=nop, off=0x1c, addr=0x70)  # a ring NOP
+        go(14, "RING_DONE")
+        go(15, "RPTR_WRITE")
+        go(16, "RPTR_WAIT")
+        go(20, "RUN")
+        for at, path in ((30, ("IH_ENTRY_WRITE", "IH_ENTRY_WAIT", "IH_WB_WRITE", "IH_WB_WAIT", "IH_DONE")),
+                         (50, ("IH_DONE",))):  # the SDMA's entry; then one the IH ring drops
+            for k, state in enumerate(path):
+                go(at + k, state)
+            go(at + len(path), "RUN")
+        go(60, "PAYLOAD", hdr=ib_hdr, off=0x20, addr=0x80)  # an IB, with an SDMA entry inside it
+        go(63, "RUN", level=1)
+        go(70, "IH_ENTRY_WRITE")
+        go(72, "IH_DONE")
+        go(73, "RUN")
+        go(80, "RING_DONE", level=0, hdr=ib_hdr, off=0x20, addr=0x80)
+        go(84, "RUN")
+        mon.finish()
+    spans = [(name, s, e) for track, ph, name, s, e, _ in timeline.events if ph == "X"]
+    packets = [sp for sp in spans if sp[0] in ("NOP", "INDIRECT_BUFFER")]
+    assert packets == [("NOP", 10, 20), ("INDIRECT_BUFFER", 60, 84)], spans
+    logged = [r.getMessage() for r in caplog.records if r.name == "gpucosim.cp"]
+    assert logged == ["RING+0x0070: NOP", "RING+0x0080: INDIRECT_BUFFER"], logged
+    assert mon.packets == 2
 
 
 def test_timeline_slices_never_partly_overlap_on_a_track():
