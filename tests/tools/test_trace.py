@@ -110,6 +110,61 @@ def test_crash_report_on_the_model(tmp_path):
     assert any(n.startswith("ring") for n in names) and any(n.startswith("IB1") for n in names)
 
 
+_OTHER_RING_APP = """import umd
+
+
+def main():
+    gpu = umd.open(api_version=2)
+    q = gpu.queue({kw})
+    q.emit_raw([{bad:#x}])
+    try:
+        q.signal().wait()
+    except umd.GpuError as e:
+        print("raised:", e)
+    gpu.close()
+    return 0
+"""
+
+
+@pytest.mark.parametrize("kw, bad, ring", [("engine='copy'", 0x000000FF, "sdma0"),
+                                           ("priority='high'", 0xC0007B00, "gfx_high")])
+def test_crash_report_of_the_copy_engine_and_queue_1_on_the_model(tmp_path, kw, bad, ring):
+    """A GPU error on the copy engine (sdma0) or the CP's queue 1 (gfx_high): the report showed
+    queue 0's registers and ring, said "the CP is at level IB1" while the CP was idle in its
+    ring, and disassembled the SDMA's IB as PM4 (BAD TYPE 0 on every dword, the copy engine's
+    packet marked as the CP's packet in hand), its dump named so that `gpucosim disasm` did
+    the same. The report now shows the failing queue's registers and ring, its IB in its own
+    packet format, and names its dumps so disasm reads them right."""
+    app = tmp_path / "bad_packet.py"
+    app.write_text(_OTHER_RING_APP.format(kw=kw, bad=bad))
+    r = run(str(app), "--sim", "model", "--kmd", "cs_check=0", "--crash-dir", str(tmp_path))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert f"raised: GPU error: illegal opcode {bad & 0xFF if ring == 'sdma0' else 0x7b:#x} at IB+0x0" in r.stdout
+    (report,) = tmp_path.glob("crash-bad_packet-model-*.txt")
+    text = report.read_text()
+    if ring == "sdma0":
+        assert "SDMA_ERROR = 0x00ff0101: CODE=ILLEGAL_OPCODE (1) LEVEL=IB1 (1) OP=0xff SUB_OP=0x0" in text, text
+        assert "SDMA_STATUS = " in text and "CP_ERROR = " not in text
+        assert "== sdma0 ring ==" in text
+        assert "the copy engine (sdma0) is at level IB1, packet header at 0x" in text, text
+        assert "UNKNOWN op=255 sub_op=0   <-- the packet in hand" in text, text
+        assert "BAD TYPE" not in text, text
+    else:
+        assert "CP_HQD1_ERROR = 0x007b0101: CODE=ILLEGAL_OPCODE (1) LEVEL=IB1 (1) OPCODE=0x7b" in text, text
+        assert "CP_HQD1_STATUS = " in text and "CP_ERROR = " not in text
+        assert "== gfx_high ring ==" in text
+        assert "queue 1 (gfx_high) is at level IB1, packet header at 0x" in text, text
+        assert "UNKNOWN op=0x7b count=0   <-- the packet in hand" in text, text
+    names = [d.name for d in parse(report.read_bytes(), str(report))]
+    assert any(n.startswith(f"{ring} ring") for n in names) and any(n.startswith(f"{ring} IB1") for n in names), names
+    listed = subprocess.run([sys.executable, "-m", "gpucosim", "disasm", str(report)], cwd=ROOT, capture_output=True,
+                            text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert ("UNKNOWN op=255 sub_op=0" if ring == "sdma0" else "UNKNOWN op=0x7b") in listed.stdout, listed.stdout
+    if ring == "sdma0":  # (the PM4 listing after a bad header is out of step: its COUNT is garbage)
+        assert "BAD TYPE" not in listed.stdout, listed.stdout
+
+
 # ------------------------------------------------------------------------------ Verilator
 
 @pytest.fixture(scope="module")
