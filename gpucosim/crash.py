@@ -370,16 +370,24 @@ class CrashReporter:
         return "\n".join(lines)
 
     def _jobs(self) -> str:
-        s = self.kmd.sched
-        fd = self.kmd.fence_drv
-        lines = [f"  hardware fences: last emitted {fd.sync_seq:#010x}, last signalled {fd.last_seq:#010x}, "
-                 f"fence memory {fd.read():#010x}"]
-        for kind, q in (("in the ring", s.pending), ("queued", s.queue)):
-            for j in q:
-                hw = f", hw fence {j.hw_fence.seq:#010x}" if j.hw_fence else ""
-                lines.append(f"  {kind}: fd {j.ctx.file.fd} context {j.ctx.id} seq {j.seq:#x}, ring [{j.ring_start:#x}, "
-                             f"{j.ring_end:#x}), IBs {', '.join(f'{a:#x}+{n}dw' for a, n in j.ibs)}{hw}")
-        if len(lines) == 1:
+        """Each ring's fences and jobs (the gfx ring's first, unlabelled; another ring's when
+        it has run anything: the job that failed on the copy engine was missing)."""
+        lines, jobs = [], 0
+        for s in self.kmd.scheds:
+            fd, name = s.fence_drv, s.ring.name
+            if name != "gfx" and not (fd.sync_seq or s.pending or s.queue):
+                continue
+            label = "" if name == "gfx" else f"{name}: "
+            lines.append(f"  {label}hardware fences: last emitted {fd.sync_seq:#010x}, last signalled "
+                         f"{fd.last_seq:#010x}, fence memory {fd.read():#010x}")
+            for kind, q in (("in the ring", s.pending), ("queued", s.queue)):
+                for j in q:
+                    jobs += 1
+                    hw = f", hw fence {j.hw_fence.seq:#010x}" if j.hw_fence else ""
+                    lines.append(f"  {label}{kind}: fd {j.ctx.file.fd} context {j.ctx.id} seq {j.seq:#x}, ring "
+                                 f"[{j.ring_start:#x}, {j.ring_end:#x}), "
+                                 f"IBs {', '.join(f'{a:#x}+{n}dw' for a, n in j.ibs)}{hw}")
+        if not jobs:
             lines.append("  no jobs in flight")
         return "\n".join(lines)
 

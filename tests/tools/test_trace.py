@@ -155,6 +155,7 @@ def test_crash_report_of_the_copy_engine_and_queue_1_on_the_model(tmp_path, kw, 
         assert "== gfx_high ring ==" in text
         assert "queue 1 (gfx_high) is at level IB1, packet header at 0x" in text, text
         assert "UNKNOWN op=0x7b count=0   <-- the packet in hand" in text, text
+    assert f"  {ring}: in the ring: fd 3 context 1 seq 0x1, ring [" in text, text  # (the job that failed)
     names = [d.name for d in parse(report.read_bytes(), str(report))]
     assert any(n.startswith(f"{ring} ring") for n in names) and any(n.startswith(f"{ring} IB1") for n in names), names
     listed = subprocess.run([sys.executable, "-m", "gpucosim", "disasm", str(report)], cwd=ROOT, capture_output=True,
