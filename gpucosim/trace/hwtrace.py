@@ -189,6 +189,7 @@ class CpMonitor:
         self.q = 0  # the queue in hand: every SWAP flips it, a soft reset returns to queue 0
         self.parked: dict[int, list] = {}
         self.ext_ih = False  # the IH writer is appending another engine's entry (IH_STATES)
+        self.ext_wrm = False  # ... while a WAIT_REG_MEM sleeps between its polls
 
     def tasks(self) -> list:
         """One waiter per watched register: a single trigger each is far cheaper than
@@ -223,6 +224,9 @@ class CpMonitor:
             self.ext_ih = False
             if s == "RUN":  # back where it was, the packet before it long done
                 return
+        # a WAIT_REG_MEM writes no IH entry: the IH writer's states between its polls append the
+        # SDMA's (rtl/cp/ih.py RET_WRM), drawn as a phase named as that engine's
+        self.ext_wrm = s in IH_STATES and (ps == "WRM_SLEEP" or self.ext_wrm)
         if s in SWAP_STATES or ps in SWAP_STATES:
             if s == "SWAP" and ps not in SWAP_STATES:
                 self._swap(t, ps)
@@ -259,6 +263,8 @@ class CpMonitor:
             self._start(t)
         # phases inside the packet in hand
         phase = PHASES.get(s)
+        if self.ext_wrm:  # (step() below)
+            phase = "IH entry (copy engine)"
         if self.phase is not None and (phase is None or phase != self.phase[0]):
             self._end_phase(t)
         if phase is not None and self.phase is None and self.stack and not self.stack[-1].filler:

@@ -538,6 +538,17 @@ def test_cp_monitor_does_not_take_another_engines_ih_entry_for_a_packet(caplog):
     logged = [r.getMessage() for r in caplog.records if r.name == "gpucosim.cp"]
     assert logged == ["RING+0x0070: NOP", "RING+0x0080: INDIRECT_BUFFER"], logged
     assert mon.packets == 2
+    # ... and one appended while a WAIT_REG_MEM sleeps between its polls (the FSM goes back to
+    # WRM_SLEEP): a phase of its own, named as the copy engine's, not a plain "IH entry" of the wait
+    wait = 0xC0053C00  # a WAIT_REG_MEM header
+    for at, state, hdr in ((100, "PAYLOAD", wait), (107, "WRM_READ", None), (108, "WRM_RESP", None),
+                           (110, "WRM_SLEEP", None), (120, "IH_ENTRY_WRITE", None), (121, "IH_ENTRY_WAIT", None),
+                           (126, "IH_DONE", None), (127, "WRM_SLEEP", None), (130, "WRM_READ", None),
+                           (131, "WRM_RESP", None), (133, "DONE", None), (134, "RUN", None)):
+        go(at, state, hdr=hdr, off=0x30, addr=0x100 if hdr else 0)
+    spans = [(name, s, e) for track, ph, name, s, e, _ in timeline.events if ph == "X" and s >= 100]
+    assert ("WAIT_REG_MEM", 100, 134) in spans and ("IH entry (copy engine)", 120, 127) in spans, spans
+    assert not [sp for sp in spans if sp[0] == "IH entry"], spans
 
 
 def test_timeline_slices_never_partly_overlap_on_a_track():
