@@ -37,7 +37,7 @@ from spec import pm4, sdma
 from . import regmap
 from .dump import format_dump
 from .trace.timeline import wave_time
-from .trace.swtrace import ring_dwords
+from .trace.swtrace import ib_chain, ring_dwords
 
 if TYPE_CHECKING:
     from kmd_model.core.kmd import Kmd
@@ -234,12 +234,22 @@ class CrashReporter:
                 probe = {"error": f"{type(e).__name__}: {e}"}
         lines = []
         level = None
+        moved = False
         ibs: list[dict] = []
         hdr_addr = None
         if probe and "error" not in probe:
             level = probe.get("level")
             ibs = [ib for ib in probe.get("ibs", []) if ib["level"] <= (level or 0)]
             hdr_addr = probe.get("header_addr")
+            # (the job's IBs and those they chain to: a CHAIN replaces IB1's base)
+            job_ibs = {addr for a, n in job.ibs for addr, _ in ib_chain(kmd.mem32, a, n, kmd.job_translate(job))} \
+                if job is not None and job.ibs else set()
+            if job_ibs and any(ib["level"] == 1 for ib in ibs) and \
+                    not any(ib["level"] == 1 and ib["base"] in job_ibs for ib in ibs):
+                # the CP's registers hold the parser's place in its other queue (it switched to
+                # the queue that could run once this one stopped): not this job's IBs
+                moved = True
+                level, ibs, hdr_addr = None, [], None
         if state is not None:  # the error latches name the level and the packet
             level = state.level
             base = kmd.ring.gpu_addr if level == 0 else next(
@@ -252,14 +262,20 @@ class CrashReporter:
             else:
                 hdr_addr = state.addr
         if not ibs and job is not None and job.ibs and (level or 0) >= 1:
-            addr, n = job.ibs[0]  # without a probe: the job's first IB
+            # without the probe's: the job's IB that holds the packet, else its first
+            addr, n = next(((a, n) for a, n in job.ibs if hdr_addr is not None and a <= hdr_addr < a + 4 * n),
+                           job.ibs[0])
             ibs = [{"level": 1, "base": addr, "size_dw": n, "pos_dw": None}]
+            if hdr_addr is None and state is not None and level == 1:  # a bus error: the offset
+                hdr_addr = addr + 4 * state.offset_dw
         if level is None:
             level = regs.STATUS.LEVEL.get(kmd.mmio.read(regs.STATUS))
         lines.append(f"  the CP is at level {regmap.regs.IbLevel(level).name if level <= 2 else level}"
                      + (f", packet header at {hdr_addr:#x}" if hdr_addr is not None else ""))
         if probe and "error" in probe:
             lines.append(f"  (the hardware probe failed: {probe['error']})")
+        if moved:
+            lines.append("  (the CP's registers hold its other queue's place by now: the failing job's IB is shown)")
         lines.append(f"  ring at {kmd.ring.gpu_addr:#x}")
         mem32 = kmd.mem32
         # IBs are at the job's GPU virtual addresses: read them where its VM puts them

@@ -240,6 +240,52 @@ def test_busy_timelines_do_not_lose_slices(tmp_path, app):
 
 
 @pytest.mark.xdist_group("verilator_trace_apps")
+def test_crash_report_of_queue_0_while_queue_1_waits_on_the_rtl(tmp_path):
+    """A bad packet on queue 0 while the CP's queue 1 waits in its own IB: the report's IB
+    stack comes from the CP's registers, which by the time the report is written hold the
+    parser's position in queue 1 (it switched to the queue that can run). The report listed
+    queue 1's IB as the one the CP was in, with the packet in hand nowhere in it; it lists the
+    failing job's IB, with the bad packet marked, as the model's report does."""
+    reason = sim.unavailable_reason("verilator")
+    if reason:
+        pytest.skip(reason)
+    app = tmp_path / "two_queues.py"
+    app.write_text("""import umd
+
+
+def main():
+    gpu = umd.open(api_version=2)
+    flag, a = gpu.alloc(4096, "gtt"), gpu.alloc(4096, "vram")
+    h = gpu.queue(priority="high")
+    q = gpu.queue()
+    h.write(a, 8, 1)
+    h.wait_mem(flag, 0, 1)
+    done = h.signal()
+    h.flush()
+    q.write(a, 0, 5)
+    q.emit_raw([0xC0007B00, 0])
+    try:
+        q.signal().wait()
+    except umd.GpuError as e:
+        print("raised:", e)
+    flag.u32[0] = 1
+    done.wait()
+    gpu.close()
+    return 0
+""")
+    for backend in ("model", "verilator"):
+        d = tmp_path / backend
+        r = run(str(app), "--sim", backend, "--kmd", "cs_check=0", "--crash-dir", str(d), timeout=600)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        assert "raised: GPU error: illegal opcode 0x7b at IB+0x14" in r.stdout, r.stdout
+        (report,) = d.glob("crash-two_queues-*.txt")
+        text = report.read_text()
+        stack = text.split("== IB stack and the packet in hand ==")[1].split("\n== ")[0]
+        assert "UNKNOWN op=0x7b count=0   <-- the packet in hand" in stack, f"{backend}:\n{stack}"
+        assert "WAIT_REG_MEM" not in stack, f"{backend}: queue 1's IB listed as the CP's:\n{stack}"
+
+
+@pytest.mark.xdist_group("verilator_trace_apps")
 def test_sdma_entries_do_not_repeat_cp_packets_on_the_rtl(tmp_path):
     """The SDMA's TRAP entry is written by the CP's IH writer after the CP has gone idle: the
     `[cp]` log and the CP's track showed the CP's last packet a second time (queue 1's ring
