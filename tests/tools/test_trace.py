@@ -166,6 +166,37 @@ def test_crash_report_of_the_copy_engine_and_queue_1_on_the_model(tmp_path, kw, 
         assert "BAD TYPE" not in listed.stdout, listed.stdout
 
 
+def test_queue_1_packets_on_their_own_track_on_the_model(tmp_path):
+    """The model's packets of the CP's queue 1 ("HQD1 RING+..." in its log) went on queue 0's
+    "CP packets" track, while the RTL's timeline puts them on "CP packets, queue 1 (CP_HQD1)":
+    each queue's on its own track on both backends."""
+    app = tmp_path / "high.py"
+    app.write_text("""import umd
+
+
+def main():
+    gpu = umd.open(api_version=2)
+    a = gpu.alloc(4096, "vram")
+    q = gpu.queue(priority="high")
+    q.write(a, 0, 1)
+    q.signal().wait()
+    gpu.close()
+    return 0
+""")
+    out = tmp_path / "t.json"
+    r = run(str(app), "--sim", "model", "--trace", str(out))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    trace = json.loads(out.read_text())
+    names = track_names(trace)
+    where = {}
+    for e in events(trace):
+        if "where" in e["args"] and "packet" in e["args"]:
+            where.setdefault(names[(e["pid"], e["tid"])], []).append(e["args"]["where"])
+    assert where.get("CP packets, queue 1 (CP_HQD1)") and \
+        all(w.startswith("HQD1 ") for w in where["CP packets, queue 1 (CP_HQD1)"]), where
+    assert not [w for w in where.get("CP packets", []) if w.startswith("HQD1 ")], where
+
+
 # ------------------------------------------------------------------------------ Verilator
 
 @pytest.fixture(scope="module")
