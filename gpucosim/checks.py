@@ -129,6 +129,8 @@ def run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str])
         p.error("--no-dma applies to the reference model (--sim model): the RTL always has its DMA engine")
     if args.rtl_engines and args.sim != "model":
         p.error("--rtl-engines applies to the reference model (--sim model): the RTL has only its own engines")
+    if args.rtl_engines and args.no_dma:
+        p.error("--rtl-engines and --no-dma contradict each other: the RTL has a DMA engine (give one of them)")
     if (app.endswith(".py") or os.sep in app) and (problem := name_problem(app)):
         p.error(f"APP {problem}")
     if app.endswith(".py") and not Path(app).is_file():

@@ -313,7 +313,7 @@ def cmd_regs(p, args) -> int:
     except regmap.RegisterLookupError as e:
         p.error(str(e))
     if args.value is None:
-        print(regmap.describe(reg))
+        print(regmap.describe(reg, index if regmap.names_element(args.register) else None))
         return 0
     print(regmap.decode(reg, args.value, index))
     return 0

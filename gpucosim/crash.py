@@ -7,6 +7,8 @@ for first into one text file and prints its path:
 - the registers that say where the CP is (STATUS, CP_ERROR*, ring and IH pointers);
 - the ring around the read pointer, disassembled, with the CP's position marked;
 - the IB stack (ring -> IB1 -> IB2) and the packet in hand, disassembled;
+- (for an error or timeout on another ring, the CP's queue 1 or the copy engine: that
+  queue's registers, ring and IB, the copy engine's as SDMA packets)
 - IH entries the KMD has not consumed yet, the jobs in flight;
 - the last ioctls (strace-like) and the hardware and driver counters;
 - raw dumps of the ring and the IBs, which `gpucosim disasm REPORT` lists again.
@@ -30,12 +32,12 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from kmd_model import regs
 from spec import ih as ih_spec
-from spec import pm4
+from spec import pm4, sdma
 
 from . import regmap
 from .dump import format_dump
 from .trace.timeline import wave_time
-from .trace.swtrace import ring_dwords
+from .trace.swtrace import ib_chain, ring_dwords
 
 if TYPE_CHECKING:
     from kmd_model.core.kmd import Kmd
@@ -48,19 +50,34 @@ LISTING_AROUND = 12  # packets shown before and after the marked one
 STATE_REGS = ("STATUS", "CP_ERROR", "CP_ERROR_ADDR_LO", "CP_ERROR_ADDR_HI", "CP_ERROR_OFFSET",
               "INT_STATUS", "INT_ENABLE", "CONTROL", "RB_RPTR", "RB_WPTR", "RB_CNTL",
               "IH_WPTR", "IH_RPTR", "IH_CNTL")
+# The KMD's other rings (Kmd.notify's "gpu_error" names the failing one): the registers that
+# say where that queue is, what runs it, and the packets it reads (the copy engine's are
+# SDMA packets, which a PM4 listing reads as BAD TYPE 0 on every dword).
+RING_REGS = {
+    "gfx": STATE_REGS,
+    "gfx_high": ("CP_HQD1_STATUS", "CP_HQD1_ERROR", "CP_HQD1_ERROR_ADDR_LO", "CP_HQD1_ERROR_ADDR_HI",
+                 "CP_HQD1_ERROR_OFFSET", "INT_STATUS", "INT_ENABLE", "CONTROL", "CP_HQD1_RB_RPTR",
+                 "CP_HQD1_RB_WPTR", "CP_HQD1_RB_CNTL", "IH_WPTR", "IH_RPTR", "IH_CNTL"),
+    "sdma0": ("SDMA_STATUS", "SDMA_ERROR", "SDMA_ERROR_ADDR_LO", "SDMA_ERROR_ADDR_HI", "SDMA_ERROR_OFFSET",
+              "INT_STATUS", "INT_ENABLE", "SDMA_CNTL", "SDMA_RB_RPTR", "SDMA_RB_WPTR", "SDMA_RB_CNTL",
+              "IH_WPTR", "IH_RPTR", "IH_CNTL"),
+}
+ENGINE = {"gfx": "the CP", "gfx_high": "queue 1 (gfx_high)", "sdma0": "the copy engine (sdma0)"}
 
 
 def _section(title: str, body: str) -> str:
     return f"== {title} ==\n{body.rstrip()}\n"
 
 
-def marked_listing(dwords: list[int], base: int, mark_addr: int | None, note: str = "<-- CP") -> str:
-    """The disassembly of a buffer, cut to the packets around `mark_addr`, which is marked."""
+def marked_listing(dwords: list[int], base: int, mark_addr: int | None, note: str = "<-- CP",
+                   codec=pm4) -> str:
+    """The disassembly of a buffer, cut to the packets around `mark_addr`, which is marked;
+    `codec`: spec.pm4, or spec.sdma for the copy engine's ring and IBs."""
     lines = []
     mark_i = None
-    for item in pm4.decode_stream(dwords):
+    for item in codec.decode_stream(dwords):
         addr = base + 4 * item.offset
-        line = f"  {addr:#010x}: {item.header:08x}  {pm4.describe(item)}"
+        line = f"  {addr:#010x}: {item.header:08x}  {codec.describe(item)}"
         if mark_addr is not None and addr <= mark_addr < addr + 4 * item.length:
             line += f"   {note}"
             mark_i = len(lines)
@@ -100,16 +117,17 @@ class CrashReporter:
         elif event == "gpu_error":
             info = f["info"]
             what = "job timeout" if info.code == "TIMEOUT" else "GPU error"
-            self.report(f"{what}: {info.message}", info=info, state=f["state"], job=f["job"])
+            self.report(f"{what}: {info.message}", info=info, state=f["state"], job=f["job"],
+                        ring=f.get("ring", "gfx"))
 
     # ------------------------------------------------------------------ writing
 
     def report(self, reason: str, *, info=None, state=None, job=None,
-               exc: BaseException | None = None) -> Path | None:
+               exc: BaseException | None = None, ring: str = "gfx") -> Path | None:
         if len(self.written) >= MAX_REPORTS:
             return None
         try:
-            text = self.render(reason, info=info, state=state, job=job, exc=exc)
+            text = self.render(reason, info=info, state=state, job=job, exc=exc, ring=ring)
         except Exception as e:  # a report about a broken state must not break the run
             text = f"gpucosim crash report (incomplete)\nreason: {reason}\n\nwriting it failed:\n" + \
                 "".join(traceback.format_exception(e))
@@ -123,7 +141,9 @@ class CrashReporter:
               file=sys.stderr, flush=True)
         return path
 
-    def render(self, reason: str, *, info=None, state=None, job=None, exc=None) -> str:
+    def render(self, reason: str, *, info=None, state=None, job=None, exc=None, ring: str = "gfx") -> str:
+        """`ring`: the KMD's ring the error or timeout is on (gfx, gfx_high, sdma0): its
+        registers, ring and IBs are the ones shown."""
         kmd = self.kmd
         parts = [self._header(reason)]
         if exc is not None:
@@ -132,8 +152,13 @@ class CrashReporter:
             parts.append("(the driver was not bound yet: no device state)\n")
             return "\n".join(parts)
         dumps: list[str] = []
-        for title, fn in (("registers", self._registers), ("ring", lambda: self._ring(dumps)),
-                          ("IB stack and the packet in hand", lambda: self._ibs(state, job, dumps)),
+        if ring not in RING_REGS or ring != "gfx" and self._sched(ring) is None:
+            ring = "gfx"  # (a ring this report does not know: queue 0's, as before)
+        ibs = ((lambda: self._ibs(state, job, dumps)) if ring == "gfx" else
+               (lambda: self._ring_ibs(ring, info, state, job, dumps)))
+        for title, fn in (("registers", lambda: self._registers(ring)),
+                          ("ring" if ring == "gfx" else f"{ring} ring", lambda: self._ring(dumps, ring)),
+                          ("IB stack and the packet in hand", ibs),
                           ("pending IH entries", self._ih), ("jobs", self._jobs),
                           ("last ioctls", self._last_ioctls), ("counters", self._counters)):
             try:
@@ -161,20 +186,25 @@ class CrashReporter:
                 f"app:     {self.app}\nbackend: {self.backend}\nat:      {when}, "
                 f"{time.strftime('%Y-%m-%d %H:%M:%S')}\nreason:  {reason}\n")
 
-    def _registers(self) -> str:
+    def _sched(self, ring: str):
+        """The KMD's scheduler of `ring` (None: the device has no such ring)."""
+        return next((s for s in self.kmd.scheds if s.ring.name == ring), None)
+
+    def _registers(self, ring: str = "gfx") -> str:
         m = self.kmd.mmio
         lines = []
-        for name in STATE_REGS:
+        for name in RING_REGS[ring]:
             reg = getattr(regs, name)
             lines.append("  " + regmap.decode_line(reg, m.read(reg)))
         return "\n".join(lines)
 
-    def _ring(self, dumps: list[str]) -> str:
+    def _ring(self, dumps: list[str], name: str = "gfx") -> str:
         kmd = self.kmd
-        ring = kmd.ring
+        sched = kmd.sched if name == "gfx" else self._sched(name)
+        ring = sched.ring
         rptr_wb = ring.get_rptr()
-        hw_rptr = kmd.mmio.read(regs.RB_RPTR)
-        pending = kmd.sched.pending
+        hw_rptr = (kmd.mmio.read(ring.RPTR) >> ring.RPTR_SHIFT) & M32  # (the SDMA's counts bytes)
+        pending = sched.pending
         start = pending[0].ring_start if pending else ring.commit_start
         if (ring.committed - start) & M32 > ring.size_dw:
             start = ring.commit_start
@@ -185,8 +215,11 @@ class CrashReporter:
         if words:
             mark = ring.gpu_addr + 4 * (hw_rptr & ring.mask)
             lines.append(f"  ring [{start:#x}, {ring.wptr:#x}):")
-            lines.append(marked_listing(words, base, mark, "<-- rptr: the CP is here"))
-            dumps.append(format_dump(f"ring [{start:#x}, {ring.wptr:#x}) at {base:#x}", base, words))
+            lines.append(marked_listing(words, base, mark, f"<-- rptr: {ENGINE[name]} is here",
+                                        sdma if name == "sdma0" else pm4))
+            # (a dump named like *sdma* is read as SDMA packets by `gpucosim disasm`)
+            label = "ring" if name == "gfx" else f"{name} ring"
+            dumps.append(format_dump(f"{label} [{start:#x}, {ring.wptr:#x}) at {base:#x}", base, words))
         else:
             lines.append("  (nothing written since the last job finished)")
         return "\n".join(lines)
@@ -201,12 +234,22 @@ class CrashReporter:
                 probe = {"error": f"{type(e).__name__}: {e}"}
         lines = []
         level = None
+        moved = False
         ibs: list[dict] = []
         hdr_addr = None
         if probe and "error" not in probe:
             level = probe.get("level")
             ibs = [ib for ib in probe.get("ibs", []) if ib["level"] <= (level or 0)]
             hdr_addr = probe.get("header_addr")
+            # (the job's IBs and those they chain to: a CHAIN replaces IB1's base)
+            job_ibs = {addr for a, n in job.ibs for addr, _ in ib_chain(kmd.mem32, a, n, kmd.job_translate(job))} \
+                if job is not None and job.ibs else set()
+            if job_ibs and any(ib["level"] == 1 for ib in ibs) and \
+                    not any(ib["level"] == 1 and ib["base"] in job_ibs for ib in ibs):
+                # the CP's registers hold the parser's place in its other queue (it switched to
+                # the queue that could run once this one stopped): not this job's IBs
+                moved = True
+                level, ibs, hdr_addr = None, [], None
         if state is not None:  # the error latches name the level and the packet
             level = state.level
             base = kmd.ring.gpu_addr if level == 0 else next(
@@ -219,14 +262,20 @@ class CrashReporter:
             else:
                 hdr_addr = state.addr
         if not ibs and job is not None and job.ibs and (level or 0) >= 1:
-            addr, n = job.ibs[0]  # without a probe: the job's first IB
+            # without the probe's: the job's IB that holds the packet, else its first
+            addr, n = next(((a, n) for a, n in job.ibs if hdr_addr is not None and a <= hdr_addr < a + 4 * n),
+                           job.ibs[0])
             ibs = [{"level": 1, "base": addr, "size_dw": n, "pos_dw": None}]
+            if hdr_addr is None and state is not None and level == 1:  # a bus error: the offset
+                hdr_addr = addr + 4 * state.offset_dw
         if level is None:
             level = regs.STATUS.LEVEL.get(kmd.mmio.read(regs.STATUS))
         lines.append(f"  the CP is at level {regmap.regs.IbLevel(level).name if level <= 2 else level}"
                      + (f", packet header at {hdr_addr:#x}" if hdr_addr is not None else ""))
         if probe and "error" in probe:
             lines.append(f"  (the hardware probe failed: {probe['error']})")
+        if moved:
+            lines.append("  (the CP's registers hold its other queue's place by now: the failing job's IB is shown)")
         lines.append(f"  ring at {kmd.ring.gpu_addr:#x}")
         mem32 = kmd.mem32
         # IBs are at the job's GPU virtual addresses: read them where its VM puts them
@@ -262,6 +311,56 @@ class CrashReporter:
             lines.append(f"    {pm4.describe(item, verbose=True)}")
         return "\n".join(lines)
 
+    def _ring_ibs(self, name: str, info, state, job, dumps: list[str]) -> str:
+        """Where the failing queue of another ring than gfx is: its level and packet (from its
+        error registers, or a timeout's diagnosis), its job's first IB disassembled in its own
+        packet format. (The hardware probe reads the CP's parser, not this queue.) The IB is
+        listed where the queue ran it (the CS checker's copy when it checks), the header named
+        by the address the app knows."""
+        kmd = self.kmd
+        codec = sdma if name == "sdma0" else pm4
+        ring = self._sched(name).ring
+        level, hw_hdr, shown, offset = None, None, None, None
+        if state is not None:  # an error: its registers name the level and the packet
+            level = state.level
+            if state.code_name.startswith(("BUS_", "DOORBELL", "VM_FAULT")):
+                offset = state.offset_dw  # (the address is the access's, or the doorbell's value)
+            else:
+                hw_hdr = state.addr
+                shown = info.addr if info is not None else state.addr
+        elif info is not None:  # a timeout: the packet it polls in, when found (the app's address)
+            level, shown = regs.IbLevel[info.level], info.addr or None
+        if level is None:
+            level = ring.STATUS.LEVEL.get(kmd.mmio.read(ring.STATUS))
+        ib1 = job.ibs[0] if job is not None and job.ibs and level >= 1 else None
+        client = job.client_addr if job is not None else (lambda a: a)
+        if offset is not None:
+            hw_hdr = (ring.gpu_addr + 4 * (offset & ring.mask) if level == 0 else
+                      ib1[0] + 4 * offset if ib1 is not None and level == 1 else None)
+            shown = hw_hdr if hw_hdr is None or level == 0 else client(hw_hdr)
+        if hw_hdr is None and shown is not None and ib1 is not None:
+            hw_hdr = next((ib1[0] + 4 * k for k in range(ib1[1]) if client(ib1[0] + 4 * k) == shown), None)
+        lines = [f"  {ENGINE[name]} is at level {regs.IbLevel(level).name if level <= 2 else level}"
+                 + (f", packet header at {shown:#x}" if shown is not None else "")]
+        if ib1 is None:
+            return "\n".join(lines)
+        base, n = ib1
+        copy = f" (the CS checker's copy of the app's IB at {client(base):#x})" if client(base) != base else ""
+        lines.append(f"  -> IB1 at {base:#x}, {n} dwords{copy}")
+        pa = kmd.job_translate(job)(base, 4 * n) if n else None
+        mem32 = kmd.mem32
+        if pa is not None and (pa >> 2) + n <= len(mem32):
+            words = mem32[pa >> 2:(pa >> 2) + n].tolist()
+            inside = hw_hdr is not None and base <= hw_hdr < base + 4 * n
+            lines.append(marked_listing(words, base, hw_hdr if inside else None,
+                                        "<-- the packet in hand" if inside else "", codec))
+            dumps.append(format_dump(f"{name} IB1 at {base:#x} ({n} dwords)", base, words))
+            if inside:
+                item = next(codec.decode_stream(words, (hw_hdr - base) >> 2))
+                lines.append("  the packet in hand:")
+                lines.append(f"    {codec.describe(item, verbose=True)}")
+        return "\n".join(lines)
+
     def _ih(self) -> str:
         ih = self.kmd.ih
         if ih is None:
@@ -287,16 +386,24 @@ class CrashReporter:
         return "\n".join(lines)
 
     def _jobs(self) -> str:
-        s = self.kmd.sched
-        fd = self.kmd.fence_drv
-        lines = [f"  hardware fences: last emitted {fd.sync_seq:#010x}, last signalled {fd.last_seq:#010x}, "
-                 f"fence memory {fd.read():#010x}"]
-        for kind, q in (("in the ring", s.pending), ("queued", s.queue)):
-            for j in q:
-                hw = f", hw fence {j.hw_fence.seq:#010x}" if j.hw_fence else ""
-                lines.append(f"  {kind}: fd {j.ctx.file.fd} context {j.ctx.id} seq {j.seq:#x}, ring [{j.ring_start:#x}, "
-                             f"{j.ring_end:#x}), IBs {', '.join(f'{a:#x}+{n}dw' for a, n in j.ibs)}{hw}")
-        if len(lines) == 1:
+        """Each ring's fences and jobs (the gfx ring's first, unlabelled; another ring's when
+        it has run anything: the job that failed on the copy engine was missing)."""
+        lines, jobs = [], 0
+        for s in self.kmd.scheds:
+            fd, name = s.fence_drv, s.ring.name
+            if name != "gfx" and not (fd.sync_seq or s.pending or s.queue):
+                continue
+            label = "" if name == "gfx" else f"{name}: "
+            lines.append(f"  {label}hardware fences: last emitted {fd.sync_seq:#010x}, last signalled "
+                         f"{fd.last_seq:#010x}, fence memory {fd.read():#010x}")
+            for kind, q in (("in the ring", s.pending), ("queued", s.queue)):
+                for j in q:
+                    jobs += 1
+                    hw = f", hw fence {j.hw_fence.seq:#010x}" if j.hw_fence else ""
+                    lines.append(f"  {label}{kind}: fd {j.ctx.file.fd} context {j.ctx.id} seq {j.seq:#x}, ring "
+                                 f"[{j.ring_start:#x}, {j.ring_end:#x}), "
+                                 f"IBs {', '.join(f'{a:#x}+{n}dw' for a, n in j.ibs)}{hw}")
+        if not jobs:
             lines.append("  no jobs in flight")
         return "\n".join(lines)
 

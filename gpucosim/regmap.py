@@ -41,7 +41,8 @@ def field_enums() -> dict[tuple[str, str], type[IntEnum]]:
 
 def lookup(name: str) -> tuple[type[Register], int]:
     """A register by name (any case, `PERF_PACKETS[2]` for an array element) or by byte
-    offset (`0x14`); returns (register, index)."""
+    offset (`0x14`); returns (register, index): index 0 for an array named alone
+    (names_element says whether `name` named one element)."""
     text = name.strip()
     try:
         off = parse_int(text)
@@ -78,6 +79,17 @@ def lookup(name: str) -> tuple[type[Register], int]:
             raise RegisterLookupError(f"{reg.NAME}[{index}] is out of range: the array has "
                                       f"{reg.ARRAY_LEN} registers")
     return reg, index
+
+
+def names_element(name: str) -> bool:
+    """Whether `name`, as lookup takes it, names one register of an array (`PERF_PACKETS[2]`,
+    an offset) rather than the array (`PERF_PACKETS`)."""
+    text = name.strip()
+    try:
+        parse_int(text)
+    except ValueError:
+        return "[" in text
+    return True
 
 
 def field_value(reg: type[Register], field, value: int) -> str:
@@ -138,11 +150,18 @@ def _reset_text(reg: type[Register]) -> str:
     return f"reset {reg.RESET:#010x}"
 
 
-def describe(reg: type[Register]) -> str:
-    """One register: offset, reset value, description and fields."""
+def describe(reg: type[Register], index: int | None = None) -> str:
+    """One register: offset, reset value, description and fields; of an array, the whole
+    array from its base, or with `index` that element at its own offset."""
     title = (reg.__doc__ or "").strip()
-    arr = f", array of {reg.ARRAY_LEN} ({reg.ARRAY_STRIDE}-byte stride)" if reg.ARRAY_LEN > 1 else ""
-    lines = [f"{reg.NAME} @ {reg.ADDR:#05x}, {_reset_text(reg)}{arr}"]
+    label, addr, arr = reg.NAME, reg.ADDR, ""
+    if reg.ARRAY_LEN > 1:
+        arr = f"array of {reg.ARRAY_LEN} ({reg.ARRAY_STRIDE}-byte stride)"
+        if index is None:
+            arr = f", {arr}"
+        else:
+            label, addr, arr = f"{reg.NAME}[{index}]", reg.addr(index), f", element {index} of an {arr}"
+    lines = [f"{label} @ {addr:#05x}, {_reset_text(reg)}{arr}"]
     if title:
         lines.append(f"  {title}")
     nw, aw = _columns(reg)

@@ -4,7 +4,8 @@ No Python runs per cycle: each monitor sleeps on value changes of a few register
 wakes only when the hardware does something.
 
 - CP packets: the CP's parser FSM register `cp_state` and its IB `level`. A packet
-  starts when the FSM leaves RUN with a new header in `hdr`/`hdr_taken_off`/`hdr_addr`, and
+  starts when the FSM leaves RUN with a new header in `hdr`/`hdr_taken_off`/`hdr_addr` (not
+  when it leaves RUN for the IH writer's states to append the SDMA's entry), and
   ends when the FSM is back in RUN at the packet's level (an INDIRECT_BUFFER ends when
   its IB has returned). Inside a packet, phases (data write, poll, fence write, IH
   entry, rptr write-back) are nested slices. State names come from the Amaranth FSM
@@ -54,6 +55,10 @@ PHASES = {
     "EXEC_DMA_DATA": "DMA queue", "DMA_SYNC": "DMA wait (CP_SYNC)",
 }
 ERROR_STATES = ("ERR_DRAIN", "ERROR")
+# The IH writer's states. From RUN the FSM enters them only for another engine's entry (the
+# SDMA's: rtl/cp/ih.py start_ext, straight to IH_ENTRY_WRITE, or IH_DONE when the IH ring is
+# off or full) and comes back to RUN: no header is taken, so no packet starts.
+IH_STATES = ("IH_ENTRY_WRITE", "IH_ENTRY_WAIT", "IH_WB_WRITE", "IH_WB_WAIT", "IH_DONE")
 SWAP_STATES = ("SWAP", "SWAP1")  # the CP switches hardware queues (rtl/cp/queues.py)
 
 
@@ -183,6 +188,8 @@ class CpMonitor:
         self.track = "cp"
         self.q = 0  # the queue in hand: every SWAP flips it, a soft reset returns to queue 0
         self.parked: dict[int, list] = {}
+        self.ext_ih = False  # the IH writer is appending another engine's entry (IH_STATES)
+        self.ext_wrm = False  # ... while a WAIT_REG_MEM sleeps between its polls
 
     def tasks(self) -> list:
         """One waiter per watched register: a single trigger each is far cheaper than
@@ -208,6 +215,18 @@ class CpMonitor:
     # -- the state machine of the watcher
     def step(self, ps: str, s: str, pl: int, lvl: int) -> None:
         t = self.now()
+        if ps == "RUN" and s in IH_STATES:  # the SDMA's entry between two packets: none starts
+            self.ext_ih = True
+            return
+        if self.ext_ih:
+            if s in IH_STATES:
+                return
+            self.ext_ih = False
+            if s == "RUN":  # back where it was, the packet before it long done
+                return
+        # a WAIT_REG_MEM writes no IH entry: the IH writer's states between its polls append the
+        # SDMA's (rtl/cp/ih.py RET_WRM), drawn as a phase named as that engine's
+        self.ext_wrm = s in IH_STATES and (ps == "WRM_SLEEP" or self.ext_wrm)
         if s in SWAP_STATES or ps in SWAP_STATES:
             if s == "SWAP" and ps not in SWAP_STATES:
                 self._swap(t, ps)
@@ -244,6 +263,8 @@ class CpMonitor:
             self._start(t)
         # phases inside the packet in hand
         phase = PHASES.get(s)
+        if self.ext_wrm:  # (step() below)
+            phase = "IH entry (copy engine)"
         if self.phase is not None and (phase is None or phase != self.phase[0]):
             self._end_phase(t)
         if phase is not None and self.phase is None and self.stack and not self.stack[-1].filler:

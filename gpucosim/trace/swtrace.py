@@ -232,6 +232,8 @@ def model_cp_hook(timeline: Timeline, now: Callable[[], int]) -> Callable[[str],
     def hook(line: str) -> None:
         where, _, text = line.partition(": ")
         name = text.split(" ", 1)[0] or "packet"
-        # the copy engine's packets ("SDMA RING+0x0040: ...") get a track of their own
-        timeline.instant("sdma" if where.startswith("SDMA") else "cp", name, now(), {"where": where, "packet": text})
+        # the copy engine's packets ("SDMA RING+0x0040: ...") and the CP's queue 1's ("HQD1
+        # RING+0x0020: ...") get tracks of their own, as on the RTL (hwtrace.py)
+        track = "sdma" if where.startswith("SDMA") else "cp.hqd1" if where.startswith("HQD1") else "cp"
+        timeline.instant(track, name, now(), {"where": where, "packet": text})
     return hook

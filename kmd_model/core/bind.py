@@ -27,11 +27,30 @@ def params_from(kw: dict) -> KmdParams:
 _bound: Kmd | None = None
 
 
+# What the driver calls on a device (kmd_model.device.Device's abstract methods): checked
+# by name, not by class, so a stand-in that has them all still binds.
+_DEVICE_CALLS = ("mmio_read32", "mmio_write32", "wait_irq", "now", "delay")
+
+
+def _check_device(dev) -> None:
+    """A device bind can take, or a TypeError saying what it takes: the tutorial's paste
+    line binds RefModel(), and the class itself (or None, or a backend's name) failed deep
+    in the bring-up, with an error about mmio_read32's arguments."""
+    if isinstance(dev, type):
+        name = dev.__name__
+        raise TypeError(f"bind: give a device, {name}(), not the class {name} (docs/tutorial.md: "
+                        f"kmd_model.bind(RefModel()))")
+    if not all(callable(getattr(dev, c, None)) for c in _DEVICE_CALLS) or not hasattr(dev, "mem"):
+        shown = repr(dev) if dev is None or isinstance(dev, (str, int, float, bytes)) else type(dev).__name__
+        raise TypeError(f"bind: give a device (a kmd_model.device.Device such as RefModel()), not {shown}")
+
+
 def bind(dev: Device, params: KmdParams | None = None, *, observers=(), **kw) -> Kmd:
     """Probe and initialise `dev`; later `open_render_node()` calls open this device.
     Keyword arguments are KmdParams fields: `bind(dev, initial_seq=2**32 - 500)`;
     `observers` see the driver's events from bring-up on (Kmd.notify)."""
     global _bound
+    _check_device(dev)
     if params is not None and kw:
         raise TypeError("bind: give either params or keyword parameters, not both")
     params = params or params_from(kw)

@@ -138,7 +138,7 @@ class JobTimerMixin:
                            seq=job.seq, ctx_id=job.ctx.id, message=msg)
         log.error("timeout: %s", msg)
         if self.observers:
-            self.notify("gpu_error", info=info, state=None, job=job)
+            self.notify("gpu_error", info=info, state=None, job=job, ring=self.ring.name)
         self.gpu_recover(job, info)
 
     def ring_timedout_job(self, sched: Scheduler) -> None:
@@ -171,5 +171,5 @@ class JobTimerMixin:
                            seq=job.seq, ctx_id=job.ctx.id, message=msg)
         log.error("timeout: %s", msg)
         if self.observers:
-            self.notify("gpu_error", info=info, state=None, job=job)
+            self.notify("gpu_error", info=info, state=None, job=job, ring=ring.name)
         self.ring_recover(sched, job, info)

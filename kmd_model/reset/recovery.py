@@ -42,7 +42,7 @@ class RecoveryMixin:
         info = self.describe_error(state, guilty)
         log.error("CP error: %s", info.message)
         if self.observers:
-            self.notify("gpu_error", info=info, state=state, job=guilty)
+            self.notify("gpu_error", info=info, state=state, job=guilty, ring=self.ring.name)
         self.gpu_recover(guilty, info)
 
     def describe_error(self, state: CpErrorState, guilty: Job | None, ring: str = "gfx") -> HwErrorInfo:
@@ -176,7 +176,7 @@ class RecoveryMixin:
         info = self.describe_error(state, guilty, ring.name)
         log.error("%s error: %s", ring.name, info.message)
         if self.observers:
-            self.notify("gpu_error", info=info, state=state, job=guilty)
+            self.notify("gpu_error", info=info, state=state, job=guilty, ring=ring.name)
         self.ring_recover(sched, guilty, info)
 
     RECOVERY_KEPT = 1024  # recovery_log's latest steps: a client hanging a ring on purpose, again

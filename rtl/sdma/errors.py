@@ -124,6 +124,6 @@ def error_latch(m: Module, eng, c) -> None:
                          err_sub.eq(Mux(fc_opz, 0, cur_sub)), err_offset.eq(hdr_off)]
         with m.Elif(dv):
             m.d.sync += [err.eq(1), err_code.eq(dc_code), err_level.eq(IbLevel.RING),
-                         err_addr.eq(Cat(Const(0, 2), dc_addr)), err_vmid.eq(cur_vmid),
+                         err_addr.eq(Cat(Const(0, 2), dc_addr)), err_vmid.eq(0),  # (the ring's, as the CP's)
                          err_op.eq(0), err_sub.eq(0), err_offset.eq(dc_off)]
     c.update(locals())

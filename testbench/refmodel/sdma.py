@@ -160,16 +160,20 @@ class SdmaEngine:
         if not self.enable or self.err:
             return
         off = (self.rptr >> 2) & (self.size_dw - 1)
+        # (a doorbell error is the ring's: its entry's VMID is 0, as the CP's, whatever IB is in hand)
         if (v - self.wptr) & 0x8000_0000:
-            self._latch(CpError.DOORBELL_BACKWARDS, IbLevel.RING, 0, 0, v, off)
+            self._latch(CpError.DOORBELL_BACKWARDS, IbLevel.RING, 0, 0, v, off, vmid=0)
         elif ((v - self.rptr) & M32) > 4 * self.size_dw:
-            self._latch(CpError.DOORBELL_OVERFLOW, IbLevel.RING, 0, 0, v, off)
+            self._latch(CpError.DOORBELL_OVERFLOW, IbLevel.RING, 0, 0, v, off, vmid=0)
         else:
             self.wptr = v
 
     # ------------------------------------------------------------------ errors
 
-    def _latch(self, code: int, level: int, op: int, sub: int, addr: int, offset: int) -> None:
+    def _latch(self, code: int, level: int, op: int, sub: int, addr: int, offset: int,
+               vmid: int | None = None) -> None:
+        """The first error stops the queue; its SDMA_ERROR entry carries `vmid`, the VMID of
+        the work that failed (None: the IB's in hand, 0 in the ring)."""
         if self.err:
             return
         self.err, self.err_level, self.err_op, self.err_sub = int(code), int(level), op, sub
@@ -177,7 +181,8 @@ class SdmaEngine:
         self.wait = None
         try:
             self.m._ih_append(ih_spec.Source.SDMA_ERROR, self.error(), self.err_addr & M32, self.err_addr >> 32,
-                              self.err_offset, client=ih_spec.Client.SDMA0, vmid=self._vmid())
+                              self.err_offset, client=ih_spec.Client.SDMA0,
+                              vmid=self._vmid() if vmid is None else vmid)
         except self.m._fault_type:
             pass  # the error entry itself could not be written; the queue is stopped already
 

@@ -313,3 +313,23 @@ def test_an_ib_test_whose_fence_never_signals_fails_the_bind():
     assert e.value.errno == errno.ETIMEDOUT
     assert e.value.message == ("IB test failed: fence 0x00000100 not signalled after 2000 cycles "
                                "(fence memory 0x000000ff)")
+
+
+@pytest.mark.parametrize("dev, said", [
+    (RefModel, "bind: give a device, RefModel(), not the class RefModel (docs/tutorial.md: "
+               "kmd_model.bind(RefModel()))"),
+    (None, "bind: give a device (a kmd_model.device.Device such as RefModel()), not None"),
+    ("model", "bind: give a device (a kmd_model.device.Device such as RefModel()), not 'model'"),
+])
+def test_bind_names_a_device_it_cannot_take(dev, said):
+    """docs/tutorial.md's paste line binds `RefModel()`: a new user who types the class
+    (`kmd_model.bind(RefModel)`), None or a backend's name got a TypeError or AttributeError
+    from inside the driver's bring-up (`RefModel.mmio_read32() missing 1 required positional
+    argument`, `'str' object has no attribute 'mmio_read32'`); bind says what it takes, in one
+    line, and the device bound before stays bound."""
+    kmd_model.bind(RefModel())
+    before = kmd_model.bound()
+    with pytest.raises(TypeError) as e:
+        kmd_model.bind(dev)
+    assert str(e.value) == said
+    assert kmd_model.bound() is before

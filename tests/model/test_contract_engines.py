@@ -217,7 +217,9 @@ def check_cp_queue_priority(dev):
 def check_entries_name_their_queue_and_vmid(dev):
     """RING_ID is the CP queue (0 or 1) of every CP entry, EOP included; VMID is the IB's
     for a packet of an IB (a translated VMID or not; IB2 keeps IB1's whatever its own VMID
-    field says), 0 in the ring; SDMA entries are ring 0 and carry the SDMA IB's VMID."""
+    field says), 0 in the ring; SDMA entries are ring 0 and carry the SDMA IB's VMID; a
+    doorbell error's entry is the ring's, VMID 0, on both engines, whatever IB is in hand (the
+    SDMA's carried that IB's VMID)."""
     g, q0, ih = bring_up(dev)
     q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
     inner = release_mem(OUT + 8, 2, INT_SEL="SEND_INT", INT_CTXID=2)
@@ -247,6 +249,33 @@ def check_entries_name_their_queue_and_vmid(dev):
     g.until(lambda: entries.extend(ih.pop()) or len(entries) >= 3, "three SDMA entries")
     assert [(ih.source(e), e["RING_ID"], e["VMID"]) for e in entries] == \
         [("SDMA_TRAP", 0, 6), ("SDMA_POLL_TIMEOUT", 0, 6), ("SDMA_ERROR", 0, 6)], entries
+    # A doorbell error is the ring's (LEVEL RING, OP 0), not the work of the IB in hand: its
+    # entry's VMID is 0 on either engine, while an IB of VMID 6 (the SDMA) or 4 (queue 1) polls.
+    g.set("SDMA_CNTL", QUEUE_RESET=1, TRAP_ENABLE=1)
+    g.idle("SDMA_STATUS")
+    s.wptr = 0
+    g.w32(OUT + 16, [0])
+    poll = sdma("POLL_REGMEM", **lo_hi("ADDR", OUT + 16, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
+                RETRY_COUNT=0xFFF, INTERVAL=1)
+    g.w32(IB1, poll + [0] * (8 - len(poll)))
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=8, VMID=6))
+    assert g.waiting("SDMA_STATUS")["LEVEL"] == g.level["IB1"]
+    g.write("SDMA_DOORBELL", s.wptr - 4)
+    st = g.idle("SDMA_STATUS")
+    assert st["ERROR"] == 1 and g.fields("SDMA_ERROR")["CODE"] == g.err["DOORBELL_BACKWARDS"], st
+    (e,) = g.until(lambda: ih.pop() or None, "the doorbell error's entry")
+    assert (ih.source(e), e["RING_ID"], e["VMID"], e["DATA0"]) == ("SDMA_ERROR", 0, 0, g.read("SDMA_ERROR")), e
+    g.set("CP_QUEUE_RESET", Q1=1)
+    g.idle("CP_HQD1_STATUS")
+    q1.wptr = 0
+    wait = wait_mem(OUT + 16, 1, 1, "EQ")
+    g.w32(IB2, wait)
+    q1.submit(ib(IB2, len(wait), VMID=4))
+    assert g.waiting("CP_HQD1_STATUS")["LEVEL"] == g.level["IB1"]
+    q1.doorbell(q1.wptr - 1)
+    assert g.idle("CP_HQD1_STATUS")["ERROR"] == 1
+    (e,) = ih.pop()
+    assert (ih.source(e), e["RING_ID"], e["VMID"]) == ("CP_ERROR", 1, 0), e
 
 
 def check_sdma_vm_and_address_rules(dev):

@@ -28,6 +28,11 @@ def test_run_errors(capsys, tmp_path):
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "verilator", "--rtl-engines") == (
         "gpucosim run: error: --rtl-engines applies to the reference model (--sim model): the RTL has only its "
         "own engines")
+    # (both ran a model without its DMA engine, which --rtl-engines says the RTL has)
+    for order in (("--rtl-engines", "--no-dma"), ("--no-dma", "--rtl-engines")):
+        assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", *order) == (
+            "gpucosim run: error: --rtl-engines and --no-dma contradict each other: the RTL has a DMA engine "
+            "(give one of them)")
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--kmd", "job_timeout") == (
         "gpucosim run: error: --kmd wants KEY=VALUE, not 'job_timeout'")
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--kmd", "speed=3").startswith(

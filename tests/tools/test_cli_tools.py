@@ -44,6 +44,23 @@ def test_regs_table_register_and_decode(capsys):
     assert capsys.readouterr().out.splitlines()[0] == "PERF_PACKETS[2] @ 0x128 = 0x00000007"
 
 
+def test_regs_names_the_array_element_asked_for(capsys):
+    """`gpucosim regs PERF_PACKETS[2]` (or its offset, 0x128) describes that element: its own
+    offset, not element 0's 0x120 with the index dropped; the array's name alone describes
+    the array from its base, as before."""
+    for asked in ("PERF_PACKETS[2]", "perf_packets[0x2]", "0x128"):
+        assert cli.main(["regs", asked]) == 0
+        assert capsys.readouterr().out.splitlines()[0] == \
+            "PERF_PACKETS[2] @ 0x128, reset: the device's state (driven by the hardware), element 2 of an " \
+            "array of 8 (4-byte stride)", asked
+    assert cli.main(["regs", "VM_CONTEXT_PT_BASE_LO[15]"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == \
+        "VM_CONTEXT_PT_BASE_LO[15] @ 0x37c, reset 0x00000000, element 15 of an array of 16 (4-byte stride)"
+    assert cli.main(["regs", "PERF_PACKETS"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == \
+        "PERF_PACKETS @ 0x120, reset: the device's state (driven by the hardware), array of 8 (4-byte stride)"
+
+
 def test_regs_says_when_a_write_is_ignored(capsys):
     """A field locked by another (spec/regs.rdl swwel: a ring's base, size and rptr write-back
     address) is "RW, ignored while <lock>=1", every one the map has, and no other field is;

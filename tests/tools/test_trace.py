@@ -110,6 +110,93 @@ def test_crash_report_on_the_model(tmp_path):
     assert any(n.startswith("ring") for n in names) and any(n.startswith("IB1") for n in names)
 
 
+_OTHER_RING_APP = """import umd
+
+
+def main():
+    gpu = umd.open(api_version=2)
+    q = gpu.queue({kw})
+    q.emit_raw([{bad:#x}])
+    try:
+        q.signal().wait()
+    except umd.GpuError as e:
+        print("raised:", e)
+    gpu.close()
+    return 0
+"""
+
+
+@pytest.mark.parametrize("kw, bad, ring", [("engine='copy'", 0x000000FF, "sdma0"),
+                                           ("priority='high'", 0xC0007B00, "gfx_high")])
+def test_crash_report_of_the_copy_engine_and_queue_1_on_the_model(tmp_path, kw, bad, ring):
+    """A GPU error on the copy engine (sdma0) or the CP's queue 1 (gfx_high): the report showed
+    queue 0's registers and ring, said "the CP is at level IB1" while the CP was idle in its
+    ring, and disassembled the SDMA's IB as PM4 (BAD TYPE 0 on every dword, the copy engine's
+    packet marked as the CP's packet in hand), its dump named so that `gpucosim disasm` did
+    the same. The report now shows the failing queue's registers and ring, its IB in its own
+    packet format, and names its dumps so disasm reads them right."""
+    app = tmp_path / "bad_packet.py"
+    app.write_text(_OTHER_RING_APP.format(kw=kw, bad=bad))
+    r = run(str(app), "--sim", "model", "--kmd", "cs_check=0", "--crash-dir", str(tmp_path))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert f"raised: GPU error: illegal opcode {bad & 0xFF if ring == 'sdma0' else 0x7b:#x} at IB+0x0" in r.stdout
+    (report,) = tmp_path.glob("crash-bad_packet-model-*.txt")
+    text = report.read_text()
+    if ring == "sdma0":
+        assert "SDMA_ERROR = 0x00ff0101: CODE=ILLEGAL_OPCODE (1) LEVEL=IB1 (1) OP=0xff SUB_OP=0x0" in text, text
+        assert "SDMA_STATUS = " in text and "CP_ERROR = " not in text
+        assert "== sdma0 ring ==" in text
+        assert "the copy engine (sdma0) is at level IB1, packet header at 0x" in text, text
+        assert "UNKNOWN op=255 sub_op=0   <-- the packet in hand" in text, text
+        assert "BAD TYPE" not in text, text
+    else:
+        assert "CP_HQD1_ERROR = 0x007b0101: CODE=ILLEGAL_OPCODE (1) LEVEL=IB1 (1) OPCODE=0x7b" in text, text
+        assert "CP_HQD1_STATUS = " in text and "CP_ERROR = " not in text
+        assert "== gfx_high ring ==" in text
+        assert "queue 1 (gfx_high) is at level IB1, packet header at 0x" in text, text
+        assert "UNKNOWN op=0x7b count=0   <-- the packet in hand" in text, text
+    assert f"  {ring}: in the ring: fd 3 context 1 seq 0x1, ring [" in text, text  # (the job that failed)
+    names = [d.name for d in parse(report.read_bytes(), str(report))]
+    assert any(n.startswith(f"{ring} ring") for n in names) and any(n.startswith(f"{ring} IB1") for n in names), names
+    listed = subprocess.run([sys.executable, "-m", "gpucosim", "disasm", str(report)], cwd=ROOT, capture_output=True,
+                            text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert ("UNKNOWN op=255 sub_op=0" if ring == "sdma0" else "UNKNOWN op=0x7b") in listed.stdout, listed.stdout
+    if ring == "sdma0":  # (the PM4 listing after a bad header is out of step: its COUNT is garbage)
+        assert "BAD TYPE" not in listed.stdout, listed.stdout
+
+
+def test_queue_1_packets_on_their_own_track_on_the_model(tmp_path):
+    """The model's packets of the CP's queue 1 ("HQD1 RING+..." in its log) went on queue 0's
+    "CP packets" track, while the RTL's timeline puts them on "CP packets, queue 1 (CP_HQD1)":
+    each queue's on its own track on both backends."""
+    app = tmp_path / "high.py"
+    app.write_text("""import umd
+
+
+def main():
+    gpu = umd.open(api_version=2)
+    a = gpu.alloc(4096, "vram")
+    q = gpu.queue(priority="high")
+    q.write(a, 0, 1)
+    q.signal().wait()
+    gpu.close()
+    return 0
+""")
+    out = tmp_path / "t.json"
+    r = run(str(app), "--sim", "model", "--trace", str(out))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    trace = json.loads(out.read_text())
+    names = track_names(trace)
+    where = {}
+    for e in events(trace):
+        if "where" in e["args"] and "packet" in e["args"]:
+            where.setdefault(names[(e["pid"], e["tid"])], []).append(e["args"]["where"])
+    assert where.get("CP packets, queue 1 (CP_HQD1)") and \
+        all(w.startswith("HQD1 ") for w in where["CP packets, queue 1 (CP_HQD1)"]), where
+    assert not [w for w in where.get("CP packets", []) if w.startswith("HQD1 ")], where
+
+
 # ------------------------------------------------------------------------------ Verilator
 
 @pytest.fixture(scope="module")
@@ -181,6 +268,87 @@ def test_busy_timelines_do_not_lose_slices(tmp_path, app):
     assert overlaps(trace) == []
     lanes = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
     assert (lanes & {"DMA bursts (2)", "fences (2)"}), sorted(lanes)  # the concurrency was there
+
+
+@pytest.mark.xdist_group("verilator_trace_apps")
+def test_crash_report_of_queue_0_while_queue_1_waits_on_the_rtl(tmp_path):
+    """A bad packet on queue 0 while the CP's queue 1 waits in its own IB: the report's IB
+    stack comes from the CP's registers, which by the time the report is written hold the
+    parser's position in queue 1 (it switched to the queue that can run). The report listed
+    queue 1's IB as the one the CP was in, with the packet in hand nowhere in it; it lists the
+    failing job's IB, with the bad packet marked, as the model's report does."""
+    reason = sim.unavailable_reason("verilator")
+    if reason:
+        pytest.skip(reason)
+    app = tmp_path / "two_queues.py"
+    app.write_text("""import umd
+
+
+def main():
+    gpu = umd.open(api_version=2)
+    flag, a = gpu.alloc(4096, "gtt"), gpu.alloc(4096, "vram")
+    h = gpu.queue(priority="high")
+    q = gpu.queue()
+    h.write(a, 8, 1)
+    h.wait_mem(flag, 0, 1)
+    done = h.signal()
+    h.flush()
+    q.write(a, 0, 5)
+    q.emit_raw([0xC0007B00, 0])
+    try:
+        q.signal().wait()
+    except umd.GpuError as e:
+        print("raised:", e)
+    flag.u32[0] = 1
+    done.wait()
+    gpu.close()
+    return 0
+""")
+    for backend in ("model", "verilator"):
+        d = tmp_path / backend
+        r = run(str(app), "--sim", backend, "--kmd", "cs_check=0", "--crash-dir", str(d), timeout=600)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        assert "raised: GPU error: illegal opcode 0x7b at IB+0x14" in r.stdout, r.stdout
+        (report,) = d.glob("crash-two_queues-*.txt")
+        text = report.read_text()
+        stack = text.split("== IB stack and the packet in hand ==")[1].split("\n== ")[0]
+        assert "UNKNOWN op=0x7b count=0   <-- the packet in hand" in stack, f"{backend}:\n{stack}"
+        assert "WAIT_REG_MEM" not in stack, f"{backend}: queue 1's IB listed as the CP's:\n{stack}"
+
+
+@pytest.mark.xdist_group("verilator_trace_apps")
+def test_sdma_entries_do_not_repeat_cp_packets_on_the_rtl(tmp_path):
+    """The SDMA's TRAP entry is written by the CP's IH writer after the CP has gone idle: the
+    `[cp]` log and the CP's track showed the CP's last packet a second time (queue 1's ring
+    NOP). Every CP packet is logged once, as the reference model logs it."""
+    reason = sim.unavailable_reason("verilator")
+    if reason:
+        pytest.skip(reason)
+    app = tmp_path / "gfx_then_copy.py"
+    app.write_text("""import umd
+
+
+def main():
+    gpu = umd.open(api_version=2)
+    a, b = gpu.alloc(4096, "vram"), gpu.alloc(4096, "vram")
+    q = gpu.queue(priority="high")
+    q.write(a, 0, 0x1234)
+    q.signal().wait()
+    c = gpu.queue(engine="copy")
+    c.copy(b, 0, a, 0, 64)
+    c.signal().wait()
+    gpu.close()
+    return 0
+""")
+    out = tmp_path / "t.json"
+    r = run(str(app), "--sim", "verilator", "--log", "cp=info", "--trace", str(out), timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    logged = [line for line in (r.stdout + r.stderr).splitlines() if line.startswith("[cp] ")]
+    assert any(line.startswith("[cp] HQD1 RING+") for line in logged), logged  # (queue 1's ring ran)
+    assert len(logged) == len(set(logged)), [line for line in logged if logged.count(line) > 1]
+    where = [e["args"]["where"] for e in events(json.loads(out.read_text()))
+             if e["ph"] in ("X", "i") and "header" in e.get("args", {})]
+    assert where and len(where) == len(set(where)), sorted(w for w in where if where.count(w) > 1)
 
 
 @pytest.mark.xdist_group("verilator_trace_apps")
@@ -390,6 +558,74 @@ def test_cp_monitor_sees_pads_inside_an_ib(caplog):
     pads = [r.getMessage() for r in caplog.records if r.name == "gpucosim.cp"]
     assert pads[:3] == ["IB1+0x0014: NOP  n_payload=0", "IB1+0x0018: NOP  n_payload=0",
                         "IB1+0x001c: " + pm4.describe(pm4.decode([pk.TYPE2_FILLER], 0))]
+
+
+def test_cp_monitor_does_not_take_another_engines_ih_entry_for_a_packet(caplog):
+    """The CP's IH writer appends the SDMA's entries (TRAP, POLL_TIMEOUT, SDMA_ERROR) between
+    two CP packets: its FSM goes from RUN to IH_ENTRY_WRITE (IH_DONE when the IH ring is off
+    or full) and back to RUN with no header taken. The watcher took that for a packet starting
+    and logged, and drew, the last packet again (`[cp] HQD1 RING+0x0070: NOP` twice after an
+    SDMA TRAP): one packet, one slice and one log line."""
+    import logging
+
+    from spec import pm4
+
+    states = fsm_states(64)
+    code = {v: k for k, v in states.items()}
+    t = [0]
+    timeline = Timeline("test")
+    cp = _Cp()
+    mon = CpMonitor(cp, states, timeline, lambda: t[0])
+    mon._st, mon._lv, mon._off = cp.cp_state, cp.level, cp.hdr_taken_off
+    mon._ps, mon._pl, mon._po = "RUN", 0, 0
+
+    def go(at, state, level=None, hdr=None, off=0, addr=0):
+        t[0] = at
+        if hdr is not None:
+            cp.hdr.v, cp.hdr_taken_off.v, cp.hdr_addr.v = hdr, off, addr
+        cp.cp_state.v = code[state]
+        if level is not None:
+            cp.level.v = level
+        mon._wake()
+
+    nop = pm4.nop(3)[0]
+    ib_hdr = pm4.indirect_buffer(0x1000, 8)[0]
+    with caplog.at_level(logging.INFO, logger="gpucosim.cp"):
+        go(10, "PAYLOAD", hdr=nop, off=0x1c, addr=0x70)  # a ring NOP
+        go(14, "RING_DONE")
+        go(15, "RPTR_WRITE")
+        go(16, "RPTR_WAIT")
+        go(20, "RUN")
+        for at, path in ((30, ("IH_ENTRY_WRITE", "IH_ENTRY_WAIT", "IH_WB_WRITE", "IH_WB_WAIT", "IH_DONE")),
+                         (50, ("IH_DONE",))):  # the SDMA's entry; then one the IH ring drops
+            for k, state in enumerate(path):
+                go(at + k, state)
+            go(at + len(path), "RUN")
+        go(60, "PAYLOAD", hdr=ib_hdr, off=0x20, addr=0x80)  # an IB, with an SDMA entry inside it
+        go(63, "RUN", level=1)
+        go(70, "IH_ENTRY_WRITE")
+        go(72, "IH_DONE")
+        go(73, "RUN")
+        go(80, "RING_DONE", level=0, hdr=ib_hdr, off=0x20, addr=0x80)
+        go(84, "RUN")
+        mon.finish()
+    spans = [(name, s, e) for track, ph, name, s, e, _ in timeline.events if ph == "X"]
+    packets = [sp for sp in spans if sp[0] in ("NOP", "INDIRECT_BUFFER")]
+    assert packets == [("NOP", 10, 20), ("INDIRECT_BUFFER", 60, 84)], spans
+    logged = [r.getMessage() for r in caplog.records if r.name == "gpucosim.cp"]
+    assert logged == ["RING+0x0070: NOP", "RING+0x0080: INDIRECT_BUFFER"], logged
+    assert mon.packets == 2
+    # ... and one appended while a WAIT_REG_MEM sleeps between its polls (the FSM goes back to
+    # WRM_SLEEP): a phase of its own, named as the copy engine's, not a plain "IH entry" of the wait
+    wait = 0xC0053C00  # a WAIT_REG_MEM header
+    for at, state, hdr in ((100, "PAYLOAD", wait), (107, "WRM_READ", None), (108, "WRM_RESP", None),
+                           (110, "WRM_SLEEP", None), (120, "IH_ENTRY_WRITE", None), (121, "IH_ENTRY_WAIT", None),
+                           (126, "IH_DONE", None), (127, "WRM_SLEEP", None), (130, "WRM_READ", None),
+                           (131, "WRM_RESP", None), (133, "DONE", None), (134, "RUN", None)):
+        go(at, state, hdr=hdr, off=0x30, addr=0x100 if hdr else 0)
+    spans = [(name, s, e) for track, ph, name, s, e, _ in timeline.events if ph == "X" and s >= 100]
+    assert ("WAIT_REG_MEM", 100, 134) in spans and ("IH entry (copy engine)", 120, 127) in spans, spans
+    assert not [sp for sp in spans if sp[0] == "IH entry"], spans
 
 
 def test_timeline_slices_never_partly_overlap_on_a_track():
