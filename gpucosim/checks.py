@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import errno
+import json
 import os
 import re
 from pathlib import Path
@@ -249,12 +250,34 @@ def distinct_outputs(p: argparse.ArgumentParser, app: str, outputs: list[tuple[s
         seen[where] = opt
 
 
+# What an earlier run's outputs begin with: a timeline (gpucosim/trace/timeline.py, its
+# first event names the CPU's process) and the figures of --stats-json (session.figures).
+TIMELINE_HEAD = b'{"traceEvents":[{"ph":"M","name":"process_name","pid":1,"tid":0,"args":{"name":"CPU: app, UMD, KMD"}}'
+FIGURES_KEYS = ("app", "backend", "exit_code", "cycles", "ioctls")
+FIGURES_MAX_BYTES = 64 << 10
+
+
+def _earlier_output(where: Path, head: bytes) -> bool:
+    """Whether the file is a timeline or the figures an earlier `gpucosim run` wrote."""
+    if head.startswith(TIMELINE_HEAD):
+        return True
+    if head[:1] != b"{" or where.stat().st_size > FIGURES_MAX_BYTES:
+        return False
+    try:
+        doc = json.loads(where.read_bytes())
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(doc, dict) and all(k in doc for k in FIGURES_KEYS)
+
+
 def json_or_new(p: argparse.ArgumentParser, opt: str, path: str) -> None:
-    """--trace and --stats-json write JSON over the file they name: a file that holds
-    something else is refused. (With the flags in the wrong order, `--trace examples/hello.py
-    examples/fill.py` replaced an example by a timeline, and `--stats-json README.md` the
-    README; only the app's own source was protected.) A new or empty file, a JSON file (a
-    timeline or figures of an earlier run) and a stream or pipe are written as before."""
+    """--trace and --stats-json write JSON over the file they name: a file that is not a
+    timeline or the figures of an earlier run is refused. (With the flags in the wrong order,
+    `--trace examples/hello.py examples/fill.py` replaced an example by a timeline, and
+    `--stats-json README.md` the README; `--stats-json build/bench.json` or `--trace
+    build/fpga.json` replaced `make bench`'s or `make fpga`'s records, a JSON file like any
+    other.) A new or empty file, an earlier run's output and a stream or pipe are written as
+    before."""
     from .run.outputs import is_ours
 
     where = Path(path)
@@ -263,11 +286,13 @@ def json_or_new(p: argparse.ArgumentParser, opt: str, path: str) -> None:
             return
         with open(where, "rb") as f:
             head = f.read(4096).lstrip()
+        if _earlier_output(where, head):
+            return
     except OSError:
         return  # (writable_file has said what is wrong with it)
-    if head[:1] not in (b"{", b"["):
-        p.error(f"{opt} {path}: the file exists and is not JSON (not a timeline or figures of an earlier run): "
-                "the run would write over it; give a new name, or remove the file first")
+    kind = "JSON of something else" if head[:1] in (b"{", b"[") else "not JSON"
+    p.error(f"{opt} {path}: the file exists and is {kind} (not a timeline or figures of an earlier run): "
+            "the run would write over it; give a new name, or remove the file first")
 
 
 def app_source(app: str) -> Path | None:

@@ -113,7 +113,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="backend: the RTL on Verilator or Icarus, or the reference model "
                         "(default: $SIM or verilator)")
     p.add_argument("--trace", type=output_arg, metavar="FILE",
-                   help="write a timeline (Chrome trace JSON, for ui.perfetto.dev)")
+                   help="write a timeline (Chrome trace JSON, for ui.perfetto.dev); an existing FILE only "
+                        "if it is an earlier run's timeline or figures")
     p.add_argument("--waves", action="store_true",
                    help="write a waveform (FST) of the RTL run (a separate, cached build)")
     p.add_argument("--waves-file", type=output_arg, metavar="FILE",
@@ -124,7 +125,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stats", action="store_true",
                    help="print the exit report: buffers left allocated, IB pools, fences, ioctls")
     p.add_argument("--stats-json", type=output_arg, metavar="FILE",
-                   help="write the run's figures as JSON: cycles, ioctls, seconds in the app and in the device")
+                   help="write the run's figures as JSON: cycles, ioctls, seconds in the app and in the device "
+                        "(over an existing FILE only if it is an earlier run's figures or timeline)")
     p.add_argument("--timeout", type=_timeout, metavar="SECONDS",
                    help="stop the app after SECONDS of wall-clock time (from its start, the build not counted), "
                         "writing --trace and --stats-json as a Ctrl-C does; exit status 124")

@@ -182,12 +182,37 @@ def test_an_output_that_would_write_over_a_file_that_is_not_json(capsys, tmp_pat
              "of an earlier run): the run would write over it; give a new name, or remove the file first")
     assert readme.read_text() == "# notes\n" and src.read_text() == "x = 1\n"
     earlier, empty, new = tmp_path / "earlier.json", tmp_path / "empty.json", tmp_path / "new.json"
-    earlier.write_text('  {"old": 1}')
     empty.write_text("")
     assert cli.main(["run", "examples/hello.py", "--sim", "model", "--stats-json", str(earlier),
                      "--trace", str(empty)]) == 0
-    assert "old" not in json.loads(earlier.read_text()) and json.loads(empty.read_text())["traceEvents"]
+    assert json.loads(empty.read_text())["traceEvents"]
+    # an earlier run's figures and timeline are written over, each by either option
+    earlier.write_text(json.dumps({**json.loads(earlier.read_text()), "cycles": -1}, indent=1))
+    assert cli.main(["run", "examples/hello.py", "--sim", "model", "--stats-json", str(empty),
+                     "--trace", str(earlier)]) == 0
+    assert json.loads(earlier.read_text())["traceEvents"] and json.loads(empty.read_text())["cycles"] > 0
     assert cli.main(["run", "examples/hello.py", "--sim", "model", "--trace", str(new)]) == 0 and new.exists()
+
+
+@pytest.mark.parametrize("opt", ["--stats-json", "--trace"])
+@pytest.mark.parametrize("other", [
+    '{"old": 1}',  # any JSON object
+    '{"top_32": {"fmax_mhz": 85.8}}',  # build/fpga.json's records
+    '{"app": "x.py", "backend": "model"}',  # figures without all their keys
+    '{"traceEvents": []}',  # another tool's Perfetto trace
+    '[1, 2]', '  {"x": ' + "[" * 5000 + "]" * 5000 + "}"],
+    ids=["object", "fpga_records", "figures_in_part", "perfetto", "array", "deep"])
+def test_an_output_that_would_write_over_a_json_file_of_something_else(capsys, tmp_path, opt, other):
+    """`--stats-json build/bench.json` (or `--trace build/fpga.json`, tests/durations.json):
+    the check looked at the first byte only, so any JSON file was taken for an earlier run's
+    output and replaced, `make bench`'s or `make fpga`'s records with it. Only a timeline or
+    figures gpucosim run wrote are written over."""
+    victim = tmp_path / "records.json"
+    victim.write_text(other)
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", opt, str(victim)) == \
+        (f"gpucosim run: error: {opt} {victim}: the file exists and is JSON of something else (not a timeline or "
+         "figures of an earlier run): the run would write over it; give a new name, or remove the file first")
+    assert victim.read_text() == other
 
 
 def test_the_timeline_goes_into_what_trace_names_not_over_it(tmp_path):
