@@ -15,6 +15,7 @@ one is missed (benchmarks never assert timing).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -229,13 +230,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m testbench.bench")
     ap.add_argument("--speed-sims", default="verilator", metavar="SIMS",
                     help="simulators the model is compared with, comma-separated, or none (default verilator)")
     args = ap.parse_args(argv)
-    sims = [x for x in args.speed_sims.split(",") if x and x != "none"]
-    if sims:
-        from testbench.bench.model_speed import sims_problem
+    from testbench.bench.model_speed import parse_sims
 
-        problem = sims_problem(sims)
-        if problem:
-            ap.error(f"--speed-sims: {problem}")
+    sims, problem = parse_sims(args.speed_sims, none_ok=True)
+    if problem:
+        ap.error(f"--speed-sims: {problem}")
     out = Path(args.output)
     # (before minutes of benchmarks, not after: a folder that takes no file, -o immutable/b.json,
     # ran them all and failed at the end; and a file other than an earlier report, -o README.md,
@@ -253,8 +252,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m testbench.bench")
     before = sim.run(design, "verilator", "testbench.bench.cocotb_bench", "sim_speed", tag="bench-before",
                      extra_env={**env, "GPUCOSIM_BENCH_SCALE": "0.1"}, clock="cocotb")
     results = json.loads(out.read_text()) if out.exists() else {}
-    # The same cycle figures on the 32-bit top (the width of the FPGA goals).
-    out32 = out.with_name(out.stem + "-32b.json")
+    # The same cycle figures on the 32-bit top (the width of the FPGA goals), through a file
+    # of the run's own (it was -o's name with -32b, removed and written over unasked)
+    out32 = sim.BUILD / "runs" / f"bench32-{os.getpid()}.json"
+    out32.parent.mkdir(parents=True, exist_ok=True)
     out32.unlink(missing_ok=True)
     res32 = sim.run(gpu_design(32), "verilator", "testbench.bench.cocotb_bench", WIDTH_32_TESTS, tag="bench32",
                     extra_env={"GPUCOSIM_BENCH_OUT": str(out32.resolve())})

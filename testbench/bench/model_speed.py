@@ -41,6 +41,21 @@ WORKLOADS = {
 GOAL = 100  # issue 5: the model runs at least 100x faster than the RTL
 
 
+def parse_sims(text: str, none_ok: bool) -> tuple[list[str], str | None]:
+    """A comma list of simulators (`none` for no comparison, where `none_ok`), and why it
+    cannot be used, or None. An empty list was taken as `none` (`--speed-sims ''`, a
+    variable left unset), and a simulator named twice was measured twice."""
+    names = [x.strip() for x in text.split(",")]
+    if none_ok and names == ["none"]:
+        return [], None
+    if not any(names) or "" in names:
+        return [], f"{text!r}: name the simulators, verilator and/or icarus" + (", or none" if none_ok else "")
+    twice = [x for i, x in enumerate(names) if x in names[:i]]
+    if twice:
+        return [], f"{twice[0]!r} is named twice"
+    return names, sims_problem(names)
+
+
 def sims_problem(sims: list[str]) -> str | None:
     """Why these simulators cannot be compared with the model, or None."""
     from testbench import sim
@@ -117,8 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", choices=sorted(WORKLOADS), help="a subset of the workloads")
     ap.add_argument("-o", "--output", help="write the table as JSON here")
     args = ap.parse_args(argv)
-    sims = [s for s in args.sims.split(",") if s]
-    problem = sims_problem(sims)
+    sims, problem = parse_sims(args.sims, none_ok=False)
     if problem:
         ap.error(f"--sims: {problem}")
     workloads = {k: v for k, v in WORKLOADS.items() if not args.only or k in args.only}

@@ -131,6 +131,54 @@ def test_unknown_simulators_are_usage_errors(capsys):
 
 
 
+@pytest.mark.parametrize("given, says", [
+    ("", "'': name the simulators, verilator and/or icarus{}"),
+    ("verilator,", "'verilator,': name the simulators, verilator and/or icarus{}"),
+    (",icarus", "',icarus': name the simulators, verilator and/or icarus{}"),
+    ("verilator,verilator", "'verilator' is named twice"),
+    ("verilator,none", "'none' is not a simulator: choose verilator and/or icarus"),
+])
+def test_a_list_of_simulators_that_names_none_or_one_twice_is_refused(capsys, given, says):
+    """`--speed-sims ''` (SPEED_SIMS= given empty, a variable left unset) compared the model
+    with nothing, in silence, as `none` does; a simulator named twice was measured twice."""
+    from testbench import bench
+
+    for main, flag, none in ((model_speed.main, "--sims", ""), (bench.main, "--speed-sims", ", or none")):
+        with pytest.raises(SystemExit) as exc:
+            main([flag, given])
+        assert exc.value.code == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f"error: {flag}: {says.format(none)}")
+    assert model_speed.parse_sims("none", none_ok=True) == ([], None)
+    assert model_speed.parse_sims("none", none_ok=False)[1] == "'none' is not a simulator: choose verilator and/or icarus"
+
+
+def test_the_bench_leaves_the_files_beside_its_output_alone(tmp_path, monkeypatch):
+    """`-o X.json` removed and wrote over `X-32b.json` beside it (the 32-bit figures' scratch
+    file), whatever that file was: the scratch file is the run's own, under build/runs. (The
+    simulators are left out: the run stops where the 32-bit figures' session would start.)"""
+    from testbench import bench
+
+    out, beside = tmp_path / "b.json", tmp_path / "b-32b.json"
+    beside.write_text("mine")
+    tags = []
+
+    class Stop(Exception):
+        pass
+
+    def run(*args, tag=None, extra_env=None, **kw):
+        tags.append(tag)
+        if tag == "bench32":
+            assert tmp_path not in Path(extra_env["GPUCOSIM_BENCH_OUT"]).parents
+            raise Stop
+
+    monkeypatch.setattr(bench.sim, "run", run)
+    monkeypatch.setattr(bench, "gpu_design", lambda width: None)
+    with pytest.raises(Stop):
+        bench.main(["--speed-sims", "none", "-o", str(out)])
+    assert tags == ["bench", "bench-before", "bench32"]
+    assert beside.read_text() == "mine"
+
+
 def test_a_bench_output_that_cannot_be_written_is_refused_before_the_run(capsys, tmp_path):
     """`make bench -o` (or `gpucosim bench -o`) that cannot be written is one usage line at the
     start, not a traceback after minutes of benchmarks."""
