@@ -214,8 +214,8 @@ class GemVaArgs:
     """drm_amdgpu_gem_va: every address, offset and size a multiple of DEV_INFO.va_alignment,
     map_size > 0, [va_address, va_address + map_size) inside [DEV_INFO.va_start, va_end) and
     [offset_in_bo, offset_in_bo + map_size) inside the BO. One BO may be mapped at several
-    addresses. UNMAP names a mapping by its BO and start (offset_in_bo and map_size
-    unused); CLEAR and REPLACE split the mappings they cut, and what is left of each is a
+    addresses. UNMAP names a mapping by its BO and start (offset_in_bo unused; map_size,
+    0 or more, only bounds the range check, which comes first, as amdgpu's); CLEAR and REPLACE split the mappings they cut, and what is left of each is a
     mapping of its own (UNMAP it at its new start); CLEAR looks no handle up. GEM_CLOSE
     unmaps the BO everywhere. Errors: see the module's docstring."""
 

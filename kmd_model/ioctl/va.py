@@ -51,6 +51,12 @@ def _gem_va(kmd: "Kmd", file: "File", a: uapi.GemVaArgs, deadline: list[int]):
     vm = file.vm
     va = _int(who, "va_address", a.va_address, 0)
     if op == VaOp.UNMAP:
+        # amdgpu_gem_va_ioctl checks the range (its size too) before the operation: an
+        # UNMAP below the reserved bottom or into the kernel's top is EINVAL, not ENOENT
+        size = _int(who, "map_size", a.map_size, 0)
+        if va < vm.va_start or va + size > vm.va_end:
+            raise KmdError(errno.EINVAL, f"{who}: [{va:#x}, {va + size:#x}) is outside the VM's range "
+                           f"[{vm.va_start:#x}, {vm.va_end:#x})")
         bo = file.bo(a.handle, who)
         m = vm.find(va)
         if m is None or m.va != va or m.bo is not bo:

@@ -298,6 +298,13 @@ def check_gem_va(dev):
     bad(errno.ENOENT, h, VaOp.UNMAP, va + PAGE, 0, 0, RW)  # inside a mapping, not its start
     bad(errno.ENOENT, h2, VaOp.UNMAP, va, 0, 0, RW)  # a mapping of another BO starts there
     bad(errno.ENOENT, h, VaOp.UNMAP, va + 0x10000, 0, 0, RW)  # nothing there
+    # an UNMAP outside the VM is EINVAL before its handle is looked at, as amdgpu_gem_va_ioctl
+    # checks the range (map_size included) before the operation: below the reserved bottom,
+    # in the kernel's top, or reaching past the end
+    for addr, size in ((0, 0), (i.va_start - PAGE, 0), (i.va_end, PAGE), (i.va_end - PAGE, 2 * PAGE),
+                       (va, 1 << 63)):
+        for handle in (h, 12345):
+            bad(errno.EINVAL, handle, VaOp.UNMAP, addr, 0, size, RW)
     # every refusal above changed nothing: the ranges the refused MAPs named are still free
     u.map(h2, va + 0x10000, 0x4000)
     u.map(h2, va + 0x6000, 0x2000)  # right after h2's page at va + 0x5000, up to h's second mapping
