@@ -2,7 +2,9 @@
 value decoded field by field (`gpucosim regs`, crash reports).
 
 Offsets, fields and access types come from the generated `kmd_model.regs`; which fields
-hold an enumeration (CP_ERROR.CODE is a CpError ...) from spec/regs.rdl itself.
+hold an enumeration (CP_ERROR.CODE is a CpError ...) from spec/regs.rdl itself, and
+VM_FAULT_STATUS's ACCESS and CAUSE from spec/vm.py, whose Access and Cause the MMU, the
+model and the C header use.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ def field_enums() -> dict[tuple[str, str], type[IntEnum]]:
         infos, _ = collect(compile_rdl())
     except Exception:  # no compiler: values print as numbers
         return {}
-    out = {}
+    from spec import vm
+
+    out = {("VM_FAULT_STATUS", "ACCESS"): vm.Access, ("VM_FAULT_STATUS", "CAUSE"): vm.Cause}
     for r in infos:
         for f in r.fields:
             if f.encode:
@@ -99,7 +103,7 @@ def field_value(reg: type[Register], field, value: int) -> str:
         try:
             return f"{enum(v).name} ({v})"
         except ValueError:
-            return f"{v} (not a {enum.__name__})"
+            return f"{v} (no {enum.__name__} value)"
     return str(v) if field.width <= 4 else f"{v:#x}"
 
 

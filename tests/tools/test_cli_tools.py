@@ -61,6 +61,26 @@ def test_regs_names_the_array_element_asked_for(capsys):
         "PERF_PACKETS @ 0x120, reset: the device's state (driven by the hardware), array of 8 (4-byte stride)"
 
 
+def test_regs_decodes_a_vm_faults_access_and_cause(capsys):
+    """VM_FAULT_STATUS's ACCESS and CAUSE printed as bare numbers: their names are spec/vm.py's
+    Access and Cause (the MMU's, the model's and the C header's), as CP_ERROR.CODE's are
+    CpError's; a value no member has says so, with the enum's name."""
+    assert cli.main(["regs", "VM_FAULT_STATUS", "0x2325"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "VM_FAULT_STATUS @ 0x220 = 0x00002325",
+        "  VMID             [3:0]    RO          5",
+        "  ACCESS           [6:4]    RO          FETCH (2)",
+        "  LEVEL            [9:8]    RO          3",
+        "  CAUSE            [13:12]  RO          RANGE (2)",
+    ]
+    assert cli.main(["regs", "VM_FAULT_STATUS", "0x1070"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[2] == "  ACCESS           [6:4]    RO          7 (no Access value)"
+    assert out[4] == "  CAUSE            [13:12]  RO          PERMISSION (1)"
+    assert cli.main(["regs", "VM_FAULT_STATUS"]) == 0
+    assert "values: READ=0, WRITE=1, FETCH=2, DMA_READ=3, DMA_WRITE=4" in capsys.readouterr().out
+
+
 def test_regs_says_when_a_write_is_ignored(capsys):
     """A field locked by another (spec/regs.rdl swwel: a ring's base, size and rptr write-back
     address) is "RW, ignored while <lock>=1", every one the map has, and no other field is;
