@@ -382,3 +382,43 @@ def test_an_ioctl_from_a_gc_callback_while_the_driver_makes_room_for_its_stack_r
     assert not t.is_alive(), "the ioctl hung"
     assert seen and len(out) == 2, (seen, out)
     assert sys.getrecursionlimit() == old_limit
+
+
+def test_the_driver_keeps_its_stack_until_the_last_thread_leaves_and_then_gives_it_back():
+    """kernel_stack (core/lock.py) with two threads in the driver: one that entered deep (the
+    limit raised) and one that entered deeper still than the old limit (which the raised one
+    allows). The first leaving does not set the limit back under the second (each thread is
+    counted in and out: a count set to 1 on entry rather than raised let the first's exit set
+    it back, and the second ran out of frames mid-change); the second, leaving last but too
+    deep for the old limit, cannot set it back and leaves that to a later exit, which does
+    (a failed setting-back that forgot the old limit left it raised for good)."""
+    from kmd_model.core.lock import kernel_stack
+    limit = sys.getrecursionlimit()
+    inside, leave = threading.Event(), threading.Event()
+
+    def first():
+        def deep():
+            with kernel_stack():
+                inside.set()
+                leave.wait(20)
+        _at_depth(limit - 50, deep)
+
+    t = threading.Thread(target=first, daemon=True)
+    t.start()
+    assert inside.wait(20)
+    assert sys.getrecursionlimit() > limit
+
+    def second():
+        with kernel_stack():
+            leave.set()
+            t.join(20)
+            during = sys.getrecursionlimit()  # the first has left; this one is still inside
+        return during, sys.getrecursionlimit()
+
+    during, after = _at_depth(limit + 100, second)
+    assert not t.is_alive()
+    assert during > limit + 100, f"the limit was set back to {during} under a thread still in the driver"
+    assert after > limit + 100  # (set back from there, this thread would be past it)
+    with kernel_stack():  # a later entry and exit, from a shallow stack
+        pass
+    assert sys.getrecursionlimit() == limit, "the limit stayed raised"
