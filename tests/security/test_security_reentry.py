@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 
 import pytest
 
@@ -422,3 +423,29 @@ def test_the_driver_keeps_its_stack_until_the_last_thread_leaves_and_then_gives_
     with kernel_stack():  # a later entry and exit, from a shallow stack
         pass
     assert sys.getrecursionlimit() == limit, "the limit stayed raised"
+
+
+def test_an_open_made_near_the_recursion_limit_is_done_whole_or_not_at_all():
+    """An open (open_render_node) runs on the driver's own stack too (core/lock.kernel_stack,
+    as an ioctl and a close do): made however deep, it either succeeds or fails on entry (a
+    RecursionError at the very limit, before the driver's work), never part-way through
+    building the file (its VM's page tables, where it ran out without kernel_stack). Every
+    file opened is closed, and the memory is as before."""
+    kmd = kmd_model.bind(RefModel())
+    Client()  # (the driver's own first allocations)
+    limit = sys.getrecursionlimit()
+    heaps = [[list(h) for h in heap.holes] for heap in kmd.bo.heaps.values()]
+    failed = []
+    for depth in range(limit - 60, limit + 1):
+        try:
+            f = _at_depth(depth, kmd_model.open_render_node)
+        except RecursionError as e:
+            where = [fr.name for fr in traceback.extract_tb(e.__traceback__)]
+            assert "_open" not in where, f"depth {depth}: RecursionError inside the open, in {where[-3:]}"
+            assert [[list(h) for h in heap.holes] for heap in kmd.bo.heaps.values()] == heaps, depth
+            failed.append(depth)
+            continue
+        f.close()
+    assert failed and failed[0] > limit - 60, failed  # (the very limit reached, and opens made below it)
+    assert [[list(h) for h in heap.holes] for heap in kmd.bo.heaps.values()] == heaps
+    assert sys.getrecursionlimit() == limit
