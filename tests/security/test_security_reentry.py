@@ -449,3 +449,30 @@ def test_an_open_made_near_the_recursion_limit_is_done_whole_or_not_at_all():
     assert failed and failed[0] > limit - 60, failed  # (the very limit reached, and opens made below it)
     assert [[list(h) for h in heap.holes] for heap in kmd.bo.heaps.values()] == heaps
     assert sys.getrecursionlimit() == limit
+
+
+def test_a_close_made_near_the_recursion_limit_is_done_whole_or_not_at_all():
+    """A close (File.close) runs on the driver's own stack too: made however deep, it either
+    releases everything or fails on entry (a RecursionError at the very limit), never
+    part-way through releasing the file's BOs, contexts and VM; a close that failed on
+    entry is made again from a shallow stack, and the memory is as before."""
+    kmd = kmd_model.bind(RefModel())
+    Client()  # (the driver's own first allocations)
+    limit = sys.getrecursionlimit()
+    heaps = [[list(h) for h in heap.holes] for heap in kmd.bo.heaps.values()]
+    failed = []
+    for depth in range(limit - 60, limit + 1):
+        a = Client()
+        h = a.io(Request.GEM_CREATE, GemCreateArgs(0x1000)).handle
+        a.io(Request.GEM_VA, GemVaArgs(h, VaOp.MAP, 0x300_0000, 0, 0x1000, RWX))
+        a.io(Request.CTX, CtxArgs(CtxOp.ALLOC))
+        try:
+            _at_depth(depth, a.f.close)
+        except RecursionError as e:
+            where = [fr.name for fr in traceback.extract_tb(e.__traceback__)]
+            assert "_close" not in where, f"depth {depth}: RecursionError inside the close, in {where[-3:]}"
+            failed.append(depth)
+            a.f.close()
+        assert [[list(h) for h in heap.holes] for heap in kmd.bo.heaps.values()] == heaps, depth
+    assert failed and failed[0] > limit - 60, failed
+    assert sys.getrecursionlimit() == limit
