@@ -491,8 +491,8 @@ def _hostile_sdma(rng: random.Random) -> list[int]:
     while len(words) < 48:
         k = rng.randrange(9)
         if k == 0:  # any op and sub-op (a NOP's header-held count, an unknown POLL_REGMEM sub-op)
-            words.append(sdma.header(rng.choice((0, 2, 8, rng.getrandbits(8))), rng.choice((0, 0, 1, rng.getrandbits(8))),
-                                     rng.getrandbits(16)))
+            op, sub_op = rng.choice((0, 2, 8, rng.getrandbits(8))), rng.choice((0, 0, 1, rng.getrandbits(8)))
+            words.append(sdma.header(op, sub_op, rng.getrandbits(16)))
         elif k == 1:
             words += sdma.nop(rng.randrange(4))
         elif k == 2:
