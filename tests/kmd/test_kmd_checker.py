@@ -13,6 +13,7 @@ class of change the earlier tests let through has a test here. Bodies are
 from __future__ import annotations
 
 import errno
+import random
 import re
 
 import numpy as np
@@ -20,9 +21,10 @@ import pytest
 
 import kmd_model
 from kmd_model import uapi
-from kmd_model.reset.stuck import find_unsatisfied_poll, find_unsatisfied_wait
+from kmd_model.reset.stuck import _pm4_packets, _sdma_packets, find_unsatisfied_poll, find_unsatisfied_wait
 from kmd_model.uapi import CsChunkIb, Domain, KmdError, Request
-from spec import pm4, sdma
+from spec import packets, pm4, sdma
+from spec.sdma import packets as sdma_packets
 from testbench.refmodel import RefModel
 
 from .test_kmd_ioctl import Client, addr_fields, expect, hw_state
@@ -448,6 +450,96 @@ def test_poll_diagnosis_passes_over_an_ib_it_cannot_read():
     got = find_unsatisfied_poll(mem, [(0x100, len(words)), (0x200, len(words))], lambda a: a, read, lambda va, n: va)
     assert got == f"POLL_REGMEM at IB+0x8 (0x208): *{FLAG:#x} & 0xffffffff = 0x0, waits for == 0x1"
     assert (got.level, got.offset, got.addr) == (1, 8, 0x208)
+
+
+
+# Streams a hostile client can put in an IB: every kind of dword the walks must pass over
+# (type-0/1/2 headers, unknown opcodes, counts past the end or off by one, the one-dword
+# NOP, SDMA headers of unknown ops and sub-ops, WRITE_LINEARs whose count runs past the end),
+# and the packets they look at, cut anywhere (a CHAIN or an IB packet at the very end).
+
+def _hostile_pm4(rng: random.Random) -> list[int]:
+    looked_at = (packets.WAIT_REG_MEM, packets.INDIRECT_BUFFER, packets.NOP)
+    words: list[int] = []
+    while len(words) < 48:
+        k = rng.randrange(10)
+        if k == 0:
+            words.append(pm4.TYPE2_FILLER | rng.getrandbits(30))
+        elif k == 1:
+            words.append(rng.choice((0, 1)) << 30 | rng.getrandbits(30))  # type 0 or 1
+        elif k == 2:  # any opcode, any count (0x3FFF: a wrapping NOP, or far past the end)
+            words.append(pm4.header(rng.getrandbits(8), rng.choice((0, 1, 5, 6, 0x3FFE, 0x3FFF, rng.getrandbits(14)))))
+        elif k == 3:  # a looked-at opcode with its count off by one, or the header alone
+            p = rng.choice(looked_at)
+            words.append(pm4.header(p.opcode, rng.choice((p.min_count - 1, p.max_count + 1, p.min_count, 0x3FFF))
+                                    & 0x3FFF))
+        elif k == 4:
+            words += _wait(4 * rng.getrandbits(10), rng.getrandbits(2), rng.choice(("EQ", "NE", "LT", "GE")))
+        elif k == 5:
+            words += pm4.indirect_buffer(4 * rng.getrandbits(10), rng.randrange(40), chain=rng.getrandbits(1))
+        elif k == 6:
+            words.append(pm4.NOP_PAD)
+        elif k == 7:
+            words += pm4.nop(rng.randrange(4))
+        else:
+            words.append(rng.getrandbits(32))
+    return words[:rng.randrange(len(words) + 1)]
+
+
+def _hostile_sdma(rng: random.Random) -> list[int]:
+    words: list[int] = []
+    while len(words) < 48:
+        k = rng.randrange(9)
+        if k == 0:  # any op and sub-op (a NOP's header-held count, an unknown POLL_REGMEM sub-op)
+            op, sub_op = rng.choice((0, 2, 8, rng.getrandbits(8))), rng.choice((0, 0, 1, rng.getrandbits(8)))
+            words.append(sdma.header(op, sub_op, rng.getrandbits(16)))
+        elif k == 1:
+            words += sdma.nop(rng.randrange(4))
+        elif k == 2:
+            words += sdma.poll_regmem(4 * rng.getrandbits(10), rng.getrandbits(2), 0xFFFF_FFFF,
+                                      rng.choice(("EQ", "NE", "LT", "GE")))
+        elif k == 3:  # a WRITE_LINEAR whose count is anything (past the end, or the stream's last dwords)
+            w = sdma.write_linear(4 * rng.getrandbits(10), [rng.getrandbits(32)] * rng.randrange(1, 4))
+            w[3] = rng.choice((w[3], rng.getrandbits(32), 0xFFFF_FFFF, rng.getrandbits(5)))
+            words += w
+        elif k == 4:
+            words += sdma.write_linear(4 * rng.getrandbits(10), [rng.getrandbits(32)] * rng.randrange(1, 4))
+        elif k == 5:
+            words += sdma.indirect_buffer(32 * rng.getrandbits(7), rng.randrange(40))
+        else:
+            words.append(rng.getrandbits(32))
+    return words[:rng.randrange(len(words) + 1)]
+
+
+def test_diagnosis_finds_the_packets_the_decoders_find_in_hostile_streams():
+    """The diagnosis finds packets by their headers alone (a length per dword, then one step
+    a packet: reset/stuck.py) rather than decoding each: in any stream it finds exactly the
+    WAIT_REG_MEMs and INDIRECT_BUFFERs (POLL_REGMEMs) that pm4.decode_stream
+    (sdma.decode_stream) finds, well-formed or not, at the same offsets, from a list or from
+    memory; and a walk over such a stream, as the whole IB or cut at the end of memory (a
+    packet running past it), neither raises nor runs on."""
+    rng = random.Random(0x57C4)
+    wanted = (packets.WAIT_REG_MEM.opcode, packets.INDIRECT_BUFFER.opcode)
+    poll = sdma_packets.by_name["POLL_REGMEM"]
+    for _ in range(400):
+        words = _hostile_pm4(rng)
+        want = [repr(i) for i in pm4.decode_stream(words)
+                if words[i.offset] >> 30 == 3 and words[i.offset] >> 8 & 0xFF in wanted]
+        assert [repr(i) for i in _pm4_packets(words, wanted)] == want, words
+        assert [repr(i) for i in _pm4_packets(np.array(words, dtype=np.uint32), wanted)] == want, words
+        mem = _mem((4 * MEM_DW - 4 * len(words), words))
+        for ib in ((4 * MEM_DW - 4 * len(words), len(words)), (4 * MEM_DW - 4 * len(words), len(words) + 1)):
+            got = find_unsatisfied_wait(mem, [ib], 3)
+            assert got is None or got.startswith("WAIT_REG_MEM at IB"), got
+
+        words = _hostile_sdma(rng)
+        want = [repr(i) for i in sdma.decode_stream(words) if words[i.offset] & 0xFFFF == poll.op | poll.sub_op << 8]
+        assert [repr(i) for i in _sdma_packets(words, "POLL_REGMEM")] == want, words
+        assert [repr(i) for i in _sdma_packets(np.array(words, dtype=np.uint32), "POLL_REGMEM")] == want, words
+        mem = _mem((4 * MEM_DW - 4 * len(words), words))
+        got = find_unsatisfied_poll(mem, [(4 * MEM_DW - 4 * len(words), len(words))], lambda a: a,
+                                    lambda va, n: mem[va // 4: va // 4 + n], lambda va, n: va)
+        assert got is None or got.startswith("POLL_REGMEM at IB"), got
 
 
 CHECKS = [check_read_side, check_ranges_at_the_end_of_a_bo, check_lowest_bo_and_wrapped_addresses,

@@ -142,6 +142,8 @@ def test_dependency_chunks_per_cs_are_bounded():
     assert c.io(Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO)).max_dep_chunks == 1024
     dep = CsChunkDep(HwIp.GFX, 0, c.ctx, seq)
     assert c.wait(c.submit(*[dep] * 1024, c.ib(bo, pm4.nop(1))))  # the limit itself
+    # every chunk a CS may carry at once (4 IB, 1 fence, 1,024 dependency): copied in whole, and run
+    assert c.wait(c.submit(*[dep] * 1024, *[c.ib(bo, pm4.nop(1))] * 4, uapi.CsChunkFence(bo.handle, 0x800)))
     bogus = CsChunkDep(HwIp.GFX, 0, 999, seq)
     cs_before = kmd.stats["cs"]
     expect(errno.EINVAL, "CS: 1025 dependency chunks, more than the 1024 a CS may carry (DEV_INFO.max_dep_chunks)",

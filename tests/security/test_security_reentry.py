@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 
 import pytest
 
@@ -174,7 +175,8 @@ def test_an_ioctl_or_close_from_a_gc_callback_inside_an_ioctl_is_refused_or_defe
         gc.callbacks.pop()
     assert seen, "the callback never ran inside an ioctl"
     assert isinstance(seen[0], KmdError) and seen[0].errno == errno.EDEADLK, seen
-    assert "made from inside another ioctl of this thread" in str(seen[0])
+    assert seen[0].message == ("CTX: made from inside another ioctl of this thread (a signal handler or a "
+                               "garbage-collector callback): the kernel runs no client code during an ioctl")
     assert seen[1] == ("closed", True, True), seen  # the fd went at once, the release waited
     assert a.f.fd not in kmd.files  # ... for the ioctl to return
     v = Client()
@@ -382,3 +384,96 @@ def test_an_ioctl_from_a_gc_callback_while_the_driver_makes_room_for_its_stack_r
     assert not t.is_alive(), "the ioctl hung"
     assert seen and len(out) == 2, (seen, out)
     assert sys.getrecursionlimit() == old_limit
+
+
+def test_the_driver_keeps_its_stack_until_the_last_thread_leaves_and_then_gives_it_back():
+    """kernel_stack (core/lock.py) with two threads in the driver: one that entered deep (the
+    limit raised) and one that entered deeper still than the old limit (which the raised one
+    allows). The first leaving does not set the limit back under the second (each thread is
+    counted in and out: a count set to 1 on entry rather than raised let the first's exit set
+    it back, and the second ran out of frames mid-change); the second, leaving last but too
+    deep for the old limit, cannot set it back and leaves that to a later exit, which does
+    (a failed setting-back that forgot the old limit left it raised for good)."""
+    from kmd_model.core.lock import kernel_stack
+    limit = sys.getrecursionlimit()
+    inside, leave = threading.Event(), threading.Event()
+
+    def first():
+        def deep():
+            with kernel_stack():
+                inside.set()
+                leave.wait(20)
+        _at_depth(limit - 50, deep)
+
+    t = threading.Thread(target=first, daemon=True)
+    t.start()
+    assert inside.wait(20)
+    assert sys.getrecursionlimit() > limit
+
+    def second():
+        with kernel_stack():
+            leave.set()
+            t.join(20)
+            during = sys.getrecursionlimit()  # the first has left; this one is still inside
+        return during, sys.getrecursionlimit()
+
+    during, after = _at_depth(limit + 100, second)
+    assert not t.is_alive()
+    assert during > limit + 100, f"the limit was set back to {during} under a thread still in the driver"
+    assert after > limit + 100  # (set back from there, this thread would be past it)
+    with kernel_stack():  # a later entry and exit, from a shallow stack
+        pass
+    assert sys.getrecursionlimit() == limit, "the limit stayed raised"
+
+
+def test_an_open_made_near_the_recursion_limit_is_done_whole_or_not_at_all():
+    """An open (open_render_node) runs on the driver's own stack too (core/lock.kernel_stack,
+    as an ioctl and a close do): made however deep, it either succeeds or fails on entry (a
+    RecursionError at the very limit, before the driver's work), never part-way through
+    building the file (its VM's page tables, where it ran out without kernel_stack). Every
+    file opened is closed, and the memory is as before."""
+    kmd = kmd_model.bind(RefModel())
+    Client()  # (the driver's own first allocations)
+    limit = sys.getrecursionlimit()
+    heaps = [[list(h) for h in heap.holes] for heap in kmd.bo.heaps.values()]
+    failed = []
+    for depth in range(limit - 60, limit + 1):
+        try:
+            f = _at_depth(depth, kmd_model.open_render_node)
+        except RecursionError as e:
+            where = [fr.name for fr in traceback.extract_tb(e.__traceback__)]
+            assert "_open" not in where, f"depth {depth}: RecursionError inside the open, in {where[-3:]}"
+            assert [[list(h) for h in heap.holes] for heap in kmd.bo.heaps.values()] == heaps, depth
+            failed.append(depth)
+            continue
+        f.close()
+    assert failed and failed[0] > limit - 60, failed  # (the very limit reached, and opens made below it)
+    assert [[list(h) for h in heap.holes] for heap in kmd.bo.heaps.values()] == heaps
+    assert sys.getrecursionlimit() == limit
+
+
+def test_a_close_made_near_the_recursion_limit_is_done_whole_or_not_at_all():
+    """A close (File.close) runs on the driver's own stack too: made however deep, it either
+    releases everything or fails on entry (a RecursionError at the very limit), never
+    part-way through releasing the file's BOs, contexts and VM; a close that failed on
+    entry is made again from a shallow stack, and the memory is as before."""
+    kmd = kmd_model.bind(RefModel())
+    Client()  # (the driver's own first allocations)
+    limit = sys.getrecursionlimit()
+    heaps = [[list(h) for h in heap.holes] for heap in kmd.bo.heaps.values()]
+    failed = []
+    for depth in range(limit - 60, limit + 1):
+        a = Client()
+        h = a.io(Request.GEM_CREATE, GemCreateArgs(0x1000)).handle
+        a.io(Request.GEM_VA, GemVaArgs(h, VaOp.MAP, 0x300_0000, 0, 0x1000, RWX))
+        a.io(Request.CTX, CtxArgs(CtxOp.ALLOC))
+        try:
+            _at_depth(depth, a.f.close)
+        except RecursionError as e:
+            where = [fr.name for fr in traceback.extract_tb(e.__traceback__)]
+            assert "_close" not in where, f"depth {depth}: RecursionError inside the close, in {where[-3:]}"
+            failed.append(depth)
+            a.f.close()
+        assert [[list(h) for h in heap.holes] for heap in kmd.bo.heaps.values()] == heaps, depth
+    assert failed and failed[0] > limit - 60, failed
+    assert sys.getrecursionlimit() == limit
