@@ -102,6 +102,29 @@ class SdmaBlock(wiring.Component):
         return m
 
 
+class PortsRegistered(wiring.Component):
+    """A block with a register on every port bit, both ways, so that what its ports connect
+    to in a system starts and ends at a flip-flop and the paths from and to the ports are
+    timed too. Out of context nextpnr times register-to-register paths only: a block's paths
+    from its inputs (an MMIO write's address into the CSR block's decoding, the memory's R
+    data into every fetcher's decoding) and to its outputs (READY and VALID worked out in the
+    cycle) are not. A timing harness, not a design: every handshake arrives a cycle late,
+    both ways. The block's own module is elaborated in place, so its registers keep the
+    names they have alone (`cp.ring_end`, not `block.cp.ring_end`)."""
+
+    def __init__(self, inner: wiring.Component):
+        self.inner = inner
+        super().__init__(dict(inner.signature.members))
+
+    def elaborate(self, platform):
+        self.inner._MustUse__used = True  # (elaborated here, in place, not as a submodule)
+        m = self.inner.elaborate(platform)
+        for (_, member, outer), (_, _, value) in zip(self.signature.flatten(self),
+                                                     self.inner.signature.flatten(self.inner)):
+            m.d.sync += value.eq(outer) if member.flow == wiring.In else outer.eq(value)
+        return m
+
+
 @dataclass(frozen=True)
 class Block:
     name: str            # e.g. dma_32
@@ -147,10 +170,12 @@ def block(kind: str, width: int | None = None, fetch_depth: int = 8, **dma_kwarg
         return Block(name, "top", width, lambda: rtl_top.GpuTop(width), parts=True)
     if kind == "top_nommu":  # the same top without the MMU: what the MMU costs
         return Block(name, "top", width, lambda: rtl_top.GpuTop(width, mmu=False))
-    raise ValueError(f"unknown block {kind!r}: choose csr, cp, dma, mux, mmu, sdma, top or top_nommu")
+    if kind == "top_ports":  # the same top with its ports' paths timed too
+        return Block(name, "top", width, lambda: PortsRegistered(rtl_top.GpuTop(width)))
+    raise ValueError(f"unknown block {kind!r}: choose csr, cp, dma, mux, mmu, sdma, top, top_nommu or top_ports")
 
 
-KINDS = ("csr", "mux", "dma", "cp", "mmu", "sdma", "top", "top_nommu")
+KINDS = ("csr", "mux", "dma", "cp", "mmu", "sdma", "top", "top_nommu", "top_ports")
 NOMMU_WIDTHS = (32,)  # the width of the FPGA goals: enough to see what the MMU costs
 
 
@@ -160,5 +185,5 @@ def default_blocks(widths=WIDTHS, kinds=KINDS) -> list[Block]:
         if kind == "csr":
             out.append(block("csr"))
         else:
-            out.extend(block(kind, w) for w in widths if kind != "top_nommu" or w in NOMMU_WIDTHS)
+            out.extend(block(kind, w) for w in widths if kind not in ("top_nommu", "top_ports") or w in NOMMU_WIDTHS)
     return out

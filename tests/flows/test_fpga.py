@@ -41,10 +41,50 @@ def test_synthesis_error_names_block_and_step(tmp_path):
 
 
 def test_unknown_block_is_a_usage_error():
-    with pytest.raises(ValueError, match=r"^unknown block 'gpu': choose csr, cp, dma, mux, mmu, sdma, top or top_nommu$"):
+    with pytest.raises(ValueError, match=r"^unknown block 'gpu': choose csr, cp, dma, mux, mmu, sdma, top, top_nommu or top_ports$"):
         block("gpu", 32)
     with pytest.raises(ValueError, match=r"^dma: data width must be 32, 64, 128 or 256, not 48$"):
         block("dma", 48)
+
+
+def test_ports_registered_puts_a_flip_flop_on_every_port_both_ways():
+    """`top_ports` times the paths from and to the top's ports by a register on each port
+    bit (fpga.blocks.PortsRegistered): every input reaches the block a cycle late and every
+    output leaves it a cycle late, the block's own logic unchanged between. Checked on a
+    small combinational component in Amaranth's simulator: a port left unregistered answers
+    a cycle early, one registered twice a cycle late."""
+    from amaranth.hdl import Module
+    from amaranth.lib import wiring
+    from amaranth.lib.wiring import In, Out
+    from amaranth.sim import Simulator
+
+    from fpga.blocks import PortsRegistered
+
+    class Sum(wiring.Component):
+        def __init__(self):
+            super().__init__({"a": In(8), "b": In(8), "s": Out(8), "odd": Out(1)})
+
+        def elaborate(self, platform):
+            m = Module()
+            m.d.comb += [self.s.eq(self.a + self.b), self.odd.eq(self.s[0])]
+            return m
+
+    dut = PortsRegistered(Sum())
+    seen = []
+
+    async def bench(ctx):
+        for k, (a, b) in enumerate([(1, 2), (10, 5), (200, 100), (0, 0), (0, 0), (0, 0)]):
+            ctx.set(dut.a, a)
+            ctx.set(dut.b, b)
+            await ctx.tick()
+            seen.append((ctx.get(dut.s), ctx.get(dut.odd)))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    # the sums of the inputs given two clock edges before: one register in, one out
+    assert seen == [(0, 0), (3, 1), (15, 1), (44, 0), (0, 0), (0, 0)]
 
 
 def test_median_of_seeds_and_derived_figures():
@@ -197,7 +237,7 @@ def test_cli_rejects_bad_arguments(capsys):
 
 @pytest.mark.parametrize("argv, message", [
     # an empty list ran nothing, exit 0, and rewrote build/fpga.json
-    (["--blocks", ""], "--blocks: name at least one block, of csr, mux, dma, cp, mmu, sdma, top, top_nommu"),
+    (["--blocks", ""], "--blocks: name at least one block, of csr, mux, dma, cp, mmu, sdma, top, top_nommu, top_ports"),
     (["--widths", ","], "--widths: name at least one data width (32, 64, 128 or 256)"),
     # a folder to write to: found after the whole place and route
     (["--blocks", "dma", "-o", "{tmp}"], "-o: {tmp} is a folder; name the JSON file to write"),
