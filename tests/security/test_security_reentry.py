@@ -297,6 +297,11 @@ def test_an_open_from_a_gc_callback_inside_an_ioctl_is_refused():
     assert all(x.end <= y.gpu_addr for x, y in zip(live, live[1:])), live
 
 
+def _holes(kmd) -> list:
+    """Every heap's free ranges: what an operation that failed on entry leaves as it was."""
+    return [[list(h) for h in heap.holes] for heap in kmd.bo.heaps.values()]
+
+
 def _at_depth(depth: int, fn):
     """fn() called with `depth` frames on the thread's stack (the client recursing first)."""
     f, n = sys._getframe(), 0
@@ -435,7 +440,7 @@ def test_an_open_made_near_the_recursion_limit_is_done_whole_or_not_at_all():
     kmd = kmd_model.bind(RefModel())
     Client()  # (the driver's own first allocations)
     limit = sys.getrecursionlimit()
-    heaps = [[list(h) for h in heap.holes] for heap in kmd.bo.heaps.values()]
+    heaps = _holes(kmd)
     failed = []
     for depth in range(limit - 60, limit + 1):
         try:
@@ -443,12 +448,12 @@ def test_an_open_made_near_the_recursion_limit_is_done_whole_or_not_at_all():
         except RecursionError as e:
             where = [fr.name for fr in traceback.extract_tb(e.__traceback__)]
             assert "_open" not in where, f"depth {depth}: RecursionError inside the open, in {where[-3:]}"
-            assert [[list(h) for h in heap.holes] for heap in kmd.bo.heaps.values()] == heaps, depth
+            assert _holes(kmd) == heaps, depth
             failed.append(depth)
             continue
         f.close()
     assert failed and failed[0] > limit - 60, failed  # (the very limit reached, and opens made below it)
-    assert [[list(h) for h in heap.holes] for heap in kmd.bo.heaps.values()] == heaps
+    assert _holes(kmd) == heaps
     assert sys.getrecursionlimit() == limit
 
 
@@ -460,7 +465,7 @@ def test_a_close_made_near_the_recursion_limit_is_done_whole_or_not_at_all():
     kmd = kmd_model.bind(RefModel())
     Client()  # (the driver's own first allocations)
     limit = sys.getrecursionlimit()
-    heaps = [[list(h) for h in heap.holes] for heap in kmd.bo.heaps.values()]
+    heaps = _holes(kmd)
     failed = []
     for depth in range(limit - 60, limit + 1):
         a = Client()
@@ -474,6 +479,6 @@ def test_a_close_made_near_the_recursion_limit_is_done_whole_or_not_at_all():
             assert "_close" not in where, f"depth {depth}: RecursionError inside the close, in {where[-3:]}"
             failed.append(depth)
             a.f.close()
-        assert [[list(h) for h in heap.holes] for heap in kmd.bo.heaps.values()] == heaps, depth
+        assert _holes(kmd) == heaps, depth
     assert failed and failed[0] > limit - 60, failed
     assert sys.getrecursionlimit() == limit

@@ -466,12 +466,9 @@ class _Cp:
             setattr(self, n, _Sig())
 
 
-def test_cp_monitor_nests_packets_from_fsm_changes():
-    """The watcher's rules on a hand-made sequence: a ring IB whose IB holds a WRITE_DATA
-    and a CHAIN, a filler, then an error."""
-    from spec import packets as pk
-    from spec import pm4
-
+def _watched_cp():
+    """A CpMonitor on a stand-in CP at RUN in the ring, and `go(at, state, ...)`, which sets
+    the CP's registers at cycle `at` and wakes the monitor: (monitor, timeline, go)."""
     states = fsm_states(64)
     code = {v: k for k, v in states.items()}
     t = [0]
@@ -489,6 +486,17 @@ def test_cp_monitor_nests_packets_from_fsm_changes():
         if level is not None:
             cp.level.v = level
         mon._wake()
+
+    return mon, timeline, go
+
+
+def test_cp_monitor_nests_packets_from_fsm_changes():
+    """The watcher's rules on a hand-made sequence: a ring IB whose IB holds a WRITE_DATA
+    and a CHAIN, a filler, then an error."""
+    from spec import packets as pk
+    from spec import pm4
+
+    mon, timeline, go = _watched_cp()
 
     ib_hdr = pm4.indirect_buffer(0x1000, 8)[0]
     wd_hdr = pm4.write_data(0x2000, [1])[0]
@@ -570,23 +578,7 @@ def test_cp_monitor_does_not_take_another_engines_ih_entry_for_a_packet(caplog):
 
     from spec import pm4
 
-    states = fsm_states(64)
-    code = {v: k for k, v in states.items()}
-    t = [0]
-    timeline = Timeline("test")
-    cp = _Cp()
-    mon = CpMonitor(cp, states, timeline, lambda: t[0])
-    mon._st, mon._lv, mon._off = cp.cp_state, cp.level, cp.hdr_taken_off
-    mon._ps, mon._pl, mon._po = "RUN", 0, 0
-
-    def go(at, state, level=None, hdr=None, off=0, addr=0):
-        t[0] = at
-        if hdr is not None:
-            cp.hdr.v, cp.hdr_taken_off.v, cp.hdr_addr.v = hdr, off, addr
-        cp.cp_state.v = code[state]
-        if level is not None:
-            cp.level.v = level
-        mon._wake()
+    mon, timeline, go = _watched_cp()
 
     nop = pm4.nop(3)[0]
     ib_hdr = pm4.indirect_buffer(0x1000, 8)[0]
