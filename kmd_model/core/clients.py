@@ -40,11 +40,15 @@ class ClientsMixin:
         core/signals.py), as an ioctl from there is: the driver is halfway through its change
         (a gc callback inside GEM_CREATE's allocation opened a file whose page directory
         came from the hole being split, which then went back on the free list, and the next
-        client BO held that page directory)."""
+        client BO held that page directory). Signals are held during it, as during an ioctl
+        (core/signals.py): a handler run in the middle of it had its ioctl refused, and its
+        KeyboardInterrupt left the page directory's page taken by the allocator and recorded
+        by no BO, for good."""
         if self.lock.owned():
             raise KmdError(errno.EDEADLK, "open: made from inside an ioctl of this thread (a signal handler or a "
                                           "garbage-collector callback): the kernel runs no client code during an ioctl")
-        with kernel_stack(), self.lock:  # (however deep the client called from: core/lock.py)
+        from .signals import hold
+        with kernel_stack(), hold(), self.lock:  # (however deep the client called from: core/lock.py)
             return self._open(cap_sys_nice)
 
     def _open(self, cap_sys_nice: bool | None = None) -> File:
