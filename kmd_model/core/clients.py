@@ -256,18 +256,22 @@ class ClientsMixin:
         the flush's EIO is the caller's error (GEM_CLOSE, close); not out of a job's
         retirement, inside fence processing (the fences after it stayed unsignalled)."""
         vm = bo.owner.vm if bo.owner is not None else None
+        error = None
         if vm is not None and not vm.closed and vm.bo_removed(bo):
-            vmid = vm.vmid
             try:
-                self.vmids.flush_vm(vm)
+                self.vmids.flush_vm(vm, bos=(bo,))
             except KmdError as e:
-                self.vmids.unflushed.append((bo, vmid))
-                self.vmids.free_unflushed()
-                if raising:
-                    raise
-                log.error("BO %s: %s: freed once no job runs with VMID %s", bo.name or "?", e.message, vmid)
-                return
-        self.bo.close(bo)
+                error = e
+        if bo.stale_vmids:  # (this flush's, or a GEM_VA's that unmapped it before: flush_vm)
+            self.vmids.unflushed.extend((bo, n) for n in sorted(bo.stale_vmids))
+            self.vmids.free_unflushed()
+        else:
+            self.bo.close(bo)
+        if error is not None:
+            if raising:
+                raise error
+            log.error("BO %s: %s: freed once no job runs with VMID %s", bo.name or "?", error.message,
+                      ", ".join(map(str, sorted(bo.stale_vmids))))
 
     def map_bo(self, bo, who: str = "GEM_MMAP") -> CpuMapping:
         """A CPU mapping of a BO for its owner (GEM_MMAP), revoked at GEM_CLOSE: a new array each
