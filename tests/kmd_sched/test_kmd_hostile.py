@@ -168,11 +168,12 @@ def _scheduler_steps_of_a_cs(ndeps: int, contexts: int = 40) -> tuple[int, list]
             lines[0] += 1
             return tracer
         return None
+    prev = sys.gettrace()
     sys.settrace(tracer)
     try:
         seq = inn.submit(sdma_ib(ibi, sdma.write_linear(ibi.addr + 0x800, [1])))
     finally:
-        sys.settrace(None)
+        sys.settrace(prev)
     flag.u32[0] = 1
     assert inn.wait(seq)
     answers = [h.io(Request.WAIT_CS, WaitCsArgs(c, s, 1 << 30)).busy for c, s in held]
