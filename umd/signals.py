@@ -25,7 +25,7 @@ import signal
 import threading
 from typing import Iterator
 
-from kmd_model.core.signals import deliver  # (the kernel's delivery after an ioctl, the same order)
+from kmd_model.core.signals import deliver, set_handlers  # (the kernel's delivery after an ioctl, the same order)
 
 HELD = (signal.SIGINT, signal.SIGALRM, signal.SIGTERM, signal.SIGHUP)
 
@@ -43,12 +43,23 @@ def deferred_stops() -> Iterator[None]:
         yield
         return
     held: list = []  # (signum, frame), each signal once
-    for s in prevs:
-        signal.signal(s, lambda signum, frame: held.append((signum, frame))
-                      if all(signum != h[0] for h in held) else None)
+
+    def note(signum, frame) -> None:
+        if all(signum != h[0] for h in held):
+            held.append((signum, frame))
+    # (set_handlers: a signal between two of the calls whose handler raises leaves none held)
+    try:
+        set_handlers([(s, note) for s in prevs], signal.signal)
+    except BaseException:
+        try:
+            set_handlers(list(prevs.items()), signal.signal)
+        finally:
+            deliver(prevs, held)
+        raise
     try:
         yield
     finally:
-        for s, h in prevs.items():
-            signal.signal(s, h)
-        deliver(prevs, held)
+        try:
+            set_handlers(list(prevs.items()), signal.signal)
+        finally:
+            deliver(prevs, held)

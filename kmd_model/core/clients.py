@@ -40,11 +40,15 @@ class ClientsMixin:
         core/signals.py), as an ioctl from there is: the driver is halfway through its change
         (a gc callback inside GEM_CREATE's allocation opened a file whose page directory
         came from the hole being split, which then went back on the free list, and the next
-        client BO held that page directory)."""
+        client BO held that page directory). Signals are held during it, as during an ioctl
+        (core/signals.py): a handler run in the middle of it had its ioctl refused, and its
+        KeyboardInterrupt left the page directory's page taken by the allocator and recorded
+        by no BO, for good."""
         if self.lock.owned():
             raise KmdError(errno.EDEADLK, "open: made from inside an ioctl of this thread (a signal handler or a "
                                           "garbage-collector callback): the kernel runs no client code during an ioctl")
-        with kernel_stack(), self.lock:  # (however deep the client called from: core/lock.py)
+        from .signals import hold
+        with kernel_stack(), hold(), self.lock:  # (however deep the client called from: core/lock.py)
             return self._open(cap_sys_nice)
 
     def _open(self, cap_sys_nice: bool | None = None) -> File:
@@ -252,18 +256,22 @@ class ClientsMixin:
         the flush's EIO is the caller's error (GEM_CLOSE, close); not out of a job's
         retirement, inside fence processing (the fences after it stayed unsignalled)."""
         vm = bo.owner.vm if bo.owner is not None else None
+        error = None
         if vm is not None and not vm.closed and vm.bo_removed(bo):
-            vmid = vm.vmid
             try:
-                self.vmids.flush_vm(vm)
+                self.vmids.flush_vm(vm, bos=(bo,))
             except KmdError as e:
-                self.vmids.unflushed.append((bo, vmid))
-                self.vmids.free_unflushed()
-                if raising:
-                    raise
-                log.error("BO %s: %s: freed once no job runs with VMID %s", bo.name or "?", e.message, vmid)
-                return
-        self.bo.close(bo)
+                error = e
+        if bo.stale_vmids:  # (this flush's, or a GEM_VA's that unmapped it before: flush_vm)
+            self.vmids.unflushed.extend((bo, n) for n in sorted(bo.stale_vmids))
+            self.vmids.free_unflushed()
+        else:
+            self.bo.close(bo)
+        if error is not None:
+            if raising:
+                raise error
+            log.error("BO %s: %s: freed once no job runs with VMID %s", bo.name or "?", error.message,
+                      ", ".join(map(str, sorted(bo.stale_vmids))))
 
     def map_bo(self, bo, who: str = "GEM_MMAP") -> CpuMapping:
         """A CPU mapping of a BO for its owner (GEM_MMAP), revoked at GEM_CLOSE: a new array each

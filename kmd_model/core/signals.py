@@ -61,10 +61,18 @@ class hold:
         if threading.current_thread() is not _MAIN or getattr(_held, "now", None) is not None:
             return
         get = _signal.getsignal
-        self.prevs = prevs = {s: h for s in _SIGNALS if callable(h := get(s))}
-        self.held = held = Held()
-        for s in prevs:
-            _signal.signal(s, held.note)
+        prevs = {s: h for s in _SIGNALS if callable(h := get(s))}
+        held = Held()
+        try:
+            set_handlers([(s, held.note) for s in prevs])
+        except BaseException:  # (a client handler raised between two of the calls: none left held)
+            try:
+                set_handlers(list(prevs.items()))
+            finally:
+                deliver(prevs, held.came)
+            raise
+        # (from here on every Python handler is the note-taker, which raises nothing)
+        self.prevs, self.held = prevs, held
         _held.now = held
 
     def __exit__(self, *exc) -> None:
@@ -72,9 +80,29 @@ class hold:
         if prevs is None:
             return
         _held.now = None
-        for s, h in prevs.items():
-            _signal.signal(s, h)
-        deliver(prevs, self.held.came)
+        try:
+            set_handlers(list(prevs.items()))
+        finally:  # (the signals held, and any that came while the handlers went back, run now)
+            deliver(prevs, self.held.came)
+
+
+def set_handlers(pairs: list, set_one=None) -> None:
+    """`signal.signal(signum, handler)` for each pair, every one of them even when a signal
+    comes between two of the calls and its handler (one already set back) raises: Python runs
+    it between any two bytecodes, and `signal.signal` runs a pending one's first, setting
+    nothing if it raises. Raised out of a plain loop, the handlers after it in the loop stayed
+    the driver's note-taker for good (every later such signal noted, never delivered: ^C or
+    `gpucosim run --timeout` then did nothing). The loop is made again when one raised, and
+    the exception raised after (a second signal in that short window is not covered).
+    `set_one`: the call that sets one (`_signal.signal` unless given)."""
+    set_one = set_one or _signal.signal
+    try:
+        for s, h in pairs:
+            set_one(s, h)
+    except BaseException:
+        for s, h in pairs:
+            set_one(s, h)
+        raise
 
 
 def pending() -> bool:

@@ -246,7 +246,7 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait) -> uapi.CsOu
     job = Job(ctx, ctx.next_seq(), ring_ibs, user_fence, bos, checked=checked, vm=vm)
     for bo in bos:
         bo.busy_jobs += 1
-    job.deps = deps
+    job.set_deps(deps)
     kmd.stats["cs"] += 1
     ctx.submitted_on(job.seq, sched.ring.name)
     sched.push_job(job)

@@ -62,7 +62,7 @@ def _gem_va(kmd: "Kmd", file: "File", a: uapi.GemVaArgs, deadline: list[int]):
         if m is None or m.va != va or m.bo is not bo:
             raise KmdError(errno.ENOENT, f"{who}: no mapping of BO {a.handle} starts at {va:#x}")
         vm.unmap(m)
-        kmd.vmids.flush_vm(vm, m.va, m.size)
+        kmd.vmids.flush_vm(vm, m.va, m.size, (m.bo,))
         return None
     size = _int(who, "map_size", a.map_size, 1)
     offset = _int(who, "offset_in_bo", a.offset_in_bo, 0) if op != VaOp.CLEAR else 0
@@ -95,8 +95,10 @@ def _gem_va(kmd: "Kmd", file: "File", a: uapi.GemVaArgs, deadline: list[int]):
                            f"[{t.va:#x}, {t.end:#x}) of {t.bo.name}")  # (GEM_CREATE named it)
     if op in (VaOp.MAP, VaOp.REPLACE):
         vm.reserve(va, size)  # the last thing that can fail: nothing has changed yet
-    if op in (VaOp.CLEAR, VaOp.REPLACE) and vm.clear(va, size):
-        kmd.vmids.flush_vm(vm, va, size)
+    if op in (VaOp.CLEAR, VaOp.REPLACE):
+        cut = {m.bo for m in vm.overlapping(va, size)}
+        if vm.clear(va, size):
+            kmd.vmids.flush_vm(vm, va, size, cut)
     if op in (VaOp.MAP, VaOp.REPLACE):
         vm.map(bo, offset, va, size, flags)
     return None

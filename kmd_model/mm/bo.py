@@ -47,6 +47,9 @@ class Bo:
     closed: bool = False  # its handle is gone; freed once idle
     freed: bool = False
     mappings: list = field(default_factory=list)  # its owner's CPU mappings (kmd_model/mm/mapping.py)
+    # VMIDs whose TLB may still hold its pages: a GEM_VA that unmapped it lost its flush (the
+    # BO is freed once no job runs with them: Kmd.bo_release, VmidManager.free_unflushed)
+    stale_vmids: set = field(default_factory=set)
 
     @property
     def busy(self) -> bool:

@@ -107,13 +107,15 @@ class VmidManager:
     def free_unflushed(self) -> None:
         """Free the BOs whose unmap's flush was lost once no job runs with the VMID (its next
         job grabs it anew, which flushes before anything runs with it; a reset ends the jobs
-        that ran with it, or resubmits them with a new grab)."""
+        that ran with it, or resubmits them with a new grab); a BO listed with several VMIDs
+        once none of them has a job."""
+        busy = {id(bo) for bo, n in self.unflushed if n is not None and not self._idle(self.ids[n - 1])}
         keep = []
         for bo, n in self.unflushed:
-            if n is None or self._idle(self.ids[n - 1]):
-                self.kmd.bo.close(bo)
-            else:
+            if id(bo) in busy:
                 keep.append((bo, n))
+            else:
+                self.kmd.bo.close(bo)  # (once, however many entries it had: a freed BO stays so)
         self.unflushed = keep
 
     def release(self, vm: Vm) -> None:
@@ -142,13 +144,20 @@ class VmidManager:
             self.kmd.dev.delay(4)
         self.stuck_since = None
 
-    def flush_vm(self, vm: Vm, va: int | None = None, size: int = 0) -> None:
+    def flush_vm(self, vm: Vm, va: int | None = None, size: int = 0, bos=()) -> None:
         """After `vm`'s tables lost or changed entries: invalidate its VMID, if it holds one
-        (else the next grab invalidates)."""
+        (else the next grab invalidates). `bos`: the BOs whose entries went; when the flush is
+        lost, the VMID's TLB may still hold their pages for the jobs running with it, so each
+        notes the VMID (Bo.stale_vmids) and is freed, once closed, only when none of them
+        runs (Kmd.bo_release). A GEM_VA UNMAP or CLEAR whose flush was lost, followed by a
+        GEM_CLOSE, freed the BO at once: a job running with the VMID wrote the page through
+        the stale entry after it went to another client."""
         if vm.vmid is not None:
             try:
                 self.flush(vm.vmid, va if va is not None and size == PAGE else None)
             except KmdError:
+                for bo in bos:
+                    bo.stale_vmids.add(vm.vmid)
                 # its TLB may still hold what went: the VM's next job grabs (and flushes) anew
                 self.ids[vm.vmid - 1].owner, vm.vmid = None, None
                 self.flush_failures += 1

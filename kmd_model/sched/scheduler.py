@@ -83,8 +83,32 @@ class Job:
     vm: Any = None  # the file's Vm (kmd_model/mm/vm.py): its IBs run with the VMID it holds
     vmid: int = 0
     ring: Ring | None = None  # the ring it runs on (its scheduler's)
-    deps: list = field(default_factory=list)  # jobs (of any ring) that must finish first
+    deps: list = field(default_factory=list)  # jobs (of any ring) that must finish first (set_deps)
     entity: Entity | None = None  # its context's entity on its ring (push_job)
+    # its dependencies not finished yet, and those that failed: counted as each ends
+    # (dependency_ended), so a scheduler pass looks at a job once, not at each of its deps
+    deps_left: int = 0
+    deps_failed: int = 0
+    dependents: list = field(default_factory=list)  # jobs waiting for this one (their set_deps)
+
+    def set_deps(self, deps: list) -> None:
+        """The jobs (or FailedDeps) it waits for: each unfinished one tells it when it ends
+        (drm_sched_entity_add_dependency_cb's part)."""
+        self.deps = deps
+        for d in deps:
+            if not d.finished:
+                d.dependents.append(self)
+                self.deps_left += 1
+            elif d.error is not None:
+                self.deps_failed += 1
+
+    def ended(self) -> None:
+        """It finished (well or with `error`): its dependents count it."""
+        for j in self.dependents:
+            j.deps_left -= 1
+            if self.error is not None:
+                j.deps_failed += 1
+        self.dependents = []
 
     def client_addr(self, addr: int) -> int:
         """An address in the job's shadow copies as the client knows it (error reports)."""
@@ -180,14 +204,14 @@ class Scheduler:
         round robin within it. Jobs whose dependency failed are cancelled on the way."""
         for rq in self.rqs:
             for e in list(rq):
-                while e.queue and any(d.finished and d.error is not None for d in e.queue[0].deps):
+                while e.queue and e.queue[0].deps_failed:
                     job = e.queue.popleft()
                     bad = next(d for d in job.deps if d.finished and d.error is not None)
                     self.cancel_job(job, KmdError(errno.ECANCELED, f"{job!r} on {self.name}: its dependency "
                                                   f"{bad!r} failed: {bad.error.message}", bad.error.info))
                 if not e.queue and self.entities.get(e.ctx) is not e:
                     rq.remove(e)  # a freed context's entity, its last job gone
-                elif e.queue and all(d.finished for d in e.queue[0].deps):
+                elif e.queue and not e.queue[0].deps_left:
                     rq.remove(e)
                     rq.append(e)  # round robin: it goes to the back of its queue
                     return e
@@ -261,6 +285,7 @@ class Scheduler:
             except ValueError:
                 pass
         job.ctx.jobs.pop(job.seq, None)
+        job.ended()
         self.progress_at = self.busy_at = self.head_at = self.kmd.dev.now()
         self.progress_mark = ()
         self.kmd.job_retired(job)
@@ -271,6 +296,7 @@ class Scheduler:
         job.finished = True
         job.ctx.jobs.pop(job.seq, None)
         job.ctx.job_failed(job.seq, error)  # a WAIT_CS after this must not report success
+        job.ended()
         self.kmd.job_retired(job)
 
     # ------------------------------------------------------------------ timeouts and recovery

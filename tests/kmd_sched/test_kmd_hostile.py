@@ -141,3 +141,54 @@ def test_hostile_clients_leave_the_innocent_one_and_the_driver_whole(seed):
         c.f.close()
     assert not kmd.live_bos() and kmd.shadow.used == 0
     assert not any(rq for s in kmd.scheds for rq in s.rqs) and not any(s.entities for s in kmd.scheds)
+
+
+def _scheduler_steps_of_a_cs(ndeps: int, contexts: int = 40) -> tuple[int, list]:
+    """Line events in kmd_model/sched/scheduler.py while an innocent client makes one CS, with
+    a hostile one's `contexts` contexts each holding a queued copy job with `ndeps` dependency
+    chunks on its gfx job that holds the CP; then the hold ends and everything runs. Returns
+    the count and the hostile jobs' WAIT_CS answers."""
+    import sys
+    from kmd_model.uapi import CsArgs, WaitCsArgs
+    from .test_kmd_queues import sdma_ib
+    kmd_model.bind(RefModel(), job_timeout=1 << 40)
+    h, inn = Client(), Client()
+    ib, flag, copy = h.bo(0x1000), h.bo(0x1000), h.bo(0x1000)
+    root = h.submit(h.ib(ib, pm4.wait_reg_mem(flag.addr, 1, 1, "EQ")))
+    job = sdma_ib(copy, sdma.write_linear(copy.addr + 0x800, [7]))
+    held = []
+    for _ in range(contexts):
+        c = h.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+        held.append((c, h.io(Request.CS, CsArgs(c, [job] + [CsChunkDep(HwIp.GFX, 0, h.ctx, root)] * ndeps)).seq))
+    ibi = inn.bo(0x1000)
+    lines = [0]
+
+    def tracer(frame, event, arg):
+        if frame.f_code.co_filename.endswith("scheduler.py"):
+            lines[0] += 1
+            return tracer
+        return None
+    prev = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        seq = inn.submit(sdma_ib(ibi, sdma.write_linear(ibi.addr + 0x800, [1])))
+    finally:
+        sys.settrace(prev)
+    flag.u32[0] = 1
+    assert inn.wait(seq)
+    answers = [h.io(Request.WAIT_CS, WaitCsArgs(c, s, 1 << 30)).busy for c, s in held]
+    return lines[0], answers
+
+
+def test_a_job_with_many_dependencies_costs_the_scheduler_no_more_than_one_with_one():
+    """Every pass of the scheduler (each CS of any client, each step of any wait) looked at
+    every dependency of the head job of every entity (`any(...)` over the 1,024 a CS may
+    carry, for a failed one): a client with many contexts, each with a queued job of 1,024
+    dependencies on a job it holds the CP with, made every other client's CS and wait pay
+    for all of them (an innocent copy CS took 78 ms with 600 such contexts, 2 ms with one
+    dependency each). A job now counts its unfinished and failed dependencies, told by each
+    as it ends (drm_sched's fence callbacks): a pass looks at each head job once."""
+    few, answers_few = _scheduler_steps_of_a_cs(1)
+    many, answers_many = _scheduler_steps_of_a_cs(1024)
+    assert answers_few == answers_many == [False] * 40  # (every held job ran once its dependency had)
+    assert many < 2 * few, (few, many)

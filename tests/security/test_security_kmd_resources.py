@@ -102,6 +102,47 @@ def test_a_bo_whose_unmap_flush_is_lost_at_a_jobs_retirement_waits_for_the_vmids
     assert not kmd.live_bos()
 
 
+@pytest.mark.parametrize("op", ["UNMAP", "CLEAR", "REPLACE"])
+def test_a_bo_unmapped_by_a_gem_va_whose_flush_is_lost_stays_while_a_job_may_reach_it(op):
+    """Checker off: J runs and waits; X is mapped after J's CS (J does not hold it), J writes
+    it (its translation is in the VMID's TLB), then GEM_VA takes X's mapping away and the
+    MMU loses the flush (EIO), and GEM_CLOSE closes X. X was freed at once (its release found
+    no mapping left to flush for): a victim was given its page, and J's next write landed in
+    it through the stale entry. X stays allocated now until no job runs with that VMID, then
+    goes."""
+    dev = _LostFlush()
+    kmd = kmd_model.bind(dev, hw_timeout=2_000, cs_check=False, job_timeout=1 << 30)
+    a, v = Client(), Client()
+    ib, flag = a.bo(0x1000), a.bo(0x1000)
+    va = a.next_va
+    j = a.submit(a.ib(ib, pm4.wait_reg_mem(flag.addr, 1, 1, "EQ") + pm4.write_data(va, [1])
+                      + pm4.wait_reg_mem(flag.addr + 4, 1, 1, "EQ") + pm4.write_data(va + 4, [0xBAD])))
+    x = a.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000)).handle
+    a.io(Request.GEM_VA, uapi.GemVaArgs(x, uapi.VaOp.MAP, va, 0, 0x1000))
+    bo = a.f.handles[x]
+    flag.u32[0] = 1
+    assert kmd.wait_for(lambda: int(kmd.mem32[bo.gpu_addr // 4]) == 1, 100_000)
+    dev.lost = True
+    y = a.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000)).handle
+    args = {"UNMAP": uapi.GemVaArgs(x, uapi.VaOp.UNMAP, va, 0, 0x1000),
+            "CLEAR": uapi.GemVaArgs(0, uapi.VaOp.CLEAR, va, 0, 0x1000),
+            "REPLACE": uapi.GemVaArgs(y, uapi.VaOp.REPLACE, va, 0, 0x1000)}[op]
+    with pytest.raises(KmdError) as ei:
+        a.io(Request.GEM_VA, args)
+    assert ei.value.errno == errno.EIO and "TLB flush of VMID" in ei.value.message
+    dev.lost = False
+    a.io(Request.GEM_CLOSE, uapi.GemCloseArgs(x))
+    assert not bo.freed  # J's VMID may still hold X's page
+    got = [v.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000)).handle for _ in range(64)]
+    assert bo.gpu_addr not in {v.f.handles[h].gpu_addr for h in got}
+    flag.u32[1] = 1
+    assert a.wait(j)
+    assert bo.freed and not any(int(kmd.mem32[v.f.handles[h].gpu_addr // 4 + 1]) for h in got)
+    a.f.close()
+    v.f.close()
+    assert not kmd.live_bos()
+
+
 # ------------------------------------------------------------------------------ CPU mappings and descriptors
 
 def _open_fds() -> int:

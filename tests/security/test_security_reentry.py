@@ -482,3 +482,124 @@ def test_a_close_made_near_the_recursion_limit_is_done_whole_or_not_at_all():
         assert _holes(kmd) == heaps, depth
     assert failed and failed[0] > limit - 60, failed
     assert sys.getrecursionlimit() == limit
+
+
+class _SignalBetweenSwaps:
+    """signal.signal as kmd_model/core/signals.py calls it, with `raised` sent right after it
+    sets `after`'s handler to `to`: a signal that comes between two of the calls that hold
+    the process's handlers (an ioctl's entry) or give them back (its return)."""
+
+    def __init__(self, monkeypatch, after: int, to, raised: int):
+        import _signal
+        from kmd_model.core import signals as ks
+        self.real, self.sent = _signal.signal, False
+
+        def signal_(signum, handler):
+            prev = self.real(signum, handler)
+            if not self.sent and signum == after and to(handler):
+                self.sent = True
+                signal.raise_signal(raised)
+            return prev
+        monkeypatch.setattr(ks, "_signal", type("_Signal", (), {"signal": staticmethod(signal_),
+                                                                 "getsignal": staticmethod(_signal.getsignal)}))
+
+
+@main_thread_only
+@pytest.mark.parametrize("where", ["return", "entry"])
+def test_a_signal_that_comes_while_an_ioctl_swaps_the_handlers_leaves_none_held(monkeypatch, where):
+    """An ioctl holds every Python signal handler (core/signals.py: each replaced by one that
+    notes the signal) and gives them back as it returns, one `signal.signal` call each. A
+    signal whose handler raises (^C's KeyboardInterrupt), coming between two of those calls,
+    raised out of the loop: at the return, the handlers after it in the loop stayed the
+    driver's note-taker for good (SIGUSR2's handler was lost: every later SIGUSR2 noted and
+    never delivered; SIGALRM's or SIGTERM's, and `gpucosim run --timeout` would never stop the
+    run), and the signals held until then were never delivered; at the entry, those already
+    replaced. Now every handler is the client's again however the swap ends, the held
+    signals are delivered, and the handler's exception is raised after."""
+    kmd_model.bind(RefModel())
+    a = Client()
+    came: list = []
+
+    def usr1(signum, frame):
+        came.append(signum)
+        raise KeyboardInterrupt("usr1")
+
+    def usr2(signum, frame):
+        came.append(signum)
+
+    prev1, prev2 = signal.signal(signal.SIGUSR1, usr1), signal.signal(signal.SIGUSR2, usr2)
+    try:
+        if where == "return":  # SIGUSR1 once its own handler is back, before SIGUSR2's is
+            _SignalBetweenSwaps(monkeypatch, signal.SIGUSR1, lambda h: h is usr1, signal.SIGUSR1)
+        else:  # SIGUSR2 once SIGUSR1's handler is held, before SIGUSR2's own is: usr2 then raises
+            usr2_raising = [True]
+
+            def usr2(signum, frame):  # noqa: F811
+                came.append(signum)
+                if usr2_raising.pop(0) if usr2_raising else False:
+                    raise KeyboardInterrupt("usr2")
+            signal.signal(signal.SIGUSR2, usr2)
+            _SignalBetweenSwaps(monkeypatch, signal.SIGUSR1, lambda h: h is not usr1, signal.SIGUSR2)
+        with pytest.raises(KeyboardInterrupt):
+            a.io(Request.CTX, CtxArgs(CtxOp.ALLOC))
+        monkeypatch.undo()
+        assert (signal.getsignal(signal.SIGUSR1), signal.getsignal(signal.SIGUSR2)) == (usr1, usr2)
+        came.clear()
+        signal.raise_signal(signal.SIGUSR2)  # the client's handler runs, not the driver's note-taker
+        assert came == [signal.SIGUSR2]
+        assert a.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id  # (and the driver is as before)
+    finally:
+        signal.signal(signal.SIGUSR1, prev1)
+        signal.signal(signal.SIGUSR2, prev2)
+
+
+@main_thread_only
+def test_an_open_holds_signals_as_an_ioctl_does(monkeypatch):
+    """open (open_render_node) took the driver's lock without holding the signals, as ioctls
+    and closes do: a handler ran in the middle of it. Its ioctl was EDEADLK (it runs after
+    the open now, as from inside an ioctl), and its KeyboardInterrupt, raised between the
+    allocator's taking the new page directory's page and the BO that records it, left that
+    page allocated for good: the VRAM heap one page short per ^C in an open. Now the open is
+    whole, then the handler runs."""
+    kmd = kmd_model.bind(RefModel())
+    a = Client()
+    vram = kmd.bo.heaps[Domain.VRAM]
+    results: list = []
+
+    def ioctl():
+        try:
+            results.append(a.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id)
+        except KmdError as e:
+            results.append(e)
+
+    h = _Handler(kmd, ioctl)
+    _signal_inside(monkeypatch, kmd_model.mm.vm.Vm, "_new_table")
+    try:
+        b = kmd_model.open_render_node()
+    finally:
+        h.restore()
+        monkeypatch.undo()
+    assert h.calls == [False] and results == [2], (h.calls, results)
+    b.close()
+
+    used = vram.used
+    h = _Handler(kmd, lambda: (_ for _ in ()).throw(KeyboardInterrupt("^C in an open")))
+    from kmd_model.mm import bo as bo_mod
+    real_bo = bo_mod.Bo
+
+    def bo_(*args, **kwargs):  # the signal as the allocator records the page it took
+        signal.raise_signal(signal.SIGUSR1)
+        return real_bo(*args, **kwargs)
+    monkeypatch.setattr(bo_mod, "Bo", bo_)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            kmd_model.open_render_node()
+    finally:
+        h.restore()
+        monkeypatch.undo()
+    # every page taken is a live BO's (the open was made whole, then the handler raised)
+    assert vram.used == sum(b.size for b in kmd.bo.live if b.domain == Domain.VRAM), vram.used
+    opened = [f for f in kmd.files.values() if f is not a.f]
+    assert len(opened) == 1
+    opened[0].close()
+    assert vram.used == used

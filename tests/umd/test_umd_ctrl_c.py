@@ -261,3 +261,56 @@ def test_ctrl_c_in_close_and_close_again(monkeypatch, async_submit, what):
         assert q.closed and out.u32[0] == 5
     gpu.close()
     assert gpu.closed and not kmd.files
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
+                    reason="Python runs signal handlers in the main thread only")
+@pytest.mark.parametrize("where", ["end", "start"])
+def test_a_signal_while_a_flush_swaps_the_handlers_leaves_none_held(monkeypatch, where):
+    """umd/signals.py's deferred_stops holds SIGINT, SIGALRM, SIGTERM and SIGHUP around a
+    flush's bookkeeping, one `signal.signal` call each to hold them and to give them back. A
+    ^C coming after SIGINT's own handler was back, before SIGALRM's was, raised out of the
+    loop: SIGALRM, SIGTERM and SIGHUP stayed held for good (noted into a list nobody read),
+    so `gpucosim run --timeout`'s SIGALRM never stopped the run again. Likewise at the start
+    (a signal whose handler raises, between two of the holding calls). Every handler is the
+    app's again now, and the exception is raised after."""
+    import signal
+    from umd.signals import deferred_stops
+    came: list = []
+    raising = [where == "start"]
+
+    def alarm(signum, frame):
+        came.append(signum)
+        if raising.pop() if raising else False:
+            raise KeyboardInterrupt("alarm")
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt("^C")
+
+    prev = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGALRM)}
+    real = signal.signal
+    sent: list = []
+
+    def signal_(signum, handler):  # the signal right after SIGINT's handler is set (back)
+        out = real(signum, handler)
+        if not sent and signum == signal.SIGINT and (handler is interrupt) == (where == "end"):
+            sent.append(True)
+            signal.raise_signal(signal.SIGINT if where == "end" else signal.SIGALRM)
+        return out
+    try:
+        real(signal.SIGINT, interrupt)
+        real(signal.SIGALRM, alarm)
+        monkeypatch.setattr(signal, "signal", signal_)
+        with pytest.raises(KeyboardInterrupt):
+            with deferred_stops():
+                pass
+        monkeypatch.undo()
+        assert sent
+        assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGALRM)) == (interrupt, alarm)
+        came.clear()
+        signal.raise_signal(signal.SIGALRM)  # the app's handler runs, not a held note
+        assert came == [signal.SIGALRM]
+    finally:
+        monkeypatch.undo()
+        for s, h in prev.items():
+            signal.signal(s, h)
