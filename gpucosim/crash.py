@@ -35,7 +35,7 @@ from spec import ih as ih_spec
 from spec import pm4, sdma
 
 from . import regmap
-from .dump import format_dump
+from .dump import format_dump, n_dwords
 from .trace.timeline import wave_time
 from .trace.swtrace import ib_chain, ring_dwords
 
@@ -209,9 +209,9 @@ class CrashReporter:
         if (ring.committed - start) & M32 > ring.size_dw:
             start = ring.commit_start
         base, words = ring_dwords(ring, start, ring.wptr)
-        lines = [f"  ring at {ring.gpu_addr:#x}, {ring.size_dw} dwords; KMD wptr {ring.wptr:#x}, "
+        lines = [f"  ring at {ring.gpu_addr:#x}, {n_dwords(ring.size_dw)}; KMD wptr {ring.wptr:#x}, "
                  f"committed (doorbell) {ring.committed:#x}; rptr {hw_rptr:#x} (write-back {rptr_wb:#x}); "
-                 f"{(ring.committed - hw_rptr) & M32} dwords not yet consumed"]
+                 f"{n_dwords((ring.committed - hw_rptr) & M32)} not yet consumed"]
         if words:
             mark = ring.gpu_addr + 4 * (hw_rptr & ring.mask)
             lines.append(f"  ring [{start:#x}, {ring.wptr:#x}):")
@@ -284,7 +284,7 @@ class CrashReporter:
             base, n = ib["base"], ib["size_dw"]
             pos = ib.get("pos_dw")
             at = f", CP position +{4 * pos:#x}" if pos is not None else ""
-            lines.append(f"  -> IB{ib['level']} at {base:#x}, {n} dwords{at}")
+            lines.append(f"  -> IB{ib['level']} at {base:#x}, {n_dwords(n)}{at}")
             pa = xlate(base, 4 * n) if n else None
             if pa is not None and (pa >> 2) + n <= len(mem32):
                 words = mem32[pa >> 2:(pa >> 2) + n].tolist()
@@ -299,7 +299,7 @@ class CrashReporter:
                                     item.args["base"] == deeper["base"]:
                                 mark, note = base + 4 * item.offset, "<-- calls the next level"
                 lines.append(marked_listing(words, base, mark, note))
-                dumps.append(format_dump(f"IB{ib['level']} at {base:#x} ({n} dwords)", base, words))
+                dumps.append(format_dump(f"IB{ib['level']} at {base:#x} ({n_dwords(n)})", base, words))
         hdr_pa = None if hdr_addr is None else hdr_addr if not level else xlate(hdr_addr, 4)
         if hdr_pa is not None and 0 <= hdr_pa and (hdr_pa >> 2) + 1 <= len(mem32):
             i = hdr_pa >> 2
@@ -346,7 +346,7 @@ class CrashReporter:
             return "\n".join(lines)
         base, n = ib1
         copy = f" (the CS checker's copy of the app's IB at {client(base):#x})" if client(base) != base else ""
-        lines.append(f"  -> IB1 at {base:#x}, {n} dwords{copy}")
+        lines.append(f"  -> IB1 at {base:#x}, {n_dwords(n)}{copy}")
         pa = kmd.job_translate(job)(base, 4 * n) if n else None
         mem32 = kmd.mem32
         if pa is not None and (pa >> 2) + n <= len(mem32):
@@ -354,7 +354,7 @@ class CrashReporter:
             inside = hw_hdr is not None and base <= hw_hdr < base + 4 * n
             lines.append(marked_listing(words, base, hw_hdr if inside else None,
                                         "<-- the packet in hand" if inside else "", codec))
-            dumps.append(format_dump(f"{name} IB1 at {base:#x} ({n} dwords)", base, words))
+            dumps.append(format_dump(f"{name} IB1 at {base:#x} ({n_dwords(n)})", base, words))
             if inside:
                 item = next(codec.decode_stream(words, (hw_hdr - base) >> 2))
                 lines.append("  the packet in hand:")
@@ -470,7 +470,7 @@ def exit_report(kmd: "Kmd", queues: list, ioctl_stats: dict[str, list], at_exit:
             # GPU never ran them (the report said "N API calls, 0 flushes" and nothing more)
             calls = [str(lb) for lb in list(cb.labels.values()) + [lb for _, lb in cb._pending_labels]]
             lines.append(f"  LEAK: queue fd {q.ws.file.fd} ctx {q.ctx_id}: {cb.commands} command(s) recorded and "
-                         f"never submitted ({cb.dwords} dwords): the GPU never ran them (flush(), finish() or "
+                         f"never submitted ({n_dwords(cb.dwords)}): the GPU never ran them (flush(), finish() or "
                          "close() submits)" + (f"; the first {calls[0]}" if calls else ""))
         pool = q.pool
         # context ids are per file (two clients' first contexts are both 1): the fd tells them apart

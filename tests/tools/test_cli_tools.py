@@ -159,6 +159,24 @@ def test_disasm_words_text_binary_and_dumps(capsys, tmp_path):
     assert capsys.readouterr().out.splitlines()[1].startswith("0x4000: c0033700  WRITE_DATA")
 
 
+def test_disasm_says_1_dword_and_reads_it_back(capsys, tmp_path):
+    """A one-dword dump was headed "(1 dwords)", by disasm and in a crash report's or a
+    timeline's dump names; the parser that checks a dump's said length reads both spellings
+    (reports written before say "1 dwords")."""
+    from gpucosim.dump import parse_text
+
+    report = tmp_path / "crash.txt"
+    report.write_text("gpucosim crash report\n== dumps ==\n" + format_dump("ring", 0x100, pm4.pad(1)) + "\n"
+                      + format_dump("IB1 at 0x3000 (1 dword)", 0x3000, pm4.pad(1)) + "\n")
+    assert cli.main(["disasm", str(report)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "ring (1 dword at 0x100)" and out[3] == "IB1 at 0x3000 (1 dword)"
+    assert len(parse_text(format_dump("IB1 at 0x3000 (1 dwords)", 0x3000, pm4.pad(1)) + "\n")) == 1
+    for said in ("3 dwords", "1 dword"):
+        with pytest.raises(Exception, match="cut short"):
+            parse_text(format_dump(f"IB1 at 0x3000 ({said})", 0x3000, pm4.pad(2)) + "\n")
+
+
 def test_disasm_errors(capsys, tmp_path):
     assert usage_error(capsys, "disasm") == \
         "gpucosim disasm: error: nothing to disassemble: give FILE, - for stdin, or --dwords HEX..."
