@@ -274,6 +274,28 @@ def test_bench_calls_testbench_bench(monkeypatch):
     assert calls == [(["--quick", "x"], "gpucosim bench"), (["--help"], "gpucosim bench")]
 
 
+def test_bench_makes_its_output_folder_only_to_write_the_report(monkeypatch, tmp_path):
+    """`bench -o new/dir/b.json` made new/dir while checking it could write there, before the
+    run: a run that then failed left the empty folders behind. The folders are made when the
+    report is written; a folder the check cannot use is still refused before the run."""
+    import testbench.bench
+    from testbench.argtypes import report_file_problem
+
+    def refused(width):
+        raise RuntimeError("no simulator")
+
+    monkeypatch.setattr(testbench.bench, "gpu_design", refused)
+    with pytest.raises(RuntimeError, match="no simulator"):
+        testbench.bench.main(["-o", str(tmp_path / "new" / "dir" / "b.json"), "--speed-sims", "none"])
+    assert list(tmp_path.iterdir()) == []
+    assert report_file_problem(tmp_path / "a" / "b" / "r.json", "a report") is None
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "f").write_text("")
+    assert report_file_problem(tmp_path / "f" / "b" / "r.json", "a report") == f"{tmp_path / 'f'} is a file, not a folder"
+    if Path("/proc").is_dir():
+        assert report_file_problem(Path("/proc/new/r.json"), "a report").startswith("cannot write in /proc: ")
+
+
 def test_bench_without_the_benchmarks(monkeypatch, capsys):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     assert cli.main(["bench"]) == 2
