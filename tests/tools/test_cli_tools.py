@@ -24,6 +24,13 @@ def test_regs_table_register_and_decode(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["offset", "register", "reset", "fields"]
     assert any(line.split()[1] == "RB_DOORBELL" for line in out[1:])
+    # every column starts where its heading does, after a name longer than 20 characters too
+    # (PERF_SDMA_DWORDS_FETCHED, VM_CONTEXT_PT_BASE_LO[16] pushed their rows' columns right)
+    reset_at, fields_at = out[0].index("reset"), out[0].index("fields")
+    assert any(len(line.split()[1]) > 20 for line in out[1:])
+    for line in out[1:]:
+        assert line[reset_at - 1] == " " and line[reset_at] != " ", line
+        assert line[fields_at - 1] == " " and line[fields_at] != " ", line
     assert cli.main(["regs", "cp_error"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("CP_ERROR @ 0x0c0, reset: the device's state (driven by the hardware)")
