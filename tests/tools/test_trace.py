@@ -711,4 +711,7 @@ def test_a_timeline_keeps_its_first_max_events_and_says_how_many_it_dropped(tmp_
     monkeypatch.setattr(tl, "MAX_EVENTS", 10)
     assert cli.main(["run", "examples/hello.py", "--sim", "model", "--trace", str(tmp_path / "h.json")]) == 0
     said = [ln for ln in capsys.readouterr().err.splitlines() if "timeline written" in ln]
-    assert said and "(10 events; the " in said[0] and " after them dropped: a timeline keeps the first 10)" in said[0]
+    # the count says what it counts: the file's events, the metadata naming tracks among them
+    n = len(json.loads((tmp_path / "h.json").read_text())["traceEvents"])
+    assert said and f"({n} events: 10 slices and instants, {n - 10} naming the processes and tracks; the " in said[0]
+    assert " after them dropped: a timeline keeps the first 10)" in said[0]
