@@ -421,6 +421,27 @@ class CrashReporter:
 
 # ------------------------------------------------------------------------------ exit report
 
+QUEUE_ENGINE = {"gfx": "CP queue 0 (gfx)", "gfx_high": "CP queue 1 (gfx_high)", "sdma0": "the SDMA (sdma0)"}
+
+
+def queue_engine(kmd: "Kmd", q) -> str:
+    """The engine a UMD queue's jobs run on, as the KMD routes them (Kmd.sched_for: a
+    high-priority context's gfx jobs on the CP's queue 1 when there is one). A closed
+    queue's context is gone: its priority is the one the queue asked for."""
+    from types import SimpleNamespace
+
+    from kmd_model.sched.scheduler import Priority
+
+    sched = kmd.rings.get((q.ip_type, 0))
+    if sched is None:
+        return "no engine"
+    ctx = kmd.contexts.get((q.ws.file.fd, q.ctx_id))
+    if ctx is None:
+        ctx = SimpleNamespace(priority={"low": Priority.LOW, "high": Priority.HIGH}.get(q.priority, Priority.NORMAL))
+    name = kmd.sched_for(sched, ctx).name
+    return QUEUE_ENGINE.get(name, name)
+
+
 def _size(n: int) -> str:
     return f"{n} bytes" if n < 4096 else f"{n // 1024} KiB"
 
@@ -469,12 +490,12 @@ def exit_report(kmd: "Kmd", queues: list, ioctl_stats: dict[str, list], at_exit:
             # recorded and never submitted: the app neither flushed nor closed the queue, so the
             # GPU never ran them (the report said "N API calls, 0 flushes" and nothing more)
             calls = [str(lb) for lb in list(cb.labels.values()) + [lb for _, lb in cb._pending_labels]]
-            lines.append(f"  LEAK: queue fd {q.ws.file.fd} ctx {q.ctx_id}: {cb.commands} command(s) recorded and "
+            lines.append(f"  LEAK: queue fd {q.ws.file.fd} ctx {q.ctx_id} on {queue_engine(kmd, q)}: {cb.commands} command(s) recorded and "
                          f"never submitted ({n_dwords(cb.dwords)}): the GPU never ran them (flush(), finish() or "
                          "close() submits)" + (f"; the first {calls[0]}" if calls else ""))
         pool = q.pool
         # context ids are per file (two clients' first contexts are both 1): the fd tells them apart
-        lines.append(f"  queue fd {q.ws.file.fd} ctx {q.ctx_id}: {q.calls} API calls, {q.flushes} flushes, "
+        lines.append(f"  queue fd {q.ws.file.fd} ctx {q.ctx_id} on {queue_engine(kmd, q)}: {q.calls} API calls, {q.flushes} flushes, "
                      f"IB pool {pool.created} IBs of {4 * pool.size_dw} bytes created, {len(pool.free)} free, "
                      f"{q.cmdbuf.chains} chains, {len(q.inflight)} submissions in flight"
                      + (" (closed)" if q.closed else ""))

@@ -677,7 +677,7 @@ def test_two_clients_first_contexts_are_told_apart_by_their_fd():
     for fd in fds:
         assert re.search(rf"^  (in the ring|queued): fd {fd} context 1 seq ", jobs, re.M), jobs
     text, _ = exit_report(kmd, queues, {}, at_exit=False)
-    assert all(f"  queue fd {fd} ctx 1: " in text for fd in fds), text
+    assert all(f"  queue fd {fd} ctx 1 on CP queue 0 (gfx): " in text for fd in fds), text
     for gate in gates:
         gate.u32[0] = 1
     for q in queues:
@@ -689,6 +689,34 @@ def test_two_clients_first_contexts_are_told_apart_by_their_fd():
         assert any(a["fd"] == fd and a["context"] == 1 for a in fences), fences
     for g in gpus:
         g.close()
+
+
+def test_the_exit_report_names_each_queues_engine():
+    """The exit report's per-queue lines said "queue fd 3 ctx 1: ..." alone: which engine ran
+    them (the CP's queue 0 or 1, the SDMA) was left to guess. Each names its engine, as the
+    KMD routes it (a high-priority context's gfx jobs go to the CP's queue 1)."""
+    import kmd_model
+    import umd
+    from gpucosim.crash import exit_report
+    from testbench.refmodel import RefModel
+
+    kmd = kmd_model.bind(RefModel())
+    try:
+        gpu = umd.open()
+        queues = [gpu.queue(), gpu.queue(priority="high"), gpu.queue(engine="copy")]
+        buf = gpu.alloc(4096)
+        queues[2].fill(buf, 0, 64, 7)
+        queues[2].close()
+        text, _ = exit_report(kmd, queues, {}, at_exit=False)
+        lines = [ln for ln in text.splitlines() if ln.startswith("  queue fd")]
+        assert [ln.split(":")[0] for ln in lines] == [
+            f"  queue fd {gpu.ws.file.fd} ctx {queues[0].ctx_id} on CP queue 0 (gfx)",
+            f"  queue fd {gpu.ws.file.fd} ctx {queues[1].ctx_id} on CP queue 1 (gfx_high)",
+            f"  queue fd {gpu.ws.file.fd} ctx {queues[2].ctx_id} on the SDMA (sdma0)"], text
+        buf.free()
+        gpu.close()
+    finally:
+        kmd_model.unbind()
 
 
 def test_a_timeline_keeps_its_first_max_events_and_says_how_many_it_dropped(tmp_path, monkeypatch, capsys):
