@@ -154,7 +154,7 @@ class CrashReporter:
         dumps: list[str] = []
         if ring not in RING_REGS or ring != "gfx" and self._sched(ring) is None:
             ring = "gfx"  # (a ring this report does not know: queue 0's, as before)
-        ibs = ((lambda: self._ibs(state, job, dumps)) if ring == "gfx" else
+        ibs = ((lambda: self._ibs(state, job, dumps, info)) if ring == "gfx" else
                (lambda: self._ring_ibs(ring, info, state, job, dumps)))
         for title, fn in (("registers", lambda: self._registers(ring)),
                           ("ring" if ring == "gfx" else f"{ring} ring", lambda: self._ring(dumps, ring)),
@@ -224,7 +224,11 @@ class CrashReporter:
             lines.append("  (nothing written since the last job finished)")
         return "\n".join(lines)
 
-    def _ibs(self, state, job, dumps: list[str]) -> str:
+    def _ibs(self, state, job, dumps: list[str], info=None) -> str:
+        """Queue 0's IB stack and packet in hand: the hardware probe's when it holds queue 0's
+        place; else (the CP's parser is in its other queue) queue 0's own, from its error
+        registers (`state`), a timeout's diagnosis (`info`: the packet it is stuck in) or its
+        STATUS, with the job's IBs."""
         kmd = self.kmd
         probe = None
         if self.probe is not None:
@@ -244,10 +248,11 @@ class CrashReporter:
             # (the job's IBs and those they chain to: a CHAIN replaces IB1's base)
             job_ibs = {addr for a, n in job.ibs for addr, _ in ib_chain(kmd.mem32, a, n, kmd.job_translate(job))} \
                 if job is not None and job.ibs else set()
-            if job_ibs and any(ib["level"] == 1 for ib in ibs) and \
+            if probe.get("queue", 0) != 0 or job_ibs and any(ib["level"] == 1 for ib in ibs) and \
                     not any(ib["level"] == 1 and ib["base"] in job_ibs for ib in ibs):
                 # the CP's registers hold the parser's place in its other queue (it switched to
-                # the queue that could run once this one stopped): not this job's IBs
+                # the queue that could run once this one stopped, or polls): not this job's IBs
+                # (a queue-0 timeout with the parser in queue 1's ring read "level RING")
                 moved = True
                 level, ibs, hdr_addr = None, [], None
         if state is not None:  # the error latches name the level and the packet
@@ -261,6 +266,16 @@ class CrashReporter:
                     hdr_addr = kmd.ring.gpu_addr + 4 * (state.offset_dw & kmd.ring.mask)
             else:
                 hdr_addr = state.addr
+        elif moved or not probe or "error" in probe:
+            # queue 0's own place: a timeout's diagnosis names the packet it is stuck in (by
+            # the app's address: the job's IB that holds it gives the CP's), else its STATUS
+            st = kmd.mmio.read(regs.STATUS)
+            level = regs.STATUS.LEVEL.get(st)
+            if info is not None and info.addr and job is not None and job.ibs:
+                level = regs.IbLevel[info.level]
+                if level == 1:
+                    hdr_addr = next((a + 4 * k for a, n in job.ibs for k in range(n)
+                                     if job.client_addr(a + 4 * k) == info.addr), None)
         if not ibs and job is not None and job.ibs and (level or 0) >= 1:
             # without the probe's: the job's IB that holds the packet, else its first
             addr, n = next(((a, n) for a, n in job.ibs if hdr_addr is not None and a <= hdr_addr < a + 4 * n),
