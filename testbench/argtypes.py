@@ -129,12 +129,15 @@ def folder_problem(path: Path, make: bool = True) -> str | None:
     return None
 
 
-def report_file_problem(path: Path, what: str) -> str | None:
+def report_file_problem(path: Path | str, what: str) -> str | None:
     """Why a run cannot end by writing its JSON report to `path` (one line, for `-o: ...`), or
     None: found before the run, not after its minutes or hours. A folder; a path under a file;
     a file that is not `what` (an earlier report: a JSON object), which the run would write
     over (`-o README.md`); a folder that takes no file. Makes no folder: the run makes them
-    when it writes the report."""
+    when it writes the report. An empty name (`-o ""`, which Path reads as ".") is none."""
+    if str(path) == "":
+        return "an empty name (give a path)"
+    path = Path(path)
     if path.is_dir():
         return f"{path} is a folder; name the JSON file to write"
     blocker = next((d for d in path.parents if d.exists() and not d.is_dir()), None)

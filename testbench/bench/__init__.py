@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m testbench.bench")
     # (before minutes of benchmarks, not after: a folder that takes no file, -o immutable/b.json,
     # ran them all and failed at the end; and a file other than an earlier report, -o README.md,
     # was removed below and written over)
-    if problem := report_file_problem(out, "figures of an earlier bench"):
+    if problem := report_file_problem(args.output, "figures of an earlier bench"):
         ap.error(f"-o: {problem}")
     if out.exists() and not os.access(out, os.W_OK):
         ap.error(f"-o: cannot write {out}: Permission denied")

@@ -297,6 +297,7 @@ def test_bench_makes_its_output_folder_only_to_write_the_report(monkeypatch, tmp
     assert list(tmp_path.iterdir()) == []
     assert report_file_problem(tmp_path / "a" / "b" / "r.json", "a report") is None
     assert list(tmp_path.iterdir()) == []
+    assert report_file_problem("", "a report") == "an empty name (give a path)"  # (not ". is a folder")
     (tmp_path / "f").write_text("")
     assert report_file_problem(tmp_path / "f" / "b" / "r.json", "a report") == f"{tmp_path / 'f'} is a file, not a folder"
     if Path("/proc").is_dir():
