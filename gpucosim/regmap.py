@@ -64,7 +64,10 @@ def lookup(name: str) -> tuple[type[Register], int]:
             raise RegisterLookupError(f"no register at offset {off:#x}: registers are dwords at offsets "
                                       f"that are multiples of 4{where}")
         raise RegisterLookupError(f"no register at offset {off:#x}")
-    base, _, idx = text.upper().partition("[")
+    base, bracket, idx = text.upper().partition("[")
+    if bracket and (not idx.endswith("]") or "]" in idx[:-1] or "[" in idx):
+        # (PERF_PACKETS[1 and PERF_PACKETS[1]] were read as PERF_PACKETS[1])
+        raise RegisterLookupError(f"bad index in {name!r}: an array's element is NAME[INDEX]")
     by_name = {r.NAME: r for r in regs.REGISTERS}
     reg = by_name.get(base)
     if reg is None:

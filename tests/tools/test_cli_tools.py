@@ -166,6 +166,13 @@ def test_disasm_words_text_binary_and_dumps(capsys, tmp_path):
     assert capsys.readouterr().out.splitlines()[1].startswith("0x4000: c0033700  WRITE_DATA")
 
 
+@pytest.mark.parametrize("name", ["PERF_PACKETS[1", "PERF_PACKETS[1]]", "PERF_PACKETS[[1]"])
+def test_regs_refuses_an_unbalanced_index(capsys, name):
+    """`regs PERF_PACKETS[1` (a bracket lost to the shell or a typo) was read as element 1."""
+    assert usage_error(capsys, "regs", name) == \
+        f"gpucosim regs: error: bad index in {name!r}: an array's element is NAME[INDEX]"
+
+
 def test_disasm_says_1_dword_and_reads_it_back(capsys, tmp_path):
     """A one-dword dump was headed "(1 dwords)", by disasm and in a crash report's or a
     timeline's dump names; the parser that checks a dump's said length reads both spellings
