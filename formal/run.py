@@ -434,7 +434,7 @@ def main(argv=None) -> int:
         print(f"formal: no group {', '.join(unknown)} (groups: {', '.join(properties.GROUPS)})", file=sys.stderr)
         return 2
     # (a file other than an earlier report, --json README.md, was written over after the proofs)
-    if problem := report_file_problem(Path(args.json), "a formal report"):
+    if problem := report_file_problem(args.json, "a formal report"):
         print(f"formal: --json: {problem}", file=sys.stderr)
         return 2
     # --report reads the logs a run left: with none there is no table to make (it would be

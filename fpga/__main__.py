@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--widths: data widths are 32, 64, 128 or 256, not {args.widths!r}")
     if not widths:
         ap.error("--widths: name at least one data width (32, 64, 128 or 256)")
-    if problem := report_file_problem(Path(args.output), "a report of make fpga"):
+    if problem := report_file_problem(args.output, "a report of make fpga"):
         ap.error(f"-o: {problem}")
     seeds = _ints(args.seeds, "seeds", ap)
     if not seeds:

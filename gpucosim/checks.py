@@ -115,6 +115,12 @@ def run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str])
     from .run.session import RunOptions, default_build_dir
 
     if args.log is not None:
+        # (`--log ""` or `--log ,` set no level and said nothing: a spec lost to an unset
+        # shell variable, `--log "$LOG"`, passed unnoticed)
+        empty = next((spec for spec in args.log if not any(s.strip() for s in spec.split(","))), None)
+        if empty is not None:
+            p.error(f"--log: {empty!r} names no module=level pair (e.g. ioctl=info,ring=debug, or one level "
+                    "for all: info)")
         args.log = ",".join(spec for spec in args.log if spec)
 
     if args.sim is None:

@@ -246,7 +246,7 @@ def cmd_bench(p, args) -> int:
 def cmd_disasm(p, args) -> int:
     from spec import pm4, sdma
 
-    from .dump import DumpError, parse, parse_text
+    from .dump import SAID_DWORDS, DumpError, n_dwords, parse, parse_text
     from .inputs import InputError
 
     base = args.base
@@ -280,8 +280,9 @@ def cmd_disasm(p, args) -> int:
             if len(dumps) > 1 or d.name not in ("dump", "--dwords", "stdin", name):
                 if i:
                     print()
-                print(d.name if "dwords" in d.name else f"{d.name} ({len(d.dwords)} dwords)" if "0x" in d.name
-                      else f"{d.name} ({len(d.dwords)} dwords at {d.base:#x})")
+                n = n_dwords(len(d.dwords))
+                print(d.name if SAID_DWORDS.search(d.name) else f"{d.name} ({n})" if "0x" in d.name
+                      else f"{d.name} ({n} at {d.base:#x})")
             # the copy engine's ring and IBs hold SDMA packets, not PM4 (spec/sdma/codec.py)
             codec = sdma if args.sdma or "sdma" in d.name.lower() else pm4
             print(codec.listing(d.dwords, d.base, verbose=args.verbose, max_data=args.max_data))

@@ -35,7 +35,7 @@ from spec import ih as ih_spec
 from spec import pm4, sdma
 
 from . import regmap
-from .dump import format_dump
+from .dump import format_dump, n_dwords
 from .trace.timeline import wave_time
 from .trace.swtrace import ib_chain, ring_dwords
 
@@ -154,7 +154,7 @@ class CrashReporter:
         dumps: list[str] = []
         if ring not in RING_REGS or ring != "gfx" and self._sched(ring) is None:
             ring = "gfx"  # (a ring this report does not know: queue 0's, as before)
-        ibs = ((lambda: self._ibs(state, job, dumps)) if ring == "gfx" else
+        ibs = ((lambda: self._ibs(state, job, dumps, info)) if ring == "gfx" else
                (lambda: self._ring_ibs(ring, info, state, job, dumps)))
         for title, fn in (("registers", lambda: self._registers(ring)),
                           ("ring" if ring == "gfx" else f"{ring} ring", lambda: self._ring(dumps, ring)),
@@ -209,9 +209,9 @@ class CrashReporter:
         if (ring.committed - start) & M32 > ring.size_dw:
             start = ring.commit_start
         base, words = ring_dwords(ring, start, ring.wptr)
-        lines = [f"  ring at {ring.gpu_addr:#x}, {ring.size_dw} dwords; KMD wptr {ring.wptr:#x}, "
+        lines = [f"  ring at {ring.gpu_addr:#x}, {n_dwords(ring.size_dw)}; KMD wptr {ring.wptr:#x}, "
                  f"committed (doorbell) {ring.committed:#x}; rptr {hw_rptr:#x} (write-back {rptr_wb:#x}); "
-                 f"{(ring.committed - hw_rptr) & M32} dwords not yet consumed"]
+                 f"{n_dwords((ring.committed - hw_rptr) & M32)} not yet consumed"]
         if words:
             mark = ring.gpu_addr + 4 * (hw_rptr & ring.mask)
             lines.append(f"  ring [{start:#x}, {ring.wptr:#x}):")
@@ -224,7 +224,11 @@ class CrashReporter:
             lines.append("  (nothing written since the last job finished)")
         return "\n".join(lines)
 
-    def _ibs(self, state, job, dumps: list[str]) -> str:
+    def _ibs(self, state, job, dumps: list[str], info=None) -> str:
+        """Queue 0's IB stack and packet in hand: the hardware probe's when it holds queue 0's
+        place; else (the CP's parser is in its other queue) queue 0's own, from its error
+        registers (`state`), a timeout's diagnosis (`info`: the packet it is stuck in) or its
+        STATUS, with the job's IBs."""
         kmd = self.kmd
         probe = None
         if self.probe is not None:
@@ -244,10 +248,11 @@ class CrashReporter:
             # (the job's IBs and those they chain to: a CHAIN replaces IB1's base)
             job_ibs = {addr for a, n in job.ibs for addr, _ in ib_chain(kmd.mem32, a, n, kmd.job_translate(job))} \
                 if job is not None and job.ibs else set()
-            if job_ibs and any(ib["level"] == 1 for ib in ibs) and \
+            if probe.get("queue", 0) != 0 or job_ibs and any(ib["level"] == 1 for ib in ibs) and \
                     not any(ib["level"] == 1 and ib["base"] in job_ibs for ib in ibs):
                 # the CP's registers hold the parser's place in its other queue (it switched to
-                # the queue that could run once this one stopped): not this job's IBs
+                # the queue that could run once this one stopped, or polls): not this job's IBs
+                # (a queue-0 timeout with the parser in queue 1's ring read "level RING")
                 moved = True
                 level, ibs, hdr_addr = None, [], None
         if state is not None:  # the error latches name the level and the packet
@@ -261,6 +266,16 @@ class CrashReporter:
                     hdr_addr = kmd.ring.gpu_addr + 4 * (state.offset_dw & kmd.ring.mask)
             else:
                 hdr_addr = state.addr
+        elif moved or not probe or "error" in probe:
+            # queue 0's own place: a timeout's diagnosis names the packet it is stuck in (by
+            # the app's address: the job's IB that holds it gives the CP's), else its STATUS
+            st = kmd.mmio.read(regs.STATUS)
+            level = regs.STATUS.LEVEL.get(st)
+            if info is not None and info.addr and job is not None and job.ibs:
+                level = regs.IbLevel[info.level]
+                if level == 1:
+                    hdr_addr = next((a + 4 * k for a, n in job.ibs for k in range(n)
+                                     if job.client_addr(a + 4 * k) == info.addr), None)
         if not ibs and job is not None and job.ibs and (level or 0) >= 1:
             # without the probe's: the job's IB that holds the packet, else its first
             addr, n = next(((a, n) for a, n in job.ibs if hdr_addr is not None and a <= hdr_addr < a + 4 * n),
@@ -284,7 +299,7 @@ class CrashReporter:
             base, n = ib["base"], ib["size_dw"]
             pos = ib.get("pos_dw")
             at = f", CP position +{4 * pos:#x}" if pos is not None else ""
-            lines.append(f"  -> IB{ib['level']} at {base:#x}, {n} dwords{at}")
+            lines.append(f"  -> IB{ib['level']} at {base:#x}, {n_dwords(n)}{at}")
             pa = xlate(base, 4 * n) if n else None
             if pa is not None and (pa >> 2) + n <= len(mem32):
                 words = mem32[pa >> 2:(pa >> 2) + n].tolist()
@@ -299,7 +314,7 @@ class CrashReporter:
                                     item.args["base"] == deeper["base"]:
                                 mark, note = base + 4 * item.offset, "<-- calls the next level"
                 lines.append(marked_listing(words, base, mark, note))
-                dumps.append(format_dump(f"IB{ib['level']} at {base:#x} ({n} dwords)", base, words))
+                dumps.append(format_dump(f"IB{ib['level']} at {base:#x} ({n_dwords(n)})", base, words))
         hdr_pa = None if hdr_addr is None else hdr_addr if not level else xlate(hdr_addr, 4)
         if hdr_pa is not None and 0 <= hdr_pa and (hdr_pa >> 2) + 1 <= len(mem32):
             i = hdr_pa >> 2
@@ -346,7 +361,7 @@ class CrashReporter:
             return "\n".join(lines)
         base, n = ib1
         copy = f" (the CS checker's copy of the app's IB at {client(base):#x})" if client(base) != base else ""
-        lines.append(f"  -> IB1 at {base:#x}, {n} dwords{copy}")
+        lines.append(f"  -> IB1 at {base:#x}, {n_dwords(n)}{copy}")
         pa = kmd.job_translate(job)(base, 4 * n) if n else None
         mem32 = kmd.mem32
         if pa is not None and (pa >> 2) + n <= len(mem32):
@@ -354,7 +369,7 @@ class CrashReporter:
             inside = hw_hdr is not None and base <= hw_hdr < base + 4 * n
             lines.append(marked_listing(words, base, hw_hdr if inside else None,
                                         "<-- the packet in hand" if inside else "", codec))
-            dumps.append(format_dump(f"{name} IB1 at {base:#x} ({n} dwords)", base, words))
+            dumps.append(format_dump(f"{name} IB1 at {base:#x} ({n_dwords(n)})", base, words))
             if inside:
                 item = next(codec.decode_stream(words, (hw_hdr - base) >> 2))
                 lines.append("  the packet in hand:")
@@ -421,6 +436,27 @@ class CrashReporter:
 
 # ------------------------------------------------------------------------------ exit report
 
+QUEUE_ENGINE = {"gfx": "CP queue 0 (gfx)", "gfx_high": "CP queue 1 (gfx_high)", "sdma0": "the SDMA (sdma0)"}
+
+
+def queue_engine(kmd: "Kmd", q) -> str:
+    """The engine a UMD queue's jobs run on, as the KMD routes them (Kmd.sched_for: a
+    high-priority context's gfx jobs on the CP's queue 1 when there is one). A closed
+    queue's context is gone: its priority is the one the queue asked for."""
+    from types import SimpleNamespace
+
+    from kmd_model.sched.scheduler import Priority
+
+    sched = kmd.rings.get((q.ip_type, 0))
+    if sched is None:
+        return "no engine"
+    ctx = kmd.contexts.get((q.ws.file.fd, q.ctx_id))
+    if ctx is None:
+        ctx = SimpleNamespace(priority={"low": Priority.LOW, "high": Priority.HIGH}.get(q.priority, Priority.NORMAL))
+    name = kmd.sched_for(sched, ctx).name
+    return QUEUE_ENGINE.get(name, name)
+
+
 def _size(n: int) -> str:
     return f"{n} bytes" if n < 4096 else f"{n // 1024} KiB"
 
@@ -469,12 +505,12 @@ def exit_report(kmd: "Kmd", queues: list, ioctl_stats: dict[str, list], at_exit:
             # recorded and never submitted: the app neither flushed nor closed the queue, so the
             # GPU never ran them (the report said "N API calls, 0 flushes" and nothing more)
             calls = [str(lb) for lb in list(cb.labels.values()) + [lb for _, lb in cb._pending_labels]]
-            lines.append(f"  LEAK: queue fd {q.ws.file.fd} ctx {q.ctx_id}: {cb.commands} command(s) recorded and "
-                         f"never submitted ({cb.dwords} dwords): the GPU never ran them (flush(), finish() or "
+            lines.append(f"  LEAK: queue fd {q.ws.file.fd} ctx {q.ctx_id} on {queue_engine(kmd, q)}: {cb.commands} command(s) recorded and "
+                         f"never submitted ({n_dwords(cb.dwords)}): the GPU never ran them (flush(), finish() or "
                          "close() submits)" + (f"; the first {calls[0]}" if calls else ""))
         pool = q.pool
         # context ids are per file (two clients' first contexts are both 1): the fd tells them apart
-        lines.append(f"  queue fd {q.ws.file.fd} ctx {q.ctx_id}: {q.calls} API calls, {q.flushes} flushes, "
+        lines.append(f"  queue fd {q.ws.file.fd} ctx {q.ctx_id} on {queue_engine(kmd, q)}: {q.calls} API calls, {q.flushes} flushes, "
                      f"IB pool {pool.created} IBs of {4 * pool.size_dw} bytes created, {len(pool.free)} free, "
                      f"{q.cmdbuf.chains} chains, {len(q.inflight)} submissions in flight"
                      + (" (closed)" if q.closed else ""))

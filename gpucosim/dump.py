@@ -34,6 +34,11 @@ class Dump:
     dwords: list[int] = field(default_factory=list)
 
 
+def n_dwords(n: int) -> str:
+    """How a dump's length is said: "1 dword", "5 dwords" (SAID_DWORDS reads it back)."""
+    return f"{n} dword" if n == 1 else f"{n} dwords"
+
+
 def format_dump(name: str, base: int, dwords: list[int]) -> str:
     lines = [f"-- dump: {name} --"]
     for i in range(0, len(dwords), PER_LINE):
@@ -43,7 +48,7 @@ def format_dump(name: str, base: int, dwords: list[int]) -> str:
 
 
 _HEADER = re.compile(r"^--\s*dump:\s*(.*?)\s*--\s*$")
-_SAID_DWORDS = re.compile(r"\((\d+) dwords\)$")
+SAID_DWORDS = re.compile(r"\((\d+) dwords?\)$")  # ("1 dwords" in reports written before "1 dword")
 _ADDR_LINE = re.compile(r"^\s*(0x)?[0-9a-fA-F]+:(\s+(0x)?[0-9a-fA-F]{1,8})+\s*$")
 
 
@@ -98,9 +103,9 @@ def parse_text(text: str, source: str = "input", base: int = 0) -> list[Dump]:
                 dumps.append(cur)
             cur.dwords.append(v)
     for d in dumps:  # a crash report's IB dump says how long it is: a shorter one was cut
-        said = _SAID_DWORDS.search(d.name)
+        said = SAID_DWORDS.search(d.name)
         if said and int(said.group(1)) != len(d.dwords):
-            raise DumpError(f"{source}: dump {d.name!r} has {len(d.dwords)} of its {said.group(1)} dwords: cut short?")
+            raise DumpError(f"{source}: dump {d.name!r} has {len(d.dwords)} of its {n_dwords(int(said.group(1)))}: cut short?")
     dumps = [d for d in dumps if d.dwords]
     if not dumps:
         raise DumpError(f"{source}: no dwords found")

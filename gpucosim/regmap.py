@@ -64,7 +64,10 @@ def lookup(name: str) -> tuple[type[Register], int]:
             raise RegisterLookupError(f"no register at offset {off:#x}: registers are dwords at offsets "
                                       f"that are multiples of 4{where}")
         raise RegisterLookupError(f"no register at offset {off:#x}")
-    base, _, idx = text.upper().partition("[")
+    base, bracket, idx = text.upper().partition("[")
+    if bracket and (not idx.endswith("]") or "]" in idx[:-1] or "[" in idx):
+        # (PERF_PACKETS[1 and PERF_PACKETS[1]] were read as PERF_PACKETS[1])
+        raise RegisterLookupError(f"bad index in {name!r}: an array's element is NAME[INDEX]")
     by_name = {r.NAME: r for r in regs.REGISTERS}
     reg = by_name.get(base)
     if reg is None:
@@ -178,11 +181,13 @@ def describe(reg: type[Register], index: int | None = None) -> str:
 
 
 def table() -> str:
-    """Every register: offset, name, access summary and fields."""
-    lines = [f"{'offset':<8} {'register':<20} {'reset':<11} fields"]
-    for r in regs.REGISTERS:
-        name = r.NAME + (f"[{r.ARRAY_LEN}]" if r.ARRAY_LEN > 1 else "")
+    """Every register: offset, name, access summary and fields. The name column is as wide
+    as the longest name (at least 20: a longer one pushed its row's columns out of line)."""
+    names = [r.NAME + (f"[{r.ARRAY_LEN}]" if r.ARRAY_LEN > 1 else "") for r in regs.REGISTERS]
+    nw = max([20] + [len(n) for n in names])
+    lines = [f"{'offset':<8} {'register':<{nw}} {'reset':<11} fields"]
+    for r, name in zip(regs.REGISTERS, names):
         fields = " ".join(f.name if f.width == 1 else f"{f.name}[{f.msb}:{f.lsb}]" for f in r.FIELDS)
         reset = "—" if len(r.hw_driven()) == len(r.FIELDS) else f"{r.RESET:#010x}"  # —: the device's state
-        lines.append(f"{r.ADDR:#06x}   {name:<20} {reset:<10}  {fields}")
+        lines.append(f"{r.ADDR:#06x}   {name:<{nw}} {reset:<10}  {fields}")
     return "\n".join(lines)

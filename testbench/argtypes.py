@@ -103,10 +103,18 @@ fraction = real_in(lambda v: 0 < v <= 1, "a number in (0, 1]")  # a share
 positive_float = real_in(lambda v: 0 < v < float("inf"), "a positive number")  # minutes, a budget
 
 
-def folder_problem(path: Path) -> str | None:
+def folder_problem(path: Path, make: bool = True) -> str | None:
     """Why `path` is not, and cannot be made, a folder this process can write in (one line,
     for `OPTION: ...`), or None. Checked by making a file there and removing it: os.access
-    says yes to root everywhere, /proc included."""
+    says yes to root everywhere, /proc included. `make`: the folder is made now (the run
+    writes there without making it); else nothing is made, and the nearest folder that
+    exists is the one checked (a report written at a run's end makes its folders then: a
+    run that failed before left them empty)."""
+    if not make:
+        there = next((d for d in (path, *path.parents) if d.exists() or d.is_symlink()), Path("."))
+        if not there.is_dir():
+            return f"{there} is a file, not a folder"
+        path = there
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
@@ -121,11 +129,15 @@ def folder_problem(path: Path) -> str | None:
     return None
 
 
-def report_file_problem(path: Path, what: str) -> str | None:
+def report_file_problem(path: Path | str, what: str) -> str | None:
     """Why a run cannot end by writing its JSON report to `path` (one line, for `-o: ...`), or
     None: found before the run, not after its minutes or hours. A folder; a path under a file;
     a file that is not `what` (an earlier report: a JSON object), which the run would write
-    over (`-o README.md`); a folder that takes no file."""
+    over (`-o README.md`); a folder that takes no file. Makes no folder: the run makes them
+    when it writes the report. An empty name (`-o ""`, which Path reads as ".") is none."""
+    if str(path) == "":
+        return "an empty name (give a path)"
+    path = Path(path)
     if path.is_dir():
         return f"{path} is a folder; name the JSON file to write"
     blocker = next((d for d in path.parents if d.exists() and not d.is_dir()), None)
@@ -139,4 +151,4 @@ def report_file_problem(path: Path, what: str) -> str | None:
         if not ok:
             return (f"{path}: the file exists and is not {what} (a JSON object): the run would write over it; "
                     "give a new name, or remove the file first")
-    return folder_problem(path.parent)
+    return folder_problem(path.parent, make=False)

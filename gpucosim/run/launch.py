@@ -103,11 +103,15 @@ def run_app(opts: RunOptions) -> int:
 # ------------------------------------------------------------------------------ reference model
 
 def _model_probe(dev) -> dict:
-    """The reference model's CP position (its IB frames), for crash reports."""
+    """The reference model's CP position in queue 0 (its IB frames), for crash reports. The
+    level of the packet in hand is queue 0's when queue 1 ran the last packet: its IB depth
+    (the last packet's level was queue 1's: "RING" for a queue-0 timeout in IB1)."""
     frames = getattr(dev, "_frames", [])
-    return {"level": getattr(dev, "_cur_level", len(frames)),
+    q1 = getattr(dev, "_hq1", None)
+    last_was_q0 = q1 is None or not getattr(q1, "last", 0)
+    return {"level": getattr(dev, "_cur_level", len(frames)) if last_was_q0 else len(frames),
             "ibs": [{"level": i + 1, "base": b, "size_dw": s, "pos_dw": p} for i, (b, s, p) in enumerate(frames)],
-            "header_addr": None}
+            "header_addr": None, "queue": 0}
 
 
 def _run_model(opts: RunOptions) -> int:

@@ -357,9 +357,12 @@ class Session:
                   file=sys.stderr, flush=True)
             return None
         tl = self.timeline
+        # (it said "(N events)" of the slices and instants alone: the file holds the
+        # metadata events naming the processes and tracks too)
         dropped = (f"; the {tl.dropped} after them dropped: a timeline keeps the first {len(tl)}"
                    if tl.dropped else "")
-        print(f"gpucosim: timeline written to {self.opts.shown(path)} ({len(tl)} events{dropped}): "
+        print(f"gpucosim: timeline written to {self.opts.shown(path)} ({len(tl) + tl.metadata_events} events: "
+              f"{len(tl)} slices and instants, {tl.metadata_events} naming the processes and tracks{dropped}): "
               f"open it at https://ui.perfetto.dev", file=sys.stderr, flush=True)
         return path
 

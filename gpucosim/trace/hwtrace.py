@@ -565,6 +565,10 @@ def cp_probe(dut, ib_levels: int = 2) -> dict:
     cp = dut.gpu.cp
     out = {"level": _int(cp.level), "header": _int(cp.hdr), "header_offset_dw": _int(cp.hdr_taken_off),
            "header_addr": _int(cp.hdr_addr), "ibs": []}
+    try:  # the queue whose place the parser's registers hold (queue 1's while it runs it)
+        out["queue"] = _int(cp.q)
+    except AttributeError:
+        pass
     for i in range(1, ib_levels + 1):
         try:
             out["ibs"].append({"level": i, "base": _int(getattr(cp, f"ib_base{i}")),

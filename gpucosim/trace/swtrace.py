@@ -19,6 +19,7 @@ from kmd_model.ioctl.trace import fmt as fmt_ioctl
 from kmd_model.uapi import CsChunkIb, HwIp
 from spec import pm4, sdma
 
+from ..dump import n_dwords
 from .timeline import Timeline, wave_time
 
 if TYPE_CHECKING:
@@ -161,12 +162,12 @@ class Tracer:
                 if pa is None:
                     continue
                 words = kmd.mem32[pa // 4: pa // 4 + ch.size_dw].tolist()
-                self._dump(f"CS seq {rec.result.seq} SDMA IB at {addr:#x} ({len(words)} dwords)", addr, words)
-                parts.append(f"SDMA IB at {addr:#x}, {len(words)} dwords:\n{sdma.listing(words, addr)}")
+                self._dump(f"CS seq {rec.result.seq} SDMA IB at {addr:#x} ({n_dwords(len(words))})", addr, words)
+                parts.append(f"SDMA IB at {addr:#x}, {n_dwords(len(words))}:\n{sdma.listing(words, addr)}")
                 continue
             for base, words in ib_chain(kmd.mem32, addr, ch.size_dw, file.vm.translate):
-                self._dump(f"CS seq {rec.result.seq} IB at {base:#x} ({len(words)} dwords)", base, words)
-                parts.append(f"IB at {base:#x}, {len(words)} dwords:\n{listing(words, base)}")
+                self._dump(f"CS seq {rec.result.seq} IB at {base:#x} ({n_dwords(len(words))})", base, words)
+                parts.append(f"IB at {base:#x}, {n_dwords(len(words))}:\n{listing(words, base)}")
         if parts:
             a["ibs"] = "\n".join(parts)
 

@@ -77,6 +77,7 @@ class Timeline:
         self.events: list[tuple] = []  # (track, ph, name, start_cycle, end_cycle, args)
         self.metadata: dict[str, Any] = {}
         self.dropped = 0  # events after the first MAX_EVENTS, not kept
+        self.metadata_events = 0  # the "M" events naming processes and tracks (to_json's last)
 
     def wall_ms(self) -> float:
         """Wall time since the timeline started, for event arguments."""
@@ -124,6 +125,7 @@ class Timeline:
                 meta.append({"ph": "M", "name": "thread_name", "pid": t.pid, "tid": tid, "args": {"name": name}})
                 meta.append({"ph": "M", "name": "thread_sort_index", "pid": t.pid, "tid": tid,
                              "args": {"sort_index": tid}})
+        self.metadata_events = len(meta)  # (what `gpucosim run` says it wrote counts them apart)
         out = []
         for i, (track, ph, name, start, end, args) in enumerate(events):
             t = TRACKS[track]

@@ -239,23 +239,27 @@ def main(argv: list[str] | None = None, prog: str = "python -m testbench.bench")
     # (before minutes of benchmarks, not after: a folder that takes no file, -o immutable/b.json,
     # ran them all and failed at the end; and a file other than an earlier report, -o README.md,
     # was removed below and written over)
-    if problem := report_file_problem(out, "figures of an earlier bench"):
+    if problem := report_file_problem(args.output, "figures of an earlier bench"):
         ap.error(f"-o: {problem}")
-    try:
-        out.unlink(missing_ok=True)
-    except OSError as e:
-        ap.error(f"-o: cannot write {out}: {e.strerror}")
+    if out.exists() and not os.access(out, os.W_OK):
+        ap.error(f"-o: cannot write {out}: Permission denied")
     design = gpu_design(args.data_width)
-    env = {"GPUCOSIM_BENCH_OUT": str(out.resolve())}
+    # The cocotb runs write their figures to a file of the run's own: -o (and its folder)
+    # is written once, at the end (it was written by the runs, its folder made before them,
+    # and an earlier report removed before a run that might fail)
+    own = sim.BUILD / "runs" / f"bench-{os.getpid()}.json"
+    own.parent.mkdir(parents=True, exist_ok=True)
+    own.unlink(missing_ok=True)
+    env = {"GPUCOSIM_BENCH_OUT": str(own.resolve())}
     res = sim.run(design, "verilator", "testbench.bench.cocotb_bench", tag="bench", extra_env=env, clock="hdl")
     # the path before issue 13, on a tenth of the work (its cycles per second do not depend on it)
     before = sim.run(design, "verilator", "testbench.bench.cocotb_bench", "sim_speed", tag="bench-before",
                      extra_env={**env, "GPUCOSIM_BENCH_SCALE": "0.1"}, clock="cocotb")
-    results = json.loads(out.read_text()) if out.exists() else {}
+    results = json.loads(own.read_text()) if own.exists() else {}
+    own.unlink(missing_ok=True)
     # The same cycle figures on the 32-bit top (the width of the FPGA goals), through a file
     # of the run's own (it was -o's name with -32b, removed and written over unasked)
     out32 = sim.BUILD / "runs" / f"bench32-{os.getpid()}.json"
-    out32.parent.mkdir(parents=True, exist_ok=True)
     out32.unlink(missing_ok=True)
     res32 = sim.run(gpu_design(32), "verilator", "testbench.bench.cocotb_bench", WIDTH_32_TESTS, tag="bench32",
                     extra_env={"GPUCOSIM_BENCH_OUT": str(out32.resolve())})
@@ -299,6 +303,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m testbench.bench")
     from fpga import report as fpga_report
 
     results.update(fpga_report.derived(fpga_report.load_other(fpga_report.FPGA_JSON), results))
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1) + "\n")
     print(table(results))
     print(f"\nwritten to {out}")

@@ -97,12 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     sims = [s.strip() for s in args.sim.split(",") if s.strip()]
     if not sims:
         ap.error(f"argument --sim: no simulator in {args.sim!r} (verilator, icarus, model, or a comma list)")
-    if args.json is not None and Path(args.json).is_dir():  # (found after the campaign, it lost the report)
+    if args.json and Path(args.json).is_dir():  # (found after the campaign, it lost the report)
         ap.error(f"argument --json: {args.json} is a directory (give the report's file name)")
     # (a file other than an earlier report, --json README.md, was written over after the campaign)
     from testbench.sim import BUILD
 
-    if problem := report_file_problem(Path(args.json) if args.json else BUILD / "difftest.json", "a difftest report"):
+    if problem := report_file_problem(BUILD / "difftest.json" if args.json is None else args.json, "a difftest report"):
         ap.error(f"argument --json: {problem}")
     mcaps = model_caps(False if args.no_dma else None, args.data_width)
 

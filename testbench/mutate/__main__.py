@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         from .fast import main as fast_main
         return fast_main()
     # (a file other than an earlier report, --json README.md, was written over after the campaign)
-    if problem := report_file_problem(Path(args.json), "a mutation report"):
+    if problem := report_file_problem(args.json, "a mutation report"):
         ap.error(f"argument --json: {problem}")
 
     t0 = time.monotonic()

@@ -29,6 +29,10 @@ CASES = [
      "argument --sim: no simulator in ',' (verilator, icarus, model, or a comma list)"),
     (difftest_main, "python -m testbench.difftest", ["--sim", "model", "--json", "."],
      "argument --json: . is a directory (give the report's file name)"),
+    # an empty report name (Path reads it as "."): "-o: . is a folder" or "--json  is a directory"
+    (difftest_main, "python -m testbench.difftest", ["--sim", "model", "--json", ""],
+     "argument --json: an empty name (give a path)"),
+    (mutate_main, "python -m testbench.mutate", ["--json", ""], "argument --json: an empty name (give a path)"),
     (mutate_main, "python -m testbench.mutate", ["--jobs", "0"], "argument --jobs: must be at least 1, not 0"),
     (mutate_main, "python -m testbench.mutate", ["--budget", "-3"], "argument --budget: must be a positive number, not '-3'"),
     (mutate_main, "python -m testbench.mutate", ["--budget", "inf"], "argument --budget: must be a positive number, not 'inf'"),

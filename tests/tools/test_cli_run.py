@@ -74,6 +74,10 @@ def test_run_refuses_what_it_would_find_out_too_late(capsys, tmp_path, monkeypat
     assert usage_error(capsys, *model, "--log", "nosuchmod=info") == (
         "gpucosim run: error: --log: unknown module 'nosuchmod' (modules: umd, ioctl, kmd, cs, ring, fence, ih, "
         "sched, bo, vm, bus, cp, sdma, or all)")
+    for empty in ("", " , "):  # (`--log "$LOG"` with LOG unset set nothing, and said nothing)
+        assert usage_error(capsys, *model, "--log", "ioctl=info", "--log", empty) == (
+            f"gpucosim run: error: --log: {empty!r} names no module=level pair (e.g. ioctl=info,ring=debug, "
+            "or one level for all: info)")
     a_file = tmp_path / "f"
     a_file.write_text("")
     assert usage_error(capsys, *model, "--trace", str(a_file / "t.json")) == (

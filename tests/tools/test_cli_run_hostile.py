@@ -502,7 +502,7 @@ def test_commands_recorded_and_never_submitted_are_reported(tmp_path):
                    "    q.write(gpu.alloc(64), 0, 1)\n")
     r = gpucosim("run", str(app), "--sim", "model")
     assert r.returncode == 0, r.stderr
-    assert ("  LEAK: queue fd 3 ctx 1: 1 command(s) recorded and never submitted (5 dwords): the GPU never ran "
+    assert ("  LEAK: queue fd 3 ctx 1 on CP queue 0 (gfx): 1 command(s) recorded and never submitted (5 dwords): the GPU never ran "
             "them (flush(), finish() or close() submits); the first Queue.write() #1") in r.stderr.splitlines(), r.stderr
     app.write_text(app.read_text() + "    q.flush()\n")
     r = gpucosim("run", str(app), "--sim", "model")

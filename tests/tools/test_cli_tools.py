@@ -24,6 +24,13 @@ def test_regs_table_register_and_decode(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["offset", "register", "reset", "fields"]
     assert any(line.split()[1] == "RB_DOORBELL" for line in out[1:])
+    # every column starts where its heading does, after a name longer than 20 characters too
+    # (PERF_SDMA_DWORDS_FETCHED, VM_CONTEXT_PT_BASE_LO[16] pushed their rows' columns right)
+    reset_at, fields_at = out[0].index("reset"), out[0].index("fields")
+    assert any(len(line.split()[1]) > 20 for line in out[1:])
+    for line in out[1:]:
+        assert line[reset_at - 1] == " " and line[reset_at] != " ", line
+        assert line[fields_at - 1] == " " and line[fields_at] != " ", line
     assert cli.main(["regs", "cp_error"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("CP_ERROR @ 0x0c0, reset: the device's state (driven by the hardware)")
@@ -159,6 +166,31 @@ def test_disasm_words_text_binary_and_dumps(capsys, tmp_path):
     assert capsys.readouterr().out.splitlines()[1].startswith("0x4000: c0033700  WRITE_DATA")
 
 
+@pytest.mark.parametrize("name", ["PERF_PACKETS[1", "PERF_PACKETS[1]]", "PERF_PACKETS[[1]"])
+def test_regs_refuses_an_unbalanced_index(capsys, name):
+    """`regs PERF_PACKETS[1` (a bracket lost to the shell or a typo) was read as element 1."""
+    assert usage_error(capsys, "regs", name) == \
+        f"gpucosim regs: error: bad index in {name!r}: an array's element is NAME[INDEX]"
+
+
+def test_disasm_says_1_dword_and_reads_it_back(capsys, tmp_path):
+    """A one-dword dump was headed "(1 dwords)", by disasm and in a crash report's or a
+    timeline's dump names; the parser that checks a dump's said length reads both spellings
+    (reports written before say "1 dwords")."""
+    from gpucosim.dump import parse_text
+
+    report = tmp_path / "crash.txt"
+    report.write_text("gpucosim crash report\n== dumps ==\n" + format_dump("ring", 0x100, pm4.pad(1)) + "\n"
+                      + format_dump("IB1 at 0x3000 (1 dword)", 0x3000, pm4.pad(1)) + "\n")
+    assert cli.main(["disasm", str(report)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "ring (1 dword at 0x100)" and out[3] == "IB1 at 0x3000 (1 dword)"
+    assert len(parse_text(format_dump("IB1 at 0x3000 (1 dwords)", 0x3000, pm4.pad(1)) + "\n")) == 1
+    for said in ("3 dwords", "1 dword"):
+        with pytest.raises(Exception, match="cut short"):
+            parse_text(format_dump(f"IB1 at 0x3000 ({said})", 0x3000, pm4.pad(2)) + "\n")
+
+
 def test_disasm_errors(capsys, tmp_path):
     assert usage_error(capsys, "disasm") == \
         "gpucosim disasm: error: nothing to disassemble: give FILE, - for stdin, or --dwords HEX..."
@@ -254,6 +286,29 @@ def test_bench_calls_testbench_bench(monkeypatch):
     assert cli.main(["bench", "--quick", "x"]) == 0
     assert cli.main(["bench", "--help"]) == 0
     assert calls == [(["--quick", "x"], "gpucosim bench"), (["--help"], "gpucosim bench")]
+
+
+def test_bench_makes_its_output_folder_only_to_write_the_report(monkeypatch, tmp_path):
+    """`bench -o new/dir/b.json` made new/dir while checking it could write there, before the
+    run: a run that then failed left the empty folders behind. The folders are made when the
+    report is written; a folder the check cannot use is still refused before the run."""
+    import testbench.bench
+    from testbench.argtypes import report_file_problem
+
+    def refused(width):
+        raise RuntimeError("no simulator")
+
+    monkeypatch.setattr(testbench.bench, "gpu_design", refused)
+    with pytest.raises(RuntimeError, match="no simulator"):
+        testbench.bench.main(["-o", str(tmp_path / "new" / "dir" / "b.json"), "--speed-sims", "none"])
+    assert list(tmp_path.iterdir()) == []
+    assert report_file_problem(tmp_path / "a" / "b" / "r.json", "a report") is None
+    assert list(tmp_path.iterdir()) == []
+    assert report_file_problem("", "a report") == "an empty name (give a path)"  # (not ". is a folder")
+    (tmp_path / "f").write_text("")
+    assert report_file_problem(tmp_path / "f" / "b" / "r.json", "a report") == f"{tmp_path / 'f'} is a file, not a folder"
+    if Path("/proc").is_dir():
+        assert report_file_problem(Path("/proc/new/r.json"), "a report").startswith("cannot write in /proc: ")
 
 
 def test_bench_without_the_benchmarks(monkeypatch, capsys):

@@ -44,3 +44,14 @@ def test_an_examples_own_range_check_is_one_line(capsys):
         copy_pipeline.main(["--chunk-bytes", "6"])
     assert exc.value.code == 2
     assert capsys.readouterr().err.splitlines() == ["copy_pipeline: error: --chunk-bytes must be a multiple of 4, not 6"]
+
+
+def test_memcpy_refuses_a_negative_seed_before_it_runs(capsys):
+    """`memcpy --seed -1` was numpy's "ValueError: expected non-negative integer" from the app
+    (a crash report of an exception) instead of a usage error."""
+    from examples import memcpy
+
+    with pytest.raises(SystemExit) as exc:
+        memcpy.main(["--seed", "-1"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.splitlines() == ["memcpy: error: argument --seed: must be at least 0, not -1"]

@@ -677,7 +677,7 @@ def test_two_clients_first_contexts_are_told_apart_by_their_fd():
     for fd in fds:
         assert re.search(rf"^  (in the ring|queued): fd {fd} context 1 seq ", jobs, re.M), jobs
     text, _ = exit_report(kmd, queues, {}, at_exit=False)
-    assert all(f"  queue fd {fd} ctx 1: " in text for fd in fds), text
+    assert all(f"  queue fd {fd} ctx 1 on CP queue 0 (gfx): " in text for fd in fds), text
     for gate in gates:
         gate.u32[0] = 1
     for q in queues:
@@ -689,6 +689,85 @@ def test_two_clients_first_contexts_are_told_apart_by_their_fd():
         assert any(a["fd"] == fd and a["context"] == 1 for a in fences), fences
     for g in gpus:
         g.close()
+
+
+def test_crash_report_of_a_queue_0_timeout_while_the_cp_works_in_queue_1(tmp_path):
+    """A queue-0 job timed out (polling in its IB1) while the CP's parser was in queue 1's
+    ring: the CP's registers (the RTL's probe) held queue 1's place, level RING, and the
+    report said "the CP is at level RING" with no IB, of queue 0's timeout. It describes
+    queue 0's own state: the level its STATUS reads, the job's IB with the packet the timeout
+    found it stuck in marked, and a line saying the CP's registers hold the other queue's
+    place. The model's probe, whose level was the last packet's whichever queue ran it, is
+    queue 0's too."""
+    import kmd_model
+    import umd
+    from gpucosim.crash import CrashReporter
+    from gpucosim.run.launch import _model_probe
+    from testbench.refmodel import RefModel
+
+    dev = RefModel()
+    in_queue_1 = {}  # what the RTL's probe reads with the parser in queue 1's ring
+
+    def probe():
+        return in_queue_1 or _model_probe(dev)
+
+    crash = CrashReporter(tmp_path, "app", "model", probe)
+    kmd = kmd_model.bind(dev, observers=[crash.observe], job_timeout=3000)
+    crash.attach(kmd)
+    try:
+        gpu = umd.open()
+        flag, a = gpu.alloc(4096, "gtt"), gpu.alloc(4096, "vram")
+        q, h = gpu.queue(), gpu.queue(priority="high")
+        h.write(a, 8, 1)
+        h.finish()
+        hq = kmd.hqd_ring
+        in_queue_1.update({"level": 0, "queue": 1, "header_addr": hq.gpu_addr + 4 * (hq.wptr & hq.mask),
+                           "ibs": [{"level": 1, "base": 0x3F100000, "size_dw": 8, "pos_dw": 8},
+                                   {"level": 2, "base": 0, "size_dw": 0, "pos_dw": 0}]})
+        q.write(a, 0, 5)
+        q.wait_mem(flag, 0, 1)
+        with pytest.raises(umd.GpuError, match="timed out"):
+            q.signal().wait()
+        (report,) = crash.written
+        stack = report.read_text().split("== IB stack and the packet in hand ==")[1].split("\n== ")[0]
+        assert "the CP is at level IB1, packet header at " in stack, stack
+        assert "level RING" not in stack, stack
+        assert "WAIT_REG_MEM" in stack and "<-- the packet in hand" in stack, stack
+        assert "its other queue's place" in stack, stack
+        # the model: queue 0's level, though queue 1 ran the last packet (at its ring)
+        dev._hq1.last, dev._cur_level, dev._frames = 1, 0, [[0x3F000000, 24, 5]]
+        assert _model_probe(dev)["level"] == 1
+        gpu.close()
+    finally:
+        kmd_model.unbind()
+
+
+def test_the_exit_report_names_each_queues_engine():
+    """The exit report's per-queue lines said "queue fd 3 ctx 1: ..." alone: which engine ran
+    them (the CP's queue 0 or 1, the SDMA) was left to guess. Each names its engine, as the
+    KMD routes it (a high-priority context's gfx jobs go to the CP's queue 1)."""
+    import kmd_model
+    import umd
+    from gpucosim.crash import exit_report
+    from testbench.refmodel import RefModel
+
+    kmd = kmd_model.bind(RefModel())
+    try:
+        gpu = umd.open()
+        queues = [gpu.queue(), gpu.queue(priority="high"), gpu.queue(engine="copy")]
+        buf = gpu.alloc(4096)
+        queues[2].fill(buf, 0, 64, 7)
+        queues[2].close()
+        text, _ = exit_report(kmd, queues, {}, at_exit=False)
+        lines = [ln for ln in text.splitlines() if ln.startswith("  queue fd")]
+        assert [ln.split(":")[0] for ln in lines] == [
+            f"  queue fd {gpu.ws.file.fd} ctx {queues[0].ctx_id} on CP queue 0 (gfx)",
+            f"  queue fd {gpu.ws.file.fd} ctx {queues[1].ctx_id} on CP queue 1 (gfx_high)",
+            f"  queue fd {gpu.ws.file.fd} ctx {queues[2].ctx_id} on the SDMA (sdma0)"], text
+        buf.free()
+        gpu.close()
+    finally:
+        kmd_model.unbind()
 
 
 def test_a_timeline_keeps_its_first_max_events_and_says_how_many_it_dropped(tmp_path, monkeypatch, capsys):
@@ -711,4 +790,7 @@ def test_a_timeline_keeps_its_first_max_events_and_says_how_many_it_dropped(tmp_
     monkeypatch.setattr(tl, "MAX_EVENTS", 10)
     assert cli.main(["run", "examples/hello.py", "--sim", "model", "--trace", str(tmp_path / "h.json")]) == 0
     said = [ln for ln in capsys.readouterr().err.splitlines() if "timeline written" in ln]
-    assert said and "(10 events; the " in said[0] and " after them dropped: a timeline keeps the first 10)" in said[0]
+    # the count says what it counts: the file's events, the metadata naming tracks among them
+    n = len(json.loads((tmp_path / "h.json").read_text())["traceEvents"])
+    assert said and f"({n} events: 10 slices and instants, {n - 10} naming the processes and tracks; the " in said[0]
+    assert " after them dropped: a timeline keeps the first 10)" in said[0]
