@@ -381,10 +381,19 @@ class StreamDriver:
         self.obs.status = f"error {regs.CpError(code).name if code in regs.CpError._value2member_map_ else code}"
 
     def do_stuck(self) -> None:
-        """Wait until the CP is idle or has been in one WAIT_REG_MEM for the KMD's timeout."""
+        """Wait until the CP is idle or has been in one WAIT_REG_MEM for the KMD's timeout.
+
+        One WAIT_REG_MEM: polling (STATUS.WAITING) at both ends of the timeout with the same
+        LEVEL, RB_RPTR and dwords parsed (PERF_Q0_DWORDS_FETCHED: a poll parses nothing new,
+        any packet after it does), as the KMD's job timer takes progress. LEVEL and RB_RPTR
+        alone do not tell two polls of one IB apart (RB_RPTR moves past the INDIRECT_BUFFER
+        only when the whole IB has run): on slow memory a CP seen in an IB's first poll and,
+        400 cycles on, in a later one, was taken for stuck and soft-reset mid-IB (seed
+        20261206's stream 2339)."""
         t0 = self.dev.now()
         d = 4
         st = self.status()
+        where = (regs.RB_RPTR.addr(), regs.PERF_Q0_DWORDS_FETCHED.addr())
         while True:
             if st["IDLE"]:
                 code = self.io.fields(regs.CP_ERROR)["CODE"]
@@ -392,9 +401,9 @@ class StreamDriver:
                     f"error {regs.CpError(code).name if code in regs.CpError._value2member_map_ else code}"
                 return
             if st["WAITING"]:
-                rptr = self.io.read(regs.RB_RPTR)
+                at = self.read_all(list(where))
                 st2 = self.status_after(KMD_TIMEOUT)
-                if st2["WAITING"] and st2["LEVEL"] == st["LEVEL"] and self.io.read(regs.RB_RPTR) == rptr:
+                if st2["WAITING"] and st2["LEVEL"] == st["LEVEL"] and self.read_all(list(where)) == at:
                     self.obs.status = "stuck"
                     return
             if self.dev.now() - t0 > SETTLE_BUDGET:

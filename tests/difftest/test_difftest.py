@@ -41,6 +41,7 @@ from testbench.difftest.streams.stream import Config, Stream
 from testbench.refmodel.snapshot import mem_digest
 
 SEED = cp.master_seed()
+M32 = 0xFFFF_FFFF
 
 
 class DifftestReport(UserWarning):
@@ -96,10 +97,14 @@ def _canon(x):
 # meant to alter streams or the model updates these (print them with the test's body).
 # Updated for PERF_Q0/Q1_DWORDS_FETCHED (two more observed registers, queue 0's left to
 # timing after a DMA error as the total is): with those keys left out, the recorded ones.
+# Updated for the driver's "stuck" reading PERF_Q0_DWORDS_FETCHED too: its one more MMIO
+# read of model time moves the IH entries' timestamps of the 12 streams that wait in a poll
+# (wait_timeout, raw, slverr poll_while_waiting); observations, traces and every other byte
+# of memory are the old driver's.
 STREAM_DIGESTS = {
-    (cp.DEFAULT_SEED, True): "35dff45de988de5f768b7f294931900c3c4991b05a1e6e8eb8595c414e720453",
-    (cp.DEFAULT_SEED, False): "4617d2c43d6fef12fb740415669d650c26b9a994ae26a568ae131c7d19bcb45e",
-    (1515, True): "73e33196318f4c7e3bc466b6afaa8180b59d867f577f357ed1f8a6810cdf7d02",
+    (cp.DEFAULT_SEED, True): "c5dbc81288df0dbf9e92307f7c0eab32bfca682813c213086cfc2da79fe06767",
+    (cp.DEFAULT_SEED, False): "15acad7ab6222568974705fbb51286c4c438b9e3d83b680ab45aedf7ce17b6fb",
+    (1515, True): "1c759f7cb226212d729896768d931e61e31ee731ac632a0e56b4d93d95e6997e",
 }
 
 
@@ -215,6 +220,63 @@ def test_step_mode_observes_every_ring_packet():
     b.events[2][1]["PERF_DWORDS_FETCHED"] += 1
     v = compare(s, b, a, mb.mem, ma.mem)
     assert v.first_packet.startswith(f"first difference {steps[2][0]}")
+
+
+class _PollsThenStuck:
+    """A device that only answers register reads, on a script: the CP polls one WAIT_REG_MEM
+    after another in IB1 (each `poll` cycles WAITING, then `gap` cycles on to the next,
+    7 more dwords parsed), RB_RPTR 0 all along (the ring's INDIRECT_BUFFER has not ended),
+    and from `stuck_at` on stays in the last one for good. A read costs 10 cycles."""
+
+    name = "scripted"
+
+    def __init__(self, polls: int, poll: int, gap: int):
+        self.t, self.poll, self.gap = 0, poll, gap
+        self.stuck_at = 200 + polls * (poll + gap)
+        self.mem = np.zeros(L.MEM_SIZE, dtype=np.uint8)
+        self.mem_model = None
+
+    def now(self) -> int:
+        return self.t
+
+    def delay(self, cycles: int) -> None:
+        self.t += cycles
+
+    def parsed(self) -> tuple[int, bool]:
+        """(dwords parsed, polling) now."""
+        if self.t < 200:
+            return 4, False  # fetching the IB
+        k, into = divmod(min(self.t, self.stuck_at) - 200, self.poll + self.gap)
+        return 4 + 7 * (k + 1), self.t >= self.stuck_at or into < self.poll
+
+    def mmio_read32(self, offset: int) -> int:
+        self.t += 10
+        parsed, polling = self.parsed()
+        if offset == regs.STATUS.addr():
+            return regs.STATUS.LEVEL.put(regs.IbLevel.IB1) | regs.STATUS.WAITING.put(int(polling))
+        return {regs.PERF_Q0_DWORDS_FETCHED.addr(): parsed, regs.PERF_DWORDS_FETCHED.addr(): parsed}.get(offset, 0)
+
+
+@pytest.mark.parametrize("poll,gap", [(300, 60), (150, 20), (390, 5)])
+def test_stuck_means_one_poll_for_the_kmd_timeout_not_two_polls_of_one_ib(poll, gap):
+    """Found by the campaign (seed 20261206, stream 2339, rd_latency 59 with stalls): the
+    driver's "stuck" took STATUS.WAITING with the same LEVEL and RB_RPTR KMD_TIMEOUT cycles
+    apart for one never-ending WAIT_REG_MEM, but the CP was in IB1's first poll at the first
+    look and in a later poll of the same IB at the second (RB_RPTR moves past the
+    INDIRECT_BUFFER only when its IB has run). The RTL was soft-reset mid-IB, half a
+    WRITE_DATA written, and the campaign reported a mismatch against the model, which had
+    reached the stream's last poll. Stuck is one poll for the whole timeout: the dwords
+    parsed do not move either."""
+    from testbench.difftest.driver import StreamDriver, Observation
+    from testbench.difftest.streams.stream import KMD_TIMEOUT
+
+    dev = _PollsThenStuck(polls=20, poll=poll, gap=gap)
+    c = Config(L.RING_REGION[0], 6, L.IH_REGION[0], 2, rptr_wb=False, ih_wptr_wb=False)
+    obs = Observation(dev.name)
+    StreamDriver(Stream(0, 0, "malformed", c), dev, obs).do_stuck()
+    assert obs.status == "stuck" and not obs.checks
+    assert dev.t >= dev.stuck_at + KMD_TIMEOUT, f"called stuck at cycle {dev.t}, in poll {dev.parsed()}, " \
+                                                 f"{dev.stuck_at - dev.t} cycles before the last poll began"
 
 
 def test_outside():
@@ -372,6 +434,74 @@ def test_dma_error_after_seven_transfers(tmp_path):
         st.index = i
     model = [cp.run_model(st, DMA)[0].status for st in streams]
     assert model == ["error BUS_DECERR"] * len(cases)
+    f = tmp_path / "streams.pkl"
+    f.write_bytes(__import__("pickle").dumps(streams))
+    recs, _, problems = run_rtl(simulator, 0, 0, len(streams), streams_file=f, workdir=tmp_path)
+    assert not problems
+    bad = [f"{streams[r['index']].variant}: {r['diffs'][:3]}" for r in recs if not r["ok"]]
+    assert not bad, "\n".join(bad)
+
+
+def polls_then_stuck(level: int, mem: dict, between: str, seed: int) -> Stream:
+    """IB1 (or an IB2 it calls: `level`) of 16 WAIT_REG_MEMs that end, each after `between`
+    ("nothing", a 45-dword WRITE_DATA, a CPU write after the doorbell), then one that never
+    holds (EQ with MASK 0) and a canary WRITE_DATA that must not run: the class of
+    seed 20261206's stream 2339, where slow memory spreads an IB's polls over more than the
+    KMD timeout."""
+    import random
+
+    from spec import pm4
+
+    r = random.Random(seed)
+    c = Config(L.RING_REGION[0], 6, L.IH_REGION[0], 2, rptr_wb=False, ih_wptr_wb=True, mem=mem)
+    s = Stream(seed, 0, "malformed", c, error_class="wait_timeout", variant=f"16 polls, {between} between, IB{level}")
+    s.expect = {"code": ""}
+    sem, data, releases, body = L.SEM_REGION[0], L.DATA_REGION[0], [], []
+    for k in range(16):
+        a = sem + 4 * k
+        if between == "cpu write":  # released 0-60 cycles apart after the doorbell
+            s.actions.append(("mem", a, [0]))
+            releases += [("delay", r.randint(0, 60)), ("mem", a, [k + 1])]
+            body += pm4.wait_reg_mem(a, k + 1, M32, "EQ", poll_interval=r.choice([0, 1, 30, 100]))
+        else:
+            s.actions.append(("mem", a, [k + 1]))
+            body += pm4.wait_reg_mem(a, k, M32, "GE", poll_interval=r.choice([0, 1, 30, 100]),
+                                     optimize_ace_offload_mode=k & 1)
+            if between == "write_data":
+                body += pm4.write_data(data + 0x100 * k, [r.getrandbits(32) for _ in range(45)])
+    body += pm4.wait_reg_mem(sem + 0x100, r.randint(1, M32), 0, "EQ", poll_interval=r.choice([0, 208]))
+    body += pm4.write_data(L.CANARY_REGION[0], [0xCA11AB1E])
+    ib1, ib2 = L.IB_REGION[0], L.IB_REGION[0] + 0x1000
+    if level == 2:
+        s.buffers[ib2] = body
+        body = pm4.indirect_buffer(ib2, len(body))
+    s.buffers[ib1] = body
+    for base, dw in s.buffers.items():
+        s.actions.append(("mem", base, dw))
+    s.actions += [("submit", pm4.indirect_buffer(ib1, len(s.buffers[ib1])), releases), ("stuck",),
+                  ("observe", "stuck"), ("recover",), ("observe", "final")]
+    return s
+
+
+def test_polls_spread_over_the_kmd_timeout_are_not_stuck(tmp_path):
+    """The RTL half of test_stuck_means_one_poll_for_the_kmd_timeout_not_two_polls_of_one_ib,
+    for the class: an IB's polls on slow memory (seed 20261206's stream 2339: rd_latency 59,
+    R stalled half the cycles) and on faster, with writes, CPU releases or nothing between
+    them, in IB1 and IB2. The driver took the RTL for stuck in an early poll and soft-reset it
+    while the model ran on to the last one (outcome and PERF_* mismatches, the IB's later
+    WRITE_DATAs missing)."""
+    simulator = next((s for s in sim.selected_simulators() if sim.unavailable_reason(s) is None), None)
+    if simulator is None:
+        pytest.skip("no simulator available")
+    slow = dict(rd_latency=59, wr_latency=0, stall={"aw": 16, "w": 16, "b": 64, "ar": 64, "r": 128}, seed=2894831831)
+    mid = dict(rd_latency=16, wr_latency=8, stall={"r": 64}, seed=7)
+    streams = [polls_then_stuck(level, mem, between, seed)
+               for seed, (level, mem, between) in enumerate(
+                   [(1, slow, "nothing"), (1, slow, "write_data"), (2, slow, "cpu write"),
+                    (2, slow, "nothing"), (1, mid, "cpu write"), (2, mid, "write_data")])]
+    for i, st in enumerate(streams):
+        st.index = i
+    assert [cp.run_model(st, DMA)[0].status for st in streams] == ["stuck"] * len(streams)
     f = tmp_path / "streams.pkl"
     f.write_bytes(__import__("pickle").dumps(streams))
     recs, _, problems = run_rtl(simulator, 0, 0, len(streams), streams_file=f, workdir=tmp_path)
