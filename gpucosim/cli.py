@@ -154,8 +154,9 @@ def build_parser() -> Parser:
     run = sub.add_parser("run", help="run an app (a Python program using the UMD) on a backend",
                          description="Run an app: APP.py with a main(), a module (examples.demo) or "
                                      "module:function. Arguments gpucosim does not know are the app's "
-                                     "sys.argv[1:] (`APP --items 8`; an app that reads none of them fails with "
-                                     "exit status 2); after `--` every argument is the app's, for one whose name gpucosim uses too (`-- --trace x`).",
+                                     "sys.argv[1:] (`APP --items 8`; given to an app that reads none of them they are a usage error, "
+                                     "exit status 2: before the run when the app's source names no sys.argv, no "
+                                     "argument parser and imports nothing that could read them, else after it); after `--` every argument is the app's, for one whose name gpucosim uses too (`-- --trace x`).",
                          formatter_class=argparse.RawDescriptionHelpFormatter, epilog=RUN_EPILOG)
     run.add_argument("app", metavar="APP", help="APP.py, a module, or module:function")
     _add_run_options(run)

@@ -162,12 +162,33 @@ def test_app_arguments_without_dashes(capsys):
         "gpucosim run: error: unrecognized arguments before APP: --frob")
     r = gpucosim("run", "examples/producer_consumer.py", "--sim", "model", "--bogus")
     assert r.returncode == 2 and "producer_consumer: error: unrecognized arguments: --bogus" in r.stderr
-    # an app that reads no arguments: a mistyped gpucosim option must not pass unnoticed
-    r = gpucosim("run", "examples/hello.py", "--sim", "model", "--trce", "build/t.json")
-    assert r.returncode == 2 and "hello: OK on model" in r.stdout, r.stderr
-    assert r.stderr.splitlines()[-1] == (
-        "gpucosim run: error: neither gpucosim nor the app knows --trce build/t.json (examples/hello.py reads no "
+    # an app that reads no arguments: a mistyped gpucosim option must not pass unnoticed, and
+    # is refused before the run (its source names no argv, no parser, imports nothing that
+    # could read them): it was found after the app had run to its end, after a simulator's
+    # build and the whole run on the RTL
+    for sim in ("model", "verilator"):
+        assert usage_error(capsys, "run", "examples/hello.py", "--sim", sim, "--trce", "build/t.json") == (
+            "gpucosim run: error: neither gpucosim nor the app knows --trce build/t.json (examples/hello.py reads no "
+            "arguments; gpucosim run --help lists the options)")
+        assert capsys.readouterr().out == ""  # (the app did not run)
+    assert usage_error(capsys, "run", "examples.gpu_error:main", "--sim", "model", "--bogus") == (
+        "gpucosim run: error: neither gpucosim nor the app knows --bogus (examples.gpu_error:main reads no "
         "arguments; gpucosim run --help lists the options)")
+
+
+def test_app_arguments_reach_an_app_that_may_read_them(tmp_path):
+    """The check before the run refuses only what no app could take: an app whose own module
+    reads sys.argv for it gets its arguments (a helper beside it, `import helper`); one that
+    names argv but never reads it is still told after its run, as before."""
+    (tmp_path / "helper.py").write_text("import sys\n\ndef items():\n    return sys.argv[1:]\n")
+    (tmp_path / "app.py").write_text("import helper\n\ndef main():\n    print('app got', helper.items())\n")
+    r = gpucosim("run", str(tmp_path / "app.py"), "--sim", "model", "--bogus", "3")
+    assert r.returncode == 0 and "app got ['--bogus', '3']" in r.stdout, r.stderr
+    (tmp_path / "lazy.py").write_text("import sys\n\ndef main():\n    print('lazy ran')\n    if False:\n"
+                                      "        print(sys.argv)\n")
+    r = gpucosim("run", str(tmp_path / "lazy.py"), "--sim", "model", "--bogus")
+    assert r.returncode == 2 and "lazy ran" in r.stdout, r.stderr
+    assert r.stderr.splitlines()[-1].startswith("gpucosim run: error: neither gpucosim nor the app knows --bogus (")
 
 
 # ------------------------------------------------------------------------------ run / sim on the model
