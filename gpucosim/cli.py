@@ -187,7 +187,7 @@ def build_parser() -> Parser:
                    help="dwords on the command line instead of FILE (repeatable)")
     d.add_argument("--base", type=integer_in(0, (1 << 64) - 4, multiple=4, bits=64), default=0, metavar="ADDR",
                    help="byte address of the first dword (default 0)")
-    d.add_argument("--only", metavar="TEXT", help="only the dumps whose name contains TEXT")
+    d.add_argument("--only", metavar="TEXT", help="only the dumps whose name contains TEXT (not empty)")
     d.add_argument("--sdma", action="store_true",
                    help="the dwords are SDMA packets (the copy engine's); dumps named like *sdma* are anyway")
     d.add_argument("-v", "--verbose", action="store_true", help="show every field, zeros included")
@@ -197,7 +197,8 @@ def build_parser() -> Parser:
     r = sub.add_parser("regs", help="print the register map, one register, or decode a value",
                        description="Without arguments: every register (offset, reset value, fields). "
                                    "With REGISTER (a name like CP_ERROR or PERF_PACKETS[2], or an offset "
-                                   "like 0x14): its fields. With a VALUE too: that value decoded.",
+                                   "like 0x14): its fields. With a VALUE too: that value decoded (an array named "
+                                   "alone, PERF_PACKETS: as any of its elements, all of them named).",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog="examples:\n  gpucosim regs\n  gpucosim regs status\n  gpucosim regs CP_ERROR 0x7b0101")
     r.add_argument("register", nargs="?", metavar="REGISTER")
@@ -257,6 +258,8 @@ def cmd_disasm(p, args) -> int:
         p.error("nothing to disassemble: give FILE, - for stdin, or --dwords HEX...")
     if args.files.count("-") > 1:
         p.error("- (stdin) can be read once")
+    if args.only == "":  # (every name contains "": an unset shell variable, --only "$NAME", listed them all)
+        p.error("--only: '' matches every dump: give part of a dump's name (gpucosim disasm FILE lists them)")
     sources: list[tuple[str, list]] = []  # (FILE, its dumps), every one read before any is listed
     names: list[str] = []  # (every dump's name, for an --only that matches none)
     for name in args.files or ["--dwords"]:
@@ -316,10 +319,11 @@ def cmd_regs(p, args) -> int:
         reg, index = regmap.lookup(args.register)
     except regmap.RegisterLookupError as e:
         p.error(str(e))
+    element = index if regmap.names_element(args.register) else None
     if args.value is None:
-        print(regmap.describe(reg, index if regmap.names_element(args.register) else None))
+        print(regmap.describe(reg, element))
         return 0
-    print(regmap.decode(reg, args.value, index))
+    print(regmap.decode(reg, args.value, element))
     return 0
 
 

@@ -49,6 +49,15 @@ def test_regs_table_register_and_decode(capsys):
     assert capsys.readouterr().out.splitlines()[0] == "STATUS @ 0x014 = 0x00000105"
     assert cli.main(["regs", "PERF_PACKETS[2]", "7"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "PERF_PACKETS[2] @ 0x128 = 0x00000007"
+    assert cli.main(["regs", "0x12c", "7"]) == 0  # an offset names its element
+    assert capsys.readouterr().out.splitlines()[0] == "PERF_PACKETS[3] @ 0x12c = 0x00000007"
+    # an array named alone: the value is any element's, and the header says so (it decoded
+    # "PERF_PACKETS[0] @ 0x120", an element nobody had asked for)
+    assert cli.main(["regs", "PERF_PACKETS", "7"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "PERF_PACKETS[0..7] @ 0x120..0x13c = 0x00000007 (any element: their fields are the same; PERF_PACKETS[i] "
+        "names one)",
+        "  COUNT            [31:0]   RO          0x7"]
 
 
 def test_regs_names_the_array_element_asked_for(capsys):
@@ -164,6 +173,12 @@ def test_disasm_words_text_binary_and_dumps(capsys, tmp_path):
         {"name": "CS seq 1 IB at 0x4000 (5 dwords)", "base": 0x4000, "dwords": WD}]}}))
     assert cli.main(["disasm", str(trace), "--only", "CS"]) == 0
     assert capsys.readouterr().out.splitlines()[1].startswith("0x4000: c0033700  WRITE_DATA")
+    # an empty --only (an unset shell variable: --only "$NAME") matched every dump, as if
+    # no filter had been given
+    for src in (report, trace):
+        assert usage_error(capsys, "disasm", str(src), "--only", "") == (
+            "gpucosim disasm: error: --only: '' matches every dump: give part of a dump's name (gpucosim disasm "
+            "FILE lists them)")
 
 
 @pytest.mark.parametrize("name", ["PERF_PACKETS[1", "PERF_PACKETS[1]]", "PERF_PACKETS[[1]"])
