@@ -130,7 +130,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=_timeout, metavar="SECONDS",
                    help="stop the app after SECONDS of wall-clock time (from its start, the build not counted), "
                         "writing --trace and --stats-json as a Ctrl-C does; exit status 124")
-    p.add_argument("--crash-dir", type=path_arg, metavar="DIR", help="where crash reports go (default build/crash)")
+    p.add_argument("--crash-dir", type=path_arg, metavar="DIR", help="where crash reports go (default build/crash; made by the first report)")
     p.add_argument("--kmd", action="append", default=[], metavar="KEY=VALUE",
                    help="a KMD parameter for this run (repeatable), e.g. --kmd job_timeout=20000")
     p.add_argument("--no-dma", action="store_true",

@@ -82,12 +82,13 @@ def test_run_refuses_what_it_would_find_out_too_late(capsys, tmp_path, monkeypat
     a_file.write_text("")
     assert usage_error(capsys, *model, "--trace", str(a_file / "t.json")) == (
         f"gpucosim run: error: --trace: {a_file} is a file, not a folder")
+    # (a folder to be made is checked where it would be made: the nearest that exists)
     assert usage_error(capsys, *model, "--trace", "/proc/no/t.json") == (
-        "gpucosim run: error: --trace: cannot create /proc/no: No such file or directory")
+        "gpucosim run: error: --trace: cannot write in /proc: No such file or directory")
     assert usage_error(capsys, *model, "--crash-dir", str(a_file)) == (
         f"gpucosim run: error: --crash-dir: {a_file} is a file, not a folder")
     assert usage_error(capsys, *model, "--stats-json", "/proc/no/s.json") == (
-        "gpucosim run: error: --stats-json: cannot create /proc/no: No such file or directory")
+        "gpucosim run: error: --stats-json: cannot write in /proc: No such file or directory")
     monkeypatch.setenv("GPUCOSIM_LOG", "bogus")
     assert usage_error(capsys, *model) == ("gpucosim run: error: GPUCOSIM_LOG: unknown log level 'bogus' "
                                            "(use debug, info, warning, error) (in the environment)")
@@ -111,6 +112,27 @@ def test_run_refuses_what_it_would_find_out_too_late(capsys, tmp_path, monkeypat
         "gpucosim run: error: --crash-dir: cannot write in /proc: No such file or directory")
     assert usage_error(capsys, "plot", "build/x.json", "-o", "/proc/p.png") == (
         "gpucosim plot: error: -o: cannot write in /proc: No such file or directory")
+
+
+def test_run_makes_its_output_folders_only_to_write(capsys, tmp_path):
+    """The argument checks made --trace's, --stats-json's and --crash-dir's folders (checking
+    they could take a file by making them): a run refused after the checks (here: an
+    argument the app cannot read), or failing, left them empty behind it. They are made by
+    what writes into them; a run that writes makes them."""
+    outs = ["--trace", str(tmp_path / "t" / "a" / "t.json"), "--stats-json", str(tmp_path / "s" / "s.json"),
+            "--crash-dir", str(tmp_path / "c" / "crash")]
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", *outs, "--bogus").endswith(
+        "neither gpucosim nor the app knows --bogus (examples/hello.py reads no arguments; gpucosim run --help "
+        "lists the options)")
+    assert list(tmp_path.iterdir()) == []
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", *outs, "--kmd", "job_timeout=0") \
+        .startswith("gpucosim run: error: --kmd: ")  # (a refusal after the output checks)
+    assert list(tmp_path.iterdir()) == []
+    r = gpucosim("run", "examples/gpu_error.py", "--sim", "model", *outs)
+    assert (tmp_path / "t" / "a" / "t.json").is_file() and (tmp_path / "s" / "s.json").is_file(), r.stderr
+    assert list((tmp_path / "c" / "crash").glob("crash-gpu_error-model-*.txt")), r.stderr
+    r = gpucosim("run", "examples/hello.py", "--sim", "model", "--crash-dir", str(tmp_path / "none"))
+    assert r.returncode == 0 and not (tmp_path / "none").exists(), r.stderr  # (no crash: no folder)
 
 
 def test_run_refuses_bad_driver_settings_in_the_environment(capsys, monkeypatch):
