@@ -15,7 +15,7 @@ import os
 import re
 from pathlib import Path
 
-from testbench.argtypes import folder_problem, parse_int
+from testbench.argtypes import file_write_problem, folder_problem, parse_int
 
 BACKENDS = ("verilator", "icarus", "model")
 COCOTB_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG", "TRACE", "NOTSET")  # (cocotb.logging's)
@@ -160,8 +160,8 @@ def run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str])
     for opt, path in outputs:
         if opt != "--waves-file":  # (an .fst: checked above)
             json_or_new(p, opt, path)
-    if args.crash_dir:
-        writable_dir(p, "--crash-dir", Path(args.crash_dir))
+    if args.crash_dir:  # (made by the first crash report: a run with none leaves no folder)
+        writable_dir(p, "--crash-dir", Path(args.crash_dir), make=False)
     if args.sim != "model" or args.trace or args.waves or args.waves_file:
         writable_dir(p, "GPUCOSIM_BUILD" if os.environ.get("GPUCOSIM_BUILD") else "the build folder",
                       default_build_dir())
@@ -315,16 +315,20 @@ def app_source(app: str) -> Path | None:
     return Path(origin).resolve() if origin and origin.endswith(".py") else None
 
 
-def writable_dir(p: argparse.ArgumentParser, what: str, path: Path) -> None:
-    """`path` is, or can be made, a folder this process can write to; else a usage error."""
-    if problem := folder_problem(path):
+def writable_dir(p: argparse.ArgumentParser, what: str, path: Path, make: bool = True) -> None:
+    """`path` is, or can be made, a folder this process can write to; else a usage error.
+    `make`: made now; else left to the writer, which makes it when it writes (the nearest
+    folder that exists is checked)."""
+    if problem := folder_problem(path, make=make):
         p.error(f"{what}: {problem}")
 
 
 def writable_file(p: argparse.ArgumentParser, what: str, path: Path) -> None:
-    """`path` can be written (its folder made if need be); else a usage error."""
+    """`path` can be written; else a usage error. Its folder is not made here: the run's
+    writers make it when they write (Timeline.write, Session.write_figures, the launcher for
+    a waveform), so a run refused after these checks, or failing, leaves no empty folders."""
     if path.is_dir():
         p.error(f"{what} wants a file, not the folder {path}")
-    writable_dir(p, what, path.parent if str(path.parent) else Path("."))
-    if path.exists() and not os.access(path, os.W_OK):
-        p.error(f"{what}: {path} is not writable")
+    writable_dir(p, what, path.parent if str(path.parent) else Path("."), make=False)
+    if path.exists() and (problem := file_write_problem(path)):
+        p.error(f"{what}: {problem}")

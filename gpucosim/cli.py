@@ -130,7 +130,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=_timeout, metavar="SECONDS",
                    help="stop the app after SECONDS of wall-clock time (from its start, the build not counted), "
                         "writing --trace and --stats-json as a Ctrl-C does; exit status 124")
-    p.add_argument("--crash-dir", type=path_arg, metavar="DIR", help="where crash reports go (default build/crash)")
+    p.add_argument("--crash-dir", type=path_arg, metavar="DIR", help="where crash reports go (default build/crash; made by the first report)")
     p.add_argument("--kmd", action="append", default=[], metavar="KEY=VALUE",
                    help="a KMD parameter for this run (repeatable), e.g. --kmd job_timeout=20000")
     p.add_argument("--no-dma", action="store_true",
@@ -154,8 +154,9 @@ def build_parser() -> Parser:
     run = sub.add_parser("run", help="run an app (a Python program using the UMD) on a backend",
                          description="Run an app: APP.py with a main(), a module (examples.demo) or "
                                      "module:function. Arguments gpucosim does not know are the app's "
-                                     "sys.argv[1:] (`APP --items 8`; an app that reads none of them fails with "
-                                     "exit status 2); after `--` every argument is the app's, for one whose name gpucosim uses too (`-- --trace x`).",
+                                     "sys.argv[1:] (`APP --items 8`; given to an app that reads none of them they are a usage error, "
+                                     "exit status 2: before the run when the app's source names no sys.argv, no "
+                                     "argument parser and imports nothing that could read them, else after it); after `--` every argument is the app's, for one whose name gpucosim uses too (`-- --trace x`).",
                          formatter_class=argparse.RawDescriptionHelpFormatter, epilog=RUN_EPILOG)
     run.add_argument("app", metavar="APP", help="APP.py, a module, or module:function")
     _add_run_options(run)
@@ -186,7 +187,7 @@ def build_parser() -> Parser:
                    help="dwords on the command line instead of FILE (repeatable)")
     d.add_argument("--base", type=integer_in(0, (1 << 64) - 4, multiple=4, bits=64), default=0, metavar="ADDR",
                    help="byte address of the first dword (default 0)")
-    d.add_argument("--only", metavar="TEXT", help="only the dumps whose name contains TEXT")
+    d.add_argument("--only", metavar="TEXT", help="only the dumps whose name contains TEXT (not empty)")
     d.add_argument("--sdma", action="store_true",
                    help="the dwords are SDMA packets (the copy engine's); dumps named like *sdma* are anyway")
     d.add_argument("-v", "--verbose", action="store_true", help="show every field, zeros included")
@@ -196,7 +197,8 @@ def build_parser() -> Parser:
     r = sub.add_parser("regs", help="print the register map, one register, or decode a value",
                        description="Without arguments: every register (offset, reset value, fields). "
                                    "With REGISTER (a name like CP_ERROR or PERF_PACKETS[2], or an offset "
-                                   "like 0x14): its fields. With a VALUE too: that value decoded.",
+                                   "like 0x14): its fields. With a VALUE too: that value decoded (an array named "
+                                   "alone, PERF_PACKETS: as any of its elements, all of them named).",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog="examples:\n  gpucosim regs\n  gpucosim regs status\n  gpucosim regs CP_ERROR 0x7b0101")
     r.add_argument("register", nargs="?", metavar="REGISTER")
@@ -256,6 +258,8 @@ def cmd_disasm(p, args) -> int:
         p.error("nothing to disassemble: give FILE, - for stdin, or --dwords HEX...")
     if args.files.count("-") > 1:
         p.error("- (stdin) can be read once")
+    if args.only == "":  # (every name contains "": an unset shell variable, --only "$NAME", listed them all)
+        p.error("--only: '' matches every dump: give part of a dump's name (gpucosim disasm FILE lists them)")
     sources: list[tuple[str, list]] = []  # (FILE, its dumps), every one read before any is listed
     names: list[str] = []  # (every dump's name, for an --only that matches none)
     for name in args.files or ["--dwords"]:
@@ -315,10 +319,11 @@ def cmd_regs(p, args) -> int:
         reg, index = regmap.lookup(args.register)
     except regmap.RegisterLookupError as e:
         p.error(str(e))
+    element = index if regmap.names_element(args.register) else None
     if args.value is None:
-        print(regmap.describe(reg, index if regmap.names_element(args.register) else None))
+        print(regmap.describe(reg, element))
         return 0
-    print(regmap.decode(reg, args.value, index))
+    print(regmap.decode(reg, args.value, element))
     return 0
 
 

@@ -130,10 +130,18 @@ def decode_line(reg: type[Register], value: int) -> str:
     return f"{reg.NAME} = {value:#010x}: " + (" ".join(parts) or "(all fields 0)")
 
 
-def decode(reg: type[Register], value: int, index: int = 0) -> str:
-    """A value, field by field, with each field's bits and access."""
-    label = f"{reg.NAME}[{index}]" if reg.ARRAY_LEN > 1 else reg.NAME
-    lines = [f"{label} @ {reg.addr(index):#05x} = {value:#010x}"]
+def decode(reg: type[Register], value: int, index: int | None = 0) -> str:
+    """A value, field by field, with each field's bits and access. Of an array named alone
+    (`index` None), the value is any element's: the header names them all (it said
+    `PERF_PACKETS[0] @ 0x120`, an element the user had not asked for)."""
+    if reg.ARRAY_LEN > 1 and index is None:
+        last = reg.ARRAY_LEN - 1
+        head = (f"{reg.NAME}[0..{last}] @ {reg.addr(0):#05x}..{reg.addr(last):#05x} = {value:#010x} (any element: "
+                f"their fields are the same; {reg.NAME}[i] names one)")
+    else:
+        label = f"{reg.NAME}[{index or 0}]" if reg.ARRAY_LEN > 1 else reg.NAME
+        head = f"{label} @ {reg.addr(index or 0):#05x} = {value:#010x}"
+    lines = [head]
     covered = 0
     nw, aw = _columns(reg)
     for f in reg.FIELDS:

@@ -129,11 +129,37 @@ def folder_problem(path: Path, make: bool = True) -> str | None:
     return None
 
 
+def file_write_problem(path: Path) -> str | None:
+    """Why this process cannot write the existing file `path` (one line: `cannot write PATH:
+    the OS's words`), or None. A regular file is opened for appending and closed, its bytes
+    and times untouched: the OS answers for the write itself. os.access asks the permission
+    bits for the real uid, and root passes them (CAP_DAC_OVERRIDE) where the write may still
+    fail (a root-squashed NFS share, a FUSE mount, a security module's refusal); the message
+    said "Permission denied" whatever the cause. Anything else (a FIFO, a device, which an
+    open may block on or act on) is asked of os.access, as before."""
+    import os
+    import stat
+
+    try:
+        regular = stat.S_ISREG(path.stat().st_mode)
+    except OSError as e:
+        return f"cannot write {path}: {e.strerror}"
+    if not regular:
+        return None if os.access(path, os.W_OK) else f"cannot write {path}: Permission denied"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        return f"cannot write {path}: {e.strerror}"
+    os.close(fd)
+    return None
+
+
 def report_file_problem(path: Path | str, what: str) -> str | None:
     """Why a run cannot end by writing its JSON report to `path` (one line, for `-o: ...`), or
     None: found before the run, not after its minutes or hours. A folder; a path under a file;
     a file that is not `what` (an earlier report: a JSON object), which the run would write
-    over (`-o README.md`); a folder that takes no file. Makes no folder: the run makes them
+    over (`-o README.md`); an earlier report this process cannot write; a folder that takes
+    no file. Makes no folder: the run makes them
     when it writes the report. An empty name (`-o ""`, which Path reads as ".") is none."""
     if str(path) == "":
         return "an empty name (give a path)"
@@ -151,4 +177,5 @@ def report_file_problem(path: Path | str, what: str) -> str | None:
         if not ok:
             return (f"{path}: the file exists and is not {what} (a JSON object): the run would write over it; "
                     "give a new name, or remove the file first")
+        return file_write_problem(path)  # (written over in place: its folder's answer is not its own)
     return folder_problem(path.parent, make=False)

@@ -195,14 +195,16 @@ def _close_after(close: Callable[[], None], exc: BaseException | None) -> None:
 def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignment: int = 0,
                  zero: bool = True, _owner: Any = None) -> "Buffer":
     """A buffer of `size` bytes in "gtt" or "vram" at a GPU virtual address (`gpu_addr`),
-    zero-filled unless zero=False. Small buffers are carved from slabs and freed ones are
-    reused (umd/winsys/pool.py) unless the device was opened with pools=False."""
+    zero-filled unless zero=False. `alignment` aligns `gpu_addr`: 0 (the default: a page,
+    4 KiB) or a power of two up to the largest the device's VA range holds an address at
+    (`gpu.memory().va` is the range; 512 MiB with the KMD's default VM); any other value is a one-line
+    ValueError (TypeError when it is not an int) naming that bound. Small buffers are carved
+    from slabs and freed ones are reused (umd/winsys/pool.py) unless the device was opened
+    with pools=False."""
     size = _index("alloc", "size", size)
     if size <= 0:
         raise ValueError(f"alloc: size must be > 0, not {size}")
-    alignment = _index("alloc", "alignment", alignment)
-    if alignment < 0 or alignment & (alignment - 1):
-        raise ValueError(f"alloc: alignment must be 0 or a power of two, not {alignment:#x}")
+    alignment = _alignment(self, alignment)
     if isinstance(domain, str):
         dom = DOMAINS.get(domain.lower())
     else:  # an integer, numpy's too (as every other integer argument); not a bool or a float
@@ -235,6 +237,23 @@ def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignmen
         buf.map()[:] = 0  # reused memory: what was there is the app's own, but alloc promises zeros
     self.buffers.add(buf)
     return buf
+
+
+def _alignment(self: Device, v: Any) -> int:
+    """alloc's alignment, or the one error every bad one gets (0 is the default: the page):
+    what is accepted, named with its bound, and the value refused. An alignment beyond the VA
+    range was the VA allocator's OutOfMemory, "address space exhausted", with the range free."""
+    top = self.mm.va.max_alignment()
+    rule = f"alloc: alignment must be 0 or a power of two up to {top:#x} (the GPU VA range's largest)"
+    try:
+        n = _index("alloc", "alignment", v)
+    except TypeError:
+        raise TypeError(f"{rule}, not {shown(v)}") from None
+    except ValueError as e:  # wider than 128 bits: shown as its width (v's __index__ is not asked again)
+        raise ValueError(f"{rule}, not {str(e).split(', not ', 1)[1]}") from None
+    if n < 0 or n & (n - 1) or n > top:
+        raise ValueError(f"{rule}, not {n:#x}")
+    return n
 
 
 def device_info(self: Device) -> Any:

@@ -69,6 +69,65 @@ def find_app(target: str) -> None:
         raise AppNotFound(f"no module named {name!r} (APP is APP.py, a module or module:function)")
 
 
+# What an app's source must name for it to read its arguments: sys.argv, a parser, or code
+# it does not show (a module of its own or another package, an import or exec made at run
+# time). Standard modules that read sys.argv themselves are listed too.
+_ARG_WORDS = frozenset({"argv", "orig_argv", "argparse", "getopt", "optparse", "parse_args", "parse_known_args",
+                        "parse_intermixed_args", "ArgumentParser", "fileinput", "unittest", "doctest", "runpy",
+                        "exec", "eval", "compile", "__import__", "import_module", "importlib", "globals", "vars",
+                        "__dict__", "modules", "getattr"})
+# packages whose code reads no app's arguments: the drivers and what an app draws with
+_NO_ARGS = frozenset({"umd", "kmd_model", "spec", "numpy", "matplotlib"})
+
+
+def reads_no_arguments(target: str) -> bool:
+    """True when the app's source shows that it cannot read sys.argv: it names no `argv`, no
+    argument parser and nothing that could read them for it (every import is a standard
+    module or a driver package, nothing imported or run at run time). False whenever it
+    might (the run's own check after main() then says whether it did): gpucosim refuses an
+    argument it does not know before the run only when no app could take it."""
+    import ast
+    import importlib.util
+
+    try:
+        if target.endswith(".py"):
+            path = target
+        else:
+            spec = importlib.util.find_spec(target.partition(":")[0])
+            path = spec.origin if spec is not None else None
+        if not path or not path.endswith(".py"):
+            return False
+        tree = ast.parse(Path(path).read_bytes(), filename=path)
+    except Exception:  # (unreadable, not Python: loading it says so)
+        return False
+    std = sys.stdlib_module_names
+
+    def script_only(stmt) -> bool:  # `if __name__ == "__main__":` runs when the file is a script, not under gpucosim
+        t = getattr(stmt, "test", None) if isinstance(stmt, ast.If) and not stmt.orelse else None
+        return (isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) and t.left.id == "__name__"
+                and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq) and isinstance(t.comparators[0], ast.Constant)
+                and t.comparators[0].value == "__main__")
+
+    nodes = [n for stmt in tree.body if not script_only(stmt) for n in ast.walk(stmt)]
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom) and (node.level or not node.module):
+            return False  # (a module of its own package)
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+            for name in names:
+                top = name.split(".")[0]
+                if top in _ARG_WORDS or (top not in std and top not in _NO_ARGS):
+                    return False
+            if any(a.name in _ARG_WORDS or a.name == "*" for a in node.names):
+                return False
+        word = (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else
+                node.arg if isinstance(node, ast.arg) else
+                node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None)
+        if word is not None and (word in _ARG_WORDS or "argv" in word):
+            return False
+    return True
+
+
 def _is_file(path: str) -> bool:
     """Path.is_file, False for a name the system refuses (too long: pathlib raised)."""
     try:

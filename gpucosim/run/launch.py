@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .app import AppNotFound, apply_app_log, find_app, load_main, report_load_error
+from .app import AppNotFound, apply_app_log, find_app, load_main, reads_no_arguments, report_load_error
 from .console import Console, file_status
 from .console import enabled as console_enabled
 from .outputs import relay, to_relay
-from .session import RunOptions, Session, app_failed, default_build_dir
+from .session import RunOptions, Session, app_failed, default_build_dir, unknown_arguments
 from .stops import (INTERRUPT_EXIT, TIMEOUT_EXIT, RunTimeout, Terminated, disarm_stops, hard_stop, stop_grace,
                     stop_on_signals, stop_words, stopped_code, timeout_message)
 
@@ -81,6 +81,9 @@ def run_app(opts: RunOptions) -> int:
     if opts.backend not in BACKENDS:
         raise LaunchError(f"unknown backend {opts.backend!r}: choose one of {', '.join(BACKENDS)}")
     check_app(opts.app)
+    if opts.args and reads_no_arguments(opts.app):
+        # (found after the run, the whole run first: minutes on the RTL for a mistyped option)
+        raise LaunchError(unknown_arguments(opts))
     # the outputs go where the user asked, from where they ran gpucosim: the app may change
     # directory before they are written (and the simulator runs elsewhere)
     for attr in ("trace", "waves", "crash_dir", "stats_json"):

@@ -61,6 +61,13 @@ class _AppArgv(list):
         return super().__contains__(x)
 
 
+def unknown_arguments(opts: "RunOptions") -> str:
+    """The usage error of arguments gpucosim does not know, given to an app that reads none:
+    before the run when the app's source shows it cannot (launch.run_app), else after it."""
+    return (f"neither gpucosim nor the app knows {' '.join(opts.args)} ({opts.shown(opts.app)} reads no "
+            f"arguments; {opts.prog} --help lists the options)")
+
+
 @dataclass
 class RunOptions:
     app: str
@@ -281,9 +288,7 @@ class Session:
             if opts.args and not argv.read:
                 # what gpucosim does not know goes to the app: one that never looks at its
                 # arguments would let a mistyped option (--trce, --simm) pass unnoticed
-                print(f"{opts.prog}: error: neither gpucosim nor the app knows {' '.join(opts.args)} "
-                      f"({opts.shown(opts.app)} reads no arguments; {opts.prog} --help lists the options)",
-                      file=sys.stderr, flush=True)
+                print(f"{opts.prog}: error: {unknown_arguments(opts)}", file=sys.stderr, flush=True)
                 code = code or 2
             self.report(code, raised=raised)
             return code

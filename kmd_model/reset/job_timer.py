@@ -107,6 +107,18 @@ class JobTimerMixin:
             return why
         return f"no progress for {self.dev.now() - sched.progress_at} cycles"
 
+    @staticmethod
+    def _doing(ring, stuck, st: int, waiting: int, level: int) -> str:
+        """What a timed-out job's queue was doing, for its message: the packet it is stuck in
+        when the diagnosis found it, else the queue by its hardware name (CP queue 0 or 1, the
+        SDMA engine: "CP polling" did not say which of the CP's two queues) polling or busy,
+        with its status register."""
+        if stuck:
+            return f"stuck in {stuck}"
+        if waiting:
+            return f"{ring.ENGINE} polling in a {ring.POLL_PACKET}"
+        return f"{ring.ENGINE} busy at {regs.IbLevel(level).name} ({ring.STATUS.NAME} {st:#x})"
+
     def timedout_job(self) -> None:
         """drm_sched's timedout_job: the head job made no progress for job_timeout cycles."""
         job = self.sched.head_job()
@@ -121,13 +133,9 @@ class JobTimerMixin:
         why = self._why_timed_out(self.sched)
         stuck = find_unsatisfied_wait(self.mem32, job.ibs, self.info.ib_levels, client_addr=job.client_addr,
                                       translate=self.job_translate(job), read=self.job_read(job))
-        if stuck:
-            doing = f"stuck in {stuck}"
-        elif regs.STATUS.WAITING.get(st):
-            doing = "CP polling in a WAIT_REG_MEM"
-        else:
-            doing = f"CP busy at {regs.IbLevel(regs.STATUS.LEVEL.get(st)).name} (STATUS {st:#x})"
-        msg = f"job {job.seq:#x} timed out: {why}, {doing}, context {job.ctx.id}"
+        msg = (f"job {job.seq:#x} timed out on {self.ring.name}: {why}, "
+               f"{self._doing(self.ring, stuck, st, regs.STATUS.WAITING.get(st), regs.STATUS.LEVEL.get(st))}, "
+               f"context {job.ctx.id}")
         # the packet it is stuck in, when found: its place, as a CP error names its packet's
         # (so the UMD names the call that recorded it)
         level = regs.IbLevel(stuck.level if stuck else regs.STATUS.LEVEL.get(st)).name
@@ -146,7 +154,8 @@ class JobTimerMixin:
         job, ring = sched.head_job(), sched.ring
         if job is None:
             return
-        st = ring.STATUS.decode(self.mmio.read(ring.STATUS))
+        raw = self.mmio.read(ring.STATUS)
+        st = ring.STATUS.decode(raw)
         if st["ERROR"]:
             self._ring_error(sched, ring.read_error())
             self._ring_recover_pending(sched)
@@ -161,8 +170,7 @@ class JobTimerMixin:
             stuck = find_unsatisfied_wait(self.mem32, job.ibs, self.info.ib_levels, client_addr=job.client_addr,
                                           translate=self.job_translate(job), read=self.job_read(job))
         polls = stuck or st["WAITING"]
-        doing = (f"stuck in {stuck}" if stuck else f"polling in a {ring.POLL_PACKET}" if polls else
-                 f"busy at {regs.IbLevel(st['LEVEL']).name}")
+        doing = self._doing(ring, stuck, raw, st["WAITING"], st["LEVEL"])
         msg = f"job {job.seq:#x} timed out on {ring.name}: {self._why_timed_out(sched)}, {doing}, context {job.ctx.id}"
         opcode = (sdma_packets.POLL_REGMEM.op if sched is self.sdma_sched else packets.WAIT_REG_MEM.opcode) if polls else 0
         info = HwErrorInfo(code="TIMEOUT", level=regs.IbLevel(stuck.level if stuck else st["LEVEL"]).name,

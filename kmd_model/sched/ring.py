@@ -38,6 +38,8 @@ class Ring:
     """The one gfx ring (amdgpu's ring 0): memory, pointers and the emit functions."""
 
     name = "gfx"
+    # the hardware that runs it, as a timeout's message names it: the CP has two queues
+    ENGINE = "CP queue 0"
     # amdgpu's ring funcs ->reset: queue 0 has no reset of its own, so a gfx hang goes to the
     # full reset (no ring here has ->soft_recovery: the CP kills no waves, it has none)
     has_queue_reset = False
@@ -238,6 +240,7 @@ class HqdRing(Ring):
     Unlike ring 0 it has a reset of its own (CP_QUEUE_RESET.Q1)."""
 
     name = "gfx_high"
+    ENGINE = "CP queue 1"
     has_queue_reset = True
     STATUS, RPTR = regs.CP_HQD1_STATUS, regs.CP_HQD1_RB_RPTR
     FETCHED = regs.PERF_Q1_DWORDS_FETCHED

@@ -32,6 +32,7 @@ class SdmaRing(Ring):
     """SDMA0's queue (amdgpu's sdma.instance[0].ring)."""
 
     name = "sdma0"
+    ENGINE = "the SDMA engine"
     # no soft recovery (sdma_v4_0 has none); a queue reset through SDMA_CNTL.QUEUE_RESET
     has_queue_reset = True
     # what the KMD reads to recover it: status, rptr (bytes), progress marks, the poll packet

@@ -124,7 +124,7 @@ def check_timeout_recovery(dev):
     assert bbo.u32[0x40] == 0xB
     st = query(a)
     assert st.reset_status == ResetStatus.GUILTY and st.error.code == "TIMEOUT"
-    assert re.fullmatch(rf"job 0x1 timed out: no progress for \d+ cycles, stuck in WAIT_REG_MEM at IB\+0x14 "
+    assert re.fullmatch(rf"job 0x1 timed out on gfx: no progress for \d+ cycles, stuck in WAIT_REG_MEM at IB\+0x14 "
                         rf"\({abo.addr + 0x14:#x}\): \*{abo.addr:#x} & 0xff = 0x0, waits for == 0x1, "
                         rf"context {a.ctx}", st.error.message), st.error.message
     with pytest.raises(uapi.KmdError) as ei:

@@ -366,7 +366,7 @@ def test_a_lost_doorbell_times_out_as_an_engine_that_is_not_polling():
     with pytest.raises(uapi.KmdError) as ei:
         c.wait(seq, 1_000_000)
     assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "TIMEOUT"
-    assert "busy at RING" in ei.value.message and ei.value.info.level == "RING"
+    assert f"the SDMA engine busy at RING (SDMA_STATUS {kmd.mmio.read(regs.SDMA_STATUS):#x})" in ei.value.message and ei.value.info.level == "RING"
     assert kmd.stats["job_timeouts"] == 1 and kmd.recovery_log == [("sdma0", "timeout"), ("sdma0", "queue_reset")]
 
 

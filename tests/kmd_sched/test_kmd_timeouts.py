@@ -169,7 +169,7 @@ def test_timeouts_say_what_the_cp_was_doing():
     with pytest.raises(kmd_model.uapi.KmdError) as ei:
         c.wait(seq, 1_000_000)
     e = ei.value
-    m = re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out: no progress for (\d+) cycles, stuck in WAIT_REG_MEM at "
+    m = re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out on gfx: no progress for (\d+) cycles, stuck in WAIT_REG_MEM at "
                      rf"IB\+0x0 \({bo.addr + 0x100:#x}\): \*{bo.addr + 0x900:#x} & 0x1 = 0x0, waits for == 0x1, "
                      rf"context {c.ctx}", e.message)
     assert m, e.message
@@ -189,7 +189,7 @@ def test_timeouts_say_what_the_cp_was_doing():
     bo.u32[0x280] = 1
     with pytest.raises(kmd_model.uapi.KmdError) as ei:
         c.wait(seq, 1_000_000, ctx2)
-    assert re.fullmatch(r"WAIT_CS: job 0x1 timed out: no progress for \d+ cycles, CP polling in a WAIT_REG_MEM, "
+    assert re.fullmatch(r"WAIT_CS: job 0x1 timed out on gfx: no progress for \d+ cycles, CP queue 0 polling in a WAIT_REG_MEM, "
                         rf"context {ctx2}", ei.value.message), ei.value.message
     assert ei.value.info.opcode_name == "WAIT_REG_MEM"
     # neither: a CP held by CONTROL.HALT before the job's IB; the message says where it is
@@ -201,9 +201,39 @@ def test_timeouts_say_what_the_cp_was_doing():
     assert regs.STATUS.LEVEL.get(st) == regs.IbLevel.RING and not regs.STATUS.WAITING.get(st)
     with pytest.raises(kmd_model.uapi.KmdError) as ei:
         c.wait(seq, 1_000_000, ctx3)
-    assert re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out: no progress for \d+ cycles, CP busy at RING \(STATUS "
+    assert re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out on gfx: no progress for \d+ cycles, CP queue 0 busy at RING \(STATUS "
                         rf"{st:#x}\), context {ctx3}", ei.value.message), ei.value.message
     assert (ei.value.info.opcode, ei.value.info.opcode_name, ei.value.info.level) == (0, None, "RING")
+
+
+def test_a_timeout_on_the_cps_second_queue_names_the_queue():
+    """The CP has two hardware queues: a timed-out job not stuck in a packet the diagnosis
+    finds said "CP polling in a WAIT_REG_MEM" or "CP busy at RING (STATUS ...)", queue 0's
+    words and register, whichever queue it was on. A HIGH-priority context's job (CP queue
+    1, ring gfx_high) names queue 1 and its own status register."""
+    from kmd_model.uapi import CtxPriority
+
+    kmd = kmd_model.bind(RefModel(), job_timeout=5_000, fallback_poll=1 << 40)
+    c = Client()
+    bo = c.bo()
+    hi = c.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=CtxPriority.HIGH)).ctx_id
+    seq = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0xA00, 1, 1, "EQ", poll_interval=0xFFFF), offset=0x200),
+                   ctx=hi)
+    kmd.dev.delay(100)
+    bo.u32[0x280] = 1  # the condition holds, the queue sleeps out its poll interval
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        c.wait(seq, 1_000_000, hi)
+    assert re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out on gfx_high: no progress for \d+ cycles, CP queue 1 "
+                        rf"polling in a WAIT_REG_MEM, context {hi}", ei.value.message), ei.value.message
+    kmd.mmio.write_fields(regs.CONTROL, HALT=1)
+    hi2 = c.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=CtxPriority.HIGH)).ctx_id
+    seq = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0xB00, [3]), offset=0x300), ctx=hi2)
+    st = kmd.mmio.read(regs.CP_HQD1_STATUS)
+    assert regs.CP_HQD1_STATUS.LEVEL.get(st) == regs.IbLevel.RING
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        c.wait(seq, 1_000_000, hi2)
+    assert re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out on gfx_high: no progress for \d+ cycles, CP queue 1 "
+                        rf"busy at RING \(CP_HQD1_STATUS {st:#x}\), context {hi2}", ei.value.message), ei.value.message
 
 
 def _straddling_ib():
@@ -236,7 +266,7 @@ def test_a_timeout_diagnosis_reads_an_ib_across_adjacent_mappings():
     diagnosis read on from the first BO, it would have decoded that client's words as the
     job's packets and put their values in the message."""
     a, x, seq, e = _straddling_ib()
-    assert re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out: no progress for \d+ cycles, stuck in WAIT_REG_MEM at "
+    assert re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out on gfx: no progress for \d+ cycles, stuck in WAIT_REG_MEM at "
                         rf"IB\+0x20 \({x.addr + 0x1000:#x}\): \*{x.addr + 0x200:#x} & 0x1 = 0x0, waits for == 0x1, "
                         rf"context {a.ctx}", e.message), e.message
 

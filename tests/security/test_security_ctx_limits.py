@@ -98,7 +98,7 @@ def test_an_unchecked_job_may_fetch_twice_max_job_dw_then_is_reset(job):
             h.wait(seq, 1 << 30)
         e = ei.value
         assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT"
-        assert re.search(r"job 0x1 timed out: fetched \d+ dwords unchecked \(cs_check off\), more than twice "
+        assert re.search(r"job 0x1 timed out on gfx: fetched \d+ dwords unchecked \(cs_check off\), more than twice "
                          rf"max_job_dw \({2 * n}\)", e.message), e.message
         assert kmd.dev.now() - t0 < (1 << 10) * 2_000 // 4  # long before the time rule's 2,048,000
     else:

@@ -531,7 +531,7 @@ def test_with_the_checker_off_a_job_that_moves_for_ever_is_reset_after_its_limit
         h.wait(seq)
     e = ei.value
     assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT"
-    assert e.message.startswith("WAIT_CS: job 0x1 timed out: ran ")
+    assert e.message.startswith("WAIT_CS: job 0x1 timed out on gfx: ran ")
     assert "cycles unchecked (cs_check off), more than 8 job timeouts" in e.message
     assert kmd.stats["job_timeouts"] == 1
 

@@ -82,12 +82,13 @@ def test_run_refuses_what_it_would_find_out_too_late(capsys, tmp_path, monkeypat
     a_file.write_text("")
     assert usage_error(capsys, *model, "--trace", str(a_file / "t.json")) == (
         f"gpucosim run: error: --trace: {a_file} is a file, not a folder")
+    # (a folder to be made is checked where it would be made: the nearest that exists)
     assert usage_error(capsys, *model, "--trace", "/proc/no/t.json") == (
-        "gpucosim run: error: --trace: cannot create /proc/no: No such file or directory")
+        "gpucosim run: error: --trace: cannot write in /proc: No such file or directory")
     assert usage_error(capsys, *model, "--crash-dir", str(a_file)) == (
         f"gpucosim run: error: --crash-dir: {a_file} is a file, not a folder")
     assert usage_error(capsys, *model, "--stats-json", "/proc/no/s.json") == (
-        "gpucosim run: error: --stats-json: cannot create /proc/no: No such file or directory")
+        "gpucosim run: error: --stats-json: cannot write in /proc: No such file or directory")
     monkeypatch.setenv("GPUCOSIM_LOG", "bogus")
     assert usage_error(capsys, *model) == ("gpucosim run: error: GPUCOSIM_LOG: unknown log level 'bogus' "
                                            "(use debug, info, warning, error) (in the environment)")
@@ -111,6 +112,27 @@ def test_run_refuses_what_it_would_find_out_too_late(capsys, tmp_path, monkeypat
         "gpucosim run: error: --crash-dir: cannot write in /proc: No such file or directory")
     assert usage_error(capsys, "plot", "build/x.json", "-o", "/proc/p.png") == (
         "gpucosim plot: error: -o: cannot write in /proc: No such file or directory")
+
+
+def test_run_makes_its_output_folders_only_to_write(capsys, tmp_path):
+    """The argument checks made --trace's, --stats-json's and --crash-dir's folders (checking
+    they could take a file by making them): a run refused after the checks (here: an
+    argument the app cannot read), or failing, left them empty behind it. They are made by
+    what writes into them; a run that writes makes them."""
+    outs = ["--trace", str(tmp_path / "t" / "a" / "t.json"), "--stats-json", str(tmp_path / "s" / "s.json"),
+            "--crash-dir", str(tmp_path / "c" / "crash")]
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", *outs, "--bogus").endswith(
+        "neither gpucosim nor the app knows --bogus (examples/hello.py reads no arguments; gpucosim run --help "
+        "lists the options)")
+    assert list(tmp_path.iterdir()) == []
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", *outs, "--kmd", "job_timeout=0") \
+        .startswith("gpucosim run: error: --kmd: ")  # (a refusal after the output checks)
+    assert list(tmp_path.iterdir()) == []
+    r = gpucosim("run", "examples/gpu_error.py", "--sim", "model", *outs)
+    assert (tmp_path / "t" / "a" / "t.json").is_file() and (tmp_path / "s" / "s.json").is_file(), r.stderr
+    assert list((tmp_path / "c" / "crash").glob("crash-gpu_error-model-*.txt")), r.stderr
+    r = gpucosim("run", "examples/hello.py", "--sim", "model", "--crash-dir", str(tmp_path / "none"))
+    assert r.returncode == 0 and not (tmp_path / "none").exists(), r.stderr  # (no crash: no folder)
 
 
 def test_run_refuses_bad_driver_settings_in_the_environment(capsys, monkeypatch):
@@ -162,12 +184,33 @@ def test_app_arguments_without_dashes(capsys):
         "gpucosim run: error: unrecognized arguments before APP: --frob")
     r = gpucosim("run", "examples/producer_consumer.py", "--sim", "model", "--bogus")
     assert r.returncode == 2 and "producer_consumer: error: unrecognized arguments: --bogus" in r.stderr
-    # an app that reads no arguments: a mistyped gpucosim option must not pass unnoticed
-    r = gpucosim("run", "examples/hello.py", "--sim", "model", "--trce", "build/t.json")
-    assert r.returncode == 2 and "hello: OK on model" in r.stdout, r.stderr
-    assert r.stderr.splitlines()[-1] == (
-        "gpucosim run: error: neither gpucosim nor the app knows --trce build/t.json (examples/hello.py reads no "
+    # an app that reads no arguments: a mistyped gpucosim option must not pass unnoticed, and
+    # is refused before the run (its source names no argv, no parser, imports nothing that
+    # could read them): it was found after the app had run to its end, after a simulator's
+    # build and the whole run on the RTL
+    for sim in ("model", "verilator"):
+        assert usage_error(capsys, "run", "examples/hello.py", "--sim", sim, "--trce", "build/t.json") == (
+            "gpucosim run: error: neither gpucosim nor the app knows --trce build/t.json (examples/hello.py reads no "
+            "arguments; gpucosim run --help lists the options)")
+        assert capsys.readouterr().out == ""  # (the app did not run)
+    assert usage_error(capsys, "run", "examples.gpu_error:main", "--sim", "model", "--bogus") == (
+        "gpucosim run: error: neither gpucosim nor the app knows --bogus (examples.gpu_error:main reads no "
         "arguments; gpucosim run --help lists the options)")
+
+
+def test_app_arguments_reach_an_app_that_may_read_them(tmp_path):
+    """The check before the run refuses only what no app could take: an app whose own module
+    reads sys.argv for it gets its arguments (a helper beside it, `import helper`); one that
+    names argv but never reads it is still told after its run, as before."""
+    (tmp_path / "helper.py").write_text("import sys\n\ndef items():\n    return sys.argv[1:]\n")
+    (tmp_path / "app.py").write_text("import helper\n\ndef main():\n    print('app got', helper.items())\n")
+    r = gpucosim("run", str(tmp_path / "app.py"), "--sim", "model", "--bogus", "3")
+    assert r.returncode == 0 and "app got ['--bogus', '3']" in r.stdout, r.stderr
+    (tmp_path / "lazy.py").write_text("import sys\n\ndef main():\n    print('lazy ran')\n    if False:\n"
+                                      "        print(sys.argv)\n")
+    r = gpucosim("run", str(tmp_path / "lazy.py"), "--sim", "model", "--bogus")
+    assert r.returncode == 2 and "lazy ran" in r.stdout, r.stderr
+    assert r.stderr.splitlines()[-1].startswith("gpucosim run: error: neither gpucosim nor the app knows --bogus (")
 
 
 # ------------------------------------------------------------------------------ run / sim on the model

@@ -124,8 +124,11 @@ def test_ctrl_c_keeps_the_timeline_and_the_figures(tmp_path, backend, how, body)
 def test_the_apps_traceback_and_gpucosims_errors_go_to_stderr(tmp_path, backend):
     _need(backend)
     app = tmp_path / "boom.py"
+    # (it names sys.argv, unread: an argument it cannot take is told after the run, which is
+    # what this checks; one whose source names none is refused before it, test_cli_run.py)
     app.write_text(WORK + "import sys\n\ndef main():\n    work()\n    print('to stdout')\n"
-                   "    print('to stderr', file=sys.stderr)\n    raise RuntimeError('boom')\n")
+                   "    print('to stderr', file=sys.stderr)\n    if False:\n        print(sys.argv)\n"
+                   "    raise RuntimeError('boom')\n")
     r = gpucosim("run", str(app), "--sim", backend, "--crash-dir", str(tmp_path / "crash"), "--stray", timeout=300)
     assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
     assert r.stdout.splitlines() == ["to stdout"], r.stdout

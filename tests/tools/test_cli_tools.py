@@ -49,6 +49,15 @@ def test_regs_table_register_and_decode(capsys):
     assert capsys.readouterr().out.splitlines()[0] == "STATUS @ 0x014 = 0x00000105"
     assert cli.main(["regs", "PERF_PACKETS[2]", "7"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "PERF_PACKETS[2] @ 0x128 = 0x00000007"
+    assert cli.main(["regs", "0x12c", "7"]) == 0  # an offset names its element
+    assert capsys.readouterr().out.splitlines()[0] == "PERF_PACKETS[3] @ 0x12c = 0x00000007"
+    # an array named alone: the value is any element's, and the header says so (it decoded
+    # "PERF_PACKETS[0] @ 0x120", an element nobody had asked for)
+    assert cli.main(["regs", "PERF_PACKETS", "7"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "PERF_PACKETS[0..7] @ 0x120..0x13c = 0x00000007 (any element: their fields are the same; PERF_PACKETS[i] "
+        "names one)",
+        "  COUNT            [31:0]   RO          0x7"]
 
 
 def test_regs_names_the_array_element_asked_for(capsys):
@@ -164,6 +173,12 @@ def test_disasm_words_text_binary_and_dumps(capsys, tmp_path):
         {"name": "CS seq 1 IB at 0x4000 (5 dwords)", "base": 0x4000, "dwords": WD}]}}))
     assert cli.main(["disasm", str(trace), "--only", "CS"]) == 0
     assert capsys.readouterr().out.splitlines()[1].startswith("0x4000: c0033700  WRITE_DATA")
+    # an empty --only (an unset shell variable: --only "$NAME") matched every dump, as if
+    # no filter had been given
+    for src in (report, trace):
+        assert usage_error(capsys, "disasm", str(src), "--only", "") == (
+            "gpucosim disasm: error: --only: '' matches every dump: give part of a dump's name (gpucosim disasm "
+            "FILE lists them)")
 
 
 @pytest.mark.parametrize("name", ["PERF_PACKETS[1", "PERF_PACKETS[1]]", "PERF_PACKETS[[1]"])
@@ -309,6 +324,98 @@ def test_bench_makes_its_output_folder_only_to_write_the_report(monkeypatch, tmp
     assert report_file_problem(tmp_path / "f" / "b" / "r.json", "a report") == f"{tmp_path / 'f'} is a file, not a folder"
     if Path("/proc").is_dir():
         assert report_file_problem(Path("/proc/new/r.json"), "a report").startswith("cannot write in /proc: ")
+
+
+def _refuse_writes_to(monkeypatch, path: Path) -> None:
+    """The OS refuses to open `path` for writing (EACCES), whoever runs the test: what a
+    root-squashed NFS share or a security module answers root, whose os.access says yes."""
+    import errno
+    import os
+
+    real_open = os.open
+
+    def refusing(file, flags, *args, **kwargs):
+        if Path(file) == path and flags & (os.O_WRONLY | os.O_RDWR):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(file))
+        return real_open(file, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refusing)
+
+
+def _immutable(path: Path) -> bool:
+    """Make `path` unwritable by the kernel itself: chmod for a user, chattr +i for root (whom
+    no permission bit stops); False when this system allows neither."""
+    import os
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0:
+        path.chmod(0o444)
+        return True
+    chattr = shutil.which("chattr")
+    return bool(chattr) and subprocess.run([chattr, "+i", str(path)], capture_output=True).returncode == 0
+
+
+def _mutable(path: Path) -> None:
+    import shutil
+    import subprocess
+
+    if shutil.which("chattr"):
+        subprocess.run(["chattr", "-i", str(path)], capture_output=True)
+    path.chmod(0o644)
+
+
+def test_bench_refuses_an_earlier_report_it_cannot_write(monkeypatch, capsys, tmp_path):
+    """`bench -o b.json`, an earlier report this process cannot write: os.access said yes to
+    root always (CI runs as root), so minutes of benchmarks ran to fail writing it at their
+    end; and its message said "Permission denied" whatever the OS had said. The check opens
+    the file for writing (nothing written), before the run; as root too."""
+    import testbench.bench
+
+    def refused(width):
+        raise RuntimeError("the run started")
+
+    monkeypatch.setattr(testbench.bench, "gpu_design", refused)
+    out = tmp_path / "b.json"
+    out.write_text('{"x": 1}\n')
+    with monkeypatch.context() as m:
+        _refuse_writes_to(m, out)
+        with pytest.raises(SystemExit) as ei:
+            testbench.bench.main(["-o", str(out), "--speed-sims", "none"], prog="gpucosim bench")
+        assert ei.value.code == 2
+        assert capsys.readouterr().err == f"gpucosim bench: error: -o: cannot write {out}: Permission denied\n"
+    assert out.read_text() == '{"x": 1}\n'  # (untouched: opened for appending, closed)
+    if _immutable(out):  # the kernel's own refusal, root or not
+        try:
+            with pytest.raises(SystemExit):
+                testbench.bench.main(["-o", str(out), "--speed-sims", "none"], prog="gpucosim bench")
+            err = capsys.readouterr().err
+            assert err.startswith(f"gpucosim bench: error: -o: cannot write {out}: "), err
+        finally:
+            _mutable(out)
+    with pytest.raises(RuntimeError, match="the run started"):  # writable: the run goes on
+        testbench.bench.main(["-o", str(out), "--speed-sims", "none"])
+
+
+@pytest.mark.parametrize("opt", ["--trace", "--stats-json"])
+def test_run_refuses_an_output_file_it_cannot_write(monkeypatch, capsys, tmp_path, opt):
+    """`gpucosim run --stats-json f.json`, a file this process cannot write: os.access said
+    yes to root, and the run ended in "cannot write the run's figures"; the check opens it."""
+    out = tmp_path / "f.json"
+    out.write_text("")  # (empty: a new output, which the run may write)
+    with monkeypatch.context() as m:
+        _refuse_writes_to(m, out)
+        assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", opt, str(out)) == \
+            f"gpucosim run: error: {opt}: cannot write {out}: Permission denied"
+    if _immutable(out):
+        try:
+            assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", opt, str(out)).startswith(
+                f"gpucosim run: error: {opt}: cannot write {out}: ")
+        finally:
+            _mutable(out)
+    # writable: the checks pass it (the run is then refused for an argument hello.py cannot read)
+    assert "neither gpucosim nor the app knows --x" in usage_error(capsys, "run", "examples/hello.py", "--sim",
+                                                                   "model", opt, str(out), "--x")
 
 
 def test_bench_without_the_benchmarks(monkeypatch, capsys):

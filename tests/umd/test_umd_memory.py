@@ -9,6 +9,8 @@ counters say so; with pools off each buffer costs its ioctls.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import kmd_model
@@ -182,9 +184,9 @@ def test_alloc_argument_errors():
     gpu = umd.open()
     n = gpu.ws.ioctls
     cases = [
-        (ValueError, "alloc: alignment must be 0 or a power of two, not 0x3", dict(size=64, alignment=3)),
-        (ValueError, "alloc: alignment must be 0 or a power of two, not -0x1000", dict(size=64, alignment=-4096)),
-        (TypeError, "alloc: alignment must be an int, not 1.5", dict(size=64, alignment=1.5)),
+        (ValueError, ALIGN + "0x3", dict(size=64, alignment=3)),
+        (ValueError, ALIGN + "-0x1000", dict(size=64, alignment=-4096)),
+        (TypeError, ALIGN + "1.5", dict(size=64, alignment=1.5)),
         (ValueError, "alloc: domain must be 'gtt' or 'vram', not 7", dict(size=64, domain=7)),
         (ValueError, "alloc: domain must be 'gtt' or 'vram', not None", dict(size=64, domain=None)),
         (ValueError, "alloc: domain must be 'gtt' or 'vram', not 2.0", dict(size=64, domain=2.0)),
@@ -300,14 +302,43 @@ def test_a_closed_device_reports_an_empty_cache():
     assert "1 misses, 0 expired, 0 cached (0 bytes);" in text and leaks == 0, text
 
 
+ALIGN = "alloc: alignment must be 0 or a power of two up to 0x20000000 (the GPU VA range's largest), not "
+"""Every bad alignment's one line: the default VM's range is [0x100000, 0x3f000000), whose
+largest aligned address is 0x20000000."""
+
+
 @pytest.mark.parametrize("alignment", [3, 6, 0x1001, -4])
 def test_alloc_alignment_must_be_a_power_of_two(alignment):
     kmd_model.bind(RefModel())
     gpu = umd.open()
-    shown = f"{alignment:#x}" if alignment >= 0 else f"-{-alignment:#x}"
-    with pytest.raises(ValueError, match=rf"^alloc: alignment must be 0 or a power of two, not {shown}$"):
+    shown = f"{alignment:#x}"
+    with pytest.raises(ValueError, match=rf"^{re.escape(ALIGN + shown)}$"):
         gpu.alloc(0x100, alignment=alignment)
     assert gpu.alloc(0x100, alignment=1).gpu_addr % 4096 == 0 and gpu.alloc(0x100, alignment=0x2000).gpu_addr % 0x2000 == 0
+    gpu.close()
+
+
+@pytest.mark.parametrize("alignment, exc, shown", [
+    (1 << 70, ValueError, "0x400000000000000000"), (0x40000000, ValueError, "0x40000000"),
+    (1 << 47, ValueError, "0x800000000000"), (1 << 200, ValueError, "<an int of 201 bits>"),
+    (True, TypeError, "True"), ("4096", TypeError, "'4096'"), (None, TypeError, "None")])
+def test_alloc_alignment_beyond_the_va_range_is_an_argument_error(alignment, exc, shown):
+    """An alignment at which the VA range has no address (1 << 70: larger than any GPU
+    address) was the VA allocator's OutOfMemory, "GPU virtual address space exhausted",
+    with the whole range free; it is the same one line as every other bad alignment, naming
+    the bound, and nothing is allocated. The bound itself is taken, at its address."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    n = gpu.ws.ioctls
+    with pytest.raises(exc) as ei:
+        gpu.alloc(64, alignment=alignment)
+    assert str(ei.value) == ALIGN + shown and type(ei.value) is exc
+    assert gpu.ws.ioctls == n and gpu.memory().va.allocations == 0
+    top = gpu.memory().va
+    assert (top.start, top.end) == (0x100000, 0x3f000000)
+    b = gpu.alloc(64, alignment=0x20000000)
+    assert b.gpu_addr == 0x20000000
+    b.map()[:8] = 7
     gpu.close()
 
 

@@ -135,3 +135,22 @@ def test_va_stats_match_a_page_by_page_model(seed):
         largest = max((e - s for s, e in holes), default=0)
         assert (st.used, st.allocations, st.free_ranges, st.largest_free, st.peak_used, st.peak_free_ranges) == (
             sum(live.values()), len(live), len(holes), max(0, largest - guard * P), peak_used, peak_holes)
+
+
+@pytest.mark.parametrize("start, end, guard, top", [
+    (0x100000, 0x3f000000, 1, 0x20000000),  # the default VM's range
+    (0x30000000, 0x3f000000, 1, 0x10000000),  # no multiple of 0x20000000 in it
+    (0x1000, 0x4000, 1, 0x2000), (0x1000, 0x4000, 2, 0x1000),  # the guard must fit after the page
+])
+def test_va_max_alignment_is_the_largest_with_an_allocation_in_the_range(start, end, guard, top):
+    """alloc's bound on `alignment` (umd/runtime.py): the largest power of two at which one
+    page and its guard fit in the range; an allocation at it succeeds when the range is free,
+    and at twice it there is no address at all."""
+    va = VaAllocator(start, end, P, guard_pages=guard)
+    assert va.max_alignment() == top
+    a = va.alloc(1, top)
+    assert a % top == 0 and start <= a and a + P + guard * P <= end
+    va.free(a)
+    if top * 2 > P:
+        with pytest.raises(umd.OutOfMemory):
+            va.alloc(1, top * 2)

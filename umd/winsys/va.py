@@ -45,6 +45,15 @@ class VaAllocator:
         """Bytes an allocation of `size` takes: whole pages and its guard."""
         return -(-size // self.page) * self.page + self.guard
 
+    def max_alignment(self) -> int:
+        """The largest alignment (a power of two) at which the range holds an allocation at
+        all: one page and its guard at an address aligned to it. A larger one names no address
+        of the range, whatever is free: an argument error, not a lack of space."""
+        a = 1 << (self.end.bit_length() - 1)
+        while a > self.page and -(-self.start // a) * a + self.page + self.guard > self.end:
+            a >>= 1
+        return a
+
     def alloc(self, size: int, alignment: int = 0) -> int:
         """The start of a free range of `size` bytes (pages) aligned to `alignment` (a power of
         two; at least the page)."""
