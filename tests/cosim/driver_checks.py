@@ -211,6 +211,7 @@ ICARUS_SECONDS = {
     "contract_vm__check_vm_fault_status_follows_the_stopped_queue": 0.04,
     "contract_vm__check_vm_entry_bits_and_walk_errors": 0.04,
     "contract_vm__check_vm_fault_addresses_at_page_edges": 0.06,
+    "contract_vm__check_vm_new_tables_need_an_invalidation": 0.13,  # (one Icarus session alone, 6 December 2026)
     "contract_control__check_soft_reset_keeps_settings": 0.05, "contract_control__check_resets_keep_registers": 0.05,
     "contract_control__check_perf_clear_clears_every_counter": 0.04,
     "contract_control__check_ring_base_and_size_are_locked_while_enabled": 0.05,
