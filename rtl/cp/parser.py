@@ -304,6 +304,10 @@ def build(c):
                 ih.start_ext(c, ih.RET_ERROR)
             with m.Elif(c.want_switch & ~c.dma_busy_r):
                 m.next = "SWAP"  # this queue is stopped; the other runs on
+            with m.Elif(csr.control_halt & c.q):
+                # queue 1 stopped, queue 0 with nothing to run: the CP has stopped for the
+                # halt (STATUS is queue 0's: its own error shows ERROR instead)
+                m.d.comb += c.halted.eq(1)
 
         # ---- the queues (queues.py): switch at a packet boundary, reset one queue
         with state("SWAP"):

@@ -161,6 +161,35 @@ def check_halts_stop_at_a_packet_boundary(dev):
     assert g.r32(OUT, 3) == [5, 6, 7]
     assert (g.fields("STATUS")["HALTED"], g.fields("SDMA_STATUS")["HALTED"]) == (0, 0)
 
+def check_halted_shows_while_the_other_queue_is_stopped_by_an_error(dev):
+    """CONTROL.HALT with queue 1 stopped by an error and queue 0 idle: STATUS.HALTED reads 1
+    (the CP has stopped), as with queue 1 idle. On the RTL it stayed 0: the parser sat in its
+    error state for queue 1, which never showed the halt, so a driver that halts the CP and
+    waits for HALTED (as the checks above do) hung after any queue-1 error until queue 0 got
+    work. Queue 0's own error shows ERROR, not HALTED (it is stopped by its error)."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    q1.submit([0xC0001100, 0])  # opcode 0x11: ILLEGAL_OPCODE stops queue 1
+    assert g.idle("CP_HQD1_STATUS")["ERROR"] == 1
+    g.set("CONTROL", HALT=1)
+    st = g.until(lambda: (lambda s: s if s["HALTED"] else None)(g.fields("STATUS")), "STATUS.HALTED", cycles=2000)
+    assert (st["ERROR"], st["IDLE"], st["RB_EMPTY"]) == (0, 1, 1), st
+    q0.submit(write_data(OUT + 0x60, [0x61]))
+    g.dev.delay(200)
+    assert g.r32(OUT + 0x60) == 0 and g.fields("STATUS")["HALTED"] == 1, "nothing runs while halted"
+    g.set("CONTROL", HALT=0)
+    assert g.idle()["HALTED"] == 0 and g.r32(OUT + 0x60) == 0x61
+    assert g.fields("CP_HQD1_STATUS")["ERROR"] == 1, "queue 1 stays stopped"
+    q0.submit([0xC0001200, 0])
+    assert g.idle()["ERROR"] == 1
+    g.set("CONTROL", HALT=1)
+    g.dev.delay(200)
+    st = g.fields("STATUS")
+    assert (st["ERROR"], st["HALTED"], st["IDLE"]) == (1, 0, 1), st
+    g.set("CONTROL", HALT=0)
+    ih.pop()
+
+
 def check_idle_reads_0_until_a_doorbell_is_taken(dev):
     """A read of STATUS, CP_HQD1_STATUS or SDMA_STATUS right after its queue's doorbell sees
     IDLE 0 unless the new work is already done (a driver polling IDLE never sees its job as
@@ -599,7 +628,9 @@ def check_ih_entry_in_hand_when_enable_is_cleared_finishes(dev):
 
 
 CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
-          check_halts_stop_at_a_packet_boundary, check_idle_reads_0_until_a_doorbell_is_taken,
+          check_halts_stop_at_a_packet_boundary,
+          check_halted_shows_while_the_other_queue_is_stopped_by_an_error,
+          check_idle_reads_0_until_a_doorbell_is_taken,
           check_ring_enable_pauses_at_a_packet_boundary, check_ring_base_and_size_are_locked_while_enabled,
           check_ring_enable_cleared_mid_packet_pauses_at_a_packet_boundary,
           check_rptr_write_back_address_is_locked_while_enabled,
