@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract_driver import (IB1, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_OUT, PA_OUT2, PT_L1, RING1,
-                                         RPTR1_WB, RPTR_WB, SRING, SRPTR_WB, VALID, VA_CODE, VA_OUT, WRITEABLE, Ring,
-                                         SdmaRing, bring_up, dma_data, ib, lo_hi, map_vmid1, release_mem, sdma,
-                                         wait_mem, write_data)
+from tests.model.contract_driver import (IB1, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_OUT, PA_OUT2, PT_L1, RING,
+                                         RING1, RPTR1_WB, RPTR_WB, SRING, SRPTR_WB, VALID, VA_CODE, VA_OUT,
+                                         WRITEABLE, Gpu, IhRing, Ring, SdmaRing, bring_up, dma_data, ib, lo_hi,
+                                         map_vmid1, release_mem, sdma, wait_mem, write_data)
 
 
 def check_soft_reset_keeps_settings(dev):
@@ -188,6 +188,79 @@ def check_halted_shows_while_the_other_queue_is_stopped_by_an_error(dev):
     assert (st["ERROR"], st["HALTED"], st["IDLE"]) == (1, 0, 1), st
     g.set("CONTROL", HALT=0)
     ih.pop()
+
+
+def check_partial_doorbells_overflow_and_control_writes(dev):
+    """Corners docs/hardware.md spells out for a driver: a doorbell written in part takes its
+    other bytes from the register's last write, which an ignored write sets and neither
+    CP_QUEUE_RESET nor SOFT_RESET clears; an IH entry dropped by a full ring still sets its
+    event bit (EOP, CP_ERROR), and an IH_RPTR ahead of IH_WPTR drops every entry until it is
+    written back; the write that sets CONTROL.SOFT_RESET writes HALT too."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 3, IH_WB)  # one entry
+    q0 = Ring(g, RING, 10, RPTR_WB)
+    db = g.regs["RB_DOORBELL"].addr()
+    q0.submit(*[[0xFFFF1000]] * 0x105)
+    g.idle()
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    q0.wptr = 0
+    q0.emit(*[[0xFFFF1000]] * 3)
+    g.dev.mmio_write_bytes(db, bytes([3]))  # byte 1 comes from the last write, 0x105: 0x103
+    st = g.idle()
+    assert (g.read("RB_WPTR"), st["ERROR"]) == (0x103, 0), "a partial doorbell after CP_QUEUE_RESET"
+    g.set("CONTROL", SOFT_RESET=1)
+    g.idle()
+    g.write("IH_RPTR", 0)
+    g.set("RB_CNTL", ENABLE=0, RPTR_WB=1)
+    g.write("RB_DOORBELL", 0x800)  # ignored, yet the register's last write
+    g.set("RB_CNTL", ENABLE=1, RPTR_WB=1)
+    assert g.read("RB_WPTR") == 0
+    g.dev.mmio_write_bytes(db, bytes([3]))  # 0x803: more than the 1024-dword ring
+    st = g.idle()
+    assert (g.fields("CP_ERROR")["CODE"], g.read("CP_ERROR_ADDR_LO"), st["ERROR"]) == \
+        (g.err["DOORBELL_OVERFLOW"], 0x803, 1), "an ignored write counts, and SOFT_RESET keeps it"
+    g.write("RB_DOORBELL", 0)
+    g.set("CONTROL", SOFT_RESET=1)
+    g.idle()
+    g.write("IH_RPTR", 0)
+    g.write("INT_STATUS", g.value("INT_STATUS", EOP=1, CP_ERROR=1, IH_OVERFLOW=1))
+    q0.wptr = 0
+    ih.rptr = 0
+    q0.run(release_mem(OUT, 1, INT_SEL="SEND_INT", INT_CTXID=1))  # fills the one-entry ring
+    g.until(lambda: g.read("IH_WPTR") == 32, "the first entry")
+    g.write("INT_STATUS", g.value("INT_STATUS", EOP=1))
+    q0.run(release_mem(OUT, 2, INT_SEL="SEND_INT", INT_CTXID=2))
+    g.dev.delay(100)
+    f = g.fields("INT_STATUS")
+    assert (g.read("IH_WPTR"), f["IH_OVERFLOW"], f["EOP"]) == (32, 1, 1), "a dropped EOP entry still sets EOP"
+    g.write("INT_STATUS", g.value("INT_STATUS", EOP=1, IH_OVERFLOW=1))
+    q0.submit([0xC0001100, 0])
+    g.idle()
+    g.dev.delay(100)
+    f = g.fields("INT_STATUS")
+    assert (g.read("IH_WPTR"), f["IH_OVERFLOW"], f["CP_ERROR"]) == (32, 1, 1), "and a dropped error CP_ERROR"
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    q0.wptr = 0
+    g.write("IH_RPTR", 0x1000)  # ahead of IH_WPTR: full
+    g.write("INT_STATUS", g.value("INT_STATUS", EOP=1, CP_ERROR=1, IH_OVERFLOW=1))
+    q0.run(release_mem(OUT, 3, INT_SEL="SEND_INT", INT_CTXID=3))
+    g.dev.delay(100)
+    assert (g.read("IH_WPTR"), g.fields("INT_STATUS")["IH_OVERFLOW"]) == (32, 1)
+    g.write("IH_RPTR", 32)
+    q0.run(release_mem(OUT, 4, INT_SEL="SEND_INT", INT_CTXID=4))
+    g.until(lambda: g.read("IH_WPTR") == 64, "the entry once IH_RPTR is back")
+    assert ih.entry(32)["DATA0"] == 4
+    g.set("CONTROL", HALT=1)
+    g.until(lambda: g.fields("STATUS")["HALTED"], "STATUS.HALTED")
+    g.set("CONTROL", SOFT_RESET=1)  # HALT 0 in the same write
+    g.idle()
+    assert g.fields("CONTROL")["HALT"] == 0 and g.fields("STATUS")["HALTED"] == 0
+    g.set("CONTROL", HALT=1, SOFT_RESET=1)
+    g.until(lambda: g.fields("STATUS")["HALTED"], "STATUS.HALTED after a reset that keeps HALT")
+    assert g.fields("CONTROL")["HALT"] == 1
+    g.set("CONTROL", HALT=0)
 
 
 def check_idle_reads_0_until_a_doorbell_is_taken(dev):
@@ -630,6 +703,7 @@ def check_ih_entry_in_hand_when_enable_is_cleared_finishes(dev):
 CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
           check_halts_stop_at_a_packet_boundary,
           check_halted_shows_while_the_other_queue_is_stopped_by_an_error,
+          check_partial_doorbells_overflow_and_control_writes,
           check_idle_reads_0_until_a_doorbell_is_taken,
           check_ring_enable_pauses_at_a_packet_boundary, check_ring_base_and_size_are_locked_while_enabled,
           check_ring_enable_cleared_mid_packet_pauses_at_a_packet_boundary,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract_driver import (EXECUTABLE, IB1, PA_CODE, PA_HUGE, PA_OUT, PA_OUT2, PDE_PTE, PT_L1,
+from tests.model.contract_driver import (EXECUTABLE, IB1, PA_CODE, PA_HUGE, PA_OUT, PA_OUT2, PA_RO, PDE_PTE, PT_L1,
                                          PT_ROOT, READABLE, RING1, RPTR1_WB, VALID, VA_CODE, VA_HOLE, VA_HUGE,
                                          VA_OUT, VA_RO, WRITEABLE, Ring, bring_up, dma_data, expect_error,
                                          expect_fault, ib, map_vmid1, pm4, pm4_packets, release_mem, wait_mem,
@@ -177,8 +177,12 @@ def check_vm_fault_addresses_at_page_edges(dev):
     ring.submit(ib(end - 8, 5, VMID=1))
     expect_fault(ring, ih, end, 2, 1, 1, P["WRITE_DATA"].opcode, 0, 0x10)
     g.w32(PA_CODE, write_data(VA_RO - 8, [1, 2, 3, 4]))  # VA_OUT's last 8 bytes, then VA_RO's first
+    g.w32(PA_OUT + 0xFF8, [0xEE, 0xEE])
+    ro = g.r32(PA_RO, 2)
     ring.submit(ib(VA_CODE, 8, VMID=1))
     expect_fault(ring, ih, VA_RO, 1, 1, 1, P["WRITE_DATA"].opcode, 0, 0x20)  # (blocks never cross a page)
+    assert (g.r32(PA_OUT + 0xFF8, 2), g.r32(PA_RO, 2)) == ([1, 2], ro), \
+        "a stopped WRITE_DATA wrote every dword before the fault's address and none from it"
     g.w32(PA_CODE, dma_data(VA_RO - 8, VA_CODE + 0x10, 16, CP_SYNC=1))  # dst: VA_OUT, then VA_RO
     ring.submit(ib(VA_CODE, 7, VMID=1))
     expect_fault(ring, ih, VA_RO, 4, 1, 1, P["DMA_DATA"].opcode, 0, 0x20)
