@@ -166,7 +166,9 @@ def check_halted_shows_while_the_other_queue_is_stopped_by_an_error(dev):
     (the CP has stopped), as with queue 1 idle. On the RTL it stayed 0: the parser sat in its
     error state for queue 1, which never showed the halt, so a driver that halts the CP and
     waits for HALTED (as the checks above do) hung after any queue-1 error until queue 0 got
-    work. Queue 0's own error shows ERROR, not HALTED (it is stopped by its error)."""
+    work. A WAIT_REG_MEM of queue 1 in progress keeps HALTED 0 until it finishes (the model
+    showed HALTED at once). Queue 0's own error shows ERROR, not HALTED (it is stopped by
+    its error)."""
     g, q0, ih = bring_up(dev)
     q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
     q1.submit([0xC0001100, 0])  # opcode 0x11: ILLEGAL_OPCODE stops queue 1
@@ -180,6 +182,24 @@ def check_halted_shows_while_the_other_queue_is_stopped_by_an_error(dev):
     g.set("CONTROL", HALT=0)
     assert g.idle()["HALTED"] == 0 and g.r32(OUT + 0x60) == 0x61
     assert g.fields("CP_HQD1_STATUS")["ERROR"] == 1, "queue 1 stays stopped"
+    g.set("CP_QUEUE_RESET", Q1=1)
+    g.idle("CP_HQD1_STATUS")
+    q1.wptr = 0
+    # Queue 1's wait in progress is a packet in hand: HALTED reads 0 until it finishes (the
+    # model showed HALTED at once, from queue 0's state alone).
+    flag = OUT + 0x64
+    g.w32(flag, [0])
+    q1.submit(wait_mem(flag, 1, 1, "EQ"), write_data(OUT + 0x68, [0x69]))
+    g.waiting("CP_HQD1_STATUS")
+    g.set("CONTROL", HALT=1)
+    g.dev.delay(200)
+    assert (g.fields("STATUS")["HALTED"], g.fields("CP_HQD1_STATUS")["WAITING"]) == (0, 1), "a wait in hand"
+    g.w32(flag, [1])
+    g.until(lambda: g.fields("STATUS")["HALTED"], "STATUS.HALTED after queue 1's wait")
+    assert g.r32(OUT + 0x68) == 0 and g.read("CP_HQD1_RB_RPTR") == 7, "the wait done, nothing after it"
+    g.set("CONTROL", HALT=0)
+    g.idle("CP_HQD1_STATUS")
+    assert g.r32(OUT + 0x68) == 0x69
     q0.submit([0xC0001200, 0])
     assert g.idle()["ERROR"] == 1
     g.set("CONTROL", HALT=1)
