@@ -200,6 +200,25 @@ def check_halted_shows_while_the_other_queue_is_stopped_by_an_error(dev):
     g.set("CONTROL", HALT=0)
     g.idle("CP_HQD1_STATUS")
     assert g.r32(OUT + 0x68) == 0x69
+    # A bad doorbell while the CP is halted stops its queue at once (hardware.md: a doorbell
+    # error is latched at once), whichever queue ran last: on the RTL the queue the parser
+    # did not hold kept its error pending, IDLE 0 and no IH entry, until HALT was cleared.
+    for bad, last in ((q1, q0), (q0, q1)):
+        last.run(write_data(OUT + 0x6C, [0]))  # the parser holds `last`'s queue
+        g.set("CONTROL", HALT=1)
+        g.until(lambda: g.fields("STATUS")["HALTED"], "STATUS.HALTED")
+        ih.pop()
+        bad.doorbell(bad.wptr + 1000)  # more than the ring ahead: DOORBELL_OVERFLOW
+        st = g.until(lambda: (lambda s: s if s["IDLE"] else None)(g.fields(bad.status)),
+                     f"{bad.status}.IDLE while halted", cycles=2000)
+        assert st["ERROR"] == 1 and g.fields(bad.error)["CODE"] == g.err["DOORBELL_OVERFLOW"], st
+        (e,) = g.until(lambda: ih.pop() or None, "the CP_ERROR entry while halted", cycles=2000)
+        assert (ih.source(e), e["RING_ID"]) == ("CP_ERROR", 0 if bad is q0 else 1), e
+        g.set("CONTROL", HALT=0)
+        g.set("CP_QUEUE_RESET", **{"Q0" if bad is q0 else "Q1": 1})
+        g.idle(bad.status)
+        bad.wptr = 0
+        g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1))
     q0.submit([0xC0001200, 0])
     assert g.idle()["ERROR"] == 1
     g.set("CONTROL", HALT=1)
