@@ -199,6 +199,11 @@ def build(c):
                     ih.start_ext(c, ih.RET_RUN)  # (no header is taken: take_hdr)
             with m.Elif(csr.control_halt):
                 m.d.comb += c.halted.eq(1)
+                # a doorbell error of the other queue latches while halted as while running
+                # (its queue is swapped in for it, no packet starts): else it waited for the
+                # halt's end, its queue neither idle nor stopped meanwhile
+                with m.If(Mux(c.q, c.dbpend_q[0], c.dbpend_q[1]) & ~c.dma_busy_r & ~c.db_write_active):
+                    m.next = "SWAP"
             with m.Elif(c.sw_due & ~c.dma_busy_r):
                 # a packet boundary: the other queue's turn (queues.py), a cycle later if the
                 # running queue's doorbell is written now (its error latches first)
@@ -304,6 +309,10 @@ def build(c):
                 ih.start_ext(c, ih.RET_ERROR)
             with m.Elif(c.want_switch & ~c.dma_busy_r):
                 m.next = "SWAP"  # this queue is stopped; the other runs on
+            with m.Elif(csr.control_halt & c.q):
+                # queue 1 stopped, queue 0 with nothing to run: the CP has stopped for the
+                # halt (STATUS is queue 0's: its own error shows ERROR instead)
+                m.d.comb += c.halted.eq(1)
 
         # ---- the queues (queues.py): switch at a packet boundary, reset one queue
         with state("SWAP"):

@@ -81,15 +81,22 @@ def _length(p: PacketDef) -> str:
     if p.tail is None:
         return f"{p.fixed + 1} dwords (COUNT = {p.min_count})"
     n = p.tail.name
+    count = f"COUNT = {p.fixed - 1} + N".replace("COUNT = -1 + N", "COUNT = N - 1")
+    if p.count_wraps:  # NOP: the all-ones COUNT is the header alone, so N stops one short
+        count += f", mod 2^14: N = 0 is COUNT {HEADER.field('COUNT').max:#x}"
     return (f"{p.fixed + 1} + N dwords, N = number of {n} dwords, {p.tail.min} ≤ N ≤ "
-            f"{MAX_PAYLOAD - p.fixed} (COUNT = {p.fixed - 1} + N)".replace("COUNT = -1 + N", "COUNT = N - 1"))
+            f"{p.max_payload - p.fixed} ({count})")
 
 
 def _packet_section(p: PacketDef) -> list[str]:
     out = [f"### {p.name} (opcode {p.opcode:#04x})", "", p.doc, ""]
     out.append(f"- Length: {_length(p)}.")
-    out.append(f"- Header: `{header(p.opcode, p.min_count):#010x}`"
-               + (" for the shortest form." if p.tail else "."))
+    if p.count_wraps:  # the shortest form is the header alone, COUNT all ones
+        out.append(f"- Header: `{header(p.opcode, HEADER.field('COUNT').max):#010x}` for the shortest form "
+                   f"(N = 0), `{header(p.opcode, 0):#010x}` for N = 1.")
+    else:
+        out.append(f"- Header: `{header(p.opcode, p.min_count):#010x}`"
+                   + (" for the shortest form." if p.tail else "."))
     out.append(f"- Builder: `{_signature(p)}`.")
     for v in p.values:
         align = p.value_align(v)

@@ -242,6 +242,12 @@ def render_vm_section() -> str:
            f"table's or the page's address in bits {vm.ADDR_MSB}:{vm.ADDR_LSB} and:", "",
            "| bit | name | meaning |", "|---|---|---|"]
     out += [f"| {b.bit} | {b.name} | {_cell(b.desc)} |" for b in vm.BITS]
+    huge = vm.leaf_bits(vm.LEVELS - 2, vm.LEVELS)
+    out += ["", f"A huge page is aligned to its size: the MMU ignores the address bits of a PDE_PTE entry "
+            f"below the range it maps (bits {huge - 1}:{vm.ADDR_LSB} for the {1 << huge - 20} MiB pages of level "
+            f"{vm.LEVELS - 2} in the default build) and takes them from the virtual address, so an entry "
+            f"written with them set maps the aligned page below its address (amdgpu aligns its huge "
+            f"pages so)."]
     out += ["", "What each access kind needs (VM_FAULT_STATUS.ACCESS, and the hint in the fault's IH entry):", "",
             "| ACCESS | access | needs | IH hint |", "|---|---|---|---|"]
     doc = {vm.Access.READ: "a WAIT_REG_MEM poll", vm.Access.WRITE: "WRITE_DATA, RELEASE_MEM",

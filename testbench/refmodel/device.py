@@ -425,7 +425,9 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
     def _status(self, i: int) -> int:
         s = regs.STATUS
         in_packet = self._wait is not None
-        halted = self._halt and not in_packet and not self._err_code
+        # a packet in hand on either queue (queue 1's wait too) keeps the halt from showing
+        q1_in_packet = self._hq1 is not None and self._hq1.s["_wait"] is not None
+        halted = self._halt and not in_packet and not q1_in_packet and not self._err_code
         return (s.IDLE.put(int(self._idle())) | s.HALTED.put(int(halted))
                 | s.ERROR.put(int(self._err_code != 0)) | s.RB_EMPTY.put(int(self._rptr == self._wptr))
                 | s.WAITING.put(int(in_packet)) | s.LEVEL.put(len(self._frames)))

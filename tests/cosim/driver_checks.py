@@ -211,6 +211,7 @@ ICARUS_SECONDS = {
     "contract_vm__check_vm_fault_status_follows_the_stopped_queue": 0.04,
     "contract_vm__check_vm_entry_bits_and_walk_errors": 0.04,
     "contract_vm__check_vm_fault_addresses_at_page_edges": 0.06,
+    "contract_vm__check_vm_new_tables_need_an_invalidation": 0.13,  # (one Icarus session alone, 6 December 2026)
     "contract_control__check_soft_reset_keeps_settings": 0.05, "contract_control__check_resets_keep_registers": 0.05,
     "contract_control__check_perf_clear_clears_every_counter": 0.04,
     "contract_control__check_ring_base_and_size_are_locked_while_enabled": 0.05,
@@ -220,6 +221,8 @@ ICARUS_SECONDS = {
     "contract_bare_metal__check_sdma_bad_packet_and_queue_reset": 0.03,
     "contract_bare_metal__check_queue_resets_under_load_and_sdma_doorbell_error": 0.09,
     "contract_control__check_halts_stop_at_a_packet_boundary": 0.07,
+    "contract_control__check_halted_shows_while_the_other_queue_is_stopped_by_an_error": 0.47,  # (alone, 6 Dec 2026)
+    "contract_control__check_partial_doorbells_overflow_and_control_writes": 4.2,  # (alone, 6 Dec 2026)
     "contract_control__check_idle_reads_0_until_a_doorbell_is_taken": 0.36,
     "contract_control__check_ring_enable_pauses_at_a_packet_boundary": 0.07,
     # (4.6/5.7/7.5 s, load average 4.6 with a P&R running: 21 rounds of a 304-dword packet)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract_driver import (IB1, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_OUT, PA_OUT2, PT_L1, RING1,
-                                         RPTR1_WB, RPTR_WB, SRING, SRPTR_WB, VALID, VA_CODE, VA_OUT, WRITEABLE, Ring,
-                                         SdmaRing, bring_up, dma_data, ib, lo_hi, map_vmid1, release_mem, sdma,
-                                         wait_mem, write_data)
+from tests.model.contract_driver import (IB1, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_OUT, PA_OUT2, PT_L1, RING,
+                                         RING1, RPTR1_WB, RPTR_WB, SRING, SRPTR_WB, VALID, VA_CODE, VA_OUT,
+                                         WRITEABLE, Gpu, IhRing, Ring, SdmaRing, bring_up, dma_data, ib, lo_hi,
+                                         map_vmid1, release_mem, sdma, wait_mem, write_data)
 
 
 def check_soft_reset_keeps_settings(dev):
@@ -160,6 +160,147 @@ def check_halts_stop_at_a_packet_boundary(dev):
     g.idle("SDMA_STATUS")
     assert g.r32(OUT, 3) == [5, 6, 7]
     assert (g.fields("STATUS")["HALTED"], g.fields("SDMA_STATUS")["HALTED"]) == (0, 0)
+
+def check_halted_shows_while_the_other_queue_is_stopped_by_an_error(dev):
+    """CONTROL.HALT with queue 1 stopped by an error and queue 0 idle: STATUS.HALTED reads 1
+    (the CP has stopped), as with queue 1 idle. On the RTL it stayed 0: the parser sat in its
+    error state for queue 1, which never showed the halt, so a driver that halts the CP and
+    waits for HALTED (as the checks above do) hung after any queue-1 error until queue 0 got
+    work. A WAIT_REG_MEM of queue 1 in progress keeps HALTED 0 until it finishes (the model
+    showed HALTED at once). Queue 0's own error shows ERROR, not HALTED (it is stopped by
+    its error)."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    q1.submit([0xC0001100, 0])  # opcode 0x11: ILLEGAL_OPCODE stops queue 1
+    assert g.idle("CP_HQD1_STATUS")["ERROR"] == 1
+    g.set("CONTROL", HALT=1)
+    st = g.until(lambda: (lambda s: s if s["HALTED"] else None)(g.fields("STATUS")), "STATUS.HALTED", cycles=2000)
+    assert (st["ERROR"], st["IDLE"], st["RB_EMPTY"]) == (0, 1, 1), st
+    q0.submit(write_data(OUT + 0x60, [0x61]))
+    g.dev.delay(200)
+    assert g.r32(OUT + 0x60) == 0 and g.fields("STATUS")["HALTED"] == 1, "nothing runs while halted"
+    g.set("CONTROL", HALT=0)
+    assert g.idle()["HALTED"] == 0 and g.r32(OUT + 0x60) == 0x61
+    assert g.fields("CP_HQD1_STATUS")["ERROR"] == 1, "queue 1 stays stopped"
+    g.set("CP_QUEUE_RESET", Q1=1)
+    g.idle("CP_HQD1_STATUS")
+    q1.wptr = 0
+    # Queue 1's wait in progress is a packet in hand: HALTED reads 0 until it finishes (the
+    # model showed HALTED at once, from queue 0's state alone).
+    flag = OUT + 0x64
+    g.w32(flag, [0])
+    q1.submit(wait_mem(flag, 1, 1, "EQ"), write_data(OUT + 0x68, [0x69]))
+    g.waiting("CP_HQD1_STATUS")
+    g.set("CONTROL", HALT=1)
+    g.dev.delay(200)
+    assert (g.fields("STATUS")["HALTED"], g.fields("CP_HQD1_STATUS")["WAITING"]) == (0, 1), "a wait in hand"
+    g.w32(flag, [1])
+    g.until(lambda: g.fields("STATUS")["HALTED"], "STATUS.HALTED after queue 1's wait")
+    assert g.r32(OUT + 0x68) == 0 and g.read("CP_HQD1_RB_RPTR") == 7, "the wait done, nothing after it"
+    g.set("CONTROL", HALT=0)
+    g.idle("CP_HQD1_STATUS")
+    assert g.r32(OUT + 0x68) == 0x69
+    # A bad doorbell while the CP is halted stops its queue at once (hardware.md: a doorbell
+    # error is latched at once), whichever queue ran last: on the RTL the queue the parser
+    # did not hold kept its error pending, IDLE 0 and no IH entry, until HALT was cleared.
+    for bad, last in ((q1, q0), (q0, q1)):
+        last.run(write_data(OUT + 0x6C, [0]))  # the parser holds `last`'s queue
+        g.set("CONTROL", HALT=1)
+        g.until(lambda: g.fields("STATUS")["HALTED"], "STATUS.HALTED")
+        ih.pop()
+        bad.doorbell(bad.wptr + 1000)  # more than the ring ahead: DOORBELL_OVERFLOW
+        st = g.until(lambda: (lambda s: s if s["IDLE"] else None)(g.fields(bad.status)),
+                     f"{bad.status}.IDLE while halted", cycles=2000)
+        assert st["ERROR"] == 1 and g.fields(bad.error)["CODE"] == g.err["DOORBELL_OVERFLOW"], st
+        (e,) = g.until(lambda: ih.pop() or None, "the CP_ERROR entry while halted", cycles=2000)
+        assert (ih.source(e), e["RING_ID"]) == ("CP_ERROR", 0 if bad is q0 else 1), e
+        g.set("CONTROL", HALT=0)
+        g.set("CP_QUEUE_RESET", **{"Q0" if bad is q0 else "Q1": 1})
+        g.idle(bad.status)
+        bad.wptr = 0
+        g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1))
+    q0.submit([0xC0001200, 0])
+    assert g.idle()["ERROR"] == 1
+    g.set("CONTROL", HALT=1)
+    g.dev.delay(200)
+    st = g.fields("STATUS")
+    assert (st["ERROR"], st["HALTED"], st["IDLE"]) == (1, 0, 1), st
+    g.set("CONTROL", HALT=0)
+    ih.pop()
+
+
+def check_partial_doorbells_overflow_and_control_writes(dev):
+    """Corners docs/hardware.md spells out for a driver: a doorbell written in part takes its
+    other bytes from the register's last write, which an ignored write sets and neither
+    CP_QUEUE_RESET nor SOFT_RESET clears; an IH entry dropped by a full ring still sets its
+    event bit (EOP, CP_ERROR), and an IH_RPTR ahead of IH_WPTR drops every entry until it is
+    written back; the write that sets CONTROL.SOFT_RESET writes HALT too."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 3, IH_WB)  # one entry
+    q0 = Ring(g, RING, 10, RPTR_WB)
+    db = g.regs["RB_DOORBELL"].addr()
+    q0.submit(*[[0xFFFF1000]] * 0x105)
+    g.idle()
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    q0.wptr = 0
+    q0.emit(*[[0xFFFF1000]] * 3)
+    g.dev.mmio_write_bytes(db, bytes([3]))  # byte 1 comes from the last write, 0x105: 0x103
+    st = g.idle()
+    assert (g.read("RB_WPTR"), st["ERROR"]) == (0x103, 0), "a partial doorbell after CP_QUEUE_RESET"
+    g.set("CONTROL", SOFT_RESET=1)
+    g.idle()
+    g.write("IH_RPTR", 0)
+    g.set("RB_CNTL", ENABLE=0, RPTR_WB=1)
+    g.write("RB_DOORBELL", 0x800)  # ignored, yet the register's last write
+    g.set("RB_CNTL", ENABLE=1, RPTR_WB=1)
+    assert g.read("RB_WPTR") == 0
+    g.dev.mmio_write_bytes(db, bytes([3]))  # 0x803: more than the 1024-dword ring
+    st = g.idle()
+    assert (g.fields("CP_ERROR")["CODE"], g.read("CP_ERROR_ADDR_LO"), st["ERROR"]) == \
+        (g.err["DOORBELL_OVERFLOW"], 0x803, 1), "an ignored write counts, and SOFT_RESET keeps it"
+    g.write("RB_DOORBELL", 0)
+    g.set("CONTROL", SOFT_RESET=1)
+    g.idle()
+    g.write("IH_RPTR", 0)
+    g.write("INT_STATUS", g.value("INT_STATUS", EOP=1, CP_ERROR=1, IH_OVERFLOW=1))
+    q0.wptr = 0
+    ih.rptr = 0
+    q0.run(release_mem(OUT, 1, INT_SEL="SEND_INT", INT_CTXID=1))  # fills the one-entry ring
+    g.until(lambda: g.read("IH_WPTR") == 32, "the first entry")
+    g.write("INT_STATUS", g.value("INT_STATUS", EOP=1))
+    q0.run(release_mem(OUT, 2, INT_SEL="SEND_INT", INT_CTXID=2))
+    g.dev.delay(100)
+    f = g.fields("INT_STATUS")
+    assert (g.read("IH_WPTR"), f["IH_OVERFLOW"], f["EOP"]) == (32, 1, 1), "a dropped EOP entry still sets EOP"
+    g.write("INT_STATUS", g.value("INT_STATUS", EOP=1, IH_OVERFLOW=1))
+    q0.submit([0xC0001100, 0])
+    g.idle()
+    g.dev.delay(100)
+    f = g.fields("INT_STATUS")
+    assert (g.read("IH_WPTR"), f["IH_OVERFLOW"], f["CP_ERROR"]) == (32, 1, 1), "and a dropped error CP_ERROR"
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    q0.wptr = 0
+    g.write("IH_RPTR", 0x1000)  # ahead of IH_WPTR: full
+    g.write("INT_STATUS", g.value("INT_STATUS", EOP=1, CP_ERROR=1, IH_OVERFLOW=1))
+    q0.run(release_mem(OUT, 3, INT_SEL="SEND_INT", INT_CTXID=3))
+    g.dev.delay(100)
+    assert (g.read("IH_WPTR"), g.fields("INT_STATUS")["IH_OVERFLOW"]) == (32, 1)
+    g.write("IH_RPTR", 32)
+    q0.run(release_mem(OUT, 4, INT_SEL="SEND_INT", INT_CTXID=4))
+    g.until(lambda: g.read("IH_WPTR") == 64, "the entry once IH_RPTR is back")
+    assert ih.entry(32)["DATA0"] == 4
+    g.set("CONTROL", HALT=1)
+    g.until(lambda: g.fields("STATUS")["HALTED"], "STATUS.HALTED")
+    g.set("CONTROL", SOFT_RESET=1)  # HALT 0 in the same write
+    g.idle()
+    assert g.fields("CONTROL")["HALT"] == 0 and g.fields("STATUS")["HALTED"] == 0
+    g.set("CONTROL", HALT=1, SOFT_RESET=1)
+    g.until(lambda: g.fields("STATUS")["HALTED"], "STATUS.HALTED after a reset that keeps HALT")
+    assert g.fields("CONTROL")["HALT"] == 1
+    g.set("CONTROL", HALT=0)
+
 
 def check_idle_reads_0_until_a_doorbell_is_taken(dev):
     """A read of STATUS, CP_HQD1_STATUS or SDMA_STATUS right after its queue's doorbell sees
@@ -599,7 +740,10 @@ def check_ih_entry_in_hand_when_enable_is_cleared_finishes(dev):
 
 
 CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
-          check_halts_stop_at_a_packet_boundary, check_idle_reads_0_until_a_doorbell_is_taken,
+          check_halts_stop_at_a_packet_boundary,
+          check_halted_shows_while_the_other_queue_is_stopped_by_an_error,
+          check_partial_doorbells_overflow_and_control_writes,
+          check_idle_reads_0_until_a_doorbell_is_taken,
           check_ring_enable_pauses_at_a_packet_boundary, check_ring_base_and_size_are_locked_while_enabled,
           check_ring_enable_cleared_mid_packet_pauses_at_a_packet_boundary,
           check_rptr_write_back_address_is_locked_while_enabled,

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract_driver import (IB1, PA_CODE, PA_HUGE, PA_OUT, PA_OUT2, PDE_PTE, PT_L1, PT_ROOT, READABLE,
-                                         RING1, RPTR1_WB, VALID, VA_CODE, VA_HOLE, VA_HUGE, VA_OUT, VA_RO, WRITEABLE,
-                                         Ring, bring_up, dma_data, expect_error, expect_fault, ib, map_vmid1, pm4,
-                                         pm4_packets, release_mem, wait_mem, write_data)
+from tests.model.contract_driver import (EXECUTABLE, IB1, PA_CODE, PA_HUGE, PA_OUT, PA_OUT2, PA_RO, PDE_PTE, PT_L1,
+                                         PT_ROOT, READABLE, RING1, RPTR1_WB, VALID, VA_CODE, VA_HOLE, VA_HUGE,
+                                         VA_OUT, VA_RO, WRITEABLE, Ring, bring_up, dma_data, expect_error,
+                                         expect_fault, ib, map_vmid1, pm4, pm4_packets, release_mem, wait_mem,
+                                         write_data)
 
 
 def check_vm_translation_faults_and_invalidate(dev):
@@ -176,8 +177,12 @@ def check_vm_fault_addresses_at_page_edges(dev):
     ring.submit(ib(end - 8, 5, VMID=1))
     expect_fault(ring, ih, end, 2, 1, 1, P["WRITE_DATA"].opcode, 0, 0x10)
     g.w32(PA_CODE, write_data(VA_RO - 8, [1, 2, 3, 4]))  # VA_OUT's last 8 bytes, then VA_RO's first
+    g.w32(PA_OUT + 0xFF8, [0xEE, 0xEE])
+    ro = g.r32(PA_RO, 2)
     ring.submit(ib(VA_CODE, 8, VMID=1))
     expect_fault(ring, ih, VA_RO, 1, 1, 1, P["WRITE_DATA"].opcode, 0, 0x20)  # (blocks never cross a page)
+    assert (g.r32(PA_OUT + 0xFF8, 2), g.r32(PA_RO, 2)) == ([1, 2], ro), \
+        "a stopped WRITE_DATA wrote every dword before the fault's address and none from it"
     g.w32(PA_CODE, dma_data(VA_RO - 8, VA_CODE + 0x10, 16, CP_SYNC=1))  # dst: VA_OUT, then VA_RO
     ring.submit(ib(VA_CODE, 7, VMID=1))
     expect_fault(ring, ih, VA_RO, 4, 1, 1, P["DMA_DATA"].opcode, 0, 0x20)
@@ -185,9 +190,48 @@ def check_vm_fault_addresses_at_page_edges(dev):
     ring.submit(ib(VA_CODE, 7, VMID=1))
     expect_fault(ring, ih, VA_HOLE, 3, 1, 0, P["DMA_DATA"].opcode, 0, 0x40)
 
+def check_vm_new_tables_need_an_invalidation(dev):
+    """The TLB is keyed by VMID and page: a VMID whose VM_CONTEXT_PT_BASE is pointed at other
+    tables (or whose translation is switched off and on) keeps what its old tables left until
+    an ALL_ADDR invalidation of that VMID, on the model as on the RTL (docs/hardware.md,
+    Invalidation); a huge page's entry written with address bits 20:12 set maps the aligned
+    2 MiB page below it (docs/hardware.md, Page tables and faults)."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    root_b, l1_b = 0x84000, 0x85000  # VMID 1's next VM: VA_OUT is PA_OUT2 there
+    g.w64(root_b + 8 * (VA_CODE >> 21), l1_b | VALID)
+    g.w64(l1_b + 8 * (VA_CODE >> 12 & 511), PA_CODE | VALID | EXECUTABLE | READABLE)
+    g.w64(l1_b + 8 * (VA_OUT >> 12 & 511), PA_OUT2 | VALID | WRITEABLE | READABLE)
+
+    def run(value, off=0x10):
+        g.w32(PA_CODE, write_data(VA_OUT + off, [value]))
+        assert ring.run(ib(VA_CODE, 5, VMID=1))["ERROR"] == 0
+        return g.r32(PA_OUT + off), g.r32(PA_OUT2 + off)
+
+    assert run(1) == (1, 0)
+    g.write("VM_CONTEXT_PT_BASE_LO", root_b, 1)
+    assert run(2) == (2, 0), "a PT_BASE write invalidates nothing: the old VM's entry still translates"
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=1)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1 << 1, "VM_INVALIDATE_ACK = VMID 1")
+    assert run(3) == (2, 3), "after the VMID's ALL_ADDR invalidation its new tables translate"
+    g.set("VM_CONTEXT_CNTL", 1, ENABLE=0)
+    g.write("VM_CONTEXT_PT_BASE_LO", PT_ROOT, 1)
+    g.set("VM_CONTEXT_CNTL", 1, ENABLE=1)
+    assert run(4) == (2, 4), "nor does switching the VMID's translation off and on"
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=1)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1 << 1, "VM_INVALIDATE_ACK = VMID 1")
+    assert run(5) == (5, 4)
+    va = 0x600000  # root index 3: a huge page whose entry has bits 20:12 set
+    g.w64(PT_ROOT + 8 * (va >> 21), (PA_HUGE | 0x1F000) | VALID | PDE_PTE | READABLE | WRITEABLE)
+    g.w32(PA_CODE, write_data(va + 0x3010, [0x66]))
+    assert ring.run(ib(VA_CODE, 5, VMID=1))["ERROR"] == 0
+    assert (g.r32(PA_HUGE + 0x3010), g.r32(PA_HUGE + 0x1F000 + 0x3010)) == (0x66, 0), \
+        "a huge page's address bits below 2 MiB are the virtual address's"
+
 
 CHECKS = [check_vm_translation_faults_and_invalidate, check_vm_fault_status_follows_the_stopped_queue,
-          check_vm_entry_bits_and_walk_errors, check_vm_fault_addresses_at_page_edges]
+          check_vm_entry_bits_and_walk_errors, check_vm_fault_addresses_at_page_edges,
+          check_vm_new_tables_need_an_invalidation]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

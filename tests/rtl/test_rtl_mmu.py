@@ -29,10 +29,11 @@ ERR = (0xF0000, 0xF1000)  # slave answers SLVERR here
 
 
 class Tables:
-    """Page tables in `mem`, built with spec/vm.py's entry helpers."""
+    """Page tables of `levels` levels in `mem`, built with spec/vm.py's entry helpers."""
 
-    def __init__(self, mem: bytearray):
+    def __init__(self, mem: bytearray, levels: int = vm.LEVELS):
         self.mem = mem
+        self.levels = levels
         self.next_table = 0x40000
 
     def r64(self, a: int) -> int:
@@ -41,25 +42,28 @@ class Tables:
     def w64(self, a: int, v: int) -> None:
         self.mem[a:a + 8] = v.to_bytes(8, "little")
 
-    def map(self, vmid: int, va: int, pa: int, flags: int, huge: bool = False) -> None:
-        root = ROOT[vmid]
-        ea = root + 8 * vm.index(va, 0)
-        if huge:
-            self.w64(ea, vm.pte(pa, flags) | vm.PDE_PTE)
-            return
-        e = self.r64(ea)
-        if not e & vm.VALID or e & vm.PDE_PTE:
-            t = self.next_table
-            self.next_table += vm.TABLE_BYTES
-            self.w64(ea, vm.pde(t))
+    def map(self, vmid: int, va: int, pa: int, flags: int, huge: bool = False, huge_level: int = 0) -> None:
+        """A PTE for `va`'s page, making the directories on the way; with `huge`, a PDE_PTE
+        leaf at directory level `huge_level` instead."""
+        table = ROOT[vmid]
+        for level in range(self.levels):
+            ea = table + 8 * vm.index(va, level, self.levels)
+            if level == self.levels - 1 or (huge and level == huge_level):
+                self.w64(ea, vm.pte(pa, flags) | (vm.PDE_PTE if huge else 0))
+                return
             e = self.r64(ea)
-        self.w64((e & vm.ADDR_MASK) + 8 * vm.index(va, 1), vm.pte(pa, flags))
+            if not e & vm.VALID or e & vm.PDE_PTE:
+                t = self.next_table
+                self.next_table += vm.TABLE_BYTES
+                self.w64(ea, vm.pde(t))
+                e = self.r64(ea)
+            table = e & vm.ADDR_MASK
 
     def walk(self, vmid: int, va: int, access: int, enabled: bool) -> vm.Walk:
         if not enabled:
             return vm.Walk(va, 0, None, 0)
-        return vm.walk(self.r64, ROOT[vmid], va, access,
-                       read_ok=lambda a: not ERR[0] <= a < ERR[1])
+        return vm.walk(self.r64, ROOT[vmid], va, access, self.levels,
+                       read_ok=lambda a: not ERR[0] <= a < ERR[1] and a + 8 <= MEM)
 
 
 def pattern(pa: int, beat: int) -> int:
@@ -72,7 +76,7 @@ def run(ops, tables: Tables, enabled: set[int], seed: int, stall: float = 0.3, t
     `between(ctx, dut)`: an async callback run once all ops of a phase are answered, returning
     the next list of ops (or None to stop). `phys_in`: the MMU as the top builds it, told by
     its master whether the VMID on offer goes untranslated (`s_arphys`, `s_awphys`)."""
-    dut = MMU(data_width=64, tlb_entries=tlb_entries, phys_in=phys_in)
+    dut = MMU(data_width=64, tlb_entries=tlb_entries, phys_in=phys_in, levels=tables.levels)
     rng = random.Random(seed)
     mem = tables.mem
     errors: list[str] = []
@@ -302,6 +306,54 @@ def _ops(rng: random.Random, pages, n: int) -> list:
 def test_mmu_translates_and_faults_like_spec_walk(seed):
     t, pages = _tables(seed)
     run(_ops(random.Random(seed), pages, 160), t, enabled={1, 2, 5}, seed=seed)
+
+
+def _deep_tables(seed: int, levels: int) -> tuple[Tables, list]:
+    """Tables of 3 or 4 levels: random pages of three VMIDs, and VMID 2's huge page at every
+    directory level (1 GiB, 2 MiB; 512 GiB with four), each at physical 0 with address bits
+    below its size set in the entry (the MMU takes them from the virtual address)."""
+    rng = random.Random(seed)
+    mem = bytearray(rng.randbytes(MEM))
+    for a in range(0, MEM, 0x1000):  # roots and up to 3 tables a page: zeroed
+        if a in ROOT.values() or 0x40000 <= a < 0xB0000:
+            mem[a:a + 0x1000] = bytes(0x1000)
+    t = Tables(mem, levels)
+    flags = [vm.READABLE, vm.WRITEABLE, vm.EXECUTABLE, vm.READABLE | vm.WRITEABLE,
+             vm.READABLE | vm.WRITEABLE | vm.EXECUTABLE]
+    bits = vm.va_bits(levels)
+    pages = []
+    for vmid in (1, 2, 5):
+        for _ in range(12):
+            va = rng.randrange(1, 1 << (bits - 13)) << 12  # the lower half of the space
+            t.map(vmid, va, rng.randrange(0xB0, 0xF8) << 12, rng.choice(flags))  # the error window's page too
+            pages.append((vmid, va))
+    for level in range(levels - 1):  # the upper half: one huge page per directory level
+        span = vm.leaf_bits(level, levels)
+        va = (1 << (bits - 1)) + (level + 1 << max(span, bits - 4))
+        t.map(2, va, 0x3000, vm.READABLE | vm.WRITEABLE, huge=True, huge_level=level)  # (0x3000: ignored)
+        pages += [(2, va + 0xB1000), (2, va + 0xC7000)]
+    t.w64(ROOT[5] + 8 * vm.index(1 << (bits - 2), 0, levels), vm.pde(ERR[0]))  # a table in the error window
+    pages.append((5, (1 << (bits - 2)) + 0x3000))
+    return t, pages
+
+
+@pytest.mark.parametrize("levels", [3, 4])
+def test_mmu_walks_three_and_four_levels_like_spec_walk(levels):
+    """The MMU takes 2 to 4 levels (VM_CAPS.LEVELS) but only the default 2 ran: with 3 and 4,
+    every request (random pages, unmapped and beyond-the-tables addresses, a huge page at
+    each directory level, a table that answers an error) against spec/vm.py's walk."""
+    t, pages = _deep_tables(levels, levels)
+    rng = random.Random(levels)
+    ops = _ops(rng, pages, 160)
+    bits = vm.va_bits(levels)
+    for k in range(0, len(ops), 7):  # unmapped, and (but with four levels) beyond the tables
+        kind, id_, _, ln, vmid, acc = ops[k]
+        va = rng.randrange(1 << bits) & ~0xFFF
+        if levels < 4 and k % 2:
+            va |= rng.randrange(1, 1 << (48 - bits)) << bits
+        ops[k] = (kind, id_, va + 8 * rng.randrange(0, 512 - ln), ln, rng.choice((1, 2, 5)), acc)
+    st = run(ops, t, enabled={1, 2, 5}, seed=levels)
+    assert st["misses"] and st["hits"] and st["walk_cycles"] >= 2 * levels * st["misses"] // 2
 
 
 def test_mmu_untranslated_bit_from_the_master():

@@ -152,3 +152,25 @@ def test_open_enum_too_wide_and_unknown_value_names_say_so():
         pm4.release_mem(0x1000, 1, event_type=np.uint8(64))  # (not an int: resolved as an enum argument)
     with pytest.raises(KeyError, match="RELEASE_MEM has no value 'NOPE'"):
         packets.RELEASE_MEM.value("NOPE")
+
+
+def test_packets_md_length_lines_match_the_builders():
+    """docs/packets.md's "Length:" and "Header:" lines of the variable packets give the bounds
+    the builders and the CP use: NOP's said 0 ≤ N ≤ 16384, but its all-ones COUNT is the header
+    alone, so 16383 payload dwords is the most (pm4.nop(16384) refuses), and its "shortest form"
+    header was 0xc0001000, a NOP with one payload dword, not the one-dword 0xffff1000."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "packets.md").read_text()
+    build = {"NOP": lambda n: pm4.nop(n), "WRITE_DATA": lambda n: pm4.write_data(0x1000, [0] * n)}
+    for p in (p for p in packets.PACKETS if p.tail):
+        sec = re.search(rf"^### {p.name} \(opcode.*?(?=^### )", text, flags=re.M | re.S).group(0)
+        lo, hi = map(int, re.search(r"^- Length: .*?(\d+) ≤ N ≤ (\d+)", sec, flags=re.M).groups())
+        assert len(build[p.name](lo)) == p.fixed + 1 + lo and len(build[p.name](hi)) == p.fixed + 1 + hi
+        for bad in (lo - 1, hi + 1):
+            with pytest.raises(ValueError):
+                build[p.name](bad)
+        shortest = int(re.search(r"^- Header: `(0x[0-9a-f]+)` for the shortest form", sec, flags=re.M).group(1), 16)
+        assert pm4.decode(build[p.name](lo)).header == shortest, p.name
+        assert pm4.decode([shortest] + [0] * (p.fixed + lo)).length == p.fixed + 1 + lo, p.name
