@@ -204,10 +204,16 @@ def build(c):
                 # halt's end, its queue neither idle nor stopped meanwhile
                 with m.If(Mux(c.q, c.dbpend_q[0], c.dbpend_q[1]) & ~c.dma_busy_r & ~c.db_write_active):
                     m.next = "SWAP"
-            with m.Elif(c.sw_due & ~c.dma_busy_r):
+            with m.Elif(c.sw_due):
                 # a packet boundary: the other queue's turn (queues.py), a cycle later if the
-                # running queue's doorbell is written now (its error latches first)
-                with m.If(~c.db_write_active):
+                # running queue's doorbell is written now (its error latches first), once the
+                # DMA engine has answered every transfer. Meanwhile no header is taken, not
+                # even a DMA_DATA's: one overlapping the transfers gave the running queue a
+                # turn more for each, out of the documented order, and a queue whose DMA_DATAs
+                # kept the engine busy held the CP for as long against a higher priority
+                with m.If(c.dma_busy_r):
+                    m.d.comb += c.stall.eq(1)
+                with m.Elif(~c.db_write_active):
                     m.next = "SWAP"
             with m.Elif(~c.cur_hdr_valid):
                 m.d.comb += c.stall.eq(~(lvl[0] & c.ring_empty))  # (an empty ring is no stall)
@@ -386,7 +392,7 @@ def build(c):
     # Two LUTs from flip-flops, in a form synthesis keeps (the terms are kept wires: it made
     # four LUTs of the same expression, `cp_32`'s critical path into the fetchers): per level
     # `mine` (its dword on offer, its level, no reset or failed check), the header side `hdr_ok`
-    # (RUN, nothing in the way of a header) and `kind_ok` (which headers: any, unless a switch
+    # (RUN, nothing in the way of a header) and `kind_ok` (which headers: none while a switch
     # is due; only DMA_DATA while transfers run: `sw_due` is `want_switch | turn_due` in a
     # register of its own, queues.arbiter), and the payload side `any_ok`.
     def kept(name, v):
@@ -400,7 +406,7 @@ def build(c):
     ring_on = kept("take_ring_on", Mux(c.q_ring, c.ports[1].enable, c.ports[0].enable))
     for i, f in enumerate(c.fetchers):
         mine = kept(f"take_mine{i}", lvl[i] & f.dw_valid & ~csr.control_soft_reset & ~c.failed)
-        kind_ok = kept(f"take_kind_ok{i}", Mux(c.dma_busy_r, f.dw_tag.is_dma, ~c.sw_due))
+        kind_ok = kept(f"take_kind_ok{i}", ~c.sw_due & (~c.dma_busy_r | f.dw_tag.is_dma))
         hdr = hdr_ok & kind_ok & (ring_on if i == 0 else 1)
         m.d.comb += c.pops[i].eq(mine & (hdr | any_ok))
         m.d.comb += f.dw_ready.eq(c.pops[i])

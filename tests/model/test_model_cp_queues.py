@@ -169,6 +169,53 @@ def check_high_priority_job_does_not_wait_behind_a_long_ib(dev):
     assert g.fetched() == (g.wptr[0] + len(body), g.wptr[1])
 
 
+def check_dma_data_takes_no_turn_out_of_order(dev):
+    """A queue whose DMA_DATAs keep the DMA engine busy takes no packet while a switch is
+    due, a DMA_DATA's included: the switch waits for the transfers, then the other queue has
+    its turn (the RTL took every DMA_DATA header on offer while transfers ran, so a queue
+    had a turn more for each, and held the CP against a higher priority for as long)."""
+    src, dst, n = 0x70000, 0x80000, 0x1000  # 4 KiB each: the engine stays busy for hundreds of cycles
+    g = Rig(dev)
+    g.dev.mmio_write32(regs.CONTROL.addr(), regs.CONTROL.SOFT_RESET.mask)  # queue 1 has the first turn
+    g.until(lambda: g.idle(0) and g.idle(1), "the soft reset")
+    g.dev.mmio_write32(P.addr(), P.Q0.put(1) | P.Q1.put(1))  # equal priority: turns, packet by packet
+    g.halt(True)
+    g.submit(0, sum((pm4.dma_data(dst + n * k, src, n) for k in range(3)), []) + g.marked(0, 1))
+    g.submit(1, g.marked(1, 4))
+    g.halt(False)
+    g.settle()
+    # q1 mark, q0 DMA, q1 mark, q0 DMA, q1 mark, q0 DMA, q1 mark, q0 mark
+    assert "".join(g.order()) == "11110", g.order()
+
+    # a high-priority queue waits for the transfers taken, not for the DMA_DATAs after them
+    g = Rig(dev)
+    g.dev.mmio_write32(regs.CONTROL.addr(), regs.CONTROL.SOFT_RESET.mask | regs.CONTROL.PERF_CLEAR.mask)
+    g.until(lambda: g.idle(0) and g.idle(1) and g.r(regs.RB_RPTR) == 0, "the soft reset")
+    g.dev.mmio_write32(P.addr(), P.Q0.put(0) | P.Q1.put(2))
+    done = regs.PERF_PACKETS.addr(pk.DMA_DATA.index)  # (DMA_DATAs are counted as their transfer ends)
+    n_dma = 24
+    ib = 0x50000
+    g.m32[ib // 4: ib // 4 + 7 * n_dma] = sum((pm4.dma_data(dst + n * (k % 4), src, n) for k in range(n_dma)), [])
+    g.submit(0, pm4.indirect_buffer(ib, 7 * n_dma))
+    g.until(lambda: g.dev.mmio_read32(done) >= 1, "queue 0's first transfer", 4_000)
+    g.halt(True)  # (on the model queue 0 has run to its end by now; the RTL is in its first transfers)
+    started = g.dev.mmio_read32(done)
+    # queue 1's job, rung while the CP is halted: a mark, then a packet long enough (1,000
+    # dwords) that the mark is seen while it still runs (queue 0, lower, waits for it)
+    ib1 = 0x58000
+    body = pm4.write_data(DATA, [0x5A]) + pm4.write_data(DATA + 0x100, list(range(1, 1001)))
+    g.m32[ib1 // 4: ib1 // 4 + len(body)] = body
+    g.submit(1, pm4.indirect_buffer(ib1, len(body)))
+    g.halt(False)
+    g.until(lambda: g.m32[DATA // 4] == 0x5A, "queue 1's job")
+    # what queue 0 had taken before the halt: the transfer in hand and the engine's command
+    # queue (4), one more in its packet (margin); taking on, it ran all 24 first
+    ended = g.dev.mmio_read32(done)
+    assert ended <= min(started + 6, n_dma), (started, ended)
+    g.settle()
+    assert g.dev.mmio_read32(done) == n_dma
+
+
 def check_an_error_stops_one_queue_and_the_queue_reset_brings_it_back(dev):
     g = Rig(dev)
     g.submit(1, pm4.nop(1) + [pm4.header(0x7B, 0), 0])
@@ -344,7 +391,7 @@ def check_random_interleavings_of_both_queues(dev):
 
 
 CHECKS = [check_queue1_runs_with_its_own_pointers, check_priority_picks_the_queue_at_every_packet_boundary,
-          check_high_priority_job_does_not_wait_behind_a_long_ib,
+          check_high_priority_job_does_not_wait_behind_a_long_ib, check_dma_data_takes_no_turn_out_of_order,
           check_an_error_stops_one_queue_and_the_queue_reset_brings_it_back,
           check_a_doorbell_error_stops_its_queue_alone, check_amd_queue_reset_a_hung_queue_alone,
           check_random_interleavings_of_both_queues]
