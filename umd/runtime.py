@@ -247,8 +247,8 @@ def _alignment(self: Device, v: Any) -> int:
     rule = f"alloc: alignment must be 0 or a power of two up to {top:#x} (the GPU VA range's largest)"
     try:
         n = _index("alloc", "alignment", v)
-    except TypeError:
-        raise TypeError(f"{rule}, not {shown(v)}") from None
+    except TypeError as e:  # (what _index said it is: an __index__ that raised is named, not asked again)
+        raise TypeError(f"{rule}, not {str(e).split(', not ', 1)[1]}") from None
     except ValueError as e:  # wider than 128 bits: shown as its width (v's __index__ is not asked again)
         raise ValueError(f"{rule}, not {str(e).split(', not ', 1)[1]}") from None
     if n < 0 or n & (n - 1) or n > top:

@@ -57,7 +57,8 @@ LAYOUT = ("kmd_ioctl__check_bind_and_info", "kmd_ioctl__check_trace", "kmd_vm__c
           "contract_control__check_soft_reset_keeps_settings",
           "contract_vm__check_vm_translation_faults_and_invalidate",
           "contract_vm__check_vm_fault_status_follows_the_stopped_queue",
-          "contract_vm__check_vm_entry_bits_and_walk_errors", "contract_vm__check_vm_fault_addresses_at_page_edges")
+          "contract_vm__check_vm_entry_bits_and_walk_errors", "contract_vm__check_vm_fault_addresses_at_page_edges",
+          "contract_vm__check_vm_new_tables_need_an_invalidation")
 
 
 def _checks() -> dict:
