@@ -113,6 +113,17 @@ def _int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _takes_files(folder: str) -> bool:
+    """A file can be made in `folder` (made and removed here): the OS answers for the write
+    itself. os.access asks the permission bits, which root passes where the write still fails
+    (an immutable folder, a read-only or root-squashed mount, a security module)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return True
+    except OSError:
+        return False
+
+
 def _config_dir_for_matplotlib() -> None:
     """matplotlib keeps its configuration and font cache in $MPLCONFIGDIR, else
     $XDG_CONFIG_HOME/matplotlib or ~/.config/matplotlib. When that cannot be made or written
@@ -126,7 +137,7 @@ def _config_dir_for_matplotlib() -> None:
     home = os.path.join(base, "matplotlib")
     try:
         os.makedirs(home, exist_ok=True)
-        if os.access(home, os.W_OK | os.X_OK):
+        if _takes_files(home):
             return
     except OSError:
         pass
@@ -138,7 +149,7 @@ def _config_dir_for_matplotlib() -> None:
     except OSError:
         return  # (matplotlib's own fallback, with its warnings)
     # a shared /tmp: only a real folder of this user's, not one another user made (or a link)
-    if stat.S_ISDIR(st.st_mode) and st.st_uid == uid and os.access(ours, os.W_OK | os.X_OK):
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == uid and _takes_files(ours):
         os.environ["MPLCONFIGDIR"] = ours
 
 
