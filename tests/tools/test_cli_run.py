@@ -114,7 +114,7 @@ def test_run_refuses_what_it_would_find_out_too_late(capsys, tmp_path, monkeypat
         "gpucosim plot: error: -o: cannot write in /proc: No such file or directory")
 
 
-def test_run_makes_its_output_folders_only_to_write(capsys, tmp_path):
+def test_run_makes_its_output_folders_only_to_write(capsys, monkeypatch, tmp_path):
     """The argument checks made --trace's, --stats-json's and --crash-dir's folders (checking
     they could take a file by making them): a run refused after the checks (here: an
     argument the app cannot read), or failing, left them empty behind it. They are made by
@@ -128,6 +128,15 @@ def test_run_makes_its_output_folders_only_to_write(capsys, tmp_path):
     assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", *outs, "--kmd", "job_timeout=0") \
         .startswith("gpucosim run: error: --kmd: ")  # (a refusal after the output checks)
     assert list(tmp_path.iterdir()) == []
+    # the build folder (a simulator's run, or a timeline's) is checked, not made, too
+    monkeypatch.setenv("GPUCOSIM_BUILD", str(tmp_path / "b" / "build"))
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "verilator", "--bogus").endswith(
+        "neither gpucosim nor the app knows --bogus (examples/hello.py reads no arguments; gpucosim run --help "
+        "lists the options)")
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", *outs, "--bogus").startswith(
+        "gpucosim run: error: ")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.delenv("GPUCOSIM_BUILD")
     r = gpucosim("run", "examples/gpu_error.py", "--sim", "model", *outs)
     assert (tmp_path / "t" / "a" / "t.json").is_file() and (tmp_path / "s" / "s.json").is_file(), r.stderr
     assert list((tmp_path / "c" / "crash").glob("crash-gpu_error-model-*.txt")), r.stderr
