@@ -141,7 +141,9 @@ def run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str])
     if (app.endswith(".py") or os.sep in app) and (problem := name_problem(app)):
         p.error(f"APP {problem}")
     if app.endswith(".py") and not Path(app).is_file():
-        p.error(f"no app at {app}")
+        from .run.app import no_app_file
+
+        p.error(no_app_file(app))
     if app.endswith(".py"):
         python_text(p, app)
     if args.waves_file and Path(args.waves_file).suffix != ".fst":

@@ -19,6 +19,23 @@ from .cli_helpers import ROOT, gpucosim, usage_error
 def test_run_errors(capsys, tmp_path):
     assert usage_error(capsys, "run") == "gpucosim run: error: the following arguments are required: APP"
     assert usage_error(capsys, "run", "nosuch.py", "--sim", "model") == "gpucosim run: error: no app at nosuch.py"
+    # a folder where the app was meant: said so (it was "no app at", or "no module named")
+    (tmp_path / "apps.py").mkdir()
+    assert usage_error(capsys, "run", str(tmp_path / "apps.py"), "--sim", "model") == (
+        f"gpucosim run: error: {tmp_path / 'apps.py'} is a folder, not an app: give the .py file to run")
+    from gpucosim.run.app import AppNotFound, find_app
+
+    (tmp_path / "apps").mkdir()
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        with pytest.raises(AppNotFound, match=r"^apps\.py is a folder, not an app: give the \.py file to run$"):
+            find_app("apps.py")
+        with pytest.raises(AppNotFound, match=r"^apps is a folder, not an app: give the APP\.py in it, a module "
+                                              r"\(examples\.demo\) or module:function$"):
+            find_app("apps")
+    finally:
+        os.chdir(cwd)
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "spice") == (
         "gpucosim run: error: argument --sim: 'spice' is not a backend: choose verilator, icarus, model")
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--waves") == (
