@@ -70,6 +70,11 @@ def _events(data, trace) -> tuple[dict[tuple[int, int], str], list[dict]]:
     that is JSON but not a trace is refused by the first event that does not fit, by index."""
     events = data.get("traceEvents") if isinstance(data, dict) else None
     if not isinstance(events, list):
+        from ..checks import FIGURES_KEYS
+
+        if isinstance(data, dict) and all(k in data for k in FIGURES_KEYS):  # (the run's other JSON output)
+            raise PlotError(f"{trace}: the figures of a run (--stats-json), not a timeline: plot the file "
+                            "`gpucosim run APP --trace FILE` wrote")
         raise PlotError(f"{trace}: not a Chrome trace (no traceEvents list)")
     names = {}
     evs = []

@@ -467,6 +467,9 @@ def test_plot_errors(capsys, tmp_path):
 @pytest.mark.parametrize("text, message", [
     ("5", "not a Chrome trace (no traceEvents list)"),
     ('{"traceEvents": 5}', "not a Chrome trace (no traceEvents list)"),
+    # the figures of --stats-json, the run's other JSON output: named as such
+    ('{"app": "a.py", "backend": "model", "exit_code": 0, "cycles": 5, "ioctls": 9}',
+     "the figures of a run (--stats-json), not a timeline: plot the file `gpucosim run APP --trace FILE` wrote"),
     ('{"traceEvents": [7]}', "event 0 is not an object: 7"),
     ('[{"ph": "X"}]', "event 0 ('X') lacks a valid ts, dur, pid, tid, name"),
     ('[{"ph": "i", "ts": "soon", "pid": 1, "tid": 1, "name": "a"}]', "event 0 ('i') lacks a valid ts"),
