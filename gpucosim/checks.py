@@ -141,7 +141,9 @@ def run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str])
     if (app.endswith(".py") or os.sep in app) and (problem := name_problem(app)):
         p.error(f"APP {problem}")
     if app.endswith(".py") and not Path(app).is_file():
-        p.error(f"no app at {app}")
+        from .run.app import no_app_file
+
+        p.error(no_app_file(app))
     if app.endswith(".py"):
         python_text(p, app)
     if args.waves_file and Path(args.waves_file).suffix != ".fst":
@@ -163,8 +165,10 @@ def run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str])
     if args.crash_dir:  # (made by the first crash report: a run with none leaves no folder)
         writable_dir(p, "--crash-dir", Path(args.crash_dir), make=False)
     if args.sim != "model" or args.trace or args.waves or args.waves_file:
+        # (checked where it would be made, not made: the simulator's build and the waveform's
+        # writer make it; a run refused after these checks left an empty build folder)
         writable_dir(p, "GPUCOSIM_BUILD" if os.environ.get("GPUCOSIM_BUILD") else "the build folder",
-                      default_build_dir())
+                      default_build_dir(), make=False)
     waves = None
     if args.waves or args.waves_file:
         stem = Path(app.split(":")[0]).stem if app.endswith(".py") else app.split(":")[0].rsplit(".", 1)[-1]

@@ -39,6 +39,18 @@ CHANNELS = ("aw", "w", "b", "ar", "r")
 
 # ----------------------------------------------------------------------------- storage
 
+def _new_memory_file() -> tuple[int, str]:
+    """A new file for the memory: in /dev/shm when a file can be made there, else in the temp
+    directory. Tried by making it: os.access said yes to root for a /dev/shm that refuses
+    files (a read-only mount, a container's), and mkstemp's PermissionError ended the run."""
+    if os.path.isdir("/dev/shm"):
+        try:
+            return tempfile.mkstemp(prefix="gpucosim-mem-", suffix=".bin", dir="/dev/shm")
+        except OSError:
+            pass
+    return tempfile.mkstemp(prefix="gpucosim-mem-", suffix=".bin")
+
+
 def _remove_file(path: str) -> None:
     try:
         os.unlink(path)
@@ -63,8 +75,7 @@ class SharedMemory:
         self.size = size
         self._owned = path is None
         if path is None:
-            shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-            fd, name = tempfile.mkstemp(prefix="gpucosim-mem-", suffix=".bin", dir=shm)
+            fd, name = _new_memory_file()
             os.close(fd)
             path = name
         self.path = Path(path)

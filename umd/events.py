@@ -42,7 +42,10 @@ class Event(_Handle):
         self.call = queue.calls + 1  # the queue's how-manieth call recorded it (Queue.calls, after its label)
 
     def signalled(self) -> bool:
-        """Memory only: no ioctl."""
+        """Memory only: no ioctl, no flush, and no waiting. So a loop of signalled() alone
+        never ends for an event not yet flushed, and on a simulator (Verilator, Icarus),
+        where simulated time passes only while the app waits in the driver, not for a
+        flushed one either: poll with wait(timeout), which flushes and lets the GPU run."""
         if self.lost:  # never written: a later event's value passes it, but it did not run
             return False
         # timeline values start at 1 over a zeroed dword, and are compared wrap-safely
@@ -129,6 +132,8 @@ class Timestamp(Event):
         return f"<umd.Timestamp {self.cycles} cycles>" if self.signalled() else "<umd.Timestamp pending>"
 
     def signalled(self) -> bool:
+        """Memory only, as Event.signalled (a loop of it alone never ends on a simulator):
+        wait(timeout) flushes and lets the GPU run."""
         return self.seq is not None and self.queue.seq_done(self.seq)
 
     def _done(self) -> bool:

@@ -383,6 +383,12 @@ class Queue(_Dispatched):
         self.abandoned = self._still_running()
         self.ws.ctx_free(self.ctx_id)
         if not self.abandoned:
+            # every job has ended or will never run (its context reset): the IBs of those still
+            # listed in flight go back with the pool's (an async queue's, whose flushes do not
+            # reclaim below max_inflight: each closed queue kept up to max_inflight IBs until
+            # the device closed, and the exit report counted its ended jobs "in flight")
+            while self.inflight:
+                self.pool.free.extend(self.inflight.popleft().ibs)
             # the page goes back to the pools (the next buffer may get it): the queue's events
             # and timestamps answer from what it held now, the queue having finished
             self.q32 = self.q32.copy()

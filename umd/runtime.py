@@ -355,11 +355,12 @@ class Buffer(_Handle):
         self._view: np.ndarray | None = None
         self._revoke: Callable[[str], None] | None = None  # the CPU view's (sub_mapping), at free()
         self._freed = False
+        self._freed_how = ""  # what freed it (Buffer.free, or its device's close), said at free()
 
     def map(self) -> np.ndarray:
         """The bytes as a numpy uint8 view of device memory (GEM_MMAP, once per BO)."""
         if self.freed:
-            raise ValueError(f"map: {self!r} was freed ({self._freed_by()})")
+            raise ValueError(f"map: {self!r} was freed ({self._freed_how})")
         if self._view is None:
             # a mapping of its own, revoked at free(): its bytes (a slab's entry, a cached BO)
             # go to the next buffer, which a view kept past free() must not write
@@ -378,8 +379,9 @@ class Buffer(_Handle):
         """Release the buffer; the KMD keeps the memory until the GPU is done with it."""
         if self.freed:
             return
+        self._freed_how = self._freed_by()  # (now: a device closed later did not free it)
         if self._revoke is not None:
-            self._revoke(f"{self!r} was freed ({self._freed_by()}): its CPU mapping is gone")
+            self._revoke(f"{self!r} was freed ({self._freed_how}): its CPU mapping is gone")
         self.device.mm.free(self)
         self.device.buffers.discard(self)
         self._view = self._revoke = None
@@ -402,8 +404,8 @@ class Buffer(_Handle):
         if offset + nbytes > self.size:
             raise ValueError(f"{call}: [{offset:#x}, {offset + nbytes:#x}) is outside the "
                              f"{self.size:#x}-byte buffer")
-        if self.freed:
-            raise ValueError(f"{call}: the buffer was freed")
+        if self.freed:  # (callers check it first, naming the argument: _own_buffer)
+            raise ValueError(f"{call}: {self!r} was freed ({self._freed_how})")
         return self.gpu_addr + offset
 
     def __repr__(self) -> str:
@@ -443,6 +445,8 @@ def _own_buffer(device: Device, call: str, name: str, buf: Any) -> "Buffer":
     of that device's VM, which here names whatever this device has at the same address."""
     if not isinstance(buf, Buffer):
         raise TypeError(f"{call}: {name} must be a umd Buffer, not {shown(buf)}")
+    if buf.freed:  # (first: a buffer its closed device freed is no other device's; and copy's names which)
+        raise ValueError(f"{call}: {name} {buf!r} was freed ({buf._freed_how})")
     if buf.device is not device:
         raise ValueError(f"{call}: {name} {buf!r} belongs to another device (its gpu_addr is an address "
                          "in that device's own address space)")

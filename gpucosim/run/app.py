@@ -41,7 +41,7 @@ def find_app(target: str) -> None:
 
     if target.endswith(".py"):
         if not _is_file(target):
-            raise AppNotFound(f"no app at {target}")
+            raise AppNotFound(no_app_file(target))
         return
     name, colon, func = target.partition(":")
     if name.endswith(".py") and colon:  # (`examples/hello.py:main`: "is not an app")
@@ -66,6 +66,9 @@ def find_app(target: str) -> None:
     except (ImportError, ValueError, OSError):  # a parent package that is missing, a name like "a..b", or
         found = False  # one too long for a file name (ENAMETOOLONG from the path finder's stat)
     if not found:
+        if _is_dir(name):  # (`gpucosim run myapps`: a folder, not a package Python finds)
+            raise AppNotFound(f"{name} is a folder, not an app: give the APP.py in it, a module (examples.demo) or "
+                              "module:function")
         raise AppNotFound(f"no module named {name!r} (APP is APP.py, a module or module:function)")
 
 
@@ -126,6 +129,21 @@ def reads_no_arguments(target: str) -> bool:
         if word is not None and (word in _ARG_WORDS or "argv" in word):
             return False
     return True
+
+
+def no_app_file(target: str) -> str:
+    """Why the APP.py `target`, which is no file, cannot run (one line): not there, or a folder."""
+    if _is_dir(target):
+        return f"{target} is a folder, not an app: give the .py file to run"
+    return f"no app at {target}"
+
+
+def _is_dir(path: str) -> bool:
+    """Path.is_dir, False for a name the system refuses."""
+    try:
+        return Path(path).is_dir()
+    except OSError:
+        return False
 
 
 def _is_file(path: str) -> bool:

@@ -70,6 +70,11 @@ def _events(data, trace) -> tuple[dict[tuple[int, int], str], list[dict]]:
     that is JSON but not a trace is refused by the first event that does not fit, by index."""
     events = data.get("traceEvents") if isinstance(data, dict) else None
     if not isinstance(events, list):
+        from ..checks import FIGURES_KEYS
+
+        if isinstance(data, dict) and all(k in data for k in FIGURES_KEYS):  # (the run's other JSON output)
+            raise PlotError(f"{trace}: the figures of a run (--stats-json), not a timeline: plot the file "
+                            "`gpucosim run APP --trace FILE` wrote")
         raise PlotError(f"{trace}: not a Chrome trace (no traceEvents list)")
     names = {}
     evs = []
@@ -113,6 +118,17 @@ def _int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _takes_files(folder: str) -> bool:
+    """A file can be made in `folder` (made and removed here): the OS answers for the write
+    itself. os.access asks the permission bits, which root passes where the write still fails
+    (an immutable folder, a read-only or root-squashed mount, a security module)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return True
+    except OSError:
+        return False
+
+
 def _config_dir_for_matplotlib() -> None:
     """matplotlib keeps its configuration and font cache in $MPLCONFIGDIR, else
     $XDG_CONFIG_HOME/matplotlib or ~/.config/matplotlib. When that cannot be made or written
@@ -126,7 +142,7 @@ def _config_dir_for_matplotlib() -> None:
     home = os.path.join(base, "matplotlib")
     try:
         os.makedirs(home, exist_ok=True)
-        if os.access(home, os.W_OK | os.X_OK):
+        if _takes_files(home):
             return
     except OSError:
         pass
@@ -138,7 +154,7 @@ def _config_dir_for_matplotlib() -> None:
     except OSError:
         return  # (matplotlib's own fallback, with its warnings)
     # a shared /tmp: only a real folder of this user's, not one another user made (or a link)
-    if stat.S_ISDIR(st.st_mode) and st.st_uid == uid and os.access(ours, os.W_OK | os.X_OK):
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == uid and _takes_files(ours):
         os.environ["MPLCONFIGDIR"] = ours
 
 

@@ -19,6 +19,23 @@ from .cli_helpers import ROOT, gpucosim, usage_error
 def test_run_errors(capsys, tmp_path):
     assert usage_error(capsys, "run") == "gpucosim run: error: the following arguments are required: APP"
     assert usage_error(capsys, "run", "nosuch.py", "--sim", "model") == "gpucosim run: error: no app at nosuch.py"
+    # a folder where the app was meant: said so (it was "no app at", or "no module named")
+    (tmp_path / "apps.py").mkdir()
+    assert usage_error(capsys, "run", str(tmp_path / "apps.py"), "--sim", "model") == (
+        f"gpucosim run: error: {tmp_path / 'apps.py'} is a folder, not an app: give the .py file to run")
+    from gpucosim.run.app import AppNotFound, find_app
+
+    (tmp_path / "apps").mkdir()
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        with pytest.raises(AppNotFound, match=r"^apps\.py is a folder, not an app: give the \.py file to run$"):
+            find_app("apps.py")
+        with pytest.raises(AppNotFound, match=r"^apps is a folder, not an app: give the APP\.py in it, a module "
+                                              r"\(examples\.demo\) or module:function$"):
+            find_app("apps")
+    finally:
+        os.chdir(cwd)
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "spice") == (
         "gpucosim run: error: argument --sim: 'spice' is not a backend: choose verilator, icarus, model")
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--waves") == (
@@ -114,7 +131,7 @@ def test_run_refuses_what_it_would_find_out_too_late(capsys, tmp_path, monkeypat
         "gpucosim plot: error: -o: cannot write in /proc: No such file or directory")
 
 
-def test_run_makes_its_output_folders_only_to_write(capsys, tmp_path):
+def test_run_makes_its_output_folders_only_to_write(capsys, monkeypatch, tmp_path):
     """The argument checks made --trace's, --stats-json's and --crash-dir's folders (checking
     they could take a file by making them): a run refused after the checks (here: an
     argument the app cannot read), or failing, left them empty behind it. They are made by
@@ -128,6 +145,15 @@ def test_run_makes_its_output_folders_only_to_write(capsys, tmp_path):
     assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", *outs, "--kmd", "job_timeout=0") \
         .startswith("gpucosim run: error: --kmd: ")  # (a refusal after the output checks)
     assert list(tmp_path.iterdir()) == []
+    # the build folder (a simulator's run, or a timeline's) is checked, not made, too
+    monkeypatch.setenv("GPUCOSIM_BUILD", str(tmp_path / "b" / "build"))
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "verilator", "--bogus").endswith(
+        "neither gpucosim nor the app knows --bogus (examples/hello.py reads no arguments; gpucosim run --help "
+        "lists the options)")
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", *outs, "--bogus").startswith(
+        "gpucosim run: error: ")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.delenv("GPUCOSIM_BUILD")
     r = gpucosim("run", "examples/gpu_error.py", "--sim", "model", *outs)
     assert (tmp_path / "t" / "a" / "t.json").is_file() and (tmp_path / "s" / "s.json").is_file(), r.stderr
     assert list((tmp_path / "c" / "crash").glob("crash-gpu_error-model-*.txt")), r.stderr

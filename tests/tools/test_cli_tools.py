@@ -467,6 +467,9 @@ def test_plot_errors(capsys, tmp_path):
 @pytest.mark.parametrize("text, message", [
     ("5", "not a Chrome trace (no traceEvents list)"),
     ('{"traceEvents": 5}', "not a Chrome trace (no traceEvents list)"),
+    # the figures of --stats-json, the run's other JSON output: named as such
+    ('{"app": "a.py", "backend": "model", "exit_code": 0, "cycles": 5, "ioctls": 9}',
+     "the figures of a run (--stats-json), not a timeline: plot the file `gpucosim run APP --trace FILE` wrote"),
     ('{"traceEvents": [7]}', "event 0 is not an object: 7"),
     ('[{"ph": "X"}]', "event 0 ('X') lacks a valid ts, dur, pid, tid, name"),
     ('[{"ph": "i", "ts": "soon", "pid": 1, "tid": 1, "name": "a"}]', "event 0 ('i') lacks a valid ts"),
@@ -668,3 +671,55 @@ def test_a_home_matplotlib_cannot_write_in_draws_without_warnings(tmp_path):
         r = gpucosim("plot", str(trace), "-o", str(tmp_path / f"x{k}.png"), env=env)
         assert r.returncode == 0 and not r.stderr, r.stderr
         assert (tmp_path / f"x{k}.png").stat().st_size > 0
+
+
+def test_matplotlib_folder_root_cannot_write_in_is_set_aside(monkeypatch, tmp_path):
+    """A ~/.config/matplotlib that takes no files while os.access says yes (root's answer for an
+    immutable folder, a read-only or root-squashed mount): it was kept, and matplotlib's import
+    warned and made a new folder in /tmp each run. The check makes a file there, as root too."""
+    import os
+
+    from gpucosim.trace import plot
+
+    home = tmp_path / "cfg" / "matplotlib"
+    home.mkdir(parents=True)
+    if not _immutable(home):
+        pytest.skip("neither chmod nor chattr can make a folder unwritable here")
+    try:
+        monkeypatch.setattr(os, "access", lambda *a, **k: True)  # (what root is told)
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+        monkeypatch.setenv("MPLCONFIGDIR", "")  # (restored after the test)
+        plot._config_dir_for_matplotlib()
+        assert os.environ["MPLCONFIGDIR"] not in ("", str(home))
+        assert Path(os.environ["MPLCONFIGDIR"]).is_dir()
+    finally:
+        _mutable(home)
+        home.chmod(0o755)
+    monkeypatch.setenv("MPLCONFIGDIR", "")
+    plot._config_dir_for_matplotlib()  # (writable: matplotlib's own folder is kept)
+    assert os.environ["MPLCONFIGDIR"] == ""
+
+
+def test_shared_memory_outside_a_dev_shm_that_takes_no_files(monkeypatch):
+    """A /dev/shm that refuses new files while os.access says yes (root, a read-only mount in a
+    container): mkstemp's PermissionError was a traceback before any run; the memory file goes
+    to the temp directory instead."""
+    import errno
+    import os
+    import tempfile
+
+    from testbench.memory import SharedMemory
+
+    real = tempfile.mkstemp
+
+    def refusing(*args, dir=None, **kwargs):
+        if dir == "/dev/shm":
+            raise PermissionError(errno.EROFS, os.strerror(errno.EROFS), dir)
+        return real(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", refusing)
+    monkeypatch.setattr(os, "access", lambda *a, **k: True)
+    with SharedMemory(1 << 12) as mem:
+        assert mem.path.parent == Path(tempfile.gettempdir())
+        mem.view[:4] = 7
+        assert mem.read(0, 4) == b"\x07" * 4

@@ -574,3 +574,24 @@ def test_an_app_that_never_closes_its_device_still_exits():
     done = subprocess.run([sys.executable, "-c", app], cwd=Path(__file__).parents[2], timeout=60,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_closed_async_queue_gives_back_its_ibs():
+    """An async queue's flushes reclaim finished submissions only at max_inflight, and close()
+    left the ended jobs listed in flight: each queue made and closed kept its IBs (4 KiB each)
+    until the device closed, so an app making a queue per frame grew GTT without bound, and
+    the exit report counted the ended jobs as "submissions in flight"."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open(api_version=3)
+    buf = gpu.alloc(64)
+    used = []
+    for i in range(6):
+        with gpu.queue(async_submit=True) as q:
+            for k in range(3):
+                q.write(buf, 0, 10 * i + k)
+                q.flush()
+        assert not q.inflight and q.pool.created == 3
+        used.append(gpu.memory().gtt.used)
+    assert used == used[:1] * 6, used
+    assert int(buf.u32[0]) == 52
+    gpu.close()

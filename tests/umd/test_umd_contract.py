@@ -111,11 +111,24 @@ def test_argument_errors():
     assert buf.u32[:2].tolist() == [0, 0xFFFF_FFFF]
     other = gpu.alloc(0x100)
     other.free()
-    for call, fn, args in (("write", q.write, (other, 0, 1)), ("fill", q.fill, (other, 0, 4, 1)),
-                           ("copy", q.copy, (buf, 0, other, 0, 4)), ("upload", q.upload, (other, 0, b"abcd")),
-                           ("download", q.download, (other, 0, 4)), ("wait_mem", q.wait_mem, (other, 0, 0))):
-        _raises(ValueError, f"{call}: the buffer was freed", fn, *args)
+    # the argument named, and what freed it (copy said "the buffer was freed" of either; a range
+    # outside the freed buffer was that range's error)
+    for call, name, fn, args in (("write", "buf", q.write, (other, 0, 1)), ("fill", "buf", q.fill, (other, 0, 4, 1)),
+                                 ("copy", "src", q.copy, (buf, 0, other, 0, 4)),
+                                 ("copy", "dst", q.copy, (other, 0, buf, 0, 4)),
+                                 ("upload", "dst", q.upload, (other, 0, b"abcd")),
+                                 ("download", "src", q.download, (other, 0x200, 4)),
+                                 ("wait_mem", "buf", q.wait_mem, (other, 0, 0))):
+        _raises(ValueError, f"{call}: {name} {other!r} was freed (Buffer.free)", fn, *args)
+    mine = gpu.alloc(0x100)
     gpu.close()
+    # freed by its device's close, given to another device: freed, not "another device's"
+    kmd_model.bind(RefModel())
+    with umd.open() as gpu2:
+        _raises(ValueError, f"write: buf {mine!r} was freed (its device was closed: Device.close)",
+                gpu2.queue().write, mine, 0, 1)
+        # freed by Buffer.free before its device closed: still Buffer.free
+        _raises(ValueError, f"map: {other!r} was freed (Buffer.free)", other.map)
 
 
 def test_each_packet_remembers_its_call():

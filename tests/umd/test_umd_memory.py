@@ -192,8 +192,9 @@ def test_alloc_argument_errors():
         (ValueError, "alloc: domain must be 'gtt' or 'vram', not 2.0", dict(size=64, domain=2.0)),
         (ValueError, "alloc: domain must be 'gtt' or 'vram', not True", dict(size=64, domain=True)),
         (TypeError, "alloc: zero must be True or False, not 'yes'", dict(size=64, zero="yes")),
-        (umd.OutOfMemory, "alloc: GPU virtual address space exhausted: no free range of 0x40001000 bytes aligned to 0x1000 "
-         f"(0x{gpu.memory().va.free:x} bytes free in 1 ranges, the largest 0x{gpu.memory().va.largest_free:x})",
+        (umd.OutOfMemory, "alloc: GPU virtual address space exhausted: no free range for 0x40000000 bytes (0x40001000 "
+         f"with whole pages, 1 guard page after it) aligned to 0x1000; 0x{gpu.memory().va.free:x} bytes free in 1 "
+         f"range, the largest allocation that fits 0x{gpu.memory().va.largest_free:x} bytes",
          dict(size=1 << 30)),
     ]
     for exc, msg, kw in cases:
@@ -390,7 +391,7 @@ def test_an_allocation_larger_than_the_va_space_is_one_error():
 
     kmd_model.bind(RefModel())
     gpu = umd.open()
-    with pytest.raises(OutOfMemory, match=r"^alloc: GPU virtual address space exhausted: no free range of 0x10000001000 ") as ei:
+    with pytest.raises(OutOfMemory, match=r"^alloc: GPU virtual address space exhausted: no free range for 0x10000000000 ") as ei:
         gpu.alloc(1 << 40, "vram")
     assert ei.value.__context__ is None
     gpu.close()

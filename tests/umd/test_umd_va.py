@@ -26,10 +26,16 @@ def test_va_best_fit_alignment_guard_and_coalescing():
     va.free(c)
     st = va.stats()
     assert (st.free_ranges, st.used, st.largest_free) == (1, 0, 0x100000 - P)  # all one range again
-    with pytest.raises(umd.OutOfMemory, match=r"^GPU virtual address space exhausted: no free range of 0x101000 "
-                                              r"bytes aligned to 0x1000 \(0x100000 bytes free in 1 ranges, "
-                                              r"the largest 0xff000\)$"):
+    # the app's size, then what it takes (whole pages, the guard); the largest that fits
+    # (it named 0x101000 bytes and "0x100000 bytes free in 1 ranges, the largest 0xff000")
+    with pytest.raises(umd.OutOfMemory, match=r"^GPU virtual address space exhausted: no free range for 0x100000 "
+                                              r"bytes \(0x101000 with whole pages, 1 guard page after it\) aligned "
+                                              r"to 0x1000; 0x100000 bytes free in 1 range, the largest allocation "
+                                              r"that fits 0xff000 bytes$"):
         va.alloc(0x100000)
+    with pytest.raises(umd.OutOfMemory, match=r"^GPU virtual address space exhausted: no free range for 0xff001 "
+                                              r"bytes \(0x101000 with whole pages, 1 guard page after it\)"):
+        va.alloc(0xFF001)
     with pytest.raises(ValueError, match="must be a non-empty range of whole 0x1000-byte pages"):
         VaAllocator(0x100, 0x2000)
 

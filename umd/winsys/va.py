@@ -68,9 +68,15 @@ class VaAllocator:
                     break
         if best is None:
             st = self.stats()
-            raise OutOfMemory(f"GPU virtual address space exhausted: no free range of {need:#x} bytes aligned to "
-                              f"{align:#x} ({st.free:#x} bytes free in {st.free_ranges} ranges, the largest "
-                              f"{st.largest_free:#x})")
+            # (the request as the app made it: `need` adds whole pages and the guard, and "no free
+            # range of 0x3ef01000 bytes" for alloc(0x3ef00000), "0x3ef00000 bytes free in 1
+            # ranges, the largest 0x3eeff000", named neither the app's size nor the guard)
+            guard = f", {self.guard // self.page} guard page{'s' * (self.guard != self.page)} after it" \
+                if self.guard else ""
+            raise OutOfMemory(f"GPU virtual address space exhausted: no free range for {size:#x} bytes "
+                              f"({need:#x} with whole pages{guard}) aligned to {align:#x}; {st.free:#x} bytes free "
+                              f"in {st.free_ranges} range{'s' * (st.free_ranges != 1)}, the largest allocation that "
+                              f"fits {st.largest_free:#x} bytes")
         _, i, va = best
         s, e = self._holes[i]
         self._holes[i:i + 1] = [r for r in ([s, va], [va + need, e]) if r[1] > r[0]]
