@@ -382,7 +382,7 @@ class CrashReporter:
             return "  (no IH ring)"
         hw_wptr = self.kmd.mmio.read(regs.IH_WPTR)
         lines = [f"  IH ring at {ih.gpu_addr:#x}: KMD rptr {ih.rptr:#x}, hardware wptr {hw_wptr:#x} "
-                 f"(write-back {ih.get_wptr():#x}); {ih.entries} entries handled so far"]
+                 f"(write-back {ih.get_wptr():#x}); {ih.entries} {'entry' if ih.entries == 1 else 'entries'} handled so far"]
         r, n = ih.rptr, 0
         while r != hw_wptr and n < 16:
             i = (r & ih.mask) >> 2

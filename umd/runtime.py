@@ -357,10 +357,10 @@ class Buffer(_Handle):
         self._freed = False
         self._freed_how = ""  # what freed it (Buffer.free, or its device's close), said at free()
 
-    def map(self) -> np.ndarray:
+    def map(self, _call: str = "map") -> np.ndarray:
         """The bytes as a numpy uint8 view of device memory (GEM_MMAP, once per BO)."""
         if self.freed:
-            raise ValueError(f"map: {self!r} was freed ({self._freed_how})")
+            raise ValueError(f"{_call}: {self!r} was freed ({self._freed_how})")
         if self._view is None:
             # a mapping of its own, revoked at free(): its bytes (a slab's entry, a cached BO)
             # go to the next buffer, which a view kept past free() must not write
@@ -371,7 +371,7 @@ class Buffer(_Handle):
     @property
     def u32(self) -> np.ndarray:
         """The buffer as little-endian dwords."""
-        v = self.map()
+        v = self.map("u32")  # (its error names what the app called)
         return v[:len(v) & ~3].view("<u4")
 
     @api_call("Buffer.free")

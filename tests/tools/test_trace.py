@@ -794,3 +794,26 @@ def test_a_timeline_keeps_its_first_max_events_and_says_how_many_it_dropped(tmp_
     n = len(json.loads((tmp_path / "h.json").read_text())["traceEvents"])
     assert said and f"({n} events: 10 slices and instants, {n - 10} naming the processes and tracks; the " in said[0]
     assert " after them dropped: a timeline keeps the first 10)" in said[0]
+
+
+def test_crash_report_counts_one_ih_entry_as_one():
+    """The IH line said "1 entries handled so far" (the count as the driver keeps it, the
+    noun in the plural whatever it was)."""
+    import kmd_model
+    import umd
+    from gpucosim.crash import CrashReporter
+    from testbench.refmodel import RefModel
+
+    dev = RefModel()
+    crash = CrashReporter(".", "app", "model")
+    kmd = kmd_model.bind(dev, observers=[crash.observe])
+    crash.attach(kmd)
+    gpu = umd.open()
+    try:
+        lines = [ln for ln in crash.render("test").splitlines() if "handled so far" in ln]
+        assert len(lines) == 1, lines
+        n = kmd.ih.entries
+        assert lines[0].endswith(f"; {n} {'entry' if n == 1 else 'entries'} handled so far"), (n, lines)
+        assert n == 1  # (the case the plural got wrong: the bind's own entry, none of the app's yet)
+    finally:
+        gpu.close()

@@ -438,6 +438,8 @@ def test_a_buffer_of_a_closed_device_says_so():
     buf = gpu.alloc(64)
     buf.free()
     _raises(ValueError, f"map: {buf!r} was freed (Buffer.free)", buf.map)
+    # (u32 said "map: ...", a call the app did not make)
+    _raises(ValueError, f"u32: {buf!r} was freed (Buffer.free)", lambda: buf.u32)
     gpu.close()
 
 
