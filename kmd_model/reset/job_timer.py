@@ -75,7 +75,8 @@ class JobTimerMixin:
     def _overrun(self, sched: Scheduler) -> str | None:
         """Why the head job must stop though it moves, when nothing bounds it (a PM4 job the CS
         checker did not check: a CHAIN to itself never ends, and moves its queue's fetch counter
-        all the while); else None. Such a job may run what the checker lets a job run, twice
+        all the while; an SDMA job, never checked: POLL_REGMEMs that give up one by one move it
+        for as long as it has them, the time rule alone); else None. Such a job may run what the checker lets a job run, twice
         over: once the CP has fetched more than 2 * max_job_dw dwords for it (its queue's own
         counter, PERF_Q0/Q1_DWORDS_FETCHED, counted at the timer's looks, so the other CP
         queue's work neither hides nor inflates it), it is reset; a checked job never fetches
@@ -89,7 +90,18 @@ class JobTimerMixin:
         only the shared DMA counters move while it is neither polling nor stopped (queued
         behind the other queue's work), and nothing but time bounds that."""
         job = sched.head_job()
-        if job is None or job.checked is not None or sched is self.sdma_sched:
+        if job is None or job.checked is not None:
+            return None
+        if sched is self.sdma_sched:
+            # No dword rule: an SDMA job has no CHAIN, it fetches its IBs once. But nothing
+            # checks what they do, and a POLL_REGMEM gives up after its RETRY_COUNT and moves
+            # on: a job of polls each giving up inside a job timeout moves the fetch counter at
+            # every look, and held the ring for ever (174,762 polls fit one IB). The time rule
+            # bounds it, as amdgpu's timer bounds every job by its time.
+            ran = self.dev.now() - sched.head_at
+            if ran >= self.params.unchecked_job_timeouts * sched.job_timeout:
+                return (f"ran {ran} cycles (the SDMA ring is not checked), more than "
+                        f"{self.params.unchecked_job_timeouts} job timeouts")
             return None
         limit = 2 * self.max_job_dw
         if sched.head_fetched > limit:
