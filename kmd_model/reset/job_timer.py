@@ -144,7 +144,8 @@ class JobTimerMixin:
         self.stats["job_timeouts"] += 1
         why = self._why_timed_out(self.sched)
         stuck = find_unsatisfied_wait(self.mem32, job.ibs, self.info.ib_levels, client_addr=job.client_addr,
-                                      translate=self.job_translate(job), read=self.job_read(job))
+                                      translate=self.job_translate(job), read=self.job_read(job),
+                                      translate_many=self.job_translate_many(job))
         msg = (f"job {job.seq:#x} timed out on {self.ring.name}: {why}, "
                f"{self._doing(self.ring, stuck, st, regs.STATUS.WAITING.get(st), regs.STATUS.LEVEL.get(st))}, "
                f"context {job.ctx.id}")
@@ -177,10 +178,11 @@ class JobTimerMixin:
         # the error's fields, so the UMD names the call that recorded it
         if sched is self.sdma_sched:
             stuck = find_unsatisfied_poll(self.mem32, job.ibs, job.client_addr, self.job_read(job),
-                                          self.job_translate(job))
+                                          self.job_translate(job), self.job_translate_many(job))
         else:  # (the CP's other queue runs PM4, as ring 0)
             stuck = find_unsatisfied_wait(self.mem32, job.ibs, self.info.ib_levels, client_addr=job.client_addr,
-                                          translate=self.job_translate(job), read=self.job_read(job))
+                                          translate=self.job_translate(job), read=self.job_read(job),
+                                          translate_many=self.job_translate_many(job))
         polls = stuck or st["WAITING"]
         doing = self._doing(ring, stuck, raw, st["WAITING"], st["LEVEL"])
         msg = f"job {job.seq:#x} timed out on {ring.name}: {self._why_timed_out(sched)}, {doing}, context {job.ctx.id}"
