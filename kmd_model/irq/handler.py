@@ -223,14 +223,14 @@ class IrqMixin:
             elif s.timed_out(self.dev.now()) and not self._progressed(s):
                 self.ring_timedout_job(s)
         v = self.vmids
-        if (v.stuck_since is not None and self.wedged is None and any(s.queue for s in self.scheds)
+        if (v.stuck_since is not None and self.wedged is None and any(s.has_queued() for s in self.scheds)
                 and self.dev.now() - v.stuck_since >= self.params.job_timeout):
             # the MMU has not acknowledged an invalidation for a whole job timeout and jobs
             # wait for a VMID: a soft reset leaves the MMU as it is, so only failing them ends it
             self.wedge(f"the MMU acknowledged no TLB flush for {self.dev.now() - v.stuck_since} cycles, "
                        f"jobs waiting for a VMID ({v.stuck_why})")
         for s in self.scheds:
-            if s.queue:
+            if s.has_queued():
                 s.kick()
 
     def wait_unlocked(self, done, timeout: int) -> bool:

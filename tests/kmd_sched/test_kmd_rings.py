@@ -466,12 +466,12 @@ def test_a_freed_contexts_entity_leaves_the_run_queue_once_its_jobs_ran():
     for k, x in enumerate(ctxs):
         c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x100 + 4 * k, [k + 1]), 0x800 + 0x100 * k), ctx=x)
         c.io(Request.CTX, uapi.CtxArgs(uapi.CtxOp.FREE, x))
-    assert sum(len(rq) for rq in kmd.sched.rqs) == 4  # still queued: still there
+    assert sum(len(rq) for rq in kmd.sched.rqs) == 3  # still queued: still there (`hold`'s, in the ring, not)
     bo.u32[0x7000 // 4] = 1
     assert c.wait(hold)
     assert kmd.wait_for(lambda: not kmd.sched.pending and not kmd.sched.queue, 1_000_000)
     assert bo.u32[0x40:0x43].tolist() == [1, 2, 3]
-    assert [[repr(e) for e in rq] for rq in kmd.sched.rqs if rq] == [[f"Entity(ctx {c.ctx}, NORMAL)"]]
+    assert not any(kmd.sched.rqs)  # (an entity is in its run queue only while it has jobs queued)
     assert set(kmd.sched.entities) == {c.f.contexts[c.ctx]}
 
 
@@ -517,7 +517,7 @@ def test_a_freed_contexts_entity_leaves_the_run_queue_when_a_reset_drops_its_job
     bo.u32[0x3000 // 4] = 1
     assert c.wait(good) and kmd.stats["resets"] == 1
     assert not kmd.sched.pending and not kmd.sched.queue and bo.u32[0x3100 // 4] == 0 and bo.u32[0x3200 // 4] == 2
-    assert [[repr(e) for e in rq] for rq in kmd.sched.rqs if rq] == [[f"Entity(ctx {c.ctx}, NORMAL)"]]
+    assert not any(kmd.sched.rqs)  # (an entity is in its run queue only while it has jobs queued)
     assert set(kmd.sched.entities) == {c.f.contexts[c.ctx]}
 
 
