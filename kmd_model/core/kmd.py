@@ -161,6 +161,7 @@ class Kmd(ClientsMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
             "ioctls", "ioctl_errors", "cs", "cs_rejected", "jobs_retired", "jobs_cancelled",
             "interrupts", "spurious_interrupts", "fallback_polls", "resets", "job_timeouts",
             "cp_errors", "vm_faults", "cs_shadow_bytes", "sdma_errors", "queue_resets"), 0)
+        self.fallback_at = dev.now()  # the fence fallback timer's last run (IrqMixin.fallback_poll)
         mem = dev.mem
         size = min(len(mem), 1 << self.info.addr_bits) if self.info.addr_bits else len(mem)
         self.mem32 = as_u32(mem)

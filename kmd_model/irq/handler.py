@@ -10,7 +10,8 @@ wptr write-back has not landed yet: INT_STATUS says which.
 
 Waiting is amdgpu's: check fence memory (cheap); sleep on the interrupt for at most the
 fallback period; run the IH handler when it fires, else poll fences and STATUS (the
-fallback timer, which also catches a lost CP_ERROR interrupt); give up at the deadline.
+fallback timer, which also catches a lost CP_ERROR interrupt, and runs every fallback
+period even while interrupts keep coming); give up at the deadline.
 All times are simulated cycles (`Device.now()`), so runs are repeatable.
 """
 
@@ -67,6 +68,8 @@ class IrqMixin:
             log.warning("IH ring overflowed: entries were dropped; polling fences and STATUS")
         if events:
             self.fence_drv.process()
+            if self.hqd_sched is not None:
+                self.hqd_sched.fence_drv.process()
             if self.sdma_fence_drv is not None:
                 self.sdma_fence_drv.process()
                 self._check_ring_status(self.sdma_sched)
@@ -181,8 +184,14 @@ class IrqMixin:
                 owner.fault = info
 
     def fallback_poll(self) -> None:
-        """amdgpu's fence fallback timer: a lost interrupt only costs time."""
+        """amdgpu's fence fallback timer: a lost interrupt only costs time. It runs when no
+        interrupt came for `fallback_poll` cycles, and at least every `fallback_poll` cycles
+        however many come (service): it ran only when none came, and the handler polls the
+        fences only when it finds the IH ring empty, so an interrupt storm (an SDMA job of
+        POLL_REGMEMs giving up every cycle) kept a job whose EOP entry an overflow had dropped
+        unsignalled for as long as it lasted, and the job timer then reset its ring."""
         self.stats["fallback_polls"] += 1
+        self.fallback_at = self.dev.now()
         if self.fence_drv.pending and self.fence_drv.process():
             log.debug("fallback poll signalled fences (interrupt late or lost)")
         if self.sched.pending or self.fence_drv.pending:
@@ -204,6 +213,8 @@ class IrqMixin:
         then feed the ring. Every ioctl that depends on GPU state calls this first."""
         if self.dev.irq_level():
             self.irq_handler()
+            if self.dev.now() - self.fallback_at >= self.params.fallback_poll:
+                self.fallback_poll()  # (the timer runs whatever the interrupts do)
         else:
             if self.fence_drv.pending:
                 self.fence_drv.process()
