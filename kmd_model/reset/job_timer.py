@@ -131,11 +131,23 @@ class JobTimerMixin:
             return f"{ring.ENGINE} polling in a {ring.POLL_PACKET}"
         return f"{ring.ENGINE} busy at {regs.IbLevel(level).name} ({ring.STATUS.NAME} {st:#x})"
 
+    @staticmethod
+    def _done_unseen(sched: Scheduler) -> bool:
+        """Has the ring's head job finished, its fence in memory though nobody has read it yet
+        (its interrupt dropped by a full IH ring, the fallback poll not due)? Then it is
+        retired here, not reset: the job timer took such a job for stuck and reset the
+        device for it (or its queue), every ring's jobs resubmitted."""
+        job = sched.head_job()
+        if job is None:
+            return True
+        sched.fence_drv.process()
+        return job.finished
+
     def timedout_job(self) -> None:
         """drm_sched's timedout_job: the head job made no progress for job_timeout cycles."""
-        job = self.sched.head_job()
-        if job is None:
+        if self._done_unseen(self.sched):
             return
+        job = self.sched.head_job()
         st = self.mmio.read(regs.STATUS)
         if regs.STATUS.ERROR.get(st):  # stopped by an error whose interrupt we never saw
             self._cp_error(self.read_cp_error())
@@ -164,9 +176,9 @@ class JobTimerMixin:
 
     def ring_timedout_job(self, sched: Scheduler) -> None:
         """drm_sched's timedout_job for an extra ring."""
-        job, ring = sched.head_job(), sched.ring
-        if job is None:
+        if self._done_unseen(sched):
             return
+        job, ring = sched.head_job(), sched.ring
         raw = self.mmio.read(ring.STATUS)
         st = ring.STATUS.decode(raw)
         if st["ERROR"]:

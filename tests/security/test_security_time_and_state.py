@@ -472,6 +472,28 @@ def test_a_fence_whose_eop_entry_was_dropped_signals_by_the_fallback_poll_throug
     assert kmd.ih.by_source.get("EOP", 0) == 1  # (the ring test's: the job's was dropped)
 
 
+@pytest.mark.parametrize("priority", [0, 512])
+def test_the_job_timer_does_not_reset_a_job_whose_fence_is_in_memory(priority):
+    """A job whose EOP entry was dropped, its fence not polled yet (the storm above, a
+    `fallback_poll` longer than `job_timeout`): the job timer found its ring still and took the
+    finished job for stuck, a full reset of the device for a gfx job (every ring's jobs
+    resubmitted), a queue reset for a gfx_high one. It reads the ring's fence memory first
+    now: a job that has finished is retired, not reset."""
+    dev = SdmaStormIhModel()
+    kmd = kmd_model.bind(dev, job_timeout=5_000, fallback_poll=1 << 40)
+    v = Client()
+    vbo = v.bo(0x1000)
+    ctx = v.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=priority)).ctx_id
+    dev.storming = True
+    dev._ih_append(ih_spec.Source.SDMA_POLL_TIMEOUT, 0x1000, 0, 0, 0, client=ih_spec.Client.SDMA0)
+    try:
+        seq = v.submit(v.ib(vbo, pm4.write_data(vbo.addr + 0x100, [5])), ctx=ctx)
+        assert v.wait(seq, 100_000, ctx=ctx) and vbo.u32[0x40] == 5
+    finally:
+        dev.storming = False
+    assert kmd.stats["job_timeouts"] == kmd.stats["resets"] == kmd.stats["queue_resets"] == 0
+
+
 # ------------------------------------------------------------------------------ hangs on purpose
 
 def test_a_client_hanging_every_ring_again_and_again_leaves_the_innocent_one_and_the_driver_whole(monkeypatch):
