@@ -18,6 +18,7 @@ All times are simulated cycles (`Device.now()`), so runs are repeatable.
 from __future__ import annotations
 
 import errno
+from dataclasses import replace
 
 from spec import vm as vm_spec
 
@@ -98,11 +99,28 @@ class IrqMixin:
         if sched.error is None:
             self.stats["sdma_errors" if sched is self.sdma_sched else "cp_errors"] += 1
             if state.code == CpError.VM_FAULT:
-                if sched is self.sdma_sched:
+                if sched is not self.sdma_sched:
+                    state = self._queue1_fault(sched, state)
+                if state.vm_status is None:
                     self._record_sdma_vm_fault(sched, state)
                 else:
                     self._record_vm_fault(state)
             sched.error = state
+
+    def _queue1_fault(self, sched: Scheduler, state: CpErrorState) -> CpErrorState:
+        """CP queue 1's VM fault, whose status is read from the one VM_FAULT_STATUS the two CP
+        queues share: it holds queue 0's fault when both queues are stopped by one
+        (docs/hardware.md). Taken as queue 1's, the fault went to the VM of queue 0's VMID,
+        with queue 1's address: a client whose own job faulted on queue 0 read, in INFO
+        VM_FAULT, the address another client's job faulted at on queue 1. When the status
+        names another VMID than queue 1's job in hand runs with, it is not queue 1's: the
+        fault is that job's VMID's, access and cause unknown, as an SDMA fault is."""
+        job = sched.job_at_ring(self.mmio.read(sched.ring.RPTR) >> sched.ring.RPTR_SHIFT) or sched.head_job()
+        if (job is None or not job.vmid or state.vm_status is None
+                or regs.VM_FAULT_STATUS.VMID.get(state.vm_status) == job.vmid):
+            return state
+        return replace(state, vm_status=None, unlatched="VM_FAULT_STATUS held CP queue 0's fault, no access "
+                                                        "or cause latched for this one")
 
     def read_cp_error(self) -> CpErrorState:
         m = self.mmio
@@ -166,7 +184,8 @@ class IrqMixin:
                 owner.fault = info
 
     def _record_sdma_vm_fault(self, sched: Scheduler, state: CpErrorState) -> None:
-        """An SDMA queue's VM fault, kept as a CP fault is (INFO VM_FAULT, the statistics). The
+        """An SDMA queue's VM fault (or CP queue 1's whose status is not its own:
+        _queue1_fault), kept as a CP fault is (INFO VM_FAULT, the statistics). The
         engine latches the address (SDMA_ERROR_ADDR) but no VM_FAULT_STATUS: the VMID is the
         one the job it stopped in ran with (found as the recovery finds the guilty job, by the
         ring's rptr, so the error's message and INFO VM_FAULT name the same VMID); status,
