@@ -141,10 +141,25 @@ class IrqMixin:
     def on_sdma_error_entry(self, entry: dict) -> None:
         self._ring_error(self.sdma_sched, self.sdma_ring.read_error())  # type: ignore[arg-type, union-attr]
 
+    POLL_TIMEOUT_LOGS = 10  # POLL_TIMEOUT warnings per job timeout at most (then one line says how many more)
+
     def on_sdma_poll_timeout(self, entry: dict) -> None:
-        """sdma_v4_0_process_pool_timeout_irq only logs: the engine moved on by itself."""
-        log.warning("sdma0: a POLL_REGMEM at %#x gave up (last read %#010x)", entry["DATA0"] | entry["DATA1"] << 32,
-                    entry["DATA2"])
+        """sdma_v4_0_process_pool_timeout_irq only logs: the engine moved on by itself. Rate
+        limited, as the kernel's dev_err_ratelimited: an SDMA job of POLL_REGMEMs each giving
+        up after a cycle (no checker refuses it) logged a warning a cycle, 20,000 lines for
+        a job of 20,000 polls. At most POLL_TIMEOUT_LOGS a job timeout, then one line says how
+        many were not logged."""
+        now, n = self.dev.now(), self._poll_timeouts
+        if n is None or now - n[0] >= self.params.job_timeout:
+            if n is not None and n[2]:
+                log.warning("sdma0: %d more POLL_REGMEMs gave up (not logged)", n[2])
+            n = self._poll_timeouts = [now, 0, 0]
+        if n[1] < self.POLL_TIMEOUT_LOGS:
+            n[1] += 1
+            log.warning("sdma0: a POLL_REGMEM at %#x gave up (last read %#010x)", entry["DATA0"] | entry["DATA1"] << 32,
+                        entry["DATA2"])
+        else:
+            n[2] += 1
 
     def on_cp_error_entry(self, entry: dict) -> None:
         if entry.get("RING_ID") == 1 and self.hqd_sched is not None:  # the CP's second queue

@@ -168,6 +168,27 @@ def test_an_sdma_job_of_polls_that_give_up_one_by_one_is_reset_after_the_time_ru
     assert victim.run(vbo, pm4.write_data(vbo.addr + 0x200, [6])) and vbo.u32[0x80] == 6  # the driver runs on
 
 
+
+def test_an_sdma_job_of_polls_that_give_up_does_not_flood_the_log(caplog):
+    """Each POLL_REGMEM that gave up was one warning: a job of 2,000 polls each giving up after
+    a cycle logged 2,000 lines. At most POLL_TIMEOUT_LOGS (10) a job timeout now, then one line
+    says how many more were not logged."""
+    import logging
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 30)
+    c = Client()
+    bo = c.bo(0x10000)
+    words = [w for _ in range(2_000) for w in sdma.poll_regmem(bo.addr + 0xF000, 1, 0xFFFF_FFFF, "EQ",
+                                                               interval=0, retry_count=1)]
+    with caplog.at_level(logging.WARNING, logger="gpucosim.kmd"):
+        assert c.wait(c.submit(sdma_ib(bo, words)), 1 << 20)
+        kmd.params.job_timeout = 1  # (the next window: the count of those not logged is said)
+        kmd.on_sdma_poll_timeout({"DATA0": 0, "DATA1": 0, "DATA2": 0})
+    lines = [r.getMessage() for r in caplog.records if "POLL_REGMEM" in r.getMessage()]
+    assert kmd.ih.by_source["SDMA_POLL_TIMEOUT"] == 2_000
+    assert len(lines) == 10 + 2, (len(lines), lines[:3])
+    assert lines[-2] == "sdma0: 1990 more POLL_REGMEMs gave up (not logged)"
+
+
 # ------------------------------------------------------------------------------ jobs queued per context
 
 def _held(c: Client, bo, n: int) -> list[int]:
