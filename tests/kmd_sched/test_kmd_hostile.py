@@ -141,6 +141,7 @@ def test_hostile_clients_leave_the_innocent_one_and_the_driver_whole(seed):
         c.f.close()
     assert not kmd.live_bos() and kmd.shadow.used == 0
     assert not any(rq for s in kmd.scheds for rq in s.rqs) and not any(s.entities for s in kmd.scheds)
+    assert not any(s.parked for s in kmd.scheds)
 
 
 def _scheduler_steps_of_a_cs(ndeps: int, contexts: int = 40) -> tuple[int, list]:
@@ -235,4 +236,16 @@ def test_idle_contexts_of_another_file_cost_the_scheduler_nothing():
     now, as drm_sched's FIFO run queue keeps only entities with work."""
     few = _scheduler_steps_with_idle_contexts(1)
     many = _scheduler_steps_with_idle_contexts(400)
+    assert many < 2 * few, (few, many)
+
+
+def test_contexts_whose_jobs_wait_for_a_dependency_cost_the_scheduler_nothing():
+    """An entity whose head job waits for a dependency stayed in its run queue, and every
+    scheduler pass looked at it: a client with 4,094 contexts, each with a copy job held on
+    a dependency on one job of its own, made another client's 100 small copies take 0.89 s
+    instead of 0.13 s (for as long as it held that job). Such an entity is parked out of its
+    run queue now, and its head's last dependency to end puts it back (Job.ended)."""
+    few, answers_few = _scheduler_steps_of_a_cs(1, contexts=1)
+    many, answers_many = _scheduler_steps_of_a_cs(1, contexts=400)
+    assert answers_few == [False] and answers_many == [False] * 400  # (every held job ran once its dependency had)
     assert many < 2 * few, (few, many)

@@ -61,6 +61,7 @@ def assert_as_at_bring_up(kmd, heaps: dict) -> None:
     assert {d: h.used for d, h in kmd.bo.heaps.items()} == heaps
     assert [v.n for v in kmd.vmids.ids if v.owner is not None] == []
     assert not any(rq for s in kmd.scheds for rq in s.rqs) and not any(s.entities for s in kmd.scheds)
+    assert not any(s.parked for s in kmd.scheds)
     assert [len(s.fence_drv.pending) for s in kmd.scheds] == [0] * len(kmd.scheds)
     s = kmd.stats
     assert s["jobs_retired"] + s["jobs_cancelled"] == s["cs"], s  # every job ended, and once
