@@ -489,7 +489,8 @@ class VmFaultInfo:
     """drm_amdgpu_info_gpuvm_fault: the last VM fault of the file's jobs (all 0: none yet)."""
 
     addr: int = 0  # the faulting virtual address
-    status: int = 0  # VM_FAULT_STATUS (VMID, ACCESS, LEVEL, CAUSE); 0 for an SDMA fault (not latched)
+    status: int = 0  # VM_FAULT_STATUS (VMID, ACCESS, LEVEL, CAUSE); 0 when not latched for it (an SDMA
+    # fault, or CP queue 1's while the register held queue 0's)
     vmid: int = 0
     access: str = ""  # spec/vm.py Access name
     cause: str = ""  # spec/vm.py Cause name

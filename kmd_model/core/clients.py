@@ -158,6 +158,25 @@ class ClientsMixin:
             return vm.translate(va, n)  # (every job has its file's VM: CS makes the only jobs)
         return translate
 
+    def job_translate_many(self, job: Job):
+        """job_translate for an array of addresses (int64), each of one dword: where each is in
+        memory, -1 where it is nowhere (the timeout diagnosis's polls, all at once)."""
+        vm = job.vm
+
+        def translate_many(va: np.ndarray) -> np.ndarray:
+            pa = np.full(len(va), -1, dtype=np.int64)
+            starts, ends, _, delta, _ = vm.lookup_arrays()
+            if len(starts):
+                i = np.searchsorted(starts, va, side="right") - 1
+                j = np.maximum(i, 0)
+                inside = (i >= 0) & (va + 4 <= ends[j])
+                pa[inside] = (va + delta[j])[inside]
+            if self.kernel_va_size:  # (first, as job_translate looks)
+                k = (va >= self.kernel_va) & (va + 4 <= self.kernel_va + self.shadow.size)
+                pa[k] = self.shadow.bo.gpu_addr + va[k] - self.kernel_va
+            return pa
+        return translate_many
+
     def job_read(self, job: Job):
         """va, ndwords -> the dwords a job sees there (a copy), None where it has nothing
         mapped: an IB may run across adjacent mappings of its VM, each read where its own

@@ -93,8 +93,9 @@ class KmdParams:
     # fetch counters for ever): it is reset once the CP fetched 2 * max_job_dw dwords for it
     # (its queue's own counter: JobTimerMixin._overrun), and, as a backstop for what that
     # count cannot see, once it has run this many job_timeouts from when it reached the head
-    # of its ring. Checked jobs are bounded by max_job_dw and restart the timer without end (a
-    # maximum-size IB runs to its end).
+    # of its ring. The SDMA ring is never checked: its jobs have the time rule alone (a job of
+    # POLL_REGMEMs each giving up inside a job timeout moved for ever). Checked jobs are bounded
+    # by max_job_dw and restart the timer without end (a maximum-size IB runs to its end).
     unchecked_job_timeouts: int = 64
 
     def __post_init__(self) -> None:
@@ -160,6 +161,8 @@ class Kmd(ClientsMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
             "ioctls", "ioctl_errors", "cs", "cs_rejected", "jobs_retired", "jobs_cancelled",
             "interrupts", "spurious_interrupts", "fallback_polls", "resets", "job_timeouts",
             "cp_errors", "vm_faults", "cs_shadow_bytes", "sdma_errors", "queue_resets"), 0)
+        self.fallback_at = dev.now()  # the fence fallback timer's last run (IrqMixin.fallback_poll)
+        self._poll_timeouts: list | None = None  # [since, logged, not logged]: IrqMixin.on_sdma_poll_timeout
         mem = dev.mem
         size = min(len(mem), 1 << self.info.addr_bits) if self.info.addr_bits else len(mem)
         self.mem32 = as_u32(mem)

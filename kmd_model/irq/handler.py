@@ -10,13 +10,15 @@ wptr write-back has not landed yet: INT_STATUS says which.
 
 Waiting is amdgpu's: check fence memory (cheap); sleep on the interrupt for at most the
 fallback period; run the IH handler when it fires, else poll fences and STATUS (the
-fallback timer, which also catches a lost CP_ERROR interrupt); give up at the deadline.
+fallback timer, which also catches a lost CP_ERROR interrupt, and runs every fallback
+period even while interrupts keep coming); give up at the deadline.
 All times are simulated cycles (`Device.now()`), so runs are repeatable.
 """
 
 from __future__ import annotations
 
 import errno
+from dataclasses import replace
 
 from spec import vm as vm_spec
 
@@ -67,6 +69,8 @@ class IrqMixin:
             log.warning("IH ring overflowed: entries were dropped; polling fences and STATUS")
         if events:
             self.fence_drv.process()
+            if self.hqd_sched is not None:
+                self.hqd_sched.fence_drv.process()
             if self.sdma_fence_drv is not None:
                 self.sdma_fence_drv.process()
                 self._check_ring_status(self.sdma_sched)
@@ -95,11 +99,28 @@ class IrqMixin:
         if sched.error is None:
             self.stats["sdma_errors" if sched is self.sdma_sched else "cp_errors"] += 1
             if state.code == CpError.VM_FAULT:
-                if sched is self.sdma_sched:
+                if sched is not self.sdma_sched:
+                    state = self._queue1_fault(sched, state)
+                if state.vm_status is None:
                     self._record_sdma_vm_fault(sched, state)
                 else:
                     self._record_vm_fault(state)
             sched.error = state
+
+    def _queue1_fault(self, sched: Scheduler, state: CpErrorState) -> CpErrorState:
+        """CP queue 1's VM fault, whose status is read from the one VM_FAULT_STATUS the two CP
+        queues share: it holds queue 0's fault when both queues are stopped by one
+        (docs/hardware.md). Taken as queue 1's, the fault went to the VM of queue 0's VMID,
+        with queue 1's address: a client whose own job faulted on queue 0 read, in INFO
+        VM_FAULT, the address another client's job faulted at on queue 1. When the status
+        names another VMID than queue 1's job in hand runs with, it is not queue 1's: the
+        fault is that job's VMID's, access and cause unknown, as an SDMA fault is."""
+        job = sched.job_at_ring(self.mmio.read(sched.ring.RPTR) >> sched.ring.RPTR_SHIFT) or sched.head_job()
+        if (job is None or not job.vmid or state.vm_status is None
+                or regs.VM_FAULT_STATUS.VMID.get(state.vm_status) == job.vmid):
+            return state
+        return replace(state, vm_status=None, unlatched="VM_FAULT_STATUS held CP queue 0's fault, no access "
+                                                        "or cause latched for this one")
 
     def read_cp_error(self) -> CpErrorState:
         m = self.mmio
@@ -120,10 +141,25 @@ class IrqMixin:
     def on_sdma_error_entry(self, entry: dict) -> None:
         self._ring_error(self.sdma_sched, self.sdma_ring.read_error())  # type: ignore[arg-type, union-attr]
 
+    POLL_TIMEOUT_LOGS = 10  # POLL_TIMEOUT warnings per job timeout at most (then one line says how many more)
+
     def on_sdma_poll_timeout(self, entry: dict) -> None:
-        """sdma_v4_0_process_pool_timeout_irq only logs: the engine moved on by itself."""
-        log.warning("sdma0: a POLL_REGMEM at %#x gave up (last read %#010x)", entry["DATA0"] | entry["DATA1"] << 32,
-                    entry["DATA2"])
+        """sdma_v4_0_process_pool_timeout_irq only logs: the engine moved on by itself. Rate
+        limited, as the kernel's dev_err_ratelimited: an SDMA job of POLL_REGMEMs each giving
+        up after a cycle (no checker refuses it) logged a warning a cycle, 20,000 lines for
+        a job of 20,000 polls. At most POLL_TIMEOUT_LOGS a job timeout, then one line says how
+        many were not logged."""
+        now, n = self.dev.now(), self._poll_timeouts
+        if n is None or now - n[0] >= self.params.job_timeout:
+            if n is not None and n[2]:
+                log.warning("sdma0: %d more POLL_REGMEMs gave up (not logged)", n[2])
+            n = self._poll_timeouts = [now, 0, 0]
+        if n[1] < self.POLL_TIMEOUT_LOGS:
+            n[1] += 1
+            log.warning("sdma0: a POLL_REGMEM at %#x gave up (last read %#010x)", entry["DATA0"] | entry["DATA1"] << 32,
+                        entry["DATA2"])
+        else:
+            n[2] += 1
 
     def on_cp_error_entry(self, entry: dict) -> None:
         if entry.get("RING_ID") == 1 and self.hqd_sched is not None:  # the CP's second queue
@@ -163,7 +199,8 @@ class IrqMixin:
                 owner.fault = info
 
     def _record_sdma_vm_fault(self, sched: Scheduler, state: CpErrorState) -> None:
-        """An SDMA queue's VM fault, kept as a CP fault is (INFO VM_FAULT, the statistics). The
+        """An SDMA queue's VM fault (or CP queue 1's whose status is not its own:
+        _queue1_fault), kept as a CP fault is (INFO VM_FAULT, the statistics). The
         engine latches the address (SDMA_ERROR_ADDR) but no VM_FAULT_STATUS: the VMID is the
         one the job it stopped in ran with (found as the recovery finds the guilty job, by the
         ring's rptr, so the error's message and INFO VM_FAULT name the same VMID); status,
@@ -181,8 +218,14 @@ class IrqMixin:
                 owner.fault = info
 
     def fallback_poll(self) -> None:
-        """amdgpu's fence fallback timer: a lost interrupt only costs time."""
+        """amdgpu's fence fallback timer: a lost interrupt only costs time. It runs when no
+        interrupt came for `fallback_poll` cycles, and at least every `fallback_poll` cycles
+        however many come (service): it ran only when none came, and the handler polls the
+        fences only when it finds the IH ring empty, so an interrupt storm (an SDMA job of
+        POLL_REGMEMs giving up every cycle) kept a job whose EOP entry an overflow had dropped
+        unsignalled for as long as it lasted, and the job timer then reset its ring."""
         self.stats["fallback_polls"] += 1
+        self.fallback_at = self.dev.now()
         if self.fence_drv.pending and self.fence_drv.process():
             log.debug("fallback poll signalled fences (interrupt late or lost)")
         if self.sched.pending or self.fence_drv.pending:
@@ -204,6 +247,8 @@ class IrqMixin:
         then feed the ring. Every ioctl that depends on GPU state calls this first."""
         if self.dev.irq_level():
             self.irq_handler()
+            if self.dev.now() - self.fallback_at >= self.params.fallback_poll:
+                self.fallback_poll()  # (the timer runs whatever the interrupts do)
         else:
             if self.fence_drv.pending:
                 self.fence_drv.process()
@@ -223,14 +268,14 @@ class IrqMixin:
             elif s.timed_out(self.dev.now()) and not self._progressed(s):
                 self.ring_timedout_job(s)
         v = self.vmids
-        if (v.stuck_since is not None and self.wedged is None and any(s.queue for s in self.scheds)
+        if (v.stuck_since is not None and self.wedged is None and any(s.has_queued() for s in self.scheds)
                 and self.dev.now() - v.stuck_since >= self.params.job_timeout):
             # the MMU has not acknowledged an invalidation for a whole job timeout and jobs
             # wait for a VMID: a soft reset leaves the MMU as it is, so only failing them ends it
             self.wedge(f"the MMU acknowledged no TLB flush for {self.dev.now() - v.stuck_since} cycles, "
                        f"jobs waiting for a VMID ({v.stuck_why})")
         for s in self.scheds:
-            if s.queue:
+            if s.has_queued():
                 s.kick()
 
     def wait_unlocked(self, done, timeout: int) -> bool:

@@ -31,6 +31,9 @@ class CpErrorState:
     addr: int
     offset_dw: int
     vm_status: int | None = 0  # VM_FAULT_STATUS, for CODE = VM_FAULT; None: not latched (SDMA)
+    # why vm_status is None, when it is not the SDMA's (CP queue 1's fault while queue 0's held
+    # the shared VM_FAULT_STATUS)
+    unlatched: str = ""
 
     @classmethod
     def from_regs(cls, value: int, addr: int, offset: int, vm_status: int | None = 0) -> "CpErrorState":
@@ -93,8 +96,8 @@ class CpErrorState:
         if code == CpError.VM_FAULT and self.vm_status is None:  # (a status of 0 would read as a fault of VMID 0)
             pkt = f" in {self.opcode_name}" if self.opcode_name else ""
             if vmid:  # the VMID INFO VM_FAULT reports too
-                return (f"VM fault at {self.addr:#x}{pkt} (VMID {vmid}, its job's: the SDMA engine latches no "
-                        "access or cause)")
+                why = self.unlatched or "the SDMA engine latches no access or cause"
+                return f"VM fault at {self.addr:#x}{pkt} (VMID {vmid}, its job's: {why})"
             return f"VM fault at {self.addr:#x}{pkt} (the SDMA engine latches no access, VMID or cause)"
         if code == CpError.VM_FAULT:
             f = regs.VM_FAULT_STATUS.decode(self.vm_status)

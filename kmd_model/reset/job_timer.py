@@ -75,7 +75,8 @@ class JobTimerMixin:
     def _overrun(self, sched: Scheduler) -> str | None:
         """Why the head job must stop though it moves, when nothing bounds it (a PM4 job the CS
         checker did not check: a CHAIN to itself never ends, and moves its queue's fetch counter
-        all the while); else None. Such a job may run what the checker lets a job run, twice
+        all the while; an SDMA job, never checked: POLL_REGMEMs that give up one by one move it
+        for as long as it has them, the time rule alone); else None. Such a job may run what the checker lets a job run, twice
         over: once the CP has fetched more than 2 * max_job_dw dwords for it (its queue's own
         counter, PERF_Q0/Q1_DWORDS_FETCHED, counted at the timer's looks, so the other CP
         queue's work neither hides nor inflates it), it is reset; a checked job never fetches
@@ -89,7 +90,18 @@ class JobTimerMixin:
         only the shared DMA counters move while it is neither polling nor stopped (queued
         behind the other queue's work), and nothing but time bounds that."""
         job = sched.head_job()
-        if job is None or job.checked is not None or sched is self.sdma_sched:
+        if job is None or job.checked is not None:
+            return None
+        if sched is self.sdma_sched:
+            # No dword rule: an SDMA job has no CHAIN, it fetches its IBs once. But nothing
+            # checks what they do, and a POLL_REGMEM gives up after its RETRY_COUNT and moves
+            # on: a job of polls each giving up inside a job timeout moves the fetch counter at
+            # every look, and held the ring for ever (174,762 polls fit one IB). The time rule
+            # bounds it, as amdgpu's timer bounds every job by its time.
+            ran = self.dev.now() - sched.head_at
+            if ran >= self.params.unchecked_job_timeouts * sched.job_timeout:
+                return (f"ran {ran} cycles (the SDMA ring is not checked), more than "
+                        f"{self.params.unchecked_job_timeouts} job timeouts")
             return None
         limit = 2 * self.max_job_dw
         if sched.head_fetched > limit:
@@ -119,11 +131,23 @@ class JobTimerMixin:
             return f"{ring.ENGINE} polling in a {ring.POLL_PACKET}"
         return f"{ring.ENGINE} busy at {regs.IbLevel(level).name} ({ring.STATUS.NAME} {st:#x})"
 
+    @staticmethod
+    def _done_unseen(sched: Scheduler) -> bool:
+        """Has the ring's head job finished, its fence in memory though nobody has read it yet
+        (its interrupt dropped by a full IH ring, the fallback poll not due)? Then it is
+        retired here, not reset: the job timer took such a job for stuck and reset the
+        device for it (or its queue), every ring's jobs resubmitted."""
+        job = sched.head_job()
+        if job is None:
+            return True
+        sched.fence_drv.process()
+        return job.finished
+
     def timedout_job(self) -> None:
         """drm_sched's timedout_job: the head job made no progress for job_timeout cycles."""
-        job = self.sched.head_job()
-        if job is None:
+        if self._done_unseen(self.sched):
             return
+        job = self.sched.head_job()
         st = self.mmio.read(regs.STATUS)
         if regs.STATUS.ERROR.get(st):  # stopped by an error whose interrupt we never saw
             self._cp_error(self.read_cp_error())
@@ -132,7 +156,8 @@ class JobTimerMixin:
         self.stats["job_timeouts"] += 1
         why = self._why_timed_out(self.sched)
         stuck = find_unsatisfied_wait(self.mem32, job.ibs, self.info.ib_levels, client_addr=job.client_addr,
-                                      translate=self.job_translate(job), read=self.job_read(job))
+                                      translate=self.job_translate(job), read=self.job_read(job),
+                                      translate_many=self.job_translate_many(job))
         msg = (f"job {job.seq:#x} timed out on {self.ring.name}: {why}, "
                f"{self._doing(self.ring, stuck, st, regs.STATUS.WAITING.get(st), regs.STATUS.LEVEL.get(st))}, "
                f"context {job.ctx.id}")
@@ -151,9 +176,9 @@ class JobTimerMixin:
 
     def ring_timedout_job(self, sched: Scheduler) -> None:
         """drm_sched's timedout_job for an extra ring."""
-        job, ring = sched.head_job(), sched.ring
-        if job is None:
+        if self._done_unseen(sched):
             return
+        job, ring = sched.head_job(), sched.ring
         raw = self.mmio.read(ring.STATUS)
         st = ring.STATUS.decode(raw)
         if st["ERROR"]:
@@ -165,10 +190,11 @@ class JobTimerMixin:
         # the error's fields, so the UMD names the call that recorded it
         if sched is self.sdma_sched:
             stuck = find_unsatisfied_poll(self.mem32, job.ibs, job.client_addr, self.job_read(job),
-                                          self.job_translate(job))
+                                          self.job_translate(job), self.job_translate_many(job))
         else:  # (the CP's other queue runs PM4, as ring 0)
             stuck = find_unsatisfied_wait(self.mem32, job.ibs, self.info.ib_levels, client_addr=job.client_addr,
-                                          translate=self.job_translate(job), read=self.job_read(job))
+                                          translate=self.job_translate(job), read=self.job_read(job),
+                                          translate_many=self.job_translate_many(job))
         polls = stuck or st["WAITING"]
         doing = self._doing(ring, stuck, raw, st["WAITING"], st["LEVEL"])
         msg = f"job {job.seq:#x} timed out on {ring.name}: {self._why_timed_out(sched)}, {doing}, context {job.ctx.id}"

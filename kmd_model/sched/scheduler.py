@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import errno
+import bisect
 from collections import deque
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -48,6 +49,10 @@ class Priority(IntEnum):
     LOW = 3
 
 
+def _turn(e: "Entity") -> int:
+    return e.turn
+
+
 class Entity:
     """drm_sched_entity: one context's queue of jobs for one ring."""
 
@@ -55,6 +60,9 @@ class Entity:
         self.ctx = ctx
         self.priority = priority
         self.queue: deque[Job] = deque()
+        self.in_rq = False  # in its run queue: while it has jobs queued (Scheduler._enqueue)
+        self.parked = False  # out of it while its head job waits for dependencies (Scheduler._park)
+        self.turn = 0  # its place in the round robin: when it was made or last served (Scheduler._turns)
 
     def __repr__(self) -> str:
         return f"Entity(ctx {self.ctx.id}, {self.priority.name})"
@@ -85,6 +93,7 @@ class Job:
     ring: Ring | None = None  # the ring it runs on (its scheduler's)
     deps: list = field(default_factory=list)  # jobs (of any ring) that must finish first (set_deps)
     entity: Entity | None = None  # its context's entity on its ring (push_job)
+    sched: Any = None  # the scheduler of its ring (push_job)
     # its dependencies not finished yet, and those that failed: counted as each ends
     # (dependency_ended), so a scheduler pass looks at a job once, not at each of its deps
     deps_left: int = 0
@@ -103,11 +112,15 @@ class Job:
                 self.deps_failed += 1
 
     def ended(self) -> None:
-        """It finished (well or with `error`): its dependents count it."""
+        """It finished (well or with `error`): its dependents count it, and a dependent at the
+        head of an entity parked for its dependencies goes back to its run queue."""
         for j in self.dependents:
             j.deps_left -= 1
             if self.error is not None:
                 j.deps_failed += 1
+            e = j.entity
+            if e is not None and e.parked and e.queue and e.queue[0] is j and (not j.deps_left or j.deps_failed):
+                j.sched._unpark(e)
         self.dependents = []
 
     def client_addr(self, addr: int) -> int:
@@ -121,6 +134,19 @@ class Job:
 
     def __repr__(self) -> str:
         return f"Job(ctx {self.ctx.id} seq {self.seq:#x})"
+
+
+def dependency_failed(job: Job, ring: str, bad: "Job | FailedDep") -> KmdError:
+    """The ECANCELED of `job`, cancelled on `ring` because its dependency `bad` failed: it names
+    `bad` and the first error of the chain (`bad`'s own, or, when `bad` was itself cancelled
+    for a dependency, the one that began it), kept as the error's `cause`. It held `bad`'s
+    whole message, so each job of a chain held every message before it: 1,000 CSs in a
+    chain left 36 MB of messages in one context's record of failed jobs, the last 72,578
+    characters long, and a chain may go on for ever."""
+    cause = getattr(bad.error, "cause", None) or bad.error.message
+    err = KmdError(errno.ECANCELED, f"{job!r} on {ring}: its dependency {bad!r} failed: {cause}", bad.error.info)
+    err.cause = cause
+    return err
 
 
 @dataclass(frozen=True)
@@ -148,6 +174,11 @@ class Scheduler:
         self.job_timeout = job_timeout
         self.hw_submission_limit = hw_submission_limit
         self.rqs: list[list[Entity]] = [[] for _ in Priority]  # by Priority, round robin within
+        self._turns = 0  # Entity.turn's clock
+        # entities out of their run queue while their head job waits for dependencies: a
+        # scheduler pass walked each of them (a client's 4,094 contexts, each with a job held
+        # on a dependency, made every other client's passes 7 times slower)
+        self.parked: set[Entity] = set()
         self.entities: dict["Context", Entity] = {}  # context -> its entity on this ring (ids are per file)
         self.pending: deque[Job] = deque()  # in the ring, not finished
         self.stopped = False
@@ -172,30 +203,72 @@ class Scheduler:
 
     @property
     def queue(self) -> list[Job]:
-        """Jobs accepted and not yet in the ring, entity by entity."""
-        return [j for rq in self.rqs for e in rq for j in e.queue]
+        """Jobs accepted and not yet in the ring, entity by entity (parked ones' too)."""
+        return [j for e in self._queued_entities() for j in e.queue]
+
+    def _queued_entities(self) -> list[Entity]:
+        return [e for rq in self.rqs for e in rq] + list(self.parked)
+
+    def has_queued(self) -> bool:
+        """Is any job accepted and not yet in the ring? (`bool(queue)`, without the list.)"""
+        return any(self.rqs) or bool(self.parked)
 
     def entity(self, ctx: "Context") -> Entity:
-        """The context's entity on this ring, created on first use at the context's priority."""
+        """The context's entity on this ring, created on first use at the context's priority.
+        It is in its run queue only while it has jobs queued (_enqueue, _dequeue): it was there
+        from its first job until its context was freed, and every pass of the scheduler walked
+        every idle entity of every file (a client's idle contexts slowed every other's CS and
+        wait: 4 files of 4,094 contexts each made 100 small jobs 17 times slower)."""
         e = self.entities.get(ctx)
         if e is None:
             e = self.entities[ctx] = Entity(ctx, Priority(ctx.priority))
-            self.rqs[e.priority].append(e)
+            self._turns += 1
+            e.turn = self._turns
         return e
 
-    def remove_context(self, ctx: "Context") -> None:
-        """A freed context: its entity leaves the run queue now, or (its queued jobs still
-        run) once _select finds it empty."""
-        e = self.entities.pop(ctx, None)
-        if e is not None and not e.queue:
+    def _enqueue(self, e: Entity) -> None:
+        """`e` has jobs: into its run queue, if not there, at its place in the round robin
+        (a run queue is in the order its entities were made or last served, idle ones left
+        out: the order they had when every entity stayed in it, so jobs resubmitted after a
+        reset keep the order they had in the ring). A parked entity stays parked (a job
+        pushed behind its head changes nothing)."""
+        if not e.in_rq and not e.parked:
+            e.in_rq = True
+            bisect.insort(self.rqs[e.priority], e, key=_turn)
+
+    def _dequeue(self, e: Entity) -> None:
+        """`e` has no job queued: out of its run queue."""
+        if e.in_rq:
+            e.in_rq = False
             self.rqs[e.priority].remove(e)
+
+    def _park(self, e: Entity) -> None:
+        """`e`'s head job waits for dependencies: out of its run queue until they end (Job.ended)."""
+        self._dequeue(e)
+        e.parked = True
+        self.parked.add(e)
+
+    def _unpark(self, e: Entity) -> None:
+        """Back into its run queue (at its turn), or gone if it has no job left."""
+        if e.parked:
+            e.parked = False
+            self.parked.discard(e)
+        if e.queue:
+            self._enqueue(e)
+
+    def remove_context(self, ctx: "Context") -> None:
+        """A freed context: its entity goes (its queued jobs still run, from the run queue,
+        which it leaves once they are gone)."""
+        self.entities.pop(ctx, None)
 
     # ------------------------------------------------------------------ submission
 
     def push_job(self, job: Job) -> None:
         job.ring = self.ring
         job.entity = self.entity(job.ctx)
+        job.sched = self
         job.entity.queue.append(job)
+        self._enqueue(job.entity)
         job.ctx.jobs[job.seq] = job
         self.kick()
 
@@ -207,14 +280,17 @@ class Scheduler:
                 while e.queue and e.queue[0].deps_failed:
                     job = e.queue.popleft()
                     bad = next(d for d in job.deps if d.finished and d.error is not None)
-                    self.cancel_job(job, KmdError(errno.ECANCELED, f"{job!r} on {self.name}: its dependency "
-                                                  f"{bad!r} failed: {bad.error.message}", bad.error.info))
-                if not e.queue and self.entities.get(e.ctx) is not e:
-                    rq.remove(e)  # a freed context's entity, its last job gone
-                elif e.queue and not e.queue[0].deps_left:
+                    self.cancel_job(job, dependency_failed(job, self.name, bad))
+                if not e.queue:
+                    self._dequeue(e)  # (its jobs were cancelled)
+                elif not e.queue[0].deps_left:
                     rq.remove(e)
                     rq.append(e)  # round robin: it goes to the back of its queue
+                    self._turns += 1
+                    e.turn = self._turns
                     return e
+                else:
+                    self._park(e)  # (its head's last dependency to end puts it back: Job.ended)
         return None
 
     def kick(self) -> None:
@@ -230,8 +306,8 @@ class Scheduler:
                 break  # every VMID is busy: the job waits for one (amdgpu_vmid_grab)
             job.vmid = vmid
             e.queue.popleft()
-            if not e.queue and self.entities.get(e.ctx) is not e:
-                self.rqs[e.priority].remove(e)  # a freed context's entity, its last job gone
+            if not e.queue:
+                self._dequeue(e)
             if not self.pending:
                 self.progress_at = self.head_at = self.kmd.dev.now()
                 self.progress_mark = ()
@@ -344,17 +420,21 @@ class Scheduler:
         for j in dropped:
             self.cancel_job(j, error)
         self.pending = deque(j for j in self.pending if not j.finished)
-        for rq in self.rqs:
-            for e in rq:
-                e.queue = deque(j for j in e.queue if not j.finished)
+        for e in self._queued_entities():
+            e.queue = deque(j for j in e.queue if not j.finished)
         self._drop_emptied()
         return dropped
 
     def _drop_emptied(self) -> None:
-        """A freed context's entity leaves the run queue once its last job is gone: here,
-        for jobs cancelled outside _select and kick, which only see the entities they reach."""
+        """An entity leaves the run queue once its last job is gone: here, for jobs cancelled
+        outside _select and kick, which only see the entities they reach."""
         for rq in self.rqs:
-            rq[:] = [e for e in rq if e.queue or self.entities.get(e.ctx) is e]
+            for e in rq:
+                e.in_rq = bool(e.queue)
+            rq[:] = [e for e in rq if e.queue]
+        for e in list(self.parked):  # (its head gone: it may be ready, or have no job left)
+            if not e.queue or not e.queue[0].deps_left or e.queue[0].deps_failed:
+                self._unpark(e)
 
     def resubmit_and_start(self) -> list[Job]:
         """Put the unfinished jobs that were in the ring back at the head of their entities
@@ -366,8 +446,7 @@ class Scheduler:
             # too (its entity has left `entities`; a new one would run the later jobs first)
             e = j.entity or self.entity(j.ctx)
             e.queue.appendleft(j)
-            if e not in self.rqs[e.priority]:
-                self.rqs[e.priority].append(e)
+            self._unpark(e)  # (its head is a job that ran: ready)
         self.stopped = False
         # (the ring test after the reset ran packets on this queue with nothing pending)
         self.progress_at = self.busy_at = self.head_at = self.kmd.dev.now()
@@ -380,8 +459,7 @@ class Scheduler:
             if not j.finished:
                 self.cancel_job(j, error)
         self.pending.clear()
-        for rq in self.rqs:
-            for e in rq:
-                e.queue.clear()
+        for e in self._queued_entities():
+            e.queue.clear()
         self._drop_emptied()
 

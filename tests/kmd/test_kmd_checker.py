@@ -542,6 +542,56 @@ def test_diagnosis_finds_the_packets_the_decoders_find_in_hostile_streams():
         assert got is None or got.startswith("POLL_REGMEM at IB"), got
 
 
+
+def test_diagnosis_passes_over_the_polls_that_hold_with_the_same_answer():
+    """With `translate_many` the walks make every poll's compare at once (numpy) and decode
+    only those that may not hold (a job of polls that hold cost one Python decode each, the
+    driver's lock held): in hostile streams of polls of every function, reference and mask,
+    at addresses the translation maps, does not map, maps past the end of memory or above
+    4 GiB, the answer is the one the walk gives looking at each poll."""
+    rng = random.Random(0x5A4E)
+    base = 0x2000  # the translation: [0x10000, 0x12000) -> [base, base + 0x2000), nothing else
+
+    def translate(va: int, n: int) -> int | None:
+        return base + va - 0x10000 if 0x10000 <= va and va + n <= 0x12000 else None
+
+    def translate_many(va: np.ndarray) -> np.ndarray:
+        return np.where((va >= 0x10000) & (va + 4 <= 0x12000), base + va - 0x10000, -1)
+
+    def addr() -> int:
+        return rng.choice((0x10000 + 4 * rng.getrandbits(11), 4 * rng.getrandbits(10), 0x11FFC, 0x12000,
+                           0x1_0001_0000, 4 * MEM_DW))
+    fns = ("ALWAYS", "LT", "LE", "EQ", "NE", "GE", "GT")
+    mem = np.array([rng.choice((0, 1, 2, 0xFFFF_FFFF, rng.getrandbits(32))) for _ in range(MEM_DW)], dtype=np.uint32)
+    for _ in range(300):
+        pm, sd = _hostile_pm4(rng), _hostile_sdma(rng)
+        for _ in range(rng.randrange(1, 12)):
+            ref, mask = rng.choice((0, 1, 2, 0xFFFF_FFFF, rng.getrandbits(32))), rng.choice((0xFFFF_FFFF, 0xFF, 1, 0))
+            at = rng.randrange(len(pm) + 1)
+            w = pm4.wait_reg_mem(addr(), ref, mask, rng.choice(fns))
+            if rng.random() < 0.1:
+                w[1] |= 7  # FUNCTION 7: compares nothing
+            pm[at:at] = w
+            at = rng.randrange(len(sd) + 1)
+            sd[at:at] = sdma.poll_regmem(addr(), ref, mask, rng.choice(fns))
+        m = _put(mem, 0x100, pm[:0x700])
+        ib = (0x100, min(len(pm), 0x700))
+        args = dict(translate=lambda va, n: va if va + n <= 4 * MEM_DW else None)
+        want = find_unsatisfied_wait(m, [ib], 2, **args)
+        assert find_unsatisfied_wait(m, [ib], 2, translate_many=lambda va: np.where(va + 4 <= 4 * MEM_DW, va, -1),
+                                     **args) == want
+        ml = _put(mem, base, pm[:0x700])
+        ib = (0x10000, min(len(pm), 0x700))
+        want = find_unsatisfied_wait(ml, [ib], 2, translate=translate)
+        assert find_unsatisfied_wait(ml, [ib], 2, translate=translate, translate_many=translate_many) == want
+        ms = _put(mem, base, sd[:0x700])
+        read = lambda va, n: ms[translate(va, 4 * n) // 4:][:n] if translate(va, 4 * n) is not None else None  # noqa: E731
+        ib = (0x10000, min(len(sd), 0x700))
+        want = find_unsatisfied_poll(ms, [ib], lambda a: a, read, translate)
+        got = find_unsatisfied_poll(ms, [ib], lambda a: a, read, translate, translate_many)
+        assert got == want and (got is None or (got.level, got.offset, got.addr) == (want.level, want.offset, want.addr))
+
+
 CHECKS = [check_read_side, check_ranges_at_the_end_of_a_bo, check_lowest_bo_and_wrapped_addresses,
           check_bad_packet_before_a_chain, check_shared_chain_target, check_job_limits_exact,
           check_deepest_level_chain_rules, check_shadow_layout_and_client_addresses]

@@ -497,3 +497,43 @@ def test_a_hang_behind_a_long_ib_is_diagnosed_without_decoding_every_packet(ring
     assert ei.value.errno == errno.ECANCELED and "timed out" in ei.value.message, ei.value
     assert stuck in ei.value.message, ei.value.message
     assert decoded[0] < 10, f"{decoded[0]} packets decoded, the driver's lock held"
+
+
+@pytest.mark.parametrize("ring", ["gfx", "sdma0"])
+def test_a_hang_behind_many_polls_that_hold_is_diagnosed_without_decoding_each(ring, monkeypatch):
+    """The diagnosis decodes only the polls it looks at, but it looked at every one until it
+    found one whose compare does not hold: a job of polls that hold, then one that does not,
+    had each decoded in Python, the driver's lock held (an SDMA IB of 174,762 such
+    POLL_REGMEMs: 5.3 s at each of its timeouts, four IBs a job; a checked gfx job of
+    WAIT_REG_MEMs 1.9 s a million dwords). The compares are made for all of them at once with
+    numpy now, and only a poll that does not hold is decoded: the same answer."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=20_000)
+    c = Client()
+    n = 1 << 16
+    bo = c.bo(4 * n + 0x1000)
+    flag = bo.addr + 4 * n + 0x800  # (nobody sets it: 0)
+    if ring == "gfx":
+        one = pm4.wait_reg_mem(flag, 0, 0xFFFF_FFFF, "EQ")  # holds
+        words = one * (n // len(one) - 1) + pm4.wait_reg_mem(flag, 1, 0xFFFF_FFFF, "EQ")
+        at = 4 * (len(words) - len(one))
+        seq = c.submit(c.ib(bo, words))
+        stuck = f"stuck in WAIT_REG_MEM at IB+{at:#x} ({bo.addr + at:#x}): *{flag:#x} & 0xffffffff = 0x0, waits for == 0x1"
+    else:
+        one = sdma.poll_regmem(flag, 0, 0xFFFF_FFFF, "EQ", interval=4)
+        words = one * (n // len(one) - 1) + sdma.poll_regmem(flag, 1, 0xFFFF_FFFF, "EQ", interval=4)
+        at = 4 * (len(words) - len(one))
+        seq = c.submit(sdma_ib(bo, words))
+        stuck = f"stuck in POLL_REGMEM at IB+{at:#x} ({bo.addr + at:#x}): *{flag:#x} & 0xffffffff = 0x0, waits for == 0x1"
+    decoded = [0]
+    for module, name in ((pm4, "decode"), (sdma, "decode"), (sdma.codec, "decode")):
+        real = getattr(module, name)
+
+        def counted(*a, real=real, **k):
+            decoded[0] += 1
+            return real(*a, **k)
+        monkeypatch.setattr(module, name, counted)
+    with pytest.raises(KmdError) as ei:
+        c.wait(seq, timeout=10**7)
+    assert ei.value.errno == errno.ECANCELED and "timed out" in ei.value.message, ei.value
+    assert stuck in ei.value.message, ei.value.message
+    assert decoded[0] < 10, f"{decoded[0]} packets decoded, the driver's lock held"

@@ -6,6 +6,9 @@ the driver spend, and run, beyond the checker.
   instant and the rest as time passes, so the job timer resets the loop, as on the RTL.
   The timeout's diagnosis then followed the loop's CHAIN 524,288 times (3.3 s, the lock held):
   it reads each IB once now.
+- An SDMA job of POLL_REGMEMs that each give up inside a job timeout moved the engine at
+  every look of the timer, for as long as it had polls (the SDMA ring has no checker, and
+  the time rule skipped it): it is reset after `unchecked_job_timeouts` job timeouts now.
 - Jobs queued without limit: a context could queue any number of jobs on a ring (about
   1.4 KB each; with the checker off nothing else bounds them). As amdgpu's context keeps
   `amdgpu_sched_jobs` (32) fences per entity and a CS waits for the one in its slot
@@ -134,6 +137,56 @@ def test_the_timeout_diagnosis_reads_each_ib_of_a_chain_loop_once():
     assert reads == [a, b]
     mem32[b // 4: b // 4 + 8] = pm4.wait_reg_mem(0x800, 1, 1, "EQ") + pm4.pad(1)  # and now it waits in B
     assert find_unsatisfied_wait(mem32, [(a, 8)], 2).startswith("WAIT_REG_MEM at IB2+0x0 (0x200): *0x800")
+
+
+def test_an_sdma_job_of_polls_that_give_up_one_by_one_is_reset_after_the_time_rule():
+    """The SDMA ring has no checker, and its POLL_REGMEM gives up after RETRY_COUNT polls and
+    moves on: a job of polls that each give up well inside a job timeout moves the engine's
+    fetch counter at every look, so the timer restarted for ever (no dword rule bounds an
+    SDMA job, and the time rule skipped the SDMA ring): 174,762 such polls fit one IB, about
+    1,400 job timeouts each IB, and every other client's copy waited behind it (its WAIT_CS
+    ran out, ETIME). Now an SDMA job runs `unchecked_job_timeouts` job timeouts at most."""
+    jt = 5_000
+    kmd = kmd_model.bind(RefModel(), job_timeout=jt, fallback_poll=1_000, unchecked_job_timeouts=8)
+    h, victim = Client(), Client()
+    hbo, vbo = h.bo(0x10000), victim.bo(0x1000)
+    # each poll waits for a value nobody writes and gives up after 16 x 160 cycles
+    words = [w for _ in range(2_000) for w in sdma.poll_regmem(hbo.addr + 0xF000, 1, 0xFFFF_FFFF, "EQ",
+                                                               interval=10, retry_count=15)]
+    seq = h.submit(sdma_ib(hbo, words))
+    t0 = kmd.dev.now()
+    vseq = victim.submit(sdma_ib(vbo, sdma.write_linear(vbo.addr + 0x100, [5])))
+    assert victim.wait(vseq, 100 * jt) and vbo.u32[0x40] == 5  # (it waited 2,000 x 2,560 cycles)
+    assert 8 * jt <= kmd.dev.now() - t0 < 10 * jt  # the limit, and a timer period more at most
+    with pytest.raises(KmdError) as ei:
+        h.wait(seq)
+    e = ei.value
+    assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT", e
+    assert re.fullmatch(r"WAIT_CS: job 0x1 timed out on sdma0: ran \d+ cycles \(the SDMA ring is not checked\), "
+                        r"more than 8 job timeouts, .*", e.message), e.message
+    assert kmd.stats["job_timeouts"] == 1
+    assert victim.run(vbo, pm4.write_data(vbo.addr + 0x200, [6])) and vbo.u32[0x80] == 6  # the driver runs on
+
+
+
+def test_an_sdma_job_of_polls_that_give_up_does_not_flood_the_log(caplog):
+    """Each POLL_REGMEM that gave up was one warning: a job of 2,000 polls each giving up after
+    a cycle logged 2,000 lines. At most POLL_TIMEOUT_LOGS (10) a job timeout now, then one line
+    says how many more were not logged."""
+    import logging
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 30)
+    c = Client()
+    bo = c.bo(0x10000)
+    words = [w for _ in range(2_000) for w in sdma.poll_regmem(bo.addr + 0xF000, 1, 0xFFFF_FFFF, "EQ",
+                                                               interval=0, retry_count=1)]
+    with caplog.at_level(logging.WARNING, logger="gpucosim.kmd"):
+        assert c.wait(c.submit(sdma_ib(bo, words)), 1 << 20)
+        kmd.params.job_timeout = 1  # (the next window: the count of those not logged is said)
+        kmd.on_sdma_poll_timeout({"DATA0": 0, "DATA1": 0, "DATA2": 0})
+    lines = [r.getMessage() for r in caplog.records if "POLL_REGMEM" in r.getMessage()]
+    assert kmd.ih.by_source["SDMA_POLL_TIMEOUT"] == 2_000
+    assert len(lines) == 10 + 2, (len(lines), lines[:3])
+    assert lines[-2] == "sdma0: 1990 more POLL_REGMEMs gave up (not logged)"
 
 
 # ------------------------------------------------------------------------------ jobs queued per context

@@ -370,3 +370,33 @@ def test_a_closed_files_tables_stay_while_its_own_job_runs_and_nothing_else_does
     assert not table.freed  # the running job's root links it
     kmd.mem32[flag // 4] = 1  # the job goes on and ends
     assert kmd.wait_for(lambda: table.freed, 100_000)  # then it goes
+
+
+def test_a_fault_on_each_cp_queue_at_once_is_each_clients_own_in_info_vm_fault():
+    """Both CP queues stopped by VM faults at once, a client's job on queue 0, another's on
+    queue 1 (gfx_high): VM_FAULT_STATUS, which the two queues share, holds queue 0's fault
+    (docs/hardware.md), and the KMD took it as queue 1's too: queue 1's fault went to queue 0's
+    VM with queue 1's address, so the first client read in INFO VM_FAULT the address the
+    other client's job had faulted at (0x2b000000 for its own 0x2a000000). Queue 1's fault
+    is its job's VMID's now, its access and cause unknown (as an SDMA fault's)."""
+    from spec import sdma
+    from kmd_model.uapi import CsChunkDep, HwIp, InfoArgs, InfoQuery
+    from tests.kmd_sched.test_kmd_queues import sdma_ib
+    kmd = kmd_model.bind(RefModel(), cs_check=False)
+    a, b = Client(), Client()
+    abo, bbo = a.bo(), b.bo()
+    bhigh = b.io(Request.CTX, uapi.CtxArgs(CtxOp.ALLOC, priority=512)).ctx_id
+    # each gfx job waits for a copy job held on a flag, so the scheduler puts both in the CP together
+    ax = a.submit(sdma_ib(abo, sdma.poll_regmem(abo.addr + 0x3000, 1, 0xFFFF_FFFF, "EQ", interval=1), 0x1000))
+    by = b.submit(sdma_ib(bbo, sdma.poll_regmem(bbo.addr + 0x3000, 1, 0xFFFF_FFFF, "EQ", interval=1), 0x1000))
+    ag = a.submit(CsChunkDep(HwIp.DMA, 0, a.ctx, ax), a.ib(abo, pm4.write_data(0x2A00_0000, [1])))
+    bg = b.submit(CsChunkDep(HwIp.DMA, 0, b.ctx, by), b.ib(bbo, pm4.write_data(0x2B00_0000, [1])), ctx=bhigh)
+    abo.u32[0x3000 // 4] = bbo.u32[0x3000 // 4] = 1
+    for c, seq, ctx, addr in ((a, ag, a.ctx, 0x2A00_0000), (b, bg, bhigh, 0x2B00_0000)):
+        with pytest.raises(KmdError) as ei:
+            c.wait(seq, 1_000_000, ctx=ctx)
+        assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT" and ei.value.info.addr == addr
+    fa = a.io(Request.INFO, InfoArgs(InfoQuery.VM_FAULT))
+    fb = b.io(Request.INFO, InfoArgs(InfoQuery.VM_FAULT))
+    assert (fa.addr, fa.vmid) == (0x2A00_0000, a.f.vm.vmid or fa.vmid) and fa.access == "WRITE", fa
+    assert fb.addr == 0x2B00_0000 and fb.vmid not in (0, fa.vmid), fb
