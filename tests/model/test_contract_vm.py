@@ -239,3 +239,24 @@ def test_contract_on_the_model(check):
     from testbench.refmodel import RefModel
 
     check(RefModel())
+
+
+def test_vm_levels_are_the_rtls_on_the_model():
+    """VM_CAPS.LEVELS is 2, 3 or 4 (docs/hardware.md): the RTL's MMU refuses other counts and
+    the model accepted 1 (a root that is a page table), a device the RTL cannot be; both take
+    their range from spec/vm.py's BUILD_LEVELS, and the model reports the count it was given."""
+    from amaranth.hdl import Fragment
+
+    from rtl.mmu import MMU
+    from spec import vm as vm_spec
+    from testbench.refmodel import RefModel
+
+    assert vm_spec.BUILD_LEVELS == (2, 3, 4)
+    for bad in (0, 1, 5, True, 2.0):
+        with pytest.raises(ValueError, match=rf"^vm_levels must be 2, 3 or 4 \(as the RTL's MMU\), not {bad!r}$"):
+            RefModel(vm_levels=bad)
+        with pytest.raises(ValueError, match="levels must be 2, 3 or 4"):
+            Fragment.get(MMU(levels=bad), None)
+    for n in vm_spec.BUILD_LEVELS:
+        from tests.model.contract_driver import Gpu
+        assert Gpu(RefModel(vm_levels=n)).fields("VM_CAPS")["LEVELS"] == n
