@@ -887,6 +887,69 @@ def check_ring_and_ih_sizes_at_their_largest(dev):
     assert g.r32(OUT + 8) == 0x99
 
 
+
+def check_halted_holds_while_the_halted_cp_takes_a_doorbell_error_or_an_entry(dev):
+    """While CONTROL.HALT holds and no packet is in hand, STATUS.HALTED reads 1 at every read,
+    whatever the parser does meanwhile without a packet: latch a doorbell error of the queue
+    it did not hold (a switch to that queue, the error's drain and its IH entry), switch to a
+    queue given work while the other is stopped, or write the SDMA's IH entries. On the RTL it
+    read 0 for each of those (about 18 cycles for the doorbell error, 6 reads back to back; 2-3
+    for the switch; the IH write's time for each SDMA entry), so a driver that halts and then
+    checks HALTED could find a CP that seemed to run. A doorbell error of queue 0 then shows
+    ERROR (STATUS is queue 0's): HALTED or ERROR at every read, never neither."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 8)
+
+    def reads(n=40):
+        return [g.fields("STATUS") for _ in range(n)]
+
+    def halt():
+        g.set("CONTROL", HALT=1)
+        g.until(lambda: g.fields("STATUS")["HALTED"], "STATUS.HALTED")
+
+    # queue 0 ran last; queue 1's doorbell error while halted
+    q0.run(write_data(OUT, [1]))
+    halt()
+    q1.doorbell(q1.wptr + 1000)
+    seen = reads()
+    assert all(st["HALTED"] for st in seen), [st["HALTED"] for st in seen]
+    st1 = g.idle("CP_HQD1_STATUS")
+    assert st1["ERROR"] == 1 and g.fields("STATUS")["HALTED"] == 1
+    (e,) = g.until(lambda: ih.pop() or None, "the CP_ERROR entry")
+    assert (ih.source(e), e["RING_ID"]) == ("CP_ERROR", 1)
+    # queue 1 stopped, queue 0 given work while halted: the CP switches to it and starts nothing
+    q0.submit(write_data(OUT + 4, [2]))
+    seen = reads()
+    assert all(st["HALTED"] for st in seen) and g.r32(OUT + 4) == 0, [st["HALTED"] for st in seen]
+    # the SDMA's entries, written by the CP's IH writer while the CP is halted
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    s.submit(*[sdma("TRAP", INT_CONTEXT=k) for k in range(6)])
+    seen = reads(60)
+    assert all(st["HALTED"] for st in seen), [st["HALTED"] for st in seen]
+    entries = []
+    g.until(lambda: entries.extend(ih.pop()) or len(entries) >= 6, "six TRAP entries")
+    assert [e["DATA0"] for e in entries] == list(range(6)) and g.r32(OUT + 4) == 0
+    g.set("CONTROL", HALT=0)
+    g.idle()
+    assert g.r32(OUT + 4) == 2
+    g.set("CP_QUEUE_RESET", Q1=1)
+    g.idle("CP_HQD1_STATUS")
+    q1.wptr = 0
+    g.write("INT_STATUS", M32)
+    # queue 1 ran last; queue 0's doorbell error while halted: HALTED until ERROR shows
+    q1.run(write_data(OUT + 8, [3]))
+    halt()
+    q0.doorbell(q0.wptr + 1000)
+    seen = reads()
+    assert all(st["HALTED"] or st["ERROR"] for st in seen), [(st["HALTED"], st["ERROR"]) for st in seen]
+    st = g.idle()
+    assert (st["ERROR"], st["HALTED"]) == (1, 0), st
+    g.set("CONTROL", HALT=0)
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+
+
 CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
           check_halts_stop_at_a_packet_boundary,
           check_halted_shows_while_the_other_queue_is_stopped_by_an_error,
@@ -897,7 +960,8 @@ CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_pe
           check_rptr_write_back_address_is_locked_while_enabled,
           check_ih_wptr_write_back_address_is_locked_while_enabled,
           check_ih_entry_in_hand_when_enable_is_cleared_finishes,
-          check_ih_ring_with_both_engines_odd_rptrs_and_enable, check_ring_and_ih_sizes_at_their_largest]
+          check_ih_ring_with_both_engines_odd_rptrs_and_enable, check_ring_and_ih_sizes_at_their_largest,
+          check_halted_holds_while_the_halted_cp_takes_a_doorbell_error_or_an_entry]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
