@@ -459,7 +459,8 @@ def check_sdma_copy_fill_write_edges(dev):
     """COPY_LINEAR, CONSTANT_FILL and WRITE_LINEAR at their smallest (COUNT 0: one byte, one
     dword), unaligned on both sides, across 4 KiB pages, at their largest (4 MiB: COUNT
     0x3FFFFF), and the bytes around each left alone; a copy whose source is an earlier copy's
-    or fill's destination reads what it wrote (packets act in order); the byte counters."""
+    or fill's destination reads what it wrote (packets act in order); the byte counters. (The
+    4 MiB transfers on the model and Verilator only: see below.)"""
     g = Gpu(dev)
     ih = IhRing(g, IH_BASE, 6, IH_WB)
     s = SdmaRing(g, SRING, 8, SRPTR_WB)
@@ -492,7 +493,11 @@ def check_sdma_copy_fill_write_edges(dev):
           sdma("FENCE", DATA=0x5A, **lo_hi("ADDR", OUT, 2)))
     want = bytes([0]) + bytes((x % 4) + 1 for x in range(a + 1, a + 0x1802)) + bytes([0])
     assert _bytes(g, a, 0x1803) == want and _bytes(g, c, 0x1803) == want and g.r32(OUT) == 0x5A
-    # the largest: COUNT 0x3FFFFF is 4 MiB (a fill: no reads), then a 4 MiB copy of it
+    # the largest: COUNT 0x3FFFFF is 4 MiB (a fill: no reads), then a 4 MiB copy of it; on the
+    # model and Verilator (5 s): Icarus, about 2,300 cycles/s here, took 7.5 minutes for the
+    # two (the same RTL as Verilator's)
+    if g.dev.name == "icarus":
+        return
     big, big2 = 0x1000000, 0x1800000
     g.write("CONTROL", g.value("CONTROL", PERF_CLEAR=1))
     s.submit(fill(big, 0x5EED0000 | 0x77, 1 << 22), sdma("FENCE", DATA=0x5B, **lo_hi("ADDR", OUT, 2)))
@@ -546,10 +551,10 @@ def check_sdma_poll_trap_errors_resets_and_doorbells(dev):
     # TRAP after a fill and a FENCE: when its entry is in, both are in memory
     g.w32(OUT, [0] * 8)
     g.set("SDMA_CNTL", TRAP_ENABLE=1)
-    s.submit(sdma("CONSTANT_FILL", SRC_DATA=0x01010101, COUNT=0xFFFF, **lo_hi("DST_ADDR", 0x400000)),
+    s.submit(sdma("CONSTANT_FILL", SRC_DATA=0x01010101, COUNT=0x3FFF, **lo_hi("DST_ADDR", 0x400000)),
              fence(0, 0xB0), sdma("TRAP", INT_CONTEXT=0xB1))
     g.until(lambda: g.read("IH_WPTR") != ih.rptr, "the TRAP entry")
-    assert g.r32(OUT) == 0xB0 and g.r32(0x400000) == 0x01010101 and g.r32(0x40FFFC) == 0x01010101
+    assert g.r32(OUT) == 0xB0 and g.r32(0x400000) == 0x01010101 and g.r32(0x403FFC) == 0x01010101
     (e,) = ih.pop()
     assert (ih.source(e), e["DATA0"]) == ("SDMA_TRAP", 0xB1)
     g.idle("SDMA_STATUS")
@@ -631,31 +636,31 @@ def check_cp_and_sdma_side_by_side(dev):
     g.set("CP_QUEUE_RESET", Q0=1)
     g.idle()
     ring.wptr = 0
-    # the SDMA's queue reset while the CP's DMA engine fills 1 MiB: the CP's transfer completes
-    big = 0x1000000
-    s.submit(sdma("CONSTANT_FILL", SRC_DATA=0x22222222, COUNT=(1 << 20) - 1, **lo_hi("DST_ADDR", big + (2 << 20))))
-    ring.submit(dma_data(big, 0x33333333, 1 << 20, SRC_SEL="DATA", CP_SYNC=1), write_data(OUT + 4, [0x52]))
+    # the SDMA's queue reset while the CP's DMA engine fills 128 KiB: the CP's transfer completes
+    big, N = 0x1000000, 1 << 17
+    s.submit(sdma("CONSTANT_FILL", SRC_DATA=0x22222222, COUNT=N - 1, **lo_hi("DST_ADDR", big + (2 << 20))))
+    ring.submit(dma_data(big, 0x33333333, N, SRC_SEL="DATA", CP_SYNC=1), write_data(OUT + 4, [0x52]))
     g.set("SDMA_CNTL", QUEUE_RESET=1)
     g.idle("SDMA_STATUS")
     g.until(lambda: g.r32(OUT + 4) == 0x52, "the CP's fill", cycles=1_000_000, step=2000)
-    assert g.r32(big) == 0x33333333 and g.r32(big + (1 << 20) - 4) == 0x33333333 and g.fields("STATUS")["ERROR"] == 0
+    assert g.r32(big) == 0x33333333 and g.r32(big + N - 4) == 0x33333333 and g.fields("STATUS")["ERROR"] == 0
     s.wptr = 0
-    # ... and CP_QUEUE_RESET.Q0 while the SDMA fills 1 MiB: the SDMA's completes
-    ring.submit(dma_data(big, 0x44444444, 1 << 20, SRC_SEL="DATA", CP_SYNC=1))
-    s.submit(sdma("CONSTANT_FILL", SRC_DATA=0x55555555, COUNT=(1 << 20) - 1, **lo_hi("DST_ADDR", big + (2 << 20))),
+    # ... and CP_QUEUE_RESET.Q0 while the SDMA fills 128 KiB: the SDMA's completes
+    ring.submit(dma_data(big, 0x44444444, N, SRC_SEL="DATA", CP_SYNC=1))
+    s.submit(sdma("CONSTANT_FILL", SRC_DATA=0x55555555, COUNT=N - 1, **lo_hi("DST_ADDR", big + (2 << 20))),
              sdma("FENCE", DATA=0x53, **lo_hi("ADDR", OUT + 8, 2)))
     g.set("CP_QUEUE_RESET", Q0=1)
     g.idle()
     ring.wptr = 0
     g.until(lambda: g.r32(OUT + 8) == 0x53, "the SDMA's fill", cycles=1_000_000, step=2000)
-    assert g.r32(big + (2 << 20)) == 0x55555555 and g.r32(big + (3 << 20) - 4) == 0x55555555
+    assert g.r32(big + (2 << 20)) == 0x55555555 and g.r32(big + (2 << 20) + N - 4) == 0x55555555
     assert g.fields("SDMA_STATUS")["ERROR"] == 0
     g.idle("SDMA_STATUS")
     # CONTROL.HALT with the SDMA busy: the CP halts, the SDMA runs on to its fence
     g.set("CONTROL", HALT=1)
     g.until(lambda: g.fields("STATUS")["HALTED"], "STATUS.HALTED")
     ring.submit(write_data(OUT + 12, [0x54]))
-    s.submit(sdma("CONSTANT_FILL", SRC_DATA=0x66666666, COUNT=(1 << 18) - 1, **lo_hi("DST_ADDR", big)),
+    s.submit(sdma("CONSTANT_FILL", SRC_DATA=0x66666666, COUNT=(1 << 16) - 1, **lo_hi("DST_ADDR", big)),
              sdma("FENCE", DATA=0x55, **lo_hi("ADDR", OUT + 16, 2)))
     assert g.fields("STATUS")["HALTED"] == 1 and g.fields("SDMA_STATUS")["HALTED"] == 0
     g.until(lambda: g.r32(OUT + 16) == 0x55, "the SDMA's fence while the CP is halted", cycles=400_000, step=1000)
@@ -671,8 +676,8 @@ def check_cp_and_sdma_side_by_side(dev):
     g.idle("SDMA_STATUS")
     assert g.r32(OUT + 20) == 0x56
     # CONTROL.SOFT_RESET with both engines filling: every queue back to 0, done when all read IDLE
-    ring.submit(dma_data(big, 0x77777777, 1 << 20, SRC_SEL="DATA", CP_SYNC=1))
-    s.submit(sdma("CONSTANT_FILL", SRC_DATA=0x88888888, COUNT=(1 << 20) - 1, **lo_hi("DST_ADDR", big + (2 << 20))))
+    ring.submit(dma_data(big, 0x77777777, N, SRC_SEL="DATA", CP_SYNC=1))
+    s.submit(sdma("CONSTANT_FILL", SRC_DATA=0x88888888, COUNT=N - 1, **lo_hi("DST_ADDR", big + (2 << 20))))
     g.set("CONTROL", SOFT_RESET=1)
     g.until(lambda: all(g.fields(r)["IDLE"] for r in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS")), "all idle")
     assert [g.read(r) for r in ("RB_RPTR", "RB_WPTR", "SDMA_RB_RPTR", "SDMA_RB_WPTR", "IH_WPTR")] == [0] * 5
@@ -685,11 +690,95 @@ def check_cp_and_sdma_side_by_side(dev):
     assert ih.pop() == []
 
 
+
+def check_sdma_wrap_nop_halt_errors_and_cross_engine_waits(dev):
+    """A burst NOP of the largest COUNT (16383) filling a ring of 2^14 dwords exactly;
+    a packet straddling the ring's end; POLL_REGMEM ALWAYS still reads (and faults);
+    SDMA_CNTL.HALT during a poll lets it finish first; a doorbell 2^31 bytes ahead is
+    DOORBELL_BACKWARDS; a copy whose read starts beyond memory at an odd byte (ADDR that
+    byte), a fill and a copy whose writes do, and the transfers queued behind a failing one
+    writing nothing; the SDMA waiting on the CP's fence and the CP on the SDMA's, through memory."""
+    g, ring, ih = bring_up(dev)
+    S = sdma_packets()
+    end = 64 << 20
+    s = SdmaRing(g, SRING, 14, SRPTR_WB)  # 16384 dwords
+    s.submit(sdma("NOP", [0] * 16383, COUNT=16383))
+    g.until(lambda: g.fields("SDMA_STATUS")["IDLE"], "16384 dwords fetched", cycles=200_000, step=500)
+    assert g.read("SDMA_RB_RPTR") == 1 << 16 == g.r32(SRPTR_WB) and g.fields("SDMA_STATUS")["ERROR"] == 0
+    assert g.read("PERF_SDMA_PACKETS", S["NOP"].index) == 1
+    # a WRITE_LINEAR across the ring's end (its first 3 dwords the ring's last), then a copy,
+    # in a ring of 64 dwords (moved as docs/hardware.md says: RB_ENABLE clear, QUEUE_RESET)
+    g.set("SDMA_RB_CNTL", RB_SIZE=14, RB_ENABLE=0)
+    g.set("SDMA_CNTL", QUEUE_RESET=1)
+    g.idle("SDMA_STATUS")
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    s.run(*[[0]] * (64 - 3))
+    g.w32(0x100000, [0x0BADF00D, 0x600DF00D])
+    s.run(sdma("WRITE_LINEAR", [0x71, 0x72], **lo_hi("DST_ADDR", OUT, 2), COUNT=1), [0] * 7,
+          sdma("COPY_LINEAR", COUNT=7, **lo_hi("SRC_ADDR", 0x100000), **lo_hi("DST_ADDR", OUT + 8)))
+    assert g.r32(OUT, 4) == [0x71, 0x72, 0x0BADF00D, 0x600DF00D] and g.fields("SDMA_STATUS")["ERROR"] == 0
+    # ALWAYS reads once: beyond memory it faults
+    at = (s.wptr // 4) % s.size
+    s.submit(sdma("POLL_REGMEM", **lo_hi("ADDR", end + 0x40, 2), VALUE=0, MASK=0, FUNC="ALWAYS", MEM_POLL="MEMORY",
+                  RETRY_COUNT=0xFFF, INTERVAL=1))
+    expect_sdma_error(s, ih, "BUS_DECERR", "RING", S["POLL_REGMEM"].opcode, end + 0x40, at)
+    # SDMA_CNTL.HALT during a poll: it polls on and finishes; the FENCE after waits for the halt's end
+    flag = OUT + 0x40
+    g.w32(flag, [0])
+    s.submit(sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
+                  RETRY_COUNT=0xFFF, INTERVAL=1), sdma("FENCE", DATA=0x73, **lo_hi("ADDR", OUT + 16, 2)))
+    g.waiting("SDMA_STATUS")
+    g.set("SDMA_CNTL", HALT=1)
+    g.dev.delay(100)
+    st = g.fields("SDMA_STATUS")
+    assert (st["WAITING"], st["HALTED"]) == (1, 0), st
+    g.w32(flag, [1])
+    g.until(lambda: g.fields("SDMA_STATUS")["HALTED"], "SDMA_STATUS.HALTED after the poll")
+    assert g.r32(OUT + 16) == 0 and g.fields("SDMA_STATUS")["WAITING"] == 0
+    g.set("SDMA_CNTL", HALT=0)
+    g.idle("SDMA_STATUS")
+    assert g.r32(OUT + 16) == 0x73
+    # 2^31 bytes ahead is backwards ((int32)(v − wptr) < 0)
+    v = (s.wptr + (1 << 31)) & M32
+    g.write("SDMA_DOORBELL", v)
+    expect_sdma_error(s, ih, "DOORBELL_BACKWARDS", "RING", 0, v, (g.read("SDMA_RB_RPTR") // 4) % s.size)
+    # transfer errors beyond memory's end at an odd byte; what is queued behind writes nothing
+    g.w32(0x200000, [0] * 64)
+    s.submit(sdma("COPY_LINEAR", COUNT=63, **lo_hi("SRC_ADDR", end + 0x25), **lo_hi("DST_ADDR", 0x300000)),
+             sdma("CONSTANT_FILL", SRC_DATA=0x74747474, COUNT=255, **lo_hi("DST_ADDR", 0x200000)),
+             sdma("FENCE", DATA=0x75, **lo_hi("ADDR", OUT + 20, 2)))
+    expect_sdma_error(s, ih, "BUS_DECERR", "RING", S["COPY_LINEAR"].opcode, end + 0x25, 0)
+    assert g.r32(0x200000, 64) == [0] * 64 and g.r32(OUT + 20) == 0
+    s.submit(sdma("CONSTANT_FILL", SRC_DATA=1, COUNT=63, **lo_hi("DST_ADDR", end + 0x13)))
+    expect_sdma_error(s, ih, "BUS_DECERR", "RING", S["CONSTANT_FILL"].opcode, end + 0x13, 0)
+    s.submit(sdma("COPY_LINEAR", COUNT=63, **lo_hi("SRC_ADDR", 0x100000), **lo_hi("DST_ADDR", end + 0x7)))
+    expect_sdma_error(s, ih, "BUS_DECERR", "RING", S["COPY_LINEAR"].opcode, end + 0x7, 0)
+    # through memory: the SDMA polls the CP's fence, then copies; the CP waits for the SDMA's fence
+    cp_fence, sdma_fence = OUT + 0x80, OUT + 0x84
+    g.w32(cp_fence, [0, 0])
+    g.w32(0x100000, list(range(0x500, 0x540)))
+    s.submit(sdma("POLL_REGMEM", **lo_hi("ADDR", cp_fence, 2), VALUE=7, MASK=M32, FUNC="EQ", MEM_POLL="MEMORY",
+                  RETRY_COUNT=0xFFF, INTERVAL=1),
+             sdma("COPY_LINEAR", COUNT=255, **lo_hi("SRC_ADDR", 0x100000), **lo_hi("DST_ADDR", 0x200000)),
+             sdma("FENCE", DATA=8, **lo_hi("ADDR", sdma_fence, 2)))
+    ring.submit(wait_mem(sdma_fence, 8, M32, "EQ"), write_data(OUT + 0x88, [0x76]))
+    g.dev.delay(200)
+    assert (g.fields("SDMA_STATUS")["WAITING"], g.fields("STATUS")["WAITING"], g.r32(0x200000)) == (1, 1, 0)
+    ring.submit(release_mem(cp_fence, 7))  # behind its own wait: nobody moves
+    g.dev.delay(200)
+    assert g.r32(cp_fence) == 0, "the CP's queue is in order: its fence waits behind its wait"
+    ring2 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    ring2.run(release_mem(cp_fence, 7))  # queue 1 writes it: the SDMA moves, then the CP
+    g.idle("SDMA_STATUS")
+    g.idle()
+    assert g.r32(0x200000, 64) == list(range(0x500, 0x540)) and g.r32(OUT + 0x88) == 0x76
+
+
 CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority,
           check_entries_name_their_queue_and_vmid, check_sdma_vm_and_address_rules,
           check_every_sdma_listed_value_and_reserved_bit, check_sdma_entries_raise_no_event_bit,
           check_sdma_copy_fill_write_edges, check_sdma_poll_trap_errors_resets_and_doorbells,
-          check_cp_and_sdma_side_by_side]
+          check_cp_and_sdma_side_by_side, check_sdma_wrap_nop_halt_errors_and_cross_engine_waits]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
