@@ -541,7 +541,7 @@ def check_sdma_poll_trap_errors_resets_and_doorbells(dev):
     assert g.r32(OUT, 3) == [0xA0, 0xA1, 0xA2] and g.fields("SDMA_STATUS")["ERROR"] == 0
     # RETRY_COUNT 0xFFE gives up too (4095 reads), a poll at every cycle (INTERVAL 0)
     s.submit(poll(flag, 0, "EQ", 0xFFE, interval=0), fence(3, 0xA3))
-    g.until(lambda: g.r32(OUT + 12) == 0xA3, "the fence after 4095 reads", cycles=200_000, step=500)
+    g.until(lambda: g.r32(OUT + 12) == 0xA3, "the fence after 4095 reads", cycles=2_000_000, step=1000)
     (e,) = g.until(lambda: ih.pop() or None, "the second POLL_TIMEOUT entry")
     assert ih.source(e) == "SDMA_POLL_TIMEOUT" and e["DATA2"] == 0x1234
     # a poll beyond memory: BUS_DECERR at its address, LEVEL RING
