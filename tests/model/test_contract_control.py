@@ -950,6 +950,35 @@ def check_halted_holds_while_the_halted_cp_takes_a_doorbell_error_or_an_entry(de
     g.idle()
 
 
+
+def check_sdma_entry_waits_for_the_cp_packet_in_hand(dev):
+    """docs/hardware.md (the SDMA's timing on the RTL): the CP's IH writer takes the SDMA's
+    entries between CP packets, so a TRAP raised while the CP runs a DMA_DATA with CP_SYNC
+    waits for it, and the SDMA with it (the FENCE after the TRAP is not written meanwhile); if
+    IH_CNTL.ENABLE is cleared before the writer takes the entry, the entry is dropped as any
+    entry that comes while the ring is disabled, though its TRAP ran while it was enabled. The
+    model, without time, takes it at once. Returns what the driver saw."""
+    g, ring, ih = bring_up(dev)
+    s = SdmaRing(g, SRING, 8)
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    ring.submit(dma_data(0x1000000, 0x1, 1 << 18, SRC_SEL="DATA", CP_SYNC=1), write_data(OUT + 4, [0x65]))
+    g.dev.delay(50)
+    s.submit(sdma("TRAP", INT_CONTEXT=5), sdma("FENCE", DATA=0x64, **lo_hi("ADDR", OUT, 2)))
+    g.dev.delay(200)
+    taken = g.read("IH_WPTR") == 32
+    waited = g.fields("SDMA_STATUS")["IDLE"] == 0 and g.r32(OUT) == 0
+    assert taken != waited and (g.r32(OUT + 4) == 0) == waited, (taken, waited, g.r32(OUT + 4))
+    assert taken == (g.dev.name == "model"), "the RTL's CP runs the fill for 32,768 cycles and more"
+    g.set("IH_CNTL", ENABLE=0, WPTR_WB=1)
+    g.until(lambda: g.r32(OUT + 4) == 0x65, "the CP's fill", cycles=1_000_000, step=1000)
+    g.until(lambda: g.r32(OUT) == 0x64, "the SDMA's fence", cycles=20000)
+    g.idle()
+    g.idle("SDMA_STATUS")
+    assert g.read("IH_WPTR") == (32 if taken else 0) and g.fields("INT_STATUS")["IH_OVERFLOW"] == 0
+    assert g.fields("SDMA_STATUS")["ERROR"] == 0
+    return {"taken_at_once": taken}
+
+
 CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
           check_halts_stop_at_a_packet_boundary,
           check_halted_shows_while_the_other_queue_is_stopped_by_an_error,
@@ -961,7 +990,8 @@ CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_pe
           check_ih_wptr_write_back_address_is_locked_while_enabled,
           check_ih_entry_in_hand_when_enable_is_cleared_finishes,
           check_ih_ring_with_both_engines_odd_rptrs_and_enable, check_ring_and_ih_sizes_at_their_largest,
-          check_halted_holds_while_the_halted_cp_takes_a_doorbell_error_or_an_entry]
+          check_halted_holds_while_the_halted_cp_takes_a_doorbell_error_or_an_entry,
+          check_sdma_entry_waits_for_the_cp_packet_in_hand]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
