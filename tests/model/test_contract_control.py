@@ -961,14 +961,14 @@ def check_sdma_entry_waits_for_the_cp_packet_in_hand(dev):
     g, ring, ih = bring_up(dev)
     s = SdmaRing(g, SRING, 8)
     g.set("SDMA_CNTL", TRAP_ENABLE=1)
-    ring.submit(dma_data(0x1000000, 0x1, 1 << 18, SRC_SEL="DATA", CP_SYNC=1), write_data(OUT + 4, [0x65]))
+    ring.submit(dma_data(0x1000000, 0x1, 1 << 16, SRC_SEL="DATA", CP_SYNC=1), write_data(OUT + 4, [0x65]))
     g.dev.delay(50)
     s.submit(sdma("TRAP", INT_CONTEXT=5), sdma("FENCE", DATA=0x64, **lo_hi("ADDR", OUT, 2)))
     g.dev.delay(200)
     taken = g.read("IH_WPTR") == 32
     waited = g.fields("SDMA_STATUS")["IDLE"] == 0 and g.r32(OUT) == 0
     assert taken != waited and (g.r32(OUT + 4) == 0) == waited, (taken, waited, g.r32(OUT + 4))
-    assert taken == (g.dev.name == "model"), "the RTL's CP runs the fill for 32,768 cycles and more"
+    assert taken == (g.dev.name == "model"), "the RTL's CP runs the fill for 8,192 cycles and more"
     g.set("IH_CNTL", ENABLE=0, WPTR_WB=1)
     g.until(lambda: g.r32(OUT + 4) == 0x65, "the CP's fill", cycles=1_000_000, step=1000)
     g.until(lambda: g.r32(OUT) == 0x64, "the SDMA's fence", cycles=20000)
