@@ -976,6 +976,24 @@ def check_sdma_entry_waits_for_the_cp_packet_in_hand(dev):
     g.idle("SDMA_STATUS")
     assert g.read("IH_WPTR") == (32 if taken else 0) and g.fields("INT_STATUS")["IH_OVERFLOW"] == 0
     assert g.fields("SDMA_STATUS")["ERROR"] == 0
+    # SDMA_CNTL.QUEUE_RESET while a TRAP's entry waits: the entry is not withdrawn, the reset
+    # is done once the CP's writer has taken (and written) it, after the CP's packet in hand
+    g.set("IH_CNTL", ENABLE=1, WPTR_WB=1)
+    ih.pop()
+    g.w32(OUT, [0, 0])
+    ring.submit(dma_data(0x1000000, 0x2, 1 << 16, SRC_SEL="DATA", CP_SYNC=1), write_data(OUT + 4, [0x66]))
+    g.dev.delay(50)
+    s.submit(sdma("TRAP", INT_CONTEXT=6), sdma("FENCE", DATA=0x67, **lo_hi("ADDR", OUT, 2)))
+    g.dev.delay(100)
+    g.set("SDMA_CNTL", QUEUE_RESET=1, TRAP_ENABLE=1)
+    g.until(lambda: g.fields("SDMA_STATUS")["IDLE"], "the SDMA's reset", cycles=1_000_000, step=10)
+    assert g.r32(0x1000000 + (1 << 16) - 4) == 2, "the SDMA's reset was done before the CP's packet in hand"
+    assert (g.read("SDMA_RB_RPTR"), g.read("SDMA_RB_WPTR")) == (0, 0)
+    assert [(ih.source(e), e["DATA0"]) for e in ih.pop()] == [("SDMA_TRAP", 6)], "the entry, once"
+    s.wptr = 0
+    s.run(sdma("TRAP", INT_CONTEXT=7))
+    (e,) = g.until(lambda: ih.pop() or None, "the next TRAP")
+    assert e["DATA0"] == 7
     return {"taken_at_once": taken}
 
 
