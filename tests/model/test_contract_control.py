@@ -746,8 +746,8 @@ def check_ih_ring_with_both_engines_odd_rptrs_and_enable(dev):
     """The IH ring (8 entries) wrapping with the CP's EOP and the SDMA's TRAP entries in
     turn; IH_RPTR written in the middle of an entry (the ring is full when IH_WPTR − IH_RPTR ≥
     bytes, whatever the remainder); IH_CNTL.ENABLE cleared with entries pending (IH_PENDING and
-    the irq stay, new entries are dropped, the EOP bit still set) and set again (entries
-    resume at IH_WPTR); an IH_RPTR ahead of IH_WPTR counts as full for both engines."""
+    the irq stay, new entries are dropped, the EOP bit still set, an error of either engine
+    stops it with no entry) and set again (entries resume at IH_WPTR); an IH_RPTR ahead of IH_WPTR counts as full for both engines."""
     g, ring, ih = bring_up(dev, ih_log2=6)  # 256 bytes
     s = SdmaRing(g, SRING, 8)
     g.set("SDMA_CNTL", TRAP_ENABLE=1)
@@ -797,6 +797,19 @@ def check_ih_ring_with_both_engines_odd_rptrs_and_enable(dev):
     assert (g.read("IH_WPTR"), g.r32(IH_WB), st["EOP"], st["IH_OVERFLOW"], st["IH_PENDING"]) == (928, 928, 1, 0, 1), st
     assert [(ih.source(e), e["DATA0"]) for e in ih.pop()] == [("EOP", 28), ("SDMA_TRAP", 29)], \
         "the entries pending when ENABLE was cleared are read as ever"
+    # errors while disabled: each engine stops as ever, no entry; the CP's sets its event bit
+    s.submit([0x0000_0003])
+    ring.submit([0xC0002A00])
+    g.until(lambda: g.fields("SDMA_STATUS")["ERROR"] and g.fields("STATUS")["ERROR"], "both stopped")
+    st = g.fields("INT_STATUS")
+    assert (g.read("IH_WPTR"), st["CP_ERROR"], st["IH_OVERFLOW"], st["IH_PENDING"]) == (928, 1, 0, 0), st
+    assert g.fields("SDMA_STATUS")["IDLE"] == 1 and g.fields("SDMA_ERROR")["CODE"] == g.err["ILLEGAL_OPCODE"]
+    g.set("SDMA_CNTL", QUEUE_RESET=1, TRAP_ENABLE=1)
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle("SDMA_STATUS")
+    g.idle()
+    s.wptr = ring.wptr = 0
+    g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1))
     assert g.field("INT_STATUS", "IH_PENDING") == 0 and not g.dev.irq_level()
     g.set("IH_CNTL", ENABLE=1, WPTR_WB=1)
     one(33), one(32)
