@@ -664,7 +664,8 @@ def check_timestamp_and_busy_counters(dev):
     """TIMESTAMP counts cycles (HI, LO, HI); RELEASE_MEM's TIMESTAMP and an IH entry's
     TIMESTAMP lie between the reads before and after; a WAIT_REG_MEM (a POLL_REGMEM) held for
     N cycles adds at least N to PERF_BUSY_CYCLES (PERF_SDMA_BUSY_CYCLES) and no more than the
-    time that passed; PERF_STALL_CYCLES ≤ PERF_BUSY_CYCLES."""
+    time that passed; PERF_STALL_CYCLES ≤ PERF_BUSY_CYCLES; a wait that yields to the other
+    queue is counted once, its dwords too."""
     g, ring, ih = bring_up(dev)
     s = SdmaRing(g, SRING, 8)
 
@@ -703,6 +704,23 @@ def check_timestamp_and_busy_counters(dev):
     assert 3000 <= busy <= b - a and 3000 <= sbusy <= b - a and stall <= busy, (busy, sbusy, stall, b - a)
     g.dev.delay(500)
     assert (g.read("PERF_BUSY_CYCLES"), g.read("PERF_SDMA_BUSY_CYCLES")) == (busy, sbusy), "idle: no more"
+    # a WAIT_REG_MEM of queue 1 that yields (the RTL parks it and parses it again) while queue
+    # 0 runs 20 packets: its packet and its dwords are counted once, the queues' parts add up
+    from tests.model.contract_driver import RING1, RPTR1_WB, Ring
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    P = pm4_packets()
+    g.w32(flag, [0])
+    g.write("CONTROL", g.value("CONTROL", PERF_CLEAR=1))
+    q1.submit(wait_mem(flag, 1, 1, "EQ", interval=1))
+    g.waiting("CP_HQD1_STATUS")
+    for k in range(20):
+        ring.submit(write_data(OUT + 0x100 + 4 * (k % 8), [k]))
+    g.idle()
+    g.w32(flag, [1])
+    g.idle("CP_HQD1_STATUS")
+    assert (g.read("PERF_Q0_DWORDS_FETCHED"), g.read("PERF_Q1_DWORDS_FETCHED"), g.read("PERF_DWORDS_FETCHED")) == \
+        (20 * 5, 7, 20 * 5 + 7)
+    assert [g.read("PERF_PACKETS", P[k].index) for k in ("WAIT_REG_MEM", "WRITE_DATA")] == [1, 20]
 
 
 CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_levels_and_chain, check_packet_checks,
