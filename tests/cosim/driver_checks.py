@@ -246,6 +246,7 @@ ICARUS_SECONDS = {
     "contract_control__check_halted_holds_while_the_halted_cp_takes_a_doorbell_error_or_an_entry": 0.42,
     "contract_control__check_sdma_entry_waits_for_the_cp_packet_in_hand": 7.6,
     "contract_vm__check_cp_and_sdma_vm_faults_at_once": 0.23,
+    "contract_engines__check_transfers_keep_war_and_waw_order": 10.3,
     "kmd_uapi_contract__check_open_and_info": 0.05, "kmd_uapi_contract__check_gem_create": 0.05,
     "kmd_uapi_contract__check_gem_handles_are_per_file": 0.05, "kmd_uapi_contract__check_gem_mmap": 0.07,
     "kmd_uapi_contract__check_gem_va": 0.06, "kmd_uapi_contract__check_close_gives_everything_back": 0.11,

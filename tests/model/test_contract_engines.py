@@ -774,11 +774,41 @@ def check_sdma_wrap_nop_halt_errors_and_cross_engine_waits(dev):
     assert g.r32(0x200000, 64) == list(range(0x500, 0x540)) and g.r32(OUT + 0x88) == 0x76
 
 
+
+def check_transfers_keep_war_and_waw_order(dev):
+    """On each engine (DMA_DATA's, the SDMA's), a copy, then a fill of the copy's source
+    (WAR), then a fill over part of the copy's destination (WAW), with no wait between them:
+    the copy carries the source as it was, and the later fill wins where both wrote. (Only a
+    read of what an earlier transfer writes needs a wait: DMA_DATA's RAW_WAIT, the SDMA's
+    own.)"""
+    g, ring, ih = bring_up(dev)
+    s = SdmaRing(g, SRING, 8)
+    src, dst = 0x100000, 0x300000
+    words = [((k + 3) * 0x9E3779B1) & M32 for k in range(0x1000)]
+    want = list(words)
+    want[0x200:0x600] = [0x11111111] * 0x400
+    for engine in ("DMA_DATA", "SDMA"):
+        g.w32(src, words)
+        g.w32(dst, [0] * 0x1000)
+        if engine == "DMA_DATA":
+            ring.run(dma_data(dst, src, 0x4000), dma_data(src, 0xFFFFFFFF, 0x4000, SRC_SEL="DATA"),
+                     dma_data(dst + 0x800, 0x11111111, 0x1000, SRC_SEL="DATA"))
+        else:
+            s.run(sdma("COPY_LINEAR", COUNT=0x3FFF, **lo_hi("SRC_ADDR", src), **lo_hi("DST_ADDR", dst)),
+                  sdma("CONSTANT_FILL", SRC_DATA=0xFFFFFFFF, COUNT=0x3FFF, **lo_hi("DST_ADDR", src)),
+                  sdma("CONSTANT_FILL", SRC_DATA=0x11111111, COUNT=0xFFF, **lo_hi("DST_ADDR", dst + 0x800)))
+        g.until(lambda: g.r32(src + 0x3FFC) == 0xFFFFFFFF, "the fill of the source")
+        got = g.r32(dst, 0x1000)
+        bad = [k for k in range(0x1000) if got[k] != want[k]]
+        assert not bad, f"{engine}: {len(bad)} dwords differ, the first at {4 * bad[0]:#x}"
+
+
 CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority,
           check_entries_name_their_queue_and_vmid, check_sdma_vm_and_address_rules,
           check_every_sdma_listed_value_and_reserved_bit, check_sdma_entries_raise_no_event_bit,
           check_sdma_copy_fill_write_edges, check_sdma_poll_trap_errors_resets_and_doorbells,
-          check_cp_and_sdma_side_by_side, check_sdma_wrap_nop_halt_errors_and_cross_engine_waits]
+          check_cp_and_sdma_side_by_side, check_sdma_wrap_nop_halt_errors_and_cross_engine_waits,
+          check_transfers_keep_war_and_waw_order]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
