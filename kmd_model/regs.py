@@ -161,7 +161,7 @@ class IH_SIZE(Register):
     NAME = "IH_SIZE"
     ADDR = 0x048
     RESET = 0x00000003
-    LOG2_DWORDS = Field('LOG2_DWORDS', 0, 5, 'rw', 'r', reset=0x3, swwel='IH_CNTL.ENABLE', desc="The IH ring holds 2^LOG2_DWORDS dwords (AMD's IH_RB_CNTL.RB_SIZE), 8 per entry: at least 3.")
+    LOG2_DWORDS = Field('LOG2_DWORDS', 0, 5, 'rw', 'r', reset=0x3, swwel='IH_CNTL.ENABLE', desc="The IH ring holds 2^LOG2_DWORDS dwords (AMD's IH_RB_CNTL.RB_SIZE), 8 per entry: below 3 acts as 3; 30 and 31 are 2^32 bytes, the pointers' whole range, a ring that is never full (no IH_OVERFLOW).")
     FIELDS = (LOG2_DWORDS,)
 
 
@@ -234,7 +234,7 @@ class RB_SIZE(Register):
     NAME = "RB_SIZE"
     ADDR = 0x088
     RESET = 0x00000000
-    LOG2_QWORDS = Field('LOG2_QWORDS', 0, 5, 'rw', 'r', reset=0x0, swwel='RB_CNTL.ENABLE', desc="The ring holds 2^LOG2_QWORDS qwords, 2^(LOG2_QWORDS + 1) dwords (AMD's CP_RB0_CNTL.RB_BUFSZ).")
+    LOG2_QWORDS = Field('LOG2_QWORDS', 0, 5, 'rw', 'r', reset=0x0, swwel='RB_CNTL.ENABLE', desc="The ring holds 2^LOG2_QWORDS qwords, 2^(LOG2_QWORDS + 1) dwords (AMD's CP_RB0_CNTL.RB_BUFSZ): every value as written, 31 the pointers' whole range (2^32 dwords), where no doorbell overflows.")
     FIELDS = (LOG2_QWORDS,)
 
 

@@ -80,7 +80,7 @@ class MMU(wiring.Component):
                  w_order_depth: int = 8, max_outstanding: int = 32, phys_in: bool = False):
         if data_width not in (32, 64, 128, 256):
             raise self._invalid(f"MMU data width must be 32, 64, 128 or 256, not {data_width!r}")
-        if not isinstance(levels, int) or not 2 <= levels <= 4:
+        if not isinstance(levels, int) or isinstance(levels, bool) or levels not in vm_spec.BUILD_LEVELS:
             raise self._invalid(f"levels must be 2, 3 or 4, not {levels!r}")
         if vm_spec.va_bits(levels) > addr_width:
             raise self._invalid(f"{levels} levels need {vm_spec.va_bits(levels)} address bits; the bus has {addr_width}")

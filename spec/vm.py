@@ -38,6 +38,10 @@ ENTRIES = 1 << LEVEL_BITS
 ENTRY_BYTES = 8
 TABLE_BYTES = ENTRIES * ENTRY_BYTES  # one table is one 4 KiB page
 LEVELS = 2  # the default build (rtl/top.py; VM_CAPS.LEVELS says which)
+# the levels a build may have, on the RTL (rtl/mmu.py) and the model (RefModel's vm_levels)
+# alike: a root directory above the page tables at least (one level, the root a page table
+# of 2 MiB, the model accepted alone), a 48-bit address at most (a PTE's address field)
+BUILD_LEVELS = (2, 3, 4)
 VMIDS = 16
 KERNEL_VMID = 0
 ADDR_LSB, ADDR_MSB = 12, 47  # the address field of a PDE/PTE: bits 47:12

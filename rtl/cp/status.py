@@ -48,7 +48,14 @@ def drive(c):
     m.d.comb += [idle.eq(qidle[0] & qidle[1]), cp.idle.eq(idle)]
 
     status = {name: Signal(name=f"status_{name}") for name in ("halted",)}
-    m.d.sync += status["halted"].eq(c.halted)
+    # HALTED, once shown, holds while CONTROL.HALT does: with HALT set the parser starts no
+    # packet, but it leaves the states that show `halted` to latch the other queue's doorbell
+    # error (a switch, the drain, its IH entry), to switch to a queue given work while the
+    # other is stopped, or to write another engine's IH entry; HALTED read 0 meanwhile (about
+    # 18 cycles for the doorbell error), a CP that seemed to run. Queue 0's own error shows
+    # ERROR instead, as before (STATUS is queue 0's).
+    halt_keep = Signal(name="halt_keep")
+    m.d.sync += halt_keep.eq(csr.control_halt & (halt_keep | c.halted))
     # IH_WPTR != IH_RPTR as both are next cycle: IH_WPTR moves by an entry when one is
     # written, IH_RPTR by the driver's MMIO write (ih_rptr_next), so the line drops in the
     # cycle the handler's write is answered, not a cycle later (which the KMD's interrupt
@@ -64,6 +71,7 @@ def drive(c):
     # each queue's error latch and level: the active registers or the shadow
     def of(i, name):
         return Mux(q == i, getattr(c, name), sh[name][0])
+    m.d.sync += status["halted"].eq(c.halted | (halt_keep & csr.control_halt & ~of(0, "err")))
     rb_empty = [Signal(name=f"rb_empty_q{i}") for i in range(2)]
     m.d.sync += [rb_empty[i].eq(c.rptr_q[i] == c.wptr_q[i]) for i in range(2)]
     m.d.comb += [

@@ -57,7 +57,8 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
     ih: an IH ring writer is present (CAPS.IH); without one no IH entries are written.
     vm: an MMU translates (CAPS.VM); tlb_entries: what VM_CAPS.TLB_LOG2 reports (the model
     has no TLB size: it keeps every translation until an invalidation names it); vm_levels:
-    VM_CAPS.LEVELS, page-table levels (1 to 4: virtual addresses of 21 to 48 bits).
+    VM_CAPS.LEVELS, page-table levels (2 to 4, spec/vm.py's BUILD_LEVELS, as the RTL's MMU:
+    virtual addresses of 30 to 48 bits).
     queues: the CP's second hardware queue (QUEUE_CAPS.CP_QUEUES), CP_HQD1_*, with priorities
     and per-queue reset (testbench/refmodel/cp/queues.py), as the RTL has (rtl/cp/queues.py);
     without it its registers answer DECERR (a device with one CP queue, for the drivers).
@@ -89,8 +90,8 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
             raise ValueError(f"data_width must be 32, 64, 128 or 256, not {data_width!r}")
         if not 1 <= ib_levels <= regs.CAPS.IB_LEVELS.get(M32):
             raise ValueError(f"ib_levels must be 1..{regs.CAPS.IB_LEVELS.get(M32)}, not {ib_levels!r}")
-        if vm_levels not in (1, 2, 3, 4):  # a 48-bit address at most (a PTE's address field)
-            raise ValueError(f"vm_levels must be 1..4, not {vm_levels!r}")
+        if not isinstance(vm_levels, int) or isinstance(vm_levels, bool) or vm_levels not in vm_spec.BUILD_LEVELS:
+            raise ValueError(f"vm_levels must be 2, 3 or 4 (as the RTL's MMU), not {vm_levels!r}")
         if not isinstance(cp_burst, int) or cp_burst < 1:
             raise ValueError(f"cp_burst must be a positive number of packets, not {cp_burst!r}")
         if sys.byteorder != "little":  # pragma: no cover

@@ -233,6 +233,20 @@ ICARUS_SECONDS = {
     "contract_control__check_ih_wptr_write_back_address_is_locked_while_enabled": 0.16,
     # (1.12/0.57/0.57 s alone, 5 December, load average 2-3)
     "contract_control__check_ih_entry_in_hand_when_enable_is_cleared_finishes": 0.57,
+    # (round 3, each from one Icarus session of the new checks, 6 December 2026, load average
+    # 3-4 with a P&R and the bench running; the 4 MiB SDMA transfers are not run on Icarus)
+    "contract_driver__check_dma_data_edges_and_counters": 1.9,  # (its 1 MiB fill not on Icarus)
+    "contract_driver__check_timestamp_and_busy_counters": 1.3,
+    "contract_engines__check_sdma_copy_fill_write_edges": 2.6,
+    "contract_engines__check_sdma_poll_trap_errors_resets_and_doorbells": 9.7,  # (6.2 and 13.2)
+    "contract_engines__check_cp_and_sdma_side_by_side": 9.9,
+    "contract_engines__check_sdma_wrap_nop_halt_errors_and_cross_engine_waits": 13.2,
+    "contract_control__check_ih_ring_with_both_engines_odd_rptrs_and_enable": 3.5,
+    "contract_control__check_ring_and_ih_sizes_at_their_largest": 1.2,
+    "contract_control__check_halted_holds_while_the_halted_cp_takes_a_doorbell_error_or_an_entry": 0.42,
+    "contract_control__check_sdma_entry_waits_for_the_cp_packet_in_hand": 7.6,
+    "contract_vm__check_cp_and_sdma_vm_faults_at_once": 0.23,
+    "contract_engines__check_transfers_keep_war_and_waw_order": 10.3,
     "kmd_uapi_contract__check_open_and_info": 0.05, "kmd_uapi_contract__check_gem_create": 0.05,
     "kmd_uapi_contract__check_gem_handles_are_per_file": 0.05, "kmd_uapi_contract__check_gem_mmap": 0.07,
     "kmd_uapi_contract__check_gem_va": 0.06, "kmd_uapi_contract__check_close_gives_everything_back": 0.11,

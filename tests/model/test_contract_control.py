@@ -739,6 +739,286 @@ def check_ih_entry_in_hand_when_enable_is_cleared_finishes(dev):
     return seen
 
 
+
+# ---------------------------------------------------------------------------- the IH ring (round 3)
+
+def check_ih_ring_with_both_engines_odd_rptrs_and_enable(dev):
+    """The IH ring (8 entries) wrapping with the CP's EOP and the SDMA's TRAP entries in
+    turn; IH_RPTR written in the middle of an entry (the ring is full when IH_WPTR − IH_RPTR ≥
+    bytes, whatever the remainder); IH_CNTL.ENABLE cleared with entries pending (IH_PENDING and
+    the irq stay, new entries are dropped, the EOP bit still set, an error of either engine
+    stops it with no entry) and set again (entries resume at IH_WPTR); an IH_RPTR ahead of IH_WPTR counts as full for both engines."""
+    g, ring, ih = bring_up(dev, ih_log2=6)  # 256 bytes
+    s = SdmaRing(g, SRING, 8)
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    g.set("INT_ENABLE", IH_PENDING=1)
+    eop = lambda k: release_mem(OUT, k, INT_SEL="SEND_INT", INT_CTXID=k)  # noqa: E731
+
+    def one(k):
+        """Entry k: an EOP of the CP for even k, a TRAP of the SDMA for odd k, one at a time."""
+        before = g.read("IH_WPTR")
+        if k % 2:
+            s.run(sdma("TRAP", INT_CONTEXT=k))
+        else:
+            ring.run(eop(k))
+        g.until(lambda: g.read("IH_WPTR") != before or g.field("INT_STATUS", "IH_OVERFLOW"), f"entry {k}")
+
+    seen = []
+    for k in range(20):  # 20 entries through 8 slots, read back 3 or 5 at a time
+        one(k)
+        if k % 4 == 2 or k == 19:
+            seen += [(ih.source(e), e["DATA0"]) for e in ih.pop()]
+    assert seen == [("SDMA_TRAP" if k % 2 else "EOP", k) for k in range(20)], seen
+    assert g.read("IH_WPTR") == 640 == g.r32(IH_WB) and g.field("INT_STATUS", "IH_OVERFLOW") == 0
+    assert [g.r32(IH_BASE + 32 * j + 16) for j in range(8)] == [16, 17, 18, 19, 12, 13, 14, 15], \
+        "entry k at base + (32·k mod 256)"
+    # IH_RPTR in the middle of an entry: 640 − 50 − ... the ring takes entries while
+    # IH_WPTR − IH_RPTR < 256: from IH_RPTR = 590 (50 used) seven more (to 864), the eighth dropped
+    g.write("IH_RPTR", 590)
+    assert g.field("INT_STATUS", "IH_PENDING") == 1 and g.dev.irq_level()
+    for k in range(20, 28):
+        one(k)
+    assert g.read("IH_WPTR") == 864 and g.field("INT_STATUS", "IH_OVERFLOW") == 1
+    g.write("IH_RPTR", 864)
+    assert g.field("INT_STATUS", "IH_PENDING") == 0 and not g.dev.irq_level()
+    ih.rptr = 640
+    assert [(e["DATA0"]) for e in (ih.entry(p) for p in range(640, 864, 32))] == list(range(20, 27))
+    ih.rptr = 864
+    g.write("INT_STATUS", g.value("INT_STATUS", IH_OVERFLOW=1, EOP=1))
+    # ENABLE cleared with two entries pending: they stay pending, new ones are dropped
+    one(28), one(29)
+    g.set("IH_CNTL", ENABLE=0, WPTR_WB=1)
+    assert g.read("IH_WPTR") == 928 and g.field("INT_STATUS", "IH_PENDING") == 1 and g.dev.irq_level()
+    g.write("INT_STATUS", g.value("INT_STATUS", EOP=1))
+    ring.run(eop(30))
+    s.run(sdma("TRAP", INT_CONTEXT=31))
+    g.dev.delay(100)
+    st = g.fields("INT_STATUS")
+    assert (g.read("IH_WPTR"), g.r32(IH_WB), st["EOP"], st["IH_OVERFLOW"], st["IH_PENDING"]) == (928, 928, 1, 0, 1), st
+    assert [(ih.source(e), e["DATA0"]) for e in ih.pop()] == [("EOP", 28), ("SDMA_TRAP", 29)], \
+        "the entries pending when ENABLE was cleared are read as ever"
+    # errors while disabled: each engine stops as ever, no entry; the CP's sets its event bit
+    s.submit([0x0000_0003])
+    ring.submit([0xC0002A00])
+    g.until(lambda: g.fields("SDMA_STATUS")["ERROR"] and g.fields("STATUS")["ERROR"], "both stopped")
+    st = g.fields("INT_STATUS")
+    assert (g.read("IH_WPTR"), st["CP_ERROR"], st["IH_OVERFLOW"], st["IH_PENDING"]) == (928, 1, 0, 0), st
+    assert g.fields("SDMA_STATUS")["IDLE"] == 1 and g.fields("SDMA_ERROR")["CODE"] == g.err["ILLEGAL_OPCODE"]
+    g.set("SDMA_CNTL", QUEUE_RESET=1, TRAP_ENABLE=1)
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle("SDMA_STATUS")
+    g.idle()
+    s.wptr = ring.wptr = 0
+    g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1))
+    assert g.field("INT_STATUS", "IH_PENDING") == 0 and not g.dev.irq_level()
+    g.set("IH_CNTL", ENABLE=1, WPTR_WB=1)
+    one(33), one(32)
+    assert [(ih.source(e), e["DATA0"]) for e in ih.pop()] == [("SDMA_TRAP", 33), ("EOP", 32)]
+    assert g.read("IH_WPTR") == 992 == g.r32(IH_WB)
+    # IH_RPTR ahead of IH_WPTR: full for the CP's entries and the SDMA's alike
+    g.write("INT_STATUS", g.value("INT_STATUS", IH_OVERFLOW=1, EOP=1))
+    g.write("IH_RPTR", 992 + 32)
+    ring.run(eop(34))
+    g.until(lambda: g.field("INT_STATUS", "IH_OVERFLOW"), "IH_OVERFLOW")
+    g.write("INT_STATUS", g.value("INT_STATUS", IH_OVERFLOW=1))
+    s.run(sdma("TRAP", INT_CONTEXT=35))
+    g.until(lambda: g.field("INT_STATUS", "IH_OVERFLOW"), "IH_OVERFLOW of the SDMA's entry")
+    assert g.read("IH_WPTR") == 992
+    g.write("IH_RPTR", 992)
+    ih.rptr = 992
+    one(36)
+    assert [e["DATA0"] for e in ih.pop()] == [36]
+
+
+def check_ring_and_ih_sizes_at_their_largest(dev):
+    """The largest sizes the fields hold, as docs/hardware.md bounds them: RB_SIZE.LOG2_QWORDS
+    31 is a ring of 2^32 dwords, the pointers' whole range, where no doorbell overflows (30:
+    2^31 dwords, one that is more than that ahead of rptr does); IH_SIZE.LOG2_DWORDS 30 and 31
+    are an IH ring of 2^32 bytes that is never full (an IH_RPTR ahead of IH_WPTR is not full
+    there; at 29 it is); SDMA_RB_CNTL.RB_SIZE 31 acts as 20."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 31, IH_WB)
+    g.set("CONTROL", HALT=1)
+    g.until(lambda: g.fields("STATUS")["HALTED"], "STATUS.HALTED")
+    for log2 in (31, 30):
+        ring = Ring(g, RING, log2 + 1, RPTR_WB)
+        assert g.fields("RB_SIZE")["LOG2_QWORDS"] == log2
+        ring.doorbell(0x7FFF_FFF0)  # halted: nothing runs; rptr stays 0
+        assert g.read("RB_WPTR") == 0x7FFF_FFF0 and g.fields("STATUS")["ERROR"] == 0
+        ring.doorbell(0x8000_0008)  # 2^31 + 8 dwords ahead of rptr
+        if log2 == 31:
+            g.dev.delay(40)
+            st = g.fields("STATUS")
+            assert st["ERROR"] == 0 and g.read("RB_WPTR") == 0x8000_0008, "2^32 dwords: no overflow"
+        else:
+            st, err = g.idle(), g.fields("CP_ERROR")
+            assert st["ERROR"] == 1 and err["CODE"] == g.err["DOORBELL_OVERFLOW"], (st, err)
+            assert g.read("CP_ERROR_ADDR_LO") == 0x8000_0008 and g.read("RB_WPTR") == 0x7FFF_FFF0
+        g.set("CP_QUEUE_RESET", Q0=1)
+        st = g.until(lambda: (lambda f: f if f["IDLE"] else None)(g.fields("STATUS")), "queue 0 reset")
+        assert (st["ERROR"], g.read("RB_RPTR"), g.read("RB_WPTR")) == (0, 0, 0), st
+        g.set("RB_CNTL", ENABLE=0)
+    g.set("CONTROL", HALT=0)
+    ih.pop()
+    g.write("INT_STATUS", M32)
+    ring = Ring(g, RING, 32, RPTR_WB)
+    ring.run(release_mem(OUT, 1, INT_SEL="SEND_INT", INT_CTXID=1), write_data(OUT + 4, [2]))
+    assert g.r32(OUT, 2) == [1, 2] and g.read("RB_RPTR") == ring.wptr == g.r32(RPTR_WB)
+    # the IH ring of 2^33 bytes (31) and 2^32 (30): an IH_RPTR ahead of IH_WPTR is not full
+    for log2 in (31, 30, 29):
+        g.set("IH_CNTL", ENABLE=0, WPTR_WB=1)
+        g.set("IH_SIZE", LOG2_DWORDS=log2)
+        g.set("IH_CNTL", ENABLE=1, WPTR_WB=1)
+        w = g.read("IH_WPTR")
+        g.write("IH_RPTR", w + 32)
+        ring.run(release_mem(OUT, 0x10 + log2, INT_SEL="SEND_INT", INT_CTXID=log2))
+        ovf = g.field("INT_STATUS", "IH_OVERFLOW")
+        if log2 >= 30:
+            assert (ovf, g.read("IH_WPTR"), g.r32(IH_BASE + w + 16)) == (0, w + 32, log2), \
+                f"IH_SIZE {log2}: entry at base + IH_WPTR, never full"
+        else:
+            assert (ovf, g.read("IH_WPTR")) == (1, w), "IH_SIZE 29: an IH_RPTR ahead is full"
+        g.write("IH_RPTR", g.read("IH_WPTR"))
+        g.write("INT_STATUS", M32)
+    # SDMA_RB_CNTL.RB_SIZE 31 acts as 20 (4 MiB of ring): 4 MiB ahead is taken, 4 more bytes not
+    s = SdmaRing(g, SRING, 31)
+    assert g.fields("SDMA_RB_CNTL")["RB_SIZE"] == 31
+    g.set("SDMA_CNTL", HALT=1)
+    g.until(lambda: g.fields("SDMA_STATUS")["HALTED"], "SDMA_STATUS.HALTED")
+    g.write("SDMA_DOORBELL", 4 << 20)
+    g.dev.delay(20)
+    assert g.read("SDMA_RB_WPTR") == 4 << 20 and g.fields("SDMA_STATUS")["ERROR"] == 0
+    g.set("SDMA_CNTL", QUEUE_RESET=1, HALT=1)
+    g.until(lambda: g.read("SDMA_RB_WPTR") == 0 and g.fields("SDMA_STATUS")["IDLE"], "the SDMA reset")
+    g.write("SDMA_DOORBELL", (4 << 20) + 4)
+    st = g.idle("SDMA_STATUS")
+    assert st["ERROR"] == 1 and g.fields("SDMA_ERROR")["CODE"] == g.err["DOORBELL_OVERFLOW"], st
+    g.set("SDMA_CNTL", QUEUE_RESET=1)
+    g.idle("SDMA_STATUS")
+    s.wptr = 0
+    s.run(sdma("FENCE", DATA=0x99, **lo_hi("ADDR", OUT + 8, 2)))
+    assert g.r32(OUT + 8) == 0x99
+
+
+
+def check_halted_holds_while_the_halted_cp_takes_a_doorbell_error_or_an_entry(dev):
+    """While CONTROL.HALT holds and no packet is in hand, STATUS.HALTED reads 1 at every read,
+    whatever the parser does meanwhile without a packet: latch a doorbell error of the queue
+    it did not hold (a switch to that queue, the error's drain and its IH entry), switch to a
+    queue given work while the other is stopped, or write the SDMA's IH entries. On the RTL it
+    read 0 for each of those (about 18 cycles for the doorbell error, 6 reads back to back; 2-3
+    for the switch; the IH write's time for each SDMA entry), so a driver that halts and then
+    checks HALTED could find a CP that seemed to run. A doorbell error of queue 0 then shows
+    ERROR (STATUS is queue 0's): HALTED or ERROR at every read, never neither."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 8)
+
+    def reads(n=40):
+        return [g.fields("STATUS") for _ in range(n)]
+
+    def halt():
+        g.set("CONTROL", HALT=1)
+        g.until(lambda: g.fields("STATUS")["HALTED"], "STATUS.HALTED")
+
+    # queue 0 ran last; queue 1's doorbell error while halted
+    q0.run(write_data(OUT, [1]))
+    halt()
+    q1.doorbell(q1.wptr + 1000)
+    seen = reads()
+    assert all(st["HALTED"] for st in seen), [st["HALTED"] for st in seen]
+    st1 = g.idle("CP_HQD1_STATUS")
+    assert st1["ERROR"] == 1 and g.fields("STATUS")["HALTED"] == 1
+    (e,) = g.until(lambda: ih.pop() or None, "the CP_ERROR entry")
+    assert (ih.source(e), e["RING_ID"]) == ("CP_ERROR", 1)
+    # queue 1 stopped, queue 0 given work while halted: the CP switches to it and starts nothing
+    q0.submit(write_data(OUT + 4, [2]))
+    seen = reads()
+    assert all(st["HALTED"] for st in seen) and g.r32(OUT + 4) == 0, [st["HALTED"] for st in seen]
+    # the SDMA's entries, written by the CP's IH writer while the CP is halted
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    s.submit(*[sdma("TRAP", INT_CONTEXT=k) for k in range(6)])
+    seen = reads(60)
+    assert all(st["HALTED"] for st in seen), [st["HALTED"] for st in seen]
+    entries = []
+    g.until(lambda: entries.extend(ih.pop()) or len(entries) >= 6, "six TRAP entries")
+    assert [e["DATA0"] for e in entries] == list(range(6)) and g.r32(OUT + 4) == 0
+    g.set("CONTROL", HALT=0)
+    g.idle()
+    assert g.r32(OUT + 4) == 2
+    g.set("CP_QUEUE_RESET", Q1=1)
+    g.idle("CP_HQD1_STATUS")
+    q1.wptr = 0
+    g.write("INT_STATUS", M32)
+    # queue 1 ran last; queue 0's doorbell error while halted: HALTED until ERROR shows
+    q1.run(write_data(OUT + 8, [3]))
+    halt()
+    q0.doorbell(q0.wptr + 1000)
+    seen = reads()
+    assert all(st["HALTED"] or st["ERROR"] for st in seen), [(st["HALTED"], st["ERROR"]) for st in seen]
+    st = g.idle()
+    assert (st["ERROR"], st["HALTED"]) == (1, 0), st
+    g.set("CONTROL", HALT=0)
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+
+
+
+def check_sdma_entry_waits_for_the_cp_packet_in_hand(dev):
+    """docs/hardware.md (the SDMA's timing on the RTL): the CP's IH writer takes the SDMA's
+    entries between CP packets, so a TRAP raised while the CP runs a DMA_DATA with CP_SYNC
+    waits for it, and the SDMA with it (the FENCE after the TRAP is not written meanwhile); if
+    IH_CNTL.ENABLE is cleared before the writer takes the entry, the entry is dropped as any
+    entry that comes while the ring is disabled, though its TRAP ran while it was enabled. The
+    model, without time, takes it at once. Returns what the driver saw."""
+    g, ring, ih = bring_up(dev)
+    s = SdmaRing(g, SRING, 8)
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    ring.submit(dma_data(0x1000000, 0x1, 1 << 16, SRC_SEL="DATA", CP_SYNC=1), write_data(OUT + 4, [0x65]))
+    g.dev.delay(50)
+    s.submit(sdma("TRAP", INT_CONTEXT=5), sdma("FENCE", DATA=0x64, **lo_hi("ADDR", OUT, 2)))
+    g.dev.delay(200)
+    taken = g.read("IH_WPTR") == 32
+    waited = g.fields("SDMA_STATUS")["IDLE"] == 0 and g.r32(OUT) == 0
+    assert taken != waited and (g.r32(OUT + 4) == 0) == waited, (taken, waited, g.r32(OUT + 4))
+    assert taken == (g.dev.name == "model"), "the RTL's CP runs the fill for 8,192 cycles and more"
+    g.set("IH_CNTL", ENABLE=0, WPTR_WB=1)
+    g.until(lambda: g.r32(OUT + 4) == 0x65, "the CP's fill", cycles=1_000_000, step=1000)
+    g.until(lambda: g.r32(OUT) == 0x64, "the SDMA's fence", cycles=20000)
+    g.idle()
+    g.idle("SDMA_STATUS")
+    assert g.read("IH_WPTR") == (32 if taken else 0) and g.fields("INT_STATUS")["IH_OVERFLOW"] == 0
+    assert g.fields("SDMA_STATUS")["ERROR"] == 0
+    # SDMA_CNTL.QUEUE_RESET while a TRAP's entry waits: the entry is not withdrawn, the reset
+    # is done once the CP's writer has taken (and written) it, after the CP's packet in hand
+    g.set("IH_CNTL", ENABLE=1, WPTR_WB=1)
+    ih.pop()
+    g.w32(OUT, [0, 0])
+    ring.submit(dma_data(0x1000000, 0x2, 1 << 16, SRC_SEL="DATA", CP_SYNC=1), write_data(OUT + 4, [0x66]))
+    g.dev.delay(50)
+    s.submit(sdma("TRAP", INT_CONTEXT=6), sdma("FENCE", DATA=0x67, **lo_hi("ADDR", OUT, 2)))
+    g.dev.delay(100)
+    g.set("SDMA_CNTL", QUEUE_RESET=1, TRAP_ENABLE=1)
+    resetting = g.fields("SDMA_STATUS")["IDLE"] == 0
+    s.wptr = 0
+    s.emit(sdma("FENCE", DATA=0x68, **lo_hi("ADDR", OUT + 8, 2)))
+    g.write("SDMA_DOORBELL", s.wptr)  # while the reset waits (the RTL): ignored
+    g.until(lambda: g.fields("SDMA_STATUS")["IDLE"], "the SDMA's reset", cycles=1_000_000, step=10)
+    assert g.r32(0x1000000 + (1 << 16) - 4) == 2, "the SDMA's reset was done before the CP's packet in hand"
+    assert resetting == (g.dev.name != "model")
+    g.dev.delay(50)
+    assert (g.read("SDMA_RB_WPTR"), g.r32(OUT + 8)) == ((0, 0) if resetting else (16, 0x68))
+    assert [(ih.source(e), e["DATA0"]) for e in ih.pop()] == [("SDMA_TRAP", 6)], "the entry, once"
+    if not resetting:  # (the model: reset at once, the doorbell taken; start the ring again)
+        g.set("SDMA_CNTL", QUEUE_RESET=1, TRAP_ENABLE=1)
+        g.idle("SDMA_STATUS")
+    s.wptr = 0
+    s.run(sdma("TRAP", INT_CONTEXT=7))
+    (e,) = g.until(lambda: ih.pop() or None, "the next TRAP")
+    assert e["DATA0"] == 7
+    return {"taken_at_once": taken}
+
+
 CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
           check_halts_stop_at_a_packet_boundary,
           check_halted_shows_while_the_other_queue_is_stopped_by_an_error,
@@ -748,7 +1028,10 @@ CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_pe
           check_ring_enable_cleared_mid_packet_pauses_at_a_packet_boundary,
           check_rptr_write_back_address_is_locked_while_enabled,
           check_ih_wptr_write_back_address_is_locked_while_enabled,
-          check_ih_entry_in_hand_when_enable_is_cleared_finishes]
+          check_ih_entry_in_hand_when_enable_is_cleared_finishes,
+          check_ih_ring_with_both_engines_odd_rptrs_and_enable, check_ring_and_ih_sizes_at_their_largest,
+          check_halted_holds_while_the_halted_cp_takes_a_doorbell_error_or_an_entry,
+          check_sdma_entry_waits_for_the_cp_packet_in_hand]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

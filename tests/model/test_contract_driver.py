@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract_driver import (IB1, IB1B, IB2, IH_BASE, IH_WB, M32, OUT, RING, RPTR_WB, bring_up,
-                                         dma_data, expect_error, ib, lo_hi, pm4, pm4_packets, release_mem, wait_mem,
-                                         write_data)
+from tests.model.contract_driver import (IB1, IB1B, IB2, IH_BASE, IH_WB, M32, OUT, RING, RPTR_WB, SRING, SdmaRing,
+                                         bring_up, dma_data, expect_error, ib, lo_hi, pm4, pm4_packets, release_mem,
+                                         sdma, wait_mem, write_data)
 
 
 # ---------------------------------------------------------------------------- ring, doorbell, write-back
@@ -596,12 +596,140 @@ def check_every_listed_value_and_reserved_bit(dev):
         assert want is None or want[0] == want[1], f"{name}: {want}"
 
 
+
+# ------------------------------------------------------------- the DMA engine's edges, counters and time (round 3)
+
+def check_dma_data_edges_and_counters(dev):
+    """DMA_DATA across 4 KiB pages at odd alignments (copy and fill), BYTE_COUNT at
+    2^DMA_MAX_LOG2 and one more (DMA_BYTE_COUNT at the header), errors of a read and of a write
+    starting beyond memory at an odd byte (ADDR that byte), and exactly what the counters count:
+    PERF_DWORDS_FETCHED the ring's dwords, PERF_PACKETS the packets by kind, the DMA byte
+    counters whole beats read and bytes written (a fill reads nothing), a DMA_DATA cancelled
+    behind a failing one not counted."""
+    g, ring, ih = bring_up(dev)
+    P = pm4_packets()
+    end = 64 << 20
+    src, dst = 0x100000, 0x300000
+    words = [((k + 7) * 0x9E3779B1) & M32 for k in range(0x1000)]
+    g.w32(src, words)
+    pat = b"".join(w.to_bytes(4, "little") for w in words)
+    g.dev.mem[dst:dst + 0x6000] = [0xEE] * 0x6000
+    g.write("CONTROL", g.value("CONTROL", PERF_CLEAR=1))
+    ring.run(dma_data(dst + 0xFF9, src + 0xFF3, 0x2011), dma_data(dst + 0x3FFE, 0xA1B2C3D4, 0x1003, SRC_SEL="DATA"),
+             dma_data(dst + 0x5FFF, src, 1, CP_SYNC=1), pm4("NOP", [0, 0]))
+    assert bytes(g.dev.mem[dst + 0xFF8:dst + 0x300B]) == bytes([0xEE]) + pat[0xFF3:0x3004] + bytes([0xEE])
+    fill = bytes([0xD4, 0xC3, 0xB2, 0xA1][x % 4] for x in range(dst + 0x3FFE, dst + 0x5001))
+    assert bytes(g.dev.mem[dst + 0x3FFD:dst + 0x5002]) == bytes([0xEE]) + fill + bytes([0xEE])
+    assert bytes(g.dev.mem[dst + 0x5FFE:dst + 0x6001]) == bytes([0xEE, pat[0], 0])
+    counted = {k: g.read("PERF_PACKETS", P[k].index) for k in P}
+    assert counted == {k: {"DMA_DATA": 3, "NOP": 1}.get(k, 0) for k in P}, counted
+    assert g.read("PERF_DWORDS_FETCHED") == 3 * 7 + 3 == g.read("PERF_Q0_DWORDS_FETCHED")
+    assert g.read("PERF_DMA_BYTES_WRITTEN") == 0x2011 + 0x1003 + 1
+    assert g.read("PERF_DMA_BYTES_READ") == g.beats_bytes(src + 0xFF3, 0x2011) + g.beats_bytes(src, 1)
+    # BYTE_COUNT 2^20 is taken (a 1 MiB fill on the model and Verilator; on Icarus, about 2,300
+    # cycles/s, one that meets memory's end 0x100 bytes in); 2^20 + 1 is DMA_BYTE_COUNT at the
+    # packet's header
+    big = 0x1000000
+    if g.dev.name != "icarus":
+        ring.submit(dma_data(big + 3, 0x5A5A5A5A, 1 << 20, SRC_SEL="DATA"), write_data(OUT, [0x61]))
+        g.until(lambda: g.r32(OUT) == 0x61, "a 1 MiB fill", cycles=1_000_000, step=2000)
+        assert g.read("PERF_DMA_BYTES_WRITTEN") == 0x2011 + 0x1003 + 1 + (1 << 20)
+        assert g.r32(big) == 0x5A000000 and g.r32(big + (1 << 20)) == 0x5A5A5A and g.r32(big + (1 << 20) + 4) == 0
+        g.idle()
+    else:
+        at = ring.wptr
+        ring.submit(dma_data(end - 0x100, 0x5A5A5A5A, 1 << 20, SRC_SEL="DATA", CP_SYNC=1))
+        expect_error(ring, ih, "BUS_DECERR", "RING", P["DMA_DATA"].opcode, end, at)
+    at = ring.wptr
+    ring.submit(dma_data(big, 0x5A5A5A5A, (1 << 20) + 1, SRC_SEL="DATA"))
+    expect_error(ring, ih, "DMA_BYTE_COUNT", "RING", P["DMA_DATA"].opcode, RING + 4 * at, at)
+    # a read starting beyond memory at an odd byte: ADDR that byte; a write likewise
+    ring.submit(dma_data(dst, end + 0x25, 0x40, CP_SYNC=1))
+    expect_error(ring, ih, "BUS_DECERR", "RING", P["DMA_DATA"].opcode, end + 0x25, 0)
+    ring.submit(dma_data(end + 0x13, src, 0x40, CP_SYNC=1))
+    expect_error(ring, ih, "BUS_DECERR", "RING", P["DMA_DATA"].opcode, end + 0x13, 0)
+    ring.submit(dma_data(end + 0x7, 0x1, 0x40, SRC_SEL="DATA", CP_SYNC=1))
+    expect_error(ring, ih, "BUS_DECERR", "RING", P["DMA_DATA"].opcode, end + 0x7, 0)
+    # PERF_PACKETS counts the failing DMA_DATA, not the one cancelled behind it (the RTL has
+    # parsed it: its PERF_DWORDS_FETCHED depends on timing, this count does not)
+    g.write("CONTROL", g.value("CONTROL", PERF_CLEAR=1))
+    ring.submit(dma_data(0x200000, end - 0x100, 0x200), dma_data(0x240000, src, 256), write_data(OUT, [0x63]))
+    expect_error(ring, ih, "BUS_DECERR", "RING", P["DMA_DATA"].opcode, end, 0)
+    assert [g.read("PERF_PACKETS", P[k].index) for k in ("DMA_DATA", "WRITE_DATA")] == [1, 0]
+    ring.run(write_data(OUT, [0x62]))
+    assert g.r32(OUT) == 0x62
+
+
+def check_timestamp_and_busy_counters(dev):
+    """TIMESTAMP counts cycles (HI, LO, HI); RELEASE_MEM's TIMESTAMP and an IH entry's
+    TIMESTAMP lie between the reads before and after; a WAIT_REG_MEM (a POLL_REGMEM) held for
+    N cycles adds at least N to PERF_BUSY_CYCLES (PERF_SDMA_BUSY_CYCLES) and no more than the
+    time that passed; PERF_STALL_CYCLES ≤ PERF_BUSY_CYCLES; a wait that yields to the other
+    queue is counted once, its dwords too."""
+    g, ring, ih = bring_up(dev)
+    s = SdmaRing(g, SRING, 8)
+
+    def now():
+        while True:
+            hi = g.read("TIMESTAMP_HI")
+            lo = g.read("TIMESTAMP_LO")
+            if g.read("TIMESTAMP_HI") == hi:
+                return hi << 32 | lo
+
+    t0 = now()
+    g.dev.delay(1000)
+    t1 = now()
+    assert 1000 <= t1 - t0 < 1000 + 200, (t0, t1)
+    ring.run(release_mem(OUT, DATA_SEL="TIMESTAMP", INT_SEL="SEND_INT"))
+    t2 = now()
+    stamp = g.r32(OUT) | g.r32(OUT + 4) << 32
+    (e,) = ih.pop()
+    entry = e["TIMESTAMP_LO"] | e["TIMESTAMP_HI"] << 32
+    assert t1 <= stamp <= entry <= t2 and stamp >> 48 == 0, (t1, stamp, entry, t2)
+    flag = OUT + 0x40
+    g.w32(flag, [0])
+    g.write("CONTROL", g.value("CONTROL", PERF_CLEAR=1))
+    a = now()
+    ring.submit(wait_mem(flag, 1, 1, "EQ", interval=4))
+    s.submit(sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
+                  RETRY_COUNT=0xFFF, INTERVAL=1))
+    g.waiting()
+    g.waiting("SDMA_STATUS")
+    g.dev.delay(3000)
+    g.w32(flag, [1])
+    g.idle()
+    g.idle("SDMA_STATUS")
+    b = now()
+    busy, sbusy, stall = (g.read(r) for r in ("PERF_BUSY_CYCLES", "PERF_SDMA_BUSY_CYCLES", "PERF_STALL_CYCLES"))
+    assert 3000 <= busy <= b - a and 3000 <= sbusy <= b - a and stall <= busy, (busy, sbusy, stall, b - a)
+    g.dev.delay(500)
+    assert (g.read("PERF_BUSY_CYCLES"), g.read("PERF_SDMA_BUSY_CYCLES")) == (busy, sbusy), "idle: no more"
+    # a WAIT_REG_MEM of queue 1 that yields (the RTL parks it and parses it again) while queue
+    # 0 runs 20 packets: its packet and its dwords are counted once, the queues' parts add up
+    from tests.model.contract_driver import RING1, RPTR1_WB, Ring
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    P = pm4_packets()
+    g.w32(flag, [0])
+    g.write("CONTROL", g.value("CONTROL", PERF_CLEAR=1))
+    q1.submit(wait_mem(flag, 1, 1, "EQ", interval=1))
+    g.waiting("CP_HQD1_STATUS")
+    for k in range(20):
+        ring.submit(write_data(OUT + 0x100 + 4 * (k % 8), [k]))
+    g.idle()
+    g.w32(flag, [1])
+    g.idle("CP_HQD1_STATUS")
+    assert (g.read("PERF_Q0_DWORDS_FETCHED"), g.read("PERF_Q1_DWORDS_FETCHED"), g.read("PERF_DWORDS_FETCHED")) == \
+        (20 * 5, 7, 20 * 5 + 7)
+    assert [g.read("PERF_PACKETS", P[k].index) for k in ("WAIT_REG_MEM", "WRITE_DATA")] == [1, 20]
+
+
 CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_levels_and_chain, check_packet_checks,
           check_wait_reg_mem, check_release_mem_and_eop_entry, check_ih_ring_wrap_and_overflow, check_dma_data,
           check_cp_own_writes_fail_as_the_packet, check_dma_errors_and_counters,
           check_int_force_and_release_mem_alignment,
           check_packet_rules_in_ibs, check_ih_overflow_of_an_error_entry,
-          check_every_listed_value_and_reserved_bit]
+          check_every_listed_value_and_reserved_bit, check_dma_data_edges_and_counters,
+          check_timestamp_and_busy_counters]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

@@ -13,9 +13,9 @@ import pytest
 
 from tests.model.contract_driver import (EXECUTABLE, IB1, PA_CODE, PA_HUGE, PA_OUT, PA_OUT2, PA_RO, PDE_PTE, PT_L1,
                                          PT_ROOT, READABLE, RING1, RPTR1_WB, VALID, VA_CODE, VA_HOLE, VA_HUGE,
-                                         VA_OUT, VA_RO, WRITEABLE, Ring, bring_up, dma_data, expect_error,
-                                         expect_fault, ib, map_vmid1, pm4, pm4_packets, release_mem, wait_mem,
-                                         write_data)
+                                         VA_OUT, VA_RO, WRITEABLE, Ring, SdmaRing, SRING, bring_up, dma_data,
+                                         expect_error, expect_fault, ib, lo_hi, map_vmid1, pm4, pm4_packets,
+                                         release_mem, sdma, sdma_packets, wait_mem, write_data)
 
 
 def check_vm_translation_faults_and_invalidate(dev):
@@ -229,9 +229,42 @@ def check_vm_new_tables_need_an_invalidation(dev):
         "a huge page's address bits below 2 MiB are the virtual address's"
 
 
+
+def check_cp_and_sdma_vm_faults_at_once(dev):
+    """The CP and the SDMA faulting in VMID 1 at once: each stops alone with its own record
+    (the CP's in VM_FAULT_STATUS/ADDR and a UTCL2 entry, the SDMA's in SDMA_ERROR* and a
+    SDMA_ERROR entry: VM_FAULT_STATUS stays the CP's), and the CP's reset clears
+    VM_FAULT_STATUS while the SDMA is still stopped by its fault."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    s = SdmaRing(g, SRING, 8)
+    S = sdma_packets()
+    code = write_data(VA_RO, [1])  # PERMISSION at level 1 (a write to a read-only page)
+    g.w32(PA_CODE, code)
+    g.w32(PA_CODE + 0x100, sdma("FENCE", DATA=2, **lo_hi("ADDR", VA_HOLE + 0x10, 2)))  # INVALID
+    ring.submit(ib(VA_CODE, len(code), VMID=1))
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE + 0x100, 5), IB_SIZE=4, VMID=1))
+    g.until(lambda: g.fields("STATUS")["ERROR"] and g.fields("SDMA_STATUS")["ERROR"], "both engines stopped")
+    assert g.fields("VM_FAULT_STATUS") == {"VMID": 1, "ACCESS": 1, "LEVEL": 1, "CAUSE": 1}
+    assert g.read("VM_FAULT_ADDR_LO") == VA_RO
+    err = g.fields("SDMA_ERROR")
+    assert (err["CODE"], err["LEVEL"], err["OP"], g.read("SDMA_ERROR_ADDR_LO")) == \
+        (g.err["VM_FAULT"], g.level["IB1"], S["FENCE"].opcode, VA_HOLE + 0x10), err
+    entries = []
+    g.until(lambda: entries.extend(ih.pop()) or len(entries) >= 2, "two entries")
+    got = sorted((ih.source(e), e["VMID"]) for e in entries)
+    assert got == [("SDMA_ERROR", 1), ("VM_FAULT", 1)], got
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    assert g.read("VM_FAULT_STATUS") == 0 and g.read("VM_FAULT_ADDR_LO") == 0
+    assert g.fields("SDMA_STATUS")["ERROR"] == 1 and g.fields("SDMA_ERROR")["CODE"] == g.err["VM_FAULT"]
+    g.set("SDMA_CNTL", QUEUE_RESET=1)
+    g.idle("SDMA_STATUS")
+
+
 CHECKS = [check_vm_translation_faults_and_invalidate, check_vm_fault_status_follows_the_stopped_queue,
           check_vm_entry_bits_and_walk_errors, check_vm_fault_addresses_at_page_edges,
-          check_vm_new_tables_need_an_invalidation]
+          check_vm_new_tables_need_an_invalidation, check_cp_and_sdma_vm_faults_at_once]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
@@ -239,3 +272,24 @@ def test_contract_on_the_model(check):
     from testbench.refmodel import RefModel
 
     check(RefModel())
+
+
+def test_vm_levels_are_the_rtls_on_the_model():
+    """VM_CAPS.LEVELS is 2, 3 or 4 (docs/hardware.md): the RTL's MMU refuses other counts and
+    the model accepted 1 (a root that is a page table), a device the RTL cannot be; both take
+    their range from spec/vm.py's BUILD_LEVELS, and the model reports the count it was given."""
+    from amaranth.hdl import Fragment
+
+    from rtl.mmu import MMU
+    from spec import vm as vm_spec
+    from testbench.refmodel import RefModel
+
+    assert vm_spec.BUILD_LEVELS == (2, 3, 4)
+    for bad in (0, 1, 5, True, 2.0):
+        with pytest.raises(ValueError, match=rf"^vm_levels must be 2, 3 or 4 \(as the RTL's MMU\), not {bad!r}$"):
+            RefModel(vm_levels=bad)
+        with pytest.raises(ValueError, match="levels must be 2, 3 or 4"):
+            Fragment.get(MMU(levels=bad), None)
+    for n in vm_spec.BUILD_LEVELS:
+        from tests.model.contract_driver import Gpu
+        assert Gpu(RefModel(vm_levels=n)).fields("VM_CAPS")["LEVELS"] == n
