@@ -51,6 +51,17 @@ def check_gem_va_errors(dev):
         expect(errno.EINVAL, f"{V}: va_address {bad_va:#x}, offset_in_bo {off:#x} and map_size {size:#x} must be "
                "multiples of the page size (0x1000)", _va, a, bo, VaOp.MAP, bad_va, size, off)
     expect(errno.EINVAL, f"{V}: map_size must be > 0, not 0", _va, a, bo, VaOp.MAP, va, 0)
+    # amdgpu_gem_va_ioctl's order: the range first (before the handle), then the handle
+    # (ENOENT) before the operation's own checks (alignment, a size of 0: amdgpu_vm_bo_map's).
+    # An unknown handle with a size of 0 or a misaligned address was EINVAL, with a range
+    # outside the VM ENOENT (tests/security/test_security_mm_state.py found it)
+    for op in (VaOp.MAP, VaOp.REPLACE):
+        expect(errno.ENOENT, f"{V}: no BO with handle 99", _va, a, 99, op, va, 0)
+        expect(errno.ENOENT, f"{V}: no BO with handle 99", _va, a, 99, op, va + 4)
+        expect(errno.ENOENT, f"{V}: no BO with handle 99", _va, a, 99, op, va, 0x1000, 0x10)
+        expect(errno.EINVAL, f"{V}: [{hi:#x}, {hi + 0x1000:#x}) is outside the VM's range [{lo:#x}, {hi:#x})",
+               _va, a, 99, op, hi)
+        expect(errno.EINVAL, f"{V}: [0x0, 0x1000) is outside the VM's range [{lo:#x}, {hi:#x})", _va, a, 99, op, 0)
     expect(errno.EINVAL, f"{V}: va_address must be >= 0, not -0x1000", _va, a, bo, VaOp.MAP, -0x1000)
     expect(errno.EINVAL, f"{V}: offset_in_bo must be >= 0, not -0x1000", _va, a, bo, VaOp.MAP, va, 0x1000, -0x1000)
     for bad in (0, lo - 0x1000, hi, hi - 0x1000):  # the null range, below, above, running over the top
