@@ -127,10 +127,12 @@ def _err(fn, *args):
 
 
 class MmMachine(RuleBasedStateMachine):
+    CS_CHECK = True  # False: the MMU alone stands (a job the checker would refuse faults)
+
     def __init__(self):
         super().__init__()
         self.dev = RefModel()
-        self.kmd = kmd_model.bind(self.dev, job_timeout=JOB_TIMEOUT)
+        self.kmd = kmd_model.bind(self.dev, job_timeout=JOB_TIMEOUT, cs_check=self.CS_CHECK)
         self.start = _start_state(self.kmd)
         self.files: list[RFile] = []
         self.hold = None  # the held job: (RFile, seq, target va, value, held BOs)
@@ -392,17 +394,20 @@ class MmMachine(RuleBasedStateMachine):
         va = self._target(rf, k, word)
         fence = None
         fbo = None
-        if k2 % 3 == 0:
+        at = self._resolve(rf, va, 4, W)
+        if k2 % 3 == 0 and (at is not None or self.CS_CHECK):  # (a faulting job's fence: not promised)
             h = self._pick(rf, k2)
             fbo = rf.bos.get(h)
             fence = CsChunkFence(h, (k2 * 4) % PAGE)
-        at = self._resolve(rf, va, 4, W)
         e, out = self._run(rf, pm4.write_data(va, [value]), fence)
         if fence is not None and fbo is None:
             assert e == errno.EINVAL  # an unknown fence handle
             return
         if at is None:
-            assert e == errno.EINVAL, (hex(va), e)
+            if self.CS_CHECK:
+                assert e == errno.EINVAL, (hex(va), e)
+            else:
+                self._faults(rf, e, out, va)
             return
         assert e == 0, e
         self._wait(rf, rf.hctx, out.seq)
@@ -413,6 +418,50 @@ class MmMachine(RuleBasedStateMachine):
             fbo.data[fence.offset:fence.offset + 4] = np.frombuffer((out.seq & 0xFFFF_FFFF).to_bytes(4, "little"),
                                                                    np.uint8)
 
+    def _faults(self, rf: RFile, e: int, out, va: int) -> None:
+        """A job the MMU alone must stop: accepted, then a VM fault (its WAIT_CS ECANCELED), its
+        context guilty (a new one for the next jobs)."""
+        assert e == 0, e
+        if any(m.bo.closed and m.va <= va < m.end and m.flags & W for m in rf.maps):
+            # a closed BO the held job keeps is still mapped for it: this job's write lands
+            # there too (memory no one else has, freed once the held job ends), no fault
+            self._wait(rf, rf.hctx, out.seq)
+            event("a write into a closed BO still held")
+            return
+        before = {id(o): o.f.ioctl(Request.INFO, uapi.InfoArgs(InfoQuery.VM_FAULT)) for o in self.files if o is not rf}
+        e, _ = _err(rf.f.ioctl, Request.WAIT_CS, uapi.WaitCsArgs(rf.hctx, out.seq, 1_000_000))
+        assert e == errno.ECANCELED, e
+        event("a job stopped by the MMU")
+        # INFO VM_FAULT: the file's own fault, at the address it wrote; no other file's changes
+        fault = rf.f.ioctl(Request.INFO, uapi.InfoArgs(InfoQuery.VM_FAULT))
+        assert fault.addr & ~(PAGE - 1) == va & ~(PAGE - 1) and fault.access in ("WRITE", ""), (fault, hex(va))
+        for o in self.files:
+            if o is not rf:
+                assert o.f.ioctl(Request.INFO, uapi.InfoArgs(InfoQuery.VM_FAULT)) == before[id(o)]
+        rf.hctx = rf.f.ioctl(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=CtxPriority.HIGH)).ctx_id
+
+    @rule(i=st.integers(0, 2), k=st.integers(0, 1 << 16), word=st.integers(0, 1 << 12),
+          value=st.integers(1, 0xFFFF_FFFF))
+    def sdma_write(self, i, k, word, value):
+        """WRITE_LINEAR on the SDMA ring, which no checker reads: the MMU alone decides."""
+        from spec import sdma
+        rf = self._file(i)
+        va = self._target(rf, k, word)
+        at = self._resolve(rf, va, 4, W)
+        w = list(sdma.write_linear(va, [value]))
+        w += sdma.pad(-len(w) % 8)
+        rf.ib[0x1000 // 4:0x1000 // 4 + len(w)] = w
+        e, out = _err(rf.f.ioctl, Request.CS, uapi.CsArgs(rf.hctx, [CsChunkIb(
+            len(w), handle=rf.ib_handle, offset=0x1000, ip_type=uapi.HwIp.DMA)]))
+        if at is None:
+            self._faults(rf, e, out, va)
+            return
+        assert e == 0, e
+        self._wait(rf, rf.hctx, out.seq)
+        event("sdma_write ran")
+        bo, off = at
+        bo.data[off:off + 4] = np.frombuffer(int(value).to_bytes(4, "little"), np.uint8)
+
     @rule(i=st.integers(0, 2), k=st.integers(0, 1 << 16), k2=st.integers(0, 1 << 16),
           w1=st.integers(0, 1 << 12), w2=st.integers(0, 1 << 12), n=st.sampled_from([4, 8, 64, PAGE]))
     def dma_copy(self, i, k, k2, w1, w2, n):
@@ -421,6 +470,8 @@ class MmMachine(RuleBasedStateMachine):
         s, d = self._resolve(rf, src, n, R), self._resolve(rf, dst, n, W)
         if s is not None and d is not None and s[0] is d[0] and s[1] < d[1] + n and d[1] < s[1] + n:
             return  # (overlapping: no promise about the order)
+        if (s is None or d is None) and not self.CS_CHECK:
+            return  # (a copy the MMU stops halfway: which bytes moved is not promised)
         e, out = self._run(rf, pm4.dma_data(dst, src, n, cp_sync=1))
         if s is None or d is None:
             assert e == errno.EINVAL, (hex(src), hex(dst), n, e)
@@ -449,7 +500,7 @@ class MmMachine(RuleBasedStateMachine):
         rf.ib[HOLD_IB_OFF // 4:HOLD_IB_OFF // 4 + len(dw)] = dw
         e, out = _err(rf.f.ioctl, Request.CS, uapi.CsArgs(
             rf.ctx, [CsChunkIb(len(dw), handle=rf.ib_handle, offset=HOLD_IB_OFF)]))
-        if at is None:
+        if at is None and self.CS_CHECK:
             assert e == errno.EINVAL
             return
         assert e == 0, e
@@ -510,6 +561,28 @@ class MmMachine(RuleBasedStateMachine):
         else:  # its file is closed: the job still runs, into what the file held
             assert self.kmd.wait_for(lambda: all(not s.pending and not s.queue for s in self.kmd.scheds), 1_000_000)
         self._unhold()
+
+    @rule(n=st.integers(14, 16))
+    def vmid_churn(self, n):
+        """n other files each run a job (and close): every VMID changes hands, so this machine's
+        files' next jobs run on a VMID another VM's TLB entries were in (flushed at the grab)."""
+        others = [kmd_model.open_render_node() for _ in range(n)]
+        for f in others:  # (HIGH: the CP's second queue, beside the held job)
+            ctx = f.ioctl(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=CtxPriority.HIGH)).ctx_id
+            h = f.ioctl(Request.GEM_CREATE, uapi.GemCreateArgs(PAGE, 0, Domain.GTT, 0)).handle
+            # each at this machine's window, so a stale entry would be an alias of the same VA
+            f.ioctl(Request.GEM_VA, uapi.GemVaArgs(h, VaOp.MAP, WIN0, 0, PAGE, RWX))
+            f.ioctl(Request.GEM_VA, uapi.GemVaArgs(h, VaOp.MAP, IB_VA, 0, PAGE, RWX))
+            v = f.ioctl(Request.GEM_MMAP, uapi.GemMmapArgs(h)).view.view("<u4")
+            dw = pm4.write_data(WIN0 + 0x100, [0xC0FFEE]) + pm4.nop(2)
+            dw += pm4.pad(-len(dw) % 8)
+            v[0x800 // 4:0x800 // 4 + len(dw)] = dw
+            seq = f.ioctl(Request.CS, uapi.CsArgs(ctx, [CsChunkIb(len(dw), handle=h, offset=0x800)])).seq
+            assert not f.ioctl(Request.WAIT_CS, uapi.WaitCsArgs(ctx, seq, 1_000_000)).busy
+            assert v[0x100 // 4] == 0xC0FFEE
+        for f in others:
+            f.close()
+        event("VMIDs churned")
 
     # ------------------------------------------------------------------ invariants
 
@@ -594,12 +667,20 @@ MmMachine.TestCase.settings = settings(
 test_mm_state_machine = MmMachine.TestCase
 
 
-def random_walk(seed: int, steps: int) -> None:
+class MmMachineUnchecked(MmMachine):
+    CS_CHECK = False
+
+
+MmMachineUnchecked.TestCase.settings = MmMachine.TestCase.settings
+test_mm_state_machine_checker_off = MmMachineUnchecked.TestCase
+
+
+def random_walk(seed: int, steps: int, cls=MmMachine) -> None:
     """The same machine driven by a seeded random.Random for `steps` steps in one run (hypothesis
     keeps its runs short): deep sequences, reproducible by seed."""
     import random
     rng = random.Random(seed)
-    m = MmMachine()
+    m = cls()
     r = rng.randrange
     try:
         m.open_files(2 + r(2), r(1 << 16))
@@ -615,10 +696,12 @@ def random_walk(seed: int, steps: int) -> None:
                                  rng.choice([RWX, R | W, R, W, X, 0, 1 << 4]),
                                  rng.choice([0] * 12 + [4, -WIN0, 1 << 30]))),
             (8, lambda: m.write_data(r(3), r(1 << 16), r(1 << 12), 1 + r(0xFFFF_FFFF), r(1 << 16))),
+            (4, lambda: m.sdma_write(r(3), r(1 << 16), r(1 << 12), 1 + r(0xFFFF_FFFF))),
             (4, lambda: m.dma_copy(r(3), r(1 << 16), r(1 << 16), r(1 << 12), r(1 << 12), rng.choice([4, 8, 64, PAGE]))),
             (3, lambda: m.hold_job(r(3), r(1 << 16), r(1 << 12), 1 + r(0xFFFF_FFFF)) if m.hold is None else None),
             (2, lambda: m.release() if m.hold is not None else None),
             (1, lambda: m.close_file(r(3)) if len(m.files) > 1 else None),
+            (1, lambda: m.vmid_churn(14 + r(3))),
             (1, lambda: m.open_file() if len(m.files) < 3 else None),
         ]
         weights = [w for w, _ in rules]
@@ -635,9 +718,11 @@ def random_walk(seed: int, steps: int) -> None:
         m.teardown()
 
 
-@pytest.mark.parametrize("seed", range(int(os.environ.get("GPUCOSIM_MM_WALKS", "2"))))
-def test_mm_random_walk(seed):
-    random_walk(seed, int(os.environ.get("GPUCOSIM_MM_STEPS", "150")))
+@pytest.mark.parametrize("checker", ["on", "off"])
+@pytest.mark.parametrize("seed", range(int(os.environ.get("GPUCOSIM_MM_WALKS", "1"))))
+def test_mm_random_walk(seed, checker):
+    random_walk(seed, int(os.environ.get("GPUCOSIM_MM_STEPS", "150")),
+                MmMachine if checker == "on" else MmMachineUnchecked)
 
 
 # ------------------------------------------------------------------------------ threads of one file
