@@ -1,29 +1,37 @@
 """A hostile client against the KMD's memory management, as a stateful property test
-(hypothesis's RuleBasedStateMachine): two or three render nodes make GEM_CREATE, GEM_MMAP,
+(hypothesis's RuleBasedStateMachine, and `random_walk`, the same rules driven by a seeded
+random.Random for deep runs): two or three render nodes make GEM_CREATE, GEM_MMAP,
 GEM_CLOSE, GEM_VA MAP / UNMAP / REPLACE / CLEAR (good and bad), GEM_WAIT_IDLE and INFO
 MEMORY calls, write their BOs from the CPU, and run small GPU jobs (WRITE_DATA, DMA_DATA
-copies, a user fence) into their mapped VAs and into VAs only another file has mapped,
-while one job held in a WAIT_REG_MEM (checked at CS, released later) writes to a VA whose
-mapping the client changes or closes under it.
+copies, SDMA writes, a user fence) into their mapped VAs and into VAs only another file has
+mapped, while one job held in a WAIT_REG_MEM (checked at CS, released later) writes to a VA
+whose mapping the client changes or closes under it; other files take every VMID in turn,
+and VRAM is filled. With the CS checker on, and off (the MMU alone stands).
 
 A reference beside the driver says what each file's VM maps (which VA page holds which
 page of which BO, with which permissions), which handles are live, what every BO holds and
 which BOs the held job keeps alive. After every step:
 
 - each ioctl's errno is the one docs/architecture.md and kmd_model/uapi.py give (amdgpu's
-  order of checks), nothing raises but KmdError;
+  order of checks; ENOMEM exactly when the heap has no room), nothing raises but KmdError;
 - the KMD's mappings are the reference's, and so are its page tables (walked in device
   memory with spec/vm.py's walk, for every page of each file's window);
 - every live BO holds exactly what the reference says (so no file read or wrote another's
   BO through any mapping, handle or job), and no two allocated BOs share memory;
-- a BO the held job may still reach is still allocated (busy), and no one else's;
+- a BO the held job may still reach is still allocated (busy), and GEM_WAIT_IDLE says so
+  of exactly those; a job the MMU stops is its own file's INFO VM_FAULT, no other's;
 - the heaps' accounting (INFO MEMORY) is the live BOs plus the page tables the reference
-  expects; views of closed BOs raise MappingRevoked;
+  expects; views of closed BOs raise MappingRevoked, and an alias made through the buffer
+  protocol reaches none of the BO's memory;
 - at the end, once every file is closed, the driver holds what it held at bring-up.
 
-Its default run in make test is small and reproducible (derandomize). A longer run:
-    GPUCOSIM_MM_EXAMPLES=2000 .venv/bin/python -m pytest -q tests/security/test_security_mm_state.py
-(GPUCOSIM_MM_SEED=N for another derandomized sequence: it seeds the database key.)
+The threads tests at the end race GEM_CLOSE against a CS and a GEM_VA on the same handle
+from two threads of one file.
+
+Its default run in make test is small and reproducible (derandomize, no database). Longer:
+    GPUCOSIM_MM_EXAMPLES=2000 GPUCOSIM_MM_WALKS=50 GPUCOSIM_MM_STEPS=400 \
+        .venv/bin/python -m pytest -q tests/security/test_security_mm_state.py
+(hypothesis's examples, the walks' count, each walk's steps; a walk's seed is its index.)
 """
 
 from __future__ import annotations
@@ -74,6 +82,7 @@ class RBo:
     closed: bool = False
     held: bool = False  # the held job may reach it
     big: bool = False  # (VRAM filler: only its ends compared)
+    alias: object = None  # an alias of its CPU mapping made with the buffer protocol
 
     def word(self, off: int) -> int:
         return int(self.data[off:off + 4].view("<u4")[0])
@@ -170,9 +179,11 @@ class MmMachine(RuleBasedStateMachine):
         rf.f.close()
         for bo in rf.bos.values():
             bo.closed = True
-        for view, _ in rf.views:
+        for view, bo in rf.views:
             with pytest.raises(MappingRevoked):
                 view[0]
+        for bo in rf.bos.values():
+            self._alias_revoked(bo)
         rf.maps.clear()
 
     @precondition(lambda self: len(self.files) < 3)
@@ -261,6 +272,7 @@ class MmMachine(RuleBasedStateMachine):
             if b is bo:
                 with pytest.raises(MappingRevoked):
                     view[0] = 1
+        self._alias_revoked(bo)
         rf.views = [(v, b) for v, b in rf.views if b is not bo]
 
     @rule(i=st.integers(0, 2), k=st.integers(0, 1 << 16))
@@ -277,6 +289,18 @@ class MmMachine(RuleBasedStateMachine):
             assert e == 0 and out.size == bo.size
             assert (out.view == bo.data).all(), "a fresh CPU mapping shows what the BO holds"
             rf.views.append((out.view, bo))
+            if bo.alias is None:  # past every Python-level check: what a C pointer would keep
+                bo.alias = np.frombuffer(memoryview(out.view), dtype=np.uint8)
+
+    def _alias_revoked(self, bo: RBo) -> None:
+        """After the BO's close, an alias of its CPU mapping reaches none of its memory (which
+        may go to someone else, or still be a job's): its pages were replaced."""
+        if bo.alias is None:
+            return
+        bo.alias[:] = 0xEE
+        k = bo.kbo
+        assert not (np.asarray(self.dev.mem[k.gpu_addr:k.end]) == 0xEE).all(), "a revoked alias wrote the BO"
+        bo.alias = None
 
     @precondition(lambda self: any(f.views for f in self.files))
     @rule(i=st.integers(0, 2), k=st.integers(0, 1 << 16), off=st.integers(0, 4 * PAGE - 4), value=st.integers(1, 255))
@@ -768,7 +792,7 @@ def random_walk(seed: int, steps: int, cls=MmMachine) -> None:
 @pytest.mark.parametrize("checker", ["on", "off"])
 @pytest.mark.parametrize("seed", range(int(os.environ.get("GPUCOSIM_MM_WALKS", "1"))))
 def test_mm_random_walk(seed, checker):
-    random_walk(seed, int(os.environ.get("GPUCOSIM_MM_STEPS", "150")),
+    random_walk(seed, int(os.environ.get("GPUCOSIM_MM_STEPS", "300")),
                 MmMachine if checker == "on" else MmMachineUnchecked)
 
 
