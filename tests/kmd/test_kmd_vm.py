@@ -361,6 +361,39 @@ def test_map_over_a_closed_bo_whose_job_hangs_waits_for_the_reset():
     assert kmd.stats["job_timeouts"] == 1 and c.f.vm.find(va).bo is c.f.handles[new.handle]
 
 
+@pytest.mark.parametrize("first", ["readable only", "ends before the IB"])
+def test_an_ib_by_handle_runs_from_the_mapping_it_lies_in_whole_and_executable(first):
+    """A BO mapped at two VAs, the lower one a reader's (READABLE only) or covering only the
+    IB's first part: a CS naming the IB by handle and offset runs it from the executable
+    mapping it lies inside whole (uapi.CsChunkIb: "the BO must be mapped at that offset; the
+    IB lies inside one EXECUTABLE mapping"). The CS took the first mapping by address holding
+    the offset and was refused ("... without EXECUTABLE", "... runs past the end of its
+    mapping") while the BO was mapped whole and executable at the other VA
+    (tests/security/test_security_mm_state.py found it)."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    h = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x2000)).handle
+    u32 = c.io(Request.GEM_MMAP, uapi.GemMmapArgs(h)).view.view("<u4")
+    low, high = 0x20_0000, 0x40_0000
+    if first == "readable only":
+        c.io(Request.GEM_VA, uapi.GemVaArgs(h, VaOp.MAP, low, 0, 0x2000, VmFlags.READABLE))
+    else:
+        c.io(Request.GEM_VA, uapi.GemVaArgs(h, VaOp.MAP, low, 0, 0x1000, RWX))
+    c.io(Request.GEM_VA, uapi.GemVaArgs(h, VaOp.MAP, high, 0, 0x2000, RWX))
+    off = 0xFF0  # (8 dwords: across the first page's end)
+    dw = pm4.write_data(high + 0x1800, [0x1234])
+    dw += pm4.pad(-len(dw) % 8)
+    u32[off // 4:off // 4 + len(dw)] = dw
+    assert c.wait(c.submit(uapi.CsChunkIb(len(dw), handle=h, offset=off)))
+    assert u32[0x1800 // 4] == 0x1234
+    # no mapping holds it whole and executable: the first is refused, as before
+    c.io(Request.GEM_VA, uapi.GemVaArgs(h, VaOp.UNMAP, high, 0, 0x2000, 0))
+    want = (f"CS: IB at {low + off:#x}+0x20 is in a mapping of context {c.ctx} without EXECUTABLE"
+            if first == "readable only" else
+            f"CS: IB at {low + off:#x}+0x20 runs past the end of its mapping of context {c.ctx} at {low + 0x1000:#x}")
+    expect(errno.EINVAL, want, c.submit, uapi.CsChunkIb(len(dw), handle=h, offset=off))
+
+
 def test_a_mapping_at_an_offset_in_its_bo():
     """GEM_VA MAP of a BO's second page: the VA reaches that page (in the page tables, in the
     checker's copies and in translate), not the first."""
