@@ -526,6 +526,44 @@ class MmMachine(RuleBasedStateMachine):
         bo, off = at
         bo.data[off:off + 4] = np.frombuffer(int(value).to_bytes(4, "little"), np.uint8)
 
+    @rule(i=st.integers(0, 2), k=st.integers(0, 1 << 16), k2=st.integers(0, 1 << 16), word=st.integers(0, 1 << 12),
+          value=st.integers(1, 0xFFFF_FFFF))
+    def ib_by_handle(self, i, k, k2, word, value):
+        """An IB in one of the file's BOs, named by handle and offset: it runs from a mapping of
+        the BO it lies inside whole with EXECUTABLE (uapi.CsChunkIb), whichever VA that is."""
+        rf = self._file(i)
+        bos = [b for b in rf.bos.values() if not b.flags & GemFlags.NO_CPU_ACCESS and not b.big]
+        if not bos:
+            return
+        bo = bos[k % len(bos)]
+        off = (k2 % (bo.size // 16)) * 16  # (16-byte steps: some IBs cross a page's end)
+        if off + 32 > bo.size:
+            return
+        va = self._target(rf, k2 >> 3, word)
+        at = self._resolve(rf, va, 4, W)
+        dw = pm4.write_data(va, [value])
+        dw += pm4.pad(-len(dw) % 8)
+        view = rf.f.ioctl(Request.GEM_MMAP, uapi.GemMmapArgs(bo.handle)).view
+        ib = np.array(dw, dtype="<u4").view(np.uint8)
+        view[off:off + 32] = ib
+        bo.data[off:off + 32] = ib
+        holds = [m for m in rf.maps if m.bo is bo and m.offset <= off < m.offset + m.size]
+        whole = [m for m in holds if off + 32 <= m.offset + m.size and m.flags & X]
+        if not self.CS_CHECK and holds and not whole:
+            return  # (the CP fetching from a mapping without EXECUTABLE: not this rule's question)
+        e, out = _err(rf.f.ioctl, Request.CS, uapi.CsArgs(rf.hctx, [CsChunkIb(8, handle=bo.handle, offset=off)]))
+        if not holds or (self.CS_CHECK and (not whole or at is None)):
+            assert e == errno.EINVAL, (e, off, [(hex(m.va), m.offset, m.size, m.flags) for m in holds])
+            return
+        if at is None:
+            self._faults(rf, e, out, va)
+            return
+        assert e == 0, (e, off, [(hex(m.va), m.offset, m.size, m.flags) for m in holds])
+        self._wait(rf, rf.hctx, out.seq)
+        event("an IB by handle ran" + (" (not from its first mapping)" if whole[0] is not holds[0] else ""))
+        tbo, toff = at
+        tbo.data[toff:toff + 4] = np.frombuffer(int(value).to_bytes(4, "little"), np.uint8)
+
     @rule(i=st.integers(0, 2), k=st.integers(0, 1 << 16), k2=st.integers(0, 1 << 16),
           w1=st.integers(0, 1 << 12), w2=st.integers(0, 1 << 12), n=st.sampled_from([4, 8, 64, PAGE]))
     def dma_copy(self, i, k, k2, w1, w2, n):
@@ -766,6 +804,7 @@ def random_walk(seed: int, steps: int, cls=MmMachine) -> None:
                                  rng.choice([RWX, R | W, R, W, X, 0, 1 << 4]),
                                  rng.choice([0] * 12 + [4, -WIN0, 1 << 30]))),
             (8, lambda: m.write_data(r(3), r(1 << 16), r(1 << 12), 1 + r(0xFFFF_FFFF), r(1 << 16))),
+            (4, lambda: m.ib_by_handle(r(3), r(1 << 16), r(1 << 16), r(1 << 12), 1 + r(0xFFFF_FFFF))),
             (4, lambda: m.sdma_write(r(3), r(1 << 16), r(1 << 12), 1 + r(0xFFFF_FFFF))),
             (4, lambda: m.dma_copy(r(3), r(1 << 16), r(1 << 16), r(1 << 12), r(1 << 12), rng.choice([4, 8, 64, PAGE]))),
             (3, lambda: m.hold_job(r(3), r(1 << 16), r(1 << 12), 1 + r(0xFFFF_FFFF)) if m.hold is None else None),
