@@ -353,7 +353,9 @@ class CsChunkIb:
     virtual address (handle = 0); both or neither: EINVAL. size_dw 1 .. DEV_INFO.max_ib_dw,
     padded to DEV_INFO.ib_align_dw by the UMD; the offset or address dword aligned (32-byte
     on the DMA ring). By handle, the BO must be mapped at that offset (else EINVAL: the
-    chunk names no address); the IB lies inside one EXECUTABLE mapping (two adjacent
+    chunk names no address); of a BO mapped at several VAs, the IB runs from a mapping it
+    lies inside whole with EXECUTABLE when there is one (else the lowest holding the offset);
+    the IB lies inside one EXECUTABLE mapping (two adjacent
     mappings do not make one), else EINVAL, as amdgpu_cs_find_mapping (on the DMA ring: a
     VM fault when it runs). flags: none defined (non-zero: EINVAL). All IB chunks of a CS
     name one ring, and DEV_INFO.max_ib_chunks of them at most."""

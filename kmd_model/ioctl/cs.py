@@ -11,7 +11,7 @@ from ..core.kmd import MAX_IB_DW
 from ..cs.shadow import ShadowWait
 from ..sched.fence import SEQ_MASK
 from ..sched.scheduler import FailedDep, Job, ring_dw
-from ..uapi import HW_IP_NUM, CsChunkDep, CsChunkFence, CsChunkIb, HwIp, KmdError, Request
+from ..uapi import HW_IP_NUM, CsChunkDep, CsChunkFence, CsChunkIb, HwIp, KmdError, Request, VmFlags
 from .copyin import LongList
 from .ctx import _guilty
 from .dispatch import _int, ioctl_def
@@ -170,10 +170,15 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait) -> uapi.CsOu
                 if off + 4 * n > bo.size:
                     raise KmdError(errno.EINVAL, f"{who}: IB at offset {off:#x}+{4 * n:#x} runs past the "
                                    f"end of BO {ch.handle} ({bo.size:#x} bytes)")
-                m = next((m for m in file.vm.maps if m.bo is bo and m.offset <= off < m.offset + m.size), None)
-                if m is None:
+                at = [m for m in file.vm.maps if m.bo is bo and m.offset <= off < m.offset + m.size]
+                if not at:
                     raise KmdError(errno.EINVAL, f"{who}: BO {ch.handle} is not mapped at offset {off:#x} "
                                    "in the file's VM (GEM_VA)")
+                # a BO may be mapped at several VAs: the IB runs from one it lies inside, EXECUTABLE,
+                # when there is one (the first by address was taken, and a reader's mapping of the
+                # BO, or one ending before the IB, had the CS refused while the BO was mapped
+                # executable, whole, elsewhere); else the first, whose refusal the checker words
+                m = next((m for m in at if off + 4 * n <= m.offset + m.size and m.flags & VmFlags.EXECUTABLE), at[0])
                 addr = m.va + off - m.offset
             elif ch.gpu_addr is not None:
                 addr = _int(who, "gpu_addr", ch.gpu_addr, 0, (1 << kmd.info.addr_bits) - 1)  # the bus's

@@ -50,29 +50,29 @@ def _gem_va(kmd: "Kmd", file: "File", a: uapi.GemVaArgs, deadline: list[int]):
         raise KmdError(errno.EINVAL, f"{who}: unknown flags {unknown:#x}")
     vm = file.vm
     va = _int(who, "va_address", a.va_address, 0)
+    # amdgpu_gem_va_ioctl's order: the range (map_size too, whatever the operation) before the
+    # handle is looked up, the handle (ENOENT) before the operation's own checks (alignment, a
+    # size of 0, the BO's end: amdgpu_vm_bo_map's EINVAL). A MAP with an unknown handle and a
+    # map_size of 0 was EINVAL, with a range outside the VM ENOENT: amdgpu answers those
+    # ENOENT and EINVAL (tests/security/test_security_mm_state.py)
+    size = _int(who, "map_size", a.map_size, 0)
+    if va < vm.va_start or va + size > vm.va_end:
+        raise KmdError(errno.EINVAL, f"{who}: [{va:#x}, {va + size:#x}) is outside the VM's range "
+                       f"[{vm.va_start:#x}, {vm.va_end:#x})")
+    bo = file.bo(a.handle, who) if op != VaOp.CLEAR else None
     if op == VaOp.UNMAP:
-        # amdgpu_gem_va_ioctl checks the range (its size too) before the operation: an
-        # UNMAP below the reserved bottom or into the kernel's top is EINVAL, not ENOENT
-        size = _int(who, "map_size", a.map_size, 0)
-        if va < vm.va_start or va + size > vm.va_end:
-            raise KmdError(errno.EINVAL, f"{who}: [{va:#x}, {va + size:#x}) is outside the VM's range "
-                           f"[{vm.va_start:#x}, {vm.va_end:#x})")
-        bo = file.bo(a.handle, who)
+        # (map_size, 0 or more, only bounds the range check above, as amdgpu's)
         m = vm.find(va)
         if m is None or m.va != va or m.bo is not bo:
             raise KmdError(errno.ENOENT, f"{who}: no mapping of BO {a.handle} starts at {va:#x}")
         vm.unmap(m)
         kmd.vmids.flush_vm(vm, m.va, m.size, (m.bo,))
         return None
-    size = _int(who, "map_size", a.map_size, 1)
+    size = _int(who, "map_size", size, 1)
     offset = _int(who, "offset_in_bo", a.offset_in_bo, 0) if op != VaOp.CLEAR else 0
-    bo = file.bo(a.handle, who) if op != VaOp.CLEAR else None
     if (va | size | offset) & (PAGE - 1):
         raise KmdError(errno.EINVAL, f"{who}: va_address {va:#x}, offset_in_bo {offset:#x} and map_size {size:#x} "
                        f"must be multiples of the page size ({PAGE:#x})")
-    if va < vm.va_start or va + size > vm.va_end:
-        raise KmdError(errno.EINVAL, f"{who}: [{va:#x}, {va + size:#x}) is outside the VM's range "
-                       f"[{vm.va_start:#x}, {vm.va_end:#x})")
     if bo is not None and offset + size > bo.size:
         raise KmdError(errno.EINVAL, f"{who}: offset_in_bo {offset:#x} + map_size {size:#x} runs past the end of "
                        f"BO {a.handle} ({bo.size:#x} bytes)")

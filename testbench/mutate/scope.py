@@ -141,6 +141,9 @@ TESTS = (
     "tests/security/test_security_kmd_resources.py",
     "tests/security/test_security_wedged.py",
     "tests/security/test_security_reentry.py",
+    # the memory-management state machine (three files' GEM, GEM_VA and jobs against a
+    # reference of their mappings and BOs; a few seconds)
+    "tests/security/test_security_mm_state.py",
     "tests/umd/test_umd_api.py",
     "tests/umd/test_umd_batching.py",
     "tests/umd/test_umd_cmdbuf.py",

@@ -51,6 +51,17 @@ def check_gem_va_errors(dev):
         expect(errno.EINVAL, f"{V}: va_address {bad_va:#x}, offset_in_bo {off:#x} and map_size {size:#x} must be "
                "multiples of the page size (0x1000)", _va, a, bo, VaOp.MAP, bad_va, size, off)
     expect(errno.EINVAL, f"{V}: map_size must be > 0, not 0", _va, a, bo, VaOp.MAP, va, 0)
+    # amdgpu_gem_va_ioctl's order: the range first (before the handle), then the handle
+    # (ENOENT) before the operation's own checks (alignment, a size of 0: amdgpu_vm_bo_map's).
+    # An unknown handle with a size of 0 or a misaligned address was EINVAL, with a range
+    # outside the VM ENOENT (tests/security/test_security_mm_state.py found it)
+    for op in (VaOp.MAP, VaOp.REPLACE):
+        expect(errno.ENOENT, f"{V}: no BO with handle 99", _va, a, 99, op, va, 0)
+        expect(errno.ENOENT, f"{V}: no BO with handle 99", _va, a, 99, op, va + 4)
+        expect(errno.ENOENT, f"{V}: no BO with handle 99", _va, a, 99, op, va, 0x1000, 0x10)
+        expect(errno.EINVAL, f"{V}: [{hi:#x}, {hi + 0x1000:#x}) is outside the VM's range [{lo:#x}, {hi:#x})",
+               _va, a, 99, op, hi)
+        expect(errno.EINVAL, f"{V}: [0x0, 0x1000) is outside the VM's range [{lo:#x}, {hi:#x})", _va, a, 99, op, 0)
     expect(errno.EINVAL, f"{V}: va_address must be >= 0, not -0x1000", _va, a, bo, VaOp.MAP, -0x1000)
     expect(errno.EINVAL, f"{V}: offset_in_bo must be >= 0, not -0x1000", _va, a, bo, VaOp.MAP, va, 0x1000, -0x1000)
     for bad in (0, lo - 0x1000, hi, hi - 0x1000):  # the null range, below, above, running over the top
@@ -348,6 +359,39 @@ def test_map_over_a_closed_bo_whose_job_hangs_waits_for_the_reset():
     kmd.dev.delay(t_out // 2)
     c.io(Request.GEM_VA, uapi.GemVaArgs(new.handle, VaOp.MAP, va, 0, 0x1000, RWX))
     assert kmd.stats["job_timeouts"] == 1 and c.f.vm.find(va).bo is c.f.handles[new.handle]
+
+
+@pytest.mark.parametrize("first", ["readable only", "ends before the IB"])
+def test_an_ib_by_handle_runs_from_the_mapping_it_lies_in_whole_and_executable(first):
+    """A BO mapped at two VAs, the lower one a reader's (READABLE only) or covering only the
+    IB's first part: a CS naming the IB by handle and offset runs it from the executable
+    mapping it lies inside whole (uapi.CsChunkIb: "the BO must be mapped at that offset; the
+    IB lies inside one EXECUTABLE mapping"). The CS took the first mapping by address holding
+    the offset and was refused ("... without EXECUTABLE", "... runs past the end of its
+    mapping") while the BO was mapped whole and executable at the other VA
+    (tests/security/test_security_mm_state.py found it)."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    h = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x2000)).handle
+    u32 = c.io(Request.GEM_MMAP, uapi.GemMmapArgs(h)).view.view("<u4")
+    low, high = 0x20_0000, 0x40_0000
+    if first == "readable only":
+        c.io(Request.GEM_VA, uapi.GemVaArgs(h, VaOp.MAP, low, 0, 0x2000, VmFlags.READABLE))
+    else:
+        c.io(Request.GEM_VA, uapi.GemVaArgs(h, VaOp.MAP, low, 0, 0x1000, RWX))
+    c.io(Request.GEM_VA, uapi.GemVaArgs(h, VaOp.MAP, high, 0, 0x2000, RWX))
+    off = 0xFF0  # (8 dwords: across the first page's end)
+    dw = pm4.write_data(high + 0x1800, [0x1234])
+    dw += pm4.pad(-len(dw) % 8)
+    u32[off // 4:off // 4 + len(dw)] = dw
+    assert c.wait(c.submit(uapi.CsChunkIb(len(dw), handle=h, offset=off)))
+    assert u32[0x1800 // 4] == 0x1234
+    # no mapping holds it whole and executable: the first is refused, as before
+    c.io(Request.GEM_VA, uapi.GemVaArgs(h, VaOp.UNMAP, high, 0, 0x2000, 0))
+    want = (f"CS: IB at {low + off:#x}+0x20 is in a mapping of context {c.ctx} without EXECUTABLE"
+            if first == "readable only" else
+            f"CS: IB at {low + off:#x}+0x20 runs past the end of its mapping of context {c.ctx} at {low + 0x1000:#x}")
+    expect(errno.EINVAL, want, c.submit, uapi.CsChunkIb(len(dw), handle=h, offset=off))
 
 
 def test_a_mapping_at_an_offset_in_its_bo():
