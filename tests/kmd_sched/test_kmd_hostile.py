@@ -144,12 +144,31 @@ def test_hostile_clients_leave_the_innocent_one_and_the_driver_whole(seed):
     assert not any(s.parked for s in kmd.scheds)
 
 
+def _scheduler_lines(fn) -> tuple[int, tuple]:
+    """Line events in kmd_model/sched/scheduler.py while `fn()` runs (a count of the
+    scheduler's steps that load does not move, unlike its time), and what `fn` returned."""
+    import sys
+    lines = [0]
+
+    def tracer(frame, event, arg):
+        if frame.f_code.co_filename.endswith("scheduler.py"):
+            lines[0] += 1
+            return tracer
+        return None
+    prev = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        out = fn()
+    finally:
+        sys.settrace(prev)
+    return lines[0], (out,)
+
+
 def _scheduler_steps_of_a_cs(ndeps: int, contexts: int = 40) -> tuple[int, list]:
     """Line events in kmd_model/sched/scheduler.py while an innocent client makes one CS, with
     a hostile one's `contexts` contexts each holding a queued copy job with `ndeps` dependency
     chunks on its gfx job that holds the CP; then the hold ends and everything runs. Returns
     the count and the hostile jobs' WAIT_CS answers."""
-    import sys
     from kmd_model.uapi import CsArgs, WaitCsArgs
     from .test_kmd_queues import sdma_ib
     kmd_model.bind(RefModel(), job_timeout=1 << 40)
@@ -162,23 +181,11 @@ def _scheduler_steps_of_a_cs(ndeps: int, contexts: int = 40) -> tuple[int, list]
         c = h.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
         held.append((c, h.io(Request.CS, CsArgs(c, [job] + [CsChunkDep(HwIp.GFX, 0, h.ctx, root)] * ndeps)).seq))
     ibi = inn.bo(0x1000)
-    lines = [0]
-
-    def tracer(frame, event, arg):
-        if frame.f_code.co_filename.endswith("scheduler.py"):
-            lines[0] += 1
-            return tracer
-        return None
-    prev = sys.gettrace()
-    sys.settrace(tracer)
-    try:
-        seq = inn.submit(sdma_ib(ibi, sdma.write_linear(ibi.addr + 0x800, [1])))
-    finally:
-        sys.settrace(prev)
+    lines, (seq,) = _scheduler_lines(lambda: inn.submit(sdma_ib(ibi, sdma.write_linear(ibi.addr + 0x800, [1]))))
     flag.u32[0] = 1
     assert inn.wait(seq)
     answers = [h.io(Request.WAIT_CS, WaitCsArgs(c, s, 1 << 30)).busy for c, s in held]
-    return lines[0], answers
+    return lines, answers
 
 
 def test_a_job_with_many_dependencies_costs_the_scheduler_no_more_than_one_with_one():
@@ -199,7 +206,6 @@ def _scheduler_steps_with_idle_contexts(contexts: int) -> int:
     """Line events in kmd_model/sched/scheduler.py while an innocent client makes one CS and
     waits for it, beside a hostile file whose `contexts` contexts each ran one job (their
     entities idle, the contexts kept)."""
-    import sys
     from kmd_model.uapi import CsArgs
     kmd_model.bind(RefModel())
     h, inn = Client(), Client()
@@ -211,20 +217,9 @@ def _scheduler_steps_with_idle_contexts(contexts: int) -> int:
         seqs.append((c, h.io(Request.CS, CsArgs(c, [chunk])).seq))
     assert all(h.wait(s, ctx=c) for c, s in seqs)
     ibi = inn.bo(0x1000)
-    lines = [0]
-
-    def tracer(frame, event, arg):
-        if frame.f_code.co_filename.endswith("scheduler.py"):
-            lines[0] += 1
-            return tracer
-        return None
-    prev = sys.gettrace()
-    sys.settrace(tracer)
-    try:
-        assert inn.run(ibi, pm4.write_data(ibi.addr + 0x800, [1]))
-    finally:
-        sys.settrace(prev)
-    return lines[0]
+    lines, (ran,) = _scheduler_lines(lambda: inn.run(ibi, pm4.write_data(ibi.addr + 0x800, [1])))
+    assert ran
+    return lines
 
 
 def test_idle_contexts_of_another_file_cost_the_scheduler_nothing():
