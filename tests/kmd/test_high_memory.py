@@ -58,7 +58,11 @@ LAYOUT = ("kmd_ioctl__check_bind_and_info", "kmd_ioctl__check_trace", "kmd_vm__c
           "contract_vm__check_vm_translation_faults_and_invalidate",
           "contract_vm__check_vm_fault_status_follows_the_stopped_queue",
           "contract_vm__check_vm_entry_bits_and_walk_errors", "contract_vm__check_vm_fault_addresses_at_page_edges",
-          "contract_vm__check_vm_new_tables_need_an_invalidation")
+          "contract_vm__check_vm_new_tables_need_an_invalidation",
+          "contract_driver__check_dma_data_edges_and_counters",
+          "contract_engines__check_sdma_poll_trap_errors_resets_and_doorbells",
+          "contract_engines__check_sdma_wrap_nop_halt_errors_and_cross_engine_waits",
+          "contract_vm__check_cp_and_sdma_vm_faults_at_once")
 
 
 def _checks() -> dict:
