@@ -83,6 +83,9 @@ class Vm:
         self.tables: dict[tuple[int, int], "Bo"] = {}  # (level, index of its range) -> table BO
         self.maps: list[Mapping] = []  # sorted by va
         self._starts: list[int] = []
+        # each BO's mappings in this VM, by address (their starts beside them): what a CS's IB
+        # by handle and GEM_CLOSE look up, at a cost of that BO's mappings, not the file's
+        self._by_bo: dict["Bo", tuple[list[int], list[Mapping]]] = {}
         self.vmid: int | None = None  # the VMID it holds (VmidManager)
         self.fault = None  # the last VM fault of its jobs (uapi.VmFaultInfo)
         self.closed = False
@@ -185,12 +188,27 @@ class Vm:
         i = bisect.bisect_left(self._starts, m.va)
         self._starts.insert(i, m.va)
         self.maps.insert(i, m)
+        starts, maps = self._by_bo.setdefault(m.bo, ([], []))
+        j = bisect.bisect_left(starts, m.va)
+        starts.insert(j, m.va)
+        maps.insert(j, m)
         self._arrays = None
 
     def _remove(self, m: Mapping) -> None:
-        i = self.maps.index(m)
+        # (mappings never overlap: one starts at m.va, found by address, not by a scan)
+        i = bisect.bisect_left(self._starts, m.va)
+        assert self.maps[i] is m
         del self.maps[i], self._starts[i]
+        starts, maps = self._by_bo[m.bo]
+        j = bisect.bisect_left(starts, m.va)
+        del starts[j], maps[j]
+        if not maps:
+            del self._by_bo[m.bo]
         self._arrays = None
+
+    def maps_of(self, bo: "Bo") -> list[Mapping]:
+        """The BO's mappings in this VM, by address (a copy)."""
+        return list(self._by_bo.get(bo, ((), ()))[1])
 
     def map(self, bo: "Bo", offset: int, va: int, size: int, flags: int) -> Mapping:
         """A new mapping (arguments checked by the ioctl): its PTEs are written at once."""
@@ -221,7 +239,7 @@ class Vm:
 
     def bo_removed(self, bo: "Bo") -> bool:
         """The BO's handle is gone: its mappings go too (amdgpu_vm_bo_del); True if any did."""
-        ms = [m for m in self.maps if m.bo is bo]
+        ms = self.maps_of(bo)
         for m in ms:
             self.unmap(m)
         return bool(ms)
