@@ -245,16 +245,19 @@ class Vm:
         return bool(ms)
 
     def bos(self) -> set:
-        """What a job of this VM may use: the mapped BOs that still have a handle (a closed
-        one stays mapped only for the jobs submitted before its GEM_CLOSE) and the page
-        tables."""
+        """What a job of this VM holds: the mapped BOs that still have a handle and the page
+        tables. A closed BO that an earlier job holds stays mapped at the MMU until the last
+        such job ends, so a later job of the VM that no checker reads (the SDMA ring, or with
+        the checker off) can reach it meanwhile without holding it: the file's own memory,
+        unmapped and invalidated before it is freed (docs/architecture.md, "Ordering")."""
         return {m.bo for m in self.maps if not m.bo.closed} | set(self.tables.values())
 
     def lookup_arrays(self) -> tuple:
         """(starts, ends, owner, phys - va, flags) of the mappings in address order: the CS
         checker's view of what the file may name and how. owner: the file's fd, or -1 for a
-        closed BO's mapping, which stays only for the jobs submitted before its GEM_CLOSE
-        (bos()); flags: each mapping's VmFlags."""
+        closed BO's mapping, which stays (at the MMU) while a job submitted before its
+        GEM_CLOSE holds it, and which the checker refuses to later jobs (bos()); flags: each
+        mapping's VmFlags."""
         if self._arrays is None:
             fd = self.file.fd
             self._arrays = (
