@@ -237,8 +237,8 @@ def queue_reset(ring, timeout: int, progress=None, most: int = 0) -> None:
                 mark = seen
                 deadline = min(now + timeout, start + most)
         if now >= deadline:
-            waited = f"{timeout} cycles" if progress is None else \
-                f"{now - start} cycles ({timeout} without progress, {most} at most)"
+            waited = f"{timeout} cycles" if deadline == start + timeout else \
+                f"{now - start} cycles ({timeout} since the last progress, {most} at most)"
             raise KmdError(errno.EIO, f"{ring.name} queue reset: not idle after {waited} "
                            f"({ring.STATUS.NAME} {m.read(ring.STATUS):#x})")
         dev.delay(8)
