@@ -250,8 +250,10 @@ class ClientsMixin:
     def bo_close(self, bo, by: str = "GEM_CLOSE") -> None:
         """The BO's last handle is gone (`by`: what closed it, for the revoked mappings'
         message): its CPU mappings are revoked now; its GPU mappings and its memory go once
-        no job uses it (jobs submitted before still find it mapped, as amdgpu's page-table
-        updates wait for the BO's fences)."""
+        no job uses it (jobs submitted before still find it mapped; so do jobs of the file
+        submitted after that no checker reads: amdgpu unmaps it at once in amdgpu_vm_bo_del
+        and orders the VM's later jobs behind the page-table clear, docs/architecture.md
+        "Ordering")."""
         for m in bo.mappings:
             # the BO by its file and handle, as the client knows it: where the kernel put it
             # is not the client's to learn (the message named its physical range); GEM_CREATE

@@ -170,7 +170,10 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait) -> uapi.CsOu
                 if off + 4 * n > bo.size:
                     raise KmdError(errno.EINVAL, f"{who}: IB at offset {off:#x}+{4 * n:#x} runs past the "
                                    f"end of BO {ch.handle} ({bo.size:#x} bytes)")
-                at = [m for m in file.vm.maps if m.bo is bo and m.offset <= off < m.offset + m.size]
+                # the BO's own mappings (Vm.maps_of), not all of the file's: a scan of every
+                # mapping for each of 64 IB chunks, under the driver's lock, made a client with
+                # thousands of mappings delay every other client's ioctl
+                at = [m for m in file.vm.maps_of(bo) if m.offset <= off < m.offset + m.size]
                 if not at:
                     raise KmdError(errno.EINVAL, f"{who}: BO {ch.handle} is not mapped at offset {off:#x} "
                                    "in the file's VM (GEM_VA)")

@@ -139,6 +139,14 @@ class IrqMixin:
             self.sdma_fence_drv.process()
 
     def on_sdma_error_entry(self, entry: dict) -> None:
+        """The SDMA stopped by an error, unless SDMA_STATUS.ERROR is 0 again: then the entry came
+        late and its error was recovered already. On the RTL an SDMA entry waits for the CP's
+        IH writer behind the CP's packet in hand (docs/hardware.md), so the job timer may find
+        the error first (SDMA_STATUS.ERROR), and the queue reset ends once this entry is
+        written: taken as a new error, it reset the queue a second time, under the next job."""
+        if not regs.SDMA_STATUS.ERROR.get(self.mmio.read(regs.SDMA_STATUS)):
+            log.info("SDMA_ERROR entry of an error already recovered (its entry waited for the CP's IH writer)")
+            return
         self._ring_error(self.sdma_sched, self.sdma_ring.read_error())  # type: ignore[arg-type, union-attr]
 
     POLL_TIMEOUT_LOGS = 10  # POLL_TIMEOUT warnings per job timeout at most (then one line says how many more)

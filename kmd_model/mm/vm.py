@@ -83,6 +83,9 @@ class Vm:
         self.tables: dict[tuple[int, int], "Bo"] = {}  # (level, index of its range) -> table BO
         self.maps: list[Mapping] = []  # sorted by va
         self._starts: list[int] = []
+        # each BO's mappings in this VM, by address (their starts beside them): what a CS's IB
+        # by handle and GEM_CLOSE look up, at a cost of that BO's mappings, not the file's
+        self._by_bo: dict["Bo", tuple[list[int], list[Mapping]]] = {}
         self.vmid: int | None = None  # the VMID it holds (VmidManager)
         self.fault = None  # the last VM fault of its jobs (uapi.VmFaultInfo)
         self.closed = False
@@ -185,12 +188,27 @@ class Vm:
         i = bisect.bisect_left(self._starts, m.va)
         self._starts.insert(i, m.va)
         self.maps.insert(i, m)
+        starts, maps = self._by_bo.setdefault(m.bo, ([], []))
+        j = bisect.bisect_left(starts, m.va)
+        starts.insert(j, m.va)
+        maps.insert(j, m)
         self._arrays = None
 
     def _remove(self, m: Mapping) -> None:
-        i = self.maps.index(m)
+        # (mappings never overlap: one starts at m.va, found by address, not by a scan)
+        i = bisect.bisect_left(self._starts, m.va)
+        assert self.maps[i] is m
         del self.maps[i], self._starts[i]
+        starts, maps = self._by_bo[m.bo]
+        j = bisect.bisect_left(starts, m.va)
+        del starts[j], maps[j]
+        if not maps:
+            del self._by_bo[m.bo]
         self._arrays = None
+
+    def maps_of(self, bo: "Bo") -> list[Mapping]:
+        """The BO's mappings in this VM, by address (a copy)."""
+        return list(self._by_bo.get(bo, ((), ()))[1])
 
     def map(self, bo: "Bo", offset: int, va: int, size: int, flags: int) -> Mapping:
         """A new mapping (arguments checked by the ioctl): its PTEs are written at once."""
@@ -221,22 +239,25 @@ class Vm:
 
     def bo_removed(self, bo: "Bo") -> bool:
         """The BO's handle is gone: its mappings go too (amdgpu_vm_bo_del); True if any did."""
-        ms = [m for m in self.maps if m.bo is bo]
+        ms = self.maps_of(bo)
         for m in ms:
             self.unmap(m)
         return bool(ms)
 
     def bos(self) -> set:
-        """What a job of this VM may use: the mapped BOs that still have a handle (a closed
-        one stays mapped only for the jobs submitted before its GEM_CLOSE) and the page
-        tables."""
+        """What a job of this VM holds: the mapped BOs that still have a handle and the page
+        tables. A closed BO that an earlier job holds stays mapped at the MMU until the last
+        such job ends, so a later job of the VM that no checker reads (the SDMA ring, or with
+        the checker off) can reach it meanwhile without holding it: the file's own memory,
+        unmapped and invalidated before it is freed (docs/architecture.md, "Ordering")."""
         return {m.bo for m in self.maps if not m.bo.closed} | set(self.tables.values())
 
     def lookup_arrays(self) -> tuple:
         """(starts, ends, owner, phys - va, flags) of the mappings in address order: the CS
         checker's view of what the file may name and how. owner: the file's fd, or -1 for a
-        closed BO's mapping, which stays only for the jobs submitted before its GEM_CLOSE
-        (bos()); flags: each mapping's VmFlags."""
+        closed BO's mapping, which stays (at the MMU) while a job submitted before its
+        GEM_CLOSE holds it, and which the checker refuses to later jobs (bos()); flags: each
+        mapping's VmFlags."""
         if self._arrays is None:
             fd = self.file.fd
             self._arrays = (

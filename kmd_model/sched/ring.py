@@ -215,22 +215,33 @@ class Ring:
         log.info("ring test passed (%d cycles)", timeout - (deadline - self.dev.now()))
 
 
-def queue_reset(ring, timeout: int) -> None:
+def queue_reset(ring, timeout: int, progress=None, most: int = 0) -> None:
     """Reset one queue alone (its `request_reset`: a register bit) and wait until its STATUS
     reads idle without error; raises KmdError when it does not come back (the caller then
-    resets the device)."""
+    resets the device). `progress` (SdmaRing's): a function whose value changes while
+    something the reset legitimately waits for moves on; each change starts the `timeout`
+    again, up to `most` cycles in all."""
     m, dev = ring.kmd.mmio, ring.dev
     ring.request_reset()
-    deadline = dev.now() + timeout
+    start = dev.now()
+    deadline = start + timeout
+    mark = progress() if progress is not None else None
     while True:
         st = ring.STATUS.decode(m.read(ring.STATUS))
         if st["IDLE"] and not st["ERROR"]:
             return
-        if dev.now() >= deadline:
-            raise KmdError(errno.EIO, f"{ring.name} queue reset: not idle after {timeout} cycles "
+        now = dev.now()
+        if now >= deadline and progress is not None and now - start < most:
+            seen = progress()
+            if seen != mark:  # it moved on: another window, never past `most`
+                mark = seen
+                deadline = min(now + timeout, start + most)
+        if now >= deadline:
+            waited = f"{timeout} cycles" if deadline == start + timeout else \
+                f"{now - start} cycles ({timeout} since the last progress, {most} at most)"
+            raise KmdError(errno.EIO, f"{ring.name} queue reset: not idle after {waited} "
                            f"({ring.STATUS.NAME} {m.read(ring.STATUS):#x})")
         dev.delay(8)
-
 
 
 class HqdRing(Ring):

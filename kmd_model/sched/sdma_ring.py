@@ -122,5 +122,28 @@ class SdmaRing(Ring):
     def request_reset(self) -> None:
         self.kmd.mmio.write_fields(regs.SDMA_CNTL, TRAP_ENABLE=1, QUEUE_RESET=1)
 
+    # How long an SDMA queue reset may legitimately take. On the RTL the reset is done only once
+    # an IH entry of the queue's that waits for the CP's IH writer is written (docs/hardware.md,
+    # SDMA "Queue reset"), and the writer takes it only between the CP's packets: behind
+    # another client's DMA_DATA with CP_SYNC of up to 2^CAPS.DMA_MAX_LOG2 bytes (1 MiB: 131,072
+    # cycles on a 64-bit bus for a fill, twice that for a copy, more on slow memory). A flat
+    # hw_timeout (20,000) gave up while such a fill had longer to run (the job timer had
+    # found the error in SDMA_STATUS, its entry still waiting) and fell to the full reset,
+    # which stopped and re-ran the innocent client's gfx job. A flat timeout sized for the longest
+    # packet would have to guess the memory's speed, and would wait that long for a reset that
+    # is really stuck; so the reset waits hw_timeout, and again each time the CP's DMA engine
+    # has moved bytes since (the packet in hand progresses: a stuck engine does not extend
+    # it), up to RESET_PACKETS times the longest CP packet at one bus beat a cycle, plus
+    # hw_timeout, at most (what ends a wait that some hardware fault keeps extending).
+    RESET_PACKETS = 16
+
+    def cp_dma_progress(self) -> tuple[int, int]:
+        """The CP's DMA engine's byte counters: they move while its packet in hand (a DMA_DATA)
+        runs, the one an SDMA IH entry waits behind."""
+        m = self.kmd.mmio
+        return m.read(regs.PERF_DMA_BYTES_READ), m.read(regs.PERF_DMA_BYTES_WRITTEN)
+
     def queue_reset(self, timeout: int) -> None:
-        queue_reset(self, timeout)
+        i = self.kmd.info
+        longest = 2 * (i.dma_max_bytes // i.bus_bytes)  # a CP_SYNC copy: each beat read and written
+        queue_reset(self, timeout, self.cp_dma_progress, timeout + self.RESET_PACKETS * longest)

@@ -245,6 +245,7 @@ ICARUS_SECONDS = {
     "contract_control__check_ring_and_ih_sizes_at_their_largest": 1.2,
     "contract_control__check_halted_holds_while_the_halted_cp_takes_a_doorbell_error_or_an_entry": 0.42,
     "contract_control__check_sdma_entry_waits_for_the_cp_packet_in_hand": 7.6,
+    "kmd_queues__check_sdma_queue_reset_behind_the_cps_long_packet_stays_a_queue_reset": 2.3,  # (one Icarus run, 6 December 2026)
     "contract_vm__check_cp_and_sdma_vm_faults_at_once": 0.23,
     "contract_engines__check_transfers_keep_war_and_waw_order": 10.3,
     "kmd_uapi_contract__check_open_and_info": 0.05, "kmd_uapi_contract__check_gem_create": 0.05,

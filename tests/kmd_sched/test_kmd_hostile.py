@@ -244,3 +244,55 @@ def test_contexts_whose_jobs_wait_for_a_dependency_cost_the_scheduler_nothing():
     many, answers_many = _scheduler_steps_of_a_cs(1, contexts=400)
     assert answers_few == [False] and answers_many == [False] * 400  # (every held job ran once its dependency had)
     assert many < 2 * few, (few, many)
+
+
+def _cs_lines_of_64_ibs_by_handle(mappings: int) -> int:
+    """Line events in kmd_model/ioctl/cs.py while a client that holds `mappings` other mappings
+    (one page of one BO, mapped again and again) makes one CS of 64 IB chunks, each naming its
+    IB by handle: what the IBs' lookup costs. The BO holding the IBs has two mappings, a
+    reader's first and an executable one, so the lookup's choice is made each time."""
+    import sys
+    from kmd_model import uapi
+    from kmd_model.uapi import CsArgs, CsChunkIb, VmFlags
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 40)
+    c = Client()
+    page = c.io(Request.GEM_CREATE, GemCreateArgs(0x1000, 0, Domain.GTT, 0)).handle
+    for k in range(mappings):
+        c.io(Request.GEM_VA, GemVaArgs(page, VaOp.MAP, 0x3000_0000 + 0x1000 * k, 0, 0x1000, RWX))
+    out = c.bo(0x1000)  # where the IBs write
+    ibs = c.io(Request.GEM_CREATE, GemCreateArgs(0x1000, 0, Domain.GTT, 0)).handle
+    c.io(Request.GEM_VA, GemVaArgs(ibs, VaOp.MAP, 0x2000_0000, 0, 0x1000, VmFlags.READABLE))
+    c.io(Request.GEM_VA, GemVaArgs(ibs, VaOp.MAP, 0x2100_0000, 0, 0x1000, RWX))
+    view = c.io(Request.GEM_MMAP, uapi.GemMmapArgs(ibs)).view.view("<u4")
+    n = kmd.params.max_ib_chunks
+    for k in range(n):
+        dw = pm4.write_data(out.addr + 4 * k, [k + 1])
+        view[8 * k: 8 * k + 8] = dw + pm4.pad(8 - len(dw))
+    chunks = [CsChunkIb(8, handle=ibs, offset=32 * k) for k in range(n)]
+    assert c.wait(c.submit(*chunks))  # (the checker's view of the mappings made once, not counted)
+    lines = [0]
+
+    def tracer(frame, event, arg):
+        if frame.f_code.co_filename.endswith("ioctl/cs.py"):
+            lines[0] += 1
+            return tracer
+        return None
+    out.u32[:n] = 0
+    prev = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        seq = c.io(Request.CS, CsArgs(c.ctx, chunks)).seq
+    finally:
+        sys.settrace(prev)
+    assert c.wait(seq) and out.u32[:n].tolist() == list(range(1, n + 1))  # run from the executable mapping
+    return lines[0]
+
+
+def test_an_ib_by_handle_costs_the_same_whatever_mappings_the_file_holds():
+    """CS looked up each IB named by handle by scanning every mapping of the file, under the
+    driver's lock: a client holding thousands of mappings made each of its CSs cost that times
+    64 IB chunks, and every other client waited for the lock meanwhile. The VM now keeps each
+    BO's mappings (Vm.maps_of), so the lookup examines the BO's own."""
+    few = _cs_lines_of_64_ibs_by_handle(1)
+    many = _cs_lines_of_64_ibs_by_handle(3000)
+    assert many < few + 100, (few, many)

@@ -267,13 +267,51 @@ def check_an_unchecked_loop_on_one_cp_queue_is_reset_by_its_dwords_while_the_oth
 
 
 # (on the RTL too: tests/cosim/test_rtl_drivers.py runs every check here on each simulator)
+def check_sdma_queue_reset_behind_the_cps_long_packet_stays_a_queue_reset(dev):
+    """A hostile SDMA job's error while an innocent client's gfx job runs a large CP_SYNC
+    DMA_DATA fill: on the RTL the error's IH entry waits for the CP's IH writer, which takes
+    it only after the fill, and SDMA_CNTL.QUEUE_RESET is done only once the entry is written
+    (docs/hardware.md). The job timer finds the SDMA stopped by its error first, and the SDMA
+    queue reset waits as long as the CP's packet moves on: it ended in the full reset (the
+    innocent gfx job stopped and run again, its context told of a reset) when the reset gave
+    up after hw_timeout. hw_timeout and the job timeout are bound small so a 128 KiB fill
+    (about 16,000 cycles on a 64-bit bus) is longer than both: the same bug as 20,000 cycles
+    behind a 1 MiB fill, in an eighth of the time."""
+    from kmd_model import regs
+    kmd = kmd_model.bind(dev, job_timeout=3_000, hw_timeout=5_000)
+    good, evil = Client(), Client()
+    fill = 128 << 10
+    gbo, ebo = good.bo(fill + 0x1000), evil.bo()
+    g = good.submit(good.ib(gbo, pm4.dma_data(gbo.addr + 0x1000, 0x5A5A5A5A, fill, src_sel="DATA", cp_sync=1)
+                            + pm4.write_data(gbo.addr, [0x600D]), 0x100))
+    for _ in range(100):  # the CP is in the fill (the model's was at once)
+        if kmd.mmio.read(regs.PERF_DMA_BYTES_WRITTEN) or gbo.u32[0] == 0x600D:
+            break
+        kmd.dev.delay(50)
+    e = evil.submit(sdma_ib(ebo, [0x23DECD3D]))  # amd_deadlock's corrupted SDMA header
+    with pytest.raises(uapi.KmdError) as ei:
+        evil.wait(e, 1_000_000)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "ILLEGAL_OPCODE"
+    assert good.wait(g, 1_000_000) and gbo.u32[0] == 0x600D
+    assert gbo.u32[0x400] == gbo.u32[(fill + 0xFFC) // 4] == 0x5A5A5A5A
+    assert kmd.stats["queue_resets"] == 1 and kmd.stats["resets"] == 0, (kmd.stats, kmd.recovery_log)
+    assert [s for r, s in kmd.recovery_log] in (["error", "queue_reset"], ["timeout", "queue_reset"])
+    assert {r for r, s in kmd.recovery_log} == {"sdma0"}
+    qg, qe = query(good), query(evil)
+    assert qg.reset_status == ResetStatus.NO_RESET and qg.ring_status == {}
+    assert qe.ring_status == {"sdma0": ResetStatus.GUILTY}
+    e2 = evil.submit(sdma_ib(ebo, sdma.fence(ebo.addr + 0x2000, 0xE2), 0x400))  # the SDMA works again
+    assert evil.wait(e2) and ebo.u32[0x800] == 0xE2
+
+
 CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rings_gpu_side,
           check_amd_queue_reset_malformed, check_amd_queue_reset_hang, check_amd_queue_reset_bus_error,
           check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted,
           check_high_priority_context_runs_on_the_cps_second_queue,
           check_a_vm_fault_on_the_cps_second_queue_resets_that_queue_and_is_reported,
           check_a_hang_on_one_cp_queue_is_found_while_the_other_queue_works,
-          check_an_unchecked_loop_on_one_cp_queue_is_reset_by_its_dwords_while_the_other_works]
+          check_an_unchecked_loop_on_one_cp_queue_is_reset_by_its_dwords_while_the_other_works,
+          check_sdma_queue_reset_behind_the_cps_long_packet_stays_a_queue_reset]
 
 
 @pytest.mark.parametrize("sdma_engine", [True, False], ids=["sdma", "no_sdma"])

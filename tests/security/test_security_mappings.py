@@ -5,6 +5,8 @@ new BO reads as zeros, whatever its domain and flags, with or without the UMD's 
 
 from __future__ import annotations
 
+import errno
+
 import numpy as np
 import pytest
 
@@ -159,4 +161,33 @@ def test_a_mapping_whose_kernel_array_the_client_changed_is_still_revoked(tamper
     a.io(Request.GEM_CLOSE, uapi.GemCloseArgs(h2))
     with pytest.raises(MappingRevoked):
         v2[0]
+    quiet(kmd)
+
+
+def test_a_closed_bo_an_earlier_job_holds_stays_mapped_for_the_files_later_jobs_too():
+    """docs/architecture.md ("Ordering"): a BO closed while an earlier job holds it keeps its
+    GPU mapping until that job ends, so a job of the same file submitted after the GEM_CLOSE
+    that no checker reads (the SDMA ring) still writes it meanwhile; only the file's own
+    memory, which is unmapped and its TLB entries invalidated before it is freed. Once the
+    holder ends, the same write faults and the BO's pages are free."""
+    from spec import pm4, sdma
+    from tests.kmd_sched.test_kmd_queues import sdma_ib
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 30)
+    a = Client()
+    ib, data, ibs2 = a.bo(), a.bo(), a.bo()
+    kdata = a.f.handles[data.handle]
+    phys = kdata.gpu_addr
+    held = a.submit(a.ib(ib, pm4.wait_reg_mem(ib.addr + 0x3000, 1, 1, "EQ")))
+    a.io(Request.GEM_CLOSE, uapi.GemCloseArgs(data.handle))
+    assert kdata.closed and not kdata.freed and a.f.vm.find(data.addr) is not None
+    later = a.submit(sdma_ib(ibs2, sdma.write_linear(data.addr, [0xC105ED])))
+    assert a.wait(later)  # not ordered behind the holder (amdgpu's would be: its page-table clear)
+    assert int(kmd.mem32[phys // 4]) == 0xC105ED  # the closed BO's own page, nobody else's
+    ib.u32[0x3000 // 4] = 1
+    assert a.wait(held)
+    assert kdata.freed and a.f.vm.find(data.addr) is None
+    bad = a.submit(sdma_ib(ibs2, sdma.write_linear(data.addr, [0xBAD]), 0x400))
+    with pytest.raises(uapi.KmdError) as ei:
+        a.wait(bad)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT"
     quiet(kmd)
