@@ -144,14 +144,14 @@ def test_hostile_clients_leave_the_innocent_one_and_the_driver_whole(seed):
     assert not any(s.parked for s in kmd.scheds)
 
 
-def _scheduler_lines(fn) -> tuple[int, tuple]:
-    """Line events in kmd_model/sched/scheduler.py while `fn()` runs (a count of the
-    scheduler's steps that load does not move, unlike its time), and what `fn` returned."""
+def _lines_in(fn, module: str = "sched/scheduler.py") -> tuple[int, tuple]:
+    """Line events in kmd_model/`module` while `fn()` runs (a count of its steps that load
+    does not move, unlike its time), and what `fn` returned."""
     import sys
     lines = [0]
 
     def tracer(frame, event, arg):
-        if frame.f_code.co_filename.endswith("scheduler.py"):
+        if frame.f_code.co_filename.endswith(module):
             lines[0] += 1
             return tracer
         return None
@@ -181,7 +181,7 @@ def _scheduler_steps_of_a_cs(ndeps: int, contexts: int = 40) -> tuple[int, list]
         c = h.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
         held.append((c, h.io(Request.CS, CsArgs(c, [job] + [CsChunkDep(HwIp.GFX, 0, h.ctx, root)] * ndeps)).seq))
     ibi = inn.bo(0x1000)
-    lines, (seq,) = _scheduler_lines(lambda: inn.submit(sdma_ib(ibi, sdma.write_linear(ibi.addr + 0x800, [1]))))
+    lines, (seq,) = _lines_in(lambda: inn.submit(sdma_ib(ibi, sdma.write_linear(ibi.addr + 0x800, [1]))))
     flag.u32[0] = 1
     assert inn.wait(seq)
     answers = [h.io(Request.WAIT_CS, WaitCsArgs(c, s, 1 << 30)).busy for c, s in held]
@@ -217,7 +217,7 @@ def _scheduler_steps_with_idle_contexts(contexts: int) -> int:
         seqs.append((c, h.io(Request.CS, CsArgs(c, [chunk])).seq))
     assert all(h.wait(s, ctx=c) for c, s in seqs)
     ibi = inn.bo(0x1000)
-    lines, (ran,) = _scheduler_lines(lambda: inn.run(ibi, pm4.write_data(ibi.addr + 0x800, [1])))
+    lines, (ran,) = _lines_in(lambda: inn.run(ibi, pm4.write_data(ibi.addr + 0x800, [1])))
     assert ran
     return lines
 
@@ -251,7 +251,6 @@ def _cs_lines_of_64_ibs_by_handle(mappings: int) -> int:
     (one page of one BO, mapped again and again) makes one CS of 64 IB chunks, each naming its
     IB by handle: what the IBs' lookup costs. The BO holding the IBs has two mappings, a
     reader's first and an executable one, so the lookup's choice is made each time."""
-    import sys
     from kmd_model import uapi
     from kmd_model.uapi import CsArgs, CsChunkIb, VmFlags
     kmd = kmd_model.bind(RefModel(), job_timeout=1 << 40)
@@ -270,22 +269,10 @@ def _cs_lines_of_64_ibs_by_handle(mappings: int) -> int:
         view[8 * k: 8 * k + 8] = dw + pm4.pad(8 - len(dw))
     chunks = [CsChunkIb(8, handle=ibs, offset=32 * k) for k in range(n)]
     assert c.wait(c.submit(*chunks))  # (the checker's view of the mappings made once, not counted)
-    lines = [0]
-
-    def tracer(frame, event, arg):
-        if frame.f_code.co_filename.endswith("ioctl/cs.py"):
-            lines[0] += 1
-            return tracer
-        return None
     out.u32[:n] = 0
-    prev = sys.gettrace()
-    sys.settrace(tracer)
-    try:
-        seq = c.io(Request.CS, CsArgs(c.ctx, chunks)).seq
-    finally:
-        sys.settrace(prev)
+    lines, (seq,) = _lines_in(lambda: c.io(Request.CS, CsArgs(c.ctx, chunks)).seq, "ioctl/cs.py")
     assert c.wait(seq) and out.u32[:n].tolist() == list(range(1, n + 1))  # run from the executable mapping
-    return lines[0]
+    return lines
 
 
 def test_an_ib_by_handle_costs_the_same_whatever_mappings_the_file_holds():
