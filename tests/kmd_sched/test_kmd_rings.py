@@ -548,6 +548,31 @@ def test_ctx_free_returns_once_the_contexts_jobs_left_its_queue():
     assert most <= 4 and kmd.stats["resets"] <= 1  # (the hold's timeout, once)
 
 
+def test_close_returns_once_the_files_jobs_left_its_queues():
+    """close(2) of the fd waits, as CTX FREE does, until none of the file's jobs is queued
+    (amdgpu_flush: amdgpu_ctx_mgr_entity_flush). It returned at once, so a client opening a
+    file, queueing jobs on it and closing it, over and over, queued jobs without bound behind
+    a job holding the ring (96,000 from 3,000 files, with one file open at a time)."""
+    kmd = kmd_model.bind(RefModel(), hw_submission_limit=1, cs_check=False)
+    c = Client()
+    bo = c.bo(0x1000)
+    c.submit(sdma_ib(bo, HANG(bo.addr + 0x800)))  # holds the DMA ring until the job timer
+    most = 0
+    for _ in range(20):
+        h = Client()
+        h.next_va = 0x200000  # (every file's VM is its own)
+        hb = h.bo(0x1000)
+        ib = sdma_ib(hb, sdma.write_linear(hb.addr + 0x800, [1]))
+        for _ in range(8):
+            h.submit(ib)
+        most = max(most, len(kmd.sdma_sched.queue))
+        h.f.close()
+        assert not kmd.sdma_sched.queue  # (its jobs are in the ring or done)
+    assert most <= 8 and kmd.stats["resets"] <= 1  # (the hold's timeout, once)
+    assert kmd.wait_for(lambda: not kmd.sdma_sched.pending, 1_000_000)
+    assert kmd.kmd_stats()["files"] == 1 and kmd.kmd_stats()["live_bos"] == 1
+
+
 def test_ctx_free_waits_for_queued_jobs_with_other_ioctls_let_in():
     """CTX FREE with jobs queued behind another context's job that waits for the CPU: FREE
     waits, the context still the file's (a CS on it is taken, a second FREE from another
