@@ -85,7 +85,9 @@ class ClientsMixin:
         The file is closed already (its ioctls EBADF: nothing adds to its queues); other
         clients' ioctls run meanwhile (Kmd.wait_unlocked), and the job timer ends a job
         that never finishes. A signal ends the wait, as a fatal one ends amdgpu's killable
-        wait: the release then goes ahead, the queued jobs left to run."""
+        wait: the release then goes ahead, the queued jobs left to run. A close from client
+        code run inside an ioctl (core/signals.py) waits too, once the ioctl is done
+        (release_deferred)."""
         def flushed() -> bool:
             return all(j.runs for ctx in file.contexts.values() for j in ctx.jobs.values())
 
@@ -107,7 +109,10 @@ class ClientsMixin:
         while self.deferred_release:
             file = self.deferred_release.pop(0)
             try:
-                self.file_closed(file)
+                try:
+                    self.flush_file(file)  # (as a close's own: else a close from a gc callback skipped it)
+                finally:
+                    self.file_closed(file)
             except KmdError as e:
                 log.warning("fd %d: its release after the ioctl it was closed in failed: %s", file.fd, e)
 

@@ -586,8 +586,8 @@ def test_the_round_robin_is_per_context_not_per_file():
     for k in range(40):
         x = new_ctx(h)
         for j in range(4):
-            h.submit(sdma_ib(hb, sdma.write_linear(hb.addr + 0x9000 + 4 * (4 * k + j), [1]), 0x100 + 0x20 * (4 * k + j)),
-                     ctx=x)
+            n = 4 * k + j
+            h.submit(sdma_ib(hb, sdma.write_linear(hb.addr + 0x9000 + 4 * n, [1]), 0x100 + 0x20 * n), ctx=x)
     mine = v.submit(sdma_ib(vb, sdma.write_linear(vb.addr + 0x800, [5])))
     runs = []
     kmd.observers.append(lambda ev, f: ev == "run_job" and runs.append((f["job"].ctx.file.fd, f["job"].seq)))
