@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import signal
 import threading
 import time
 
@@ -626,6 +627,37 @@ def test_ctx_free_waits_for_queued_jobs_with_other_ioctls_let_in():
     assert kmd.wait_for(lambda: not kmd.sdma_sched.pending and not kmd.sdma_sched.queue, 1_000_000)
     assert bo.u32[0x9000 // 4: 0x9008 // 4].tolist() == [7, 8]
     assert not any(kmd.sdma_sched.rqs) and set(kmd.sdma_sched.entities) == {c.f.contexts[c.ctx]}
+
+
+def test_a_signal_during_ctx_free_s_wait_leaves_the_context_as_it_was(monkeypatch):
+    """A signal held while CTX FREE waits for the context's queued jobs ends the wait with
+    EINTR (the UMD makes the call again) and changes nothing: the context is still the
+    file's, its job still queued; the FREE made again after the hold ends frees it."""
+    kmd = kmd_model.bind(RefModel(), **HELD, cs_check=False, hw_submission_limit=1)
+    c = Client()
+    bo = c.bo(0x10000)
+    hold = c.submit(sdma_ib(bo, sdma.poll_regmem(bo.addr + 0x8000, 1, 0xFFFF_FFFF, "EQ", interval=4)))
+    x = new_ctx(c)
+    seq = c.submit(sdma_ib(bo, sdma.write_linear(bo.addr + 0x9000, [7]), 0x100), ctx=x)
+    came = []
+    prev = signal.signal(signal.SIGUSR1, lambda *_: came.append(kmd.lock.owned()))
+    wait = kmd.wait_unlocked
+
+    def interrupted(done, timeout):
+        signal.raise_signal(signal.SIGUSR1)  # held: it ends the wait, its handler runs as FREE returns
+        return wait(done, timeout)
+    monkeypatch.setattr(kmd, "wait_unlocked", interrupted)
+    try:
+        with pytest.raises(uapi.KmdError) as ei:
+            c.io(Request.CTX, uapi.CtxArgs(uapi.CtxOp.FREE, x))
+    finally:
+        signal.signal(signal.SIGUSR1, prev)
+        monkeypatch.undo()
+    assert ei.value.errno == errno.EINTR and str(ei.value).startswith("EINTR: CTX: interrupted by a signal"), ei.value
+    assert came == [False] and x in c.f.contexts and [j.seq for j in kmd.sdma_sched.queue] == [seq]
+    bo.u32[0x8000 // 4] = 1
+    assert c.wait(hold) and c.io(Request.CTX, uapi.CtxArgs(uapi.CtxOp.FREE, x)).ctx_id == x
+    assert x not in c.f.contexts and not kmd.sdma_sched.queue
 
 
 def test_a_freed_contexts_entity_leaves_the_run_queue_once_its_jobs_ran():
