@@ -120,7 +120,10 @@ class File:
             # made meanwhile) sees the file closed, never a live file without its memory
             self.closed = True
             try:
-                kmd.file_closed(self)
+                try:
+                    kmd.flush_file(self)  # (amdgpu_flush: its queued jobs go to the rings first)
+                finally:
+                    kmd.file_closed(self)
             finally:
                 kmd.release_deferred()
 

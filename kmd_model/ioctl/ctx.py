@@ -39,7 +39,7 @@ def ctx_ioctl(kmd: "Kmd", file: "File", a: uapi.CtxArgs) -> uapi.CtxOut:
         run_queue = Priority.LOW if prio < 0 else Priority.NORMAL if prio == 0 else Priority.HIGH
         return uapi.CtxOut(kmd.ctx_alloc(file, run_queue).id)
     if op == CtxOp.FREE:
-        ctx = file.ctx(a.ctx_id, "CTX FREE")
+        ctx = _flushed(kmd, file, a.ctx_id)
         kmd.ctx_free(ctx)
         return uapi.CtxOut(ctx.id)
     if op in (CtxOp.QUERY_STATE, CtxOp.QUERY_STATE2):  # one answer: amdgpu's two ops' fields
@@ -49,6 +49,27 @@ def ctx_ioctl(kmd: "Kmd", file: "File", a: uapi.CtxArgs) -> uapi.CtxOut:
                            _query_flags(kmd, ctx))
     raise KmdError(errno.EINVAL, f"CTX: op must be ALLOC (1), FREE (2), QUERY_STATE (3) or QUERY_STATE2 (4), "
                    f"not {op!r}")
+
+
+def _flushed(kmd: "Kmd", file: "File", ctx_id):
+    """The context CTX FREE names, once none of its jobs waits in its entities any more
+    (drm_sched_entity_flush, which amdgpu_ctx_fini_entity runs before the entity goes): every
+    unfinished job of it is in a ring, or has run there. A freed context's queued jobs still
+    ran, but FREE returned at once, so ALLOC, `sched_jobs` CSs, FREE, over and over, queued
+    jobs without bound behind a job holding the ring (neither `sched_jobs` nor the file's
+    4,095 contexts counted them), each entity one more turn ahead of every other client's.
+    The wait lets other ioctls in (Kmd.wait_unlocked) and ends: a job that never finishes is
+    reset by the job timer. Unlike amdgpu, which takes the id first, the context stays the
+    file's until the wait ends, so a signal's EINTR (the UMD makes the call again) leaves it
+    as it was; it is looked up again after each wait (another thread may have freed it)."""
+    while True:
+        if file.closed:
+            raise KmdError(errno.EBADF, "CTX FREE: the file was closed while FREE waited for the context's jobs")
+        ctx = file.ctx(ctx_id, "CTX FREE")
+        kmd.service()  # (jobs the ring finished, and room for queued ones)
+        if all(j.runs for j in ctx.jobs.values()):
+            return ctx
+        kmd.wait_unlocked(lambda: all(j.runs for j in ctx.jobs.values()), kmd.params.job_timeout)
 
 
 def _query_flags(kmd: "Kmd", ctx) -> uapi.CtxQueryFlags:

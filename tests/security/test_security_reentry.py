@@ -24,11 +24,12 @@ import pytest
 
 import kmd_model
 from kmd_model.uapi import (CsChunkFence, CtxArgs, CtxOp, Domain, GemCloseArgs, GemCreateArgs, GemMmapArgs, GemVaArgs,
-                            KmdError, Request, VaOp, WaitCsArgs)
-from spec import pm4
+                            InfoArgs, InfoQuery, KmdError, Request, VaOp, WaitCsArgs)
+from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from ..kmd.test_kmd_ioctl import RWX, Client
+from ..kmd_sched.test_kmd_queues import sdma_ib
 
 main_thread_only = pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
                                       reason="Python runs signal handlers in the main thread only")
@@ -187,6 +188,39 @@ def test_an_ioctl_or_close_from_a_gc_callback_inside_an_ioctl_is_refused_or_defe
     flag.u32[0] = 1
     v.run(v.bo(0x1000), pm4.nop(2))  # everything queued before has run
     assert int(vv[0]) == 0x1111_1111, f"a closed file's job wrote {int(vv[0]):#x} into another client's BO"
+
+
+def test_a_close_from_a_gc_callback_waits_for_the_files_queued_jobs_too():
+    """A close made by a gc callback inside an ioctl is released when the ioctl returns, and
+    waits then for the file's queued jobs, as a close of its own does (Kmd.flush_file): it
+    skipped the wait, so a client closing its files from a gc callback still queued jobs
+    without bound behind a job holding the ring."""
+    kmd = kmd_model.bind(RefModel(), hw_submission_limit=1, cs_check=False)
+    c = Client()
+    cb = c.bo(0x1000)
+    c.submit(sdma_ib(cb, sdma.poll_regmem(cb.addr + 0x800, 1, 0xFFFF_FFFF, "EQ", interval=4)))  # till the timer
+    a = Client()
+    ab = a.bo(0x1000)
+    for _ in range(8):
+        a.submit(sdma_ib(ab, sdma.write_linear(ab.addr + 0x800, [1])))
+    assert len(kmd.sdma_sched.queue) == 8
+
+    def callback(phase, info):
+        if phase == "start" and kmd.lock.owned() and not a.f.closed:
+            a.f.close()
+    gc.callbacks.append(callback)
+    old = gc.get_threshold()
+    gc.set_threshold(1, 1, 1)
+    try:
+        for _ in range(100):
+            c.io(Request.INFO, InfoArgs(InfoQuery.DEV_INFO))
+            if a.f.closed:
+                break
+    finally:
+        gc.set_threshold(*old)
+        gc.callbacks.remove(callback)
+    assert a.f.closed and a.f.fd not in kmd.files, "the callback never closed the file inside an ioctl"
+    assert not kmd.sdma_sched.queue  # (its jobs are in the ring or done)
 
 
 @main_thread_only

@@ -26,6 +26,7 @@ from __future__ import annotations
 import errno
 import os
 import random
+import signal
 import threading
 
 import numpy as np
@@ -69,10 +70,12 @@ def assert_as_at_bring_up(kmd, heaps: dict) -> None:
 
 # ------------------------------------------------------------------------------ threads
 
-def test_a_closed_files_job_that_runs_after_the_close_gives_its_vmid_back():
-    """A file closed while one context's job hangs and another's waits behind it: the reset
-    resubmits the innocent job, which grabs a VMID for the closed file's VM. It was kept by
-    the dead VM (and the address of its freed page directory) until another VM stole it."""
+def test_a_closed_files_job_that_runs_after_the_close_gives_its_vmid_back(monkeypatch):
+    """A file closed while one context's job hangs and another's waits behind it, the
+    close's wait for its queued jobs (Kmd.flush_file) ended by a signal: the reset
+    resubmits the innocent job after the release, and it grabs a VMID for the closed file's
+    VM. It was kept by the dead VM (and the address of its freed page directory) until
+    another VM stole it."""
     kmd = kmd_model.bind(RefModel(), job_timeout=8_000, fallback_poll=1_000, hw_submission_limit=1)
     heaps = _start_state(kmd)
     c = Client()
@@ -81,7 +84,19 @@ def test_a_closed_files_job_that_runs_after_the_close_gives_its_vmid_back():
     c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))
     c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x104, [2]), 0x200), ctx=ctx2)
     assert (len(kmd.sched.pending), len(kmd.sched.queue)) == (1, 1)
-    c.f.close()
+    came = []
+    prev = signal.signal(signal.SIGUSR1, lambda *_: came.append(kmd.lock.owned()))
+    flush = kmd.flush_file
+
+    def interrupted(file):
+        signal.raise_signal(signal.SIGUSR1)  # held: it ends the wait, its handler runs as close returns
+        return flush(file)
+    monkeypatch.setattr(kmd, "flush_file", interrupted)
+    try:
+        c.f.close()
+    finally:
+        signal.signal(signal.SIGUSR1, prev)
+    assert came == [False] and kmd.stats["resets"] == 0 and len(kmd.sched.queue) == 1  # (released, still queued)
     assert_as_at_bring_up(kmd, heaps)
     assert kmd.stats["resets"] == 1 and kmd.vmids.grabs == 2  # the innocent job did run, on a VMID of its own
 
