@@ -15,7 +15,9 @@ import pytest
 import kmd_model
 from kmd_model import regs, uapi
 from kmd_model.uapi import CsChunkDep, CtxPriority, HwIp, Request
+from spec import packets as pm4_packets
 from spec import pm4, sdma
+from spec.sdma import packets as sdma_packets
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client, expect
@@ -316,6 +318,7 @@ def test_an_sdma_timeout_is_counted_reported_and_announced():
     info = ei.value.info
     assert (info.code, info.level, info.opcode_name, info.offset, info.addr, info.seq, info.ctx_id) == \
         ("TIMEOUT", "IB1", "POLL_REGMEM", 0, abo.addr, bad, a.ctx)
+    assert info.opcode == sdma_packets.POLL_REGMEM.op != pm4_packets.WAIT_REG_MEM.opcode  # (the SDMA's opcode)
     assert ("on sdma0: no progress for " in info.message and f", stuck in POLL_REGMEM at IB+0x0 ({abo.addr:#x}): "
             f"*{abo.addr + 0x3000:#x} & 0xffffffff = 0x0, waits for != 0x0, context {a.ctx}" in info.message)
     assert b.wait(nice) and bbo.u32[0x40] == 4
