@@ -136,10 +136,9 @@ class JobTimerMixin:
         """Has the ring's head job finished, its fence in memory though nobody has read it yet
         (its interrupt dropped by a full IH ring, the fallback poll not due)? Then it is
         retired here, not reset: the job timer took such a job for stuck and reset the
-        device for it (or its queue), every ring's jobs resubmitted."""
-        job = sched.head_job()
-        if job is None:
-            return True
+        device for it (or its queue), every ring's jobs resubmitted. (The timer runs only with
+        a job in the ring: Scheduler.timed_out.)"""
+        job = sched.pending[0]
         sched.fence_drv.process()
         return job.finished
 

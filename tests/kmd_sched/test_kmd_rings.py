@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import re
 import signal
 import threading
 import time
@@ -17,11 +18,13 @@ import pytest
 import kmd_model
 from kmd_model import regs, uapi
 from kmd_model.uapi import CsChunkDep, CtxPriority, HwIp, Request
+from spec import packets as pm4_packets
 from spec import pm4, sdma
+from spec.sdma import packets as sdma_packets
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client, expect
-from .test_kmd_queues import HANG, new_ctx, sdma_ib
+from .test_kmd_queues import HANG, new_ctx, query, sdma_ib
 
 DMA = HwIp.DMA
 
@@ -318,6 +321,7 @@ def test_an_sdma_timeout_is_counted_reported_and_announced():
     info = ei.value.info
     assert (info.code, info.level, info.opcode_name, info.offset, info.addr, info.seq, info.ctx_id) == \
         ("TIMEOUT", "IB1", "POLL_REGMEM", 0, abo.addr, bad, a.ctx)
+    assert info.opcode == sdma_packets.POLL_REGMEM.op != pm4_packets.WAIT_REG_MEM.opcode  # (the SDMA's opcode)
     assert ("on sdma0: no progress for " in info.message and f", stuck in POLL_REGMEM at IB+0x0 ({abo.addr:#x}): "
             f"*{abo.addr + 0x3000:#x} & 0xffffffff = 0x0, waits for != 0x0, context {a.ctx}" in info.message)
     assert b.wait(nice) and bbo.u32[0x40] == 4
@@ -422,6 +426,77 @@ def test_a_failed_queue_reset_says_which_queue_did_not_come_back(caplog):
     assert any(f"sdma0 queue reset failed (sdma0 queue reset: not idle after {t} cycles (SDMA_STATUS 0x" in m
                for m in msgs), msgs
     assert kmd.stats["resets"] == 1
+
+
+
+class SlowSdmaReset(RefModel):
+    """The RTL's SDMA queue reset behind the CP's long packet (docs/hardware.md, SDMA "Queue
+    reset"): it ends only once the queue's IH entry, waiting for the CP's IH writer, is
+    written. Here it ends `done_after` cycles after SDMA_CNTL.QUEUE_RESET (None: never), while
+    the CP's DMA byte counter moves if `cp_moves` (its packet in hand runs). CAPS advertises
+    4 KiB DMA_DATAs, so the longest wait the KMD allows is short."""
+
+    def __init__(self, done_after: int | None, cp_moves: bool):
+        super().__init__()
+        self.done_after, self.cp_moves, self.asked = done_after, cp_moves, None
+        written = self._hw_read["PERF_DMA_BYTES_WRITTEN"]
+        self._hw_read["PERF_DMA_BYTES_WRITTEN"] = lambda i: (self._t // 4 if self.cp_moves else written(i)) & 0xFFFF_FFFF
+
+    def _caps(self, i: int) -> int:
+        return regs.CAPS.DMA_MAX_LOG2.put(12) | (super()._caps(i) & ~regs.CAPS.DMA_MAX_LOG2.mask)
+
+    def _poke(self, offset, value, bytemask):
+        if offset == regs.SDMA_CNTL.addr() and value & regs.SDMA_CNTL.QUEUE_RESET.mask:
+            value &= ~regs.SDMA_CNTL.QUEUE_RESET.mask
+            self.asked = self._t
+        super()._poke(offset, value, bytemask)
+
+    def delay(self, cycles: int) -> None:
+        super().delay(cycles)
+        if self.asked is not None and self.done_after is not None and self._t >= self.asked + self.done_after:
+            self.asked = None
+            super()._poke(regs.SDMA_CNTL.addr(), regs.SDMA_CNTL.TRAP_ENABLE.mask | regs.SDMA_CNTL.QUEUE_RESET.mask,
+                          0xF)
+
+    def _soft_reset(self) -> None:
+        self.asked = None
+        super()._soft_reset()
+
+
+@pytest.mark.parametrize("case", ["behind_a_moving_cp_packet", "cp_not_moving", "cp_moving_for_ever"])
+def test_an_sdma_queue_reset_waits_while_the_cps_packet_moves_on_and_no_longer(case, caplog):
+    """An SDMA queue reset that takes longer than hw_timeout: while the CP's packet in hand
+    moves bytes (the reset waits for an IH entry behind it) the KMD waits, each move another
+    hw_timeout, and the reset stays a queue reset: the other client's context sees no reset. A reset that does not end while nothing moves falls to
+    the full reset after hw_timeout, as before; one that the CP's moves keep extending is given
+    up at hw_timeout + 16 times the longest CP_SYNC copy (each beat read and written), its
+    message saying so."""
+    t = 2_000
+    dev = SlowSdmaReset(None if case == "cp_moving_for_ever" else 3 * t, case != "cp_not_moving")
+    kmd = kmd_model.bind(dev, job_timeout=10_000, hw_timeout=t)
+    most = t + 16 * 2 * (4096 // kmd.info.bus_bytes)
+    c, good = Client(), Client()
+    bo, gbo = c.bo(), good.bo()
+    assert good.run(gbo, pm4.write_data(gbo.addr, [7]))
+    bad = c.submit(sdma_ib(bo, HANG(bo.addr + 0x3000)))
+    with caplog.at_level(logging.ERROR, logger="gpucosim"), pytest.raises(uapi.KmdError) as ei:
+        c.wait(bad, 1_000_000)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "TIMEOUT"
+    msgs = " ".join(r.getMessage() for r in caplog.records)
+    if case == "behind_a_moving_cp_packet":
+        assert kmd.stats["queue_resets"] == 1 and kmd.stats["resets"] == 0, (kmd.stats, kmd.recovery_log)
+        assert query(good).reset_status == uapi.ResetStatus.NO_RESET
+        assert "queue reset failed" not in msgs
+    else:
+        assert kmd.stats["resets"] == 1, (kmd.stats, kmd.recovery_log)
+        if case == "cp_not_moving":
+            assert f"sdma0 queue reset: not idle after {t} cycles (SDMA_STATUS 0x" in msgs, msgs
+        else:
+            m = re.search(rf"sdma0 queue reset: not idle after (\d+) cycles \({t} since the last progress, "
+                          rf"{most} at most\) \(SDMA_STATUS 0x", msgs)
+            assert m and most <= int(m.group(1)) <= most + 8, msgs
+    e2 = good.submit(sdma_ib(gbo, sdma.fence(gbo.addr + 0x2000, 0xE2), 0x400))  # the SDMA works again
+    assert good.wait(e2) and gbo.u32[0x800] == 0xE2
 
 
 # ------------------------------------------------------------------------------ scheduler

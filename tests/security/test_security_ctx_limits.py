@@ -139,6 +139,33 @@ def test_the_timeout_diagnosis_reads_each_ib_of_a_chain_loop_once():
     assert find_unsatisfied_wait(mem32, [(a, 8)], 2).startswith("WAIT_REG_MEM at IB2+0x0 (0x200): *0x800")
 
 
+def _diagnosis_decode_steps(calls: int) -> tuple[int, str]:
+    """Line events in spec/pm4.py (the packet decoder) while the timeout's diagnosis walks a job
+    whose IB1 calls the same IB2 `calls` times, then waits in a WAIT_REG_MEM that does not hold."""
+    from kmd_model.reset.stuck import find_unsatisfied_wait
+    from tests.kmd_sched.test_kmd_hostile import _lines_in
+    ib2, ib1 = 0x100, 0x1000
+    mem32 = np.zeros((ib1 + 16 * calls + 0x100) // 4, dtype="<u4")
+    mem32[ib2 // 4: ib2 // 4 + 8] = pm4.pad(8)
+    words = [w for _ in range(calls) for w in pm4.indirect_buffer(ib2, 8)] + pm4.wait_reg_mem(0x80, 1, 1, "EQ")
+    mem32[ib1 // 4: ib1 // 4 + len(words)] = words
+    steps, (hit,) = _lines_in(lambda: find_unsatisfied_wait(mem32, [(ib1, len(words))], 2,
+                                                            translate_many=lambda va: va),
+                              "spec/pm4.py")
+    return steps, hit
+
+
+def test_the_timeout_diagnosis_decodes_a_call_repeated_in_an_ib_once():
+    """A hung job's IB1 of a million dwords may hold 250,000 calls of the same IB2: the
+    diagnosis (the driver's lock held, at each of its timeouts) decoded every one of those
+    INDIRECT_BUFFERs in Python. The same dwords decode the same: each distinct call is decoded once."""
+    few, hit_few = _diagnosis_decode_steps(4)
+    many, hit_many = _diagnosis_decode_steps(4_000)
+    assert hit_few.startswith("WAIT_REG_MEM at IB+0x40 (0x1040): *0x80") and hit_many.startswith(
+        "WAIT_REG_MEM at IB+0xfa00 (0x10a00): *0x80"), (hit_few, hit_many)
+    assert many < few + 50, (few, many)
+
+
 def test_an_sdma_job_of_polls_that_give_up_one_by_one_is_reset_after_the_time_rule():
     """The SDMA ring has no checker, and its POLL_REGMEM gives up after RETRY_COUNT polls and
     moves on: a job of polls that each give up well inside a job timeout moves the engine's
