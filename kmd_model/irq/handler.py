@@ -169,9 +169,24 @@ class IrqMixin:
         else:
             n[2] += 1
 
+    def _stale_queue0_entry(self, what: str) -> bool:
+        """Is this queue-0 error entry one of an error already recovered? Queue 0's own reset
+        (CP_QUEUE_RESET.Q0) leaves the IH ring as it is, other rings' entries in it: an entry
+        of the error it recovered that was written or read after the error was found by
+        polling STATUS.ERROR (the fallback poll, the job timer) is still there, and taken as a
+        new error it reset the queue a second time under the next job. (The full reset
+        empties the IH ring.) Queue 0 stopped by an error reads STATUS.ERROR 1 until it is
+        reset, and its entry is written after the error is latched."""
+        if self.reset_pending is None and not regs.STATUS.ERROR.get(self.mmio.read(regs.STATUS)):
+            log.info("%s entry of a CP queue 0 error already recovered", what)
+            return True
+        return False
+
     def on_cp_error_entry(self, entry: dict) -> None:
         if entry.get("RING_ID") == 1 and self.hqd_sched is not None:  # the CP's second queue
             self._ring_error(self.hqd_sched, self.hqd_ring.read_error())  # type: ignore[union-attr]
+            return
+        if self._stale_queue0_entry("CP_ERROR"):
             return
         self._cp_error(CpErrorState.from_regs(entry["DATA0"], entry["DATA1"] | entry["DATA2"] << 32,
                                               entry["DATA3"]))
@@ -181,6 +196,8 @@ class IrqMixin:
         address (the entry has its page) and the status."""
         if entry.get("RING_ID") == 1 and self.hqd_sched is not None:
             self._ring_error(self.hqd_sched, self.hqd_ring.read_error())  # type: ignore[union-attr]
+            return
+        if self._stale_queue0_entry("VM_FAULT"):
             return
         self._cp_error(self.read_cp_error())
 

@@ -40,9 +40,10 @@ class Ring:
     name = "gfx"
     # the hardware that runs it, as a timeout's message names it: the CP has two queues
     ENGINE = "CP queue 0"
-    # amdgpu's ring funcs ->reset: queue 0 has no reset of its own, so a gfx hang goes to the
-    # full reset (no ring here has ->soft_recovery: the CP kills no waves, it has none)
-    has_queue_reset = False
+    # amdgpu's ring funcs ->reset: queue 0's own reset, CP_QUEUE_RESET.Q0 (the other CP queue,
+    # the SDMA and the IH ring run on); the full reset only if it fails (no ring here has
+    # ->soft_recovery: the CP kills no waves, it has none)
+    has_queue_reset = True
     # what the KMD reads of this queue: its status, its rptr (RPTR_SHIFT: bytes to dwords),
     # the packet a polling queue is in, and its progress (Kmd._progressed): PROGRESS is the
     # queue's own (its rptr, and FETCHED, the dwords the CP fetched for it, which also bounds
@@ -182,6 +183,21 @@ class Ring:
 
     # ------------------------------------------------------------------ hardware
 
+    def read_error(self) -> CpErrorState:
+        """What stopped queue 0: CP_ERROR* and VM_FAULT_STATUS."""
+        return self.kmd.read_cp_error()
+
+    def request_reset(self) -> None:
+        self.kmd.mmio.write_fields(regs.CP_QUEUE_RESET, Q0=1)
+
+    def queue_reset(self, timeout: int) -> None:
+        """CP_QUEUE_RESET.Q0. Nothing it waits for takes long (docs/hardware.md, "Per-queue
+        reset"): the RTL does it at once when queue 1 holds the CP; when queue 0 does, it
+        finishes an IH entry in hand, aborts the CP's DMA transfers and waits for the bus to
+        go quiet (a few bursts), so a flat hw_timeout, unlike the SDMA queue's reset, which
+        waits for the CP's IH writer behind the CP's longest packet (sdma_ring.py)."""
+        queue_reset(self, timeout)
+
     def init_hw(self) -> None:
         """Program RB_* for this ring; both pointers start at 0 (as after SOFT_RESET)."""
         m = self.kmd.mmio
@@ -248,7 +264,7 @@ class HqdRing(Ring):
     """The CP's second hardware queue (CP_HQD1_*): a gfx ring like ring 0 (PM4, dword
     pointers) whose registers are its own, served first by the CP's arbiter
     (CP_QUEUE_PRIORITY): amdgpu's high-priority gfx pipe, where contexts of HIGH priority go.
-    Unlike ring 0 it has a reset of its own (CP_QUEUE_RESET.Q1)."""
+    Its reset of its own is CP_QUEUE_RESET.Q1."""
 
     name = "gfx_high"
     ENGINE = "CP queue 1"
@@ -286,9 +302,6 @@ class HqdRing(Ring):
 
     def request_reset(self) -> None:
         self.kmd.mmio.write_fields(regs.CP_QUEUE_RESET, Q1=1)
-
-    def queue_reset(self, timeout: int) -> None:
-        queue_reset(self, timeout)
 
 
 def as_u32(mem: np.ndarray) -> np.ndarray:

@@ -24,7 +24,7 @@ from spec.sdma import packets as sdma_packets
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client, expect
-from .test_kmd_queues import HANG, new_ctx, query, sdma_ib
+from .test_kmd_queues import HANG, NoQueue0Reset, new_ctx, query, sdma_ib
 
 DMA = HwIp.DMA
 
@@ -758,13 +758,17 @@ def test_a_freed_contexts_entity_leaves_the_run_queue_once_its_jobs_ran():
     assert set(kmd.sched.entities) == {c.f.contexts[c.ctx]}
 
 
-def test_a_freed_contexts_jobs_keep_their_order_across_a_reset():
+@pytest.mark.parametrize("reset", ["full", "queue"])
+def test_a_freed_contexts_jobs_keep_their_order_across_a_reset(reset):
     """CTX FREE with one job in the SDMA ring and one queued behind it (FREE waits, in a
-    thread of its own), then another client's error resets the device: the job in the ring
-    is resubmitted ahead of the queued one, in the entity they share. It went to a new entity made for the freed
+    thread of its own), then another client's gfx error resets the device (full: queue 0's
+    reset does not come back): the job in the ring is resubmitted ahead of the queued one,
+    in the entity they share. It went to a new entity made for the freed
     context at the end of the run queue instead, so the later job ran first (its copy read
-    what the earlier one had not written yet), and that entity stayed for good."""
-    kmd = kmd_model.bind(RefModel(), **HELD, hw_submission_limit=1, cs_check=False)
+    what the earlier one had not written yet), and that entity stayed for good. With queue
+    0's own reset (queue) the SDMA ring is not touched: its job is not run again."""
+    dev = NoQueue0Reset() if reset == "full" else RefModel()
+    kmd = kmd_model.bind(dev, **HELD, hw_submission_limit=1, cs_check=False, hw_timeout=2_000)
     x, g = Client(), Client()
     xbo, gbo = x.bo(), g.bo()
     first = sdma.poll_regmem(xbo.addr + 0x3000, 1, 0xFFFF_FFFF, "EQ", interval=4) + sdma.write_linear(
@@ -775,13 +779,14 @@ def test_a_freed_contexts_jobs_keep_their_order_across_a_reset():
     free = _Free(kmd, x, x.ctx)
     runs = []
     kmd.observers.append(lambda ev, f: ev == "run_job" and runs.append(f["job"].seq))
-    bad = g.submit(g.ib(gbo, [pm4.header(0x7B, 0), 0]))  # an illegal opcode: a full reset
+    bad = g.submit(g.ib(gbo, [pm4.header(0x7B, 0), 0]))  # an illegal opcode
     with pytest.raises(uapi.KmdError):
         g.wait(bad)
     xbo.u32[0x3000 // 4] = 1
     free.done()
     assert kmd.wait_for(lambda: not kmd.sdma_sched.pending and not kmd.sdma_sched.queue, 1_000_000)
-    assert runs == [bad, 1, 2] and xbo.u32[0x3200 // 4] == 1
+    assert runs == ([bad, 1, 2] if reset == "full" else [bad, 2]) and xbo.u32[0x3200 // 4] == 1
+    assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == ((0, 1) if reset == "full" else (1, 0))
     assert not any(kmd.sdma_sched.rqs) and not kmd.sdma_sched.entities
 
 
@@ -799,7 +804,7 @@ def test_a_freed_contexts_entity_leaves_the_run_queue_when_a_reset_drops_its_job
     free = _Free(kmd, c, x)  # (it waits while the context's second job is queued)
     assert len(kmd.sched.pending) == 1 and len(kmd.sched.queue) == 2
     bo.u32[0x3000 // 4] = 1
-    assert c.wait(good) and kmd.stats["resets"] == 1
+    assert c.wait(good) and (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0)
     free.done()
     assert not kmd.sched.pending and not kmd.sched.queue and bo.u32[0x3100 // 4] == 0 and bo.u32[0x3200 // 4] == 2
     assert not any(kmd.sched.rqs)  # (an entity is in its run queue only while it has jobs queued)
