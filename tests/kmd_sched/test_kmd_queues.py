@@ -42,6 +42,12 @@ def new_ctx(c: Client, priority: int = 0) -> int:
 HANG = lambda addr: sdma.poll_regmem(addr, 0, 0xFFFFFFFF, "NE", interval=4)  # noqa: E731 - igt's SDMA hang
 
 
+def full_reset_for_ring_0(kmd) -> None:
+    """Ring 0's recovery as on a device whose CP has no CP_QUEUE_RESET (one queue): the full
+    reset, whose guilty context stays guilty (its CS: ECANCELED), on any backend."""
+    kmd.ring.has_queue_reset = False
+
+
 class NoQueue0Reset(RefModel):
     """A model whose CP ignores CP_QUEUE_RESET.Q0: queue 0's reset never comes back (STATUS
     keeps its ERROR, or its busy poll), so ring 0's recovery falls to the full reset."""
