@@ -261,7 +261,8 @@ class Kmd(ClientsMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
     def notify(self, event: str, **fields) -> None:
         """Tell the observers: "doorbell" (ring, start, wptr), "run_job" (job, fence),
         "irq", "ih_entry" (source, entry, raw), "fence" (fence), "gpu_error" (info, state,
-        job, ring: the failing ring's name; before recovery touches the hardware), "reset" (resubmitted), "bind" (kmd,
+        job, ring: the failing ring's name; before recovery touches the hardware), "reset" (resubmitted; ring: the
+        ring whose queue alone was reset, absent for the full reset), "bind" (kmd,
         after `rebind`). Call sites check
         `if self.observers:` first, so an unobserved driver pays one truth test."""
         for o in self.observers:
