@@ -216,7 +216,7 @@ class RecoveryMixin:
                 sched.fence_drv.pending.clear()
                 sched.fence_drv.force_completion()
                 ring.init_hw()
-                ring.test_ring(self.params.hw_timeout)
+                ring.test_after_reset(self.params.hw_timeout)  # (behind the other CP queue's work: ring.py)
                 redo = sched.resubmit_and_start()
                 self.stats["queue_resets"] += 1
                 log.warning("%s queue reset done: %d job(s) resubmitted, the other rings ran on", ring.name, len(redo))

@@ -213,22 +213,67 @@ class Ring:
         log.debug("ring at %#x, %d dwords, rptr write-back at %#x", self.gpu_addr, self.size_dw,
                   self.kmd.wb_addr(self.rptr_wb_index))
 
-    def test_ring(self, timeout: int) -> None:
-        """amdgpu's ring test: have the CP write a magic to a scratch dword, poll for it."""
+    def test_ring(self, timeout: int, progress=None, most: int = 0) -> None:
+        """amdgpu's ring test: have the CP write a magic to a scratch dword, poll for it.
+        `progress` and `most` as queue_reset's: the wait starts again while what it is
+        legitimately behind moves on, up to `most` cycles in all."""
         wb = self.kmd.wb32
         wb[self.scratch_index] = 0xCAFEDEAD
         if not self.alloc(5):
             raise KmdError(errno.EBUSY, "ring test: ring is not empty")
         self.emit_mem_write(self.kmd.wb_addr(self.scratch_index), [RING_TEST_MAGIC])
         self.commit()
-        deadline = self.dev.now() + timeout
+        start = self.dev.now()
+        deadline = start + timeout
+        mark = progress() if progress is not None else None
         while int(wb[self.scratch_index]) != RING_TEST_MAGIC:
-            if self.dev.now() >= deadline:
+            now = self.dev.now()
+            if now >= deadline and progress is not None and now - start < most:
+                seen = progress()
+                if seen != mark:  # it moved on: another window, never past `most`
+                    mark = seen
+                    deadline = min(now + timeout, start + most)
+            if now >= deadline:
+                waited = f"{timeout} cycles" if deadline == start + timeout else \
+                    f"{now - start} cycles ({timeout} since the last progress, {most} at most)"
                 raise KmdError(errno.ETIMEDOUT,
                                f"ring test failed: scratch {int(wb[self.scratch_index]):#010x} "
-                               f"after {timeout} cycles (rptr {self.get_rptr():#x}, wptr {self.committed:#x})")
+                               f"after {waited} (rptr {self.get_rptr():#x}, wptr {self.committed:#x})")
             self.dev.delay(16)
-        log.info("ring test passed (%d cycles)", timeout - (deadline - self.dev.now()))
+        log.info("ring test passed (%d cycles)", self.dev.now() - start)
+
+    # How long the ring test after this queue's own reset may legitimately wait: the CP
+    # serves its two queues with one parser, and switches to the queue just reset only at a
+    # packet boundary once the DMA engine has answered every transfer of the other queue's
+    # packet in hand (a DMA_DATA with CP_SYNC of up to 2^CAPS.DMA_MAX_LOG2 bytes), and, for
+    # queue 0, only while queue 1 (higher CP_QUEUE_PRIORITY) has nothing to run
+    # (docs/hardware.md, "CP hardware queues"). A flat hw_timeout gave up behind a 128 KiB
+    # fill on the RTL and fell to the full reset, which stopped and ran the other queue's
+    # innocent job again (the model's CP runs a packet at once: it never waited). So the
+    # test waits hw_timeout, and again each time the other queue has moved on (its rptr,
+    # its fetched dwords, the CP's DMA bytes, which only its packets move now), up to
+    # RESET_PACKETS times the longest CP packet at one bus beat a cycle, plus hw_timeout.
+    RESET_PACKETS = 16
+    # the other CP queue's progress marks (its rptr, its own fetched dwords) and the CP's DMA
+    # byte counters
+    OTHER_PROGRESS: tuple = (regs.CP_HQD1_RB_RPTR, regs.PERF_Q1_DWORDS_FETCHED, regs.PERF_DMA_BYTES_READ,
+                             regs.PERF_DMA_BYTES_WRITTEN)
+
+    def longest_cp_packet(self) -> int:
+        """Cycles of the CP's longest packet at one bus beat a cycle: a CP_SYNC copy of
+        2^CAPS.DMA_MAX_LOG2 bytes, each beat read and written."""
+        i = self.kmd.info
+        return 2 * (i.dma_max_bytes // i.bus_bytes)
+
+    def test_after_reset(self, timeout: int) -> None:
+        """The ring test after this queue's own reset: behind the other CP queue's work, as
+        long as that moves on (RESET_PACKETS)."""
+        if not self.OTHER_PROGRESS or self.kmd.hqd_ring is None:
+            self.test_ring(timeout)
+            return
+        m = self.kmd.mmio
+        self.test_ring(timeout, lambda: tuple(m.read(r) for r in self.OTHER_PROGRESS),
+                       timeout + self.RESET_PACKETS * self.longest_cp_packet())
 
 
 def queue_reset(ring, timeout: int, progress=None, most: int = 0) -> None:
@@ -272,6 +317,9 @@ class HqdRing(Ring):
     STATUS, RPTR = regs.CP_HQD1_STATUS, regs.CP_HQD1_RB_RPTR
     FETCHED = regs.PERF_Q1_DWORDS_FETCHED
     PROGRESS = (regs.CP_HQD1_RB_RPTR, regs.PERF_Q1_DWORDS_FETCHED)
+    # (its ring test after its reset waits behind queue 0's packet in hand: Ring.RESET_PACKETS)
+    OTHER_PROGRESS = (regs.RB_RPTR, regs.PERF_Q0_DWORDS_FETCHED, regs.PERF_DMA_BYTES_READ,
+                      regs.PERF_DMA_BYTES_WRITTEN)
 
     def read_error(self) -> CpErrorState:
         m = self.kmd.mmio

@@ -395,6 +395,42 @@ def check_a_queue_0_reset_that_does_not_come_back_falls_to_the_full_reset(dev):
     assert good.wait(good.run(gbo, pm4.write_data(gbo.addr + 0x10, [0x6D]), 0x6000)) and gbo.u32[4] == 0x6D
 
 
+def check_a_cp_queue_reset_behind_the_other_queues_long_packet_stays_a_queue_reset(dev):
+    """A hang on one CP queue (parked in its WAIT_REG_MEM) is found while another client's job
+    on the other CP queue runs a long CP_SYNC DMA_DATA fill. The queue's reset is done at
+    once (the other queue holds the CP), but the ring test after it needs its queue to run,
+    and on the RTL the CP switches to it only once the fill's transfers are answered (and,
+    for queue 0, only while queue 1, of higher priority, has nothing to run). A flat
+    hw_timeout gave the test up behind the fill and fell to the full reset, which stopped
+    and ran the innocent fill again (on the RTL only: the model's CP runs a packet at once).
+    hw_timeout and the job timeout are bound small so a 128 KiB fill (about 16,000 cycles
+    on a 64-bit bus) is longer than both (as 20,000 cycles are behind a 1 MiB fill). Both
+    ways: the gfx ring hung (the fill on gfx_high), then gfx_high (the fill on gfx)."""
+    kmd = kmd_model.bind(dev, job_timeout=3_000, hw_timeout=5_000)
+    good, evil = Client(), Client()
+    fill = 128 << 10
+    gbo, ebo = good.bo(fill + 0x1000), evil.bo(0x2000)
+    for n, hung in enumerate(("gfx", "gfx_high")):
+        gctx = new_ctx(good, CtxPriority.HIGH if hung == "gfx" else CtxPriority.NORMAL)
+        ectx = new_ctx(evil, CtxPriority.HIGH if hung == "gfx_high" else CtxPriority.NORMAL)
+        gbo.u32[0] = 0
+        e = evil.submit(evil.ib(ebo, pm4.wait_reg_mem(ebo.addr + 0x1800, 1, 1, "EQ"), 0x100 * n), ctx=ectx)
+        kmd.dev.delay(2_500)  # (the hang's timer has taken its first look)
+        g = good.submit(good.ib(gbo, pm4.dma_data(gbo.addr + 0x1000, 0x5A5A5A50 + n, fill, src_sel="DATA",
+                                                  cp_sync=1) + pm4.write_data(gbo.addr, [0x600D]), 0x100), ctx=gctx)
+        job = next(j for s in kmd.scheds for j in s.pending if j.ctx.id == gctx and j.ctx.file is good.f)
+        with pytest.raises(uapi.KmdError) as ei:
+            evil.wait(e, 1_000_000, ectx)
+        assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "TIMEOUT"
+        assert good.wait(g, 1_000_000, gctx) and gbo.u32[0] == 0x600D
+        assert gbo.u32[0x400] == gbo.u32[(fill + 0xFFC) // 4] == 0x5A5A5A50 + n and job.runs == 1
+        assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (n + 1, 0), (kmd.stats, kmd.recovery_log)
+        assert kmd.recovery_log[-2:] == [(hung, "timeout"), (hung, "queue_reset")]
+        assert query(good, gctx).reset_status == ResetStatus.NO_RESET
+        ok = evil.submit(evil.ib(ebo, pm4.write_data(ebo.addr + 0x1000 + 4 * n, [0xE2]), 0x400 + 0x100 * n), ctx=ectx)
+        assert evil.wait(ok, 100_000, ectx) and ebo.u32[0x400 + n] == 0xE2
+
+
 CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rings_gpu_side,
           check_amd_queue_reset_malformed, check_amd_queue_reset_hang, check_amd_queue_reset_bus_error,
           check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted,
@@ -404,7 +440,8 @@ CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rin
           check_an_unchecked_loop_on_one_cp_queue_is_reset_by_its_dwords_while_the_other_works,
           check_sdma_queue_reset_behind_the_cps_long_packet_stays_a_queue_reset,
           check_a_gfx_vm_fault_resets_queue_0_alone_and_an_innocent_sdma_job_is_not_run_again,
-          check_a_queue_0_reset_that_does_not_come_back_falls_to_the_full_reset]
+          check_a_queue_0_reset_that_does_not_come_back_falls_to_the_full_reset,
+          check_a_cp_queue_reset_behind_the_other_queues_long_packet_stays_a_queue_reset]
 
 
 @pytest.mark.parametrize("sdma_engine", [True, False], ids=["sdma", "no_sdma"])

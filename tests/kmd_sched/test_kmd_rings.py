@@ -499,6 +499,84 @@ def test_an_sdma_queue_reset_waits_while_the_cps_packet_moves_on_and_no_longer(c
     assert good.wait(e2) and gbo.u32[0x800] == 0xE2
 
 
+class SlowQueue0Start(RefModel):
+    """The RTL's CP after CP_QUEUE_RESET.Q0 while queue 1 runs a long packet (docs/hardware.md,
+    "CP hardware queues"): queue 0's doorbell is taken only once the CP switches to it, here
+    `start_after` cycles after the reset (None: never), while queue 1's fetched dwords move
+    if `q1_moves`. CAPS advertises 4 KiB DMA_DATAs, so the longest wait the KMD allows is
+    short."""
+
+    def __init__(self, start_after: int | None, q1_moves: bool):
+        super().__init__()
+        self.start_after, self.q1_moves, self.reset_at, self.held = start_after, q1_moves, None, None
+        fetched = self._hw_read["PERF_Q1_DWORDS_FETCHED"]
+        self._hw_read["PERF_Q1_DWORDS_FETCHED"] = lambda i: (self._t // 4 if self.q1_moves else fetched(i)) & 0xFFFF_FFFF
+
+    def _caps(self, i: int) -> int:
+        return regs.CAPS.DMA_MAX_LOG2.put(12) | (super()._caps(i) & ~regs.CAPS.DMA_MAX_LOG2.mask)
+
+    def _poke(self, offset, value, bytemask):
+        if offset == regs.CP_QUEUE_RESET.ADDR and value & regs.CP_QUEUE_RESET.Q0.mask:
+            self.reset_at = self._t
+        elif offset == regs.RB_DOORBELL.ADDR and self.reset_at is not None:
+            self.held = (value, bytemask)  # (not taken yet: the CP is the other queue's)
+            return
+        super()._poke(offset, value, bytemask)
+
+    def delay(self, cycles: int) -> None:
+        super().delay(cycles)
+        if (self.reset_at is not None and self.start_after is not None
+                and self._t >= self.reset_at + self.start_after):
+            self.reset_at, held, self.held = None, self.held, None
+            if held is not None:
+                super()._poke(regs.RB_DOORBELL.ADDR, *held)
+
+    def _soft_reset(self) -> None:
+        self.reset_at = self.held = None
+        super()._soft_reset()
+
+
+@pytest.mark.parametrize("case", ["behind_a_moving_queue_1", "queue_1_not_moving", "queue_1_moving_for_ever"])
+def test_the_ring_test_after_queue_0_s_reset_waits_while_queue_1_moves_on_and_no_longer(case, caplog):
+    """Queue 0's ring test after its reset, taken only 3 x hw_timeout later: while queue 1
+    moves on (it holds the CP: its packet in hand, its higher priority) the KMD waits, each
+    move another hw_timeout, and the recovery stays queue 0's reset (it fell to the full
+    reset on the RTL behind a long fill on queue 1: tests/kmd_sched/test_kmd_queues.py,
+    check_a_cp_queue_reset_behind_the_other_queues_long_packet_stays_a_queue_reset). A ring
+    test that does not pass while nothing moves falls to the full reset after hw_timeout; one
+    that queue 1's moves keep extending is given up at hw_timeout + 16 times the longest
+    CP_SYNC copy, its message saying so."""
+    t = 2_000
+    dev = SlowQueue0Start(None if case == "queue_1_moving_for_ever" else 3 * t, case != "queue_1_not_moving")
+    kmd = kmd_model.bind(dev, job_timeout=10_000, hw_timeout=t, cs_check=False)
+    most = t + 16 * 2 * (4096 // kmd.info.bus_bytes)
+    c, good = Client(), Client()
+    bo = c.bo()
+    hi = new_ctx(good, CtxPriority.HIGH)
+    gbo = good.bo()
+    bad = c.submit(c.ib(bo, [pm4.header(0x7B, 0), 0]))
+    with caplog.at_level(logging.ERROR, logger="gpucosim"), pytest.raises(uapi.KmdError) as ei:
+        c.wait(bad, 1_000_000)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "ILLEGAL_OPCODE"
+    msgs = " ".join(r.getMessage() for r in caplog.records)
+    if case == "behind_a_moving_queue_1":
+        assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0), (kmd.stats, kmd.recovery_log)
+        assert kmd.recovery_log == [("gfx", "error"), ("gfx", "queue_reset")]
+        assert "queue reset failed" not in msgs
+    else:
+        assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 1), (kmd.stats, kmd.recovery_log)
+        assert kmd.recovery_log == [("gfx", "error"), ("gfx", "queue_reset"), ("gfx", "full_reset")]
+        if case == "queue_1_not_moving":
+            assert f"gfx queue reset failed (ring test failed: scratch 0xcafedead after {t} cycles (rptr" in msgs, msgs
+        else:
+            m = re.search(rf"gfx queue reset failed \(ring test failed: scratch 0xcafedead after (\d+) cycles "
+                          rf"\({t} since the last progress, {most} at most\) \(rptr", msgs)
+            assert m and most <= int(m.group(1)) <= most + 16, msgs
+    assert c.wait(c.run(bo, pm4.write_data(bo.addr + 0x100, [3]), 0x200)) and bo.u32[0x40] == 3  # gfx works again
+    seq = good.submit(good.ib(gbo, pm4.write_data(gbo.addr + 0x100, [4])), ctx=hi)  # and queue 1
+    assert good.wait(seq, 100_000, hi) and gbo.u32[0x40] == 4
+
+
 # ------------------------------------------------------------------------------ scheduler
 
 @pytest.mark.parametrize("failed_first", [False, True], ids=["fails_later", "failed_before_its_cs"])
