@@ -8,14 +8,16 @@ reaches the hardware. Then:
 
   CP      stops, latches CP_ERROR (ILLEGAL_OPCODE, level IB1, opcode 0x7b), the packet's
           address and offset, writes a CP_ERROR entry into the IH ring, raises irq
-  KMD     the IH handler decodes the entry; the job at the read pointer is guilty; GPU
-          recovery: stop -> soft reset -> cancel the guilty context's jobs -> restart
+  KMD     the IH handler decodes the entry; the job at the read pointer is guilty;
+          recovery: stop the gfx ring -> reset CP queue 0 alone (CP_QUEUE_RESET.Q0; the
+          copy engine and CP queue 1 run on) -> cancel the guilty context's gfx jobs ->
+          restart (the full reset, CONTROL.SOFT_RESET, only if the queue's reset fails)
   UMD     finish() raises GpuError("illegal opcode 0x7b at IB+0x14 (0x102014), context 1",
           recorded by Queue.emit_raw() #4)
   gpucosim  writes a crash report (registers, ring, IB stack with the packet marked,
           IH entries, last ioctls, counters) before the reset wipes the registers
 
-A new queue (a new context) works again afterwards.
+The queue works on afterwards (its error was raised once), and so does a new queue.
 
     gpucosim run examples/gpu_error.py --sim verilator
     gpucosim disasm build/crash/crash-gpu_error-verilator-*.txt
@@ -56,10 +58,12 @@ def main() -> int:
     print(f"the UMD raised: {seen}")
     print(f"  code {seen.code}, opcode {seen.opcode:#x}, at IB offset {seen.ib_offset:#x}, context {seen.context}")
 
-    q2 = gpu.queue()  # a fresh context: the guilty one stays unusable
+    q.write(buf, 0x84, 0x66)  # the same queue runs on: only its ring's queue was reset
+    q.finish()
+    q2 = gpu.queue()  # and a fresh context
     q2.write(buf, 0x80, 0x55)
     q2.finish()
-    ok = buf.u32[0x20] == 0x55
+    ok = buf.u32[0x20] == 0x55 and buf.u32[0x21] == 0x66
     gpu.close()
     print(f"gpu_error: {'OK' if ok else 'FAILED'} on {gpu.name} — error reported, GPU recovered")
     return 0 if ok else 1

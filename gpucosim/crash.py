@@ -517,7 +517,7 @@ def exit_report(kmd: "Kmd", queues: list, ioctl_stats: dict[str, list], at_exit:
     fd = kmd.fence_drv
     lines.append(f"  fences: {fd.emitted} emitted, {fd.signalled} signalled, {len(fd.pending)} pending, "
                  f"last {fd.last_seq:#010x}; {kmd.ring.doorbells} doorbells, {kmd.stats['interrupts']} interrupts, "
-                 f"{kmd.stats['resets']} GPU resets")
+                 f"{kmd.stats['resets']} GPU resets, {kmd.stats['queue_resets']} queue resets")
     if ioctl_stats:
         total = sum(v[0] for v in ioctl_stats.values())
         per = ", ".join(f"{k} {v[0]}" for k, v in sorted(ioctl_stats.items(), key=lambda kv: -kv[1][0]))

@@ -303,10 +303,11 @@ class CtxQueryFlags(IntFlag):
 
 class ResetStatus(IntEnum):
     NO_RESET = 0
-    GUILTY = 1  # this context's work caused a reset. A full reset (the gfx ring's): its CS is ECANCELED
-    # from then on, and so is a WAIT_CS on a ring whose latest job of the context failed. A queue
-    # reset (sdma0, gfx_high): its jobs of that ring were cancelled, and it submits on (to every
-    # ring) until it has caused ban_after_hangs resets (then EIO)
+    GUILTY = 1  # this context's work caused a reset. A queue reset (every ring's first step: gfx,
+    # gfx_high, sdma0): its jobs of that ring were cancelled, and it submits on (to every ring)
+    # until it has caused ban_after_hangs resets (then EIO). A full reset (a queue reset that
+    # failed, or a CP without CP_QUEUE_RESET): its CS is ECANCELED from then on, and so is a
+    # WAIT_CS on a ring whose latest job of the context failed
     INNOCENT = 2  # a reset happened while this context had work in flight; its work was resubmitted
 
 

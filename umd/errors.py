@@ -39,13 +39,14 @@ class GpuError(UmdError):
     message says why (`unnamed`: the kernel's ring, an IB2 of the app's own, chained IBs
     with packets at that offset from more than one call).
 
-    A queue whose error took a reset of the whole GPU (the gfx ring's recovery) stays
+    A queue whose error took a reset of the whole GPU (a ring's reset of its queue alone that
+    failed, or a gfx error on a CP without CP_QUEUE_RESET) stays
     failed (the kernel's guilty context, as amdgpu's): its later flushes raise the same
     error again, with `refused` True and the message saying so; a new queue
     (Device.queue()) of the same device runs as before, unless the Device's whole file is
     banned (`file_banned`: the kernel's words why; see DeviceLost), which the message then
-    says instead. A queue whose ring was reset alone
-    (the copy engine's; the high-priority gfx ring's, on a device that has one: the model)
+    says instead. A queue whose ring was reset alone (every ring's first step: the gfx
+    ring's CP queue 0, the high-priority gfx ring's CP queue 1, the copy engine's)
     loses only the failed work. Either way the error is raised once, at the queue's first
     flush, finish, Event.wait (of an event after the failed job) or close after the failure
     (umd/failed_jobs.py); a job of this queue cancelled because one it waited for failed

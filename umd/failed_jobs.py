@@ -9,16 +9,17 @@ every error pending at a call is raised by it, none twice.
 A wait on the queue's last job is told of that job alone (WAIT_CS names one job, as
 amdgpu_cs_wait_ioctl does); a failed job ahead of it raised only while the kernel answers
 every wait on that ring with its error. That is so when the error took the full reset (the
-gfx ring's recovery: the context is guilty for good, amdgpu's ctx->guilty, and the latest
-job of a queue's context on its one ring failed: amdgpu's entity error), but not where the job's
-own ring was reset alone (the copy engine's sdma0, the high-priority gfx ring): the
-context runs on, the jobs flushed after the reset end well, the user fence passes the
-failed job's seqno, and its error was lost. Nor when a job was cancelled because a job it
-waited for (wait_event) failed: its context was never reset.
+context is guilty for good, amdgpu's ctx->guilty, and the latest job of a queue's context
+on its one ring failed: amdgpu's entity error), but not where the job's own ring was reset
+alone (the copy engine's sdma0, the high-priority gfx ring, and the gfx ring, whose
+CP_QUEUE_RESET.Q0 the KMD uses since 6 December 2026): the context runs on, the jobs
+flushed after the reset end well, the user fence passes the failed job's seqno, and its
+error was lost. Nor when a job was cancelled because a job it waited for (wait_event)
+failed: its context was never reset.
 
 So a queue keeps the submissions whose good end is not proven yet (`Queue.watch.jobs`):
-every one of a queue whose ring may be reset alone (a copy queue, a high-priority one),
-and those that carry a dependency on any queue. Proving them costs little: CTX QUERY_STATE's
+every one of a queue whose ring may be reset alone (every queue: each ring's recovery starts
+with its queue's reset), and those that carry a dependency on any queue. Proving them costs little: CTX QUERY_STATE's
 `resets` (amdgpu's reset counter, which every reset of any ring moves) unchanged since the
 queue last looked means no reset has cancelled a job since, so a job the user fence has
 passed ended well (one ioctl for any number of jobs). When it moved, or a job carries a

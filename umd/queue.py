@@ -177,8 +177,10 @@ class Queue(_Dispatched):
         # passed may be a job a ring reset cancelled (jobs before it ended well: they end in order)
         self.failed_from: int | None = None
         # its jobs not yet proven to have ended well, and the errors raised (umd/failed_jobs.py);
-        # a ring reset alone (sdma0, gfx_high) leaves the context running on
-        self.watch = failed_jobs.Watch(self.copy_engine or priority == "high")
+        # a ring reset alone leaves the context running on, and every ring may be: sdma0,
+        # gfx_high, and the gfx ring too (CP_QUEUE_RESET.Q0; only a gfx queue watched here, whose
+        # failed job's error a reset of its ring alone would lose)
+        self.watch = failed_jobs.Watch(True)
         # data dwords per write packet: the packet's own limit (WRITE_DATA: COUNT's range less
         # its 3 fixed dwords; SDMA WRITE_LINEAR: its count field) and what fits in one IB
         # beside the packet's 4 other dwords

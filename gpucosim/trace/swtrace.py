@@ -224,7 +224,9 @@ class Tracer:
             self.tl.instant("kmd", f"GPU error {info.code}", now, {"message": info.message,
                                                                   "wave_time": wave_time(now)})
         elif event == "reset":
-            self.tl.instant("kmd", "GPU reset", now, {"resubmitted": f["resubmitted"]})
+            # (a ring's reset of its queue alone names the ring; the full reset does not)
+            name = f"{f['ring']} queue reset" if f.get("ring") else "GPU reset"
+            self.tl.instant("kmd", name, now, {"resubmitted": f["resubmitted"]})
 
 
 def model_cp_hook(timeline: Timeline, now: Callable[[], int]) -> Callable[[str], None]:

@@ -187,6 +187,9 @@ class Kmd(ClientsMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
             qc = regs.QUEUE_CAPS.decode(self.mmio.read(regs.QUEUE_CAPS))
         except BusError:
             qc = {"SDMA": 0, "CP_QUEUES": 1}
+        # CP_QUEUE_RESET came with the CP's second queue: a device of one queue has no reset of
+        # queue 0, its errors and hangs go to the full reset
+        self.ring.has_queue_reset = qc["CP_QUEUES"] >= 2
         sbo = kbo(4 << p.sdma_ring_log2_dw, "sdma ring") if qc["SDMA"] else None
         hbo = kbo(4 << p.ring_log2_dw, "gfx_high ring") if qc["CP_QUEUES"] >= 2 else None
         gtt = self.bo.heaps[Domain.GTT]
@@ -258,7 +261,8 @@ class Kmd(ClientsMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
     def notify(self, event: str, **fields) -> None:
         """Tell the observers: "doorbell" (ring, start, wptr), "run_job" (job, fence),
         "irq", "ih_entry" (source, entry, raw), "fence" (fence), "gpu_error" (info, state,
-        job, ring: the failing ring's name; before recovery touches the hardware), "reset" (resubmitted), "bind" (kmd,
+        job, ring: the failing ring's name; before recovery touches the hardware), "reset" (resubmitted; ring: the
+        ring whose queue alone was reset, absent for the full reset), "bind" (kmd,
         after `rebind`). Call sites check
         `if self.observers:` first, so an unobserved driver pays one truth test."""
         for o in self.observers:

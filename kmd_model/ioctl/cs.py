@@ -85,7 +85,8 @@ def _wait_prev_job(kmd: "Kmd", ctx, sched, wait: ShadowWait) -> bool:
     """amdgpu_ctx_wait_prev_fence: a context has at most `sched_jobs` unfinished jobs on a
     ring; a CS past them waits for the oldest (a context queued without bound: about 1.4 KB
     a job, and with the checker off nothing else bounded it). The wait ends: a job that
-    never finishes is reset by the job timer, and then the context is guilty (ECANCELED).
+    never finishes is reset by the job timer: its queue's reset cancels the context's jobs
+    there (the CS then goes on), a full reset makes the context guilty (ECANCELED).
     It lets other clients' ioctls in (Kmd.wait_unlocked: it held the driver's lock, and one
     client holding the CP stopped every other's ioctls until its reset). True when it
     waited: the CS then looks at everything again."""

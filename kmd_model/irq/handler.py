@@ -169,8 +169,29 @@ class IrqMixin:
         else:
             n[2] += 1
 
+    def _stale_cp_entry(self, queue: int, what: str) -> bool:
+        """Is this CP error entry (CP_ERROR, VM_FAULT) of queue `queue` one of an error already
+        recovered? A queue's own reset (CP_QUEUE_RESET.Q0/Q1) leaves the IH ring as it is,
+        other rings' entries in it: an entry of the error it recovered that was written or
+        read after the error was found by polling STATUS.ERROR (the fallback poll, the job
+        timer) is still there, and taken as a new error it reset the queue a second time
+        under the next job (queue 1's as an error of code 0, its registers cleared). (The
+        full reset empties the IH ring.) A queue stopped by an error reads its STATUS.ERROR 1
+        until it is reset, and its entry is written after the error is latched."""
+        if queue == 1:
+            pending, status = self.hqd_sched.error, regs.CP_HQD1_STATUS  # type: ignore[union-attr]
+        else:
+            pending, status = self.reset_pending, regs.STATUS
+        if pending is None and not status.ERROR.get(self.mmio.read(status)):
+            log.info("%s entry of a CP queue %d error already recovered", what, queue)
+            return True
+        return False
+
     def on_cp_error_entry(self, entry: dict) -> None:
-        if entry.get("RING_ID") == 1 and self.hqd_sched is not None:  # the CP's second queue
+        queue = 1 if entry.get("RING_ID") == 1 and self.hqd_sched is not None else 0
+        if self._stale_cp_entry(queue, "CP_ERROR"):
+            return
+        if queue == 1:  # the CP's second queue
             self._ring_error(self.hqd_sched, self.hqd_ring.read_error())  # type: ignore[union-attr]
             return
         self._cp_error(CpErrorState.from_regs(entry["DATA0"], entry["DATA1"] | entry["DATA2"] << 32,
@@ -179,7 +200,10 @@ class IrqMixin:
     def on_vm_fault_entry(self, entry: dict) -> None:
         """A UTCL2 fault entry: the CP stopped with VM_FAULT; the registers hold the exact
         address (the entry has its page) and the status."""
-        if entry.get("RING_ID") == 1 and self.hqd_sched is not None:
+        queue = 1 if entry.get("RING_ID") == 1 and self.hqd_sched is not None else 0
+        if self._stale_cp_entry(queue, "VM_FAULT"):
+            return
+        if queue == 1:
             self._ring_error(self.hqd_sched, self.hqd_ring.read_error())  # type: ignore[union-attr]
             return
         self._cp_error(self.read_cp_error())

@@ -171,7 +171,7 @@ class JobTimerMixin:
         log.error("timeout: %s", msg)
         if self.observers:
             self.notify("gpu_error", info=info, state=None, job=job, ring=self.ring.name)
-        self.gpu_recover(job, info)
+        self.ring_recover(self.sched, job, info)
 
     def ring_timedout_job(self, sched: Scheduler) -> None:
         """drm_sched's timedout_job for an extra ring."""

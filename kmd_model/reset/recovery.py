@@ -2,13 +2,16 @@
 amdgpu_job_timedout's ladder).
 
 Errors: a CP_ERROR entry (or STATUS.ERROR found by polling) is decoded into a message,
-the job at the CP's read pointer is guilty, and `gpu_recover` runs drm_sched's
+the job at the CP's read pointer is guilty, and recovery runs drm_sched's
 stop -> reset -> resubmit -> start. A VM fault (its UTCL2 entry) goes the same way, after
 the fault is recorded in the faulting VM (INFO VM_FAULT). A job with no progress for
 `job_timeout` cycles goes the same way through `timedout_job`.
 
-An extra ring (the SDMA ring, the CP's second queue) climbs amdgpu's ladder: a reset of
-its queue alone, the other rings running on, and the full reset only if that fails. The
+Every ring (the gfx ring, CP queue 0; the SDMA ring; the CP's second queue) climbs
+amdgpu's ladder (`ring_recover`): a reset of its queue alone (CP_QUEUE_RESET.Q0/Q1,
+SDMA_CNTL.QUEUE_RESET), the other rings running on, and the full reset (`gpu_recover`:
+every ring stopped, CONTROL.SOFT_RESET, every ring's innocent jobs run again from their
+start) only if that fails, or on a device whose CP has no CP_QUEUE_RESET. The
 guilty context's jobs are cancelled (ECANCELED); after `ban_after_hangs` resets it is
 banned (EIO); a reset that fails wedges the device (every job and CS: EIO, and no new
 memory: GEM_CREATE, GEM_VA MAP and REPLACE; what is freed from then on is quarantined, the
@@ -43,7 +46,7 @@ class RecoveryMixin:
         log.error("CP error: %s", info.message)
         if self.observers:
             self.notify("gpu_error", info=info, state=state, job=guilty, ring=self.ring.name)
-        self.gpu_recover(guilty, info)
+        self.ring_recover(self.sched, guilty, info)
 
     def describe_error(self, state: CpErrorState, guilty: Job | None, ring: str = "gfx") -> HwErrorInfo:
         owner = f"context {guilty.ctx.id}" if guilty else "kernel"
@@ -188,12 +191,20 @@ class RecoveryMixin:
             del self.recovery_log[:-self.RECOVERY_KEPT]
 
     def ring_recover(self, sched: Scheduler, guilty: Job | None, info: HwErrorInfo) -> None:
-        """amdgpu_job_timedout's ladder for one ring: reset of the queue alone (if it has one)
-        -> the full reset only if that fails. The other rings keep running through a queue
-        reset. (amdgpu's first step, soft recovery, kills the guilty job's waves: no engine
+        """amdgpu_job_timedout's ladder for one ring, ring 0 included: reset of the queue alone
+        (if it has one) -> the full reset only if that fails. The other rings keep running
+        through a queue reset, their jobs in flight untouched: the full reset ran them again
+        from their start, and a job that is not idempotent (copy A to B, clear A) got another
+        result. What the full reset does besides that a queue reset must not: the IH ring
+        keeps the other rings' entries (a stale entry of the reset queue is recognised by its
+        STATUS.ERROR reading 0: irq/handler.py), the MMU, VMIDs and other rings' fences and
+        write-back slots are left as they are; the reset queue's rptr write-back, ring and
+        fences start again (init_hw, force_completion) as after the full reset. (amdgpu's first step, soft recovery, kills the guilty job's waves: no engine
         here has waves to kill, and sdma_v4_0 has none either, so the ladder starts below it.)"""
         ring = sched.ring
         sched.error = None
+        if sched is self.sched:
+            self.reset_pending = None  # (ring 0's error waits there, not in sched.error)
         self._log_recovery(ring.name, "timeout" if info.code == "TIMEOUT" else "error")
         if ring.has_queue_reset:
             self._log_recovery(ring.name, "queue_reset")
@@ -205,7 +216,7 @@ class RecoveryMixin:
                 sched.fence_drv.pending.clear()
                 sched.fence_drv.force_completion()
                 ring.init_hw()
-                ring.test_ring(self.params.hw_timeout)
+                ring.test_after_reset(self.params.hw_timeout)  # (behind the other CP queue's work: ring.py)
                 redo = sched.resubmit_and_start()
                 self.stats["queue_resets"] += 1
                 log.warning("%s queue reset done: %d job(s) resubmitted, the other rings ran on", ring.name, len(redo))

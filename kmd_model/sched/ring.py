@@ -40,9 +40,10 @@ class Ring:
     name = "gfx"
     # the hardware that runs it, as a timeout's message names it: the CP has two queues
     ENGINE = "CP queue 0"
-    # amdgpu's ring funcs ->reset: queue 0 has no reset of its own, so a gfx hang goes to the
-    # full reset (no ring here has ->soft_recovery: the CP kills no waves, it has none)
-    has_queue_reset = False
+    # amdgpu's ring funcs ->reset: queue 0's own reset, CP_QUEUE_RESET.Q0 (the other CP queue,
+    # the SDMA and the IH ring run on); the full reset only if it fails (no ring here has
+    # ->soft_recovery: the CP kills no waves, it has none)
+    has_queue_reset = True
     # what the KMD reads of this queue: its status, its rptr (RPTR_SHIFT: bytes to dwords),
     # the packet a polling queue is in, and its progress (Kmd._progressed): PROGRESS is the
     # queue's own (its rptr, and FETCHED, the dwords the CP fetched for it, which also bounds
@@ -182,6 +183,21 @@ class Ring:
 
     # ------------------------------------------------------------------ hardware
 
+    def read_error(self) -> CpErrorState:
+        """What stopped queue 0: CP_ERROR* and VM_FAULT_STATUS."""
+        return self.kmd.read_cp_error()
+
+    def request_reset(self) -> None:
+        self.kmd.mmio.write_fields(regs.CP_QUEUE_RESET, Q0=1)
+
+    def queue_reset(self, timeout: int) -> None:
+        """CP_QUEUE_RESET.Q0. Nothing it waits for takes long (docs/hardware.md, "Per-queue
+        reset"): the RTL does it at once when queue 1 holds the CP; when queue 0 does, it
+        finishes an IH entry in hand, aborts the CP's DMA transfers and waits for the bus to
+        go quiet (a few bursts), so a flat hw_timeout, unlike the SDMA queue's reset, which
+        waits for the CP's IH writer behind the CP's longest packet (sdma_ring.py)."""
+        queue_reset(self, timeout)
+
     def init_hw(self) -> None:
         """Program RB_* for this ring; both pointers start at 0 (as after SOFT_RESET)."""
         m = self.kmd.mmio
@@ -197,22 +213,67 @@ class Ring:
         log.debug("ring at %#x, %d dwords, rptr write-back at %#x", self.gpu_addr, self.size_dw,
                   self.kmd.wb_addr(self.rptr_wb_index))
 
-    def test_ring(self, timeout: int) -> None:
-        """amdgpu's ring test: have the CP write a magic to a scratch dword, poll for it."""
+    def test_ring(self, timeout: int, progress=None, most: int = 0) -> None:
+        """amdgpu's ring test: have the CP write a magic to a scratch dword, poll for it.
+        `progress` and `most` as queue_reset's: the wait starts again while what it is
+        legitimately behind moves on, up to `most` cycles in all."""
         wb = self.kmd.wb32
         wb[self.scratch_index] = 0xCAFEDEAD
         if not self.alloc(5):
             raise KmdError(errno.EBUSY, "ring test: ring is not empty")
         self.emit_mem_write(self.kmd.wb_addr(self.scratch_index), [RING_TEST_MAGIC])
         self.commit()
-        deadline = self.dev.now() + timeout
+        start = self.dev.now()
+        deadline = start + timeout
+        mark = progress() if progress is not None else None
         while int(wb[self.scratch_index]) != RING_TEST_MAGIC:
-            if self.dev.now() >= deadline:
+            now = self.dev.now()
+            if now >= deadline and progress is not None and now - start < most:
+                seen = progress()
+                if seen != mark:  # it moved on: another window, never past `most`
+                    mark = seen
+                    deadline = min(now + timeout, start + most)
+            if now >= deadline:
+                waited = f"{timeout} cycles" if deadline == start + timeout else \
+                    f"{now - start} cycles ({timeout} since the last progress, {most} at most)"
                 raise KmdError(errno.ETIMEDOUT,
                                f"ring test failed: scratch {int(wb[self.scratch_index]):#010x} "
-                               f"after {timeout} cycles (rptr {self.get_rptr():#x}, wptr {self.committed:#x})")
+                               f"after {waited} (rptr {self.get_rptr():#x}, wptr {self.committed:#x})")
             self.dev.delay(16)
-        log.info("ring test passed (%d cycles)", timeout - (deadline - self.dev.now()))
+        log.info("ring test passed (%d cycles)", self.dev.now() - start)
+
+    # How long the ring test after this queue's own reset may legitimately wait: the CP
+    # serves its two queues with one parser, and switches to the queue just reset only at a
+    # packet boundary once the DMA engine has answered every transfer of the other queue's
+    # packet in hand (a DMA_DATA with CP_SYNC of up to 2^CAPS.DMA_MAX_LOG2 bytes), and, for
+    # queue 0, only while queue 1 (higher CP_QUEUE_PRIORITY) has nothing to run
+    # (docs/hardware.md, "CP hardware queues"). A flat hw_timeout gave up behind a 128 KiB
+    # fill on the RTL and fell to the full reset, which stopped and ran the other queue's
+    # innocent job again (the model's CP runs a packet at once: it never waited). So the
+    # test waits hw_timeout, and again each time the other queue has moved on (its rptr,
+    # its fetched dwords, the CP's DMA bytes, which only its packets move now), up to
+    # RESET_PACKETS times the longest CP packet at one bus beat a cycle, plus hw_timeout.
+    RESET_PACKETS = 16
+    # the other CP queue's progress marks (its rptr, its own fetched dwords) and the CP's DMA
+    # byte counters
+    OTHER_PROGRESS: tuple = (regs.CP_HQD1_RB_RPTR, regs.PERF_Q1_DWORDS_FETCHED, regs.PERF_DMA_BYTES_READ,
+                             regs.PERF_DMA_BYTES_WRITTEN)
+
+    def longest_cp_packet(self) -> int:
+        """Cycles of the CP's longest packet at one bus beat a cycle: a CP_SYNC copy of
+        2^CAPS.DMA_MAX_LOG2 bytes, each beat read and written."""
+        i = self.kmd.info
+        return 2 * (i.dma_max_bytes // i.bus_bytes)
+
+    def test_after_reset(self, timeout: int) -> None:
+        """The ring test after this queue's own reset: behind the other CP queue's work, as
+        long as that moves on (RESET_PACKETS)."""
+        if not self.OTHER_PROGRESS or self.kmd.hqd_ring is None:
+            self.test_ring(timeout)
+            return
+        m = self.kmd.mmio
+        self.test_ring(timeout, lambda: tuple(m.read(r) for r in self.OTHER_PROGRESS),
+                       timeout + self.RESET_PACKETS * self.longest_cp_packet())
 
 
 def queue_reset(ring, timeout: int, progress=None, most: int = 0) -> None:
@@ -248,7 +309,7 @@ class HqdRing(Ring):
     """The CP's second hardware queue (CP_HQD1_*): a gfx ring like ring 0 (PM4, dword
     pointers) whose registers are its own, served first by the CP's arbiter
     (CP_QUEUE_PRIORITY): amdgpu's high-priority gfx pipe, where contexts of HIGH priority go.
-    Unlike ring 0 it has a reset of its own (CP_QUEUE_RESET.Q1)."""
+    Its reset of its own is CP_QUEUE_RESET.Q1."""
 
     name = "gfx_high"
     ENGINE = "CP queue 1"
@@ -256,6 +317,9 @@ class HqdRing(Ring):
     STATUS, RPTR = regs.CP_HQD1_STATUS, regs.CP_HQD1_RB_RPTR
     FETCHED = regs.PERF_Q1_DWORDS_FETCHED
     PROGRESS = (regs.CP_HQD1_RB_RPTR, regs.PERF_Q1_DWORDS_FETCHED)
+    # (its ring test after its reset waits behind queue 0's packet in hand: Ring.RESET_PACKETS)
+    OTHER_PROGRESS = (regs.RB_RPTR, regs.PERF_Q0_DWORDS_FETCHED, regs.PERF_DMA_BYTES_READ,
+                      regs.PERF_DMA_BYTES_WRITTEN)
 
     def read_error(self) -> CpErrorState:
         m = self.kmd.mmio
@@ -286,9 +350,6 @@ class HqdRing(Ring):
 
     def request_reset(self) -> None:
         self.kmd.mmio.write_fields(regs.CP_QUEUE_RESET, Q1=1)
-
-    def queue_reset(self, timeout: int) -> None:
-        queue_reset(self, timeout)
 
 
 def as_u32(mem: np.ndarray) -> np.ndarray:

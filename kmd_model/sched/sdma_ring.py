@@ -41,6 +41,7 @@ class SdmaRing(Ring):
     PROGRESS = (regs.SDMA_RB_RPTR, regs.PERF_SDMA_DWORDS_FETCHED, regs.PERF_SDMA_BYTES_READ,
                 regs.PERF_SDMA_BYTES_WRITTEN)
     SHARED_PROGRESS = ()  # the engine's counters are its own
+    OTHER_PROGRESS = ()  # (its ring test after its reset waits for no other queue: a flat hw_timeout)
 
     def read_error(self) -> CpErrorState:
         """SDMA_ERROR* as the CP's error state (the codes are the CP's; OP in OPCODE)."""
@@ -144,6 +145,4 @@ class SdmaRing(Ring):
         return m.read(regs.PERF_DMA_BYTES_READ), m.read(regs.PERF_DMA_BYTES_WRITTEN)
 
     def queue_reset(self, timeout: int) -> None:
-        i = self.kmd.info
-        longest = 2 * (i.dma_max_bytes // i.bus_bytes)  # a CP_SYNC copy: each beat read and written
-        queue_reset(self, timeout, self.cp_dma_progress, timeout + self.RESET_PACKETS * longest)
+        queue_reset(self, timeout, self.cp_dma_progress, timeout + self.RESET_PACKETS * self.longest_cp_packet())

@@ -246,6 +246,10 @@ ICARUS_SECONDS = {
     "contract_control__check_halted_holds_while_the_halted_cp_takes_a_doorbell_error_or_an_entry": 0.42,
     "contract_control__check_sdma_entry_waits_for_the_cp_packet_in_hand": 7.6,
     "kmd_queues__check_sdma_queue_reset_behind_the_cps_long_packet_stays_a_queue_reset": 2.3,  # (one Icarus run, 6 December 2026)
+    # (one Icarus run each, 6 December 2026: 0.96 and 1.16 s)
+    "kmd_queues__check_a_gfx_vm_fault_resets_queue_0_alone_and_an_innocent_sdma_job_is_not_run_again": 0.96,
+    "kmd_queues__check_a_queue_0_reset_that_does_not_come_back_falls_to_the_full_reset": 1.2,
+    "kmd_queues__check_a_cp_queue_reset_behind_the_other_queues_long_packet_stays_a_queue_reset": 8.4,  # (one run)
     "contract_vm__check_cp_and_sdma_vm_faults_at_once": 0.23,
     "contract_engines__check_transfers_keep_war_and_waw_order": 10.3,
     "kmd_uapi_contract__check_open_and_info": 0.05, "kmd_uapi_contract__check_gem_create": 0.05,

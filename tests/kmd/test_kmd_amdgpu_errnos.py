@@ -56,8 +56,10 @@ def test_wait_cs_on_a_guilty_context_reports_each_rings_own_state():
     waits for the job's own fence and returns its error. So after a full reset, on the ring
     whose latest job of the context failed, every seqno gets that job's error; on a ring
     whose latest job ended well before the reset, a job that ended well succeeds. (CS on the
-    guilty context is ECANCELED first, amdgpu_cs_parser_init's guilty check.)"""
-    kmd_model.bind(RefModel(), job_timeout=20_000)
+    guilty context is ECANCELED first, amdgpu_cs_parser_init's guilty check.) The full reset
+    here: ring 0's recovery as on a CP without CP_QUEUE_RESET."""
+    from tests.kmd_sched.test_kmd_queues import full_reset_for_ring_0
+    full_reset_for_ring_0(kmd_model.bind(RefModel(), job_timeout=20_000))
     u = Umd()
     assert u.info.sdma_rings == 1  # (the model's copy engine: a second ring to tell apart)
     ctx = u.ctx()
@@ -87,9 +89,13 @@ def test_a_guilty_context_has_no_job_left_on_any_ring():
     failed one is the entity's error). Its jobs at the reset: the hang on gfx, one queued
     behind it, one on gfx waiting for its SDMA job, and that SDMA job polling on the SDMA
     ring with another queued behind: every one cancelled, none left in `ctx.jobs`, and
-    every later CS refused, so none comes after."""
+    every later CS refused, so none comes after. (The full reset: ring 0's recovery as on a
+    CP without CP_QUEUE_RESET.)"""
     from spec.sdma import poll_regmem
+
+    from tests.kmd_sched.test_kmd_queues import full_reset_for_ring_0
     kmd = kmd_model.bind(RefModel(), job_timeout=20_000)
+    full_reset_for_ring_0(kmd)
     u = Umd()
     ctx = u.ctx()
     h, u32, va = u.bo(0x4000)
@@ -146,6 +152,36 @@ def test_a_copy_queue_reset_fails_only_the_guilty_entitys_unfinished_jobs():
     assert u.query(ctx).ring_status == {"sdma0": uapi.ResetStatus.GUILTY}
     assert other.query(octx).ring_status == {"sdma0": uapi.ResetStatus.INNOCENT}
     assert u.wait(ctx, u.cs(ctx, CsChunkIb(8, handle=h, offset=0x2400, ip_type=HwIp.DMA)), 100_000)
+
+
+def test_a_gfx_queue_reset_fails_only_the_guilty_entitys_unfinished_jobs():
+    """The same on the gfx ring, whose CP queue 0 has its own reset (CP_QUEUE_RESET.Q0): the
+    hang and the context's gfx job behind it fail (ECANCELED), its gfx and copy jobs that
+    ended before stay ended well, the other context's gfx job behind the hang is resubmitted
+    and ends well, the SDMA ring is not reset, and the context submits on. (An SDMA job in
+    flight meanwhile is neither stopped nor run again: tests/kmd_sched/test_kmd_queues.py,
+    check_a_gfx_vm_fault_resets_queue_0_alone_and_an_innocent_sdma_job_is_not_run_again.)"""
+    kmd = kmd_model.bind(RefModel(), job_timeout=20_000)
+    u, other = Umd(), Umd()
+    ctx, octx = u.ctx(), other.ctx()
+    h, u32, va = u.bo(0x4000)
+    oh, o32, ova = other.bo(0x4000)
+    u32[0x900:0x908] = sdma.pad(8)
+    earlier = u.cs(ctx, ib(u32, pm4.nop(6), offset=0x100, handle=h))
+    copy = u.cs(ctx, CsChunkIb(8, handle=h, offset=0x2400, ip_type=HwIp.DMA))
+    assert u.wait(ctx, earlier) and u.wait(ctx, copy)  # ended before the hang
+    hang = u.cs(ctx, ib(u32, pm4.wait_reg_mem(va + 0x3000, 1, 1, "EQ"), offset=0x200, handle=h))
+    behind = u.cs(ctx, ib(u32, pm4.nop(6), offset=0x300, handle=h))
+    innocent = other.cs(octx, ib(o32, pm4.write_data(ova + 0x40, [0x1C]), offset=0x100, handle=oh))
+    e = refused(errno.ECANCELED, "WAIT_CS", u.wait, ctx, hang, 400_000)
+    assert e.info.code == "TIMEOUT" and (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0)
+    assert refused(errno.ECANCELED, "WAIT_CS", u.wait, ctx, behind, 0).info.seq == hang
+    assert u.wait(ctx, earlier, 0) and u.wait(ctx, copy, 0)
+    assert other.wait(octx, innocent, 100_000) and o32[0x10] == 0x1C
+    assert kmd.recovery_log == [("gfx", "timeout"), ("gfx", "queue_reset")]
+    assert u.query(ctx).ring_status == {"gfx": uapi.ResetStatus.GUILTY}
+    assert other.query(octx).ring_status == {"gfx": uapi.ResetStatus.INNOCENT}
+    assert u.wait(ctx, u.cs(ctx, ib(u32, pm4.nop(6), offset=0x400, handle=h)), 100_000)
 
 # ------------------------------------------------------------------------------ CTX ALLOC: the priority
 

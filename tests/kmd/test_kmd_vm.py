@@ -137,7 +137,8 @@ def check_vmids(dev):
 def check_vm_fault_reported(dev):
     """A job touching an unmapped page: WAIT_CS names the fault, INFO VM_FAULT of the file
     gives address, VMID and kind, the UTCL2 entry went through the IH ring, the context is
-    guilty and the device carries on for everyone."""
+    guilty on gfx, queue 0 alone is reset (CP_QUEUE_RESET.Q0) and the device carries on for
+    everyone, the guilty context too."""
     kmd = kmd_model.bind(dev, cs_check=False)
     a, b = Client(), Client()
     abo, bbo = a.bo(0x2000), b.bo(0x1000)
@@ -156,14 +157,20 @@ def check_vm_fault_reported(dev):
     b.run(bbo, pm4.write_data(bbo.addr + 0x100, [0xB]))  # the device carries on
     assert bbo.u32[0x40] == 0xB
     s = kmd.kmd_stats()
-    assert s["vm_faults"] == 1 and s["resets"] == 1
-    # the gfx ring's fault, recovered once by the full reset: not an error of the CP's second queue
-    assert s["cp_errors"] == 1 and s["queue_resets"] == 0 and not kmd.recovery_log
+    assert s["vm_faults"] == 1 and s["resets"] == 0
+    # the gfx ring's fault, recovered once by queue 0's reset: not an error of the CP's second queue
+    assert s["cp_errors"] == 1 and s["queue_resets"] == 1
+    assert kmd.recovery_log == [("gfx", "error"), ("gfx", "queue_reset")]
     errors = [f for ev, f in seen if ev == "gpu_error"]  # observers are told the guilty job
     assert [(f["job"].seq, f["job"].ctx.id, f["info"].code) for f in errors] == [(seq, a.ctx, "VM_FAULT")]
     if kmd.ih:
         assert s["ih_by_source"].get("VM_FAULT") == 1 and "CP_ERROR" not in s["ih_by_source"]
-    expect(errno.ECANCELED, f"CS: context {a.ctx} was reset: {e.info.message}", a.submit, CsChunkIb(8, abo.handle))
+    assert query_state(a).ring_status == {"gfx": uapi.ResetStatus.GUILTY}
+    assert a.wait(a.run(abo, pm4.write_data(abo.addr + 0x100, [0xA]), 0x400)) and abo.u32[0x40] == 0xA
+
+
+def query_state(c: Client) -> uapi.CtxOut:
+    return c.io(Request.CTX, uapi.CtxArgs(uapi.CtxOp.QUERY_STATE, c.ctx))
 
 
 def check_close_releases_everything(dev):

@@ -100,7 +100,7 @@ def check_ih_overflow(dev):
 def check_int_status_without_ih_ring(dev):
     """No IH ring (CAPS.IH = 0): EOP and CP_ERROR come from INT_STATUS; each job's EOP is
     cleared (W1C) by the handler, so the line drops after every interrupt, and a CP error
-    found there is recovered once."""
+    found there is recovered once, by a reset of queue 0 alone (CP_QUEUE_RESET.Q0)."""
     kmd = kmd_model.bind(dev, cs_check=False)
     assert kmd.ih is None and not kmd.info.has_ih
     c = Client()
@@ -117,10 +117,14 @@ def check_int_status_without_ih_ring(dev):
         c.wait(bad)
     assert ei.value.info.code == "ILLEGAL_OPCODE"
     s = kmd.kmd_stats()
-    assert s["cp_errors"] == 1 and s["resets"] == 1
+    assert (s["cp_errors"], s["queue_resets"], s["resets"]) == (1, 1, 0)
+    assert kmd.recovery_log == [("gfx", "error"), ("gfx", "queue_reset")]
     ctx = c.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
     assert c.wait(c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x1100, [9]), offset=0xC00), ctx=ctx), ctx=ctx)
     assert bo.u32[0x440] == 9 and kmd.mmio.read(regs.INT_STATUS) == 0 and not dev.irq_level()
+    # (after a queue reset the guilty context submits on: only a full reset keeps it guilty)
+    assert c.wait(c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x1104, [10]), offset=0xE00)))
+    assert bo.u32[0x441] == 10 and kmd.kmd_stats()["cp_errors"] == 1
 
 
 

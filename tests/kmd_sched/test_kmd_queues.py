@@ -13,7 +13,7 @@ import re
 import pytest
 
 import kmd_model
-from kmd_model import uapi
+from kmd_model import regs, uapi
 from kmd_model.uapi import (CsChunkDep, CsChunkIb, CtxOp, CtxPriority, HwIp, Request,
                             ResetStatus)
 from spec import pm4, sdma
@@ -40,6 +40,22 @@ def new_ctx(c: Client, priority: int = 0) -> int:
 
 
 HANG = lambda addr: sdma.poll_regmem(addr, 0, 0xFFFFFFFF, "NE", interval=4)  # noqa: E731 - igt's SDMA hang
+
+
+def full_reset_for_ring_0(kmd) -> None:
+    """Ring 0's recovery as on a device whose CP has no CP_QUEUE_RESET (one queue): the full
+    reset, whose guilty context stays guilty (its CS: ECANCELED), on any backend."""
+    kmd.ring.has_queue_reset = False
+
+
+class NoQueue0Reset(RefModel):
+    """A model whose CP ignores CP_QUEUE_RESET.Q0: queue 0's reset never comes back (STATUS
+    keeps its ERROR, or its busy poll), so ring 0's recovery falls to the full reset."""
+
+    def _poke(self, offset, value, bytemask):
+        if offset == regs.CP_QUEUE_RESET.ADDR:
+            value &= ~regs.CP_QUEUE_RESET.Q0.mask
+        super()._poke(offset, value, bytemask)
 
 
 # ------------------------------------------------------------------------------ both backends
@@ -171,7 +187,8 @@ def check_a_hang_on_one_cp_queue_is_found_while_the_other_queue_works(dev):
     """The CP's two queues share the fetch and DMA counters: a job stuck in a WAIT_REG_MEM
     on one queue is still timed out while another client keeps the other queue busy (a job,
     then 2,000 cycles, and again), between job_timeout and twice that after it started, and
-    only its own queue's recovery runs (queue 1: its queue reset; queue 0: the full reset):
+    only its own queue's recovery runs (its queue reset, CP_QUEUE_RESET.Q1 or .Q0; the
+    full reset, which ring 0's hang went to before, stopped the worker's queue too):
     the worker's jobs all complete. Both ways, gfx_high hung first. (Before the KMD read the
     queue's own STATUS.WAITING, neither hang was found in 10 job timeouts.)
 
@@ -211,7 +228,9 @@ def check_a_hang_on_one_cp_queue_is_found_while_the_other_queue_works(dev):
         assert kmd.stats["job_timeouts"] == n + 1
         # the other queue ran jobs to the end while this one was stuck, not after its recovery
         assert sum(t < t_out for t in finished) >= 2, finished
-        assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, n)
+        assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (n + 1, 0)
+        assert kmd.recovery_log[-2:] == [(hung, "timeout"), (hung, "queue_reset")]
+        assert query(work_c, work_ctx).reset_status == ResetStatus.NO_RESET  # (its ring was never reset)
 
 
 def check_an_unchecked_loop_on_one_cp_queue_is_reset_by_its_dwords_while_the_other_works(dev):
@@ -304,6 +323,114 @@ def check_sdma_queue_reset_behind_the_cps_long_packet_stays_a_queue_reset(dev):
     assert evil.wait(e2) and ebo.u32[0x800] == 0xE2
 
 
+def _copy_clear_poll_behind_a_gfx_vm_fault(kmd, dev):
+    """docs/architecture.md's measurement: an innocent client's SDMA job that is not
+    idempotent, "copy A to B, clear A, then poll" (a flag the CPU sets), is in its poll when
+    another client's gfx job (ring 0, CP queue 0) faults on a BO its file unmapped after the
+    CS (checker on). Returns (good, evil, gbo, g, sdma_job, e, victim)."""
+    good, evil = Client(), Client()
+    gbo, ebo, victim = good.bo(0x8000), evil.bo(), evil.bo()
+    A, B, FLAG = 0x1000, 0x2000, 0x3000
+    gbo.u32[A // 4: A // 4 + 64] = range(1, 65)
+    words = (sdma.copy_linear(gbo.addr + B, gbo.addr + A, 256) + sdma.constant_fill(gbo.addr + A, 0, 256)
+             + sdma.poll_regmem(gbo.addr + FLAG, 1, 0xFFFF_FFFF, "EQ", interval=4) + sdma.fence(gbo.addr + 0x3100, 0x5E))
+    g = good.submit(sdma_ib(gbo, words, 0x4000))
+    job = kmd.sdma_sched.pending[0]
+    # in its poll: B copied, A cleared
+    assert kmd.wait_for(lambda: gbo.u32[B // 4 + 63] == 64 and not gbo.u32[A // 4: A // 4 + 64].any(), 200_000)
+    e = evil.submit(evil.ib(ebo, pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ") + pm4.write_data(victim.addr, [1])))
+    evil.io(Request.GEM_VA, uapi.GemVaArgs(victim.handle, uapi.VaOp.UNMAP, victim.addr, 0, victim.size, 0))
+    ebo.u32[0x3000 // 4] = 1
+    with pytest.raises(uapi.KmdError) as ei:
+        evil.wait(e, 1_000_000)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT", ei.value
+    assert not good.wait(g, 0)  # still polling
+    gbo.u32[FLAG // 4] = 1
+    return good, evil, gbo, g, job, e, victim
+
+
+def check_a_gfx_vm_fault_resets_queue_0_alone_and_an_innocent_sdma_job_is_not_run_again(dev):
+    """The scenario of _copy_clear_poll_behind_a_gfx_vm_fault. The full reset stopped the
+    SDMA and ran the innocent job again from its start: it copied the cleared A, and its
+    WAIT_CS succeeded with B zero. Ring 0 now climbs the ladder: CP_QUEUE_RESET.Q0 resets
+    queue 0 alone, the SDMA runs on, its job runs once and B keeps A's data; the innocent
+    context sees no reset, the guilty one is guilty on gfx, its fault kept for INFO VM_FAULT,
+    and it submits on."""
+    kmd = kmd_model.bind(dev)
+    good, evil, gbo, g, job, e, victim = _copy_clear_poll_behind_a_gfx_vm_fault(kmd, dev)
+    assert good.wait(g, 1_000_000) and gbo.u32[0x3100 // 4] == 0x5E
+    assert gbo.u32[0x2000 // 4: 0x2000 // 4 + 64].tolist() == list(range(1, 65))  # B: A as it was
+    assert job.runs == 1 and job.error is None
+    assert (kmd.stats["queue_resets"], kmd.stats["resets"], kmd.stats["vm_faults"]) == (1, 0, 1)
+    assert kmd.recovery_log == [("gfx", "error"), ("gfx", "queue_reset")]
+    qg, qe = query(good), query(evil)
+    assert (qg.reset_status, qg.ring_status) == (ResetStatus.NO_RESET, {})
+    assert (qe.reset_status, qe.ring_status) == (ResetStatus.GUILTY, {"gfx": ResetStatus.GUILTY})
+    f = evil.io(Request.INFO, uapi.InfoArgs(uapi.InfoQuery.VM_FAULT))
+    assert (f.addr, f.vmid, f.access) == (victim.addr, evil.f.vm.vmid, "WRITE")
+    ebo2 = evil.bo()
+    assert evil.wait(evil.run(ebo2, pm4.write_data(ebo2.addr + 0x10, [0xE2]))) and ebo2.u32[4] == 0xE2
+    assert not regs.STATUS.ERROR.get(kmd.mmio.read(regs.STATUS)) and kmd.stats["cp_errors"] == 1
+
+
+def check_a_queue_0_reset_that_does_not_come_back_falls_to_the_full_reset(dev):
+    """The same scenario with queue 0's reset never requested (the KMD's request_reset a no-op:
+    STATUS keeps its ERROR): after hw_timeout the ladder's last step, the full reset, runs;
+    it stops every ring and runs the innocent SDMA job again from its start (what
+    docs/architecture.md measured: B then holds the cleared A), the guilty context stays
+    guilty (its CS: ECANCELED), and the device works on."""
+    kmd = kmd_model.bind(dev, hw_timeout=5_000)
+    kmd.ring.request_reset = lambda: None
+    good, evil, gbo, g, job, e, victim = _copy_clear_poll_behind_a_gfx_vm_fault(kmd, dev)
+    assert good.wait(g, 1_000_000) and gbo.u32[0x3100 // 4] == 0x5E
+    assert job.runs == 2 and not gbo.u32[0x2000 // 4: 0x2000 // 4 + 64].any()  # run again: B is the cleared A
+    assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 1)
+    assert kmd.recovery_log == [("gfx", "error"), ("gfx", "queue_reset"), ("gfx", "full_reset")]
+    qg, qe = query(good), query(evil)
+    assert (qg.reset_status, qg.ring_status) == (ResetStatus.INNOCENT, {"sdma0": ResetStatus.INNOCENT})
+    assert qe.reset_status == ResetStatus.GUILTY and qe.error is not None and qe.error.code == "VM_FAULT"
+    ebo2 = evil.bo()
+    expect(errno.ECANCELED, f"CS: context {evil.ctx} was reset: {qe.error.message}", evil.submit,
+           evil.ib(ebo2, pm4.nop(2)))
+    assert good.wait(good.run(gbo, pm4.write_data(gbo.addr + 0x10, [0x6D]), 0x6000)) and gbo.u32[4] == 0x6D
+
+
+def check_a_cp_queue_reset_behind_the_other_queues_long_packet_stays_a_queue_reset(dev):
+    """A hang on one CP queue (parked in its WAIT_REG_MEM) is found while another client's job
+    on the other CP queue runs a long CP_SYNC DMA_DATA fill. The queue's reset is done at
+    once (the other queue holds the CP), but the ring test after it needs its queue to run,
+    and on the RTL the CP switches to it only once the fill's transfers are answered (and,
+    for queue 0, only while queue 1, of higher priority, has nothing to run). A flat
+    hw_timeout gave the test up behind the fill and fell to the full reset, which stopped
+    and ran the innocent fill again (on the RTL only: the model's CP runs a packet at once).
+    hw_timeout and the job timeout are bound small so a 128 KiB fill (about 16,000 cycles
+    on a 64-bit bus) is longer than both (as 20,000 cycles are behind a 1 MiB fill). Both
+    ways: the gfx ring hung (the fill on gfx_high), then gfx_high (the fill on gfx)."""
+    kmd = kmd_model.bind(dev, job_timeout=3_000, hw_timeout=5_000)
+    good, evil = Client(), Client()
+    fill = 128 << 10
+    gbo, ebo = good.bo(fill + 0x1000), evil.bo(0x2000)
+    for n, hung in enumerate(("gfx", "gfx_high")):
+        gctx = new_ctx(good, CtxPriority.HIGH if hung == "gfx" else CtxPriority.NORMAL)
+        ectx = new_ctx(evil, CtxPriority.HIGH if hung == "gfx_high" else CtxPriority.NORMAL)
+        gbo.u32[0] = 0
+        e = evil.submit(evil.ib(ebo, pm4.wait_reg_mem(ebo.addr + 0x1800, 1, 1, "EQ"), 0x100 * n), ctx=ectx)
+        kmd.dev.delay(2_500)  # (the hang's timer has taken its first look)
+        g = good.submit(good.ib(gbo, pm4.dma_data(gbo.addr + 0x1000, 0x5A5A5A50 + n, fill, src_sel="DATA",
+                                                  cp_sync=1) + pm4.write_data(gbo.addr, [0x600D]), 0x100), ctx=gctx)
+        job = next(j for s in kmd.scheds for j in s.pending if j.ctx.id == gctx and j.ctx.file is good.f)
+        with pytest.raises(uapi.KmdError) as ei:
+            evil.wait(e, 1_000_000, ectx)
+        assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "TIMEOUT"
+        assert good.wait(g, 1_000_000, gctx) and gbo.u32[0] == 0x600D
+        assert gbo.u32[0x400] == gbo.u32[(fill + 0xFFC) // 4] == 0x5A5A5A50 + n and job.runs == 1
+        assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (n + 1, 0), (kmd.stats, kmd.recovery_log)
+        assert kmd.recovery_log[-2:] == [(hung, "timeout"), (hung, "queue_reset")]
+        assert query(good, gctx).reset_status == ResetStatus.NO_RESET
+        ok = evil.submit(evil.ib(ebo, pm4.write_data(ebo.addr + 0x1000 + 4 * n, [0xE2]), 0x400 + 0x100 * n), ctx=ectx)
+        assert evil.wait(ok, 100_000, ectx) and ebo.u32[0x400 + n] == 0xE2
+
+
 CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rings_gpu_side,
           check_amd_queue_reset_malformed, check_amd_queue_reset_hang, check_amd_queue_reset_bus_error,
           check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted,
@@ -311,7 +438,10 @@ CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rin
           check_a_vm_fault_on_the_cps_second_queue_resets_that_queue_and_is_reported,
           check_a_hang_on_one_cp_queue_is_found_while_the_other_queue_works,
           check_an_unchecked_loop_on_one_cp_queue_is_reset_by_its_dwords_while_the_other_works,
-          check_sdma_queue_reset_behind_the_cps_long_packet_stays_a_queue_reset]
+          check_sdma_queue_reset_behind_the_cps_long_packet_stays_a_queue_reset,
+          check_a_gfx_vm_fault_resets_queue_0_alone_and_an_innocent_sdma_job_is_not_run_again,
+          check_a_queue_0_reset_that_does_not_come_back_falls_to_the_full_reset,
+          check_a_cp_queue_reset_behind_the_other_queues_long_packet_stays_a_queue_reset]
 
 
 @pytest.mark.parametrize("sdma_engine", [True, False], ids=["sdma", "no_sdma"])
@@ -397,12 +527,13 @@ def test_a_device_without_queue_caps_binds_with_one_gfx_queue_and_no_copy_engine
     """A device from before QUEUE_CAPS answers its read with DECERR: the KMD then assumes the
     first hardware's engines (one CP queue, no SDMA) and takes no rings for the rest: a CS
     to the copy ring gets its errno, and a HIGH-priority context's gfx job runs on the one
-    gfx queue."""
+    gfx queue. CP_QUEUE_RESET came with the second queue: ring 0's error goes to the full
+    reset there, the register never written."""
     from kmd_model import regs
     model = RefModel()
     # the register is not decoded: DECERR (the model's map is shared and read-only: a copy)
     model._slots = {off: s for off, s in model._slots.items() if off != regs.QUEUE_CAPS.addr()}
-    kmd = kmd_model.bind(model)
+    kmd = kmd_model.bind(model, cs_check=False)  # (a bad packet reaches the CP below)
     assert (kmd.sdma_engines, kmd.sdma_ring, kmd.hqd_ring, sorted(kmd.rings)) == (0, None, None, [(GFX, 0)])
     c = Client()
     bo = c.bo()
@@ -413,6 +544,16 @@ def test_a_device_without_queue_caps_binds_with_one_gfx_queue_and_no_copy_engine
     bo.u32[0x100:0x100 + len(w)] = w
     assert c.wait(c.submit(CsChunkIb(len(w), bo.handle, 0x400), ctx=hi), ctx=hi)  # on the one gfx queue
     assert bo.u32[0x10] == 0x600DF00D
+    assert not kmd.ring.has_queue_reset
+    written = []
+    poke = model._poke
+    model._poke = lambda off, v, m: (written.append(off), poke(off, v, m))[1]
+    bad = c.submit(c.ib(bo, [pm4.header(0x7B, 0), 0], 0x800))
+    with pytest.raises(uapi.KmdError) as ei:
+        c.wait(bad)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "ILLEGAL_OPCODE"
+    assert kmd.recovery_log == [("gfx", "error"), ("gfx", "full_reset")] and kmd.stats["resets"] == 1
+    assert regs.CP_QUEUE_RESET.ADDR not in written and regs.CONTROL.ADDR in written
 
 
 # ------------------------------------------------------------------------------ scheduler

@@ -8,6 +8,7 @@ test_kmd_bind.py."""
 from __future__ import annotations
 
 import errno
+import logging
 
 import pytest
 
@@ -18,7 +19,7 @@ from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client, expect
-from tests.kmd_sched.test_kmd_queues import HANG, query, sdma_ib
+from tests.kmd_sched.test_kmd_queues import HANG, NoQueue0Reset, query, sdma_ib
 from tests.security.security_helpers import Holder
 
 
@@ -55,7 +56,9 @@ def test_stray_doorbell_blames_the_kernel():
     st = c.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, c.ctx))
     assert st.reset_status == ResetStatus.NO_RESET and st.resets == 1  # seen, not blamed
     assert bo.u32[0x200:0x202].tolist() == [1, 2]
-    assert kmd.stats["cp_errors"] == kmd.stats["resets"] == 1
+    # queue 0's own reset (CP_QUEUE_RESET.Q0), not the device's
+    assert kmd.stats["cp_errors"] == kmd.stats["queue_resets"] == 1 and kmd.stats["resets"] == 0
+    assert kmd.recovery_log == [("gfx", "error"), ("gfx", "queue_reset")]
 
 
 def _reset_that_fails():
@@ -148,8 +151,33 @@ def test_a_rings_guilt_stays_when_a_later_reset_of_that_ring_finds_the_context_i
     assert query(a).ring_status == query(b).ring_status == {"sdma0": ResetStatus.GUILTY}
 
 
-def test_a_guilty_context_reports_the_decoded_error():
-    kmd = kmd_model.bind(RefModel(), cs_check=False)
+def test_a_failed_queue_0_reset_says_so_and_falls_to_the_full_reset(caplog):
+    """Queue 0's reset that does not come back (STATUS keeps its ERROR): the log says which
+    queue and why, then the full reset runs; the innocent context with a job in the SDMA
+    ring is told of it (its job there is run again)."""
+    kmd = kmd_model.bind(NoQueue0Reset(), cs_check=False, hw_timeout=2000)
+    c, other = Client(), Client()
+    bo, obo = c.bo(), other.bo()
+    held = other.submit(sdma_ib(obo, sdma.poll_regmem(obo.addr + 0x3000, 1, 0xFFFF_FFFF, "EQ", interval=4)))
+    seq = c.submit(c.ib(bo, [pm4.header(0x7B, 0), 0]))
+    with caplog.at_level(logging.ERROR, logger="gpucosim"), pytest.raises(kmd_model.uapi.KmdError):
+        c.wait(seq)
+    msgs = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("gfx queue reset failed (gfx queue reset: not idle after 2000 cycles (STATUS 0x")
+               and m.endswith("): resetting the device") for m in msgs), msgs
+    assert regs.STATUS.ERROR.get(kmd.mmio.read(regs.STATUS)) == 0  # (the full reset cleared it)
+    assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 1)
+    assert query(other).ring_status == {"sdma0": ResetStatus.INNOCENT}
+    obo.u32[0x3000 // 4] = 1
+    assert other.wait(held)
+
+
+@pytest.mark.parametrize("reset", ["queue", "full"])
+def test_a_guilty_context_reports_the_decoded_error(reset):
+    """The job's WAIT_CS has the decoded error. After queue 0's reset the context submits on
+    (as after the other rings' queue resets); after the full reset (queue 0's reset did not
+    come back) it stays guilty: its CS fails with the same error."""
+    kmd = kmd_model.bind(RefModel() if reset == "queue" else NoQueue0Reset(), cs_check=False, hw_timeout=2000)
     c = Client()
     bo = c.bo()
     bad = pm4.encode_fields("WRITE_DATA", {"DST_SEL": 0, "ADDR_LO": (bo.addr + 0x100) >> 2}, [1])
@@ -158,17 +186,30 @@ def test_a_guilty_context_reports_the_decoded_error():
                f"{c.ctx}", c.wait, seq)
     assert (e.info.code, e.info.opcode_name, e.info.offset, e.info.ctx_id, e.info.seq) == \
         ("UNSUPPORTED", "WRITE_DATA", 0, c.ctx, seq)
-    again = expect(errno.ECANCELED, f"CS: context {c.ctx} was reset: {e.info.message}", c.submit, c.ib(bo, pm4.nop(2)))
-    assert again.info == e.info
     assert kmd.stats["cp_errors"] == 1
+    st = c.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, c.ctx))
+    if reset == "queue":
+        assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0) and st.error is None
+        assert c.wait(c.run(bo, pm4.write_data(bo.addr + 0x200, [3]), 0x400), 0) and bo.u32[0x80] == 3
+        assert expect(errno.ECANCELED, "WAIT_CS: " + e.info.message, c.wait, seq).info == e.info  # (its own error)
+    else:
+        assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 1) and st.error == e.info
+        assert kmd.recovery_log == [("gfx", "error"), ("gfx", "queue_reset"), ("gfx", "full_reset")]
+        again = expect(errno.ECANCELED, f"CS: context {c.ctx} was reset: {e.info.message}", c.submit,
+                       c.ib(bo, pm4.nop(2)))
+        assert again.info == e.info
+    assert st.reset_status == ResetStatus.GUILTY and st.ring_status == {"gfx": ResetStatus.GUILTY}
 
 
-def test_waiting_on_a_job_that_finished_before_its_context_was_reset():
+@pytest.mark.parametrize("reset", ["queue", "full"])
+def test_waiting_on_a_job_that_finished_before_its_context_was_reset(reset):
     """J1 and J2 of one context run behind a held CP; J2 is bad. A WAIT_CS on J1 that began
-    before the reset sees J1's fence signal; one after it reports J2's error, the latest job
-    of the context on that ring: amdgpu's wait fails with the entity's error first
-    (amdgpu_ctx_get_entity's drm_sched_entity_error), then waits for the job's own fence."""
-    kmd = kmd_model.bind(RefModel(), cs_check=False)
+    before the reset sees J1's fence signal. After the full reset (queue 0's reset did not
+    come back) one after it reports J2's error, the latest job of the context on that ring:
+    amdgpu's wait fails with the entity's error first (amdgpu_ctx_get_entity's
+    drm_sched_entity_error), then waits for the job's own fence. After queue 0's reset the
+    context is not guilty and each wait answers for its own job (docs/architecture.md)."""
+    kmd = kmd_model.bind(RefModel() if reset == "queue" else NoQueue0Reset(), cs_check=False, hw_timeout=2000)
     c, h = Client(), Client()
     bo, hbo = c.bo(), h.bo()
     held = h.submit(h.ib(hbo, pm4.wait_reg_mem(hbo.addr + 0x800, 1, 1, "EQ")))
@@ -178,12 +219,15 @@ def test_waiting_on_a_job_that_finished_before_its_context_was_reset():
     assert c.wait(j1)
     msg = f"illegal opcode 0x7b at IB+0x0 ({bo.addr + 0x100:#x}), context {c.ctx}"
     e = expect(errno.ECANCELED, f"WAIT_CS: {msg}", c.wait, j2)
-    assert expect(errno.ECANCELED, f"WAIT_CS: context {c.ctx}'s latest job on gfx, seqno {j2:#x}, failed: {msg}",
-                  c.wait, j1).info == e.info
+    if reset == "full":
+        assert expect(errno.ECANCELED, f"WAIT_CS: context {c.ctx}'s latest job on gfx, seqno {j2:#x}, failed: {msg}",
+                      c.wait, j1).info == e.info
+    else:
+        assert c.wait(j1, 0)
     assert e.info.seq == j2 and bo.u32[0x200] == 1 and h.wait(held, 0)
     s = kmd.kmd_stats()
     assert s["last_fence"] == kmd.fence_drv.sync_seq == kmd.fence_drv.read()  # the lost fences were completed
-    assert s["resets"] == 1 and not kmd.fence_drv.pending
+    assert (s["queue_resets"], s["resets"]) == ((1, 0) if reset == "queue" else (0, 1)) and not kmd.fence_drv.pending
 
 
 def test_a_bus_error_in_a_checked_copy_names_the_clients_ib():
@@ -222,7 +266,7 @@ def test_queued_jobs_of_other_contexts_survive_a_reset():
     expect(errno.ECANCELED, f"WAIT_CS: illegal opcode 0x7b at IB+0x0 ({abo.addr:#x}), context {a.ctx}", a.wait, bad)
     st = b.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, b.ctx))
     assert (st.reset_status, st.resets, st.error) == (ResetStatus.INNOCENT, 1, None)  # it had work in the ring
-    assert kmd.stats["resets"] == 1
+    assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0)
 
 
 @pytest.mark.parametrize("how", ["gem_close", "file_close"])
@@ -344,19 +388,21 @@ def test_a_soft_reset_waits_for_every_queue_to_go_idle():
     assert e.value.message == f"soft reset: CP_HQD1 not idle after 5000 cycles (CP_HQD1_STATUS {st:#x})"
 
 
-@pytest.mark.parametrize("ring", ["gfx", "sdma"])
+@pytest.mark.parametrize("ring", ["gfx", "gfx_full", "sdma"])
 def test_vmids_across_a_reset_keep_their_tables_and_a_dead_files_goes_back(ring):
     """A hostile file hangs a ring and closes; an innocent file's job waits behind the hang.
-    The reset (the full one for gfx, the SDMA queue's own for sdma) keeps VMID ownership:
+    The reset (queue 0's own for gfx, the full one for gfx_full, where queue 0's reset does
+    not come back, the SDMA queue's own for sdma) keeps VMID ownership:
     the MMU is not reset (docs/hardware.md), and every TLB flush is MMIO the KMD waited for,
     so none was lost with the ring (amdgpu re-flushes every VMID after a reset because its
     flushes ride in the ring, amdgpu_vmid_had_gpu_reset). The innocent job reruns with its
     VM's VMID and tables, no extra flush; the dead file's VMID and tables are given back as
     its job is cancelled; each owned VMID's page-table base is its owner's root."""
-    kmd = kmd_model.bind(RefModel(), job_timeout=30_000, fallback_poll=5_000)
+    kmd = kmd_model.bind(NoQueue0Reset() if ring == "gfx_full" else RefModel(), job_timeout=30_000,
+                         fallback_poll=5_000, hw_timeout=5_000)
     h, i = Client(), Client()
     hbo, ibo = h.bo(), i.bo()
-    if ring == "gfx":
+    if ring != "sdma":
         h.submit(h.ib(hbo, pm4.wait_reg_mem(hbo.addr, 1, 0xFF, "EQ")))
         after = i.submit(i.ib(ibo, pm4.write_data(ibo.addr + 0x100, [0x1B])))
     else:
@@ -369,7 +415,7 @@ def test_vmids_across_a_reset_keep_their_tables_and_a_dead_files_goes_back(ring)
     assert kmd.vmids.ids[hvmid - 1].owner is hvm  # its job still runs with it
     flushes = kmd.vmids.flushes
     assert i.wait(after, 400_000) and ibo.u32[0x40] == 0x1B
-    assert (kmd.stats["resets"], kmd.stats["queue_resets"]) == ((1, 0) if ring == "gfx" else (0, 1))
+    assert (kmd.stats["resets"], kmd.stats["queue_resets"]) == ((1, 0) if ring == "gfx_full" else (0, 1))
     assert ivm.vmid == ivmid and kmd.vmids.flushes == flushes  # kept, not flushed again
     assert hvm.vmid is None and kmd.vmids.ids[hvmid - 1].owner is None and not kmd.live_bos(h.f)
     assert all(t.freed for t in hvm.tables.values())  # its page tables went too

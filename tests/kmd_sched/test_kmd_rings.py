@@ -24,7 +24,7 @@ from spec.sdma import packets as sdma_packets
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client, expect
-from .test_kmd_queues import HANG, new_ctx, query, sdma_ib
+from .test_kmd_queues import HANG, NoQueue0Reset, new_ctx, query, sdma_ib
 
 DMA = HwIp.DMA
 
@@ -499,6 +499,84 @@ def test_an_sdma_queue_reset_waits_while_the_cps_packet_moves_on_and_no_longer(c
     assert good.wait(e2) and gbo.u32[0x800] == 0xE2
 
 
+class SlowQueue0Start(RefModel):
+    """The RTL's CP after CP_QUEUE_RESET.Q0 while queue 1 runs a long packet (docs/hardware.md,
+    "CP hardware queues"): queue 0's doorbell is taken only once the CP switches to it, here
+    `start_after` cycles after the reset (None: never), while queue 1's fetched dwords move
+    if `q1_moves`. CAPS advertises 4 KiB DMA_DATAs, so the longest wait the KMD allows is
+    short."""
+
+    def __init__(self, start_after: int | None, q1_moves: bool):
+        super().__init__()
+        self.start_after, self.q1_moves, self.reset_at, self.held = start_after, q1_moves, None, None
+        fetched = self._hw_read["PERF_Q1_DWORDS_FETCHED"]
+        self._hw_read["PERF_Q1_DWORDS_FETCHED"] = lambda i: (self._t // 4 if self.q1_moves else fetched(i)) & 0xFFFF_FFFF
+
+    def _caps(self, i: int) -> int:
+        return regs.CAPS.DMA_MAX_LOG2.put(12) | (super()._caps(i) & ~regs.CAPS.DMA_MAX_LOG2.mask)
+
+    def _poke(self, offset, value, bytemask):
+        if offset == regs.CP_QUEUE_RESET.ADDR and value & regs.CP_QUEUE_RESET.Q0.mask:
+            self.reset_at = self._t
+        elif offset == regs.RB_DOORBELL.ADDR and self.reset_at is not None:
+            self.held = (value, bytemask)  # (not taken yet: the CP is the other queue's)
+            return
+        super()._poke(offset, value, bytemask)
+
+    def delay(self, cycles: int) -> None:
+        super().delay(cycles)
+        if (self.reset_at is not None and self.start_after is not None
+                and self._t >= self.reset_at + self.start_after):
+            self.reset_at, held, self.held = None, self.held, None
+            if held is not None:
+                super()._poke(regs.RB_DOORBELL.ADDR, *held)
+
+    def _soft_reset(self) -> None:
+        self.reset_at = self.held = None
+        super()._soft_reset()
+
+
+@pytest.mark.parametrize("case", ["behind_a_moving_queue_1", "queue_1_not_moving", "queue_1_moving_for_ever"])
+def test_the_ring_test_after_queue_0_s_reset_waits_while_queue_1_moves_on_and_no_longer(case, caplog):
+    """Queue 0's ring test after its reset, taken only 3 x hw_timeout later: while queue 1
+    moves on (it holds the CP: its packet in hand, its higher priority) the KMD waits, each
+    move another hw_timeout, and the recovery stays queue 0's reset (it fell to the full
+    reset on the RTL behind a long fill on queue 1: tests/kmd_sched/test_kmd_queues.py,
+    check_a_cp_queue_reset_behind_the_other_queues_long_packet_stays_a_queue_reset). A ring
+    test that does not pass while nothing moves falls to the full reset after hw_timeout; one
+    that queue 1's moves keep extending is given up at hw_timeout + 16 times the longest
+    CP_SYNC copy, its message saying so."""
+    t = 2_000
+    dev = SlowQueue0Start(None if case == "queue_1_moving_for_ever" else 3 * t, case != "queue_1_not_moving")
+    kmd = kmd_model.bind(dev, job_timeout=10_000, hw_timeout=t, cs_check=False)
+    most = t + 16 * 2 * (4096 // kmd.info.bus_bytes)
+    c, good = Client(), Client()
+    bo = c.bo()
+    hi = new_ctx(good, CtxPriority.HIGH)
+    gbo = good.bo()
+    bad = c.submit(c.ib(bo, [pm4.header(0x7B, 0), 0]))
+    with caplog.at_level(logging.ERROR, logger="gpucosim"), pytest.raises(uapi.KmdError) as ei:
+        c.wait(bad, 1_000_000)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "ILLEGAL_OPCODE"
+    msgs = " ".join(r.getMessage() for r in caplog.records)
+    if case == "behind_a_moving_queue_1":
+        assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0), (kmd.stats, kmd.recovery_log)
+        assert kmd.recovery_log == [("gfx", "error"), ("gfx", "queue_reset")]
+        assert "queue reset failed" not in msgs
+    else:
+        assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 1), (kmd.stats, kmd.recovery_log)
+        assert kmd.recovery_log == [("gfx", "error"), ("gfx", "queue_reset"), ("gfx", "full_reset")]
+        if case == "queue_1_not_moving":
+            assert f"gfx queue reset failed (ring test failed: scratch 0xcafedead after {t} cycles (rptr" in msgs, msgs
+        else:
+            m = re.search(rf"gfx queue reset failed \(ring test failed: scratch 0xcafedead after (\d+) cycles "
+                          rf"\({t} since the last progress, {most} at most\) \(rptr", msgs)
+            assert m and most <= int(m.group(1)) <= most + 16, msgs
+    assert c.wait(c.run(bo, pm4.write_data(bo.addr + 0x100, [3]), 0x200)) and bo.u32[0x40] == 3  # gfx works again
+    seq = good.submit(good.ib(gbo, pm4.write_data(gbo.addr + 0x100, [4])), ctx=hi)  # and queue 1
+    assert good.wait(seq, 100_000, hi) and gbo.u32[0x40] == 4
+
+
 # ------------------------------------------------------------------------------ scheduler
 
 @pytest.mark.parametrize("failed_first", [False, True], ids=["fails_later", "failed_before_its_cs"])
@@ -758,13 +836,17 @@ def test_a_freed_contexts_entity_leaves_the_run_queue_once_its_jobs_ran():
     assert set(kmd.sched.entities) == {c.f.contexts[c.ctx]}
 
 
-def test_a_freed_contexts_jobs_keep_their_order_across_a_reset():
+@pytest.mark.parametrize("reset", ["full", "queue"])
+def test_a_freed_contexts_jobs_keep_their_order_across_a_reset(reset):
     """CTX FREE with one job in the SDMA ring and one queued behind it (FREE waits, in a
-    thread of its own), then another client's error resets the device: the job in the ring
-    is resubmitted ahead of the queued one, in the entity they share. It went to a new entity made for the freed
+    thread of its own), then another client's gfx error resets the device (full: queue 0's
+    reset does not come back): the job in the ring is resubmitted ahead of the queued one,
+    in the entity they share. It went to a new entity made for the freed
     context at the end of the run queue instead, so the later job ran first (its copy read
-    what the earlier one had not written yet), and that entity stayed for good."""
-    kmd = kmd_model.bind(RefModel(), **HELD, hw_submission_limit=1, cs_check=False)
+    what the earlier one had not written yet), and that entity stayed for good. With queue
+    0's own reset (queue) the SDMA ring is not touched: its job is not run again."""
+    dev = NoQueue0Reset() if reset == "full" else RefModel()
+    kmd = kmd_model.bind(dev, **HELD, hw_submission_limit=1, cs_check=False, hw_timeout=2_000)
     x, g = Client(), Client()
     xbo, gbo = x.bo(), g.bo()
     first = sdma.poll_regmem(xbo.addr + 0x3000, 1, 0xFFFF_FFFF, "EQ", interval=4) + sdma.write_linear(
@@ -775,13 +857,14 @@ def test_a_freed_contexts_jobs_keep_their_order_across_a_reset():
     free = _Free(kmd, x, x.ctx)
     runs = []
     kmd.observers.append(lambda ev, f: ev == "run_job" and runs.append(f["job"].seq))
-    bad = g.submit(g.ib(gbo, [pm4.header(0x7B, 0), 0]))  # an illegal opcode: a full reset
+    bad = g.submit(g.ib(gbo, [pm4.header(0x7B, 0), 0]))  # an illegal opcode
     with pytest.raises(uapi.KmdError):
         g.wait(bad)
     xbo.u32[0x3000 // 4] = 1
     free.done()
     assert kmd.wait_for(lambda: not kmd.sdma_sched.pending and not kmd.sdma_sched.queue, 1_000_000)
-    assert runs == [bad, 1, 2] and xbo.u32[0x3200 // 4] == 1
+    assert runs == ([bad, 1, 2] if reset == "full" else [bad, 2]) and xbo.u32[0x3200 // 4] == 1
+    assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == ((0, 1) if reset == "full" else (1, 0))
     assert not any(kmd.sdma_sched.rqs) and not kmd.sdma_sched.entities
 
 
@@ -799,7 +882,7 @@ def test_a_freed_contexts_entity_leaves_the_run_queue_when_a_reset_drops_its_job
     free = _Free(kmd, c, x)  # (it waits while the context's second job is queued)
     assert len(kmd.sched.pending) == 1 and len(kmd.sched.queue) == 2
     bo.u32[0x3000 // 4] = 1
-    assert c.wait(good) and kmd.stats["resets"] == 1
+    assert c.wait(good) and (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0)
     free.done()
     assert not kmd.sched.pending and not kmd.sched.queue and bo.u32[0x3100 // 4] == 0 and bo.u32[0x3200 // 4] == 2
     assert not any(kmd.sched.rqs)  # (an entity is in its run queue only while it has jobs queued)

@@ -16,8 +16,8 @@ import pytest
 
 import kmd_model
 from kmd_model import regs
-from kmd_model.uapi import (CsChunkIb, CtxArgs, CtxOp, GemCreateArgs, GemMmapArgs, GemVaArgs, Request, ResetStatus,
-                            VaOp)
+from kmd_model.uapi import (CsChunkIb, CtxArgs, CtxOp, CtxPriority, GemCreateArgs, GemMmapArgs, GemVaArgs, Request,
+                            ResetStatus, VaOp)
 from spec import pm4
 from testbench.refmodel import RefModel
 
@@ -35,7 +35,46 @@ def test_a_lost_error_interrupt_is_found_by_the_job_timer():
     e = expect(errno.ECANCELED, f"WAIT_CS: illegal opcode 0x7b at IB+0x0 ({bo.addr:#x}), context {c.ctx}",
                c.wait, seq, 100_000)
     assert e.info.code == "ILLEGAL_OPCODE"
-    assert kmd.stats["job_timeouts"] == 0 and kmd.stats["cp_errors"] == 1 and kmd.stats["resets"] == 1
+    assert kmd.stats["job_timeouts"] == 0 and kmd.stats["cp_errors"] == 1
+    assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0)  # queue 0's reset (CP_QUEUE_RESET.Q0)
+    assert kmd.recovery_log == [("gfx", "error"), ("gfx", "queue_reset")]
+
+
+@pytest.mark.parametrize("ring", ["gfx", "gfx_high"])
+def test_an_error_entry_read_after_its_queue_was_reset_for_it_is_not_a_new_error(ring):
+    """The error found by the job timer (STATUS.ERROR, CP_HQD1_STATUS.ERROR) while its
+    CP_ERROR entry waits in the IH ring (interrupts masked: the handler has not run). A
+    queue's own reset leaves the IH ring as it is (the full reset emptied it): when the
+    interrupts come back, that entry is read after its error was recovered, and taken as a
+    new one it reset the queue again (queue 1's as an error of code 0), counted a second
+    error and told every context of a second reset. Its queue's STATUS.ERROR reads 0 then:
+    it is stale. (Ring 0 went to the full reset before CP_QUEUE_RESET.Q0 was used: the case
+    came with it, queue 1's was there already.)"""
+    from .test_kmd_queues import new_ctx
+    kmd = kmd_model.bind(RefModel(), cs_check=False, job_timeout=2_000, fallback_poll=1 << 40)
+    c, d = Client(), Client()
+    bo, dbo = c.bo(), d.bo()
+    cctx, dctx = ((new_ctx(c, CtxPriority.HIGH), new_ctx(d, CtxPriority.HIGH)) if ring == "gfx_high"
+                  else (c.ctx, d.ctx))
+    enable = kmd.mmio.read(regs.INT_ENABLE)
+    kmd.mmio.write(regs.INT_ENABLE, 0)
+    seq = c.submit(c.ib(bo, [pm4.header(0x7B, 0), 0]), ctx=cctx)
+    owner = f"{ring}, " if ring != "gfx" else ""
+    expect(errno.ECANCELED, f"WAIT_CS: illegal opcode 0x7b at IB+0x0 ({bo.addr:#x}), {owner}context {cctx}",
+           c.wait, seq, 100_000, cctx)
+    assert kmd.ih.by_source.get("CP_ERROR", 0) == 0  # (its entry not read yet)
+    assert kmd.recovery_log == [(ring, "error"), (ring, "queue_reset")]
+    nice = d.submit(d.ib(dbo, pm4.wait_reg_mem(dbo.addr + 0x800, 1, 1, "EQ") + pm4.write_data(dbo.addr, [0xD])),
+                    ctx=dctx)
+    kmd.mmio.write(regs.INT_ENABLE, enable)
+    kmd.dev.delay(100)
+    dbo.u32[0x200] = 1
+    assert d.wait(nice, 100_000, dctx) and dbo.u32[0] == 0xD
+    assert kmd.ih.by_source.get("CP_ERROR", 0) == 1  # read, and let go
+    assert (kmd.stats["cp_errors"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 1, 0)
+    assert kmd.recovery_log == [(ring, "error"), (ring, "queue_reset")]
+    st = d.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, dctx))
+    assert (st.reset_status, st.resets) == (ResetStatus.NO_RESET, 1)
 
 
 def test_a_lost_error_interrupt_is_found_by_the_job_timer_with_nobody_waiting():
@@ -53,11 +92,16 @@ def test_a_lost_error_interrupt_is_found_by_the_job_timer_with_nobody_waiting():
     for _ in range(3):
         kmd.dev.delay(t_out + 500)
         states.append(c.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, c.ctx)))
-    assert [(s.reset_status, s.resets) for s in states] == [(ResetStatus.NO_RESET, 0)] + [(ResetStatus.GUILTY, 1)] * 2
-    info = states[-1].error
-    assert (info.code, info.opcode, info.seq, info.message) == (
-        "ILLEGAL_OPCODE", 0x7B, seq, f"illegal opcode 0x7b at IB+0x0 ({bo.addr:#x}), context {c.ctx}")
-    assert kmd.stats["job_timeouts"] == 0 and kmd.stats["cp_errors"] == 1 and kmd.stats["resets"] == 1
+    assert [(s.reset_status, s.resets, s.ring_status) for s in states] == \
+        [(ResetStatus.NO_RESET, 0, {})] + [(ResetStatus.GUILTY, 1, {"gfx": ResetStatus.GUILTY})] * 2
+    assert kmd.recovery_log == [("gfx", "error"), ("gfx", "queue_reset")]
+    assert kmd.stats["job_timeouts"] == 0 and kmd.stats["cp_errors"] == 1
+    assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0)
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        c.wait(seq)
+    info = ei.value.info
+    assert (ei.value.errno, info.code, info.opcode, info.seq, info.message) == (
+        errno.ECANCELED, "ILLEGAL_OPCODE", 0x7B, seq, f"illegal opcode 0x7b at IB+0x0 ({bo.addr:#x}), context {c.ctx}")
 
 
 def test_a_lost_sdma_error_interrupt_is_found_by_the_job_timer():

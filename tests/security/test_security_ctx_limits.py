@@ -226,11 +226,17 @@ def _held(c: Client, bo, n: int) -> list[int]:
     return seqs
 
 
+@pytest.mark.parametrize("reset", ["queue", "full"])
 @pytest.mark.parametrize("cs_check", [True, False])
-def test_a_context_with_sched_jobs_unfinished_on_a_ring_waits_in_cs_for_its_oldest(cs_check):
-    """33 CS behind a held job: the 33rd waited for the oldest, a hang, until its reset, and is
-    the guilty context's ECANCELED. (It was queued at once, as were 10,000 more.)"""
+def test_a_context_with_sched_jobs_unfinished_on_a_ring_waits_in_cs_for_its_oldest(cs_check, reset):
+    """33 CS behind a held job: the 33rd waited for the oldest, a hang, until its reset. After
+    the full reset (full: ring 0's recovery as on a CP without CP_QUEUE_RESET) it is the
+    guilty context's ECANCELED; after queue 0's reset the context's 32 gfx jobs are
+    cancelled and the 33rd is taken and runs. (It was queued at once, as were 10,000 more.)"""
+    from tests.kmd_sched.test_kmd_queues import full_reset_for_ring_0
     kmd = kmd_model.bind(RefModel(), job_timeout=5_000, fallback_poll=1_000, cs_check=cs_check)
+    if reset == "full":
+        full_reset_for_ring_0(kmd)
     h = Client()
     hbo = h.bo(0x4000)
     t0 = kmd.dev.now()
@@ -238,13 +244,22 @@ def test_a_context_with_sched_jobs_unfinished_on_a_ring_waits_in_cs_for_its_olde
     assert kmd.stats["job_timeouts"] == 0 and len(h.f.contexts[h.ctx].jobs) == 32 and kmd.dev.now() - t0 < 5_000
     sseq = h.submit(sdma_ib(hbo, sdma.write_linear(hbo.addr + 0x3000, [7]), 0x3800))  # another ring: its own 32
     assert h.wait(sseq) and hbo.u32[0x3000 // 4] == 7 and kmd.stats["job_timeouts"] == 0
-    with pytest.raises(KmdError) as ei:
-        h.submit(h.ib(hbo, pm4.write_data(hbo.addr + 0x3F00, [33]), 0x1F00))
-    e = ei.value
-    assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT" and e.info.seq == seqs[0]
-    assert e.message.startswith(f"CS: context {h.ctx} was reset: job 0x1 timed out")
+    if reset == "full":
+        with pytest.raises(KmdError) as ei:
+            h.submit(h.ib(hbo, pm4.write_data(hbo.addr + 0x3F00, [33]), 0x1F00))
+        e = ei.value
+        assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT" and e.info.seq == seqs[0]
+        assert e.message.startswith(f"CS: context {h.ctx} was reset: job 0x1 timed out")
+        assert hbo.u32[0x3F00 // 4] == 0  # the refused CS did not run
+    else:
+        seq = h.submit(h.ib(hbo, pm4.write_data(hbo.addr + 0x3F00, [33]), 0x1F00))
+        assert seq == 34 and h.wait(seq) and hbo.u32[0x3F00 // 4] == 33  # (33: the SDMA job's)
+        for s in (seqs[0], seqs[-1]):
+            with pytest.raises(KmdError) as ei:
+                h.wait(s)
+            assert ei.value.errno == errno.ECANCELED and ei.value.info.seq == seqs[0]
     assert kmd.stats["job_timeouts"] == 1 and kmd.dev.now() - t0 >= 5_000
-    assert hbo.u32[0x3F00 // 4] == 0  # the refused CS did not run
+    assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == ((1, 0) if reset == "queue" else (0, 1))
     v = Client()  # and the driver runs on
     vbo = v.bo(0x1000)
     assert v.run(vbo, pm4.write_data(vbo.addr + 0x100, [5])) and vbo.u32[0x40] == 5

@@ -98,7 +98,8 @@ def test_a_closed_files_job_that_runs_after_the_close_gives_its_vmid_back(monkey
         signal.signal(signal.SIGUSR1, prev)
     assert came == [False] and kmd.stats["resets"] == 0 and len(kmd.sched.queue) == 1  # (released, still queued)
     assert_as_at_bring_up(kmd, heaps)
-    assert kmd.stats["resets"] == 1 and kmd.vmids.grabs == 2  # the innocent job did run, on a VMID of its own
+    assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0)  # (queue 0's reset)
+    assert kmd.vmids.grabs == 2  # the innocent job did run, on a VMID of its own
 
 
 def _client_thread(i: int, seed: int, shared: Client, sbo, files: list, errors: list, seqs: dict,
@@ -339,7 +340,7 @@ def test_a_clients_interrupt_storm_overflows_the_ih_ring_without_losing_another_
         with pytest.raises(KmdError) as ei:
             h.wait(seq)
         assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT"
-        assert ei.value.info.ctx_id == h.ctx and kmd.stats["resets"] == 1
+        assert ei.value.info.ctx_id == h.ctx and (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0)
         assert set(kmd.ih.by_source) == {"EOP"}  # the fault's entry was dropped: found by STATUS
     assert all(v.wait(s) for s in vseqs) and vbo.u32[0x40:0x43].tolist() == [5, 6, 7]
     s = kmd.kmd_stats()
@@ -544,8 +545,10 @@ def test_a_client_hanging_every_ring_again_and_again_leaves_the_innocent_one_and
         q = v.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, ctx))
         assert q.reset_status == ResetStatus.INNOCENT and q.error is None
     s = kmd.stats
-    assert (s["resets"], s["queue_resets"], s["job_timeouts"]) == (n // 3, 2 * n // 3, n)
-    assert len(kmd.recovery_log) == 8  # the latest steps only: 40 were taken
+    assert (s["resets"], s["queue_resets"], s["job_timeouts"]) == (0, n, n)  # every ring's queue reset, gfx's too
+    assert len(kmd.recovery_log) == 8  # the latest steps only: 60 were taken (a timeout and a queue reset each)
+    assert kmd.recovery_log == [(r, step) for r in ("gfx_high", "gfx", "sdma0", "gfx_high")  # (hangs 26 to 29)
+                                for step in ("timeout", "queue_reset")]
     for c in (v, h):
         c.f.close()
     assert_as_at_bring_up(kmd, heaps)

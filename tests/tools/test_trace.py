@@ -106,8 +106,21 @@ def test_crash_report_on_the_model(tmp_path):
     assert "reason:  GPU error: illegal opcode 0x7b at IB+0x14" in text
     assert "CP_ERROR = 0x007b0101: CODE=ILLEGAL_OPCODE (1) LEVEL=IB1 (1) OPCODE=0x7b" in text
     assert "UNKNOWN op=0x7b count=0   <-- the packet in hand" in text
+    # the resets before it, each kind: a ring's queue reset (gfx's too) is no GPU reset
+    assert ", 0 GPU resets, 0 queue resets\n" in text, text
     names = [d.name for d in parse(report.read_bytes(), str(report))]
     assert any(n.startswith("ring") for n in names) and any(n.startswith("IB1") for n in names)
+
+
+def test_a_gfx_error_s_recovery_is_named_a_queue_reset_on_the_timeline(tmp_path):
+    """gpu_error's illegal opcode on the gfx ring is recovered by CP queue 0's reset alone
+    (CP_QUEUE_RESET.Q0): the timeline's instant says so, as the other rings' do, and no
+    "GPU reset" (the full reset, every ring) is shown."""
+    out = tmp_path / "t.json"
+    r = run("examples/gpu_error.py", "--sim", "model", "--trace", str(out), "--crash-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    names = [e["name"] for e in events(json.loads(out.read_text()))]
+    assert names.count("gfx queue reset") == 1 and "GPU reset" not in names, [n for n in names if "reset" in n]
 
 
 _OTHER_RING_APP = """import umd

@@ -375,8 +375,8 @@ def _ctrl_c_during_a_flush():
 
 
 def test_an_event_of_a_failed_job_raises_rather_than_time_out():
-    """A queue whose ring is reset alone (the copy engine's, the high-priority gfx ring's)
-    runs on after its job fails. An event of the failed job, waited for after the queue's
+    """A queue whose ring is reset alone (the copy engine's, the high-priority gfx ring's, the
+    gfx ring's since CP_QUEUE_RESET.Q0) runs on after its job fails. An event of the failed job, waited for after the queue's
     next job ended, answered False, "the timeout ran out", at once and for ever; a
     timestamp of it read the slot's stale value. Both raise the job's GpuError now."""
     gpu = _gpu(KmdParams(cs_check=False))
@@ -403,6 +403,16 @@ def test_an_event_of_a_failed_job_raises_rather_than_time_out():
         ts.wait()
     assert ok.wait() and ok.cycles > 0  # (a job before the failed one ended well)
     assert buf.u32[:2].tolist() == [9, 8]
+    g = gpu.queue()  # a normal gfx queue: CP queue 0's reset alone
+    g.emit_raw([pm4.header(0x7B, 0)])
+    gone = g.signal()
+    with pytest.raises(umd.GpuError):
+        g.finish()
+    g.write(buf, 8, 7)
+    g.finish()
+    with pytest.raises(umd.GpuError, match=r"^GPU error: illegal opcode 0x7b at IB\+0x0 \(0x[0-9a-f]+\), context "):
+        gone.wait()
+    assert buf.u32[2] == 7
     gpu.close()
 
 

@@ -177,11 +177,13 @@ def check_refused_cs_reaches_the_app(dev):
 
 
 def check_refusals_of_a_guilty_context_and_of_a_dependency(dev):
-    """After a GPU error the context is guilty: its next async flush is refused by the KMD
+    """After a GPU error that took the full reset (ring 0's recovery as on a CP without
+    CP_QUEUE_RESET) the context is guilty: its next async flush is refused by the KMD
     (ECANCELED with the decoded error), raised as the same GpuError a sync flush raises. A
     queue waiting on an event of a refused async flush has its own flush refused
     (ECANCELED), which it raises itself; the innocent queue's work runs."""
-    kmd_model.bind(dev, cs_check=False)
+    from tests.kmd_sched.test_kmd_queues import full_reset_for_ring_0
+    full_reset_for_ring_0(kmd_model.bind(dev, cs_check=False))
     gpu = umd.open(api_version=3)
     buf = gpu.alloc(4096)
     bad, other = gpu.queue(async_submit=True), gpu.queue(async_submit=True)

@@ -23,7 +23,7 @@ from kmd_model.core.kmd import KmdParams
 from testbench.refmodel import RefModel
 
 from .drive import run_device
-from .test_umd_lost_failures import KINDS
+from .test_umd_lost_failures import KINDS, _model
 
 JOB_TIMEOUT = 20_000
 NEW_DEVICE = r"fd \d+ is banned: its contexts' jobs timed out \d+ times \(file_ban_after_hangs \d+\): nothing " \
@@ -44,7 +44,8 @@ def _hang(kmd, q, flag) -> None:
 @pytest.mark.parametrize("async_submit", [False, True], ids=["sync", "async"])
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_no_error_of_a_banned_file_says_make_a_new_queue(kind, async_submit):
-    kmd = kmd_model.bind(RefModel(), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT, file_ban_after_hangs=1))
+    kmd = kmd_model.bind(_model(kind), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT, file_ban_after_hangs=1,
+                                                 hw_timeout=2_000))
     gpu = umd.open(api_version=3)
     buf, flag = gpu.alloc(64), gpu.alloc(64)
     q = gpu.queue(**KINDS[kind], async_submit=async_submit)
@@ -65,12 +66,12 @@ def test_no_error_of_a_banned_file_says_make_a_new_queue(kind, async_submit):
         assert "make a new queue" not in str(e), e
     for n in noted:
         assert re.search(NEW_DEVICE, n) and n.count("is banned") == 1, n
-    for e in refusals:  # (a guilty gfx context's flush: GpuError, refused; else the ban's EIO: DeviceLost)
-        assert type(e) is (umd.GpuError if kind == "gfx" else umd.DeviceLost), e
+    for e in refusals:  # (a context a full reset left guilty: GpuError, refused; else the ban's EIO: DeviceLost)
+        assert type(e) is (umd.GpuError if kind == "gfx_full" else umd.DeviceLost), e
         assert re.search(NEW_DEVICE, str(e)) and str(e).count("is banned") == 1, str(e)  # (the kernel's words once)
         back = pickle.loads(pickle.dumps(e))  # (the kernel's words why travel with it)
         assert str(back) == str(e) and getattr(back, "file_banned", None) == getattr(e, "file_banned", None)
-        assert kind != "gfx" or e.file_banned.startswith("fd ")
+        assert kind != "gfx_full" or e.file_banned.startswith("fd ")
     with pytest.raises(umd.DeviceLost, match=r"^queue: CTX ALLOC: " + NEW_DEVICE):
         gpu.queue(**KINDS[kind])
     gpu.close()
@@ -82,7 +83,7 @@ def test_a_banned_queue_whose_file_is_banned_after_is_told_to_open_a_new_device(
     queue", true while its file runs on. Once the file's ban follows (another queue's hang),
     its refused flush is DeviceLost (QUERY_STATE's BANNED is left unset then), and says so:
     the kernel's words name the context's ban alone ("CS: context 1 is banned")."""
-    kmd = kmd_model.bind(RefModel(), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT, ban_after_hangs=1,
+    kmd = kmd_model.bind(_model(kind), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT, ban_after_hangs=1,
                                                file_ban_after_hangs=2))
     gpu = umd.open()
     buf, flag = gpu.alloc(64), gpu.alloc(64)

@@ -2,8 +2,9 @@
 docstrings), and what each of their mistakes answers: the entry point the app called named
 in Python's own argument errors, every argument by the name its docstring gives, a transfer
 of any size (larger than GTT too), `with` for queues and buffers, a uint8 array refused as
-write() data rather than widened, a gfx queue after the GPU reset for its error saying it
-takes no more work, and umd.open() before any device is bound."""
+write() data rather than widened, a gfx queue after its error running on (its queue reset
+alone) or, after a full reset, saying it takes no more work, and umd.open() before any
+device is bound."""
 
 from __future__ import annotations
 
@@ -142,12 +143,27 @@ def test_queue_and_buffer_in_a_with():
 
 
 def test_gfx_queue_after_its_gpu_error():
-    """A hang on the gfx ring takes a full reset, after which the kernel refuses the queue's
-    context (amdgpu's guilty context): the next flush raised the very GpuError of the hang,
-    as if the new work had failed. It now says the queue takes no more work; a new queue runs."""
+    """A hang on the gfx ring resets its queue alone (CP_QUEUE_RESET.Q0): the hang's GpuError
+    is raised once, and the queue runs on, as a copy queue does. Where the hang takes the
+    full reset (a CP without CP_QUEUE_RESET), the kernel refuses the queue's context after
+    it (amdgpu's guilty context): the next flush raised the very GpuError of the hang, as if
+    the new work had failed. It says the queue takes no more work; a new queue runs."""
+    from tests.kmd_sched.test_kmd_queues import full_reset_for_ring_0
     gpu = _gpu()
+    kmd = kmd_model.bound()
     q, buf = gpu.queue(), gpu.alloc(64)
     q.wait_mem(buf, 0, 1)  # nobody writes it: the KMD's job timer ends the job
+    ev = q.signal()
+    with pytest.raises(umd.GpuError) as first:
+        ev.wait()
+    assert not first.value.refused and "takes no more work" not in str(first.value)
+    q.write(buf, 4, 6)
+    q.flush()
+    q.finish()  # (raised once: the queue runs on)
+    assert buf.u32[1] == 6 and (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0)
+    full_reset_for_ring_0(kmd)
+    q = gpu.queue()
+    q.wait_mem(buf, 0x10, 1)
     ev = q.signal()
     with pytest.raises(umd.GpuError) as first:
         ev.wait()
@@ -158,6 +174,7 @@ def test_gfx_queue_after_its_gpu_error():
     assert later.value.refused and later.value.info == first.value.info
     assert str(later.value) == (f"{first.value}; the queue's context was reset for it and takes no more work: "
                                 "make a new queue")
+    assert kmd.stats["resets"] == 1
     q2 = gpu.queue()
     q2.write(buf, 4, 8)
     assert q2.signal().wait() and buf.u32[1] == 8

@@ -19,12 +19,13 @@ import umd
 from kmd_model.core.kmd import KmdParams
 from testbench.refmodel import RefModel
 
-from .test_umd_lost_failures import JOB_TIMEOUT, KINDS, _bad_job
+from .test_umd_lost_failures import JOB_TIMEOUT, KINDS, _bad_job, _model
 from .test_umd_pending_errors import _close_refusing, _refuse_next, _settle
 
-# queue kind -> how an earlier job fails while its context runs on (a normal gfx queue's own
-# bad job makes its context guilty: every later flush is refused, test_the_guilty_context's)
-RUNS_ON = {"gfx": "dep", "gfx_high": "packet", "copy": "packet"}
+# queue kind -> how an earlier job fails while its context runs on (every ring's own bad job
+# resets its queue alone; where the full reset follows, gfx_full, the context is guilty:
+# every later flush is refused, test_the_guilty_context's)
+RUNS_ON = {"gfx": "packet", "gfx_high": "packet", "copy": "packet", "gfx_full": "dep"}
 SUBMITTED = r"^flush: the commands recorded since the last flush \(the queue's calls up to #{call}\) were {how} " \
             r"all the same, as the queue's flush #{n}"
 
@@ -32,7 +33,7 @@ SUBMITTED = r"^flush: the commands recorded since the last flush \(the queue's c
 @pytest.mark.parametrize("how", ["flush", "threshold", "finish"])
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_a_flush_that_raises_an_earlier_failure_submits_what_was_recorded(kind, how):
-    kmd_model.bind(RefModel(), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT))
+    kmd_model.bind(_model(kind), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT, hw_timeout=2_000))
     gpu = umd.open()
     buf = gpu.alloc(64)
     q = gpu.queue(**KINDS[kind])
@@ -58,7 +59,7 @@ def test_a_flush_that_raises_an_earlier_failure_submits_what_was_recorded(kind, 
 
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_an_async_flush_that_raises_a_refusal_queues_what_was_recorded(kind):
-    kmd = kmd_model.bind(RefModel())
+    kmd = kmd_model.bind(_model(kind), hw_timeout=2_000)
     gpu = umd.open(api_version=3)
     buf = gpu.alloc(64)
     q = gpu.queue(**KINDS[kind], async_submit=True)
@@ -79,10 +80,12 @@ def test_an_async_flush_that_raises_a_refusal_queues_what_was_recorded(kind):
 
 
 def test_the_guilty_contexts_flush_raises_its_own_refusal_with_the_failure():
-    """A normal gfx queue whose job failed: its context is guilty and refuses the flush's
-    CS. The flush raises the failure and, as its note, its own refusal (the commands did
-    not run: their events are lost), not "submitted"."""
-    kmd_model.bind(RefModel(), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT))
+    """A normal gfx queue whose job failed and took the full reset (a CP without
+    CP_QUEUE_RESET): its context is guilty and refuses the flush's CS. The flush raises the
+    failure and, as its note, its own refusal (the commands did not run: their events are
+    lost), not "submitted"."""
+    from tests.kmd_sched.test_kmd_queues import full_reset_for_ring_0
+    full_reset_for_ring_0(kmd_model.bind(RefModel(), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT)))
     gpu = umd.open()
     buf = gpu.alloc(64)
     q = gpu.queue()

@@ -1,9 +1,10 @@
 """A failed job's error reaches the app once, at its first flush, finish, Event.wait or
 close after the failure, on every kind of queue, whatever made the job fail.
 
-It was lost where the kernel does not refuse the whole context after the failure: a copy
-queue and a high-priority gfx queue, whose ring is reset alone (the context runs on, its
-later jobs end well and the user fence passes the failed job's seqno), and any queue whose
+It was lost where the kernel does not refuse the whole context after the failure: a queue
+whose ring is reset alone, every queue now that ring 0 has CP_QUEUE_RESET.Q0 (the context
+runs on, its later jobs end well and the user fence passes the failed job's seqno), and any
+queue whose
 job was cancelled because a job it waited for (wait_event) failed. `q.emit_raw(bad);
 q.flush(); q.write(...); q.finish()` returned normally there (umd/failed_jobs.py says how
 the queue finds them now). And close() swallowed every finish error, so a failed job
@@ -28,8 +29,14 @@ from testbench.refmodel import RefModel
 from tests.umd.drive import run_device
 
 JOB_TIMEOUT = 20_000
-# queue kind -> Device.queue() arguments
-KINDS = {"gfx": {}, "gfx_high": {"priority": "high"}, "copy": {"engine": "copy"}}
+# queue kind -> Device.queue() arguments ("gfx_full": a normal gfx queue on a model where queue
+# 0's reset does not come back, so its failure ends in the full reset: the context stays guilty)
+KINDS = {"gfx": {}, "gfx_high": {"priority": "high"}, "copy": {"engine": "copy"}, "gfx_full": {}}
+
+
+def _model(kind: str) -> RefModel:
+    from tests.kmd_sched.test_kmd_queues import NoQueue0Reset
+    return NoQueue0Reset() if kind == "gfx_full" else RefModel()
 UNMAPPED = 0x7000_0000  # (beyond the page tables: a VM fault)
 
 
@@ -83,7 +90,7 @@ def _learn(q, how: str, buf) -> None:
 @pytest.mark.parametrize("failure", ["packet", "fault", "hang", "dep"])
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_a_failed_job_is_raised_at_the_next_call_once(kind, failure, how):
-    kmd_model.bind(RefModel(), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT))
+    kmd_model.bind(_model(kind), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT, hw_timeout=2_000))
     gpu = umd.open()
     buf, flag = gpu.alloc(64), gpu.alloc(64)
     q = gpu.queue(**KINDS[kind])
@@ -93,7 +100,7 @@ def test_a_failed_job_is_raised_at_the_next_call_once(kind, failure, how):
     e = ei.value
     assert str(e).startswith(what), str(e)
     assert e.command == command and e.waited_for == (failure == "dep")
-    runs_on = kind != "gfx" or failure == "dep"  # (a gfx error resets the whole GPU: the context is guilty)
+    runs_on = kind != "gfx_full" or failure == "dep"  # (the full reset leaves the context guilty)
     if runs_on and how != "close":
         # once: the queue runs on, what it had recorded (submitted by the raising call) included
         q.write(buf, 4, 5)
@@ -114,7 +121,7 @@ def test_closing_a_queue_raises_a_failure_nobody_waited_for(kind):
     """bad; flush; close: close() finished the queue and swallowed the finish's error, on
     every kind of queue. It raises it now, once the context is released; Device.close()
     does not raise it again."""
-    kmd_model.bind(RefModel(), KmdParams(cs_check=False))
+    kmd_model.bind(_model(kind), KmdParams(cs_check=False, hw_timeout=2_000))
     gpu = umd.open()
     q = gpu.queue(**KINDS[kind])
     what, command = _bad_job(gpu, q, "packet", None)
@@ -124,11 +131,11 @@ def test_closing_a_queue_raises_a_failure_nobody_waited_for(kind):
     gpu.close()
 
 
-@pytest.mark.parametrize("kind", ["gfx_high", "copy"])
+@pytest.mark.parametrize("kind", ["gfx", "gfx_high", "copy"])
 def test_an_event_before_the_failed_job_does_not_raise_it(kind):
     """A wait on an event the queue signalled before the failed job ends well, and leaves
     the error to the first call that covers the failed job (here finish)."""
-    kmd_model.bind(RefModel(), KmdParams(cs_check=False))
+    kmd_model.bind(_model(kind), KmdParams(cs_check=False))
     gpu = umd.open()
     buf = gpu.alloc(64)
     q = gpu.queue(**KINDS[kind])
@@ -144,11 +151,11 @@ def test_an_event_before_the_failed_job_does_not_raise_it(kind):
     gpu.close()
 
 
-@pytest.mark.parametrize("kind", ["gfx_high", "copy"])
+@pytest.mark.parametrize("kind", ["gfx", "gfx_high", "copy"])
 def test_an_async_queue_raises_it_at_finish(kind):
     """An async queue's flush makes no ioctl on the app's thread: the error comes at the
     next finish (or Event.wait, close) instead, once."""
-    kmd_model.bind(RefModel(), KmdParams(cs_check=False))
+    kmd_model.bind(_model(kind), KmdParams(cs_check=False))
     gpu = umd.open(api_version=3)
     buf = gpu.alloc(64)
     q = gpu.queue(**KINDS[kind], async_submit=True)
@@ -463,7 +470,8 @@ def test_a_job_its_files_ban_cancelled_is_device_lost(kind):
     hang bans the whole file (file_ban_after_hangs): the KMD's ECANCELED carries no GPU
     error then, and came out as SubmitError('ECANCELED: WAIT_CS: fd N is banned'), where
     errors.py says a banned file is DeviceLost (its next CS's EIO says so)."""
-    kmd = kmd_model.bind(RefModel(), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT, file_ban_after_hangs=1))
+    kmd = kmd_model.bind(_model(kind), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT, file_ban_after_hangs=1,
+                                                 hw_timeout=2_000))
     gpu = umd.open()
     buf, flag = gpu.alloc(64), gpu.alloc(64)
     hangs, q = gpu.queue(), gpu.queue(**KINDS[kind])

@@ -29,7 +29,7 @@ from umd.winsys import KMD_LOCK
 
 from .drive import run_device
 from .test_umd_file_ban import JOB_TIMEOUT, NEW_DEVICE, _hang
-from .test_umd_lost_failures import KINDS
+from .test_umd_lost_failures import KINDS, _model
 from .test_umd_several_failures import BAD_SDMA, WAITED, _notes
 
 SYNC_ASYNC = pytest.mark.parametrize("async_submit", [False, True], ids=["sync", "async"])
@@ -66,7 +66,7 @@ def _two_bad_jobs(q) -> None:
 
 @pytest.mark.parametrize("kind", ["gfx_high", "copy"])
 def test_a_write_waiting_for_room_raises_every_failed_job(kind):
-    kmd_model.bind(RefModel(), KmdParams(cs_check=False))
+    kmd_model.bind(_model(kind), KmdParams(cs_check=False))
     gpu = umd.open(api_version=3)
     buf = gpu.alloc(64)
     q = gpu.queue(**KINDS[kind], max_inflight=2, async_submit=True)
@@ -85,7 +85,7 @@ def test_a_write_waiting_for_room_raises_every_failed_job(kind):
 @SYNC_ASYNC
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_a_write_waiting_for_room_raises_every_job_cancelled_for_a_dependency(kind, async_submit):
-    kmd = kmd_model.bind(RefModel(), KmdParams(cs_check=False))
+    kmd = kmd_model.bind(_model(kind), KmdParams(cs_check=False))
     gpu = umd.open(api_version=3)
     buf, flag = gpu.alloc(64), gpu.alloc(64)
     q = gpu.queue(**KINDS[kind], max_inflight=2, async_submit=async_submit)
@@ -149,7 +149,7 @@ def _learn(q, how, buf) -> None:
 @pytest.mark.parametrize("how", ["flush", "finish", "event", "close"])
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_two_refused_flushes_are_raised_together(kind, how):
-    kmd = kmd_model.bind(RefModel())
+    kmd = kmd_model.bind(_model(kind))
     gpu = umd.open(api_version=3)
     buf = gpu.alloc(64)
     q = gpu.queue(**KINDS[kind], async_submit=True)
@@ -178,7 +178,7 @@ def test_a_refusal_and_a_failed_job_are_raised_together_in_flush_order(kind, how
     cancelled for another queue's failure (the checker refuses a bad gfx packet, and a
     normal gfx queue's own failure would make its context refuse every later flush with
     that same error)."""
-    kmd = kmd_model.bind(RefModel())
+    kmd = kmd_model.bind(_model(kind))
     gpu = umd.open(api_version=3)
     buf = gpu.alloc(64)
     q = gpu.queue(**KINDS[kind], async_submit=True)
@@ -222,10 +222,11 @@ def test_a_refusal_and_a_failed_job_are_raised_together_in_flush_order(kind, how
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_a_refusal_collected_before_the_files_ban_says_so_when_raised(kind):
     """The refusal is collected (here by another queue's wait_event on its flush's event)
-    while only the queue is banned (or, on gfx, guilty); the file's ban follows (another
-    queue's hang); the app's next call raises it saying to open a new Device."""
-    kmd = kmd_model.bind(RefModel(), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT, ban_after_hangs=1,
-                                               file_ban_after_hangs=2))
+    while only the queue is banned (or, on gfx_full, whose hang took the full reset, guilty);
+    the file's ban follows (another queue's hang); the app's next call raises it saying to
+    open a new Device."""
+    kmd = kmd_model.bind(_model(kind), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT, ban_after_hangs=1,
+                                                 file_ban_after_hangs=2, hw_timeout=2_000))
     gpu = umd.open(api_version=3)
     buf, flag = gpu.alloc(64), gpu.alloc(64)
     q = gpu.queue(**KINDS[kind], async_submit=True)
@@ -234,17 +235,17 @@ def test_a_refusal_collected_before_the_files_ban_says_so_when_raised(kind):
         q.finish()
     q.write(buf, 0, 9)
     ev = q.signal()
-    q.flush()  # refused: the context is banned (gfx: guilty)
+    q.flush()  # refused: the context is banned (gfx_full: guilty)
     with pytest.raises(umd.SubmitError, match="refused"):
         gpu.queue().wait_event(ev)  # (waits for the thread, and collects the refusal)
     assert q.async_errors and not q.pending
     _hang(kmd, gpu.queue(**KINDS[kind]), flag)  # another queue's hang bans the file
-    with pytest.raises(umd.DeviceLost if kind != "gfx" else umd.GpuError) as ei:
+    with pytest.raises(umd.DeviceLost if kind != "gfx_full" else umd.GpuError) as ei:
         q.finish()
     e = ei.value
-    assert type(e) is (umd.GpuError if kind == "gfx" else umd.DeviceLost), repr(e)
+    assert type(e) is (umd.GpuError if kind == "gfx_full" else umd.DeviceLost), repr(e)
     assert re.search(NEW_DEVICE, str(e)) and "make a new queue" not in str(e), str(e)
-    if kind != "gfx":  # (the call it names: the refused flush's, as when it was collected)
+    if kind != "gfx_full":  # (the call it names: the refused flush's, as when it was collected)
         assert str(e).startswith(f"flush (asynchronous submission #2 of queue context {q.ctx_id}): "), str(e)
     with pytest.raises(umd.UmdError):
         gpu.close()  # (the second queue's hang, nobody told of it)
@@ -305,7 +306,7 @@ def _alloc_waiting_for_the_queues(kmd, gpu):
 def test_an_allocation_waiting_for_memory_does_not_raise_a_failure_told_before(kind):
     """Its wait on a queue's last job, a failed one the app was told of (finish), raised
     that job's error a second time."""
-    kmd = kmd_model.bind(RefModel(), KmdParams(cs_check=False))
+    kmd = kmd_model.bind(_model(kind), KmdParams(cs_check=False))
     gpu = umd.open()
     q = gpu.queue(**KINDS[kind])
     q.emit_raw(_bad(q))
@@ -319,7 +320,7 @@ def test_an_allocation_waiting_for_memory_does_not_raise_a_failure_told_before(k
 
 @pytest.mark.parametrize("kind", ["gfx_high", "copy"])
 def test_an_allocation_waiting_for_memory_raises_every_failed_job_of_the_queue(kind):
-    kmd = kmd_model.bind(RefModel(), KmdParams(cs_check=False))
+    kmd = kmd_model.bind(_model(kind), KmdParams(cs_check=False))
     gpu = umd.open(api_version=3)
     q = gpu.queue(**KINDS[kind], async_submit=True)
     _two_bad_jobs(q)
@@ -338,7 +339,7 @@ def test_an_allocation_waiting_for_memory_raises_every_failed_job_of_the_queue(k
 def test_a_wait_raises_the_refusals_up_to_its_event_only(kind):
     """A refusal of a flush after the event's is the next call's to raise, as a failed job
     after it is (the wait's drain raised any refusal before)."""
-    kmd = kmd_model.bind(RefModel())
+    kmd = kmd_model.bind(_model(kind))
     gpu = umd.open(api_version=3)
     buf = gpu.alloc(64)
     q = gpu.queue(**KINDS[kind], async_submit=True)
@@ -361,7 +362,7 @@ def test_a_wait_raises_the_refusals_up_to_its_event_only(kind):
 def test_an_event_signalled_before_its_flushs_bad_packet_raises_it(kind):
     """The event's own job failed after signalling it: its wait (memory says signalled)
     raises that job's error, as the wait on an event after the failure would."""
-    kmd = kmd_model.bind(RefModel(), KmdParams(cs_check=False))
+    kmd = kmd_model.bind(_model(kind), KmdParams(cs_check=False))
     gpu = umd.open()
     q = gpu.queue(**KINDS[kind])
     ev = q.signal()

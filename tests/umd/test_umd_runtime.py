@@ -108,7 +108,8 @@ def check_argument_errors(dev):
 
 
 def check_gpu_error_decoded(dev):
-    """A CP error surfaces as GpuError naming opcode, IB offset, context and the call."""
+    """A CP error surfaces as GpuError naming opcode, IB offset, context and the call, once:
+    queue 0 alone is reset and the queue runs on."""
     kmd_model.bind(dev, cs_check=False)
     gpu = umd.open(api_version=2)
     buf = gpu.alloc(4096)
@@ -123,11 +124,10 @@ def check_gpu_error_decoded(dev):
     assert re.fullmatch(rf"GPU error: illegal opcode 0x7b at IB\+0x38 \(0x[0-9a-f]+\), context {bad.ctx_id} "
                         r"\(recorded by Queue.emit_raw\(\) #2\)", str(e)), str(e)
     bad.write(buf, 64, 5)
-    with pytest.raises(umd.GpuError, match="illegal opcode 0x7b"):  # the context stays refused
-        bad.flush()
+    bad.finish()  # (told once: the context runs on after its queue's reset)
     good.write(buf, 128, 7)
     good.finish()
-    assert buf.u32[32] == 7 and buf.u32[16] == 0
+    assert buf.u32[32] == 7 and buf.u32[16] == 5
 
 
 def check_submit_refused(dev):
@@ -215,7 +215,8 @@ def test_a_reset_context_whose_seqnos_cross_zero_is_not_taken_for_done():
     q.flush()
     assert (q.first_seq, q.last_seq) == (2**32 - 1, 0)
     kmd.wait_for(lambda: False, 4 * 5_000)  # someone else's wait: the reset happens there
-    assert kmd.stats["resets"] == 1 and int(q.q32[umd.queue.QBO_USER_FENCE]) == 0
+    assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0)  # (queue 0's reset: the same question)
+    assert int(q.q32[umd.queue.QBO_USER_FENCE]) == 0
     assert not q.seq_done(0)
     with pytest.raises(umd.GpuError, match="timed out"):
         q.finish()
@@ -424,8 +425,9 @@ def test_open_takes_numpy_integers():
 def test_a_vm_fault_surfaces_as_a_gpu_error_naming_the_packet_and_address():
     """A write to an address the file never mapped (the CS checker off, as a hostile or buggy
     command stream past it would be): the queue's GpuError names the fault, the packet by
-    name and the faulting address, once, and the queue stays refused: its later work raises
-    the error again (`refused`)."""
+    name and the faulting address, once; queue 0 alone is reset (CP_QUEUE_RESET.Q0) and the
+    queue runs on: its later work runs (after a full reset it would be refused,
+    tests/umd/test_umd_first_programs.py)."""
     kmd_model.bind(RefModel(), cs_check=False)
     gpu = umd.open()
     q = gpu.queue()
@@ -437,7 +439,7 @@ def test_a_vm_fault_surfaces_as_a_gpu_error_naming_the_packet_and_address():
     assert (e.info.code, e.info.level, e.info.ctx_id) == ("VM_FAULT", "IB1", q.ctx_id)  # the KMD's decoded error
     assert str(e).startswith("GPU error: VM fault: WRITE at 0x30000000 in WRITE_DATA (VMID ")
     q.finish()  # (nothing new: the app was told)
-    q.write(gpu.alloc(64), 0, 1)
-    with pytest.raises(umd.GpuError, match="VM fault") as again:
-        q.finish()
-    assert again.value.refused
+    later = gpu.alloc(64)
+    q.write(later, 0, 1)
+    q.finish()
+    assert later.u32[0] == 1
