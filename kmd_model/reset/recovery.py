@@ -63,7 +63,7 @@ class RecoveryMixin:
                            message=msg)
 
     def _mark_guilty(self, guilty: Job | None, info: HwErrorInfo, scheds: tuple[Scheduler, ...],
-                     full: bool = True, cancel: bool = True) -> None:
+                     full: bool = True, cancel: bool = True, counted=None, count_reset: bool = True) -> None:
         """The guilty context's unfinished jobs fail with ECANCELED. After a full reset the
         context stays guilty (amdgpu's ctx->guilty: its CS fails with ECANCELED from
         then on, a WAIT_CS where its latest job failed too: ioctl/wait.py) and its jobs go
@@ -72,9 +72,20 @@ class RecoveryMixin:
         and the context carries on until it has caused `ban_after_hangs` resets: then it is
         banned (its CS fails with EIO, as i915 bans). Contexts with work on the reset rings
         are innocent there. Without `cancel` (a reset that failed: the wedge fails every job
-        with EIO) only what the contexts read is marked."""
+        with EIO) only what the contexts read is marked. `counted`: the context a queue reset
+        found guilty before it failed (ring_recover) and this full reset follows: its hang is
+        counted and its jobs of that ring are gone, the full reset's lasting guilt and its
+        jobs on every ring are still to come."""
         # (not innocent anywhere after a full reset: its jobs are gone, or fail with EIO)
         gctx = guilty.ctx if guilty is not None and not guilty.finished and full else None
+        if counted is not None and full:
+            gctx = counted
+            if cancel:
+                counted.guilty = info
+                err = KmdError(errno.ECANCELED, info.message, info)
+                dropped = [j for s in self.scheds for j in s.drop_context(counted, err)]
+                log.warning("context %d of fd %d is guilty: %d more job(s) cancelled by the full reset",
+                            counted.id, counted.file.fd, len(dropped))
         if guilty is not None and not guilty.finished:
             ctx = guilty.ctx
             ctx.hangs += 1
@@ -102,8 +113,9 @@ class RecoveryMixin:
                     job.ctx.ring_status[s.name] = ResetStatus.INNOCENT
                 if job.ctx.reset_status == ResetStatus.NO_RESET:
                     job.ctx.reset_status = ResetStatus.INNOCENT
-        for ctx in self.contexts.values():
-            ctx.resets += 1
+        if count_reset:
+            for ctx in self.contexts.values():
+                ctx.resets += 1
 
     def _ban_file(self, file, reset: tuple[Scheduler, ...]) -> None:
         """A file whose contexts' jobs timed out `file_ban_after_hangs` times in all is banned,
@@ -122,12 +134,29 @@ class RecoveryMixin:
                 ctx.banned = ctx.banned or file.banned  # (a freed context's jobs too)
                 s.drop_context(ctx, err, queued_only=s not in reset)
 
-    def gpu_recover(self, guilty: Job | None, info: HwErrorInfo) -> None:
+    def gpu_recover(self, guilty: Job | None, info: HwErrorInfo, counted=None) -> None:
         """The full reset, the last step of the ladder: stop every ring -> reset the device ->
-        drop the guilty context's jobs -> resubmit the rest -> start."""
+        drop the guilty context's jobs -> resubmit the rest -> start. `counted`: the guilty
+        context a failed queue reset already counted (_mark_guilty)."""
         self.stats["resets"] += 1
-        self.reset_pending = None
         scheds = self.scheds
+        # Another ring's error still waiting for its own recovery (found in the same pass, its
+        # ladder not climbed yet) is this reset's too: its guilty job, by the ring's read
+        # pointer before the reset clears it, is guilty here as well. Dropped, it was run
+        # again from its start as an innocent job (a fault that a remap in between had
+        # mended then passed, its error lost).
+        also = []
+        pending = [(s, s.error) for s in scheds if s is not self.sched and s.error is not None]
+        if self.reset_pending is not None and self.reset_pending[1] is not None:
+            pending.insert(0, (self.sched, self.reset_pending[1]))
+        for s, state in pending:
+            ring = s.ring
+            g = s.job_at_ring(self.mmio.read(ring.RPTR) >> ring.RPTR_SHIFT) or s.head_job()
+            if g is not None and g is not guilty and not g.finished:
+                also.append((s, g, self.describe_error(state, g, ring.name)))
+                self._log_recovery(ring.name, "error")
+                log.error("%s error, taken by the full reset: %s", ring.name, also[-1][2].message)
+        self.reset_pending = None
         for s in scheds:
             s.error = None
         marked = False
@@ -137,7 +166,9 @@ class RecoveryMixin:
             self._soft_reset()
             for s in scheds:
                 s.fence_drv.process()  # work that finished before the error stays finished
-            self._mark_guilty(guilty, info, scheds)
+            self._mark_guilty(guilty, info, scheds, counted=counted)
+            for s, g, ginfo in also:  # guilty as its own ring's queue reset would have found it
+                self._mark_guilty(g, ginfo, (s,), full=False, count_reset=False)
             marked = True
             redo = []
             for s in scheds:
@@ -152,7 +183,7 @@ class RecoveryMixin:
                 self.notify("reset", resubmitted=len(redo))
         except KmdError as e:
             if not marked:  # the contexts still learn of the reset, and who caused it
-                self._mark_guilty(guilty, info, scheds, cancel=False)
+                self._mark_guilty(guilty, info, scheds, cancel=False, counted=counted)
             self.wedge(f"GPU reset failed: {e.message}")
             raise
 
@@ -206,12 +237,15 @@ class RecoveryMixin:
         if sched is self.sched:
             self.reset_pending = None  # (ring 0's error waits there, not in sched.error)
         self._log_recovery(ring.name, "timeout" if info.code == "TIMEOUT" else "error")
+        counted = None  # the context this queue reset found guilty, if it fails after that
         if ring.has_queue_reset:
             self._log_recovery(ring.name, "queue_reset")
             try:
                 sched.stop()
                 ring.queue_reset(self.params.hw_timeout)  # type: ignore[attr-defined]
                 sched.fence_drv.process()  # what finished before the error stays finished
+                if guilty is not None and not guilty.finished:
+                    counted = guilty.ctx
                 self._mark_guilty(guilty, info, (sched,), full=False)
                 sched.fence_drv.pending.clear()
                 sched.fence_drv.force_completion()
@@ -226,4 +260,7 @@ class RecoveryMixin:
             except KmdError as e:
                 log.error("%s queue reset failed (%s): resetting the device", ring.name, e.message)
         self._log_recovery(ring.name, "full_reset")
-        self.gpu_recover(guilty if guilty is None or not guilty.finished else None, info)
+        # (a queue reset that failed after cancelling the guilty job counted its hang: the full
+        # reset gives its context the full reset's guilt, as when the queue reset failed before)
+        self.gpu_recover(guilty if guilty is None or not guilty.finished else None, info,
+                         counted=counted if guilty is None or guilty.finished else None)

@@ -431,6 +431,44 @@ def check_a_cp_queue_reset_behind_the_other_queues_long_packet_stays_a_queue_res
         assert evil.wait(ok, 100_000, ectx) and ebo.u32[0x400 + n] == 0xE2
 
 
+def check_a_full_reset_takes_the_other_rings_pending_error_with_its_guilty_job(dev):
+    """Two clients' jobs fault in one pass of the interrupt handler: client B's on ring 0
+    (its queue reset made to fail: the full reset follows), client A's on the SDMA ring,
+    whose error waits for its own recovery. The full reset cleared every ring's pending error
+    and ran A's guilty job again from its start as an innocent one (it faulted again, a
+    second reset; with its BO mapped again in between it would have passed, its error
+    lost). Now the full reset takes A's error too: A's job runs once and fails with its
+    own fault, A is guilty on its ring (as its queue reset would have made it) and the
+    other contexts innocent, one reset counted for everyone; the device works on."""
+    kmd = kmd_model.bind(dev, hw_timeout=5_000)
+    kmd.ring.request_reset = lambda: None  # queue 0's reset never comes back: the full reset
+    a, b, good = Client(), Client(), Client()
+    abo, av, bbo, bv, gbo = a.bo(0x4000), a.bo(), b.bo(0x4000), b.bo(), good.bo(0x4000)
+    s = a.submit(sdma_ib(abo, sdma.poll_regmem(abo.addr + 0x3000, 1, 0xFFFF_FFFF, "EQ", interval=4)
+                         + sdma.write_linear(av.addr, [1]) + sdma.fence(abo.addr + 0x3100, 0x77), 0x1000))
+    e = b.submit(b.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ") + pm4.write_data(bv.addr, [1])))
+    job = kmd.sdma_sched.pending[0]
+    for c, v in ((a, av), (b, bv)):
+        c.io(Request.GEM_VA, uapi.GemVaArgs(v.handle, uapi.VaOp.UNMAP, v.addr, 0, v.size, 0))
+    # both released in one MMIO-free step: the two faults are in the IH ring together
+    abo.u32[0x3000 // 4] = 1
+    bbo.u32[0x3000 // 4] = 1
+    for c, j, ring in ((b, e, "gfx"), (a, s, "sdma0")):
+        with pytest.raises(uapi.KmdError) as ei:
+            c.wait(j, 1_000_000)
+        assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT", ei.value
+        assert (ring != "gfx") == ("sdma0" in ei.value.info.message), ei.value.info.message
+    assert job.runs == 1, f"the SDMA's guilty job ran {job.runs} times"
+    assert ("gfx", "full_reset") in kmd.recovery_log and ("sdma0", "queue_reset") not in kmd.recovery_log, \
+        kmd.recovery_log
+    assert kmd.stats["resets"] == 1
+    qa, qb, qg = query(a), query(b), query(good)
+    assert (qa.reset_status, qa.ring_status, qa.resets) == (ResetStatus.GUILTY, {"sdma0": ResetStatus.GUILTY}, 1)
+    assert qb.reset_status == ResetStatus.GUILTY and qb.ring_status == {"gfx": ResetStatus.GUILTY}
+    assert qg.resets == 1
+    assert good.wait(good.run(gbo, pm4.write_data(gbo.addr + 0x10, [0x6D]), 0x800)) and gbo.u32[4] == 0x6D
+    assert a.wait(a.submit(sdma_ib(abo, sdma.fence(abo.addr + 0x3200, 0x78), 0x1800)))  # A submits on
+
 CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rings_gpu_side,
           check_amd_queue_reset_malformed, check_amd_queue_reset_hang, check_amd_queue_reset_bus_error,
           check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted,
@@ -441,7 +479,8 @@ CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rin
           check_sdma_queue_reset_behind_the_cps_long_packet_stays_a_queue_reset,
           check_a_gfx_vm_fault_resets_queue_0_alone_and_an_innocent_sdma_job_is_not_run_again,
           check_a_queue_0_reset_that_does_not_come_back_falls_to_the_full_reset,
-          check_a_cp_queue_reset_behind_the_other_queues_long_packet_stays_a_queue_reset]
+          check_a_cp_queue_reset_behind_the_other_queues_long_packet_stays_a_queue_reset,
+          check_a_full_reset_takes_the_other_rings_pending_error_with_its_guilty_job]
 
 
 @pytest.mark.parametrize("sdma_engine", [True, False], ids=["sdma", "no_sdma"])
@@ -748,3 +787,41 @@ def test_whisper_chain_across_rings_and_contexts_with_hangs():
     assert kmd.stats["queue_resets"] == 3 and kmd.stats["resets"] == 0
     assert all(query(c, x).reset_status != ResetStatus.GUILTY for x in ctxs)
 
+
+
+def test_a_queue_0_reset_whose_ring_test_fails_makes_the_full_resets_guilt_lasting():
+    """The ladder's queue reset can fail after it has found the guilty context: queue 0 came
+    back, its jobs of that ring were cancelled, then its ring test did not pass (on the RTL:
+    behind the other CP queue's work past the test's bound). The full reset that follows
+    must treat the context as one that caused a full reset, as when the queue reset fails
+    before (check_a_queue_0_reset_that_does_not_come_back_falls_to_the_full_reset): lasting
+    guilt (its CS: ECANCELED), its jobs on every ring cancelled, the hang counted once. It
+    went to the full reset with no guilty context: the context's CS was taken after the full
+    reset, and its queued copy job on the SDMA ring ran on as an innocent one's."""
+    kmd = kmd_model.bind(RefModel(), hw_timeout=5_000)
+
+    def ring_test_fails(timeout):
+        raise uapi.KmdError(errno.ETIMEDOUT, "ring test failed: (forced by the test)")
+    kmd.ring.test_after_reset = ring_test_fails
+    good, evil = Client(), Client()
+    gbo, ebo, victim = good.bo(0x4000), evil.bo(0x4000), evil.bo()
+    held = evil.submit(sdma_ib(ebo, sdma.poll_regmem(ebo.addr + 0x3200, 1, 0xFFFF_FFFF, "EQ", interval=4)
+                               + sdma.fence(ebo.addr + 0x3100, 0x77), 0x1000))
+    e = evil.submit(evil.ib(ebo, pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ") + pm4.write_data(victim.addr, [1])))
+    evil.io(Request.GEM_VA, uapi.GemVaArgs(victim.handle, uapi.VaOp.UNMAP, victim.addr, 0, victim.size, 0))
+    ebo.u32[0x3000 // 4] = 1  # the gfx job faults; the SDMA job polls on (a flag set later)
+    with pytest.raises(uapi.KmdError) as ei:
+        evil.wait(e, 1_000_000)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT", ei.value
+    assert kmd.recovery_log == [("gfx", "error"), ("gfx", "queue_reset"), ("gfx", "full_reset")]
+    assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 1)
+    qe = query(evil)
+    assert qe.reset_status == ResetStatus.GUILTY and qe.error is not None and qe.error.code == "VM_FAULT"
+    assert kmd.contexts[(evil.f.fd, evil.ctx)].hangs == 1  # one hang, counted once
+    ebo.u32[0x3200 // 4] = 1
+    with pytest.raises(uapi.KmdError) as ei:  # the full reset's guilt: every ring's job of the context goes
+        evil.wait(held, 100_000)
+    assert ei.value.errno == errno.ECANCELED, ei.value
+    expect(errno.ECANCELED, f"CS: context {evil.ctx} was reset: {qe.error.message}", evil.submit,
+           evil.ib(ebo, pm4.nop(2), 0x2000))
+    assert good.wait(good.run(gbo, pm4.write_data(gbo.addr + 0x10, [0x6D]), 0x800)) and gbo.u32[4] == 0x6D

@@ -572,6 +572,12 @@ def test_the_ring_test_after_queue_0_s_reset_waits_while_queue_1_moves_on_and_no
             m = re.search(rf"gfx queue reset failed \(ring test failed: scratch 0xcafedead after (\d+) cycles "
                           rf"\({t} since the last progress, {most} at most\) \(rptr", msgs)
             assert m and most <= int(m.group(1)) <= most + 16, msgs
+        # the full reset's lasting guilt, the queue reset having found the context before it
+        # failed: its CS refused from then on (it was taken, the guilt lost with the fall)
+        with pytest.raises(uapi.KmdError) as ei:
+            c.submit(c.ib(bo, pm4.nop(2), 0x300))
+        assert ei.value.errno == errno.ECANCELED and "was reset: illegal opcode" in str(ei.value), ei.value
+        c.ctx = new_ctx(c)
     assert c.wait(c.run(bo, pm4.write_data(bo.addr + 0x100, [3]), 0x200)) and bo.u32[0x40] == 3  # gfx works again
     seq = good.submit(good.ib(gbo, pm4.write_data(gbo.addr + 0x100, [4])), ctx=hi)  # and queue 1
     assert good.wait(seq, 100_000, hi) and gbo.u32[0x40] == 4
