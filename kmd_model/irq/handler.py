@@ -194,8 +194,11 @@ class IrqMixin:
         if queue == 1:  # the CP's second queue
             self._ring_error(self.hqd_sched, self.hqd_ring.read_error())  # type: ignore[union-attr]
             return
-        self._cp_error(CpErrorState.from_regs(entry["DATA0"], entry["DATA1"] | entry["DATA2"] << 32,
-                                              entry["DATA3"]))
+        # From the registers, not the entry's data: an entry read after its error was recovered
+        # (found by polling) while the next job's error is latched says that an error stopped
+        # the queue, the registers which one. Decoded from the entry, the next client was told
+        # of the earlier client's error, its opcode and IB address, and its own never was.
+        self._cp_error(self.read_cp_error())
 
     def on_vm_fault_entry(self, entry: dict) -> None:
         """A UTCL2 fault entry: the CP stopped with VM_FAULT; the registers hold the exact

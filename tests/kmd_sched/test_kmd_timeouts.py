@@ -77,6 +77,32 @@ def test_an_error_entry_read_after_its_queue_was_reset_for_it_is_not_a_new_error
     assert (st.reset_status, st.resets) == (ResetStatus.NO_RESET, 1)
 
 
+def test_a_stale_error_entry_read_while_the_next_error_is_latched_describes_the_next_one():
+    """As above, but the next client's job stops queue 0 with an error of its own before the
+    stale CP_ERROR entry is read: STATUS.ERROR reads 1 then, so the entry is taken as the
+    error, and queue 0's entry was decoded from its own data, the old error's. The second
+    client was told of the first client's error (its opcode, its IB's address), and its own
+    was never reported. Queue 0's error now comes from the registers, as queue 1's does and
+    as the VM_FAULT entry's does: the entry says that an error happened, the registers
+    which one stops the queue now."""
+    kmd = kmd_model.bind(RefModel(), cs_check=False, job_timeout=2_000, fallback_poll=1 << 40)
+    c, d = Client(), Client()
+    bo, dbo = c.bo(), d.bo()
+    enable = kmd.mmio.read(regs.INT_ENABLE)
+    kmd.mmio.write(regs.INT_ENABLE, 0)
+    seq = c.submit(c.ib(bo, [pm4.header(0x7B, 0), 0]))
+    expect(errno.ECANCELED, f"WAIT_CS: illegal opcode 0x7b at IB+0x0 ({bo.addr:#x}), context {c.ctx}",
+           c.wait, seq, 100_000)
+    assert kmd.ih.by_source.get("CP_ERROR", 0) == 0  # (its entry not read yet)
+    bad = d.submit(d.ib(dbo, pm4.nop(2) + [pm4.header(0x7C, 0), 0], 0x100))
+    kmd.dev.delay(500)  # d's error latched, its entry behind c's in the IH ring
+    assert regs.STATUS.ERROR.get(kmd.mmio.read(regs.STATUS))
+    kmd.mmio.write(regs.INT_ENABLE, enable)
+    expect(errno.ECANCELED, f"WAIT_CS: illegal opcode 0x7c at IB+0xc ({dbo.addr + 0x10c:#x}), context {d.ctx}",
+           d.wait, bad, 100_000)
+    assert (kmd.stats["cp_errors"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (2, 2, 0)
+
+
 def test_a_lost_error_interrupt_is_found_by_the_job_timer_with_nobody_waiting():
     """The same with no WAIT_CS (whose fallback poll would find the error first): a client
     that only asks for its context's state. The job timer runs in every ioctl that folds in
