@@ -38,6 +38,11 @@ CASES = [
     (mutate_main, "python -m testbench.mutate", ["--budget", "inf"], "argument --budget: must be a positive number, not 'inf'"),
     (mutate_main, "python -m testbench.mutate", ["--sample", "x"], "argument --sample: must be a number in (0, 1], not 'x'"),
     (mutate_main, "python -m testbench.mutate", ["--sample", "0"], "argument --sample: must be a number in (0, 1], not '0'"),
+    # a float: nan passed every run (no score is below nan), 2 failed every one
+    (mutate_main, "python -m testbench.mutate", ["--min-score", "nan"], "argument --min-score: must be a score from 0 to 1, not 'nan'"),
+    (mutate_main, "python -m testbench.mutate", ["--min-score", "90"], "argument --min-score: must be a score from 0 to 1, not '90'"),
+    (mutate_main, "python -m testbench.mutate", ["--min-score", "-1"], "argument --min-score: must be a score from 0 to 1, not '-1'"),
+    (mutate_main, "python -m testbench.mutate", ["--seed", "x"], "argument --seed: must be an integer (decimal or 0x hex), not 'x'"),
     (formal_main, "python -m formal", ["--jobs", "0"], "argument --jobs: must be at least 1, not 0"),
     (formal_main, "python -m formal", ["--jobs", "two"], "argument --jobs: must be an integer (decimal or 0x hex), not 'two'"),
 ]
@@ -342,3 +347,48 @@ def test_a_report_path_that_names_another_file_is_refused_before_the_run(capsys,
         f"{says[0]}{victim}: the file exists and is not {says[1]} (a JSON object): the run would write over it; "
         "give a new name, or remove the file first"]
     assert victim.read_text() == existing
+
+
+def _mutate_modules(monkeypatch, tmp_path, modules: str):
+    """What `python -m testbench.mutate --python --modules MODULES` would mutate (the
+    campaign itself stubbed out), or its usage error."""
+    import testbench.mutate.__main__ as mutate_cli
+
+    seen = []
+    monkeypatch.setattr(mutate_cli, "_python", lambda report, mods, *a: seen.append(mods))
+    monkeypatch.setattr(mutate_cli, "_finish", lambda *a: 0)
+    mutate_cli.main(["--python", "--modules", modules, "--json", str(tmp_path / "m.json")])
+    return seen[0]
+
+
+def test_mutate_modules_are_paths_in_the_tree(monkeypatch, tmp_path):
+    """An absolute path to a module of the tree is the module (the scratch copy rewrote the
+    path as given: the working tree's own file, in place)."""
+    from testbench.mutate.pymut import ROOT
+
+    assert _mutate_modules(monkeypatch, tmp_path, f"{ROOT}/kmd_model/sched/fence.py, ./kmd_model/irq/ih.py") == \
+        ("kmd_model/sched/fence.py", "kmd_model/irq/ih.py")
+
+
+@pytest.mark.parametrize("modules, message", [
+    # none named ran every module of the campaign (an hour of --sample 1)
+    ("", "no module in '': name .py files under kmd_model/, umd/, spec/, or leave --modules out for the "
+         "campaign's own (testbench/mutate/scope.py)"),
+    (" , ", "no module in ' , ': name .py files under kmd_model/, umd/, spec/, or leave --modules out for the "
+            "campaign's own (testbench/mutate/scope.py)"),
+    # a file outside the tree was rewritten in place by the scratch copy's undecorate
+    ("/etc/hostname", "/etc/hostname is outside the tree ({root})"),
+    ("../kmd_model/sched/fence.py", "../kmd_model/sched/fence.py is outside the tree ({root})"),
+    ("README.md", "README.md: the campaign mutates .py files under kmd_model/, umd/, spec/"),
+    ("testbench/lint.py", "testbench/lint.py: the campaign mutates .py files under kmd_model/, umd/, spec/"),
+    ("kmd_model/nosuch.py", "no such module kmd_model/nosuch.py"),
+    ("umd/queue.py,umd/./queue.py", "umd/./queue.py is given twice"),
+])
+def test_mutate_modules_that_cannot_be_mutated_are_one_usage_line(monkeypatch, tmp_path, capsys, modules, message):
+    from testbench.mutate.pymut import ROOT
+
+    with pytest.raises(SystemExit) as e:
+        _mutate_modules(monkeypatch, tmp_path, modules)
+    assert e.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "python -m testbench.mutate: error: argument --modules: " + message.replace("{root}", str(ROOT.resolve()))]
