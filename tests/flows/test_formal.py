@@ -102,6 +102,34 @@ def test_unknown_group_is_one_line(capsys):
     assert capsys.readouterr().err.strip() == f"formal: no group nope (groups: {', '.join(properties.GROUPS)})"
 
 
+@pytest.mark.parametrize("argv, message", [
+    # ("formal: no group  (groups: ...)", naming nothing)
+    (["--groups", ""], "formal: --groups: no group in '' (groups: {groups}; leave --groups out for all)"),
+    (["--groups", " , "], "formal: --groups: no group in ' , ' (groups: {groups}; leave --groups out for all)"),
+    # the group's proofs ran twice at once in its one folder, each removing the other's
+    (["--groups", "axil,mux,axil"], "formal: --groups: axil is given twice"),
+    # it ran nothing, printed a table of nothing and wrote that over build/formal.json, exit 0
+    (["--no-proofs", "--no-covers", "--no-mutants"],
+     "formal: nothing to run: --no-proofs, --no-covers and --no-mutants leave nothing"),
+])
+def test_groups_and_parts_that_leave_nothing_to_run_are_one_line(capsys, tmp_path, monkeypatch, argv, message):
+    monkeypatch.setattr(run, "BUILD", tmp_path / "formal")
+    monkeypatch.setattr(run, "run_group", lambda *a, **k: pytest.fail("a proof ran"))
+    monkeypatch.setattr(run, "run_mutant", lambda *a, **k: pytest.fail("a mutant ran"))
+    report = tmp_path / "formal.json"
+    report.write_text('{"earlier": "report"}\n')
+    assert run.main([*argv, "--json", str(report)]) == 2
+    assert capsys.readouterr().err.splitlines() == [message.replace("{groups}", ", ".join(properties.GROUPS))]
+    assert report.read_text() == '{"earlier": "report"}\n'
+
+
+def test_groups_take_spaces_after_commas(capsys, tmp_path, monkeypatch):
+    """`--groups "axil, mux"` (" mux" was no group)."""
+    monkeypatch.setattr(run, "BUILD", tmp_path / "formal")
+    assert run.main(["--report", "--groups", "axil, mux", "--json", str(tmp_path / "f.json")]) == 2
+    assert capsys.readouterr().err.startswith("formal: --report: no earlier run of axil, mux ")
+
+
 @pytest.mark.parametrize("group", FAST_GROUPS, ids=lambda g: g.name)
 def test_fast_proof(group, tmp_path):
     """The group's asserts hold: unbounded (k-induction) for `prove` groups."""
