@@ -85,9 +85,16 @@ def main(argv: list[str] | None = None) -> int:
         for layer in ("rtl", "py"):
             f = ROOT / "build" / "mutate" / layer / "outcomes.json"
             if f.exists():
-                saved = json.loads(f.read_text())
-                report.outcomes += [Outcome(**o) for o in saved["outcomes"]]
-                report.meta.update(saved["meta"])
+                try:  # (cut short, or edited: json's or the dataclass's traceback)
+                    saved = json.loads(f.read_text())
+                    outcomes = [Outcome(**o) for o in saved["outcomes"]]
+                    report.meta.update(saved["meta"])
+                except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError, AttributeError) as e:
+                    why = e.strerror if isinstance(e, OSError) else f"{type(e).__name__}: {e}"
+                    print(f"mutate: --report: {f} is not a run's outcomes ({' '.join(str(why).split())}): "
+                          "run the campaign again (make mutate)", file=sys.stderr)
+                    return 2
+                report.outcomes += outcomes
         if not report.outcomes:
             print("mutate: no earlier run to report on (build/mutate/*/outcomes.json)", file=sys.stderr)
             return 2
@@ -144,9 +151,11 @@ def _save(report: Report, layer: str) -> None:
     """The layer's outcomes, for `--report` after survivors.toml changes."""
     d = ROOT / "build" / "mutate" / ("py" if layer == "python" else "rtl")
     d.mkdir(parents=True, exist_ok=True)
-    (d / "outcomes.json").write_text(json.dumps({
+    tmp = d / "outcomes.json.tmp"  # (whole or not at all: ^C or a full disk left half a file)
+    tmp.write_text(json.dumps({
         "outcomes": [asdict(o) for o in report.outcomes if o.layer == layer],
         "meta": {k: v for k, v in report.meta.items() if k in (layer, "tool", "seed", "sample")}}))
+    tmp.replace(d / "outcomes.json")
 
 
 def _finish(report: Report, args, t0: float) -> int:

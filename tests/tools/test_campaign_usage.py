@@ -6,6 +6,8 @@ campaign and reported success."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from formal.run import main as formal_main
@@ -392,3 +394,58 @@ def test_mutate_modules_that_cannot_be_mutated_are_one_usage_line(monkeypatch, t
     assert e.value.code == 2
     assert capsys.readouterr().err.splitlines() == [
         "python -m testbench.mutate: error: argument --modules: " + message.replace("{root}", str(ROOT.resolve()))]
+
+
+@pytest.mark.parametrize("text", ['{"outcomes": [', "[1]", '{"outcomes": [{"x": 1}], "meta": {}}'],
+                         ids=["cut-short", "a-list", "other-fields"])
+def test_mutate_report_from_outcomes_it_cannot_read_is_one_line(monkeypatch, tmp_path, capsys, text):
+    """`python -m testbench.mutate --report` on a build/mutate/*/outcomes.json cut short (^C or
+    a full disk while it was written) or edited: json's or the dataclass's traceback."""
+    import testbench.mutate.__main__ as mutate_cli
+
+    f = tmp_path / "build" / "mutate" / "py" / "outcomes.json"
+    f.parent.mkdir(parents=True)
+    f.write_text(text)
+    monkeypatch.setattr(mutate_cli, "ROOT", tmp_path)
+    report = tmp_path / "mutate.json"
+    assert mutate_cli.main(["--report", "--json", str(report)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"mutate: --report: {f} is not a run's outcomes (") and \
+        err[0].endswith("): run the campaign again (make mutate)"), err
+    assert not report.exists()
+
+
+def test_mutate_reports_are_written_whole_or_not_at_all(monkeypatch, tmp_path):
+    """A ^C (or a full disk) while build/mutate.json or a layer's outcomes.json was written
+    left half a file, which --report then read (or a reader took for the campaign's)."""
+    from pathlib import Path
+
+    import testbench.mutate.__main__ as mutate_cli
+    from testbench.mutate import survivors
+    from testbench.mutate.report import Outcome, Report
+
+    report = Report(survivors.load(), meta={"seconds": {}})
+    report.outcomes.append(Outcome("rtl", "rtl/x.py", "k", "-a\n+b", "killed", "1", "f"))
+    path = tmp_path / "mutate.json"
+    layer = tmp_path / "build" / "mutate" / "rtl" / "outcomes.json"
+    for f in (path, layer):
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text('{"earlier": 1}')
+    real = Path.write_text
+
+    def interrupted(self, data, *a, **k):
+        real(self, data[: len(data) // 2], *a, **k)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(mutate_cli, "ROOT", tmp_path)
+    monkeypatch.setattr(Path, "write_text", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        report.write(path)
+    with pytest.raises(KeyboardInterrupt):
+        mutate_cli._save(report, "rtl")
+    monkeypatch.setattr(Path, "write_text", real)
+    assert path.read_text() == '{"earlier": 1}' and layer.read_text() == '{"earlier": 1}'
+    report.write(path)
+    mutate_cli._save(report, "rtl")
+    assert json.loads(path.read_text())["layers"]["rtl"]["killed"] == 1
+    assert json.loads(layer.read_text())["outcomes"][0]["key"] == "k"
