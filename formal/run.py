@@ -556,7 +556,9 @@ def main(argv=None) -> int:
                           "covers_not_run": sum(r["kind"] == "cover" for r in not_run),
                           "mutants_not_run": len(mut_not_run)}}
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(report, indent=1))
+    tmp = Path(args.json).with_name(Path(args.json).name + ".tmp")  # (whole or not at all: ^C, a full disk)
+    tmp.write_text(json.dumps(report, indent=1))
+    tmp.replace(args.json)
     print(f"written {args.json}")
     bad = len(ok_asserts) < len(asserts) or len(ok_covers) < len(covers) or len(killed) < len(mutants_run)
     # 3: nothing that ran failed, but the report is incomplete (not the 0 of a whole pass)

@@ -64,7 +64,11 @@ def merge(path, results: dict) -> dict:
     data.pop("cp_plus_sdma_mb_s", None)
     data.update(derived(data, load_other(BENCH_JSON)))
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    # whole or not at all: a ^C (or a full disk) mid-write left half a report, which the next
+    # run refuses to write over (not a JSON object), so every block's record was lost with it
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    tmp.replace(p)
     return data
 
 

@@ -118,7 +118,8 @@ def _prog(main: Callable) -> str:
     mod = sys.modules.get(main.__module__)
     spec = getattr(mod, "__spec__", None)
     name = spec.name if spec is not None and main.__module__ == "__main__" else main.__module__
-    return name.removesuffix(".__main__").removesuffix(".cli")
+    # (formal's main is formal.run's, which `python -m formal` runs: its messages say "formal:")
+    return name.removesuffix(".__main__").removesuffix(".cli").removesuffix(".run")
 
 
 def pipe_safe(main: F) -> F:

@@ -7,6 +7,8 @@ Each sby run works in its own pytest directory (nothing shared with a `make form
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from amaranth.hdl import Fragment
 
@@ -292,3 +294,30 @@ def test_a_report_after_a_partial_run_counts_what_did_not_run_apart(capsys, tmp_
     n_asserts = sum(p.kind == "assert" for p in properties.GROUPS["mux"].props)
     assert f"asserts: 0/0 hold (0 proven unbounded), not run: {n_asserts};" in capsys.readouterr().out
     assert json.loads(out.read_text())["summary"]["asserts_not_run"] == n_asserts
+
+
+def test_the_report_is_written_whole_or_not_at_all(capsys, tmp_path, monkeypatch):
+    """A ^C (or a full disk) while build/formal.json was written left half of it, which the
+    next run refuses to write over (not a JSON object)."""
+    from pathlib import Path
+
+    monkeypatch.setattr(run, "BUILD", tmp_path / "formal")
+    work = tmp_path / "formal" / "mux"
+    work.mkdir(parents=True)
+    (work / "proof.log").write_text("SBY 1:00:00 [x] summary: Elapsed clock time [H:MM:SS (secs)]: 0:00:07 (7)\n"
+                                    "DONE (PASS, rc=0)\n")
+    out = tmp_path / "formal.json"
+    out.write_text('{"earlier": "report"}')
+    real = Path.write_text
+
+    def interrupted(self, data, *a, **k):
+        real(self, data[: len(data) // 2], *a, **k)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", interrupted)
+    assert run.main(["--report", "--groups", "mux", "--no-covers", "--no-mutants", "--json", str(out)]) == 130
+    assert capsys.readouterr().err.splitlines() == ["formal: interrupted (stopped before its end)"]
+    assert out.read_text() == '{"earlier": "report"}'
+    monkeypatch.setattr(Path, "write_text", real)
+    assert run.main(["--report", "--groups", "mux", "--no-covers", "--no-mutants", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["summary"]["asserts"] > 0

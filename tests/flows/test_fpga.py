@@ -496,6 +496,29 @@ def test_a_report_of_another_shape_costs_only_its_own_figures(tmp_path, monkeypa
     assert re.search(r"^dma_32\.fmax_mhz +120\.0 +>= 100 +met$", printed, re.M) and f"written to {out}" in printed
 
 
+def test_the_report_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    """A ^C (or a full disk) while build/fpga.json was written left half of it: the next
+    `make fpga` refused to write over a file that is no JSON object, so every block's record
+    went with it."""
+    out = tmp_path / "fpga.json"
+    monkeypatch.setattr(report, "BENCH_JSON", tmp_path / "bench.json")
+    report.merge(out, {"dma_32": {"lut4": 700}})
+    before = out.read_text()
+    real = Path.write_text
+
+    def interrupted(self, data, *a, **k):
+        real(self, data[: len(data) // 2], *a, **k)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        report.merge(out, {"cp_32": {"lut4": 900}})
+    monkeypatch.setattr(Path, "write_text", real)
+    assert out.read_text() == before
+    assert report.merge(out, {"cp_32": {"lut4": 900}}) == json.loads(out.read_text()) == \
+        {"dma_32": {"lut4": 700}, "cp_32": {"lut4": 900}}
+
+
 def test_cli_refuses_pnr_args_the_flow_sets(capsys, monkeypatch):
     import fpga.__main__ as cli
 
