@@ -306,6 +306,8 @@ def test_sweep_rejects_bad_points(capsys):
     for argv, text in ((["--points", "w32:r8:f32"], "fifo_depth must be a power of two of at least"),
                        (["--cp-depths", "3"], "--cp-depths: fetch_depth must be a power of two"),
                        (["--latency", "1"], "argument --latency: must be at least 2, not 1"),
+                       # refused by the memory model in each point's bench run, after its place and route
+                       (["--latency", "65536"], "argument --latency: must be at most 65535, not 65536"),
                        # --jobs 0 started the sweep; a word was Python's int() message
                        (["--jobs", "0"], "argument --jobs: must be at least 1, not 0"),
                        # a word was Python's int() message ("invalid int value")
