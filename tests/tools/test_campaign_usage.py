@@ -29,6 +29,10 @@ CASES = [
     (difftest_main, "python -m testbench.difftest", ["--seed", "abc"], "argument --seed: must be an integer (decimal or 0x hex), not 'abc'"),
     (difftest_main, "python -m testbench.difftest", ["--sim", ","],
      "argument --sim: no simulator in ',' (verilator, icarus, model, or a comma list)"),
+    (difftest_main, "python -m testbench.difftest", ["--sim", "model,model", "--streams", "4"],
+     "argument --sim: model is given twice"),
+    (difftest_main, "python -m testbench.difftest", ["--sim", "verilator,spice", "--streams", "4"],
+     "argument --sim: unknown simulator 'spice': choose verilator, icarus, model, or a comma list"),
     (difftest_main, "python -m testbench.difftest", ["--sim", "model", "--json", "."],
      "argument --json: . is a directory (give the report's file name)"),
     # an empty report name (Path reads it as "."): "-o: . is a folder" or "--json  is a directory"
