@@ -73,15 +73,20 @@ sweep: $(STAMP)
 ## Formal proofs with SymbiYosys (PyPI tools): every property of formal/properties.py, its
 ## covers and its mutants; a table and build/formal.json. make formal [GROUPS=axil,cp_ring] [SOLVER=z3]
 ## [DEEP=1: also the mutants whose counterexample takes hours]
+# (DEEP=0 was --deep too: any value was)
 formal: $(STAMP)
+	@$(if $(filter-out 0 1,$(DEEP)),echo "make formal: DEEP=$(DEEP): DEEP=1 adds the deep mutants; DEEP=0 or none leaves them out" >&2; exit 2)
 	$(PY) -m formal --jobs $(JOBS) $(if $(GROUPS),--groups $(GROUPS)) $(if $(SOLVER),--solver $(SOLVER)) \
-		$(if $(DEEP),--deep)
+		$(if $(filter 1,$(DEEP)),--deep)
 
-## The long RTL-vs-model campaign: make soak N=10000 [SIM=verilator,icarus] [GPUCOSIM_SEED=1234] [JOBS=2]
+## The long RTL-vs-model campaign: make soak N=10000 [M=2000] [SIM=verilator,icarus] [GPUCOSIM_SEED=1234] [JOBS=2]
+## (M: the multi-queue streams after the CP's; M=0 for none)
 # N and M checked here: an error from difftest would name its options (--streams), not N
 soak: $(STAMP)
-	@$(foreach v,N M,$(if $(and $($(v)),$(shell echo '$($(v))' | grep -vxE '[1-9][0-9]*')),\
-		echo "make soak: $(v)=$($(v)): a positive whole number of streams" >&2; exit 2;))
+	@$(if $(and $(N),$(shell echo '$(N)' | grep -vxE '[1-9][0-9]*')),\
+		echo "make soak: N=$(N): a positive whole number of streams" >&2; exit 2)
+	@$(if $(and $(M),$(shell echo '$(M)' | grep -vxE '0|[1-9][0-9]*')),\
+		echo "make soak: M=$(M): a whole number of streams; 0 for none" >&2; exit 2)
 	$(PY) -m testbench.difftest --streams $(or $(N),10000) --sim $(or $(SIM),verilator) --jobs $(JOBS) \
 		--multi-streams $(or $(M),2000) $(if $(GPUCOSIM_SEED),--seed $(GPUCOSIM_SEED))
 

@@ -428,10 +428,23 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=str(ROOT / "build" / "formal.json"))
     args = ap.parse_args(argv)
 
-    names = args.groups.split(",") if args.groups else list(properties.GROUPS)
+    names = [n.strip() for n in args.groups.split(",") if n.strip()] if args.groups is not None \
+        else list(properties.GROUPS)
     unknown = [n for n in names if n not in properties.GROUPS]
     if unknown:
         print(f"formal: no group {', '.join(unknown)} (groups: {', '.join(properties.GROUPS)})", file=sys.stderr)
+        return 2
+    if not names:  # ("formal: no group  (groups: ...)", naming nothing)
+        print(f"formal: --groups: no group in {args.groups!r} (groups: {', '.join(properties.GROUPS)}; "
+              "leave --groups out for all)", file=sys.stderr)
+        return 2
+    twice = [n for i, n in enumerate(names) if n in names[:i]]
+    if twice:  # (its two runs shared the group's folder at once, each removing the other's)
+        print(f"formal: --groups: {twice[0]} is given twice", file=sys.stderr)
+        return 2
+    if args.no_proofs and args.no_covers and args.no_mutants:
+        # (it ran nothing, and wrote a report of nothing over the last one, exit 0)
+        print("formal: nothing to run: --no-proofs, --no-covers and --no-mutants leave nothing", file=sys.stderr)
         return 2
     # (a file other than an earlier report, --json README.md, was written over after the proofs)
     if problem := report_file_problem(args.json, "a formal report"):
@@ -543,7 +556,9 @@ def main(argv=None) -> int:
                           "covers_not_run": sum(r["kind"] == "cover" for r in not_run),
                           "mutants_not_run": len(mut_not_run)}}
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(report, indent=1))
+    tmp = Path(args.json).with_name(Path(args.json).name + ".tmp")  # (whole or not at all: ^C, a full disk)
+    tmp.write_text(json.dumps(report, indent=1))
+    tmp.replace(args.json)
     print(f"written {args.json}")
     bad = len(ok_asserts) < len(asserts) or len(ok_covers) < len(covers) or len(killed) < len(mutants_run)
     # 3: nothing that ran failed, but the report is incomplete (not the 0 of a whole pass)

@@ -10,7 +10,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from testbench.argtypes import OneLineParser, int_at_least, report_file_problem
+from testbench.argtypes import OneLineParser, int_at_least, parse_int, report_file_problem
 from testbench.pipes import pipe_safe
 
 from . import report
@@ -19,11 +19,37 @@ from .flow import SEEDS, FlowError, pnr_args_problem
 from .run import run_blocks
 
 
+def _items(text: str, what: str, ap: argparse.ArgumentParser) -> list[str]:
+    """The comma-separated items of --WHAT (spaces around them taken off); none for a list with
+    nothing in it (the caller says what it needs). An empty item between others (`1,,3`: a
+    value left out?) is refused: it was dropped, and the run went on with another list."""
+    items = [x.strip() for x in text.split(",")]
+    if not any(items):
+        return []
+    if not all(items):
+        ap.error(f"--{what}: an empty item in {text!r} (a comma too many, or a value left out?)")
+    twice = [x for i, x in enumerate(items) if x in items[:i]]
+    if twice:  # (a block measured twice; a seed weighed double in the median)
+        _twice(what, twice[0], ap)
+    return items
+
+
+def _twice(what: str, item, ap: argparse.ArgumentParser):
+    noun, why = {"seeds": ("seed ", ": each seed places the same way every time")}.get(what, ("", ""))
+    ap.error(f"--{what}: {noun}{item} is given twice{why}")
+
+
 def _ints(text: str, what: str, ap: argparse.ArgumentParser) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x]
-    except ValueError:
-        ap.error(f"--{what}: expected comma-separated integers, not {text!r}")
+    out = []
+    for x in _items(text, what, ap):
+        try:
+            out.append(parse_int(x))
+        except ValueError:
+            ap.error(f"--{what}: expected comma-separated integers (decimal or 0x hex), not {x!r} in {text!r}")
+    twice = [x for i, x in enumerate(out) if x in out[:i]]
+    if twice:  # (the same number written two ways, 16 and 0x10)
+        _twice(what, twice[0], ap)
+    return out
 
 
 def _joined_pnr_args(argv: list[str]) -> list[str]:
@@ -40,12 +66,19 @@ def _joined_pnr_args(argv: list[str]) -> list[str]:
     return out
 
 
+SEED_MAX = 2**64 - 1  # nextpnr's --seed: an unsigned 64-bit number (a negative one wraps round to one)
+
+
 @pipe_safe
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="python -m fpga", description=__doc__.splitlines()[0])
     ap.add_argument("--blocks", default=",".join(KINDS), help=f"comma-separated, of {', '.join(KINDS)}")
-    ap.add_argument("--widths", default=",".join(map(str, WIDTHS)))
-    ap.add_argument("--seeds", default=",".join(map(str, SEEDS)))
+    ap.add_argument("--widths", default=",".join(map(str, WIDTHS)),
+                    help=f"data widths, comma-separated, of 32, 64, 128, 256 (default {','.join(map(str, WIDTHS))}; "
+                         "csr has one, top_nommu and top_ports are 32-bit only)")
+    ap.add_argument("--seeds", default=",".join(map(str, SEEDS)),
+                    help=f"placement seeds, comma-separated (default {','.join(map(str, SEEDS))}); a block's figures "
+                         "are the median over them")
     ap.add_argument("--jobs", type=int_at_least(1), default=2, help="place-and-route runs at once")
     ap.add_argument("-o", "--output", default=str(report.FPGA_JSON))
     ap.add_argument("--pnr-args", default="", metavar="ARGS",
@@ -58,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--pnr-args: {e}: {args.pnr_args!r}")
     if problem := pnr_args_problem(pnr_args):
         ap.error(f"--pnr-args: {problem}")
-    kinds = [k for k in args.blocks.split(",") if k]
+    kinds = _items(args.blocks, "blocks", ap)
     bad = [k for k in kinds if k not in KINDS]
     if bad:
         ap.error(f"--blocks: unknown block {bad[0]!r}: choose from {', '.join(KINDS)}")
@@ -74,9 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     seeds = _ints(args.seeds, "seeds", ap)
     if not seeds:
         ap.error("--seeds: at least one seed")
-    twice = sorted({x for x in seeds if seeds.count(x) > 1})
-    if twice:  # (the same placement twice would weigh double in the median)
-        ap.error(f"--seeds: seed {twice[0]} is given twice: each seed places the same way every time")
+    bad = [x for x in seeds if not 0 <= x <= SEED_MAX]
+    if bad:  # (nextpnr refused it after the synthesis; a negative one is a large one to it)
+        ap.error(f"--seeds: a seed is from 0 to {SEED_MAX} (nextpnr's), not {bad[0]}")
     try:
         results = run_blocks(default_blocks(widths, kinds), seeds, args.jobs, log=print, pnr_args=pnr_args)
     except FlowError as e:

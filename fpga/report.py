@@ -64,23 +64,43 @@ def merge(path, results: dict) -> dict:
     data.pop("cp_plus_sdma_mb_s", None)
     data.update(derived(data, load_other(BENCH_JSON)))
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    # whole or not at all: a ^C (or a full disk) mid-write left half a report, which the next
+    # run refuses to write over (not a JSON object), so every block's record was lost with it
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    tmp.replace(p)
     return data
 
 
+def _record(data: dict, name: str) -> dict:
+    """A block's record in a report, or {} where there is none, or something else stands there
+    (a report edited by hand, or by another tool): what is not a record gives no figures."""
+    v = data.get(name)
+    return v if isinstance(v, dict) else {}
+
+
+def _number(v) -> float | int | None:
+    """A figure that is a number (not a bool, a string, NaN or infinite), else None."""
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+    return v if ok else None
+
+
 def derived(fpga: dict, bench: dict) -> dict:
-    """Nanoseconds and MB/s at the 32-bit top's Fmax, from the bench's 32-bit cycle figures."""
+    """Nanoseconds and MB/s at the 32-bit top's Fmax, from the bench's 32-bit cycle figures.
+    A figure that is not a number in either report (one edited by hand, `"top_32": null`) gives
+    none of those it enters: it was a traceback at the end of `make fpga` or `make bench`,
+    which lost the run's own results with it."""
     out = {}
-    fmax = fpga.get("top_32", {}).get("fmax_mhz")
+    fmax = _number(_record(fpga, "top_32").get("fmax_mhz"))
     if not fmax:
         return out
-    cycles = bench.get("cp_submit_to_irq_cycles_32b")
+    cycles = _number(bench.get("cp_submit_to_irq_cycles_32b"))
     if cycles is not None:
         out["cp_submit_to_irq_ns"] = round(cycles * 1000 / fmax, 1)
-    eff = bench.get("dma_copy_eff_4k_32b")
+    eff = _number(bench.get("dma_copy_eff_4k_32b"))
     if eff is not None:
         out["dma_copy_mb_s_32b"] = round(eff * 4 * fmax, 1)
-    both = bench.get("cp_plus_sdma_bytes_per_cycle_32b")
+    both = _number(bench.get("cp_plus_sdma_bytes_per_cycle_32b"))
     if both is not None:  # the CP's DMA_DATA and the SDMA's COPY_LINEAR at once
         out["cp_plus_sdma_mb_s"] = round(both * fmax, 1)
     return out
@@ -107,7 +127,8 @@ def table(data: dict) -> str:
         path = f"{cp['from']} -> {cp['to']} ({cp['ns']} ns)" if cp else ""
         if v.get("does_not_fit"):
             path = f"does not fit the ECP5-25F: {v['does_not_fit']}"
-        rows.append((name, v["lut4"], v["ff"], v["ccu2c"], v["bram"], v["lutram"], v.get("comb_cells", ""),
+        rows.append((name, v["lut4"], v.get("ff", ""), v.get("ccu2c", ""), v.get("bram", ""), v.get("lutram", ""),
+                     v.get("comb_cells", ""),
                      v.get("fmax_mhz", "-" if v.get("does_not_fit") else ""), seeds,
                      _failing(v), path))
     text = [_cols(rows)]
@@ -138,14 +159,14 @@ def table(data: dict) -> str:
         text += ["", _cols(rows)]
     goals = [("goal (32-bit, ECP5-25F)", "value", "target", "")]
     for (blk, key), (target, ok) in GOALS.items():
-        v = data.get(blk, {}).get(key)
-        if v is None and data.get(blk, {}).get("does_not_fit"):
+        v = _number(_record(data, blk).get(key))
+        if v is None and _record(data, blk).get("does_not_fit"):
             goals.append((f"{blk}.{key}", "does not fit", target, "MISSED"))
             continue
         goals.append((f"{blk}.{key}", "not measured" if v is None else v, target,
                       "" if v is None else ("met" if ok(v) else "MISSED")))
     for key, (target, ok) in DERIVED_GOALS.items():
-        v = data.get(key)
+        v = _number(data.get(key))
         goals.append((key, "needs make bench" if v is None else v, target,
                       "" if v is None else ("met" if ok(v) else "MISSED")))
     text += ["", _cols(goals)]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from rtl.cp import CommandProcessor
 from testbench import sim
-from testbench.argtypes import OneLineParser, int_at_least
+from testbench.argtypes import OneLineParser, int_at_least, integer_in
 from testbench.pipes import pipe_safe
 from testbench.sim.design import gpu_design
 from testbench.sim.dma_design import dma_design
@@ -187,7 +187,10 @@ def plot(rows: list[dict], latency: int, path: Path, cp_rows: list[dict] = ()) -
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="python -m fpga.sweep", description=__doc__.splitlines()[0])
     ap.add_argument("--points", help="comma-separated wWIDTH:rREADS:fFIFO (default: the built-in set)")
-    ap.add_argument("--latency", type=int_at_least(2), default=32, help="the second read latency, in cycles (default 32; the memory model's least is 2)")
+    # (above 65535, the memory model's cfg_rd_latency refused it in each point's bench run,
+    # after the point's synthesis and place and route)
+    ap.add_argument("--latency", type=integer_in(2, 0xFFFF), default=32,
+                    help="the second read latency, in cycles (default 32; the memory model takes 2 to 65535)")
     ap.add_argument("--jobs", type=int_at_least(1), default=2, help="points measured at once")
     ap.add_argument("--cp-depths", default=",".join(map(str, CP_DEPTHS)),
                     help="the CP's fetch depths to measure, comma-separated, or none")

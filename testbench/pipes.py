@@ -112,6 +112,16 @@ def lenient_stdout() -> None:
             pass
 
 
+def _prog(main: Callable) -> str:
+    """The command a CLI's messages name: its module (`testbench.difftest`, `fpga`), also when
+    it runs as `python -m` (its __module__ is then `__main__`, which they said)."""
+    mod = sys.modules.get(main.__module__)
+    spec = getattr(mod, "__spec__", None)
+    name = spec.name if spec is not None and main.__module__ == "__main__" else main.__module__
+    # (formal's main is formal.run's, which `python -m formal` runs: its messages say "formal:")
+    return name.removesuffix(".__main__").removesuffix(".cli").removesuffix(".run")
+
+
 def pipe_safe(main: F) -> F:
     """A CLI's main with stdout PipeSafe while it runs (nested: the outer one already is)."""
 
@@ -123,13 +133,21 @@ def pipe_safe(main: F) -> F:
         lenient_stdout()
         saved = sys.stdout
         sys.stdout = safe = PipeSafe(saved)
+        prog = _prog(main)
         try:
             code = main(*args, **kwargs)
             safe.flush()  # (what is still buffered fails now, not in the interpreter's flush at exit)
+        except KeyboardInterrupt as e:
+            # Ctrl-C (or a SIGTERM turned into one): the user's choice, not a crash; it was a
+            # traceback of wherever the campaign or flow happened to be. 130 as a shell reports
+            # SIGINT (128 + the signal of one that carries its own, gpucosim's Terminated).
+            safe.flush()
+            sys.stdout = saved
+            print(f"{prog}: interrupted (stopped before its end)", file=sys.stderr, flush=True)
+            return 128 + int(getattr(e, "signum", 2))
         finally:
             sys.stdout = saved
         if safe.lost is not None:
-            prog = main.__module__.removesuffix(".__main__").removesuffix(".cli")
             print(f"{prog}: cannot write the output to stdout: {safe.lost.strerror or safe.lost} (it is incomplete)",
                   file=sys.stderr, flush=True)
             return code or 1

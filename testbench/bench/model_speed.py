@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from testbench.argtypes import OneLineParser
+from testbench.argtypes import OneLineParser, report_file_problem
 from testbench.pipes import pipe_safe
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (testbench/bench/model_speed.py)
@@ -135,9 +135,13 @@ def main(argv: list[str] | None = None) -> int:
     sims, problem = parse_sims(args.sims, none_ok=False)
     if problem:
         ap.error(f"--sims: {problem}")
+    # (a folder, a path under a file, or a file of another kind: a traceback after the runs)
+    if args.output is not None and (problem := report_file_problem(args.output, "an earlier table of it")):
+        ap.error(f"-o: {problem}")
     workloads = {k: v for k, v in WORKLOADS.items() if not args.only or k in args.only}
     result = compare(sims, workloads)
     if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(json.dumps({"model_speedup": result, **summary(result, sims)}, indent=1) + "\n")
     for k, v in summary(result, sims).items():
         print(f"{k}: {v}")

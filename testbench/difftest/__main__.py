@@ -97,6 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     sims = [s.strip() for s in args.sim.split(",") if s.strip()]
     if not sims:
         ap.error(f"argument --sim: no simulator in {args.sim!r} (verilator, icarus, model, or a comma list)")
+    unknown = [s for s in sims if s not in ("verilator", "icarus", "model")]
+    if unknown:  # (the simulator layer's message named neither the option nor the model)
+        ap.error(f"argument --sim: unknown simulator {unknown[0]!r}: choose verilator, icarus, model, or a comma list")
+    twice = [s for i, s in enumerate(sims) if s in sims[:i]]
+    if twice:  # (the campaign was split between the two, one's time and capabilities written over by the other's)
+        ap.error(f"argument --sim: {twice[0]} is given twice")
     if args.json and Path(args.json).is_dir():  # (found after the campaign, it lost the report)
         ap.error(f"argument --json: {args.json} is a directory (give the report's file name)")
     # (a file other than an earlier report, --json README.md, was written over after the campaign)

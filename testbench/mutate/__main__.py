@@ -24,7 +24,7 @@ from importlib.metadata import version
 from dataclasses import asdict
 from pathlib import Path
 
-from ..argtypes import OneLineParser, fraction, int_at_least, positive_float, report_file_problem
+from ..argtypes import OneLineParser, fraction, int_at_least, integer_in, positive_float, real_in, report_file_problem
 from ..pipes import pipe_safe
 from . import scope, survivors
 from .pymut import ROOT, TIMEOUT_CODES, PyCampaign
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
                       help="no run: rebuild the report from the last run's results and survivors.toml as it is now")
     ap.add_argument("--sample", type=fraction, default=DEFAULT_SAMPLE,
                     help=f"share of each function's Python mutants to run (default {DEFAULT_SAMPLE})")
-    ap.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the sample")
+    ap.add_argument("--seed", type=integer_in(), default=DEFAULT_SEED, help="seed of the sample")
     ap.add_argument("--modules", default=None, help="comma list of Python modules (default: scope.MODULES)")
     ap.add_argument("--budget", type=positive_float, default=30.0, help="minutes for the whole campaign (default 30)")
     ap.add_argument("--jobs", type=int_at_least(1), default=2, help="mutants run at once (default 2)")
@@ -53,13 +53,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", action="store_true",
                     help="Python: reuse the last run's mutants and verdicts (build/mutate/py), run only the "
                     "chosen ones it did not reach (same --sample and --seed)")
-    ap.add_argument("--min-score", type=float, default=0.9, help="fail below this score (default 0.9)")
+    # (a float: nan, or any score above 1 or below 0, turned the gate off or failed every run)
+    ap.add_argument("--min-score", type=real_in(lambda v: 0 <= v <= 1, "a score from 0 to 1"), default=0.9,
+                    help="fail below this score, from 0 to 1 (default 0.9)")
     ap.add_argument("--json", default=str(ROOT / "build" / "mutate.json"), help="report file")
     args = ap.parse_args(argv)
 
     if args.fast:
         from .fast import main as fast_main
         return fast_main()
+    modules = scope.MODULES
+    if args.modules is not None:
+        try:
+            modules = module_list(args.modules)
+        except ValueError as e:
+            ap.error(f"argument --modules: {e}")
     # (a file other than an earlier report, --json README.md, was written over after the campaign)
     if problem := report_file_problem(args.json, "a mutation report"):
         ap.error(f"argument --json: {problem}")
@@ -71,20 +79,22 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"mutate: {e}", file=sys.stderr)
         return 2
-    modules = tuple(m.strip() for m in args.modules.split(",")) if args.modules else scope.MODULES
-    unknown = [m for m in modules if not (ROOT / m).is_file()]
-    if unknown:
-        print(f"mutate: no such module {', '.join(unknown)}", file=sys.stderr)
-        return 2
     report = Report(argued, meta={"tool": f"mutmut {version('mutmut')}", "seed": args.seed,
                                   "sample": args.sample, "budget_minutes": args.budget, "seconds": {}})
     if args.report:
         for layer in ("rtl", "py"):
             f = ROOT / "build" / "mutate" / layer / "outcomes.json"
             if f.exists():
-                saved = json.loads(f.read_text())
-                report.outcomes += [Outcome(**o) for o in saved["outcomes"]]
-                report.meta.update(saved["meta"])
+                try:  # (cut short, or edited: json's or the dataclass's traceback)
+                    saved = json.loads(f.read_text())
+                    outcomes = [Outcome(**o) for o in saved["outcomes"]]
+                    report.meta.update(saved["meta"])
+                except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError, AttributeError) as e:
+                    why = e.strerror if isinstance(e, OSError) else f"{type(e).__name__}: {e}"
+                    print(f"mutate: --report: {f} is not a run's outcomes ({' '.join(str(why).split())}): "
+                          "run the campaign again (make mutate)", file=sys.stderr)
+                    return 2
+                report.outcomes += outcomes
         if not report.outcomes:
             print("mutate: no earlier run to report on (build/mutate/*/outcomes.json)", file=sys.stderr)
             return 2
@@ -109,13 +119,43 @@ def main(argv: list[str] | None = None) -> int:
     return _finish(report, args, t0)
 
 
+def module_list(text: str) -> tuple[str, ...]:
+    """--modules: the Python files to mutate, as paths under the tree (`kmd_model/sched/fence.py`),
+    or ValueError saying which one cannot be. The scratch copy rewrites each (undecorate) at
+    ROOT-relative paths: an absolute path named the real file, which was rewritten in place (the
+    working tree's own source), and one outside the tree was a traceback after the copy. Only
+    the folders mutmut mutates (scope.SOURCE_PATHS) hold modules; none given ran them all."""
+    given = [t.strip() for t in text.split(",") if t.strip()]
+    if not given:
+        raise ValueError(f"no module in {text!r}: name .py files under {', '.join(scope.SOURCE_PATHS)}, "
+                         "or leave --modules out for the campaign's own (testbench/mutate/scope.py)")
+    out: list[str] = []
+    root = ROOT.resolve()
+    for t in given:
+        p = Path(t)
+        try:
+            rel = (p.resolve() if p.is_absolute() else (root / p).resolve()).relative_to(root).as_posix()
+        except ValueError:
+            raise ValueError(f"{t} is outside the tree ({root})") from None
+        if not (root / rel).is_file():
+            raise ValueError(f"no such module {t}")
+        if not rel.endswith(".py") or not rel.startswith(scope.SOURCE_PATHS):
+            raise ValueError(f"{t}: the campaign mutates .py files under {', '.join(scope.SOURCE_PATHS)}")
+        if rel in out:
+            raise ValueError(f"{t} is given twice")
+        out.append(rel)
+    return tuple(out)
+
+
 def _save(report: Report, layer: str) -> None:
     """The layer's outcomes, for `--report` after survivors.toml changes."""
     d = ROOT / "build" / "mutate" / ("py" if layer == "python" else "rtl")
     d.mkdir(parents=True, exist_ok=True)
-    (d / "outcomes.json").write_text(json.dumps({
+    tmp = d / "outcomes.json.tmp"  # (whole or not at all: ^C or a full disk left half a file)
+    tmp.write_text(json.dumps({
         "outcomes": [asdict(o) for o in report.outcomes if o.layer == layer],
         "meta": {k: v for k, v in report.meta.items() if k in (layer, "tool", "seed", "sample")}}))
+    tmp.replace(d / "outcomes.json")
 
 
 def _finish(report: Report, args, t0: float) -> int:

@@ -133,7 +133,9 @@ class Report:
 
     def write(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.as_dict(), indent=1) + "\n")
+        tmp = path.with_name(path.name + ".tmp")  # (whole or not at all: ^C or a full disk left half a report)
+        tmp.write_text(json.dumps(self.as_dict(), indent=1) + "\n")
+        tmp.replace(path)
 
     def table(self) -> str:
         lines = [f"{'module':34s} {'mutants':>7s} {'run':>5s} {'killed':>6s} {'equiv':>5s} {'accept':>6s} "

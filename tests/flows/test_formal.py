@@ -7,6 +7,8 @@ Each sby run works in its own pytest directory (nothing shared with a `make form
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from amaranth.hdl import Fragment
 
@@ -100,6 +102,34 @@ def test_the_default_solvers_are_installed():
 def test_unknown_group_is_one_line(capsys):
     assert run.main(["--groups", "axil,nope"]) == 2
     assert capsys.readouterr().err.strip() == f"formal: no group nope (groups: {', '.join(properties.GROUPS)})"
+
+
+@pytest.mark.parametrize("argv, message", [
+    # ("formal: no group  (groups: ...)", naming nothing)
+    (["--groups", ""], "formal: --groups: no group in '' (groups: {groups}; leave --groups out for all)"),
+    (["--groups", " , "], "formal: --groups: no group in ' , ' (groups: {groups}; leave --groups out for all)"),
+    # the group's proofs ran twice at once in its one folder, each removing the other's
+    (["--groups", "axil,mux,axil"], "formal: --groups: axil is given twice"),
+    # it ran nothing, printed a table of nothing and wrote that over build/formal.json, exit 0
+    (["--no-proofs", "--no-covers", "--no-mutants"],
+     "formal: nothing to run: --no-proofs, --no-covers and --no-mutants leave nothing"),
+])
+def test_groups_and_parts_that_leave_nothing_to_run_are_one_line(capsys, tmp_path, monkeypatch, argv, message):
+    monkeypatch.setattr(run, "BUILD", tmp_path / "formal")
+    monkeypatch.setattr(run, "run_group", lambda *a, **k: pytest.fail("a proof ran"))
+    monkeypatch.setattr(run, "run_mutant", lambda *a, **k: pytest.fail("a mutant ran"))
+    report = tmp_path / "formal.json"
+    report.write_text('{"earlier": "report"}\n')
+    assert run.main([*argv, "--json", str(report)]) == 2
+    assert capsys.readouterr().err.splitlines() == [message.replace("{groups}", ", ".join(properties.GROUPS))]
+    assert report.read_text() == '{"earlier": "report"}\n'
+
+
+def test_groups_take_spaces_after_commas(capsys, tmp_path, monkeypatch):
+    """`--groups "axil, mux"` (" mux" was no group)."""
+    monkeypatch.setattr(run, "BUILD", tmp_path / "formal")
+    assert run.main(["--report", "--groups", "axil, mux", "--json", str(tmp_path / "f.json")]) == 2
+    assert capsys.readouterr().err.startswith("formal: --report: no earlier run of axil, mux ")
 
 
 @pytest.mark.parametrize("group", FAST_GROUPS, ids=lambda g: g.name)
@@ -264,3 +294,30 @@ def test_a_report_after_a_partial_run_counts_what_did_not_run_apart(capsys, tmp_
     n_asserts = sum(p.kind == "assert" for p in properties.GROUPS["mux"].props)
     assert f"asserts: 0/0 hold (0 proven unbounded), not run: {n_asserts};" in capsys.readouterr().out
     assert json.loads(out.read_text())["summary"]["asserts_not_run"] == n_asserts
+
+
+def test_the_report_is_written_whole_or_not_at_all(capsys, tmp_path, monkeypatch):
+    """A ^C (or a full disk) while build/formal.json was written left half of it, which the
+    next run refuses to write over (not a JSON object)."""
+    from pathlib import Path
+
+    monkeypatch.setattr(run, "BUILD", tmp_path / "formal")
+    work = tmp_path / "formal" / "mux"
+    work.mkdir(parents=True)
+    (work / "proof.log").write_text("SBY 1:00:00 [x] summary: Elapsed clock time [H:MM:SS (secs)]: 0:00:07 (7)\n"
+                                    "DONE (PASS, rc=0)\n")
+    out = tmp_path / "formal.json"
+    out.write_text('{"earlier": "report"}')
+    real = Path.write_text
+
+    def interrupted(self, data, *a, **k):
+        real(self, data[: len(data) // 2], *a, **k)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", interrupted)
+    assert run.main(["--report", "--groups", "mux", "--no-covers", "--no-mutants", "--json", str(out)]) == 130
+    assert capsys.readouterr().err.splitlines() == ["formal: interrupted (stopped before its end)"]
+    assert out.read_text() == '{"earlier": "report"}'
+    monkeypatch.setattr(Path, "write_text", real)
+    assert run.main(["--report", "--groups", "mux", "--no-covers", "--no-mutants", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["summary"]["asserts"] > 0

@@ -4,6 +4,7 @@ CI), and the flow's figures and error paths. Place and route is `make fpga`'s jo
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -251,6 +252,23 @@ def test_cli_rejects_bad_arguments(capsys):
     # the same seed twice placed the same way twice, and weighed double in the median
     (["--blocks", "dma", "--seeds", "1,2,1", "-o", "{tmp}/f.json"],
      "--seeds: seed 1 is given twice: each seed places the same way every time"),
+    (["--blocks", "dma", "--seeds", "16,0x10", "-o", "{tmp}/f.json"],
+     "--seeds: seed 16 is given twice: each seed places the same way every time"),
+    # a block or a width twice: measured twice, the second run's record over the first's
+    (["--blocks", "dma,cp,dma", "-o", "{tmp}/f.json"], "--blocks: dma is given twice"),
+    (["--blocks", "dma", "--widths", "32,32", "-o", "{tmp}/f.json"], "--widths: 32 is given twice"),
+    # an empty item was dropped: `1,,3` ran seeds 1 and 3
+    (["--blocks", "dma", "--seeds", "1,,3", "-o", "{tmp}/f.json"],
+     "--seeds: an empty item in '1,,3' (a comma too many, or a value left out?)"),
+    # nextpnr's --seed is an unsigned 64-bit number: refused after the synthesis, or (a negative
+    # one) taken as another seed
+    (["--blocks", "dma", "--seeds", "-1", "-o", "{tmp}/f.json"],
+     "--seeds: a seed is from 0 to 18446744073709551615 (nextpnr's), not -1"),
+    (["--blocks", "dma", "--seeds", "1,18446744073709551616", "-o", "{tmp}/f.json"],
+     "--seeds: a seed is from 0 to 18446744073709551615 (nextpnr's), not 18446744073709551616"),
+    # (int() took other scripts' digits, and no 0x)
+    (["--blocks", "dma", "--seeds", "\u0663", "-o", "{tmp}/f.json"],
+     "--seeds: expected comma-separated integers (decimal or 0x hex), not '\u0663' in '\u0663'"),
 ])
 def test_cli_refuses_what_would_run_nothing_or_fail_at_the_end(capsys, tmp_path, monkeypatch, argv, message):
     import fpga.__main__ as cli
@@ -288,6 +306,8 @@ def test_sweep_rejects_bad_points(capsys):
     for argv, text in ((["--points", "w32:r8:f32"], "fifo_depth must be a power of two of at least"),
                        (["--cp-depths", "3"], "--cp-depths: fetch_depth must be a power of two"),
                        (["--latency", "1"], "argument --latency: must be at least 2, not 1"),
+                       # refused by the memory model in each point's bench run, after its place and route
+                       (["--latency", "65536"], "argument --latency: must be at most 65535, not 65536"),
                        # --jobs 0 started the sweep; a word was Python's int() message
                        (["--jobs", "0"], "argument --jobs: must be at least 1, not 0"),
                        # a word was Python's int() message ("invalid int value")
@@ -449,6 +469,56 @@ def test_an_unreadable_bench_report_costs_only_the_derived_figures(tmp_path, mon
         assert data == {"top_32": {"fmax_mhz": 80.0}} and json.loads(out.read_text()) == data
         err = capsys.readouterr().err.splitlines()
         assert len(err) == 1 and err[0].startswith(f"warning: {bench} ") and err[0].endswith(": no figures from it"), err
+
+
+@pytest.mark.parametrize("earlier, bench_figures", [
+    ({"top_32": "placed by hand"}, {"cp_submit_to_irq_cycles_32b": 40}),
+    ({"top_32": None, "top_64": [1, 2]}, {}),
+    ({"top_32": {"fmax_mhz": "fast", "lut4": "many"}}, {"cp_submit_to_irq_cycles_32b": 40}),
+    ({"cp_32": {"lut4": 900}}, {}),  # (a record without its other cell counts)
+    ({"top_32": {"fmax_mhz": 80.0}}, {"cp_submit_to_irq_cycles_32b": "forty", "dma_copy_eff_4k_32b": [0.9]}),
+])
+def test_a_report_of_another_shape_costs_only_its_own_figures(tmp_path, monkeypatch, capsys, earlier, bench_figures):
+    """build/fpga.json (or build/bench.json) edited by hand: a JSON object, so `make fpga`
+    took it, but a record that is no record or a figure that is no number was a traceback
+    (AttributeError, TypeError, KeyError) at the end of the run, in the merge or the table:
+    the hours of place and route were not written. Now the new records are, and the table
+    printed, without what cannot be worked out."""
+    import fpga.__main__ as cli
+
+    out, bench = tmp_path / "fpga.json", tmp_path / "bench.json"
+    out.write_text(json.dumps(earlier))
+    bench.write_text(json.dumps(bench_figures))
+    monkeypatch.setattr(report, "BENCH_JSON", bench)
+    new = {"lut4": 700, "ff": 600, "ccu2c": 10, "bram": 1, "lutram": 4, "fmax_mhz": 120.0}
+    monkeypatch.setattr(cli, "run_blocks", lambda *a, **k: {"dma_32": new})
+    assert cli.main(["--blocks", "dma", "--widths", "32", "-o", str(out)]) == 0
+    assert json.loads(out.read_text()) == {**earlier, "dma_32": new}
+    printed = capsys.readouterr().out
+    assert re.search(r"^dma_32\.fmax_mhz +120\.0 +>= 100 +met$", printed, re.M) and f"written to {out}" in printed
+
+
+def test_the_report_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    """A ^C (or a full disk) while build/fpga.json was written left half of it: the next
+    `make fpga` refused to write over a file that is no JSON object, so every block's record
+    went with it."""
+    out = tmp_path / "fpga.json"
+    monkeypatch.setattr(report, "BENCH_JSON", tmp_path / "bench.json")
+    report.merge(out, {"dma_32": {"lut4": 700}})
+    before = out.read_text()
+    real = Path.write_text
+
+    def interrupted(self, data, *a, **k):
+        real(self, data[: len(data) // 2], *a, **k)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        report.merge(out, {"cp_32": {"lut4": 900}})
+    monkeypatch.setattr(Path, "write_text", real)
+    assert out.read_text() == before
+    assert report.merge(out, {"cp_32": {"lut4": 900}}) == json.loads(out.read_text()) == \
+        {"dma_32": {"lut4": 700}, "cp_32": {"lut4": 900}}
 
 
 def test_cli_refuses_pnr_args_the_flow_sets(capsys, monkeypatch):

@@ -6,6 +6,8 @@ campaign and reported success."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from formal.run import main as formal_main
@@ -27,6 +29,10 @@ CASES = [
     (difftest_main, "python -m testbench.difftest", ["--seed", "abc"], "argument --seed: must be an integer (decimal or 0x hex), not 'abc'"),
     (difftest_main, "python -m testbench.difftest", ["--sim", ","],
      "argument --sim: no simulator in ',' (verilator, icarus, model, or a comma list)"),
+    (difftest_main, "python -m testbench.difftest", ["--sim", "model,model", "--streams", "4"],
+     "argument --sim: model is given twice"),
+    (difftest_main, "python -m testbench.difftest", ["--sim", "verilator,spice", "--streams", "4"],
+     "argument --sim: unknown simulator 'spice': choose verilator, icarus, model, or a comma list"),
     (difftest_main, "python -m testbench.difftest", ["--sim", "model", "--json", "."],
      "argument --json: . is a directory (give the report's file name)"),
     # an empty report name (Path reads it as "."): "-o: . is a folder" or "--json  is a directory"
@@ -38,6 +44,11 @@ CASES = [
     (mutate_main, "python -m testbench.mutate", ["--budget", "inf"], "argument --budget: must be a positive number, not 'inf'"),
     (mutate_main, "python -m testbench.mutate", ["--sample", "x"], "argument --sample: must be a number in (0, 1], not 'x'"),
     (mutate_main, "python -m testbench.mutate", ["--sample", "0"], "argument --sample: must be a number in (0, 1], not '0'"),
+    # a float: nan passed every run (no score is below nan), 2 failed every one
+    (mutate_main, "python -m testbench.mutate", ["--min-score", "nan"], "argument --min-score: must be a score from 0 to 1, not 'nan'"),
+    (mutate_main, "python -m testbench.mutate", ["--min-score", "90"], "argument --min-score: must be a score from 0 to 1, not '90'"),
+    (mutate_main, "python -m testbench.mutate", ["--min-score", "-1"], "argument --min-score: must be a score from 0 to 1, not '-1'"),
+    (mutate_main, "python -m testbench.mutate", ["--seed", "x"], "argument --seed: must be an integer (decimal or 0x hex), not 'x'"),
     (formal_main, "python -m formal", ["--jobs", "0"], "argument --jobs: must be at least 1, not 0"),
     (formal_main, "python -m formal", ["--jobs", "two"], "argument --jobs: must be an integer (decimal or 0x hex), not 'two'"),
 ]
@@ -342,3 +353,103 @@ def test_a_report_path_that_names_another_file_is_refused_before_the_run(capsys,
         f"{says[0]}{victim}: the file exists and is not {says[1]} (a JSON object): the run would write over it; "
         "give a new name, or remove the file first"]
     assert victim.read_text() == existing
+
+
+def _mutate_modules(monkeypatch, tmp_path, modules: str):
+    """What `python -m testbench.mutate --python --modules MODULES` would mutate (the
+    campaign itself stubbed out), or its usage error."""
+    import testbench.mutate.__main__ as mutate_cli
+
+    seen = []
+    monkeypatch.setattr(mutate_cli, "_python", lambda report, mods, *a: seen.append(mods))
+    monkeypatch.setattr(mutate_cli, "_finish", lambda *a: 0)
+    mutate_cli.main(["--python", "--modules", modules, "--json", str(tmp_path / "m.json")])
+    return seen[0]
+
+
+def test_mutate_modules_are_paths_in_the_tree(monkeypatch, tmp_path):
+    """An absolute path to a module of the tree is the module (the scratch copy rewrote the
+    path as given: the working tree's own file, in place)."""
+    from testbench.mutate.pymut import ROOT
+
+    assert _mutate_modules(monkeypatch, tmp_path, f"{ROOT}/kmd_model/sched/fence.py, ./kmd_model/irq/ih.py") == \
+        ("kmd_model/sched/fence.py", "kmd_model/irq/ih.py")
+
+
+@pytest.mark.parametrize("modules, message", [
+    # none named ran every module of the campaign (an hour of --sample 1)
+    ("", "no module in '': name .py files under kmd_model/, umd/, spec/, or leave --modules out for the "
+         "campaign's own (testbench/mutate/scope.py)"),
+    (" , ", "no module in ' , ': name .py files under kmd_model/, umd/, spec/, or leave --modules out for the "
+            "campaign's own (testbench/mutate/scope.py)"),
+    # a file outside the tree was rewritten in place by the scratch copy's undecorate
+    ("/etc/hostname", "/etc/hostname is outside the tree ({root})"),
+    ("../kmd_model/sched/fence.py", "../kmd_model/sched/fence.py is outside the tree ({root})"),
+    ("README.md", "README.md: the campaign mutates .py files under kmd_model/, umd/, spec/"),
+    ("testbench/lint.py", "testbench/lint.py: the campaign mutates .py files under kmd_model/, umd/, spec/"),
+    ("kmd_model/nosuch.py", "no such module kmd_model/nosuch.py"),
+    ("umd/queue.py,umd/./queue.py", "umd/./queue.py is given twice"),
+])
+def test_mutate_modules_that_cannot_be_mutated_are_one_usage_line(monkeypatch, tmp_path, capsys, modules, message):
+    from testbench.mutate.pymut import ROOT
+
+    with pytest.raises(SystemExit) as e:
+        _mutate_modules(monkeypatch, tmp_path, modules)
+    assert e.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "python -m testbench.mutate: error: argument --modules: " + message.replace("{root}", str(ROOT.resolve()))]
+
+
+@pytest.mark.parametrize("text", ['{"outcomes": [', "[1]", '{"outcomes": [{"x": 1}], "meta": {}}'],
+                         ids=["cut-short", "a-list", "other-fields"])
+def test_mutate_report_from_outcomes_it_cannot_read_is_one_line(monkeypatch, tmp_path, capsys, text):
+    """`python -m testbench.mutate --report` on a build/mutate/*/outcomes.json cut short (^C or
+    a full disk while it was written) or edited: json's or the dataclass's traceback."""
+    import testbench.mutate.__main__ as mutate_cli
+
+    f = tmp_path / "build" / "mutate" / "py" / "outcomes.json"
+    f.parent.mkdir(parents=True)
+    f.write_text(text)
+    monkeypatch.setattr(mutate_cli, "ROOT", tmp_path)
+    report = tmp_path / "mutate.json"
+    assert mutate_cli.main(["--report", "--json", str(report)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"mutate: --report: {f} is not a run's outcomes (") and \
+        err[0].endswith("): run the campaign again (make mutate)"), err
+    assert not report.exists()
+
+
+def test_mutate_reports_are_written_whole_or_not_at_all(monkeypatch, tmp_path):
+    """A ^C (or a full disk) while build/mutate.json or a layer's outcomes.json was written
+    left half a file, which --report then read (or a reader took for the campaign's)."""
+    from pathlib import Path
+
+    import testbench.mutate.__main__ as mutate_cli
+    from testbench.mutate import survivors
+    from testbench.mutate.report import Outcome, Report
+
+    report = Report(survivors.load(), meta={"seconds": {}})
+    report.outcomes.append(Outcome("rtl", "rtl/x.py", "k", "-a\n+b", "killed", "1", "f"))
+    path = tmp_path / "mutate.json"
+    layer = tmp_path / "build" / "mutate" / "rtl" / "outcomes.json"
+    for f in (path, layer):
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text('{"earlier": 1}')
+    real = Path.write_text
+
+    def interrupted(self, data, *a, **k):
+        real(self, data[: len(data) // 2], *a, **k)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(mutate_cli, "ROOT", tmp_path)
+    monkeypatch.setattr(Path, "write_text", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        report.write(path)
+    with pytest.raises(KeyboardInterrupt):
+        mutate_cli._save(report, "rtl")
+    monkeypatch.setattr(Path, "write_text", real)
+    assert path.read_text() == '{"earlier": 1}' and layer.read_text() == '{"earlier": 1}'
+    report.write(path)
+    mutate_cli._save(report, "rtl")
+    assert json.loads(path.read_text())["layers"]["rtl"]["killed"] == 1
+    assert json.loads(layer.read_text())["outcomes"][0]["key"] == "k"

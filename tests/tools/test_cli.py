@@ -186,7 +186,7 @@ def test_make_mutate_names_a_bad_part_in_one_line():
     assert r.returncode == 2 and r.stderr.splitlines()[0] == "make mutate: PART=bogus: choose python or rtl", r.stderr
 
 
-@pytest.mark.parametrize("var, value", [("N", "abc"), ("N", "0"), ("M", "-5"), ("N", "1e3")])
+@pytest.mark.parametrize("var, value", [("N", "abc"), ("N", "0"), ("M", "-5"), ("N", "1e3"), ("M", "1e3")])
 def test_make_soak_names_a_bad_count_in_one_line(var, value):
     """`make soak N=abc` was refused by difftest as "--streams: ..." (the option N makes), after
     the make line; a user gave N, so N is named."""
@@ -194,5 +194,39 @@ def test_make_soak_names_a_bad_count_in_one_line(var, value):
         pytest.skip("no make")
     r = subprocess.run(["make", "-s", "soak", f"{var}={value}", "STAMP=", f"PY={sys.executable}"],
                        cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and r.stderr.splitlines()[0] == \
-        f"make soak: {var}={value}: a positive whole number of streams", r.stderr
+    says = "a positive whole number of streams" if var == "N" else "a whole number of streams; 0 for none"
+    assert r.returncode == 2 and r.stderr.splitlines()[0] == f"make soak: {var}={value}: {says}", r.stderr
+
+
+def _make_line(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    """`make -s ARGS` with a stand-in for the virtualenv's Python that prints what it was
+    given (`PY -m ...`) instead of running a campaign."""
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    py = tmp_path / "py"
+    py.write_text('#!/bin/sh\necho "PY $*"\n')
+    py.chmod(0o755)
+    return subprocess.run(["make", "-s", *args, "STAMP=", f"PY={py}"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_make_soak_m_0_runs_no_multi_queue_streams(tmp_path):
+    """M=0 (difftest's --multi-streams 0: none) was refused as not a positive number: a soak of
+    the CP's streams alone could not be asked of make."""
+    r = _make_line(tmp_path, "soak", "N=5", "M=0")
+    assert r.returncode == 0 and r.stdout.split() == ["PY", "-m", "testbench.difftest", "--streams", "5", "--sim",
+                                                      "verilator", "--jobs", "2", "--multi-streams", "0"], r.stderr
+
+
+@pytest.mark.parametrize("deep, given", [("", False), ("0", False), ("1", True)])
+def test_make_formal_deep_is_1_or_0(tmp_path, deep, given):
+    """DEEP=0 ran the mutants whose counterexample takes hours (any value of DEEP was --deep)."""
+    r = _make_line(tmp_path, "formal", f"DEEP={deep}")
+    assert r.returncode == 0 and r.stdout.startswith("PY -m formal --jobs 2") and ("--deep" in r.stdout) == given
+
+
+def test_make_formal_names_a_bad_deep_in_one_line(tmp_path):
+    r = _make_line(tmp_path, "formal", "DEEP=yes")
+    assert r.returncode == 2 and not r.stdout
+    assert r.stderr.splitlines()[0] == \
+        "make formal: DEEP=yes: DEEP=1 adds the deep mutants; DEEP=0 or none leaves them out", r.stderr

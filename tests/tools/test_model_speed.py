@@ -152,6 +152,34 @@ def test_a_list_of_simulators_that_names_none_or_one_twice_is_refused(capsys, gi
     assert model_speed.parse_sims("none", none_ok=False)[1] == "'none' is not a simulator: choose verilator and/or icarus"
 
 
+@pytest.mark.parametrize("output, says", [
+    ("{tmp}", "-o: {tmp} is a folder; name the JSON file to write"),
+    ("{tmp}/notes.md", "-o: {tmp}/notes.md: the file exists and is not an earlier table of it (a JSON object): the run "
+                       "would write over it; give a new name, or remove the file first"),
+    ("{tmp}/notes.md/speed.json", "-o: {tmp}/notes.md is a file, not a folder"),
+])
+def test_an_output_it_cannot_write_is_refused_before_the_runs(capsys, tmp_path, monkeypatch, output, says):
+    """`-o` was written after every app had run on the model and each simulator: a folder or a
+    path under a file was a traceback (IsADirectoryError) then, the runs lost; another file was
+    written over."""
+    (tmp_path / "notes.md").write_text("# notes\n")
+    monkeypatch.setattr(model_speed, "compare", lambda *a, **k: pytest.fail("the apps ran first"))
+    with pytest.raises(SystemExit) as exc:
+        model_speed.main(["-o", output.replace("{tmp}", str(tmp_path))])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "python -m testbench.bench.model_speed: error: " + says.replace("{tmp}", str(tmp_path))]
+    assert (tmp_path / "notes.md").read_text() == "# notes\n"
+
+
+def test_an_output_in_a_new_folder_is_written(tmp_path, monkeypatch):
+    monkeypatch.setattr(model_speed, "compare", lambda sims, w: {"hello": {"verilator_device_x": 3.0,
+                                                                         "verilator_app_x": 1.5}})
+    out = tmp_path / "new" / "speed.json"
+    assert model_speed.main(["-o", str(out)]) == 0
+    assert json.loads(out.read_text())["model_speedup_device_min_verilator"] == 3.0
+
+
 def test_the_bench_leaves_the_files_beside_its_output_alone(tmp_path, monkeypatch):
     """`-o X.json` removed and wrote over `X-32b.json` beside it (the 32-bit figures' scratch
     file), whatever that file was: the scratch file is the run's own, under build/runs. (The

@@ -152,3 +152,51 @@ def test_a_character_stdout_cannot_encode_is_escaped(backend):
     r = subprocess.run([sys.executable, "-m", "gpucosim", "run", "examples/hello.py", "--sim", backend], cwd=ROOT,
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout == f"hello: OK on {backend} \\u2014 read back 0xc0ffee\n", r.stderr[-2000:]
+
+
+def test_ctrl_c_in_a_cli_is_one_line_and_status_130(capsys):
+    """^C in a campaign or a flow (make soak, make fpga, make formal, make mutate) was a
+    KeyboardInterrupt traceback of wherever it happened to be: now one line, status 130 as
+    a shell reports SIGINT, stdout given back."""
+    from testbench.pipes import pipe_safe
+
+    @pipe_safe
+    def main():
+        print("working")
+        raise KeyboardInterrupt
+
+    before = sys.stdout
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        pytest.fail("the KeyboardInterrupt went through (a traceback)")
+    assert code == 130 and sys.stdout is before
+    out, err = capsys.readouterr()
+    assert out == "working\n"
+    assert err.splitlines() == [f"{__name__}: interrupted (stopped before its end)"]
+
+
+def test_ctrl_c_stops_a_campaign_promptly_in_one_line(tmp_path):
+    """A real SIGINT to `python -m testbench.difftest` on the model, once its campaign runs:
+    it stops at once, says so in one line naming the command (not `__main__`), writes no
+    report (an earlier one stays as it was)."""
+    import signal
+    import time
+
+    report = tmp_path / "difftest.json"
+    report.write_text('{"earlier": 1}\n')
+    env = dict(os.environ, GPUCOSIM_PROGRESS="0")
+    p = subprocess.Popen([sys.executable, "-m", "testbench.difftest", "--sim", "model", "--streams", "100000",
+                          "--json", str(report)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        first = p.stderr.readline()  # "difftest: seed ..., 100000 streams ...": the campaign has started
+        assert "100000 streams" in first, first
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    assert p.returncode == 130, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == "testbench.difftest: interrupted (stopped before its end)", err
+    assert report.read_text() == '{"earlier": 1}\n'
