@@ -134,14 +134,25 @@ class RecoveryMixin:
                 ctx.banned = ctx.banned or file.banned  # (a freed context's jobs too)
                 s.drop_context(ctx, err, queued_only=s not in reset)
 
-    def gpu_recover(self, guilty: Job | None, info: HwErrorInfo, counted=None) -> None:
+    def gpu_recover(self, guilty: Job | None, info: HwErrorInfo, counted=None, ring: Scheduler | None = None) -> None:
         """The full reset, the last step of the ladder: stop every ring -> reset the device ->
         drop the guilty context's jobs -> resubmit the rest -> start. `counted`: the guilty
-        context a failed queue reset already counted (_mark_guilty)."""
+        context a failed queue reset already counted (_mark_guilty); `ring`: the ring whose
+        ladder ends here (its error is `info`)."""
         self.stats["resets"] += 1
         scheds = self.scheds
-        # Another ring's error still waiting for its own recovery (found in the same pass, its
-        # ladder not climbed yet) is this reset's too: its guilty job, by the ring's read
+        # the other rings' STATUS.ERROR first: an error an engine latched whose entry the
+        # handler has not read yet (interrupts late, masked) is this reset's as well
+        for s in scheds:
+            if s is ring or self.wedged is not None:
+                continue
+            if s is self.sched:
+                if self.reset_pending is None and regs.STATUS.ERROR.get(self.mmio.read(regs.STATUS)):
+                    self._cp_error(self.read_cp_error())
+            else:
+                self._check_ring_status(s)
+        # Another ring's error still waiting for its own recovery (found in the same pass, or
+        # just above, its ladder not climbed yet) is this reset's too: its guilty job, by the ring's read
         # pointer before the reset clears it, is guilty here as well. Dropped, it was run
         # again from its start as an innocent job (a fault that a remap in between had
         # mended then passed, its error lost).
@@ -263,4 +274,4 @@ class RecoveryMixin:
         # (a queue reset that failed after cancelling the guilty job counted its hang: the full
         # reset gives its context the full reset's guilt, as when the queue reset failed before)
         self.gpu_recover(guilty if guilty is None or not guilty.finished else None, info,
-                         counted=counted if guilty is None or guilty.finished else None)
+                         counted=counted if guilty is None or guilty.finished else None, ring=sched)

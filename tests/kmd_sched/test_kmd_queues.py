@@ -789,6 +789,43 @@ def test_whisper_chain_across_rings_and_contexts_with_hangs():
 
 
 
+def test_a_full_reset_takes_an_error_another_engine_latched_while_the_queue_reset_waited():
+    """check_a_full_reset_takes_the_other_rings_pending_error_with_its_guilty_job with the
+    SDMA's fault coming while queue 0's reset waits (its POLL_REGMEM gives up after about
+    2,400 cycles, then writes the unmapped BO): nobody has seen it when the ladder reaches
+    the full reset. The full reset reads the other rings' STATUS.ERROR first: the SDMA's
+    guilty job fails with its own fault, once (it ran again from its start as an innocent
+    job, its fault then a second reset)."""
+    kmd = kmd_model.bind(RefModel(), hw_timeout=5_000)
+    kmd.ring.request_reset = lambda: None
+    a, b = Client(), Client()
+    abo, av, bbo, bv = a.bo(0x4000), a.bo(), b.bo(0x4000), b.bo()
+    s = a.submit(sdma_ib(abo, sdma.poll_regmem(abo.addr + 0x3000, 1, 0xFFFF_FFFF, "EQ", interval=10, retry_count=14)
+                         + sdma.write_linear(av.addr, [1]) + sdma.fence(abo.addr + 0x3100, 0x77), 0x1000))
+    e = b.submit(b.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ") + pm4.write_data(bv.addr, [1])))
+    job = kmd.sdma_sched.pending[0]
+    for c, v in ((a, av), (b, bv)):
+        c.io(Request.GEM_VA, uapi.GemVaArgs(v.handle, uapi.VaOp.UNMAP, v.addr, 0, v.size, 0))
+    bbo.u32[0x3000 // 4] = 1
+    seen = []
+    recover = kmd.gpu_recover
+
+    def spy(*args, **kw):
+        seen.append((kmd.sdma_sched.error is not None, regs.SDMA_STATUS.ERROR.get(kmd.mmio.read(regs.SDMA_STATUS))))
+        return recover(*args, **kw)
+    kmd.gpu_recover = spy
+    with pytest.raises(uapi.KmdError) as ei:
+        b.wait(e, 1_000_000)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT", ei.value
+    assert seen == [(False, 1)], seen  # (the case: latched, not seen yet)
+    assert kmd.stats["resets"] == 1 and ("gfx", "full_reset") in kmd.recovery_log, kmd.recovery_log
+    with pytest.raises(uapi.KmdError) as ei:
+        a.wait(s, 1_000_000)
+    assert ei.value.errno == errno.ECANCELED and "sdma0" in ei.value.info.message, ei.value
+    assert job.runs == 1 and ("sdma0", "queue_reset") not in kmd.recovery_log, (job.runs, kmd.recovery_log)
+    assert query(a).ring_status == {"sdma0": ResetStatus.GUILTY}
+
+
 def test_a_queue_0_reset_whose_ring_test_fails_makes_the_full_resets_guilt_lasting():
     """The ladder's queue reset can fail after it has found the guilty context: queue 0 came
     back, its jobs of that ring were cancelled, then its ring test did not pass (on the RTL:
