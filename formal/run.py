@@ -28,7 +28,7 @@ from pathlib import Path
 from amaranth.back import rtlil
 
 from testbench.argtypes import OneLineParser, int_at_least, report_file_problem
-from testbench.pipes import pipe_safe
+from testbench.pipes import pipe_safe, write_whole
 
 from . import properties
 
@@ -556,9 +556,7 @@ def main(argv=None) -> int:
                           "covers_not_run": sum(r["kind"] == "cover" for r in not_run),
                           "mutants_not_run": len(mut_not_run)}}
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(args.json).with_name(Path(args.json).name + ".tmp")  # (whole or not at all: ^C, a full disk)
-    tmp.write_text(json.dumps(report, indent=1))
-    tmp.replace(args.json)
+    write_whole(args.json, json.dumps(report, indent=1))  # (whole or not at all: ^C, a full disk)
     print(f"written {args.json}")
     bad = len(ok_asserts) < len(asserts) or len(ok_covers) < len(covers) or len(killed) < len(mutants_run)
     # 3: nothing that ran failed, but the report is incomplete (not the 0 of a whole pass)

@@ -27,6 +27,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from testbench.pipes import write_whole
+
 FAMILY = "ECP5-25F"
 NEXTPNR_ARGS = ("--25k", "--package", "CABGA256", "--out-of-context", "--timing-allow-fail")
 # (with --detailed-timing-report nextpnr's JSON report also gives every endpoint's arrival
@@ -326,7 +328,7 @@ def pnr(block: str, netlist: Path, seed: int, freq: int = TARGET_MHZ, timeout: f
         full.pop("detailed_net_timings", None)
         if breakdown is not None:
             full["endpoint_breakdown"] = breakdown
-        report.write_text(json.dumps(full))
+        write_whole(report, json.dumps(full))  # (a cut-short cache failed every later run)
         (d / "report.tmp.json").unlink()
     r = json.loads(report.read_text())
     clocks = r.get("fmax", {})

@@ -10,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+from testbench.pipes import write_whole
 from testbench.sim import BUILD
 
 from .flow import placer_args
@@ -66,9 +67,7 @@ def merge(path, results: dict) -> dict:
     p.parent.mkdir(parents=True, exist_ok=True)
     # whole or not at all: a ^C (or a full disk) mid-write left half a report, which the next
     # run refuses to write over (not a JSON object), so every block's record was lost with it
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    tmp.replace(p)
+    write_whole(p, json.dumps(data, indent=1, sort_keys=True) + "\n")
     return data
 
 

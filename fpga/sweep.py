@@ -27,7 +27,7 @@ from pathlib import Path
 from rtl.cp import CommandProcessor
 from testbench import sim
 from testbench.argtypes import OneLineParser, int_at_least, integer_in
-from testbench.pipes import pipe_safe
+from testbench.pipes import pipe_safe, write_whole
 from testbench.sim.design import gpu_design
 from testbench.sim.dma_design import dma_design
 
@@ -228,9 +228,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"make sweep: {e}", file=sys.stderr)
         return 1
     OUT.mkdir(parents=True, exist_ok=True)
-    (sim.BUILD / "sweep.json").write_text(json.dumps({"dma": rows, "cp": cp_rows}, indent=1) + "\n")
+    write_whole(sim.BUILD / "sweep.json", json.dumps({"dma": rows, "cp": cp_rows}, indent=1) + "\n")
     text = table(rows, args.latency) + ("\n\n" + cp_table(cp_rows) if cp_rows else "")
-    (sim.BUILD / "sweep.txt").write_text(text + "\n")
+    write_whole(sim.BUILD / "sweep.txt", text + "\n")
     plot(rows, args.latency, sim.BUILD / "sweep.png", cp_rows)
     print(text)
     print(f"\n{len(rows) + len(cp_rows)} points in {time.monotonic() - t0:.0f} s; written to build/sweep.json, "

@@ -154,3 +154,31 @@ def pipe_safe(main: F) -> F:
         return code
 
     return run  # type: ignore[return-value]
+
+
+def write_whole(path: str | os.PathLike, data: str | bytes) -> None:
+    """Write a command's output file whole or not at all: through a temporary file beside it,
+    renamed over it, so a reader, or the next run that reads it back, never sees half a file
+    whatever stops the writer (^C, a full disk: then the earlier file stays as it was). Its
+    temporary name is this process's and thread's: two writers of the same file never
+    write into one (`a.json.tmp` was also a file of the user's beside `a.json` that a
+    campaign overwrote). A symlink keeps pointing where it did, its target gets the data;
+    a pipe or a device (/dev/stdout) is written into, never replaced by a file."""
+    import threading
+    from pathlib import Path
+
+    p = Path(path)
+    mode = "wb" if isinstance(data, bytes) else "w"
+    if p.exists() and not p.is_file():
+        with open(p, mode) as f:
+            f.write(data)
+        return
+    real = p.resolve()
+    tmp = real.with_name(f"{real.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+    try:
+        with open(tmp, mode) as f:
+            f.write(data)
+        os.replace(tmp, real)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from testbench.pipes import write_whole
+
 from .stops import _ENDINGS, RunTimeout, Terminated, stop_seen, stopped_code
 
 
@@ -198,10 +200,7 @@ class Session:
         self.status = st
         path = self.opts.status_file
         if path:
-            tmp = path + ".tmp"
-            with open(tmp, "w") as f:
-                json.dump(st, f)
-            os.replace(tmp, path)
+            write_whole(path, json.dumps(st))
 
     def _on_ioctl(self, rec) -> None:
         self.ioctls += 1

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from testbench.pipes import write_whole
+
 NS_PER_CYCLE = 10  # testbench.sim.cocotb_device.CLOCK_PERIOD_NS (a test keeps them equal)
 
 
@@ -148,21 +150,9 @@ class Timeline:
     def write(self, path: str | os.PathLike) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(self.to_json(), separators=(",", ":"), default=str)  # C encoder: json.dump is not
-        if path.exists() and not path.is_file():
-            # a pipe or a device (--trace /dev/stdout): written into, never replaced by a file
-            with open(path, "w") as f:
-                f.write(text)
-            return path
-        real = path.resolve()  # (through a symlink: the link stays, its target gets the timeline)
-        tmp = real.with_name(real.name + ".tmp")  # (a reader never sees half a file)
-        try:
-            with open(tmp, "w") as f:
-                f.write(text)
-            tmp.replace(real)
-        except OSError:
-            tmp.unlink(missing_ok=True)  # (a disk that filled up: no half file left beside it)
-            raise
+        # (C encoder: json.dump is not; whole or not at all, into a pipe such as /dev/stdout,
+        # through a symlink to its target)
+        write_whole(path, json.dumps(self.to_json(), separators=(",", ":"), default=str))
         return path
 
 

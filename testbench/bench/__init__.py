@@ -21,7 +21,7 @@ from pathlib import Path
 
 from testbench import sim
 from testbench.argtypes import OneLineParser, int_one_of, report_file_problem
-from testbench.pipes import pipe_safe
+from testbench.pipes import pipe_safe, write_whole
 from testbench.sim.design import gpu_design
 
 # metric → (goal text, check on the value or None)
@@ -303,7 +303,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m testbench.bench")
 
     results.update(fpga_report.derived(fpga_report.load_other(fpga_report.FPGA_JSON), results))
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1) + "\n")
+    write_whole(out, json.dumps(results, indent=1) + "\n")
     print(table(results))
     print(f"\nwritten to {out}")
     for what, x in (("bench run", res), ("bench run on the path before", before), ("bench run at 32 bits", res32)):

@@ -23,6 +23,7 @@ from typing import Iterable
 import numpy as np
 
 from testbench.argtypes import parse_int
+from testbench.pipes import write_whole
 from testbench.refmodel import DMA_MAX_BYTES, RefModel
 
 from . import coverage
@@ -271,9 +272,7 @@ class Report:
     def write(self, path: Path) -> dict:
         data = self.to_json()
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1) + "\n")
-        tmp.replace(path)
+        write_whole(path, json.dumps(data, indent=1) + "\n")
         return data
 
     def text(self) -> str:

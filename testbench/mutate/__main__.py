@@ -25,7 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..argtypes import OneLineParser, fraction, int_at_least, integer_in, positive_float, real_in, report_file_problem
-from ..pipes import pipe_safe
+from ..pipes import pipe_safe, write_whole
 from . import scope, survivors
 from .pymut import ROOT, TIMEOUT_CODES, PyCampaign
 from .report import Outcome, Report
@@ -151,11 +151,9 @@ def _save(report: Report, layer: str) -> None:
     """The layer's outcomes, for `--report` after survivors.toml changes."""
     d = ROOT / "build" / "mutate" / ("py" if layer == "python" else "rtl")
     d.mkdir(parents=True, exist_ok=True)
-    tmp = d / "outcomes.json.tmp"  # (whole or not at all: ^C or a full disk left half a file)
-    tmp.write_text(json.dumps({
+    write_whole(d / "outcomes.json", json.dumps({  # (^C or a full disk left half a file)
         "outcomes": [asdict(o) for o in report.outcomes if o.layer == layer],
         "meta": {k: v for k, v in report.meta.items() if k in (layer, "tool", "seed", "sample")}}))
-    tmp.replace(d / "outcomes.json")
 
 
 def _finish(report: Report, args, t0: float) -> int:

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..pipes import write_whole
 from .survivors import Arguments
 
 
@@ -133,9 +134,7 @@ class Report:
 
     def write(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")  # (whole or not at all: ^C or a full disk left half a report)
-        tmp.write_text(json.dumps(self.as_dict(), indent=1) + "\n")
-        tmp.replace(path)
+        write_whole(path, json.dumps(self.as_dict(), indent=1) + "\n")  # (^C or a full disk left half a report)
 
     def table(self) -> str:
         lines = [f"{'module':34s} {'mutants':>7s} {'run':>5s} {'killed':>6s} {'equiv':>5s} {'accept':>6s} "

@@ -11,6 +11,7 @@ import hashlib
 import re
 from pathlib import Path
 
+from ..pipes import write_whole
 from . import BUILD, CSRC_DIR, HDL_DIR, ROOT, Design, _locked
 
 VPI_NAME = "gpumem"
@@ -54,9 +55,7 @@ def gpu_verilog(data_width: int = 64, fetch_depth: int | None = None) -> Path:
             from rtl.top import to_verilog
 
             kw = {} if fetch_depth is None else {"fetch_depth": fetch_depth}
-            tmp = out.with_suffix(".tmp")
-            tmp.write_text(kick_time_zero(to_verilog(data_width, **kw)))
-            tmp.rename(out)
+            write_whole(out, kick_time_zero(to_verilog(data_width, **kw)))
     return out
 
 

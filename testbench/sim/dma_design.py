@@ -25,6 +25,7 @@ from rtl.axi_mux import AXI4Mux
 from rtl.bus import AXI4Signature
 from rtl.dma import DMAEngine
 
+from ..pipes import write_whole
 from .design import _rtl_digest, kick_time_zero, memory_sources
 from . import BUILD, HDL_DIR, Design, _locked
 
@@ -106,9 +107,7 @@ def dma_verilog(data_width: int = 64, **dma_kwargs) -> Path:
     with _locked(BUILD / "rtl" / f".lock-dma-{cfg}"):
         if not out.exists():
             text = verilog.convert(DmaBench(data_width, **dma_kwargs), name="dma_bench", emit_src=False)
-            tmp = out.with_suffix(".tmp")
-            tmp.write_text(kick_time_zero(text))
-            tmp.rename(out)
+            write_whole(out, kick_time_zero(text))
     return out
 
 

@@ -308,16 +308,18 @@ def test_the_report_is_written_whole_or_not_at_all(capsys, tmp_path, monkeypatch
                                     "DONE (PASS, rc=0)\n")
     out = tmp_path / "formal.json"
     out.write_text('{"earlier": "report"}')
-    real = Path.write_text
+    from testbench import pipes
 
-    def interrupted(self, data, *a, **k):
-        real(self, data[: len(data) // 2], *a, **k)
+    real = pipes.os.replace
+
+    def interrupted(src, dst):  # (stopped with the new text written beside it, not in place yet)
+        assert Path(src).read_text() and Path(src).parent == Path(dst).parent
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(Path, "write_text", interrupted)
+    monkeypatch.setattr(pipes.os, "replace", interrupted)
     assert run.main(["--report", "--groups", "mux", "--no-covers", "--no-mutants", "--json", str(out)]) == 130
     assert capsys.readouterr().err.splitlines() == ["formal: interrupted (stopped before its end)"]
     assert out.read_text() == '{"earlier": "report"}'
-    monkeypatch.setattr(Path, "write_text", real)
+    monkeypatch.setattr(pipes.os, "replace", real)
     assert run.main(["--report", "--groups", "mux", "--no-covers", "--no-mutants", "--json", str(out)]) == 0
     assert json.loads(out.read_text())["summary"]["asserts"] > 0

@@ -506,16 +506,18 @@ def test_the_report_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
     monkeypatch.setattr(report, "BENCH_JSON", tmp_path / "bench.json")
     report.merge(out, {"dma_32": {"lut4": 700}})
     before = out.read_text()
-    real = Path.write_text
+    from testbench import pipes
 
-    def interrupted(self, data, *a, **k):
-        real(self, data[: len(data) // 2], *a, **k)
+    real = pipes.os.replace
+
+    def interrupted(src, dst):  # (stopped with the new text written beside it, not in place yet)
+        assert Path(src).read_text() and Path(src).parent == Path(dst).parent
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(Path, "write_text", interrupted)
+    monkeypatch.setattr(pipes.os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
         report.merge(out, {"cp_32": {"lut4": 900}})
-    monkeypatch.setattr(Path, "write_text", real)
+    monkeypatch.setattr(pipes.os, "replace", real)
     assert out.read_text() == before
     assert report.merge(out, {"cp_32": {"lut4": 900}}) == json.loads(out.read_text()) == \
         {"dma_32": {"lut4": 700}, "cp_32": {"lut4": 900}}

@@ -435,19 +435,22 @@ def test_mutate_reports_are_written_whole_or_not_at_all(monkeypatch, tmp_path):
     for f in (path, layer):
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text('{"earlier": 1}')
-    real = Path.write_text
+    from testbench import pipes
 
-    def interrupted(self, data, *a, **k):
-        real(self, data[: len(data) // 2], *a, **k)
+    real = pipes.os.replace
+
+    def interrupted(src, dst):  # (stopped with the new text written beside it, not in place yet)
+        assert Path(src).read_text() and Path(src).parent == Path(dst).parent
         raise KeyboardInterrupt
 
     monkeypatch.setattr(mutate_cli, "ROOT", tmp_path)
-    monkeypatch.setattr(Path, "write_text", interrupted)
+    monkeypatch.setattr(pipes.os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
         report.write(path)
     with pytest.raises(KeyboardInterrupt):
         mutate_cli._save(report, "rtl")
-    monkeypatch.setattr(Path, "write_text", real)
+    monkeypatch.setattr(pipes.os, "replace", real)
+    assert sorted(p.name for p in path.parent.iterdir() if p.suffix == ".tmp") == []
     assert path.read_text() == '{"earlier": 1}' and layer.read_text() == '{"earlier": 1}'
     report.write(path)
     mutate_cli._save(report, "rtl")

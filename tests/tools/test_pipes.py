@@ -200,3 +200,57 @@ def test_ctrl_c_stops_a_campaign_promptly_in_one_line(tmp_path):
     assert p.returncode == 130, err
     assert "Traceback" not in err and err.strip().splitlines()[-1] == "testbench.difftest: interrupted (stopped before its end)", err
     assert report.read_text() == '{"earlier": 1}\n'
+
+
+# ------------------------------------------------------------------ files written whole
+
+def test_a_campaign_report_leaves_the_users_files_beside_it_alone(tmp_path):
+    """`difftest --json a.json` wrote through `a.tmp`, the user's own file beside it if there
+    was one (path.with_suffix): every report file is written through a temporary of its
+    own (testbench.pipes.write_whole)."""
+    from testbench.difftest.campaign import Report
+
+    mine = tmp_path / "a.tmp"
+    mine.write_text("the user's notes\n")
+    Report(seed=7).write(tmp_path / "a.json")
+    assert mine.read_text() == "the user's notes\n"
+    assert '"seed": 7' in (tmp_path / "a.json").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "a.tmp"]
+
+
+def test_write_whole_keeps_the_earlier_file_when_the_write_fails(tmp_path, monkeypatch):
+    """A write that stops half way (^C, a full disk) leaves the earlier file as it was and
+    no temporary beside it; a symlink keeps pointing at its target, which gets the data;
+    bytes are written as bytes; a pipe or device (/dev/stdout) is written into."""
+    from testbench import pipes
+
+    out = tmp_path / "report.json"
+    out.write_text("earlier\n")
+
+
+    real_open = open
+
+    def failing_open(path, mode="r", *a, **kw):
+        f = real_open(path, mode, *a, **kw)
+        if str(path).endswith(".tmp"):
+            f.write("half")
+            f.close()
+            raise KeyboardInterrupt
+        return f
+    monkeypatch.setattr("builtins.open", failing_open)
+    with pytest.raises(KeyboardInterrupt):
+        pipes.write_whole(out, "new\n")
+    monkeypatch.undo()
+    assert out.read_text() == "earlier\n" and sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
+    target = tmp_path / "target.bin"
+    link = tmp_path / "link.bin"
+    link.symlink_to(target)
+    pipes.write_whole(link, b"\x00\x01")
+    assert link.is_symlink() and target.read_bytes() == b"\x00\x01"
+    r, w = os.pipe()
+    try:
+        pipes.write_whole(f"/proc/self/fd/{w}", "through\n")
+        assert os.read(r, 100) == b"through\n"
+    finally:
+        os.close(r)
+        os.close(w)
