@@ -905,3 +905,39 @@ def test_a_queue_0_reset_whose_ring_test_fails_makes_the_full_resets_guilt_lasti
     expect(errno.ECANCELED, f"CS: context {evil.ctx} was reset: {qe.error.message}", evil.submit,
            evil.ib(ebo, pm4.nop(2), 0x2000))
     assert good.wait(good.run(gbo, pm4.write_data(gbo.addr + 0x10, [0x6D]), 0x800)) and gbo.u32[4] == 0x6D
+
+
+@pytest.mark.parametrize("limit", [2, 64])
+def test_a_job_resubmitted_after_a_queue_reset_runs_before_jobs_queued_after_it(limit):
+    """An innocent client's job G is next in ring 0, behind a hostile client's job that faults;
+    the hostile client then queues jobs (from contexts it used before, their entities older
+    in the round robin than G's) while the ring is full. After queue 0's reset the resubmitted
+    jobs went back into their entities and the round robin chose: the older entities' jobs,
+    submitted after G, went into the ring ahead of it, and G waited behind them (here for
+    ever: they hold the ring), a new queue 0 reset each time they fault (amdgpu's default
+    hw_submission_limit is 2; with 64, 62 cheap jobs fill the ring). drm_sched runs its
+    pending jobs again first, in their order (drm_sched_resubmit_jobs): so does the KMD now."""
+    kmd = kmd_model.bind(RefModel(), hw_submission_limit=limit)
+    good, evil = Client(), Client()
+    gbo, ebo, victim = good.bo(0x4000), evil.bo(0x8000), evil.bo()
+    later = [new_ctx(evil) for _ in range(4)]
+    for c in later:  # their entities: served once, before G
+        assert evil.wait(evil.submit(evil.ib(ebo, pm4.nop(2), 0x100), ctx=c), ctx=c)
+    e = evil.submit(evil.ib(ebo, pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ") + pm4.write_data(victim.addr, [1]),
+                            0x200))
+    g = good.submit(good.ib(gbo, pm4.write_data(gbo.addr + 0x10, [0x600D]), 0x100))
+    for _ in range(limit - 2):  # (the ring full: what comes next is queued)
+        evil.submit(evil.ib(ebo, pm4.nop(2), 0x300), ctx=new_ctx(evil))
+    assert len(kmd.sched.pending) == limit
+    held = [evil.submit(evil.ib(ebo, pm4.wait_reg_mem(ebo.addr + 0x3100, 1, 1, "EQ"), 0x400), ctx=c) for c in later]
+    assert kmd.sched.has_queued()
+    evil.io(Request.GEM_VA, uapi.GemVaArgs(victim.handle, uapi.VaOp.UNMAP, victim.addr, 0, victim.size, 0))
+    ebo.u32[0x3000 // 4] = 1
+    with pytest.raises(uapi.KmdError) as ei:
+        evil.wait(e, 100_000)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT", ei.value
+    assert good.wait(g, 100_000), "the innocent job waits behind jobs submitted after it"  # (else ETIME)
+    assert gbo.u32[4] == 0x600D and kmd.stats["queue_resets"] == 1
+    ebo.u32[0x3100 // 4] = 1
+    for c, s in zip(later, held):
+        assert evil.wait(s, 100_000, c)
