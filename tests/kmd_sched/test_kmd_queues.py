@@ -511,6 +511,37 @@ def check_a_queue_0_reset_while_queue_1_fills_keeps_queue_1s_transfers(dev):
     assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0)
     assert query(c, hi).reset_status == ResetStatus.NO_RESET
 
+def check_a_queue_0_reset_while_the_sdma_copies_stays_a_queue_reset(dev):
+    """Queue 0 faults while another client's SDMA job copies 256 KiB (some 64,000 cycles of
+    bus traffic on a 64-bit bus, longer than hw_timeout): CP_QUEUE_RESET.Q0 waits for the
+    CP's own bus traffic to end, not for the SDMA's, so it is done within hw_timeout, the copy
+    runs once and lands whole, and nothing but queue 0 is reset."""
+    kmd = kmd_model.bind(dev, hw_timeout=5_000)
+    good, evil = Client(), Client()
+    size = 256 << 10
+    gbo, ebo, victim = good.bo(2 * size + 0x2000), evil.bo(0x4000), evil.bo()
+    gbo.u32[0x2000 // 4: (0x2000 + size) // 4] = range(size // 4)
+    s = good.submit(sdma_ib(gbo, sdma.copy_linear(gbo.addr + 0x2000 + size, gbo.addr + 0x2000, size)
+                            + sdma.fence(gbo.addr + 0x100, 0x5E), 0x200))
+    job = kmd.sdma_sched.pending[0]
+    e = evil.submit(evil.ib(ebo, pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ", poll_interval=4)
+                            + pm4.write_data(victim.addr, [1])))
+    # (unmapped after the CS, the checker passed it: the write faults)
+    evil.io(Request.GEM_VA, uapi.GemVaArgs(victim.handle, uapi.VaOp.UNMAP, victim.addr, 0, victim.size, 0))
+    seen, request = [], kmd.ring.request_reset
+    kmd.ring.request_reset = lambda: (seen.append(int(gbo.u32[0x40])), request())[1]
+    ebo.u32[0x3000 // 4] = 1
+    with pytest.raises(uapi.KmdError) as ei:
+        evil.wait(e, 1_000_000)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT", ei.value
+    assert good.wait(s, 2_000_000) and gbo.u32[0x40] == 0x5E and job.runs == 1
+    assert len(seen) == 1  # (on Icarus the copy's fence was still 0 at the reset: the copy under way)
+    assert gbo.u32[(0x2000 + size) // 4: (0x2000 + 2 * size) // 4].tolist() == list(range(size // 4))
+    assert kmd.recovery_log == [("gfx", "error"), ("gfx", "queue_reset")], kmd.recovery_log
+    assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0)
+    assert query(good).reset_status == ResetStatus.NO_RESET
+
+
 CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rings_gpu_side,
           check_amd_queue_reset_malformed, check_amd_queue_reset_hang, check_amd_queue_reset_bus_error,
           check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted,
@@ -523,7 +554,8 @@ CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rin
           check_a_queue_0_reset_that_does_not_come_back_falls_to_the_full_reset,
           check_a_cp_queue_reset_behind_the_other_queues_long_packet_stays_a_queue_reset,
           check_a_full_reset_takes_the_other_rings_pending_error_with_its_guilty_job,
-          check_a_queue_0_reset_while_queue_1_fills_keeps_queue_1s_transfers]
+          check_a_queue_0_reset_while_queue_1_fills_keeps_queue_1s_transfers,
+          check_a_queue_0_reset_while_the_sdma_copies_stays_a_queue_reset]
 
 
 @pytest.mark.parametrize("sdma_engine", [True, False], ids=["sdma", "no_sdma"])
