@@ -181,6 +181,9 @@ class Scheduler:
         self.parked: set[Entity] = set()
         self.entities: dict["Context", Entity] = {}  # context -> its entity on this ring (ids are per file)
         self.pending: deque[Job] = deque()  # in the ring, not finished
+        # the jobs a reset put back (resubmit_and_start), with their entities, in their ring
+        # order: they go into the ring again first, ahead of every job queued (kick)
+        self.resubmitted: deque[tuple[Job, Entity]] = deque()
         self.stopped = False
         self.progress_at = 0  # when the head job started, the last job finished, or the CP last moved
         self.head_at = 0  # when the head job started (the ring's oldest since then): how long it has run
@@ -293,11 +296,25 @@ class Scheduler:
                     self._park(e)  # (its head's last dependency to end puts it back: Job.ended)
         return None
 
+    def _next_resubmitted(self) -> Entity | None:
+        """The entity whose head is the first job a reset put back, if any is still to go into
+        the ring: as drm_sched_resubmit_jobs runs the pending jobs again before the
+        scheduler picks any new one. Through the round robin (_select), an entity with an
+        older turn went first: a client's jobs queued after an innocent job that was next in
+        the ring went into it ahead of that job, each reset again (a client faulting on
+        purpose, from context after context, kept it from ever running)."""
+        while self.resubmitted:
+            job, e = self.resubmitted[0]
+            if not job.finished and e.queue and e.queue[0] is job:
+                return e
+            self.resubmitted.popleft()  # (cancelled since)
+        return None
+
     def kick(self) -> None:
         """Move ready jobs into the ring while they fit (one commit for them all)."""
         moved = False
         while not self.stopped and len(self.pending) < self.hw_submission_limit:
-            e = self._select()
+            e = self._next_resubmitted() or self._select()
             if e is None or not self.ring.alloc(e.queue[0].ndw):
                 break
             job = e.queue[0]
@@ -305,6 +322,8 @@ class Scheduler:
             if vmid is None:
                 break  # every VMID is busy: the job waits for one (amdgpu_vmid_grab)
             job.vmid = vmid
+            if self.resubmitted and self.resubmitted[0][0] is job:
+                self.resubmitted.popleft()
             e.queue.popleft()
             if not e.queue:
                 self._dequeue(e)
@@ -438,15 +457,21 @@ class Scheduler:
 
     def resubmit_and_start(self) -> list[Job]:
         """Put the unfinished jobs that were in the ring back at the head of their entities
-        and restart; the ring is empty again after the reset."""
+        and restart; the ring is empty again after the reset. They go into it again first, in
+        the order they had there, before any job queued (_next_resubmitted)."""
         redo = [j for j in self.pending if not j.finished]
         self.pending.clear()
+        back = []
         for j in reversed(redo):
             # back into the entity it came from, ahead of its later jobs: a freed context's
             # too (its entity has left `entities`; a new one would run the later jobs first)
             e = j.entity or self.entity(j.ctx)
             e.queue.appendleft(j)
             self._unpark(e)  # (its head is a job that ran: ready)
+            back.append((j, e))
+        # into the ring first, in their order (kick), ahead of any put back by an earlier
+        # reset and not in the ring again yet (they were behind these)
+        self.resubmitted = deque([*reversed(back), *self.resubmitted])
         self.stopped = False
         # (the ring test after the reset ran packets on this queue with nothing pending)
         self.progress_at = self.busy_at = self.head_at = self.kmd.dev.now()

@@ -469,6 +469,79 @@ def check_a_full_reset_takes_the_other_rings_pending_error_with_its_guilty_job(d
     assert good.wait(good.run(gbo, pm4.write_data(gbo.addr + 0x10, [0x6D]), 0x800)) and gbo.u32[4] == 0x6D
     assert a.wait(a.submit(sdma_ib(abo, sdma.fence(abo.addr + 0x3200, 0x78), 0x1800)))  # A submits on
 
+def check_a_queue_0_reset_while_queue_1_fills_keeps_queue_1s_transfers(dev):
+    """Queue 0 stopped by a VM fault is reset (CP_QUEUE_RESET.Q0) while queue 1 holds the CP
+    with DMA_DATA fills without CP_SYNC in flight (released, as a late interrupt would let
+    them, after the fault and before the reset: the test sets their flag as the KMD requests
+    the reset, and lets 2,000 cycles pass). On the RTL the reset of the running queue aborts
+    the DMA engine's queued transfers: queue 0 is not the running one then, and queue 1's
+    transfers must all land (its fence comes after them), its job run once, nothing reset
+    but queue 0."""
+    kmd = kmd_model.bind(dev)
+    c = Client()
+    n, size = 4, 16 << 10
+    bo, victim = c.bo(n * size + 0x4000), c.bo()
+    hi, bad = new_ctx(c, CtxPriority.HIGH), new_ctx(c)
+    fills = sum((pm4.dma_data(bo.addr + 0x4000 + k * size, 0x11110000 + k, size, src_sel="DATA")
+                 for k in range(n)), [])
+    g = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x1000, 1, 1, "EQ", poll_interval=4) + fills
+                      + pm4.write_data(bo.addr, [0x600D]), 0x100), ctx=hi)
+    job = kmd.hqd_sched.pending[0]
+    e = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x3000, 1, 1, "EQ") + pm4.write_data(victim.addr, [1]), 0x2000),
+                 ctx=bad)
+    c.io(Request.GEM_VA, uapi.GemVaArgs(victim.handle, uapi.VaOp.UNMAP, victim.addr, 0, victim.size, 0))
+    seen, request = [], kmd.ring.request_reset
+
+    def late_reset():
+        bo.u32[0x1000 // 4] = 1  # queue 1 runs on, queue 0 stopped: the fills start
+        kmd.dev.delay(2_000)
+        seen.append(kmd.mmio.read(regs.PERF_DMA_BYTES_WRITTEN))
+        request()
+    kmd.ring.request_reset = late_reset
+    bo.u32[0x3000 // 4] = 1
+    with pytest.raises(uapi.KmdError) as ei:
+        c.wait(e, 2_000_000, bad)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT", ei.value
+    assert c.wait(g, 2_000_000, hi) and bo.u32[0] == 0x600D and job.runs == 1
+    assert len(seen) == 1  # (on the RTL, Icarus: 15,784 of the 65,536 bytes were written at the reset)
+    for k in range(n):
+        w = bo.u32[(0x4000 + k * size) // 4:(0x4000 + (k + 1) * size) // 4]
+        assert (w == 0x11110000 + k).all(), (k, int((w == 0x11110000 + k).sum()), size // 4)
+    assert kmd.recovery_log == [("gfx", "error"), ("gfx", "queue_reset")], kmd.recovery_log
+    assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0)
+    assert query(c, hi).reset_status == ResetStatus.NO_RESET
+
+def check_a_queue_0_reset_while_the_sdma_copies_stays_a_queue_reset(dev):
+    """Queue 0 faults while another client's SDMA job copies 256 KiB (some 64,000 cycles of
+    bus traffic on a 64-bit bus, longer than hw_timeout): CP_QUEUE_RESET.Q0 waits for the
+    CP's own bus traffic to end, not for the SDMA's, so it is done within hw_timeout, the copy
+    runs once and lands whole, and nothing but queue 0 is reset."""
+    kmd = kmd_model.bind(dev, hw_timeout=5_000)
+    good, evil = Client(), Client()
+    size = 256 << 10
+    gbo, ebo, victim = good.bo(2 * size + 0x2000), evil.bo(0x4000), evil.bo()
+    gbo.u32[0x2000 // 4: (0x2000 + size) // 4] = range(size // 4)
+    s = good.submit(sdma_ib(gbo, sdma.copy_linear(gbo.addr + 0x2000 + size, gbo.addr + 0x2000, size)
+                            + sdma.fence(gbo.addr + 0x100, 0x5E), 0x200))
+    job = kmd.sdma_sched.pending[0]
+    e = evil.submit(evil.ib(ebo, pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ", poll_interval=4)
+                            + pm4.write_data(victim.addr, [1])))
+    # (unmapped after the CS, the checker passed it: the write faults)
+    evil.io(Request.GEM_VA, uapi.GemVaArgs(victim.handle, uapi.VaOp.UNMAP, victim.addr, 0, victim.size, 0))
+    seen, request = [], kmd.ring.request_reset
+    kmd.ring.request_reset = lambda: (seen.append(int(gbo.u32[0x40])), request())[1]
+    ebo.u32[0x3000 // 4] = 1
+    with pytest.raises(uapi.KmdError) as ei:
+        evil.wait(e, 1_000_000)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT", ei.value
+    assert good.wait(s, 2_000_000) and gbo.u32[0x40] == 0x5E and job.runs == 1
+    assert len(seen) == 1  # (on Icarus the copy's fence was still 0 at the reset: the copy under way)
+    assert gbo.u32[(0x2000 + size) // 4: (0x2000 + 2 * size) // 4].tolist() == list(range(size // 4))
+    assert kmd.recovery_log == [("gfx", "error"), ("gfx", "queue_reset")], kmd.recovery_log
+    assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0)
+    assert query(good).reset_status == ResetStatus.NO_RESET
+
+
 CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rings_gpu_side,
           check_amd_queue_reset_malformed, check_amd_queue_reset_hang, check_amd_queue_reset_bus_error,
           check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted,
@@ -480,7 +553,9 @@ CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rin
           check_a_gfx_vm_fault_resets_queue_0_alone_and_an_innocent_sdma_job_is_not_run_again,
           check_a_queue_0_reset_that_does_not_come_back_falls_to_the_full_reset,
           check_a_cp_queue_reset_behind_the_other_queues_long_packet_stays_a_queue_reset,
-          check_a_full_reset_takes_the_other_rings_pending_error_with_its_guilty_job]
+          check_a_full_reset_takes_the_other_rings_pending_error_with_its_guilty_job,
+          check_a_queue_0_reset_while_queue_1_fills_keeps_queue_1s_transfers,
+          check_a_queue_0_reset_while_the_sdma_copies_stays_a_queue_reset]
 
 
 @pytest.mark.parametrize("sdma_engine", [True, False], ids=["sdma", "no_sdma"])
@@ -862,3 +937,39 @@ def test_a_queue_0_reset_whose_ring_test_fails_makes_the_full_resets_guilt_lasti
     expect(errno.ECANCELED, f"CS: context {evil.ctx} was reset: {qe.error.message}", evil.submit,
            evil.ib(ebo, pm4.nop(2), 0x2000))
     assert good.wait(good.run(gbo, pm4.write_data(gbo.addr + 0x10, [0x6D]), 0x800)) and gbo.u32[4] == 0x6D
+
+
+@pytest.mark.parametrize("limit", [2, 64])
+def test_a_job_resubmitted_after_a_queue_reset_runs_before_jobs_queued_after_it(limit):
+    """An innocent client's job G is next in ring 0, behind a hostile client's job that faults;
+    the hostile client then queues jobs (from contexts it used before, their entities older
+    in the round robin than G's) while the ring is full. After queue 0's reset the resubmitted
+    jobs went back into their entities and the round robin chose: the older entities' jobs,
+    submitted after G, went into the ring ahead of it, and G waited behind them (here for
+    ever: they hold the ring), a new queue 0 reset each time they fault (amdgpu's default
+    hw_submission_limit is 2; with 64, 62 cheap jobs fill the ring). drm_sched runs its
+    pending jobs again first, in their order (drm_sched_resubmit_jobs): so does the KMD now."""
+    kmd = kmd_model.bind(RefModel(), hw_submission_limit=limit)
+    good, evil = Client(), Client()
+    gbo, ebo, victim = good.bo(0x4000), evil.bo(0x8000), evil.bo()
+    later = [new_ctx(evil) for _ in range(4)]
+    for c in later:  # their entities: served once, before G
+        assert evil.wait(evil.submit(evil.ib(ebo, pm4.nop(2), 0x100), ctx=c), ctx=c)
+    e = evil.submit(evil.ib(ebo, pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ") + pm4.write_data(victim.addr, [1]),
+                            0x200))
+    g = good.submit(good.ib(gbo, pm4.write_data(gbo.addr + 0x10, [0x600D]), 0x100))
+    for _ in range(limit - 2):  # (the ring full: what comes next is queued)
+        evil.submit(evil.ib(ebo, pm4.nop(2), 0x300), ctx=new_ctx(evil))
+    assert len(kmd.sched.pending) == limit
+    held = [evil.submit(evil.ib(ebo, pm4.wait_reg_mem(ebo.addr + 0x3100, 1, 1, "EQ"), 0x400), ctx=c) for c in later]
+    assert kmd.sched.has_queued()
+    evil.io(Request.GEM_VA, uapi.GemVaArgs(victim.handle, uapi.VaOp.UNMAP, victim.addr, 0, victim.size, 0))
+    ebo.u32[0x3000 // 4] = 1
+    with pytest.raises(uapi.KmdError) as ei:
+        evil.wait(e, 100_000)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT", ei.value
+    assert good.wait(g, 100_000), "the innocent job waits behind jobs submitted after it"  # (else ETIME)
+    assert gbo.u32[4] == 0x600D and kmd.stats["queue_resets"] == 1
+    ebo.u32[0x3100 // 4] = 1
+    for c, s in zip(later, held):
+        assert evil.wait(s, 100_000, c)

@@ -212,8 +212,8 @@ def _hangs_then_innocent(kmd, hostile: list[tuple[Client, int]]) -> int:
 
 @pytest.mark.parametrize("n", [1, 3, 4])
 def test_each_hanging_file_ahead_of_an_innocent_job_costs_it_one_reset_of_nine_eighths_of_job_timeout(n):
-    """Measured with the default job_timeout (500,000): 1, 3, 4, 15 files ahead cost 562,900,
-    1,688,612, 2,251,432 and 8,442,716 cycles (1,000,400, 4,001,432, 15,005,216 before the
+    """Measured with the default job_timeout (500,000): 1, 3, 4, 15 files ahead cost 562,700,
+    1,687,988, 2,250,632 and 8,439,716 cycles (1,000,400, 4,001,432, 15,005,216 before the
     timer's first look moved to job_timeout / 8). Each hang is found by its own timeout; the
     innocent job waits in the ring behind them, is resubmitted after each reset (its n + 1
     runs), never cancelled, and its own timer never runs out: it starts only once the job
