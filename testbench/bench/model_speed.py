@@ -129,7 +129,7 @@ def summary(result: dict, sims: list[str]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="python -m testbench.bench.model_speed", description=__doc__.splitlines()[0])
     ap.add_argument("--sims", default="verilator", help="simulators to compare against (default verilator)")
-    ap.add_argument("--only", nargs="*", choices=sorted(WORKLOADS), help="a subset of the workloads")
+    ap.add_argument("--only", nargs="+", choices=sorted(WORKLOADS), help="a subset of the workloads (one or more names)")
     ap.add_argument("-o", "--output", help="write the table as JSON here")
     args = ap.parse_args(argv)
     sims, problem = parse_sims(args.sims, none_ok=False)

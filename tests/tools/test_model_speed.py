@@ -232,3 +232,14 @@ def test_the_cs_bench_runs_the_checker_as_the_kmd_does():
     out = cs.measure()
     assert set(out) == {"cs_submit_us_per_kdw", "cs_submit_us_per_kdw_one_ib", "cs_shadow_bytes_per_submit"}
     assert all(v > 0 for v in out.values()), out
+
+
+def test_only_with_no_workload_is_refused(capsys, monkeypatch):
+    """`--only` with no names ran every workload (nargs "*": an empty subset read as none
+    given), minutes on each simulator for a command that asked for nothing."""
+    monkeypatch.setattr(model_speed, "compare", lambda *a, **k: pytest.fail("the apps ran"))
+    with pytest.raises(SystemExit) as exc:
+        model_speed.main(["--only"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "python -m testbench.bench.model_speed: error: argument --only: expected at least one argument"]
