@@ -62,9 +62,11 @@ bench: $(STAMP)
 ## Synthesis + place and route for the ECP5-25F (PyPI yowasp tools): build/fpga.json and a table.
 ## make fpga [BLOCKS=csr,mux,dma,cp,top] [WIDTHS=32,64] [SEEDS=1,2,3] [PNR_ARGS='--tmg-ripup']
 ## (nextpnr gets --placer-heap-timingweight 50 from the flow; PNR_ARGS adds settings or replaces that one)
+# (each value one argument, as given: BLOCKS="dma, cp" was two, a quote in PNR_ARGS broke the line)
+quote = '$(subst ','\'',$(1))'
 fpga: $(STAMP)
-	$(PY) -m fpga $(if $(BLOCKS),--blocks $(BLOCKS)) $(if $(WIDTHS),--widths $(WIDTHS)) \
-		$(if $(SEEDS),--seeds $(SEEDS)) --jobs $(JOBS) $(if $(PNR_ARGS),--pnr-args="$(PNR_ARGS)")
+	$(PY) -m fpga $(if $(BLOCKS),--blocks $(call quote,$(BLOCKS))) $(if $(WIDTHS),--widths $(call quote,$(WIDTHS))) \
+		$(if $(SEEDS),--seeds $(call quote,$(SEEDS))) --jobs $(JOBS) $(if $(PNR_ARGS),--pnr-args=$(call quote,$(PNR_ARGS)))
 
 ## The DMA engine's design space: throughput against LUT4 (build/sweep.txt, build/sweep.png).
 sweep: $(STAMP)
@@ -76,7 +78,7 @@ sweep: $(STAMP)
 # (DEEP=0 was --deep too: any value was)
 formal: $(STAMP)
 	@$(if $(filter-out 0 1,$(DEEP)),echo "make formal: DEEP=$(DEEP): DEEP=1 adds the deep mutants; DEEP=0 or none leaves them out" >&2; exit 2)
-	$(PY) -m formal --jobs $(JOBS) $(if $(GROUPS),--groups $(GROUPS)) $(if $(SOLVER),--solver $(SOLVER)) \
+	$(PY) -m formal --jobs $(JOBS) $(if $(GROUPS),--groups $(call quote,$(GROUPS))) $(if $(SOLVER),--solver $(call quote,$(SOLVER))) \
 		$(if $(filter 1,$(DEEP)),--deep)
 
 ## The long RTL-vs-model campaign: make soak N=10000 [M=2000] [SIM=verilator,icarus] [GPUCOSIM_SEED=1234] [JOBS=2]

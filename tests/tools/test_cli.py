@@ -230,3 +230,23 @@ def test_make_formal_names_a_bad_deep_in_one_line(tmp_path):
     assert r.returncode == 2 and not r.stdout
     assert r.stderr.splitlines()[0] == \
         "make formal: DEEP=yes: DEEP=1 adds the deep mutants; DEEP=0 or none leaves them out", r.stderr
+
+
+def test_make_passes_each_value_as_one_argument(tmp_path):
+    """BLOCKS="dma, cp" reached fpga as two arguments (`unrecognized arguments: cp`), and a
+    quote in PNR_ARGS ended make's shell line early (a shell syntax error): each variable is
+    one argument, as the user gave it."""
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    py = tmp_path / "py"
+    py.write_text('#!/bin/sh\nfor a in "$@"; do echo "[$a]"; done\n')
+    py.chmod(0o755)
+    pnr = """--placer-heap-alpha 0.1 --pre-pack "it's.py\""""
+    r = subprocess.run(["make", "-s", "fpga", "BLOCKS=dma, cp", "SEEDS=1, 2", f"PNR_ARGS={pnr}", "STAMP=", f"PY={py}"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["[-m]", "[fpga]", "[--blocks]", "[dma, cp]", "[--seeds]", "[1, 2]", "[--jobs]",
+                                     "[2]", f"[--pnr-args={pnr}]"], r.stdout
+    r = subprocess.run(["make", "-s", "formal", "GROUPS=axil, cp_ring", "STAMP=", f"PY={py}"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "[axil, cp_ring]" in r.stdout.splitlines(), (r.stdout, r.stderr)
