@@ -223,24 +223,14 @@ class Ring:
             raise KmdError(errno.EBUSY, "ring test: ring is not empty")
         self.emit_mem_write(self.kmd.wb_addr(self.scratch_index), [RING_TEST_MAGIC])
         self.commit()
-        start = self.dev.now()
-        deadline = start + timeout
-        mark = progress() if progress is not None else None
+        window = Window(self.dev, timeout, progress, most)
         while int(wb[self.scratch_index]) != RING_TEST_MAGIC:
-            now = self.dev.now()
-            if now >= deadline and progress is not None and now - start < most:
-                seen = progress()
-                if seen != mark:  # it moved on: another window, never past `most`
-                    mark = seen
-                    deadline = min(now + timeout, start + most)
-            if now >= deadline:
-                waited = f"{timeout} cycles" if deadline == start + timeout else \
-                    f"{now - start} cycles ({timeout} since the last progress, {most} at most)"
+            if window.over():
                 raise KmdError(errno.ETIMEDOUT,
                                f"ring test failed: scratch {int(wb[self.scratch_index]):#010x} "
-                               f"after {waited} (rptr {self.get_rptr():#x}, wptr {self.committed:#x})")
+                               f"after {window.waited()} (rptr {self.get_rptr():#x}, wptr {self.committed:#x})")
             self.dev.delay(16)
-        log.info("ring test passed (%d cycles)", self.dev.now() - start)
+        log.info("ring test passed (%d cycles)", self.dev.now() - window.start)
 
     # How long the ring test after this queue's own reset may legitimately wait: the CP
     # serves its two queues with one parser, and switches to the queue just reset only at a
@@ -284,25 +274,43 @@ def queue_reset(ring, timeout: int, progress=None, most: int = 0) -> None:
     again, up to `most` cycles in all."""
     m, dev = ring.kmd.mmio, ring.dev
     ring.request_reset()
-    start = dev.now()
-    deadline = start + timeout
-    mark = progress() if progress is not None else None
+    window = Window(dev, timeout, progress, most)
     while True:
         st = ring.STATUS.decode(m.read(ring.STATUS))
         if st["IDLE"] and not st["ERROR"]:
             return
-        now = dev.now()
-        if now >= deadline and progress is not None and now - start < most:
-            seen = progress()
-            if seen != mark:  # it moved on: another window, never past `most`
-                mark = seen
-                deadline = min(now + timeout, start + most)
-        if now >= deadline:
-            waited = f"{timeout} cycles" if deadline == start + timeout else \
-                f"{now - start} cycles ({timeout} since the last progress, {most} at most)"
-            raise KmdError(errno.EIO, f"{ring.name} queue reset: not idle after {waited} "
+        if window.over():
+            raise KmdError(errno.EIO, f"{ring.name} queue reset: not idle after {window.waited()} "
                            f"({ring.STATUS.NAME} {m.read(ring.STATUS):#x})")
         dev.delay(8)
+
+
+class Window:
+    """A bounded wait for something that may legitimately wait behind other work: `timeout`
+    cycles, started again each time `progress()` (a function whose value changes while that
+    work moves on) has moved, never past `most` cycles in all; without `progress`, a flat
+    `timeout`. A stuck engine does not extend it."""
+
+    def __init__(self, dev, timeout: int, progress=None, most: int = 0):
+        self.dev, self.timeout, self.progress, self.most = dev, timeout, progress, most
+        self.start = dev.now()
+        self.deadline = self.start + timeout
+        self.mark = progress() if progress is not None else None
+
+    def over(self) -> bool:
+        now = self.dev.now()
+        if now >= self.deadline and self.progress is not None and now - self.start < self.most:
+            seen = self.progress()
+            if seen != self.mark:  # it moved on: another window, never past `most`
+                self.mark = seen
+                self.deadline = min(now + self.timeout, self.start + self.most)
+        return now >= self.deadline
+
+    def waited(self) -> str:
+        """How long it waited, for the message that says it gave up."""
+        if self.deadline == self.start + self.timeout:
+            return f"{self.timeout} cycles"
+        return f"{self.dev.now() - self.start} cycles ({self.timeout} since the last progress, {self.most} at most)"
 
 
 class HqdRing(Ring):

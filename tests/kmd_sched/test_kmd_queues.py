@@ -431,6 +431,22 @@ def check_a_cp_queue_reset_behind_the_other_queues_long_packet_stays_a_queue_res
         assert evil.wait(ok, 100_000, ectx) and ebo.u32[0x400 + n] == 0xE2
 
 
+def _an_sdma_fault_and_a_gfx_fault_that_takes_the_full_reset(kmd, **poll):
+    """Client A's SDMA job that polls its flag (POLL_REGMEM with `poll`), then writes a BO
+    its file unmapped after the CS; client B's gfx job that does the same after a
+    WAIT_REG_MEM; queue 0's reset made never to come back (the full reset follows B's
+    fault). Returns (a, b, abo, bbo, sdma_seq, gfx_seq, sdma_job): the flags at 0x3000."""
+    kmd.ring.request_reset = lambda: None
+    a, b = Client(), Client()
+    abo, av, bbo, bv = a.bo(0x4000), a.bo(), b.bo(0x4000), b.bo()
+    s = a.submit(sdma_ib(abo, sdma.poll_regmem(abo.addr + 0x3000, 1, 0xFFFF_FFFF, "EQ", **poll)
+                         + sdma.write_linear(av.addr, [1]) + sdma.fence(abo.addr + 0x3100, 0x77), 0x1000))
+    e = b.submit(b.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ") + pm4.write_data(bv.addr, [1])))
+    job = kmd.sdma_sched.pending[0]
+    for c, v in ((a, av), (b, bv)):
+        c.io(Request.GEM_VA, uapi.GemVaArgs(v.handle, uapi.VaOp.UNMAP, v.addr, 0, v.size, 0))
+    return a, b, abo, bbo, s, e, job
+
 def check_a_full_reset_takes_the_other_rings_pending_error_with_its_guilty_job(dev):
     """Two clients' jobs fault in one pass of the interrupt handler: client B's on ring 0
     (its queue reset made to fail: the full reset follows), client A's on the SDMA ring,
@@ -441,15 +457,9 @@ def check_a_full_reset_takes_the_other_rings_pending_error_with_its_guilty_job(d
     own fault, A is guilty on its ring (as its queue reset would have made it) and the
     other contexts innocent, one reset counted for everyone; the device works on."""
     kmd = kmd_model.bind(dev, hw_timeout=5_000)
-    kmd.ring.request_reset = lambda: None  # queue 0's reset never comes back: the full reset
-    a, b, good = Client(), Client(), Client()
-    abo, av, bbo, bv, gbo = a.bo(0x4000), a.bo(), b.bo(0x4000), b.bo(), good.bo(0x4000)
-    s = a.submit(sdma_ib(abo, sdma.poll_regmem(abo.addr + 0x3000, 1, 0xFFFF_FFFF, "EQ", interval=4)
-                         + sdma.write_linear(av.addr, [1]) + sdma.fence(abo.addr + 0x3100, 0x77), 0x1000))
-    e = b.submit(b.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ") + pm4.write_data(bv.addr, [1])))
-    job = kmd.sdma_sched.pending[0]
-    for c, v in ((a, av), (b, bv)):
-        c.io(Request.GEM_VA, uapi.GemVaArgs(v.handle, uapi.VaOp.UNMAP, v.addr, 0, v.size, 0))
+    a, b, abo, bbo, s, e, job = _an_sdma_fault_and_a_gfx_fault_that_takes_the_full_reset(kmd, interval=4)
+    good = Client()
+    gbo = good.bo(0x4000)
     # both released in one MMIO-free step: the two faults are in the IH ring together
     abo.u32[0x3000 // 4] = 1
     bbo.u32[0x3000 // 4] = 1
@@ -872,15 +882,8 @@ def test_a_full_reset_takes_an_error_another_engine_latched_while_the_queue_rese
     guilty job fails with its own fault, once (it ran again from its start as an innocent
     job, its fault then a second reset)."""
     kmd = kmd_model.bind(RefModel(), hw_timeout=5_000)
-    kmd.ring.request_reset = lambda: None
-    a, b = Client(), Client()
-    abo, av, bbo, bv = a.bo(0x4000), a.bo(), b.bo(0x4000), b.bo()
-    s = a.submit(sdma_ib(abo, sdma.poll_regmem(abo.addr + 0x3000, 1, 0xFFFF_FFFF, "EQ", interval=10, retry_count=14)
-                         + sdma.write_linear(av.addr, [1]) + sdma.fence(abo.addr + 0x3100, 0x77), 0x1000))
-    e = b.submit(b.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ") + pm4.write_data(bv.addr, [1])))
-    job = kmd.sdma_sched.pending[0]
-    for c, v in ((a, av), (b, bv)):
-        c.io(Request.GEM_VA, uapi.GemVaArgs(v.handle, uapi.VaOp.UNMAP, v.addr, 0, v.size, 0))
+    a, b, abo, bbo, s, e, job = _an_sdma_fault_and_a_gfx_fault_that_takes_the_full_reset(kmd, interval=10,
+                                                                                         retry_count=14)
     bbo.u32[0x3000 // 4] = 1
     seen = []
     recover = kmd.gpu_recover
