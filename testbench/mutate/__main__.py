@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     # (a file other than an earlier report, --json README.md, was written over after the campaign)
     if problem := report_file_problem(args.json, "a mutation report"):
         ap.error(f"argument --json: {problem}")
+    if args.resume and not args.rtl and not args.report and (problem := _resume_problem(modules, args)):
+        ap.error(f"argument --resume: {problem}")
 
     t0 = time.monotonic()
     deadline = t0 + 60 * args.budget
@@ -169,6 +171,32 @@ def _finish(report: Report, args, t0: float) -> int:
     return 1 if low or todo else 0
 
 
+CAMPAIGN_FILE = "campaign.json"  # beside mutants.json: what the run chose its mutants by
+
+
+def _chosen_by(modules: tuple[str, ...], args) -> dict:
+    return {"modules": sorted(modules), "sample": args.sample, "seed": args.seed}
+
+
+def _resume_problem(modules: tuple[str, ...], args) -> str | None:
+    """Why --resume cannot go on from the last Python run, or None. Its mutants were made of
+    that run's modules and chosen by its --sample and --seed: with others, the verdicts of
+    one choice were mixed with another's (or other modules' mutants were run as these)."""
+    work = PyCampaign.work
+    try:
+        last = json.loads((work / CAMPAIGN_FILE).read_text())
+    except FileNotFoundError:
+        return None  # (no earlier run, or one from before this check: the campaign starts or goes on)
+    except (OSError, ValueError) as e:
+        return f"{work / CAMPAIGN_FILE} cannot be read ({e}): run without --resume"
+    now = _chosen_by(modules, args)
+    differ = [k for k in now if last.get(k) != now[k]]
+    if not differ:
+        return None
+    was = " ".join(f"--{k} {','.join(last[k]) if k == 'modules' else last.get(k)}" for k in differ)
+    return f"the last run was {was}: give the same to go on, or run without --resume to start again"
+
+
 def _python(report: Report, modules: tuple[str, ...], args, deadline: float) -> None:
     camp = PyCampaign(workers=args.jobs, modules=modules)
     if args.resume and (camp.work / "mutants.json").exists():
@@ -179,6 +207,7 @@ def _python(report: Report, modules: tuple[str, ...], args, deadline: float) -> 
         camp.prepare()
     listed = {m.key for m in camp.mutants if report.args.find(m.key)}
     todo = camp.choose(args.sample, args.seed, skip_keys=set() if args.recheck else listed)
+    write_whole(camp.work / CAMPAIGN_FILE, json.dumps(_chosen_by(modules, args)))
     done = [m for m in todo if m.exit_code is not None]  # (only after a resume)
     todo = [m for m in todo if m.exit_code is None]
     chosen = [m for m in camp.mutants if m.chosen]

@@ -456,3 +456,28 @@ def test_mutate_reports_are_written_whole_or_not_at_all(monkeypatch, tmp_path):
     mutate_cli._save(report, "rtl")
     assert json.loads(path.read_text())["layers"]["rtl"]["killed"] == 1
     assert json.loads(layer.read_text())["outcomes"][0]["key"] == "k"
+
+
+@pytest.mark.parametrize("given, says", [
+    (["--sample", "0.5"], "the last run was --sample 0.25"),
+    (["--seed", "9"], "the last run was --seed 3"),
+    (["--modules", "kmd_model/irq/ih.py"], "the last run was --modules kmd_model/sched/fence.py"),
+])
+def test_mutate_resume_with_another_choice_is_one_usage_line(monkeypatch, tmp_path, capsys, given, says):
+    """--resume reused the last run's mutants and verdicts whatever --sample, --seed and
+    --modules said (its help: "same --sample and --seed"): another choice mixed one sample's
+    verdicts with another's, and other modules' mutants ran as the ones asked for."""
+    import testbench.mutate.__main__ as mutate_cli
+    from testbench.mutate.pymut import PyCampaign
+
+    monkeypatch.setattr(PyCampaign, "work", tmp_path)
+    (tmp_path / "campaign.json").write_text(json.dumps(
+        {"modules": ["kmd_model/sched/fence.py"], "sample": 0.25, "seed": 3}))
+    monkeypatch.setattr(mutate_cli, "_python", lambda *a, **k: pytest.fail("the campaign ran"))
+    base = ["--python", "--resume", "--modules", "kmd_model/sched/fence.py", "--sample", "0.25", "--seed", "3"]
+    with pytest.raises(SystemExit) as exc:
+        mutate_cli.main(base + given + ["--json", str(tmp_path / "m.json")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"python -m testbench.mutate: error: argument --resume: {says}"), err
+    assert err[0].endswith("give the same to go on, or run without --resume to start again"), err
