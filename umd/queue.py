@@ -178,9 +178,8 @@ class Queue(_Dispatched):
         self.failed_from: int | None = None
         # its jobs not yet proven to have ended well, and the errors raised (umd/failed_jobs.py);
         # a ring reset alone leaves the context running on, and every ring may be: sdma0,
-        # gfx_high, and the gfx ring too (CP_QUEUE_RESET.Q0; only a gfx queue watched here, whose
-        # failed job's error a reset of its ring alone would lose)
-        self.watch = failed_jobs.Watch(True)
+        # gfx_high, and the gfx ring too (CP_QUEUE_RESET.Q0), so every queue's jobs are watched
+        self.watch = failed_jobs.Watch()
         # data dwords per write packet: the packet's own limit (WRITE_DATA: COUNT's range less
         # its 3 fixed dwords; SDMA WRITE_LINEAR: its count field) and what fits in one IB
         # beside the packet's 4 other dwords

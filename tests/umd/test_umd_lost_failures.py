@@ -426,7 +426,7 @@ def test_the_errors_raised_are_remembered_up_to_a_bound():
     from kmd_model.uapi import HwErrorInfo, KmdError
     from umd import failed_jobs
 
-    q = SimpleNamespace(watch=failed_jobs.Watch(True))
+    q = SimpleNamespace(watch=failed_jobs.Watch())
     n = failed_jobs.REPORTED_KEPT + 1
     for seq in range(1, n + 1):
         info = HwErrorInfo("ILLEGAL_OPCODE", "IB1", 0x7B, None, 0, 0, seq, 1, "illegal opcode")
