@@ -480,7 +480,7 @@ def _flush(self: Queue, check: bool = True, call: str = "flush", own: str = "") 
     return seq
 
 
-def _submit_recorded(self: Queue, call: str = "flush") -> int | None:
+def _submit_recorded(self: Queue, call: str) -> int | None:
     """queue_flush's CS and its bookkeeping, which a ^C must not separate. The queue's
     recorded state (commands, events, dependencies) is taken only once the CS is in or
     refused: an exception from inside the CS ioctl that is not the kernel's answer (a ^C
