@@ -313,12 +313,16 @@ class Queue(_Dispatched):
         later command throttled on it (with max_inflight=1 a copy queue, whose ring is
         reset alone, took no more work after its hang). Raised with every other error
         pending (failed_jobs.pending): the call raises anyway, and the next would have
-        raised them a call late."""
+        raised them a call late. An error the call has raised already (a flush's look, just
+        before its wait for room) is not raised again: the job leaves, the wait goes on."""
+        known = set(self.watch.reported)
         try:
             return self._wait_seq(self.inflight[0].seq, self.timeout, what)
         except GpuError as e:
             sub = self.inflight.popleft()
             self.pool.free.extend(sub.ibs)
+            if (e.info.ctx_id, e.info.seq) in known:  # raised already (this flush's look): not twice
+                return True
             failed_jobs.check(self, what, found=(sub.number, e))
             raise  # (unreachable: check raises `found` at least)
 
