@@ -509,7 +509,7 @@ def _submit_recorded(self: Queue, call: str) -> int | None:
     if self.async_submit:  # the device's submission thread makes the ioctl (umd/submit.py)
         events = _take_recorded(self)
         self.flushes += 1
-        job = PendingCs(self, do_cs, ibs, labels, events, self.staging, self.flushes, deps=bool(deps))
+        job = PendingCs(do_cs, ibs, labels, events, self.staging, self.flushes, deps=bool(deps))
         self.staging = []  # freed once the CS is in (submit.collect)
         for ev in events:
             ev.pending, ev.number = job, self.flushes
