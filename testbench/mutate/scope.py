@@ -194,9 +194,7 @@ TESTS = (
 # left out once because the coverage pass failed with them (LookupError); the cause was
 # mutmut's ContextVar call stack re-entered by the GC on CPython 3.11, now kept per thread
 # (_inwork.py per_thread_call_stack).
-# (no "not rtl": -k matches substrings, and it left out 8 model tests whose names say "rtl"
-# or "partly", no simulator run among them; the simulator runs are verilator/icarus ones)
-TEST_FILTER = "not verilator and not icarus and not held_cp_flushes"
+TEST_FILTER = "not verilator and not icarus and not rtl and not held_cp_flushes"
 
 # Source folders mutmut copies into its mutants/ tree (MODULES are mutated, the rest of
 # these folders is copied as is).
