@@ -18,8 +18,8 @@ error was lost. Nor when a job was cancelled because a job it waited for (wait_e
 failed: its context was never reset.
 
 So a queue keeps the submissions whose good end is not proven yet (`Queue.watch.jobs`):
-every one of a queue whose ring may be reset alone (every queue: each ring's recovery starts
-with its queue's reset), and those that carry a dependency on any queue. Proving them costs little: CTX QUERY_STATE's
+every one, since every ring may be reset alone (each ring's recovery starts with its
+queue's reset). Proving them costs little: CTX QUERY_STATE's
 `resets` (amdgpu's reset counter, which every reset of any ring moves) unchanged since the
 queue last looked means no reset has cancelled a job since, so a job the user fence has
 passed ended well (one ioctl for any number of jobs). When it moved, or a job carries a
@@ -50,7 +50,6 @@ REPORTED_KEPT = 1024  # errors a queue remembers having raised (a failed job's s
 class Watch:
     """A queue's jobs not yet proven to have ended well, and how they are proven."""
 
-    resets_alone: bool  # its ring may be reset alone, the context running on: watch every job
     jobs: deque = field(default_factory=deque)  # Submissions not yet proven, oldest first
     resets_seen: int | None = None  # CTX QUERY_STATE's reset count at the last look
     ask_all: bool = False  # ask the kernel about every job at the next look
@@ -73,11 +72,9 @@ def mark_reported(q: Queue, e: KmdError) -> None:
 
 
 def track(q: Queue, sub: Submission) -> None:
-    """A submission is in flight: it needs proving if its queue's ring may be reset alone or
-    it waits for another queue's job."""
+    """A submission is in flight: it needs proving (every queue's ring may be reset alone)."""
     q.inflight.append(sub)
-    if q.watch.resets_alone or sub.deps:
-        q.watch.jobs.append(sub)
+    q.watch.jobs.append(sub)
 
 
 def check(q: Queue, what: str, upto: int | None = None, found: tuple | None = None) -> None:
@@ -107,13 +104,12 @@ def _failures(q: Queue, what: str, upto: int | None) -> list[tuple[int, UmdError
     if not subs or q.closed:
         return []
     ask_all = w.ask_all
-    if w.resets_alone:
-        try:
-            resets = q.ws.ctx_query(q.ctx_id).resets
-        except KmdError:
-            resets = None  # (no answer: ask about each job, whose WAIT_CS says what is wrong)
-        if resets is None or resets != w.resets_seen:
-            ask_all, w.resets_seen = True, resets
+    try:
+        resets = q.ws.ctx_query(q.ctx_id).resets
+    except KmdError:
+        resets = None  # (no answer: ask about each job, whose WAIT_CS says what is wrong)
+    if resets is None or resets != w.resets_seen:
+        ask_all, w.resets_seen = True, resets
     # a look that asks (a reset since the last, which the count seen from now on covers)
     # leaves the jobs after `upto` to the next look, which must ask them too: one that failed
     # in that reset, whose seqno the fence passes, would pass for ended well

@@ -178,9 +178,8 @@ class Queue(_Dispatched):
         self.failed_from: int | None = None
         # its jobs not yet proven to have ended well, and the errors raised (umd/failed_jobs.py);
         # a ring reset alone leaves the context running on, and every ring may be: sdma0,
-        # gfx_high, and the gfx ring too (CP_QUEUE_RESET.Q0; only a gfx queue watched here, whose
-        # failed job's error a reset of its ring alone would lose)
-        self.watch = failed_jobs.Watch(True)
+        # gfx_high, and the gfx ring too (CP_QUEUE_RESET.Q0), so every queue's jobs are watched
+        self.watch = failed_jobs.Watch()
         # data dwords per write packet: the packet's own limit (WRITE_DATA: COUNT's range less
         # its 3 fixed dwords; SDMA WRITE_LINEAR: its count field) and what fits in one IB
         # beside the packet's 4 other dwords
@@ -314,12 +313,16 @@ class Queue(_Dispatched):
         later command throttled on it (with max_inflight=1 a copy queue, whose ring is
         reset alone, took no more work after its hang). Raised with every other error
         pending (failed_jobs.pending): the call raises anyway, and the next would have
-        raised them a call late."""
+        raised them a call late. An error the call has raised already (a flush's look, just
+        before its wait for room) is not raised again: the job leaves, the wait goes on."""
+        known = set(self.watch.reported)
         try:
             return self._wait_seq(self.inflight[0].seq, self.timeout, what)
         except GpuError as e:
             sub = self.inflight.popleft()
             self.pool.free.extend(sub.ibs)
+            if (e.info.ctx_id, e.info.seq) in known:  # raised already (this flush's look): not twice
+                return True
             failed_jobs.check(self, what, found=(sub.number, e))
             raise  # (unreachable: check raises `found` at least)
 
@@ -481,7 +484,7 @@ def _flush(self: Queue, check: bool = True, call: str = "flush", own: str = "") 
     return seq
 
 
-def _submit_recorded(self: Queue, call: str = "flush") -> int | None:
+def _submit_recorded(self: Queue, call: str) -> int | None:
     """queue_flush's CS and its bookkeeping, which a ^C must not separate. The queue's
     recorded state (commands, events, dependencies) is taken only once the CS is in or
     refused: an exception from inside the CS ioctl that is not the kernel's answer (a ^C
@@ -506,7 +509,7 @@ def _submit_recorded(self: Queue, call: str = "flush") -> int | None:
     if self.async_submit:  # the device's submission thread makes the ioctl (umd/submit.py)
         events = _take_recorded(self)
         self.flushes += 1
-        job = PendingCs(self, do_cs, ibs, labels, events, self.staging, self.flushes, deps=bool(deps))
+        job = PendingCs(do_cs, ibs, labels, events, self.staging, self.flushes, deps=bool(deps))
         self.staging = []  # freed once the CS is in (submit.collect)
         for ev in events:
             ev.pending, ev.number = job, self.flushes

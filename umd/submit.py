@@ -77,7 +77,6 @@ class PendingCs:
     `submit_fn()` runs on that thread; the app's thread reads the outcome (`seq` or
     `error`) once `done`, in `collect`."""
 
-    queue: Any
     submit_fn: Callable[[], tuple[int, int]]  # the CS ioctl(s); returns the last seqno and how many
     ibs: list
     labels: dict

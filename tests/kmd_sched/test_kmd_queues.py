@@ -904,6 +904,37 @@ def test_a_full_reset_takes_an_error_another_engine_latched_while_the_queue_rese
     assert query(a).ring_status == {"sdma0": ResetStatus.GUILTY}
 
 
+def test_a_full_reset_from_the_sdma_ladder_takes_a_cp_error_latched_while_its_queue_reset_waited():
+    """The other way round: the SDMA's queue reset does not come back (its ladder falls to the
+    full reset) and, while it waits, CP queue 0's job faults (its WAIT_REG_MEM let go by the
+    CPU then): nobody has read queue 0's error when the full reset starts. The full reset
+    reads STATUS.ERROR first and takes that error with its guilty job: the gfx job fails with
+    its own fault, once, in that one reset (not run again from its start as an innocent job,
+    its fault a second reset)."""
+    kmd = kmd_model.bind(RefModel(), hw_timeout=5_000)
+    a, b = Client(), Client()
+    abo, av, bbo, bv = a.bo(0x4000), a.bo(), b.bo(0x4000), b.bo()
+    e = b.submit(b.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ") + pm4.write_data(bv.addr, [1])))
+    for c, v in ((a, av), (b, bv)):
+        c.io(Request.GEM_VA, uapi.GemVaArgs(v.handle, uapi.VaOp.UNMAP, v.addr, 0, v.size, 0))
+    job = kmd.sched.pending[0]
+
+    def request_reset():  # (SDMA_CNTL.QUEUE_RESET never written: the wait gives up)
+        bbo.u32[0x3000 // 4] = 1  # queue 0's job goes on, to its fault
+    kmd.sdma_ring.request_reset = request_reset
+    s = a.submit(sdma_ib(abo, sdma.write_linear(av.addr, [1]), 0x1000))
+    with pytest.raises(uapi.KmdError) as ei:
+        a.wait(s, 1_000_000)
+    assert ei.value.errno == errno.ECANCELED and "sdma0" in ei.value.info.message, ei.value
+    with pytest.raises(uapi.KmdError) as ei:
+        b.wait(e, 1_000_000)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT", ei.value
+    assert ei.value.info.addr == bv.addr, ei.value
+    assert kmd.stats["resets"] == 1 and ("sdma0", "full_reset") in kmd.recovery_log, kmd.recovery_log
+    assert job.runs == 1 and ("gfx", "queue_reset") not in kmd.recovery_log, (job.runs, kmd.recovery_log)
+    assert query(b).ring_status == {"gfx": ResetStatus.GUILTY}
+
+
 def test_a_queue_0_reset_whose_ring_test_fails_makes_the_full_resets_guilt_lasting():
     """The ladder's queue reset can fail after it has found the guilty context: queue 0 came
     back, its jobs of that ring were cancelled, then its ring test did not pass (on the RTL:

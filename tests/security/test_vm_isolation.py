@@ -398,6 +398,10 @@ def test_a_fault_on_each_cp_queue_at_once_is_each_clients_own_in_info_vm_fault()
         with pytest.raises(KmdError) as ei:
             c.wait(seq, 1_000_000, ctx=ctx)
         assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT" and ei.value.info.addr == addr
+    # queue 1's message says why it has no access or cause: the shared status held queue 0's
+    # fault (not the SDMA engine's words, which a CP queue's fault is not)
+    assert "VM_FAULT_STATUS held CP queue 0's fault, no access or cause latched" in ei.value.info.message
+    assert "SDMA" not in ei.value.info.message, ei.value.info.message
     fa = a.io(Request.INFO, InfoArgs(InfoQuery.VM_FAULT))
     fb = b.io(Request.INFO, InfoArgs(InfoQuery.VM_FAULT))
     assert (fa.addr, fa.vmid) == (0x2A00_0000, a.f.vm.vmid or fa.vmid) and fa.access == "WRITE", fa

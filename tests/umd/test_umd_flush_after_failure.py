@@ -122,3 +122,41 @@ def test_a_flush_that_cannot_submit_says_the_commands_stay_recorded():
     q.finish()
     assert buf.u32[0] == 9
     gpu.close()
+
+
+@pytest.mark.parametrize("how", ["flush", "finish"])
+def test_a_throttled_flush_raises_its_oldest_jobs_failure_once(how):
+    """A queue at max_inflight whose oldest job was cancelled for its dependency (never run:
+    its fence not passed) flushes: the flush's look raises that job's error, and its wait for
+    room met the same job's error again; raised twice, as its own note ('and: GpuError: ...'
+    the same error), against "none twice" (umd/failed_jobs.py). Raised once now, the new
+    commands submitted all the same; finish, which looks after its flush, raises it once too."""
+    from spec import pm4
+    from tests.umd.drive import run_device
+
+    kmd_model.bind(RefModel(), KmdParams(cs_check=False, hw_timeout=2_000))
+    gpu = umd.open()
+    buf = gpu.alloc(256)
+    q = gpu.queue(max_inflight=1, ib_size_dw=64)
+    for _ in range(3):  # (an IB each, back in the pool after: the write below needs no wait)
+        q.write(buf, 0, [0] * 40)
+    q.finish()
+    other = gpu.queue()
+    other.emit_raw([pm4.header(0x7B, 0), 0])
+    ev = other.signal()
+    other.flush()
+    q.wait_event(ev)
+    q.write(buf, 12, 1)  # (cancelled with its dependency: never runs)
+    q.flush()
+    run_device(kmd_model.bound(), 2_000)
+    with pytest.raises(umd.GpuError):
+        other.finish()
+    q.write(buf, 0, 9)
+    with pytest.raises(umd.GpuError, match="^GPU error in a job this queue waited for") as ei:
+        q.finish() if how == "finish" else q.flush()
+    notes = getattr(ei.value, "__notes__", [])
+    assert not any(n.startswith("and: ") for n in notes), notes  # (once)
+    assert notes and "were submitted all the same" in notes[-1], notes
+    q.finish()  # (nothing more to raise)
+    assert buf.u32[0] == 9 and buf.u32[3] == 0
+    gpu.close()

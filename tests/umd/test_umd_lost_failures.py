@@ -171,6 +171,36 @@ def test_an_async_queue_raises_it_at_finish(kind):
     gpu.close()
 
 
+def test_an_async_queues_job_cancelled_for_its_dependency_after_a_look_is_raised_at_finish():
+    """A job of an async queue cancelled because the job it waited for (wait_event) failed
+    moves no reset counter: the queue's look after the reset saw the count it sees at
+    finish, so only asking the kernel about that job (it carries a dependency) finds its
+    error; taken for ended well (the fence passed its seqno), the error was lost."""
+    kmd_model.bind(RefModel(), KmdParams(cs_check=False))
+    gpu = umd.open(api_version=3)
+    buf = gpu.alloc(64)
+    q = gpu.queue(async_submit=True)
+    other = gpu.queue()
+    other.emit_raw([pm4.header(0x7B, 0), 0])
+    ev = other.signal()
+    other.flush()
+    run_device(kmd_model.bound(), 2_000)
+    with pytest.raises(umd.GpuError, match="illegal opcode"):
+        other.finish()
+    q.write(buf, 0, 1)
+    q.finish()  # (a look after the reset: the count it sees from now on)
+    q.wait_event(ev)
+    q.write(buf, 12, 1)  # (cancelled with its dependency: never written)
+    q.flush()
+    q.write(buf, 0, 9)
+    q.flush()
+    with pytest.raises(umd.GpuError, match="^GPU error in a job this queue waited for") as ei:
+        q.finish()
+    assert ei.value.waited_for and buf.u32[0] == 9 and buf.u32[3] == 0
+    q.finish()  # (once)
+    gpu.close()
+
+
 def test_proving_a_copy_queues_jobs_costs_one_ioctl_per_look():
     """With no reset since the queue last looked (CTX QUERY_STATE's reset count), the jobs
     the user fence has passed ended well: one ioctl however many flushes were in flight,
@@ -426,7 +456,7 @@ def test_the_errors_raised_are_remembered_up_to_a_bound():
     from kmd_model.uapi import HwErrorInfo, KmdError
     from umd import failed_jobs
 
-    q = SimpleNamespace(watch=failed_jobs.Watch(True))
+    q = SimpleNamespace(watch=failed_jobs.Watch())
     n = failed_jobs.REPORTED_KEPT + 1
     for seq in range(1, n + 1):
         info = HwErrorInfo("ILLEGAL_OPCODE", "IB1", 0x7B, None, 0, 0, seq, 1, "illegal opcode")

@@ -233,3 +233,33 @@ def test_the_split_reads_each_packets_call_not_its_labels_wording(monkeypatch, a
     assert f"the calls from #{2 * k + 2} on did not run" in note, note
     assert written == [*range(2, k + 2), 0]
     assert run(True) == plain
+
+
+def test_finish_whose_flushs_second_cs_is_refused_raises_the_refusal_with_an_earlier_failed_job(monkeypatch):
+    """finish() flushes without raising what is pending first (umd/queue.py _flush(check=False)):
+    a failed job no call has raised yet and its own flush's refused second CS are raised
+    together, oldest first (the failed job's error, the refusal as its note). Raised alone, the
+    earlier error left the refusal untold: the app never learnt that the flush's later
+    commands did not run."""
+    from tests.umd.drive import run_device
+
+    kmd_model.bind(RefModel())
+    gpu = umd.open(api_version=3)
+    q = gpu.queue(engine="copy", ib_size_dw=64, flush_threshold=1000)
+    out = gpu.alloc(8192)
+    made = _refuse_second_cs(monkeypatch, gpu)
+    q.emit_raw([0xFFFF_FFF0])  # an illegal SDMA opcode: the job fails, its queue's reset alone
+    q.flush()
+    run_device(kmd_model.bound(), 2_000)
+    k = gpu.dev_info.max_ib_chunks
+    for i in range(k + 1):  # (40 dwords: an IB each; the second CS is refused)
+        q.write(out, 4 * 40 * i, [i + 1] * 40)
+    with pytest.raises(umd.GpuError, match="^GPU error: illegal opcode 0xf0") as e:
+        q.finish()
+    assert len(made) == 3
+    notes = "\n".join(e.value.__notes__)
+    assert "and: SubmitError: " in notes and "CS: chunk 0: refused for the test" in notes, notes
+    assert f"from IB {k + 1} on was refused" in notes, notes
+    assert [out.u32[40 * i] for i in range(k + 1)] == [*range(1, k + 1), 0]
+    q.close()
+    gpu.close()

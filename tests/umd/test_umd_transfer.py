@@ -200,7 +200,8 @@ def _queue_at_its_limit(gpu, hold_cls):
     return q, hold
 
 
-def test_a_download_whose_flush_times_out_takes_its_copy_back():
+@pytest.mark.parametrize("before", [True, False], ids=["a_write_before", "nothing_before"])
+def test_a_download_whose_flush_times_out_takes_its_copy_back(before):
     """download()'s flush waits at max_inflight and times out: the download raises, and its
     own copy into its staging buffer (which it freed) is taken back, not left recorded for
     the next flush to run into memory nobody reads; what was recorded before it stays and
@@ -213,6 +214,18 @@ def test_a_download_whose_flush_times_out_takes_its_copy_back():
     q, hold = _queue_at_its_limit(gpu, Holder)
     src, dst = gpu.alloc(0x1000), gpu.alloc(0x100)
     src.u32[:] = np.arange(0x400, dtype=np.uint32)
+    if not before:  # the download alone recorded: nothing stays
+        calls = q.calls
+        with pytest.raises(umd.GpuTimeout) as ei:
+            q.download(src, 0x100, 0x100)
+        assert ei.value.__notes__[-1] == (
+            f"download: its own copy (the queue's call #{calls + 1}) is taken back; nothing else was recorded")
+        assert q.cmdbuf.commands == 0 and not q.cmdbuf.ibs
+        hold.release()
+        q.finish()
+        assert q.download(src, 0x100, 0x100).view("<u4").tolist() == list(range(0x40, 0x80))
+        gpu.close()
+        return
     q.write(dst, 0, 0xAB)  # recorded before the download: stays, and runs at the next flush
     calls = q.calls
     with pytest.raises(umd.GpuTimeout) as ei:
