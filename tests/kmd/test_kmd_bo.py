@@ -227,6 +227,21 @@ def test_heaps_split_the_memory():
         BoManager(4 * PAGE - 1)
 
 
+def _a_hang_and_a_full_shadow_pool(kmd):
+    """A client's hang (a WAIT_REG_MEM never released) and three 1 KiB jobs behind it that
+    fill a 4 KiB shadow pool; its next IB at 0x2000 (1 KiB, a WRITE_DATA of 7 to 0x7100 at
+    its end) finds no room, and the hang's timer runs out while that CS waits. Returns
+    (client, bo, held_seq, the three seqs)."""
+    c = Client()
+    bo = c.bo(0x8000)
+    bo.u32[0x400:0x500] = [pm4.TYPE2_FILLER] * 0x100
+    held = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x7000, 1, 1, "EQ")))  # its hang
+    seqs = [c.submit(CsChunkIb(0x100, bo.handle, 0x1000)) for _ in range(3)]  # the pool is full
+    kmd.dev.delay(3_000)  # the held job's timer runs out during the next CS's wait
+    wd = pm4.write_data(bo.addr + 0x7100, [7])
+    bo.u32[0x800:0x900] = [pm4.TYPE2_FILLER] * (0x100 - len(wd)) + wd  # 1 KiB: no room beside them
+    return c, bo, held, seqs
+
 def test_a_cs_whose_context_is_reset_while_it_waits_for_the_shadow_pool_is_refused():
     """A CS waiting for room in the shadow pool lets the driver recover a hang meanwhile. If
     that recovery made the CS's own context guilty (its held job was the hang, and the full
@@ -237,14 +252,7 @@ def test_a_cs_whose_context_is_reset_while_it_waits_for_the_shadow_pool_is_refus
     from tests.kmd_sched.test_kmd_queues import full_reset_for_ring_0
     kmd = kmd_model.bind(RefModel(), shadow_pool_kib=4, job_timeout=5_000, fallback_poll=1_000)
     full_reset_for_ring_0(kmd)
-    c = Client()
-    bo = c.bo(0x8000)
-    bo.u32[0x400:0x500] = [pm4.TYPE2_FILLER] * 0x100
-    held = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x7000, 1, 1, "EQ")))  # its hang
-    seqs = [c.submit(CsChunkIb(0x100, bo.handle, 0x1000)) for _ in range(3)]  # the pool is full
-    kmd.dev.delay(3_000)  # the held job's timer runs out during the next CS's wait
-    wd = pm4.write_data(bo.addr + 0x7100, [7])
-    bo.u32[0x800:0x900] = [pm4.TYPE2_FILLER] * (0x100 - len(wd)) + wd  # 1 KiB: no room beside them
+    c, bo, held, seqs = _a_hang_and_a_full_shadow_pool(kmd)
     with pytest.raises(kmd_model.uapi.KmdError) as ei:
         c.submit(CsChunkIb(0x100, bo.handle, 0x2000))
     assert ei.value.errno == errno.ECANCELED and ei.value.message.startswith(f"CS: context {c.ctx} was reset: "), ei.value
@@ -264,14 +272,7 @@ def test_a_cs_that_waits_for_the_shadow_pool_through_a_queue_0_reset_runs():
     ring (the hang and the three behind it) are cancelled and their shadow copies freed, the
     context is not refused, so the waiting CS gets its room, is taken, and its job runs."""
     kmd = kmd_model.bind(RefModel(), shadow_pool_kib=4, job_timeout=5_000, fallback_poll=1_000)
-    c = Client()
-    bo = c.bo(0x8000)
-    bo.u32[0x400:0x500] = [pm4.TYPE2_FILLER] * 0x100
-    held = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x7000, 1, 1, "EQ")))  # its hang
-    seqs = [c.submit(CsChunkIb(0x100, bo.handle, 0x1000)) for _ in range(3)]  # the pool is full
-    kmd.dev.delay(3_000)  # the held job's timer runs out during the next CS's wait
-    wd = pm4.write_data(bo.addr + 0x7100, [7])
-    bo.u32[0x800:0x900] = [pm4.TYPE2_FILLER] * (0x100 - len(wd)) + wd  # 1 KiB: no room beside them
+    c, bo, held, seqs = _a_hang_and_a_full_shadow_pool(kmd)
     seq = c.submit(CsChunkIb(0x100, bo.handle, 0x2000))
     assert c.wait(seq) and bo.u32[0x7100 // 4] == 7
     assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0)
