@@ -37,6 +37,22 @@ def pytest_configure(config):
         _durations = json.loads(given)
 
 
+@pytest.fixture(autouse=True)
+def _environment_as_it_was():
+    """Each test leaves the process environment as it found it. A test that runs gpucosim in
+    the worker's own process (cli.main(["run", ..., "--log", SPEC])) has the launcher set
+    GPUCOSIM_LOG for the app; left behind, every later test's subprocess in that worker
+    logged to its stderr (`[bus] read ID ...` where a test read the campaign's first line)."""
+    own = "PYTEST_CURRENT_TEST"  # (pytest's, set at each phase)
+    saved = {k: v for k, v in os.environ.items() if k != own}
+    yield
+    for k in [k for k in os.environ if k != own and k not in saved]:
+        del os.environ[k]
+    for k, v in saved.items():
+        if os.environ.get(k) != v:
+            os.environ[k] = v
+
+
 @pytest.fixture(params=_simulators())
 def simulator(request) -> str:
     """Each simulator test runs on Verilator and Icarus ($SIM narrows it)."""

@@ -186,6 +186,7 @@ def test_ctrl_c_stops_a_campaign_promptly_in_one_line(tmp_path):
     report = tmp_path / "difftest.json"
     report.write_text('{"earlier": 1}\n')
     env = dict(os.environ, GPUCOSIM_PROGRESS="0")
+    env.pop("GPUCOSIM_LOG", None)  # (a user's log settings would print before the campaign's first line)
     p = subprocess.Popen([sys.executable, "-m", "testbench.difftest", "--sim", "model", "--streams", "100000",
                           "--json", str(report)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
