@@ -180,7 +180,7 @@ ICARUS_SECONDS = {
     "umd_runtime__check_events_across_wrap": 14.7, "umd_runtime__check_wait_mem_released_later": 0.42,
     "umd_runtime__check_events_check_memory_first": 0.22, "umd_runtime__check_argument_errors": 0.12,
     "umd_runtime__check_gpu_error_decoded": 0.12, "umd_runtime__check_submit_refused": 0.16,
-    "umd_runtime__check_timestamp_and_fill": 0.24, "umd_transfer__check_random_transfers": 15.7,
+    "umd_runtime__check_timestamp_and_fill": 0.24, "umd_runtime__check_a_loop_of_signalled_ends_when_the_gpu_gets_there": 0.93, "umd_transfer__check_random_transfers": 15.7,
     "umd_transfer__check_split_and_raw": 0.20, "umd_transfer__check_transfer_errors": 0.10,
     "umd_transfer__check_fence_after_dma_sees_the_data": 2.0, "umd_transfer__check_transfers_under_backpressure": 5.1,
     "umd_transfer__check_raw_chain_under_write_latency": 0.33,
