@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract_driver import (EXECUTABLE, IB1, PA_CODE, PA_HUGE, PA_OUT, PA_OUT2, PA_RO, PDE_PTE, PT_L1,
+from tests.model.contract_driver import (IH_BASE, IH_WB, OUT, EXECUTABLE, IB1, PA_CODE, PA_HUGE, PA_OUT, PA_OUT2, PA_RO, PDE_PTE, PT_L1,
                                          PT_ROOT, READABLE, RING1, RPTR1_WB, VALID, VA_CODE, VA_HOLE, VA_HUGE,
-                                         VA_OUT, VA_RO, WRITEABLE, Ring, SdmaRing, SRING, bring_up, dma_data,
+                                         VA_OUT, VA_RO, WRITEABLE, M32, Ring, SdmaRing, SRING, bring_up, dma_data,
                                          expect_error, expect_fault, ib, lo_hi, map_vmid1, pm4, pm4_packets,
                                          release_mem, sdma, sdma_packets, wait_mem, write_data)
 
@@ -262,9 +262,175 @@ def check_cp_and_sdma_vm_faults_at_once(dev):
     g.idle("SDMA_STATUS")
 
 
+def check_vm_invalidation_names_vmids_and_pages(dev):
+    """VM_INVALIDATE_REQ drops the entries of the VMIDs in PER_VMID only (another VMID's entry
+    of the same page keeps translating), a page request drops that 4 KiB page of a huge page
+    alone (the huge page's other pages keep their entries, a page not yet translated reads the
+    new entry), and a page beyond the tables' reach (VM_INVALIDATE_ADDR bit 30 set: no entry
+    can hold it) drops nothing; VM_CONTEXT_PT_BASE_LO's bits 11:0 read 0 (docs/registers.md)."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    g.write("VM_CONTEXT_PT_BASE_LO", PT_ROOT | 0xFFF, 2)  # VMID 2: the same tables
+    assert g.read("VM_CONTEXT_PT_BASE_LO", 2) == PT_ROOT, "bits 11:0 read 0"
+    g.set("VM_CONTEXT_CNTL", 2, ENABLE=1)
+
+    def run(vmid, va, value):
+        g.w32(PA_CODE + 0x200 * vmid, write_data(va, [value]))
+        assert ring.run(ib(VA_CODE + 0x200 * vmid, 5, VMID=vmid))["ERROR"] == 0
+
+    def invalidate(vmids, va=None):
+        if va is not None:
+            g.write("VM_INVALIDATE_ADDR_LO", va >> 12 & M32)
+            g.write("VM_INVALIDATE_ADDR_HI", va >> 44)
+        g.set("VM_INVALIDATE_REQ", PER_VMID=vmids, ALL_ADDR=int(va is None))
+        g.until(lambda: g.read("VM_INVALIDATE_ACK") == vmids, f"VM_INVALIDATE_ACK = {vmids:#x}")
+
+    run(1, VA_OUT + 0x20, 0x11)
+    run(2, VA_OUT + 0x24, 0x21)
+    assert g.r32(PA_OUT + 0x20, 2) == [0x11, 0x21]
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT2 | VALID | WRITEABLE | READABLE)
+    invalidate(1 << 2, VA_OUT)
+    run(1, VA_OUT + 0x28, 0x12)
+    run(2, VA_OUT + 0x2C, 0x22)
+    assert (g.r32(PA_OUT + 0x28), g.r32(PA_OUT2 + 0x2C)) == (0x12, 0x22), \
+        "VMID 1's entry was not named: it still translates to the old page; VMID 2's reads the new one"
+    assert (g.r32(PA_OUT2 + 0x28), g.r32(PA_OUT + 0x2C)) == (0, 0)
+    invalidate(1 << 1, VA_OUT | 1 << 30)  # beyond the 30-bit reach: drops nothing
+    run(1, VA_OUT + 0x30, 0x13)
+    assert (g.r32(PA_OUT + 0x30), g.r32(PA_OUT2 + 0x30)) == (0x13, 0), "a page beyond reach names no entry"
+    invalidate(1 << 1, VA_OUT)
+    run(1, VA_OUT + 0x34, 0x14)
+    assert (g.r32(PA_OUT + 0x34), g.r32(PA_OUT2 + 0x34)) == (0, 0x14)
+    # A huge page: pages 0 and 1 translated, its entry moved, page 1 invalidated alone.
+    pa_new = 0x800000
+    run(1, VA_HUGE + 0x40, 0x31)
+    run(1, VA_HUGE + 0x1040, 0x32)
+    g.w64(PT_ROOT + 8 * (VA_HUGE >> 21), pa_new | VALID | PDE_PTE | READABLE | WRITEABLE)
+    invalidate(1 << 1, VA_HUGE + 0x1000)
+    run(1, VA_HUGE + 0x44, 0x33)
+    run(1, VA_HUGE + 0x1044, 0x34)
+    run(1, VA_HUGE + 0x2044, 0x35)
+    assert (g.r32(PA_HUGE + 0x44), g.r32(pa_new + 0x44)) == (0x33, 0), "page 0 of the huge page keeps its entry"
+    assert (g.r32(PA_HUGE + 0x1044), g.r32(pa_new + 0x1044)) == (0, 0x34), "page 1 was invalidated"
+    assert (g.r32(PA_HUGE + 0x2044), g.r32(pa_new + 0x2044)) == (0, 0x35), "page 2 was never translated"
+
+
+def check_vm_poll_remap_and_accesses_that_move_nothing(dev):
+    """A WAIT_REG_MEM in a translated IB translates every poll: its page remapped and
+    invalidated while it polls, the next poll reads the new page and the wait ends; a
+    RELEASE_MEM with DATA_SEL NONE and a DMA_DATA of 0 bytes access no memory, so an address
+    no table maps does not fault; an IB2 in a VMID 1 IB that names VMID 2 runs as VMID 1."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    P = pm4_packets()
+    flag = VA_OUT + 0x30
+    g.w32(PA_OUT + 0x30, [0])
+    g.w32(PA_OUT2 + 0x30, [0x5A])
+    code = wait_mem(flag, 0x5A, M32, "EQ", interval=8) + write_data(VA_OUT + 0x34, [0x77])
+    g.w32(PA_CODE, code)
+    ring.submit(ib(VA_CODE, len(code), VMID=1))
+    g.waiting()
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT2 | VALID | WRITEABLE | READABLE)
+    g.dev.delay(200)
+    assert g.fields("STATUS")["WAITING"] == 1, "not invalidated: the polls still read the old page"
+    g.write("VM_INVALIDATE_ADDR_LO", VA_OUT >> 12)
+    g.write("VM_INVALIDATE_ADDR_HI", 0)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=0)
+    st = g.idle()
+    assert st["ERROR"] == 0 and st["WAITING"] == 0 and g.r32(PA_OUT2 + 0x34) == 0x77
+    # Accesses that move nothing, at an address no table maps
+    body = release_mem(VA_HOLE + 0x40, 5, DATA_SEL="NONE", INT_SEL="SEND_INT", INT_CTXID=0x55) \
+        + dma_data(VA_HOLE + 0x80, VA_HOLE + 0xC0, 0, CP_SYNC=1) \
+        + dma_data(VA_HOLE + 0x100, 0x12345678, 0, SRC_SEL="DATA", CP_SYNC=1) + write_data(VA_OUT + 0x38, [0x78])
+    g.w32(PA_CODE, body)
+    st = ring.run(ib(VA_CODE, len(body), VMID=1))
+    assert st["ERROR"] == 0, (g.fields("CP_ERROR"), hex(g.read("CP_ERROR_ADDR_LO")), g.fields("VM_FAULT_STATUS"))
+    assert g.r32(PA_OUT2 + 0x38) == 0x78
+    (e,) = ih.pop()
+    assert (ih.source(e), e["VMID"], e["DATA0"], e["DATA3"]) == ("EOP", 1, 0x55, VA_HOLE + 0x40), e
+    # IB2's VMID field is ignored: the IB keeps its ring packet's VMID
+    g.write("VM_CONTEXT_PT_BASE_LO", 0x1000_0000, 2)  # VMID 2's root unreadable: any VMID 2 access faults
+    g.set("VM_CONTEXT_CNTL", 2, ENABLE=1)
+    inner = write_data(VA_OUT + 0x3C, [0x79])
+    g.w32(PA_CODE + 0x800, inner)
+    outer = ib(VA_CODE + 0x800, len(inner), VMID=2)
+    g.w32(PA_CODE, outer)
+    st = ring.run(ib(VA_CODE, len(outer), VMID=1))
+    assert st["ERROR"] == 0 and g.r32(PA_OUT2 + 0x3C) == 0x79, (g.fields("CP_ERROR"), g.fields("VM_FAULT_STATUS"))
+
+
+def check_vm_fault_entries_of_both_queues_and_a_full_ih_ring(dev):
+    """Queue 1's VM_FAULT entry while queue 0 is stopped by its own fault: RING_ID 1, DATA2
+    the fields of queue 1's fault (not what VM_FAULT_STATUS shows then: queue 0's) and
+    DATA3 CP_HQD1_ERROR; a VM_FAULT or SDMA_ERROR entry that finds the IH ring full is
+    dropped (IH_WPTR and its write-back unchanged, IH_OVERFLOW set, INT_STATUS.CP_ERROR for
+    the CP's), the queues stopped all the same, and the next entry lands at IH_WPTR."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    map_vmid1(g)
+    P = pm4_packets()
+    g.w32(PA_CODE, write_data(VA_RO + 8, [1]))
+    g.w32(PA_CODE + 0x100, wait_mem(VA_HOLE + 0x18, 0, 0, "ALWAYS"))
+    q0.submit(ib(VA_CODE, 5, VMID=1))
+    assert g.idle()["ERROR"] == 1
+    q1.submit(ib(VA_CODE + 0x100, 7, VMID=1))
+    assert g.idle("CP_HQD1_STATUS")["ERROR"] == 1
+    f0 = g.value("VM_FAULT_STATUS", VMID=1, ACCESS=1, LEVEL=1, CAUSE=1)
+    f1 = g.value("VM_FAULT_STATUS", VMID=1, ACCESS=0, LEVEL=1, CAUSE=0)
+    assert g.read("VM_FAULT_STATUS") == f0, "queue 0's fault while both queues are stopped by one"
+    e0, e1 = ih.pop()
+    e0 = {k: e0[k] for k in ("CLIENT_ID", "SOURCE_ID", "RING_ID", "VMID", "DATA0", "DATA1", "DATA2", "DATA3")}
+    e1 = {k: e1[k] for k in e0}
+    assert e0 == {"CLIENT_ID": 0x1B, "SOURCE_ID": 0, "RING_ID": 0, "VMID": 1, "DATA0": (VA_RO + 8) >> 12,
+                  "DATA1": 0x20, "DATA2": f0, "DATA3": g.read("CP_ERROR")}, e0
+    hq1_err = g.read("CP_HQD1_ERROR")
+    assert g.fields("CP_HQD1_ERROR") == {"OPCODE": P["WAIT_REG_MEM"].opcode, "LEVEL": 1, "CODE": g.err["VM_FAULT"]}
+    assert e1 == {"CLIENT_ID": 0x1B, "SOURCE_ID": 0, "RING_ID": 1, "VMID": 1, "DATA0": (VA_HOLE + 0x18) >> 12,
+                  "DATA1": 0x40, "DATA2": f1, "DATA3": hq1_err}, \
+        f"queue 1's entry: {e1}; its fault {f1:#x}, CP_HQD1_ERROR {hq1_err:#x}, CP_ERROR {g.read('CP_ERROR'):#x}"
+    g.set("CP_QUEUE_RESET", Q0=1, Q1=1)
+    g.idle()
+    g.idle("CP_HQD1_STATUS")
+    q0.wptr = q1.wptr = 0
+    g.write("INT_STATUS", M32)
+    # A one-entry IH ring (LOG2_DWORDS 3), written while IH_CNTL.ENABLE is clear
+    g.set("IH_CNTL", ENABLE=0, WPTR_WB=1)
+    g.set("IH_SIZE", LOG2_DWORDS=3)
+    g.set("IH_CNTL", ENABLE=1, WPTR_WB=1)
+    ih.bytes = 32
+    w = g.read("IH_WPTR")
+    q0.run(release_mem(OUT, 1, INT_SEL="SEND_INT", INT_CTXID=0xE1))
+    assert (g.read("IH_WPTR"), g.r32(IH_WB)) == (w + 32, w + 32)
+    g.write("INT_STATUS", M32)
+    q0.submit(ib(VA_CODE, 5, VMID=1))  # the VM fault again: its entry finds the ring full
+    st = g.idle()
+    assert st["ERROR"] == 1 and g.read("VM_FAULT_STATUS") == f0
+    got = g.fields("INT_STATUS")
+    assert (got["CP_ERROR"], got["IH_OVERFLOW"], got["EOP"], got["IH_PENDING"]) == (1, 1, 0, 1), got
+    assert (g.read("IH_WPTR"), g.r32(IH_WB)) == (w + 32, w + 32), "a dropped entry moves nothing"
+    g.write("INT_STATUS", M32)
+    s = SdmaRing(g, SRING, 6)
+    s.submit([0x0000_0003])  # ILLEGAL_OPCODE: its SDMA_ERROR entry finds the ring full
+    assert g.idle("SDMA_STATUS")["ERROR"] == 1
+    g.until(lambda: g.field("INT_STATUS", "IH_OVERFLOW"), "IH_OVERFLOW of the SDMA_ERROR entry")
+    got = g.fields("INT_STATUS")
+    assert (got["CP_ERROR"], got["EOP"]) == (0, 0) and g.read("IH_WPTR") == w + 32 == g.r32(IH_WB), got
+    (e,) = ih.pop()
+    assert (ih.source(e), e["DATA0"]) == ("EOP", 0xE1), "the entry before the drops"
+    g.set("SDMA_CNTL", QUEUE_RESET=1)
+    g.idle("SDMA_STATUS")
+    s.wptr = 0
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    s.run(sdma("TRAP", INT_CONTEXT=0xE2))
+    g.until(lambda: g.read("IH_WPTR") == w + 64, "the TRAP entry")
+    assert g.r32(IH_WB) == w + 64 and g.r32(IH_BASE + 16) == 0xE2, "the next entry lands at IH_WPTR mod 32"
+
+
 CHECKS = [check_vm_translation_faults_and_invalidate, check_vm_fault_status_follows_the_stopped_queue,
           check_vm_entry_bits_and_walk_errors, check_vm_fault_addresses_at_page_edges,
-          check_vm_new_tables_need_an_invalidation, check_cp_and_sdma_vm_faults_at_once]
+          check_vm_new_tables_need_an_invalidation, check_cp_and_sdma_vm_faults_at_once,
+          check_vm_invalidation_names_vmids_and_pages, check_vm_poll_remap_and_accesses_that_move_nothing,
+          check_vm_fault_entries_of_both_queues_and_a_full_ih_ring]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
