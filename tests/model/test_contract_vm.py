@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract_driver import (IH_BASE, IH_WB, OUT, EXECUTABLE, IB1, PA_CODE, PA_HUGE, PA_OUT, PA_OUT2, PA_RO, PDE_PTE, PT_L1,
+from tests.model.contract_driver import (Gpu, IhRing, expect_sdma_error, IH_BASE, IH_WB, OUT, EXECUTABLE, IB1, PA_CODE, PA_HUGE, PA_OUT, PA_OUT2, PA_RO, PDE_PTE, PT_L1,
                                          PT_ROOT, READABLE, RING1, RPTR1_WB, VALID, VA_CODE, VA_HOLE, VA_HUGE,
                                          VA_OUT, VA_RO, WRITEABLE, M32, Ring, SdmaRing, SRING, bring_up, dma_data,
                                          expect_error, expect_fault, ib, lo_hi, map_vmid1, pm4, pm4_packets,
@@ -426,11 +426,49 @@ def check_vm_fault_entries_of_both_queues_and_a_full_ih_ring(dev):
     assert g.r32(IH_WB) == w + 64 and g.r32(IH_BASE + 16) == 0xE2, "the next entry lands at IH_WPTR mod 32"
 
 
+def check_sdma_fetch_faults_at_page_edges_and_virtual_addresses(dev):
+    """The SDMA in a translated IB, as the CP's: an IB that ends at its page's end never
+    touches the next page (no fetch fault), a header in a page without EXECUTABLE is
+    VM_FAULT with OP 0 (no packet yet) at that dword, a payload dword there is VM_FAULT with
+    the packet's OP at that dword and OFFSET its header's; a POLL_TIMEOUT entry names the
+    polled virtual address; addresses' bits above 47 are dropped before translation."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 6, IH_WB)
+    map_vmid1(g)
+    s = SdmaRing(g, SRING, 6)
+    S = sdma_packets()
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    fence = lambda off, v: sdma("FENCE", DATA=v, **lo_hi("ADDR", VA_OUT + off, 2))  # noqa: E731
+    tail = VA_CODE + 0x1000 - 32  # the IB's last 8 dwords of VA_CODE; VA_OUT (not executable) follows
+    g.w32(PA_CODE + 0x1000 - 32, fence(0x50, 0x61) + fence(0x54, 0x62))
+    s.run(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", tail, 5), IB_SIZE=8, VMID=1))
+    assert g.fields("SDMA_STATUS")["ERROR"] == 0 and g.r32(PA_OUT + 0x50, 2) == [0x61, 0x62]
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", tail, 5), IB_SIZE=12, VMID=1))
+    expect_sdma_error(s, ih, "VM_FAULT", "IB1", 0, VA_OUT, 8)  # the header at VA_OUT: OP 0
+    g.w32(PA_CODE + 0x1000 - 32, [0] * 6 + fence(0x58, 0x63)[:2])  # FENCE's ADDR_HI is VA_OUT's first dword
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", tail, 5), IB_SIZE=10, VMID=1))
+    expect_sdma_error(s, ih, "VM_FAULT", "IB1", S["FENCE"].opcode, VA_OUT, 6)
+    assert g.read("VM_FAULT_STATUS") == 0 and g.r32(PA_OUT + 0x58) == 0
+    body = sdma("POLL_REGMEM", **lo_hi("ADDR", VA_OUT + 0x5C, 2), VALUE=1, MASK=M32, FUNC="EQ", MEM_POLL="MEMORY",
+                RETRY_COUNT=0, INTERVAL=1) \
+        + sdma("COPY_LINEAR", COUNT=7, **lo_hi("SRC_ADDR", 1 << 48 | VA_OUT + 0x50),
+               **lo_hi("DST_ADDR", 0xFFFF << 48 | VA_OUT + 0x60)) + fence(0x68, 0x64)
+    g.w32(PA_OUT + 0x5C, [0x0BAD])
+    g.w32(PA_CODE, body + [0] * (-len(body) % 8))
+    s.run(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE, 5), IB_SIZE=len(body), VMID=1))
+    assert g.fields("SDMA_STATUS")["ERROR"] == 0
+    assert g.r32(PA_OUT + 0x60, 3) == [0x61, 0x62, 0x64], "bits above 47 dropped, then translated"
+    (e,) = g.until(lambda: ih.pop() or None, "the POLL_TIMEOUT entry")
+    assert (ih.source(e), e["VMID"], e["DATA0"], e["DATA1"], e["DATA2"]) == \
+        ("SDMA_POLL_TIMEOUT", 1, VA_OUT + 0x5C, 0, 0x0BAD), e
+
+
 CHECKS = [check_vm_translation_faults_and_invalidate, check_vm_fault_status_follows_the_stopped_queue,
           check_vm_entry_bits_and_walk_errors, check_vm_fault_addresses_at_page_edges,
           check_vm_new_tables_need_an_invalidation, check_cp_and_sdma_vm_faults_at_once,
           check_vm_invalidation_names_vmids_and_pages, check_vm_poll_remap_and_accesses_that_move_nothing,
-          check_vm_fault_entries_of_both_queues_and_a_full_ih_ring]
+          check_vm_fault_entries_of_both_queues_and_a_full_ih_ring,
+          check_sdma_fetch_faults_at_page_edges_and_virtual_addresses]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
