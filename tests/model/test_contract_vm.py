@@ -326,6 +326,10 @@ def check_vm_poll_remap_and_accesses_that_move_nothing(dev):
     flag = VA_OUT + 0x30
     g.w32(PA_OUT + 0x30, [0])
     g.w32(PA_OUT2 + 0x30, [0x5A])
+    # VA_OUT's entry in the TLB first: the wait's first poll may still be walking when
+    # STATUS.WAITING reads 1, and a walk that reads the new entry is allowed (hardware.md)
+    g.w32(PA_CODE, write_data(VA_OUT + 0x38, [0x76]))
+    assert ring.run(ib(VA_CODE, 5, VMID=1))["ERROR"] == 0 and g.r32(PA_OUT + 0x38) == 0x76
     code = wait_mem(flag, 0x5A, M32, "EQ", interval=8) + write_data(VA_OUT + 0x34, [0x77])
     g.w32(PA_CODE, code)
     ring.submit(ib(VA_CODE, len(code), VMID=1))
@@ -463,12 +467,64 @@ def check_sdma_fetch_faults_at_page_edges_and_virtual_addresses(dev):
         ("SDMA_POLL_TIMEOUT", 1, VA_OUT + 0x5C, 0, 0x0BAD), e
 
 
+def check_cp_queues_keep_their_vmids_across_turns_and_resets(dev):
+    """Two CP queues of equal priority taking turns packet by packet inside IBs of two
+    translated VMIDs that map the same virtual pages to different memory: each packet runs
+    with its own queue's VMID (the TLB keyed by VMID), each EOP entry names its queue and
+    VMID; a CP_QUEUE_RESET of queue 1 while it polls inside a VMID 2 IB leaves it at the ring
+    with VMID 0: its next ring packet writes a physical address VMID 2 does not map."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    map_vmid1(g)
+    root2, l1_2, pa_code2, pa_x = 0x84000, 0x85000, 0x94000, 0x95000
+    g.w64(root2 + 8 * (VA_CODE >> 21), l1_2 | VALID)
+    g.w64(l1_2 + 8 * (VA_CODE >> 12 & 511), pa_code2 | VALID | EXECUTABLE)
+    g.w64(l1_2 + 8 * (VA_OUT >> 12 & 511), PA_OUT2 | VALID | WRITEABLE | READABLE)
+    g.write("VM_CONTEXT_PT_BASE_LO", root2, 2)
+    g.set("VM_CONTEXT_CNTL", 2, ENABLE=1)
+    g.set("CP_QUEUE_PRIORITY", Q0=1, Q1=1)
+    n = 24
+    for vmid, pa, tag in ((1, PA_CODE, 0x100), (2, pa_code2, 0x200)):
+        body = sum((write_data(VA_OUT + 4 * k, [tag + k]) for k in range(n)), []) \
+            + release_mem(VA_OUT + 0x200, tag, INT_SEL="SEND_INT", INT_CTXID=vmid)
+        g.w32(pa, body)
+    g.set("CONTROL", HALT=1)
+    g.until(lambda: g.fields("STATUS")["HALTED"], "HALTED")
+    q0.submit(ib(VA_CODE, 5 * n + 8, VMID=1))
+    q1.submit(ib(VA_CODE, 5 * n + 8, VMID=2))
+    g.set("CONTROL", HALT=0)
+    assert g.idle()["ERROR"] == 0 and g.idle("CP_HQD1_STATUS")["ERROR"] == 0
+    assert g.r32(PA_OUT, n) == [0x100 + k for k in range(n)] and g.r32(PA_OUT + 0x200) == 0x100
+    assert g.r32(PA_OUT2, n) == [0x200 + k for k in range(n)] and g.r32(PA_OUT2 + 0x200) == 0x200
+    got = sorted((e["DATA0"], e["RING_ID"], e["VMID"], e["DATA3"]) for e in ih.pop())
+    assert got == [(1, 0, 1, VA_OUT + 0x200), (2, 1, 2, VA_OUT + 0x200)], got
+    # queue 1 reset while it polls in a VMID 2 IB
+    g.w32(PA_OUT2 + 0x300, [0])
+    body = write_data(VA_OUT + 0x304, [0x31]) + wait_mem(VA_OUT + 0x300, 1, M32, "EQ") \
+        + write_data(VA_OUT + 0x308, [0x32])
+    g.w32(pa_code2, body)
+    q1.submit(ib(VA_CODE, len(body), VMID=2))
+    st = g.waiting("CP_HQD1_STATUS")
+    assert st["LEVEL"] == g.level["IB1"]
+    g.set("CP_QUEUE_RESET", Q1=1)
+    st = g.idle("CP_HQD1_STATUS")
+    assert (st["LEVEL"], st["WAITING"], st["ERROR"]) == (g.level["RING"], 0, 0), st
+    q1.wptr = 0
+    g.w32(PA_OUT2 + 0x300, [1])
+    st = q1.run(write_data(pa_x, [0x33]), release_mem(pa_x + 4, 0x34, INT_SEL="SEND_INT", INT_CTXID=3))
+    assert st["ERROR"] == 0, (g.fields("CP_HQD1_ERROR"), g.fields("VM_FAULT_STATUS"))
+    assert g.r32(pa_x, 2) == [0x33, 0x34] and g.r32(PA_OUT2 + 0x304, 2) == [0x31, 0]
+    (e,) = ih.pop()
+    assert (e["DATA0"], e["RING_ID"], e["VMID"]) == (3, 1, 0), e
+
+
 CHECKS = [check_vm_translation_faults_and_invalidate, check_vm_fault_status_follows_the_stopped_queue,
           check_vm_entry_bits_and_walk_errors, check_vm_fault_addresses_at_page_edges,
           check_vm_new_tables_need_an_invalidation, check_cp_and_sdma_vm_faults_at_once,
           check_vm_invalidation_names_vmids_and_pages, check_vm_poll_remap_and_accesses_that_move_nothing,
           check_vm_fault_entries_of_both_queues_and_a_full_ih_ring,
-          check_sdma_fetch_faults_at_page_edges_and_virtual_addresses]
+          check_sdma_fetch_faults_at_page_edges_and_virtual_addresses,
+          check_cp_queues_keep_their_vmids_across_turns_and_resets]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
