@@ -861,12 +861,68 @@ def check_queue_resets_at_once_halted_and_their_write_backs(dev):
     assert g.r32(OUT + 28) == 8 and g.r32(RPTR_WB) == 5
 
 
+def check_equal_priority_turns_after_one_queue_ran_alone(dev):
+    """Equal priorities take turns packet by packet, and the turn is the queue that did not
+    run the last packet: when both get work, after queue 1 ran alone queue 0 goes first and
+    after queue 0 ran alone queue 1; a CP_QUEUE_RESET of either queue does not change whose
+    turn it is; CONTROL.SOFT_RESET gives queue 1 the first turn (docs/hardware.md, CP
+    hardware queues; the model and the RTL agree)."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    eop = lambda k: release_mem(OUT + 4 * k, k, INT_SEL="SEND_INT", INT_CTXID=k)  # noqa: E731
+    g.set("CP_QUEUE_PRIORITY", Q0=1, Q1=1)
+
+    def order():
+        g.set("CONTROL", HALT=1)
+        g.until(lambda: g.fields("STATUS")["HALTED"], "STATUS.HALTED")
+        q0.submit(eop(0x00), eop(0x01))
+        q1.submit(eop(0x10), eop(0x11))
+        g.set("CONTROL", HALT=0)
+        g.idle()
+        g.idle("CP_HQD1_STATUS")
+        seen = []
+        g.until(lambda: seen.extend(ih.pop()) or len(seen) >= 4, "four EOP entries")
+        return [e["DATA0"] for e in seen]
+
+    got = {}
+    q1.run(eop(0x20))
+    ih.pop()
+    got["q1 alone"] = order()
+    q0.run(eop(0x21))
+    ih.pop()
+    got["q0 alone"] = order()
+    q1.run(eop(0x20))
+    ih.pop()
+    g.set("CP_QUEUE_RESET", Q1=1)
+    g.idle("CP_HQD1_STATUS")
+    q1.wptr = 0
+    got["q1 alone, then Q1 reset"] = order()
+    q1.run(eop(0x20))
+    ih.pop()
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    q0.wptr = 0
+    got["q1 alone, then Q0 reset"] = order()
+    q1.run(eop(0x20))
+    ih.pop()
+    g.set("CONTROL", SOFT_RESET=1)
+    for status in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+        g.idle(status)
+    g.write("IH_RPTR", 0)
+    ih.rptr = q0.wptr = q1.wptr = 0
+    got["q1 alone, then SOFT_RESET"] = order()
+    q1_first, q0_first = [0x10, 0x00, 0x11, 0x01], [0x00, 0x10, 0x01, 0x11]
+    assert got == {"q1 alone": q0_first, "q0 alone": q1_first, "q1 alone, then Q1 reset": q0_first,
+                   "q1 alone, then Q0 reset": q0_first, "q1 alone, then SOFT_RESET": q1_first}, got
+
+
 CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority,
           check_entries_name_their_queue_and_vmid, check_sdma_vm_and_address_rules,
           check_every_sdma_listed_value_and_reserved_bit, check_sdma_entries_raise_no_event_bit,
           check_sdma_copy_fill_write_edges, check_sdma_poll_trap_errors_resets_and_doorbells,
           check_cp_and_sdma_side_by_side, check_sdma_wrap_nop_halt_errors_and_cross_engine_waits,
-          check_transfers_keep_war_and_waw_order, check_queue_resets_at_once_halted_and_their_write_backs]
+          check_transfers_keep_war_and_waw_order, check_queue_resets_at_once_halted_and_their_write_backs,
+          check_equal_priority_turns_after_one_queue_ran_alone]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
