@@ -847,6 +847,7 @@ def check_queue_resets_at_once_halted_and_their_write_backs(dev):
     # A queue reset while the CP is halted: the work not started is dropped.
     g.set("CONTROL", HALT=1)
     g.until(lambda: g.fields("STATUS")["HALTED"], "HALTED")
+    assert g.read("CP_HQD1_STATUS") & 0x12 == 0, "CP_HQD1_STATUS has no HALTED (bit 1) nor DMA_BUSY (bit 4)"
     q0.submit(write_data(OUT + 24, [7]))
     g.dev.delay(50)
     assert g.read("RB_WPTR") == 10 and g.fields("STATUS")["IDLE"] == 0
