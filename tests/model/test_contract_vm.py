@@ -133,6 +133,17 @@ def check_vm_entry_bits_and_walk_errors(dev):
     g.w32(PA_CODE, write_data(VA_OUT + 0x80, [0x81]))
     ring.run(ib(VA_CODE, 5, VMID=1))
     assert g.fields("STATUS")["ERROR"] == 0 and g.r32(PA_OUT + 0x80) == 0x81
+    # ... and amdgpu's other bits, named in no table: TMZ (3), 55, TF (56), a PDE's BFS (63:59),
+    # in a page-table entry and in the directory entry above it (rewritten, so invalidated)
+    others = (1 << 3) | (1 << 55) | (1 << 56) | (0x1F << 59)
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT | VALID | WRITEABLE | ignored | others)
+    g.w64(PT_ROOT + 8 * (VA_CODE >> 21), PT_L1 | VALID | others)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=1)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1 << 1, "VM_INVALIDATE_ACK = VMID 1")
+    g.w32(PA_CODE, write_data(VA_OUT + 0x84, [0x82]))
+    ring.run(ib(VA_CODE, 5, VMID=1))
+    assert g.fields("STATUS")["ERROR"] == 0 and g.r32(PA_OUT + 0x84) == 0x82, g.fields("VM_FAULT_STATUS")
+    g.w64(PT_ROOT + 8 * (VA_CODE >> 21), PT_L1 | VALID)
     huge_ro = 0x400000  # root index 2: a huge page without WRITEABLE
     g.w64(PT_ROOT + 8 * (huge_ro >> 21), 0x600000 | VALID | PDE_PTE | READABLE)
     g.w32(PA_CODE, write_data(huge_ro + 0x1234 * 4, [1]))
