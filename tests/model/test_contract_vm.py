@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract_driver import (Gpu, IhRing, expect_sdma_error, IH_BASE, IH_WB, OUT, EXECUTABLE, IB1, PA_CODE, PA_HUGE, PA_OUT, PA_OUT2, PA_RO, PDE_PTE, PT_L1,
-                                         PT_ROOT, READABLE, RING1, RPTR1_WB, VALID, VA_CODE, VA_HOLE, VA_HUGE,
-                                         VA_OUT, VA_RO, WRITEABLE, M32, Ring, SdmaRing, SRING, bring_up, dma_data,
-                                         expect_error, expect_fault, ib, lo_hi, map_vmid1, pm4, pm4_packets,
-                                         release_mem, sdma, sdma_packets, wait_mem, write_data)
+from tests.model.contract_driver import (EXECUTABLE, IB1, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_HUGE, PA_OUT,
+                                         PA_OUT2, PA_RO, PDE_PTE, PT_L1, PT_ROOT, READABLE, RING1, RPTR1_WB, SRING,
+                                         VALID, VA_CODE, VA_HOLE, VA_HUGE, VA_OUT, VA_RO, WRITEABLE, Gpu, IhRing,
+                                         Ring, SdmaRing, bring_up, dma_data, expect_error, expect_fault,
+                                         expect_sdma_error, ib, lo_hi, map_vmid1, pm4, pm4_packets, release_mem,
+                                         sdma, sdma_packets, wait_mem, write_data)
 
 
 def check_vm_translation_faults_and_invalidate(dev):
@@ -328,7 +329,8 @@ def check_vm_invalidation_names_vmids_and_pages(dev):
 
 def check_vm_poll_remap_and_accesses_that_move_nothing(dev):
     """A WAIT_REG_MEM in a translated IB translates every poll: its page remapped and
-    invalidated while it polls, the next poll reads the new page and the wait ends; a
+    invalidated while it polls, the next poll reads the new page and the wait ends (an SDMA
+    POLL_REGMEM's too); a
     RELEASE_MEM with DATA_SEL NONE and a DMA_DATA of 0 bytes access no memory, so an address
     no table maps does not fault; an IB2 in a VMID 1 IB that names VMID 2 runs as VMID 1."""
     g, ring, ih = bring_up(dev)
@@ -372,6 +374,20 @@ def check_vm_poll_remap_and_accesses_that_move_nothing(dev):
     g.w32(PA_CODE, outer)
     st = ring.run(ib(VA_CODE, len(outer), VMID=1))
     assert st["ERROR"] == 0 and g.r32(PA_OUT2 + 0x3C) == 0x79, (g.fields("CP_ERROR"), g.fields("VM_FAULT_STATUS"))
+    # The SDMA's POLL_REGMEM likewise: VA_OUT back to PA_OUT while it polls (VA_OUT in the TLB
+    # already, PA_OUT2 + 0x30 holds 0x5A), seen once invalidated
+    s = SdmaRing(g, SRING, 6)
+    body = sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=0x5A, MASK=M32, FUNC="NE", MEM_POLL="MEMORY",
+                RETRY_COUNT=0xFFF, INTERVAL=1) + sdma("FENCE", DATA=0x7A, **lo_hi("ADDR", VA_OUT + 0x40, 2))
+    g.w32(PA_CODE + 0x400, body + [0] * (-len(body) % 8))
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE + 0x400, 5), IB_SIZE=len(body), VMID=1))
+    g.waiting("SDMA_STATUS")
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT | VALID | WRITEABLE | READABLE)
+    g.dev.delay(200)
+    assert g.fields("SDMA_STATUS")["WAITING"] == 1, "not invalidated: the SDMA's polls still read the old page"
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=1)
+    st = g.idle("SDMA_STATUS")
+    assert st["ERROR"] == 0 and g.r32(PA_OUT + 0x40) == 0x7A and g.r32(PA_OUT2 + 0x40) == 0
 
 
 def check_vm_fault_entries_of_both_queues_and_a_full_ih_ring(dev):
