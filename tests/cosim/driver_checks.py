@@ -258,7 +258,7 @@ ICARUS_SECONDS = {
     "contract_vm__check_cp_and_sdma_vm_faults_at_once": 0.23,
     # (one Icarus session of each group, 6 December 2026)
     "contract_vm__check_vm_invalidation_names_vmids_and_pages": 0.25,
-    "contract_vm__check_vm_poll_remap_and_accesses_that_move_nothing": 0.17,
+    "contract_vm__check_vm_poll_remap_and_accesses_that_move_nothing": 0.27,
     "contract_vm__check_vm_fault_entries_of_both_queues_and_a_full_ih_ring": 0.15,
     "contract_vm__check_sdma_fetch_faults_at_page_edges_and_virtual_addresses": 0.13,
     "contract_vm__check_cp_queues_keep_their_vmids_across_turns_and_resets": 0.82,
