@@ -256,6 +256,14 @@ ICARUS_SECONDS = {
     "kmd_queues__check_a_queue_0_reset_that_does_not_come_back_falls_to_the_full_reset": 1.2,
     "kmd_queues__check_a_cp_queue_reset_behind_the_other_queues_long_packet_stays_a_queue_reset": 8.4,  # (one run)
     "contract_vm__check_cp_and_sdma_vm_faults_at_once": 0.23,
+    # (one Icarus session of each group, 6 December 2026)
+    "contract_vm__check_vm_invalidation_names_vmids_and_pages": 0.25,
+    "contract_vm__check_vm_poll_remap_and_accesses_that_move_nothing": 0.27,
+    "contract_vm__check_vm_fault_entries_of_both_queues_and_a_full_ih_ring": 0.15,
+    "contract_vm__check_sdma_fetch_faults_at_page_edges_and_virtual_addresses": 0.13,
+    "contract_vm__check_cp_queues_keep_their_vmids_across_turns_and_resets": 0.82,
+    "contract_engines__check_queue_resets_at_once_halted_and_their_write_backs": 0.18,
+    "contract_engines__check_equal_priority_turns_after_one_queue_ran_alone": 0.57,
     "contract_engines__check_transfers_keep_war_and_waw_order": 10.3,
     "kmd_uapi_contract__check_open_and_info": 0.05, "kmd_uapi_contract__check_gem_create": 0.05,
     "kmd_uapi_contract__check_gem_handles_are_per_file": 0.05, "kmd_uapi_contract__check_gem_mmap": 0.07,
