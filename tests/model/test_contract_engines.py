@@ -133,6 +133,22 @@ def check_sdma_errors(dev):
 
 # ---------------------------------------------------------------------------- the second CP queue
 
+def _halted_turns(g, q0, q1, ih, eop):
+    """Both queues given two EOPs while the CP is halted, then let go: the order their
+    entries come in (DATA0: queue 0's 0x00, 0x01, queue 1's 0x10, 0x11)."""
+    g.set("CONTROL", HALT=1)
+    g.until(lambda: g.fields("STATUS")["HALTED"], "STATUS.HALTED")
+    q0.submit(eop(0x00), eop(0x01))
+    q1.submit(eop(0x10), eop(0x11))
+    g.set("CONTROL", HALT=0)
+    g.idle()
+    g.idle("CP_HQD1_STATUS")
+    seen = []
+    g.until(lambda: seen.extend(ih.pop()) or len(seen) >= 4, "four EOP entries")
+    assert all(ih.source(e) == "EOP" for e in seen) and len(seen) == 4, seen
+    return [e["DATA0"] for e in seen]
+
+
 def check_cp_queue_priority(dev):
     """CP_QUEUE_PRIORITY decides which queue's packet runs next (seen in the order of EOP
     entries); a polling queue never blocks the other; errors are per queue with RING_ID."""
@@ -143,17 +159,7 @@ def check_cp_queue_priority(dev):
 
     def order(p0, p1):
         g.set("CP_QUEUE_PRIORITY", Q0=p0, Q1=p1)
-        g.set("CONTROL", HALT=1)
-        g.until(lambda: g.fields("STATUS")["HALTED"], "STATUS.HALTED")
-        q0.submit(eop(0x00), eop(0x01))
-        q1.submit(eop(0x10), eop(0x11))
-        g.set("CONTROL", HALT=0)
-        g.idle()
-        g.idle("CP_HQD1_STATUS")
-        seen = []
-        g.until(lambda: seen.extend(ih.pop()) or len(seen) >= 4, "four EOP entries")
-        assert all(ih.source(e) == "EOP" for e in seen) and len(seen) == 4, seen
-        return [e["DATA0"] for e in seen]
+        return _halted_turns(g, q0, q1, ih, eop)
 
     assert order(1, 1) == [0x10, 0x00, 0x11, 0x01], "equal priorities take turns, queue 1 first after a reset"
     # An INDIRECT_BUFFER is a packet of its own: entering it is a turn (docs/hardware.md's example).
@@ -875,16 +881,7 @@ def check_equal_priority_turns_after_one_queue_ran_alone(dev):
     g.set("CP_QUEUE_PRIORITY", Q0=1, Q1=1)
 
     def order():
-        g.set("CONTROL", HALT=1)
-        g.until(lambda: g.fields("STATUS")["HALTED"], "STATUS.HALTED")
-        q0.submit(eop(0x00), eop(0x01))
-        q1.submit(eop(0x10), eop(0x11))
-        g.set("CONTROL", HALT=0)
-        g.idle()
-        g.idle("CP_HQD1_STATUS")
-        seen = []
-        g.until(lambda: seen.extend(ih.pop()) or len(seen) >= 4, "four EOP entries")
-        return [e["DATA0"] for e in seen]
+        return _halted_turns(g, q0, q1, ih, eop)
 
     got = {}
     q1.run(eop(0x20))
