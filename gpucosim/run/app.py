@@ -243,6 +243,10 @@ def report_load_error(target: str, e: BaseException) -> None:
     tb = e.__traceback__
     while tb is not None and (tb.tb_frame.f_code.co_filename.startswith(("<frozen", here))):
         tb = tb.tb_next
-    lines = traceback.format_exception(type(e), e, tb) if tb is not None else traceback.format_exception_only(type(e), e)
+    if tb is None:
+        lines = traceback.format_exception_only(type(e), e)
+    else:  # (and the drivers' frames after the app's last: an API call it made at import, umd.open())
+        te = traceback.TracebackException(type(e), e, tb)
+        lines = list(te.format()) if _trim(te, set()) else traceback.format_exception(type(e), e, tb)
     print("".join(lines), end="", file=sys.stderr)
     print(f"gpucosim: cannot load app {target!r}: {described(e)}", file=sys.stderr, flush=True)

@@ -464,6 +464,21 @@ def test_run_shows_where_an_app_fails_to_import(tmp_path):
     assert "gpucosim/" not in r.stderr and "importlib" not in r.stderr  # (the app's frames only)
 
 
+def test_an_app_that_opens_the_gpu_as_it_is_imported_is_told_where_in_its_own_frames(tmp_path):
+    """A script with no main() that opens the device at its top level (a newcomer's first
+    script): the UMD's one-line error, and the traceback of the app's own line, not the
+    UMD's frames under it (umd/runtime.py's hook, umd/api.py's check)."""
+    app = tmp_path / "flat.py"
+    app.write_text("import umd\n\ngpu = umd.open()\n")
+    r = gpucosim("run", str(app), "--sim", "model")
+    assert r.returncode == 2
+    assert f'File "{app}", line 3' in r.stderr and "gpu = umd.open()" in r.stderr, r.stderr
+    assert "umd/" not in r.stderr.replace("umd.open", "") and "gpucosim/" not in r.stderr, r.stderr
+    assert r.stderr.splitlines()[-1].startswith(
+        f"gpucosim: cannot load app '{app}': UmdError: open: no GPU is bound yet: an app run by `gpucosim run` "
+        "opens it in its main()"), r.stderr
+
+
 def test_run_shows_where_an_app_has_a_syntax_error(tmp_path):
     """A syntax error in the app: its file, line and caret, and the one-line summary; none of
     the launcher's frames."""
