@@ -62,7 +62,13 @@ LAYOUT = ("kmd_ioctl__check_bind_and_info", "kmd_ioctl__check_trace", "kmd_vm__c
           "contract_driver__check_dma_data_edges_and_counters",
           "contract_engines__check_sdma_poll_trap_errors_resets_and_doorbells",
           "contract_engines__check_sdma_wrap_nop_halt_errors_and_cross_engine_waits",
-          "contract_vm__check_cp_and_sdma_vm_faults_at_once")
+          "contract_vm__check_cp_and_sdma_vm_faults_at_once",
+          # (6 December, evening: they build VMID 1's two-level tables, map_vmid1)
+          "contract_vm__check_vm_invalidation_names_vmids_and_pages",
+          "contract_vm__check_vm_poll_remap_and_accesses_that_move_nothing",
+          "contract_vm__check_vm_fault_entries_of_both_queues_and_a_full_ih_ring",
+          "contract_vm__check_sdma_fetch_faults_at_page_edges_and_virtual_addresses",
+          "contract_vm__check_cp_queues_keep_their_vmids_across_turns_and_resets")
 
 
 def _checks() -> dict:
