@@ -92,6 +92,7 @@ class RecoveryMixin:
             if full and cancel:
                 ctx.guilty = info
             ctx.reset_status = ResetStatus.GUILTY
+            ctx.reset_error = info  # (QUERY_STATE's `error`: a guilty context names what it did)
             ctx.ring_status[guilty.ring.name] = ResetStatus.GUILTY  # (push_job gave every job its ring)
             if cancel:
                 err = KmdError(errno.ECANCELED, info.message, info)
@@ -105,8 +106,14 @@ class RecoveryMixin:
                 ctx.file.hangs += 1
             if ctx.file.hangs >= self.params.file_ban_after_hangs and ctx.file.banned is None:
                 self._ban_file(ctx.file, scheds if cancel else ())
+        # Innocent on a reset ring: a context whose job was in that ring (run again from its
+        # start, or put back after a queue reset). A job only queued (in its entity, never in
+        # the ring) is untouched by the reset: it runs once, after it, as it would have; its
+        # context reads NO_RESET there (it was INNOCENT: the status said its work was
+        # resubmitted). That a reset happened at all is amdgpu's QUERY2 RESET flag, every
+        # context's (`resets`, below, as amdgpu_ctx_query2 compares reset counters).
         for s in scheds:
-            for job in (*s.pending, *s.queue):
+            for job in s.pending:
                 if job.ctx is gctx:
                     continue
                 if job.ctx.ring_status.get(s.name, ResetStatus.NO_RESET) == ResetStatus.NO_RESET:
