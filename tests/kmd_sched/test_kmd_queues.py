@@ -1054,6 +1054,9 @@ def test_a_queue_0_reset_whose_ring_test_fails_makes_the_full_resets_guilt_lasti
     qe = query(evil)
     assert qe.reset_status == ResetStatus.GUILTY and qe.error is not None and qe.error.code == "VM_FAULT"
     assert kmd.contexts[(evil.f.fd, evil.ctx)].hangs == 1  # one hang, counted once
+    # and one reset, the full one, for every context: the queue reset that failed is none
+    # (amdgpu counts a ring reset only once it succeeded); it was counted, 2 resets a context
+    assert qe.resets == query(good).resets == 1 and qe.flags & uapi.CtxQueryFlags.RESET
     ebo.u32[0x3200 // 4] = 1
     with pytest.raises(uapi.KmdError) as ei:  # the full reset's guilt: every ring's job of the context goes
         evil.wait(held, 100_000)
