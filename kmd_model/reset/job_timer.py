@@ -50,8 +50,9 @@ class JobTimerMixin:
         m, ring, now = self.mmio, sched.ring, self.dev.now()
         own = tuple(m.read(r) for r in ring.PROGRESS)
         shared = tuple(m.read(r) for r in ring.SHARED_PROGRESS)
+        above = tuple(m.read(r) for r in ring.OUTRANKED_BY) if self.hqd_ring is not None else ()
         before, since = sched.progress_mark, sched.marked_at
-        sched.progress_mark, sched.marked_at = (own, shared), now
+        sched.progress_mark, sched.marked_at = (own, shared, above), now
         if not before:  # the head job is new (or the ring was restarted): count from here
             sched.head_fetched = 0
         else:
@@ -66,11 +67,38 @@ class JobTimerMixin:
                                   if s is not sched and s.ring.SHARED_PROGRESS == ring.SHARED_PROGRESS)
             st = m.read(ring.STATUS)
             moved = not (ring.STATUS.WAITING.get(st) or ring.STATUS.ERROR.get(st)) or others_idle
+            if (not moved and ring.STATUS.WAITING.get(st) and not ring.STATUS.ERROR.get(st)
+                    and above != before[2] and self._polls_hold(sched)):
+                # Parked, not stuck: on the RTL a poll that failed parks its queue (WAITING
+                # stays 1) until the CP is its own again to poll once more, and the queue that
+                # outranks it (queue 1) keeps the CP while it can run. Its poll holding in
+                # memory now, the queue waits for the CP, as a queue behind the other's work
+                # does: taken for stuck, an innocent job polling a flag that was set while a
+                # client of HIGH priority (any client by default) kept queue 1 busy for a job
+                # timeout was reset with TIMEOUT, its context guilty, a hang counted towards
+                # its file's ban (tests/kmd_sched/test_kmd_queues.py
+                # check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck, on the
+                # RTL). A poll that does not hold is stuck as before, whatever queue 1 does;
+                # one held waits at most until queue 1 has nothing to run, and queue 0 runs
+                # nothing else meanwhile.
+                moved = True
         if moved and self._overrun(sched) is not None:
             moved = False  # moving for ever is no reason to keep running: see KmdParams.unchecked_job_timeouts
         if moved:
             sched.progress_at = now
         return moved
+
+    def _polls_hold(self, sched: Scheduler) -> bool:
+        """Does every WAIT_REG_MEM of the head job hold in memory now (the timeout's diagnosis,
+        find_unsatisfied_wait, finds none that does not)? Then the queue, waiting, is parked
+        behind the CP's other queue, not stuck: the poll it is in passes once it polls again.
+        (A later poll that does not hold answers False: which poll the queue is in is not
+        known, so it is taken for stuck, as before.)"""
+        job = sched.head_job()
+        return job is not None and find_unsatisfied_wait(
+            self.mem32, job.ibs, self.info.ib_levels, client_addr=job.client_addr,
+            translate=self.job_translate(job), read=self.job_read(job),
+            translate_many=self.job_translate_many(job)) is None
 
     def _overrun(self, sched: Scheduler) -> str | None:
         """Why the head job must stop though it moves, when nothing bounds it (a PM4 job the CS

@@ -618,6 +618,41 @@ def check_a_flood_on_queue_1_does_not_turn_queue_0_s_reset_into_the_full_reset(d
     assert query(good, ghi).reset_status == query(good).reset_status == ResetStatus.NO_RESET
     assert kmd.mmio.fields(regs.CP_QUEUE_PRIORITY) == {"Q0": 1, "Q1": 2}  # (as the KMD programs it)
 
+
+def check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck(dev, fills: int = 8, fill: int = 16 << 10):
+    """An innocent client's job on queue 0 polls a flag (WAIT_REG_MEM); a client of HIGH
+    priority (any client by default) keeps queue 1 busy with fills longer than the job
+    timeout. The flag is set meanwhile: the poll holds, but on the RTL queue 0 is parked
+    (STATUS.WAITING) until it gets the CP to poll again, which queue 1, of higher priority,
+    keeps. The job timer took the parked queue for stuck in its poll (its own counters still,
+    the shared ones moved by the other queue): the innocent job was reset with TIMEOUT, its
+    context guilty, a hang counted towards its file's ban (file_ban_after_hangs). Now a
+    waiting queue whose poll holds in memory, the other CP queue having run since the last
+    look, is waiting for the CP, not stuck."""
+    kmd = kmd_model.bind(dev, job_timeout=3_000, hw_timeout=5_000)
+    good, evil = Client(), Client()
+    dst = 0x5000 + -(-(len(pm4.dma_data(0, 0, 4)) * fills + 0x40) * 4 // 0x1000) * 0x1000
+    gbo, ebo = good.bo(0x4000), evil.bo(dst + max(fill, 0x1000))
+    ehi = new_ctx(evil, CtxPriority.HIGH)
+    g = good.submit(good.ib(gbo, pm4.wait_reg_mem(gbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16)
+                            + pm4.write_data(gbo.addr + 0x10, [0x600D]), 0x100))
+    gjob = kmd.sched.pending[0]
+    flood = pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ", poll_interval=4)
+    for k in range(fills):
+        flood += pm4.dma_data(ebo.addr + dst, 0x0F100D00 + k, fill, src_sel="DATA", cp_sync=int(fill > 64))
+    f = evil.submit(evil.ib(ebo, flood, 0x5000), ctx=ehi)
+    kmd.dev.delay(1_000)  # (the victim's job polls; the timer has its first look to come)
+    start = kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED)
+    ebo.u32[0x3000 // 4] = 1  # the flood starts
+    deadline = kmd.dev.now() + 100_000
+    while kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED) - start < 14 and kmd.dev.now() < deadline:
+        kmd.dev.delay(16)
+    gbo.u32[0x3000 // 4] = 1  # the poll holds from now on
+    assert good.wait(g, 2_000_000) and gbo.u32[4] == 0x600D and gjob.runs == 1, kmd.recovery_log
+    assert evil.wait(f, 2_000_000, ehi) and ebo.u32[(dst + fill) // 4 - 1] == 0x0F100D00 + fills - 1
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 0, 0), kmd.recovery_log
+    assert query(good).reset_status == ResetStatus.NO_RESET and good.f.hangs == 0
+
 CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rings_gpu_side,
           check_amd_queue_reset_malformed, check_amd_queue_reset_hang, check_amd_queue_reset_bus_error,
           check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted,
@@ -632,7 +667,8 @@ CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rin
           check_a_full_reset_takes_the_other_rings_pending_error_with_its_guilty_job,
           check_a_queue_0_reset_while_queue_1_fills_keeps_queue_1s_transfers,
           check_a_queue_0_reset_while_the_sdma_copies_stays_a_queue_reset,
-          check_a_flood_on_queue_1_does_not_turn_queue_0_s_reset_into_the_full_reset]
+          check_a_flood_on_queue_1_does_not_turn_queue_0_s_reset_into_the_full_reset,
+          check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck]
 
 
 @pytest.mark.parametrize("sdma_engine", [True, False], ids=["sdma", "no_sdma"])
@@ -769,6 +805,49 @@ class OnePacketACycle(RefModel):
         self._cp_left = self._cp_left + dt if self._cp_starved else max(self._cp_left, self.cp_burst)
         self._cp_starved = False
         return self._cp_left
+
+
+class ParkedPolls(OnePacketACycle):
+    """OnePacketACycle whose queue 0 polls as the RTL's (docs/hardware.md, "CP hardware
+    queues"): a WAIT_REG_MEM that failed parks the queue (STATUS.WAITING), and it polls again
+    only once the CP is its own, not while queue 1, of higher priority, can run. (The
+    reference model polls on its grid whatever the other queue does.)"""
+
+    def _cp_wait_due(self, token, to, sw) -> bool:
+        if self._ring_id == 0 and self._hq1 is not None and self._hq1.runnable1():
+            self._wait.next_poll += self._wait.interval  # (queue 1 holds the CP: no poll now)
+            return False
+        return super()._cp_wait_due(token, to, sw)
+
+
+def test_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck():
+    """The check on a model whose CP runs a packet a cycle and whose queue 0 polls again only
+    when queue 1 lets it, as the RTL's: the flood some 40,000 cycles, the job timeout 3,000."""
+    check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck(ParkedPolls(), 40_000, 64)
+
+
+def test_a_poll_that_does_not_hold_behind_queue_1_s_flood_is_still_stuck():
+    """The other side of the rule: a job on queue 0 whose poll does not hold is reset by its
+    timeout while queue 1 floods (the flood, queue 0's only hope of being moved on, is no
+    reason to wait for it), queue 0 alone, the flood run once."""
+    kmd = kmd_model.bind(ParkedPolls(), job_timeout=3_000, hw_timeout=5_000)
+    bad, evil = Client(), Client()
+    bbo, ebo = bad.bo(0x4000), evil.bo(0x80000)
+    ehi = new_ctx(evil, CtxPriority.HIGH)
+    b = bad.submit(bad.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16), 0x100))
+    flood = pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ", poll_interval=4)
+    for k in range(10_000):
+        flood += pm4.dma_data(ebo.addr + 0x7F000, k, 64, src_sel="DATA")
+    f = evil.submit(evil.ib(ebo, flood, 0x4000), ctx=ehi)
+    fjob = kmd.hqd_sched.pending[0]
+    kmd.dev.delay(1_000)
+    ebo.u32[0x3000 // 4] = 1
+    with pytest.raises(uapi.KmdError) as ei:
+        bad.wait(b, 1_000_000)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "TIMEOUT", ei.value
+    assert "stuck in WAIT_REG_MEM" in ei.value.info.message, ei.value.info.message
+    assert evil.wait(f, 1_000_000, ehi) and fjob.runs == 1
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 1, 0)
 
 
 def test_a_flood_on_queue_1_does_not_turn_queue_0_s_reset_into_the_full_reset():
