@@ -256,7 +256,7 @@ ICARUS_SECONDS = {
     "kmd_queues__check_a_queue_0_reset_that_does_not_come_back_falls_to_the_full_reset": 1.2,
     "kmd_queues__check_a_cp_queue_reset_behind_the_other_queues_long_packet_stays_a_queue_reset": 8.4,  # (one run)
     "kmd_queues__check_a_flood_on_queue_1_does_not_turn_queue_0_s_reset_into_the_full_reset": 5.0,  # (one run)
-    "kmd_queues__check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck": 5.0,  # (estimate)
+    "kmd_queues__check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck": 4.0,  # (one run)
     "contract_vm__check_cp_and_sdma_vm_faults_at_once": 0.23,
     "contract_engines__check_transfers_keep_war_and_waw_order": 10.3,
     "kmd_uapi_contract__check_open_and_info": 0.05, "kmd_uapi_contract__check_gem_create": 0.05,
