@@ -832,18 +832,23 @@ def test_a_poll_that_does_not_hold_behind_queue_1_s_flood_is_still_stuck():
     reason to wait for it), queue 0 alone, the flood run once."""
     kmd = kmd_model.bind(ParkedPolls(), job_timeout=3_000, hw_timeout=5_000)
     bad, evil = Client(), Client()
-    bbo, ebo = bad.bo(0x4000), evil.bo(0x80000)
+    bbo, ebo = bad.bo(0x4000), evil.bo(0x100000)
     ehi = new_ctx(evil, CtxPriority.HIGH)
     b = bad.submit(bad.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16), 0x100))
     flood = pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ", poll_interval=4)
-    for k in range(10_000):
-        flood += pm4.dma_data(ebo.addr + 0x7F000, k, 64, src_sel="DATA")
+    for k in range(20_000):
+        flood += pm4.dma_data(ebo.addr + 0xFF000, k, 64, src_sel="DATA")
     f = evil.submit(evil.ib(ebo, flood, 0x4000), ctx=ehi)
     fjob = kmd.hqd_sched.pending[0]
     kmd.dev.delay(1_000)
+    request, seen = kmd.ring.request_reset, []
+    kmd.ring.request_reset = lambda: (seen.append(kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED) - start), request())[1]
+    start = kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED)
     ebo.u32[0x3000 // 4] = 1
     with pytest.raises(uapi.KmdError) as ei:
         bad.wait(b, 1_000_000)
+    # reset during the flood (its timeout, not the flood's end): queue 1 had fetched a part of it
+    assert len(seen) == 1 and 0 < seen[0] < len(flood) / 2, (seen, len(flood))  # (after it: 140,013)
     assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "TIMEOUT", ei.value
     assert "stuck in WAIT_REG_MEM" in ei.value.info.message, ei.value.info.message
     assert evil.wait(f, 1_000_000, ehi) and fjob.runs == 1
