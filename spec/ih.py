@@ -108,11 +108,14 @@ SOURCE_DOC = {
 SOURCE_DATA = {
     Source.EOP: ("the packet's INT_CTXID (amdkfd's context id)", "its DATA_LO", "its DATA_HI",
                  "its ADDR_LO dword, all 32 bits"),
-    Source.CP_ERROR: ("the CP_ERROR register (CODE, LEVEL, OPCODE)", "CP_ERROR_ADDR_LO",
-                      "CP_ERROR_ADDR_HI", "CP_ERROR_OFFSET"),
+    Source.CP_ERROR: ("the stopped queue's error register (CODE, LEVEL, OPCODE): CP_ERROR for queue 0, "
+                      "CP_HQD1_ERROR for queue 1 (RING_ID)", "its ERROR_ADDR_LO (CP_ERROR_ADDR_LO, CP_HQD1_ERROR_ADDR_LO)",
+                      "its ERROR_ADDR_HI", "its ERROR_OFFSET"),
     Source.VM_FAULT: ("the faulting address's bits 43:12 (amdgpu's src_data[0])",
                       "bits 3:0: the address's bits 47:44; 0x40 READ, 0x20 WRITE, 0x10 EXE (AMDGPU_GMC9_FAULT_SOURCE_DATA_*)",
-                      "the VM_FAULT_STATUS register", "the CP_ERROR register (LEVEL and OPCODE of the packet)"),
+                      "this fault's VMID, ACCESS, LEVEL and CAUSE as VM_FAULT_STATUS packs them (the register itself "
+                      "shows queue 0's fault while both queues are stopped by one)",
+                      "the stopped queue's error register, CP_ERROR or CP_HQD1_ERROR (LEVEL and OPCODE of the packet)"),
     Source.SDMA_TRAP: ("the TRAP's INT_CONTEXT (amdkfd's context_id0 & 0xfffffff)", "0", "0", "0"),
     Source.SDMA_ERROR: ("the SDMA_ERROR register (CODE, LEVEL, OP, SUB_OP)", "SDMA_ERROR_ADDR_LO",
                         "SDMA_ERROR_ADDR_HI", "SDMA_ERROR_OFFSET"),

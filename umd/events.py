@@ -21,6 +21,10 @@ from .submit import PendingCs
 
 # ---------------------------------------------------------------------------- Event
 
+# What a look of Event.signalled() that finds it not signalled costs in device time: about a
+# CPU's uncached read of memory across the bus (0.5-1 us), in cycles of a 100 MHz GPU.
+POLL_CYCLES = 64
+
 _NEVER = "the queue of this event was closed before the GPU signalled it (its work failed or was cancelled)"
 
 class Event(_Handle):
@@ -42,10 +46,24 @@ class Event(_Handle):
         self.call = queue.calls + 1  # the queue's how-manieth call recorded it (Queue.calls, after its label)
 
     def signalled(self) -> bool:
-        """Memory only: no ioctl, no flush, and no waiting. So a loop of signalled() alone
-        never ends for an event not yet flushed, and on a simulator (Verilator, Icarus),
-        where simulated time passes only while the app waits in the driver, not for a
-        flushed one either: poll with wait(timeout), which flushes and lets the GPU run."""
+        """A look at memory: no ioctl, no flush, no wait. A look that finds it not signalled
+        takes POLL_CYCLES of device time once it is submitted (as a CPU's read of memory the
+        GPU writes takes time, while the GPU runs on), so a loop of signalled() ends when the
+        GPU gets there, on every backend (on the simulators and the reference model the
+        device's time passes only inside the driver: such a loop never ended before). An
+        event never flushed stays unsignalled however long it is polled: flush(), or
+        wait(timeout), which flushes."""
+        if self._signalled():
+            return True
+        q = self.queue
+        if not self.lost and (self.seq is not None or self.pending is not None) and not q.closed:
+            q.ws.elapse(POLL_CYCLES)
+            if q.pending:  # (an async flush the submission thread has made since: its seqno, for a Timestamp)
+                submit.collect(q)
+        return False
+
+    def _signalled(self) -> bool:
+        """Memory only, and no time passes (the driver's own looks, repr)."""
         if self.lost:  # never written: a later event's value passes it, but it did not run
             return False
         # timeline values start at 1 over a zeroed dword, and are compared wrap-safely
@@ -60,7 +78,7 @@ class Event(_Handle):
         keyword's old name, still taken."""
         timeout_cycles = _timeout("wait", _timeout_alias("wait", timeout, timeout_cycles, "timeout_cycles"))
         q = self.queue
-        if self.signalled() and self._proven():
+        if self._signalled() and self._proven():
             if (q.watch.jobs or q.async_errors) and self.number is not None:
                 # (memory alone says nothing of a job that failed before, nor of a refusal)
                 failed_jobs.check(q, "wait", upto=self.number)
@@ -102,14 +120,14 @@ class Event(_Handle):
         raise TypeError(f"{self!r} is not a truth value: ev.signalled() looks (memory only), ev.wait() waits")
 
     def _done(self) -> bool:
-        return self.signalled()
+        return self._signalled()
 
     def _proven(self) -> bool:
         """Does memory prove the GPU got here? Its value in the timeline does."""
         return True
 
     def __repr__(self) -> str:
-        return f"<umd.Event {self.value} {'lost' if self.lost else 'signalled' if self.signalled() else 'pending'}>"
+        return f"<umd.Event {self.value} {'lost' if self.lost else 'signalled' if self._signalled() else 'pending'}>"
 
 
 class Timestamp(Event):
@@ -129,11 +147,9 @@ class Timestamp(Event):
     def __repr__(self) -> str:
         if self._reused:
             return "<umd.Timestamp (its slot was taken again)>"
-        return f"<umd.Timestamp {self.cycles} cycles>" if self.signalled() else "<umd.Timestamp pending>"
+        return f"<umd.Timestamp {self.cycles} cycles>" if self._signalled() else "<umd.Timestamp pending>"
 
-    def signalled(self) -> bool:
-        """Memory only, as Event.signalled (a loop of it alone never ends on a simulator):
-        wait(timeout) flushes and lets the GPU run."""
+    def _signalled(self) -> bool:
         return self.seq is not None and self.queue.seq_done(self.seq)
 
     def _done(self) -> bool:
@@ -153,7 +169,7 @@ class Timestamp(Event):
         if self._reused:
             raise ValueError(f"timestamp: its slot was taken again by a later timestamp (a queue keeps its "
                              f"last {QBO_TS_SLOTS}): read it before taking more")
-        if not self.signalled():
+        if not self._signalled():
             raise ValueError("timestamp: not written yet: wait() for it first")
         lo, hi = self.queue.q32[2 * self.slot: 2 * self.slot + 2].tolist()
         return lo | hi << 32
@@ -210,7 +226,7 @@ def queue_wait_event(self: Queue, event: "Event") -> None:
     if q is self:
         return
     if q.closed:  # close() finished it, and its context is gone: nothing for a CS to name
-        if event.signalled():
+        if event._signalled():
             return
         raise ValueError(f"wait_event: {_NEVER}")
     if event.seq is None and event.pending is None and not event.lost:

@@ -67,6 +67,28 @@ class File:
                 finally:
                     kmd.release_deferred()
 
+    def elapse(self, cycles: int) -> None:
+        """Not an ioctl: `cycles` of device time pass while the client runs outside the
+        kernel, polling memory the GPU writes (umd's Event.signalled). On real hardware the
+        GPU and the kernel's interrupt handler run beside a spinning CPU; here the device's
+        time passes only inside the driver (a simulator's clock, the reference model's), so
+        without this a loop reading a fence or a flag never saw the GPU move. Under the
+        driver's lock, signals held, as an ioctl (the kernel's work must not be cut halfway);
+        nothing on a closed file, or from inside an ioctl of this thread."""
+        from .lock import kernel_stack
+        from .signals import hold
+        if not _is_int(cycles) or not 0 <= int(cycles) <= 1 << 32:
+            raise ValueError(f"elapse: cycles must be an integer in [0, 2**32], not {cycles!r}")
+        kmd = self.kmd
+        with kernel_stack():
+            if self.closed or kmd.lock.owned():
+                return
+            with hold(), kmd.lock:
+                try:
+                    kmd.elapse(int(cycles))
+                finally:
+                    kmd.release_deferred()
+
     # --------------------------------------------------------------- handles
 
     def add_bo(self, bo: "Bo") -> int:

@@ -333,6 +333,26 @@ class IrqMixin:
                 raise KmdError(errno.EINTR, "interrupted by a signal while it waited for the GPU")
             self.lock.yield_to_waiters()
 
+    def elapse(self, cycles: int) -> None:
+        """`cycles` of device time pass while a client runs outside the kernel (File.elapse):
+        the GPU runs, and the kernel does beside it what it does while no ioctl is made (its
+        interrupt handler, fences, the job timer, the rings fed), as wait_for does for a
+        sleeping ioctl, with no condition to end it early. The lock is handed to the threads
+        waiting for it between steps (of fallback_poll cycles at most), as wait_unlocked
+        does: a client spinning for long holds no other client's ioctl back."""
+        dev = self.dev
+        deadline = dev.now() + cycles
+        while True:
+            self.service()
+            now = dev.now()
+            if now >= deadline:
+                return
+            if dev.wait_irq(min(deadline - now, self.params.fallback_poll)):
+                self.irq_handler()
+            elif dev.now() - self.fallback_at >= self.params.fallback_poll:
+                self.fallback_poll()  # (the timer that catches a lost interrupt runs beside a poll too)
+            self.lock.yield_to_waiters()
+
     def wait_for(self, done, timeout: int) -> bool:
         """Wait until `done()` or `timeout` cycles pass; interrupts, fallback polls, resets
         and timeouts are handled on the way."""

@@ -242,17 +242,24 @@ def render_vm_section() -> str:
            f"table's or the page's address in bits {vm.ADDR_MSB}:{vm.ADDR_LSB} and:", "",
            "| bit | name | meaning |", "|---|---|---|"]
     out += [f"| {b.bit} | {b.name} | {_cell(b.desc)} |" for b in vm.BITS]
+    out += ["", "Every bit no row names is ignored, in a directory entry and in a page-table entry alike "
+            "(amdgpu's TMZ 3, FRAG 11:7, bits 53:48 with PRT 51, 55, TF 56, MTYPE 58:57, a PDE's BFS 63:59; "
+            "tests/model/test_contract_vm.py's check_vm_entry_bits_and_walk_errors), and so are the "
+            "permission bits of a directory entry without PDE_PTE: a walk needs VALID alone there."]
     huge = vm.leaf_bits(vm.LEVELS - 2, vm.LEVELS)
     out += ["", f"A huge page is aligned to its size: the MMU ignores the address bits of a PDE_PTE entry "
             f"below the range it maps (bits {huge - 1}:{vm.ADDR_LSB} for the {1 << huge - 20} MiB pages of level "
             f"{vm.LEVELS - 2} in the default build) and takes them from the virtual address, so an entry "
             f"written with them set maps the aligned page below its address (amdgpu aligns its huge "
             f"pages so)."]
-    out += ["", "What each access kind needs (VM_FAULT_STATUS.ACCESS, and the hint in the fault's IH entry):", "",
+    out += ["", "What each access kind needs (VM_FAULT_STATUS.ACCESS, and the hint in the fault's IH entry; "
+            "the SDMA's accesses need the same, and its faults show no access kind: SDMA_ERROR):", "",
             "| ACCESS | access | needs | IH hint |", "|---|---|---|---|"]
-    doc = {vm.Access.READ: "a WAIT_REG_MEM poll", vm.Access.WRITE: "WRITE_DATA, RELEASE_MEM",
-           vm.Access.FETCH: "ring and IB dwords", vm.Access.DMA_READ: "a DMA_DATA source",
-           vm.Access.DMA_WRITE: "a DMA_DATA destination"}
+    doc = {vm.Access.READ: "a WAIT_REG_MEM poll (the SDMA's POLL_REGMEM)",
+           vm.Access.WRITE: "WRITE_DATA, RELEASE_MEM (the SDMA's FENCE, WRITE_LINEAR)",
+           vm.Access.FETCH: "ring and IB dwords (the SDMA's too)",
+           vm.Access.DMA_READ: "a DMA_DATA source (the SDMA's COPY_LINEAR)",
+           vm.Access.DMA_WRITE: "a DMA_DATA destination (the SDMA's COPY_LINEAR, CONSTANT_FILL)"}
     names = {b.mask: b.name for b in vm.BITS}
     hint = {vm.HINT_READ: "READ 0x40", vm.HINT_WRITE: "WRITE 0x20", vm.HINT_EXE: "EXE 0x10"}
     out += [f"| {int(a)} | {a.name}: {doc[a]} | {names[vm.NEEDS[a]]} | {hint[vm.HINTS[a]]} |" for a in vm.Access]

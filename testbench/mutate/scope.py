@@ -194,7 +194,11 @@ TESTS = (
 # left out once because the coverage pass failed with them (LookupError); the cause was
 # mutmut's ContextVar call stack re-entered by the GC on CPython 3.11, now kept per thread
 # (_inwork.py per_thread_call_stack).
-TEST_FILTER = "not verilator and not icarus and not rtl and not held_cp_flushes"
+# (by name, not by the substring "rtl": "-k not rtl" also left out every test whose name
+# holds it, "partly" among them; the one test that builds RTL imports rtl/, which the
+# mutants' tree does not copy)
+TEST_FILTER = ("not verilator and not icarus and not held_cp_flushes "
+               "and not test_vm_levels_are_the_rtls_on_the_model")
 
 # Source folders mutmut copies into its mutants/ tree (MODULES are mutated, the rest of
 # these folders is copied as is).

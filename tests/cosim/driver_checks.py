@@ -180,7 +180,7 @@ ICARUS_SECONDS = {
     "umd_runtime__check_events_across_wrap": 14.7, "umd_runtime__check_wait_mem_released_later": 0.42,
     "umd_runtime__check_events_check_memory_first": 0.22, "umd_runtime__check_argument_errors": 0.12,
     "umd_runtime__check_gpu_error_decoded": 0.12, "umd_runtime__check_submit_refused": 0.16,
-    "umd_runtime__check_timestamp_and_fill": 0.24, "umd_transfer__check_random_transfers": 15.7,
+    "umd_runtime__check_timestamp_and_fill": 0.24, "umd_runtime__check_a_loop_of_signalled_ends_when_the_gpu_gets_there": 0.93, "umd_transfer__check_random_transfers": 15.7,
     "umd_transfer__check_split_and_raw": 0.20, "umd_transfer__check_transfer_errors": 0.10,
     "umd_transfer__check_fence_after_dma_sees_the_data": 2.0, "umd_transfer__check_transfers_under_backpressure": 5.1,
     "umd_transfer__check_raw_chain_under_write_latency": 0.33,
@@ -258,6 +258,14 @@ ICARUS_SECONDS = {
     "kmd_queues__check_a_flood_on_queue_1_does_not_turn_queue_0_s_reset_into_the_full_reset": 5.0,  # (one run)
     "kmd_queues__check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck": 4.0,  # (one run)
     "contract_vm__check_cp_and_sdma_vm_faults_at_once": 0.23,
+    # (one Icarus session of each group, 6 December 2026)
+    "contract_vm__check_vm_invalidation_names_vmids_and_pages": 0.25,
+    "contract_vm__check_vm_poll_remap_and_accesses_that_move_nothing": 0.27,
+    "contract_vm__check_vm_fault_entries_of_both_queues_and_a_full_ih_ring": 0.15,
+    "contract_vm__check_sdma_fetch_faults_at_page_edges_and_virtual_addresses": 0.13,
+    "contract_vm__check_cp_queues_keep_their_vmids_across_turns_and_resets": 0.82,
+    "contract_engines__check_queue_resets_at_once_halted_and_their_write_backs": 0.18,
+    "contract_engines__check_equal_priority_turns_after_one_queue_ran_alone": 0.57,
     "contract_engines__check_transfers_keep_war_and_waw_order": 10.3,
     "kmd_uapi_contract__check_open_and_info": 0.05, "kmd_uapi_contract__check_gem_create": 0.05,
     "kmd_uapi_contract__check_gem_handles_are_per_file": 0.05, "kmd_uapi_contract__check_gem_mmap": 0.07,

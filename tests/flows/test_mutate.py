@@ -84,6 +84,26 @@ def test_every_kmd_and_security_test_file_is_in_the_campaigns_tests():
     assert files and [f for f in files if f not in scope.TESTS] == []
 
 
+def test_the_campaigns_test_filter_leaves_out_only_what_needs_a_simulator_or_rtl():
+    """scope.TEST_FILTER is a pytest -k expression, matched against parts of each test's
+    name: "not rtl" left out every test whose name holds "rtl", a UMD test "named as partly
+    run" and two of a refused flush's among them (their mutants' killers looked missing)."""
+    from _pytest.mark.expression import Expression
+
+    from testbench.mutate import scope
+
+    def kept(nodeid: str) -> bool:
+        return Expression.compile(scope.TEST_FILTER).evaluate(lambda word: word in nodeid)
+
+    for nodeid in ("tests/umd/test_umd_split_flush_refused.py::test_a_call_straddling_the_refused_cs_is_named_as_partly_run",
+                   "tests/model/test_refmodel_snapshot.py::test_configure_checks_like_the_rtl_memory_model",
+                   "tests/spec/test_pm4.py::test_table_api_for_rtl"):
+        assert kept(nodeid), nodeid
+    for nodeid in ("tests/umd/test_umd_queue.py::test_x[verilator]", "tests/cosim/test_rtl_drivers.py::test_y[icarus]",
+                   "tests/model/test_contract_vm.py::test_vm_levels_are_the_rtls_on_the_model"):
+        assert not kept(nodeid), nodeid
+
+
 def test_survivor_list_is_well_formed():
     args = survivors.load()
     for a in args.entries:

@@ -537,3 +537,24 @@ def test_a_kmd_error_is_whole_when_copied_or_sent_to_another_process():
     assert (repr(e), str(back)) == (f"KmdError({errno.EINVAL}, 'GEM_CREATE: size must be > 0, not 0')",
                                     "EINVAL: GEM_CREATE: size must be > 0, not 0")
     assert str(KmdError(4095, "x")) == "4095: x" and KmdError(4095, "x").name == "4095"
+
+
+def test_elapse_lets_device_time_pass_and_refuses_what_is_no_cycle_count():
+    """File.elapse (umd's Event.signalled spins through it): the device's time passes, the
+    kernel's work beside it (a job finishes, its fence is processed); not an ioctl; a count
+    that is not one is a one-line ValueError; a closed file's does nothing."""
+    from testbench.refmodel import RefModel
+
+    dev = RefModel()
+    kmd = kmd_model.bind(dev)
+    f = kmd_model.open_render_node()
+    t0, n = dev.now(), kmd.stats["ioctls"]
+    f.elapse(1000)
+    assert dev.now() >= t0 + 1000 and kmd.stats["ioctls"] == n
+    for bad in (-1, 1 << 33, 1.5, "64", True, None):
+        with pytest.raises(ValueError, match=r"^elapse: cycles must be an integer in \[0, 2\*\*32\], not "):
+            f.elapse(bad)
+    f.close()
+    t1 = dev.now()
+    f.elapse(1000)
+    assert dev.now() == t1

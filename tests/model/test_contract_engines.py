@@ -189,7 +189,8 @@ def check_cp_queue_priority(dev):
     assert got == [(0xA, 0, 3), (1, 1, 0), (0xB, 0, 3), (0xD, 0, 0)], got
     assert order(1, 2) == [0x10, 0x11, 0x00, 0x01]
     assert order(2, 0) == [0x00, 0x01, 0x10, 0x11]
-    assert order(3, 2) in ([0x00, 0x10, 0x01, 0x11], [0x10, 0x00, 0x11, 0x01]), "3 acts as 2: turns"
+    # 3 acts as 2: turns, queue 0 first (queue 1 ran the last packet: docs/hardware.md)
+    assert order(3, 2) == [0x00, 0x10, 0x01, 0x11], "3 acts as 2: turns, the queue that did not run last first"
     # A queue polling a WAIT_REG_MEM never blocks the other, whatever its priority.
     g.set("CP_QUEUE_PRIORITY", Q0=2, Q1=0)
     flag = OUT + 0x100
@@ -803,12 +804,127 @@ def check_transfers_keep_war_and_waw_order(dev):
         assert not bad, f"{engine}: {len(bad)} dwords differ, the first at {4 * bad[0]:#x}"
 
 
+def check_queue_resets_at_once_halted_and_their_write_backs(dev):
+    """CP_QUEUE_RESET with Q0 and Q1 in one write resets both polling queues; neither a CP
+    queue reset nor SDMA_CNTL.QUEUE_RESET writes the rptr write-back dword (a reset is no
+    packet: the dword keeps the last rptr written, and the driver rewrites it as after
+    CONTROL.SOFT_RESET); the first packet after the reset writes the new rptr. A queue reset
+    while CONTROL.HALT holds the CP drops the work not yet started."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    flag = OUT + 0x80
+    g.w32(flag, [0])
+    q0.run(write_data(OUT, [1]))
+    q1.run(write_data(OUT + 4, [2]))
+    s.run(sdma("FENCE", DATA=3, **lo_hi("ADDR", OUT + 8, 2)))
+    assert (g.r32(RPTR_WB), g.r32(RPTR1_WB), g.r32(SRPTR_WB)) == (5, 5, 16)
+    q0.submit(wait_mem(flag, 1, M32, "EQ"))
+    q1.submit(wait_mem(flag, 1, M32, "EQ"))
+    s.submit(sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=M32, FUNC="EQ", MEM_POLL="MEMORY",
+                  RETRY_COUNT=0xFFF, INTERVAL=1))
+    g.waiting("SDMA_STATUS")
+    g.until(lambda: g.fields("STATUS")["WAITING"] or g.fields("CP_HQD1_STATUS")["WAITING"], "a CP wait")
+    g.dev.delay(100)
+    wb = (g.r32(RPTR_WB), g.r32(RPTR1_WB), g.r32(SRPTR_WB))
+    g.set("CP_QUEUE_RESET", Q0=1, Q1=1)
+    g.set("SDMA_CNTL", QUEUE_RESET=1)
+    for status in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+        st = g.idle(status)
+        assert (st["WAITING"], st["ERROR"]) == (0, 0), (status, st)
+    assert [g.read(r) for r in ("RB_RPTR", "RB_WPTR", "CP_HQD1_RB_RPTR", "CP_HQD1_RB_WPTR", "SDMA_RB_RPTR",
+                                "SDMA_RB_WPTR")] == [0] * 6, "both CP queues reset by one write"
+    g.dev.delay(50)
+    assert (g.r32(RPTR_WB), g.r32(RPTR1_WB), g.r32(SRPTR_WB)) == wb, \
+        f"a queue reset writes no rptr write-back: {wb} then {(g.r32(RPTR_WB), g.r32(RPTR1_WB), g.r32(SRPTR_WB))}"
+    q0.wptr = q1.wptr = s.wptr = 0
+    g.w32(flag, [1])
+    q0.run(write_data(OUT + 12, [4]))
+    q1.run(write_data(OUT + 16, [5]))
+    s.run(sdma("FENCE", DATA=6, **lo_hi("ADDR", OUT + 20, 2)))
+    assert g.r32(OUT + 12, 3) == [4, 5, 6]
+    assert (g.r32(RPTR_WB), g.r32(RPTR1_WB), g.r32(SRPTR_WB)) == (5, 5, 16), "the next packet writes the new rptr"
+    assert ih.pop() == [], "a reset raises no entry"
+    # A queue reset while the CP is halted: the work not started is dropped.
+    g.set("CONTROL", HALT=1)
+    g.until(lambda: g.fields("STATUS")["HALTED"], "HALTED")
+    assert g.read("CP_HQD1_STATUS") & 0x12 == 0, "CP_HQD1_STATUS has no HALTED (bit 1) nor DMA_BUSY (bit 4)"
+    q0.submit(write_data(OUT + 24, [7]))
+    g.dev.delay(50)
+    assert g.read("RB_WPTR") == 10 and g.fields("STATUS")["IDLE"] == 0
+    g.set("CP_QUEUE_RESET", Q0=1)
+    st = g.idle()
+    assert (st["HALTED"], st["ERROR"], g.read("RB_RPTR"), g.read("RB_WPTR")) == (1, 0, 0, 0), st
+    g.set("CONTROL", HALT=0)
+    g.dev.delay(100)
+    assert g.r32(OUT + 24) == 0 and g.read("RB_RPTR") == 0, "the dropped packet never runs"
+    q0.wptr = 0
+    q0.run(write_data(OUT + 28, [8]))
+    assert g.r32(OUT + 28) == 8 and g.r32(RPTR_WB) == 5
+
+
+def check_equal_priority_turns_after_one_queue_ran_alone(dev):
+    """Equal priorities take turns packet by packet, and the turn is the queue that did not
+    run the last packet: when both get work, after queue 1 ran alone queue 0 goes first and
+    after queue 0 ran alone queue 1; a CP_QUEUE_RESET of either queue does not change whose
+    turn it is; CONTROL.SOFT_RESET gives queue 1 the first turn (docs/hardware.md, CP
+    hardware queues; the model and the RTL agree)."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    eop = lambda k: release_mem(OUT + 4 * k, k, INT_SEL="SEND_INT", INT_CTXID=k)  # noqa: E731
+    g.set("CP_QUEUE_PRIORITY", Q0=1, Q1=1)
+
+    def order():
+        g.set("CONTROL", HALT=1)
+        g.until(lambda: g.fields("STATUS")["HALTED"], "STATUS.HALTED")
+        q0.submit(eop(0x00), eop(0x01))
+        q1.submit(eop(0x10), eop(0x11))
+        g.set("CONTROL", HALT=0)
+        g.idle()
+        g.idle("CP_HQD1_STATUS")
+        seen = []
+        g.until(lambda: seen.extend(ih.pop()) or len(seen) >= 4, "four EOP entries")
+        return [e["DATA0"] for e in seen]
+
+    got = {}
+    q1.run(eop(0x20))
+    ih.pop()
+    got["q1 alone"] = order()
+    q0.run(eop(0x21))
+    ih.pop()
+    got["q0 alone"] = order()
+    q1.run(eop(0x20))
+    ih.pop()
+    g.set("CP_QUEUE_RESET", Q1=1)
+    g.idle("CP_HQD1_STATUS")
+    q1.wptr = 0
+    got["q1 alone, then Q1 reset"] = order()
+    q1.run(eop(0x20))
+    ih.pop()
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    q0.wptr = 0
+    got["q1 alone, then Q0 reset"] = order()
+    q1.run(eop(0x20))
+    ih.pop()
+    g.set("CONTROL", SOFT_RESET=1)
+    for status in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+        g.idle(status)
+    g.write("IH_RPTR", 0)
+    ih.rptr = q0.wptr = q1.wptr = 0
+    got["q1 alone, then SOFT_RESET"] = order()
+    q1_first, q0_first = [0x10, 0x00, 0x11, 0x01], [0x00, 0x10, 0x01, 0x11]
+    assert got == {"q1 alone": q0_first, "q0 alone": q1_first, "q1 alone, then Q1 reset": q0_first,
+                   "q1 alone, then Q0 reset": q0_first, "q1 alone, then SOFT_RESET": q1_first}, got
+
+
 CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority,
           check_entries_name_their_queue_and_vmid, check_sdma_vm_and_address_rules,
           check_every_sdma_listed_value_and_reserved_bit, check_sdma_entries_raise_no_event_bit,
           check_sdma_copy_fill_write_edges, check_sdma_poll_trap_errors_resets_and_doorbells,
           check_cp_and_sdma_side_by_side, check_sdma_wrap_nop_halt_errors_and_cross_engine_waits,
-          check_transfers_keep_war_and_waw_order]
+          check_transfers_keep_war_and_waw_order, check_queue_resets_at_once_halted_and_their_write_backs,
+          check_equal_priority_turns_after_one_queue_ran_alone]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

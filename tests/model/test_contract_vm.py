@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract_driver import (EXECUTABLE, IB1, PA_CODE, PA_HUGE, PA_OUT, PA_OUT2, PA_RO, PDE_PTE, PT_L1,
-                                         PT_ROOT, READABLE, RING1, RPTR1_WB, VALID, VA_CODE, VA_HOLE, VA_HUGE,
-                                         VA_OUT, VA_RO, WRITEABLE, Ring, SdmaRing, SRING, bring_up, dma_data,
-                                         expect_error, expect_fault, ib, lo_hi, map_vmid1, pm4, pm4_packets,
-                                         release_mem, sdma, sdma_packets, wait_mem, write_data)
+from tests.model.contract_driver import (EXECUTABLE, IB1, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_HUGE, PA_OUT,
+                                         PA_OUT2, PA_RO, PDE_PTE, PT_L1, PT_ROOT, READABLE, RING1, RPTR1_WB, SRING,
+                                         VALID, VA_CODE, VA_HOLE, VA_HUGE, VA_OUT, VA_RO, WRITEABLE, Gpu, IhRing,
+                                         Ring, SdmaRing, bring_up, dma_data, expect_error, expect_fault,
+                                         expect_sdma_error, ib, lo_hi, map_vmid1, pm4, pm4_packets, release_mem,
+                                         sdma, sdma_packets, wait_mem, write_data)
 
 
 def check_vm_translation_faults_and_invalidate(dev):
@@ -133,6 +134,17 @@ def check_vm_entry_bits_and_walk_errors(dev):
     g.w32(PA_CODE, write_data(VA_OUT + 0x80, [0x81]))
     ring.run(ib(VA_CODE, 5, VMID=1))
     assert g.fields("STATUS")["ERROR"] == 0 and g.r32(PA_OUT + 0x80) == 0x81
+    # ... and amdgpu's other bits, named in no table: TMZ (3), 55, TF (56), a PDE's BFS (63:59),
+    # in a page-table entry and in the directory entry above it (rewritten, so invalidated)
+    others = (1 << 3) | (1 << 55) | (1 << 56) | (0x1F << 59)
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT | VALID | WRITEABLE | ignored | others)
+    g.w64(PT_ROOT + 8 * (VA_CODE >> 21), PT_L1 | VALID | others)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=1)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1 << 1, "VM_INVALIDATE_ACK = VMID 1")
+    g.w32(PA_CODE, write_data(VA_OUT + 0x84, [0x82]))
+    ring.run(ib(VA_CODE, 5, VMID=1))
+    assert g.fields("STATUS")["ERROR"] == 0 and g.r32(PA_OUT + 0x84) == 0x82, g.fields("VM_FAULT_STATUS")
+    g.w64(PT_ROOT + 8 * (VA_CODE >> 21), PT_L1 | VALID)
     huge_ro = 0x400000  # root index 2: a huge page without WRITEABLE
     g.w64(PT_ROOT + 8 * (huge_ro >> 21), 0x600000 | VALID | PDE_PTE | READABLE)
     g.w32(PA_CODE, write_data(huge_ro + 0x1234 * 4, [1]))
@@ -262,9 +274,284 @@ def check_cp_and_sdma_vm_faults_at_once(dev):
     g.idle("SDMA_STATUS")
 
 
+def check_vm_invalidation_names_vmids_and_pages(dev):
+    """VM_INVALIDATE_REQ drops the entries of the VMIDs in PER_VMID only (another VMID's entry
+    of the same page keeps translating), a page request drops that 4 KiB page of a huge page
+    alone (the huge page's other pages keep their entries, a page not yet translated reads the
+    new entry), and a page beyond the tables' reach (VM_INVALIDATE_ADDR bit 30 set: no entry
+    can hold it) drops nothing; VM_CONTEXT_PT_BASE_LO's bits 11:0 read 0 (docs/registers.md)."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    g.write("VM_CONTEXT_PT_BASE_LO", PT_ROOT | 0xFFF, 2)  # VMID 2: the same tables
+    assert g.read("VM_CONTEXT_PT_BASE_LO", 2) == PT_ROOT, "bits 11:0 read 0"
+    g.set("VM_CONTEXT_CNTL", 2, ENABLE=1)
+
+    def run(vmid, va, value):
+        g.w32(PA_CODE + 0x200 * vmid, write_data(va, [value]))
+        assert ring.run(ib(VA_CODE + 0x200 * vmid, 5, VMID=vmid))["ERROR"] == 0
+
+    def invalidate(vmids, va=None):
+        if va is not None:
+            g.write("VM_INVALIDATE_ADDR_LO", va >> 12 & M32)
+            g.write("VM_INVALIDATE_ADDR_HI", va >> 44)
+        g.set("VM_INVALIDATE_REQ", PER_VMID=vmids, ALL_ADDR=int(va is None))
+        g.until(lambda: g.read("VM_INVALIDATE_ACK") == vmids, f"VM_INVALIDATE_ACK = {vmids:#x}")
+
+    run(1, VA_OUT + 0x20, 0x11)
+    run(2, VA_OUT + 0x24, 0x21)
+    assert g.r32(PA_OUT + 0x20, 2) == [0x11, 0x21]
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT2 | VALID | WRITEABLE | READABLE)
+    invalidate(1 << 2, VA_OUT)
+    run(1, VA_OUT + 0x28, 0x12)
+    run(2, VA_OUT + 0x2C, 0x22)
+    assert (g.r32(PA_OUT + 0x28), g.r32(PA_OUT2 + 0x2C)) == (0x12, 0x22), \
+        "VMID 1's entry was not named: it still translates to the old page; VMID 2's reads the new one"
+    assert (g.r32(PA_OUT2 + 0x28), g.r32(PA_OUT + 0x2C)) == (0, 0)
+    invalidate(1 << 1, VA_OUT | 1 << 30)  # beyond the 30-bit reach: drops nothing
+    run(1, VA_OUT + 0x30, 0x13)
+    assert (g.r32(PA_OUT + 0x30), g.r32(PA_OUT2 + 0x30)) == (0x13, 0), "a page beyond reach names no entry"
+    invalidate(1 << 1, VA_OUT)
+    run(1, VA_OUT + 0x34, 0x14)
+    assert (g.r32(PA_OUT + 0x34), g.r32(PA_OUT2 + 0x34)) == (0, 0x14)
+    # A huge page: pages 0 and 1 translated, its entry moved, page 1 invalidated alone.
+    pa_new = 0x800000
+    run(1, VA_HUGE + 0x40, 0x31)
+    run(1, VA_HUGE + 0x1040, 0x32)
+    g.w64(PT_ROOT + 8 * (VA_HUGE >> 21), pa_new | VALID | PDE_PTE | READABLE | WRITEABLE)
+    invalidate(1 << 1, VA_HUGE + 0x1000)
+    run(1, VA_HUGE + 0x44, 0x33)
+    run(1, VA_HUGE + 0x1044, 0x34)
+    run(1, VA_HUGE + 0x2044, 0x35)
+    assert (g.r32(PA_HUGE + 0x44), g.r32(pa_new + 0x44)) == (0x33, 0), "page 0 of the huge page keeps its entry"
+    assert (g.r32(PA_HUGE + 0x1044), g.r32(pa_new + 0x1044)) == (0, 0x34), "page 1 was invalidated"
+    assert (g.r32(PA_HUGE + 0x2044), g.r32(pa_new + 0x2044)) == (0, 0x35), "page 2 was never translated"
+
+
+def check_vm_poll_remap_and_accesses_that_move_nothing(dev):
+    """A WAIT_REG_MEM in a translated IB translates every poll: its page remapped and
+    invalidated while it polls, the next poll reads the new page and the wait ends (an SDMA
+    POLL_REGMEM's too); a
+    RELEASE_MEM with DATA_SEL NONE and a DMA_DATA of 0 bytes access no memory, so an address
+    no table maps does not fault; an IB2 in a VMID 1 IB that names VMID 2 runs as VMID 1."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    P = pm4_packets()
+    flag = VA_OUT + 0x30
+    g.w32(PA_OUT + 0x30, [0])
+    g.w32(PA_OUT2 + 0x30, [0x5A])
+    # VA_OUT's entry in the TLB first: the wait's first poll may still be walking when
+    # STATUS.WAITING reads 1, and a walk that reads the new entry is allowed (hardware.md)
+    g.w32(PA_CODE, write_data(VA_OUT + 0x38, [0x76]))
+    assert ring.run(ib(VA_CODE, 5, VMID=1))["ERROR"] == 0 and g.r32(PA_OUT + 0x38) == 0x76
+    code = wait_mem(flag, 0x5A, M32, "EQ", interval=8) + write_data(VA_OUT + 0x34, [0x77])
+    g.w32(PA_CODE, code)
+    ring.submit(ib(VA_CODE, len(code), VMID=1))
+    g.waiting()
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT2 | VALID | WRITEABLE | READABLE)
+    g.dev.delay(200)
+    assert g.fields("STATUS")["WAITING"] == 1, "not invalidated: the polls still read the old page"
+    g.write("VM_INVALIDATE_ADDR_LO", VA_OUT >> 12)
+    g.write("VM_INVALIDATE_ADDR_HI", 0)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=0)
+    st = g.idle()
+    assert st["ERROR"] == 0 and st["WAITING"] == 0 and g.r32(PA_OUT2 + 0x34) == 0x77
+    # Accesses that move nothing, at an address no table maps
+    body = release_mem(VA_HOLE + 0x40, 5, DATA_SEL="NONE", INT_SEL="SEND_INT", INT_CTXID=0x55) \
+        + dma_data(VA_HOLE + 0x80, VA_HOLE + 0xC0, 0, CP_SYNC=1) \
+        + dma_data(VA_HOLE + 0x100, 0x12345678, 0, SRC_SEL="DATA", CP_SYNC=1) + write_data(VA_OUT + 0x38, [0x78])
+    g.w32(PA_CODE, body)
+    st = ring.run(ib(VA_CODE, len(body), VMID=1))
+    assert st["ERROR"] == 0, (g.fields("CP_ERROR"), hex(g.read("CP_ERROR_ADDR_LO")), g.fields("VM_FAULT_STATUS"))
+    assert g.r32(PA_OUT2 + 0x38) == 0x78
+    (e,) = ih.pop()
+    assert (ih.source(e), e["VMID"], e["DATA0"], e["DATA3"]) == ("EOP", 1, 0x55, VA_HOLE + 0x40), e
+    # IB2's VMID field is ignored: the IB keeps its ring packet's VMID
+    g.write("VM_CONTEXT_PT_BASE_LO", 0x1000_0000, 2)  # VMID 2's root unreadable: any VMID 2 access faults
+    g.set("VM_CONTEXT_CNTL", 2, ENABLE=1)
+    inner = write_data(VA_OUT + 0x3C, [0x79])
+    g.w32(PA_CODE + 0x800, inner)
+    outer = ib(VA_CODE + 0x800, len(inner), VMID=2)
+    g.w32(PA_CODE, outer)
+    st = ring.run(ib(VA_CODE, len(outer), VMID=1))
+    assert st["ERROR"] == 0 and g.r32(PA_OUT2 + 0x3C) == 0x79, (g.fields("CP_ERROR"), g.fields("VM_FAULT_STATUS"))
+    # The SDMA's POLL_REGMEM likewise: VA_OUT back to PA_OUT while it polls (VA_OUT in the TLB
+    # already, PA_OUT2 + 0x30 holds 0x5A), seen once invalidated
+    s = SdmaRing(g, SRING, 6)
+    body = sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=0x5A, MASK=M32, FUNC="NE", MEM_POLL="MEMORY",
+                RETRY_COUNT=0xFFF, INTERVAL=1) + sdma("FENCE", DATA=0x7A, **lo_hi("ADDR", VA_OUT + 0x40, 2))
+    g.w32(PA_CODE + 0x400, body + [0] * (-len(body) % 8))
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE + 0x400, 5), IB_SIZE=len(body), VMID=1))
+    g.waiting("SDMA_STATUS")
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT | VALID | WRITEABLE | READABLE)
+    g.dev.delay(200)
+    assert g.fields("SDMA_STATUS")["WAITING"] == 1, "not invalidated: the SDMA's polls still read the old page"
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=1)
+    st = g.idle("SDMA_STATUS")
+    assert st["ERROR"] == 0 and g.r32(PA_OUT + 0x40) == 0x7A and g.r32(PA_OUT2 + 0x40) == 0
+
+
+def check_vm_fault_entries_of_both_queues_and_a_full_ih_ring(dev):
+    """Queue 1's VM_FAULT entry while queue 0 is stopped by its own fault: RING_ID 1, DATA2
+    the fields of queue 1's fault (not what VM_FAULT_STATUS shows then: queue 0's) and
+    DATA3 CP_HQD1_ERROR; a VM_FAULT or SDMA_ERROR entry that finds the IH ring full is
+    dropped (IH_WPTR and its write-back unchanged, IH_OVERFLOW set, INT_STATUS.CP_ERROR for
+    the CP's), the queues stopped all the same, and the next entry lands at IH_WPTR."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    map_vmid1(g)
+    P = pm4_packets()
+    g.w32(PA_CODE, write_data(VA_RO + 8, [1]))
+    g.w32(PA_CODE + 0x100, wait_mem(VA_HOLE + 0x18, 0, 0, "ALWAYS"))
+    q0.submit(ib(VA_CODE, 5, VMID=1))
+    assert g.idle()["ERROR"] == 1
+    q1.submit(ib(VA_CODE + 0x100, 7, VMID=1))
+    assert g.idle("CP_HQD1_STATUS")["ERROR"] == 1
+    f0 = g.value("VM_FAULT_STATUS", VMID=1, ACCESS=1, LEVEL=1, CAUSE=1)
+    f1 = g.value("VM_FAULT_STATUS", VMID=1, ACCESS=0, LEVEL=1, CAUSE=0)
+    assert g.read("VM_FAULT_STATUS") == f0, "queue 0's fault while both queues are stopped by one"
+    e0, e1 = ih.pop()
+    e0 = {k: e0[k] for k in ("CLIENT_ID", "SOURCE_ID", "RING_ID", "VMID", "DATA0", "DATA1", "DATA2", "DATA3")}
+    e1 = {k: e1[k] for k in e0}
+    assert e0 == {"CLIENT_ID": 0x1B, "SOURCE_ID": 0, "RING_ID": 0, "VMID": 1, "DATA0": (VA_RO + 8) >> 12,
+                  "DATA1": 0x20, "DATA2": f0, "DATA3": g.read("CP_ERROR")}, e0
+    hq1_err = g.read("CP_HQD1_ERROR")
+    assert g.fields("CP_HQD1_ERROR") == {"OPCODE": P["WAIT_REG_MEM"].opcode, "LEVEL": 1, "CODE": g.err["VM_FAULT"]}
+    assert e1 == {"CLIENT_ID": 0x1B, "SOURCE_ID": 0, "RING_ID": 1, "VMID": 1, "DATA0": (VA_HOLE + 0x18) >> 12,
+                  "DATA1": 0x40, "DATA2": f1, "DATA3": hq1_err}, \
+        f"queue 1's entry: {e1}; its fault {f1:#x}, CP_HQD1_ERROR {hq1_err:#x}, CP_ERROR {g.read('CP_ERROR'):#x}"
+    g.set("CP_QUEUE_RESET", Q0=1, Q1=1)
+    g.idle()
+    g.idle("CP_HQD1_STATUS")
+    q0.wptr = q1.wptr = 0
+    g.write("INT_STATUS", M32)
+    # A one-entry IH ring (LOG2_DWORDS 3), written while IH_CNTL.ENABLE is clear
+    g.set("IH_CNTL", ENABLE=0, WPTR_WB=1)
+    g.set("IH_SIZE", LOG2_DWORDS=3)
+    g.set("IH_CNTL", ENABLE=1, WPTR_WB=1)
+    ih.bytes = 32
+    w = g.read("IH_WPTR")
+    q0.run(release_mem(OUT, 1, INT_SEL="SEND_INT", INT_CTXID=0xE1))
+    assert (g.read("IH_WPTR"), g.r32(IH_WB)) == (w + 32, w + 32)
+    g.write("INT_STATUS", M32)
+    q0.submit(ib(VA_CODE, 5, VMID=1))  # the VM fault again: its entry finds the ring full
+    st = g.idle()
+    assert st["ERROR"] == 1 and g.read("VM_FAULT_STATUS") == f0
+    got = g.fields("INT_STATUS")
+    assert (got["CP_ERROR"], got["IH_OVERFLOW"], got["EOP"], got["IH_PENDING"]) == (1, 1, 0, 1), got
+    assert (g.read("IH_WPTR"), g.r32(IH_WB)) == (w + 32, w + 32), "a dropped entry moves nothing"
+    g.write("INT_STATUS", M32)
+    s = SdmaRing(g, SRING, 6)
+    s.submit([0x0000_0003])  # ILLEGAL_OPCODE: its SDMA_ERROR entry finds the ring full
+    assert g.idle("SDMA_STATUS")["ERROR"] == 1
+    g.until(lambda: g.field("INT_STATUS", "IH_OVERFLOW"), "IH_OVERFLOW of the SDMA_ERROR entry")
+    got = g.fields("INT_STATUS")
+    assert (got["CP_ERROR"], got["EOP"]) == (0, 0) and g.read("IH_WPTR") == w + 32 == g.r32(IH_WB), got
+    (e,) = ih.pop()
+    assert (ih.source(e), e["DATA0"]) == ("EOP", 0xE1), "the entry before the drops"
+    g.set("SDMA_CNTL", QUEUE_RESET=1)
+    g.idle("SDMA_STATUS")
+    s.wptr = 0
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    s.run(sdma("TRAP", INT_CONTEXT=0xE2))
+    g.until(lambda: g.read("IH_WPTR") == w + 64, "the TRAP entry")
+    assert g.r32(IH_WB) == w + 64 and g.r32(IH_BASE + 16) == 0xE2, "the next entry lands at IH_WPTR mod 32"
+
+
+def check_sdma_fetch_faults_at_page_edges_and_virtual_addresses(dev):
+    """The SDMA in a translated IB, as the CP's: an IB that ends at its page's end never
+    touches the next page (no fetch fault), a header in a page without EXECUTABLE is
+    VM_FAULT with OP 0 (no packet yet) at that dword, a payload dword there is VM_FAULT with
+    the packet's OP at that dword and OFFSET its header's; a POLL_TIMEOUT entry names the
+    polled virtual address; addresses' bits above 47 are dropped before translation."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 6, IH_WB)
+    map_vmid1(g)
+    s = SdmaRing(g, SRING, 6)
+    S = sdma_packets()
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    fence = lambda off, v: sdma("FENCE", DATA=v, **lo_hi("ADDR", VA_OUT + off, 2))  # noqa: E731
+    tail = VA_CODE + 0x1000 - 32  # the IB's last 8 dwords of VA_CODE; VA_OUT (not executable) follows
+    g.w32(PA_CODE + 0x1000 - 32, fence(0x50, 0x61) + fence(0x54, 0x62))
+    s.run(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", tail, 5), IB_SIZE=8, VMID=1))
+    assert g.fields("SDMA_STATUS")["ERROR"] == 0 and g.r32(PA_OUT + 0x50, 2) == [0x61, 0x62]
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", tail, 5), IB_SIZE=12, VMID=1))
+    expect_sdma_error(s, ih, "VM_FAULT", "IB1", 0, VA_OUT, 8)  # the header at VA_OUT: OP 0
+    g.w32(PA_CODE + 0x1000 - 32, [0] * 6 + fence(0x58, 0x63)[:2])  # FENCE's ADDR_HI is VA_OUT's first dword
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", tail, 5), IB_SIZE=10, VMID=1))
+    expect_sdma_error(s, ih, "VM_FAULT", "IB1", S["FENCE"].opcode, VA_OUT, 6)
+    assert g.read("VM_FAULT_STATUS") == 0 and g.r32(PA_OUT + 0x58) == 0
+    body = sdma("POLL_REGMEM", **lo_hi("ADDR", VA_OUT + 0x5C, 2), VALUE=1, MASK=M32, FUNC="EQ", MEM_POLL="MEMORY",
+                RETRY_COUNT=0, INTERVAL=1) \
+        + sdma("COPY_LINEAR", COUNT=7, **lo_hi("SRC_ADDR", 1 << 48 | VA_OUT + 0x50),
+               **lo_hi("DST_ADDR", 0xFFFF << 48 | VA_OUT + 0x60)) + fence(0x68, 0x64)
+    g.w32(PA_OUT + 0x5C, [0x0BAD])
+    g.w32(PA_CODE, body + [0] * (-len(body) % 8))
+    s.run(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE, 5), IB_SIZE=len(body), VMID=1))
+    assert g.fields("SDMA_STATUS")["ERROR"] == 0
+    assert g.r32(PA_OUT + 0x60, 3) == [0x61, 0x62, 0x64], "bits above 47 dropped, then translated"
+    (e,) = g.until(lambda: ih.pop() or None, "the POLL_TIMEOUT entry")
+    assert (ih.source(e), e["VMID"], e["DATA0"], e["DATA1"], e["DATA2"]) == \
+        ("SDMA_POLL_TIMEOUT", 1, VA_OUT + 0x5C, 0, 0x0BAD), e
+
+
+def check_cp_queues_keep_their_vmids_across_turns_and_resets(dev):
+    """Two CP queues of equal priority taking turns packet by packet inside IBs of two
+    translated VMIDs that map the same virtual pages to different memory: each packet runs
+    with its own queue's VMID (the TLB keyed by VMID), each EOP entry names its queue and
+    VMID; a CP_QUEUE_RESET of queue 1 while it polls inside a VMID 2 IB leaves it at the ring
+    with VMID 0: its next ring packet writes a physical address VMID 2 does not map."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    map_vmid1(g)
+    root2, l1_2, pa_code2, pa_x = 0x84000, 0x85000, 0x94000, 0x95000
+    g.w64(root2 + 8 * (VA_CODE >> 21), l1_2 | VALID)
+    g.w64(l1_2 + 8 * (VA_CODE >> 12 & 511), pa_code2 | VALID | EXECUTABLE)
+    g.w64(l1_2 + 8 * (VA_OUT >> 12 & 511), PA_OUT2 | VALID | WRITEABLE | READABLE)
+    g.write("VM_CONTEXT_PT_BASE_LO", root2, 2)
+    g.set("VM_CONTEXT_CNTL", 2, ENABLE=1)
+    g.set("CP_QUEUE_PRIORITY", Q0=1, Q1=1)
+    n = 24
+    for vmid, pa, tag in ((1, PA_CODE, 0x100), (2, pa_code2, 0x200)):
+        body = sum((write_data(VA_OUT + 4 * k, [tag + k]) for k in range(n)), []) \
+            + release_mem(VA_OUT + 0x200, tag, INT_SEL="SEND_INT", INT_CTXID=vmid)
+        g.w32(pa, body)
+    g.set("CONTROL", HALT=1)
+    g.until(lambda: g.fields("STATUS")["HALTED"], "HALTED")
+    q0.submit(ib(VA_CODE, 5 * n + 8, VMID=1))
+    q1.submit(ib(VA_CODE, 5 * n + 8, VMID=2))
+    g.set("CONTROL", HALT=0)
+    assert g.idle()["ERROR"] == 0 and g.idle("CP_HQD1_STATUS")["ERROR"] == 0
+    assert g.r32(PA_OUT, n) == [0x100 + k for k in range(n)] and g.r32(PA_OUT + 0x200) == 0x100
+    assert g.r32(PA_OUT2, n) == [0x200 + k for k in range(n)] and g.r32(PA_OUT2 + 0x200) == 0x200
+    got = sorted((e["DATA0"], e["RING_ID"], e["VMID"], e["DATA3"]) for e in ih.pop())
+    assert got == [(1, 0, 1, VA_OUT + 0x200), (2, 1, 2, VA_OUT + 0x200)], got
+    # queue 1 reset while it polls in a VMID 2 IB
+    g.w32(PA_OUT2 + 0x300, [0])
+    body = write_data(VA_OUT + 0x304, [0x31]) + wait_mem(VA_OUT + 0x300, 1, M32, "EQ") \
+        + write_data(VA_OUT + 0x308, [0x32])
+    g.w32(pa_code2, body)
+    q1.submit(ib(VA_CODE, len(body), VMID=2))
+    st = g.waiting("CP_HQD1_STATUS")
+    assert st["LEVEL"] == g.level["IB1"]
+    g.set("CP_QUEUE_RESET", Q1=1)
+    st = g.idle("CP_HQD1_STATUS")
+    assert (st["LEVEL"], st["WAITING"], st["ERROR"]) == (g.level["RING"], 0, 0), st
+    q1.wptr = 0
+    g.w32(PA_OUT2 + 0x300, [1])
+    st = q1.run(write_data(pa_x, [0x33]), release_mem(pa_x + 4, 0x34, INT_SEL="SEND_INT", INT_CTXID=3))
+    assert st["ERROR"] == 0, (g.fields("CP_HQD1_ERROR"), g.fields("VM_FAULT_STATUS"))
+    assert g.r32(pa_x, 2) == [0x33, 0x34] and g.r32(PA_OUT2 + 0x304, 2) == [0x31, 0]
+    (e,) = ih.pop()
+    assert (e["DATA0"], e["RING_ID"], e["VMID"]) == (3, 1, 0), e
+
+
 CHECKS = [check_vm_translation_faults_and_invalidate, check_vm_fault_status_follows_the_stopped_queue,
           check_vm_entry_bits_and_walk_errors, check_vm_fault_addresses_at_page_edges,
-          check_vm_new_tables_need_an_invalidation, check_cp_and_sdma_vm_faults_at_once]
+          check_vm_new_tables_need_an_invalidation, check_cp_and_sdma_vm_faults_at_once,
+          check_vm_invalidation_names_vmids_and_pages, check_vm_poll_remap_and_accesses_that_move_nothing,
+          check_vm_fault_entries_of_both_queues_and_a_full_ih_ring,
+          check_sdma_fetch_faults_at_page_edges_and_virtual_addresses,
+          check_cp_queues_keep_their_vmids_across_turns_and_resets]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

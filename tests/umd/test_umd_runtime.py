@@ -187,8 +187,54 @@ def check_events_across_wrap(dev):
     assert_rings_wrapped(kmd)
 
 
+def _polls(ev, most: int = 20_000) -> int:
+    """How many looks of ev.signalled() until it says True (AssertionError past `most`:
+    a loop that never ends fails here, it does not hang the test)."""
+    for n in range(most):
+        if ev.signalled():
+            return n
+    raise AssertionError(f"{ev!r} not signalled after {most} looks of signalled()")
+
+
+def check_a_loop_of_signalled_ends_when_the_gpu_gets_there(dev):
+    """The CPU spins on ev.signalled(), as an app spins on a fence on hardware: each look
+    that finds it unsignalled lets the device run POLL_CYCLES (the GPU and the kernel beside
+    it), so the loop ends, on the model as on the simulators. Before, the device's time
+    passed only inside the driver, and such a loop never ended: on the RTL for any job, on
+    the model for a job waiting on a flag the CPU sets after the flush. No look makes an
+    ioctl; an event never flushed lets no time pass."""
+    from umd.events import POLL_CYCLES
+
+    kmd = kmd_model.bind(dev)
+    gpu = umd.open()
+    flag, out = gpu.alloc(4096), gpu.alloc(4096)
+    # (an async queue's flush is queued for the submission thread: a look lets it submit)
+    for engine, async_submit in (("gfx", False), ("copy", False), ("gfx", True)):
+        q = gpu.queue(engine=engine, async_submit=async_submit)
+        q.wait_mem(flag, 0, 1)  # the GPU waits for the CPU ...
+        q.write(out, 4, 0xC0FFEE)
+        ev = q.signal()
+        ts = q.timestamp() if engine == "gfx" else None  # (the copy engine has no timestamp packet)
+        t0, n = dev.now(), gpu.ws.ioctls
+        assert not ev.signalled() and dev.now() == t0 and gpu.ws.ioctls == n  # never flushed: no time passes
+        q.flush()
+        t0 = dev.now()
+        assert not ev.signalled() and dev.now() >= t0 + POLL_CYCLES  # (held on the flag)
+        n = gpu.ws.ioctls
+        flag.u32[0] = 1  # ... which sets the flag after the flush, then spins
+        assert _polls(ev) >= 0 and out.u32[1] == 0xC0FFEE and (ts is None or _polls(ts) >= 0)
+        # looks at memory, no ioctl (an async queue's CS is its thread's, made when it runs)
+        assert gpu.ws.ioctls == n or async_submit
+        assert ev.wait(0) and (ts is None or t0 <= ts.cycles <= dev.now())
+        flag.u32[0] = out.u32[1] = 0
+        q.close()
+    assert kmd.stats["cs"] >= 2
+    gpu.close()
+
+
 CHECKS = [check_buffers_and_writes, check_events_across_wrap, check_wait_mem_released_later, check_events_check_memory_first,
-          check_argument_errors, check_gpu_error_decoded, check_submit_refused, check_timestamp_and_fill]
+          check_argument_errors, check_gpu_error_decoded, check_submit_refused, check_timestamp_and_fill,
+          check_a_loop_of_signalled_ends_when_the_gpu_gets_there]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])

@@ -48,6 +48,27 @@ class Winsys:
             return s.ioctl(self._ioctl, request, args)
         return self._ioctl(request, args)
 
+    def elapse(self, cycles: int) -> bool:
+        """Let the device run `cycles` while the app polls memory (kmd_model's File.elapse):
+        no ioctl, none counted. False when this thread may not drive the device (a simulator
+        opened by another thread) or the file has no such entry. With a submission thread
+        that hands its ioctls to the opening thread, that thread runs the queued flushes
+        first (Submitter.ioctl), as it does before any ioctl of its own."""
+        fn = getattr(self.file, "elapse", None)
+        if fn is None or (self.owner is not None and threading.get_ident() != self.owner):
+            return False
+
+        def run(c: int) -> None:
+            with KMD_LOCK:
+                fn(c)
+
+        s = self.submitter
+        if s is not None:
+            s.ioctl(run, cycles)
+        else:
+            run(cycles)
+        return True
+
     def backend(self) -> str:
         kmd = getattr(self.file, "kmd", None)
         return str(getattr(getattr(kmd, "dev", None), "name", "this backend"))
