@@ -50,9 +50,8 @@ class JobTimerMixin:
         m, ring, now = self.mmio, sched.ring, self.dev.now()
         own = tuple(m.read(r) for r in ring.PROGRESS)
         shared = tuple(m.read(r) for r in ring.SHARED_PROGRESS)
-        above = tuple(m.read(r) for r in ring.OUTRANKED_BY) if self.hqd_ring is not None else ()
         before, since = sched.progress_mark, sched.marked_at
-        sched.progress_mark, sched.marked_at = (own, shared, above), now
+        sched.progress_mark, sched.marked_at = (own, shared), now
         if not before:  # the head job is new (or the ring was restarted): count from here
             sched.head_fetched = 0
         else:
@@ -67,20 +66,21 @@ class JobTimerMixin:
                                   if s is not sched and s.ring.SHARED_PROGRESS == ring.SHARED_PROGRESS)
             st = m.read(ring.STATUS)
             moved = not (ring.STATUS.WAITING.get(st) or ring.STATUS.ERROR.get(st)) or others_idle
-            if (not moved and ring.STATUS.WAITING.get(st) and not ring.STATUS.ERROR.get(st)
-                    and above != before[2] and self._polls_hold(sched)):
+            if not moved and ring.STATUS.WAITING.get(st) and not ring.STATUS.ERROR.get(st) and self._polls_hold(sched):
                 # Parked, not stuck: on the RTL a poll that failed parks its queue (WAITING
-                # stays 1) until the CP is its own again to poll once more, and the queue that
-                # outranks it (queue 1) keeps the CP while it can run. Its poll holding in
-                # memory now, the queue waits for the CP, as a queue behind the other's work
-                # does: taken for stuck, an innocent job polling a flag that was set while a
-                # client of HIGH priority (any client by default) kept queue 1 busy for a job
-                # timeout was reset with TIMEOUT, its context guilty, a hang counted towards
-                # its file's ban (tests/kmd_sched/test_kmd_queues.py
-                # check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck, on the
-                # RTL). A poll that does not hold is stuck as before, whatever queue 1 does;
-                # one held waits at most until queue 1 has nothing to run, and queue 0 runs
-                # nothing else meanwhile.
+                # stays 1) until the CP is its own again to poll once more, and queue 1, which
+                # outranks queue 0, keeps the CP while it can run. Here the queue did nothing
+                # since the last look and the shared counters moved, the other queue's work
+                # (a waiting queue moves none: its transfers ended before its poll began).
+                # Its polls holding in memory now, the queue waits for the CP, as a queue
+                # behind the other's work does: taken for stuck, an innocent job polling a
+                # flag that was set while a client of HIGH priority (any client by default)
+                # kept queue 1 busy for a job timeout was reset with TIMEOUT, its context
+                # guilty, a hang counted towards its file's ban (tests/kmd_sched/
+                # test_kmd_queues.py check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck,
+                # on the RTL). A poll that does not hold is stuck as before, whatever the
+                # other queue does; one that holds waits at most until the other queue has
+                # nothing to run (queue 1 waits one packet of queue 0's at most).
                 moved = True
         if moved and self._overrun(sched) is not None:
             moved = False  # moving for ever is no reason to keep running: see KmdParams.unchecked_job_timeouts

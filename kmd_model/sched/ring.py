@@ -54,10 +54,6 @@ class Ring:
     FETCHED = regs.PERF_Q0_DWORDS_FETCHED
     PROGRESS: tuple = (regs.RB_RPTR, regs.PERF_Q0_DWORDS_FETCHED)
     SHARED_PROGRESS: tuple = (regs.PERF_DWORDS_FETCHED, regs.PERF_DMA_BYTES_READ, regs.PERF_DMA_BYTES_WRITTEN)
-    # the progress of the queue that outranks this one (CP_QUEUE_PRIORITY: queue 1 over queue
-    # 0), whose running keeps a poll of this queue parked (STATUS.WAITING) after it holds:
-    # the job timer asks it (Kmd._progressed); none for the queues nothing outranks
-    OUTRANKED_BY: tuple = (regs.CP_HQD1_RB_RPTR, regs.PERF_Q1_DWORDS_FETCHED)
 
     def __init__(self, kmd: "Kmd", gpu_addr: int, log2_dw: int, align_dw: int,
                  rptr_wb_index: int, scratch_index: int):
@@ -358,7 +354,6 @@ class HqdRing(Ring):
     STATUS, RPTR = regs.CP_HQD1_STATUS, regs.CP_HQD1_RB_RPTR
     FETCHED = regs.PERF_Q1_DWORDS_FETCHED
     PROGRESS = (regs.CP_HQD1_RB_RPTR, regs.PERF_Q1_DWORDS_FETCHED)
-    OUTRANKED_BY = ()  # (the higher: queue 0 delays its polls by one packet at most)
     # (its ring test after its reset waits behind queue 0's packet in hand: Ring.RESET_PACKETS;
     # it is the higher already, TEST_PRIORITY keeps it so)
     TEST_PRIORITY = {"Q0": 1, "Q1": 2}

@@ -41,7 +41,6 @@ class SdmaRing(Ring):
     PROGRESS = (regs.SDMA_RB_RPTR, regs.PERF_SDMA_DWORDS_FETCHED, regs.PERF_SDMA_BYTES_READ,
                 regs.PERF_SDMA_BYTES_WRITTEN)
     SHARED_PROGRESS = ()  # the engine's counters are its own
-    OUTRANKED_BY = ()  # (an engine of its own: nothing keeps its polls waiting)
     OTHER_PROGRESS = ()  # (its ring test after its reset waits for no other queue: a flat hw_timeout)
 
     def read_error(self) -> CpErrorState:
