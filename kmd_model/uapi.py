@@ -308,7 +308,9 @@ class ResetStatus(IntEnum):
     # until it has caused ban_after_hangs resets (then EIO). A full reset (a queue reset that
     # failed, or a CP without CP_QUEUE_RESET): its CS is ECANCELED from then on, and so is a
     # WAIT_CS on a ring whose latest job of the context failed
-    INNOCENT = 2  # a reset happened while this context had work in flight; its work was resubmitted
+    INNOCENT = 2  # a reset happened while this context had a job in the reset ring; its work was
+    # resubmitted. A job only queued (not in the ring yet) is untouched: NO_RESET there; that a
+    # reset happened at all is CtxOut.resets and CtxQueryFlags.RESET (amdgpu's counter)
 
 
 @dataclass
@@ -340,8 +342,10 @@ class CtxOut:
     ctx_id: int = 0
     reset_status: ResetStatus = ResetStatus.NO_RESET
     resets: int = 0  # resets (of the device or of a queue) seen since the context was created
-    error: HwErrorInfo | None = None  # what made it guilty for good (a full reset); None after a queue
-    # reset, whose error the cancelled jobs' WAIT_CS carries (KmdError.info)
+    # what made it guilty (reset_status GUILTY): the error of the latest reset its work caused,
+    # a queue reset's too; after a full reset's, which refuses its CS (ECANCELED), that one.
+    # None while it has caused none (it was None after a queue reset, GUILTY with no error)
+    error: HwErrorInfo | None = None
     ring_status: dict = field(default_factory=dict)  # ring name ("gfx", "sdma0") -> ResetStatus
     flags: CtxQueryFlags = CtxQueryFlags(0)  # QUERY2's flags: RESET, GUILTY, BANNED
 

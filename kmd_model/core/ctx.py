@@ -34,7 +34,10 @@ class Context:
         self.file = file
         self.last_seq = (initial_seq - 1) & SEQ_MASK  # last seqno handed out
         self.jobs: dict[int, "Job"] = {}  # seqno -> job not finished yet
-        self.guilty: HwErrorInfo | None = None
+        self.guilty: HwErrorInfo | None = None  # why its CS is refused (a full reset's lasting guilt)
+        # the error of the latest reset its work caused, a queue reset's too: QUERY_STATE's
+        # `error` (it was None after a queue reset, with reset_status GUILTY)
+        self.reset_error: HwErrorInfo | None = None
         self.reset_status = ResetStatus.NO_RESET
         self.resets = 0
         self.submitted = 0

@@ -45,7 +45,7 @@ def ctx_ioctl(kmd: "Kmd", file: "File", a: uapi.CtxArgs) -> uapi.CtxOut:
     if op in (CtxOp.QUERY_STATE, CtxOp.QUERY_STATE2):  # one answer: amdgpu's two ops' fields
         ctx = file.ctx(a.ctx_id, f"CTX {CtxOp(op).name}")
         kmd.service()
-        return uapi.CtxOut(ctx.id, ctx.reset_status, ctx.resets, ctx.guilty, dict(ctx.ring_status),
+        return uapi.CtxOut(ctx.id, ctx.reset_status, ctx.resets, ctx.guilty or ctx.reset_error, dict(ctx.ring_status),
                            _query_flags(kmd, ctx))
     raise KmdError(errno.EINVAL, f"CTX: op must be ALLOC (1), FREE (2), QUERY_STATE (3) or QUERY_STATE2 (4), "
                    f"not {op!r}")

@@ -66,11 +66,39 @@ class JobTimerMixin:
                                   if s is not sched and s.ring.SHARED_PROGRESS == ring.SHARED_PROGRESS)
             st = m.read(ring.STATUS)
             moved = not (ring.STATUS.WAITING.get(st) or ring.STATUS.ERROR.get(st)) or others_idle
+            if not moved and ring.STATUS.WAITING.get(st) and not ring.STATUS.ERROR.get(st) and self._polls_hold(sched):
+                # Parked, not stuck: on the RTL a poll that failed parks its queue (WAITING
+                # stays 1) until the CP is its own again to poll once more, and queue 1, which
+                # outranks queue 0, keeps the CP while it can run. Here the queue did nothing
+                # since the last look and the shared counters moved, the other queue's work
+                # (a waiting queue moves none: its transfers ended before its poll began).
+                # Its polls holding in memory now, the queue waits for the CP, as a queue
+                # behind the other's work does: taken for stuck, an innocent job polling a
+                # flag that was set while a client of HIGH priority (any client by default)
+                # kept queue 1 busy for a job timeout was reset with TIMEOUT, its context
+                # guilty, a hang counted towards its file's ban (tests/kmd_sched/
+                # test_kmd_queues.py check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck,
+                # on the RTL). A poll that does not hold is stuck as before, whatever the
+                # other queue does; one that holds waits at most until the other queue has
+                # nothing to run (queue 1 waits one packet of queue 0's at most).
+                moved = True
         if moved and self._overrun(sched) is not None:
             moved = False  # moving for ever is no reason to keep running: see KmdParams.unchecked_job_timeouts
         if moved:
             sched.progress_at = now
         return moved
+
+    def _polls_hold(self, sched: Scheduler) -> bool:
+        """Does every WAIT_REG_MEM of the head job hold in memory now (the timeout's diagnosis,
+        find_unsatisfied_wait, finds none that does not)? Then the queue, waiting, is parked
+        behind the CP's other queue, not stuck: the poll it is in passes once it polls again.
+        (A later poll that does not hold answers False: which poll the queue is in is not
+        known, so it is taken for stuck, as before.)"""
+        job = sched.head_job()
+        return job is not None and find_unsatisfied_wait(
+            self.mem32, job.ibs, self.info.ib_levels, client_addr=job.client_addr,
+            translate=self.job_translate(job), read=self.job_read(job),
+            translate_many=self.job_translate_many(job)) is None
 
     def _overrun(self, sched: Scheduler) -> str | None:
         """Why the head job must stop though it moves, when nothing bounds it (a PM4 job the CS

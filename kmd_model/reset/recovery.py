@@ -92,6 +92,7 @@ class RecoveryMixin:
             if full and cancel:
                 ctx.guilty = info
             ctx.reset_status = ResetStatus.GUILTY
+            ctx.reset_error = info  # (QUERY_STATE's `error`: a guilty context names what it did)
             ctx.ring_status[guilty.ring.name] = ResetStatus.GUILTY  # (push_job gave every job its ring)
             if cancel:
                 err = KmdError(errno.ECANCELED, info.message, info)
@@ -105,8 +106,14 @@ class RecoveryMixin:
                 ctx.file.hangs += 1
             if ctx.file.hangs >= self.params.file_ban_after_hangs and ctx.file.banned is None:
                 self._ban_file(ctx.file, scheds if cancel else ())
+        # Innocent on a reset ring: a context whose job was in that ring (run again from its
+        # start, or put back after a queue reset). A job only queued (in its entity, never in
+        # the ring) is untouched by the reset: it runs once, after it, as it would have; its
+        # context reads NO_RESET there (it was INNOCENT: the status said its work was
+        # resubmitted). That a reset happened at all is amdgpu's QUERY2 RESET flag, every
+        # context's (`resets`, below, as amdgpu_ctx_query2 compares reset counters).
         for s in scheds:
-            for job in (*s.pending, *s.queue):
+            for job in s.pending:
                 if job.ctx is gctx:
                     continue
                 if job.ctx.ring_status.get(s.name, ResetStatus.NO_RESET) == ResetStatus.NO_RESET:
@@ -114,8 +121,13 @@ class RecoveryMixin:
                 if job.ctx.reset_status == ResetStatus.NO_RESET:
                     job.ctx.reset_status = ResetStatus.INNOCENT
         if count_reset:
-            for ctx in self.contexts.values():
-                ctx.resets += 1
+            self._count_reset()
+
+    def _count_reset(self) -> None:
+        """A reset was done: every context has seen one more (QUERY_STATE's `resets`, its
+        RESET flag)."""
+        for ctx in self.contexts.values():
+            ctx.resets += 1
 
     def _ban_file(self, file, reset: tuple[Scheduler, ...]) -> None:
         """A file whose contexts' jobs timed out `file_ban_after_hangs` times in all is banned,
@@ -257,11 +269,15 @@ class RecoveryMixin:
                 sched.fence_drv.process()  # what finished before the error stays finished
                 if guilty is not None and not guilty.finished:
                     counted = guilty.ctx
-                self._mark_guilty(guilty, info, (sched,), full=False)
+                # (the reset counted once its ring test passed: a queue reset that fails is
+                # none, the full reset after it is the one; counted here, every context saw 2
+                # resets for it, as amdgpu counts a ring reset only once it succeeded)
+                self._mark_guilty(guilty, info, (sched,), full=False, count_reset=False)
                 sched.fence_drv.pending.clear()
                 sched.fence_drv.force_completion()
                 ring.init_hw()
                 ring.test_after_reset(self.params.hw_timeout)  # (behind the other CP queue's work: ring.py)
+                self._count_reset()
                 redo = sched.resubmit_and_start()
                 self.stats["queue_resets"] += 1
                 log.warning("%s queue reset done: %d job(s) resubmitted, the other rings ran on", ring.name, len(redo))

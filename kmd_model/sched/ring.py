@@ -255,15 +255,44 @@ class Ring:
         i = self.kmd.info
         return 2 * (i.dma_max_bytes // i.bus_bytes)
 
+    # CP_QUEUE_PRIORITY for the ring test after this queue's reset: this queue above the
+    # other. Queue 0 runs only while queue 1 (high, as init_hw programs them) has nothing to
+    # run, so a client of HIGH priority (cap_sys_nice: any client by default) whose queue 1
+    # job ran a long stream of fills as queue 0 was reset (its own queue 0 job faulting, its
+    # queue 1 job released then: by a flag it polls, which the faulting job may write just
+    # before its fault) held the test past its bound:
+    # queue 0's reset failed on purpose and fell to the full reset, which stopped every ring
+    # and ran every other client's innocent jobs again (one full reset and two innocent jobs
+    # run twice in tests/kmd_sched/test_kmd_queues.py's
+    # check_a_flood_on_queue_1_does_not_turn_queue_0_s_reset_into_the_full_reset). Bounding
+    # the wait by what the other ring holds instead is no bound: a checked job may run
+    # max_job_dw dwords of 1 MiB fills, each restarting the job timer, and 64 of them may be
+    # in the ring. Raised, the queue just reset takes the CP at the other queue's next packet
+    # boundary (docs/hardware.md, "CP hardware queues"): the test waits for the packet in
+    # hand (and the DMA transfers queued before it), what RESET_PACKETS bounds, whatever the
+    # other ring holds. Its ring holds nothing else (its scheduler is stopped until the test
+    # passes), so the raise costs the other queue one WRITE_DATA; the priorities are set back
+    # as the test ends, passed or not (amdgpu sets a queue's CP_HQD_PIPE_PRIORITY and
+    # CP_HQD_QUEUE_PRIORITY at run time the same way: gfx_v8_0_hqd_set_priority). No new job
+    # reaches the other queue meanwhile: the recovery runs inside the driver's lock, its
+    # scheduler is not kicked until the recovery returns.
+    TEST_PRIORITY = {"Q0": 2, "Q1": 1}
+
     def test_after_reset(self, timeout: int) -> None:
-        """The ring test after this queue's own reset: behind the other CP queue's work, as
-        long as that moves on (RESET_PACKETS)."""
+        """The ring test after this queue's own reset: this queue raised above the other CP
+        queue for it (TEST_PRIORITY), behind the other queue's packet in hand as long as that
+        moves on (RESET_PACKETS)."""
         if not self.OTHER_PROGRESS or self.kmd.hqd_ring is None:
             self.test_ring(timeout)
             return
         m = self.kmd.mmio
-        self.test_ring(timeout, lambda: tuple(m.read(r) for r in self.OTHER_PROGRESS),
-                       timeout + self.RESET_PACKETS * self.longest_cp_packet())
+        kept = m.read(regs.CP_QUEUE_PRIORITY)
+        m.write_fields(regs.CP_QUEUE_PRIORITY, **self.TEST_PRIORITY)
+        try:
+            self.test_ring(timeout, lambda: tuple(m.read(r) for r in self.OTHER_PROGRESS),
+                           timeout + self.RESET_PACKETS * self.longest_cp_packet())
+        finally:
+            m.write(regs.CP_QUEUE_PRIORITY, kept)
 
 
 def queue_reset(ring, timeout: int, progress=None, most: int = 0) -> None:
@@ -325,7 +354,9 @@ class HqdRing(Ring):
     STATUS, RPTR = regs.CP_HQD1_STATUS, regs.CP_HQD1_RB_RPTR
     FETCHED = regs.PERF_Q1_DWORDS_FETCHED
     PROGRESS = (regs.CP_HQD1_RB_RPTR, regs.PERF_Q1_DWORDS_FETCHED)
-    # (its ring test after its reset waits behind queue 0's packet in hand: Ring.RESET_PACKETS)
+    # (its ring test after its reset waits behind queue 0's packet in hand: Ring.RESET_PACKETS;
+    # it is the higher already, TEST_PRIORITY keeps it so)
+    TEST_PRIORITY = {"Q0": 1, "Q1": 2}
     OTHER_PROGRESS = (regs.RB_RPTR, regs.PERF_Q0_DWORDS_FETCHED, regs.PERF_DMA_BYTES_READ,
                       regs.PERF_DMA_BYTES_WRITTEN)
 

@@ -255,6 +255,8 @@ ICARUS_SECONDS = {
     "kmd_queues__check_a_gfx_vm_fault_resets_queue_0_alone_and_an_innocent_sdma_job_is_not_run_again": 0.96,
     "kmd_queues__check_a_queue_0_reset_that_does_not_come_back_falls_to_the_full_reset": 1.2,
     "kmd_queues__check_a_cp_queue_reset_behind_the_other_queues_long_packet_stays_a_queue_reset": 8.4,  # (one run)
+    "kmd_queues__check_a_flood_on_queue_1_does_not_turn_queue_0_s_reset_into_the_full_reset": 5.0,  # (one run)
+    "kmd_queues__check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck": 4.0,  # (one run)
     "contract_vm__check_cp_and_sdma_vm_faults_at_once": 0.23,
     # (one Icarus session of each group, 6 December 2026)
     "contract_vm__check_vm_invalidation_names_vmids_and_pages": 0.25,

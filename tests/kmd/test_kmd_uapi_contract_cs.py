@@ -273,8 +273,8 @@ def check_gem_va_as_the_gpu_sees_it(dev):
 def check_reset_status(dev):
     """A hang on the gfx ring, recovered by a reset of its queue alone (CP_QUEUE_RESET.Q0):
     the guilty context's hung job is ECANCELED, QUERY_STATE says GUILTY (flags RESET |
-    GUILTY, amdgpu's bits 0 and 2; `error` stays a full reset's, which refuses the context:
-    None), the innocent context's job is resubmitted and QUERY_STATE says INNOCENT (flags
+    GUILTY, amdgpu's bits 0 and 2; `error` names the hang, WAIT_CS's error: it was None, a
+    guilty context naming nothing), the innocent context's job is resubmitted and QUERY_STATE says INNOCENT (flags
     RESET); a job that depended on the hung one is cancelled; the guilty context submits on.
     (After the full reset its CS is ECANCELED from then on: tests/kmd_sched/test_kmd_queues.py
     check_a_queue_0_reset_that_does_not_come_back_falls_to_the_full_reset.)"""
@@ -294,7 +294,7 @@ def check_reset_status(dev):
     F, R = uapi.CtxQueryFlags, uapi.ResetStatus
     g = u.query(bad)
     assert (g.reset_status, g.flags, g.resets, g.ring_status) == (R.GUILTY, F.RESET | F.GUILTY, 1, {"gfx": R.GUILTY})
-    assert int(g.flags) == 0b101 and g.error is None
+    assert int(g.flags) == 0b101 and g.error == e.info
     i = u.query(good)
     assert (i.reset_status, i.flags, i.resets, i.ring_status, i.error) == (R.INNOCENT, F.RESET, 1,
                                                                            {"gfx": R.INNOCENT}, None)
@@ -347,13 +347,13 @@ def check_dma_ring(dev):
     refused(errno.EINVAL, "CS", u.cs, ctx, CsChunkIb(8, gpu_addr=u.info.va_end, ip_type=HwIp.DMA))
     hole = va + 0x100_0000
     f = u.cs(ctx, CsChunkIb(8, gpu_addr=hole, ip_type=HwIp.DMA))
-    refused(errno.ECANCELED, "WAIT_CS", u.wait, ctx, f)
+    fe = refused(errno.ECANCELED, "WAIT_CS", u.wait, ctx, f)
     fault = u.io(Request.INFO, uapi.InfoArgs(InfoQuery.VM_FAULT))
     assert fault.addr == hole and fault.vmid in range(1, 16)
     assert (fault.status, fault.access, fault.cause, fault.level) == (0, "", "", 0)
-    st = u.query(ctx)  # a queue reset: GUILTY on sdma0, and the context runs on
+    st = u.query(ctx)  # a queue reset: GUILTY on sdma0, naming its fault, and the context runs on
     assert (st.reset_status, st.ring_status, st.error) == (uapi.ResetStatus.GUILTY,
-                                                           {"sdma0": uapi.ResetStatus.GUILTY}, None)
+                                                           {"sdma0": uapi.ResetStatus.GUILTY}, fe.info)
     assert u.wait(ctx, u.cs(ctx, copy)) and u.wait(ctx, u.cs(ctx, ib(u32, pm4.nop(6), offset=0x600, handle=h)))
     # ... until it has caused ban_after_hangs (3) resets: then its CS is EIO, QUERY_STATE says BANNED
     for _ in range(2):

@@ -552,6 +552,107 @@ def check_a_queue_0_reset_while_the_sdma_copies_stays_a_queue_reset(dev):
     assert query(good).reset_status == ResetStatus.NO_RESET
 
 
+def check_a_flood_on_queue_1_does_not_turn_queue_0_s_reset_into_the_full_reset(dev, fills: int = 8,
+                                                                                fill: int = 16 << 10,
+                                                                                packets: int | None = 1):
+    """A hostile client (HIGH priority: cap_sys_nice, so any client by default) makes queue 0's
+    reset fail on purpose: its queue 0 job faults, and its queue 1 job, released as the KMD
+    resets queue 0 (by a flag the job polls: here set by the test as the reset is requested,
+    as a late interrupt lets it happen), runs `fills` DMA_DATA fills. Queue 1 is served first
+    (CP_QUEUE_PRIORITY), so the ring test after queue 0's reset could run only once the
+    flood had ended: past the test's bound (hw_timeout + 16 longest CP packets) it failed,
+    and the ladder fell to the full reset, which stopped every ring and ran the other rings'
+    innocent jobs again: another client's SDMA job, and its job on queue 1 behind the flood
+    (on a model whose CP runs a packet a cycle, the flood some 40,000 cycles against a bound
+    of 21,384: 1 full reset, 2 innocent jobs run twice). The KMD now raises the reset queue
+    above the other for its ring test (as amdgpu sets a queue's CP_HQD_PIPE_PRIORITY at run
+    time): the test waits for the other queue's packet in hand alone, and the recovery stays
+    queue 0's reset, nothing else run again. On the RTL the fills have CP_SYNC, and the
+    KMD's bound is scaled to them (`packets` times the longest packet, a `fill`-byte one):
+    8 fills of 16 KiB, some 16,400 cycles on a 64-bit bus, against a bound of 9,096."""
+    kmd = kmd_model.bind(dev, hw_timeout=5_000)
+    if packets is not None:
+        kmd.ring.RESET_PACKETS = packets
+        kmd.ring.longest_cp_packet = lambda: 2 * (fill // kmd.info.bus_bytes)
+    good, evil = Client(), Client()
+    dst = 0x5000 + -(-(len(pm4.dma_data(0, 0, 4)) * fills + 0x40) * 4 // 0x1000) * 0x1000  # (after the flood's IB)
+    gbo, ebo, victim = good.bo(0x4000), evil.bo(dst + max(fill, 0x1000)), evil.bo()
+    ghi, ehi = new_ctx(good, CtxPriority.HIGH), new_ctx(evil, CtxPriority.HIGH)
+    # the innocent client's SDMA job, in flight through the reset (it polls its flag)
+    s = good.submit(sdma_ib(gbo, sdma.poll_regmem(gbo.addr + 0x3000, 1, 0xFFFF_FFFF, "EQ", interval=4)
+                            + sdma.fence(gbo.addr + 0x3100, 0x5E), 0x1000))
+    sjob = kmd.sdma_sched.pending[0]
+    flood = pm4.wait_reg_mem(ebo.addr + 0x3004, 1, 1, "EQ", poll_interval=4)
+    for k in range(fills):
+        flood += pm4.dma_data(ebo.addr + dst, 0x0F100D00 + k, fill, src_sel="DATA", cp_sync=int(fill > 64))
+    f = evil.submit(evil.ib(ebo, flood, 0x5000), ctx=ehi)
+    # the innocent client's job on queue 1, behind the flood
+    g = good.submit(good.ib(gbo, pm4.write_data(gbo.addr + 0x10, [0x600D]), 0x100), ctx=ghi)
+    gjob = kmd.hqd_sched.pending[-1]
+    e = evil.submit(evil.ib(ebo, pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ") + pm4.write_data(victim.addr, [1])))
+    evil.io(Request.GEM_VA, uapi.GemVaArgs(victim.handle, uapi.VaOp.UNMAP, victim.addr, 0, victim.size, 0))
+    request, seen = kmd.ring.request_reset, []
+    under_way = len(pm4.wait_reg_mem(0, 1, 1, "EQ")) + 2 * len(pm4.dma_data(0, 0, 4))  # its wait and two fills
+
+    def flood_then_reset():
+        ebo.u32[0x3004 // 4] = 1  # the flood starts (queue 0 stopped by its fault)
+        start = kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED)
+        deadline = kmd.dev.now() + 100_000
+        while kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED) - start < under_way and kmd.dev.now() < deadline:
+            kmd.dev.delay(16)
+        seen.append(kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED) - start)
+        request()
+    kmd.ring.request_reset = flood_then_reset
+    ebo.u32[0x3000 // 4] = 1
+    with pytest.raises(uapi.KmdError) as ei:
+        evil.wait(e, 2_000_000)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT", ei.value
+    assert seen and seen[0] >= under_way, seen  # (the flood under way at the reset)
+    gbo.u32[0x3000 // 4] = 1
+    assert good.wait(g, 2_000_000, ghi) and gbo.u32[4] == 0x600D
+    assert good.wait(s, 2_000_000) and gbo.u32[0x3100 // 4] == 0x5E
+    assert evil.wait(f, 2_000_000, ehi) and ebo.u32[(dst + fill) // 4 - 1] == 0x0F100D00 + fills - 1
+    assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0), (kmd.stats, kmd.recovery_log)
+    assert kmd.recovery_log == [("gfx", "error"), ("gfx", "queue_reset")], kmd.recovery_log
+    assert (sjob.runs, gjob.runs) == (1, 1), "innocent jobs run again"
+    assert query(good, ghi).reset_status == query(good).reset_status == ResetStatus.NO_RESET
+    assert kmd.mmio.fields(regs.CP_QUEUE_PRIORITY) == {"Q0": 1, "Q1": 2}  # (as the KMD programs it)
+
+
+def check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck(dev, fills: int = 8, fill: int = 16 << 10):
+    """An innocent client's job on queue 0 polls a flag (WAIT_REG_MEM); a client of HIGH
+    priority (any client by default) keeps queue 1 busy with fills longer than the job
+    timeout. The flag is set meanwhile: the poll holds, but on the RTL queue 0 is parked
+    (STATUS.WAITING) until it gets the CP to poll again, which queue 1, of higher priority,
+    keeps. The job timer took the parked queue for stuck in its poll (its own counters still,
+    the shared ones moved by the other queue): the innocent job was reset with TIMEOUT, its
+    context guilty, a hang counted towards its file's ban (file_ban_after_hangs). Now a
+    waiting queue whose poll holds in memory, the other CP queue having run since the last
+    look, is waiting for the CP, not stuck."""
+    kmd = kmd_model.bind(dev, job_timeout=3_000, hw_timeout=5_000)
+    good, evil = Client(), Client()
+    dst = 0x5000 + -(-(len(pm4.dma_data(0, 0, 4)) * fills + 0x40) * 4 // 0x1000) * 0x1000
+    gbo, ebo = good.bo(0x4000), evil.bo(dst + max(fill, 0x1000))
+    ehi = new_ctx(evil, CtxPriority.HIGH)
+    g = good.submit(good.ib(gbo, pm4.wait_reg_mem(gbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16)
+                            + pm4.write_data(gbo.addr + 0x10, [0x600D]), 0x100))
+    gjob = kmd.sched.pending[0]
+    flood = pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ", poll_interval=4)
+    for k in range(fills):
+        flood += pm4.dma_data(ebo.addr + dst, 0x0F100D00 + k, fill, src_sel="DATA", cp_sync=int(fill > 64))
+    f = evil.submit(evil.ib(ebo, flood, 0x5000), ctx=ehi)
+    kmd.dev.delay(1_000)  # (the victim's job polls; the timer has its first look to come)
+    start = kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED)
+    ebo.u32[0x3000 // 4] = 1  # the flood starts
+    deadline = kmd.dev.now() + 100_000
+    while kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED) - start < 14 and kmd.dev.now() < deadline:
+        kmd.dev.delay(16)
+    gbo.u32[0x3000 // 4] = 1  # the poll holds from now on
+    assert good.wait(g, 2_000_000) and gbo.u32[4] == 0x600D and gjob.runs == 1, kmd.recovery_log
+    assert evil.wait(f, 2_000_000, ehi) and ebo.u32[(dst + fill) // 4 - 1] == 0x0F100D00 + fills - 1
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 0, 0), kmd.recovery_log
+    assert query(good).reset_status == ResetStatus.NO_RESET and good.f.hangs == 0
+
 CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rings_gpu_side,
           check_amd_queue_reset_malformed, check_amd_queue_reset_hang, check_amd_queue_reset_bus_error,
           check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted,
@@ -565,7 +666,9 @@ CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rin
           check_a_cp_queue_reset_behind_the_other_queues_long_packet_stays_a_queue_reset,
           check_a_full_reset_takes_the_other_rings_pending_error_with_its_guilty_job,
           check_a_queue_0_reset_while_queue_1_fills_keeps_queue_1s_transfers,
-          check_a_queue_0_reset_while_the_sdma_copies_stays_a_queue_reset]
+          check_a_queue_0_reset_while_the_sdma_copies_stays_a_queue_reset,
+          check_a_flood_on_queue_1_does_not_turn_queue_0_s_reset_into_the_full_reset,
+          check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck]
 
 
 @pytest.mark.parametrize("sdma_engine", [True, False], ids=["sdma", "no_sdma"])
@@ -685,6 +788,77 @@ def test_a_device_without_queue_caps_binds_with_one_gfx_queue_and_no_copy_engine
 @pytest.mark.parametrize("check", CHECKS[1:], ids=lambda f: f.__name__[6:])
 def test_on_model(check):
     check(RefModel())
+
+
+class OnePacketACycle(RefModel):
+    """The reference model whose CP runs one packet a cycle while it has work (the RTL's CP is
+    no faster; RefModel runs a finite stream at once), so a long stream on one CP queue holds
+    the CP for as many cycles as it has packets, as on the RTL. 4 KiB DMA_DATAs (CAPS), so
+    the longest wait the KMD allows behind the other queue is short."""
+
+    def __init__(self):
+        super().__init__(cp_burst=1, dma_max_bytes=4096)
+
+    def _cp_budget(self) -> int:
+        dt, self._cp_fill_t = self._t - self._cp_fill_t, self._t
+        # the time since the last run is the CP's only while it had packets left (starved)
+        self._cp_left = self._cp_left + dt if self._cp_starved else max(self._cp_left, self.cp_burst)
+        self._cp_starved = False
+        return self._cp_left
+
+
+class ParkedPolls(OnePacketACycle):
+    """OnePacketACycle whose queue 0 polls as the RTL's (docs/hardware.md, "CP hardware
+    queues"): a WAIT_REG_MEM that failed parks the queue (STATUS.WAITING), and it polls again
+    only once the CP is its own, not while queue 1, of higher priority, can run. (The
+    reference model polls on its grid whatever the other queue does.)"""
+
+    def _cp_wait_due(self, token, to, sw) -> bool:
+        if self._ring_id == 0 and self._hq1 is not None and self._hq1.runnable1():
+            self._wait.next_poll += self._wait.interval  # (queue 1 holds the CP: no poll now)
+            return False
+        return super()._cp_wait_due(token, to, sw)
+
+
+def test_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck():
+    """The check on a model whose CP runs a packet a cycle and whose queue 0 polls again only
+    when queue 1 lets it, as the RTL's: the flood some 40,000 cycles, the job timeout 3,000."""
+    check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck(ParkedPolls(), 40_000, 64)
+
+
+def test_a_poll_that_does_not_hold_behind_queue_1_s_flood_is_still_stuck():
+    """The other side of the rule: a job on queue 0 whose poll does not hold is reset by its
+    timeout while queue 1 floods (the flood, queue 0's only hope of being moved on, is no
+    reason to wait for it), queue 0 alone, the flood run once."""
+    kmd = kmd_model.bind(ParkedPolls(), job_timeout=3_000, hw_timeout=5_000)
+    bad, evil = Client(), Client()
+    bbo, ebo = bad.bo(0x4000), evil.bo(0x100000)
+    ehi = new_ctx(evil, CtxPriority.HIGH)
+    b = bad.submit(bad.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16), 0x100))
+    flood = pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ", poll_interval=4)
+    for k in range(20_000):
+        flood += pm4.dma_data(ebo.addr + 0xFF000, k, 64, src_sel="DATA")
+    f = evil.submit(evil.ib(ebo, flood, 0x4000), ctx=ehi)
+    fjob = kmd.hqd_sched.pending[0]
+    kmd.dev.delay(1_000)
+    request, seen = kmd.ring.request_reset, []
+    kmd.ring.request_reset = lambda: (seen.append(kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED) - start), request())[1]
+    start = kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED)
+    ebo.u32[0x3000 // 4] = 1
+    with pytest.raises(uapi.KmdError) as ei:
+        bad.wait(b, 1_000_000)
+    # reset during the flood (its timeout, not the flood's end): queue 1 had fetched a part of it
+    assert len(seen) == 1 and 0 < seen[0] < len(flood) / 2, (seen, len(flood))  # (after it: 140,013)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "TIMEOUT", ei.value
+    assert "stuck in WAIT_REG_MEM" in ei.value.info.message, ei.value.info.message
+    assert evil.wait(f, 1_000_000, ehi) and fjob.runs == 1
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 1, 0)
+
+
+def test_a_flood_on_queue_1_does_not_turn_queue_0_s_reset_into_the_full_reset():
+    """The check on a model whose CP runs one packet a cycle: the flood on queue 1 takes
+    time, as on the RTL."""
+    check_a_flood_on_queue_1_does_not_turn_queue_0_s_reset_into_the_full_reset(OnePacketACycle(), 40_000, 64, None)
 
 
 def test_priorities_and_hw_submission_limit():
@@ -964,6 +1138,9 @@ def test_a_queue_0_reset_whose_ring_test_fails_makes_the_full_resets_guilt_lasti
     qe = query(evil)
     assert qe.reset_status == ResetStatus.GUILTY and qe.error is not None and qe.error.code == "VM_FAULT"
     assert kmd.contexts[(evil.f.fd, evil.ctx)].hangs == 1  # one hang, counted once
+    # and one reset, the full one, for every context: the queue reset that failed is none
+    # (amdgpu counts a ring reset only once it succeeded); it was counted, 2 resets a context
+    assert qe.resets == query(good).resets == 1 and qe.flags & uapi.CtxQueryFlags.RESET
     ebo.u32[0x3200 // 4] = 1
     with pytest.raises(uapi.KmdError) as ei:  # the full reset's guilt: every ring's job of the context goes
         evil.wait(held, 100_000)

@@ -173,10 +173,43 @@ def test_a_failed_queue_0_reset_says_so_and_falls_to_the_full_reset(caplog):
 
 
 @pytest.mark.parametrize("reset", ["queue", "full"])
+def test_a_context_whose_job_was_only_queued_at_a_reset_reads_no_reset(reset):
+    """A reset touches the jobs in the reset rings: they run again from their start (their
+    contexts INNOCENT there). A job still queued (its ring at hw_submission_limit) is not
+    touched: it runs once, after the reset, as it would have. Its context read INNOCENT, the
+    status of a context whose work was resubmitted. Now it reads NO_RESET (ring_status
+    empty), and learns of the reset as amdgpu_ctx_query2 tells every context, by the reset
+    counter: `resets` 1, flag RESET. (The full reset too: NoQueue0Reset.)"""
+    kmd = kmd_model.bind(RefModel() if reset == "queue" else NoQueue0Reset(), hw_timeout=2000,
+                         hw_submission_limit=1)
+    evil, good = Client(), Client()
+    ebo, victim, gbo = evil.bo(), evil.bo(), good.bo()
+    e = evil.submit(evil.ib(ebo, pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ") + pm4.write_data(victim.addr, [1])))
+    g = good.submit(good.ib(gbo, pm4.write_data(gbo.addr + 0x10, [0x600D])))
+    gjob = kmd.sched.queue[0]
+    assert [j.ctx.file for j in kmd.sched.pending] == [evil.f] and gjob.runs == 0  # (queued, not in the ring)
+    evil.io(Request.GEM_VA, kmd_model.uapi.GemVaArgs(victim.handle, kmd_model.uapi.VaOp.UNMAP, victim.addr, 0,
+                                                     victim.size, 0))
+    ebo.u32[0x3000 // 4] = 1
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        evil.wait(e, 1_000_000)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT"
+    assert good.wait(g, 1_000_000) and gbo.u32[4] == 0x600D and gjob.runs == 1
+    assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == ((1, 0) if reset == "queue" else (0, 1))
+    q = query(good)
+    assert (q.reset_status, q.ring_status, q.resets, q.flags, q.error) == (
+        ResetStatus.NO_RESET, {}, 1, kmd_model.uapi.CtxQueryFlags.RESET, None)
+    qe = query(evil)
+    assert (qe.reset_status, qe.ring_status, qe.error) == (ResetStatus.GUILTY, {"gfx": ResetStatus.GUILTY},
+                                                           ei.value.info)
+
+
+@pytest.mark.parametrize("reset", ["queue", "full"])
 def test_a_guilty_context_reports_the_decoded_error(reset):
-    """The job's WAIT_CS has the decoded error. After queue 0's reset the context submits on
-    (as after the other rings' queue resets); after the full reset (queue 0's reset did not
-    come back) it stays guilty: its CS fails with the same error."""
+    """The job's WAIT_CS has the decoded error, and so has the context's QUERY_STATE (`error`:
+    after the queue reset it was None, the context GUILTY naming nothing). After queue 0's
+    reset the context submits on (as after the other rings' queue resets); after the full
+    reset (queue 0's reset did not come back) it stays guilty: its CS fails with the same error."""
     kmd = kmd_model.bind(RefModel() if reset == "queue" else NoQueue0Reset(), cs_check=False, hw_timeout=2000)
     c = Client()
     bo = c.bo()
@@ -189,7 +222,7 @@ def test_a_guilty_context_reports_the_decoded_error(reset):
     assert kmd.stats["cp_errors"] == 1
     st = c.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, c.ctx))
     if reset == "queue":
-        assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0) and st.error is None
+        assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0) and st.error == e.info  # (was None)
         assert c.wait(c.run(bo, pm4.write_data(bo.addr + 0x200, [3]), 0x400), 0) and bo.u32[0x80] == 3
         assert expect(errno.ECANCELED, "WAIT_CS: " + e.info.message, c.wait, seq).info == e.info  # (its own error)
     else:

@@ -52,7 +52,7 @@ def check_cp_error_recovery(dev):
     qa, qb = query(a), query(b)
     # (the full reset's lasting guilt, qa.error and CS refused, is test_kmd_recovery.py's)
     assert qa.reset_status == ResetStatus.GUILTY and qa.ring_status == {"gfx": ResetStatus.GUILTY}
-    assert qa.error is None and qa.resets == 1
+    assert qa.error == e.info and qa.resets == 1  # (it was None: GUILTY, naming nothing)
     assert qb.reset_status == ResetStatus.INNOCENT and qb.error is None and qb.resets == 1
     assert qb.ring_status == {"gfx": ResetStatus.INNOCENT}
     # the device works on; the guilty context submits on, and a new context of the same file is fine
