@@ -225,7 +225,8 @@ def check_a_loop_of_signalled_ends_when_the_gpu_gets_there(dev):
         assert _polls(ev) >= 0 and out.u32[1] == 0xC0FFEE and (ts is None or _polls(ts) >= 0)
         # looks at memory, no ioctl (an async queue's CS is its thread's, made when it runs)
         assert gpu.ws.ioctls == n or async_submit
-        assert ev.wait(0) and (ts is None or t0 <= ts.cycles <= dev.now())
+        # (the GPU's clock restarts at the device's reset: a sample, not dev.now()'s count)
+        assert ev.wait(0) and (ts is None or 0 < ts.cycles <= dev.now())
         flag.u32[0] = out.u32[1] = 0
         q.close()
     assert kmd.stats["cs"] >= 2
