@@ -224,6 +224,19 @@ def test_app_arguments_without_dashes(capsys):
         "arguments; gpucosim run --help lists the options)")
 
 
+def test_the_tutorials_deadlock_ends_in_its_report_not_in_leaks(tmp_path):
+    """docs/tutorial.md's job that never finishes (`producer_consumer.py --one-submission`):
+    the KMD's job timer ends it, the example says which item was never consumed, exit 1. The
+    example returned without closing its device, so every such run ended in four LEAK lines
+    (device, buffers, BOs) that blamed the user's first experiment for the example's exit."""
+    r = gpucosim("run", "examples/producer_consumer.py", "--sim", "model", "--one-submission",
+                 "--kmd", "job_timeout=20000", "--crash-dir", str(tmp_path / "crash"))
+    assert r.returncode == 1, r.stderr
+    assert "producer/consumer: item 0 was never consumed: GPU error: job 0x1 timed out on gfx" in r.stdout
+    assert "stuck in WAIT_REG_MEM" in r.stderr and len(list((tmp_path / "crash").glob("*.txt"))) == 1
+    assert "LEAK" not in r.stderr and "exit report" not in r.stderr, r.stderr
+
+
 def test_app_arguments_reach_an_app_that_may_read_them(tmp_path):
     """The check before the run refuses only what no app could take: an app whose own module
     reads sys.argv for it gets its arguments (a helper beside it, `import helper`); one that
