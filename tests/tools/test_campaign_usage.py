@@ -108,6 +108,19 @@ def test_difftest_list_lines_fit_the_listing_width(capsys, multi):
     assert dt.wrapped("  a " + "b" * 200) == "  a\n        " + "b" * 200  # no space to break at: whole
 
 
+@pytest.mark.parametrize("argv", [["--replay", "17"], ["--multi", "--replay", "397"]])
+def test_difftest_replay_lines_fit_the_listing_width(capsys, argv):
+    """A replay's story (docs/verification.md's `--replay 17`, the command every mismatch
+    prints) lists the stream as --list does, and wraps it as --list does: stream 17's
+    actions were one line of 10,000 characters there."""
+    from testbench.difftest import __main__ as dt
+
+    assert difftest_main(["--sim", "model", *argv]) == 0
+    out = capsys.readouterr().out
+    assert "and the model agree." in out
+    assert max(len(line) for line in out.splitlines()) <= dt.LIST_WIDTH
+
+
 def test_counts_take_the_usual_spellings():
     from testbench.argtypes import int_at_least
 
