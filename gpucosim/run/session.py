@@ -245,7 +245,8 @@ class Session:
                 return 2
             crash.attach(kmd)
             crash.extra = lambda: exit_report(crash.kmd, recorder.queues, stats.by_request, at_exit=False,
-                                              devices=recorder.devices)[0]
+                                              devices=recorder.devices, unloaded=crash.unloaded,
+                                              loads=crash.loads)[0]
             kmd.trace_hooks += [stats, self._on_ioctl]
             if self.tracer is not None:
                 self.tracer.attach(kmd)
@@ -313,7 +314,8 @@ class Session:
         self.kmd = kmd = self.crash.kmd  # the app may have reloaded the driver (kmd_model.rebind)
         at_exit = stopped is None and not raised
         self.exit_text, self.leaks = exit_report(kmd, recorder.queues, stats.by_request, at_exit=at_exit,
-                                                 devices=recorder.devices)
+                                                 devices=recorder.devices, unloaded=self.crash.unloaded,
+                                                 loads=self.crash.loads)
         if self.timeline is not None:
             self.timeline.metadata["exit_report"] = self.exit_text
         if self.opts.stats or (at_exit and (self.leaks or any(not d.closed for d in recorder.devices))):

@@ -340,6 +340,32 @@ def test_run_exit_code_args_and_exit_report(tmp_path):
     assert "fences: " in r.stderr and "ioctls: " in r.stderr
 
 
+def test_exit_report_counts_the_fences_of_every_driver_the_app_loaded(tmp_path):
+    """An app that reloads the driver (kmd_model.rebind, as examples/batching.py does per IB
+    alignment): the report's fences, doorbells and interrupts are the whole run's. They
+    were the last driver's alone: batching.py --stats said "1 emitted, 2 doorbells, 1
+    interrupts" (its final reload's IB test) beside 1,554 CS ioctls."""
+    app = tmp_path / "reload.py"
+    app.write_text("import kmd_model\nimport umd\n\n\n"
+                   "def main():\n"
+                   "    for align in (8, 16, 8):\n"
+                   "        if kmd_model.bound().params.ib_align_dw != align:\n"
+                   "            kmd_model.rebind(ib_align_dw=align)\n"
+                   "        gpu = umd.open(api_version=2)\n"
+                   "        q = gpu.queue()\n"
+                   "        for i in range(3):\n"
+                   "            q.write(gpu.alloc(64), 0, i)\n"
+                   "            q.flush()\n"
+                   "        q.finish()\n"
+                   "        gpu.close()\n")
+    r = gpucosim("run", str(app), "--sim", "model", "--stats")
+    assert r.returncode == 0, r.stderr
+    # 9 CS, and each of the 3 drivers' bring-up: an IB test (a fence, an interrupt) after its ring test
+    assert "  fences: 12 emitted, 12 signalled, 0 pending, last 0x00000004; 15 doorbells, 12 interrupts, 0 GPU " \
+           "resets, 0 queue resets (over 3 driver loads: kmd_model.rebind)" in r.stderr.splitlines(), r.stderr
+    assert "CS 9" in r.stderr
+
+
 def test_run_names_a_device_the_app_never_closed(tmp_path):
     """An app that opens a device and forgets gpu.close() (nothing allocated, so no BO is
     left to report) ended without a word."""
