@@ -366,6 +366,39 @@ def test_exit_report_counts_the_fences_of_every_driver_the_app_loaded(tmp_path):
     assert "CS 9" in r.stderr
 
 
+@pytest.mark.parametrize("sim", ["model", pytest.param("verilator", marks=pytest.mark.xdist_group("demo_rtl"))])
+def test_an_app_that_binds_a_device_of_its_own_is_told_it_runs_on_gpucosims(tmp_path, sim):
+    """The tutorial's paste line (kmd_model.bind(RefModel())) copied into an app's main():
+    under `gpucosim run --sim verilator` the app's work ran on that model instead of the RTL
+    and said nothing ("ran on model", an exit report and a timeline of the RTL's bring-up
+    alone). Binding another device during a run is EBUSY in one line naming the fix; a
+    reload of the run's own device (kmd_model.rebind, batching.py) still works, and the
+    claim ends with the run."""
+    app = tmp_path / "own_model.py"
+    app.write_text("import kmd_model\nimport umd\nfrom testbench.refmodel import RefModel\n\n\n"
+                   "def main():\n"
+                   "    kmd_model.bind(RefModel())\n"
+                   "    gpu = umd.open(api_version=2)\n"
+                   "    print('ran on', gpu.name)\n"
+                   "    gpu.close()\n")
+    r = gpucosim("run", str(app), "--sim", sim, "--crash-dir", str(tmp_path / "crash"), timeout=600)
+    assert r.returncode == 1 and "ran on" not in r.stdout, (r.stdout, r.stderr)
+    assert (f"gpucosim: exception in the app: KmdError: EBUSY: bind: gpucosim run --sim {sim} has bound the driver "
+            "to its own device: the app opens it with umd.open() alone (kmd_model.bind(RefModel()) is for a script "
+            "run by itself, under `if __name__ == \"__main__\":`, as examples/hello.py does)") in r.stderr.splitlines()
+    if sim == "model":
+        r = gpucosim("run", "examples/batching.py", "--sim", "model", "--", "--commands", "8", "--thresholds", "1",
+                     "--aligns", "1,8")
+        assert r.returncode == 0 and "ioctls per command" in r.stdout, r.stderr
+        from gpucosim.run.session import RunOptions, Session
+        import kmd_model
+        from testbench.refmodel import RefModel
+
+        Session(RunOptions(app="examples/hello.py", backend="model")).run(RefModel(), lambda: 0)
+        kmd_model.bind(RefModel())  # (after the run: anyone's)
+        kmd_model.unbind()
+
+
 def test_run_names_a_device_the_app_never_closed(tmp_path):
     """An app that opens a device and forgets gpu.close() (nothing allocated, so no BO is
     left to report) ended without a word."""
