@@ -399,6 +399,22 @@ def test_an_app_that_binds_a_device_of_its_own_is_told_it_runs_on_gpucosims(tmp_
         kmd_model.unbind()
 
 
+@pytest.mark.parametrize("sim", ["model", pytest.param("verilator", marks=pytest.mark.xdist_group("demo_rtl"))])
+def test_an_app_named_like_a_driver_package_runs_on_every_backend(tmp_path, sim):
+    """An app called umd.py (its folder goes first on sys.path, as a script's does) ran on
+    the model, whose process had the drivers imported already, and on a simulator ended in
+    a 20-line cocotb traceback: "No module named 'umd.runtime'; 'umd' is not a package"."""
+    app = tmp_path / "umd.py"
+    app.write_text("def main():\n"
+                   "    import umd\n"
+                   "    gpu = umd.open(api_version=2)\n"
+                   "    print('app umd.py ran on', gpu.name)\n"
+                   "    gpu.close()\n")
+    r = gpucosim("run", str(app), "--sim", sim, timeout=600)
+    assert r.returncode == 0 and f"app umd.py ran on {sim}" in r.stdout, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
+
+
 def test_run_names_a_device_the_app_never_closed(tmp_path):
     """An app that opens a device and forgets gpu.close() (nothing allocated, so no BO is
     left to report) ended without a word."""
