@@ -654,6 +654,20 @@ def test_ctrl_c_is_one_line_not_a_traceback(tmp_path):
     assert err.strip().splitlines()[-1] == "gpucosim: interrupted" and "Traceback" not in err, err
 
 
+@pytest.mark.parametrize("sim", ["model", pytest.param("verilator", marks=pytest.mark.xdist_group("demo_rtl"))])
+def test_an_app_that_stops_itself_says_so_on_every_backend(tmp_path, sim):
+    """An app that raises KeyboardInterrupt itself (its own handler, a ^C it caught and
+    raised again): `gpucosim: interrupted` and 130 on the model, where it reached the
+    launcher's process; on a simulator it ended the simulator's run alone, and the launcher
+    returned 130 without a word (it says the stop a ^C through it would have said)."""
+    app = tmp_path / "stops_itself.py"
+    app.write_text("def main():\n    raise KeyboardInterrupt\n")
+    r = gpucosim("run", str(app), "--sim", sim, timeout=600)
+    assert r.returncode == 130, (r.stdout, r.stderr)
+    assert r.stderr.strip().splitlines()[-1:] == ["gpucosim: interrupted"], r.stderr
+    assert r.stderr.count("gpucosim: interrupted") == 1 and "Traceback" not in r.stderr, r.stderr
+
+
 def test_an_apps_option_that_begins_like_one_of_gpucosims_is_the_apps(tmp_path):
     """argparse took abbreviations: an app's --time 5 was gpucosim's --timeout 5 (the app ran
     with its default, and was stopped after 5 s), its --data 7 a usage error about
