@@ -92,9 +92,11 @@ def main(argv: list[str] | None = None) -> int:
                     done = ev.wait(umd.DEFAULT_TIMEOUT)
                 except umd.GpuError as e:
                     print(f"producer/consumer: item {i - slots} was never consumed: {e}")
+                    gpu.close()  # (its buffers and queue: a failed run leaks nothing either)
                     return 1
                 if not done:
                     print(f"producer/consumer: item {i - slots} was never consumed")
+                    gpu.close()
                     return 1
         s = (i % slots) * SLOT_BYTES // 4
         ring.u32[s:s + SLOT_BYTES // 4] = items[i]

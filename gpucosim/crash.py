@@ -105,6 +105,10 @@ class CrashReporter:
         self.written: list[Path] = []
         self.shown: Callable[[Path], str] = str  # how a path is printed (Session: from the user's cwd)
         self.extra: Callable[[], str] | None = None  # more to say (the exit report's stats)
+        # what the drivers the app reloaded (kmd_model.rebind) counted before they went: the
+        # exit report's fences, doorbells and interrupts are the run's, not the last driver's
+        self.unloaded: Counter = Counter()
+        self.loads = 1
 
     def attach(self, kmd: "Kmd") -> None:
         self.kmd = kmd
@@ -113,6 +117,9 @@ class CrashReporter:
     def observe(self, event: str, f: dict) -> None:
         """Kmd.observers: a GPU error or job timeout, before recovery."""
         if event == "bind":
+            if self.kmd is not None and f["kmd"] is not self.kmd:
+                self.unloaded.update(kmd_counts(self.kmd))
+                self.loads += 1
             self.kmd = f["kmd"]
         elif event == "gpu_error":
             info = f["info"]
@@ -461,10 +468,20 @@ def _size(n: int) -> str:
     return f"{n} bytes" if n < 4096 else f"{n // 1024} KiB"
 
 
+def kmd_counts(kmd: "Kmd") -> Counter:
+    """What the exit report's fences line counts, of one driver instance."""
+    fd = kmd.fence_drv
+    return Counter(emitted=fd.emitted, signalled=fd.signalled, doorbells=kmd.ring.doorbells,
+                   interrupts=kmd.stats["interrupts"], resets=kmd.stats["resets"],
+                   queue_resets=kmd.stats["queue_resets"])
+
+
 def exit_report(kmd: "Kmd", queues: list, ioctl_stats: dict[str, list], at_exit: bool = True,
-                devices: list = ()) -> tuple[str, int]:
+                devices: list = (), unloaded: Counter | None = None, loads: int = 1) -> tuple[str, int]:
     """(the report, live user buffer objects): at the end of a run, those are leaks. With
-    the UMD `devices` the app opened: the buffers it still holds, its VA range and pools."""
+    the UMD `devices` the app opened: the buffers it still holds, its VA range and pools.
+    `unloaded`: what the `loads - 1` drivers the app reloaded (kmd_model.rebind) had
+    counted (CrashReporter.unloaded), added to `kmd`'s."""
     live = kmd.live_bos()
     nbytes = sum(b.size for b in live)
     lines = []
@@ -515,9 +532,13 @@ def exit_report(kmd: "Kmd", queues: list, ioctl_stats: dict[str, list], at_exit:
                      f"{q.cmdbuf.chains} chains, {len(q.inflight)} submissions in flight"
                      + (" (closed)" if q.closed else ""))
     fd = kmd.fence_drv
-    lines.append(f"  fences: {fd.emitted} emitted, {fd.signalled} signalled, {len(fd.pending)} pending, "
-                 f"last {fd.last_seq:#010x}; {kmd.ring.doorbells} doorbells, {kmd.stats['interrupts']} interrupts, "
-                 f"{kmd.stats['resets']} GPU resets, {kmd.stats['queue_resets']} queue resets")
+    n = kmd_counts(kmd) + (unloaded or Counter())
+    # (a reloaded driver starts its counts afresh: the line showed the last driver's alone,
+    # "1 emitted, 2 doorbells" after batching.py's 1,554 CS ioctls)
+    loaded = f" (over {loads} driver loads: kmd_model.rebind)" if loads > 1 else ""
+    lines.append(f"  fences: {n['emitted']} emitted, {n['signalled']} signalled, {len(fd.pending)} pending, "
+                 f"last {fd.last_seq:#010x}; {n['doorbells']} doorbells, {n['interrupts']} interrupts, "
+                 f"{n['resets']} GPU resets, {n['queue_resets']} queue resets{loaded}")
     if ioctl_stats:
         total = sum(v[0] for v in ioctl_stats.values())
         per = ", ".join(f"{k} {v[0]}" for k, v in sorted(ioctl_stats.items(), key=lambda kv: -kv[1][0]))

@@ -82,6 +82,6 @@ def _new_queue(self: Device, flush_threshold, flush_dwords, ib_size_dw, max_infl
         if self.submitter is None:
             self.submitter = self.ws.submitter = Submitter(self.owner_thread, self.ws.thread_bound())
             weakref.finalize(self, self.submitter.stop)  # (an app that never closes its device)
-        q.async_submit = True
+        q._async_submit = True  # (read-only to the app: Queue.async_submit)
     self.queues.append(q)
     return q

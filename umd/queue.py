@@ -83,9 +83,66 @@ class IbPool:
         return buf
 
 
+def _knob(name: str, check):
+    """A queue setting the app may change after queue(), checked as queue() checks it:
+    `q.max_inflight = 0` ended the next flush in an IndexError, `q.dma_chunk = 0` a copy in
+    a ZeroDivisionError, `q.flush_threshold = 0` was taken (a flush after every command)."""
+    private = "_" + name
+
+    def set_(self, v) -> None:
+        self.__dict__[private] = check(self, v)
+    return property(lambda self: self.__dict__[private], set_)
+
+
+def _at_least_1(name: str, none: bool = False):
+    def check(q: "Queue", v):
+        if v is None and none:
+            return None
+        v = _index(f"Queue.{name}", "value", v)
+        if v < 1:
+            raise ValueError(f"Queue.{name} must be >= 1{' or None' if none else ''}, not {v}")
+        return v
+    return check
+
+
+def _dma_chunk(q: "Queue", v) -> int:
+    v = _index("Queue.dma_chunk", "value", v)
+    top = sdma.MAX_COPY_BYTES if q.copy_engine else q.device.dev_info.dma_max_bytes
+    if not top:
+        raise ValueError("Queue.dma_chunk: this queue has no DMA engine (CAPS.DMA = 0): nothing to split")
+    if not 1 <= v <= top:
+        raise ValueError(f"Queue.dma_chunk must be in [1, {top:#x}] (one packet's most on this engine), not {v}")
+    return v
+
+
+def _fixed(name: str, keyword: str = ""):
+    """What the queue is (its engine, priority, context ...): set by queue(), read-only after
+    (`q.engine = "copy"` was taken and the queue went on as a gfx queue; `q.async_submit =
+    True` ended the next flush in an AttributeError)."""
+    how = f": give it to queue() ({keyword}=...), it makes a new queue" if keyword else ""
+
+    def refuse(self, v) -> None:
+        raise AttributeError(f"Queue.{name} is fixed when the queue is made{how}")
+    return property(lambda self: self.__dict__["_" + name], refuse)
+
+
 class Queue(_Dispatched):
     _kind = "Queue"
     _what = "a GPU context"
+    # settings the app may change (checked), and what the queue is (read-only)
+    flush_threshold = _knob("flush_threshold", _at_least_1("flush_threshold"))
+    flush_dwords = _knob("flush_dwords", _at_least_1("flush_dwords", none=True))
+    max_inflight = _knob("max_inflight", _at_least_1("max_inflight"))
+    timeout = _knob("timeout", lambda q, v: _timeout("Queue.timeout", v, "value"))
+    dma_chunk = _knob("dma_chunk", _dma_chunk)
+    engine = _fixed("engine", "engine")
+    priority = _fixed("priority", "priority")
+    async_submit = _fixed("async_submit", "async_submit")
+    ctx_id = _fixed("ctx_id")
+    copy_engine = _fixed("copy_engine", "engine")
+    ip_type = _fixed("ip_type", "engine")
+    has_dma = _fixed("has_dma")
+    max_write_dw = _fixed("max_write_dw")
 
     def __init__(self, device: Device, flush_threshold: int, ib_size_dw: int, flush_dwords: int | None = None,
                  max_inflight: int = MAX_INFLIGHT, engine: str = "gfx", priority: str = "normal"):
@@ -111,12 +168,12 @@ class Queue(_Dispatched):
         self.device = device
         self.ws = device.ws
         self.flush_threshold = flush_threshold
-        self.engine = engine
-        self.priority = priority
-        self.copy_engine = engine == "copy"
-        self.ip_type = ENGINES[engine]
+        self._engine = engine
+        self._priority = priority
+        self._copy_engine = engine == "copy"
+        self._ip_type = ENGINES[engine]
         try:
-            self.ctx_id = self.ws.ctx_alloc(PRIORITIES[priority])
+            self._ctx_id = self.ws.ctx_alloc(PRIORITIES[priority])
         except KmdError as e:
             if e.errno == errno.ENOSPC:  # the file's contexts are all taken (kmd_model/core/ctx.py)
                 raise OutOfMemory(f"queue: no context for it ({e})") from e
@@ -147,9 +204,9 @@ class Queue(_Dispatched):
         self.pool = IbPool(self, ib_size_dw)
         self.cmdbuf = CmdBuf(self.pool.get, ib_size_dw, info.ib_align_dw, sdma=self.copy_engine,
                              put_ib=self.pool.free.append)
-        self.has_dma = info.has_dma or self.copy_engine
+        self._has_dma = info.has_dma or self.copy_engine
         # one DMA_DATA (or SDMA COPY_LINEAR / CONSTANT_FILL) moves at most this much
-        self.dma_chunk = sdma.MAX_COPY_BYTES if self.copy_engine else info.dma_max_bytes
+        self._dma_chunk = sdma.MAX_COPY_BYTES if self.copy_engine else info.dma_max_bytes  # (0: no DMA)
         self.staging: list = []  # (seq, Buffer) staging buffers of uploads/downloads in flight
         self.inflight: deque[Submission] = deque()
         self.unflushed_events: list[Event] = []
@@ -169,7 +226,7 @@ class Queue(_Dispatched):
         # asynchronous submission (umd/submit.py; set by Device.queue): flushes waiting for
         # the device's submission thread, in order, and the refusals not yet raised (each
         # with its flush's number)
-        self.async_submit = False
+        self._async_submit = False
         self.pending: deque[PendingCs] = deque()
         self.async_errors: list[tuple[int, UmdError]] = []
         self.last_number = 0  # the flush number of the last submission (last_seq's)
@@ -185,7 +242,7 @@ class Queue(_Dispatched):
         # beside the packet's 4 other dwords
         wd = packets.WRITE_DATA
         limit = sdma.MAX_WRITE_DW if self.copy_engine else wd.max_payload - wd.fixed
-        self.max_write_dw = min(limit, self.cmdbuf.max_packet_dw - 4)
+        self._max_write_dw = min(limit, self.cmdbuf.max_packet_dw - 4)
 
     def __enter__(self) -> "Queue":
         return self

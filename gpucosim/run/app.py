@@ -161,6 +161,11 @@ def load_main(target: str) -> Callable[[], Any]:
     import importlib.util
 
     find_app(target)
+    # the drivers before the app: its folder goes first on sys.path, and a module there named
+    # like one of ours (an app called umd.py) took its place in the simulator, which imports
+    # them after the app (a 20-line traceback, "'umd' is not a package"; the model had them)
+    for pkg in ("umd", "kmd_model", "spec", "testbench"):
+        importlib.import_module(pkg)
     if target.endswith(".py"):
         path = Path(target)
         spec = importlib.util.spec_from_file_location("gpucosim_app", path)

@@ -28,8 +28,8 @@ if os.environ.get(STREAMS_ENV) == "1":
 
 from gpucosim.run.app import apply_app_log, load_main, report_load_error  # noqa: E402
 from gpucosim.run.session import RunOptions, Session, app_failed, exit_code  # noqa: E402
-from gpucosim.run.stops import (RunTimeout, disarm_stops, stop_on_signals, stopped_code,  # noqa: E402
-                                timeout_message)
+from gpucosim.run.stops import (RunTimeout, disarm_stops, stop_on_signals, stop_words,  # noqa: E402
+                                stopped_code, timeout_message)
 from kmd_model.log import get_logger  # noqa: E402
 from testbench.sim import bridge  # noqa: E402
 from testbench.sim.cocotb_device import run_driver  # noqa: E402
@@ -51,11 +51,14 @@ def run_bound(dev, main) -> int:
     return exit_code(code)
 
 
-def _result(code: int) -> None:
+def _result(code: int, stopped: str = "") -> None:
+    """The app's exit status for the launcher, and how the run was stopped ("interrupted",
+    "terminated (SIGTERM)"), which the launcher says when the stop did not come through it
+    (the app raised KeyboardInterrupt itself, a signal sent to the simulator alone)."""
     path = os.environ.get("GPUCOSIM_APP_RESULT")
     if path:
         with open(path, "w") as f:
-            f.write(str(code))
+            f.write(f"{code} {stopped}".rstrip())
 
 
 LAUNCHER_ENV = "GPUCOSIM_LAUNCHER_PID"
@@ -112,7 +115,7 @@ async def app(dut):
         session.finish()
     if isinstance(stopped, RunTimeout):
         print(timeout_message(opts, sessions[0].cycles if sessions else 0), file=sys.stderr, flush=True)
-    _result(code)
+    _result(code, stop_words(stopped) if isinstance(stopped, KeyboardInterrupt) else "")
 
 
 async def _app(dut, opts: RunOptions, sessions: list) -> int:

@@ -347,7 +347,10 @@ def _run_rtl(opts: RunOptions) -> int:
                   file=sys.stderr, flush=True)
             return TIMEOUT_EXIT
         if result.exists():
-            return int(result.read_text())
+            code, _, words = result.read_text().partition(" ")
+            if words and stop is None:  # (the app stopped itself: a ^C said so, as on the model)
+                print(f"gpucosim: {words}", file=sys.stderr, flush=True)
+            return int(code)
     if res is None:
         return 1
     print(f"gpucosim: the app did not finish on {opts.backend}: "

@@ -215,6 +215,7 @@ class Session:
         import umd.runtime as umd_rt
         import umd.submit as umd_submit
         from kmd_model import log as kmd_log
+        from kmd_model.core.bind import claim as bind_claim
         from kmd_model.uapi import KmdError
 
         from ..crash import CrashReporter, IoctlStats, exit_report
@@ -244,8 +245,10 @@ class Session:
                 crash.report(f"driver bring-up failed: {e}", exc=e if isinstance(e, KmdError) else None)
                 return 2
             crash.attach(kmd)
+            bind_claim(f"gpucosim run --sim {opts.backend}")  # (the app's work runs on this device)
             crash.extra = lambda: exit_report(crash.kmd, recorder.queues, stats.by_request, at_exit=False,
-                                              devices=recorder.devices)[0]
+                                              devices=recorder.devices, unloaded=crash.unloaded,
+                                              loads=crash.loads)[0]
             kmd.trace_hooks += [stats, self._on_ioctl]
             if self.tracer is not None:
                 self.tracer.attach(kmd)
@@ -297,6 +300,7 @@ class Session:
                 code = stopped_code(sys.exc_info()[1])  # (the figures': a stop in the bring-up said 1)
             _current = None
             self.status_tick(force=True)
+            bind_claim(None)
             kmd_model.unbind()
             if opts.stats_json:
                 self.write_figures(opts.stats_json, code)
@@ -313,7 +317,8 @@ class Session:
         self.kmd = kmd = self.crash.kmd  # the app may have reloaded the driver (kmd_model.rebind)
         at_exit = stopped is None and not raised
         self.exit_text, self.leaks = exit_report(kmd, recorder.queues, stats.by_request, at_exit=at_exit,
-                                                 devices=recorder.devices)
+                                                 devices=recorder.devices, unloaded=self.crash.unloaded,
+                                                 loads=self.crash.loads)
         if self.timeline is not None:
             self.timeline.metadata["exit_report"] = self.exit_text
         if self.opts.stats or (at_exit and (self.leaks or any(not d.closed for d in recorder.devices))):

@@ -199,10 +199,20 @@ def plot(trace: str | Path, output: str | Path, *, start: float | None = None, e
     def cyc(e, key="ts"):
         return e[key] / us_per_cycle
 
-    lo = start if start is not None else min(cyc(e) for e in evs)
-    hi = end if end is not None else max(cyc(e) + e.get("dur", 0) / us_per_cycle for e in evs)
+    first = min(cyc(e) for e in evs)
+    last = max(cyc(e) + e.get("dur", 0) / us_per_cycle for e in evs)
+    lo = start if start is not None else first
+    hi = end if end is not None else last
+    # one bound given, past the run's other end: the window is empty (it was drawn as the one
+    # cycle after it, an empty picture, or `--to 10` as cycles 26-27 of a run from cycle 26)
+    if start is None and end is not None and end <= first:
+        raise PlotError(f"{trace}: --to {_cycles(end)} is not after the run's first event (the run spans cycles "
+                        f"{_cycles(first)} to {_cycles(last)})")
+    if end is None and start is not None and start >= last:
+        raise PlotError(f"{trace}: --from {_cycles(start)} is not before the run's end (the run spans cycles "
+                        f"{_cycles(first)} to {_cycles(last)})")
     if hi <= lo:
-        hi = lo + 1
+        hi = lo + 1  # (a run of one instant)
     order = [(t.pid, t.tid) for t in TRACKS.values()]
 
     def place(k: tuple) -> tuple:
@@ -228,8 +238,6 @@ def plot(trace: str | Path, output: str | Path, *, start: float | None = None, e
                 continue
             rows[k].append((e, s, f, depth))
     if not any(rows.values()):  # (a window past the run, or in ns or us instead of cycles)
-        first = min(cyc(e) for e in evs)
-        last = max(cyc(e) + e.get("dur", 0) / us_per_cycle for e in evs)
         raise PlotError(f"{trace}: no events between cycles {_cycles(lo)} and {_cycles(hi)} (the run spans "
                         f"cycles {_cycles(first)} to {_cycles(last)})")
     depth_of = {k: max((d for *_, d in rows[k]), default=0) + 1 for k in tracks}

@@ -26,6 +26,22 @@ def params_from(kw: dict) -> KmdParams:
 # The bound device, as a render node exists once a driver has bound a GPU.
 _bound: Kmd | None = None
 
+# Who owns the binding (`claim`): `gpucosim run` binds its backend's device and runs the
+# app on it; another device bound meanwhile would take the app's work off that backend.
+_claimed_by: str | None = None
+_claimed_dev: Device | None = None
+
+
+def claim(owner: str | None) -> None:
+    """While `owner` (a description: "gpucosim run --sim verilator") holds the binding,
+    `bind()` takes only the device bound now (a reload, as `rebind` does); None releases it.
+    An app run by `gpucosim run` that binds RefModel() itself, as a script of its own does
+    (docs/tutorial.md's paste line, copied into main()), ran on that model instead of the
+    RTL, silently: its output said "on model", the exit report and the timeline the RTL's
+    bring-up alone."""
+    global _claimed_by, _claimed_dev
+    _claimed_by, _claimed_dev = owner, (bound().dev if owner is not None else None)
+
 
 # What the driver calls on a device (kmd_model.device.Device's abstract methods): checked
 # by name, not by class, so a stand-in that has them all still binds.
@@ -54,6 +70,10 @@ def bind(dev: Device, params: KmdParams | None = None, *, observers=(), **kw) ->
     if params is not None and kw:
         raise TypeError("bind: give either params or keyword parameters, not both")
     params = params or params_from(kw)
+    if _claimed_by is not None and dev is not _claimed_dev:
+        raise KmdError(errno.EBUSY, f"bind: {_claimed_by} has bound the driver to its own device: the app opens "
+                                    "it with umd.open() alone (kmd_model.bind(RefModel()) is for a script run by "
+                                    "itself, under `if __name__ == \"__main__\":`, as examples/hello.py does)")
     if _bound is not None and _bound.dev is dev:
         # one driver per device: the old one's files would keep BOs in memory the new one
         # hands out again, and wait for jobs its rings no longer run

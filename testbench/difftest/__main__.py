@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
@@ -34,23 +33,7 @@ from .campaign import (Caps, Progress, Report, explain, make_stream, master_seed
 from .compare import compare
 from .simulator.runner import caps_of, run_rtl, split_sims
 from .streams.file import StreamsFileError, load, unrunnable
-
-LIST_WIDTH = 120  # --list's columns: a packet with its data fits, a stream's action list wraps
-
-
-def wrapped(text: str, width: int = LIST_WIDTH) -> str:
-    """`text` with every line longer than `width` broken at spaces, its continuation lines
-    indented 6 more than it (a stream's actions or VM pages were one line of 11,000
-    characters); a line with no space to break at stays whole."""
-    out = []
-    for line in text.splitlines():
-        if len(line) <= width:
-            out.append(line)
-            continue
-        indent = " " * (len(line) - len(line.lstrip()) + 6)
-        out += textwrap.wrap(line, width, subsequent_indent=indent, break_long_words=False,
-                             break_on_hyphens=False, drop_whitespace=True) or [line]
-    return "\n".join(out)
+from .streams.stream import LIST_WIDTH, wrapped  # noqa: F401 (LIST_WIDTH: --list's columns)
 
 
 @pipe_safe

@@ -33,7 +33,7 @@ from .streams import layout as L
 from .streams.gen import Caps, valid_stream
 from .streams.malformed import ERROR_CLASSES, malformed_stream
 from .streams.raw import raw_stream
-from .streams.stream import Stream
+from .streams.stream import Stream, wrapped
 
 CYCLE: tuple[str, ...] = tuple(ERROR_CLASSES) + ("raw", "raw") + ("valid",) * 8
 DEFAULT_SEED = 20240605
@@ -124,7 +124,9 @@ def record(stream: Stream, v: Verdict, sim: str, wall: float, rtl: Observation, 
 
 
 def explain(stream: Stream, v: Verdict, rtl: Observation, model: Observation, sim: str) -> str:
-    """The long story of one stream: listing with the culprit marked, differences, traces."""
+    """The long story of one stream (a replay's): listing with the culprit marked,
+    differences, traces; wrapped as `--list` is (its action list was one line of 11,000
+    characters)."""
     mark = None
     if v.first_n is not None and stream.kind != "raw" and v.first_n < len(stream.packets):
         mark = stream.packets[v.first_n]
@@ -142,7 +144,7 @@ def explain(stream: Stream, v: Verdict, rtl: Observation, model: Observation, si
     out += [f"  {line}" for line in model.trace[:200]]
     if len(model.trace) > 200:
         out.append(f"  ... {len(model.trace) - 200} more")
-    return "\n".join(out)
+    return wrapped("\n".join(out))
 
 
 # ---------------------------------------------------------------------------- model-only runs

@@ -267,8 +267,7 @@ def main(argv: list[str]) -> int:
     names = ap.parse_args(argv).names or known
     unknown = sorted(set(names) - set(known) - {"baseline"})
     if unknown:
-        print(f"unknown RTL mutant(s) {', '.join(unknown)}; known: {', '.join(known)}", file=sys.stderr)
-        return 2
+        ap.error(f"unknown RTL mutant(s) {', '.join(unknown)} (known: {', '.join(known)}; or baseline)")
     work = ROOT / "build" / "mutate" / "rtl"
     for n in names:
         m = None if n == "baseline" else next(x for x in MUTANTS if x.patch.name == n)

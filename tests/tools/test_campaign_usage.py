@@ -13,6 +13,7 @@ import pytest
 from formal.run import main as formal_main
 from testbench.difftest.__main__ import main as difftest_main
 from testbench.mutate.__main__ import main as mutate_main
+from testbench.mutate.rtl import main as rtl_mutant_main
 
 CASES = [
     (difftest_main, "python -m testbench.difftest", ["--streams", "-5"], "argument --streams: must be at least 0, not -5"),
@@ -49,6 +50,15 @@ CASES = [
     (mutate_main, "python -m testbench.mutate", ["--min-score", "90"], "argument --min-score: must be a score from 0 to 1, not '90'"),
     (mutate_main, "python -m testbench.mutate", ["--min-score", "-1"], "argument --min-score: must be a score from 0 to 1, not '-1'"),
     (mutate_main, "python -m testbench.mutate", ["--seed", "x"], "argument --seed: must be an integer (decimal or 0x hex), not 'x'"),
+    # a mistyped mutant name: its line had no `PROG: error:` (docs/verification.md's one-line rule)
+    (rtl_mutant_main, "python -m testbench.mutate.rtl", ["wait-lt-as-lte"],
+     "unknown RTL mutant(s) wait-lt-as-lte (known: wait-lt-as-le, wait-ge-as-gt, wait-mask-ignored, "
+     "ib-nesting-unchecked, chain-in-ring-allowed, ib-size-zero-unchecked, chain-as-call, fence64-low-dword-only, "
+     "eop-data-swapped, ih-wptr-half-step, ih-overflow-late, doorbell-overflow-off-by-one, doorbell-backwards-small, "
+     "rptr-write-back-inverted, write-data-stride, qword-rule-as-dword, type2-exact-filler-only, nop-pad-counted, "
+     "int-sel-3-interrupts, addr-incr-ignored, ib-beyond-bus-unchecked, raw-wait-dropped, int-status-not-w1c, "
+     "burst-clamp-removed, dma-raw-ignored, dma-first-strobe, mux-w-to-first-master, mmu-write-needs-read, "
+     "mmu-invalidate-ignored, mmu-huge-page-offset, mmu-range-unchecked; or baseline)"),
     (formal_main, "python -m formal", ["--jobs", "0"], "argument --jobs: must be at least 1, not 0"),
     (formal_main, "python -m formal", ["--jobs", "two"], "argument --jobs: must be an integer (decimal or 0x hex), not 'two'"),
 ]
@@ -106,6 +116,19 @@ def test_difftest_list_lines_fit_the_listing_width(capsys, multi):
             whole = make_stream(master_seed(None), index, model_caps(None, 64)).listing(max_data=64)
             assert out.split() == whole.split()
     assert dt.wrapped("  a " + "b" * 200) == "  a\n        " + "b" * 200  # no space to break at: whole
+
+
+@pytest.mark.parametrize("argv", [["--replay", "17"], ["--multi", "--replay", "397"]])
+def test_difftest_replay_lines_fit_the_listing_width(capsys, argv):
+    """A replay's story (docs/verification.md's `--replay 17`, the command every mismatch
+    prints) lists the stream as --list does, and wraps it as --list does: stream 17's
+    actions were one line of 10,000 characters there."""
+    from testbench.difftest import __main__ as dt
+
+    assert difftest_main(["--sim", "model", *argv]) == 0
+    out = capsys.readouterr().out
+    assert "and the model agree." in out
+    assert max(len(line) for line in out.splitlines()) <= dt.LIST_WIDTH
 
 
 def test_counts_take_the_usual_spellings():

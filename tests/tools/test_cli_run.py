@@ -224,6 +224,19 @@ def test_app_arguments_without_dashes(capsys):
         "arguments; gpucosim run --help lists the options)")
 
 
+def test_the_tutorials_deadlock_ends_in_its_report_not_in_leaks(tmp_path):
+    """docs/tutorial.md's job that never finishes (`producer_consumer.py --one-submission`):
+    the KMD's job timer ends it, the example says which item was never consumed, exit 1. The
+    example returned without closing its device, so every such run ended in four LEAK lines
+    (device, buffers, BOs) that blamed the user's first experiment for the example's exit."""
+    r = gpucosim("run", "examples/producer_consumer.py", "--sim", "model", "--one-submission",
+                 "--kmd", "job_timeout=20000", "--crash-dir", str(tmp_path / "crash"))
+    assert r.returncode == 1, r.stderr
+    assert "producer/consumer: item 0 was never consumed: GPU error: job 0x1 timed out on gfx" in r.stdout
+    assert "stuck in WAIT_REG_MEM" in r.stderr and len(list((tmp_path / "crash").glob("*.txt"))) == 1
+    assert "LEAK" not in r.stderr and "exit report" not in r.stderr, r.stderr
+
+
 def test_app_arguments_reach_an_app_that_may_read_them(tmp_path):
     """The check before the run refuses only what no app could take: an app whose own module
     reads sys.argv for it gets its arguments (a helper beside it, `import helper`); one that
@@ -325,6 +338,81 @@ def test_run_exit_code_args_and_exit_report(tmp_path):
     assert "LEAK: 1 buffer(s) of the app, 8 KiB, never freed: <umd.Buffer GTT " in r.stderr
     assert "LEAK: 1 buffer object(s), 256 KiB still allocated at exit" in r.stderr  # its slab: 32 entries
     assert "fences: " in r.stderr and "ioctls: " in r.stderr
+
+
+def test_exit_report_counts_the_fences_of_every_driver_the_app_loaded(tmp_path):
+    """An app that reloads the driver (kmd_model.rebind, as examples/batching.py does per IB
+    alignment): the report's fences, doorbells and interrupts are the whole run's. They
+    were the last driver's alone: batching.py --stats said "1 emitted, 2 doorbells, 1
+    interrupts" (its final reload's IB test) beside 1,554 CS ioctls."""
+    app = tmp_path / "reload.py"
+    app.write_text("import kmd_model\nimport umd\n\n\n"
+                   "def main():\n"
+                   "    for align in (8, 16, 8):\n"
+                   "        if kmd_model.bound().params.ib_align_dw != align:\n"
+                   "            kmd_model.rebind(ib_align_dw=align)\n"
+                   "        gpu = umd.open(api_version=2)\n"
+                   "        q = gpu.queue()\n"
+                   "        for i in range(3):\n"
+                   "            q.write(gpu.alloc(64), 0, i)\n"
+                   "            q.flush()\n"
+                   "        q.finish()\n"
+                   "        gpu.close()\n")
+    r = gpucosim("run", str(app), "--sim", "model", "--stats")
+    assert r.returncode == 0, r.stderr
+    # 9 CS, and each of the 3 drivers' bring-up: an IB test (a fence, an interrupt) after its ring test
+    assert "  fences: 12 emitted, 12 signalled, 0 pending, last 0x00000004; 15 doorbells, 12 interrupts, 0 GPU " \
+           "resets, 0 queue resets (over 3 driver loads: kmd_model.rebind)" in r.stderr.splitlines(), r.stderr
+    assert "CS 9" in r.stderr
+
+
+@pytest.mark.parametrize("sim", ["model", pytest.param("verilator", marks=pytest.mark.xdist_group("demo_rtl"))])
+def test_an_app_that_binds_a_device_of_its_own_is_told_it_runs_on_gpucosims(tmp_path, sim):
+    """The tutorial's paste line (kmd_model.bind(RefModel())) copied into an app's main():
+    under `gpucosim run --sim verilator` the app's work ran on that model instead of the RTL
+    and said nothing ("ran on model", an exit report and a timeline of the RTL's bring-up
+    alone). Binding another device during a run is EBUSY in one line naming the fix; a
+    reload of the run's own device (kmd_model.rebind, batching.py) still works, and the
+    claim ends with the run."""
+    app = tmp_path / "own_model.py"
+    app.write_text("import kmd_model\nimport umd\nfrom testbench.refmodel import RefModel\n\n\n"
+                   "def main():\n"
+                   "    kmd_model.bind(RefModel())\n"
+                   "    gpu = umd.open(api_version=2)\n"
+                   "    print('ran on', gpu.name)\n"
+                   "    gpu.close()\n")
+    r = gpucosim("run", str(app), "--sim", sim, "--crash-dir", str(tmp_path / "crash"), timeout=600)
+    assert r.returncode == 1 and "ran on" not in r.stdout, (r.stdout, r.stderr)
+    assert (f"gpucosim: exception in the app: KmdError: EBUSY: bind: gpucosim run --sim {sim} has bound the driver "
+            "to its own device: the app opens it with umd.open() alone (kmd_model.bind(RefModel()) is for a script "
+            "run by itself, under `if __name__ == \"__main__\":`, as examples/hello.py does)") in r.stderr.splitlines()
+    if sim == "model":
+        r = gpucosim("run", "examples/batching.py", "--sim", "model", "--", "--commands", "8", "--thresholds", "1",
+                     "--aligns", "1,8")
+        assert r.returncode == 0 and "ioctls per command" in r.stdout, r.stderr
+        from gpucosim.run.session import RunOptions, Session
+        import kmd_model
+        from testbench.refmodel import RefModel
+
+        Session(RunOptions(app="examples/hello.py", backend="model")).run(RefModel(), lambda: 0)
+        kmd_model.bind(RefModel())  # (after the run: anyone's)
+        kmd_model.unbind()
+
+
+@pytest.mark.parametrize("sim", ["model", pytest.param("verilator", marks=pytest.mark.xdist_group("demo_rtl"))])
+def test_an_app_named_like_a_driver_package_runs_on_every_backend(tmp_path, sim):
+    """An app called umd.py (its folder goes first on sys.path, as a script's does) ran on
+    the model, whose process had the drivers imported already, and on a simulator ended in
+    a 20-line cocotb traceback: "No module named 'umd.runtime'; 'umd' is not a package"."""
+    app = tmp_path / "umd.py"
+    app.write_text("def main():\n"
+                   "    import umd\n"
+                   "    gpu = umd.open(api_version=2)\n"
+                   "    print('app umd.py ran on', gpu.name)\n"
+                   "    gpu.close()\n")
+    r = gpucosim("run", str(app), "--sim", sim, timeout=600)
+    assert r.returncode == 0 and f"app umd.py ran on {sim}" in r.stdout, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
 
 
 def test_run_names_a_device_the_app_never_closed(tmp_path):
@@ -579,6 +667,20 @@ def test_ctrl_c_is_one_line_not_a_traceback(tmp_path):
         p.kill()
     assert p.returncode == 130, (out, err)
     assert err.strip().splitlines()[-1] == "gpucosim: interrupted" and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("sim", ["model", pytest.param("verilator", marks=pytest.mark.xdist_group("demo_rtl"))])
+def test_an_app_that_stops_itself_says_so_on_every_backend(tmp_path, sim):
+    """An app that raises KeyboardInterrupt itself (its own handler, a ^C it caught and
+    raised again): `gpucosim: interrupted` and 130 on the model, where it reached the
+    launcher's process; on a simulator it ended the simulator's run alone, and the launcher
+    returned 130 without a word (it says the stop a ^C through it would have said)."""
+    app = tmp_path / "stops_itself.py"
+    app.write_text("def main():\n    raise KeyboardInterrupt\n")
+    r = gpucosim("run", str(app), "--sim", sim, timeout=600)
+    assert r.returncode == 130, (r.stdout, r.stderr)
+    assert r.stderr.strip().splitlines()[-1:] == ["gpucosim: interrupted"], r.stderr
+    assert r.stderr.count("gpucosim: interrupted") == 1 and "Traceback" not in r.stderr, r.stderr
 
 
 def test_an_apps_option_that_begins_like_one_of_gpucosims_is_the_apps(tmp_path):

@@ -451,6 +451,13 @@ def test_plot_errors(capsys, tmp_path):
     assert usage_error(capsys, "plot", str(trace), "-o", str(tmp_path / "x.png"), "--from", "5000", "--to", "9000") == \
         f"gpucosim plot: error: {trace}: no events between cycles 5000 and 9000 (the run spans cycles 100 to 300)"
     assert not (tmp_path / "x.png").exists()
+    # one bound alone, beyond the run's other end: `--to 50` drew cycles 100-101 (the end moved to the
+    # run's start + 1), `--from 300` an empty picture of cycles 300-301
+    assert usage_error(capsys, "plot", str(trace), "-o", str(tmp_path / "x.png"), "--to", "50") == \
+        f"gpucosim plot: error: {trace}: --to 50 is not after the run's first event (the run spans cycles 100 to 300)"
+    assert usage_error(capsys, "plot", str(trace), "-o", str(tmp_path / "x.png"), "--from", "300") == \
+        f"gpucosim plot: error: {trace}: --from 300 is not before the run's end (the run spans cycles 100 to 300)"
+    assert not (tmp_path / "x.png").exists()
     # -o without a suffix: matplotlib wrote x.png while the tool said it wrote x; a suffix it does not
     # know raised its ValueError as a traceback after the trace was read
     for name in ("x", "x.txt", "x.PNGX"):

@@ -142,6 +142,45 @@ def test_queue_and_buffer_in_a_with():
     gpu.close()
 
 
+def test_a_queues_settings_set_after_queue_are_checked():
+    """`q.flush_threshold = 8` after queue() (the batching docs' knob, a plain attribute):
+    the settings the app may change are checked as queue() checks them, and what the queue
+    is (its engine, priority, context, async_submit) is read-only. Before, `q.max_inflight
+    = 0` ended the next flush in an IndexError, `q.dma_chunk = 0` a fill in a
+    ZeroDivisionError, `q.async_submit = True` the next flush in an AttributeError on None,
+    and `q.engine = "copy"` was taken by a queue that went on recording PM4."""
+    gpu = _gpu()
+    buf = gpu.alloc(4096)
+    q = gpu.queue()
+    for name, value, exc, message in (
+            ("flush_threshold", 0, ValueError, "Queue.flush_threshold must be >= 1, not 0"),
+            ("flush_threshold", "8", TypeError, "Queue.flush_threshold: value must be an int, not '8'"),
+            ("flush_dwords", 0, ValueError, "Queue.flush_dwords must be >= 1 or None, not 0"),
+            ("max_inflight", 0, ValueError, "Queue.max_inflight must be >= 1, not 0"),
+            ("timeout", -1, ValueError, "Queue.timeout: value must be in [0, 2**64) or None, not -1"),
+            ("dma_chunk", 0, ValueError,
+             "Queue.dma_chunk must be in [1, 0x100000] (one packet's most on this engine), not 0"),
+            ("engine", "copy", AttributeError,
+             "Queue.engine is fixed when the queue is made: give it to queue() (engine=...), it makes a new queue"),
+            ("async_submit", True, AttributeError, "Queue.async_submit is fixed when the queue is made: give it to "
+                                                   "queue() (async_submit=...), it makes a new queue"),
+            ("priority", "high", AttributeError, "Queue.priority is fixed when the queue is made: give it to "
+                                                 "queue() (priority=...), it makes a new queue"),
+            ("ctx_id", 9, AttributeError, "Queue.ctx_id is fixed when the queue is made")):
+        before = getattr(q, name)
+        _raises(exc, message, setattr, q, name, value)
+        assert getattr(q, name) == before, name
+    q.max_inflight, q.dma_chunk, q.flush_dwords, q.timeout = 2, 0x100, None, None
+    q.flush_threshold = 2  # (a valid one is taken: every second command flushes)
+    for i in range(5):
+        q.write(buf, 4 * i, i + 1)
+    assert q.flushes == 2
+    q.fill(buf, 64, 0x300, 7)  # three DMA_DATA packets of at most 0x100 bytes
+    q.finish()
+    assert buf.u32[:5].tolist() == [1, 2, 3, 4, 5] and set(buf.u32[16:16 + 0xc0].tolist()) == {7}
+    gpu.close()
+
+
 def test_gfx_queue_after_its_gpu_error():
     """A hang on the gfx ring resets its queue alone (CP_QUEUE_RESET.Q0): the hang's GpuError
     is raised once, and the queue runs on, as a copy queue does. Where the hang takes the

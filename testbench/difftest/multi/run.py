@@ -13,6 +13,7 @@ from testbench.refmodel import RefModel, mem_diff
 
 from ..driver import HW_DRIVEN, OBSERVED
 from ..streams import layout as L
+from ..streams.stream import wrapped
 from .gen import ENGINES, IH_LOG2_DW, KMD_TIMEOUT, M32, ORDERED, RPTR_WB, SETTLE, MultiStream, make
 
 COMPARED = ("registers at every observation (all readable ones at the end; time and cycle counters aside), each "
@@ -349,7 +350,7 @@ def explain(s: MultiStream, diffs: list[str], rtl: dict, model: dict, sim: str) 
         out.append(f"replay: {replay_command(sim, s.seed, s.index)}")
     else:
         out.append(f"{sim} and the model agree.")
-    return "\n".join(out)
+    return wrapped("\n".join(out))  # (as --list: an IH line or a listing's was thousands of characters)
 
 
 async def campaign(dut) -> None:

@@ -38,11 +38,30 @@ Actions (first element is the verb):
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
 from kmd_model.regs import IbLevel
 from spec import pm4
+
+LIST_WIDTH = 120  # a listing's columns: a packet with its data fits, a stream's action list wraps
+
+
+def wrapped(text: str, width: int = LIST_WIDTH) -> str:
+    """`text` with every line longer than `width` broken at spaces, its continuation lines
+    indented 6 more than it (a stream's actions or VM pages were one line of 11,000
+    characters, in `--list` and in a replay's story alike); a line with no space to break
+    at stays whole."""
+    out = []
+    for line in text.splitlines():
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip()) + 6)
+        out += textwrap.wrap(line, width, subsequent_indent=indent, break_long_words=False,
+                             break_on_hyphens=False, drop_whitespace=True) or [line]
+    return "\n".join(out)
 
 Action = tuple
 
