@@ -15,7 +15,9 @@ CPU sleeps in the KMD until the fence interrupt. The kernel waits for whole
 submissions (WAIT_CS), never for a point inside one, so each item is its own
 submission: were all of them one job, the producer's wait for item 0's event would
 wait for the whole job, which waits for items the producer has not made yet — a
-deadlock the KMD's job timeout ends (try `--one-submission`). In a timeline (`--trace`) the CP's
+deadlock the KMD's job timeout ends (try `--one-submission`). A look at memory
+(`ev.signalled()`) would see event i written in the middle of the one job; the kernel's
+wait cannot. In a timeline (`--trace`) the CP's
 WAIT_REG_MEM packets show their poll phases, and the fences the slots' turnover.
 
     gpucosim run examples/producer_consumer.py --sim verilator --trace build/pc.json
@@ -84,7 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(n):
         if i >= slots:
             ev = freed[i - slots]
-            if not ev.signalled():
+            # (a look at memory first: the slot may be free already. --one-submission waits in
+            # the kernel at once: a look, which lets the GPU run a poll's cycles, may find the
+            # event written in the middle of the one job, and the race would hide the deadlock)
+            if args.one_submission or not ev.signalled():
                 waits += 1
                 # (longer than the KMD's job timeout: in the --one-submission deadlock the
                 # KMD ends the job and the wait reports why)
