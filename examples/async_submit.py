@@ -50,8 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--submits", type=integer_in(), default=200, help="flushes (default 200)")
     ap.add_argument("--writes", type=integer_in(), default=4, help="dwords written per flush (default 4)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
-    if not 1 <= args.submits <= 10_000 or not 1 <= args.writes <= 64:
-        ap.error("--submits must be in 1..10000 and --writes in 1..64")
+    for name, value, top in (("--submits", args.submits, 10_000), ("--writes", args.writes, 64)):
+        if not 1 <= value <= top:
+            ap.error(f"{name} must be in 1..{top}, not {value}")
     runs = {mode: run(args.submits, args.writes, mode) for mode in (False, True)}
     name = umd.open(api_version=3)
     backend = name.name

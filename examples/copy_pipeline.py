@@ -89,9 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         done = consumed[-1].wait(umd.DEFAULT_TIMEOUT)
     except umd.GpuError as e:
         print(f"copy_pipeline: the pipeline stopped: {e}")
+        gpu.close()  # (its buffers and queues: a failed run leaks nothing either)
         return 1
     if not done:
         print("copy_pipeline: the last chunk was never consumed")
+        gpu.close()
         return 1
     copy_q.finish()
     gfx_q.finish()

@@ -250,3 +250,28 @@ def test_make_passes_each_value_as_one_argument(tmp_path):
     r = subprocess.run(["make", "-s", "formal", "GROUPS=axil, cp_ring", "STAMP=", f"PY={py}"],
                        cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "[axil, cp_ring]" in r.stdout.splitlines(), (r.stdout, r.stderr)
+
+
+@pytest.mark.parametrize("how", ["never consumed", "stopped"])
+def test_copy_pipeline_closes_its_device_when_the_pipeline_fails(monkeypatch, capsys, how):
+    """copy_pipeline's two failure paths returned 1 with the device open: its buffers,
+    queues and file were a user's leaks in the exit report (producer_consumer had the same)."""
+    import kmd_model
+    import umd
+    from examples import copy_pipeline
+    from kmd_model.uapi import HwErrorInfo
+    from testbench.refmodel import RefModel
+
+    kmd = kmd_model.bind(RefModel(dma=True))
+
+    def wait(self, *a, **k):
+        if how == "stopped":
+            raise umd.GpuError(HwErrorInfo(code="ILLEGAL_OPCODE", level="IB1", opcode=0x7B, opcode_name=None,
+                                           offset=0, addr=0, seq=1, ctx_id=1, message="stopped here by the test"))
+        return False
+
+    monkeypatch.setattr(umd.Event, "wait", wait)
+    assert copy_pipeline.main(["--chunks", "2"]) == 1
+    assert ("the last chunk was never consumed" if how == "never consumed" else "the pipeline stopped") \
+        in capsys.readouterr().out
+    assert kmd.files == {}, "the example left its device open"

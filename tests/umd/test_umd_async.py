@@ -557,10 +557,12 @@ def test_the_async_submit_example(capsys):
                         r"to the end of the wait: +[\d.]+ ms", out[1]), out[1]
     assert out[2].startswith("  async_submit=True   app thread per flush:")
     assert out[3] == "async_submit: OK — the same memory and seqnos in both modes"
-    with pytest.raises(SystemExit):
-        async_submit.main(["--submits", "0"])
-    assert capsys.readouterr().err.splitlines()[-1] == \
-        "async_submit: error: --submits must be in 1..10000 and --writes in 1..64"
+    # (each bad count named alone: the message named both, whichever was wrong)
+    for argv, says in ((["--submits", "0"], "--submits must be in 1..10000, not 0"),
+                       (["--writes", "65"], "--writes must be in 1..64, not 65")):
+        with pytest.raises(SystemExit):
+            async_submit.main(argv)
+        assert capsys.readouterr().err.splitlines()[-1] == f"async_submit: error: {says}"
 
 
 def test_an_app_that_never_closes_its_device_still_exits():
