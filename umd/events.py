@@ -15,7 +15,7 @@ from spec import pm4, sdma
 from . import failed_jobs, kmd_errors, submit
 from .errors import DeviceLost, GpuError, GpuTimeout, SubmitError, UmdError
 from .queue import QBO_TIMELINE, QBO_TS_FIRST, QBO_TS_SLOTS, Queue, _flush
-from .runtime import _UNSET, DEFAULT_TIMEOUT, M32, _Handle, _timeout, _timeout_alias, api_call
+from .runtime import _UNSET, DEFAULT_TIMEOUT, M32, _Handle, _timeout, _timeout_alias, api_call, fixed
 from .submit import PendingCs
 
 
@@ -31,14 +31,16 @@ class Event(_Handle):
     """Signalled when the GPU has executed the queue up to the `signal()` that made it."""
 
     _what = "a queue's fence"
+    queue = fixed("Event", "queue")
+    value = fixed("Event", "value")  # (a Timestamp's is its sample: its own property)
 
     def __init__(self, queue: Queue, value: int):
         self._start(queue)
-        self.value = value  # its timeline value (a Timestamp's value is its clock sample instead)
+        self._value = value  # its timeline value (a Timestamp's value is its clock sample instead)
 
     def _start(self, queue: Queue) -> None:
         """What every event has, a Timestamp too."""
-        self.queue = queue
+        self._queue = queue
         self.seq: int | None = None  # the submission carrying it, once flushed
         self.pending: PendingCs | None = None  # its flush, while queued for the submission thread
         self.number: int | None = None  # its flush's number (Queue.flushes), once flushed

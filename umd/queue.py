@@ -26,7 +26,7 @@ from spec import packets, pm4, sdma
 from . import failed_jobs, kmd_errors, submit
 from .errors import OPEN_NEW_DEVICE, DeviceLost, GpuError, GpuTimeout, OutOfMemory, UmdError
 from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _close_after, _Dispatched, _index, _raise_first, _timeout,
-                      device_alloc)
+                      device_alloc, fixed)
 from .signals import deferred_stops
 from .submit import PendingCs
 from .winsys.cmdbuf import CmdBuf, Label
@@ -119,11 +119,7 @@ def _fixed(name: str, keyword: str = ""):
     """What the queue is (its engine, priority, context ...): set by queue(), read-only after
     (`q.engine = "copy"` was taken and the queue went on as a gfx queue; `q.async_submit =
     True` ended the next flush in an AttributeError)."""
-    how = f": give it to queue() ({keyword}=...), it makes a new queue" if keyword else ""
-
-    def refuse(self, v) -> None:
-        raise AttributeError(f"Queue.{name} is fixed when the queue is made{how}")
-    return property(lambda self: self.__dict__["_" + name], refuse)
+    return fixed("Queue", name, f": give it to queue() ({keyword}=...), it makes a new queue" if keyword else "")
 
 
 class Queue(_Dispatched):

@@ -87,6 +87,15 @@ class _Handle:
         raise TypeError(f"cannot copy or pickle {self!r}: it is a handle to {self._what} of this process{self._hint}")
 
 
+def fixed(kind: str, name: str, how: str = "") -> property:
+    """An attribute set when the object is made and read-only after (kept as `_<name>`):
+    `q.engine = "copy"` was taken and the queue went on as a gfx queue, `ev.queue = None`
+    and `gpu.dev_info = ...` ended a later call in an AttributeError far from the line."""
+    def refuse(self, v) -> None:
+        raise AttributeError(f"{kind}.{name} is fixed when the {kind.lower()} is made{how}")
+    return property(lambda self: self.__dict__["_" + name], refuse)
+
+
 # ---------------------------------------------------------------------------- dispatch
 
 class _Dispatched(_Handle):
@@ -141,6 +150,9 @@ class Device(_Dispatched):
 
     _kind = "Device"
     _what = "the GPU's render node"
+    api_version = fixed("Device", "api_version", ": umd.open(api_version=...) opens another")
+    name = fixed("Device", "name")
+    dev_info = fixed("Device", "dev_info")
 
     def __init__(self, table: "DispatchTable", winsys: Winsys | None = None, pools: bool = True):
         # asynchronous submission (umd/submit.py): the default of every queue's async_submit
@@ -153,14 +165,14 @@ class Device(_Dispatched):
         self.owner_thread = threading.get_ident()
         self.submitter: Submitter | None = None
         self._table = table
-        self.api_version = table.version
+        self._api_version = table.version
         self.ws = winsys or Winsys()
         fw = self.ws.query(InfoQuery.FW_VERSION)
         if fw.kmd_version[0] != KMD_MAJOR:
             raise DeviceLost(f"KMD {fw.kmd_name} {'.'.join(map(str, fw.kmd_version))}: this UMD needs major "
                              f"version {KMD_MAJOR}")
-        self.dev_info = i = self.ws.query(InfoQuery.DEV_INFO)
-        self.name = i.backend
+        self._dev_info = i = self.ws.query(InfoQuery.DEV_INFO)
+        self._name = i.backend
         self.queues: list[Queue] = []
         self.buffers: set[Buffer] = set()
         self.closing = False  # Device.close is freeing everything

@@ -181,6 +181,23 @@ def test_a_queues_settings_set_after_queue_are_checked():
     gpu.close()
 
 
+def test_what_a_device_and_an_event_are_is_read_only():
+    """An Event's queue and value and a Device's name, api_version and dev_info are set when
+    it is made: `ev.queue = None` was taken and the next ev.wait() ended in an
+    AttributeError on None; `gpu.dev_info = ...` broke the UMD's next IB sizing."""
+    gpu = _gpu()
+    q = gpu.queue()
+    ev = q.signal()
+    for obj, name in ((ev, "queue"), (ev, "value"), (gpu, "name"), (gpu, "dev_info")):
+        kind = type(obj).__name__
+        _raises(AttributeError, f"{kind}.{name} is fixed when the {kind.lower()} is made", setattr, obj, name, None)
+    _raises(AttributeError, "Device.api_version is fixed when the device is made: umd.open(api_version=...) opens "
+                            "another", setattr, gpu, "api_version", 1)
+    assert ev.queue is q and ev.value == 1 and gpu.api_version == umd.LATEST and gpu.name == "model"
+    assert ev.wait() and ev.signalled()
+    gpu.close()
+
+
 def test_gfx_queue_after_its_gpu_error():
     """A hang on the gfx ring resets its queue alone (CP_QUEUE_RESET.Q0): the hang's GpuError
     is raised once, and the queue runs on, as a copy queue does. Where the hang takes the
