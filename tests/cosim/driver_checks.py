@@ -154,6 +154,7 @@ ICARUS_SECONDS = {
     # (these two: the median of three Icarus sessions of the two, `-k kmd_ih__`, 4 December 2026;
     # 78-99 s: 1,101 jobs, each a CS ioctl, an interrupt and its handler)
     "kmd_ih__check_ih_ring_wraps_many_times": 3.3, "kmd_ih__check_ih_overflow": 1.3,
+    "kmd_ih__check_one_interrupt_per_entry_though_the_write_back_is_late": 0.5,
     "kmd_vm__check_gem_va_errors": 0.07,
     "kmd_vm__check_page_tables_in_memory": 0.10, "kmd_vm__check_vmids": 0.55, "kmd_vm__check_vm_fault_reported": 0.15,
     "kmd_vm__check_close_releases_everything": 0.12, "kmd_queues__check_copy_ring_on_this_backend": 0.14,
