@@ -276,7 +276,9 @@ def check_an_unchecked_loop_on_one_cp_queue_is_reset_by_its_dwords_while_the_oth
         m = re.search(r"timed out on (gfx|gfx_high): fetched \d+ dwords unchecked \(cs_check off\), more than "
                       rf"twice max_job_dw \({2 * n}\), CP queue (0|1) ", e.message)
         assert m and m.groups() == (ring, "01"[ring == "gfx_high"]), e.message
-        assert when < timeouts * t_out // 4, (ring, when)  # the time rule: 128,000 cycles
+        # the time rule: 128,000 cycles; the dwords' rule came at 31,000 or less on fast
+        # memory, 40,800 on slow, stalling memory at 32 bits (GPUCOSIM_DRIVER_MEM=slow:3)
+        assert when < timeouts * t_out // 2, (ring, when)
         assert behind.wait(bseq, 1 << 20, ctx=ctx[behind]) and bbo.u32[(0x100 + 4 * k) // 4] == 5 + k
         # the loop on gfx: the worker (gfx_high) ran beside it; on gfx_high: the worker's
         # first job (gfx) waited it out in the ring
