@@ -57,6 +57,7 @@ class JobTimerMixin:
         else:
             i = ring.PROGRESS.index(ring.FETCHED)
             sched.head_fetched += (own[i] - before[0][i]) & 0xFFFF_FFFF
+        unserved = False  # the CP busy with the other queue, this one waiting for it, since the last look
         if not before or own != before[0]:
             moved = True
         elif shared == before[1]:
@@ -66,6 +67,7 @@ class JobTimerMixin:
                                   if s is not sched and s.ring.SHARED_PROGRESS == ring.SHARED_PROGRESS)
             st = m.read(ring.STATUS)
             moved = not (ring.STATUS.WAITING.get(st) or ring.STATUS.ERROR.get(st)) or others_idle
+            unserved = moved and not others_idle  # queued behind the other queue's work
             if not moved and ring.STATUS.WAITING.get(st) and not ring.STATUS.ERROR.get(st) and self._polls_hold(sched):
                 # Parked, not stuck: on the RTL a poll that failed parks its queue (WAITING
                 # stays 1) until the CP is its own again to poll once more, and queue 1, which
@@ -81,7 +83,20 @@ class JobTimerMixin:
                 # on the RTL). A poll that does not hold is stuck as before, whatever the
                 # other queue does; one that holds waits at most until the other queue has
                 # nothing to run (queue 1 waits one packet of queue 0's at most).
-                moved = True
+                moved = unserved = True
+        # The time rule (_overrun) counts the cycles the job could run: from its start to the
+        # first look, then every interval between two looks but those in which its queue was
+        # not served (the two cases above: its own counters still, the other queue's work
+        # moving the shared ones, this queue queued behind it or parked in a poll that holds).
+        # It counted every cycle from head_at: with cs_check off an innocent job queued
+        # behind a HIGH client's jobs on queue 1 for unchecked_job_timeouts job timeouts was
+        # reset as "ran N cycles unchecked" without having run a packet (tests/kmd_sched/
+        # test_kmd_queues.py test_an_unchecked_job_starved_by_queue_1_is_not_reset_for_the_time_it_could_not_run),
+        # where the checked path takes it as waiting for the CP, as it is.
+        if not before:
+            sched.head_ran = now - sched.head_at
+        elif not unserved:
+            sched.head_ran += now - since
         if moved and self._overrun(sched) is not None:
             moved = False  # moving for ever is no reason to keep running: see KmdParams.unchecked_job_timeouts
         if moved:
@@ -113,10 +128,13 @@ class JobTimerMixin:
         shared fetch counter the time rule was all there was while the other queue was busy).
 
         The time rule stays, as a backstop: more than `unchecked_job_timeouts` job timeouts
-        since the job reached the head of its ring. No loop is known to need it (every packet a
-        job runs is fetched on its own queue), but the timer also takes a job as moving when
-        only the shared DMA counters move while it is neither polling nor stopped (queued
-        behind the other queue's work), and nothing but time bounds that."""
+        run since the job reached the head of its ring (`head_ran`), the intervals between two
+        looks in which its queue was not served left out (_progressed: its own counters still
+        while the other queue's work moved the shared ones, this queue neither polling nor
+        stopped, or parked in a poll that holds). No loop is known to need it (every packet a
+        job runs is fetched on its own queue). It counted every cycle from the head: an
+        innocent job that queue 1 kept off the CP was reset for time it could not run, which
+        the checked path (no time rule, its timer restarted) never held against a job."""
         job = sched.head_job()
         if job is None or job.checked is not None:
             return None
@@ -135,9 +153,10 @@ class JobTimerMixin:
         if sched.head_fetched > limit:
             return (f"fetched {sched.head_fetched} dwords unchecked (cs_check off), more than twice max_job_dw "
                     f"({limit})")
-        ran = self.dev.now() - sched.head_at
-        if ran >= self.params.unchecked_job_timeouts * sched.job_timeout:
-            return (f"ran {ran} cycles unchecked (cs_check off), more than {self.params.unchecked_job_timeouts} "
+        # (the cycles it could run, counted at the timer's looks: _progressed; not those its
+        # queue waited for the CP behind the other queue's work)
+        if sched.head_ran >= self.params.unchecked_job_timeouts * sched.job_timeout:
+            return (f"ran {sched.head_ran} cycles unchecked (cs_check off), more than {self.params.unchecked_job_timeouts} "
                     "job timeouts")
         return None
 

@@ -189,6 +189,10 @@ class Scheduler:
         self.head_at = 0  # when the head job started (the ring's oldest since then): how long it has run
         self.progress_mark: tuple = ()  # what the engine had done then (Kmd._progressed)
         self.head_fetched = 0  # dwords the CP fetched for the head job, counted at the timer's looks
+        # cycles the head job could run, counted at the timer's looks: from head_at, less the
+        # intervals between two looks in which its queue was not served (Kmd._progressed: the
+        # CP busy with the other queue); the time rule for unchecked jobs bounds it
+        self.head_ran = 0
         self.marked_at = 0  # when progress_mark was read
         # the last time a job entered or left the ring (`pending` changed): with `pending`
         # empty, the queue had nothing to run since then (Kmd._progressed asks it of the

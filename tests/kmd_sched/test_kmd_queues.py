@@ -855,6 +855,42 @@ def test_a_poll_that_does_not_hold_behind_queue_1_s_flood_is_still_stuck():
     assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 1, 0)
 
 
+def test_an_unchecked_job_starved_by_queue_1_is_not_reset_for_the_time_it_could_not_run():
+    """With cs_check off, an innocent client's one-packet job on queue 0 waits behind a HIGH
+    client's jobs that keep queue 1 (which outranks it) busy longer than the time rule,
+    unchecked_job_timeouts job timeouts. The time rule counted from when the job reached the
+    head of its ring: the job, which had not run a packet, was reset as "ran N cycles
+    unchecked (cs_check off), more than 4 job timeouts", its context guilty and a hang counted
+    towards its file's ban. The checked path takes such a job as waiting for the CP, not
+    stuck (its timer restarts); the time rule now counts only the intervals between the
+    timer's looks in which the queue was served, so the job runs once the flood ends."""
+    t_out, timeouts, jobs, fills = 2_000, 4, 24, 1_000
+    kmd = kmd_model.bind(OnePacketACycle(), cs_check=False, job_timeout=t_out, hw_timeout=5_000,
+                         unchecked_job_timeouts=timeouts)
+    good, busy = Client(), Client()
+    gbo, ebo = good.bo(0x1000), busy.bo(0x10000 * jobs)
+    hi = new_ctx(busy, CtxPriority.HIGH)
+    floods = []
+    for j in range(jobs):  # (each shorter than the time rule: they are unchecked too)
+        words = pm4.wait_reg_mem(ebo.addr + 0x7000, 1, 1, "EQ", poll_interval=4) if j == 0 else []
+        words += sum((pm4.dma_data(ebo.addr + 0x8000 + 0x10000 * j, k, 64, src_sel="DATA") for k in range(fills)), [])
+        floods.append(busy.submit(busy.ib(ebo, words, 0x10000 * j), ctx=hi))
+    start = kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED)
+    ebo.u32[0x7000 // 4] = 1  # the flood starts
+    while kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED) - start < 14:
+        kmd.dev.delay(16)
+    t0 = kmd.dev.now()
+    g = good.submit(good.ib(gbo, pm4.write_data(gbo.addr + 0x10, [0x600D]), 0x100))
+    gjob = kmd.sched.pending[0]
+    assert good.wait(g, 2_000_000) and gbo.u32[4] == 0x600D and gjob.runs == 1, kmd.recovery_log
+    assert kmd.dev.now() - t0 > 2 * timeouts * t_out  # (starved twice the time rule and more)
+    for f in floods:
+        assert busy.wait(f, 2_000_000, hi)
+    assert ebo.u32[(0x8000 + 0x10000 * (jobs - 1)) // 4 + 15] == fills - 1
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 0, 0), kmd.recovery_log
+    assert query(good).reset_status == ResetStatus.NO_RESET and good.f.hangs == 0
+
+
 def test_a_flood_on_queue_1_does_not_turn_queue_0_s_reset_into_the_full_reset():
     """The check on a model whose CP runs one packet a cycle: the flood on queue 1 takes
     time, as on the RTL."""
