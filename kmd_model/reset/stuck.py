@@ -3,7 +3,8 @@ poll of its IBs whose condition does not hold in memory now, a WAIT_REG_MEM for 
 (find_unsatisfied_wait, walking IB2s and CHAINs as the CP does), a POLL_REGMEM for an SDMA
 job (find_unsatisfied_poll). Its place becomes the timeout error's (HwErrorInfo `level`,
 `offset`, `addr`), so the UMD names the call that recorded the poll. The two share the
-compare (the engines' FUNCTION codes are the same) and the sentence.
+compare (the engines' FUNCTION codes are the same) and the sentence. The same walk answers
+whether some WAIT_REG_MEM of a job holds (any_wait_holds: the job timer's parked queue).
 """
 
 from __future__ import annotations
@@ -191,6 +192,23 @@ def find_unsatisfied_wait(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_leve
     held). `translate_many`: `translate` for an array of addresses (-1: nowhere), with which
     the WAIT_REG_MEMs whose compare holds are passed over undecoded (_surely_held), and an
     INDIRECT_BUFFER met again with the same dwords is decoded once."""
+    return _walk_waits(mem32, ibs, ib_levels, max_dwords, client_addr, translate, read, translate_many, False)
+
+
+def any_wait_holds(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_levels: int, max_dwords: int = 1 << 22,
+                   client_addr=lambda a: a, translate=lambda va, n: va, read=None, translate_many=None) -> bool:
+    """Does some WAIT_REG_MEM of the job (its IBs walked as find_unsatisfied_wait walks them,
+    same arguments) hold in memory now (or poll no memory, as find_unsatisfied_wait passes
+    it over)? A queue polling in that job may be in that one (the job timer: a queue the
+    other CP queue kept off the CP may be parked in it, Kmd._may_be_parked)."""
+    return _walk_waits(mem32, ibs, ib_levels, max_dwords, client_addr, translate, read, translate_many,
+                       True) is not None
+
+
+def _walk_waits(mem32, ibs, ib_levels, max_dwords, client_addr, translate, read, translate_many,
+                want_held: bool):
+    """find_unsatisfied_wait's walk: the first WAIT_REG_MEM whose condition does not hold
+    (StuckWait), or with `want_held` the first that holds (True); None when there is none."""
     budget = [max_dwords]
     seen: set[tuple[int, int, int]] = set()
 
@@ -200,7 +218,7 @@ def find_unsatisfied_wait(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_leve
 
     fetch = read or contiguous
 
-    def walk(addr: int, size_dw: int, level: int) -> StuckWait | None:
+    def walk(addr: int, size_dw: int, level: int) -> StuckWait | bool | None:
         while True:
             if (addr, size_dw, level) in seen:
                 return None
@@ -219,6 +237,8 @@ def find_unsatisfied_wait(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_leve
             waits = [i for i in at if op[i] == _WRM_OP]
             held = set(np.array(waits, dtype=np.int64)[_surely_held(
                 packets.WAIT_REG_MEM, "FUNCTION", "REFERENCE", h, waits, mem32, translate_many)].tolist())
+            if want_held and held:
+                return True
             ibs_seen: dict[tuple, object] = {}
             for i in at:
                 if i in held:
@@ -235,7 +255,9 @@ def find_unsatisfied_wait(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_leve
                 f = item.fields
                 if item.name == "WAIT_REG_MEM":
                     hit = _unsatisfied(mem32, translate, client_addr, item, f["FUNCTION"], f["REFERENCE"], level, addr)
-                    if hit:
+                    if want_held and not hit:
+                        return True
+                    if hit and not want_held:
                         return hit
                 elif item.name == "INDIRECT_BUFFER" and f["IB_SIZE"]:
                     base = f["IB_BASE_LO"] << 2 | f["IB_BASE_HI"] << 32
