@@ -198,9 +198,11 @@ def find_unsatisfied_wait(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_leve
 def any_wait_holds(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_levels: int, max_dwords: int = 1 << 22,
                    client_addr=lambda a: a, translate=lambda va, n: va, read=None, translate_many=None) -> bool:
     """Does some WAIT_REG_MEM of the job (its IBs walked as find_unsatisfied_wait walks them,
-    same arguments) hold in memory now (or poll no memory, as find_unsatisfied_wait passes
-    it over)? A queue polling in that job may be in that one (the job timer: a queue the
-    other CP queue kept off the CP may be parked in it, Kmd._may_be_parked)."""
+    same arguments) hold in memory now (or poll no memory, or compare nothing, as
+    find_unsatisfied_wait passes it over)? A queue polling in that job may be in that one
+    (the job timer: a queue the other CP queue kept off the CP may be parked in it,
+    Kmd._may_be_parked). With `translate_many` only the polls it finds holding count (all
+    at once, none decoded): one whose address is past 2^62 does not, the safe side."""
     return _walk_waits(mem32, ibs, ib_levels, max_dwords, client_addr, translate, read, translate_many,
                        True) is not None
 
@@ -237,13 +239,18 @@ def _walk_waits(mem32, ibs, ib_levels, max_dwords, client_addr, translate, read,
             waits = [i for i in at if op[i] == _WRM_OP]
             held = set(np.array(waits, dtype=np.int64)[_surely_held(
                 packets.WAIT_REG_MEM, "FUNCTION", "REFERENCE", h, waits, mem32, translate_many)].tolist())
-            if want_held and held:
-                return True
             ibs_seen: dict[tuple, object] = {}
             for i in at:
                 if i in held:
+                    if want_held:
+                        return True
                     continue
                 if op[i] == _WRM_OP:
+                    if want_held and translate_many is not None:
+                        # (its compare does not hold, or its address is past 2^62: no poll to
+                        # wait in. Decoded one by one, a job of a million dwords of polls that
+                        # do not hold cost seconds, the driver's lock held, at every look)
+                        continue
                     item = pm4.decode(h, i)
                 else:  # an INDIRECT_BUFFER: the same dwords decode the same (a call repeated in a loop)
                     key = tuple(h[i:i + int(length[i])].tolist())
