@@ -117,7 +117,8 @@ class JobTimerMixin:
         innocent job parked in a poll released during a HIGH client's flood on queue 1, with a
         later poll still to be released (by the CPU, after the flood), was reset with TIMEOUT
         (tests/kmd_sched/test_kmd_queues.py
-        test_a_poll_released_behind_queue_1_s_flood_with_a_later_poll_still_to_come_is_not_taken_for_stuck).
+        check_a_poll_released_behind_queue_1_s_flood_with_a_later_poll_still_to_come_is_not_taken_for_stuck,
+        on the RTL too).
         Only while the other queue held the CP: a hostile job in a poll that never holds,
         after one that does, would otherwise hold its ring for as long as the other queue had
         a job now and then (a small one a job timeout), every client behind it waiting, where

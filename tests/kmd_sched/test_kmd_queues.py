@@ -653,6 +653,48 @@ def check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck(dev, fil
     assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 0, 0), kmd.recovery_log
     assert query(good).reset_status == ResetStatus.NO_RESET and good.f.hangs == 0
 
+def check_a_poll_released_behind_queue_1_s_flood_with_a_later_poll_still_to_come_is_not_taken_for_stuck(
+        dev, fills: int = 8, fill: int = 16 << 10):
+    """An innocent client's job on queue 0 polls a flag (A), then a second one (B) that it is
+    given only later (once the flood is over); a HIGH client floods queue 1 meanwhile, with
+    fills longer than the job timeout. A is set during the flood: queue 0 is parked in it
+    (on the RTL, and ParkedPolls) until queue 1 lets it poll again. The timer took the job
+    for stuck because B did not hold in memory (which poll the queue is in is not known):
+    the innocent job was reset with TIMEOUT, its context guilty, a hang counted towards its
+    file's ban. Now a waiting queue that the other CP queue kept off the CP since the last
+    look (a job in its ring all along, running at the look) is not stuck while any poll of
+    its job holds: it may be parked in that one."""
+    t_out = 3_000
+    kmd = kmd_model.bind(dev, job_timeout=t_out, hw_timeout=5_000)
+    good, evil = Client(), Client()
+    dst = 0x5000 + -(-(len(pm4.dma_data(0, 0, 4)) * fills + 0x40) * 4 // 0x1000) * 0x1000
+    gbo, ebo = good.bo(0x4000), evil.bo(dst + max(fill, 0x1000))
+    ehi = new_ctx(evil, CtxPriority.HIGH)
+    g = good.submit(good.ib(gbo, pm4.wait_reg_mem(gbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16)
+                            + pm4.wait_reg_mem(gbo.addr + 0x3004, 1, 1, "EQ", poll_interval=16)
+                            + pm4.write_data(gbo.addr + 0x10, [0x600D]), 0x100))
+    gjob = kmd.sched.pending[0]
+    flood = pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ", poll_interval=4)
+    for k in range(fills):
+        flood += pm4.dma_data(ebo.addr + dst, 0x0F100D00 + k, fill, src_sel="DATA", cp_sync=int(fill > 64))
+    f = evil.submit(evil.ib(ebo, flood, 0x5000), ctx=ehi)
+    kmd.dev.delay(1_000)  # (the victim's job polls A; the timer has its first look to come)
+    start = kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED)
+    ebo.u32[0x3000 // 4] = 1  # the flood starts
+    deadline = kmd.dev.now() + 100_000
+    while kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED) - start < 14 and kmd.dev.now() < deadline:
+        kmd.dev.delay(16)
+    gbo.u32[0x3000 // 4] = 1  # A holds from now on
+    t0 = kmd.dev.now()
+    assert evil.wait(f, 2_000_000, ehi) and ebo.u32[(dst + fill) // 4 - 1] == 0x0F100D00 + fills - 1
+    parked = kmd.dev.now() - t0
+    assert not gjob.finished and kmd.stats["job_timeouts"] == 0, kmd.recovery_log
+    gbo.u32[0x3004 // 4] = 1  # B, once the flood is over
+    assert good.wait(g, 2_000_000) and gbo.u32[4] == 0x600D and gjob.runs == 1, kmd.recovery_log
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 0, 0), kmd.recovery_log
+    assert query(good).reset_status == ResetStatus.NO_RESET and good.f.hangs == 0
+    return parked / t_out  # (job timeouts the flood lasted after A was set)
+
 CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rings_gpu_side,
           check_amd_queue_reset_malformed, check_amd_queue_reset_hang, check_amd_queue_reset_bus_error,
           check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted,
@@ -668,7 +710,8 @@ CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rin
           check_a_queue_0_reset_while_queue_1_fills_keeps_queue_1s_transfers,
           check_a_queue_0_reset_while_the_sdma_copies_stays_a_queue_reset,
           check_a_flood_on_queue_1_does_not_turn_queue_0_s_reset_into_the_full_reset,
-          check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck]
+          check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck,
+          check_a_poll_released_behind_queue_1_s_flood_with_a_later_poll_still_to_come_is_not_taken_for_stuck]
 
 
 @pytest.mark.parametrize("sdma_engine", [True, False], ids=["sdma", "no_sdma"])
@@ -892,40 +935,10 @@ def test_an_unchecked_job_starved_by_queue_1_is_not_reset_for_the_time_it_could_
 
 
 def test_a_poll_released_behind_queue_1_s_flood_with_a_later_poll_still_to_come_is_not_taken_for_stuck():
-    """An innocent client's job on queue 0 polls a flag (A), then a second one (B) that it is
-    given only later (once the flood is over); a HIGH client floods queue 1 meanwhile. A is
-    set during the flood: queue 0 is parked in it (ParkedPolls, as the RTL) until queue 1
-    lets it poll again. The timer took the job for stuck because B did not hold in memory
-    (which poll the queue is in is not known): the innocent job was reset with TIMEOUT, its
-    context guilty, a hang counted towards its file's ban. Now a waiting queue that the
-    other CP queue kept off the CP since the last look (a job in its ring all along, running
-    at the look) is not stuck while any of its polls holds: it may be parked in that one."""
-    kmd = kmd_model.bind(ParkedPolls(), job_timeout=3_000, hw_timeout=5_000)
-    good, evil = Client(), Client()
-    gbo, ebo = good.bo(0x4000), evil.bo(0x100000)
-    ehi = new_ctx(evil, CtxPriority.HIGH)
-    g = good.submit(good.ib(gbo, pm4.wait_reg_mem(gbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16)
-                            + pm4.wait_reg_mem(gbo.addr + 0x3004, 1, 1, "EQ", poll_interval=16)
-                            + pm4.write_data(gbo.addr + 0x10, [0x600D]), 0x100))
-    gjob = kmd.sched.pending[0]
-    flood = pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ", poll_interval=4)
-    for k in range(20_000):
-        flood += pm4.dma_data(ebo.addr + 0xFF000, k, 64, src_sel="DATA")
-    f = evil.submit(evil.ib(ebo, flood, 0x4000), ctx=ehi)
-    kmd.dev.delay(1_000)  # (the victim's job polls A; the timer has its first look to come)
-    start = kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED)
-    ebo.u32[0x3000 // 4] = 1  # the flood starts
-    while kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED) - start < 14:
-        kmd.dev.delay(16)
-    gbo.u32[0x3000 // 4] = 1  # A holds from now on
-    t0 = kmd.dev.now()
-    assert evil.wait(f, 2_000_000, ehi) and ebo.u32[0xFF000 // 4] == 19_999
-    assert kmd.dev.now() - t0 > 3 * 3_000  # (queue 0 parked for three job timeouts and more)
-    assert not gjob.finished and kmd.stats["job_timeouts"] == 0, kmd.recovery_log
-    gbo.u32[0x3004 // 4] = 1  # B, once the flood is over
-    assert good.wait(g, 2_000_000) and gbo.u32[4] == 0x600D and gjob.runs == 1, kmd.recovery_log
-    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 0, 0), kmd.recovery_log
-    assert query(good).reset_status == ResetStatus.NO_RESET and good.f.hangs == 0
+    """The check on a model whose queue 0 polls again only when queue 1 lets it, as the RTL's:
+    the flood lasts job timeouts after A is set, queue 0 parked in A all along."""
+    assert check_a_poll_released_behind_queue_1_s_flood_with_a_later_poll_still_to_come_is_not_taken_for_stuck(
+        ParkedPolls(), 40_000, 64) > 3
 
 
 def test_a_poll_that_never_holds_after_one_that_does_is_stuck_when_queue_1_lets_it_poll():
