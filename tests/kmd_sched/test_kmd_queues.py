@@ -246,7 +246,10 @@ def check_an_unchecked_loop_on_one_cp_queue_is_reset_by_its_dwords_while_the_oth
     once it fetched more than 2 * max_job_dw, long before the time rule, and the innocent
     jobs, the one queued behind the loop on its ring too, complete. (Before: 'ran 129,336
     cycles unchecked, more than 64 job timeouts' on the model, both ways.)"""
-    n, t_out, timeouts = 1 << 10, 2_000, 64
+    # 256 job timeouts for the time rule: on slow, stalling memory at 32 bits the worker's
+    # jobs on the HIGH queue leave the loop on gfx so little of the CP that at 64 the time
+    # rule (128,000 cycles) came first (GPUCOSIM_DRIVER_MEM=slow:3)
+    n, t_out, timeouts = 1 << 10, 2_000, 256
     kmd = kmd_model.bind(dev, cs_check=False, max_job_dw=n, job_timeout=t_out, fallback_poll=1_000,
                          unchecked_job_timeouts=timeouts)
     bad, work, behind = Client(), Client(), Client()
@@ -276,8 +279,9 @@ def check_an_unchecked_loop_on_one_cp_queue_is_reset_by_its_dwords_while_the_oth
         m = re.search(r"timed out on (gfx|gfx_high): fetched \d+ dwords unchecked \(cs_check off\), more than "
                       rf"twice max_job_dw \({2 * n}\), CP queue (0|1) ", e.message)
         assert m and m.groups() == (ring, "01"[ring == "gfx_high"]), e.message
-        # the time rule: 128,000 cycles; the dwords' rule came at 31,000 or less on fast
-        # memory, 40,800 on slow, stalling memory at 32 bits (GPUCOSIM_DRIVER_MEM=slow:3)
+        # before the time rule (512,000 cycles): the dwords' rule came at 31,000 or less on
+        # fast memory; on slow, stalling memory at 32 bits at 40,800 with the loop on
+        # gfx_high and 134,100 on gfx (the worker's HIGH jobs take most of the CP)
         assert when < timeouts * t_out // 2, (ring, when)
         assert behind.wait(bseq, 1 << 20, ctx=ctx[behind]) and bbo.u32[(0x100 + 4 * k) // 4] == 5 + k
         # the loop on gfx: the worker (gfx_high) ran beside it; on gfx_high: the worker's
