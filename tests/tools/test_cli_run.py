@@ -491,7 +491,7 @@ def test_a_reader_that_goes_away_ends_the_output_not_the_run(tmp_path, backend):
 
 def test_run_reports_an_app_that_cannot_load(tmp_path):
     app = tmp_path / "nomain.py"
-    app.write_text("x = 1\n")
+    app.write_text("main = 1\n")  # (a main that is no function; a file with no main at all is a script)
     r = gpucosim("run", str(app), "--sim", "model")
     assert r.returncode == 2
     assert f"gpucosim: cannot load app '{app}': it has no callable main()" in r.stderr
@@ -553,18 +553,66 @@ def test_run_shows_where_an_app_fails_to_import(tmp_path):
 
 
 def test_an_app_that_opens_the_gpu_as_it_is_imported_is_told_where_in_its_own_frames(tmp_path):
-    """A script with no main() that opens the device at its top level (a newcomer's first
-    script): the UMD's one-line error, and the traceback of the app's own line, not the
+    """An app with a main() that opens the device at its top level (imported before the
+    device is up): the UMD's one-line error, and the traceback of the app's own line, not the
     UMD's frames under it (umd/runtime.py's hook, umd/api.py's check)."""
-    app = tmp_path / "flat.py"
-    app.write_text("import umd\n\ngpu = umd.open()\n")
+    app = tmp_path / "early.py"
+    app.write_text("import umd\n\ngpu = umd.open()\n\ndef main():\n    gpu.close()\n")
     r = gpucosim("run", str(app), "--sim", "model")
     assert r.returncode == 2
     assert f'File "{app}", line 3' in r.stderr and "gpu = umd.open()" in r.stderr, r.stderr
     assert "umd/" not in r.stderr.replace("umd.open", "") and "gpucosim/" not in r.stderr, r.stderr
     assert r.stderr.splitlines()[-1].startswith(
-        f"gpucosim: cannot load app '{app}': UmdError: open: no GPU is bound yet: an app run by `gpucosim run` "
-        "opens it in its main()"), r.stderr
+        f"gpucosim: cannot load app '{app}': UmdError: open: no GPU is bound yet: an app with a main() run by "
+        "`gpucosim run` opens it in main()"), r.stderr
+
+
+FLAT = ("import sys\n"
+        "import umd\n"
+        "GPUCOSIM_LOG = 'ioctl=info'\n"
+        "gpu = umd.open()\n"
+        "buf = gpu.alloc(4096)\n"
+        "q = gpu.queue()\n"
+        "q.write(buf, 0, int(sys.argv[1], 0))\n"
+        "done = q.signal()\n"
+        "print('waited', done.wait(), hex(int(buf.u32[0])), __name__)\n"
+        "if __name__ == '__main__':\n"
+        "    gpu.close()\n"
+        "    sys.exit(3)\n")
+
+
+@pytest.mark.parametrize("sim", ["model", "verilator"])
+def test_a_script_without_main_runs_once_the_device_is_up(tmp_path, sim):
+    """A new user's first script has no main(): `umd.open()` on its top level. gpucosim
+    imported it before the device was up, and it ended in "no GPU is bound yet". It runs
+    now as `python app.py` would run it, as __main__ (its `if __name__ == "__main__":`
+    too), once the device is bound, with its arguments and its GPUCOSIM_LOG."""
+    app = tmp_path / "first.py"
+    app.write_text(FLAT)
+    r = gpucosim("run", str(app), "--sim", sim, "--", "0xc0ffee", timeout=600)
+    assert r.returncode == 3, r.stderr[-3000:]
+    assert "waited True 0xc0ffee __main__" in r.stdout, r.stdout[-3000:]
+    assert "[ioctl]" in r.stdout  # (its GPUCOSIM_LOG, read from its source before it ran)
+    assert "Traceback" not in r.stderr and "LEAK" not in r.stderr, r.stderr[-3000:]
+
+
+def test_a_script_module_without_main_runs_and_its_errors_are_its_own_lines(tmp_path):
+    """The same for a module target (`python -m` would run it as __main__); an exception in
+    a script is its own frames' traceback (not runpy's, not gpucosim's) and a crash report."""
+    (tmp_path / "firstmod.py").write_text(FLAT)
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", str(ROOT))])}
+    r = gpucosim("run", "firstmod", "--sim", "model", "--crash-dir", str(tmp_path / "crash"), "--", "7", env=env)
+    assert r.returncode == 3 and "waited True 0x7 __main__" in r.stdout, r.stderr[-3000:]
+    app = tmp_path / "bad.py"
+    app.write_text("import umd\ngpu = umd.open()\nq = gpu.queue()\nq.write(None, 0, 1)\n")
+    r = gpucosim("run", str(app), "--sim", "model", "--crash-dir", str(tmp_path / "crash"))
+    assert r.returncode == 1, r.stderr
+    lines = r.stderr.splitlines()
+    assert lines[:4] == ["Traceback (most recent call last):", f'  File "{app}", line 4, in <module>',
+                         "    q.write(None, 0, 1)", "TypeError: write: buf must be a umd Buffer, not None"], r.stderr
+    assert "gpucosim: exception in the app: TypeError: write: buf must be a umd Buffer, not None" in r.stderr
+    assert "runpy" not in r.stderr and "gpucosim/" not in r.stderr
+    assert list((tmp_path / "crash").glob("crash-bad-*"))
 
 
 def test_run_shows_where_an_app_has_a_syntax_error(tmp_path):

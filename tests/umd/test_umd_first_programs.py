@@ -249,11 +249,12 @@ def test_gfx_queue_after_its_gpu_error():
 
 
 def test_open_before_a_device_is_bound():
-    """umd.open() at the top of an app file runs when `gpucosim run` imports it, before the
-    device is up: one line saying so (it was the KMD's KmdError, 'call kmd_model.bind')."""
+    """umd.open() at the top of an app file with a main() runs when `gpucosim run` imports
+    it, before the device is up; a script run by python must bind one: one line saying so
+    (it was the KMD's KmdError, 'call kmd_model.bind')."""
     kmd_model.unbind()
-    with pytest.raises(umd.UmdError, match=r"^open: no GPU is bound yet: an app run by `gpucosim run` opens it "
-                       r"in its main\(\) .* kmd_model.bind\(RefModel\(\)\) \(docs/tutorial.md\)$"):
+    with pytest.raises(umd.UmdError, match=r"^open: no GPU is bound yet: an app with a main\(\) run by `gpucosim "
+                       r"run` opens it in main\(\) .* kmd_model.bind\(RefModel\(\)\) \(docs/tutorial.md\)$"):
         umd.open()
 
 
