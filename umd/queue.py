@@ -319,8 +319,8 @@ class Queue(_Dispatched):
         while len(self.inflight) >= self.max_inflight:
             oldest = self.inflight[0].seq
             if not self._wait_oldest(what):
-                raise GpuTimeout(f"{what}: queue (context {self.ctx_id}) has {len(self.inflight)} submissions "
-                                 f"in flight, its limit (max_inflight={self.max_inflight}), and the oldest "
+                raise GpuTimeout(f"{what}: queue (context {self.ctx_id}) has {len(self.inflight)} "
+                                 f"submission{'s' * (len(self.inflight) != 1)} in flight, its limit (max_inflight={self.max_inflight}), and the oldest "
                                  f"(seqno {oldest:#x}) has not finished after {self.timeout} cycles")
             self._reclaim()
 

@@ -335,8 +335,8 @@ def test_run_exit_code_args_and_exit_report(tmp_path):
     assert r.returncode == 3
     assert "args ['--size', '5']" in r.stdout
     assert "gpucosim: exit report (model, " in r.stderr
-    assert "LEAK: 1 buffer(s) of the app, 8 KiB, never freed: <umd.Buffer GTT " in r.stderr
-    assert "LEAK: 1 buffer object(s), 256 KiB still allocated at exit" in r.stderr  # its slab: 32 entries
+    assert "LEAK: 1 buffer of the app, 8 KiB, never freed: <umd.Buffer GTT " in r.stderr
+    assert "LEAK: 1 buffer object, 256 KiB still allocated at exit" in r.stderr  # its slab: 32 entries
     assert "fences: " in r.stderr and "ioctls: " in r.stderr
 
 
@@ -686,11 +686,11 @@ def test_exit_report_shows_va_fragmentation_and_pools(tmp_path):
     # the last merged with the rest of the range (less one guard page)
     assert got == [4, 4, va_end - va_start - 7 * 0x3000 - 0x1000, 4], got
     err = r.stderr
-    assert f"  VA (model, fd 3): 0 bytes in 0 ranges, 1 free range(s), the largest {(va_end - va_start) // 1024 - 4} " \
+    assert f"  VA (model, fd 3): 0 bytes in 0 ranges, 1 free range, the largest {(va_end - va_start) // 1024 - 4} " \
            "KiB; at most 96 KiB used, 4 free ranges\n  pools: off (8 BOs created, 8 released)\n" in err
-    assert "  pools: BO cache 1 hits, 3 misses, 0 expired, 1 cached (64 KiB); slabs 42 entries handed out, " \
+    assert "  pools: BO cache 1 hit, 3 misses, 0 expired, 1 cached (64 KiB); slabs 42 entries handed out, " \
            "2 slabs (192 KiB), 0 frees deferred to their fence, 0 bytes wasted by rounding up (at most 6 KiB)" in err
-    assert "buffer(s) of the app" not in err  # the queue's page and IB were left to it, not leaked by the app
+    assert "of the app" not in err  # the queue's page and IB were left to it, not leaked by the app
 
 
 def test_ctrl_c_is_one_line_not_a_traceback(tmp_path):

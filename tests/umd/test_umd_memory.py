@@ -359,7 +359,7 @@ def test_exit_report_counts_only_the_apps_buffers_as_leaks():
     text, _ = exit_report(kmd, [], {}, devices=[gpu])
     leak = next(ln for ln in text.splitlines() if "of the app" in ln)
     shown = leak.split("never freed: ", 1)[1]
-    assert leak.startswith("  LEAK: 2 buffer(s) of the app, 4 KiB, never freed: ") and \
+    assert leak.startswith("  LEAK: 2 buffers of the app, 4 KiB, never freed: ") and \
         sorted(shown.split(", ")) == sorted([repr(keep), repr(a)]), leak
 
 
