@@ -87,9 +87,9 @@ def marked_listing(dwords: list[int], base: int, mark_addr: int | None, note: st
     lo, hi = max(0, mark_i - LISTING_AROUND), min(len(lines), mark_i + LISTING_AROUND + 1)
     out = lines[lo:hi]
     if lo:
-        out.insert(0, f"  ... {lo} packets before")
+        out.insert(0, f"  ... {_n(lo, 'packet')} before")
     if hi < len(lines):
-        out.append(f"  ... {len(lines) - hi} packets after")
+        out.append(f"  ... {_n(len(lines) - hi, 'packet')} after")
     return "\n".join(out)
 
 

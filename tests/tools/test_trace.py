@@ -834,6 +834,19 @@ def test_the_exit_report_gives_devices_and_queues_alike_one_line_and_counts_in_e
         kmd_model.unbind()
 
 
+def test_a_crash_reports_listing_counts_the_packets_it_leaves_out_in_english():
+    """A crash report's listing around the packet in hand said "... 1 packets before"."""
+    from gpucosim.crash import LISTING_AROUND, marked_listing
+    from spec import pm4
+
+    nops = [pm4.nop(0)[0]] * (2 * LISTING_AROUND + 3)  # (one-dword NOPs)
+    text = marked_listing(nops, 0x1000, 0x1000 + 4 * (LISTING_AROUND + 1))
+    lines = text.splitlines()
+    assert lines[0] == "  ... 1 packet before" and lines[-1] == "  ... 1 packet after", text
+    text = marked_listing(nops + nops[:1], 0x1000, 0x1000 + 4 * (LISTING_AROUND + 1))
+    assert text.splitlines()[-1] == "  ... 2 packets after", text
+
+
 def test_a_timeline_keeps_its_first_max_events_and_says_how_many_it_dropped(tmp_path, monkeypatch, capsys):
     """An 11-minute --trace run kept every event: 3.6 GB of memory and a 930 MB file that
     `gpucosim plot` and `disasm` then refused. The timeline keeps its first MAX_EVENTS, counts
