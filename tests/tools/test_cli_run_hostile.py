@@ -62,7 +62,7 @@ def test_an_app_whose_import_raises_what_the_launcher_did_not_expect(tmp_path, b
     launcher, and a BaseException of the app's own went past it (a traceback through
     gpucosim's frames, exit 1)."""
     app = tmp_path / "odd_import.py"
-    app.write_text(body)
+    app.write_text(body + "\n\ndef main():\n    pass\n")  # (an app with a main() is imported before the run)
     r = gpucosim("run", str(app), "--sim", "model")
     assert r.returncode == 2, r.stderr
     assert r.stderr.splitlines()[-1] == f"gpucosim: cannot load app {str(app)!r}: {says}"
