@@ -385,7 +385,9 @@ def test_an_app_that_binds_a_device_of_its_own_is_told_it_runs_on_gpucosims(tmp_
     assert r.returncode == 1 and "ran on" not in r.stdout, (r.stdout, r.stderr)
     assert (f"gpucosim: exception in the app: KmdError: EBUSY: bind: gpucosim run --sim {sim} has bound the driver "
             "to its own device: the app opens it with umd.open() alone (kmd_model.bind(RefModel()) is for a script "
-            "run by itself, under `if __name__ == \"__main__\":`, as examples/hello.py does)") in r.stderr.splitlines()
+            "run by itself, under `if __name__ == \"__main__\":`, as examples/hello.py does; a script without a main(), "
+            "which gpucosim runs as __main__, binds only when kmd_model.bound() raises KmdError, as examples/demo.py "
+            "does)") in r.stderr.splitlines()
     if sim == "model":
         r = gpucosim("run", "examples/batching.py", "--sim", "model", "--", "--commands", "8", "--thresholds", "1",
                      "--aligns", "1,8")
@@ -594,6 +596,27 @@ def test_a_script_without_main_runs_once_the_device_is_up(tmp_path, sim):
     assert "waited True 0xc0ffee __main__" in r.stdout, r.stdout[-3000:]
     assert "[ioctl]" in r.stdout  # (its GPUCOSIM_LOG, read from its source before it ran)
     assert "Traceback" not in r.stderr and "LEAK" not in r.stderr, r.stderr[-3000:]
+
+
+def test_a_script_without_main_that_binds_when_none_is_runs_both_ways(tmp_path):
+    """A script without main() is __main__ under gpucosim too: one that binds the model for
+    `python app.py` does it when no device is bound (the EBUSY's words say how), and then
+    runs both ways, on gpucosim's device under `gpucosim run`."""
+    app = tmp_path / "both.py"
+    app.write_text("import kmd_model, umd\n"
+                   "from testbench.refmodel import RefModel\n"
+                   "try:\n"
+                   "    kmd_model.bound()\n"
+                   "except kmd_model.KmdError:\n"
+                   "    kmd_model.bind(RefModel())\n"
+                   "gpu = umd.open()\n"
+                   "print('ran on', gpu.name)\n"
+                   "gpu.close()\n")
+    r = gpucosim("run", str(app), "--sim", "verilator", timeout=600)
+    assert r.returncode == 0 and "ran on verilator" in r.stdout, r.stderr[-3000:]
+    r = subprocess.run([sys.executable, str(app)], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])))
+    assert r.returncode == 0 and "ran on model" in r.stdout, r.stderr[-3000:]
 
 
 def test_a_script_module_without_main_runs_and_its_errors_are_its_own_lines(tmp_path):
