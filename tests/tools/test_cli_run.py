@@ -598,6 +598,27 @@ def test_a_script_without_main_runs_once_the_device_is_up(tmp_path, sim):
     assert "Traceback" not in r.stderr and "LEAK" not in r.stderr, r.stderr[-3000:]
 
 
+@pytest.mark.parametrize("source, has_main", [
+    ("def main():\n    pass\n", True), ("main = lambda: 0\n", True), ("from examples.hello import main\n", True),
+    ("if True:\n    def main():\n        pass\n", True), ("try:\n    import main\nexcept ImportError:\n    pass\n", True),
+    ("from os import *\n", True),  # (it might: as before)
+    ("import umd\ngpu = umd.open()\n", False), ("def run():\n    main = 1\n", False),
+    ("class App:\n    def main(self):\n        pass\n", False), ("f = lambda main: main\n", False),
+    ("from examples.hello import main as hello_main\n", False)])
+def test_which_apps_are_scripts(tmp_path, source, has_main):
+    """An app with a main() at its top level is imported and its main() called; one without
+    (names bound inside a function or class are not the module's) runs as a script."""
+    import ast
+
+    from gpucosim.run.app import binds_name, script_source
+
+    assert binds_name(ast.parse(source), "main") == has_main
+    app = tmp_path / "app.py"
+    app.write_text(source)
+    assert script_source(str(app)) == (None if has_main else str(app))
+    assert script_source(f"{app}:main") is None  # (a function named: never a script)
+
+
 def test_a_script_without_main_that_binds_when_none_is_runs_both_ways(tmp_path):
     """A script without main() is __main__ under gpucosim too: one that binds the model for
     `python app.py` does it when no device is bound (the EBUSY's words say how), and then
