@@ -157,12 +157,15 @@ def main(argv: list[str] | None = None) -> int:
     gpucosim.progress(len(configs), len(configs), "done")
     if kmd_model.bound().params.ib_align_dw != saved_align:
         kmd_model.rebind(ib_align_dw=saved_align)
-    print(f"batching on {backend}: {args.commands} commands per configuration")
+    print(f"batching on {backend}: {args.commands} command{'s' * (args.commands != 1)} per configuration")
     print(table(rows))
     worst = max(rows, key=lambda r: r.ioctls)
     best = min(rows, key=lambda r: r.ioctls)
+    # ("1x fewer" where batching saved nothing: one threshold, or the same count)
+    fewer = (f"{worst.ioctls / max(best.ioctls, 1):.0f}x fewer" if worst.ioctls >= 2 * max(best.ioctls, 1) else
+             f"{worst.ioctls - best.ioctls} fewer" if worst.ioctls > best.ioctls else "no fewer")
     print(f"ioctls per command: {worst.ioctls / worst.commands:.3f} unbatched -> {best.ioctls / best.commands:.3f} "
-          f"at flush threshold {best.threshold} ({worst.ioctls / max(best.ioctls, 1):.0f}x fewer); doorbells "
+          f"at flush threshold {best.threshold} ({fewer}); doorbells "
           f"{worst.doorbells / worst.commands:.3f} -> {best.doorbells / best.commands:.3f}")
     if args.plot:
         plot(rows, args.plot, backend)

@@ -153,7 +153,8 @@ def build_parser() -> Parser:
 
     run = sub.add_parser("run", help="run an app (a Python program using the UMD) on a backend",
                          description="Run an app: APP.py with a main(), a module (examples.demo) or "
-                                     "module:function. Arguments gpucosim does not know are the app's "
+                                     "module:function; a script without a main() (umd.open() on its top level) runs "
+                                     "whole as __main__, as `python APP.py` runs it, once the device is up. Arguments gpucosim does not know are the app's "
                                      "sys.argv[1:] (`APP --items 8`; given to an app that reads none of them they are a usage error, "
                                      "exit status 2: before the run when the app's source names no sys.argv, no "
                                      "argument parser and imports nothing that could read them, else after it); after `--` every argument is the app's, for one whose name gpucosim uses too (`-- --trace x`).",

@@ -87,9 +87,9 @@ def marked_listing(dwords: list[int], base: int, mark_addr: int | None, note: st
     lo, hi = max(0, mark_i - LISTING_AROUND), min(len(lines), mark_i + LISTING_AROUND + 1)
     out = lines[lo:hi]
     if lo:
-        out.insert(0, f"  ... {lo} packets before")
+        out.insert(0, f"  ... {_n(lo, 'packet')} before")
     if hi < len(lines):
-        out.append(f"  ... {len(lines) - hi} packets after")
+        out.append(f"  ... {_n(len(lines) - hi, 'packet')} after")
     return "\n".join(out)
 
 
@@ -465,7 +465,35 @@ def queue_engine(kmd: "Kmd", q) -> str:
 
 
 def _size(n: int) -> str:
-    return f"{n} bytes" if n < 4096 else f"{n // 1024} KiB"
+    return f"{n} byte{'s' * (n != 1)}" if n < 4096 else f"{n // 1024} KiB"
+
+
+def _n(n: int, noun: str, plural: str | None = None) -> str:
+    """`1 flush`, `2 flushes`: a count and its noun, as English has it (the report said
+    "1 flushes", "1 hits", "1 free range(s)")."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def _fds(fds: list[int]) -> str:
+    """File descriptors, runs of them compact: `fds 3-26`, `fds 3, 5, 7-9`, `fd 3`."""
+    fds = sorted(fds)
+    runs: list[list[int]] = []
+    for fd in fds:
+        if runs and fd == runs[-1][1] + 1:
+            runs[-1][1] = fd
+        else:
+            runs.append([fd, fd])
+    text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+    return f"fd{'s' * (len(fds) != 1)} {text}"
+
+
+def _alike(items: list[tuple[Any, int]]) -> list[tuple[Any, list[int]]]:
+    """(key, fd) pairs grouped by key, in the order each key first came, with their fds:
+    an app that opens 24 devices alike gets one line for them, not 24 the same."""
+    groups: dict[Any, list[int]] = {}
+    for key, fd in items:
+        groups.setdefault(key, []).append(fd)
+    return list(groups.items())
 
 
 def kmd_counts(kmd: "Kmd") -> Counter:
@@ -485,30 +513,46 @@ def exit_report(kmd: "Kmd", queues: list, ioctl_stats: dict[str, list], at_exit:
     live = kmd.live_bos()
     nbytes = sum(b.size for b in live)
     lines = []
+    unclosed, memory = [], []
     for d in devices:
+        fd = d.ws.file.fd
         if at_exit and not d.closed:  # (its queues, pools and slabs are the BO leaks below)
-            lines.append(f"  LEAK: the app never closed its device ({d.name}, fd {d.ws.file.fd}): "
-                         "gpu.close() frees its buffers, queues and pools")
+            unclosed.append((d.name, fd))
         apps = [b for b in d.buffers if b.owner is None]  # (not the queues' own pages, IBs, staging)
         if apps and at_exit:
             held = sum(b.size for b in apps)
-            lines.append(f"  LEAK: {len(apps)} buffer(s) of the app, {_size(held)}, never freed: "
+            lines.append(f"  LEAK: {_n(len(apps), 'buffer')} of the app, {_size(held)}, never freed: "
                          + ", ".join(repr(b) for b in apps[:4]) + (" ..." if len(apps) > 4 else ""))
         d.mm.take_back()  # (ranges and entries whose work is done)
         va, p = d.mm.va.stats(), d.mm.stats()
-        lines.append(f"  VA ({d.name}, fd {d.ws.file.fd}): {_size(va.used)} in {va.allocations} ranges, "
-                     f"{va.free_ranges} free range(s), the largest {_size(va.largest_free)}; at most "
-                     f"{_size(va.peak_used)} used, {va.peak_free_ranges} free ranges")
+        va_text = (f"{_size(va.used)} in {_n(va.allocations, 'range')}, {_n(va.free_ranges, 'free range')}, the "
+                   f"largest {_size(va.largest_free)}; at most {_size(va.peak_used)} used, "
+                   f"{_n(va.peak_free_ranges, 'free range')}")
         if p.enabled:
-            lines.append(f"  pools: BO cache {p.cache_hits} hits, {p.cache_misses} misses, {p.cache_expired} expired, "
-                         f"{p.cached} cached ({_size(p.cached_bytes)}); slabs {p.slab_allocs} entries handed out, "
-                         f"{p.slabs} slabs ({_size(p.slab_bytes)}), {p.slab_frees_deferred} frees deferred to their "
-                         f"fence, {_size(p.waste_bytes)} wasted by rounding up (at most {_size(p.waste_peak_bytes)})")
+            pools = (f"BO cache {_n(p.cache_hits, 'hit')}, {_n(p.cache_misses, 'miss', 'misses')}, "
+                     f"{p.cache_expired} expired, {p.cached} cached ({_size(p.cached_bytes)}); slabs "
+                     f"{_n(p.slab_allocs, 'entry', 'entries')} handed out, {_n(p.slabs, 'slab')} "
+                     f"({_size(p.slab_bytes)}), {_n(p.slab_frees_deferred, 'free')} deferred to their fence, "
+                     f"{_size(p.waste_bytes)} wasted by rounding up (at most {_size(p.waste_peak_bytes)})")
         else:
-            lines.append(f"  pools: off ({p.bos_created} BOs created, {p.bos_released} released)")
+            pools = f"off ({_n(p.bos_created, 'BO')} created, {p.bos_released} released)"
+        memory.append(((d.name, va_text, pools), fd))
+    for name, fds in _alike(unclosed):
+        if len(fds) == 1:
+            lines.append(f"  LEAK: the app never closed its device ({name}, fd {fds[0]}): gpu.close() frees its "
+                         "buffers, queues and pools")
+        else:
+            lines.append(f"  LEAK: the app never closed {len(fds)} devices ({name}, {_fds(fds)}): gpu.close() "
+                         "frees a device's buffers, queues and pools")
+    for (name, va_text, pools), fds in _alike(memory):
+        if len(fds) == 1:
+            lines.append(f"  VA ({name}, fd {fds[0]}): {va_text}\n  pools: {pools}")
+        else:
+            lines.append(f"  VA ({len(fds)} devices alike: {name}, {_fds(fds)}; each): {va_text}\n"
+                         f"  pools (each of the {len(fds)}): {pools}")
     shown = ", ".join(repr(b) for b in live[:6]) + (" ..." if len(live) > 6 else "")
     if live and at_exit:
-        lines.append(f"  LEAK: {len(live)} buffer object(s), {_size(nbytes)} still allocated at exit: {shown}")
+        lines.append(f"  LEAK: {_n(len(live), 'buffer object')}, {_size(nbytes)} still allocated at exit: {shown}")
     elif live:
         lines.append(f"  buffers: {len(live)} allocated, {_size(nbytes)}: {shown}")
     else:
@@ -516,35 +560,43 @@ def exit_report(kmd: "Kmd", queues: list, ioctl_stats: dict[str, list], at_exit:
     kb = kmd.bo.live_bos(None)
     lines.append(f"  kernel buffers: {len(kb)} ({_size(sum(b.size for b in kb))}): "
                  + ", ".join(b.name for b in kb))
+    counts = []
     for q in queues:
         cb = q.cmdbuf
+        fd = q.ws.file.fd
         if at_exit and not q.closed and cb.commands:
             # recorded and never submitted: the app neither flushed nor closed the queue, so the
             # GPU never ran them (the report said "N API calls, 0 flushes" and nothing more)
             calls = [str(lb) for lb in list(cb.labels.values()) + [lb for _, lb in cb._pending_labels]]
-            lines.append(f"  LEAK: queue fd {q.ws.file.fd} ctx {q.ctx_id} on {queue_engine(kmd, q)}: {cb.commands} command(s) recorded and "
-                         f"never submitted ({n_dwords(cb.dwords)}): the GPU never ran them (flush(), finish() or "
-                         "close() submits)" + (f"; the first {calls[0]}" if calls else ""))
+            lines.append(f"  LEAK: queue fd {fd} ctx {q.ctx_id} on {queue_engine(kmd, q)}: {_n(cb.commands, 'command')} "
+                         f"recorded and never submitted ({n_dwords(cb.dwords)}): the GPU never ran "
+                         f"{'it' if cb.commands == 1 else 'them'} (flush(), finish() or close() submits)" + (f"; the first {calls[0]}" if calls else ""))
         pool = q.pool
+        counts.append(((q.ctx_id, queue_engine(kmd, q),
+                        f"{_n(q.calls, 'API call')}, {_n(q.flushes, 'flush', 'flushes')}, IB pool "
+                        f"{_n(pool.created, 'IB')} of {4 * pool.size_dw} bytes created, {len(pool.free)} free, "
+                        f"{_n(q.cmdbuf.chains, 'chain')}, {_n(len(q.inflight), 'submission')} in flight"
+                        + (" (closed)" if q.closed else "")), fd))
+    for (ctx, engine, text), fds in _alike(counts):
         # context ids are per file (two clients' first contexts are both 1): the fd tells them apart
-        lines.append(f"  queue fd {q.ws.file.fd} ctx {q.ctx_id} on {queue_engine(kmd, q)}: {q.calls} API calls, {q.flushes} flushes, "
-                     f"IB pool {pool.created} IBs of {4 * pool.size_dw} bytes created, {len(pool.free)} free, "
-                     f"{q.cmdbuf.chains} chains, {len(q.inflight)} submissions in flight"
-                     + (" (closed)" if q.closed else ""))
+        if len(fds) == 1:
+            lines.append(f"  queue fd {fds[0]} ctx {ctx} on {engine}: {text}")
+        else:
+            lines.append(f"  {len(fds)} queues alike ({_fds(fds)}, ctx {ctx} on {engine}; each): {text}")
     fd = kmd.fence_drv
     n = kmd_counts(kmd) + (unloaded or Counter())
     # (a reloaded driver starts its counts afresh: the line showed the last driver's alone,
     # "1 emitted, 2 doorbells" after batching.py's 1,554 CS ioctls)
     loaded = f" (over {loads} driver loads: kmd_model.rebind)" if loads > 1 else ""
     lines.append(f"  fences: {n['emitted']} emitted, {n['signalled']} signalled, {len(fd.pending)} pending, "
-                 f"last {fd.last_seq:#010x}; {n['doorbells']} doorbells, {n['interrupts']} interrupts, "
-                 f"{n['resets']} GPU resets, {n['queue_resets']} queue resets{loaded}")
+                 f"last {fd.last_seq:#010x}; {_n(n['doorbells'], 'doorbell')}, {_n(n['interrupts'], 'interrupt')}, "
+                 f"{_n(n['resets'], 'GPU reset')}, {_n(n['queue_resets'], 'queue reset')}{loaded}")
     if ioctl_stats:
         total = sum(v[0] for v in ioctl_stats.values())
         per = ", ".join(f"{k} {v[0]}" for k, v in sorted(ioctl_stats.items(), key=lambda kv: -kv[1][0]))
         cyc = sum(v[1] for v in ioctl_stats.values())
         wall = sum(v[2] for v in ioctl_stats.values()) / 1000
-        lines.append(f"  ioctls: {total} ({per}); {cyc} cycles, {wall:.1f} ms inside them")
+        lines.append(f"  ioctls: {total} ({per}); {_n(cyc, 'cycle')}, {wall:.1f} ms inside them")
     return "\n".join(lines), len(live)
 
 

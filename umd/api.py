@@ -139,9 +139,11 @@ def open(api_version: int = LATEST, *, winsys=None, pools: bool = True) -> rt.De
         if winsys is None:
             kmd_model.bound()
     except KmdError:
-        # the new user's first mistake: umd.open() at the top of an app file, which
-        # `gpucosim run` imports before it brings the device up (then calls main())
-        raise UmdError("open: no GPU is bound yet: an app run by `gpucosim run` opens it in its main() (the "
-                       "file's top level runs before the device is up); a script of its own binds one first: "
-                       "kmd_model.bind(RefModel()) (docs/tutorial.md)") from None
+        # umd.open() at the top of an app file that has a main(): `gpucosim run` imports it
+        # before it brings the device up (then calls main()); a script without a main() is
+        # run whole once the device is up, and `python app.py` binds none
+        raise UmdError("open: no GPU is bound yet: an app with a main() run by `gpucosim run` opens it in "
+                       "main() (the file's top level runs before the device is up; a script without a main() "
+                       "runs once it is up); a script run by python binds one first: kmd_model.bind(RefModel()) "
+                       "(docs/tutorial.md)") from None
     return rt.Device(TABLES[version], winsys, pools)

@@ -15,7 +15,7 @@ from spec import pm4, sdma
 from . import failed_jobs, kmd_errors, submit
 from .errors import DeviceLost, GpuError, GpuTimeout, SubmitError, UmdError
 from .queue import QBO_TIMELINE, QBO_TS_FIRST, QBO_TS_SLOTS, Queue, _flush
-from .runtime import _UNSET, DEFAULT_TIMEOUT, M32, _Handle, _timeout, _timeout_alias, api_call, fixed
+from .runtime import _UNSET, DEFAULT_TIMEOUT, M32, _Handle, _timeout, _timeout_alias, api_call, fixed, record
 from .submit import PendingCs
 
 
@@ -33,19 +33,26 @@ class Event(_Handle):
     _what = "a queue's fence"
     queue = fixed("Event", "queue")
     value = fixed("Event", "value")  # (a Timestamp's is its sample: its own property)
+    # what the UMD records of it as its queue flushes it: `ev.seq = 0` made the next wait()
+    # wait for (and return True on) another submission, `ev.pending = None` lost an async flush
+    seq = record("Event", "seq", "the seqno of the submission carrying it, once its queue flushed it")
+    pending = record("Event", "pending", "its flush, while the submission thread has it")
+    number = record("Event", "number", "its flush's number on its queue")
+    lost = record("Event", "lost", "True once the submission carrying it was refused")
+    call = record("Event", "call", "the queue's call that recorded it")
 
     def __init__(self, queue: Queue, value: int):
         self._start(queue)
         self._value = value  # its timeline value (a Timestamp's value is its clock sample instead)
 
     def _start(self, queue: Queue) -> None:
-        """What every event has, a Timestamp too."""
+        """What every event has, a Timestamp too (the UMD's own records: read-only to the app)."""
         self._queue = queue
-        self.seq: int | None = None  # the submission carrying it, once flushed
-        self.pending: PendingCs | None = None  # its flush, while queued for the submission thread
-        self.number: int | None = None  # its flush's number (Queue.flushes), once flushed
-        self.lost = False  # its submission was refused
-        self.call = queue.calls + 1  # the queue's how-manieth call recorded it (Queue.calls, after its label)
+        self._seq: int | None = None  # the submission carrying it, once flushed
+        self._pending: PendingCs | None = None  # its flush, while queued for the submission thread
+        self._number: int | None = None  # its flush's number (Queue.flushes), once flushed
+        self._lost = False  # its submission was refused
+        self._call = queue.calls + 1  # the queue's how-manieth call recorded it (Queue.calls, after its label)
 
     def signalled(self) -> bool:
         """A look at memory: no ioctl, no flush, no wait. A look that finds it not signalled
@@ -57,8 +64,8 @@ class Event(_Handle):
         wait(timeout), which flushes."""
         if self._signalled():
             return True
-        q = self.queue
-        if not self.lost and (self.seq is not None or self.pending is not None) and not q.closed:
+        q = self._queue
+        if not self._lost and (self._seq is not None or self._pending is not None) and not q.closed:
             q.ws.elapse(POLL_CYCLES)
             if q.pending:  # (an async flush the submission thread has made since: its seqno, for a Timestamp)
                 submit.collect(q)
@@ -66,10 +73,10 @@ class Event(_Handle):
 
     def _signalled(self) -> bool:
         """Memory only, and no time passes (the driver's own looks, repr)."""
-        if self.lost:  # never written: a later event's value passes it, but it did not run
+        if self._lost:  # never written: a later event's value passes it, but it did not run
             return False
         # timeline values start at 1 over a zeroed dword, and are compared wrap-safely
-        return seq_passed(self.value, int(self.queue.q32[QBO_TIMELINE]))
+        return seq_passed(self.value, int(self._queue.q32[QBO_TIMELINE]))
 
     @api_call("Event.wait")
     def wait(self, timeout: int | None = DEFAULT_TIMEOUT, *, timeout_cycles: int | None = _UNSET) -> bool:
@@ -79,26 +86,26 @@ class Event(_Handle):
         last; raises GpuError when the GPU failed on this queue. `timeout_cycles=` is the
         keyword's old name, still taken."""
         timeout_cycles = _timeout("wait", _timeout_alias("wait", timeout, timeout_cycles, "timeout_cycles"))
-        q = self.queue
+        q = self._queue
         if self._signalled() and self._proven():
-            if (q.watch.jobs or q.async_errors) and self.number is not None:
+            if (q.watch.jobs or q.async_errors) and self._number is not None:
                 # (memory alone says nothing of a job that failed before, nor of a refusal)
-                failed_jobs.check(q, "wait", upto=self.number)
+                failed_jobs.check(q, "wait", upto=self._number)
             return True
         if q.closed:  # its close() finished what it could: this will never be signalled
             raise ValueError(f"wait: {_NEVER}")
-        if self.seq is None and not self.lost and q.async_submit:
-            if self.pending is None:
+        if self._seq is None and not self._lost and q.async_submit:
+            if self._pending is None:
                 _flush(q, call="wait")  # never flushed
             q._drain()  # its submission first
-        if self.lost:  # refused: raised here with what is pending up to it, unless reported before
-            if self.number is not None:
-                failed_jobs.check(q, "wait", upto=self.number)
+        if self._lost:  # refused: raised here with what is pending up to it, unless reported before
+            if self._number is not None:
+                failed_jobs.check(q, "wait", upto=self._number)
             raise SubmitError(errno.ECANCELED, "wait: the submission carrying this event was refused")
-        if self.seq is None:
+        if self._seq is None:
             _flush(q, call="wait")  # never flushed (earlier errors: raised once it is submitted)
         try:
-            if not q._wait_seq(self.seq, timeout_cycles, "wait"):  # type: ignore[arg-type]
+            if not q._wait_seq(self._seq, timeout_cycles, "wait"):  # type: ignore[arg-type]
                 return False
             if not self._done() or not self._proven():
                 # its submission has ended but did not signal it (or the queue has seen a job
@@ -106,15 +113,15 @@ class Event(_Handle):
                 # which says time ran out (as a copy queue's event did after its job's reset).
                 # (Before the reclaim, which lets the submission go: its labels name the call.)
                 try:
-                    q.ws.wait_cs(q.ctx_id, self.seq, 0)
+                    q.ws.wait_cs(q.ctx_id, self._seq, 0)
                 except KmdError as e:
                     kmd_errors.raise_from(q, e, "wait")
             q._reclaim()
         except GpuError as e:  # its job's error, with the errors pending up to it, in flush order
-            failed_jobs.check(q, "wait", upto=self.number, found=(self.number, e))
+            failed_jobs.check(q, "wait", upto=self._number, found=(self._number, e))
             raise  # (unreachable: check raises `found` at least)
         # a job before this one that failed, a refused flush before it, unless raised already
-        failed_jobs.check(q, "wait", upto=self.number)
+        failed_jobs.check(q, "wait", upto=self._number)
         return self._done()
 
     def __bool__(self) -> bool:
@@ -129,7 +136,7 @@ class Event(_Handle):
         return True
 
     def __repr__(self) -> str:
-        return f"<umd.Event {self.value} {'lost' if self.lost else 'signalled' if self._signalled() else 'pending'}>"
+        return f"<umd.Event {self.value} {'lost' if self._lost else 'signalled' if self._signalled() else 'pending'}>"
 
 
 class Timestamp(Event):
@@ -138,13 +145,13 @@ class Timestamp(Event):
 
     def __init__(self, queue: Queue, slot: int, index: int):
         self._start(queue)  # (no timeline value: Event.__init__ would set one)
-        self.slot = slot
-        self.index = index  # the queue's how-manieth timestamp: its slot is taken again QBO_TS_SLOTS later
+        self._slot = slot
+        self._index = index  # the queue's how-manieth timestamp: its slot is taken again QBO_TS_SLOTS later
 
     @property
     def _reused(self) -> bool:
         """QBO_TS_SLOTS more timestamps were taken on the queue: its slot may hold a later sample."""
-        return self.queue.ts_next - self.index > QBO_TS_SLOTS
+        return self._queue.ts_next - self._index > QBO_TS_SLOTS
 
     def __repr__(self) -> str:
         if self._reused:
@@ -152,7 +159,7 @@ class Timestamp(Event):
         return f"<umd.Timestamp {self.cycles} cycles>" if self._signalled() else "<umd.Timestamp pending>"
 
     def _signalled(self) -> bool:
-        return self.seq is not None and self.queue.seq_done(self.seq)
+        return self._seq is not None and self._queue.seq_done(self._seq)
 
     def _done(self) -> bool:
         return True
@@ -160,8 +167,8 @@ class Timestamp(Event):
     def _proven(self) -> bool:
         # its slot is written by the job, whose end passes the fence even when a ring reset
         # cancelled it: from the queue's first failed job on, the kernel says whether this one ran
-        f = self.queue.failed_from
-        return f is None or self.seq is None or not seq_passed(f, self.seq)
+        f = self._queue.failed_from
+        return f is None or self._seq is None or not seq_passed(f, self._seq)
 
     def _read_only(self, _v: int) -> None:
         # (a setter that ignored it let an app's own number be read back as the GPU's sample)
@@ -173,9 +180,11 @@ class Timestamp(Event):
                              f"last {QBO_TS_SLOTS}): read it before taking more")
         if not self._signalled():
             raise ValueError("timestamp: not written yet: wait() for it first")
-        lo, hi = self.queue.q32[2 * self.slot: 2 * self.slot + 2].tolist()
+        lo, hi = self._queue.q32[2 * self._slot: 2 * self._slot + 2].tolist()
         return lo | hi << 32
 
+    slot = record("Timestamp", "slot", "the dword pair of its queue's page the GPU writes its sample to")
+    index = record("Timestamp", "index", "the queue's how-manieth timestamp it is")
     cycles = property(_cycles, _read_only)
     value = property(_cycles, _read_only)  # type: ignore[assignment]  (Event's timeline value, here the sample)
 
@@ -231,20 +240,20 @@ def queue_wait_event(self: Queue, event: "Event") -> None:
         if event._signalled():
             return
         raise ValueError(f"wait_event: {_NEVER}")
-    if event.seq is None and event.pending is None and not event.lost:
+    if event._seq is None and event._pending is None and not event._lost:
         _flush_for(q, self, event)  # the event must be submitted before anything can depend on it
-    if event.pending is not None:  # flushed, queued for the submission thread
+    if event._pending is not None:  # flushed, queued for the submission thread
         if self.async_submit:
             # that thread submits it before this queue's next flush (one FIFO per device)
             # and names the dependency then
-            self.deps.append(submit.EventDep(q, event.pending, event))
+            self.deps.append(submit.EventDep(q, event._pending, event))
             self._label("wait_event")
             self._end_command()
             return
         q._drain()  # (the refusal, if any, stays its queue's to raise)
-    if event.lost:  # refused: known before, or found by the drain
+    if event._lost:  # refused: known before, or found by the drain
         raise SubmitError(errno.ECANCELED, "wait_event: the submission carrying this event was refused")
-    submit.add_seq_dep(self, q, event.seq)  # (named at the CS: q may be closed by then)
+    submit.add_seq_dep(self, q, event._seq)  # (named at the CS: q may be closed by then)
     self._label("wait_event")
     self._end_command()
 
@@ -257,7 +266,7 @@ def _flush_for(q: Queue, waiter: Queue, event: "Event") -> None:
     are kept for q's next call (flush, finish, Event.wait, close), this flush's own refusal
     named as the flush wait_event made; the wait_event raises only that its event was
     refused (SubmitError ECANCELED), or a GpuTimeout or DeviceLost (nothing recorded)."""
-    if q.calls != event.call:
+    if q.calls != event._call:
         raise ValueError(f"wait_event: the event's queue ({q!r}) recorded commands after it and has not flushed "
                          "it: flush that queue first (flushed from here, they would be submitted before its own "
                          "flush)")

@@ -57,7 +57,7 @@ def raise_from(q: Queue, e: KmdError, what: str, cs: bool = False, subs: list | 
             said += f": {OPEN_NEW_DEVICE}" if said.endswith(why) else f"; {why}: {OPEN_NEW_DEVICE}"
         raise DeviceLost(said) from e
     if e.errno == errno.ENOMEM:
-        raise OutOfMemory(f"{what}: queue (context {q.ctx_id}), {len(q.inflight)} submissions in flight "
+        raise OutOfMemory(f"{what}: queue (context {q.ctx_id}), {len(q.inflight)} submission{'s' * (len(q.inflight) != 1)} in flight "
                           f"(max_inflight={q.max_inflight}): {e.message}") from e
     said = f"{what}: {e}"
     if cs and isinstance(e.info, PacketAt) and labels and e.info.addr in labels:

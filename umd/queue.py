@@ -319,8 +319,8 @@ class Queue(_Dispatched):
         while len(self.inflight) >= self.max_inflight:
             oldest = self.inflight[0].seq
             if not self._wait_oldest(what):
-                raise GpuTimeout(f"{what}: queue (context {self.ctx_id}) has {len(self.inflight)} submissions "
-                                 f"in flight, its limit (max_inflight={self.max_inflight}), and the oldest "
+                raise GpuTimeout(f"{what}: queue (context {self.ctx_id}) has {len(self.inflight)} "
+                                 f"submission{'s' * (len(self.inflight) != 1)} in flight, its limit (max_inflight={self.max_inflight}), and the oldest "
                                  f"(seqno {oldest:#x}) has not finished after {self.timeout} cycles")
             self._reclaim()
 
@@ -565,7 +565,7 @@ def _submit_recorded(self: Queue, call: str) -> int | None:
         job = PendingCs(do_cs, ibs, labels, events, self.staging, self.flushes, deps=bool(deps))
         self.staging = []  # freed once the CS is in (submit.collect)
         for ev in events:
-            ev.pending, ev.number = job, self.flushes
+            ev._pending, ev._number = job, self.flushes
         self.pending.append(job)
         self.device.submitter.push(job)  # type: ignore[union-attr]
         return None
@@ -578,7 +578,7 @@ def _submit_recorded(self: Queue, call: str) -> int | None:
     except KmdError as e:
         self.pool.free.extend(ibs)  # never ran
         for ev in _take_recorded(self):
-            ev.lost = True
+            ev._lost = True
         try:
             kmd_errors.raise_from(self, e, call, cs=True, labels=labels)
         except UmdError as u:  # the newest error: the earlier ones pending first (finish's, close's flush)
@@ -592,7 +592,7 @@ def _submit_recorded(self: Queue, call: str) -> int | None:
     self._submitted(seq, ncs, self.flushes)
     failed_jobs.track(self, Submission(seq, ibs, labels, ncs, bool(deps), self.flushes))
     for ev in events:
-        ev.seq, ev.number = seq, self.flushes
+        ev._seq, ev._number = seq, self.flushes
     for b in self.staging:  # upload/download staging: the KMD keeps them until the job is done
         b.free()
     self.staging.clear()

@@ -96,6 +96,15 @@ def fixed(kind: str, name: str, how: str = "") -> property:
     return property(lambda self: self.__dict__["_" + name], refuse)
 
 
+def record(kind: str, name: str, what: str) -> property:
+    """What the UMD itself records of an object as it goes (kept as `_<name>`, which the UMD
+    sets, and read as that, not through this property): read-only to the app. `ev.seq = 0`
+    was taken, and the next ev.wait() waited for another submission."""
+    def refuse(self, v) -> None:
+        raise AttributeError(f"{kind}.{name} is the UMD's own record ({what}): read-only")
+    return property(operator.attrgetter("_" + name), refuse)
+
+
 # ---------------------------------------------------------------------------- dispatch
 
 class _Dispatched(_Handle):

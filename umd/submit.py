@@ -253,7 +253,7 @@ def collect(q) -> None:
         if job.error is not None and job.nibs is None:
             q.pool.free.extend(job.ibs)  # never ran
             for ev in job.events:
-                ev.lost, ev.pending = True, None
+                ev._lost, ev._pending = True, None
             for b in job.staging:
                 b.free()
             q.async_errors.append((job.number, _error(q, job)))
@@ -267,7 +267,7 @@ def collect(q) -> None:
         q._submitted(seq, job.ncs, job.number)
         failed_jobs.track(q, Submission(seq, ibs, labels, job.ncs, job.deps, job.number))
         for ev in events:
-            ev.seq, ev.pending = seq, None
+            ev._seq, ev._pending = seq, None
         for b in job.staging:
             b.free()
         q.device.mm.flushed()
@@ -379,7 +379,7 @@ def split(q, ibs: list, labels: dict, events: list, nibs: int) -> tuple[list, di
     ran_events = [ev for ev in events if event_ran(q, ev, ibs, labels, nibs)]
     for ev in events:
         if ev not in ran_events:
-            ev.lost, ev.pending = True, None
+            ev._lost, ev._pending = True, None
     q.pool.free.extend(ibs[nibs:])
     return ibs[:nibs], {a: lab for a, lab in labels.items() if _in(q, a, ibs[:nibs])}, ran_events
 
@@ -397,7 +397,7 @@ def _calls(q, labels: dict, ibs: list) -> list[int]:
 def event_ran(q, ev, ibs: list, labels: dict, nibs: int) -> bool:
     """Is event `ev`'s packet (its call's: Event.call) in the flush's first `nibs` IBs? (Any
     thread: it reads only what the flush recorded.)"""
-    return any(lab.call == ev.call for a, lab in labels.items() if _in(q, a, ibs[:nibs]))
+    return any(lab.call == ev._call for a, lab in labels.items() if _in(q, a, ibs[:nibs]))
 
 
 def part_refused(q, e: BaseException, ibs: list, labels: dict, nibs: int, ncs: int, seq: int, number: int,

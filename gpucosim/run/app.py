@@ -1,11 +1,13 @@
 """The app a run runs: finding it from APP (a file, a module, module:function) without
-running any of it, loading its main(), and saying in one line why it cannot be run."""
+running any of it, loading its main() (or, for a script with no main(), what runs it as
+`python app.py` would, once the device is up), and saying in one line why it cannot be run."""
 
 from __future__ import annotations
 
 import inspect
 import keyword
 import os
+import runpy
 import sys
 import traceback
 from pathlib import Path
@@ -23,7 +25,9 @@ def apply_app_log(main: Callable[[], Any], opts: RunOptions) -> None:
 
     if opts.log or os.environ.get(log.ENV):
         return
-    spec = getattr(sys.modules.get(getattr(main, "__module__", ""), None), "GPUCOSIM_LOG", None)
+    spec = getattr(main, "gpucosim_log", None)  # (a script's, read from its source: it has not run yet)
+    if spec is None:
+        spec = getattr(sys.modules.get(getattr(main, "__module__", ""), None), "GPUCOSIM_LOG", None)
     if isinstance(spec, str) and spec:
         log.configure(spec, stream=sys.stdout)
 
@@ -111,7 +115,9 @@ def reads_no_arguments(target: str) -> bool:
                 and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq) and isinstance(t.comparators[0], ast.Constant)
                 and t.comparators[0].value == "__main__")
 
-    nodes = [n for stmt in tree.body if not script_only(stmt) for n in ast.walk(stmt)]
+    # (a script with no main() runs as __main__: its `if __name__ == "__main__":` runs too)
+    flat = ":" not in target and not binds_name(tree, "main")
+    nodes = [n for stmt in tree.body if flat or not script_only(stmt) for n in ast.walk(stmt)]
     for node in nodes:
         if isinstance(node, ast.ImportFrom) and (node.level or not node.module):
             return False  # (a module of its own package)
@@ -129,6 +135,94 @@ def reads_no_arguments(target: str) -> bool:
         if word is not None and (word in _ARG_WORDS or "argv" in word):
             return False
     return True
+
+
+def binds_name(tree, name: str) -> bool:
+    """Does a module's source bind `name` at its top level (a def, a class, an assignment, an
+    import; in an if, try, with or loop too, not inside a function or class)? A star import
+    might: True."""
+    import ast
+
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name == name:
+                return True
+            todo += node.decorator_list  # (not its body: the function's own names)
+            continue
+        if isinstance(node, ast.Lambda):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any(a.name == "*" or (a.asname or a.name.split(".")[0]) == name for a in node.names):
+                return True
+            continue
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, (ast.Store, ast.Del)):
+            return True
+        todo += ast.iter_child_nodes(node)
+    return False
+
+
+def script_source(target: str) -> str | None:
+    """The file of an app that is a script, not an app with a main(): a .py file or a module
+    (no `:function` named) whose source binds no `main` at its top level, as a new user's
+    first script (`gpu = umd.open()` on its first lines). None for an app with a main(), a
+    package, or a source that does not parse (importing it says why, as before)."""
+    import ast
+    import importlib.util
+
+    if ":" in target:
+        return None
+    try:
+        if target.endswith(".py"):
+            path = target
+        else:
+            spec = importlib.util.find_spec(target)
+            if spec is None or spec.submodule_search_locations is not None:
+                return None  # (a package: its main() or its error, as before)
+            path = spec.origin
+        if not path or not path.endswith(".py"):
+            return None
+        tree = ast.parse(Path(path).read_bytes(), filename=path)
+    except Exception:  # (unreadable, not Python: loading it says so)
+        return None
+    return None if binds_name(tree, "main") else path
+
+
+def _script_log(path: str) -> str | None:
+    """A script's `GPUCOSIM_LOG = "..."` at its top level, read from its source (apply_app_log)."""
+    import ast
+
+    try:
+        tree = ast.parse(Path(path).read_bytes(), filename=path)
+    except Exception:
+        return None
+    for stmt in tree.body:
+        if (isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "GPUCOSIM_LOG"
+                                                 for t in stmt.targets)
+                and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)):
+            return stmt.value.value
+    return None
+
+
+def _script_runner(target: str, path: str) -> Callable[[], Any]:
+    """What runs a script (no main()) as `python app.py` or `python -m app` would, as
+    __main__, `if __name__ == "__main__":` included: called by the run in the place of a
+    main(), once the device is bound. Importing it before, as an app with a main() is, ran
+    its top level with no device yet (`umd.open()`: "no GPU is bound yet")."""
+    if target.endswith(".py"):
+        d = str(Path(path).resolve().parent)
+        if d not in sys.path:
+            sys.path.insert(0, d)  # an app may import modules beside it
+
+        def run_script() -> None:
+            runpy.run_path(path, run_name="__main__")
+    else:
+        def run_script() -> None:
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+
+    run_script.gpucosim_log = _script_log(path)  # type: ignore[attr-defined]
+    return run_script
 
 
 def no_app_file(target: str) -> str:
@@ -155,8 +249,10 @@ def _is_file(path: str) -> bool:
 
 
 def load_main(target: str) -> Callable[[], Any]:
-    """`pkg.module` or `pkg.module:function` or a path to a .py file -> its main function.
-    AppNotFound when the target is not there; whatever the app's own code raises otherwise."""
+    """`pkg.module` or `pkg.module:function` or a path to a .py file -> its main function;
+    for a script with no main() (script_source), the function that runs it as __main__,
+    none of it run yet. AppNotFound when the target is not there; whatever the app's own
+    code raises otherwise."""
     import importlib
     import importlib.util
 
@@ -166,6 +262,9 @@ def load_main(target: str) -> Callable[[], Any]:
     # them after the app (a 20-line traceback, "'umd' is not a package"; the model had them)
     for pkg in ("umd", "kmd_model", "spec", "testbench"):
         importlib.import_module(pkg)
+    script = script_source(target)
+    if script is not None:
+        return _script_runner(target, script)
     if target.endswith(".py"):
         path = Path(target)
         spec = importlib.util.spec_from_file_location("gpucosim_app", path)
@@ -204,10 +303,12 @@ def load_main(target: str) -> Callable[[], Any]:
 # was raised from, another 20 lines of ioctl dispatch.)
 _OURS = tuple(str(Path(__file__).resolve().parents[2] / d) + os.sep
               for d in ("gpucosim", "umd", "kmd_model", "testbench", "spec"))
+# (what runs a script as __main__: not the app's frames either)
+_RUNPY = frozenset({os.path.abspath(runpy.__file__), "<frozen runpy>"})
 
 
 def _ours(filename: str) -> bool:
-    return os.path.abspath(filename).startswith(_OURS)
+    return os.path.abspath(filename).startswith(_OURS) or filename in _RUNPY or os.path.abspath(filename) in _RUNPY
 
 
 def _trim(te: traceback.TracebackException, seen: set[int]) -> bool:

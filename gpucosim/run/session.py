@@ -328,7 +328,7 @@ class Session:
             how = ("" if at_exit else f"; the app raised (status {code}): what it held then" if raised else
                    f"; stopped by {by} (status {code}): what ran until then")
             print(f"gpucosim: exit report ({self.opts.backend}, {self.dev.now()} cycles; {self.app_wall * 1e3:.1f} ms "
-                  f"in the app, {dc.seconds * 1e3:.1f} ms in {dc.calls} device calls{how})\n{self.exit_text}",
+                  f"in the app, {dc.seconds * 1e3:.1f} ms in {dc.calls} device call{'s' * (dc.calls != 1)}{how})\n{self.exit_text}",
                   file=sys.stderr, flush=True)
 
     def figures(self, code: int | None = None) -> dict:

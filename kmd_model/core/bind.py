@@ -73,7 +73,9 @@ def bind(dev: Device, params: KmdParams | None = None, *, observers=(), **kw) ->
     if _claimed_by is not None and dev is not _claimed_dev:
         raise KmdError(errno.EBUSY, f"bind: {_claimed_by} has bound the driver to its own device: the app opens "
                                     "it with umd.open() alone (kmd_model.bind(RefModel()) is for a script run by "
-                                    "itself, under `if __name__ == \"__main__\":`, as examples/hello.py does)")
+                                    "itself, under `if __name__ == \"__main__\":`, as examples/hello.py does; a "
+                                    "script without a main(), which gpucosim runs as __main__, binds only when "
+                                    "kmd_model.bound() raises KmdError, as examples/demo.py does)")
     if _bound is not None and _bound.dev is dev:
         # one driver per device: the old one's files would keep BOs in memory the new one
         # hands out again, and wait for jobs its rings no longer run

@@ -153,10 +153,19 @@ def setup_env() -> None:
         os.environ["PATH"] = venv_bin + os.pathsep + os.environ["PATH"]
 
 
+def unknown_simulator(sim: str) -> str:
+    """Why `sim` names no simulator, in one line naming those there are (the reference model
+    is a backend of `gpucosim run`, not a simulator: said so)."""
+    if sim == "model":
+        return (f"'model' is the reference model, not a simulator: choose one of {', '.join(SIMULATORS)} (tests on the "
+                "model run whichever is chosen)")
+    return f"unknown simulator {sim!r}: choose one of {', '.join(SIMULATORS)}"
+
+
 def unavailable_reason(sim: str) -> str | None:
     """None if `sim` can run here, else a one-line notice naming what to install."""
     if sim not in SIMULATORS:
-        return f"unknown simulator {sim!r}: choose one of {', '.join(SIMULATORS)}"
+        return unknown_simulator(sim)
     if sim == "icarus":
         if shutil.which("iverilog") is None or shutil.which("vvp") is None:
             return "Icarus Verilog not found: install it with `apt-get install iverilog`"
@@ -173,9 +182,16 @@ def selected_simulators() -> list[str]:
     if not env:
         return list(SIMULATORS)
     sims = [s.strip() for s in env.split(",") if s.strip()]
-    for s in sims:
+    if not sims:  # (`SIM=,`: the RTL's tests ran on no simulator, and said nothing)
+        raise ValueError(f"SIM={env!r} names no simulator: choose from {', '.join(SIMULATORS)}, a comma list, or "
+                         "leave SIM unset for all")
+    for i, s in enumerate(sims):
         if s not in SIMULATORS:
+            if s == "model":
+                raise ValueError(f"SIM={env!r}: {unknown_simulator(s)}")
             raise ValueError(f"SIM={env!r}: unknown simulator {s!r}; choose from {', '.join(SIMULATORS)}")
+        if s in sims[:i]:  # (each of its tests twice)
+            raise ValueError(f"SIM={env!r}: {s} is given twice")
     return sims
 
 

@@ -299,6 +299,18 @@ def shards(simulator: str) -> list[list[str]]:
     return [sorted(s, key=order.__getitem__) for s in out if s]
 
 
+def _simulator(text: str) -> str:
+    """--sim's value: a simulator, or the simulator layer's one line (argparse's "invalid
+    choice" worded it otherwise than every other --sim)."""
+    import argparse
+
+    from testbench import sim
+
+    if text not in sim.SIMULATORS:
+        raise argparse.ArgumentTypeError(sim.unknown_simulator(text))
+    return text
+
+
 def _main(argv=None) -> int:
     """`python -m tests.cosim.driver_checks`: run the driver checks on the RTL outside pytest,
     at any bus width and memory (make test runs them at 64 bits on the default memory)."""
@@ -307,7 +319,7 @@ def _main(argv=None) -> int:
     from testbench.sim.design import gpu_design
 
     p = OneLineParser(prog="python -m tests.cosim.driver_checks", description=_main.__doc__)
-    p.add_argument("--sim", default="verilator", choices=sim.SIMULATORS)
+    p.add_argument("--sim", default="verilator", type=_simulator, metavar="{" + ",".join(sim.SIMULATORS) + "}")
     p.add_argument("--data-width", type=int, default=64, choices=(32, 64, 128, 256))
     p.add_argument("--memory", default=None, metavar="SPEC",
                    help=f"slow or slow:SEED (default ${MEM_ENV}, else the default memory)")

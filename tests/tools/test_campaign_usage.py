@@ -14,6 +14,7 @@ from formal.run import main as formal_main
 from testbench.difftest.__main__ import main as difftest_main
 from testbench.mutate.__main__ import main as mutate_main
 from testbench.mutate.rtl import main as rtl_mutant_main
+from tests.cosim.driver_checks import _main as driver_checks_main
 
 CASES = [
     (difftest_main, "python -m testbench.difftest", ["--streams", "-5"], "argument --streams: must be at least 0, not -5"),
@@ -59,6 +60,12 @@ CASES = [
      "int-sel-3-interrupts, addr-incr-ignored, ib-beyond-bus-unchecked, raw-wait-dropped, int-status-not-w1c, "
      "burst-clamp-removed, dma-raw-ignored, dma-first-strobe, mux-w-to-first-master, mmu-write-needs-read, "
      "mmu-invalidate-ignored, mmu-huge-page-offset, mmu-range-unchecked; or baseline)"),
+    # (argparse's own "invalid choice: 'spice' (choose from 'verilator', 'icarus')", worded unlike every other --sim)
+    (driver_checks_main, "python -m tests.cosim.driver_checks", ["--sim", "spice"],
+     "argument --sim: unknown simulator 'spice': choose one of verilator, icarus"),
+    (driver_checks_main, "python -m tests.cosim.driver_checks", ["--sim", "model"],
+     "argument --sim: 'model' is the reference model, not a simulator: choose one of verilator, icarus (tests on the "
+     "model run whichever is chosen)"),
     (formal_main, "python -m formal", ["--jobs", "0"], "argument --jobs: must be at least 1, not 0"),
     (formal_main, "python -m formal", ["--jobs", "two"], "argument --jobs: must be an integer (decimal or 0x hex), not 'two'"),
 ]

@@ -112,14 +112,21 @@ def test_bad_log_environment_is_one_line_not_a_traceback():
                         "GPUCOSIM_LOG is ignored\n")
 
 
-def test_make_test_with_an_unknown_simulator_is_one_line():
+@pytest.mark.parametrize("value, says", [
+    ("vcs", "SIM='vcs': unknown simulator 'vcs'; choose from verilator, icarus"),
+    # (`SIM=,` ran the RTL's tests on no simulator and passed; `SIM=model` said "unknown
+    # simulator", where `make sim SIM=model` runs the model; a simulator twice ran its tests twice)
+    (" , ", "SIM=',' names no simulator: choose from verilator, icarus, a comma list, or leave SIM unset for all"),
+    ("model", "SIM='model': 'model' is the reference model, not a simulator: choose one of verilator, icarus (tests "
+              "on the model run whichever is chosen)"),
+    ("verilator,verilator", "SIM='verilator,verilator': verilator is given twice")])
+def test_make_test_with_an_unknown_simulator_is_one_line(value, says):
     """`make test SIM=vcs`: one line naming the simulators, not a conftest traceback."""
-    e = dict(os.environ, SIM="vcs")
+    e = dict(os.environ, SIM=value)
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/spec/test_docs.py"],
                        cwd=ROOT, env=e, capture_output=True, text=True, timeout=120)
     lines = [x for x in (r.stdout + r.stderr).splitlines() if x.strip()]
-    assert r.returncode == 4 and lines == ["ERROR: SIM='vcs': unknown simulator 'vcs'; choose from verilator, icarus"], (
-        r.returncode, lines)
+    assert r.returncode == 4 and lines == [f"ERROR: {says}"], (r.returncode, lines)
 
 
 @pytest.mark.parametrize("app", ["async_submit", "batching", "copy_pipeline", "memcpy", "pools", "producer_consumer"])

@@ -335,8 +335,8 @@ def test_run_exit_code_args_and_exit_report(tmp_path):
     assert r.returncode == 3
     assert "args ['--size', '5']" in r.stdout
     assert "gpucosim: exit report (model, " in r.stderr
-    assert "LEAK: 1 buffer(s) of the app, 8 KiB, never freed: <umd.Buffer GTT " in r.stderr
-    assert "LEAK: 1 buffer object(s), 256 KiB still allocated at exit" in r.stderr  # its slab: 32 entries
+    assert "LEAK: 1 buffer of the app, 8 KiB, never freed: <umd.Buffer GTT " in r.stderr
+    assert "LEAK: 1 buffer object, 256 KiB still allocated at exit" in r.stderr  # its slab: 32 entries
     assert "fences: " in r.stderr and "ioctls: " in r.stderr
 
 
@@ -385,7 +385,9 @@ def test_an_app_that_binds_a_device_of_its_own_is_told_it_runs_on_gpucosims(tmp_
     assert r.returncode == 1 and "ran on" not in r.stdout, (r.stdout, r.stderr)
     assert (f"gpucosim: exception in the app: KmdError: EBUSY: bind: gpucosim run --sim {sim} has bound the driver "
             "to its own device: the app opens it with umd.open() alone (kmd_model.bind(RefModel()) is for a script "
-            "run by itself, under `if __name__ == \"__main__\":`, as examples/hello.py does)") in r.stderr.splitlines()
+            "run by itself, under `if __name__ == \"__main__\":`, as examples/hello.py does; a script without a main(), "
+            "which gpucosim runs as __main__, binds only when kmd_model.bound() raises KmdError, as examples/demo.py "
+            "does)") in r.stderr.splitlines()
     if sim == "model":
         r = gpucosim("run", "examples/batching.py", "--sim", "model", "--", "--commands", "8", "--thresholds", "1",
                      "--aligns", "1,8")
@@ -491,7 +493,7 @@ def test_a_reader_that_goes_away_ends_the_output_not_the_run(tmp_path, backend):
 
 def test_run_reports_an_app_that_cannot_load(tmp_path):
     app = tmp_path / "nomain.py"
-    app.write_text("x = 1\n")
+    app.write_text("main = 1\n")  # (a main that is no function; a file with no main at all is a script)
     r = gpucosim("run", str(app), "--sim", "model")
     assert r.returncode == 2
     assert f"gpucosim: cannot load app '{app}': it has no callable main()" in r.stderr
@@ -553,18 +555,108 @@ def test_run_shows_where_an_app_fails_to_import(tmp_path):
 
 
 def test_an_app_that_opens_the_gpu_as_it_is_imported_is_told_where_in_its_own_frames(tmp_path):
-    """A script with no main() that opens the device at its top level (a newcomer's first
-    script): the UMD's one-line error, and the traceback of the app's own line, not the
+    """An app with a main() that opens the device at its top level (imported before the
+    device is up): the UMD's one-line error, and the traceback of the app's own line, not the
     UMD's frames under it (umd/runtime.py's hook, umd/api.py's check)."""
-    app = tmp_path / "flat.py"
-    app.write_text("import umd\n\ngpu = umd.open()\n")
+    app = tmp_path / "early.py"
+    app.write_text("import umd\n\ngpu = umd.open()\n\ndef main():\n    gpu.close()\n")
     r = gpucosim("run", str(app), "--sim", "model")
     assert r.returncode == 2
     assert f'File "{app}", line 3' in r.stderr and "gpu = umd.open()" in r.stderr, r.stderr
     assert "umd/" not in r.stderr.replace("umd.open", "") and "gpucosim/" not in r.stderr, r.stderr
     assert r.stderr.splitlines()[-1].startswith(
-        f"gpucosim: cannot load app '{app}': UmdError: open: no GPU is bound yet: an app run by `gpucosim run` "
-        "opens it in its main()"), r.stderr
+        f"gpucosim: cannot load app '{app}': UmdError: open: no GPU is bound yet: an app with a main() run by "
+        "`gpucosim run` opens it in main()"), r.stderr
+
+
+FLAT = ("import sys\n"
+        "import umd\n"
+        "GPUCOSIM_LOG = 'ioctl=info'\n"
+        "gpu = umd.open()\n"
+        "buf = gpu.alloc(4096)\n"
+        "q = gpu.queue()\n"
+        "q.write(buf, 0, int(sys.argv[1], 0))\n"
+        "done = q.signal()\n"
+        "print('waited', done.wait(), hex(int(buf.u32[0])), __name__)\n"
+        "if __name__ == '__main__':\n"
+        "    gpu.close()\n"
+        "    sys.exit(3)\n")
+
+
+@pytest.mark.parametrize("sim", ["model", "verilator"])
+def test_a_script_without_main_runs_once_the_device_is_up(tmp_path, sim):
+    """A new user's first script has no main(): `umd.open()` on its top level. gpucosim
+    imported it before the device was up, and it ended in "no GPU is bound yet". It runs
+    now as `python app.py` would run it, as __main__ (its `if __name__ == "__main__":`
+    too), once the device is bound, with its arguments and its GPUCOSIM_LOG."""
+    app = tmp_path / "first.py"
+    app.write_text(FLAT)
+    r = gpucosim("run", str(app), "--sim", sim, "--", "0xc0ffee", timeout=600)
+    assert r.returncode == 3, r.stderr[-3000:]
+    assert "waited True 0xc0ffee __main__" in r.stdout, r.stdout[-3000:]
+    assert "[ioctl]" in r.stdout  # (its GPUCOSIM_LOG, read from its source before it ran)
+    assert "Traceback" not in r.stderr and "LEAK" not in r.stderr, r.stderr[-3000:]
+
+
+@pytest.mark.parametrize("source, has_main", [
+    ("def main():\n    pass\n", True), ("main = lambda: 0\n", True), ("from examples.hello import main\n", True),
+    ("if True:\n    def main():\n        pass\n", True), ("try:\n    import main\nexcept ImportError:\n    pass\n", True),
+    ("from os import *\n", True),  # (it might: as before)
+    ("import umd\ngpu = umd.open()\n", False), ("def run():\n    main = 1\n", False),
+    ("class App:\n    def main(self):\n        pass\n", False), ("f = lambda main: main\n", False),
+    ("from examples.hello import main as hello_main\n", False)])
+def test_which_apps_are_scripts(tmp_path, source, has_main):
+    """An app with a main() at its top level is imported and its main() called; one without
+    (names bound inside a function or class are not the module's) runs as a script."""
+    import ast
+
+    from gpucosim.run.app import binds_name, script_source
+
+    assert binds_name(ast.parse(source), "main") == has_main
+    app = tmp_path / "app.py"
+    app.write_text(source)
+    assert script_source(str(app)) == (None if has_main else str(app))
+    assert script_source(f"{app}:main") is None  # (a function named: never a script)
+
+
+def test_a_script_without_main_that_binds_when_none_is_runs_both_ways(tmp_path):
+    """A script without main() is __main__ under gpucosim too: one that binds the model for
+    `python app.py` does it when no device is bound (the EBUSY's words say how), and then
+    runs both ways, on gpucosim's device under `gpucosim run`."""
+    app = tmp_path / "both.py"
+    app.write_text("import kmd_model, umd\n"
+                   "from testbench.refmodel import RefModel\n"
+                   "try:\n"
+                   "    kmd_model.bound()\n"
+                   "except kmd_model.KmdError:\n"
+                   "    kmd_model.bind(RefModel())\n"
+                   "gpu = umd.open()\n"
+                   "print('ran on', gpu.name)\n"
+                   "gpu.close()\n")
+    r = gpucosim("run", str(app), "--sim", "verilator", timeout=600)
+    assert r.returncode == 0 and "ran on verilator" in r.stdout, r.stderr[-3000:]
+    r = subprocess.run([sys.executable, str(app)], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])))
+    assert r.returncode == 0 and "ran on model" in r.stdout, r.stderr[-3000:]
+
+
+def test_a_script_module_without_main_runs_and_its_errors_are_its_own_lines(tmp_path):
+    """The same for a module target (`python -m` would run it as __main__); an exception in
+    a script is its own frames' traceback (not runpy's, not gpucosim's) and a crash report."""
+    (tmp_path / "firstmod.py").write_text(FLAT)
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", str(ROOT))])}
+    r = gpucosim("run", "firstmod", "--sim", "model", "--crash-dir", str(tmp_path / "crash"), "--", "7", env=env)
+    assert r.returncode == 3 and "waited True 0x7 __main__" in r.stdout, r.stderr[-3000:]
+    app = tmp_path / "bad.py"
+    app.write_text("import umd\ngpu = umd.open()\nq = gpu.queue()\nq.write(None, 0, 1)\n")
+    r = gpucosim("run", str(app), "--sim", "model", "--crash-dir", str(tmp_path / "crash"))
+    assert r.returncode == 1, r.stderr
+    lines = r.stderr.splitlines()
+    assert lines[:4] == ["Traceback (most recent call last):", f'  File "{app}", line 4, in <module>',
+                         "    q.write(None, 0, 1)", "TypeError: write: buf must be a umd Buffer, not None"], r.stderr
+    assert "gpucosim: exception in the app: TypeError: write: buf must be a umd Buffer, not None" in r.stderr
+    assert "runpy" not in r.stderr and "gpucosim/" not in r.stderr
+    assert list((tmp_path / "crash").glob("crash-bad-*"))
 
 
 def test_run_shows_where_an_app_has_a_syntax_error(tmp_path):
@@ -638,11 +730,11 @@ def test_exit_report_shows_va_fragmentation_and_pools(tmp_path):
     # the last merged with the rest of the range (less one guard page)
     assert got == [4, 4, va_end - va_start - 7 * 0x3000 - 0x1000, 4], got
     err = r.stderr
-    assert f"  VA (model, fd 3): 0 bytes in 0 ranges, 1 free range(s), the largest {(va_end - va_start) // 1024 - 4} " \
+    assert f"  VA (model, fd 3): 0 bytes in 0 ranges, 1 free range, the largest {(va_end - va_start) // 1024 - 4} " \
            "KiB; at most 96 KiB used, 4 free ranges\n  pools: off (8 BOs created, 8 released)\n" in err
-    assert "  pools: BO cache 1 hits, 3 misses, 0 expired, 1 cached (64 KiB); slabs 42 entries handed out, " \
+    assert "  pools: BO cache 1 hit, 3 misses, 0 expired, 1 cached (64 KiB); slabs 42 entries handed out, " \
            "2 slabs (192 KiB), 0 frees deferred to their fence, 0 bytes wasted by rounding up (at most 6 KiB)" in err
-    assert "buffer(s) of the app" not in err  # the queue's page and IB were left to it, not leaked by the app
+    assert "of the app" not in err  # the queue's page and IB were left to it, not leaked by the app
 
 
 def test_ctrl_c_is_one_line_not_a_traceback(tmp_path):

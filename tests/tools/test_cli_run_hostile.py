@@ -62,7 +62,7 @@ def test_an_app_whose_import_raises_what_the_launcher_did_not_expect(tmp_path, b
     launcher, and a BaseException of the app's own went past it (a traceback through
     gpucosim's frames, exit 1)."""
     app = tmp_path / "odd_import.py"
-    app.write_text(body)
+    app.write_text(body + "\n\ndef main():\n    pass\n")  # (an app with a main() is imported before the run)
     r = gpucosim("run", str(app), "--sim", "model")
     assert r.returncode == 2, r.stderr
     assert r.stderr.splitlines()[-1] == f"gpucosim: cannot load app {str(app)!r}: {says}"
@@ -496,14 +496,14 @@ def test_a_traceback_wholly_inside_gpucosim_is_shown_whole():
 
 def test_commands_recorded_and_never_submitted_are_reported(tmp_path):
     """`q.write(...)` and return, with no flush, finish or close: the GPU never ran the write,
-    and the exit report said only "1 API calls, 0 flushes"."""
+    and the exit report said only "1 API calls, 0 flushes" (now "1 API call, 0 flushes")."""
     app = tmp_path / "noflush.py"
     app.write_text("import umd\n\ndef main():\n    gpu = umd.open()\n    q = gpu.queue()\n"
                    "    q.write(gpu.alloc(64), 0, 1)\n")
     r = gpucosim("run", str(app), "--sim", "model")
     assert r.returncode == 0, r.stderr
-    assert ("  LEAK: queue fd 3 ctx 1 on CP queue 0 (gfx): 1 command(s) recorded and never submitted (5 dwords): the GPU never ran "
-            "them (flush(), finish() or close() submits); the first Queue.write() #1") in r.stderr.splitlines(), r.stderr
+    assert ("  LEAK: queue fd 3 ctx 1 on CP queue 0 (gfx): 1 command recorded and never submitted (5 dwords): the GPU never ran "
+            "it (flush(), finish() or close() submits); the first Queue.write() #1") in r.stderr.splitlines(), r.stderr
     app.write_text(app.read_text() + "    q.flush()\n")
     r = gpucosim("run", str(app), "--sim", "model")
     assert "never submitted" not in r.stderr, r.stderr

@@ -214,7 +214,7 @@ def test_stats_prints_the_exit_report_of_a_stopped_run(tmp_path, how):
     head, body = _report(err)
     assert re.fullmatch(rf"gpucosim: exit report \(model, \d+ cycles; [\d.]+ ms in the app, [\d.]+ ms in \d+ device "
                         rf"calls; {re.escape(said)}: what ran until then\)", head), head
-    assert "LEAK" not in body and "queue fd 3 ctx 1 on CP queue 0 (gfx): 1 API calls, 1 flushes" in body, body
+    assert "LEAK" not in body and "queue fd 3 ctx 1 on CP queue 0 (gfx): 1 API call, 1 flush" in body, body
     assert "ioctls: " in body and "CS 1" in body, body
     assert json.loads(trace.read_text())["otherData"]["exit_report"] == body
 
@@ -247,7 +247,7 @@ def test_timeout_inside_a_flush_keeps_the_submission(tmp_path, backend):
     assert "Traceback" not in r.stderr, r.stderr
     head, body = _report(r.stderr)
     assert "stopped by --timeout (status 124)" in head
-    assert "queue fd 3 ctx 1 on CP queue 0 (gfx): 1 API calls, 1 flushes," in body, body  # (0 flushes: lost)
+    assert "queue fd 3 ctx 1 on CP queue 0 (gfx): 1 API call, 1 flush," in body, body  # (0 flushes: lost)
     assert re.search(r"\bCS 1\b", body), body
     total = int(re.search(r"ioctls: (\d+) \(", body).group(1))
     assert json.loads(stats.read_text())["ioctls"] == total

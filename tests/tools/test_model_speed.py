@@ -98,7 +98,7 @@ def test_a_failing_workload_is_refused(tmp_path):
     with pytest.raises(RuntimeError, match=r"bad\.py failed on model \(exit 1\)"):
         model_speed.measure(str(bad), "model", 1)
     nomain = tmp_path / "nomain.py"
-    nomain.write_text("x = 1\n")
+    nomain.write_text("main = 1\n")  # (cannot load: a file with no main at all is a script, which runs)
     with pytest.raises(RuntimeError, match=r"wrote no figures \(exit 2\)"):
         model_speed.run_once(str(nomain), "model")
 

@@ -690,7 +690,8 @@ def test_two_clients_first_contexts_are_told_apart_by_their_fd():
     for fd in fds:
         assert re.search(rf"^  (in the ring|queued): fd {fd} context 1 seq ", jobs, re.M), jobs
     text, _ = exit_report(kmd, queues, {}, at_exit=False)
-    assert all(f"  queue fd {fd} ctx 1 on CP queue 0 (gfx): " in text for fd in fds), text
+    # (the two queues alike: one line, which names both fds)
+    assert f"  2 queues alike (fds {min(fds)}-{max(fds)}, ctx 1 on CP queue 0 (gfx); each): " in text, text
     for gate in gates:
         gate.u32[0] = 1
     for q in queues:
@@ -781,6 +782,70 @@ def test_the_exit_report_names_each_queues_engine():
         gpu.close()
     finally:
         kmd_model.unbind()
+
+
+def test_the_exit_report_gives_devices_and_queues_alike_one_line_and_counts_in_english():
+    """An app that opened 24 devices got 24 near-identical VA and pools lines (and as many
+    queue lines and "never closed" leaks); the report said "1 flushes", "1 hits", "1 API
+    calls", "1 free range(s)". Devices and queues alike are one line with their count and
+    fds; one alone keeps its own line; every count agrees with its noun."""
+    import re
+
+    import kmd_model
+    import umd
+    from gpucosim.crash import _fds, exit_report
+    from testbench.refmodel import RefModel
+
+    assert [_fds(x) for x in ([3], [3, 4, 5], [7, 3, 5, 4, 9])] == ["fd 3", "fds 3-5", "fds 3-5, 7, 9"]
+    kmd = kmd_model.bind(RefModel())
+    try:
+        gpus, queues = [], []
+        for _ in range(24):
+            gpu = umd.open()
+            q = gpu.queue()
+            q.write(gpu.alloc(64), 0, 1)
+            q.finish()
+            gpus.append(gpu)
+            queues.append(q)
+        odd = umd.open(pools=False)  # (unlike the others: a line of its own)
+        text, _ = exit_report(kmd, queues, {}, devices=gpus + [odd])
+        lines = text.splitlines()
+        fds = _fds([g.ws.file.fd for g in gpus])
+        assert fds == f"fds {gpus[0].ws.file.fd}-{gpus[-1].ws.file.fd}"
+        assert [ln.split(":")[0] for ln in lines if ln.startswith(("  VA", "  pools"))] == [
+            f"  VA (24 devices alike", "  pools (each of the 24)", f"  VA (model, fd {odd.ws.file.fd})", "  pools"], text
+        assert f"  VA (24 devices alike: model, {fds}; each): " in text
+        assert f"  LEAK: the app never closed 25 devices (model, {_fds([g.ws.file.fd for g in gpus + [odd]])}): " \
+               "gpu.close() frees a device's buffers, queues and pools" in lines
+        (q_line,) = [ln for ln in lines if "queue" in ln and "API call" in ln]
+        assert q_line.startswith(f"  24 queues alike ({fds}, ctx {queues[0].ctx_id} on CP queue 0 (gfx); each): "
+                                 "1 API call, 1 flush, IB pool 1 IB of "), q_line
+        assert "1 submission" not in q_line and "0 submissions in flight" in q_line
+        # no count with the wrong number: "1 flushes", "2 hit,", "(s)"
+        assert "(s)" not in text and not re.search(r"\b1 (flushes|hits|misses|ranges|free ranges|entries|slabs|"
+                                                     r"API calls|IBs|chains|submissions|doorbells|interrupts|"
+                                                     r"GPU resets|queue resets|BOs|bytes|cycles)\b", text), text
+        one, _ = exit_report(kmd, queues[:1], {}, devices=gpus[:1])
+        assert f"  VA (model, fd {gpus[0].ws.file.fd}): " in one and "  pools: BO cache " in one
+        assert f"  queue fd {gpus[0].ws.file.fd} ctx {queues[0].ctx_id} on CP queue 0 (gfx): 1 API call, 1 flush, " \
+               "IB pool 1 IB of " in one
+        for g in gpus + [odd]:
+            g.close()
+    finally:
+        kmd_model.unbind()
+
+
+def test_a_crash_reports_listing_counts_the_packets_it_leaves_out_in_english():
+    """A crash report's listing around the packet in hand said "... 1 packets before"."""
+    from gpucosim.crash import LISTING_AROUND, marked_listing
+    from spec import pm4
+
+    nops = [pm4.nop(0)[0]] * (2 * LISTING_AROUND + 3)  # (one-dword NOPs)
+    text = marked_listing(nops, 0x1000, 0x1000 + 4 * (LISTING_AROUND + 1))
+    lines = text.splitlines()
+    assert lines[0] == "  ... 1 packet before" and lines[-1] == "  ... 1 packet after", text
+    text = marked_listing(nops + nops[:1], 0x1000, 0x1000 + 4 * (LISTING_AROUND + 1))
+    assert text.splitlines()[-1] == "  ... 2 packets after", text
 
 
 def test_a_timeline_keeps_its_first_max_events_and_says_how_many_it_dropped(tmp_path, monkeypatch, capsys):

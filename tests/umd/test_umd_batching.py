@@ -69,3 +69,21 @@ def test_the_batching_example_counts_every_ioctl_of_the_workload(threshold):
     row = batching.measure(1, threshold, 64)
     assert row.cs == -(-65 // threshold)  # 64 writes and the signal, flushed every `threshold`
     assert row.ioctls == 2 * row.cs + 1
+
+
+def test_the_batching_example_counts_in_english(capsys):
+    """`--commands 1` printed "1 commands per configuration", and a run where batching saved
+    nothing (one threshold) "1x fewer"."""
+    from examples import batching
+
+    kmd_model.bind(RefModel())
+    try:
+        assert batching.main(["--commands", "1", "--thresholds", "1", "--aligns", "1"]) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert out[0] == "batching on model: 1 command per configuration", out
+        assert "(no fewer)" in out[-1] and "1x" not in out[-1], out
+        assert batching.main(["--commands", "8", "--thresholds", "1,8", "--aligns", "1"]) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert out[0] == "batching on model: 8 commands per configuration" and "x fewer)" in out[-1], out
+    finally:
+        kmd_model.unbind()

@@ -237,7 +237,7 @@ def test_flush_limit_is_exact():
     q2.timeout = 5000
     q2.write(buf, 0x10, 4)
     seq = q2.flush()
-    msg2 = (f"queue (context {q2.ctx_id}) has 1 submissions in flight, its limit (max_inflight=1), and the oldest "
+    msg2 = (f"queue (context {q2.ctx_id}) has 1 submission in flight, its limit (max_inflight=1), and the oldest "
             f"(seqno {seq:#x}) has not finished after 5000 cycles")
     _raises(umd.GpuTimeout, f"new IB: {msg2}", q2.write, buf, 0x14, 5)
     hold.release()

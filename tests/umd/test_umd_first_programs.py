@@ -198,6 +198,38 @@ def test_what_a_device_and_an_event_are_is_read_only():
     gpu.close()
 
 
+@pytest.mark.parametrize("async_submit", [False, True])
+def test_what_the_umd_records_of_an_event_is_read_only(async_submit):
+    """An Event's seq, pending, number, lost and call (and a Timestamp's slot and index) are
+    the UMD's own records, set as its queue flushes it: `ev.seq = 0` was taken, and the next
+    ev.wait() waited for another submission (or returned True before the GPU got there);
+    `ev.pending = None` lost an async flush's event. A write is an AttributeError naming the
+    field; the event and the queue work on."""
+    gpu = _gpu()
+    q = gpu.queue(async_submit=async_submit)
+    buf = gpu.alloc(4096)
+    q.write(buf, 0, 1)
+    ev = q.signal()
+    ts = q.timestamp()
+    q.flush()
+    before = {n: getattr(ev, n) for n in ("seq", "pending", "number", "lost", "call")}
+    _raises(AttributeError, "Event.seq is the UMD's own record (the seqno of the submission carrying it, once its "
+                            "queue flushed it): read-only", setattr, ev, "seq", 0)
+    for obj in (ev, ts):
+        for name, value in (("seq", 0), ("pending", None), ("number", 0), ("lost", True), ("call", 0)):
+            with pytest.raises(AttributeError, match=rf"^Event\.{name} is the UMD's own record \(.*\): read-only$"):
+                setattr(obj, name, value)
+    for name in ("slot", "index"):
+        with pytest.raises(AttributeError, match=rf"^Timestamp\.{name} is the UMD's own record \(.*\): read-only$"):
+            setattr(ts, name, 0)
+    assert {n: getattr(ev, n) for n in before} == before
+    assert ev.wait() and ev.signalled() and ev.seq is not None and ev.pending is None and not ev.lost
+    assert ts.wait() and ts.cycles > 0 and buf.u32[0] == 1
+    q.write(buf, 4, 2)  # (the queue goes on: a later event of the same queue)
+    assert q.signal().wait() and buf.u32[1] == 2
+    gpu.close()
+
+
 def test_gfx_queue_after_its_gpu_error():
     """A hang on the gfx ring resets its queue alone (CP_QUEUE_RESET.Q0): the hang's GpuError
     is raised once, and the queue runs on, as a copy queue does. Where the hang takes the
@@ -249,11 +281,12 @@ def test_gfx_queue_after_its_gpu_error():
 
 
 def test_open_before_a_device_is_bound():
-    """umd.open() at the top of an app file runs when `gpucosim run` imports it, before the
-    device is up: one line saying so (it was the KMD's KmdError, 'call kmd_model.bind')."""
+    """umd.open() at the top of an app file with a main() runs when `gpucosim run` imports
+    it, before the device is up; a script run by python must bind one: one line saying so
+    (it was the KMD's KmdError, 'call kmd_model.bind')."""
     kmd_model.unbind()
-    with pytest.raises(umd.UmdError, match=r"^open: no GPU is bound yet: an app run by `gpucosim run` opens it "
-                       r"in its main\(\) .* kmd_model.bind\(RefModel\(\)\) \(docs/tutorial.md\)$"):
+    with pytest.raises(umd.UmdError, match=r"^open: no GPU is bound yet: an app with a main\(\) run by `gpucosim "
+                       r"run` opens it in main\(\) .* kmd_model.bind\(RefModel\(\)\) \(docs/tutorial.md\)$"):
         umd.open()
 
 

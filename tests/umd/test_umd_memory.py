@@ -300,7 +300,7 @@ def test_a_closed_device_reports_an_empty_cache():
     st = gpu.mm.stats()
     assert (st.cached, st.cached_bytes, st.bos_released) == (0, 0, 1) and kmd.live_bos() == []
     text, leaks = exit_report(kmd, [], {}, devices=[gpu])
-    assert "1 misses, 0 expired, 0 cached (0 bytes);" in text and leaks == 0, text
+    assert "1 miss, 0 expired, 0 cached (0 bytes);" in text and leaks == 0, text
 
 
 ALIGN = "alloc: alignment must be 0 or a power of two up to 0x20000000 (the GPU VA range's largest), not "
@@ -359,7 +359,7 @@ def test_exit_report_counts_only_the_apps_buffers_as_leaks():
     text, _ = exit_report(kmd, [], {}, devices=[gpu])
     leak = next(ln for ln in text.splitlines() if "of the app" in ln)
     shown = leak.split("never freed: ", 1)[1]
-    assert leak.startswith("  LEAK: 2 buffer(s) of the app, 4 KiB, never freed: ") and \
+    assert leak.startswith("  LEAK: 2 buffers of the app, 4 KiB, never freed: ") and \
         sorted(shown.split(", ")) == sorted([repr(keep), repr(a)]), leak
 
 
