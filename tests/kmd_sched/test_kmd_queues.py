@@ -466,9 +466,15 @@ def check_a_full_reset_takes_the_other_rings_pending_error_with_its_guilty_job(d
     a, b, abo, bbo, s, e, job = _an_sdma_fault_and_a_gfx_fault_that_takes_the_full_reset(kmd, interval=4)
     good = Client()
     gbo = good.bo(0x4000)
-    # both released in one MMIO-free step: the two faults are in the IH ring together
+    # both released in one MMIO-free step, and the driver away until both engines have
+    # stopped: the two faults are in the IH ring together (on slow, stalling memory the
+    # SDMA's fault came a handler's pass before the CP's, GPUCOSIM_DRIVER_MEM=slow:7)
     abo.u32[0x3000 // 4] = 1
     bbo.u32[0x3000 // 4] = 1
+    for _ in range(200):
+        if all(r.STATUS.ERROR.get(kmd.mmio.read(r.STATUS)) for r in (kmd.ring, kmd.sdma_ring)):
+            break
+        kmd.dev.delay(500)
     for c, j, ring in ((b, e, "gfx"), (a, s, "sdma0")):
         with pytest.raises(uapi.KmdError) as ei:
             c.wait(j, 1_000_000)
