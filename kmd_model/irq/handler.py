@@ -62,10 +62,17 @@ class IrqMixin:
             n = self.ih.take_from_register()
         if n == 0:
             self._check_int_status()
+        elif self.ih.full_seen:
+            # the ring was full at one of the handler's looks: the hardware may have dropped
+            # entries since, and set IH_OVERFLOW. An interrupt storm keeps the ring from ever
+            # looking empty, so the overflow is read here, not only when nothing came.
+            self.ih.full_seen = False
+            self._check_int_status(had_entries=True)
 
-    def _check_int_status(self) -> None:
+    def _check_int_status(self, had_entries: bool = False) -> None:
         """The line is high but the IH ring had nothing, by the write-back nor by IH_WPTR: an
-        overflow, or no IH ring at all."""
+        overflow, or no IH ring at all. `had_entries`: the handler took entries from a ring it
+        found full; only an overflow is looked for."""
         m = self.mmio
         st = m.read(regs.INT_STATUS)
         events = st & INT_EVENTS
@@ -82,6 +89,8 @@ class IrqMixin:
                 self._check_ring_status(self.sdma_sched)
             if self.ih is None or regs.INT_STATUS.IH_OVERFLOW.get(st) or regs.INT_STATUS.CP_ERROR.get(st):
                 self._check_status()
+        elif had_entries:
+            pass
         elif self.ih is not None and regs.INT_STATUS.IH_PENDING.get(st):
             # IH_WPTR showed no whole entry past our rptr, yet the line is high (an entry on
             # its way, IH_RPTR written mid-entry): look again soon, not a spurious interrupt

@@ -43,6 +43,9 @@ class IhRing:
         # the write-back's value when the handler last took IH_WPTR from the register
         # instead (take_from_register): until the write-back moves off it, it is stale
         self.wb_stale: int | None = None
+        # a look found the ring full (wptr a whole ring ahead of rptr): entries after it may
+        # have been dropped, IH_OVERFLOW set (the handler reads INT_STATUS then)
+        self.full_seen = False
         self.by_source: dict[str, int] = {}
         self.handlers = {
             ih_spec.Source.EOP: kmd.on_eop,
@@ -66,6 +69,7 @@ class IhRing:
         self.kmd.wb32[self.wptr_wb_index] = 0
         self.rptr = 0
         self.wb_stale = None
+        self.full_seen = False
         m.write(regs.IH_RPTR, 0)
         m.write_fields(regs.IH_CNTL, ENABLE=1, WPTR_WB=1)
 
@@ -120,6 +124,7 @@ class IhRing:
                 self.kmd.wb32[self.wptr_wb_index] = hw
                 self.rptr = hw
             else:
+                self.full_seen |= pending == self.size_bytes
                 while self.rptr != wptr:
                     i = (self.rptr & self.mask) >> 2
                     entry = self.ring32[i:i + ih_spec.ENTRY_DWORDS].tolist()
