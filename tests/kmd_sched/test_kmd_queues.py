@@ -595,8 +595,11 @@ def check_a_flood_on_queue_1_does_not_turn_queue_0_s_reset_into_the_full_reset(d
     under_way = len(pm4.wait_reg_mem(0, 1, 1, "EQ")) + 2 * len(pm4.dma_data(0, 0, 4))  # its wait and two fills
 
     def flood_then_reset():
-        ebo.u32[0x3004 // 4] = 1  # the flood starts (queue 0 stopped by its fault)
+        # (read before the flag: a model that runs the flood at once has it done by the read's
+        # end, since its poll sees the flag at once; it saw it only 20,000 cycles later, the
+        # model's skipped polls hiding the CPU's write)
         start = kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED)
+        ebo.u32[0x3004 // 4] = 1  # the flood starts (queue 0 stopped by its fault)
         deadline = kmd.dev.now() + 100_000
         while kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED) - start < under_way and kmd.dev.now() < deadline:
             kmd.dev.delay(16)
@@ -813,11 +816,11 @@ class ParkedPolls(OnePacketACycle):
     only once the CP is its own, not while queue 1, of higher priority, can run. (The
     reference model polls on its grid whatever the other queue does.)"""
 
-    def _cp_wait_due(self, token, to, sw) -> bool:
+    def _cp_wait_due(self, token) -> bool:
         if self._ring_id == 0 and self._hq1 is not None and self._hq1.runnable1():
             self._wait.next_poll += self._wait.interval  # (queue 1 holds the CP: no poll now)
             return False
-        return super()._cp_wait_due(token, to, sw)
+        return super()._cp_wait_due(token)
 
 
 def test_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck():

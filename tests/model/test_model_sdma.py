@@ -369,3 +369,35 @@ def test_without_hqd1_only_its_registers_answer_decerr():
     assert regs.QUEUE_CAPS.decode(RefModel(1 << 20).mmio_read32(regs.QUEUE_CAPS.addr())) == {"SDMA": 1, "CP_QUEUES": 2}
     with pytest.raises(BusError, match="DECERR"):
         d.mmio_read32(regs.CP_HQD1_RB_BASE_LO.addr())
+
+
+@pytest.mark.parametrize("cpu_writes", [False, True], ids=["the_sdma_writes", "the_cpu_writes"])
+def test_a_poll_skipped_in_a_long_wait_sees_a_write_made_before_its_end(cpu_writes):
+    """The model skips a failing WAIT_REG_MEM's polls while nothing can change memory. It
+    skipped them to the end of the whole `wait_irq`, past the moment the SDMA moved on
+    (its POLL_REGMEM held) and wrote the polled dword, and past the moment the call
+    returned early on the SDMA's trap, after which the CPU writes it: the CP saw either
+    100,000 cycles late. docs/hardware.md: the CP reads every POLL_INTERVAL cycles, so the
+    fence behind the wait comes at the first poll after the write (10 cycles apart here)."""
+    dev = RefModel(1 << 20)
+    g = Rig(dev)
+    dev.mmio_write32(regs.INT_ENABLE.addr(), regs.INT_ENABLE.IH_PENDING.mask)
+    release, fence = DATA + 0x40, DATA + 0x80
+    g.submit(sdma.poll_regmem(DATA, 1, 1, "EQ", interval=10)  # reads 160 cycles apart
+             + ([] if cpu_writes else sdma.write_linear(release, [1])) + sdma.trap(int_context=7), settle=False)
+    g.m32[CP_RING // 4:CP_RING // 4 + 7] = pm4.wait_reg_mem(release, 1, 1, "EQ", poll_interval=10)
+    g.m32[CP_RING // 4 + 7:CP_RING // 4 + 15] = pm4.release_mem(fence, 0, data_sel=3)  # the timestamp
+    g.cp_wptr = 15
+    dev.mmio_write32(regs.RB_DOORBELL.addr(), 15)
+    assert regs.STATUS.WAITING.get(g.r(regs.STATUS)) and regs.SDMA_STATUS.WAITING.get(g.r(regs.SDMA_STATUS))
+    g.m32[DATA // 4] = 1  # releases the SDMA at its next read, up to 160 cycles on
+    t0 = dev.now()
+    assert dev.wait_irq(100_000)
+    t_write = dev.now()  # the SDMA's write, at its trap; or the CPU's, at once
+    assert t0 < t_write <= t0 + 160
+    if cpu_writes:
+        assert g.m32[fence // 4] == 0
+        g.m32[release // 4] = 1
+    assert [e["DATA0"] for e in g.ih()] == [7]  # (8 cycles of MMIO read)
+    dev.delay(20)
+    assert t_write < g.m32[fence // 4] <= t_write + 10, (t_write, g.m32[fence // 4])
