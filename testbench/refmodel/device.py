@@ -74,6 +74,8 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
     """
 
     name = "model"
+    skip_polls = True  # False: a failing wait polls at every point of its grid (slow; what
+    # the skipping is tested against: tests/model/test_model_sdma.py)
 
     def __init__(self, mem_size: int = DEFAULT_MEM_SIZE, *, mem: np.ndarray | None = None,
                  data_width: int = 64, dma: bool = True, ih: bool = True, ib_levels: int = 2,
@@ -516,8 +518,9 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
         next poll (unless that one failed in this call too), the SDMA's last read, the CP's
         next burst, `to`. Any engine moving on stops the skipping, so a skipped poll never
         hides a write: the engines' one, nor the CPU's after the call returns (at `to`, or
-        early at an irq, where every wait's next poll is still on its grid after that
-        moment)."""
+        early at an irq, where no wait's next poll has been moved past that moment). With
+        `skip_polls` False every point of every grid is polled: the same behaviour, slower
+        (tests/model/test_model_sdma.py compares them)."""
         if not self._waiting():
             self._account(to)
             return self._irq()
@@ -539,19 +542,28 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
                 break
             if t == t_cp or t == t_h1 or t == t_sd:  # at one instant: queue 0, queue 1, the SDMA
                 x = w if t == t_cp else w1 if t == t_h1 else sw
-                if x.failed_in is token and (x is not sw or x.deadline is None or x.next_poll < x.deadline):
-                    # its result is known until something can change memory: skip to then
-                    horizon = to if t_st is None or t_st > to else t_st
+                if x.failed_in is token and self.skip_polls and (x is not sw or x.deadline is None
+                                                                  or x.next_poll < x.deadline):
+                    # Its result is known until something can change memory: skip its polls up
+                    # to then, `last`. At one instant the engines go in this order (queue 0,
+                    # queue 1, the SDMA, a CP out of packets last): a poll at the moment a later
+                    # one moves is known, one at the moment an earlier one moves is not.
+                    last, later = to, False
+                    if t_st is not None and t_st < last:
+                        last = t_st
                     for y in (w, w1, sw):
-                        if y is not None and y is not x and y.failed_in is not token and y.next_poll < horizon:
-                            horizon = y.next_poll
-                    if sw is not None and sw is not x and sw.deadline is not None and sw.deadline < horizon:
-                        horizon = sw.deadline
-                    if horizon > t:
-                        nxt = t + -(-(horizon - t) // x.interval) * x.interval  # on its grid, not before
+                        if y is x:
+                            later = True
+                        elif y is not None and y.failed_in is not token:
+                            limit = y.next_poll if later else y.next_poll - 1
+                            if limit < last:
+                                last = limit
+                    if sw is not None and sw is not x and sw.deadline is not None and sw.deadline < last:
+                        last = sw.deadline  # (the SDMA's last read is a move even if it fails)
+                    if last >= t:
+                        nxt = t + ((last - t) // x.interval + 1) * x.interval  # on its grid, after `last`
                         x.next_poll = nxt if x is not sw or sw.deadline is None else min(nxt, sw.deadline)
                         continue
-                    # (another engine may move at this very instant: poll)
                 if x is sw:
                     self._account(t)
                     if not sd.poll():  # type: ignore[union-attr]
