@@ -794,20 +794,15 @@ def test_on_model(check):
 
 
 class OnePacketACycle(RefModel):
-    """The reference model whose CP runs one packet a cycle while it has work (the RTL's CP is
-    no faster; RefModel runs a finite stream at once), so a long stream on one CP queue holds
-    the CP for as many cycles as it has packets, as on the RTL. 4 KiB DMA_DATAs (CAPS), so
-    the longest wait the KMD allows behind the other queue is short."""
+    """The reference model whose CP runs one packet a cycle while it has work (cp_burst 1; the
+    RTL's CP is no faster; RefModel runs a finite stream at once), so a long stream on one CP
+    queue holds the CP for as many cycles as it has packets, as on the RTL. 4 KiB DMA_DATAs
+    (CAPS), so the longest wait the KMD allows behind the other queue is short. (It replaced
+    RefModel's budget, which gave a CP out of packets one burst per call, with one that ran
+    everything a call's cycles had earned at its end.)"""
 
     def __init__(self):
         super().__init__(cp_burst=1, dma_max_bytes=4096)
-
-    def _cp_budget(self) -> int:
-        dt, self._cp_fill_t = self._t - self._cp_fill_t, self._t
-        # the time since the last run is the CP's only while it had packets left (starved)
-        self._cp_left = self._cp_left + dt if self._cp_starved else max(self._cp_left, self.cp_burst)
-        self._cp_starved = False
-        return self._cp_left
 
 
 class ParkedPolls(OnePacketACycle):
