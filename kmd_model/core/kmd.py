@@ -93,7 +93,8 @@ class KmdParams:
     # fetch counters for ever): it is reset once the CP fetched 2 * max_job_dw dwords for it
     # (its queue's own counter: JobTimerMixin._overrun), and, as a backstop for what that
     # count cannot see, once it has run this many job_timeouts from when it reached the head
-    # of its ring. The SDMA ring is never checked: its jobs have the time rule alone (a job of
+    # of its ring (not counting the time the CP's other queue kept its queue off the CP:
+    # JobTimerMixin._progressed). The SDMA ring is never checked: its jobs have the time rule alone (a job of
     # POLL_REGMEMs each giving up inside a job timeout moved for ever). Checked jobs are bounded
     # by max_job_dw and restart the timer without end (a maximum-size IB runs to its end).
     unchecked_job_timeouts: int = 64

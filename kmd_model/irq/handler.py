@@ -54,12 +54,18 @@ class IrqMixin:
         if self.observers:
             self.notify("irq")
         n = self.ih.process() if self.ih else 0
+        if n == 0 and self.ih is not None:
+            # the line rises with IH_WPTR, a few cycles before the wptr write-back lands
+            # (docs/hardware.md, "The IH ring"): what the write-back does not show yet, the
+            # register does. (Returning instead, the line still high called the handler
+            # again: two interrupts for every entry that won that race, most on the RTL.)
+            n = self.ih.take_from_register()
         if n == 0:
             self._check_int_status()
 
     def _check_int_status(self) -> None:
-        """The line is high but the IH ring had nothing: an overflow, no IH ring at all, or an
-        entry whose wptr write-back has not landed yet (its EOP is set all the same)."""
+        """The line is high but the IH ring had nothing, by the write-back nor by IH_WPTR: an
+        overflow, or no IH ring at all."""
         m = self.mmio
         st = m.read(regs.INT_STATUS)
         events = st & INT_EVENTS
@@ -77,8 +83,8 @@ class IrqMixin:
             if self.ih is None or regs.INT_STATUS.IH_OVERFLOW.get(st) or regs.INT_STATUS.CP_ERROR.get(st):
                 self._check_status()
         elif self.ih is not None and regs.INT_STATUS.IH_PENDING.get(st):
-            # an entry is in the IH ring, but the line rose with IH_WPTR, a few cycles before
-            # the wptr write-back lands: look again soon (not a spurious interrupt)
+            # IH_WPTR showed no whole entry past our rptr, yet the line is high (an entry on
+            # its way, IH_RPTR written mid-entry): look again soon, not a spurious interrupt
             self.dev.delay(2)
         else:
             self.stats["spurious_interrupts"] += 1

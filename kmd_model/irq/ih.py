@@ -40,6 +40,9 @@ class IhRing:
         self.wptr_wb_index = wptr_wb_index
         self.rptr = 0  # bytes, free running
         self.entries = 0
+        # the write-back's value when the handler last took IH_WPTR from the register
+        # instead (take_from_register): until the write-back moves off it, it is stale
+        self.wb_stale: int | None = None
         self.by_source: dict[str, int] = {}
         self.handlers = {
             ih_spec.Source.EOP: kmd.on_eop,
@@ -62,22 +65,48 @@ class IhRing:
         # with the hardware's IH_WPTR, or IH_PENDING would stay high.
         self.kmd.wb32[self.wptr_wb_index] = 0
         self.rptr = 0
+        self.wb_stale = None
         m.write(regs.IH_RPTR, 0)
         m.write_fields(regs.IH_CNTL, ENABLE=1, WPTR_WB=1)
 
     def get_wptr(self) -> int:
-        return int(self.kmd.wb32[self.wptr_wb_index])
+        """The write-back's wptr; our rptr while the write-back still shows the value it had
+        when the handler last read IH_WPTR itself (the hardware's write-back of that IH_WPTR
+        has not landed: the write-backs of one IH ring land in order, each a later wptr)."""
+        wb = int(self.kmd.wb32[self.wptr_wb_index])
+        if self.wb_stale is not None:
+            if wb == self.wb_stale:
+                return self.rptr
+            self.wb_stale = None
+        return wb
 
-    def process(self) -> int:
+    def take_from_register(self) -> int:
+        """The irq line is high but the write-back shows no new entry: the line rises when
+        IH_WPTR moves, a few cycles before the wptr write-back lands (docs/hardware.md, "The
+        IH ring"). Read IH_WPTR itself, as amdgpu's get_wptr does when the write-back cannot
+        be trusted, and handle what it shows; return how many entries. One MMIO read, where
+        reading INT_STATUS for the event, clearing it and being called again took three
+        accesses and a second interrupt."""
+        wb = int(self.kmd.wb32[self.wptr_wb_index])
+        hw = self.kmd.mmio.read(regs.IH_WPTR)
+        if hw == self.rptr:
+            return 0
+        if wb == hw:
+            return self.process()
+        self.wb_stale = wb
+        return self.process(hw)
+
+    def process(self, hw_wptr: int | None = None) -> int:
         """Handle every entry between our rptr and the hardware's wptr, and those that come in
         meanwhile, up to twice the ring's entries; return how many. The bound gives the caller
         back: a job raising interrupts for ever (with the checker off, a CHAIN loop around a
         RELEASE_MEM) kept the handler here, and the job timer that would reset it never ran
         (198,670 entries in 5 s, the WAIT_CS in it past its own timeout). The line stays high
-        while entries remain: the next interrupt takes them."""
+        while entries remain: the next interrupt takes them. `hw_wptr`: IH_WPTR as read from
+        the register, to take instead of the write-back first."""
         n = 0
         budget = 2 * (self.size_bytes // ih_spec.ENTRY_BYTES)
-        wptr = self.get_wptr()
+        wptr = self.get_wptr() if hw_wptr is None else hw_wptr
         while self.rptr != wptr and n < budget:
             pending = (wptr - self.rptr) & MASK32
             if pending > self.size_bytes or pending % ih_spec.ENTRY_BYTES:

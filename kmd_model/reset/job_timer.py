@@ -14,7 +14,7 @@ from .. import regs
 from ..log import get_logger
 from ..sched.scheduler import Scheduler
 from ..uapi import HwErrorInfo
-from .stuck import find_unsatisfied_poll, find_unsatisfied_wait
+from .stuck import any_wait_holds, find_unsatisfied_poll, find_unsatisfied_wait
 
 log = get_logger("kmd")
 
@@ -57,6 +57,7 @@ class JobTimerMixin:
         else:
             i = ring.PROGRESS.index(ring.FETCHED)
             sched.head_fetched += (own[i] - before[0][i]) & 0xFFFF_FFFF
+        unserved = False  # the CP busy with the other queue, this one waiting for it, since the last look
         if not before or own != before[0]:
             moved = True
         elif shared == before[1]:
@@ -66,34 +67,98 @@ class JobTimerMixin:
                                   if s is not sched and s.ring.SHARED_PROGRESS == ring.SHARED_PROGRESS)
             st = m.read(ring.STATUS)
             moved = not (ring.STATUS.WAITING.get(st) or ring.STATUS.ERROR.get(st)) or others_idle
-            if not moved and ring.STATUS.WAITING.get(st) and not ring.STATUS.ERROR.get(st) and self._polls_hold(sched):
+            unserved = moved and not others_idle  # queued behind the other queue's work
+            if (not moved and ring.STATUS.WAITING.get(st) and not ring.STATUS.ERROR.get(st)
+                    and self._may_be_parked(sched, since)):
                 # Parked, not stuck: on the RTL a poll that failed parks its queue (WAITING
                 # stays 1) until the CP is its own again to poll once more, and queue 1, which
                 # outranks queue 0, keeps the CP while it can run. Here the queue did nothing
                 # since the last look and the shared counters moved, the other queue's work
                 # (a waiting queue moves none: its transfers ended before its poll began).
-                # Its polls holding in memory now, the queue waits for the CP, as a queue
-                # behind the other's work does: taken for stuck, an innocent job polling a
+                # Its poll holding in memory now (_may_be_parked: every poll of its job, or,
+                # the other queue having held the CP since the last look, one of them), the
+                # queue waits for the CP, as a queue behind the other's work does: taken for
+                # stuck, an innocent job polling a
                 # flag that was set while a client of HIGH priority (any client by default)
                 # kept queue 1 busy for a job timeout was reset with TIMEOUT, its context
                 # guilty, a hang counted towards its file's ban (tests/kmd_sched/
                 # test_kmd_queues.py check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck,
-                # on the RTL). A poll that does not hold is stuck as before, whatever the
-                # other queue does; one that holds waits at most until the other queue has
-                # nothing to run (queue 1 waits one packet of queue 0's at most).
-                moved = True
+                # on the RTL). A job none of whose polls holds is stuck as before, whatever
+                # the other queue does; one whose polls all hold waits at most until the other
+                # queue has nothing to run (queue 1 waits one packet of queue 0's at most), one
+                # with some that hold until the other queue lets go of the CP.
+                moved = unserved = True
+        # The time rule (_overrun) counts the cycles the job could run: from its start to the
+        # first look, then every interval between two looks but those in which its queue was
+        # not served (the two cases above: its own counters still, the other queue's work
+        # moving the shared ones, this queue queued behind it or parked in a poll that holds).
+        # It counted every cycle from head_at: with cs_check off an innocent job queued
+        # behind a HIGH client's jobs on queue 1 for unchecked_job_timeouts job timeouts was
+        # reset as "ran N cycles unchecked" without having run a packet (tests/kmd_sched/
+        # test_kmd_queues.py test_an_unchecked_job_starved_by_queue_1_is_not_reset_for_the_time_it_could_not_run),
+        # where the checked path takes it as waiting for the CP, as it is.
+        if not before:
+            sched.head_ran = now - sched.head_at
+        elif not unserved:
+            sched.head_ran += now - since
         if moved and self._overrun(sched) is not None:
             moved = False  # moving for ever is no reason to keep running: see KmdParams.unchecked_job_timeouts
         if moved:
             sched.progress_at = now
         return moved
 
+    def _may_be_parked(self, sched: Scheduler, since: int) -> bool:
+        """May `sched`'s queue, polling, its own counters still since the last look (at
+        `since`) while the other CP queue's work moved the shared ones, be parked in a poll
+        that holds, waiting for the CP (not stuck)? When every poll of its job holds
+        (_polls_hold): whichever it is in passes once the queue polls again. Else when the
+        other queue kept the CP since the last look (_other_held_cp) and some poll of the job
+        holds: the queue had no turn to poll, and may be in that one. Taken for stuck, an
+        innocent job parked in a poll released during a HIGH client's flood on queue 1, with a
+        later poll still to be released (by the CPU, after the flood), was reset with TIMEOUT
+        (tests/kmd_sched/test_kmd_queues.py
+        check_a_poll_released_behind_queue_1_s_flood_with_a_later_poll_still_to_come_is_not_taken_for_stuck,
+        on the RTL too).
+        Only while the other queue held the CP: a hostile job in a poll that never holds,
+        after one that does, would otherwise hold its ring for as long as the other queue had
+        a job now and then (a small one a job timeout), every client behind it waiting, where
+        its queue polled, and failed, between them
+        (test_a_poll_that_never_holds_after_one_that_does_is_stuck_when_queue_1_lets_it_poll).
+        While the other queue holds the CP no job of this queue can run, so the job keeps no one
+        from the CP; once it lets go, the next look finds the job stuck."""
+        return self._polls_hold(sched) or (self._other_held_cp(sched, since) and any_wait_holds(
+            self.mem32, sched.head_job().ibs, self.info.ib_levels, **self._job_access(sched.head_job())))
+
+    def _other_held_cp(self, sched: Scheduler, since: int) -> bool:
+        """Has the CP's other queue had the CP since `since`, as far as the KMD can tell: a job in
+        its ring all along (none finished with nothing behind it, Scheduler.filled_at), not
+        stopped, and at this look running (its STATUS neither idle, nor polling, nor stopped:
+        a polling queue yields the CP). A queue of higher priority runs whenever it can (one
+        packet of the other's at most in its way), so the other did not poll meanwhile but in
+        a poll of its own (the look sees only the present: such a poll between two looks is
+        not seen, a limit of the rule)."""
+        others = [s for s in self.scheds if s is not sched and s.ring.SHARED_PROGRESS == sched.ring.SHARED_PROGRESS]
+        if not others:
+            return False
+        for s in others:
+            if not s.pending or s.filled_at >= since or s.stopped or s.error is not None:
+                return False
+            st = self.mmio.read(s.ring.STATUS)
+            if s.ring.STATUS.IDLE.get(st) or s.ring.STATUS.WAITING.get(st) or s.ring.STATUS.ERROR.get(st):
+                return False
+        return True
+
+    def _job_access(self, job) -> dict:
+        """How the diagnosis reads `job`'s IBs (its VM only: find_unsatisfied_wait's keywords)."""
+        return dict(client_addr=job.client_addr, translate=self.job_translate(job), read=self.job_read(job),
+                    translate_many=self.job_translate_many(job))
+
     def _polls_hold(self, sched: Scheduler) -> bool:
         """Does every WAIT_REG_MEM of the head job hold in memory now (the timeout's diagnosis,
         find_unsatisfied_wait, finds none that does not)? Then the queue, waiting, is parked
         behind the CP's other queue, not stuck: the poll it is in passes once it polls again.
         (A later poll that does not hold answers False: which poll the queue is in is not
-        known, so it is taken for stuck, as before.)"""
+        known; _may_be_parked then asks whether the other queue held the CP.)"""
         job = sched.head_job()
         return job is not None and find_unsatisfied_wait(
             self.mem32, job.ibs, self.info.ib_levels, client_addr=job.client_addr,
@@ -113,10 +178,13 @@ class JobTimerMixin:
         shared fetch counter the time rule was all there was while the other queue was busy).
 
         The time rule stays, as a backstop: more than `unchecked_job_timeouts` job timeouts
-        since the job reached the head of its ring. No loop is known to need it (every packet a
-        job runs is fetched on its own queue), but the timer also takes a job as moving when
-        only the shared DMA counters move while it is neither polling nor stopped (queued
-        behind the other queue's work), and nothing but time bounds that."""
+        run since the job reached the head of its ring (`head_ran`), the intervals between two
+        looks in which its queue was not served left out (_progressed: its own counters still
+        while the other queue's work moved the shared ones, this queue neither polling nor
+        stopped, or parked in a poll that holds). No loop is known to need it (every packet a
+        job runs is fetched on its own queue). It counted every cycle from the head: an
+        innocent job that queue 1 kept off the CP was reset for time it could not run, which
+        the checked path (no time rule, its timer restarted) never held against a job."""
         job = sched.head_job()
         if job is None or job.checked is not None:
             return None
@@ -135,9 +203,10 @@ class JobTimerMixin:
         if sched.head_fetched > limit:
             return (f"fetched {sched.head_fetched} dwords unchecked (cs_check off), more than twice max_job_dw "
                     f"({limit})")
-        ran = self.dev.now() - sched.head_at
-        if ran >= self.params.unchecked_job_timeouts * sched.job_timeout:
-            return (f"ran {ran} cycles unchecked (cs_check off), more than {self.params.unchecked_job_timeouts} "
+        # (the cycles it could run, counted at the timer's looks: _progressed; not those its
+        # queue waited for the CP behind the other queue's work)
+        if sched.head_ran >= self.params.unchecked_job_timeouts * sched.job_timeout:
+            return (f"ran {sched.head_ran} cycles unchecked (cs_check off), more than {self.params.unchecked_job_timeouts} "
                     "job timeouts")
         return None
 

@@ -3,7 +3,8 @@ poll of its IBs whose condition does not hold in memory now, a WAIT_REG_MEM for 
 (find_unsatisfied_wait, walking IB2s and CHAINs as the CP does), a POLL_REGMEM for an SDMA
 job (find_unsatisfied_poll). Its place becomes the timeout error's (HwErrorInfo `level`,
 `offset`, `addr`), so the UMD names the call that recorded the poll. The two share the
-compare (the engines' FUNCTION codes are the same) and the sentence.
+compare (the engines' FUNCTION codes are the same) and the sentence. The same walk answers
+whether some WAIT_REG_MEM of a job holds (any_wait_holds: the job timer's parked queue).
 """
 
 from __future__ import annotations
@@ -191,6 +192,25 @@ def find_unsatisfied_wait(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_leve
     held). `translate_many`: `translate` for an array of addresses (-1: nowhere), with which
     the WAIT_REG_MEMs whose compare holds are passed over undecoded (_surely_held), and an
     INDIRECT_BUFFER met again with the same dwords is decoded once."""
+    return _walk_waits(mem32, ibs, ib_levels, max_dwords, client_addr, translate, read, translate_many, False)
+
+
+def any_wait_holds(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_levels: int, max_dwords: int = 1 << 22,
+                   client_addr=lambda a: a, translate=lambda va, n: va, read=None, translate_many=None) -> bool:
+    """Does some WAIT_REG_MEM of the job (its IBs walked as find_unsatisfied_wait walks them,
+    same arguments) hold in memory now (or poll no memory, or compare nothing, as
+    find_unsatisfied_wait passes it over)? A queue polling in that job may be in that one
+    (the job timer: a queue the other CP queue kept off the CP may be parked in it,
+    Kmd._may_be_parked). With `translate_many` only the polls it finds holding count (all
+    at once, none decoded): one whose address is past 2^62 does not, the safe side."""
+    return _walk_waits(mem32, ibs, ib_levels, max_dwords, client_addr, translate, read, translate_many,
+                       True) is not None
+
+
+def _walk_waits(mem32, ibs, ib_levels, max_dwords, client_addr, translate, read, translate_many,
+                want_held: bool):
+    """find_unsatisfied_wait's walk: the first WAIT_REG_MEM whose condition does not hold
+    (StuckWait), or with `want_held` the first that holds (True); None when there is none."""
     budget = [max_dwords]
     seen: set[tuple[int, int, int]] = set()
 
@@ -200,7 +220,7 @@ def find_unsatisfied_wait(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_leve
 
     fetch = read or contiguous
 
-    def walk(addr: int, size_dw: int, level: int) -> StuckWait | None:
+    def walk(addr: int, size_dw: int, level: int) -> StuckWait | bool | None:
         while True:
             if (addr, size_dw, level) in seen:
                 return None
@@ -222,8 +242,15 @@ def find_unsatisfied_wait(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_leve
             ibs_seen: dict[tuple, object] = {}
             for i in at:
                 if i in held:
+                    if want_held:
+                        return True
                     continue
                 if op[i] == _WRM_OP:
+                    if want_held and translate_many is not None:
+                        # (its compare does not hold, or its address is past 2^62: no poll to
+                        # wait in. Decoded one by one, a job of a million dwords of polls that
+                        # do not hold cost seconds, the driver's lock held, at every look)
+                        continue
                     item = pm4.decode(h, i)
                 else:  # an INDIRECT_BUFFER: the same dwords decode the same (a call repeated in a loop)
                     key = tuple(h[i:i + int(length[i])].tolist())
@@ -235,7 +262,9 @@ def find_unsatisfied_wait(mem32: np.ndarray, ibs: list[tuple[int, int]], ib_leve
                 f = item.fields
                 if item.name == "WAIT_REG_MEM":
                     hit = _unsatisfied(mem32, translate, client_addr, item, f["FUNCTION"], f["REFERENCE"], level, addr)
-                    if hit:
+                    if want_held and not hit:
+                        return True
+                    if hit and not want_held:
                         return hit
                 elif item.name == "INDIRECT_BUFFER" and f["IB_SIZE"]:
                     base = f["IB_BASE_LO"] << 2 | f["IB_BASE_HI"] << 32

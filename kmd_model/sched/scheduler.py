@@ -189,11 +189,18 @@ class Scheduler:
         self.head_at = 0  # when the head job started (the ring's oldest since then): how long it has run
         self.progress_mark: tuple = ()  # what the engine had done then (Kmd._progressed)
         self.head_fetched = 0  # dwords the CP fetched for the head job, counted at the timer's looks
+        # cycles the head job could run, counted at the timer's looks: from head_at, less the
+        # intervals between two looks in which its queue was not served (Kmd._progressed: the
+        # CP busy with the other queue); the time rule for unchecked jobs bounds it
+        self.head_ran = 0
         self.marked_at = 0  # when progress_mark was read
         # the last time a job entered or left the ring (`pending` changed): with `pending`
         # empty, the queue had nothing to run since then (Kmd._progressed asks it of the
         # other CP queue)
         self.busy_at = 0
+        # when a job last went into the ring while it was empty: with `pending` not empty, the
+        # ring has had a job in it at every moment since then (Kmd._other_held_cp)
+        self.filled_at = 0
         self.error: Any = None  # an extra ring's CpErrorState, until Kmd recovers the ring
 
     @property
@@ -328,7 +335,7 @@ class Scheduler:
             if not e.queue:
                 self._dequeue(e)
             if not self.pending:
-                self.progress_at = self.head_at = self.kmd.dev.now()
+                self.progress_at = self.head_at = self.filled_at = self.kmd.dev.now()
                 self.progress_mark = ()
             self.run_job(job)
             self.pending.append(job)

@@ -21,13 +21,14 @@ import pytest
 
 import kmd_model
 from kmd_model import uapi
-from kmd_model.reset.stuck import _pm4_packets, _sdma_packets, find_unsatisfied_poll, find_unsatisfied_wait
+from kmd_model.reset.stuck import (_pm4_packets, _sdma_packets, any_wait_holds, find_unsatisfied_poll,
+                                   find_unsatisfied_wait)
 from kmd_model.uapi import CsChunkIb, Domain, KmdError, Request
 from spec import packets, pm4, sdma
 from spec.sdma import packets as sdma_packets
 from testbench.refmodel import RefModel
 
-from .test_kmd_ioctl import Client, addr_fields, expect, hw_state
+from .test_kmd_ioctl import Client, addr_fields, drained_hw_state, expect, hw_state
 
 
 def _outside(verb: str, where: str, m: int, a: int, n: int, ctx: int, end: int | None = None) -> str:
@@ -49,7 +50,7 @@ def check_read_side(dev):
     abo, vbo = a.bo(0x4000), v.bo(0x4000)
     vbo.u32[:] = 0x5EC2E7
     m = abo.addr
-    before = hw_state(kmd)
+    before = drained_hw_state(kmd)  # (bind()'s IB test may still be padding out on slow memory)
     for src in (vbo.addr, vbo.addr + 0x1000, kmd.ring.gpu_addr, kmd.fence_addr,
                 kmd.shadow.bo.gpu_addr + kmd.shadow.bo.size - 0x40, m + 0x3FF0):  # the last: runs off our end
         past = m + 0x4000 if src == m + 0x3FF0 else None
@@ -394,6 +395,47 @@ def test_diagnosis_follows_ib2s_and_chains():
     # addresses with a high part: an IB2 above 4 GiB is outside this memory
     hi = pm4.encode_fields("INDIRECT_BUFFER", {"IB_BASE_LO": ib2 >> 2, "IB_BASE_HI": 1, "IB_SIZE": 7, "VALID": 1})
     assert find_unsatisfied_wait(_mem((ib1, hi), (ib2, stuck)), [(ib1, 4)], 2) is None
+
+
+def _identity_many(va):
+    return np.where(va + 4 <= 4 * MEM_DW, va, -1)
+
+
+@pytest.mark.parametrize("many", [None, _identity_many], ids=["one_by_one", "at_once"])
+def test_any_wait_holds_walks_as_the_diagnosis(many):
+    """The job timer's other question (a queue kept off the CP may be parked in a poll that
+    holds, Kmd._may_be_parked): does some WAIT_REG_MEM of the job hold? Along the CP's path
+    (an IB2, a CHAIN), whichever comes first; not in an IB the device could not nest, nor
+    after a CHAIN; with or without the polls' compares made at once."""
+    ib1, ib2, tail = 0x100, 0x800, 0xC00
+    no, yes = _wait(FLAG, 1, "EQ"), _wait(FLAG, 0, "EQ")
+    kw = dict(translate_many=many)
+    assert not any_wait_holds(_mem((ib1, no + no)), [(ib1, 14)], 2, **kw)
+    assert any_wait_holds(_mem((ib1, no + yes)), [(ib1, 14)], 2, **kw)  # a later one
+    assert any_wait_holds(_mem((ib1, no), (ib2, yes)), [(ib1, 7), (ib2, 7)], 2, **kw)  # another IB of the job
+    mem = _mem((ib1, no + pm4.indirect_buffer(ib2, 7)), (ib2, yes))
+    assert any_wait_holds(mem, [(ib1, 11)], 2, **kw)
+    assert not any_wait_holds(mem, [(ib1, 11)], 1, **kw)  # (one level: the IB2 never runs)
+    mem = _mem((ib1, no + pm4.indirect_buffer(tail, 7, chain=1) + yes), (tail, no))
+    assert not any_wait_holds(mem, [(ib1, 18)], 2, **kw)  # (what follows a CHAIN never runs)
+    assert any_wait_holds(_put(mem, tail, yes), [(ib1, 18)], 2, **kw)
+    assert not any_wait_holds(_mem(), [(ib1, 8)], 2, **kw)  # no poll at all
+
+
+def test_any_wait_holds_decodes_no_poll_that_does_not_hold(monkeypatch):
+    """A job of polls none of which holds: the answer without decoding them one by one (each
+    decode is Python work under the driver's lock, at each of the timer's looks)."""
+    no = _wait(FLAG, 1, "EQ")
+    words = no * ((MEM_DW - 0x100) // len(no) - 1)
+    mem = _mem((0x100, words))
+    decoded = [0]
+    real = pm4.decode
+    monkeypatch.setattr(pm4, "decode", lambda *a, **k: (decoded.__setitem__(0, decoded[0] + 1), real(*a, **k))[1])
+    assert not any_wait_holds(mem, [(0x100, len(words))], 2, translate_many=_identity_many)
+    assert decoded[0] == 0, decoded
+    assert any_wait_holds(_put(mem, 0x100 + 4 * len(words) - 4 * len(no), _wait(FLAG, 0, "EQ")),
+                          [(0x100, len(words))], 2, translate_many=_identity_many)
+    assert len(words) > 3000 and decoded[0] == 0, decoded
 
 
 def test_diagnosis_budget_and_memory_bounds():

@@ -246,7 +246,10 @@ def check_an_unchecked_loop_on_one_cp_queue_is_reset_by_its_dwords_while_the_oth
     once it fetched more than 2 * max_job_dw, long before the time rule, and the innocent
     jobs, the one queued behind the loop on its ring too, complete. (Before: 'ran 129,336
     cycles unchecked, more than 64 job timeouts' on the model, both ways.)"""
-    n, t_out, timeouts = 1 << 10, 2_000, 64
+    # 256 job timeouts for the time rule: on slow, stalling memory at 32 bits the worker's
+    # jobs on the HIGH queue leave the loop on gfx so little of the CP that at 64 the time
+    # rule (128,000 cycles) came first (GPUCOSIM_DRIVER_MEM=slow:3)
+    n, t_out, timeouts = 1 << 10, 2_000, 256
     kmd = kmd_model.bind(dev, cs_check=False, max_job_dw=n, job_timeout=t_out, fallback_poll=1_000,
                          unchecked_job_timeouts=timeouts)
     bad, work, behind = Client(), Client(), Client()
@@ -276,7 +279,10 @@ def check_an_unchecked_loop_on_one_cp_queue_is_reset_by_its_dwords_while_the_oth
         m = re.search(r"timed out on (gfx|gfx_high): fetched \d+ dwords unchecked \(cs_check off\), more than "
                       rf"twice max_job_dw \({2 * n}\), CP queue (0|1) ", e.message)
         assert m and m.groups() == (ring, "01"[ring == "gfx_high"]), e.message
-        assert when < timeouts * t_out // 4, (ring, when)  # the time rule: 128,000 cycles
+        # before the time rule (512,000 cycles): the dwords' rule came at 31,000 or less on
+        # fast memory; on slow, stalling memory at 32 bits at 40,800 with the loop on
+        # gfx_high and 134,100 on gfx (the worker's HIGH jobs take most of the CP)
+        assert when < timeouts * t_out // 2, (ring, when)
         assert behind.wait(bseq, 1 << 20, ctx=ctx[behind]) and bbo.u32[(0x100 + 4 * k) // 4] == 5 + k
         # the loop on gfx: the worker (gfx_high) ran beside it; on gfx_high: the worker's
         # first job (gfx) waited it out in the ring
@@ -656,6 +662,48 @@ def check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck(dev, fil
     assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 0, 0), kmd.recovery_log
     assert query(good).reset_status == ResetStatus.NO_RESET and good.f.hangs == 0
 
+def check_a_poll_released_behind_queue_1_s_flood_with_a_later_poll_still_to_come_is_not_taken_for_stuck(
+        dev, fills: int = 8, fill: int = 16 << 10):
+    """An innocent client's job on queue 0 polls a flag (A), then a second one (B) that it is
+    given only later (once the flood is over); a HIGH client floods queue 1 meanwhile, with
+    fills longer than the job timeout. A is set during the flood: queue 0 is parked in it
+    (on the RTL, and ParkedPolls) until queue 1 lets it poll again. The timer took the job
+    for stuck because B did not hold in memory (which poll the queue is in is not known):
+    the innocent job was reset with TIMEOUT, its context guilty, a hang counted towards its
+    file's ban. Now a waiting queue that the other CP queue kept off the CP since the last
+    look (a job in its ring all along, running at the look) is not stuck while any poll of
+    its job holds: it may be parked in that one."""
+    t_out = 3_000
+    kmd = kmd_model.bind(dev, job_timeout=t_out, hw_timeout=5_000)
+    good, evil = Client(), Client()
+    dst = 0x5000 + -(-(len(pm4.dma_data(0, 0, 4)) * fills + 0x40) * 4 // 0x1000) * 0x1000
+    gbo, ebo = good.bo(0x4000), evil.bo(dst + max(fill, 0x1000))
+    ehi = new_ctx(evil, CtxPriority.HIGH)
+    g = good.submit(good.ib(gbo, pm4.wait_reg_mem(gbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16)
+                            + pm4.wait_reg_mem(gbo.addr + 0x3004, 1, 1, "EQ", poll_interval=16)
+                            + pm4.write_data(gbo.addr + 0x10, [0x600D]), 0x100))
+    gjob = kmd.sched.pending[0]
+    flood = pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ", poll_interval=4)
+    for k in range(fills):
+        flood += pm4.dma_data(ebo.addr + dst, 0x0F100D00 + k, fill, src_sel="DATA", cp_sync=int(fill > 64))
+    f = evil.submit(evil.ib(ebo, flood, 0x5000), ctx=ehi)
+    kmd.dev.delay(1_000)  # (the victim's job polls A; the timer has its first look to come)
+    start = kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED)
+    ebo.u32[0x3000 // 4] = 1  # the flood starts
+    deadline = kmd.dev.now() + 100_000
+    while kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED) - start < 14 and kmd.dev.now() < deadline:
+        kmd.dev.delay(16)
+    gbo.u32[0x3000 // 4] = 1  # A holds from now on
+    t0 = kmd.dev.now()
+    assert evil.wait(f, 2_000_000, ehi) and ebo.u32[(dst + fill) // 4 - 1] == 0x0F100D00 + fills - 1
+    parked = kmd.dev.now() - t0
+    assert not gjob.finished and kmd.stats["job_timeouts"] == 0, kmd.recovery_log
+    gbo.u32[0x3004 // 4] = 1  # B, once the flood is over
+    assert good.wait(g, 2_000_000) and gbo.u32[4] == 0x600D and gjob.runs == 1, kmd.recovery_log
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 0, 0), kmd.recovery_log
+    assert query(good).reset_status == ResetStatus.NO_RESET and good.f.hangs == 0
+    return parked / t_out  # (job timeouts the flood lasted after A was set)
+
 CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rings_gpu_side,
           check_amd_queue_reset_malformed, check_amd_queue_reset_hang, check_amd_queue_reset_bus_error,
           check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted,
@@ -671,7 +719,8 @@ CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rin
           check_a_queue_0_reset_while_queue_1_fills_keeps_queue_1s_transfers,
           check_a_queue_0_reset_while_the_sdma_copies_stays_a_queue_reset,
           check_a_flood_on_queue_1_does_not_turn_queue_0_s_reset_into_the_full_reset,
-          check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck]
+          check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck,
+          check_a_poll_released_behind_queue_1_s_flood_with_a_later_poll_still_to_come_is_not_taken_for_stuck]
 
 
 @pytest.mark.parametrize("sdma_engine", [True, False], ids=["sdma", "no_sdma"])
@@ -851,6 +900,124 @@ def test_a_poll_that_does_not_hold_behind_queue_1_s_flood_is_still_stuck():
     assert "stuck in WAIT_REG_MEM" in ei.value.info.message, ei.value.info.message
     assert evil.wait(f, 1_000_000, ehi) and fjob.runs == 1
     assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 1, 0)
+
+
+def test_an_unchecked_job_starved_by_queue_1_is_not_reset_for_the_time_it_could_not_run():
+    """With cs_check off, an innocent client's one-packet job on queue 0 waits behind a HIGH
+    client's jobs that keep queue 1 (which outranks it) busy longer than the time rule,
+    unchecked_job_timeouts job timeouts. The time rule counted from when the job reached the
+    head of its ring: the job, which had not run a packet, was reset as "ran N cycles
+    unchecked (cs_check off), more than 4 job timeouts", its context guilty and a hang counted
+    towards its file's ban. The checked path takes such a job as waiting for the CP, not
+    stuck (its timer restarts); the time rule now counts only the intervals between the
+    timer's looks in which the queue was served, so the job runs once the flood ends."""
+    t_out, timeouts, jobs, fills = 2_000, 4, 24, 1_000
+    kmd = kmd_model.bind(OnePacketACycle(), cs_check=False, job_timeout=t_out, hw_timeout=5_000,
+                         unchecked_job_timeouts=timeouts)
+    good, busy = Client(), Client()
+    gbo, ebo = good.bo(0x1000), busy.bo(0x10000 * jobs)
+    hi = new_ctx(busy, CtxPriority.HIGH)
+    floods = []
+    for j in range(jobs):  # (each shorter than the time rule: they are unchecked too)
+        words = pm4.wait_reg_mem(ebo.addr + 0x7000, 1, 1, "EQ", poll_interval=4) if j == 0 else []
+        words += sum((pm4.dma_data(ebo.addr + 0x8000 + 0x10000 * j, k, 64, src_sel="DATA") for k in range(fills)), [])
+        floods.append(busy.submit(busy.ib(ebo, words, 0x10000 * j), ctx=hi))
+    start = kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED)
+    ebo.u32[0x7000 // 4] = 1  # the flood starts
+    while kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED) - start < 14:
+        kmd.dev.delay(16)
+    t0 = kmd.dev.now()
+    g = good.submit(good.ib(gbo, pm4.write_data(gbo.addr + 0x10, [0x600D]), 0x100))
+    gjob = kmd.sched.pending[0]
+    assert good.wait(g, 2_000_000) and gbo.u32[4] == 0x600D and gjob.runs == 1, kmd.recovery_log
+    assert kmd.dev.now() - t0 > 2 * timeouts * t_out  # (starved twice the time rule and more)
+    for f in floods:
+        assert busy.wait(f, 2_000_000, hi)
+    assert ebo.u32[(0x8000 + 0x10000 * (jobs - 1)) // 4 + 15] == fills - 1
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 0, 0), kmd.recovery_log
+    assert query(good).reset_status == ResetStatus.NO_RESET and good.f.hangs == 0
+
+
+def test_a_poll_released_behind_queue_1_s_flood_with_a_later_poll_still_to_come_is_not_taken_for_stuck():
+    """The check on a model whose queue 0 polls again only when queue 1 lets it, as the RTL's:
+    the flood lasts job timeouts after A is set, queue 0 parked in A all along."""
+    assert check_a_poll_released_behind_queue_1_s_flood_with_a_later_poll_still_to_come_is_not_taken_for_stuck(
+        ParkedPolls(), 40_000, 64) > 3
+
+
+def test_a_poll_that_never_holds_after_one_that_does_is_stuck_when_queue_1_lets_it_poll():
+    """The other side of the rule above: a hostile job on queue 0 passes a poll that holds
+    (A) and then polls one that never will (B), while a client keeps queue 1 busy now and
+    then, a job of some 1,000 cycles, then its ring empty for 500 (queue 0 polls, and fails,
+    between them). Were the job taken as parked in A (some poll of it holds,
+    queue 1 had work and moved the shared counters since the last look), it would hold ring
+    0 for as long as queue 1 had such work, every other client's job on ring 0 behind it.
+    It is reset by its timeout, and the innocent job behind it runs."""
+    t_out = 3_000
+    kmd = kmd_model.bind(ParkedPolls(), job_timeout=t_out, hw_timeout=5_000)
+    bad, busy, behind = Client(), Client(), Client()
+    bbo, wbo, nbo = bad.bo(0x4000), busy.bo(0x10000), behind.bo(0x1000)
+    hi = new_ctx(busy, CtxPriority.HIGH)
+    bbo.u32[0x3000 // 4] = 1  # A holds
+    b = bad.submit(bad.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16)
+                          + pm4.wait_reg_mem(bbo.addr + 0x3004, 1, 1, "EQ", poll_interval=16), 0x100))
+    n = behind.submit(behind.ib(nbo, pm4.write_data(nbo.addr + 0x10, [0x600D]), 0x100))
+    t0, done, failed = kmd.dev.now(), 0, None
+    while failed is None and kmd.dev.now() - t0 < 20 * t_out:
+        words = sum((pm4.dma_data(wbo.addr + 0xC000, k, 64, src_sel="DATA") for k in range(1_000)), [])
+        w = busy.submit(busy.ib(wbo, words, 0x8000 * (done % 2)), ctx=hi)
+        assert busy.wait(w, 1 << 20, ctx=hi)
+        done += 1
+        kmd.dev.delay(t_out // 6)
+        try:
+            bad.wait(b, 0)
+        except uapi.KmdError as e:
+            failed = e, kmd.dev.now() - t0
+    assert failed is not None, f"the hostile job held ring 0 for {kmd.dev.now() - t0} cycles ({done} jobs on queue 1)"
+    e, when = failed
+    assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT", e
+    assert "stuck in WAIT_REG_MEM at IB+0x1c" in e.message, e.message  # (B)
+    assert when <= 2 * t_out, when  # (its timeout: 9/8 of one, and the loop's step)
+    assert behind.wait(n, 1 << 20) and nbo.u32[4] == 0x600D
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 1, 0), kmd.recovery_log
+
+
+def test_a_poll_that_never_holds_after_one_that_does_is_stuck_when_queue_1_polls_in_its_job():
+    """As above, queue 1's work one long job this time, always in its ring, that runs some
+    300 packets and then polls a flag its client sets 1,500 cycles later, and again: queue 1
+    polling yields the CP, and queue 0 polls B, and fails, then. Queue 1 held the CP since
+    the last look only if it is running at the look (not polling, its STATUS): the hostile
+    job is reset by its timeout, the first look that finds queue 1 polling."""
+    t_out, rounds = 3_000, 40
+    kmd = kmd_model.bind(ParkedPolls(), job_timeout=t_out, hw_timeout=5_000)
+    bad, busy = Client(), Client()
+    bbo, wbo = bad.bo(0x4000), busy.bo(0x100000)
+    hi = new_ctx(busy, CtxPriority.HIGH)
+    words = []
+    for k in range(rounds):
+        words += sum((pm4.dma_data(wbo.addr + 0xF0000, j, 64, src_sel="DATA") for j in range(300)), [])
+        words += pm4.wait_reg_mem(wbo.addr + 0xF8000 + 4 * k, 1, 1, "EQ", poll_interval=4)
+    w = busy.submit(busy.ib(wbo, words, 0x1000), ctx=hi)
+    bbo.u32[0x3000 // 4] = 1  # A holds
+    b = bad.submit(bad.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16)
+                          + pm4.wait_reg_mem(bbo.addr + 0x3004, 1, 1, "EQ", poll_interval=16), 0x100))
+    t0, failed = kmd.dev.now(), None
+    for k in range(rounds):
+        kmd.dev.delay(1_500)
+        wbo.u32[0xF8000 // 4 + k] = 1
+        try:
+            bad.wait(b, 0)
+        except uapi.KmdError as e:
+            failed = e, kmd.dev.now() - t0
+            break
+    assert failed is not None, f"the hostile job held ring 0 for {kmd.dev.now() - t0} cycles"
+    e, when = failed
+    assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT", e
+    assert "stuck in WAIT_REG_MEM at IB+0x1c" in e.message, e.message  # (B)
+    assert when <= 2 * t_out, when  # (its timeout: 9/8 of one, and the loop's step)
+    wbo.u32[0xF8000 // 4: 0xF8000 // 4 + rounds] = 1
+    assert busy.wait(w, 1 << 20, ctx=hi)
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 1, 0), kmd.recovery_log
 
 
 def test_a_flood_on_queue_1_does_not_turn_queue_0_s_reset_into_the_full_reset():

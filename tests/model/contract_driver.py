@@ -269,9 +269,10 @@ class Gpu:
         """Wait until `status`.WAITING reads 1 (a poll has started) and return its fields."""
         return self.until(lambda: (lambda s: s if s["WAITING"] else None)(self.fields(status)), f"{status}.WAITING")
 
-    def idle(self, status: str = "STATUS") -> dict[str, int]:
-        """Wait until `status`.IDLE reads 1 and return its fields."""
-        return self.until(lambda: (lambda s: s if s["IDLE"] else None)(self.fields(status)), f"{status}.IDLE")
+    def idle(self, status: str = "STATUS", cycles: int = 20000) -> dict[str, int]:
+        """Wait (at most `cycles`) until `status`.IDLE reads 1 and return its fields."""
+        return self.until(lambda: (lambda s: s if s["IDLE"] else None)(self.fields(status)), f"{status}.IDLE",
+                          cycles)
 
 
 class Ring:

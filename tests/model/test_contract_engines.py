@@ -797,13 +797,17 @@ def check_transfers_keep_war_and_waw_order(dev):
     for engine in ("DMA_DATA", "SDMA"):
         g.w32(src, words)
         g.w32(dst, [0] * 0x1000)
+        # 36 KiB moved: on slow, stalling memory at 32 bits (GPUCOSIM_DRIVER_MEM=slow:3) more
+        # than the 20,000 cycles a ring's run() waits
         if engine == "DMA_DATA":
-            ring.run(dma_data(dst, src, 0x4000), dma_data(src, 0xFFFFFFFF, 0x4000, SRC_SEL="DATA"),
-                     dma_data(dst + 0x800, 0x11111111, 0x1000, SRC_SEL="DATA"))
+            ring.submit(dma_data(dst, src, 0x4000), dma_data(src, 0xFFFFFFFF, 0x4000, SRC_SEL="DATA"),
+                        dma_data(dst + 0x800, 0x11111111, 0x1000, SRC_SEL="DATA"))
+            g.idle("STATUS", 1_000_000)
         else:
-            s.run(sdma("COPY_LINEAR", COUNT=0x3FFF, **lo_hi("SRC_ADDR", src), **lo_hi("DST_ADDR", dst)),
-                  sdma("CONSTANT_FILL", SRC_DATA=0xFFFFFFFF, COUNT=0x3FFF, **lo_hi("DST_ADDR", src)),
-                  sdma("CONSTANT_FILL", SRC_DATA=0x11111111, COUNT=0xFFF, **lo_hi("DST_ADDR", dst + 0x800)))
+            s.submit(sdma("COPY_LINEAR", COUNT=0x3FFF, **lo_hi("SRC_ADDR", src), **lo_hi("DST_ADDR", dst)),
+                     sdma("CONSTANT_FILL", SRC_DATA=0xFFFFFFFF, COUNT=0x3FFF, **lo_hi("DST_ADDR", src)),
+                     sdma("CONSTANT_FILL", SRC_DATA=0x11111111, COUNT=0xFFF, **lo_hi("DST_ADDR", dst + 0x800)))
+            g.idle("SDMA_STATUS", 1_000_000)
         g.until(lambda: g.r32(src + 0x3FFC) == 0xFFFFFFFF, "the fill of the source")
         got = g.r32(dst, 0x1000)
         bad = [k for k in range(0x1000) if got[k] != want[k]]
