@@ -1004,12 +1004,14 @@ def test_a_poll_that_never_holds_after_one_that_does_is_stuck_when_queue_1_polls
     t0, failed = kmd.dev.now(), None
     for k in range(rounds):
         kmd.dev.delay(1_500)
-        wbo.u32[0xF8000 // 4 + k] = 1
         try:
-            bad.wait(b, 0)
+            bad.wait(b, 0)  # (the look: queue 1 has polled its flag for some 1,200 cycles)
         except uapi.KmdError as e:
             failed = e, kmd.dev.now() - t0
             break
+        # set after the look: set before it, queue 1 saw it at its next poll, 4 cycles on,
+        # and ran at every look (the model saw it late: its skipped polls hid the CPU's write)
+        wbo.u32[0xF8000 // 4 + k] = 1
     assert failed is not None, f"the hostile job held ring 0 for {kmd.dev.now() - t0} cycles"
     e, when = failed
     assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT", e
