@@ -25,7 +25,9 @@ packet per cycle however long a call: far more than any finite stream needs, so 
 (an IB that CHAINs to itself, checker off) meets it; the CP then stays busy and runs on as
 time passes (its next burst when it is full again, every `cp_burst` cycles, and what it
 has gained when a call ends), so the call that rang the doorbell returns, as on the RTL;
-`cp_burst=1` is a CP of one packet a cycle.
+`cp_burst=1` is a CP of one packet a cycle. Such a loop costs the model a packet a cycle:
+`delay(10**6)` behind it runs 10**6 packets, about 2 s (the KMD's waits are steps of 20,000
+cycles at most, `fallback_poll`).
 
 Virtual memory (testbench/refmodel/mmu.py): every CP and DMA access is translated as the
 MMU does (ring fetches, the rptr write-back and IH entries with VMID 0, an IB's packets
