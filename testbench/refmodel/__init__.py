@@ -16,12 +16,18 @@ current `now()`. Time moves only when the driver spends it: each MMIO access cos
 `wait_irq` moves to the moment irq rises or to its timeout. A WAIT_REG_MEM that does not
 hold when executed is re-polled on its POLL_INTERVAL grid as time passes (the first poll
 is at once, then every max(1, POLL_INTERVAL) cycles). Memory changes only between Device
-calls (the CPU) or by the CP itself, so a poll that fails stays failed until the driver
-next returns: time can jump over the remaining polls of one call. The CP runs at most
-`cp_burst` packets (CP_BURST_PACKETS, 65,536) at one instant, refilled at one packet per
-cycle: far more than any finite stream needs, so only a loop (an IB that CHAINs to itself,
-checker off) meets it; the CP then stays busy and runs on as time passes, so the call that
-rang the doorbell returns, as on the RTL.
+calls (the CPU) or by the engines, so a poll that fails stays failed until an engine moves
+on (another wait holds, an SDMA poll gives up, the CP runs on) or the call returns (at its
+end, or early at an irq): time jumps over the polls before that moment, never over one
+after it, so every wait sees a write at its first poll after it, as on the RTL. The CP runs
+at most `cp_burst` packets (CP_BURST_PACKETS, 65,536) at one instant, refilled at one
+packet per cycle however long a call: far more than any finite stream needs, so only a loop
+(an IB that CHAINs to itself, checker off) meets it; the CP then stays busy and runs on as
+time passes (its next burst when it is full again, every `cp_burst` cycles, and what it
+has gained when a call ends), so the call that rang the doorbell returns, as on the RTL;
+`cp_burst=1` is a CP of one packet a cycle. Such a loop costs the model a packet a cycle:
+`delay(10**6)` behind it runs 10**6 packets, about 2 s (the KMD's waits are steps of 20,000
+cycles at most, `fallback_poll`).
 
 Virtual memory (testbench/refmodel/mmu.py): every CP and DMA access is translated as the
 MMU does (ring fetches, the rptr write-back and IH entries with VMID 0, an IB's packets

@@ -67,12 +67,15 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
     without a copy engine, for the drivers' refusals).
     ib_levels: CAPS.IB_LEVELS. dma_max_bytes: BYTE_COUNT limit (DMA_BYTE_COUNT above it).
     mmio_cycles: model cycles one MMIO access costs.
-    cp_burst: packets the CP runs at one instant at most (refilled at one a cycle): work
-    longer than that (a CHAIN to itself) goes on as time passes (see the package docstring).
+    cp_burst: packets the CP runs at one instant at most (refilled at one a cycle, however
+    long a call): work longer than that (a CHAIN to itself) goes on as time passes, one
+    packet a cycle (see the package docstring); 1 is a CP of one packet a cycle.
     trace: called with one line per packet the CP starts (see the package docstring).
     """
 
     name = "model"
+    skip_polls = True  # False: a failing wait polls at every point of its grid (slow; what
+    # the skipping is tested against: tests/model/test_model_sdma.py)
 
     def __init__(self, mem_size: int = DEFAULT_MEM_SIZE, *, mem: np.ndarray | None = None,
                  data_width: int = 64, dma: bool = True, ih: bool = True, ib_levels: int = 2,
@@ -507,7 +510,17 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
 
     def _advance(self, to: int, until_irq: bool = False) -> bool:
         """Let time pass up to `to`, polling a pending WAIT_REG_MEM and SDMA POLL_REGMEM on their
-        grids, earliest first. With `until_irq`, stop as soon as irq is high; returns the irq level."""
+        grids and running a CP out of packets (_cp_budget) whenever its burst is full again,
+        earliest first. With `until_irq`, stop as soon as irq is high; returns the irq level.
+
+        A wait whose poll failed in this call skips its next polls (their result is known)
+        up to the earliest moment anything but the CPU could change memory: another wait's
+        next poll (unless that one failed in this call too), the SDMA's last read, the CP's
+        next burst, `to`. Any engine moving on stops the skipping, so a skipped poll never
+        hides a write: the engines' one, nor the CPU's after the call returns (at `to`, or
+        early at an irq, where no wait's next poll has been moved past that moment). With
+        `skip_polls` False every point of every grid is polled: the same behaviour, slower
+        (tests/model/test_model_sdma.py compares them)."""
         if not self._waiting():
             self._account(to)
             return self._irq()
@@ -520,29 +533,51 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
             t_cp = w.next_poll if w is not None else None
             t_h1 = w1.next_poll if w1 is not None else None
             t_sd = sw.next_poll if sw is not None else None
-            due = [t for t in (t_cp, t_h1, t_sd) if t is not None and t <= to]
-            if not due:
+            t_st = self._cp_fill_t + self.cp_burst - self._cp_left if self._cp_starved else None
+            t = to + 1
+            for x in (t_cp, t_h1, t_sd, t_st):
+                if x is not None and x < t:
+                    t = x
+            if t > to:
                 break
-            t = min(due)
-            if t == t_cp or t == t_h1:
-                if t == t_cp:
-                    moved = self._cp_wait_due(token, to, sw)
+            if t == t_cp or t == t_h1 or t == t_sd:  # at one instant: queue 0, queue 1, the SDMA
+                x = w if t == t_cp else w1 if t == t_h1 else sw
+                if x.failed_in is token and self.skip_polls and (x is not sw or x.deadline is None
+                                                                  or x.next_poll < x.deadline):
+                    # Its result is known until something can change memory: skip its polls up
+                    # to then, `last`. At one instant the engines go in this order (queue 0,
+                    # queue 1, the SDMA, a CP out of packets last): a poll at the moment a later
+                    # one moves is known, one at the moment an earlier one moves is not.
+                    last, later = to, False
+                    if t_st is not None and t_st < last:
+                        last = t_st
+                    for y in (w, w1, sw):
+                        if y is x:
+                            later = True
+                        elif y is not None and y.failed_in is not token:
+                            limit = y.next_poll if later else y.next_poll - 1
+                            if limit < last:
+                                last = limit
+                    if sw is not None and sw is not x and sw.deadline is not None and sw.deadline < last:
+                        last = sw.deadline  # (the SDMA's last read is a move even if it fails)
+                    if last >= t:
+                        nxt = t + ((last - t) // x.interval + 1) * x.interval  # on its grid, after `last`
+                        x.next_poll = nxt if x is not sw or sw.deadline is None else min(nxt, sw.deadline)
+                        continue
+                if x is sw:
+                    self._account(t)
+                    if not sd.poll():  # type: ignore[union-attr]
+                        sw.failed_in = token
+                        continue
+                elif x is w:
+                    if not self._cp_wait_due(token):
+                        continue
                 else:
                     with h1.active():  # type: ignore[union-attr]
-                        moved = self._cp_wait_due(token, to, sw)
-                if not moved:
-                    continue
+                        if not self._cp_wait_due(token):
+                            continue
             else:
-                assert sw is not None and sd is not None
-                final = sw.deadline is not None and sw.next_poll >= sw.deadline
-                if sw.failed_in is token and not final:
-                    nxt = sw.next_poll + ((to - sw.next_poll) // sw.interval + 1) * sw.interval
-                    sw.next_poll = nxt if sw.deadline is None else min(nxt, sw.deadline)
-                    continue
-                self._account(t)
-                if not sd.poll():
-                    sw.failed_in = token
-                    continue
+                self._account(t)  # the CP's burst is full again: it runs on (below)
             # an engine moved on: memory may have changed for the others' waits
             for x in (self._wait, sd.wait if sd is not None else None, h1.s["_wait"] if h1 is not None else None):
                 if x is not None:
@@ -555,16 +590,10 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
             self._run()
         return self._irq()
 
-    def _cp_wait_due(self, token: object, to: int, sw) -> bool:
-        """The WAIT_REG_MEM of the CP queue whose state is in the attributes is due: poll it (or
-        skip the polls whose result is known); True when the queue moved on."""
+    def _cp_wait_due(self, token: object) -> bool:
+        """The WAIT_REG_MEM of the CP queue whose state is in the attributes is due: poll it;
+        True when the queue moved on (`_advance` skips the polls whose result is known)."""
         w = self._wait
-        if w.failed_in is token:
-            # Nothing but the engines (which wait) can change memory before `to`, or before an
-            # SDMA poll gives up: the result of this wait's polls until then is known. Skip them.
-            limit = to if sw is None or sw.deadline is None else min(to, sw.deadline)
-            w.next_poll += ((limit - w.next_poll) // w.interval + 1) * w.interval
-            return False
         self._account(w.next_poll)
         try:
             self._poll()

@@ -333,3 +333,20 @@ def test_bind_names_a_device_it_cannot_take(dev, said):
         kmd_model.bind(dev)
     assert str(e.value) == said
     assert kmd_model.bound() is before
+
+
+@pytest.mark.parametrize("burst", [1, 2, 3])
+def test_a_model_whose_cp_runs_a_packet_or_a_few_a_cycle_binds_and_runs_jobs(burst):
+    """RefModel(cp_burst=N): the CP runs N packets at one instant at most, refilled at one a
+    cycle. It ran one burst per device call however many cycles the call spent, so with
+    cp_burst 1 the bind's IB test (4 packets, in one 20,000-cycle wait) timed out, and a job
+    of 40 packets took 20 fallback polls of 20,000 cycles with cp_burst 2. Now the CP runs
+    one packet a cycle as time passes: the job's 40 packets take about 40 cycles more."""
+    kmd = kmd_model.bind(RefModel(cp_burst=burst))
+    c = Client()
+    bo = c.bo()
+    t0 = kmd.dev.now()
+    c.run(bo, [w for i in range(40) for w in pm4.write_data(bo.addr + 0x800 + 4 * i, [i + 1])])
+    assert bo.u32[0x800 // 4:0x800 // 4 + 40].tolist() == list(range(1, 41))
+    assert kmd.dev.now() - t0 < 2_000, kmd.dev.now() - t0
+    assert kmd.stats["resets"] == 0 and kmd.stats["job_timeouts"] == 0

@@ -607,8 +607,11 @@ def check_a_flood_on_queue_1_does_not_turn_queue_0_s_reset_into_the_full_reset(d
     under_way = len(pm4.wait_reg_mem(0, 1, 1, "EQ")) + 2 * len(pm4.dma_data(0, 0, 4))  # its wait and two fills
 
     def flood_then_reset():
-        ebo.u32[0x3004 // 4] = 1  # the flood starts (queue 0 stopped by its fault)
+        # (read before the flag: a model that runs the flood at once has it done by the read's
+        # end, since its poll sees the flag at once; it saw it only 20,000 cycles later, the
+        # model's skipped polls hiding the CPU's write)
         start = kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED)
+        ebo.u32[0x3004 // 4] = 1  # the flood starts (queue 0 stopped by its fault)
         deadline = kmd.dev.now() + 100_000
         while kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED) - start < under_way and kmd.dev.now() < deadline:
             kmd.dev.delay(16)
@@ -846,20 +849,15 @@ def test_on_model(check):
 
 
 class OnePacketACycle(RefModel):
-    """The reference model whose CP runs one packet a cycle while it has work (the RTL's CP is
-    no faster; RefModel runs a finite stream at once), so a long stream on one CP queue holds
-    the CP for as many cycles as it has packets, as on the RTL. 4 KiB DMA_DATAs (CAPS), so
-    the longest wait the KMD allows behind the other queue is short."""
+    """The reference model whose CP runs one packet a cycle while it has work (cp_burst 1; the
+    RTL's CP is no faster; RefModel runs a finite stream at once), so a long stream on one CP
+    queue holds the CP for as many cycles as it has packets, as on the RTL. 4 KiB DMA_DATAs
+    (CAPS), so the longest wait the KMD allows behind the other queue is short. (It replaced
+    RefModel's budget, which gave a CP out of packets one burst per call, with one that ran
+    everything a call's cycles had earned at its end.)"""
 
     def __init__(self):
         super().__init__(cp_burst=1, dma_max_bytes=4096)
-
-    def _cp_budget(self) -> int:
-        dt, self._cp_fill_t = self._t - self._cp_fill_t, self._t
-        # the time since the last run is the CP's only while it had packets left (starved)
-        self._cp_left = self._cp_left + dt if self._cp_starved else max(self._cp_left, self.cp_burst)
-        self._cp_starved = False
-        return self._cp_left
 
 
 class ParkedPolls(OnePacketACycle):
@@ -868,11 +866,11 @@ class ParkedPolls(OnePacketACycle):
     only once the CP is its own, not while queue 1, of higher priority, can run. (The
     reference model polls on its grid whatever the other queue does.)"""
 
-    def _cp_wait_due(self, token, to, sw) -> bool:
+    def _cp_wait_due(self, token) -> bool:
         if self._ring_id == 0 and self._hq1 is not None and self._hq1.runnable1():
             self._wait.next_poll += self._wait.interval  # (queue 1 holds the CP: no poll now)
             return False
-        return super()._cp_wait_due(token, to, sw)
+        return super()._cp_wait_due(token)
 
 
 def test_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck():
@@ -1012,12 +1010,14 @@ def test_a_poll_that_never_holds_after_one_that_does_is_stuck_when_queue_1_polls
     t0, failed = kmd.dev.now(), None
     for k in range(rounds):
         kmd.dev.delay(1_500)
-        wbo.u32[0xF8000 // 4 + k] = 1
         try:
-            bad.wait(b, 0)
+            bad.wait(b, 0)  # (the look: queue 1 has polled its flag for some 1,200 cycles)
         except uapi.KmdError as e:
             failed = e, kmd.dev.now() - t0
             break
+        # set after the look: set before it, queue 1 saw it at its next poll, 4 cycles on,
+        # and ran at every look (the model saw it late: its skipped polls hid the CPU's write)
+        wbo.u32[0xF8000 // 4 + k] = 1
     assert failed is not None, f"the hostile job held ring 0 for {kmd.dev.now() - t0} cycles"
     e, when = failed
     assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT", e

@@ -8,6 +8,8 @@ directly (no KMD), waiting for the engines by their STATUS registers."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from kmd_model import regs
@@ -369,3 +371,138 @@ def test_without_hqd1_only_its_registers_answer_decerr():
     assert regs.QUEUE_CAPS.decode(RefModel(1 << 20).mmio_read32(regs.QUEUE_CAPS.addr())) == {"SDMA": 1, "CP_QUEUES": 2}
     with pytest.raises(BusError, match="DECERR"):
         d.mmio_read32(regs.CP_HQD1_RB_BASE_LO.addr())
+
+
+@pytest.mark.parametrize("cpu_writes", [False, True], ids=["the_sdma_writes", "the_cpu_writes"])
+def test_a_poll_skipped_in_a_long_wait_sees_a_write_made_before_its_end(cpu_writes):
+    """The model skips a failing WAIT_REG_MEM's polls while nothing can change memory. It
+    skipped them to the end of the whole `wait_irq`, past the moment the SDMA moved on
+    (its POLL_REGMEM held) and wrote the polled dword, and past the moment the call
+    returned early on the SDMA's trap, after which the CPU writes it: the CP saw either
+    100,000 cycles late. docs/hardware.md: the CP reads every POLL_INTERVAL cycles, so the
+    fence behind the wait comes at the first poll after the write (10 cycles apart here)."""
+    dev = RefModel(1 << 20)
+    g = Rig(dev)
+    dev.mmio_write32(regs.INT_ENABLE.addr(), regs.INT_ENABLE.IH_PENDING.mask)
+    release, fence = DATA + 0x40, DATA + 0x80
+    g.submit(sdma.poll_regmem(DATA, 1, 1, "EQ", interval=10)  # reads 160 cycles apart
+             + ([] if cpu_writes else sdma.write_linear(release, [1])) + sdma.trap(int_context=7), settle=False)
+    g.m32[CP_RING // 4:CP_RING // 4 + 7] = pm4.wait_reg_mem(release, 1, 1, "EQ", poll_interval=10)
+    g.m32[CP_RING // 4 + 7:CP_RING // 4 + 15] = pm4.release_mem(fence, 0, data_sel=3)  # the timestamp
+    g.cp_wptr = 15
+    dev.mmio_write32(regs.RB_DOORBELL.addr(), 15)
+    assert regs.STATUS.WAITING.get(g.r(regs.STATUS)) and regs.SDMA_STATUS.WAITING.get(g.r(regs.SDMA_STATUS))
+    g.m32[DATA // 4] = 1  # releases the SDMA at its next read, up to 160 cycles on
+    t0 = dev.now()
+    assert dev.wait_irq(100_000)
+    t_write = dev.now()  # the SDMA's write, at its trap; or the CPU's, at once
+    assert t0 < t_write <= t0 + 160
+    if cpu_writes:
+        assert g.m32[fence // 4] == 0
+        g.m32[release // 4] = 1
+    assert [e["DATA0"] for e in g.ih()] == [7]  # (8 cycles of MMIO read)
+    dev.delay(20)
+    assert t_write < g.m32[fence // 4] <= t_write + 10, (t_write, g.m32[fence // 4])
+
+
+@pytest.mark.parametrize("cpu_writes", [False, True], ids=["the_cp_writes", "the_cpu_writes"])
+def test_a_skipped_sdma_poll_sees_a_write_made_before_the_long_wait_ends(cpu_writes):
+    """The same for the SDMA's POLL_REGMEM: its polls were skipped to the end of the whole
+    `wait_irq`, past the CP's release of it (a WAIT_REG_MEM that holds, then a WRITE_DATA
+    and an interrupting RELEASE_MEM) and past the CPU's write after that early return. It
+    reads every 16 cycles here: its fence comes within 16 cycles of the write."""
+    dev = RefModel(1 << 20)
+    g = Rig(dev)
+    dev.mmio_write32(regs.INT_ENABLE.addr(), regs.INT_ENABLE.IH_PENDING.mask)
+    release, fence = DATA + 0x40, DATA + 0x80
+    g.submit(sdma.poll_regmem(release, 1, 1, "EQ", interval=1) + sdma.fence(fence, 0x5E), settle=False)
+    cp = (pm4.wait_reg_mem(DATA, 1, 1, "EQ", poll_interval=200) + ([] if cpu_writes else pm4.write_data(release, [1]))
+          + pm4.release_mem(DATA + 0xC0, 0, int_sel=2))  # (an EOP entry: IH_PENDING)
+    g.m32[CP_RING // 4:CP_RING // 4 + len(cp)] = cp
+    g.cp_wptr = len(cp)
+    dev.mmio_write32(regs.RB_DOORBELL.addr(), len(cp))
+    assert regs.STATUS.WAITING.get(g.r(regs.STATUS)) and regs.SDMA_STATUS.WAITING.get(g.r(regs.SDMA_STATUS))
+    g.m32[DATA // 4] = 1  # releases the CP at its next read, up to 200 cycles on
+    t0 = dev.now()
+    assert dev.wait_irq(100_000)
+    t_write = dev.now()
+    assert t0 < t_write <= t0 + 200
+    if cpu_writes:
+        g.m32[release // 4] = 1
+    dev.delay(t_write + 15 - dev.now())
+    assert g.m32[fence // 4] in (0, 0x5E)
+    dev.delay(1)
+    assert g.m32[fence // 4] == 0x5E, (t_write, dev.now())
+
+
+class _PollsEveryPoint(RefModel):
+    """The reference model without its skipping of polls whose result is known."""
+
+    skip_polls = False
+
+
+def _poll_race(dev, seed: int) -> list:
+    """Both CP queues and the SDMA wait on flags (random intervals, finite SDMA retries or
+    not), release one another's flags and stamp the time (RELEASE_MEM TIMESTAMP, an EOP
+    and a TRAP entry each with its time); the driver waits (delay, wait_irq that return
+    early at the entries) and the CPU sets flags in between. What the driver saw."""
+    rnd = random.Random(seed)
+    w = dev.mmio_write32
+    flags, stamps = DATA + 0x400, DATA + 0x800
+    w(regs.IH_BASE_LO.addr(), IH >> 8)
+    w(regs.IH_SIZE.addr(), 8)
+    w(regs.IH_CNTL.addr(), regs.IH_CNTL.ENABLE.mask)
+    w(regs.INT_ENABLE.addr(), regs.INT_ENABLE.IH_PENDING.mask)
+    m32 = dev.mem.view("<u4")
+    rings = ((regs.RB_BASE_LO, regs.RB_SIZE, regs.RB_CNTL, regs.RB_DOORBELL, CP_RING),
+             (regs.CP_HQD1_RB_BASE_LO, regs.CP_HQD1_RB_SIZE, regs.CP_HQD1_RB_CNTL, regs.CP_HQD1_RB_DOORBELL,
+              CP_RING + 0x800))
+    stamp = 0
+    for q, (base, size, cntl, bell, ring) in enumerate(rings):
+        words = []
+        for _ in range(rnd.randint(1, 4)):
+            words += pm4.wait_reg_mem(flags + 4 * rnd.randrange(8), 1, 1, "EQ", poll_interval=rnd.randint(0, 40))
+            if rnd.random() < 0.5:
+                words += pm4.write_data(flags + 4 * rnd.randrange(8), [1])
+            words += pm4.release_mem(stamps + 8 * stamp, 0, data_sel="TIMESTAMP", int_sel=rnd.choice((0, 2)))
+            stamp += 1
+        m32[ring // 4:ring // 4 + len(words)] = words
+        w(base.addr(), ring >> 8)
+        w(size.addr(), 8)
+        w(cntl.addr(), 1)
+        w(bell.addr(), len(words))
+    g = Rig(dev)
+    words = []
+    for k in range(rnd.randint(1, 4)):
+        words += sdma.poll_regmem(flags + 4 * rnd.randrange(8), 1, 1, "EQ", interval=rnd.randint(0, 3),
+                                  retry_count=rnd.choice((4095, rnd.randint(0, 30))))
+        if rnd.random() < 0.5:
+            words += sdma.write_linear(flags + 4 * rnd.randrange(8), [1])
+        words += sdma.trap(int_context=k)
+    g.submit(words, settle=False)
+    seen = []
+    for _ in range(40):
+        if rnd.random() < 0.5:
+            seen.append(("irq", dev.wait_irq(rnd.randint(1, 3000)), dev.now()))
+            w(regs.IH_RPTR.addr(), dev.mmio_read32(regs.IH_WPTR.addr()))  # (the line drops)
+        else:
+            dev.delay(rnd.randint(1, 300))
+        if rnd.random() < 0.4:
+            m32[flags // 4 + rnd.randrange(8)] = 1  # the CPU, at once after the call
+        seen.append(dev.now())
+    return seen
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_skipped_polls_change_nothing_the_driver_sees(seed):
+    """Skipping the polls whose result is known (RefModel._advance) must be invisible: the
+    same race of three waiting engines, driver waits and CPU writes on a model that polls
+    at every point of every grid gives the same times, memory (RELEASE_MEM timestamps,
+    entries with their times) and registers. It did not: a skip ran to the end of the
+    whole call, past another engine's release and past an early return at an irq. One
+    race in three with a CP of one packet a cycle (cp_burst 1), one in three of 2."""
+    burst = {0: {}, 1: {"cp_burst": 1}, 2: {"cp_burst": 2}}[seed % 3]
+    fast, slow = RefModel(1 << 20, **burst), _PollsEveryPoint(1 << 20, **burst)
+    assert _poll_race(fast, seed) == _poll_race(slow, seed)
+    assert (fast.mem == slow.mem).all()
+    assert fast.snapshot(memory=False) == slow.snapshot(memory=False)

@@ -291,7 +291,10 @@ def test_dma_copy_and_fill():
 def test_a_chain_to_itself_runs_a_burst_at_once_and_the_rest_as_time_passes():
     """The CP ran packets until the ring was empty: an IB that CHAINs to itself (checker off)
     never returned from the doorbell's MMIO write. It runs `cp_burst` packets at one
-    instant, then one more per cycle as time passes, busy all the while; a soft reset ends it."""
+    instant, then one more per cycle as time passes, however long the step (it ran one burst
+    a step at most: a device call of many cycles gave it `cp_burst` packets, so with
+    cp_burst 1 the KMD's IB test at bind, 4 packets, timed out), busy all the while; a soft
+    reset ends it."""
     drv = Driver(cp_burst=100)
     dev = drv.dev
     w32(dev, IB1, pm4.indirect_buffer(IB1, 4, chain=1))
@@ -304,8 +307,11 @@ def test_a_chain_to_itself_runs_a_burst_at_once_and_the_rest_as_time_passes():
     dev.delay(40)
     assert seen() == (140, 0)
     dev.delay(1000)
-    assert seen() == (240, 0)  # a burst at most, however long the step
-    assert not dev.wait_irq(500) and seen() == (340, 0)
+    assert seen() == (1140, 0)  # one a cycle: ten bursts of 100 during the step
+    assert not dev.wait_irq(500) and seen() == (1640, 0)
+    for _ in range(3):
+        dev.delay(7)
+    assert seen() == (1661, 0)
     drv.io.write_fields(regs.CONTROL, SOFT_RESET=1)
     drv.wptr = 0
     drv.submit(pm4.write_data(OUT, [7]))

@@ -136,8 +136,9 @@ class CommandProcessor:
         """The packets the CP may run now: a burst of `cp_burst` at most, refilled at one
         packet per model cycle (no faster than the RTL's CP). Finite work runs at once as
         before; a CHAIN to itself (checker off) stops here, with the CP busy, and goes on
-        as time passes (device.py's `_advance`), so the call that rang the doorbell
-        returns and the driver's job timer runs, as on the RTL."""
+        as time passes (device.py's `_advance` runs it again when its burst is full, and at
+        the end of a call), so the call that rang the doorbell returns and the driver's job
+        timer runs, as on the RTL."""
         self._cp_starved = False
         dt = self._t - self._cp_fill_t
         if dt:
