@@ -919,13 +919,80 @@ def check_equal_priority_turns_after_one_queue_ran_alone(dev):
                    "q1 alone, then Q0 reset": q0_first, "q1 alone, then SOFT_RESET": q1_first}, got
 
 
+def check_sdma_ring_size_above_20_and_the_longest_write_linear(dev):
+    """SDMA_RB_CNTL.RB_SIZE above 20 acts as 20 (docs/registers.md) and reads back what was
+    written: a doorbell 4·2^20 bytes ahead of rptr is ring space, one 4 more DOORBELL_OVERFLOW;
+    WRITE_LINEAR's COUNT at its largest (0xFFFFF: 2^20 data dwords, packets.md's N ≤ 1048576)
+    never fits a buffer (the ring holds at most 2^20 dwords, an IB at most IB_SIZE 0xFFFFF), so
+    it is BAD_COUNT at its header, in the ring and in an IB, before a byte is written."""
+    g, _, ih = bring_up(dev)
+    S = sdma_packets()
+    big = 0x100_0000  # a 4 MiB ring at 16 MiB
+    s = SdmaRing(g, big, 20)
+    for size in (21, 25, 31):
+        g.set("SDMA_RB_CNTL", RB_SIZE=size, RB_ENABLE=0)
+        g.set("SDMA_RB_CNTL", RB_SIZE=size, RB_ENABLE=1)
+        assert g.fields("SDMA_RB_CNTL")["RB_SIZE"] == size, "RB_SIZE reads back what was written"
+        g.write("SDMA_DOORBELL", (4 << 20) + 4)
+        expect_sdma_error(s, ih, "DOORBELL_OVERFLOW", "RING", 0, (4 << 20) + 4, 0)
+    wl = sdma("WRITE_LINEAR", **lo_hi("DST_ADDR", OUT, 2), COUNT=0xFFFFF)
+    assert len(wl) == 4
+    g.w32(OUT, [0xC0FFEE] * 4)
+    g.w32(big, wl)
+    g.write("SDMA_DOORBELL", 4 << 20)  # the whole ring, 2^20 dwords: accepted
+    expect_sdma_error(s, ih, "BAD_COUNT", "RING", S["WRITE_LINEAR"].opcode, big, 0)
+    g.w32(IB1, wl)
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=0xFFFFF))
+    expect_sdma_error(s, ih, "BAD_COUNT", "IB1", S["WRITE_LINEAR"].opcode, IB1, 0)
+    assert g.r32(OUT, 4) == [0xC0FFEE] * 4, "nothing written"
+    # the ring is still 2^20 dwords: a FENCE, then a doorbell that leaves rptr 4·2^20 − 16
+    # behind, i.e. wptr exactly one ring ahead of where rptr stands
+    s.run(sdma("FENCE", DATA=0x77, **lo_hi("ADDR", OUT, 2)))
+    assert g.r32(OUT) == 0x77 and g.read("SDMA_RB_RPTR") == 16
+    g.write("SDMA_DOORBELL", 16 + (4 << 20) + 4)
+    expect_sdma_error(s, ih, "DOORBELL_OVERFLOW", "RING", 0, 16 + (4 << 20) + 4, 4)
+
+
+def check_sdma_poll_reads_are_16_interval_cycles_apart(dev):
+    """POLL_REGMEM reads at once, then every max(1, 16·INTERVAL) cycles, and gives up at its
+    (RETRY_COUNT + 1)-th failing read (docs/hardware.md): between a TRAP's entry and the
+    POLL_TIMEOUT entry of the poll right after it lie at least RETRY_COUNT intervals (the
+    entries' TIMESTAMPs), and not many more (each read's latency, the IH write); INTERVAL 0
+    polls as fast as its reads come back. (Measured, Verilator, default memory: 673/677
+    cycles at INTERVAL 4, 353/357 at 1, 353/357 for 40 reads at 0, 64/32-bit bus; the model,
+    whose reads take no time, 640, 320, 40.)"""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 6, IH_WB)
+    s = SdmaRing(g, SRING, 6)
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    flag = OUT + 0x80
+    g.w32(flag, [0x55])
+    stamp = lambda e: e["TIMESTAMP_LO"] | e["TIMESTAMP_HI"] << 32
+    got = {}
+    for interval, retries in ((4, 10), (1, 20), (0, 40)):
+        s.run(sdma("TRAP", INT_CONTEXT=interval),
+              sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=M32, FUNC="EQ", MEM_POLL="MEMORY",
+                   RETRY_COUNT=retries, INTERVAL=interval))
+        g.until(lambda: (g.read("IH_WPTR") - ih.rptr) & M32 >= 64, "both entries")
+        t, p = ih.pop()
+        assert (ih.source(t), t["DATA0"], ih.source(p), p["DATA2"]) == ("SDMA_TRAP", interval, "SDMA_POLL_TIMEOUT", 0x55)
+        gap, least = stamp(p) - stamp(t), retries * max(1, 16 * interval)
+        got[interval] = gap
+        # (at most: each read's latency on slow, stalling memory and the IH writes on top)
+        assert least <= gap <= least + 200 * (retries + 1) + 1000, \
+            f"INTERVAL {interval}, RETRY_COUNT {retries}: {gap} cycles from the TRAP to the timeout, at least {least}"
+    return got
+
+
 CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority,
           check_entries_name_their_queue_and_vmid, check_sdma_vm_and_address_rules,
           check_every_sdma_listed_value_and_reserved_bit, check_sdma_entries_raise_no_event_bit,
           check_sdma_copy_fill_write_edges, check_sdma_poll_trap_errors_resets_and_doorbells,
           check_cp_and_sdma_side_by_side, check_sdma_wrap_nop_halt_errors_and_cross_engine_waits,
           check_transfers_keep_war_and_waw_order, check_queue_resets_at_once_halted_and_their_write_backs,
-          check_equal_priority_turns_after_one_queue_ran_alone]
+          check_equal_priority_turns_after_one_queue_ran_alone,
+          check_sdma_ring_size_above_20_and_the_longest_write_linear,
+          check_sdma_poll_reads_are_16_interval_cycles_apart]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
