@@ -74,7 +74,9 @@ LAYOUT = ("kmd_ioctl__check_bind_and_info", "kmd_ioctl__check_trace", "kmd_vm__c
           "contract_vm__check_soft_reset_keeps_the_tlb_and_clears_the_fault",
           "contract_vm__check_sdma_accesses_need_what_the_cps_do",
           "contract_vm__check_vm_page_taken_away_while_polling_faults_the_poll",
-          "contract_vm__check_queue_resets_during_a_walk_leave_no_error")
+          "contract_vm__check_queue_resets_during_a_walk_leave_no_error",
+          "contract_vm__check_vmid_0_translated_moves_the_kernels_own_traffic",
+          "contract_engines__check_sdma_rptr_write_back_fails_as_the_packet")
 
 
 def _checks() -> dict:

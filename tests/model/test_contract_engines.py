@@ -984,6 +984,37 @@ def check_sdma_poll_reads_are_16_interval_cycles_apart(dev):
     return got
 
 
+def check_sdma_rptr_write_back_fails_as_the_packet(dev):
+    """The SDMA's rptr write-back fails as the CP's does (docs/hardware.md, Errors: "The CP's
+    own writes fail like a packet's"): a write-back address beyond memory stops the queue with
+    BUS_DECERR of the packet it follows (OP that packet's, INDIRECT_BUFFER for the write-back
+    after an IB; LEVEL RING), ADDR the address written, OFFSET that packet's header, the packet
+    done and SDMA_RB_RPTR past it, the next packet not run; SDMA_RB_RPTR_ADDR_LO's bits 1:0
+    are ignored (the write-back lands on the dword) and read back as written."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 6, IH_WB)
+    S = sdma_packets()
+    end = 64 << 20  # beyond memory: DECERR
+    s = SdmaRing(g, SRING, 6, SRPTR_WB | 3)
+    g.w32(SRPTR_WB, [0xDEAD])
+    s.run(sdma("FENCE", DATA=1, **lo_hi("ADDR", OUT, 2)))
+    assert (g.r32(SRPTR_WB), g.read("SDMA_RB_RPTR_ADDR_LO")) == (16, SRPTR_WB | 3)
+    g.set("SDMA_RB_CNTL", RB_SIZE=6, RB_ENABLE=0, RPTR_WRITEBACK_ENABLE=1)
+    g.write("SDMA_RB_RPTR_ADDR_LO", end + 0x40)
+    g.set("SDMA_RB_CNTL", RB_SIZE=6, RB_ENABLE=1, RPTR_WRITEBACK_ENABLE=1)
+    s.submit(sdma("FENCE", DATA=2, **lo_hi("ADDR", OUT + 4, 2)), sdma("FENCE", DATA=3, **lo_hi("ADDR", OUT + 8, 2)))
+    g.idle("SDMA_STATUS")
+    assert (g.read("SDMA_RB_RPTR"), g.r32(OUT + 4, 2)) == (32, [2, 0]), "the packet done, the next not run"
+    expect_sdma_error(s, ih, "BUS_DECERR", "RING", S["FENCE"].opcode, end + 0x40, 4)
+    body = sdma("FENCE", DATA=4, **lo_hi("ADDR", OUT + 12, 2))
+    g.w32(IB1, body)
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=len(body)))
+    g.idle("SDMA_STATUS")
+    assert (g.read("SDMA_RB_RPTR"), g.r32(OUT + 12)) == (24, 4)
+    expect_sdma_error(s, ih, "BUS_DECERR", "RING", S["INDIRECT_BUFFER"].opcode, end + 0x40, 0)
+    assert g.fields("STATUS")["ERROR"] == 0, "the CP untouched"
+
+
 CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority,
           check_entries_name_their_queue_and_vmid, check_sdma_vm_and_address_rules,
           check_every_sdma_listed_value_and_reserved_bit, check_sdma_entries_raise_no_event_bit,
@@ -992,7 +1023,7 @@ CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priorit
           check_transfers_keep_war_and_waw_order, check_queue_resets_at_once_halted_and_their_write_backs,
           check_equal_priority_turns_after_one_queue_ran_alone,
           check_sdma_ring_size_above_20_and_the_longest_write_linear,
-          check_sdma_poll_reads_are_16_interval_cycles_apart]
+          check_sdma_poll_reads_are_16_interval_cycles_apart, check_sdma_rptr_write_back_fails_as_the_packet]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

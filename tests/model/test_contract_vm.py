@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract_driver import (EXECUTABLE, IB1, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_HUGE, PA_OUT,
+from tests.model.contract_driver import (EXECUTABLE, IB1, IH_BASE, IH_WB, M32, OUT, RING, RPTR_WB, SRPTR_WB, PA_CODE, PA_HUGE, PA_OUT,
                                          PA_OUT2, PA_RO, PDE_PTE, PT_L1, PT_ROOT, READABLE, RING1, RPTR1_WB, SRING,
                                          VALID, VA_CODE, VA_HOLE, VA_HUGE, VA_OUT, VA_RO, WRITEABLE, Gpu, IhRing,
                                          Ring, SdmaRing, bring_up, dma_data, expect_error, expect_fault,
@@ -442,6 +442,77 @@ def check_queue_resets_during_a_walk_leave_no_error(dev):
     return latched
 
 
+def check_vmid_0_translated_moves_the_kernels_own_traffic(dev):
+    """VMID 0 is translated once its VM_CONTEXT_CNTL.ENABLE is set (docs/hardware.md: a VMID
+    whose ENABLE is clear is not translated; the ring fetches, the rptr write-back, IH entries
+    and their wptr write-back and the kernel ring's own packets run as VMID 0): every one of
+    them then goes through VMID 0's tables, the SDMA ring's and its write-back too; a ring
+    fetch from a page VMID 0 does not map is a VM_FAULT of VMID 0 at LEVEL RING."""
+    g = Gpu(dev)
+    root, l1 = 0x84000, 0x85000
+    ih_wb = 0x90C0
+    pa = {RING: 0x60000, 0x8000: 0x61000, IH_BASE: 0x62000, OUT: 0x63000, SRING: 0x64000, 0x9000: 0x65000}
+    g.w64(root, l1 | VALID)  # VA 0 .. 2 MiB
+    for va, p_ in pa.items():
+        g.w64(l1 + 8 * (va >> 12), p_ | VALID | EXECUTABLE | READABLE | WRITEABLE)
+    g.write("VM_CONTEXT_PT_BASE_LO", root, 0)
+    g.set("VM_CONTEXT_CNTL", 0, ENABLE=1)
+    ih = IhRing(g, IH_BASE, 6, ih_wb)
+    ring = Ring(g, RING, 8, RPTR_WB)
+    ring.base = pa[RING]  # the driver writes the packets where the ring's VA is mapped
+    g.w32(pa[0x8000], [0xDEAD] * 64)
+    st = ring.run(write_data(OUT + 8, [0x11]), release_mem(OUT + 12, 0x22, INT_SEL="SEND_INT", INT_CTXID=5))
+    assert st["ERROR"] == 0, (g.fields("CP_ERROR"), g.fields("VM_FAULT_STATUS"))
+    assert g.r32(pa[OUT] + 8, 2) == [0x11, 0x22] and g.r32(OUT + 8, 2) == [0, 0]
+    assert g.r32(pa[0x8000] + (RPTR_WB & 0xFFF)) == ring.wptr, "the rptr write-back through VMID 0's tables"
+    assert g.read("IH_WPTR") == 32
+    g.until(lambda: g.r32(pa[0x9000] + (ih_wb & 0xFFF)) == 32, "the IH wptr write-back through VMID 0's tables")
+    e = ih.entry(0)  # (read at the IH ring's VA: ih.entry reads memory at base, so look at the PA)
+    raw = g.r32(pa[IH_BASE], 8)
+    assert raw[0] & 0xFFFF == 181 << 8 | 0x14 and raw[4] == 5 and raw[7] == OUT + 12, [hex(x) for x in raw]
+    assert e["raw"] == [0] * 8, "nothing at the IH ring's VA taken as physical"
+    g.write("IH_RPTR", 32)
+    # the SDMA ring and its write-back likewise
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    s.base = pa[SRING]
+    st = s.run(sdma("FENCE", DATA=0x33, **lo_hi("ADDR", OUT + 16, 2)))
+    assert st["ERROR"] == 0 and g.r32(pa[OUT] + 16) == 0x33
+    assert g.r32(pa[0x8000] + (SRPTR_WB & 0xFFF)) == 16
+    # a ring fetch VMID 0 does not map: its VM_FAULT, VMID 0, LEVEL RING (the entry at the IH's PA)
+    g.w64(l1 + 8 * (RING >> 12), 0)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1, ALL_ADDR=1)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1, "VM_INVALIDATE_ACK = VMID 0")
+    ring.doorbell((ring.wptr + 8) & M32)
+    g.idle()
+    assert g.fields("CP_ERROR") == {"CODE": g.err["VM_FAULT"], "LEVEL": g.level["RING"], "OPCODE": 0}
+    off = ring.wptr % ring.size
+    assert g.read("CP_ERROR_ADDR_LO") == RING + 4 * off and g.read("CP_ERROR_OFFSET") == off
+    assert g.fields("VM_FAULT_STATUS") == {"VMID": 0, "ACCESS": 2, "LEVEL": 1, "CAUSE": 0}
+    g.until(lambda: g.read("IH_WPTR") == 64, "the VM_FAULT entry")
+    raw = g.r32(pa[IH_BASE] + 32, 8)
+    assert (raw[0] & 0xFFFF, raw[0] >> 24 & 0xF, raw[4]) == (0x1B, 0, (RING + 4 * off) >> 12), [hex(x) for x in raw]
+    # the rptr write-back's page taken away: the CP's own write faults as the packet it follows
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    ring.wptr = 0
+    g.write("IH_RPTR", 64)
+    g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1, EOP=1))
+    g.w64(l1 + 8 * (RING >> 12), pa[RING] | VALID | EXECUTABLE)
+    g.w64(l1 + 8 * (RPTR_WB >> 12), pa[0x8000] | VALID | READABLE)  # no WRITEABLE
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1, ALL_ADDR=1)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1, "VM_INVALIDATE_ACK = VMID 0")
+    ring.submit(write_data(OUT + 20, [0x44]), write_data(OUT + 24, [0x55]))
+    g.idle()
+    assert g.r32(pa[OUT] + 20, 2) == [0x44, 0], "the packet done, the next not run"
+    assert g.fields("CP_ERROR") == {"CODE": g.err["VM_FAULT"], "LEVEL": g.level["RING"],
+                                    "OPCODE": pm4_packets()["WRITE_DATA"].opcode}, g.fields("CP_ERROR")
+    assert (g.read("CP_ERROR_ADDR_LO"), g.read("CP_ERROR_OFFSET"), g.read("RB_RPTR")) == (RPTR_WB, 0, 5)
+    assert g.fields("VM_FAULT_STATUS") == {"VMID": 0, "ACCESS": 1, "LEVEL": 1, "CAUSE": 1}
+    g.until(lambda: g.read("IH_WPTR") == 96, "the VM_FAULT entry")
+    raw = g.r32(pa[IH_BASE] + 64, 8)
+    assert (raw[0] & 0xFFFF, raw[4], raw[5]) == (0x1B, RPTR_WB >> 12, 0x20), [hex(x) for x in raw]
+
+
 def check_vm_leaf_beyond_memory_is_a_bus_error_at_the_virtual_address(dev):
     """A valid leaf (a PTE or a huge page's PDE_PTE entry) whose physical address lies beyond
     memory translates: the access itself answers DECERR, so it is BUS_DECERR, not VM_FAULT
@@ -807,7 +878,8 @@ CHECKS = [check_vm_translation_faults_and_invalidate, check_vm_fault_status_foll
           check_vm_leaf_beyond_memory_is_a_bus_error_at_the_virtual_address,
           check_soft_reset_keeps_the_tlb_and_clears_the_fault, check_sdma_accesses_need_what_the_cps_do,
           check_vm_page_taken_away_while_polling_faults_the_poll,
-          check_queue_resets_during_a_walk_leave_no_error]
+          check_queue_resets_during_a_walk_leave_no_error,
+          check_vmid_0_translated_moves_the_kernels_own_traffic]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
