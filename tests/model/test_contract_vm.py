@@ -513,6 +513,66 @@ def check_vmid_0_translated_moves_the_kernels_own_traffic(dev):
     assert (raw[0] & 0xFFFF, raw[4], raw[5]) == (0x1B, RPTR_WB >> 12, 0x20), [hex(x) for x in raw]
 
 
+def check_ih_entry_writes_that_fault_under_vmid_0(dev):
+    """With VMID 0 translated, an IH entry written to a page VMID 0 may not write fails as the
+    write it is (docs/hardware.md, Errors: the CP's own writes fail like a packet's; a failed IH
+    write is the SDMA's error): a RELEASE_MEM's EOP entry stops queue 0 with VM_FAULT of that
+    RELEASE_MEM (its data written first), VM_FAULT_STATUS VMID 0 WRITE at the entry's address,
+    IH_WPTR unchanged and no entry anywhere (the fault's own cannot be written), INT_STATUS's
+    CP_ERROR the only sign (EOP is set as IH_WPTR moves, which it does not); an SDMA TRAP's entry stops the SDMA with its VM_FAULT at
+    that address, VM_FAULT_STATUS untouched; both run again once the page is writeable."""
+    g = Gpu(dev)
+    root, l1 = 0x84000, 0x85000
+    pa = {RING: 0x60000, 0x8000: 0x61000, IH_BASE: 0x62000, OUT: 0x63000, SRING: 0x64000}
+    g.w64(root, l1 | VALID)
+    for va, p_ in pa.items():
+        g.w64(l1 + 8 * (va >> 12), p_ | VALID | EXECUTABLE | READABLE | (WRITEABLE if va != IH_BASE else 0))
+    g.write("VM_CONTEXT_PT_BASE_LO", root, 0)
+    g.set("VM_CONTEXT_CNTL", 0, ENABLE=1)
+    IhRing(g, IH_BASE, 6, IH_WB)
+    ring = Ring(g, RING, 8, RPTR_WB)
+    ring.base = pa[RING]
+    P, S = pm4_packets(), sdma_packets()
+    g.w32(pa[IH_BASE], [0xEEEE] * 16)
+    ring.submit(release_mem(OUT, 0x21, INT_SEL="SEND_INT", INT_CTXID=1), write_data(OUT + 4, [0x22]))
+    g.idle()
+    err = g.fields("CP_ERROR")
+    assert err == {"CODE": g.err["VM_FAULT"], "LEVEL": g.level["RING"], "OPCODE": P["RELEASE_MEM"].opcode}, err
+    assert (g.read("CP_ERROR_ADDR_LO"), g.read("CP_ERROR_OFFSET")) == (IH_BASE, 0)
+    assert g.fields("VM_FAULT_STATUS") == {"VMID": 0, "ACCESS": 1, "LEVEL": 1, "CAUSE": 1}
+    assert g.r32(pa[OUT], 2) == [0x21, 0], "the RELEASE_MEM's data written, the next packet not run"
+    st = g.fields("INT_STATUS")
+    assert (g.read("IH_WPTR"), st["CP_ERROR"], st["EOP"], st["IH_PENDING"]) == (0, 1, 0, 0), st
+    assert g.r32(pa[IH_BASE], 16) == [0xEEEE] * 16 and g.r32(IH_BASE, 16) == [0] * 16, "no entry anywhere"
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    ring.wptr = 0
+    g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1, EOP=1))
+    assert g.read("VM_FAULT_STATUS") == 0
+    s = SdmaRing(g, SRING, 6)
+    s.base = pa[SRING]
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    s.submit(sdma("TRAP", INT_CONTEXT=3), sdma("FENCE", DATA=0x23, **lo_hi("ADDR", OUT + 8, 2)))
+    st = g.idle("SDMA_STATUS")
+    assert st["ERROR"] == 1, st
+    got = (g.fields("SDMA_ERROR"), g.read("SDMA_ERROR_ADDR_LO"), g.read("SDMA_ERROR_OFFSET"))
+    assert got == ({"SUB_OP": 0, "OP": S["TRAP"].opcode, "LEVEL": g.level["RING"], "CODE": g.err["VM_FAULT"]},
+                   IH_BASE, 0), got
+    assert (g.read("IH_WPTR"), g.read("VM_FAULT_STATUS"), g.r32(pa[OUT] + 8)) == (0, 0, 0)
+    assert g.fields("STATUS")["ERROR"] == 0, "the CP untouched"
+    g.set("SDMA_CNTL", QUEUE_RESET=1, TRAP_ENABLE=1)
+    g.idle("SDMA_STATUS")
+    s.wptr = 0
+    g.w64(l1 + 8 * (IH_BASE >> 12), pa[IH_BASE] | VALID | WRITEABLE)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1, ALL_ADDR=1)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1, "VM_INVALIDATE_ACK = VMID 0")
+    assert ring.run(release_mem(OUT + 12, 0x24, INT_SEL="SEND_INT", INT_CTXID=4))["ERROR"] == 0
+    assert s.run(sdma("TRAP", INT_CONTEXT=5))["ERROR"] == 0
+    g.until(lambda: g.read("IH_WPTR") == 64, "both entries")
+    raw = g.r32(pa[IH_BASE], 16)
+    assert (raw[4], raw[8] & 0xFFFF, raw[12]) == (4, 224 << 8 | 0x08, 5), [hex(x) for x in raw]
+
+
 def check_vm_leaf_beyond_memory_is_a_bus_error_at_the_virtual_address(dev):
     """A valid leaf (a PTE or a huge page's PDE_PTE entry) whose physical address lies beyond
     memory translates: the access itself answers DECERR, so it is BUS_DECERR, not VM_FAULT
@@ -879,7 +939,7 @@ CHECKS = [check_vm_translation_faults_and_invalidate, check_vm_fault_status_foll
           check_soft_reset_keeps_the_tlb_and_clears_the_fault, check_sdma_accesses_need_what_the_cps_do,
           check_vm_page_taken_away_while_polling_faults_the_poll,
           check_queue_resets_during_a_walk_leave_no_error,
-          check_vmid_0_translated_moves_the_kernels_own_traffic]
+          check_vmid_0_translated_moves_the_kernels_own_traffic, check_ih_entry_writes_that_fault_under_vmid_0]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
