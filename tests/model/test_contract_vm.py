@@ -573,6 +573,37 @@ def check_ih_entry_writes_that_fault_under_vmid_0(dev):
     assert (raw[4], raw[8] & 0xFFFF, raw[12]) == (4, 224 << 8 | 0x08, 5), [hex(x) for x in raw]
 
 
+def check_vm_permission_fault_keeps_its_leaf(dev):
+    """The TLB keeps leaves, permissions included, never a failed translation
+    (docs/hardware.md, TLB): an INVALID fault leaves nothing, so a page made VALID afterwards
+    needs no invalidation; a PERMISSION fault's leaf is a valid entry and is kept, so a write
+    after its PTE gained WRITEABLE still faults until the page is invalidated, on the model as
+    on the RTL (the MMU installs the leaf, then checks the access against it)."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    P = pm4_packets()
+    va_new = 0x106000  # not VALID yet
+    for k in range(2):
+        g.w32(PA_CODE, write_data(VA_RO + 0x10, [0x41]))
+        ring.submit(ib(VA_CODE, 5, VMID=1))
+        expect_fault(ring, ih, VA_RO + 0x10, 1, 1, 1, P["WRITE_DATA"].opcode, 0, 0x20)
+        g.w32(PA_CODE, write_data(va_new + 0x10, [0x42]))
+        ring.submit(ib(VA_CODE, 5, VMID=1))
+        if k == 0:
+            expect_fault(ring, ih, va_new + 0x10, 1, 1, 0, P["WRITE_DATA"].opcode, 0, 0x20)
+            g.w64(PT_L1 + 8 * (va_new >> 12 & 511), PA_OUT2 | VALID | WRITEABLE)  # a new entry
+            g.w64(PT_L1 + 8 * (VA_RO >> 12 & 511), PA_RO | VALID | READABLE | WRITEABLE)  # granted, no invalidation
+        else:
+            assert g.idle()["ERROR"] == 0 and g.r32(PA_OUT2 + 0x10) == 0x42, "a new entry needs nothing"
+    assert g.r32(PA_RO + 0x10) == 0, "the kept read-only leaf refused the write"
+    g.write("VM_INVALIDATE_ADDR_LO", VA_RO >> 12)
+    g.write("VM_INVALIDATE_ADDR_HI", 0)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=0)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1 << 1, "VM_INVALIDATE_ACK = VMID 1")
+    g.w32(PA_CODE, write_data(VA_RO + 0x10, [0x43]))
+    assert ring.run(ib(VA_CODE, 5, VMID=1))["ERROR"] == 0 and g.r32(PA_RO + 0x10) == 0x43
+
+
 def check_vm_leaf_beyond_memory_is_a_bus_error_at_the_virtual_address(dev):
     """A valid leaf (a PTE or a huge page's PDE_PTE entry) whose physical address lies beyond
     memory translates: the access itself answers DECERR, so it is BUS_DECERR, not VM_FAULT
@@ -939,7 +970,8 @@ CHECKS = [check_vm_translation_faults_and_invalidate, check_vm_fault_status_foll
           check_soft_reset_keeps_the_tlb_and_clears_the_fault, check_sdma_accesses_need_what_the_cps_do,
           check_vm_page_taken_away_while_polling_faults_the_poll,
           check_queue_resets_during_a_walk_leave_no_error,
-          check_vmid_0_translated_moves_the_kernels_own_traffic, check_ih_entry_writes_that_fault_under_vmid_0]
+          check_vmid_0_translated_moves_the_kernels_own_traffic, check_ih_entry_writes_that_fault_under_vmid_0,
+          check_vm_permission_fault_keeps_its_leaf]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
