@@ -1015,6 +1015,46 @@ def check_sdma_rptr_write_back_fails_as_the_packet(dev):
     assert g.fields("STATUS")["ERROR"] == 0, "the CP untouched"
 
 
+def check_sdma_halt_stops_inside_an_ib(dev):
+    """SDMA_CNTL.HALT stops the engine before its next packet at any level: a HALT written
+    while a POLL_REGMEM in an IB polls lets that poll finish, then the engine halts inside the
+    IB (SDMA_STATUS.HALTED, LEVEL IB1, SDMA_RB_RPTR still before the IB's ring packet) with the
+    IB's next FENCE not run; cleared, it resumes there. Unlike SDMA_RB_CNTL.RB_ENABLE cleared,
+    whose pause lets the IB in hand run to its end (docs/hardware.md, Ring and doorbell)."""
+    g = Gpu(dev)
+    IhRing(g, IH_BASE, 6, IH_WB)
+    s = SdmaRing(g, SRING, 6)
+    flag = OUT + 0x40
+    body = sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
+                RETRY_COUNT=0xFFF, INTERVAL=1) + sdma("FENCE", DATA=0xA, **lo_hi("ADDR", OUT, 2)) \
+        + sdma("FENCE", DATA=0xB, **lo_hi("ADDR", OUT + 4, 2))
+    g.w32(IB1, body)
+    for stop in ("HALT", "RB_ENABLE"):
+        g.w32(flag, [0])
+        g.w32(OUT, [0, 0, 0])
+        start = s.wptr
+        s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=len(body)),
+                 sdma("FENCE", DATA=0xC, **lo_hi("ADDR", OUT + 8, 2)))
+        g.waiting("SDMA_STATUS")
+        if stop == "HALT":
+            g.set("SDMA_CNTL", HALT=1)
+        else:
+            g.set("SDMA_RB_CNTL", RB_SIZE=6, RB_ENABLE=0)
+        g.w32(flag, [1])
+        g.dev.delay(300)
+        st = g.fields("SDMA_STATUS")
+        if stop == "HALT":
+            assert (st["HALTED"], st["LEVEL"], st["IDLE"], st["WAITING"]) == (1, g.level["IB1"], 0, 0), st
+            assert (g.r32(OUT, 3), g.read("SDMA_RB_RPTR")) == ([0, 0, 0], start), "halted before the IB's FENCE"
+            g.set("SDMA_CNTL", HALT=0)
+        else:
+            assert (st["HALTED"], st["LEVEL"], st["IDLE"]) == (0, g.level["RING"], 0), st
+            assert (g.r32(OUT, 3), g.read("SDMA_RB_RPTR")) == ([0xA, 0xB, 0], start + 24), "the IB ran to its end"
+            g.set("SDMA_RB_CNTL", RB_SIZE=6, RB_ENABLE=1)
+        st = g.idle("SDMA_STATUS")
+        assert (st["ERROR"], g.r32(OUT, 3), g.read("SDMA_RB_RPTR")) == (0, [0xA, 0xB, 0xC], start + 40), stop
+
+
 CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority,
           check_entries_name_their_queue_and_vmid, check_sdma_vm_and_address_rules,
           check_every_sdma_listed_value_and_reserved_bit, check_sdma_entries_raise_no_event_bit,
@@ -1023,7 +1063,8 @@ CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priorit
           check_transfers_keep_war_and_waw_order, check_queue_resets_at_once_halted_and_their_write_backs,
           check_equal_priority_turns_after_one_queue_ran_alone,
           check_sdma_ring_size_above_20_and_the_longest_write_linear,
-          check_sdma_poll_reads_are_16_interval_cycles_apart, check_sdma_rptr_write_back_fails_as_the_packet]
+          check_sdma_poll_reads_are_16_interval_cycles_apart, check_sdma_rptr_write_back_fails_as_the_packet,
+          check_sdma_halt_stops_inside_an_ib]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
