@@ -1020,7 +1020,8 @@ def check_sdma_halt_stops_inside_an_ib(dev):
     while a POLL_REGMEM in an IB polls lets that poll finish, then the engine halts inside the
     IB (SDMA_STATUS.HALTED, LEVEL IB1, SDMA_RB_RPTR still before the IB's ring packet) with the
     IB's next FENCE not run; cleared, it resumes there. Unlike SDMA_RB_CNTL.RB_ENABLE cleared,
-    whose pause lets the IB in hand run to its end (docs/hardware.md, Ring and doorbell)."""
+    whose pause lets the IB in hand run to its end (docs/hardware.md, Ring and doorbell). A
+    halted SDMA stopped by an error reads ERROR, not HALTED."""
     g = Gpu(dev)
     IhRing(g, IH_BASE, 6, IH_WB)
     s = SdmaRing(g, SRING, 6)
@@ -1053,6 +1054,25 @@ def check_sdma_halt_stops_inside_an_ib(dev):
             g.set("SDMA_RB_CNTL", RB_SIZE=6, RB_ENABLE=1)
         st = g.idle("SDMA_STATUS")
         assert (st["ERROR"], g.r32(OUT, 3), g.read("SDMA_RB_RPTR")) == (0, [0xA, 0xB, 0xC], start + 40), stop
+    # halted and then stopped by an error (a doorbell overflow): ERROR shows, HALTED reads 0 (as
+    # STATUS for queue 0), so a driver that halts waits for HALTED or ERROR; a QUEUE_RESET that
+    # writes HALT too leaves it halted, and a FENCE waits for HALT's clear
+    g.set("SDMA_CNTL", HALT=1)
+    g.until(lambda: g.fields("SDMA_STATUS")["HALTED"], "SDMA_STATUS.HALTED")
+    g.write("SDMA_DOORBELL", s.wptr + 4 * 64 + 4)
+    st = g.idle("SDMA_STATUS")
+    assert (st["ERROR"], st["HALTED"], g.fields("SDMA_ERROR")["CODE"]) == (1, 0, g.err["DOORBELL_OVERFLOW"]), st
+    g.set("SDMA_CNTL", QUEUE_RESET=1, HALT=1)
+    st = g.idle("SDMA_STATUS")
+    assert (st["ERROR"], st["HALTED"]) == (0, 1), st
+    s.wptr = 0
+    g.w32(OUT, [0])
+    s.submit(sdma("FENCE", DATA=0xD, **lo_hi("ADDR", OUT, 2)))
+    g.dev.delay(200)
+    assert g.r32(OUT) == 0 and g.fields("SDMA_STATUS")["HALTED"] == 1
+    g.set("SDMA_CNTL", HALT=0)
+    g.idle("SDMA_STATUS")
+    assert g.r32(OUT) == 0xD
 
 
 CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority,
