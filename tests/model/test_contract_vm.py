@@ -404,7 +404,9 @@ def check_queue_resets_during_a_walk_leave_no_error(dev):
     the reset, latches nothing (no ERROR, CP_ERROR/SDMA_ERROR and VM_FAULT_STATUS 0) and the
     next job runs; whether the fault latched (and raised its entry) before the reset depends
     on timing. Also the CP and SDMA resets at 0 to 45 cycles after the doorbell; and a TLB
-    invalidation written right before CONTROL.SOFT_RESET still completes (the MMU is not reset)."""
+    invalidation written right before CONTROL.SOFT_RESET still completes (the MMU is not reset).
+    (CONTROL.SOFT_RESET with both walks under way: /work/notes/driver-writer-4-sdma-soft-reset-ih-race.patch,
+    an RTL bug.)"""
     g, ring, ih = bring_up(dev)
     g.write("VM_CONTEXT_PT_BASE_LO", 0x1000_0000, 2)  # beyond the 64 MiB: the walk's first read fails
     g.set("VM_CONTEXT_CNTL", 2, ENABLE=1)
