@@ -282,6 +282,7 @@ ICARUS_SECONDS = {
     "contract_vm__check_ih_entry_writes_that_fault_under_vmid_0": 0.06,
     "contract_vm__check_vm_permission_fault_keeps_its_leaf": 0.15,
     "contract_engines__check_sdma_halt_stops_inside_an_ib": 0.09,
+    "contract_control__check_ih_ring_moved_and_resized_keeps_its_pointers": 0.07,
     "kmd_uapi_contract__check_open_and_info": 0.05, "kmd_uapi_contract__check_gem_create": 0.05,
     "kmd_uapi_contract__check_gem_handles_are_per_file": 0.05, "kmd_uapi_contract__check_gem_mmap": 0.07,
     "kmd_uapi_contract__check_gem_va": 0.06, "kmd_uapi_contract__check_close_gives_everything_back": 0.11,
