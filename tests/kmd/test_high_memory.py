@@ -68,7 +68,17 @@ LAYOUT = ("kmd_ioctl__check_bind_and_info", "kmd_ioctl__check_trace", "kmd_vm__c
           "contract_vm__check_vm_poll_remap_and_accesses_that_move_nothing",
           "contract_vm__check_vm_fault_entries_of_both_queues_and_a_full_ih_ring",
           "contract_vm__check_sdma_fetch_faults_at_page_edges_and_virtual_addresses",
-          "contract_vm__check_cp_queues_keep_their_vmids_across_turns_and_resets")
+          "contract_vm__check_cp_queues_keep_their_vmids_across_turns_and_resets",
+          # (driver-writer-4: VMID 1's two-level tables, map_vmid1; a leaf beyond 64 MiB)
+          "contract_vm__check_vm_leaf_beyond_memory_is_a_bus_error_at_the_virtual_address",
+          "contract_vm__check_soft_reset_keeps_the_tlb_and_clears_the_fault",
+          "contract_vm__check_sdma_accesses_need_what_the_cps_do",
+          "contract_vm__check_vm_page_taken_away_while_polling_faults_the_poll",
+          "contract_vm__check_queue_resets_during_a_walk_leave_no_error",
+          "contract_vm__check_vmid_0_translated_moves_the_kernels_own_traffic",
+          "contract_engines__check_sdma_rptr_write_back_fails_as_the_packet",
+          "contract_vm__check_ih_entry_writes_that_fault_under_vmid_0",
+          "contract_vm__check_vm_permission_fault_keeps_its_leaf")
 
 
 def _checks() -> dict:

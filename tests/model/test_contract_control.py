@@ -1019,6 +1019,83 @@ def check_sdma_entry_waits_for_the_cp_packet_in_hand(dev):
     return {"taken_at_once": taken}
 
 
+def check_ih_rptr_written_in_part_and_ahead_of_the_wptr(dev):
+    """IH_RPTR written in part (byte strobes): only the bytes written change, and IH_PENDING
+    and the irq line follow the new value at once (docs/hardware.md, Interrupts); an IH_RPTR
+    ahead of IH_WPTR counts as full (an entry is dropped, IH_OVERFLOW set, EOP still set)
+    until a byte write brings it back; with IH_CNTL.WPTR_WB clear nothing is written back."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 6)  # 256 bytes, 8 entries, no write-back
+    g.w32(IH_WB, [0xDEAD])
+    ring = Ring(g, RING, 8, RPTR_WB)
+    g.set("INT_ENABLE", IH_PENDING=1)
+    eop = lambda k: release_mem(OUT + 4 * k, k, INT_SEL="SEND_INT", INT_CTXID=k)
+    ring.run(eop(1), eop(2))
+    assert g.read("IH_WPTR") == 64 and g.fields("INT_STATUS")["IH_PENDING"] == 1
+    g.write("IH_RPTR", 0x0100_0020)  # ahead of IH_WPTR: 64 − rptr wraps to a large value
+    g.write("INT_STATUS", g.value("INT_STATUS", EOP=1))
+    ring.run(eop(3))
+    st = g.fields("INT_STATUS")
+    assert (g.read("IH_WPTR"), st["IH_OVERFLOW"], st["EOP"], st["IH_PENDING"]) == (64, 1, 1, 1), st
+    dev.mmio_write_bytes(g.regs["IH_RPTR"].addr() + 3, bytes([0]))  # byte 3 only: IH_RPTR = 0x20
+    assert g.read("IH_RPTR") == 0x20, hex(g.read("IH_RPTR"))
+    g.write("INT_STATUS", g.value("INT_STATUS", EOP=1, IH_OVERFLOW=1))
+    ring.run(eop(4))
+    st = g.fields("INT_STATUS")
+    assert (g.read("IH_WPTR"), st["IH_OVERFLOW"], st["EOP"]) == (96, 0, 1), st
+    assert [ih.entry(p)["DATA0"] for p in (0, 32, 64)] == [1, 2, 4]
+    assert dev.wait_irq(10), "IH_PENDING holds the line high"
+    dev.mmio_write_bytes(g.regs["IH_RPTR"].addr(), bytes([0x60]))  # byte 0 only: IH_RPTR = IH_WPTR
+    assert g.read("IH_RPTR") == 0x60 and g.fields("INT_STATUS")["IH_PENDING"] == 0
+    g.write("INT_STATUS", g.value("INT_STATUS", EOP=1))
+    assert not dev.wait_irq(50), "no entry pending: the line is low"
+    dev.mmio_write_bytes(g.regs["IH_RPTR"].addr() + 1, bytes([0x01]))  # IH_RPTR = 0x160: 256 ahead
+    assert g.read("IH_RPTR") == 0x160 and g.fields("INT_STATUS")["IH_PENDING"] == 1
+    assert dev.wait_irq(10), "IH_RPTR ≠ IH_WPTR: pending again, though no entry came"
+    g.write("IH_RPTR", 0x60)
+    assert g.r32(IH_WB) == 0xDEAD, "WPTR_WB clear: no write-back"
+
+
+def check_ih_ring_moved_and_resized_keeps_its_pointers(dev):
+    """The IH ring's base and size are written while IH_CNTL.ENABLE is clear and nothing else is
+    reset (docs/hardware.md, Ring and doorbell; Interrupts): IH_WPTR and IH_RPTR keep their
+    values, the next entry goes to the new base + (IH_WPTR mod the new size's bytes), and the
+    full rule uses the new size at once: with IH_WPTR − IH_RPTR at the new size the entry is
+    dropped (IH_OVERFLOW), also when the ring shrank below what was pending."""
+    g, ring, ih = bring_up(dev, ih_log2=6)  # 256 bytes
+    new_base = 0x30000
+    eop = lambda k: release_mem(OUT + 4 * k, k, INT_SEL="SEND_INT", INT_CTXID=k)
+    ring.run(eop(1), eop(2), eop(3))
+    assert g.read("IH_WPTR") == 96
+    g.write("IH_RPTR", 96)
+    g.w32(new_base, [0] * 32)
+    g.set("IH_CNTL", ENABLE=0, WPTR_WB=1)
+    g.write("IH_BASE_LO", new_base >> 8)
+    g.set("IH_SIZE", LOG2_DWORDS=4)  # 64 bytes: two entries
+    g.set("IH_CNTL", ENABLE=1, WPTR_WB=1)
+    assert (g.read("IH_WPTR"), g.read("IH_RPTR")) == (96, 96), "nothing else is reset"
+    ring.run(eop(4))
+    assert g.read("IH_WPTR") == 128 and g.r32(IH_WB) == 128
+    assert g.r32(new_base + 32 + 16) == 4 and g.r32(new_base + 16) == 0, "at 96 mod 64 of the new base"
+    g.write("INT_STATUS", g.value("INT_STATUS", EOP=1))
+    ring.run(eop(5), eop(6))  # 128 − 96 = 32: one more fits, the next is dropped
+    st = g.fields("INT_STATUS")
+    assert (g.read("IH_WPTR"), st["IH_OVERFLOW"], st["EOP"]) == (160, 1, 1), (g.read("IH_WPTR"), st)
+    assert g.r32(new_base + 16) == 5
+    # shrunk below what is pending: IH_WPTR − IH_RPTR (64) ≥ 32 bytes, so every entry is dropped
+    g.write("INT_STATUS", g.value("INT_STATUS", EOP=1, IH_OVERFLOW=1))
+    g.set("IH_CNTL", ENABLE=0, WPTR_WB=1)
+    g.set("IH_SIZE", LOG2_DWORDS=3)  # 32 bytes: one entry
+    g.set("IH_CNTL", ENABLE=1, WPTR_WB=1)
+    ring.run(eop(7))
+    st = g.fields("INT_STATUS")
+    assert (g.read("IH_WPTR"), st["IH_OVERFLOW"]) == (160, 1), (g.read("IH_WPTR"), st)
+    g.write("IH_RPTR", 160)
+    g.write("INT_STATUS", g.value("INT_STATUS", EOP=1, IH_OVERFLOW=1))
+    ring.run(eop(8))
+    assert g.read("IH_WPTR") == 192 and g.r32(new_base + 16) == 8 and g.fields("INT_STATUS")["IH_OVERFLOW"] == 0
+
+
 CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
           check_halts_stop_at_a_packet_boundary,
           check_halted_shows_while_the_other_queue_is_stopped_by_an_error,
@@ -1031,7 +1108,9 @@ CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_pe
           check_ih_entry_in_hand_when_enable_is_cleared_finishes,
           check_ih_ring_with_both_engines_odd_rptrs_and_enable, check_ring_and_ih_sizes_at_their_largest,
           check_halted_holds_while_the_halted_cp_takes_a_doorbell_error_or_an_entry,
-          check_sdma_entry_waits_for_the_cp_packet_in_hand]
+          check_sdma_entry_waits_for_the_cp_packet_in_hand,
+          check_ih_rptr_written_in_part_and_ahead_of_the_wptr,
+          check_ih_ring_moved_and_resized_keeps_its_pointers]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

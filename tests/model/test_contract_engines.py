@@ -919,13 +919,172 @@ def check_equal_priority_turns_after_one_queue_ran_alone(dev):
                    "q1 alone, then Q0 reset": q0_first, "q1 alone, then SOFT_RESET": q1_first}, got
 
 
+def check_sdma_ring_size_above_20_and_the_longest_write_linear(dev):
+    """SDMA_RB_CNTL.RB_SIZE above 20 acts as 20 (docs/registers.md) and reads back what was
+    written: a doorbell 4·2^20 bytes ahead of rptr is ring space, one 4 more DOORBELL_OVERFLOW;
+    WRITE_LINEAR's COUNT at its largest (0xFFFFF: 2^20 data dwords, packets.md's N ≤ 1048576)
+    never fits a buffer (the ring holds at most 2^20 dwords, an IB at most IB_SIZE 0xFFFFF), so
+    it is BAD_COUNT at its header, in the ring and in an IB, before a byte is written."""
+    g, _, ih = bring_up(dev)
+    S = sdma_packets()
+    big = 0x100_0000  # a 4 MiB ring at 16 MiB
+    s = SdmaRing(g, big, 20)
+    for size in (21, 25, 31):
+        g.set("SDMA_RB_CNTL", RB_SIZE=size, RB_ENABLE=0)
+        g.set("SDMA_RB_CNTL", RB_SIZE=size, RB_ENABLE=1)
+        assert g.fields("SDMA_RB_CNTL")["RB_SIZE"] == size, "RB_SIZE reads back what was written"
+        g.write("SDMA_DOORBELL", (4 << 20) + 4)
+        expect_sdma_error(s, ih, "DOORBELL_OVERFLOW", "RING", 0, (4 << 20) + 4, 0)
+    wl = sdma("WRITE_LINEAR", **lo_hi("DST_ADDR", OUT, 2), COUNT=0xFFFFF)
+    assert len(wl) == 4
+    g.w32(OUT, [0xC0FFEE] * 4)
+    g.w32(big, wl)
+    g.write("SDMA_DOORBELL", 4 << 20)  # the whole ring, 2^20 dwords: accepted
+    expect_sdma_error(s, ih, "BAD_COUNT", "RING", S["WRITE_LINEAR"].opcode, big, 0)
+    g.w32(IB1, wl)
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=0xFFFFF))
+    expect_sdma_error(s, ih, "BAD_COUNT", "IB1", S["WRITE_LINEAR"].opcode, IB1, 0)
+    assert g.r32(OUT, 4) == [0xC0FFEE] * 4, "nothing written"
+    # the ring is still 2^20 dwords: a FENCE, then a doorbell that leaves rptr 4·2^20 − 16
+    # behind, i.e. wptr exactly one ring ahead of where rptr stands
+    s.run(sdma("FENCE", DATA=0x77, **lo_hi("ADDR", OUT, 2)))
+    assert g.r32(OUT) == 0x77 and g.read("SDMA_RB_RPTR") == 16
+    g.write("SDMA_DOORBELL", 16 + (4 << 20) + 4)
+    expect_sdma_error(s, ih, "DOORBELL_OVERFLOW", "RING", 0, 16 + (4 << 20) + 4, 4)
+
+
+def check_sdma_poll_reads_are_16_interval_cycles_apart(dev):
+    """POLL_REGMEM reads at once, then every max(1, 16·INTERVAL) cycles, and gives up at its
+    (RETRY_COUNT + 1)-th failing read (docs/hardware.md): between a TRAP's entry and the
+    POLL_TIMEOUT entry of the poll right after it lie at least RETRY_COUNT intervals (the
+    entries' TIMESTAMPs), and not many more (each read's latency, the IH write); INTERVAL 0
+    polls as fast as its reads come back. (Measured, Verilator, default memory: 673/677
+    cycles at INTERVAL 4, 353/357 at 1, 353/357 for 40 reads at 0, 64/32-bit bus; the model,
+    whose reads take no time, 640, 320, 40.)"""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 6, IH_WB)
+    s = SdmaRing(g, SRING, 6)
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    flag = OUT + 0x80
+    g.w32(flag, [0x55])
+    stamp = lambda e: e["TIMESTAMP_LO"] | e["TIMESTAMP_HI"] << 32
+    got = {}
+    for interval, retries in ((4, 10), (1, 20), (0, 40)):
+        s.run(sdma("TRAP", INT_CONTEXT=interval),
+              sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=M32, FUNC="EQ", MEM_POLL="MEMORY",
+                   RETRY_COUNT=retries, INTERVAL=interval))
+        g.until(lambda: (g.read("IH_WPTR") - ih.rptr) & M32 >= 64, "both entries")
+        t, p = ih.pop()
+        assert (ih.source(t), t["DATA0"], ih.source(p), p["DATA2"]) == ("SDMA_TRAP", interval, "SDMA_POLL_TIMEOUT", 0x55)
+        gap, least = stamp(p) - stamp(t), retries * max(1, 16 * interval)
+        got[interval] = gap
+        # (at most: each read's latency on slow, stalling memory and the IH writes on top)
+        assert least <= gap <= least + 200 * (retries + 1) + 1000, \
+            f"INTERVAL {interval}, RETRY_COUNT {retries}: {gap} cycles from the TRAP to the timeout, at least {least}"
+    return got
+
+
+def check_sdma_rptr_write_back_fails_as_the_packet(dev):
+    """The SDMA's rptr write-back fails as the CP's does (docs/hardware.md, Errors: "The CP's
+    own writes fail like a packet's"): a write-back address beyond memory stops the queue with
+    BUS_DECERR of the packet it follows (OP that packet's, INDIRECT_BUFFER for the write-back
+    after an IB; LEVEL RING), ADDR the address written, OFFSET that packet's header, the packet
+    done and SDMA_RB_RPTR past it, the next packet not run; SDMA_RB_RPTR_ADDR_LO's bits 1:0
+    are ignored (the write-back lands on the dword) and read back as written."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 6, IH_WB)
+    S = sdma_packets()
+    end = 64 << 20  # beyond memory: DECERR
+    s = SdmaRing(g, SRING, 6, SRPTR_WB | 3)
+    g.w32(SRPTR_WB, [0xDEAD])
+    s.run(sdma("FENCE", DATA=1, **lo_hi("ADDR", OUT, 2)))
+    assert (g.r32(SRPTR_WB), g.read("SDMA_RB_RPTR_ADDR_LO")) == (16, SRPTR_WB | 3)
+    g.set("SDMA_RB_CNTL", RB_SIZE=6, RB_ENABLE=0, RPTR_WRITEBACK_ENABLE=1)
+    g.write("SDMA_RB_RPTR_ADDR_LO", end + 0x40)
+    g.set("SDMA_RB_CNTL", RB_SIZE=6, RB_ENABLE=1, RPTR_WRITEBACK_ENABLE=1)
+    s.submit(sdma("FENCE", DATA=2, **lo_hi("ADDR", OUT + 4, 2)), sdma("FENCE", DATA=3, **lo_hi("ADDR", OUT + 8, 2)))
+    g.idle("SDMA_STATUS")
+    assert (g.read("SDMA_RB_RPTR"), g.r32(OUT + 4, 2)) == (32, [2, 0]), "the packet done, the next not run"
+    expect_sdma_error(s, ih, "BUS_DECERR", "RING", S["FENCE"].opcode, end + 0x40, 4)
+    body = sdma("FENCE", DATA=4, **lo_hi("ADDR", OUT + 12, 2))
+    g.w32(IB1, body)
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=len(body)))
+    g.idle("SDMA_STATUS")
+    assert (g.read("SDMA_RB_RPTR"), g.r32(OUT + 12)) == (24, 4)
+    expect_sdma_error(s, ih, "BUS_DECERR", "RING", S["INDIRECT_BUFFER"].opcode, end + 0x40, 0)
+    assert g.fields("STATUS")["ERROR"] == 0, "the CP untouched"
+
+
+def check_sdma_halt_stops_inside_an_ib(dev):
+    """SDMA_CNTL.HALT stops the engine before its next packet at any level: a HALT written
+    while a POLL_REGMEM in an IB polls lets that poll finish, then the engine halts inside the
+    IB (SDMA_STATUS.HALTED, LEVEL IB1, SDMA_RB_RPTR still before the IB's ring packet) with the
+    IB's next FENCE not run; cleared, it resumes there. Unlike SDMA_RB_CNTL.RB_ENABLE cleared,
+    whose pause lets the IB in hand run to its end (docs/hardware.md, Ring and doorbell). A
+    halted SDMA stopped by an error reads ERROR, not HALTED."""
+    g = Gpu(dev)
+    IhRing(g, IH_BASE, 6, IH_WB)
+    s = SdmaRing(g, SRING, 6)
+    flag = OUT + 0x40
+    body = sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
+                RETRY_COUNT=0xFFF, INTERVAL=1) + sdma("FENCE", DATA=0xA, **lo_hi("ADDR", OUT, 2)) \
+        + sdma("FENCE", DATA=0xB, **lo_hi("ADDR", OUT + 4, 2))
+    g.w32(IB1, body)
+    for stop in ("HALT", "RB_ENABLE"):
+        g.w32(flag, [0])
+        g.w32(OUT, [0, 0, 0])
+        start = s.wptr
+        s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=len(body)),
+                 sdma("FENCE", DATA=0xC, **lo_hi("ADDR", OUT + 8, 2)))
+        g.waiting("SDMA_STATUS")
+        if stop == "HALT":
+            g.set("SDMA_CNTL", HALT=1)
+        else:
+            g.set("SDMA_RB_CNTL", RB_SIZE=6, RB_ENABLE=0)
+        g.w32(flag, [1])
+        g.dev.delay(300)
+        st = g.fields("SDMA_STATUS")
+        if stop == "HALT":
+            assert (st["HALTED"], st["LEVEL"], st["IDLE"], st["WAITING"]) == (1, g.level["IB1"], 0, 0), st
+            assert (g.r32(OUT, 3), g.read("SDMA_RB_RPTR")) == ([0, 0, 0], start), "halted before the IB's FENCE"
+            g.set("SDMA_CNTL", HALT=0)
+        else:
+            assert (st["HALTED"], st["LEVEL"], st["IDLE"]) == (0, g.level["RING"], 0), st
+            assert (g.r32(OUT, 3), g.read("SDMA_RB_RPTR")) == ([0xA, 0xB, 0], start + 24), "the IB ran to its end"
+            g.set("SDMA_RB_CNTL", RB_SIZE=6, RB_ENABLE=1)
+        st = g.idle("SDMA_STATUS")
+        assert (st["ERROR"], g.r32(OUT, 3), g.read("SDMA_RB_RPTR")) == (0, [0xA, 0xB, 0xC], start + 40), stop
+    # halted and then stopped by an error (a doorbell overflow): ERROR shows, HALTED reads 0 (as
+    # STATUS for queue 0), so a driver that halts waits for HALTED or ERROR; a QUEUE_RESET that
+    # writes HALT too leaves it halted, and a FENCE waits for HALT's clear
+    g.set("SDMA_CNTL", HALT=1)
+    g.until(lambda: g.fields("SDMA_STATUS")["HALTED"], "SDMA_STATUS.HALTED")
+    g.write("SDMA_DOORBELL", s.wptr + 4 * 64 + 4)
+    st = g.idle("SDMA_STATUS")
+    assert (st["ERROR"], st["HALTED"], g.fields("SDMA_ERROR")["CODE"]) == (1, 0, g.err["DOORBELL_OVERFLOW"]), st
+    g.set("SDMA_CNTL", QUEUE_RESET=1, HALT=1)
+    st = g.idle("SDMA_STATUS")
+    assert (st["ERROR"], st["HALTED"]) == (0, 1), st
+    s.wptr = 0
+    g.w32(OUT, [0])
+    s.submit(sdma("FENCE", DATA=0xD, **lo_hi("ADDR", OUT, 2)))
+    g.dev.delay(200)
+    assert g.r32(OUT) == 0 and g.fields("SDMA_STATUS")["HALTED"] == 1
+    g.set("SDMA_CNTL", HALT=0)
+    g.idle("SDMA_STATUS")
+    assert g.r32(OUT) == 0xD
+
+
 CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority,
           check_entries_name_their_queue_and_vmid, check_sdma_vm_and_address_rules,
           check_every_sdma_listed_value_and_reserved_bit, check_sdma_entries_raise_no_event_bit,
           check_sdma_copy_fill_write_edges, check_sdma_poll_trap_errors_resets_and_doorbells,
           check_cp_and_sdma_side_by_side, check_sdma_wrap_nop_halt_errors_and_cross_engine_waits,
           check_transfers_keep_war_and_waw_order, check_queue_resets_at_once_halted_and_their_write_backs,
-          check_equal_priority_turns_after_one_queue_ran_alone]
+          check_equal_priority_turns_after_one_queue_ran_alone,
+          check_sdma_ring_size_above_20_and_the_longest_write_linear,
+          check_sdma_poll_reads_are_16_interval_cycles_apart, check_sdma_rptr_write_back_fails_as_the_packet,
+          check_sdma_halt_stops_inside_an_ib]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

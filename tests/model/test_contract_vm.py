@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract_driver import (EXECUTABLE, IB1, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_HUGE, PA_OUT,
+from tests.model.contract_driver import (EXECUTABLE, IB1, IH_BASE, IH_WB, M32, OUT, RING, RPTR_WB, SRPTR_WB, PA_CODE, PA_HUGE, PA_OUT,
                                          PA_OUT2, PA_RO, PDE_PTE, PT_L1, PT_ROOT, READABLE, RING1, RPTR1_WB, SRING,
                                          VALID, VA_CODE, VA_HOLE, VA_HUGE, VA_OUT, VA_RO, WRITEABLE, Gpu, IhRing,
                                          Ring, SdmaRing, bring_up, dma_data, expect_error, expect_fault,
@@ -239,6 +239,422 @@ def check_vm_new_tables_need_an_invalidation(dev):
     assert ring.run(ib(VA_CODE, 5, VMID=1))["ERROR"] == 0
     assert (g.r32(PA_HUGE + 0x3010), g.r32(PA_HUGE + 0x1F000 + 0x3010)) == (0x66, 0), \
         "a huge page's address bits below 2 MiB are the virtual address's"
+
+
+def check_soft_reset_keeps_the_tlb_and_clears_the_fault(dev):
+    """CONTROL.SOFT_RESET does not reset the MMU (docs/hardware.md, Errors): a translation
+    the TLB holds survives it, so a PTE changed before the reset without an invalidation can
+    still translate the old way after it; VM_FAULT_STATUS/ADDR are cleared by it
+    (registers.md) while VM_CONTEXT_* keep their values; an ALL_ADDR invalidation after the
+    reset makes the new entry seen."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+
+    def run(value, off=0x30):
+        g.w32(PA_CODE, write_data(VA_OUT + off, [value]))
+        assert ring.run(ib(VA_CODE, 5, VMID=1))["ERROR"] == 0
+        return g.r32(PA_OUT + off), g.r32(PA_OUT2 + off)
+
+    assert run(1) == (1, 0)  # VA_OUT's translation is in the TLB now
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT2 | VALID | WRITEABLE | READABLE)  # no invalidation
+    g.w32(PA_CODE + 0x100, write_data(VA_HOLE + 4, [1]))
+    ring.submit(ib(VA_CODE + 0x100, 5, VMID=1))
+    g.idle()
+    assert g.fields("CP_ERROR")["CODE"] == g.err["VM_FAULT"] and g.read("VM_FAULT_ADDR_LO") == VA_HOLE + 4
+    g.set("CONTROL", SOFT_RESET=1)
+    g.idle()
+    g.idle("CP_HQD1_STATUS")
+    g.idle("SDMA_STATUS")
+    assert (g.read("VM_FAULT_STATUS"), g.read("VM_FAULT_ADDR_LO"), g.read("CP_ERROR")) == (0, 0, 0)
+    assert (g.read("VM_CONTEXT_CNTL", 1), g.read("VM_CONTEXT_PT_BASE_LO", 1)) == (1, PT_ROOT)
+    ih.pop()
+    g.write("IH_RPTR", 0)
+    ih.rptr = 0
+    g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1))
+    ring.wptr = 0
+    assert run(2) == (2, 0), "the TLB kept VA_OUT's old translation across CONTROL.SOFT_RESET"
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=1)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1 << 1, "VM_INVALIDATE_ACK = VMID 1")
+    assert run(3) == (2, 3), "after the invalidation the new entry translates"
+
+
+def check_sdma_accesses_need_what_the_cps_do(dev):
+    """The SDMA's accesses need the permissions the CP's do (docs/hardware.md, Page tables and
+    faults: "the SDMA's accesses need the same"): a POLL_REGMEM and a COPY_LINEAR source
+    READABLE, WRITE_LINEAR and CONSTANT_FILL WRITEABLE, an IB fetch EXECUTABLE; each fault is
+    the SDMA's VM_FAULT at the address the packet named (a WRITE_LINEAR crossing into a page
+    it may not write: that page's first byte), with its 241 entry carrying the IB's VMID, and
+    VM_FAULT_STATUS stays 0 (the CP's); a RANGE address too."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 6, IH_WB)
+    map_vmid1(g)
+    va_wo = 0x105000  # a page the SDMA may write but not read
+    g.w64(PT_L1 + 8 * (va_wo >> 12 & 511), PA_OUT2 | VALID | WRITEABLE)
+    s = SdmaRing(g, SRING, 6)
+    S = sdma_packets()
+    g.w32(PA_RO, [0x1111] * 8)
+    g.w32(PA_OUT2, [0x2222] * 8)
+    poll = sdma("POLL_REGMEM", **lo_hi("ADDR", va_wo + 8, 2), VALUE=0, MASK=0, FUNC="ALWAYS", MEM_POLL="MEMORY",
+                INTERVAL=1, RETRY_COUNT=0xFFF)
+    cases = [
+        (poll, "POLL_REGMEM", va_wo + 8),
+        (sdma("COPY_LINEAR", COUNT=11, **lo_hi("SRC_ADDR", va_wo + 0x13), **lo_hi("DST_ADDR", VA_OUT + 0x100)),
+         "COPY_LINEAR", va_wo + 0x13),
+        (sdma("WRITE_LINEAR", [7, 8, 9, 10], **lo_hi("DST_ADDR", VA_RO + 0x40, 2), COUNT=3), "WRITE_LINEAR",
+         VA_RO + 0x40),
+        (sdma("WRITE_LINEAR", [7, 8, 9, 10], **lo_hi("DST_ADDR", VA_RO - 8, 2), COUNT=3), "WRITE_LINEAR", VA_RO),
+        (sdma("CONSTANT_FILL", SRC_DATA=5, COUNT=6, **lo_hi("DST_ADDR", VA_RO + 0x61)), "CONSTANT_FILL", VA_RO + 0x61),
+        (sdma("FENCE", DATA=3, **lo_hi("ADDR", 0x4000_0000 | VA_OUT, 2)), "FENCE", 0x4000_0000 | VA_OUT),  # RANGE
+    ]
+    for body, name, va in cases:
+        g.w32(PA_CODE + 0x40, [0] + body)  # after a NOP: OFFSET 1
+        s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE + 0x40, 5), IB_SIZE=len(body) + 1, VMID=1))
+        st = g.idle("SDMA_STATUS")
+        assert st["ERROR"] == 1, f"{name} at {va:#x}: no error"
+        expect_sdma_error(s, ih, "VM_FAULT", "IB1", S[name].opcode, va, 1)
+        e = ih.entry(ih.rptr - 32)  # the entry expect_sdma_error took
+        assert e["VMID"] == 1, e
+        assert g.read("VM_FAULT_STATUS") == 0
+    assert g.r32(PA_RO, 8) == [0x1111] * 8, "nothing written to the read-only page"
+    # an IB in a page without EXECUTABLE: its header's fetch, OP 0
+    g.w32(PA_OUT + 0x200, [0] * 8)
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_OUT + 0x200, 5), IB_SIZE=8, VMID=1))
+    expect_sdma_error(s, ih, "VM_FAULT", "IB1", 0, VA_OUT + 0x200, 0)
+    # and the same packets run where the permissions allow
+    g.w32(PA_OUT + 0x300, [0x33])
+    body = sdma("POLL_REGMEM", **lo_hi("ADDR", VA_OUT + 0x300, 2), VALUE=0x33, MASK=M32, FUNC="EQ",
+                MEM_POLL="MEMORY", INTERVAL=1, RETRY_COUNT=0xFFF) + \
+        sdma("WRITE_LINEAR", [7, 8], **lo_hi("DST_ADDR", va_wo + 0x20, 2), COUNT=1) + \
+        sdma("COPY_LINEAR", COUNT=7, **lo_hi("SRC_ADDR", VA_RO), **lo_hi("DST_ADDR", va_wo + 0x31))
+    g.w32(PA_CODE + 0x40, body)
+    st = s.run(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE + 0x40, 5), IB_SIZE=len(body), VMID=1))
+    assert st["ERROR"] == 0, g.fields("SDMA_ERROR")
+    assert g.r32(PA_OUT2 + 0x20, 2) == [7, 8]
+    assert bytes(g.dev.mem[PA_OUT2 + 0x31:PA_OUT2 + 0x39]) == bytes.fromhex("1111000011110000")
+
+
+def check_vm_page_taken_away_while_polling_faults_the_poll(dev):
+    """A wait whose page is taken away and invalidated while it polls faults at its next poll
+    (docs/hardware.md: each poll is translated): the CP's WAIT_REG_MEM stops its queue with
+    VM_FAULT, ACCESS READ at the polled address, the WAIT_REG_MEM's OFFSET, WAITING 0 once
+    stopped; the SDMA's POLL_REGMEM (a finite RETRY_COUNT: the fault, not a POLL_TIMEOUT)
+    its queue with SDMA_ERROR VM_FAULT; the next job after the queue's reset runs."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    P, S = pm4_packets(), sdma_packets()
+    flag = VA_OUT + 0x50
+    g.w32(PA_OUT + 0x50, [0])
+    g.w32(PA_CODE, write_data(VA_OUT + 0x58, [1]))  # VA_OUT's entry in the TLB first
+    assert ring.run(ib(VA_CODE, 5, VMID=1))["ERROR"] == 0
+    code = pm4("NOP", [0]) + wait_mem(flag, 1, M32, "EQ", interval=8) + write_data(VA_OUT + 0x54, [0x77])
+    g.w32(PA_CODE, code)
+    ring.submit(ib(VA_CODE, len(code), VMID=1))
+    g.waiting()
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT | WRITEABLE | READABLE)  # VALID cleared
+    g.write("VM_INVALIDATE_ADDR_LO", VA_OUT >> 12)
+    g.write("VM_INVALIDATE_ADDR_HI", 0)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=0)
+    g.until(lambda: g.fields("STATUS")["ERROR"], "the poll's fault")
+    st = g.idle()
+    assert (st["ERROR"], st["WAITING"]) == (1, 0), st
+    expect_fault(ring, ih, flag, 0, 1, 0, P["WAIT_REG_MEM"].opcode, 2, 0x40)
+    assert g.r32(PA_OUT + 0x54) == 0, "the packet after the wait never ran"
+    # READABLE taken away: a PERMISSION fault at the next poll
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT | VALID | WRITEABLE | READABLE)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=1)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1 << 1, "VM_INVALIDATE_ACK = VMID 1")
+    g.w32(PA_CODE, code)
+    ring.submit(ib(VA_CODE, len(code), VMID=1))
+    g.waiting()
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT | VALID | WRITEABLE)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=1)
+    expect_fault(ring, ih, flag, 0, 1, 1, P["WAIT_REG_MEM"].opcode, 2, 0x40)
+    # the SDMA's POLL_REGMEM, with a finite RETRY_COUNT: the fault, no POLL_TIMEOUT entry
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT | VALID | WRITEABLE | READABLE)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=1)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1 << 1, "VM_INVALIDATE_ACK = VMID 1")
+    s = SdmaRing(g, SRING, 6)
+    body = [0] + sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=M32, FUNC="EQ", MEM_POLL="MEMORY",
+                      RETRY_COUNT=0xFFE, INTERVAL=1) + sdma("FENCE", DATA=0x7B, **lo_hi("ADDR", VA_OUT + 0x5C, 2))
+    g.w32(PA_CODE + 0x400, body)
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE + 0x400, 5), IB_SIZE=len(body), VMID=1))
+    g.waiting("SDMA_STATUS")
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT | WRITEABLE | READABLE)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=1)
+    g.until(lambda: g.fields("SDMA_STATUS")["ERROR"], "the SDMA poll's fault")
+    st = g.idle("SDMA_STATUS")
+    assert (st["ERROR"], st["WAITING"]) == (1, 0), st
+    expect_sdma_error(s, ih, "VM_FAULT", "IB1", S["POLL_REGMEM"].opcode, flag, 1)
+    assert g.r32(PA_OUT + 0x5C) == 0 and g.read("VM_FAULT_STATUS") == 0
+    # mapped again: both queues run their next job
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT | VALID | WRITEABLE | READABLE)
+    g.w32(PA_OUT + 0x50, [1])
+    g.w32(PA_CODE, code)
+    assert ring.run(ib(VA_CODE, len(code), VMID=1))["ERROR"] == 0 and g.r32(PA_OUT + 0x54) == 0x77
+    assert s.run(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE + 0x400, 5), IB_SIZE=len(body),
+                      VMID=1))["ERROR"] == 0 and g.r32(PA_OUT + 0x5C) == 0x7B
+    assert not ih.pop(), "no POLL_TIMEOUT, no other entry"
+
+
+def check_queue_resets_during_a_walk_leave_no_error(dev):
+    """A queue reset written while the queue's access is still being translated (a page walk
+    that will fail: VMID 2's root lies beyond memory) is done once STATUS.IDLE
+    (SDMA_STATUS.IDLE) reads 1, and then the queue has no error (docs/hardware.md: the reset
+    lets its own bus traffic end, a walk's included): the failing walk's answer, coming after
+    the reset, latches nothing (no ERROR, CP_ERROR/SDMA_ERROR and VM_FAULT_STATUS 0) and the
+    next job runs; whether the fault latched (and raised its entry) before the reset depends
+    on timing. Also the CP and SDMA resets at 0 to 45 cycles after the doorbell; and a TLB
+    invalidation written right before CONTROL.SOFT_RESET still completes (the MMU is not reset).
+    (CONTROL.SOFT_RESET with both walks under way: /work/notes/driver-writer-4-sdma-soft-reset-ih-race.patch,
+    an RTL bug.)"""
+    g, ring, ih = bring_up(dev)
+    g.write("VM_CONTEXT_PT_BASE_LO", 0x1000_0000, 2)  # beyond the 64 MiB: the walk's first read fails
+    g.set("VM_CONTEXT_CNTL", 2, ENABLE=1)
+    s = SdmaRing(g, SRING, 6)
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    latched = {"cp": 0, "sdma": 0}
+    for d in range(0, 46, 3):
+        ring.submit(ib(0x3000, 8, VMID=2))
+        g.dev.delay(d)
+        g.set("CP_QUEUE_RESET", Q0=1)
+        st = g.idle()
+        assert (st["ERROR"], g.read("CP_ERROR"), g.read("VM_FAULT_STATUS")) == (0, 0, 0), (d, st)
+        ring.wptr = 0
+        s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", 0x3000, 5), IB_SIZE=8, VMID=2))
+        g.dev.delay(d)
+        g.set("SDMA_CNTL", QUEUE_RESET=1, TRAP_ENABLE=1)
+        st = g.idle("SDMA_STATUS")
+        assert (st["ERROR"], g.read("SDMA_ERROR")) == (0, 0), (d, st)
+        s.wptr = 0
+        g.dev.delay(100)  # anything still to come would have come
+        assert g.fields("STATUS")["ERROR"] == 0 and g.fields("SDMA_STATUS")["ERROR"] == 0, d
+        for e in ih.pop():
+            src = ih.source(e)
+            assert src in ("VM_FAULT", "SDMA_ERROR"), e
+            latched["cp" if src == "VM_FAULT" else "sdma"] += 1
+        g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1))
+        st = ring.run(write_data(OUT + 4 * d, [d + 1]))
+        assert st["ERROR"] == 0 and g.r32(OUT + 4 * d) == d + 1, d
+        assert s.run(sdma("FENCE", DATA=d + 2, **lo_hi("ADDR", OUT + 0x100 + 4 * d, 2)))["ERROR"] == 0
+        assert g.r32(OUT + 0x100 + 4 * d) == d + 2, d
+    # an invalidation written right before CONTROL.SOFT_RESET completes
+    g.set("VM_INVALIDATE_REQ", PER_VMID=0x6, ALL_ADDR=1)
+    g.set("CONTROL", SOFT_RESET=1)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 0x6, "VM_INVALIDATE_ACK across CONTROL.SOFT_RESET")
+    return latched
+
+
+def check_vmid_0_translated_moves_the_kernels_own_traffic(dev):
+    """VMID 0 is translated once its VM_CONTEXT_CNTL.ENABLE is set (docs/hardware.md: a VMID
+    whose ENABLE is clear is not translated; the ring fetches, the rptr write-back, IH entries
+    and their wptr write-back and the kernel ring's own packets run as VMID 0): every one of
+    them then goes through VMID 0's tables, the SDMA ring's and its write-back too; a ring
+    fetch from a page VMID 0 does not map is a VM_FAULT of VMID 0 at LEVEL RING."""
+    g = Gpu(dev)
+    root, l1 = 0x84000, 0x85000
+    ih_wb = 0x90C0
+    pa = {RING: 0x60000, 0x8000: 0x61000, IH_BASE: 0x62000, OUT: 0x63000, SRING: 0x64000, 0x9000: 0x65000}
+    g.w64(root, l1 | VALID)  # VA 0 .. 2 MiB
+    for va, p_ in pa.items():
+        g.w64(l1 + 8 * (va >> 12), p_ | VALID | EXECUTABLE | READABLE | WRITEABLE)
+    g.write("VM_CONTEXT_PT_BASE_LO", root, 0)
+    g.set("VM_CONTEXT_CNTL", 0, ENABLE=1)
+    ih = IhRing(g, IH_BASE, 6, ih_wb)
+    ring = Ring(g, RING, 8, RPTR_WB)
+    ring.base = pa[RING]  # the driver writes the packets where the ring's VA is mapped
+    g.w32(pa[0x8000], [0xDEAD] * 64)
+    st = ring.run(write_data(OUT + 8, [0x11]), release_mem(OUT + 12, 0x22, INT_SEL="SEND_INT", INT_CTXID=5))
+    assert st["ERROR"] == 0, (g.fields("CP_ERROR"), g.fields("VM_FAULT_STATUS"))
+    assert g.r32(pa[OUT] + 8, 2) == [0x11, 0x22] and g.r32(OUT + 8, 2) == [0, 0]
+    assert g.r32(pa[0x8000] + (RPTR_WB & 0xFFF)) == ring.wptr, "the rptr write-back through VMID 0's tables"
+    assert g.read("IH_WPTR") == 32
+    g.until(lambda: g.r32(pa[0x9000] + (ih_wb & 0xFFF)) == 32, "the IH wptr write-back through VMID 0's tables")
+    e = ih.entry(0)  # (read at the IH ring's VA: ih.entry reads memory at base, so look at the PA)
+    raw = g.r32(pa[IH_BASE], 8)
+    assert raw[0] & 0xFFFF == 181 << 8 | 0x14 and raw[4] == 5 and raw[7] == OUT + 12, [hex(x) for x in raw]
+    assert e["raw"] == [0] * 8, "nothing at the IH ring's VA taken as physical"
+    g.write("IH_RPTR", 32)
+    # the SDMA ring and its write-back likewise
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    s.base = pa[SRING]
+    st = s.run(sdma("FENCE", DATA=0x33, **lo_hi("ADDR", OUT + 16, 2)))
+    assert st["ERROR"] == 0 and g.r32(pa[OUT] + 16) == 0x33
+    assert g.r32(pa[0x8000] + (SRPTR_WB & 0xFFF)) == 16
+    # a ring fetch VMID 0 does not map: its VM_FAULT, VMID 0, LEVEL RING (the entry at the IH's PA)
+    g.w64(l1 + 8 * (RING >> 12), 0)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1, ALL_ADDR=1)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1, "VM_INVALIDATE_ACK = VMID 0")
+    ring.doorbell((ring.wptr + 8) & M32)
+    g.idle()
+    assert g.fields("CP_ERROR") == {"CODE": g.err["VM_FAULT"], "LEVEL": g.level["RING"], "OPCODE": 0}
+    off = ring.wptr % ring.size
+    assert g.read("CP_ERROR_ADDR_LO") == RING + 4 * off and g.read("CP_ERROR_OFFSET") == off
+    assert g.fields("VM_FAULT_STATUS") == {"VMID": 0, "ACCESS": 2, "LEVEL": 1, "CAUSE": 0}
+    g.until(lambda: g.read("IH_WPTR") == 64, "the VM_FAULT entry")
+    raw = g.r32(pa[IH_BASE] + 32, 8)
+    assert (raw[0] & 0xFFFF, raw[0] >> 24 & 0xF, raw[4]) == (0x1B, 0, (RING + 4 * off) >> 12), [hex(x) for x in raw]
+    # the rptr write-back's page taken away: the CP's own write faults as the packet it follows
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    ring.wptr = 0
+    g.write("IH_RPTR", 64)
+    g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1, EOP=1))
+    g.w64(l1 + 8 * (RING >> 12), pa[RING] | VALID | EXECUTABLE)
+    g.w64(l1 + 8 * (RPTR_WB >> 12), pa[0x8000] | VALID | READABLE)  # no WRITEABLE
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1, ALL_ADDR=1)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1, "VM_INVALIDATE_ACK = VMID 0")
+    ring.submit(write_data(OUT + 20, [0x44]), write_data(OUT + 24, [0x55]))
+    g.idle()
+    assert g.r32(pa[OUT] + 20, 2) == [0x44, 0], "the packet done, the next not run"
+    assert g.fields("CP_ERROR") == {"CODE": g.err["VM_FAULT"], "LEVEL": g.level["RING"],
+                                    "OPCODE": pm4_packets()["WRITE_DATA"].opcode}, g.fields("CP_ERROR")
+    assert (g.read("CP_ERROR_ADDR_LO"), g.read("CP_ERROR_OFFSET"), g.read("RB_RPTR")) == (RPTR_WB, 0, 5)
+    assert g.fields("VM_FAULT_STATUS") == {"VMID": 0, "ACCESS": 1, "LEVEL": 1, "CAUSE": 1}
+    g.until(lambda: g.read("IH_WPTR") == 96, "the VM_FAULT entry")
+    raw = g.r32(pa[IH_BASE] + 64, 8)
+    assert (raw[0] & 0xFFFF, raw[4], raw[5]) == (0x1B, RPTR_WB >> 12, 0x20), [hex(x) for x in raw]
+
+
+def check_ih_entry_writes_that_fault_under_vmid_0(dev):
+    """With VMID 0 translated, an IH entry written to a page VMID 0 may not write fails as the
+    write it is (docs/hardware.md, Errors: the CP's own writes fail like a packet's; a failed IH
+    write is the SDMA's error): a RELEASE_MEM's EOP entry stops queue 0 with VM_FAULT of that
+    RELEASE_MEM (its data written first), VM_FAULT_STATUS VMID 0 WRITE at the entry's address,
+    IH_WPTR unchanged and no entry anywhere (the fault's own cannot be written), INT_STATUS's
+    CP_ERROR the only sign (EOP is set as IH_WPTR moves, which it does not); an SDMA TRAP's entry stops the SDMA with its VM_FAULT at
+    that address, VM_FAULT_STATUS untouched; both run again once the page is writeable."""
+    g = Gpu(dev)
+    root, l1 = 0x84000, 0x85000
+    pa = {RING: 0x60000, 0x8000: 0x61000, IH_BASE: 0x62000, OUT: 0x63000, SRING: 0x64000}
+    g.w64(root, l1 | VALID)
+    for va, p_ in pa.items():
+        g.w64(l1 + 8 * (va >> 12), p_ | VALID | EXECUTABLE | READABLE | (WRITEABLE if va != IH_BASE else 0))
+    g.write("VM_CONTEXT_PT_BASE_LO", root, 0)
+    g.set("VM_CONTEXT_CNTL", 0, ENABLE=1)
+    IhRing(g, IH_BASE, 6, IH_WB)
+    ring = Ring(g, RING, 8, RPTR_WB)
+    ring.base = pa[RING]
+    P, S = pm4_packets(), sdma_packets()
+    g.w32(pa[IH_BASE], [0xEEEE] * 16)
+    ring.submit(release_mem(OUT, 0x21, INT_SEL="SEND_INT", INT_CTXID=1), write_data(OUT + 4, [0x22]))
+    g.idle()
+    err = g.fields("CP_ERROR")
+    assert err == {"CODE": g.err["VM_FAULT"], "LEVEL": g.level["RING"], "OPCODE": P["RELEASE_MEM"].opcode}, err
+    assert (g.read("CP_ERROR_ADDR_LO"), g.read("CP_ERROR_OFFSET")) == (IH_BASE, 0)
+    assert g.fields("VM_FAULT_STATUS") == {"VMID": 0, "ACCESS": 1, "LEVEL": 1, "CAUSE": 1}
+    assert g.r32(pa[OUT], 2) == [0x21, 0], "the RELEASE_MEM's data written, the next packet not run"
+    st = g.fields("INT_STATUS")
+    assert (g.read("IH_WPTR"), st["CP_ERROR"], st["EOP"], st["IH_PENDING"]) == (0, 1, 0, 0), st
+    assert g.r32(pa[IH_BASE], 16) == [0xEEEE] * 16 and g.r32(IH_BASE, 16) == [0] * 16, "no entry anywhere"
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    ring.wptr = 0
+    g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1, EOP=1))
+    assert g.read("VM_FAULT_STATUS") == 0
+    s = SdmaRing(g, SRING, 6)
+    s.base = pa[SRING]
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    s.submit(sdma("TRAP", INT_CONTEXT=3), sdma("FENCE", DATA=0x23, **lo_hi("ADDR", OUT + 8, 2)))
+    st = g.idle("SDMA_STATUS")
+    assert st["ERROR"] == 1, st
+    got = (g.fields("SDMA_ERROR"), g.read("SDMA_ERROR_ADDR_LO"), g.read("SDMA_ERROR_OFFSET"))
+    assert got == ({"SUB_OP": 0, "OP": S["TRAP"].opcode, "LEVEL": g.level["RING"], "CODE": g.err["VM_FAULT"]},
+                   IH_BASE, 0), got
+    assert (g.read("IH_WPTR"), g.read("VM_FAULT_STATUS"), g.r32(pa[OUT] + 8)) == (0, 0, 0)
+    assert g.fields("STATUS")["ERROR"] == 0, "the CP untouched"
+    g.set("SDMA_CNTL", QUEUE_RESET=1, TRAP_ENABLE=1)
+    g.idle("SDMA_STATUS")
+    s.wptr = 0
+    g.w64(l1 + 8 * (IH_BASE >> 12), pa[IH_BASE] | VALID | WRITEABLE)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1, ALL_ADDR=1)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1, "VM_INVALIDATE_ACK = VMID 0")
+    assert ring.run(release_mem(OUT + 12, 0x24, INT_SEL="SEND_INT", INT_CTXID=4))["ERROR"] == 0
+    assert s.run(sdma("TRAP", INT_CONTEXT=5))["ERROR"] == 0
+    g.until(lambda: g.read("IH_WPTR") == 64, "both entries")
+    raw = g.r32(pa[IH_BASE], 16)
+    assert (raw[4], raw[8] & 0xFFFF, raw[12]) == (4, 224 << 8 | 0x08, 5), [hex(x) for x in raw]
+
+
+def check_vm_permission_fault_keeps_its_leaf(dev):
+    """The TLB keeps leaves, permissions included, never a failed translation
+    (docs/hardware.md, TLB): an INVALID fault leaves nothing, so a page made VALID afterwards
+    needs no invalidation; a PERMISSION fault's leaf is a valid entry and is kept, so a write
+    after its PTE gained WRITEABLE still faults until the page is invalidated, on the model as
+    on the RTL (the MMU installs the leaf, then checks the access against it)."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    P = pm4_packets()
+    va_new = 0x106000  # not VALID yet
+    for k in range(2):
+        g.w32(PA_CODE, write_data(VA_RO + 0x10, [0x41]))
+        ring.submit(ib(VA_CODE, 5, VMID=1))
+        expect_fault(ring, ih, VA_RO + 0x10, 1, 1, 1, P["WRITE_DATA"].opcode, 0, 0x20)
+        g.w32(PA_CODE, write_data(va_new + 0x10, [0x42]))
+        ring.submit(ib(VA_CODE, 5, VMID=1))
+        if k == 0:
+            expect_fault(ring, ih, va_new + 0x10, 1, 1, 0, P["WRITE_DATA"].opcode, 0, 0x20)
+            g.w64(PT_L1 + 8 * (va_new >> 12 & 511), PA_OUT2 | VALID | WRITEABLE)  # a new entry
+            g.w64(PT_L1 + 8 * (VA_RO >> 12 & 511), PA_RO | VALID | READABLE | WRITEABLE)  # granted, no invalidation
+        else:
+            assert g.idle()["ERROR"] == 0 and g.r32(PA_OUT2 + 0x10) == 0x42, "a new entry needs nothing"
+    assert g.r32(PA_RO + 0x10) == 0, "the kept read-only leaf refused the write"
+    g.write("VM_INVALIDATE_ADDR_LO", VA_RO >> 12)
+    g.write("VM_INVALIDATE_ADDR_HI", 0)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=0)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1 << 1, "VM_INVALIDATE_ACK = VMID 1")
+    g.w32(PA_CODE, write_data(VA_RO + 0x10, [0x43]))
+    assert ring.run(ib(VA_CODE, 5, VMID=1))["ERROR"] == 0 and g.r32(PA_RO + 0x10) == 0x43
+
+
+def check_vm_leaf_beyond_memory_is_a_bus_error_at_the_virtual_address(dev):
+    """A valid leaf (a PTE or a huge page's PDE_PTE entry) whose physical address lies beyond
+    memory translates: the access itself answers DECERR, so it is BUS_DECERR, not VM_FAULT
+    (nothing in VM_FAULT_*, a CP_ERROR entry with the IB's VMID, not UTCL2's), at the address
+    the packet named, the virtual one (docs/hardware.md, Errors: "Addresses are the ones the
+    packet named"); the same for a fetch, a poll, a DMA source and the SDMA's FENCE and copy;
+    and VM_CONTEXT_PT_BASE_LO's bits 11:0 read 0, the walk starts at the 4 KiB-aligned root."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    g.write("VM_CONTEXT_PT_BASE_LO", PT_ROOT | 0xABC, 1)
+    assert g.read("VM_CONTEXT_PT_BASE_LO", 1) == PT_ROOT, "bits 11:0 read 0"
+    P, S = pm4_packets(), sdma_packets()
+    far_pa = 0x1000_0000  # beyond the 64 MiB of memory: every access answers DECERR
+    va_x, va_h = 0x104000, 0x600000  # a PTE and a huge page (root index 3) pointing there
+    g.w64(PT_L1 + 8 * (va_x >> 12 & 511), far_pa | VALID | EXECUTABLE | READABLE | WRITEABLE)
+    g.w64(PT_ROOT + 8 * (va_h >> 21), far_pa | VALID | PDE_PTE | EXECUTABLE | READABLE | WRITEABLE)
+
+    def expect_decerr(opcode, va, offset=0):
+        e, = expect_error(ring, ih, "BUS_DECERR", "IB1", opcode, va, offset)
+        assert e["VMID"] == 1, e
+        assert (g.read("VM_FAULT_STATUS"), g.read("VM_FAULT_ADDR_LO"), g.read("VM_FAULT_ADDR_HI")) == (0, 0, 0)
+
+    def run_ib(body):
+        g.w32(PA_CODE, body)
+        ring.submit(ib(VA_CODE, len(body), VMID=1))
+
+    run_ib(write_data(va_x + 0x18, [1, 2]))
+    expect_decerr(P["WRITE_DATA"].opcode, va_x + 0x18)
+    run_ib(pm4("NOP", [0]) + wait_mem(va_x + 0x24, 0, 0, "ALWAYS"))
+    expect_decerr(P["WAIT_REG_MEM"].opcode, va_x + 0x24, 2)
+    run_ib(dma_data(VA_OUT, va_x + 0x31, 40, CP_SYNC=1))
+    expect_decerr(P["DMA_DATA"].opcode, va_x + 0x31)
+    run_ib(release_mem(va_h + 0x1234 * 8, 5, DATA_SEL="DATA_64"))
+    expect_decerr(P["RELEASE_MEM"].opcode, va_h + 0x1234 * 8)
+    ring.submit(ib(va_x + 0x40, 4, VMID=1))  # a fetch: the IB's first header, OPCODE 0
+    expect_decerr(0, va_x + 0x40)
+    # the ring still runs (nothing of VMID 1 is broken) and the tables are as they were
+    run_ib(write_data(VA_OUT + 0x20, [0x5A]))
+    assert g.idle()["ERROR"] == 0 and g.r32(PA_OUT + 0x20) == 0x5A
+    # the SDMA: its errors are its own, BUS_DECERR at the virtual address too
+    s = SdmaRing(g, SRING, 6)
+    for body, op, va in ((sdma("FENCE", DATA=7, **lo_hi("ADDR", va_x + 0x44, 2)), S["FENCE"].opcode, va_x + 0x44),
+                         (sdma("COPY_LINEAR", COUNT=15, **lo_hi("SRC_ADDR", VA_OUT), **lo_hi("DST_ADDR", va_h + 0x80)),
+                          S["COPY_LINEAR"].opcode, va_h + 0x80)):
+        g.w32(PA_CODE + 0x200, body)
+        s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE + 0x200, 5), IB_SIZE=len(body), VMID=1))
+        expect_sdma_error(s, ih, "BUS_DECERR", "IB1", op, va, 0)
+        assert g.read("VM_FAULT_STATUS") == 0
+    assert g.idle()["ERROR"] == 0, "the SDMA's errors leave the CP"
 
 
 
@@ -551,7 +967,13 @@ CHECKS = [check_vm_translation_faults_and_invalidate, check_vm_fault_status_foll
           check_vm_invalidation_names_vmids_and_pages, check_vm_poll_remap_and_accesses_that_move_nothing,
           check_vm_fault_entries_of_both_queues_and_a_full_ih_ring,
           check_sdma_fetch_faults_at_page_edges_and_virtual_addresses,
-          check_cp_queues_keep_their_vmids_across_turns_and_resets]
+          check_cp_queues_keep_their_vmids_across_turns_and_resets,
+          check_vm_leaf_beyond_memory_is_a_bus_error_at_the_virtual_address,
+          check_soft_reset_keeps_the_tlb_and_clears_the_fault, check_sdma_accesses_need_what_the_cps_do,
+          check_vm_page_taken_away_while_polling_faults_the_poll,
+          check_queue_resets_during_a_walk_leave_no_error,
+          check_vmid_0_translated_moves_the_kernels_own_traffic, check_ih_entry_writes_that_fault_under_vmid_0,
+          check_vm_permission_fault_keeps_its_leaf]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
@@ -580,3 +1002,36 @@ def test_vm_levels_are_the_rtls_on_the_model():
     for n in vm_spec.BUILD_LEVELS:
         from tests.model.contract_driver import Gpu
         assert Gpu(RefModel(vm_levels=n)).fields("VM_CAPS")["LEVELS"] == n
+
+
+@pytest.mark.parametrize("levels", [3, 4])
+def test_huge_pages_at_every_directory_level_on_the_model(levels):
+    """A PDE_PTE entry at any directory level is a leaf for that entry's whole range
+    (docs/hardware.md, Tables and entries): 2 MiB one level above the page tables, 1 GiB two
+    levels above, 512 GiB at a 4-level root; its address bits below the range are the virtual
+    address's. (The RTL's MMU: tests/rtl/test_rtl_mmu.py's three- and four-level walks.)"""
+    from testbench.refmodel import RefModel
+
+    g, ring, ih = bring_up(RefModel(vm_levels=levels))
+    assert g.fields("VM_CAPS")["LEVELS"] == levels
+    tables = [PT_ROOT + 0x1000 * k for k in range(levels)]  # tables[k]: level k's table on VA_CODE's path
+    idx = lambda va, level: va >> (12 + 9 * (levels - 1 - level)) & 511
+    for level in range(levels - 1):
+        g.w64(tables[level] + 8 * idx(VA_CODE, level), tables[level + 1] | VALID)
+    g.w64(tables[-1] + 8 * idx(VA_CODE, levels - 1), PA_CODE | VALID | EXECUTABLE)
+    g.write("VM_CONTEXT_PT_BASE_LO", PT_ROOT, 1)
+    g.set("VM_CONTEXT_CNTL", 1, ENABLE=1)
+    for level in range(levels - 1):
+        span = 12 + 9 * (levels - 1 - level)  # 21, 30, 39 bits
+        va = (idx(VA_CODE, level) + 1) << span  # the next entry of this level on VA_CODE's path
+        g.w64(tables[level] + 8 * idx(va, level), 0x200000 | VALID | PDE_PTE | WRITEABLE)
+        # a 2 MiB page at 0x200000; a larger one's entry written with 0x200000 maps physical 0,
+        # the address bits below its range being the virtual address's
+        off, pa = (0x1238, 0x201238) if span == 21 else (0x300010, 0x300010)
+        g.w32(PA_CODE, write_data(va + off, [0x100 + level]))
+        st = ring.run(ib(VA_CODE, 5, VMID=1))
+        assert st["ERROR"] == 0, (level, g.fields("CP_ERROR"), g.fields("VM_FAULT_STATUS"))
+        assert g.r32(pa) == 0x100 + level, f"a level-{level} PDE_PTE maps {1 << span:#x} bytes"
+        assert span == 21 or g.r32(0x200000 + pa) == 0
+        g.w64(tables[level] + 8 * idx(va, level), 0)
+        g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=1)
