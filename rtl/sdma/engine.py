@@ -337,8 +337,7 @@ class SdmaEngine(wiring.Component):
                      self.ih_vmid.eq(ih_vmid), self.ih_data.eq(Cat(*ih_data))]
         with m.If(self.ih_done):
             m.d.sync += ih_valid.eq(0)
-        with m.If(csr.control_soft_reset):
-            m.d.sync += ih_valid.eq(0)  # (the CP's IH writer is being reset too)
+        # (CONTROL.SOFT_RESET drops a request: below, after the state machine's sets)
 
         def ih_request(src, data, vmid):
             m.d.sync += [ih_valid.eq(1), ih_src.eq(src), ih_vmid.eq(vmid)]
@@ -619,6 +618,13 @@ class SdmaEngine(wiring.Component):
         m.d.sync += [count_d.eq(count & ~clear), count_kind_d.eq(count_kind)]
         m.d.comb += [bank.inc.eq(count_d), bank.idx.eq(count_kind_d), bank.clear.eq(clear),
                      bank.rd_idx.eq(csr.perf_sdma_packets_index), csr.perf_sdma_packets.eq(bank.rd_data)]
+        # CONTROL.SOFT_RESET drops an IH request (the CP's IH writer is being reset too), the
+        # one the state machine makes in the reset's own cycle as well (an error's drain, a
+        # TRAP, a POLL_REGMEM's timeout): here, after every set, so it wins. Placed before the
+        # state machine it lost to them, and the entry was written after the reset, at
+        # IH_WPTR 0, for an error the reset had cleared (driver-writer-4).
+        with m.If(csr.control_soft_reset):
+            m.d.sync += ih_valid.eq(0)
         return m
 
 

@@ -78,7 +78,8 @@ LAYOUT = ("kmd_ioctl__check_bind_and_info", "kmd_ioctl__check_trace", "kmd_vm__c
           "contract_vm__check_vmid_0_translated_moves_the_kernels_own_traffic",
           "contract_engines__check_sdma_rptr_write_back_fails_as_the_packet",
           "contract_vm__check_ih_entry_writes_that_fault_under_vmid_0",
-          "contract_vm__check_vm_permission_fault_keeps_its_leaf")
+          "contract_vm__check_vm_permission_fault_keeps_its_leaf",
+          "contract_vm__check_soft_reset_while_the_sdma_reports_an_error_leaves_no_entry")
 
 
 def _checks() -> dict:

@@ -606,6 +606,65 @@ def check_vm_permission_fault_keeps_its_leaf(dev):
     assert ring.run(ib(VA_CODE, 5, VMID=1))["ERROR"] == 0 and g.r32(PA_RO + 0x10) == 0x43
 
 
+def check_soft_reset_while_the_sdma_reports_an_error_leaves_no_entry(dev):
+    """CONTROL.SOFT_RESET is done when STATUS.IDLE, CP_HQD1_STATUS.IDLE and SDMA_STATUS.IDLE
+    all read 1, and then IH_WPTR is 0 and the error latches are clear (docs/hardware.md,
+    Errors). Written 0 to 79 cycles after the doorbells of a CP IB and an SDMA IB whose walks
+    fail (VMID 2's root beyond memory), it must leave no IH entry behind it. On the RTL before
+    6 December 2026 (64-bit bus, 35 cycles) the SDMA_ERROR entry the SDMA requested in the
+    reset's own cycle survived it and was written after it (IH_WPTR 32, IH_PENDING 1, an
+    SDMA_ERROR entry for an error SDMA_ERROR no longer held; 32-bit bus: 44 cycles), and so
+    did a TRAP's entry requested in the reset's cycle (7 cycles, both widths):
+    rtl/sdma/engine.py cleared `ih_valid` on CONTROL.SOFT_RESET before its FSM, whose
+    ERR_DRAIN (and the TRAP's state) set it in the same cycle and won; the RESET state then
+    waited for the CP to take the request, which the CP, reset, wrote at IH_WPTR 0. The
+    clear now comes after the FSM (driver-writer-4)."""
+    g, ring, ih = bring_up(dev)
+    g.write("VM_CONTEXT_PT_BASE_LO", 0x1000_0000, 2)  # beyond the 64 MiB: the walk's first read fails
+    g.set("VM_CONTEXT_CNTL", 2, ENABLE=1)
+    s = SdmaRing(g, SRING, 6)
+    left = []
+    for d in range(80):
+        g.w32(IH_BASE, [0] * 16)
+        ring.submit(ib(0x3000, 8, VMID=2))
+        s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", 0x3000, 5), IB_SIZE=8, VMID=2))
+        g.dev.delay(d)
+        g.set("CONTROL", SOFT_RESET=1)
+        g.until(lambda: all(g.fields(r)["IDLE"] for r in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS")), "all idle")
+        g.dev.delay(100)
+        assert (g.fields("STATUS")["ERROR"], g.fields("SDMA_STATUS")["ERROR"], g.read("CP_ERROR"),
+                g.read("SDMA_ERROR"), g.read("VM_FAULT_STATUS")) == (0, 0, 0, 0, 0), d
+        assert [g.read(r) for r in ("RB_RPTR", "RB_WPTR", "SDMA_RB_RPTR", "SDMA_RB_WPTR")] == [0] * 4, d
+        if g.read("IH_WPTR"):
+            e = ih.entry(0)
+            left.append((d, g.read("IH_WPTR"), ih.source(e), hex(e["DATA0"])))
+        g.write("IH_RPTR", 0)
+        g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1))
+        g.set("CONTROL", SOFT_RESET=1)  # (again, for an entry that came after the reset)
+        g.until(lambda: all(g.fields(r)["IDLE"] for r in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS")), "all idle")
+        g.write("IH_RPTR", 0)
+        ih.rptr = ring.wptr = s.wptr = 0
+    # ... and a TRAP's entry (SDMA_CNTL.TRAP_ENABLE) requested in the reset's cycle (RTL: 7 cycles)
+    for d in range(60):
+        g.set("SDMA_CNTL", TRAP_ENABLE=1)
+        s.submit(sdma("TRAP", INT_CONTEXT=d))
+        g.dev.delay(d)
+        g.set("CONTROL", SOFT_RESET=1)
+        g.until(lambda: all(g.fields(r)["IDLE"] for r in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS")), "all idle")
+        g.dev.delay(100)
+        if g.read("IH_WPTR"):
+            e = ih.entry(0)
+            left.append((d, g.read("IH_WPTR"), ih.source(e), hex(e["DATA0"])))
+        g.write("IH_RPTR", 0)
+        g.set("CONTROL", SOFT_RESET=1)
+        g.until(lambda: all(g.fields(r)["IDLE"] for r in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS")), "all idle")
+        g.write("IH_RPTR", 0)
+        ih.rptr = ring.wptr = s.wptr = 0
+    assert not left, f"entries written after CONTROL.SOFT_RESET was done (delay, IH_WPTR, source, DATA0): {left}"
+    assert ring.run(write_data(OUT, [1]))["ERROR"] == 0 and s.run(sdma("FENCE", DATA=2, **lo_hi("ADDR", OUT + 4, 2)))["ERROR"] == 0
+    assert g.r32(OUT, 2) == [1, 2]
+
+
 def check_vm_leaf_beyond_memory_is_a_bus_error_at_the_virtual_address(dev):
     """A valid leaf (a PTE or a huge page's PDE_PTE entry) whose physical address lies beyond
     memory translates: the access itself answers DECERR, so it is BUS_DECERR, not VM_FAULT
@@ -973,7 +1032,8 @@ CHECKS = [check_vm_translation_faults_and_invalidate, check_vm_fault_status_foll
           check_vm_page_taken_away_while_polling_faults_the_poll,
           check_queue_resets_during_a_walk_leave_no_error,
           check_vmid_0_translated_moves_the_kernels_own_traffic, check_ih_entry_writes_that_fault_under_vmid_0,
-          check_vm_permission_fault_keeps_its_leaf]
+          check_vm_permission_fault_keeps_its_leaf,
+          check_soft_reset_while_the_sdma_reports_an_error_leaves_no_entry]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
