@@ -1407,3 +1407,91 @@ def test_a_poll_that_never_holds_after_one_that_does_is_stuck_when_queue_1_polls
     wbo.u32[0xF8000 // 4: 0xF8000 // 4 + rounds] = 1
     assert bad.wait(w, 1 << 20, ctx=hi)
     assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 1, 0), kmd.recovery_log
+
+
+def test_a_high_job_in_a_poll_that_never_holds_after_one_that_does_is_stuck_while_queue_0_works():
+    """The parked rule the other way round: a hostile client's HIGH job on queue 1 passes a
+    poll that holds (A) and polls one that never will (B), while its own normal-priority jobs
+    keep queue 0 busy (its ring never empty, running at every look). Queue 1 outranks queue 0:
+    queue 0 never keeps it off the CP (one packet at most), it polls B, and fails, every few
+    cycles. The rule that spares a queue the other kept off the CP took queue 0's work for
+    holding the CP, and the job as parked in A: it held ring 1 for as long as queue 0 had
+    work (all the test's 40 job timeouts), an innocent HIGH client's job behind it never run.
+    A queue of higher priority than the other's is never parked behind it: reset by its
+    timeout."""
+    t_out, rounds = 3_000, 120
+    kmd = kmd_model.bind(ParkedPolls(), job_timeout=t_out, hw_timeout=5_000)
+    bad, behind = Client(), Client()
+    bbo, wbo, nbo = bad.bo(0x4000), bad.bo(0x10000), behind.bo(0x1000)
+    hi, nhi = new_ctx(bad, CtxPriority.HIGH), new_ctx(behind, CtxPriority.HIGH)
+    bbo.u32[0x3000 // 4] = 1  # A holds
+    b = bad.submit(bad.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16)
+                          + pm4.wait_reg_mem(bbo.addr + 0x3004, 1, 1, "EQ", poll_interval=16), 0x100), ctx=hi)
+    n = behind.submit(behind.ib(nbo, pm4.write_data(nbo.addr + 0x10, [0x600D]), 0x100), ctx=nhi)
+    words = sum((pm4.dma_data(wbo.addr + 0xC000, k, 64, src_sel="DATA") for k in range(1_000)), [])
+    t0, failed, last = kmd.dev.now(), None, []
+    for k in range(rounds):
+        while len(last) < 3:  # (queue 0's ring never empty: a job in it and two behind)
+            last.append(bad.submit(bad.ib(wbo, words, 0x8000 * (k % 2))))
+        kmd.dev.delay(t_out // 3)
+        try:
+            bad.wait(b, 0, ctx=hi)
+        except uapi.KmdError as e:
+            failed = e, kmd.dev.now() - t0
+            break
+        while last and bad.wait(last[0], 0):
+            last.pop(0)
+    assert failed is not None, f"the hostile job held ring 1 for {kmd.dev.now() - t0} cycles"
+    e, when = failed
+    assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT", e
+    assert "stuck in WAIT_REG_MEM at IB+0x1c" in e.message, e.message  # (B)
+    assert when <= 2 * t_out + t_out // 3, when  # (its timeout: 9/8 of one, and the loop's step)
+    assert behind.wait(n, 1 << 20, ctx=nhi) and nbo.u32[4] == 0x600D
+    for s in last:
+        assert bad.wait(s, 1 << 20)
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 1, 0), kmd.recovery_log
+
+
+def test_a_poll_a_client_makes_hold_only_at_the_looks_is_stuck():
+    """A hostile client's job on queue 0 polls a flag the client sets just before each of the
+    timer's looks (its period is job_timeout: the client can learn its phase) and clears just
+    after, while its own HIGH context's job, submitted then, runs on queue 1 through the look
+    (queue 0 parked meanwhile); between the looks queue 1 is idle and queue 0 polls the flag,
+    and fails. A job whose every poll held at the look was parked whatever queue 1 had done
+    since the last one: it held ring 0 for as long as the client went on (all the test's 40
+    job timeouts), an innocent job behind it never run. A queue is parked only when the
+    other queue held the CP since the last look (it had no turn to poll): reset by its
+    timeout."""
+    t_out, rounds = 3_000, 40
+    kmd = kmd_model.bind(ParkedPolls(), job_timeout=t_out, hw_timeout=5_000)
+    bad, behind = Client(), Client()
+    bbo, wbo, nbo = bad.bo(0x4000), bad.bo(0x10000), behind.bo(0x1000)
+    hi = new_ctx(bad, CtxPriority.HIGH)
+    flag = 0x3000 // 4
+    b = bad.submit(bad.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16), 0x100))
+    n = behind.submit(behind.ib(nbo, pm4.write_data(nbo.addr + 0x10, [0x600D]), 0x100))
+    words = sum((pm4.dma_data(wbo.addr + 0xC000, k, 64, src_sel="DATA") for k in range(1_000)), [])
+    t0, failed, runs = kmd.dev.now(), None, []
+    for k in range(rounds):
+        # (the next look: the timer's, as the client can tell its phase)
+        look = kmd.sched.progress_at + (t_out if kmd.sched.progress_mark else max(1, t_out // 8))
+        kmd.dev.delay(max(0, look - 60 - kmd.dev.now()))  # queue 0 polls, and fails, meanwhile
+        runs.append(bad.submit(bad.ib(wbo, words, 0x8000 * (k % 2)), ctx=hi))  # queue 1 runs through the look
+        bbo.u32[flag] = 1
+        kmd.dev.delay(max(0, look + 4 - kmd.dev.now()))
+        try:
+            bad.wait(b, 0)  # (the look)
+        except uapi.KmdError as e:
+            failed = e, kmd.dev.now() - t0
+            break
+        finally:
+            bbo.u32[flag] = 0
+    assert failed is not None, f"the hostile job held ring 0 for {kmd.dev.now() - t0} cycles"
+    e, when = failed
+    assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT", e
+    assert "polling in a WAIT_REG_MEM" in e.message, e.message
+    assert when <= 9 * t_out // 8 + t_out, when  # (its timeout: 9/8 of one, and a look's step)
+    assert behind.wait(n, 1 << 20) and nbo.u32[4] == 0x600D
+    for r in runs:
+        assert bad.wait(r, 1 << 20, ctx=hi)
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 1, 0), kmd.recovery_log
