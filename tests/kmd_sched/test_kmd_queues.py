@@ -1357,3 +1357,141 @@ def test_a_job_resubmitted_after_a_queue_reset_runs_before_jobs_queued_after_it(
     ebo.u32[0x3100 // 4] = 1
     for c, s in zip(later, held):
         assert evil.wait(s, 100_000, c)
+
+
+def test_a_poll_that_never_holds_after_one_that_does_is_stuck_when_queue_1_polls_only_between_looks():
+    """The blind spot of the rule above (the look sees queue 1 only at that moment): a hostile
+    client's job on queue 0 passes a poll that holds (A) and polls one that never will (B); its
+    own HIGH context's job on queue 1 runs 300 packets, then polls a flag, and the client sets
+    that flag just before each of the timer's looks (its period is job_timeout: the client can
+    learn its phase), so queue 1 is running at every look and polling between them, where queue
+    0 polls B, and fails, every 16 cycles. The job was taken as parked at every look and held
+    ring 0 for as long as the client kept this up (120,000 cycles, 40 job timeouts, in this
+    test), an innocent job behind it never run, where its timeout bounds it. The look now
+    also asks whether any WAIT_REG_MEM started since the last one (PERF_PACKETS): queue 1's
+    poll of its flag did, and the hostile job is reset by its timeout."""
+    t_out, rounds = 3_000, 40
+    kmd = kmd_model.bind(ParkedPolls(), job_timeout=t_out, hw_timeout=5_000)
+    bad, behind = Client(), Client()
+    bbo, wbo, nbo = bad.bo(0x4000), bad.bo(0x100000), behind.bo(0x1000)
+    hi = new_ctx(bad, CtxPriority.HIGH)
+    words = []
+    for k in range(rounds):
+        words += sum((pm4.dma_data(wbo.addr + 0xF0000, j, 64, src_sel="DATA") for j in range(300)), [])
+        words += pm4.wait_reg_mem(wbo.addr + 0xF8000 + 4 * k, 1, 1, "EQ", poll_interval=4)
+    w = bad.submit(bad.ib(wbo, words, 0x1000), ctx=hi)
+    bbo.u32[0x3000 // 4] = 1  # A holds
+    b = bad.submit(bad.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16)
+                          + pm4.wait_reg_mem(bbo.addr + 0x3004, 1, 1, "EQ", poll_interval=16), 0x100))
+    n = behind.submit(behind.ib(nbo, pm4.write_data(nbo.addr + 0x10, [0x600D]), 0x100))
+    t0, failed = kmd.dev.now(), None
+    for k in range(rounds):
+        # (the next look: the timer's, as the client can tell its phase)
+        look = kmd.sched.progress_at + (t_out if kmd.sched.progress_mark else max(1, t_out // 8))
+        kmd.dev.delay(max(0, look - 100 - kmd.dev.now()))  # queue 1 polls its flag meanwhile
+        wbo.u32[0xF8000 // 4 + k] = 1  # queue 1 runs again from its next poll on
+        kmd.dev.delay(max(0, look + 4 - kmd.dev.now()))
+        try:
+            bad.wait(b, 0)  # (the look)
+        except uapi.KmdError as e:
+            failed = e, kmd.dev.now() - t0
+            break
+    assert failed is not None, f"the hostile job held ring 0 for {kmd.dev.now() - t0} cycles"
+    e, when = failed
+    assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT", e
+    assert "stuck in WAIT_REG_MEM at IB+0x1c" in e.message, e.message  # (B)
+    # (its last step, into B, came after the first look, queue 1 ahead of it: caught within
+    # two job timeouts of that; before, 117,703 cycles, when queue 1's job ran out of rounds)
+    assert when <= 3 * t_out, when
+    assert behind.wait(n, 1 << 20) and nbo.u32[4] == 0x600D
+    wbo.u32[0xF8000 // 4: 0xF8000 // 4 + rounds] = 1
+    assert bad.wait(w, 1 << 20, ctx=hi)
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 1, 0), kmd.recovery_log
+
+
+def test_a_high_job_in_a_poll_that_never_holds_after_one_that_does_is_stuck_while_queue_0_works():
+    """The parked rule the other way round: a hostile client's HIGH job on queue 1 passes a
+    poll that holds (A) and polls one that never will (B), while its own normal-priority jobs
+    keep queue 0 busy (its ring never empty, running at every look). Queue 1 outranks queue 0:
+    queue 0 never keeps it off the CP (one packet at most), it polls B, and fails, every few
+    cycles. The rule that spares a queue the other kept off the CP took queue 0's work for
+    holding the CP, and the job as parked in A: it held ring 1 for as long as queue 0 had
+    work (all the test's 40 job timeouts), an innocent HIGH client's job behind it never run.
+    A queue of higher priority than the other's is never parked behind it: reset by its
+    timeout."""
+    t_out, rounds = 3_000, 120
+    kmd = kmd_model.bind(ParkedPolls(), job_timeout=t_out, hw_timeout=5_000)
+    bad, behind = Client(), Client()
+    bbo, wbo, nbo = bad.bo(0x4000), bad.bo(0x10000), behind.bo(0x1000)
+    hi, nhi = new_ctx(bad, CtxPriority.HIGH), new_ctx(behind, CtxPriority.HIGH)
+    bbo.u32[0x3000 // 4] = 1  # A holds
+    b = bad.submit(bad.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16)
+                          + pm4.wait_reg_mem(bbo.addr + 0x3004, 1, 1, "EQ", poll_interval=16), 0x100), ctx=hi)
+    n = behind.submit(behind.ib(nbo, pm4.write_data(nbo.addr + 0x10, [0x600D]), 0x100), ctx=nhi)
+    words = sum((pm4.dma_data(wbo.addr + 0xC000, k, 64, src_sel="DATA") for k in range(1_000)), [])
+    t0, failed, last = kmd.dev.now(), None, []
+    for k in range(rounds):
+        while len(last) < 3:  # (queue 0's ring never empty: a job in it and two behind)
+            last.append(bad.submit(bad.ib(wbo, words, 0x8000 * (k % 2))))
+        kmd.dev.delay(t_out // 3)
+        try:
+            bad.wait(b, 0, ctx=hi)
+        except uapi.KmdError as e:
+            failed = e, kmd.dev.now() - t0
+            break
+        while last and bad.wait(last[0], 0):
+            last.pop(0)
+    assert failed is not None, f"the hostile job held ring 1 for {kmd.dev.now() - t0} cycles"
+    e, when = failed
+    assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT", e
+    assert "stuck in WAIT_REG_MEM at IB+0x1c" in e.message, e.message  # (B)
+    assert when <= 2 * t_out + t_out // 3, when  # (its timeout: 9/8 of one, and the loop's step)
+    assert behind.wait(n, 1 << 20, ctx=nhi) and nbo.u32[4] == 0x600D
+    for s in last:
+        assert bad.wait(s, 1 << 20)
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 1, 0), kmd.recovery_log
+
+
+def test_a_poll_a_client_makes_hold_only_at_the_looks_is_stuck():
+    """A hostile client's job on queue 0 polls a flag the client sets just before each of the
+    timer's looks (its period is job_timeout: the client can learn its phase) and clears just
+    after, while its own HIGH context's job, submitted then, runs on queue 1 through the look
+    (queue 0 parked meanwhile); between the looks queue 1 is idle and queue 0 polls the flag,
+    and fails. A job whose every poll held at the look was parked whatever queue 1 had done
+    since the last one: it held ring 0 for as long as the client went on (all the test's 40
+    job timeouts), an innocent job behind it never run. A queue is parked only when the
+    other queue held the CP since the last look (it had no turn to poll): reset by its
+    timeout."""
+    t_out, rounds = 3_000, 40
+    kmd = kmd_model.bind(ParkedPolls(), job_timeout=t_out, hw_timeout=5_000)
+    bad, behind = Client(), Client()
+    bbo, wbo, nbo = bad.bo(0x4000), bad.bo(0x10000), behind.bo(0x1000)
+    hi = new_ctx(bad, CtxPriority.HIGH)
+    flag = 0x3000 // 4
+    b = bad.submit(bad.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16), 0x100))
+    n = behind.submit(behind.ib(nbo, pm4.write_data(nbo.addr + 0x10, [0x600D]), 0x100))
+    words = sum((pm4.dma_data(wbo.addr + 0xC000, k, 64, src_sel="DATA") for k in range(1_000)), [])
+    t0, failed, runs = kmd.dev.now(), None, []
+    for k in range(rounds):
+        # (the next look: the timer's, as the client can tell its phase)
+        look = kmd.sched.progress_at + (t_out if kmd.sched.progress_mark else max(1, t_out // 8))
+        kmd.dev.delay(max(0, look - 60 - kmd.dev.now()))  # queue 0 polls, and fails, meanwhile
+        runs.append(bad.submit(bad.ib(wbo, words, 0x8000 * (k % 2)), ctx=hi))  # queue 1 runs through the look
+        bbo.u32[flag] = 1
+        kmd.dev.delay(max(0, look + 4 - kmd.dev.now()))
+        try:
+            bad.wait(b, 0)  # (the look)
+        except uapi.KmdError as e:
+            failed = e, kmd.dev.now() - t0
+            break
+        finally:
+            bbo.u32[flag] = 0
+    assert failed is not None, f"the hostile job held ring 0 for {kmd.dev.now() - t0} cycles"
+    e, when = failed
+    assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT", e
+    assert "polling in a WAIT_REG_MEM" in e.message, e.message
+    assert when <= 9 * t_out // 8 + t_out, when  # (its timeout: 9/8 of one, and a look's step)
+    assert behind.wait(n, 1 << 20) and nbo.u32[4] == 0x600D
+    for r in runs:
+        assert bad.wait(r, 1 << 20, ctx=hi)
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 1, 0), kmd.recovery_log
