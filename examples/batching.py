@@ -164,7 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     # ("1x fewer" where batching saved nothing: one threshold, or the same count)
     fewer = (f"{worst.ioctls / max(best.ioctls, 1):.0f}x fewer" if worst.ioctls >= 2 * max(best.ioctls, 1) else
              f"{worst.ioctls - best.ioctls} fewer" if worst.ioctls > best.ioctls else "no fewer")
-    print(f"ioctls per command: {worst.ioctls / worst.commands:.3f} unbatched -> {best.ioctls / best.commands:.3f} "
+    # "unbatched" is a flush per command; with --thresholds not starting at 1, the worst is
+    # named by its own threshold
+    worst_is = "unbatched" if worst.threshold == 1 else f"at flush threshold {worst.threshold}"
+    print(f"ioctls per command: {worst.ioctls / worst.commands:.3f} {worst_is} -> {best.ioctls / best.commands:.3f} "
           f"at flush threshold {best.threshold} ({fewer}); doorbells "
           f"{worst.doorbells / worst.commands:.3f} -> {best.doorbells / best.commands:.3f}")
     if args.plot:

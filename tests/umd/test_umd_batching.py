@@ -85,5 +85,10 @@ def test_the_batching_example_counts_in_english(capsys):
         assert batching.main(["--commands", "8", "--thresholds", "1,8", "--aligns", "1"]) == 0
         out = capsys.readouterr().out.splitlines()
         assert out[0] == "batching on model: 8 commands per configuration" and "x fewer)" in out[-1], out
+        assert " unbatched -> " in out[-1], out
+        # the worst of thresholds 4 and 8 is no unbatched run: it is named by its threshold
+        assert batching.main(["--commands", "8", "--thresholds", "4,8", "--aligns", "1"]) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert "unbatched" not in out[-1] and " at flush threshold 4 -> " in out[-1], out
     finally:
         kmd_model.unbind()
