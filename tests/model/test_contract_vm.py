@@ -614,7 +614,8 @@ def check_soft_reset_while_the_sdma_reports_an_error_leaves_no_entry(dev):
     6 December 2026 (64-bit bus, 35 cycles) the SDMA_ERROR entry the SDMA requested in the
     reset's own cycle survived it and was written after it (IH_WPTR 32, IH_PENDING 1, an
     SDMA_ERROR entry for an error SDMA_ERROR no longer held; 32-bit bus: 44 cycles), and so
-    did a TRAP's entry requested in the reset's cycle (7 cycles, both widths):
+    did a TRAP's entry requested in the reset's cycle (7 cycles, both widths), and a
+    POLL_REGMEM's POLL_TIMEOUT entry:
     rtl/sdma/engine.py cleared `ih_valid` on CONTROL.SOFT_RESET before its FSM, whose
     ERR_DRAIN (and the TRAP's state) set it in the same cycle and won; the RESET state then
     waited for the CP to take the request, which the CP, reset, wrote at IH_WPTR 0. The
@@ -648,6 +649,24 @@ def check_soft_reset_while_the_sdma_reports_an_error_leaves_no_entry(dev):
     for d in range(60):
         g.set("SDMA_CNTL", TRAP_ENABLE=1)
         s.submit(sdma("TRAP", INT_CONTEXT=d))
+        g.dev.delay(d)
+        g.set("CONTROL", SOFT_RESET=1)
+        g.until(lambda: all(g.fields(r)["IDLE"] for r in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS")), "all idle")
+        g.dev.delay(100)
+        if g.read("IH_WPTR"):
+            e = ih.entry(0)
+            left.append((d, g.read("IH_WPTR"), ih.source(e), hex(e["DATA0"])))
+        g.write("IH_RPTR", 0)
+        g.set("CONTROL", SOFT_RESET=1)
+        g.until(lambda: all(g.fields(r)["IDLE"] for r in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS")), "all idle")
+        g.write("IH_RPTR", 0)
+        ih.rptr = ring.wptr = s.wptr = 0
+    # ... and a POLL_REGMEM's POLL_TIMEOUT entry requested in the reset's cycle
+    flag = OUT + 0x40
+    g.w32(flag, [0])
+    for d in range(80):
+        s.submit(sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
+                      RETRY_COUNT=1, INTERVAL=0))
         g.dev.delay(d)
         g.set("CONTROL", SOFT_RESET=1)
         g.until(lambda: all(g.fields(r)["IDLE"] for r in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS")), "all idle")
