@@ -645,40 +645,32 @@ def check_soft_reset_while_the_sdma_reports_an_error_leaves_no_entry(dev):
         g.until(lambda: all(g.fields(r)["IDLE"] for r in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS")), "all idle")
         g.write("IH_RPTR", 0)
         ih.rptr = ring.wptr = s.wptr = 0
+    def reset_after(d: int, submit) -> None:
+        """`submit()` an SDMA packet, reset `d` cycles later; note an entry written after."""
+        submit()
+        g.dev.delay(d)
+        for again in (False, True):  # (again, for an entry that came after the reset)
+            g.set("CONTROL", SOFT_RESET=1)
+            g.until(lambda: all(g.fields(r)["IDLE"] for r in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS")),
+                    "all idle")
+            if not again:
+                g.dev.delay(100)
+                if g.read("IH_WPTR"):
+                    e = ih.entry(0)
+                    left.append((d, g.read("IH_WPTR"), ih.source(e), hex(e["DATA0"])))
+            g.write("IH_RPTR", 0)
+        ih.rptr = ring.wptr = s.wptr = 0
+
     # ... and a TRAP's entry (SDMA_CNTL.TRAP_ENABLE) requested in the reset's cycle (RTL: 7 cycles)
     for d in range(60):
         g.set("SDMA_CNTL", TRAP_ENABLE=1)
-        s.submit(sdma("TRAP", INT_CONTEXT=d))
-        g.dev.delay(d)
-        g.set("CONTROL", SOFT_RESET=1)
-        g.until(lambda: all(g.fields(r)["IDLE"] for r in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS")), "all idle")
-        g.dev.delay(100)
-        if g.read("IH_WPTR"):
-            e = ih.entry(0)
-            left.append((d, g.read("IH_WPTR"), ih.source(e), hex(e["DATA0"])))
-        g.write("IH_RPTR", 0)
-        g.set("CONTROL", SOFT_RESET=1)
-        g.until(lambda: all(g.fields(r)["IDLE"] for r in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS")), "all idle")
-        g.write("IH_RPTR", 0)
-        ih.rptr = ring.wptr = s.wptr = 0
-    # ... and a POLL_REGMEM's POLL_TIMEOUT entry requested in the reset's cycle
+        reset_after(d, lambda: s.submit(sdma("TRAP", INT_CONTEXT=d)))
+    # ... and a POLL_REGMEM's POLL_TIMEOUT entry requested in the reset's cycle (RTL: 26 cycles)
     flag = OUT + 0x40
     g.w32(flag, [0])
     for d in range(80):
-        s.submit(sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
-                      RETRY_COUNT=1, INTERVAL=0))
-        g.dev.delay(d)
-        g.set("CONTROL", SOFT_RESET=1)
-        g.until(lambda: all(g.fields(r)["IDLE"] for r in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS")), "all idle")
-        g.dev.delay(100)
-        if g.read("IH_WPTR"):
-            e = ih.entry(0)
-            left.append((d, g.read("IH_WPTR"), ih.source(e), hex(e["DATA0"])))
-        g.write("IH_RPTR", 0)
-        g.set("CONTROL", SOFT_RESET=1)
-        g.until(lambda: all(g.fields(r)["IDLE"] for r in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS")), "all idle")
-        g.write("IH_RPTR", 0)
-        ih.rptr = ring.wptr = s.wptr = 0
+        reset_after(d, lambda: s.submit(sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ",
+                                             MEM_POLL="MEMORY", RETRY_COUNT=1, INTERVAL=0)))
     assert not left, f"entries written after CONTROL.SOFT_RESET was done (delay, IH_WPTR, source, DATA0): {left}"
     assert ring.run(write_data(OUT, [1]))["ERROR"] == 0 and s.run(sdma("FENCE", DATA=2, **lo_hi("ADDR", OUT + 4, 2)))["ERROR"] == 0
     assert g.r32(OUT, 2) == [1, 2]
