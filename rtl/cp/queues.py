@@ -274,12 +274,16 @@ def swap(c):
 
 def resume(c):
     """SWAP1: the new queue's doorbell error, if one waits. (A parked poll shows WAITING
-    until its packet, parsed again, polls: pm4/wait_reg_mem.py clears `park_q`.)"""
+    until its packet, parsed again, polls: pm4/wait_reg_mem.py clears `park_q`.) The error
+    stops the queue where it is, its parked poll abandoned: `park_q` goes with it, or the
+    stopped queue read WAITING 1 beside ERROR until its reset (driver-writer-5), and
+    `reparse_q` too (only a reset restarts the queue, and it clears both anyway)."""
     m, q = c.m, c.q
     with m.If(Array(c.dbpend_q)[q]):
         m.d.comb += [c.db_err.eq(1), c.db_code.eq(Mux(Array(c.dbpend_back_q)[q], CpError.DOORBELL_BACKWARDS,
                                                       CpError.DOORBELL_OVERFLOW))]
-        m.d.sync += [c.db_value.eq(Array(c.dbpend_val_q)[q]), Array(c.dbpend_q)[q].eq(0)]
+        m.d.sync += [c.db_value.eq(Array(c.dbpend_val_q)[q]), Array(c.dbpend_q)[q].eq(0),
+                     Array(c.park_q)[q].eq(0), Array(c.reparse_q)[q].eq(0)]
 
 
 def clear_queue_flags(c, i):
