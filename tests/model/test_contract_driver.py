@@ -723,13 +723,39 @@ def check_timestamp_and_busy_counters(dev):
     assert [g.read("PERF_PACKETS", P[k].index) for k in ("WAIT_REG_MEM", "WRITE_DATA")] == [1, 20]
 
 
+def check_release_mem_without_data_and_a_fill_value(dev):
+    """RELEASE_MEM with DATA_SEL NONE accesses nothing: an address beyond the bus's 48 bits
+    is no BUS_DECERR (the rule is for a RELEASE_MEM with data) and one 4 mod 8 is no
+    FENCE_MISALIGNED (8-byte alignment is for 64-bit data), but ADDR_LO's bits 1:0 are still
+    checked (check 5); its EOP entry carries DATA_LO, DATA_HI and the ADDR_LO dword all the
+    same. A DMA_DATA fill takes its value from SRC_ADDR_LO alone: SRC_ADDR_HI is not used."""
+    g, ring, ih = bring_up(dev)
+    g.w32(OUT, [0x11] * 4)
+    ring.run(release_mem(OUT + 4 | 1 << 48, 0x1_0000_0002, DATA_SEL="NONE", INT_SEL="SEND_INT", INT_CTXID=5),
+             release_mem(OUT + 4, 0x3_0000_0004, DATA_SEL="NONE", INT_SEL="SEND_INT_ON_CONFIRM", INT_CTXID=6))
+    st = g.idle()
+    assert st["ERROR"] == 0 and g.read("CP_ERROR") == 0, st
+    got = [(ih.source(e), e["DATA0"], e["DATA1"], e["DATA2"], e["DATA3"]) for e in ih.pop()]
+    assert got == [("EOP", 5, 2, 1, OUT + 4), ("EOP", 6, 4, 3, OUT + 4)], got
+    assert g.r32(OUT, 4) == [0x11] * 4, "DATA_SEL NONE wrote memory"
+    p = release_mem(OUT, 3, DATA_SEL="NONE", INT_SEL="SEND_INT")
+    p[3] |= 2  # ADDR_LO's dword: bits 1:0 set
+    at = ring.wptr + 2
+    ring.submit(pm4("NOP", [0]), p)
+    expect_error(ring, ih, "FENCE_MISALIGNED", "RING", pm4_packets()["RELEASE_MEM"].opcode, RING + 4 * at, at)
+    assert g.r32(OUT, 4) == [0x11] * 4
+    ring.run(dma_data(OUT + 1, 0xAABBCCDD | 0x1234 << 32, 9, SRC_SEL="DATA", CP_SYNC=1))
+    assert g.read("CP_ERROR") == 0
+    assert g.r32(OUT, 4) == [0xAABBCC11, 0xAABBCCDD, 0xCCDD, 0x11], [hex(v) for v in g.r32(OUT, 4)]
+
+
 CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_levels_and_chain, check_packet_checks,
           check_wait_reg_mem, check_release_mem_and_eop_entry, check_ih_ring_wrap_and_overflow, check_dma_data,
           check_cp_own_writes_fail_as_the_packet, check_dma_errors_and_counters,
           check_int_force_and_release_mem_alignment,
           check_packet_rules_in_ibs, check_ih_overflow_of_an_error_entry,
           check_every_listed_value_and_reserved_bit, check_dma_data_edges_and_counters,
-          check_timestamp_and_busy_counters]
+          check_timestamp_and_busy_counters, check_release_mem_without_data_and_a_fill_value]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

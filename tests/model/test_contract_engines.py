@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract_driver import (IB1, IB2, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_OUT, RING, RING1, RPTR1_WB,
+from tests.model.contract_driver import (IB1, IB1B, IB2, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_OUT, RING, RING1, RPTR1_WB,
                                          RPTR_WB, SRING, SRPTR_WB, VA_CODE, VA_OUT, VA_RO, Gpu, IhRing, Ring,
                                          SdmaRing, bring_up, dma_data, expect_error, expect_sdma_error, ib, lo_hi,
-                                         map_vmid1, release_mem, sdma, sdma_packets, wait_mem, write_data)
+                                         map_vmid1, pm4, release_mem, sdma, sdma_packets, wait_mem, write_data)
 
 
 # ---------------------------------------------------------------------------- the SDMA engine
@@ -1075,6 +1075,148 @@ def check_sdma_halt_stops_inside_an_ib(dev):
     assert g.r32(OUT) == 0xD
 
 
+def check_queue_1_dma_status_and_queue_resets_during_it(dev):
+    """Queue 1's DMA_DATA runs on the CP's one DMA engine: while it moves data
+    `STATUS.DMA_BUSY` shows it, `CP_HQD1_STATUS` (no HALTED, no DMA_BUSY: bits 1 and 4 read
+    0) is not IDLE, and queue 0's `STATUS.IDLE` reads 1 (queue 0 has nothing to do); a
+    `CP_QUEUE_RESET.Q0` then leaves queue 1's transfer and the fence after it whole (the
+    other queue is untouched), and a `CP_QUEUE_RESET.Q1` cancels it: no fence, no entry, no
+    error, the engine idle, and queue 1 runs again from wptr 0."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    n, dst, fence = 1 << 16, 0x1000000, OUT + 0x10
+
+    def sample():
+        seen = set()
+        for _ in range(400):
+            st, st1 = g.fields("STATUS"), g.read("CP_HQD1_STATUS")
+            seen.add((st["DMA_BUSY"], st["IDLE"], st1 & 1, st1 & 0x12))
+            if st1 & 1 and not st["DMA_BUSY"]:
+                break
+            g.dev.delay(20)
+        return seen
+
+    g.w32(fence, [0])
+    q1.submit(dma_data(dst, 0x5, n, SRC_SEL="DATA"), release_mem(fence, 0x77))
+    seen = sample()
+    assert all(bits == 0 for *_, bits in seen), f"CP_HQD1_STATUS bits 1 or 4 set: {seen}"
+    assert all(idle1 == 0 for busy, _, idle1, _ in seen if busy), f"queue 1 IDLE while its DMA runs: {seen}"
+    assert all(idle0 == 1 for _, idle0, _, _ in seen), f"STATUS.IDLE (queue 0, no work) read 0: {seen}"
+    g.idle("CP_HQD1_STATUS")
+    assert g.r32(fence) == 0x77 and g.r32(dst) == 5 == g.r32(dst + n - 4)
+    assert [ih.source(e) for e in ih.pop()] == []
+    # CP_QUEUE_RESET.Q0 while queue 1's transfer runs: the transfer and its fence complete.
+    q1.submit(dma_data(dst, 0x6, n, SRC_SEL="DATA"), release_mem(fence, 0x78))
+    g.dev.delay(100)
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    g.idle("CP_HQD1_STATUS")
+    assert g.read("CP_HQD1_ERROR") == 0 and g.read("CP_ERROR") == 0
+    assert g.r32(fence) == 0x78 and g.r32(dst, n // 4) == [6] * (n // 4), "queue 0's reset touched queue 1's DMA"
+    # CP_QUEUE_RESET.Q1 while its transfer runs: cancelled, no fence, no entry, no error.
+    q1.submit(dma_data(dst, 0x7, n, SRC_SEL="DATA"), release_mem(fence, 0x79))
+    g.dev.delay(100)
+    busy = g.fields("STATUS")["DMA_BUSY"]
+    g.set("CP_QUEUE_RESET", Q1=1)
+    st1 = g.idle("CP_HQD1_STATUS")
+    st = g.idle()
+    assert (st1["ERROR"], st1["WAITING"], st["DMA_BUSY"], st["ERROR"]) == (0, 0, 0, 0), (st, st1)
+    assert (g.read("CP_HQD1_RB_RPTR"), g.read("CP_HQD1_RB_WPTR"), g.read("CP_HQD1_ERROR")) == (0, 0, 0)
+    done = g.r32(fence) == 0x79  # (the model moves a doorbell's transfer before the next MMIO)
+    assert not (busy and done), "the fence after a transfer the reset found running was written"
+    if done:
+        assert g.r32(dst + n - 4) == 7, "the fence was written before the transfer's last dword"
+    assert not ih.pop() and g.field("INT_STATUS", "CP_ERROR") == 0
+    q1.wptr = 0
+    q1.run(write_data(OUT + 0x20, [0x7A]), release_mem(fence, 0x7B))
+    assert g.r32(fence) == 0x7B and g.r32(OUT + 0x20) == 0x7A
+    assert g.read("CP_HQD1_RB_RPTR") == 13
+
+
+def check_queue_reset_while_each_packet_kind_runs(dev):
+    """CP_QUEUE_RESET.Qn while queue n runs each packet kind (a long WRITE_DATA, a long NOP,
+    an IB2 of writes, a CHAIN, EOPs with their interrupts, a DMA_DATA with CP_SYNC): the
+    queue comes back idle at the ring (`LEVEL` RING, no WAITING, no ERROR, `RB_RPTR` =
+    `RB_WPTR` = 0), no error is latched and no CP_ERROR entry is written; what the queue had
+    done is a prefix in packet order (the tag written after the packet only once the packet
+    is whole; every EOP entry whole, after its fence); the other queue's work (of lower priority, waiting) all lands; the
+    reset queue runs again from wptr 0."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 8, IH_WB)
+    q0 = Ring(g, 0x100000, 14, RPTR_WB)  # 16384 dwords each: the long packets fit
+    q1 = Ring(g, 0x120000, 14, RPTR1_WB, queue=1)
+    tag, other, dma = OUT + 0x400, OUT + 0x600, 0x200000
+    n_wd = 2000
+    kinds = {
+        "WRITE_DATA": lambda: [write_data(OUT + 0x1000, list(range(1, n_wd + 1)))],
+        "NOP": lambda: [pm4("NOP", [0] * 8000)],
+        "IB2": lambda: [ib(IB1, 4 + 5)],
+        "CHAIN": lambda: [ib(IB1B, 4)],
+        "EOP": lambda: [release_mem(OUT + 0x800 + 4 * k, 0x100 + k, INT_SEL="SEND_INT", INT_CTXID=k)
+                        for k in range(24)],
+        "DMA_DATA": lambda: [dma_data(dma, 0x5A, 1 << 15, SRC_SEL="DATA", CP_SYNC=1)],
+    }
+    body = sum((write_data(OUT + 0x3000 + 8 * k, [k + 1]) for k in range(64)), [])
+    g.w32(IB2, body)
+    g.w32(IB1, ib(IB2, len(body)) + write_data(OUT + 0x300, [0x31]))
+    g.w32(IB1B, ib(IB2, len(body), CHAIN=1))
+    for q, (ring, other_ring) in enumerate(((q0, q1), (q1, q0))):
+        g.set("CP_QUEUE_PRIORITY", **{f"Q{q}": 2, f"Q{1 - q}": 1})  # the queue reset runs first
+        for name, packets in kinds.items():
+            g.w32(OUT + 0x800, [0] * 24)
+            g.w32(OUT + 0x1000, [0] * n_wd)
+            g.w32(OUT + 0x3000, [0] * 128)
+            g.w32(dma, [0] * (1 << 13))
+            g.w32(tag, [0])
+            ring.submit(*packets(), write_data(tag, [0x7A6]))
+            other_ring.submit(*[write_data(other + 4 * k, [q << 12 | k + 1]) for k in range(4)])
+            g.dev.delay(60)
+            run, st0 = g.read(ring.status), g.fields("STATUS")
+            g.set("CP_QUEUE_RESET", **{f"Q{q}": 1})
+            what = f"queue {q} reset during {name}"
+            if not run & 1:  # (on the RTL; the model runs a doorbell's packets before the next MMIO)
+                level = {"IB2": "IB2", "CHAIN": "IB1"}.get(name, "RING")
+                st_run = g.regs[ring.status].fields
+                assert (st_run["LEVEL"].get(run), st_run["WAITING"].get(run), st_run["ERROR"].get(run)) == \
+                    (g.level[level], 0, 0), f"{what}: {ring.status} {run:#x} while it runs"
+                assert q == 0 or run & 0x12 == 0, f"{what}: CP_HQD1_STATUS {run:#x} has bit 1 or 4 set"
+                assert name != "DMA_DATA" or st0["DMA_BUSY"] == 1, f"{what}: STATUS {st0}"
+            st = g.idle(ring.status)
+            g.idle(other_ring.status)
+            g.idle()
+            assert (st["LEVEL"], st["WAITING"], st["ERROR"]) == (g.level["RING"], 0, 0), f"{what}: {st}"
+            assert (g.read(ring.p + "RPTR"), g.read(ring.p + "WPTR"), g.read(ring.error)) == (0, 0, 0), what
+            assert g.field("INT_STATUS", "CP_ERROR") == 0 and g.read("CP_ERROR") == 0 == g.read("CP_HQD1_ERROR"), what
+            assert g.r32(other, 4) == [q << 12 | k + 1 for k in range(4)], f"{what}: the other queue's writes"
+            entries = ih.pop()
+            assert all(ih.source(e) == "EOP" and e["RING_ID"] == q for e in entries), f"{what}: {entries}"
+            done = g.r32(tag) == 0x7A6
+            if name == "WRITE_DATA":
+                got = g.r32(OUT + 0x1000, n_wd)
+                k = got.index(0) if 0 in got else n_wd
+                assert got[:k] == list(range(1, k + 1)) and not any(got[k:]), f"{what}: not a prefix"
+                assert not done or k == n_wd, f"{what}: the tag before the packet's last dword"
+            elif name in ("IB2", "CHAIN"):
+                got = g.r32(OUT + 0x3000, 128)[::2]
+                k = got.index(0) if 0 in got else 64
+                assert got[:k] == list(range(1, k + 1)) and not any(got[k:]), f"{what}: not a prefix"
+                assert not done or k == 64, f"{what}: the tag before the IB's last packet"
+                assert not done or name == "CHAIN" or g.r32(OUT + 0x300) == 0x31, what
+            elif name == "EOP":
+                fences = g.r32(OUT + 0x800, 24)
+                k = fences.index(0) if 0 in fences else 24
+                assert fences[:k] == [0x100 + j for j in range(k)] and not any(fences[k:]), f"{what}: {fences}"
+                assert [e["DATA0"] for e in entries] == list(range(len(entries))) and len(entries) in (k, k - 1), \
+                    f"{what}: {len(entries)} entries for {k} fences"
+                assert not done or len(entries) == 24, what
+            elif name == "DMA_DATA":
+                assert not done or g.r32(dma + (1 << 15) - 4) == 0x5A, f"{what}: the tag before the data"
+            g.w32(OUT + 0x300, [0])
+            ring.wptr = 0
+            ring.run(write_data(tag, [0x7A7]))
+            assert g.r32(tag) == 0x7A7 and g.read(ring.p + "RPTR") == 5, f"{what}: the queue after its reset"
+
+
 CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority,
           check_entries_name_their_queue_and_vmid, check_sdma_vm_and_address_rules,
           check_every_sdma_listed_value_and_reserved_bit, check_sdma_entries_raise_no_event_bit,
@@ -1084,7 +1226,8 @@ CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priorit
           check_equal_priority_turns_after_one_queue_ran_alone,
           check_sdma_ring_size_above_20_and_the_longest_write_linear,
           check_sdma_poll_reads_are_16_interval_cycles_apart, check_sdma_rptr_write_back_fails_as_the_packet,
-          check_sdma_halt_stops_inside_an_ib]
+          check_sdma_halt_stops_inside_an_ib, check_queue_1_dma_status_and_queue_resets_during_it,
+          check_queue_reset_while_each_packet_kind_runs]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
