@@ -286,6 +286,11 @@ ICARUS_SECONDS = {
     "contract_engines__check_sdma_halt_stops_inside_an_ib": 0.09,
     "contract_control__check_ih_ring_moved_and_resized_keeps_its_pointers": 0.07,
     "contract_vm__check_soft_reset_while_the_sdma_reports_an_error_leaves_no_entry": 4.6,  # (one run, loaded)
+    # (driver-writer-5: one Icarus session each, 64-bit bus, 6 December 2026)
+    "contract_driver__check_release_mem_without_data_and_a_fill_value": 0.46,
+    "contract_engines__check_queue_1_dma_status_and_queue_resets_during_it": 4.0,
+    "contract_engines__check_queue_reset_while_each_packet_kind_runs": 3.1,
+    "contract_engines__check_doorbell_errors_while_an_ib_waits": 0.27,
     "kmd_uapi_contract__check_open_and_info": 0.05, "kmd_uapi_contract__check_gem_create": 0.05,
     "kmd_uapi_contract__check_gem_handles_are_per_file": 0.05, "kmd_uapi_contract__check_gem_mmap": 0.07,
     "kmd_uapi_contract__check_gem_va": 0.06, "kmd_uapi_contract__check_close_gives_everything_back": 0.11,
