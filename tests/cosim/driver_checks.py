@@ -291,6 +291,7 @@ ICARUS_SECONDS = {
     "contract_engines__check_queue_1_dma_status_and_queue_resets_during_it": 4.0,
     "contract_engines__check_queue_reset_while_each_packet_kind_runs": 3.1,
     "contract_engines__check_doorbell_errors_while_an_ib_waits": 0.27,
+    "contract_engines__check_dma_raw_wait_and_reads_after_earlier_writes": 1.3,
     "kmd_uapi_contract__check_open_and_info": 0.05, "kmd_uapi_contract__check_gem_create": 0.05,
     "kmd_uapi_contract__check_gem_handles_are_per_file": 0.05, "kmd_uapi_contract__check_gem_mmap": 0.07,
     "kmd_uapi_contract__check_gem_va": 0.06, "kmd_uapi_contract__check_close_gives_everything_back": 0.11,

@@ -1271,6 +1271,58 @@ def check_doorbell_errors_while_an_ib_waits(dev):
                 g.w32(flag, [0])
                 g.w32(flag1, [0])
 
+def check_dma_raw_wait_and_reads_after_earlier_writes(dev):
+    """RAW_WAIT makes a copy wait for every earlier transfer, for a read of what they wrote:
+    a fill and a copy (none with CP_SYNC), each followed by a RAW_WAIT copy of the last bytes
+    it wrote (which without RAW_WAIT the engine reads before they are written: its reads run
+    ahead of its writes), at odd addresses and byte counts; a WRITE_DATA is answered before
+    the next packet, so a copy after it reads its data without RAW_WAIT; a queue switch
+    waits for every transfer queued, so queue 1's copy reads queue 0's fill; a zero-byte
+    transfer with RAW_WAIT and CP_SYNC moves nothing and completes."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    src, a, b, c, n, t, fence = 0x1F0000, 0x200000, 0x210000, 0x220000, 0x1000 + 3, 61, OUT + 0x10
+    mem = lambda addr, k: bytes(g.dev.mem[addr:addr + k])  # noqa: E731
+    g.w32(src, [0x01010101 * (k & 0xFF) ^ 0x80402010 for k in range(n // 4 + 1)])
+    for base in (a, b, c):
+        g.w32(base, [0] * (n // 4 + 4))
+    value = 0x11223344
+    fill = bytes(value.to_bytes(4, "little")[(a + 1 + i) % 4] for i in range(n))
+    q0.run(dma_data(a + 1, value, n, SRC_SEL="DATA"), dma_data(c + 1, a + 1 + n - t, t, RAW_WAIT=1),
+           dma_data(b + 3, src + 2, n), dma_data(c + 0x101, b + 3 + n - t, t, RAW_WAIT=1), release_mem(fence, 1))
+    assert g.r32(fence) == 1
+    assert mem(a + 1, n) == fill and mem(b + 3, n) == mem(src + 2, n), "the fill and the copy"
+    assert mem(c + 1, t) == fill[-t:], "a copy with RAW_WAIT read the fill's last bytes before they were written"
+    assert mem(c + 0x101, t) == mem(src + 2 + n - t, t), \
+        "a copy with RAW_WAIT read the copy's last bytes before they were written"
+    assert mem(a, 1) == mem(a + 1 + n, 1) == mem(b + 2, 1) == mem(b + 3 + n, 1) == mem(c, 1) == \
+        mem(c + 1 + t, 1) == b"\0", "a transfer wrote outside its bytes"
+    # A WRITE_DATA is answered before the next packet: a copy after it reads its data.
+    d, e = 0x230000, 0x231000
+    data = [0xD0000000 + k for k in range(64)]
+    q0.run(write_data(d, data), dma_data(e + 1, d, 256), release_mem(fence, 2))
+    assert g.r32(fence) == 2 and mem(e + 1, 256) == mem(d, 256) == b"".join(v.to_bytes(4, "little") for v in data)
+    # Across queues: queue 1's copy (no RAW_WAIT) runs after queue 0's fill is answered.
+    a2, b2, n2 = 0x240000, 0x250000, 1 << 12
+    g.w32(a2, [0] * (n2 // 4))
+    g.w32(b2, [0] * (n2 // 4))
+    g.set("CONTROL", HALT=1)
+    g.until(lambda: g.fields("STATUS")["HALTED"], "STATUS.HALTED")
+    g.set("CP_QUEUE_PRIORITY", Q0=2, Q1=1)
+    q0.submit(dma_data(a2, 0x5A5A5A5A, n2, SRC_SEL="DATA"))
+    q1.submit(dma_data(b2, a2, n2), release_mem(fence, 3))
+    g.set("CONTROL", HALT=0)
+    g.idle()
+    g.idle("CP_HQD1_STATUS")
+    assert g.r32(fence) == 3 and mem(b2, n2) == b"\x5a" * n2, "queue 1's copy read before queue 0's fill wrote"
+    # Zero bytes with RAW_WAIT and CP_SYNC: nothing moves, the queue goes on.
+    g.w32(d, [0x77])
+    q0.run(dma_data(d, e, 0, RAW_WAIT=1, CP_SYNC=1), dma_data(d, 0x1, 0, SRC_SEL="DATA", RAW_WAIT=1, CP_SYNC=1),
+           release_mem(fence, 4))
+    assert g.r32(fence) == 4 and g.r32(d) == 0x77 and g.read("CP_ERROR") == 0
+    assert [ih.source(x) for x in ih.pop()] == []
+
+
 CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority,
           check_entries_name_their_queue_and_vmid, check_sdma_vm_and_address_rules,
           check_every_sdma_listed_value_and_reserved_bit, check_sdma_entries_raise_no_event_bit,
@@ -1281,7 +1333,8 @@ CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priorit
           check_sdma_ring_size_above_20_and_the_longest_write_linear,
           check_sdma_poll_reads_are_16_interval_cycles_apart, check_sdma_rptr_write_back_fails_as_the_packet,
           check_sdma_halt_stops_inside_an_ib, check_queue_1_dma_status_and_queue_resets_during_it,
-          check_queue_reset_while_each_packet_kind_runs, check_doorbell_errors_while_an_ib_waits]
+          check_queue_reset_while_each_packet_kind_runs, check_doorbell_errors_while_an_ib_waits,
+          check_dma_raw_wait_and_reads_after_earlier_writes]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
