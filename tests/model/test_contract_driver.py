@@ -749,13 +749,47 @@ def check_release_mem_without_data_and_a_fill_value(dev):
     assert g.r32(OUT, 4) == [0xAABBCC11, 0xAABBCCDD, 0xCCDD, 0x11], [hex(v) for v in g.r32(OUT, 4)]
 
 
+def check_chain_at_the_deepest_level_and_its_vmid(dev):
+    """A CHAIN is no nesting: from IB2 (CAPS.IB_LEVELS deep) it runs the new IB at IB2, and
+    check 6 gives a CHAIN there IB_SIZE_ZERO or, with a base beyond the bus, BUS_DECERR at the
+    base's low 48 bits (never IB_NESTING), LEVEL IB2; a misaligned base is IB_MISALIGNED. A
+    CHAIN's VMID field is ignored: the chained IB keeps the VMID the ring's packet named (its
+    EOP entry says so), IB1's chain and IB2's alike. The ring packet finishes (rptr passes
+    it) when the last chained IB does."""
+    g, ring, ih = bring_up(dev)
+    assert g.fields("CAPS")["IB_LEVELS"] == 2
+    P = pm4_packets()
+    op = P["INDIRECT_BUFFER"].opcode
+    eop = lambda k: release_mem(OUT + 4 * k, 0x100 + k, INT_SEL="SEND_INT", INT_CTXID=k)  # noqa: E731
+    tail1, tail2 = eop(3), eop(4)
+    g.w32(IB1B, tail2)
+    g.w32(0x53000, eop(2) + ib(IB1B, len(tail2), CHAIN=1, VMID=9))  # chained from IB2: still IB2
+    g.w32(IB2, eop(1) + ib(0x53000, 8 + 4, CHAIN=1, VMID=7))
+    g.w32(0x54000, tail1)
+    g.w32(IB1, eop(0) + ib(IB2, 8 + 4) + ib(0x54000, len(tail1), CHAIN=1, VMID=5))
+    ring.run(ib(IB1, 8 + 4 + 4, VMID=3), eop(5))
+    got = [(e["DATA0"], e["VMID"]) for e in ih.pop()]
+    assert got == [(0, 3), (1, 3), (2, 3), (4, 3), (3, 3), (5, 0)], got
+    assert g.r32(OUT, 6) == [0x100 + k for k in range(6)] and g.read("RB_RPTR") == 4 + 8 == g.r32(RPTR_WB)
+    for low, base, size, code, addr in ((0, IB1B, 0, "IB_SIZE_ZERO", IB2 + 8),
+                                        (0, IB1B | 1 << 48, 4, "BUS_DECERR", IB1B),
+                                        (2, IB1B, 4, "IB_MISALIGNED", IB2 + 8)):
+        chain = ib(base, size, CHAIN=1)
+        chain[1] |= low  # IB_BASE_LO's bits 1:0
+        g.w32(IB2, pm4("NOP", [0]) + chain)
+        g.w32(IB1, ib(IB2, 6))
+        ring.submit(ib(IB1, 4))
+        expect_error(ring, ih, code, "IB2", op, addr, 2)
+
+
 CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_levels_and_chain, check_packet_checks,
           check_wait_reg_mem, check_release_mem_and_eop_entry, check_ih_ring_wrap_and_overflow, check_dma_data,
           check_cp_own_writes_fail_as_the_packet, check_dma_errors_and_counters,
           check_int_force_and_release_mem_alignment,
           check_packet_rules_in_ibs, check_ih_overflow_of_an_error_entry,
           check_every_listed_value_and_reserved_bit, check_dma_data_edges_and_counters,
-          check_timestamp_and_busy_counters, check_release_mem_without_data_and_a_fill_value]
+          check_timestamp_and_busy_counters, check_release_mem_without_data_and_a_fill_value,
+          check_chain_at_the_deepest_level_and_its_vmid]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
