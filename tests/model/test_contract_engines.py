@@ -1323,6 +1323,49 @@ def check_dma_raw_wait_and_reads_after_earlier_writes(dev):
     assert [ih.source(x) for x in ih.pop()] == []
 
 
+def check_priority_written_while_both_queues_have_work_and_a_fast_poll(dev):
+    """CP_QUEUE_PRIORITY is read at every packet boundary: written while both queues have
+    work, the next packet is the new higher queue's, and it runs its work to the end before
+    the other goes on (the EOPs come as a prefix of queue 0's, all of queue 1's, the rest of
+    queue 0's); a high-priority queue polling with POLL_INTERVAL 0 starves nobody: the other
+    queue's packets (in an IB too) all run while it polls (WAITING 1), and the wait then
+    ends when its value comes."""
+    g, q0, ih = bring_up(dev, ih_log2=8)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    eop = lambda k: release_mem(OUT + 4 * (k & 0x3F), k, INT_SEL="SEND_INT", INT_CTXID=k)  # noqa: E731
+    g.set("CP_QUEUE_PRIORITY", Q0=2, Q1=1)
+    g.set("CONTROL", HALT=1)
+    g.until(lambda: g.fields("STATUS")["HALTED"], "STATUS.HALTED")
+    q0.submit(*[eop(k) for k in range(16)])
+    q1.submit(*[eop(0x20 + k) for k in range(16)])
+    g.set("CONTROL", HALT=0)
+    g.set("CP_QUEUE_PRIORITY", Q0=0, Q1=2)
+    g.idle()
+    g.idle("CP_HQD1_STATUS")
+    seen = []
+    g.until(lambda: seen.extend(ih.pop()) or len(seen) >= 32, "32 EOP entries")
+    got = [e["DATA0"] for e in seen]
+    k = got.index(0x20)
+    assert got == list(range(k)) + [0x20 + j for j in range(16)] + list(range(k, 16)), got
+    assert all(e["RING_ID"] == (e["DATA0"] >> 5) for e in seen)
+    # Queue 1, high, polls with POLL_INTERVAL 0; queue 0's 30 packets and an IB all run.
+    flag = OUT + 0x200
+    g.w32(flag, [0])
+    q1.submit(wait_mem(flag, 1, 1, "EQ", interval=0), write_data(OUT + 0x204, [0x1F]))
+    g.waiting("CP_HQD1_STATUS")
+    body = sum((write_data(OUT + 0x300 + 4 * j, [0x300 + j]) for j in range(10)), [])
+    g.w32(IB1, body)
+    q0.submit(*[write_data(OUT + 0x400 + 4 * j, [0x400 + j]) for j in range(30)], ib(IB1, len(body)))
+    st = g.idle(cycles=40000)
+    assert st["ERROR"] == 0 and g.r32(OUT + 0x400, 30) == [0x400 + j for j in range(30)]
+    assert g.r32(OUT + 0x300, 10) == [0x300 + j for j in range(10)]
+    st1 = g.fields("CP_HQD1_STATUS")
+    assert (st1["WAITING"], st1["IDLE"]) == (1, 0) and g.r32(OUT + 0x204) == 0, st1
+    g.w32(flag, [1])
+    g.idle("CP_HQD1_STATUS")
+    assert g.r32(OUT + 0x204) == 0x1F
+
+
 CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority,
           check_entries_name_their_queue_and_vmid, check_sdma_vm_and_address_rules,
           check_every_sdma_listed_value_and_reserved_bit, check_sdma_entries_raise_no_event_bit,
@@ -1334,7 +1377,8 @@ CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priorit
           check_sdma_poll_reads_are_16_interval_cycles_apart, check_sdma_rptr_write_back_fails_as_the_packet,
           check_sdma_halt_stops_inside_an_ib, check_queue_1_dma_status_and_queue_resets_during_it,
           check_queue_reset_while_each_packet_kind_runs, check_doorbell_errors_while_an_ib_waits,
-          check_dma_raw_wait_and_reads_after_earlier_writes]
+          check_dma_raw_wait_and_reads_after_earlier_writes,
+          check_priority_written_while_both_queues_have_work_and_a_fast_poll]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
