@@ -782,6 +782,33 @@ def check_chain_at_the_deepest_level_and_its_vmid(dev):
         expect_error(ring, ih, code, "IB2", op, addr, 2)
 
 
+def check_count_0x3fff_is_the_one_dword_form_of_nop_alone(dev):
+    """COUNT 0x3FFF is the header-only form of NOP alone (docs/hardware.md): a WRITE_DATA with
+    COUNT 0x3FFF is the longest one, 16381 data dwords (16385 in all), written whole, the
+    packet after it run (in an IB of 16385 + 5 dwords); fixed-size packets with COUNT 0x3FFF
+    are BAD_COUNT (not a one-dword form)."""
+    g, ring, ih = bring_up(dev)
+    P = pm4_packets()
+    big, dst = 0x300000, 0x400000
+    data = [0xA0000000 + k for k in range(16381)]
+    wd = write_data(dst, data)
+    assert wd[0] >> 16 & 0x3FFF == 0x3FFF and len(wd) == 16385
+    body = wd + write_data(dst + 4 * 16381, [0x5A])
+    raw = lambda words: list(b"".join(w.to_bytes(4, "little") for w in words))  # noqa: E731
+    g.dev.mem[dst:dst + 4 * 16384] = [0] * (4 * 16384)  # (one slice each: 16 K dwords one by one are slow)
+    g.dev.mem[big:big + 4 * len(body)] = raw(body)
+    ring.submit(ib(big, len(body)))
+    st = g.idle(cycles=400000)
+    assert st["ERROR"] == 0, ring.error_regs()
+    got = bytes(g.dev.mem[dst:dst + 4 * 16382])
+    assert got == bytes(raw(data + [0x5A])), "the longest WRITE_DATA or the packet after it"
+    for name in ("INDIRECT_BUFFER", "WAIT_REG_MEM", "RELEASE_MEM", "DMA_DATA"):
+        hdr = 0xC0000000 | 0x3FFF << 16 | P[name].opcode << 8
+        g.w32(IB1, [hdr] + [0] * 7)
+        ring.submit(ib(IB1, 8))
+        expect_error(ring, ih, "BAD_COUNT", "IB1", P[name].opcode, IB1, 0)
+
+
 CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_levels_and_chain, check_packet_checks,
           check_wait_reg_mem, check_release_mem_and_eop_entry, check_ih_ring_wrap_and_overflow, check_dma_data,
           check_cp_own_writes_fail_as_the_packet, check_dma_errors_and_counters,
@@ -789,7 +816,7 @@ CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_lev
           check_packet_rules_in_ibs, check_ih_overflow_of_an_error_entry,
           check_every_listed_value_and_reserved_bit, check_dma_data_edges_and_counters,
           check_timestamp_and_busy_counters, check_release_mem_without_data_and_a_fill_value,
-          check_chain_at_the_deepest_level_and_its_vmid]
+          check_chain_at_the_deepest_level_and_its_vmid, check_count_0x3fff_is_the_one_dword_form_of_nop_alone]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
