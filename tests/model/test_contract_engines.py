@@ -1366,6 +1366,36 @@ def check_priority_written_while_both_queues_have_work_and_a_fast_poll(dev):
     assert g.r32(OUT + 0x204) == 0x1F
 
 
+def check_doorbell_error_of_the_queue_not_running_is_taken_at_once(dev):
+    """A doorbell error of the queue that is not running is latched at the next packet
+    boundary, whatever the priorities (queue 1 low, queue 0 high and busy with a long stream):
+    CP_HQD1_STATUS reads IDLE 0 from the doorbell until then, then ERROR (and IDLE once the
+    error's IH entry is written), while
+    queue 0 still has packets to run (on the RTL; the model runs a doorbell's packets before
+    the next MMIO), and queue 0's work all completes, its own error registers clear."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 6, IH_WB)
+    q0 = Ring(g, 0x100000, 14, RPTR_WB)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    q1.run(pm4("NOP", [0]))
+    g.set("CP_QUEUE_PRIORITY", Q0=2, Q1=0)
+    n, dst = 30, 0x200000
+    g.w32(dst, [0] * (n * 200))
+    q0.submit(*[write_data(dst + 800 * k, [k << 16 | j for j in range(200)]) for k in range(n)])
+    busy = g.fields("STATUS")["IDLE"] == 0
+    q1.doorbell(1)  # behind wptr 2
+    st1 = g.fields("CP_HQD1_STATUS")
+    assert st1["IDLE"] == 0 or st1["ERROR"] == 1, f"CP_HQD1_STATUS {st1} right after the doorbell error"
+    st1 = g.until(lambda: (lambda f: f if f["ERROR"] and f["IDLE"] else None)(g.fields("CP_HQD1_STATUS")),
+                  "queue 1 stopped (ERROR, then IDLE once drained)", cycles=2000, step=10)
+    still = g.fields("STATUS")["IDLE"] == 0
+    assert still or not busy, \
+        f"queue 1's doorbell error waited for queue 0's work to end: {st1}, queue 0 busy at the doorbell {busy}"
+    g.idle(cycles=100000)
+    assert g.read("CP_ERROR") == 0 and g.r32(dst + 800 * (n - 1) + 4 * 199) == (n - 1) << 16 | 199
+    expect_error(q1, ih, "DOORBELL_BACKWARDS", "RING", 0, 1, 2)
+
+
 CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority,
           check_entries_name_their_queue_and_vmid, check_sdma_vm_and_address_rules,
           check_every_sdma_listed_value_and_reserved_bit, check_sdma_entries_raise_no_event_bit,
@@ -1378,7 +1408,8 @@ CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priorit
           check_sdma_halt_stops_inside_an_ib, check_queue_1_dma_status_and_queue_resets_during_it,
           check_queue_reset_while_each_packet_kind_runs, check_doorbell_errors_while_an_ib_waits,
           check_dma_raw_wait_and_reads_after_earlier_writes,
-          check_priority_written_while_both_queues_have_work_and_a_fast_poll]
+          check_priority_written_while_both_queues_have_work_and_a_fast_poll,
+          check_doorbell_error_of_the_queue_not_running_is_taken_at_once]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
