@@ -93,11 +93,11 @@ class STATUS(Register):
     NAME = "STATUS"
     ADDR = 0x014
     RESET = 0x00000000
-    IDLE = Field('IDLE', 0, 1, 'r', 'w', desc='Nothing to do: ring empty, no packet in flight, DMA idle; or stopped by an error (ERROR).')
+    IDLE = Field('IDLE', 0, 1, 'r', 'w', desc="Queue 0 has nothing to do: ring empty, no packet in flight, none of its DMA_DATA transfers running (queue 1's show in DMA_BUSY and CP_HQD1_STATUS.IDLE, not here); or stopped by an error (ERROR).")
     HALTED = Field('HALTED', 1, 1, 'r', 'w', desc='Stopped by CONTROL.HALT.')
     ERROR = Field('ERROR', 2, 1, 'r', 'w', desc="Stopped by an error (see CP_ERROR_*); cleared by CP_QUEUE_RESET.Q0 or CONTROL.SOFT_RESET (queue 0, RB_*: CP_HQD1_STATUS is queue 1's).")
     RB_EMPTY = Field('RB_EMPTY', 3, 1, 'r', 'w', desc='Read pointer equals write pointer.')
-    DMA_BUSY = Field('DMA_BUSY', 4, 1, 'r', 'w', desc='The DMA engine is moving data.')
+    DMA_BUSY = Field('DMA_BUSY', 4, 1, 'r', 'w', desc='The DMA engine is moving data, for either queue (the CP has one DMA engine).')
     WAITING = Field('WAITING', 5, 1, 'r', 'w', desc='A WAIT_REG_MEM is polling.')
     LEVEL = Field('LEVEL', 8, 2, 'r', 'w', desc='Where the CP is fetching from.')
     FIELDS = (IDLE, HALTED, ERROR, RB_EMPTY, DMA_BUSY, WAITING, LEVEL,)
@@ -852,7 +852,7 @@ class CP_HQD1_STATUS(Register):
     NAME = "CP_HQD1_STATUS"
     ADDR = 0x4a4
     RESET = 0x00000000
-    IDLE = Field('IDLE', 0, 1, 'r', 'w', desc='Queue 1 has nothing to do, or is stopped by an error.')
+    IDLE = Field('IDLE', 0, 1, 'r', 'w', desc='Queue 1 has nothing to do (none of its DMA_DATA transfers running either), or is stopped by an error.')
     ERROR = Field('ERROR', 2, 1, 'r', 'w', desc='Queue 1 is stopped by an error (CP_HQD1_ERROR).')
     RB_EMPTY = Field('RB_EMPTY', 3, 1, 'r', 'w', desc='Its read pointer equals its write pointer.')
     WAITING = Field('WAITING', 5, 1, 'r', 'w', desc='It is polling in a WAIT_REG_MEM.')

@@ -286,6 +286,16 @@ ICARUS_SECONDS = {
     "contract_engines__check_sdma_halt_stops_inside_an_ib": 0.09,
     "contract_control__check_ih_ring_moved_and_resized_keeps_its_pointers": 0.07,
     "contract_vm__check_soft_reset_while_the_sdma_reports_an_error_leaves_no_entry": 4.6,  # (one run, loaded)
+    # (driver-writer-5: one Icarus session each, 64-bit bus, 6 December 2026)
+    "contract_driver__check_release_mem_without_data_and_a_fill_value": 0.46,
+    "contract_engines__check_queue_1_dma_status_and_queue_resets_during_it": 4.0,
+    "contract_engines__check_queue_reset_while_each_packet_kind_runs": 3.1,
+    "contract_engines__check_doorbell_errors_while_an_ib_waits": 0.27,
+    "contract_engines__check_dma_raw_wait_and_reads_after_earlier_writes": 1.3,
+    "contract_driver__check_chain_at_the_deepest_level_and_its_vmid": 0.26,
+    "contract_engines__check_priority_written_while_both_queues_have_work_and_a_fast_poll": 1.6,
+    "contract_driver__check_count_0x3fff_is_the_one_dword_form_of_nop_alone": 8.7,  # (16 K writes: 42 K cycles)
+    "contract_engines__check_doorbell_error_of_the_queue_not_running_is_taken_at_once": 3.5,
     "kmd_uapi_contract__check_open_and_info": 0.05, "kmd_uapi_contract__check_gem_create": 0.05,
     "kmd_uapi_contract__check_gem_handles_are_per_file": 0.05, "kmd_uapi_contract__check_gem_mmap": 0.07,
     "kmd_uapi_contract__check_gem_va": 0.06, "kmd_uapi_contract__check_close_gives_everything_back": 0.11,

@@ -723,13 +723,100 @@ def check_timestamp_and_busy_counters(dev):
     assert [g.read("PERF_PACKETS", P[k].index) for k in ("WAIT_REG_MEM", "WRITE_DATA")] == [1, 20]
 
 
+def check_release_mem_without_data_and_a_fill_value(dev):
+    """RELEASE_MEM with DATA_SEL NONE accesses nothing: an address beyond the bus's 48 bits
+    is no BUS_DECERR (the rule is for a RELEASE_MEM with data) and one 4 mod 8 is no
+    FENCE_MISALIGNED (8-byte alignment is for 64-bit data), but ADDR_LO's bits 1:0 are still
+    checked (check 5); its EOP entry carries DATA_LO, DATA_HI and the ADDR_LO dword all the
+    same. A DMA_DATA fill takes its value from SRC_ADDR_LO alone: SRC_ADDR_HI is not used."""
+    g, ring, ih = bring_up(dev)
+    g.w32(OUT, [0x11] * 4)
+    ring.run(release_mem(OUT + 4 | 1 << 48, 0x1_0000_0002, DATA_SEL="NONE", INT_SEL="SEND_INT", INT_CTXID=5),
+             release_mem(OUT + 4, 0x3_0000_0004, DATA_SEL="NONE", INT_SEL="SEND_INT_ON_CONFIRM", INT_CTXID=6))
+    st = g.idle()
+    assert st["ERROR"] == 0 and g.read("CP_ERROR") == 0, st
+    got = [(ih.source(e), e["DATA0"], e["DATA1"], e["DATA2"], e["DATA3"]) for e in ih.pop()]
+    assert got == [("EOP", 5, 2, 1, OUT + 4), ("EOP", 6, 4, 3, OUT + 4)], got
+    assert g.r32(OUT, 4) == [0x11] * 4, "DATA_SEL NONE wrote memory"
+    p = release_mem(OUT, 3, DATA_SEL="NONE", INT_SEL="SEND_INT")
+    p[3] |= 2  # ADDR_LO's dword: bits 1:0 set
+    at = ring.wptr + 2
+    ring.submit(pm4("NOP", [0]), p)
+    expect_error(ring, ih, "FENCE_MISALIGNED", "RING", pm4_packets()["RELEASE_MEM"].opcode, RING + 4 * at, at)
+    assert g.r32(OUT, 4) == [0x11] * 4
+    ring.run(dma_data(OUT + 1, 0xAABBCCDD | 0x1234 << 32, 9, SRC_SEL="DATA", CP_SYNC=1))
+    assert g.read("CP_ERROR") == 0
+    assert g.r32(OUT, 4) == [0xAABBCC11, 0xAABBCCDD, 0xCCDD, 0x11], [hex(v) for v in g.r32(OUT, 4)]
+
+
+def check_chain_at_the_deepest_level_and_its_vmid(dev):
+    """A CHAIN is no nesting: from IB2 (CAPS.IB_LEVELS deep) it runs the new IB at IB2, and
+    check 6 gives a CHAIN there IB_SIZE_ZERO or, with a base beyond the bus, BUS_DECERR at the
+    base's low 48 bits (never IB_NESTING), LEVEL IB2; a misaligned base is IB_MISALIGNED. A
+    CHAIN's VMID field is ignored: the chained IB keeps the VMID the ring's packet named (its
+    EOP entry says so), IB1's chain and IB2's alike. The ring packet finishes (rptr passes
+    it) when the last chained IB does."""
+    g, ring, ih = bring_up(dev)
+    assert g.fields("CAPS")["IB_LEVELS"] == 2
+    P = pm4_packets()
+    op = P["INDIRECT_BUFFER"].opcode
+    eop = lambda k: release_mem(OUT + 4 * k, 0x100 + k, INT_SEL="SEND_INT", INT_CTXID=k)  # noqa: E731
+    tail1, tail2 = eop(3), eop(4)
+    g.w32(IB1B, tail2)
+    g.w32(0x53000, eop(2) + ib(IB1B, len(tail2), CHAIN=1, VMID=9))  # chained from IB2: still IB2
+    g.w32(IB2, eop(1) + ib(0x53000, 8 + 4, CHAIN=1, VMID=7))
+    g.w32(0x54000, tail1)
+    g.w32(IB1, eop(0) + ib(IB2, 8 + 4) + ib(0x54000, len(tail1), CHAIN=1, VMID=5))
+    ring.run(ib(IB1, 8 + 4 + 4, VMID=3), eop(5))
+    got = [(e["DATA0"], e["VMID"]) for e in ih.pop()]
+    assert got == [(0, 3), (1, 3), (2, 3), (4, 3), (3, 3), (5, 0)], got
+    assert g.r32(OUT, 6) == [0x100 + k for k in range(6)] and g.read("RB_RPTR") == 4 + 8 == g.r32(RPTR_WB)
+    for low, base, size, code, addr in ((0, IB1B, 0, "IB_SIZE_ZERO", IB2 + 8),
+                                        (0, IB1B | 1 << 48, 4, "BUS_DECERR", IB1B),
+                                        (2, IB1B, 4, "IB_MISALIGNED", IB2 + 8)):
+        chain = ib(base, size, CHAIN=1)
+        chain[1] |= low  # IB_BASE_LO's bits 1:0
+        g.w32(IB2, pm4("NOP", [0]) + chain)
+        g.w32(IB1, ib(IB2, 6))
+        ring.submit(ib(IB1, 4))
+        expect_error(ring, ih, code, "IB2", op, addr, 2)
+
+
+def check_count_0x3fff_is_the_one_dword_form_of_nop_alone(dev):
+    """COUNT 0x3FFF is the header-only form of NOP alone (docs/hardware.md): a WRITE_DATA with
+    COUNT 0x3FFF is the longest one, 16381 data dwords (16385 in all), written whole, the
+    packet after it run (in an IB of 16385 + 5 dwords); fixed-size packets with COUNT 0x3FFF
+    are BAD_COUNT (not a one-dword form)."""
+    g, ring, ih = bring_up(dev)
+    P = pm4_packets()
+    big, dst = 0x300000, 0x400000
+    data = [0xA0000000 + k for k in range(16381)]
+    wd = write_data(dst, data)
+    assert wd[0] >> 16 & 0x3FFF == 0x3FFF and len(wd) == 16385
+    body = wd + write_data(dst + 4 * 16381, [0x5A])
+    raw = lambda words: list(b"".join(w.to_bytes(4, "little") for w in words))  # noqa: E731
+    g.dev.mem[dst:dst + 4 * 16384] = [0] * (4 * 16384)  # (one slice each: 16 K dwords one by one are slow)
+    g.dev.mem[big:big + 4 * len(body)] = raw(body)
+    ring.submit(ib(big, len(body)))
+    st = g.idle(cycles=400000)
+    assert st["ERROR"] == 0, ring.error_regs()
+    got = bytes(g.dev.mem[dst:dst + 4 * 16382])
+    assert got == bytes(raw(data + [0x5A])), "the longest WRITE_DATA or the packet after it"
+    for name in ("INDIRECT_BUFFER", "WAIT_REG_MEM", "RELEASE_MEM", "DMA_DATA"):
+        hdr = 0xC0000000 | 0x3FFF << 16 | P[name].opcode << 8
+        g.w32(IB1, [hdr] + [0] * 7)
+        ring.submit(ib(IB1, 8))
+        expect_error(ring, ih, "BAD_COUNT", "IB1", P[name].opcode, IB1, 0)
+
+
 CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_levels_and_chain, check_packet_checks,
           check_wait_reg_mem, check_release_mem_and_eop_entry, check_ih_ring_wrap_and_overflow, check_dma_data,
           check_cp_own_writes_fail_as_the_packet, check_dma_errors_and_counters,
           check_int_force_and_release_mem_alignment,
           check_packet_rules_in_ibs, check_ih_overflow_of_an_error_entry,
           check_every_listed_value_and_reserved_bit, check_dma_data_edges_and_counters,
-          check_timestamp_and_busy_counters]
+          check_timestamp_and_busy_counters, check_release_mem_without_data_and_a_fill_value,
+          check_chain_at_the_deepest_level_and_its_vmid, check_count_0x3fff_is_the_one_dword_form_of_nop_alone]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
