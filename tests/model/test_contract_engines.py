@@ -1219,15 +1219,16 @@ def check_queue_reset_while_each_packet_kind_runs(dev):
 
 def check_doorbell_errors_while_an_ib_waits(dev):
     """A doorbell error of a queue whose IB (VMID 3) is polling a WAIT_REG_MEM, the other
-    queue idle: a doorbell of the wptr it has is no error and the wait goes on; one behind it
+    queue idle or polling too (on the RTL two polling queues yield to each other, each parked
+    in turn): a doorbell of the wptr it has is no error and the wait goes on; one behind it
     is DOORBELL_BACKWARDS, one more than `size` ahead of rptr DOORBELL_OVERFLOW, latched as
     in the ring (LEVEL RING, OPCODE 0, ADDR the value, OFFSET rptr masked: the IB packet's,
     not yet passed), the CP_ERROR entry's VMID 0 though the queue was in its IB; the stopped
     queue no longer polls (WAITING 0: "a WAIT_REG_MEM is polling") and its IB does not go
-    on. (With the other queue polling too the RTL's two waits yield to each other, and a
-    queue stopped while its wait is parked reads WAITING 1 beside ERROR and IDLE until its
-    reset, the model 0: an RTL bug, left with the check's other half to
-    /work/notes/driver-writer-5-parked-wait-doorbell-error.patch.)"""
+    on. The other queue is untouched. (With the other queue polling too, a queue stopped
+    while its wait was parked read WAITING 1 beside ERROR and IDLE until its reset on the RTL
+    before 6 December 2026, night, the model 0: rtl/cp/queues.py's resume() now clears the
+    park with the error, driver-writer-5.)"""
     g, q0, ih = bring_up(dev, ring_log2=6)
     q1 = Ring(g, RING1, 6, RPTR1_WB, queue=1)
     flag, flag1 = OUT + 0x40, OUT + 0x44
@@ -1236,7 +1237,7 @@ def check_doorbell_errors_while_an_ib_waits(dev):
     g.w32(IB1, wait_mem(flag, 1, 1, "EQ") + write_data(OUT, [0xAA]))
     g.w32(IB2, wait_mem(flag1, 1, 1, "EQ") + write_data(OUT + 4, [0xBB]))
     for q, (ring, other, ib_base) in enumerate(((q0, q1, IB1), (q1, q0, IB2))):
-        for other_polls in (False,):
+        for other_polls in (False, True):
             for code in ("DOORBELL_BACKWARDS", "DOORBELL_OVERFLOW"):
                 what = f"queue {q}, {code}, the other queue {'polling' if other_polls else 'idle'}"
                 g.w32(OUT, [0, 0])
