@@ -301,3 +301,69 @@ def test_an_ih_entry_is_amds_soc15_layout_and_each_field_holds_exactly_its_width
     for n in (7, 9):
         with pytest.raises(ValueError, match=rf"^an IH entry is 8 dwords, not {n}$"):
             ih.decode([0] * n)
+
+
+class _StatusReads(_Storm):
+    """_Storm that counts the handler's INT_STATUS reads (`status_reads`)."""
+
+    status_reads = 0
+
+    def mmio_read32(self, offset: int) -> int:
+        if offset == regs.INT_STATUS.ADDR:
+            self.status_reads += 1
+        return super().mmio_read32(offset)
+
+
+def test_an_interrupt_with_nothing_in_the_ih_ring_nor_at_ih_wptr_is_spurious():
+    """The line is high (or the handler was called) but neither the write-back nor IH_WPTR
+    shows an entry and INT_STATUS has no event: counted as a spurious interrupt, no entry
+    taken. (IhRing.take_from_register answers 0 entries, and the handler reads INT_STATUS.)"""
+    kmd = kmd_model.bind(RefModel())
+    kmd.mmio.write(regs.INT_STATUS, kmd.mmio.read(regs.INT_STATUS))  # (W1C: the bind's EOP latch)
+    entries, spurious = kmd.ih.entries, kmd.stats["spurious_interrupts"]
+    assert kmd.mmio.read(regs.IH_WPTR) == kmd.ih.rptr and kmd.mmio.read(regs.INT_STATUS) == 0
+    kmd.irq_handler()
+    assert kmd.ih.entries == entries
+    assert kmd.stats["spurious_interrupts"] == spurious + 1
+
+
+def test_an_overflow_seen_at_the_first_look_of_a_storm_is_read_though_later_looks_find_the_ring_not_full():
+    """IhRing.full_seen: a look that found the ring full is remembered for the whole
+    interrupt, not only the last look's answer. An 8-entry ring overflows (IH_OVERFLOW
+    latched), then a storm answers each IH_RPTR write with one entry: the handler's first
+    look finds the ring full, the fifteen after one entry each. It reads INT_STATUS once and
+    clears IH_OVERFLOW (the dropped entries' fences polled). The flag is then cleared: the
+    next interrupt with an entry reads no INT_STATUS. A ring exactly full of entries that
+    latch no event (an SDMA poll storm's POLL_TIMEOUTs) is read once and is no spurious
+    interrupt."""
+    dev = _StatusReads()
+    kmd = kmd_model.bind(dev, ih_log2_entries=3)
+    before = kmd.ih.entries
+    spurious = kmd.stats["spurious_interrupts"]
+    for _ in range(9):  # one more than the ring holds: dropped, IH_OVERFLOW latched
+        dev.raise_eop()
+    assert regs.INT_STATUS.IH_OVERFLOW.get(kmd.mmio.read(regs.INT_STATUS))
+    dev.storming = True
+    reads = dev.status_reads
+    kmd.irq_handler()
+    assert kmd.ih.entries - before == 16
+    assert dev.status_reads == reads + 1
+    assert not regs.INT_STATUS.IH_OVERFLOW.get(kmd.mmio.read(regs.INT_STATUS)), "the overflow was not read"
+    dev.storming = False
+    kmd.service()
+    ih_settled(kmd, before + 17)
+    # the flag was cleared with the read: an ordinary entry costs no INT_STATUS read
+    dev.raise_eop()
+    reads = dev.status_reads
+    kmd.irq_handler()
+    assert kmd.ih.entries - before == 18 and dev.status_reads == reads
+    # exactly full, nothing dropped, no event latched: one read, not a spurious interrupt
+    kmd.mmio.write(regs.INT_STATUS, kmd.mmio.read(regs.INT_STATUS))  # (W1C: the EOPs' latch)
+    assert kmd.mmio.read(regs.INT_STATUS) & ~regs.INT_STATUS.IH_PENDING.mask == 0
+    for _ in range(8):
+        dev._ih_append(ih.Source.EOP, 0, 0, 0, 0, event=0)
+    reads = dev.status_reads
+    kmd.irq_handler()
+    assert kmd.ih.entries - before == 26 and dev.status_reads == reads + 1
+    assert kmd.stats["spurious_interrupts"] == spurious
+    ih_settled(kmd, before + 26)

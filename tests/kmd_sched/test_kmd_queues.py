@@ -1495,3 +1495,70 @@ def test_a_poll_a_client_makes_hold_only_at_the_looks_is_stuck():
     for r in runs:
         assert bad.wait(r, 1 << 20, ctx=hi)
     assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 1, 0), kmd.recovery_log
+
+
+def test_the_other_queue_held_the_cp_only_if_it_ran_from_before_the_look_to_this_one():
+    """JobTimerMixin._other_held_cp, the parked rule's question about the CP's other queue
+    (queue 1 here, for queue 0's job): a queue 1 job running a long fill since before the
+    last look held the CP; the same queue in a poll that does not hold at this look did not
+    (a polling queue yields the CP), nor did one whose job came in at the very cycle of the
+    last look (Scheduler.filled_at >= since: it may have come after the look)."""
+    kmd = kmd_model.bind(OnePacketACycle(), job_timeout=1_000_000)
+    evil = Client()
+    ebo = evil.bo(0x40_000)
+    ehi = new_ctx(evil, CtxPriority.HIGH)
+    flag = ebo.addr + 0x3000
+    words = []
+    for k in range(4_000):  # (a packet a cycle: some 4,000 cycles)
+        words += pm4.dma_data(ebo.addr + 0x38_000, 0x0F100D00 + k, 64, src_sel="DATA")
+    words += pm4.wait_reg_mem(flag, 1, 1, "EQ", poll_interval=4)
+    f = evil.submit(evil.ib(ebo, words, 0x5000), ctx=ehi)
+    q0, q1 = kmd.sched, kmd.hqd_sched
+    assert q1.pending and q1.ring is not q0.ring
+    filled = q1.filled_at
+    assert not kmd._other_held_cp(q0, filled)  # came in at the look's cycle: not all along
+    kmd.dev.delay(200)
+    st = kmd.mmio.read(q1.ring.STATUS)
+    assert not (q1.ring.STATUS.IDLE.get(st) or q1.ring.STATUS.WAITING.get(st)), hex(st)
+    assert kmd._other_held_cp(q0, filled + 1)  # running since before the look: it held the CP
+    deadline = kmd.dev.now() + 2_000_000
+    while not q1.ring.STATUS.WAITING.get(kmd.mmio.read(q1.ring.STATUS)) and kmd.dev.now() < deadline:
+        kmd.dev.delay(64)
+    assert q1.pending and q1.ring.STATUS.WAITING.get(kmd.mmio.read(q1.ring.STATUS))
+    assert not kmd._other_held_cp(q0, filled + 1)  # in a poll that does not hold: it yields the CP
+    ebo.u32[0x3000 // 4] = 1
+    assert evil.wait(f, 2_000_000, ehi)
+
+
+def test_an_unchecked_job_parked_behind_queue_1_s_jobs_is_not_reset_for_the_time_it_was_parked():
+    """The unchecked time rule (head_ran) leaves out the intervals in which the job's queue
+    was parked in a poll that holds while queue 1 held the CP (_progressed: moved = unserved
+    = True): an innocent job with the checker off, its poll released early in a HIGH
+    client's flood of five jobs of 8,000 cycles each (each well under the rule's 4 job
+    timeouts, the flood some 40,000 cycles, 13 of them), runs to its end, nobody reset."""
+    kmd = kmd_model.bind(ParkedPolls(), job_timeout=3_000, hw_timeout=5_000, cs_check=False,
+                         unchecked_job_timeouts=4)
+    good, evil = Client(), Client()
+    fills, jobs = 8_000, 5
+    gbo, ebo = good.bo(0x4000), evil.bo(0x80_000)
+    ehi = new_ctx(evil, CtxPriority.HIGH)
+    g = good.submit(good.ib(gbo, pm4.wait_reg_mem(gbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16)
+                            + pm4.write_data(gbo.addr + 0x10, [0x600D]), 0x100))
+    gjob = kmd.sched.pending[0]
+    fill = []
+    for k in range(fills):
+        fill += pm4.dma_data(ebo.addr + 0x7F_000, 0x0F100D00 + k, 64, src_sel="DATA")
+    first = evil.ib(ebo, pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ", poll_interval=4) + fill, 0x5000)
+    more = evil.ib(ebo, fill, 0x40_000)  # (no poll: one would yield the CP)
+    fs = [evil.submit(first, ctx=ehi)] + [evil.submit(more, ctx=ehi) for _ in range(jobs - 1)]
+    kmd.dev.delay(1_000)  # (the victim's job polls; the timer has its first look to come)
+    start = kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED)
+    ebo.u32[0x3000 // 4] = 1  # the flood starts
+    deadline = kmd.dev.now() + 100_000
+    while kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED) - start < 14 and kmd.dev.now() < deadline:
+        kmd.dev.delay(16)
+    gbo.u32[0x3000 // 4] = 1  # the poll holds from now on
+    assert good.wait(g, 2_000_000) and gbo.u32[4] == 0x600D and gjob.runs == 1, kmd.recovery_log
+    assert all(evil.wait(f, 2_000_000, ehi) for f in fs)
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 0, 0), kmd.recovery_log
+    assert query(good).reset_status == ResetStatus.NO_RESET and good.f.hangs == 0
